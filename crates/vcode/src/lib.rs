@@ -1,0 +1,1 @@
+//! vcode: in-place dynamic code generation (work in progress).
