@@ -1,0 +1,44 @@
+// The applet of Figure 2 of the U-Net/SLE paper: the standard U-Net
+// mechanism, transmitting and receiving without modifying the data.
+// (The paper's line 24 reads `return;` in an int method, which javac
+// rejects; it returns -1 here.)
+public class RawUnet {
+    public static byte[] TxBuf;
+    public static byte[] RxBuf;
+    public static int freebufferlen;
+    public static int[] offsets;
+
+    RawUnet() {
+        TxBuf = newAlignedArray(4096);
+        freebufferlen = getFreeBufferLength();
+        offsets = new int[14];
+    }
+
+    private static int doTx(int length, int channel, int off) {
+        doHtoLDMA(TxBuf, 0, off, length);
+        txPush(TxBuf, 0, channel, length);
+        return 0;
+    }
+
+    private static int doRx(int length, int channel) {
+        if (length <= 56) {
+            dmaRxdPayload(RxBuf, channel, length);
+        } else {
+            int dma_offset = getFreeBuffer();
+            if (dma_offset == -1) return -1; /* No buffer available; drop */
+            doLtoHDMA(RxBuf, 0, dma_offset, length);
+            offsets[0] = dma_offset;
+            dmaRxd(offsets, channel, length);
+        }
+        return 0;
+    }
+
+    static native byte[] newAlignedArray(int nbytes);
+    static native int getFreeBufferLength();
+    static native int getFreeBuffer();
+    static native void doHtoLDMA(byte[] txarray, int txoff, int useroff, int len);
+    static native void doLtoHDMA(byte[] rxarray, int rxoff, int useroff, int len);
+    static native void txPush(byte[] txarray, int txoff, int chan, int len);
+    static native void dmaRxd(int[] offsets, int chan, int len);
+    static native void dmaRxdPayload(byte[] payload, int chan, int len);
+}

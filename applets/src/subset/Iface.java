@@ -1,0 +1,1 @@
+public class Iface implements Runnable { public void run() { } }

@@ -1,0 +1,1 @@
+public class InstanceNative { native int f(int a); }

@@ -1,0 +1,1 @@
+public class Lambda { static int f() { Runnable r = () -> { }; return 0; } }

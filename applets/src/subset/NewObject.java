@@ -1,0 +1,1 @@
+public class NewObject { static int f() { Object o = new Object(); return 0; } }

@@ -1,0 +1,1 @@
+public class OtherClass { static int f(int a) { return Math.abs(a); } }

@@ -1,0 +1,1 @@
+public class Synchronized { static synchronized int f(int a) { return a; } }

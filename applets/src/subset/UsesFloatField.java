@@ -1,0 +1,1 @@
+public class UsesFloatField { static float f; }

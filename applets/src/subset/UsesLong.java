@@ -1,0 +1,1 @@
+public class UsesLong { static long twice(long a) { return a * 2; } }

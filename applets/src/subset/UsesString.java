@@ -1,0 +1,1 @@
+public class UsesString { static int len() { return "abc".length(); } }

@@ -1,0 +1,426 @@
+//! One-time decoding of verified bytecode into jive's internal form.
+//!
+//! The U-Net/SLE paper (§3.3) names calls and field accesses as JIVE's most
+//! expensive operations, because each one looked up the constant pool and
+//! the class's member tables at run time. jive pays that cost once, here:
+//! every method becomes a flat vector of [`Op`]s of 8 bytes each, in which
+//!
+//! - field references are slot numbers in the static or instance field array,
+//! - method references are indices into the method table (or the native table),
+//! - branch targets are indices into the `Op` vector, not byte offsets,
+//! - `ldc`, `bipush`, `sipush` and `iconst_*` are one `Const`,
+//! - `iload`/`aload` (and `istore`/`astore`) share one op, since references
+//!   are heap handles held in the same `i32` slots as ints,
+//! - the narrowing that JVMS §6.5 requires when storing into `boolean`,
+//!   `byte` and `short` fields and returning those types is explicit.
+//!
+//! A parallel vector maps each op back to its bytecode index, for traps.
+//! The form is typed and has resolved targets, so a later JIT can translate
+//! it directly.
+
+use crate::bytecode::{Insn, Operand, op};
+use crate::classfile::{ClassFile, Constant};
+use crate::subset::{ClassInfo, FieldType, Prim};
+
+/// An internal instruction. Operand-stack effects are those of the JVM
+/// instruction it comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    /// Do nothing.
+    Nop,
+    /// Push a constant (`iconst`, `bipush`, `sipush`, `ldc`, `aconst_null` = 0).
+    Const(i32),
+    /// Push local `n` (`iload`, `aload`).
+    Load(u16),
+    /// Pop into local `n` (`istore`, `astore`).
+    Store(u16),
+    /// Add a constant to an int local (`iinc`).
+    Iinc(u16, i16),
+    /// `iaload`.
+    IALoad,
+    /// `baload` (byte and boolean arrays).
+    BALoad,
+    /// `saload`.
+    SALoad,
+    /// `iastore`.
+    IAStore,
+    /// `bastore` (a boolean array stores `value & 1`).
+    BAStore,
+    /// `sastore`.
+    SAStore,
+    /// `pop`.
+    Pop,
+    /// `pop2` (two category-1 values).
+    Pop2,
+    /// `dup`.
+    Dup,
+    /// `dup_x1`.
+    DupX1,
+    /// `dup_x2`.
+    DupX2,
+    /// `dup2`.
+    Dup2,
+    /// `dup2_x1`.
+    Dup2X1,
+    /// `dup2_x2`.
+    Dup2X2,
+    /// `swap`.
+    Swap,
+    /// `iadd`.
+    Add,
+    /// `isub`.
+    Sub,
+    /// `imul`.
+    Mul,
+    /// `idiv` (traps on zero; `MIN / -1 == MIN`).
+    Div,
+    /// `irem`.
+    Rem,
+    /// `ineg`.
+    Neg,
+    /// `ishl`.
+    Shl,
+    /// `ishr`.
+    Shr,
+    /// `iushr`.
+    Ushr,
+    /// `iand`.
+    And,
+    /// `ior`.
+    Or,
+    /// `ixor`.
+    Xor,
+    /// `i2b`.
+    I2B,
+    /// `i2s`.
+    I2S,
+    /// Narrow to boolean (`value & 1`), before stores and returns of `boolean`.
+    I2Z,
+    /// `ifeq`/`ifnull`: branch if zero.
+    IfEq(u32),
+    /// `ifne`/`ifnonnull`.
+    IfNe(u32),
+    /// `iflt`.
+    IfLt(u32),
+    /// `ifge`.
+    IfGe(u32),
+    /// `ifgt`.
+    IfGt(u32),
+    /// `ifle`.
+    IfLe(u32),
+    /// `if_icmpeq`/`if_acmpeq`.
+    IfCmpEq(u32),
+    /// `if_icmpne`/`if_acmpne`.
+    IfCmpNe(u32),
+    /// `if_icmplt`.
+    IfCmpLt(u32),
+    /// `if_icmpge`.
+    IfCmpGe(u32),
+    /// `if_icmpgt`.
+    IfCmpGt(u32),
+    /// `if_icmple`.
+    IfCmpLe(u32),
+    /// `goto`, `goto_w`.
+    Goto(u32),
+    /// `tableswitch`: index into [`Program::switches`].
+    TableSwitch(u32),
+    /// `lookupswitch`: index into [`Program::switches`].
+    LookupSwitch(u32),
+    /// `ireturn`, `areturn`.
+    ReturnValue,
+    /// `return`.
+    Return,
+    /// `getstatic` of a static slot.
+    GetStatic(u16),
+    /// `putstatic` into a static slot.
+    PutStatic(u16),
+    /// `getfield` of an instance slot.
+    GetField(u16),
+    /// `putfield` into an instance slot.
+    PutField(u16),
+    /// Call a bytecode method of the applet by method index.
+    Call(u16),
+    /// Call a native method by native index.
+    CallNative(u16),
+    /// `invokespecial java/lang/Object.<init>()V`: pops the receiver.
+    ObjectInit,
+    /// `newarray`.
+    NewArray(Prim),
+    /// `arraylength`.
+    ArrayLength,
+}
+
+/// A decoded switch table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Switch {
+    /// `tableswitch`: keys `low..low+targets.len()`.
+    Table {
+        /// Lowest key.
+        low: i32,
+        /// Op index per key.
+        targets: Box<[u32]>,
+        /// Op index otherwise.
+        default: u32,
+    },
+    /// `lookupswitch`: sorted keys.
+    Lookup {
+        /// Keys, increasing.
+        keys: Box<[i32]>,
+        /// Op index per key.
+        targets: Box<[u32]>,
+        /// Op index otherwise.
+        default: u32,
+    },
+}
+
+/// A decoded bytecode method.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Func {
+    /// `name(descriptor)`.
+    pub id: String,
+    /// The ops.
+    pub code: Box<[Op]>,
+    /// Bytecode index of each op.
+    pub bcis: Box<[u32]>,
+    /// `max_locals`.
+    pub max_locals: u16,
+    /// `max_stack`.
+    pub max_stack: u16,
+    /// Argument slots, including `this`.
+    pub arg_slots: u16,
+    /// True for instance methods (the first argument must not be null).
+    pub has_receiver: bool,
+}
+
+/// A native method the applet declares.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NativeDecl {
+    /// Name.
+    pub name: String,
+    /// Descriptor.
+    pub descriptor: String,
+    /// Parameter types.
+    pub params: Vec<FieldType>,
+    /// Return type.
+    pub ret: Option<FieldType>,
+}
+
+/// A decoded applet class, ready to instantiate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Program {
+    /// The class summary from the subset check.
+    pub info: ClassInfo,
+    /// One entry per method of `info.methods`: the decoded code, or `None` for natives.
+    pub funcs: Vec<Option<Func>>,
+    /// For each method of `info.methods`, its index in `natives` if native.
+    pub native_index: Vec<Option<u16>>,
+    /// The native methods, in declaration order.
+    pub natives: Vec<NativeDecl>,
+    /// Switch tables referenced by `TableSwitch`/`LookupSwitch`.
+    pub switches: Vec<Switch>,
+    /// Bytes of bytecode in the class (for reporting).
+    pub code_bytes: usize,
+}
+
+fn narrow(t: FieldType) -> Option<Op> {
+    match t {
+        FieldType::Prim(Prim::Boolean) => Some(Op::I2Z),
+        FieldType::Prim(Prim::Byte) => Some(Op::I2B),
+        FieldType::Prim(Prim::Short) => Some(Op::I2S),
+        _ => None,
+    }
+}
+
+/// Decodes a class that passed [`crate::subset::check`] and
+/// [`crate::verifier::verify`]. Returns `None` only if the class was not
+/// verified (a decoding step found something verification excludes).
+pub fn decode(cf: &ClassFile, info: &ClassInfo, all_insns: &[Vec<Insn>]) -> Option<Program> {
+    let mut natives = Vec::new();
+    let mut native_index = Vec::new();
+    for m in &info.methods {
+        if m.is_native {
+            native_index.push(Some(u16::try_from(natives.len()).ok()?));
+            natives.push(NativeDecl { name: m.name.clone(), descriptor: m.descriptor.clone(), params: m.sig.params.clone(), ret: m.sig.ret });
+        } else {
+            native_index.push(None);
+        }
+    }
+    let mut switches = Vec::new();
+    let mut funcs = Vec::new();
+    let mut code_bytes = 0;
+    for (k, m) in info.methods.iter().enumerate() {
+        if m.is_native {
+            funcs.push(None);
+            continue;
+        }
+        let code = cf.methods.get(m.index)?.code.as_ref()?;
+        code_bytes += code.code.len();
+        let insns = all_insns.get(k)?;
+        // Pass 1: op index of every bci (some instructions expand to two ops).
+        let mut index_of = vec![u32::MAX; code.code.len()];
+        let mut n = 0u32;
+        for i in insns {
+            index_of[i.bci as usize] = n;
+            n += 1 + u32::from(expands(cf, info, m.sig.ret, i));
+        }
+        let target = |t: i64| -> Option<u32> {
+            let t = usize::try_from(t).ok()?;
+            index_of.get(t).copied().filter(|&x| x != u32::MAX)
+        };
+        // Pass 2: emit.
+        let mut ops = Vec::with_capacity(n as usize);
+        let mut bcis = Vec::with_capacity(n as usize);
+        for i in insns {
+            let mut emit = |o: Op| {
+                ops.push(o);
+                bcis.push(i.bci);
+            };
+            let o = i.opcode;
+            match (o, &i.operand) {
+                (op::NOP, _) => emit(Op::Nop),
+                (op::ACONST_NULL, _) => emit(Op::Const(0)),
+                (op::ICONST_M1..=op::ICONST_5, _) => emit(Op::Const(i32::from(o) - 3)),
+                (op::BIPUSH | op::SIPUSH, &Operand::Int(v)) => emit(Op::Const(v)),
+                (op::LDC | op::LDC_W, &Operand::Cp(c)) => match cf.constant(c)? {
+                    Constant::Integer(v) => emit(Op::Const(*v)),
+                    _ => return None,
+                },
+                (op::ILOAD..=op::ALOAD_3, &Operand::Local(n)) => emit(Op::Load(n)),
+                (op::ISTORE..=op::ASTORE_3, &Operand::Local(n)) => emit(Op::Store(n)),
+                (op::IINC, &Operand::Iinc { index, delta }) => emit(Op::Iinc(index, delta)),
+                (op::IALOAD, _) => emit(Op::IALoad),
+                (op::BALOAD, _) => emit(Op::BALoad),
+                (op::SALOAD, _) => emit(Op::SALoad),
+                (op::IASTORE, _) => emit(Op::IAStore),
+                (op::BASTORE, _) => emit(Op::BAStore),
+                (op::SASTORE, _) => emit(Op::SAStore),
+                (op::POP, _) => emit(Op::Pop),
+                (op::POP2, _) => emit(Op::Pop2),
+                (op::DUP, _) => emit(Op::Dup),
+                (op::DUP_X1, _) => emit(Op::DupX1),
+                (op::DUP_X2, _) => emit(Op::DupX2),
+                (op::DUP2, _) => emit(Op::Dup2),
+                (op::DUP2_X1, _) => emit(Op::Dup2X1),
+                (op::DUP2_X2, _) => emit(Op::Dup2X2),
+                (op::SWAP, _) => emit(Op::Swap),
+                (op::IADD, _) => emit(Op::Add),
+                (op::ISUB, _) => emit(Op::Sub),
+                (op::IMUL, _) => emit(Op::Mul),
+                (op::IDIV, _) => emit(Op::Div),
+                (op::IREM, _) => emit(Op::Rem),
+                (op::INEG, _) => emit(Op::Neg),
+                (op::ISHL, _) => emit(Op::Shl),
+                (op::ISHR, _) => emit(Op::Shr),
+                (op::IUSHR, _) => emit(Op::Ushr),
+                (op::IAND, _) => emit(Op::And),
+                (op::IOR, _) => emit(Op::Or),
+                (op::IXOR, _) => emit(Op::Xor),
+                (op::I2B, _) => emit(Op::I2B),
+                (op::I2S, _) => emit(Op::I2S),
+                (op::IFEQ..=op::IF_ACMPNE | op::GOTO | op::GOTO_W | op::IFNULL | op::IFNONNULL, &Operand::Branch(t)) => {
+                    let t = target(t)?;
+                    emit(match o {
+                        153 | op::IFNULL => Op::IfEq(t),
+                        154 | op::IFNONNULL => Op::IfNe(t),
+                        155 => Op::IfLt(t),
+                        156 => Op::IfGe(t),
+                        157 => Op::IfGt(t),
+                        158 => Op::IfLe(t),
+                        159 | op::IF_ACMPEQ => Op::IfCmpEq(t),
+                        160 | op::IF_ACMPNE => Op::IfCmpNe(t),
+                        161 => Op::IfCmpLt(t),
+                        162 => Op::IfCmpGe(t),
+                        163 => Op::IfCmpGt(t),
+                        164 => Op::IfCmpLe(t),
+                        _ => Op::Goto(t),
+                    })
+                }
+                (op::TABLESWITCH, Operand::Table { default, low, targets }) => {
+                    let targets = targets.iter().map(|&t| target(t)).collect::<Option<Box<[u32]>>>()?;
+                    switches.push(Switch::Table { low: *low, targets, default: target(*default)? });
+                    emit(Op::TableSwitch(u32::try_from(switches.len() - 1).ok()?));
+                }
+                (op::LOOKUPSWITCH, Operand::Lookup { default, pairs }) => {
+                    let keys = pairs.iter().map(|p| p.0).collect();
+                    let targets = pairs.iter().map(|p| target(p.1)).collect::<Option<Box<[u32]>>>()?;
+                    switches.push(Switch::Lookup { keys, targets, default: target(*default)? });
+                    emit(Op::LookupSwitch(u32::try_from(switches.len() - 1).ok()?));
+                }
+                (op::IRETURN | op::ARETURN, _) => {
+                    if let Some(n) = m.sig.ret.and_then(narrow) {
+                        emit(n);
+                    }
+                    emit(Op::ReturnValue)
+                }
+                (op::RETURN, _) => emit(Op::Return),
+                (op::GETSTATIC..=op::PUTFIELD, &Operand::Cp(c)) => {
+                    let (_, name, _) = cf.member_ref(c)?;
+                    let fi = info.field_named(name)?;
+                    match o {
+                        op::GETSTATIC => emit(Op::GetStatic(fi.slot)),
+                        op::GETFIELD => emit(Op::GetField(fi.slot)),
+                        _ => {
+                            if let Some(n) = narrow(fi.ty) {
+                                emit(n);
+                            }
+                            emit(if o == op::PUTSTATIC { Op::PutStatic(fi.slot) } else { Op::PutField(fi.slot) })
+                        }
+                    }
+                }
+                (op::INVOKEVIRTUAL..=op::INVOKESTATIC, &Operand::Cp(c)) => {
+                    let (class, name, _) = cf.member_ref(c)?;
+                    if class != info.name {
+                        emit(Op::ObjectInit)
+                    } else {
+                        let (idx, _) = info.method(name)?;
+                        match native_index[idx] {
+                            Some(n) => emit(Op::CallNative(n)),
+                            None => emit(Op::Call(u16::try_from(idx).ok()?)),
+                        }
+                    }
+                }
+                (op::NEWARRAY, &Operand::ArrayType(t)) => emit(Op::NewArray(match t {
+                    4 => Prim::Boolean,
+                    8 => Prim::Byte,
+                    9 => Prim::Short,
+                    10 => Prim::Int,
+                    _ => return None,
+                })),
+                (op::ARRAYLENGTH, _) => emit(Op::ArrayLength),
+                _ => return None,
+            }
+        }
+        funcs.push(Some(Func {
+            id: m.id(),
+            code: ops.into_boxed_slice(),
+            bcis: bcis.into_boxed_slice(),
+            max_locals: code.max_locals,
+            max_stack: code.max_stack,
+            arg_slots: u16::try_from(m.arg_slots()).ok()?,
+            has_receiver: !m.is_static,
+        }));
+    }
+    Some(Program { info: info.clone(), funcs, native_index, natives, switches, code_bytes })
+}
+
+/// Whether an instruction decodes to two ops (a narrowing before it).
+fn expands(cf: &ClassFile, info: &ClassInfo, ret: Option<FieldType>, i: &Insn) -> bool {
+    match (i.opcode, &i.operand) {
+        (op::IRETURN, _) => ret.and_then(narrow).is_some(),
+        (op::PUTSTATIC | op::PUTFIELD, &Operand::Cp(c)) => cf
+            .member_ref(c)
+            .and_then(|(_, name, _)| info.field_named(name))
+            .is_some_and(|f| narrow(f.ty).is_some()),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_op_is_eight_bytes() {
+        assert_eq!(core::mem::size_of::<Op>(), 8);
+    }
+}

@@ -1,0 +1,240 @@
+//! The applet heap: arrays and the applet object, with a budget and a mark
+//! phase at the end of invocations (U-Net/SLE §3.1 left collection as future
+//! work and suggested scope-based lifetimes; this is jive's answer).
+//!
+//! # The model
+//!
+//! - A reference is an `i32` handle: 0 is `null`, `h > 0` names slot `h - 1`.
+//!   Handles live in the same `i32` slots as ints, which keeps the
+//!   interpreter's frames uniform; the verifier guarantees that code never
+//!   forges one from an int.
+//! - Every allocation is charged against a per-applet budget of bytes
+//!   (element bytes plus a fixed [`OBJECT_OVERHEAD`]); exceeding it is a trap.
+//! - **Roots** are the static fields and the applet object's fields of array
+//!   type. Nothing else survives an invocation: when an invocation (or
+//!   `<clinit>` and the constructor) ends, normally or by a trap, and it
+//!   allocated, [`Heap::collect`] marks everything reachable from the roots
+//!   and frees the rest. Arrays made in the constructor and stored in fields
+//!   therefore persist; scratch arrays made during `doTx`/`doRx` are freed at
+//!   its end; an array stored into a field is never freed while the field
+//!   refers to it.
+//! - No collection happens *during* an invocation (its frames hold untyped
+//!   handles), so one invocation can use at most the whole budget.
+//! - Freed slots are reused. A handle the host got back from an invocation
+//!   (a method returning an array) is valid only until the next invocation
+//!   unless a field refers to the array.
+
+use crate::subset::Prim;
+
+/// Bytes charged per object in addition to its elements.
+pub const OBJECT_OVERHEAD: u64 = 16;
+
+/// A heap object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Object {
+    /// `boolean[]` (elements are 0 or 1).
+    Booleans(Vec<i8>),
+    /// `byte[]`.
+    Bytes(Vec<i8>),
+    /// `short[]`.
+    Shorts(Vec<i16>),
+    /// `int[]`.
+    Ints(Vec<i32>),
+    /// The applet instance: its instance fields.
+    Instance(Vec<i32>),
+}
+
+impl Object {
+    fn cost(&self) -> u64 {
+        OBJECT_OVERHEAD
+            + match self {
+                Object::Booleans(v) | Object::Bytes(v) => v.len() as u64,
+                Object::Shorts(v) => 2 * v.len() as u64,
+                Object::Ints(v) | Object::Instance(v) => 4 * v.len() as u64,
+            }
+    }
+    /// Array length, or `None` for the instance.
+    pub fn array_len(&self) -> Option<usize> {
+        match self {
+            Object::Booleans(v) | Object::Bytes(v) => Some(v.len()),
+            Object::Shorts(v) => Some(v.len()),
+            Object::Ints(v) => Some(v.len()),
+            Object::Instance(_) => None,
+        }
+    }
+}
+
+/// Why an allocation failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutOfBudget {
+    /// Bytes requested.
+    pub requested: u64,
+    /// Bytes in use.
+    pub in_use: u64,
+    /// The budget.
+    pub limit: u64,
+}
+
+/// The heap of one applet.
+#[derive(Debug, Clone)]
+pub struct Heap {
+    slots: Vec<Option<Object>>,
+    free: Vec<u32>,
+    in_use: u64,
+    limit: u64,
+    marks: Vec<bool>,
+    allocated_since_collect: bool,
+}
+
+impl Heap {
+    /// An empty heap with a budget of `limit` bytes.
+    pub fn new(limit: u64) -> Heap {
+        Heap { slots: Vec::new(), free: Vec::new(), in_use: 0, limit, marks: Vec::new(), allocated_since_collect: false }
+    }
+
+    /// Bytes in use (elements plus overhead).
+    pub fn bytes_in_use(&self) -> u64 {
+        self.in_use
+    }
+
+    /// Number of live objects.
+    pub fn object_count(&self) -> usize {
+        self.slots.len() - self.free.len()
+    }
+
+    /// Number of slots ever used (live or free); bounded by the budget.
+    pub fn capacity(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Allocates an object and returns its handle.
+    pub fn alloc(&mut self, obj: Object) -> Result<i32, OutOfBudget> {
+        let cost = obj.cost();
+        if self.in_use + cost > self.limit || self.slots.len() >= i32::MAX as usize - 1 {
+            return Err(OutOfBudget { requested: cost, in_use: self.in_use, limit: self.limit });
+        }
+        self.in_use += cost;
+        self.allocated_since_collect = true;
+        let slot = match self.free.pop() {
+            Some(s) => {
+                self.slots[s as usize] = Some(obj);
+                s as usize
+            }
+            None => {
+                self.slots.push(Some(obj));
+                self.slots.len() - 1
+            }
+        };
+        Ok(slot as i32 + 1)
+    }
+
+    /// Allocates a zeroed array of `len` elements (`len >= 0`).
+    pub fn alloc_array(&mut self, elem: Prim, len: i32) -> Result<i32, OutOfBudget> {
+        let n = len.max(0) as usize;
+        let cost = OBJECT_OVERHEAD + elem.size() * n as u64;
+        // Check before allocating the vector, so a huge request costs nothing.
+        if self.in_use + cost > self.limit {
+            return Err(OutOfBudget { requested: cost, in_use: self.in_use, limit: self.limit });
+        }
+        self.alloc(match elem {
+            Prim::Boolean => Object::Booleans(vec![0; n]),
+            Prim::Byte => Object::Bytes(vec![0; n]),
+            Prim::Short => Object::Shorts(vec![0; n]),
+            Prim::Int => Object::Ints(vec![0; n]),
+        })
+    }
+
+    /// The object behind a handle; `None` for null or a dangling handle.
+    #[inline(always)]
+    pub fn get(&self, handle: i32) -> Option<&Object> {
+        self.slots.get((handle as u32).wrapping_sub(1) as usize)?.as_ref()
+    }
+
+    /// The object behind a handle, mutably.
+    #[inline(always)]
+    pub fn get_mut(&mut self, handle: i32) -> Option<&mut Object> {
+        self.slots.get_mut((handle as u32).wrapping_sub(1) as usize)?.as_mut()
+    }
+
+    /// Whether anything was allocated since the last collection.
+    pub fn needs_collect(&self) -> bool {
+        self.allocated_since_collect
+    }
+
+    /// Marks everything reachable from `roots` and frees the rest. The
+    /// applet's objects hold no references except the instance, whose
+    /// reference-typed fields are given by `instance_ref_slots`.
+    pub fn collect(&mut self, roots: impl IntoIterator<Item = i32>, instance_ref_slots: &[u16]) {
+        self.marks.clear();
+        self.marks.resize(self.slots.len(), false);
+        let mut stack: Vec<i32> = roots.into_iter().collect();
+        while let Some(h) = stack.pop() {
+            let i = (h as u32).wrapping_sub(1) as usize;
+            match (self.slots.get(i), self.marks.get_mut(i)) {
+                (Some(Some(obj)), Some(mark)) if !*mark => {
+                    *mark = true;
+                    if let Object::Instance(fields) = obj {
+                        stack.extend(instance_ref_slots.iter().filter_map(|&s| fields.get(usize::from(s)).copied()));
+                    }
+                }
+                _ => {}
+            }
+        }
+        for (i, slot) in self.slots.iter_mut().enumerate() {
+            if !self.marks[i]
+                && let Some(obj) = slot.take()
+            {
+                self.in_use -= obj.cost();
+                self.free.push(i as u32);
+            }
+        }
+        // Trailing free slots are returned, so capacity tracks the live set.
+        while matches!(self.slots.last(), Some(None)) {
+            self.slots.pop();
+        }
+        let len = self.slots.len() as u32;
+        self.free.retain(|&s| s < len);
+        self.allocated_since_collect = false;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn null_and_forged_handles_resolve_to_nothing() {
+        let mut h = Heap::new(1000);
+        let a = h.alloc_array(Prim::Int, 3).unwrap();
+        assert_eq!(a, 1);
+        assert!(h.get(0).is_none());
+        assert!(h.get(-5).is_none());
+        assert!(h.get(2).is_none());
+        assert_eq!(h.get(a), Some(&Object::Ints(vec![0, 0, 0])));
+    }
+
+    #[test]
+    fn the_budget_counts_elements_and_overhead() {
+        let mut h = Heap::new(100);
+        h.alloc_array(Prim::Int, 10).unwrap(); // 56 bytes
+        let e = h.alloc_array(Prim::Short, 20).unwrap_err(); // 56 more
+        assert_eq!(e, OutOfBudget { requested: 56, in_use: 56, limit: 100 });
+        assert!(h.alloc_array(Prim::Byte, i32::MAX).is_err());
+    }
+
+    #[test]
+    fn collection_keeps_what_roots_reach_and_frees_the_rest() {
+        let mut h = Heap::new(10_000);
+        let kept = h.alloc_array(Prim::Byte, 8).unwrap();
+        let garbage = h.alloc_array(Prim::Byte, 8).unwrap();
+        let via_instance = h.alloc_array(Prim::Int, 1).unwrap();
+        let inst = h.alloc(Object::Instance(vec![7, via_instance])).unwrap();
+        h.collect([kept, inst, 0], &[1]);
+        assert!(h.get(kept).is_some());
+        assert!(h.get(garbage).is_none());
+        assert!(h.get(via_instance).is_some());
+        assert_eq!(h.object_count(), 3);
+        // The freed slot is reused.
+        assert_eq!(h.alloc_array(Prim::Int, 0).unwrap(), garbage);
+    }
+}

@@ -1,0 +1,562 @@
+//! The interpreter: a `match` loop over decoded [`Op`]s (JVMS chapter 6
+//! semantics for the subset; U-Net/SLE §3.3 for what must be fast).
+//!
+//! All frames live in one `Vec<i32>`: a frame is its locals followed by its
+//! operand stack, and a call makes the caller's pushed arguments the callee's
+//! first locals without copying, as the JVM's own frames do. References are
+//! heap handles in the same `i32` slots. The loop keeps the program counter,
+//! the frame pointer and the stack pointer in locals; a call saves them on a
+//! small side stack of return records.
+//!
+//! Fuel is charged only where a loop or recursion can happen: at taken
+//! backward branches, at switches and at calls. The loop is monomorphized on
+//! `METER`, so with metering off the check is not even compiled in.
+//!
+//! Every run-time error is a [`Trap`] with the method and bytecode index. The
+//! loop relies on the verifier for stack discipline (no underflow, no
+//! overflow of `max_stack`, locals in range, operand types); all indexing is
+//! still bounds-checked, and heap accesses check the object kind, so even an
+//! invariant broken by a jive bug cannot corrupt memory.
+
+use crate::decode::{Func, Op, Program, Switch};
+use crate::error::{Trap, TrapKind};
+use crate::heap::{Heap, Object};
+use crate::natives::{Context, NativeFn};
+use crate::subset::{FieldType, Prim};
+
+/// A saved caller frame.
+#[derive(Debug, Clone, Copy)]
+struct Return {
+    func: u16,
+    pc: u32,
+    fp: u32,
+    sp: u32,
+}
+
+/// The reusable execution stacks of one applet.
+#[derive(Debug, Default, Clone)]
+pub struct Machine {
+    slots: Vec<i32>,
+    returns: Vec<Return>,
+}
+
+/// The mutable state an invocation works on.
+pub struct State<'a> {
+    /// The applet heap.
+    pub heap: &'a mut Heap,
+    /// Static field slots.
+    pub statics: &'a mut [i32],
+    /// Bound natives, by native index.
+    pub natives: &'a [NativeFn],
+}
+
+/// A completed invocation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Outcome {
+    /// The returned value (`None` for `void`); arrays are heap handles.
+    pub value: Option<i32>,
+    /// Fuel units used.
+    pub fuel_used: u64,
+}
+
+/// Run-time limits of one invocation.
+#[derive(Debug, Clone, Copy)]
+pub struct RunLimits {
+    /// Fuel units available (ignored unless metering).
+    pub fuel: u64,
+    /// Maximum call depth (the entry method is depth 1).
+    pub max_depth: u32,
+}
+
+fn internal(what: &str) -> TrapKind {
+    TrapKind::Native(format!("internal error (unverified program?): {what}"))
+}
+
+impl Machine {
+    /// Runs method `entry` with `args` (one slot per argument including
+    /// `this`). With `METER`, fuel is charged and enforced.
+    pub fn run<const METER: bool>(
+        &mut self,
+        prog: &Program,
+        st: &mut State<'_>,
+        entry: u16,
+        args: &[i32],
+        limits: RunLimits,
+    ) -> Result<Outcome, Trap> {
+        self.returns.clear();
+        let mut func: u16 = entry;
+        let mut f: &Func = match prog.funcs.get(usize::from(entry)).and_then(Option::as_ref) {
+            Some(f) => f,
+            None => return Err(Trap { kind: internal("entry is not a bytecode method"), method: String::new(), bci: 0 }),
+        };
+        let mut code: &[Op] = &f.code;
+        let need = usize::from(f.max_locals) + usize::from(f.max_stack);
+        if self.slots.len() < need {
+            self.slots.resize(need, 0);
+        }
+        let s = &mut self.slots;
+        if args.len() != usize::from(f.arg_slots) || args.len() > usize::from(f.max_locals) {
+            return Err(Trap { kind: internal("argument count"), method: f.id.clone(), bci: 0 });
+        }
+        s[..args.len()].copy_from_slice(args);
+        let mut pc: usize = 0;
+        let mut fp: usize = 0;
+        let mut sp: usize = usize::from(f.max_locals);
+        let mut fuel_left = limits.fuel;
+
+        macro_rules! trap {
+            ($kind:expr) => {{
+                let bci = f.bcis.get(pc.wrapping_sub(1)).copied().unwrap_or(0);
+                return Err(Trap { kind: $kind, method: f.id.clone(), bci });
+            }};
+        }
+        macro_rules! charge {
+            () => {
+                if METER {
+                    if fuel_left == 0 {
+                        trap!(TrapKind::FuelExhausted(limits.fuel));
+                    }
+                    fuel_left -= 1;
+                }
+            };
+        }
+        macro_rules! branch {
+            ($t:expr) => {{
+                let t = $t as usize;
+                if METER && t < pc {
+                    charge!();
+                }
+                pc = t;
+            }};
+        }
+        macro_rules! array {
+            ($h:expr) => {
+                match st.heap.get_mut($h) {
+                    Some(o) => o,
+                    None if $h == 0 => trap!(TrapKind::NullPointer),
+                    None => trap!(internal("dangling handle")),
+                }
+            };
+        }
+        macro_rules! index {
+            ($v:expr, $i:expr) => {{
+                let len = $v.len();
+                match $v.get_mut($i as usize) {
+                    Some(x) => x,
+                    None => trap!(TrapKind::ArrayIndexOutOfBounds { index: $i, length: len as i32 }),
+                }
+            }};
+        }
+        macro_rules! ret {
+            ($value:expr) => {{
+                let value: Option<i32> = $value;
+                match self.returns.pop() {
+                    None => return Ok(Outcome { value, fuel_used: limits.fuel - fuel_left }),
+                    Some(r) => {
+                        func = r.func;
+                        f = match prog.funcs.get(usize::from(func)).and_then(Option::as_ref) {
+                            Some(f) => f,
+                            None => trap!(internal("return to a native")),
+                        };
+                        code = &f.code;
+                        pc = r.pc as usize;
+                        fp = r.fp as usize;
+                        sp = r.sp as usize;
+                        if let Some(v) = value {
+                            s[sp] = v;
+                            sp += 1;
+                        }
+                    }
+                }
+            }};
+        }
+
+        loop {
+            let Some(&op) = code.get(pc) else { trap!(internal("fell off the end of the code")) };
+            pc += 1;
+            match op {
+                Op::Nop => {}
+                Op::Const(v) => {
+                    s[sp] = v;
+                    sp += 1;
+                }
+                Op::Load(n) => {
+                    s[sp] = s[fp + usize::from(n)];
+                    sp += 1;
+                }
+                Op::Store(n) => {
+                    sp -= 1;
+                    s[fp + usize::from(n)] = s[sp];
+                }
+                Op::Iinc(n, d) => {
+                    let x = &mut s[fp + usize::from(n)];
+                    *x = x.wrapping_add(i32::from(d));
+                }
+                Op::IALoad => {
+                    sp -= 1;
+                    let (a, i) = (s[sp - 1], s[sp]);
+                    s[sp - 1] = match array!(a) {
+                        Object::Ints(v) => *index!(v, i),
+                        _ => trap!(internal("iaload on a non-int array")),
+                    };
+                }
+                Op::BALoad => {
+                    sp -= 1;
+                    let (a, i) = (s[sp - 1], s[sp]);
+                    s[sp - 1] = match array!(a) {
+                        Object::Bytes(v) | Object::Booleans(v) => i32::from(*index!(v, i)),
+                        _ => trap!(internal("baload on a non-byte array")),
+                    };
+                }
+                Op::SALoad => {
+                    sp -= 1;
+                    let (a, i) = (s[sp - 1], s[sp]);
+                    s[sp - 1] = match array!(a) {
+                        Object::Shorts(v) => i32::from(*index!(v, i)),
+                        _ => trap!(internal("saload on a non-short array")),
+                    };
+                }
+                Op::IAStore => {
+                    sp -= 3;
+                    let (a, i, x) = (s[sp], s[sp + 1], s[sp + 2]);
+                    match array!(a) {
+                        Object::Ints(v) => *index!(v, i) = x,
+                        _ => trap!(internal("iastore on a non-int array")),
+                    }
+                }
+                Op::BAStore => {
+                    sp -= 3;
+                    let (a, i, x) = (s[sp], s[sp + 1], s[sp + 2]);
+                    match array!(a) {
+                        Object::Bytes(v) => *index!(v, i) = x as i8,
+                        Object::Booleans(v) => *index!(v, i) = (x & 1) as i8,
+                        _ => trap!(internal("bastore on a non-byte array")),
+                    }
+                }
+                Op::SAStore => {
+                    sp -= 3;
+                    let (a, i, x) = (s[sp], s[sp + 1], s[sp + 2]);
+                    match array!(a) {
+                        Object::Shorts(v) => *index!(v, i) = x as i16,
+                        _ => trap!(internal("sastore on a non-short array")),
+                    }
+                }
+                Op::Pop => sp -= 1,
+                Op::Pop2 => sp -= 2,
+                Op::Dup => {
+                    s[sp] = s[sp - 1];
+                    sp += 1;
+                }
+                Op::DupX1 => {
+                    let (b, a) = (s[sp - 2], s[sp - 1]);
+                    s[sp - 2] = a;
+                    s[sp - 1] = b;
+                    s[sp] = a;
+                    sp += 1;
+                }
+                Op::DupX2 => {
+                    let (c, b, a) = (s[sp - 3], s[sp - 2], s[sp - 1]);
+                    s[sp - 3] = a;
+                    s[sp - 2] = c;
+                    s[sp - 1] = b;
+                    s[sp] = a;
+                    sp += 1;
+                }
+                Op::Dup2 => {
+                    s[sp] = s[sp - 2];
+                    s[sp + 1] = s[sp - 1];
+                    sp += 2;
+                }
+                Op::Dup2X1 => {
+                    let (c, b, a) = (s[sp - 3], s[sp - 2], s[sp - 1]);
+                    s[sp - 3] = b;
+                    s[sp - 2] = a;
+                    s[sp - 1] = c;
+                    s[sp] = b;
+                    s[sp + 1] = a;
+                    sp += 2;
+                }
+                Op::Dup2X2 => {
+                    let (d, c, b, a) = (s[sp - 4], s[sp - 3], s[sp - 2], s[sp - 1]);
+                    s[sp - 4] = b;
+                    s[sp - 3] = a;
+                    s[sp - 2] = d;
+                    s[sp - 1] = c;
+                    s[sp] = b;
+                    s[sp + 1] = a;
+                    sp += 2;
+                }
+                Op::Swap => s.swap(sp - 1, sp - 2),
+                Op::Add => {
+                    sp -= 1;
+                    s[sp - 1] = s[sp - 1].wrapping_add(s[sp]);
+                }
+                Op::Sub => {
+                    sp -= 1;
+                    s[sp - 1] = s[sp - 1].wrapping_sub(s[sp]);
+                }
+                Op::Mul => {
+                    sp -= 1;
+                    s[sp - 1] = s[sp - 1].wrapping_mul(s[sp]);
+                }
+                Op::Div => {
+                    sp -= 1;
+                    let d = s[sp];
+                    if d == 0 {
+                        trap!(TrapKind::DivisionByZero);
+                    }
+                    s[sp - 1] = s[sp - 1].wrapping_div(d);
+                }
+                Op::Rem => {
+                    sp -= 1;
+                    let d = s[sp];
+                    if d == 0 {
+                        trap!(TrapKind::DivisionByZero);
+                    }
+                    s[sp - 1] = s[sp - 1].wrapping_rem(d);
+                }
+                Op::Neg => s[sp - 1] = s[sp - 1].wrapping_neg(),
+                Op::Shl => {
+                    sp -= 1;
+                    s[sp - 1] = s[sp - 1].wrapping_shl(s[sp] as u32);
+                }
+                Op::Shr => {
+                    sp -= 1;
+                    s[sp - 1] = s[sp - 1].wrapping_shr(s[sp] as u32);
+                }
+                Op::Ushr => {
+                    sp -= 1;
+                    s[sp - 1] = (s[sp - 1] as u32).wrapping_shr(s[sp] as u32) as i32;
+                }
+                Op::And => {
+                    sp -= 1;
+                    s[sp - 1] &= s[sp];
+                }
+                Op::Or => {
+                    sp -= 1;
+                    s[sp - 1] |= s[sp];
+                }
+                Op::Xor => {
+                    sp -= 1;
+                    s[sp - 1] ^= s[sp];
+                }
+                Op::I2B => s[sp - 1] = i32::from(s[sp - 1] as i8),
+                Op::I2S => s[sp - 1] = i32::from(s[sp - 1] as i16),
+                Op::I2Z => s[sp - 1] &= 1,
+                Op::IfEq(t) => {
+                    sp -= 1;
+                    if s[sp] == 0 {
+                        branch!(t)
+                    }
+                }
+                Op::IfNe(t) => {
+                    sp -= 1;
+                    if s[sp] != 0 {
+                        branch!(t)
+                    }
+                }
+                Op::IfLt(t) => {
+                    sp -= 1;
+                    if s[sp] < 0 {
+                        branch!(t)
+                    }
+                }
+                Op::IfGe(t) => {
+                    sp -= 1;
+                    if s[sp] >= 0 {
+                        branch!(t)
+                    }
+                }
+                Op::IfGt(t) => {
+                    sp -= 1;
+                    if s[sp] > 0 {
+                        branch!(t)
+                    }
+                }
+                Op::IfLe(t) => {
+                    sp -= 1;
+                    if s[sp] <= 0 {
+                        branch!(t)
+                    }
+                }
+                Op::IfCmpEq(t) => {
+                    sp -= 2;
+                    if s[sp] == s[sp + 1] {
+                        branch!(t)
+                    }
+                }
+                Op::IfCmpNe(t) => {
+                    sp -= 2;
+                    if s[sp] != s[sp + 1] {
+                        branch!(t)
+                    }
+                }
+                Op::IfCmpLt(t) => {
+                    sp -= 2;
+                    if s[sp] < s[sp + 1] {
+                        branch!(t)
+                    }
+                }
+                Op::IfCmpGe(t) => {
+                    sp -= 2;
+                    if s[sp] >= s[sp + 1] {
+                        branch!(t)
+                    }
+                }
+                Op::IfCmpGt(t) => {
+                    sp -= 2;
+                    if s[sp] > s[sp + 1] {
+                        branch!(t)
+                    }
+                }
+                Op::IfCmpLe(t) => {
+                    sp -= 2;
+                    if s[sp] <= s[sp + 1] {
+                        branch!(t)
+                    }
+                }
+                Op::Goto(t) => branch!(t),
+                Op::TableSwitch(k) | Op::LookupSwitch(k) => {
+                    charge!();
+                    sp -= 1;
+                    let key = s[sp];
+                    pc = match prog.switches.get(k as usize) {
+                        Some(Switch::Table { low, targets, default }) => {
+                            let i = i64::from(key) - i64::from(*low);
+                            usize::try_from(i).ok().and_then(|i| targets.get(i)).copied().unwrap_or(*default) as usize
+                        }
+                        Some(Switch::Lookup { keys, targets, default }) => match keys.binary_search(&key) {
+                            Ok(i) => targets.get(i).copied().unwrap_or(*default) as usize,
+                            Err(_) => *default as usize,
+                        },
+                        None => trap!(internal("switch table")),
+                    };
+                }
+                Op::ReturnValue => {
+                    let v = s[sp - 1];
+                    ret!(Some(v))
+                }
+                Op::Return => ret!(None),
+                Op::GetStatic(k) => {
+                    s[sp] = match st.statics.get(usize::from(k)) {
+                        Some(&v) => v,
+                        None => trap!(internal("static slot")),
+                    };
+                    sp += 1;
+                }
+                Op::PutStatic(k) => {
+                    sp -= 1;
+                    match st.statics.get_mut(usize::from(k)) {
+                        Some(x) => *x = s[sp],
+                        None => trap!(internal("static slot")),
+                    }
+                }
+                Op::GetField(k) => {
+                    let o = s[sp - 1];
+                    s[sp - 1] = match array!(o) {
+                        Object::Instance(v) => match v.get(usize::from(k)) {
+                            Some(&x) => x,
+                            None => trap!(internal("instance slot")),
+                        },
+                        _ => trap!(internal("getfield on an array")),
+                    };
+                }
+                Op::PutField(k) => {
+                    sp -= 2;
+                    let (o, x) = (s[sp], s[sp + 1]);
+                    match array!(o) {
+                        Object::Instance(v) => match v.get_mut(usize::from(k)) {
+                            Some(slot) => *slot = x,
+                            None => trap!(internal("instance slot")),
+                        },
+                        _ => trap!(internal("putfield on an array")),
+                    }
+                }
+                Op::Call(m) => {
+                    charge!();
+                    let callee = match prog.funcs.get(usize::from(m)).and_then(Option::as_ref) {
+                        Some(c) => c,
+                        None => trap!(internal("call of a native as bytecode")),
+                    };
+                    if self.returns.len() + 1 >= limits.max_depth as usize {
+                        trap!(TrapKind::CallDepthExceeded(limits.max_depth));
+                    }
+                    let nfp = sp - usize::from(callee.arg_slots);
+                    if callee.has_receiver && s[nfp] == 0 {
+                        trap!(TrapKind::NullPointer);
+                    }
+                    let need = nfp + usize::from(callee.max_locals) + usize::from(callee.max_stack);
+                    if need > s.len() {
+                        s.resize(need.max(2 * s.len()), 0);
+                    }
+                    self.returns.push(Return { func, pc: pc as u32, fp: fp as u32, sp: nfp as u32 });
+                    func = m;
+                    f = callee;
+                    code = &f.code;
+                    pc = 0;
+                    fp = nfp;
+                    sp = fp + usize::from(f.max_locals);
+                }
+                Op::CallNative(n) => {
+                    charge!();
+                    let (Some(decl), Some(native)) = (prog.natives.get(usize::from(n)), st.natives.get(usize::from(n))) else {
+                        trap!(internal("native index"))
+                    };
+                    let k = decl.params.len();
+                    sp -= k;
+                    let result = {
+                        let mut ctx = Context { heap: &mut *st.heap };
+                        native(&mut ctx, &s[sp..sp + k])
+                    };
+                    match result {
+                        Err(e) => trap!(TrapKind::Native(format!("{}{}: {}", decl.name, decl.descriptor, e.0))),
+                        Ok(v) => {
+                            if let Some(FieldType::Array(p)) = decl.ret
+                                && v != 0
+                                && !matches!(
+                                    (st.heap.get(v), p),
+                                    (Some(Object::Booleans(_)), Prim::Boolean)
+                                        | (Some(Object::Bytes(_)), Prim::Byte)
+                                        | (Some(Object::Shorts(_)), Prim::Short)
+                                        | (Some(Object::Ints(_)), Prim::Int)
+                                )
+                            {
+                                trap!(TrapKind::Native(format!(
+                                    "{}{} returned {v}, which is not a handle of the declared array type",
+                                    decl.name, decl.descriptor
+                                )));
+                            }
+                            if let Some(t) = decl.ret {
+                                s[sp] = match t {
+                                    FieldType::Prim(Prim::Boolean) => v & 1,
+                                    FieldType::Prim(Prim::Byte) => i32::from(v as i8),
+                                    FieldType::Prim(Prim::Short) => i32::from(v as i16),
+                                    _ => v,
+                                };
+                                sp += 1;
+                            }
+                        }
+                    }
+                }
+                Op::ObjectInit => sp -= 1,
+                Op::NewArray(p) => {
+                    let n = s[sp - 1];
+                    if n < 0 {
+                        trap!(TrapKind::NegativeArraySize(n));
+                    }
+                    s[sp - 1] = match st.heap.alloc_array(p, n) {
+                        Ok(h) => h,
+                        Err(e) => trap!(TrapKind::HeapLimitExceeded { requested: e.requested, in_use: e.in_use, limit: e.limit }),
+                    };
+                }
+                Op::ArrayLength => {
+                    let a = s[sp - 1];
+                    s[sp - 1] = match array!(a).array_len() {
+                        Some(n) => n as i32,
+                        None => trap!(internal("arraylength of the instance")),
+                    };
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,346 @@
+//! jive: a verified, resource-limited JVM subset for network extension
+//! applets, after JIVE in *U-Net/SLE: user-level network interface with safe
+//! Java extension applets* (sections 2 and 3), with the Java Virtual Machine
+//! Specification (Java SE 17) chapters 4 and 6 as the reference for
+//! everything the paper leaves open.
+//!
+//! A user writes a packet-processing applet in Java (one class with a
+//! constructor, `doTx` and `doRx`, calling `static native` methods the host
+//! provides), compiles it with a standard `javac`, and hands the untrusted
+//! `.class` file to the host. jive proves it safe and runs it:
+//!
+//! | phase | module | follows |
+//! |---|---|---|
+//! | read the class file | [`classfile`], [`bytecode`] | JVMS §4.1–§4.7, §4.9.1 |
+//! | check the JIVE subset | [`subset`] | paper §3.1, `docs/jive.md` |
+//! | check load-time limits | [`limits`] | paper §3.3 (future work there) |
+//! | verify by type checking | [`verifier`] | JVMS §4.9.2, §4.10.1 |
+//! | decode once to an internal form | [`decode`] | paper §3.3 (call/field cost) |
+//! | interpret, with traps and fuel | [`interpreter`] | JVMS chapter 6 |
+//! | arrays, budget, mark phase | [`heap`] | paper §3.1 (scope-based lifetimes) |
+//! | bind natives to host closures | [`natives`] | paper §2 |
+//!
+//! The host API is [`Applet`]: [`Applet::load`] parses, checks, verifies,
+//! binds the natives and instantiates (running `<clinit>` and the
+//! constructor); [`Applet::invoke`] calls a method by name with int
+//! arguments; [`Applet::set_static_array`] hands the applet a byte array such
+//! as `RxBuf`. [`check`] does everything short of binding and instantiating,
+//! for tools that only verify.
+//!
+//! Errors are typed ([`LoadError`], [`InvokeError`], [`Trap`]) and say where:
+//! a byte offset in the file, or a method and bytecode index. jive contains no
+//! `unsafe` code.
+//!
+//! Dependencies: `thiserror` (error types). Dev-dependencies: `proptest`
+//! (the mutation property test of the reader, subset check and verifier) and
+//! `criterion` (the benchmark suite under `benches/`).
+//!
+//! # Example
+//!
+//! The applet of the paper's Figure 2, with its natives bound to closures:
+//!
+//! ```no_run
+//! use jive::{Applet, Limits, Natives};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let natives = Natives::new()
+//!     .with("newAlignedArray", "(I)[B", |cx, a| cx.new_array(jive::subset::Prim::Byte, a[0]))
+//!     .with("getFreeBufferLength", "()I", |_, _| Ok(4096))
+//!     .with("getFreeBuffer", "()I", |_, _| Ok(0))
+//!     .with("doHtoLDMA", "([BIII)V", |cx, a| cx.bytes(a[0]).map(|_| 0))
+//!     .with("doLtoHDMA", "([BIII)V", |cx, a| cx.bytes(a[0]).map(|_| 0))
+//!     .with("txPush", "([BIII)V", |_, _| Ok(0))
+//!     .with("dmaRxd", "([III)V", |_, _| Ok(0))
+//!     .with("dmaRxdPayload", "([BII)V", |_, _| Ok(0));
+//! let bytes = std::fs::read("RawUnet.class")?;
+//! let mut applet = Applet::load(&bytes, &natives, Limits::default())?;
+//! applet.set_static_array("RxBuf", &[0u8; 1500])?;
+//! let out = applet.invoke("doRx", &[64, 3])?;
+//! assert_eq!(out.value, Some(0));
+//! println!("doRx used {} fuel", out.fuel_used);
+//! # Ok(())
+//! # }
+//! ```
+
+pub mod bytecode;
+pub mod classfile;
+pub mod decode;
+pub mod error;
+pub mod heap;
+pub mod interpreter;
+pub mod limits;
+pub mod natives;
+pub mod subset;
+pub mod verifier;
+
+pub use crate::decode::Program;
+pub use crate::error::{ClassFormatError, InvokeError, LimitError, LoadError, SubsetError, Trap, TrapKind, VerifyError};
+pub use crate::heap::Object;
+pub use crate::interpreter::Outcome;
+pub use crate::limits::Limits;
+pub use crate::natives::{Context, NativeError, NativeFn, Natives};
+
+use crate::classfile::ClassFile;
+use crate::heap::Heap;
+use crate::interpreter::{Machine, RunLimits, State};
+use crate::subset::{FieldType, Prim};
+
+/// Directory holding the class files compiled from `applets/` by the build
+/// script (`<dir>/default` and `<dir>/release8`), if `javac` was found.
+/// For jive's own tests, benchmarks and the `fastpath` CLI's benchmark.
+#[doc(hidden)]
+pub const APPLET_CLASSES: Option<&str> = option_env!("JIVE_APPLET_CLASSES");
+
+/// Reads, subset-checks, limit-checks, verifies and decodes a class file.
+///
+/// Natives are not bound; see [`Applet::load`] for that.
+pub fn check(bytes: &[u8], limits: &Limits) -> Result<Program, LoadError> {
+    if bytes.len() > limits.max_class_bytes {
+        return Err(LimitError {
+            method: None,
+            what: "class file size",
+            actual: bytes.len() as u64,
+            limit: limits.max_class_bytes as u64,
+        }
+        .into());
+    }
+    let cf = ClassFile::parse(bytes)?;
+    let info = subset::check(&cf)?;
+    limits.check_class(&cf, &info)?;
+    verifier::verify(&cf, &info)?;
+    let mut insns = Vec::with_capacity(info.methods.len());
+    for m in &info.methods {
+        let code = cf.methods.get(m.index).and_then(|cm| cm.code.as_ref());
+        insns.push(match code {
+            Some(c) => bytecode::instructions(&c.code)
+                .map_err(|e| VerifyError { method: m.id(), bci: Some(e.bci), reason: e.reason })?,
+            None => Vec::new(),
+        });
+    }
+    decode::decode(&cf, &info, &insns).ok_or_else(|| {
+        LoadError::Verify(VerifyError {
+            method: info.name.clone(),
+            bci: None,
+            reason: "internal error: a verified class failed to decode".into(),
+        })
+    })
+}
+
+/// A loaded, verified and instantiated applet.
+pub struct Applet {
+    prog: Program,
+    natives: Vec<NativeFn>,
+    heap: Heap,
+    statics: Vec<i32>,
+    instance: i32,
+    machine: Machine,
+    limits: Limits,
+    static_refs: Vec<u16>,
+    instance_refs: Vec<u16>,
+}
+
+impl core::fmt::Debug for Applet {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Applet")
+            .field("class", &self.prog.info.name)
+            .field("statics", &self.statics)
+            .field("heap_bytes", &self.heap.bytes_in_use())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Applet {
+    /// Loads an applet: [`check`], bind every native declared by the class to
+    /// `natives`, then instantiate: run `<clinit>` (if any), create the
+    /// applet object and run its constructor.
+    pub fn load(bytes: &[u8], natives: &Natives, limits: Limits) -> Result<Applet, LoadError> {
+        let prog = check(bytes, &limits)?;
+        Applet::instantiate(prog, natives, limits)
+    }
+
+    /// Binds natives and instantiates a checked [`Program`].
+    pub fn instantiate(prog: Program, natives: &Natives, limits: Limits) -> Result<Applet, LoadError> {
+        let mut bound = Vec::with_capacity(prog.natives.len());
+        for n in &prog.natives {
+            match natives.get(&n.name, &n.descriptor) {
+                Some(f) => bound.push(f.clone()),
+                None => return Err(LoadError::UnknownNative { name: n.name.clone(), descriptor: n.descriptor.clone() }),
+            }
+        }
+        let info = &prog.info;
+        let refs = |stat: bool| -> Vec<u16> {
+            info.fields.iter().filter(|f| f.is_static == stat && f.ty.is_ref()).map(|f| f.slot).collect()
+        };
+        let (static_refs, instance_refs) = (refs(true), refs(false));
+        let mut applet = Applet {
+            statics: vec![0; usize::from(info.static_count)],
+            instance: 0,
+            heap: Heap::new(limits.heap_bytes),
+            machine: Machine::default(),
+            natives: bound,
+            limits,
+            static_refs,
+            instance_refs,
+            prog,
+        };
+        if let Some((idx, _)) = applet.prog.info.method("<clinit>") {
+            applet.run(idx, &[])?;
+        }
+        let count = usize::from(applet.prog.info.instance_count);
+        applet.instance = applet.heap.alloc(heap::Object::Instance(vec![0; count])).map_err(|e| Trap {
+            kind: TrapKind::HeapLimitExceeded { requested: e.requested, in_use: e.in_use, limit: e.limit },
+            method: "<new>".into(),
+            bci: 0,
+        })?;
+        if let Some((idx, _)) = applet.prog.info.method("<init>") {
+            let this = applet.instance;
+            applet.run(idx, &[this])?;
+        }
+        Ok(applet)
+    }
+
+    fn run(&mut self, idx: usize, args: &[i32]) -> Result<Outcome, Trap> {
+        let entry = u16::try_from(idx).unwrap_or(u16::MAX);
+        let mut st = State { heap: &mut self.heap, statics: &mut self.statics, natives: &self.natives };
+        let limits = RunLimits { fuel: self.limits.fuel.unwrap_or(u64::MAX), max_depth: self.limits.max_call_depth };
+        let r = if self.limits.fuel.is_some() {
+            self.machine.run::<true>(&self.prog, &mut st, entry, args, limits)
+        } else {
+            self.machine.run::<false>(&self.prog, &mut st, entry, args, limits)
+        };
+        if self.heap.needs_collect() {
+            self.collect();
+        }
+        r
+    }
+
+    fn collect(&mut self) {
+        let roots: Vec<i32> = self
+            .static_refs
+            .iter()
+            .filter_map(|&s| self.statics.get(usize::from(s)).copied())
+            .chain(std::iter::once(self.instance))
+            .collect();
+        self.heap.collect(roots, &self.instance_refs);
+    }
+
+    /// Invokes the method `name` with int arguments (booleans, bytes and
+    /// shorts are passed as ints and narrowed as the JVM would). Instance
+    /// methods run on the applet object. Returns the result and the fuel used.
+    ///
+    /// A trap ends only this invocation: the applet stays loaded, its fields
+    /// keep the values they had when the trap happened, and arrays allocated
+    /// by the trapped invocation and not stored in a field are freed.
+    pub fn invoke(&mut self, name: &str, args: &[i32]) -> Result<Outcome, InvokeError> {
+        let Some((idx, m)) = self.prog.info.method(name) else {
+            return Err(InvokeError::NoSuchMethod(name.to_owned()));
+        };
+        if m.is_native || m.name.starts_with('<') {
+            return Err(InvokeError::NotInvocable(m.id()));
+        }
+        if m.sig.params.len() != args.len() {
+            return Err(InvokeError::ArgumentCount { method: m.id(), expected: m.sig.params.len(), given: args.len() });
+        }
+        let mut full = Vec::with_capacity(args.len() + 1);
+        if !m.is_static {
+            full.push(self.instance);
+        }
+        for (&p, &a) in m.sig.params.iter().zip(args) {
+            full.push(match p {
+                FieldType::Prim(Prim::Boolean) => a & 1,
+                FieldType::Prim(Prim::Byte) => i32::from(a as i8),
+                FieldType::Prim(Prim::Short) => i32::from(a as i16),
+                FieldType::Prim(Prim::Int) => a,
+                FieldType::Array(_) => return Err(InvokeError::NotIntArguments(m.id())),
+            });
+        }
+        Ok(self.run(idx, &full)?)
+    }
+
+    fn static_slot(&self, name: &str, ty: FieldType, expected: &'static str) -> Result<usize, InvokeError> {
+        match self.prog.info.field_named(name) {
+            Some(f) if f.is_static && f.ty == ty => Ok(usize::from(f.slot)),
+            _ => Err(InvokeError::NoSuchField { name: name.to_owned(), expected }),
+        }
+    }
+
+    /// Stores a new `byte[]` holding a copy of `data` into the static field
+    /// `name` (of type `byte[]`), as the U-Net/SLE host does with `RxBuf`.
+    /// The array counts against the heap budget; the previous array, if no
+    /// longer referenced, is freed.
+    pub fn set_static_array(&mut self, name: &str, data: &[u8]) -> Result<(), InvokeError> {
+        let slot = self.static_slot(name, FieldType::Array(Prim::Byte), "byte[]")?;
+        let h = self
+            .heap
+            .alloc(heap::Object::Bytes(data.iter().map(|&b| b as i8).collect()))
+            .map_err(|e| Trap {
+                kind: TrapKind::HeapLimitExceeded { requested: e.requested, in_use: e.in_use, limit: e.limit },
+                method: format!("<host: set {name}>"),
+                bci: 0,
+            })?;
+        self.statics[slot] = h;
+        self.collect();
+        Ok(())
+    }
+
+    /// Stores a new `int[]` holding a copy of `data` into the static field `name`.
+    pub fn set_static_int_array(&mut self, name: &str, data: &[i32]) -> Result<(), InvokeError> {
+        let slot = self.static_slot(name, FieldType::Array(Prim::Int), "int[]")?;
+        let h = self.heap.alloc(heap::Object::Ints(data.to_vec())).map_err(|e| Trap {
+            kind: TrapKind::HeapLimitExceeded { requested: e.requested, in_use: e.in_use, limit: e.limit },
+            method: format!("<host: set {name}>"),
+            bci: 0,
+        })?;
+        self.statics[slot] = h;
+        self.collect();
+        Ok(())
+    }
+
+    /// The value of an `int`, `short`, `byte` or `boolean` static field.
+    pub fn static_int(&self, name: &str) -> Result<i32, InvokeError> {
+        match self.prog.info.field_named(name) {
+            Some(f) if f.is_static && !f.ty.is_ref() => Ok(self.statics[usize::from(f.slot)]),
+            _ => Err(InvokeError::NoSuchField { name: name.to_owned(), expected: "int" }),
+        }
+    }
+
+    /// Sets an `int` static field.
+    pub fn set_static_int(&mut self, name: &str, value: i32) -> Result<(), InvokeError> {
+        let slot = self.static_slot(name, FieldType::Prim(Prim::Int), "int")?;
+        self.statics[slot] = value;
+        Ok(())
+    }
+
+    /// The array a static field refers to (`None` if null or not an array field).
+    pub fn static_array(&self, name: &str) -> Option<&Object> {
+        let f = self.prog.info.field_named(name).filter(|f| f.is_static && f.ty.is_ref())?;
+        self.heap.get(self.statics[usize::from(f.slot)])
+    }
+
+    /// The object behind a handle (e.g. an array an invocation returned).
+    pub fn object(&self, handle: i32) -> Option<&Object> {
+        self.heap.get(handle)
+    }
+
+    /// The decoded program.
+    pub fn program(&self) -> &Program {
+        &self.prog
+    }
+
+    /// The applet's heap (for inspection: bytes in use, object count).
+    pub fn heap(&self) -> &Heap {
+        &self.heap
+    }
+
+    /// The limits the applet runs under.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// Changes the run-time limits (fuel, call depth) for later invocations.
+    /// The heap budget stays as it was at load.
+    pub fn set_run_limits(&mut self, fuel: Option<u64>, max_call_depth: u32) {
+        self.limits.fuel = fuel;
+        self.limits.max_call_depth = max_call_depth;
+    }
+}

@@ -1,0 +1,122 @@
+//! Host binding of `static native` methods (U-Net/SLE §2: the applet reaches
+//! the network interface only through native methods, which enforce
+//! protection).
+//!
+//! The host registers each native by name and descriptor in a [`Natives`]
+//! table before loading; an applet that declares a native the table lacks is
+//! rejected at load ([`crate::LoadError::UnknownNative`]). At run time the
+//! interpreter calls the closure with the arguments (ints, and arrays as heap
+//! handles) and a [`Context`] through which the native reads and writes the
+//! applet's arrays, every access bounds-checked. A native that fails returns a
+//! [`NativeError`], which ends the invocation with a trap.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use thiserror::Error;
+
+use crate::heap::{Heap, Object};
+use crate::subset::Prim;
+
+/// An error a native method reports; it becomes [`crate::TrapKind::Native`].
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("{0}")]
+pub struct NativeError(pub String);
+
+/// The signature of a native binding: the invocation context and the
+/// arguments (one `i32` per parameter; arrays are handles). The return value
+/// is ignored for `void` natives.
+pub type NativeFn = Arc<dyn Fn(&mut Context<'_>, &[i32]) -> Result<i32, NativeError> + Send + Sync>;
+
+/// A table of native bindings, keyed by name and descriptor.
+#[derive(Clone, Default)]
+pub struct Natives {
+    map: HashMap<(String, String), NativeFn>,
+}
+
+impl core::fmt::Debug for Natives {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let mut keys: Vec<String> = self.map.keys().map(|(n, d)| format!("{n}{d}")).collect();
+        keys.sort();
+        f.debug_struct("Natives").field("bound", &keys).finish()
+    }
+}
+
+impl Natives {
+    /// An empty table.
+    pub fn new() -> Natives {
+        Natives::default()
+    }
+
+    /// Binds `name` with `descriptor` (e.g. `"txPush"`, `"([BIII)V"`) to `f`,
+    /// replacing any earlier binding.
+    pub fn register<F>(&mut self, name: &str, descriptor: &str, f: F) -> &mut Natives
+    where
+        F: Fn(&mut Context<'_>, &[i32]) -> Result<i32, NativeError> + Send + Sync + 'static,
+    {
+        self.map.insert((name.to_owned(), descriptor.to_owned()), Arc::new(f));
+        self
+    }
+
+    /// Builder form of [`Natives::register`].
+    pub fn with<F>(mut self, name: &str, descriptor: &str, f: F) -> Natives
+    where
+        F: Fn(&mut Context<'_>, &[i32]) -> Result<i32, NativeError> + Send + Sync + 'static,
+    {
+        self.register(name, descriptor, f);
+        self
+    }
+
+    /// The binding for `name` and `descriptor`, if any.
+    pub fn get(&self, name: &str, descriptor: &str) -> Option<&NativeFn> {
+        self.map.get(&(name.to_owned(), descriptor.to_owned()))
+    }
+}
+
+/// What a native method sees of the applet while it runs.
+pub struct Context<'a> {
+    pub(crate) heap: &'a mut Heap,
+}
+
+impl Context<'_> {
+    fn obj(&mut self, handle: i32) -> Result<&mut Object, NativeError> {
+        if handle == 0 {
+            return Err(NativeError("null array argument".into()));
+        }
+        self.heap.get_mut(handle).ok_or_else(|| NativeError(format!("invalid array handle {handle}")))
+    }
+
+    /// The `byte[]` (or `boolean[]`) behind a handle.
+    pub fn bytes(&mut self, handle: i32) -> Result<&mut [i8], NativeError> {
+        match self.obj(handle)? {
+            Object::Bytes(v) | Object::Booleans(v) => Ok(v),
+            _ => Err(NativeError("expected a byte array".into())),
+        }
+    }
+
+    /// The `short[]` behind a handle.
+    pub fn shorts(&mut self, handle: i32) -> Result<&mut [i16], NativeError> {
+        match self.obj(handle)? {
+            Object::Shorts(v) => Ok(v),
+            _ => Err(NativeError("expected a short array".into())),
+        }
+    }
+
+    /// The `int[]` behind a handle.
+    pub fn ints(&mut self, handle: i32) -> Result<&mut [i32], NativeError> {
+        match self.obj(handle)? {
+            Object::Ints(v) => Ok(v),
+            _ => Err(NativeError("expected an int array".into())),
+        }
+    }
+
+    /// Allocates a zeroed array in the applet's heap, within its budget.
+    pub fn new_array(&mut self, elem: Prim, len: i32) -> Result<i32, NativeError> {
+        if len < 0 {
+            return Err(NativeError(format!("negative array size {len}")));
+        }
+        self.heap.alloc_array(elem, len).map_err(|e| {
+            NativeError(format!("heap limit exceeded: {} more bytes requested, {} of {} in use", e.requested, e.in_use, e.limit))
+        })
+    }
+}
