@@ -1,0 +1,62 @@
+//! Debugging aids (the paper's §6.2 names the lack of them VCODE's worst
+//! drawback): disassembly of generated code with `iced-x86`, and an
+//! opt-in perf map so that `perf report` names generated functions.
+
+use std::io::Write;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use iced_x86::{Decoder, DecoderOptions, Formatter, IntelFormatter};
+
+/// Disassembles `code`, which runs at `ip`, one instruction a line, with
+/// `marks` (byte offset, title) shown as headings.
+pub fn disassemble(code: &[u8], ip: u64, marks: &[(usize, &str)]) -> String {
+    let mut out = String::new();
+    let mut dec = Decoder::with_ip(64, code, ip, DecoderOptions::NONE);
+    let mut fmt = IntelFormatter::new();
+    fmt.options_mut().set_first_operand_char_index(8);
+    let mut text = String::new();
+    let mut marks = marks.iter().peekable();
+    while dec.can_decode() {
+        let off = (dec.ip() - ip) as usize;
+        while let Some(&&(at, title)) = marks.peek() {
+            if at > off {
+                break;
+            }
+            out.push_str(&format!("  ; {title}\n"));
+            marks.next();
+        }
+        let insn = dec.decode();
+        text.clear();
+        fmt.format(&insn, &mut text);
+        let bytes: String = code[off..off + insn.len()].iter().map(|b| format!("{b:02x}")).collect();
+        out.push_str(&format!("  {off:5x}  {bytes:<22} {text}\n"));
+    }
+    out
+}
+
+static PERF_MAP: AtomicBool = AtomicBool::new(false);
+static PERF_FILE: Mutex<Option<std::fs::File>> = Mutex::new(None);
+
+/// Turns on the perf map: from now on every function that `end` links is
+/// appended to `/tmp/perf-<pid>.map` as `addr size name`, the format
+/// `perf report` reads for JIT code.
+pub fn enable_perf_map() -> std::io::Result<()> {
+    let path = format!("/tmp/perf-{}.map", std::process::id());
+    let f = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
+    *PERF_FILE.lock().unwrap_or_else(|e| e.into_inner()) = Some(f);
+    PERF_MAP.store(true, Ordering::Release);
+    Ok(())
+}
+
+/// Called by `end` for each linked function.
+pub(crate) fn register(code: &crate::x86_64::Code) {
+    if !PERF_MAP.load(Ordering::Acquire) {
+        return;
+    }
+    if let Some(f) = PERF_FILE.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+        let name = code.name().unwrap_or("vcode_anon");
+        // A failed write only loses a profiler symbol.
+        let _ = writeln!(f, "{:x} {:x} {}", code.addr(), code.len(), name);
+    }
+}

@@ -1,0 +1,539 @@
+//! [`Func`]: one function under construction, and the client interface of
+//! the paper's Table 2.
+//!
+//! Every instruction method writes its machine code (or, on the reference
+//! backend, records its instruction) before it returns: there is no
+//! instruction list and no later pass (paper §3.2, §5.2). Instruction
+//! methods do not return `Result`: the first mistake is remembered with
+//! its instruction index and method name, later instructions are still
+//! accepted (and discarded), and [`Func::end`] reports it. That keeps the
+//! per-instruction cost to a few host instructions and client code free
+//! of `?` on every line.
+
+use crate::backend::{Arg, Backend, BinOp, Callee, Cond, LocalOp, Src, Target, UnOp};
+use crate::error::{Error, ErrorKind, Result};
+use crate::mem::ExecMemory;
+use crate::regs::{Class, RegAlloc, RegConfig};
+use crate::ty::{AnyReg, Int, Label, Local, Operand, Reg, Signature, Ty, Type, P};
+use crate::x86_64::X64;
+
+/// The leaf hint of `v_lambda`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Leaf {
+    /// The function makes no calls: persistent registers may come from the
+    /// caller-saved set, and a call is an error.
+    Yes,
+    /// The function may call.
+    No,
+}
+
+/// The parameter registers `lambda` hands back.
+#[derive(Clone, Debug, Default)]
+pub struct Params {
+    regs: Vec<AnyReg>,
+}
+
+impl Params {
+    /// Parameter `i` as a register of type `T`; an error if the signature
+    /// gave it another type.
+    pub fn get<T: Type>(&self, i: usize) -> Result<Reg<T>> {
+        let err = |kind| Error { index: 0, method: "Params::get", kind };
+        let r = *self.regs.get(i).ok_or(err(ErrorKind::NoSuchParam { index: i, count: self.regs.len() }))?;
+        r.typed::<T>().ok_or(err(ErrorKind::TypeMismatch { expected: r.ty, found: T::TY }))
+    }
+
+    /// Parameter `i` untyped.
+    pub fn any(&self, i: usize) -> Option<AnyReg> {
+        self.regs.get(i).copied()
+    }
+
+    /// All parameters, in order.
+    pub fn all(&self) -> &[AnyReg] {
+        &self.regs
+    }
+
+    /// Number of parameters.
+    pub fn len(&self) -> usize {
+        self.regs.len()
+    }
+
+    /// True for a function without parameters.
+    pub fn is_empty(&self) -> bool {
+        self.regs.is_empty()
+    }
+}
+
+/// A function under construction (`v_lambda` ... `v_end`).
+///
+/// `Func<X64>` (the default) writes x86-64 machine code; `Func<Reference>`
+/// records and executes the same instructions. Client code is written
+/// once, generic over [`Backend`]. A `Func` is reused: after `end`, call
+/// `lambda` again and its buffers are reused. Several `Func`s may be under
+/// construction at once.
+///
+/// ```
+/// use vcode::{Func, Leaf, I};
+/// // int plus1(int x) { return x + 1; }  (the paper's Figure 1)
+/// let mut f = Func::new();
+/// let args = f.lambda("%i", Leaf::Yes)?;
+/// let x = args.get::<I>(0)?;
+/// f.add(x, x, 1);
+/// f.ret(x);
+/// let code = f.end()?;
+/// // SAFETY: the code only computes on its argument.
+/// let plus1 = unsafe { code.as_fn::<extern "C" fn(i32) -> i32>()? };
+/// assert_eq!(plus1(41), 42);
+/// # Ok::<(), vcode::Error>(())
+/// ```
+pub struct Func<B: Backend = X64> {
+    b: B,
+    alloc: RegAlloc,
+    cfg: RegConfig,
+    sig: Signature,
+    name: Option<String>,
+}
+
+impl Default for Func<X64> {
+    fn default() -> Self {
+        Func::new()
+    }
+}
+
+macro_rules! binops {
+    ($($(#[$m:meta])* $name:ident $op:ident $bound:ident;)*) => {$(
+        $(#[$m])*
+        #[inline(always)]
+        pub fn $name<T: $bound>(&mut self, rd: Reg<T>, a: Reg<T>, b: impl Into<Operand<T>>) {
+            self.bin(stringify!($name), BinOp::$op, rd, a, b.into());
+        }
+    )*};
+}
+
+macro_rules! branches {
+    ($($(#[$m:meta])* $name:ident $c:ident;)*) => {$(
+        $(#[$m])*
+        #[inline(always)]
+        pub fn $name<T: Type>(&mut self, a: Reg<T>, b: impl Into<Operand<T>>, l: Label) {
+            self.br(stringify!($name), Cond::$c, a, b.into(), l);
+        }
+    )*};
+}
+
+macro_rules! narrow {
+    ($($(#[$m:meta])* $ld:ident $mem:ident;)*) => {$(
+        $(#[$m])*
+        #[inline(always)]
+        pub fn $ld<T: Int>(&mut self, rd: Reg<T>, base: Reg<P>, off: impl Into<Operand<P>>) {
+            let off = off.into();
+            self.chk(stringify!($ld), &[(false, rd.num()), (false, base.num()), off_reg(off)]);
+            self.b.load(stringify!($ld), Ty::$mem, T::TY, rd.num(), base.num(), src(off));
+        }
+    )*};
+}
+
+#[inline(always)]
+fn src<T>(o: Operand<T>) -> Src {
+    match o {
+        Operand::Reg(r) => Src::R(r.num()),
+        Operand::Imm(v) => Src::I(v),
+    }
+}
+
+/// The register an operand reads, for the reference backend's checks
+/// (an immediate checks `rdi` twice, harmlessly: it is in the list already).
+#[inline(always)]
+fn off_reg<T>(o: Operand<T>) -> (bool, u8) {
+    match o {
+        Operand::Reg(r) => (false, r.num()),
+        Operand::Imm(_) => (false, u8::MAX),
+    }
+}
+
+impl Func<X64> {
+    /// A function builder for the native x86-64 backend.
+    pub fn new() -> Self {
+        Func::with_backend()
+    }
+}
+
+impl<B: Backend> Func<B> {
+    /// A function builder for backend `B`.
+    pub fn with_backend() -> Self {
+        let cfg = RegConfig::default();
+        Func { b: B::new(), alloc: RegAlloc::new(cfg.clone(), true), cfg, sig: Signature { params: vec![] }, name: None }
+    }
+
+    /// Sets the register classification for the functions begun from now
+    /// on (paper §5.3).
+    pub fn set_config(&mut self, cfg: RegConfig) {
+        self.cfg = cfg;
+    }
+
+    /// Begins a function (`v_lambda`). `sig` lists the parameter types,
+    /// e.g. `"%i%p%d"`; `leaf` is the leaf hint. Returns the registers
+    /// holding the parameters. Parameters that arrive on the stack (or in
+    /// a register the backend keeps) are copied into registers.
+    ///
+    /// A function begun on this `Func` and not yet ended is abandoned.
+    pub fn lambda(&mut self, sig: &str, leaf: Leaf) -> Result<Params> {
+        let sig = Signature::parse(sig).map_err(|kind| Error { index: 0, method: "lambda", kind })?;
+        self.alloc = RegAlloc::new(self.cfg.clone(), leaf == Leaf::Yes);
+        self.name = None;
+        let regs = self.b.begin(&sig, &mut self.alloc)?;
+        self.sig = sig;
+        Ok(Params { regs })
+    }
+
+    /// Names the function for disassembly listings and the perf map.
+    pub fn name(&mut self, name: impl Into<String>) {
+        self.name = Some(name.into());
+    }
+
+    /// Ends the function (`v_end`): backpatches branches, builds the
+    /// prologue and epilogue, places float constants after the code, and
+    /// links it into executable memory. Returns the first error recorded
+    /// since `lambda`, if any.
+    pub fn end(&mut self) -> Result<B::Code> {
+        let sig = std::mem::replace(&mut self.sig, Signature { params: vec![] });
+        self.b.finish(&self.alloc, sig, self.name.take(), None)
+    }
+
+    /// Like [`end`](Func::end), placing the code in `mem`.
+    pub fn end_in(&mut self, mem: &dyn ExecMemory) -> Result<B::Code> {
+        let sig = std::mem::replace(&mut self.sig, Signature { params: vec![] });
+        self.b.finish(&self.alloc, sig, self.name.take(), Some(mem))
+    }
+
+    // -- registers --------------------------------------------------------------
+
+    /// A free register of `class` (`v_getreg`), in the documented priority
+    /// order (see `docs/vcode.md`); an error when the class is exhausted.
+    pub fn getreg<T: Type>(&mut self, class: Class) -> Result<Reg<T>> {
+        match self.alloc.getreg(class, T::TY.is_float()) {
+            Ok(n) => Ok(Reg::phys(n)),
+            Err(kind) => Err(self.error("getreg", kind)),
+        }
+    }
+
+    /// Returns a register to the pool (`v_putreg`). Releasing a register
+    /// twice is recorded as an error.
+    pub fn putreg<T: Type>(&mut self, r: Reg<T>) {
+        if let Err(kind) = self.alloc.putreg(T::TY.is_float(), r.num()) {
+            self.b.fail("putreg", kind);
+        }
+    }
+
+    /// Claims a specific register, typically a fixed name such as
+    /// [`Reg::s`], so that `getreg` will not hand it out and `end` saves
+    /// it if it is callee-saved.
+    pub fn reserve<T: Type>(&mut self, r: Reg<T>) -> Result<Reg<T>> {
+        match self.alloc.claim(T::TY.is_float(), r.num()) {
+            Ok(()) => Ok(r),
+            Err(kind) => Err(self.error("reserve", kind)),
+        }
+    }
+
+    fn error(&mut self, method: &'static str, kind: ErrorKind) -> Error {
+        self.b.fail(method, kind.clone());
+        Error { index: 0, method, kind }
+    }
+
+    #[inline(always)]
+    fn chk(&mut self, m: &'static str, regs: &[(bool, u8)]) {
+        self.b.check(m, &self.alloc, regs);
+    }
+
+    #[inline(always)]
+    fn bin<T: Type>(&mut self, m: &'static str, op: BinOp, rd: Reg<T>, a: Reg<T>, b: Operand<T>) {
+        let f = T::TY.is_float();
+        let bb = match b {
+            Operand::Reg(r) => (f, r.num()),
+            Operand::Imm(_) => (f, u8::MAX),
+        };
+        self.chk(m, &[(f, rd.num()), (f, a.num()), bb]);
+        self.b.binop(m, op, T::TY, rd.num(), a.num(), src(b));
+    }
+
+    #[inline(always)]
+    fn un<T: Type>(&mut self, m: &'static str, op: UnOp, rd: Reg<T>, a: Reg<T>) {
+        let f = T::TY.is_float();
+        self.chk(m, &[(f, rd.num()), (f, a.num())]);
+        self.b.unop(m, op, T::TY, rd.num(), a.num());
+    }
+
+    #[inline(always)]
+    fn br<T: Type>(&mut self, m: &'static str, c: Cond, a: Reg<T>, b: Operand<T>, l: Label) {
+        let f = T::TY.is_float();
+        let bb = match b {
+            Operand::Reg(r) => (f, r.num()),
+            Operand::Imm(_) => (f, u8::MAX),
+        };
+        self.chk(m, &[(f, a.num()), bb]);
+        self.b.branch(m, c, T::TY, a.num(), src(b), l);
+    }
+
+    // -- binary operations (Table 2) ---------------------------------------------
+
+    binops! {
+        /// `rd = a + b` (`v_add`).
+        add Add Type;
+        /// `rd = a - b` (`v_sub`).
+        sub Sub Type;
+        /// `rd = a * b` (`v_mul`).
+        mul Mul Type;
+        /// `rd = a / b` (`v_div`). See the crate docs for division by zero.
+        div Div Type;
+        /// `rd = a % b` (`v_mod`; `mod` is a Rust keyword).
+        rem Mod Int;
+        /// `rd = a & b` (`v_and`).
+        and And Int;
+        /// `rd = a | b` (`v_or`).
+        or Or Int;
+        /// `rd = a ^ b` (`v_xor`).
+        xor Xor Int;
+        /// `rd = a << b` (`v_lsh`), the count taken modulo the width.
+        lsh Lsh Int;
+        /// `rd = a >> b` (`v_rsh`): arithmetic for `i`/`l`, logical otherwise;
+        /// the count taken modulo the width.
+        rsh Rsh Int;
+    }
+
+    // -- unary operations ------------------------------------------------------------
+
+    /// `rd = ~a` (`v_com`).
+    #[inline(always)]
+    pub fn com<T: Int>(&mut self, rd: Reg<T>, a: Reg<T>) {
+        self.un("com", UnOp::Com, rd, a);
+    }
+
+    /// `rd = !a`: 1 if `a` is zero, else 0 (`v_not`).
+    #[inline(always)]
+    pub fn not<T: Int>(&mut self, rd: Reg<T>, a: Reg<T>) {
+        self.un("not", UnOp::Not, rd, a);
+    }
+
+    /// `rd = a` (`v_mov`).
+    #[inline(always)]
+    pub fn mov<T: Type>(&mut self, rd: Reg<T>, a: Reg<T>) {
+        self.un("mov", UnOp::Mov, rd, a);
+    }
+
+    /// `rd = -a` (`v_neg`).
+    #[inline(always)]
+    pub fn neg<T: Type>(&mut self, rd: Reg<T>, a: Reg<T>) {
+        self.un("neg", UnOp::Neg, rd, a);
+    }
+
+    /// `rd = v` (`v_set`): any value of the type, including every 64-bit
+    /// integer and every float.
+    #[inline(always)]
+    pub fn set<T: Type>(&mut self, rd: Reg<T>, v: T::Native) {
+        self.chk("set", &[(T::TY.is_float(), rd.num())]);
+        self.b.set("set", T::TY, rd.num(), T::to_bits(v));
+    }
+
+    /// `rd = (D) rs` (`v_cvi2l`, `v_cvd2f`, ...): every conversion between
+    /// register types except between `p` and the float types.
+    #[inline(always)]
+    pub fn cv<S: Type, D: Type>(&mut self, rd: Reg<D>, rs: Reg<S>) {
+        self.chk("cv", &[(D::TY.is_float(), rd.num()), (S::TY.is_float(), rs.num())]);
+        self.b.cvt("cv", S::TY, D::TY, rd.num(), rs.num());
+    }
+
+    // -- memory -----------------------------------------------------------------------
+
+    /// `rd = *(T *)(base + off)` (`v_ld`).
+    #[inline(always)]
+    pub fn ld<T: Type>(&mut self, rd: Reg<T>, base: Reg<P>, off: impl Into<Operand<P>>) {
+        let off = off.into();
+        self.chk("ld", &[(T::TY.is_float(), rd.num()), (false, base.num()), off_reg(off)]);
+        self.b.load("ld", T::TY, T::TY, rd.num(), base.num(), src(off));
+    }
+
+    /// `*(T *)(base + off) = rs` (`v_st`).
+    #[inline(always)]
+    pub fn st<T: Type>(&mut self, rs: Reg<T>, base: Reg<P>, off: impl Into<Operand<P>>) {
+        let off = off.into();
+        self.chk("st", &[(T::TY.is_float(), rs.num()), (false, base.num()), off_reg(off)]);
+        self.b.store("st", T::TY, rs.num(), base.num(), src(off));
+    }
+
+    narrow! {
+        /// Loads a `signed char` and sign-extends it to `rd`'s width (`v_ldc`).
+        ldc C;
+        /// Loads an `unsigned char` and zero-extends it (`v_lduc`).
+        lduc UC;
+        /// Loads a `short` and sign-extends it (`v_lds`).
+        lds S;
+        /// Loads an `unsigned short` and zero-extends it (`v_ldus`).
+        ldus US;
+    }
+
+    /// Stores the low byte of `rs` (`v_stc`, `v_stuc`).
+    #[inline(always)]
+    pub fn stc<T: Int>(&mut self, rs: Reg<T>, base: Reg<P>, off: impl Into<Operand<P>>) {
+        let off = off.into();
+        self.chk("stc", &[(false, rs.num()), (false, base.num()), off_reg(off)]);
+        self.b.store("stc", Ty::C, rs.num(), base.num(), src(off));
+    }
+
+    /// Stores the low 16 bits of `rs` (`v_sts`, `v_stus`).
+    #[inline(always)]
+    pub fn sts<T: Int>(&mut self, rs: Reg<T>, base: Reg<P>, off: impl Into<Operand<P>>) {
+        let off = off.into();
+        self.chk("sts", &[(false, rs.num()), (false, base.num()), off_reg(off)]);
+        self.b.store("sts", Ty::S, rs.num(), base.num(), src(off));
+    }
+
+    /// A new stack local of type `T` (`v_local`).
+    pub fn local<T: Type>(&mut self) -> Local<T> {
+        let (off, id) = self.b.local(T::TY);
+        Local::new(off, id)
+    }
+
+    /// `rd = local`.
+    #[inline(always)]
+    pub fn ld_local<T: Type>(&mut self, rd: Reg<T>, l: Local<T>) {
+        self.chk("ld_local", &[(T::TY.is_float(), rd.num())]);
+        self.b.local_op("ld_local", LocalOp::Load, T::TY, rd.num(), l.off, l.id);
+    }
+
+    /// `local = rs`.
+    #[inline(always)]
+    pub fn st_local<T: Type>(&mut self, rs: Reg<T>, l: Local<T>) {
+        self.chk("st_local", &[(T::TY.is_float(), rs.num())]);
+        self.b.local_op("st_local", LocalOp::Store, T::TY, rs.num(), l.off, l.id);
+    }
+
+    /// `rd = &local`.
+    #[inline(always)]
+    pub fn addr_local<T: Type>(&mut self, rd: Reg<P>, l: Local<T>) {
+        self.chk("addr_local", &[(false, rd.num())]);
+        self.b.local_op("addr_local", LocalOp::Addr, T::TY, rd.num(), l.off, l.id);
+    }
+
+    // -- control --------------------------------------------------------------------------
+
+    /// Returns `r` (`v_ret`). Every return of a function must have the same type.
+    #[inline(always)]
+    pub fn ret<T: Type>(&mut self, r: Reg<T>) {
+        self.chk("ret", &[(T::TY.is_float(), r.num())]);
+        self.b.ret("ret", T::TY, r.num());
+    }
+
+    /// Returns without a value (`v_retv`).
+    #[inline(always)]
+    pub fn retv(&mut self) {
+        self.b.ret("retv", Ty::V, 0);
+    }
+
+    /// A new label (`v_genlabel`).
+    #[inline(always)]
+    pub fn genlabel(&mut self) -> Label {
+        self.b.genlabel()
+    }
+
+    /// Places `l` at the current position (`v_label`).
+    #[inline(always)]
+    pub fn label(&mut self, l: Label) {
+        self.b.place("label", l);
+    }
+
+    /// Jumps to a label, the address in a `p` register, or an absolute
+    /// address (`v_jv`, `v_jp`, `v_j` with a label).
+    #[inline(always)]
+    pub fn jmp(&mut self, t: impl Into<Target>) {
+        let t = t.into();
+        if let Target::Reg(r) = t {
+            self.chk("jmp", &[(false, r)]);
+        }
+        self.b.jump("jmp", false, t);
+    }
+
+    /// Jump-and-link (`v_jal`): a call with no argument set-up. The target
+    /// returns with the native return instruction: a generated function,
+    /// a native function, or a subroutine of this function that ends with
+    /// [`ret_link`](Func::ret_link).
+    #[inline(always)]
+    pub fn jal(&mut self, t: impl Into<Target>) {
+        let t = t.into();
+        if let Target::Reg(r) = t {
+            self.chk("jal", &[(false, r)]);
+        }
+        self.b.jump("jal", true, t);
+    }
+
+    /// Returns from a subroutine entered with [`jal`](Func::jal) to a label.
+    #[inline(always)]
+    pub fn ret_link(&mut self) {
+        self.b.ret_link("ret_link");
+    }
+
+    branches! {
+        /// Branch to `l` if `a < b` (`v_blt`).
+        blt Lt;
+        /// Branch to `l` if `a <= b` (`v_ble`).
+        ble Le;
+        /// Branch to `l` if `a > b` (`v_bgt`).
+        bgt Gt;
+        /// Branch to `l` if `a >= b` (`v_bge`).
+        bge Ge;
+        /// Branch to `l` if `a == b` (`v_beq`).
+        beq Eq;
+        /// Branch to `l` if `a != b` (`v_bne`).
+        bne Ne;
+    }
+
+    /// Calls `callee` with an argument list built at run time and puts
+    /// the result in `rd`. Temporary registers do not survive the call.
+    pub fn call<T: Type>(&mut self, rd: Reg<T>, callee: Callee<'_, B::Code>, args: &[Arg]) {
+        self.call_checks("call", callee, args, Some(rd.any()));
+        self.b.call("call", callee, args, Some(rd.any()), &self.alloc);
+    }
+
+    /// Calls `callee` for its effect (or ignoring its result).
+    pub fn callv(&mut self, callee: Callee<'_, B::Code>, args: &[Arg]) {
+        self.call_checks("callv", callee, args, None);
+        self.b.call("callv", callee, args, None, &self.alloc);
+    }
+
+    fn call_checks(&mut self, m: &'static str, callee: Callee<'_, B::Code>, args: &[Arg], rd: Option<AnyReg>) {
+        let mut regs: Vec<(bool, u8)> = args
+            .iter()
+            .filter_map(|a| match a {
+                Arg::Reg(r) => Some((r.ty.is_float(), r.n)),
+                Arg::Imm(..) => None,
+            })
+            .collect();
+        if let Callee::Reg(r) = callee {
+            regs.push((false, r));
+        }
+        if let Some(r) = rd {
+            regs.push((r.ty.is_float(), r.n));
+        }
+        self.chk(m, &regs);
+    }
+
+    /// No operation (`v_nop`).
+    #[inline(always)]
+    pub fn nop(&mut self) {
+        self.b.nop("nop");
+    }
+
+    /// The backend, for extensions (see [`ext`](crate::ext)).
+    #[inline(always)]
+    pub fn backend(&mut self) -> &mut B {
+        &mut self.b
+    }
+
+    /// Checks registers for an extension instruction (reference backend).
+    #[inline(always)]
+    pub fn check_regs(&mut self, m: &'static str, regs: &[(bool, u8)]) {
+        self.b.check(m, &self.alloc, regs);
+    }
+
+    /// Records an error for an extension instruction.
+    pub fn fail(&mut self, m: &'static str, kind: ErrorKind) {
+        self.b.fail(m, kind);
+    }
+}

@@ -1,0 +1,345 @@
+//! Executable memory, W^X: no page is ever writable and executable at once.
+//!
+//! The default allocator maps each chunk twice from one `memfd`: a
+//! read-write view that `end` writes the code through, and a read-execute
+//! view the code runs from. The two views are different pages of the
+//! address space, so neither is ever both writable and executable, and
+//! code already running from a chunk is never disturbed by a later
+//! function being written into the same chunk. Where `memfd_create` is
+//! refused, each function gets its own anonymous mapping that is written
+//! and then turned read-execute with `mprotect` before anyone can run it.
+//!
+//! Other allocators (the shared code cache) plug in through
+//! [`ExecMemory`]: `end_in` asks it for a block and writes the code
+//! straight into the block's writable view, so code is copied once.
+//!
+//! This is one of the small modules that own `unsafe`.
+
+use crate::error::ErrorKind;
+use std::cell::RefCell;
+use std::sync::Arc;
+
+/// A place to put generated code: gives out blocks whose bytes are
+/// written through one address and executed at another (or the same
+/// address after a protection change).
+///
+/// # Safety
+/// An implementation must return blocks whose `write` pointer is valid
+/// for `len` bytes of writes until [`ExecBlock::seal`] is called, whose
+/// `exec` address then holds exactly those bytes, executable and not
+/// writable, for as long as the block lives, and which no other block
+/// overlaps.
+pub unsafe trait ExecMemory {
+    /// A block of at least `len` bytes.
+    fn alloc(&self, len: usize) -> Result<ExecBlock, ErrorKind>;
+}
+
+/// Something that keeps a block's memory alive and is told when it is
+/// written.
+pub trait BlockOwner: Send + Sync {
+    /// Makes the block's bytes executable (no-op for dual mappings).
+    fn seal(&self, exec: usize, len: usize) -> Result<(), ErrorKind>;
+}
+
+/// A block of executable memory holding one generated function. Dropping
+/// it releases the memory to its allocator.
+pub struct ExecBlock {
+    write: *mut u8,
+    exec: usize,
+    len: usize,
+    owner: Arc<dyn BlockOwner>,
+}
+
+// SAFETY: the block's memory is owned through `owner` (itself Send + Sync);
+// after `seal` nobody writes through `write`, and before it only the
+// thread holding the unique `&mut ExecBlock` does.
+unsafe impl Send for ExecBlock {}
+// SAFETY: shared access only reads `exec`/`len` and executes the code.
+unsafe impl Sync for ExecBlock {}
+
+impl ExecBlock {
+    /// Makes a block.
+    ///
+    /// # Safety
+    /// `write` must be valid for writes of `len` bytes that show at
+    /// `exec` once `owner.seal` has run, and `owner` must keep both alive.
+    pub unsafe fn new(write: *mut u8, exec: usize, len: usize, owner: Arc<dyn BlockOwner>) -> Self {
+        ExecBlock { write, exec, len, owner }
+    }
+
+    /// The address the code runs at.
+    pub fn addr(&self) -> usize {
+        self.exec
+    }
+
+    /// The block's length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True for an empty block.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Copies `parts` one after another into the block and makes it
+    /// executable. Returns the number of bytes written.
+    pub(crate) fn fill(&mut self, parts: &[&[u8]]) -> Result<usize, ErrorKind> {
+        let total: usize = parts.iter().map(|p| p.len()).sum();
+        if total > self.len {
+            return Err(ErrorKind::Memory(format!("block of {} bytes is too small for {total}", self.len)));
+        }
+        let mut at = 0;
+        for p in parts {
+            // SAFETY: `write` is valid for `len` bytes (contract of `new`),
+            // `at + p.len() <= total <= len`, and `p` is a Rust slice that
+            // cannot overlap memory the allocator handed to this block.
+            unsafe { std::ptr::copy_nonoverlapping(p.as_ptr(), self.write.add(at), p.len()) };
+            at += p.len();
+        }
+        self.owner.seal(self.exec, self.len)?;
+        Ok(total)
+    }
+
+    /// The code bytes, read through the executable view.
+    pub fn bytes(&self) -> &[u8] {
+        // SAFETY: after `fill` the exec view is readable (PROT_READ is part
+        // of both views) for `len` bytes while `owner` lives, and nothing
+        // writes to it any more.
+        unsafe { std::slice::from_raw_parts(self.exec as *const u8, self.len) }
+    }
+}
+
+/// A memfd mapped twice.
+struct Chunk {
+    rw: *mut u8,
+    rx: *mut u8,
+    size: usize,
+}
+
+// SAFETY: the mappings are plain memory owned by the chunk; the raw
+// pointers are only dereferenced by `ExecBlock::fill` on disjoint ranges.
+unsafe impl Send for Chunk {}
+// SAFETY: as above.
+unsafe impl Sync for Chunk {}
+
+impl Chunk {
+    fn new(size: usize) -> Result<Chunk, ErrorKind> {
+        let name = c"vcode";
+        // SAFETY: plain system calls on values we own; each result is checked.
+        unsafe {
+            let fd = libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC);
+            if fd < 0 {
+                return Err(ErrorKind::Memory(format!("memfd_create: {}", std::io::Error::last_os_error())));
+            }
+            if libc::ftruncate(fd, size as libc::off_t) != 0 {
+                let e = std::io::Error::last_os_error();
+                libc::close(fd);
+                return Err(ErrorKind::Memory(format!("ftruncate: {e}")));
+            }
+            let rw = libc::mmap(std::ptr::null_mut(), size, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0);
+            if rw == libc::MAP_FAILED {
+                let e = std::io::Error::last_os_error();
+                libc::close(fd);
+                return Err(ErrorKind::Memory(format!("mmap (write view): {e}")));
+            }
+            let rx = libc::mmap(std::ptr::null_mut(), size, libc::PROT_READ | libc::PROT_EXEC, libc::MAP_SHARED, fd, 0);
+            libc::close(fd);
+            if rx == libc::MAP_FAILED {
+                let e = std::io::Error::last_os_error();
+                libc::munmap(rw, size);
+                return Err(ErrorKind::Memory(format!("mmap (exec view): {e}")));
+            }
+            Ok(Chunk { rw: rw.cast(), rx: rx.cast(), size })
+        }
+    }
+}
+
+impl Drop for Chunk {
+    fn drop(&mut self) {
+        // SAFETY: both mappings were made by `Chunk::new` with `size`, and
+        // the last block referring to them is gone (we are in the last Arc).
+        unsafe {
+            libc::munmap(self.rw.cast(), self.size);
+            libc::munmap(self.rx.cast(), self.size);
+        }
+    }
+}
+
+impl BlockOwner for Chunk {
+    fn seal(&self, _exec: usize, _len: usize) -> Result<(), ErrorKind> {
+        Ok(())
+    }
+}
+
+/// An anonymous mapping written first, then turned read-execute: the
+/// fallback where `memfd_create` is not allowed.
+struct Single {
+    ptr: *mut u8,
+    size: usize,
+}
+
+// SAFETY: owned plain memory, written only before sealing.
+unsafe impl Send for Single {}
+// SAFETY: as above.
+unsafe impl Sync for Single {}
+
+impl Single {
+    fn new(size: usize) -> Result<Single, ErrorKind> {
+        // SAFETY: an anonymous private mapping; checked below.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                size,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(ErrorKind::Memory(format!("mmap: {}", std::io::Error::last_os_error())));
+        }
+        Ok(Single { ptr: p.cast(), size })
+    }
+}
+
+impl BlockOwner for Single {
+    fn seal(&self, _exec: usize, _len: usize) -> Result<(), ErrorKind> {
+        // SAFETY: our own mapping of `size` bytes; from here on it is never
+        // written again, so dropping write permission is what we want.
+        let r = unsafe { libc::mprotect(self.ptr.cast(), self.size, libc::PROT_READ | libc::PROT_EXEC) };
+        if r != 0 {
+            return Err(ErrorKind::Memory(format!("mprotect: {}", std::io::Error::last_os_error())));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Single {
+    fn drop(&mut self) {
+        // SAFETY: our own mapping; the block using it is gone.
+        unsafe { libc::munmap(self.ptr.cast(), self.size) };
+    }
+}
+
+const CHUNK: usize = 256 * 1024;
+const ALIGN: usize = 16;
+
+fn page_round(n: usize) -> usize {
+    (n + 4095) & !4095
+}
+
+/// The default allocator: bump allocation in dual-mapped chunks, one
+/// current chunk per thread. A chunk is unmapped when the last function
+/// in it is dropped and the thread has moved on to a newer chunk.
+#[derive(Default)]
+pub struct Arena {
+    cur: RefCell<Option<(Arc<Chunk>, usize)>>,
+    no_memfd: std::cell::Cell<bool>,
+}
+
+impl Arena {
+    /// An empty arena.
+    pub fn new() -> Self {
+        Arena::default()
+    }
+}
+
+// SAFETY: blocks come from disjoint, ALIGN-aligned ranges of a chunk that
+// the block keeps alive; the write view shows at the exec view because
+// both map the same memfd pages; fallback blocks own their mapping and
+// are sealed by `mprotect` before their address is handed out to callers.
+unsafe impl ExecMemory for Arena {
+    fn alloc(&self, len: usize) -> Result<ExecBlock, ErrorKind> {
+        let len = len.max(1);
+        if !self.no_memfd.get() {
+            let mut cur = self.cur.borrow_mut();
+            let fits = matches!(&*cur, Some((c, used)) if used + len <= c.size);
+            if !fits {
+                match Chunk::new(page_round(len.max(CHUNK))) {
+                    Ok(c) => *cur = Some((Arc::new(c), 0)),
+                    Err(_) => self.no_memfd.set(true),
+                }
+            }
+            if let Some((chunk, used)) = cur.as_mut() {
+                let at = *used;
+                *used = (at + len + ALIGN - 1) & !(ALIGN - 1);
+                // SAFETY: `at + len <= size` was checked above, the range is
+                // handed out once (bump pointer), and `chunk` keeps both
+                // views mapped for the block's lifetime.
+                return Ok(unsafe {
+                    ExecBlock::new(chunk.rw.add(at), chunk.rx as usize + at, len, chunk.clone() as Arc<dyn BlockOwner>)
+                });
+            }
+        }
+        let s = Single::new(page_round(len))?;
+        let (ptr, size) = (s.ptr, s.size);
+        // SAFETY: the mapping is `size >= len` bytes, written before `seal`
+        // makes it executable at the same address.
+        Ok(unsafe { ExecBlock::new(ptr, ptr as usize, len.min(size), Arc::new(s)) })
+    }
+}
+
+thread_local! {
+    static ARENA: Arena = Arena::new();
+}
+
+/// Allocates from the calling thread's default arena.
+pub(crate) fn alloc_default(len: usize) -> Result<ExecBlock, ErrorKind> {
+    ARENA.with(|a| a.alloc(len))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Parses /proc/self/maps and returns every mapping that is both
+    /// writable and executable.
+    fn wx_mappings() -> Vec<String> {
+        std::fs::read_to_string("/proc/self/maps")
+            .unwrap()
+            .lines()
+            .filter(|l| {
+                let perms = l.split_whitespace().nth(1).unwrap_or("");
+                perms.contains('w') && perms.contains('x')
+            })
+            .map(String::from)
+            .collect()
+    }
+
+    #[test]
+    fn blocks_run_and_no_page_is_writable_and_executable() {
+        let arena = Arena::new();
+        let mut blocks = Vec::new();
+        for v in 0..100u8 {
+            let mut b = arena.alloc(6).unwrap();
+            b.fill(&[&[0xb8, v, 0, 0, 0], &[0xc3]]).unwrap(); // mov eax, v; ret
+            assert!(wx_mappings().is_empty(), "{:?}", wx_mappings());
+            blocks.push(b);
+        }
+        for (v, b) in blocks.iter().enumerate() {
+            // SAFETY: the block holds `mov eax, v; ret`, a valid function of this type.
+            let f: extern "C" fn() -> i32 = unsafe { std::mem::transmute(b.addr()) };
+            assert_eq!(f(), v as i32);
+        }
+    }
+
+    #[test]
+    fn large_blocks_get_their_own_chunk() {
+        let arena = Arena::new();
+        let mut code = vec![0x90u8; CHUNK * 2];
+        code.extend_from_slice(&[0xb8, 7, 0, 0, 0, 0xc3]);
+        let mut b = arena.alloc(code.len()).unwrap();
+        b.fill(&[&code]).unwrap();
+        // SAFETY: a nop sled followed by `mov eax, 7; ret`.
+        let f: extern "C" fn() -> i32 = unsafe { std::mem::transmute(b.addr()) };
+        assert_eq!(f(), 7);
+    }
+
+    #[test]
+    fn overfilling_a_block_is_an_error() {
+        let mut b = Arena::new().alloc(4).unwrap();
+        assert!(b.fill(&[&[0u8; 32]]).is_err());
+    }
+}

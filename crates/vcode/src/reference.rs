@@ -1,0 +1,915 @@
+//! The reference backend: records vcode instructions and executes them.
+//!
+//! The same client code that generates x86-64 runs here unchanged (it is
+//! generic over [`Backend`]), with the same register assignment, because
+//! both backends allocate from one description of the host
+//! ([`host`](crate::host)). What the native backend leaves to the
+//! hardware, this one checks and reports as a typed error with the
+//! instruction index and the method:
+//!
+//! * at generation: use of a register the backend keeps, of a register
+//!   released by `putreg`, or of a callee-saved register never claimed;
+//!   a branch to a label never placed; a local of another function;
+//! * at execution: a read of a register before any write (after a call,
+//!   temporaries count as unwritten), division by zero and signed
+//!   overflow of division, runaway loops (a step limit), runaway
+//!   recursion.
+//!
+//! It is the symbolic debugger the paper misses (§6.2) and the oracle of
+//! the differential tests. Its arithmetic is written from C's semantics
+//! on x86-64 (see the [`x86_64`](crate::x86_64) module docs), not from the
+//! machine code, so the two backends check each other.
+
+use std::sync::Arc;
+
+use crate::backend::{Arg, Backend, BinOp, Callee, Cond, LocalOp, Src, Target, UnOp};
+use crate::error::{Error, ErrorKind};
+use crate::host::{self, bit};
+use crate::mem::ExecMemory;
+use crate::regs::RegAlloc;
+use crate::ty::{AnyReg, Label, Signature, Ty, Value};
+use crate::x86_64::{abi_layout, ArgLoc};
+use crate::{InvokeError, Invoke};
+
+const UNPLACED: u32 = u32::MAX;
+
+/// A reference-backend extension instruction's meaning: result bits from
+/// operand bits and the instruction's type.
+pub type Eval = fn(Ty, &[u64]) -> u64;
+
+#[derive(Clone, Debug)]
+enum RefCallee {
+    Native(usize),
+    Reg(u8),
+    Code(Arc<Program>),
+}
+
+#[derive(Clone, Debug)]
+enum Insn {
+    Bin { op: BinOp, ty: Ty, rd: u8, a: u8, b: Src },
+    Un { op: UnOp, ty: Ty, rd: u8, a: u8 },
+    Set { ty: Ty, rd: u8, bits: u64 },
+    Cvt { from: Ty, to: Ty, rd: u8, rs: u8 },
+    Load { mem: Ty, ty: Ty, rd: u8, base: u8, off: Src },
+    Store { mem: Ty, rs: u8, base: u8, off: Src },
+    Local { op: LocalOp, ty: Ty, r: u8, id: u32 },
+    Ret { ty: Ty, r: u8 },
+    Branch { c: Cond, ty: Ty, a: u8, b: Src, l: u32 },
+    Jump { link: bool, t: Target },
+    RetLink,
+    Call { callee: RefCallee, args: Vec<Arg>, ret: Option<AnyReg>, persist: u16 },
+    Label,
+    Nop,
+    Ext { ty: Ty, rd: (bool, u8), srcs: [(bool, u8); 3], n: u8, eval: Eval },
+}
+
+/// The reference backend's per-function state.
+#[derive(Default)]
+pub struct Reference {
+    insns: Vec<Insn>,
+    methods: Vec<&'static str>,
+    labels: Vec<u32>,
+    uses: Vec<(u32, u32)>,
+    locals: Vec<(Ty, u32)>,
+    frame: u32,
+    err: Option<Error>,
+    ret_ty: Option<Ty>,
+    params: Vec<AnyReg>,
+}
+
+impl Reference {
+    fn push(&mut self, m: &'static str, i: Insn) {
+        self.insns.push(i);
+        self.methods.push(m);
+    }
+
+    fn index(&self) -> u32 {
+        self.insns.len() as u32
+    }
+
+    /// Records an extension instruction: `rd = eval(ty, srcs)`.
+    pub fn ext(&mut self, m: &'static str, ty: Ty, rd: (bool, u8), srcs: &[(bool, u8)], eval: Eval) {
+        let mut s = [(false, 0u8); 3];
+        s[..srcs.len()].copy_from_slice(srcs);
+        self.push(m, Insn::Ext { ty, rd, srcs: s, n: srcs.len() as u8, eval });
+    }
+}
+
+/// Assigns registers to parameters the way both backends do: claim the
+/// argument registers, then give registers from `getreg` to parameters
+/// arriving on the stack or in `rcx` (which the backends keep).
+pub(crate) fn assign_params(sig: &Signature, alloc: &mut RegAlloc) -> Result<Vec<(AnyReg, ArgLoc)>, Error> {
+    let err = |kind| Error { index: 0, method: "lambda", kind };
+    let layout = abi_layout(&sig.params);
+    for (ty, loc) in sig.params.iter().zip(&layout) {
+        if let ArgLoc::Reg(n) = *loc {
+            if ty.is_float() || n != host::gpr::RCX {
+                alloc.claim(ty.is_float(), n).map_err(err)?;
+            }
+        }
+    }
+    let mut out = Vec::with_capacity(layout.len());
+    for (&ty, &loc) in sig.params.iter().zip(&layout) {
+        let n = match loc {
+            ArgLoc::Reg(n) if ty.is_float() || n != host::gpr::RCX => n,
+            _ => alloc.getreg(crate::Class::Temp, ty.is_float()).map_err(err)?,
+        };
+        out.push((AnyReg { ty, n }, loc));
+    }
+    Ok(out)
+}
+
+impl Backend for Reference {
+    type Code = RefCode;
+
+    fn new() -> Self {
+        Reference::default()
+    }
+
+    fn begin(&mut self, sig: &Signature, alloc: &mut RegAlloc) -> Result<Vec<AnyReg>, Error> {
+        *self = Reference::default();
+        let regs: Vec<AnyReg> = assign_params(sig, alloc)?.into_iter().map(|(r, _)| r).collect();
+        self.params = regs.clone();
+        Ok(regs)
+    }
+
+    fn finish(
+        &mut self,
+        alloc: &RegAlloc,
+        sig: Signature,
+        name: Option<String>,
+        _mem: Option<&dyn ExecMemory>,
+    ) -> Result<RefCode, Error> {
+        let _ = alloc;
+        if let Some(e) = self.err.take() {
+            return Err(e);
+        }
+        for &(at, l) in &self.uses {
+            match self.labels.get(l as usize) {
+                Some(&p) if p != UNPLACED => {}
+                Some(_) => {
+                    return Err(Error { index: at, method: self.methods[at as usize], kind: ErrorKind::UnplacedLabel { label: l } })
+                }
+                None => {
+                    return Err(Error { index: at, method: self.methods[at as usize], kind: ErrorKind::UnknownLabel { label: l } })
+                }
+            }
+        }
+        let prog = Program {
+            insns: std::mem::take(&mut self.insns),
+            methods: std::mem::take(&mut self.methods),
+            labels: std::mem::take(&mut self.labels),
+            frame: self.frame as usize,
+            locals: std::mem::take(&mut self.locals),
+            params: std::mem::take(&mut self.params),
+            sig,
+            ret: self.ret_ty.unwrap_or(Ty::V),
+            name,
+        };
+        Ok(RefCode { prog: Arc::new(prog), step_limit: DEFAULT_STEP_LIMIT })
+    }
+
+    fn fail(&mut self, method: &'static str, kind: ErrorKind) {
+        if self.err.is_none() {
+            self.err = Some(Error { index: self.index(), method, kind });
+        }
+    }
+
+    fn check(&mut self, m: &'static str, alloc: &RegAlloc, regs: &[(bool, u8)]) {
+        for &(float, n) in regs {
+            if n == u8::MAX {
+                continue; // an immediate operand
+            }
+            let name = || host::reg_name(float, n).to_string();
+            let reserved = if float { host::RESERVED_XMM } else { host::RESERVED_GPR };
+            let why = if n >= 16 {
+                Some("not a register")
+            } else if reserved & bit(n) != 0 {
+                Some("kept by the backend for its own sequences")
+            } else if alloc.is_free(float, n) && alloc.was_released(float, n) {
+                Some("used after putreg released it")
+            } else if alloc.is_free(float, n)
+                && !float
+                && alloc.cfg.gpr(n) == crate::RegClass::CalleeSaved
+            {
+                Some("callee-saved but never claimed with getreg or reserve")
+            } else if alloc.cfg.gpr(n) == crate::RegClass::Unavailable && !float {
+                Some("unavailable in this function's RegConfig")
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                return self.fail(m, ErrorKind::BadRegister { reg: name(), why });
+            }
+        }
+    }
+
+    fn binop(&mut self, m: &'static str, op: BinOp, ty: Ty, rd: u8, a: u8, b: Src) {
+        if ty.is_float() && (matches!(b, Src::I(_)) || !matches!(op, BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div)) {
+            return self.fail(m, ErrorKind::UnsupportedType { insn: op.name(), ty });
+        }
+        if matches!(op, BinOp::Div | BinOp::Mod) && !ty.is_float() {
+            if let Src::I(v) = b {
+                if (ty.is_64() && v == 0) || (!ty.is_64() && v as i32 == 0) {
+                    return self.fail(m, ErrorKind::DivisionByZero);
+                }
+            }
+        }
+        self.push(m, Insn::Bin { op, ty, rd, a, b });
+    }
+
+    fn unop(&mut self, m: &'static str, op: UnOp, ty: Ty, rd: u8, a: u8) {
+        self.push(m, Insn::Un { op, ty, rd, a });
+    }
+
+    fn set(&mut self, m: &'static str, ty: Ty, rd: u8, bits: u64) {
+        self.push(m, Insn::Set { ty, rd, bits });
+    }
+
+    fn cvt(&mut self, m: &'static str, from: Ty, to: Ty, rd: u8, rs: u8) {
+        if (from == Ty::P && to.is_float()) || (to == Ty::P && from.is_float()) {
+            return self.fail(m, ErrorKind::UnsupportedType { insn: "cv", ty: if from == Ty::P { from } else { to } });
+        }
+        self.push(m, Insn::Cvt { from, to, rd, rs });
+    }
+
+    fn load(&mut self, m: &'static str, mem: Ty, rd_ty: Ty, rd: u8, base: u8, off: Src) {
+        self.push(m, Insn::Load { mem, ty: rd_ty, rd, base, off });
+    }
+
+    fn store(&mut self, m: &'static str, mem: Ty, rs: u8, base: u8, off: Src) {
+        self.push(m, Insn::Store { mem, rs, base, off });
+    }
+
+    fn local(&mut self, ty: Ty) -> (i32, u32) {
+        let size = ty.size().max(1) as u32;
+        self.frame = (self.frame + size - 1) & !(size - 1);
+        let off = self.frame;
+        self.frame += size;
+        self.locals.push((ty, off));
+        (off as i32, self.locals.len() as u32 - 1)
+    }
+
+    fn local_op(&mut self, m: &'static str, op: LocalOp, ty: Ty, r: u8, off: i32, id: u32) {
+        match self.locals.get(id as usize) {
+            Some(&(t, o)) if o as i32 == off && t == ty => self.push(m, Insn::Local { op, ty, r, id }),
+            _ => self.fail(m, ErrorKind::UnknownLocal { id }),
+        }
+    }
+
+    fn ret(&mut self, m: &'static str, ty: Ty, r: u8) {
+        match self.ret_ty {
+            None => self.ret_ty = Some(ty),
+            Some(t) if t != ty => return self.fail(m, ErrorKind::TypeMismatch { expected: t, found: ty }),
+            _ => {}
+        }
+        self.push(m, Insn::Ret { ty, r });
+    }
+
+    fn branch(&mut self, m: &'static str, c: Cond, ty: Ty, a: u8, b: Src, l: Label) {
+        if ty.is_float() && matches!(b, Src::I(_)) {
+            return self.fail(m, ErrorKind::UnsupportedType { insn: "branch with an immediate", ty });
+        }
+        self.uses.push((self.index(), l.0));
+        self.push(m, Insn::Branch { c, ty, a, b, l: l.0 });
+    }
+
+    fn jump(&mut self, m: &'static str, link: bool, t: Target) {
+        if let Target::Label(l) = t {
+            self.uses.push((self.index(), l.0));
+        }
+        self.push(m, Insn::Jump { link, t });
+    }
+
+    fn ret_link(&mut self, m: &'static str) {
+        self.push(m, Insn::RetLink);
+    }
+
+    fn call(&mut self, m: &'static str, callee: Callee<'_, RefCode>, args: &[Arg], ret: Option<AnyReg>, alloc: &RegAlloc) {
+        if alloc.leaf {
+            return self.fail(m, ErrorKind::CallInLeaf);
+        }
+        if args.len() > crate::backend::MAX_CALL_ARGS {
+            return self.fail(m, ErrorKind::TooManyArguments { count: args.len(), max: crate::backend::MAX_CALL_ARGS });
+        }
+        let callee = match callee {
+            Callee::Native(a) => RefCallee::Native(a),
+            Callee::Reg(r) => RefCallee::Reg(r),
+            Callee::Code(c) => {
+                let want = &c.prog.sig.params;
+                if want.len() != args.len() {
+                    return self.fail(m, ErrorKind::TooManyArguments { count: args.len(), max: want.len() });
+                }
+                for (&w, a) in want.iter().zip(args) {
+                    if w != a.ty() {
+                        return self.fail(m, ErrorKind::TypeMismatch { expected: w, found: a.ty() });
+                    }
+                }
+                RefCallee::Code(c.prog.clone())
+            }
+        };
+        self.push(m, Insn::Call { callee, args: args.to_vec(), ret, persist: alloc.persist_xmm });
+    }
+
+    fn genlabel(&mut self) -> Label {
+        self.labels.push(UNPLACED);
+        Label(self.labels.len() as u32 - 1)
+    }
+
+    fn place(&mut self, m: &'static str, l: Label) {
+        let at = self.index();
+        match self.labels.get_mut(l.0 as usize) {
+            Some(p) if *p == UNPLACED => {
+                *p = at;
+                self.push(m, Insn::Label);
+            }
+            Some(_) => self.fail(m, ErrorKind::LabelPlacedTwice { label: l.0 }),
+            None => self.fail(m, ErrorKind::UnknownLabel { label: l.0 }),
+        }
+    }
+
+    fn nop(&mut self, m: &'static str) {
+        self.push(m, Insn::Nop);
+    }
+
+    fn reference(&mut self) -> Option<&mut Reference> {
+        Some(self)
+    }
+}
+
+/// A recorded function.
+#[derive(Debug)]
+struct Program {
+    insns: Vec<Insn>,
+    methods: Vec<&'static str>,
+    labels: Vec<u32>,
+    frame: usize,
+    locals: Vec<(Ty, u32)>,
+    params: Vec<AnyReg>,
+    sig: Signature,
+    ret: Ty,
+    name: Option<String>,
+}
+
+/// Default number of instructions one invocation may execute.
+pub const DEFAULT_STEP_LIMIT: u64 = 1 << 32;
+/// Deepest nesting of calls between reference functions.
+pub const MAX_DEPTH: u32 = 512;
+
+/// A function recorded by the reference backend; run it with
+/// [`Invoke::invoke`] or [`RefCode::run`].
+#[derive(Clone, Debug)]
+pub struct RefCode {
+    prog: Arc<Program>,
+    step_limit: u64,
+}
+
+/// Why the reference backend stopped a program.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("reference backend: {kind} (instruction {index}, `{method}`)")]
+pub struct Fault {
+    /// Instruction index.
+    pub index: u32,
+    /// The method that generated it.
+    pub method: &'static str,
+    /// What happened.
+    pub kind: FaultKind,
+}
+
+/// What stopped the program.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FaultKind {
+    /// Integer division or `mod` by zero (natively: `SIGFPE`).
+    #[error("integer division by zero")]
+    DivisionByZero,
+    /// `INT_MIN / -1` or `LONG_MIN / -1` (natively: `SIGFPE`).
+    #[error("signed division overflow")]
+    DivisionOverflow,
+    /// A register read before anything was written to it.
+    #[error("register {reg} read before it was written")]
+    ReadBeforeWrite {
+        /// The register.
+        reg: String,
+    },
+    /// More instructions executed than the step limit.
+    #[error("step limit of {0} instructions exceeded")]
+    StepLimit(u64),
+    /// Calls nested deeper than [`MAX_DEPTH`].
+    #[error("calls nested deeper than {MAX_DEPTH}")]
+    CallDepth,
+    /// Something only native code can do.
+    #[error("{0}")]
+    Unsupported(&'static str),
+    /// Execution ran past the last instruction without a return.
+    #[error("fell off the end of the function")]
+    FellOffEnd,
+}
+
+impl RefCode {
+    /// Sets the most instructions one invocation may execute.
+    pub fn with_step_limit(mut self, limit: u64) -> Self {
+        self.step_limit = limit;
+        self
+    }
+
+    /// The name given with [`Func::name`](crate::Func::name).
+    pub fn name(&self) -> Option<&str> {
+        self.prog.name.as_deref()
+    }
+
+    /// Number of recorded instructions (labels included).
+    pub fn len(&self) -> usize {
+        self.prog.insns.len()
+    }
+
+    /// True if nothing was recorded.
+    pub fn is_empty(&self) -> bool {
+        self.prog.insns.is_empty()
+    }
+
+    /// A listing of the recorded vcode instructions.
+    pub fn listing(&self) -> String {
+        let mut s = String::new();
+        for (i, (insn, m)) in self.prog.insns.iter().zip(&self.prog.methods).enumerate() {
+            let labels: Vec<String> = self
+                .prog
+                .labels
+                .iter()
+                .enumerate()
+                .filter(|(_, p)| **p == i as u32)
+                .map(|(l, _)| format!("L{l}:"))
+                .collect();
+            s.push_str(&format!("{i:5}  {:6} {m:10} {insn:?}\n", labels.join(" ")));
+        }
+        s
+    }
+
+    /// Runs the program with `args`.
+    ///
+    /// # Safety
+    /// As [`Invoke::invoke`]: loads, stores and native calls are performed
+    /// for real.
+    pub unsafe fn run(&self, args: &[Value]) -> Result<Value, InvokeError> {
+        crate::abi::check_args(&self.prog.sig.params, args)?;
+        let mut steps = 0;
+        // SAFETY: forwarded from the caller.
+        Ok(unsafe { exec(&self.prog, args, &mut steps, self.step_limit, 0) }?)
+    }
+}
+
+impl Invoke for RefCode {
+    fn params(&self) -> &[Ty] {
+        &self.prog.sig.params
+    }
+
+    fn ret_type(&self) -> Ty {
+        self.prog.ret
+    }
+
+    unsafe fn invoke(&self, args: &[Value]) -> Result<Value, InvokeError> {
+        // SAFETY: forwarded from the caller.
+        unsafe { self.run(args) }
+    }
+}
+
+/// Register file with written-ness.
+struct Regs {
+    v: [[u64; 16]; 2],
+    def: [u16; 2],
+}
+
+/// Truncation of a float to a signed integer as `cvtt*2si` does it: out of
+/// range and NaN give the "integer indefinite" value `MIN`.
+fn cvtt_i32(x: f64) -> i32 {
+    if x.is_nan() || x >= 2147483648.0 || x <= -2147483649.0 { i32::MIN } else { x as i32 }
+}
+fn cvtt_i64(x: f64) -> i64 {
+    if x.is_nan() || x >= 9223372036854775808.0 || x < -9223372036854775808.0 { i64::MIN } else { x as i64 }
+}
+fn cvtt_f32_i64(x: f32) -> i64 {
+    cvtt_i64(x as f64)
+}
+
+/// Sign- or zero-extends `v` of type `t` to register bits: 32-bit types are
+/// kept zero-extended, as x86-64's 32-bit operations leave them.
+fn norm(t: Ty, v: u64) -> u64 {
+    match t {
+        Ty::I | Ty::U | Ty::F => v & 0xffff_ffff,
+        _ => v,
+    }
+}
+
+fn int_bin(op: BinOp, ty: Ty, a: u64, b: u64) -> Result<u64, FaultKind> {
+    let w = ty.is_64();
+    let signed = ty.is_signed();
+    Ok(if w {
+        let (sa, sb) = (a as i64, b as i64);
+        match op {
+            BinOp::Add => a.wrapping_add(b),
+            BinOp::Sub => a.wrapping_sub(b),
+            BinOp::Mul => a.wrapping_mul(b),
+            BinOp::And => a & b,
+            BinOp::Or => a | b,
+            BinOp::Xor => a ^ b,
+            BinOp::Lsh => a << (b & 63),
+            BinOp::Rsh if signed => (sa >> (b & 63)) as u64,
+            BinOp::Rsh => a >> (b & 63),
+            BinOp::Div | BinOp::Mod => {
+                if b == 0 {
+                    return Err(FaultKind::DivisionByZero);
+                }
+                if signed {
+                    if sa == i64::MIN && sb == -1 {
+                        return Err(FaultKind::DivisionOverflow);
+                    }
+                    (if op == BinOp::Div { sa / sb } else { sa % sb }) as u64
+                } else if op == BinOp::Div {
+                    a / b
+                } else {
+                    a % b
+                }
+            }
+        }
+    } else {
+        let (a, b) = (a as u32, b as u32);
+        let (sa, sb) = (a as i32, b as i32);
+        (match op {
+            BinOp::Add => a.wrapping_add(b),
+            BinOp::Sub => a.wrapping_sub(b),
+            BinOp::Mul => a.wrapping_mul(b),
+            BinOp::And => a & b,
+            BinOp::Or => a | b,
+            BinOp::Xor => a ^ b,
+            BinOp::Lsh => a << (b & 31),
+            BinOp::Rsh if signed => (sa >> (b & 31)) as u32,
+            BinOp::Rsh => a >> (b & 31),
+            BinOp::Div | BinOp::Mod => {
+                if b == 0 {
+                    return Err(FaultKind::DivisionByZero);
+                }
+                if signed {
+                    if sa == i32::MIN && sb == -1 {
+                        return Err(FaultKind::DivisionOverflow);
+                    }
+                    (if op == BinOp::Div { sa / sb } else { sa % sb }) as u32
+                } else if op == BinOp::Div {
+                    a / b
+                } else {
+                    a % b
+                }
+            }
+        }) as u64
+    })
+}
+
+fn float_bin(op: BinOp, ty: Ty, a: u64, b: u64) -> u64 {
+    if ty == Ty::F {
+        let (a, b) = (f32::from_bits(a as u32), f32::from_bits(b as u32));
+        (match op {
+            BinOp::Add => a + b,
+            BinOp::Sub => a - b,
+            BinOp::Mul => a * b,
+            _ => a / b,
+        })
+        .to_bits() as u64
+    } else {
+        let (a, b) = (f64::from_bits(a), f64::from_bits(b));
+        (match op {
+            BinOp::Add => a + b,
+            BinOp::Sub => a - b,
+            BinOp::Mul => a * b,
+            _ => a / b,
+        })
+        .to_bits()
+    }
+}
+
+fn compare(c: Cond, ty: Ty, a: u64, b: u64) -> bool {
+    use std::cmp::Ordering::*;
+    let ord = match ty {
+        Ty::F => f32::from_bits(a as u32).partial_cmp(&f32::from_bits(b as u32)),
+        Ty::D => f64::from_bits(a).partial_cmp(&f64::from_bits(b)),
+        Ty::I => Some((a as i32).cmp(&(b as i32))),
+        Ty::U => Some((a as u32).cmp(&(b as u32))),
+        Ty::L => Some((a as i64).cmp(&(b as i64))),
+        _ => Some(a.cmp(&b)),
+    };
+    match (c, ord) {
+        (Cond::Ne, None) => true,
+        (_, None) => false,
+        (Cond::Lt, Some(o)) => o == Less,
+        (Cond::Le, Some(o)) => o != Greater,
+        (Cond::Gt, Some(o)) => o == Greater,
+        (Cond::Ge, Some(o)) => o != Less,
+        (Cond::Eq, Some(o)) => o == Equal,
+        (Cond::Ne, Some(o)) => o != Equal,
+    }
+}
+
+fn convert(from: Ty, to: Ty, v: u64) -> u64 {
+    let f = |x: f64| -> u64 {
+        match to {
+            Ty::F => (x as f32).to_bits() as u64,
+            _ => x.to_bits(),
+        }
+    };
+    match from {
+        Ty::I => {
+            let x = v as i32;
+            match to {
+                Ty::F => (x as f32).to_bits() as u64,
+                Ty::D => (x as f64).to_bits(),
+                t if t.is_64() => x as i64 as u64,
+                _ => x as u32 as u64,
+            }
+        }
+        Ty::U => {
+            let x = v as u32;
+            match to {
+                Ty::F => (x as f32).to_bits() as u64,
+                Ty::D => (x as f64).to_bits(),
+                _ => x as u64,
+            }
+        }
+        Ty::L => {
+            let x = v as i64;
+            match to {
+                Ty::F => (x as f32).to_bits() as u64,
+                Ty::D => (x as f64).to_bits(),
+                t => norm(t, x as u64),
+            }
+        }
+        Ty::UL | Ty::P => match to {
+            Ty::F => (v as f32).to_bits() as u64,
+            Ty::D => (v as f64).to_bits(),
+            t => norm(t, v),
+        },
+        Ty::F | Ty::D => {
+            let single = from == Ty::F;
+            let x = if single { f32::from_bits(v as u32) as f64 } else { f64::from_bits(v) };
+            match to {
+                Ty::F | Ty::D => f(x),
+                Ty::I => cvtt_i32(x) as u32 as u64,
+                Ty::L => cvtt_i64(x) as u64,
+                Ty::U => cvtt_i64(x) as u32 as u64,
+                _ => {
+                    // UL: as the native sequence: subtract 2^63 in the
+                    // source precision when the value is at least 2^63.
+                    if x >= 9223372036854775808.0 {
+                        let d = if single {
+                            cvtt_f32_i64(f32::from_bits(v as u32) - 9223372036854775808.0f32)
+                        } else {
+                            cvtt_i64(x - 9223372036854775808.0)
+                        };
+                        (d as u64) ^ (1 << 63)
+                    } else {
+                        cvtt_i64(x) as u64
+                    }
+                }
+            }
+        }
+        _ => v,
+    }
+}
+
+/// Reads and writes client memory for the reference backend's loads and stores.
+mod memory {
+    use crate::ty::Ty;
+
+    /// Loads `mem` at `addr`, extended to register bits of `ty`.
+    ///
+    /// # Safety
+    /// `addr` must be valid for a read of `mem.size()` bytes: this is the
+    /// client program's load, vouched for by the caller of `invoke`.
+    pub unsafe fn load(mem: Ty, ty: Ty, addr: usize) -> u64 {
+        // SAFETY: see the function's contract; reads are unaligned-safe.
+        let raw: u64 = unsafe {
+            match mem {
+                Ty::C => (addr as *const i8).read_unaligned() as i64 as u64,
+                Ty::UC => (addr as *const u8).read_unaligned() as u64,
+                Ty::S => (addr as *const i16).read_unaligned() as i64 as u64,
+                Ty::US => (addr as *const u16).read_unaligned() as u64,
+                Ty::I | Ty::U | Ty::F => (addr as *const u32).read_unaligned() as u64,
+                _ => (addr as *const u64).read_unaligned(),
+            }
+        };
+        super::norm(ty, raw)
+    }
+
+    /// Stores the low `mem.size()` bytes of `v` at `addr`.
+    ///
+    /// # Safety
+    /// `addr` must be valid for a write of `mem.size()` bytes, as above.
+    pub unsafe fn store(mem: Ty, addr: usize, v: u64) {
+        // SAFETY: see the function's contract.
+        unsafe {
+            match mem.size() {
+                1 => (addr as *mut u8).write_unaligned(v as u8),
+                2 => (addr as *mut u16).write_unaligned(v as u16),
+                4 => (addr as *mut u32).write_unaligned(v as u32),
+                _ => (addr as *mut u64).write_unaligned(v),
+            }
+        }
+    }
+}
+
+/// Executes `prog`.
+///
+/// # Safety
+/// As [`Invoke::invoke`].
+unsafe fn exec(prog: &Program, args: &[Value], steps: &mut u64, limit: u64, depth: u32) -> Result<Value, Fault> {
+    if depth > MAX_DEPTH {
+        return Err(Fault { index: 0, method: "call", kind: FaultKind::CallDepth });
+    }
+    let mut r = Regs { v: [[0; 16]; 2], def: [0; 2] };
+    for (p, a) in prog.params.iter().zip(args) {
+        r.v[p.ty.is_float() as usize][p.n as usize] = norm(p.ty, a.bits());
+        r.def[p.ty.is_float() as usize] |= bit(p.n);
+    }
+    // 16-byte aligned frame for locals.
+    let mut frame = vec![0u128; prog.frame.div_ceil(16).max(1)];
+    let frame_base = frame.as_mut_ptr() as usize;
+    let mut link: Vec<usize> = Vec::new();
+    let mut pc = 0usize;
+    loop {
+        let Some(insn) = prog.insns.get(pc) else {
+            return Err(Fault { index: pc as u32, method: "end", kind: FaultKind::FellOffEnd });
+        };
+        let at = pc;
+        let fault = move |kind| Fault { index: at as u32, method: prog.methods[at], kind };
+        *steps += 1;
+        if *steps > limit {
+            return Err(fault(FaultKind::StepLimit(limit)));
+        }
+        macro_rules! get {
+            ($f:expr, $n:expr) => {{
+                let (f, n): (bool, u8) = ($f, $n);
+                if r.def[f as usize] & bit(n) == 0 {
+                    return Err(fault(FaultKind::ReadBeforeWrite { reg: host::reg_name(f, n).to_string() }));
+                }
+                r.v[f as usize][n as usize]
+            }};
+        }
+        macro_rules! put {
+            ($f:expr, $n:expr, $v:expr) => {{
+                let (f, n): (bool, u8) = ($f, $n);
+                r.v[f as usize][n as usize] = $v;
+                r.def[f as usize] |= bit(n);
+            }};
+        }
+        let src = |r: &Regs, b: Src, f: bool| -> Result<u64, Fault> {
+            match b {
+                Src::I(v) => Ok(v as u64),
+                Src::R(n) => {
+                    if r.def[f as usize] & bit(n) == 0 {
+                        return Err(fault(FaultKind::ReadBeforeWrite { reg: host::reg_name(f, n).to_string() }));
+                    }
+                    Ok(r.v[f as usize][n as usize])
+                }
+            }
+        };
+        pc += 1;
+        match insn {
+            &Insn::Bin { op, ty, rd, a, b } => {
+                let f = ty.is_float();
+                let av = get!(f, a);
+                let bv = src(&r, b, f)?;
+                let v = if f { float_bin(op, ty, av, bv) } else { int_bin(op, ty, av, bv).map_err(fault)? };
+                put!(f, rd, norm(ty, v));
+            }
+            &Insn::Un { op, ty, rd, a } => {
+                let f = ty.is_float();
+                let av = get!(f, a);
+                let v = match (op, ty) {
+                    (UnOp::Mov, _) => av,
+                    (UnOp::Neg, Ty::F) => av ^ 0x8000_0000,
+                    (UnOp::Neg, Ty::D) => av ^ (1 << 63),
+                    (UnOp::Neg, _) => av.wrapping_neg(),
+                    (UnOp::Com, _) => !av,
+                    (UnOp::Not, t) => (norm(t, av) == 0) as u64,
+                };
+                put!(f, rd, norm(ty, v));
+            }
+            &Insn::Set { ty, rd, bits } => put!(ty.is_float(), rd, norm(ty, bits)),
+            &Insn::Cvt { from, to, rd, rs } => {
+                let v = get!(from.is_float(), rs);
+                put!(to.is_float(), rd, convert(from, to, v));
+            }
+            &Insn::Load { mem, ty, rd, base, off } => {
+                let addr = (get!(false, base)).wrapping_add(src(&r, off, false)?) as usize;
+                // SAFETY: the program's own load; the caller of `invoke` vouches for it.
+                let v = unsafe { memory::load(mem, ty, addr) };
+                put!(ty.is_float(), rd, v);
+            }
+            &Insn::Store { mem, rs, base, off } => {
+                let v = get!(mem.is_float(), rs);
+                let addr = (get!(false, base)).wrapping_add(src(&r, off, false)?) as usize;
+                // SAFETY: the program's own store; the caller of `invoke` vouches for it.
+                unsafe { memory::store(mem, addr, v) };
+            }
+            &Insn::Local { op, ty, r: reg, id } => {
+                let addr = frame_base + prog.locals[id as usize].1 as usize;
+                match op {
+                    // SAFETY: `addr` is inside `frame`, which is large enough
+                    // for every local (offsets come from `local`).
+                    LocalOp::Load => put!(ty.is_float(), reg, unsafe { memory::load(ty, ty, addr) }),
+                    LocalOp::Store => {
+                        let v = get!(ty.is_float(), reg);
+                        // SAFETY: as above.
+                        unsafe { memory::store(ty, addr, v) };
+                    }
+                    LocalOp::Addr => put!(false, reg, addr as u64),
+                }
+            }
+            &Insn::Ret { ty, r: reg } => {
+                return Ok(if ty == Ty::V { Value::V } else { Value::from_bits(ty, get!(ty.is_float(), reg)) });
+            }
+            &Insn::Branch { c, ty, a, b, l } => {
+                let f = ty.is_float();
+                let av = get!(f, a);
+                let bv = src(&r, b, f)?;
+                let bv = if f { bv } else { norm(ty, bv) };
+                if compare(c, ty, norm(ty, av), bv) {
+                    pc = prog.labels[l as usize] as usize;
+                }
+            }
+            &Insn::Jump { link: l, t } => match t {
+                Target::Label(lab) => {
+                    if l {
+                        link.push(pc);
+                    }
+                    pc = prog.labels[lab.0 as usize] as usize;
+                }
+                Target::Reg(_) | Target::Addr(_) if !l => {
+                    return Err(fault(FaultKind::Unsupported("the reference backend cannot jump to a native address")));
+                }
+                Target::Reg(n) => {
+                    let a = get!(false, n) as usize;
+                    // SAFETY: a jump-and-link to native code; vouched for by the caller.
+                    unsafe { crate::abi::call_native(a, &[], Ty::V) };
+                    clobber(&mut r, 0);
+                }
+                Target::Addr(a) => {
+                    // SAFETY: as above.
+                    unsafe { crate::abi::call_native(a, &[], Ty::V) };
+                    clobber(&mut r, 0);
+                }
+            },
+            Insn::RetLink => match link.pop() {
+                Some(to) => pc = to,
+                None => return Err(fault(FaultKind::Unsupported("ret_link without a jal"))),
+            },
+            Insn::Call { callee, args, ret, persist } => {
+                let mut vals = Vec::with_capacity(args.len());
+                for a in args {
+                    vals.push(match *a {
+                        Arg::Reg(x) => Value::from_bits(x.ty, get!(x.ty.is_float(), x.n)),
+                        Arg::Imm(t, v) => Value::from_bits(t, norm(t, v as u64)),
+                    });
+                }
+                let rty = ret.map_or(Ty::V, |x| x.ty);
+                let out = match callee {
+                    RefCallee::Code(p) => {
+                        // SAFETY: forwarded from the caller of `invoke`.
+                        let v = unsafe { exec(p, &vals, steps, limit, depth + 1) }?;
+                        if rty != Ty::V && v.ty() != rty {
+                            Value::from_bits(rty, v.bits())
+                        } else {
+                            v
+                        }
+                    }
+                    RefCallee::Native(a) => {
+                        // SAFETY: the client names a native function of these
+                        // argument types; vouched for by the caller of `invoke`.
+                        unsafe { crate::abi::call_native(*a, &vals, rty) }
+                    }
+                    RefCallee::Reg(n) => {
+                        let a = get!(false, *n) as usize;
+                        // SAFETY: as above.
+                        unsafe { crate::abi::call_native(a, &vals, rty) }
+                    }
+                };
+                clobber(&mut r, *persist);
+                if let Some(x) = ret {
+                    put!(x.ty.is_float(), x.n, norm(x.ty, out.bits()));
+                }
+            }
+            Insn::Label | Insn::Nop => {}
+            &Insn::Ext { ty, rd, srcs, n, eval } => {
+                let mut vals = [0u64; 3];
+                for i in 0..n as usize {
+                    vals[i] = get!(srcs[i].0, srcs[i].1);
+                }
+                let v = eval(ty, &vals[..n as usize]);
+                put!(rd.0, rd.1, v);
+            }
+        }
+    }
+}
+
+/// After a call: only the ABI's callee-saved integer registers and the
+/// float registers the call site saved keep their values.
+fn clobber(r: &mut Regs, persist_xmm: u16) {
+    r.def[0] &= host::CALLEE_SAVED_GPR;
+    r.def[1] &= persist_xmm;
+}

@@ -1,0 +1,300 @@
+//! Register allocation the paper's way (§3.2, §5.3): the client asks for a
+//! register of a class (temporary, or persistent across calls) and vcode
+//! hands them out in a fixed, documented priority order. There is no
+//! spilling: when a class runs out, `getreg` says so.
+//!
+//! A [`RegConfig`] overrides, per function, which physical registers are
+//! caller-saved, callee-saved or unavailable (paper §5.3), for code that
+//! runs under conventions of its own, such as an interrupt handler that
+//! must preserve every register it touches.
+
+use crate::error::ErrorKind;
+use crate::host::{self, bit};
+
+/// The two register classes of `v_getreg`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Class {
+    /// May be clobbered by a call the function makes.
+    Temp,
+    /// Keeps its value across calls the function makes.
+    Persistent,
+}
+
+/// How a physical register is treated in one function.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum RegClass {
+    /// The function may clobber it without saving.
+    CallerSaved,
+    /// The function saves it in the prologue and restores it on return
+    /// if it uses it.
+    CalleeSaved,
+    /// Never handed out.
+    Unavailable,
+}
+
+/// Per-function register classification (paper §5.3).
+///
+/// The default is the host ABI. The registers the backend keeps for its
+/// own sequences (`rax`, `rcx`, `r11`, `rsp`, `rbp`, `xmm15`) cannot be
+/// reclassified.
+///
+/// ```
+/// use vcode::{RegConfig, RegClass, host::gpr};
+/// // Code called from a context where every register is live:
+/// let cfg = RegConfig::all_callee_saved();
+/// assert_eq!(cfg.gpr(gpr::RDI), RegClass::CalleeSaved);
+/// let mut cfg = RegConfig::default();
+/// cfg.set_gpr(gpr::R12, RegClass::Unavailable).unwrap();
+/// assert!(cfg.set_gpr(gpr::RAX, RegClass::CallerSaved).is_err());
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RegConfig {
+    gpr: [RegClass; 16],
+    xmm: [RegClass; 16],
+}
+
+impl Default for RegConfig {
+    fn default() -> Self {
+        let mut gpr = [RegClass::CallerSaved; 16];
+        let mut xmm = [RegClass::CallerSaved; 16];
+        for (n, c) in gpr.iter_mut().enumerate() {
+            if host::RESERVED_GPR & bit(n as u8) != 0 {
+                *c = RegClass::Unavailable;
+            } else if host::CALLEE_SAVED_GPR & bit(n as u8) != 0 {
+                *c = RegClass::CalleeSaved;
+            }
+        }
+        xmm[15] = RegClass::Unavailable;
+        RegConfig { gpr, xmm }
+    }
+}
+
+impl RegConfig {
+    /// Every allocatable register is callee-saved: whatever the function
+    /// touches, it restores.
+    pub fn all_callee_saved() -> Self {
+        let mut c = RegConfig::default();
+        for n in 0..16u8 {
+            if c.gpr[n as usize] != RegClass::Unavailable {
+                c.gpr[n as usize] = RegClass::CalleeSaved;
+            }
+            if c.xmm[n as usize] != RegClass::Unavailable {
+                c.xmm[n as usize] = RegClass::CalleeSaved;
+            }
+        }
+        c
+    }
+
+    /// The class of integer register `n`.
+    pub fn gpr(&self, n: u8) -> RegClass {
+        self.gpr[n as usize & 15]
+    }
+
+    /// The class of float register `n`.
+    pub fn xmm(&self, n: u8) -> RegClass {
+        self.xmm[n as usize & 15]
+    }
+
+    /// Reclassifies integer register `n`.
+    pub fn set_gpr(&mut self, n: u8, class: RegClass) -> Result<(), ErrorKind> {
+        if n >= 16 || host::RESERVED_GPR & bit(n) != 0 {
+            return Err(ErrorKind::BadRegister {
+                reg: host::reg_name(false, n).to_string(),
+                why: "kept by the backend and cannot be reclassified",
+            });
+        }
+        self.gpr[n as usize] = class;
+        Ok(())
+    }
+
+    /// Reclassifies float register `n`.
+    pub fn set_xmm(&mut self, n: u8, class: RegClass) -> Result<(), ErrorKind> {
+        if n >= 16 || host::RESERVED_XMM & bit(n) != 0 {
+            return Err(ErrorKind::BadRegister {
+                reg: host::reg_name(true, n).to_string(),
+                why: "kept by the backend and cannot be reclassified",
+            });
+        }
+        self.xmm[n as usize] = class;
+        Ok(())
+    }
+
+    fn mask(&self, float: bool, class: RegClass) -> u16 {
+        let t = if float { &self.xmm } else { &self.gpr };
+        (0..16).filter(|&n| t[n] == class).fold(0, |m, n| m | (1 << n))
+    }
+}
+
+/// The allocator state of one function under construction, as backends
+/// see it.
+#[derive(Clone, Debug)]
+pub struct RegAlloc {
+    pub(crate) cfg: RegConfig,
+    /// Allocatable and currently free.
+    free: [u16; 2],
+    /// Callee-saved (by the config) registers touched so far; `end` saves them.
+    pub(crate) used_callee: [u16; 2],
+    /// Float registers allocated persistent; call sites save them.
+    pub(crate) persist_xmm: u16,
+    /// Released by `putreg` and not handed out since.
+    released: [u16; 2],
+    pub(crate) leaf: bool,
+}
+
+impl RegAlloc {
+    pub(crate) fn new(cfg: RegConfig, leaf: bool) -> Self {
+        let free = [
+            !(cfg.mask(false, RegClass::Unavailable) | host::RESERVED_GPR),
+            !(cfg.mask(true, RegClass::Unavailable) | host::RESERVED_XMM),
+        ];
+        RegAlloc { cfg, free, used_callee: [0; 2], persist_xmm: 0, released: [0; 2], leaf }
+    }
+
+    /// The function's register classification.
+    pub fn config(&self) -> &RegConfig {
+        &self.cfg
+    }
+
+    /// True if the function was declared a leaf.
+    pub fn is_leaf(&self) -> bool {
+        self.leaf
+    }
+
+    /// Callee-saved registers touched so far (integer, float masks).
+    pub fn used_callee_saved(&self) -> [u16; 2] {
+        self.used_callee
+    }
+
+    /// Float registers allocated as persistent, which call sites save.
+    pub fn persistent_floats(&self) -> u16 {
+        self.persist_xmm
+    }
+
+    fn callee_mask(&self, float: bool) -> u16 {
+        self.cfg.mask(float, RegClass::CalleeSaved)
+    }
+
+    /// Takes register `n` (a parameter or a client reservation) out of the pool.
+    pub(crate) fn claim(&mut self, float: bool, n: u8) -> Result<(), ErrorKind> {
+        let f = float as usize;
+        if n >= 16 || self.free[f] & bit(n) == 0 {
+            return Err(ErrorKind::BadRegister {
+                reg: host::reg_name(float, n).to_string(),
+                why: "not free (already allocated, reserved by the backend, or unavailable)",
+            });
+        }
+        self.free[f] &= !bit(n);
+        self.released[f] &= !bit(n);
+        self.used_callee[f] |= bit(n) & self.callee_mask(float);
+        Ok(())
+    }
+
+    /// True if `putreg` released `n` and nobody took it since.
+    pub fn was_released(&self, float: bool, n: u8) -> bool {
+        self.released[float as usize] & bit(n) != 0
+    }
+
+    /// True if `n` is allocatable and not allocated.
+    pub fn is_free(&self, float: bool, n: u8) -> bool {
+        self.free[float as usize] & bit(n) != 0
+    }
+
+    pub(crate) fn getreg(&mut self, class: Class, float: bool) -> Result<u8, ErrorKind> {
+        let f = float as usize;
+        let pick = |order: &[u8], mask: u16| order.iter().copied().find(|&n| mask & bit(n) != 0);
+        let found = if float {
+            pick(&host::FLOAT_ORDER, self.free[1])
+        } else if class == Class::Persistent && !self.leaf {
+            // Survives native calls only if the ABI preserves it.
+            pick(&host::PERSIST_ORDER, self.free[0] & host::CALLEE_SAVED_GPR & self.callee_mask(false))
+        } else {
+            pick(&host::TEMP_ORDER, self.free[0])
+        };
+        let Some(n) = found else {
+            return Err(ErrorKind::RegistersExhausted {
+                class: if class == Class::Temp { "temporary" } else { "persistent" },
+                what: if float { "float" } else { "integer" },
+            });
+        };
+        self.free[f] &= !bit(n);
+        self.released[f] &= !bit(n);
+        self.used_callee[f] |= bit(n) & self.callee_mask(float);
+        if float && class == Class::Persistent && !self.leaf {
+            self.persist_xmm |= bit(n);
+        }
+        Ok(n)
+    }
+
+    pub(crate) fn putreg(&mut self, float: bool, n: u8) -> Result<(), ErrorKind> {
+        let f = float as usize;
+        let allocatable = !(self.cfg.mask(float, RegClass::Unavailable)
+            | if float { host::RESERVED_XMM } else { host::RESERVED_GPR });
+        if n >= 16 || allocatable & bit(n) == 0 || self.free[f] & bit(n) != 0 {
+            return Err(ErrorKind::BadRegister {
+                reg: host::reg_name(float, n).to_string(),
+                why: "not allocated (released twice, or never handed out)",
+            });
+        }
+        self.free[f] |= bit(n);
+        self.released[f] |= bit(n);
+        if float {
+            self.persist_xmm &= !bit(n);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host::gpr::*;
+
+    #[test]
+    fn temporaries_come_in_documented_order() {
+        let mut a = RegAlloc::new(RegConfig::default(), false);
+        let got: Vec<u8> = (0..11).map(|_| a.getreg(Class::Temp, false).unwrap()).collect();
+        assert_eq!(got, host::TEMP_ORDER);
+        assert!(matches!(a.getreg(Class::Temp, false), Err(ErrorKind::RegistersExhausted { .. })));
+    }
+
+    #[test]
+    fn persistent_registers_survive_calls() {
+        let mut a = RegAlloc::new(RegConfig::default(), false);
+        for want in host::PERSIST_ORDER {
+            assert_eq!(a.getreg(Class::Persistent, false).unwrap(), want);
+        }
+        assert!(a.getreg(Class::Persistent, false).is_err());
+        assert_eq!(a.used_callee[0], host::CALLEE_SAVED_GPR);
+    }
+
+    #[test]
+    fn leaf_persistent_registers_use_caller_saved_first() {
+        let mut a = RegAlloc::new(RegConfig::default(), true);
+        assert_eq!(a.getreg(Class::Persistent, false).unwrap(), R10);
+        assert_eq!(a.used_callee[0], 0);
+    }
+
+    #[test]
+    fn putreg_twice_is_an_error() {
+        let mut a = RegAlloc::new(RegConfig::default(), false);
+        let r = a.getreg(Class::Temp, false).unwrap();
+        a.putreg(false, r).unwrap();
+        assert!(a.putreg(false, r).is_err());
+        assert!(a.putreg(false, RAX).is_err());
+    }
+
+    #[test]
+    fn unavailable_registers_are_never_handed_out() {
+        let mut cfg = RegConfig::default();
+        cfg.set_gpr(R10, RegClass::Unavailable).unwrap();
+        let mut a = RegAlloc::new(cfg, false);
+        assert_eq!(a.getreg(Class::Temp, false).unwrap(), R9);
+    }
+
+    #[test]
+    fn all_callee_saved_marks_temporaries_for_saving() {
+        let mut a = RegAlloc::new(RegConfig::all_callee_saved(), true);
+        let r = a.getreg(Class::Temp, false).unwrap();
+        assert_eq!(a.used_callee[0], bit(r));
+    }
+}

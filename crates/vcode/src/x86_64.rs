@@ -1,0 +1,1390 @@
+//! The x86-64 backend: vcode instructions to machine code, in place.
+//!
+//! Like sljit's and TCG's per-target files, this file has a fixed shape
+//! that a new target copies section by section:
+//!
+//! 1. registers and the frame layout
+//! 2. encoding helpers
+//! 3. function entry (parameters)
+//! 4. integer and float arithmetic, `set`
+//! 5. conversions
+//! 6. loads, stores, locals
+//! 7. labels, branches, jumps, returns
+//! 8. calls
+//! 9. linking: prologue, epilogue, constants, backpatching
+//!
+//! The calling convention is System V. Registers `rax`, `rcx`, `r11` and
+//! `xmm15` are kept by the backend for its own sequences (division,
+//! shift counts, long immediates, parallel moves), as are `rsp` and `rbp`.
+//!
+//! ## Semantics chosen where C leaves them open
+//!
+//! * Shifts use the count modulo the width (32 or 64), as the hardware does.
+//! * Integer division and `mod` by zero, and signed `INT_MIN / -1` or
+//!   `LONG_MIN / -1` (and their `mod`), execute `idiv`/`div` and raise the
+//!   processor's divide error, which Linux delivers as `SIGFPE`: exactly
+//!   what C compiled for x86-64 does. A division by an *immediate* zero is
+//!   rejected at generation time. The reference backend reports both as
+//!   typed errors instead.
+//! * Float to integer conversions truncate toward zero; out-of-range
+//!   values give the hardware's "integer indefinite" (`0x80000000` or
+//!   `0x8000000000000000`) for signed targets. `f`/`d` to `ul` handles the
+//!   whole range `[0, 2^64)`.
+//! * Float comparisons follow C: every ordered comparison with a NaN is
+//!   false and `!=` is true.
+
+use crate::backend::{Arg, Backend, BinOp, Callee, Cond, LocalOp, Src, Target, UnOp, MAX_CALL_ARGS};
+use crate::buf::Buf;
+use crate::error::{Error, ErrorKind};
+use crate::host::{self, gpr::*};
+use crate::mem::ExecMemory;
+use crate::regs::RegAlloc;
+use crate::ty::{AnyReg, Label, Signature, Ty};
+
+// ---------------------------------------------------------------------------
+// 1. Registers and frame layout
+// ---------------------------------------------------------------------------
+
+/// Float scratch register.
+const XTMP: u8 = 15;
+/// Label number of the shared epilogue.
+const EPILOGUE: u32 = u32::MAX;
+const UNPLACED: u32 = u32::MAX;
+/// Default limit on one function's code size.
+pub const DEFAULT_LIMIT: usize = 64 << 20;
+
+/// A pending rel32 to a label.
+#[derive(Clone, Copy, Debug)]
+struct Fixup {
+    at: u32,
+    label: u32,
+    index: u32,
+    method: &'static str,
+}
+
+/// The x86-64 backend's per-function state.
+pub struct X64 {
+    pub(crate) buf: Buf,
+    labels: Vec<u32>,
+    fixups: Vec<Fixup>,
+    /// Float constants placed after the code, and the rip-relative
+    /// displacements that refer to them.
+    pool: Vec<u64>,
+    pool_refs: Vec<(u32, u32)>,
+    locals: i32,
+    nlocals: u32,
+    frame: bool,
+    calls: bool,
+    out_args: i32,
+    ret_ty: Option<Ty>,
+    /// Start of the last `jmp epilogue`, if it ends the body.
+    last_ret: Option<usize>,
+}
+
+const fn jcc(c: Cond, signed: bool) -> u8 {
+    match (c, signed) {
+        (Cond::Lt, true) => 0x0C,
+        (Cond::Le, true) => 0x0E,
+        (Cond::Gt, true) => 0x0F,
+        (Cond::Ge, true) => 0x0D,
+        (Cond::Lt, false) => 0x02,
+        (Cond::Le, false) => 0x06,
+        (Cond::Gt, false) => 0x07,
+        (Cond::Ge, false) => 0x03,
+        (Cond::Eq, _) => 0x04,
+        (Cond::Ne, _) => 0x05,
+    }
+}
+
+const CC_E: u8 = 0x04;
+const CC_NE: u8 = 0x05;
+const CC_A: u8 = 0x07;
+const CC_AE: u8 = 0x03;
+const CC_P: u8 = 0x0A;
+const CC_S: u8 = 0x08;
+
+#[inline(always)]
+const fn fits8(v: i64) -> bool {
+    v as i8 as i64 == v
+}
+#[inline(always)]
+const fn fits32(v: i64) -> bool {
+    v as i32 as i64 == v
+}
+
+// ---------------------------------------------------------------------------
+// 2. Encoding helpers
+// ---------------------------------------------------------------------------
+
+/// Group-1 ALU operations: `/digit` and the `op r/m, reg` opcode.
+#[derive(Copy, Clone)]
+enum Alu {
+    Add = 0,
+    Or = 1,
+    And = 4,
+    Sub = 5,
+    Xor = 6,
+    Cmp = 7,
+}
+
+impl X64 {
+    /// `[pfx] [REX] opc modrm(11, reg, rm)`; `opc` has `olen` bytes.
+    #[inline(always)]
+    fn rr(&mut self, pfx: u8, w: bool, opc: u32, olen: usize, reg: u8, rm: u8, byte_regs: bool) {
+        let mut word = 0u64;
+        let mut n = 0;
+        if pfx != 0 {
+            word = pfx as u64;
+            n = 8;
+        }
+        let rex = 0x40 | (w as u8) << 3 | ((reg >> 3) & 1) << 2 | ((rm >> 3) & 1);
+        if rex != 0x40 || (byte_regs && (rm & 0xc) == 4) {
+            word |= (rex as u64) << n;
+            n += 8;
+        }
+        word |= (opc as u64) << n;
+        n += 8 * olen;
+        word |= ((0xc0 | (reg & 7) << 3 | (rm & 7)) as u64) << n;
+        self.buf.put(word, n / 8 + 1);
+    }
+
+    /// `[pfx] [REX] opc modrm sib? disp` for `[base + index + disp]`.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn rm(&mut self, pfx: u8, w: bool, opc: u32, olen: usize, reg: u8, base: u8, index: Option<u8>, disp: i32, byte_regs: bool) {
+        let mut word = 0u64;
+        let mut n = 0;
+        if pfx != 0 {
+            word = pfx as u64;
+            n = 8;
+        }
+        let x = index.unwrap_or(4);
+        let rex = 0x40 | (w as u8) << 3 | ((reg >> 3) & 1) << 2 | ((x >> 3) & 1) << 1 | ((base >> 3) & 1);
+        if rex != 0x40 || (byte_regs && (reg & 0xc) == 4) {
+            word |= (rex as u64) << n;
+            n += 8;
+        }
+        word |= (opc as u64) << n;
+        n += 8 * olen;
+        let md: u8 = if disp == 0 && base & 7 != 5 {
+            0
+        } else if fits8(disp as i64) {
+            1
+        } else {
+            2
+        };
+        let sib = index.is_some() || base & 7 == 4;
+        let rmf = if sib { 4 } else { base & 7 };
+        word |= ((md << 6 | (reg & 7) << 3 | rmf) as u64) << n;
+        n += 8;
+        if sib {
+            word |= (((x & 7) << 3 | (base & 7)) as u64) << n;
+            n += 8;
+        }
+        self.buf.put(word, n / 8);
+        match md {
+            1 => self.buf.put1(disp as u8),
+            2 => self.buf.put4(disp as u32),
+            _ => {}
+        }
+    }
+
+    /// `[pfx] [REX] opc modrm(00, reg, 101) disp32` referring to pool entry `idx`.
+    #[inline]
+    fn rip(&mut self, pfx: u8, w: bool, opc: u32, olen: usize, reg: u8, idx: u32) {
+        let mut word = 0u64;
+        let mut n = 0;
+        if pfx != 0 {
+            word = pfx as u64;
+            n = 8;
+        }
+        let rex = 0x40 | (w as u8) << 3 | ((reg >> 3) & 1) << 2;
+        if rex != 0x40 {
+            word |= (rex as u64) << n;
+            n += 8;
+        }
+        word |= (opc as u64) << n;
+        n += 8 * olen;
+        word |= (((reg & 7) << 3 | 5) as u64) << n;
+        self.buf.put(word, n / 8 + 1);
+        self.pool_refs.push((self.buf.pos() as u32, idx));
+        self.buf.put4(0);
+    }
+
+    fn pool_const(&mut self, bits: u64) -> u32 {
+        if let Some(i) = self.pool.iter().position(|&b| b == bits) {
+            return i as u32;
+        }
+        self.pool.push(bits);
+        (self.pool.len() - 1) as u32
+    }
+
+    /// `mov rd, rs` (32- or 64-bit).
+    #[inline(always)]
+    fn mov(&mut self, w: bool, rd: u8, rs: u8) {
+        if rd != rs {
+            self.rr(0, w, 0x89, 1, rs, rd, false);
+        }
+    }
+
+    /// `movaps rd, rs` (any float).
+    #[inline(always)]
+    fn fmov(&mut self, rd: u8, rs: u8) {
+        if rd != rs {
+            self.rr(0, false, 0x280f, 2, rd, rs, false);
+        }
+    }
+
+    /// Loads an integer constant into `rd`, as short as possible.
+    #[inline(always)]
+    fn movi(&mut self, w: bool, rd: u8, v: i64) {
+        if !w || v as u64 <= u32::MAX as u64 {
+            let v = v as u32;
+            if v == 0 {
+                self.rr(0, false, 0x31, 1, rd, rd, false); // xor r32, r32
+            } else {
+                // mov r32, imm32 (B8+r)
+                let (rex, n) = if rd >= 8 { (0x41u64, 1) } else { (0, 0) };
+                self.buf.put(rex | ((0xb8 | (rd & 7)) as u64) << (8 * n), n + 1);
+                self.buf.put4(v);
+            }
+        } else if fits32(v) {
+            // mov r/m64, simm32
+            self.rr(0, true, 0xc7, 1, 0, rd, false);
+            self.buf.put4(v as u32);
+        } else {
+            // movabs r64, imm64
+            self.buf.put((0x48 | (rd >> 3)) as u64 | ((0xb8 | (rd & 7)) as u64) << 8, 2);
+            self.buf.put(v as u64, 8);
+        }
+    }
+
+    /// `op rd, rs` for group-1 operations.
+    #[inline(always)]
+    fn alu_rr(&mut self, op: Alu, w: bool, rd: u8, rs: u8) {
+        self.rr(0, w, (op as u32) << 3 | 1, 1, rs, rd, false);
+    }
+
+    /// `op rd, imm32` for group-1 operations (imm8 form when it fits).
+    #[inline(always)]
+    fn alu_ri(&mut self, op: Alu, w: bool, rd: u8, v: i32) {
+        if fits8(v as i64) {
+            self.rr(0, w, 0x83, 1, op as u8, rd, false);
+            self.buf.put1(v as u8);
+        } else {
+            self.rr(0, w, 0x81, 1, op as u8, rd, false);
+            self.buf.put4(v as u32);
+        }
+    }
+
+    /// A backward or forward jump of kind `cc` (`None`: unconditional;
+    /// `Some(0xe8)` style is not used here) to `label`.
+    #[inline(always)]
+    fn jump_to(&mut self, m: &'static str, cc: Option<u8>, label: u32) {
+        let pos = self.buf.pos();
+        let target = self.labels.get(label as usize).copied();
+        match target {
+            Some(t) if t != UNPLACED => {
+                let rel = t as i64 - (pos as i64 + 2);
+                if fits8(rel) {
+                    let op = cc.map_or(0xeb, |c| 0x70 | c);
+                    self.buf.put(op as u64 | ((rel as u8) as u64) << 8, 2);
+                } else {
+                    match cc {
+                        None => {
+                            self.buf.put1(0xe9);
+                            self.buf.put4((t as i64 - (pos as i64 + 5)) as u32);
+                        }
+                        Some(c) => {
+                            self.buf.put(0x800f | (c as u64) << 8, 2);
+                            self.buf.put4((t as i64 - (pos as i64 + 6)) as u32);
+                        }
+                    }
+                }
+            }
+            _ => {
+                match cc {
+                    None => self.buf.put1(0xe9),
+                    Some(c) => self.buf.put(0x800f | (c as u64) << 8, 2),
+                }
+                self.fix(m, label);
+            }
+        }
+    }
+
+    /// Records a rel32 at the current position to `label` and skips it.
+    #[inline(always)]
+    fn fix(&mut self, method: &'static str, label: u32) {
+        let index = self.buf.index();
+        self.fixups.push(Fixup { at: self.buf.pos() as u32, label, index, method });
+        self.buf.put4(0);
+    }
+
+    /// Emits a short forward jump whose rel8 is filled in by `bind8`.
+    #[inline]
+    fn jcc8(&mut self, cc: Option<u8>) -> usize {
+        self.buf.put(cc.map_or(0xeb, |c| 0x70 | c) as u64, 2);
+        self.buf.pos() - 1
+    }
+
+    #[inline]
+    fn bind8(&mut self, at: usize) {
+        let rel = self.buf.pos() - (at + 1);
+        debug_assert!(rel < 128);
+        self.buf.patch1(at, rel as u8);
+    }
+
+    /// Gets `b` into a register: itself, or `r11` holding the immediate.
+    #[inline(always)]
+    fn src_reg(&mut self, w: bool, b: Src) -> u8 {
+        match b {
+            Src::R(r) => r,
+            Src::I(v) => {
+                self.movi(w, R11, v);
+                R11
+            }
+        }
+    }
+
+    /// The memory operand for `base + off`: `(index, disp)`.
+    #[inline(always)]
+    fn addr(&mut self, base: u8, off: Src) -> (Option<u8>, i32) {
+        match off {
+            Src::I(v) if fits32(v) => (None, v as i32),
+            Src::I(v) => {
+                self.movi(true, R11, v);
+                (Some(R11), 0)
+            }
+            // rsp cannot be an index register; it never holds a client
+            // value, but a raw `Reg::phys` could name it.
+            Src::R(RSP) => {
+                self.mov(true, R11, RSP);
+                (Some(R11), 0)
+            }
+            Src::R(r) => (Some(r), 0),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// 3..9 as the Backend implementation
+// ---------------------------------------------------------------------------
+
+impl Backend for X64 {
+    type Code = Code;
+
+    fn new() -> Self {
+        X64 {
+            buf: Buf::new(DEFAULT_LIMIT),
+            labels: Vec::new(),
+            fixups: Vec::new(),
+            pool: Vec::new(),
+            pool_refs: Vec::new(),
+            locals: 0,
+            nlocals: 0,
+            frame: false,
+            calls: false,
+            out_args: 0,
+            ret_ty: None,
+            last_ret: None,
+        }
+    }
+
+    // -- 3. Function entry ----------------------------------------------------
+
+    fn begin(&mut self, sig: &Signature, alloc: &mut RegAlloc) -> Result<Vec<AnyReg>, Error> {
+        self.buf.reset();
+        self.labels.clear();
+        self.fixups.clear();
+        self.pool.clear();
+        self.pool_refs.clear();
+        self.locals = 0;
+        self.nlocals = 0;
+        self.frame = false;
+        self.calls = false;
+        self.out_args = 0;
+        self.ret_ty = None;
+        self.last_ret = None;
+        let assigned = crate::reference::assign_params(sig, alloc)?;
+        self.buf.reserve("lambda", 16 * assigned.len());
+        for &(r, loc) in &assigned {
+            match loc {
+                ArgLoc::Reg(n) if n != r.n => self.mov(true, r.n, n),
+                ArgLoc::Reg(_) => {}
+                ArgLoc::Stack(slot) => {
+                    self.frame = true;
+                    let disp = 16 + 8 * slot as i32;
+                    match r.ty {
+                        Ty::F => self.rm(0xf3, false, 0x100f, 2, r.n, RBP, None, disp, false),
+                        Ty::D => self.rm(0xf2, false, 0x100f, 2, r.n, RBP, None, disp, false),
+                        _ => self.rm(0, true, 0x8b, 1, r.n, RBP, None, disp, false),
+                    }
+                }
+            }
+        }
+        self.buf.rebase();
+        let regs = assigned.into_iter().map(|(r, _)| r).collect();
+        Ok(regs)
+    }
+
+    fn fail(&mut self, method: &'static str, kind: ErrorKind) {
+        self.buf.fail(method, kind);
+    }
+
+    // -- 4. Arithmetic ----------------------------------------------------------
+
+    #[inline(always)]
+    fn binop(&mut self, m: &'static str, op: BinOp, ty: Ty, rd: u8, a: u8, b: Src) {
+        self.buf.insn(m);
+        if ty.is_float() {
+            return self.fbinop(op, ty, rd, a, b);
+        }
+        let w = ty.is_64();
+        match op {
+            BinOp::Add | BinOp::Sub | BinOp::And | BinOp::Or | BinOp::Xor => {
+                let alu = match op {
+                    BinOp::Add => Alu::Add,
+                    BinOp::Sub => Alu::Sub,
+                    BinOp::And => Alu::And,
+                    BinOp::Or => Alu::Or,
+                    _ => Alu::Xor,
+                };
+                match b {
+                    Src::I(v) if !w || fits32(v) || (op == BinOp::Sub && fits32(v.wrapping_neg())) => {
+                        let (alu, v) = match op {
+                            BinOp::Sub if w && !fits32(v) => (Alu::Add, v.wrapping_neg()),
+                            _ => (alu, v),
+                        };
+                        let v = v as i32;
+                        if rd != a && matches!(alu, Alu::Add | Alu::Sub) {
+                            // lea rd, [a + v]: three-address add.
+                            let v = if matches!(alu, Alu::Sub) { v.wrapping_neg() } else { v };
+                            if !(w || v != i32::MIN) || fits32(v as i64) {
+                                self.rm(0, w, 0x8d, 1, rd, a, None, v, false);
+                                return;
+                            }
+                        }
+                        self.mov(w, rd, a);
+                        self.alu_ri(alu, w, rd, v);
+                    }
+                    _ => {
+                        let rb = self.src_reg(w, b);
+                        if rd == a {
+                            self.alu_rr(alu, w, rd, rb);
+                        } else if rd == rb {
+                            if op == BinOp::Sub {
+                                self.rr(0, w, 0xf7, 1, 3, rd, false); // neg rd
+                                self.alu_rr(Alu::Add, w, rd, a);
+                            } else {
+                                self.alu_rr(alu, w, rd, a);
+                            }
+                        } else if op == BinOp::Add && a != RSP {
+                            // lea rd, [a + rb]
+                            self.rm(0, w, 0x8d, 1, rd, a, Some(rb), 0, false);
+                        } else {
+                            self.mov(w, rd, a);
+                            self.alu_rr(alu, w, rd, rb);
+                        }
+                    }
+                }
+            }
+            BinOp::Mul => match b {
+                Src::I(v) if !w || fits32(v) => {
+                    let v = v as i32;
+                    if fits8(v as i64) {
+                        self.rr(0, w, 0x6b, 1, rd, a, false);
+                        self.buf.put1(v as u8);
+                    } else {
+                        self.rr(0, w, 0x69, 1, rd, a, false);
+                        self.buf.put4(v as u32);
+                    }
+                }
+                _ => {
+                    let rb = self.src_reg(w, b);
+                    if rd == rb {
+                        self.rr(0, w, 0xaf0f, 2, rd, a, false);
+                    } else {
+                        self.mov(w, rd, a);
+                        self.rr(0, w, 0xaf0f, 2, rd, rb, false);
+                    }
+                }
+            },
+            BinOp::Div | BinOp::Mod => {
+                if b == Src::I(0) || (!w && matches!(b, Src::I(v) if v as i32 == 0)) {
+                    return self.buf.fail(m, ErrorKind::DivisionByZero);
+                }
+                let signed = ty.is_signed();
+                if rd != RDX {
+                    self.buf.put1(0x52); // push rdx
+                }
+                let d = match b {
+                    Src::I(v) => {
+                        self.movi(w, R11, v);
+                        R11
+                    }
+                    Src::R(RDX) => {
+                        self.mov(true, R11, RDX);
+                        R11
+                    }
+                    Src::R(r) => r,
+                };
+                self.mov(w, RAX, a);
+                if signed {
+                    // cdq / cqo
+                    self.buf.put(if w { 0x9948 } else { 0x99 }, 1 + w as usize);
+                } else {
+                    self.rr(0, false, 0x31, 1, RDX, RDX, false);
+                }
+                self.rr(0, w, 0xf7, 1, if signed { 7 } else { 6 }, d, false);
+                self.mov(w, rd, if op == BinOp::Div { RAX } else { RDX });
+                if rd != RDX {
+                    self.buf.put1(0x5a); // pop rdx
+                }
+            }
+            BinOp::Lsh | BinOp::Rsh => {
+                let digit = match (op, ty.is_signed()) {
+                    (BinOp::Lsh, _) => 4,
+                    (_, true) => 7,
+                    (_, false) => 5,
+                };
+                match b {
+                    Src::I(v) => {
+                        let c = (v as u8) & if w { 63 } else { 31 };
+                        self.mov(w, rd, a);
+                        if c == 1 {
+                            self.rr(0, w, 0xd1, 1, digit, rd, false);
+                        } else if c != 0 {
+                            self.rr(0, w, 0xc1, 1, digit, rd, false);
+                            self.buf.put1(c);
+                        }
+                    }
+                    Src::R(rb) => {
+                        self.mov(false, RCX, rb);
+                        self.mov(w, rd, a);
+                        self.rr(0, w, 0xd3, 1, digit, rd, false);
+                    }
+                }
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn unop(&mut self, m: &'static str, op: UnOp, ty: Ty, rd: u8, a: u8) {
+        self.buf.insn(m);
+        let w = ty.is_64();
+        if ty.is_float() {
+            self.fmov(rd, a);
+            if op == UnOp::Neg {
+                let (w, sign) = if ty == Ty::F { (false, 0x8000_0000u64) } else { (true, 1u64 << 63) };
+                self.movi(true, R11, sign as i64);
+                self.rr(0x66, w, 0x6e0f, 2, XTMP, R11, false); // movd/movq xmm15, r11
+                self.rr(0, false, 0x570f, 2, rd, XTMP, false); // xorps rd, xmm15
+            }
+            return;
+        }
+        match op {
+            UnOp::Mov => self.mov(w, rd, a),
+            UnOp::Com => {
+                self.mov(w, rd, a);
+                self.rr(0, w, 0xf7, 1, 2, rd, false);
+            }
+            UnOp::Neg => {
+                self.mov(w, rd, a);
+                self.rr(0, w, 0xf7, 1, 3, rd, false);
+            }
+            UnOp::Not => {
+                self.rr(0, false, 0x31, 1, R11, R11, false); // xor r11d, r11d
+                self.rr(0, w, 0x85, 1, a, a, false); // test a, a
+                self.rr(0, false, 0x940f, 2, 0, R11, true); // sete r11b
+                self.mov(false, rd, R11);
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn set(&mut self, m: &'static str, ty: Ty, rd: u8, bits: u64) {
+        self.buf.insn(m);
+        match ty {
+            Ty::F | Ty::D => {
+                if bits == 0 {
+                    self.rr(0, false, 0x570f, 2, rd, rd, false); // xorps
+                } else {
+                    let idx = self.pool_const(bits);
+                    self.rip(if ty == Ty::F { 0xf3 } else { 0xf2 }, false, 0x100f, 2, rd, idx);
+                }
+            }
+            _ => self.movi(ty.is_64(), rd, bits as i64),
+        }
+    }
+
+    // -- 5. Conversions -------------------------------------------------------
+
+    fn cvt(&mut self, m: &'static str, from: Ty, to: Ty, rd: u8, rs: u8) {
+        self.buf.insn(m);
+        let sd = |t: Ty| if t == Ty::F { 0xf3u8 } else { 0xf2 };
+        match (from.is_float(), to.is_float()) {
+            (false, false) => {
+                if from.is_64() == to.is_64() {
+                    self.mov(to.is_64(), rd, rs);
+                } else if to.is_64() && from == Ty::I {
+                    self.rr(0, true, 0x63, 1, rd, rs, false); // movsxd
+                } else {
+                    self.mov(false, rd, rs); // zero-extend or truncate
+                }
+            }
+            (true, true) => {
+                if from == to {
+                    self.fmov(rd, rs);
+                } else {
+                    // cvtss2sd / cvtsd2ss
+                    self.rr(sd(from), false, 0x5a0f, 2, rd, rs, false);
+                }
+            }
+            (false, true) => {
+                if from == Ty::P {
+                    return self.buf.fail(m, ErrorKind::UnsupportedType { insn: "cv", ty: from });
+                }
+                let p = sd(to);
+                self.rr(0, false, 0x570f, 2, rd, rd, false); // xorps: break the dependency
+                match from {
+                    Ty::I => self.rr(p, false, 0x2a0f, 2, rd, rs, false),
+                    Ty::U => {
+                        self.mov(false, R11, rs);
+                        self.rr(p, true, 0x2a0f, 2, rd, R11, false);
+                    }
+                    Ty::L => self.rr(p, true, 0x2a0f, 2, rd, rs, false),
+                    _ => {
+                        // ul: halve values >= 2^63 keeping the low bit, convert, double.
+                        self.rr(0, true, 0x85, 1, rs, rs, false); // test rs, rs
+                        let big = self.jcc8(Some(CC_S));
+                        self.rr(p, true, 0x2a0f, 2, rd, rs, false);
+                        let done = self.jcc8(None);
+                        self.bind8(big);
+                        self.mov(true, R11, rs);
+                        self.rr(0, true, 0xd1, 1, 5, R11, false); // shr r11, 1
+                        self.mov(false, RAX, rs);
+                        self.alu_ri(Alu::And, false, RAX, 1);
+                        self.alu_rr(Alu::Or, true, R11, RAX);
+                        self.rr(p, true, 0x2a0f, 2, rd, R11, false);
+                        self.rr(p, false, 0x580f, 2, rd, rd, false); // add rd, rd
+                        self.bind8(done);
+                    }
+                }
+            }
+            (true, false) => {
+                if to == Ty::P {
+                    return self.buf.fail(m, ErrorKind::UnsupportedType { insn: "cv", ty: to });
+                }
+                let p = sd(from);
+                match to {
+                    Ty::I => self.rr(p, false, 0x2c0f, 2, rd, rs, false),
+                    Ty::L | Ty::U => self.rr(p, true, 0x2c0f, 2, rd, rs, false),
+                    _ => {
+                        // ul: values >= 2^63 are converted after subtracting 2^63.
+                        let two63 = if from == Ty::F { 0x5f00_0000u64 } else { 0x43e0_0000_0000_0000 };
+                        let idx = self.pool_const(two63);
+                        let pfx = if from == Ty::F { 0 } else { 0x66 };
+                        self.rip(pfx, false, 0x2e0f, 2, rs, idx); // ucomis rs, [2^63]
+                        let big = self.jcc8(Some(CC_AE));
+                        self.rr(p, true, 0x2c0f, 2, rd, rs, false);
+                        let done = self.jcc8(None);
+                        self.bind8(big);
+                        self.fmov(XTMP, rs);
+                        self.rip(p, false, 0x5c0f, 2, XTMP, idx); // sub xmm15, [2^63]
+                        self.rr(p, true, 0x2c0f, 2, rd, XTMP, false);
+                        self.rr(0, true, 0xba0f, 2, 7, rd, false); // btc rd, 63
+                        self.buf.put1(63);
+                        self.bind8(done);
+                    }
+                }
+            }
+        }
+    }
+
+    // -- 6. Loads, stores, locals -------------------------------------------------
+
+    #[inline(always)]
+    fn load(&mut self, m: &'static str, mem: Ty, rd_ty: Ty, rd: u8, base: u8, off: Src) {
+        self.buf.insn(m);
+        let (index, disp) = self.addr(base, off);
+        self.load_at(mem, rd_ty, rd, base, index, disp);
+    }
+
+    #[inline(always)]
+    fn store(&mut self, m: &'static str, mem: Ty, rs: u8, base: u8, off: Src) {
+        self.buf.insn(m);
+        let (index, disp) = self.addr(base, off);
+        self.store_at(mem, rs, base, index, disp);
+    }
+
+    fn local(&mut self, ty: Ty) -> (i32, u32) {
+        let size = ty.size().max(1) as i32;
+        self.locals = (self.locals + size + size - 1) & !(size - 1);
+        self.nlocals += 1;
+        (-host::SAVE_AREA - self.locals, self.nlocals - 1)
+    }
+
+    fn local_op(&mut self, m: &'static str, op: LocalOp, ty: Ty, r: u8, off: i32, id: u32) {
+        self.buf.insn(m);
+        if id >= self.nlocals || off < -host::SAVE_AREA - self.locals || off > -host::SAVE_AREA {
+            return self.buf.fail(m, ErrorKind::UnknownLocal { id });
+        }
+        self.frame = true;
+        match op {
+            LocalOp::Load => self.load_at(ty, ty, r, RBP, None, off),
+            LocalOp::Store => self.store_at(ty, r, RBP, None, off),
+            LocalOp::Addr => self.rm(0, true, 0x8d, 1, r, RBP, None, off, false),
+        }
+    }
+
+    // -- 7. Labels, branches, jumps, returns ---------------------------------------
+
+    #[inline(always)]
+    fn ret(&mut self, m: &'static str, ty: Ty, r: u8) {
+        self.buf.insn(m);
+        match self.ret_ty {
+            None => self.ret_ty = Some(ty),
+            Some(t) if t != ty => return self.buf.fail(m, ErrorKind::TypeMismatch { expected: t, found: ty }),
+            _ => {}
+        }
+        match ty {
+            Ty::V => {}
+            Ty::F | Ty::D => self.fmov(0, r),
+            _ => self.mov(ty.is_64(), RAX, r),
+        }
+        let at = self.buf.pos();
+        self.buf.put1(0xe9);
+        self.fix(m, EPILOGUE);
+        self.last_ret = Some(at);
+    }
+
+    #[inline(always)]
+    fn branch(&mut self, m: &'static str, c: Cond, ty: Ty, a: u8, b: Src, l: Label) {
+        self.buf.insn(m);
+        if ty.is_float() {
+            let pfx = if ty == Ty::D { 0x66 } else { 0 };
+            let Src::R(b) = b else {
+                return self.buf.fail(m, ErrorKind::UnsupportedType { insn: "branch with an immediate", ty });
+            };
+            let (x, y, cc) = match c {
+                Cond::Lt => (b, a, CC_A),
+                Cond::Le => (b, a, CC_AE),
+                Cond::Gt => (a, b, CC_A),
+                Cond::Ge => (a, b, CC_AE),
+                Cond::Eq | Cond::Ne => (a, b, 0),
+            };
+            self.rr(pfx, false, 0x2e0f, 2, x, y, false); // ucomis x, y
+            match c {
+                Cond::Eq => {
+                    let skip = self.jcc8(Some(CC_P));
+                    self.jump_to(m, Some(CC_E), l.0);
+                    self.bind8(skip);
+                }
+                Cond::Ne => {
+                    self.jump_to(m, Some(CC_P), l.0);
+                    self.jump_to(m, Some(CC_NE), l.0);
+                }
+                _ => self.jump_to(m, Some(cc), l.0),
+            }
+            return;
+        }
+        let w = ty.is_64();
+        match b {
+            Src::I(0) => self.rr(0, w, 0x85, 1, a, a, false), // test a, a
+            Src::I(v) if !w || fits32(v) => self.alu_ri(Alu::Cmp, w, a, v as i32),
+            _ => {
+                let rb = self.src_reg(w, b);
+                self.alu_rr(Alu::Cmp, w, a, rb);
+            }
+        }
+        self.jump_to(m, Some(jcc(c, ty.is_signed())), l.0);
+    }
+
+    fn jump(&mut self, m: &'static str, link: bool, t: Target) {
+        self.buf.insn(m);
+        if link {
+            self.frame = true;
+            self.calls = true;
+        }
+        match t {
+            Target::Label(l) => {
+                if link {
+                    self.buf.put1(0xe8);
+                    self.fix(m, l.0);
+                } else {
+                    self.jump_to(m, None, l.0);
+                }
+            }
+            Target::Reg(r) => self.rr(0, false, 0xff, 1, if link { 2 } else { 4 }, r, false),
+            Target::Addr(a) => {
+                self.movi(true, R11, a as i64);
+                self.rr(0, false, 0xff, 1, if link { 2 } else { 4 }, R11, false);
+            }
+        }
+    }
+
+    fn ret_link(&mut self, m: &'static str) {
+        self.buf.insn(m);
+        self.buf.put1(0xc3);
+    }
+
+    // -- 8. Calls -------------------------------------------------------------------
+
+    fn call(&mut self, m: &'static str, callee: Callee<'_, Code>, args: &[Arg], ret: Option<AnyReg>, alloc: &RegAlloc) {
+        self.buf.insn(m);
+        if alloc.leaf {
+            return self.buf.fail(m, ErrorKind::CallInLeaf);
+        }
+        if args.len() > MAX_CALL_ARGS {
+            return self.buf.fail(m, ErrorKind::TooManyArguments { count: args.len(), max: MAX_CALL_ARGS });
+        }
+        if let Callee::Code(c) = callee {
+            let want = &c.sig.params;
+            if want.len() != args.len() {
+                return self.buf.fail(m, ErrorKind::TooManyArguments { count: args.len(), max: want.len() });
+            }
+            for (&w, a) in want.iter().zip(args) {
+                if w != a.ty() {
+                    return self.buf.fail(m, ErrorKind::TypeMismatch { expected: w, found: a.ty() });
+                }
+            }
+        }
+        // Worst case: per argument a movabs and a store (~20 bytes), plus saves.
+        self.buf.reserve(m, 24 * args.len() + 16 * 16 + 64);
+        self.frame = true;
+        self.calls = true;
+        let tys: Vec<Ty> = args.iter().map(|a| a.ty()).collect();
+        let layout = abi_layout(&tys);
+        // The callee address first, before argument moves clobber its register.
+        match callee {
+            Callee::Native(a) => self.movi(true, RAX, a as i64),
+            Callee::Code(c) => self.movi(true, RAX, c.addr() as i64),
+            Callee::Reg(r) => self.mov(true, RAX, r),
+        }
+        // Stack arguments: destinations are memory, so order does not matter.
+        let mut stack = 0;
+        for (a, loc) in args.iter().zip(&layout) {
+            if let ArgLoc::Stack(slot) = *loc {
+                stack = stack.max(slot + 1);
+                let disp = 8 * slot as i32;
+                match *a {
+                    Arg::Reg(r) if r.ty.is_float() => self.rm(0xf2, false, 0x110f, 2, r.n, RSP, None, disp, false),
+                    Arg::Reg(r) => self.rm(0, true, 0x89, 1, r.n, RSP, None, disp, false),
+                    Arg::Imm(_, v) => {
+                        self.movi(true, R11, v);
+                        self.rm(0, true, 0x89, 1, R11, RSP, None, disp, false);
+                    }
+                }
+            }
+        }
+        self.out_args = self.out_args.max(8 * stack as i32);
+        // Persistent float registers: the callee may clobber every xmm.
+        let persist = alloc.persist_xmm;
+        for n in 0..16u8 {
+            if persist & (1 << n) != 0 {
+                self.rm(0xf2, false, 0x110f, 2, n, RBP, None, host::xmm_call_slot(n), false);
+            }
+        }
+        // Register arguments: a parallel move per register file.
+        let mut gmoves: Vec<(u8, u8)> = Vec::new();
+        let mut fmoves: Vec<(u8, u8)> = Vec::new();
+        for (a, loc) in args.iter().zip(&layout) {
+            if let (Arg::Reg(r), ArgLoc::Reg(d)) = (*a, *loc) {
+                if r.ty.is_float() { fmoves.push((d, r.n)) } else { gmoves.push((d, r.n)) }
+            }
+        }
+        self.parallel_move(&mut gmoves, false);
+        self.parallel_move(&mut fmoves, true);
+        for (a, loc) in args.iter().zip(&layout) {
+            if let (Arg::Imm(t, v), ArgLoc::Reg(d)) = (*a, *loc) {
+                self.movi(t.is_64(), d, v);
+            }
+        }
+        self.rr(0, false, 0xff, 1, 2, RAX, false); // call rax
+        if let Some(r) = ret {
+            match r.ty {
+                Ty::F | Ty::D => self.fmov(r.n, 0),
+                Ty::V => {}
+                t => self.mov(t.is_64(), r.n, RAX),
+            }
+        }
+        for n in 0..16u8 {
+            if persist & (1 << n) != 0 && ret.is_none_or(|r| !(r.ty.is_float() && r.n == n)) {
+                self.rm(0xf2, false, 0x100f, 2, n, RBP, None, host::xmm_call_slot(n), false);
+            }
+        }
+        self.buf.resync(m);
+    }
+
+    fn genlabel(&mut self) -> Label {
+        self.labels.push(UNPLACED);
+        Label(self.labels.len() as u32 - 1)
+    }
+
+    #[inline(always)]
+    fn place(&mut self, m: &'static str, l: Label) {
+        self.buf.insn(m);
+        let pos = self.buf.pos() as u32;
+        match self.labels.get_mut(l.0 as usize) {
+            Some(p) if *p == UNPLACED => *p = pos,
+            Some(_) => self.buf.fail(m, ErrorKind::LabelPlacedTwice { label: l.0 }),
+            None => self.buf.fail(m, ErrorKind::UnknownLabel { label: l.0 }),
+        }
+    }
+
+    #[inline(always)]
+    fn nop(&mut self, m: &'static str) {
+        self.buf.insn(m);
+        self.buf.put1(0x90);
+    }
+
+    // -- 9. Linking -------------------------------------------------------------------
+
+    fn finish(
+        &mut self,
+        alloc: &RegAlloc,
+        sig: Signature,
+        name: Option<String>,
+        mem: Option<&dyn ExecMemory>,
+    ) -> Result<Code, Error> {
+        if let Some(e) = self.buf.err.take() {
+            return Err(e);
+        }
+        let end_index = self.buf.index().wrapping_add(1);
+        // A function whose body ends in `jmp epilogue` falls through instead.
+        if let Some(at) = self.last_ret {
+            if at + 5 == self.buf.pos() {
+                self.buf.truncate(at);
+                self.fixups.retain(|f| f.at as usize != at + 1);
+                for l in self.labels.iter_mut() {
+                    if *l != UNPLACED && *l as usize > at {
+                        *l = at as u32;
+                    }
+                }
+            }
+        }
+        let body_len = self.buf.pos();
+        let saves = [alloc.used_callee[0], alloc.used_callee[1]];
+        let frame = self.frame || saves != [0, 0] || self.locals > 0;
+        // Epilogue.
+        let mut epi: Vec<u8> = Vec::with_capacity(64);
+        let mut pro: Vec<u8> = Vec::with_capacity(64);
+        if frame {
+            let size = (host::SAVE_AREA + self.locals + self.out_args + 15) & !15;
+            pro.extend_from_slice(&[0x55, 0x48, 0x89, 0xe5]); // push rbp; mov rbp, rsp
+            pro.extend_from_slice(&[0x48, 0x81, 0xec]); // sub rsp, imm32
+            pro.extend_from_slice(&(size as u32).to_le_bytes());
+            for n in 0..16u8 {
+                if saves[0] & (1 << n) != 0 {
+                    encode_rbp(&mut pro, 0, true, &[0x89], n, host::gpr_save_slot(n));
+                    encode_rbp(&mut epi, 0, true, &[0x8b], n, host::gpr_save_slot(n));
+                }
+                if saves[1] & (1 << n) != 0 {
+                    encode_rbp(&mut pro, 0xf3, false, &[0x0f, 0x7f], n, host::xmm_save_slot(n)); // movdqu
+                    encode_rbp(&mut epi, 0xf3, false, &[0x0f, 0x6f], n, host::xmm_save_slot(n));
+                }
+            }
+            epi.push(0xc9); // leave
+        }
+        epi.push(0xc3);
+        let epi_at = body_len as u32;
+        // Constants, 8-byte aligned after the epilogue.
+        let pool_at = (body_len + epi.len() + 7) & !7;
+        let mut tail = epi.clone();
+        tail.resize(pool_at - body_len, 0xcc);
+        for &c in &self.pool {
+            tail.extend_from_slice(&c.to_le_bytes());
+        }
+        // Backpatch.
+        for f in std::mem::take(&mut self.fixups) {
+            let target = if f.label == EPILOGUE {
+                epi_at
+            } else {
+                match self.labels.get(f.label as usize) {
+                    Some(&p) if p != UNPLACED => p,
+                    Some(_) => return Err(Error { index: f.index, method: f.method, kind: ErrorKind::UnplacedLabel { label: f.label } }),
+                    None => return Err(Error { index: f.index, method: f.method, kind: ErrorKind::UnknownLabel { label: f.label } }),
+                }
+            };
+            if f.label == EPILOGUE && !frame {
+                // The epilogue is a bare `ret`: return in place.
+                self.buf.patch1(f.at as usize - 1, 0xc3);
+                self.buf.patch4(f.at as usize, 0xcccc_cccc);
+            } else {
+                self.buf.patch4(f.at as usize, target.wrapping_sub(f.at + 4));
+            }
+        }
+        for &(at, idx) in &self.pool_refs {
+            let target = pool_at as u32 + 8 * idx;
+            self.buf.patch4(at as usize, target.wrapping_sub(at + 4));
+        }
+        let total = pro.len() + body_len + tail.len();
+        let mut block = match mem {
+            Some(m) => m.alloc(total),
+            None => crate::mem::alloc_default(total),
+        }
+        .map_err(|kind| Error { index: end_index, method: "end", kind })?;
+        block
+            .fill(&[&pro, self.buf.bytes(), &tail])
+            .map_err(|kind| Error { index: end_index, method: "end", kind })?;
+        let code = Code {
+            block,
+            prologue: pro.len(),
+            body: body_len,
+            code_len: pro.len() + body_len + epi.len(),
+            sig,
+            ret: self.ret_ty.unwrap_or(Ty::V),
+            name,
+        };
+        crate::debug::register(&code);
+        Ok(code)
+    }
+
+    #[inline(always)]
+    fn x86(&mut self) -> Option<&mut X64> {
+        Some(self)
+    }
+}
+
+/// Encodes `op reg, [rbp + disp]` into a byte vector (prologue/epilogue).
+fn encode_rbp(out: &mut Vec<u8>, pfx: u8, w: bool, opc: &[u8], reg: u8, disp: i32) {
+    if pfx != 0 {
+        out.push(pfx);
+    }
+    let rex = 0x40 | (w as u8) << 3 | ((reg >> 3) & 1) << 2;
+    if rex != 0x40 {
+        out.push(rex);
+    }
+    out.extend_from_slice(opc);
+    out.push(0x80 | (reg & 7) << 3 | 5);
+    out.extend_from_slice(&disp.to_le_bytes());
+}
+
+impl X64 {
+    fn fbinop(&mut self, op: BinOp, ty: Ty, rd: u8, a: u8, b: Src) {
+        let Src::R(b) = b else {
+            return self.buf.fail(op.name(), ErrorKind::UnsupportedType { insn: "float immediate operand", ty });
+        };
+        let opc = match op {
+            BinOp::Add => 0x580f,
+            BinOp::Mul => 0x590f,
+            BinOp::Sub => 0x5c0f,
+            BinOp::Div => 0x5e0f,
+            _ => return self.buf.fail(op.name(), ErrorKind::UnsupportedType { insn: op.name(), ty }),
+        };
+        let p = if ty == Ty::F { 0xf3 } else { 0xf2 };
+        let commutes = matches!(op, BinOp::Add | BinOp::Mul);
+        if rd == a {
+            self.rr(p, false, opc, 2, rd, b, false);
+        } else if rd == b {
+            if commutes {
+                self.rr(p, false, opc, 2, rd, a, false);
+            } else {
+                self.fmov(XTMP, b);
+                self.fmov(rd, a);
+                self.rr(p, false, opc, 2, rd, XTMP, false);
+            }
+        } else {
+            self.fmov(rd, a);
+            self.rr(p, false, opc, 2, rd, b, false);
+        }
+    }
+
+    #[inline(always)]
+    fn load_at(&mut self, mem: Ty, rd_ty: Ty, rd: u8, base: u8, index: Option<u8>, disp: i32) {
+        let w = rd_ty.is_64();
+        match mem {
+            Ty::C => self.rm(0, w, 0xbe0f, 2, rd, base, index, disp, false),
+            Ty::UC => self.rm(0, false, 0xb60f, 2, rd, base, index, disp, false),
+            Ty::S => self.rm(0, w, 0xbf0f, 2, rd, base, index, disp, false),
+            Ty::US => self.rm(0, false, 0xb70f, 2, rd, base, index, disp, false),
+            Ty::I | Ty::U => self.rm(0, false, 0x8b, 1, rd, base, index, disp, false),
+            Ty::L | Ty::UL | Ty::P => self.rm(0, true, 0x8b, 1, rd, base, index, disp, false),
+            Ty::F => self.rm(0xf3, false, 0x100f, 2, rd, base, index, disp, false),
+            Ty::D => self.rm(0xf2, false, 0x100f, 2, rd, base, index, disp, false),
+            Ty::V => {}
+        }
+    }
+
+    #[inline(always)]
+    fn store_at(&mut self, mem: Ty, rs: u8, base: u8, index: Option<u8>, disp: i32) {
+        match mem {
+            Ty::C | Ty::UC => self.rm(0, false, 0x88, 1, rs, base, index, disp, true),
+            Ty::S | Ty::US => self.rm(0x66, false, 0x89, 1, rs, base, index, disp, false),
+            Ty::I | Ty::U => self.rm(0, false, 0x89, 1, rs, base, index, disp, false),
+            Ty::L | Ty::UL | Ty::P => self.rm(0, true, 0x89, 1, rs, base, index, disp, false),
+            Ty::F => self.rm(0xf3, false, 0x110f, 2, rs, base, index, disp, false),
+            Ty::D => self.rm(0xf2, false, 0x110f, 2, rs, base, index, disp, false),
+            Ty::V => {}
+        }
+    }
+
+    /// Moves `src -> dst` pairs "at once" (destinations are distinct),
+    /// breaking cycles through the scratch register.
+    fn parallel_move(&mut self, moves: &mut Vec<(u8, u8)>, float: bool) {
+        moves.retain(|&(d, s)| d != s);
+        let tmp = if float { XTMP } else { R11 };
+        while !moves.is_empty() {
+            // A move whose destination no other pending move reads.
+            if let Some(i) = (0..moves.len()).find(|&i| !moves.iter().any(|&(_, s)| s == moves[i].0)) {
+                let (d, s) = moves.swap_remove(i);
+                if float { self.fmov(d, s) } else { self.mov(true, d, s) }
+            } else {
+                // Only cycles remain: park one source in the scratch register.
+                let (_, s) = moves[0];
+                if float { self.fmov(tmp, s) } else { self.mov(true, tmp, s) }
+                for mv in moves.iter_mut() {
+                    if mv.1 == s {
+                        mv.1 = tmp;
+                    }
+                }
+            }
+        }
+    }
+
+    // -- Native encoders for extensions (see `ext`) --------------------------
+
+    /// Starts an extension instruction.
+    #[inline(always)]
+    pub fn insn(&mut self, m: &'static str) {
+        self.buf.insn(m);
+    }
+
+    /// `movaps`/`mov` of the right width, for extension sequences.
+    #[inline(always)]
+    pub fn copy(&mut self, ty: Ty, rd: u8, rs: u8) {
+        if ty.is_float() { self.fmov(rd, rs) } else { self.mov(ty.is_64(), rd, rs) }
+    }
+
+    /// `sqrtss`/`sqrtsd rd, rs`.
+    #[inline(always)]
+    pub fn sqrt(&mut self, ty: Ty, rd: u8, rs: u8) {
+        self.rr(if ty == Ty::F { 0xf3 } else { 0xf2 }, false, 0x510f, 2, rd, rs, false);
+    }
+
+    /// `minss`/`maxss`/`minsd`/`maxsd rd, rs` (`max` when `max`).
+    #[inline(always)]
+    pub fn fminmax(&mut self, ty: Ty, max: bool, rd: u8, rs: u8) {
+        self.rr(if ty == Ty::F { 0xf3 } else { 0xf2 }, false, if max { 0x5f0f } else { 0x5d0f }, 2, rd, rs, false);
+    }
+
+    /// Byte swap of the low 16, 32 or 64 bits of `rd`, in place; the
+    /// 16-bit form zero-extends.
+    #[inline(always)]
+    pub fn bswap(&mut self, bits: u32, rd: u8) {
+        match bits {
+            16 => {
+                // rol r16, 8; movzx r32, r16
+                self.rr(0x66, false, 0xc1, 1, 0, rd, false);
+                self.buf.put1(8);
+                self.rr(0, false, 0xb70f, 2, rd, rd, false);
+            }
+            _ => {
+                let rex = 0x40 | ((bits == 64) as u8) << 3 | (rd >> 3);
+                let (word, n) = if rex != 0x40 { (rex as u64 | 0x0f << 8 | ((0xc8 | (rd & 7)) as u64) << 16, 3) } else { (0x0f | ((0xc8 | (rd & 7)) as u64) << 8, 2) };
+                self.buf.put(word, n);
+            }
+        }
+    }
+
+    /// `popcnt rd, rs`.
+    #[inline(always)]
+    pub fn popcnt(&mut self, w: bool, rd: u8, rs: u8) {
+        self.rr(0xf3, w, 0xb80f, 2, rd, rs, false);
+    }
+
+    /// `rd = a < b ? a : b` (`max`: `a > b ? a : b`), by `cmov` for
+    /// integers and `minss`/`maxss` (which compute exactly that) for floats.
+    pub fn minmax(&mut self, ty: Ty, max: bool, rd: u8, a: u8, b: u8) {
+        if ty.is_float() {
+            let p = if ty == Ty::F { 0xf3 } else { 0xf2 };
+            let opc = if max { 0x5f0f } else { 0x5d0f };
+            if rd == b && rd != a {
+                self.fmov(XTMP, b);
+                self.fmov(rd, a);
+                self.rr(p, false, opc, 2, rd, XTMP, false);
+            } else {
+                self.fmov(rd, a);
+                self.rr(p, false, opc, 2, rd, b, false);
+            }
+            return;
+        }
+        let (w, s) = (ty.is_64(), ty.is_signed());
+        if rd == b && rd != a {
+            // rd holds b: take a where a wins.
+            self.alu_rr(Alu::Cmp, w, a, b);
+            let cc = jcc(if max { Cond::Gt } else { Cond::Lt }, s);
+            self.rr(0, w, 0x400f | (cc as u32) << 8, 2, rd, a, false);
+        } else {
+            // rd holds a: take b where a does not win.
+            self.mov(w, rd, a);
+            self.alu_rr(Alu::Cmp, w, rd, b);
+            let cc = jcc(if max { Cond::Le } else { Cond::Ge }, s);
+            self.rr(0, w, 0x400f | (cc as u32) << 8, 2, rd, b, false);
+        }
+    }
+
+    /// `test c, c` then `cmovne rd, a` (select helper: rd already holds the
+    /// "false" value).
+    #[inline(always)]
+    pub fn test_cmovnz(&mut self, w: bool, c: u8, rd: u8, a: u8) {
+        self.rr(0, w, 0x85, 1, c, c, false);
+        self.rr(0, w, 0x400f | (CC_NE as u32) << 8, 2, rd, a, false);
+    }
+
+    /// `test c, c` then `cmove rd, b` (select helper: rd already holds the
+    /// "true" value).
+    #[inline(always)]
+    pub fn test_cmovz(&mut self, w: bool, c: u8, rd: u8, b: u8) {
+        self.rr(0, w, 0x85, 1, c, c, false);
+        self.rr(0, w, 0x400f | (CC_E as u32) << 8, 2, rd, b, false);
+    }
+
+    /// `add rd, rs; adc rd, 0` (64-bit): ones'-complement addition.
+    #[inline(always)]
+    pub fn add_end_around(&mut self, w: bool, rd: u8, rs: u8) {
+        self.alu_rr(Alu::Add, w, rd, rs);
+        self.rr(0, w, 0x83, 1, 2, rd, false);
+        self.buf.put1(0);
+    }
+
+    /// Moves `rs` to scratch `r11` and returns it, when `rs == rd` would
+    /// be clobbered by a two-step sequence.
+    #[inline(always)]
+    pub fn scratch_copy(&mut self, w: bool, rs: u8) -> u8 {
+        self.mov(w, R11, rs);
+        R11
+    }
+}
+
+/// Where an argument of a call lives under System V.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum ArgLoc {
+    /// In this register (integer or xmm number by type).
+    Reg(u8),
+    /// In this 8-byte stack slot above the return address.
+    Stack(usize),
+}
+
+/// System V placement of arguments of the given types.
+pub(crate) fn abi_layout(tys: &[Ty]) -> Vec<ArgLoc> {
+    let (mut ni, mut nf, mut ns) = (0, 0, 0);
+    tys.iter()
+        .map(|t| {
+            if t.is_float() {
+                if nf < host::FLOAT_ARGS.len() {
+                    nf += 1;
+                    return ArgLoc::Reg(host::FLOAT_ARGS[nf - 1]);
+                }
+            } else if ni < host::INT_ARGS.len() {
+                ni += 1;
+                return ArgLoc::Reg(host::INT_ARGS[ni - 1]);
+            }
+            ns += 1;
+            ArgLoc::Stack(ns - 1)
+        })
+        .collect()
+}
+
+/// A function generated by the x86-64 backend. Dropping it frees the code.
+pub struct Code {
+    block: crate::mem::ExecBlock,
+    prologue: usize,
+    body: usize,
+    code_len: usize,
+    pub(crate) sig: Signature,
+    ret: Ty,
+    name: Option<String>,
+}
+
+impl Code {
+    /// The entry address.
+    pub fn addr(&self) -> usize {
+        self.block.addr()
+    }
+
+    /// Bytes of machine code (prologue, body, epilogue; without constants).
+    pub fn len(&self) -> usize {
+        self.code_len
+    }
+
+    /// True if the function has no code (never: it has at least a `ret`).
+    pub fn is_empty(&self) -> bool {
+        self.code_len == 0
+    }
+
+    /// The parameter types.
+    pub fn signature(&self) -> &Signature {
+        &self.sig
+    }
+
+    /// The return type (`Ty::V` if the function never returns a value).
+    pub fn ret_type(&self) -> Ty {
+        self.ret
+    }
+
+    /// The name given with [`Func::name`](crate::Func::name), if any.
+    pub fn name(&self) -> Option<&str> {
+        self.name.as_deref()
+    }
+
+    /// The machine code bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &self.block.bytes()[..self.code_len]
+    }
+
+    /// The code as a typed function pointer, after checking that `F`'s
+    /// parameter and return types are the ones the function was generated
+    /// with.
+    ///
+    /// # Safety
+    /// Generated code can do anything its instructions say: the caller
+    /// vouches that running it is sound (its loads and stores touch valid
+    /// memory, its calls reach real functions), and that the pointer is
+    /// not called after this `Code` is dropped.
+    pub unsafe fn as_fn<F: crate::abi::FnSig>(&self) -> crate::Result<F> {
+        F::check(&self.sig.params, self.ret).map_err(|kind| Error { index: 0, method: "as_fn", kind })?;
+        // SAFETY: `F` is a function pointer type (FnSig is only implemented
+        // for `extern "C" fn` types) whose signature matches the generated
+        // code; the caller vouches for the rest.
+        Ok(unsafe { F::from_addr(self.addr()) })
+    }
+
+    /// A listing of the machine code, with the vcode function's parts marked.
+    pub fn disassemble(&self) -> String {
+        crate::debug::disassemble(
+            self.bytes(),
+            self.addr() as u64,
+            &[(0, "prologue"), (self.prologue, "body"), (self.prologue + self.body, "epilogue")],
+        )
+    }
+}
+
+impl std::fmt::Debug for Code {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Code")
+            .field("name", &self.name)
+            .field("addr", &format_args!("{:#x}", self.addr()))
+            .field("len", &self.code_len)
+            .field("sig", &self.sig.params)
+            .field("ret", &self.ret)
+            .finish()
+    }
+}
+
+impl crate::Invoke for Code {
+    fn params(&self) -> &[Ty] {
+        &self.sig.params
+    }
+
+    fn ret_type(&self) -> Ty {
+        self.ret
+    }
+
+    unsafe fn invoke(&self, args: &[crate::Value]) -> Result<crate::Value, crate::InvokeError> {
+        crate::abi::check_args(&self.sig.params, args)?;
+        // SAFETY: the caller vouches for running this code (trait contract);
+        // the argument types were checked against the signature.
+        Ok(unsafe { crate::abi::call_native(self.addr(), args, self.ret) })
+    }
+}
