@@ -167,7 +167,8 @@ extensions! {
                 };
                 let (top, done) = (f.genlabel(), f.genlabel());
                 f.mov(t, a);
-                f.xor(rd, rd, rd);
+                // rd = 0 from t, which is written (rd may not be yet).
+                f.xor(rd, t, t);
                 f.label(top);
                 f.beq(t, Operand::Imm(0), done);
                 f.add(rd, rd, Operand::Imm(1));

@@ -459,7 +459,8 @@ impl Backend for X64 {
                         if rd != a && matches!(alu, Alu::Add | Alu::Sub) {
                             // lea rd, [a + v]: three-address add.
                             let v = if matches!(alu, Alu::Sub) { v.wrapping_neg() } else { v };
-                            if !(w || v != i32::MIN) || fits32(v as i64) {
+                            // Except `sub l, INT_MIN`: its negation, +2^31, needs 64 bits.
+                            if !(w && matches!(alu, Alu::Sub) && v == i32::MIN) {
                                 self.rm(0, w, 0x8d, 1, rd, a, None, v, false);
                                 return;
                             }
