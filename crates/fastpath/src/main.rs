@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 mod applet;
 mod bench_jive;
+mod vcode_demo;
 
 /// fastpath: fast paths for communication software.
 #[derive(Parser)]
@@ -16,27 +17,47 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    // Subcommands are added here, one per crate: `vcode`, `applet`, `bench`, ...
+    /// Dynamic code generation (vcode): the paper's examples.
+    Vcode {
+        #[command(subcommand)]
+        cmd: VcodeCmd,
+    },
     /// Verify, run and list JIVE applet class files.
     Applet {
         #[command(subcommand)]
         cmd: applet::AppletCmd,
     },
-    /// Run a benchmark suite side by side with its peers (suites: jive).
+    /// Run a benchmark suite side by side with its peers (suites: jive, codegen).
     Bench {
         /// The suite to run.
         suite: String,
     },
 }
 
+#[derive(Subcommand)]
+enum VcodeCmd {
+    /// Generate the VCODE paper's examples, run them, print their
+    /// disassembly and the cost of generating them.
+    Demo {
+        /// Parameter types of the run-time-signature example (types i l f d).
+        #[arg(long, default_value = "%i%d%l%f%i%i%i%i%d%l%f%i")]
+        sig: String,
+    },
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        Command::Vcode { cmd: VcodeCmd::Demo { sig } } => vcode_demo::run(&sig),
         Command::Applet { cmd } => applet::main(cmd),
         Command::Bench { suite } => match suite.as_str() {
             "jive" => bench_jive::run(),
+            "codegen" => {
+                println!("{}", fastpath_bench::codegen_report());
+                ExitCode::SUCCESS
+            }
             other => {
-                eprintln!("fastpath bench: unknown suite {other:?} (known: jive)");
+                eprintln!("fastpath bench: unknown suite {other:?} (known: jive, codegen)");
                 ExitCode::FAILURE
             }
         },

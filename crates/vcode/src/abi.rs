@@ -128,11 +128,14 @@ type Wide<R> = extern "C" fn(
 /// `args` (checked by [`check_args`]) and whose return type is `ret`, and
 /// calling it must be sound.
 pub unsafe fn call_native(addr: usize, args: &[Value], ret: Ty) -> Value {
-    let tys: Vec<Ty> = args.iter().map(|a| a.ty()).collect();
+    let mut tys = [Ty::V; crate::ty::MAX_PARAMS];
+    for (t, a) in tys.iter_mut().zip(args) {
+        *t = a.ty();
+    }
     let mut g = [0u64; 6];
     let mut x = [0f64; 8];
     let mut s = [0u64; STACK_SLOTS];
-    for (a, loc) in args.iter().zip(abi_layout(&tys)) {
+    for (a, loc) in args.iter().zip(abi_layout(&tys[..args.len()])) {
         match loc {
             ArgLoc::Reg(n) if a.ty().is_float() => x[n as usize] = f64::from_bits(a.bits()),
             ArgLoc::Reg(n) => {

@@ -188,7 +188,7 @@ pub enum LocalOp {
 }
 
 /// The most arguments a call may pass.
-pub const MAX_CALL_ARGS: usize = 32;
+pub const MAX_CALL_ARGS: usize = crate::ty::MAX_PARAMS;
 
 /// A code generation backend. See the module documentation.
 ///
@@ -205,7 +205,7 @@ pub trait Backend: Sized {
     /// `alloc` (moving parameters that arrive on the stack or in a
     /// register the backend keeps into registers it allocates) and
     /// returns them.
-    fn begin(&mut self, sig: &Signature, alloc: &mut RegAlloc) -> Result<Vec<AnyReg>, Error>;
+    fn begin(&mut self, sig: &Signature, alloc: &mut RegAlloc) -> Result<crate::Params, Error>;
 
     /// Finishes the function: backpatches and links it.
     fn finish(

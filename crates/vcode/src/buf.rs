@@ -94,7 +94,9 @@ impl Buf {
 
     /// Restarts the instruction count at 0 (after `lambda`'s own code).
     pub fn rebase(&mut self) {
-        self.refill("lambda", 0);
+        if self.pos() > 0 {
+            self.refill("lambda", 0);
+        }
         self.issued = self.budget;
     }
 

@@ -50,10 +50,15 @@ pub fn enable_perf_map() -> std::io::Result<()> {
 }
 
 /// Called by `end` for each linked function.
+#[inline]
 pub(crate) fn register(code: &crate::x86_64::Code) {
-    if !PERF_MAP.load(Ordering::Acquire) {
-        return;
+    if PERF_MAP.load(Ordering::Acquire) {
+        write_perf_map(code);
     }
+}
+
+#[cold]
+fn write_perf_map(code: &crate::x86_64::Code) {
     if let Some(f) = PERF_FILE.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
         let name = code.name().unwrap_or("vcode_anon");
         // A failed write only loses a profiler symbol.

@@ -14,7 +14,7 @@ use crate::backend::{Arg, Backend, BinOp, Callee, Cond, LocalOp, Src, Target, Un
 use crate::error::{Error, ErrorKind, Result};
 use crate::mem::ExecMemory;
 use crate::regs::{Class, RegAlloc, RegConfig};
-use crate::ty::{AnyReg, Int, Label, Local, Operand, Reg, Signature, Ty, Type, P};
+use crate::ty::{AnyReg, Int, Label, Local, Operand, Reg, Signature, Ty, Type, MAX_PARAMS, P};
 use crate::x86_64::X64;
 
 /// The leaf hint of `v_lambda`.
@@ -27,10 +27,18 @@ pub enum Leaf {
     No,
 }
 
-/// The parameter registers `lambda` hands back.
-#[derive(Clone, Debug, Default)]
+/// The parameter registers `lambda` hands back (stored inline: beginning a
+/// function allocates nothing).
+#[derive(Copy, Clone, Debug)]
 pub struct Params {
-    regs: Vec<AnyReg>,
+    regs: [AnyReg; MAX_PARAMS],
+    len: u8,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Params { regs: [AnyReg { ty: Ty::V, n: 0 }; MAX_PARAMS], len: 0 }
+    }
 }
 
 impl Params {
@@ -38,28 +46,33 @@ impl Params {
     /// gave it another type.
     pub fn get<T: Type>(&self, i: usize) -> Result<Reg<T>> {
         let err = |kind| Error { index: 0, method: "Params::get", kind };
-        let r = *self.regs.get(i).ok_or(err(ErrorKind::NoSuchParam { index: i, count: self.regs.len() }))?;
+        let r = *self.all().get(i).ok_or(err(ErrorKind::NoSuchParam { index: i, count: self.len() }))?;
         r.typed::<T>().ok_or(err(ErrorKind::TypeMismatch { expected: r.ty, found: T::TY }))
     }
 
     /// Parameter `i` untyped.
     pub fn any(&self, i: usize) -> Option<AnyReg> {
-        self.regs.get(i).copied()
+        self.all().get(i).copied()
     }
 
     /// All parameters, in order.
     pub fn all(&self) -> &[AnyReg] {
-        &self.regs
+        &self.regs[..self.len as usize]
     }
 
     /// Number of parameters.
     pub fn len(&self) -> usize {
-        self.regs.len()
+        self.len as usize
     }
 
     /// True for a function without parameters.
     pub fn is_empty(&self) -> bool {
-        self.regs.is_empty()
+        self.len == 0
+    }
+
+    pub(crate) fn push(&mut self, r: AnyReg) {
+        self.regs[self.len as usize] = r;
+        self.len += 1;
     }
 }
 
@@ -160,7 +173,7 @@ impl<B: Backend> Func<B> {
     /// A function builder for backend `B`.
     pub fn with_backend() -> Self {
         let cfg = RegConfig::default();
-        Func { b: B::new(), alloc: RegAlloc::new(cfg.clone(), true), cfg, sig: Signature { params: vec![] }, name: None }
+        Func { b: B::new(), alloc: RegAlloc::new(cfg.clone(), true), cfg, sig: Signature::default(), name: None }
     }
 
     /// Sets the register classification for the functions begun from now
@@ -179,9 +192,9 @@ impl<B: Backend> Func<B> {
         let sig = Signature::parse(sig).map_err(|kind| Error { index: 0, method: "lambda", kind })?;
         self.alloc = RegAlloc::new(self.cfg.clone(), leaf == Leaf::Yes);
         self.name = None;
-        let regs = self.b.begin(&sig, &mut self.alloc)?;
+        let params = self.b.begin(&sig, &mut self.alloc)?;
         self.sig = sig;
-        Ok(Params { regs })
+        Ok(params)
     }
 
     /// Names the function for disassembly listings and the perf map.
@@ -194,13 +207,13 @@ impl<B: Backend> Func<B> {
     /// links it into executable memory. Returns the first error recorded
     /// since `lambda`, if any.
     pub fn end(&mut self) -> Result<B::Code> {
-        let sig = std::mem::replace(&mut self.sig, Signature { params: vec![] });
+        let sig = std::mem::take(&mut self.sig);
         self.b.finish(&self.alloc, sig, self.name.take(), None)
     }
 
     /// Like [`end`](Func::end), placing the code in `mem`.
     pub fn end_in(&mut self, mem: &dyn ExecMemory) -> Result<B::Code> {
-        let sig = std::mem::replace(&mut self.sig, Signature { params: vec![] });
+        let sig = std::mem::take(&mut self.sig);
         self.b.finish(&self.alloc, sig, self.name.take(), Some(mem))
     }
 

@@ -98,23 +98,23 @@ impl Reference {
 /// Assigns registers to parameters the way both backends do: claim the
 /// argument registers, then give registers from `getreg` to parameters
 /// arriving on the stack or in `rcx` (which the backends keep).
-pub(crate) fn assign_params(sig: &Signature, alloc: &mut RegAlloc) -> Result<Vec<(AnyReg, ArgLoc)>, Error> {
+pub(crate) fn assign_params(sig: &Signature, alloc: &mut RegAlloc) -> Result<crate::Params, Error> {
     let err = |kind| Error { index: 0, method: "lambda", kind };
-    let layout = abi_layout(&sig.params);
-    for (ty, loc) in sig.params.iter().zip(&layout) {
-        if let ArgLoc::Reg(n) = *loc {
-            if ty.is_float() || n != host::gpr::RCX {
+    let keeps = |ty: Ty, loc: ArgLoc| matches!(loc, ArgLoc::Reg(n) if ty.is_float() || n != host::gpr::RCX);
+    for (&ty, loc) in sig.params().iter().zip(abi_layout(sig.params())) {
+        if let ArgLoc::Reg(n) = loc {
+            if keeps(ty, loc) {
                 alloc.claim(ty.is_float(), n).map_err(err)?;
             }
         }
     }
-    let mut out = Vec::with_capacity(layout.len());
-    for (&ty, &loc) in sig.params.iter().zip(&layout) {
+    let mut out = crate::Params::default();
+    for (&ty, loc) in sig.params().iter().zip(abi_layout(sig.params())) {
         let n = match loc {
-            ArgLoc::Reg(n) if ty.is_float() || n != host::gpr::RCX => n,
+            ArgLoc::Reg(n) if keeps(ty, loc) => n,
             _ => alloc.getreg(crate::Class::Temp, ty.is_float()).map_err(err)?,
         };
-        out.push((AnyReg { ty, n }, loc));
+        out.push(AnyReg { ty, n });
     }
     Ok(out)
 }
@@ -126,11 +126,11 @@ impl Backend for Reference {
         Reference::default()
     }
 
-    fn begin(&mut self, sig: &Signature, alloc: &mut RegAlloc) -> Result<Vec<AnyReg>, Error> {
+    fn begin(&mut self, sig: &Signature, alloc: &mut RegAlloc) -> Result<crate::Params, Error> {
         *self = Reference::default();
-        let regs: Vec<AnyReg> = assign_params(sig, alloc)?.into_iter().map(|(r, _)| r).collect();
-        self.params = regs.clone();
-        Ok(regs)
+        let params = assign_params(sig, alloc)?;
+        self.params = params.all().to_vec();
+        Ok(params)
     }
 
     fn finish(
@@ -296,7 +296,7 @@ impl Backend for Reference {
             Callee::Native(a) => RefCallee::Native(a),
             Callee::Reg(r) => RefCallee::Reg(r),
             Callee::Code(c) => {
-                let want = &c.prog.sig.params;
+                let want = c.prog.sig.params();
                 if want.len() != args.len() {
                     return self.fail(m, ErrorKind::TooManyArguments { count: args.len(), max: want.len() });
                 }
@@ -450,7 +450,7 @@ impl RefCode {
     /// As [`Invoke::invoke`]: loads, stores and native calls are performed
     /// for real.
     pub unsafe fn run(&self, args: &[Value]) -> Result<Value, InvokeError> {
-        crate::abi::check_args(&self.prog.sig.params, args)?;
+        crate::abi::check_args(self.prog.sig.params(), args)?;
         let mut steps = 0;
         // SAFETY: forwarded from the caller.
         Ok(unsafe { exec(&self.prog, args, &mut steps, self.step_limit, 0) }?)
@@ -459,7 +459,7 @@ impl RefCode {
 
 impl Invoke for RefCode {
     fn params(&self) -> &[Ty] {
-        &self.prog.sig.params
+        self.prog.sig.params()
     }
 
     fn ret_type(&self) -> Ty {

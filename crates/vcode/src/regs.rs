@@ -49,23 +49,14 @@ pub enum RegClass {
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RegConfig {
-    gpr: [RegClass; 16],
-    xmm: [RegClass; 16],
+    /// Per register file (integer, float): callee-saved and unavailable masks.
+    callee: [u16; 2],
+    unavail: [u16; 2],
 }
 
 impl Default for RegConfig {
     fn default() -> Self {
-        let mut gpr = [RegClass::CallerSaved; 16];
-        let mut xmm = [RegClass::CallerSaved; 16];
-        for (n, c) in gpr.iter_mut().enumerate() {
-            if host::RESERVED_GPR & bit(n as u8) != 0 {
-                *c = RegClass::Unavailable;
-            } else if host::CALLEE_SAVED_GPR & bit(n as u8) != 0 {
-                *c = RegClass::CalleeSaved;
-            }
-        }
-        xmm[15] = RegClass::Unavailable;
-        RegConfig { gpr, xmm }
+        RegConfig { callee: [host::CALLEE_SAVED_GPR, 0], unavail: [host::RESERVED_GPR, host::RESERVED_XMM] }
     }
 }
 
@@ -73,55 +64,57 @@ impl RegConfig {
     /// Every allocatable register is callee-saved: whatever the function
     /// touches, it restores.
     pub fn all_callee_saved() -> Self {
-        let mut c = RegConfig::default();
-        for n in 0..16u8 {
-            if c.gpr[n as usize] != RegClass::Unavailable {
-                c.gpr[n as usize] = RegClass::CalleeSaved;
-            }
-            if c.xmm[n as usize] != RegClass::Unavailable {
-                c.xmm[n as usize] = RegClass::CalleeSaved;
-            }
+        let d = RegConfig::default();
+        RegConfig { callee: [!d.unavail[0], !d.unavail[1]], unavail: d.unavail }
+    }
+
+    fn class(&self, f: usize, n: u8) -> RegClass {
+        let b = bit(n & 15);
+        if self.unavail[f] & b != 0 {
+            RegClass::Unavailable
+        } else if self.callee[f] & b != 0 {
+            RegClass::CalleeSaved
+        } else {
+            RegClass::CallerSaved
         }
-        c
     }
 
     /// The class of integer register `n`.
     pub fn gpr(&self, n: u8) -> RegClass {
-        self.gpr[n as usize & 15]
+        self.class(0, n)
     }
 
     /// The class of float register `n`.
     pub fn xmm(&self, n: u8) -> RegClass {
-        self.xmm[n as usize & 15]
+        self.class(1, n)
+    }
+
+    fn set(&mut self, f: usize, n: u8, class: RegClass) -> Result<(), ErrorKind> {
+        let reserved = if f == 0 { host::RESERVED_GPR } else { host::RESERVED_XMM };
+        if n >= 16 || reserved & bit(n) != 0 {
+            return Err(ErrorKind::BadRegister {
+                reg: host::reg_name(f == 1, n).to_string(),
+                why: "kept by the backend and cannot be reclassified",
+            });
+        }
+        self.callee[f] &= !bit(n);
+        self.unavail[f] &= !bit(n);
+        match class {
+            RegClass::CalleeSaved => self.callee[f] |= bit(n),
+            RegClass::Unavailable => self.unavail[f] |= bit(n),
+            RegClass::CallerSaved => {}
+        }
+        Ok(())
     }
 
     /// Reclassifies integer register `n`.
     pub fn set_gpr(&mut self, n: u8, class: RegClass) -> Result<(), ErrorKind> {
-        if n >= 16 || host::RESERVED_GPR & bit(n) != 0 {
-            return Err(ErrorKind::BadRegister {
-                reg: host::reg_name(false, n).to_string(),
-                why: "kept by the backend and cannot be reclassified",
-            });
-        }
-        self.gpr[n as usize] = class;
-        Ok(())
+        self.set(0, n, class)
     }
 
     /// Reclassifies float register `n`.
     pub fn set_xmm(&mut self, n: u8, class: RegClass) -> Result<(), ErrorKind> {
-        if n >= 16 || host::RESERVED_XMM & bit(n) != 0 {
-            return Err(ErrorKind::BadRegister {
-                reg: host::reg_name(true, n).to_string(),
-                why: "kept by the backend and cannot be reclassified",
-            });
-        }
-        self.xmm[n as usize] = class;
-        Ok(())
-    }
-
-    fn mask(&self, float: bool, class: RegClass) -> u16 {
-        let t = if float { &self.xmm } else { &self.gpr };
-        (0..16).filter(|&n| t[n] == class).fold(0, |m, n| m | (1 << n))
+        self.set(1, n, class)
     }
 }
 
@@ -143,10 +136,7 @@ pub struct RegAlloc {
 
 impl RegAlloc {
     pub(crate) fn new(cfg: RegConfig, leaf: bool) -> Self {
-        let free = [
-            !(cfg.mask(false, RegClass::Unavailable) | host::RESERVED_GPR),
-            !(cfg.mask(true, RegClass::Unavailable) | host::RESERVED_XMM),
-        ];
+        let free = [!cfg.unavail[0], !cfg.unavail[1]];
         RegAlloc { cfg, free, used_callee: [0; 2], persist_xmm: 0, released: [0; 2], leaf }
     }
 
@@ -170,8 +160,9 @@ impl RegAlloc {
         self.persist_xmm
     }
 
+    #[inline]
     fn callee_mask(&self, float: bool) -> u16 {
-        self.cfg.mask(float, RegClass::CalleeSaved)
+        self.cfg.callee[float as usize]
     }
 
     /// Takes register `n` (a parameter or a client reservation) out of the pool.
@@ -227,8 +218,7 @@ impl RegAlloc {
 
     pub(crate) fn putreg(&mut self, float: bool, n: u8) -> Result<(), ErrorKind> {
         let f = float as usize;
-        let allocatable = !(self.cfg.mask(float, RegClass::Unavailable)
-            | if float { host::RESERVED_XMM } else { host::RESERVED_GPR });
+        let allocatable = !self.cfg.unavail[f];
         if n >= 16 || allocatable & bit(n) == 0 || self.free[f] & bit(n) != 0 {
             return Err(ErrorKind::BadRegister {
                 reg: host::reg_name(float, n).to_string(),

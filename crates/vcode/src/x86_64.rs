@@ -69,7 +69,7 @@ pub struct X64 {
     fixups: Vec<Fixup>,
     /// Float constants placed after the code, and the rip-relative
     /// displacements that refer to them.
-    pool: Vec<u64>,
+    pool: Vec<u8>,
     pool_refs: Vec<(u32, u32)>,
     locals: i32,
     nlocals: u32,
@@ -79,6 +79,9 @@ pub struct X64 {
     ret_ty: Option<Ty>,
     /// Start of the last `jmp epilogue`, if it ends the body.
     last_ret: Option<usize>,
+    /// Prologue and epilogue bytes, built by `finish` (kept for their capacity).
+    pro: Vec<u8>,
+    epi: Vec<u8>,
 }
 
 const fn jcc(c: Cond, signed: bool) -> u8 {
@@ -212,11 +215,12 @@ impl X64 {
     }
 
     fn pool_const(&mut self, bits: u64) -> u32 {
-        if let Some(i) = self.pool.iter().position(|&b| b == bits) {
+        let b = bits.to_le_bytes();
+        if let Some(i) = self.pool.chunks_exact(8).position(|c| c == b) {
             return i as u32;
         }
-        self.pool.push(bits);
-        (self.pool.len() - 1) as u32
+        self.pool.extend_from_slice(&b);
+        (self.pool.len() / 8 - 1) as u32
     }
 
     /// `mov rd, rs` (32- or 64-bit).
@@ -348,7 +352,7 @@ impl X64 {
 
     /// The memory operand for `base + off`: `(index, disp)`.
     #[inline(always)]
-    fn addr(&mut self, base: u8, off: Src) -> (Option<u8>, i32) {
+    fn addr(&mut self, off: Src) -> (Option<u8>, i32) {
         match off {
             Src::I(v) if fits32(v) => (None, v as i32),
             Src::I(v) => {
@@ -387,12 +391,14 @@ impl Backend for X64 {
             out_args: 0,
             ret_ty: None,
             last_ret: None,
+            pro: Vec::with_capacity(64),
+            epi: Vec::with_capacity(64),
         }
     }
 
     // -- 3. Function entry ----------------------------------------------------
 
-    fn begin(&mut self, sig: &Signature, alloc: &mut RegAlloc) -> Result<Vec<AnyReg>, Error> {
+    fn begin(&mut self, sig: &Signature, alloc: &mut RegAlloc) -> Result<crate::Params, Error> {
         self.buf.reset();
         self.labels.clear();
         self.fixups.clear();
@@ -405,9 +411,9 @@ impl Backend for X64 {
         self.out_args = 0;
         self.ret_ty = None;
         self.last_ret = None;
-        let assigned = crate::reference::assign_params(sig, alloc)?;
-        self.buf.reserve("lambda", 16 * assigned.len());
-        for &(r, loc) in &assigned {
+        let params = crate::reference::assign_params(sig, alloc)?;
+        self.buf.reserve("lambda", 16 * params.len());
+        for (&r, loc) in params.all().iter().zip(abi_layout(sig.params())) {
             match loc {
                 ArgLoc::Reg(n) if n != r.n => self.mov(true, r.n, n),
                 ArgLoc::Reg(_) => {}
@@ -423,8 +429,7 @@ impl Backend for X64 {
             }
         }
         self.buf.rebase();
-        let regs = assigned.into_iter().map(|(r, _)| r).collect();
-        Ok(regs)
+        Ok(params)
     }
 
     fn fail(&mut self, method: &'static str, kind: ErrorKind) {
@@ -707,14 +712,14 @@ impl Backend for X64 {
     #[inline(always)]
     fn load(&mut self, m: &'static str, mem: Ty, rd_ty: Ty, rd: u8, base: u8, off: Src) {
         self.buf.insn(m);
-        let (index, disp) = self.addr(base, off);
+        let (index, disp) = self.addr(off);
         self.load_at(mem, rd_ty, rd, base, index, disp);
     }
 
     #[inline(always)]
     fn store(&mut self, m: &'static str, mem: Ty, rs: u8, base: u8, off: Src) {
         self.buf.insn(m);
-        let (index, disp) = self.addr(base, off);
+        let (index, disp) = self.addr(off);
         self.store_at(mem, rs, base, index, disp);
     }
 
@@ -840,7 +845,7 @@ impl Backend for X64 {
             return self.buf.fail(m, ErrorKind::TooManyArguments { count: args.len(), max: MAX_CALL_ARGS });
         }
         if let Callee::Code(c) = callee {
-            let want = &c.sig.params;
+            let want = c.sig.params();
             if want.len() != args.len() {
                 return self.buf.fail(m, ErrorKind::TooManyArguments { count: args.len(), max: want.len() });
             }
@@ -854,8 +859,11 @@ impl Backend for X64 {
         self.buf.reserve(m, 24 * args.len() + 16 * 16 + 64);
         self.frame = true;
         self.calls = true;
-        let tys: Vec<Ty> = args.iter().map(|a| a.ty()).collect();
-        let layout = abi_layout(&tys);
+        let mut tys = [Ty::V; crate::ty::MAX_PARAMS];
+        for (t, a) in tys.iter_mut().zip(args) {
+            *t = a.ty();
+        }
+        let tys = &tys[..args.len()];
         // The callee address first, before argument moves clobber its register.
         match callee {
             Callee::Native(a) => self.movi(true, RAX, a as i64),
@@ -864,8 +872,8 @@ impl Backend for X64 {
         }
         // Stack arguments: destinations are memory, so order does not matter.
         let mut stack = 0;
-        for (a, loc) in args.iter().zip(&layout) {
-            if let ArgLoc::Stack(slot) = *loc {
+        for (a, loc) in args.iter().zip(abi_layout(tys)) {
+            if let ArgLoc::Stack(slot) = loc {
                 stack = stack.max(slot + 1);
                 let disp = 8 * slot as i32;
                 match *a {
@@ -889,15 +897,15 @@ impl Backend for X64 {
         // Register arguments: a parallel move per register file.
         let mut gmoves: Vec<(u8, u8)> = Vec::new();
         let mut fmoves: Vec<(u8, u8)> = Vec::new();
-        for (a, loc) in args.iter().zip(&layout) {
-            if let (Arg::Reg(r), ArgLoc::Reg(d)) = (*a, *loc) {
+        for (a, loc) in args.iter().zip(abi_layout(tys)) {
+            if let (Arg::Reg(r), ArgLoc::Reg(d)) = (*a, loc) {
                 if r.ty.is_float() { fmoves.push((d, r.n)) } else { gmoves.push((d, r.n)) }
             }
         }
         self.parallel_move(&mut gmoves, false);
         self.parallel_move(&mut fmoves, true);
-        for (a, loc) in args.iter().zip(&layout) {
-            if let (Arg::Imm(t, v), ArgLoc::Reg(d)) = (*a, *loc) {
+        for (a, loc) in args.iter().zip(abi_layout(tys)) {
+            if let (Arg::Imm(t, v), ArgLoc::Reg(d)) = (*a, loc) {
                 self.movi(t.is_64(), d, v);
             }
         }
@@ -967,9 +975,11 @@ impl Backend for X64 {
         let body_len = self.buf.pos();
         let saves = [alloc.used_callee[0], alloc.used_callee[1]];
         let frame = self.frame || saves != [0, 0] || self.locals > 0;
-        // Epilogue.
-        let mut epi: Vec<u8> = Vec::with_capacity(64);
-        let mut pro: Vec<u8> = Vec::with_capacity(64);
+        // Prologue and epilogue (with the padding that aligns the constants).
+        let mut pro = std::mem::take(&mut self.pro);
+        let mut epi = std::mem::take(&mut self.epi);
+        pro.clear();
+        epi.clear();
         if frame {
             let size = (host::SAVE_AREA + self.locals + self.out_args + 15) & !15;
             pro.extend_from_slice(&[0x55, 0x48, 0x89, 0xe5]); // push rbp; mov rbp, rsp
@@ -989,15 +999,15 @@ impl Backend for X64 {
         }
         epi.push(0xc3);
         let epi_at = body_len as u32;
+        let epi_len = epi.len();
         // Constants, 8-byte aligned after the epilogue.
-        let pool_at = (body_len + epi.len() + 7) & !7;
-        let mut tail = epi.clone();
-        tail.resize(pool_at - body_len, 0xcc);
-        for &c in &self.pool {
-            tail.extend_from_slice(&c.to_le_bytes());
+        let pool_at = (body_len + epi_len + 7) & !7;
+        while body_len + epi.len() < pool_at {
+            epi.push(0xcc);
         }
         // Backpatch.
-        for f in std::mem::take(&mut self.fixups) {
+        for i in 0..self.fixups.len() {
+            let f = self.fixups[i];
             let target = if f.label == EPILOGUE {
                 epi_at
             } else {
@@ -1019,20 +1029,23 @@ impl Backend for X64 {
             let target = pool_at as u32 + 8 * idx;
             self.buf.patch4(at as usize, target.wrapping_sub(at + 4));
         }
-        let total = pro.len() + body_len + tail.len();
+        let total = pro.len() + body_len + epi.len() + self.pool.len();
         let mut block = match mem {
             Some(m) => m.alloc(total),
             None => crate::mem::alloc_default(total),
         }
         .map_err(|kind| Error { index: end_index, method: "end", kind })?;
         block
-            .fill(&[&pro, self.buf.bytes(), &tail])
+            .fill(&[&pro, self.buf.bytes(), &epi, &self.pool])
             .map_err(|kind| Error { index: end_index, method: "end", kind })?;
+        let pro_len = pro.len();
+        self.pro = pro;
+        self.epi = epi;
         let code = Code {
             block,
-            prologue: pro.len(),
+            prologue: pro_len,
             body: body_len,
-            code_len: pro.len() + body_len + epi.len(),
+            code_len: pro_len + body_len + epi_len,
             sig,
             ret: self.ret_ty.unwrap_or(Ty::V),
             name,
@@ -1047,7 +1060,7 @@ impl Backend for X64 {
     }
 }
 
-/// Encodes `op reg, [rbp + disp]` into a byte vector (prologue/epilogue).
+/// Encodes `op reg, [rbp + disp32]` (prologue/epilogue saves).
 fn encode_rbp(out: &mut Vec<u8>, pfx: u8, w: bool, opc: &[u8], reg: u8, disp: i32) {
     if pfx != 0 {
         out.push(pfx);
@@ -1268,23 +1281,21 @@ pub(crate) enum ArgLoc {
 }
 
 /// System V placement of arguments of the given types.
-pub(crate) fn abi_layout(tys: &[Ty]) -> Vec<ArgLoc> {
+pub(crate) fn abi_layout(tys: &[Ty]) -> impl Iterator<Item = ArgLoc> + '_ {
     let (mut ni, mut nf, mut ns) = (0, 0, 0);
-    tys.iter()
-        .map(|t| {
-            if t.is_float() {
-                if nf < host::FLOAT_ARGS.len() {
-                    nf += 1;
-                    return ArgLoc::Reg(host::FLOAT_ARGS[nf - 1]);
-                }
-            } else if ni < host::INT_ARGS.len() {
-                ni += 1;
-                return ArgLoc::Reg(host::INT_ARGS[ni - 1]);
+    tys.iter().map(move |t| {
+        if t.is_float() {
+            if nf < host::FLOAT_ARGS.len() {
+                nf += 1;
+                return ArgLoc::Reg(host::FLOAT_ARGS[nf - 1]);
             }
-            ns += 1;
-            ArgLoc::Stack(ns - 1)
-        })
-        .collect()
+        } else if ni < host::INT_ARGS.len() {
+            ni += 1;
+            return ArgLoc::Reg(host::INT_ARGS[ni - 1]);
+        }
+        ns += 1;
+        ArgLoc::Stack(ns - 1)
+    })
 }
 
 /// A function generated by the x86-64 backend. Dropping it frees the code.
@@ -1344,7 +1355,7 @@ impl Code {
     /// memory, its calls reach real functions), and that the pointer is
     /// not called after this `Code` is dropped.
     pub unsafe fn as_fn<F: crate::abi::FnSig>(&self) -> crate::Result<F> {
-        F::check(&self.sig.params, self.ret).map_err(|kind| Error { index: 0, method: "as_fn", kind })?;
+        F::check(self.sig.params(), self.ret).map_err(|kind| Error { index: 0, method: "as_fn", kind })?;
         // SAFETY: `F` is a function pointer type (FnSig is only implemented
         // for `extern "C" fn` types) whose signature matches the generated
         // code; the caller vouches for the rest.
@@ -1367,7 +1378,7 @@ impl std::fmt::Debug for Code {
             .field("name", &self.name)
             .field("addr", &format_args!("{:#x}", self.addr()))
             .field("len", &self.code_len)
-            .field("sig", &self.sig.params)
+            .field("sig", &self.sig)
             .field("ret", &self.ret)
             .finish()
     }
@@ -1375,7 +1386,7 @@ impl std::fmt::Debug for Code {
 
 impl crate::Invoke for Code {
     fn params(&self) -> &[Ty] {
-        &self.sig.params
+        self.sig.params()
     }
 
     fn ret_type(&self) -> Ty {
@@ -1383,7 +1394,7 @@ impl crate::Invoke for Code {
     }
 
     unsafe fn invoke(&self, args: &[crate::Value]) -> Result<crate::Value, crate::InvokeError> {
-        crate::abi::check_args(&self.sig.params, args)?;
+        crate::abi::check_args(self.sig.params(), args)?;
         // SAFETY: the caller vouches for running this code (trait contract);
         // the argument types were checked against the signature.
         Ok(unsafe { crate::abi::call_native(self.addr(), args, self.ret) })
