@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs the system packages fastpath's tests and benchmarks use, if they
+# are missing: a JDK (jive's test applets are compiled by javac and its
+# differential tests run HotSpot) and valgrind (callgrind instruction counts).
+# Needs root and apt-get; elsewhere it says what to install and carries on,
+# and the tests that need a missing package skip with a printed reason.
+set -euo pipefail
+
+need=()
+command -v javac >/dev/null 2>&1 || need+=(openjdk-17-jdk-headless)
+command -v valgrind >/dev/null 2>&1 || need+=(valgrind)
+
+if ((${#need[@]} == 0)); then
+    exit 0
+fi
+if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null 2>&1; then
+    echo "install-deps: installing ${need[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+else
+    echo "install-deps: missing ${need[*]}; install them (e.g. apt-get install ${need[*]})." >&2
+    echo "install-deps: the tests that need them will be skipped." >&2
+fi
