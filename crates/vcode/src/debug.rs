@@ -65,3 +65,33 @@ fn write_perf_map(code: &crate::x86_64::Code) {
         let _ = writeln!(f, "{:x} {:x} {}", code.addr(), code.len(), name);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::{Func, Leaf, I};
+
+    #[test]
+    fn disassembly_lists_the_generated_instructions_by_part() {
+        let mut f = Func::new();
+        let x = f.lambda("%i", Leaf::Yes).unwrap().get::<I>(0).unwrap();
+        f.add(x, x, 0x1234);
+        f.ret(x);
+        let text = f.end().unwrap().disassemble();
+        assert!(text.contains("; body"), "{text}");
+        assert!(text.contains("add     edi,1234h"), "{text}");
+        assert!(text.contains("ret"), "{text}");
+    }
+
+    #[test]
+    fn perf_map_names_generated_functions() {
+        super::enable_perf_map().unwrap();
+        let mut f = Func::new();
+        f.lambda("", Leaf::Yes).unwrap();
+        f.name("vcode_perf_map_probe");
+        f.retv();
+        let code = f.end().unwrap();
+        let map = std::fs::read_to_string(format!("/tmp/perf-{}.map", std::process::id())).unwrap();
+        let line = format!("{:x} {:x} vcode_perf_map_probe", code.addr(), code.len());
+        assert!(map.lines().any(|l| l == line), "{line:?} not in the perf map");
+    }
+}
