@@ -635,7 +635,9 @@ impl Backend for X64 {
                 } else if to.is_64() && from == Ty::I {
                     self.rr(0, true, 0x63, 1, rd, rs, false); // movsxd
                 } else {
-                    self.mov(false, rd, rs); // zero-extend or truncate
+                    // mov r32, r32: zero-extends or truncates. Emitted even
+                    // when rd == rs: the upper half must be cleared in place.
+                    self.rr(0, false, 0x89, 1, rs, rd, false);
                 }
             }
             (true, true) => {

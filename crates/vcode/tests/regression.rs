@@ -2356,3 +2356,41 @@ fn bug_portable_popcount_reads_rd_before_writing_it() {
     ));
     pair.check(&[0xf0f0], &[Ty::UL], &[8], &"popcount");
 }
+
+/// `cv` from `u` to a 64-bit type in place (`rd` and `rs` the same
+/// register, as with the fixed names `Reg::<U>::t(0)` and
+/// `Reg::<L>::t(0)`) must zero-extend even when the register's upper half
+/// holds bits from an earlier 64-bit use.
+#[test]
+fn bug_cv_u_to_l_in_place_zero_extends() {
+    let pair = pair!("cv in place".to_string(), |B| {
+        let mut f = Func::<B>::with_backend();
+        let p = f.lambda("%l", Leaf::Yes).unwrap();
+        let x = p.get::<L>(0).unwrap();
+        let (wide, narrow) = (Reg::<L>::t(0), Reg::<U>::t(0));
+        let wide_ul = Reg::<UL>::t(0);
+        f.mov(wide, x);
+        f.cv(narrow, wide); // truncate in place
+        f.cv(wide_ul, narrow); // zero-extend in place
+        f.ret(wide_ul);
+        f.end()
+    });
+    for v in [0x1234_5678_9abc_def0u64, u64::MAX, 0xffff_ffff_0000_0001] {
+        for native in [true, false] {
+            // SAFETY: pure register arithmetic.
+            let got = unsafe {
+                if native {
+                    pair.native.invoke(&[Value::L(v as i64)])
+                } else {
+                    pair.reference.invoke(&[Value::L(v as i64)])
+                }
+            };
+            assert_eq!(
+                got,
+                Ok(Value::UL(v & 0xffff_ffff)),
+                "native={native} v={v:#x}\n{}",
+                pair.native.disassemble()
+            );
+        }
+    }
+}
