@@ -167,6 +167,16 @@ impl Func<X64> {
     pub fn new() -> Self {
         Func::with_backend()
     }
+
+    /// Limits the machine code of the functions begun from now on to
+    /// `bytes` (the default is [`x86_64::DEFAULT_LIMIT`](crate::x86_64::DEFAULT_LIMIT));
+    /// past it, [`end`](Func::end) reports [`ErrorKind::CodeTooLarge`] at
+    /// the instruction that crossed it. The limit is checked when the
+    /// buffer must grow, which leaves room for a few instructions, so a
+    /// function may be refused up to a few hundred bytes short of it.
+    pub fn set_code_limit(&mut self, bytes: usize) {
+        self.b.buf = crate::buf::Buf::new(bytes);
+    }
 }
 
 impl<B: Backend> Func<B> {

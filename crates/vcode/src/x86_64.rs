@@ -433,7 +433,10 @@ impl Backend for X64 {
     }
 
     fn fail(&mut self, method: &'static str, kind: ErrorKind) {
-        self.buf.fail(method, kind);
+        // Called between instructions (getreg, putreg, reserve, extension
+        // checks): the error is at the next instruction, as on the
+        // reference backend.
+        self.buf.fail_at(self.buf.index().wrapping_add(1), method, kind);
     }
 
     // -- 4. Arithmetic ----------------------------------------------------------
