@@ -1469,7 +1469,7 @@ proptest! {
 /// Replays one seed: `VCODE_DIFF_SEED=0x... cargo test --test differential replay`.
 #[test]
 fn replay() {
-    if let Some(s) = std::env::var("VCODE_DIFF_SEED").ok() {
+    if let Ok(s) = std::env::var("VCODE_DIFF_SEED") {
         let seed = u64::from_str_radix(
             s.trim_start_matches("0x"),
             if s.starts_with("0x") { 16 } else { 10 },
@@ -1869,10 +1869,8 @@ fn native_end_reports_typed_errors() {
     let code = f.end().expect("fits in 2048 bytes");
     assert!(code.len() <= 2048);
     // SAFETY: sets and returns its register.
-    assert_eq!(
-        unsafe { code.invoke(&[Value::L(0)]) },
-        Ok(Value::L(0x1234_5678_9abc_def0))
-    );
+    let got = unsafe { code.invoke(&[Value::L(0)]) };
+    assert_eq!(got, Ok(Value::L(0x1234_5678_9abc_def0)));
 
     // A type mismatch the API cannot rule out: two returns of different types.
     let mut f = Func::new();

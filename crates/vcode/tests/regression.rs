@@ -1699,7 +1699,7 @@ fn jals(t: Tgt) {
         Tgt::Label => {
             // A subroutine entered twice with jal and left with ret_link,
             // placed after the call sites and before them.
-            let pair = pair!("jal label".to_string(), |B| {
+            let pair = pair!("jal label", |B| {
                 let mut f = Func::<B>::with_backend();
                 let ctl = begin(&mut f, &[], Leaf::No);
                 let x = f.getreg::<L>(vcode::Class::Persistent).unwrap();
@@ -1912,7 +1912,7 @@ fn branches(c: Cond, ty: Ty) {
 // ---------------------------------------------------------------------------
 
 fn nops() {
-    let pair = pair!("nop".to_string(), |B| {
+    let pair = pair!("nop", |B| {
         let mut f = Func::<B>::with_backend();
         let ctl = begin(&mut f, &[], Leaf::Yes);
         let x = f.getreg::<L>(vcode::Class::Temp).unwrap();
@@ -2110,7 +2110,7 @@ fn binary_ops_in_every_register_pair() {
                             .collect();
                         let imm = imm_bits(ty, 0x1234_5678_9abc_def1);
                         expect.extend(INT_OPS.iter().map(|&op| c_int(op, ty, va, imm).unwrap()));
-                        pair.check(&[va, vb], &vec![ty; 20], &expect, &(va, vb));
+                        pair.check(&[va, vb], &[ty; 20], &expect, &(va, vb));
                     }
                 }
             }
@@ -2335,7 +2335,7 @@ fn loads_with_base_equal_to_index() {
 /// it subtracted 2^31 instead of adding it.
 #[test]
 fn bug_sub_long_int_min_immediate_three_address() {
-    let pair = pair!("sub l INT_MIN".to_string(), |B| bin_fn::<B, L>(
+    let pair = pair!("sub l INT_MIN", |B| bin_fn::<B, L>(
         Op::Sub,
         ALLOC[0],
         ALLOC[1],
@@ -2350,7 +2350,7 @@ fn bug_sub_long_int_min_immediate_three_address() {
 /// reference backend rightly rejects.
 #[test]
 fn bug_portable_popcount_reads_rd_before_writing_it() {
-    let pair = pair!("popcount".to_string(), |B| ext_fn::<B, UL>(
+    let pair = pair!("popcount", |B| ext_fn::<B, UL>(
         Ext::Popcount,
         &[ALLOC[0], ALLOC[1]]
     ));
@@ -2363,7 +2363,7 @@ fn bug_portable_popcount_reads_rd_before_writing_it() {
 /// holds bits from an earlier 64-bit use.
 #[test]
 fn bug_cv_u_to_l_in_place_zero_extends() {
-    let pair = pair!("cv in place".to_string(), |B| {
+    let pair = pair!("cv in place", |B| {
         let mut f = Func::<B>::with_backend();
         let p = f.lambda("%l", Leaf::Yes).unwrap();
         let x = p.get::<L>(0).unwrap();
