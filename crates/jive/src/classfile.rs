@@ -292,6 +292,10 @@ impl<'a> Reader<'a> {
 /// Decodes JVMS "modified UTF-8" (§4.4.7): no NUL bytes, no 4-byte forms,
 /// supplementary characters as surrogate pairs.
 fn decode_modified_utf8(b: &[u8]) -> core::result::Result<String, &'static str> {
+    // Fast path: plain ASCII (no NUL), which is all javac writes for applets.
+    if b.iter().all(|&x| (1..0x80).contains(&x)) {
+        return String::from_utf8(b.to_vec()).map_err(|_| "invalid ASCII");
+    }
     let mut units: Vec<u16> = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
@@ -407,7 +411,7 @@ impl ClassFile {
             let start = r.pos;
             let body = r.take(len, "class attribute")?;
             let mut a = Reader { bytes: &bytes[..start + body.len()], pos: start };
-            match name.as_str() {
+            match name {
                 "SourceFile" => {
                     if len != 2 {
                         return a.err("SourceFile attribute length must be 2");
@@ -595,8 +599,10 @@ impl ClassFile {
         self.utf8(i).map(str::to_owned).map_err(|w| ClassFormatError { offset: at, what: format!("{what}: {w}") })
     }
 
-    fn attribute_header(&self, r: &mut Reader<'_>) -> Result<(String, usize)> {
-        let name = self.utf8_at(r, "attribute_name_index")?;
+    fn attribute_header(&self, r: &mut Reader<'_>) -> Result<(&str, usize)> {
+        let at = r.pos;
+        let i = r.u2("attribute_name_index")?;
+        let name = self.utf8(i).map_err(|w| ClassFormatError { offset: at, what: format!("attribute_name_index: {w}") })?;
         let len = r.u4("attribute_length")? as usize;
         if len > r.bytes.len() - r.pos {
             return r.err(format!("attribute {name} claims {len} bytes, only {} left", r.bytes.len() - r.pos));
@@ -617,7 +623,7 @@ impl ClassFile {
             let start = r.pos;
             r.take(len, "method attribute")?;
             let mut a = Reader { bytes: &r.bytes[..start + len], pos: start };
-            match name.as_str() {
+            match name {
                 "Code" => {
                     if m.code.is_some() {
                         return Err(ClassFormatError { offset: at, what: format!("method {} has two Code attributes", m.id()) });
@@ -685,7 +691,7 @@ impl ClassFile {
             let start = r.pos;
             r.take(len, "Code attribute")?;
             let mut a = Reader { bytes: &r.bytes[..start + len], pos: start };
-            match name.as_str() {
+            match name {
                 "StackMapTable" => {
                     if c.stack_map.is_some() {
                         return Err(ClassFormatError { offset: at, what: "two StackMapTable attributes".into() });

@@ -148,6 +148,171 @@ pub enum Op {
     NewArray(Prim),
     /// `arraylength`.
     ArrayLength,
+
+    // Superinstructions: common `javac` sequences fused into one op (see
+    // [`fuse`]). None has a branch target inside it, and only its last
+    // component can trap or charge fuel, so its bci is that component's.
+    /// `Load(a) Load(b) IfCmpEq(t)`.
+    IfLLEq(u8, u8, u32),
+    /// `Load(a) Load(b) IfCmpNe(t)`.
+    IfLLNe(u8, u8, u32),
+    /// `Load(a) Load(b) IfCmpLt(t)`.
+    IfLLLt(u8, u8, u32),
+    /// `Load(a) Load(b) IfCmpGe(t)`.
+    IfLLGe(u8, u8, u32),
+    /// `Load(a) Load(b) IfCmpGt(t)`.
+    IfLLGt(u8, u8, u32),
+    /// `Load(a) Load(b) IfCmpLe(t)`.
+    IfLLLe(u8, u8, u32),
+    /// `Iinc(n, d) Goto(t)`: the step and back edge of a `for` loop.
+    IincGoto(u8, i16, u32),
+    /// `Load(a) Load(b)`.
+    Load2(u16, u16),
+    /// `Load(n) Add`.
+    AddL(u16),
+    /// `GetStatic(k) Add`.
+    AddS(u16),
+    /// `Load(a) Load(i) IALoad`: `a[i]` with both in locals.
+    IALoadLL(u16, u16),
+    /// `Load(a) Const(c) IALoad`: `a[c]`, `0 <= c < 65536`.
+    IALoadLC(u16, u16),
+    /// `Load(a) Load(i) BALoad`.
+    BALoadLL(u16, u16),
+    /// `Load(a) Const(c) IALoad Add`: add `a[c]` to the top of the stack.
+    AddIALoadLC(u16, u16),
+    /// `Load(a) Load(b) Add`.
+    AddLL(u16, u16),
+    /// `Load(a) Const(c) Load(v) IAStore`: `a[c] = v`.
+    IAStoreLCL(u16, u16, u16),
+    /// `Load(a) Load(i) Load(v) IAStore`: `a[i] = v`.
+    IAStoreLLL(u16, u16, u16),
+    /// `Load(a) Load(i) Load(v) BAStore`: `a[i] = (byte) v`.
+    BAStoreLLL(u16, u16, u16),
+}
+
+impl Op {
+    /// The branch target, for ops with one.
+    fn target_mut(&mut self) -> Option<&mut u32> {
+        match self {
+            Op::IfEq(t)
+            | Op::IfNe(t)
+            | Op::IfLt(t)
+            | Op::IfGe(t)
+            | Op::IfGt(t)
+            | Op::IfLe(t)
+            | Op::IfCmpEq(t)
+            | Op::IfCmpNe(t)
+            | Op::IfCmpLt(t)
+            | Op::IfCmpGe(t)
+            | Op::IfCmpGt(t)
+            | Op::IfCmpLe(t)
+            | Op::Goto(t)
+            | Op::IfLLEq(_, _, t)
+            | Op::IfLLNe(_, _, t)
+            | Op::IfLLLt(_, _, t)
+            | Op::IfLLGe(_, _, t)
+            | Op::IfLLGt(_, _, t)
+            | Op::IfLLLe(_, _, t)
+            | Op::IincGoto(_, _, t) => Some(t),
+            _ => None,
+        }
+    }
+}
+
+/// The superinstruction for the ops at the start of `w`, and how many it replaces.
+fn fused(w: &[Op]) -> Option<(Op, usize)> {
+    let u8_ = |n: u16| u8::try_from(n).ok();
+    let small = |c: i32| u16::try_from(c).ok();
+    match *w {
+        [Op::Load(a), Op::Load(i), Op::Load(v), Op::IAStore, ..] => return Some((Op::IAStoreLLL(a, i, v), 4)),
+        [Op::Load(a), Op::Load(i), Op::Load(v), Op::BAStore, ..] => return Some((Op::BAStoreLLL(a, i, v), 4)),
+        [Op::Load(a), Op::Const(c), Op::Load(v), Op::IAStore, ..] if small(c).is_some() => {
+            return Some((Op::IAStoreLCL(a, small(c)?, v), 4));
+        }
+        [Op::Load(a), Op::Const(c), Op::IALoad, Op::Add, ..] if small(c).is_some() => {
+            return Some((Op::AddIALoadLC(a, small(c)?), 4));
+        }
+        _ => {}
+    }
+    match *w {
+        [Op::Load(a), Op::Load(b), cmp, ..] => {
+            if let (Some(a), Some(b)) = (u8_(a), u8_(b)) {
+                let f = match cmp {
+                    Op::IfCmpEq(t) => Some(Op::IfLLEq(a, b, t)),
+                    Op::IfCmpNe(t) => Some(Op::IfLLNe(a, b, t)),
+                    Op::IfCmpLt(t) => Some(Op::IfLLLt(a, b, t)),
+                    Op::IfCmpGe(t) => Some(Op::IfLLGe(a, b, t)),
+                    Op::IfCmpGt(t) => Some(Op::IfLLGt(a, b, t)),
+                    Op::IfCmpLe(t) => Some(Op::IfLLLe(a, b, t)),
+                    _ => None,
+                };
+                if let Some(f) = f {
+                    return Some((f, 3));
+                }
+            }
+            match cmp {
+                Op::Add => Some((Op::AddLL(a, b), 3)),
+                Op::IALoad => Some((Op::IALoadLL(a, b), 3)),
+                Op::BALoad => Some((Op::BALoadLL(a, b), 3)),
+                _ => Some((Op::Load2(a, b), 2)),
+            }
+        }
+        [Op::Load(a), Op::Const(c), Op::IALoad, ..] if (0..65536).contains(&c) => Some((Op::IALoadLC(a, c as u16), 3)),
+        [Op::Load(n), Op::Add, ..] => Some((Op::AddL(n), 2)),
+        [Op::GetStatic(k), Op::Add, ..] => Some((Op::AddS(k), 2)),
+        [Op::Iinc(n, d), Op::Goto(t), ..] => Some((Op::IincGoto(u8_(n)?, d, t), 2)),
+        _ => None,
+    }
+}
+
+/// Peephole pass: replaces common sequences by superinstructions, never
+/// across a branch target, and renumbers every target (including those of
+/// `switches`, the tables this method's ops refer to).
+fn fuse(ops: Vec<Op>, bcis: Vec<u32>, switches: &mut [Switch]) -> (Vec<Op>, Vec<u32>) {
+    let mut is_target = vec![false; ops.len() + 1];
+    let mut mark = |t: u32| {
+        if let Some(x) = is_target.get_mut(t as usize) {
+            *x = true;
+        }
+    };
+    for o in &ops {
+        let mut o = *o;
+        if let Some(&mut t) = o.target_mut() {
+            mark(t);
+        }
+    }
+    for sw in switches.iter() {
+        let (Switch::Table { targets, default, .. } | Switch::Lookup { targets, default, .. }) = sw;
+        targets.iter().for_each(|&t| mark(t));
+        mark(*default);
+    }
+    let mut new_index = vec![0u32; ops.len()];
+    let (mut out, mut out_bcis) = (Vec::with_capacity(ops.len()), Vec::with_capacity(ops.len()));
+    let mut i = 0;
+    while i < ops.len() {
+        let (op, n) = match fused(&ops[i..]) {
+            Some((f, n)) if !is_target[i + 1..i + n].iter().any(|&t| t) => (f, n),
+            _ => (ops[i], 1),
+        };
+        for k in i..i + n {
+            new_index[k] = out.len() as u32;
+        }
+        out.push(op);
+        out_bcis.push(bcis[i + n - 1]);
+        i += n;
+    }
+    let renumber = |t: &mut u32| *t = new_index.get(*t as usize).copied().unwrap_or(u32::MAX);
+    for o in &mut out {
+        if let Some(t) = o.target_mut() {
+            renumber(t);
+        }
+    }
+    for sw in switches.iter_mut() {
+        let (Switch::Table { targets, default, .. } | Switch::Lookup { targets, default, .. }) = sw;
+        targets.iter_mut().for_each(renumber);
+        renumber(default);
+    }
+    (out, out_bcis)
 }
 
 /// A decoded switch table.
@@ -220,6 +385,9 @@ pub struct Program {
     pub switches: Vec<Switch>,
     /// Bytes of bytecode in the class (for reporting).
     pub code_bytes: usize,
+    /// The largest `max_locals + max_stack` of any method: the frame stack
+    /// needs at most this many slots per call level.
+    pub max_frame: usize,
 }
 
 fn narrow(t: FieldType) -> Option<Op> {
@@ -232,9 +400,18 @@ fn narrow(t: FieldType) -> Option<Op> {
 }
 
 /// Decodes a class that passed [`crate::subset::check`] and
-/// [`crate::verifier::verify`]. Returns `None` only if the class was not
+/// [`crate::verifier::verify`]. `all_insns` holds the instructions of each
+/// method of `cf`, in [`ClassFile::methods`] order. Returns `None` only if the class was not
 /// verified (a decoding step found something verification excludes).
-pub fn decode(cf: &ClassFile, info: &ClassInfo, all_insns: &[Vec<Insn>]) -> Option<Program> {
+pub fn decode(cf: &ClassFile, info: ClassInfo, all_insns: &[Vec<Insn>]) -> Option<Program> {
+    decode_with(cf, info, all_insns, true)
+}
+
+/// [`decode`], optionally without superinstructions (for tests that compare
+/// the two forms).
+pub fn decode_with(cf: &ClassFile, info: ClassInfo, all_insns: &[Vec<Insn>], fuse_ops: bool) -> Option<Program> {
+    let program_info = info;
+    let info = &program_info;
     let mut natives = Vec::new();
     let mut native_index = Vec::new();
     for m in &info.methods {
@@ -248,14 +425,14 @@ pub fn decode(cf: &ClassFile, info: &ClassInfo, all_insns: &[Vec<Insn>]) -> Opti
     let mut switches = Vec::new();
     let mut funcs = Vec::new();
     let mut code_bytes = 0;
-    for (k, m) in info.methods.iter().enumerate() {
+    for m in &info.methods {
         if m.is_native {
             funcs.push(None);
             continue;
         }
         let code = cf.methods.get(m.index)?.code.as_ref()?;
         code_bytes += code.code.len();
-        let insns = all_insns.get(k)?;
+        let insns = all_insns.get(m.index)?;
         // Pass 1: op index of every bci (some instructions expand to two ops).
         let mut index_of = vec![u32::MAX; code.code.len()];
         let mut n = 0u32;
@@ -268,6 +445,7 @@ pub fn decode(cf: &ClassFile, info: &ClassInfo, all_insns: &[Vec<Insn>]) -> Opti
             index_of.get(t).copied().filter(|&x| x != u32::MAX)
         };
         // Pass 2: emit.
+        let first_switch = switches.len();
         let mut ops = Vec::with_capacity(n as usize);
         let mut bcis = Vec::with_capacity(n as usize);
         for i in insns {
@@ -390,6 +568,7 @@ pub fn decode(cf: &ClassFile, info: &ClassInfo, all_insns: &[Vec<Insn>]) -> Opti
                 _ => return None,
             }
         }
+        let (ops, bcis) = if fuse_ops { fuse(ops, bcis, &mut switches[first_switch..]) } else { (ops, bcis) };
         funcs.push(Some(Func {
             id: m.id(),
             code: ops.into_boxed_slice(),
@@ -400,7 +579,8 @@ pub fn decode(cf: &ClassFile, info: &ClassInfo, all_insns: &[Vec<Insn>]) -> Opti
             has_receiver: !m.is_static,
         }));
     }
-    Some(Program { info: info.clone(), funcs, native_index, natives, switches, code_bytes })
+    let max_frame = funcs.iter().flatten().map(|f| usize::from(f.max_locals) + usize::from(f.max_stack)).max().unwrap_or(0);
+    Some(Program { info: program_info, funcs, native_index, natives, switches, code_bytes, max_frame })
 }
 
 /// Whether an instruction decodes to two ops (a narrowing before it).
@@ -418,6 +598,47 @@ fn expands(cf: &ClassFile, info: &ClassInfo, ret: Option<FieldType>, i: &Insn) -
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_for_loop_fuses_into_two_ops_per_iteration() {
+        // i = 0; while (i < n) i++;  as javac emits it, n in local 0, i in local 1.
+        let ops = vec![
+            Op::Const(0),
+            Op::Store(1),
+            Op::Load(1),
+            Op::Load(0),
+            Op::IfCmpGe(7),
+            Op::Iinc(1, 1),
+            Op::Goto(2),
+            Op::Return,
+        ];
+        let (out, bcis) = fuse(ops, vec![0, 1, 2, 3, 4, 7, 10, 13], &mut []);
+        assert_eq!(out, vec![Op::Const(0), Op::Store(1), Op::IfLLGe(1, 0, 4), Op::IincGoto(1, 1, 2), Op::Return]);
+        // A fused op reports the bci of its last component, the one that can trap or charge fuel.
+        assert_eq!(bcis, vec![0, 1, 4, 10, 13]);
+    }
+
+    #[test]
+    fn fusion_never_swallows_a_branch_target() {
+        // The goto targets the second load, so `Load Load Add` must not become one op.
+        let ops = vec![Op::Load(0), Op::Load(1), Op::Add, Op::Goto(1)];
+        let (out, _) = fuse(ops, vec![0, 1, 2, 3], &mut []);
+        assert_eq!(out, vec![Op::Load(0), Op::AddL(1), Op::Goto(1)]);
+    }
+
+    #[test]
+    fn switch_targets_are_renumbered() {
+        let mut sw = [Switch::Lookup { keys: Box::new([1]), targets: Box::new([2]), default: 5 }];
+        let ops = vec![Op::Load(0), Op::LookupSwitch(0), Op::Load(0), Op::Load(1), Op::Add, Op::Return];
+        let (out, _) = fuse(ops, vec![0; 6], &mut sw);
+        assert_eq!(out, vec![Op::Load(0), Op::LookupSwitch(0), Op::AddLL(0, 1), Op::Return]);
+        assert_eq!(sw[0], Switch::Lookup { keys: Box::new([1]), targets: Box::new([2]), default: 3 });
+        // A switch target inside a candidate sequence blocks the fusion.
+        let mut sw = [Switch::Lookup { keys: Box::new([1]), targets: Box::new([4]), default: 5 }];
+        let ops = vec![Op::Load(0), Op::LookupSwitch(0), Op::Load(0), Op::Load(1), Op::Add, Op::Return];
+        let (out, _) = fuse(ops, vec![0; 6], &mut sw);
+        assert_eq!(out, vec![Op::Load(0), Op::LookupSwitch(0), Op::Load(0), Op::Load(1), Op::Add, Op::Return]);
+    }
 
     #[test]
     fn an_op_is_eight_bytes() {

@@ -68,6 +68,15 @@ pub struct RunLimits {
     pub max_depth: u32,
 }
 
+/// Builds a trap for the op before `pc` (out of line: traps are rare).
+#[cold]
+#[inline(never)]
+fn make_trap(kind: TrapKind, f: &Func, pc: usize) -> Trap {
+    let bci = f.bcis.get(pc.wrapping_sub(1)).copied().unwrap_or(0);
+    Trap { kind, method: f.id.clone(), bci }
+}
+
+#[cold]
 fn internal(what: &str) -> TrapKind {
     TrapKind::Native(format!("internal error (unverified program?): {what}"))
 }
@@ -90,11 +99,13 @@ impl Machine {
             None => return Err(Trap { kind: internal("entry is not a bytecode method"), method: String::new(), bci: 0 }),
         };
         let mut code: &[Op] = &f.code;
-        let need = usize::from(f.max_locals) + usize::from(f.max_stack);
+        // Size the frame stack once for the deepest possible call chain, so the
+        // loop can work on a slice whose bounds stay in registers.
+        let need = prog.max_frame.saturating_mul(limits.max_depth as usize + 1);
         if self.slots.len() < need {
             self.slots.resize(need, 0);
         }
-        let s = &mut self.slots;
+        let s: &mut [i32] = &mut self.slots;
         if args.len() != usize::from(f.arg_slots) || args.len() > usize::from(f.max_locals) {
             return Err(Trap { kind: internal("argument count"), method: f.id.clone(), bci: 0 });
         }
@@ -106,8 +117,7 @@ impl Machine {
 
         macro_rules! trap {
             ($kind:expr) => {{
-                let bci = f.bcis.get(pc.wrapping_sub(1)).copied().unwrap_or(0);
-                return Err(Trap { kind: $kind, method: f.id.clone(), bci });
+                return Err(make_trap($kind, f, pc));
             }};
         }
         macro_rules! charge {
@@ -346,73 +356,85 @@ impl Machine {
                 Op::IfEq(t) => {
                     sp -= 1;
                     if s[sp] == 0 {
-                        branch!(t)
+                        branch!(t);
+                        continue;
                     }
                 }
                 Op::IfNe(t) => {
                     sp -= 1;
                     if s[sp] != 0 {
-                        branch!(t)
+                        branch!(t);
+                        continue;
                     }
                 }
                 Op::IfLt(t) => {
                     sp -= 1;
                     if s[sp] < 0 {
-                        branch!(t)
+                        branch!(t);
+                        continue;
                     }
                 }
                 Op::IfGe(t) => {
                     sp -= 1;
                     if s[sp] >= 0 {
-                        branch!(t)
+                        branch!(t);
+                        continue;
                     }
                 }
                 Op::IfGt(t) => {
                     sp -= 1;
                     if s[sp] > 0 {
-                        branch!(t)
+                        branch!(t);
+                        continue;
                     }
                 }
                 Op::IfLe(t) => {
                     sp -= 1;
                     if s[sp] <= 0 {
-                        branch!(t)
+                        branch!(t);
+                        continue;
                     }
                 }
                 Op::IfCmpEq(t) => {
                     sp -= 2;
                     if s[sp] == s[sp + 1] {
-                        branch!(t)
+                        branch!(t);
+                        continue;
                     }
                 }
                 Op::IfCmpNe(t) => {
                     sp -= 2;
                     if s[sp] != s[sp + 1] {
-                        branch!(t)
+                        branch!(t);
+                        continue;
                     }
                 }
                 Op::IfCmpLt(t) => {
                     sp -= 2;
                     if s[sp] < s[sp + 1] {
-                        branch!(t)
+                        branch!(t);
+                        continue;
                     }
                 }
                 Op::IfCmpGe(t) => {
                     sp -= 2;
                     if s[sp] >= s[sp + 1] {
-                        branch!(t)
+                        branch!(t);
+                        continue;
                     }
                 }
                 Op::IfCmpGt(t) => {
                     sp -= 2;
                     if s[sp] > s[sp + 1] {
-                        branch!(t)
+                        branch!(t);
+                        continue;
                     }
                 }
                 Op::IfCmpLe(t) => {
                     sp -= 2;
                     if s[sp] <= s[sp + 1] {
-                        branch!(t)
+                        branch!(t);
+                        continue;
                     }
                 }
                 Op::Goto(t) => branch!(t),
@@ -485,9 +507,8 @@ impl Machine {
                     if callee.has_receiver && s[nfp] == 0 {
                         trap!(TrapKind::NullPointer);
                     }
-                    let need = nfp + usize::from(callee.max_locals) + usize::from(callee.max_stack);
-                    if need > s.len() {
-                        s.resize(need.max(2 * s.len()), 0);
+                    if nfp + usize::from(callee.max_locals) + usize::from(callee.max_stack) > s.len() {
+                        trap!(internal("frame stack sized too small"));
                     }
                     self.returns.push(Return { func, pc: pc as u32, fp: fp as u32, sp: nfp as u32 });
                     func = m;
@@ -548,6 +569,118 @@ impl Machine {
                         Ok(h) => h,
                         Err(e) => trap!(TrapKind::HeapLimitExceeded { requested: e.requested, in_use: e.in_use, limit: e.limit }),
                     };
+                }
+                Op::IfLLEq(a, b, t) => {
+                    if s[fp + usize::from(a)] == s[fp + usize::from(b)] {
+                        branch!(t);
+                        continue;
+                    }
+                }
+                Op::IfLLNe(a, b, t) => {
+                    if s[fp + usize::from(a)] != s[fp + usize::from(b)] {
+                        branch!(t);
+                        continue;
+                    }
+                }
+                Op::IfLLLt(a, b, t) => {
+                    if s[fp + usize::from(a)] < s[fp + usize::from(b)] {
+                        branch!(t);
+                        continue;
+                    }
+                }
+                Op::IfLLGe(a, b, t) => {
+                    if s[fp + usize::from(a)] >= s[fp + usize::from(b)] {
+                        branch!(t);
+                        continue;
+                    }
+                }
+                Op::IfLLGt(a, b, t) => {
+                    if s[fp + usize::from(a)] > s[fp + usize::from(b)] {
+                        branch!(t);
+                        continue;
+                    }
+                }
+                Op::IfLLLe(a, b, t) => {
+                    if s[fp + usize::from(a)] <= s[fp + usize::from(b)] {
+                        branch!(t);
+                        continue;
+                    }
+                }
+                Op::IincGoto(n, d, t) => {
+                    let x = &mut s[fp + usize::from(n)];
+                    *x = x.wrapping_add(i32::from(d));
+                    branch!(t)
+                }
+                Op::Load2(a, b) => {
+                    s[sp] = s[fp + usize::from(a)];
+                    s[sp + 1] = s[fp + usize::from(b)];
+                    sp += 2;
+                }
+                Op::AddL(n) => s[sp - 1] = s[sp - 1].wrapping_add(s[fp + usize::from(n)]),
+                Op::AddS(k) => {
+                    let v = match st.statics.get(usize::from(k)) {
+                        Some(&v) => v,
+                        None => trap!(internal("static slot")),
+                    };
+                    s[sp - 1] = s[sp - 1].wrapping_add(v);
+                }
+                Op::IALoadLL(a, i) => {
+                    let (a, i) = (s[fp + usize::from(a)], s[fp + usize::from(i)]);
+                    s[sp] = match array!(a) {
+                        Object::Ints(v) => *index!(v, i),
+                        _ => trap!(internal("iaload on a non-int array")),
+                    };
+                    sp += 1;
+                }
+                Op::IALoadLC(a, i) => {
+                    let (a, i) = (s[fp + usize::from(a)], i32::from(i));
+                    s[sp] = match array!(a) {
+                        Object::Ints(v) => *index!(v, i),
+                        _ => trap!(internal("iaload on a non-int array")),
+                    };
+                    sp += 1;
+                }
+                Op::BALoadLL(a, i) => {
+                    let (a, i) = (s[fp + usize::from(a)], s[fp + usize::from(i)]);
+                    s[sp] = match array!(a) {
+                        Object::Bytes(v) | Object::Booleans(v) => i32::from(*index!(v, i)),
+                        _ => trap!(internal("baload on a non-byte array")),
+                    };
+                    sp += 1;
+                }
+                Op::AddIALoadLC(a, i) => {
+                    let (a, i) = (s[fp + usize::from(a)], i32::from(i));
+                    let x = match array!(a) {
+                        Object::Ints(v) => *index!(v, i),
+                        _ => trap!(internal("iaload on a non-int array")),
+                    };
+                    s[sp - 1] = s[sp - 1].wrapping_add(x);
+                }
+                Op::AddLL(a, b) => {
+                    s[sp] = s[fp + usize::from(a)].wrapping_add(s[fp + usize::from(b)]);
+                    sp += 1;
+                }
+                Op::IAStoreLCL(a, i, v) => {
+                    let (a, i, x) = (s[fp + usize::from(a)], i32::from(i), s[fp + usize::from(v)]);
+                    match array!(a) {
+                        Object::Ints(v) => *index!(v, i) = x,
+                        _ => trap!(internal("iastore on a non-int array")),
+                    }
+                }
+                Op::IAStoreLLL(a, i, v) => {
+                    let (a, i, x) = (s[fp + usize::from(a)], s[fp + usize::from(i)], s[fp + usize::from(v)]);
+                    match array!(a) {
+                        Object::Ints(v) => *index!(v, i) = x,
+                        _ => trap!(internal("iastore on a non-int array")),
+                    }
+                }
+                Op::BAStoreLLL(a, i, v) => {
+                    let (a, i, x) = (s[fp + usize::from(a)], s[fp + usize::from(i)], s[fp + usize::from(v)]);
+                    match array!(a) {
+                        Object::Bytes(v) => *index!(v, i) = x as i8,
+                        Object::Booleans(v) => *index!(v, i) = (x & 1) as i8,
+                        _ => trap!(internal("bastore on a non-byte array")),
+                    }
                 }
                 Op::ArrayLength => {
                     let a = s[sp - 1];

@@ -105,21 +105,15 @@ pub fn check(bytes: &[u8], limits: &Limits) -> Result<Program, LoadError> {
         .into());
     }
     let cf = ClassFile::parse(bytes)?;
-    let info = subset::check(&cf)?;
+    // Split the code into instructions once; every later phase reuses them.
+    let insns = subset::method_instructions(&cf);
+    let info = subset::check_with(&cf, &insns)?;
     limits.check_class(&cf, &info)?;
-    verifier::verify(&cf, &info)?;
-    let mut insns = Vec::with_capacity(info.methods.len());
-    for m in &info.methods {
-        let code = cf.methods.get(m.index).and_then(|cm| cm.code.as_ref());
-        insns.push(match code {
-            Some(c) => bytecode::instructions(&c.code)
-                .map_err(|e| VerifyError { method: m.id(), bci: Some(e.bci), reason: e.reason })?,
-            None => Vec::new(),
-        });
-    }
-    decode::decode(&cf, &info, &insns).ok_or_else(|| {
+    verifier::verify_with(&cf, &info, &insns)?;
+    let name = cf.this_class.clone();
+    decode::decode(&cf, info, &insns).ok_or_else(|| {
         LoadError::Verify(VerifyError {
-            method: info.name.clone(),
+            method: name,
             bci: None,
             reason: "internal error: a verified class failed to decode".into(),
         })

@@ -310,8 +310,23 @@ pub fn opcode_reason(opcode: u8) -> Option<&'static str> {
     })
 }
 
+/// Splits every method's code into instructions (an empty list for methods
+/// without code, or whose code does not decode: the verifier reports those).
+pub fn method_instructions(cf: &ClassFile) -> Vec<Vec<Insn>> {
+    cf.methods
+        .iter()
+        .map(|m| m.code.as_ref().and_then(|c| bytecode::instructions(&c.code).ok()).unwrap_or_default())
+        .collect()
+}
+
 /// Checks a parsed class against the JIVE subset and summarizes its members.
 pub fn check(cf: &ClassFile) -> Result<ClassInfo, SubsetError> {
+    check_with(cf, &method_instructions(cf))
+}
+
+/// [`check`], given the instructions of each method of `cf` (in
+/// [`ClassFile::methods`] order), as [`method_instructions`] computes them.
+pub fn check_with(cf: &ClassFile, insns: &[Vec<Insn>]) -> Result<ClassInfo, SubsetError> {
     if cf.access & classfile::ACC_MODULE != 0 {
         return Err(class_err("module-info classes are not applets"));
     }
@@ -383,8 +398,7 @@ pub fn check(cf: &ClassFile) -> Result<ClassInfo, SubsetError> {
                 ));
             }
             // Code that does not even split into instructions is the verifier's to reject.
-            let insns = bytecode::instructions(&code.code).unwrap_or_default();
-            for insn in &insns {
+            for insn in insns.get(index).map(Vec::as_slice).unwrap_or_default() {
                 check_insn(cf, insn).map_err(|reason| merr(Some(insn.bci), reason))?;
             }
         }

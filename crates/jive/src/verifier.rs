@@ -26,8 +26,6 @@
 //! two different array types merge). Class files older than version 50 carry
 //! no `StackMapTable` and are rejected; jive has no type-inference verifier.
 
-use std::collections::HashMap;
-
 use crate::bytecode::{self, Insn, Operand, op};
 use crate::classfile::{ClassFile, Constant, FrameKind, VerificationType};
 use crate::error::VerifyError;
@@ -156,6 +154,13 @@ impl Ctx<'_> {
 
 /// Verifies every method of a class that passed the subset check.
 pub fn verify(cf: &ClassFile, info: &ClassInfo) -> Result<(), VerifyError> {
+    verify_with(cf, info, &crate::subset::method_instructions(cf))
+}
+
+/// [`verify`], given the instructions of each method of `cf` (in
+/// [`ClassFile::methods`] order) as [`crate::subset::method_instructions`]
+/// computes them; an empty list for a method with code means it did not decode.
+pub fn verify_with(cf: &ClassFile, info: &ClassInfo, insns: &[Vec<Insn>]) -> Result<(), VerifyError> {
     if cf.major_version < 50 {
         return Err(VerifyError {
             method: info.name.clone(),
@@ -171,18 +176,25 @@ pub fn verify(cf: &ClassFile, info: &ClassInfo) -> Result<(), VerifyError> {
         if m.is_native {
             continue;
         }
-        verify_method(cf, info, m)?;
+        verify_method(cf, info, m, insns.get(m.index).map(Vec::as_slice).unwrap_or_default())?;
     }
     Ok(())
 }
 
-fn verify_method(cf: &ClassFile, info: &ClassInfo, m: &MethodInfo) -> Result<(), VerifyError> {
+fn verify_method(cf: &ClassFile, info: &ClassInfo, m: &MethodInfo, insns: &[Insn]) -> Result<(), VerifyError> {
     let id = m.id();
     let fail = |bci: Option<u32>, reason: String| VerifyError { method: id.clone(), bci, reason };
     let Some(code) = cf.methods.get(m.index).and_then(|cm| cm.code.as_ref()) else {
         return Err(fail(None, "method has no code".into()));
     };
-    let insns = bytecode::instructions(&code.code).map_err(|e| fail(Some(e.bci), e.reason))?;
+    let owned;
+    let insns = if insns.is_empty() {
+        // Not decoded yet, or undecodable: decode here to report why.
+        owned = bytecode::instructions(&code.code).map_err(|e| fail(Some(e.bci), e.reason))?;
+        &owned[..]
+    } else {
+        insns
+    };
     let ctx = Ctx {
         cf,
         info,
@@ -195,7 +207,7 @@ fn verify_method(cf: &ClassFile, info: &ClassInfo, m: &MethodInfo) -> Result<(),
 
     // Instruction starts, by bci.
     let mut starts = vec![false; code.code.len()];
-    for i in &insns {
+    for i in insns {
         starts[i.bci as usize] = true;
     }
 
@@ -211,7 +223,8 @@ fn verify_method(cf: &ClassFile, info: &ClassInfo, m: &MethodInfo) -> Result<(),
     let initial = ctx.expand(&declared, Vec::new()).map_err(|r| fail(None, r))?;
 
     // The recorded frames, by bci.
-    let mut frames: HashMap<u32, Frame> = HashMap::new();
+    // Recorded frames in increasing bci order (the delta encoding guarantees it).
+    let mut frames: Vec<(u32, Frame)> = Vec::with_capacity(code.stack_map.as_ref().map_or(0, Vec::len));
     if let Some(map) = &code.stack_map {
         let mut bci: i64 = -1;
         for f in map {
@@ -247,13 +260,14 @@ fn verify_method(cf: &ClassFile, info: &ClassInfo, m: &MethodInfo) -> Result<(),
                 }
             };
             let frame = ctx.expand(&declared, stack).map_err(e)?;
-            frames.insert(bci as u32, frame);
+            frames.push((bci as u32, frame));
         }
     }
 
+    let frame_at = |bci: u32| frames.binary_search_by_key(&bci, |f| f.0).ok().map(|i| &frames[i].1);
     let mut cur: Option<Frame> = Some(initial);
-    for insn in &insns {
-        if let Some(recorded) = frames.get(&insn.bci) {
+    for insn in insns {
+        if let Some(recorded) = frame_at(insn.bci) {
             if let Some(c) = &cur
                 && !frame_assignable(c, recorded)
             {
@@ -276,7 +290,7 @@ fn verify_method(cf: &ClassFile, info: &ClassInfo, m: &MethodInfo) -> Result<(),
             if !starts[t as usize] {
                 return Err(fail(Some(insn.bci), format!("branch target {t} is in the middle of an instruction")));
             }
-            let Some(recorded) = frames.get(&(t as u32)) else {
+            let Some(recorded) = frame_at(t as u32) else {
                 return Err(fail(Some(insn.bci), format!("branch target {t} has no StackMapTable frame")));
             };
             if !frame_assignable(&f, recorded) {
