@@ -990,7 +990,11 @@ impl Backend for X64 {
             pro.extend_from_slice(&[0x55, 0x48, 0x89, 0xe5]); // push rbp; mov rbp, rsp
             pro.extend_from_slice(&[0x48, 0x81, 0xec]); // sub rsp, imm32
             pro.extend_from_slice(&(size as u32).to_le_bytes());
-            for n in 0..16u8 {
+            // Only the registers to save, in ascending order.
+            let mut pending = saves[0] | saves[1];
+            while pending != 0 {
+                let n = pending.trailing_zeros() as u8;
+                pending &= pending - 1;
                 if saves[0] & (1 << n) != 0 {
                     encode_rbp(&mut pro, 0, true, &[0x89], n, host::gpr_save_slot(n));
                     encode_rbp(&mut epi, 0, true, &[0x8b], n, host::gpr_save_slot(n));
@@ -1067,16 +1071,24 @@ impl Backend for X64 {
 
 /// Encodes `op reg, [rbp + disp32]` (prologue/epilogue saves).
 fn encode_rbp(out: &mut Vec<u8>, pfx: u8, w: bool, opc: &[u8], reg: u8, disp: i32) {
+    // Assembled in a local array and appended once: one capacity check
+    // instead of one per byte.
+    let mut b = [0u8; 16];
+    let mut n = 0;
     if pfx != 0 {
-        out.push(pfx);
+        b[n] = pfx;
+        n += 1;
     }
     let rex = 0x40 | (w as u8) << 3 | ((reg >> 3) & 1) << 2;
     if rex != 0x40 {
-        out.push(rex);
+        b[n] = rex;
+        n += 1;
     }
-    out.extend_from_slice(opc);
-    out.push(0x80 | (reg & 7) << 3 | 5);
-    out.extend_from_slice(&disp.to_le_bytes());
+    b[n..n + opc.len()].copy_from_slice(opc);
+    n += opc.len();
+    b[n] = 0x80 | (reg & 7) << 3 | 5;
+    b[n + 1..n + 5].copy_from_slice(&disp.to_le_bytes());
+    out.extend_from_slice(&b[..n + 5]);
 }
 
 impl X64 {
