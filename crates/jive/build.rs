@@ -11,7 +11,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn java_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(rd) = std::fs::read_dir(dir) else { return };
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
     let mut entries: Vec<_> = rd.filter_map(Result::ok).map(|e| e.path()).collect();
     entries.sort();
     for p in entries {
@@ -36,7 +38,10 @@ fn javac(args: &[&str], files: &[PathBuf], out: &Path) -> Result<(), Option<Stri
         .output()
         .map_err(|_| None)?;
     if !status.status.success() {
-        return Err(Some(format!("{javac} failed:\n{}", String::from_utf8_lossy(&status.stderr))));
+        return Err(Some(format!(
+            "{javac} failed:\n{}",
+            String::from_utf8_lossy(&status.stderr)
+        )));
     }
     Ok(())
 }
@@ -44,7 +49,8 @@ fn javac(args: &[&str], files: &[PathBuf], out: &Path) -> Result<(), Option<Stri
 fn main() {
     println!("cargo::rustc-check-cfg=cfg(jive_javac)");
     println!("cargo::rerun-if-env-changed=JAVAC");
-    let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    let manifest =
+        PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let applets = manifest.join("../../applets");
     println!("cargo::rerun-if-changed={}", applets.display());
     let mut sources = Vec::new();
@@ -55,13 +61,17 @@ fn main() {
         println!("cargo::rerun-if-changed={}", f.display());
     }
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("applets");
-    let result = javac(&["--release", "8", "-g", "-Xlint:-options"], &sources, &out.join("release8"))
-        .and_then(|()| javac(&["-g"], &sources, &out.join("default")))
-        .and_then(|()| {
-            let mut all = harness.clone();
-            all.extend(sources.iter().cloned());
-            javac(&[], &all, &out.join("harness"))
-        });
+    let result = javac(
+        &["--release", "8", "-g", "-Xlint:-options"],
+        &sources,
+        &out.join("release8"),
+    )
+    .and_then(|()| javac(&["-g"], &sources, &out.join("default")))
+    .and_then(|()| {
+        let mut all = harness.clone();
+        all.extend(sources.iter().cloned());
+        javac(&[], &all, &out.join("harness"))
+    });
     match result {
         Ok(()) => {
             println!("cargo::rustc-cfg=jive_javac");

@@ -62,7 +62,13 @@ pub enum AppletCmd {
 pub fn main(cmd: AppletCmd) -> ExitCode {
     let result = match cmd {
         AppletCmd::Verify { file } => verify(&file),
-        AppletCmd::Run { file, method, args, fuel, no_fuel } => run(&file, &method, &args, (!no_fuel).then_some(fuel)),
+        AppletCmd::Run {
+            file,
+            method,
+            args,
+            fuel,
+            no_fuel,
+        } => run(&file, &method, &args, (!no_fuel).then_some(fuel)),
         AppletCmd::Dump { file } => dump(&file),
     };
     match result {
@@ -85,7 +91,11 @@ fn verify(file: &Path) -> Result<ExitCode, String> {
     let elapsed = t.elapsed();
     match result {
         Ok(prog) => {
-            let natives: Vec<String> = prog.natives.iter().map(|n| format!("{}{}", n.name, n.descriptor)).collect();
+            let natives: Vec<String> = prog
+                .natives
+                .iter()
+                .map(|n| format!("{}{}", n.name, n.descriptor))
+                .collect();
             say!("{}: verified: class {}", file.display(), prog.info.name);
             say!(
                 "  {} methods, {} static and {} instance fields, {} bytes of bytecode; checked in {:.1?}",
@@ -130,10 +140,15 @@ fn stub_natives(prog: &jive::Program) -> Natives {
 
 fn run(file: &Path, method: &str, args: &[i32], fuel: Option<u64>) -> Result<ExitCode, String> {
     let bytes = read(file)?;
-    let limits = Limits { fuel, ..Limits::default() };
-    let prog = jive::check(&bytes, &limits).map_err(|e| format!("{}: rejected: {e}", file.display()))?;
+    let limits = Limits {
+        fuel,
+        ..Limits::default()
+    };
+    let prog =
+        jive::check(&bytes, &limits).map_err(|e| format!("{}: rejected: {e}", file.display()))?;
     let natives = stub_natives(&prog);
-    let mut applet = Applet::instantiate(prog, &natives, limits).map_err(|e| format!("{}: {e}", file.display()))?;
+    let mut applet = Applet::instantiate(prog, &natives, limits)
+        .map_err(|e| format!("{}: {e}", file.display()))?;
     let t = Instant::now();
     let result = applet.invoke(method, args);
     let elapsed = t.elapsed();
@@ -141,7 +156,12 @@ fn run(file: &Path, method: &str, args: &[i32], fuel: Option<u64>) -> Result<Exi
         Ok(out) => {
             match out.value {
                 None => say!("result: void"),
-                Some(v) => match applet.program().info.method(method).and_then(|(_, m)| m.sig.ret) {
+                Some(v) => match applet
+                    .program()
+                    .info
+                    .method(method)
+                    .and_then(|(_, m)| m.sig.ret)
+                {
                     Some(FieldType::Array(p)) => say!("result: {}", show_array(&applet, v, p)),
                     _ => say!("result: {v}"),
                 },
@@ -168,20 +188,29 @@ fn show_array(applet: &Applet, handle: i32, p: Prim) -> String {
         Some(jive::Object::Ints(v)) => format!("{v:?}"),
         Some(jive::Object::Instance(_)) => "<the applet object>".into(),
     };
-    format!("{}[] {body}", match p {
-        Prim::Boolean => "boolean",
-        Prim::Byte => "byte",
-        Prim::Short => "short",
-        Prim::Int => "int",
-    })
+    format!(
+        "{}[] {body}",
+        match p {
+            Prim::Boolean => "boolean",
+            Prim::Byte => "byte",
+            Prim::Short => "short",
+            Prim::Int => "int",
+        }
+    )
 }
 
 fn flags(access: u16) -> String {
     let mut v = Vec::new();
-    for (bit, name) in [(0x0001, "public"), (0x0002, "private"), (0x0004, "protected"), (classfile::ACC_STATIC, "static"),
-        (classfile::ACC_FINAL, "final"), (classfile::ACC_SYNCHRONIZED, "synchronized"), (classfile::ACC_NATIVE, "native"),
-        (classfile::ACC_ABSTRACT, "abstract")]
-    {
+    for (bit, name) in [
+        (0x0001, "public"),
+        (0x0002, "private"),
+        (0x0004, "protected"),
+        (classfile::ACC_STATIC, "static"),
+        (classfile::ACC_FINAL, "final"),
+        (classfile::ACC_SYNCHRONIZED, "synchronized"),
+        (classfile::ACC_NATIVE, "native"),
+        (classfile::ACC_ABSTRACT, "abstract"),
+    ] {
         if access & bit != 0 {
             v.push(name);
         }
@@ -196,7 +225,12 @@ fn flags(access: u16) -> String {
 fn dump(file: &Path) -> Result<ExitCode, String> {
     let bytes = read(file)?;
     let cf = ClassFile::parse(&bytes).map_err(|e| format!("{}: {e}", file.display()))?;
-    say!("class {} (version {}.{})", cf.this_class, cf.major_version, cf.minor_version);
+    say!(
+        "class {} (version {}.{})",
+        cf.this_class,
+        cf.major_version,
+        cf.minor_version
+    );
     if let Some(s) = &cf.source_file {
         say!("  compiled from \"{s}\"");
     }
@@ -207,7 +241,12 @@ fn dump(file: &Path) -> Result<ExitCode, String> {
         say!();
         say!("  {}{}{}", flags(m.access), m.name, m.descriptor);
         let Some(code) = &m.code else { continue };
-        say!("    Code: stack={}, locals={}, {} bytes", code.max_stack, code.max_locals, code.code.len());
+        say!(
+            "    Code: stack={}, locals={}, {} bytes",
+            code.max_stack,
+            code.max_locals,
+            code.code.len()
+        );
         match bytecode::instructions(&code.code) {
             Ok(insns) => {
                 for i in &insns {

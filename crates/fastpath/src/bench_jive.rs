@@ -47,7 +47,10 @@ const MACRO: &[(&str, &str, i32, u32)] = &[
 /// charged for other processes' work. The HotSpot harness measures the same
 /// (`ThreadMXBean.getCurrentThreadCpuTime`).
 fn thread_cpu_ns() -> f64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: `ts` is a valid, writable timespec for the duration of the call,
     // and CLOCK_THREAD_CPUTIME_ID is supported by Linux for the calling thread.
     let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
@@ -78,18 +81,31 @@ fn jive_time(applet: &mut Applet, method: &str, n: i32, reps: u32) -> f64 {
 }
 
 /// ns per call of each spec, measured inside HotSpot.
-fn hotspot_times(java: &str, flags: &[&str], dir: &Path, specs: &[(String, i32, u32)]) -> Result<Vec<f64>, String> {
+fn hotspot_times(
+    java: &str,
+    flags: &[&str],
+    dir: &Path,
+    specs: &[(String, i32, u32)],
+) -> Result<Vec<f64>, String> {
     let mut cmd = Command::new(java);
     cmd.args(flags).arg("-cp").arg(dir).arg("BenchHarness");
     for (m, n, reps) in specs {
         cmd.arg(format!("{m}:{n}:{reps}"));
     }
-    let out = cmd.output().map_err(|e| format!("cannot run {java}: {e}"))?;
+    let out = cmd
+        .output()
+        .map_err(|e| format!("cannot run {java}: {e}"))?;
     if !out.status.success() {
-        return Err(format!("{java} failed: {}", String::from_utf8_lossy(&out.stderr)));
+        return Err(format!(
+            "{java} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
     }
     let text = String::from_utf8_lossy(&out.stdout);
-    let times: Vec<f64> = text.lines().filter_map(|l| l.split_whitespace().nth(1)?.parse().ok()).collect();
+    let times: Vec<f64> = text
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(1)?.parse().ok())
+        .collect();
     if times.len() != specs.len() {
         return Err(format!("unexpected harness output:\n{text}"));
     }
@@ -98,7 +114,9 @@ fn hotspot_times(java: &str, flags: &[&str], dir: &Path, specs: &[(String, i32, 
 
 fn natives() -> Natives {
     Natives::new()
-        .with("newAlignedArray", "(I)[B", |cx, a| cx.new_array(Prim::Byte, a[0]))
+        .with("newAlignedArray", "(I)[B", |cx, a| {
+            cx.new_array(Prim::Byte, a[0])
+        })
         .with("getFreeBufferLength", "()I", |_, _| Ok(4096))
         .with("getFreeBuffer", "()I", |_, _| Ok(0))
         .with("doHtoLDMA", "([BIII)V", |_, _| Ok(0))
@@ -141,19 +159,43 @@ fn run_inner() -> Result<(), String> {
     let dir = PathBuf::from(dir).join("harness");
     let java = std::env::var("JAVA").unwrap_or_else(|_| "java".into());
     let bench = std::fs::read(dir.join("Bench.class")).map_err(|e| format!("Bench.class: {e}"))?;
-    let rawunet = std::fs::read(dir.join("RawUnet.class")).map_err(|e| format!("RawUnet.class: {e}"))?;
+    let rawunet =
+        std::fs::read(dir.join("RawUnet.class")).map_err(|e| format!("RawUnet.class: {e}"))?;
 
-    let heap = Limits { heap_bytes: 16 << 20, ..Limits::unmetered() };
+    let heap = Limits {
+        heap_bytes: 16 << 20,
+        ..Limits::unmetered()
+    };
     let mut plain = Applet::load(&bench, &Natives::new(), heap).map_err(|e| e.to_string())?;
-    let mut metered = Applet::load(&bench, &Natives::new(), Limits { fuel: Some(u64::MAX / 2), ..heap })
-        .map_err(|e| e.to_string())?;
+    let mut metered = Applet::load(
+        &bench,
+        &Natives::new(),
+        Limits {
+            fuel: Some(u64::MAX / 2),
+            ..heap
+        },
+    )
+    .map_err(|e| e.to_string())?;
 
-    let mut specs: Vec<(String, i32, u32)> = MICRO.iter().map(|(_, m)| (m.to_string(), MICRO_N, MICRO_REPS)).collect();
-    specs.extend(MACRO.iter().map(|&(_, m, n, reps)| (m.to_string(), n, reps)));
+    let mut specs: Vec<(String, i32, u32)> = MICRO
+        .iter()
+        .map(|(_, m)| (m.to_string(), MICRO_N, MICRO_REPS))
+        .collect();
+    specs.extend(
+        MACRO
+            .iter()
+            .map(|&(_, m, n, reps)| (m.to_string(), n, reps)),
+    );
 
     eprintln!("running jive (metering off, then on) ...");
-    let jive_off: Vec<f64> = specs.iter().map(|(m, n, r)| jive_time(&mut plain, m, *n, *r)).collect();
-    let jive_on: Vec<f64> = specs.iter().map(|(m, n, r)| jive_time(&mut metered, m, *n, *r)).collect();
+    let jive_off: Vec<f64> = specs
+        .iter()
+        .map(|(m, n, r)| jive_time(&mut plain, m, *n, *r))
+        .collect();
+    let jive_on: Vec<f64> = specs
+        .iter()
+        .map(|(m, n, r)| jive_time(&mut metered, m, *n, *r))
+        .collect();
     eprintln!("running java -Xint ...");
     let xint = hotspot_times(&java, &["-Xint"], &dir, &specs)?;
     eprintln!("running java (default JIT) ...");
@@ -163,10 +205,17 @@ fn run_inner() -> Result<(), String> {
         .arg("-version")
         .output()
         .ok()
-        .and_then(|o| String::from_utf8_lossy(&o.stderr).lines().next().map(str::to_owned))
+        .and_then(|o| {
+            String::from_utf8_lossy(&o.stderr)
+                .lines()
+                .next()
+                .map(str::to_owned)
+        })
         .unwrap_or_default();
     println!("jive benchmark suite (U-Net/SLE section 4); HotSpot: {version}");
-    println!("micro: ns per operation, n = {MICRO_N}, null loop subtracted (null-loop row: ns per iteration)");
+    println!(
+        "micro: ns per operation, n = {MICRO_N}, null loop subtracted (null-loop row: ns per iteration)"
+    );
     println!(
         "{:<14} {:>10} {:>10} {:>10} {:>12} {:>12} {:>10}",
         "benchmark", "jive", "java-Xint", "java-JIT", "jive/Xint", "jive/JIT", "fuel cost"
@@ -175,11 +224,21 @@ fn run_inner() -> Result<(), String> {
         let n = f64::from(MICRO_N);
         if i == 0 { v[0] / n } else { (v[i] - v[0]) / n }
     };
-    let ratio = |a: f64, b: f64| if b > 0.0 { format!("{:.2}x", a / b) } else { "n/a".into() };
+    let ratio = |a: f64, b: f64| {
+        if b > 0.0 {
+            format!("{:.2}x", a / b)
+        } else {
+            "n/a".into()
+        }
+    };
     for (i, (name, _)) in MICRO.iter().enumerate() {
         let (j, x, t) = (per_op(&jive_off, i), per_op(&xint, i), per_op(&jit, i));
         let fuel = (jive_on[i] - jive_off[i]) / jive_off[i] * 100.0;
-        println!("{name:<14} {j:>10.3} {x:>10.3} {t:>10.3} {:>12} {:>12} {fuel:>+9.1}%", ratio(j, x), ratio(j, t));
+        println!(
+            "{name:<14} {j:>10.3} {x:>10.3} {t:>10.3} {:>12} {:>12} {fuel:>+9.1}%",
+            ratio(j, x),
+            ratio(j, t)
+        );
     }
     println!();
     println!("macro: us per execution");
@@ -191,10 +250,16 @@ fn run_inner() -> Result<(), String> {
         let i = MICRO.len() + k;
         let (j, x, t) = (jive_off[i] / 1e3, xint[i] / 1e3, jit[i] / 1e3);
         let fuel = (jive_on[i] - jive_off[i]) / jive_off[i] * 100.0;
-        println!("{name:<24} {j:>10.2} {x:>10.2} {t:>10.2} {:>12} {:>12} {fuel:>+9.1}%", ratio(j, x), ratio(j, t));
+        println!(
+            "{name:<24} {j:>10.2} {x:>10.2} {t:>10.2} {:>12} {:>12} {fuel:>+9.1}%",
+            ratio(j, x),
+            ratio(j, t)
+        );
     }
     println!();
-    println!("ratios: jive time / HotSpot time (below 1.00x, jive is faster); fuel cost: metering on vs off in jive");
+    println!(
+        "ratios: jive time / HotSpot time (below 1.00x, jive is faster); fuel cost: metering on vs off in jive"
+    );
     println!();
     let n = natives();
     let fig2 = median(2001, || {
@@ -213,6 +278,10 @@ fn run_inner() -> Result<(), String> {
         fig2_check / 1e3,
         fig2 / 1e3
     );
-    println!("  Bench (largest benchmark class, {} bytes): {:.1} us to parse+check+verify+decode", bench.len(), big / 1e3);
+    println!(
+        "  Bench (largest benchmark class, {} bytes): {:.1} us to parse+check+verify+decode",
+        bench.len(),
+        big / 1e3
+    );
     Ok(())
 }

@@ -3,7 +3,7 @@
 //! Figure 2 applet and of the benchmark class. The side-by-side comparison
 //! with HotSpot is `fastpath bench jive`.
 
-use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use criterion::{BenchmarkId, Criterion, criterion_main};
 use jive::subset::Prim;
 use jive::{Applet, Limits, Natives};
 
@@ -11,7 +11,9 @@ fn classes() -> Option<std::path::PathBuf> {
     match jive::APPLET_CLASSES {
         Some(d) => Some(std::path::PathBuf::from(d).join("default")),
         None => {
-            eprintln!("skipped: javac not found (install a JDK, e.g. apt-get install openjdk-17-jdk-headless)");
+            eprintln!(
+                "skipped: javac not found (install a JDK, e.g. apt-get install openjdk-17-jdk-headless)"
+            );
             None
         }
     }
@@ -20,9 +22,20 @@ fn classes() -> Option<std::path::PathBuf> {
 fn suite(c: &mut Criterion) {
     let Some(dir) = classes() else { return };
     let bytes = std::fs::read(dir.join("Bench.class")).unwrap();
-    let heap = Limits { heap_bytes: 16 << 20, ..Limits::unmetered() };
+    let heap = Limits {
+        heap_bytes: 16 << 20,
+        ..Limits::unmetered()
+    };
     let mut off = Applet::load(&bytes, &Natives::new(), heap).unwrap();
-    let mut on = Applet::load(&bytes, &Natives::new(), Limits { fuel: Some(u64::MAX / 2), ..heap }).unwrap();
+    let mut on = Applet::load(
+        &bytes,
+        &Natives::new(),
+        Limits {
+            fuel: Some(u64::MAX / 2),
+            ..heap
+        },
+    )
+    .unwrap();
     let mut g = c.benchmark_group("jive-interpreter");
     let cases: &[(&str, i32)] = &[
         ("nullLoop", 10_000),
@@ -39,8 +52,12 @@ fn suite(c: &mut Criterion) {
         ("fibonacci", 40),
     ];
     for &(m, n) in cases {
-        g.bench_with_input(BenchmarkId::new("fuel-off", m), &n, |b, &n| b.iter(|| off.invoke(m, &[n]).unwrap()));
-        g.bench_with_input(BenchmarkId::new("fuel-on", m), &n, |b, &n| b.iter(|| on.invoke(m, &[n]).unwrap()));
+        g.bench_with_input(BenchmarkId::new("fuel-off", m), &n, |b, &n| {
+            b.iter(|| off.invoke(m, &[n]).unwrap())
+        });
+        g.bench_with_input(BenchmarkId::new("fuel-on", m), &n, |b, &n| {
+            b.iter(|| on.invoke(m, &[n]).unwrap())
+        });
     }
     g.finish();
 }
@@ -50,7 +67,9 @@ fn load_verify(c: &mut Criterion) {
     let rawunet = std::fs::read(dir.join("RawUnet.class")).unwrap();
     let bench = std::fs::read(dir.join("Bench.class")).unwrap();
     let natives = Natives::new()
-        .with("newAlignedArray", "(I)[B", |cx, a| cx.new_array(Prim::Byte, a[0]))
+        .with("newAlignedArray", "(I)[B", |cx, a| {
+            cx.new_array(Prim::Byte, a[0])
+        })
         .with("getFreeBufferLength", "()I", |_, _| Ok(4096))
         .with("getFreeBuffer", "()I", |_, _| Ok(0))
         .with("doHtoLDMA", "([BIII)V", |_, _| Ok(0))
@@ -59,13 +78,22 @@ fn load_verify(c: &mut Criterion) {
         .with("dmaRxd", "([III)V", |_, _| Ok(0))
         .with("dmaRxdPayload", "([BII)V", |_, _| Ok(0));
     let mut g = c.benchmark_group("jive-load");
-    g.bench_function("check RawUnet (Figure 2)", |b| b.iter(|| jive::check(&rawunet, &Limits::default()).unwrap()));
+    g.bench_function("check RawUnet (Figure 2)", |b| {
+        b.iter(|| jive::check(&rawunet, &Limits::default()).unwrap())
+    });
     g.bench_function("load RawUnet (Figure 2)", |b| {
         b.iter(|| Applet::load(&rawunet, &natives, Limits::default()).unwrap())
     });
-    g.bench_function("check Bench", |b| b.iter(|| jive::check(&bench, &Limits::default()).unwrap()));
+    g.bench_function("check Bench", |b| {
+        b.iter(|| jive::check(&bench, &Limits::default()).unwrap())
+    });
     g.finish();
 }
 
-criterion_group!(benches, suite, load_verify);
-criterion_main!(benches);
+/// The criterion entry points (generated, hence undocumented).
+mod groups {
+    #![allow(missing_docs)]
+    use super::{load_verify, suite};
+    criterion::criterion_group!(benches, suite, load_verify);
+}
+criterion_main!(groups::benches);

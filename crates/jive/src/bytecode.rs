@@ -108,30 +108,216 @@ pub mod op {
 
 /// Mnemonics of opcodes 0..=201 (JVMS chapter 7).
 pub const MNEMONICS: [&str; 202] = [
-    "nop", "aconst_null", "iconst_m1", "iconst_0", "iconst_1", "iconst_2", "iconst_3", "iconst_4", "iconst_5", "lconst_0",
-    "lconst_1", "fconst_0", "fconst_1", "fconst_2", "dconst_0", "dconst_1", "bipush", "sipush", "ldc", "ldc_w", "ldc2_w",
-    "iload", "lload", "fload", "dload", "aload", "iload_0", "iload_1", "iload_2", "iload_3", "lload_0", "lload_1",
-    "lload_2", "lload_3", "fload_0", "fload_1", "fload_2", "fload_3", "dload_0", "dload_1", "dload_2", "dload_3",
-    "aload_0", "aload_1", "aload_2", "aload_3", "iaload", "laload", "faload", "daload", "aaload", "baload", "caload",
-    "saload", "istore", "lstore", "fstore", "dstore", "astore", "istore_0", "istore_1", "istore_2", "istore_3",
-    "lstore_0", "lstore_1", "lstore_2", "lstore_3", "fstore_0", "fstore_1", "fstore_2", "fstore_3", "dstore_0",
-    "dstore_1", "dstore_2", "dstore_3", "astore_0", "astore_1", "astore_2", "astore_3", "iastore", "lastore", "fastore",
-    "dastore", "aastore", "bastore", "castore", "sastore", "pop", "pop2", "dup", "dup_x1", "dup_x2", "dup2", "dup2_x1",
-    "dup2_x2", "swap", "iadd", "ladd", "fadd", "dadd", "isub", "lsub", "fsub", "dsub", "imul", "lmul", "fmul", "dmul",
-    "idiv", "ldiv", "fdiv", "ddiv", "irem", "lrem", "frem", "drem", "ineg", "lneg", "fneg", "dneg", "ishl", "lshl",
-    "ishr", "lshr", "iushr", "lushr", "iand", "land", "ior", "lor", "ixor", "lxor", "iinc", "i2l", "i2f", "i2d", "l2i",
-    "l2f", "l2d", "f2i", "f2l", "f2d", "d2i", "d2l", "d2f", "i2b", "i2c", "i2s", "lcmp", "fcmpl", "fcmpg", "dcmpl",
-    "dcmpg", "ifeq", "ifne", "iflt", "ifge", "ifgt", "ifle", "if_icmpeq", "if_icmpne", "if_icmplt", "if_icmpge",
-    "if_icmpgt", "if_icmple", "if_acmpeq", "if_acmpne", "goto", "jsr", "ret", "tableswitch", "lookupswitch", "ireturn",
-    "lreturn", "freturn", "dreturn", "areturn", "return", "getstatic", "putstatic", "getfield", "putfield",
-    "invokevirtual", "invokespecial", "invokestatic", "invokeinterface", "invokedynamic", "new", "newarray",
-    "anewarray", "arraylength", "athrow", "checkcast", "instanceof", "monitorenter", "monitorexit", "wide",
-    "multianewarray", "ifnull", "ifnonnull", "goto_w", "jsr_w",
+    "nop",
+    "aconst_null",
+    "iconst_m1",
+    "iconst_0",
+    "iconst_1",
+    "iconst_2",
+    "iconst_3",
+    "iconst_4",
+    "iconst_5",
+    "lconst_0",
+    "lconst_1",
+    "fconst_0",
+    "fconst_1",
+    "fconst_2",
+    "dconst_0",
+    "dconst_1",
+    "bipush",
+    "sipush",
+    "ldc",
+    "ldc_w",
+    "ldc2_w",
+    "iload",
+    "lload",
+    "fload",
+    "dload",
+    "aload",
+    "iload_0",
+    "iload_1",
+    "iload_2",
+    "iload_3",
+    "lload_0",
+    "lload_1",
+    "lload_2",
+    "lload_3",
+    "fload_0",
+    "fload_1",
+    "fload_2",
+    "fload_3",
+    "dload_0",
+    "dload_1",
+    "dload_2",
+    "dload_3",
+    "aload_0",
+    "aload_1",
+    "aload_2",
+    "aload_3",
+    "iaload",
+    "laload",
+    "faload",
+    "daload",
+    "aaload",
+    "baload",
+    "caload",
+    "saload",
+    "istore",
+    "lstore",
+    "fstore",
+    "dstore",
+    "astore",
+    "istore_0",
+    "istore_1",
+    "istore_2",
+    "istore_3",
+    "lstore_0",
+    "lstore_1",
+    "lstore_2",
+    "lstore_3",
+    "fstore_0",
+    "fstore_1",
+    "fstore_2",
+    "fstore_3",
+    "dstore_0",
+    "dstore_1",
+    "dstore_2",
+    "dstore_3",
+    "astore_0",
+    "astore_1",
+    "astore_2",
+    "astore_3",
+    "iastore",
+    "lastore",
+    "fastore",
+    "dastore",
+    "aastore",
+    "bastore",
+    "castore",
+    "sastore",
+    "pop",
+    "pop2",
+    "dup",
+    "dup_x1",
+    "dup_x2",
+    "dup2",
+    "dup2_x1",
+    "dup2_x2",
+    "swap",
+    "iadd",
+    "ladd",
+    "fadd",
+    "dadd",
+    "isub",
+    "lsub",
+    "fsub",
+    "dsub",
+    "imul",
+    "lmul",
+    "fmul",
+    "dmul",
+    "idiv",
+    "ldiv",
+    "fdiv",
+    "ddiv",
+    "irem",
+    "lrem",
+    "frem",
+    "drem",
+    "ineg",
+    "lneg",
+    "fneg",
+    "dneg",
+    "ishl",
+    "lshl",
+    "ishr",
+    "lshr",
+    "iushr",
+    "lushr",
+    "iand",
+    "land",
+    "ior",
+    "lor",
+    "ixor",
+    "lxor",
+    "iinc",
+    "i2l",
+    "i2f",
+    "i2d",
+    "l2i",
+    "l2f",
+    "l2d",
+    "f2i",
+    "f2l",
+    "f2d",
+    "d2i",
+    "d2l",
+    "d2f",
+    "i2b",
+    "i2c",
+    "i2s",
+    "lcmp",
+    "fcmpl",
+    "fcmpg",
+    "dcmpl",
+    "dcmpg",
+    "ifeq",
+    "ifne",
+    "iflt",
+    "ifge",
+    "ifgt",
+    "ifle",
+    "if_icmpeq",
+    "if_icmpne",
+    "if_icmplt",
+    "if_icmpge",
+    "if_icmpgt",
+    "if_icmple",
+    "if_acmpeq",
+    "if_acmpne",
+    "goto",
+    "jsr",
+    "ret",
+    "tableswitch",
+    "lookupswitch",
+    "ireturn",
+    "lreturn",
+    "freturn",
+    "dreturn",
+    "areturn",
+    "return",
+    "getstatic",
+    "putstatic",
+    "getfield",
+    "putfield",
+    "invokevirtual",
+    "invokespecial",
+    "invokestatic",
+    "invokeinterface",
+    "invokedynamic",
+    "new",
+    "newarray",
+    "anewarray",
+    "arraylength",
+    "athrow",
+    "checkcast",
+    "instanceof",
+    "monitorenter",
+    "monitorexit",
+    "wide",
+    "multianewarray",
+    "ifnull",
+    "ifnonnull",
+    "goto_w",
+    "jsr_w",
 ];
 
 /// The mnemonic of an opcode, or `"<reserved>"`.
 pub fn mnemonic(opcode: u8) -> &'static str {
-    MNEMONICS.get(usize::from(opcode)).copied().unwrap_or("<reserved>")
+    MNEMONICS
+        .get(usize::from(opcode))
+        .copied()
+        .unwrap_or("<reserved>")
 }
 
 /// The operands of one instruction.
@@ -227,18 +413,29 @@ fn one(code: &[u8], pc: usize) -> Result<Insn, DecodeError> {
     let err = |reason: String| DecodeError { bci, reason };
     let opcode = code[pc];
     let byte = |i: usize| -> Result<u8, DecodeError> {
-        code.get(pc + i).copied().ok_or_else(|| err(format!("{} runs past the end of the code", mnemonic(opcode))))
+        code.get(pc + i).copied().ok_or_else(|| {
+            err(format!(
+                "{} runs past the end of the code",
+                mnemonic(opcode)
+            ))
+        })
     };
-    let u2 = |i: usize| -> Result<u16, DecodeError> { Ok(u16::from_be_bytes([byte(i)?, byte(i + 1)?])) };
+    let u2 =
+        |i: usize| -> Result<u16, DecodeError> { Ok(u16::from_be_bytes([byte(i)?, byte(i + 1)?])) };
     let s4 = |at: usize| -> Result<i32, DecodeError> {
         match code.get(at..at + 4) {
             Some(b) => Ok(i32::from_be_bytes([b[0], b[1], b[2], b[3]])),
-            None => Err(err(format!("{} runs past the end of the code", mnemonic(opcode)))),
+            None => Err(err(format!(
+                "{} runs past the end of the code",
+                mnemonic(opcode)
+            ))),
         }
     };
     let rel = |off: i32| i64::from(bci) + i64::from(off);
     let (len, operand): (usize, Operand) = match opcode {
-        0..=15 | 46..=53 | 79..=95 | 96..=131 | 133..=152 | 172..=177 | 190 | 191 | 194 | 195 => (1, Operand::None),
+        0..=15 | 46..=53 | 79..=95 | 96..=131 | 133..=152 | 172..=177 | 190 | 191 | 194 | 195 => {
+            (1, Operand::None)
+        }
         16 => (2, Operand::Int(i32::from(byte(1)? as i8))),
         17 => (3, Operand::Int(i32::from(u2(1)? as i16))),
         18 => (2, Operand::Cp(u16::from(byte(1)?))),
@@ -246,13 +443,21 @@ fn one(code: &[u8], pc: usize) -> Result<Insn, DecodeError> {
         21..=25 | 54..=58 | 169 => (2, Operand::Local(u16::from(byte(1)?))),
         26..=45 => (1, Operand::Local(u16::from((opcode - 26) % 4))),
         59..=78 => (1, Operand::Local(u16::from((opcode - 59) % 4))),
-        132 => (3, Operand::Iinc { index: u16::from(byte(1)?), delta: i16::from(byte(2)? as i8) }),
+        132 => (
+            3,
+            Operand::Iinc {
+                index: u16::from(byte(1)?),
+                delta: i16::from(byte(2)? as i8),
+            },
+        ),
         153..=168 | 198 | 199 => (3, Operand::Branch(rel(i32::from(u2(1)? as i16)))),
         200 | 201 => (5, Operand::Branch(rel(s4(pc + 1)?))),
         185 => {
             let (i, n, z) = (u2(1)?, byte(3)?, byte(4)?);
             if n == 0 || z != 0 {
-                return Err(err("invokeinterface count must be nonzero and its fourth byte zero".into()));
+                return Err(err(
+                    "invokeinterface count must be nonzero and its fourth byte zero".into(),
+                ));
             }
             (5, Operand::InvokeInterface(i, n))
         }
@@ -287,7 +492,14 @@ fn one(code: &[u8], pc: usize) -> Result<Insn, DecodeError> {
             for k in 0..n {
                 targets.push(rel(s4(base + 12 + 4 * k)?));
             }
-            (base + 12 + 4 * n - pc, Operand::Table { default, low, targets })
+            (
+                base + 12 + 4 * n - pc,
+                Operand::Table {
+                    default,
+                    low,
+                    targets,
+                },
+            )
         }
         171 => {
             let base = (pc + 4) & !3;
@@ -302,30 +514,56 @@ fn one(code: &[u8], pc: usize) -> Result<Insn, DecodeError> {
                 if let Some(&(prev, _)) = pairs.last()
                     && key <= prev
                 {
-                    return Err(err("lookupswitch keys are not sorted in increasing order".into()));
+                    return Err(err(
+                        "lookupswitch keys are not sorted in increasing order".into()
+                    ));
                 }
                 pairs.push((key, rel(s4(base + 12 + 8 * k)?)));
             }
-            (base + 8 + 8 * npairs as usize - pc, Operand::Lookup { default, pairs })
+            (
+                base + 8 + 8 * npairs as usize - pc,
+                Operand::Lookup { default, pairs },
+            )
         }
         196 => {
             let m = byte(1)?;
             let (len, operand) = match m {
                 21..=25 | 54..=58 | 169 => (4, Operand::Local(u2(2)?)),
-                132 => (6, Operand::Iinc { index: u2(2)?, delta: u2(4)? as i16 }),
+                132 => (
+                    6,
+                    Operand::Iinc {
+                        index: u2(2)?,
+                        delta: u2(4)? as i16,
+                    },
+                ),
                 _ => return Err(err(format!("wide cannot modify {}", mnemonic(m)))),
             };
             if pc + len > code.len() {
                 return Err(err("wide instruction runs past the end of the code".into()));
             }
-            return Ok(Insn { bci, len: len as u32, opcode: m, wide: true, operand });
+            return Ok(Insn {
+                bci,
+                len: len as u32,
+                opcode: m,
+                wide: true,
+                operand,
+            });
         }
         _ => return Err(err(format!("reserved or unknown opcode 0x{opcode:02x}"))),
     };
     if pc + len > code.len() {
-        return Err(err(format!("{} runs past the end of the code", mnemonic(opcode))));
+        return Err(err(format!(
+            "{} runs past the end of the code",
+            mnemonic(opcode)
+        )));
     }
-    Ok(Insn { bci, len: len as u32, opcode, wide: false, operand })
+    Ok(Insn {
+        bci,
+        len: len as u32,
+        opcode,
+        wide: false,
+        operand,
+    })
 }
 
 /// Formats one instruction `javap`-style, resolving constant-pool operands.
@@ -338,14 +576,18 @@ pub fn format_insn(cf: &ClassFile, insn: &Insn) -> String {
         }
         match cf.constant(i) {
             Some(Constant::Integer(v)) => format!("#{i} // int {v}"),
-            Some(Constant::Class(_)) => format!("#{i} // class {}", cf.class_name(i).unwrap_or("?")),
+            Some(Constant::Class(_)) => {
+                format!("#{i} // class {}", cf.class_name(i).unwrap_or("?"))
+            }
             Some(c) => format!("#{i} // {c:?}"),
             None => format!("#{i} // <invalid>"),
         }
     };
     let ops = match &insn.operand {
         Operand::None => String::new(),
-        Operand::Local(n) if (26..=45).contains(&insn.opcode) || (59..=78).contains(&insn.opcode) => {
+        Operand::Local(n)
+            if (26..=45).contains(&insn.opcode) || (59..=78).contains(&insn.opcode) =>
+        {
             let _ = n;
             String::new()
         }
@@ -370,10 +612,20 @@ pub fn format_insn(cf: &ClassFile, insn: &Insn) -> String {
                 _ => "<invalid>",
             }
         ),
-        Operand::Table { default, low, targets } => {
-            let mut s = format!(" {{ // {low} to {}", i64::from(*low) + targets.len() as i64 - 1);
+        Operand::Table {
+            default,
+            low,
+            targets,
+        } => {
+            let mut s = format!(
+                " {{ // {low} to {}",
+                i64::from(*low) + targets.len() as i64 - 1
+            );
             for (k, t) in targets.iter().enumerate() {
-                s.push_str(&format!("\n        {:>11}: {t}", i64::from(*low) + k as i64));
+                s.push_str(&format!(
+                    "\n        {:>11}: {t}",
+                    i64::from(*low) + k as i64
+                ));
             }
             s.push_str(&format!("\n            default: {default}\n      }}"));
             s
@@ -405,21 +657,44 @@ mod tests {
         code.push(0xb1); // return at bci 20
         let insns = instructions(&code).unwrap();
         assert_eq!(insns[1].len, 19);
-        assert_eq!(insns[1].operand, Operand::Table { default: 20, low: 0, targets: vec![20] });
+        assert_eq!(
+            insns[1].operand,
+            Operand::Table {
+                default: 20,
+                low: 0,
+                targets: vec![20]
+            }
+        );
         assert_eq!(insns[2].bci, 20);
     }
 
     #[test]
     fn wide_iinc_has_a_16_bit_index_and_delta() {
         let insns = instructions(&[0xc4, 0x84, 0x01, 0x00, 0xff, 0xfe]).unwrap();
-        assert_eq!(insns[0].operand, Operand::Iinc { index: 256, delta: -2 });
+        assert_eq!(
+            insns[0].operand,
+            Operand::Iinc {
+                index: 256,
+                delta: -2
+            }
+        );
         assert!(insns[0].wide);
     }
 
     #[test]
     fn truncated_and_reserved_instructions_are_errors() {
         assert_eq!(instructions(&[0x11, 0x00]).unwrap_err().bci, 0);
-        assert!(instructions(&[0xca]).unwrap_err().reason.contains("reserved"));
-        assert!(instructions(&[0xc4, 0x60]).unwrap_err().reason.contains("wide cannot modify iadd"));
+        assert!(
+            instructions(&[0xca])
+                .unwrap_err()
+                .reason
+                .contains("reserved")
+        );
+        assert!(
+            instructions(&[0xc4, 0x60])
+                .unwrap_err()
+                .reason
+                .contains("wide cannot modify iadd")
+        );
     }
 }

@@ -261,7 +261,10 @@ struct Reader<'a> {
 
 impl<'a> Reader<'a> {
     fn err<T>(&self, what: impl Into<String>) -> Result<T> {
-        Err(ClassFormatError { offset: self.pos, what: what.into() })
+        Err(ClassFormatError {
+            offset: self.pos,
+            what: what.into(),
+        })
     }
     fn take(&mut self, n: usize, what: &str) -> Result<&'a [u8]> {
         match self.pos.checked_add(n) {
@@ -321,14 +324,18 @@ fn decode_modified_utf8(b: &[u8]) -> core::result::Result<String, &'static str> 
             if y & 0xc0 != 0x80 || z & 0xc0 != 0x80 {
                 return Err("invalid continuation byte in modified UTF-8");
             }
-            units.push((u16::from(x & 0x0f) << 12) | (u16::from(y & 0x3f) << 6) | u16::from(z & 0x3f));
+            units.push(
+                (u16::from(x & 0x0f) << 12) | (u16::from(y & 0x3f) << 6) | u16::from(z & 0x3f),
+            );
             i += 3;
         } else {
             return Err("invalid byte in modified UTF-8");
         }
     }
     // Unpaired surrogates are legal in class files; keep them as U+FFFD.
-    Ok(char::decode_utf16(units).map(|r| r.unwrap_or('\u{fffd}')).collect())
+    Ok(char::decode_utf16(units)
+        .map(|r| r.unwrap_or('\u{fffd}'))
+        .collect())
 }
 
 impl ClassFile {
@@ -343,12 +350,18 @@ impl ClassFile {
         let mut r = Reader { bytes, pos: 0 };
         let magic = r.u4("magic")?;
         if magic != 0xcafe_babe {
-            return Err(ClassFormatError { offset: 0, what: format!("bad magic 0x{magic:08x}, expected 0xcafebabe") });
+            return Err(ClassFormatError {
+                offset: 0,
+                what: format!("bad magic 0x{magic:08x}, expected 0xcafebabe"),
+            });
         }
         let minor_version = r.u2("minor_version")?;
         let major_version = r.u2("major_version")?;
         if !(45..=69).contains(&major_version) {
-            return Err(ClassFormatError { offset: 6, what: format!("unsupported class file major version {major_version}") });
+            return Err(ClassFormatError {
+                offset: 6,
+                what: format!("unsupported class file major version {major_version}"),
+            });
         }
         let (constant_pool, cp_offsets) = Self::parse_pool(&mut r)?;
         let mut cf = ClassFile {
@@ -369,19 +382,29 @@ impl ClassFile {
         cf.access = r.u2("access_flags")?;
         let at = r.pos;
         let this = r.u2("this_class")?;
-        cf.this_class = cf.class_name(this).map_err(|what| ClassFormatError { offset: at, what })?.to_owned();
+        cf.this_class = cf
+            .class_name(this)
+            .map_err(|what| ClassFormatError { offset: at, what })?
+            .to_owned();
         let at = r.pos;
         let sup = r.u2("super_class")?;
         cf.super_class = if sup == 0 {
             None
         } else {
-            Some(cf.class_name(sup).map_err(|what| ClassFormatError { offset: at, what })?.to_owned())
+            Some(
+                cf.class_name(sup)
+                    .map_err(|what| ClassFormatError { offset: at, what })?
+                    .to_owned(),
+            )
         };
         let n = r.u2("interfaces_count")?;
         for _ in 0..n {
             let at = r.pos;
             let i = r.u2("interface")?;
-            let name = cf.class_name(i).map_err(|what| ClassFormatError { offset: at, what })?.to_owned();
+            let name = cf
+                .class_name(i)
+                .map_err(|what| ClassFormatError { offset: at, what })?
+                .to_owned();
             cf.interfaces.push(name);
         }
 
@@ -396,7 +419,12 @@ impl ClassFile {
                 let (_, len) = cf.attribute_header(&mut r)?;
                 r.take(len, "field attribute")?;
             }
-            cf.fields.push(Field { access, name, descriptor, offset });
+            cf.fields.push(Field {
+                access,
+                name,
+                descriptor,
+                offset,
+            });
         }
 
         let n = r.u2("methods_count")?;
@@ -410,7 +438,10 @@ impl ClassFile {
             let (name, len) = cf.attribute_header(&mut r)?;
             let start = r.pos;
             let body = r.take(len, "class attribute")?;
-            let mut a = Reader { bytes: &bytes[..start + body.len()], pos: start };
+            let mut a = Reader {
+                bytes: &bytes[..start + body.len()],
+                pos: start,
+            };
             match name {
                 "SourceFile" => {
                     if len != 2 {
@@ -423,8 +454,16 @@ impl ClassFile {
                     for _ in 0..k {
                         let at = a.pos;
                         let method_ref = a.u2("bootstrap_method_ref")?;
-                        if !matches!(cf.constant_pool.get(usize::from(method_ref)), Some(Constant::MethodHandle(..))) {
-                            return Err(ClassFormatError { offset: at, what: format!("bootstrap method #{method_ref} is not a MethodHandle") });
+                        if !matches!(
+                            cf.constant_pool.get(usize::from(method_ref)),
+                            Some(Constant::MethodHandle(..))
+                        ) {
+                            return Err(ClassFormatError {
+                                offset: at,
+                                what: format!(
+                                    "bootstrap method #{method_ref} is not a MethodHandle"
+                                ),
+                            });
                         }
                         let m = a.u2("num_bootstrap_arguments")?;
                         let mut arguments = Vec::with_capacity(usize::from(m).min(len));
@@ -432,21 +471,33 @@ impl ClassFile {
                             let at = a.pos;
                             let i = a.u2("bootstrap argument")?;
                             if !cf.is_loadable(i) {
-                                return Err(ClassFormatError { offset: at, what: format!("bootstrap argument #{i} is not a loadable constant") });
+                                return Err(ClassFormatError {
+                                    offset: at,
+                                    what: format!(
+                                        "bootstrap argument #{i} is not a loadable constant"
+                                    ),
+                                });
                             }
                             arguments.push(i);
                         }
-                        cf.bootstrap_methods.push(BootstrapMethod { method_ref, arguments });
+                        cf.bootstrap_methods.push(BootstrapMethod {
+                            method_ref,
+                            arguments,
+                        });
                     }
                     if a.pos != a.bytes.len() {
-                        return a.err("BootstrapMethods attribute length does not match its contents");
+                        return a
+                            .err("BootstrapMethods attribute length does not match its contents");
                     }
                 }
                 _ => {}
             }
         }
         if r.pos != bytes.len() {
-            return r.err(format!("{} extra bytes after the class file", bytes.len() - r.pos));
+            return r.err(format!(
+                "{} extra bytes after the class file",
+                bytes.len() - r.pos
+            ));
         }
         Ok(cf)
     }
@@ -468,32 +519,68 @@ impl ClassFile {
                     let len = r.u2("Utf8 length")?;
                     let body_at = r.pos;
                     let b = r.take(usize::from(len), "Utf8 bytes")?;
-                    Constant::Utf8(decode_modified_utf8(b).map_err(|w| ClassFormatError { offset: body_at, what: w.to_owned() })?)
+                    Constant::Utf8(decode_modified_utf8(b).map_err(|w| ClassFormatError {
+                        offset: body_at,
+                        what: w.to_owned(),
+                    })?)
                 }
                 3 => Constant::Integer(r.u4("Integer")? as i32),
                 4 => Constant::Float(r.u4("Float")?),
-                5 => Constant::Long(((u64::from(r.u4("Long")?) << 32) | u64::from(r.u4("Long")?)) as i64),
-                6 => Constant::Double((u64::from(r.u4("Double")?) << 32) | u64::from(r.u4("Double")?)),
+                5 => Constant::Long(
+                    ((u64::from(r.u4("Long")?) << 32) | u64::from(r.u4("Long")?)) as i64,
+                ),
+                6 => Constant::Double(
+                    (u64::from(r.u4("Double")?) << 32) | u64::from(r.u4("Double")?),
+                ),
                 7 => Constant::Class(r.u2("Class name_index")?),
                 8 => Constant::String(r.u2("String string_index")?),
-                9 => Constant::Fieldref(r.u2("Fieldref class_index")?, r.u2("Fieldref name_and_type_index")?),
-                10 => Constant::Methodref(r.u2("Methodref class_index")?, r.u2("Methodref name_and_type_index")?),
-                11 => Constant::InterfaceMethodref(r.u2("InterfaceMethodref class_index")?, r.u2("InterfaceMethodref name_and_type_index")?),
-                12 => Constant::NameAndType(r.u2("NameAndType name_index")?, r.u2("NameAndType descriptor_index")?),
-                15 => Constant::MethodHandle(r.u1("MethodHandle reference_kind")?, r.u2("MethodHandle reference_index")?),
+                9 => Constant::Fieldref(
+                    r.u2("Fieldref class_index")?,
+                    r.u2("Fieldref name_and_type_index")?,
+                ),
+                10 => Constant::Methodref(
+                    r.u2("Methodref class_index")?,
+                    r.u2("Methodref name_and_type_index")?,
+                ),
+                11 => Constant::InterfaceMethodref(
+                    r.u2("InterfaceMethodref class_index")?,
+                    r.u2("InterfaceMethodref name_and_type_index")?,
+                ),
+                12 => Constant::NameAndType(
+                    r.u2("NameAndType name_index")?,
+                    r.u2("NameAndType descriptor_index")?,
+                ),
+                15 => Constant::MethodHandle(
+                    r.u1("MethodHandle reference_kind")?,
+                    r.u2("MethodHandle reference_index")?,
+                ),
                 16 => Constant::MethodType(r.u2("MethodType descriptor_index")?),
-                17 => Constant::Dynamic(r.u2("Dynamic bootstrap_method_attr_index")?, r.u2("Dynamic name_and_type_index")?),
-                18 => Constant::InvokeDynamic(r.u2("InvokeDynamic bootstrap_method_attr_index")?, r.u2("InvokeDynamic name_and_type_index")?),
+                17 => Constant::Dynamic(
+                    r.u2("Dynamic bootstrap_method_attr_index")?,
+                    r.u2("Dynamic name_and_type_index")?,
+                ),
+                18 => Constant::InvokeDynamic(
+                    r.u2("InvokeDynamic bootstrap_method_attr_index")?,
+                    r.u2("InvokeDynamic name_and_type_index")?,
+                ),
                 19 => Constant::Module(r.u2("Module name_index")?),
                 20 => Constant::Package(r.u2("Package name_index")?),
-                _ => return Err(ClassFormatError { offset: at, what: format!("unknown constant pool tag {tag}") }),
+                _ => {
+                    return Err(ClassFormatError {
+                        offset: at,
+                        what: format!("unknown constant pool tag {tag}"),
+                    });
+                }
             };
             let wide = matches!(c, Constant::Long(_) | Constant::Double(_));
             pool.push(c);
             offsets.push(at);
             if wide {
                 if pool.len() >= usize::from(count) {
-                    return Err(ClassFormatError { offset: at, what: "Long or Double in the last constant pool slot".into() });
+                    return Err(ClassFormatError {
+                        offset: at,
+                        what: "Long or Double in the last constant pool slot".into(),
+                    });
                 }
                 pool.push(Constant::Unusable);
                 offsets.push(at);
@@ -506,27 +593,45 @@ impl ClassFile {
     fn check_pool(&self, offsets: &[usize]) -> Result<()> {
         for (i, c) in self.constant_pool.iter().enumerate() {
             let offset = offsets[i];
-            let fail = |what: String| Err(ClassFormatError { offset, what: format!("constant #{i}: {what}") });
+            let fail = |what: String| {
+                Err(ClassFormatError {
+                    offset,
+                    what: format!("constant #{i}: {what}"),
+                })
+            };
             let ok = match *c {
-                Constant::Class(n) | Constant::String(n) | Constant::MethodType(n) | Constant::Module(n) | Constant::Package(n) => {
-                    self.utf8(n).is_ok()
-                }
-                Constant::Fieldref(c, nt) | Constant::Methodref(c, nt) | Constant::InterfaceMethodref(c, nt) => {
-                    matches!(self.get(c), Some(Constant::Class(_))) && matches!(self.get(nt), Some(Constant::NameAndType(..)))
+                Constant::Class(n)
+                | Constant::String(n)
+                | Constant::MethodType(n)
+                | Constant::Module(n)
+                | Constant::Package(n) => self.utf8(n).is_ok(),
+                Constant::Fieldref(c, nt)
+                | Constant::Methodref(c, nt)
+                | Constant::InterfaceMethodref(c, nt) => {
+                    matches!(self.get(c), Some(Constant::Class(_)))
+                        && matches!(self.get(nt), Some(Constant::NameAndType(..)))
                 }
                 Constant::NameAndType(n, d) => self.utf8(n).is_ok() && self.utf8(d).is_ok(),
                 Constant::MethodHandle(kind, r) => {
                     (1..=9).contains(&kind)
                         && matches!(
                             self.get(r),
-                            Some(Constant::Fieldref(..) | Constant::Methodref(..) | Constant::InterfaceMethodref(..))
+                            Some(
+                                Constant::Fieldref(..)
+                                    | Constant::Methodref(..)
+                                    | Constant::InterfaceMethodref(..)
+                            )
                         )
                 }
-                Constant::Dynamic(_, nt) | Constant::InvokeDynamic(_, nt) => matches!(self.get(nt), Some(Constant::NameAndType(..))),
+                Constant::Dynamic(_, nt) | Constant::InvokeDynamic(_, nt) => {
+                    matches!(self.get(nt), Some(Constant::NameAndType(..)))
+                }
                 _ => true,
             };
             if !ok {
-                return fail(format!("{c:?} refers to a missing entry or one of the wrong kind"));
+                return fail(format!(
+                    "{c:?} refers to a missing entry or one of the wrong kind"
+                ));
             }
         }
         Ok(())
@@ -573,7 +678,9 @@ impl ClassFile {
     /// `(class, name, descriptor)`.
     pub fn member_ref(&self, i: u16) -> Option<(&str, &str, &str)> {
         let (c, nt) = match *self.get(i)? {
-            Constant::Fieldref(c, nt) | Constant::Methodref(c, nt) | Constant::InterfaceMethodref(c, nt) => (c, nt),
+            Constant::Fieldref(c, nt)
+            | Constant::Methodref(c, nt)
+            | Constant::InterfaceMethodref(c, nt) => (c, nt),
             _ => return None,
         };
         let (n, d) = self.name_and_type(nt)?;
@@ -596,16 +703,27 @@ impl ClassFile {
     fn utf8_at(&self, r: &mut Reader<'_>, what: &str) -> Result<String> {
         let at = r.pos;
         let i = r.u2(what)?;
-        self.utf8(i).map(str::to_owned).map_err(|w| ClassFormatError { offset: at, what: format!("{what}: {w}") })
+        self.utf8(i)
+            .map(str::to_owned)
+            .map_err(|w| ClassFormatError {
+                offset: at,
+                what: format!("{what}: {w}"),
+            })
     }
 
     fn attribute_header(&self, r: &mut Reader<'_>) -> Result<(&str, usize)> {
         let at = r.pos;
         let i = r.u2("attribute_name_index")?;
-        let name = self.utf8(i).map_err(|w| ClassFormatError { offset: at, what: format!("attribute_name_index: {w}") })?;
+        let name = self.utf8(i).map_err(|w| ClassFormatError {
+            offset: at,
+            what: format!("attribute_name_index: {w}"),
+        })?;
         let len = r.u4("attribute_length")? as usize;
         if len > r.bytes.len() - r.pos {
-            return r.err(format!("attribute {name} claims {len} bytes, only {} left", r.bytes.len() - r.pos));
+            return r.err(format!(
+                "attribute {name} claims {len} bytes, only {} left",
+                r.bytes.len() - r.pos
+            ));
         }
         Ok((name, len))
     }
@@ -615,18 +733,31 @@ impl ClassFile {
         let access = r.u2("method access_flags")?;
         let name = self.utf8_at(r, "method name")?;
         let descriptor = self.utf8_at(r, "method descriptor")?;
-        let mut m = Method { access, name, descriptor, code: None, exceptions: Vec::new(), offset };
+        let mut m = Method {
+            access,
+            name,
+            descriptor,
+            code: None,
+            exceptions: Vec::new(),
+            offset,
+        };
         let nattr = r.u2("method attributes_count")?;
         for _ in 0..nattr {
             let at = r.pos;
             let (name, len) = self.attribute_header(r)?;
             let start = r.pos;
             r.take(len, "method attribute")?;
-            let mut a = Reader { bytes: &r.bytes[..start + len], pos: start };
+            let mut a = Reader {
+                bytes: &r.bytes[..start + len],
+                pos: start,
+            };
             match name {
                 "Code" => {
                     if m.code.is_some() {
-                        return Err(ClassFormatError { offset: at, what: format!("method {} has two Code attributes", m.id()) });
+                        return Err(ClassFormatError {
+                            offset: at,
+                            what: format!("method {} has two Code attributes", m.id()),
+                        });
                     }
                     m.code = Some(self.parse_code(&mut a)?);
                 }
@@ -635,14 +766,17 @@ impl ClassFile {
                     for _ in 0..n {
                         let at = a.pos;
                         let i = a.u2("exception_index")?;
-                        self.class_name(i).map_err(|what| ClassFormatError { offset: at, what })?;
+                        self.class_name(i)
+                            .map_err(|what| ClassFormatError { offset: at, what })?;
                         m.exceptions.push(i);
                     }
                 }
                 _ => continue,
             }
             if a.pos != a.bytes.len() {
-                return a.err(format!("attribute {name} length does not match its contents"));
+                return a.err(format!(
+                    "attribute {name} length does not match its contents"
+                ));
             }
         }
         Ok(m)
@@ -654,7 +788,10 @@ impl ClassFile {
         let len_at = r.pos;
         let code_length = r.u4("code_length")? as usize;
         if code_length == 0 || code_length >= 65536 {
-            return Err(ClassFormatError { offset: len_at, what: format!("code_length {code_length} is not in 1..65536") });
+            return Err(ClassFormatError {
+                offset: len_at,
+                what: format!("code_length {code_length} is not in 1..65536"),
+            });
         }
         let code_offset = r.pos;
         let code = r.take(code_length, "code")?.to_vec();
@@ -669,7 +806,8 @@ impl ClassFile {
                 catch_type: r.u2("catch_type")?,
             };
             if h.catch_type != 0 {
-                self.class_name(h.catch_type).map_err(|what| ClassFormatError { offset: at, what })?;
+                self.class_name(h.catch_type)
+                    .map_err(|what| ClassFormatError { offset: at, what })?;
             }
             exception_table.push(h);
         }
@@ -690,11 +828,17 @@ impl ClassFile {
             let (name, len) = self.attribute_header(r)?;
             let start = r.pos;
             r.take(len, "Code attribute")?;
-            let mut a = Reader { bytes: &r.bytes[..start + len], pos: start };
+            let mut a = Reader {
+                bytes: &r.bytes[..start + len],
+                pos: start,
+            };
             match name {
                 "StackMapTable" => {
                     if c.stack_map.is_some() {
-                        return Err(ClassFormatError { offset: at, what: "two StackMapTable attributes".into() });
+                        return Err(ClassFormatError {
+                            offset: at,
+                            what: "two StackMapTable attributes".into(),
+                        });
                     }
                     c.stack_map = Some(self.parse_stack_map(&mut a)?);
                     c.stack_map_offset = Some(at);
@@ -702,7 +846,8 @@ impl ClassFile {
                 "LineNumberTable" => {
                     let n = a.u2("line_number_table_length")?;
                     for _ in 0..n {
-                        c.line_numbers.push((a.u2("start_pc")?, a.u2("line_number")?));
+                        c.line_numbers
+                            .push((a.u2("start_pc")?, a.u2("line_number")?));
                     }
                 }
                 "LocalVariableTable" => {
@@ -713,13 +858,21 @@ impl ClassFile {
                         let name = self.utf8_at(&mut a, "local variable name")?;
                         let descriptor = self.utf8_at(&mut a, "local variable descriptor")?;
                         let index = a.u2("index")?;
-                        c.local_variables.push(LocalVariable { start_pc, length, name, descriptor, index });
+                        c.local_variables.push(LocalVariable {
+                            start_pc,
+                            length,
+                            name,
+                            descriptor,
+                            index,
+                        });
                     }
                 }
                 _ => continue,
             }
             if a.pos != a.bytes.len() {
-                return a.err(format!("attribute {name} length does not match its contents"));
+                return a.err(format!(
+                    "attribute {name} length does not match its contents"
+                ));
             }
         }
         Ok(c)
@@ -734,7 +887,12 @@ impl ClassFile {
             let (offset_delta, kind) = match t {
                 0..=63 => (u16::from(t), FrameKind::Same),
                 64..=127 => (u16::from(t - 64), FrameKind::SameLocals1(self.vtype(r)?)),
-                128..=246 => return Err(ClassFormatError { offset: file_offset, what: format!("reserved stack map frame type {t}") }),
+                128..=246 => {
+                    return Err(ClassFormatError {
+                        offset: file_offset,
+                        what: format!("reserved stack map frame type {t}"),
+                    });
+                }
                 247 => {
                     let d = r.u2("offset_delta")?;
                     (d, FrameKind::SameLocals1(self.vtype(r)?))
@@ -764,7 +922,12 @@ impl ClassFile {
                     (d, FrameKind::Full { locals, stack })
                 }
             };
-            frames.push(StackMapFrame { file_offset, frame_type: t, offset_delta, kind });
+            frames.push(StackMapFrame {
+                file_offset,
+                frame_type: t,
+                offset_delta,
+                kind,
+            });
         }
         Ok(frames)
     }
@@ -782,11 +945,17 @@ impl ClassFile {
             7 => {
                 let at = r.pos;
                 let i = r.u2("Object cpool_index")?;
-                self.class_name(i).map_err(|what| ClassFormatError { offset: at, what })?;
+                self.class_name(i)
+                    .map_err(|what| ClassFormatError { offset: at, what })?;
                 VerificationType::Object(i)
             }
             8 => VerificationType::Uninitialized(r.u2("Uninitialized offset")?),
-            t => return Err(ClassFormatError { offset: at, what: format!("unknown verification type tag {t}") }),
+            t => {
+                return Err(ClassFormatError {
+                    offset: at,
+                    what: format!("unknown verification type tag {t}"),
+                });
+            }
         })
     }
 }
@@ -820,7 +989,11 @@ mod tests {
         let b = minimal();
         for n in 0..b.len() {
             let e = ClassFile::parse(&b[..n]).unwrap_err();
-            assert!(e.offset <= n, "offset {} beyond input of {n} bytes", e.offset);
+            assert!(
+                e.offset <= n,
+                "offset {} beyond input of {n} bytes",
+                e.offset
+            );
         }
     }
 

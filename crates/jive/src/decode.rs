@@ -224,8 +224,12 @@ fn fused(w: &[Op]) -> Option<(Op, usize)> {
     let u8_ = |n: u16| u8::try_from(n).ok();
     let small = |c: i32| u16::try_from(c).ok();
     match *w {
-        [Op::Load(a), Op::Load(i), Op::Load(v), Op::IAStore, ..] => return Some((Op::IAStoreLLL(a, i, v), 4)),
-        [Op::Load(a), Op::Load(i), Op::Load(v), Op::BAStore, ..] => return Some((Op::BAStoreLLL(a, i, v), 4)),
+        [Op::Load(a), Op::Load(i), Op::Load(v), Op::IAStore, ..] => {
+            return Some((Op::IAStoreLLL(a, i, v), 4));
+        }
+        [Op::Load(a), Op::Load(i), Op::Load(v), Op::BAStore, ..] => {
+            return Some((Op::BAStoreLLL(a, i, v), 4));
+        }
         [Op::Load(a), Op::Const(c), Op::Load(v), Op::IAStore, ..] if small(c).is_some() => {
             return Some((Op::IAStoreLCL(a, small(c)?, v), 4));
         }
@@ -257,7 +261,9 @@ fn fused(w: &[Op]) -> Option<(Op, usize)> {
                 _ => Some((Op::Load2(a, b), 2)),
             }
         }
-        [Op::Load(a), Op::Const(c), Op::IALoad, ..] if (0..65536).contains(&c) => Some((Op::IALoadLC(a, c as u16), 3)),
+        [Op::Load(a), Op::Const(c), Op::IALoad, ..] if (0..65536).contains(&c) => {
+            Some((Op::IALoadLC(a, c as u16), 3))
+        }
         [Op::Load(n), Op::Add, ..] => Some((Op::AddL(n), 2)),
         [Op::GetStatic(k), Op::Add, ..] => Some((Op::AddS(k), 2)),
         [Op::Iinc(n, d), Op::Goto(t), ..] => Some((Op::IincGoto(u8_(n)?, d, t), 2)),
@@ -282,7 +288,12 @@ fn fuse(ops: Vec<Op>, bcis: Vec<u32>, switches: &mut [Switch]) -> (Vec<Op>, Vec<
         }
     }
     for sw in switches.iter() {
-        let (Switch::Table { targets, default, .. } | Switch::Lookup { targets, default, .. }) = sw;
+        let (Switch::Table {
+            targets, default, ..
+        }
+        | Switch::Lookup {
+            targets, default, ..
+        }) = sw;
         targets.iter().for_each(|&t| mark(t));
         mark(*default);
     }
@@ -294,9 +305,7 @@ fn fuse(ops: Vec<Op>, bcis: Vec<u32>, switches: &mut [Switch]) -> (Vec<Op>, Vec<
             Some((f, n)) if !is_target[i + 1..i + n].iter().any(|&t| t) => (f, n),
             _ => (ops[i], 1),
         };
-        for k in i..i + n {
-            new_index[k] = out.len() as u32;
-        }
+        new_index[i..i + n].fill(out.len() as u32);
         out.push(op);
         out_bcis.push(bcis[i + n - 1]);
         i += n;
@@ -308,7 +317,12 @@ fn fuse(ops: Vec<Op>, bcis: Vec<u32>, switches: &mut [Switch]) -> (Vec<Op>, Vec<
         }
     }
     for sw in switches.iter_mut() {
-        let (Switch::Table { targets, default, .. } | Switch::Lookup { targets, default, .. }) = sw;
+        let (Switch::Table {
+            targets, default, ..
+        }
+        | Switch::Lookup {
+            targets, default, ..
+        }) = sw;
         targets.iter_mut().for_each(renumber);
         renumber(default);
     }
@@ -409,7 +423,12 @@ pub fn decode(cf: &ClassFile, info: ClassInfo, all_insns: &[Vec<Insn>]) -> Optio
 
 /// [`decode`], optionally without superinstructions (for tests that compare
 /// the two forms).
-pub fn decode_with(cf: &ClassFile, info: ClassInfo, all_insns: &[Vec<Insn>], fuse_ops: bool) -> Option<Program> {
+pub fn decode_with(
+    cf: &ClassFile,
+    info: ClassInfo,
+    all_insns: &[Vec<Insn>],
+    fuse_ops: bool,
+) -> Option<Program> {
     let program_info = info;
     let info = &program_info;
     let mut natives = Vec::new();
@@ -417,7 +436,12 @@ pub fn decode_with(cf: &ClassFile, info: ClassInfo, all_insns: &[Vec<Insn>], fus
     for m in &info.methods {
         if m.is_native {
             native_index.push(Some(u16::try_from(natives.len()).ok()?));
-            natives.push(NativeDecl { name: m.name.clone(), descriptor: m.descriptor.clone(), params: m.sig.params.clone(), ret: m.sig.ret });
+            natives.push(NativeDecl {
+                name: m.name.clone(),
+                descriptor: m.descriptor.clone(),
+                params: m.sig.params.clone(),
+                ret: m.sig.ret,
+            });
         } else {
             native_index.push(None);
         }
@@ -495,7 +519,10 @@ pub fn decode_with(cf: &ClassFile, info: ClassInfo, all_insns: &[Vec<Insn>], fus
                 (op::IXOR, _) => emit(Op::Xor),
                 (op::I2B, _) => emit(Op::I2B),
                 (op::I2S, _) => emit(Op::I2S),
-                (op::IFEQ..=op::IF_ACMPNE | op::GOTO | op::GOTO_W | op::IFNULL | op::IFNONNULL, &Operand::Branch(t)) => {
+                (
+                    op::IFEQ..=op::IF_ACMPNE | op::GOTO | op::GOTO_W | op::IFNULL | op::IFNONNULL,
+                    &Operand::Branch(t),
+                ) => {
                     let t = target(t)?;
                     emit(match o {
                         153 | op::IFNULL => Op::IfEq(t),
@@ -513,15 +540,36 @@ pub fn decode_with(cf: &ClassFile, info: ClassInfo, all_insns: &[Vec<Insn>], fus
                         _ => Op::Goto(t),
                     })
                 }
-                (op::TABLESWITCH, Operand::Table { default, low, targets }) => {
-                    let targets = targets.iter().map(|&t| target(t)).collect::<Option<Box<[u32]>>>()?;
-                    switches.push(Switch::Table { low: *low, targets, default: target(*default)? });
+                (
+                    op::TABLESWITCH,
+                    Operand::Table {
+                        default,
+                        low,
+                        targets,
+                    },
+                ) => {
+                    let targets = targets
+                        .iter()
+                        .map(|&t| target(t))
+                        .collect::<Option<Box<[u32]>>>()?;
+                    switches.push(Switch::Table {
+                        low: *low,
+                        targets,
+                        default: target(*default)?,
+                    });
                     emit(Op::TableSwitch(u32::try_from(switches.len() - 1).ok()?));
                 }
                 (op::LOOKUPSWITCH, Operand::Lookup { default, pairs }) => {
                     let keys = pairs.iter().map(|p| p.0).collect();
-                    let targets = pairs.iter().map(|p| target(p.1)).collect::<Option<Box<[u32]>>>()?;
-                    switches.push(Switch::Lookup { keys, targets, default: target(*default)? });
+                    let targets = pairs
+                        .iter()
+                        .map(|p| target(p.1))
+                        .collect::<Option<Box<[u32]>>>()?;
+                    switches.push(Switch::Lookup {
+                        keys,
+                        targets,
+                        default: target(*default)?,
+                    });
                     emit(Op::LookupSwitch(u32::try_from(switches.len() - 1).ok()?));
                 }
                 (op::IRETURN | op::ARETURN, _) => {
@@ -541,7 +589,11 @@ pub fn decode_with(cf: &ClassFile, info: ClassInfo, all_insns: &[Vec<Insn>], fus
                             if let Some(n) = narrow(fi.ty) {
                                 emit(n);
                             }
-                            emit(if o == op::PUTSTATIC { Op::PutStatic(fi.slot) } else { Op::PutField(fi.slot) })
+                            emit(if o == op::PUTSTATIC {
+                                Op::PutStatic(fi.slot)
+                            } else {
+                                Op::PutField(fi.slot)
+                            })
                         }
                     }
                 }
@@ -568,7 +620,11 @@ pub fn decode_with(cf: &ClassFile, info: ClassInfo, all_insns: &[Vec<Insn>], fus
                 _ => return None,
             }
         }
-        let (ops, bcis) = if fuse_ops { fuse(ops, bcis, &mut switches[first_switch..]) } else { (ops, bcis) };
+        let (ops, bcis) = if fuse_ops {
+            fuse(ops, bcis, &mut switches[first_switch..])
+        } else {
+            (ops, bcis)
+        };
         funcs.push(Some(Func {
             id: m.id(),
             code: ops.into_boxed_slice(),
@@ -579,8 +635,21 @@ pub fn decode_with(cf: &ClassFile, info: ClassInfo, all_insns: &[Vec<Insn>], fus
             has_receiver: !m.is_static,
         }));
     }
-    let max_frame = funcs.iter().flatten().map(|f| usize::from(f.max_locals) + usize::from(f.max_stack)).max().unwrap_or(0);
-    Some(Program { info: program_info, funcs, native_index, natives, switches, code_bytes, max_frame })
+    let max_frame = funcs
+        .iter()
+        .flatten()
+        .map(|f| usize::from(f.max_locals) + usize::from(f.max_stack))
+        .max()
+        .unwrap_or(0);
+    Some(Program {
+        info: program_info,
+        funcs,
+        native_index,
+        natives,
+        switches,
+        code_bytes,
+        max_frame,
+    })
 }
 
 /// Whether an instruction decodes to two ops (a narrowing before it).
@@ -613,7 +682,16 @@ mod tests {
             Op::Return,
         ];
         let (out, bcis) = fuse(ops, vec![0, 1, 2, 3, 4, 7, 10, 13], &mut []);
-        assert_eq!(out, vec![Op::Const(0), Op::Store(1), Op::IfLLGe(1, 0, 4), Op::IincGoto(1, 1, 2), Op::Return]);
+        assert_eq!(
+            out,
+            vec![
+                Op::Const(0),
+                Op::Store(1),
+                Op::IfLLGe(1, 0, 4),
+                Op::IincGoto(1, 1, 2),
+                Op::Return
+            ]
+        );
         // A fused op reports the bci of its last component, the one that can trap or charge fuel.
         assert_eq!(bcis, vec![0, 1, 4, 10, 13]);
     }
@@ -628,16 +706,63 @@ mod tests {
 
     #[test]
     fn switch_targets_are_renumbered() {
-        let mut sw = [Switch::Lookup { keys: Box::new([1]), targets: Box::new([2]), default: 5 }];
-        let ops = vec![Op::Load(0), Op::LookupSwitch(0), Op::Load(0), Op::Load(1), Op::Add, Op::Return];
+        let mut sw = [Switch::Lookup {
+            keys: Box::new([1]),
+            targets: Box::new([2]),
+            default: 5,
+        }];
+        let ops = vec![
+            Op::Load(0),
+            Op::LookupSwitch(0),
+            Op::Load(0),
+            Op::Load(1),
+            Op::Add,
+            Op::Return,
+        ];
         let (out, _) = fuse(ops, vec![0; 6], &mut sw);
-        assert_eq!(out, vec![Op::Load(0), Op::LookupSwitch(0), Op::AddLL(0, 1), Op::Return]);
-        assert_eq!(sw[0], Switch::Lookup { keys: Box::new([1]), targets: Box::new([2]), default: 3 });
+        assert_eq!(
+            out,
+            vec![
+                Op::Load(0),
+                Op::LookupSwitch(0),
+                Op::AddLL(0, 1),
+                Op::Return
+            ]
+        );
+        assert_eq!(
+            sw[0],
+            Switch::Lookup {
+                keys: Box::new([1]),
+                targets: Box::new([2]),
+                default: 3
+            }
+        );
         // A switch target inside a candidate sequence blocks the fusion.
-        let mut sw = [Switch::Lookup { keys: Box::new([1]), targets: Box::new([4]), default: 5 }];
-        let ops = vec![Op::Load(0), Op::LookupSwitch(0), Op::Load(0), Op::Load(1), Op::Add, Op::Return];
+        let mut sw = [Switch::Lookup {
+            keys: Box::new([1]),
+            targets: Box::new([4]),
+            default: 5,
+        }];
+        let ops = vec![
+            Op::Load(0),
+            Op::LookupSwitch(0),
+            Op::Load(0),
+            Op::Load(1),
+            Op::Add,
+            Op::Return,
+        ];
         let (out, _) = fuse(ops, vec![0; 6], &mut sw);
-        assert_eq!(out, vec![Op::Load(0), Op::LookupSwitch(0), Op::Load(0), Op::Load(1), Op::Add, Op::Return]);
+        assert_eq!(
+            out,
+            vec![
+                Op::Load(0),
+                Op::LookupSwitch(0),
+                Op::Load(0),
+                Op::Load(1),
+                Op::Add,
+                Op::Return
+            ]
+        );
     }
 
     #[test]

@@ -89,7 +89,14 @@ pub struct Heap {
 impl Heap {
     /// An empty heap with a budget of `limit` bytes.
     pub fn new(limit: u64) -> Heap {
-        Heap { slots: Vec::new(), free: Vec::new(), in_use: 0, limit, marks: Vec::new(), allocated_since_collect: false }
+        Heap {
+            slots: Vec::new(),
+            free: Vec::new(),
+            in_use: 0,
+            limit,
+            marks: Vec::new(),
+            allocated_since_collect: false,
+        }
     }
 
     /// Bytes in use (elements plus overhead).
@@ -111,7 +118,11 @@ impl Heap {
     pub fn alloc(&mut self, obj: Object) -> Result<i32, OutOfBudget> {
         let cost = obj.cost();
         if self.in_use + cost > self.limit || self.slots.len() >= i32::MAX as usize - 1 {
-            return Err(OutOfBudget { requested: cost, in_use: self.in_use, limit: self.limit });
+            return Err(OutOfBudget {
+                requested: cost,
+                in_use: self.in_use,
+                limit: self.limit,
+            });
         }
         self.in_use += cost;
         self.allocated_since_collect = true;
@@ -134,7 +145,11 @@ impl Heap {
         let cost = OBJECT_OVERHEAD + elem.size() * n as u64;
         // Check before allocating the vector, so a huge request costs nothing.
         if self.in_use + cost > self.limit {
-            return Err(OutOfBudget { requested: cost, in_use: self.in_use, limit: self.limit });
+            return Err(OutOfBudget {
+                requested: cost,
+                in_use: self.in_use,
+                limit: self.limit,
+            });
         }
         self.alloc(match elem {
             Prim::Boolean => Object::Booleans(vec![0; n]),
@@ -147,13 +162,17 @@ impl Heap {
     /// The object behind a handle; `None` for null or a dangling handle.
     #[inline(always)]
     pub fn get(&self, handle: i32) -> Option<&Object> {
-        self.slots.get((handle as u32).wrapping_sub(1) as usize)?.as_ref()
+        self.slots
+            .get((handle as u32).wrapping_sub(1) as usize)?
+            .as_ref()
     }
 
     /// The object behind a handle, mutably.
     #[inline(always)]
     pub fn get_mut(&mut self, handle: i32) -> Option<&mut Object> {
-        self.slots.get_mut((handle as u32).wrapping_sub(1) as usize)?.as_mut()
+        self.slots
+            .get_mut((handle as u32).wrapping_sub(1) as usize)?
+            .as_mut()
     }
 
     /// Whether anything was allocated since the last collection.
@@ -174,7 +193,11 @@ impl Heap {
                 (Some(Some(obj)), Some(mark)) if !*mark => {
                     *mark = true;
                     if let Object::Instance(fields) = obj {
-                        stack.extend(instance_ref_slots.iter().filter_map(|&s| fields.get(usize::from(s)).copied()));
+                        stack.extend(
+                            instance_ref_slots
+                                .iter()
+                                .filter_map(|&s| fields.get(usize::from(s)).copied()),
+                        );
                     }
                 }
                 _ => {}
@@ -218,7 +241,14 @@ mod tests {
         let mut h = Heap::new(100);
         h.alloc_array(Prim::Int, 10).unwrap(); // 56 bytes
         let e = h.alloc_array(Prim::Short, 20).unwrap_err(); // 56 more
-        assert_eq!(e, OutOfBudget { requested: 56, in_use: 56, limit: 100 });
+        assert_eq!(
+            e,
+            OutOfBudget {
+                requested: 56,
+                in_use: 56,
+                limit: 100
+            }
+        );
         assert!(h.alloc_array(Prim::Byte, i32::MAX).is_err());
     }
 

@@ -73,7 +73,11 @@ pub struct RunLimits {
 #[inline(never)]
 fn make_trap(kind: TrapKind, f: &Func, pc: usize) -> Trap {
     let bci = f.bcis.get(pc.wrapping_sub(1)).copied().unwrap_or(0);
-    Trap { kind, method: f.id.clone(), bci }
+    Trap {
+        kind,
+        method: f.id.clone(),
+        bci,
+    }
 }
 
 #[cold]
@@ -96,7 +100,13 @@ impl Machine {
         let mut func: u16 = entry;
         let mut f: &Func = match prog.funcs.get(usize::from(entry)).and_then(Option::as_ref) {
             Some(f) => f,
-            None => return Err(Trap { kind: internal("entry is not a bytecode method"), method: String::new(), bci: 0 }),
+            None => {
+                return Err(Trap {
+                    kind: internal("entry is not a bytecode method"),
+                    method: String::new(),
+                    bci: 0,
+                });
+            }
         };
         let mut code: &[Op] = &f.code;
         // Size the frame stack once for the deepest possible call chain, so the
@@ -107,7 +117,11 @@ impl Machine {
         }
         let s: &mut [i32] = &mut self.slots;
         if args.len() != usize::from(f.arg_slots) || args.len() > usize::from(f.max_locals) {
-            return Err(Trap { kind: internal("argument count"), method: f.id.clone(), bci: 0 });
+            return Err(Trap {
+                kind: internal("argument count"),
+                method: f.id.clone(),
+                bci: 0,
+            });
         }
         s[..args.len()].copy_from_slice(args);
         let mut pc: usize = 0;
@@ -153,7 +167,10 @@ impl Machine {
                 let len = $v.len();
                 match $v.get_mut($i as usize) {
                     Some(x) => x,
-                    None => trap!(TrapKind::ArrayIndexOutOfBounds { index: $i, length: len as i32 }),
+                    None => trap!(TrapKind::ArrayIndexOutOfBounds {
+                        index: $i,
+                        length: len as i32
+                    }),
                 }
             }};
         }
@@ -161,7 +178,12 @@ impl Machine {
             ($value:expr) => {{
                 let value: Option<i32> = $value;
                 match self.returns.pop() {
-                    None => return Ok(Outcome { value, fuel_used: limits.fuel - fuel_left }),
+                    None => {
+                        return Ok(Outcome {
+                            value,
+                            fuel_used: limits.fuel - fuel_left,
+                        });
+                    }
                     Some(r) => {
                         func = r.func;
                         f = match prog.funcs.get(usize::from(func)).and_then(Option::as_ref) {
@@ -182,7 +204,9 @@ impl Machine {
         }
 
         loop {
-            let Some(&op) = code.get(pc) else { trap!(internal("fell off the end of the code")) };
+            let Some(&op) = code.get(pc) else {
+                trap!(internal("fell off the end of the code"))
+            };
             pc += 1;
             match op {
                 Op::Nop => {}
@@ -443,11 +467,23 @@ impl Machine {
                     sp -= 1;
                     let key = s[sp];
                     pc = match prog.switches.get(k as usize) {
-                        Some(Switch::Table { low, targets, default }) => {
+                        Some(Switch::Table {
+                            low,
+                            targets,
+                            default,
+                        }) => {
                             let i = i64::from(key) - i64::from(*low);
-                            usize::try_from(i).ok().and_then(|i| targets.get(i)).copied().unwrap_or(*default) as usize
+                            usize::try_from(i)
+                                .ok()
+                                .and_then(|i| targets.get(i))
+                                .copied()
+                                .unwrap_or(*default) as usize
                         }
-                        Some(Switch::Lookup { keys, targets, default }) => match keys.binary_search(&key) {
+                        Some(Switch::Lookup {
+                            keys,
+                            targets,
+                            default,
+                        }) => match keys.binary_search(&key) {
                             Ok(i) => targets.get(i).copied().unwrap_or(*default) as usize,
                             Err(_) => *default as usize,
                         },
@@ -507,10 +543,17 @@ impl Machine {
                     if callee.has_receiver && s[nfp] == 0 {
                         trap!(TrapKind::NullPointer);
                     }
-                    if nfp + usize::from(callee.max_locals) + usize::from(callee.max_stack) > s.len() {
+                    if nfp + usize::from(callee.max_locals) + usize::from(callee.max_stack)
+                        > s.len()
+                    {
                         trap!(internal("frame stack sized too small"));
                     }
-                    self.returns.push(Return { func, pc: pc as u32, fp: fp as u32, sp: nfp as u32 });
+                    self.returns.push(Return {
+                        func,
+                        pc: pc as u32,
+                        fp: fp as u32,
+                        sp: nfp as u32,
+                    });
                     func = m;
                     f = callee;
                     code = &f.code;
@@ -520,17 +563,25 @@ impl Machine {
                 }
                 Op::CallNative(n) => {
                     charge!();
-                    let (Some(decl), Some(native)) = (prog.natives.get(usize::from(n)), st.natives.get(usize::from(n))) else {
+                    let (Some(decl), Some(native)) = (
+                        prog.natives.get(usize::from(n)),
+                        st.natives.get(usize::from(n)),
+                    ) else {
                         trap!(internal("native index"))
                     };
                     let k = decl.params.len();
                     sp -= k;
                     let result = {
-                        let mut ctx = Context { heap: &mut *st.heap };
+                        let mut ctx = Context {
+                            heap: &mut *st.heap,
+                        };
                         native(&mut ctx, &s[sp..sp + k])
                     };
                     match result {
-                        Err(e) => trap!(TrapKind::Native(format!("{}{}: {}", decl.name, decl.descriptor, e.0))),
+                        Err(e) => trap!(TrapKind::Native(format!(
+                            "{}{}: {}",
+                            decl.name, decl.descriptor, e.0
+                        ))),
                         Ok(v) => {
                             if let Some(FieldType::Array(p)) = decl.ret
                                 && v != 0
@@ -567,7 +618,11 @@ impl Machine {
                     }
                     s[sp - 1] = match st.heap.alloc_array(p, n) {
                         Ok(h) => h,
-                        Err(e) => trap!(TrapKind::HeapLimitExceeded { requested: e.requested, in_use: e.in_use, limit: e.limit }),
+                        Err(e) => trap!(TrapKind::HeapLimitExceeded {
+                            requested: e.requested,
+                            in_use: e.in_use,
+                            limit: e.limit
+                        }),
                     };
                 }
                 Op::IfLLEq(a, b, t) => {
@@ -668,14 +723,22 @@ impl Machine {
                     }
                 }
                 Op::IAStoreLLL(a, i, v) => {
-                    let (a, i, x) = (s[fp + usize::from(a)], s[fp + usize::from(i)], s[fp + usize::from(v)]);
+                    let (a, i, x) = (
+                        s[fp + usize::from(a)],
+                        s[fp + usize::from(i)],
+                        s[fp + usize::from(v)],
+                    );
                     match array!(a) {
                         Object::Ints(v) => *index!(v, i) = x,
                         _ => trap!(internal("iastore on a non-int array")),
                     }
                 }
                 Op::BAStoreLLL(a, i, v) => {
-                    let (a, i, x) = (s[fp + usize::from(a)], s[fp + usize::from(i)], s[fp + usize::from(v)]);
+                    let (a, i, x) = (
+                        s[fp + usize::from(a)],
+                        s[fp + usize::from(i)],
+                        s[fp + usize::from(v)],
+                    );
                     match array!(a) {
                         Object::Bytes(v) => *index!(v, i) = x as i8,
                         Object::Booleans(v) => *index!(v, i) = (x & 1) as i8,

@@ -74,7 +74,9 @@ pub mod subset;
 pub mod verifier;
 
 pub use crate::decode::Program;
-pub use crate::error::{ClassFormatError, InvokeError, LimitError, LoadError, SubsetError, Trap, TrapKind, VerifyError};
+pub use crate::error::{
+    ClassFormatError, InvokeError, LimitError, LoadError, SubsetError, Trap, TrapKind, VerifyError,
+};
 pub use crate::heap::Object;
 pub use crate::interpreter::Outcome;
 pub use crate::limits::Limits;
@@ -153,17 +155,30 @@ impl Applet {
     }
 
     /// Binds natives and instantiates a checked [`Program`].
-    pub fn instantiate(prog: Program, natives: &Natives, limits: Limits) -> Result<Applet, LoadError> {
+    pub fn instantiate(
+        prog: Program,
+        natives: &Natives,
+        limits: Limits,
+    ) -> Result<Applet, LoadError> {
         let mut bound = Vec::with_capacity(prog.natives.len());
         for n in &prog.natives {
             match natives.get(&n.name, &n.descriptor) {
                 Some(f) => bound.push(f.clone()),
-                None => return Err(LoadError::UnknownNative { name: n.name.clone(), descriptor: n.descriptor.clone() }),
+                None => {
+                    return Err(LoadError::UnknownNative {
+                        name: n.name.clone(),
+                        descriptor: n.descriptor.clone(),
+                    });
+                }
             }
         }
         let info = &prog.info;
         let refs = |stat: bool| -> Vec<u16> {
-            info.fields.iter().filter(|f| f.is_static == stat && f.ty.is_ref()).map(|f| f.slot).collect()
+            info.fields
+                .iter()
+                .filter(|f| f.is_static == stat && f.ty.is_ref())
+                .map(|f| f.slot)
+                .collect()
         };
         let (static_refs, instance_refs) = (refs(true), refs(false));
         let mut applet = Applet {
@@ -181,11 +196,18 @@ impl Applet {
             applet.run(idx, &[])?;
         }
         let count = usize::from(applet.prog.info.instance_count);
-        applet.instance = applet.heap.alloc(heap::Object::Instance(vec![0; count])).map_err(|e| Trap {
-            kind: TrapKind::HeapLimitExceeded { requested: e.requested, in_use: e.in_use, limit: e.limit },
-            method: "<new>".into(),
-            bci: 0,
-        })?;
+        applet.instance = applet
+            .heap
+            .alloc(heap::Object::Instance(vec![0; count]))
+            .map_err(|e| Trap {
+                kind: TrapKind::HeapLimitExceeded {
+                    requested: e.requested,
+                    in_use: e.in_use,
+                    limit: e.limit,
+                },
+                method: "<new>".into(),
+                bci: 0,
+            })?;
         if let Some((idx, _)) = applet.prog.info.method("<init>") {
             let this = applet.instance;
             applet.run(idx, &[this])?;
@@ -195,12 +217,21 @@ impl Applet {
 
     fn run(&mut self, idx: usize, args: &[i32]) -> Result<Outcome, Trap> {
         let entry = u16::try_from(idx).unwrap_or(u16::MAX);
-        let mut st = State { heap: &mut self.heap, statics: &mut self.statics, natives: &self.natives };
-        let limits = RunLimits { fuel: self.limits.fuel.unwrap_or(u64::MAX), max_depth: self.limits.max_call_depth };
+        let mut st = State {
+            heap: &mut self.heap,
+            statics: &mut self.statics,
+            natives: &self.natives,
+        };
+        let limits = RunLimits {
+            fuel: self.limits.fuel.unwrap_or(u64::MAX),
+            max_depth: self.limits.max_call_depth,
+        };
         let r = if self.limits.fuel.is_some() {
-            self.machine.run::<true>(&self.prog, &mut st, entry, args, limits)
+            self.machine
+                .run::<true>(&self.prog, &mut st, entry, args, limits)
         } else {
-            self.machine.run::<false>(&self.prog, &mut st, entry, args, limits)
+            self.machine
+                .run::<false>(&self.prog, &mut st, entry, args, limits)
         };
         if self.heap.needs_collect() {
             self.collect();
@@ -233,7 +264,11 @@ impl Applet {
             return Err(InvokeError::NotInvocable(m.id()));
         }
         if m.sig.params.len() != args.len() {
-            return Err(InvokeError::ArgumentCount { method: m.id(), expected: m.sig.params.len(), given: args.len() });
+            return Err(InvokeError::ArgumentCount {
+                method: m.id(),
+                expected: m.sig.params.len(),
+                given: args.len(),
+            });
         }
         let mut full = Vec::with_capacity(args.len() + 1);
         if !m.is_static {
@@ -251,10 +286,18 @@ impl Applet {
         Ok(self.run(idx, &full)?)
     }
 
-    fn static_slot(&self, name: &str, ty: FieldType, expected: &'static str) -> Result<usize, InvokeError> {
+    fn static_slot(
+        &self,
+        name: &str,
+        ty: FieldType,
+        expected: &'static str,
+    ) -> Result<usize, InvokeError> {
         match self.prog.info.field_named(name) {
             Some(f) if f.is_static && f.ty == ty => Ok(usize::from(f.slot)),
-            _ => Err(InvokeError::NoSuchField { name: name.to_owned(), expected }),
+            _ => Err(InvokeError::NoSuchField {
+                name: name.to_owned(),
+                expected,
+            }),
         }
     }
 
@@ -268,7 +311,11 @@ impl Applet {
             .heap
             .alloc(heap::Object::Bytes(data.iter().map(|&b| b as i8).collect()))
             .map_err(|e| Trap {
-                kind: TrapKind::HeapLimitExceeded { requested: e.requested, in_use: e.in_use, limit: e.limit },
+                kind: TrapKind::HeapLimitExceeded {
+                    requested: e.requested,
+                    in_use: e.in_use,
+                    limit: e.limit,
+                },
                 method: format!("<host: set {name}>"),
                 bci: 0,
             })?;
@@ -280,11 +327,18 @@ impl Applet {
     /// Stores a new `int[]` holding a copy of `data` into the static field `name`.
     pub fn set_static_int_array(&mut self, name: &str, data: &[i32]) -> Result<(), InvokeError> {
         let slot = self.static_slot(name, FieldType::Array(Prim::Int), "int[]")?;
-        let h = self.heap.alloc(heap::Object::Ints(data.to_vec())).map_err(|e| Trap {
-            kind: TrapKind::HeapLimitExceeded { requested: e.requested, in_use: e.in_use, limit: e.limit },
-            method: format!("<host: set {name}>"),
-            bci: 0,
-        })?;
+        let h = self
+            .heap
+            .alloc(heap::Object::Ints(data.to_vec()))
+            .map_err(|e| Trap {
+                kind: TrapKind::HeapLimitExceeded {
+                    requested: e.requested,
+                    in_use: e.in_use,
+                    limit: e.limit,
+                },
+                method: format!("<host: set {name}>"),
+                bci: 0,
+            })?;
         self.statics[slot] = h;
         self.collect();
         Ok(())
@@ -294,7 +348,10 @@ impl Applet {
     pub fn static_int(&self, name: &str) -> Result<i32, InvokeError> {
         match self.prog.info.field_named(name) {
             Some(f) if f.is_static && !f.ty.is_ref() => Ok(self.statics[usize::from(f.slot)]),
-            _ => Err(InvokeError::NoSuchField { name: name.to_owned(), expected: "int" }),
+            _ => Err(InvokeError::NoSuchField {
+                name: name.to_owned(),
+                expected: "int",
+            }),
         }
     }
 
@@ -307,7 +364,11 @@ impl Applet {
 
     /// The array a static field refers to (`None` if null or not an array field).
     pub fn static_array(&self, name: &str) -> Option<&Object> {
-        let f = self.prog.info.field_named(name).filter(|f| f.is_static && f.ty.is_ref())?;
+        let f = self
+            .prog
+            .info
+            .field_named(name)
+            .filter(|f| f.is_static && f.ty.is_ref())?;
         self.heap.get(self.statics[usize::from(f.slot)])
     }
 

@@ -8,9 +8,9 @@
 //! the applet, and the call depth. All are plain fields with documented
 //! defaults; [`Limits::default`] suits packet-processing applets.
 
+use crate::classfile::ClassFile;
 use crate::error::LimitError;
 use crate::subset::ClassInfo;
-use crate::classfile::ClassFile;
 
 /// Configurable limits for one applet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,7 +52,10 @@ impl Default for Limits {
 impl Limits {
     /// Limits with fuel metering off (for trusted benchmarks).
     pub fn unmetered() -> Self {
-        Limits { fuel: None, ..Limits::default() }
+        Limits {
+            fuel: None,
+            ..Limits::default()
+        }
     }
 
     /// Checks the load-time limits.
@@ -66,15 +69,34 @@ impl Limits {
             });
         }
         for m in &info.methods {
-            let Some(code) = cf.methods.get(m.index).and_then(|cm| cm.code.as_ref()) else { continue };
+            let Some(code) = cf.methods.get(m.index).and_then(|cm| cm.code.as_ref()) else {
+                continue;
+            };
             let checks = [
-                ("code size", code.code.len() as u64, u64::from(self.max_code_bytes)),
-                ("max_stack", u64::from(code.max_stack), u64::from(self.max_stack)),
-                ("max_locals", u64::from(code.max_locals), u64::from(self.max_locals)),
+                (
+                    "code size",
+                    code.code.len() as u64,
+                    u64::from(self.max_code_bytes),
+                ),
+                (
+                    "max_stack",
+                    u64::from(code.max_stack),
+                    u64::from(self.max_stack),
+                ),
+                (
+                    "max_locals",
+                    u64::from(code.max_locals),
+                    u64::from(self.max_locals),
+                ),
             ];
             for (what, actual, limit) in checks {
                 if actual > limit {
-                    return Err(LimitError { method: Some(m.id()), what, actual, limit });
+                    return Err(LimitError {
+                        method: Some(m.id()),
+                        what,
+                        actual,
+                        limit,
+                    });
                 }
             }
         }

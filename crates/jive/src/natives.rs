@@ -54,7 +54,8 @@ impl Natives {
     where
         F: Fn(&mut Context<'_>, &[i32]) -> Result<i32, NativeError> + Send + Sync + 'static,
     {
-        self.map.insert((name.to_owned(), descriptor.to_owned()), Arc::new(f));
+        self.map
+            .insert((name.to_owned(), descriptor.to_owned()), Arc::new(f));
         self
     }
 
@@ -83,7 +84,9 @@ impl Context<'_> {
         if handle == 0 {
             return Err(NativeError("null array argument".into()));
         }
-        self.heap.get_mut(handle).ok_or_else(|| NativeError(format!("invalid array handle {handle}")))
+        self.heap
+            .get_mut(handle)
+            .ok_or_else(|| NativeError(format!("invalid array handle {handle}")))
     }
 
     /// The `byte[]` (or `boolean[]`) behind a handle.
@@ -116,7 +119,10 @@ impl Context<'_> {
             return Err(NativeError(format!("negative array size {len}")));
         }
         self.heap.alloc_array(elem, len).map_err(|e| {
-            NativeError(format!("heap limit exceeded: {} more bytes requested, {} of {} in use", e.requested, e.in_use, e.limit))
+            NativeError(format!(
+                "heap limit exceeded: {} more bytes requested, {} of {} in use",
+                e.requested, e.in_use, e.limit
+            ))
         })
     }
 }

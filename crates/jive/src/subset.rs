@@ -108,7 +108,10 @@ fn parse_field_type(s: &[u8], i: &mut usize) -> Result<FieldType, DescriptorErro
     };
     match c {
         b'L' => {
-            let end = s[*i..].iter().position(|&b| b == b';').ok_or(DescriptorError::Malformed)?;
+            let end = s[*i..]
+                .iter()
+                .position(|&b| b == b';')
+                .ok_or(DescriptorError::Malformed)?;
             let name = String::from_utf8_lossy(&s[*i..*i + end]).into_owned();
             if name.is_empty() {
                 return Err(DescriptorError::Malformed);
@@ -128,7 +131,9 @@ fn parse_field_type(s: &[u8], i: &mut usize) -> Result<FieldType, DescriptorErro
                     DescriptorError::Malformed => Err(e),
                     DescriptorError::NotInSubset(_) => Ok(()),
                 })?;
-                Err(DescriptorError::NotInSubset("multi-dimensional array".into()))
+                Err(DescriptorError::NotInSubset(
+                    "multi-dimensional array".into(),
+                ))
             }
             Some(&b'L') => {
                 parse_field_type(s, i).or_else(|e| match e {
@@ -140,7 +145,9 @@ fn parse_field_type(s: &[u8], i: &mut usize) -> Result<FieldType, DescriptorErro
             Some(&c) => {
                 *i += 1;
                 prim(c).map(FieldType::Array).map_err(|e| match e {
-                    DescriptorError::NotInSubset(t) => DescriptorError::NotInSubset(format!("{t} array")),
+                    DescriptorError::NotInSubset(t) => {
+                        DescriptorError::NotInSubset(format!("{t} array"))
+                    }
                     m => m,
                 })
             }
@@ -274,12 +281,19 @@ impl ClassInfo {
     }
     /// Finds a method by name (names are unique in the subset).
     pub fn method(&self, name: &str) -> Option<(usize, &MethodInfo)> {
-        self.methods.iter().enumerate().find(|(_, m)| m.name == name)
+        self.methods
+            .iter()
+            .enumerate()
+            .find(|(_, m)| m.name == name)
     }
 }
 
 fn class_err(reason: impl Into<String>) -> SubsetError {
-    SubsetError { method: None, bci: None, reason: reason.into() }
+    SubsetError {
+        method: None,
+        bci: None,
+        reason: reason.into(),
+    }
 }
 
 fn describe(e: DescriptorError, what: &str) -> String {
@@ -292,20 +306,45 @@ fn describe(e: DescriptorError, what: &str) -> String {
 /// Why an opcode is outside the subset, or `None` if it is allowed.
 pub fn opcode_reason(opcode: u8) -> Option<&'static str> {
     Some(match opcode {
-        9..=15 | 20 | 22..=24 | 30..=41 | 47..=49 | 55..=57 | 63..=74 | 80..=82 | 97..=99 | 101..=103 | 105..=107
-        | 109..=111 | 113..=115 | 117..=119 | 121 | 123 | 125 | 127 | 129 | 131 | 133..=144 | 148..=152 | 173..=175 => {
-            "long, float and double are not in the JIVE subset"
-        }
+        9..=15
+        | 20
+        | 22..=24
+        | 30..=41
+        | 47..=49
+        | 55..=57
+        | 63..=74
+        | 80..=82
+        | 97..=99
+        | 101..=103
+        | 105..=107
+        | 109..=111
+        | 113..=115
+        | 117..=119
+        | 121
+        | 123
+        | 125
+        | 127
+        | 129
+        | 131
+        | 133..=144
+        | 148..=152
+        | 173..=175 => "long, float and double are not in the JIVE subset",
         op::CALOAD | 85 | op::I2C => "char is not in the JIVE subset",
         50 | 83 | op::ANEWARRAY => "arrays of references are not in the JIVE subset",
         op::MULTIANEWARRAY => "multi-dimensional arrays are not in the JIVE subset",
-        op::NEW => "creating objects is not in the JIVE subset (the host creates the one applet instance)",
-        op::CHECKCAST | op::INSTANCEOF => "casts and instanceof are not in the JIVE subset (there is one class)",
+        op::NEW => {
+            "creating objects is not in the JIVE subset (the host creates the one applet instance)"
+        }
+        op::CHECKCAST | op::INSTANCEOF => {
+            "casts and instanceof are not in the JIVE subset (there is one class)"
+        }
         op::ATHROW => "throwing exceptions is not in the JIVE subset",
         op::MONITORENTER | op::MONITOREXIT => "monitors are not in the JIVE subset",
         op::JSR | op::RET | op::JSR_W => "subroutines (jsr/ret) are not in the JIVE subset",
         op::INVOKEINTERFACE => "interfaces are not in the JIVE subset",
-        op::INVOKEDYNAMIC => "invokedynamic is not in the JIVE subset (no lambdas or string concatenation)",
+        op::INVOKEDYNAMIC => {
+            "invokedynamic is not in the JIVE subset (no lambdas or string concatenation)"
+        }
         _ => return None,
     })
 }
@@ -315,7 +354,12 @@ pub fn opcode_reason(opcode: u8) -> Option<&'static str> {
 pub fn method_instructions(cf: &ClassFile) -> Vec<Vec<Insn>> {
     cf.methods
         .iter()
-        .map(|m| m.code.as_ref().and_then(|c| bytecode::instructions(&c.code).ok()).unwrap_or_default())
+        .map(|m| {
+            m.code
+                .as_ref()
+                .and_then(|c| bytecode::instructions(&c.code).ok())
+                .unwrap_or_default()
+        })
         .collect()
 }
 
@@ -343,50 +387,90 @@ pub fn check_with(cf: &ClassFile, insns: &[Vec<Insn>]) -> Result<ClassInfo, Subs
         )));
     }
     if let Some(i) = cf.interfaces.first() {
-        return Err(class_err(format!("the applet class implements interface {i}; interfaces are not in the JIVE subset")));
+        return Err(class_err(format!(
+            "the applet class implements interface {i}; interfaces are not in the JIVE subset"
+        )));
     }
 
     let mut fields = Vec::new();
     let (mut ns, mut ni) = (0u16, 0u16);
     for f in &cf.fields {
-        let ty = parse_field_descriptor(&f.descriptor)
-            .map_err(|e| class_err(format!("field {}: {}", f.name, describe(e, &format!("descriptor {}", f.descriptor)))))?;
+        let ty = parse_field_descriptor(&f.descriptor).map_err(|e| {
+            class_err(format!(
+                "field {}: {}",
+                f.name,
+                describe(e, &format!("descriptor {}", f.descriptor))
+            ))
+        })?;
         if fields.iter().any(|g: &FieldInfo| g.name == f.name) {
             return Err(class_err(format!("two fields named {}", f.name)));
         }
         let is_static = f.access & classfile::ACC_STATIC != 0;
         let slot = if is_static { &mut ns } else { &mut ni };
-        fields.push(FieldInfo { name: f.name.clone(), ty, is_static, slot: *slot });
+        fields.push(FieldInfo {
+            name: f.name.clone(),
+            ty,
+            is_static,
+            slot: *slot,
+        });
         *slot += 1;
     }
 
     let mut methods: Vec<MethodInfo> = Vec::new();
     for (index, m) in cf.methods.iter().enumerate() {
         let id = m.id();
-        let merr = |bci: Option<u32>, reason: String| SubsetError { method: Some(id.clone()), bci, reason };
-        let sig = parse_method_descriptor(&m.descriptor).map_err(|e| merr(None, describe(e, "the descriptor")))?;
+        let merr = |bci: Option<u32>, reason: String| SubsetError {
+            method: Some(id.clone()),
+            bci,
+            reason,
+        };
+        let sig = parse_method_descriptor(&m.descriptor)
+            .map_err(|e| merr(None, describe(e, "the descriptor")))?;
         if let Some(prev) = methods.iter().find(|p| p.name == m.name) {
-            return Err(merr(None, format!("overloads {}; method overloading is not in the JIVE subset", prev.id())));
+            return Err(merr(
+                None,
+                format!(
+                    "overloads {}; method overloading is not in the JIVE subset",
+                    prev.id()
+                ),
+            ));
         }
         let is_static = m.access & classfile::ACC_STATIC != 0;
         let is_native = m.access & classfile::ACC_NATIVE != 0;
         if m.access & classfile::ACC_SYNCHRONIZED != 0 {
-            return Err(merr(None, "synchronized methods (monitors) are not in the JIVE subset".into()));
+            return Err(merr(
+                None,
+                "synchronized methods (monitors) are not in the JIVE subset".into(),
+            ));
         }
         if m.access & classfile::ACC_ABSTRACT != 0 {
-            return Err(merr(None, "abstract methods are not in the JIVE subset".into()));
+            return Err(merr(
+                None,
+                "abstract methods are not in the JIVE subset".into(),
+            ));
         }
         if is_native && !is_static {
             return Err(merr(None, "native methods must be static".into()));
         }
         if m.name == "<init>" && (is_static || sig.ret.is_some()) {
-            return Err(merr(None, "a constructor must be an instance method returning void".into()));
+            return Err(merr(
+                None,
+                "a constructor must be an instance method returning void".into(),
+            ));
         }
         if m.name == "<clinit>" && (!is_static || !sig.params.is_empty() || sig.ret.is_some()) {
-            return Err(merr(None, "<clinit> must be static, take no arguments and return void".into()));
+            return Err(merr(
+                None,
+                "<clinit> must be static, take no arguments and return void".into(),
+            ));
         }
         match (&m.code, is_native) {
-            (Some(_), true) => return Err(merr(None, "a native method must not have a Code attribute".into())),
+            (Some(_), true) => {
+                return Err(merr(
+                    None,
+                    "a native method must not have a Code attribute".into(),
+                ));
+            }
             (None, false) => return Err(merr(None, "a method without a Code attribute".into())),
             _ => {}
         }
@@ -402,9 +486,22 @@ pub fn check_with(cf: &ClassFile, insns: &[Vec<Insn>]) -> Result<ClassInfo, Subs
                 check_insn(cf, insn).map_err(|reason| merr(Some(insn.bci), reason))?;
             }
         }
-        methods.push(MethodInfo { name: m.name.clone(), descriptor: m.descriptor.clone(), sig, is_static, is_native, index });
+        methods.push(MethodInfo {
+            name: m.name.clone(),
+            descriptor: m.descriptor.clone(),
+            sig,
+            is_static,
+            is_native,
+            index,
+        });
     }
-    Ok(ClassInfo { name: cf.this_class.clone(), fields, methods, static_count: ns, instance_count: ni })
+    Ok(ClassInfo {
+        name: cf.this_class.clone(),
+        fields,
+        methods,
+        static_count: ns,
+        instance_count: ni,
+    })
 }
 
 fn check_insn(cf: &ClassFile, insn: &Insn) -> Result<(), String> {
@@ -415,9 +512,15 @@ fn check_insn(cf: &ClassFile, insn: &Insn) -> Result<(), String> {
     match (o, &insn.operand) {
         (op::LDC | op::LDC_W, &Operand::Cp(i)) => match cf.constant(i) {
             Some(Constant::Integer(_)) => Ok(()),
-            Some(Constant::String(_)) => Err("ldc of a string: strings are not in the JIVE subset".into()),
-            Some(Constant::Float(_)) => Err("ldc of a float: float is not in the JIVE subset".into()),
-            Some(Constant::Class(_)) => Err("ldc of a class literal: other classes are not in the JIVE subset".into()),
+            Some(Constant::String(_)) => {
+                Err("ldc of a string: strings are not in the JIVE subset".into())
+            }
+            Some(Constant::Float(_)) => {
+                Err("ldc of a float: float is not in the JIVE subset".into())
+            }
+            Some(Constant::Class(_)) => {
+                Err("ldc of a class literal: other classes are not in the JIVE subset".into())
+            }
             Some(c) => Err(format!("ldc of {c:?} is not in the JIVE subset")),
             None => Err(format!("ldc of constant #{i}, which does not exist")),
         },
@@ -431,25 +534,43 @@ fn check_insn(cf: &ClassFile, insn: &Insn) -> Result<(), String> {
             Some(Constant::Fieldref(..)) => {
                 let (class, name, _) = cf.member_ref(i).ok_or("unresolvable field reference")?;
                 if class != cf.this_class {
-                    Err(format!("access to field {class}.{name}: other classes are not in the JIVE subset"))
+                    Err(format!(
+                        "access to field {class}.{name}: other classes are not in the JIVE subset"
+                    ))
                 } else {
                     Ok(())
                 }
             }
-            _ => Err(format!("{} operand #{i} is not a Fieldref", bytecode::mnemonic(o))),
+            _ => Err(format!(
+                "{} operand #{i} is not a Fieldref",
+                bytecode::mnemonic(o)
+            )),
         },
         (op::INVOKEVIRTUAL..=op::INVOKESTATIC, &Operand::Cp(i)) => {
             let (class, name, desc) = match cf.constant(i) {
-                Some(Constant::Methodref(..)) => cf.member_ref(i).ok_or("unresolvable method reference")?,
-                Some(Constant::InterfaceMethodref(..)) => return Err("interface methods are not in the JIVE subset".into()),
-                _ => return Err(format!("{} operand #{i} is not a Methodref", bytecode::mnemonic(o))),
+                Some(Constant::Methodref(..)) => {
+                    cf.member_ref(i).ok_or("unresolvable method reference")?
+                }
+                Some(Constant::InterfaceMethodref(..)) => {
+                    return Err("interface methods are not in the JIVE subset".into());
+                }
+                _ => {
+                    return Err(format!(
+                        "{} operand #{i} is not a Methodref",
+                        bytecode::mnemonic(o)
+                    ));
+                }
             };
-            if class == cf.this_class {
-                Ok(())
-            } else if o == op::INVOKESPECIAL && class == "java/lang/Object" && name == "<init>" && desc == "()V" {
+            let object_init = o == op::INVOKESPECIAL
+                && class == "java/lang/Object"
+                && name == "<init>"
+                && desc == "()V";
+            if class == cf.this_class || object_init {
                 Ok(())
             } else {
-                Err(format!("call to {class}.{name}{desc}: other classes are not in the JIVE subset"))
+                Err(format!(
+                    "call to {class}.{name}{desc}: other classes are not in the JIVE subset"
+                ))
             }
         }
         _ => Ok(()),
@@ -462,32 +583,66 @@ mod tests {
 
     #[test]
     fn descriptors_of_the_subset() {
-        assert_eq!(parse_field_descriptor("[B"), Ok(FieldType::Array(Prim::Byte)));
-        assert_eq!(parse_field_descriptor("Z"), Ok(FieldType::Prim(Prim::Boolean)));
+        assert_eq!(
+            parse_field_descriptor("[B"),
+            Ok(FieldType::Array(Prim::Byte))
+        );
+        assert_eq!(
+            parse_field_descriptor("Z"),
+            Ok(FieldType::Prim(Prim::Boolean))
+        );
         let sig = parse_method_descriptor("(I[SZ)[I").unwrap();
-        assert_eq!(sig.params, vec![FieldType::Prim(Prim::Int), FieldType::Array(Prim::Short), FieldType::Prim(Prim::Boolean)]);
+        assert_eq!(
+            sig.params,
+            vec![
+                FieldType::Prim(Prim::Int),
+                FieldType::Array(Prim::Short),
+                FieldType::Prim(Prim::Boolean)
+            ]
+        );
         assert_eq!(sig.ret, Some(FieldType::Array(Prim::Int)));
         assert_eq!(parse_method_descriptor("()V").unwrap().ret, None);
     }
 
     #[test]
     fn descriptors_outside_the_subset_say_which_type() {
-        assert_eq!(parse_field_descriptor("J"), Err(DescriptorError::NotInSubset("long".into())));
-        assert_eq!(parse_field_descriptor("[[I"), Err(DescriptorError::NotInSubset("multi-dimensional array".into())));
+        assert_eq!(
+            parse_field_descriptor("J"),
+            Err(DescriptorError::NotInSubset("long".into()))
+        );
+        assert_eq!(
+            parse_field_descriptor("[[I"),
+            Err(DescriptorError::NotInSubset(
+                "multi-dimensional array".into()
+            ))
+        );
         assert_eq!(
             parse_method_descriptor("(Ljava/lang/String;)V"),
-            Err(DescriptorError::NotInSubset("object type java/lang/String".into()))
+            Err(DescriptorError::NotInSubset(
+                "object type java/lang/String".into()
+            ))
         );
-        assert_eq!(parse_field_descriptor("[C"), Err(DescriptorError::NotInSubset("char array".into())));
+        assert_eq!(
+            parse_field_descriptor("[C"),
+            Err(DescriptorError::NotInSubset("char array".into()))
+        );
     }
 
     #[test]
     fn malformed_descriptors_are_not_confused_with_unsupported_ones() {
         for d in ["", "Q", "[", "L;", "Ljava/lang/String", "II"] {
-            assert_eq!(parse_field_descriptor(d), Err(DescriptorError::Malformed), "{d:?}");
+            assert_eq!(
+                parse_field_descriptor(d),
+                Err(DescriptorError::Malformed),
+                "{d:?}"
+            );
         }
         for d in ["", "I", "(", "(I", "()", "()VV", "(V)V"] {
-            assert_eq!(parse_method_descriptor(d), Err(DescriptorError::Malformed), "{d:?}");
+            assert_eq!(
+                parse_method_descriptor(d),
+                Err(DescriptorError::Malformed),
+                "{d:?}"
+            );
         }
     }
 }

@@ -80,7 +80,11 @@ impl core::fmt::Display for VType {
 pub fn is_assignable(from: VType, to: VType) -> bool {
     from == to
         || to == VType::Top
-        || matches!((from, to), (VType::Null, VType::This | VType::Object | VType::Array(_)) | (VType::This | VType::Array(_), VType::Object))
+        || matches!(
+            (from, to),
+            (VType::Null, VType::This | VType::Object | VType::Array(_))
+                | (VType::This | VType::Array(_), VType::Object)
+        )
 }
 
 /// A frame: the types of the locals and of the operand stack.
@@ -94,8 +98,16 @@ struct Frame {
 
 fn frame_assignable(from: &Frame, to: &Frame) -> bool {
     from.stack.len() == to.stack.len()
-        && from.locals.iter().zip(&to.locals).all(|(&a, &b)| is_assignable(a, b))
-        && from.stack.iter().zip(&to.stack).all(|(&a, &b)| is_assignable(a, b))
+        && from
+            .locals
+            .iter()
+            .zip(&to.locals)
+            .all(|(&a, &b)| is_assignable(a, b))
+        && from
+            .stack
+            .iter()
+            .zip(&to.stack)
+            .all(|(&a, &b)| is_assignable(a, b))
         && (!from.this_uninit || to.this_uninit)
 }
 
@@ -118,10 +130,15 @@ impl Ctx<'_> {
             VerificationType::Null => VType::Null,
             VerificationType::UninitializedThis => VType::UninitThis,
             VerificationType::Float | VerificationType::Long | VerificationType::Double => {
-                return Err("StackMapTable frame holds a long, float or double, which is not in the subset".into());
+                return Err(
+                    "StackMapTable frame holds a long, float or double, which is not in the subset"
+                        .into(),
+                );
             }
             VerificationType::Uninitialized(o) => {
-                return Err(format!("StackMapTable frame holds an object made by `new` at bci {o}, which is not in the subset"));
+                return Err(format!(
+                    "StackMapTable frame holds an object made by `new` at bci {o}, which is not in the subset"
+                ));
             }
             VerificationType::Object(i) => {
                 let name = self.cf.class_name(i)?;
@@ -132,7 +149,11 @@ impl Ctx<'_> {
                     "[I" => VType::Array(Prim::Int),
                     "java/lang/Object" => VType::Object,
                     n if n == self.info.name => VType::This,
-                    n => return Err(format!("StackMapTable frame names class {n}, which is not in the subset")),
+                    n => {
+                        return Err(format!(
+                            "StackMapTable frame names class {n}, which is not in the subset"
+                        ));
+                    }
                 }
             }
         })
@@ -140,15 +161,27 @@ impl Ctx<'_> {
 
     fn expand(&self, declared: &[VType], stack: Vec<VType>) -> R<Frame> {
         if declared.len() > self.max_locals {
-            return Err(format!("StackMapTable frame has {} locals, max_locals is {}", declared.len(), self.max_locals));
+            return Err(format!(
+                "StackMapTable frame has {} locals, max_locals is {}",
+                declared.len(),
+                self.max_locals
+            ));
         }
         if stack.len() > self.max_stack {
-            return Err(format!("StackMapTable frame has {} stack items, max_stack is {}", stack.len(), self.max_stack));
+            return Err(format!(
+                "StackMapTable frame has {} stack items, max_stack is {}",
+                stack.len(),
+                self.max_stack
+            ));
         }
         let mut locals = declared.to_vec();
         locals.resize(self.max_locals, VType::Top);
         let this_uninit = locals.contains(&VType::UninitThis);
-        Ok(Frame { locals, stack, this_uninit })
+        Ok(Frame {
+            locals,
+            stack,
+            this_uninit,
+        })
     }
 }
 
@@ -160,7 +193,11 @@ pub fn verify(cf: &ClassFile, info: &ClassInfo) -> Result<(), VerifyError> {
 /// [`verify`], given the instructions of each method of `cf` (in
 /// [`ClassFile::methods`] order) as [`crate::subset::method_instructions`]
 /// computes them; an empty list for a method with code means it did not decode.
-pub fn verify_with(cf: &ClassFile, info: &ClassInfo, insns: &[Vec<Insn>]) -> Result<(), VerifyError> {
+pub fn verify_with(
+    cf: &ClassFile,
+    info: &ClassInfo,
+    insns: &[Vec<Insn>],
+) -> Result<(), VerifyError> {
     if cf.major_version < 50 {
         return Err(VerifyError {
             method: info.name.clone(),
@@ -176,14 +213,28 @@ pub fn verify_with(cf: &ClassFile, info: &ClassInfo, insns: &[Vec<Insn>]) -> Res
         if m.is_native {
             continue;
         }
-        verify_method(cf, info, m, insns.get(m.index).map(Vec::as_slice).unwrap_or_default())?;
+        verify_method(
+            cf,
+            info,
+            m,
+            insns.get(m.index).map(Vec::as_slice).unwrap_or_default(),
+        )?;
     }
     Ok(())
 }
 
-fn verify_method(cf: &ClassFile, info: &ClassInfo, m: &MethodInfo, insns: &[Insn]) -> Result<(), VerifyError> {
+fn verify_method(
+    cf: &ClassFile,
+    info: &ClassInfo,
+    m: &MethodInfo,
+    insns: &[Insn],
+) -> Result<(), VerifyError> {
     let id = m.id();
-    let fail = |bci: Option<u32>, reason: String| VerifyError { method: id.clone(), bci, reason };
+    let fail = |bci: Option<u32>, reason: String| VerifyError {
+        method: id.clone(),
+        bci,
+        reason,
+    };
     let Some(code) = cf.methods.get(m.index).and_then(|cm| cm.code.as_ref()) else {
         return Err(fail(None, "method has no code".into()));
     };
@@ -214,28 +265,52 @@ fn verify_method(cf: &ClassFile, info: &ClassInfo, m: &MethodInfo, insns: &[Insn
     // The initial frame (JVMS §4.10.1.6 methodInitialStackFrame).
     let mut declared: Vec<VType> = Vec::new();
     if !m.is_static {
-        declared.push(if m.name == "<init>" { VType::UninitThis } else { VType::This });
+        declared.push(if m.name == "<init>" {
+            VType::UninitThis
+        } else {
+            VType::This
+        });
     }
     declared.extend(m.sig.params.iter().map(|&t| VType::from_field(t)));
     if declared.len() > ctx.max_locals {
-        return Err(fail(None, format!("the arguments need {} locals, max_locals is {}", declared.len(), ctx.max_locals)));
+        return Err(fail(
+            None,
+            format!(
+                "the arguments need {} locals, max_locals is {}",
+                declared.len(),
+                ctx.max_locals
+            ),
+        ));
     }
-    let initial = ctx.expand(&declared, Vec::new()).map_err(|r| fail(None, r))?;
+    let initial = ctx
+        .expand(&declared, Vec::new())
+        .map_err(|r| fail(None, r))?;
 
     // The recorded frames, by bci.
     // Recorded frames in increasing bci order (the delta encoding guarantees it).
-    let mut frames: Vec<(u32, Frame)> = Vec::with_capacity(code.stack_map.as_ref().map_or(0, Vec::len));
+    let mut frames: Vec<(u32, Frame)> =
+        Vec::with_capacity(code.stack_map.as_ref().map_or(0, Vec::len));
     if let Some(map) = &code.stack_map {
         let mut bci: i64 = -1;
         for f in map {
             bci += i64::from(f.offset_delta) + 1;
             let here = Some(bci.clamp(0, i64::from(u32::MAX)) as u32);
-            let e = |r: String| fail(here, format!("bad StackMapTable frame (type {}): {r}", f.frame_type));
+            let e = |r: String| {
+                fail(
+                    here,
+                    format!("bad StackMapTable frame (type {}): {r}", f.frame_type),
+                )
+            };
             if bci >= code.code.len() as i64 {
-                return Err(e(format!("frame at bci {bci} is beyond the end of the code ({} bytes)", code.code.len())));
+                return Err(e(format!(
+                    "frame at bci {bci} is beyond the end of the code ({} bytes)",
+                    code.code.len()
+                )));
             }
             if !starts[bci as usize] {
-                return Err(e(format!("frame at bci {bci} is not at an instruction start")));
+                return Err(e(format!(
+                    "frame at bci {bci} is not at an instruction start"
+                )));
             }
             let stack = match &f.kind {
                 FrameKind::Same => Vec::new(),
@@ -255,8 +330,16 @@ fn verify_method(cf: &ClassFile, info: &ClassInfo, m: &MethodInfo, insns: &[Insn
                     Vec::new()
                 }
                 FrameKind::Full { locals, stack } => {
-                    declared = locals.iter().map(|&t| ctx.vtype(t)).collect::<R<_>>().map_err(e)?;
-                    stack.iter().map(|&t| ctx.vtype(t)).collect::<R<_>>().map_err(e)?
+                    declared = locals
+                        .iter()
+                        .map(|&t| ctx.vtype(t))
+                        .collect::<R<_>>()
+                        .map_err(e)?;
+                    stack
+                        .iter()
+                        .map(|&t| ctx.vtype(t))
+                        .collect::<R<_>>()
+                        .map_err(e)?
                 }
             };
             let frame = ctx.expand(&declared, stack).map_err(e)?;
@@ -264,7 +347,12 @@ fn verify_method(cf: &ClassFile, info: &ClassInfo, m: &MethodInfo, insns: &[Insn
         }
     }
 
-    let frame_at = |bci: u32| frames.binary_search_by_key(&bci, |f| f.0).ok().map(|i| &frames[i].1);
+    let frame_at = |bci: u32| {
+        frames
+            .binary_search_by_key(&bci, |f| f.0)
+            .ok()
+            .map(|i| &frames[i].1)
+    };
     let mut cur: Option<Frame> = Some(initial);
     for insn in insns {
         if let Some(recorded) = frame_at(insn.bci) {
@@ -273,30 +361,53 @@ fn verify_method(cf: &ClassFile, info: &ClassInfo, m: &MethodInfo, insns: &[Insn
             {
                 return Err(fail(
                     Some(insn.bci),
-                    format!("falls through into a StackMapTable frame it does not match: {} vs {}", show(c), show(recorded)),
+                    format!(
+                        "falls through into a StackMapTable frame it does not match: {} vs {}",
+                        show(c),
+                        show(recorded)
+                    ),
                 ));
             }
             cur = Some(recorded.clone());
         }
         let Some(mut f) = cur.take() else {
-            return Err(fail(Some(insn.bci), "no StackMapTable frame after an unconditional branch".into()));
+            return Err(fail(
+                Some(insn.bci),
+                "no StackMapTable frame after an unconditional branch".into(),
+            ));
         };
         let mut targets: Vec<i64> = Vec::new();
         let falls = step(&ctx, insn, &mut f, &mut targets).map_err(|r| fail(Some(insn.bci), r))?;
         for &t in &targets {
             if t < 0 || t >= code.code.len() as i64 {
-                return Err(fail(Some(insn.bci), format!("branch target {t} is outside the code (0..{})", code.code.len())));
+                return Err(fail(
+                    Some(insn.bci),
+                    format!(
+                        "branch target {t} is outside the code (0..{})",
+                        code.code.len()
+                    ),
+                ));
             }
             if !starts[t as usize] {
-                return Err(fail(Some(insn.bci), format!("branch target {t} is in the middle of an instruction")));
+                return Err(fail(
+                    Some(insn.bci),
+                    format!("branch target {t} is in the middle of an instruction"),
+                ));
             }
             let Some(recorded) = frame_at(t as u32) else {
-                return Err(fail(Some(insn.bci), format!("branch target {t} has no StackMapTable frame")));
+                return Err(fail(
+                    Some(insn.bci),
+                    format!("branch target {t} has no StackMapTable frame"),
+                ));
             };
             if !frame_assignable(&f, recorded) {
                 return Err(fail(
                     Some(insn.bci),
-                    format!("the frame at the branch to {t} does not match its StackMapTable frame: {} vs {}", show(&f), show(recorded)),
+                    format!(
+                        "the frame at the branch to {t} does not match its StackMapTable frame: {} vs {}",
+                        show(&f),
+                        show(recorded)
+                    ),
                 ));
             }
         }
@@ -306,7 +417,10 @@ fn verify_method(cf: &ClassFile, info: &ClassInfo, m: &MethodInfo, insns: &[Insn
     }
     if cur.is_some() {
         let last = insns.last().map(|i| i.bci);
-        return Err(fail(last, "execution can fall off the end of the code".into()));
+        return Err(fail(
+            last,
+            "execution can fall off the end of the code".into(),
+        ));
     }
     Ok(())
 }
@@ -319,7 +433,9 @@ fn show(f: &Frame) -> String {
 
 impl Frame {
     fn pop(&mut self) -> R<VType> {
-        self.stack.pop().ok_or_else(|| "operand stack underflow".to_string())
+        self.stack
+            .pop()
+            .ok_or_else(|| "operand stack underflow".to_string())
     }
     fn pop_as(&mut self, want: VType, what: &str) -> R<VType> {
         let t = self.pop()?;
@@ -331,7 +447,9 @@ impl Frame {
     fn pop_ref(&mut self, what: &str) -> R<VType> {
         let t = self.pop()?;
         if !t.is_reference() {
-            return Err(format!("{what} expects a reference on the stack, found {t}"));
+            return Err(format!(
+                "{what} expects a reference on the stack, found {t}"
+            ));
         }
         Ok(t)
     }
@@ -343,10 +461,12 @@ impl Frame {
         Ok(())
     }
     fn local(&self, i: u16) -> R<VType> {
-        self.locals
-            .get(usize::from(i))
-            .copied()
-            .ok_or_else(|| format!("local variable {i} is out of range (max_locals is {})", self.locals.len()))
+        self.locals.get(usize::from(i)).copied().ok_or_else(|| {
+            format!(
+                "local variable {i} is out of range (max_locals is {})",
+                self.locals.len()
+            )
+        })
     }
     fn set_local(&mut self, i: u16, t: VType) -> R<()> {
         let n = self.locals.len();
@@ -384,7 +504,9 @@ fn step(ctx: &Ctx<'_>, insn: &Insn, f: &mut Frame, targets: &mut Vec<i64>) -> R<
         (op::ALOAD | op::ALOAD_0..=op::ALOAD_3, &Operand::Local(i)) => {
             let t = f.local(i)?;
             if !t.is_reference() {
-                return Err(format!("{name} reads local {i}, which holds {t}, not a reference"));
+                return Err(format!(
+                    "{name} reads local {i}, which holds {t}, not a reference"
+                ));
             }
             f.push(t, ms)?;
         }
@@ -500,7 +622,14 @@ fn step(ctx: &Ctx<'_>, insn: &Insn, f: &mut Frame, targets: &mut Vec<i64>) -> R<
             targets.push(t);
             return Ok(false);
         }
-        (op::TABLESWITCH, Operand::Table { default, targets: ts, .. }) => {
+        (
+            op::TABLESWITCH,
+            Operand::Table {
+                default,
+                targets: ts,
+                ..
+            },
+        ) => {
             f.pop_as(int, name)?;
             targets.push(*default);
             targets.extend(ts.iter().copied());
@@ -518,14 +647,20 @@ fn step(ctx: &Ctx<'_>, insn: &Insn, f: &mut Frame, targets: &mut Vec<i64>) -> R<
                 Some(t) => VType::from_field(t),
             };
             if (o == op::IRETURN) != (want == int) {
-                return Err(format!("{name} in a method that returns {}", ret_name(ctx.method)));
+                return Err(format!(
+                    "{name} in a method that returns {}",
+                    ret_name(ctx.method)
+                ));
             }
             f.pop_as(want, name)?;
             return Ok(false);
         }
         (op::RETURN, _) => {
             if ctx.method.sig.ret.is_some() {
-                return Err(format!("return without a value in a method that returns {}", ret_name(ctx.method)));
+                return Err(format!(
+                    "return without a value in a method that returns {}",
+                    ret_name(ctx.method)
+                ));
             }
             if ctx.method.name == "<init>" && f.this_uninit {
                 return Err("the constructor returns before `this` is initialized (no call to Object.<init>)".into());
@@ -533,16 +668,28 @@ fn step(ctx: &Ctx<'_>, insn: &Insn, f: &mut Frame, targets: &mut Vec<i64>) -> R<
             return Ok(false);
         }
         (op::GETSTATIC..=op::PUTFIELD, &Operand::Cp(i)) => {
-            let (_, fname, desc) = ctx.cf.member_ref(i).ok_or_else(|| format!("{name} #{i} is not a field reference"))?;
-            let fi = ctx.info.field_named(fname).ok_or_else(|| format!("{name} of unknown field {fname}"))?;
+            let (_, fname, desc) = ctx
+                .cf
+                .member_ref(i)
+                .ok_or_else(|| format!("{name} #{i} is not a field reference"))?;
+            let fi = ctx
+                .info
+                .field_named(fname)
+                .ok_or_else(|| format!("{name} of unknown field {fname}"))?;
             let ty = crate::subset::parse_field_descriptor(desc)
                 .map_err(|_| format!("{name} {fname}: descriptor {desc} is not a subset type"))?;
             if ty != fi.ty {
-                return Err(format!("{name} {fname}:{desc}, but the field is declared with type {}", field_desc(fi.ty)));
+                return Err(format!(
+                    "{name} {fname}:{desc}, but the field is declared with type {}",
+                    field_desc(fi.ty)
+                ));
             }
             let want_static = o == op::GETSTATIC || o == op::PUTSTATIC;
             if fi.is_static != want_static {
-                return Err(format!("{name} of {} field {fname}", if fi.is_static { "static" } else { "instance" }));
+                return Err(format!(
+                    "{name} of {} field {fname}",
+                    if fi.is_static { "static" } else { "instance" }
+                ));
             }
             let vt = VType::from_field(ty);
             match o {
@@ -558,18 +705,25 @@ fn step(ctx: &Ctx<'_>, insn: &Insn, f: &mut Frame, targets: &mut Vec<i64>) -> R<
                     f.pop_as(vt, name)?;
                     let r = f.pop()?;
                     if !(is_assignable(r, VType::This) || r == VType::UninitThis) {
-                        return Err(format!("putfield expects the applet object on the stack, found {r}"));
+                        return Err(format!(
+                            "putfield expects the applet object on the stack, found {r}"
+                        ));
                     }
                 }
             }
         }
         (op::INVOKEVIRTUAL..=op::INVOKESTATIC, &Operand::Cp(i)) => {
-            let (class, mname, desc) = ctx.cf.member_ref(i).ok_or_else(|| format!("{name} #{i} is not a method reference"))?;
+            let (class, mname, desc) = ctx
+                .cf
+                .member_ref(i)
+                .ok_or_else(|| format!("{name} #{i} is not a method reference"))?;
             if class != ctx.info.name {
                 // The subset check admits only Object.<init>()V here.
                 let r = f.pop()?;
                 if r != VType::UninitThis {
-                    return Err(format!("{class}.{mname}{desc} must be called on uninitialized this, found {r}"));
+                    return Err(format!(
+                        "{class}.{mname}{desc} must be called on uninitialized this, found {r}"
+                    ));
                 }
                 for t in f.locals.iter_mut().chain(f.stack.iter_mut()) {
                     if *t == VType::UninitThis {
@@ -579,17 +733,29 @@ fn step(ctx: &Ctx<'_>, insn: &Insn, f: &mut Frame, targets: &mut Vec<i64>) -> R<
                 f.this_uninit = false;
                 return Ok(true);
             }
-            let (_, callee) = ctx.info.method(mname).ok_or_else(|| format!("call to unknown method {mname}{desc}"))?;
+            let (_, callee) = ctx
+                .info
+                .method(mname)
+                .ok_or_else(|| format!("call to unknown method {mname}{desc}"))?;
             if callee.descriptor != desc {
-                return Err(format!("call to {mname}{desc}, but the method is declared as {}", callee.id()));
+                return Err(format!(
+                    "call to {mname}{desc}, but the method is declared as {}",
+                    callee.id()
+                ));
             }
             if mname == "<init>" || mname == "<clinit>" {
-                return Err(format!("{name} of {mname}: initializers are called only by the host"));
+                return Err(format!(
+                    "{name} of {mname}: initializers are called only by the host"
+                ));
             }
             if callee.is_static != (o == op::INVOKESTATIC) {
                 return Err(format!(
                     "{name} of {} method {}",
-                    if callee.is_static { "static" } else { "instance" },
+                    if callee.is_static {
+                        "static"
+                    } else {
+                        "instance"
+                    },
                     callee.id()
                 ));
             }
@@ -597,7 +763,10 @@ fn step(ctx: &Ctx<'_>, insn: &Insn, f: &mut Frame, targets: &mut Vec<i64>) -> R<
                 let t = f.pop()?;
                 let want = VType::from_field(p);
                 if !is_assignable(t, want) {
-                    return Err(format!("argument {k} of {} must be {want}, found {t}", callee.id()));
+                    return Err(format!(
+                        "argument {k} of {} must be {want}, found {t}",
+                        callee.id()
+                    ));
                 }
             }
             if !callee.is_static {
@@ -621,7 +790,9 @@ fn step(ctx: &Ctx<'_>, insn: &Insn, f: &mut Frame, targets: &mut Vec<i64>) -> R<
         (op::ARRAYLENGTH, _) => {
             let t = f.pop()?;
             if !matches!(t, VType::Array(_) | VType::Null) {
-                return Err(format!("arraylength expects an array on the stack, found {t}"));
+                return Err(format!(
+                    "arraylength expects an array on the stack, found {t}"
+                ));
             }
             f.push(int, ms)?;
         }

@@ -36,9 +36,17 @@ fn trap_kind(r: Result<jive::Outcome, InvokeError>) -> TrapKind {
 #[test]
 fn static_methods_return_their_results() {
     for r in RELEASES {
-        let Some(mut a) = load(r, "Arith", &Natives::new(), Limits::default()) else { return };
-        assert_eq!(a.invoke("add", &[i32::MAX, 1]).unwrap().value, Some(i32::MIN));
-        assert_eq!(a.invoke("div", &[i32::MIN, -1]).unwrap().value, Some(i32::MIN));
+        let Some(mut a) = load(r, "Arith", &Natives::new(), Limits::default()) else {
+            return;
+        };
+        assert_eq!(
+            a.invoke("add", &[i32::MAX, 1]).unwrap().value,
+            Some(i32::MIN)
+        );
+        assert_eq!(
+            a.invoke("div", &[i32::MIN, -1]).unwrap().value,
+            Some(i32::MIN)
+        );
         assert_eq!(a.invoke("rem", &[i32::MIN, -1]).unwrap().value, Some(0));
         assert_eq!(a.invoke("shl", &[1, 33]).unwrap().value, Some(2));
         assert_eq!(a.invoke("ushr", &[-1, 28]).unwrap().value, Some(15));
@@ -57,7 +65,9 @@ fn static_methods_return_their_results() {
 #[test]
 fn arguments_are_narrowed_to_the_parameter_type() {
     for r in RELEASES {
-        let Some(mut a) = load(r, "Arith", &Natives::new(), Limits::default()) else { return };
+        let Some(mut a) = load(r, "Arith", &Natives::new(), Limits::default()) else {
+            return;
+        };
         // isSmall(byte): 300 becomes (byte) 44, which is not < 10.
         assert_eq!(a.invoke("isSmall", &[300]).unwrap().value, Some(0));
         assert_eq!(a.invoke("isSmall", &[260]).unwrap().value, Some(1));
@@ -67,19 +77,42 @@ fn arguments_are_narrowed_to_the_parameter_type() {
 #[test]
 fn host_call_errors_say_what_is_wrong() {
     for r in RELEASES {
-        let Some(mut a) = load(r, "Counter", &counter_natives(), Limits::default()) else { return };
-        assert_eq!(a.invoke("nope", &[]), Err(InvokeError::NoSuchMethod("nope".into())));
-        assert!(matches!(a.invoke("bump", &[]), Err(InvokeError::ArgumentCount { expected: 1, given: 0, .. })));
-        assert!(matches!(a.invoke("hostAdd", &[1, 2]), Err(InvokeError::NotInvocable(_))));
-        assert!(matches!(a.invoke("<init>", &[]), Err(InvokeError::NotInvocable(_))));
-        assert!(matches!(a.set_static_array("hist", &[1]), Err(InvokeError::NoSuchField { .. })));
+        let Some(mut a) = load(r, "Counter", &counter_natives(), Limits::default()) else {
+            return;
+        };
+        assert_eq!(
+            a.invoke("nope", &[]),
+            Err(InvokeError::NoSuchMethod("nope".into()))
+        );
+        assert!(matches!(
+            a.invoke("bump", &[]),
+            Err(InvokeError::ArgumentCount {
+                expected: 1,
+                given: 0,
+                ..
+            })
+        ));
+        assert!(matches!(
+            a.invoke("hostAdd", &[1, 2]),
+            Err(InvokeError::NotInvocable(_))
+        ));
+        assert!(matches!(
+            a.invoke("<init>", &[]),
+            Err(InvokeError::NotInvocable(_))
+        ));
+        assert!(matches!(
+            a.set_static_array("hist", &[1]),
+            Err(InvokeError::NoSuchField { .. })
+        ));
     }
 }
 
 #[test]
 fn the_constructor_runs_once_and_instance_state_persists() {
     for r in RELEASES {
-        let Some(mut a) = load(r, "Counter", &counter_natives(), Limits::default()) else { return };
+        let Some(mut a) = load(r, "Counter", &counter_natives(), Limits::default()) else {
+            return;
+        };
         assert_eq!(a.static_int("made").unwrap(), 1);
         assert_eq!(a.invoke("bump", &[2]).unwrap().value, Some(7));
         assert_eq!(a.invoke("bump", &[3]).unwrap().value, Some(10));
@@ -92,7 +125,9 @@ fn the_constructor_runs_once_and_instance_state_persists() {
 #[test]
 fn natives_are_called_with_their_arguments_and_see_the_applets_arrays() {
     for r in RELEASES {
-        let Some(mut a) = load(r, "Counter", &counter_natives(), Limits::default()) else { return };
+        let Some(mut a) = load(r, "Counter", &counter_natives(), Limits::default()) else {
+            return;
+        };
         assert_eq!(a.invoke("callNative", &[41]).unwrap().value, Some(42));
         assert_eq!(a.invoke("fillBuf", &[-7]).unwrap().value, Some(-7));
         assert_eq!(a.invoke("fromHost", &[9]).unwrap().value, Some(9));
@@ -101,42 +136,69 @@ fn natives_are_called_with_their_arguments_and_see_the_applets_arrays() {
 
 #[test]
 fn an_unknown_native_is_a_load_error() {
-    let Some(bytes) = class_bytes("default", "Counter") else { return };
-    let natives = Natives::new().with("hostAdd", "(II)I", |_, _| Ok(0)).with("fill", "([BI)V", |_, _| Ok(0));
+    let Some(bytes) = class_bytes("default", "Counter") else {
+        return;
+    };
+    let natives =
+        Natives::new()
+            .with("hostAdd", "(II)I", |_, _| Ok(0))
+            .with("fill", "([BI)V", |_, _| Ok(0));
     let e = Applet::load(&bytes, &natives, Limits::default()).unwrap_err();
-    assert_eq!(e, LoadError::UnknownNative { name: "makeInts".into(), descriptor: "(I)[I".into() });
+    assert_eq!(
+        e,
+        LoadError::UnknownNative {
+            name: "makeInts".into(),
+            descriptor: "(I)[I".into()
+        }
+    );
     // Binding by name alone is not enough: the descriptor must match too.
     let natives = counter_natives().with("makeInts", "(I)[B", |_, _| Ok(0));
     let mut natives2 = Natives::new();
-    natives2.register("hostAdd", "(II)I", |_, _| Ok(0)).register("fill", "([BI)V", |_, _| Ok(0)).register(
-        "makeInts",
-        "(I)[B",
-        |_, _| Ok(0),
-    );
+    natives2
+        .register("hostAdd", "(II)I", |_, _| Ok(0))
+        .register("fill", "([BI)V", |_, _| Ok(0))
+        .register("makeInts", "(I)[B", |_, _| Ok(0));
     assert!(Applet::load(&bytes, &natives, Limits::default()).is_ok());
-    assert!(matches!(Applet::load(&bytes, &natives2, Limits::default()), Err(LoadError::UnknownNative { .. })));
+    assert!(matches!(
+        Applet::load(&bytes, &natives2, Limits::default()),
+        Err(LoadError::UnknownNative { .. })
+    ));
 }
 
 #[test]
 fn a_failing_native_traps_and_a_native_cannot_forge_an_array() {
-    let Some(bytes) = class_bytes("default", "Counter") else { return };
+    let Some(bytes) = class_bytes("default", "Counter") else {
+        return;
+    };
     let natives = counter_natives()
-        .with("hostAdd", "(II)I", |_, _| Err(jive::NativeError("device busy".into())))
+        .with("hostAdd", "(II)I", |_, _| {
+            Err(jive::NativeError("device busy".into()))
+        })
         .with("makeInts", "(I)[I", |_, a| Ok(a[0]));
     let mut a = Applet::load(&bytes, &natives, Limits::default()).unwrap();
-    assert_eq!(trap_kind(a.invoke("callNative", &[1])), TrapKind::Native("hostAdd(II)I: device busy".into()));
+    assert_eq!(
+        trap_kind(a.invoke("callNative", &[1])),
+        TrapKind::Native("hostAdd(II)I: device busy".into())
+    );
     // Handle 1 is the byte[] buf, not an int[]: the forged reference is refused.
-    assert!(matches!(trap_kind(a.invoke("fromHost", &[1])), TrapKind::Native(m) if m.contains("not a handle")));
+    assert!(
+        matches!(trap_kind(a.invoke("fromHost", &[1])), TrapKind::Native(m) if m.contains("not a handle"))
+    );
 }
 
 #[test]
 fn the_host_hands_the_applet_a_receive_buffer() {
     for r in RELEASES {
-        let Some(mut a) = load(r, "Counter", &counter_natives(), Limits::default()) else { return };
+        let Some(mut a) = load(r, "Counter", &counter_natives(), Limits::default()) else {
+            return;
+        };
         a.set_static_array("RxBuf", &[1, 2, 3, 250]).unwrap();
         assert_eq!(a.invoke("rxSum", &[4]).unwrap().value, Some(1 + 2 + 3 - 6));
         a.invoke("rxInc", &[]).unwrap();
-        assert_eq!(a.static_array("RxBuf"), Some(&Object::Bytes(vec![2, 2, 3, -6])));
+        assert_eq!(
+            a.static_array("RxBuf"),
+            Some(&Object::Bytes(vec![2, 2, 3, -6]))
+        );
         // Replacing the buffer frees the old one.
         let before = a.heap().object_count();
         a.set_static_array("RxBuf", &[9; 100]).unwrap();
@@ -157,9 +219,13 @@ fn the_figure_2_applet_runs_against_host_natives() {
     let free = Arc::new(AtomicI32::new(8192));
     let f2 = free.clone();
     let natives = Natives::new()
-        .with("newAlignedArray", "(I)[B", |cx, a| cx.new_array(Prim::Byte, a[0]))
+        .with("newAlignedArray", "(I)[B", |cx, a| {
+            cx.new_array(Prim::Byte, a[0])
+        })
         .with("getFreeBufferLength", "()I", |_, _| Ok(2048))
-        .with("getFreeBuffer", "()I", move |_, _| Ok(f2.load(Ordering::Relaxed)))
+        .with("getFreeBuffer", "()I", move |_, _| {
+            Ok(f2.load(Ordering::Relaxed))
+        })
         .with("doHtoLDMA", "([BIII)V", l(&log, "doHtoLDMA"))
         .with("doLtoHDMA", "([BIII)V", l(&log, "doLtoHDMA"))
         .with("txPush", "([BIII)V", l(&log, "txPush"))
@@ -170,7 +236,9 @@ fn the_figure_2_applet_runs_against_host_natives() {
         })
         .with("dmaRxdPayload", "([BII)V", l(&log, "dmaRxdPayload"));
     for r in RELEASES {
-        let Some(mut a) = load(r, "RawUnet", &natives, Limits::default()) else { return };
+        let Some(mut a) = load(r, "RawUnet", &natives, Limits::default()) else {
+            return;
+        };
         log.lock().unwrap().clear();
         assert_eq!(a.static_int("freebufferlen").unwrap(), 2048);
         a.set_static_array("RxBuf", &[0; 1500]).unwrap();
@@ -192,32 +260,78 @@ fn the_figure_2_applet_runs_against_host_natives() {
 #[test]
 fn each_runtime_error_is_a_typed_trap_with_method_and_bci() {
     for r in RELEASES {
-        let Some(mut a) = load(r, "Traps", &Natives::new(), Limits { max_call_depth: 64, ..Limits::default() }) else {
+        let Some(mut a) = load(
+            r,
+            "Traps",
+            &Natives::new(),
+            Limits {
+                max_call_depth: 64,
+                ..Limits::default()
+            },
+        ) else {
             return;
         };
         let t = match a.invoke("aioobe", &[3]) {
             Err(InvokeError::Trap(t)) => t,
             other => panic!("{other:?}"),
         };
-        assert_eq!(t.kind, TrapKind::ArrayIndexOutOfBounds { index: 3, length: 3 });
+        assert_eq!(
+            t.kind,
+            TrapKind::ArrayIndexOutOfBounds {
+                index: 3,
+                length: 3
+            }
+        );
         assert_eq!(t.method, "aioobe(I)I");
-        assert_eq!(t.bci, 6, "iconst_3 newarray astore_1 aload_1 iload_0 iaload: iaload is at bci 6");
-        assert_eq!(trap_kind(a.invoke("aioobe", &[-1])), TrapKind::ArrayIndexOutOfBounds { index: -1, length: 3 });
+        assert_eq!(
+            t.bci, 6,
+            "iconst_3 newarray astore_1 aload_1 iload_0 iaload: iaload is at bci 6"
+        );
+        assert_eq!(
+            trap_kind(a.invoke("aioobe", &[-1])),
+            TrapKind::ArrayIndexOutOfBounds {
+                index: -1,
+                length: 3
+            }
+        );
         assert_eq!(trap_kind(a.invoke("npe", &[0])), TrapKind::NullPointer);
-        assert_eq!(trap_kind(a.invoke("div", &[1, 0])), TrapKind::DivisionByZero);
-        assert_eq!(trap_kind(a.invoke("negSize", &[-5])), TrapKind::NegativeArraySize(-5));
-        assert_eq!(trap_kind(a.invoke("spin", &[0])), TrapKind::FuelExhausted(10_000_000));
-        assert_eq!(trap_kind(a.invoke("recurse", &[0])), TrapKind::CallDepthExceeded(64));
-        assert!(matches!(trap_kind(a.invoke("hog", &[1_000_000])), TrapKind::HeapLimitExceeded { limit: 1048576, .. }));
+        assert_eq!(
+            trap_kind(a.invoke("div", &[1, 0])),
+            TrapKind::DivisionByZero
+        );
+        assert_eq!(
+            trap_kind(a.invoke("negSize", &[-5])),
+            TrapKind::NegativeArraySize(-5)
+        );
+        assert_eq!(
+            trap_kind(a.invoke("spin", &[0])),
+            TrapKind::FuelExhausted(10_000_000)
+        );
+        assert_eq!(
+            trap_kind(a.invoke("recurse", &[0])),
+            TrapKind::CallDepthExceeded(64)
+        );
+        assert!(matches!(
+            trap_kind(a.invoke("hog", &[1_000_000])),
+            TrapKind::HeapLimitExceeded { limit: 1048576, .. }
+        ));
     }
 }
 
 #[test]
 fn after_a_trap_the_applet_stays_loaded_and_consistent() {
     for r in RELEASES {
-        let Some(mut a) = load(r, "Traps", &Natives::new(), Limits::default()) else { return };
+        let Some(mut a) = load(r, "Traps", &Natives::new(), Limits::default()) else {
+            return;
+        };
         assert_eq!(a.invoke("bump", &[]).unwrap().value, Some(1));
-        assert_eq!(trap_kind(a.invoke("bumpThenTrap", &[8])), TrapKind::ArrayIndexOutOfBounds { index: 8, length: 8 });
+        assert_eq!(
+            trap_kind(a.invoke("bumpThenTrap", &[8])),
+            TrapKind::ArrayIndexOutOfBounds {
+                index: 8,
+                length: 8
+            }
+        );
         // The field writes before the trap stand, as in Java; the scratch array is freed,
         // the array stored in a field is kept.
         assert_eq!(a.invoke("bump", &[]).unwrap().value, Some(102));
@@ -225,7 +339,10 @@ fn after_a_trap_the_applet_stays_loaded_and_consistent() {
         let objects = a.heap().object_count();
         assert_eq!(objects, 2, "the applet object and `kept`");
         // A heap-limit trap frees everything the invocation allocated.
-        assert!(matches!(trap_kind(a.invoke("hog", &[1_000_000])), TrapKind::HeapLimitExceeded { .. }));
+        assert!(matches!(
+            trap_kind(a.invoke("hog", &[1_000_000])),
+            TrapKind::HeapLimitExceeded { .. }
+        ));
         assert_eq!(a.heap().object_count(), objects);
         assert_eq!(a.invoke("hog", &[10]).unwrap().value, Some(10_000));
     }
@@ -234,7 +351,9 @@ fn after_a_trap_the_applet_stays_loaded_and_consistent() {
 #[test]
 fn fuel_is_charged_at_backward_branches_and_calls_only() {
     for r in RELEASES {
-        let Some(mut a) = load(r, "Arith", &Natives::new(), Limits::default()) else { return };
+        let Some(mut a) = load(r, "Arith", &Natives::new(), Limits::default()) else {
+            return;
+        };
         // Straight-line code costs nothing.
         assert_eq!(a.invoke("add", &[1, 2]).unwrap().fuel_used, 0);
         // A loop of n iterations costs n taken backward branches (javac puts the test at the top).
@@ -242,33 +361,96 @@ fn fuel_is_charged_at_backward_branches_and_calls_only() {
         // fib(n) makes fib-call-count - 1 calls.
         assert_eq!(a.invoke("fib", &[10]).unwrap().fuel_used, 176);
         a.set_run_limits(Some(100), 256);
-        assert_eq!(trap_kind(a.invoke("loop", &[101])), TrapKind::FuelExhausted(100));
+        assert_eq!(
+            trap_kind(a.invoke("loop", &[101])),
+            TrapKind::FuelExhausted(100)
+        );
         assert_eq!(a.invoke("loop", &[100]).unwrap().fuel_used, 100);
         a.set_run_limits(None, 256);
-        assert_eq!(a.invoke("loop", &[1000]).unwrap().fuel_used, 0, "metering off");
+        assert_eq!(
+            a.invoke("loop", &[1000]).unwrap().fuel_used,
+            0,
+            "metering off"
+        );
     }
 }
 
 #[test]
 fn load_time_limits_name_the_limit_and_the_method() {
-    let Some(bytes) = class_bytes("default", "Arith") else { return };
-    let e = jive::check(&bytes, &Limits { max_methods: 10, ..Limits::default() }).unwrap_err();
-    assert!(matches!(e, LoadError::Limit(ref l) if l.what == "method count" && l.limit == 10), "{e}");
-    let e = jive::check(&bytes, &Limits { max_code_bytes: 40, ..Limits::default() }).unwrap_err();
-    assert!(matches!(e, LoadError::Limit(ref l) if l.what == "code size" && l.method.is_some()), "{e}");
-    let e = jive::check(&bytes, &Limits { max_stack: 2, ..Limits::default() }).unwrap_err();
-    assert!(matches!(e, LoadError::Limit(ref l) if l.what == "max_stack"), "{e}");
-    let e = jive::check(&bytes, &Limits { max_locals: 1, ..Limits::default() }).unwrap_err();
-    assert!(matches!(e, LoadError::Limit(ref l) if l.what == "max_locals"), "{e}");
-    let e = jive::check(&bytes, &Limits { max_class_bytes: 100, ..Limits::default() }).unwrap_err();
+    let Some(bytes) = class_bytes("default", "Arith") else {
+        return;
+    };
+    let e = jive::check(
+        &bytes,
+        &Limits {
+            max_methods: 10,
+            ..Limits::default()
+        },
+    )
+    .unwrap_err();
+    assert!(
+        matches!(e, LoadError::Limit(ref l) if l.what == "method count" && l.limit == 10),
+        "{e}"
+    );
+    let e = jive::check(
+        &bytes,
+        &Limits {
+            max_code_bytes: 40,
+            ..Limits::default()
+        },
+    )
+    .unwrap_err();
+    assert!(
+        matches!(e, LoadError::Limit(ref l) if l.what == "code size" && l.method.is_some()),
+        "{e}"
+    );
+    let e = jive::check(
+        &bytes,
+        &Limits {
+            max_stack: 2,
+            ..Limits::default()
+        },
+    )
+    .unwrap_err();
+    assert!(
+        matches!(e, LoadError::Limit(ref l) if l.what == "max_stack"),
+        "{e}"
+    );
+    let e = jive::check(
+        &bytes,
+        &Limits {
+            max_locals: 1,
+            ..Limits::default()
+        },
+    )
+    .unwrap_err();
+    assert!(
+        matches!(e, LoadError::Limit(ref l) if l.what == "max_locals"),
+        "{e}"
+    );
+    let e = jive::check(
+        &bytes,
+        &Limits {
+            max_class_bytes: 100,
+            ..Limits::default()
+        },
+    )
+    .unwrap_err();
     assert!(e.to_string().contains("class file size"), "{e}");
 }
 
 #[test]
 fn a_million_allocating_invocations_stay_within_a_fixed_heap() {
     for r in RELEASES {
-        let Some(mut a) = load(r, "Counter", &counter_natives(), Limits { heap_bytes: 64 * 1024, ..Limits::default() })
-        else {
+        let Some(mut a) = load(
+            r,
+            "Counter",
+            &counter_natives(),
+            Limits {
+                heap_bytes: 64 * 1024,
+                ..Limits::default()
+            },
+        ) else {
             return;
         };
         let base_bytes = a.heap().bytes_in_use();
@@ -283,7 +465,11 @@ fn a_million_allocating_invocations_stay_within_a_fixed_heap() {
                 a.invoke("keep", &[1 + i % 16]).unwrap();
             }
         }
-        assert!(a.heap().bytes_in_use() <= base_bytes + 16 + 4 * 16, "{} bytes in use", a.heap().bytes_in_use());
+        assert!(
+            a.heap().bytes_in_use() <= base_bytes + 16 + 4 * 16,
+            "{} bytes in use",
+            a.heap().bytes_in_use()
+        );
         assert!(a.heap().capacity() <= base_capacity + 1);
         // The constructor's arrays persist.
         assert_eq!(a.invoke("bufLen", &[]).unwrap().value, Some(16));

@@ -16,8 +16,34 @@ use jive::subset::FieldType;
 use jive::{Applet, InvokeError, Limits, Natives, TrapKind};
 
 const EDGES: &[i32] = &[
-    0, 1, -1, 2, 3, 7, 8, 31, 32, 33, 63, 100, 127, 128, 255, 256, -128, -129, 32767, 32768, 65535, -32768, 1000,
-    -1_000_000, i32::MAX, i32::MIN, i32::MAX - 1, i32::MIN + 1,
+    0,
+    1,
+    -1,
+    2,
+    3,
+    7,
+    8,
+    31,
+    32,
+    33,
+    63,
+    100,
+    127,
+    128,
+    255,
+    256,
+    -128,
+    -129,
+    32767,
+    32768,
+    65535,
+    -32768,
+    1000,
+    -1_000_000,
+    i32::MAX,
+    i32::MIN,
+    i32::MAX - 1,
+    i32::MIN + 1,
 ];
 
 /// Methods whose first argument is an array size: kept small so that the
@@ -50,7 +76,11 @@ fn cases(applet: &Applet) -> Vec<(String, Vec<i32>)> {
         if !m.is_static || m.name.starts_with('<') || UNBOUNDED.contains(&m.name.as_str()) {
             continue;
         }
-        assert!(m.sig.params.iter().all(|p| matches!(p, FieldType::Prim(_))), "{}", m.id());
+        assert!(
+            m.sig.params.iter().all(|p| matches!(p, FieldType::Prim(_))),
+            "{}",
+            m.id()
+        );
         let dom: Vec<i32> = if SIZED.contains(&m.name.as_str()) {
             vec![-1, 0, 1, 5, 100, i32::MIN]
         } else {
@@ -63,7 +93,11 @@ fn cases(applet: &Applet) -> Vec<(String, Vec<i32>)> {
                     out.push((m.name.clone(), vec![a]));
                 }
                 for _ in 0..40 {
-                    let a = if SIZED.contains(&m.name.as_str()) { next() & 255 } else { next() };
+                    let a = if SIZED.contains(&m.name.as_str()) {
+                        next() & 255
+                    } else {
+                        next()
+                    };
                     out.push((m.name.clone(), vec![a]));
                 }
             }
@@ -74,7 +108,11 @@ fn cases(applet: &Applet) -> Vec<(String, Vec<i32>)> {
                     }
                 }
                 for _ in 0..100 {
-                    let a = if SIZED.contains(&m.name.as_str()) { next() & 255 } else { next() };
+                    let a = if SIZED.contains(&m.name.as_str()) {
+                        next() & 255
+                    } else {
+                        next()
+                    };
                     out.push((m.name.clone(), vec![a, next()]));
                 }
             }
@@ -86,10 +124,19 @@ fn cases(applet: &Applet) -> Vec<(String, Vec<i32>)> {
 
 #[test]
 fn arith_agrees_with_hotspot() {
-    let Some(harness) = classes("harness") else { return };
+    let Some(harness) = classes("harness") else {
+        return;
+    };
     let java = std::env::var("JAVA").unwrap_or_else(|_| "java".into());
-    if Command::new(&java).arg("-version").stderr(Stdio::null()).status().is_err() {
-        eprintln!("skipped: `{java}` not found, so there is no HotSpot to compare with (install a JDK)");
+    if Command::new(&java)
+        .arg("-version")
+        .stderr(Stdio::null())
+        .status()
+        .is_err()
+    {
+        eprintln!(
+            "skipped: `{java}` not found, so there is no HotSpot to compare with (install a JDK)"
+        );
         return;
     }
     for r in RELEASES {
@@ -116,7 +163,12 @@ fn arith_agrees_with_hotspot() {
             .stdout(Stdio::piped())
             .spawn()
             .expect("start java");
-        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
         let out = child.wait_with_output().unwrap();
         assert!(out.status.success(), "the harness failed");
         let hotspot = String::from_utf8(out.stdout).unwrap();
@@ -131,10 +183,17 @@ fn arith_agrees_with_hotspot() {
                 Err(e) => format!("!{e}"),
             };
             if got != *expected {
-                mismatches.push(format!("{r} Arith.{m}{args:?}: jive {got}, HotSpot {expected}"));
+                mismatches.push(format!(
+                    "{r} Arith.{m}{args:?}: jive {got}, HotSpot {expected}"
+                ));
             }
         }
-        assert!(mismatches.is_empty(), "{} mismatches:\n{}", mismatches.len(), mismatches.join("\n"));
+        assert!(
+            mismatches.is_empty(),
+            "{} mismatches:\n{}",
+            mismatches.len(),
+            mismatches.join("\n")
+        );
         eprintln!("{r}: {} calls agree with HotSpot", cases.len());
     }
 }

@@ -54,7 +54,8 @@ fn apply(bytes: &mut Vec<u8>, m: &Mutation) {
         Mutation::Nudge(p, d) => {
             let p = p % n.saturating_sub(1).max(1);
             if p + 1 < n {
-                let v = u16::from_be_bytes([bytes[p], bytes[p + 1]]).wrapping_add_signed(i16::from(d));
+                let v =
+                    u16::from_be_bytes([bytes[p], bytes[p + 1]]).wrapping_add_signed(i16::from(d));
                 bytes[p..p + 2].copy_from_slice(&v.to_be_bytes());
             }
         }
@@ -63,8 +64,15 @@ fn apply(bytes: &mut Vec<u8>, m: &Mutation) {
 
 /// Runs every phase on a mutant; panics only if jive does.
 fn exercise(bytes: &[u8]) {
-    let limits = Limits { fuel: Some(20_000), heap_bytes: 64 * 1024, max_call_depth: 64, ..Limits::default() };
-    let Ok(prog) = jive::check(bytes, &limits) else { return };
+    let limits = Limits {
+        fuel: Some(20_000),
+        heap_bytes: 64 * 1024,
+        max_call_depth: 64,
+        ..Limits::default()
+    };
+    let Ok(prog) = jive::check(bytes, &limits) else {
+        return;
+    };
     let mut natives = Natives::new();
     for n in &prog.natives {
         natives.register(&n.name, &n.descriptor, |_, _| Ok(0));
@@ -73,10 +81,14 @@ fn exercise(bytes: &[u8]) {
         .info
         .methods
         .iter()
-        .filter(|m| !m.is_native && !m.name.starts_with('<') && m.sig.params.iter().all(|p| !p.is_ref()))
+        .filter(|m| {
+            !m.is_native && !m.name.starts_with('<') && m.sig.params.iter().all(|p| !p.is_ref())
+        })
         .map(|m| (m.name.clone(), m.sig.params.len()))
         .collect();
-    let Ok(mut applet) = Applet::instantiate(prog, &natives, limits) else { return };
+    let Ok(mut applet) = Applet::instantiate(prog, &natives, limits) else {
+        return;
+    };
     for (name, n) in methods {
         for arg in [0, 1, -1, 7] {
             let _ = applet.invoke(&name, &vec![arg; n]);
@@ -95,8 +107,15 @@ fn random_mutations_never_panic_any_phase() {
             }
         }
     }
-    let cases: u32 = std::env::var("JIVE_MUTATIONS").ok().and_then(|v| v.parse().ok()).unwrap_or(20_000);
-    let mut runner = TestRunner::new(Config { cases, failure_persistence: None, ..Config::default() });
+    let cases: u32 = std::env::var("JIVE_MUTATIONS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20_000);
+    let mut runner = TestRunner::new(Config {
+        cases,
+        failure_persistence: None,
+        ..Config::default()
+    });
     let strategy = (0..bases.len(), proptest::collection::vec(mutation(), 1..6));
     let started = std::time::Instant::now();
     let verified = std::cell::Cell::new(0u32);

@@ -4,7 +4,8 @@
 use std::path::PathBuf;
 
 /// The message printed by tests that need `javac`'s output when it is missing.
-pub const SKIP_JAVAC: &str = "skipped: javac not found (install a JDK, e.g. apt-get install openjdk-17-jdk-headless)";
+pub const SKIP_JAVAC: &str =
+    "skipped: javac not found (install a JDK, e.g. apt-get install openjdk-17-jdk-headless)";
 
 /// The two builds of the applets.
 pub const RELEASES: [&str; 2] = ["release8", "default"];
