@@ -820,8 +820,12 @@ impl Backend for X64 {
         match t {
             Target::Label(l) => {
                 if link {
+                    // sub rsp, 8; call L; add rsp, 8: the subroutine runs with
+                    // rsp 16-byte aligned, as the calls it makes require.
+                    self.buf.put(0x08ec_8348, 4);
                     self.buf.put1(0xe8);
                     self.fix(m, l.0);
+                    self.buf.put(0x08c4_8348, 4);
                 } else {
                     self.jump_to(m, None, l.0);
                 }
@@ -876,10 +880,17 @@ impl Backend for X64 {
             Callee::Reg(r) => self.mov(true, RAX, r),
         }
         // Stack arguments: destinations are memory, so order does not matter.
-        let mut stack = 0;
+        // They go in an area reserved below rsp for this call (16-byte
+        // aligned) and released after it, so that a call is right wherever
+        // rsp is: in the body, or in a subroutine entered by `jal`, where
+        // [rsp] holds the subroutine's return address.
+        let stack = abi_layout(tys).filter(|l| matches!(l, ArgLoc::Stack(_))).count();
+        let reserve = (8 * stack as i32 + 15) & !15;
+        if reserve > 0 {
+            self.alu_ri(Alu::Sub, true, RSP, reserve);
+        }
         for (a, loc) in args.iter().zip(abi_layout(tys)) {
             if let ArgLoc::Stack(slot) = loc {
-                stack = stack.max(slot + 1);
                 let disp = 8 * slot as i32;
                 match *a {
                     Arg::Reg(r) if r.ty.is_float() => self.rm(0xf2, false, 0x110f, 2, r.n, RSP, None, disp, false),
@@ -891,7 +902,6 @@ impl Backend for X64 {
                 }
             }
         }
-        self.out_args = self.out_args.max(8 * stack as i32);
         // Persistent float registers: the callee may clobber every xmm.
         let persist = alloc.persist_xmm;
         for n in 0..16u8 {
@@ -911,10 +921,19 @@ impl Backend for X64 {
         self.parallel_move(&mut fmoves, true);
         for (a, loc) in args.iter().zip(abi_layout(tys)) {
             if let (Arg::Imm(t, v), ArgLoc::Reg(d)) = (*a, loc) {
-                self.movi(t.is_64(), d, v);
+                if t.is_float() {
+                    // The bits through r11: movd/movq xmm, r11.
+                    self.movi(true, R11, v);
+                    self.rr(0x66, t == Ty::D, 0x6e0f, 2, d, R11, false);
+                } else {
+                    self.movi(t.is_64(), d, v);
+                }
             }
         }
         self.rr(0, false, 0xff, 1, 2, RAX, false); // call rax
+        if reserve > 0 {
+            self.alu_ri(Alu::Add, true, RSP, reserve);
+        }
         if let Some(r) = ret {
             match r.ty {
                 Ty::F | Ty::D => self.fmov(r.n, 0),

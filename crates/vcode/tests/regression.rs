@@ -2394,3 +2394,134 @@ fn bug_cv_u_to_l_in_place_zero_extends() {
         }
     }
 }
+
+#[repr(align(16))]
+struct Aligned16([u8; 16]);
+
+/// How far from 16-byte alignment the caller left the stack: a local that
+/// must be 16-byte aligned lands off by that much when rsp was wrong.
+extern "C" fn stack_misalignment() -> i64 {
+    let a = Aligned16([0; 16]);
+    (std::hint::black_box(&a) as *const Aligned16 as usize % 16) as i64
+}
+
+#[allow(clippy::too_many_arguments)]
+extern "C" fn nine_args(
+    a: i64,
+    b: i64,
+    c: i64,
+    d: i64,
+    e: i64,
+    f: i64,
+    g: i64,
+    h: i64,
+    i: i64,
+) -> i64 {
+    a + 2 * b + 3 * c + 4 * d + 5 * e + 6 * f + 7 * g + 8 * h + 9 * i
+}
+
+/// A subroutine entered by `jal` to a label ran with rsp 8 bytes off the
+/// ABI's alignment (calls from it crashed in callees that rely on it), and
+/// the stack arguments of a call from it overwrote its return address.
+#[test]
+fn bug_calls_from_a_jal_subroutine() {
+    let pair = pair!("jal subroutine calls", |B| {
+        let mut f = Func::<B>::with_backend();
+        let ctl0 = begin(&mut f, &[], Leaf::No);
+        let ctl = f.getreg::<P>(vcode::Class::Persistent).unwrap();
+        f.mov(ctl, ctl0);
+        let s = f.getreg::<L>(vcode::Class::Persistent).unwrap();
+        let sub = f.genlabel();
+        f.jal(sub);
+        f.retv();
+        f.label(sub);
+        f.call(
+            s,
+            vcode::Callee::Native(stack_misalignment as *const () as usize),
+            &[],
+        );
+        f.st(s, ctl, 8 * OUT as i32);
+        let args: Vec<vcode::Arg> = (1..=9).map(|k| vcode::Arg::Imm(Ty::L, k)).collect();
+        f.call(
+            s,
+            vcode::Callee::Native(nine_args as *const () as usize),
+            &args,
+        );
+        f.st(s, ctl, 8 * (OUT + 1) as i32);
+        // Calls from the body are aligned too.
+        f.ret_link();
+        f.end()
+    });
+    pair.check(
+        &[],
+        &[Ty::L, Ty::L],
+        &[0, nine_args(1, 2, 3, 4, 5, 6, 7, 8, 9) as u64],
+        &"jal",
+    );
+}
+
+extern "C" fn floats_and_ints(
+    a: f32,
+    b: f64,
+    c: i32,
+    d: f64,
+    e: f64,
+    f: f64,
+    g: f64,
+    h: f64,
+    i: f32,
+    j: f64,
+    k: f32,
+) -> f64 {
+    a as f64
+        + 2.0 * b
+        + 3.0 * c as f64
+        + 4.0 * d
+        + 5.0 * e
+        + 6.0 * f
+        + 7.0 * g
+        + 8.0 * h
+        + 9.0 * i as f64
+        + 10.0 * j
+        + 11.0 * k as f64
+}
+
+/// A float immediate argument (`Arg::Imm(Ty::F | Ty::D, bits)`) passed in
+/// a register was written to the integer register of the xmm's number
+/// (xmm0: rax, the callee address), so the call jumped to the float's bits.
+#[test]
+fn bug_float_immediate_call_arguments() {
+    let fb = |x: f32| vcode::Arg::Imm(Ty::F, x.to_bits() as i64);
+    let db = |x: f64| vcode::Arg::Imm(Ty::D, x.to_bits() as i64);
+    let pair = pair!("float imm args", |B| {
+        let mut f = Func::<B>::with_backend();
+        let ctl0 = begin(&mut f, &[], Leaf::No);
+        let ctl = f.getreg::<P>(vcode::Class::Persistent).unwrap();
+        f.mov(ctl, ctl0);
+        let d = f.getreg::<D>(vcode::Class::Temp).unwrap();
+        // Nine float arguments before the int: the last floats go on the stack.
+        let args = [
+            fb(1.5),
+            db(-2.25),
+            vcode::Arg::Imm(Ty::I, -3),
+            db(4.0),
+            db(5.5),
+            db(-6.0),
+            db(7.0),
+            db(8.25),
+            fb(9.5),
+            db(10.0),
+            fb(-11.0),
+        ];
+        f.call(
+            d,
+            vcode::Callee::Native(floats_and_ints as *const () as usize),
+            &args,
+        );
+        f.st(d, ctl, 8 * OUT as i32);
+        f.retv();
+        f.end()
+    });
+    let want = floats_and_ints(1.5, -2.25, -3, 4.0, 5.5, -6.0, 7.0, 8.25, 9.5, 10.0, -11.0);
+    pair.check(&[], &[Ty::D], &[want.to_bits()], &"float imm");
+}
