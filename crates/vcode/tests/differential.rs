@@ -1688,6 +1688,57 @@ fn both_report_unplaced_labels() {
     );
 }
 
+/// A label placed twice, and a label of another function.
+#[test]
+fn both_report_label_misuse() {
+    fn twice<B: Backend>() -> vcode::Result<B::Code> {
+        let mut f = Func::<B>::with_backend();
+        f.lambda("", Leaf::Yes)?;
+        let l = f.genlabel();
+        f.label(l); // 0
+        f.nop(); // 1
+        f.label(l); // 2
+        f.retv();
+        f.end()
+    }
+    expect_err(
+        twice::<X64>(),
+        2,
+        "label",
+        ErrorKind::LabelPlacedTwice { label: 0 },
+    );
+    expect_err(
+        twice::<Reference>(),
+        2,
+        "label",
+        ErrorKind::LabelPlacedTwice { label: 0 },
+    );
+    fn foreign<B: Backend>() -> vcode::Result<B::Code> {
+        let mut other = Func::<B>::with_backend();
+        other.lambda("", Leaf::Yes)?;
+        let _ = (other.genlabel(), other.genlabel());
+        let l = other.genlabel();
+        let mut f = Func::<B>::with_backend();
+        f.lambda("", Leaf::Yes)?;
+        f.nop(); // 0
+        f.jmp(l); // 1
+        f.retv();
+        f.end()
+    }
+    expect_err(
+        foreign::<X64>(),
+        1,
+        "jmp",
+        ErrorKind::UnknownLabel { label: 2 },
+    );
+    expect_err(
+        foreign::<Reference>(),
+        1,
+        "jmp",
+        ErrorKind::UnknownLabel { label: 2 },
+    );
+}
+
 /// A local that belongs to another function (its number is out of range here).
 #[test]
 fn both_report_out_of_range_locals() {

@@ -2402,7 +2402,8 @@ struct Aligned16([u8; 16]);
 /// must be 16-byte aligned lands off by that much when rsp was wrong.
 extern "C" fn stack_misalignment() -> i64 {
     let a = Aligned16([0; 16]);
-    (std::hint::black_box(&a) as *const Aligned16 as usize % 16) as i64
+    let a = std::hint::black_box(&a);
+    (a as *const Aligned16 as usize % 16) as i64 + a.0[0] as i64
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -2524,4 +2525,28 @@ fn bug_float_immediate_call_arguments() {
     });
     let want = floats_and_ints(1.5, -2.25, -3, 4.0, 5.5, -6.0, 7.0, 8.25, 9.5, 10.0, -11.0);
     pair.check(&[], &[Ty::D], &[want.to_bits()], &"float imm");
+}
+
+/// The paper's portable scheduling interface: `raw_load` is a load and
+/// `schedule_delay` emits the delay-slot instruction before the branch
+/// (it must not change the branch's operands), on both backends.
+#[test]
+fn scheduling_hooks() {
+    use vcode::ext::Schedule;
+    let pair = pair!("schedule", |B| {
+        let mut f = Func::<B>::with_backend();
+        let ctl = begin(&mut f, &[], Leaf::Yes);
+        let (x, y) = (r::<L>(ALLOC[0]), r::<L>(ALLOC[1]));
+        f.raw_load(x, ctl, 0, 3);
+        f.set(y, 0);
+        let skip = f.genlabel();
+        f.schedule_delay(|f| f.beq(x, 0, skip), |f| f.add(y, y, 5));
+        f.add(y, y, 100);
+        f.label(skip);
+        f.st(y, ctl, 8 * OUT as i32);
+        f.retv();
+        f.end()
+    });
+    pair.check(&[0], &[Ty::L], &[5], &"taken");
+    pair.check(&[9], &[Ty::L], &[105], &"not taken");
 }
