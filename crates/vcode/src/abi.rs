@@ -102,20 +102,25 @@ pub fn check_args(params: &[Ty], args: &[Value]) -> Result<(), InvokeError> {
     Ok(())
 }
 
-/// Stack slots [`call_native`] can pass.
-pub const STACK_SLOTS: usize = 16;
+/// Stack slots [`call_native`] can pass: enough for every call vcode
+/// accepts ([`MAX_CALL_ARGS`](crate::backend::MAX_CALL_ARGS) arguments, at
+/// least 6 of them in integer registers or at most 8 in float ones).
+pub const STACK_SLOTS: usize = 26;
+const _: () = assert!(STACK_SLOTS >= crate::backend::MAX_CALL_ARGS - 6);
 
 type Wide<R> = extern "C" fn(
     u64, u64, u64, u64, u64, u64,
     f64, f64, f64, f64, f64, f64, f64, f64,
     u64, u64, u64, u64, u64, u64, u64, u64,
     u64, u64, u64, u64, u64, u64, u64, u64,
+    u64, u64, u64, u64, u64, u64, u64, u64,
+    u64, u64,
 ) -> R;
 
 /// Calls the code at `addr` with `args`, returning a value of type `ret`.
 ///
 /// It calls through one wide signature: six integer registers, eight
-/// float registers and sixteen stack slots. Under System V, integer and
+/// float registers and 26 stack slots. Under System V, integer and
 /// float arguments are assigned to their registers independently and the
 /// rest go to the stack in order, so filling exactly the registers and
 /// slots the real signature uses, and leaving the others unused, passes
@@ -142,7 +147,8 @@ pub unsafe fn call_native(addr: usize, args: &[Value], ret: Ty) -> Value {
                 let i = crate::host::INT_ARGS.iter().position(|&r| r == n).unwrap_or(0);
                 g[i] = a.bits();
             }
-            ArgLoc::Stack(k) => s[k.min(STACK_SLOTS - 1)] = a.bits(),
+            // In range: at most MAX_CALL_ARGS - 6 arguments go on the stack.
+            ArgLoc::Stack(k) => s[k] = a.bits(),
         }
     }
     macro_rules! go {
@@ -155,6 +161,8 @@ pub unsafe fn call_native(addr: usize, args: &[Value], ret: Ty) -> Value {
                 x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7],
                 s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7],
                 s[8], s[9], s[10], s[11], s[12], s[13], s[14], s[15],
+                s[16], s[17], s[18], s[19], s[20], s[21], s[22], s[23],
+                s[24], s[25],
             )
         }};
     }

@@ -504,3 +504,62 @@ fn marshalling_with_run_time_signatures_calling_generated_callees() {
         assert_eq!(r, Value::D(want), "{}", type_string(&tys));
     }
 }
+
+#[allow(clippy::too_many_arguments)]
+extern "C" fn many(
+    a0: i64,
+    a1: i64,
+    a2: i64,
+    a3: i64,
+    a4: i64,
+    a5: i64,
+    a6: i64,
+    a7: i64,
+    a8: i64,
+    a9: i64,
+    a10: i64,
+    a11: i64,
+    a12: i64,
+    a13: i64,
+    a14: i64,
+    a15: i64,
+    a16: i64,
+    a17: i64,
+    a18: i64,
+    a19: i64,
+    a20: i64,
+    a21: i64,
+    a22: i64,
+    a23: i64,
+    a24: i64,
+    a25: i64,
+) -> i64 {
+    let v = [
+        a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19,
+        a20, a21, a22, a23, a24, a25,
+    ];
+    v.iter().enumerate().fold(0i64, |acc, (i, &x)| {
+        acc.wrapping_mul(31).wrapping_add(x ^ i as i64)
+    })
+}
+
+/// The most integer arguments a call can pass (26: 6 in registers, 20 on
+/// the stack) reach a Rust function intact on both backends.
+#[test]
+fn a_call_with_twenty_stack_arguments() {
+    fn build<B: Backend>() -> vcode::Result<B::Code> {
+        let mut f = Func::<B>::with_backend();
+        f.lambda("", Leaf::No)?;
+        let r = f.getreg::<L>(Class::Temp)?;
+        let args: Vec<Arg> = (0..26).map(|k| Arg::Imm(Ty::L, 1000 + 7 * k)).collect();
+        f.call(r, Callee::Native(many as *const () as usize), &args);
+        f.ret(r);
+        f.end()
+    }
+    let want = many(
+        1000, 1007, 1014, 1021, 1028, 1035, 1042, 1049, 1056, 1063, 1070, 1077, 1084, 1091, 1098,
+        1105, 1112, 1119, 1126, 1133, 1140, 1147, 1154, 1161, 1168, 1175,
+    );
+    assert_eq!(run(&build::<X64>().unwrap(), &[]), Value::L(want));
+    assert_eq!(run(&build::<Reference>().unwrap(), &[]), Value::L(want));
+}
