@@ -201,11 +201,11 @@ pub trait Backend: Sized {
     /// A fresh backend, ready for `begin`.
     fn new() -> Self;
 
-    /// Starts a function with `sig`; claims the parameter registers from
-    /// `alloc` (moving parameters that arrive on the stack or in a
-    /// register the backend keeps into registers it allocates) and
-    /// returns them.
-    fn begin(&mut self, sig: &Signature, alloc: &mut RegAlloc) -> Result<crate::Params, Error>;
+    /// Starts a function with `sig` whose parameters have been given the
+    /// registers `params` (see `reference::assign_params`). When `moves`,
+    /// some parameters arrive elsewhere (on the stack, or in a register the
+    /// backend keeps) and the backend copies them into their registers.
+    fn begin(&mut self, sig: &Signature, params: &crate::Params, moves: bool);
 
     /// Finishes the function: backpatches and links it.
     fn finish(

@@ -104,6 +104,21 @@ pub struct Func<B: Backend = X64> {
     cfg: RegConfig,
     sig: Signature,
     name: Option<String>,
+    /// What `lambda` last derived from a signature string, reused when the
+    /// next function has the same one (the common case of a client
+    /// generating many functions of one shape).
+    cache: Option<LambdaCache>,
+}
+
+/// A parsed signature and the register assignment of its parameters.
+struct LambdaCache {
+    text: String,
+    leaf: bool,
+    sig: Signature,
+    params: Params,
+    alloc: RegAlloc,
+    /// Some parameter arrives somewhere else than the register it is given.
+    moves: bool,
 }
 
 impl Default for Func<X64> {
@@ -183,13 +198,21 @@ impl<B: Backend> Func<B> {
     /// A function builder for backend `B`.
     pub fn with_backend() -> Self {
         let cfg = RegConfig::default();
-        Func { b: B::new(), alloc: RegAlloc::new(cfg.clone(), true), cfg, sig: Signature::default(), name: None }
+        Func {
+            b: B::new(),
+            alloc: RegAlloc::new(cfg.clone(), true),
+            cfg,
+            sig: Signature::default(),
+            name: None,
+            cache: None,
+        }
     }
 
     /// Sets the register classification for the functions begun from now
     /// on (paper §5.3).
     pub fn set_config(&mut self, cfg: RegConfig) {
         self.cfg = cfg;
+        self.cache = None;
     }
 
     /// Begins a function (`v_lambda`). `sig` lists the parameter types,
@@ -199,12 +222,36 @@ impl<B: Backend> Func<B> {
     ///
     /// A function begun on this `Func` and not yet ended is abandoned.
     pub fn lambda(&mut self, sig: &str, leaf: Leaf) -> Result<Params> {
-        let sig = Signature::parse(sig).map_err(|kind| Error { index: 0, method: "lambda", kind })?;
-        self.alloc = RegAlloc::new(self.cfg.clone(), leaf == Leaf::Yes);
+        let leaf = leaf == Leaf::Yes;
+        let cache = match self.cache.take() {
+            Some(c) if c.leaf == leaf && c.text == sig => c,
+            other => self.prepare(sig, leaf, other)?,
+        };
+        self.alloc = cache.alloc.clone();
+        self.sig = cache.sig;
         self.name = None;
-        let params = self.b.begin(&sig, &mut self.alloc)?;
-        self.sig = sig;
+        let (params, moves) = (cache.params, cache.moves);
+        self.cache = Some(cache);
+        self.b.begin(&self.sig, &params, moves);
         Ok(params)
+    }
+
+    /// Parses `text` and assigns the parameters their registers, reusing
+    /// the string buffer of an old cache entry.
+    #[cold]
+    fn prepare(&self, text: &str, leaf: bool, old: Option<LambdaCache>) -> Result<LambdaCache> {
+        let sig = Signature::parse(text).map_err(|kind| Error { index: 0, method: "lambda", kind })?;
+        let mut alloc = RegAlloc::new(self.cfg.clone(), leaf);
+        let params = crate::reference::assign_params(&sig, &mut alloc)?;
+        let moves = params
+            .all()
+            .iter()
+            .zip(crate::x86_64::abi_layout(sig.params()))
+            .any(|(r, loc)| loc != crate::x86_64::ArgLoc::Reg(r.n));
+        let mut s = old.map(|c| c.text).unwrap_or_default();
+        s.clear();
+        s.push_str(text);
+        Ok(LambdaCache { text: s, leaf, sig, params, alloc, moves })
     }
 
     /// Names the function for disassembly listings and the perf map.

@@ -126,11 +126,9 @@ impl Backend for Reference {
         Reference::default()
     }
 
-    fn begin(&mut self, sig: &Signature, alloc: &mut RegAlloc) -> Result<crate::Params, Error> {
+    fn begin(&mut self, _sig: &Signature, params: &crate::Params, _moves: bool) {
         *self = Reference::default();
-        let params = assign_params(sig, alloc)?;
         self.params = params.all().to_vec();
-        Ok(params)
     }
 
     fn finish(

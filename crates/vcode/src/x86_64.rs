@@ -398,7 +398,7 @@ impl Backend for X64 {
 
     // -- 3. Function entry ----------------------------------------------------
 
-    fn begin(&mut self, sig: &Signature, alloc: &mut RegAlloc) -> Result<crate::Params, Error> {
+    fn begin(&mut self, sig: &Signature, params: &crate::Params, moves: bool) {
         self.buf.reset();
         self.labels.clear();
         self.fixups.clear();
@@ -411,25 +411,25 @@ impl Backend for X64 {
         self.out_args = 0;
         self.ret_ty = None;
         self.last_ret = None;
-        let params = crate::reference::assign_params(sig, alloc)?;
-        self.buf.reserve("lambda", 16 * params.len());
-        for (&r, loc) in params.all().iter().zip(abi_layout(sig.params())) {
-            match loc {
-                ArgLoc::Reg(n) if n != r.n => self.mov(true, r.n, n),
-                ArgLoc::Reg(_) => {}
-                ArgLoc::Stack(slot) => {
-                    self.frame = true;
-                    let disp = 16 + 8 * slot as i32;
-                    match r.ty {
-                        Ty::F => self.rm(0xf3, false, 0x100f, 2, r.n, RBP, None, disp, false),
-                        Ty::D => self.rm(0xf2, false, 0x100f, 2, r.n, RBP, None, disp, false),
-                        _ => self.rm(0, true, 0x8b, 1, r.n, RBP, None, disp, false),
+        if moves {
+            self.buf.reserve("lambda", 16 * params.len());
+            for (&r, loc) in params.all().iter().zip(abi_layout(sig.params())) {
+                match loc {
+                    ArgLoc::Reg(n) if n != r.n => self.mov(true, r.n, n),
+                    ArgLoc::Reg(_) => {}
+                    ArgLoc::Stack(slot) => {
+                        self.frame = true;
+                        let disp = 16 + 8 * slot as i32;
+                        match r.ty {
+                            Ty::F => self.rm(0xf3, false, 0x100f, 2, r.n, RBP, None, disp, false),
+                            Ty::D => self.rm(0xf2, false, 0x100f, 2, r.n, RBP, None, disp, false),
+                            _ => self.rm(0, true, 0x8b, 1, r.n, RBP, None, disp, false),
+                        }
                     }
                 }
             }
+            self.buf.rebase();
         }
-        self.buf.rebase();
-        Ok(params)
     }
 
     fn fail(&mut self, method: &'static str, kind: ErrorKind) {
@@ -988,7 +988,9 @@ impl Backend for X64 {
         if let Some(at) = self.last_ret {
             if at + 5 == self.buf.pos() {
                 self.buf.truncate(at);
-                self.fixups.retain(|f| f.at as usize != at + 1);
+                // Its fixup is the last one recorded: nothing after it branched.
+                debug_assert_eq!(self.fixups.last().map(|f| f.at as usize), Some(at + 1));
+                self.fixups.pop();
                 for l in self.labels.iter_mut() {
                     if *l != UNPLACED && *l as usize > at {
                         *l = at as u32;
