@@ -2550,3 +2550,119 @@ fn scheduling_hooks() {
     pair.check(&[0], &[Ty::L], &[5], &"taken");
     pair.check(&[9], &[Ty::L], &[105], &"not taken");
 }
+
+/// A function of about 60,000 instructions: the code buffer grows many
+/// times while it is written, and a forward branch and a loop's backward
+/// branch span the whole of it.
+#[test]
+fn large_function_across_buffer_growth() {
+    const N: i64 = 20_000;
+    let pair = pair!("large", |B| {
+        let mut f = Func::<B>::with_backend();
+        let ctl = begin(&mut f, &[], Leaf::Yes);
+        let (x, c) = (r::<L>(ALLOC[0]), r::<L>(ALLOC[1]));
+        f.reserve(x).unwrap();
+        f.reserve(c).unwrap();
+        let (top, out) = (f.genlabel(), f.genlabel());
+        f.ld(x, ctl, 0);
+        f.blt(x, 0, out);
+        f.set(c, 3);
+        f.label(top);
+        for i in 0..N {
+            f.add(x, x, i);
+            f.xor(x, x, i * 0x9e37_79b9);
+            f.rsh(x.cast::<UL>(), x.cast::<UL>(), 1);
+        }
+        f.sub(c, c, 1);
+        f.bgt(c, 0, top);
+        f.label(out);
+        f.st(x, ctl, 8 * OUT as i32);
+        f.retv();
+        f.end()
+    });
+    assert!(pair.native.len() > 300_000, "{} bytes", pair.native.len());
+    let model = |mut x: i64| {
+        if x < 0 {
+            return x;
+        }
+        for _ in 0..3 {
+            for i in 0..N {
+                x = x.wrapping_add(i);
+                x ^= i * 0x9e37_79b9;
+                x = ((x as u64) >> 1) as i64;
+            }
+        }
+        x
+    };
+    for v in [5i64, -5, 0x1234_5678] {
+        pair.check(&[v as u64], &[Ty::L], &[model(v) as u64], &v);
+    }
+}
+
+/// A per-function register classification (paper §5.3): under
+/// `RegConfig::all_callee_saved` a function restores every register it
+/// touches, so a caller's temporary survives the call; under the default
+/// it does not. (Native only: the reference backend treats temporaries as
+/// clobbered by any call, which is the contract clients may rely on.)
+#[test]
+fn register_config_all_callee_saved() {
+    let clobber = |cfg: Option<vcode::RegConfig>| {
+        let mut f = Func::new();
+        if let Some(cfg) = cfg {
+            f.set_config(cfg);
+        }
+        f.lambda("", Leaf::Yes).unwrap();
+        let mut regs = Vec::new();
+        while let Ok(t) = f.getreg::<L>(vcode::Class::Temp) {
+            f.set(t, 5);
+            regs.push(t);
+        }
+        while let Ok(t) = f.getreg::<D>(vcode::Class::Temp) {
+            f.set(t, 5.0);
+        }
+        f.retv();
+        f.end()
+    };
+    let run_with = |g: &Code| {
+        let mut f = Func::new();
+        f.lambda("", Leaf::No).unwrap();
+        let t = Reg::<L>::t(0);
+        let x = Reg::<D>::t(0);
+        f.set(t, 77);
+        f.set(x, 0.5);
+        f.callv(vcode::Callee::Code(g), &[]);
+        let y = Reg::<D>::t(1);
+        f.cv(y, t);
+        f.add(y, y, x);
+        f.ret(y);
+        let code = f.end().unwrap();
+        check_decodes(&code, "config caller");
+        // SAFETY: calls `g`, which takes no arguments.
+        unsafe { code.invoke(&[]) }.unwrap()
+    };
+    // getreg exhausts: both functions end with the refusal recorded...
+    assert!(clobber(None).is_err());
+    // ... so use exactly the registers there are instead.
+    let clobber = |cfg: Option<vcode::RegConfig>| {
+        let mut f = Func::new();
+        if let Some(cfg) = cfg {
+            f.set_config(cfg);
+        }
+        f.lambda("", Leaf::Yes).unwrap();
+        for &n in &ALLOC {
+            let x = f.reserve(r::<L>(n)).unwrap();
+            f.set(x, 5);
+        }
+        for &n in &FALLOC {
+            let x = f.reserve(r::<D>(n)).unwrap();
+            f.set(x, 5.0);
+        }
+        f.retv();
+        f.end().unwrap()
+    };
+    let saving = clobber(Some(vcode::RegConfig::all_callee_saved()));
+    check_decodes(&saving, "all callee-saved");
+    assert_eq!(run_with(&saving), Value::D(77.5));
+    let plain = clobber(None);
+    assert_eq!(run_with(&plain), Value::D(10.0));
+}
