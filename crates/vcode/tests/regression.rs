@@ -2010,16 +2010,22 @@ fn extension(e: Ext, ty: Ty) {
         _ => 1,
     };
     let pool: &[u8] = if ty.is_float() { &FALLOC } else { &ALLOC };
-    // Aliasing patterns: rd distinct, and rd equal to each source in turn;
-    // and for two-source instructions both sources in one register.
-    let mut patterns: Vec<Vec<usize>> = vec![(0..=nsrc).collect()];
-    for k in 1..=nsrc {
-        let mut p: Vec<usize> = (0..=nsrc).collect();
-        p[k] = 0;
-        patterns.push(p);
-    }
-    if nsrc == 2 {
-        patterns.push(vec![0, 1, 1]);
+    // Aliasing patterns: every way of sharing registers among rd and the
+    // sources (the set partitions of the operands, as restricted growth
+    // strings: 2, 5 or 15 patterns).
+    let mut patterns: Vec<Vec<usize>> = vec![vec![0]];
+    for _ in 0..nsrc {
+        patterns = patterns
+            .into_iter()
+            .flat_map(|p| {
+                let top = *p.iter().max().unwrap();
+                (0..=top + 1).map(move |k| {
+                    let mut q = p.clone();
+                    q.push(k);
+                    q
+                })
+            })
+            .collect();
     }
     let vals = values(ty);
     for (k, pat) in patterns.iter().enumerate() {
