@@ -999,7 +999,12 @@ impl Backend for X64 {
             }
         }
         let body_len = self.buf.pos();
-        let saves = [alloc.used_callee[0], alloc.used_callee[1]];
+        let mut saves = [alloc.used_callee[0], alloc.used_callee[1]];
+        if matches!(self.ret_ty, Some(Ty::F | Ty::D)) {
+            // xmm0 carries the result out: restoring it (when a RegConfig
+            // makes it callee-saved) would overwrite the return value.
+            saves[1] &= !1;
+        }
         let frame = self.frame || saves != [0, 0] || self.locals > 0;
         // Prologue and epilogue (with the padding that aligns the constants).
         let mut pro = std::mem::take(&mut self.pro);

@@ -20,6 +20,8 @@
 //!   generated function whose signature is chosen at random (up to 8
 //!   integer and 11 float arguments, so the stack carries some), with
 //!   register and immediate (integer and float) arguments,
+//! * per-function register classifications (paper §5.3): the default,
+//!   every register callee-saved, or some registers unavailable,
 //! * register pressure up to exhaustion: every program takes every
 //!   register `getreg` can give (a probe function finds the count and
 //!   checks that one more is a `RegistersExhausted` error).
@@ -509,6 +511,8 @@ struct Shape {
     params: Vec<Ty>,
     ret: Ty,
     leaf: bool,
+    /// The register classification (paper §5.3).
+    cfg: vcode::RegConfig,
     /// Types of the stack locals.
     locals: Vec<Ty>,
     /// Instructions at the top level.
@@ -525,8 +529,26 @@ fn shape(rng: &mut Rng) -> Shape {
     for i in (1..params.len()).rev() {
         params.swap(i, rng.below(i + 1));
     }
+    let cfg = match rng.below(5) {
+        // Every register the function touches is saved and restored.
+        0 => vcode::RegConfig::all_callee_saved(),
+        // Some registers are off limits (with few integer parameters, so
+        // that the ones the program needs remain).
+        1 if ni <= 3 => {
+            use host::gpr::{R10, R12, R13};
+            let mut c = vcode::RegConfig::default();
+            c.set_gpr(R10, vcode::RegClass::Unavailable).unwrap();
+            c.set_gpr(rng.pick(&[R12, R13]), vcode::RegClass::Unavailable)
+                .unwrap();
+            c.set_xmm(rng.pick(&[8u8, 9, 14]), vcode::RegClass::Unavailable)
+                .unwrap();
+            c
+        }
+        _ => vcode::RegConfig::default(),
+    };
     Shape {
         params,
+        cfg,
         ret: rng.pick(&[Ty::I, Ty::U, Ty::L, Ty::UL, Ty::P, Ty::F, Ty::D, Ty::V]),
         leaf: rng.chance(30),
         locals: (0..rng.below(4)).map(|_| rng.pick(&all)).collect(),
@@ -620,6 +642,7 @@ fn setup_fixed<B: Backend>(
         .chain(sh.params.iter().copied())
         .map(|t| format!("%{t}"))
         .collect();
+    f.set_config(sh.cfg.clone());
     let p = f.lambda(&sig, if sh.leaf { Leaf::Yes } else { Leaf::No })?;
     let buf = f.getreg::<P>(Class::Persistent)?;
     let p0 = p.get::<P>(0)?;
@@ -1410,6 +1433,9 @@ fn run_seed(seed: u64) -> Result<(), String> {
     let mut rng = Rng(seed);
     let sh = shape(&mut rng);
     let cshape = callee_shape(&mut rng);
+    if std::env::var_os("VCODE_DIFF_VERBOSE").is_some() {
+        eprintln!("shape: leaf={} params={:?} ret={} cfg={:?}", sh.leaf, sh.params, sh.ret, sh.cfg);
+    }
     let counts = probe(&sh);
     let native_callee =
         build_callee::<X64>(&cshape, seed).map_err(|e| format!("callee (native): {e}"))?;

@@ -2672,3 +2672,38 @@ fn register_config_all_callee_saved() {
     let plain = clobber(None);
     assert_eq!(run_with(&plain), Value::D(10.0));
 }
+
+/// Under a RegConfig that makes xmm0 callee-saved, a function returning a
+/// float restored xmm0 in its epilogue after the return value was put
+/// there, and so returned its caller's xmm0.
+#[test]
+fn bug_float_return_under_all_callee_saved() {
+    let pair = pair!("ret d, all callee-saved", |B| {
+        let mut f = Func::<B>::with_backend();
+        f.set_config(vcode::RegConfig::all_callee_saved());
+        let p = f.lambda("%d%f", Leaf::Yes).unwrap();
+        let (x, y) = (p.get::<D>(0).unwrap(), p.get::<F>(1).unwrap());
+        let t = f.getreg::<D>(vcode::Class::Temp).unwrap();
+        f.cv(t, y);
+        f.add(x, x, t); // xmm0 is written, so it is saved and restored
+        f.ret(x);
+        f.end()
+    });
+    for native in [true, false] {
+        let args = [Value::D(1.25), Value::F(2.5)];
+        // SAFETY: pure float arithmetic.
+        let got = unsafe {
+            if native {
+                pair.native.invoke(&args)
+            } else {
+                pair.reference.invoke(&args)
+            }
+        };
+        assert_eq!(
+            got,
+            Ok(Value::D(3.75)),
+            "native={native}\n{}",
+            pair.native.disassemble()
+        );
+    }
+}
