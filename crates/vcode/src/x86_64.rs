@@ -134,21 +134,20 @@ impl X64 {
     /// `[pfx] [REX] opc modrm(11, reg, rm)`; `opc` has `olen` bytes.
     #[inline(always)]
     fn rr(&mut self, pfx: u8, w: bool, opc: u32, olen: usize, reg: u8, rm: u8, byte_regs: bool) {
-        let mut word = 0u64;
-        let mut n = 0;
+        // Built as `REX opc modrm` and shifted right by one byte when no
+        // REX is needed: with run-time register numbers that is one
+        // variable shift instead of one per field (constant registers fold
+        // either way).
+        let rex = (w as u64) << 3 | ((reg as u64 >> 3) & 1) << 2 | ((rm as u64 >> 3) & 1);
+        let need = (rex != 0 || (byte_regs && (rm & 0xc) == 4)) as usize;
+        let modrm = (0xc0 | (reg & 7) << 3 | (rm & 7)) as u64;
+        let mut word = ((0x40 | rex) | (opc as u64) << 8 | modrm << (8 * olen + 8)) >> (8 - 8 * need);
+        let mut len = olen + 1 + need;
         if pfx != 0 {
-            word = pfx as u64;
-            n = 8;
+            word = pfx as u64 | word << 8;
+            len += 1;
         }
-        let rex = 0x40 | (w as u8) << 3 | ((reg >> 3) & 1) << 2 | ((rm >> 3) & 1);
-        if rex != 0x40 || (byte_regs && (rm & 0xc) == 4) {
-            word |= (rex as u64) << n;
-            n += 8;
-        }
-        word |= (opc as u64) << n;
-        n += 8 * olen;
-        word |= ((0xc0 | (reg & 7) << 3 | (rm & 7)) as u64) << n;
-        self.buf.put(word, n / 8 + 1);
+        self.buf.put(word, len);
     }
 
     /// `[pfx] [REX] opc modrm sib? disp` for `[base + index + disp]`.
