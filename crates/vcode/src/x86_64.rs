@@ -141,7 +141,8 @@ impl X64 {
         let rex = (w as u64) << 3 | ((reg as u64 >> 3) & 1) << 2 | ((rm as u64 >> 3) & 1);
         let need = (rex != 0 || (byte_regs && (rm & 0xc) == 4)) as usize;
         let modrm = (0xc0 | (reg & 7) << 3 | (rm & 7)) as u64;
-        let mut word = ((0x40 | rex) | (opc as u64) << 8 | modrm << (8 * olen + 8)) >> (8 - 8 * need);
+        let mut word =
+            ((0x40 | rex) | (opc as u64) << 8 | modrm << (8 * olen + 8)) >> (8 - 8 * need);
         let mut len = olen + 1 + need;
         if pfx != 0 {
             word = pfx as u64 | word << 8;
