@@ -216,6 +216,9 @@ pub trait Backend: Sized {
         mem: Option<&dyn ExecMemory>,
     ) -> Result<Self::Code, Error>;
 
+    /// The index the next instruction will have.
+    fn next_index(&self) -> u32;
+
     /// Records an error at the current instruction (the first one wins).
     fn fail(&mut self, method: &'static str, kind: ErrorKind);
 

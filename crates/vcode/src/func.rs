@@ -277,11 +277,13 @@ impl<B: Backend> Func<B> {
     // -- registers --------------------------------------------------------------
 
     /// A free register of `class` (`v_getreg`), in the documented priority
-    /// order (see `docs/vcode.md`); an error when the class is exhausted.
+    /// order (see `docs/vcode.md`). When the class is exhausted it returns
+    /// `RegistersExhausted` (naming the next instruction) and nothing else
+    /// happens: the client may spill to a [`local`](Func::local) and carry on.
     pub fn getreg<T: Type>(&mut self, class: Class) -> Result<Reg<T>> {
         match self.alloc.getreg(class, T::TY.is_float()) {
             Ok(n) => Ok(Reg::phys(n)),
-            Err(kind) => Err(self.error("getreg", kind)),
+            Err(kind) => Err(Error { index: self.b.next_index(), method: "getreg", kind }),
         }
     }
 
@@ -295,17 +297,13 @@ impl<B: Backend> Func<B> {
 
     /// Claims a specific register, typically a fixed name such as
     /// [`Reg::s`], so that `getreg` will not hand it out and `end` saves
-    /// it if it is callee-saved.
+    /// it if it is callee-saved. A register that is not free is refused
+    /// with `BadRegister`, and nothing else happens.
     pub fn reserve<T: Type>(&mut self, r: Reg<T>) -> Result<Reg<T>> {
         match self.alloc.claim(T::TY.is_float(), r.num()) {
             Ok(()) => Ok(r),
-            Err(kind) => Err(self.error("reserve", kind)),
+            Err(kind) => Err(Error { index: self.b.next_index(), method: "reserve", kind }),
         }
-    }
-
-    fn error(&mut self, method: &'static str, kind: ErrorKind) -> Error {
-        self.b.fail(method, kind.clone());
-        Error { index: 0, method, kind }
     }
 
     #[inline(always)]

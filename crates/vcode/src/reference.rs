@@ -167,6 +167,10 @@ impl Backend for Reference {
         Ok(RefCode { prog: Arc::new(prog), step_limit: DEFAULT_STEP_LIMIT })
     }
 
+    fn next_index(&self) -> u32 {
+        self.index()
+    }
+
     fn fail(&mut self, method: &'static str, kind: ErrorKind) {
         if self.err.is_none() {
             self.err = Some(Error { index: self.index(), method, kind });

@@ -26,10 +26,13 @@
 //!   what C compiled for x86-64 does. A division by an *immediate* zero is
 //!   rejected at generation time. The reference backend reports both as
 //!   typed errors instead.
-//! * Float to integer conversions truncate toward zero; out-of-range
-//!   values give the hardware's "integer indefinite" (`0x80000000` or
-//!   `0x8000000000000000`) for signed targets. `f`/`d` to `ul` handles the
-//!   whole range `[0, 2^64)`.
+//! * Float to integer conversions truncate toward zero, exactly for every
+//!   value the target type can hold. Outside that range (C leaves it
+//!   undefined): to `i`/`l`, NaN and out-of-range values give the
+//!   hardware's "integer indefinite" (`0x80000000`, `0x8000000000000000`);
+//!   to `u`, the low 32 bits of the 64-bit truncation (so `-1.0` gives
+//!   `0xffffffff`); to `ul`, values at or above 2^64 give 0, NaN gives
+//!   2^63, and negative values the two's complement of their truncation.
 //! * Float comparisons follow C: every ordered comparison with a NaN is
 //!   false and `!=` is true.
 
@@ -430,6 +433,10 @@ impl Backend for X64 {
             }
             self.buf.rebase();
         }
+    }
+
+    fn next_index(&self) -> u32 {
+        self.buf.index().wrapping_add(1)
     }
 
     fn fail(&mut self, method: &'static str, kind: ErrorKind) {
