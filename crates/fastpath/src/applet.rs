@@ -42,7 +42,7 @@ pub enum AppletCmd {
         /// The method name (JIVE forbids overloading, so the name is enough).
         method: String,
         /// Int arguments.
-        #[arg(allow_hyphen_values = true)]
+        #[arg(allow_negative_numbers = true)]
         args: Vec<i32>,
         /// Fuel for the invocation (backward branches, switches and calls).
         #[arg(long, default_value_t = 10_000_000)]

@@ -31,6 +31,8 @@ pub struct Limits {
     /// Heap budget in bytes (array elements plus 16 bytes per object). Default 1 MiB.
     pub heap_bytes: u64,
     /// Maximum call depth, counting the invoked method as depth 1. Default 256.
+    /// A call also traps with `CallDepthExceeded` if its frame would not fit
+    /// in the frame stack ([`crate::interpreter::STACK_SLOTS`] slots).
     pub max_call_depth: u32,
 }
 
