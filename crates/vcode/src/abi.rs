@@ -209,11 +209,11 @@ mod tests {
             Value::D(0.25),
         ];
         // SAFETY: `mix` has exactly these parameter types and returns f64.
-        let got = unsafe { call_native(mix as usize, &args, Ty::D) };
+        let got = unsafe { call_native(mix as *const () as usize, &args, Ty::D) };
         assert_eq!(got, Value::D(mix(1, 0.5, -2, 1.5, 3, 4, 5, 6, 7, 0.25)));
         let args: Vec<Value> = (1..=9).map(Value::L).collect();
         // SAFETY: `nine` takes nine i64 and returns i64.
-        let got = unsafe { call_native(nine as usize, &args, Ty::L) };
+        let got = unsafe { call_native(nine as *const () as usize, &args, Ty::L) };
         assert_eq!(got, Value::L(nine(1, 2, 3, 4, 5, 6, 7, 8, 9)));
     }
 

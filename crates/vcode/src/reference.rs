@@ -486,7 +486,7 @@ fn cvtt_i32(x: f64) -> i32 {
     if x.is_nan() || x >= 2147483648.0 || x <= -2147483649.0 { i32::MIN } else { x as i32 }
 }
 fn cvtt_i64(x: f64) -> i64 {
-    if x.is_nan() || x >= 9223372036854775808.0 || x < -9223372036854775808.0 { i64::MIN } else { x as i64 }
+    if (-9223372036854775808.0..9223372036854775808.0).contains(&x) { x as i64 } else { i64::MIN }
 }
 fn cvtt_f32_i64(x: f32) -> i64 {
     cvtt_i64(x as f64)

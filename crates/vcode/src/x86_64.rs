@@ -136,7 +136,8 @@ enum Alu {
 impl X64 {
     /// `[pfx] [REX] opc modrm(11, reg, rm)`; `opc` has `olen` bytes.
     #[inline(always)]
-    fn rr(&mut self, pfx: u8, w: bool, opc: u32, olen: usize, reg: u8, rm: u8, byte_regs: bool) {
+#[allow(clippy::too_many_arguments)]
+        fn rr(&mut self, pfx: u8, w: bool, opc: u32, olen: usize, reg: u8, rm: u8, byte_regs: bool) {
         // Built as `REX opc modrm` and shifted right by one byte when no
         // REX is needed: with run-time register numbers that is one
         // variable shift instead of one per field (constant registers fold
