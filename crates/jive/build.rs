@@ -47,7 +47,6 @@ fn javac(args: &[&str], files: &[PathBuf], out: &Path) -> Result<(), Option<Stri
 }
 
 fn main() {
-    println!("cargo::rustc-check-cfg=cfg(jive_javac)");
     println!("cargo::rerun-if-env-changed=JAVAC");
     let manifest =
         PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
@@ -74,7 +73,6 @@ fn main() {
     });
     match result {
         Ok(()) => {
-            println!("cargo::rustc-cfg=jive_javac");
             println!("cargo::rustc-env=JIVE_APPLET_CLASSES={}", out.display());
         }
         Err(None) => println!(
