@@ -66,13 +66,14 @@ pub enum UnOp {
 /// A branch condition.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 #[allow(missing_docs)]
+#[repr(u8)]
 pub enum Cond {
-    Lt,
-    Le,
-    Gt,
-    Ge,
-    Eq,
-    Ne,
+    Lt = 0,
+    Le = 1,
+    Gt = 2,
+    Ge = 3,
+    Eq = 4,
+    Ne = 5,
 }
 
 impl Cond {

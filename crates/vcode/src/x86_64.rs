@@ -56,13 +56,37 @@ const UNPLACED: u32 = u32::MAX;
 /// Default limit on one function's code size.
 pub const DEFAULT_LIMIT: usize = 64 << 20;
 
-/// A pending rel32 to a label.
+/// A pending rel32 to a label: 16 bytes, since every forward branch
+/// records one. The method is kept as a [`kind`](Fixup::kind) code (a
+/// branch's condition, or `jmp`/`jal`/`ret`) and named only for an error.
 #[derive(Clone, Copy, Debug)]
 struct Fixup {
     at: u32,
     label: u32,
     index: u32,
-    method: &'static str,
+    kind: u8,
+}
+
+/// Fixup kinds besides the six branch conditions (`Cond as u8`).
+const FIX_JMP: u8 = 6;
+const FIX_JAL: u8 = 7;
+const FIX_RET: u8 = 8;
+
+impl Fixup {
+    /// The client method that recorded the fixup.
+    fn method(self) -> &'static str {
+        match self.kind {
+            0 => Cond::Lt.name(),
+            1 => Cond::Le.name(),
+            2 => Cond::Gt.name(),
+            3 => Cond::Ge.name(),
+            4 => Cond::Eq.name(),
+            5 => Cond::Ne.name(),
+            FIX_JMP => "jmp",
+            FIX_JAL => "jal",
+            _ => "ret",
+        }
+    }
 }
 
 /// The x86-64 backend's per-function state.
@@ -156,24 +180,17 @@ impl X64 {
     }
 
     /// `[pfx] [REX] opc modrm sib? disp` for `[base + index + disp]`.
+    ///
+    /// Built like [`rr`](X64::rr): `REX opc modrm sib disp8` in one word,
+    /// shifted right by a byte when no REX is needed, and written with one
+    /// store (a 32-bit displacement takes a second).
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn rm(&mut self, pfx: u8, w: bool, opc: u32, olen: usize, reg: u8, base: u8, index: Option<u8>, disp: i32, byte_regs: bool) {
-        let mut word = 0u64;
-        let mut n = 0;
-        if pfx != 0 {
-            word = pfx as u64;
-            n = 8;
-        }
         let x = index.unwrap_or(4);
-        let rex = 0x40 | (w as u8) << 3 | ((reg >> 3) & 1) << 2 | ((x >> 3) & 1) << 1 | ((base >> 3) & 1);
-        if rex != 0x40 || (byte_regs && (reg & 0xc) == 4) {
-            word |= (rex as u64) << n;
-            n += 8;
-        }
-        word |= (opc as u64) << n;
-        n += 8 * olen;
-        let md: u8 = if disp == 0 && base & 7 != 5 {
+        let rex = (w as u64) << 3 | ((reg as u64 >> 3) & 1) << 2 | ((x as u64 >> 3) & 1) << 1 | ((base as u64 >> 3) & 1);
+        let need = (rex != 0 || (byte_regs && (reg & 0xc) == 4)) as usize;
+        let md: u64 = if disp == 0 && base & 7 != 5 {
             0
         } else if fits8(disp as i64) {
             1
@@ -181,18 +198,28 @@ impl X64 {
             2
         };
         let sib = index.is_some() || base & 7 == 4;
-        let rmf = if sib { 4 } else { base & 7 };
-        word |= ((md << 6 | (reg & 7) << 3 | rmf) as u64) << n;
-        n += 8;
+        let rmf = if sib { 4 } else { base as u64 & 7 };
+        let modrm = md << 6 | (reg as u64 & 7) << 3 | rmf;
+        let at = 8 * olen + 8;
+        let mut word = (0x40 | rex) | (opc as u64) << 8 | modrm << at;
+        let mut len = olen + 2;
         if sib {
-            word |= (((x & 7) << 3 | (base & 7)) as u64) << n;
-            n += 8;
+            word |= ((x as u64 & 7) << 3 | (base as u64 & 7)) << (at + 8);
+            len += 1;
         }
-        self.buf.put(word, n / 8);
-        match md {
-            1 => self.buf.put1(disp as u8),
-            2 => self.buf.put4(disp as u32),
-            _ => {}
+        if md == 1 {
+            word |= (disp as u8 as u64) << (8 * len);
+            len += 1;
+        }
+        word >>= 8 - 8 * need;
+        len -= 1 - need;
+        if pfx != 0 {
+            word = pfx as u64 | word << 8;
+            len += 1;
+        }
+        self.buf.put(word, len);
+        if md == 2 {
+            self.buf.put4(disp as u32);
         }
     }
 
@@ -288,7 +315,7 @@ impl X64 {
     /// A backward or forward jump of kind `cc` (`None`: unconditional;
     /// `Some(0xe8)` style is not used here) to `label`.
     #[inline(always)]
-    fn jump_to(&mut self, m: &'static str, cc: Option<u8>, label: u32) {
+    fn jump_to(&mut self, kind: u8, cc: Option<u8>, label: u32) {
         let pos = self.buf.pos();
         let target = self.labels.get(label as usize).copied();
         match target {
@@ -315,16 +342,16 @@ impl X64 {
                     None => self.buf.put1(0xe9),
                     Some(c) => self.buf.put(0x800f | (c as u64) << 8, 2),
                 }
-                self.fix(m, label);
+                self.fix(kind, label);
             }
         }
     }
 
     /// Records a rel32 at the current position to `label` and skips it.
     #[inline(always)]
-    fn fix(&mut self, method: &'static str, label: u32) {
+    fn fix(&mut self, kind: u8, label: u32) {
         let index = self.buf.index();
-        self.fixups.push(Fixup { at: self.buf.pos() as u32, label, index, method });
+        self.fixups.push(Fixup { at: self.buf.pos() as u32, label, index, kind });
         self.buf.put4(0);
     }
 
@@ -773,13 +800,15 @@ impl Backend for X64 {
         }
         let at = self.buf.pos();
         self.buf.put1(0xe9);
-        self.fix(m, EPILOGUE);
+        self.fix(FIX_RET, EPILOGUE);
         self.last_ret = Some(at);
     }
 
     #[inline(always)]
     fn branch(&mut self, m: &'static str, c: Cond, ty: Ty, a: u8, b: Src, l: Label) {
         self.buf.insn(m);
+        debug_assert_eq!(m, c.name(), "branch fixups name their method by condition");
+        let kind = c as u8;
         if ty.is_float() {
             let pfx = if ty == Ty::D { 0x66 } else { 0 };
             let Src::R(b) = b else {
@@ -796,14 +825,14 @@ impl Backend for X64 {
             match c {
                 Cond::Eq => {
                     let skip = self.jcc8(Some(CC_P));
-                    self.jump_to(m, Some(CC_E), l.0);
+                    self.jump_to(kind, Some(CC_E), l.0);
                     self.bind8(skip);
                 }
                 Cond::Ne => {
-                    self.jump_to(m, Some(CC_P), l.0);
-                    self.jump_to(m, Some(CC_NE), l.0);
+                    self.jump_to(kind, Some(CC_P), l.0);
+                    self.jump_to(kind, Some(CC_NE), l.0);
                 }
-                _ => self.jump_to(m, Some(cc), l.0),
+                _ => self.jump_to(kind, Some(cc), l.0),
             }
             return;
         }
@@ -816,7 +845,7 @@ impl Backend for X64 {
                 self.alu_rr(Alu::Cmp, w, a, rb);
             }
         }
-        self.jump_to(m, Some(jcc(c, ty.is_signed())), l.0);
+        self.jump_to(kind, Some(jcc(c, ty.is_signed())), l.0);
     }
 
     fn jump(&mut self, m: &'static str, link: bool, t: Target) {
@@ -832,10 +861,10 @@ impl Backend for X64 {
                     // rsp 16-byte aligned, as the calls it makes require.
                     self.buf.put(0x08ec_8348, 4);
                     self.buf.put1(0xe8);
-                    self.fix(m, l.0);
+                    self.fix(FIX_JAL, l.0);
                     self.buf.put(0x08c4_8348, 4);
                 } else {
-                    self.jump_to(m, None, l.0);
+                    self.jump_to(FIX_JMP, None, l.0);
                 }
             }
             Target::Reg(r) => self.rr(0, false, 0xff, 1, if link { 2 } else { 4 }, r, false),
@@ -1056,8 +1085,8 @@ impl Backend for X64 {
             } else {
                 match self.labels.get(f.label as usize) {
                     Some(&p) if p != UNPLACED => p,
-                    Some(_) => return Err(Error { index: f.index, method: f.method, kind: ErrorKind::UnplacedLabel { label: f.label } }),
-                    None => return Err(Error { index: f.index, method: f.method, kind: ErrorKind::UnknownLabel { label: f.label } }),
+                    Some(_) => return Err(Error { index: f.index, method: f.method(), kind: ErrorKind::UnplacedLabel { label: f.label } }),
+                    None => return Err(Error { index: f.index, method: f.method(), kind: ErrorKind::UnknownLabel { label: f.label } }),
                 }
             };
             if f.label == EPILOGUE && !frame {
