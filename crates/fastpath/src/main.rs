@@ -48,7 +48,9 @@ enum VcodeCmd {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Vcode { cmd: VcodeCmd::Demo { sig } } => vcode_demo::run(&sig),
+        Command::Vcode {
+            cmd: VcodeCmd::Demo { sig },
+        } => vcode_demo::run(&sig),
         Command::Applet { cmd } => applet::main(cmd),
         Command::Bench { suite } => match suite.as_str() {
             "jive" => bench_jive::run(),

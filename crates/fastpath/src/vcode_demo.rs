@@ -13,7 +13,7 @@ use std::fmt::Write as _;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use vcode::{Arg, Callee, Class, Code, Func, Leaf, Reg, Ty, D, I, L, P};
+use vcode::{Arg, Callee, Class, Code, D, Func, I, L, Leaf, P, Reg, Ty};
 
 type Res<T> = Result<T, vcode::Error>;
 
@@ -64,8 +64,16 @@ pub fn callback(f: &mut Func) -> Res<Code> {
     let keep = f.getreg::<L>(Class::Persistent)?;
     let r = f.getreg::<L>(Class::Temp)?;
     f.mov(keep, x);
-    f.call(r, Callee::Native(scale as *const () as usize), &[keep.into(), Arg::Imm(Ty::I, 3)]);
-    f.call(r, Callee::Native(scale as *const () as usize), &[r.into(), Arg::Imm(Ty::I, 5)]);
+    f.call(
+        r,
+        Callee::Native(scale as *const () as usize),
+        &[keep.into(), Arg::Imm(Ty::I, 3)],
+    );
+    f.call(
+        r,
+        Callee::Native(scale as *const () as usize),
+        &[r.into(), Arg::Imm(Ty::I, 5)],
+    );
     f.add(r, r, keep);
     f.ret(r);
     f.end()
@@ -139,13 +147,23 @@ pub fn unmarshal(f: &mut Func, callee: &Code) -> Res<Code> {
 }
 
 fn show(out: &mut String, code: &Code, result: &str) {
-    let _ = writeln!(out, "\n== {} ({} bytes) ==", code.name().unwrap_or("?"), code.len());
+    let _ = writeln!(
+        out,
+        "\n== {} ({} bytes) ==",
+        code.name().unwrap_or("?"),
+        code.len()
+    );
     let _ = writeln!(out, "{result}");
     out.push_str(&code.disassemble());
 }
 
 /// Generation cost: `reps` functions of the given builder, timed.
-fn cost(name: &str, insns: usize, reps: usize, mut build: impl FnMut(&mut Func) -> Res<Code>) -> Res<String> {
+fn cost(
+    name: &str,
+    insns: usize,
+    reps: usize,
+    mut build: impl FnMut(&mut Func) -> Res<Code>,
+) -> Res<String> {
     let mut f = Func::new();
     build(&mut f)?; // warm up the buffers and the arena
     let t = Instant::now();
@@ -174,10 +192,17 @@ pub fn run(sig: &str) -> ExitCode {
 }
 
 fn demo(sig: &str) -> Result<String, Box<dyn std::error::Error>> {
-    if let Some(bad) = vcode::Signature::parse(sig)?.params().iter().find(|t| !matches!(t, Ty::I | Ty::L | Ty::F | Ty::D)) {
-        return Err(format!("example 4 takes parameters of types i, l, f, d; {sig:?} has {bad}").into());
+    if let Some(bad) = vcode::Signature::parse(sig)?
+        .params()
+        .iter()
+        .find(|t| !matches!(t, Ty::I | Ty::L | Ty::F | Ty::D))
+    {
+        return Err(
+            format!("example 4 takes parameters of types i, l, f, d; {sig:?} has {bad}").into(),
+        );
     }
-    let mut out = String::from("vcode demo: the VCODE paper's examples, generated in place for x86-64\n");
+    let mut out =
+        String::from("vcode demo: the VCODE paper's examples, generated in place for x86-64\n");
     let mut f = Func::new();
 
     let c = plus1(&mut f)?;
@@ -189,12 +214,20 @@ fn demo(sig: &str) -> Result<String, Box<dyn std::error::Error>> {
     let data: Vec<i32> = (1..=100).collect();
     // SAFETY: sum reads `n` ints from the pointer it is given.
     let g = unsafe { c.as_fn::<extern "C" fn(*const i32, i32) -> i32>()? };
-    show(&mut out, &c, &format!("sum(1..=100) = {}", g(data.as_ptr(), 100)));
+    show(
+        &mut out,
+        &c,
+        &format!("sum(1..=100) = {}", g(data.as_ptr(), 100)),
+    );
 
     let c = callback(&mut f)?;
     // SAFETY: calls `scale`, a plain Rust function of the declared signature.
     let g = unsafe { c.as_fn::<extern "C" fn(i64) -> i64>()? };
-    show(&mut out, &c, &format!("twice_scaled(7) = scale(scale(7, 3), 5) + 7 = {}", g(7)));
+    show(
+        &mut out,
+        &c,
+        &format!("twice_scaled(7) = scale(scale(7, 3), 5) + 7 = {}", g(7)),
+    );
 
     let callee = weighted_sum(&mut f, sig)?;
     let stub = unmarshal(&mut Func::new(), &callee)?;
@@ -221,8 +254,16 @@ fn demo(sig: &str) -> Result<String, Box<dyn std::error::Error>> {
     let g = unsafe { stub.as_fn::<extern "C" fn(*const u64) -> f64>()? };
     let got = g(msg.as_ptr());
     let verdict = if got == expect { "ok" } else { "MISMATCH" };
-    show(&mut out, &callee, &format!("signature {sig:?} chosen at run time"));
-    show(&mut out, &stub, &format!("unmarshal(msg) = {got} (Rust computes {expect}: {verdict})"));
+    show(
+        &mut out,
+        &callee,
+        &format!("signature {sig:?} chosen at run time"),
+    );
+    show(
+        &mut out,
+        &stub,
+        &format!("unmarshal(msg) = {got} (Rust computes {expect}: {verdict})"),
+    );
     if got != expect {
         return Err(format!("example 4 computed {got}, expected {expect}").into());
     }

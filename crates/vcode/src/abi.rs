@@ -5,10 +5,10 @@
 //!
 //! This is one of the small modules that own `unsafe`.
 
+use crate::InvokeError;
 use crate::error::ErrorKind;
 use crate::ty::{Ty, Value};
-use crate::x86_64::{abi_layout, ArgLoc};
-use crate::InvokeError;
+use crate::x86_64::{ArgLoc, abi_layout};
 
 /// A Rust type that maps to a vcode type at the ABI boundary.
 pub trait AbiType {
@@ -43,8 +43,13 @@ fn check_sig(want: &[Ty], want_ret: Ty, params: &[Ty], ret: Ty) -> Result<(), Er
     if want == params && want_ret == ret {
         return Ok(());
     }
-    let show = |p: &[Ty], r: Ty| p.iter().map(|t| format!("%{t}")).collect::<String>() + " -> " + r.letter();
-    Err(ErrorKind::SignatureMismatch { expected: show(params, ret), found: show(want, want_ret) })
+    let show = |p: &[Ty], r: Ty| {
+        p.iter().map(|t| format!("%{t}")).collect::<String>() + " -> " + r.letter()
+    };
+    Err(ErrorKind::SignatureMismatch {
+        expected: show(params, ret),
+        found: show(want, want_ret),
+    })
 }
 
 macro_rules! fn_sigs {
@@ -87,17 +92,27 @@ fn_sigs! {
 /// Checks run-time arguments against a signature.
 pub fn check_args(params: &[Ty], args: &[Value]) -> Result<(), InvokeError> {
     if params.len() != args.len() {
-        return Err(InvokeError::Arity { expected: params.len(), found: args.len() });
+        return Err(InvokeError::Arity {
+            expected: params.len(),
+            found: args.len(),
+        });
     }
     for (i, (&p, a)) in params.iter().zip(args).enumerate() {
         if p != a.ty() {
-            return Err(InvokeError::ArgType { index: i, expected: p, found: a.ty() });
+            return Err(InvokeError::ArgType {
+                index: i,
+                expected: p,
+                found: a.ty(),
+            });
         }
     }
     if args.iter().filter(|a| !a.ty().is_float()).count() > 6 + STACK_SLOTS
         || args.len() > 6 + 8 + STACK_SLOTS
     {
-        return Err(InvokeError::Arity { expected: 6 + 8 + STACK_SLOTS, found: args.len() });
+        return Err(InvokeError::Arity {
+            expected: 6 + 8 + STACK_SLOTS,
+            found: args.len(),
+        });
     }
     Ok(())
 }
@@ -109,12 +124,46 @@ pub const STACK_SLOTS: usize = 26;
 const _: () = assert!(STACK_SLOTS >= crate::backend::MAX_CALL_ARGS - 6);
 
 type Wide<R> = extern "C" fn(
-    u64, u64, u64, u64, u64, u64,
-    f64, f64, f64, f64, f64, f64, f64, f64,
-    u64, u64, u64, u64, u64, u64, u64, u64,
-    u64, u64, u64, u64, u64, u64, u64, u64,
-    u64, u64, u64, u64, u64, u64, u64, u64,
-    u64, u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    f64,
+    f64,
+    f64,
+    f64,
+    f64,
+    f64,
+    f64,
+    f64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
 ) -> R;
 
 /// Calls the code at `addr` with `args`, returning a value of type `ret`.
@@ -144,7 +193,10 @@ pub unsafe fn call_native(addr: usize, args: &[Value], ret: Ty) -> Value {
         match loc {
             ArgLoc::Reg(n) if a.ty().is_float() => x[n as usize] = f64::from_bits(a.bits()),
             ArgLoc::Reg(n) => {
-                let i = crate::host::INT_ARGS.iter().position(|&r| r == n).unwrap_or(0);
+                let i = crate::host::INT_ARGS
+                    .iter()
+                    .position(|&r| r == n)
+                    .unwrap_or(0);
                 g[i] = a.bits();
             }
             // In range: at most MAX_CALL_ARGS - 6 arguments go on the stack.
@@ -157,18 +209,23 @@ pub unsafe fn call_native(addr: usize, args: &[Value], ret: Ty) -> Value {
             // passes exactly the registers and slots the callee reads.
             let f: Wide<$r> = unsafe { std::mem::transmute::<usize, Wide<$r>>(addr) };
             f(
-                g[0], g[1], g[2], g[3], g[4], g[5],
-                x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7],
-                s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7],
-                s[8], s[9], s[10], s[11], s[12], s[13], s[14], s[15],
-                s[16], s[17], s[18], s[19], s[20], s[21], s[22], s[23],
-                s[24], s[25],
+                g[0], g[1], g[2], g[3], g[4], g[5], x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7],
+                s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], s[9], s[10], s[11], s[12],
+                s[13], s[14], s[15], s[16], s[17], s[18], s[19], s[20], s[21], s[22], s[23], s[24],
+                s[25],
             )
         }};
     }
     if ret.is_float() {
         let bits = go!(f64).to_bits();
-        Value::from_bits(ret, if ret == Ty::F { bits & 0xffff_ffff } else { bits })
+        Value::from_bits(
+            ret,
+            if ret == Ty::F {
+                bits & 0xffff_ffff
+            } else {
+                bits
+            },
+        )
     } else {
         let bits = go!(u64);
         let bits = match ret {
@@ -183,14 +240,41 @@ pub unsafe fn call_native(addr: usize, args: &[Value], ret: Ty) -> Value {
 mod tests {
     use super::*;
 
-    extern "C" fn mix(a: i32, b: f64, c: i64, d: f32, e: u32, f: usize, g: i32, h: i64, i: i32, j: f64) -> f64 {
-        a as f64 + b * 2.0 + c as f64 * 3.0 + d as f64 * 4.0 + e as f64 * 5.0 + f as f64 * 6.0 + g as f64 * 7.0
+    extern "C" fn mix(
+        a: i32,
+        b: f64,
+        c: i64,
+        d: f32,
+        e: u32,
+        f: usize,
+        g: i32,
+        h: i64,
+        i: i32,
+        j: f64,
+    ) -> f64 {
+        a as f64
+            + b * 2.0
+            + c as f64 * 3.0
+            + d as f64 * 4.0
+            + e as f64 * 5.0
+            + f as f64 * 6.0
+            + g as f64 * 7.0
             + h as f64 * 8.0
             + i as f64 * 9.0
             + j * 10.0
     }
 
-    extern "C" fn nine(a: i64, b: i64, c: i64, d: i64, e: i64, f: i64, g: i64, h: i64, i: i64) -> i64 {
+    extern "C" fn nine(
+        a: i64,
+        b: i64,
+        c: i64,
+        d: i64,
+        e: i64,
+        f: i64,
+        g: i64,
+        h: i64,
+        i: i64,
+    ) -> i64 {
         a + 2 * b + 3 * c + 4 * d + 5 * e + 6 * f + 7 * g + 8 * h + 9 * i
     }
 
@@ -223,7 +307,10 @@ mod tests {
         assert!(F::check(&[Ty::I], Ty::I).is_ok());
         assert_eq!(
             F::check(&[Ty::L], Ty::I),
-            Err(ErrorKind::SignatureMismatch { expected: "%l -> i".into(), found: "%i -> i".into() })
+            Err(ErrorKind::SignatureMismatch {
+                expected: "%l -> i".into(),
+                found: "%i -> i".into()
+            })
         );
         assert!(F::check(&[Ty::I, Ty::I], Ty::I).is_err());
     }

@@ -253,7 +253,14 @@ pub trait Backend: Sized {
     /// Return from a subroutine entered by a jump-and-link.
     fn ret_link(&mut self, m: &'static str);
     /// Call `callee` with `args`; put its result in `ret`.
-    fn call(&mut self, m: &'static str, callee: Callee<'_, Self::Code>, args: &[Arg], ret: Option<AnyReg>, alloc: &RegAlloc);
+    fn call(
+        &mut self,
+        m: &'static str,
+        callee: Callee<'_, Self::Code>,
+        args: &[Arg],
+        ret: Option<AnyReg>,
+        alloc: &RegAlloc,
+    );
     /// A new label.
     fn genlabel(&mut self) -> Label;
     /// Places `l` here.

@@ -43,7 +43,14 @@ impl Buf {
     pub fn new(limit: usize) -> Self {
         let mut mem = vec![0u8; INITIAL.min(limit.max(2 * MAX_INSN))];
         let at = mem.as_mut_ptr();
-        let mut b = Buf { mem, at, budget: 0, issued: 0, limit, err: None };
+        let mut b = Buf {
+            mem,
+            at,
+            budget: 0,
+            issued: 0,
+            limit,
+            err: None,
+        };
         b.grant();
         b.issued = b.budget;
         b
@@ -65,7 +72,8 @@ impl Buf {
     /// `2 * MAX_INSN` bytes of room, so the grant is at least 1 and the
     /// instruction being started keeps its own `MAX_INSN`.
     fn grant(&mut self) {
-        self.budget = ((self.room() / MAX_INSN).saturating_sub(1)).clamp(1, u32::MAX as usize / 2) as u32;
+        self.budget =
+            ((self.room() / MAX_INSN).saturating_sub(1)).clamp(1, u32::MAX as usize / 2) as u32;
     }
 
     /// Starts an instruction: spends one unit of budget.
@@ -107,7 +115,11 @@ impl Buf {
         let need = self.pos() + extra + 3 * MAX_INSN;
         if need > self.mem.len() {
             if need > self.limit.max(3 * MAX_INSN) {
-                self.fail_at(used.saturating_sub(1), method, ErrorKind::CodeTooLarge { limit: self.limit });
+                self.fail_at(
+                    used.saturating_sub(1),
+                    method,
+                    ErrorKind::CodeTooLarge { limit: self.limit },
+                );
                 // Keep going harmlessly over the start of the buffer.
                 self.at = self.mem.as_mut_ptr();
             } else {
@@ -139,7 +151,11 @@ impl Buf {
     #[cold]
     pub fn fail_at(&mut self, index: u32, method: &'static str, kind: ErrorKind) {
         if self.err.is_none() {
-            self.err = Some(Error { index, method, kind });
+            self.err = Some(Error {
+                index,
+                method,
+                kind,
+            });
         }
     }
 

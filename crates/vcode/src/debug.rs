@@ -29,7 +29,10 @@ pub fn disassemble(code: &[u8], ip: u64, marks: &[(usize, &str)]) -> String {
         let insn = dec.decode();
         text.clear();
         fmt.format(&insn, &mut text);
-        let bytes: String = code[off..off + insn.len()].iter().map(|b| format!("{b:02x}")).collect();
+        let bytes: String = code[off..off + insn.len()]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
         out.push_str(&format!("  {off:5x}  {bytes:<22} {text}\n"));
     }
     out
@@ -43,7 +46,10 @@ static PERF_FILE: Mutex<Option<std::fs::File>> = Mutex::new(None);
 /// `perf report` reads for JIT code.
 pub fn enable_perf_map() -> std::io::Result<()> {
     let path = format!("/tmp/perf-{}.map", std::process::id());
-    let f = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?;
     *PERF_FILE.lock().unwrap_or_else(|e| e.into_inner()) = Some(f);
     PERF_MAP.store(true, Ordering::Release);
     Ok(())
@@ -68,7 +74,7 @@ fn write_perf_map(code: &crate::x86_64::Code) {
 
 #[cfg(test)]
 mod tests {
-    use crate::{Func, Leaf, I};
+    use crate::{Func, I, Leaf};
 
     #[test]
     fn disassembly_lists_the_generated_instructions_by_part() {
@@ -92,6 +98,9 @@ mod tests {
         let code = f.end().unwrap();
         let map = std::fs::read_to_string(format!("/tmp/perf-{}.map", std::process::id())).unwrap();
         let line = format!("{:x} {:x} vcode_perf_map_probe", code.addr(), code.len());
-        assert!(map.lines().any(|l| l == line), "{line:?} not in the perf map");
+        assert!(
+            map.lines().any(|l| l == line),
+            "{line:?} not in the perf map"
+        );
     }
 }

@@ -48,10 +48,10 @@
 //! # Ok::<(), vcode::Error>(())
 //! ```
 
+use crate::Operand;
 use crate::backend::Backend;
 use crate::func::Func;
-use crate::ty::{Reg, Type, P};
-use crate::Operand;
+use crate::ty::{P, Reg, Type};
 
 /// Declares instruction extensions. See the [module docs](crate::ext).
 #[macro_export]
@@ -282,7 +282,13 @@ pub trait Schedule {
     /// A load whose result is not used for the next `latency`
     /// instructions (no interlock needed on machines without one); an
     /// ordinary load on x86-64.
-    fn raw_load<T: Type>(&mut self, rd: Reg<T>, base: Reg<P>, off: impl Into<Operand<P>>, latency: u32);
+    fn raw_load<T: Type>(
+        &mut self,
+        rd: Reg<T>,
+        base: Reg<P>,
+        off: impl Into<Operand<P>>,
+        latency: u32,
+    );
 }
 
 impl<B: Backend> Schedule for Func<B> {
@@ -292,7 +298,13 @@ impl<B: Backend> Schedule for Func<B> {
     }
 
     #[inline(always)]
-    fn raw_load<T: Type>(&mut self, rd: Reg<T>, base: Reg<P>, off: impl Into<Operand<P>>, _latency: u32) {
+    fn raw_load<T: Type>(
+        &mut self,
+        rd: Reg<T>,
+        base: Reg<P>,
+        off: impl Into<Operand<P>>,
+        _latency: u32,
+    ) {
         self.ld(rd, base, off);
     }
 }

@@ -14,7 +14,7 @@ use crate::backend::{Arg, Backend, BinOp, Callee, Cond, LocalOp, Src, Target, Un
 use crate::error::{Error, ErrorKind, Result};
 use crate::mem::ExecMemory;
 use crate::regs::{Class, RegAlloc, RegConfig};
-use crate::ty::{AnyReg, Int, Label, Local, Operand, Reg, Signature, Ty, Type, MAX_PARAMS, P};
+use crate::ty::{AnyReg, Int, Label, Local, MAX_PARAMS, Operand, P, Reg, Signature, Ty, Type};
 use crate::x86_64::X64;
 
 /// The leaf hint of `v_lambda`.
@@ -37,7 +37,10 @@ pub struct Params {
 
 impl Default for Params {
     fn default() -> Self {
-        Params { regs: [AnyReg { ty: Ty::V, n: 0 }; MAX_PARAMS], len: 0 }
+        Params {
+            regs: [AnyReg { ty: Ty::V, n: 0 }; MAX_PARAMS],
+            len: 0,
+        }
     }
 }
 
@@ -45,9 +48,19 @@ impl Params {
     /// Parameter `i` as a register of type `T`; an error if the signature
     /// gave it another type.
     pub fn get<T: Type>(&self, i: usize) -> Result<Reg<T>> {
-        let err = |kind| Error { index: 0, method: "Params::get", kind };
-        let r = *self.all().get(i).ok_or(err(ErrorKind::NoSuchParam { index: i, count: self.len() }))?;
-        r.typed::<T>().ok_or(err(ErrorKind::TypeMismatch { expected: r.ty, found: T::TY }))
+        let err = |kind| Error {
+            index: 0,
+            method: "Params::get",
+            kind,
+        };
+        let r = *self.all().get(i).ok_or(err(ErrorKind::NoSuchParam {
+            index: i,
+            count: self.len(),
+        }))?;
+        r.typed::<T>().ok_or(err(ErrorKind::TypeMismatch {
+            expected: r.ty,
+            found: T::TY,
+        }))
     }
 
     /// Parameter `i` untyped.
@@ -240,7 +253,11 @@ impl<B: Backend> Func<B> {
     /// the string buffer of an old cache entry.
     #[cold]
     fn prepare(&self, text: &str, leaf: bool, old: Option<LambdaCache>) -> Result<LambdaCache> {
-        let sig = Signature::parse(text).map_err(|kind| Error { index: 0, method: "lambda", kind })?;
+        let sig = Signature::parse(text).map_err(|kind| Error {
+            index: 0,
+            method: "lambda",
+            kind,
+        })?;
         let mut alloc = RegAlloc::new(self.cfg.clone(), leaf);
         let params = crate::reference::assign_params(&sig, &mut alloc)?;
         let moves = params
@@ -251,7 +268,14 @@ impl<B: Backend> Func<B> {
         let mut s = old.map(|c| c.text).unwrap_or_default();
         s.clear();
         s.push_str(text);
-        Ok(LambdaCache { text: s, leaf, sig, params, alloc, moves })
+        Ok(LambdaCache {
+            text: s,
+            leaf,
+            sig,
+            params,
+            alloc,
+            moves,
+        })
     }
 
     /// Names the function for disassembly listings and the perf map.
@@ -283,7 +307,11 @@ impl<B: Backend> Func<B> {
     pub fn getreg<T: Type>(&mut self, class: Class) -> Result<Reg<T>> {
         match self.alloc.getreg(class, T::TY.is_float()) {
             Ok(n) => Ok(Reg::phys(n)),
-            Err(kind) => Err(Error { index: self.b.next_index(), method: "getreg", kind }),
+            Err(kind) => Err(Error {
+                index: self.b.next_index(),
+                method: "getreg",
+                kind,
+            }),
         }
     }
 
@@ -302,7 +330,11 @@ impl<B: Backend> Func<B> {
     pub fn reserve<T: Type>(&mut self, r: Reg<T>) -> Result<Reg<T>> {
         match self.alloc.claim(T::TY.is_float(), r.num()) {
             Ok(()) => Ok(r),
-            Err(kind) => Err(Error { index: self.b.next_index(), method: "reserve", kind }),
+            Err(kind) => Err(Error {
+                index: self.b.next_index(),
+                method: "reserve",
+                kind,
+            }),
         }
     }
 
@@ -404,7 +436,10 @@ impl<B: Backend> Func<B> {
     /// register types except between `p` and the float types.
     #[inline(always)]
     pub fn cv<S: Type, D: Type>(&mut self, rd: Reg<D>, rs: Reg<S>) {
-        self.chk("cv", &[(D::TY.is_float(), rd.num()), (S::TY.is_float(), rs.num())]);
+        self.chk(
+            "cv",
+            &[(D::TY.is_float(), rd.num()), (S::TY.is_float(), rs.num())],
+        );
         self.b.cvt("cv", S::TY, D::TY, rd.num(), rs.num());
     }
 
@@ -414,15 +449,30 @@ impl<B: Backend> Func<B> {
     #[inline(always)]
     pub fn ld<T: Type>(&mut self, rd: Reg<T>, base: Reg<P>, off: impl Into<Operand<P>>) {
         let off = off.into();
-        self.chk("ld", &[(T::TY.is_float(), rd.num()), (false, base.num()), off_reg(off)]);
-        self.b.load("ld", T::TY, T::TY, rd.num(), base.num(), src(off));
+        self.chk(
+            "ld",
+            &[
+                (T::TY.is_float(), rd.num()),
+                (false, base.num()),
+                off_reg(off),
+            ],
+        );
+        self.b
+            .load("ld", T::TY, T::TY, rd.num(), base.num(), src(off));
     }
 
     /// `*(T *)(base + off) = rs` (`v_st`).
     #[inline(always)]
     pub fn st<T: Type>(&mut self, rs: Reg<T>, base: Reg<P>, off: impl Into<Operand<P>>) {
         let off = off.into();
-        self.chk("st", &[(T::TY.is_float(), rs.num()), (false, base.num()), off_reg(off)]);
+        self.chk(
+            "st",
+            &[
+                (T::TY.is_float(), rs.num()),
+                (false, base.num()),
+                off_reg(off),
+            ],
+        );
         self.b.store("st", T::TY, rs.num(), base.num(), src(off));
     }
 
@@ -441,7 +491,10 @@ impl<B: Backend> Func<B> {
     #[inline(always)]
     pub fn stc<T: Int>(&mut self, rs: Reg<T>, base: Reg<P>, off: impl Into<Operand<P>>) {
         let off = off.into();
-        self.chk("stc", &[(false, rs.num()), (false, base.num()), off_reg(off)]);
+        self.chk(
+            "stc",
+            &[(false, rs.num()), (false, base.num()), off_reg(off)],
+        );
         self.b.store("stc", Ty::C, rs.num(), base.num(), src(off));
     }
 
@@ -449,7 +502,10 @@ impl<B: Backend> Func<B> {
     #[inline(always)]
     pub fn sts<T: Int>(&mut self, rs: Reg<T>, base: Reg<P>, off: impl Into<Operand<P>>) {
         let off = off.into();
-        self.chk("sts", &[(false, rs.num()), (false, base.num()), off_reg(off)]);
+        self.chk(
+            "sts",
+            &[(false, rs.num()), (false, base.num()), off_reg(off)],
+        );
         self.b.store("sts", Ty::S, rs.num(), base.num(), src(off));
     }
 
@@ -463,21 +519,24 @@ impl<B: Backend> Func<B> {
     #[inline(always)]
     pub fn ld_local<T: Type>(&mut self, rd: Reg<T>, l: Local<T>) {
         self.chk("ld_local", &[(T::TY.is_float(), rd.num())]);
-        self.b.local_op("ld_local", LocalOp::Load, T::TY, rd.num(), l.off, l.id);
+        self.b
+            .local_op("ld_local", LocalOp::Load, T::TY, rd.num(), l.off, l.id);
     }
 
     /// `local = rs`.
     #[inline(always)]
     pub fn st_local<T: Type>(&mut self, rs: Reg<T>, l: Local<T>) {
         self.chk("st_local", &[(T::TY.is_float(), rs.num())]);
-        self.b.local_op("st_local", LocalOp::Store, T::TY, rs.num(), l.off, l.id);
+        self.b
+            .local_op("st_local", LocalOp::Store, T::TY, rs.num(), l.off, l.id);
     }
 
     /// `rd = &local`.
     #[inline(always)]
     pub fn addr_local<T: Type>(&mut self, rd: Reg<P>, l: Local<T>) {
         self.chk("addr_local", &[(false, rd.num())]);
-        self.b.local_op("addr_local", LocalOp::Addr, T::TY, rd.num(), l.off, l.id);
+        self.b
+            .local_op("addr_local", LocalOp::Addr, T::TY, rd.num(), l.off, l.id);
     }
 
     // -- control --------------------------------------------------------------------------
@@ -556,7 +615,8 @@ impl<B: Backend> Func<B> {
     /// the result in `rd`. Temporary registers do not survive the call.
     pub fn call<T: Type>(&mut self, rd: Reg<T>, callee: Callee<'_, B::Code>, args: &[Arg]) {
         self.call_checks("call", callee, args, Some(rd.any()));
-        self.b.call("call", callee, args, Some(rd.any()), &self.alloc);
+        self.b
+            .call("call", callee, args, Some(rd.any()), &self.alloc);
     }
 
     /// Calls `callee` for its effect (or ignoring its result).
@@ -565,7 +625,13 @@ impl<B: Backend> Func<B> {
         self.b.call("callv", callee, args, None, &self.alloc);
     }
 
-    fn call_checks(&mut self, m: &'static str, callee: Callee<'_, B::Code>, args: &[Arg], rd: Option<AnyReg>) {
+    fn call_checks(
+        &mut self,
+        m: &'static str,
+        callee: Callee<'_, B::Code>,
+        args: &[Arg],
+        rd: Option<AnyReg>,
+    ) {
         let mut regs: Vec<(bool, u8)> = args
             .iter()
             .filter_map(|a| match a {

@@ -82,7 +82,10 @@ pub use error::{Error, ErrorKind, Result};
 pub use func::{Func, Leaf, Params};
 pub use reference::Reference;
 pub use regs::{Class, RegAlloc, RegClass, RegConfig};
-pub use ty::{AnyReg, D, F, Float, I, Int, L, Label, Local, MAX_PARAMS, Operand, P, Reg, Signature, Ty, Type, U, UL, Value};
+pub use ty::{
+    AnyReg, D, F, Float, I, Int, L, Label, Local, MAX_PARAMS, Operand, P, Reg, Signature, Ty, Type,
+    U, UL, Value,
+};
 pub use x86_64::{Code, X64};
 
 /// Running a generated function with arguments known only at run time:

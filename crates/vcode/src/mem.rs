@@ -64,7 +64,12 @@ impl ExecBlock {
     /// `write` must be valid for writes of `len` bytes that show at
     /// `exec` once `owner.seal` has run, and `owner` must keep both alive.
     pub unsafe fn new(write: *mut u8, exec: usize, len: usize, owner: Arc<dyn BlockOwner>) -> Self {
-        ExecBlock { write, exec, len, owner }
+        ExecBlock {
+            write,
+            exec,
+            len,
+            owner,
+        }
     }
 
     /// The address the code runs at.
@@ -87,7 +92,10 @@ impl ExecBlock {
     pub(crate) fn fill(&mut self, parts: &[&[u8]]) -> Result<usize, ErrorKind> {
         let total: usize = parts.iter().map(|p| p.len()).sum();
         if total > self.len {
-            return Err(ErrorKind::Memory(format!("block of {} bytes is too small for {total}", self.len)));
+            return Err(ErrorKind::Memory(format!(
+                "block of {} bytes is too small for {total}",
+                self.len
+            )));
         }
         let mut at = 0;
         for p in parts {
@@ -130,27 +138,48 @@ impl Chunk {
         unsafe {
             let fd = libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC);
             if fd < 0 {
-                return Err(ErrorKind::Memory(format!("memfd_create: {}", std::io::Error::last_os_error())));
+                return Err(ErrorKind::Memory(format!(
+                    "memfd_create: {}",
+                    std::io::Error::last_os_error()
+                )));
             }
             if libc::ftruncate(fd, size as libc::off_t) != 0 {
                 let e = std::io::Error::last_os_error();
                 libc::close(fd);
                 return Err(ErrorKind::Memory(format!("ftruncate: {e}")));
             }
-            let rw = libc::mmap(std::ptr::null_mut(), size, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0);
+            let rw = libc::mmap(
+                std::ptr::null_mut(),
+                size,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd,
+                0,
+            );
             if rw == libc::MAP_FAILED {
                 let e = std::io::Error::last_os_error();
                 libc::close(fd);
                 return Err(ErrorKind::Memory(format!("mmap (write view): {e}")));
             }
-            let rx = libc::mmap(std::ptr::null_mut(), size, libc::PROT_READ | libc::PROT_EXEC, libc::MAP_SHARED, fd, 0);
+            let rx = libc::mmap(
+                std::ptr::null_mut(),
+                size,
+                libc::PROT_READ | libc::PROT_EXEC,
+                libc::MAP_SHARED,
+                fd,
+                0,
+            );
             libc::close(fd);
             if rx == libc::MAP_FAILED {
                 let e = std::io::Error::last_os_error();
                 libc::munmap(rw, size);
                 return Err(ErrorKind::Memory(format!("mmap (exec view): {e}")));
             }
-            Ok(Chunk { rw: rw.cast(), rx: rx.cast(), size })
+            Ok(Chunk {
+                rw: rw.cast(),
+                rx: rx.cast(),
+                size,
+            })
         }
     }
 }
@@ -198,9 +227,15 @@ impl Single {
             )
         };
         if p == libc::MAP_FAILED {
-            return Err(ErrorKind::Memory(format!("mmap: {}", std::io::Error::last_os_error())));
+            return Err(ErrorKind::Memory(format!(
+                "mmap: {}",
+                std::io::Error::last_os_error()
+            )));
         }
-        Ok(Single { ptr: p.cast(), size })
+        Ok(Single {
+            ptr: p.cast(),
+            size,
+        })
     }
 }
 
@@ -208,9 +243,18 @@ impl BlockOwner for Single {
     fn seal(&self, _exec: usize, _len: usize) -> Result<(), ErrorKind> {
         // SAFETY: our own mapping of `size` bytes; from here on it is never
         // written again, so dropping write permission is what we want.
-        let r = unsafe { libc::mprotect(self.ptr.cast(), self.size, libc::PROT_READ | libc::PROT_EXEC) };
+        let r = unsafe {
+            libc::mprotect(
+                self.ptr.cast(),
+                self.size,
+                libc::PROT_READ | libc::PROT_EXEC,
+            )
+        };
         if r != 0 {
-            return Err(ErrorKind::Memory(format!("mprotect: {}", std::io::Error::last_os_error())));
+            return Err(ErrorKind::Memory(format!(
+                "mprotect: {}",
+                std::io::Error::last_os_error()
+            )));
         }
         Ok(())
     }
@@ -269,7 +313,12 @@ unsafe impl ExecMemory for Arena {
                 // handed out once (bump pointer), and `chunk` keeps both
                 // views mapped for the block's lifetime.
                 return Ok(unsafe {
-                    ExecBlock::new(chunk.rw.add(at), chunk.rx as usize + at, len, chunk.clone() as Arc<dyn BlockOwner>)
+                    ExecBlock::new(
+                        chunk.rw.add(at),
+                        chunk.rx as usize + at,
+                        len,
+                        chunk.clone() as Arc<dyn BlockOwner>,
+                    )
                 });
             }
         }

@@ -28,8 +28,8 @@ use crate::host::{self, bit};
 use crate::mem::ExecMemory;
 use crate::regs::RegAlloc;
 use crate::ty::{AnyReg, Label, Signature, Ty, Value};
-use crate::x86_64::{abi_layout, ArgLoc};
-use crate::{InvokeError, Invoke};
+use crate::x86_64::{ArgLoc, abi_layout};
+use crate::{Invoke, InvokeError};
 
 const UNPLACED: u32 = u32::MAX;
 
@@ -46,21 +46,80 @@ enum RefCallee {
 
 #[derive(Clone, Debug)]
 enum Insn {
-    Bin { op: BinOp, ty: Ty, rd: u8, a: u8, b: Src },
-    Un { op: UnOp, ty: Ty, rd: u8, a: u8 },
-    Set { ty: Ty, rd: u8, bits: u64 },
-    Cvt { from: Ty, to: Ty, rd: u8, rs: u8 },
-    Load { mem: Ty, ty: Ty, rd: u8, base: u8, off: Src },
-    Store { mem: Ty, rs: u8, base: u8, off: Src },
-    Local { op: LocalOp, ty: Ty, r: u8, id: u32 },
-    Ret { ty: Ty, r: u8 },
-    Branch { c: Cond, ty: Ty, a: u8, b: Src, l: u32 },
-    Jump { link: bool, t: Target },
+    Bin {
+        op: BinOp,
+        ty: Ty,
+        rd: u8,
+        a: u8,
+        b: Src,
+    },
+    Un {
+        op: UnOp,
+        ty: Ty,
+        rd: u8,
+        a: u8,
+    },
+    Set {
+        ty: Ty,
+        rd: u8,
+        bits: u64,
+    },
+    Cvt {
+        from: Ty,
+        to: Ty,
+        rd: u8,
+        rs: u8,
+    },
+    Load {
+        mem: Ty,
+        ty: Ty,
+        rd: u8,
+        base: u8,
+        off: Src,
+    },
+    Store {
+        mem: Ty,
+        rs: u8,
+        base: u8,
+        off: Src,
+    },
+    Local {
+        op: LocalOp,
+        ty: Ty,
+        r: u8,
+        id: u32,
+    },
+    Ret {
+        ty: Ty,
+        r: u8,
+    },
+    Branch {
+        c: Cond,
+        ty: Ty,
+        a: u8,
+        b: Src,
+        l: u32,
+    },
+    Jump {
+        link: bool,
+        t: Target,
+    },
     RetLink,
-    Call { callee: RefCallee, args: Vec<Arg>, ret: Option<AnyReg>, persist: u16 },
+    Call {
+        callee: RefCallee,
+        args: Vec<Arg>,
+        ret: Option<AnyReg>,
+        persist: u16,
+    },
     Label,
     Nop,
-    Ext { ty: Ty, rd: (bool, u8), srcs: [(bool, u8); 3], n: u8, eval: Eval },
+    Ext {
+        ty: Ty,
+        rd: (bool, u8),
+        srcs: [(bool, u8); 3],
+        n: u8,
+        eval: Eval,
+    },
 }
 
 /// The reference backend's per-function state.
@@ -88,10 +147,26 @@ impl Reference {
     }
 
     /// Records an extension instruction: `rd = eval(ty, srcs)`.
-    pub fn ext(&mut self, m: &'static str, ty: Ty, rd: (bool, u8), srcs: &[(bool, u8)], eval: Eval) {
+    pub fn ext(
+        &mut self,
+        m: &'static str,
+        ty: Ty,
+        rd: (bool, u8),
+        srcs: &[(bool, u8)],
+        eval: Eval,
+    ) {
         let mut s = [(false, 0u8); 3];
         s[..srcs.len()].copy_from_slice(srcs);
-        self.push(m, Insn::Ext { ty, rd, srcs: s, n: srcs.len() as u8, eval });
+        self.push(
+            m,
+            Insn::Ext {
+                ty,
+                rd,
+                srcs: s,
+                n: srcs.len() as u8,
+                eval,
+            },
+        );
     }
 }
 
@@ -99,8 +174,13 @@ impl Reference {
 /// argument registers, then give registers from `getreg` to parameters
 /// arriving on the stack or in `rcx` (which the backends keep).
 pub(crate) fn assign_params(sig: &Signature, alloc: &mut RegAlloc) -> Result<crate::Params, Error> {
-    let err = |kind| Error { index: 0, method: "lambda", kind };
-    let keeps = |ty: Ty, loc: ArgLoc| matches!(loc, ArgLoc::Reg(n) if ty.is_float() || n != host::gpr::RCX);
+    let err = |kind| Error {
+        index: 0,
+        method: "lambda",
+        kind,
+    };
+    let keeps =
+        |ty: Ty, loc: ArgLoc| matches!(loc, ArgLoc::Reg(n) if ty.is_float() || n != host::gpr::RCX);
     for (&ty, loc) in sig.params().iter().zip(abi_layout(sig.params())) {
         if let ArgLoc::Reg(n) = loc {
             if keeps(ty, loc) {
@@ -112,7 +192,9 @@ pub(crate) fn assign_params(sig: &Signature, alloc: &mut RegAlloc) -> Result<cra
     for (&ty, loc) in sig.params().iter().zip(abi_layout(sig.params())) {
         let n = match loc {
             ArgLoc::Reg(n) if keeps(ty, loc) => n,
-            _ => alloc.getreg(crate::Class::Temp, ty.is_float()).map_err(err)?,
+            _ => alloc
+                .getreg(crate::Class::Temp, ty.is_float())
+                .map_err(err)?,
         };
         out.push(AnyReg { ty, n });
     }
@@ -146,10 +228,18 @@ impl Backend for Reference {
             match self.labels.get(l as usize) {
                 Some(&p) if p != UNPLACED => {}
                 Some(_) => {
-                    return Err(Error { index: at, method: self.methods[at as usize], kind: ErrorKind::UnplacedLabel { label: l } })
+                    return Err(Error {
+                        index: at,
+                        method: self.methods[at as usize],
+                        kind: ErrorKind::UnplacedLabel { label: l },
+                    });
                 }
                 None => {
-                    return Err(Error { index: at, method: self.methods[at as usize], kind: ErrorKind::UnknownLabel { label: l } })
+                    return Err(Error {
+                        index: at,
+                        method: self.methods[at as usize],
+                        kind: ErrorKind::UnknownLabel { label: l },
+                    });
                 }
             }
         }
@@ -164,7 +254,10 @@ impl Backend for Reference {
             ret: self.ret_ty.unwrap_or(Ty::V),
             name,
         };
-        Ok(RefCode { prog: Arc::new(prog), step_limit: DEFAULT_STEP_LIMIT })
+        Ok(RefCode {
+            prog: Arc::new(prog),
+            step_limit: DEFAULT_STEP_LIMIT,
+        })
     }
 
     fn next_index(&self) -> u32 {
@@ -173,7 +266,11 @@ impl Backend for Reference {
 
     fn fail(&mut self, method: &'static str, kind: ErrorKind) {
         if self.err.is_none() {
-            self.err = Some(Error { index: self.index(), method, kind });
+            self.err = Some(Error {
+                index: self.index(),
+                method,
+                kind,
+            });
         }
     }
 
@@ -183,7 +280,11 @@ impl Backend for Reference {
                 continue; // an immediate operand
             }
             let name = || host::reg_name(float, n).to_string();
-            let reserved = if float { host::RESERVED_XMM } else { host::RESERVED_GPR };
+            let reserved = if float {
+                host::RESERVED_XMM
+            } else {
+                host::RESERVED_GPR
+            };
             let why = if n >= 16 {
                 Some("not a register")
             } else if reserved & bit(n) != 0 {
@@ -207,8 +308,17 @@ impl Backend for Reference {
     }
 
     fn binop(&mut self, m: &'static str, op: BinOp, ty: Ty, rd: u8, a: u8, b: Src) {
-        if ty.is_float() && (matches!(b, Src::I(_)) || !matches!(op, BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div)) {
-            return self.fail(m, ErrorKind::UnsupportedType { insn: op.name(), ty });
+        if ty.is_float()
+            && (matches!(b, Src::I(_))
+                || !matches!(op, BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div))
+        {
+            return self.fail(
+                m,
+                ErrorKind::UnsupportedType {
+                    insn: op.name(),
+                    ty,
+                },
+            );
         }
         if matches!(op, BinOp::Div | BinOp::Mod) && !ty.is_float() {
             if let Src::I(v) = b {
@@ -230,13 +340,28 @@ impl Backend for Reference {
 
     fn cvt(&mut self, m: &'static str, from: Ty, to: Ty, rd: u8, rs: u8) {
         if (from == Ty::P && to.is_float()) || (to == Ty::P && from.is_float()) {
-            return self.fail(m, ErrorKind::UnsupportedType { insn: "cv", ty: if from == Ty::P { from } else { to } });
+            return self.fail(
+                m,
+                ErrorKind::UnsupportedType {
+                    insn: "cv",
+                    ty: if from == Ty::P { from } else { to },
+                },
+            );
         }
         self.push(m, Insn::Cvt { from, to, rd, rs });
     }
 
     fn load(&mut self, m: &'static str, mem: Ty, rd_ty: Ty, rd: u8, base: u8, off: Src) {
-        self.push(m, Insn::Load { mem, ty: rd_ty, rd, base, off });
+        self.push(
+            m,
+            Insn::Load {
+                mem,
+                ty: rd_ty,
+                rd,
+                base,
+                off,
+            },
+        );
     }
 
     fn store(&mut self, m: &'static str, mem: Ty, rs: u8, base: u8, off: Src) {
@@ -254,7 +379,9 @@ impl Backend for Reference {
 
     fn local_op(&mut self, m: &'static str, op: LocalOp, ty: Ty, r: u8, off: i32, id: u32) {
         match self.locals.get(id as usize) {
-            Some(&(t, o)) if o as i32 == off && t == ty => self.push(m, Insn::Local { op, ty, r, id }),
+            Some(&(t, o)) if o as i32 == off && t == ty => {
+                self.push(m, Insn::Local { op, ty, r, id })
+            }
             _ => self.fail(m, ErrorKind::UnknownLocal { id }),
         }
     }
@@ -262,7 +389,15 @@ impl Backend for Reference {
     fn ret(&mut self, m: &'static str, ty: Ty, r: u8) {
         match self.ret_ty {
             None => self.ret_ty = Some(ty),
-            Some(t) if t != ty => return self.fail(m, ErrorKind::TypeMismatch { expected: t, found: ty }),
+            Some(t) if t != ty => {
+                return self.fail(
+                    m,
+                    ErrorKind::TypeMismatch {
+                        expected: t,
+                        found: ty,
+                    },
+                );
+            }
             _ => {}
         }
         self.push(m, Insn::Ret { ty, r });
@@ -270,10 +405,25 @@ impl Backend for Reference {
 
     fn branch(&mut self, m: &'static str, c: Cond, ty: Ty, a: u8, b: Src, l: Label) {
         if ty.is_float() && matches!(b, Src::I(_)) {
-            return self.fail(m, ErrorKind::UnsupportedType { insn: "branch with an immediate", ty });
+            return self.fail(
+                m,
+                ErrorKind::UnsupportedType {
+                    insn: "branch with an immediate",
+                    ty,
+                },
+            );
         }
         self.uses.push((self.index(), l.0));
-        self.push(m, Insn::Branch { c, ty, a, b, l: l.0 });
+        self.push(
+            m,
+            Insn::Branch {
+                c,
+                ty,
+                a,
+                b,
+                l: l.0,
+            },
+        );
     }
 
     fn jump(&mut self, m: &'static str, link: bool, t: Target) {
@@ -287,12 +437,25 @@ impl Backend for Reference {
         self.push(m, Insn::RetLink);
     }
 
-    fn call(&mut self, m: &'static str, callee: Callee<'_, RefCode>, args: &[Arg], ret: Option<AnyReg>, alloc: &RegAlloc) {
+    fn call(
+        &mut self,
+        m: &'static str,
+        callee: Callee<'_, RefCode>,
+        args: &[Arg],
+        ret: Option<AnyReg>,
+        alloc: &RegAlloc,
+    ) {
         if alloc.leaf {
             return self.fail(m, ErrorKind::CallInLeaf);
         }
         if args.len() > crate::backend::MAX_CALL_ARGS {
-            return self.fail(m, ErrorKind::TooManyArguments { count: args.len(), max: crate::backend::MAX_CALL_ARGS });
+            return self.fail(
+                m,
+                ErrorKind::TooManyArguments {
+                    count: args.len(),
+                    max: crate::backend::MAX_CALL_ARGS,
+                },
+            );
         }
         let callee = match callee {
             Callee::Native(a) => RefCallee::Native(a),
@@ -300,17 +463,37 @@ impl Backend for Reference {
             Callee::Code(c) => {
                 let want = c.prog.sig.params();
                 if want.len() != args.len() {
-                    return self.fail(m, ErrorKind::TooManyArguments { count: args.len(), max: want.len() });
+                    return self.fail(
+                        m,
+                        ErrorKind::TooManyArguments {
+                            count: args.len(),
+                            max: want.len(),
+                        },
+                    );
                 }
                 for (&w, a) in want.iter().zip(args) {
                     if w != a.ty() {
-                        return self.fail(m, ErrorKind::TypeMismatch { expected: w, found: a.ty() });
+                        return self.fail(
+                            m,
+                            ErrorKind::TypeMismatch {
+                                expected: w,
+                                found: a.ty(),
+                            },
+                        );
                     }
                 }
                 RefCallee::Code(c.prog.clone())
             }
         };
-        self.push(m, Insn::Call { callee, args: args.to_vec(), ret, persist: alloc.persist_xmm });
+        self.push(
+            m,
+            Insn::Call {
+                callee,
+                args: args.to_vec(),
+                ret,
+                persist: alloc.persist_xmm,
+            },
+        );
     }
 
     fn genlabel(&mut self) -> Label {
@@ -483,10 +666,18 @@ struct Regs {
 /// Truncation of a float to a signed integer as `cvtt*2si` does it: out of
 /// range and NaN give the "integer indefinite" value `MIN`.
 fn cvtt_i32(x: f64) -> i32 {
-    if x.is_nan() || x >= 2147483648.0 || x <= -2147483649.0 { i32::MIN } else { x as i32 }
+    if x.is_nan() || x >= 2147483648.0 || x <= -2147483649.0 {
+        i32::MIN
+    } else {
+        x as i32
+    }
 }
 fn cvtt_i64(x: f64) -> i64 {
-    if (-9223372036854775808.0..9223372036854775808.0).contains(&x) { x as i64 } else { i64::MIN }
+    if (-9223372036854775808.0..9223372036854775808.0).contains(&x) {
+        x as i64
+    } else {
+        i64::MIN
+    }
 }
 fn cvtt_f32_i64(x: f32) -> i64 {
     cvtt_i64(x as f64)
@@ -648,7 +839,11 @@ fn convert(from: Ty, to: Ty, v: u64) -> u64 {
         },
         Ty::F | Ty::D => {
             let single = from == Ty::F;
-            let x = if single { f32::from_bits(v as u32) as f64 } else { f64::from_bits(v) };
+            let x = if single {
+                f32::from_bits(v as u32) as f64
+            } else {
+                f64::from_bits(v)
+            };
             match to {
                 Ty::F | Ty::D => f(x),
                 Ty::I => cvtt_i32(x) as u32 as u64,
@@ -719,11 +914,24 @@ mod memory {
 ///
 /// # Safety
 /// As [`Invoke::invoke`].
-unsafe fn exec(prog: &Program, args: &[Value], steps: &mut u64, limit: u64, depth: u32) -> Result<Value, Fault> {
+unsafe fn exec(
+    prog: &Program,
+    args: &[Value],
+    steps: &mut u64,
+    limit: u64,
+    depth: u32,
+) -> Result<Value, Fault> {
     if depth > MAX_DEPTH {
-        return Err(Fault { index: 0, method: "call", kind: FaultKind::CallDepth });
+        return Err(Fault {
+            index: 0,
+            method: "call",
+            kind: FaultKind::CallDepth,
+        });
     }
-    let mut r = Regs { v: [[0; 16]; 2], def: [0; 2] };
+    let mut r = Regs {
+        v: [[0; 16]; 2],
+        def: [0; 2],
+    };
     for (p, a) in prog.params.iter().zip(args) {
         r.v[p.ty.is_float() as usize][p.n as usize] = norm(p.ty, a.bits());
         r.def[p.ty.is_float() as usize] |= bit(p.n);
@@ -735,10 +943,18 @@ unsafe fn exec(prog: &Program, args: &[Value], steps: &mut u64, limit: u64, dept
     let mut pc = 0usize;
     loop {
         let Some(insn) = prog.insns.get(pc) else {
-            return Err(Fault { index: pc as u32, method: "end", kind: FaultKind::FellOffEnd });
+            return Err(Fault {
+                index: pc as u32,
+                method: "end",
+                kind: FaultKind::FellOffEnd,
+            });
         };
         let at = pc;
-        let fault = move |kind| Fault { index: at as u32, method: prog.methods[at], kind };
+        let fault = move |kind| Fault {
+            index: at as u32,
+            method: prog.methods[at],
+            kind,
+        };
         *steps += 1;
         if *steps > limit {
             return Err(fault(FaultKind::StepLimit(limit)));
@@ -747,7 +963,9 @@ unsafe fn exec(prog: &Program, args: &[Value], steps: &mut u64, limit: u64, dept
             ($f:expr, $n:expr) => {{
                 let (f, n): (bool, u8) = ($f, $n);
                 if r.def[f as usize] & bit(n) == 0 {
-                    return Err(fault(FaultKind::ReadBeforeWrite { reg: host::reg_name(f, n).to_string() }));
+                    return Err(fault(FaultKind::ReadBeforeWrite {
+                        reg: host::reg_name(f, n).to_string(),
+                    }));
                 }
                 r.v[f as usize][n as usize]
             }};
@@ -764,7 +982,9 @@ unsafe fn exec(prog: &Program, args: &[Value], steps: &mut u64, limit: u64, dept
                 Src::I(v) => Ok(v as u64),
                 Src::R(n) => {
                     if r.def[f as usize] & bit(n) == 0 {
-                        return Err(fault(FaultKind::ReadBeforeWrite { reg: host::reg_name(f, n).to_string() }));
+                        return Err(fault(FaultKind::ReadBeforeWrite {
+                            reg: host::reg_name(f, n).to_string(),
+                        }));
                     }
                     Ok(r.v[f as usize][n as usize])
                 }
@@ -776,7 +996,11 @@ unsafe fn exec(prog: &Program, args: &[Value], steps: &mut u64, limit: u64, dept
                 let f = ty.is_float();
                 let av = get!(f, a);
                 let bv = src(&r, b, f)?;
-                let v = if f { float_bin(op, ty, av, bv) } else { int_bin(op, ty, av, bv).map_err(fault)? };
+                let v = if f {
+                    float_bin(op, ty, av, bv)
+                } else {
+                    int_bin(op, ty, av, bv).map_err(fault)?
+                };
                 put!(f, rd, norm(ty, v));
             }
             &Insn::Un { op, ty, rd, a } => {
@@ -797,7 +1021,13 @@ unsafe fn exec(prog: &Program, args: &[Value], steps: &mut u64, limit: u64, dept
                 let v = get!(from.is_float(), rs);
                 put!(to.is_float(), rd, convert(from, to, v));
             }
-            &Insn::Load { mem, ty, rd, base, off } => {
+            &Insn::Load {
+                mem,
+                ty,
+                rd,
+                base,
+                off,
+            } => {
                 let addr = (get!(false, base)).wrapping_add(src(&r, off, false)?) as usize;
                 // SAFETY: the program's own load; the caller of `invoke` vouches for it.
                 let v = unsafe { memory::load(mem, ty, addr) };
@@ -814,7 +1044,9 @@ unsafe fn exec(prog: &Program, args: &[Value], steps: &mut u64, limit: u64, dept
                 match op {
                     // SAFETY: `addr` is inside `frame`, which is large enough
                     // for every local (offsets come from `local`).
-                    LocalOp::Load => put!(ty.is_float(), reg, unsafe { memory::load(ty, ty, addr) }),
+                    LocalOp::Load => {
+                        put!(ty.is_float(), reg, unsafe { memory::load(ty, ty, addr) })
+                    }
                     LocalOp::Store => {
                         let v = get!(ty.is_float(), reg);
                         // SAFETY: as above.
@@ -824,7 +1056,11 @@ unsafe fn exec(prog: &Program, args: &[Value], steps: &mut u64, limit: u64, dept
                 }
             }
             &Insn::Ret { ty, r: reg } => {
-                return Ok(if ty == Ty::V { Value::V } else { Value::from_bits(ty, get!(ty.is_float(), reg)) });
+                return Ok(if ty == Ty::V {
+                    Value::V
+                } else {
+                    Value::from_bits(ty, get!(ty.is_float(), reg))
+                });
             }
             &Insn::Branch { c, ty, a, b, l } => {
                 let f = ty.is_float();
@@ -843,7 +1079,9 @@ unsafe fn exec(prog: &Program, args: &[Value], steps: &mut u64, limit: u64, dept
                     pc = prog.labels[lab.0 as usize] as usize;
                 }
                 Target::Reg(_) | Target::Addr(_) if !l => {
-                    return Err(fault(FaultKind::Unsupported("the reference backend cannot jump to a native address")));
+                    return Err(fault(FaultKind::Unsupported(
+                        "the reference backend cannot jump to a native address",
+                    )));
                 }
                 Target::Reg(n) => {
                     let a = get!(false, n) as usize;
@@ -861,7 +1099,12 @@ unsafe fn exec(prog: &Program, args: &[Value], steps: &mut u64, limit: u64, dept
                 Some(to) => pc = to,
                 None => return Err(fault(FaultKind::Unsupported("ret_link without a jal"))),
             },
-            Insn::Call { callee, args, ret, persist } => {
+            Insn::Call {
+                callee,
+                args,
+                ret,
+                persist,
+            } => {
                 let mut vals = Vec::with_capacity(args.len());
                 for a in args {
                     vals.push(match *a {
@@ -897,7 +1140,13 @@ unsafe fn exec(prog: &Program, args: &[Value], steps: &mut u64, limit: u64, dept
                 }
             }
             Insn::Label | Insn::Nop => {}
-            &Insn::Ext { ty, rd, srcs, n, eval } => {
+            &Insn::Ext {
+                ty,
+                rd,
+                srcs,
+                n,
+                eval,
+            } => {
                 let mut vals = [0u64; 3];
                 for i in 0..n as usize {
                     vals[i] = get!(srcs[i].0, srcs[i].1);

@@ -56,7 +56,10 @@ pub struct RegConfig {
 
 impl Default for RegConfig {
     fn default() -> Self {
-        RegConfig { callee: [host::CALLEE_SAVED_GPR, 0], unavail: [host::RESERVED_GPR, host::RESERVED_XMM] }
+        RegConfig {
+            callee: [host::CALLEE_SAVED_GPR, 0],
+            unavail: [host::RESERVED_GPR, host::RESERVED_XMM],
+        }
     }
 }
 
@@ -65,7 +68,10 @@ impl RegConfig {
     /// touches, it restores.
     pub fn all_callee_saved() -> Self {
         let d = RegConfig::default();
-        RegConfig { callee: [!d.unavail[0], !d.unavail[1]], unavail: d.unavail }
+        RegConfig {
+            callee: [!d.unavail[0], !d.unavail[1]],
+            unavail: d.unavail,
+        }
     }
 
     fn class(&self, f: usize, n: u8) -> RegClass {
@@ -90,7 +96,11 @@ impl RegConfig {
     }
 
     fn set(&mut self, f: usize, n: u8, class: RegClass) -> Result<(), ErrorKind> {
-        let reserved = if f == 0 { host::RESERVED_GPR } else { host::RESERVED_XMM };
+        let reserved = if f == 0 {
+            host::RESERVED_GPR
+        } else {
+            host::RESERVED_XMM
+        };
         if n >= 16 || reserved & bit(n) != 0 {
             return Err(ErrorKind::BadRegister {
                 reg: host::reg_name(f == 1, n).to_string(),
@@ -137,7 +147,14 @@ pub struct RegAlloc {
 impl RegAlloc {
     pub(crate) fn new(cfg: RegConfig, leaf: bool) -> Self {
         let free = [!cfg.unavail[0], !cfg.unavail[1]];
-        RegAlloc { cfg, free, used_callee: [0; 2], persist_xmm: 0, released: [0; 2], leaf }
+        RegAlloc {
+            cfg,
+            free,
+            used_callee: [0; 2],
+            persist_xmm: 0,
+            released: [0; 2],
+            leaf,
+        }
     }
 
     /// The function's register classification.
@@ -197,13 +214,20 @@ impl RegAlloc {
             pick(&host::FLOAT_ORDER, self.free[1])
         } else if class == Class::Persistent && !self.leaf {
             // Survives native calls only if the ABI preserves it.
-            pick(&host::PERSIST_ORDER, self.free[0] & host::CALLEE_SAVED_GPR & self.callee_mask(false))
+            pick(
+                &host::PERSIST_ORDER,
+                self.free[0] & host::CALLEE_SAVED_GPR & self.callee_mask(false),
+            )
         } else {
             pick(&host::TEMP_ORDER, self.free[0])
         };
         let Some(n) = found else {
             return Err(ErrorKind::RegistersExhausted {
-                class: if class == Class::Temp { "temporary" } else { "persistent" },
+                class: if class == Class::Temp {
+                    "temporary"
+                } else {
+                    "persistent"
+                },
                 what: if float { "float" } else { "integer" },
             });
         };
@@ -242,9 +266,14 @@ mod tests {
     #[test]
     fn temporaries_come_in_documented_order() {
         let mut a = RegAlloc::new(RegConfig::default(), false);
-        let got: Vec<u8> = (0..11).map(|_| a.getreg(Class::Temp, false).unwrap()).collect();
+        let got: Vec<u8> = (0..11)
+            .map(|_| a.getreg(Class::Temp, false).unwrap())
+            .collect();
         assert_eq!(got, host::TEMP_ORDER);
-        assert!(matches!(a.getreg(Class::Temp, false), Err(ErrorKind::RegistersExhausted { .. })));
+        assert!(matches!(
+            a.getreg(Class::Temp, false),
+            Err(ErrorKind::RegistersExhausted { .. })
+        ));
     }
 
     #[test]

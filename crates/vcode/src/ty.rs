@@ -159,7 +159,12 @@ impl<T> Copy for Reg<T> {}
 
 impl<T: Type> fmt::Debug for Reg<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", crate::host::reg_name(T::TY.is_float(), self.n), T::TY)
+        write!(
+            f,
+            "{}:{}",
+            crate::host::reg_name(T::TY.is_float(), self.n),
+            T::TY
+        )
     }
 }
 
@@ -231,14 +236,19 @@ impl<T: Type> Reg<T> {
     /// This register as an untyped [`AnyReg`].
     #[inline(always)]
     pub fn any(self) -> AnyReg {
-        AnyReg { ty: T::TY, n: self.n }
+        AnyReg {
+            ty: T::TY,
+            n: self.n,
+        }
     }
 }
 
 const fn assert_same_class<A: Type, B: Type>() {
     let (a, b) = (A::TY, B::TY);
     assert!(
-        a.is_float() == b.is_float() && a.is_64() == b.is_64() && (!a.is_float() || a.size() == b.size()),
+        a.is_float() == b.is_float()
+            && a.is_64() == b.is_64()
+            && (!a.is_float() || a.size() == b.size()),
         "Reg::cast between types of different width or class"
     );
 }
@@ -255,7 +265,12 @@ pub struct AnyReg {
 
 impl fmt::Debug for AnyReg {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", crate::host::reg_name(self.ty.is_float(), self.n), self.ty)
+        write!(
+            f,
+            "{}:{}",
+            crate::host::reg_name(self.ty.is_float(), self.n),
+            self.ty
+        )
     }
 }
 
@@ -351,7 +366,11 @@ impl<T> fmt::Debug for Local<T> {
 
 impl<T> Local<T> {
     pub(crate) fn new(off: i32, id: u32) -> Self {
-        Local { off, id, _t: PhantomData }
+        Local {
+            off,
+            id,
+            _t: PhantomData,
+        }
     }
 }
 
@@ -450,7 +469,10 @@ impl fmt::Display for Signature {
 
 impl Default for Signature {
     fn default() -> Self {
-        Signature { len: 0, tys: [Ty::V; MAX_PARAMS] }
+        Signature {
+            len: 0,
+            tys: [Ty::V; MAX_PARAMS],
+        }
     }
 }
 
@@ -479,7 +501,10 @@ impl Signature {
     pub fn parse(s: &str) -> Result<Signature, crate::ErrorKind> {
         let mut sig = Signature::default();
         let b = s.as_bytes();
-        let bad = |at| crate::ErrorKind::BadSignature { sig: s.to_string(), at };
+        let bad = |at| crate::ErrorKind::BadSignature {
+            sig: s.to_string(),
+            at,
+        };
         let mut i = 0;
         while i < b.len() {
             if b[i] != b'%' {
@@ -517,8 +542,20 @@ mod tests {
         use Ty::*;
         assert_eq!(s.params(), &[I, U, I, U, I, U, L, UL, P, F, D]);
         assert_eq!(Signature::parse("").unwrap().params(), &[]);
-        assert_eq!(Signature::parse("%i%x").unwrap_err(), crate::ErrorKind::BadSignature { sig: "%i%x".into(), at: 3 });
-        assert_eq!(Signature::parse("i").unwrap_err(), crate::ErrorKind::BadSignature { sig: "i".into(), at: 0 });
+        assert_eq!(
+            Signature::parse("%i%x").unwrap_err(),
+            crate::ErrorKind::BadSignature {
+                sig: "%i%x".into(),
+                at: 3
+            }
+        );
+        assert_eq!(
+            Signature::parse("i").unwrap_err(),
+            crate::ErrorKind::BadSignature {
+                sig: "i".into(),
+                at: 0
+            }
+        );
         assert!(Signature::parse(&"%i".repeat(33)).is_err());
         assert_eq!(Signature::parse("%d%ul").unwrap().to_string(), "%d%ul");
     }

@@ -36,7 +36,9 @@
 //! * Float comparisons follow C: every ordered comparison with a NaN is
 //!   false and `!=` is true.
 
-use crate::backend::{Arg, Backend, BinOp, Callee, Cond, LocalOp, Src, Target, UnOp, MAX_CALL_ARGS};
+use crate::backend::{
+    Arg, Backend, BinOp, Callee, Cond, LocalOp, MAX_CALL_ARGS, Src, Target, UnOp,
+};
 use crate::buf::Buf;
 use crate::error::{Error, ErrorKind};
 use crate::host::{self, gpr::*};
@@ -160,8 +162,8 @@ enum Alu {
 impl X64 {
     /// `[pfx] [REX] opc modrm(11, reg, rm)`; `opc` has `olen` bytes.
     #[inline(always)]
-#[allow(clippy::too_many_arguments)]
-        fn rr(&mut self, pfx: u8, w: bool, opc: u32, olen: usize, reg: u8, rm: u8, byte_regs: bool) {
+    #[allow(clippy::too_many_arguments)]
+    fn rr(&mut self, pfx: u8, w: bool, opc: u32, olen: usize, reg: u8, rm: u8, byte_regs: bool) {
         // Built as `REX opc modrm` and shifted right by one byte when no
         // REX is needed: with run-time register numbers that is one
         // variable shift instead of one per field (constant registers fold
@@ -186,9 +188,23 @@ impl X64 {
     /// store (a 32-bit displacement takes a second).
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    fn rm(&mut self, pfx: u8, w: bool, opc: u32, olen: usize, reg: u8, base: u8, index: Option<u8>, disp: i32, byte_regs: bool) {
+    fn rm(
+        &mut self,
+        pfx: u8,
+        w: bool,
+        opc: u32,
+        olen: usize,
+        reg: u8,
+        base: u8,
+        index: Option<u8>,
+        disp: i32,
+        byte_regs: bool,
+    ) {
         let x = index.unwrap_or(4);
-        let rex = (w as u64) << 3 | ((reg as u64 >> 3) & 1) << 2 | ((x as u64 >> 3) & 1) << 1 | ((base as u64 >> 3) & 1);
+        let rex = (w as u64) << 3
+            | ((reg as u64 >> 3) & 1) << 2
+            | ((x as u64 >> 3) & 1) << 1
+            | ((base as u64 >> 3) & 1);
         let need = (rex != 0 || (byte_regs && (reg & 0xc) == 4)) as usize;
         let md: u64 = if disp == 0 && base & 7 != 5 {
             0
@@ -280,7 +296,8 @@ impl X64 {
             } else {
                 // mov r32, imm32 (B8+r)
                 let (rex, n) = if rd >= 8 { (0x41u64, 1) } else { (0, 0) };
-                self.buf.put(rex | ((0xb8 | (rd & 7)) as u64) << (8 * n), n + 1);
+                self.buf
+                    .put(rex | ((0xb8 | (rd & 7)) as u64) << (8 * n), n + 1);
                 self.buf.put4(v);
             }
         } else if fits32(v) {
@@ -289,7 +306,10 @@ impl X64 {
             self.buf.put4(v as u32);
         } else {
             // movabs r64, imm64
-            self.buf.put((0x48 | (rd >> 3)) as u64 | ((0xb8 | (rd & 7)) as u64) << 8, 2);
+            self.buf.put(
+                (0x48 | (rd >> 3)) as u64 | ((0xb8 | (rd & 7)) as u64) << 8,
+                2,
+            );
             self.buf.put(v as u64, 8);
         }
     }
@@ -351,7 +371,12 @@ impl X64 {
     #[inline(always)]
     fn fix(&mut self, kind: u8, label: u32) {
         let index = self.buf.index();
-        self.fixups.push(Fixup { at: self.buf.pos() as u32, label, index, kind });
+        self.fixups.push(Fixup {
+            at: self.buf.pos() as u32,
+            label,
+            index,
+            kind,
+        });
         self.buf.put4(0);
     }
 
@@ -471,7 +496,8 @@ impl Backend for X64 {
         // Called between instructions (getreg, putreg, reserve, extension
         // checks): the error is at the next instruction, as on the
         // reference backend.
-        self.buf.fail_at(self.buf.index().wrapping_add(1), method, kind);
+        self.buf
+            .fail_at(self.buf.index().wrapping_add(1), method, kind);
     }
 
     // -- 4. Arithmetic ----------------------------------------------------------
@@ -493,7 +519,9 @@ impl Backend for X64 {
                     _ => Alu::Xor,
                 };
                 match b {
-                    Src::I(v) if !w || fits32(v) || (op == BinOp::Sub && fits32(v.wrapping_neg())) => {
+                    Src::I(v)
+                        if !w || fits32(v) || (op == BinOp::Sub && fits32(v.wrapping_neg())) =>
+                    {
                         let (alu, v) = match op {
                             BinOp::Sub if w && !fits32(v) => (Alu::Add, v.wrapping_neg()),
                             _ => (alu, v),
@@ -501,7 +529,11 @@ impl Backend for X64 {
                         let v = v as i32;
                         if rd != a && matches!(alu, Alu::Add | Alu::Sub) {
                             // lea rd, [a + v]: three-address add.
-                            let v = if matches!(alu, Alu::Sub) { v.wrapping_neg() } else { v };
+                            let v = if matches!(alu, Alu::Sub) {
+                                v.wrapping_neg()
+                            } else {
+                                v
+                            };
                             // Except `sub l, INT_MIN`: its negation, +2^31, needs 64 bits.
                             if !(w && matches!(alu, Alu::Sub) && v == i32::MIN) {
                                 self.rm(0, w, 0x8d, 1, rd, a, None, v, false);
@@ -619,7 +651,11 @@ impl Backend for X64 {
         if ty.is_float() {
             self.fmov(rd, a);
             if op == UnOp::Neg {
-                let (w, sign) = if ty == Ty::F { (false, 0x8000_0000u64) } else { (true, 1u64 << 63) };
+                let (w, sign) = if ty == Ty::F {
+                    (false, 0x8000_0000u64)
+                } else {
+                    (true, 1u64 << 63)
+                };
                 self.movi(true, R11, sign as i64);
                 self.rr(0x66, w, 0x6e0f, 2, XTMP, R11, false); // movd/movq xmm15, r11
                 self.rr(0, false, 0x570f, 2, rd, XTMP, false); // xorps rd, xmm15
@@ -654,7 +690,14 @@ impl Backend for X64 {
                     self.rr(0, false, 0x570f, 2, rd, rd, false); // xorps
                 } else {
                     let idx = self.pool_const(bits);
-                    self.rip(if ty == Ty::F { 0xf3 } else { 0xf2 }, false, 0x100f, 2, rd, idx);
+                    self.rip(
+                        if ty == Ty::F { 0xf3 } else { 0xf2 },
+                        false,
+                        0x100f,
+                        2,
+                        rd,
+                        idx,
+                    );
                 }
             }
             _ => self.movi(ty.is_64(), rd, bits as i64),
@@ -688,7 +731,13 @@ impl Backend for X64 {
             }
             (false, true) => {
                 if from == Ty::P {
-                    return self.buf.fail(m, ErrorKind::UnsupportedType { insn: "cv", ty: from });
+                    return self.buf.fail(
+                        m,
+                        ErrorKind::UnsupportedType {
+                            insn: "cv",
+                            ty: from,
+                        },
+                    );
                 }
                 let p = sd(to);
                 self.rr(0, false, 0x570f, 2, rd, rd, false); // xorps: break the dependency
@@ -719,7 +768,9 @@ impl Backend for X64 {
             }
             (true, false) => {
                 if to == Ty::P {
-                    return self.buf.fail(m, ErrorKind::UnsupportedType { insn: "cv", ty: to });
+                    return self
+                        .buf
+                        .fail(m, ErrorKind::UnsupportedType { insn: "cv", ty: to });
                 }
                 let p = sd(from);
                 match to {
@@ -727,7 +778,11 @@ impl Backend for X64 {
                     Ty::L | Ty::U => self.rr(p, true, 0x2c0f, 2, rd, rs, false),
                     _ => {
                         // ul: values >= 2^63 are converted after subtracting 2^63.
-                        let two63 = if from == Ty::F { 0x5f00_0000u64 } else { 0x43e0_0000_0000_0000 };
+                        let two63 = if from == Ty::F {
+                            0x5f00_0000u64
+                        } else {
+                            0x43e0_0000_0000_0000
+                        };
                         let idx = self.pool_const(two63);
                         let pfx = if from == Ty::F { 0 } else { 0x66 };
                         self.rip(pfx, false, 0x2e0f, 2, rs, idx); // ucomis rs, [2^63]
@@ -790,7 +845,15 @@ impl Backend for X64 {
         self.buf.insn(m);
         match self.ret_ty {
             None => self.ret_ty = Some(ty),
-            Some(t) if t != ty => return self.buf.fail(m, ErrorKind::TypeMismatch { expected: t, found: ty }),
+            Some(t) if t != ty => {
+                return self.buf.fail(
+                    m,
+                    ErrorKind::TypeMismatch {
+                        expected: t,
+                        found: ty,
+                    },
+                );
+            }
             _ => {}
         }
         match ty {
@@ -812,7 +875,13 @@ impl Backend for X64 {
         if ty.is_float() {
             let pfx = if ty == Ty::D { 0x66 } else { 0 };
             let Src::R(b) = b else {
-                return self.buf.fail(m, ErrorKind::UnsupportedType { insn: "branch with an immediate", ty });
+                return self.buf.fail(
+                    m,
+                    ErrorKind::UnsupportedType {
+                        insn: "branch with an immediate",
+                        ty,
+                    },
+                );
             };
             let (x, y, cc) = match c {
                 Cond::Lt => (b, a, CC_A),
@@ -882,22 +951,47 @@ impl Backend for X64 {
 
     // -- 8. Calls -------------------------------------------------------------------
 
-    fn call(&mut self, m: &'static str, callee: Callee<'_, Code>, args: &[Arg], ret: Option<AnyReg>, alloc: &RegAlloc) {
+    fn call(
+        &mut self,
+        m: &'static str,
+        callee: Callee<'_, Code>,
+        args: &[Arg],
+        ret: Option<AnyReg>,
+        alloc: &RegAlloc,
+    ) {
         self.buf.insn(m);
         if alloc.leaf {
             return self.buf.fail(m, ErrorKind::CallInLeaf);
         }
         if args.len() > MAX_CALL_ARGS {
-            return self.buf.fail(m, ErrorKind::TooManyArguments { count: args.len(), max: MAX_CALL_ARGS });
+            return self.buf.fail(
+                m,
+                ErrorKind::TooManyArguments {
+                    count: args.len(),
+                    max: MAX_CALL_ARGS,
+                },
+            );
         }
         if let Callee::Code(c) = callee {
             let want = c.sig.params();
             if want.len() != args.len() {
-                return self.buf.fail(m, ErrorKind::TooManyArguments { count: args.len(), max: want.len() });
+                return self.buf.fail(
+                    m,
+                    ErrorKind::TooManyArguments {
+                        count: args.len(),
+                        max: want.len(),
+                    },
+                );
             }
             for (&w, a) in want.iter().zip(args) {
                 if w != a.ty() {
-                    return self.buf.fail(m, ErrorKind::TypeMismatch { expected: w, found: a.ty() });
+                    return self.buf.fail(
+                        m,
+                        ErrorKind::TypeMismatch {
+                            expected: w,
+                            found: a.ty(),
+                        },
+                    );
                 }
             }
         }
@@ -921,7 +1015,9 @@ impl Backend for X64 {
         // aligned) and released after it, so that a call is right wherever
         // rsp is: in the body, or in a subroutine entered by `jal`, where
         // [rsp] holds the subroutine's return address.
-        let stack = abi_layout(tys).filter(|l| matches!(l, ArgLoc::Stack(_))).count();
+        let stack = abi_layout(tys)
+            .filter(|l| matches!(l, ArgLoc::Stack(_)))
+            .count();
         let reserve = (8 * stack as i32 + 15) & !15;
         if reserve > 0 {
             self.alu_ri(Alu::Sub, true, RSP, reserve);
@@ -930,7 +1026,9 @@ impl Backend for X64 {
             if let ArgLoc::Stack(slot) = loc {
                 let disp = 8 * slot as i32;
                 match *a {
-                    Arg::Reg(r) if r.ty.is_float() => self.rm(0xf2, false, 0x110f, 2, r.n, RSP, None, disp, false),
+                    Arg::Reg(r) if r.ty.is_float() => {
+                        self.rm(0xf2, false, 0x110f, 2, r.n, RSP, None, disp, false)
+                    }
                     Arg::Reg(r) => self.rm(0, true, 0x89, 1, r.n, RSP, None, disp, false),
                     Arg::Imm(_, v) => {
                         self.movi(true, R11, v);
@@ -943,7 +1041,17 @@ impl Backend for X64 {
         let persist = alloc.persist_xmm;
         for n in 0..16u8 {
             if persist & (1 << n) != 0 {
-                self.rm(0xf2, false, 0x110f, 2, n, RBP, None, host::xmm_call_slot(n), false);
+                self.rm(
+                    0xf2,
+                    false,
+                    0x110f,
+                    2,
+                    n,
+                    RBP,
+                    None,
+                    host::xmm_call_slot(n),
+                    false,
+                );
             }
         }
         // Register arguments: a parallel move per register file.
@@ -951,7 +1059,11 @@ impl Backend for X64 {
         let mut fmoves: Vec<(u8, u8)> = Vec::new();
         for (a, loc) in args.iter().zip(abi_layout(tys)) {
             if let (Arg::Reg(r), ArgLoc::Reg(d)) = (*a, loc) {
-                if r.ty.is_float() { fmoves.push((d, r.n)) } else { gmoves.push((d, r.n)) }
+                if r.ty.is_float() {
+                    fmoves.push((d, r.n))
+                } else {
+                    gmoves.push((d, r.n))
+                }
             }
         }
         self.parallel_move(&mut gmoves, false);
@@ -980,7 +1092,17 @@ impl Backend for X64 {
         }
         for n in 0..16u8 {
             if persist & (1 << n) != 0 && ret.is_none_or(|r| !(r.ty.is_float() && r.n == n)) {
-                self.rm(0xf2, false, 0x100f, 2, n, RBP, None, host::xmm_call_slot(n), false);
+                self.rm(
+                    0xf2,
+                    false,
+                    0x100f,
+                    2,
+                    n,
+                    RBP,
+                    None,
+                    host::xmm_call_slot(n),
+                    false,
+                );
             }
         }
         self.buf.resync(m);
@@ -1063,8 +1185,22 @@ impl Backend for X64 {
                     encode_rbp(&mut epi, 0, true, &[0x8b], n, host::gpr_save_slot(n));
                 }
                 if saves[1] & (1 << n) != 0 {
-                    encode_rbp(&mut pro, 0xf3, false, &[0x0f, 0x7f], n, host::xmm_save_slot(n)); // movdqu
-                    encode_rbp(&mut epi, 0xf3, false, &[0x0f, 0x6f], n, host::xmm_save_slot(n));
+                    encode_rbp(
+                        &mut pro,
+                        0xf3,
+                        false,
+                        &[0x0f, 0x7f],
+                        n,
+                        host::xmm_save_slot(n),
+                    ); // movdqu
+                    encode_rbp(
+                        &mut epi,
+                        0xf3,
+                        false,
+                        &[0x0f, 0x6f],
+                        n,
+                        host::xmm_save_slot(n),
+                    );
                 }
             }
             epi.push(0xc9); // leave
@@ -1085,8 +1221,20 @@ impl Backend for X64 {
             } else {
                 match self.labels.get(f.label as usize) {
                     Some(&p) if p != UNPLACED => p,
-                    Some(_) => return Err(Error { index: f.index, method: f.method(), kind: ErrorKind::UnplacedLabel { label: f.label } }),
-                    None => return Err(Error { index: f.index, method: f.method(), kind: ErrorKind::UnknownLabel { label: f.label } }),
+                    Some(_) => {
+                        return Err(Error {
+                            index: f.index,
+                            method: f.method(),
+                            kind: ErrorKind::UnplacedLabel { label: f.label },
+                        });
+                    }
+                    None => {
+                        return Err(Error {
+                            index: f.index,
+                            method: f.method(),
+                            kind: ErrorKind::UnknownLabel { label: f.label },
+                        });
+                    }
                 }
             };
             if f.label == EPILOGUE && !frame {
@@ -1094,7 +1242,8 @@ impl Backend for X64 {
                 self.buf.patch1(f.at as usize - 1, 0xc3);
                 self.buf.patch4(f.at as usize, 0xcccc_cccc);
             } else {
-                self.buf.patch4(f.at as usize, target.wrapping_sub(f.at + 4));
+                self.buf
+                    .patch4(f.at as usize, target.wrapping_sub(f.at + 4));
             }
         }
         for &(at, idx) in &self.pool_refs {
@@ -1106,10 +1255,18 @@ impl Backend for X64 {
             Some(m) => m.alloc(total),
             None => crate::mem::alloc_default(total),
         }
-        .map_err(|kind| Error { index: end_index, method: "end", kind })?;
+        .map_err(|kind| Error {
+            index: end_index,
+            method: "end",
+            kind,
+        })?;
         block
             .fill(&[&pro, self.buf.bytes(), &epi, &self.pool])
-            .map_err(|kind| Error { index: end_index, method: "end", kind })?;
+            .map_err(|kind| Error {
+                index: end_index,
+                method: "end",
+                kind,
+            })?;
         let pro_len = pro.len();
         self.pro = pro;
         self.epi = epi;
@@ -1157,14 +1314,28 @@ fn encode_rbp(out: &mut Vec<u8>, pfx: u8, w: bool, opc: &[u8], reg: u8, disp: i3
 impl X64 {
     fn fbinop(&mut self, op: BinOp, ty: Ty, rd: u8, a: u8, b: Src) {
         let Src::R(b) = b else {
-            return self.buf.fail(op.name(), ErrorKind::UnsupportedType { insn: "float immediate operand", ty });
+            return self.buf.fail(
+                op.name(),
+                ErrorKind::UnsupportedType {
+                    insn: "float immediate operand",
+                    ty,
+                },
+            );
         };
         let opc = match op {
             BinOp::Add => 0x580f,
             BinOp::Mul => 0x590f,
             BinOp::Sub => 0x5c0f,
             BinOp::Div => 0x5e0f,
-            _ => return self.buf.fail(op.name(), ErrorKind::UnsupportedType { insn: op.name(), ty }),
+            _ => {
+                return self.buf.fail(
+                    op.name(),
+                    ErrorKind::UnsupportedType {
+                        insn: op.name(),
+                        ty,
+                    },
+                );
+            }
         };
         let p = if ty == Ty::F { 0xf3 } else { 0xf2 };
         let commutes = matches!(op, BinOp::Add | BinOp::Mul);
@@ -1220,13 +1391,23 @@ impl X64 {
         let tmp = if float { XTMP } else { R11 };
         while !moves.is_empty() {
             // A move whose destination no other pending move reads.
-            if let Some(i) = (0..moves.len()).find(|&i| !moves.iter().any(|&(_, s)| s == moves[i].0)) {
+            if let Some(i) =
+                (0..moves.len()).find(|&i| !moves.iter().any(|&(_, s)| s == moves[i].0))
+            {
                 let (d, s) = moves.swap_remove(i);
-                if float { self.fmov(d, s) } else { self.mov(true, d, s) }
+                if float {
+                    self.fmov(d, s)
+                } else {
+                    self.mov(true, d, s)
+                }
             } else {
                 // Only cycles remain: park one source in the scratch register.
                 let (_, s) = moves[0];
-                if float { self.fmov(tmp, s) } else { self.mov(true, tmp, s) }
+                if float {
+                    self.fmov(tmp, s)
+                } else {
+                    self.mov(true, tmp, s)
+                }
                 for mv in moves.iter_mut() {
                     if mv.1 == s {
                         mv.1 = tmp;
@@ -1247,19 +1428,39 @@ impl X64 {
     /// `movaps`/`mov` of the right width, for extension sequences.
     #[inline(always)]
     pub fn copy(&mut self, ty: Ty, rd: u8, rs: u8) {
-        if ty.is_float() { self.fmov(rd, rs) } else { self.mov(ty.is_64(), rd, rs) }
+        if ty.is_float() {
+            self.fmov(rd, rs)
+        } else {
+            self.mov(ty.is_64(), rd, rs)
+        }
     }
 
     /// `sqrtss`/`sqrtsd rd, rs`.
     #[inline(always)]
     pub fn sqrt(&mut self, ty: Ty, rd: u8, rs: u8) {
-        self.rr(if ty == Ty::F { 0xf3 } else { 0xf2 }, false, 0x510f, 2, rd, rs, false);
+        self.rr(
+            if ty == Ty::F { 0xf3 } else { 0xf2 },
+            false,
+            0x510f,
+            2,
+            rd,
+            rs,
+            false,
+        );
     }
 
     /// `minss`/`maxss`/`minsd`/`maxsd rd, rs` (`max` when `max`).
     #[inline(always)]
     pub fn fminmax(&mut self, ty: Ty, max: bool, rd: u8, rs: u8) {
-        self.rr(if ty == Ty::F { 0xf3 } else { 0xf2 }, false, if max { 0x5f0f } else { 0x5d0f }, 2, rd, rs, false);
+        self.rr(
+            if ty == Ty::F { 0xf3 } else { 0xf2 },
+            false,
+            if max { 0x5f0f } else { 0x5d0f },
+            2,
+            rd,
+            rs,
+            false,
+        );
     }
 
     /// Byte swap of the low 16, 32 or 64 bits of `rd`, in place; the
@@ -1275,7 +1476,11 @@ impl X64 {
             }
             _ => {
                 let rex = 0x40 | ((bits == 64) as u8) << 3 | (rd >> 3);
-                let (word, n) = if rex != 0x40 { (rex as u64 | 0x0f << 8 | ((0xc8 | (rd & 7)) as u64) << 16, 3) } else { (0x0f | ((0xc8 | (rd & 7)) as u64) << 8, 2) };
+                let (word, n) = if rex != 0x40 {
+                    (rex as u64 | 0x0f << 8 | ((0xc8 | (rd & 7)) as u64) << 16, 3)
+                } else {
+                    (0x0f | ((0xc8 | (rd & 7)) as u64) << 8, 2)
+                };
                 self.buf.put(word, n);
             }
         }
@@ -1435,7 +1640,11 @@ impl Code {
     /// memory, its calls reach real functions), and that the pointer is
     /// not called after this `Code` is dropped.
     pub unsafe fn as_fn<F: crate::abi::FnSig>(&self) -> crate::Result<F> {
-        F::check(self.sig.params(), self.ret).map_err(|kind| Error { index: 0, method: "as_fn", kind })?;
+        F::check(self.sig.params(), self.ret).map_err(|kind| Error {
+            index: 0,
+            method: "as_fn",
+            kind,
+        })?;
         // SAFETY: `F` is a function pointer type (FnSig is only implemented
         // for `extern "C" fn` types) whose signature matches the generated
         // code; the caller vouches for the rest.
@@ -1447,7 +1656,11 @@ impl Code {
         crate::debug::disassemble(
             self.bytes(),
             self.addr() as u64,
-            &[(0, "prologue"), (self.prologue, "body"), (self.prologue + self.body, "epilogue")],
+            &[
+                (0, "prologue"),
+                (self.prologue, "body"),
+                (self.prologue + self.body, "epilogue"),
+            ],
         )
     }
 }

@@ -1434,7 +1434,10 @@ fn run_seed(seed: u64) -> Result<(), String> {
     let sh = shape(&mut rng);
     let cshape = callee_shape(&mut rng);
     if std::env::var_os("VCODE_DIFF_VERBOSE").is_some() {
-        eprintln!("shape: leaf={} params={:?} ret={} cfg={:?}", sh.leaf, sh.params, sh.ret, sh.cfg);
+        eprintln!(
+            "shape: leaf={} params={:?} ret={} cfg={:?}",
+            sh.leaf, sh.params, sh.ret, sh.cfg
+        );
     }
     let counts = probe(&sh);
     let native_callee =
