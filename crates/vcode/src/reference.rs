@@ -1042,14 +1042,15 @@ unsafe fn exec(
             &Insn::Local { op, ty, r: reg, id } => {
                 let addr = frame_base + prog.locals[id as usize].1 as usize;
                 match op {
-                    // SAFETY: `addr` is inside `frame`, which is large enough
-                    // for every local (offsets come from `local`).
                     LocalOp::Load => {
-                        put!(ty.is_float(), reg, unsafe { memory::load(ty, ty, addr) })
+                        // SAFETY: `addr` is inside `frame`, which is large
+                        // enough for every local (offsets come from `local`).
+                        let v = unsafe { memory::load(ty, ty, addr) };
+                        put!(ty.is_float(), reg, v)
                     }
                     LocalOp::Store => {
                         let v = get!(ty.is_float(), reg);
-                        // SAFETY: as above.
+                        // SAFETY: as for the load.
                         unsafe { memory::store(ty, addr, v) };
                     }
                     LocalOp::Addr => put!(false, reg, addr as u64),
