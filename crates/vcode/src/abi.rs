@@ -52,27 +52,27 @@ fn check_sig(want: &[Ty], want_ret: Ty, params: &[Ty], ret: Ty) -> Result<(), Er
     })
 }
 
+/// `FnSig` for one function pointer type `$f` with parameters `$a`.
+macro_rules! fn_sig {
+    ($f:ty; $($a:ident),*) => {
+        impl<R: AbiType, $($a: AbiType),*> FnSig for $f {
+            fn check(params: &[Ty], ret: Ty) -> Result<(), ErrorKind> {
+                check_sig(&[$($a::TY),*], R::TY, params, ret)
+            }
+            unsafe fn from_addr(addr: usize) -> Self {
+                // SAFETY: the caller guarantees `addr` is code of this
+                // signature; function pointers and usize have the same size.
+                unsafe { std::mem::transmute::<usize, Self>(addr) }
+            }
+        }
+    };
+}
+
+/// `FnSig` for safe and unsafe `extern "C" fn` pointers of each arity.
 macro_rules! fn_sigs {
     ($( ($($a:ident),*) )*) => {$(
-        impl<R: AbiType, $($a: AbiType),*> FnSig for extern "C" fn($($a),*) -> R {
-            fn check(params: &[Ty], ret: Ty) -> Result<(), ErrorKind> {
-                check_sig(&[$($a::TY),*], R::TY, params, ret)
-            }
-            unsafe fn from_addr(addr: usize) -> Self {
-                // SAFETY: the caller guarantees `addr` is code of this signature;
-                // function pointers and usize have the same size.
-                unsafe { std::mem::transmute::<usize, Self>(addr) }
-            }
-        }
-        impl<R: AbiType, $($a: AbiType),*> FnSig for unsafe extern "C" fn($($a),*) -> R {
-            fn check(params: &[Ty], ret: Ty) -> Result<(), ErrorKind> {
-                check_sig(&[$($a::TY),*], R::TY, params, ret)
-            }
-            unsafe fn from_addr(addr: usize) -> Self {
-                // SAFETY: as above.
-                unsafe { std::mem::transmute::<usize, Self>(addr) }
-            }
-        }
+        fn_sig!(extern "C" fn($($a),*) -> R; $($a),*);
+        fn_sig!(unsafe extern "C" fn($($a),*) -> R; $($a),*);
     )*};
 }
 fn_sigs! {

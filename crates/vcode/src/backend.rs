@@ -77,6 +77,9 @@ pub enum Cond {
 }
 
 impl Cond {
+    /// Every condition, in `repr` order.
+    pub const ALL: [Cond; 6] = [Cond::Lt, Cond::Le, Cond::Gt, Cond::Ge, Cond::Eq, Cond::Ne];
+
     /// The paper's branch name.
     pub fn name(self) -> &'static str {
         match self {

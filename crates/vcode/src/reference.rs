@@ -692,66 +692,48 @@ fn norm(t: Ty, v: u64) -> u64 {
     }
 }
 
-fn int_bin(op: BinOp, ty: Ty, a: u64, b: u64) -> Result<u64, FaultKind> {
-    let w = ty.is_64();
-    let signed = ty.is_signed();
-    Ok(if w {
-        let (sa, sb) = (a as i64, b as i64);
-        match op {
+/// C's integer arithmetic on x86-64 at one width: `$u`/`$s` are the
+/// unsigned and signed types of that width.
+macro_rules! int_arith {
+    ($op:expr, $signed:expr, $a:expr, $b:expr, $u:ty, $s:ty) => {{
+        let (a, b) = ($a as $u, $b as $u);
+        let (sa, sb) = (a as $s, b as $s);
+        let mask = <$u>::BITS as $u - 1;
+        match $op {
             BinOp::Add => a.wrapping_add(b),
             BinOp::Sub => a.wrapping_sub(b),
             BinOp::Mul => a.wrapping_mul(b),
             BinOp::And => a & b,
             BinOp::Or => a | b,
             BinOp::Xor => a ^ b,
-            BinOp::Lsh => a << (b & 63),
-            BinOp::Rsh if signed => (sa >> (b & 63)) as u64,
-            BinOp::Rsh => a >> (b & 63),
+            BinOp::Lsh => a << (b & mask),
+            BinOp::Rsh if $signed => (sa >> (b & mask)) as $u,
+            BinOp::Rsh => a >> (b & mask),
             BinOp::Div | BinOp::Mod => {
                 if b == 0 {
                     return Err(FaultKind::DivisionByZero);
                 }
-                if signed {
-                    if sa == i64::MIN && sb == -1 {
+                if $signed {
+                    if sa == <$s>::MIN && sb == -1 {
                         return Err(FaultKind::DivisionOverflow);
                     }
-                    (if op == BinOp::Div { sa / sb } else { sa % sb }) as u64
-                } else if op == BinOp::Div {
+                    (if $op == BinOp::Div { sa / sb } else { sa % sb }) as $u
+                } else if $op == BinOp::Div {
                     a / b
                 } else {
                     a % b
                 }
             }
         }
+    }};
+}
+
+fn int_bin(op: BinOp, ty: Ty, a: u64, b: u64) -> Result<u64, FaultKind> {
+    let signed = ty.is_signed();
+    Ok(if ty.is_64() {
+        int_arith!(op, signed, a, b, u64, i64)
     } else {
-        let (a, b) = (a as u32, b as u32);
-        let (sa, sb) = (a as i32, b as i32);
-        (match op {
-            BinOp::Add => a.wrapping_add(b),
-            BinOp::Sub => a.wrapping_sub(b),
-            BinOp::Mul => a.wrapping_mul(b),
-            BinOp::And => a & b,
-            BinOp::Or => a | b,
-            BinOp::Xor => a ^ b,
-            BinOp::Lsh => a << (b & 31),
-            BinOp::Rsh if signed => (sa >> (b & 31)) as u32,
-            BinOp::Rsh => a >> (b & 31),
-            BinOp::Div | BinOp::Mod => {
-                if b == 0 {
-                    return Err(FaultKind::DivisionByZero);
-                }
-                if signed {
-                    if sa == i32::MIN && sb == -1 {
-                        return Err(FaultKind::DivisionOverflow);
-                    }
-                    (if op == BinOp::Div { sa / sb } else { sa % sb }) as u32
-                } else if op == BinOp::Div {
-                    a / b
-                } else {
-                    a % b
-                }
-            }
-        }) as u64
+        int_arith!(op, signed, a, b, u32, i32) as u64
     })
 }
 

@@ -78,15 +78,10 @@ impl Fixup {
     /// The client method that recorded the fixup.
     fn method(self) -> &'static str {
         match self.kind {
-            0 => Cond::Lt.name(),
-            1 => Cond::Le.name(),
-            2 => Cond::Gt.name(),
-            3 => Cond::Ge.name(),
-            4 => Cond::Eq.name(),
-            5 => Cond::Ne.name(),
             FIX_JMP => "jmp",
             FIX_JAL => "jal",
-            _ => "ret",
+            FIX_RET => "ret",
+            k => Cond::ALL[k as usize].name(),
         }
     }
 }
@@ -1338,17 +1333,21 @@ impl X64 {
             }
         };
         let p = if ty == Ty::F { 0xf3 } else { 0xf2 };
-        let commutes = matches!(op, BinOp::Add | BinOp::Mul);
+        self.sse3(p, opc, matches!(op, BinOp::Add | BinOp::Mul), rd, a, b);
+    }
+
+    /// `rd = a op b` for a two-address SSE scalar operation (prefix `p`,
+    /// opcode `opc`): `a` is copied into `rd` first, through `xmm15` when
+    /// `rd` holds `b` and the operation does not commute.
+    fn sse3(&mut self, p: u8, opc: u32, commutes: bool, rd: u8, a: u8, b: u8) {
         if rd == a {
             self.rr(p, false, opc, 2, rd, b, false);
+        } else if rd == b && commutes {
+            self.rr(p, false, opc, 2, rd, a, false);
         } else if rd == b {
-            if commutes {
-                self.rr(p, false, opc, 2, rd, a, false);
-            } else {
-                self.fmov(XTMP, b);
-                self.fmov(rd, a);
-                self.rr(p, false, opc, 2, rd, XTMP, false);
-            }
+            self.fmov(XTMP, b);
+            self.fmov(rd, a);
+            self.rr(p, false, opc, 2, rd, XTMP, false);
         } else {
             self.fmov(rd, a);
             self.rr(p, false, opc, 2, rd, b, false);
@@ -1496,17 +1495,9 @@ impl X64 {
     /// integers and `minss`/`maxss` (which compute exactly that) for floats.
     pub fn minmax(&mut self, ty: Ty, max: bool, rd: u8, a: u8, b: u8) {
         if ty.is_float() {
+            // minss/maxss do not commute (NaNs, signed zeros).
             let p = if ty == Ty::F { 0xf3 } else { 0xf2 };
-            let opc = if max { 0x5f0f } else { 0x5d0f };
-            if rd == b && rd != a {
-                self.fmov(XTMP, b);
-                self.fmov(rd, a);
-                self.rr(p, false, opc, 2, rd, XTMP, false);
-            } else {
-                self.fmov(rd, a);
-                self.rr(p, false, opc, 2, rd, b, false);
-            }
-            return;
+            return self.sse3(p, if max { 0x5f0f } else { 0x5d0f }, false, rd, a, b);
         }
         let (w, s) = (ty.is_64(), ty.is_signed());
         if rd == b && rd != a {
