@@ -188,6 +188,50 @@ pub enum Op {
     IAStoreLLL(u16, u16, u16),
     /// `Load(a) Load(i) Load(v) BAStore`: `a[i] = (byte) v`.
     BAStoreLLL(u16, u16, u16),
+
+    // Back edges: a branch op whose target is at or before the op itself
+    // becomes its `...Back` form at decode time (see [`mark_back_edges`]), so
+    // the interpreter knows without a compare which taken branches charge fuel.
+    /// [`Op::IfEq`] with a target at or before this op: charges fuel when taken.
+    IfEqBack(u32),
+    /// [`Op::IfNe`] with a target at or before this op: charges fuel when taken.
+    IfNeBack(u32),
+    /// [`Op::IfLt`] with a target at or before this op: charges fuel when taken.
+    IfLtBack(u32),
+    /// [`Op::IfGe`] with a target at or before this op: charges fuel when taken.
+    IfGeBack(u32),
+    /// [`Op::IfGt`] with a target at or before this op: charges fuel when taken.
+    IfGtBack(u32),
+    /// [`Op::IfLe`] with a target at or before this op: charges fuel when taken.
+    IfLeBack(u32),
+    /// [`Op::IfCmpEq`] with a target at or before this op: charges fuel when taken.
+    IfCmpEqBack(u32),
+    /// [`Op::IfCmpNe`] with a target at or before this op: charges fuel when taken.
+    IfCmpNeBack(u32),
+    /// [`Op::IfCmpLt`] with a target at or before this op: charges fuel when taken.
+    IfCmpLtBack(u32),
+    /// [`Op::IfCmpGe`] with a target at or before this op: charges fuel when taken.
+    IfCmpGeBack(u32),
+    /// [`Op::IfCmpGt`] with a target at or before this op: charges fuel when taken.
+    IfCmpGtBack(u32),
+    /// [`Op::IfCmpLe`] with a target at or before this op: charges fuel when taken.
+    IfCmpLeBack(u32),
+    /// [`Op::Goto`] with a target at or before this op: charges fuel when taken.
+    GotoBack(u32),
+    /// [`Op::IfLLEq`] with a target at or before this op: charges fuel when taken.
+    IfLLEqBack(u8, u8, u32),
+    /// [`Op::IfLLNe`] with a target at or before this op: charges fuel when taken.
+    IfLLNeBack(u8, u8, u32),
+    /// [`Op::IfLLLt`] with a target at or before this op: charges fuel when taken.
+    IfLLLtBack(u8, u8, u32),
+    /// [`Op::IfLLGe`] with a target at or before this op: charges fuel when taken.
+    IfLLGeBack(u8, u8, u32),
+    /// [`Op::IfLLGt`] with a target at or before this op: charges fuel when taken.
+    IfLLGtBack(u8, u8, u32),
+    /// [`Op::IfLLLe`] with a target at or before this op: charges fuel when taken.
+    IfLLLeBack(u8, u8, u32),
+    /// [`Op::IincGoto`] with a target at or before this op: charges fuel when taken.
+    IincGotoBack(u8, i16, u32),
 }
 
 impl Op {
@@ -213,8 +257,65 @@ impl Op {
             | Op::IfLLGe(_, _, t)
             | Op::IfLLGt(_, _, t)
             | Op::IfLLLe(_, _, t)
-            | Op::IincGoto(_, _, t) => Some(t),
+            | Op::IincGoto(_, _, t)
+            | Op::IfEqBack(t)
+            | Op::IfNeBack(t)
+            | Op::IfLtBack(t)
+            | Op::IfGeBack(t)
+            | Op::IfGtBack(t)
+            | Op::IfLeBack(t)
+            | Op::IfCmpEqBack(t)
+            | Op::IfCmpNeBack(t)
+            | Op::IfCmpLtBack(t)
+            | Op::IfCmpGeBack(t)
+            | Op::IfCmpGtBack(t)
+            | Op::IfCmpLeBack(t)
+            | Op::GotoBack(t)
+            | Op::IfLLEqBack(_, _, t)
+            | Op::IfLLNeBack(_, _, t)
+            | Op::IfLLLtBack(_, _, t)
+            | Op::IfLLGeBack(_, _, t)
+            | Op::IfLLGtBack(_, _, t)
+            | Op::IfLLLeBack(_, _, t)
+            | Op::IincGotoBack(_, _, t) => Some(t),
             _ => None,
+        }
+    }
+
+    /// The back-edge form of a branch op; other ops unchanged.
+    fn back(self) -> Op {
+        match self {
+            Op::IfEq(t) => Op::IfEqBack(t),
+            Op::IfNe(t) => Op::IfNeBack(t),
+            Op::IfLt(t) => Op::IfLtBack(t),
+            Op::IfGe(t) => Op::IfGeBack(t),
+            Op::IfGt(t) => Op::IfGtBack(t),
+            Op::IfLe(t) => Op::IfLeBack(t),
+            Op::IfCmpEq(t) => Op::IfCmpEqBack(t),
+            Op::IfCmpNe(t) => Op::IfCmpNeBack(t),
+            Op::IfCmpLt(t) => Op::IfCmpLtBack(t),
+            Op::IfCmpGe(t) => Op::IfCmpGeBack(t),
+            Op::IfCmpGt(t) => Op::IfCmpGtBack(t),
+            Op::IfCmpLe(t) => Op::IfCmpLeBack(t),
+            Op::Goto(t) => Op::GotoBack(t),
+            Op::IfLLEq(a, b, t) => Op::IfLLEqBack(a, b, t),
+            Op::IfLLNe(a, b, t) => Op::IfLLNeBack(a, b, t),
+            Op::IfLLLt(a, b, t) => Op::IfLLLtBack(a, b, t),
+            Op::IfLLGe(a, b, t) => Op::IfLLGeBack(a, b, t),
+            Op::IfLLGt(a, b, t) => Op::IfLLGtBack(a, b, t),
+            Op::IfLLLe(a, b, t) => Op::IfLLLeBack(a, b, t),
+            Op::IincGoto(a, b, t) => Op::IincGotoBack(a, b, t),
+            op => op,
+        }
+    }
+}
+
+/// Gives every back edge (a branch whose target `t <= i`, `i` the op's own
+/// index) its `...Back` op, once targets are final. Only back edges charge fuel.
+fn mark_back_edges(ops: &mut [Op]) {
+    for (i, o) in ops.iter_mut().enumerate() {
+        if o.target_mut().is_some_and(|t| *t as usize <= i) {
+            *o = o.back();
         }
     }
 }
@@ -620,11 +721,12 @@ pub fn decode_with(
                 _ => return None,
             }
         }
-        let (ops, bcis) = if fuse_ops {
+        let (mut ops, bcis) = if fuse_ops {
             fuse(ops, bcis, &mut switches[first_switch..])
         } else {
             (ops, bcis)
         };
+        mark_back_edges(&mut ops);
         funcs.push(Some(Func {
             id: m.id(),
             code: ops.into_boxed_slice(),
@@ -760,6 +862,26 @@ mod tests {
                 Op::Load(0),
                 Op::Load(1),
                 Op::Add,
+                Op::Return
+            ]
+        );
+    }
+
+    #[test]
+    fn back_edges_get_their_own_ops_and_forward_branches_do_not() {
+        let mut ops = vec![
+            Op::IfLLGe(1, 0, 3), // forward
+            Op::Goto(1),         // to itself: a back edge
+            Op::IincGoto(1, 1, 0),
+            Op::Return,
+        ];
+        mark_back_edges(&mut ops);
+        assert_eq!(
+            ops,
+            vec![
+                Op::IfLLGe(1, 0, 3),
+                Op::GotoBack(1),
+                Op::IincGotoBack(1, 1, 0),
                 Op::Return
             ]
         );

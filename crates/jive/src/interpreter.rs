@@ -8,9 +8,10 @@
 //! the frame pointer and the stack pointer in locals; a call saves them on a
 //! small side stack of return records.
 //!
-//! Fuel is charged only where a loop or recursion can happen: at taken
-//! backward branches, at switches and at calls. The loop is monomorphized on
-//! `METER`, so with metering off the check is not even compiled in.
+//! Fuel is charged only where a loop or recursion can happen: at taken back
+//! edges (marked at decode time, so the loop never compares a target with the
+//! pc), at switches and at calls. The loop is monomorphized on `METER`, so
+//! with metering off the check is not even compiled in.
 //!
 //! Every run-time error is a [`Trap`] with the method and bytecode index. The
 //! loop relies on the verifier for stack discipline (no underflow, no
@@ -70,7 +71,7 @@ pub struct Machine {
     /// purpose: the loop then keeps it in memory (one read-modify-write at a
     /// back edge) instead of tying up a register every op needs. Measured
     /// with callgrind, this halves the instructions metering adds.
-    fuel_left: i64,
+    fuel_left: u64,
 }
 
 impl Default for Machine {
@@ -166,13 +167,12 @@ impl Machine {
             });
         }
         self.slots[..args.len()].copy_from_slice(args);
+        let fuel = limits.fuel;
+        self.fuel_left = fuel;
         let mut s = Stack(&mut self.slots);
         let mut pc: usize = 0;
         let mut fp: usize = 0;
         let mut sp: usize = usize::from(f.max_locals);
-        // Signed, so that charging is one decrement and a sign test.
-        let fuel = limits.fuel.min(i64::MAX as u64);
-        self.fuel_left = fuel as i64;
 
         macro_rules! trap {
             ($kind:expr) => {{
@@ -182,20 +182,68 @@ impl Machine {
         macro_rules! charge {
             () => {
                 if METER {
-                    self.fuel_left -= 1;
-                    if self.fuel_left < 0 {
+                    // One `sub [mem], 1` and a jump on its borrow: out of
+                    // fuel exactly when the count was already 0. The fence
+                    // (no instruction) keeps LLVM from forwarding the
+                    // previous charge's store to this load: it would do so by
+                    // loading the counter at the top of the dispatch loop
+                    // (load PRE), one more instruction on every op.
+                    core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::SeqCst);
+                    let (left, out) = self.fuel_left.overflowing_sub(1);
+                    self.fuel_left = left;
+                    if out {
                         trap!(TrapKind::FuelExhausted(limits.fuel));
                     }
                 }
             };
         }
-        macro_rules! branch {
+        // Taken branches. Decode marks back edges (`...Back` ops), so the
+        // loop never compares a target with the pc: forward branches never
+        // charge, back edges always do (when metering).
+        macro_rules! forward {
             ($t:expr) => {{
-                let t = $t as usize;
-                if METER && t < pc {
-                    charge!();
+                pc = $t as usize;
+            }};
+        }
+        macro_rules! back {
+            ($t:expr) => {{
+                charge!();
+                pc = $t as usize;
+            }};
+        }
+        // The bodies shared by the forward and back form of each branch op;
+        // `$go` is `forward` or `back`.
+        macro_rules! if_zero {
+            ($cmp:tt, $t:expr, $go:ident) => {{
+                sp -= 1;
+                if s[sp] $cmp 0 {
+                    $go!($t);
+                    continue;
                 }
-                pc = t;
+            }};
+        }
+        macro_rules! if_cmp {
+            ($cmp:tt, $t:expr, $go:ident) => {{
+                sp -= 2;
+                if s[sp] $cmp s[sp + 1] {
+                    $go!($t);
+                    continue;
+                }
+            }};
+        }
+        macro_rules! if_ll {
+            ($a:expr, $cmp:tt, $b:expr, $t:expr, $go:ident) => {{
+                if s[fp + usize::from($a)] $cmp s[fp + usize::from($b)] {
+                    $go!($t);
+                    continue;
+                }
+            }};
+        }
+        macro_rules! iinc_goto {
+            ($n:expr, $d:expr, $t:expr, $go:ident) => {{
+                let x = &mut s[fp + usize::from($n)];
+                *x = x.wrapping_add(i32::from($d));
+                $go!($t)
             }};
         }
         macro_rules! array {
@@ -226,7 +274,7 @@ impl Machine {
                     None => {
                         return Ok(Outcome {
                             value,
-                            fuel_used: fuel - self.fuel_left as u64,
+                            fuel_used: fuel - self.fuel_left,
                         });
                     }
                     Some(r) => {
@@ -426,91 +474,32 @@ impl Machine {
                 Op::I2B => s[sp - 1] = i32::from(s[sp - 1] as i8),
                 Op::I2S => s[sp - 1] = i32::from(s[sp - 1] as i16),
                 Op::I2Z => s[sp - 1] &= 1,
-                Op::IfEq(t) => {
-                    sp -= 1;
-                    if s[sp] == 0 {
-                        branch!(t);
-                        continue;
-                    }
-                }
-                Op::IfNe(t) => {
-                    sp -= 1;
-                    if s[sp] != 0 {
-                        branch!(t);
-                        continue;
-                    }
-                }
-                Op::IfLt(t) => {
-                    sp -= 1;
-                    if s[sp] < 0 {
-                        branch!(t);
-                        continue;
-                    }
-                }
-                Op::IfGe(t) => {
-                    sp -= 1;
-                    if s[sp] >= 0 {
-                        branch!(t);
-                        continue;
-                    }
-                }
-                Op::IfGt(t) => {
-                    sp -= 1;
-                    if s[sp] > 0 {
-                        branch!(t);
-                        continue;
-                    }
-                }
-                Op::IfLe(t) => {
-                    sp -= 1;
-                    if s[sp] <= 0 {
-                        branch!(t);
-                        continue;
-                    }
-                }
-                Op::IfCmpEq(t) => {
-                    sp -= 2;
-                    if s[sp] == s[sp + 1] {
-                        branch!(t);
-                        continue;
-                    }
-                }
-                Op::IfCmpNe(t) => {
-                    sp -= 2;
-                    if s[sp] != s[sp + 1] {
-                        branch!(t);
-                        continue;
-                    }
-                }
-                Op::IfCmpLt(t) => {
-                    sp -= 2;
-                    if s[sp] < s[sp + 1] {
-                        branch!(t);
-                        continue;
-                    }
-                }
-                Op::IfCmpGe(t) => {
-                    sp -= 2;
-                    if s[sp] >= s[sp + 1] {
-                        branch!(t);
-                        continue;
-                    }
-                }
-                Op::IfCmpGt(t) => {
-                    sp -= 2;
-                    if s[sp] > s[sp + 1] {
-                        branch!(t);
-                        continue;
-                    }
-                }
-                Op::IfCmpLe(t) => {
-                    sp -= 2;
-                    if s[sp] <= s[sp + 1] {
-                        branch!(t);
-                        continue;
-                    }
-                }
-                Op::Goto(t) => branch!(t),
+                Op::IfEq(t) => if_zero!(==, t, forward),
+                Op::IfEqBack(t) => if_zero!(==, t, back),
+                Op::IfNe(t) => if_zero!(!=, t, forward),
+                Op::IfNeBack(t) => if_zero!(!=, t, back),
+                Op::IfLt(t) => if_zero!(<, t, forward),
+                Op::IfLtBack(t) => if_zero!(<, t, back),
+                Op::IfGe(t) => if_zero!(>=, t, forward),
+                Op::IfGeBack(t) => if_zero!(>=, t, back),
+                Op::IfGt(t) => if_zero!(>, t, forward),
+                Op::IfGtBack(t) => if_zero!(>, t, back),
+                Op::IfLe(t) => if_zero!(<=, t, forward),
+                Op::IfLeBack(t) => if_zero!(<=, t, back),
+                Op::IfCmpEq(t) => if_cmp!(==, t, forward),
+                Op::IfCmpEqBack(t) => if_cmp!(==, t, back),
+                Op::IfCmpNe(t) => if_cmp!(!=, t, forward),
+                Op::IfCmpNeBack(t) => if_cmp!(!=, t, back),
+                Op::IfCmpLt(t) => if_cmp!(<, t, forward),
+                Op::IfCmpLtBack(t) => if_cmp!(<, t, back),
+                Op::IfCmpGe(t) => if_cmp!(>=, t, forward),
+                Op::IfCmpGeBack(t) => if_cmp!(>=, t, back),
+                Op::IfCmpGt(t) => if_cmp!(>, t, forward),
+                Op::IfCmpGtBack(t) => if_cmp!(>, t, back),
+                Op::IfCmpLe(t) => if_cmp!(<=, t, forward),
+                Op::IfCmpLeBack(t) => if_cmp!(<=, t, back),
+                Op::Goto(t) => forward!(t),
+                Op::GotoBack(t) => back!(t),
                 Op::TableSwitch(k) | Op::LookupSwitch(k) => {
                     charge!();
                     sp -= 1;
@@ -675,47 +664,20 @@ impl Machine {
                         }),
                     };
                 }
-                Op::IfLLEq(a, b, t) => {
-                    if s[fp + usize::from(a)] == s[fp + usize::from(b)] {
-                        branch!(t);
-                        continue;
-                    }
-                }
-                Op::IfLLNe(a, b, t) => {
-                    if s[fp + usize::from(a)] != s[fp + usize::from(b)] {
-                        branch!(t);
-                        continue;
-                    }
-                }
-                Op::IfLLLt(a, b, t) => {
-                    if s[fp + usize::from(a)] < s[fp + usize::from(b)] {
-                        branch!(t);
-                        continue;
-                    }
-                }
-                Op::IfLLGe(a, b, t) => {
-                    if s[fp + usize::from(a)] >= s[fp + usize::from(b)] {
-                        branch!(t);
-                        continue;
-                    }
-                }
-                Op::IfLLGt(a, b, t) => {
-                    if s[fp + usize::from(a)] > s[fp + usize::from(b)] {
-                        branch!(t);
-                        continue;
-                    }
-                }
-                Op::IfLLLe(a, b, t) => {
-                    if s[fp + usize::from(a)] <= s[fp + usize::from(b)] {
-                        branch!(t);
-                        continue;
-                    }
-                }
-                Op::IincGoto(n, d, t) => {
-                    let x = &mut s[fp + usize::from(n)];
-                    *x = x.wrapping_add(i32::from(d));
-                    branch!(t)
-                }
+                Op::IfLLEq(a, b, t) => if_ll!(a, ==, b, t, forward),
+                Op::IfLLEqBack(a, b, t) => if_ll!(a, ==, b, t, back),
+                Op::IfLLNe(a, b, t) => if_ll!(a, !=, b, t, forward),
+                Op::IfLLNeBack(a, b, t) => if_ll!(a, !=, b, t, back),
+                Op::IfLLLt(a, b, t) => if_ll!(a, <, b, t, forward),
+                Op::IfLLLtBack(a, b, t) => if_ll!(a, <, b, t, back),
+                Op::IfLLGe(a, b, t) => if_ll!(a, >=, b, t, forward),
+                Op::IfLLGeBack(a, b, t) => if_ll!(a, >=, b, t, back),
+                Op::IfLLGt(a, b, t) => if_ll!(a, >, b, t, forward),
+                Op::IfLLGtBack(a, b, t) => if_ll!(a, >, b, t, back),
+                Op::IfLLLe(a, b, t) => if_ll!(a, <=, b, t, forward),
+                Op::IfLLLeBack(a, b, t) => if_ll!(a, <=, b, t, back),
+                Op::IincGoto(n, d, t) => iinc_goto!(n, d, t, forward),
+                Op::IincGotoBack(n, d, t) => iinc_goto!(n, d, t, back),
                 Op::Load2(a, b) => {
                     s[sp] = s[fp + usize::from(a)];
                     s[sp + 1] = s[fp + usize::from(b)];
