@@ -63,6 +63,15 @@ pub enum ErrorKind {
         /// The limit.
         max: usize,
     },
+    /// A call to a generated function passes another number of arguments
+    /// than its signature has.
+    #[error("call passes {found} arguments to a function of {expected} parameters")]
+    ArgumentCount {
+        /// Parameters of the callee.
+        expected: usize,
+        /// Arguments passed.
+        found: usize,
+    },
     /// The code buffer would grow past its limit.
     #[error("generated code exceeds the limit of {limit} bytes")]
     CodeTooLarge {

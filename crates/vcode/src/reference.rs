@@ -465,9 +465,9 @@ impl Backend for Reference {
                 if want.len() != args.len() {
                     return self.fail(
                         m,
-                        ErrorKind::TooManyArguments {
-                            count: args.len(),
-                            max: want.len(),
+                        ErrorKind::ArgumentCount {
+                            expected: want.len(),
+                            found: args.len(),
                         },
                     );
                 }

@@ -98,8 +98,6 @@ pub struct X64 {
     locals: i32,
     nlocals: u32,
     frame: bool,
-    calls: bool,
-    out_args: i32,
     ret_ty: Option<Ty>,
     /// Start of the last `jmp epilogue`, if it ends the body.
     last_ret: Option<usize>,
@@ -438,8 +436,6 @@ impl Backend for X64 {
             locals: 0,
             nlocals: 0,
             frame: false,
-            calls: false,
-            out_args: 0,
             ret_ty: None,
             last_ret: None,
             pro: Vec::with_capacity(64),
@@ -458,8 +454,6 @@ impl Backend for X64 {
         self.locals = 0;
         self.nlocals = 0;
         self.frame = false;
-        self.calls = false;
-        self.out_args = 0;
         self.ret_ty = None;
         self.last_ret = None;
         if moves {
@@ -916,7 +910,6 @@ impl Backend for X64 {
         self.buf.insn(m);
         if link {
             self.frame = true;
-            self.calls = true;
         }
         match t {
             Target::Label(l) => {
@@ -972,9 +965,9 @@ impl Backend for X64 {
             if want.len() != args.len() {
                 return self.buf.fail(
                     m,
-                    ErrorKind::TooManyArguments {
-                        count: args.len(),
-                        max: want.len(),
+                    ErrorKind::ArgumentCount {
+                        expected: want.len(),
+                        found: args.len(),
                     },
                 );
             }
@@ -993,7 +986,6 @@ impl Backend for X64 {
         // Worst case: per argument a movabs and a store (~20 bytes), plus saves.
         self.buf.reserve(m, 24 * args.len() + 16 * 16 + 64);
         self.frame = true;
-        self.calls = true;
         let mut tys = [Ty::V; crate::ty::MAX_PARAMS];
         for (t, a) in tys.iter_mut().zip(args) {
             *t = a.ty();
@@ -1166,7 +1158,7 @@ impl Backend for X64 {
         pro.clear();
         epi.clear();
         if frame {
-            let size = (host::SAVE_AREA + self.locals + self.out_args + 15) & !15;
+            let size = (host::SAVE_AREA + self.locals + 15) & !15;
             pro.extend_from_slice(&[0x55, 0x48, 0x89, 0xe5]); // push rbp; mov rbp, rsp
             pro.extend_from_slice(&[0x48, 0x81, 0xec]); // sub rsp, imm32
             pro.extend_from_slice(&(size as u32).to_le_bytes());

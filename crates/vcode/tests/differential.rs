@@ -1885,7 +1885,26 @@ fn native_end_reports_typed_errors() {
         f.end(),
         0,
         "call",
-        ErrorKind::TooManyArguments { count: 3, max: 2 },
+        ErrorKind::ArgumentCount {
+            expected: 2,
+            found: 3,
+        },
+    );
+    // ... or too few ...
+    let mut f = Func::new();
+    let p = f.lambda("%l", Leaf::No).unwrap();
+    let x = p.get::<L>(0).unwrap();
+    f.nop(); // 0
+    f.call(x, Callee::Code(&two), &[x.into()]); // 1
+    f.ret(x);
+    expect_err(
+        f.end(),
+        1,
+        "call",
+        ErrorKind::ArgumentCount {
+            expected: 2,
+            found: 1,
+        },
     );
     // ... or an argument of the wrong type.
     let mut f = Func::new();
