@@ -268,6 +268,10 @@ fn run_inner() -> Result<(), String> {
     println!(
         "fuel cost: jive with metering on vs off (Limits::fuel = None compiles the check out of the loop)"
     );
+    println!(
+        "  (wall-clock: on a shared machine this column swings by tens of percent; the recorded figure is \
+         the callgrind instruction count per iteration in docs/benchmarks.md, which is exact)"
+    );
     println!();
     let n = natives();
     let fig2 = median(2001, || {
