@@ -269,8 +269,8 @@ fn run_inner() -> Result<(), String> {
         "fuel cost: jive with metering on vs off (Limits::fuel = None compiles the check out of the loop)"
     );
     println!(
-        "  (wall-clock: on a shared machine this column swings by tens of percent; the recorded figure is \
-         the callgrind instruction count per iteration in docs/benchmarks.md, which is exact)"
+        "  (CPU time of this run, noisy on a shared machine; docs/benchmarks.md records it beside the \
+         exact callgrind instruction counts)"
     );
     println!();
     let n = natives();
