@@ -94,6 +94,9 @@ pub trait Type: sealed::Sealed + Copy + 'static {
     type Native: Copy + fmt::Debug + PartialEq;
     /// The bits a register holds for `v` (32-bit values zero-extended).
     fn to_bits(v: Self::Native) -> u64;
+    /// The value register bits `b` hold (the low 32 bits for 32-bit types):
+    /// the inverse of [`to_bits`](Type::to_bits).
+    fn from_bits(b: u64) -> Self::Native;
 }
 
 /// An integer register type: [`I`], [`U`], [`L`], [`UL`] or [`P`].
@@ -103,7 +106,7 @@ pub trait Int: Type {}
 pub trait Float: Type {}
 
 macro_rules! types {
-    ($($(#[$m:meta])* $name:ident = $ty:ident, $native:ty, $class:ident, |$v:ident| $bits:expr;)*) => {$(
+    ($($(#[$m:meta])* $name:ident = $ty:ident, $native:ty, $class:ident, |$v:ident| $bits:expr, |$b:ident| $val:expr;)*) => {$(
         $(#[$m])*
         #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
         pub struct $name;
@@ -115,6 +118,10 @@ macro_rules! types {
             fn to_bits($v: $native) -> u64 {
                 $bits
             }
+            #[inline(always)]
+            fn from_bits($b: u64) -> $native {
+                $val
+            }
         }
         impl $class for $name {}
     )*};
@@ -122,19 +129,19 @@ macro_rules! types {
 
 types! {
     /// `int`: 32-bit signed.
-    I = I, i32, Int, |v| v as u32 as u64;
+    I = I, i32, Int, |v| v as u32 as u64, |b| b as i32;
     /// `unsigned`: 32-bit unsigned.
-    U = U, u32, Int, |v| v as u64;
+    U = U, u32, Int, |v| v as u64, |b| b as u32;
     /// `long`: 64-bit signed.
-    L = L, i64, Int, |v| v as u64;
+    L = L, i64, Int, |v| v as u64, |b| b as i64;
     /// `unsigned long`: 64-bit unsigned.
-    UL = UL, u64, Int, |v| v;
+    UL = UL, u64, Int, |v| v, |b| b;
     /// `void *`: a 64-bit address.
-    P = P, usize, Int, |v| v as u64;
+    P = P, usize, Int, |v| v as u64, |b| b as usize;
     /// `float`: IEEE single.
-    F = F, f32, Float, |v| v.to_bits() as u64;
+    F = F, f32, Float, |v| v.to_bits() as u64, |b| f32::from_bits(b as u32);
     /// `double`: IEEE double.
-    D = D, f64, Float, |v| v.to_bits();
+    D = D, f64, Float, |v| v.to_bits(), |b| f64::from_bits(b);
 }
 
 /// A register holding a value of vcode type `T`.

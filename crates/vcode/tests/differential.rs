@@ -34,6 +34,9 @@
 //!
 //! The second half of the file tests the typed errors of both backends.
 
+#[macro_use]
+mod common;
+use common::r;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use proptest::prelude::*;
@@ -133,105 +136,8 @@ impl Rng {
 // Types
 // ---------------------------------------------------------------------------
 
-macro_rules! int_ty {
-    ($ty:expr, |$T:ident| $e:expr) => {
-        match $ty {
-            Ty::I => {
-                type $T = I;
-                $e
-            }
-            Ty::U => {
-                type $T = U;
-                $e
-            }
-            Ty::L => {
-                type $T = L;
-                $e
-            }
-            Ty::UL => {
-                type $T = UL;
-                $e
-            }
-            Ty::P => {
-                type $T = P;
-                $e
-            }
-            t => panic!("not an integer register type: {t}"),
-        }
-    };
-}
-
-macro_rules! float_ty {
-    ($ty:expr, |$T:ident| $e:expr) => {
-        match $ty {
-            Ty::F => {
-                type $T = F;
-                $e
-            }
-            Ty::D => {
-                type $T = D;
-                $e
-            }
-            t => panic!("not a float type: {t}"),
-        }
-    };
-}
-
-macro_rules! any_ty {
-    ($ty:expr, |$T:ident| $e:expr) => {
-        match $ty {
-            Ty::F | Ty::D => float_ty!($ty, |$T| $e),
-            _ => int_ty!($ty, |$T| $e),
-        }
-    };
-}
-
-fn r<T: Type>(n: u8) -> Reg<T> {
-    Reg::phys(n)
-}
-
-/// `set` of register bits, for any type.
-trait Bits: Type {
-    fn nat(b: u64) -> Self::Native;
-}
-impl Bits for I {
-    fn nat(b: u64) -> i32 {
-        b as i32
-    }
-}
-impl Bits for U {
-    fn nat(b: u64) -> u32 {
-        b as u32
-    }
-}
-impl Bits for L {
-    fn nat(b: u64) -> i64 {
-        b as i64
-    }
-}
-impl Bits for UL {
-    fn nat(b: u64) -> u64 {
-        b
-    }
-}
-impl Bits for P {
-    fn nat(b: u64) -> usize {
-        b as usize
-    }
-}
-impl Bits for F {
-    fn nat(b: u64) -> f32 {
-        f32::from_bits(b as u32)
-    }
-}
-impl Bits for D {
-    fn nat(b: u64) -> f64 {
-        f64::from_bits(b)
-    }
-}
-
 fn set_bits<B: Backend>(f: &mut Func<B>, ty: Ty, n: u8, bits: u64) {
-    any_ty!(ty, |T| f.set(r::<T>(n), T::nat(bits)))
+    any_ty!(ty, |T| f.set(r::<T>(n), T::from_bits(bits)))
 }
 
 const INT_TYS: [Ty; 5] = [Ty::I, Ty::U, Ty::L, Ty::UL, Ty::P];

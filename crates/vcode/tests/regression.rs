@@ -19,6 +19,9 @@
 //! every operand in every allocatable register, `r12` and `r13` (the SIB
 //! and disp8 special cases of x86 addressing) included.
 
+#[macro_use]
+mod common;
+use common::r;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use vcode::ext::{Bswap, MinMax, OnesComplement, Popcount, Select, Sqrt};
@@ -341,103 +344,6 @@ fn same(ty: Ty, a: u64, b: u64) -> bool {
         }
 }
 
-// ---------------------------------------------------------------------------
-// Types: run-time `Ty` to the static register types
-// ---------------------------------------------------------------------------
-
-/// Register bits to a value of the Rust type `set` takes.
-trait Bits: Type {
-    fn nat(b: u64) -> Self::Native;
-}
-impl Bits for I {
-    fn nat(b: u64) -> i32 {
-        b as i32
-    }
-}
-impl Bits for U {
-    fn nat(b: u64) -> u32 {
-        b as u32
-    }
-}
-impl Bits for L {
-    fn nat(b: u64) -> i64 {
-        b as i64
-    }
-}
-impl Bits for UL {
-    fn nat(b: u64) -> u64 {
-        b
-    }
-}
-impl Bits for P {
-    fn nat(b: u64) -> usize {
-        b as usize
-    }
-}
-impl Bits for F {
-    fn nat(b: u64) -> f32 {
-        f32::from_bits(b as u32)
-    }
-}
-impl Bits for D {
-    fn nat(b: u64) -> f64 {
-        f64::from_bits(b)
-    }
-}
-
-macro_rules! int_ty {
-    ($ty:expr, |$T:ident| $e:expr) => {
-        match $ty {
-            Ty::I => {
-                type $T = I;
-                $e
-            }
-            Ty::U => {
-                type $T = U;
-                $e
-            }
-            Ty::L => {
-                type $T = L;
-                $e
-            }
-            Ty::UL => {
-                type $T = UL;
-                $e
-            }
-            Ty::P => {
-                type $T = P;
-                $e
-            }
-            t => panic!("not an integer register type: {t}"),
-        }
-    };
-}
-
-macro_rules! float_ty {
-    ($ty:expr, |$T:ident| $e:expr) => {
-        match $ty {
-            Ty::F => {
-                type $T = F;
-                $e
-            }
-            Ty::D => {
-                type $T = D;
-                $e
-            }
-            t => panic!("not a float type: {t}"),
-        }
-    };
-}
-
-macro_rules! any_ty {
-    ($ty:expr, |$T:ident| $e:expr) => {
-        match $ty {
-            Ty::F | Ty::D => float_ty!($ty, |$T| $e),
-            _ => int_ty!($ty, |$T| $e),
-        }
-    };
-}
-
 /// Builds the same function on both backends: `$e` is written once,
 /// generic over the backend type `$B`.
 macro_rules! pair {
@@ -469,10 +375,6 @@ const SENTINEL: u64 = 0xa5a5_a5a5_a5a5_a5a5;
 const ALLOC: [u8; 11] = host::TEMP_ORDER;
 /// Allocatable float registers.
 const FALLOC: [u8; 15] = host::FLOAT_ORDER;
-
-fn r<T: Type>(n: u8) -> Reg<T> {
-    Reg::phys(n)
-}
 
 /// Begins `void f(u64 *ctl)` and returns the register holding `ctl`: the
 /// parameter register `rdi`, or another free one if the instruction under
@@ -1040,11 +942,11 @@ fn unary(u: Un, ty: Ty) {
 }
 
 /// `set` of every edge value into register `rd`, one output slot each.
-fn set_fn<B: Backend, T: Bits>(rd: u8, vals: &[u64]) -> vcode::Result<B::Code> {
+fn set_fn<B: Backend, T: Type>(rd: u8, vals: &[u64]) -> vcode::Result<B::Code> {
     let mut f = Func::<B>::with_backend();
     let ctl = begin(&mut f, &[reg_of::<T>(rd)], Leaf::Yes);
     for (i, &v) in vals.iter().enumerate() {
-        f.set(r::<T>(rd), T::nat(v));
+        f.set(r::<T>(rd), T::from_bits(v));
         f.st(r::<T>(rd), ctl, 8 * (OUT + i) as i32);
     }
     f.retv();
