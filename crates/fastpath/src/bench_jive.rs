@@ -17,7 +17,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Instant;
 
-use jive::subset::Prim;
 use jive::{Applet, Limits, Natives};
 
 /// (method, argument n, operations per call, repetitions per round).
@@ -123,20 +122,6 @@ fn hotspot_times(
         return Err(format!("unexpected harness output:\n{text}"));
     }
     Ok(times)
-}
-
-fn natives() -> Natives {
-    Natives::new()
-        .with("newAlignedArray", "(I)[B", |cx, a| {
-            cx.new_array(Prim::Byte, a[0])
-        })
-        .with("getFreeBufferLength", "()I", |_, _| Ok(4096))
-        .with("getFreeBuffer", "()I", |_, _| Ok(0))
-        .with("doHtoLDMA", "([BIII)V", |_, _| Ok(0))
-        .with("doLtoHDMA", "([BIII)V", |_, _| Ok(0))
-        .with("txPush", "([BIII)V", |_, _| Ok(0))
-        .with("dmaRxd", "([III)V", |_, _| Ok(0))
-        .with("dmaRxdPayload", "([BII)V", |_, _| Ok(0))
 }
 
 /// Median CPU time of `f` over `n` runs, in ns.
@@ -273,7 +258,7 @@ fn run_inner() -> Result<(), String> {
          exact callgrind instruction counts)"
     );
     println!();
-    let n = natives();
+    let n = Natives::figure2_stubs();
     let fig2 = median(2001, || {
         Applet::load(&rawunet, &n, Limits::default()).expect("RawUnet loads");
     });

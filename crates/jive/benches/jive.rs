@@ -4,7 +4,6 @@
 //! with HotSpot is `fastpath bench jive`.
 
 use criterion::{BenchmarkId, Criterion, criterion_main};
-use jive::subset::Prim;
 use jive::{Applet, Limits, Natives};
 
 fn classes() -> Option<std::path::PathBuf> {
@@ -66,17 +65,7 @@ fn load_verify(c: &mut Criterion) {
     let Some(dir) = classes() else { return };
     let rawunet = std::fs::read(dir.join("RawUnet.class")).unwrap();
     let bench = std::fs::read(dir.join("Bench.class")).unwrap();
-    let natives = Natives::new()
-        .with("newAlignedArray", "(I)[B", |cx, a| {
-            cx.new_array(Prim::Byte, a[0])
-        })
-        .with("getFreeBufferLength", "()I", |_, _| Ok(4096))
-        .with("getFreeBuffer", "()I", |_, _| Ok(0))
-        .with("doHtoLDMA", "([BIII)V", |_, _| Ok(0))
-        .with("doLtoHDMA", "([BIII)V", |_, _| Ok(0))
-        .with("txPush", "([BIII)V", |_, _| Ok(0))
-        .with("dmaRxd", "([III)V", |_, _| Ok(0))
-        .with("dmaRxdPayload", "([BII)V", |_, _| Ok(0));
+    let natives = Natives::figure2_stubs();
     let mut g = c.benchmark_group("jive-load");
     g.bench_function("check RawUnet (Figure 2)", |b| {
         b.iter(|| jive::check(&rawunet, &Limits::default()).unwrap())

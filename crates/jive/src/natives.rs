@@ -48,6 +48,25 @@ impl Natives {
         Natives::default()
     }
 
+    /// The natives of the paper's Figure 2 applet (`RawUnet`) bound to
+    /// stubs that move no data: `newAlignedArray` allocates, the free
+    /// buffer is 4096 bytes at offset 0, and the DMA and queue calls return
+    /// at once. For benchmarks and tools that run applets without an
+    /// endpoint.
+    pub fn figure2_stubs() -> Natives {
+        Natives::new()
+            .with("newAlignedArray", "(I)[B", |cx, a| {
+                cx.new_array(Prim::Byte, a[0])
+            })
+            .with("getFreeBufferLength", "()I", |_, _| Ok(4096))
+            .with("getFreeBuffer", "()I", |_, _| Ok(0))
+            .with("doHtoLDMA", "([BIII)V", |_, _| Ok(0))
+            .with("doLtoHDMA", "([BIII)V", |_, _| Ok(0))
+            .with("txPush", "([BIII)V", |_, _| Ok(0))
+            .with("dmaRxd", "([III)V", |_, _| Ok(0))
+            .with("dmaRxdPayload", "([BII)V", |_, _| Ok(0))
+    }
+
     /// Binds `name` with `descriptor` (e.g. `"txPush"`, `"([BIII)V"`) to `f`,
     /// replacing any earlier binding.
     pub fn register<F>(&mut self, name: &str, descriptor: &str, f: F) -> &mut Natives
