@@ -4,7 +4,12 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 mod applet;
+mod bench_codecache;
+mod bench_dpf;
+mod bench_ilp;
 mod bench_jive;
+mod filter;
+mod ilp_demo;
 mod vcode_demo;
 
 /// fastpath: fast paths for communication software.
@@ -27,7 +32,18 @@ enum Command {
         #[command(subcommand)]
         cmd: applet::AppletCmd,
     },
-    /// Run a benchmark suite side by side with its peers (suites: jive, codegen).
+    /// Check, compile and run packet filters (dpf).
+    Filter {
+        #[command(subcommand)]
+        cmd: filter::FilterCmd,
+    },
+    /// Fused data-touching loops (ilp).
+    Ilp {
+        #[command(subcommand)]
+        cmd: ilp_demo::IlpCmd,
+    },
+    /// Run a benchmark suite side by side with its peers
+    /// (suites: codegen, jive, dpf, ilp, codecache).
     Bench {
         /// The suite to run.
         suite: String,
@@ -52,14 +68,21 @@ fn main() -> ExitCode {
             cmd: VcodeCmd::Demo { sig },
         } => vcode_demo::run(&sig),
         Command::Applet { cmd } => applet::main(cmd),
+        Command::Filter { cmd } => filter::main(cmd),
+        Command::Ilp { cmd } => ilp_demo::main(cmd),
         Command::Bench { suite } => match suite.as_str() {
             "jive" => bench_jive::run(),
+            "dpf" => bench_dpf::run(),
+            "ilp" => bench_ilp::run(),
+            "codecache" => bench_codecache::run(),
             "codegen" => {
                 println!("{}", fastpath_bench::codegen_report());
                 ExitCode::SUCCESS
             }
             other => {
-                eprintln!("fastpath bench: unknown suite {other:?} (known: jive, codegen)");
+                eprintln!(
+                    "fastpath bench: unknown suite {other:?} (known: codegen, jive, dpf, ilp, codecache)"
+                );
                 ExitCode::FAILURE
             }
         },
