@@ -1,0 +1,256 @@
+//! One filter as a decision graph over packet-field tests, and its
+//! reference semantics.
+//!
+//! This is the representation every later phase starts from: the parser
+//! lowers a filter expression into a [`Program`], the merger reads the
+//! programs of a whole table, and the reference evaluator here defines
+//! what a filter means.
+//!
+//! The semantics are libpcap's for DLT_EN10MB: a program is a DAG of
+//! [`Test`] nodes evaluated from the root, each taking its `then` or
+//! `else` edge, until [`Node::Accept`] or [`Node::Reject`]. A test whose
+//! load reaches past the end of the packet aborts the whole program with
+//! "no match", as a BPF load out of bounds does, even under a `not`.
+
+/// The width of a packet field, in bytes; fields are big-endian.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Size {
+    /// One byte.
+    B = 1,
+    /// Two bytes.
+    H = 2,
+    /// Four bytes.
+    W = 4,
+}
+
+/// Where a field's offset counts from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Base {
+    /// The first byte of the Ethernet frame.
+    Link,
+    /// The first byte after the IPv4 header: 14 plus four times the low
+    /// nibble of the frame's byte 14 (the IHL). Reading that byte is
+    /// itself a load, which aborts when the frame is shorter than 15 bytes.
+    Transport,
+}
+
+/// A packet field: where it is and how wide.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Field {
+    /// What `offset` counts from.
+    pub base: Base,
+    /// The offset from the base, in bytes.
+    pub offset: u32,
+    /// The width.
+    pub size: Size,
+}
+
+/// How a test compares the masked field with its value (BPF's jumps).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Cmp {
+    /// `field & mask == value`.
+    Eq,
+    /// `field & mask > value`, unsigned.
+    Gt,
+    /// `field & mask >= value`, unsigned.
+    Ge,
+    /// `field & mask & value != 0`.
+    Set,
+}
+
+/// One test: load a field, mask it, compare it with a constant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Test {
+    /// The field loaded.
+    pub field: Field,
+    /// Anded with the loaded value before the comparison; all ones for none.
+    pub mask: u32,
+    /// The comparison.
+    pub cmp: Cmp,
+    /// The constant compared with.
+    pub value: u32,
+}
+
+/// An index into [`Program::nodes`].
+pub type NodeId = u32;
+
+/// A node of a filter's decision graph.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Node {
+    /// The packet does not match.
+    Reject,
+    /// The packet matches.
+    Accept,
+    /// Evaluate `test`; go to `then` if it holds and to `els` if not.
+    Test {
+        /// The test.
+        test: Test,
+        /// The next node when the test holds.
+        then: NodeId,
+        /// The next node when it does not.
+        els: NodeId,
+    },
+}
+
+/// One filter: a decision graph whose edges all point to higher indices
+/// (so it is acyclic and `nodes` is a topological order).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Program {
+    /// The nodes; `nodes[0]` is [`Node::Reject`] and `nodes[1]` is
+    /// [`Node::Accept`].
+    pub nodes: Vec<Node>,
+    /// Where evaluation starts.
+    pub root: NodeId,
+}
+
+/// A node id that is always [`Node::Reject`].
+pub const REJECT: NodeId = 0;
+/// A node id that is always [`Node::Accept`].
+pub const ACCEPT: NodeId = 1;
+
+impl Field {
+    /// Reads this field of `pkt`, or `None` when any byte it needs (the IHL
+    /// byte included, for [`Base::Transport`]) lies past the end.
+    #[inline]
+    pub fn load(&self, pkt: &[u8]) -> Option<u32> {
+        let base = match self.base {
+            Base::Link => 0usize,
+            Base::Transport => 14 + 4 * usize::from(*pkt.get(14)? & 0x0f),
+        };
+        let at = base.checked_add(self.offset as usize)?;
+        let bytes = pkt.get(at..at.checked_add(self.size as usize)?)?;
+        Some(bytes.iter().fold(0u32, |v, &b| (v << 8) | u32::from(b)))
+    }
+}
+
+impl Test {
+    /// Whether the test holds for a loaded field value.
+    #[inline]
+    pub fn holds(&self, field_value: u32) -> bool {
+        let v = field_value & self.mask;
+        match self.cmp {
+            Cmp::Eq => v == self.value,
+            Cmp::Gt => v > self.value,
+            Cmp::Ge => v >= self.value,
+            Cmp::Set => v & self.value != 0,
+        }
+    }
+
+    /// Evaluates the test on `pkt`: `None` when the load is out of bounds.
+    #[inline]
+    pub fn eval(&self, pkt: &[u8]) -> Option<bool> {
+        self.field.load(pkt).map(|v| self.holds(v))
+    }
+}
+
+impl Program {
+    /// A program that matches every packet.
+    pub fn accept_all() -> Self {
+        Program {
+            nodes: vec![Node::Reject, Node::Accept],
+            root: ACCEPT,
+        }
+    }
+
+    /// A program that matches no packet.
+    pub fn reject_all() -> Self {
+        Program {
+            nodes: vec![Node::Reject, Node::Accept],
+            root: REJECT,
+        }
+    }
+
+    /// The reference semantics: whether `pkt` matches.
+    pub fn matches(&self, pkt: &[u8]) -> bool {
+        let mut at = self.root;
+        loop {
+            match self.nodes[at as usize] {
+                Node::Reject => return false,
+                Node::Accept => return true,
+                Node::Test { test, then, els } => match test.eval(pkt) {
+                    None => return false,
+                    Some(true) => at = then,
+                    Some(false) => at = els,
+                },
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(base: Base, offset: u32, size: Size, mask: u32, cmp: Cmp, value: u32) -> Test {
+        Test {
+            field: Field { base, offset, size },
+            mask,
+            cmp,
+            value,
+        }
+    }
+
+    #[test]
+    fn loads_are_big_endian_and_bounded() {
+        let pkt = [0u8, 1, 2, 3, 4, 5];
+        let f = |offset, size| {
+            Field {
+                base: Base::Link,
+                offset,
+                size,
+            }
+            .load(&pkt)
+        };
+        assert_eq!(f(1, Size::H), Some(0x0102));
+        assert_eq!(f(2, Size::W), Some(0x02030405));
+        assert_eq!(f(3, Size::W), None);
+        assert_eq!(f(u32::MAX, Size::B), None);
+    }
+
+    #[test]
+    fn transport_base_follows_the_ihl_and_aborts_without_it() {
+        let mut pkt = vec![0u8; 40];
+        pkt[14] = 0x45;
+        pkt[34] = 0xab;
+        let f = Field {
+            base: Base::Transport,
+            offset: 0,
+            size: Size::B,
+        };
+        assert_eq!(f.load(&pkt), Some(0xab));
+        assert_eq!(f.load(&pkt[..14]), None);
+        pkt[14] = 0x46;
+        assert_eq!(f.load(&pkt), Some(0));
+        assert_eq!(f.load(&pkt[..38]), None);
+    }
+
+    #[test]
+    fn an_out_of_bounds_load_rejects_even_under_negation() {
+        // not (ether[100] = 1): BPF rejects a short packet rather than
+        // accepting it.
+        let test = t(Base::Link, 100, Size::B, !0, Cmp::Eq, 1);
+        let p = Program {
+            nodes: vec![
+                Node::Reject,
+                Node::Accept,
+                Node::Test {
+                    test,
+                    then: REJECT,
+                    els: ACCEPT,
+                },
+            ],
+            root: 2,
+        };
+        assert!(!p.matches(&[0u8; 60]));
+        assert!(p.matches(&[0u8; 101]));
+    }
+
+    #[test]
+    fn comparisons() {
+        let b = |cmp, mask, value, x| t(Base::Link, 0, Size::B, mask, cmp, value).holds(x);
+        assert!(b(Cmp::Eq, 0xf0, 0x40, 0x45));
+        assert!(b(Cmp::Gt, !0, 4, 5) && !b(Cmp::Gt, !0, 5, 5));
+        assert!(b(Cmp::Ge, !0, 5, 5) && !b(Cmp::Ge, !0, 6, 5));
+        assert!(b(Cmp::Set, !0, 0x12, 0x02) && !b(Cmp::Set, !0, 0x12, 0x21));
+    }
+}
