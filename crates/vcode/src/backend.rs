@@ -270,6 +270,8 @@ pub trait Backend: Sized {
     fn place(&mut self, m: &'static str, l: Label);
     /// No operation.
     fn nop(&mut self, m: &'static str);
+    /// Jump to `targets[idx]`; `idx` (an `ul` register) is in range.
+    fn jump_table(&mut self, m: &'static str, idx: u8, targets: &[Label]);
 
     /// The x86-64 emitter, if this backend is one (extensions with a
     /// native x86-64 mapping use it).

@@ -14,7 +14,7 @@ use crate::backend::{Arg, Backend, BinOp, Callee, Cond, LocalOp, Src, Target, Un
 use crate::error::{Error, ErrorKind, Result};
 use crate::mem::ExecMemory;
 use crate::regs::{Class, RegAlloc, RegConfig};
-use crate::ty::{AnyReg, Int, Label, Local, MAX_PARAMS, Operand, P, Reg, Signature, Ty, Type};
+use crate::ty::{AnyReg, Int, Label, Local, MAX_PARAMS, Operand, P, Reg, Signature, Ty, Type, UL};
 use crate::x86_64::X64;
 
 /// The leaf hint of `v_lambda`.
@@ -652,6 +652,38 @@ impl<B: Backend> Func<B> {
     #[inline(always)]
     pub fn nop(&mut self) {
         self.b.nop("nop");
+    }
+
+    /// Jumps to `targets[idx]`: the dispatch of a dense `switch`. Not in
+    /// the paper's Table 2; dpf's classifiers need it. The client checks
+    /// the bound first: an index past the end is undefined natively (the
+    /// table is followed by code) and a fault on the reference backend.
+    /// `idx` is left unchanged.
+    ///
+    /// ```
+    /// use vcode::{Func, Leaf, UL};
+    /// let mut f = Func::new();
+    /// let x = f.lambda("%ul", Leaf::Yes)?.get::<UL>(0)?;
+    /// let (l0, l1, l2, out) = (f.genlabel(), f.genlabel(), f.genlabel(), f.genlabel());
+    /// f.bge(x, 3, out);
+    /// f.jump_table(x, &[l0, l1, l2]);
+    /// for (l, v) in [(l0, 10), (l1, 11), (l2, 12)] {
+    ///     f.label(l);
+    ///     f.set(x, v);
+    ///     f.ret(x);
+    /// }
+    /// f.label(out);
+    /// f.ret(x);
+    /// let code = f.end()?;
+    /// // SAFETY: the function takes and returns a u64.
+    /// let g = unsafe { code.as_fn::<extern "C" fn(u64) -> u64>()? };
+    /// assert_eq!((g(0), g(2), g(7)), (10, 12, 7));
+    /// # Ok::<(), vcode::Error>(())
+    /// ```
+    #[inline]
+    pub fn jump_table(&mut self, idx: Reg<UL>, targets: &[Label]) {
+        self.chk("jump_table", &[(false, idx.num())]);
+        self.b.jump_table("jump_table", idx.num(), targets);
     }
 
     /// The backend, for extensions (see [`ext`](crate::ext)).

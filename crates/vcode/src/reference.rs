@@ -105,6 +105,10 @@ enum Insn {
         t: Target,
     },
     RetLink,
+    JumpTable {
+        idx: u8,
+        labels: Vec<u32>,
+    },
     Call {
         callee: RefCallee,
         args: Vec<Arg>,
@@ -517,6 +521,14 @@ impl Backend for Reference {
         self.push(m, Insn::Nop);
     }
 
+    fn jump_table(&mut self, m: &'static str, idx: u8, targets: &[Label]) {
+        for l in targets {
+            self.uses.push((self.index(), l.0));
+        }
+        let labels = targets.iter().map(|l| l.0).collect();
+        self.push(m, Insn::JumpTable { idx, labels });
+    }
+
     fn reference(&mut self) -> Option<&mut Reference> {
         Some(self)
     }
@@ -582,6 +594,14 @@ pub enum FaultKind {
     /// Calls nested deeper than [`MAX_DEPTH`].
     #[error("calls nested deeper than {MAX_DEPTH}")]
     CallDepth,
+    /// A jump-table index past the end of its table.
+    #[error("jump_table index {index} is past the end of its {len} targets")]
+    JumpTableIndex {
+        /// The index.
+        index: u64,
+        /// The table's length.
+        len: usize,
+    },
     /// Something only native code can do.
     #[error("{0}")]
     Unsupported(&'static str),
@@ -1078,6 +1098,18 @@ unsafe fn exec(
                     clobber(&mut r, 0);
                 }
             },
+            Insn::JumpTable { idx, labels } => {
+                let i = get!(false, *idx);
+                match labels.get(i as usize) {
+                    Some(&l) => pc = prog.labels[l as usize] as usize,
+                    None => {
+                        return Err(fault(FaultKind::JumpTableIndex {
+                            index: i,
+                            len: labels.len(),
+                        }));
+                    }
+                }
+            }
             Insn::RetLink => match link.pop() {
                 Some(to) => pc = to,
                 None => return Err(fault(FaultKind::Unsupported("ret_link without a jal"))),

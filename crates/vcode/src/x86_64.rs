@@ -73,6 +73,8 @@ struct Fixup {
 const FIX_JMP: u8 = 6;
 const FIX_JAL: u8 = 7;
 const FIX_RET: u8 = 8;
+/// An 8-byte jump-table slot: the label's absolute address, known at link.
+const FIX_TABLE: u8 = 9;
 
 impl Fixup {
     /// The client method that recorded the fixup.
@@ -81,6 +83,7 @@ impl Fixup {
             FIX_JMP => "jmp",
             FIX_JAL => "jal",
             FIX_RET => "ret",
+            FIX_TABLE => "jump_table",
             k => Cond::ALL[k as usize].name(),
         }
     }
@@ -91,6 +94,8 @@ pub struct X64 {
     pub(crate) buf: Buf,
     labels: Vec<u32>,
     fixups: Vec<Fixup>,
+    /// Jump-table slots (`at` is the slot), filled with absolute addresses.
+    tables: Vec<Fixup>,
     /// Float constants placed after the code, and the rip-relative
     /// displacements that refer to them.
     pool: Vec<u8>,
@@ -431,6 +436,7 @@ impl Backend for X64 {
             buf: Buf::new(DEFAULT_LIMIT),
             labels: Vec::new(),
             fixups: Vec::new(),
+            tables: Vec::new(),
             pool: Vec::new(),
             pool_refs: Vec::new(),
             locals: 0,
@@ -449,6 +455,7 @@ impl Backend for X64 {
         self.buf.reset();
         self.labels.clear();
         self.fixups.clear();
+        self.tables.clear();
         self.pool.clear();
         self.pool_refs.clear();
         self.locals = 0;
@@ -1117,6 +1124,29 @@ impl Backend for X64 {
         self.buf.put1(0x90);
     }
 
+    fn jump_table(&mut self, m: &'static str, idx: u8, targets: &[Label]) {
+        self.buf.insn(m);
+        self.buf.reserve(m, 8 * targets.len());
+        // lea r11, [rip + table]; jmp [r11 + idx*8]; the table follows.
+        self.buf.put(0x1d8d4c, 3);
+        self.buf.put4(4);
+        self.buf.put1(0x41 | (idx >> 3 & 1) << 1);
+        self.buf.put(0xff, 1);
+        self.buf.put(0xc324 | ((idx & 7) as u64) << 11, 2);
+        let index = self.buf.index();
+        for l in targets {
+            self.tables.push(Fixup {
+                at: self.buf.pos() as u32,
+                label: l.0,
+                index,
+                kind: FIX_TABLE,
+            });
+            self.buf.put4(0);
+            self.buf.put4(0);
+        }
+        self.buf.resync(m);
+    }
+
     // -- 9. Linking -------------------------------------------------------------------
 
     fn finish(
@@ -1247,6 +1277,26 @@ impl Backend for X64 {
             method: "end",
             kind,
         })?;
+        let body_at = (block.addr() + pro.len()) as u64;
+        for f in &self.tables {
+            let target = match self.labels.get(f.label as usize) {
+                Some(&p) if p != UNPLACED => p,
+                found => {
+                    let label = f.label;
+                    return Err(Error {
+                        index: f.index,
+                        method: f.method(),
+                        kind: match found {
+                            Some(_) => ErrorKind::UnplacedLabel { label },
+                            None => ErrorKind::UnknownLabel { label },
+                        },
+                    });
+                }
+            };
+            let addr = body_at + u64::from(target);
+            self.buf.patch4(f.at as usize, addr as u32);
+            self.buf.patch4(f.at as usize + 4, (addr >> 32) as u32);
+        }
         block
             .fill(&[&pro, self.buf.bytes(), &epi, &self.pool])
             .map_err(|kind| Error {
