@@ -485,6 +485,9 @@ impl<B: Backend> Func<B> {
         lds S;
         /// Loads an `unsigned short` and zero-extends it (`v_ldus`).
         ldus US;
+        /// Loads an `unsigned int` and zero-extends it to `rd`'s width
+        /// (`v_ldu` into an `l`/`ul` register).
+        ldu U;
     }
 
     /// Stores the low byte of `rs` (`v_stc`, `v_stuc`).
