@@ -1,0 +1,418 @@
+//! Native code for a merged table, through vcode (the paper's §4.2: DPF
+//! compiles the merged filters into one function with the constants as
+//! immediates and the dispatches as jump tables, hashes or compares).
+//!
+//! The generated function is `rank(pkt: *const u8, len: u64) -> u64`: the
+//! rank of the best matching filter, or `u64::MAX`. It walks the trie of
+//! [`Merged`] as [`Merged::classify_rank`] does, with the best rank so far
+//! in a register. Every load is bounds-checked against `len`, except where
+//! a check on the same path already covered it (the generator tracks the
+//! bytes proven present, a dominance argument: trie paths never merge). The
+//! IPv4 header length is read once per path into a register holding the
+//! transport header's address.
+//!
+//! Code is generic over the vcode backend, so the reference backend runs
+//! exactly this client code as an oracle for the native backend.
+
+use crate::ir::{ACCEPT, Base, Cmp, Field, Node, NodeId, Program, REJECT, Size, Test};
+use crate::merge::{Dispatch, MNodeId, Merged, Strategy};
+use vcode::ext::Bswap;
+use vcode::{Backend, Class, Func, Label, Leaf, P, Reg, UL};
+
+/// The registers of a classifier.
+#[derive(Clone, Copy)]
+struct Regs {
+    pkt: Reg<P>,
+    len: Reg<UL>,
+    /// `pkt + len`.
+    end: Reg<P>,
+    /// The best rank so far.
+    best: Reg<UL>,
+    /// The loaded field.
+    v: Reg<UL>,
+    /// Scratch.
+    t: Reg<UL>,
+    /// The transport header's address, once read on this path.
+    tb: Reg<P>,
+}
+
+/// What is known at a point of the code, from the tests that dominate it.
+#[derive(Clone, Copy, Default)]
+struct Known {
+    /// Bytes of the frame known to be present.
+    link: u32,
+    /// `tb` holds the transport header's address.
+    tb: bool,
+    /// Bytes from `tb` known to be present.
+    transport: u32,
+    /// A filter may already have matched (so pruning checks pay off).
+    found: bool,
+}
+
+/// Generates the classifier for `m` into `f` and returns what `end`
+/// returns.
+pub fn generate<B: Backend>(f: &mut Func<B>, m: &Merged) -> vcode::Result<B::Code> {
+    let p = f.lambda("%p%ul", Leaf::Yes)?;
+    let (pkt, len) = (p.get::<P>(0)?, p.get::<UL>(1)?);
+    let r = Regs {
+        pkt,
+        len,
+        end: f.getreg(Class::Temp)?,
+        best: f.getreg(Class::Temp)?,
+        v: f.getreg(Class::Temp)?,
+        t: f.getreg(Class::Temp)?,
+        tb: f.getreg(Class::Temp)?,
+    };
+    f.set(r.best, u64::MAX);
+    if let Some(root) = m.root {
+        f.add(r.end, r.pkt, r.len.cast::<P>());
+        let done = f.genlabel();
+        Gen { f, m, r }.node(root, done, Known::default());
+        f.label(done);
+    }
+    f.ret(r.best);
+    f.end()
+}
+
+struct Gen<'a, B: Backend> {
+    f: &'a mut Func<B>,
+    m: &'a Merged,
+    r: Regs,
+}
+
+impl<B: Backend> Gen<'_, B> {
+    /// The code of trie node `id`, continuing at `cont`.
+    fn node(&mut self, id: MNodeId, cont: Label, mut k: Known) {
+        let n = &self.m.nodes[id as usize];
+        if k.found {
+            self.f.ble(self.r.best, u64::from(n.min_rank), cont);
+        }
+        if !n.leaves.is_empty() {
+            let after = self.f.genlabel();
+            for &rank in &n.leaves {
+                if k.found {
+                    self.f.ble(self.r.best, u64::from(rank), after);
+                }
+                let residual = &self.m.entries[rank as usize].residual;
+                match residual {
+                    None => {
+                        self.f.set(self.r.best, u64::from(rank));
+                        break;
+                    }
+                    Some(p) => {
+                        let (yes, no) = (self.f.genlabel(), self.f.genlabel());
+                        self.residual(p, k, yes, no);
+                        self.f.label(yes);
+                        self.f.set(self.r.best, u64::from(rank));
+                        self.f.jmp(after);
+                        self.f.label(no);
+                    }
+                }
+                k.found = true;
+            }
+            self.f.label(after);
+            k.found = true;
+        }
+        let Some(d) = &n.dispatch else {
+            self.f.jmp(cont);
+            return;
+        };
+        let arms_end = if n.wild.is_some() {
+            self.f.genlabel()
+        } else {
+            cont
+        };
+        let mut inside = k;
+        self.load(d.key.field, d.key.mask, &mut inside, arms_end);
+        let labels: Vec<Label> = d.arms.iter().map(|_| self.f.genlabel()).collect();
+        self.dispatch(d, &labels, arms_end);
+        for (&(_, child), &l) in d.arms.iter().zip(&labels) {
+            self.f.label(l);
+            self.node(child, arms_end, inside);
+        }
+        if let Some(w) = n.wild {
+            self.f.label(arms_end);
+            k.found = true;
+            self.node(w, cont, k);
+        }
+    }
+
+    /// Jumps to `labels[i]` when `v == arms[i].0`, else to `miss`.
+    fn dispatch(&mut self, d: &Dispatch, labels: &[Label], miss: Label) {
+        let (v, t) = (self.r.v, self.r.t);
+        match d.strategy {
+            Strategy::Linear => self.linear(&d.arms, labels, miss),
+            Strategy::Binary => self.binary(&d.arms, labels, miss),
+            Strategy::Table { min, len } => {
+                self.f.sub(t, v, u64::from(min));
+                self.f.bge(t, u64::from(len), miss);
+                let mut slots = vec![miss; len as usize];
+                for (&(key, _), &l) in d.arms.iter().zip(labels) {
+                    slots[(key - min) as usize] = l;
+                }
+                self.f.jump_table(t, &slots);
+            }
+            Strategy::Hash { mul, bits, .. } => {
+                // The low 32 bits of v * mul, shifted: v and mul are below
+                // 2^32, so the 64-bit product does not wrap.
+                self.f.mul(t, v, u64::from(mul));
+                self.f.rsh(t, t, u64::from(32 - bits));
+                self.f.and(t, t, (1u64 << bits) - 1);
+                let mut buckets: Vec<Vec<usize>> = vec![Vec::new(); 1 << bits];
+                for (i, &(key, _)) in d.arms.iter().enumerate() {
+                    buckets[Strategy::hash(mul, bits, key) as usize].push(i);
+                }
+                let slots: Vec<Label> = buckets
+                    .iter()
+                    .map(|b| if b.is_empty() { miss } else { self.f.genlabel() })
+                    .collect();
+                self.f.jump_table(t, &slots);
+                for (b, &l) in buckets.iter().zip(&slots) {
+                    if b.is_empty() {
+                        continue;
+                    }
+                    self.f.label(l);
+                    for &i in b {
+                        self.f.beq(v, u64::from(d.arms[i].0), labels[i]);
+                    }
+                    self.f.jmp(miss);
+                }
+            }
+        }
+    }
+
+    fn linear(&mut self, arms: &[(u32, MNodeId)], labels: &[Label], miss: Label) {
+        for (&(key, _), &l) in arms.iter().zip(labels) {
+            self.f.beq(self.r.v, u64::from(key), l);
+        }
+        self.f.jmp(miss);
+    }
+
+    fn binary(&mut self, arms: &[(u32, MNodeId)], labels: &[Label], miss: Label) {
+        if arms.len() <= 3 {
+            return self.linear(arms, labels, miss);
+        }
+        let mid = arms.len() / 2;
+        let key = u64::from(arms[mid].0);
+        let left = self.f.genlabel();
+        self.f.beq(self.r.v, key, labels[mid]);
+        self.f.blt(self.r.v, key, left);
+        self.binary(&arms[mid + 1..], &labels[mid + 1..], miss);
+        self.f.label(left);
+        self.binary(&arms[..mid], &labels[..mid], miss);
+    }
+
+    /// Loads `field & mask` into `v`, jumping to `oob` when any byte it
+    /// needs is past the end; records in `k` what that proves.
+    fn load(&mut self, field: Field, mask: u32, k: &mut Known, oob: Label) {
+        let Regs {
+            pkt,
+            len,
+            end,
+            v,
+            t,
+            tb,
+            ..
+        } = self.r;
+        let need = field.offset.saturating_add(field.size as u32);
+        let base = match field.base {
+            Base::Link => {
+                if need > k.link {
+                    self.f.blt(len, u64::from(need), oob);
+                    k.link = need;
+                }
+                pkt
+            }
+            Base::Transport => {
+                if !k.tb {
+                    if k.link < 15 {
+                        self.f.blt(len, 15, oob);
+                        k.link = 15;
+                    }
+                    self.f.lduc(t, pkt, 14);
+                    self.f.and(t, t, 0x0f);
+                    self.f.lsh(t, t, 2);
+                    self.f.add(tb, pkt, t.cast::<P>());
+                    self.f.add(tb, tb, 14);
+                    k.tb = true;
+                    k.transport = 0;
+                }
+                if need > k.transport {
+                    let tp = t.cast::<P>();
+                    self.f.add(tp, tb, need as usize);
+                    self.f.bgt(tp, end, oob);
+                    k.transport = need;
+                }
+                tb
+            }
+        };
+        let off = field.offset as usize;
+        match field.size {
+            Size::B => self.f.lduc(v, base, off),
+            Size::H => {
+                self.f.ldus(v, base, off);
+                self.f.bswap16(v, v);
+            }
+            Size::W => {
+                self.f.ldu(v, base, off);
+                self.f.bswap32(v, v);
+            }
+        }
+        let all = match field.size {
+            Size::B => 0xff,
+            Size::H => 0xffff,
+            Size::W => u32::MAX,
+        };
+        if mask & all != all {
+            self.f.and(v, v, u64::from(mask));
+        }
+    }
+
+    /// A residual program: jumps to `yes` if it accepts and to `no` if it
+    /// rejects or a load is out of bounds.
+    fn residual(&mut self, p: &Program, k: Known, yes: Label, no: Label) {
+        let labels: Vec<Label> = (0..p.nodes.len())
+            .map(|i| match i as NodeId {
+                REJECT => no,
+                ACCEPT => yes,
+                _ => self.f.genlabel(),
+            })
+            .collect();
+        if p.root != 2 {
+            self.f.jmp(labels[p.root as usize]);
+        }
+        for (i, node) in p.nodes.iter().enumerate().skip(2) {
+            let Node::Test { test, then, els } = *node else {
+                continue;
+            };
+            self.f.label(labels[i]);
+            let mut here = k;
+            self.test(&test, &mut here, labels[then as usize], no);
+            if els as usize != i + 1 {
+                self.f.jmp(labels[els as usize]);
+            }
+        }
+    }
+
+    /// Branches to `then` if `t` holds; falls through if not; jumps to
+    /// `oob` if its load is out of bounds.
+    fn test(&mut self, t: &Test, k: &mut Known, then: Label, oob: Label) {
+        self.load(t.field, t.mask, k, oob);
+        let (v, value) = (self.r.v, u64::from(t.value));
+        match t.cmp {
+            Cmp::Eq => self.f.beq(v, value, then),
+            Cmp::Gt => self.f.bgt(v, value, then),
+            Cmp::Ge => self.f.bge(v, value, then),
+            Cmp::Set => {
+                self.f.and(v, v, value);
+                self.f.bne(v, 0, then);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::Test;
+    use crate::merge::{Candidate, analyze, merge};
+    use vcode::{Invoke, Reference, Value};
+
+    fn eq(base: Base, offset: u32, size: Size, value: u32) -> Test {
+        Test {
+            field: Field { base, offset, size },
+            mask: u32::MAX,
+            cmp: Cmp::Eq,
+            value,
+        }
+    }
+
+    /// A conjunction of tests as a program.
+    fn all_of(tests: &[Test]) -> Program {
+        let mut nodes = vec![Node::Reject, Node::Accept];
+        let n = tests.len() as u32;
+        for (i, &test) in tests.iter().enumerate() {
+            let then = if i as u32 + 1 == n { ACCEPT } else { i as u32 + 3 };
+            nodes.push(Node::Test {
+                test,
+                then,
+                els: REJECT,
+            });
+        }
+        Program {
+            nodes,
+            root: if n == 0 { ACCEPT } else { 2 },
+        }
+    }
+
+    fn tcp_port(port: u32) -> Program {
+        all_of(&[
+            eq(Base::Link, 12, Size::H, 0x0800),
+            eq(Base::Link, 23, Size::B, 6),
+            eq(Base::Transport, 2, Size::H, port),
+        ])
+    }
+
+    fn packet(port: u16) -> Vec<u8> {
+        let mut p = vec![0u8; 54];
+        p[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+        p[14] = 0x45;
+        p[23] = 6;
+        p[36..38].copy_from_slice(&port.to_be_bytes());
+        p
+    }
+
+    fn run_ref(code: &vcode::reference::RefCode, pkt: &[u8]) -> u64 {
+        let args = [Value::P(pkt.as_ptr() as usize), Value::UL(pkt.len() as u64)];
+        // SAFETY: the classifier reads `len` bytes from `pkt` at most.
+        match unsafe { code.invoke(&args) }.unwrap() {
+            Value::UL(v) => v,
+            v => panic!("{v:?}"),
+        }
+    }
+
+    #[test]
+    fn every_strategy_agrees_with_the_reference_evaluator() {
+        let mut seen = crate::merge::MergeStats::default();
+        for ports in [
+            vec![80u32],
+            vec![22, 80, 443],
+            (1000..1010).collect(),
+            vec![7, 70, 700, 7000, 9, 90, 900, 9000],
+            (0..300).map(|i| i * 97 + 5).collect::<Vec<_>>(),
+        ] {
+            let programs: Vec<Program> = ports.iter().map(|&p| tcp_port(p)).collect();
+            let analyses: Vec<_> = programs.iter().map(analyze).collect();
+            let cands: Vec<_> = analyses
+                .iter()
+                .enumerate()
+                .map(|(i, a)| Candidate {
+                    owner: i as u32,
+                    analysis: a,
+                })
+                .collect();
+            let m = merge(&cands);
+            let st = m.stats();
+            seen.linear += st.linear;
+            seen.binary += st.binary;
+            seen.table += st.table;
+            seen.hash += st.hash;
+            let native = generate(&mut Func::new(), &m).unwrap();
+            let reference = generate(&mut Func::<Reference>::with_backend(), &m).unwrap();
+            // SAFETY: the classifier reads `len` bytes from `pkt` at most.
+            let f = unsafe { native.as_fn::<extern "C" fn(*const u8, u64) -> u64>() }.unwrap();
+            for probe in ports.iter().copied().chain([0, 1, 81, 65535]) {
+                let pkt = packet(probe as u16);
+                for cut in [pkt.len(), 37, 36, 15, 14, 0] {
+                    let pkt = &pkt[..cut];
+                    let want = m.classify_rank(pkt).map_or(u64::MAX, u64::from);
+                    assert_eq!(f(pkt.as_ptr(), pkt.len() as u64), want, "{ports:?} {probe}");
+                    assert_eq!(run_ref(&reference, pkt), want);
+                    let alone = programs.iter().position(|p| p.matches(pkt));
+                    assert_eq!(want, alone.map_or(u64::MAX, |i| i as u64));
+                }
+            }
+        }
+        assert!(seen.linear > 0 && seen.binary > 0 && seen.table > 0 && seen.hash > 0);
+    }
+}

@@ -1,0 +1,587 @@
+//! Merging a table of filters into one decision structure (the paper's
+//! §4.2), and that structure's reference evaluator.
+//!
+//! DPF's point is that filters installed by many endpoints share most of
+//! their tests: every TCP/IP filter checks the Ethernet type, the IP
+//! protocol and the fragment offset, and the filters then differ only in
+//! the constant a port or an address is compared with. Merging runs each
+//! shared test once and turns "compare this field with one of N constants"
+//! into one dispatch.
+//!
+//! # Atoms and residuals
+//!
+//! [`analyze`] splits one filter's [`Program`] into
+//! * its *atoms*: the equality tests `field & mask == value` that every
+//!   accepting path of the program passes through, so that the filter
+//!   matches only if all of them hold; and
+//! * a *residual*: the program restricted to packets where the atoms hold,
+//!   which is `None` when that restriction is the constant "accept" (as it
+//!   is for the usual `tcp dst port 80 and dst host ...` conjunctions).
+//!
+//! A filter matches exactly when its atoms hold and its residual accepts.
+//! That is exact even under libpcap's abort-on-short-load rule: an atom
+//! that cannot be loaded fails, and the program could not have accepted
+//! without loading it; a residual is evaluated with its own aborts, and a
+//! test is dropped from it only when an atom on the same field already
+//! read that field (so the load is known to be in bounds).
+//!
+//! # The trie
+//!
+//! [`Merged`] is a trie over the atoms, taken in one canonical order of
+//! their keys (field, then mask). A [`MNode`] holds the filters whose
+//! atoms are all matched on the path to it, a [`Dispatch`] on the next
+//! key, whose arms lead to the filters comparing that key with each
+//! constant, and a *wild* child for the filters that do not test that key
+//! at all. Evaluation explores the arm the packet selects and then the
+//! wild child, keeping the best match so far and pruning every subtree
+//! whose best filter cannot beat it; a filter's rank (its position in
+//! priority order, ties broken by installation order) makes "best" a
+//! single integer comparison.
+//!
+//! Each dispatch picks its strategy from the key set actually present
+//! ([`Strategy`]): a short linear compare, a binary search for sparse
+//! keys, a jump table for dense keys, or a multiplicative hash chosen
+//! among several multipliers and table sizes for the fewest collisions.
+
+use crate::ir::{ACCEPT, Cmp, Field, Node, NodeId, Program, REJECT, Test};
+use std::collections::HashMap;
+
+/// What a dispatch loads: a field and the mask applied to it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Key {
+    /// The field.
+    pub field: Field,
+    /// The mask.
+    pub mask: u32,
+}
+
+/// A necessary equality test: `key.field & key.mask == value`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Atom {
+    /// The field and mask.
+    pub key: Key,
+    /// The constant.
+    pub value: u32,
+}
+
+/// One filter, split for merging (see the module docs).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Analysis {
+    /// The atoms, sorted by key, one per key.
+    pub atoms: Vec<Atom>,
+    /// The rest of the filter, given the atoms; `None` when nothing is left.
+    pub residual: Option<Program>,
+    /// The filter can never match (contradictory atoms, or a program that
+    /// rejects everything).
+    pub never: bool,
+}
+
+/// Splits `p` into atoms and a residual.
+pub fn analyze(p: &Program) -> Analysis {
+    let never = Analysis {
+        atoms: Vec::new(),
+        residual: None,
+        never: true,
+    };
+    // nec[i]: the atoms on every accepting path from node i; None for a
+    // node with no accepting path (the identity of the intersection).
+    let mut nec: Vec<Option<Vec<Atom>>> = vec![None; p.nodes.len()];
+    nec[ACCEPT as usize] = Some(Vec::new());
+    // Edges point to higher indices (and to the two leaves, set above).
+    for i in (2..p.nodes.len()).rev() {
+        nec[i] = match p.nodes[i] {
+            Node::Reject => None,
+            Node::Accept => Some(Vec::new()),
+            Node::Test { test, then, els } => {
+                let on_then = nec[then as usize].clone().map(|mut v| {
+                    if let Some(a) = atom_of(&test) {
+                        if let Err(at) = v.binary_search(&a) {
+                            v.insert(at, a);
+                        }
+                    }
+                    v
+                });
+                match (on_then, &nec[els as usize]) {
+                    (None, e) => e.clone(),
+                    (t, None) => t,
+                    (Some(t), Some(e)) => Some(t.into_iter().filter(|a| e.contains(a)).collect()),
+                }
+            }
+        };
+    }
+    let Some(atoms) = nec[p.root as usize].take() else {
+        return never;
+    };
+    // Two different constants for one key: nothing can match.
+    if atoms.windows(2).any(|w| w[0].key == w[1].key) {
+        return never;
+    }
+    let residual = restrict(p, &atoms);
+    match residual.root {
+        REJECT => never,
+        ACCEPT => Analysis {
+            atoms,
+            residual: None,
+            never: false,
+        },
+        _ => Analysis {
+            atoms,
+            residual: Some(residual),
+            never: false,
+        },
+    }
+}
+
+/// The atom a test establishes on its `then` edge, if it is an equality.
+fn atom_of(t: &Test) -> Option<Atom> {
+    (t.cmp == Cmp::Eq && t.value & !t.mask == 0).then_some(Atom {
+        key: Key {
+            field: t.field,
+            mask: t.mask,
+        },
+        value: t.value,
+    })
+}
+
+/// The outcome of `t` when `facts` hold, if they decide it. Only facts on
+/// the same field count: they prove the load in bounds.
+fn outcome(t: &Test, facts: &[Atom]) -> Option<bool> {
+    let (mut known, mut bits) = (0u32, 0u32);
+    for a in facts.iter().filter(|a| a.key.field == t.field) {
+        known |= a.key.mask;
+        bits |= a.value & a.key.mask;
+    }
+    if known == 0 {
+        return None;
+    }
+    if t.mask & !known == 0 {
+        return Some(t.holds(bits));
+    }
+    // Partly known: an equality already contradicted by the known bits.
+    let overlap = t.mask & known;
+    (t.cmp == Cmp::Eq && (bits ^ t.value) & overlap != 0).then_some(false)
+}
+
+/// `p` with every test that `facts` decide replaced by its outcome.
+fn restrict(p: &Program, facts: &[Atom]) -> Program {
+    let mut b = Builder::new();
+    let mut memo: HashMap<NodeId, NodeId> = HashMap::new();
+    let root = restrict_node(p, p.root, facts, &mut b, &mut memo);
+    b.finish(root)
+}
+
+fn restrict_node(
+    p: &Program,
+    id: NodeId,
+    facts: &[Atom],
+    b: &mut Builder,
+    memo: &mut HashMap<NodeId, NodeId>,
+) -> NodeId {
+    if let Some(&n) = memo.get(&id) {
+        return n;
+    }
+    let n = match p.nodes[id as usize] {
+        Node::Reject => REJECT,
+        Node::Accept => ACCEPT,
+        Node::Test { test, then, els } => match outcome(&test, facts) {
+            Some(true) => restrict_node(p, then, facts, b, memo),
+            Some(false) => restrict_node(p, els, facts, b, memo),
+            None => {
+                let then = restrict_node(p, then, facts, b, memo);
+                let els = restrict_node(p, els, facts, b, memo);
+                b.test(test, then, els)
+            }
+        },
+    };
+    memo.insert(id, n);
+    n
+}
+
+/// Builds a [`Program`] bottom-up (children before parents), sharing
+/// equal nodes, then renumbers it so that edges point forward.
+struct Builder {
+    nodes: Vec<Node>,
+    index: HashMap<Node, NodeId>,
+}
+
+impl Builder {
+    fn new() -> Self {
+        Builder {
+            nodes: vec![Node::Reject, Node::Accept],
+            index: HashMap::new(),
+        }
+    }
+
+    fn test(&mut self, test: Test, then: NodeId, els: NodeId) -> NodeId {
+        if then == els {
+            return then;
+        }
+        let node = Node::Test { test, then, els };
+        *self.index.entry(node).or_insert_with(|| {
+            self.nodes.push(node);
+            (self.nodes.len() - 1) as NodeId
+        })
+    }
+
+    /// Nodes were pushed children first; reversing the tests gives every
+    /// edge a higher target index.
+    fn finish(self, root: NodeId) -> Program {
+        let n = self.nodes.len() as NodeId;
+        let map = |id: NodeId| if id < 2 { id } else { n + 1 - id };
+        let mut nodes = vec![Node::Reject, Node::Accept];
+        for node in self.nodes[2..].iter().rev() {
+            let Node::Test { test, then, els } = *node else {
+                unreachable!("only tests are pushed")
+            };
+            nodes.push(Node::Test {
+                test,
+                then: map(then),
+                els: map(els),
+            });
+        }
+        Program {
+            nodes,
+            root: map(root),
+        }
+    }
+}
+
+/// An index into [`Merged::nodes`].
+pub type MNodeId = u32;
+
+/// One filter of a merged table, by rank.
+#[derive(Clone, Debug)]
+pub struct Entry {
+    /// The filter's owner (an endpoint).
+    pub owner: u32,
+    /// The rest of the filter once its atoms hold.
+    pub residual: Option<Program>,
+}
+
+/// How a dispatch finds the arm for a value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Strategy {
+    /// Compare with each key in turn (few keys).
+    Linear,
+    /// Binary search over the sorted keys (sparse keys).
+    Binary,
+    /// Index a table by `value - min` (dense keys).
+    Table {
+        /// The smallest key.
+        min: u32,
+        /// The table's length: the key range.
+        len: u32,
+    },
+    /// Index a table by `(value * mul) >> (32 - bits)`, then compare with
+    /// the keys of that bucket (one compare when `max_bucket` is 1).
+    Hash {
+        /// The multiplier.
+        mul: u32,
+        /// log2 of the table length.
+        bits: u32,
+        /// The largest number of keys in one bucket.
+        max_bucket: usize,
+    },
+}
+
+impl Strategy {
+    /// The bucket of `value` under [`Strategy::Hash`].
+    pub fn hash(mul: u32, bits: u32, value: u32) -> u32 {
+        value.wrapping_mul(mul) >> (32 - bits)
+    }
+}
+
+/// A dispatch on one key.
+#[derive(Clone, Debug)]
+pub struct Dispatch {
+    /// What is loaded.
+    pub key: Key,
+    /// The constants and their subtrees, sorted by constant.
+    pub arms: Vec<(u32, MNodeId)>,
+    /// How the arm is found.
+    pub strategy: Strategy,
+}
+
+/// A node of the merged trie.
+#[derive(Clone, Debug)]
+pub struct MNode {
+    /// Filters (ranks, ascending) whose atoms all hold on the path here.
+    pub leaves: Vec<u32>,
+    /// The dispatch on the next key.
+    pub dispatch: Option<Dispatch>,
+    /// The subtree of the filters that do not test the dispatch's key.
+    pub wild: Option<MNodeId>,
+    /// The best (lowest) rank in this subtree.
+    pub min_rank: u32,
+}
+
+/// A merged table: the trie and its filters in rank order.
+#[derive(Clone, Debug)]
+pub struct Merged {
+    /// The trie; [`Merged::root`] is its root.
+    pub nodes: Vec<MNode>,
+    /// The root, `None` for an empty table.
+    pub root: Option<MNodeId>,
+    /// The filters, indexed by rank.
+    pub entries: Vec<Entry>,
+}
+
+/// Multipliers a hash dispatch chooses among (odd, with well-mixed high
+/// bits: golden-ratio and murmur/xxhash constants).
+const MULTIPLIERS: [u32; 8] = [
+    0x9e37_79b1,
+    0x85eb_ca6b,
+    0xc2b2_ae35,
+    0x27d4_eb2f,
+    0x1656_67b1,
+    0xcc9e_2d51,
+    0x1b87_3593,
+    0x7feb_352d,
+];
+
+/// Picks the dispatch strategy for a sorted, distinct key set.
+pub fn choose_strategy(keys: &[u32]) -> Strategy {
+    let n = keys.len();
+    if n <= 4 {
+        return Strategy::Linear;
+    }
+    let (min, max) = (keys[0], keys[n - 1]);
+    let range = u64::from(max - min) + 1;
+    if range <= 2 * n as u64 + 8 && range <= 1 << 16 {
+        return Strategy::Table {
+            min,
+            len: range as u32,
+        };
+    }
+    if n <= 16 {
+        return Strategy::Binary;
+    }
+    let base = usize::BITS - (n - 1).leading_zeros();
+    let mut best: Option<(usize, usize, u32, u32)> = None;
+    for bits in base..=(base + 2).min(20) {
+        let mut counts = vec![0u32; 1 << bits];
+        for &mul in &MULTIPLIERS {
+            counts.iter_mut().for_each(|c| *c = 0);
+            let mut collisions = 0;
+            for &k in keys {
+                let c = &mut counts[Strategy::hash(mul, bits, k) as usize];
+                collisions += (*c > 0) as usize;
+                *c += 1;
+            }
+            let max_bucket = *counts.iter().max().unwrap_or(&0) as usize;
+            let score = (max_bucket, collisions, bits, mul);
+            if best.is_none_or(|b| (score.0, score.1) < (b.0, b.1)) {
+                best = Some(score);
+            }
+        }
+        if best.is_some_and(|b| b.0 == 1) {
+            break;
+        }
+    }
+    let (max_bucket, _, bits, mul) = best.expect("n > 16 keys were hashed");
+    Strategy::Hash {
+        mul,
+        bits,
+        max_bucket,
+    }
+}
+
+/// One filter as the merger takes it.
+#[derive(Clone, Debug)]
+pub struct Candidate<'a> {
+    /// The owner returned when the filter wins.
+    pub owner: u32,
+    /// Its analysis.
+    pub analysis: &'a Analysis,
+}
+
+/// Merges filters given in rank order (best first).
+pub fn merge(filters: &[Candidate<'_>]) -> Merged {
+    let entries = filters
+        .iter()
+        .map(|c| Entry {
+            owner: c.owner,
+            residual: c.analysis.residual.clone(),
+        })
+        .collect();
+    let mut m = Merged {
+        nodes: Vec::new(),
+        root: None,
+        entries,
+    };
+    let live: Vec<(u32, &[Atom])> = filters
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| !c.analysis.never)
+        .map(|(rank, c)| (rank as u32, c.analysis.atoms.as_slice()))
+        .collect();
+    if !live.is_empty() {
+        m.root = Some(build(&mut m.nodes, live));
+    }
+    m
+}
+
+/// Builds the subtree for `filters` (rank, atoms still to test).
+fn build(nodes: &mut Vec<MNode>, filters: Vec<(u32, &[Atom])>) -> MNodeId {
+    let min_rank = filters.iter().map(|f| f.0).min().unwrap_or(u32::MAX);
+    let mut leaves = Vec::new();
+    let mut rest = Vec::new();
+    for f in filters {
+        if f.1.is_empty() {
+            leaves.push(f.0);
+        } else {
+            rest.push(f);
+        }
+    }
+    leaves.sort_unstable();
+    let id = nodes.len() as MNodeId;
+    nodes.push(MNode {
+        leaves,
+        dispatch: None,
+        wild: None,
+        min_rank,
+    });
+    let Some(key) = rest.iter().map(|f| f.1[0].key).min() else {
+        return id;
+    };
+    let (on_key, wild): (Vec<_>, Vec<_>) = rest.into_iter().partition(|f| f.1[0].key == key);
+    let mut groups: Vec<(u32, Vec<(u32, &[Atom])>)> = Vec::new();
+    let mut on_key = on_key;
+    on_key.sort_by_key(|f| f.1[0].value);
+    for (rank, atoms) in on_key {
+        let v = atoms[0].value;
+        match groups.last_mut() {
+            Some((gv, g)) if *gv == v => g.push((rank, &atoms[1..])),
+            _ => groups.push((v, vec![(rank, &atoms[1..])])),
+        }
+    }
+    let keys: Vec<u32> = groups.iter().map(|g| g.0).collect();
+    let strategy = choose_strategy(&keys);
+    let arms = groups
+        .into_iter()
+        .map(|(v, g)| (v, build(nodes, g)))
+        .collect();
+    let wild = (!wild.is_empty()).then(|| build(nodes, wild));
+    let node = &mut nodes[id as usize];
+    node.dispatch = Some(Dispatch {
+        key,
+        arms,
+        strategy,
+    });
+    node.wild = wild;
+    id
+}
+
+impl Dispatch {
+    /// The arm for `value`, found by the dispatch's own strategy (so that
+    /// the reference evaluator exercises the same decision structure the
+    /// native code implements).
+    pub fn find(&self, value: u32) -> Option<MNodeId> {
+        let arms = &self.arms;
+        let hit = |i: usize| (arms[i].0 == value).then_some(arms[i].1);
+        match self.strategy {
+            Strategy::Linear => arms.iter().find(|a| a.0 == value).map(|a| a.1),
+            Strategy::Binary => arms
+                .binary_search_by_key(&value, |a| a.0)
+                .ok()
+                .map(|i| arms[i].1),
+            Strategy::Table { min, len } => {
+                let i = value.wrapping_sub(min);
+                if i >= len {
+                    return None;
+                }
+                arms.binary_search_by_key(&value, |a| a.0).ok().and_then(hit)
+            }
+            Strategy::Hash { mul, bits, .. } => {
+                let h = Strategy::hash(mul, bits, value);
+                (0..arms.len())
+                    .find(|&i| Strategy::hash(mul, bits, arms[i].0) == h && arms[i].0 == value)
+                    .and_then(hit)
+            }
+        }
+    }
+}
+
+impl Merged {
+    /// The reference evaluator: the rank of the best filter matching
+    /// `pkt`, or `None`.
+    pub fn classify_rank(&self, pkt: &[u8]) -> Option<u32> {
+        let mut best = u32::MAX;
+        if let Some(root) = self.root {
+            self.eval(root, pkt, &mut best);
+        }
+        (best != u32::MAX).then_some(best)
+    }
+
+    /// The owner of the best filter matching `pkt`, or `None`.
+    pub fn classify(&self, pkt: &[u8]) -> Option<u32> {
+        self.classify_rank(pkt)
+            .map(|r| self.entries[r as usize].owner)
+    }
+
+    fn eval(&self, id: MNodeId, pkt: &[u8], best: &mut u32) {
+        let n = &self.nodes[id as usize];
+        if n.min_rank >= *best {
+            return;
+        }
+        for &r in &n.leaves {
+            if r >= *best {
+                break;
+            }
+            let residual = &self.entries[r as usize].residual;
+            if residual.as_ref().is_none_or(|p| p.matches(pkt)) {
+                *best = r;
+                break;
+            }
+        }
+        if let Some(d) = &n.dispatch {
+            let child = d
+                .key
+                .field
+                .load(pkt)
+                .and_then(|v| d.find(v & d.key.mask));
+            if let Some(c) = child {
+                self.eval(c, pkt, best);
+            }
+        }
+        if let Some(w) = n.wild {
+            self.eval(w, pkt, best);
+        }
+    }
+
+    /// Counts of the trie's nodes and of its dispatches by strategy, for
+    /// reports.
+    pub fn stats(&self) -> MergeStats {
+        let mut s = MergeStats {
+            nodes: self.nodes.len(),
+            ..MergeStats::default()
+        };
+        for d in self.nodes.iter().filter_map(|n| n.dispatch.as_ref()) {
+            match d.strategy {
+                Strategy::Linear => s.linear += 1,
+                Strategy::Binary => s.binary += 1,
+                Strategy::Table { .. } => s.table += 1,
+                Strategy::Hash { .. } => s.hash += 1,
+            }
+        }
+        s.residuals = self.entries.iter().filter(|e| e.residual.is_some()).count();
+        s
+    }
+}
+
+/// The shape of a merged trie.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MergeStats {
+    /// Trie nodes.
+    pub nodes: usize,
+    /// Dispatches by linear compare.
+    pub linear: usize,
+    /// Dispatches by binary search.
+    pub binary: usize,
+    /// Dispatches by jump table.
+    pub table: usize,
+    /// Dispatches by hash.
+    pub hash: usize,
+    /// Filters with a residual program.
+    pub residuals: usize,
+}
