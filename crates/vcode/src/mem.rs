@@ -35,10 +35,22 @@ pub unsafe trait ExecMemory {
 }
 
 /// Something that keeps a block's memory alive and is told when it is
-/// written.
+/// written and when it is given up.
 pub trait BlockOwner: Send + Sync {
     /// Makes the block's bytes executable (no-op for dual mappings).
     fn seal(&self, exec: usize, len: usize) -> Result<(), ErrorKind>;
+
+    /// Takes the block back when the [`ExecBlock`] is dropped, e.g. onto a
+    /// code cache's free list. `write`, `exec` and `len` are the values the
+    /// block was made with. The default does nothing: the owner's own drop
+    /// releases the memory.
+    ///
+    /// An allocator that reuses the range must only do so when no thread
+    /// can still be running code in it; a code cache drops blocks only
+    /// after its deletion protocol has established that.
+    fn release(&self, write: *mut u8, exec: usize, len: usize) {
+        let _ = (write, exec, len);
+    }
 }
 
 /// A block of executable memory holding one generated function. Dropping
@@ -115,6 +127,12 @@ impl ExecBlock {
         // of both views) for `len` bytes while `owner` lives, and nothing
         // writes to it any more.
         unsafe { std::slice::from_raw_parts(self.exec as *const u8, self.len) }
+    }
+}
+
+impl Drop for ExecBlock {
+    fn drop(&mut self) {
+        self.owner.release(self.write, self.exec, self.len);
     }
 }
 
@@ -198,6 +216,34 @@ impl Drop for Chunk {
 impl BlockOwner for Chunk {
     fn seal(&self, _exec: usize, _len: usize) -> Result<(), ErrorKind> {
         Ok(())
+    }
+}
+
+/// One `memfd` mapped twice, read-write and read-execute, for allocators
+/// outside this crate (the shared code cache) that carve their own blocks
+/// out of it. The pages are never writable and executable at one address.
+/// Both views are unmapped when the `DualMap` is dropped.
+pub struct DualMap(Chunk);
+
+impl DualMap {
+    /// Maps `size` bytes (rounded up to whole pages) twice.
+    pub fn new(size: usize) -> Result<DualMap, ErrorKind> {
+        Chunk::new(page_round(size.max(1))).map(DualMap)
+    }
+
+    /// The start of the writable (not executable) view.
+    pub fn write_base(&self) -> *mut u8 {
+        self.0.rw
+    }
+
+    /// The start of the executable (not writable) view.
+    pub fn exec_base(&self) -> usize {
+        self.0.rx as usize
+    }
+
+    /// The size of each view in bytes.
+    pub fn size(&self) -> usize {
+        self.0.size
     }
 }
 

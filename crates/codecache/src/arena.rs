@@ -1,0 +1,327 @@
+//! Executable memory for the whole cache: dual-mapped chunks carved into
+//! power-of-two blocks kept on free lists by size class (paper §9.2: a
+//! shared cache cannot evict the neighbours of a hole on demand, so freed
+//! space is reused through free lists of various sizes).
+//!
+//! W^X: every chunk is a [`vcode::mem::DualMap`], one `memfd` mapped
+//! read-write at one address and read-execute at another. Code is written
+//! only through the first (by `vcode`'s `end_in`, and by the link patcher),
+//! run only from the second. No page is writable and executable at once.
+//!
+//! A chunk is one block of the largest class ([`CHUNK`]); a request of a
+//! smaller class splits the smallest free block that fits into halves,
+//! keeping one and putting the other on its list. Blocks are aligned to
+//! their size, so every block of 64 bytes or more starts a cache line.
+//! Halves are not merged again when both are free: like the paper's lists,
+//! a freed block serves requests of its own class (or smaller), and the
+//! capacity check counts mapped chunks, not the shape of free space.
+//!
+//! This is one of the small modules that own `unsafe`.
+
+use crate::sync::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use vcode::ErrorKind;
+use vcode::mem::{BlockOwner, DualMap, ExecBlock, ExecMemory};
+
+/// Smallest block: one cache line.
+pub const MIN_BLOCK: usize = 64;
+/// Largest block, and the size of each mapped chunk.
+pub const CHUNK: usize = 64 * 1024;
+/// Number of size classes (64 B to 64 KiB).
+pub const CLASSES: usize = (CHUNK / MIN_BLOCK).trailing_zeros() as usize + 1;
+
+/// The size class of a request, or `None` if it is larger than [`CHUNK`].
+pub fn class_of(len: usize) -> Option<usize> {
+    if len > CHUNK {
+        return None;
+    }
+    let size = len.max(MIN_BLOCK).next_power_of_two();
+    Some((size / MIN_BLOCK).trailing_zeros() as usize)
+}
+
+/// The block size of class `c`.
+pub fn class_size(c: usize) -> usize {
+    MIN_BLOCK << c
+}
+
+/// Why an allocation failed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum AllocError {
+    /// The request is larger than the largest block.
+    #[error("a block of {0} bytes is larger than the largest block ({CHUNK} bytes)")]
+    TooLarge(usize),
+    /// Every chunk the capacity allows is mapped and no free block fits.
+    #[error("the code cache is full: {capacity} bytes mapped, no free block of {size} bytes")]
+    Full {
+        /// The configured capacity.
+        capacity: usize,
+        /// The block size asked for.
+        size: usize,
+    },
+    /// The operating system refused a mapping.
+    #[error("mapping executable memory: {0}")]
+    Map(String),
+}
+
+struct State {
+    chunks: Vec<DualMap>,
+    /// Free blocks per class, as (write address, exec address).
+    free: Vec<Vec<(usize, usize)>>,
+    mapped: usize,
+    live: usize,
+}
+
+pub(crate) struct Inner {
+    capacity: usize,
+    state: Mutex<State>,
+    contention: AtomicU64,
+    allocs: AtomicU64,
+}
+
+/// Counters of an [`Arena`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ArenaStats {
+    /// Bytes of mapped chunks (each mapped twice; counted once).
+    pub mapped: usize,
+    /// Bytes in blocks handed out and not yet returned.
+    pub live: usize,
+    /// Bytes on the free lists (`mapped - live`).
+    pub free: usize,
+    /// Blocks handed out so far.
+    pub allocs: u64,
+    /// Times a thread found the free-list lock held.
+    pub contention: u64,
+}
+
+/// The cache's executable memory.
+#[derive(Clone)]
+pub struct Arena {
+    inner: Arc<Inner>,
+}
+
+impl Arena {
+    /// An arena that maps at most `capacity` bytes (rounded down to whole
+    /// chunks, at least one).
+    pub fn new(capacity: usize) -> Arena {
+        Arena {
+            inner: Arc::new(Inner {
+                capacity: (capacity / CHUNK).max(1) * CHUNK,
+                state: Mutex::new(State {
+                    chunks: Vec::new(),
+                    free: vec![Vec::new(); CLASSES],
+                    mapped: 0,
+                    live: 0,
+                }),
+                contention: AtomicU64::new(0),
+                allocs: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// The capacity in bytes.
+    pub fn capacity(&self) -> usize {
+        self.inner.capacity
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.inner.lock()
+    }
+
+    /// A block of at least `len` bytes: (write address, exec address, size).
+    fn take(&self, len: usize) -> Result<(usize, usize, usize), AllocError> {
+        let c = class_of(len).ok_or(AllocError::TooLarge(len))?;
+        let mut st = self.lock();
+        let from = match (c..CLASSES).find(|&k| !st.free[k].is_empty()) {
+            Some(k) => k,
+            None => {
+                if st.mapped + CHUNK > self.inner.capacity {
+                    return Err(AllocError::Full {
+                        capacity: self.inner.capacity,
+                        size: class_size(c),
+                    });
+                }
+                let m = DualMap::new(CHUNK).map_err(|e| AllocError::Map(e.to_string()))?;
+                let blk = (m.write_base() as usize, m.exec_base());
+                st.chunks.push(m);
+                st.mapped += CHUNK;
+                st.free[CLASSES - 1].push(blk);
+                CLASSES - 1
+            }
+        };
+        let (w, x) = st.free[from].pop().expect("non-empty list");
+        for k in (c..from).rev() {
+            let half = class_size(k);
+            st.free[k].push((w + half, x + half));
+        }
+        st.live += class_size(c);
+        self.inner.allocs.fetch_add(1, Ordering::Relaxed);
+        Ok((w, x, class_size(c)))
+    }
+
+    /// A raw block for code the cache writes itself (link sites, the
+    /// resolver trampoline).
+    pub(crate) fn raw(&self, len: usize) -> Result<RawBlock, AllocError> {
+        let (w, x, size) = self.take(len)?;
+        Ok(RawBlock {
+            write: w,
+            exec: x,
+            len: size,
+            arena: self.inner.clone(),
+        })
+    }
+
+    /// The current counters.
+    pub fn stats(&self) -> ArenaStats {
+        let st = self.lock();
+        ArenaStats {
+            mapped: st.mapped,
+            live: st.live,
+            free: st.free.iter().enumerate().map(|(c, l)| l.len() * class_size(c)).sum(),
+            allocs: self.inner.allocs.load(Ordering::Relaxed),
+            contention: self.inner.contention.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Bytes in free blocks of each class, smallest class first.
+    pub fn free_by_class(&self) -> Vec<usize> {
+        let st = self.lock();
+        st.free.iter().map(|l| l.len()).collect()
+    }
+}
+
+impl Inner {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        match self.state.try_lock() {
+            Ok(g) => g,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => {
+                self.contention.fetch_add(1, Ordering::Relaxed);
+                self.state.lock().unwrap_or_else(|p| p.into_inner())
+            }
+        }
+    }
+
+    fn give_back(&self, write: usize, exec: usize, len: usize) {
+        let c = class_of(len).expect("a block of this arena");
+        debug_assert_eq!(class_size(c), len);
+        let mut st = self.lock();
+        st.free[c].push((write, exec));
+        st.live -= len;
+    }
+}
+
+impl BlockOwner for Inner {
+    fn seal(&self, _exec: usize, _len: usize) -> Result<(), ErrorKind> {
+        // Dual mapping: the bytes written through the write view already
+        // show at the exec view.
+        Ok(())
+    }
+
+    fn release(&self, write: *mut u8, exec: usize, len: usize) {
+        self.give_back(write as usize, exec, len);
+    }
+}
+
+// SAFETY: blocks are disjoint (each free-list entry is handed out once and
+// comes back only through `release`), size-aligned ranges of a mapped
+// chunk; `write` is the read-write view of the very pages that show at
+// `exec` read-execute (one memfd, two mappings), valid for the block's size;
+// the chunk stays mapped as long as the `Inner` each block holds an `Arc` of.
+unsafe impl ExecMemory for Arena {
+    fn alloc(&self, len: usize) -> Result<ExecBlock, ErrorKind> {
+        let (w, x, size) = self.take(len).map_err(|e| ErrorKind::Memory(e.to_string()))?;
+        // SAFETY: see the impl's safety comment: `w` is writable for `size`
+        // bytes that show at `x`, kept mapped by the owner.
+        Ok(unsafe { ExecBlock::new(w as *mut u8, x, size, self.inner.clone()) })
+    }
+}
+
+/// A block the cache writes itself. Returned to the free lists on drop.
+pub(crate) struct RawBlock {
+    write: usize,
+    exec: usize,
+    len: usize,
+    arena: Arc<Inner>,
+}
+
+impl RawBlock {
+    /// The address the code runs at.
+    pub(crate) fn exec(&self) -> usize {
+        self.exec
+    }
+
+    /// Copies `bytes` to offset `at` through the write view.
+    pub(crate) fn write(&mut self, at: usize, bytes: &[u8]) {
+        assert!(at + bytes.len() <= self.len, "write past the block");
+        // SAFETY: `write..write+len` is this block's writable view (handed
+        // out once by `take`), and `at + bytes.len() <= len`; the caller
+        // writes only bytes no thread is executing yet.
+        unsafe {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), (self.write + at) as *mut u8, bytes.len())
+        };
+    }
+
+    /// Stores `v` at offset `at` (4-aligned) with one atomic 4-byte store
+    /// through the write view: how a live jump is repatched.
+    pub(crate) fn store_u32(&self, at: usize, v: u32) {
+        assert!(at % 4 == 0 && at + 4 <= self.len, "misaligned patch");
+        // SAFETY: the address is inside this block's writable view, 4-byte
+        // aligned (blocks are 64-aligned and `at` is a multiple of 4), and
+        // every access to these 4 bytes through this view is atomic (this
+        // function is the only writer after `write` set up the block).
+        let a = unsafe { std::sync::atomic::AtomicU32::from_ptr((self.write + at) as *mut u32) };
+        a.store(v, std::sync::atomic::Ordering::Release);
+    }
+}
+
+impl Drop for RawBlock {
+    fn drop(&mut self) {
+        self.arena.give_back(self.write, self.exec, self.len);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classes_are_powers_of_two_from_a_cache_line_to_a_chunk() {
+        assert_eq!(class_of(1), Some(0));
+        assert_eq!(class_of(64), Some(0));
+        assert_eq!(class_of(65), Some(1));
+        assert_eq!(class_of(CHUNK), Some(CLASSES - 1));
+        assert_eq!(class_of(CHUNK + 1), None);
+        assert_eq!(class_size(CLASSES - 1), CHUNK);
+    }
+
+    #[test]
+    fn splitting_and_reuse_keep_every_byte_accounted() {
+        let a = Arena::new(2 * CHUNK);
+        let b1 = a.raw(100).unwrap(); // 128: splits 64K into 32K,16K,..,128,128
+        assert_eq!(b1.len, 128);
+        assert_eq!(b1.exec % 128, 0);
+        let s = a.stats();
+        assert_eq!((s.mapped, s.live, s.free), (CHUNK, 128, CHUNK - 128));
+        let b2 = a.raw(60).unwrap(); // 64: splits the free 128
+        let b3 = a.raw(60).unwrap(); // the other 64
+        assert_eq!(a.stats().live, 256);
+        let x3 = b3.exec;
+        drop(b3);
+        let b4 = a.raw(10).unwrap(); // reused from the 64 list
+        assert_eq!(b4.exec, x3);
+        drop((b1, b2, b4));
+        let s = a.stats();
+        assert_eq!((s.live, s.free), (0, CHUNK));
+    }
+
+    #[test]
+    fn capacity_is_a_hard_limit() {
+        let a = Arena::new(CHUNK);
+        let big = a.raw(CHUNK).unwrap();
+        assert!(matches!(a.raw(64), Err(AllocError::Full { .. })));
+        assert!(matches!(a.raw(CHUNK + 1), Err(AllocError::TooLarge(_))));
+        drop(big);
+        assert!(a.raw(64).is_ok());
+        assert_eq!(a.stats().mapped, CHUNK);
+    }
+}

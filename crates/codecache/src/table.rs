@@ -1,0 +1,309 @@
+//! The lookup table (paper §8): open addressing with linear probing, read
+//! without locks.
+//!
+//! * **Add**: a writer fills a slot's key and value and only then writes its
+//!   tag (`Release`), so a reader that sees the tag (`Acquire`) sees a
+//!   complete entry.
+//! * **Replace**: the value pointer of a full slot is swapped in one atomic
+//!   store; a reader gets the old or the new value, both alive (the old one
+//!   is retired, not freed).
+//! * **Remove**: the tag becomes [`REMOVED`], a sentinel that is not a hit
+//!   but does not end the probe chain. A removed slot is only ever revived
+//!   for the *same* key (its key word never changes once written), so a
+//!   reader can never match a key against a slot that is being refilled.
+//! * **Resize**: a writer builds a new table (dropping the sentinels), points
+//!   readers at it with one `Release` store and retires the old one through
+//!   the [`Reclaimer`]: it is freed only when no reader can hold it.
+//!
+//! Writers serialize on one lock per table (a "global structure" lock of
+//! the paper's §6); readers take none.
+//!
+//! An established concurrent map could stand in only if reads never block
+//! and removal were safe while readers run. `dashmap` takes a shard's
+//! read lock on every `get` and hands out guards that block writers of that
+//! shard; `RwLock<HashMap>` and `Mutex<HashMap>` block outright. The
+//! benchmark compares all three against this table.
+
+use crate::deletion::{Garbage, Guard, Reclaimer};
+use crate::sync::{AtomicPtr, AtomicU64, Mutex, Ordering, lock};
+
+/// Tag of a slot never used: ends a probe chain.
+pub const EMPTY: u64 = 0;
+/// Tag of a slot whose entry was removed: not a hit, but the chain goes on.
+pub const REMOVED: u64 = 1;
+/// Tag of a slot holding an entry.
+pub const FULL: u64 = 2;
+
+const MIN_SLOTS: usize = 16;
+
+struct Slot<V> {
+    tag: AtomicU64,
+    key: AtomicU64,
+    val: AtomicPtr<V>,
+}
+
+/// One generation of the table's storage.
+pub struct Table<V> {
+    slots: Box<[Slot<V>]>,
+    mask: usize,
+}
+
+impl<V> Table<V> {
+    fn new(n: usize) -> Table<V> {
+        let n = n.next_power_of_two().max(MIN_SLOTS);
+        Table {
+            slots: (0..n)
+                .map(|_| Slot {
+                    tag: AtomicU64::new(EMPTY),
+                    key: AtomicU64::new(0),
+                    val: AtomicPtr::new(std::ptr::null_mut()),
+                })
+                .collect(),
+            mask: n - 1,
+        }
+    }
+
+    fn home(&self, key: u64) -> usize {
+        let h = (key ^ (key >> 29)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        (h >> 32) as usize & self.mask
+    }
+
+    /// The slot holding `key` (full or removed), or the empty slot that
+    /// ends its chain.
+    fn find(&self, key: u64) -> (usize, u64) {
+        let mut i = self.home(key);
+        loop {
+            let s = &self.slots[i];
+            let tag = s.tag.load(Ordering::Acquire);
+            if tag == EMPTY || s.key.load(Ordering::Relaxed) == key {
+                return (i, tag);
+            }
+            i = (i + 1) & self.mask;
+        }
+    }
+}
+
+struct Counts {
+    live: usize,
+    used: usize,
+}
+
+/// A map from `u64` keys to owned values, read without locks.
+pub struct Map<V: Send + 'static> {
+    cur: AtomicPtr<Table<V>>,
+    write: Mutex<Counts>,
+    contention: AtomicU64,
+}
+
+// SAFETY: the map owns its values (boxed, handed between threads only as
+// `&V` to readers and `Box<V>` to writers), so it is Send and Sync when V
+// is Send and Sync.
+unsafe impl<V: Send + Sync + 'static> Sync for Map<V> {}
+// SAFETY: as above.
+unsafe impl<V: Send + Sync + 'static> Send for Map<V> {}
+
+impl<V: Send + 'static> Default for Map<V> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<V: Send + 'static> Map<V> {
+    /// An empty map.
+    pub fn new() -> Self {
+        Map {
+            cur: AtomicPtr::new(Box::into_raw(Box::new(Table::new(MIN_SLOTS)))),
+            write: Mutex::new(Counts { live: 0, used: 0 }),
+            contention: AtomicU64::new(0),
+        }
+    }
+
+    /// The value for `key`, alive for as long as `guard` (the thread stays
+    /// between two synchronization points).
+    #[inline]
+    pub fn get<'g>(&'g self, key: u64, guard: &'g Guard<'_>) -> Option<&'g V> {
+        let _ = guard;
+        // SAFETY: `guard` proves the thread is registered, not flagged out,
+        // and past no synchronization point until the borrow ends.
+        unsafe { self.get_unchecked(key) }
+    }
+
+    /// [`Map::get`] without the guard's proof.
+    ///
+    /// # Safety
+    /// The calling thread must be registered with the reclaimer this map
+    /// retires into, not flagged out, and must not pass a synchronization
+    /// point while it uses the result (it is inside a scope, e.g. running
+    /// generated code entered from one).
+    #[inline]
+    pub unsafe fn get_unchecked<'a>(&'a self, key: u64) -> Option<&'a V> {
+        let t = self.cur.load(Ordering::Acquire);
+        // SAFETY: a table is retired only after `cur` moved past it, and
+        // freed only when every thread counted at that retire has passed a
+        // synchronization point; the caller has not passed one since it
+        // could have loaded `t` (contract above).
+        let t = unsafe { &*t };
+        let (i, tag) = t.find(key);
+        if tag != FULL {
+            return None;
+        }
+        let v = t.slots[i].val.load(Ordering::Acquire);
+        // SAFETY: the slot was full when its tag was read, so `v` is a live
+        // value or one retired after that read, which outlives the caller's
+        // current scope for the same reason as the table.
+        Some(unsafe { &*v })
+    }
+
+    /// Publishes `value` under `key`. Returns the value it replaces, which
+    /// is now unreachable for new lookups; the caller retires it. May
+    /// retire the old table into `rec` after a resize.
+    pub fn insert(&self, key: u64, value: Box<V>, rec: &Reclaimer) -> Option<Box<V>> {
+        let mut c = lock(&self.write, &self.contention);
+        // Writers hold the lock: `cur` only changes under it.
+        // SAFETY: the current table is never retired while we hold the lock.
+        let mut t = unsafe { &*self.cur.load(Ordering::Acquire) };
+        let (mut i, mut tag) = t.find(key);
+        if tag == EMPTY && (c.used + 1) * 2 > t.slots.len() {
+            t = self.resize(&mut c, rec);
+            (i, tag) = t.find(key);
+        }
+        let s = &t.slots[i];
+        let v = Box::into_raw(value);
+        match tag {
+            FULL => {
+                let old = s.val.swap(v, Ordering::AcqRel);
+                // SAFETY: the slot owned `old` (made by Box::into_raw) and it
+                // is no longer reachable through the table.
+                Some(unsafe { Box::from_raw(old) })
+            }
+            REMOVED => {
+                // Revived for the same key: value first, then the tag.
+                s.val.store(v, Ordering::Relaxed);
+                s.tag.store(FULL, Ordering::Release);
+                c.live += 1;
+                None
+            }
+            _ => {
+                s.key.store(key, Ordering::Relaxed);
+                s.val.store(v, Ordering::Relaxed);
+                s.tag.store(FULL, Ordering::Release);
+                c.live += 1;
+                c.used += 1;
+                None
+            }
+        }
+    }
+
+    /// Removes `key` if `pred` holds for its value; returns the value, now
+    /// unreachable for new lookups, for the caller to retire.
+    pub fn remove_if(&self, key: u64, pred: impl FnOnce(&V) -> bool) -> Option<Box<V>> {
+        let mut c = lock(&self.write, &self.contention);
+        // SAFETY: as in `insert`.
+        let t = unsafe { &*self.cur.load(Ordering::Acquire) };
+        let (i, tag) = t.find(key);
+        if tag != FULL {
+            return None;
+        }
+        let s = &t.slots[i];
+        let v = s.val.load(Ordering::Relaxed);
+        // SAFETY: a full slot's value is live; only writers (holding the
+        // lock) retire values.
+        if !pred(unsafe { &*v }) {
+            return None;
+        }
+        s.tag.store(REMOVED, Ordering::Release);
+        c.live -= 1;
+        // SAFETY: the slot owned `v`; it is now unreachable for lookups that
+        // start after this store, and the caller retires it for the rest.
+        Some(unsafe { Box::from_raw(v) })
+    }
+
+    /// Removes `key`.
+    pub fn remove(&self, key: u64) -> Option<Box<V>> {
+        self.remove_if(key, |_| true)
+    }
+
+    /// Calls `f` on every live value, under the writers' lock.
+    pub fn for_each(&self, mut f: impl FnMut(u64, &V)) {
+        let _c = lock(&self.write, &self.contention);
+        // SAFETY: as in `insert`.
+        let t = unsafe { &*self.cur.load(Ordering::Acquire) };
+        for s in t.slots.iter() {
+            if s.tag.load(Ordering::Relaxed) == FULL {
+                // SAFETY: live while its slot is full and we hold the lock.
+                f(s.key.load(Ordering::Relaxed), unsafe {
+                    &*s.val.load(Ordering::Relaxed)
+                });
+            }
+        }
+    }
+
+    fn resize<'a>(&'a self, c: &mut Counts, rec: &Reclaimer) -> &'a Table<V> {
+        let old = self.cur.load(Ordering::Acquire);
+        // SAFETY: current table, caller holds the lock.
+        let o = unsafe { &*old };
+        let new = Table::new((c.live + 1) * 4);
+        for s in o.slots.iter() {
+            if s.tag.load(Ordering::Relaxed) == FULL {
+                let key = s.key.load(Ordering::Relaxed);
+                let (i, _) = new.find(key);
+                let d = &new.slots[i];
+                d.key.store(key, Ordering::Relaxed);
+                d.val.store(s.val.load(Ordering::Relaxed), Ordering::Relaxed);
+                d.tag.store(FULL, Ordering::Relaxed);
+            }
+        }
+        c.used = c.live;
+        let new = Box::into_raw(Box::new(new));
+        // Release: a reader that loads the new table sees its slots.
+        self.cur.store(new, Ordering::Release);
+        // SAFETY: `old` came from Box::into_raw and `cur` no longer points
+        // at it; readers that loaded it are covered by the retire. Its
+        // values now belong to the new table (a Table never drops values).
+        let garbage: Garbage = Box::new(unsafe { Box::from_raw(old) });
+        rec.retire(vec![garbage], 0);
+        // SAFETY: just stored, and we hold the lock.
+        unsafe { &*new }
+    }
+
+    /// Entries in the map.
+    pub fn len(&self) -> usize {
+        lock(&self.write, &self.contention).live
+    }
+
+    /// True when the map holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Slots of the current table (for the metadata figure).
+    pub fn slots(&self) -> usize {
+        let _c = lock(&self.write, &self.contention);
+        // SAFETY: as in `insert`.
+        unsafe { &*self.cur.load(Ordering::Acquire) }.slots.len()
+    }
+
+    /// Times a writer found the writers' lock held.
+    pub fn contention(&self) -> u64 {
+        self.contention.load(Ordering::Relaxed)
+    }
+
+    /// Bytes of one slot.
+    pub const SLOT_BYTES: usize = std::mem::size_of::<Slot<V>>();
+}
+
+impl<V: Send + 'static> Drop for Map<V> {
+    fn drop(&mut self) {
+        let t = self.cur.load(Ordering::Relaxed);
+        // SAFETY: we are the last owner: no reader or writer is left, and
+        // `t` and every full slot's value came from Box::into_raw.
+        unsafe {
+            let t = Box::from_raw(t);
+            for s in t.slots.iter() {
+                if s.tag.load(Ordering::Relaxed) == FULL {
+                    drop(Box::from_raw(s.val.load(Ordering::Relaxed)));
+                }
+            }
+        }
+    }
+}
