@@ -77,47 +77,42 @@ pub struct Analysis {
 }
 
 /// Splits `p` into atoms and a residual.
+///
+/// The atoms are found to a fixpoint: restricting the program by the
+/// atoms found so far removes branches they contradict (the IPv6 or ARP
+/// alternatives of `tcp` or `host`, say), which can reveal more tests that
+/// every remaining accepting path takes.
 pub fn analyze(p: &Program) -> Analysis {
     let never = Analysis {
         atoms: Vec::new(),
         residual: None,
         never: true,
     };
-    // nec[i]: the atoms on every accepting path from node i; None for a
-    // node with no accepting path (the identity of the intersection).
-    let mut nec: Vec<Option<Vec<Atom>>> = vec![None; p.nodes.len()];
-    nec[ACCEPT as usize] = Some(Vec::new());
-    // Edges point to higher indices (and to the two leaves, set above).
-    for i in (2..p.nodes.len()).rev() {
-        nec[i] = match p.nodes[i] {
-            Node::Reject => None,
-            Node::Accept => Some(Vec::new()),
-            Node::Test { test, then, els } => {
-                let on_then = nec[then as usize].clone().map(|mut v| {
-                    if let Some(a) = atom_of(&test) {
-                        if let Err(at) = v.binary_search(&a) {
-                            v.insert(at, a);
-                        }
-                    }
-                    v
-                });
-                match (on_then, &nec[els as usize]) {
-                    (None, e) => e.clone(),
-                    (t, None) => t,
-                    (Some(t), Some(e)) => Some(t.into_iter().filter(|a| e.contains(a)).collect()),
-                }
-            }
+    let mut atoms: Vec<Atom> = Vec::new();
+    let mut prog = p.clone();
+    loop {
+        let Some(found) = necessary(&prog) else {
+            return never;
         };
+        let before = atoms.len();
+        for a in found {
+            if let Err(at) = atoms.binary_search(&a) {
+                atoms.insert(at, a);
+            }
+        }
+        // Two different constants for one key: nothing can match.
+        if atoms.windows(2).any(|w| w[0].key == w[1].key) {
+            return never;
+        }
+        if atoms.len() == before {
+            break;
+        }
+        prog = restrict(&prog, &atoms);
+        if prog.root == ACCEPT || prog.root == REJECT {
+            break;
+        }
     }
-    let Some(atoms) = nec[p.root as usize].take() else {
-        return never;
-    };
-    // Two different constants for one key: nothing can match.
-    if atoms.windows(2).any(|w| w[0].key == w[1].key) {
-        return never;
-    }
-    let residual = restrict(p, &atoms);
-    match residual.root {
+    match prog.root {
         REJECT => never,
         ACCEPT => Analysis {
             atoms,
@@ -126,21 +121,72 @@ pub fn analyze(p: &Program) -> Analysis {
         },
         _ => Analysis {
             atoms,
-            residual: Some(residual),
+            residual: Some(prog),
             never: false,
         },
     }
 }
 
-/// The atom a test establishes on its `then` edge, if it is an equality.
-fn atom_of(t: &Test) -> Option<Atom> {
-    (t.cmp == Cmp::Eq && t.value & !t.mask == 0).then_some(Atom {
-        key: Key {
-            field: t.field,
-            mask: t.mask,
-        },
-        value: t.value,
-    })
+/// The atoms on every accepting path of `p`, or `None` if no path accepts.
+fn necessary(p: &Program) -> Option<Vec<Atom>> {
+    // nec[i]: the atoms on every accepting path from node i; None for a
+    // node with no accepting path (the identity of the intersection).
+    let mut nec: Vec<Option<Vec<Atom>>> = vec![None; p.nodes.len()];
+    nec[ACCEPT as usize] = Some(Vec::new());
+    let with = |v: &Option<Vec<Atom>>, a: Option<Atom>| {
+        v.clone().map(|mut v| {
+            if let Some(a) = a {
+                if let Err(at) = v.binary_search(&a) {
+                    v.insert(at, a);
+                }
+            }
+            v
+        })
+    };
+    // Edges point to higher indices (and to the two leaves, set above).
+    for i in (2..p.nodes.len()).rev() {
+        let Node::Test { test, then, els } = p.nodes[i] else {
+            continue;
+        };
+        let (on_then, on_els) = edge_atoms(&test);
+        nec[i] = match (with(&nec[then as usize], on_then), with(&nec[els as usize], on_els)) {
+            (None, e) => e,
+            (t, None) => t,
+            (Some(t), Some(e)) => Some(t.into_iter().filter(|a| e.contains(a)).collect()),
+        };
+    }
+    nec[p.root as usize].take()
+}
+
+/// The atoms a test establishes on its `then` and `else` edges: an
+/// equality on `then`, and for a bit test (BPF's `jset`) "these bits are
+/// clear" on `else`, which is how libpcap tests the fragment offset.
+fn edge_atoms(t: &Test) -> (Option<Atom>, Option<Atom>) {
+    let all = size_mask(t.field);
+    let atom = |mask: u32, value: u32| {
+        let mask = mask & all;
+        (mask != 0 && value & !mask == 0).then_some(Atom {
+            key: Key {
+                field: t.field,
+                mask,
+            },
+            value,
+        })
+    };
+    match t.cmp {
+        Cmp::Eq => (atom(t.mask, t.value), None),
+        Cmp::Set => (None, atom(t.mask & t.value, 0)),
+        Cmp::Gt | Cmp::Ge => (None, None),
+    }
+}
+
+/// All ones over a field's width.
+fn size_mask(f: Field) -> u32 {
+    match f.size {
+        crate::ir::Size::B => 0xff,
+        crate::ir::Size::H => 0xffff,
+        crate::ir::Size::W => u32::MAX,
+    }
 }
 
 /// The outcome of `t` when `facts` hold, if they decide it. Only facts on
@@ -154,7 +200,12 @@ fn outcome(t: &Test, facts: &[Atom]) -> Option<bool> {
     if known == 0 {
         return None;
     }
-    if t.mask & !known == 0 {
+    // The bits the test's outcome depends on.
+    let relevant = match t.cmp {
+        Cmp::Set => t.mask & t.value,
+        _ => t.mask,
+    } & size_mask(t.field);
+    if relevant & !known == 0 {
         return Some(t.holds(bits));
     }
     // Partly known: an equality already contradicted by the known bits.
