@@ -280,6 +280,28 @@ impl Drop for RawBlock {
     }
 }
 
+/// A page of code the cache writes once, outside the arena's capacity and
+/// free lists (the resolver trampoline): written through its write view,
+/// run from its exec view.
+pub(crate) struct CodePage {
+    map: DualMap,
+}
+
+impl CodePage {
+    pub(crate) fn new(code: &[u8]) -> Result<CodePage, AllocError> {
+        let map = DualMap::new(code.len()).map_err(|e| AllocError::Map(e.to_string()))?;
+        assert!(code.len() <= map.size());
+        // SAFETY: the write view is ours, `size >= code.len()` bytes, and no
+        // thread can run the page before its address is returned.
+        unsafe { std::ptr::copy_nonoverlapping(code.as_ptr(), map.write_base(), code.len()) };
+        Ok(CodePage { map })
+    }
+
+    pub(crate) fn exec(&self) -> usize {
+        self.map.exec_base()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,7 +1,7 @@
 //! The cache: publication, lookup inside scopes, the two-step deletion,
 //! capacity, statistics, and the shared and private modes.
 
-use crate::arena::{AllocError, Arena, ArenaStats, RawBlock};
+use crate::arena::{AllocError, Arena, ArenaStats, CodePage};
 use crate::deletion::{DelayHistogram, Garbage, Guard, Participation, Reclaimer};
 use crate::link::{Link, Links};
 use crate::table::Map;
@@ -82,6 +82,13 @@ pub enum Error {
     /// Cache memory for a link site.
     #[error(transparent)]
     Alloc(#[from] AllocError),
+    /// The code just built was retired (replaced, removed or evicted for
+    /// capacity) before it could be returned.
+    #[error("the code for key {key} was retired as soon as it was built")]
+    Retired {
+        /// The key.
+        key: u64,
+    },
 }
 
 /// One published block: the code for a key at one version.
@@ -173,7 +180,7 @@ pub(crate) struct Core {
     pub(crate) table: Map<Entry>,
     rec: Reclaimer,
     pub(crate) links: Arc<Links>,
-    trampoline: OnceLock<RawBlock>,
+    trampoline: OnceLock<CodePage>,
     /// The building lock (paper §6): held across looking up, building and
     /// adding a block.
     build: Mutex<()>,
@@ -232,27 +239,25 @@ impl Core {
         if let Some(t) = self.trampoline.get() {
             return Ok(t.exec());
         }
-        let code = crate::link::trampoline_code();
-        let mut b = self.arena.raw(code.len())?;
-        b.write(0, &code);
-        // Another builder may have won the race; its block is kept and ours
-        // goes back to the free lists.
-        Ok(self.trampoline.get_or_init(|| b).exec())
+        let page = CodePage::new(&crate::link::trampoline_code())?;
+        // Another builder may have won the race; then ours is unmapped.
+        Ok(self.trampoline.get_or_init(|| page).exec())
     }
 
     /// Builds under the building lock and publishes; retires what it
     /// replaces. `current` is consulted first (under the lock) by
     /// `get_or_build`.
-    fn build_and_insert<F>(&self, key: u64, version: u64, build: F) -> Result<(), Error>
+    fn build_and_insert<F, E>(&self, key: u64, version: u64, build: F) -> Result<(), Error>
     where
-        F: FnOnce(&mut Emit<'_>) -> Result<vcode::Code, vcode::Error>,
+        F: FnOnce(&mut Emit<'_>) -> Result<vcode::Code, E>,
+        E: Into<Error>,
     {
         self.building.store(0, Ordering::Relaxed);
         let mut emit = Emit {
             core: self,
             links: Vec::new(),
         };
-        let code = build(&mut emit)?;
+        let code = build(&mut emit).map_err(Into::into)?;
         let bytes = self.building.load(Ordering::Relaxed);
         let generation = {
             let mut g = lock_counted(&self.gens, &self.gen_contention);
@@ -282,9 +287,10 @@ impl Core {
         Ok(())
     }
 
-    fn publish<F>(&self, key: u64, version: u64, build: F) -> Result<(), Error>
+    fn publish<F, E>(&self, key: u64, version: u64, build: F) -> Result<(), Error>
     where
-        F: FnOnce(&mut Emit<'_>) -> Result<vcode::Code, vcode::Error>,
+        F: FnOnce(&mut Emit<'_>) -> Result<vcode::Code, E>,
+        E: Into<Error>,
     {
         let r = {
             let _b = lock_counted(&self.build, &self.build_contention);
@@ -357,7 +363,7 @@ impl Core {
     }
 
     fn keep_below_high_water(&self) {
-        let limit = self.cfg.capacity / 100 * self.cfg.high_water_percent;
+        let limit = (self.cfg.capacity as u128 * self.cfg.high_water_percent as u128 / 100) as usize;
         while self.live_bytes.load(Ordering::Relaxed) > limit {
             if self.evict_oldest() == 0 {
                 break;
@@ -623,9 +629,10 @@ impl CodeCache {
     ///
     /// This is the publisher's whole interface: build, publish, and the old
     /// version is retired.
-    pub fn publish<F>(&self, key: u64, version: u64, mut build: F) -> Result<(), Error>
+    pub fn publish<F, E>(&self, key: u64, version: u64, mut build: F) -> Result<(), Error>
     where
-        F: FnMut(&mut Emit<'_>) -> Result<vcode::Code, vcode::Error>,
+        F: FnMut(&mut Emit<'_>) -> Result<vcode::Code, E>,
+        E: Into<Error>,
     {
         for c in self.cores() {
             c.publish(key, version, &mut build)?;
@@ -704,9 +711,10 @@ impl Thread {
     /// Publishes into this thread's cache (the same as
     /// [`CodeCache::publish`] in shared mode; only this thread's cache in
     /// private mode).
-    pub fn publish<F>(&self, key: u64, version: u64, build: F) -> Result<(), Error>
+    pub fn publish<F, E>(&self, key: u64, version: u64, build: F) -> Result<(), Error>
     where
-        F: FnOnce(&mut Emit<'_>) -> Result<vcode::Code, vcode::Error>,
+        F: FnOnce(&mut Emit<'_>) -> Result<vcode::Code, E>,
+        E: Into<Error>,
     {
         self.core.publish(key, version, build)
     }
@@ -746,9 +754,10 @@ impl<'t> Scope<'t> {
     /// The current code for `key`, built and published by `build` (at
     /// `version`) if there is none: the paper's basic-block building path,
     /// under the building lock with a second lookup.
-    pub fn get_or_build<F>(&self, key: u64, version: u64, build: F) -> Result<&Entry, Error>
+    pub fn get_or_build<F, E>(&self, key: u64, version: u64, build: F) -> Result<&Entry, Error>
     where
-        F: FnOnce(&mut Emit<'_>) -> Result<vcode::Code, vcode::Error>,
+        F: FnOnce(&mut Emit<'_>) -> Result<vcode::Code, E>,
+        E: Into<Error>,
     {
         if let Some(e) = self.lookup(key) {
             return Ok(e);
@@ -761,8 +770,9 @@ impl<'t> Scope<'t> {
         }
         self.core.keep_below_high_water();
         // Present unless another thread retired it in between.
-        self.core.table.get(key, &self.guard).ok_or_else(|| {
-            Error::Alloc(AllocError::Map(format!("key {key} was retired while being built")))
-        })
+        self.core
+            .table
+            .get(key, &self.guard)
+            .ok_or(Error::Retired { key })
     }
 }

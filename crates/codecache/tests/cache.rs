@@ -1,0 +1,252 @@
+//! The cache's behaviour as a specification: publication and lookup,
+//! replacement and delayed deletion (with a thread inside a scope, a thread
+//! flagged out, a thread that exits), links and unlinking, capacity
+//! eviction, private mode, and W^X.
+
+mod common;
+
+use codecache::{CodeCache, Config, arena::CHUNK};
+use common::*;
+
+type LongFn = extern "C" fn(i64) -> i64;
+
+fn call(scope: &codecache::Scope<'_>, key: u64) -> Option<(i64, u64)> {
+    let e = scope.lookup(key)?;
+    // SAFETY: the test's functions only compute on their argument (and call
+    // through their link); the pointer is used inside the scope.
+    let f = unsafe { e.code().as_fn::<LongFn>() }.unwrap();
+    Some((f(5), e.version()))
+}
+
+#[test]
+fn published_code_runs_and_replacement_is_seen() {
+    let cache = CodeCache::new(Config::default());
+    let mut t = cache.register();
+    assert!(t.enter().lookup(1).is_none());
+    cache.publish(1, 1, value_fn(1, 1, 0)).unwrap();
+    assert_eq!(call(&t.enter(), 1), Some((5 + tag(1, 1), 1)));
+    cache.publish(1, 2, value_fn(1, 2, 3)).unwrap();
+    assert_eq!(call(&t.enter(), 1), Some((5 + tag(1, 2), 2)));
+    let s = cache.stats();
+    assert_eq!(s.entries, 1);
+    assert_eq!(s.retired_sets, 1);
+    assert!(s.lookups >= 3 && s.hits >= 2);
+}
+
+#[test]
+fn retired_code_stays_alive_while_a_scope_may_use_it() {
+    let cache = CodeCache::new(Config::default());
+    cache.publish(1, 1, value_fn(1, 1, 0)).unwrap();
+    let mut a = cache.register();
+    let mut b = cache.register();
+    let sa = a.enter();
+    let e = sa.lookup(1).unwrap();
+    assert!(cache.retire(1));
+    // b passes synchronization points; a is still inside its scope.
+    drop(b.enter());
+    let s = cache.stats();
+    assert_eq!(s.pending_sets, 1);
+    assert!(s.bytes_pending > 0);
+    // The code a holds still runs.
+    // SAFETY: as in `call`.
+    let f = unsafe { e.code().as_fn::<LongFn>() }.unwrap();
+    assert_eq!(f(0), tag(1, 1));
+    drop(sa); // a's synchronization point frees it
+    let s = cache.stats();
+    assert_eq!((s.pending_sets, s.bytes_pending, s.freed_sets), (0, 0, 1));
+    assert_eq!(s.arena.live, 0);
+}
+
+#[test]
+fn a_flagged_out_thread_never_delays_deletion() {
+    let cache = CodeCache::new(Config::default());
+    let mut blocked = cache.register();
+    let mut worker = cache.register();
+    cache.publish(1, 1, value_fn(1, 1, 0)).unwrap();
+    blocked.blocking(|| {
+        cache.publish(1, 2, value_fn(1, 2, 0)).unwrap();
+        // Only the worker is counted; its next synchronization point frees
+        // version 1 while `blocked` is still "in its system call".
+        assert_eq!(cache.stats().pending_sets, 1);
+        drop(worker.enter());
+        assert_eq!(cache.stats().pending_sets, 0);
+    });
+    // Back from the call, the thread sees the current version.
+    assert_eq!(call(&blocked.enter(), 1), Some((5 + tag(1, 2), 2)));
+    // Without the flag, an idle registered thread holds deletion back...
+    cache.publish(1, 3, value_fn(1, 3, 0)).unwrap();
+    drop(worker.enter());
+    assert_eq!(cache.stats().pending_sets, 1);
+    // ...until it exits: thread exit is a synchronization point.
+    drop(blocked);
+    assert_eq!(cache.stats().pending_sets, 0);
+    assert_eq!(cache.stats().threads, 1);
+}
+
+#[test]
+fn with_no_thread_counted_retired_code_is_freed_at_once() {
+    let cache = CodeCache::new(Config::default());
+    cache.publish(9, 1, value_fn(9, 1, 0)).unwrap();
+    let live = cache.stats().bytes_live;
+    assert!(live >= 64);
+    assert!(cache.retire(9));
+    assert!(!cache.retire(9));
+    let s = cache.stats();
+    assert_eq!((s.bytes_live, s.bytes_pending, s.entries), (0, 0, 0));
+    assert_eq!(s.bytes_free, s.bytes_mapped);
+    assert_eq!(s.deletion_delay.count(), 1);
+}
+
+#[test]
+fn links_jump_to_the_current_code_and_unlinking_repatches_them() {
+    let cache = CodeCache::new(Config::default());
+    let (helper, user) = (100, 1);
+    cache.publish(user, 1, linked_fn(user, 1, helper)).unwrap();
+    let mut t = cache.register();
+    // Helper absent: the call through the link reaches the fallback.
+    assert_eq!(call(&t.enter(), user), Some((15 + tag(user, 1), 1)));
+    cache.publish(helper, 1, helper_fn(1)).unwrap();
+    // First call goes through the resolver, which links the site.
+    assert_eq!(call(&t.enter(), user), Some((15 + tag(user, 1), 1)));
+    {
+        let s = t.enter();
+        assert!(s.lookup(user).unwrap().links()[0].is_linked());
+    }
+    let resolves = cache.stats().resolves;
+    // Linked now: further calls jump straight to the helper.
+    for _ in 0..10 {
+        assert_eq!(call(&t.enter(), user), Some((15 + tag(user, 1), 1)));
+    }
+    assert_eq!(cache.stats().resolves, resolves);
+    // Replacing the helper unlinks the old one: the site goes back to its
+    // exit, and the next call relinks it to version 2.
+    cache.publish(helper, 2, helper_fn(2)).unwrap();
+    {
+        let s = t.enter();
+        assert!(!s.lookup(user).unwrap().links()[0].is_linked());
+    }
+    assert_eq!(call(&t.enter(), user), Some((15 + tag(user, 1), 1)));
+    assert_eq!(cache.stats().resolves, resolves + 1);
+    // Retiring the helper: back to the fallback.
+    cache.retire(helper);
+    assert_eq!(call(&t.enter(), user), Some((15 + tag(user, 1), 1)));
+    drop(t);
+    cache.retire(user);
+    let s = cache.stats();
+    assert_eq!((s.bytes_live, s.bytes_pending), (0, 0));
+    assert_eq!(s.bytes_free, s.bytes_mapped);
+}
+
+#[test]
+fn a_full_cache_evicts_its_oldest_generation_in_one_batch() {
+    let cap = 4 * CHUNK;
+    let cache = CodeCache::new(Config::with_capacity(cap));
+    let mut t = cache.register();
+    // ~1 KiB functions (1024-byte blocks): 4 chunks hold 256 of them.
+    for k in 0..1000u64 {
+        cache.publish(k, 1, value_fn(k, 1, 110)).unwrap();
+        drop(t.enter()); // a synchronization point now and then
+        let s = cache.stats();
+        assert!(s.bytes_mapped <= cap);
+        assert!(s.bytes_live <= cap * 3 / 4, "{s:?}");
+    }
+    let s = cache.stats();
+    assert!(s.evictions > 500, "{s:?}");
+    assert!(s.entries < 200 && s.entries > 50, "{s:?}");
+    let scope = t.enter();
+    // The newest survive, the oldest went first.
+    assert_eq!(call(&scope, 999), Some((5 + tag(999, 1), 1)));
+    assert!(scope.lookup(0).is_none());
+    let oldest_live = (0..1000).find(|&k| scope.lookup(k).is_some()).unwrap();
+    assert!((oldest_live..1000).all(|k| scope.lookup(k).is_some()));
+    drop(scope);
+    assert_eq!(cache.stats().pending_sets, 0);
+}
+
+#[test]
+fn an_allocation_that_cannot_fit_reports_a_full_cache() {
+    let cache = CodeCache::new(Config::with_capacity(CHUNK));
+    let mut t = cache.register();
+    let s = t.enter();
+    // Published inside a scope, the evicted code cannot be freed before the
+    // scope ends, so a second big function does not fit yet.
+    // ~40 KiB of code: a 64 KiB block, the whole capacity. Above the high
+    // water mark, it is evicted as soon as it is published.
+    cache.publish(1, 1, value_fn(1, 1, 5000)).unwrap();
+    let r = cache.publish(2, 1, value_fn(2, 1, 5000));
+    assert!(r.is_err(), "{:?}", cache.stats());
+    assert!(s.lookup(1).is_none(), "evicted to make room");
+    drop(s);
+    let s = t.enter();
+    let e = s.get_or_build(2, 1, value_fn(2, 1, 5000));
+    assert!(e.is_err(), "evicted at once, above the high water mark");
+    drop(s);
+    let mut cfg = Config::with_capacity(CHUNK);
+    cfg.high_water_percent = 100;
+    let cache = CodeCache::new(cfg);
+    cache.publish(2, 1, value_fn(2, 1, 5000)).unwrap();
+    assert_eq!(call(&cache.register().enter(), 2), Some((5 + tag(2, 1), 1)));
+}
+
+#[test]
+fn private_mode_builds_once_per_thread() {
+    let cache = CodeCache::new(Config::default().private());
+    let mut a = cache.register();
+    let mut b = cache.register();
+    cache.publish(1, 1, value_fn(1, 1, 0)).unwrap();
+    assert_eq!(call(&a.enter(), 1), Some((5 + tag(1, 1), 1)));
+    assert_eq!(call(&b.enter(), 1), Some((5 + tag(1, 1), 1)));
+    let s = cache.stats();
+    assert_eq!(s.entries, 2);
+    assert_eq!(s.bytes_mapped, 2 * CHUNK);
+    // get_or_build fills only the calling thread's cache.
+    {
+        let sa = a.enter();
+        let e = sa.get_or_build(2, 1, value_fn(2, 1, 0)).unwrap();
+        assert_eq!(e.version(), 1);
+    }
+    assert!(b.enter().lookup(2).is_none());
+    assert_eq!(cache.retire_set(&[1, 2]), 3);
+    drop((a, b));
+    assert_eq!(cache.stats().entries, 0);
+}
+
+#[test]
+fn get_or_build_builds_once() {
+    let cache = CodeCache::new(Config::default());
+    let mut t = cache.register();
+    let s = t.enter();
+    let mut builds = 0;
+    for _ in 0..3 {
+        let e = s
+            .get_or_build(5, 1, |e| {
+                builds += 1;
+                value_fn(5, 1, 0)(e)
+            })
+            .unwrap();
+        assert_eq!(e.key(), 5);
+    }
+    assert_eq!(builds, 1);
+}
+
+#[test]
+fn no_mapping_is_ever_writable_and_executable() {
+    assert!(wx_mappings().is_empty(), "{:?}", wx_mappings());
+    let cache = CodeCache::new(Config::with_capacity(8 * CHUNK));
+    let mut t = cache.register();
+    for k in 0..300u64 {
+        cache
+            .publish(k, k, value_fn(k, k, (k % 40) as usize))
+            .unwrap();
+        if k % 3 == 0 {
+            cache.publish(1000 + k, 1, linked_fn(1000 + k, 1, k)).unwrap();
+            let s = t.enter();
+            let helper = if s.lookup(k).is_some() { 5 + tag(k, k) } else { 15 };
+            assert_eq!(call(&s, 1000 + k).map(|r| r.0), Some(helper + tag(1000 + k, 1)));
+        }
+        if k % 7 == 0 {
+            cache.retire(k / 2);
+        }
+        assert!(wx_mappings().is_empty(), "{:?}", wx_mappings());
+    }
+}
