@@ -125,6 +125,109 @@ fn f32b(v: u64) -> f32 {
     f32::from_bits(v as u32)
 }
 
+// -- Raw encoders for the data-touching extensions below ------------------------
+//
+// Kept here (rather than in `x86_64.rs`) so that these instructions are one
+// self-contained table entry each. All write through the code buffer's
+// `put`, which the budget keeps in bounds; the longer sequences reserve room
+// first (`Buf::reserve`) and resynchronize the budget after (`Buf::resync`).
+
+/// The scratch registers the backend keeps for itself and an extension may
+/// clobber within one instruction.
+const RAX: u8 = 0;
+const RCX: u8 = 1;
+const R11: u8 = 11;
+
+/// `op r/m, reg` on registers (`op` = 0x01 add, 0x11 adc, 0x31 xor, 0x21
+/// and, 0x09 or), 64-bit when `w`.
+fn enc_alu(x: &mut crate::X64, w: bool, op: u8, dst: u8, src: u8) {
+    let rex = 0x40 | (w as u8) << 3 | (src >> 3) << 2 | (dst >> 3);
+    let modrm = 0xc0 | (src & 7) << 3 | (dst & 7);
+    x.buf
+        .put(rex as u64 | (op as u64) << 8 | (modrm as u64) << 16, 3);
+}
+
+/// `adc r, 0`.
+fn enc_adc0(x: &mut crate::X64, w: bool, r: u8) {
+    let rex = 0x40 | (w as u8) << 3 | (r >> 3);
+    x.buf
+        .put(rex as u64 | 0x83 << 8 | ((0xd0 | (r & 7)) as u64) << 16, 4);
+}
+
+/// Shift or rotate of a 64-bit register by an immediate (`ext`: 0 rol,
+/// 4 shl, 5 shr).
+fn enc_shift(x: &mut crate::X64, ext: u8, r: u8, n: u8) {
+    let rex = 0x48 | (r >> 3);
+    let modrm = 0xc0 | ext << 3 | (r & 7);
+    x.buf.put(
+        rex as u64 | 0xc1 << 8 | (modrm as u64) << 16 | (n as u64) << 24,
+        4,
+    );
+}
+
+/// `movzx rd32, rs8` (always with a REX prefix, so 4..7 name sil/dil...).
+fn enc_movzx8(x: &mut crate::X64, rd: u8, rs: u8) {
+    let rex = 0x40 | (rd >> 3) << 2 | (rs >> 3);
+    let modrm = 0xc0 | (rd & 7) << 3 | (rs & 7);
+    x.buf
+        .put(rex as u64 | 0xb60f << 8 | (modrm as u64) << 24, 4);
+}
+
+/// `op r32, dword [base + index*4 + disp32]` (`op` = 0x8b mov, 0x33 xor):
+/// a table lookup.
+fn enc_tab32(x: &mut crate::X64, op: u8, rd: u8, base: u8, index: u8, disp: i32) {
+    let rex = 0x40 | (rd >> 3) << 2 | (index >> 3) << 1 | (base >> 3);
+    let modrm = 0x84 | (rd & 7) << 3; // mod 10 (disp32), rm 100 (SIB)
+    let sib = 0x80 | (index & 7) << 3 | (base & 7); // scale 4
+    x.buf.put(
+        rex as u64 | (op as u64) << 8 | (modrm as u64) << 16 | (sib as u64) << 24,
+        4,
+    );
+    x.buf.put4(disp as u32);
+}
+
+/// `rd = *(u32 *)(base + 4 * (x & 0xff) + disp)` in core instructions:
+/// the portable meaning of the table lookups. Uses `rd` for the address
+/// unless it is `base`, so it needs two temporaries (three then).
+fn core_ldtab32<B: Backend, T: crate::Int>(
+    f: &mut Func<B>,
+    rd: Reg<T>,
+    base: Reg<T>,
+    x: Reg<T>,
+    disp: i64,
+) {
+    let t = if rd.num() == base.num() {
+        f.getreg::<T>(crate::Class::Temp)
+    } else {
+        Ok(rd)
+    };
+    let regs = (
+        t,
+        f.getreg::<P>(crate::Class::Temp),
+        f.getreg::<crate::U>(crate::Class::Temp),
+    );
+    let (Ok(t), Ok(p), Ok(u)) = regs else {
+        return f.fail(
+            "ldtab32",
+            crate::ErrorKind::RegistersExhausted {
+                class: "temporary",
+                what: "integer",
+            },
+        );
+    };
+    f.and(t, x, Operand::Imm(0xff));
+    f.lsh(t, t, Operand::Imm(2));
+    f.add(t, t, base);
+    f.cv::<T, P>(p, t);
+    f.ld::<crate::U>(u, p, Operand::Imm(disp));
+    f.cv::<crate::U, T>(rd, u);
+    f.putreg(u);
+    f.putreg(p);
+    if t.num() != rd.num() {
+        f.putreg(t);
+    }
+}
+
 extensions! {
     /// `sqrt` for `f` and `d`: the paper's example extension.
     pub trait Sqrt {
@@ -151,6 +254,33 @@ extensions! {
         fn bswap64(rd, a): Int for [L, UL] {
             x86_64 => |x: &mut crate::X64, ty: crate::Ty, rd, [a]: [u8; 1]| { x.copy(ty, rd, a); x.bswap(64, rd) };
             eval => |_, v: &[u64]| v[0].swap_bytes();
+        }
+        /// `rd` = each 32-bit half of `a` byte-swapped in place (x86-64:
+        /// `bswap` and `rol 32`): a 32-bit byte swap of two words at once.
+        fn bswap32x2(rd, a): Int for [UL] {
+            x86_64 => |x: &mut crate::X64, ty: crate::Ty, rd, [a]: [u8; 1]| { x.copy(ty, rd, a); x.bswap(64, rd); enc_shift(x, 0, rd, 32) };
+            eval => |_, v: &[u64]| v[0].swap_bytes().rotate_left(32);
+        }
+        /// `rd = ((a >> 8) & m) | ((a & m) << 8)`. With `m` holding
+        /// `0x00ff_00ff_00ff_00ff` it byte-swaps each 16-bit quarter of `a`:
+        /// four 16-bit byte swaps at once (the mask is an operand so that a
+        /// loop sets it once).
+        fn bswap16x4(rd, a, m): Int for [UL] {
+            x86_64 => |x: &mut crate::X64, ty: crate::Ty, rd, [a, m]: [u8; 2]| {
+                // r11 = (a >> 8) & m, before rd is written.
+                x.copy(ty, R11, a);
+                enc_shift(x, 5, R11, 8);
+                enc_alu(x, true, 0x21, R11, m);
+                if rd == m {
+                    enc_alu(x, true, 0x21, rd, a);
+                } else {
+                    x.copy(ty, rd, a);
+                    enc_alu(x, true, 0x21, rd, m);
+                }
+                enc_shift(x, 4, rd, 8);
+                enc_alu(x, true, 0x09, rd, R11);
+            };
+            eval => |_, v: &[u64]| ((v[0] >> 8) & v[1]) | ((v[0] & v[1]) << 8);
         }
     }
 
@@ -265,6 +395,108 @@ extensions! {
                 f.label(done);
                 f.mov(rd, t);
                 f.putreg(t);
+            };
+        }
+        /// `rd = acc + a + b + c + d` in one add-with-carry chain, the last
+        /// carry added back (x86-64: `add`, three `adc`, `adc 0`): the
+        /// wide accumulation step of the Internet checksum, one cycle of
+        /// latency per word. The result is congruent to the ones'-complement
+        /// sum modulo `2^w - 1` and never overflows (the final `adc 0`
+        /// cannot carry out, since a chain never ends on all ones with a
+        /// carry pending).
+        fn add1c4(rd, acc, a, b, c, d): Int for [U, UL] {
+            x86_64 => |x: &mut crate::X64, ty: crate::Ty, rd, [acc, a, b, c, d]: [u8; 5]| {
+                let w = ty.is_64();
+                // Chain in rd, or in r11 when rd is an addend other than acc.
+                let r = if rd != acc && [a, b, c, d].contains(&rd) { R11 } else { rd };
+                x.copy(ty, r, acc);
+                enc_alu(x, w, 0x01, r, a);
+                enc_alu(x, w, 0x11, r, b);
+                enc_alu(x, w, 0x11, r, c);
+                enc_alu(x, w, 0x11, r, d);
+                enc_adc0(x, w, r);
+                x.copy(ty, rd, r);
+            };
+            core => |f| {
+                // Four end-around adds give the same bits: both sums are
+                // congruent modulo 2^w - 1, and both are 0 only when every
+                // operand is 0 (an end-around add of anything nonzero is
+                // nonzero), so they cannot differ as 0 against 2^w - 1.
+                let alias = rd.num() != acc.num() && [a, b, c, d].iter().any(|r| r.num() == rd.num());
+                let t = if alias { f.getreg::<T>(crate::Class::Temp) } else { Ok(rd) };
+                let Ok(t) = t else {
+                    return f.fail("add1c4", crate::ErrorKind::RegistersExhausted { class: "temporary", what: "integer" });
+                };
+                f.add1c(t, acc, a);
+                f.add1c(t, t, b);
+                f.add1c(t, t, c);
+                f.add1c(t, t, d);
+                if alias {
+                    f.mov(rd, t);
+                    f.putreg(t);
+                }
+            };
+        }
+    }
+}
+
+extensions! {
+    /// Table lookups of 32-bit entries, and the slicing-by-8 step of a
+    /// table-driven CRC built on them.
+    pub trait TableLookup {
+        /// `rd = *(u32 *)(base + 4 * (x & 0xff))`, zero-extended: one
+        /// lookup in a 256-entry table (x86-64: `movzx` and a scaled-index
+        /// load).
+        fn ldtab32(rd, base, x): Int for [UL] {
+            x86_64 => |x86: &mut crate::X64, _ty: crate::Ty, rd, [base, x]: [u8; 2]| {
+                enc_movzx8(x86, R11, x);
+                enc_tab32(x86, 0x8b, rd, base, R11, 0);
+            };
+            core => |f| { core_ldtab32(f, rd, base, x, 0) };
+        }
+        /// One slicing-by-8 CRC step over the 8 bytes of `w`:
+        /// with `v = w ^ crc` (`crc` holds a 32-bit value, zero-extended,
+        /// as this instruction leaves it) and `b_j` byte `j` of `v`,
+        /// `rd = T7[b0] ^ T6[b1] ^ ... ^ T0[b7]`, where `T_k` is the 256-entry
+        /// `u32` table at `tab + 1024 * k`. With the tables of a reflected
+        /// CRC-32 this advances the (inverted) CRC register by 8 bytes.
+        fn crc32x8(rd, crc, w, tab): Int for [UL] {
+            x86_64 => |x: &mut crate::X64, _ty: crate::Ty, rd, [crc, w, tab]: [u8; 3]| {
+                // v in r11, each byte's index in rcx, the sum in eax.
+                x.buf.reserve("crc32x8", 160);
+                x.copy(crate::Ty::UL, R11, w);
+                enc_alu(x, true, 0x31, R11, crc);
+                for j in 0..8u8 {
+                    enc_movzx8(x, RCX, R11);
+                    let op = if j == 0 { 0x8b } else { 0x33 };
+                    enc_tab32(x, op, RAX, tab, RCX, 1024 * (7 - j as i32));
+                    if j < 7 {
+                        enc_shift(x, 5, R11, 8);
+                    }
+                }
+                x.copy(crate::Ty::U, rd, RAX);
+                x.buf.resync("crc32x8");
+            };
+            core => |f| {
+                // v = w ^ crc first: rd (even if it is crc or w) is then free
+                // for the sum, unless it is the table base.
+                let sum = if rd.num() == tab.num() { f.getreg::<T>(crate::Class::Temp) } else { Ok(rd) };
+                let regs = (f.getreg::<T>(crate::Class::Temp), sum, f.getreg::<T>(crate::Class::Temp));
+                let (Ok(v), Ok(s), Ok(t)) = regs else {
+                    return f.fail("crc32x8", crate::ErrorKind::RegistersExhausted { class: "temporary", what: "integer" });
+                };
+                f.xor(v, w, crc);
+                for j in 0..8i64 {
+                    core_ldtab32(f, t, tab, v, 1024 * (7 - j));
+                    if j == 0 { f.mov(s, t) } else { f.xor(s, s, t) }
+                    f.rsh(v, v, Operand::Imm(8));
+                }
+                f.putreg(t);
+                if s.num() != rd.num() {
+                    f.mov(rd, s);
+                    f.putreg(s);
+                }
+                f.putreg(v);
             };
         }
     }

@@ -1,0 +1,234 @@
+//! The data-touching extensions that fused protocol loops use (`add1c4`,
+//! `bswap32x2`, `bswap16x4`, `ldtab32`, `crc32x8`): the native x86-64
+//! mapping against the reference backend (which runs the `eval` or the
+//! portable `core` definition) and against a plain Rust model, with every
+//! way the destination can alias a source.
+
+use vcode::ext::{Bswap, OnesComplement, TableLookup};
+use vcode::{Backend, Func, Invoke, Leaf, Reference, Reg, UL, Value, X64};
+
+/// The operation under test, on the parameter registers; `rd_from` picks
+/// the source the destination aliases (`None`: a fresh register).
+type Op<B> = fn(&mut Func<B>, Reg<UL>, &[Reg<UL>]);
+
+/// `f(a0, .., an-1)` returning `op`'s destination.
+fn build<B: Backend>(n: usize, rd_from: Option<usize>, op: Op<B>) -> B::Code {
+    let mut f = Func::<B>::with_backend();
+    let sig = "%ul".repeat(n);
+    let p = f.lambda(&sig, Leaf::Yes).unwrap();
+    let args: Vec<Reg<UL>> = (0..n).map(|i| p.get::<UL>(i).unwrap()).collect();
+    let rd = match rd_from {
+        Some(i) => args[i],
+        None => f.getreg::<UL>(vcode::Class::Temp).unwrap(),
+    };
+    op(&mut f, rd, &args);
+    f.ret(rd);
+    f.end().unwrap()
+}
+
+fn run(code: &(impl Invoke + ?Sized), args: &[u64]) -> u64 {
+    let vals: Vec<Value> = args.iter().map(|&a| Value::UL(a)).collect();
+    // SAFETY: the functions compute on their arguments, and the table
+    // lookups read only the tables whose addresses the tests pass.
+    match unsafe { code.invoke(&vals) }.unwrap() {
+        Value::UL(v) => v,
+        v => panic!("returned {v:?}"),
+    }
+}
+
+/// Checks `op` natively and on the reference backend against `model` for
+/// every aliasing of the destination with the sources in `alias`.
+fn check(
+    n: usize,
+    alias: &[usize],
+    cases: &[Vec<u64>],
+    opx: Op<X64>,
+    opr: Op<Reference>,
+    model: impl Fn(&[u64]) -> u64,
+) {
+    let choices: Vec<Option<usize>> = std::iter::once(None)
+        .chain(alias.iter().map(|&i| Some(i)))
+        .collect();
+    for rd in choices {
+        let native = build::<X64>(n, rd, opx);
+        let reference = build::<Reference>(n, rd, opr);
+        for args in cases {
+            let want = model(args);
+            assert_eq!(
+                run(&native, args),
+                want,
+                "native, rd {rd:?}, {args:x?}\n{}",
+                native.disassemble()
+            );
+            assert_eq!(
+                run(&reference, args),
+                want,
+                "reference, rd {rd:?}, {args:x?}"
+            );
+        }
+    }
+}
+
+fn values(n: usize, seed: u64) -> Vec<Vec<u64>> {
+    let mut x = seed | 1;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let specials = [
+        0u64,
+        1,
+        u64::MAX,
+        u64::MAX - 1,
+        1 << 63,
+        0xffff_ffff,
+        0x8000_0000_0000_0001,
+    ];
+    let mut out: Vec<Vec<u64>> = Vec::new();
+    for &s in &specials {
+        out.push(vec![s; n]);
+        out.push(
+            (0..n)
+                .map(|i| if i % 2 == 0 { s } else { next() })
+                .collect(),
+        );
+    }
+    for _ in 0..300 {
+        out.push((0..n).map(|_| next()).collect());
+    }
+    out
+}
+
+/// The ones'-complement sum modulo 2^64 - 1, represented as the adders
+/// leave it: 0 only when every operand is 0.
+fn ones_sum(v: &[u64]) -> u64 {
+    let s: u128 = v.iter().map(|&x| x as u128).sum();
+    if v.iter().all(|&x| x == 0) {
+        0
+    } else {
+        let m = u64::MAX as u128;
+        ((s - 1) % m + 1) as u64
+    }
+}
+
+#[test]
+fn add1c4_is_a_ones_complement_sum() {
+    fn x(f: &mut Func<X64>, rd: Reg<UL>, a: &[Reg<UL>]) {
+        f.add1c4(rd, a[0], a[1], a[2], a[3], a[4]);
+    }
+    fn r(f: &mut Func<Reference>, rd: Reg<UL>, a: &[Reg<UL>]) {
+        f.add1c4(rd, a[0], a[1], a[2], a[3], a[4]);
+    }
+    check(5, &[0, 1, 2, 3, 4], &values(5, 1), x, r, ones_sum);
+}
+
+#[test]
+fn add1c4_chain_never_loses_a_carry() {
+    // All ones everywhere: every adc carries.
+    fn x(f: &mut Func<X64>, rd: Reg<UL>, a: &[Reg<UL>]) {
+        f.add1c4(rd, a[0], a[1], a[2], a[3], a[4]);
+    }
+    let native = build::<X64>(5, Some(0), x);
+    for v in [
+        [u64::MAX; 5],
+        [u64::MAX, u64::MAX, 1, 0, 0],
+        [u64::MAX - 1, 1, u64::MAX, u64::MAX, 2],
+    ] {
+        assert_eq!(run(&native, &v), ones_sum(&v), "{v:x?}");
+    }
+}
+
+#[test]
+fn bswap32x2_swaps_each_half() {
+    fn x(f: &mut Func<X64>, rd: Reg<UL>, a: &[Reg<UL>]) {
+        f.bswap32x2(rd, a[0]);
+    }
+    fn r(f: &mut Func<Reference>, rd: Reg<UL>, a: &[Reg<UL>]) {
+        f.bswap32x2(rd, a[0]);
+    }
+    check(1, &[0], &values(1, 2), x, r, |v| {
+        let (lo, hi) = (v[0] as u32, (v[0] >> 32) as u32);
+        (lo.swap_bytes() as u64) | (hi.swap_bytes() as u64) << 32
+    });
+    let native = build::<X64>(1, None, x);
+    assert_eq!(
+        run(&native, &[0x0102_0304_0506_0708]),
+        0x0403_0201_0807_0605
+    );
+}
+
+#[test]
+fn bswap16x4_swaps_each_quarter() {
+    fn x(f: &mut Func<X64>, rd: Reg<UL>, a: &[Reg<UL>]) {
+        f.bswap16x4(rd, a[0], a[1]);
+    }
+    fn r(f: &mut Func<Reference>, rd: Reg<UL>, a: &[Reg<UL>]) {
+        f.bswap16x4(rd, a[0], a[1]);
+    }
+    // With the lane mask, and with arbitrary masks (the general formula).
+    let mut cases = values(2, 3);
+    for c in cases.iter_mut().step_by(2) {
+        c[1] = 0x00ff_00ff_00ff_00ff;
+    }
+    check(2, &[0, 1], &cases, x, r, |v| {
+        ((v[0] >> 8) & v[1]) | ((v[0] & v[1]) << 8)
+    });
+    let native = build::<X64>(2, None, x);
+    assert_eq!(
+        run(&native, &[0x0102_0304_0506_0708, 0x00ff_00ff_00ff_00ff]),
+        0x0201_0403_0605_0807
+    );
+}
+
+/// Eight distinct tables of 256 entries, contiguous.
+fn tables() -> Box<[[u32; 256]; 8]> {
+    let mut t = Box::new([[0u32; 256]; 8]);
+    for (k, tk) in t.iter_mut().enumerate() {
+        for (i, e) in tk.iter_mut().enumerate() {
+            *e = (i as u32).wrapping_mul(0x9e37_79b9)
+                ^ (k as u32) << 28
+                ^ 0x1234_5678u32.rotate_left(k as u32);
+        }
+    }
+    t
+}
+
+#[test]
+fn ldtab32_reads_a_table_entry() {
+    fn x(f: &mut Func<X64>, rd: Reg<UL>, a: &[Reg<UL>]) {
+        f.ldtab32(rd, a[0], a[1]);
+    }
+    fn r(f: &mut Func<Reference>, rd: Reg<UL>, a: &[Reg<UL>]) {
+        f.ldtab32(rd, a[0], a[1]);
+    }
+    let t = tables();
+    let base = t.as_ptr() as u64;
+    let cases: Vec<Vec<u64>> = values(1, 4).into_iter().map(|v| vec![base, v[0]]).collect();
+    check(2, &[0, 1], &cases, x, r, |v| {
+        t[0][(v[1] & 0xff) as usize] as u64
+    });
+}
+
+#[test]
+fn crc32x8_is_slicing_by_8() {
+    fn x(f: &mut Func<X64>, rd: Reg<UL>, a: &[Reg<UL>]) {
+        f.crc32x8(rd, a[0], a[1], a[2]);
+    }
+    fn r(f: &mut Func<Reference>, rd: Reg<UL>, a: &[Reg<UL>]) {
+        f.crc32x8(rd, a[0], a[1], a[2]);
+    }
+    let t = tables();
+    let base = t.as_ptr() as u64;
+    let cases: Vec<Vec<u64>> = values(2, 5)
+        .into_iter()
+        .map(|v| vec![v[0] & 0xffff_ffff, v[1], base])
+        .collect();
+    check(3, &[0, 1, 2], &cases, x, r, |v| {
+        let w = v[0] ^ v[1];
+        (0..8).fold(0u64, |acc, j| {
+            acc ^ t[7 - j][((w >> (8 * j)) & 0xff) as usize] as u64
+        })
+    });
+}
