@@ -1,0 +1,457 @@
+//! The code generator: one fused loop for a step list, written against
+//! vcode's client interface (generic over the backend, so the same code
+//! runs natively and on vcode's reference backend).
+//!
+//! The generated function is `extern "C" fn(*mut Frame)`. It processes the
+//! buffer in three parts, reading every source byte once and writing every
+//! destination byte once:
+//!
+//! 1. blocks of 64 bytes: eight 64-bit words, unrolled, in groups of up to
+//!    four words held in registers; for each group the steps run in list
+//!    order on the registers (`bswap16x4`, `bswap32x2`, an `xor` with the
+//!    expanded key, `add1c4` into one of two alternating checksum
+//!    accumulators, `crc32x8`), then the group is stored;
+//! 2. the remaining whole words, one at a time, with the same step code;
+//! 3. the last 1 to 7 bytes, gathered into a zero-padded word: the byte
+//!    swaps apply to whole units only (masks keep a partial unit as it
+//!    was), the xor result is masked to the real bytes, the checksum adds
+//!    the padded word, the CRC advances byte by byte (`ldtab32`), and the
+//!    bytes are stored one by one.
+//!
+//! Loads and stores are unaligned 64-bit accesses at any address, so
+//! every alignment of `src` and `dst` takes the same path.
+
+use vcode::ext::{Bswap, OnesComplement, TableLookup};
+use vcode::{Backend, Class, Func, Label, Leaf, Operand, P, Reg, UL};
+
+use crate::error::Error;
+use crate::step::StepKind;
+use crate::tables::TABLES;
+
+/// The argument block of a generated loop (one pointer argument, so every
+/// pipeline has the same signature).
+#[repr(C)]
+#[derive(Debug)]
+pub(crate) struct Frame {
+    /// Source bytes.
+    pub src: *const u8,
+    /// Destination bytes (unused without a copy step).
+    pub dst: *mut u8,
+    /// Length of both.
+    pub len: u64,
+    /// The expanded xor key at the current phase (unused without xor).
+    pub key: *const u8,
+    /// The expanded key's start plus its period `L`.
+    pub kend: *const u8,
+    /// Out: the checksum accumulator (a 64-bit ones'-complement sum of the
+    /// buffer's little-endian words).
+    pub sum: u64,
+    /// In and out: the inverted CRC register, zero-extended.
+    pub crc: u64,
+}
+
+const OFF_SRC: i64 = 0;
+const OFF_DST: i64 = 8;
+const OFF_LEN: i64 = 16;
+const OFF_KEY: i64 = 24;
+const OFF_KEND: i64 = 32;
+const OFF_SUM: i64 = 40;
+const OFF_CRC: i64 = 48;
+
+/// Bytes per unrolled block.
+pub(crate) const BLOCK: i64 = 64;
+
+/// The xor key's period in the expanded key: the smallest multiple of the
+/// key length that is at least one block, so that one subtraction after a
+/// block's advance brings the key pointer back into `[0, L)`.
+pub(crate) fn key_period(key_len: usize) -> usize {
+    key_len * (BLOCK as usize).div_ceil(key_len)
+}
+
+const M16: u64 = 0x00ff_00ff_00ff_00ff;
+
+/// The registers of the loop.
+struct Regs {
+    s: Reg<P>,
+    d: Option<Reg<P>>,
+    acc: Option<Reg<UL>>,
+    acc2: Option<Reg<UL>>,
+    crc: Option<(Reg<UL>, Reg<UL>)>,
+    key: Option<(Reg<P>, Reg<P>, i64)>,
+    mask: Option<Reg<UL>>,
+    k: Option<Reg<UL>>,
+    words: Vec<Reg<UL>>,
+}
+
+fn imm<T>(v: i64) -> Operand<T> {
+    Operand::Imm(v)
+}
+
+fn temp<B: Backend, T: vcode::Type>(f: &mut Func<B>) -> vcode::Result<Reg<T>> {
+    f.getreg::<T>(Class::Temp)
+}
+
+/// Generates the fused loop for `kinds` (a validated list), leaving
+/// `spare` registers free for extension instructions whose portable
+/// definitions need temporaries (the reference backend runs those; the
+/// native mappings use only the registers the backend keeps).
+pub(crate) fn generate<B: Backend>(kinds: &[StepKind], spare: usize) -> Result<B::Code, Error> {
+    let has = |k: StepKind| kinds.contains(&k);
+    let key_len = kinds.iter().find_map(|k| match k {
+        StepKind::Xor(n) => Some(*n as usize),
+        _ => None,
+    });
+    let mut f = Func::<B>::with_backend();
+    let params = f.lambda("%p", Leaf::Yes)?;
+    f.name(format!("ilp{kinds:?}"));
+    let a = params.get::<P>(0)?;
+    let la = f.local::<P>();
+    f.st_local(a, la);
+
+    // Registers that live through the loops.
+    let s = temp::<B, P>(&mut f)?;
+    f.ld(s, a, imm(OFF_SRC));
+    let d = if has(StepKind::Copy) {
+        let d = temp::<B, P>(&mut f)?;
+        f.ld(d, a, imm(OFF_DST));
+        Some(d)
+    } else {
+        None
+    };
+    let acc = if has(StepKind::Checksum) {
+        let r = temp::<B, UL>(&mut f)?;
+        f.set(r, 0);
+        Some(r)
+    } else {
+        None
+    };
+    let crc = if has(StepKind::Crc32) {
+        let (c, t) = (temp::<B, UL>(&mut f)?, temp::<B, UL>(&mut f)?);
+        f.ld(c, a, imm(OFF_CRC));
+        f.set(t, TABLES.as_ptr() as u64);
+        Some((c, t))
+    } else {
+        None
+    };
+    let key = match key_len {
+        Some(n) => {
+            let (kp, kend) = (temp::<B, P>(&mut f)?, temp::<B, P>(&mut f)?);
+            f.ld(kp, a, imm(OFF_KEY));
+            f.ld(kend, a, imm(OFF_KEND));
+            Some((kp, kend, key_period(n) as i64))
+        }
+        None => None,
+    };
+    let mask = if has(StepKind::Bswap16) {
+        let m = temp::<B, UL>(&mut f)?;
+        f.set(m, M16);
+        Some(m)
+    } else {
+        None
+    };
+    // The end of the whole blocks: s + (len & -64).
+    let end = temp::<B, P>(&mut f)?;
+    f.ld(end, a, imm(OFF_LEN));
+    f.and(end, end, imm(-BLOCK));
+    f.add(end, end, s);
+    // The argument pointer is reloaded from its local when needed.
+    f.putreg(a);
+    let k = if key.is_some() {
+        Some(temp::<B, UL>(&mut f)?)
+    } else {
+        None
+    };
+    // The rest: `spare` stay free, then up to four words and a second
+    // checksum accumulator.
+    let mut pool = Vec::new();
+    while let Ok(r) = f.getreg::<UL>(Class::Temp) {
+        pool.push(r);
+    }
+    for _ in 0..spare.min(pool.len()) {
+        let r = pool.pop().unwrap();
+        f.putreg(r);
+    }
+    if pool.is_empty() {
+        return Err(Error::OutOfRegisters);
+    }
+    let n = match pool.len() {
+        1 => 1,
+        2 | 3 => 2,
+        _ => 4,
+    };
+    let words: Vec<Reg<UL>> = pool.drain(..n).collect();
+    let acc2 = match acc {
+        Some(_) => pool.pop(),
+        None => None,
+    };
+    for r in pool {
+        f.putreg(r);
+    }
+    if let Some(r) = acc2 {
+        f.set(r, 0);
+    }
+    let regs = Regs {
+        s,
+        d,
+        acc,
+        acc2,
+        crc,
+        key,
+        mask,
+        k,
+        words,
+    };
+    let g = regs.words.len() as i64;
+
+    // 1. Blocks of 64 bytes.
+    let (top, blocks_done) = (f.genlabel(), f.genlabel());
+    f.bge(s, end, blocks_done);
+    f.label(top);
+    for grp in 0..BLOCK / (8 * g) {
+        group(&mut f, kinds, &regs, grp * 8 * g, g as usize, grp % 2 == 1);
+    }
+    advance(&mut f, &regs, BLOCK);
+    f.blt(s, end, top);
+    f.label(blocks_done);
+
+    // 2. Whole words: end = s + (len & 56).
+    let (wtop, words_done) = (f.genlabel(), f.genlabel());
+    f.ld_local(end, la);
+    f.ld(end, end, imm(OFF_LEN));
+    f.and(end, end, imm(BLOCK - 8));
+    f.add(end, end, s);
+    f.bge(s, end, words_done);
+    f.label(wtop);
+    group(&mut f, kinds, &regs, 0, 1, false);
+    advance(&mut f, &regs, 8);
+    f.blt(s, end, wtop);
+    f.label(words_done);
+    f.putreg(end);
+    if let (Some(acc), Some(acc2)) = (acc, acc2) {
+        f.add1c(acc, acc, acc2);
+        f.putreg(acc2);
+    }
+    for &w in &regs.words {
+        f.putreg(w);
+    }
+    if let Some(k) = k {
+        f.putreg(k);
+    }
+    if let Some((_, kend, _)) = key {
+        f.putreg(kend);
+    }
+    if let Some(m) = mask {
+        f.putreg(m);
+    }
+
+    // 3. The last 1 to 7 bytes.
+    let done = f.genlabel();
+    tail(&mut f, kinds, &regs, la, done)?;
+    f.label(done);
+
+    let a = temp::<B, P>(&mut f)?;
+    f.ld_local(a, la);
+    if let Some(acc) = acc {
+        f.st(acc, a, imm(OFF_SUM));
+    }
+    if let Some((c, _)) = crc {
+        f.st(c, a, imm(OFF_CRC));
+    }
+    f.retv();
+    Ok(f.end()?)
+}
+
+/// Steps `g` words at `s + off` through the list; `odd` picks the second
+/// checksum accumulator.
+fn group<B: Backend>(f: &mut Func<B>, kinds: &[StepKind], r: &Regs, off: i64, g: usize, odd: bool) {
+    let w = &r.words[..g];
+    for (j, &wj) in w.iter().enumerate() {
+        f.ld(wj, r.s, imm(off + 8 * j as i64));
+    }
+    for kind in kinds {
+        match *kind {
+            StepKind::Copy => {}
+            StepKind::Xor(_) => {
+                let (kp, _, _) = r.key.unwrap();
+                let k = r.k.unwrap();
+                for (j, &wj) in w.iter().enumerate() {
+                    f.ld(k, kp, imm(off + 8 * j as i64));
+                    f.xor(wj, wj, k);
+                }
+            }
+            StepKind::Bswap16 => {
+                let m = r.mask.unwrap();
+                for &wj in w {
+                    f.bswap16x4(wj, wj, m);
+                }
+            }
+            StepKind::Bswap32 => {
+                for &wj in w {
+                    f.bswap32x2(wj, wj);
+                }
+            }
+            StepKind::Checksum => {
+                let acc = r.acc.unwrap();
+                let pick = |second: bool| match (second, r.acc2) {
+                    (true, Some(a2)) => a2,
+                    _ => acc,
+                };
+                if g == 4 {
+                    let a = pick(odd);
+                    f.add1c4(a, a, w[0], w[1], w[2], w[3]);
+                } else {
+                    for (j, &wj) in w.iter().enumerate() {
+                        let a = pick(j % 2 == 1);
+                        f.add1c(a, a, wj);
+                    }
+                }
+            }
+            StepKind::Crc32 => {
+                let (c, tab) = r.crc.unwrap();
+                for &wj in w {
+                    f.crc32x8(c, c, wj, tab);
+                }
+            }
+        }
+    }
+    if let Some(d) = r.d {
+        for (j, &wj) in w.iter().enumerate() {
+            f.st(wj, d, imm(off + 8 * j as i64));
+        }
+    }
+}
+
+/// Advances the pointers by `n` bytes, wrapping the key pointer into its
+/// period.
+fn advance<B: Backend>(f: &mut Func<B>, r: &Regs, n: i64) {
+    f.add(r.s, r.s, imm(n));
+    if let Some(d) = r.d {
+        f.add(d, d, imm(n));
+    }
+    if let Some((kp, kend, period)) = r.key {
+        let ok: Label = f.genlabel();
+        f.add(kp, kp, imm(n));
+        f.blt(kp, kend, ok);
+        f.sub(kp, kp, imm(period));
+        f.label(ok);
+    }
+}
+
+/// The last `len & 7` bytes, as a zero-padded word (see the module docs).
+fn tail<B: Backend>(
+    f: &mut Func<B>,
+    kinds: &[StepKind],
+    r: &Regs,
+    la: vcode::Local<P>,
+    done: Label,
+) -> vcode::Result<()> {
+    let n = temp::<B, P>(f)?;
+    f.ld_local(n, la);
+    f.ld(n, n, imm(OFF_LEN));
+    f.and(n, n, imm(7));
+    f.beq(n, imm(0), done);
+
+    // Gather: w = bytes s[n-1] .. s[0], little-endian.
+    let w = temp::<B, UL>(f)?;
+    {
+        let (b, j) = (temp::<B, UL>(f)?, temp::<B, P>(f)?);
+        let gather = f.genlabel();
+        f.set(w, 0);
+        f.mov(j, n);
+        f.label(gather);
+        f.sub(j, j, imm(1));
+        f.lduc(b, r.s, j);
+        f.lsh(w, w, imm(8));
+        f.or(w, w, b);
+        f.bne(j, imm(0), gather);
+        f.putreg(j);
+        f.putreg(b);
+    }
+    // bits = 8 * n
+    let bits = temp::<B, UL>(f)?;
+    f.cv::<P, UL>(bits, n);
+    f.lsh(bits, bits, imm(3));
+    f.putreg(n);
+
+    for kind in kinds {
+        match *kind {
+            StepKind::Copy => {}
+            StepKind::Xor(_) => {
+                let (kp, _, _) = r.key.unwrap();
+                let (k, v) = (temp::<B, UL>(f)?, temp::<B, UL>(f)?);
+                f.ld(k, kp, imm(0));
+                f.xor(w, w, k);
+                // Only the real bytes: w &= (1 << bits) - 1.
+                f.set(v, 1);
+                f.lsh(v, v, bits);
+                f.sub(v, v, imm(1));
+                f.and(w, w, v);
+                f.putreg(v);
+                f.putreg(k);
+            }
+            StepKind::Bswap16 | StepKind::Bswap32 => {
+                let (t, m, keep) = (temp::<B, UL>(f)?, temp::<B, UL>(f)?, temp::<B, UL>(f)?);
+                let unit_bits = if *kind == StepKind::Bswap16 {
+                    f.set(m, M16);
+                    f.bswap16x4(t, w, m);
+                    16
+                } else {
+                    f.bswap32x2(t, w);
+                    32
+                };
+                // keep = the bytes of whole units: (1 << (bits & -unit)) - 1.
+                f.and(m, bits, imm(-unit_bits));
+                f.set(keep, 1);
+                f.lsh(keep, keep, m);
+                f.sub(keep, keep, imm(1));
+                f.and(t, t, keep);
+                f.com(keep, keep);
+                f.and(w, w, keep);
+                f.or(w, w, t);
+                f.putreg(keep);
+                f.putreg(m);
+                f.putreg(t);
+            }
+            StepKind::Checksum => {
+                let acc = r.acc.unwrap();
+                f.add1c(acc, acc, w);
+            }
+            StepKind::Crc32 => {
+                let (c, tab) = r.crc.unwrap();
+                let (v, left, t) = (temp::<B, UL>(f)?, temp::<B, UL>(f)?, temp::<B, UL>(f)?);
+                let byte = f.genlabel();
+                f.mov(v, w);
+                f.mov(left, bits);
+                f.label(byte);
+                // c = T0[(c ^ v) & 0xff] ^ (c >> 8)
+                f.xor(t, c, v);
+                f.ldtab32(t, tab, t);
+                f.rsh(c, c, imm(8));
+                f.xor(c, c, t);
+                f.rsh(v, v, imm(8));
+                f.sub(left, left, imm(8));
+                f.bne(left, imm(0), byte);
+                f.putreg(t);
+                f.putreg(left);
+                f.putreg(v);
+            }
+        }
+    }
+    if let Some(d) = r.d {
+        let (j, n) = (temp::<B, P>(f)?, temp::<B, P>(f)?);
+        let store = f.genlabel();
+        f.cv::<UL, P>(n, bits);
+        f.rsh(n, n, imm(3));
+        f.set(j, 0);
+        f.label(store);
+        f.stc(w, d, j);
+        f.rsh(w, w, imm(8));
+        f.add(j, j, imm(1));
+        f.blt(j, n, store);
+        f.putreg(n);
+        f.putreg(j);
+    }
+    f.putreg(bits);
+    f.putreg(w);
+    Ok(())
+}

@@ -1,0 +1,83 @@
+//! Integrated layer processing: the data-touching steps of protocol layers
+//! (copy, the Internet checksum, byte swaps, CRC-32, xor with a key),
+//! composed at run time into one generated loop that touches each word
+//! once.
+//!
+//! This is the ASH data path of Engler's VCODE paper (PLDI 1996, §4.3 and
+//! Table 4): each layer contributes a step, the list is known only at run
+//! time, and vcode generates one specialized copying loop for it, so that
+//! modular protocol code does not pay for touching memory once per layer.
+//!
+//! # Entry points
+//!
+//! * [`Pipeline::new`] validates a [`Step`] list and returns its compiled
+//!   loop, cached process-wide by the list of [`StepKind`]s.
+//! * [`Pipeline::run`] (and [`scan`](Pipeline::scan) without a copy) runs it
+//!   over a buffer, continuing a stream [`State`], and returns [`Outputs`].
+//! * [`reference`] has a plain Rust function for each step alone and
+//!   [`reference::run`], their composition: the meaning of a pipeline.
+//! * [`handfused`] has loops fused by hand in Rust, the baselines of the
+//!   benchmarks (`benches/table4.rs`, `fastpath bench ilp`).
+//!
+//! # Semantics
+//!
+//! A pipeline reads `src` as a stream starting at byte offset
+//! `state.offset`. The steps apply in list order to the data, as if each
+//! were a separate pass:
+//!
+//! * **Transforms** change the data that later steps see.
+//!   [`Step::Bswap16`] swaps the two bytes of every whole 16-bit unit
+//!   counted from the start of *this buffer*, and a trailing odd byte is left
+//!   as is; [`Step::Bswap32`] reverses every whole 32-bit unit, and a
+//!   trailing 1 to 3 bytes are left as is. [`Step::Xor`]`(key)` XORs stream
+//!   byte `o` with `key[o % key.len()]`, so the key's phase continues across
+//!   buffers of one stream (keys of 1 to [`MAX_KEY`] bytes).
+//! * **Observers** see the data as the steps before them left it.
+//!   [`Step::Checksum`] adds the data to the running RFC 1071 sum (the
+//!   stream's big-endian 16-bit words; a buffer at an odd stream offset
+//!   continues the half-filled word, and an odd total length pads with a
+//!   zero byte), and the run reports the checksum `!sum` of the stream so
+//!   far. [`Step::Crc32`] continues the CRC-32 of IEEE 802.3 (reflected
+//!   polynomial `0xEDB88320`, initial and final inversion) over the stream.
+//! * **[`Step::Copy`]** writes the data after *all* transforms to `dst`,
+//!   wherever it stands in the list. `dst` must then be exactly as long as
+//!   `src`; a pipeline without a copy only observes, and its `dst` must be
+//!   empty.
+//!
+//! Copy, Checksum, Crc32 and Xor may each appear once; the byte swaps any
+//! number of times. An empty list, more than [`MAX_STEPS`] steps, a repeated
+//! step or a bad key length is an [`Error`], and so is a buffer of the wrong
+//! length; nothing is read or written then.
+//!
+//! # The generated loop
+//!
+//! See `src/codegen.rs`: eight
+//! unrolled 64-bit words per iteration in groups held in registers, the
+//! steps applied to the registers in list order, one load and one store
+//! per word, then whole words, then the last 1 to 7 bytes as a zero-padded
+//! word. It uses vcode's extension instructions `add1c4` (an
+//! add-with-carry chain over four words), `add1c`, `bswap32x2`,
+//! `bswap16x4`, `crc32x8` (a slicing-by-8 step: eight table lookups with a
+//! scaled-index load) and `ldtab32`.
+//!
+//! # Dependencies
+//!
+//! * `vcode`: the code generator the loops are written for.
+//! * `thiserror`: the typed [`Error`].
+//! * (tests and benches) `proptest` for the differential tests, `crc32fast`
+//!   as an independent CRC-32 and the CRC baseline, `rand` for data,
+//!   `criterion` for the benchmark.
+
+mod codegen;
+mod error;
+pub mod handfused;
+mod pipeline;
+pub mod reference;
+mod state;
+mod step;
+pub mod tables;
+
+pub use error::Error;
+pub use pipeline::{MAX_LEN, Pipeline};
+pub use state::{Outputs, State, fold64};
+pub use step::{MAX_KEY, MAX_STEPS, Step, StepKind};

@@ -1,0 +1,245 @@
+//! [`Pipeline`]: a compiled, cached step list, and the one place that
+//! calls generated code.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use crate::codegen::{Frame, generate, key_period};
+use crate::error::Error;
+use crate::state::{Outputs, State, fold64};
+use crate::step::{Step, StepKind, validate};
+
+/// Longest buffer a run accepts (far beyond any real message; a bound
+/// that keeps every pointer computation of the loop in range).
+pub const MAX_LEN: usize = 1 << 46;
+
+/// Generated code for one list of step kinds.
+struct Compiled {
+    code: vcode::Code,
+    entry: extern "C" fn(*mut Frame),
+}
+
+type Cache = Mutex<HashMap<Vec<StepKind>, Arc<Compiled>>>;
+
+fn cache() -> &'static Cache {
+    static CACHE: OnceLock<Cache> = OnceLock::new();
+    CACHE.get_or_init(Default::default)
+}
+
+/// An ordered list of steps compiled into one loop.
+///
+/// Built with [`Pipeline::new`], which validates the list and fetches the
+/// loop from a process-wide cache keyed by the step kinds (generating it on
+/// first use); clones and pipelines of the same kinds share the code.
+///
+/// ```
+/// use ilp::{Pipeline, State, Step};
+/// let p = Pipeline::new(&[Step::Copy, Step::Checksum, Step::Bswap32])?;
+/// let src = [0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7];
+/// let mut dst = [0u8; 8];
+/// let out = p.run(&src, &mut dst, &mut State::new())?;
+/// assert_eq!(out.checksum, Some(!0xddf2)); // RFC 1071's example
+/// assert_eq!(dst, [0x03, 0xf2, 0x01, 0x00, 0xf7, 0xf6, 0xf5, 0xf4]);
+/// # Ok::<(), ilp::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Pipeline {
+    steps: Vec<Step>,
+    compiled: Arc<Compiled>,
+    /// The xor key repeated over its period plus one block and a word, so
+    /// that the loop reads whole words from any phase.
+    key: Option<(Box<[u8]>, usize, usize)>,
+    copy: bool,
+    checksum: bool,
+    crc: bool,
+}
+
+impl std::fmt::Debug for Pipeline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pipeline")
+            .field("steps", &self.steps)
+            .field("code_bytes", &self.compiled.code.len())
+            .finish()
+    }
+}
+
+/// The argument checks every run makes.
+pub(crate) fn check_buffers(copy: bool, src: &[u8], dst: &[u8]) -> Result<(), Error> {
+    for len in [src.len(), dst.len()] {
+        if len > MAX_LEN {
+            return Err(Error::TooLong { len, max: MAX_LEN });
+        }
+    }
+    if copy && dst.len() != src.len() {
+        return Err(Error::LengthMismatch {
+            src: src.len(),
+            dst: dst.len(),
+        });
+    }
+    if !copy && !dst.is_empty() {
+        return Err(Error::UnexpectedDestination { dst: dst.len() });
+    }
+    Ok(())
+}
+
+impl Pipeline {
+    /// Validates `steps` and returns the compiled pipeline (from the cache
+    /// when a list of the same kinds was compiled before).
+    pub fn new(steps: &[Step]) -> Result<Pipeline, Error> {
+        validate(steps)?;
+        let kinds: Vec<StepKind> = steps.iter().map(Step::kind).collect();
+        let compiled = {
+            let mut map = cache().lock().unwrap_or_else(|e| e.into_inner());
+            match map.get(&kinds) {
+                Some(c) => c.clone(),
+                None => {
+                    let code = generate::<vcode::X64>(&kinds, 0)?;
+                    // SAFETY: `generate` built a function of one pointer
+                    // parameter returning nothing, which `as_fn` checks
+                    // against this type; what the function does with the
+                    // pointer is the contract `invoke` keeps.
+                    let entry = unsafe { code.as_fn::<extern "C" fn(*mut Frame)>()? };
+                    let c = Arc::new(Compiled { code, entry });
+                    map.insert(kinds, c.clone());
+                    c
+                }
+            }
+        };
+        let key = steps.iter().find_map(|s| match s {
+            Step::Xor(k) => {
+                let period = key_period(k.len());
+                let buf: Box<[u8]> = (0..period + 64 + 8).map(|i| k[i % k.len()]).collect();
+                Some((buf, k.len(), period))
+            }
+            _ => None,
+        });
+        Ok(Pipeline {
+            steps: steps.to_vec(),
+            compiled,
+            key,
+            copy: steps.contains(&Step::Copy),
+            checksum: steps.contains(&Step::Checksum),
+            crc: steps.contains(&Step::Crc32),
+        })
+    }
+
+    /// The steps, as given.
+    pub fn steps(&self) -> &[Step] {
+        &self.steps
+    }
+
+    /// True if `other` runs the same generated code (the cache hit).
+    pub fn shares_code_with(&self, other: &Pipeline) -> bool {
+        Arc::ptr_eq(&self.compiled, &other.compiled)
+    }
+
+    /// The generated loop's machine code, disassembled.
+    pub fn disassemble(&self) -> String {
+        self.compiled.code.disassemble()
+    }
+
+    /// Bytes of generated machine code.
+    pub fn code_len(&self) -> usize {
+        self.compiled.code.len()
+    }
+
+    /// Runs the pipeline over `src`, continuing the stream in `state`.
+    ///
+    /// With [`Step::Copy`] in the list, `dst` must be exactly as long as
+    /// `src` and receives the data after every transform; without it, `dst`
+    /// must be empty (see also [`scan`](Pipeline::scan)). `state` advances
+    /// by `src.len()` bytes, and the result holds the checksum and CRC of
+    /// the stream so far. On an error nothing is read or written.
+    pub fn run(&self, src: &[u8], dst: &mut [u8], state: &mut State) -> Result<Outputs, Error> {
+        check_buffers(self.copy, src, dst)?;
+        let mut frame = self.frame(src, dst, state);
+        invoke(self.compiled.entry, &mut frame);
+        Ok(self.finish(&frame, src.len(), state))
+    }
+
+    /// [`run`](Pipeline::run) for a pipeline without a copy step.
+    pub fn scan(&self, src: &[u8], state: &mut State) -> Result<Outputs, Error> {
+        self.run(src, &mut [], state)
+    }
+
+    /// Runs the same client code on vcode's reference backend (every
+    /// register and memory use checked, slowly): the debugger and the
+    /// oracle of the differential tests. Same contract as
+    /// [`run`](Pipeline::run). The portable definitions of the extension
+    /// instructions need free registers, so the loop is generated with
+    /// fewer words per group; a list that then runs out of registers (one
+    /// with a CRC and most other steps) is an [`Error::OutOfRegisters`] or [`Error::Codegen`].
+    pub fn run_on_reference_backend(
+        &self,
+        src: &[u8],
+        dst: &mut [u8],
+        state: &mut State,
+    ) -> Result<Outputs, Error> {
+        check_buffers(self.copy, src, dst)?;
+        let kinds: Vec<StepKind> = self.steps.iter().map(Step::kind).collect();
+        // Temporaries for the portable definitions: `crc32x8` needs four,
+        // `add1c4` two.
+        let spare = if self.crc {
+            4
+        } else if self.checksum {
+            2
+        } else {
+            0
+        };
+        let code = generate::<vcode::Reference>(&kinds, spare)?.with_step_limit(u64::MAX);
+        let mut frame = self.frame(src, dst, state);
+        let arg = vcode::Value::P(&mut frame as *mut Frame as usize);
+        // SAFETY: the frame describes `src`, `dst` (checked to be as long
+        // as the copy needs) and the expanded key, all live for the call;
+        // the program reads and writes only within them (the same client
+        // code as the native loop, whose bounds `invoke` argues).
+        unsafe { code.run(&[arg]) }.expect("the reference backend rejected generated code");
+        Ok(self.finish(&frame, src.len(), state))
+    }
+
+    fn frame(&self, src: &[u8], dst: &mut [u8], state: &State) -> Frame {
+        let (key, kend) = match &self.key {
+            Some((buf, len, period)) => {
+                let phase = (state.offset % *len as u64) as usize;
+                // Both stay inside `buf` (phase < len <= period < buf.len()).
+                (buf[phase..].as_ptr(), buf[*period..].as_ptr())
+            }
+            None => (std::ptr::null(), std::ptr::null()),
+        };
+        Frame {
+            src: src.as_ptr(),
+            dst: dst.as_mut_ptr(),
+            len: src.len() as u64,
+            key,
+            kend,
+            sum: 0,
+            crc: !state.crc as u64,
+        }
+    }
+
+    fn finish(&self, frame: &Frame, len: usize, state: &mut State) -> Outputs {
+        let mut out = Outputs::default();
+        if self.checksum {
+            state.absorb_sum(fold64(frame.sum));
+            out.checksum = Some(state.checksum());
+        }
+        if self.crc {
+            state.crc = !(frame.crc as u32);
+            out.crc32 = Some(state.crc);
+        }
+        state.offset += len as u64;
+        out
+    }
+}
+
+/// Calls a generated loop.
+fn invoke(entry: extern "C" fn(*mut Frame), frame: &mut Frame) {
+    // The generated loop reads `frame.len` bytes from `frame.src`, writes
+    // as many to `frame.dst` when it copies (`check_buffers` made both
+    // slices that long), reads the expanded key only at `key + i` for
+    // `i < period + 72` (the pointer stays in `[buf, buf + period)` before
+    // each read of at most 64 bytes, and the buffer has `period + 72`),
+    // and the static CRC tables at indices below 256; and it writes the
+    // two outputs into `frame`. The pointer is valid for the call.
+    entry(frame as *mut Frame);
+}
