@@ -6,6 +6,49 @@
 //!
 //! | phase | module |
 //! |---|---|
+//! | the filter language: a pcap-filter(7) subset, parsed | [`syntax`] |
+//! | lowering a filter to a program with libpcap's semantics | [`lower`] |
 //! | filter program representation and its reference semantics | [`ir`] |
+//! | merging a table into one decision structure; its reference evaluator | [`merge`] |
+//! | native code for the merged structure, through vcode | [`codegen`] |
+//! | the filter table: install, remove, publish | [`table`] |
+//! | libpcap loaded at run time: the differential oracle and benchmark peer | [`pcap`] |
+//!
+//! [`parse`] and [`compile`] are the front end's entry points:
+//!
+//! ```
+//! let prog = dpf::compile("tcp dst port 80").unwrap();
+//! let mut pkt = [0u8; 54];
+//! pkt[12] = 0x08; // IPv4
+//! pkt[14] = 0x45; // IHL 5
+//! pkt[23] = 6; // TCP
+//! pkt[36..38].copy_from_slice(&80u16.to_be_bytes());
+//! assert!(prog.matches(&pkt));
+//! print!("{}", dpf::dump(&prog));
+//! ```
+//!
+//! `libloading` loads libpcap at run time in [`pcap`], so that the crate
+//! builds and runs without it.
 
+pub mod codegen;
 pub mod ir;
+pub mod lower;
+pub mod merge;
+pub mod pcap;
+pub mod syntax;
+pub mod table;
+mod error;
+
+pub use error::Error;
+pub use lower::dump;
+pub use table::{Classifier, FilterId, Reader, Table};
+
+/// Parses a filter in dpf's pcap-filter(7) subset (see [`syntax`]).
+pub fn parse(src: &str) -> Result<syntax::Expr, Error> {
+    syntax::parse(src)
+}
+
+/// Parses a filter and lowers it to its decision graph (see [`lower`]).
+pub fn compile(src: &str) -> Result<ir::Program, Error> {
+    Ok(lower::lower(&syntax::parse(src)?))
+}

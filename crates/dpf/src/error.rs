@@ -1,0 +1,106 @@
+//! The crate's error type.
+//!
+//! Every error about a filter's text carries the 1-based column (counted
+//! in characters) of the token it is about, so that a caller can point at
+//! it. Errors of the libpcap oracle ([`crate::pcap`]) carry libpcap's own
+//! message.
+
+use thiserror::Error;
+
+/// Everything that can go wrong in this crate.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A character that starts no token of the filter language.
+    #[error("column {column}: unexpected character {found:?}")]
+    UnexpectedChar {
+        /// The character's column.
+        column: usize,
+        /// The character.
+        found: char,
+    },
+    /// A token where the grammar does not allow it.
+    #[error("column {column}: syntax error: expected {expected}, found {found}")]
+    Syntax {
+        /// The offending token's column (one past the end for end of input).
+        column: usize,
+        /// What the grammar allows there.
+        expected: String,
+        /// What was there instead.
+        found: String,
+    },
+    /// A number that is malformed or does not fit in 32 bits.
+    #[error("column {column}: bad number {text:?}: {reason}")]
+    BadNumber {
+        /// The number's column.
+        column: usize,
+        /// The number as written.
+        text: String,
+        /// Why it was rejected.
+        reason: &'static str,
+    },
+    /// A malformed IPv4 address or network.
+    #[error("column {column}: bad address {text:?}: {reason}")]
+    BadAddress {
+        /// The address's column.
+        column: usize,
+        /// The address as written.
+        text: String,
+        /// Why it was rejected.
+        reason: &'static str,
+    },
+    /// A name where a number or address is needed: host, network, port and
+    /// protocol names are not resolved.
+    #[error(
+        "column {column}: {name:?} is not a known keyword; host, port and network names are not resolved (write a number or a dotted quad)"
+    )]
+    NameNotResolved {
+        /// The name's column.
+        column: usize,
+        /// The name.
+        name: String,
+    },
+    /// A value (number or address) with no qualifier before it to say what
+    /// it is, and none to inherit from an earlier primitive.
+    #[error("column {column}: {text:?} needs a qualifier such as host, net, port or proto")]
+    MissingQualifier {
+        /// The value's column.
+        column: usize,
+        /// The value as written.
+        text: String,
+    },
+    /// A qualifier combination that pcap-filter(7) does not allow, such as
+    /// `tcp host` or `ip port`, or a value of the wrong kind for it.
+    #[error("column {column}: {message}")]
+    BadQualifier {
+        /// The column of the offending qualifier or value.
+        column: usize,
+        /// What is wrong.
+        message: String,
+    },
+    /// A pcap-filter(7) feature that this subset deliberately leaves out.
+    #[error("column {column}: {feature} is not supported by dpf's pcap-filter subset")]
+    Unsupported {
+        /// The feature's column.
+        column: usize,
+        /// The feature.
+        feature: String,
+    },
+    /// libpcap could not be loaded (the oracle is unavailable).
+    #[error("libpcap could not be loaded: {0}")]
+    LibpcapUnavailable(String),
+    /// libpcap's `pcap_compile` rejected a filter.
+    #[error("pcap_compile: {0}")]
+    LibpcapCompile(String),
+    /// No installed filter has this id (it was never installed, or was
+    /// removed already).
+    #[error("no installed filter has id {id}")]
+    UnknownFilter {
+        /// The id.
+        id: u64,
+    },
+    /// vcode could not generate the classifier (for instance, a table so
+    /// large that its code exceeds vcode's code-size limit).
+    #[error("generating the classifier: {0}")]
+    Codegen(#[from] vcode::Error),
+}

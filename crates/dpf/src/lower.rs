@@ -1,0 +1,1050 @@
+//! Lowering a filter expression to a decision graph ([`Program`]) with
+//! libpcap's exact semantics for DLT_EN10MB.
+//!
+//! Each primitive expands to the tests libpcap's `gencode.c` generates for
+//! it, in the same order (the order matters: a load past the end of the
+//! packet rejects the packet, so which test runs first decides the verdict
+//! of a truncated packet). For example `tcp` is "IPv4 with protocol 6, or
+//! IPv6 with next header 6, or IPv6 with a fragment header (44) followed
+//! by 6", and `port 80` checks IPv6 (SCTP, TCP, UDP at fixed offsets 54
+//! and 56) before IPv4 (each protocol, then "not a fragment", then the
+//! ports behind the IHL-sized header). `docs/dpf.md` lists every
+//! expansion.
+//!
+//! The graph is built back to front, the way libpcap backpatches jumps:
+//! `lower(expr, then, else)` returns the block that decides `expr` and
+//! continues at `then` or `else`. Then it is simplified exactly as
+//! libpcap's optimizer (`optimize.c`) simplifies the same code, because
+//! the optimizer changes verdicts on short packets: a test it removes no
+//! longer loads, and one it keeps still rejects a packet too short for
+//! its load.
+//!
+//! 1. First pass (branch movement, `opt_loop(.., 0)`): an edge into a
+//!    block whose outcome the edges dominating it decide skips the block
+//!    (`fold_edge`: the same test of the same accumulator value has the
+//!    same outcome; after `A = a` held, `A = b` fails), and an edge into a
+//!    block whose two edges agree skips it. A user's comparison
+//!    (`ip[9] = 6`) loads through the index register, so it never shares
+//!    an accumulator value with a primitive's test. A primitive's
+//!    `and #m; jeq #0` is already `jset #m` here, and `jset #0` never
+//!    holds.
+//! 2. Second pass (statements, `opt_loop(.., 1)`), which moves no edges:
+//!    a user's comparison masked with 0 has a constant accumulator, so
+//!    its load dies and its jump goes one way; `& m = 0` becomes
+//!    `jset #m`, and `jset #0xffffffff` always holds (its load stays).
+//! 3. Identical blocks merge (`intern_blocks`). A test whose edges now
+//!    agree stays, as a bounds check (`then == els`), except in a chain
+//!    from the root that ends in a verdict (`opt_root`).
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+use crate::ir::{ACCEPT, Base, Cmp, Field, Node, NodeId, Program, REJECT, Size, Test};
+use crate::syntax::{Compare, Dir, Expr, Primitive, Proto, RelOp};
+
+/// What libpcap's optimizer knows a test by while it threads jumps (its
+/// first pass, before statements are simplified): the value in the
+/// accumulator and the jump. Two tests with equal keys have the same
+/// outcome; after `A = a` held, `A = b` fails.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Key {
+    /// A test as gencode emits it for a primitive: an absolute load (or
+    /// the IHL-relative port load), an optional `and #mask`, a jump.
+    Prim {
+        field: Field,
+        mask: u32,
+        cmp: Cmp,
+        value: u32,
+    },
+    /// A comparison written by the user (`ip[9] = 6`): the load is indexed
+    /// by a constant in X, so it differs from every primitive's load, and
+    /// `ip[k]` and `arp[k]` (class 1) load the same value, as do `tcp[k]`,
+    /// `udp[k]`, `icmp[k]` and `sctp[k]` (class 2); `ether[k]` is class 0.
+    Raw {
+        class: u8,
+        offset: u32,
+        size: Size,
+        mask: Option<u32>,
+        cmp: Cmp,
+        value: u32,
+    },
+}
+
+impl Key {
+    fn cmp(&self) -> Cmp {
+        match *self {
+            Key::Prim { cmp, .. } | Key::Raw { cmp, .. } => cmp,
+        }
+    }
+
+    fn value(&self) -> u32 {
+        match *self {
+            Key::Prim { value, .. } | Key::Raw { value, .. } => value,
+        }
+    }
+
+    /// Whether both leave the same value in the accumulator.
+    fn same_a(&self, other: &Key) -> bool {
+        match (*self, *other) {
+            (
+                Key::Prim { field, mask, .. },
+                Key::Prim {
+                    field: f2,
+                    mask: m2,
+                    ..
+                },
+            ) => field == f2 && mask == m2,
+            (
+                Key::Raw {
+                    class,
+                    offset,
+                    size,
+                    mask,
+                    ..
+                },
+                Key::Raw {
+                    class: c2,
+                    offset: o2,
+                    size: s2,
+                    mask: m2,
+                    ..
+                },
+            ) => class == c2 && offset == o2 && size == s2 && mask == m2,
+            _ => false,
+        }
+    }
+}
+
+/// What libpcap's second pass (statement simplification) decides about a
+/// test the first pass left alone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Late {
+    /// Nothing.
+    Keep,
+    /// The accumulator is a constant (`& 0`): the load is dead and the
+    /// jump always goes one way (`true`: the key's "holds" edge).
+    Constant(bool),
+    /// The jump always goes one way (`jset #0xffffffff`) but the load
+    /// stays, so a short packet is still rejected.
+    Decided(bool),
+}
+
+/// One test as generated: the IR test, the optimizer's key for it, and
+/// what the second pass decides. The key's "holds" edge is the IR test's
+/// "holds" edge unless `invert` (`and #m; jeq #0` became `jset #m`).
+#[derive(Clone, Copy, Debug)]
+struct Leaf {
+    test: Test,
+    key: Key,
+    invert: bool,
+    late: Late,
+}
+
+/// A condition over tests, before it becomes a graph.
+#[derive(Clone, Debug)]
+enum Cond {
+    Test(Leaf),
+    /// Decided by libpcap's first pass (its test and load disappear).
+    Const(bool),
+    Not(Box<Cond>),
+    /// Left to right.
+    And(Vec<Cond>),
+    /// Left to right.
+    Or(Vec<Cond>),
+}
+
+fn not(c: Cond) -> Cond {
+    Cond::Not(Box::new(c))
+}
+
+const ETHERTYPE_IP: u32 = 0x0800;
+const ETHERTYPE_ARP: u32 = 0x0806;
+const ETHERTYPE_RARP: u32 = 0x8035;
+const ETHERTYPE_IPV6: u32 = 0x86dd;
+/// The largest 802.3 length field; a larger value is an Ethernet type.
+const ETHERMTU: u32 = 1500;
+/// The IPv6 fragment header's next-header number.
+const IPPROTO_FRAGMENT: u32 = 44;
+
+fn link(offset: u32, size: Size) -> Field {
+    Field {
+        base: Base::Link,
+        offset,
+        size,
+    }
+}
+
+/// A primitive's test: `field & mask cmp value`.
+fn prim(field: Field, mask: u32, cmp: Cmp, value: u32) -> Cond {
+    let test = Test {
+        field,
+        mask,
+        cmp,
+        value,
+    };
+    Cond::Test(Leaf {
+        test,
+        key: Key::Prim {
+            field,
+            mask,
+            cmp,
+            value,
+        },
+        invert: false,
+        late: Late::Keep,
+    })
+}
+
+fn eq(field: Field, value: u32) -> Cond {
+    prim(field, !0, Cmp::Eq, value)
+}
+
+/// A primitive's `field & mask = value` with gencode's `and #mask`: against
+/// 0 the first pass turns it into `jset #mask` (with `jset #0` never
+/// holding).
+fn masked_eq(field: Field, mask: u32, value: u32) -> Cond {
+    if mask == u32::MAX {
+        eq(field, value)
+    } else if value == 0 {
+        if mask == 0 {
+            Cond::Const(true)
+        } else {
+            not(prim(field, !0, Cmp::Set, mask))
+        }
+    } else {
+        prim(field, mask, Cmp::Eq, value)
+    }
+}
+
+/// A comparison the user wrote, `field [& mask] op value`, as gencode
+/// emits it and libpcap's optimizer leaves it. `class` and `offset` name
+/// the load for the key (see [`Key::Raw`]).
+fn relation(
+    field: Field,
+    class: u8,
+    offset: u32,
+    mask: Option<u32>,
+    op: RelOp,
+    value: u32,
+) -> Cond {
+    let (cmp, negate) = match op {
+        RelOp::Eq => (Cmp::Eq, false),
+        RelOp::Ne => (Cmp::Eq, true),
+        RelOp::Gt => (Cmp::Gt, false),
+        RelOp::Le => (Cmp::Gt, true),
+        RelOp::Ge => (Cmp::Ge, false),
+        RelOp::Lt => (Cmp::Ge, true),
+    };
+    let key = Key::Raw {
+        class,
+        offset,
+        size: field.size,
+        mask,
+        cmp,
+        value,
+    };
+    let m = mask.unwrap_or(!0);
+    let mut leaf = Leaf {
+        test: Test {
+            field,
+            mask: m,
+            cmp,
+            value,
+        },
+        key,
+        invert: false,
+        late: Late::Keep,
+    };
+    if mask == Some(0) {
+        // `and #0` makes A the constant 0: the load dies, the jump folds.
+        let holds = match cmp {
+            Cmp::Eq => value == 0,
+            Cmp::Gt => false,
+            Cmp::Ge => value == 0,
+            Cmp::Set => false,
+        };
+        leaf.late = Late::Constant(holds);
+    } else if let (Some(m), Cmp::Eq, 0) = (mask, cmp, value) {
+        // `and #m; jeq #0` becomes `jset #m` with the edges swapped; and
+        // `jset #0xffffffff` is taken as always true, load kept.
+        leaf.test = Test {
+            field,
+            mask: !0,
+            cmp: Cmp::Set,
+            value: m,
+        };
+        leaf.invert = true;
+        if m == u32::MAX {
+            leaf.late = Late::Decided(false);
+        }
+    }
+    let c = Cond::Test(leaf);
+    if negate { not(c) } else { c }
+}
+
+fn ether_type(t: u32) -> Cond {
+    eq(link(12, Size::H), t)
+}
+
+/// IPv4 with protocol `p` (libpcap's `gen_proto` for `ip proto`).
+fn ip_proto(p: u32) -> Cond {
+    Cond::And(vec![ether_type(ETHERTYPE_IP), eq(link(23, Size::B), p)])
+}
+
+/// libpcap's `tcp`/`udp`/`sctp`: IPv4 protocol `p`, or IPv6 next header
+/// `p` directly or behind a fragment header.
+fn transport_abbrev(p: u32) -> Cond {
+    Cond::Or(vec![
+        ip_proto(p),
+        Cond::And(vec![
+            ether_type(ETHERTYPE_IPV6),
+            Cond::Or(vec![
+                eq(link(20, Size::B), p),
+                Cond::And(vec![
+                    eq(link(20, Size::B), IPPROTO_FRAGMENT),
+                    eq(link(54, Size::B), p),
+                ]),
+            ]),
+        ]),
+    ])
+}
+
+fn proto_abbrev(p: Proto) -> Cond {
+    match p {
+        Proto::Ip => ether_type(ETHERTYPE_IP),
+        Proto::Ip6 => ether_type(ETHERTYPE_IPV6),
+        Proto::Arp => ether_type(ETHERTYPE_ARP),
+        Proto::Rarp => ether_type(ETHERTYPE_RARP),
+        Proto::Tcp => transport_abbrev(6),
+        Proto::Udp => transport_abbrev(17),
+        Proto::Sctp => transport_abbrev(132),
+        Proto::Icmp => ip_proto(1),
+        // The parser never makes `ether` alone a primitive.
+        Proto::Ether => Cond::Const(true),
+    }
+}
+
+fn ip_number(p: Proto) -> u32 {
+    match p {
+        Proto::Tcp => 6,
+        Proto::Udp => 17,
+        Proto::Sctp => 132,
+        Proto::Icmp => 1,
+        _ => unreachable!("not a transport protocol"),
+    }
+}
+
+/// IPv4 and not a fragment with a nonzero offset (libpcap's `gen_ipfrag`).
+fn not_fragment() -> Cond {
+    not(prim(link(20, Size::H), !0, Cmp::Set, 0x1fff))
+}
+
+/// A source/destination pair of one header, combined per the direction.
+fn by_dir(dir: Dir, one: impl Fn(bool) -> Cond) -> Cond {
+    match dir {
+        Dir::Src => one(true),
+        Dir::Dst => one(false),
+        Dir::SrcOrDst => Cond::Or(vec![one(true), one(false)]),
+        Dir::SrcAndDst => Cond::And(vec![one(true), one(false)]),
+    }
+}
+
+/// `host`/`net`: IPv4 source 26 / destination 30, ARP and RARP sender 28
+/// / target 38, each guarded by its Ethernet type, in that order.
+fn host(proto: Option<Proto>, dir: Dir, addr: u32, mask: u32) -> Cond {
+    let protos: &[(u32, u32, u32)] = match proto {
+        None => &[
+            (ETHERTYPE_IP, 26, 30),
+            (ETHERTYPE_ARP, 28, 38),
+            (ETHERTYPE_RARP, 28, 38),
+        ],
+        Some(Proto::Ip) => &[(ETHERTYPE_IP, 26, 30)],
+        Some(Proto::Arp) => &[(ETHERTYPE_ARP, 28, 38)],
+        Some(Proto::Rarp) => &[(ETHERTYPE_RARP, 28, 38)],
+        Some(_) => unreachable!("rejected by the parser"),
+    };
+    Cond::Or(
+        protos
+            .iter()
+            .map(|&(ty, src, dst)| {
+                by_dir(dir, |is_src| {
+                    let off = if is_src { src } else { dst };
+                    Cond::And(vec![
+                        ether_type(ty),
+                        masked_eq(link(off, Size::W), mask, addr),
+                    ])
+                })
+            })
+            .collect(),
+    )
+}
+
+/// One port field: equal to `first`, or within `first..=last` for a range.
+fn port_field(field: Field, first: u16, last: u16, range: bool) -> Cond {
+    if range {
+        Cond::And(vec![
+            prim(field, !0, Cmp::Ge, first.into()),
+            not(prim(field, !0, Cmp::Gt, last.into())),
+        ])
+    } else {
+        eq(field, first.into())
+    }
+}
+
+/// `port`/`portrange`: IPv6 first (next header at 20, ports at 54/56, no
+/// extension headers), then IPv4 (protocol at 23, not a fragment, ports
+/// behind the IHL-sized header), each for SCTP, TCP, UDP or the one named.
+fn port(proto: Option<Proto>, dir: Dir, first: u16, last: u16, range: bool) -> Cond {
+    let protos: Vec<u32> = match proto {
+        None => vec![132, 6, 17],
+        Some(p) => vec![ip_number(p)],
+    };
+    let ports = |src: Field, dst: Field| {
+        by_dir(dir, |is_src| {
+            port_field(if is_src { src } else { dst }, first, last, range)
+        })
+    };
+    let v6 = Cond::And(vec![
+        ether_type(ETHERTYPE_IPV6),
+        Cond::Or(
+            protos
+                .iter()
+                .map(|&p| {
+                    Cond::And(vec![
+                        eq(link(20, Size::B), p),
+                        ports(link(54, Size::H), link(56, Size::H)),
+                    ])
+                })
+                .collect(),
+        ),
+    ]);
+    let tp = |offset| Field {
+        base: Base::Transport,
+        offset,
+        size: Size::H,
+    };
+    let v4 = Cond::And(vec![
+        ether_type(ETHERTYPE_IP),
+        Cond::Or(
+            protos
+                .iter()
+                .map(|&p| {
+                    Cond::And(vec![
+                        eq(link(23, Size::B), p),
+                        not_fragment(),
+                        ports(tp(0), tp(2)),
+                    ])
+                })
+                .collect(),
+        ),
+    ]);
+    Cond::Or(vec![v6, v4])
+}
+
+/// `layer[offset:size] & mask op value`, with libpcap's guards: the
+/// layer's Ethernet type, and for a transport layer its protocol test and
+/// "not a fragment".
+fn compare(c: &Compare) -> Cond {
+    let rel = |field, class| relation(field, class, c.offset, c.mask, c.op, c.value);
+    let net = |ty| Cond::And(vec![ether_type(ty), rel(link(14 + c.offset, c.size), 1)]);
+    match c.layer {
+        Proto::Ether => rel(link(c.offset, c.size), 0),
+        Proto::Ip => net(ETHERTYPE_IP),
+        Proto::Arp => net(ETHERTYPE_ARP),
+        Proto::Rarp => net(ETHERTYPE_RARP),
+        Proto::Ip6 => net(ETHERTYPE_IPV6),
+        Proto::Tcp | Proto::Udp | Proto::Sctp | Proto::Icmp => Cond::And(vec![
+            ether_type(ETHERTYPE_IP),
+            proto_abbrev(c.layer),
+            not_fragment(),
+            rel(
+                Field {
+                    base: Base::Transport,
+                    offset: c.offset,
+                    size: c.size,
+                },
+                2,
+            ),
+        ]),
+    }
+}
+
+fn primitive(p: &Primitive) -> Cond {
+    match *p {
+        Primitive::Proto(p) => proto_abbrev(p),
+        Primitive::IpProto(n) => ip_proto(n),
+        Primitive::EtherProto(n) if n > ETHERMTU => ether_type(n),
+        // An 802.3 frame (length, not type, at 12) whose LLC DSAP is `n`.
+        Primitive::EtherProto(n) => Cond::And(vec![
+            not(prim(link(12, Size::H), !0, Cmp::Gt, ETHERMTU)),
+            eq(link(14, Size::B), n),
+        ]),
+        Primitive::Host { proto, dir, addr } => host(proto, dir, addr, u32::MAX),
+        Primitive::Net {
+            proto,
+            dir,
+            addr,
+            mask,
+        } => host(proto, dir, addr, mask),
+        Primitive::Port {
+            proto,
+            dir,
+            first,
+            last,
+            range,
+        } => port(proto, dir, first, last, range),
+        Primitive::Compare(ref c) => compare(c),
+    }
+}
+
+fn cond(e: &Expr) -> Cond {
+    match e {
+        Expr::And(a, b) => Cond::And(vec![cond(a), cond(b)]),
+        Expr::Or(a, b) => Cond::Or(vec![cond(a), cond(b)]),
+        Expr::Not(a) => not(cond(a)),
+        Expr::Prim(p) => primitive(p),
+    }
+}
+
+/// A test block of the graph as gencode emits it and libpcap's first
+/// optimizer pass rewires it. Blocks are never shared at this stage (as in
+/// libpcap, two identical blocks are still two blocks).
+#[derive(Clone, Copy, Debug)]
+struct Block {
+    leaf: Leaf,
+    then: NodeId,
+    els: NodeId,
+}
+
+/// The first stage: blocks, children before parents (every edge points
+/// to a lower index); ids 0 and 1 are Reject and Accept.
+struct Blocks {
+    blocks: Vec<Option<Block>>,
+}
+
+impl Blocks {
+    fn lower(&mut self, c: &Cond, t: NodeId, f: NodeId) -> NodeId {
+        match c {
+            Cond::Const(true) => t,
+            Cond::Const(false) => f,
+            Cond::Test(leaf) => {
+                if t == f {
+                    return t;
+                }
+                self.blocks.push(Some(Block {
+                    leaf: *leaf,
+                    then: t,
+                    els: f,
+                }));
+                (self.blocks.len() - 1) as NodeId
+            }
+            Cond::Not(c) => self.lower(c, f, t),
+            Cond::And(cs) => cs.iter().rev().fold(t, |next, c| self.lower(c, next, f)),
+            Cond::Or(cs) => cs.iter().rev().fold(f, |next, c| self.lower(c, t, next)),
+        }
+    }
+
+    fn block(&self, id: NodeId) -> Option<&Block> {
+        self.blocks[id as usize].as_ref()
+    }
+
+    fn edge(&self, id: NodeId, then: bool) -> NodeId {
+        let b = self.block(id).expect("a block");
+        if then { b.then } else { b.els }
+    }
+
+    fn set_edge(&mut self, id: NodeId, then: bool, to: NodeId) {
+        let b = self.blocks[id as usize].as_mut().expect("a block");
+        if then {
+            b.then = to;
+        } else {
+            b.els = to;
+        }
+    }
+
+    /// Whether both blocks leave the same value in the accumulator.
+    fn same_a(&self, a: NodeId, b: NodeId) -> bool {
+        let (a, b) = (
+            self.block(a).expect("a block"),
+            self.block(b).expect("a block"),
+        );
+        a.leaf.key.same_a(&b.leaf.key)
+    }
+
+    /// The blocks reachable from `root` grouped by level (the longest
+    /// path to a verdict, from 1), each level in the order libpcap's
+    /// `find_levels` lists it; and the blocks in depth-first preorder
+    /// (libpcap's block numbering).
+    fn levels(&self, root: NodeId) -> (Vec<Vec<NodeId>>, Vec<NodeId>) {
+        let n = self.blocks.len();
+        let mut level = vec![0usize; n];
+        let mut seen = vec![false; n];
+        let mut lists: Vec<Vec<NodeId>> = Vec::new();
+        let mut pre = Vec::new();
+        // Iterative DFS: JT first, then JF; a block is listed when both
+        // of its children are done, at the front of its level's list.
+        let mut stack = vec![(root, false)];
+        while let Some((id, expanded)) = stack.pop() {
+            let Some(b) = self.block(id) else { continue };
+            if expanded {
+                let l = 1 + level[b.then as usize].max(level[b.els as usize]);
+                level[id as usize] = l;
+                if lists.len() <= l {
+                    lists.resize(l + 1, Vec::new());
+                }
+                lists[l].insert(0, id);
+                continue;
+            }
+            if seen[id as usize] {
+                continue;
+            }
+            seen[id as usize] = true;
+            pre.push(id);
+            stack.push((id, true));
+            stack.push((b.els, false));
+            stack.push((b.then, false));
+        }
+        (lists, pre)
+    }
+
+    /// Whether the edges `facts` dominating an edge into `child` decide
+    /// it (libpcap's `fold_edge`): the same jump on the same accumulator
+    /// value has the same outcome; after `A = a` held, `A = b` fails.
+    fn decided(&self, child: NodeId, facts: &[(NodeId, bool)]) -> Option<bool> {
+        let b = self.block(child)?;
+        facts.iter().find_map(|&(f, holds)| {
+            let fk = self.block(f).expect("facts name blocks").leaf.key;
+            let k = b.leaf.key;
+            if !fk.same_a(&k) || fk.cmp() != k.cmp() {
+                None
+            } else if fk.value() == k.value() {
+                Some(holds)
+            } else if holds && k.cmp() == Cmp::Eq {
+                Some(false)
+            } else {
+                None
+            }
+        })
+    }
+
+    /// libpcap's first optimizer pass (`opt_loop(.., 0)`), to a fixed
+    /// point: each round computes dominators, moves edges (`opt_j`), then
+    /// pulls tests of an already loaded value up or- and and-chains
+    /// (`or_pullup`, `and_pullup`).
+    fn optimize(&mut self, root: NodeId) {
+        // Each round moves some edge; the cap only guards against a bug.
+        for _ in 0..10_000 {
+            let (levels, pre) = self.levels(root);
+            let n = self.blocks.len();
+            // Edge dominators as (block, outcome) pairs, and block
+            // dominators, from the root down (preorder is topological
+            // enough: compute by levels from the top).
+            let mut facts: Vec<Option<Vec<(NodeId, bool)>>> = vec![None; n];
+            let mut dom: Vec<Option<Vec<NodeId>>> = vec![None; n];
+            if self.block(root).is_some() {
+                facts[root as usize] = Some(Vec::new());
+                dom[root as usize] = Some(Vec::new());
+            }
+            for list in levels.iter().rev() {
+                for &id in list {
+                    let (Some(f), Some(d)) = (facts[id as usize].clone(), dom[id as usize].clone())
+                    else {
+                        continue;
+                    };
+                    let mut d = d;
+                    d.push(id);
+                    for holds in [true, false] {
+                        let to = self.edge(id, holds);
+                        if self.block(to).is_none() {
+                            continue;
+                        }
+                        let mut ef = f.clone();
+                        ef.push((id, holds));
+                        let slot = &mut facts[to as usize];
+                        *slot = Some(match slot.take() {
+                            None => ef,
+                            Some(old) => old.into_iter().filter(|x| ef.contains(x)).collect(),
+                        });
+                        let slot = &mut dom[to as usize];
+                        *slot = Some(match slot.take() {
+                            None => d.clone(),
+                            Some(old) => old.into_iter().filter(|x| d.contains(x)).collect(),
+                        });
+                    }
+                }
+            }
+            let _ = pre;
+            let mut changed = false;
+            // opt_j, bottom-up.
+            for list in levels.iter().skip(1) {
+                for &id in list {
+                    let Some(f) = facts[id as usize].clone() else {
+                        continue;
+                    };
+                    for holds in [true, false] {
+                        let mut succ = self.edge(id, holds);
+                        let Some(sb) = self.block(succ) else { continue };
+                        if sb.then == sb.els {
+                            succ = sb.then;
+                            changed = true;
+                        }
+                        let mut ef = f.clone();
+                        ef.push((id, holds));
+                        while let Some(out) = self.decided(succ, &ef) {
+                            succ = self.edge(succ, out);
+                            changed = true;
+                        }
+                        self.set_edge(id, holds, succ);
+                    }
+                }
+            }
+            // Pull-ups, with predecessors after the edge moves and the
+            // dominators from before them, as libpcap has them.
+            let mut preds: Vec<Vec<(NodeId, bool)>> = vec![Vec::new(); n];
+            for list in levels.iter().skip(1) {
+                for &id in list {
+                    for holds in [true, false] {
+                        let to = self.edge(id, holds);
+                        if self.block(to).is_some() {
+                            preds[to as usize].insert(0, (id, holds));
+                        }
+                    }
+                }
+            }
+            let dominates = |dom: &Vec<Option<Vec<NodeId>>>, b: NodeId, d: NodeId| {
+                b == d || dom[d as usize].as_ref().is_some_and(|v| v.contains(&b))
+            };
+            for list in levels.iter().skip(1) {
+                for &b in list {
+                    for or in [true, false] {
+                        changed |=
+                            self.pullup(b, or, &preds[b as usize], |x, y| dominates(&dom, x, y));
+                    }
+                }
+            }
+            if !changed {
+                return;
+            }
+        }
+    }
+
+    /// libpcap's `or_pullup` (`or`) or `and_pullup`: in a chain of tests
+    /// below `b` sharing one exit (the true exit for `or`), move the first
+    /// test of the accumulator value `b`'s predecessors left above the
+    /// first test of another value.
+    fn pullup(
+        &mut self,
+        b: NodeId,
+        or: bool,
+        preds: &[(NodeId, bool)],
+        dominates: impl Fn(NodeId, NodeId) -> bool,
+    ) -> bool {
+        let Some(&(p0, e0)) = preds.first() else {
+            return false;
+        };
+        if preds.iter().any(|&(p, _)| !self.same_a(p, p0)) {
+            return false;
+        }
+        if self.block(b).is_none() || self.edge(p0, e0) != b {
+            return false;
+        }
+        // `exit` is the shared exit; `next` walks the chain.
+        let exit = self.edge(b, or);
+        let mut diff_at: Option<NodeId> = None; // None: the predecessors' edges
+        let mut diff = b;
+        loop {
+            if self.block(diff).is_none() || self.edge(diff, or) != exit || !dominates(b, diff) {
+                return false;
+            }
+            if !self.same_a(diff, p0) {
+                break;
+            }
+            diff_at = Some(diff);
+            diff = self.edge(diff, !or);
+        }
+        let mut same_at = diff;
+        let mut same = self.edge(diff, !or);
+        loop {
+            if self.block(same).is_none() || self.edge(same, or) != exit || !dominates(b, same) {
+                return false;
+            }
+            if self.same_a(same, p0) {
+                break;
+            }
+            same_at = same;
+            same = self.edge(same, !or);
+        }
+        let after = self.edge(same, !or);
+        self.set_edge(same_at, !or, after);
+        self.set_edge(same, !or, diff);
+        match diff_at {
+            None => {
+                for &(p, e) in preds {
+                    if self.edge(p, e) == b {
+                        self.set_edge(p, e, same);
+                    }
+                }
+            }
+            Some(d) => self.set_edge(d, !or, same),
+        }
+        true
+    }
+}
+
+/// The final graph: identical nodes shared (libpcap's `intern_blocks`).
+/// A test whose edges agree is kept: its load still rejects a short
+/// packet, as the block libpcap keeps does.
+struct Builder {
+    nodes: Vec<Node>,
+    memo: HashMap<Node, NodeId>,
+}
+
+impl Builder {
+    fn test(&mut self, test: Test, then: NodeId, els: NodeId) -> NodeId {
+        let node = Node::Test { test, then, els };
+        if let Some(&id) = self.memo.get(&node) {
+            return id;
+        }
+        let id = self.nodes.len() as NodeId;
+        self.nodes.push(node);
+        self.memo.insert(node, id);
+        id
+    }
+}
+
+/// Lowers a parsed filter to its decision graph.
+pub fn lower(e: &Expr) -> Program {
+    let mut blocks = Blocks {
+        blocks: vec![None, None],
+    };
+    let root = blocks.lower(&cond(e), ACCEPT, REJECT);
+    blocks.optimize(root);
+    // The second pass (`opt_loop(..., 1)`) folds constants without
+    // moving edges; then identical blocks merge.
+    let mut b = Builder {
+        nodes: vec![Node::Reject, Node::Accept],
+        memo: HashMap::new(),
+    };
+    // Each block's node in the program, and its identity as a libpcap
+    // block after `intern_blocks`, as (then, else) identities: a block the
+    // second pass made constant has no load, so the program skips it, but
+    // libpcap keeps it as a block of its own.
+    let n = blocks.blocks.len();
+    let mut map: Vec<NodeId> = (0..n as NodeId).collect();
+    let mut ident: Vec<u32> = (0..n as u32).collect();
+    let mut idents: HashMap<(Option<Test>, Cmp, u32, u32, u32), u32> = HashMap::new();
+    let mut ident_edges: Vec<(u32, u32)> = vec![(0, 0), (1, 1)];
+    let mut intern = |key: (Option<Test>, Cmp, u32, u32, u32), then: u32, els: u32| -> u32 {
+        *idents.entry(key).or_insert_with(|| {
+            ident_edges.push((then, els));
+            (ident_edges.len() - 1) as u32
+        })
+    };
+    let (levels, _) = blocks.levels(root);
+    for &id in levels.iter().flatten() {
+        let id = id as usize;
+        let Some(Block { leaf, then, els }) = blocks.blocks[id] else {
+            continue;
+        };
+        let (t, f) = (then as usize, els as usize);
+        let (t, f) = if leaf.invert && leaf.late == Late::Keep {
+            (f, t)
+        } else {
+            (t, f)
+        };
+        (map[id], ident[id]) = match leaf.late {
+            Late::Constant(holds) => {
+                let to = if holds { t } else { f };
+                let i = intern(
+                    (None, leaf.test.cmp, leaf.test.value, ident[to], ident[to]),
+                    ident[to],
+                    ident[to],
+                );
+                (map[to], i)
+            }
+            Late::Decided(holds) => {
+                let to = if holds { t } else { f };
+                let i = intern(
+                    (Some(leaf.test), leaf.test.cmp, 0, ident[to], ident[to]),
+                    ident[to],
+                    ident[to],
+                );
+                (b.test(leaf.test, map[to], map[to]), i)
+            }
+            Late::Keep => {
+                let i = intern(
+                    (Some(leaf.test), leaf.test.cmp, 0, ident[t], ident[f]),
+                    ident[t],
+                    ident[f],
+                );
+                (b.test(leaf.test, map[t], map[f]), i)
+            }
+        };
+    }
+    // `opt_root`: a chain of blocks with agreeing edges from the root that
+    // ends in a verdict is that verdict, loads and all dropped; one that
+    // ends in a test keeps its loads (here: the tests whose edges agree).
+    let mut r = ident[root as usize];
+    while r > 1 && ident_edges[r as usize].0 == ident_edges[r as usize].1 {
+        r = ident_edges[r as usize].0;
+    }
+    let root = if r <= 1 { r } else { map[root as usize] };
+    finish(&b.nodes, root)
+}
+
+/// Renumbers a builder graph (children first) into a [`Program`] (root
+/// first, every edge to a higher index or to a leaf), keeping only the
+/// nodes reachable from `root`.
+fn finish(nodes: &[Node], root: NodeId) -> Program {
+    let mut reach = vec![false; nodes.len()];
+    reach[root as usize] = true;
+    for id in (2..nodes.len()).rev() {
+        if let (true, Node::Test { then, els, .. }) = (reach[id], nodes[id]) {
+            reach[then as usize] = true;
+            reach[els as usize] = true;
+        }
+    }
+    // Higher builder index = nearer the root.
+    let order: Vec<usize> = (2..nodes.len()).rev().filter(|&i| reach[i]).collect();
+    let mut map = vec![0 as NodeId; nodes.len()];
+    map[1] = ACCEPT;
+    for (k, &i) in order.iter().enumerate() {
+        map[i] = 2 + k as NodeId;
+    }
+    let mut out = vec![Node::Reject, Node::Accept];
+    for &i in &order {
+        let Node::Test { test, then, els } = nodes[i] else {
+            unreachable!("tests only above 1")
+        };
+        out.push(Node::Test {
+            test,
+            then: map[then as usize],
+            els: map[els as usize],
+        });
+    }
+    Program {
+        nodes: out,
+        root: map[root as usize],
+    }
+}
+
+fn node_name(id: NodeId) -> String {
+    match id {
+        REJECT => "reject".into(),
+        ACCEPT => "accept".into(),
+        n => format!("{n}"),
+    }
+}
+
+/// A readable listing of a program's decision graph, one test per line,
+/// as `fastpath filter check` prints it:
+///
+/// ```text
+/// root 2
+///    2: ether[12:2] = 0x800 ? 3 : reject
+///    3: ether[23:1] = 0x6 ? accept : reject
+/// ```
+///
+/// `ether[o:s]` counts from the start of the frame; `tp[o:s]` from the
+/// end of the IPv4 header (14 + 4 × IHL). `&` is a mask, `& v != 0` a bit
+/// test.
+pub fn dump(p: &Program) -> String {
+    let mut s = format!("root {}\n", node_name(p.root));
+    for (id, node) in p.nodes.iter().enumerate().skip(2) {
+        let Node::Test { test, then, els } = node else {
+            continue;
+        };
+        let base = match test.field.base {
+            Base::Link => "ether",
+            Base::Transport => "tp",
+        };
+        let mut field = format!("{base}[{}:{}]", test.field.offset, test.field.size as u8);
+        if test.mask != u32::MAX {
+            field = format!("({field} & {:#x})", test.mask);
+        }
+        let cond = match test.cmp {
+            Cmp::Eq => format!("{field} = {:#x}", test.value),
+            Cmp::Gt => format!("{field} > {:#x}", test.value),
+            Cmp::Ge => format!("{field} >= {:#x}", test.value),
+            Cmp::Set => format!("{field} & {:#x} != 0", test.value),
+        };
+        let _ = writeln!(
+            s,
+            "{id:>4}: {cond} ? {} : {}",
+            node_name(*then),
+            node_name(*els)
+        );
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::syntax::parse;
+
+    fn prog(src: &str) -> Program {
+        lower(&parse(src).unwrap())
+    }
+
+    #[test]
+    fn edges_point_forward_and_nodes_are_unique() {
+        for src in [
+            "tcp",
+            "port 80 or portrange 10-20",
+            "host 1.2.3.4 and not net 10.0.0.0/8",
+            "tcp[13] & 0x12 != 0 or udp[0:2] < 7",
+        ] {
+            let p = prog(src);
+            assert!(p.root == REJECT || p.root == ACCEPT || p.root == 2);
+            let mut seen = std::collections::HashSet::new();
+            for (i, n) in p.nodes.iter().enumerate().skip(2) {
+                let Node::Test { then, els, .. } = *n else {
+                    panic!("leaf at {i}")
+                };
+                for e in [then, els] {
+                    assert!(e <= ACCEPT || e as usize > i, "{src}: {i} -> {e}");
+                }
+                assert!(seen.insert(*n), "{src}: duplicate node {i}");
+            }
+        }
+    }
+
+    #[test]
+    fn tautologies_fold_away_with_their_loads() {
+        // libpcap: "ret #65535" for both, so even a 1-byte packet matches.
+        assert_eq!(prog("ether[100] = 1 or not ether[100] = 1").root, ACCEPT);
+        assert_eq!(prog("ether[100] & 0 = 0").root, ACCEPT);
+        assert_eq!(prog("ether[1] & 0xffffffff != 0").root, ACCEPT);
+        assert_eq!(prog("ether[100] & 0 = 1").root, REJECT);
+        // jge #0 is kept: the load still rejects short packets.
+        assert!(!prog("ether[100] >= 0").matches(&[0; 10]));
+    }
+
+    #[test]
+    fn tcp_is_three_alternatives() {
+        let p = prog("tcp");
+        let mut v4 = vec![0u8; 60];
+        v4[12] = 0x08;
+        v4[14] = 0x45;
+        v4[23] = 6;
+        assert!(p.matches(&v4));
+        let mut v6 = vec![0u8; 60];
+        v6[12] = 0x86;
+        v6[13] = 0xdd;
+        v6[20] = 44;
+        v6[54] = 6;
+        assert!(p.matches(&v6));
+        v6[54] = 17;
+        assert!(!p.matches(&v6));
+    }
+
+    #[test]
+    fn dump_lists_every_test() {
+        let d = dump(&prog("ip proto 6"));
+        assert_eq!(
+            d,
+            "root 2\n   2: ether[12:2] = 0x800 ? 3 : reject\n   3: ether[23:1] = 0x6 ? accept : reject\n"
+        );
+    }
+}

@@ -1,0 +1,1229 @@
+//! The filter language: a subset of pcap-filter(7), lexed and parsed into
+//! an [`Expr`].
+//!
+//! The grammar (EBNF in `docs/dpf.md`) follows libpcap's `grammar.y`:
+//! `not` binds tightest, `and` and `or` have *equal* precedence and
+//! associate to the left (`a or b and c` is `(a or b) and c`), and a bare
+//! value after `and`/`or` (or `not`, or inside parentheses) takes the
+//! qualifiers of the primitive before it, as libpcap's inherited
+//! qualifiers do: `host 10.0.0.1 or 10.0.0.2` is
+//! `host 10.0.0.1 or host 10.0.0.2`, and `tcp port 80 or 443` is
+//! `tcp port 80 or tcp port 443`. A protocol name or a comparison leaves
+//! no qualifier to inherit, so `tcp or 80` is an error, as in libpcap.
+//!
+//! Numbers are decimal, hexadecimal (`0x`) or octal (a leading `0`), and
+//! must fit in 32 bits. Names of hosts, networks, ports and protocols are
+//! not resolved; only the escaped protocol names after `ip proto` and
+//! `ether proto` (`\tcp`, `\ip`, ...) are known. Every error carries the
+//! 1-based column of the offending token.
+
+use std::fmt;
+
+use crate::error::Error;
+use crate::ir::Size;
+
+/// A filter expression.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Expr {
+    /// Both hold (evaluated left to right, short-circuit).
+    And(Box<Expr>, Box<Expr>),
+    /// Either holds (evaluated left to right, short-circuit).
+    Or(Box<Expr>, Box<Expr>),
+    /// The operand does not hold.
+    Not(Box<Expr>),
+    /// One primitive.
+    Prim(Primitive),
+}
+
+/// A protocol keyword, used as a primitive (`tcp`), as a qualifier
+/// (`ip host`, `udp port`) and as the layer of a comparison (`tcp[13]`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Proto {
+    /// `ether`: the Ethernet header (only as a qualifier or a layer).
+    Ether,
+    /// `ip`: IPv4.
+    Ip,
+    /// `ip6`: IPv6.
+    Ip6,
+    /// `arp`.
+    Arp,
+    /// `rarp`.
+    Rarp,
+    /// `tcp`, over IPv4 or IPv6.
+    Tcp,
+    /// `udp`, over IPv4 or IPv6.
+    Udp,
+    /// `icmp` (IPv4 only).
+    Icmp,
+    /// `sctp`, over IPv4 or IPv6.
+    Sctp,
+}
+
+/// A direction qualifier.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Dir {
+    /// `src or dst`, also the default when no direction is written.
+    SrcOrDst,
+    /// `src`.
+    Src,
+    /// `dst`.
+    Dst,
+    /// `src and dst`.
+    SrcAndDst,
+}
+
+/// A relational operator of a comparison.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RelOp {
+    /// `=` or `==`.
+    Eq,
+    /// `!=`.
+    Ne,
+    /// `<`.
+    Lt,
+    /// `<=`.
+    Le,
+    /// `>`.
+    Gt,
+    /// `>=`.
+    Ge,
+}
+
+/// A comparison of a packet field with a constant:
+/// `layer[offset:size] & mask op value`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Compare {
+    /// The header the offset counts from: `ether`, `ip`, `arp`, `tcp`,
+    /// `udp`, `icmp` or `sctp`.
+    pub layer: Proto,
+    /// The byte offset from the start of that header.
+    pub offset: u32,
+    /// The width of the field (`:1`, `:2`, `:4`; one byte by default).
+    pub size: Size,
+    /// The mask written after `&`, if any.
+    pub mask: Option<u32>,
+    /// The operator.
+    pub op: RelOp,
+    /// The constant on the right.
+    pub value: u32,
+}
+
+/// One primitive of the language.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Primitive {
+    /// A protocol name alone: `ip`, `ip6`, `arp`, `rarp`, `tcp`, `udp`,
+    /// `icmp`, `sctp`.
+    Proto(Proto),
+    /// `ether proto N` (also `\ip`, `\ip6`, `\arp`, `\rarp`).
+    EtherProto(u32),
+    /// `ip proto N` (also `\tcp`, `\udp`, `\icmp`, `\sctp`).
+    IpProto(u32),
+    /// `[ip|arp|rarp] [dir] host A.B.C.D`.
+    Host {
+        /// The protocol qualifier; `None` means IPv4, ARP and RARP.
+        proto: Option<Proto>,
+        /// The direction.
+        dir: Dir,
+        /// The address.
+        addr: u32,
+    },
+    /// `[ip|arp|rarp] [dir] net A.B.C.D/len` (or `mask M`, or a net
+    /// written with fewer than four parts).
+    Net {
+        /// The protocol qualifier; `None` means IPv4, ARP and RARP.
+        proto: Option<Proto>,
+        /// The direction.
+        dir: Dir,
+        /// The network address (no bits outside `mask`).
+        addr: u32,
+        /// The netmask.
+        mask: u32,
+    },
+    /// `[tcp|udp|sctp] [dir] port N` or `portrange N-M`.
+    Port {
+        /// The protocol qualifier; `None` means SCTP, TCP and UDP.
+        proto: Option<Proto>,
+        /// The direction.
+        dir: Dir,
+        /// The lowest port.
+        first: u16,
+        /// The highest port (equal to `first` for `port`).
+        last: u16,
+        /// Written as `portrange`.
+        range: bool,
+    },
+    /// A comparison of a packet field with a constant.
+    Compare(Compare),
+}
+
+// ---------------------------------------------------------------- lexer
+
+#[derive(Clone, Debug, PartialEq)]
+enum Tok {
+    /// A keyword or a name.
+    Word(String),
+    /// `\name`.
+    Escaped(String),
+    /// A number, with its text.
+    Num(u32, String),
+    /// A dotted address (one to four decimal parts), with its text.
+    Addr(Vec<u32>, String),
+    LParen,
+    RParen,
+    LBrack,
+    RBrack,
+    Colon,
+    Slash,
+    Minus,
+    Amp,
+    AndOp,
+    OrOp,
+    NotOp,
+    Rel(RelOp),
+    /// An arithmetic operator pcap has and this subset does not.
+    Arith(&'static str),
+    End,
+}
+
+impl Tok {
+    fn describe(&self) -> String {
+        match self {
+            Tok::Word(w) => format!("{w:?}"),
+            Tok::Escaped(w) => format!("\"\\{w}\""),
+            Tok::Num(_, t) | Tok::Addr(_, t) => format!("{t:?}"),
+            Tok::LParen => "\"(\"".into(),
+            Tok::RParen => "\")\"".into(),
+            Tok::LBrack => "\"[\"".into(),
+            Tok::RBrack => "\"]\"".into(),
+            Tok::Colon => "\":\"".into(),
+            Tok::Slash => "\"/\"".into(),
+            Tok::Minus => "\"-\"".into(),
+            Tok::Amp => "\"&\"".into(),
+            Tok::AndOp => "\"&&\"".into(),
+            Tok::OrOp => "\"||\"".into(),
+            Tok::NotOp => "\"!\"".into(),
+            Tok::Rel(op) => format!("\"{op}\""),
+            Tok::Arith(s) => format!("\"{s}\""),
+            Tok::End => "end of input".into(),
+        }
+    }
+}
+
+fn parse_number(text: &str, column: usize) -> Result<u32, Error> {
+    let bad = |reason| Error::BadNumber {
+        column,
+        text: text.to_string(),
+        reason,
+    };
+    let (digits, radix) = if let Some(h) = text.strip_prefix("0x").or(text.strip_prefix("0X")) {
+        (h, 16)
+    } else if text.len() > 1 && text.starts_with('0') {
+        (&text[1..], 8)
+    } else {
+        (text, 10)
+    };
+    if digits.is_empty() {
+        return Err(bad("no digits"));
+    }
+    let mut v: u64 = 0;
+    for c in digits.chars() {
+        let d = c.to_digit(radix).ok_or(bad(match radix {
+            8 if c.is_ascii_digit() => "a leading 0 makes it octal, and it has a non-octal digit",
+            _ => "not a number",
+        }))?;
+        v = v * u64::from(radix) + u64::from(d);
+        if v > u64::from(u32::MAX) {
+            return Err(bad("overflows 32 bits"));
+        }
+    }
+    Ok(v as u32)
+}
+
+fn lex(src: &str) -> Result<(Vec<(Tok, usize)>, usize), Error> {
+    let chars: Vec<char> = src.chars().collect();
+    let mut toks = Vec::new();
+    let mut i = 0;
+    let word_char = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.';
+    while i < chars.len() {
+        let c = chars[i];
+        let column = i + 1;
+        if c.is_whitespace() {
+            i += 1;
+            continue;
+        }
+        let two = |d: char| chars.get(i + 1) == Some(&d);
+        let (tok, len) = match c {
+            '(' => (Tok::LParen, 1),
+            ')' => (Tok::RParen, 1),
+            '[' => (Tok::LBrack, 1),
+            ']' => (Tok::RBrack, 1),
+            ':' => (Tok::Colon, 1),
+            '/' => (Tok::Slash, 1),
+            '-' => (Tok::Minus, 1),
+            '&' if two('&') => (Tok::AndOp, 2),
+            '&' => (Tok::Amp, 1),
+            '|' if two('|') => (Tok::OrOp, 2),
+            '|' => (Tok::Arith("|"), 1),
+            '!' if two('=') => (Tok::Rel(RelOp::Ne), 2),
+            '!' => (Tok::NotOp, 1),
+            '=' if two('=') => (Tok::Rel(RelOp::Eq), 2),
+            '=' => (Tok::Rel(RelOp::Eq), 1),
+            '<' if two('=') => (Tok::Rel(RelOp::Le), 2),
+            '<' if two('<') => (Tok::Arith("<<"), 2),
+            '<' => (Tok::Rel(RelOp::Lt), 1),
+            '>' if two('=') => (Tok::Rel(RelOp::Ge), 2),
+            '>' if two('>') => (Tok::Arith(">>"), 2),
+            '>' => (Tok::Rel(RelOp::Gt), 1),
+            '+' => (Tok::Arith("+"), 1),
+            '*' => (Tok::Arith("*"), 1),
+            '%' => (Tok::Arith("%"), 1),
+            '^' => (Tok::Arith("^"), 1),
+            '0'..='9' => {
+                let mut j = i;
+                while j < chars.len() && (chars[j].is_ascii_alphanumeric() || chars[j] == '.') {
+                    j += 1;
+                }
+                let text: String = chars[i..j].iter().collect();
+                let tok = if text.contains('.') {
+                    let bad = |reason| Error::BadAddress {
+                        column,
+                        text: text.clone(),
+                        reason,
+                    };
+                    let parts: Vec<&str> = text.split('.').collect();
+                    if parts.len() > 4 {
+                        return Err(bad("more than four parts"));
+                    }
+                    let mut v = Vec::new();
+                    for p in parts {
+                        if p.is_empty() || !p.chars().all(|c| c.is_ascii_digit()) {
+                            return Err(bad("each part must be a decimal number"));
+                        }
+                        match p.parse::<u32>() {
+                            Ok(n) if n <= 255 => v.push(n),
+                            _ => return Err(bad("a part is greater than 255")),
+                        }
+                    }
+                    Tok::Addr(v, text)
+                } else if text.len() == 12 && text.chars().all(|c| c.is_ascii_hexdigit()) {
+                    // libpcap's scanner takes twelve hex digits for a MAC
+                    // address, even when they spell a number.
+                    return Err(Error::Unsupported {
+                        column,
+                        feature: format!("{text:?}, which pcap reads as a MAC address"),
+                    });
+                } else {
+                    Tok::Num(parse_number(&text, column)?, text)
+                };
+                (tok, j - i)
+            }
+            '\\' => {
+                let mut j = i + 1;
+                while j < chars.len() && word_char(chars[j]) {
+                    j += 1;
+                }
+                if j == i + 1 {
+                    return Err(Error::UnexpectedChar { column, found: c });
+                }
+                (Tok::Escaped(chars[i + 1..j].iter().collect()), j - i)
+            }
+            c if c.is_ascii_alphabetic() || c == '_' => {
+                let mut j = i;
+                while j < chars.len() && word_char(chars[j]) {
+                    j += 1;
+                }
+                (Tok::Word(chars[i..j].iter().collect()), j - i)
+            }
+            found => return Err(Error::UnexpectedChar { column, found }),
+        };
+        toks.push((tok, column));
+        i += len;
+    }
+    Ok((toks, chars.len() + 1))
+}
+
+// ---------------------------------------------------------------- parser
+
+/// What kind of value a qualifier expects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum AddrKind {
+    /// No `host`/`net`/`port`/... written: a host.
+    Default,
+    Host,
+    Net,
+    Port,
+    Portrange,
+    Proto,
+}
+
+/// The qualifiers of a primitive, inherited by a bare value after it.
+#[derive(Clone, Copy, Debug)]
+struct Qual {
+    proto: Option<(Proto, usize)>,
+    dir: Dir,
+    addr: AddrKind,
+    /// The column of the `host`/`net`/... keyword, or of the head.
+    addr_col: usize,
+}
+
+/// pcap-filter keywords this subset leaves out, rejected as unsupported
+/// rather than taken for host names.
+const UNSUPPORTED: &[&str] = &[
+    "gateway",
+    "broadcast",
+    "multicast",
+    "less",
+    "greater",
+    "len",
+    "vlan",
+    "mpls",
+    "pppoed",
+    "pppoes",
+    "geneve",
+    "vxlan",
+    "icmp6",
+    "igmp",
+    "igrp",
+    "pim",
+    "vrrp",
+    "carp",
+    "ah",
+    "esp",
+    "atalk",
+    "aarp",
+    "decnet",
+    "iso",
+    "stp",
+    "ipx",
+    "netbeui",
+    "lat",
+    "moprc",
+    "mopdl",
+    "sca",
+    "link",
+    "ppp",
+    "slip",
+    "fddi",
+    "tr",
+    "wlan",
+    "type",
+    "subtype",
+    "dir",
+    "inbound",
+    "outbound",
+    "ifname",
+    "on",
+    "rnr",
+    "srnr",
+    "reason",
+    "rset",
+    "ruleset",
+    "action",
+    "protochain",
+    "llc",
+    "ra",
+    "ta",
+    "addr1",
+    "addr2",
+    "addr3",
+    "addr4",
+    "radio",
+    "clnp",
+    "esis",
+    "isis",
+    "l1",
+    "l2",
+    "iih",
+    "lsp",
+    "snp",
+    "csnp",
+    "psnp",
+    "hdpvt",
+    "iso",
+    "byte",
+];
+
+fn proto_keyword(w: &str) -> Option<Proto> {
+    Some(match w {
+        "ether" => Proto::Ether,
+        "ip" => Proto::Ip,
+        "ip6" => Proto::Ip6,
+        "arp" => Proto::Arp,
+        "rarp" => Proto::Rarp,
+        "tcp" => Proto::Tcp,
+        "udp" => Proto::Udp,
+        "icmp" => Proto::Icmp,
+        "sctp" => Proto::Sctp,
+        _ => return None,
+    })
+}
+
+struct Parser {
+    toks: Vec<(Tok, usize)>,
+    pos: usize,
+    end: usize,
+}
+
+/// Parses a filter expression.
+///
+/// ```
+/// let e = dpf::syntax::parse("tcp dst port 80 or 443").unwrap();
+/// assert_eq!(e.to_string(), "tcp dst port 80 or tcp dst port 443");
+/// ```
+pub fn parse(src: &str) -> Result<Expr, Error> {
+    let (toks, end) = lex(src)?;
+    let mut p = Parser { toks, pos: 0, end };
+    if p.peek() == &Tok::End {
+        return Err(p.unexpected("a filter expression (an empty filter is not supported)"));
+    }
+    let (e, _) = p.expr(None)?;
+    if p.peek() != &Tok::End {
+        return Err(p.unexpected("\"and\", \"or\" or the end of the filter"));
+    }
+    Ok(e)
+}
+
+impl Parser {
+    fn peek(&self) -> &Tok {
+        self.peek_at(0)
+    }
+
+    fn peek_at(&self, n: usize) -> &Tok {
+        self.toks.get(self.pos + n).map_or(&Tok::End, |t| &t.0)
+    }
+
+    fn col(&self) -> usize {
+        self.toks.get(self.pos).map_or(self.end, |t| t.1)
+    }
+
+    fn bump(&mut self) -> (Tok, usize) {
+        let t = self
+            .toks
+            .get(self.pos)
+            .cloned()
+            .unwrap_or((Tok::End, self.end));
+        self.pos += 1;
+        t
+    }
+
+    fn is_word(&self, n: usize, w: &str) -> bool {
+        matches!(self.peek_at(n), Tok::Word(x) if x == w)
+    }
+
+    fn unexpected(&self, expected: &str) -> Error {
+        match self.peek() {
+            Tok::Arith(op) => Error::Unsupported {
+                column: self.col(),
+                feature: format!("arithmetic (\"{op}\")"),
+            },
+            found => Error::Syntax {
+                column: self.col(),
+                expected: expected.to_string(),
+                found: found.describe(),
+            },
+        }
+    }
+
+    fn expect(&mut self, tok: Tok, expected: &str) -> Result<(), Error> {
+        if *self.peek() == tok {
+            self.pos += 1;
+            Ok(())
+        } else {
+            Err(self.unexpected(expected))
+        }
+    }
+
+    fn is_and(&self, n: usize) -> bool {
+        matches!(self.peek_at(n), Tok::AndOp) || self.is_word(n, "and")
+    }
+
+    fn is_or(&self, n: usize) -> bool {
+        matches!(self.peek_at(n), Tok::OrOp) || self.is_word(n, "or")
+    }
+
+    /// `expr = term { ("and" | "or") term }`, left-associative with equal
+    /// precedence. `q` is the inherited qualifier; returns the qualifier
+    /// a following bare value inherits.
+    fn expr(&mut self, q: Option<Qual>) -> Result<(Expr, Option<Qual>), Error> {
+        let (mut lhs, mut q) = self.term(q)?;
+        loop {
+            let and = if self.is_and(0) {
+                true
+            } else if self.is_or(0) {
+                false
+            } else {
+                return Ok((lhs, q));
+            };
+            self.pos += 1;
+            let (rhs, q2) = self.term(q)?;
+            lhs = if and {
+                Expr::And(Box::new(lhs), Box::new(rhs))
+            } else {
+                Expr::Or(Box::new(lhs), Box::new(rhs))
+            };
+            q = q2;
+        }
+    }
+
+    fn term(&mut self, q: Option<Qual>) -> Result<(Expr, Option<Qual>), Error> {
+        let column = self.col();
+        match self.peek().clone() {
+            Tok::NotOp => {
+                self.pos += 1;
+                let (e, q) = self.term(q)?;
+                Ok((Expr::Not(Box::new(e)), q))
+            }
+            Tok::Word(w) if w == "not" => {
+                self.pos += 1;
+                let (e, q) = self.term(q)?;
+                Ok((Expr::Not(Box::new(e)), q))
+            }
+            Tok::LParen => {
+                self.pos += 1;
+                let (e, _) = self.expr(q)?;
+                self.expect(Tok::RParen, "\")\"")?;
+                Ok((e, q))
+            }
+            Tok::Num(_, text) | Tok::Addr(_, text) => {
+                if matches!(self.peek_at(1), Tok::Rel(_) | Tok::Amp | Tok::Arith(_)) {
+                    return Err(Error::Unsupported {
+                        column,
+                        feature: "a comparison with a constant on the left (write the packet field first)"
+                            .into(),
+                    });
+                }
+                let Some(q) = q else {
+                    return Err(Error::MissingQualifier { column, text });
+                };
+                let p = self.value(q)?;
+                Ok((Expr::Prim(p), Some(q)))
+            }
+            Tok::Escaped(name) => {
+                let Some(q) = q else {
+                    return Err(Error::MissingQualifier {
+                        column,
+                        text: format!("\\{name}"),
+                    });
+                };
+                let p = self.value(q)?;
+                Ok((Expr::Prim(p), Some(q)))
+            }
+            Tok::Word(w) => self.word_term(&w, column),
+            _ => Err(self.unexpected("a primitive, \"not\" or \"(\"")),
+        }
+    }
+
+    fn word_term(&mut self, w: &str, column: usize) -> Result<(Expr, Option<Qual>), Error> {
+        if let Some(proto) = proto_keyword(w) {
+            match self.peek_at(1) {
+                Tok::LBrack => {
+                    self.pos += 1;
+                    let c = self.compare(proto, column)?;
+                    return Ok((Expr::Prim(Primitive::Compare(c)), None));
+                }
+                Tok::Word(n) if n == "proto" => {
+                    self.pos += 2;
+                    let q = Qual {
+                        proto: Some((proto, column)),
+                        dir: Dir::SrcOrDst,
+                        addr: AddrKind::Proto,
+                        addr_col: column,
+                    };
+                    let p = self.value(q)?;
+                    return Ok((Expr::Prim(p), Some(q)));
+                }
+                Tok::Word(n) if is_head_word(n) => {
+                    self.pos += 1;
+                    return self.head(Some((proto, column)));
+                }
+                _ => {}
+            }
+            self.pos += 1;
+            if proto == Proto::Ether {
+                return Err(self.unexpected("\"proto\" or \"[\" after \"ether\""));
+            }
+            return Ok((Expr::Prim(Primitive::Proto(proto)), None));
+        }
+        if is_head_word(w) {
+            return self.head(None);
+        }
+        match w {
+            "and" | "or" => Err(self.unexpected("a primitive, \"not\" or \"(\"")),
+            "proto" => Err(Error::Unsupported {
+                column,
+                feature: "\"proto\" without \"ip\" or \"ether\" before it".into(),
+            }),
+            "mask" => Err(self.unexpected("a primitive, \"not\" or \"(\"")),
+            w if UNSUPPORTED.contains(&w) => Err(Error::Unsupported {
+                column,
+                feature: format!("the \"{w}\" primitive or qualifier"),
+            }),
+            _ => Err(Error::NameNotResolved {
+                column,
+                name: w.to_string(),
+            }),
+        }
+    }
+
+    /// `head = [proto] [dir] [addr]`, at least a direction or an address
+    /// kind, followed by its value. The protocol has been consumed.
+    fn head(&mut self, proto: Option<(Proto, usize)>) -> Result<(Expr, Option<Qual>), Error> {
+        let mut dir = Dir::SrcOrDst;
+        let mut col = self.col();
+        if self.is_word(0, "src") || self.is_word(0, "dst") {
+            let first_src = self.is_word(0, "src");
+            let other = if first_src { "dst" } else { "src" };
+            self.pos += 1;
+            dir = if first_src { Dir::Src } else { Dir::Dst };
+            if (self.is_and(0) || self.is_or(0)) && self.is_word(1, other) {
+                dir = if self.is_and(0) {
+                    Dir::SrcAndDst
+                } else {
+                    Dir::SrcOrDst
+                };
+                self.pos += 2;
+            }
+            col = self.col();
+        }
+        let addr = match self.peek() {
+            Tok::Word(w) => match w.as_str() {
+                "host" => AddrKind::Host,
+                "net" => AddrKind::Net,
+                "port" => AddrKind::Port,
+                "portrange" => AddrKind::Portrange,
+                "gateway" => {
+                    return Err(Error::Unsupported {
+                        column: col,
+                        feature: "\"gateway\"".into(),
+                    });
+                }
+                _ => AddrKind::Default,
+            },
+            _ => AddrKind::Default,
+        };
+        if addr != AddrKind::Default {
+            self.pos += 1;
+        }
+        let q = Qual {
+            proto,
+            dir,
+            addr,
+            addr_col: col,
+        };
+        let p = self.value(q)?;
+        Ok((Expr::Prim(p), Some(q)))
+    }
+
+    /// The value (id) after a head, or a bare value with an inherited
+    /// qualifier.
+    fn value(&mut self, q: Qual) -> Result<Primitive, Error> {
+        let column = self.col();
+        let proto = q.proto.map(|p| p.0);
+        let bad_proto = |what: &str| -> Error {
+            let (p, c) = q.proto.expect("checked by callers");
+            Error::BadQualifier {
+                column: c,
+                message: format!("'{}' modifier applied to {what}", Proto::name(p)),
+            }
+        };
+        match q.addr {
+            AddrKind::Default | AddrKind::Host | AddrKind::Net => {
+                let net = q.addr == AddrKind::Net;
+                match proto {
+                    None | Some(Proto::Ip | Proto::Arp | Proto::Rarp) => {}
+                    Some(Proto::Ether) => {
+                        return Err(Error::Unsupported {
+                            column: q.proto.unwrap().1,
+                            feature: "link-level (MAC) addresses".into(),
+                        });
+                    }
+                    Some(_) => return Err(bad_proto(if net { "net" } else { "host" })),
+                }
+                let (tok, _) = self.bump();
+                let (parts, text) = match tok {
+                    Tok::Addr(parts, text) => (parts, text),
+                    // libpcap promotes a network number to the top of the
+                    // address, widening the mask a byte at a time:
+                    // `net 10` is 10.0.0.0/8.
+                    Tok::Num(v, _) if net => {
+                        let (mut v, mut mask) = (v, u32::MAX);
+                        while v != 0 && v & 0xff00_0000 == 0 {
+                            v <<= 8;
+                            mask <<= 8;
+                        }
+                        return Ok(Primitive::Net {
+                            proto,
+                            dir: q.dir,
+                            addr: v,
+                            mask,
+                        });
+                    }
+                    Tok::Num(_, text) => {
+                        return Err(Error::BadAddress {
+                            column,
+                            text,
+                            reason: "write an IPv4 address as a dotted quad",
+                        });
+                    }
+                    Tok::Word(name) if !is_keyword(&name) => {
+                        return Err(Error::NameNotResolved { column, name });
+                    }
+                    _ => {
+                        self.pos -= 1;
+                        return Err(self.unexpected("an IPv4 address"));
+                    }
+                };
+                let addr = parts
+                    .iter()
+                    .enumerate()
+                    .fold(0u32, |a, (i, &p)| a | (p << (24 - 8 * i)));
+                if !net {
+                    if parts.len() != 4 {
+                        return Err(Error::BadAddress {
+                            column,
+                            text,
+                            reason: "a host address needs all four parts (use net for a network)",
+                        });
+                    }
+                    return Ok(Primitive::Host {
+                        proto,
+                        dir: q.dir,
+                        addr,
+                    });
+                }
+                let mask = if *self.peek() == Tok::Slash {
+                    self.pos += 1;
+                    let c = self.col();
+                    let len = match self.bump().0 {
+                        Tok::Num(n, _) if n <= 32 => n,
+                        Tok::Num(_, text) => {
+                            return Err(Error::BadNumber {
+                                column: c,
+                                text,
+                                reason: "a prefix length is at most 32",
+                            });
+                        }
+                        _ => {
+                            self.pos -= 1;
+                            return Err(self.unexpected("a prefix length"));
+                        }
+                    };
+                    if parts.len() != 4 {
+                        return Err(Error::BadAddress {
+                            column,
+                            text,
+                            reason: "a network with a prefix length needs all four parts",
+                        });
+                    }
+                    if len == 0 { 0 } else { u32::MAX << (32 - len) }
+                } else if self.is_word(0, "mask") {
+                    self.pos += 1;
+                    let c = self.col();
+                    match self.bump().0 {
+                        Tok::Addr(m, _) if m.len() == 4 => {
+                            if parts.len() != 4 {
+                                return Err(Error::BadAddress {
+                                    column,
+                                    text,
+                                    reason: "a network with a mask needs all four parts",
+                                });
+                            }
+                            m.iter().fold(0u32, |a, &p| (a << 8) | p)
+                        }
+                        Tok::Addr(_, text) => {
+                            return Err(Error::BadAddress {
+                                column: c,
+                                text,
+                                reason: "a mask needs all four parts",
+                            });
+                        }
+                        _ => {
+                            self.pos -= 1;
+                            return Err(self.unexpected("a netmask"));
+                        }
+                    }
+                } else {
+                    u32::MAX << (32 - 8 * parts.len() as u32)
+                };
+                if addr & !mask != 0 {
+                    return Err(Error::BadAddress {
+                        column,
+                        text,
+                        reason: "non-network bits set",
+                    });
+                }
+                Ok(Primitive::Net {
+                    proto,
+                    dir: q.dir,
+                    addr,
+                    mask,
+                })
+            }
+            AddrKind::Port | AddrKind::Portrange => {
+                let kw = if q.addr == AddrKind::Port {
+                    "port"
+                } else {
+                    "portrange"
+                };
+                match proto {
+                    None | Some(Proto::Tcp | Proto::Udp | Proto::Sctp) => {}
+                    Some(p) => {
+                        return Err(Error::BadQualifier {
+                            column: q.proto.unwrap().1,
+                            message: format!("illegal qualifier '{}' of '{kw}'", p.name()),
+                        });
+                    }
+                }
+                let first = self.port_number()?;
+                let (first, last) = if q.addr == AddrKind::Portrange {
+                    self.expect(Tok::Minus, "\"-\" between the ports of a range")?;
+                    let last = self.port_number()?;
+                    (first.min(last), first.max(last))
+                } else {
+                    (first, first)
+                };
+                Ok(Primitive::Port {
+                    proto,
+                    dir: q.dir,
+                    first,
+                    last,
+                    range: q.addr == AddrKind::Portrange,
+                })
+            }
+            AddrKind::Proto => {
+                let p = q.proto.expect("proto qualifier").0;
+                let (tok, _) = self.bump();
+                let n = match (&tok, p) {
+                    (Tok::Num(n, _), _) => *n,
+                    (Tok::Escaped(w) | Tok::Word(w), Proto::Ip) => match w.as_str() {
+                        "icmp" => 1,
+                        "tcp" => 6,
+                        "udp" => 17,
+                        "sctp" => 132,
+                        _ => {
+                            return Err(Error::NameNotResolved {
+                                column,
+                                name: w.clone(),
+                            });
+                        }
+                    },
+                    (Tok::Escaped(w) | Tok::Word(w), Proto::Ether) => match w.as_str() {
+                        "ip" => 0x800,
+                        "arp" => 0x806,
+                        "rarp" => 0x8035,
+                        "ip6" => 0x86dd,
+                        _ => {
+                            return Err(Error::NameNotResolved {
+                                column,
+                                name: w.clone(),
+                            });
+                        }
+                    },
+                    (_, Proto::Ip | Proto::Ether) => {
+                        self.pos -= 1;
+                        return Err(self.unexpected("a protocol number"));
+                    }
+                    _ => {
+                        return Err(Error::Unsupported {
+                            column: q.addr_col,
+                            feature: format!(
+                                "\"{} proto\" (only ip proto and ether proto)",
+                                p.name()
+                            ),
+                        });
+                    }
+                };
+                if p == Proto::Ip {
+                    Ok(Primitive::IpProto(n))
+                } else {
+                    if matches!(n, 0x06 | 0xe0 | 0xf0 | 0xfe | 0x809b | 0x80f3) {
+                        return Err(Error::Unsupported {
+                            column,
+                            feature: format!(
+                                "ether proto {n:#x} (libpcap expands the LLC SAPs and AppleTalk types specially)"
+                            ),
+                        });
+                    }
+                    Ok(Primitive::EtherProto(n))
+                }
+            }
+        }
+    }
+
+    fn port_number(&mut self) -> Result<u16, Error> {
+        let column = self.col();
+        match self.bump().0 {
+            Tok::Num(n, text) => u16::try_from(n).map_err(|_| Error::BadNumber {
+                column,
+                text,
+                reason: "a port number is at most 65535",
+            }),
+            Tok::Word(name) if !is_keyword(&name) => Err(Error::NameNotResolved { column, name }),
+            _ => {
+                self.pos -= 1;
+                Err(self.unexpected("a port number"))
+            }
+        }
+    }
+
+    /// `layer "[" offset [":" size] "]" ["&" mask] relop value`; the
+    /// layer keyword has been consumed.
+    fn compare(&mut self, layer: Proto, column: usize) -> Result<Compare, Error> {
+        if matches!(layer, Proto::Ip6 | Proto::Rarp) {
+            return Err(Error::Unsupported {
+                column,
+                feature: format!("{}[...] (comparisons on ip6 or rarp headers)", layer.name()),
+            });
+        }
+        self.expect(Tok::LBrack, "\"[\"")?;
+        let c = self.col();
+        let offset = match self.bump().0 {
+            Tok::Num(n, _) if n <= 0xffff => n,
+            Tok::Num(_, text) => {
+                return Err(Error::BadNumber {
+                    column: c,
+                    text,
+                    reason: "an offset is at most 65535",
+                });
+            }
+            _ => {
+                self.pos -= 1;
+                return Err(match self.peek() {
+                    Tok::Word(_) | Tok::LParen => Error::Unsupported {
+                        column: c,
+                        feature: "an offset that is not a number".into(),
+                    },
+                    _ => self.unexpected("an offset"),
+                });
+            }
+        };
+        let size = if *self.peek() == Tok::Colon {
+            self.pos += 1;
+            let c = self.col();
+            match self.bump().0 {
+                Tok::Num(1, _) => Size::B,
+                Tok::Num(2, _) => Size::H,
+                Tok::Num(4, _) => Size::W,
+                Tok::Num(_, text) => {
+                    return Err(Error::BadNumber {
+                        column: c,
+                        text,
+                        reason: "a field size must be 1, 2 or 4",
+                    });
+                }
+                _ => {
+                    self.pos -= 1;
+                    return Err(self.unexpected("a field size (1, 2 or 4)"));
+                }
+            }
+        } else {
+            Size::B
+        };
+        self.expect(Tok::RBrack, "\"]\"")?;
+        let mask = if *self.peek() == Tok::Amp {
+            self.pos += 1;
+            Some(self.constant("a mask")?)
+        } else {
+            None
+        };
+        let op = match self.peek() {
+            Tok::Rel(op) => *op,
+            _ => return Err(self.unexpected("a relational operator (=, !=, <, <=, >, >=)")),
+        };
+        self.pos += 1;
+        let value = self.constant("a number")?;
+        if let Tok::Arith(_) | Tok::Amp = self.peek() {
+            return Err(Error::Unsupported {
+                column: self.col(),
+                feature: "arithmetic on the right of a comparison".into(),
+            });
+        }
+        Ok(Compare {
+            layer,
+            offset,
+            size,
+            mask,
+            op,
+            value,
+        })
+    }
+
+    fn constant(&mut self, what: &str) -> Result<u32, Error> {
+        match self.peek() {
+            Tok::Num(n, _) => {
+                let n = *n;
+                self.pos += 1;
+                Ok(n)
+            }
+            Tok::LParen | Tok::Word(_) | Tok::LBrack => Err(Error::Unsupported {
+                column: self.col(),
+                feature: format!("an expression where {what} is expected (only constants)"),
+            }),
+            _ => Err(self.unexpected(what)),
+        }
+    }
+}
+
+fn is_head_word(w: &str) -> bool {
+    matches!(
+        w,
+        "src" | "dst" | "host" | "net" | "port" | "portrange" | "gateway"
+    )
+}
+
+fn is_keyword(w: &str) -> bool {
+    is_head_word(w)
+        || proto_keyword(w).is_some()
+        || matches!(w, "and" | "or" | "not" | "proto" | "mask")
+        || UNSUPPORTED.contains(&w)
+}
+
+// ---------------------------------------------------------------- display
+
+impl Proto {
+    /// The keyword.
+    pub fn name(self) -> &'static str {
+        match self {
+            Proto::Ether => "ether",
+            Proto::Ip => "ip",
+            Proto::Ip6 => "ip6",
+            Proto::Arp => "arp",
+            Proto::Rarp => "rarp",
+            Proto::Tcp => "tcp",
+            Proto::Udp => "udp",
+            Proto::Icmp => "icmp",
+            Proto::Sctp => "sctp",
+        }
+    }
+}
+
+impl fmt::Display for Proto {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl fmt::Display for RelOp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            RelOp::Eq => "=",
+            RelOp::Ne => "!=",
+            RelOp::Lt => "<",
+            RelOp::Le => "<=",
+            RelOp::Gt => ">",
+            RelOp::Ge => ">=",
+        })
+    }
+}
+
+fn quad(a: u32) -> String {
+    let b = a.to_be_bytes();
+    format!("{}.{}.{}.{}", b[0], b[1], b[2], b[3])
+}
+
+/// The qualifier prefix: `[proto ][dir ]`.
+fn prefix(proto: Option<Proto>, dir: Dir) -> String {
+    let mut s = String::new();
+    if let Some(p) = proto {
+        s.push_str(p.name());
+        s.push(' ');
+    }
+    s.push_str(match dir {
+        Dir::SrcOrDst => "",
+        Dir::Src => "src ",
+        Dir::Dst => "dst ",
+        Dir::SrcAndDst => "src and dst ",
+    });
+    s
+}
+
+impl fmt::Display for Primitive {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Primitive::Proto(p) => write!(f, "{p}"),
+            Primitive::EtherProto(n) => write!(f, "ether proto {n:#06x}"),
+            Primitive::IpProto(n) => write!(f, "ip proto {n}"),
+            Primitive::Host { proto, dir, addr } => {
+                write!(f, "{}host {}", prefix(proto, dir), quad(addr))
+            }
+            Primitive::Net {
+                proto,
+                dir,
+                addr,
+                mask,
+            } => {
+                let p = prefix(proto, dir);
+                if mask.leading_ones() + mask.trailing_zeros() == 32 {
+                    write!(f, "{p}net {}/{}", quad(addr), mask.leading_ones())
+                } else {
+                    write!(f, "{p}net {} mask {}", quad(addr), quad(mask))
+                }
+            }
+            Primitive::Port {
+                proto,
+                dir,
+                first,
+                last,
+                range,
+            } => {
+                let p = prefix(proto, dir);
+                if range {
+                    write!(f, "{p}portrange {first}-{last}")
+                } else {
+                    write!(f, "{p}port {first}")
+                }
+            }
+            Primitive::Compare(c) => write!(f, "{c}"),
+        }
+    }
+}
+
+impl fmt::Display for Compare {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}[{}", self.layer, self.offset)?;
+        if self.size != Size::B {
+            write!(f, ":{}", self.size as u8)?;
+        }
+        f.write_str("]")?;
+        if let Some(m) = self.mask {
+            write!(f, " & {m:#x}")?;
+        }
+        write!(f, " {} {}", self.op, self.value)
+    }
+}
+
+impl fmt::Display for Expr {
+    /// The canonical text: a filter that parses back to the same tree,
+    /// with parentheses around every binary operand that is itself binary
+    /// and every binary operand of `not`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fn operand(
+            e: &Expr,
+            f: &mut fmt::Formatter<'_>,
+            parent_and: bool,
+            left: bool,
+        ) -> fmt::Result {
+            match e {
+                // Left association makes a left operand of the same
+                // operator safe without parentheses.
+                Expr::And(..) if left && parent_and => write!(f, "{e}"),
+                Expr::Or(..) if left && !parent_and => write!(f, "{e}"),
+                Expr::And(..) | Expr::Or(..) => write!(f, "({e})"),
+                _ => write!(f, "{e}"),
+            }
+        }
+        match self {
+            Expr::And(a, b) | Expr::Or(a, b) => {
+                let and = matches!(self, Expr::And(..));
+                operand(a, f, and, true)?;
+                f.write_str(if and { " and " } else { " or " })?;
+                operand(b, f, and, false)
+            }
+            Expr::Not(e) => match **e {
+                Expr::And(..) | Expr::Or(..) => write!(f, "not ({e})"),
+                _ => write!(f, "not {e}"),
+            },
+            Expr::Prim(p) => write!(f, "{p}"),
+        }
+    }
+}

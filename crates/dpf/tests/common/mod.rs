@@ -1,0 +1,434 @@
+//! Seeded generators shared by dpf's integration tests: random filters
+//! from the grammar of `docs/dpf.md`, and realistic Ethernet frames to run
+//! them on.
+//!
+//! Addresses, ports and protocol numbers come from small pools shared by
+//! both generators, so that a healthy fraction of (filter, packet) pairs
+//! match. Packets cover IPv4 with and without options (IHL 5 to 15),
+//! fragments, TCP/UDP/ICMP/SCTP, IPv6 with and without a fragment header,
+//! ARP and RARP, 802.1Q tags, 802.3/LLC frames, garbage, and truncation at
+//! the lengths where filters' loads begin to fail.
+
+#![allow(dead_code)]
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+/// The IPv4 hosts filters and packets draw from.
+pub const HOSTS: [[u8; 4]; 5] = [
+    [10, 0, 0, 1],
+    [10, 0, 0, 2],
+    [10, 1, 2, 3],
+    [192, 168, 1, 1],
+    [172, 16, 5, 4],
+];
+/// Networks containing (some of) [`HOSTS`], as filter text.
+pub const NETS: [&str; 9] = [
+    "10.0.0.0/8",
+    "10.0.0.0/24",
+    "192.168.0.0/16",
+    "172.16.0.0/12",
+    "0.0.0.0/0",
+    "10.0.0.0 mask 255.255.0.0",
+    "10",
+    "192.168",
+    "10.0.0.2/32",
+];
+/// The ports filters and packets draw from.
+pub const PORTS: [u16; 6] = [22, 53, 80, 443, 1024, 8080];
+/// Port ranges, as filter text.
+pub const RANGES: [&str; 4] = ["20-90", "1000-1100", "443-443", "9000-50"];
+
+/// A seeded random generator of filters and packets.
+pub struct Gen {
+    /// The random source.
+    pub rng: StdRng,
+}
+
+fn quad(a: [u8; 4]) -> String {
+    format!("{}.{}.{}.{}", a[0], a[1], a[2], a[3])
+}
+
+impl Gen {
+    /// A generator with a fixed seed.
+    pub fn new(seed: u64) -> Self {
+        Gen {
+            rng: StdRng::seed_from_u64(seed),
+        }
+    }
+
+    fn pick<'a, T>(&mut self, xs: &'a [T]) -> &'a T {
+        &xs[self.rng.random_range(0..xs.len())]
+    }
+
+    fn chance(&mut self, p: f64) -> bool {
+        self.rng.random_bool(p)
+    }
+
+    fn dir(&mut self) -> &'static str {
+        *self.pick(&["", "", "", "src ", "dst ", "src or dst ", "src and dst "])
+    }
+
+    fn number(&mut self, v: u32) -> String {
+        match self.rng.random_range(0..4) {
+            0 => format!("{v:#x}"),
+            1 if v != 0 => format!("0{v:o}"),
+            _ => v.to_string(),
+        }
+    }
+
+    /// A value for a host-like qualifier (used for implicit qualifiers).
+    fn host_value(&mut self) -> String {
+        quad(*self.pick(&HOSTS))
+    }
+
+    /// One primitive, with the text of a bare value that may follow it
+    /// with the same qualifiers (`None` when it leaves none).
+    fn primitive(&mut self) -> (String, Option<String>) {
+        match self.rng.random_range(0..20) {
+            0..=2 => (
+                self.pick(&["ip", "ip6", "arp", "rarp", "tcp", "udp", "icmp", "sctp"])
+                    .to_string(),
+                None,
+            ),
+            3 => {
+                let p = *self.pick(&[
+                    "0x800", "0x806", "0x86dd", "0x8035", "0x8100", "\\ip", "\\arp", "\\ip6",
+                    "0x42", "170",
+                ]);
+                (format!("ether proto {p}"), None)
+            }
+            4 => {
+                let p = self.pick(&["1", "6", "17", "132", "\\tcp", "\\udp", "\\icmp", "2"]);
+                let next = self.pick(&["6", "17", "1"]).to_string();
+                (format!("ip proto {p}"), Some(next))
+            }
+            5..=7 => {
+                let proto = *self.pick(&["", "", "ip ", "arp ", "rarp "]);
+                let kw = *self.pick(&["host ", "host ", ""]);
+                let dir = self.dir();
+                let kw = if dir.is_empty() && kw.is_empty() {
+                    "host "
+                } else {
+                    kw
+                };
+                let h = self.host_value();
+                let next = self.host_value();
+                (format!("{proto}{dir}{kw}{h}"), Some(next))
+            }
+            8 | 9 => {
+                let proto = *self.pick(&["", "", "ip ", "arp ", "rarp "]);
+                let dir = self.dir();
+                let n = *self.pick(&NETS);
+                (
+                    format!("{proto}{dir}net {n}"),
+                    Some(self.pick(&NETS).to_string()),
+                )
+            }
+            10..=12 => {
+                let proto = *self.pick(&["", "", "tcp ", "udp ", "sctp "]);
+                let dir = self.dir();
+                let p = self.pick(&PORTS).to_string();
+                let next = self.pick(&PORTS).to_string();
+                (format!("{proto}{dir}port {p}"), Some(next))
+            }
+            13 => {
+                let proto = *self.pick(&["", "tcp ", "udp "]);
+                let dir = self.dir();
+                let r = *self.pick(&RANGES);
+                (
+                    format!("{proto}{dir}portrange {r}"),
+                    Some(self.pick(&RANGES).to_string()),
+                )
+            }
+            _ => (self.comparison(), None),
+        }
+    }
+
+    /// `layer[offset:size] [& mask] op value`.
+    pub fn comparison(&mut self) -> String {
+        let layer = *self.pick(&[
+            "ether", "ether", "ip", "ip", "arp", "tcp", "tcp", "udp", "icmp", "sctp",
+        ]);
+        let size = *self.pick(&[1u32, 1, 2, 2, 4]);
+        let offset: u32 = match self.rng.random_range(0..10) {
+            0 => self.rng.random_range(40..200),
+            1 => self.rng.random_range(1400..1600),
+            _ => match layer {
+                "ether" => *self.pick(&[0, 6, 12, 13, 14, 20, 23, 26, 30, 34, 36, 54, 56]),
+                "ip" => *self.pick(&[0, 1, 6, 8, 9, 12, 16, 20, 22]),
+                "arp" => *self.pick(&[0, 2, 6, 7, 14, 24]),
+                _ => *self.pick(&[0, 1, 2, 3, 4, 8, 12, 13]),
+            },
+        };
+        let size_text = match (size, self.chance(0.2)) {
+            (1, false) => String::new(),
+            (s, _) => format!(":{s}"),
+        };
+        let max = if size == 4 {
+            u32::MAX
+        } else {
+            (1u32 << (8 * size)) - 1
+        };
+        let mask = match self.rng.random_range(0..12) {
+            0..=5 => None,
+            6 => Some(0),
+            7 => Some(u32::MAX),
+            8 => Some(0xf0),
+            9 => Some(0x12),
+            10 => Some(0x1fff),
+            _ => Some(self.rng.random::<u32>() & max),
+        };
+        let op = *self.pick(&["=", "==", "!=", "<", "<=", ">", ">="]);
+        let value = match self.rng.random_range(0..8) {
+            0 => 0,
+            1 => *self.pick(&[0x45, 6, 17, 1, 0x800, 0x86dd, 80, 53, 0x12, 2, 0x40]),
+            2 => max,
+            3 => self.rng.random::<u32>() & max,
+            4 => self.rng.random::<u32>(),
+            5 => mask.unwrap_or(1),
+            _ => self.rng.random_range(0..=16),
+        };
+        let mask_text = match mask {
+            Some(m) => format!(" & {}", self.number(m)),
+            None => String::new(),
+        };
+        format!(
+            "{layer}[{offset}{size_text}]{mask_text} {op} {}",
+            self.number(value)
+        )
+    }
+
+    fn term(&mut self, depth: u32) -> String {
+        let neg = match self.rng.random_range(0..6) {
+            0 => "not ",
+            1 => "! ",
+            _ => "",
+        };
+        if depth > 0 && self.chance(0.3) {
+            return format!("{neg}({})", self.expr(depth - 1));
+        }
+        let (p, next) = self.primitive();
+        match next {
+            // pcap's implicit qualifier: `host a or b`.
+            Some(v) if self.chance(0.15) => {
+                let op = *self.pick(&["or", "and", "and not", "||"]);
+                format!("{neg}({p} {op} {v})")
+            }
+            _ => format!("{neg}{p}"),
+        }
+    }
+
+    /// A random filter: a left-to-right chain of terms joined by
+    /// `and`/`or` (pcap gives them equal precedence), nested to `depth`.
+    pub fn expr(&mut self, depth: u32) -> String {
+        let n = self.rng.random_range(1..=3);
+        let mut s = self.term(depth);
+        for _ in 1..n {
+            let op = *self.pick(&["and", "or", "&&", "||"]);
+            s = format!("{s} {op} {}", self.term(depth));
+        }
+        s
+    }
+
+    /// A random filter of the default depth.
+    pub fn filter(&mut self) -> String {
+        self.expr(2)
+    }
+
+    fn ipv4_addr(&mut self) -> [u8; 4] {
+        if self.chance(0.8) {
+            *self.pick(&HOSTS)
+        } else {
+            self.rng.random()
+        }
+    }
+
+    fn port(&mut self) -> u16 {
+        if self.chance(0.7) {
+            *self.pick(&PORTS)
+        } else {
+            self.rng.random()
+        }
+    }
+
+    /// A transport header of `proto` (at least 20 bytes, so that every
+    /// generated comparison has something to load).
+    fn transport(&mut self, proto: u8) -> Vec<u8> {
+        let mut t: Vec<u8> = (0..20 + self.rng.random_range(0..20))
+            .map(|_| self.rng.random())
+            .collect();
+        match proto {
+            6 | 17 | 132 => {
+                let (s, d) = (self.port(), self.port());
+                t[0..2].copy_from_slice(&s.to_be_bytes());
+                t[2..4].copy_from_slice(&d.to_be_bytes());
+                if proto == 6 && self.chance(0.5) {
+                    t[13] = *self.pick(&[0x02, 0x12, 0x10, 0x18, 0x11]);
+                }
+            }
+            1 => t[0] = *self.pick(&[0, 8, 3, 11]),
+            _ => {}
+        }
+        t
+    }
+
+    fn ip_proto(&mut self) -> u8 {
+        *self.pick(&[6, 6, 17, 17, 1, 132, 2, 47])
+    }
+
+    fn ethernet(&mut self, ethertype: u16) -> Vec<u8> {
+        let mut f: Vec<u8> = (0..12).map(|_| self.rng.random()).collect();
+        f.extend_from_slice(&ethertype.to_be_bytes());
+        f
+    }
+
+    fn ipv4(&mut self) -> Vec<u8> {
+        let proto = self.ip_proto();
+        let ihl: u8 = if self.chance(0.6) {
+            5
+        } else {
+            self.rng.random_range(5..=15)
+        };
+        let mut h = vec![0u8; 4 * usize::from(ihl)];
+        h[0] = 0x40 | ihl;
+        h[1] = self.rng.random();
+        h[8] = 64;
+        h[9] = proto;
+        if self.chance(0.25) {
+            // A fragment: MF and/or a nonzero offset.
+            let off: u16 = if self.chance(0.5) {
+                self.rng.random_range(1..0x1fff)
+            } else {
+                0
+            };
+            let mf: u16 = if off == 0 || self.chance(0.5) {
+                0x2000
+            } else {
+                0
+            };
+            h[6..8].copy_from_slice(&(mf | off).to_be_bytes());
+        } else if self.chance(0.3) {
+            h[6] = 0x40; // DF
+        }
+        let (s, d) = (self.ipv4_addr(), self.ipv4_addr());
+        h[12..16].copy_from_slice(&s);
+        h[16..20].copy_from_slice(&d);
+        for b in &mut h[20..] {
+            *b = if self.chance(0.5) {
+                1
+            } else {
+                self.rng.random()
+            };
+        }
+        let t = self.transport(proto);
+        let total = (h.len() + t.len()) as u16;
+        h[2..4].copy_from_slice(&total.to_be_bytes());
+        h.extend(t);
+        h
+    }
+
+    fn ipv6(&mut self) -> Vec<u8> {
+        let proto = *self.pick(&[6, 17, 132, 58]);
+        let mut h = vec![0u8; 40];
+        h[0] = 0x60;
+        h[7] = 64;
+        for b in &mut h[8..40] {
+            *b = self.rng.random();
+        }
+        if self.chance(0.3) {
+            h[6] = 44;
+            let mut frag = vec![proto, 0, 0, 0, 1, 2, 3, 4];
+            if self.chance(0.5) {
+                frag[3] = 1; // M flag
+            }
+            h.extend(frag);
+        } else {
+            h[6] = proto;
+        }
+        h.extend(self.transport(proto));
+        h
+    }
+
+    fn arp(&mut self) -> Vec<u8> {
+        let mut a = vec![0, 1, 8, 0, 6, 4, 0, *self.pick(&[1, 2, 3, 4])];
+        let mac: [u8; 6] = self.rng.random();
+        a.extend(mac);
+        a.extend(self.ipv4_addr());
+        a.extend([0u8; 6]);
+        a.extend(self.ipv4_addr());
+        a
+    }
+
+    /// A complete (untruncated) frame.
+    pub fn frame(&mut self) -> Vec<u8> {
+        match self.rng.random_range(0..20) {
+            0..=7 => {
+                let mut f = self.ethernet(0x0800);
+                f.extend(self.ipv4());
+                f
+            }
+            8..=10 => {
+                let mut f = self.ethernet(0x86dd);
+                f.extend(self.ipv6());
+                f
+            }
+            11 | 12 => {
+                let ty = if self.chance(0.7) { 0x0806 } else { 0x8035 };
+                let mut f = self.ethernet(ty);
+                f.extend(self.arp());
+                f
+            }
+            13 | 14 => {
+                // 802.1Q: the IPv4 packet sits four bytes further in.
+                let mut f = self.ethernet(0x8100);
+                f.extend([0x00, self.rng.random(), 0x08, 0x00]);
+                f.extend(self.ipv4());
+                f
+            }
+            15 => {
+                // 802.3 with an LLC header: a length at 12, DSAP at 14.
+                let body: Vec<u8> = (0..self.rng.random_range(3..60))
+                    .map(|_| self.rng.random())
+                    .collect();
+                let mut f = self.ethernet(body.len() as u16);
+                f.extend(body);
+                f[14] = *self.pick(&[0x42, 0xaa, 0xe0, 0x06]);
+                f
+            }
+            16 => {
+                // Garbage behind a real Ethernet type.
+                let ty = *self.pick(&[0x0800u16, 0x86dd, 0x0806]);
+                let mut f = self.ethernet(ty);
+                f.extend((0..self.rng.random_range(0..80)).map(|_| self.rng.random::<u8>()));
+                f
+            }
+            _ => (0..self.rng.random_range(0..120))
+                .map(|_| self.rng.random())
+                .collect(),
+        }
+    }
+
+    /// A frame, truncated at an interesting length a third of the time.
+    pub fn packet(&mut self) -> Vec<u8> {
+        let mut f = self.frame();
+        if self.chance(0.35) {
+            let ihl_end = 14 + 4 * usize::from(f.get(14).map_or(5, |b| b & 0xf));
+            let cut = match self.rng.random_range(0..6) {
+                0 => self.rng.random_range(0..14),
+                1 => self.rng.random_range(14..=24),
+                2 => self.rng.random_range(24..=42),
+                3 => ihl_end.saturating_sub(2) + self.rng.random_range(0..8),
+                4 => ihl_end + self.rng.random_range(0..24),
+                _ => self.rng.random_range(0..=f.len()),
+            };
+            f.truncate(cut);
+        }
+        f
+    }
+}
+
+/// Lowercase hex of a packet, for failure messages.
+pub fn hex(pkt: &[u8]) -> String {
+    pkt.iter().map(|b| format!("{b:02x}")).collect()
+}
