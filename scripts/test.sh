@@ -8,4 +8,9 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 export VCODE_DIFF_CASES="${VCODE_DIFF_CASES:-10000}"
 export JIVE_MUTATIONS="${JIVE_MUTATIONS:-100000}"
+export CODECACHE_STRESS_SECS="${CODECACHE_STRESS_SECS:-10}"
 cargo test --workspace --release
+# codecache's loom models (publish/lookup/remove/resize, delayed deletion),
+# in their own target dir so the cfg does not invalidate the main build.
+RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
+    cargo test -p codecache --release --test loom

@@ -52,7 +52,7 @@
 //! the guard it still needs; and it gives no per-set count to report. The
 //! benchmark `fastpath bench codecache` measures both on the same churn.
 
-use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering, lock};
+use crate::sync::{AtomicBool, AtomicU64, Mutex, Ordering, StatU64, StatUsize, lock};
 use std::time::{Duration, Instant};
 
 /// Something retired: any owned value, dropped when no thread can reach it.
@@ -159,12 +159,12 @@ pub struct ReclaimStats {
 pub struct Reclaimer {
     stamp: AtomicU64,
     state: Mutex<State>,
-    contention: AtomicU64,
-    slow_syncs: AtomicU64,
-    retired: AtomicU64,
-    freed: AtomicU64,
-    pending_bytes: AtomicUsize,
-    delay: Vec<AtomicU64>,
+    contention: StatU64,
+    slow_syncs: StatU64,
+    retired: StatU64,
+    freed: StatU64,
+    pending_bytes: StatUsize,
+    delay: Vec<StatU64>,
 }
 
 impl Default for Reclaimer {
@@ -182,12 +182,12 @@ impl Reclaimer {
                 pending: Vec::new(),
                 threads: Vec::new(),
             }),
-            contention: AtomicU64::new(0),
-            slow_syncs: AtomicU64::new(0),
-            retired: AtomicU64::new(0),
-            freed: AtomicU64::new(0),
-            pending_bytes: AtomicUsize::new(0),
-            delay: (0..DELAY_BUCKETS).map(|_| AtomicU64::new(0)).collect(),
+            contention: StatU64::new(0),
+            slow_syncs: StatU64::new(0),
+            retired: StatU64::new(0),
+            freed: StatU64::new(0),
+            pending_bytes: StatUsize::new(0),
+            delay: (0..DELAY_BUCKETS).map(|_| StatU64::new(0)).collect(),
         }
     }
 

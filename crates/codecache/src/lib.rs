@@ -98,13 +98,19 @@
 //! * Dev: `iced-x86` (checks the hand-encoded trampoline), `criterion`,
 //!   `dashmap` and `crossbeam-epoch` (the benchmark's comparisons).
 
+// Under `--cfg loom` only the two protocols are built (see Cargo.toml).
+#[cfg(not(loom))]
 pub mod arena;
+#[cfg(not(loom))]
 mod cache;
 pub mod deletion;
+#[cfg(not(loom))]
 pub mod link;
 mod sync;
 pub mod table;
 
+#[cfg(not(loom))]
 pub use arena::AllocError;
+#[cfg(not(loom))]
 pub use cache::{CodeCache, Config, Contention, Emit, Entry, Error, Scope, Sharing, Stats, Thread};
 pub use deletion::DelayHistogram;

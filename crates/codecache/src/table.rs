@@ -25,7 +25,7 @@
 //! benchmark compares all three against this table.
 
 use crate::deletion::{Garbage, Guard, Reclaimer};
-use crate::sync::{AtomicPtr, AtomicU64, Mutex, Ordering, lock};
+use crate::sync::{AtomicPtr, AtomicU64, Mutex, Ordering, StatU64, lock};
 
 /// Tag of a slot never used: ends a probe chain.
 pub const EMPTY: u64 = 0;
@@ -34,7 +34,8 @@ pub const REMOVED: u64 = 1;
 /// Tag of a slot holding an entry.
 pub const FULL: u64 = 2;
 
-const MIN_SLOTS: usize = 16;
+// Small under loom, so that a model reaches a resize in a few inserts.
+const MIN_SLOTS: usize = if cfg!(loom) { 4 } else { 16 };
 
 struct Slot<V> {
     tag: AtomicU64,
@@ -92,7 +93,7 @@ struct Counts {
 pub struct Map<V: Send + 'static> {
     cur: AtomicPtr<Table<V>>,
     write: Mutex<Counts>,
-    contention: AtomicU64,
+    contention: StatU64,
 }
 
 // SAFETY: the map owns its values (boxed, handed between threads only as
@@ -114,7 +115,7 @@ impl<V: Send + 'static> Map<V> {
         Map {
             cur: AtomicPtr::new(Box::into_raw(Box::new(Table::new(MIN_SLOTS)))),
             write: Mutex::new(Counts { live: 0, used: 0 }),
-            contention: AtomicU64::new(0),
+            contention: StatU64::new(0),
         }
     }
 
@@ -148,6 +149,10 @@ impl<V: Send + 'static> Map<V> {
             return None;
         }
         let v = t.slots[i].val.load(Ordering::Acquire);
+        // (`Option<&V>` would turn a null here into `None`: the loom models
+        // check that a full slot always shows its value.)
+        #[cfg(loom)]
+        assert!(!v.is_null(), "a full slot without its value");
         // SAFETY: the slot was full when its tag was read, so `v` is a live
         // value or one retired after that read, which outlives the caller's
         // current scope for the same reason as the table.
@@ -171,7 +176,10 @@ impl<V: Send + 'static> Map<V> {
         let v = Box::into_raw(value);
         match tag {
             FULL => {
-                let old = s.val.swap(v, Ordering::AcqRel);
+                // Writers are serialized by the lock, so load-then-store
+                // is the swap; readers see the old or the new pointer.
+                let old = s.val.load(Ordering::Relaxed);
+                s.val.store(v, Ordering::Release);
                 // SAFETY: the slot owned `old` (made by Box::into_raw) and it
                 // is no longer reachable through the table.
                 Some(unsafe { Box::from_raw(old) })

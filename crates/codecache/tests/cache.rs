@@ -3,6 +3,8 @@
 //! flagged out, a thread that exits), links and unlinking, capacity
 //! eviction, private mode, and W^X.
 
+#![cfg(not(loom))]
+
 mod common;
 
 use codecache::{CodeCache, Config, arena::CHUNK};

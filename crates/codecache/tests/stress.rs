@@ -8,6 +8,8 @@
 //!
 //! `CODECACHE_STRESS_SECS` sets the duration (CI: 10 s; default 2 s).
 
+#![cfg(not(loom))]
+
 mod common;
 
 use codecache::{CodeCache, Config};

@@ -1,0 +1,185 @@
+//! loom models of the two protocols, run with
+//! `RUSTFLAGS="--cfg loom" cargo test -p codecache --release --test loom`.
+//!
+//! Values carry a `loom::cell::UnsafeCell` that readers read and the drop
+//! (the "free") writes: loom reports any free that is not ordered after
+//! every read that could still see the value, i.e. a use after free.
+#![cfg(loom)]
+
+use codecache::deletion::Reclaimer;
+use codecache::table::Map;
+use loom::cell::UnsafeCell;
+use loom::sync::Arc;
+use loom::thread;
+
+struct Val(UnsafeCell<u64>);
+
+impl Val {
+    fn new(v: u64) -> Box<Val> {
+        Box::new(Val(UnsafeCell::new(v)))
+    }
+    fn get(&self) -> u64 {
+        // SAFETY: loom checks this read against the write in `drop`.
+        self.0.with(|p| unsafe { *p })
+    }
+}
+
+impl Drop for Val {
+    fn drop(&mut self) {
+        // SAFETY: loom checks this write against every read.
+        self.0.with_mut(|p| unsafe { *p = 0xdead });
+    }
+}
+
+fn retire(rec: &Reclaimer, v: Option<Box<Val>>) {
+    if let Some(v) = v {
+        rec.retire(vec![v], 8);
+    }
+}
+
+fn model(f: impl Fn() + Sync + Send + 'static) {
+    let mut b = loom::model::Builder::new();
+    b.preemption_bound = Some(3);
+    b.check(f);
+}
+
+/// Publish, replace, remove and resize against a reader: the reader sees
+/// only complete entries of the right key, and nothing it can see is freed
+/// before its scope ends.
+#[test]
+fn publish_lookup_remove_resize() {
+    model(|| {
+        let rec = Arc::new(Reclaimer::new());
+        let map = Arc::new(Map::<Val>::new());
+        retire(&rec, map.insert(1, Val::new(10), &rec));
+        let mut me = rec.register();
+        let reader = {
+            let (rec, map) = (rec.clone(), map.clone());
+            thread::spawn(move || {
+                for _ in 0..2 {
+                    let g = rec.enter(&mut me);
+                    if let Some(v) = map.get(1, &g) {
+                        let x = v.get();
+                        assert!(x == 10 || x == 11, "{x}");
+                    }
+                    if let Some(v) = map.get(2, &g) {
+                        assert_eq!(v.get(), 20);
+                    }
+                    if let Some(v) = map.get(3, &g) {
+                        assert_eq!(v.get(), 30);
+                    }
+                    drop(g);
+                }
+                rec.unregister(&me);
+            })
+        };
+        // Add 2, replace key 1, add 3 (the third key resizes the table of
+        // 4 slots), remove 1.
+        retire(&rec, map.insert(2, Val::new(20), &rec));
+        retire(&rec, map.insert(1, Val::new(11), &rec));
+        retire(&rec, map.insert(3, Val::new(30), &rec));
+        retire(&rec, map.remove(1));
+        reader.join().unwrap();
+        assert_eq!(rec.stats().pending_sets, 0);
+        assert_eq!(map.len(), 2);
+    });
+}
+
+/// Removal with a reader in a scope, a thread flagged out (a blocking
+/// call) that comes back, and a thread that exits: the value is freed
+/// exactly when the last counted thread synchronizes, never earlier, and
+/// the flagged-out thread neither delays nor is owed the set.
+#[test]
+fn deletion_with_a_flagged_out_thread_and_an_exiting_thread() {
+    model(|| {
+        let rec = Arc::new(Reclaimer::new());
+        let map = Arc::new(Map::<Val>::new());
+        retire(&rec, map.insert(1, Val::new(10), &rec));
+        let mut runner = rec.register();
+        let mut sleeper = rec.register();
+        rec.flag_out(&sleeper);
+        let t1 = {
+            let (rec, map) = (rec.clone(), map.clone());
+            thread::spawn(move || {
+                let g = rec.enter(&mut runner);
+                if let Some(v) = map.get(1, &g) {
+                    assert_eq!(v.get(), 10);
+                }
+                drop(g);
+                rec.unregister(&runner); // thread exit
+            })
+        };
+        let t2 = {
+            let (rec, map) = (rec.clone(), map.clone());
+            thread::spawn(move || {
+                // Back from the blocking call: flag in, look up, run.
+                let g = rec.enter(&mut sleeper);
+                if let Some(v) = map.get(1, &g) {
+                    assert_eq!(v.get(), 10);
+                }
+                drop(g);
+                rec.flag_out(&sleeper); // and block again
+                rec.unregister(&sleeper);
+            })
+        };
+        retire(&rec, map.remove(1));
+        t1.join().unwrap();
+        t2.join().unwrap();
+        let s = rec.stats();
+        assert_eq!(s.pending_sets, 0);
+        assert_eq!(s.retired_sets, s.freed_sets);
+    });
+}
+
+/// A thread that never leaves its scope holds the set; the other's
+/// synchronization points do not free it.
+#[test]
+fn a_thread_in_its_scope_holds_the_set() {
+    model(|| {
+        let rec = Arc::new(Reclaimer::new());
+        let map = Arc::new(Map::<Val>::new());
+        retire(&rec, map.insert(1, Val::new(10), &rec));
+        let mut holder = rec.register();
+        let mut other = rec.register();
+        let g = rec.enter(&mut holder);
+        let v = map.get(1, &g).unwrap();
+        let t = {
+            let (rec, map) = (rec.clone(), map.clone());
+            thread::spawn(move || {
+                retire(&rec, map.remove(1));
+                drop(rec.enter(&mut other));
+                rec.unregister(&other);
+            })
+        };
+        t.join().unwrap();
+        assert_eq!(rec.stats().pending_sets, 1);
+        assert_eq!(v.get(), 10);
+        drop(g);
+        assert_eq!(rec.stats().pending_sets, 0);
+        rec.unregister(&holder);
+    });
+}
+
+/// A lookup racing the publication of a new key sees nothing or the whole
+/// entry, never a tag without its value.
+#[test]
+fn a_lookup_racing_a_publication_sees_a_complete_entry() {
+    model(|| {
+        let rec = Arc::new(Reclaimer::new());
+        let map = Arc::new(Map::<Val>::new());
+        let mut me = rec.register();
+        let reader = {
+            let (rec, map) = (rec.clone(), map.clone());
+            thread::spawn(move || {
+                let g = rec.enter(&mut me);
+                if let Some(v) = map.get(7, &g) {
+                    assert_eq!(v.get(), 70);
+                }
+                drop(g);
+                rec.unregister(&me);
+            })
+        };
+        retire(&rec, map.insert(7, Val::new(70), &rec));
+        reader.join().unwrap();
+    });
+}
