@@ -455,26 +455,41 @@ extensions! {
             core => |f| { core_ldtab32(f, rd, base, x, 0) };
         }
         /// One slicing-by-8 CRC step over the 8 bytes of `w`:
-        /// with `v = w ^ crc` (`crc` holds a 32-bit value, zero-extended,
-        /// as this instruction leaves it) and `b_j` byte `j` of `v`,
+        /// with `v = w ^ crc` and `b_j` byte `j` of `v`. `crc` must hold a
+        /// 32-bit value, zero-extended, as this instruction leaves it (the
+        /// native mapping reads only its low half),
         /// `rd = T7[b0] ^ T6[b1] ^ ... ^ T0[b7]`, where `T_k` is the 256-entry
         /// `u32` table at `tab + 1024 * k`. With the tables of a reflected
         /// CRC-32 this advances the (inverted) CRC register by 8 bytes.
         fn crc32x8(rd, crc, w, tab): Int for [UL] {
             x86_64 => |x: &mut crate::X64, _ty: crate::Ty, rd, [crc, w, tab]: [u8; 3]| {
-                // v in r11, each byte's index in rcx, the sum in eax.
+                // The sum in r11d, indices in ecx, bytes taken two at a
+                // time from al and ah. The high half of w does not depend
+                // on the CRC, so its four lookups go first, off the
+                // CRC-to-CRC dependency chain.
                 x.buf.reserve("crc32x8", 160);
-                x.copy(crate::Ty::UL, R11, w);
-                enc_alu(x, true, 0x31, R11, crc);
-                for j in 0..8u8 {
-                    enc_movzx8(x, RCX, R11);
-                    let op = if j == 0 { 0x8b } else { 0x33 };
-                    enc_tab32(x, op, RAX, tab, RCX, 1024 * (7 - j as i32));
-                    if j < 7 {
-                        enc_shift(x, 5, R11, 8);
+                x.copy(crate::Ty::UL, RAX, w);
+                enc_shift(x, 5, RAX, 32);
+                for (half, k) in [(0, 3), (1, 7)] {
+                    if half == 1 {
+                        // eax = low32(w) ^ low32(crc)
+                        x.copy(crate::Ty::U, RAX, w);
+                        enc_alu(x, false, 0x31, RAX, crc);
+                    }
+                    for pair in 0..2 {
+                        if pair == 1 {
+                            x.buf.put(0x10_e8c1, 3); // shr eax, 16
+                        }
+                        for hi in 0..2 {
+                            // movzx ecx, al / ah
+                            x.buf.put(0xc8_b60f | (hi as u64 * 4) << 16, 3);
+                            let first = half == 0 && pair == 0 && hi == 0;
+                            let t = k - 2 * pair - hi;
+                            enc_tab32(x, if first { 0x8b } else { 0x33 }, R11, tab, RCX, 1024 * t);
+                        }
                     }
                 }
-                x.copy(crate::Ty::U, rd, RAX);
+                x.copy(crate::Ty::U, rd, R11);
                 x.buf.resync("crc32x8");
             };
             core => |f| {
