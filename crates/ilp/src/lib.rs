@@ -17,7 +17,8 @@
 //! * [`reference`] has a plain Rust function for each step alone and
 //!   [`reference::run`], their composition: the meaning of a pipeline.
 //! * [`handfused`] has loops fused by hand in Rust, the baselines of the
-//!   benchmarks (`benches/table4.rs`, `fastpath bench ilp`).
+//!   benchmarks, and [`table4`] the paper's Table 4 experiment that
+//!   `benches/table4.rs`, `fastpath bench ilp` and `fastpath ilp demo` run.
 //!
 //! # Semantics
 //!
@@ -64,9 +65,11 @@
 //!
 //! * `vcode`: the code generator the loops are written for.
 //! * `thiserror`: the typed [`Error`].
-//! * (tests and benches) `proptest` for the differential tests, `crc32fast`
-//!   as an independent CRC-32 and the CRC baseline, `rand` for data,
-//!   `criterion` for the benchmark.
+//! * `crc32fast`: the CRC-32 of the separate-passes baseline in [`table4`]
+//!   (the well-kept fast implementation, PCLMULQDQ folding), and an
+//!   independent CRC in the tests.
+//! * (tests and benches) `proptest` for the differential tests, `rand` for
+//!   data, `criterion` for the benchmark.
 
 mod codegen;
 mod error;
@@ -75,6 +78,7 @@ mod pipeline;
 pub mod reference;
 mod state;
 mod step;
+pub mod table4;
 pub mod tables;
 
 pub use error::Error;
