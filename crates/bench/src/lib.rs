@@ -27,10 +27,13 @@
 //! * `cranelift-codegen`, `cranelift-frontend`, `cranelift-module`,
 //!   `cranelift-jit`, `cranelift-native`: Cranelift, an optimizing JIT
 //!   back end (peer).
-//! * `vcode`: what is measured.
+//! * `rbpf`: eBPF programs run by its JIT, the peer of `dpf` (with
+//!   libpcap's BPF interpreter, loaded by `dpf::pcap`).
+//! * `vcode`, `dpf`: what is measured.
 //! * `criterion` (dev): the `benches/codegen.rs` harness.
 
 pub mod callgrind;
+pub mod dpf;
 pub mod kernels;
 pub mod peers;
 pub mod workload;

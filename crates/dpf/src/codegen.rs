@@ -124,11 +124,18 @@ impl<B: Backend> Gen<'_, B> {
         };
         let mut inside = k;
         self.load(d.key.field, d.key.mask, &mut inside, arms_end);
-        let labels: Vec<Label> = d.arms.iter().map(|_| self.f.genlabel()).collect();
-        self.dispatch(d, &labels, arms_end);
-        for (&(_, child), &l) in d.arms.iter().zip(&labels) {
-            self.f.label(l);
+        if let [(key, child)] = d.arms[..] {
+            // One constant (the common case of a test shared by the whole
+            // subtree): fall through into the child on a match.
+            self.f.bne(self.r.v, u64::from(key), arms_end);
             self.node(child, arms_end, inside);
+        } else {
+            let labels: Vec<Label> = d.arms.iter().map(|_| self.f.genlabel()).collect();
+            self.dispatch(d, &labels, arms_end);
+            for (&(_, child), &l) in d.arms.iter().zip(&labels) {
+                self.f.label(l);
+                self.node(child, arms_end, inside);
+            }
         }
         if let Some(w) = n.wild {
             self.f.label(arms_end);
@@ -164,7 +171,13 @@ impl<B: Backend> Gen<'_, B> {
                 }
                 let slots: Vec<Label> = buckets
                     .iter()
-                    .map(|b| if b.is_empty() { miss } else { self.f.genlabel() })
+                    .map(|b| {
+                        if b.is_empty() {
+                            miss
+                        } else {
+                            self.f.genlabel()
+                        }
+                    })
                     .collect();
                 self.f.jump_table(t, &slots);
                 for (b, &l) in buckets.iter().zip(&slots) {
@@ -332,7 +345,11 @@ mod tests {
         let mut nodes = vec![Node::Reject, Node::Accept];
         let n = tests.len() as u32;
         for (i, &test) in tests.iter().enumerate() {
-            let then = if i as u32 + 1 == n { ACCEPT } else { i as u32 + 3 };
+            let then = if i as u32 + 1 == n {
+                ACCEPT
+            } else {
+                i as u32 + 3
+            };
             nodes.push(Node::Test {
                 test,
                 then,
