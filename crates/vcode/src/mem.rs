@@ -433,6 +433,34 @@ mod tests {
     }
 
     #[test]
+    fn dropping_a_block_hands_it_back_to_its_owner() {
+        struct Counting(std::sync::atomic::AtomicUsize);
+        impl BlockOwner for Counting {
+            fn seal(&self, _: usize, _: usize) -> Result<(), ErrorKind> {
+                Ok(())
+            }
+            fn release(&self, _: *mut u8, exec: usize, len: usize) {
+                assert_eq!((exec, len), (0x1000, 64));
+                self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+        let owner = Arc::new(Counting(Default::default()));
+        let mut buf = [0u8; 64];
+        // SAFETY: never sealed or executed; `buf` outlives the block.
+        let b = unsafe { ExecBlock::new(buf.as_mut_ptr(), 0x1000, 64, owner.clone()) };
+        drop(b);
+        assert_eq!(owner.0.load(std::sync::atomic::Ordering::Relaxed), 1);
+        // DualMap: the two views show the same bytes.
+        let m = DualMap::new(100).unwrap();
+        assert_eq!(m.size(), 4096);
+        // SAFETY: the write view is ours and 4096 bytes long.
+        unsafe { *m.write_base().add(7) = 0xc3 };
+        // SAFETY: the exec view is readable and maps the same pages.
+        assert_eq!(unsafe { *((m.exec_base() + 7) as *const u8) }, 0xc3);
+        assert!(wx_mappings().is_empty());
+    }
+
+    #[test]
     fn overfilling_a_block_is_an_error() {
         let mut b = Arena::new().alloc(4).unwrap();
         assert!(b.fill(&[&[0u8; 32]]).is_err());
