@@ -141,7 +141,7 @@ pub fn to_ebpf(p: &Program) -> Vec<u8> {
 
 /// The metadata buffer `to_ebpf`'s programs read: the packet's start at
 /// offset 0 and its end at offset 8.
-fn mbuff(p: &[u8]) -> [u8; 16] {
+pub fn mbuff(p: &[u8]) -> [u8; 16] {
     let range = p.as_ptr_range();
     let mut m = [0u8; 16];
     m[..8].copy_from_slice(&(range.start as u64).to_le_bytes());
@@ -151,7 +151,7 @@ fn mbuff(p: &[u8]) -> [u8; 16] {
 
 /// Runs a `to_ebpf` program with rbpf's JIT on `p`, whose `mbuff` is
 /// `mbuff(p)`.
-fn run_jit(vm: &rbpf::EbpfVmMbuff<'_>, p: &mut [u8], mbuff: &mut [u8; 16]) -> u64 {
+pub fn run_jit(vm: &rbpf::EbpfVmMbuff<'_>, p: &mut [u8], mbuff: &mut [u8; 16]) -> u64 {
     // SAFETY: `to_ebpf` programs read only the mbuff's two pointers and
     // packet bytes in [start, end) of those pointers, each load preceded by
     // a bounds check against the end; `mbuff` describes `p`.

@@ -149,7 +149,10 @@ fn necessary(p: &Program) -> Option<Vec<Atom>> {
             continue;
         };
         let (on_then, on_els) = edge_atoms(&test);
-        nec[i] = match (with(&nec[then as usize], on_then), with(&nec[els as usize], on_els)) {
+        nec[i] = match (
+            with(&nec[then as usize], on_then),
+            with(&nec[els as usize], on_els),
+        ) {
             (None, e) => e,
             (t, None) => t,
             (Some(t), Some(e)) => Some(t.into_iter().filter(|a| e.contains(a)).collect()),
@@ -460,7 +463,7 @@ pub fn merge(filters: &[Candidate<'_>]) -> Merged {
         root: None,
         entries,
     };
-    let live: Vec<(u32, &[Atom])> = filters
+    let live: Live<'_> = filters
         .iter()
         .enumerate()
         .filter(|(_, c)| !c.analysis.never)
@@ -472,8 +475,11 @@ pub fn merge(filters: &[Candidate<'_>]) -> Merged {
     m
 }
 
-/// Builds the subtree for `filters` (rank, atoms still to test).
-fn build(nodes: &mut Vec<MNode>, filters: Vec<(u32, &[Atom])>) -> MNodeId {
+/// Filters during the build: (rank, atoms still to test).
+type Live<'a> = Vec<(u32, &'a [Atom])>;
+
+/// Builds the subtree for `filters`.
+fn build(nodes: &mut Vec<MNode>, filters: Live<'_>) -> MNodeId {
     let min_rank = filters.iter().map(|f| f.0).min().unwrap_or(u32::MAX);
     let mut leaves = Vec::new();
     let mut rest = Vec::new();
@@ -496,7 +502,7 @@ fn build(nodes: &mut Vec<MNode>, filters: Vec<(u32, &[Atom])>) -> MNodeId {
         return id;
     };
     let (on_key, wild): (Vec<_>, Vec<_>) = rest.into_iter().partition(|f| f.1[0].key == key);
-    let mut groups: Vec<(u32, Vec<(u32, &[Atom])>)> = Vec::new();
+    let mut groups: Vec<(u32, Live<'_>)> = Vec::new();
     let mut on_key = on_key;
     on_key.sort_by_key(|f| f.1[0].value);
     for (rank, atoms) in on_key {
@@ -541,7 +547,9 @@ impl Dispatch {
                 if i >= len {
                     return None;
                 }
-                arms.binary_search_by_key(&value, |a| a.0).ok().and_then(hit)
+                arms.binary_search_by_key(&value, |a| a.0)
+                    .ok()
+                    .and_then(hit)
             }
             Strategy::Hash { mul, bits, .. } => {
                 let h = Strategy::hash(mul, bits, value);
@@ -586,11 +594,7 @@ impl Merged {
             }
         }
         if let Some(d) = &n.dispatch {
-            let child = d
-                .key
-                .field
-                .load(pkt)
-                .and_then(|v| d.find(v & d.key.mask));
+            let child = d.key.field.load(pkt).and_then(|v| d.find(v & d.key.mask));
             if let Some(c) = child {
                 self.eval(c, pkt, best);
             }

@@ -1,0 +1,97 @@
+//! Criterion benchmarks of dpf (the VCODE paper's §4.2): classifying a
+//! TCP/IP packet destined for one of N filters with dpf's merged native
+//! classifier, with libpcap's BPF interpreter running the filters in turn,
+//! and with rbpf's JIT running them in turn; and installing one filter
+//! into a table of 1,000.
+//!
+//! `cargo bench -p fastpath-bench --bench dpf`. The side-by-side report
+//! with ratios is `fastpath bench dpf`.
+
+use std::hint::black_box;
+
+use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use fastpath_bench::dpf::{filter, mbuff, packet, run_jit, to_ebpf};
+
+fn packets(n: usize) -> Vec<Vec<u8>> {
+    (0..256)
+        .map(|i| packet(1000 + ((i * 7919) % n) as u16))
+        .collect()
+}
+
+fn classify(c: &mut Criterion) {
+    let pcap = dpf::pcap::Libpcap::load().ok();
+    let mut g = c.benchmark_group("classify");
+    for n in [10usize, 100, 1000, 10_000] {
+        let filters: Vec<String> = (0..n).map(filter).collect();
+        let pkts = packets(n);
+        let mut table = dpf::Table::new();
+        table
+            .install_many(filters.iter().enumerate().map(|(i, f)| (f.as_str(), i as u32, 0)))
+            .unwrap();
+        let cl = table.classifier();
+        let mut i = 0;
+        g.bench_with_input(BenchmarkId::new("dpf", n), &n, |b, _| {
+            b.iter(|| {
+                i = (i + 1) & 255;
+                black_box(cl.classify(black_box(&pkts[i])))
+            })
+        });
+        if n > 1000 {
+            continue;
+        }
+        if let Some(lib) = &pcap {
+            let progs: Vec<_> = filters.iter().map(|f| lib.compile(f).unwrap()).collect();
+            g.bench_with_input(BenchmarkId::new("libpcap_in_turn", n), &n, |b, _| {
+                b.iter(|| {
+                    i = (i + 1) & 255;
+                    let p = &pkts[i];
+                    black_box(progs.iter().position(|b| b.run(p, p.len() as u32) != 0))
+                })
+            });
+        }
+        let code: Vec<Vec<u8>> = filters
+            .iter()
+            .map(|f| to_ebpf(&dpf::compile(f).unwrap()))
+            .collect();
+        let vms: Vec<_> = code
+            .iter()
+            .map(|c| {
+                let mut vm = rbpf::EbpfVmMbuff::new(Some(c)).unwrap();
+                vm.jit_compile().unwrap();
+                vm
+            })
+            .collect();
+        let mut pkts = pkts.clone();
+        g.bench_with_input(BenchmarkId::new("rbpf_jit_in_turn", n), &n, |b, _| {
+            b.iter(|| {
+                i = (i + 1) & 255;
+                let p = &mut pkts[i];
+                let mut m = mbuff(p);
+                black_box(vms.iter().position(|vm| run_jit(vm, p, &mut m) != 0))
+            })
+        });
+    }
+    g.finish();
+}
+
+fn install(c: &mut Criterion) {
+    let mut table = dpf::Table::new();
+    let filters: Vec<String> = (0..1000).map(filter).collect();
+    table
+        .install_many(filters.iter().enumerate().map(|(i, f)| (f.as_str(), i as u32, 0)))
+        .unwrap();
+    let extra = filter(5000);
+    c.bench_function("install_and_remove_one_in_1000", |b| {
+        b.iter(|| {
+            let id = table.install(&extra, 9999, 0).unwrap();
+            table.remove(id).unwrap();
+        })
+    });
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().sample_size(20);
+    targets = classify, install
+}
+criterion_main!(benches);
