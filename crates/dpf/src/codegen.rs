@@ -2,10 +2,12 @@
 //! compiles the merged filters into one function with the constants as
 //! immediates and the dispatches as jump tables, hashes or compares).
 //!
-//! The generated function is `rank(pkt: *const u8, len: u64) -> u64`: the
-//! rank of the best matching filter, or `u64::MAX`. It walks the trie of
-//! [`Merged`] as [`Merged::classify_rank`] does, with the best rank so far
-//! in a register. Every load is bounds-checked against `len`, except where
+//! The generated function is `classify(pkt: *const u8, len: u64) -> u64`:
+//! the owner of the best matching filter, or `u64::MAX`, so that the code
+//! alone is the classifier (a code cache can publish it with nothing
+//! beside it). It walks the trie of [`Merged`] as [`Merged::classify`]
+//! does, with the best match so far in one register as `rank << 32 |
+//! owner`: comparing it with `rank << 32 | 0xffff_ffff` compares ranks. Every load is bounds-checked against `len`, except where
 //! a check on the same path already covered it (the generator tracks the
 //! bytes proven present, a dominance argument: trie paths never merge). The
 //! IPv4 header length is read once per path into a register holding the
@@ -26,7 +28,7 @@ struct Regs {
     len: Reg<UL>,
     /// `pkt + len`.
     end: Reg<P>,
-    /// The best rank so far.
+    /// The best match so far: `rank << 32 | owner`, or all ones.
     best: Reg<UL>,
     /// The loaded field.
     v: Reg<UL>,
@@ -70,8 +72,25 @@ pub fn generate<B: Backend>(f: &mut Func<B>, m: &Merged) -> vcode::Result<B::Cod
         Gen { f, m, r }.node(root, done, Known::default());
         f.label(done);
     }
+    let none = f.genlabel();
+    f.beq(r.best, u64::MAX, none);
+    f.and(r.best, r.best, u64::from(u32::MAX));
+    f.label(none);
     f.ret(r.best);
     f.end()
+}
+
+/// The largest `best` value of a match of rank `rank`: `best` at or below
+/// it means a match at least as good as `rank` was found.
+fn rank_bound(rank: u32) -> u64 {
+    u64::from(rank) << 32 | u64::from(u32::MAX)
+}
+
+impl Merged {
+    /// The `best` register's value for a match of the filter of rank `rank`.
+    fn best(&self, rank: u32) -> u64 {
+        u64::from(rank) << 32 | u64::from(self.entries[rank as usize].owner)
+    }
 }
 
 struct Gen<'a, B: Backend> {
@@ -85,25 +104,25 @@ impl<B: Backend> Gen<'_, B> {
     fn node(&mut self, id: MNodeId, cont: Label, mut k: Known) {
         let n = &self.m.nodes[id as usize];
         if k.found {
-            self.f.ble(self.r.best, u64::from(n.min_rank), cont);
+            self.f.ble(self.r.best, rank_bound(n.min_rank), cont);
         }
         if !n.leaves.is_empty() {
             let after = self.f.genlabel();
             for &rank in &n.leaves {
                 if k.found {
-                    self.f.ble(self.r.best, u64::from(rank), after);
+                    self.f.ble(self.r.best, rank_bound(rank), after);
                 }
                 let residual = &self.m.entries[rank as usize].residual;
                 match residual {
                     None => {
-                        self.f.set(self.r.best, u64::from(rank));
+                        self.f.set(self.r.best, self.m.best(rank));
                         break;
                     }
                     Some(p) => {
                         let (yes, no) = (self.f.genlabel(), self.f.genlabel());
                         self.residual(p, k, yes, no);
                         self.f.label(yes);
-                        self.f.set(self.r.best, u64::from(rank));
+                        self.f.set(self.r.best, self.m.best(rank));
                         self.f.jmp(after);
                         self.f.label(no);
                     }
@@ -404,7 +423,7 @@ mod tests {
                 .iter()
                 .enumerate()
                 .map(|(i, a)| Candidate {
-                    owner: i as u32,
+                    owner: 100 + i as u32,
                     analysis: a,
                 })
                 .collect();
@@ -422,11 +441,11 @@ mod tests {
                 let pkt = packet(probe as u16);
                 for cut in [pkt.len(), 37, 36, 15, 14, 0] {
                     let pkt = &pkt[..cut];
-                    let want = m.classify_rank(pkt).map_or(u64::MAX, u64::from);
+                    let want = m.classify(pkt).map_or(u64::MAX, u64::from);
                     assert_eq!(f(pkt.as_ptr(), pkt.len() as u64), want, "{ports:?} {probe}");
                     assert_eq!(run_ref(&reference, pkt), want);
                     let alone = programs.iter().position(|p| p.matches(pkt));
-                    assert_eq!(want, alone.map_or(u64::MAX, |i| i as u64));
+                    assert_eq!(want, alone.map_or(u64::MAX, |i| 100 + i as u64));
                 }
             }
         }

@@ -73,8 +73,8 @@ impl Classifier {
         let f = unsafe { code.as_fn::<Entry>() }.ok()?;
         // The generated code reads only bytes [0, len) of `pkt`: every load
         // is preceded by a bounds check against `len` on its path.
-        let rank = f(pkt.as_ptr(), pkt.len() as u64);
-        self.merged.entries.get(rank as usize).map(|e| e.owner)
+        let owner = f(pkt.as_ptr(), pkt.len() as u64);
+        (owner != u64::MAX).then_some(owner as u32)
     }
 
     /// The same answer by the reference evaluator of the merged structure.
