@@ -26,7 +26,12 @@ fn classify(c: &mut Criterion) {
         let pkts = packets(n);
         let mut table = dpf::Table::new();
         table
-            .install_many(filters.iter().enumerate().map(|(i, f)| (f.as_str(), i as u32, 0)))
+            .install_many(
+                filters
+                    .iter()
+                    .enumerate()
+                    .map(|(i, f)| (f.as_str(), i as u32, 0)),
+            )
             .unwrap();
         let cl = table.classifier();
         let mut i = 0;
@@ -78,7 +83,12 @@ fn install(c: &mut Criterion) {
     let mut table = dpf::Table::new();
     let filters: Vec<String> = (0..1000).map(filter).collect();
     table
-        .install_many(filters.iter().enumerate().map(|(i, f)| (f.as_str(), i as u32, 0)))
+        .install_many(
+            filters
+                .iter()
+                .enumerate()
+                .map(|(i, f)| (f.as_str(), i as u32, 0)),
+        )
         .unwrap();
     let extra = filter(5000);
     c.bench_function("install_and_remove_one_in_1000", |b| {

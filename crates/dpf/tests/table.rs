@@ -88,7 +88,13 @@ fn random_table(g: &mut Gen, n: usize) -> (Table, Model) {
 #[test]
 fn merged_tables_of_1_to_10000_filters_agree_with_each_filter_alone() {
     let mut g = Gen::new(0xd9f);
-    for (n, packets) in [(1, 3000), (10, 3000), (100, 2000), (1000, 1000), (10_000, 300)] {
+    for (n, packets) in [
+        (1, 3000),
+        (10, 3000),
+        (100, 2000),
+        (1000, 1000),
+        (10_000, 300),
+    ] {
         let (table, model) = random_table(&mut g, n);
         let stats = table.classifier().merged().stats();
         let mut matched = 0;
@@ -98,7 +104,10 @@ fn merged_tables_of_1_to_10000_filters_agree_with_each_filter_alone() {
             check(&table, &model, &pkt, &format!("{n} filters"));
         }
         eprintln!("{n} filters: {stats:?}; {matched}/{packets} packets matched");
-        assert!(matched > 0, "{n} filters: no packet matched, the test is vacuous");
+        assert!(
+            matched > 0,
+            "{n} filters: no packet matched, the test is vacuous"
+        );
     }
 }
 
@@ -140,21 +149,37 @@ fn bad_input_leaves_the_table_as_it_was() {
     pkt[23] = 6;
     pkt[37] = 80;
     let before = table.classifier();
-    for bad in ["tcp dst port", "tcp and (udp", "ip[1:3] = 1", "host nosuchhost", ""] {
+    for bad in [
+        "tcp dst port",
+        "tcp and (udp",
+        "ip[1:3] = 1",
+        "host nosuchhost",
+        "",
+    ] {
         assert!(table.install(bad, 2, 9).is_err(), "{bad:?} was accepted");
         assert_eq!(table.len(), 1);
-        assert!(Arc::ptr_eq(&before, &table.classifier()), "{bad:?} republished");
+        assert!(
+            Arc::ptr_eq(&before, &table.classifier()),
+            "{bad:?} republished"
+        );
         assert_eq!(table.classify(&pkt), Some(1));
     }
     let batch = table.install_many([("udp", 3, 0), ("tcp and (", 4, 0)]);
     assert!(batch.is_err());
-    assert_eq!(table.len(), 1, "a failed batch installs none of its filters");
+    assert_eq!(
+        table.len(),
+        1,
+        "a failed batch installs none of its filters"
+    );
     assert!(matches!(
         table.remove(FilterId(id.0 + 100)),
         Err(dpf::Error::UnknownFilter { .. })
     ));
     table.remove(id).unwrap();
-    assert!(matches!(table.remove(id), Err(dpf::Error::UnknownFilter { .. })));
+    assert!(matches!(
+        table.remove(id),
+        Err(dpf::Error::UnknownFilter { .. })
+    ));
     assert_eq!(table.classify(&pkt), None);
 }
 
