@@ -176,7 +176,12 @@ impl Arena {
         ArenaStats {
             mapped: st.mapped,
             live: st.live,
-            free: st.free.iter().enumerate().map(|(c, l)| l.len() * class_size(c)).sum(),
+            free: st
+                .free
+                .iter()
+                .enumerate()
+                .map(|(c, l)| l.len() * class_size(c))
+                .sum(),
             allocs: self.inner.allocs.load(Ordering::Relaxed),
             contention: self.inner.contention.load(Ordering::Relaxed),
         }
@@ -229,7 +234,9 @@ impl BlockOwner for Inner {
 // the chunk stays mapped as long as the `Inner` each block holds an `Arc` of.
 unsafe impl ExecMemory for Arena {
     fn alloc(&self, len: usize) -> Result<ExecBlock, ErrorKind> {
-        let (w, x, size) = self.take(len).map_err(|e| ErrorKind::Memory(e.to_string()))?;
+        let (w, x, size) = self
+            .take(len)
+            .map_err(|e| ErrorKind::Memory(e.to_string()))?;
         // SAFETY: see the impl's safety comment: `w` is writable for `size`
         // bytes that show at `x`, kept mapped by the owner.
         Ok(unsafe { ExecBlock::new(w as *mut u8, x, size, self.inner.clone()) })

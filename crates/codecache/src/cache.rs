@@ -363,7 +363,8 @@ impl Core {
     }
 
     fn keep_below_high_water(&self) {
-        let limit = (self.cfg.capacity as u128 * self.cfg.high_water_percent as u128 / 100) as usize;
+        let limit =
+            (self.cfg.capacity as u128 * self.cfg.high_water_percent as u128 / 100) as usize;
         while self.live_bytes.load(Ordering::Relaxed) > limit {
             if self.evict_oldest() == 0 {
                 break;
@@ -375,7 +376,12 @@ impl Core {
         let a = self.arena.stats();
         let r = self.rec.stats();
         let (mut lookups, mut hits) = (0, 0);
-        for c in self.counters.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+        for c in self
+            .counters
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
             lookups += c.lookups.load(Ordering::Relaxed);
             hits += c.hits.load(Ordering::Relaxed);
         }
@@ -705,7 +711,9 @@ impl Thread {
     /// Flags the thread out until [`Thread::enter`] (which flags it in):
     /// for a thread that goes idle for an unknown time.
     pub fn flag_out(&mut self) {
-        self.core.rec.flag_out(self.me.as_ref().expect("registered"));
+        self.core
+            .rec
+            .flag_out(self.me.as_ref().expect("registered"));
     }
 
     /// Publishes into this thread's cache (the same as
@@ -746,7 +754,8 @@ impl<'t> Scope<'t> {
         c.lookups
             .store(c.lookups.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         if r.is_some() {
-            c.hits.store(c.hits.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+            c.hits
+                .store(c.hits.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         }
         r
     }

@@ -84,7 +84,14 @@ struct State {
 /// [`crate::Thread`] always unregisters on drop.
 pub struct Participation {
     p: std::sync::Arc<Participant>,
+    /// Slow synchronization points skipped in a row because the list was
+    /// locked (see [`Reclaimer::sync`]).
+    skipped: std::cell::Cell<u32>,
 }
+
+/// Slow synchronization points a thread may skip in a row when the
+/// pending list is locked, before it waits for the lock.
+pub const MAX_SKIPS: u32 = 1024;
 
 impl Participation {
     /// True while the thread is flagged out.
@@ -200,7 +207,10 @@ impl Reclaimer {
             out: AtomicBool::new(false),
         });
         st.threads.push(p.clone());
-        Participation { p }
+        Participation {
+            p,
+            skipped: std::cell::Cell::new(0),
+        }
     }
 
     /// Unregisters: thread exit is a synchronization point.
@@ -264,13 +274,30 @@ impl Reclaimer {
         self.sync_slow(me);
     }
 
+    /// The slow path: walk the list under its lock. If another thread
+    /// holds the lock (a retire, another walk), the thread skips this
+    /// synchronization point instead of queueing behind it, up to
+    /// [`MAX_SKIPS`] times in a row. Skipping is safe: the thread has not
+    /// decremented anything, so every set it might use stays alive; it only
+    /// delays deletion until its next synchronization point.
     #[cold]
     fn sync_slow(&self, me: &Participation) {
-        self.slow_syncs.fetch_add(1, Ordering::Relaxed);
-        let freed = {
-            let mut st = lock(&self.state, &self.contention);
-            self.walk(&mut st, me)
+        let mut st = match self.state.try_lock() {
+            Ok(st) => st,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => {
+                self.contention.fetch_add(1, Ordering::Relaxed);
+                if me.skipped.get() < MAX_SKIPS {
+                    me.skipped.set(me.skipped.get() + 1);
+                    return;
+                }
+                self.state.lock().unwrap_or_else(|p| p.into_inner())
+            }
         };
+        me.skipped.set(0);
+        self.slow_syncs.fetch_add(1, Ordering::Relaxed);
+        let freed = self.walk(&mut st, me);
+        drop(st);
         self.free(freed);
     }
 
@@ -322,15 +349,10 @@ impl Reclaimer {
         if !zero {
             return Vec::new();
         }
-        let mut freed = Vec::new();
-        let mut i = 0;
-        while i < st.pending.len() {
-            if st.pending[i].count == 0 {
-                freed.push(st.pending.remove(i));
-            } else {
-                i += 1;
-            }
-        }
+        // One pass that keeps the order (and so the sort by stamp).
+        let (freed, kept): (Vec<Pending>, Vec<Pending>) =
+            std::mem::take(&mut st.pending).into_iter().partition(|p| p.count == 0);
+        st.pending = kept;
         freed
     }
 

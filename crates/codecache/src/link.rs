@@ -254,7 +254,9 @@ pub(crate) fn trampoline_code() -> Vec<u8> {
         c.extend_from_slice(&[0xf3, 0x0f, 0x7f, 0x44 | (k << 3), 0x24, 16 * k]);
     }
     c.extend_from_slice(&[0x48, 0xb8]); // mov rax, resolve
-    c.extend_from_slice(&(resolve as extern "C" fn(*const Site) -> usize as usize as u64).to_le_bytes());
+    c.extend_from_slice(
+        &(resolve as extern "C" fn(*const Site) -> usize as usize as u64).to_le_bytes(),
+    );
     c.extend_from_slice(&[0xff, 0xd0]); // call rax
     c.extend_from_slice(&[0x49, 0x89, 0xc3]); // mov r11, rax
     for k in 0..8u8 {

@@ -257,7 +257,8 @@ impl<V: Send + 'static> Map<V> {
                 let (i, _) = new.find(key);
                 let d = &new.slots[i];
                 d.key.store(key, Ordering::Relaxed);
-                d.val.store(s.val.load(Ordering::Relaxed), Ordering::Relaxed);
+                d.val
+                    .store(s.val.load(Ordering::Relaxed), Ordering::Relaxed);
                 d.tag.store(FULL, Ordering::Relaxed);
             }
         }
