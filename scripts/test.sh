@@ -8,6 +8,8 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 export VCODE_DIFF_CASES="${VCODE_DIFF_CASES:-10000}"
 export JIVE_MUTATIONS="${JIVE_MUTATIONS:-100000}"
+export DPF_PAIRS="${DPF_PAIRS:-100000}"
+export DPF_REQUIRE_LIBPCAP="${DPF_REQUIRE_LIBPCAP:-1}"
 export CODECACHE_STRESS_SECS="${CODECACHE_STRESS_SECS:-10}"
 cargo test --workspace --release
 # codecache's loom models (publish/lookup/remove/resize, delayed deletion),

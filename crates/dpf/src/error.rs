@@ -104,3 +104,21 @@ pub enum Error {
     #[error("generating the classifier: {0}")]
     Codegen(#[from] vcode::Error),
 }
+
+impl Error {
+    /// The 1-based column of the filter text the error is about, if it is
+    /// about the text.
+    pub fn column(&self) -> Option<usize> {
+        match self {
+            Error::UnexpectedChar { column, .. }
+            | Error::Syntax { column, .. }
+            | Error::BadNumber { column, .. }
+            | Error::BadAddress { column, .. }
+            | Error::NameNotResolved { column, .. }
+            | Error::MissingQualifier { column, .. }
+            | Error::BadQualifier { column, .. }
+            | Error::Unsupported { column, .. } => Some(*column),
+            _ => None,
+        }
+    }
+}

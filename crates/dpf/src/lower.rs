@@ -832,14 +832,12 @@ pub fn lower(e: &Expr) -> Program {
     let n = blocks.blocks.len();
     let mut map: Vec<NodeId> = (0..n as NodeId).collect();
     let mut ident: Vec<u32> = (0..n as u32).collect();
-    let mut idents: HashMap<(Option<Test>, Cmp, u32, u32, u32), u32> = HashMap::new();
+    type IdentKey = (Option<Test>, Cmp, u32, u32, u32);
+    let mut idents: HashMap<IdentKey, u32> = HashMap::new();
+    // Per identity: its (then, else) identities, its node in the program
+    // and the test whose load it performs, if any.
     let mut ident_edges: Vec<(u32, u32)> = vec![(0, 0), (1, 1)];
-    let mut intern = |key: (Option<Test>, Cmp, u32, u32, u32), then: u32, els: u32| -> u32 {
-        *idents.entry(key).or_insert_with(|| {
-            ident_edges.push((then, els));
-            (ident_edges.len() - 1) as u32
-        })
-    };
+    let mut ident_node: Vec<(NodeId, Option<Test>)> = vec![(REJECT, None), (ACCEPT, None)];
     let (levels, _) = blocks.levels(root);
     for &id in levels.iter().flatten() {
         let id = id as usize;
@@ -852,43 +850,51 @@ pub fn lower(e: &Expr) -> Program {
         } else {
             (t, f)
         };
-        (map[id], ident[id]) = match leaf.late {
+        let (node, key, edges, load) = match leaf.late {
             Late::Constant(holds) => {
                 let to = if holds { t } else { f };
-                let i = intern(
-                    (None, leaf.test.cmp, leaf.test.value, ident[to], ident[to]),
-                    ident[to],
-                    ident[to],
-                );
-                (map[to], i)
+                let key = (None, leaf.test.cmp, leaf.test.value, ident[to], ident[to]);
+                (map[to], key, (ident[to], ident[to]), None)
             }
             Late::Decided(holds) => {
                 let to = if holds { t } else { f };
-                let i = intern(
-                    (Some(leaf.test), leaf.test.cmp, 0, ident[to], ident[to]),
-                    ident[to],
-                    ident[to],
-                );
-                (b.test(leaf.test, map[to], map[to]), i)
+                let key = (Some(leaf.test), leaf.test.cmp, 0, ident[to], ident[to]);
+                let node = b.test(leaf.test, map[to], map[to]);
+                (node, key, (ident[to], ident[to]), Some(leaf.test))
             }
             Late::Keep => {
-                let i = intern(
-                    (Some(leaf.test), leaf.test.cmp, 0, ident[t], ident[f]),
-                    ident[t],
-                    ident[f],
-                );
-                (b.test(leaf.test, map[t], map[f]), i)
+                let key = (Some(leaf.test), leaf.test.cmp, 0, ident[t], ident[f]);
+                let node = b.test(leaf.test, map[t], map[f]);
+                (node, key, (ident[t], ident[f]), Some(leaf.test))
             }
         };
+        map[id] = node;
+        ident[id] = *idents.entry(key).or_insert_with(|| {
+            ident_edges.push(edges);
+            ident_node.push((node, load));
+            (ident_edges.len() - 1) as u32
+        });
     }
-    // `opt_root`: a chain of blocks with agreeing edges from the root that
-    // ends in a verdict is that verdict, loads and all dropped; one that
-    // ends in a test keeps its loads (here: the tests whose edges agree).
-    let mut r = ident[root as usize];
+    // `opt_root`: a chain of blocks with agreeing edges from the root is
+    // skipped; if it ends in a verdict, that is the program, loads and
+    // all dropped; otherwise the root block's own load moves in front of
+    // the first real test, and the other skipped blocks' loads are gone.
+    let first = ident[root as usize];
+    let mut r = first;
     while r > 1 && ident_edges[r as usize].0 == ident_edges[r as usize].1 {
         r = ident_edges[r as usize].0;
     }
-    let root = if r <= 1 { r } else { map[root as usize] };
+    let root = if r <= 1 {
+        r
+    } else if r == first {
+        map[root as usize]
+    } else {
+        let to = ident_node[r as usize].0;
+        match ident_node[first as usize].1 {
+            Some(load) => b.test(load, to, to),
+            None => to,
+        }
+    };
     finish(&b.nodes, root)
 }
 

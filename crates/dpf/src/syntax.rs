@@ -892,6 +892,12 @@ impl Parser {
             }
             AddrKind::Proto => {
                 let p = q.proto.expect("proto qualifier").0;
+                if !matches!(p, Proto::Ip | Proto::Ether) {
+                    return Err(Error::Unsupported {
+                        column: q.addr_col,
+                        feature: format!("\"{} proto\" (only ip proto and ether proto)", p.name()),
+                    });
+                }
                 let (tok, _) = self.bump();
                 let n = match (&tok, p) {
                     (Tok::Num(n, _), _) => *n,
@@ -919,18 +925,9 @@ impl Parser {
                             });
                         }
                     },
-                    (_, Proto::Ip | Proto::Ether) => {
+                    _ => {
                         self.pos -= 1;
                         return Err(self.unexpected("a protocol number"));
-                    }
-                    _ => {
-                        return Err(Error::Unsupported {
-                            column: q.addr_col,
-                            feature: format!(
-                                "\"{} proto\" (only ip proto and ether proto)",
-                                p.name()
-                            ),
-                        });
                     }
                 };
                 if p == Proto::Ip {

@@ -100,7 +100,8 @@ fn dpf_agrees_with_libpcap() {
             for (who, got) in dpf_verdicts(&ours, &pkt) {
                 if got != want && failures.len() < 10 {
                     failures.push(format!(
-                        "filter {filter:?}\n  parsed {}\n  packet ({} bytes) {}\n  libpcap {want}, dpf {who} {got}\n  dpf program:\n{}  libpcap program:\n{}",
+                        "filter {:?}\n  parsed {}\n  packet ({} bytes) {}\n  libpcap {want}, dpf {who} {got}\n  dpf program:\n{}  libpcap program:\n{}",
+                        ours.filter,
                         dpf::parse(&filter).map(|e| e.to_string()).unwrap_or_default(),
                         pkt.len(),
                         hex(&pkt),

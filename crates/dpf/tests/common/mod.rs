@@ -66,13 +66,15 @@ impl Gen {
     }
 
     fn dir(&mut self) -> &'static str {
-        *self.pick(&["", "", "", "src ", "dst ", "src or dst ", "src and dst "])
+        const DIRS: [&str; 7] = ["", "", "", "src ", "dst ", "src or dst ", "src and dst "];
+        self.pick::<&str>(&DIRS)
     }
 
     fn number(&mut self, v: u32) -> String {
         match self.rng.random_range(0..4) {
             0 => format!("{v:#x}"),
-            1 if v != 0 => format!("0{v:o}"),
+            // Twelve octal digits would be a MAC address to pcap.
+            1 if v != 0 && v < 0o1_000_000_000 => format!("0{v:o}"),
             _ => v.to_string(),
         }
     }
@@ -170,8 +172,13 @@ impl Gen {
         } else {
             (1u32 << (8 * size)) - 1
         };
+        // No `& 0` on a transport layer: libpcap 1.10's optimizer then
+        // deletes the `ldxb` that a following port test relies on and
+        // loads the port from the wrong offset (see docs/dpf.md).
+        let transport = matches!(layer, "tcp" | "udp" | "icmp" | "sctp");
         let mask = match self.rng.random_range(0..12) {
             0..=5 => None,
+            6 if transport => Some(0xff),
             6 => Some(0),
             7 => Some(u32::MAX),
             8 => Some(0xf0),

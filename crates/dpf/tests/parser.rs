@@ -1,0 +1,248 @@
+//! The filter language, as a specification: what parses to what, what
+//! pcap-filter(7) syntax is rejected, and the column every error names.
+
+use dpf::Error;
+use dpf::syntax::{Dir, Expr, Primitive, Proto, RelOp};
+
+/// The canonical text of a filter.
+fn canon(src: &str) -> String {
+    dpf::parse(src)
+        .unwrap_or_else(|e| panic!("{src:?}: {e}"))
+        .to_string()
+}
+
+/// The column an error names.
+fn column(src: &str) -> usize {
+    let e = dpf::parse(src).expect_err(src);
+    match e {
+        Error::UnexpectedChar { column, .. }
+        | Error::Syntax { column, .. }
+        | Error::BadNumber { column, .. }
+        | Error::BadAddress { column, .. }
+        | Error::NameNotResolved { column, .. }
+        | Error::MissingQualifier { column, .. }
+        | Error::BadQualifier { column, .. }
+        | Error::Unsupported { column, .. } => column,
+        other => panic!("{src:?}: {other} has no column"),
+    }
+}
+
+#[test]
+fn primitives() {
+    for (src, want) in [
+        ("ip", "ip"),
+        ("ip6", "ip6"),
+        ("arp", "arp"),
+        ("rarp", "rarp"),
+        ("tcp", "tcp"),
+        ("udp", "udp"),
+        ("icmp", "icmp"),
+        ("sctp", "sctp"),
+        ("ether proto 0x800", "ether proto 0x0800"),
+        ("ether proto \\arp", "ether proto 0x0806"),
+        ("ether proto 66", "ether proto 0x0042"),
+        ("ip proto 6", "ip proto 6"),
+        ("ip proto \\udp", "ip proto 17"),
+        ("ip proto tcp", "ip proto 6"),
+        ("host 10.0.0.1", "host 10.0.0.1"),
+        ("src host 10.0.0.1", "src host 10.0.0.1"),
+        ("dst 10.0.0.1", "dst host 10.0.0.1"),
+        ("ip src or dst host 10.0.0.1", "ip host 10.0.0.1"),
+        (
+            "arp src and dst host 10.0.0.1",
+            "arp src and dst host 10.0.0.1",
+        ),
+        ("net 10.0.0.0/8", "net 10.0.0.0/8"),
+        ("net 10", "net 10.0.0.0/8"),
+        ("net 192.168", "net 192.168.0.0/16"),
+        ("dst net 10.0.0.0 mask 255.255.0.0", "dst net 10.0.0.0/16"),
+        (
+            "net 10.0.0.0 mask 255.0.255.0",
+            "net 10.0.0.0 mask 255.0.255.0",
+        ),
+        ("port 80", "port 80"),
+        ("tcp dst port 0x50", "tcp dst port 80"),
+        ("udp src or dst port 53", "udp port 53"),
+        ("portrange 90-20", "portrange 20-90"),
+        ("sctp src portrange 1-2", "sctp src portrange 1-2"),
+        ("ip[9] = 6", "ip[9] = 6"),
+        ("ip[9:1] == 6", "ip[9] = 6"),
+        ("tcp[13] & 0x12 != 0", "tcp[13] & 0x12 != 0"),
+        ("ether[12:2] = 0x0800", "ether[12:2] = 2048"),
+        ("udp[4:4] < 010", "udp[4:4] < 8"),
+        ("icmp[0] <= 8", "icmp[0] <= 8"),
+        ("arp[7] > 1", "arp[7] > 1"),
+        ("sctp[0:2] >= 7", "sctp[0:2] >= 7"),
+    ] {
+        assert_eq!(canon(src), want, "{src}");
+    }
+}
+
+#[test]
+fn the_tree_of_a_port_primitive() {
+    assert_eq!(
+        dpf::parse("udp dst port 53").unwrap(),
+        Expr::Prim(Primitive::Port {
+            proto: Some(Proto::Udp),
+            dir: Dir::Dst,
+            first: 53,
+            last: 53,
+            range: false,
+        })
+    );
+    let Expr::Prim(Primitive::Compare(c)) = dpf::parse("tcp[13] & 0x12 != 0").unwrap() else {
+        panic!("not a comparison")
+    };
+    assert_eq!(
+        (c.layer, c.offset, c.mask, c.op, c.value),
+        (Proto::Tcp, 13, Some(0x12), RelOp::Ne, 0)
+    );
+}
+
+#[test]
+fn and_and_or_have_equal_precedence_and_associate_left() {
+    assert_eq!(canon("ip or arp and tcp"), "(ip or arp) and tcp");
+    assert_eq!(canon("ip and arp or tcp"), "(ip and arp) or tcp");
+    assert_eq!(canon("ip || arp && tcp"), "(ip or arp) and tcp");
+    assert_eq!(canon("ip or (arp and tcp)"), "ip or (arp and tcp)");
+}
+
+#[test]
+fn not_binds_tightest() {
+    assert_eq!(canon("not ip and tcp"), "not ip and tcp");
+    assert_eq!(canon("! ip or tcp"), "not ip or tcp");
+    assert_eq!(canon("not (ip and tcp)"), "not (ip and tcp)");
+    assert_eq!(canon("not not ip"), "not not ip");
+}
+
+#[test]
+fn bare_values_inherit_the_qualifiers_before_them() {
+    assert_eq!(
+        canon("host 10.0.0.1 or 10.0.0.2"),
+        "host 10.0.0.1 or host 10.0.0.2"
+    );
+    assert_eq!(
+        canon("tcp dst port 80 or 443 and not 22"),
+        "(tcp dst port 80 or tcp dst port 443) and not tcp dst port 22"
+    );
+    assert_eq!(canon("ip proto 6 or 17"), "ip proto 6 or ip proto 17");
+    assert_eq!(
+        canon("src net 10 or (192.168 or 172.16.0.0/12)"),
+        "src net 10.0.0.0/8 or (src net 192.168.0.0/16 or src net 172.16.0.0/12)"
+    );
+    // A protocol or a comparison leaves no qualifier behind.
+    assert!(matches!(
+        dpf::parse("tcp or 80"),
+        Err(Error::MissingQualifier { column: 8, .. })
+    ));
+    assert!(matches!(
+        dpf::parse("ip[9] = 6 or 80"),
+        Err(Error::MissingQualifier { column: 14, .. })
+    ));
+    assert!(matches!(
+        dpf::parse("80"),
+        Err(Error::MissingQualifier { column: 1, .. })
+    ));
+}
+
+#[test]
+fn the_canonical_text_parses_back_to_the_same_tree() {
+    for src in [
+        "not (tcp port 80 or udp) and host 10.0.0.1",
+        "ip or arp and not (ether[1] & 3 > 1 or icmp)",
+        "(a_b)".replace("a_b", "ip").as_str(),
+        "src and dst net 10.0.0.0/8 and portrange 1-1000",
+    ] {
+        let e = dpf::parse(src).unwrap();
+        assert_eq!(dpf::parse(&e.to_string()).unwrap(), e, "{src}");
+    }
+}
+
+#[test]
+fn numbers_are_decimal_hex_or_octal() {
+    assert_eq!(canon("ether[0] = 0x1F"), "ether[0] = 31");
+    assert_eq!(canon("ether[0] = 017"), "ether[0] = 15");
+    assert_eq!(canon("ether[0] = 0"), "ether[0] = 0");
+    assert_eq!(canon("ether[0] = 4294967295"), "ether[0] = 4294967295");
+    assert_eq!(column("ether[0] = 4294967296"), 12);
+    assert_eq!(column("ether[0] = 08"), 12);
+    assert_eq!(column("ether[0] = 0x"), 12);
+    assert_eq!(column("ether[0] = 12ab"), 12);
+    // Twelve hex digits are a MAC address to pcap's scanner.
+    assert_eq!(column("ether[0] = 012345670123"), 12);
+}
+
+#[test]
+fn rejections_name_the_column() {
+    for (src, col) in [
+        ("", 1),
+        ("ip and", 7),
+        ("ip tcp", 4),
+        ("(ip", 4),
+        ("ip)", 3),
+        ("host", 5),
+        ("host 10.0.0", 6),
+        ("host 10.0.0.256", 6),
+        ("host 1.2.3.4.5", 6),
+        ("host foo", 6),
+        ("foo", 1),
+        ("port 70000", 6),
+        ("port http", 6),
+        ("portrange 1", 12),
+        ("tcp host 10.0.0.1", 1),
+        ("ip port 80", 1),
+        ("ip6 host 10.0.0.1", 1),
+        ("net 10.0.0.1/8", 5),
+        ("net 10.0.0.0/33", 14),
+        ("ip[9:3] = 1", 6),
+        ("ip[9] = ", 9),
+        ("ip[9] 6", 7),
+        ("ip[9] + 1 = 6", 7),
+        ("ip[9] = 6 + 1", 11),
+        ("6 = ip[9]", 1),
+        ("ip[x] = 1", 4),
+        ("ether host 10.0.0.1", 1),
+        ("ether", 6),
+        ("ether proto 6", 13),
+        ("vlan", 1),
+        ("len > 100", 1),
+        ("ip and # comment", 8),
+        ("gateway 10.0.0.1", 1),
+        ("ip6[0] = 6", 1),
+        ("tcp proto 6", 1),
+        ("ip[70000] = 1", 4),
+    ] {
+        assert_eq!(
+            column(src),
+            col,
+            "{src:?}: {}",
+            dpf::parse(src).unwrap_err()
+        );
+    }
+}
+
+#[test]
+fn errors_say_what_is_wrong() {
+    let msg = |src: &str| dpf::parse(src).unwrap_err().to_string();
+    assert!(
+        msg("host foo").contains("not resolved"),
+        "{}",
+        msg("host foo")
+    );
+    assert!(msg("vlan").contains("not supported"));
+    assert!(msg("tcp host 10.0.0.1").contains("'tcp' modifier applied to host"));
+    assert!(msg("net 10.0.0.1/8").contains("non-network bits"));
+    assert!(msg("ip and").starts_with("column 7: syntax error"));
+}
+
+#[test]
+fn compile_lowers_what_parse_accepts() {
+    let p = dpf::compile("ip proto 6").unwrap();
+    let mut pkt = [0u8; 34];
+    pkt[12] = 0x08;
+    pkt[23] = 6;
+    assert!(p.matches(&pkt));
+    pkt[23] = 17;
+    assert!(!p.matches(&pkt));
+    assert!(dpf::compile("ip proto").is_err());
+}
