@@ -115,12 +115,16 @@ impl Key {
     }
 }
 
-/// What libpcap's second pass (statement simplification) decides about a
-/// test the first pass left alone.
+/// What libpcap's peephole optimizer decides about a test's jump, and
+/// when.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Late {
     /// Nothing.
     Keep,
+    /// The jump always goes one way (`true`: the key's "holds" edge) from
+    /// the first round of the first pass on, after that round has computed
+    /// dominators with both edges in place (`jset #0`).
+    Early(bool),
     /// The accumulator is a constant (`& 0`): the load is dead and the
     /// jump always goes one way (`true`: the key's "holds" edge).
     Constant(bool),
@@ -206,11 +210,15 @@ fn masked_eq(field: Field, mask: u32, value: u32) -> Cond {
     if mask == u32::MAX {
         eq(field, value)
     } else if value == 0 {
+        let mut set = prim(field, !0, Cmp::Set, mask);
         if mask == 0 {
-            Cond::Const(true)
-        } else {
-            not(prim(field, !0, Cmp::Set, mask))
+            // `jset #0` never holds; the first pass's peephole decides it
+            // right after computing the dominators of its first round.
+            if let Cond::Test(leaf) = &mut set {
+                leaf.late = Late::Early(false);
+            }
         }
+        not(set)
     } else {
         prim(field, mask, Cmp::Eq, value)
     }
@@ -573,14 +581,12 @@ impl Blocks {
 
     /// The blocks reachable from `root` grouped by level (the longest
     /// path to a verdict, from 1), each level in the order libpcap's
-    /// `find_levels` lists it; and the blocks in depth-first preorder
-    /// (libpcap's block numbering).
-    fn levels(&self, root: NodeId) -> (Vec<Vec<NodeId>>, Vec<NodeId>) {
+    /// `find_levels` lists it.
+    fn levels(&self, root: NodeId) -> Vec<Vec<NodeId>> {
         let n = self.blocks.len();
         let mut level = vec![0usize; n];
         let mut seen = vec![false; n];
         let mut lists: Vec<Vec<NodeId>> = Vec::new();
-        let mut pre = Vec::new();
         // Iterative DFS: JT first, then JF; a block is listed when both
         // of its children are done, at the front of its level's list.
         let mut stack = vec![(root, false)];
@@ -599,12 +605,11 @@ impl Blocks {
                 continue;
             }
             seen[id as usize] = true;
-            pre.push(id);
             stack.push((id, true));
             stack.push((b.els, false));
             stack.push((b.then, false));
         }
-        (lists, pre)
+        lists
     }
 
     /// Whether the edges `facts` dominating an edge into `child` decide
@@ -633,12 +638,12 @@ impl Blocks {
     /// (`or_pullup`, `and_pullup`).
     fn optimize(&mut self, root: NodeId) {
         // Each round moves some edge; the cap only guards against a bug.
-        for _ in 0..10_000 {
-            let (levels, pre) = self.levels(root);
+        for round in 0..10_000 {
+            let levels = self.levels(root);
             let n = self.blocks.len();
             // Edge dominators as (block, outcome) pairs, and block
-            // dominators, from the root down (preorder is topological
-            // enough: compute by levels from the top).
+            // dominators, from the root down level by level (a block's
+            // level is above its successors').
             let mut facts: Vec<Option<Vec<(NodeId, bool)>>> = vec![None; n];
             let mut dom: Vec<Option<Vec<NodeId>>> = vec![None; n];
             if self.block(root).is_some() {
@@ -673,8 +678,17 @@ impl Blocks {
                     }
                 }
             }
-            let _ = pre;
             let mut changed = false;
+            if round == 0 {
+                for &id in levels.iter().flatten() {
+                    let b = self.blocks[id as usize].as_mut().expect("a block");
+                    if let Late::Early(holds) = b.leaf.late {
+                        let to = if holds { b.then } else { b.els };
+                        (b.then, b.els) = (to, to);
+                        changed = true;
+                    }
+                }
+            }
             // opt_j, bottom-up.
             for list in levels.iter().skip(1) {
                 for &id in list {
@@ -838,7 +852,7 @@ pub fn lower(e: &Expr) -> Program {
     // and the test whose load it performs, if any.
     let mut ident_edges: Vec<(u32, u32)> = vec![(0, 0), (1, 1)];
     let mut ident_node: Vec<(NodeId, Option<Test>)> = vec![(REJECT, None), (ACCEPT, None)];
-    let (levels, _) = blocks.levels(root);
+    let levels = blocks.levels(root);
     for &id in levels.iter().flatten() {
         let id = id as usize;
         let Some(Block { leaf, then, els }) = blocks.blocks[id] else {
@@ -862,7 +876,7 @@ pub fn lower(e: &Expr) -> Program {
                 let node = b.test(leaf.test, map[to], map[to]);
                 (node, key, (ident[to], ident[to]), Some(leaf.test))
             }
-            Late::Keep => {
+            Late::Keep | Late::Early(_) => {
                 let key = (Some(leaf.test), leaf.test.cmp, 0, ident[t], ident[f]);
                 let node = b.test(leaf.test, map[t], map[f]);
                 (node, key, (ident[t], ident[f]), Some(leaf.test))
