@@ -139,7 +139,7 @@ fn dpf_agrees_with_libpcap() {
 
 /// Hand-picked filters on hand-picked packets, the cases the random test
 /// might reach rarely: every truncation length of a TCP/IPv4 frame with
-/// options and of an IPv6 fragment.
+/// options, of an IPv6 fragment and of an ARP request.
 #[test]
 fn every_truncation_of_typical_frames_agrees() {
     let Some(pcap) = libpcap_or_skip() else {
@@ -160,6 +160,12 @@ fn every_truncation_of_typical_frames_agrees() {
     frag6[20] = 44;
     frag6[54] = 6;
     frag6[62..64].copy_from_slice(&80u16.to_be_bytes());
+    let mut arp = vec![0u8; 14 + 28];
+    arp[12] = 0x08;
+    arp[13] = 0x06;
+    arp[14..22].copy_from_slice(&[0, 1, 8, 0, 6, 4, 0, 1]);
+    arp[28..32].copy_from_slice(&[192, 168, 1, 1]);
+    arp[38..42].copy_from_slice(&[10, 0, 0, 1]);
     let filters = [
         "tcp",
         "udp or icmp",
@@ -178,12 +184,18 @@ fn every_truncation_of_typical_frames_agrees() {
         "ether proto 0x42",
         "ether[100] = 1 or not ether[100] = 1",
         "tcp and tcp[0:2] > 1000 or udp",
+        // Regressions: each of these once disagreed with libpcap.
+        "not (host 192.168.1.1 and 10.0.0.1)",
+        "not ip[0:2] & 0 == 39498",
+        "ether[1] & 0xffffffff != 0 or ether[100] = 1",
+        "((arp && sctp) or not ether[129:2] & 0x12 > 0xffff) && icmp[13:2] & 0xff >= 56616 or ip",
+        "(ether[56:4] < 5 and ether proto 0x800) or not (not net 0.0.0.0/0 and tcp[3] < 80)",
     ];
     let mut n = 0;
     for f in filters {
         let ours = dpf_compile(f).unwrap_or_else(|e| panic!("{f}: {e}"));
         let bpf = pcap.compile(f).unwrap_or_else(|e| panic!("{f}: {e}"));
-        for frame in [&tcp4, &frag6] {
+        for frame in [&tcp4, &frag6, &arp] {
             for len in 0..=frame.len() {
                 let pkt = &frame[..len];
                 let want = bpf.matches(pkt);
