@@ -16,6 +16,18 @@
 //! a freed block serves requests of its own class (or smaller), and the
 //! capacity check counts mapped chunks, not the shape of free space.
 //!
+//! Reuse and cross-modifying code: a block comes back to the free lists
+//! only after the deletion protocol has seen every counted thread pass a
+//! synchronization point, so no thread is executing in it or can jump to
+//! it. New code written into it is reached only through a later
+//! publication in the table (a `Release` store that the reader's lookup
+//! loads with `Acquire`) or a link patched after that publication. x86
+//! keeps instruction fetch coherent with stores by physical address, so
+//! the write through the other virtual alias is seen; what the SDM's
+//! cross-modifying-code rule guards against, an executing processor that
+//! already fetched the old bytes at that address, cannot happen here
+//! because no thread has been in the block since it was unlinked.
+//!
 //! This is one of the small modules that own `unsafe`.
 
 use crate::sync::{AtomicU64, Ordering};

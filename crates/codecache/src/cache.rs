@@ -302,6 +302,9 @@ impl Core {
 
     /// Step one (the table removal is done by the caller) and step two of
     /// deletion: unlink, then put the set on the pending list.
+    // Boxes, not values: readers may still hold pointers into them, so
+    // they must not move until freed.
+    #[allow(clippy::vec_box)]
     fn unlink_and_retire(&self, set: Vec<Box<Entry>>) {
         if set.is_empty() {
             return;
@@ -321,7 +324,7 @@ impl Core {
             }
         }
         self.live_bytes.fetch_sub(bytes, Ordering::Relaxed);
-        let garbage: Vec<Garbage> = set.into_iter().map(|e| Box::new(e) as Garbage).collect();
+        let garbage: Vec<Garbage> = set.into_iter().map(|e| e as Garbage).collect();
         self.rec.retire(garbage, bytes);
     }
 

@@ -42,15 +42,29 @@
 //! ## Why not crossbeam-epoch
 //!
 //! crossbeam-epoch is the field's well-kept epoch library, and its `pin`
-//! and unpinned state play the roles of the scope and the flag. It does not
-//! keep the issue's properties, though: garbage waits in thread-local bags
-//! until a bag fills or is flushed and then for two epoch advances, which
-//! any pinned thread holds back and which are only attempted on `pin`, so
-//! freeing is not prompt and the delay is not observable per set; a thread
-//! that pins and then stays out for a long time (an idle poll loop) holds
-//! every later deletion back with no way to mark it out without unpinning
-//! the guard it still needs; and it gives no per-set count to report. The
-//! benchmark `fastpath bench codecache` measures both on the same churn.
+//! and unpinned states can play the roles of the scope and the flag: a
+//! thread that blocks unpinned delays nothing. On the benchmark's churn it
+//! is as prompt as this list (`fastpath bench codecache`, section 3:
+//! 99.7% freed within 1 ms against 97.5% here, both 100% within 10 ms,
+//! with the blocked thread out; both hold everything back when it is
+//! not). It is not used because of the properties it does not keep:
+//!
+//! * **Per-set accounting.** The issue asks for the pending-deletion list
+//!   itself: each unlinked set with its stamp and count, bytes pending, the
+//!   delay of each set. crossbeam's garbage sits in anonymous thread-local
+//!   bags and a global queue; what is pending and how long it waited is not
+//!   observable.
+//! * **Freeing at quiescence.** Here the last counted thread's
+//!   synchronization point (or exit) frees a set, so when every thread is
+//!   gone nothing is pending and every byte is back on the free lists (the
+//!   stress test checks exactly that). crossbeam frees only when some
+//!   thread pins again and advances the epoch twice; garbage of a thread
+//!   that went quiet waits in its bag until then.
+//! * **Cost of a synchronization point.** An empty scope here is one load
+//!   and a compare at each end: 5.7 ns against 16.2 ns for `pin` + unpin
+//!   in the same run (bench section 2).
+//!
+//! The benchmark measures both on the same churn.
 
 use crate::sync::{AtomicBool, AtomicU64, Mutex, Ordering, StatU64, StatUsize, lock};
 use std::time::{Duration, Instant};
@@ -350,8 +364,9 @@ impl Reclaimer {
             return Vec::new();
         }
         // One pass that keeps the order (and so the sort by stamp).
-        let (freed, kept): (Vec<Pending>, Vec<Pending>) =
-            std::mem::take(&mut st.pending).into_iter().partition(|p| p.count == 0);
+        let (freed, kept): (Vec<Pending>, Vec<Pending>) = std::mem::take(&mut st.pending)
+            .into_iter()
+            .partition(|p| p.count == 0);
         st.pending = kept;
         freed
     }

@@ -77,8 +77,10 @@
 //! The issue allows an established concurrent map or epoch library if it
 //! keeps the same guarantees. `dashmap` does not: every read takes a
 //! shard's read lock, so reads can block behind a writer. crossbeam-epoch
-//! does not free promptly or per set, and has no system-call flag; see
-//! [`deletion`] for the details. The benchmark (`fastpath bench codecache`
+//! is as prompt on the benchmark's churn, but keeps no per-set pending list
+//! (bytes pending, delay per set), frees only when some thread pins again
+//! rather than at the last thread's synchronization point, and costs about
+//! three times as much per synchronization point; see [`deletion`]. The benchmark (`fastpath bench codecache`
 //! and `benches/codecache.rs`) measures both alternatives against these.
 //!
 //! ## Safety contract for running code

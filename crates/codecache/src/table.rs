@@ -137,7 +137,7 @@ impl<V: Send + 'static> Map<V> {
     /// point while it uses the result (it is inside a scope, e.g. running
     /// generated code entered from one).
     #[inline]
-    pub unsafe fn get_unchecked<'a>(&'a self, key: u64) -> Option<&'a V> {
+    pub unsafe fn get_unchecked(&self, key: u64) -> Option<&V> {
         let t = self.cur.load(Ordering::Acquire);
         // SAFETY: a table is retired only after `cur` moved past it, and
         // freed only when every thread counted at that retire has passed a

@@ -241,10 +241,19 @@ fn no_mapping_is_ever_writable_and_executable() {
             .publish(k, k, value_fn(k, k, (k % 40) as usize))
             .unwrap();
         if k % 3 == 0 {
-            cache.publish(1000 + k, 1, linked_fn(1000 + k, 1, k)).unwrap();
+            cache
+                .publish(1000 + k, 1, linked_fn(1000 + k, 1, k))
+                .unwrap();
             let s = t.enter();
-            let helper = if s.lookup(k).is_some() { 5 + tag(k, k) } else { 15 };
-            assert_eq!(call(&s, 1000 + k).map(|r| r.0), Some(helper + tag(1000 + k, 1)));
+            let helper = if s.lookup(k).is_some() {
+                5 + tag(k, k)
+            } else {
+                15
+            };
+            assert_eq!(
+                call(&s, 1000 + k).map(|r| r.0),
+                Some(helper + tag(1000 + k, 1))
+            );
         }
         if k % 7 == 0 {
             cache.retire(k / 2);

@@ -73,8 +73,8 @@ fn eight_runners_one_publisher_one_blocked_thread() {
                             // SAFETY: the functions compute on their argument
                             // (and call the helper through a link); used only
                             // inside this scope.
-                            let f = unsafe { e.code().as_fn::<extern "C" fn(i64) -> i64>() }
-                                .unwrap();
+                            let f =
+                                unsafe { e.code().as_fn::<extern "C" fn(i64) -> i64>() }.unwrap();
                             let want = if key < LINKED { 3 * x } else { x } + tag(key, e.version());
                             let got = f(x);
                             if got != want || e.key() != key {
@@ -149,7 +149,8 @@ fn eight_runners_one_publisher_one_blocked_thread() {
     for (limit, name) in [(1, "1 ms"), (10, "10 ms"), (100, "100 ms"), (1000, "1 s")] {
         eprintln!(
             "freed within {name}: {:.4}",
-            s.deletion_delay.fraction_within(Duration::from_millis(limit))
+            s.deletion_delay
+                .fraction_within(Duration::from_millis(limit))
         );
     }
     assert_eq!(wrong.load(Ordering::Relaxed), 0);
