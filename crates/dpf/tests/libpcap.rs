@@ -4,7 +4,8 @@
 //! `pcap_offline_filter`'s.
 //!
 //! `DPF_PAIRS` sets the number of (filter, packet) pairs (default 100,000,
-//! the CI size), `DPF_SEED` the seed. Without libpcap the test skips with
+//! the CI size), `DPF_SEED` the seed, `DPF_DEPTH` the nesting depth of
+//! the filters (default 2). Without libpcap the test skips with
 //! a printed reason, unless `DPF_REQUIRE_LIBPCAP=1` (set by
 //! `scripts/test.sh`), when it fails.
 
@@ -68,12 +69,13 @@ fn dpf_agrees_with_libpcap() {
     };
     let pairs = env_u64("DPF_PAIRS", 100_000);
     let seed = env_u64("DPF_SEED", 0x00d9_f5ee_d001);
+    let depth = env_u64("DPF_DEPTH", 2) as u32;
     let mut g = Gen::new(seed);
     let start = Instant::now();
     let (mut done, mut matched, mut filters, mut rejected_all) = (0u64, 0u64, 0u64, 0u64);
     let mut failures = Vec::new();
     while done < pairs {
-        let filter = g.filter();
+        let filter = g.expr(depth);
         let ours = dpf_compile(&filter);
         let theirs = pcap.compile(&filter);
         let bpf = match (&ours, theirs) {
