@@ -57,9 +57,10 @@ enum Key {
         value: u32,
     },
     /// A comparison written by the user (`ip[9] = 6`): the load is indexed
-    /// by a constant in X, so it differs from every primitive's load, and
-    /// `ip[k]` and `arp[k]` (class 1) load the same value, as do `tcp[k]`,
-    /// `udp[k]`, `icmp[k]` and `sctp[k]` (class 2); `ether[k]` is class 0.
+    /// by a constant in X, so it differs from every primitive's load;
+    /// `ip[k]`, `ip6[k]`, `arp[k]` and `rarp[k]` (class 1) load the same
+    /// value, as do `tcp[k]`, `udp[k]`, `icmp[k]` and `sctp[k]` (class 2);
+    /// `ether[k]` is class 0.
     Raw {
         class: u8,
         offset: u32,

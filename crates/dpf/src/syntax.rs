@@ -93,8 +93,8 @@ pub enum RelOp {
 /// `layer[offset:size] & mask op value`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Compare {
-    /// The header the offset counts from: `ether`, `ip`, `arp`, `tcp`,
-    /// `udp`, `icmp` or `sctp`.
+    /// The header the offset counts from: `ether`, `ip`, `ip6`, `arp`,
+    /// `rarp`, `tcp`, `udp`, `icmp` or `sctp`.
     pub layer: Proto,
     /// The byte offset from the start of that header.
     pub offset: u32,
@@ -618,7 +618,7 @@ impl Parser {
             match self.peek_at(1) {
                 Tok::LBrack => {
                     self.pos += 1;
-                    let c = self.compare(proto, column)?;
+                    let c = self.compare(proto)?;
                     return Ok((Expr::Prim(Primitive::Compare(c)), None));
                 }
                 Tok::Word(n) if n == "proto" => {
@@ -965,13 +965,7 @@ impl Parser {
 
     /// `layer "[" offset [":" size] "]" ["&" mask] relop value`; the
     /// layer keyword has been consumed.
-    fn compare(&mut self, layer: Proto, column: usize) -> Result<Compare, Error> {
-        if matches!(layer, Proto::Ip6 | Proto::Rarp) {
-            return Err(Error::Unsupported {
-                column,
-                feature: format!("{}[...] (comparisons on ip6 or rarp headers)", layer.name()),
-            });
-        }
+    fn compare(&mut self, layer: Proto) -> Result<Compare, Error> {
         self.expect(Tok::LBrack, "\"[\"")?;
         let c = self.col();
         let offset = match self.bump().0 {

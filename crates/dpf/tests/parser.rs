@@ -73,6 +73,8 @@ fn primitives() {
         ("icmp[0] <= 8", "icmp[0] <= 8"),
         ("arp[7] > 1", "arp[7] > 1"),
         ("sctp[0:2] >= 7", "sctp[0:2] >= 7"),
+        ("ip6[6] = 6", "ip6[6] = 6"),
+        ("rarp[7] != 3", "rarp[7] != 3"),
     ] {
         assert_eq!(canon(src), want, "{src}");
     }
@@ -208,7 +210,6 @@ fn rejections_name_the_column() {
         ("len > 100", 1),
         ("ip and # comment", 8),
         ("gateway 10.0.0.1", 1),
-        ("ip6[0] = 6", 1),
         ("tcp proto 6", 1),
         ("ip[70000] = 1", 4),
     ] {

@@ -150,7 +150,7 @@ impl Gen {
     /// `layer[offset:size] [& mask] op value`.
     pub fn comparison(&mut self) -> String {
         let layer = *self.pick(&[
-            "ether", "ether", "ip", "ip", "arp", "tcp", "tcp", "udp", "icmp", "sctp",
+            "ether", "ether", "ip", "ip", "ip6", "arp", "rarp", "tcp", "tcp", "udp", "icmp", "sctp",
         ]);
         let size = *self.pick(&[1u32, 1, 2, 2, 4]);
         let offset: u32 = match self.rng.random_range(0..10) {
@@ -159,7 +159,8 @@ impl Gen {
             _ => match layer {
                 "ether" => *self.pick(&[0, 6, 12, 13, 14, 20, 23, 26, 30, 34, 36, 54, 56]),
                 "ip" => *self.pick(&[0, 1, 6, 8, 9, 12, 16, 20, 22]),
-                "arp" => *self.pick(&[0, 2, 6, 7, 14, 24]),
+                "arp" | "rarp" => *self.pick(&[0, 2, 6, 7, 14, 24]),
+                "ip6" => *self.pick(&[0, 4, 6, 7, 8, 24, 40]),
                 _ => *self.pick(&[0, 1, 2, 3, 4, 8, 12, 13]),
             },
         };
