@@ -13,28 +13,37 @@
 //!
 //! The graph is built back to front, the way libpcap backpatches jumps:
 //! `lower(expr, then, else)` returns the block that decides `expr` and
-//! continues at `then` or `else`. Then it is simplified exactly as
-//! libpcap's optimizer (`optimize.c`) simplifies the same code, because
-//! the optimizer changes verdicts on short packets: a test it removes no
+//! continues at `then` or `else`. Then it is simplified the way libpcap's
+//! optimizer (`optimize.c`) simplifies the same code, because the
+//! optimizer changes verdicts on short packets: a test it removes no
 //! longer loads, and one it keeps still rejects a packet too short for
 //! its load.
 //!
-//! 1. First pass (branch movement, `opt_loop(.., 0)`): an edge into a
-//!    block whose outcome the edges dominating it decide skips the block
-//!    (`fold_edge`: the same test of the same accumulator value has the
-//!    same outcome; after `A = a` held, `A = b` fails), and an edge into a
-//!    block whose two edges agree skips it. A user's comparison
-//!    (`ip[9] = 6`) loads through the index register, so it never shares
-//!    an accumulator value with a primitive's test. A primitive's
-//!    `and #m; jeq #0` is already `jset #m` here, and `jset #0` never
-//!    holds.
+//! 1. First pass (branch movement, `opt_loop(.., 0)`), in rounds that
+//!    each compute dominators first: an edge into a block whose outcome
+//!    the edges dominating it decide skips the block (`fold_edge`: the
+//!    same test of the same accumulator value has the same outcome; after
+//!    `A = a` held, `A = b` fails), and an edge into a block whose two
+//!    edges agree skips it; then a test of the value the predecessors
+//!    left loaded is pulled up an or- or and-chain (`or_pullup`,
+//!    `and_pullup`). A user's comparison (`ip[9] = 6`) loads through the
+//!    index register, so it never shares an accumulator value with a
+//!    primitive's test. A primitive's `and #m; jeq #0` is `jset #m` here,
+//!    and `jset #0` never holds, from the first round's edge moves on.
 //! 2. Second pass (statements, `opt_loop(.., 1)`), which moves no edges:
 //!    a user's comparison masked with 0 has a constant accumulator, so
 //!    its load dies and its jump goes one way; `& m = 0` becomes
 //!    `jset #m`, and `jset #0xffffffff` always holds (its load stays).
 //! 3. Identical blocks merge (`intern_blocks`). A test whose edges now
-//!    agree stays, as a bounds check (`then == els`), except in a chain
-//!    from the root that ends in a verdict (`opt_root`).
+//!    agree stays, as a bounds check (`then == els`). `opt_root` skips
+//!    such tests from the root: ending in a verdict, the program is that
+//!    verdict; ending in a test, only the root block's load is kept.
+//!
+//! Not modelled: `use_conflict` (gencode's blocks never depend on a
+//! register another block set) and the second pass's removal of reloads
+//! (which could keep two otherwise identical blocks apart). The
+//! differential test (`tests/libpcap.rs`) is the check that this is
+//! enough.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
