@@ -1,10 +1,12 @@
 //! Runs the Table 4 experiment: `cargo run --release -p ilp --example
-//! table4 [llc-multiple]` (default 16).
+//! table4 [llc-multiple | quick]` (default 16).
 fn main() {
-    let mult = std::env::args()
-        .nth(1)
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(16);
-    let rows = ilp::table4::run(&ilp::table4::Config::standard(mult), |s| eprintln!("{s}"));
+    let arg = std::env::args().nth(1).unwrap_or_default();
+    let cfg = if arg == "quick" {
+        ilp::table4::Config::quick()
+    } else {
+        ilp::table4::Config::standard(arg.parse().unwrap_or(16))
+    };
+    let rows = ilp::table4::run(&cfg, |s| eprintln!("{s}"));
     print!("{}", ilp::table4::markdown(&rows));
 }
