@@ -8,6 +8,12 @@
 //! only through the first (by `vcode`'s `end_in`, and by the link patcher),
 //! run only from the second. No page is writable and executable at once.
 //!
+//! A request larger than [`CHUNK`] (the classifier of a table of
+//! thousands of filters) gets a mapping of its own, rounded up to whole
+//! pages, counted against the capacity like a chunk and unmapped when the
+//! block is freed: large blocks are rare, and a free list of them would
+//! hold address space that no other request fits.
+//!
 //! A chunk is one block of the largest class ([`CHUNK`]); a request of a
 //! smaller class splits the smallest free block that fits into halves,
 //! keeping one and putting the other on its list. Blocks are aligned to
@@ -59,9 +65,6 @@ pub fn class_size(c: usize) -> usize {
 /// Why an allocation failed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum AllocError {
-    /// The request is larger than the largest block.
-    #[error("a block of {0} bytes is larger than the largest block ({CHUNK} bytes)")]
-    TooLarge(usize),
     /// Every chunk the capacity allows is mapped and no free block fits.
     #[error("the code cache is full: {capacity} bytes mapped, no free block of {size} bytes")]
     Full {
@@ -77,6 +80,8 @@ pub enum AllocError {
 
 struct State {
     chunks: Vec<DualMap>,
+    /// Blocks larger than a chunk, each its own mapping, by write address.
+    large: std::collections::HashMap<usize, DualMap>,
     /// Free blocks per class, as (write address, exec address).
     free: Vec<Vec<(usize, usize)>>,
     mapped: usize,
@@ -120,6 +125,7 @@ impl Arena {
                 capacity: (capacity / CHUNK).max(1) * CHUNK,
                 state: Mutex::new(State {
                     chunks: Vec::new(),
+                    large: std::collections::HashMap::new(),
                     free: vec![Vec::new(); CLASSES],
                     mapped: 0,
                     live: 0,
@@ -141,7 +147,9 @@ impl Arena {
 
     /// A block of at least `len` bytes: (write address, exec address, size).
     fn take(&self, len: usize) -> Result<(usize, usize, usize), AllocError> {
-        let c = class_of(len).ok_or(AllocError::TooLarge(len))?;
+        let Some(c) = class_of(len) else {
+            return self.take_large(len);
+        };
         let mut st = self.lock();
         let from = match (c..CLASSES).find(|&k| !st.free[k].is_empty()) {
             Some(k) => k,
@@ -168,6 +176,27 @@ impl Arena {
         st.live += class_size(c);
         self.inner.allocs.fetch_add(1, Ordering::Relaxed);
         Ok((w, x, class_size(c)))
+    }
+
+    /// A block larger than a chunk: a mapping of its own.
+    fn take_large(&self, len: usize) -> Result<(usize, usize, usize), AllocError> {
+        let mut st = self.lock();
+        // Page-rounded, as DualMap maps it.
+        let size = len.div_ceil(4096) * 4096;
+        if st.mapped + size > self.inner.capacity {
+            return Err(AllocError::Full {
+                capacity: self.inner.capacity,
+                size,
+            });
+        }
+        let m = DualMap::new(size).map_err(|e| AllocError::Map(e.to_string()))?;
+        let size = m.size();
+        let (w, x) = (m.write_base() as usize, m.exec_base());
+        st.large.insert(w, m);
+        st.mapped += size;
+        st.live += size;
+        self.inner.allocs.fetch_add(1, Ordering::Relaxed);
+        Ok((w, x, size))
     }
 
     /// A raw block for code the cache writes itself (link sites, the
@@ -219,9 +248,17 @@ impl Inner {
     }
 
     fn give_back(&self, write: usize, exec: usize, len: usize) {
+        let mut st = self.lock();
+        if let Some(m) = st.large.remove(&write) {
+            // A large block: unmapped (on drop, after the lock).
+            st.mapped -= m.size();
+            st.live -= m.size();
+            drop(st);
+            drop(m);
+            return;
+        }
         let c = class_of(len).expect("a block of this arena");
         debug_assert_eq!(class_size(c), len);
-        let mut st = self.lock();
         st.free[c].push((write, exec));
         st.live -= len;
     }
@@ -360,9 +397,28 @@ mod tests {
         let a = Arena::new(CHUNK);
         let big = a.raw(CHUNK).unwrap();
         assert!(matches!(a.raw(64), Err(AllocError::Full { .. })));
-        assert!(matches!(a.raw(CHUNK + 1), Err(AllocError::TooLarge(_))));
+        assert!(matches!(a.raw(CHUNK + 1), Err(AllocError::Full { .. })));
         drop(big);
         assert!(a.raw(64).is_ok());
         assert_eq!(a.stats().mapped, CHUNK);
+    }
+
+    #[test]
+    fn a_block_larger_than_a_chunk_is_its_own_mapping_and_is_unmapped() {
+        let a = Arena::new(8 * CHUNK);
+        let small = a.raw(64).unwrap();
+        let big = a.raw(3 * CHUNK + 100).unwrap();
+        assert_eq!(big.len, 3 * CHUNK + 4096);
+        assert_eq!(big.exec() % 4096, 0);
+        let s = a.stats();
+        assert_eq!((s.mapped, s.live), (CHUNK + big.len, 64 + big.len));
+        // Capacity counts it: 8 chunks minus 1 minus 3 and a page leave 3.
+        assert!(matches!(a.raw(4 * CHUNK), Err(AllocError::Full { .. })));
+        let fits = a.raw(3 * CHUNK).unwrap();
+        drop((big, fits));
+        let s = a.stats();
+        assert_eq!((s.mapped, s.live), (CHUNK, 64));
+        drop(small);
+        assert_eq!(a.stats().live, 0);
     }
 }

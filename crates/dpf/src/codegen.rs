@@ -54,6 +54,13 @@ struct Known {
 /// Generates the classifier for `m` into `f` and returns what `end`
 /// returns.
 pub fn generate<B: Backend>(f: &mut Func<B>, m: &Merged) -> vcode::Result<B::Code> {
+    emit(f, m)?;
+    f.end()
+}
+
+/// Emits the classifier for `m` into `f`, short of `end`: the caller ends
+/// it with `end` or `end_in` (into a code cache's memory).
+pub fn emit<B: Backend>(f: &mut Func<B>, m: &Merged) -> vcode::Result<()> {
     let p = f.lambda("%p%ul", Leaf::Yes)?;
     let (pkt, len) = (p.get::<P>(0)?, p.get::<UL>(1)?);
     let r = Regs {
@@ -77,7 +84,7 @@ pub fn generate<B: Backend>(f: &mut Func<B>, m: &Merged) -> vcode::Result<B::Cod
     f.and(r.best, r.best, u64::from(u32::MAX));
     f.label(none);
     f.ret(r.best);
-    f.end()
+    Ok(())
 }
 
 /// The largest `best` value of a match of rank `rank`: `best` at or below

@@ -103,6 +103,10 @@ pub enum Error {
     /// large that its code exceeds vcode's code-size limit).
     #[error("generating the classifier: {0}")]
     Codegen(#[from] vcode::Error),
+    /// The code cache could not take the classifier (out of cache memory,
+    /// say).
+    #[error("publishing the classifier: {0}")]
+    Publish(String),
 }
 
 impl Error {

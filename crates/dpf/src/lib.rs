@@ -31,17 +31,17 @@
 //! builds and runs without it.
 
 pub mod codegen;
+mod error;
 pub mod ir;
 pub mod lower;
 pub mod merge;
 pub mod pcap;
 pub mod syntax;
 pub mod table;
-mod error;
 
 pub use error::Error;
 pub use lower::dump;
-pub use table::{Classifier, FilterId, Reader, Table};
+pub use table::{Batch, Classifier, FilterId, Reader, Table};
 
 /// Parses a filter in dpf's pcap-filter(7) subset (see [`syntax`]).
 pub fn parse(src: &str) -> Result<syntax::Expr, Error> {

@@ -266,10 +266,9 @@ impl Builder {
         }
     }
 
+    /// A test node. One whose edges agree is kept: its load still rejects
+    /// a packet too short for it (as libpcap's optimizer keeps it).
     fn test(&mut self, test: Test, then: NodeId, els: NodeId) -> NodeId {
-        if then == els {
-            return then;
-        }
         let node = Node::Test { test, then, els };
         *self.index.entry(node).or_insert_with(|| {
             self.nodes.push(node);

@@ -8,21 +8,31 @@
 //! fails to parse, or a table whose code cannot be generated, leaves the
 //! table and the published classifier exactly as they were.
 //!
-//! Publication is an atomic pointer swap (`arc-swap`): a thread
-//! classifying at that moment holds the old classifier, whose code stays
-//! mapped until the last such thread lets go, and its next packet sees the
-//! new one; no thread ever sees a mix. The thread-shared code cache
-//! (`codecache`) takes this role over when the engine runs with it.
+//! The generated code is published through the thread-shared code cache
+//! (`codecache`, after Bruening et al., CGO 2006): the table's classifier
+//! is the cache entry under the table's key, and each install or removal
+//! publishes a new version of it, which retires the old one. A thread
+//! classifies through a [`Reader`], a thread registered with the cache:
+//! its lookup takes no lock, a packet sees the old classifier or the new
+//! one and never a mix, and the old code is freed as soon as every
+//! registered thread not flagged out has passed a synchronization point
+//! (the next packet or batch), never while a thread may still run it.
+//!
+//! Beside the code, the table publishes the merged structure itself
+//! through an atomic pointer swap (`arc-swap`). The reference evaluator
+//! reads it, and a reader that finds no code under the key (the cache
+//! evicted it for capacity) classifies with it rather than lose the
+//! packet.
 
 use crate::codegen;
 use crate::error::Error;
 use crate::ir::Program;
 use crate::merge::{Analysis, Candidate, Merged, analyze, merge};
 use arc_swap::ArcSwap;
+use codecache::{CodeCache, Config};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use vcode::Func;
-use vcode::x86_64::Code;
 
 /// A handle on an installed filter, for removing it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -37,47 +47,20 @@ struct Installed {
     analysis: Analysis,
 }
 
-/// A compiled table: the merged structure and its native code.
+/// A compiled table: the merged structure, the version of the code
+/// published from it, and the reference evaluator.
 #[derive(Debug)]
 pub struct Classifier {
     merged: Merged,
-    code: Option<Code>,
-    filters: usize,
+    version: u64,
 }
 
 /// The native classifier's signature.
 type Entry = extern "C" fn(*const u8, u64) -> u64;
 
 impl Classifier {
-    fn compile(merged: Merged, func: &mut Func) -> Result<Self, Error> {
-        let code = match merged.root {
-            Some(_) => Some(codegen::generate(func, &merged)?),
-            None => None,
-        };
-        let filters = merged.entries.len();
-        Ok(Classifier {
-            merged,
-            code,
-            filters,
-        })
-    }
-
     /// The owner of the highest-priority filter matching `pkt`, by the
-    /// native code.
-    #[inline]
-    pub fn classify(&self, pkt: &[u8]) -> Option<u32> {
-        let code = self.code.as_ref()?;
-        // SAFETY: `codegen::generate` emits a function of signature
-        // `(*const u8, u64) -> u64` (its `lambda` is "%p%ul" and it returns
-        // a `ul`), checked again by `as_fn` against the recorded signature.
-        let f = unsafe { code.as_fn::<Entry>() }.ok()?;
-        // The generated code reads only bytes [0, len) of `pkt`: every load
-        // is preceded by a bounds check against `len` on its path.
-        let owner = f(pkt.as_ptr(), pkt.len() as u64);
-        (owner != u64::MAX).then_some(owner as u32)
-    }
-
-    /// The same answer by the reference evaluator of the merged structure.
+    /// reference evaluator of the merged structure.
     pub fn classify_reference(&self, pkt: &[u8]) -> Option<u32> {
         self.merged.classify(pkt)
     }
@@ -87,19 +70,19 @@ impl Classifier {
         &self.merged
     }
 
-    /// The native code, `None` for an empty table.
-    pub fn code(&self) -> Option<&Code> {
-        self.code.as_ref()
+    /// The version of the code published from it (0: none, an empty table).
+    pub fn version(&self) -> u64 {
+        self.version
     }
 
-    /// How many filters the classifier was compiled from.
+    /// How many filters it was compiled from.
     pub fn len(&self) -> usize {
-        self.filters
+        self.merged.entries.len()
     }
 
     /// Whether it was compiled from no filter.
     pub fn is_empty(&self) -> bool {
-        self.filters == 0
+        self.merged.entries.is_empty()
     }
 }
 
@@ -114,14 +97,17 @@ impl Classifier {
 /// pkt[14] = 0x45;
 /// pkt[23] = 6; // TCP
 /// pkt[37] = 80; // destination port 80
-/// assert_eq!(t.classify(&pkt), Some(7));
+/// let mut reader = t.reader(); // on each classifying thread
+/// assert_eq!(reader.classify(&pkt), Some(7));
 /// t.remove(web)?;
-/// assert_eq!(t.classify(&pkt), Some(9));
+/// assert_eq!(reader.classify(&pkt), Some(9));
 /// # Ok::<(), dpf::Error>(())
 /// ```
 pub struct Table {
     filters: BTreeMap<FilterId, Installed>,
     next: u64,
+    cache: Arc<CodeCache>,
+    key: u64,
     published: Arc<ArcSwap<Classifier>>,
     func: Func,
 }
@@ -133,19 +119,33 @@ impl Default for Table {
 }
 
 impl Table {
-    /// An empty table.
+    /// An empty table with a code cache of its own.
     pub fn new() -> Self {
+        Table::with_cache(Arc::new(CodeCache::new(Config::default())), 0)
+    }
+
+    /// An empty table publishing its classifier in `cache` under `key`
+    /// (the engine's cache, shared with other generated code). Whatever is
+    /// under `key` is retired.
+    pub fn with_cache(cache: Arc<CodeCache>, key: u64) -> Self {
+        cache.retire(key);
         let empty = Classifier {
             merged: merge(&[]),
-            code: None,
-            filters: 0,
+            version: 0,
         };
         Table {
             filters: BTreeMap::new(),
             next: 0,
+            cache,
+            key,
             published: Arc::new(ArcSwap::from_pointee(empty)),
             func: Func::new(),
         }
+    }
+
+    /// The code cache the classifier lives in.
+    pub fn cache(&self) -> &Arc<CodeCache> {
+        &self.cache
     }
 
     /// Installs the filter `src` (pcap-filter syntax) for `owner`, with
@@ -247,28 +247,53 @@ impl Table {
                 analysis: &f.analysis,
             })
             .collect();
-        let c = Classifier::compile(merge(&cands), &mut self.func)?;
-        self.published.store(Arc::new(c));
+        let merged = merge(&cands);
+        let version = self.published.load().version + 1;
+        if merged.root.is_some() {
+            let func = &mut self.func;
+            self.cache
+                .publish(self.key, version, |e: &mut codecache::Emit<'_>| {
+                    codegen::emit(func, &merged)?;
+                    func.end_in(e.mem())
+                })
+                .map_err(|e| match e {
+                    codecache::Error::Generate(e) => Error::Codegen(e),
+                    other => Error::Publish(other.to_string()),
+                })?;
+        } else {
+            self.cache.retire(self.key);
+        }
+        self.published
+            .store(Arc::new(Classifier { merged, version }));
         Ok(())
     }
 
-    /// The owner of the highest-priority filter matching `pkt`.
-    #[inline]
-    pub fn classify(&self, pkt: &[u8]) -> Option<u32> {
-        self.published.load().classify(pkt)
-    }
-
-    /// The classifier now published.
+    /// The classifier now published (its merged structure and reference
+    /// evaluator).
     pub fn classifier(&self) -> Arc<Classifier> {
         self.published.load_full()
     }
 
-    /// A handle other threads classify through; it always sees the
-    /// classifier most recently published.
+    /// A handle a thread classifies through: a thread registered with the
+    /// code cache. It always sees the classifier most recently published.
+    /// While it exists it takes part in deletion: a thread that idles or
+    /// blocks should do so in [`Reader::blocking`].
     pub fn reader(&self) -> Reader {
         Reader {
+            thread: self.cache.register(),
+            key: self.key,
             published: Arc::clone(&self.published),
         }
+    }
+
+    /// The published code's size in bytes and its disassembly, `None` for
+    /// an empty table.
+    pub fn code_listing(&self) -> Option<(usize, String)> {
+        let mut me = self.cache.register();
+        let scope = me.enter();
+        scope
+            .lookup(self.key)
+            .map(|e| (e.code().len(), e.code().disassemble()))
     }
 
     /// The installed filters: id, owner, priority and source text (if
@@ -290,9 +315,17 @@ impl Table {
     }
 }
 
+impl Drop for Table {
+    /// Retires the table's classifier from the cache.
+    fn drop(&mut self) {
+        self.cache.retire(self.key);
+    }
+}
+
 /// A thread's handle on a table's published classifier.
-#[derive(Clone)]
 pub struct Reader {
+    thread: codecache::Thread,
+    key: u64,
     published: Arc<ArcSwap<Classifier>>,
 }
 
@@ -300,13 +333,62 @@ impl Reader {
     /// The owner of the highest-priority filter matching `pkt`, by the
     /// classifier published when the call starts.
     #[inline]
-    pub fn classify(&self, pkt: &[u8]) -> Option<u32> {
-        self.published.load().classify(pkt)
+    pub fn classify(&mut self, pkt: &[u8]) -> Option<u32> {
+        self.batch(|b| b.classify(pkt))
     }
 
-    /// Runs `f` with the classifier published now (for a batch of packets,
-    /// which then all see the same table).
-    pub fn with<R>(&self, f: impl FnOnce(&Classifier) -> R) -> R {
-        f(&self.published.load())
+    /// Runs `f` with a [`Batch`]: one look-up of the classifier for many
+    /// packets, which then all see the same table. Do not block in `f`.
+    pub fn batch<R>(&mut self, f: impl FnOnce(&Batch<'_>) -> R) -> R {
+        let scope = self.thread.enter();
+        let native = scope.lookup(self.key).and_then(|e| {
+            // SAFETY: the code under the table's key was generated by
+            // `codegen::emit`, a function of signature `(*const u8, u64) ->
+            // u64` (its `lambda` is "%p%ul" and it returns a `ul`), which
+            // `as_fn` checks again against the recorded signature. It
+            // stays mapped until `scope` ends, which outlives `f`.
+            unsafe { e.code().as_fn::<Entry>() }.ok()
+        });
+        let fallback = native.is_none().then(|| self.published.load_full());
+        f(&Batch {
+            native,
+            fallback,
+            _scope: std::marker::PhantomData,
+        })
+    }
+
+    /// Runs `f` flagged out of the code cache (its "system-call flag"):
+    /// for a blocking call, a wait or an idle poll, so that the thread
+    /// never delays the freeing of replaced classifiers.
+    pub fn blocking<R>(&mut self, f: impl FnOnce() -> R) -> R {
+        self.thread.blocking(f)
+    }
+}
+
+/// One look-up of a table's classifier, for a batch of packets.
+pub struct Batch<'s> {
+    native: Option<Entry>,
+    fallback: Option<Arc<Classifier>>,
+    _scope: std::marker::PhantomData<&'s ()>,
+}
+
+impl Batch<'_> {
+    /// The owner of the highest-priority filter matching `pkt`.
+    #[inline]
+    pub fn classify(&self, pkt: &[u8]) -> Option<u32> {
+        match self.native {
+            Some(f) => {
+                // The generated code reads only bytes [0, len) of `pkt`:
+                // every load is preceded by a bounds check against `len` on
+                // its path.
+                let owner = f(pkt.as_ptr(), pkt.len() as u64);
+                (owner != u64::MAX).then_some(owner as u32)
+            }
+            // No code: an empty table, or code evicted for capacity.
+            None => self
+                .fallback
+                .as_ref()
+                .and_then(|c| c.classify_reference(pkt)),
+        }
     }
 }

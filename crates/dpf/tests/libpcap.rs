@@ -11,11 +11,17 @@
 
 mod common;
 
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
+use codecache::{CodeCache, Config};
 use common::{Gen, hex};
 use dpf::ir::Program;
 use dpf::pcap::Libpcap;
+use dpf::{Reader, Table};
 
 /// Packets run against each filter.
 const PACKETS_PER_FILTER: usize = 100;
@@ -44,22 +50,95 @@ fn libpcap_or_skip() -> Option<Libpcap> {
     }
 }
 
-/// One filter as dpf compiles it, with everything that gives a verdict.
+/// One filter as dpf compiles it, with everything that gives a verdict:
+/// the lowered program, and a one-filter table (its merged structure and
+/// native classifier, published in a code cache the tests share).
 struct Compiled {
     filter: String,
     program: Program,
+    table: Table,
+    reader: RefCell<Reader>,
+}
+
+/// A table in the tests' shared code cache, under a key of its own.
+fn new_table() -> Table {
+    static CACHE: OnceLock<Arc<CodeCache>> = OnceLock::new();
+    static KEY: AtomicU64 = AtomicU64::new(1);
+    let cache = CACHE.get_or_init(|| Arc::new(CodeCache::new(Config::default())));
+    Table::with_cache(Arc::clone(cache), KEY.fetch_add(1, Ordering::Relaxed))
 }
 
 fn dpf_compile(filter: &str) -> Result<Compiled, dpf::Error> {
+    let program = dpf::compile(filter)?;
+    let mut table = new_table();
+    table.install(filter, 1, 0)?;
+    let reader = RefCell::new(table.reader());
     Ok(Compiled {
         filter: filter.to_string(),
-        program: dpf::compile(filter)?,
+        program,
+        table,
+        reader,
     })
 }
 
 /// Every verdict dpf gives for one (filter, packet) pair, by name.
 fn dpf_verdicts(c: &Compiled, pkt: &[u8]) -> Vec<(&'static str, bool)> {
-    vec![("reference", c.program.matches(pkt))]
+    vec![
+        ("reference", c.program.matches(pkt)),
+        (
+            "merged",
+            c.table.classifier().classify_reference(pkt) == Some(1),
+        ),
+        ("native", c.reader.borrow_mut().classify(pkt) == Some(1)),
+    ]
+}
+
+/// The last few filters, merged in one table, against libpcap running the
+/// same filters in turn: the table must return the first that matches.
+struct Window<'p> {
+    table: Table,
+    reader: Reader,
+    filters: VecDeque<(dpf::FilterId, u32, Option<dpf::pcap::Bpf<'p>>)>,
+    next_owner: u32,
+}
+
+impl<'p> Window<'p> {
+    const SIZE: usize = 24;
+
+    fn new() -> Self {
+        let table = new_table();
+        let reader = table.reader();
+        Window {
+            table,
+            reader,
+            filters: VecDeque::new(),
+            next_owner: 0,
+        }
+    }
+
+    fn push(&mut self, filter: &str, bpf: Option<dpf::pcap::Bpf<'p>>) {
+        if self.filters.len() == Self::SIZE {
+            let (id, ..) = self.filters.pop_front().expect("full");
+            self.table.remove(id).expect("installed");
+        }
+        let owner = self.next_owner;
+        self.next_owner += 1;
+        let id = self
+            .table
+            .install(filter, owner, 0)
+            .expect("compiles alone");
+        self.filters.push_back((id, owner, bpf));
+    }
+
+    /// (libpcap's first match, dpf's), as owners.
+    fn verdicts(&mut self, pkt: &[u8]) -> (Option<u32>, Option<u32>) {
+        let want = self
+            .filters
+            .iter()
+            .find(|f| f.2.as_ref().is_some_and(|b| b.matches(pkt)))
+            .map(|f| f.1);
+        (want, self.reader.classify(pkt))
+    }
 }
 
 #[test]
@@ -74,6 +153,8 @@ fn dpf_agrees_with_libpcap() {
     let start = Instant::now();
     let (mut done, mut matched, mut filters, mut rejected_all) = (0u64, 0u64, 0u64, 0u64);
     let mut failures = Vec::new();
+    let mut window = Window::new();
+    let mut window_matched = 0u64;
     while done < pairs {
         let filter = g.expr(depth);
         let ours = dpf_compile(&filter);
@@ -94,8 +175,19 @@ fn dpf_agrees_with_libpcap() {
         };
         let ours = ours.expect("checked above");
         filters += 1;
+        let pcap_again = pcap.compile(&filter).ok();
+        window.push(&filter, pcap_again);
         for _ in 0..PACKETS_PER_FILTER {
             let pkt = g.packet();
+            let (first, ours_first) = window.verdicts(&pkt);
+            window_matched += u64::from(first.is_some());
+            if first != ours_first && failures.len() < 10 {
+                failures.push(format!(
+                    "a table of the last {} filters: libpcap in turn says owner {first:?}, dpf {ours_first:?}\n  packet {}",
+                    window.filters.len(),
+                    hex(&pkt)
+                ));
+            }
             let want = bpf.as_ref().is_some_and(|b| b.matches(&pkt));
             matched += u64::from(want);
             done += 1;
@@ -116,10 +208,13 @@ fn dpf_agrees_with_libpcap() {
     }
     let fraction = matched as f64 / done as f64;
     eprintln!(
-        "libpcap {}: {done} pairs over {filters} filters ({rejected_all} rejecting all), {:.1}% matching, seed {seed:#x}, {:.2?}",
+        "libpcap {}: {done} pairs over {filters} filters ({rejected_all} rejecting all), {:.1}% matching, seed {seed:#x}, {:.2?}; \
+         tables of the last {} filters: {:.1}% of packets matched one",
         pcap.version(),
         100.0 * fraction,
-        start.elapsed()
+        start.elapsed(),
+        Window::SIZE,
+        100.0 * window_matched as f64 / done as f64,
     );
     assert!(
         failures.is_empty(),

@@ -9,7 +9,7 @@ mod common;
 
 use common::{Gen, HOSTS, PORTS, hex};
 use dpf::ir::Program;
-use dpf::{FilterId, Table};
+use dpf::{FilterId, Reader, Table};
 use rand::Rng;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -25,10 +25,10 @@ fn expected(model: &Model, pkt: &[u8]) -> Option<u32> {
     order.iter().find(|f| f.3.matches(pkt)).map(|f| f.1)
 }
 
-fn check(table: &Table, model: &Model, pkt: &[u8], what: &str) {
+fn check(table: &Table, reader: &mut Reader, model: &Model, pkt: &[u8], what: &str) {
     let want = expected(model, pkt);
     let c = table.classifier();
-    let native = c.classify(pkt);
+    let native = reader.classify(pkt);
     let reference = c.classify_reference(pkt);
     assert_eq!(
         (native, reference),
@@ -97,11 +97,12 @@ fn merged_tables_of_1_to_10000_filters_agree_with_each_filter_alone() {
     ] {
         let (table, model) = random_table(&mut g, n);
         let stats = table.classifier().merged().stats();
+        let mut reader = table.reader();
         let mut matched = 0;
         for _ in 0..packets {
             let pkt = g.packet();
             matched += expected(&model, &pkt).is_some() as usize;
-            check(&table, &model, &pkt, &format!("{n} filters"));
+            check(&table, &mut reader, &model, &pkt, &format!("{n} filters"));
         }
         eprintln!("{n} filters: {stats:?}; {matched}/{packets} packets matched");
         assert!(
@@ -115,6 +116,7 @@ fn merged_tables_of_1_to_10000_filters_agree_with_each_filter_alone() {
 fn installs_and_removals_keep_the_classifier_exact() {
     let mut g = Gen::new(7);
     let mut table = Table::new();
+    let mut reader = table.reader();
     let mut model = Model::new();
     let packets: Vec<Vec<u8>> = (0..200).map(|_| g.packet()).collect();
     for step in 0..300 {
@@ -134,7 +136,7 @@ fn installs_and_removals_keep_the_classifier_exact() {
         }
         assert_eq!(table.len(), model.len());
         for pkt in packets.iter().skip(step % 7).step_by(7) {
-            check(&table, &model, pkt, &format!("step {step}"));
+            check(&table, &mut reader, &model, pkt, &format!("step {step}"));
         }
     }
 }
@@ -148,6 +150,7 @@ fn bad_input_leaves_the_table_as_it_was() {
     pkt[14] = 0x45;
     pkt[23] = 6;
     pkt[37] = 80;
+    let mut reader = table.reader();
     let before = table.classifier();
     for bad in [
         "tcp dst port",
@@ -162,7 +165,7 @@ fn bad_input_leaves_the_table_as_it_was() {
             Arc::ptr_eq(&before, &table.classifier()),
             "{bad:?} republished"
         );
-        assert_eq!(table.classify(&pkt), Some(1));
+        assert_eq!(reader.classify(&pkt), Some(1));
     }
     let batch = table.install_many([("udp", 3, 0), ("tcp and (", 4, 0)]);
     assert!(batch.is_err());
@@ -180,7 +183,8 @@ fn bad_input_leaves_the_table_as_it_was() {
         table.remove(id),
         Err(dpf::Error::UnknownFilter { .. })
     ));
-    assert_eq!(table.classify(&pkt), None);
+    assert_eq!(reader.classify(&pkt), None);
+    assert_eq!(table.classifier().version(), before.version() + 1);
 }
 
 #[test]
@@ -195,7 +199,7 @@ fn a_reader_sees_the_old_table_or_the_new_one() {
     let stop = Arc::new(AtomicBool::new(false));
     let readers: Vec<_> = (0..2)
         .map(|_| {
-            let (reader, stop, pkt) = (table.reader(), Arc::clone(&stop), pkt.clone());
+            let (mut reader, stop, pkt) = (table.reader(), Arc::clone(&stop), pkt.clone());
             std::thread::spawn(move || {
                 let mut seen = [0u64; 3];
                 while !stop.load(Ordering::Relaxed) {
@@ -219,4 +223,9 @@ fn a_reader_sees_the_old_table_or_the_new_one() {
         let seen = r.join().unwrap();
         assert!(seen[1] > 0, "the reader never ran: {seen:?}");
     }
+    // The readers have exited (a synchronization point each): every
+    // replaced classifier is freed, only the current one is live.
+    let stats = table.cache().stats();
+    assert_eq!(stats.bytes_pending, 0, "{stats:?}");
+    assert_eq!(stats.entries, 1, "{stats:?}");
 }

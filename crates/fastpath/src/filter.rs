@@ -150,11 +150,11 @@ fn compile(file: &Path) -> Result<(), String> {
         elapsed.as_secs_f64() * 1e3,
         c.merged().stats()
     );
-    match c.code() {
+    match table.code_listing() {
         None => say!("no code: the table is empty"),
-        Some(code) => {
-            say!("code: {} bytes", code.len());
-            say!("{}", code.disassemble());
+        Some((len, listing)) => {
+            say!("code: {len} bytes");
+            say!("{listing}");
         }
     }
     Ok(())
@@ -174,12 +174,12 @@ fn run_match(file: &Path, pcap: &Path) -> Result<(), String> {
     }
     let mut counts = std::collections::BTreeMap::<u32, u64>::new();
     let (mut total, mut unmatched) = (0u64, 0u64);
-    let c = table.classifier();
+    let mut classifier = table.reader();
     while let Some(packet) = reader.next_packet() {
         let packet =
             packet.map_err(|e| format!("{}: packet {}: {e}", pcap.display(), total + 1))?;
         total += 1;
-        match c.classify(&packet.data) {
+        match classifier.classify(&packet.data) {
             Some(owner) => *counts.entry(owner).or_default() += 1,
             None => unmatched += 1,
         }
