@@ -23,10 +23,10 @@ fn next(x: &mut u64) -> u64 {
 
 fn lookups(c: &mut Criterion) {
     let mut g = c.benchmark_group("lookup");
-    let map = Map::new();
-    let rec = Reclaimer::new();
+    let map = Map::new(std::sync::Arc::new(Reclaimer::new()));
+    let rec = map.reclaimer().clone();
     for k in 0..KEYS {
-        assert!(map.insert(k, Box::new(k as usize), &rec).is_none());
+        assert!(map.insert(k, Box::new(k as usize)).is_none());
     }
     let mut me = rec.register();
     g.bench_function("codecache table (scope per 64)", |b| {

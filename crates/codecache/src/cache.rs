@@ -2,9 +2,9 @@
 //! capacity, statistics, and the shared and private modes.
 
 use crate::arena::{AllocError, Arena, ArenaStats, CodePage};
-use crate::deletion::{DelayHistogram, Garbage, Guard, Participation, Reclaimer};
+use crate::deletion::{DelayHistogram, Guard, Participation, Reclaimer};
 use crate::link::{Link, Links};
-use crate::table::Map;
+use crate::table::{Map, Unlinked};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
@@ -178,7 +178,7 @@ pub(crate) struct Core {
     cfg: Config,
     pub(crate) arena: Arena,
     pub(crate) table: Map<Entry>,
-    rec: Reclaimer,
+    rec: Arc<Reclaimer>,
     pub(crate) links: Arc<Links>,
     trampoline: OnceLock<CodePage>,
     /// The building lock (paper §6): held across looking up, building and
@@ -216,11 +216,12 @@ fn lock_counted<'a, T>(m: &'a Mutex<T>, c: &AtomicU64) -> std::sync::MutexGuard<
 
 impl Core {
     fn new(cfg: Config) -> Core {
+        let rec = Arc::new(Reclaimer::new());
         Core {
             arena: Arena::new(cfg.capacity),
             cfg,
-            table: Map::new(),
-            rec: Reclaimer::new(),
+            table: Map::new(rec.clone()),
+            rec,
             links: Arc::new(Links::new()),
             trampoline: OnceLock::new(),
             build: Mutex::new(()),
@@ -281,7 +282,7 @@ impl Core {
             code,
         });
         self.live_bytes.fetch_add(bytes, Ordering::Relaxed);
-        if let Some(old) = self.table.insert(key, e, &self.rec) {
+        if let Some(old) = self.table.insert(key, e) {
             self.unlink_and_retire(vec![old]);
         }
         Ok(())
@@ -302,10 +303,7 @@ impl Core {
 
     /// Step one (the table removal is done by the caller) and step two of
     /// deletion: unlink, then put the set on the pending list.
-    // Boxes, not values: readers may still hold pointers into them, so
-    // they must not move until freed.
-    #[allow(clippy::vec_box)]
-    fn unlink_and_retire(&self, set: Vec<Box<Entry>>) {
+    fn unlink_and_retire(&self, set: Vec<Unlinked<Entry>>) {
         if set.is_empty() {
             return;
         }
@@ -324,12 +322,11 @@ impl Core {
             }
         }
         self.live_bytes.fetch_sub(bytes, Ordering::Relaxed);
-        let garbage: Vec<Garbage> = set.into_iter().map(|e| e as Garbage).collect();
-        self.rec.retire(garbage, bytes);
+        Unlinked::retire_set(set, bytes);
     }
 
     fn retire_keys(&self, keys: &[u64]) -> usize {
-        let set: Vec<Box<Entry>> = keys.iter().filter_map(|&k| self.table.remove(k)).collect();
+        let set: Vec<_> = keys.iter().filter_map(|&k| self.table.remove(k)).collect();
         let n = set.len();
         self.unlink_and_retire(set);
         n
@@ -355,7 +352,7 @@ impl Core {
                 victims.push((k, e.id));
             }
         });
-        let set: Vec<Box<Entry>> = victims
+        let set: Vec<_> = victims
             .into_iter()
             .filter_map(|(k, id)| self.table.remove_if(k, |e| e.id == id))
             .collect();

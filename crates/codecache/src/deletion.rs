@@ -98,6 +98,8 @@ struct State {
 /// [`crate::Thread`] always unregisters on drop.
 pub struct Participation {
     p: std::sync::Arc<Participant>,
+    /// The id of the reclaimer it belongs to.
+    rec: u64,
     /// Slow synchronization points skipped in a row because the list was
     /// locked (see [`Reclaimer::sync`]).
     skipped: std::cell::Cell<u32>,
@@ -178,6 +180,9 @@ pub struct ReclaimStats {
 
 /// The pending-deletion list and its global timestamp (paper §9.2).
 pub struct Reclaimer {
+    /// Distinguishes reclaimers, so that a participation or guard of one is
+    /// never accepted by another (which would free too early).
+    id: u64,
     stamp: AtomicU64,
     state: Mutex<State>,
     contention: StatU64,
@@ -197,7 +202,9 @@ impl Default for Reclaimer {
 impl Reclaimer {
     /// An empty list with no threads.
     pub fn new() -> Self {
+        static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         Reclaimer {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             stamp: AtomicU64::new(0),
             state: Mutex::new(State {
                 pending: Vec::new(),
@@ -223,12 +230,14 @@ impl Reclaimer {
         st.threads.push(p.clone());
         Participation {
             p,
+            rec: self.id,
             skipped: std::cell::Cell::new(0),
         }
     }
 
     /// Unregisters: thread exit is a synchronization point.
     pub fn unregister(&self, me: &Participation) {
+        self.check(me);
         let freed = {
             let mut st = lock(&self.state, &self.contention);
             let freed = if me.is_out() {
@@ -281,6 +290,7 @@ impl Reclaimer {
     /// thread's last one.
     #[inline]
     pub fn sync(&self, me: &Participation) {
+        self.check(me);
         debug_assert!(!me.is_out(), "a flagged-out thread has no sync points");
         if self.stamp.load(Ordering::Acquire) == me.p.stamp.load(Ordering::Relaxed) {
             return;
@@ -319,6 +329,7 @@ impl Reclaimer {
     /// thread is counted in no retire until [`Reclaimer::flag_in`]. The
     /// caller must hold no pointer into the cache until then.
     pub fn flag_out(&self, me: &Participation) {
+        self.check(me);
         if me.is_out() {
             return;
         }
@@ -334,6 +345,7 @@ impl Reclaimer {
     /// Clears the system-call flag: the thread takes the current stamp, so
     /// it is asked only about sets retired from now on.
     pub fn flag_in(&self, me: &Participation) {
+        self.check(me);
         if !me.is_out() {
             return;
         }
@@ -343,6 +355,12 @@ impl Reclaimer {
         let now = self.stamp.load(Ordering::Acquire);
         me.p.stamp.store(now, Ordering::Relaxed);
         me.p.out.store(false, Ordering::Relaxed);
+    }
+
+    /// Panics unless `me` was registered here.
+    #[inline]
+    fn check(&self, me: &Participation) {
+        assert_eq!(me.rec, self.id, "a participation of another reclaimer");
     }
 
     /// Decrements every entry newer than the thread's stamp; returns the
@@ -437,6 +455,14 @@ impl Reclaimer {
         }
         self.sync(me);
         Guard { rec: self, me }
+    }
+}
+
+impl Guard<'_> {
+    /// True if the guard is a scope of `rec`.
+    #[inline]
+    pub fn is_of(&self, rec: &Reclaimer) -> bool {
+        self.rec.id == rec.id
     }
 }
 

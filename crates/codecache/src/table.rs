@@ -89,11 +89,60 @@ struct Counts {
     used: usize,
 }
 
-/// A map from `u64` keys to owned values, read without locks.
+/// A map from `u64` keys to owned values, read without locks. Values and
+/// old tables are retired into the map's [`Reclaimer`].
 pub struct Map<V: Send + 'static> {
     cur: AtomicPtr<Table<V>>,
     write: Mutex<Counts>,
     contention: StatU64,
+    rec: std::sync::Arc<Reclaimer>,
+}
+
+/// A value taken out of a [`Map`]: unreachable for lookups that start
+/// from now on, but possibly still in use by readers inside their scopes.
+/// It can be read, and it is retired (freed once no reader can hold it)
+/// when dropped, or together with others as one set by
+/// [`Unlinked::retire_set`]. It is never freed directly.
+pub struct Unlinked<V: Send + 'static> {
+    v: Option<Box<V>>,
+    rec: std::sync::Arc<Reclaimer>,
+}
+
+impl<V: Send + 'static> std::ops::Deref for Unlinked<V> {
+    type Target = V;
+    fn deref(&self) -> &V {
+        self.v.as_deref().expect("present until retired")
+    }
+}
+
+impl<V: Send + 'static> Unlinked<V> {
+    /// Retires `set` as one entry of the pending-deletion list, accounting
+    /// `bytes` to it. Every value must come from maps of one reclaimer.
+    pub fn retire_set(set: Vec<Unlinked<V>>, bytes: usize) {
+        let Some(first) = set.first() else {
+            return;
+        };
+        let rec = first.rec.clone();
+        let items: Vec<Garbage> = set
+            .into_iter()
+            .map(|mut u| {
+                assert!(
+                    std::sync::Arc::ptr_eq(&u.rec, &rec),
+                    "values of two reclaimers"
+                );
+                u.v.take().expect("present until retired") as Garbage
+            })
+            .collect();
+        rec.retire(items, bytes);
+    }
+}
+
+impl<V: Send + 'static> Drop for Unlinked<V> {
+    fn drop(&mut self) {
+        if let Some(v) = self.v.take() {
+            self.rec.retire(vec![v as Garbage], 0);
+        }
+    }
 }
 
 // SAFETY: the map owns its values (boxed, handed between threads only as
@@ -103,19 +152,26 @@ unsafe impl<V: Send + Sync + 'static> Sync for Map<V> {}
 // SAFETY: as above.
 unsafe impl<V: Send + Sync + 'static> Send for Map<V> {}
 
-impl<V: Send + 'static> Default for Map<V> {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 impl<V: Send + 'static> Map<V> {
-    /// An empty map.
-    pub fn new() -> Self {
+    /// An empty map whose readers synchronize with `rec`.
+    pub fn new(rec: std::sync::Arc<Reclaimer>) -> Self {
         Map {
             cur: AtomicPtr::new(Box::into_raw(Box::new(Table::new(MIN_SLOTS)))),
             write: Mutex::new(Counts { live: 0, used: 0 }),
             contention: StatU64::new(0),
+            rec,
+        }
+    }
+
+    /// The reclaimer readers must hold a guard of.
+    pub fn reclaimer(&self) -> &std::sync::Arc<Reclaimer> {
+        &self.rec
+    }
+
+    fn unlinked(&self, v: Box<V>) -> Unlinked<V> {
+        Unlinked {
+            v: Some(v),
+            rec: self.rec.clone(),
         }
     }
 
@@ -123,9 +179,10 @@ impl<V: Send + 'static> Map<V> {
     /// between two synchronization points).
     #[inline]
     pub fn get<'g>(&'g self, key: u64, guard: &'g Guard<'_>) -> Option<&'g V> {
-        let _ = guard;
-        // SAFETY: `guard` proves the thread is registered, not flagged out,
-        // and past no synchronization point until the borrow ends.
+        assert!(guard.is_of(&self.rec), "a guard of another reclaimer");
+        // SAFETY: `guard` is a scope of this map's reclaimer: the thread is
+        // registered, not flagged out, and past no synchronization point
+        // until the borrow ends.
         unsafe { self.get_unchecked(key) }
     }
 
@@ -159,17 +216,16 @@ impl<V: Send + 'static> Map<V> {
         Some(unsafe { &*v })
     }
 
-    /// Publishes `value` under `key`. Returns the value it replaces, which
-    /// is now unreachable for new lookups; the caller retires it. May
-    /// retire the old table into `rec` after a resize.
-    pub fn insert(&self, key: u64, value: Box<V>, rec: &Reclaimer) -> Option<Box<V>> {
+    /// Publishes `value` under `key`. Returns the value it replaces, now
+    /// unreachable for new lookups. May retire the old table after a resize.
+    pub fn insert(&self, key: u64, value: Box<V>) -> Option<Unlinked<V>> {
         let mut c = lock(&self.write, &self.contention);
         // Writers hold the lock: `cur` only changes under it.
         // SAFETY: the current table is never retired while we hold the lock.
         let mut t = unsafe { &*self.cur.load(Ordering::Acquire) };
         let (mut i, mut tag) = t.find(key);
         if tag == EMPTY && (c.used + 1) * 2 > t.slots.len() {
-            t = self.resize(&mut c, rec);
+            t = self.resize(&mut c);
             (i, tag) = t.find(key);
         }
         let s = &t.slots[i];
@@ -181,8 +237,9 @@ impl<V: Send + 'static> Map<V> {
                 let old = s.val.load(Ordering::Relaxed);
                 s.val.store(v, Ordering::Release);
                 // SAFETY: the slot owned `old` (made by Box::into_raw) and it
-                // is no longer reachable through the table.
-                Some(unsafe { Box::from_raw(old) })
+                // is no longer reachable through the table; `Unlinked` only
+                // ever retires it, so readers that still hold it are safe.
+                Some(self.unlinked(unsafe { Box::from_raw(old) }))
             }
             REMOVED => {
                 // Revived for the same key: value first, then the tag.
@@ -203,8 +260,8 @@ impl<V: Send + 'static> Map<V> {
     }
 
     /// Removes `key` if `pred` holds for its value; returns the value, now
-    /// unreachable for new lookups, for the caller to retire.
-    pub fn remove_if(&self, key: u64, pred: impl FnOnce(&V) -> bool) -> Option<Box<V>> {
+    /// unreachable for new lookups.
+    pub fn remove_if(&self, key: u64, pred: impl FnOnce(&V) -> bool) -> Option<Unlinked<V>> {
         let mut c = lock(&self.write, &self.contention);
         // SAFETY: as in `insert`.
         let t = unsafe { &*self.cur.load(Ordering::Acquire) };
@@ -222,12 +279,12 @@ impl<V: Send + 'static> Map<V> {
         s.tag.store(REMOVED, Ordering::Release);
         c.live -= 1;
         // SAFETY: the slot owned `v`; it is now unreachable for lookups that
-        // start after this store, and the caller retires it for the rest.
-        Some(unsafe { Box::from_raw(v) })
+        // start after this store, and `Unlinked` only ever retires it.
+        Some(self.unlinked(unsafe { Box::from_raw(v) }))
     }
 
     /// Removes `key`.
-    pub fn remove(&self, key: u64) -> Option<Box<V>> {
+    pub fn remove(&self, key: u64) -> Option<Unlinked<V>> {
         self.remove_if(key, |_| true)
     }
 
@@ -246,7 +303,7 @@ impl<V: Send + 'static> Map<V> {
         }
     }
 
-    fn resize<'a>(&'a self, c: &mut Counts, rec: &Reclaimer) -> &'a Table<V> {
+    fn resize<'a>(&'a self, c: &mut Counts) -> &'a Table<V> {
         let old = self.cur.load(Ordering::Acquire);
         // SAFETY: current table, caller holds the lock.
         let o = unsafe { &*old };
@@ -270,7 +327,7 @@ impl<V: Send + 'static> Map<V> {
         // at it; readers that loaded it are covered by the retire. Its
         // values now belong to the new table (a Table never drops values).
         let garbage: Garbage = Box::new(unsafe { Box::from_raw(old) });
-        rec.retire(vec![garbage], 0);
+        self.rec.retire(vec![garbage], 0);
         // SAFETY: just stored, and we hold the lock.
         unsafe { &*new }
     }
@@ -314,5 +371,54 @@ impl<V: Send + 'static> Drop for Map<V> {
                 }
             }
         }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn removal_leaves_a_sentinel_that_keeps_the_chain_and_resize_drops_it() {
+        let map = Map::new(Arc::new(Reclaimer::new()));
+        let rec = map.reclaimer().clone();
+        let mut me = rec.register();
+        // Enough keys to collide in 16 slots, then remove some.
+        for k in 0..7u64 {
+            assert!(map.insert(k, Box::new(k)).is_none());
+        }
+        for k in [0, 2, 4] {
+            assert_eq!(*map.remove(k).unwrap(), k);
+        }
+        {
+            let g = rec.enter(&mut me);
+            for k in 0..7u64 {
+                assert_eq!(map.get(k, &g).copied(), (k % 2 == 1 || k > 4).then_some(k));
+            }
+        }
+        // Re-adding a removed key revives its slot; more keys resize.
+        assert!(map.insert(2, Box::new(20)).is_none());
+        for k in 100..140u64 {
+            assert!(map.insert(k, Box::new(k)).is_none());
+        }
+        assert!(map.slots() >= 64);
+        let g = rec.enter(&mut me);
+        assert_eq!(map.get(2, &g).copied(), Some(20));
+        assert_eq!(map.get(0, &g), None);
+        assert_eq!(map.len(), 4 + 1 + 40);
+        drop(g);
+        rec.unregister(&me);
+        assert_eq!(rec.stats().pending_sets, 0);
+    }
+
+    #[test]
+    #[should_panic(expected = "another reclaimer")]
+    fn a_guard_of_another_reclaimer_is_refused() {
+        let map = Map::<u64>::new(Arc::new(Reclaimer::new()));
+        let other = Reclaimer::new();
+        let mut me = other.register();
+        let g = other.enter(&mut me);
+        let _ = map.get(1, &g);
     }
 }

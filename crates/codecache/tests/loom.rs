@@ -31,10 +31,9 @@ impl Drop for Val {
     }
 }
 
-fn retire(rec: &Reclaimer, v: Option<Box<Val>>) {
-    if let Some(v) = v {
-        rec.retire(vec![v], 8);
-    }
+/// Retires what an insert or remove unlinked (dropping it retires it).
+fn retire(v: Option<codecache::table::Unlinked<Val>>) {
+    drop(v);
 }
 
 fn model(f: impl Fn() + Sync + Send + 'static) {
@@ -49,9 +48,9 @@ fn model(f: impl Fn() + Sync + Send + 'static) {
 #[test]
 fn publish_lookup_remove_resize() {
     model(|| {
-        let rec = Arc::new(Reclaimer::new());
-        let map = Arc::new(Map::<Val>::new());
-        retire(&rec, map.insert(1, Val::new(10), &rec));
+        let map = Arc::new(Map::<Val>::new(std::sync::Arc::new(Reclaimer::new())));
+        let rec = map.reclaimer().clone();
+        retire(map.insert(1, Val::new(10)));
         let mut me = rec.register();
         let reader = {
             let (rec, map) = (rec.clone(), map.clone());
@@ -75,10 +74,10 @@ fn publish_lookup_remove_resize() {
         };
         // Add 2, replace key 1, add 3 (the third key resizes the table of
         // 4 slots), remove 1.
-        retire(&rec, map.insert(2, Val::new(20), &rec));
-        retire(&rec, map.insert(1, Val::new(11), &rec));
-        retire(&rec, map.insert(3, Val::new(30), &rec));
-        retire(&rec, map.remove(1));
+        retire(map.insert(2, Val::new(20)));
+        retire(map.insert(1, Val::new(11)));
+        retire(map.insert(3, Val::new(30)));
+        retire(map.remove(1));
         reader.join().unwrap();
         assert_eq!(rec.stats().pending_sets, 0);
         assert_eq!(map.len(), 2);
@@ -92,9 +91,9 @@ fn publish_lookup_remove_resize() {
 #[test]
 fn deletion_with_a_flagged_out_thread_and_an_exiting_thread() {
     model(|| {
-        let rec = Arc::new(Reclaimer::new());
-        let map = Arc::new(Map::<Val>::new());
-        retire(&rec, map.insert(1, Val::new(10), &rec));
+        let map = Arc::new(Map::<Val>::new(std::sync::Arc::new(Reclaimer::new())));
+        let rec = map.reclaimer().clone();
+        retire(map.insert(1, Val::new(10)));
         let mut runner = rec.register();
         let mut sleeper = rec.register();
         rec.flag_out(&sleeper);
@@ -122,7 +121,7 @@ fn deletion_with_a_flagged_out_thread_and_an_exiting_thread() {
                 rec.unregister(&sleeper);
             })
         };
-        retire(&rec, map.remove(1));
+        retire(map.remove(1));
         t1.join().unwrap();
         t2.join().unwrap();
         let s = rec.stats();
@@ -136,9 +135,9 @@ fn deletion_with_a_flagged_out_thread_and_an_exiting_thread() {
 #[test]
 fn a_thread_in_its_scope_holds_the_set() {
     model(|| {
-        let rec = Arc::new(Reclaimer::new());
-        let map = Arc::new(Map::<Val>::new());
-        retire(&rec, map.insert(1, Val::new(10), &rec));
+        let map = Arc::new(Map::<Val>::new(std::sync::Arc::new(Reclaimer::new())));
+        let rec = map.reclaimer().clone();
+        retire(map.insert(1, Val::new(10)));
         let mut holder = rec.register();
         let mut other = rec.register();
         let g = rec.enter(&mut holder);
@@ -146,7 +145,7 @@ fn a_thread_in_its_scope_holds_the_set() {
         let t = {
             let (rec, map) = (rec.clone(), map.clone());
             thread::spawn(move || {
-                retire(&rec, map.remove(1));
+                retire(map.remove(1));
                 drop(rec.enter(&mut other));
                 rec.unregister(&other);
             })
@@ -165,8 +164,8 @@ fn a_thread_in_its_scope_holds_the_set() {
 #[test]
 fn a_lookup_racing_a_publication_sees_a_complete_entry() {
     model(|| {
-        let rec = Arc::new(Reclaimer::new());
-        let map = Arc::new(Map::<Val>::new());
+        let map = Arc::new(Map::<Val>::new(std::sync::Arc::new(Reclaimer::new())));
+        let rec = map.reclaimer().clone();
         let mut me = rec.register();
         let reader = {
             let (rec, map) = (rec.clone(), map.clone());
@@ -179,7 +178,7 @@ fn a_lookup_racing_a_publication_sees_a_complete_entry() {
                 rec.unregister(&me);
             })
         };
-        retire(&rec, map.insert(7, Val::new(70), &rec));
+        retire(map.insert(7, Val::new(70)));
         reader.join().unwrap();
     });
 }

@@ -299,7 +299,6 @@ impl Lookup for Locked<dashmap::DashMap<u64, Arc<usize>>> {
 /// The cache's table and delayed deletion, as `Scope::lookup` uses them.
 struct Table {
     map: codecache::table::Map<usize>,
-    rec: codecache::deletion::Reclaimer,
 }
 
 impl Lookup for Table {
@@ -307,24 +306,21 @@ impl Lookup for Table {
         "codecache table"
     }
     fn read(&self, n: usize, mut seed: u64) -> u64 {
-        let mut me = self.rec.register();
+        let rec = self.map.reclaimer();
+        let mut me = rec.register();
         let mut acc = 0;
         for _ in 0..n / 64 {
-            let g = self.rec.enter(&mut me);
+            let g = rec.enter(&mut me);
             for _ in 0..64 {
                 acc += *self.map.get(next(&mut seed), &g).unwrap() as u64;
             }
         }
-        self.rec.unregister(&me);
+        rec.unregister(&me);
         acc
     }
     fn write(&self, i: u64) {
-        if let Some(old) = self
-            .map
-            .insert(i % FUNCTIONS, Box::new(i as usize), &self.rec)
-        {
-            self.rec.retire(vec![old], 8);
-        }
+        // The replaced value is retired when dropped.
+        drop(self.map.insert(i % FUNCTIONS, Box::new(i as usize)));
     }
 }
 
@@ -372,8 +368,7 @@ fn bench_lookup() {
     let makers: Vec<Box<dyn Fn() -> Arc<dyn Lookup>>> = vec![
         Box::new(|| {
             Arc::new(Table {
-                map: codecache::table::Map::new(),
-                rec: codecache::deletion::Reclaimer::new(),
+                map: codecache::table::Map::new(Arc::new(codecache::deletion::Reclaimer::new())),
             })
         }),
         Box::new(|| Arc::new(Locked(RwLock::new(HashMap::new())))),
