@@ -31,7 +31,10 @@
 //!   without locks and the code found may run; [`Thread::blocking`] runs a
 //!   blocking call flagged out.
 //! * The protocols on their own, generic and loom-tested:
-//!   [`deletion::Reclaimer`] and [`table::Map`].
+//!   [`deletion::Reclaimer`] (register, `enter` a scope, flag out, retire)
+//!   and [`table::Map`] (lock-free `get` under a scope's guard; `insert`
+//!   and `remove` hand back the old value as a [`table::Unlinked`], which
+//!   can only be retired, never freed directly).
 //!
 //! A classifier publisher (dpf) uses exactly three calls: `publish(key,
 //! version, build)` for a new version, `scope.lookup(key)` on the packet
