@@ -20,6 +20,25 @@
 //!   benchmarks, and [`table4`] the paper's Table 4 experiment that
 //!   `benches/table4.rs`, `fastpath bench ilp` and `fastpath ilp demo` run.
 //!
+//! ```
+//! use ilp::{Pipeline, State, Step, reference};
+//! // Decrypt with a repeating key, check the CRC of the plaintext, swap
+//! // 16-bit fields to host order while copying; the message arrives in
+//! // two pieces.
+//! let steps = [Step::Xor(b"key".to_vec()), Step::Crc32, Step::Bswap16, Step::Copy];
+//! let p = Pipeline::new(&steps)?;
+//! let msg: Vec<u8> = (0..100u8).collect();
+//! let (mut st, mut out) = (State::new(), vec![0u8; 100]);
+//! p.run(&msg[..40], &mut out[..40], &mut st)?;
+//! let got = p.run(&msg[40..], &mut out[40..], &mut st)?;
+//! // The same as the steps applied one after another to the whole message
+//! // (40 is even, so the 16-bit swaps fall on the same units).
+//! let (mut want_st, mut want) = (State::new(), vec![0u8; 100]);
+//! let want_out = reference::run(&steps, &msg, &mut want, &mut want_st)?;
+//! assert_eq!((got, st, out), (want_out, want_st, want));
+//! # Ok::<(), ilp::Error>(())
+//! ```
+//!
 //! # Semantics
 //!
 //! A pipeline reads `src` as a stream starting at byte offset
@@ -52,8 +71,8 @@
 //!
 //! # The generated loop
 //!
-//! See `src/codegen.rs`: eight
-//! unrolled 64-bit words per iteration in groups held in registers, the
+//! See `src/codegen.rs` and `docs/ilp.md`: eight unrolled 64-bit words
+//! per iteration in groups held in registers, the
 //! steps applied to the registers in list order, one load and one store
 //! per word, then whole words, then the last 1 to 7 bytes as a zero-padded
 //! word. It uses vcode's extension instructions `add1c4` (an
