@@ -21,7 +21,8 @@ use crate::merge::{Dispatch, MNodeId, Merged, Strategy};
 use vcode::ext::Bswap;
 use vcode::{Backend, Class, Func, Label, Leaf, P, Reg, UL};
 
-/// The registers of a classifier.
+/// The registers of a classifier: the two parameters and four temporaries,
+/// all caller-saved, so the function needs no frame.
 #[derive(Clone, Copy)]
 struct Regs {
     pkt: Reg<P>,
@@ -30,10 +31,8 @@ struct Regs {
     end: Reg<P>,
     /// The best match so far: `rank << 32 | owner`, or all ones.
     best: Reg<UL>,
-    /// The loaded field.
+    /// The loaded field (and scratch before the load).
     v: Reg<UL>,
-    /// Scratch.
-    t: Reg<UL>,
     /// The transport header's address, once read on this path.
     tb: Reg<P>,
 }
@@ -49,6 +48,27 @@ struct Known {
     transport: u32,
     /// A filter may already have matched (so pruning checks pay off).
     found: bool,
+}
+
+/// The byte order a field is loaded in. x86 loads little-endian; a test
+/// for equality (or for set bits) needs no byte swap when its constant and
+/// mask are swapped instead, at generation time. Order comparisons, jump
+/// tables, hashes and binary searches take the value itself.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Order {
+    /// The field's value (loaded, then byte-swapped).
+    Value,
+    /// The field's bytes as loaded; compare with [`wire`] constants.
+    Wire,
+}
+
+/// `x` as a field of `size` reads when loaded without a swap.
+fn wire(size: Size, x: u32) -> u64 {
+    match size {
+        Size::B => u64::from(x & 0xff),
+        Size::H => u64::from((x as u16).swap_bytes()),
+        Size::W => u64::from(x.swap_bytes()),
+    }
 }
 
 /// Generates the classifier for `m` into `f` and returns what `end`
@@ -69,7 +89,6 @@ pub fn emit<B: Backend>(f: &mut Func<B>, m: &Merged) -> vcode::Result<()> {
         end: f.getreg(Class::Temp)?,
         best: f.getreg(Class::Temp)?,
         v: f.getreg(Class::Temp)?,
-        t: f.getreg(Class::Temp)?,
         tb: f.getreg(Class::Temp)?,
     };
     f.set(r.best, u64::MAX);
@@ -79,12 +98,14 @@ pub fn emit<B: Backend>(f: &mut Func<B>, m: &Merged) -> vcode::Result<()> {
         Gen { f, m, r }.node(root, done, Known::default());
         f.label(done);
     }
-    let none = f.genlabel();
-    f.beq(r.best, u64::MAX, none);
-    f.and(r.best, r.best, u64::from(u32::MAX));
-    f.label(none);
     f.ret(r.best);
     Ok(())
+}
+
+/// The owner in a classifier's result, `None` for no match.
+#[inline]
+pub fn owner(result: u64) -> Option<u32> {
+    (result != u64::MAX).then_some(result as u32)
 }
 
 /// The largest `best` value of a match of rank `rank`: `best` at or below
@@ -148,12 +169,32 @@ impl<B: Backend> Gen<'_, B> {
         } else {
             cont
         };
+        // Every filter under the arms needs this many frame bytes: check
+        // them all with the first load's check.
+        let arms_need = d
+            .arms
+            .iter()
+            .map(|a| self.m.nodes[a.1 as usize].link_need)
+            .min()
+            .unwrap_or(0);
         let mut inside = k;
-        self.load(d.key.field, d.key.mask, &mut inside, arms_end);
+        let order = match (&d.strategy, d.arms.len()) {
+            (_, 1) | (Strategy::Linear, _) => Order::Wire,
+            _ => Order::Value,
+        };
+        self.load(
+            d.key.field,
+            d.key.mask,
+            &mut inside,
+            arms_end,
+            arms_need,
+            order,
+        );
+        let size = d.key.field.size;
         if let [(key, child)] = d.arms[..] {
             // One constant (the common case of a test shared by the whole
             // subtree): fall through into the child on a match.
-            self.f.bne(self.r.v, u64::from(key), arms_end);
+            self.f.bne(self.r.v, wire(size, key), arms_end);
             self.node(child, arms_end, inside);
         } else {
             let labels: Vec<Label> = d.arms.iter().map(|_| self.f.genlabel()).collect();
@@ -170,27 +211,32 @@ impl<B: Backend> Gen<'_, B> {
         }
     }
 
-    /// Jumps to `labels[i]` when `v == arms[i].0`, else to `miss`.
+    /// Jumps to `labels[i]` when `v` holds `arms[i].0`, else to `miss`.
     fn dispatch(&mut self, d: &Dispatch, labels: &[Label], miss: Label) {
-        let (v, t) = (self.r.v, self.r.t);
+        let v = self.r.v;
         match d.strategy {
-            Strategy::Linear => self.linear(&d.arms, labels, miss),
+            Strategy::Linear => {
+                for (&(key, _), &l) in d.arms.iter().zip(labels) {
+                    self.f.beq(v, wire(d.key.field.size, key), l);
+                }
+                self.f.jmp(miss);
+            }
             Strategy::Binary => self.binary(&d.arms, labels, miss),
             Strategy::Table { min, len } => {
-                self.f.sub(t, v, u64::from(min));
-                self.f.bge(t, u64::from(len), miss);
+                self.f.sub(v, v, u64::from(min));
+                self.f.bge(v, u64::from(len), miss);
                 let mut slots = vec![miss; len as usize];
                 for (&(key, _), &l) in d.arms.iter().zip(labels) {
                     slots[(key - min) as usize] = l;
                 }
-                self.f.jump_table(t, &slots);
+                self.f.jump_table(v, &slots);
             }
             Strategy::Hash { mul, bits, .. } => {
                 // The low 32 bits of v * mul, shifted: v and mul are below
                 // 2^32, so the 64-bit product does not wrap.
-                self.f.mul(t, v, u64::from(mul));
-                self.f.rsh(t, t, u64::from(32 - bits));
-                self.f.and(t, t, (1u64 << bits) - 1);
+                self.f.mul(v, v, u64::from(mul));
+                self.f.rsh(v, v, u64::from(32 - bits));
+                self.f.and(v, v, (1u64 << bits) - 1);
                 let mut buckets: Vec<Vec<usize>> = vec![Vec::new(); 1 << bits];
                 for (i, &(key, _)) in d.arms.iter().enumerate() {
                     buckets[Strategy::hash(mul, bits, key) as usize].push(i);
@@ -205,14 +251,18 @@ impl<B: Backend> Gen<'_, B> {
                         }
                     })
                     .collect();
-                self.f.jump_table(t, &slots);
+                self.f.jump_table(v, &slots);
                 for (b, &l) in buckets.iter().zip(&slots) {
                     if b.is_empty() {
                         continue;
                     }
                     self.f.label(l);
+                    // The hash overwrote the field: load it again (in
+                    // bounds: checked before the hash), as loaded.
+                    self.load_value(d.key.field, d.key.mask, Order::Wire);
                     for &i in b {
-                        self.f.beq(v, u64::from(d.arms[i].0), labels[i]);
+                        self.f
+                            .beq(v, wire(d.key.field.size, d.arms[i].0), labels[i]);
                     }
                     self.f.jmp(miss);
                 }
@@ -220,16 +270,13 @@ impl<B: Backend> Gen<'_, B> {
         }
     }
 
-    fn linear(&mut self, arms: &[(u32, MNodeId)], labels: &[Label], miss: Label) {
-        for (&(key, _), &l) in arms.iter().zip(labels) {
-            self.f.beq(self.r.v, u64::from(key), l);
-        }
-        self.f.jmp(miss);
-    }
-
     fn binary(&mut self, arms: &[(u32, MNodeId)], labels: &[Label], miss: Label) {
         if arms.len() <= 3 {
-            return self.linear(arms, labels, miss);
+            for (&(key, _), &l) in arms.iter().zip(labels) {
+                self.f.beq(self.r.v, u64::from(key), l);
+            }
+            self.f.jmp(miss);
+            return;
         }
         let mid = arms.len() / 2;
         let key = u64::from(arms[mid].0);
@@ -241,58 +288,79 @@ impl<B: Backend> Gen<'_, B> {
         self.binary(&arms[..mid], &labels[..mid], miss);
     }
 
-    /// Loads `field & mask` into `v`, jumping to `oob` when any byte it
-    /// needs is past the end; records in `k` what that proves.
-    fn load(&mut self, field: Field, mask: u32, k: &mut Known, oob: Label) {
+    /// Loads `field & mask` into `v` in `order`, jumping to `oob` when any
+    /// byte it needs is past the end, or when the frame is shorter than
+    /// `need` bytes (which the caller knows every match requires); records
+    /// in `k` what the checks prove.
+    fn load(
+        &mut self,
+        field: Field,
+        mask: u32,
+        k: &mut Known,
+        oob: Label,
+        need: u32,
+        order: Order,
+    ) {
         let Regs {
             pkt,
             len,
             end,
             v,
-            t,
             tb,
             ..
         } = self.r;
-        let need = field.offset.saturating_add(field.size as u32);
-        let base = match field.base {
+        let end_of_field = field.offset.saturating_add(field.size as u32);
+        match field.base {
             Base::Link => {
-                if need > k.link {
-                    self.f.blt(len, u64::from(need), oob);
-                    k.link = need;
+                let bound = end_of_field.max(need);
+                if end_of_field > k.link {
+                    self.f.blt(len, u64::from(bound), oob);
+                    k.link = bound;
                 }
-                pkt
             }
             Base::Transport => {
                 if !k.tb {
+                    let bound = need.max(15);
                     if k.link < 15 {
-                        self.f.blt(len, 15, oob);
-                        k.link = 15;
+                        self.f.blt(len, u64::from(bound), oob);
+                        k.link = bound;
                     }
-                    self.f.lduc(t, pkt, 14);
-                    self.f.and(t, t, 0x0f);
-                    self.f.lsh(t, t, 2);
-                    self.f.add(tb, pkt, t.cast::<P>());
+                    let tbu = tb.cast::<UL>();
+                    self.f.lduc(tbu, pkt, 14);
+                    self.f.and(tbu, tbu, 0x0f);
+                    self.f.lsh(tbu, tbu, 2);
+                    self.f.add(tb, tb, pkt);
                     self.f.add(tb, tb, 14);
                     k.tb = true;
                     k.transport = 0;
                 }
-                if need > k.transport {
-                    let tp = t.cast::<P>();
-                    self.f.add(tp, tb, need as usize);
-                    self.f.bgt(tp, end, oob);
-                    k.transport = need;
+                if end_of_field > k.transport {
+                    let vp = v.cast::<P>();
+                    self.f.add(vp, tb, end_of_field as usize);
+                    self.f.bgt(vp, end, oob);
+                    k.transport = end_of_field;
                 }
-                tb
             }
+        }
+        self.load_value(field, mask, order);
+    }
+
+    /// Loads `field & mask` into `v` in `order`, with no bounds check.
+    fn load_value(&mut self, field: Field, mask: u32, order: Order) {
+        let (v, base) = match field.base {
+            Base::Link => (self.r.v, self.r.pkt),
+            Base::Transport => (self.r.v, self.r.tb),
         };
         let off = field.offset as usize;
-        match field.size {
-            Size::B => self.f.lduc(v, base, off),
-            Size::H => {
+        match (field.size, order) {
+            (Size::B, _) => self.f.lduc(v, base, off),
+            (Size::H, Order::Wire) => self.f.ldus(v, base, off),
+            (Size::H, Order::Value) => {
                 self.f.ldus(v, base, off);
                 self.f.bswap16(v, v);
             }
-            Size::W => {
+            (Size::W, Order::Wire) => self.f.ldu(v, base, off),
+            (Size::W, Order::Value) => {
                 self.f.ldu(v, base, off);
                 self.f.bswap32(v, v);
             }
@@ -303,7 +371,11 @@ impl<B: Backend> Gen<'_, B> {
             Size::W => u32::MAX,
         };
         if mask & all != all {
-            self.f.and(v, v, u64::from(mask));
+            let m = match order {
+                Order::Wire => wire(field.size, mask),
+                Order::Value => u64::from(mask & all),
+            };
+            self.f.and(v, v, m);
         }
     }
 
@@ -336,14 +408,21 @@ impl<B: Backend> Gen<'_, B> {
     /// Branches to `then` if `t` holds; falls through if not; jumps to
     /// `oob` if its load is out of bounds.
     fn test(&mut self, t: &Test, k: &mut Known, then: Label, oob: Label) {
-        self.load(t.field, t.mask, k, oob);
-        let (v, value) = (self.r.v, u64::from(t.value));
+        let order = match t.cmp {
+            Cmp::Eq | Cmp::Set => Order::Wire,
+            Cmp::Gt | Cmp::Ge => Order::Value,
+        };
+        self.load(t.field, t.mask, k, oob, 0, order);
+        let v = self.r.v;
+        let size = t.field.size;
         match t.cmp {
-            Cmp::Eq => self.f.beq(v, value, then),
-            Cmp::Gt => self.f.bgt(v, value, then),
-            Cmp::Ge => self.f.bge(v, value, then),
+            // A constant with bits outside the field never equals it.
+            Cmp::Eq if u64::from(t.value) > wire(size, u32::MAX) => {}
+            Cmp::Eq => self.f.beq(v, wire(size, t.value), then),
+            Cmp::Gt => self.f.bgt(v, u64::from(t.value), then),
+            Cmp::Ge => self.f.bge(v, u64::from(t.value), then),
             Cmp::Set => {
-                self.f.and(v, v, value);
+                self.f.and(v, v, wire(size, t.value));
                 self.f.bne(v, 0, then);
             }
         }
@@ -448,11 +527,12 @@ mod tests {
                 let pkt = packet(probe as u16);
                 for cut in [pkt.len(), 37, 36, 15, 14, 0] {
                     let pkt = &pkt[..cut];
-                    let want = m.classify(pkt).map_or(u64::MAX, u64::from);
-                    assert_eq!(f(pkt.as_ptr(), pkt.len() as u64), want, "{ports:?} {probe}");
-                    assert_eq!(run_ref(&reference, pkt), want);
+                    let want = m.classify(pkt);
+                    let native = owner(f(pkt.as_ptr(), pkt.len() as u64));
+                    assert_eq!(native, want, "{ports:?} {probe} {cut}");
+                    assert_eq!(owner(run_ref(&reference, pkt)), want);
                     let alone = programs.iter().position(|p| p.matches(pkt));
-                    assert_eq!(want, alone.map_or(u64::MAX, |i| 100 + i as u64));
+                    assert_eq!(want, alone.map(|i| 100 + i as u32));
                 }
             }
         }

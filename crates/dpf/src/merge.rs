@@ -307,6 +307,8 @@ pub type MNodeId = u32;
 pub struct Entry {
     /// The filter's owner (an endpoint).
     pub owner: u32,
+    /// The end of its farthest link-relative atom.
+    pub link_need: u32,
     /// The rest of the filter once its atoms hold.
     pub residual: Option<Program>,
 }
@@ -366,6 +368,12 @@ pub struct MNode {
     pub wild: Option<MNodeId>,
     /// The best (lowest) rank in this subtree.
     pub min_rank: u32,
+    /// Frame bytes (from the link header) that every filter of this
+    /// subtree needs present to match: the least, over its filters, of the
+    /// end of their farthest link-relative atom. A packet shorter than
+    /// this matches nothing here, so one length check can cover every
+    /// load on the way.
+    pub link_need: u32,
 }
 
 /// A merged table: the trie and its filters in rank order.
@@ -454,6 +462,14 @@ pub fn merge(filters: &[Candidate<'_>]) -> Merged {
         .iter()
         .map(|c| Entry {
             owner: c.owner,
+            link_need: c
+                .analysis
+                .atoms
+                .iter()
+                .filter(|a| a.key.field.base == crate::ir::Base::Link)
+                .map(|a| a.key.field.offset + a.key.field.size as u32)
+                .max()
+                .unwrap_or(0),
             residual: c.analysis.residual.clone(),
         })
         .collect();
@@ -469,7 +485,8 @@ pub fn merge(filters: &[Candidate<'_>]) -> Merged {
         .map(|(rank, c)| (rank as u32, c.analysis.atoms.as_slice()))
         .collect();
     if !live.is_empty() {
-        m.root = Some(build(&mut m.nodes, live));
+        let needs: Vec<u32> = m.entries.iter().map(|e| e.link_need).collect();
+        m.root = Some(build(&mut m.nodes, &needs, live));
     }
     m
 }
@@ -478,8 +495,13 @@ pub fn merge(filters: &[Candidate<'_>]) -> Merged {
 type Live<'a> = Vec<(u32, &'a [Atom])>;
 
 /// Builds the subtree for `filters`.
-fn build(nodes: &mut Vec<MNode>, filters: Live<'_>) -> MNodeId {
+fn build(nodes: &mut Vec<MNode>, needs: &[u32], filters: Live<'_>) -> MNodeId {
     let min_rank = filters.iter().map(|f| f.0).min().unwrap_or(u32::MAX);
+    let link_need = filters
+        .iter()
+        .map(|f| needs[f.0 as usize])
+        .min()
+        .unwrap_or(0);
     let mut leaves = Vec::new();
     let mut rest = Vec::new();
     for f in filters {
@@ -496,6 +518,7 @@ fn build(nodes: &mut Vec<MNode>, filters: Live<'_>) -> MNodeId {
         dispatch: None,
         wild: None,
         min_rank,
+        link_need,
     });
     let Some(key) = rest.iter().map(|f| f.1[0].key).min() else {
         return id;
@@ -515,9 +538,9 @@ fn build(nodes: &mut Vec<MNode>, filters: Live<'_>) -> MNodeId {
     let strategy = choose_strategy(&keys);
     let arms = groups
         .into_iter()
-        .map(|(v, g)| (v, build(nodes, g)))
+        .map(|(v, g)| (v, build(nodes, needs, g)))
         .collect();
-    let wild = (!wild.is_empty()).then(|| build(nodes, wild));
+    let wild = (!wild.is_empty()).then(|| build(nodes, needs, wild));
     let node = &mut nodes[id as usize];
     node.dispatch = Some(Dispatch {
         key,

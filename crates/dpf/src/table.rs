@@ -381,8 +381,7 @@ impl Batch<'_> {
                 // The generated code reads only bytes [0, len) of `pkt`:
                 // every load is preceded by a bounds check against `len` on
                 // its path.
-                let owner = f(pkt.as_ptr(), pkt.len() as u64);
-                (owner != u64::MAX).then_some(owner as u32)
+                codegen::owner(f(pkt.as_ptr(), pkt.len() as u64))
             }
             // No code: an empty table, or code evicted for capacity.
             None => self

@@ -1,0 +1,37 @@
+//! Counts host instructions per dpf classification under callgrind: run
+//! `valgrind --tool=callgrind --toggle-collect='*dpf_count_loop*' dpf-count N`.
+use std::hint::black_box;
+
+#[inline(never)]
+#[unsafe(no_mangle)]
+fn dpf_count_loop(b: &dpf::Batch<'_>, pkts: &[Vec<u8>], trials: usize) -> usize {
+    let mut hits = 0;
+    for i in 0..trials {
+        hits += b.classify(black_box(&pkts[i & 4095])).is_some() as usize;
+    }
+    hits
+}
+
+fn main() {
+    let n: usize = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(10);
+    let filters: Vec<String> = (0..n).map(fastpath_bench::dpf::filter).collect();
+    let mut table = dpf::Table::new();
+    table
+        .install_many(
+            filters
+                .iter()
+                .enumerate()
+                .map(|(i, f)| (f.as_str(), i as u32, 0)),
+        )
+        .unwrap();
+    let pkts: Vec<Vec<u8>> = (0..4096)
+        .map(|i| fastpath_bench::dpf::packet(1000 + ((i * 7919) % n) as u16))
+        .collect();
+    let mut r = table.reader();
+    let trials = 100_000;
+    let hits = r.batch(|b| dpf_count_loop(b, &pkts, trials));
+    println!("{hits} of {trials}");
+}
