@@ -1,5 +1,8 @@
 //! Counts host instructions per dpf classification under callgrind: run
-//! `valgrind --tool=callgrind --toggle-collect='*dpf_count_loop*' dpf-count N`.
+//! `valgrind --tool=callgrind --toggle-collect=dpf_count_loop dpf-count N`
+//! (a batch: one code-cache scope for all packets) or
+//! `--toggle-collect=dpf_count_scoped dpf-count N scoped` (a scope, a
+//! lookup and the call for every packet).
 use std::hint::black_box;
 
 #[inline(never)]
@@ -8,6 +11,16 @@ fn dpf_count_loop(b: &dpf::Batch<'_>, pkts: &[Vec<u8>], trials: usize) -> usize 
     let mut hits = 0;
     for i in 0..trials {
         hits += b.classify(black_box(&pkts[i & 4095])).is_some() as usize;
+    }
+    hits
+}
+
+#[inline(never)]
+#[unsafe(no_mangle)]
+fn dpf_count_scoped(r: &mut dpf::Reader, pkts: &[Vec<u8>], trials: usize) -> usize {
+    let mut hits = 0;
+    for i in 0..trials {
+        hits += r.classify(black_box(&pkts[i & 4095])).is_some() as usize;
     }
     hits
 }
@@ -32,6 +45,10 @@ fn main() {
         .collect();
     let mut r = table.reader();
     let trials = 100_000;
-    let hits = r.batch(|b| dpf_count_loop(b, &pkts, trials));
+    let hits = if std::env::args().nth(2).as_deref() == Some("scoped") {
+        dpf_count_scoped(&mut r, &pkts, trials)
+    } else {
+        r.batch(|b| dpf_count_loop(b, &pkts, trials))
+    };
     println!("{hits} of {trials}");
 }
