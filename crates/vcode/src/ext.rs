@@ -517,6 +517,58 @@ extensions! {
     }
 }
 
+/// Stores that bypass the caches, for loops that write far more data than
+/// the caches hold and will not read it back soon: a cached store first
+/// reads the line it writes (read for ownership), a non-temporal one
+/// writes whole lines to memory without reading them. Hand-written rather
+/// than table entries, since a store has no destination register and
+/// takes an offset.
+pub trait NonTemporal {
+    /// `*(u64 *)(base + off) = v`, bypassing the caches (x86-64: `movnti`).
+    /// The store is weakly ordered: end a run of them with
+    /// [`sfence`](NonTemporal::sfence) before the data is handed to
+    /// another thread. Portable meaning: an ordinary 64-bit store.
+    fn stnt(&mut self, v: Reg<crate::UL>, base: Reg<P>, off: i32);
+    /// Orders all earlier stores before later ones (x86-64: `sfence`);
+    /// portable meaning: nothing (ordinary stores are ordered).
+    fn sfence(&mut self);
+}
+
+impl<B: Backend> NonTemporal for Func<B> {
+    #[inline(always)]
+    fn stnt(&mut self, v: Reg<crate::UL>, base: Reg<P>, off: i32) {
+        self.check_regs("stnt", &[(false, v.num()), (false, base.num())]);
+        if let Some(x) = self.backend().x86() {
+            x.insn("stnt");
+            // REX.W 0f c3 /r with mod 10 (disp32), a SIB byte when the
+            // base is rsp or r12.
+            let (r, b) = (v.num(), base.num());
+            let rex = 0x48 | (r >> 3) << 2 | (b >> 3);
+            let modrm = 0x80 | (r & 7) << 3 | (b & 7);
+            if b & 7 == 4 {
+                x.buf.put(
+                    rex as u64 | 0xc30f << 8 | (modrm as u64) << 24 | 0x24 << 32,
+                    5,
+                );
+            } else {
+                x.buf
+                    .put(rex as u64 | 0xc30f << 8 | (modrm as u64) << 24, 4);
+            }
+            x.buf.put4(off as u32);
+            return;
+        }
+        self.st(v, base, Operand::Imm(off as i64));
+    }
+
+    #[inline(always)]
+    fn sfence(&mut self) {
+        if let Some(x) = self.backend().x86() {
+            x.insn("sfence");
+            x.buf.put(0xf8_ae0f, 3);
+        }
+    }
+}
+
 /// The paper's portable scheduling interface (§5.3). x86-64 has neither
 /// branch delay slots nor load interlocks to manage, so both are plain
 /// emission here; code written against them stays correct on targets

@@ -2,10 +2,11 @@
 //! `bswap32x2`, `bswap16x4`, `ldtab32`, `crc32x8`): the native x86-64
 //! mapping against the reference backend (which runs the `eval` or the
 //! portable `core` definition) and against a plain Rust model, with every
-//! way the destination can alias a source.
+//! way the destination can alias a source; and the non-temporal store
+//! (`stnt`, `sfence`) with every register as base and as value.
 
-use vcode::ext::{Bswap, OnesComplement, TableLookup};
-use vcode::{Backend, Func, Invoke, Leaf, Reference, Reg, UL, Value, X64};
+use vcode::ext::{Bswap, NonTemporal, OnesComplement, TableLookup};
+use vcode::{Backend, Class, Func, Invoke, Leaf, P, Reference, Reg, UL, Value, X64};
 
 /// The operation under test, on the parameter registers; `rd_from` picks
 /// the source the destination aliases (`None`: a fresh register).
@@ -231,4 +232,70 @@ fn crc32x8_is_slicing_by_8() {
             acc ^ t[7 - j][((w >> (8 * j)) & 0xff) as usize] as u64
         })
     });
+}
+
+/// Slots written by [`build_stnt`]: one per round, then the parameters'.
+const NT_ROUNDS: usize = 24;
+
+/// `f(p, v)`: round `k` stores `k + 1` times a byte pattern at
+/// `p + 8 * (3 * k)`, with the `k`-th free register as the base and the
+/// `k`-th as the value (every register takes both roles, r12 as a base
+/// needs a SIB byte); then `v` at `p + 8 * 3 * NT_ROUNDS` from the
+/// parameter registers themselves, and an `sfence`.
+fn build_stnt<B: Backend>() -> B::Code {
+    let mut f = Func::<B>::with_backend();
+    let p = f.lambda("%p%ul", Leaf::Yes).unwrap();
+    let (base0, v) = (p.get::<P>(0).unwrap(), p.get::<UL>(1).unwrap());
+    for k in 0..NT_ROUNDS {
+        let mut ps = Vec::new();
+        while let Ok(r) = f.getreg::<P>(Class::Temp) {
+            ps.push(r);
+        }
+        let b = ps.remove(k % ps.len());
+        for r in ps {
+            f.putreg(r);
+        }
+        f.mov(b, base0);
+        let mut us = Vec::new();
+        while let Ok(r) = f.getreg::<UL>(Class::Temp) {
+            us.push(r);
+        }
+        let w = us[(k * 7) % us.len()];
+        f.set(w, (k as u64 + 1) * 0x0101_0101_0101_0101);
+        f.stnt(w, b, 8 * 3 * k as i32);
+        for r in us {
+            f.putreg(r);
+        }
+        f.putreg(b);
+    }
+    f.stnt(v, base0, 8 * 3 * NT_ROUNDS as i32);
+    f.sfence();
+    f.retv();
+    f.end().unwrap()
+}
+
+#[test]
+fn stnt_stores_a_word_at_base_plus_offset() {
+    let native = build_stnt::<X64>();
+    let reference = build_stnt::<Reference>();
+    for (name, code) in [
+        ("native", &native as &dyn Invoke),
+        ("reference", &reference as &dyn Invoke),
+    ] {
+        let mut mem = vec![0xeeu64; 3 * NT_ROUNDS + 2];
+        let v = 0x0123_4567_89ab_cdefu64;
+        // SAFETY: the function writes only the words at p + 8 * 3k for
+        // k < NT_ROUNDS and p + 8 * 3 * NT_ROUNDS, all inside `mem`.
+        unsafe { code.invoke(&[Value::P(mem.as_mut_ptr() as usize), Value::UL(v)]) }.unwrap();
+        for (i, &m) in mem.iter().enumerate() {
+            let want = match i {
+                i if i == 3 * NT_ROUNDS => v,
+                i if i % 3 == 0 && i < 3 * NT_ROUNDS => (i as u64 / 3 + 1) * 0x0101_0101_0101_0101,
+                _ => 0xee,
+            };
+            assert_eq!(m, want, "{name}, word {i}");
+        }
+    }
+    let text = native.disassemble();
+    assert!(text.contains("movnti") && text.contains("sfence"), "{text}");
 }
