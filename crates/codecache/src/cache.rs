@@ -106,6 +106,13 @@ pub struct Entry {
 }
 
 impl Entry {
+    /// The entry's identity: unique among the entries this cache (in
+    /// private mode, this thread's cache) ever held, never reused. A caller
+    /// may cache what it derived from an entry's code under this id.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
     /// The key it was published under.
     pub fn key(&self) -> u64 {
         self.key
