@@ -20,8 +20,16 @@
 //!
 //! Loads and stores are unaligned 64-bit accesses at any address, so
 //! every alignment of `src` and `dst` takes the same path.
+//!
+//! With a copy, the blocks loop is generated twice: once with ordinary
+//! stores, once with non-temporal ones (`stnt`, vcode's `movnti`, and an
+//! `sfence` after the loop), which write whole lines to memory without
+//! first reading them into the cache. `Frame::nt` picks one at run time:
+//! a buffer far larger than the caches then moves two bytes of memory
+//! traffic per byte (read `src`, write `dst`) instead of three. That loop
+//! also prefetches the source 1 KiB ahead (`prefetcht0`).
 
-use vcode::ext::{Bswap, OnesComplement, TableLookup};
+use vcode::ext::{Bswap, NonTemporal, OnesComplement, Prefetch, TableLookup};
 use vcode::{Backend, Class, Func, Label, Leaf, Operand, P, Reg, UL};
 
 use crate::error::Error;
@@ -48,6 +56,8 @@ pub(crate) struct Frame {
     pub sum: u64,
     /// In and out: the inverted CRC register, zero-extended.
     pub crc: u64,
+    /// Nonzero: store the 64-byte blocks with non-temporal stores.
+    pub nt: u64,
 }
 
 const OFF_SRC: i64 = 0;
@@ -57,6 +67,10 @@ const OFF_KEY: i64 = 24;
 const OFF_KEND: i64 = 32;
 const OFF_SUM: i64 = 40;
 const OFF_CRC: i64 = 48;
+const OFF_NT: i64 = 56;
+
+/// How far ahead of the source pointer the non-temporal loop prefetches.
+const PREFETCH_AHEAD: i32 = 1024;
 
 /// Bytes per unrolled block.
 pub(crate) const BLOCK: i64 = 64;
@@ -107,6 +121,14 @@ pub(crate) fn generate<B: Backend>(kinds: &[StepKind], spare: usize) -> Result<B
     let a = params.get::<P>(0)?;
     let la = f.local::<P>();
     f.st_local(a, la);
+    // The store flag, kept in a local until the blocks loop.
+    let lnt = f.local::<UL>();
+    if has(StepKind::Copy) {
+        let t = temp::<B, UL>(&mut f)?;
+        f.ld(t, a, imm(OFF_NT));
+        f.st_local(t, lnt);
+        f.putreg(t);
+    }
 
     // Registers that live through the loops.
     let s = temp::<B, P>(&mut f)?;
@@ -203,15 +225,51 @@ pub(crate) fn generate<B: Backend>(kinds: &[StepKind], spare: usize) -> Result<B
     };
     let g = regs.words.len() as i64;
 
-    // 1. Blocks of 64 bytes.
+    // 1. Blocks of 64 bytes: with a copy, the non-temporal loop when the
+    // frame asks for it.
     let (top, blocks_done) = (f.genlabel(), f.genlabel());
     f.bge(s, end, blocks_done);
+    let nt_top = f.genlabel();
+    if d.is_some() {
+        f.ld_local(regs.words[0], lnt);
+        f.bne(regs.words[0], imm(0), nt_top);
+    }
     f.label(top);
     for grp in 0..BLOCK / (8 * g) {
-        group(&mut f, kinds, &regs, grp * 8 * g, g as usize, grp % 2 == 1);
+        group(
+            &mut f,
+            kinds,
+            &regs,
+            grp * 8 * g,
+            g as usize,
+            grp % 2 == 1,
+            false,
+        );
     }
     advance(&mut f, &regs, BLOCK);
     f.blt(s, end, top);
+    if d.is_some() {
+        f.jmp(blocks_done);
+        f.label(nt_top);
+        // The source 1 KiB ahead (prefetches never fault past the end).
+        f.prefetch(s, PREFETCH_AHEAD, false);
+        for grp in 0..BLOCK / (8 * g) {
+            group(
+                &mut f,
+                kinds,
+                &regs,
+                grp * 8 * g,
+                g as usize,
+                grp % 2 == 1,
+                true,
+            );
+        }
+        advance(&mut f, &regs, BLOCK);
+        f.blt(s, end, nt_top);
+        // The non-temporal stores are weakly ordered: fence them before
+        // the caller (or another thread it signals) sees the data.
+        f.sfence();
+    }
     f.label(blocks_done);
 
     // 2. Whole words: end = s + (len & 56).
@@ -222,7 +280,7 @@ pub(crate) fn generate<B: Backend>(kinds: &[StepKind], spare: usize) -> Result<B
     f.add(end, end, s);
     f.bge(s, end, words_done);
     f.label(wtop);
-    group(&mut f, kinds, &regs, 0, 1, false);
+    group(&mut f, kinds, &regs, 0, 1, false, false);
     advance(&mut f, &regs, 8);
     f.blt(s, end, wtop);
     f.label(words_done);
@@ -262,8 +320,16 @@ pub(crate) fn generate<B: Backend>(kinds: &[StepKind], spare: usize) -> Result<B
 }
 
 /// Steps `g` words at `s + off` through the list; `odd` picks the second
-/// checksum accumulator.
-fn group<B: Backend>(f: &mut Func<B>, kinds: &[StepKind], r: &Regs, off: i64, g: usize, odd: bool) {
+/// checksum accumulator, `nt` non-temporal stores.
+fn group<B: Backend>(
+    f: &mut Func<B>,
+    kinds: &[StepKind],
+    r: &Regs,
+    off: i64,
+    g: usize,
+    odd: bool,
+    nt: bool,
+) {
     let w = &r.words[..g];
     for (j, &wj) in w.iter().enumerate() {
         f.ld(wj, r.s, imm(off + 8 * j as i64));
@@ -316,7 +382,11 @@ fn group<B: Backend>(f: &mut Func<B>, kinds: &[StepKind], r: &Regs, off: i64, g:
     }
     if let Some(d) = r.d {
         for (j, &wj) in w.iter().enumerate() {
-            f.st(wj, d, imm(off + 8 * j as i64));
+            if nt {
+                f.stnt(wj, d, (off + 8 * j as i64) as i32);
+            } else {
+                f.st(wj, d, imm(off + 8 * j as i64));
+            }
         }
     }
 }

@@ -150,9 +150,29 @@ impl Pipeline {
     /// must be empty (see also [`scan`](Pipeline::scan)). `state` advances
     /// by `src.len()` bytes, and the result holds the checksum and CRC of
     /// the stream so far. On an error nothing is read or written.
+    ///
+    /// A copy of at least [`NT_MIN_LEN`] bytes writes `dst` with
+    /// non-temporal stores ([`Stores::Auto`]); see
+    /// [`run_with`](Pipeline::run_with) to choose.
     pub fn run(&self, src: &[u8], dst: &mut [u8], state: &mut State) -> Result<Outputs, Error> {
+        self.run_with(src, dst, state, Stores::Auto)
+    }
+
+    /// [`run`](Pipeline::run) with the kind of stores chosen by the
+    /// caller: non-temporal stores suit a destination that will not be
+    /// read again while it could still be in the cache (a large buffer, or
+    /// many buffers streamed through); ordinary stores leave `dst` in the
+    /// cache for the next consumer. The results are the same either way.
+    pub fn run_with(
+        &self,
+        src: &[u8],
+        dst: &mut [u8],
+        state: &mut State,
+        stores: Stores,
+    ) -> Result<Outputs, Error> {
         check_buffers(self.copy, src, dst)?;
         let mut frame = self.frame(src, dst, state);
+        frame.nt = stores.non_temporal(src.len()) as u64;
         invoke(self.compiled.entry, &mut frame);
         Ok(self.finish(&frame, src.len(), state))
     }
@@ -214,6 +234,7 @@ impl Pipeline {
             kend,
             sum: 0,
             crc: !state.crc as u64,
+            nt: Stores::Auto.non_temporal(src.len()) as u64,
         }
     }
 
@@ -229,6 +250,37 @@ impl Pipeline {
         }
         state.offset += len as u64;
         out
+    }
+}
+
+/// The length from which [`Stores::Auto`] stores the copy non-temporally:
+/// 1 MiB, half the L2 cache of the machine measured in
+/// `docs/benchmarks.md` (a destination that large leaves the L2 before it
+/// is read again anyway; smaller ones are cheaper to read back from the
+/// cache than to write to memory and fetch again).
+pub const NT_MIN_LEN: usize = 1 << 20;
+
+/// How a pipeline with a copy writes `dst` (see
+/// [`Pipeline::run_with`]).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub enum Stores {
+    /// Non-temporal from [`NT_MIN_LEN`] bytes on, ordinary below.
+    #[default]
+    Auto,
+    /// Ordinary (cached) stores at any length.
+    Cached,
+    /// Non-temporal stores (`movnti`, then `sfence`) for the 64-byte
+    /// blocks at any length; the last 0 to 63 bytes are stored as usual.
+    NonTemporal,
+}
+
+impl Stores {
+    fn non_temporal(self, len: usize) -> bool {
+        match self {
+            Stores::Auto => len >= NT_MIN_LEN,
+            Stores::Cached => false,
+            Stores::NonTemporal => true,
+        }
     }
 }
 

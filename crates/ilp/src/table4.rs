@@ -11,7 +11,7 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use crate::{Pipeline, State, Step, handfused, reference};
+use crate::{Pipeline, State, Step, Stores, handfused, reference};
 
 /// One of the three pipelines of the table.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -60,13 +60,24 @@ pub enum Method {
     Separate,
     /// [`handfused`]: one Rust loop per workload, written by hand.
     HandFused,
-    /// The [`Pipeline`] of the workload's steps.
+    /// The [`Pipeline`] of the workload's steps, as [`Pipeline::run`]
+    /// runs it (non-temporal stores from [`NT_MIN_LEN`](crate::NT_MIN_LEN)
+    /// bytes on).
     Ilp,
+    /// The same pipeline with non-temporal stores at every length
+    /// ([`Stores::NonTemporal`]): what a caller that knows its data
+    /// streams through (many buffers, none read back soon) would ask for.
+    IlpNt,
 }
 
 impl Method {
-    /// All three.
-    pub const ALL: [Method; 3] = [Method::Separate, Method::HandFused, Method::Ilp];
+    /// All four.
+    pub const ALL: [Method; 4] = [
+        Method::Separate,
+        Method::HandFused,
+        Method::Ilp,
+        Method::IlpNt,
+    ];
 }
 
 /// One workload done one way: returns the observed value (checksum sum
@@ -126,9 +137,16 @@ impl Runner {
                 st.sum as u32
             }
             (Method::HandFused, Workload::CopyCrc32) => handfused::copy_crc32(src, dst, 0),
-            (Method::Ilp, _) => {
+            (Method::Ilp | Method::IlpNt, _) => {
                 let mut st = State::new();
-                self.pipeline.run(src, dst, &mut st).expect("equal lengths");
+                let stores = if method == Method::IlpNt {
+                    Stores::NonTemporal
+                } else {
+                    Stores::Auto
+                };
+                self.pipeline
+                    .run_with(src, dst, &mut st, stores)
+                    .expect("equal lengths");
                 if self.workload == Workload::CopyCrc32 {
                     st.crc
                 } else {
@@ -185,12 +203,19 @@ pub struct Row {
     pub handfused: f64,
     /// MB/s of [`Method::Ilp`].
     pub ilp: f64,
+    /// MB/s of [`Method::IlpNt`].
+    pub ilp_nt: f64,
 }
 
 impl Row {
     /// ilp's speed over the separate passes.
     pub fn ilp_vs_separate(&self) -> f64 {
         self.ilp / self.separate
+    }
+
+    /// ilp with non-temporal stores over the separate passes.
+    pub fn ilp_nt_vs_separate(&self) -> f64 {
+        self.ilp_nt / self.separate
     }
 
     /// ilp's speed over the hand-fused loop.
@@ -335,10 +360,11 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Vec<Row> {
                     r.workload
                 );
             }
-            let mut times: [Vec<f64>; 3] = Default::default();
+            let n = Method::ALL.len();
+            let mut times: [Vec<f64>; 4] = Default::default();
             for round in 0..rounds {
-                for k in 0..3 {
-                    let mi = (round + k) % 3;
+                for k in 0..n {
+                    let mi = (round + k) % n;
                     let m = Method::ALL[mi];
                     let mb = match placement {
                         Placement::InCache(_) => {
@@ -368,21 +394,24 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Vec<Row> {
                     times[mi].push(mb);
                 }
             }
-            let [sep, hand, ilp] = times.map(median);
+            let [sep, hand, ilp, ilp_nt] = times.map(median);
             let row = Row {
                 workload: r.workload,
                 placement,
                 separate: sep,
                 handfused: hand,
                 ilp,
+                ilp_nt,
             };
             progress(&format!(
-                "  {:<22} separate {:>8.0}  hand-fused {:>8.0}  ilp {:>8.0} MB/s   ilp/separate {:.2}x  ilp/hand {:.2}x",
+                "  {:<22} separate {:>8.0}  hand-fused {:>8.0}  ilp {:>8.0}  ilp-nt {:>8.0} MB/s   ilp/separate {:.2}x  ilp-nt/separate {:.2}x  ilp/hand {:.2}x",
                 r.workload.name(),
                 sep,
                 hand,
                 ilp,
+                ilp_nt,
                 row.ilp_vs_separate(),
+                row.ilp_nt_vs_separate(),
                 row.ilp_vs_handfused()
             ));
             rows.push(row);
@@ -394,17 +423,19 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Vec<Row> {
 /// The rows as a Markdown table.
 pub fn markdown(rows: &[Row]) -> String {
     let mut s = String::from(
-        "| pipeline | data | separate MB/s | hand-fused MB/s | ilp MB/s | ilp / separate | ilp / hand-fused |\n|---|---|---:|---:|---:|---:|---:|\n",
+        "| pipeline | data | separate MB/s | hand-fused MB/s | ilp MB/s | ilp-nt MB/s | ilp / separate | ilp-nt / separate | ilp / hand-fused |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for r in rows {
         s += &format!(
-            "| {} | {} | {:.0} | {:.0} | {:.0} | {:.2}x | {:.2}x |\n",
+            "| {} | {} | {:.0} | {:.0} | {:.0} | {:.0} | {:.2}x | {:.2}x | {:.2}x |\n",
             r.workload.name(),
             r.placement.label(),
             r.separate,
             r.handfused,
             r.ilp,
+            r.ilp_nt,
             r.ilp_vs_separate(),
+            r.ilp_nt_vs_separate(),
             r.ilp_vs_handfused()
         );
     }

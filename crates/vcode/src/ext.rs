@@ -569,6 +569,40 @@ impl<B: Backend> NonTemporal for Func<B> {
     }
 }
 
+/// Software prefetch, for loops that stream through more memory than the
+/// hardware prefetchers keep ahead of.
+pub trait Prefetch {
+    /// Hints that the line at `base + off` will be read soon (x86-64:
+    /// `prefetcht0`, or `prefetchnta` when `nta`); never faults, whatever
+    /// the address. Portable meaning: nothing.
+    fn prefetch(&mut self, base: Reg<P>, off: i32, nta: bool);
+}
+
+impl<B: Backend> Prefetch for Func<B> {
+    #[inline(always)]
+    fn prefetch(&mut self, base: Reg<P>, off: i32, nta: bool) {
+        self.check_regs("prefetch", &[(false, base.num())]);
+        if let Some(x) = self.backend().x86() {
+            x.insn("prefetch");
+            // [REX.B] 0f 18 /1 (/0 for nta), mod 10 (disp32), SIB for rsp/r12.
+            let b = base.num();
+            let modrm = 0x80 | (!nta as u8) << 3 | (b & 7);
+            let mut word = 0x180f | (modrm as u64) << 16;
+            let mut len = 3;
+            if b & 7 == 4 {
+                word |= 0x24 << 24;
+                len += 1;
+            }
+            if b >= 8 {
+                word = 0x41 | word << 8;
+                len += 1;
+            }
+            x.buf.put(word, len);
+            x.buf.put4(off as u32);
+        }
+    }
+}
+
 /// The paper's portable scheduling interface (§5.3). x86-64 has neither
 /// branch delay slots nor load interlocks to manage, so both are plain
 /// emission here; code written against them stays correct on targets

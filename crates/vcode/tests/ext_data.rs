@@ -3,9 +3,10 @@
 //! mapping against the reference backend (which runs the `eval` or the
 //! portable `core` definition) and against a plain Rust model, with every
 //! way the destination can alias a source; and the non-temporal store
-//! (`stnt`, `sfence`) with every register as base and as value.
+//! (`stnt`, `sfence`) with every register as base and as value, and
+//! `prefetch` (which must not fault, even on an unmapped address).
 
-use vcode::ext::{Bswap, NonTemporal, OnesComplement, TableLookup};
+use vcode::ext::{Bswap, NonTemporal, OnesComplement, Prefetch, TableLookup};
 use vcode::{Backend, Class, Func, Invoke, Leaf, P, Reference, Reg, UL, Value, X64};
 
 /// The operation under test, on the parameter registers; `rd_from` picks
@@ -298,4 +299,43 @@ fn stnt_stores_a_word_at_base_plus_offset() {
     }
     let text = native.disassemble();
     assert!(text.contains("movnti") && text.contains("sfence"), "{text}");
+}
+
+#[test]
+fn prefetch_is_harmless_with_every_base() {
+    fn build_pf<B: Backend>() -> B::Code {
+        let mut f = Func::<B>::with_backend();
+        let p = f.lambda("%p", Leaf::Yes).unwrap();
+        let base0 = p.get::<P>(0).unwrap();
+        for k in 0..NT_ROUNDS {
+            let mut ps = Vec::new();
+            while let Ok(r) = f.getreg::<P>(Class::Temp) {
+                ps.push(r);
+            }
+            let b = ps.remove(k % ps.len());
+            for r in ps {
+                f.putreg(r);
+            }
+            f.mov(b, base0);
+            f.prefetch(b, 64 * k as i32, k % 2 == 1);
+            f.putreg(b);
+        }
+        f.prefetch(base0, 1 << 20, false);
+        f.retv();
+        f.end().unwrap()
+    }
+    let native = build_pf::<X64>();
+    let reference = build_pf::<Reference>();
+    let mem = vec![0u8; 64 * NT_ROUNDS];
+    for addr in [mem.as_ptr() as usize, 0, 8, usize::MAX - 4096] {
+        // SAFETY: prefetches read nothing architecturally and never fault.
+        unsafe { native.invoke(&[Value::P(addr)]) }.unwrap();
+        // SAFETY: as above; on the reference backend they do nothing.
+        unsafe { reference.invoke(&[Value::P(addr)]) }.unwrap();
+    }
+    let text = native.disassemble();
+    assert!(
+        text.contains("prefetcht0") && text.contains("prefetchnta"),
+        "{text}"
+    );
 }
