@@ -29,8 +29,8 @@
 //! traffic per byte (read `src`, write `dst`) instead of three. That loop
 //! also prefetches the source 1 KiB ahead (`prefetcht0`).
 
-use vcode::ext::{Bswap, NonTemporal, OnesComplement, Prefetch, TableLookup};
-use vcode::{Backend, Class, Func, Label, Leaf, Operand, P, Reg, UL};
+use vcode::ext::{Bswap, Clmul, NonTemporal, OnesComplement, Prefetch, TableLookup};
+use vcode::{Backend, Class, D, Func, Label, Leaf, Operand, P, Reg, UL};
 
 use crate::error::Error;
 use crate::step::StepKind;
@@ -58,7 +58,39 @@ pub(crate) struct Frame {
     pub crc: u64,
     /// Nonzero: store the 64-byte blocks with non-temporal stores.
     pub nt: u64,
+    /// The folding constants of the carry-less-multiply CRC ([`FOLD_K`]).
+    pub fold_k: [u64; 2],
+    /// Scratch: the four folded lanes at the end of the folding loop.
+    pub fold: [u64; 8],
 }
+
+/// The CRC-32 polynomial of IEEE 802.3, not reflected, with its x^32 term.
+const POLY: u64 = 0x1_04c1_1db7;
+
+/// `x^k mod P`, not reflected.
+const fn xpow_mod(k: u32) -> u64 {
+    let mut r: u64 = 1;
+    let mut i = 0;
+    while i < k {
+        r <<= 1;
+        if r & 1 << 32 != 0 {
+            r ^= POLY;
+        }
+        i += 1;
+    }
+    r
+}
+
+/// The constants that fold a 128-bit lane of reflected data forward 512
+/// bits: the low half (the higher-degree 64 coefficients) by x^576, the
+/// high half by x^512. A carry-less product of reflected operands comes
+/// out one degree high, so each is x^(e-1) mod P, reflected into the top
+/// half of a u64. (`tests/clmul_fold.rs` checks the same derivation
+/// against `crc32fast`.)
+pub(crate) const FOLD_K: [u64; 2] = [
+    xpow_mod(576 - 1).reverse_bits(),
+    xpow_mod(512 - 1).reverse_bits(),
+];
 
 const OFF_SRC: i64 = 0;
 const OFF_DST: i64 = 8;
@@ -68,6 +100,8 @@ const OFF_KEND: i64 = 32;
 const OFF_SUM: i64 = 40;
 const OFF_CRC: i64 = 48;
 const OFF_NT: i64 = 56;
+const OFF_FOLD_K: i32 = 64;
+const OFF_FOLD: i32 = 80;
 
 /// How far ahead of the source pointer the non-temporal loop prefetches.
 const PREFETCH_AHEAD: i32 = 1024;
@@ -225,6 +259,16 @@ pub(crate) fn generate<B: Backend>(kinds: &[StepKind], spare: usize) -> Result<B
     };
     let g = regs.words.len() as i64;
 
+    // 0. A CRC of the unchanged source, with a copy or none, folds by
+    // carry-less multiplication when the CPU can.
+    let fold_list = matches!(
+        kinds,
+        [StepKind::Copy, StepKind::Crc32] | [StepKind::Crc32, StepKind::Copy] | [StepKind::Crc32]
+    );
+    if fold_list && f.clmul_available() {
+        clmul_blocks(&mut f, &regs, la, end)?;
+    }
+
     // 1. Blocks of 64 bytes: with a copy, the non-temporal loop when the
     // frame asks for it.
     let (top, blocks_done) = (f.genlabel(), f.genlabel());
@@ -317,6 +361,68 @@ pub(crate) fn generate<B: Backend>(kinds: &[StepKind], spare: usize) -> Result<B
     }
     f.retv();
     Ok(f.end()?)
+}
+
+/// The CRC by folding (see `docs/ilp.md`), for buffers of two blocks or
+/// more: four 128-bit lanes in xmm registers take the first 64 bytes (the
+/// CRC register XORed into the first four), each further block folds every
+/// lane forward 512 bits and XORs in its next 16 bytes (`clfold`), and the
+/// bytes are copied from the registers that loaded them. The lanes, as 64
+/// bytes of message, then go through the table CRC from 0; the blocks,
+/// words and tail code that follow continue from there (no whole block is
+/// left for the blocks loop).
+fn clmul_blocks<B: Backend>(
+    f: &mut Func<B>,
+    r: &Regs,
+    la: vcode::Local<P>,
+    end: Reg<P>,
+) -> Result<(), Error> {
+    let (c, tab) = r.crc.expect("a CRC list");
+    let skip = f.genlabel();
+    let p = temp::<B, P>(f)?;
+    f.add(p, r.s, imm(2 * BLOCK));
+    f.bgt(p, end, skip);
+    let mut x = Vec::new();
+    for _ in 0..6 {
+        x.push(f.getreg::<D>(Class::Temp)?);
+    }
+    let (lanes, k, t) = (&x[..4], x[4], x[5]);
+    f.ld_local(p, la);
+    f.ldx(k, p, OFF_FOLD_K);
+    for (i, &l) in lanes.iter().enumerate() {
+        f.ldx(l, r.s, 16 * i as i32);
+        if let Some(d) = r.d {
+            f.stx(l, d, 16 * i as i32);
+        }
+    }
+    f.xorq(lanes[0], c);
+    advance(f, r, BLOCK);
+    let top = f.genlabel();
+    f.label(top);
+    for (i, &l) in lanes.iter().enumerate() {
+        f.clfold(l, k, t, r.s, 16 * i as i32);
+        if let Some(d) = r.d {
+            f.stx(t, d, 16 * i as i32);
+        }
+    }
+    advance(f, r, BLOCK);
+    f.blt(r.s, end, top);
+    f.ld_local(p, la);
+    for (i, &l) in lanes.iter().enumerate() {
+        f.stx(l, p, OFF_FOLD + 16 * i as i32);
+    }
+    f.set(c, 0);
+    let w = r.words[0];
+    for j in 0..8 {
+        f.ld(w, p, imm(OFF_FOLD as i64 + 8 * j));
+        f.crc32x8(c, c, w, tab);
+    }
+    for l in x {
+        f.putreg(l);
+    }
+    f.putreg(p);
+    f.label(skip);
+    Ok(())
 }
 
 /// Steps `g` words at `s + off` through the list; `odd` picks the second

@@ -235,6 +235,8 @@ impl Pipeline {
             sum: 0,
             crc: !state.crc as u64,
             nt: Stores::Auto.non_temporal(src.len()) as u64,
+            fold_k: crate::codegen::FOLD_K,
+            fold: [0; 8],
         }
     }
 

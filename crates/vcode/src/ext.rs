@@ -603,6 +603,185 @@ impl<B: Backend> Prefetch for Func<B> {
     }
 }
 
+/// `pfx [REX] 0f op.. modrm [sib disp32] [imm8]`: an SSE instruction
+/// with xmm `reg` and, without `disp`, xmm `rm`, or with it the memory
+/// operand `[rm + disp]` (`rm` a general register).
+#[allow(clippy::too_many_arguments)]
+fn enc_sse(
+    x: &mut crate::X64,
+    pfx: u8,
+    w: bool,
+    op: &[u8],
+    reg: u8,
+    rm: u8,
+    disp: Option<i32>,
+    imm: Option<u8>,
+) {
+    x.buf.put1(pfx);
+    let rex = (w as u8) << 3 | (reg >> 3) << 2 | (rm >> 3);
+    if rex != 0 {
+        x.buf.put1(0x40 | rex);
+    }
+    x.buf.put1(0x0f);
+    for &b in op {
+        x.buf.put1(b);
+    }
+    match disp {
+        None => x.buf.put1(0xc0 | (reg & 7) << 3 | (rm & 7)),
+        Some(d) => {
+            x.buf.put1(0x80 | (reg & 7) << 3 | (rm & 7));
+            if rm & 7 == 4 {
+                x.buf.put1(0x24);
+            }
+            x.buf.put4(d as u32);
+        }
+    }
+    if let Some(i) = imm {
+        x.buf.put1(i);
+    }
+}
+
+/// The float scratch register the native backend keeps.
+const XMM15: u8 = 15;
+
+fn has_pclmulqdq() -> bool {
+    std::is_x86_feature_detected!("pclmulqdq")
+}
+
+/// 128-bit data in float (xmm) registers and the carry-less-multiply
+/// folding step of a CRC (the method of Intel's "Fast CRC Computation for
+/// Generic Polynomials Using PCLMULQDQ"). A `Reg<D>` here holds 128 bits.
+/// Native x86-64 only: the reference backend's float registers hold 64
+/// bits, so there these record an `Unsupported` error, and clients keep a
+/// table-driven path for other backends (and for CPUs without
+/// PCLMULQDQ, which [`clmul_available`](Clmul::clmul_available) reports).
+pub trait Clmul {
+    /// Whether this backend and CPU run these instructions.
+    fn clmul_available(&mut self) -> bool;
+    /// `x = *(u128 *)(base + off)` (x86-64: `movdqu`).
+    fn ldx(&mut self, x: Reg<crate::D>, base: Reg<P>, off: i32);
+    /// `*(u128 *)(base + off) = x` (x86-64: `movdqu`).
+    fn stx(&mut self, x: Reg<crate::D>, base: Reg<P>, off: i32);
+    /// `x ^= g` zero-extended to 128 bits (x86-64: `movq` into `xmm15`,
+    /// `pxor`).
+    fn xorq(&mut self, x: Reg<crate::D>, g: Reg<crate::UL>);
+    /// One folding step: `lane = clmul(lane.lo, k.lo) ^ clmul(lane.hi,
+    /// k.hi) ^ *(u128 *)(base + off)`, leaving the 16 loaded bytes in `t`
+    /// (for a copy). `lane`, `k` and `t` must be distinct.
+    fn clfold(
+        &mut self,
+        lane: Reg<crate::D>,
+        k: Reg<crate::D>,
+        t: Reg<crate::D>,
+        base: Reg<P>,
+        off: i32,
+    );
+}
+
+impl<B: Backend> Func<B> {
+    fn clmul_native(&mut self, m: &'static str) -> Option<&mut crate::X64> {
+        if self.backend().x86().is_none() {
+            self.fail(
+                m,
+                crate::ErrorKind::Unsupported("128-bit registers: native x86-64 only"),
+            );
+            return None;
+        }
+        if !has_pclmulqdq() {
+            self.fail(m, crate::ErrorKind::Unsupported("the CPU has no PCLMULQDQ"));
+            return None;
+        }
+        let x = self.backend().x86()?;
+        x.insn(m);
+        x.buf.reserve(m, 64);
+        Some(x)
+    }
+}
+
+impl<B: Backend> Clmul for Func<B> {
+    fn clmul_available(&mut self) -> bool {
+        self.backend().x86().is_some() && has_pclmulqdq()
+    }
+
+    fn ldx(&mut self, x: Reg<crate::D>, base: Reg<P>, off: i32) {
+        self.check_regs("ldx", &[(true, x.num()), (false, base.num())]);
+        if let Some(a) = self.clmul_native("ldx") {
+            enc_sse(
+                a,
+                0xf3,
+                false,
+                &[0x6f],
+                x.num(),
+                base.num(),
+                Some(off),
+                None,
+            );
+            a.buf.resync("ldx");
+        }
+    }
+
+    fn stx(&mut self, x: Reg<crate::D>, base: Reg<P>, off: i32) {
+        self.check_regs("stx", &[(true, x.num()), (false, base.num())]);
+        if let Some(a) = self.clmul_native("stx") {
+            enc_sse(
+                a,
+                0xf3,
+                false,
+                &[0x7f],
+                x.num(),
+                base.num(),
+                Some(off),
+                None,
+            );
+            a.buf.resync("stx");
+        }
+    }
+
+    fn xorq(&mut self, x: Reg<crate::D>, g: Reg<crate::UL>) {
+        self.check_regs("xorq", &[(true, x.num()), (false, g.num())]);
+        if let Some(a) = self.clmul_native("xorq") {
+            enc_sse(a, 0x66, true, &[0x6e], XMM15, g.num(), None, None);
+            enc_sse(a, 0x66, false, &[0xef], x.num(), XMM15, None, None);
+            a.buf.resync("xorq");
+        }
+    }
+
+    fn clfold(
+        &mut self,
+        lane: Reg<crate::D>,
+        k: Reg<crate::D>,
+        t: Reg<crate::D>,
+        base: Reg<P>,
+        off: i32,
+    ) {
+        self.check_regs(
+            "clfold",
+            &[
+                (true, lane.num()),
+                (true, k.num()),
+                (true, t.num()),
+                (false, base.num()),
+            ],
+        );
+        let (l, k, t) = (lane.num(), k.num(), t.num());
+        if l == k || l == t || k == t {
+            return self.fail(
+                "clfold",
+                crate::ErrorKind::Unsupported("clfold needs three distinct registers"),
+            );
+        }
+        if let Some(a) = self.clmul_native("clfold") {
+            enc_sse(a, 0x66, false, &[0x6f], t, l, None, None); // movdqa t, lane
+            enc_sse(a, 0x66, false, &[0x3a, 0x44], l, k, None, Some(0x00)); // lane.lo * k.lo
+            enc_sse(a, 0x66, false, &[0x3a, 0x44], t, k, None, Some(0x11)); // lane.hi * k.hi
+            enc_sse(a, 0x66, false, &[0xef], l, t, None, None); // pxor
+            enc_sse(a, 0xf3, false, &[0x6f], t, base.num(), Some(off), None); // movdqu t, [base + off]
+            enc_sse(a, 0x66, false, &[0xef], l, t, None, None);
+            a.buf.resync("clfold");
+        }
+    }
+}
+
 /// The paper's portable scheduling interface (§5.3). x86-64 has neither
 /// branch delay slots nor load interlocks to manage, so both are plain
 /// emission here; code written against them stays correct on targets

@@ -4,10 +4,12 @@
 //! portable `core` definition) and against a plain Rust model, with every
 //! way the destination can alias a source; and the non-temporal store
 //! (`stnt`, `sfence`) with every register as base and as value, and
-//! `prefetch` (which must not fault, even on an unmapped address).
+//! `prefetch` (which must not fault, even on an unmapped address); and the
+//! 128-bit `ldx`, `stx`, `xorq`, `clfold` against a software carry-less
+//! product, with every float register in every role.
 
-use vcode::ext::{Bswap, NonTemporal, OnesComplement, Prefetch, TableLookup};
-use vcode::{Backend, Class, Func, Invoke, Leaf, P, Reference, Reg, UL, Value, X64};
+use vcode::ext::{Bswap, Clmul, NonTemporal, OnesComplement, Prefetch, TableLookup};
+use vcode::{Backend, Class, D, Func, Invoke, Leaf, Operand, P, Reference, Reg, UL, Value, X64};
 
 /// The operation under test, on the parameter registers; `rd_from` picks
 /// the source the destination aliases (`None`: a fresh register).
@@ -338,4 +340,107 @@ fn prefetch_is_harmless_with_every_base() {
         text.contains("prefetcht0") && text.contains("prefetchnta"),
         "{text}"
     );
+}
+
+/// The carry-less product of two 64-bit values.
+fn clmul(a: u64, b: u64) -> u128 {
+    (0..64)
+        .filter(|i| b >> i & 1 == 1)
+        .fold(0u128, |r, i| r ^ (a as u128) << i)
+}
+
+/// Rounds of [`build_fold`]: each uses other registers.
+const FOLD_ROUNDS: usize = 16;
+
+/// `f(src, dst, g)`: round `k` (registers rotated by `k`) loads a lane
+/// from `src + 64k` and a constant from `src + 64k + 16`, XORs `g` into the
+/// lane, folds it with the 16 bytes at `src + 64k + 32`, and stores the
+/// lane and the loaded bytes to `dst + 32k`.
+fn build_fold<B: Backend>() -> B::Code {
+    let mut f = Func::<B>::with_backend();
+    let p = f.lambda("%p%p%ul", Leaf::Yes).unwrap();
+    let (src0, dst0, g) = (
+        p.get::<P>(0).unwrap(),
+        p.get::<P>(1).unwrap(),
+        p.get::<UL>(2).unwrap(),
+    );
+    for k in 0..FOLD_ROUNDS {
+        let mut xs: Vec<Reg<D>> = Vec::new();
+        while let Ok(r) = f.getreg::<D>(Class::Temp) {
+            xs.push(r);
+        }
+        let n = xs.len();
+        let (lane, kk, t) = (xs[k % n], xs[(k + 5) % n], xs[(k + 11) % n]);
+        let mut ps = Vec::new();
+        while let Ok(r) = f.getreg::<P>(Class::Temp) {
+            ps.push(r);
+        }
+        let (sb, db) = (ps[k % ps.len()], ps[(k + 3) % ps.len()]);
+        f.mov(sb, src0);
+        f.add(sb, sb, Operand::Imm(64 * k as i64));
+        f.mov(db, dst0);
+        f.ldx(lane, sb, 0);
+        f.ldx(kk, sb, 16);
+        f.xorq(lane, g);
+        f.clfold(lane, kk, t, sb, 32);
+        f.stx(lane, db, 32 * k as i32);
+        f.stx(t, db, 32 * k as i32 + 16);
+        for r in xs {
+            f.putreg(r);
+        }
+        for r in ps {
+            f.putreg(r);
+        }
+    }
+    f.retv();
+    f.end().unwrap()
+}
+
+#[test]
+fn clfold_folds_a_lane() {
+    if !std::is_x86_feature_detected!("pclmulqdq") {
+        return;
+    }
+    let native = build_fold::<X64>();
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for _ in 0..50 {
+        let src: Vec<u64> = (0..8 * FOLD_ROUNDS).map(|_| next()).collect();
+        let g = next();
+        let mut dst = vec![0u64; 4 * FOLD_ROUNDS];
+        // SAFETY: round k reads src words 8k..8k+6 and writes dst words
+        // 4k..4k+4, all inside the vectors.
+        unsafe {
+            native.invoke(&[
+                Value::P(src.as_ptr() as usize),
+                Value::P(dst.as_mut_ptr() as usize),
+                Value::UL(g),
+            ])
+        }
+        .unwrap();
+        for k in 0..FOLD_ROUNDS {
+            let w = &src[8 * k..8 * k + 6];
+            let lane =
+                clmul(w[0] ^ g, w[2]) ^ clmul(w[1], w[3]) ^ (w[4] as u128 | (w[5] as u128) << 64);
+            let want = [lane as u64, (lane >> 64) as u64, w[4], w[5]];
+            assert_eq!(dst[4 * k..4 * k + 4], want, "round {k}");
+        }
+    }
+}
+
+#[test]
+fn clmul_needs_the_native_backend() {
+    let mut f = Func::<Reference>::with_backend();
+    assert!(!f.clmul_available());
+    let p = f.lambda("%p", Leaf::Yes).unwrap();
+    let a = p.get::<P>(0).unwrap();
+    let x = f.getreg::<D>(Class::Temp).unwrap();
+    f.ldx(x, a, 0);
+    f.retv();
+    assert!(f.end().is_err());
 }
