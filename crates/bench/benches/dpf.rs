@@ -10,29 +10,15 @@
 use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use fastpath_bench::dpf::{filter, mbuff, packet, run_jit, to_ebpf};
-
-fn packets(n: usize) -> Vec<Vec<u8>> {
-    (0..256)
-        .map(|i| packet(1000 + ((i * 7919) % n) as u16))
-        .collect()
-}
+use fastpath_bench::dpf::{filter, mbuff, packets, run_jit, table, to_ebpf};
 
 fn classify(c: &mut Criterion) {
     let pcap = dpf::pcap::Libpcap::load().ok();
     let mut g = c.benchmark_group("classify");
     for n in [10usize, 100, 1000, 10_000] {
         let filters: Vec<String> = (0..n).map(filter).collect();
-        let pkts = packets(n);
-        let mut table = dpf::Table::new();
-        table
-            .install_many(
-                filters
-                    .iter()
-                    .enumerate()
-                    .map(|(i, f)| (f.as_str(), i as u32, 0)),
-            )
-            .unwrap();
+        let pkts = packets(n, 256);
+        let table = table(n);
         let mut reader = table.reader();
         let mut i = 0;
         g.bench_with_input(BenchmarkId::new("dpf", n), &n, |b, _| {
@@ -88,16 +74,7 @@ fn classify(c: &mut Criterion) {
 }
 
 fn install(c: &mut Criterion) {
-    let mut table = dpf::Table::new();
-    let filters: Vec<String> = (0..1000).map(filter).collect();
-    table
-        .install_many(
-            filters
-                .iter()
-                .enumerate()
-                .map(|(i, f)| (f.as_str(), i as u32, 0)),
-        )
-        .unwrap();
+    let mut table = table(1000);
     let extra = filter(5000);
     c.bench_function("install_and_remove_one_in_1000", |b| {
         b.iter(|| {

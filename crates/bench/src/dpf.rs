@@ -39,6 +39,35 @@ pub fn packet(port: u16) -> Vec<u8> {
     p
 }
 
+/// A table of the first `n` benchmark filters, filter `i` owned by `i`.
+pub fn table(n: usize) -> Table {
+    let filters: Vec<String> = (0..n).map(filter).collect();
+    let mut table = Table::new();
+    table
+        .install_many(
+            filters
+                .iter()
+                .enumerate()
+                .map(|(i, f)| (f.as_str(), i as u32, 0)),
+        )
+        .expect("the benchmark filters compile");
+    table
+}
+
+/// `count` packets, each destined for one of the first `n` filters, in a
+/// fixed pseudo-random order.
+pub fn packets(n: usize, count: usize) -> Vec<Vec<u8>> {
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    (0..count)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            packet(1000 + (x % n as u64) as u16)
+        })
+        .collect()
+}
+
 /// One eBPF instruction.
 fn insn(op: u8, dst: u8, src: u8, off: i16, imm: i32) -> [u8; 8] {
     let mut b = [0u8; 8];
@@ -243,25 +272,8 @@ pub fn report() -> String {
 
 fn measure(n: usize, pcap: Option<&Libpcap>) -> Row {
     let filters: Vec<String> = (0..n).map(filter).collect();
-    let mut table = Table::new();
-    table
-        .install_many(
-            filters
-                .iter()
-                .enumerate()
-                .map(|(i, f)| (f.as_str(), i as u32, 0)),
-        )
-        .expect("the benchmark filters compile");
-    // The packets: a fixed pseudo-random sequence of destinations.
-    let mut x = 0x2545_f491_4f6c_dd1du64;
-    let pkts: Vec<Vec<u8>> = (0..4096)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            packet(1000 + (x % n as u64) as u16)
-        })
-        .collect();
+    let table = table(n);
+    let pkts = packets(n, 4096);
     let mut reader = table.reader();
     for (i, p) in pkts.iter().enumerate().take(64) {
         let want = (u16::from_be_bytes([p[36], p[37]]) - 1000) as u32;
@@ -341,16 +353,7 @@ fn measure(n: usize, pcap: Option<&Libpcap>) -> Row {
 /// Microseconds to install one filter into a table of 1,000 (the median
 /// of 21 install-and-remove rounds), and the table's code size.
 fn install_cost() -> (f64, usize) {
-    let mut table = Table::new();
-    let filters: Vec<String> = (0..1000).map(filter).collect();
-    table
-        .install_many(
-            filters
-                .iter()
-                .enumerate()
-                .map(|(i, f)| (f.as_str(), i as u32, 0)),
-        )
-        .expect("the benchmark filters compile");
+    let mut table = table(1000);
     let mut times = Vec::new();
     for round in 0..21 {
         let f = filter(5000 + round);

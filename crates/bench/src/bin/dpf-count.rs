@@ -30,19 +30,8 @@ fn main() {
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(10);
-    let filters: Vec<String> = (0..n).map(fastpath_bench::dpf::filter).collect();
-    let mut table = dpf::Table::new();
-    table
-        .install_many(
-            filters
-                .iter()
-                .enumerate()
-                .map(|(i, f)| (f.as_str(), i as u32, 0)),
-        )
-        .unwrap();
-    let pkts: Vec<Vec<u8>> = (0..4096)
-        .map(|i| fastpath_bench::dpf::packet(1000 + ((i * 7919) % n) as u16))
-        .collect();
+    let table = fastpath_bench::dpf::table(n);
+    let pkts = fastpath_bench::dpf::packets(n, 4096);
     let mut r = table.reader();
     let trials = 100_000;
     let hits = if std::env::args().nth(2).as_deref() == Some("scoped") {
