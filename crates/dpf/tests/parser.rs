@@ -14,17 +14,8 @@ fn canon(src: &str) -> String {
 /// The column an error names.
 fn column(src: &str) -> usize {
     let e = dpf::parse(src).expect_err(src);
-    match e {
-        Error::UnexpectedChar { column, .. }
-        | Error::Syntax { column, .. }
-        | Error::BadNumber { column, .. }
-        | Error::BadAddress { column, .. }
-        | Error::NameNotResolved { column, .. }
-        | Error::MissingQualifier { column, .. }
-        | Error::BadQualifier { column, .. }
-        | Error::Unsupported { column, .. } => column,
-        other => panic!("{src:?}: {other} has no column"),
-    }
+    e.column()
+        .unwrap_or_else(|| panic!("{src:?}: {e} has no column"))
 }
 
 #[test]
