@@ -28,6 +28,11 @@
 //! a buffer far larger than the caches then moves two bytes of memory
 //! traffic per byte (read `src`, write `dst`) instead of three. That loop
 //! also prefetches the source 1 KiB ahead (`prefetcht0`).
+//!
+//! For a CRC of the unchanged source (`[Copy, Crc32]`, `[Crc32, Copy]`,
+//! `[Crc32]`) on a native backend whose CPU has PCLMULQDQ, the whole
+//! blocks of a buffer of 128 bytes or more go through `clmul_blocks`
+//! first: carry-less-multiply folding, 64 bytes per iteration.
 
 use vcode::ext::{Bswap, Clmul, NonTemporal, OnesComplement, Prefetch, TableLookup};
 use vcode::{Backend, Class, D, Func, Label, Leaf, Operand, P, Reg, UL};
@@ -56,7 +61,9 @@ pub(crate) struct Frame {
     pub sum: u64,
     /// In and out: the inverted CRC register, zero-extended.
     pub crc: u64,
-    /// Nonzero: store the 64-byte blocks with non-temporal stores.
+    /// Nonzero: store the 64-byte blocks with non-temporal stores; bit 1
+    /// also set: `dst` is 16-byte aligned, so the folding CRC loop may
+    /// store 16 bytes at a time non-temporally.
     pub nt: u64,
     /// The folding constants of the carry-less-multiply CRC ([`FOLD_K`]).
     pub fold_k: [u64; 2],
@@ -266,7 +273,7 @@ pub(crate) fn generate<B: Backend>(kinds: &[StepKind], spare: usize) -> Result<B
         [StepKind::Copy, StepKind::Crc32] | [StepKind::Crc32, StepKind::Copy] | [StepKind::Crc32]
     );
     if fold_list && f.clmul_available() {
-        clmul_blocks(&mut f, &regs, la, end)?;
+        clmul_blocks(&mut f, &regs, la, lnt, end)?;
     }
 
     // 1. Blocks of 64 bytes: with a copy, the non-temporal loop when the
@@ -375,6 +382,7 @@ fn clmul_blocks<B: Backend>(
     f: &mut Func<B>,
     r: &Regs,
     la: vcode::Local<P>,
+    lnt: vcode::Local<UL>,
     end: Reg<P>,
 ) -> Result<(), Error> {
     let (c, tab) = r.crc.expect("a CRC list");
@@ -397,16 +405,42 @@ fn clmul_blocks<B: Backend>(
     }
     f.xorq(lanes[0], c);
     advance(f, r, BLOCK);
-    let top = f.genlabel();
-    f.label(top);
-    for (i, &l) in lanes.iter().enumerate() {
-        f.clfold(l, k, t, r.s, 16 * i as i32);
-        if let Some(d) = r.d {
-            f.stx(t, d, 16 * i as i32);
+    // With a copy, a second loop with non-temporal 16-byte stores when the
+    // frame says so (bit 1: non-temporal and `dst` 16-byte aligned).
+    let (top, nt_top, folded) = (f.genlabel(), f.genlabel(), f.genlabel());
+    if r.d.is_some() {
+        let w = r.words[0];
+        f.ld_local(w, lnt);
+        f.and(w, w, imm(2));
+        f.bne(w, imm(0), nt_top);
+    }
+    for nt in [false, true] {
+        if nt && r.d.is_none() {
+            break;
+        }
+        f.label(if nt { nt_top } else { top });
+        if nt {
+            f.prefetch(r.s, PREFETCH_AHEAD, false);
+        }
+        for (i, &l) in lanes.iter().enumerate() {
+            f.clfold(l, k, t, r.s, 16 * i as i32);
+            if let Some(d) = r.d {
+                if nt {
+                    f.stxnt(t, d, 16 * i as i32);
+                } else {
+                    f.stx(t, d, 16 * i as i32);
+                }
+            }
+        }
+        advance(f, r, BLOCK);
+        f.blt(r.s, end, if nt { nt_top } else { top });
+        if nt {
+            f.sfence();
+        } else if r.d.is_some() {
+            f.jmp(folded);
         }
     }
-    advance(f, r, BLOCK);
-    f.blt(r.s, end, top);
+    f.label(folded);
     f.ld_local(p, la);
     for (i, &l) in lanes.iter().enumerate() {
         f.stx(l, p, OFF_FOLD + 16 * i as i32);

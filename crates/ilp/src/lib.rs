@@ -78,7 +78,13 @@
 //! word. It uses vcode's extension instructions `add1c4` (an
 //! add-with-carry chain over four words), `add1c`, `bswap32x2`,
 //! `bswap16x4`, `crc32x8` (a slicing-by-8 step: eight table lookups with a
-//! scaled-index load) and `ldtab32`.
+//! scaled-index load) and `ldtab32`. With a copy, a second blocks loop
+//! stores with `stnt` (non-temporal) and prefetches the source; it runs
+//! from [`NT_MIN_LEN`] bytes on, or as [`Pipeline::run_with`] asks
+//! ([`Stores`]). A CRC of the unchanged source (`[Copy, Crc32]`,
+//! `[Crc32, Copy]`, `[Crc32]`) folds 64 bytes per iteration by carry-less
+//! multiplication in xmm registers (`ldx`, `stx`, `xorq`, `clfold`) when
+//! the CPU has PCLMULQDQ, the table path otherwise.
 //!
 //! # Dependencies
 //!

@@ -172,7 +172,7 @@ impl Pipeline {
     ) -> Result<Outputs, Error> {
         check_buffers(self.copy, src, dst)?;
         let mut frame = self.frame(src, dst, state);
-        frame.nt = stores.non_temporal(src.len()) as u64;
+        frame.nt = stores.flag(src.len(), dst.as_ptr());
         invoke(self.compiled.entry, &mut frame);
         Ok(self.finish(&frame, src.len(), state))
     }
@@ -234,7 +234,7 @@ impl Pipeline {
             kend,
             sum: 0,
             crc: !state.crc as u64,
-            nt: Stores::Auto.non_temporal(src.len()) as u64,
+            nt: Stores::Auto.flag(src.len(), dst.as_ptr()),
             fold_k: crate::codegen::FOLD_K,
             fold: [0; 8],
         }
@@ -283,6 +283,12 @@ impl Stores {
             Stores::Cached => false,
             Stores::NonTemporal => true,
         }
+    }
+
+    /// `Frame::nt`: bit 0 non-temporal, bit 1 also a 16-byte aligned `dst`.
+    fn flag(self, len: usize, dst: *const u8) -> u64 {
+        let nt = self.non_temporal(len);
+        nt as u64 | ((nt && (dst as usize) % 16 == 0) as u64) << 1
     }
 }
 

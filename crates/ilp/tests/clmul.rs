@@ -150,3 +150,40 @@ fn the_loop_folds_when_the_cpu_can() {
         .disassemble();
     assert!(!text.contains("pclmul"), "{text}");
 }
+
+#[test]
+fn non_temporal_folding_at_aligned_and_unaligned_destinations() {
+    use ilp::Stores;
+    let src = data(70_000, 13);
+    let p = Pipeline::new(&[Step::Copy, Step::Crc32]).unwrap();
+    let mut dbuf = vec![0x5au8; 70_000 + 64];
+    let base = dbuf.as_ptr().align_offset(16);
+    for n in [0, 127, 128, 129, 200, 4096, 4099, 70_000] {
+        for extra in [0, 1, 8, 16] {
+            let at = base + extra;
+            dbuf.fill(0x5a);
+            let mut st = State::new();
+            let out = p
+                .run_with(
+                    &src[..n],
+                    &mut dbuf[at..at + n],
+                    &mut st,
+                    Stores::NonTemporal,
+                )
+                .unwrap();
+            assert_eq!(
+                out.crc32,
+                Some(crc32fast::hash(&src[..n])),
+                "len {n} +{extra}"
+            );
+            assert!(
+                dbuf[at..at + n] == src[..n],
+                "len {n} +{extra}: dst differs"
+            );
+            assert!(
+                dbuf[..at].iter().chain(&dbuf[at + n..]).all(|&b| b == 0x5a),
+                "len {n} +{extra}: wrote outside dst"
+            );
+        }
+    }
+}

@@ -662,6 +662,10 @@ pub trait Clmul {
     fn ldx(&mut self, x: Reg<crate::D>, base: Reg<P>, off: i32);
     /// `*(u128 *)(base + off) = x` (x86-64: `movdqu`).
     fn stx(&mut self, x: Reg<crate::D>, base: Reg<P>, off: i32);
+    /// `*(u128 *)(base + off) = x` bypassing the caches (x86-64:
+    /// `movntdq`): `base + off` must be 16-byte aligned (the CPU faults
+    /// otherwise), and a run of these ends with an `sfence`.
+    fn stxnt(&mut self, x: Reg<crate::D>, base: Reg<P>, off: i32);
     /// `x ^= g` zero-extended to 128 bits (x86-64: `movq` into `xmm15`,
     /// `pxor`).
     fn xorq(&mut self, x: Reg<crate::D>, g: Reg<crate::UL>);
@@ -734,6 +738,23 @@ impl<B: Backend> Clmul for Func<B> {
                 None,
             );
             a.buf.resync("stx");
+        }
+    }
+
+    fn stxnt(&mut self, x: Reg<crate::D>, base: Reg<P>, off: i32) {
+        self.check_regs("stxnt", &[(true, x.num()), (false, base.num())]);
+        if let Some(a) = self.clmul_native("stxnt") {
+            enc_sse(
+                a,
+                0x66,
+                false,
+                &[0xe7],
+                x.num(),
+                base.num(),
+                Some(off),
+                None,
+            );
+            a.buf.resync("stxnt");
         }
     }
 

@@ -355,7 +355,8 @@ const FOLD_ROUNDS: usize = 16;
 /// `f(src, dst, g)`: round `k` (registers rotated by `k`) loads a lane
 /// from `src + 64k` and a constant from `src + 64k + 16`, XORs `g` into the
 /// lane, folds it with the 16 bytes at `src + 64k + 32`, and stores the
-/// lane and the loaded bytes to `dst + 32k`.
+/// lane and the loaded bytes to `dst + 32k` (the latter with `stxnt` in
+/// odd rounds; `dst` must be 16-byte aligned).
 fn build_fold<B: Backend>() -> B::Code {
     let mut f = Func::<B>::with_backend();
     let p = f.lambda("%p%p%ul", Leaf::Yes).unwrap();
@@ -384,7 +385,11 @@ fn build_fold<B: Backend>() -> B::Code {
         f.xorq(lane, g);
         f.clfold(lane, kk, t, sb, 32);
         f.stx(lane, db, 32 * k as i32);
-        f.stx(t, db, 32 * k as i32 + 16);
+        if k % 2 == 0 {
+            f.stx(t, db, 32 * k as i32 + 16);
+        } else {
+            f.stxnt(t, db, 32 * k as i32 + 16);
+        }
         for r in xs {
             f.putreg(r);
         }
@@ -412,9 +417,10 @@ fn clfold_folds_a_lane() {
     for _ in 0..50 {
         let src: Vec<u64> = (0..8 * FOLD_ROUNDS).map(|_| next()).collect();
         let g = next();
-        let mut dst = vec![0u64; 4 * FOLD_ROUNDS];
-        // SAFETY: round k reads src words 8k..8k+6 and writes dst words
-        // 4k..4k+4, all inside the vectors.
+        let mut dst = vec![0u128; 2 * FOLD_ROUNDS];
+        // SAFETY: round k reads src words 8k..8k+6 and writes the 32
+        // bytes at dst + 32k, all inside the vectors; `dst` is a Vec<u128>,
+        // so 16-byte aligned as `stxnt` needs.
         unsafe {
             native.invoke(&[
                 Value::P(src.as_ptr() as usize),
@@ -423,6 +429,10 @@ fn clfold_folds_a_lane() {
             ])
         }
         .unwrap();
+        let dst: Vec<u64> = dst
+            .iter()
+            .flat_map(|&v| [v as u64, (v >> 64) as u64])
+            .collect();
         for k in 0..FOLD_ROUNDS {
             let w = &src[8 * k..8 * k + 6];
             let lane =
