@@ -272,6 +272,10 @@ pub trait Backend: Sized {
     fn nop(&mut self, m: &'static str);
     /// Jump to `targets[idx]`; `idx` (an `ul` register) is in range.
     fn jump_table(&mut self, m: &'static str, idx: u8, targets: &[Label]);
+    /// Places `bytes` with the function's constants; returns its handle.
+    fn data(&mut self, bytes: &[u8]) -> u32;
+    /// `rd` = the address of constant data `data`.
+    fn addr_data(&mut self, m: &'static str, rd: u8, data: u32);
 
     /// The x86-64 emitter, if this backend is one (extensions with a
     /// native x86-64 mapping use it).

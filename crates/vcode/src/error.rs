@@ -39,6 +39,12 @@ pub enum ErrorKind {
         /// The label's number.
         label: u32,
     },
+    /// Constant data that this function did not place.
+    #[error("data D{data} does not belong to this function")]
+    UnknownData {
+        /// The data's number.
+        data: u32,
+    },
     /// `getreg` found no free register of the class.
     #[error("no free {class} {what} register")]
     RegistersExhausted {

@@ -14,7 +14,9 @@ use crate::backend::{Arg, Backend, BinOp, Callee, Cond, LocalOp, Src, Target, Un
 use crate::error::{Error, ErrorKind, Result};
 use crate::mem::ExecMemory;
 use crate::regs::{Class, RegAlloc, RegConfig};
-use crate::ty::{AnyReg, Int, Label, Local, MAX_PARAMS, Operand, P, Reg, Signature, Ty, Type, UL};
+use crate::ty::{
+    AnyReg, Data, Int, Label, Local, MAX_PARAMS, Operand, P, Reg, Signature, Ty, Type, UL,
+};
 use crate::x86_64::X64;
 
 /// The leaf hint of `v_lambda`.
@@ -687,6 +689,40 @@ impl<B: Backend> Func<B> {
     pub fn jump_table(&mut self, idx: Reg<UL>, targets: &[Label]) {
         self.chk("jump_table", &[(false, idx.num())]);
         self.b.jump_table("jump_table", idx.num(), targets);
+    }
+
+    /// Places `bytes` with the function's constants (after its code, in
+    /// the same read-only, executable memory) and returns a handle for
+    /// [`addr_data`](Func::addr_data): a lookup table that lives exactly as
+    /// long as the code. Not in the paper's Table 2; dpf's classifiers map
+    /// a dense key to a result through one. The data is 8-byte aligned.
+    ///
+    /// ```
+    /// use vcode::{Func, Leaf, P, UL};
+    /// let mut f = Func::new();
+    /// let x = f.lambda("%ul", Leaf::Yes)?.get::<UL>(0)?;
+    /// let squares: Vec<u8> = (0..8u64).flat_map(|i| (i * i).to_le_bytes()).collect();
+    /// let table = f.data(&squares);
+    /// let t = f.getreg::<P>(vcode::Class::Temp)?;
+    /// f.addr_data(t, table);
+    /// f.lsh(x, x, 3);
+    /// f.ld(x, t, x.cast::<P>());
+    /// f.ret(x);
+    /// let code = f.end()?;
+    /// // SAFETY: the function reads table[x] for x < 8.
+    /// let sq = unsafe { code.as_fn::<extern "C" fn(u64) -> u64>()? };
+    /// assert_eq!((sq(3), sq(7)), (9, 49));
+    /// # Ok::<(), vcode::Error>(())
+    /// ```
+    pub fn data(&mut self, bytes: &[u8]) -> Data {
+        Data(self.b.data(bytes))
+    }
+
+    /// `rd` = the address of constant data placed by [`data`](Func::data).
+    #[inline]
+    pub fn addr_data(&mut self, rd: Reg<P>, d: Data) {
+        self.chk("addr_data", &[(false, rd.num())]);
+        self.b.addr_data("addr_data", rd.num(), d.0);
     }
 
     /// The backend, for extensions (see [`ext`](crate::ext)).

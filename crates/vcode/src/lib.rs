@@ -83,8 +83,8 @@ pub use func::{Func, Leaf, Params};
 pub use reference::Reference;
 pub use regs::{Class, RegAlloc, RegClass, RegConfig};
 pub use ty::{
-    AnyReg, D, F, Float, I, Int, L, Label, Local, MAX_PARAMS, Operand, P, Reg, Signature, Ty, Type,
-    U, UL, Value,
+    AnyReg, D, Data, F, Float, I, Int, L, Label, Local, MAX_PARAMS, Operand, P, Reg, Signature, Ty,
+    Type, U, UL, Value,
 };
 pub use x86_64::{Code, X64};
 

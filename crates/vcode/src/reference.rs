@@ -109,6 +109,10 @@ enum Insn {
         idx: u8,
         labels: Vec<u32>,
     },
+    AddrData {
+        rd: u8,
+        data: Arc<[u64]>,
+    },
     Call {
         callee: RefCallee,
         args: Vec<Arg>,
@@ -138,6 +142,7 @@ pub struct Reference {
     err: Option<Error>,
     ret_ty: Option<Ty>,
     params: Vec<AnyReg>,
+    datas: Vec<Arc<[u64]>>,
 }
 
 impl Reference {
@@ -519,6 +524,30 @@ impl Backend for Reference {
 
     fn nop(&mut self, m: &'static str) {
         self.push(m, Insn::Nop);
+    }
+
+    fn data(&mut self, bytes: &[u8]) -> u32 {
+        // Held as u64s so that the copy is 8-byte aligned, as natively.
+        let words: Vec<u64> = bytes
+            .chunks(8)
+            .map(|c| {
+                let mut w = [0u8; 8];
+                w[..c.len()].copy_from_slice(c);
+                u64::from_le_bytes(w)
+            })
+            .collect();
+        self.datas.push(words.into());
+        (self.datas.len() - 1) as u32
+    }
+
+    fn addr_data(&mut self, m: &'static str, rd: u8, data: u32) {
+        match self.datas.get(data as usize) {
+            Some(d) => {
+                let data = Arc::clone(d);
+                self.push(m, Insn::AddrData { rd, data });
+            }
+            None => self.fail(m, ErrorKind::UnknownData { data }),
+        }
     }
 
     fn jump_table(&mut self, m: &'static str, idx: u8, targets: &[Label]) {
@@ -1098,6 +1127,7 @@ unsafe fn exec(
                     clobber(&mut r, 0);
                 }
             },
+            Insn::AddrData { rd, data } => put!(false, *rd, data.as_ptr() as u64),
             Insn::JumpTable { idx, labels } => {
                 let i = get!(false, *idx);
                 match labels.get(i as usize) {

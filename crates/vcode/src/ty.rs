@@ -350,6 +350,11 @@ imm_from! {
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Label(pub(crate) u32);
 
+/// Constant data placed with a function's code by
+/// [`Func::data`](crate::Func::data): a lookup table the code reads.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Data(pub(crate) u32);
+
 /// A stack slot of type `T` in the current function's frame (`v_local`).
 #[derive(PartialEq, Eq, Hash)]
 pub struct Local<T> {

@@ -1124,6 +1124,22 @@ impl Backend for X64 {
         self.buf.put1(0x90);
     }
 
+    fn data(&mut self, bytes: &[u8]) -> u32 {
+        let slot = (self.pool.len() / 8) as u32;
+        self.pool.extend_from_slice(bytes);
+        self.pool.resize(self.pool.len().next_multiple_of(8), 0);
+        slot
+    }
+
+    fn addr_data(&mut self, m: &'static str, rd: u8, data: u32) {
+        self.buf.insn(m);
+        if data as usize * 8 >= self.pool.len() {
+            return self.buf.fail(m, ErrorKind::UnknownData { data });
+        }
+        // lea rd, [rip + data]
+        self.rip(0, true, 0x8d, 1, rd, data);
+    }
+
     fn jump_table(&mut self, m: &'static str, idx: u8, targets: &[Label]) {
         self.buf.insn(m);
         self.buf.reserve(m, 8 * targets.len());
