@@ -191,7 +191,27 @@ impl<B: Backend> Gen<'_, B> {
             order,
         );
         let size = d.key.field.size;
-        if let [(key, child)] = d.arms[..] {
+        if let Some(words) = self.value_table(d, k) {
+            // Dense keys leading straight to a match, with nothing matched
+            // yet: the result is a load from a table placed with the code
+            // (`u64::MAX` in the gaps), with no branch on the key.
+            let (v, best) = (self.r.v, self.r.best);
+            let Strategy::Table { min, len } = d.strategy else {
+                unreachable!("value_table checks the strategy")
+            };
+            let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+            let table = self.f.data(&bytes);
+            self.f.sub(v, v, u64::from(min));
+            self.f.bge(v, u64::from(len), arms_end);
+            self.f.lsh(v, v, 3);
+            // `best` is all ones here (nothing matched on this path), so
+            // it can hold the table's address until the load replaces it.
+            self.f.addr_data(best.cast::<P>(), table);
+            self.f.ld(best, best.cast::<P>(), v.cast::<P>());
+            if n.wild.is_none() {
+                self.f.jmp(cont);
+            }
+        } else if let [(key, child)] = d.arms[..] {
             // One constant (the common case of a test shared by the whole
             // subtree): fall through into the child on a match.
             self.f.bne(self.r.v, wire(size, key), arms_end);
@@ -209,6 +229,31 @@ impl<B: Backend> Gen<'_, B> {
             k.found = true;
             self.node(w, cont, k);
         }
+    }
+
+    /// The words of a value table for `d`, if it can be one: a dense
+    /// dispatch (jump-table strategy) whose every arm leads straight to a
+    /// filter with no residual, reached with nothing matched yet.
+    fn value_table(&self, d: &Dispatch, k: Known) -> Option<Vec<u64>> {
+        let Strategy::Table { min, len } = d.strategy else {
+            return None;
+        };
+        if k.found {
+            return None;
+        }
+        let mut words = vec![u64::MAX; len as usize];
+        for &(key, child) in &d.arms {
+            let c = &self.m.nodes[child as usize];
+            if c.dispatch.is_some() || c.wild.is_some() {
+                return None;
+            }
+            let &rank = c.leaves.first()?;
+            if self.m.entries[rank as usize].residual.is_some() {
+                return None;
+            }
+            words[(key - min) as usize] = self.m.best(rank);
+        }
+        Some(words)
     }
 
     /// Jumps to `labels[i]` when `v` holds `arms[i].0`, else to `miss`.
@@ -467,13 +512,6 @@ mod tests {
         }
     }
 
-    fn tcp_port(port: u32) -> Program {
-        all_of(&[
-            eq(Base::Link, 12, Size::H, 0x0800),
-            eq(Base::Link, 23, Size::B, 6),
-            eq(Base::Transport, 2, Size::H, port),
-        ])
-    }
 
     fn packet(port: u16) -> Vec<u8> {
         let mut p = vec![0u8; 54];
@@ -502,8 +540,25 @@ mod tests {
             (1000..1010).collect(),
             vec![7, 70, 700, 7000, 9, 90, 900, 9000],
             (0..300).map(|i| i * 97 + 5).collect::<Vec<_>>(),
+            // Dense, but odd ports test one more field: a jump table, not
+            // a value table.
+            (2000..2012).map(|p| p | 1 << 16).collect(),
         ] {
-            let programs: Vec<Program> = ports.iter().map(|&p| tcp_port(p)).collect();
+            let programs: Vec<Program> = ports
+                .iter()
+                .map(|&p| {
+                    let mut tests = vec![
+                        eq(Base::Link, 12, Size::H, 0x0800),
+                        eq(Base::Link, 23, Size::B, 6),
+                        eq(Base::Transport, 2, Size::H, p & 0xffff),
+                    ];
+                    if p >> 16 == 1 && p % 2 == 1 {
+                        tests.push(eq(Base::Transport, 13, Size::B, 0));
+                    }
+                    all_of(&tests)
+                })
+                .collect();
+            let ports: Vec<u32> = ports.iter().map(|p| p & 0xffff).collect();
             let analyses: Vec<_> = programs.iter().map(analyze).collect();
             let cands: Vec<_> = analyses
                 .iter()

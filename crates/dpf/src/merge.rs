@@ -486,6 +486,10 @@ pub fn merge(filters: &[Candidate<'_>]) -> Merged {
         .collect();
     if !live.is_empty() {
         let needs: Vec<u32> = m.entries.iter().map(|e| e.link_need).collect();
+        // At most one node per atom and one per filter, plus the root:
+        // reserved up front, the nodes are never moved by regrowth.
+        m.nodes
+            .reserve(1 + live.len() + live.iter().map(|f| f.1.len()).sum::<usize>());
         m.root = Some(build(&mut m.nodes, &needs, live));
     }
     m
