@@ -512,7 +512,6 @@ mod tests {
         }
     }
 
-
     fn packet(port: u16) -> Vec<u8> {
         let mut p = vec![0u8; 54];
         p[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
