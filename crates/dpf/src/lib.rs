@@ -27,8 +27,14 @@
 //! print!("{}", dpf::dump(&prog));
 //! ```
 //!
-//! `libloading` loads libpcap at run time in [`pcap`], so that the crate
-//! builds and runs without it.
+//! [`Table`] is the run-time entry point: install and remove filters with
+//! owners and priorities, and classify through a [`Reader`] per thread.
+//!
+//! Dependencies: `vcode` (the native code), `codecache` (where the
+//! classifier is published and safely replaced), `arc-swap` (the merged
+//! structure published beside the code, for the reference evaluator),
+//! `thiserror` (errors), and `libloading`, which loads libpcap at run time
+//! in [`pcap`] so that the crate builds and runs without it.
 
 pub mod codegen;
 mod error;
