@@ -8,9 +8,9 @@
 //! execution. HotSpot is timed inside the JVM around the loop
 //! (`applets/harness/BenchHarness.java`), so JVM startup is excluded. Both
 //! sides measure the CPU time of the benchmarking thread, and each figure is
-//! the best of 7 rounds (jive interleaves metering off and on round by
-//! round). The table also gives jive's cost of fuel
-//! metering and the load+verify time of the paper's Figure 2 applet and of
+//! the best of 15 rounds (jive interleaves metering off and on round by
+//! round). The table also gives jive's cost of fuel metering (the median of
+//! the rounds' paired on/off ratios) and the load+verify time of the paper's Figure 2 applet and of
 //! the benchmark class.
 
 use std::path::{Path, PathBuf};
@@ -33,7 +33,7 @@ const MICRO: &[(&str, &str)] = &[
 ];
 const MICRO_N: i32 = 1_000_000;
 const MICRO_REPS: u32 = 5;
-const ROUNDS: u32 = 7;
+const ROUNDS: u32 = 15;
 
 /// (name, method, n, repetitions per round).
 const MACRO: &[(&str, &str, i32, u32)] = &[
@@ -70,26 +70,45 @@ fn jive_once(applet: &mut Applet, method: &str, n: i32, reps: u32) -> f64 {
     (thread_cpu_ns() - t) / f64::from(reps)
 }
 
-/// Best ns per call of each spec in jive, with metering off and on. The two
-/// are interleaved round by round so both see the same machine conditions.
+/// Best ns per call of each spec in jive with metering on, and the cost of
+/// metering: the median over rounds of the round's on/off
+/// ratio, minus one. The two are interleaved round by round, so each ratio
+/// compares runs made moments apart under the same machine conditions; the
+/// median of those paired ratios is steadier than a ratio of two bests.
 fn jive_times(
     off: &mut Applet,
     on: &mut Applet,
     specs: &[(String, i32, u32)],
 ) -> (Vec<f64>, Vec<f64>) {
-    let mut best_off = vec![f64::INFINITY; specs.len()];
     let mut best_on = vec![f64::INFINITY; specs.len()];
+    let mut ratios = vec![Vec::new(); specs.len()];
     for (m, n, _) in specs {
         off.invoke(m, &[*n]).expect("benchmark method runs");
         on.invoke(m, &[*n]).expect("benchmark method runs");
     }
-    for _ in 0..ROUNDS {
+    for round in 0..ROUNDS {
         for (i, (m, n, reps)) in specs.iter().enumerate() {
-            best_off[i] = best_off[i].min(jive_once(off, m, *n, *reps));
-            best_on[i] = best_on[i].min(jive_once(on, m, *n, *reps));
+            // Alternate which mode goes first, so neither always runs on
+            // the caches the other warmed.
+            let (t_off, t_on) = if round % 2 == 0 {
+                let a = jive_once(off, m, *n, *reps);
+                (a, jive_once(on, m, *n, *reps))
+            } else {
+                let b = jive_once(on, m, *n, *reps);
+                (jive_once(off, m, *n, *reps), b)
+            };
+            best_on[i] = best_on[i].min(t_on);
+            ratios[i].push(t_on / t_off);
         }
     }
-    (best_off, best_on)
+    let cost = ratios
+        .into_iter()
+        .map(|mut r| {
+            r.sort_by(f64::total_cmp);
+            (r[r.len() / 2] - 1.0) * 100.0
+        })
+        .collect();
+    (best_on, cost)
 }
 
 /// ns per call of each spec, measured inside HotSpot.
@@ -186,7 +205,7 @@ fn run_inner() -> Result<(), String> {
     );
 
     eprintln!("running jive (metering off and on, interleaved) ...");
-    let (jive_off, jive_on) = jive_times(&mut plain, &mut metered, &specs);
+    let (jive_on, fuel_cost) = jive_times(&mut plain, &mut metered, &specs);
     eprintln!("running java -Xint ...");
     let xint = hotspot_times(&java, &["-Xint"], &dir, &specs)?;
     eprintln!("running java (default JIT) ...");
@@ -224,7 +243,7 @@ fn run_inner() -> Result<(), String> {
     };
     for (i, (name, _)) in MICRO.iter().enumerate() {
         let (j, x, t) = (per_op(&jive_on, i), per_op(&xint, i), per_op(&jit, i));
-        let fuel = (jive_on[i] - jive_off[i]) / jive_off[i] * 100.0;
+        let fuel = fuel_cost[i];
         println!(
             "{name:<14} {j:>10.3} {x:>10.3} {t:>10.3} {:>12} {:>12} {fuel:>+9.1}%",
             ratio(j, x),
@@ -240,7 +259,7 @@ fn run_inner() -> Result<(), String> {
     for (k, (name, ..)) in MACRO.iter().enumerate() {
         let i = MICRO.len() + k;
         let (j, x, t) = (jive_on[i] / 1e3, xint[i] / 1e3, jit[i] / 1e3);
-        let fuel = (jive_on[i] - jive_off[i]) / jive_off[i] * 100.0;
+        let fuel = fuel_cost[i];
         println!(
             "{name:<24} {j:>10.2} {x:>10.2} {t:>10.2} {:>12} {:>12} {fuel:>+9.1}%",
             ratio(j, x),
@@ -251,7 +270,8 @@ fn run_inner() -> Result<(), String> {
     println!("jive: fuel metering on (a budget the benchmark never reaches)");
     println!("ratios: jive time / HotSpot time (below 1.00x, jive is faster)");
     println!(
-        "fuel cost: jive with metering on vs off (Limits::fuel = None compiles the check out of the loop)"
+        "fuel cost: jive with metering on vs off (Limits::fuel = None compiles the check out of the loop),\n  \
+         the median over rounds of each round's on/off CPU-time ratio"
     );
     println!(
         "  (CPU time of this run, noisy on a shared machine; docs/benchmarks.md records it beside the \
