@@ -6,25 +6,13 @@
 //! the same experiment in one process with ratios side by side.
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use ilp::table4::{Method, Runner, Workload, llc_bytes};
+use ilp::table4::{Method, Runner, Workload, llc_bytes, random_bytes};
 use std::hint::black_box;
-
-fn data(len: usize) -> Vec<u8> {
-    let mut x = 0x9e37_79b9_7f4a_7c15u64;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
 
 fn table4(c: &mut Criterion) {
     let runners: Vec<Runner> = Workload::ALL.iter().map(|&w| Runner::new(w)).collect();
     for size in [4 << 10, 64 << 10] {
-        let src = data(size);
+        let src = random_bytes(size, 0x9e37_79b9_7f4a_7c15);
         let mut dst = vec![0u8; size];
         for r in &runners {
             let mut g = c.benchmark_group(format!("{}/in-cache", r.pipeline_name()));
@@ -40,7 +28,7 @@ fn table4(c: &mut Criterion) {
     // Out of cache: 64 KiB messages over 4x the last-level cache.
     let message = 64 << 10;
     let total = (4 * llc_bytes().unwrap_or(64 << 20)) / message * message;
-    let src = data(total);
+    let src = random_bytes(total, 0x9e37_79b9_7f4a_7c15);
     let mut dst = vec![0u8; total];
     let count = total / message;
     for r in &runners {

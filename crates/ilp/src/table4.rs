@@ -308,6 +308,14 @@ impl Config {
     }
 }
 
+/// `len` pseudo-random bytes from `seed` (xorshift64, eight bytes a
+/// step): the data of the benchmarks and of the tests.
+pub fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
+    let mut v = vec![0; len];
+    fill(&mut v, seed);
+    v
+}
+
 fn fill(buf: &mut [u8], seed: u64) {
     let mut x = seed | 1;
     for c in buf.chunks_mut(8) {

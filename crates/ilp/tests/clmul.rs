@@ -5,19 +5,8 @@
 //! and the non-temporal threshold, streams in pieces of odd lengths, guard
 //! bytes, and the reference backend (which takes the table path).
 
+use ilp::table4::random_bytes as data;
 use ilp::{NT_MIN_LEN, Pipeline, State, Step, reference};
-
-fn data(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
 
 fn lists() -> [Vec<Step>; 3] {
     [

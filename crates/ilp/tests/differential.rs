@@ -4,6 +4,7 @@
 //! hand-fused baselines, vcode's reference backend, the error cases and the
 //! cache.
 
+use ilp::table4::random_bytes as data;
 use ilp::{Error, MAX_STEPS, Outputs, Pipeline, State, Step, reference};
 use proptest::prelude::*;
 
@@ -50,19 +51,6 @@ fn check(steps: &[Step], src: &[u8], sa: usize, da: usize, state: State) -> Resu
         return Err(format!("{steps:?} len {n}: touched the source"));
     }
     Ok(())
-}
-
-fn data(len: usize, seed: u64) -> Vec<u8> {
-    // xorshift: cheap and reproducible.
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
-        .collect()
 }
 
 fn step() -> impl Strategy<Value = Step> {

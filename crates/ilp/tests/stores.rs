@@ -4,19 +4,8 @@
 //! around the `Auto` threshold, streams in pieces, with guard bytes around
 //! both buffers.
 
+use ilp::table4::random_bytes as data;
 use ilp::{NT_MIN_LEN, Pipeline, State, Step, Stores, reference};
-
-fn data(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
 
 fn lists() -> Vec<Vec<Step>> {
     vec![
