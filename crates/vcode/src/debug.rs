@@ -1,6 +1,7 @@
 //! Debugging aids (the paper's §6.2 names the lack of them VCODE's worst
-//! drawback): disassembly of generated code with `iced-x86`, and an
-//! opt-in perf map so that `perf report` names generated functions.
+//! drawback): disassembly of generated code with `iced-x86`, an opt-in
+//! perf map so that `perf report` names generated functions, and a check
+//! of the W^X rule against the process's own mappings.
 
 use std::io::Write;
 use std::sync::Mutex;
@@ -70,6 +71,19 @@ fn write_perf_map(code: &crate::x86_64::Code) {
         // A failed write only loses a profiler symbol.
         let _ = writeln!(f, "{:x} {:x} {}", code.addr(), code.len(), name);
     }
+}
+
+/// Every mapping of this process that is writable and executable at once,
+/// as lines of `/proc/self/maps` (Linux): empty while the W^X rule holds.
+pub fn wx_mappings() -> std::io::Result<Vec<String>> {
+    Ok(std::fs::read_to_string("/proc/self/maps")?
+        .lines()
+        .filter(|l| {
+            let perms = l.split_whitespace().nth(1).unwrap_or("");
+            perms.contains('w') && perms.contains('x')
+        })
+        .map(String::from)
+        .collect())
 }
 
 #[cfg(test)]

@@ -389,18 +389,8 @@ pub(crate) fn alloc_default(len: usize) -> Result<ExecBlock, ErrorKind> {
 mod tests {
     use super::*;
 
-    /// Parses /proc/self/maps and returns every mapping that is both
-    /// writable and executable.
     fn wx_mappings() -> Vec<String> {
-        std::fs::read_to_string("/proc/self/maps")
-            .unwrap()
-            .lines()
-            .filter(|l| {
-                let perms = l.split_whitespace().nth(1).unwrap_or("");
-                perms.contains('w') && perms.contains('x')
-            })
-            .map(String::from)
-            .collect()
+        crate::debug::wx_mappings().unwrap()
     }
 
     #[test]

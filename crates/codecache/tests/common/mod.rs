@@ -75,13 +75,5 @@ pub fn linked_fn(
 
 /// Every mapping of this process that is writable and executable at once.
 pub fn wx_mappings() -> Vec<String> {
-    std::fs::read_to_string("/proc/self/maps")
-        .unwrap()
-        .lines()
-        .filter(|l| {
-            let perms = l.split_whitespace().nth(1).unwrap_or("");
-            perms.contains('w') && perms.contains('x')
-        })
-        .map(String::from)
-        .collect()
+    vcode::debug::wx_mappings().expect("/proc/self/maps is readable")
 }
