@@ -103,6 +103,15 @@ pub enum Error {
     /// large that its code exceeds vcode's code-size limit).
     #[error("generating the classifier: {0}")]
     Codegen(#[from] vcode::Error),
+    /// A filter of a batch (`Table::install_many`) was rejected; `index`
+    /// counts from 0 in the batch's order.
+    #[error("filter {index} of the batch: {error}")]
+    InBatch {
+        /// The filter's position in the batch.
+        index: usize,
+        /// Why it was rejected.
+        error: Box<Error>,
+    },
     /// The code cache could not take the classifier (out of cache memory,
     /// say).
     #[error("publishing the classifier: {0}")]
@@ -122,6 +131,7 @@ impl Error {
             | Error::MissingQualifier { column, .. }
             | Error::BadQualifier { column, .. }
             | Error::Unsupported { column, .. } => Some(*column),
+            Error::InBatch { error, .. } => error.column(),
             _ => None,
         }
     }

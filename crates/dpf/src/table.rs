@@ -158,14 +158,18 @@ impl Table {
 
     /// Installs several filters (source, owner, priority) with one
     /// recompilation, for loading a whole table. Either all are installed
-    /// or, on the first error, none; the ids come back in order.
+    /// or, on the first error, none (a filter that does not compile is
+    /// named by [`Error::InBatch`]); the ids come back in order.
     pub fn install_many<'s>(
         &mut self,
         filters: impl IntoIterator<Item = (&'s str, u32, i32)>,
     ) -> Result<Vec<FilterId>, Error> {
         let mut staged = Vec::new();
-        for (src, owner, priority) in filters {
-            let program = crate::compile(src)?;
+        for (index, (src, owner, priority)) in filters.into_iter().enumerate() {
+            let program = crate::compile(src).map_err(|e| Error::InBatch {
+                index,
+                error: Box::new(e),
+            })?;
             staged.push(Installed {
                 owner,
                 priority,

@@ -111,6 +111,7 @@ fn pointed(expr: &str, e: &dpf::Error) -> String {
 /// Reads a table file into a table.
 fn load(file: &Path) -> Result<Table, String> {
     let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    // (line number, expression, owner, priority)
     let mut filters = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let line = line.trim();
@@ -128,14 +129,20 @@ fn load(file: &Path) -> Result<Table, String> {
         let prio: i32 = prio
             .parse()
             .map_err(|_| at(format!("priority {prio:?} is not a number")))?;
-        let expr = expr.trim();
-        dpf::compile(expr).map_err(|e| at(pointed(expr, &e)))?;
-        filters.push((expr.to_string(), owner, prio));
+        filters.push((i + 1, expr.trim(), owner, prio));
     }
     let mut table = Table::new();
     table
-        .install_many(filters.iter().map(|(e, o, p)| (e.as_str(), *o, *p)))
-        .map_err(|e| format!("{}: {e}", file.display()))?;
+        .install_many(filters.iter().map(|&(_, e, o, p)| (e, o, p)))
+        .map_err(|e| match e {
+            // Name the line, and point at the column, of the filter that
+            // did not compile.
+            dpf::Error::InBatch { index, error } => {
+                let (line, expr, ..) = filters[index];
+                format!("{}:{line}: {}", file.display(), pointed(expr, &error))
+            }
+            e => format!("{}: {e}", file.display()),
+        })?;
     Ok(table)
 }
 

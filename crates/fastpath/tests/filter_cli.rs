@@ -103,5 +103,10 @@ fn compile_and_match_a_table() {
     let (ok, _, err) = fastpath(&["filter", "compile", table.to_str().unwrap()]);
     assert!(!ok);
     assert!(err.contains("table.txt:2"), "{err}");
+
+    std::fs::write(&table, "1 tcp\n# a comment\n2 tcp dst port\n").unwrap();
+    let (ok, _, err) = fastpath(&["filter", "compile", table.to_str().unwrap()]);
+    assert!(!ok);
+    assert!(err.contains("table.txt:3: column 13"), "{err}");
     std::fs::remove_dir_all(&dir).ok();
 }
