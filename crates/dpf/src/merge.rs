@@ -561,27 +561,21 @@ impl Dispatch {
     /// native code implements).
     pub fn find(&self, value: u32) -> Option<MNodeId> {
         let arms = &self.arms;
-        let hit = |i: usize| (arms[i].0 == value).then_some(arms[i].1);
+        let search = || {
+            arms.binary_search_by_key(&value, |a| a.0)
+                .ok()
+                .map(|i| arms[i].1)
+        };
         match self.strategy {
             Strategy::Linear => arms.iter().find(|a| a.0 == value).map(|a| a.1),
-            Strategy::Binary => arms
-                .binary_search_by_key(&value, |a| a.0)
-                .ok()
-                .map(|i| arms[i].1),
-            Strategy::Table { min, len } => {
-                let i = value.wrapping_sub(min);
-                if i >= len {
-                    return None;
-                }
-                arms.binary_search_by_key(&value, |a| a.0)
-                    .ok()
-                    .and_then(hit)
-            }
+            Strategy::Binary => search(),
+            // The range check first, as the jump table's bound is.
+            Strategy::Table { min, len } => (value.wrapping_sub(min) < len).then(search).flatten(),
             Strategy::Hash { mul, bits, .. } => {
                 let h = Strategy::hash(mul, bits, value);
-                (0..arms.len())
-                    .find(|&i| Strategy::hash(mul, bits, arms[i].0) == h && arms[i].0 == value)
-                    .and_then(hit)
+                arms.iter()
+                    .find(|a| a.0 == value && Strategy::hash(mul, bits, a.0) == h)
+                    .map(|a| a.1)
             }
         }
     }
