@@ -702,60 +702,42 @@ impl<B: Backend> Func<B> {
     }
 }
 
+/// One SSE move between xmm register `x` and `[base + off]` (`pfx 0f opc`),
+/// natively; the reference backend records it as unsupported.
+fn xmm_mem<B: Backend>(
+    f: &mut Func<B>,
+    m: &'static str,
+    pfx: u8,
+    opc: u8,
+    x: Reg<crate::D>,
+    base: Reg<P>,
+    off: i32,
+) {
+    f.check_regs(m, &[(true, x.num()), (false, base.num())]);
+    if let Some(a) = f.clmul_native(m) {
+        enc_sse(a, pfx, false, &[opc], x.num(), base.num(), Some(off), None);
+        a.buf.resync(m);
+    }
+}
+
 impl<B: Backend> Clmul for Func<B> {
     fn clmul_available(&mut self) -> bool {
         self.backend().x86().is_some() && has_pclmulqdq()
     }
 
     fn ldx(&mut self, x: Reg<crate::D>, base: Reg<P>, off: i32) {
-        self.check_regs("ldx", &[(true, x.num()), (false, base.num())]);
-        if let Some(a) = self.clmul_native("ldx") {
-            enc_sse(
-                a,
-                0xf3,
-                false,
-                &[0x6f],
-                x.num(),
-                base.num(),
-                Some(off),
-                None,
-            );
-            a.buf.resync("ldx");
-        }
+        // movdqu xmm, [base+off]
+        xmm_mem(self, "ldx", 0xf3, 0x6f, x, base, off);
     }
 
     fn stx(&mut self, x: Reg<crate::D>, base: Reg<P>, off: i32) {
-        self.check_regs("stx", &[(true, x.num()), (false, base.num())]);
-        if let Some(a) = self.clmul_native("stx") {
-            enc_sse(
-                a,
-                0xf3,
-                false,
-                &[0x7f],
-                x.num(),
-                base.num(),
-                Some(off),
-                None,
-            );
-            a.buf.resync("stx");
-        }
+        // movdqu [base+off], xmm
+        xmm_mem(self, "stx", 0xf3, 0x7f, x, base, off);
     }
 
     fn stxnt(&mut self, x: Reg<crate::D>, base: Reg<P>, off: i32) {
-        self.check_regs("stxnt", &[(true, x.num()), (false, base.num())]);
-        if let Some(a) = self.clmul_native("stxnt") {
-            enc_sse(
-                a,
-                0x66,
-                false,
-                &[0xe7],
-                x.num(),
-                base.num(),
-                Some(off),
-                None,
-            );
-            a.buf.resync("stxnt");
-        }
+        // movntdq [base+off], xmm
+        xmm_mem(self, "stxnt", 0x66, 0xe7, x, base, off);
     }
 
     fn xorq(&mut self, x: Reg<crate::D>, g: Reg<crate::UL>) {
