@@ -270,7 +270,7 @@ fn run_inner() -> Result<(), String> {
     println!("jive: fuel metering on (a budget the benchmark never reaches)");
     println!("ratios: jive time / HotSpot time (below 1.00x, jive is faster)");
     println!(
-        "fuel cost: jive with metering on vs off (Limits::fuel = None compiles the check out of the loop),\n  \
+        "fuel cost: jive with metering on vs off (Limits::fuel = None: the same loop, with no charging op),\n  \
          the median over rounds of each round's on/off CPU-time ratio"
     );
     println!(

@@ -190,7 +190,7 @@ pub enum Op {
     BAStoreLLL(u16, u16, u16),
 
     // Back edges: a branch op whose target is at or before the op itself
-    // becomes its `...Back` form at decode time (see [`mark_back_edges`]), so
+    // becomes its `...Back` form at decode time (see [`Op::metered`]), so
     // the interpreter knows without a compare which taken branches charge fuel.
     /// [`Op::IfEq`] with a target at or before this op: charges fuel when taken.
     IfEqBack(u32),
@@ -232,6 +232,16 @@ pub enum Op {
     IfLLLeBack(u8, u8, u32),
     /// [`Op::IincGoto`] with a target at or before this op: charges fuel when taken.
     IincGotoBack(u8, i16, u32),
+
+    // Unmetered forms (see [`Program::set_metering`]): with fuel metering
+    // off, back edges become their plain forward form and these replace the
+    // other charging ops, so the one interpreter loop runs no charge at all.
+    /// [`Op::Call`] without the fuel charge.
+    CallUnmetered(u16),
+    /// [`Op::CallNative`] without the fuel charge.
+    CallNativeUnmetered(u16),
+    /// [`Op::TableSwitch`] or [`Op::LookupSwitch`] without the fuel charge.
+    SwitchUnmetered(u32),
 }
 
 impl Op {
@@ -308,15 +318,63 @@ impl Op {
             op => op,
         }
     }
+
+    /// The form of this op (at index `at`) that charges fuel where a loop or
+    /// recursion can happen: a back edge (a branch whose target is at or
+    /// before the op itself) becomes its `...Back` form, a call or switch its
+    /// charging form. Other ops are unchanged.
+    fn metered(self, at: usize, switches: &[Switch]) -> Op {
+        match self {
+            Op::CallUnmetered(m) => Op::Call(m),
+            Op::CallNativeUnmetered(n) => Op::CallNative(n),
+            Op::SwitchUnmetered(k) => match switches.get(k as usize) {
+                Some(Switch::Lookup { .. }) => Op::LookupSwitch(k),
+                _ => Op::TableSwitch(k),
+            },
+            mut op => match op.target_mut() {
+                Some(t) if *t as usize <= at => op.back(),
+                _ => op,
+            },
+        }
+    }
+
+    /// The form of this op that never charges fuel: the inverse of
+    /// [`Op::metered`].
+    fn unmetered(self) -> Op {
+        match self {
+            Op::Call(m) => Op::CallUnmetered(m),
+            Op::CallNative(n) => Op::CallNativeUnmetered(n),
+            Op::TableSwitch(k) | Op::LookupSwitch(k) => Op::SwitchUnmetered(k),
+            Op::IfEqBack(t) => Op::IfEq(t),
+            Op::IfNeBack(t) => Op::IfNe(t),
+            Op::IfLtBack(t) => Op::IfLt(t),
+            Op::IfGeBack(t) => Op::IfGe(t),
+            Op::IfGtBack(t) => Op::IfGt(t),
+            Op::IfLeBack(t) => Op::IfLe(t),
+            Op::IfCmpEqBack(t) => Op::IfCmpEq(t),
+            Op::IfCmpNeBack(t) => Op::IfCmpNe(t),
+            Op::IfCmpLtBack(t) => Op::IfCmpLt(t),
+            Op::IfCmpGeBack(t) => Op::IfCmpGe(t),
+            Op::IfCmpGtBack(t) => Op::IfCmpGt(t),
+            Op::IfCmpLeBack(t) => Op::IfCmpLe(t),
+            Op::GotoBack(t) => Op::Goto(t),
+            Op::IfLLEqBack(a, b, t) => Op::IfLLEq(a, b, t),
+            Op::IfLLNeBack(a, b, t) => Op::IfLLNe(a, b, t),
+            Op::IfLLLtBack(a, b, t) => Op::IfLLLt(a, b, t),
+            Op::IfLLGeBack(a, b, t) => Op::IfLLGe(a, b, t),
+            Op::IfLLGtBack(a, b, t) => Op::IfLLGt(a, b, t),
+            Op::IfLLLeBack(a, b, t) => Op::IfLLLe(a, b, t),
+            Op::IincGotoBack(a, b, t) => Op::IincGoto(a, b, t),
+            op => op,
+        }
+    }
 }
 
-/// Gives every back edge (a branch whose target `t <= i`, `i` the op's own
-/// index) its `...Back` op, once targets are final. Only back edges charge fuel.
-fn mark_back_edges(ops: &mut [Op]) {
+/// Gives every charging op of one method its metered form ([`Op::metered`]),
+/// once targets are final.
+fn meter(ops: &mut [Op], switches: &[Switch]) {
     for (i, o) in ops.iter_mut().enumerate() {
-        if o.target_mut().is_some_and(|t| *t as usize <= i) {
-            *o = o.back();
-        }
+        *o = o.metered(i, switches);
     }
 }
 
@@ -503,6 +561,43 @@ pub struct Program {
     /// The largest `max_locals + max_stack` of any method: the frame stack
     /// needs at most this many slots per call level.
     pub max_frame: usize,
+    /// Whether the charging ops are in their metered forms.
+    metered: bool,
+}
+
+impl Program {
+    /// Whether the program charges fuel (see [`Program::set_metering`]).
+    pub fn metered(&self) -> bool {
+        self.metered
+    }
+
+    /// Turns fuel metering on or off by rewriting the charging ops in place:
+    /// back edges, calls and switches take their charging forms
+    /// ([`Op::IfEqBack`], [`Op::Call`], ...) or their plain ones
+    /// ([`Op::IfEq`], [`Op::CallUnmetered`], ...). Decoding yields a metered
+    /// program.
+    ///
+    /// Metering is chosen here rather than by compiling the interpreter loop
+    /// twice: with one loop, metered and unmetered runs execute the same
+    /// machine code except for the charges themselves, so the cost of
+    /// metering is the cost of the charges, not of where the linker happened
+    /// to place two different copies of the loop.
+    pub fn set_metering(&mut self, on: bool) {
+        if self.metered == on {
+            return;
+        }
+        let switches = &self.switches;
+        for f in self.funcs.iter_mut().flatten() {
+            for (i, o) in f.code.iter_mut().enumerate() {
+                *o = if on {
+                    o.metered(i, switches)
+                } else {
+                    o.unmetered()
+                };
+            }
+        }
+        self.metered = on;
+    }
 }
 
 fn narrow(t: FieldType) -> Option<Op> {
@@ -726,7 +821,7 @@ pub fn decode_with(
         } else {
             (ops, bcis)
         };
-        mark_back_edges(&mut ops);
+        meter(&mut ops, &switches);
         funcs.push(Some(Func {
             id: m.id(),
             code: ops.into_boxed_slice(),
@@ -751,6 +846,7 @@ pub fn decode_with(
         switches,
         code_bytes,
         max_frame,
+        metered: true,
     })
 }
 
@@ -875,7 +971,7 @@ mod tests {
             Op::IincGoto(1, 1, 0),
             Op::Return,
         ];
-        mark_back_edges(&mut ops);
+        meter(&mut ops, &[]);
         assert_eq!(
             ops,
             vec![
@@ -885,6 +981,71 @@ mod tests {
                 Op::Return
             ]
         );
+    }
+
+    #[test]
+    fn metering_off_leaves_no_charging_op_and_on_restores_every_one() {
+        let switches = [
+            Switch::Table {
+                low: 0,
+                targets: Box::new([0]),
+                default: 0,
+            },
+            Switch::Lookup {
+                keys: Box::new([1]),
+                targets: Box::new([0]),
+                default: 0,
+            },
+        ];
+        let mut ops = vec![
+            Op::Load(0),
+            Op::TableSwitch(0),
+            Op::LookupSwitch(1),
+            Op::Call(2),
+            Op::CallNative(0),
+            Op::IfLLGe(1, 0, 9), // forward
+            Op::IfLt(0),
+            Op::IfCmpNe(7), // to itself
+            Op::IincGoto(1, 1, 0),
+            Op::Return,
+        ];
+        meter(&mut ops, &switches);
+        let metered = ops.clone();
+        let charges = |o: &Op| {
+            matches!(
+                o,
+                Op::TableSwitch(_)
+                    | Op::LookupSwitch(_)
+                    | Op::Call(_)
+                    | Op::CallNative(_)
+                    | Op::IfLtBack(_)
+                    | Op::IfCmpNeBack(_)
+                    | Op::IincGotoBack(..)
+            )
+        };
+        assert_eq!(metered.iter().filter(|o| charges(o)).count(), 7);
+        let off: Vec<Op> = metered.iter().map(|o| o.unmetered()).collect();
+        assert_eq!(
+            off,
+            vec![
+                Op::Load(0),
+                Op::SwitchUnmetered(0),
+                Op::SwitchUnmetered(1),
+                Op::CallUnmetered(2),
+                Op::CallNativeUnmetered(0),
+                Op::IfLLGe(1, 0, 9),
+                Op::IfLt(0),
+                Op::IfCmpNe(7),
+                Op::IincGoto(1, 1, 0),
+                Op::Return,
+            ]
+        );
+        let on: Vec<Op> = off
+            .iter()
+            .enumerate()
+            .map(|(i, o)| o.metered(i, &switches))
+            .collect();
+        assert_eq!(on, metered);
     }
 
     #[test]

@@ -10,8 +10,9 @@
 //!
 //! Fuel is charged only where a loop or recursion can happen: at taken back
 //! edges (marked at decode time, so the loop never compares a target with the
-//! pc), at switches and at calls. The loop is monomorphized on `METER`, so
-//! with metering off the check is not even compiled in.
+//! pc), at switches and at calls. Those ops come in a charging and a plain
+//! form, and [`Program::set_metering`] picks one for the whole program, so
+//! with metering off no charge runs, and on and off run the same loop.
 //!
 //! Every run-time error is a [`Trap`] with the method and bytecode index. The
 //! loop relies on the verifier for stack discipline (no underflow, no
@@ -134,8 +135,9 @@ fn internal(what: &str) -> TrapKind {
 
 impl Machine {
     /// Runs method `entry` with `args` (one slot per argument including
-    /// `this`). With `METER`, fuel is charged and enforced.
-    pub fn run<const METER: bool>(
+    /// `this`). If `prog` is [metered](Program::metered), fuel is charged
+    /// and enforced against `limits.fuel`.
+    pub fn run(
         &mut self,
         prog: &Program,
         st: &mut State<'_>,
@@ -180,26 +182,24 @@ impl Machine {
             }};
         }
         macro_rules! charge {
-            () => {
-                if METER {
-                    // One `sub [mem], 1` and a jump on its borrow: out of
-                    // fuel exactly when the count was already 0. The fence
-                    // (no instruction) keeps LLVM from forwarding the
-                    // previous charge's store to this load: it would do so by
-                    // loading the counter at the top of the dispatch loop
-                    // (load PRE), one more instruction on every op.
-                    core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::SeqCst);
-                    let (left, out) = self.fuel_left.overflowing_sub(1);
-                    self.fuel_left = left;
-                    if out {
-                        trap!(TrapKind::FuelExhausted(limits.fuel));
-                    }
+            () => {{
+                // One `sub [mem], 1` and a jump on its borrow: out of fuel
+                // exactly when the count was already 0. The fence (no
+                // instruction) keeps LLVM from forwarding the previous
+                // charge's store to this load: it would do so by loading the
+                // counter at the top of the dispatch loop (load PRE), one
+                // more instruction on every op.
+                core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::SeqCst);
+                let (left, out) = self.fuel_left.overflowing_sub(1);
+                self.fuel_left = left;
+                if out {
+                    trap!(TrapKind::FuelExhausted(limits.fuel));
                 }
-            };
+            }};
         }
         // Taken branches. Decode marks back edges (`...Back` ops), so the
         // loop never compares a target with the pc: forward branches never
-        // charge, back edges always do (when metering).
+        // charge, back edges always do (an unmetered program has none).
         macro_rules! forward {
             ($t:expr) => {{
                 pc = $t as usize;
@@ -289,6 +289,124 @@ impl Machine {
                         sp = r.sp as usize;
                         if let Some(v) = value {
                             s[sp] = v;
+                            sp += 1;
+                        }
+                    }
+                }
+            }};
+        }
+
+        // The bodies of the ops that come in a metered and an unmetered
+        // form ([`Program::set_metering`](crate::decode::Program::set_metering)).
+        macro_rules! switch {
+            ($k:expr) => {{
+                let k = $k;
+                sp -= 1;
+                let key = s[sp];
+                pc = match prog.switches.get(k as usize) {
+                    Some(Switch::Table {
+                        low,
+                        targets,
+                        default,
+                    }) => {
+                        let i = i64::from(key) - i64::from(*low);
+                        usize::try_from(i)
+                            .ok()
+                            .and_then(|i| targets.get(i))
+                            .copied()
+                            .unwrap_or(*default) as usize
+                    }
+                    Some(Switch::Lookup {
+                        keys,
+                        targets,
+                        default,
+                    }) => match keys.binary_search(&key) {
+                        Ok(i) => targets.get(i).copied().unwrap_or(*default) as usize,
+                        Err(_) => *default as usize,
+                    },
+                    None => trap!(internal("switch table")),
+                };
+            }};
+        }
+        macro_rules! call {
+            ($m:expr) => {{
+                let m = $m;
+                let callee = match prog.funcs.get(usize::from(m)).and_then(Option::as_ref) {
+                    Some(c) => c,
+                    None => trap!(internal("call of a native as bytecode")),
+                };
+                if self.returns.len() + 1 >= limits.max_depth as usize {
+                    trap!(TrapKind::CallDepthExceeded(limits.max_depth));
+                }
+                let nfp = sp - usize::from(callee.arg_slots);
+                if callee.has_receiver && s[nfp] == 0 {
+                    trap!(TrapKind::NullPointer);
+                }
+                if nfp + usize::from(callee.max_locals) + usize::from(callee.max_stack)
+                    > STACK_SLOTS
+                {
+                    // Deep recursion of big frames: the JVM's StackOverflowError.
+                    trap!(TrapKind::CallDepthExceeded(limits.max_depth));
+                }
+                self.returns.push(Return {
+                    func,
+                    pc: pc as u32,
+                    fp: fp as u32,
+                    sp: nfp as u32,
+                });
+                func = m;
+                f = callee;
+                code = &f.code;
+                pc = 0;
+                fp = nfp;
+                sp = fp + usize::from(f.max_locals);
+            }};
+        }
+        macro_rules! call_native {
+            ($n:expr) => {{
+                let n = $n;
+                let (Some(decl), Some(native)) = (
+                    prog.natives.get(usize::from(n)),
+                    st.natives.get(usize::from(n)),
+                ) else {
+                    trap!(internal("native index"))
+                };
+                let k = decl.params.len();
+                sp -= k;
+                let result = {
+                    let mut ctx = Context {
+                        heap: &mut *st.heap,
+                    };
+                    native(&mut ctx, s.0.get(sp..sp + k).unwrap_or_default())
+                };
+                match result {
+                    Err(e) => trap!(TrapKind::Native(format!(
+                        "{}{}: {}",
+                        decl.name, decl.descriptor, e.0
+                    ))),
+                    Ok(v) => {
+                        if let Some(FieldType::Array(p)) = decl.ret
+                            && v != 0
+                            && !matches!(
+                                (st.heap.get(v), p),
+                                (Some(Object::Booleans(_)), Prim::Boolean)
+                                    | (Some(Object::Bytes(_)), Prim::Byte)
+                                    | (Some(Object::Shorts(_)), Prim::Short)
+                                    | (Some(Object::Ints(_)), Prim::Int)
+                            )
+                        {
+                            trap!(TrapKind::Native(format!(
+                                "{}{} returned {v}, which is not a handle of the declared array type",
+                                decl.name, decl.descriptor
+                            )));
+                        }
+                        if let Some(t) = decl.ret {
+                            s[sp] = match t {
+                                FieldType::Prim(Prim::Boolean) => v & 1,
+                                FieldType::Prim(Prim::Byte) => i32::from(v as i8),
+                                FieldType::Prim(Prim::Short) => i32::from(v as i16),
+                                _ => v,
+                            };
                             sp += 1;
                         }
                     }
@@ -502,32 +620,9 @@ impl Machine {
                 Op::GotoBack(t) => back!(t),
                 Op::TableSwitch(k) | Op::LookupSwitch(k) => {
                     charge!();
-                    sp -= 1;
-                    let key = s[sp];
-                    pc = match prog.switches.get(k as usize) {
-                        Some(Switch::Table {
-                            low,
-                            targets,
-                            default,
-                        }) => {
-                            let i = i64::from(key) - i64::from(*low);
-                            usize::try_from(i)
-                                .ok()
-                                .and_then(|i| targets.get(i))
-                                .copied()
-                                .unwrap_or(*default) as usize
-                        }
-                        Some(Switch::Lookup {
-                            keys,
-                            targets,
-                            default,
-                        }) => match keys.binary_search(&key) {
-                            Ok(i) => targets.get(i).copied().unwrap_or(*default) as usize,
-                            Err(_) => *default as usize,
-                        },
-                        None => trap!(internal("switch table")),
-                    };
+                    switch!(k)
                 }
+                Op::SwitchUnmetered(k) => switch!(k),
                 Op::ReturnValue => {
                     let v = s[sp - 1];
                     ret!(Some(v))
@@ -570,85 +665,14 @@ impl Machine {
                 }
                 Op::Call(m) => {
                     charge!();
-                    let callee = match prog.funcs.get(usize::from(m)).and_then(Option::as_ref) {
-                        Some(c) => c,
-                        None => trap!(internal("call of a native as bytecode")),
-                    };
-                    if self.returns.len() + 1 >= limits.max_depth as usize {
-                        trap!(TrapKind::CallDepthExceeded(limits.max_depth));
-                    }
-                    let nfp = sp - usize::from(callee.arg_slots);
-                    if callee.has_receiver && s[nfp] == 0 {
-                        trap!(TrapKind::NullPointer);
-                    }
-                    if nfp + usize::from(callee.max_locals) + usize::from(callee.max_stack)
-                        > STACK_SLOTS
-                    {
-                        // Deep recursion of big frames: the JVM's StackOverflowError.
-                        trap!(TrapKind::CallDepthExceeded(limits.max_depth));
-                    }
-                    self.returns.push(Return {
-                        func,
-                        pc: pc as u32,
-                        fp: fp as u32,
-                        sp: nfp as u32,
-                    });
-                    func = m;
-                    f = callee;
-                    code = &f.code;
-                    pc = 0;
-                    fp = nfp;
-                    sp = fp + usize::from(f.max_locals);
+                    call!(m)
                 }
+                Op::CallUnmetered(m) => call!(m),
                 Op::CallNative(n) => {
                     charge!();
-                    let (Some(decl), Some(native)) = (
-                        prog.natives.get(usize::from(n)),
-                        st.natives.get(usize::from(n)),
-                    ) else {
-                        trap!(internal("native index"))
-                    };
-                    let k = decl.params.len();
-                    sp -= k;
-                    let result = {
-                        let mut ctx = Context {
-                            heap: &mut *st.heap,
-                        };
-                        native(&mut ctx, s.0.get(sp..sp + k).unwrap_or_default())
-                    };
-                    match result {
-                        Err(e) => trap!(TrapKind::Native(format!(
-                            "{}{}: {}",
-                            decl.name, decl.descriptor, e.0
-                        ))),
-                        Ok(v) => {
-                            if let Some(FieldType::Array(p)) = decl.ret
-                                && v != 0
-                                && !matches!(
-                                    (st.heap.get(v), p),
-                                    (Some(Object::Booleans(_)), Prim::Boolean)
-                                        | (Some(Object::Bytes(_)), Prim::Byte)
-                                        | (Some(Object::Shorts(_)), Prim::Short)
-                                        | (Some(Object::Ints(_)), Prim::Int)
-                                )
-                            {
-                                trap!(TrapKind::Native(format!(
-                                    "{}{} returned {v}, which is not a handle of the declared array type",
-                                    decl.name, decl.descriptor
-                                )));
-                            }
-                            if let Some(t) = decl.ret {
-                                s[sp] = match t {
-                                    FieldType::Prim(Prim::Boolean) => v & 1,
-                                    FieldType::Prim(Prim::Byte) => i32::from(v as i8),
-                                    FieldType::Prim(Prim::Short) => i32::from(v as i16),
-                                    _ => v,
-                                };
-                                sp += 1;
-                            }
-                        }
-                    }
+                    call_native!(n)
                 }
+                Op::CallNativeUnmetered(n) => call_native!(n),
                 Op::ObjectInit => sp -= 1,
                 Op::NewArray(p) => {
                     let n = s[sp - 1];

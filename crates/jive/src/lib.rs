@@ -192,6 +192,7 @@ impl Applet {
             instance_refs,
             prog,
         };
+        applet.prog.set_metering(applet.limits.fuel.is_some());
         if let Some((idx, _)) = applet.prog.info.method("<clinit>") {
             applet.run(idx, &[])?;
         }
@@ -226,13 +227,8 @@ impl Applet {
             fuel: self.limits.fuel.unwrap_or(u64::MAX),
             max_depth: self.limits.max_call_depth,
         };
-        let r = if self.limits.fuel.is_some() {
-            self.machine
-                .run::<true>(&self.prog, &mut st, entry, args, limits)
-        } else {
-            self.machine
-                .run::<false>(&self.prog, &mut st, entry, args, limits)
-        };
+        debug_assert_eq!(self.prog.metered(), self.limits.fuel.is_some());
+        let r = self.machine.run(&self.prog, &mut st, entry, args, limits);
         if self.heap.needs_collect() {
             self.collect();
         }
@@ -396,6 +392,7 @@ impl Applet {
     /// The heap budget stays as it was at load.
     pub fn set_run_limits(&mut self, fuel: Option<u64>, max_call_depth: u32) {
         self.limits.fuel = fuel;
+        self.prog.set_metering(fuel.is_some());
         self.limits.max_call_depth = max_call_depth;
     }
 }

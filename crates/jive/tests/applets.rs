@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicI32, Ordering};
 
 use common::{RELEASES, class_bytes};
 use jive::subset::Prim;
-use jive::{Applet, InvokeError, Limits, LoadError, Natives, Object, TrapKind};
+use jive::{Applet, InvokeError, Limits, LoadError, Natives, Object, Outcome, TrapKind};
 
 fn load(release: &str, name: &str, natives: &Natives, limits: Limits) -> Option<Applet> {
     let bytes = class_bytes(release, name)?;
@@ -360,6 +360,9 @@ fn fuel_is_charged_at_backward_branches_and_calls_only() {
         assert_eq!(a.invoke("loop", &[100]).unwrap().fuel_used, 100);
         // fib(n) makes fib-call-count - 1 calls.
         assert_eq!(a.invoke("fib", &[10]).unwrap().fuel_used, 176);
+        // A switch is one unit, whichever kind.
+        assert_eq!(a.invoke("tswitch", &[4]).unwrap().fuel_used, 1);
+        assert_eq!(a.invoke("lswitch", &[i32::MIN]).unwrap().fuel_used, 1);
         a.set_run_limits(Some(100), 256);
         assert_eq!(
             trap_kind(a.invoke("loop", &[101])),
@@ -371,6 +374,26 @@ fn fuel_is_charged_at_backward_branches_and_calls_only() {
             a.invoke("loop", &[1000]).unwrap().fuel_used,
             0,
             "metering off"
+        );
+        let fib = a.invoke("fib", &[10]).unwrap();
+        assert_eq!(fib.fuel_used, 0, "metering off");
+        assert_eq!(a.invoke("tswitch", &[4]).unwrap().fuel_used, 0);
+        assert_eq!(a.invoke("lswitch", &[i32::MIN]).unwrap().fuel_used, 0);
+        // Metering back on charges every back edge, call and switch again.
+        a.set_run_limits(Some(1000), 256);
+        assert_eq!(
+            a.invoke("fib", &[10]).unwrap(),
+            Outcome {
+                fuel_used: 176,
+                ..fib
+            }
+        );
+        assert_eq!(a.invoke("tswitch", &[4]).unwrap().fuel_used, 1);
+        assert_eq!(a.invoke("lswitch", &[i32::MIN]).unwrap().fuel_used, 1);
+        a.set_run_limits(Some(100), 256);
+        assert_eq!(
+            trap_kind(a.invoke("loop", &[101])),
+            TrapKind::FuelExhausted(100)
         );
     }
 }
