@@ -626,6 +626,13 @@ fn enc_sse(
     for &b in op {
         x.buf.put1(b);
     }
+    enc_modrm(x, reg, rm, disp, imm);
+}
+
+/// The ModRM byte and what follows it, shared by the SSE and the VEX/EVEX
+/// encoders: register `rm` without `disp`, `[rm + disp32]` with it (a SIB
+/// byte when `rm` is rsp or r12), then the immediate if any.
+fn enc_modrm(x: &mut crate::X64, reg: u8, rm: u8, disp: Option<i32>, imm: Option<u8>) {
     match disp {
         None => x.buf.put1(0xc0 | (reg & 7) << 3 | (rm & 7)),
         Some(d) => {
@@ -781,6 +788,340 @@ impl<B: Backend> Clmul for Func<B> {
             enc_sse(a, 0xf3, false, &[0x6f], t, base.num(), Some(off), None); // movdqu t, [base + off]
             enc_sse(a, 0x66, false, &[0xef], l, t, None, None);
             a.buf.resync("clfold");
+        }
+    }
+}
+
+// -- VEX and EVEX ---------------------------------------------------------------
+
+/// A VEX- or EVEX-encoded instruction: the prefix fields besides the
+/// registers, and the opcode byte.
+#[derive(Copy, Clone, Debug)]
+struct Vop {
+    /// EVEX (AVX-512) rather than VEX.
+    evex: bool,
+    /// Vector length: 0 = 128, 1 = 256, 2 = 512 bits (EVEX only).
+    l: u8,
+    /// Implied prefix: 0 none, 1 `66`, 2 `f3`, 3 `f2`.
+    pp: u8,
+    /// Opcode map: 1 `0f`, 2 `0f38`, 3 `0f3a`.
+    map: u8,
+    /// The W bit.
+    w: bool,
+    op: u8,
+}
+
+/// A 512-bit EVEX instruction.
+const fn z512(pp: u8, map: u8, w: bool, op: u8) -> Vop {
+    Vop {
+        evex: true,
+        l: 2,
+        pp,
+        map,
+        w,
+        op,
+    }
+}
+
+/// `vmovdqu64 zmm, m512` / `vmovdqu64 m512, zmm`.
+const VMOVDQU64_LD: Vop = z512(2, 1, true, 0x6f);
+const VMOVDQU64_ST: Vop = z512(2, 1, true, 0x7f);
+/// `vmovntdq m512, zmm`.
+const VMOVNTDQ: Vop = z512(1, 1, false, 0xe7);
+/// `vpxorq`, `vpaddq`, `vpsubq` (zmm, zmm, zmm).
+const VPXORQ: Vop = z512(1, 1, true, 0xef);
+const VPADDQ: Vop = z512(1, 1, true, 0xd4);
+const VPSUBQ: Vop = z512(1, 1, true, 0xfb);
+/// `vpsrlq` (`/2`) and `vpsllq` (`/6`) zmm, zmm, imm8: the group 0x73.
+const VPSHIFTQ: Vop = z512(1, 1, true, 0x73);
+/// `vpclmulqdq zmm, zmm, zmm, imm8`.
+const VPCLMULQDQ: Vop = z512(1, 3, false, 0x44);
+/// `vpternlogq zmm, zmm, zmm, imm8`.
+const VPTERNLOGQ: Vop = z512(1, 3, true, 0x25);
+/// `vmovq xmm, r64` (VEX.128; zeroes the register up to bit 511).
+const VMOVQ_X_R: Vop = Vop {
+    evex: false,
+    l: 0,
+    pp: 1,
+    map: 1,
+    w: true,
+    op: 0x6e,
+};
+
+/// `o` with `reg` in ModRM.reg, `v` in the prefix's vvvv (0 when the
+/// instruction has no such operand: the field is stored inverted, so 0 is
+/// the required all-ones) and `rm` a register, or `[rm + disp]` with
+/// `disp`. Registers up to 31 for EVEX, 15 for VEX.
+fn enc_vex(x: &mut crate::X64, o: Vop, reg: u8, v: u8, rm: u8, disp: Option<i32>, imm: Option<u8>) {
+    let inv = |b: u8, n: u8| !(b >> n) & 1;
+    // R, X, B inverted; an EVEX register rm takes its fifth bit from X.
+    let x_bit = if disp.is_none() && o.evex {
+        inv(rm, 4)
+    } else {
+        1
+    };
+    let p1 = inv(reg, 3) << 7 | x_bit << 6 | inv(rm, 3) << 5;
+    let p2 = (o.w as u8) << 7 | (!v & 15) << 3;
+    if o.evex {
+        x.buf.put1(0x62);
+        x.buf.put1(p1 | inv(reg, 4) << 4 | o.map);
+        x.buf.put1(p2 | 4 | o.pp);
+        x.buf.put1(o.l << 5 | inv(v, 4) << 3);
+    } else {
+        x.buf.put1(0xc4);
+        x.buf.put1(p1 | o.map);
+        x.buf.put1(p2 | o.l << 2 | o.pp);
+    }
+    x.buf.put1(o.op);
+    enc_modrm(x, reg, rm, disp, imm);
+}
+
+fn has_avx512f() -> bool {
+    std::is_x86_feature_detected!("avx512f")
+}
+
+fn has_vpclmulqdq() -> bool {
+    has_avx512f() && std::is_x86_feature_detected!("vpclmulqdq")
+}
+
+/// 512-bit data in zmm registers (AVX-512), for loops that move 256 bytes
+/// per iteration: loads, stores (also non-temporal), 64-bit lane
+/// arithmetic, and the carry-less-multiply folding step of
+/// [`Clmul::clfold`] on four 128-bit lanes at once (VPCLMULQDQ). A
+/// `Reg<D>` here holds 512 bits.
+///
+/// Native x86-64 only, like [`Clmul`]: the reference backend's float
+/// registers hold 64 bits, so there these record an `Unsupported` error;
+/// clients check [`wide_available`](Wide::wide_available) (and
+/// [`wide_clmul_available`](Wide::wide_clmul_available) for the folds)
+/// and keep a narrower path for other backends and CPUs. A run of these
+/// ends with [`vzeroupper`](Wide::vzeroupper) before any SSE code (the
+/// rest of the generated function, or its caller) runs.
+pub trait Wide {
+    /// Whether this backend and CPU run the 512-bit instructions (AVX-512F).
+    fn wide_available(&mut self) -> bool;
+    /// Whether they also run [`zfold`](Wide::zfold) and
+    /// [`zfoldr`](Wide::zfoldr) (AVX-512F and VPCLMULQDQ).
+    fn wide_clmul_available(&mut self) -> bool;
+    /// `z = *(u512 *)(base + off)` (x86-64: `vmovdqu64`).
+    fn ldz(&mut self, z: Reg<crate::D>, base: Reg<P>, off: i32);
+    /// `*(u512 *)(base + off) = z` (x86-64: `vmovdqu64`).
+    fn stz(&mut self, z: Reg<crate::D>, base: Reg<P>, off: i32);
+    /// `*(u512 *)(base + off) = z` bypassing the caches (x86-64:
+    /// `vmovntdq`): `base + off` must be 64-byte aligned (the CPU faults
+    /// otherwise), and a run of these ends with an `sfence`.
+    fn stznt(&mut self, z: Reg<crate::D>, base: Reg<P>, off: i32);
+    /// `z ^= g` zero-extended to 512 bits (x86-64: `vmovq` into `xmm15`,
+    /// `vpxorq`).
+    fn zxorq(&mut self, z: Reg<crate::D>, g: Reg<crate::UL>);
+    /// `zd = a ^ b` (`vpxorq`); `zxor(z, z, z)` clears `z`.
+    fn zxor(&mut self, zd: Reg<crate::D>, a: Reg<crate::D>, b: Reg<crate::D>);
+    /// `zd = a + b` in each 64-bit lane (`vpaddq`).
+    fn zaddq(&mut self, zd: Reg<crate::D>, a: Reg<crate::D>, b: Reg<crate::D>);
+    /// `zd = a - b` in each 64-bit lane (`vpsubq`).
+    fn zsubq(&mut self, zd: Reg<crate::D>, a: Reg<crate::D>, b: Reg<crate::D>);
+    /// `zd = a >> n` in each 64-bit lane, logical (`vpsrlq`).
+    fn zsrlq(&mut self, zd: Reg<crate::D>, a: Reg<crate::D>, n: u8);
+    /// `zd = a << n` in each 64-bit lane (`vpsllq`).
+    fn zsllq(&mut self, zd: Reg<crate::D>, a: Reg<crate::D>, n: u8);
+    /// [`Clmul::clfold`] on each 128-bit quarter: `lane = clmul(lane.lo,
+    /// k.lo) ^ clmul(lane.hi, k.hi) ^ *(u512 *)(base + off)` per quarter,
+    /// leaving the 64 loaded bytes in `t` (x86-64: 2 × `vpclmulqdq`,
+    /// `vmovdqu64`, `vpternlogq`). `lane`, `k` and `t` must be distinct.
+    fn zfold(
+        &mut self,
+        lane: Reg<crate::D>,
+        k: Reg<crate::D>,
+        t: Reg<crate::D>,
+        base: Reg<P>,
+        off: i32,
+    );
+    /// The same fold with a register: `lane = fold(lane, k) ^ x`. `lane`
+    /// and `k` must be distinct from each other and from `x`.
+    fn zfoldr(&mut self, lane: Reg<crate::D>, k: Reg<crate::D>, x: Reg<crate::D>);
+    /// Clears the upper halves of the vector registers (`vzeroupper`), so
+    /// that later SSE code pays no transition; nothing elsewhere.
+    fn vzeroupper(&mut self);
+}
+
+impl<B: Backend> Func<B> {
+    /// The native backend for a 512-bit instruction, if this backend and
+    /// CPU have it (with VPCLMULQDQ when `clmul`); records why not
+    /// otherwise.
+    fn wide_native(&mut self, m: &'static str, clmul: bool) -> Option<&mut crate::X64> {
+        if self.backend().x86().is_none() {
+            self.fail(
+                m,
+                crate::ErrorKind::Unsupported("512-bit registers: native x86-64 only"),
+            );
+            return None;
+        }
+        if !has_avx512f() || clmul && !has_vpclmulqdq() {
+            self.fail(
+                m,
+                crate::ErrorKind::Unsupported("the CPU has no AVX-512F or VPCLMULQDQ"),
+            );
+            return None;
+        }
+        let x = self.backend().x86()?;
+        x.insn(m);
+        x.buf.reserve(m, 64);
+        Some(x)
+    }
+
+    /// One EVEX instruction (`rm` a register, or `[rm + disp]`), natively.
+    #[allow(clippy::too_many_arguments)]
+    fn wide_one(
+        &mut self,
+        m: &'static str,
+        o: Vop,
+        reg: u8,
+        v: u8,
+        rm: u8,
+        disp: Option<i32>,
+        imm: Option<u8>,
+    ) {
+        if let Some(a) = self.wide_native(m, false) {
+            enc_vex(a, o, reg, v, rm, disp, imm);
+            a.buf.resync(m);
+        }
+    }
+
+    /// A 512-bit load or store between `z` and `[base + off]`.
+    fn wide_mem(&mut self, m: &'static str, o: Vop, z: Reg<crate::D>, base: Reg<P>, off: i32) {
+        self.check_regs(m, &[(true, z.num()), (false, base.num())]);
+        self.wide_one(m, o, z.num(), 0, base.num(), Some(off), None);
+    }
+
+    /// `zd = a op b` on 512-bit registers.
+    fn wide_rrr(
+        &mut self,
+        m: &'static str,
+        o: Vop,
+        zd: Reg<crate::D>,
+        a: Reg<crate::D>,
+        b: Reg<crate::D>,
+    ) {
+        self.check_regs(m, &[(true, zd.num()), (true, a.num()), (true, b.num())]);
+        self.wide_one(m, o, zd.num(), a.num(), b.num(), None, None);
+    }
+
+    /// `zd = a shifted by n` (`ext` the ModRM.reg digit of the 0x73 group;
+    /// the destination goes in vvvv).
+    fn wide_shift(&mut self, m: &'static str, ext: u8, zd: Reg<crate::D>, a: Reg<crate::D>, n: u8) {
+        self.check_regs(m, &[(true, zd.num()), (true, a.num())]);
+        self.wide_one(m, VPSHIFTQ, ext, zd.num(), a.num(), None, Some(n));
+    }
+
+    /// The fold of [`Wide::zfold`]/[`Wide::zfoldr`], the data XORed in
+    /// from `t`, which the memory form loads first.
+    fn wide_fold(&mut self, m: &'static str, lane: u8, k: u8, t: u8, mem: Option<(u8, i32)>) {
+        if lane == k || lane == t || k == t {
+            return self.fail(
+                m,
+                crate::ErrorKind::Unsupported("a fold needs three distinct registers"),
+            );
+        }
+        if let Some(a) = self.wide_native(m, true) {
+            enc_vex(a, VPCLMULQDQ, XMM15, lane, k, None, Some(0x00)); // lo * k.lo
+            enc_vex(a, VPCLMULQDQ, lane, lane, k, None, Some(0x11)); // hi * k.hi
+            if let Some((base, off)) = mem {
+                enc_vex(a, VMOVDQU64_LD, t, 0, base, Some(off), None);
+            }
+            enc_vex(a, VPTERNLOGQ, lane, XMM15, t, None, Some(0x96)); // lane ^= xmm15 ^ t
+            a.buf.resync(m);
+        }
+    }
+}
+
+impl<B: Backend> Wide for Func<B> {
+    fn wide_available(&mut self) -> bool {
+        self.backend().x86().is_some() && has_avx512f()
+    }
+
+    fn wide_clmul_available(&mut self) -> bool {
+        self.backend().x86().is_some() && has_vpclmulqdq()
+    }
+
+    fn ldz(&mut self, z: Reg<crate::D>, base: Reg<P>, off: i32) {
+        self.wide_mem("ldz", VMOVDQU64_LD, z, base, off);
+    }
+
+    fn stz(&mut self, z: Reg<crate::D>, base: Reg<P>, off: i32) {
+        self.wide_mem("stz", VMOVDQU64_ST, z, base, off);
+    }
+
+    fn stznt(&mut self, z: Reg<crate::D>, base: Reg<P>, off: i32) {
+        self.wide_mem("stznt", VMOVNTDQ, z, base, off);
+    }
+
+    fn zxorq(&mut self, z: Reg<crate::D>, g: Reg<crate::UL>) {
+        self.check_regs("zxorq", &[(true, z.num()), (false, g.num())]);
+        if let Some(a) = self.wide_native("zxorq", false) {
+            enc_vex(a, VMOVQ_X_R, XMM15, 0, g.num(), None, None);
+            enc_vex(a, VPXORQ, z.num(), z.num(), XMM15, None, None);
+            a.buf.resync("zxorq");
+        }
+    }
+
+    fn zxor(&mut self, zd: Reg<crate::D>, a: Reg<crate::D>, b: Reg<crate::D>) {
+        self.wide_rrr("zxor", VPXORQ, zd, a, b);
+    }
+
+    fn zaddq(&mut self, zd: Reg<crate::D>, a: Reg<crate::D>, b: Reg<crate::D>) {
+        self.wide_rrr("zaddq", VPADDQ, zd, a, b);
+    }
+
+    fn zsubq(&mut self, zd: Reg<crate::D>, a: Reg<crate::D>, b: Reg<crate::D>) {
+        self.wide_rrr("zsubq", VPSUBQ, zd, a, b);
+    }
+
+    fn zsrlq(&mut self, zd: Reg<crate::D>, a: Reg<crate::D>, n: u8) {
+        self.wide_shift("zsrlq", 2, zd, a, n);
+    }
+
+    fn zsllq(&mut self, zd: Reg<crate::D>, a: Reg<crate::D>, n: u8) {
+        self.wide_shift("zsllq", 6, zd, a, n);
+    }
+
+    fn zfold(
+        &mut self,
+        lane: Reg<crate::D>,
+        k: Reg<crate::D>,
+        t: Reg<crate::D>,
+        base: Reg<P>,
+        off: i32,
+    ) {
+        self.check_regs(
+            "zfold",
+            &[
+                (true, lane.num()),
+                (true, k.num()),
+                (true, t.num()),
+                (false, base.num()),
+            ],
+        );
+        self.wide_fold(
+            "zfold",
+            lane.num(),
+            k.num(),
+            t.num(),
+            Some((base.num(), off)),
+        );
+    }
+
+    fn zfoldr(&mut self, lane: Reg<crate::D>, k: Reg<crate::D>, x: Reg<crate::D>) {
+        self.check_regs(
+            "zfoldr",
+            &[(true, lane.num()), (true, k.num()), (true, x.num())],
+        );
+        self.wide_fold("zfoldr", lane.num(), k.num(), x.num(), None);
+    }
+
+    fn vzeroupper(&mut self) {
+        if let Some(x) = self.backend().x86() {
+            x.insn("vzeroupper");
+            x.buf.put(0x77_f8c5, 3);
         }
     }
 }

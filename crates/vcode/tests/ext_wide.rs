@@ -1,0 +1,255 @@
+//! The 512-bit extensions (`vcode::ext::Wide`): every encoding decoded
+//! with `iced-x86` and compared operand by operand (every float register
+//! in every role, every integer register as base, offsets that need a SIB
+//! byte); the instructions run against plain Rust models (64-bit lane
+//! arithmetic, `zxorq`, loads and stores, and the two folds against a
+//! software carry-less product); and the reference backend, which has no
+//! 512-bit registers, refusing them. Skipped where the CPU lacks AVX-512F
+//! and VPCLMULQDQ.
+
+use iced_x86::{Decoder, DecoderOptions, Instruction, Mnemonic, OpKind};
+use vcode::ext::Wide;
+use vcode::host::reg_name;
+use vcode::{Class, D, Func, Invoke, Leaf, P, Reference, Reg, UL, Value, X64};
+
+fn supported() -> bool {
+    std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("vpclmulqdq")
+}
+
+/// Every float and every pointer register vcode hands out.
+fn all_regs(f: &mut Func<X64>) -> (Vec<Reg<D>>, Vec<Reg<P>>) {
+    let mut xs = Vec::new();
+    while let Ok(r) = f.getreg::<D>(Class::Temp) {
+        xs.push(r);
+    }
+    let mut ps = Vec::new();
+    while let Ok(r) = f.getreg::<P>(Class::Persistent) {
+        ps.push(r);
+    }
+    while let Ok(r) = f.getreg::<P>(Class::Temp) {
+        ps.push(r);
+    }
+    (xs, ps)
+}
+
+/// What one decoded instruction must be: mnemonic, then its operands as
+/// iced names them (`ZMM3`, `R12`, memory as `[R12+0x40]`, immediates).
+fn describe(i: &Instruction) -> String {
+    let mut s = format!("{:?}", i.mnemonic());
+    for k in 0..i.op_count() {
+        s += &match i.op_kind(k) {
+            OpKind::Register => format!(" {:?}", i.op_register(k)),
+            OpKind::Memory => format!(
+                " [{:?}{:+#x}]",
+                i.memory_base(),
+                i.memory_displacement64() as i64
+            ),
+            OpKind::Immediate8 => format!(" {:#x}", i.immediate8()),
+            k => format!(" {k:?}"),
+        };
+    }
+    s
+}
+
+fn z(r: Reg<D>) -> String {
+    format!("ZMM{}", r.num())
+}
+
+fn g(r: Reg<P>) -> String {
+    reg_name(false, r.num()).to_uppercase()
+}
+
+#[test]
+fn every_encoding_decodes_to_what_was_asked() {
+    if !supported() {
+        return;
+    }
+    let mut f = Func::<X64>::with_backend();
+    f.lambda("", Leaf::Yes).unwrap();
+    let gr = f.getreg::<UL>(Class::Temp).unwrap();
+    let (xs, ps) = all_regs(&mut f);
+    let n = xs.len();
+    let mut want = Vec::new();
+    for k in 0..n {
+        let (a, b, c) = (xs[k], xs[(k + 5) % n], xs[(k + 11) % n]);
+        let base = ps[k % ps.len()];
+        let off = [0, 64, -64, 0x1234_5678, -1][k % 5];
+        let m = format!("[{}{:+#x}]", g(base), off as i64);
+        f.ldz(a, base, off);
+        want.push(format!("Vmovdqu64 {} {m}", z(a)));
+        f.stz(b, base, off);
+        want.push(format!("Vmovdqu64 {m} {}", z(b)));
+        f.stznt(c, base, off);
+        want.push(format!("Vmovntdq {m} {}", z(c)));
+        f.zxor(a, b, c);
+        want.push(format!("Vpxorq {} {} {}", z(a), z(b), z(c)));
+        f.zaddq(b, c, a);
+        want.push(format!("Vpaddq {} {} {}", z(b), z(c), z(a)));
+        f.zsubq(c, a, b);
+        want.push(format!("Vpsubq {} {} {}", z(c), z(a), z(b)));
+        f.zsrlq(a, b, 32);
+        want.push(format!("Vpsrlq {} {} 0x20", z(a), z(b)));
+        f.zsllq(c, a, 7);
+        want.push(format!("Vpsllq {} {} 0x7", z(c), z(a)));
+        f.zxorq(a, gr);
+        want.push(format!(
+            "Vmovq XMM15 {}",
+            reg_name(false, gr.num()).to_uppercase()
+        ));
+        want.push(format!("Vpxorq {} {} ZMM15", z(a), z(a)));
+        f.zfold(a, b, c, base, off);
+        want.push(format!("Vpclmulqdq ZMM15 {} {} 0x0", z(a), z(b)));
+        want.push(format!("Vpclmulqdq {} {} {} 0x11", z(a), z(a), z(b)));
+        want.push(format!("Vmovdqu64 {} {m}", z(c)));
+        want.push(format!("Vpternlogq {} ZMM15 {} 0x96", z(a), z(c)));
+        f.zfoldr(c, a, b);
+        want.push(format!("Vpclmulqdq ZMM15 {} {} 0x0", z(c), z(a)));
+        want.push(format!("Vpclmulqdq {} {} {} 0x11", z(c), z(c), z(a)));
+        want.push(format!("Vpternlogq {} ZMM15 {} 0x96", z(c), z(b)));
+    }
+    f.vzeroupper();
+    want.push("Vzeroupper".to_string());
+    f.retv();
+    let code = f.end().unwrap();
+    let mut dec = Decoder::new(64, code.bytes(), DecoderOptions::NONE);
+    let mut got = Vec::new();
+    while dec.can_decode() {
+        let i = dec.decode();
+        assert!(!i.is_invalid(), "{}", code.disassemble());
+        let vector = i.op_count() > 0
+            && (0..i.op_count())
+                .any(|k| i.op_kind(k) == OpKind::Register && i.op_register(k).is_vector_register());
+        if vector || i.mnemonic() == Mnemonic::Vzeroupper {
+            got.push(describe(&i));
+        }
+    }
+    assert_eq!(got.len(), want.len(), "{got:#?}");
+    for (g, w) in got.iter().zip(&want) {
+        assert_eq!(g, w);
+    }
+}
+
+/// The carry-less product of two 64-bit values.
+fn clmul(a: u64, b: u64) -> u128 {
+    (0..64)
+        .filter(|i| b >> i & 1 == 1)
+        .fold(0u128, |r, i| r ^ (a as u128) << i)
+}
+
+/// `f(src, dst, g)` with `src` = eight 64-byte vectors `a, b, k, m, ..`:
+/// writes to `dst` (64 bytes each) `a + b`, `a - b`, `a >> 13`,
+/// `a << 40`, `a ^ b`, `a ^ g`, `fold(a, k) ^ m` (zfold, which also
+/// leaves `m` to store non-temporally), `fold(b, k) ^ a` (zfoldr). The
+/// registers are rotated by `rot`.
+fn build_ops(rot: usize) -> vcode::Code {
+    let mut f = Func::<X64>::with_backend();
+    let p = f.lambda("%p%p%ul", Leaf::Yes).unwrap();
+    let (s, d, gr) = (
+        p.get::<P>(0).unwrap(),
+        p.get::<P>(1).unwrap(),
+        p.get::<UL>(2).unwrap(),
+    );
+    let mut xs = Vec::new();
+    while let Ok(r) = f.getreg::<D>(Class::Temp) {
+        xs.push(r);
+    }
+    let n = xs.len();
+    let r = |i: usize| xs[(i + rot) % n];
+    let (a, b, k, t, u) = (r(0), r(1), r(2), r(3), r(4));
+    f.ldz(a, s, 0);
+    f.ldz(b, s, 64);
+    f.ldz(k, s, 128);
+    f.zaddq(u, a, b);
+    f.stz(u, d, 0);
+    f.zsubq(u, a, b);
+    f.stz(u, d, 64);
+    f.zsrlq(u, a, 13);
+    f.stz(u, d, 128);
+    f.zsllq(u, a, 40);
+    f.stz(u, d, 192);
+    f.zxor(u, a, b);
+    f.stz(u, d, 256);
+    f.zxor(u, u, u);
+    f.zxor(u, u, a);
+    f.zxorq(u, gr);
+    f.stz(u, d, 320);
+    f.zxor(u, a, a);
+    f.zaddq(u, u, a); // u = a
+    f.zfold(u, k, t, s, 192);
+    f.stz(u, d, 384);
+    f.stznt(t, d, 448);
+    f.zfoldr(b, k, a);
+    f.stz(b, d, 512);
+    f.vzeroupper();
+    f.retv();
+    f.end().unwrap()
+}
+
+#[test]
+fn the_instructions_compute_their_models() {
+    if !supported() {
+        return;
+    }
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for rot in 0..15 {
+        let code = build_ops(rot);
+        for _ in 0..8 {
+            let src: Vec<u64> = (0..32).map(|_| next()).collect();
+            let gv = next();
+            // 64-byte aligned for `stznt`: 9 vectors of 8 words, one spare.
+            let mut buf = vec![0u64; 80];
+            let at = buf.as_ptr().align_offset(64);
+            let dst = &mut buf[at..at + 72];
+            // SAFETY: the function reads src[0..32] and writes dst[0..72],
+            // whose slot at 448 bytes is 64-byte aligned.
+            unsafe {
+                code.invoke(&[
+                    Value::P(src.as_ptr() as usize),
+                    Value::P(dst.as_mut_ptr() as usize),
+                    Value::UL(gv),
+                ])
+            }
+            .unwrap();
+            let (a, b, k, m) = (&src[0..8], &src[8..16], &src[16..24], &src[24..32]);
+            let fold = |l: &[u64], x: &[u64]| -> Vec<u64> {
+                (0..4)
+                    .flat_map(|q| {
+                        let (lo, hi) = (l[2 * q], l[2 * q + 1]);
+                        let v = clmul(lo, k[2 * q]) ^ clmul(hi, k[2 * q + 1]);
+                        [v as u64 ^ x[2 * q], (v >> 64) as u64 ^ x[2 * q + 1]]
+                    })
+                    .collect()
+            };
+            let mut want: Vec<u64> = Vec::new();
+            want.extend((0..8).map(|i| a[i].wrapping_add(b[i])));
+            want.extend((0..8).map(|i| a[i].wrapping_sub(b[i])));
+            want.extend((0..8).map(|i| a[i] >> 13));
+            want.extend((0..8).map(|i| a[i] << 40));
+            want.extend((0..8).map(|i| a[i] ^ b[i]));
+            want.extend((0..8).map(|i| a[i] ^ if i == 0 { gv } else { 0 }));
+            want.extend(fold(a, m));
+            want.extend(m);
+            want.extend(fold(b, a));
+            assert_eq!(dst, &want[..], "rotation {rot}");
+        }
+    }
+}
+
+#[test]
+fn the_reference_backend_has_no_512_bit_registers() {
+    let mut f = Func::<Reference>::with_backend();
+    assert!(!f.wide_available() && !f.wide_clmul_available());
+    let p = f.lambda("%p", Leaf::Yes).unwrap();
+    let a = p.get::<P>(0).unwrap();
+    let x = f.getreg::<D>(Class::Temp).unwrap();
+    f.ldz(x, a, 0);
+    f.retv();
+    let err = f.end().unwrap_err();
+    assert!(err.to_string().contains("512-bit"), "{err}");
+}
