@@ -9,6 +9,7 @@ public class Traps {
     static int div(int a, int b) { return a / b; }
     static int negSize(int n) { return new int[n].length; }
     static int spin(int n) { while (true) { n++; } }
+    static int spinCalling(int n) { while (true) { n += bump(); } }
     static int recurse(int n) { return recurse(n + 1) + 1; }
     static int hog(int n) {
         int s = 0;

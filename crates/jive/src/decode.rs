@@ -371,11 +371,119 @@ impl Op {
 }
 
 /// Gives every charging op of one method its metered form ([`Op::metered`]),
-/// once targets are final.
+/// once targets are final, except the back edges of loops whose every
+/// iteration already charges ([`redundant_back_edges`]).
 fn meter(ops: &mut [Op], switches: &[Switch]) {
     for (i, o) in ops.iter_mut().enumerate() {
         *o = o.metered(i, switches);
     }
+    for b in redundant_back_edges(ops, switches) {
+        ops[b] = ops[b].unmetered();
+    }
+}
+
+/// Calls `next` with each op index control can go to after op `i`.
+fn successors(op: Op, i: usize, switches: &[Switch], mut next: impl FnMut(usize)) {
+    let mut plain = op.unmetered();
+    if let Some(&mut t) = plain.target_mut() {
+        next(t as usize);
+    }
+    match plain {
+        Op::SwitchUnmetered(k) => {
+            if let Some(
+                Switch::Table {
+                    targets, default, ..
+                }
+                | Switch::Lookup {
+                    targets, default, ..
+                },
+            ) = switches.get(k as usize)
+            {
+                targets.iter().for_each(|&t| next(t as usize));
+                next(*default as usize);
+            }
+        }
+        Op::Goto(_) | Op::IincGoto(..) | Op::Return | Op::ReturnValue => {}
+        _ => next(i + 1),
+    }
+}
+
+/// The back edges (op indices) whose charge is redundant because every
+/// iteration of their loop already pays at a call or a switch: for a back
+/// edge from `b` to `t`, the loop `t..=b` is entered only at `t` (no jump
+/// from outside lands in `t+1..=b`), and every path from `t` to `b` inside
+/// it passes a call or a switch. Any run of the back edge is then preceded,
+/// since the last entry at `t`, by a charge of its own iteration, so fuel
+/// still bounds the work: at most one loop iteration per unit. A loop that
+/// calls a method on each iteration (`for (...) f();`) is charged once per
+/// iteration instead of twice.
+///
+/// The analysis visits each loop's ops once, within a budget proportional
+/// to the method's size so that a hostile method with many overlapping
+/// loops cannot make loading quadratic; back edges past the budget keep
+/// their charge.
+fn redundant_back_edges(ops: &[Op], switches: &[Switch]) -> Vec<usize> {
+    let n = ops.len();
+    // The lowest and highest index of an op that jumps to each op.
+    let (mut lo, mut hi) = (vec![usize::MAX; n + 1], vec![0usize; n + 1]);
+    for (i, &o) in ops.iter().enumerate() {
+        successors(o, i, switches, |t| {
+            if t != i + 1 && t <= n {
+                lo[t] = lo[t].min(i);
+                hi[t] = hi[t].max(i);
+            }
+        });
+    }
+    let charges = |o: Op| {
+        matches!(
+            o,
+            Op::Call(_) | Op::CallNative(_) | Op::TableSwitch(_) | Op::LookupSwitch(_)
+        )
+    };
+    let mut budget = 16 * n + 1024;
+    let mut out = Vec::new();
+    let (mut seen, mut stack) = (vec![false; n], Vec::new());
+    for (b, &o) in ops.iter().enumerate() {
+        let mut plain = o.unmetered();
+        let Some(&mut t) = plain.target_mut() else {
+            continue;
+        };
+        let t = t as usize;
+        if t >= b || plain == o {
+            continue; // not a charging back edge
+        }
+        if budget < 2 * (b - t + 1) {
+            break;
+        }
+        budget -= 2 * (b - t + 1);
+        if (t + 1..=b).any(|j| lo[j] < t || hi[j] > b) {
+            continue; // a second entry
+        }
+        seen[t..=b].fill(false);
+        stack.clear();
+        stack.push(t);
+        seen[t] = true;
+        let mut uncharged_path = false;
+        while let Some(i) = stack.pop() {
+            if i == b {
+                uncharged_path = true;
+                break;
+            }
+            if charges(ops[i]) {
+                continue;
+            }
+            successors(ops[i], i, switches, |j| {
+                if (t..=b).contains(&j) && !seen[j] {
+                    seen[j] = true;
+                    stack.push(j);
+                }
+            });
+        }
+        if !uncharged_path {
+            out.push(b);
+        }
+    }
+    out
 }
 
 /// The superinstruction for the ops at the start of `w`, and how many it replaces.
@@ -588,12 +696,10 @@ impl Program {
         }
         let switches = &self.switches;
         for f in self.funcs.iter_mut().flatten() {
-            for (i, o) in f.code.iter_mut().enumerate() {
-                *o = if on {
-                    o.metered(i, switches)
-                } else {
-                    o.unmetered()
-                };
+            if on {
+                meter(&mut f.code, switches);
+            } else {
+                f.code.iter_mut().for_each(|o| *o = o.unmetered());
             }
         }
         self.metered = on;
@@ -967,7 +1073,7 @@ mod tests {
     fn back_edges_get_their_own_ops_and_forward_branches_do_not() {
         let mut ops = vec![
             Op::IfLLGe(1, 0, 3), // forward
-            Op::Goto(1),         // to itself: a back edge
+            Op::IfNe(1),         // to itself: a back edge
             Op::IincGoto(1, 1, 0),
             Op::Return,
         ];
@@ -976,11 +1082,66 @@ mod tests {
             ops,
             vec![
                 Op::IfLLGe(1, 0, 3),
-                Op::GotoBack(1),
+                Op::IfNeBack(1),
                 Op::IincGotoBack(1, 1, 0),
                 Op::Return
             ]
         );
+    }
+
+    #[test]
+    fn a_loop_that_calls_on_every_iteration_charges_only_the_call() {
+        // for (i = 0; i < n; i++) f();
+        let mut ops = vec![
+            Op::IfLLGe(1, 0, 3),
+            Op::Call(1),
+            Op::IincGoto(1, 1, 0),
+            Op::Return,
+        ];
+        meter(&mut ops, &[]);
+        assert_eq!(ops[2], Op::IincGoto(1, 1, 0));
+        // The call on one path only: the back edge charges.
+        let mut ops = vec![
+            Op::IfLLGe(1, 0, 4),
+            Op::IfEq(3),
+            Op::Call(1),
+            Op::IincGoto(1, 1, 0),
+            Op::Return,
+        ];
+        meter(&mut ops, &[]);
+        assert_eq!(ops[3], Op::IincGotoBack(1, 1, 0));
+        // A second way into the loop (the goto at 4 lands after the call):
+        // the back edge charges.
+        let mut ops = vec![
+            Op::IfLLGe(1, 0, 4),
+            Op::Call(1),
+            Op::IincGoto(1, 1, 0),
+            Op::Return,
+            Op::Goto(2),
+        ];
+        meter(&mut ops, &[]);
+        assert_eq!(ops[2], Op::IincGotoBack(1, 1, 0));
+        // A switch charges like a call; metering off and on again gives the
+        // same program.
+        let sw = [Switch::Table {
+            low: 0,
+            targets: Box::new([2]),
+            default: 2,
+        }];
+        let mut ops = vec![
+            Op::IfLLGe(1, 0, 4),
+            Op::Load(1),
+            Op::TableSwitch(0),
+            Op::GotoBack(0),
+            Op::Return,
+        ];
+        meter(&mut ops, &sw);
+        assert_eq!(ops[3], Op::Goto(0));
+        let metered = ops.clone();
+        ops.iter_mut().for_each(|o| *o = o.unmetered());
+        assert_eq!(ops[2], Op::SwitchUnmetered(0));
+        meter(&mut ops, &sw);
+        assert_eq!(ops, metered);
     }
 
     #[test]
@@ -1006,7 +1167,7 @@ mod tests {
             Op::IfLLGe(1, 0, 9), // forward
             Op::IfLt(0),
             Op::IfCmpNe(7), // to itself
-            Op::IincGoto(1, 1, 0),
+            Op::IincGoto(1, 1, 5),
             Op::Return,
         ];
         meter(&mut ops, &switches);
@@ -1036,7 +1197,7 @@ mod tests {
                 Op::IfLLGe(1, 0, 9),
                 Op::IfLt(0),
                 Op::IfCmpNe(7),
-                Op::IincGoto(1, 1, 0),
+                Op::IincGoto(1, 1, 5),
                 Op::Return,
             ]
         );

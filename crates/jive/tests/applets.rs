@@ -399,6 +399,29 @@ fn fuel_is_charged_at_backward_branches_and_calls_only() {
 }
 
 #[test]
+fn a_loop_that_calls_on_every_iteration_pays_for_the_call_only() {
+    for r in RELEASES {
+        let Some(mut a) = load(r, "Traps", &Natives::new(), Limits::default()) else {
+            return;
+        };
+        // `while (true) n += bump();`: the call charges, the back edge does
+        // not, and the loop still ends when the fuel does, after exactly
+        // as many iterations as units.
+        a.set_run_limits(Some(1000), 64);
+        assert_eq!(
+            trap_kind(a.invoke("spinCalling", &[0])),
+            TrapKind::FuelExhausted(1000)
+        );
+        assert_eq!(a.invoke("bump", &[]).unwrap().value, Some(1001));
+        // `while (true) n++;` has no call: its back edge charges.
+        assert_eq!(
+            trap_kind(a.invoke("spin", &[0])),
+            TrapKind::FuelExhausted(1000)
+        );
+    }
+}
+
+#[test]
 fn load_time_limits_name_the_limit_and_the_method() {
     let Some(bytes) = class_bytes("default", "Arith") else {
         return;
