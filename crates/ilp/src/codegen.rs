@@ -34,7 +34,7 @@
 //! blocks of a buffer of 128 bytes or more go through `clmul_blocks`
 //! first: carry-less-multiply folding, 64 bytes per iteration.
 
-use vcode::ext::{Bswap, Clmul, NonTemporal, OnesComplement, Prefetch, TableLookup};
+use vcode::ext::{Bswap, Clmul, NonTemporal, OnesComplement, Prefetch, TableLookup, Wide};
 use vcode::{Backend, Class, D, Func, Label, Leaf, Operand, P, Reg, UL};
 
 use crate::error::Error;
@@ -63,11 +63,15 @@ pub(crate) struct Frame {
     pub crc: u64,
     /// Nonzero: store the 64-byte blocks with non-temporal stores; bit 1
     /// also set: `dst` is 16-byte aligned, so the folding CRC loop may
-    /// store 16 bytes at a time non-temporally.
+    /// store 16 bytes at a time non-temporally; bit 2 also set: `dst` is
+    /// 64-byte aligned, so the 512-bit loops may store 64 bytes at a time
+    /// non-temporally (without it, a non-temporal run skips them).
     pub nt: u64,
-    /// The folding constants of the carry-less-multiply CRC ([`FOLD_K`]).
-    pub fold_k: [u64; 2],
-    /// Scratch: the four folded lanes at the end of the folding loop.
+    /// The folding constants of the carry-less-multiply CRC: forward 512
+    /// bits ([`FOLD_K`]), then 128 bits (the final reduction).
+    pub fold_k: [u64; 4],
+    /// Scratch: the four folded lanes at the end of the folding loops, and
+    /// the lane sums of the 512-bit checksum loop.
     pub fold: [u64; 8],
 }
 
@@ -88,16 +92,38 @@ const fn xpow_mod(k: u32) -> u64 {
     r
 }
 
-/// The constants that fold a 128-bit lane of reflected data forward 512
-/// bits: the low half (the higher-degree 64 coefficients) by x^576, the
-/// high half by x^512. A carry-less product of reflected operands comes
-/// out one degree high, so each is x^(e-1) mod P, reflected into the top
-/// half of a u64. (`tests/clmul_fold.rs` checks the same derivation
-/// against `crc32fast`.)
-pub(crate) const FOLD_K: [u64; 2] = [
-    xpow_mod(576 - 1).reverse_bits(),
-    xpow_mod(512 - 1).reverse_bits(),
-];
+/// The constants that fold a 128-bit lane of reflected data forward
+/// `bits`: the low half (the higher-degree 64 coefficients) by
+/// x^(bits + 64), the high half by x^bits. A carry-less product of
+/// reflected operands comes out one degree high, so each is x^(e-1) mod
+/// P, reflected into the top half of a u64. (`tests/clmul_fold.rs` checks
+/// the same derivation against `crc32fast`.)
+const fn fold_k(bits: u32) -> [u64; 2] {
+    [
+        xpow_mod(bits + 64 - 1).reverse_bits(),
+        xpow_mod(bits - 1).reverse_bits(),
+    ]
+}
+
+/// Folding forward 512 bits: one 64-byte block.
+pub(crate) const FOLD_K: [u64; 2] = fold_k(512);
+
+/// `Frame::fold_k`: [`FOLD_K`], then folding forward 128 bits.
+pub(crate) const FRAME_FOLD_K: [u64; 4] = {
+    let k = fold_k(128);
+    [FOLD_K[0], FOLD_K[1], k[0], k[1]]
+};
+
+/// A pair of constants repeated for the four 128-bit quarters of a zmm
+/// register.
+const fn quad(k: [u64; 2]) -> [u64; 8] {
+    [k[0], k[1], k[0], k[1], k[0], k[1], k[0], k[1]]
+}
+
+/// The constants of the 512-bit folding loop: forward 2048 bits (one
+/// 256-byte iteration), then 512 bits (a zmm lane into the next, and the
+/// last 64-byte blocks).
+static WIDE_K: [[u64; 8]; 2] = [quad(fold_k(2048)), quad(FOLD_K)];
 
 const OFF_SRC: i64 = 0;
 const OFF_DST: i64 = 8;
@@ -108,13 +134,22 @@ const OFF_SUM: i64 = 40;
 const OFF_CRC: i64 = 48;
 const OFF_NT: i64 = 56;
 const OFF_FOLD_K: i32 = 64;
-const OFF_FOLD: i32 = 80;
+const OFF_FOLD: i32 = 96;
 
 /// How far ahead of the source pointer the non-temporal loop prefetches.
 const PREFETCH_AHEAD: i32 = 1024;
 
 /// Bytes per unrolled block.
 pub(crate) const BLOCK: i64 = 64;
+
+/// Bytes per iteration of the 512-bit loops: four zmm registers.
+const WIDE: i64 = 256;
+
+/// The most bytes the 512-bit checksum loop adds up before folding its
+/// 64-bit lanes: a lane must add fewer than 2^32 words (2^38 bytes) for
+/// its sums to stay exact; 64 KiB keeps the fold rare (under 1% of a
+/// chunk's time) and lets the tests cover buffers of several chunks.
+const WIDE_SUM_CHUNK: i64 = 1 << 16;
 
 /// The xor key's period in the expanded key: the smallest multiple of the
 /// key length that is at least one block, so that one subtraction after a
@@ -272,8 +307,22 @@ pub(crate) fn generate<B: Backend>(kinds: &[StepKind], spare: usize) -> Result<B
         kinds,
         [StepKind::Copy, StepKind::Crc32] | [StepKind::Crc32, StepKind::Copy] | [StepKind::Crc32]
     );
+    if fold_list && f.wide_clmul_available() {
+        wide_clmul_blocks(&mut f, &regs, la, lnt, end)?;
+    }
     if fold_list && f.clmul_available() {
         clmul_blocks(&mut f, &regs, la, lnt, end)?;
+    }
+    // A checksum of the unchanged source adds 256 bytes per iteration in
+    // 64-bit vector lanes when the CPU can.
+    let sum_list = matches!(
+        kinds,
+        [StepKind::Copy, StepKind::Checksum]
+            | [StepKind::Checksum, StepKind::Copy]
+            | [StepKind::Checksum]
+    );
+    if sum_list && f.wide_available() {
+        wide_sum_blocks(&mut f, &regs, la, lnt, end)?;
     }
 
     // 1. Blocks of 64 bytes: with a copy, the non-temporal loop when the
@@ -385,7 +434,7 @@ fn clmul_blocks<B: Backend>(
     lnt: vcode::Local<UL>,
     end: Reg<P>,
 ) -> Result<(), Error> {
-    let (c, tab) = r.crc.expect("a CRC list");
+    let c = r.crc.expect("a CRC list").0;
     let skip = f.genlabel();
     let p = temp::<B, P>(f)?;
     f.add(p, r.s, imm(2 * BLOCK));
@@ -407,21 +456,7 @@ fn clmul_blocks<B: Backend>(
     advance(f, r, BLOCK);
     // With a copy, a second loop with non-temporal 16-byte stores when the
     // frame says so (bit 1: non-temporal and `dst` 16-byte aligned).
-    let (top, nt_top, folded) = (f.genlabel(), f.genlabel(), f.genlabel());
-    if r.d.is_some() {
-        let w = r.words[0];
-        f.ld_local(w, lnt);
-        f.and(w, w, imm(2));
-        f.bne(w, imm(0), nt_top);
-    }
-    for nt in [false, true] {
-        if nt && r.d.is_none() {
-            break;
-        }
-        f.label(if nt { nt_top } else { top });
-        if nt {
-            f.prefetch(r.s, PREFETCH_AHEAD, false);
-        }
+    store_loops(f, r, lnt, 2, BLOCK, end, |f, nt| {
         for (i, &l) in lanes.iter().enumerate() {
             f.clfold(l, k, t, r.s, 16 * i as i32);
             if let Some(d) = r.d {
@@ -432,29 +467,273 @@ fn clmul_blocks<B: Backend>(
                 }
             }
         }
-        advance(f, r, BLOCK);
-        f.blt(r.s, end, if nt { nt_top } else { top });
-        if nt {
-            f.sfence();
-        } else if r.d.is_some() {
-            f.jmp(folded);
-        }
-    }
-    f.label(folded);
+    });
     f.ld_local(p, la);
     for (i, &l) in lanes.iter().enumerate() {
         f.stx(l, p, OFF_FOLD + 16 * i as i32);
     }
-    f.set(c, 0);
-    let w = r.words[0];
-    for j in 0..8 {
-        f.ld(w, p, imm(OFF_FOLD as i64 + 8 * j));
-        f.crc32x8(c, c, w, tab);
-    }
+    crc_of_fold(f, r, p, [x[0], k, t]);
     for l in x {
         f.putreg(l);
     }
     f.putreg(p);
+    f.label(skip);
+    Ok(())
+}
+
+/// The 64 folded bytes at `frame.fold` (frame at `p`), as message,
+/// through the CRC from 0 into `c`: the end of a folding loop. Three
+/// 128-bit folds (`clfold` with `frame.fold_k`'s second pair, in xmm
+/// registers `x`: a lane, the constant, scratch) take them to 16 bytes
+/// with the same CRC, and two table steps finish.
+fn crc_of_fold<B: Backend>(f: &mut Func<B>, r: &Regs, p: Reg<P>, x: [Reg<D>; 3]) {
+    let (c, tab) = r.crc.expect("a CRC list");
+    let [lane, k, t] = x;
+    f.ldx(lane, p, OFF_FOLD);
+    f.ldx(k, p, OFF_FOLD_K + 16);
+    for i in 1..4 {
+        f.clfold(lane, k, t, p, OFF_FOLD + 16 * i);
+    }
+    f.stx(lane, p, OFF_FOLD);
+    f.set(c, 0);
+    let w = r.words[0];
+    for j in 0..2 {
+        f.ld(w, p, imm(OFF_FOLD as i64 + 8 * j));
+        f.crc32x8(c, c, w, tab);
+    }
+}
+
+/// The loop of a vector path: `body(f, nt)` then an advance by `step`,
+/// while `s < lim` (nothing when it is not). With a copy it exists twice:
+/// with ordinary stores, and, when the frame's store flag has `bit`, with
+/// non-temporal ones (`nt`), a prefetch of the source 1 KiB ahead per 64
+/// bytes, and an `sfence` after.
+fn store_loops<B: Backend>(
+    f: &mut Func<B>,
+    r: &Regs,
+    lnt: vcode::Local<UL>,
+    bit: i64,
+    step: i64,
+    lim: Reg<P>,
+    mut body: impl FnMut(&mut Func<B>, bool),
+) {
+    let (top, nt_top, done) = (f.genlabel(), f.genlabel(), f.genlabel());
+    f.bge(r.s, lim, done);
+    if r.d.is_some() {
+        let w = r.words[0];
+        f.ld_local(w, lnt);
+        f.and(w, w, imm(bit));
+        f.bne(w, imm(0), nt_top);
+    }
+    for nt in [false, true] {
+        if nt && r.d.is_none() {
+            break;
+        }
+        f.label(if nt { nt_top } else { top });
+        if nt {
+            for i in 0..step / BLOCK {
+                f.prefetch(r.s, PREFETCH_AHEAD + (BLOCK * i) as i32, false);
+            }
+        }
+        body(f, nt);
+        advance(f, r, step);
+        f.blt(r.s, lim, if nt { nt_top } else { top });
+        if nt {
+            f.sfence();
+        } else if r.d.is_some() {
+            f.jmp(done);
+        }
+    }
+    f.label(done);
+}
+
+/// The entry test of a 512-bit loop: at least one 256-byte block, and
+/// with a copy, stores the loop can make (non-temporal 64-byte stores need
+/// a 64-byte aligned `dst`: store flag 1 without bit 2 takes the narrower
+/// path). Returns `end - 192`, the loop's limit (a whole 256 bytes left
+/// while `s` is below it).
+fn wide_entry<B: Backend>(
+    f: &mut Func<B>,
+    r: &Regs,
+    lnt: vcode::Local<UL>,
+    end: Reg<P>,
+    skip: Label,
+) -> Result<Reg<P>, Error> {
+    let lim = temp::<B, P>(f)?;
+    f.add(lim, r.s, imm(WIDE));
+    f.bgt(lim, end, skip);
+    if r.d.is_some() {
+        let w = r.words[0];
+        f.ld_local(w, lnt);
+        f.and(w, w, imm(5));
+        f.beq(w, imm(1), skip);
+    }
+    f.sub(lim, end, imm(WIDE - BLOCK));
+    Ok(lim)
+}
+
+/// The CRC by folding 256 bytes per iteration (see `docs/ilp.md`), for
+/// buffers of 256 bytes or more on a CPU with AVX-512F and VPCLMULQDQ:
+/// four zmm lanes (`ldz`, the CRC register XORed into the first four
+/// bytes with `zxorq`) take the first 256 bytes, and each further 256
+/// fold every 128-bit quarter forward 2048 bits (`zfold`), the data stored
+/// from the registers that loaded it (`vmovntdq` in the non-temporal loop,
+/// frame bit 2). Then the lanes fold into one, 64 bytes apart (`zfoldr`),
+/// the remaining whole blocks fold into it 64 bytes at a time, and its 64
+/// bytes, which are the four lanes of `clmul_blocks`, take the same table
+/// reduction.
+fn wide_clmul_blocks<B: Backend>(
+    f: &mut Func<B>,
+    r: &Regs,
+    la: vcode::Local<P>,
+    lnt: vcode::Local<UL>,
+    end: Reg<P>,
+) -> Result<(), Error> {
+    let c = r.crc.expect("a CRC list").0;
+    let skip = f.genlabel();
+    let lim = wide_entry(f, r, lnt, end, skip)?;
+    let mut z = Vec::new();
+    for _ in 0..6 {
+        z.push(f.getreg::<D>(Class::Temp)?);
+    }
+    let (lanes, k, t) = (&z[..4], z[4], z[5]);
+    let kp = temp::<B, P>(f)?;
+    f.set(kp, WIDE_K.as_ptr() as usize);
+    f.ldz(k, kp, 0);
+    for (i, &l) in lanes.iter().enumerate() {
+        f.ldz(l, r.s, 64 * i as i32);
+        if let Some(d) = r.d {
+            f.stz(l, d, 64 * i as i32);
+        }
+    }
+    f.zxorq(lanes[0], c);
+    advance(f, r, WIDE);
+    store_loops(f, r, lnt, 4, WIDE, lim, |f, nt| {
+        for (i, &l) in lanes.iter().enumerate() {
+            f.zfold(l, k, t, r.s, 64 * i as i32);
+            if let Some(d) = r.d {
+                if nt {
+                    f.stznt(t, d, 64 * i as i32);
+                } else {
+                    f.stz(t, d, 64 * i as i32);
+                }
+            }
+        }
+    });
+    f.ldz(k, kp, 64);
+    for &l in &lanes[1..] {
+        f.zfoldr(lanes[0], k, l);
+    }
+    // The last 0 to 3 whole blocks (ordinary stores).
+    let (btop, bdone) = (f.genlabel(), f.genlabel());
+    f.bge(r.s, end, bdone);
+    f.label(btop);
+    f.zfold(lanes[0], k, t, r.s, 0);
+    if let Some(d) = r.d {
+        f.stz(t, d, 0);
+    }
+    advance(f, r, BLOCK);
+    f.blt(r.s, end, btop);
+    f.label(bdone);
+    f.ld_local(kp, la);
+    f.stz(lanes[0], kp, OFF_FOLD);
+    f.vzeroupper();
+    crc_of_fold(f, r, kp, [z[0], k, t]);
+    for x in z {
+        f.putreg(x);
+    }
+    f.putreg(kp);
+    f.putreg(lim);
+    f.label(skip);
+    Ok(())
+}
+
+/// The checksum over 256 bytes per iteration, for buffers of 256 bytes or
+/// more on a CPU with AVX-512F: each 64-byte load (stored to `dst` from
+/// the same register, `vmovntdq` in the non-temporal loop) is added as
+/// eight 64-bit words into `S`, and its high 32-bit halves into `H`
+/// (`vpaddq`, `vpsrlq`; two pairs, for alternate registers). A lane that
+/// added `n < 2^32` words `w = lo + 2^32 hi` holds `H = Σhi` exactly and
+/// `S = Σw mod 2^64`, so `S - (H << 32) = Σlo` exactly; since `2^32 ≡ 1`
+/// modulo `2^16 - 1`, `Σlo + Σhi` is congruent to the ones'-complement sum
+/// of the words the 16-bit checksum needs, and it is 0 only when every
+/// word was. So every `WIDE_SUM_CHUNK` bytes the lanes fold: their
+/// 32-bit halves added in the vector (below 2^34 per lane),
+/// the eight lanes added in a register (below 2^37), that total
+/// end-around-added into the checksum accumulator.
+fn wide_sum_blocks<B: Backend>(
+    f: &mut Func<B>,
+    r: &Regs,
+    la: vcode::Local<P>,
+    lnt: vcode::Local<UL>,
+    end: Reg<P>,
+) -> Result<(), Error> {
+    let acc = r.acc.expect("a checksum list");
+    let skip = f.genlabel();
+    let lim = wide_entry(f, r, lnt, end, skip)?;
+    let mut z = Vec::new();
+    for _ in 0..10 {
+        z.push(f.getreg::<D>(Class::Temp)?);
+    }
+    let (t, sums, highs, u) = (&z[..4], [z[4], z[5]], [z[6], z[7]], [z[8], z[9]]);
+    let cend = temp::<B, P>(f)?;
+    let (outer, sized) = (f.genlabel(), f.genlabel());
+    f.label(outer);
+    for &x in sums.iter().chain(&highs) {
+        f.zxor(x, x, x);
+    }
+    // cend = s + min(lim - s, chunk)
+    f.sub(cend, lim, r.s);
+    f.ble(cend, imm(WIDE_SUM_CHUNK), sized);
+    f.set(cend, WIDE_SUM_CHUNK as usize);
+    f.label(sized);
+    f.add(cend, cend, r.s);
+    store_loops(f, r, lnt, 4, WIDE, cend, |f, nt| {
+        for (i, &x) in t.iter().enumerate() {
+            let off = 64 * i as i32;
+            f.ldz(x, r.s, off);
+            if let Some(d) = r.d {
+                if nt {
+                    f.stznt(x, d, off);
+                } else {
+                    f.stz(x, d, off);
+                }
+            }
+            let (sm, hi, v) = (sums[i % 2], highs[i % 2], u[i % 2]);
+            f.zaddq(sm, sm, x);
+            f.zsrlq(v, x, 32);
+            f.zaddq(hi, hi, v);
+        }
+    });
+    // Per lane: s = Σlo, h = Σhi; then s = halves(s) + halves(h).
+    let (s, h, v) = (sums[0], highs[0], u[0]);
+    f.zaddq(s, s, sums[1]);
+    f.zaddq(h, h, highs[1]);
+    f.zsllq(v, h, 32);
+    f.zsubq(s, s, v);
+    for x in [s, h] {
+        f.zsrlq(v, x, 32);
+        f.zsllq(x, x, 32);
+        f.zsrlq(x, x, 32);
+        f.zaddq(x, x, v);
+    }
+    f.zaddq(s, s, h);
+    f.ld_local(cend, la);
+    f.stz(s, cend, OFF_FOLD);
+    let (w, total) = (r.words[0], r.words[1]);
+    f.ld(total, cend, imm(OFF_FOLD as i64));
+    for j in 1..8 {
+        f.ld(w, cend, imm(OFF_FOLD as i64 + 8 * j));
+        f.add(total, total, w);
+    }
+    f.add1c(acc, acc, total);
+    f.blt(r.s, lim, outer);
+    f.vzeroupper();
+    for x in z {
+        f.putreg(x);
+    }
+    f.putreg(cend);
+    f.putreg(lim);
     f.label(skip);
     Ok(())
 }

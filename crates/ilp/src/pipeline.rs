@@ -235,7 +235,7 @@ impl Pipeline {
             sum: 0,
             crc: !state.crc as u64,
             nt: Stores::Auto.flag(src.len(), dst.as_ptr()),
-            fold_k: crate::codegen::FOLD_K,
+            fold_k: crate::codegen::FRAME_FOLD_K,
             fold: [0; 8],
         }
     }
@@ -285,10 +285,12 @@ impl Stores {
         }
     }
 
-    /// `Frame::nt`: bit 0 non-temporal, bit 1 also a 16-byte aligned `dst`.
+    /// `Frame::nt`: bit 0 non-temporal, bit 1 also a 16-byte aligned
+    /// `dst`, bit 2 also a 64-byte aligned one.
     fn flag(self, len: usize, dst: *const u8) -> u64 {
         let nt = self.non_temporal(len);
-        nt as u64 | ((nt && (dst as usize) % 16 == 0) as u64) << 1
+        let aligned = |n: usize| (nt && (dst as usize) % n == 0) as u64;
+        nt as u64 | aligned(16) << 1 | aligned(64) << 2
     }
 }
 

@@ -1,0 +1,246 @@
+//! The 512-bit loops (AVX-512F; VPCLMULQDQ for the CRC) of the lists that
+//! have them: `[Copy, Crc32]`, `[Crc32, Copy]`, `[Crc32]` (folding 256
+//! bytes per iteration) and `[Copy, Checksum]`, `[Checksum, Copy]`,
+//! `[Checksum]` (adding 256 bytes per iteration in 64-bit lanes), against
+//! `ilp::reference` and `crc32fast`: every length 0..=1024 at every source
+//! and every destination alignment 0..63, the whole 64 x 64 grid at lengths
+//! around the 256-byte minimum, random longer buffers, random initial
+//! states, streams resumed across split buffers, non-temporal stores at
+//! 64-byte aligned and unaligned destinations, all-zero and all-ones data
+//! over several of the checksum loop's 64 KiB chunks, and guard bytes. On a CPU
+//! without those features the same tests check the narrower paths.
+
+use ilp::table4::random_bytes as data;
+use ilp::{Pipeline, State, Step, Stores, reference};
+
+fn lists() -> [Vec<Step>; 6] {
+    [
+        vec![Step::Copy, Step::Crc32],
+        vec![Step::Crc32, Step::Copy],
+        vec![Step::Crc32],
+        vec![Step::Copy, Step::Checksum],
+        vec![Step::Checksum, Step::Copy],
+        vec![Step::Checksum],
+    ]
+}
+
+/// Runs `p` over `src` at source alignment `sa` (mod 64) into a
+/// destination at alignment `da` with `stores`, from `state`, against the
+/// reference (and, for a CRC, `crc32fast` continuing `state.crc`), with
+/// guard bytes around both buffers.
+fn check(p: &Pipeline, src: &[u8], sa: usize, da: usize, state: State, stores: Stores) {
+    let steps = p.steps();
+    let copy = steps.contains(&Step::Copy);
+    let n = src.len();
+    let dn = if copy { n } else { 0 };
+    // Alignment relative to a 64-byte boundary: over-allocate and offset.
+    let mut sbuf = vec![0xa5u8; n + 160];
+    let s0 = sbuf.as_ptr().align_offset(64) + sa;
+    sbuf[s0..s0 + n].copy_from_slice(src);
+    let mut dbuf = vec![0x5au8; n + 160];
+    let d0 = dbuf.as_ptr().align_offset(64) + da;
+    let mut want_dst = vec![0u8; dn];
+    let (mut st_want, mut st_got) = (state, state);
+    let want = reference::run(steps, src, &mut want_dst, &mut st_want).unwrap();
+    let got = p
+        .run_with(
+            &sbuf[s0..s0 + n],
+            &mut dbuf[d0..d0 + dn],
+            &mut st_got,
+            stores,
+        )
+        .unwrap();
+    let what = format!("{steps:?} len {n} align {sa}/{da} {stores:?} from {state:?}");
+    assert_eq!((got, st_got), (want, st_want), "{what}");
+    if steps.contains(&Step::Crc32) {
+        let mut h = crc32fast::Hasher::new_with_initial_len(state.crc, state.offset);
+        h.update(src);
+        assert_eq!(st_got.crc, h.finalize(), "{what}: against crc32fast");
+    }
+    assert!(dbuf[d0..d0 + dn] == want_dst[..], "{what}: dst differs");
+    assert!(
+        dbuf[..d0]
+            .iter()
+            .chain(&dbuf[d0 + dn..])
+            .all(|&b| b == 0x5a),
+        "{what}: wrote outside dst"
+    );
+    assert!(
+        sbuf[..s0].iter().chain(&sbuf[s0 + n..]).all(|&b| b == 0xa5),
+        "{what}: touched outside src"
+    );
+}
+
+/// A state at some point of a stream (any offset parity, any sums).
+fn state(k: u64) -> State {
+    State {
+        offset: k % 5,
+        sum: (k.wrapping_mul(0x9e37) >> 3) as u16,
+        crc: k.wrapping_mul(0x9e37_79b9) as u32,
+    }
+}
+
+#[test]
+fn every_length_to_1024_at_every_alignment() {
+    let src = data(1024, 77);
+    for steps in lists() {
+        let p = Pipeline::new(&steps).unwrap();
+        for n in 0..=1024 {
+            // Every source alignment and every destination alignment, each
+            // paired with a varying other one.
+            for a in 0..64 {
+                let b = (a * 37 + n) % 64;
+                check(&p, &src[..n], a, b, state(n as u64), Stores::Auto);
+                check(&p, &src[..n], b, a, state(a as u64), Stores::Auto);
+            }
+        }
+    }
+}
+
+#[test]
+fn the_whole_alignment_grid_around_the_minimum() {
+    let src = data(1400, 78);
+    for steps in lists() {
+        let p = Pipeline::new(&steps).unwrap();
+        for n in [255, 256, 257, 320, 511, 512, 575, 1279, 1343] {
+            for sa in 0..64 {
+                for da in 0..64 {
+                    check(&p, &src[..n], sa, da, state((sa * da) as u64), Stores::Auto);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn random_longer_buffers() {
+    let mut x = 0x1234_5678u64;
+    let mut next = move |m: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % m
+    };
+    let src = data(200_000, 79);
+    for steps in lists() {
+        let p = Pipeline::new(&steps).unwrap();
+        for _ in 0..60 {
+            let n = 1025 + next(199_000) as usize;
+            let (sa, da) = (next(64) as usize, next(64) as usize);
+            check(&p, &src[..n], sa, da, state(next(1 << 40)), Stores::Auto);
+        }
+    }
+}
+
+#[test]
+fn all_zero_and_all_ones_data() {
+    // The lane sums must stay exact (all ones: every add carries) and a
+    // sum of zeros must stay zero.
+    for byte in [0x00, 0xff] {
+        let src = vec![byte; 300_000];
+        for steps in lists() {
+            let p = Pipeline::new(&steps).unwrap();
+            // Up to several 64 KiB chunks of the checksum loop.
+            for n in [256, 4096, 65_536, 65_792, 70_000, 300_000] {
+                check(&p, &src[..n], 0, 0, State::new(), Stores::Auto);
+                check(&p, &src[..n], 3, 17, state(9), Stores::Auto);
+            }
+        }
+    }
+}
+
+#[test]
+fn non_temporal_stores_at_aligned_and_unaligned_destinations() {
+    let src = data(70_000, 80);
+    for steps in lists() {
+        if !steps.contains(&Step::Copy) {
+            continue;
+        }
+        let p = Pipeline::new(&steps).unwrap();
+        for n in [0, 255, 256, 300, 1024, 4096, 4099, 70_000] {
+            for da in [0, 1, 8, 16, 32, 48, 63] {
+                for sa in [0, 5] {
+                    check(&p, &src[..n], sa, da, state(n as u64), Stores::NonTemporal);
+                    check(&p, &src[..n], sa, da, state(3), Stores::Cached);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn streams_resumed_across_split_buffers() {
+    let src = data(50_000, 81);
+    let cuts: [&[usize]; 4] = [
+        &[0, 1, 300, 333, 5000, 5127, 49_999, 50_000],
+        &[0, 256, 512, 769, 20_000, 50_000],
+        &[0, 4097, 4098, 10_000, 10_255, 50_000],
+        &[0, 50_000],
+    ];
+    for steps in lists() {
+        let p = Pipeline::new(&steps).unwrap();
+        let copy = steps.contains(&Step::Copy);
+        let mut want_dst = vec![0u8; if copy { src.len() } else { 0 }];
+        let mut want_st = State::new();
+        let want = reference::run(&steps, &src, &mut want_dst, &mut want_st).unwrap();
+        for c in cuts {
+            let mut out = vec![0u8; if copy { src.len() } else { 0 }];
+            let mut st = State::new();
+            let mut got = Default::default();
+            for w in c.windows(2) {
+                let d = if copy {
+                    &mut out[w[0]..w[1]]
+                } else {
+                    &mut [][..]
+                };
+                got = p.run(&src[w[0]..w[1]], d, &mut st).unwrap();
+            }
+            assert_eq!((got, st), (want, want_st), "{steps:?} cut at {c:?}");
+            assert!(out == want_dst, "{steps:?} cut at {c:?}: dst differs");
+            if steps.contains(&Step::Crc32) {
+                assert_eq!(st.crc, crc32fast::hash(&src), "{steps:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn the_wide_loops_are_generated_when_the_cpu_can() {
+    let avx512 = std::is_x86_feature_detected!("avx512f");
+    let vpclmul = avx512 && std::is_x86_feature_detected!("vpclmulqdq");
+    for steps in lists() {
+        let text = Pipeline::new(&steps).unwrap().disassemble();
+        let want = if steps.contains(&Step::Crc32) {
+            vpclmul
+        } else {
+            avx512
+        };
+        assert_eq!(text.contains("zmm"), want, "{steps:?}\n{text}");
+        // Every 512-bit path ends with vzeroupper before SSE code runs.
+        assert_eq!(text.contains("vzeroupper"), want, "{steps:?}");
+    }
+    // Lists with a transform keep the 64-bit path.
+    for steps in [
+        vec![Step::Copy, Step::Checksum, Step::Bswap32],
+        vec![Step::Bswap32, Step::Crc32, Step::Copy],
+    ] {
+        let text = Pipeline::new(&steps).unwrap().disassemble();
+        assert!(!text.contains("zmm"), "{steps:?}\n{text}");
+    }
+}
+
+#[test]
+fn the_reference_backend_takes_the_portable_path() {
+    let src = data(3000, 82);
+    for steps in lists() {
+        let p = Pipeline::new(&steps).unwrap();
+        let copy = steps.contains(&Step::Copy);
+        let mut out = vec![0u8; if copy { src.len() } else { 0 }];
+        let mut st = State::new();
+        let got = p.run_on_reference_backend(&src, &mut out, &mut st).unwrap();
+        let mut want_dst = vec![0u8; out.len()];
+        let mut want_st = State::new();
+        let want = reference::run(&steps, &src, &mut want_dst, &mut want_st).unwrap();
+        assert_eq!((got, st, out), (want, want_st, want_dst), "{steps:?}");
+    }
+}
