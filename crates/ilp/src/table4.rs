@@ -289,6 +289,15 @@ impl Config {
         }
     }
 
+    /// Only the in-cache rows of [`standard`](Config::standard) (4 KiB
+    /// and 64 KiB), with its rounds: a quick check of the in-cache
+    /// targets.
+    pub fn in_cache() -> Config {
+        let mut c = Config::standard(2);
+        c.placements.retain(|p| matches!(p, Placement::InCache(_)));
+        c
+    }
+
     /// Small and quick, for the demo: 4 KiB and 64 KiB in cache, 64 MiB in
     /// 64 KiB messages, few rounds.
     pub fn quick() -> Config {
