@@ -1,10 +1,13 @@
-//! A software model of the carry-less-multiply folding CRC-32 that a
-//! future generated loop could use instead of slicing-by-8 (not used by
-//! `ilp` yet; see docs/ilp.md): four 128-bit lanes per 64-byte block, each
-//! folded forward 512 bits with two 64 x 32-bit carry-less products, the
-//! lanes reduced at the end by running them through the byte-wise CRC. The
-//! folding constants are derived here from the polynomial (x^k mod P) and
-//! the model is checked against `crc32fast`.
+//! Software models of the carry-less-multiply folding CRC-32 of the
+//! generated loops (docs/ilp.md): four 128-bit lanes per 64-byte block,
+//! each folded forward 512 bits with two 64 x 32-bit carry-less products,
+//! the lanes reduced at the end by running them through the byte-wise CRC;
+//! and the 512-bit loop: sixteen 128-bit lanes (four zmm registers) per
+//! 256-byte block folded forward 2048 bits, the four registers folded into
+//! one 512 bits apart, the last whole blocks folded in 512 bits at a time,
+//! the 64 bytes left folded to 16 by three 128-bit folds. The folding
+//! constants are derived here from the polynomial (x^k mod P) and the
+//! models are checked against `crc32fast`.
 
 /// The CRC-32 polynomial of IEEE 802.3, not reflected, with its x^32 term.
 const POLY: u64 = 0x1_04c1_1db7;
@@ -76,13 +79,72 @@ fn folded_crc32(data: &[u8]) -> u32 {
     !raw(raw(0, &bytes), &data[64 * blocks..])
 }
 
+/// Folds `lane` forward `bits` (two carry-less products) and XORs `data`.
+fn fold(lane: u128, bits: u32, data: u128) -> u128 {
+    let (lo, hi) = (lane as u64, (lane >> 64) as u64);
+    clmul(lo, fold_const(bits + 64)) ^ clmul(hi, fold_const(bits)) ^ data
+}
+
+/// CRC-32 of `data` as the 512-bit loop computes it (from 256 bytes on;
+/// the 128-bit model below that).
+fn wide_folded_crc32(data: &[u8]) -> u32 {
+    if data.len() < 256 {
+        return folded_crc32(data);
+    }
+    let lane = |at: usize| u128::from_le_bytes(data[at..at + 16].try_into().unwrap());
+    // zmm register r, quarter q: bytes 64r + 16q of each 256-byte block.
+    let mut z: [[u128; 4]; 4] =
+        std::array::from_fn(|r| std::array::from_fn(|q| lane(64 * r + 16 * q)));
+    z[0][0] ^= 0xffff_ffff;
+    let mut at = 256;
+    while at + 256 <= data.len() {
+        for (r, reg) in z.iter_mut().enumerate() {
+            for (q, l) in reg.iter_mut().enumerate() {
+                *l = fold(*l, 2048, lane(at + 64 * r + 16 * q));
+            }
+        }
+        at += 256;
+    }
+    // The registers into the first, 512 bits apart.
+    let mut one = z[0];
+    for reg in &z[1..] {
+        for q in 0..4 {
+            one[q] = fold(one[q], 512, reg[q]);
+        }
+    }
+    // The last whole 64-byte blocks.
+    while at + 64 <= data.len() {
+        for (q, l) in one.iter_mut().enumerate() {
+            *l = fold(*l, 512, lane(at + 16 * q));
+        }
+        at += 64;
+    }
+    // 64 bytes to 16, then through the CRC from 0, then the rest.
+    let last = one[1..].iter().fold(one[0], |acc, &l| fold(acc, 128, l));
+    !raw(raw(0, &last.to_le_bytes()), &data[at..])
+}
+
+#[test]
+fn wide_folding_matches_crc32fast() {
+    let data = ilp::table4::random_bytes(5000, 0x0fed_cba9_8765_4321);
+    let mut lens: Vec<usize> = (0..=1100).collect();
+    lens.extend([2047, 2048, 2049, 4095, 4096, 4097, 4351, 5000]);
+    for n in lens {
+        assert_eq!(
+            wide_folded_crc32(&data[..n]),
+            crc32fast::hash(&data[..n]),
+            "len {n}"
+        );
+    }
+}
+
 #[test]
 fn the_constants_match_the_polynomial() {
     // x^32 mod P is P without its top term; x^31 is itself.
     assert_eq!(xpow_mod(32), POLY & 0xffff_ffff);
     assert_eq!(xpow_mod(31), 1 << 31);
     // Each constant fits the top half of its u64 (degree below 32).
-    for e in [128, 128 + 64, 512, 512 + 64] {
+    for e in [128, 128 + 64, 512, 512 + 64, 2048, 2048 + 64] {
         assert_eq!(fold_const(e) & 0xffff_ffff, 0, "{e}");
     }
     // Folding agrees with multiplying out: x^e * x^f = x^(e+f) mod P.
