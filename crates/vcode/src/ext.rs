@@ -838,6 +838,30 @@ const VPSHIFTQ: Vop = z512(1, 1, true, 0x73);
 const VPCLMULQDQ: Vop = z512(1, 3, false, 0x44);
 /// `vpternlogq zmm, zmm, zmm, imm8`.
 const VPTERNLOGQ: Vop = z512(1, 3, true, 0x25);
+/// `vpandq zmm, zmm, zmm`.
+const VPANDQ: Vop = z512(1, 1, true, 0xdb);
+/// `vextracti32x4 xmm, zmm, imm8` / `vextracti64x4 ymm, zmm, imm8` (the
+/// destination in ModRM.rm).
+const VEXTRACTI32X4: Vop = z512(1, 3, false, 0x39);
+const VEXTRACTI64X4: Vop = z512(1, 3, true, 0x3b);
+/// `vmovq r64, xmm` / `vpextrq r64, xmm, imm8` (VEX.128; the general
+/// register in ModRM.rm).
+const VMOVQ_R_X: Vop = Vop {
+    evex: false,
+    l: 0,
+    pp: 1,
+    map: 1,
+    w: true,
+    op: 0x7e,
+};
+const VPEXTRQ: Vop = Vop {
+    evex: false,
+    l: 0,
+    pp: 1,
+    map: 3,
+    w: true,
+    op: 0x16,
+};
 /// `vmovq xmm, r64` (VEX.128; zeroes the register up to bit 511).
 const VMOVQ_X_R: Vop = Vop {
     evex: false,
@@ -920,6 +944,15 @@ pub trait Wide {
     fn zaddq(&mut self, zd: Reg<crate::D>, a: Reg<crate::D>, b: Reg<crate::D>);
     /// `zd = a - b` in each 64-bit lane (`vpsubq`).
     fn zsubq(&mut self, zd: Reg<crate::D>, a: Reg<crate::D>, b: Reg<crate::D>);
+    /// `zd = a & b` (`vpandq`).
+    fn zand(&mut self, zd: Reg<crate::D>, a: Reg<crate::D>, b: Reg<crate::D>);
+    /// `zd` = 128-bit quarter `i` (0..4) of `a` when `bits` is 128
+    /// (`vextracti32x4`), or 256-bit half `i` (0..2) when it is 256
+    /// (`vextracti64x4`), zero-extended. Other widths or indices are an
+    /// `Unsupported` error.
+    fn zextract(&mut self, zd: Reg<crate::D>, a: Reg<crate::D>, bits: u32, i: u8);
+    /// `rd` = 64-bit word `i` (0 or 1) of `a` (`vmovq`, `vpextrq`).
+    fn zmovq(&mut self, rd: Reg<crate::UL>, a: Reg<crate::D>, i: u8);
     /// `zd = a >> n` in each 64-bit lane, logical (`vpsrlq`).
     fn zsrlq(&mut self, zd: Reg<crate::D>, a: Reg<crate::D>, n: u8);
     /// `zd = a << n` in each 64-bit lane (`vpsllq`).
@@ -1066,6 +1099,37 @@ impl<B: Backend> Wide for Func<B> {
 
     fn zxor(&mut self, zd: Reg<crate::D>, a: Reg<crate::D>, b: Reg<crate::D>) {
         self.wide_rrr("zxor", VPXORQ, zd, a, b);
+    }
+
+    fn zand(&mut self, zd: Reg<crate::D>, a: Reg<crate::D>, b: Reg<crate::D>) {
+        self.wide_rrr("zand", VPANDQ, zd, a, b);
+    }
+
+    fn zextract(&mut self, zd: Reg<crate::D>, a: Reg<crate::D>, bits: u32, i: u8) {
+        self.check_regs("zextract", &[(true, zd.num()), (true, a.num())]);
+        let o = match (bits, i) {
+            (128, 0..4) => VEXTRACTI32X4,
+            (256, 0..2) => VEXTRACTI64X4,
+            _ => {
+                return self.fail(
+                    "zextract",
+                    crate::ErrorKind::Unsupported("zextract takes a quarter or a half"),
+                );
+            }
+        };
+        self.wide_one("zextract", o, a.num(), 0, zd.num(), None, Some(i));
+    }
+
+    fn zmovq(&mut self, rd: Reg<crate::UL>, a: Reg<crate::D>, i: u8) {
+        self.check_regs("zmovq", &[(false, rd.num()), (true, a.num())]);
+        match i {
+            0 => self.wide_one("zmovq", VMOVQ_R_X, a.num(), 0, rd.num(), None, None),
+            1 => self.wide_one("zmovq", VPEXTRQ, a.num(), 0, rd.num(), None, Some(1)),
+            _ => self.fail(
+                "zmovq",
+                crate::ErrorKind::Unsupported("zmovq takes word 0 or 1"),
+            ),
+        }
     }
 
     fn zaddq(&mut self, zd: Reg<crate::D>, a: Reg<crate::D>, b: Reg<crate::D>) {

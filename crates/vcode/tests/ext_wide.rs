@@ -2,7 +2,7 @@
 //! with `iced-x86` and compared operand by operand (every float register
 //! in every role, every integer register as base, offsets that need a SIB
 //! byte); the instructions run against plain Rust models (64-bit lane
-//! arithmetic, `zxorq`, loads and stores, and the two folds against a
+//! arithmetic, `zxorq`, extracts, loads and stores, and the two folds against a
 //! software carry-less product); and the reference backend, which has no
 //! 512-bit registers, refusing them. Skipped where the CPU lacks AVX-512F
 //! and VPCLMULQDQ.
@@ -97,6 +97,34 @@ fn every_encoding_decodes_to_what_was_asked() {
             reg_name(false, gr.num()).to_uppercase()
         ));
         want.push(format!("Vpxorq {} {} ZMM15", z(a), z(a)));
+        f.zand(b, c, a);
+        want.push(format!("Vpandq {} {} {}", z(b), z(c), z(a)));
+        f.zextract(c, a, 128, (k % 4) as u8);
+        want.push(format!(
+            "Vextracti32x4 XMM{} {} {:#x}",
+            c.num(),
+            z(a),
+            k % 4
+        ));
+        f.zextract(a, b, 256, (k % 2) as u8);
+        want.push(format!(
+            "Vextracti64x4 YMM{} {} {:#x}",
+            a.num(),
+            z(b),
+            k % 2
+        ));
+        f.zmovq(gr, c, 0);
+        want.push(format!(
+            "Vmovq {} XMM{}",
+            reg_name(false, gr.num()).to_uppercase(),
+            c.num()
+        ));
+        f.zmovq(gr, b, 1);
+        want.push(format!(
+            "Vpextrq {} XMM{} 0x1",
+            reg_name(false, gr.num()).to_uppercase(),
+            b.num()
+        ));
         f.zfold(a, b, c, base, off);
         want.push(format!("Vpclmulqdq ZMM15 {} {} 0x0", z(a), z(b)));
         want.push(format!("Vpclmulqdq {} {} {} 0x11", z(a), z(a), z(b)));
@@ -139,8 +167,9 @@ fn clmul(a: u64, b: u64) -> u128 {
 /// `f(src, dst, g)` with `src` = eight 64-byte vectors `a, b, k, m, ..`:
 /// writes to `dst` (64 bytes each) `a + b`, `a - b`, `a >> 13`,
 /// `a << 40`, `a ^ b`, `a ^ g`, `fold(a, k) ^ m` (zfold, which also
-/// leaves `m` to store non-temporally), `fold(b, k) ^ a` (zfoldr). The
-/// registers are rotated by `rot`.
+/// leaves `m` to store non-temporally), `fold(b, k) ^ a` (zfoldr), `a &
+/// k`, quarter 3 and half 1 of `a` (zero-extended), then words 4 and 5 of
+/// `k` (through `zmovq`). The registers are rotated by `rot`.
 fn build_ops(rot: usize) -> vcode::Code {
     let mut f = Func::<X64>::with_backend();
     let p = f.lambda("%p%p%ul", Leaf::Yes).unwrap();
@@ -180,6 +209,18 @@ fn build_ops(rot: usize) -> vcode::Code {
     f.stznt(t, d, 448);
     f.zfoldr(b, k, a);
     f.stz(b, d, 512);
+    // a & k, quarter 3 and half 1 of a, words 0 and 1 of quarter 2 of k.
+    f.zand(u, a, k);
+    f.stz(u, d, 576);
+    f.zextract(u, a, 128, 3);
+    f.stz(u, d, 640);
+    f.zextract(u, a, 256, 1);
+    f.stz(u, d, 704);
+    f.zextract(u, k, 128, 2);
+    f.zmovq(gr, u, 0);
+    f.st(gr, d, vcode::Operand::Imm(768));
+    f.zmovq(gr, u, 1);
+    f.st(gr, d, vcode::Operand::Imm(776));
     f.vzeroupper();
     f.retv();
     f.end().unwrap()
@@ -202,11 +243,12 @@ fn the_instructions_compute_their_models() {
         for _ in 0..8 {
             let src: Vec<u64> = (0..32).map(|_| next()).collect();
             let gv = next();
-            // 64-byte aligned for `stznt`: 9 vectors of 8 words, one spare.
-            let mut buf = vec![0u64; 80];
+            // 64-byte aligned for `stznt`: 12 vectors of 8 words and two
+            // words, one vector spare.
+            let mut buf = vec![0u64; 106];
             let at = buf.as_ptr().align_offset(64);
-            let dst = &mut buf[at..at + 72];
-            // SAFETY: the function reads src[0..32] and writes dst[0..72],
+            let dst = &mut buf[at..at + 98];
+            // SAFETY: the function reads src[0..32] and writes dst[0..98],
             // whose slot at 448 bytes is 64-byte aligned.
             unsafe {
                 code.invoke(&[
@@ -236,6 +278,10 @@ fn the_instructions_compute_their_models() {
             want.extend(fold(a, m));
             want.extend(m);
             want.extend(fold(b, a));
+            want.extend((0..8).map(|i| a[i] & k[i]));
+            want.extend([a[6], a[7], 0, 0, 0, 0, 0, 0]);
+            want.extend([a[4], a[5], a[6], a[7], 0, 0, 0, 0]);
+            want.extend([k[4], k[5]]);
             assert_eq!(dst, &want[..], "rotation {rot}");
         }
     }
