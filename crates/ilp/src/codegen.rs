@@ -120,10 +120,21 @@ const fn quad(k: [u64; 2]) -> [u64; 8] {
     [k[0], k[1], k[0], k[1], k[0], k[1], k[0], k[1]]
 }
 
-/// The constants of the 512-bit folding loop: forward 2048 bits (one
-/// 256-byte iteration), then 512 bits (a zmm lane into the next, and the
-/// last 64-byte blocks).
-static WIDE_K: [[u64; 8]; 2] = [quad(fold_k(2048)), quad(FOLD_K)];
+/// The constants of the 512-bit folding loop, by row (64 bytes each):
+/// forward 2048 bits (one 256-byte iteration); 1024 bits (a zmm lane onto
+/// the one two further); 512 bits (onto the next, and the last 64-byte
+/// blocks); 384, 256, 128 and 0 bits (each 128-bit quarter onto the last,
+/// whose constant is 0); and a mask of the last quarter.
+static WIDE_K: [[u64; 8]; 5] = {
+    let (a, b, c) = (fold_k(384), fold_k(256), fold_k(128));
+    [
+        quad(fold_k(2048)),
+        quad(fold_k(1024)),
+        quad(FOLD_K),
+        [a[0], a[1], b[0], b[1], c[0], c[1], 0, 0],
+        [0, 0, 0, 0, 0, 0, !0, !0],
+    ]
+};
 
 const OFF_SRC: i64 = 0;
 const OFF_DST: i64 = 8;
@@ -308,7 +319,7 @@ pub(crate) fn generate<B: Backend>(kinds: &[StepKind], spare: usize) -> Result<B
         [StepKind::Copy, StepKind::Crc32] | [StepKind::Crc32, StepKind::Copy] | [StepKind::Crc32]
     );
     if fold_list && f.wide_clmul_available() {
-        wide_clmul_blocks(&mut f, &regs, la, lnt, end)?;
+        wide_clmul_blocks(&mut f, &regs, lnt, end)?;
     }
     if fold_list && f.clmul_available() {
         clmul_blocks(&mut f, &regs, la, lnt, end)?;
@@ -578,18 +589,19 @@ fn wide_entry<B: Backend>(
 /// bytes with `zxorq`) take the first 256 bytes, and each further 256
 /// fold every 128-bit quarter forward 2048 bits (`zfold`), the data stored
 /// from the registers that loaded it (`vmovntdq` in the non-temporal loop,
-/// frame bit 2). Then the lanes fold into one, 64 bytes apart (`zfoldr`),
-/// the remaining whole blocks fold into it 64 bytes at a time, and its 64
-/// bytes, which are the four lanes of `clmul_blocks`, take the same table
-/// reduction.
+/// frame bit 2). Then the lanes fold into one (`zfoldr`: lanes 0 and 1
+/// forward 128 bytes onto 2 and 3, then the first result 64 bytes onto the
+/// second), the remaining whole blocks fold into it 64 bytes at a time, its
+/// four 128-bit quarters (the four lanes of `clmul_blocks`) fold onto the
+/// last by 384, 256, 128 and 0 bits at once and are XORed together
+/// (`zextract`), and the 16 bytes left, moved to two registers (`zmovq`),
+/// take two table steps from 0.
 fn wide_clmul_blocks<B: Backend>(
     f: &mut Func<B>,
     r: &Regs,
-    la: vcode::Local<P>,
     lnt: vcode::Local<UL>,
     end: Reg<P>,
 ) -> Result<(), Error> {
-    let c = r.crc.expect("a CRC list").0;
     let skip = f.genlabel();
     let lim = wide_entry(f, r, lnt, end, skip)?;
     let mut z = Vec::new();
@@ -606,7 +618,7 @@ fn wide_clmul_blocks<B: Backend>(
             f.stz(l, d, 64 * i as i32);
         }
     }
-    f.zxorq(lanes[0], c);
+    f.zxorq(lanes[0], r.crc.expect("a CRC list").0);
     advance(f, r, WIDE);
     store_loops(f, r, lnt, 4, WIDE, lim, |f, nt| {
         for (i, &l) in lanes.iter().enumerate() {
@@ -620,25 +632,43 @@ fn wide_clmul_blocks<B: Backend>(
             }
         }
     });
+    // The lanes into the last: 0 onto 2 and 1 onto 3 (independent), then
+    // that onto 3.
     f.ldz(k, kp, 64);
-    for &l in &lanes[1..] {
-        f.zfoldr(lanes[0], k, l);
-    }
+    f.zfoldr(lanes[0], k, lanes[2]);
+    f.zfoldr(lanes[1], k, lanes[3]);
+    f.ldz(k, kp, 128);
+    f.zfoldr(lanes[0], k, lanes[1]);
+    let one = lanes[0];
     // The last 0 to 3 whole blocks (ordinary stores).
     let (btop, bdone) = (f.genlabel(), f.genlabel());
     f.bge(r.s, end, bdone);
     f.label(btop);
-    f.zfold(lanes[0], k, t, r.s, 0);
+    f.zfold(one, k, t, r.s, 0);
     if let Some(d) = r.d {
         f.stz(t, d, 0);
     }
     advance(f, r, BLOCK);
     f.blt(r.s, end, btop);
     f.label(bdone);
-    f.ld_local(kp, la);
-    f.stz(lanes[0], kp, OFF_FOLD);
+    // 64 bytes to 16 with the same CRC: quarters 0 to 2 folded onto the
+    // last, the four XORed together (halves, then quarters).
+    f.ldz(k, kp, 192);
+    f.ldz(t, kp, 256);
+    f.zand(t, t, one);
+    f.zfoldr(one, k, t);
+    f.zextract(t, one, 256, 1);
+    f.zxor(one, one, t);
+    f.zextract(t, one, 128, 1);
+    f.zxor(one, one, t);
+    let (w0, w1) = (r.words[0], r.words[1]);
+    f.zmovq(w0, one, 0);
+    f.zmovq(w1, one, 1);
     f.vzeroupper();
-    crc_of_fold(f, r, kp, [z[0], k, t]);
+    let (c, tab) = r.crc.expect("a CRC list");
+    f.set(c, 0);
+    f.crc32x8(c, c, w0, tab);
+    f.crc32x8(c, c, w1, tab);
     for x in z {
         f.putreg(x);
     }

@@ -4,8 +4,8 @@
 //! the lanes reduced at the end by running them through the byte-wise CRC;
 //! and the 512-bit loop: sixteen 128-bit lanes (four zmm registers) per
 //! 256-byte block folded forward 2048 bits, the four registers folded into
-//! one 512 bits apart, the last whole blocks folded in 512 bits at a time,
-//! the 64 bytes left folded to 16 by three 128-bit folds. The folding
+//! one (1024, then 512 bits), the last whole blocks folded in 512 bits at a
+//! time, the 64 bytes left folded to 16 (by 384, 256 and 128 bits). The folding
 //! constants are derived here from the polynomial (x^k mod P) and the
 //! models are checked against `crc32fast`.
 
@@ -105,13 +105,12 @@ fn wide_folded_crc32(data: &[u8]) -> u32 {
         }
         at += 256;
     }
-    // The registers into the first, 512 bits apart.
-    let mut one = z[0];
-    for reg in &z[1..] {
-        for q in 0..4 {
-            one[q] = fold(one[q], 512, reg[q]);
-        }
-    }
+    // The registers into the last: 0 onto 2 and 1 onto 3 (1024 bits),
+    // then the first result onto the second (512 bits).
+    let onto = |a: [u128; 4], bits: u32, b: [u128; 4]| -> [u128; 4] {
+        std::array::from_fn(|q| fold(a[q], bits, b[q]))
+    };
+    let mut one = onto(onto(z[0], 1024, z[2]), 512, onto(z[1], 1024, z[3]));
     // The last whole 64-byte blocks.
     while at + 64 <= data.len() {
         for (q, l) in one.iter_mut().enumerate() {
@@ -119,8 +118,9 @@ fn wide_folded_crc32(data: &[u8]) -> u32 {
         }
         at += 64;
     }
-    // 64 bytes to 16, then through the CRC from 0, then the rest.
-    let last = one[1..].iter().fold(one[0], |acc, &l| fold(acc, 128, l));
+    // 64 bytes to 16 (each quarter folded onto the last at once), then
+    // through the CRC from 0, then the rest.
+    let last = fold(one[0], 384, 0) ^ fold(one[1], 256, 0) ^ fold(one[2], 128, 0) ^ one[3];
     !raw(raw(0, &last.to_le_bytes()), &data[at..])
 }
 
@@ -144,7 +144,9 @@ fn the_constants_match_the_polynomial() {
     assert_eq!(xpow_mod(32), POLY & 0xffff_ffff);
     assert_eq!(xpow_mod(31), 1 << 31);
     // Each constant fits the top half of its u64 (degree below 32).
-    for e in [128, 128 + 64, 512, 512 + 64, 2048, 2048 + 64] {
+    for e in [
+        128, 192, 256, 320, 384, 448, 512, 576, 1024, 1088, 2048, 2112,
+    ] {
         assert_eq!(fold_const(e) & 0xffff_ffff, 0, "{e}");
     }
     // Folding agrees with multiplying out: x^e * x^f = x^(e+f) mod P.
