@@ -445,50 +445,21 @@ fn clmul_blocks<B: Backend>(
     lnt: vcode::Local<UL>,
     end: Reg<P>,
 ) -> Result<(), Error> {
-    let c = r.crc.expect("a CRC list").0;
     let skip = f.genlabel();
     let p = temp::<B, P>(f)?;
     f.add(p, r.s, imm(2 * BLOCK));
     f.bgt(p, end, skip);
-    let mut x = Vec::new();
-    for _ in 0..6 {
-        x.push(f.getreg::<D>(Class::Temp)?);
-    }
+    let x = vregs(f, 6)?;
     let (lanes, k, t) = (&x[..4], x[4], x[5]);
     f.ld_local(p, la);
     f.ldx(k, p, OFF_FOLD_K);
-    for (i, &l) in lanes.iter().enumerate() {
-        f.ldx(l, r.s, 16 * i as i32);
-        if let Some(d) = r.d {
-            f.stx(l, d, 16 * i as i32);
-        }
-    }
-    f.xorq(lanes[0], c);
-    advance(f, r, BLOCK);
-    // With a copy, a second loop with non-temporal 16-byte stores when the
-    // frame says so (bit 1: non-temporal and `dst` 16-byte aligned).
-    store_loops(f, r, lnt, 2, BLOCK, end, |f, nt| {
-        for (i, &l) in lanes.iter().enumerate() {
-            f.clfold(l, k, t, r.s, 16 * i as i32);
-            if let Some(d) = r.d {
-                if nt {
-                    f.stxnt(t, d, 16 * i as i32);
-                } else {
-                    f.stx(t, d, 16 * i as i32);
-                }
-            }
-        }
-    });
+    fold_lanes(f, r, lnt, Width::X, lanes, k, t, end);
     f.ld_local(p, la);
     for (i, &l) in lanes.iter().enumerate() {
         f.stx(l, p, OFF_FOLD + 16 * i as i32);
     }
     crc_of_fold(f, r, p, [x[0], k, t]);
-    for l in x {
-        f.putreg(l);
-    }
-    f.putreg(p);
-    f.label(skip);
+    path_end(f, x, &[p], skip);
     Ok(())
 }
 
@@ -514,6 +485,108 @@ fn crc_of_fold<B: Backend>(f: &mut Func<B>, r: &Regs, p: Reg<P>, x: [Reg<D>; 3])
     }
 }
 
+/// The vector registers of a folding loop: xmm (128 bits, `Clmul`) or
+/// zmm (512 bits, `Wide`).
+#[derive(Copy, Clone, PartialEq, Eq)]
+enum Width {
+    X,
+    Z,
+}
+
+impl Width {
+    fn bytes(self) -> i32 {
+        match self {
+            Width::X => 16,
+            Width::Z => 64,
+        }
+    }
+
+    /// The store of `x` to `[base + off]`, non-temporal when `nt`.
+    fn st<B: Backend>(self, f: &mut Func<B>, x: Reg<D>, base: Reg<P>, off: i32, nt: bool) {
+        match (self, nt) {
+            (Width::X, false) => f.stx(x, base, off),
+            (Width::X, true) => f.stxnt(x, base, off),
+            (Width::Z, false) => f.stz(x, base, off),
+            (Width::Z, true) => f.stznt(x, base, off),
+        }
+    }
+}
+
+/// The folding loop of both widths: the lanes take the first `4 w` bytes
+/// (the CRC register XORed into the first four), stored to `dst` from the
+/// registers that loaded them; then per further `4 w` bytes while `s <
+/// lim`, each lane folds forward by that distance (`k`) and takes its
+/// next `w` bytes (left in `t`, and stored from there; non-temporally when
+/// the frame's store flag has bit 1 for xmm, bit 2 for zmm).
+#[allow(clippy::too_many_arguments)]
+fn fold_lanes<B: Backend>(
+    f: &mut Func<B>,
+    r: &Regs,
+    lnt: vcode::Local<UL>,
+    w: Width,
+    lanes: &[Reg<D>],
+    k: Reg<D>,
+    t: Reg<D>,
+    lim: Reg<P>,
+) {
+    let n = w.bytes();
+    let c = r.crc.expect("a CRC list").0;
+    for (i, &l) in lanes.iter().enumerate() {
+        let off = n * i as i32;
+        match w {
+            Width::X => f.ldx(l, r.s, off),
+            Width::Z => f.ldz(l, r.s, off),
+        }
+        if let Some(d) = r.d {
+            w.st(f, l, d, off, false);
+        }
+    }
+    match w {
+        Width::X => f.xorq(lanes[0], c),
+        Width::Z => f.zxorq(lanes[0], c),
+    }
+    let step = 4 * n as i64;
+    advance(f, r, step);
+    let bit = if w == Width::X { 2 } else { 4 };
+    store_loops(f, r, lnt, bit, step, lim, |f, nt| {
+        for (i, &l) in lanes.iter().enumerate() {
+            let off = n * i as i32;
+            match w {
+                Width::X => f.clfold(l, k, t, r.s, off),
+                Width::Z => f.zfold(l, k, t, r.s, off),
+            }
+            if let Some(d) = r.d {
+                w.st(f, t, d, off, nt);
+            }
+        }
+    });
+}
+
+/// `n` vector registers for a vector path.
+fn vregs<B: Backend>(f: &mut Func<B>, n: usize) -> Result<Vec<Reg<D>>, Error> {
+    (0..n).map(|_| Ok(f.getreg::<D>(Class::Temp)?)).collect()
+}
+
+/// The end of a vector path: its registers given back, then the label its
+/// entry test skips to.
+fn path_end<B: Backend>(f: &mut Func<B>, z: Vec<Reg<D>>, ps: &[Reg<P>], skip: Label) {
+    for x in z {
+        f.putreg(x);
+    }
+    for &p in ps {
+        f.putreg(p);
+    }
+    f.label(skip);
+}
+
+/// `Frame::nt & mask` in the first word register.
+fn store_flag<B: Backend>(f: &mut Func<B>, r: &Regs, lnt: vcode::Local<UL>, mask: i64) -> Reg<UL> {
+    let w = r.words[0];
+    f.ld_local(w, lnt);
+    f.and(w, w, imm(mask));
+    w
+}
+
 /// The loop of a vector path: `body(f, nt)` then an advance by `step`,
 /// while `s < lim` (nothing when it is not). With a copy it exists twice:
 /// with ordinary stores, and, when the frame's store flag has `bit`, with
@@ -531,9 +604,7 @@ fn store_loops<B: Backend>(
     let (top, nt_top, done) = (f.genlabel(), f.genlabel(), f.genlabel());
     f.bge(r.s, lim, done);
     if r.d.is_some() {
-        let w = r.words[0];
-        f.ld_local(w, lnt);
-        f.and(w, w, imm(bit));
+        let w = store_flag(f, r, lnt, bit);
         f.bne(w, imm(0), nt_top);
     }
     for nt in [false, true] {
@@ -574,9 +645,7 @@ fn wide_entry<B: Backend>(
     f.add(lim, r.s, imm(WIDE));
     f.bgt(lim, end, skip);
     if r.d.is_some() {
-        let w = r.words[0];
-        f.ld_local(w, lnt);
-        f.and(w, w, imm(5));
+        let w = store_flag(f, r, lnt, 5);
         f.beq(w, imm(1), skip);
     }
     f.sub(lim, end, imm(WIDE - BLOCK));
@@ -604,34 +673,12 @@ fn wide_clmul_blocks<B: Backend>(
 ) -> Result<(), Error> {
     let skip = f.genlabel();
     let lim = wide_entry(f, r, lnt, end, skip)?;
-    let mut z = Vec::new();
-    for _ in 0..6 {
-        z.push(f.getreg::<D>(Class::Temp)?);
-    }
+    let z = vregs(f, 6)?;
     let (lanes, k, t) = (&z[..4], z[4], z[5]);
     let kp = temp::<B, P>(f)?;
     f.set(kp, WIDE_K.as_ptr() as usize);
     f.ldz(k, kp, 0);
-    for (i, &l) in lanes.iter().enumerate() {
-        f.ldz(l, r.s, 64 * i as i32);
-        if let Some(d) = r.d {
-            f.stz(l, d, 64 * i as i32);
-        }
-    }
-    f.zxorq(lanes[0], r.crc.expect("a CRC list").0);
-    advance(f, r, WIDE);
-    store_loops(f, r, lnt, 4, WIDE, lim, |f, nt| {
-        for (i, &l) in lanes.iter().enumerate() {
-            f.zfold(l, k, t, r.s, 64 * i as i32);
-            if let Some(d) = r.d {
-                if nt {
-                    f.stznt(t, d, 64 * i as i32);
-                } else {
-                    f.stz(t, d, 64 * i as i32);
-                }
-            }
-        }
-    });
+    fold_lanes(f, r, lnt, Width::Z, lanes, k, t, lim);
     // The lanes into the last: 0 onto 2 and 1 onto 3 (independent), then
     // that onto 3.
     f.ldz(k, kp, 64);
@@ -669,12 +716,7 @@ fn wide_clmul_blocks<B: Backend>(
     f.set(c, 0);
     f.crc32x8(c, c, w0, tab);
     f.crc32x8(c, c, w1, tab);
-    for x in z {
-        f.putreg(x);
-    }
-    f.putreg(kp);
-    f.putreg(lim);
-    f.label(skip);
+    path_end(f, z, &[kp, lim], skip);
     Ok(())
 }
 
@@ -701,10 +743,7 @@ fn wide_sum_blocks<B: Backend>(
     let acc = r.acc.expect("a checksum list");
     let skip = f.genlabel();
     let lim = wide_entry(f, r, lnt, end, skip)?;
-    let mut z = Vec::new();
-    for _ in 0..10 {
-        z.push(f.getreg::<D>(Class::Temp)?);
-    }
+    let z = vregs(f, 10)?;
     let (t, sums, highs, u) = (&z[..4], [z[4], z[5]], [z[6], z[7]], [z[8], z[9]]);
     let cend = temp::<B, P>(f)?;
     let (outer, sized) = (f.genlabel(), f.genlabel());
@@ -723,11 +762,7 @@ fn wide_sum_blocks<B: Backend>(
             let off = 64 * i as i32;
             f.ldz(x, r.s, off);
             if let Some(d) = r.d {
-                if nt {
-                    f.stznt(x, d, off);
-                } else {
-                    f.stz(x, d, off);
-                }
+                Width::Z.st(f, x, d, off, nt);
             }
             let (sm, hi, v) = (sums[i % 2], highs[i % 2], u[i % 2]);
             f.zaddq(sm, sm, x);
@@ -759,12 +794,7 @@ fn wide_sum_blocks<B: Backend>(
     f.add1c(acc, acc, total);
     f.blt(r.s, lim, outer);
     f.vzeroupper();
-    for x in z {
-        f.putreg(x);
-    }
-    f.putreg(cend);
-    f.putreg(lim);
-    f.label(skip);
+    path_end(f, z, &[cend, lim], skip);
     Ok(())
 }
 

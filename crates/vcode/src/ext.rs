@@ -690,6 +690,32 @@ pub trait Clmul {
 }
 
 impl<B: Backend> Func<B> {
+    /// The register checks of a fold (`clfold`, `zfold`, `zfoldr`): a
+    /// lane, a constant and a third vector register, distinct, and the base
+    /// of the memory operand if any. Their numbers, or `None` after
+    /// recording the error.
+    fn fold_regs(
+        &mut self,
+        m: &'static str,
+        lane: Reg<crate::D>,
+        k: Reg<crate::D>,
+        t: Reg<crate::D>,
+        base: Option<Reg<P>>,
+    ) -> Option<(u8, u8, u8)> {
+        let (l, k, t) = (lane.num(), k.num(), t.num());
+        let mut regs = vec![(true, l), (true, k), (true, t)];
+        regs.extend(base.map(|b| (false, b.num())));
+        self.check_regs(m, &regs);
+        if l == k || l == t || k == t {
+            self.fail(
+                m,
+                crate::ErrorKind::Unsupported("a fold needs three distinct registers"),
+            );
+            return None;
+        }
+        Some((l, k, t))
+    }
+
     fn clmul_native(&mut self, m: &'static str) -> Option<&mut crate::X64> {
         if self.backend().x86().is_none() {
             self.fail(
@@ -764,22 +790,9 @@ impl<B: Backend> Clmul for Func<B> {
         base: Reg<P>,
         off: i32,
     ) {
-        self.check_regs(
-            "clfold",
-            &[
-                (true, lane.num()),
-                (true, k.num()),
-                (true, t.num()),
-                (false, base.num()),
-            ],
-        );
-        let (l, k, t) = (lane.num(), k.num(), t.num());
-        if l == k || l == t || k == t {
-            return self.fail(
-                "clfold",
-                crate::ErrorKind::Unsupported("clfold needs three distinct registers"),
-            );
-        }
+        let Some((l, k, t)) = self.fold_regs("clfold", lane, k, t, Some(base)) else {
+            return;
+        };
         if let Some(a) = self.clmul_native("clfold") {
             enc_sse(a, 0x66, false, &[0x6f], t, l, None, None); // movdqa t, lane
             enc_sse(a, 0x66, false, &[0x3a, 0x44], l, k, None, Some(0x00)); // lane.lo * k.lo
@@ -1048,18 +1061,22 @@ impl<B: Backend> Func<B> {
 
     /// The fold of [`Wide::zfold`]/[`Wide::zfoldr`], the data XORed in
     /// from `t`, which the memory form loads first.
-    fn wide_fold(&mut self, m: &'static str, lane: u8, k: u8, t: u8, mem: Option<(u8, i32)>) {
-        if lane == k || lane == t || k == t {
-            return self.fail(
-                m,
-                crate::ErrorKind::Unsupported("a fold needs three distinct registers"),
-            );
-        }
+    fn wide_fold(
+        &mut self,
+        m: &'static str,
+        lane: Reg<crate::D>,
+        k: Reg<crate::D>,
+        t: Reg<crate::D>,
+        mem: Option<(Reg<P>, i32)>,
+    ) {
+        let Some((lane, k, t)) = self.fold_regs(m, lane, k, t, mem.map(|(b, _)| b)) else {
+            return;
+        };
         if let Some(a) = self.wide_native(m, true) {
             enc_vex(a, VPCLMULQDQ, XMM15, lane, k, None, Some(0x00)); // lo * k.lo
             enc_vex(a, VPCLMULQDQ, lane, lane, k, None, Some(0x11)); // hi * k.hi
             if let Some((base, off)) = mem {
-                enc_vex(a, VMOVDQU64_LD, t, 0, base, Some(off), None);
+                enc_vex(a, VMOVDQU64_LD, t, 0, base.num(), Some(off), None);
             }
             enc_vex(a, VPTERNLOGQ, lane, XMM15, t, None, Some(0x96)); // lane ^= xmm15 ^ t
             a.buf.resync(m);
@@ -1156,30 +1173,11 @@ impl<B: Backend> Wide for Func<B> {
         base: Reg<P>,
         off: i32,
     ) {
-        self.check_regs(
-            "zfold",
-            &[
-                (true, lane.num()),
-                (true, k.num()),
-                (true, t.num()),
-                (false, base.num()),
-            ],
-        );
-        self.wide_fold(
-            "zfold",
-            lane.num(),
-            k.num(),
-            t.num(),
-            Some((base.num(), off)),
-        );
+        self.wide_fold("zfold", lane, k, t, Some((base, off)));
     }
 
     fn zfoldr(&mut self, lane: Reg<crate::D>, k: Reg<crate::D>, x: Reg<crate::D>) {
-        self.check_regs(
-            "zfoldr",
-            &[(true, lane.num()), (true, k.num()), (true, x.num())],
-        );
-        self.wide_fold("zfoldr", lane.num(), k.num(), x.num(), None);
+        self.wide_fold("zfoldr", lane, k, x, None);
     }
 
     fn vzeroupper(&mut self) {

@@ -188,16 +188,18 @@ fn build_ops(rot: usize) -> vcode::Code {
     f.ldz(a, s, 0);
     f.ldz(b, s, 64);
     f.ldz(k, s, 128);
-    f.zaddq(u, a, b);
-    f.stz(u, d, 0);
-    f.zsubq(u, a, b);
-    f.stz(u, d, 64);
-    f.zsrlq(u, a, 13);
-    f.stz(u, d, 128);
-    f.zsllq(u, a, 40);
-    f.stz(u, d, 192);
-    f.zxor(u, a, b);
-    f.stz(u, d, 256);
+    type Op = fn(&mut Func<X64>, Reg<D>, Reg<D>, Reg<D>);
+    let ops: [Op; 5] = [
+        |f, u, a, b| f.zaddq(u, a, b),
+        |f, u, a, b| f.zsubq(u, a, b),
+        |f, u, a, _| f.zsrlq(u, a, 13),
+        |f, u, a, _| f.zsllq(u, a, 40),
+        |f, u, a, b| f.zxor(u, a, b),
+    ];
+    for (i, op) in ops.iter().enumerate() {
+        op(&mut f, u, a, b);
+        f.stz(u, d, 64 * i as i32);
+    }
     f.zxor(u, u, u);
     f.zxor(u, u, a);
     f.zxorq(u, gr);
