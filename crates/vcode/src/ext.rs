@@ -851,6 +851,8 @@ const VPSHIFTQ: Vop = z512(1, 1, true, 0x73);
 const VPCLMULQDQ: Vop = z512(1, 3, false, 0x44);
 /// `vpternlogq zmm, zmm, zmm, imm8`.
 const VPTERNLOGQ: Vop = z512(1, 3, true, 0x25);
+/// `vpshufb zmm, zmm, zmm` (AVX-512BW).
+const VPSHUFB: Vop = z512(1, 2, false, 0x00);
 /// `vpandq zmm, zmm, zmm`.
 const VPANDQ: Vop = z512(1, 1, true, 0xdb);
 /// `vextracti32x4 xmm, zmm, imm8` / `vextracti64x4 ymm, zmm, imm8` (the
@@ -913,8 +915,9 @@ fn enc_vex(x: &mut crate::X64, o: Vop, reg: u8, v: u8, rm: u8, disp: Option<i32>
     enc_modrm(x, reg, rm, disp, imm);
 }
 
+/// AVX-512F and BW (every AVX-512 CPU since Skylake-SP has both).
 fn has_avx512f() -> bool {
-    std::is_x86_feature_detected!("avx512f")
+    std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512bw")
 }
 
 fn has_vpclmulqdq() -> bool {
@@ -935,10 +938,11 @@ fn has_vpclmulqdq() -> bool {
 /// ends with [`vzeroupper`](Wide::vzeroupper) before any SSE code (the
 /// rest of the generated function, or its caller) runs.
 pub trait Wide {
-    /// Whether this backend and CPU run the 512-bit instructions (AVX-512F).
+    /// Whether this backend and CPU run the 512-bit instructions
+    /// (AVX-512F and BW).
     fn wide_available(&mut self) -> bool;
     /// Whether they also run [`zfold`](Wide::zfold) and
-    /// [`zfoldr`](Wide::zfoldr) (AVX-512F and VPCLMULQDQ).
+    /// [`zfoldr`](Wide::zfoldr) (and VPCLMULQDQ).
     fn wide_clmul_available(&mut self) -> bool;
     /// `z = *(u512 *)(base + off)` (x86-64: `vmovdqu64`).
     fn ldz(&mut self, z: Reg<crate::D>, base: Reg<P>, off: i32);
@@ -957,6 +961,10 @@ pub trait Wide {
     fn zaddq(&mut self, zd: Reg<crate::D>, a: Reg<crate::D>, b: Reg<crate::D>);
     /// `zd = a - b` in each 64-bit lane (`vpsubq`).
     fn zsubq(&mut self, zd: Reg<crate::D>, a: Reg<crate::D>, b: Reg<crate::D>);
+    /// `zd` byte `j` = `a` byte `16 * (j / 16) + (idx[j] & 15)`, or 0 when
+    /// `idx[j]` has its top bit (`vpshufb`: a byte shuffle within each
+    /// 128-bit quarter, e.g. byte swaps).
+    fn zshufb(&mut self, zd: Reg<crate::D>, a: Reg<crate::D>, idx: Reg<crate::D>);
     /// `zd = a & b` (`vpandq`).
     fn zand(&mut self, zd: Reg<crate::D>, a: Reg<crate::D>, b: Reg<crate::D>);
     /// `zd` = 128-bit quarter `i` (0..4) of `a` when `bits` is 128
@@ -1005,7 +1013,7 @@ impl<B: Backend> Func<B> {
         if !has_avx512f() || clmul && !has_vpclmulqdq() {
             self.fail(
                 m,
-                crate::ErrorKind::Unsupported("the CPU has no AVX-512F or VPCLMULQDQ"),
+                crate::ErrorKind::Unsupported("the CPU has no AVX-512F, BW or VPCLMULQDQ"),
             );
             return None;
         }
@@ -1116,6 +1124,10 @@ impl<B: Backend> Wide for Func<B> {
 
     fn zxor(&mut self, zd: Reg<crate::D>, a: Reg<crate::D>, b: Reg<crate::D>) {
         self.wide_rrr("zxor", VPXORQ, zd, a, b);
+    }
+
+    fn zshufb(&mut self, zd: Reg<crate::D>, a: Reg<crate::D>, idx: Reg<crate::D>) {
+        self.wide_rrr("zshufb", VPSHUFB, zd, a, idx);
     }
 
     fn zand(&mut self, zd: Reg<crate::D>, a: Reg<crate::D>, b: Reg<crate::D>) {

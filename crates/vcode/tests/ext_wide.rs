@@ -2,7 +2,7 @@
 //! with `iced-x86` and compared operand by operand (every float register
 //! in every role, every integer register as base, offsets that need a SIB
 //! byte); the instructions run against plain Rust models (64-bit lane
-//! arithmetic, `zxorq`, extracts, loads and stores, and the two folds against a
+//! arithmetic, byte shuffles, `zxorq`, extracts, loads and stores, and the two folds against a
 //! software carry-less product); and the reference backend, which has no
 //! 512-bit registers, refusing them. Skipped where the CPU lacks AVX-512F
 //! and VPCLMULQDQ.
@@ -97,6 +97,8 @@ fn every_encoding_decodes_to_what_was_asked() {
             reg_name(false, gr.num()).to_uppercase()
         ));
         want.push(format!("Vpxorq {} {} ZMM15", z(a), z(a)));
+        f.zshufb(c, a, b);
+        want.push(format!("Vpshufb {} {} {}", z(c), z(a), z(b)));
         f.zand(b, c, a);
         want.push(format!("Vpandq {} {} {}", z(b), z(c), z(a)));
         f.zextract(c, a, 128, (k % 4) as u8);
@@ -164,8 +166,8 @@ fn clmul(a: u64, b: u64) -> u128 {
         .fold(0u128, |r, i| r ^ (a as u128) << i)
 }
 
-/// `f(src, dst, g)` with `src` = eight 64-byte vectors `a, b, k, m, ..`:
-/// writes to `dst` (64 bytes each) `a + b`, `a - b`, `a >> 13`,
+/// `f(src, dst, g)` with `src` = four 64-byte vectors `a, b, k, m`:
+/// writes to `dst` (64 bytes each) `a` shuffled by `b`, `a + b`, `a - b`, `a >> 13`,
 /// `a << 40`, `a ^ b`, `a ^ g`, `fold(a, k) ^ m` (zfold, which also
 /// leaves `m` to store non-temporally), `fold(b, k) ^ a` (zfoldr), `a &
 /// k`, quarter 3 and half 1 of `a` (zero-extended), then words 4 and 5 of
@@ -189,7 +191,8 @@ fn build_ops(rot: usize) -> vcode::Code {
     f.ldz(b, s, 64);
     f.ldz(k, s, 128);
     type Op = fn(&mut Func<X64>, Reg<D>, Reg<D>, Reg<D>);
-    let ops: [Op; 5] = [
+    let ops: [Op; 6] = [
+        |f, u, a, b| f.zshufb(u, a, b),
         |f, u, a, b| f.zaddq(u, a, b),
         |f, u, a, b| f.zsubq(u, a, b),
         |f, u, a, _| f.zsrlq(u, a, 13),
@@ -203,26 +206,26 @@ fn build_ops(rot: usize) -> vcode::Code {
     f.zxor(u, u, u);
     f.zxor(u, u, a);
     f.zxorq(u, gr);
-    f.stz(u, d, 320);
+    f.stz(u, d, 384);
     f.zxor(u, a, a);
     f.zaddq(u, u, a); // u = a
     f.zfold(u, k, t, s, 192);
-    f.stz(u, d, 384);
-    f.stznt(t, d, 448);
+    f.stz(u, d, 448);
+    f.stznt(t, d, 512);
     f.zfoldr(b, k, a);
-    f.stz(b, d, 512);
+    f.stz(b, d, 576);
     // a & k, quarter 3 and half 1 of a, words 0 and 1 of quarter 2 of k.
     f.zand(u, a, k);
-    f.stz(u, d, 576);
-    f.zextract(u, a, 128, 3);
     f.stz(u, d, 640);
-    f.zextract(u, a, 256, 1);
+    f.zextract(u, a, 128, 3);
     f.stz(u, d, 704);
+    f.zextract(u, a, 256, 1);
+    f.stz(u, d, 768);
     f.zextract(u, k, 128, 2);
     f.zmovq(gr, u, 0);
-    f.st(gr, d, vcode::Operand::Imm(768));
+    f.st(gr, d, vcode::Operand::Imm(832));
     f.zmovq(gr, u, 1);
-    f.st(gr, d, vcode::Operand::Imm(776));
+    f.st(gr, d, vcode::Operand::Imm(840));
     f.vzeroupper();
     f.retv();
     f.end().unwrap()
@@ -245,12 +248,12 @@ fn the_instructions_compute_their_models() {
         for _ in 0..8 {
             let src: Vec<u64> = (0..32).map(|_| next()).collect();
             let gv = next();
-            // 64-byte aligned for `stznt`: 12 vectors of 8 words and two
+            // 64-byte aligned for `stznt`: 13 vectors of 8 words and two
             // words, one vector spare.
-            let mut buf = vec![0u64; 106];
+            let mut buf = vec![0u64; 114];
             let at = buf.as_ptr().align_offset(64);
-            let dst = &mut buf[at..at + 98];
-            // SAFETY: the function reads src[0..32] and writes dst[0..98],
+            let dst = &mut buf[at..at + 106];
+            // SAFETY: the function reads src[0..32] and writes dst[0..106],
             // whose slot at 448 bytes is 64-byte aligned.
             unsafe {
                 code.invoke(&[
@@ -270,7 +273,21 @@ fn the_instructions_compute_their_models() {
                     })
                     .collect()
             };
-            let mut want: Vec<u64> = Vec::new();
+            let bytes = |v: &[u64]| -> Vec<u8> { v.iter().flat_map(|w| w.to_le_bytes()).collect() };
+            let (ab, bb) = (bytes(a), bytes(b));
+            let shuf: Vec<u8> = (0..64)
+                .map(|j| {
+                    if bb[j] & 0x80 != 0 {
+                        0
+                    } else {
+                        ab[16 * (j / 16) + (bb[j] & 15) as usize]
+                    }
+                })
+                .collect();
+            let mut want: Vec<u64> = shuf
+                .chunks(8)
+                .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+                .collect();
             want.extend((0..8).map(|i| a[i].wrapping_add(b[i])));
             want.extend((0..8).map(|i| a[i].wrapping_sub(b[i])));
             want.extend((0..8).map(|i| a[i] >> 13));
