@@ -70,8 +70,8 @@ pub(crate) struct Frame {
     /// The folding constants of the carry-less-multiply CRC: forward 512
     /// bits ([`FOLD_K`]), then 128 bits (the final reduction).
     pub fold_k: [u64; 4],
-    /// Scratch: the four folded lanes at the end of the folding loops, and
-    /// the lane sums of the 512-bit checksum loop.
+    /// Scratch: the four folded lanes at the end of the 128-bit folding
+    /// loop.
     pub fold: [u64; 8],
 }
 
@@ -190,6 +190,13 @@ fn imm<T>(v: i64) -> Operand<T> {
 
 fn temp<B: Backend, T: vcode::Type>(f: &mut Func<B>) -> vcode::Result<Reg<T>> {
     f.getreg::<T>(Class::Temp)
+}
+
+/// A temporary, or a callee-saved register when the loop's words took the
+/// last temporaries (the vector paths need a pointer or two more).
+fn any_reg<B: Backend, T: vcode::Type>(f: &mut Func<B>) -> vcode::Result<Reg<T>> {
+    f.getreg::<T>(Class::Temp)
+        .or_else(|_| f.getreg::<T>(Class::Persistent))
 }
 
 /// Generates the fused loop for `kinds` (a validated list), leaving
@@ -324,16 +331,10 @@ pub(crate) fn generate<B: Backend>(kinds: &[StepKind], spare: usize) -> Result<B
     if fold_list && f.clmul_available() {
         clmul_blocks(&mut f, &regs, la, lnt, end)?;
     }
-    // A checksum of the unchanged source adds 256 bytes per iteration in
-    // 64-bit vector lanes when the CPU can.
-    let sum_list = matches!(
-        kinds,
-        [StepKind::Copy, StepKind::Checksum]
-            | [StepKind::Checksum, StepKind::Copy]
-            | [StepKind::Checksum]
-    );
-    if sum_list && f.wide_available() {
-        wide_sum_blocks(&mut f, &regs, la, lnt, end)?;
+    // Copies, checksums and byte swaps take 256 bytes per iteration in
+    // zmm registers when the CPU can.
+    if wide_list(kinds) && f.wide_available() {
+        wide_blocks(&mut f, kinds, &regs, lnt, end)?;
     }
 
     // 1. Blocks of 64 bytes: with a copy, the non-temporal loop when the
@@ -562,6 +563,21 @@ fn fold_lanes<B: Backend>(
     });
 }
 
+/// A vector instruction `zd = a op b`.
+type VecOp<B> = fn(&mut Func<B>, Reg<D>, Reg<D>, Reg<D>);
+
+/// Combines the four 128-bit quarters of `x` with `op` (its upper half
+/// into the lower, then quarter 1 into 0, through `t`) and moves the two
+/// words of the result to `w`.
+fn quarters<B: Backend>(f: &mut Func<B>, x: Reg<D>, t: Reg<D>, op: VecOp<B>, w: [Reg<UL>; 2]) {
+    for (bits, i) in [(256, 1), (128, 1)] {
+        f.zextract(t, x, bits, i);
+        op(f, x, x, t);
+    }
+    f.zmovq(w[0], x, 0);
+    f.zmovq(w[1], x, 1);
+}
+
 /// `n` vector registers for a vector path.
 fn vregs<B: Backend>(f: &mut Func<B>, n: usize) -> Result<Vec<Reg<D>>, Error> {
     (0..n).map(|_| Ok(f.getreg::<D>(Class::Temp)?)).collect()
@@ -641,7 +657,7 @@ fn wide_entry<B: Backend>(
     end: Reg<P>,
     skip: Label,
 ) -> Result<Reg<P>, Error> {
-    let lim = temp::<B, P>(f)?;
+    let lim = any_reg::<B, P>(f)?;
     f.add(lim, r.s, imm(WIDE));
     f.bgt(lim, end, skip);
     if r.d.is_some() {
@@ -675,7 +691,7 @@ fn wide_clmul_blocks<B: Backend>(
     let lim = wide_entry(f, r, lnt, end, skip)?;
     let z = vregs(f, 6)?;
     let (lanes, k, t) = (&z[..4], z[4], z[5]);
-    let kp = temp::<B, P>(f)?;
+    let kp = any_reg::<B, P>(f)?;
     f.set(kp, WIDE_K.as_ptr() as usize);
     f.ldz(k, kp, 0);
     fold_lanes(f, r, lnt, Width::Z, lanes, k, t, lim);
@@ -704,13 +720,8 @@ fn wide_clmul_blocks<B: Backend>(
     f.ldz(t, kp, 256);
     f.zand(t, t, one);
     f.zfoldr(one, k, t);
-    f.zextract(t, one, 256, 1);
-    f.zxor(one, one, t);
-    f.zextract(t, one, 128, 1);
-    f.zxor(one, one, t);
     let (w0, w1) = (r.words[0], r.words[1]);
-    f.zmovq(w0, one, 0);
-    f.zmovq(w1, one, 1);
+    quarters(f, one, t, Func::zxor, [w0, w1]);
     f.vzeroupper();
     let (c, tab) = r.crc.expect("a CRC list");
     f.set(c, 0);
@@ -720,36 +731,70 @@ fn wide_clmul_blocks<B: Backend>(
     Ok(())
 }
 
-/// The checksum over 256 bytes per iteration, for buffers of 256 bytes or
-/// more on a CPU with AVX-512F: each 64-byte load (stored to `dst` from
-/// the same register, `vmovntdq` in the non-temporal loop) is added as
-/// eight 64-bit words into `S`, and its high 32-bit halves into `H`
-/// (`vpaddq`, `vpsrlq`; two pairs, for alternate registers). A lane that
-/// added `n < 2^32` words `w = lo + 2^32 hi` holds `H = Σhi` exactly and
-/// `S = Σw mod 2^64`, so `S - (H << 32) = Σlo` exactly; since `2^32 ≡ 1`
-/// modulo `2^16 - 1`, `Σlo + Σhi` is congruent to the ones'-complement sum
-/// of the words the 16-bit checksum needs, and it is 0 only when every
-/// word was. So every `WIDE_SUM_CHUNK` bytes the lanes fold: their
-/// 32-bit halves added in the vector (below 2^34 per lane),
-/// the eight lanes added in a register (below 2^37), that total
-/// end-around-added into the checksum accumulator.
-fn wide_sum_blocks<B: Backend>(
+/// Whether a list has the 512-bit copy loop: copies, checksums and byte
+/// swaps only, with a copy or a checksum.
+fn wide_list(kinds: &[StepKind]) -> bool {
+    use StepKind::*;
+    kinds
+        .iter()
+        .all(|k| matches!(k, Copy | Checksum | Bswap16 | Bswap32))
+        && kinds.iter().any(|k| matches!(k, Copy | Checksum))
+}
+
+/// `vpshufb` indices of the byte swaps within each 128-bit quarter:
+/// 16-bit units, then 32-bit units.
+static SWAP_IDX: [[u8; 64]; 2] = {
+    let mut t = [[0u8; 64]; 2];
+    let mut j = 0;
+    while j < 64 {
+        t[0][j] = ((j % 16) ^ 1) as u8;
+        t[1][j] = ((j % 16) ^ 3) as u8;
+        j += 1;
+    }
+    t
+};
+
+/// The loop of [`wide_list`]s, 256 bytes per iteration, for buffers of
+/// 256 bytes or more on a CPU with AVX-512F and BW: each 64-byte load goes
+/// through the steps in list order (byte swaps: `vpshufb`), and is stored
+/// to `dst` from the same register (`vmovntdq` in the non-temporal loop).
+/// The checksum adds it as eight 64-bit words into `S` and their high
+/// 32-bit halves into `H` (`vpaddq`, `vpsrlq`; two pairs, for alternate
+/// registers). A lane that added `n < 2^32` words `w = lo + 2^32 hi`
+/// holds `H = Σhi` exactly and `S = Σw mod 2^64`, so `S - (H << 32) = Σlo`
+/// exactly; since `2^32 ≡ 1` modulo `2^16 - 1`, `Σlo + Σhi` is congruent
+/// to the ones'-complement sum of the words the 16-bit checksum needs, and
+/// it is 0 only when every word was. So every `WIDE_SUM_CHUNK` bytes the
+/// lanes fold: their 32-bit halves added in the vector (below 2^34 per
+/// lane), the eight lanes added (halves, quarters, then the last two words
+/// in a register: below 2^37), that total end-around-added into the
+/// checksum accumulator.
+fn wide_blocks<B: Backend>(
     f: &mut Func<B>,
+    kinds: &[StepKind],
     r: &Regs,
-    la: vcode::Local<P>,
     lnt: vcode::Local<UL>,
     end: Reg<P>,
 ) -> Result<(), Error> {
-    let acc = r.acc.expect("a checksum list");
     let skip = f.genlabel();
     let lim = wide_entry(f, r, lnt, end, skip)?;
-    let z = vregs(f, 10)?;
+    let z = vregs(f, 12)?;
     let (t, sums, highs, u) = (&z[..4], [z[4], z[5]], [z[6], z[7]], [z[8], z[9]]);
-    let cend = temp::<B, P>(f)?;
+    let swap = [z[10], z[11]];
+    // The end of the blocks waits in a local, its register holding the
+    // end of each chunk (a list with a checksum and swaps leaves no other).
+    let saved_end = f.local::<P>();
+    f.st_local(end, saved_end);
+    let cend = end;
+    f.set(cend, SWAP_IDX.as_ptr() as usize);
+    f.ldz(swap[0], cend, 0);
+    f.ldz(swap[1], cend, 64);
     let (outer, sized) = (f.genlabel(), f.genlabel());
     f.label(outer);
-    for &x in sums.iter().chain(&highs) {
-        f.zxor(x, x, x);
+    if r.acc.is_some() {
+        for &x in sums.iter().chain(&highs) {
+            f.zxor(x, x, x);
+        }
     }
     // cend = s + min(lim - s, chunk)
     f.sub(cend, lim, r.s);
@@ -761,40 +806,48 @@ fn wide_sum_blocks<B: Backend>(
         for (i, &x) in t.iter().enumerate() {
             let off = 64 * i as i32;
             f.ldz(x, r.s, off);
+            for kind in kinds {
+                match kind {
+                    StepKind::Bswap16 => f.zshufb(x, x, swap[0]),
+                    StepKind::Bswap32 => f.zshufb(x, x, swap[1]),
+                    StepKind::Checksum => {
+                        let (sm, hi, v) = (sums[i % 2], highs[i % 2], u[i % 2]);
+                        f.zaddq(sm, sm, x);
+                        f.zsrlq(v, x, 32);
+                        f.zaddq(hi, hi, v);
+                    }
+                    _ => {}
+                }
+            }
             if let Some(d) = r.d {
                 Width::Z.st(f, x, d, off, nt);
             }
-            let (sm, hi, v) = (sums[i % 2], highs[i % 2], u[i % 2]);
-            f.zaddq(sm, sm, x);
-            f.zsrlq(v, x, 32);
-            f.zaddq(hi, hi, v);
         }
     });
-    // Per lane: s = Σlo, h = Σhi; then s = halves(s) + halves(h).
-    let (s, h, v) = (sums[0], highs[0], u[0]);
-    f.zaddq(s, s, sums[1]);
-    f.zaddq(h, h, highs[1]);
-    f.zsllq(v, h, 32);
-    f.zsubq(s, s, v);
-    for x in [s, h] {
-        f.zsrlq(v, x, 32);
-        f.zsllq(x, x, 32);
-        f.zsrlq(x, x, 32);
-        f.zaddq(x, x, v);
-    }
-    f.zaddq(s, s, h);
-    f.ld_local(cend, la);
-    f.stz(s, cend, OFF_FOLD);
-    let (w, total) = (r.words[0], r.words[1]);
-    f.ld(total, cend, imm(OFF_FOLD as i64));
-    for j in 1..8 {
-        f.ld(w, cend, imm(OFF_FOLD as i64 + 8 * j));
+    if let Some(acc) = r.acc {
+        // Per lane: s = Σlo, h = Σhi; then s = halves(s) + halves(h).
+        let (s, h, v) = (sums[0], highs[0], u[0]);
+        f.zaddq(s, s, sums[1]);
+        f.zaddq(h, h, highs[1]);
+        f.zsllq(v, h, 32);
+        f.zsubq(s, s, v);
+        for x in [s, h] {
+            f.zsrlq(v, x, 32);
+            f.zsllq(x, x, 32);
+            f.zsrlq(x, x, 32);
+            f.zaddq(x, x, v);
+        }
+        f.zaddq(s, s, h);
+        // The eight lanes.
+        let (w, total) = (r.words[0], r.words[1]);
+        quarters(f, s, v, Func::zaddq, [total, w]);
         f.add(total, total, w);
+        f.add1c(acc, acc, total);
     }
-    f.add1c(acc, acc, total);
     f.blt(r.s, lim, outer);
     f.vzeroupper();
-    path_end(f, z, &[cend, lim], skip);
+    f.ld_local(end, saved_end);
+    path_end(f, z, &[lim], skip);
     Ok(())
 }
 

@@ -1,7 +1,7 @@
-//! The 512-bit loops (AVX-512F; VPCLMULQDQ for the CRC) of the lists that
-//! have them: `[Copy, Crc32]`, `[Crc32, Copy]`, `[Crc32]` (folding 256
-//! bytes per iteration) and `[Copy, Checksum]`, `[Checksum, Copy]`,
-//! `[Checksum]` (adding 256 bytes per iteration in 64-bit lanes), against
+//! The 512-bit loops (AVX-512F and BW; VPCLMULQDQ for the CRC) of the lists
+//! that have them: `[Copy, Crc32]`, `[Crc32, Copy]`, `[Crc32]` (folding 256
+//! bytes per iteration) and lists of copies, checksums and byte swaps
+//! (256 bytes per iteration, the checksum in 64-bit lanes), against
 //! `ilp::reference` and `crc32fast`: every length 0..=1024 at every source
 //! and every destination alignment 0..63, the whole 64 x 64 grid at lengths
 //! around the 256-byte minimum, random longer buffers, random initial
@@ -13,14 +13,19 @@
 use ilp::table4::random_bytes as data;
 use ilp::{Pipeline, State, Step, Stores, reference};
 
-fn lists() -> [Vec<Step>; 6] {
+fn lists() -> [Vec<Step>; 10] {
+    use Step::*;
     [
-        vec![Step::Copy, Step::Crc32],
-        vec![Step::Crc32, Step::Copy],
-        vec![Step::Crc32],
-        vec![Step::Copy, Step::Checksum],
-        vec![Step::Checksum, Step::Copy],
-        vec![Step::Checksum],
+        vec![Copy, Crc32],
+        vec![Crc32, Copy],
+        vec![Crc32],
+        vec![Copy, Checksum],
+        vec![Checksum, Copy],
+        vec![Checksum],
+        vec![Copy, Checksum, Bswap32],
+        vec![Bswap16, Checksum, Copy, Bswap32],
+        vec![Bswap32, Copy],
+        vec![Copy],
     ]
 }
 
@@ -180,23 +185,32 @@ fn streams_resumed_across_split_buffers() {
     for steps in lists() {
         let p = Pipeline::new(&steps).unwrap();
         let copy = steps.contains(&Step::Copy);
-        let mut want_dst = vec![0u8; if copy { src.len() } else { 0 }];
-        let mut want_st = State::new();
-        let want = reference::run(&steps, &src, &mut want_dst, &mut want_st).unwrap();
+        let swaps = steps
+            .iter()
+            .any(|s| matches!(s, Step::Bswap16 | Step::Bswap32));
+        let dn = if copy { src.len() } else { 0 };
+        let mut whole_dst = vec![0u8; dn];
+        let mut whole_st = State::new();
+        let whole = reference::run(&steps, &src, &mut whole_dst, &mut whole_st).unwrap();
         for c in cuts {
-            let mut out = vec![0u8; if copy { src.len() } else { 0 }];
-            let mut st = State::new();
-            let mut got = Default::default();
+            // The same pieces natively and by the reference (byte swaps
+            // restart at each buffer, so only lists without them equal
+            // the stream at once).
+            let (mut out, mut want_dst) = (vec![0u8; dn], vec![0u8; dn]);
+            let (mut st, mut want_st) = (State::new(), State::new());
+            let (mut got, mut want) = Default::default();
             for w in c.windows(2) {
-                let d = if copy {
-                    &mut out[w[0]..w[1]]
-                } else {
-                    &mut [][..]
-                };
-                got = p.run(&src[w[0]..w[1]], d, &mut st).unwrap();
+                let piece = &src[w[0]..w[1]];
+                let r = if copy { w[0]..w[1] } else { 0..0 };
+                got = p.run(piece, &mut out[r.clone()], &mut st).unwrap();
+                want = reference::run(&steps, piece, &mut want_dst[r], &mut want_st).unwrap();
             }
             assert_eq!((got, st), (want, want_st), "{steps:?} cut at {c:?}");
             assert!(out == want_dst, "{steps:?} cut at {c:?}: dst differs");
+            if !swaps {
+                assert_eq!((got, st), (whole, whole_st), "{steps:?} cut at {c:?}");
+                assert!(out == whole_dst, "{steps:?} cut at {c:?}: dst differs");
+            }
             if steps.contains(&Step::Crc32) {
                 assert_eq!(st.crc, crc32fast::hash(&src), "{steps:?}");
             }
@@ -206,7 +220,8 @@ fn streams_resumed_across_split_buffers() {
 
 #[test]
 fn the_wide_loops_are_generated_when_the_cpu_can() {
-    let avx512 = std::is_x86_feature_detected!("avx512f");
+    let avx512 =
+        std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512bw");
     let vpclmul = avx512 && std::is_x86_feature_detected!("vpclmulqdq");
     for steps in lists() {
         let text = Pipeline::new(&steps).unwrap().disassemble();
@@ -219,10 +234,12 @@ fn the_wide_loops_are_generated_when_the_cpu_can() {
         // Every 512-bit path ends with vzeroupper before SSE code runs.
         assert_eq!(text.contains("vzeroupper"), want, "{steps:?}");
     }
-    // Lists with a transform keep the 64-bit path.
+    // A transform before the CRC, checksum and CRC together, or an xor
+    // keep the 64-bit path.
     for steps in [
-        vec![Step::Copy, Step::Checksum, Step::Bswap32],
         vec![Step::Bswap32, Step::Crc32, Step::Copy],
+        vec![Step::Copy, Step::Checksum, Step::Crc32],
+        vec![Step::Xor(vec![1, 2, 3]), Step::Checksum, Step::Copy],
     ] {
         let text = Pipeline::new(&steps).unwrap().disassemble();
         assert!(!text.contains("zmm"), "{steps:?}\n{text}");
