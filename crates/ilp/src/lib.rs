@@ -84,7 +84,12 @@
 //! ([`Stores`]). A CRC of the unchanged source (`[Copy, Crc32]`,
 //! `[Crc32, Copy]`, `[Crc32]`) folds 64 bytes per iteration by carry-less
 //! multiplication in xmm registers (`ldx`, `stx`, `xorq`, `clfold`) when
-//! the CPU has PCLMULQDQ, the table path otherwise.
+//! the CPU has PCLMULQDQ, the table path otherwise. On a CPU with AVX-512
+//! (F and BW; VPCLMULQDQ for the CRC), buffers of 256 bytes or more first
+//! go 256 bytes per iteration through zmm registers (vcode's `Wide`
+//! extensions): the CRC lists fold there, and lists of copies, checksums
+//! and byte swaps add the checksum in 64-bit vector lanes and swap with
+//! `vpshufb`. The features are checked once, when a pipeline is generated.
 //!
 //! # Dependencies
 //!
