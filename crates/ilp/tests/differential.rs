@@ -1,6 +1,7 @@
 //! Differential tests: the generated loop against the reference steps
 //! applied one after another, for random step lists, lengths from 0 to
-//! 65,536 and every source and destination alignment 0..8; plus the
+//! 65,536 and every source and destination alignment 0..64 (so the 512-bit
+//! loops, from 256 bytes on, at every alignment to a vector); plus the
 //! hand-fused baselines, vcode's reference backend, the error cases and the
 //! cache.
 
@@ -97,8 +98,8 @@ proptest! {
     fn generated_equals_reference(
         steps in steps(),
         len in len(),
-        sa in 0usize..8,
-        da in 0usize..8,
+        sa in 0usize..64,
+        da in 0usize..64,
         seed in any::<u64>(),
         offset in 0u64..1000,
         sum in any::<u16>(),
@@ -149,7 +150,9 @@ proptest! {
     }
 }
 
-/// Every length 0..=200 at every source and destination alignment, for the
+/// Every length 0..=200, and lengths around the 512-bit loops' 256-byte
+/// minimum and their 256-byte step, at every source and destination
+/// alignment (0..8 for the short ones, 0..64 for the others), for the
 /// Table 4 pipelines and a pipeline with every step.
 #[test]
 fn sweep_lengths_and_alignments() {
@@ -166,11 +169,13 @@ fn sweep_lengths_and_alignments() {
             Step::Bswap32,
         ],
     ];
+    let lens = (0..=200).chain([255, 256, 257, 319, 511, 512, 575, 769]);
     for steps in &lists {
-        for len in 0..=200 {
+        for len in lens.clone() {
             let src = data(len, len as u64 + 1);
-            for sa in 0..8 {
-                for da in 0..8 {
+            let align = if len > 200 { 64 } else { 8 };
+            for sa in 0..align {
+                for da in 0..align {
                     check(steps, &src, sa, da, State::new()).unwrap();
                 }
             }
