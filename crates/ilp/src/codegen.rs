@@ -33,6 +33,17 @@
 //! `[Crc32]`) on a native backend whose CPU has PCLMULQDQ, the whole
 //! blocks of a buffer of 128 bytes or more go through `clmul_blocks`
 //! first: carry-less-multiply folding, 64 bytes per iteration.
+//!
+//! On a native backend whose CPU has AVX-512 (F and BW), buffers of 256
+//! bytes or more go through a 512-bit loop before all of that, 256 bytes
+//! per iteration in four zmm registers (vcode's `Wide` extensions): for
+//! the CRC lists when the CPU also has VPCLMULQDQ, `wide_clmul_blocks`
+//! (folding, then a reduction in registers); for lists of copies,
+//! checksums and byte swaps, `wide_blocks` (the checksum in 64-bit vector
+//! lanes, the swaps by `vpshufb`). Each ends with `vzeroupper` and leaves
+//! the last 0 to 255 bytes (the CRC path: 0 to 63) to the code above.
+//! Which loops exist is decided here, once per pipeline, from the CPU's
+//! features; the reference backend gets none of them.
 
 use vcode::ext::{Bswap, Clmul, NonTemporal, OnesComplement, Prefetch, TableLookup, Wide};
 use vcode::{Backend, Class, D, Func, Label, Leaf, Operand, P, Reg, UL};
