@@ -656,18 +656,24 @@ fn store_loops<B: Backend>(
     f.label(done);
 }
 
+/// What [`wide_entry`] hands a 512-bit path: its skip label, its limit,
+/// its vector registers.
+type WidePath = (Label, Reg<P>, Vec<Reg<D>>);
+
 /// The entry test of a 512-bit loop: at least one 256-byte block, and
 /// with a copy, stores the loop can make (non-temporal 64-byte stores need
 /// a 64-byte aligned `dst`: store flag 1 without bit 2 takes the narrower
-/// path). Returns `end - 192`, the loop's limit (a whole 256 bytes left
-/// while `s` is below it).
+/// path). Returns the label that skips the path, `end - 192` (the loop's
+/// limit: a whole 256 bytes left while `s` is below it) and `n` vector
+/// registers.
 fn wide_entry<B: Backend>(
     f: &mut Func<B>,
     r: &Regs,
     lnt: vcode::Local<UL>,
     end: Reg<P>,
-    skip: Label,
-) -> Result<Reg<P>, Error> {
+    n: usize,
+) -> Result<WidePath, Error> {
+    let skip = f.genlabel();
     let lim = any_reg::<B, P>(f)?;
     f.add(lim, r.s, imm(WIDE));
     f.bgt(lim, end, skip);
@@ -676,7 +682,7 @@ fn wide_entry<B: Backend>(
         f.beq(w, imm(1), skip);
     }
     f.sub(lim, end, imm(WIDE - BLOCK));
-    Ok(lim)
+    Ok((skip, lim, vregs(f, n)?))
 }
 
 /// The CRC by folding 256 bytes per iteration (see `docs/ilp.md`), for
@@ -698,9 +704,7 @@ fn wide_clmul_blocks<B: Backend>(
     lnt: vcode::Local<UL>,
     end: Reg<P>,
 ) -> Result<(), Error> {
-    let skip = f.genlabel();
-    let lim = wide_entry(f, r, lnt, end, skip)?;
-    let z = vregs(f, 6)?;
+    let (skip, lim, z) = wide_entry(f, r, lnt, end, 6)?;
     let (lanes, k, t) = (&z[..4], z[4], z[5]);
     let kp = any_reg::<B, P>(f)?;
     f.set(kp, WIDE_K.as_ptr() as usize);
@@ -787,9 +791,7 @@ fn wide_blocks<B: Backend>(
     lnt: vcode::Local<UL>,
     end: Reg<P>,
 ) -> Result<(), Error> {
-    let skip = f.genlabel();
-    let lim = wide_entry(f, r, lnt, end, skip)?;
-    let z = vregs(f, 12)?;
+    let (skip, lim, z) = wide_entry(f, r, lnt, end, 12)?;
     let (t, sums, highs, u) = (&z[..4], [z[4], z[5]], [z[6], z[7]], [z[8], z[9]]);
     let swap = [z[10], z[11]];
     // The end of the blocks waits in a local, its register holding the
