@@ -42,6 +42,9 @@
 //! checksums and byte swaps, `wide_blocks` (the checksum in 64-bit vector
 //! lanes, the swaps by `vpshufb`). Each ends with `vzeroupper` and leaves
 //! the last 0 to 255 bytes (the CRC path: 0 to 63) to the code above.
+//! `Pipeline::run_with` runs the bytes before `dst`'s first 64-byte
+//! boundary as a buffer of their own when it can, so that these loops
+//! store whole cache lines (and may store them non-temporally).
 //! Which loops exist is decided here, once per pipeline, from the CPU's
 //! features; the reference backend gets none of them.
 
@@ -213,8 +216,13 @@ fn any_reg<B: Backend, T: vcode::Type>(f: &mut Func<B>) -> vcode::Result<Reg<T>>
 /// Generates the fused loop for `kinds` (a validated list), leaving
 /// `spare` registers free for extension instructions whose portable
 /// definitions need temporaries (the reference backend runs those; the
-/// native mappings use only the registers the backend keeps).
-pub(crate) fn generate<B: Backend>(kinds: &[StepKind], spare: usize) -> Result<B::Code, Error> {
+/// native mappings use only the registers the backend keeps). Also says
+/// whether the code has a 512-bit loop (the caller then aligns `dst` for
+/// it: see `Pipeline::run_with`).
+pub(crate) fn generate<B: Backend>(
+    kinds: &[StepKind],
+    spare: usize,
+) -> Result<(B::Code, bool), Error> {
     let has = |k: StepKind| kinds.contains(&k);
     let key_len = kinds.iter().find_map(|k| match k {
         StepKind::Xor(n) => Some(*n as usize),
@@ -336,8 +344,10 @@ pub(crate) fn generate<B: Backend>(kinds: &[StepKind], spare: usize) -> Result<B
         kinds,
         [StepKind::Copy, StepKind::Crc32] | [StepKind::Crc32, StepKind::Copy] | [StepKind::Crc32]
     );
+    let mut wide = false;
     if fold_list && f.wide_clmul_available() {
         wide_clmul_blocks(&mut f, &regs, lnt, end)?;
+        wide = true;
     }
     if fold_list && f.clmul_available() {
         clmul_blocks(&mut f, &regs, la, lnt, end)?;
@@ -346,6 +356,7 @@ pub(crate) fn generate<B: Backend>(kinds: &[StepKind], spare: usize) -> Result<B
     // zmm registers when the CPU can.
     if wide_list(kinds) && f.wide_available() {
         wide_blocks(&mut f, kinds, &regs, lnt, end)?;
+        wide = true;
     }
 
     // 1. Blocks of 64 bytes: with a copy, the non-temporal loop when the
@@ -439,7 +450,7 @@ pub(crate) fn generate<B: Backend>(kinds: &[StepKind], spare: usize) -> Result<B
         f.st(c, a, imm(OFF_CRC));
     }
     f.retv();
-    Ok(f.end()?)
+    Ok((f.end()?, wide))
 }
 
 /// The CRC by folding (see `docs/ilp.md`), for buffers of two blocks or

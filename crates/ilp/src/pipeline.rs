@@ -17,6 +17,9 @@ pub const MAX_LEN: usize = 1 << 46;
 struct Compiled {
     code: vcode::Code,
     entry: extern "C" fn(*mut Frame),
+    /// The code has a 512-bit loop, which stores best to a 64-byte aligned
+    /// `dst` (see [`Pipeline::head_len`]).
+    wide: bool,
 }
 
 type Cache = Mutex<HashMap<Vec<StepKind>, Arc<Compiled>>>;
@@ -52,6 +55,10 @@ pub struct Pipeline {
     copy: bool,
     checksum: bool,
     crc: bool,
+    /// The widest byte swap's unit in bytes (1 without swaps): the swaps
+    /// are relative to the buffer's start, so a buffer may be split only
+    /// at multiples of it.
+    swap_unit: usize,
 }
 
 impl std::fmt::Debug for Pipeline {
@@ -93,13 +100,13 @@ impl Pipeline {
             match map.get(&kinds) {
                 Some(c) => c.clone(),
                 None => {
-                    let code = generate::<vcode::X64>(&kinds, 0)?;
+                    let (code, wide) = generate::<vcode::X64>(&kinds, 0)?;
                     // SAFETY: `generate` built a function of one pointer
                     // parameter returning nothing, which `as_fn` checks
                     // against this type; what the function does with the
                     // pointer is the contract `invoke` keeps.
                     let entry = unsafe { code.as_fn::<extern "C" fn(*mut Frame)>()? };
-                    let c = Arc::new(Compiled { code, entry });
+                    let c = Arc::new(Compiled { code, entry, wide });
                     map.insert(kinds, c.clone());
                     c
                 }
@@ -120,6 +127,13 @@ impl Pipeline {
             copy: steps.contains(&Step::Copy),
             checksum: steps.contains(&Step::Checksum),
             crc: steps.contains(&Step::Crc32),
+            swap_unit: if steps.contains(&Step::Bswap32) {
+                4
+            } else if steps.contains(&Step::Bswap16) {
+                2
+            } else {
+                1
+            },
         })
     }
 
@@ -171,10 +185,43 @@ impl Pipeline {
         stores: Stores,
     ) -> Result<Outputs, Error> {
         check_buffers(self.copy, src, dst)?;
+        let nt = stores.non_temporal(src.len());
+        let head = self.head_len(src.len(), dst.as_ptr());
+        let (src_head, src) = src.split_at(head);
+        let (dst_head, dst) = dst.split_at_mut(head);
+        if head > 0 {
+            self.call(src_head, dst_head, state, nt);
+        }
+        Ok(self.call(src, dst, state, nt))
+    }
+
+    /// How many bytes to run first, on their own, so that the rest of the
+    /// buffer starts at a 64-byte aligned `dst`: the 512-bit loops then
+    /// store whole cache lines (`vmovntdq` needs the alignment; ordinary
+    /// 64-byte stores that split lines cost about a third more in cache).
+    /// The head is `(64 - dst % 64) % 64` bytes and goes through the
+    /// narrower code as a buffer of its own, the state carried as between
+    /// any two buffers of a stream (the checksum's byte lane by the
+    /// offset's parity, the CRC register). Byte swaps are relative to each
+    /// buffer's start, so with swaps the head must be a whole number of
+    /// units; when it is not (a `dst` at an odd address, or 2 mod 4 with a
+    /// 32-bit swap) there is no head and the loops store unaligned, or,
+    /// non-temporal, leave the blocks to the 8-byte `movnti` loop. 0 also
+    /// without a copy, without a 512-bit loop, or when the rest would be
+    /// too short for the loop (256 bytes).
+    fn head_len(&self, len: usize, dst: *const u8) -> usize {
+        let head = (64 - dst as usize % 64) % 64;
+        let useful = self.copy && self.compiled.wide && head % self.swap_unit == 0;
+        if useful && len >= head + 256 { head } else { 0 }
+    }
+
+    /// One call of the generated loop over `src` and `dst` (checked),
+    /// continuing `state`, with non-temporal stores when `nt`.
+    fn call(&self, src: &[u8], dst: &mut [u8], state: &mut State, nt: bool) -> Outputs {
         let mut frame = self.frame(src, dst, state);
-        frame.nt = stores.flag(src.len(), dst.as_ptr());
+        frame.nt = Stores::flag(nt, dst.as_ptr());
         invoke(self.compiled.entry, &mut frame);
-        Ok(self.finish(&frame, src.len(), state))
+        self.finish(&frame, src.len(), state)
     }
 
     /// [`run`](Pipeline::run) for a pipeline without a copy step.
@@ -206,7 +253,9 @@ impl Pipeline {
         } else {
             0
         };
-        let code = generate::<vcode::Reference>(&kinds, spare)?.with_step_limit(u64::MAX);
+        let code = generate::<vcode::Reference>(&kinds, spare)?
+            .0
+            .with_step_limit(u64::MAX);
         let mut frame = self.frame(src, dst, state);
         let arg = vcode::Value::P(&mut frame as *mut Frame as usize);
         // SAFETY: the frame describes `src`, `dst` (checked to be as long
@@ -234,7 +283,7 @@ impl Pipeline {
             kend,
             sum: 0,
             crc: !state.crc as u64,
-            nt: Stores::Auto.flag(src.len(), dst.as_ptr()),
+            nt: Stores::flag(Stores::Auto.non_temporal(src.len()), dst.as_ptr()),
             fold_k: crate::codegen::FRAME_FOLD_K,
             fold: [0; 8],
         }
@@ -287,8 +336,7 @@ impl Stores {
 
     /// `Frame::nt`: bit 0 non-temporal, bit 1 also a 16-byte aligned
     /// `dst`, bit 2 also a 64-byte aligned one.
-    fn flag(self, len: usize, dst: *const u8) -> u64 {
-        let nt = self.non_temporal(len);
+    fn flag(nt: bool, dst: *const u8) -> u64 {
         let aligned = |n: usize| (nt && (dst as usize) % n == 0) as u64;
         nt as u64 | aligned(16) << 1 | aligned(64) << 2
     }
