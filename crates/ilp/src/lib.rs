@@ -14,7 +14,7 @@
 //!   loop, cached process-wide by the list of [`StepKind`]s.
 //! * [`Pipeline::run`] (and [`scan`](Pipeline::scan) without a copy) runs it
 //!   over a buffer, continuing a stream [`State`], and returns [`Outputs`].
-//! * [`reference`] has a plain Rust function for each step alone and
+//! * [`reference`](mod@reference) has a plain Rust function for each step alone and
 //!   [`reference::run`], their composition: the meaning of a pipeline.
 //! * [`handfused`] has loops fused by hand in Rust, the baselines of the
 //!   benchmarks, and [`table4`] the paper's Table 4 experiment that
