@@ -839,6 +839,23 @@ const fn z512(pp: u8, map: u8, w: bool, op: u8) -> Vop {
 /// `vmovdqu64 zmm, m512` / `vmovdqu64 m512, zmm`.
 const VMOVDQU64_LD: Vop = z512(2, 1, true, 0x6f);
 const VMOVDQU64_ST: Vop = z512(2, 1, true, 0x7f);
+/// `vmovdqu8 zmm{k}{z}, m512` / `vmovdqu8 m512{k}, zmm` (AVX-512BW), with
+/// the opmask of [`MASK_K`].
+const VMOVDQU8_LD: Vop = z512(3, 1, false, 0x6f);
+const VMOVDQU8_ST: Vop = z512(3, 1, false, 0x7f);
+/// `kmovq k, r64` (VEX.L0, AVX-512BW; the general register in ModRM.rm).
+const KMOVQ_K_R: Vop = Vop {
+    evex: false,
+    l: 0,
+    pp: 3,
+    map: 1,
+    w: true,
+    op: 0x92,
+};
+/// The opmask register of [`Wide::zmask`], [`Wide::ldzm`] and
+/// [`Wide::stzm`]: `k1` (nothing else in generated code uses the opmask
+/// registers, which are caller-saved).
+const MASK_K: u8 = 1;
 /// `vmovntdq m512, zmm`.
 const VMOVNTDQ: Vop = z512(1, 1, false, 0xe7);
 /// `vpxorq`, `vpaddq`, `vpsubq` (zmm, zmm, zmm).
@@ -892,6 +909,22 @@ const VMOVQ_X_R: Vop = Vop {
 /// the required all-ones) and `rm` a register, or `[rm + disp]` with
 /// `disp`. Registers up to 31 for EVEX, 15 for VEX.
 fn enc_vex(x: &mut crate::X64, o: Vop, reg: u8, v: u8, rm: u8, disp: Option<i32>, imm: Option<u8>) {
+    enc_vex_k(x, o, reg, v, rm, disp, imm, 0);
+}
+
+/// [`enc_vex`] with EVEX's last prefix byte also holding `kz`: the opmask
+/// register in bits 0..3 (EVEX.aaa) and zeroing in bit 7 (EVEX.z).
+#[allow(clippy::too_many_arguments)]
+fn enc_vex_k(
+    x: &mut crate::X64,
+    o: Vop,
+    reg: u8,
+    v: u8,
+    rm: u8,
+    disp: Option<i32>,
+    imm: Option<u8>,
+    kz: u8,
+) {
     let inv = |b: u8, n: u8| !(b >> n) & 1;
     // R, X, B inverted; an EVEX register rm takes its fifth bit from X.
     let x_bit = if disp.is_none() && o.evex {
@@ -905,7 +938,7 @@ fn enc_vex(x: &mut crate::X64, o: Vop, reg: u8, v: u8, rm: u8, disp: Option<i32>
         x.buf.put1(0x62);
         x.buf.put1(p1 | inv(reg, 4) << 4 | o.map);
         x.buf.put1(p2 | 4 | o.pp);
-        x.buf.put1(o.l << 5 | inv(v, 4) << 3);
+        x.buf.put1(kz | o.l << 5 | inv(v, 4) << 3);
     } else {
         x.buf.put1(0xc4);
         x.buf.put1(p1 | o.map);
@@ -952,6 +985,19 @@ pub trait Wide {
     /// `vmovntdq`): `base + off` must be 64-byte aligned (the CPU faults
     /// otherwise), and a run of these ends with an `sfence`.
     fn stznt(&mut self, z: Reg<crate::D>, base: Reg<P>, off: i32);
+    /// Sets the byte mask of [`ldzm`](Wide::ldzm) and
+    /// [`stzm`](Wide::stzm): bit `j` of `m` selects byte `j` of the 64
+    /// (x86-64: `kmovq` into the opmask register `k1`, which these three
+    /// own, as the scalar code owns `xmm15`).
+    fn zmask(&mut self, m: Reg<crate::UL>);
+    /// `z` byte `j` = `*(u8 *)(base + off + j)` where the mask has bit
+    /// `j`, 0 elsewhere; the masked-out bytes are not read, so they may
+    /// lie in unmapped memory (x86-64: `vmovdqu8 zmm{k1}{z}`).
+    fn ldzm(&mut self, z: Reg<crate::D>, base: Reg<P>, off: i32);
+    /// `*(u8 *)(base + off + j)` = `z` byte `j` where the mask has bit
+    /// `j`; the other bytes of memory are neither written nor read
+    /// (x86-64: `vmovdqu8 m512{k1}`).
+    fn stzm(&mut self, z: Reg<crate::D>, base: Reg<P>, off: i32);
     /// `z ^= g` zero-extended to 512 bits (x86-64: `vmovq` into `xmm15`,
     /// `vpxorq`).
     fn zxorq(&mut self, z: Reg<crate::D>, g: Reg<crate::UL>);
@@ -1111,6 +1157,37 @@ impl<B: Backend> Wide for Func<B> {
 
     fn stznt(&mut self, z: Reg<crate::D>, base: Reg<P>, off: i32) {
         self.wide_mem("stznt", VMOVNTDQ, z, base, off);
+    }
+
+    fn zmask(&mut self, m: Reg<crate::UL>) {
+        self.check_regs("zmask", &[(false, m.num())]);
+        self.wide_one("zmask", KMOVQ_K_R, MASK_K, 0, m.num(), None, None);
+    }
+
+    fn ldzm(&mut self, z: Reg<crate::D>, base: Reg<P>, off: i32) {
+        self.check_regs("ldzm", &[(true, z.num()), (false, base.num())]);
+        if let Some(a) = self.wide_native("ldzm", false) {
+            let kz = 0x80 | MASK_K;
+            enc_vex_k(a, VMOVDQU8_LD, z.num(), 0, base.num(), Some(off), None, kz);
+            a.buf.resync("ldzm");
+        }
+    }
+
+    fn stzm(&mut self, z: Reg<crate::D>, base: Reg<P>, off: i32) {
+        self.check_regs("stzm", &[(true, z.num()), (false, base.num())]);
+        if let Some(a) = self.wide_native("stzm", false) {
+            enc_vex_k(
+                a,
+                VMOVDQU8_ST,
+                z.num(),
+                0,
+                base.num(),
+                Some(off),
+                None,
+                MASK_K,
+            );
+            a.buf.resync("stzm");
+        }
     }
 
     fn zxorq(&mut self, z: Reg<crate::D>, g: Reg<crate::UL>) {

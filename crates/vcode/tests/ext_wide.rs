@@ -48,6 +48,12 @@ fn describe(i: &Instruction) -> String {
             k => format!(" {k:?}"),
         };
     }
+    if i.has_op_mask() {
+        s += &format!(" {{{:?}}}", i.op_mask());
+    }
+    if i.zeroing_masking() {
+        s += " {z}";
+    }
     s
 }
 
@@ -91,6 +97,15 @@ fn every_encoding_decodes_to_what_was_asked() {
         want.push(format!("Vpsrlq {} {} 0x20", z(a), z(b)));
         f.zsllq(c, a, 7);
         want.push(format!("Vpsllq {} {} 0x7", z(c), z(a)));
+        f.zmask(gr);
+        want.push(format!(
+            "Kmovq K1 {}",
+            reg_name(false, gr.num()).to_uppercase()
+        ));
+        f.ldzm(b, base, off);
+        want.push(format!("Vmovdqu8 {} {m} {{K1}} {{z}}", z(b)));
+        f.stzm(c, base, off);
+        want.push(format!("Vmovdqu8 {m} {} {{K1}}", z(c)));
         f.zxorq(a, gr);
         want.push(format!(
             "Vmovq XMM15 {}",
@@ -149,7 +164,7 @@ fn every_encoding_decodes_to_what_was_asked() {
         let vector = i.op_count() > 0
             && (0..i.op_count())
                 .any(|k| i.op_kind(k) == OpKind::Register && i.op_register(k).is_vector_register());
-        if vector || i.mnemonic() == Mnemonic::Vzeroupper {
+        if vector || matches!(i.mnemonic(), Mnemonic::Vzeroupper | Mnemonic::Kmovq) {
             got.push(describe(&i));
         }
     }
@@ -306,6 +321,72 @@ fn the_instructions_compute_their_models() {
     }
 }
 
+/// `f(src, dst, m)`: with the byte mask `m`, a zero-masking load of
+/// `src[0..64]` stored whole to `dst[64..128]`, and a masked store of
+/// `src[64..128]` to `dst[0..64]`.
+fn build_masked() -> vcode::Code {
+    let mut f = Func::<X64>::with_backend();
+    let p = f.lambda("%p%p%ul", Leaf::Yes).unwrap();
+    let (s, d, m) = (
+        p.get::<P>(0).unwrap(),
+        p.get::<P>(1).unwrap(),
+        p.get::<UL>(2).unwrap(),
+    );
+    let x = f.getreg::<D>(Class::Temp).unwrap();
+    f.zmask(m);
+    f.ldzm(x, s, 0);
+    f.stz(x, d, 64);
+    f.ldz(x, s, 64);
+    f.stzm(x, d, 0);
+    f.vzeroupper();
+    f.retv();
+    f.end().unwrap()
+}
+
+#[test]
+fn the_masked_load_and_store_touch_only_the_masked_bytes() {
+    if !supported() {
+        return;
+    }
+    let code = build_masked();
+    let src: Vec<u8> = (0..128u32).map(|i| (i * 37 + 11) as u8).collect();
+    let masks = [
+        0u64,
+        !0,
+        1,
+        1 << 63,
+        0x00ff_f0f0_1234_8001,
+        !0 << 17,
+        !0 >> 60,
+        !0 << 60,
+    ];
+    for (i, &m) in masks.iter().enumerate() {
+        let mut dst = vec![0xa5u8; 128];
+        // SAFETY: the function reads src[0..128] and writes dst[0..128].
+        unsafe {
+            code.invoke(&[
+                Value::P(src.as_ptr() as usize),
+                Value::P(dst.as_mut_ptr() as usize),
+                Value::UL(m),
+            ])
+        }
+        .unwrap();
+        for j in 0..64 {
+            let on = m >> j & 1 == 1;
+            assert_eq!(
+                dst[j],
+                if on { src[64 + j] } else { 0xa5 },
+                "mask {i} byte {j}"
+            );
+            assert_eq!(
+                dst[64 + j],
+                if on { src[j] } else { 0 },
+                "mask {i} byte {j}"
+            );
+        }
+    }
+}
+
 #[test]
 fn the_reference_backend_has_no_512_bit_registers() {
     let mut f = Func::<Reference>::with_backend();
@@ -314,6 +395,7 @@ fn the_reference_backend_has_no_512_bit_registers() {
     let a = p.get::<P>(0).unwrap();
     let x = f.getreg::<D>(Class::Temp).unwrap();
     f.ldz(x, a, 0);
+    f.ldzm(x, a, 0);
     f.retv();
     let err = f.end().unwrap_err();
     assert!(err.to_string().contains("512-bit"), "{err}");
