@@ -44,12 +44,14 @@
 //! the last 0 to 255 bytes (the CRC path: 0 to 63) to the code above.
 //! `Pipeline::run_with` runs the bytes before `dst`'s first 64-byte
 //! boundary as a buffer of their own when it can, so that these loops
-//! store whole cache lines (and may store them non-temporally).
+//! store whole cache lines (and may store them non-temporally); the CRC
+//! loop with ordinary stores does that itself, with byte-masked 512-bit
+//! loads and stores (`masked_head`).
 //! Which loops exist is decided here, once per pipeline, from the CPU's
 //! features; the reference backend gets none of them.
 
 use vcode::ext::{Bswap, Clmul, NonTemporal, OnesComplement, Prefetch, TableLookup, Wide};
-use vcode::{Backend, Class, D, Func, Label, Leaf, Operand, P, Reg, UL};
+use vcode::{Backend, Class, D, Func, Label, Leaf, Operand, P, Reg, U, UL};
 
 use crate::error::Error;
 use crate::step::StepKind;
@@ -225,11 +227,12 @@ fn any_reg<B: Backend, T: vcode::Type>(f: &mut Func<B>) -> vcode::Result<Reg<T>>
 /// definitions need temporaries (the reference backend runs those; the
 /// native mappings use only the registers the backend keeps). Also says
 /// whether the code has a 512-bit loop (the caller then aligns `dst` for
-/// it: see `Pipeline::run_with`).
+/// it: see `Pipeline::run_with`), and whether that loop aligns its stores
+/// itself with the masked head of the CRC path (see [`masked_head`]).
 pub(crate) fn generate<B: Backend>(
     kinds: &[StepKind],
     spare: usize,
-) -> Result<(B::Code, bool), Error> {
+) -> Result<(B::Code, bool, bool), Error> {
     let has = |k: StepKind| kinds.contains(&k);
     let key_len = kinds.iter().find_map(|k| match k {
         StepKind::Xor(n) => Some(*n as usize),
@@ -352,9 +355,11 @@ pub(crate) fn generate<B: Backend>(
         [StepKind::Copy, StepKind::Crc32] | [StepKind::Crc32, StepKind::Copy] | [StepKind::Crc32]
     );
     let mut wide = false;
+    let mut masked_head = false;
     if fold_list && f.wide_clmul_available() {
-        wide_clmul_blocks(&mut f, &regs, lnt, end)?;
+        wide_clmul_blocks(&mut f, &regs, la, lnt, end)?;
         wide = true;
+        masked_head = d.is_some();
     }
     if fold_list && f.clmul_available() {
         clmul_blocks(&mut f, &regs, la, lnt, end)?;
@@ -457,7 +462,7 @@ pub(crate) fn generate<B: Backend>(
         f.st(c, a, imm(OFF_CRC));
     }
     f.retv();
-    Ok((f.end()?, wide))
+    Ok((f.end()?, wide, masked_head))
 }
 
 /// The CRC by folding (see `docs/ilp.md`), for buffers of two blocks or
@@ -483,7 +488,7 @@ fn clmul_blocks<B: Backend>(
     let (lanes, k, t) = (&x[..4], x[4], x[5]);
     f.ld_local(p, la);
     f.ldx(k, p, OFF_FOLD_K);
-    fold_lanes(f, r, lnt, Width::X, lanes, k, t, end);
+    fold_lanes(f, r, lnt, Width::X, lanes, k, t, end, None);
     f.ld_local(p, la);
     for (i, &l) in lanes.iter().enumerate() {
         f.stx(l, p, OFF_FOLD + 16 * i as i32);
@@ -547,7 +552,9 @@ impl Width {
 /// registers that loaded them; then per further `4 w` bytes while `s <
 /// lim`, each lane folds forward by that distance (`k`) and takes its
 /// next `w` bytes (left in `t`, and stored from there; non-temporally when
-/// the frame's store flag has bit 1 for xmm, bit 2 for zmm).
+/// the frame's store flag has bit 1 for xmm, bit 2 for zmm). With `go`,
+/// the loop starts there (a label the caller's own first group jumps to:
+/// the masked head of [`wide_clmul_blocks`]).
 #[allow(clippy::too_many_arguments)]
 fn fold_lanes<B: Backend>(
     f: &mut Func<B>,
@@ -558,6 +565,7 @@ fn fold_lanes<B: Backend>(
     k: Reg<D>,
     t: Reg<D>,
     lim: Reg<P>,
+    go: Option<Label>,
 ) {
     let n = w.bytes();
     let c = r.crc.expect("a CRC list").0;
@@ -577,6 +585,9 @@ fn fold_lanes<B: Backend>(
     }
     let step = 4 * n as i64;
     advance(f, r, step);
+    if let Some(go) = go {
+        f.label(go);
+    }
     let bit = if w == Width::X { 2 } else { 4 };
     store_loops(f, r, lnt, bit, step, lim, |f, nt| {
         for (i, &l) in lanes.iter().enumerate() {
@@ -716,18 +727,35 @@ fn wide_entry<B: Backend>(
 /// last by 384, 256, 128 and 0 bits at once and are XORed together
 /// (`zextract`), and the 16 bytes left, moved to two registers (`zmovq`),
 /// take two table steps from 0.
+///
+/// With a copy and ordinary stores, a `dst` that is not 64-byte aligned
+/// takes the masked head when it can (see [`masked_head`]), so that the
+/// loop's stores are whole lines.
 fn wide_clmul_blocks<B: Backend>(
     f: &mut Func<B>,
     r: &Regs,
+    la: vcode::Local<P>,
     lnt: vcode::Local<UL>,
     end: Reg<P>,
 ) -> Result<(), Error> {
     let (skip, lim, z) = wide_entry(f, r, lnt, end, 6)?;
     let (lanes, k, t) = (&z[..4], z[4], z[5]);
     let kp = any_reg::<B, P>(f)?;
+    let go = match r.d {
+        Some(d) => {
+            let (plain, go) = (f.genlabel(), f.genlabel());
+            masked_head(f, r, la, lnt, end, lim, kp, d, lanes, t, plain);
+            f.set(kp, WIDE_K.as_ptr() as usize);
+            f.ldz(k, kp, 0);
+            f.jmp(go);
+            f.label(plain);
+            Some(go)
+        }
+        None => None,
+    };
     f.set(kp, WIDE_K.as_ptr() as usize);
     f.ldz(k, kp, 0);
-    fold_lanes(f, r, lnt, Width::Z, lanes, k, t, lim);
+    fold_lanes(f, r, lnt, Width::Z, lanes, k, t, lim, go);
     // The lanes into the last: 0 onto 2 and 1 onto 3 (independent), then
     // that onto 3.
     f.ldz(k, kp, 64);
@@ -762,6 +790,110 @@ fn wide_clmul_blocks<B: Backend>(
     f.crc32x8(c, c, w1, tab);
     path_end(f, z, &[kp, lim], skip);
     Ok(())
+}
+
+/// The masked head of [`wide_clmul_blocks`] (see `docs/ilp.md`, "The
+/// masked head"): with ordinary stores, `o = dst % 64` in 4..=60 (a head
+/// of `h = 64 - o` bytes, at least 4) and `len >= h + 256`, the first
+/// group's lane 0 is the 64 bytes `zeros(o) || src[0..h]`, loaded from
+/// `src - o` with the byte mask of the top `h` bytes (`ldzm`: the `o`
+/// bytes before `src` are not read), and `src[0..h]` is stored to
+/// `dst[0..h]` with the same mask at `dst - o` (a line boundary; `stzm`
+/// writes nothing before `dst`). Lanes 1 to 3 take `src[h..h + 192]` as
+/// usual, so every later store is line-aligned. Not when it would leave
+/// the narrow code's table steps more than `len / 256` more bytes at the
+/// end. The CRC of `zeros(o) ||
+/// src` from state 0 is that of `src` from state 0 (leading zeros leave
+/// it 0), so the CRC register goes in at byte `o` of lane 0 instead of
+/// byte 0: built in the frame's fold area (zeroed, the register's 32 bits
+/// stored at `o`) and XORed in. Then `Frame::len` becomes the length after
+/// the first group and `end` and `lim` are computed from it, so the loops
+/// and the words and tail code after them go on from `src + h + 192` as
+/// from the start of a buffer. Otherwise (non-temporal stores, `o` 0 or
+/// above 60, a shorter buffer, too long an end) it branches to `plain`, today's first
+/// group; the caller follows it with the loop's constants and a jump into
+/// the loop. Uses `kp` as a scratch pointer.
+#[allow(clippy::too_many_arguments)]
+fn masked_head<B: Backend>(
+    f: &mut Func<B>,
+    r: &Regs,
+    la: vcode::Local<P>,
+    lnt: vcode::Local<UL>,
+    end: Reg<P>,
+    lim: Reg<P>,
+    kp: Reg<P>,
+    d: Reg<P>,
+    lanes: &[Reg<D>],
+    t: Reg<D>,
+    plain: Label,
+) {
+    let c = r.crc.expect("a CRC list").0;
+    let (o, n) = (r.words[0], r.words[1]);
+    // The same registers typed as a pointer offset and a 32-bit value (the
+    // path is native-only: `Reg::phys` retypes without bookkeeping).
+    let (op, np, c32, m) = (
+        Reg::<P>::phys(o.num()),
+        Reg::<P>::phys(n.num()),
+        Reg::<U>::phys(c.num()),
+        Reg::<UL>::phys(kp.num()),
+    );
+    let w = store_flag(f, r, lnt, 1);
+    f.bne(w, imm(0), plain);
+    f.cv::<P, UL>(o, d);
+    f.and(o, o, imm(BLOCK - 1));
+    f.beq(o, imm(0), plain);
+    f.bgt(o, imm(BLOCK - 4), plain);
+    // The head moves the narrow code's last bytes from len % 64 to (len +
+    // o) % 64, which it CRCs 8 bytes at a time through the tables: not
+    // when that adds more than len / 256 bytes (at 4 KiB in cache, 16 more
+    // bytes still gained 4%, 32 lost 2-7%, 60 lost 25%; from 16 KiB on it
+    // always pays).
+    f.ld_local(kp, la);
+    f.ld(n, kp, imm(OFF_LEN));
+    f.rsh(m, n, imm(8));
+    f.and(n, n, imm(BLOCK - 1));
+    f.add(m, m, n);
+    f.add(n, n, o);
+    f.and(n, n, imm(BLOCK - 1));
+    f.bgt(n, m, plain);
+    // len - h >= 256, i.e. len + o >= 320; n = len + o.
+    f.ld_local(kp, la);
+    f.ld(n, kp, imm(OFF_LEN));
+    f.add(n, n, o);
+    f.blt(n, imm(WIDE + BLOCK), plain);
+    // What is left after the first group (len + o - 256) becomes the
+    // frame's length, and the limits follow from it.
+    f.sub(n, n, imm(WIDE));
+    f.st(n, kp, imm(OFF_LEN));
+    // The CRC register at byte o of 64 zero bytes (the frame's fold
+    // area), into t.
+    f.zxor(t, t, t);
+    f.stz(t, kp, OFF_FOLD);
+    f.add(kp, kp, op);
+    f.st(c32, kp, imm(OFF_FOLD as i64));
+    f.sub(kp, kp, op);
+    f.ldz(t, kp, OFF_FOLD);
+    // The mask: the top h = 64 - o bytes.
+    f.set(n, u64::MAX);
+    f.lsh(n, n, o);
+    f.zmask(n);
+    f.sub(r.s, r.s, op);
+    f.sub(d, d, op);
+    f.ldzm(lanes[0], r.s, 0);
+    f.stzm(lanes[0], d, 0);
+    f.zxor(lanes[0], lanes[0], t);
+    for (i, &l) in lanes.iter().enumerate().skip(1) {
+        let off = 64 * i as i32;
+        f.ldz(l, r.s, off);
+        f.stz(l, d, off);
+    }
+    advance(f, r, WIDE);
+    // end = s + (left & -64), lim = end - 192.
+    f.ld_local(kp, la);
+    f.ld(n, kp, imm(OFF_LEN));
+    f.and(n, n, imm(-BLOCK));
+    f.add(end, r.s, np);
+    f.sub(lim, end, imm(WIDE - BLOCK));
 }
 
 /// Whether a list has the 512-bit copy loop: copies, checksums and byte

@@ -20,6 +20,9 @@ struct Compiled {
     /// The code has a 512-bit loop, which stores best to a 64-byte aligned
     /// `dst` (see [`Pipeline::head_len`]).
     wide: bool,
+    /// The 512-bit CRC loop aligns its own stores with a masked head (with
+    /// ordinary stores, when `dst % 64` is 4 to 60: see `codegen::masked_head`).
+    masked_head: bool,
 }
 
 type Cache = Mutex<HashMap<Vec<StepKind>, Arc<Compiled>>>;
@@ -100,13 +103,18 @@ impl Pipeline {
             match map.get(&kinds) {
                 Some(c) => c.clone(),
                 None => {
-                    let (code, wide) = generate::<vcode::X64>(&kinds, 0)?;
+                    let (code, wide, masked_head) = generate::<vcode::X64>(&kinds, 0)?;
                     // SAFETY: `generate` built a function of one pointer
                     // parameter returning nothing, which `as_fn` checks
                     // against this type; what the function does with the
                     // pointer is the contract `invoke` keeps.
                     let entry = unsafe { code.as_fn::<extern "C" fn(*mut Frame)>()? };
-                    let c = Arc::new(Compiled { code, entry, wide });
+                    let c = Arc::new(Compiled {
+                        code,
+                        entry,
+                        wide,
+                        masked_head,
+                    });
                     map.insert(kinds, c.clone());
                     c
                 }
@@ -209,11 +217,14 @@ impl Pipeline {
     /// non-temporal, leave the blocks to the 8-byte `movnti` loop. 0 also
     /// without a copy, without a 512-bit loop, when the rest would be
     /// too short for the loop (256 bytes), and for a CRC list with cached
-    /// stores below [`CRC_HEAD_MIN_LEN`].
+    /// stores below [`CRC_HEAD_MIN_LEN`] or whose generated code takes
+    /// the head itself (the 512-bit CRC loop's masked head, for heads of 4
+    /// bytes or more).
     fn head_len(&self, len: usize, dst: *const u8, nt: bool) -> usize {
         let head = (64 - dst as usize % 64) % 64;
         let useful = self.copy && self.compiled.wide && head % self.swap_unit == 0;
-        let worth = nt || !self.crc || len >= CRC_HEAD_MIN_LEN;
+        let masked = self.compiled.masked_head && head >= 4;
+        let worth = nt || !self.crc || len >= CRC_HEAD_MIN_LEN && !masked;
         if useful && worth && len >= head + 256 {
             head
         } else {
@@ -322,7 +333,9 @@ pub const NT_MIN_LEN: usize = 1 << 20;
 /// table steps, a fixed cost that made copy+crc32 about 10% slower at
 /// 4 KiB in cache, while at 64 KiB the aligned stores made it 15% faster
 /// (`examples/table4.rs cache`). The checksum head (`adc`) is cheap enough
-/// at every length.
+/// at every length. With the 512-bit CRC loop the generated code aligns
+/// its stores itself (a masked head, no table steps), so this applies
+/// there only to heads of 1 to 3 bytes.
 const CRC_HEAD_MIN_LEN: usize = 16 << 10;
 
 /// How a pipeline with a copy writes `dst` (see

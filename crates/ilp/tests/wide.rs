@@ -180,7 +180,8 @@ fn the_head_that_aligns_dst_at_every_destination_alignment() {
     // 512-bit loops store aligned; lengths around that head plus the
     // loops' 256-byte minimum, both store kinds, states of both offset
     // parities, and lists whose swap unit forbids some heads (a CRC list
-    // with ordinary stores takes the head from 16 KiB on).
+    // with ordinary stores takes it from 16 KiB on when the 512-bit CRC
+    // loop's masked head cannot: heads of 1 to 3 bytes).
     let src = data(18_000, 83);
     let mut all = lists().to_vec();
     all.push(vec![Step::Bswap16, Step::Copy]);
@@ -195,6 +196,45 @@ fn the_head_that_aligns_dst_at_every_destination_alignment() {
                     for stores in [Stores::NonTemporal, Stores::Cached] {
                         let k = (n + sa) as u64;
                         check(&p, &src[..n], sa, da, state(k), stores);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn the_masked_head_of_the_crc_loop_at_every_alignment() {
+    // The 512-bit CRC loop with a copy and ordinary stores aligns dst
+    // itself: a masked load of zeros(o) || src[0..h] from src - o and a
+    // masked store at dst - o (o = dst % 64 in 4..=60, h = 64 - o), the
+    // CRC register injected at byte o. Every destination alignment,
+    // every length from h + 255 to h + 1024 (the head is taken where it
+    // does not lengthen the table-CRC end much, e.g. len % 64 = 63 always),
+    // the whole source grid at lengths that take it, longer buffers,
+    // nonzero incoming states, both store kinds; `check` compares with the
+    // reference and crc32fast and checks the guard bytes around dst.
+    let src = data(70_100, 84);
+    for steps in [vec![Step::Copy, Step::Crc32], vec![Step::Crc32, Step::Copy]] {
+        let p = Pipeline::new(&steps).unwrap();
+        for da in 0..64 {
+            let head = (64 - da) % 64;
+            for n in head + 255..=head + 1024 {
+                let sa = (da * 7 + n) % 64;
+                let k = (n * 31 + da) as u64;
+                check(&p, &src[..n], sa, da, state(k), Stores::Cached);
+                check(&p, &src[..n], 63 - sa, da, state(k + 1), Stores::Auto);
+            }
+            for n in [383, 447, 1087, 4095, 4096, 4159, 8191, 16_447] {
+                for sa in 0..64 {
+                    let k = (n + sa * 64 + da) as u64;
+                    check(&p, &src[..n], sa, da, state(k), Stores::Cached);
+                }
+            }
+            for n in [16_384, 20_000 + da, 70_001] {
+                for sa in [0, 1, 16, da, 63] {
+                    for stores in [Stores::Cached, Stores::NonTemporal] {
+                        check(&p, &src[..n], sa, da, state((n + sa) as u64), stores);
                     }
                 }
             }
