@@ -451,7 +451,7 @@ pub fn verify_all() -> Result<(), String> {
     Ok(())
 }
 
-/// The peers timed by [`time_generation`].
+/// The peers timed by [`crate::peers_section`].
 pub const PEERS: [&str; 7] = [
     "vcode (getreg)",
     "vcode (fixed names)",

@@ -10,7 +10,7 @@
 //!
 //! | paper | here |
 //! |---|---|
-//! | §6 fine-grained locks, none held in the cache | [`cache`]: a building lock, a link lock, one lock per global structure; [`Stats::contention`] counts contention per lock |
+//! | §6 fine-grained locks, none held in the cache | `cache.rs`: a building lock, a link lock, one lock per global structure; [`Stats::contention`] counts contention per lock |
 //! | §8 lock-free in-cache lookup: tag written last, removal sentinel, lazily freed old tables | [`table`] |
 //! | §9.1 unlinking through atomically patched direct jumps | [`link`] |
 //! | §9.2 delayed deletion: timestamps, pending list with reference counts, the system-call flag | [`deletion`] |

@@ -25,7 +25,7 @@
 //!
 //! Unlinked, the site jumps to its exit, which passes the site to the
 //! resolver trampoline: it saves the argument registers (integer and
-//! `xmm0`-`xmm7`), calls [`resolve`] (Rust), which looks the key up in the
+//! `xmm0`-`xmm7`), calls `resolve` (Rust), which looks the key up in the
 //! table, relinks the site to the current code under the link lock, and
 //! returns its address; the trampoline restores the arguments and jumps
 //! there. So a call through a link always reaches the key's current code

@@ -36,7 +36,7 @@ struct Return {
 }
 
 /// Slots in the frame stack: a power of two, so that an index masked with
-/// [`STACK_MASK`] is in bounds by construction and the compiler drops the
+/// `STACK_MASK` is in bounds by construction and the compiler drops the
 /// bounds check of every local and operand access. 16,384 slots (64 KiB):
 /// 256 calls deep at 64 slots per frame; deeper chains of bigger frames trap
 /// with `CallDepthExceeded`.

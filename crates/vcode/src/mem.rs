@@ -25,7 +25,7 @@ use std::sync::Arc;
 ///
 /// # Safety
 /// An implementation must return blocks whose `write` pointer is valid
-/// for `len` bytes of writes until [`ExecBlock::seal`] is called, whose
+/// for `len` bytes of writes until its owner's [`BlockOwner::seal`] is called, whose
 /// `exec` address then holds exactly those bytes, executable and not
 /// writable, for as long as the block lives, and which no other block
 /// overlaps.

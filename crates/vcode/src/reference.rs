@@ -3,7 +3,7 @@
 //! The same client code that generates x86-64 runs here unchanged (it is
 //! generic over [`Backend`]), with the same register assignment, because
 //! both backends allocate from one description of the host
-//! ([`host`](crate::host)). What the native backend leaves to the
+//! ([`crate::host`]). What the native backend leaves to the
 //! hardware, this one checks and reports as a typed error with the
 //! instruction index and the method:
 //!
