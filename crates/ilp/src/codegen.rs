@@ -470,9 +470,10 @@ pub(crate) fn generate<B: Backend>(
 /// CRC register XORed into the first four), each further block folds every
 /// lane forward 512 bits and XORs in its next 16 bytes (`clfold`), and the
 /// bytes are copied from the registers that loaded them. The lanes, as 64
-/// bytes of message, then go through the table CRC from 0; the blocks,
-/// words and tail code that follow continue from there (no whole block is
-/// left for the blocks loop).
+/// bytes of message, then go through the CRC from 0 with the last whole
+/// 16-byte words folded in ([`crc_of_fold`]); the words and tail code that
+/// follow continue from there (no whole block is left for the blocks
+/// loop).
 fn clmul_blocks<B: Backend>(
     f: &mut Func<B>,
     r: &Regs,
@@ -493,17 +494,25 @@ fn clmul_blocks<B: Backend>(
     for (i, &l) in lanes.iter().enumerate() {
         f.stx(l, p, OFF_FOLD + 16 * i as i32);
     }
-    crc_of_fold(f, r, p, [x[0], k, t]);
+    crc_of_fold(f, r, la, end, p, [x[0], k, t]);
     path_end(f, x, &[p], skip);
     Ok(())
 }
 
 /// The 64 folded bytes at `frame.fold` (frame at `p`), as message,
-/// through the CRC from 0 into `c`: the end of a folding loop. Three
-/// 128-bit folds (`clfold` with `frame.fold_k`'s second pair, in xmm
+/// through the CRC from 0 into `c`: the end of the 128-bit folding loop.
+/// Three 128-bit folds (`clfold` with `frame.fold_k`'s second pair, in xmm
 /// registers `x`: a lane, the constant, scratch) take them to 16 bytes
-/// with the same CRC, and two table steps finish.
-fn crc_of_fold<B: Backend>(f: &mut Func<B>, r: &Regs, p: Reg<P>, x: [Reg<D>; 3]) {
+/// with the same CRC, the whole 16-byte words of the last `len % 64`
+/// bytes fold into those ([`fold_tail`]), and two table steps finish.
+fn crc_of_fold<B: Backend>(
+    f: &mut Func<B>,
+    r: &Regs,
+    la: vcode::Local<P>,
+    end: Reg<P>,
+    p: Reg<P>,
+    x: [Reg<D>; 3],
+) {
     let (c, tab) = r.crc.expect("a CRC list");
     let [lane, k, t] = x;
     f.ldx(lane, p, OFF_FOLD);
@@ -511,6 +520,7 @@ fn crc_of_fold<B: Backend>(f: &mut Func<B>, r: &Regs, p: Reg<P>, x: [Reg<D>; 3])
     for i in 1..4 {
         f.clfold(lane, k, t, p, OFF_FOLD + 16 * i);
     }
+    fold_tail(f, r, la, end, p, x);
     f.stx(lane, p, OFF_FOLD);
     f.set(c, 0);
     let w = r.words[0];
@@ -725,8 +735,9 @@ fn wide_entry<B: Backend>(
 /// second), the remaining whole blocks fold into it 64 bytes at a time, its
 /// four 128-bit quarters (the four lanes of `clmul_blocks`) fold onto the
 /// last by 384, 256, 128 and 0 bits at once and are XORed together
-/// (`zextract`), and the 16 bytes left, moved to two registers (`zmovq`),
-/// take two table steps from 0.
+/// (`zextract`), the whole 16-byte words of the last `len % 64` bytes fold
+/// into them ([`fold_tail`]), and the 16 bytes left, moved to two
+/// registers (`zmovq`), take two table steps from 0.
 ///
 /// With a copy and ordinary stores, a `dst` that is not 64-byte aligned
 /// takes the masked head when it can (see [`masked_head`]), so that the
@@ -782,14 +793,63 @@ fn wide_clmul_blocks<B: Backend>(
     f.zand(t, t, one);
     f.zfoldr(one, k, t);
     let (w0, w1) = (r.words[0], r.words[1]);
-    quarters(f, one, t, Func::zxor, [w0, w1]);
+    for (bits, i) in [(256, 1), (128, 1)] {
+        f.zextract(t, one, bits, i);
+        f.zxor(one, one, t);
+    }
     f.vzeroupper();
+    // Row 3 of WIDE_K, quarter 2: forward 128 bits.
+    f.ldx(k, kp, 3 * 64 + 32);
+    fold_tail(f, r, la, end, kp, [one, k, t]);
+    f.zmovq(w0, one, 0);
+    f.zmovq(w1, one, 1);
     let (c, tab) = r.crc.expect("a CRC list");
     f.set(c, 0);
     f.crc32x8(c, c, w0, tab);
     f.crc32x8(c, c, w1, tab);
     path_end(f, z, &[kp, lim], skip);
     Ok(())
+}
+
+/// The folding tail of both folding loops, once their lanes are reduced
+/// to 16 bytes in `x[0]` and `s` is at `end`: the whole 16-byte words of
+/// the last `len % 64` bytes fold into them (`clfold` with `x[1]`, which
+/// the caller loads with the constants that fold forward 128 bits; the
+/// loaded bytes left in `x[2]` and stored from there), so that the narrow
+/// code's table steps take at most 15 bytes instead of 63. `Frame::len`
+/// loses bits 4 and 5 (the words and tail code read only its low six
+/// bits), `end` ends where the folded words do, and `kp` is left holding
+/// the frame pointer. In the 512-bit path after `vzeroupper`: the
+/// legacy-SSE `clfold` then pays no transition.
+fn fold_tail<B: Backend>(
+    f: &mut Func<B>,
+    r: &Regs,
+    la: vcode::Local<P>,
+    end: Reg<P>,
+    kp: Reg<P>,
+    x: [Reg<D>; 3],
+) {
+    let [one, k, t] = x;
+    // One word register: a list may have only one.
+    let w = r.words[0];
+    f.ld_local(kp, la);
+    f.ld(w, kp, imm(OFF_LEN));
+    f.and(w, w, imm(BLOCK - 16));
+    // The path is native-only: `Reg::phys` retypes without bookkeeping.
+    f.add(end, r.s, Reg::<P>::phys(w.num()));
+    f.ld(w, kp, imm(OFF_LEN));
+    f.and(w, w, imm(!(BLOCK - 16)));
+    f.st(w, kp, imm(OFF_LEN));
+    let (top, done) = (f.genlabel(), f.genlabel());
+    f.bge(r.s, end, done);
+    f.label(top);
+    f.clfold(one, k, t, r.s, 0);
+    if let Some(d) = r.d {
+        f.stx(t, d, 0);
+    }
+    advance(f, r, 16);
+    f.blt(r.s, end, top);
+    f.label(done);
 }
 
 /// The masked head of [`wide_clmul_blocks`] (see `docs/ilp.md`, "The

@@ -204,6 +204,40 @@ fn the_head_that_aligns_dst_at_every_destination_alignment() {
 }
 
 #[test]
+fn the_folding_tail_of_the_crc_loop_at_every_tail_length() {
+    // After the 512-bit CRC loop's whole blocks, the 16-byte words of the
+    // last len % 64 bytes fold into the reduced lanes (`clfold`) and only
+    // len % 16 bytes take table steps. Every tail length 0..63 after a
+    // plain first group (dst 64-byte aligned, or non-temporal stores) and
+    // after the masked head (dst 16 and 61 past a line; the head moves the
+    // tail to (len + o) % 64), several loop counts, every source alignment
+    // of a few, nonzero incoming states, with and without a copy. (Below
+    // 256 bytes the 128-bit path runs; `every_length_to_1024_at_every_alignment`
+    // covers its tails.)
+    let src = data(4096 + 64, 85);
+    for steps in [
+        vec![Step::Copy, Step::Crc32],
+        vec![Step::Crc32, Step::Copy],
+        vec![Step::Crc32],
+    ] {
+        let p = Pipeline::new(&steps).unwrap();
+        for base in [256, 320, 448, 1024, 4096] {
+            for t in 0..64 {
+                let n = base + t;
+                for da in [0, 16, 61] {
+                    for sa in [0, 1, 15, 16, 63] {
+                        let k = (n * 7 + sa + da) as u64;
+                        for stores in [Stores::Cached, Stores::NonTemporal] {
+                            check(&p, &src[..n], sa, da, state(k), stores);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn the_masked_head_of_the_crc_loop_at_every_alignment() {
     // The 512-bit CRC loop with a copy and ordinary stores aligns dst
     // itself: a masked load of zeros(o) || src[0..h] from src - o and a
