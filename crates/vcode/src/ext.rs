@@ -836,6 +836,18 @@ const fn z512(pp: u8, map: u8, w: bool, op: u8) -> Vop {
     }
 }
 
+/// A 128-bit VEX instruction (`VEX.L0`).
+const fn v128(pp: u8, map: u8, w: bool, op: u8) -> Vop {
+    Vop {
+        evex: false,
+        l: 0,
+        pp,
+        map,
+        w,
+        op,
+    }
+}
+
 /// `vmovdqu64 zmm, m512` / `vmovdqu64 m512, zmm`.
 const VMOVDQU64_LD: Vop = z512(2, 1, true, 0x6f);
 const VMOVDQU64_ST: Vop = z512(2, 1, true, 0x7f);
@@ -844,14 +856,7 @@ const VMOVDQU64_ST: Vop = z512(2, 1, true, 0x7f);
 const VMOVDQU8_LD: Vop = z512(3, 1, false, 0x6f);
 const VMOVDQU8_ST: Vop = z512(3, 1, false, 0x7f);
 /// `kmovq k, r64` (VEX.L0, AVX-512BW; the general register in ModRM.rm).
-const KMOVQ_K_R: Vop = Vop {
-    evex: false,
-    l: 0,
-    pp: 3,
-    map: 1,
-    w: true,
-    op: 0x92,
-};
+const KMOVQ_K_R: Vop = v128(3, 1, true, 0x92);
 /// The opmask register of [`Wide::zmask`], [`Wide::ldzm`] and
 /// [`Wide::stzm`]: `k1` (nothing else in generated code uses the opmask
 /// registers, which are caller-saved).
@@ -878,31 +883,10 @@ const VEXTRACTI32X4: Vop = z512(1, 3, false, 0x39);
 const VEXTRACTI64X4: Vop = z512(1, 3, true, 0x3b);
 /// `vmovq r64, xmm` / `vpextrq r64, xmm, imm8` (VEX.128; the general
 /// register in ModRM.rm).
-const VMOVQ_R_X: Vop = Vop {
-    evex: false,
-    l: 0,
-    pp: 1,
-    map: 1,
-    w: true,
-    op: 0x7e,
-};
-const VPEXTRQ: Vop = Vop {
-    evex: false,
-    l: 0,
-    pp: 1,
-    map: 3,
-    w: true,
-    op: 0x16,
-};
+const VMOVQ_R_X: Vop = v128(1, 1, true, 0x7e);
+const VPEXTRQ: Vop = v128(1, 3, true, 0x16);
 /// `vmovq xmm, r64` (VEX.128; zeroes the register up to bit 511).
-const VMOVQ_X_R: Vop = Vop {
-    evex: false,
-    l: 0,
-    pp: 1,
-    map: 1,
-    w: true,
-    op: 0x6e,
-};
+const VMOVQ_X_R: Vop = v128(1, 1, true, 0x6e);
 
 /// `o` with `reg` in ModRM.reg, `v` in the prefix's vvvv (0 when the
 /// instruction has no such operand: the field is stored inverted, so 0 is
