@@ -240,6 +240,22 @@ fn crc32x8_is_slicing_by_8() {
 /// Slots written by [`build_stnt`]: one per round, then the parameters'.
 const NT_ROUNDS: usize = 24;
 
+/// The `k`-th temporary pointer register (modulo their number), holding
+/// `base0`; the caller puts it back. Over `k`, every register serves as a
+/// base.
+fn kth_base<B: Backend>(f: &mut Func<B>, k: usize, base0: Reg<P>) -> Reg<P> {
+    let mut ps = Vec::new();
+    while let Ok(r) = f.getreg::<P>(Class::Temp) {
+        ps.push(r);
+    }
+    let b = ps.remove(k % ps.len());
+    for r in ps {
+        f.putreg(r);
+    }
+    f.mov(b, base0);
+    b
+}
+
 /// `f(p, v)`: round `k` stores `k + 1` times a byte pattern at
 /// `p + 8 * (3 * k)`, with the `k`-th free register as the base and the
 /// `k`-th as the value (every register takes both roles, r12 as a base
@@ -250,15 +266,7 @@ fn build_stnt<B: Backend>() -> B::Code {
     let p = f.lambda("%p%ul", Leaf::Yes).unwrap();
     let (base0, v) = (p.get::<P>(0).unwrap(), p.get::<UL>(1).unwrap());
     for k in 0..NT_ROUNDS {
-        let mut ps = Vec::new();
-        while let Ok(r) = f.getreg::<P>(Class::Temp) {
-            ps.push(r);
-        }
-        let b = ps.remove(k % ps.len());
-        for r in ps {
-            f.putreg(r);
-        }
-        f.mov(b, base0);
+        let b = kth_base(&mut f, k, base0);
         let mut us = Vec::new();
         while let Ok(r) = f.getreg::<UL>(Class::Temp) {
             us.push(r);
@@ -310,15 +318,7 @@ fn prefetch_is_harmless_with_every_base() {
         let p = f.lambda("%p", Leaf::Yes).unwrap();
         let base0 = p.get::<P>(0).unwrap();
         for k in 0..NT_ROUNDS {
-            let mut ps = Vec::new();
-            while let Ok(r) = f.getreg::<P>(Class::Temp) {
-                ps.push(r);
-            }
-            let b = ps.remove(k % ps.len());
-            for r in ps {
-                f.putreg(r);
-            }
-            f.mov(b, base0);
+            let b = kth_base(&mut f, k, base0);
             f.prefetch(b, 64 * k as i32, k % 2 == 1);
             f.putreg(b);
         }
