@@ -903,11 +903,12 @@ fn masked_head<B: Backend>(
     f.and(o, o, imm(BLOCK - 1));
     f.beq(o, imm(0), plain);
     f.bgt(o, imm(BLOCK - 4), plain);
-    // The head moves the narrow code's last bytes from len % 64 to (len +
-    // o) % 64, which it CRCs 8 bytes at a time through the tables: not
-    // when that adds more than len / 256 bytes (at 4 KiB in cache, 16 more
-    // bytes still gained 4%, 32 lost 2-7%, 60 lost 25%; from 16 KiB on it
-    // always pays).
+    // The head moves the last bytes after the folded blocks from len % 64
+    // to (len + o) % 64: not when that adds more than len / 256 bytes (at
+    // 4 KiB in cache, 16 more bytes still gained 4%, 32 lost 2-7%, 60 lost
+    // 25%; from 16 KiB on it always pays). Measured when those bytes all
+    // went through the table steps; since `fold_tail` folds their whole
+    // 16-byte words, the rule may be stricter than it needs to be.
     f.ld_local(kp, la);
     f.ld(n, kp, imm(OFF_LEN));
     f.rsh(m, n, imm(8));
