@@ -836,6 +836,21 @@ const fn z512(pp: u8, map: u8, w: bool, op: u8) -> Vop {
     }
 }
 
+impl Vop {
+    /// The 256-bit VEX form of a 512-bit EVEX instruction: every one the
+    /// `Wide` extensions use at both widths has one with the same implied
+    /// prefix, map and opcode (`VEX.256`, W ignored): `vmovdqu64` becomes
+    /// `vmovdqu`, `vpxorq` `vpxor`, `vextracti32x4` `vextracti128`.
+    const fn ymm(self) -> Vop {
+        Vop {
+            evex: false,
+            l: 1,
+            w: false,
+            ..self
+        }
+    }
+}
+
 /// A 128-bit VEX instruction (`VEX.L0`).
 const fn v128(pp: u8, map: u8, w: bool, op: u8) -> Vop {
     Vop {
@@ -937,15 +952,39 @@ fn has_avx512f() -> bool {
     std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512bw")
 }
 
-fn has_vpclmulqdq() -> bool {
-    has_avx512f() && std::is_x86_feature_detected!("vpclmulqdq")
+/// Whether the CPU runs the `Wide` instructions at `bits` (512: AVX-512F
+/// and BW; 256: AVX2), and with `clmul` also the folds (VPCLMULQDQ, whose
+/// VEX.256 form needs only AVX beside it).
+fn cpu_has_wide(bits: u32, clmul: bool) -> bool {
+    let base = match bits {
+        512 => has_avx512f(),
+        256 => std::is_x86_feature_detected!("avx2"),
+        _ => false,
+    };
+    base && (!clmul || std::is_x86_feature_detected!("vpclmulqdq"))
 }
 
-/// 512-bit data in zmm registers (AVX-512), for loops that move 256 bytes
-/// per iteration: loads, stores (also non-temporal), 64-bit lane
-/// arithmetic, and the carry-less-multiply folding step of
-/// [`Clmul::clfold`] on four 128-bit lanes at once (VPCLMULQDQ). A
-/// `Reg<D>` here holds 512 bits.
+/// The widest vector the CPU runs the `Wide` instructions at, or 0.
+fn widest() -> u32 {
+    [512, 256]
+        .into_iter()
+        .find(|&b| cpu_has_wide(b, false))
+        .unwrap_or(0)
+}
+
+/// Vector data in ymm or zmm registers, for loops that move four
+/// registers (128 or 256 bytes) per iteration: loads, stores (also
+/// non-temporal), 64-bit lane arithmetic, byte shuffles, and the
+/// carry-less-multiply folding step of [`Clmul::clfold`] on every 128-bit
+/// lane at once (VPCLMULQDQ). A `Reg<D>` here holds
+/// [`wide_bits`](Wide::wide_bits) bits: 512 (zmm, AVX-512F and BW, EVEX
+/// encodings) or 256 (ymm, AVX2, the VEX encodings of the same
+/// instructions). A function uses the widest its CPU has unless it
+/// chooses with [`set_wide_bits`](Wide::set_wide_bits); so one client loop
+/// written against these methods, with its offsets in units of the
+/// register's size, runs on both kinds of CPU. The byte-masked moves
+/// ([`zmask`](Wide::zmask), [`ldzm`](Wide::ldzm), [`stzm`](Wide::stzm)) and
+/// the 256-bit [`zextract`](Wide::zextract) exist only at 512 bits.
 ///
 /// Native x86-64 only, like [`Clmul`]: the reference backend's float
 /// registers hold 64 bits, so there these record an `Unsupported` error;
@@ -955,37 +994,47 @@ fn has_vpclmulqdq() -> bool {
 /// ends with [`vzeroupper`](Wide::vzeroupper) before any SSE code (the
 /// rest of the generated function, or its caller) runs.
 pub trait Wide {
-    /// Whether this backend and CPU run the 512-bit instructions
-    /// (AVX-512F and BW).
+    /// The width of the vector registers of these instructions in this
+    /// function, in bits: 512 or 256, or 0 when this backend or CPU runs
+    /// neither.
+    fn wide_bits(&mut self) -> u32;
+    /// Chooses the width (256 or 512) of the instructions emitted from
+    /// now on; returns false, and changes nothing, when this backend or
+    /// CPU does not run that width.
+    fn set_wide_bits(&mut self, bits: u32) -> bool;
+    /// Whether this backend and CPU run these instructions (at
+    /// [`wide_bits`](Wide::wide_bits)).
     fn wide_available(&mut self) -> bool;
     /// Whether they also run [`zfold`](Wide::zfold) and
-    /// [`zfoldr`](Wide::zfoldr) (and VPCLMULQDQ).
+    /// [`zfoldr`](Wide::zfoldr) (VPCLMULQDQ).
     fn wide_clmul_available(&mut self) -> bool;
-    /// `z = *(u512 *)(base + off)` (x86-64: `vmovdqu64`).
+    /// `z = *(vector *)(base + off)` (x86-64: `vmovdqu64` zmm, `vmovdqu`
+    /// ymm).
     fn ldz(&mut self, z: Reg<crate::D>, base: Reg<P>, off: i32);
-    /// `*(u512 *)(base + off) = z` (x86-64: `vmovdqu64`).
+    /// `*(vector *)(base + off) = z` (x86-64: `vmovdqu64`, `vmovdqu`).
     fn stz(&mut self, z: Reg<crate::D>, base: Reg<P>, off: i32);
-    /// `*(u512 *)(base + off) = z` bypassing the caches (x86-64:
-    /// `vmovntdq`): `base + off` must be 64-byte aligned (the CPU faults
-    /// otherwise), and a run of these ends with an `sfence`.
+    /// `*(vector *)(base + off) = z` bypassing the caches (x86-64:
+    /// `vmovntdq`): `base + off` must be aligned to the vector's size (the
+    /// CPU faults otherwise), and a run of these ends with an `sfence`.
     fn stznt(&mut self, z: Reg<crate::D>, base: Reg<P>, off: i32);
     /// Sets the byte mask of [`ldzm`](Wide::ldzm) and
     /// [`stzm`](Wide::stzm): bit `j` of `m` selects byte `j` of the 64
     /// (x86-64: `kmovq` into the opmask register `k1`, which these three
-    /// own, as the scalar code owns `xmm15`).
+    /// own, as the scalar code owns `xmm15`). 512 bits only.
     fn zmask(&mut self, m: Reg<crate::UL>);
     /// `z` byte `j` = `*(u8 *)(base + off + j)` where the mask has bit
     /// `j`, 0 elsewhere; the masked-out bytes are not read, so they may
-    /// lie in unmapped memory (x86-64: `vmovdqu8 zmm{k1}{z}`).
+    /// lie in unmapped memory (x86-64: `vmovdqu8 zmm{k1}{z}`). 512 bits
+    /// only.
     fn ldzm(&mut self, z: Reg<crate::D>, base: Reg<P>, off: i32);
     /// `*(u8 *)(base + off + j)` = `z` byte `j` where the mask has bit
     /// `j`; the other bytes of memory are neither written nor read
-    /// (x86-64: `vmovdqu8 m512{k1}`).
+    /// (x86-64: `vmovdqu8 m512{k1}`). 512 bits only.
     fn stzm(&mut self, z: Reg<crate::D>, base: Reg<P>, off: i32);
-    /// `z ^= g` zero-extended to 512 bits (x86-64: `vmovq` into `xmm15`,
-    /// `vpxorq`).
+    /// `z ^= g` zero-extended to the vector's width (x86-64: `vmovq` into
+    /// `xmm15`, `vpxorq` / `vpxor`).
     fn zxorq(&mut self, z: Reg<crate::D>, g: Reg<crate::UL>);
-    /// `zd = a ^ b` (`vpxorq`); `zxor(z, z, z)` clears `z`.
+    /// `zd = a ^ b` (`vpxorq`, `vpxor`); `zxor(z, z, z)` clears `z`.
     fn zxor(&mut self, zd: Reg<crate::D>, a: Reg<crate::D>, b: Reg<crate::D>);
     /// `zd = a + b` in each 64-bit lane (`vpaddq`).
     fn zaddq(&mut self, zd: Reg<crate::D>, a: Reg<crate::D>, b: Reg<crate::D>);
@@ -993,13 +1042,13 @@ pub trait Wide {
     fn zsubq(&mut self, zd: Reg<crate::D>, a: Reg<crate::D>, b: Reg<crate::D>);
     /// `zd` byte `j` = `a` byte `16 * (j / 16) + (idx[j] & 15)`, or 0 when
     /// `idx[j]` has its top bit (`vpshufb`: a byte shuffle within each
-    /// 128-bit quarter, e.g. byte swaps).
+    /// 128-bit lane, e.g. byte swaps).
     fn zshufb(&mut self, zd: Reg<crate::D>, a: Reg<crate::D>, idx: Reg<crate::D>);
-    /// `zd = a & b` (`vpandq`).
+    /// `zd = a & b` (`vpandq`, `vpand`).
     fn zand(&mut self, zd: Reg<crate::D>, a: Reg<crate::D>, b: Reg<crate::D>);
-    /// `zd` = 128-bit quarter `i` (0..4) of `a` when `bits` is 128
-    /// (`vextracti32x4`), or 256-bit half `i` (0..2) when it is 256
-    /// (`vextracti64x4`), zero-extended. Other widths or indices are an
+    /// `zd` = 128-bit lane `i` of `a` when `bits` is 128 (`vextracti32x4`,
+    /// `vextracti128`), or, at 512 bits, 256-bit half `i` (0..2) when it is
+    /// 256 (`vextracti64x4`), zero-extended. Other widths or indices are an
     /// `Unsupported` error.
     fn zextract(&mut self, zd: Reg<crate::D>, a: Reg<crate::D>, bits: u32, i: u8);
     /// `rd` = 64-bit word `i` (0 or 1) of `a` (`vmovq`, `vpextrq`).
@@ -1008,10 +1057,11 @@ pub trait Wide {
     fn zsrlq(&mut self, zd: Reg<crate::D>, a: Reg<crate::D>, n: u8);
     /// `zd = a << n` in each 64-bit lane (`vpsllq`).
     fn zsllq(&mut self, zd: Reg<crate::D>, a: Reg<crate::D>, n: u8);
-    /// [`Clmul::clfold`] on each 128-bit quarter: `lane = clmul(lane.lo,
-    /// k.lo) ^ clmul(lane.hi, k.hi) ^ *(u512 *)(base + off)` per quarter,
-    /// leaving the 64 loaded bytes in `t` (x86-64: 2 × `vpclmulqdq`,
-    /// `vmovdqu64`, `vpternlogq`). `lane`, `k` and `t` must be distinct.
+    /// [`Clmul::clfold`] on each 128-bit lane: `lane = clmul(lane.lo,
+    /// k.lo) ^ clmul(lane.hi, k.hi) ^ *(vector *)(base + off)` per lane,
+    /// leaving the loaded bytes in `t` (x86-64: 2 × `vpclmulqdq`, the
+    /// load, then `vpternlogq` at 512 bits or 2 × `vpxor` at 256). `lane`,
+    /// `k` and `t` must be distinct.
     fn zfold(
         &mut self,
         lane: Reg<crate::D>,
@@ -1029,31 +1079,44 @@ pub trait Wide {
 }
 
 impl<B: Backend> Func<B> {
-    /// The native backend for a 512-bit instruction, if this backend and
-    /// CPU have it (with VPCLMULQDQ when `clmul`); records why not
-    /// otherwise.
-    fn wide_native(&mut self, m: &'static str, clmul: bool) -> Option<&mut crate::X64> {
-        if self.backend().x86().is_none() {
-            self.fail(
-                m,
-                crate::ErrorKind::Unsupported("512-bit registers: native x86-64 only"),
-            );
-            return None;
+    /// The width the `Wide` instructions are emitted at (see
+    /// [`Wide::wide_bits`]), without the backend test.
+    fn wide_width(&self) -> u32 {
+        match self.wide_bits {
+            0 => widest(),
+            b => b,
         }
-        if !has_avx512f() || clmul && !has_vpclmulqdq() {
-            self.fail(
-                m,
-                crate::ErrorKind::Unsupported("the CPU has no AVX-512F, BW or VPCLMULQDQ"),
-            );
-            return None;
-        }
-        let x = self.backend().x86()?;
-        x.insn(m);
-        x.buf.reserve(m, 64);
-        Some(x)
     }
 
-    /// One EVEX instruction (`rm` a register, or `[rm + disp]`), natively.
+    /// The native backend and the width for a `Wide` instruction, if this
+    /// backend and CPU have it (with VPCLMULQDQ when `clmul`, at 512 bits
+    /// when `zmm_only`); records why not otherwise.
+    fn wide_native(
+        &mut self,
+        m: &'static str,
+        clmul: bool,
+        zmm_only: bool,
+    ) -> Option<(&mut crate::X64, u32)> {
+        let bits = self.wide_width();
+        let why = if self.backend().x86().is_none() {
+            "vector registers: native x86-64 only"
+        } else if !cpu_has_wide(bits, clmul) {
+            "the CPU has neither AVX-512F and BW nor AVX2, or no VPCLMULQDQ"
+        } else if zmm_only && bits != 512 {
+            "byte masks and 256-bit extracts need 512-bit registers (AVX-512)"
+        } else {
+            let x = self.backend().x86()?;
+            x.insn(m);
+            x.buf.reserve(m, 64);
+            return Some((x, bits));
+        };
+        self.fail(m, crate::ErrorKind::Unsupported(why));
+        None
+    }
+
+    /// One instruction (`rm` a register, or `[rm + disp]`), natively: a
+    /// 512-bit EVEX one as it is, or its VEX.256 form at 256 bits; VEX.128
+    /// ones as they are at both widths.
     #[allow(clippy::too_many_arguments)]
     fn wide_one(
         &mut self,
@@ -1065,19 +1128,20 @@ impl<B: Backend> Func<B> {
         disp: Option<i32>,
         imm: Option<u8>,
     ) {
-        if let Some(a) = self.wide_native(m, false) {
+        if let Some((a, bits)) = self.wide_native(m, false, false) {
+            let o = if bits == 256 && o.evex { o.ymm() } else { o };
             enc_vex(a, o, reg, v, rm, disp, imm);
             a.buf.resync(m);
         }
     }
 
-    /// A 512-bit load or store between `z` and `[base + off]`.
+    /// A load or store between `z` and `[base + off]`.
     fn wide_mem(&mut self, m: &'static str, o: Vop, z: Reg<crate::D>, base: Reg<P>, off: i32) {
         self.check_regs(m, &[(true, z.num()), (false, base.num())]);
         self.wide_one(m, o, z.num(), 0, base.num(), Some(off), None);
     }
 
-    /// `zd = a op b` on 512-bit registers.
+    /// `zd = a op b` on vector registers.
     fn wide_rrr(
         &mut self,
         m: &'static str,
@@ -1110,25 +1174,64 @@ impl<B: Backend> Func<B> {
         let Some((lane, k, t)) = self.fold_regs(m, lane, k, t, mem.map(|(b, _)| b)) else {
             return;
         };
-        if let Some(a) = self.wide_native(m, true) {
-            enc_vex(a, VPCLMULQDQ, XMM15, lane, k, None, Some(0x00)); // lo * k.lo
-            enc_vex(a, VPCLMULQDQ, lane, lane, k, None, Some(0x11)); // hi * k.hi
+        if let Some((a, bits)) = self.wide_native(m, true, false) {
+            let at = |o: Vop| if bits == 256 { o.ymm() } else { o };
+            enc_vex(a, at(VPCLMULQDQ), XMM15, lane, k, None, Some(0x00)); // lo * k.lo
+            enc_vex(a, at(VPCLMULQDQ), lane, lane, k, None, Some(0x11)); // hi * k.hi
             if let Some((base, off)) = mem {
-                enc_vex(a, VMOVDQU64_LD, t, 0, base.num(), Some(off), None);
+                enc_vex(a, at(VMOVDQU64_LD), t, 0, base.num(), Some(off), None);
             }
-            enc_vex(a, VPTERNLOGQ, lane, XMM15, t, None, Some(0x96)); // lane ^= xmm15 ^ t
+            if bits == 512 {
+                enc_vex(a, VPTERNLOGQ, lane, XMM15, t, None, Some(0x96)); // lane ^= xmm15 ^ t
+            } else {
+                enc_vex(a, VPXORQ.ymm(), lane, lane, XMM15, None, None);
+                enc_vex(a, VPXORQ.ymm(), lane, lane, t, None, None);
+            }
+            a.buf.resync(m);
+        }
+    }
+
+    /// A byte-masked 512-bit move (`kz`: EVEX's opmask and zeroing bits).
+    fn wide_masked(
+        &mut self,
+        m: &'static str,
+        o: Vop,
+        z: Reg<crate::D>,
+        base: Reg<P>,
+        off: i32,
+        kz: u8,
+    ) {
+        self.check_regs(m, &[(true, z.num()), (false, base.num())]);
+        if let Some((a, _)) = self.wide_native(m, false, true) {
+            enc_vex_k(a, o, z.num(), 0, base.num(), Some(off), None, kz);
             a.buf.resync(m);
         }
     }
 }
 
 impl<B: Backend> Wide for Func<B> {
+    fn wide_bits(&mut self) -> u32 {
+        match self.backend().x86() {
+            Some(_) => self.wide_width(),
+            None => 0,
+        }
+    }
+
+    fn set_wide_bits(&mut self, bits: u32) -> bool {
+        let ok = self.backend().x86().is_some() && cpu_has_wide(bits, false);
+        if ok {
+            self.wide_bits = bits;
+        }
+        ok
+    }
+
     fn wide_available(&mut self) -> bool {
-        self.backend().x86().is_some() && has_avx512f()
+        self.wide_bits() != 0
     }
 
     fn wide_clmul_available(&mut self) -> bool {
-        self.backend().x86().is_some() && has_vpclmulqdq()
+        let bits = self.wide_bits();
+        bits != 0 && cpu_has_wide(bits, true)
     }
 
     fn ldz(&mut self, z: Reg<crate::D>, base: Reg<P>, off: i32) {
@@ -1145,40 +1248,26 @@ impl<B: Backend> Wide for Func<B> {
 
     fn zmask(&mut self, m: Reg<crate::UL>) {
         self.check_regs("zmask", &[(false, m.num())]);
-        self.wide_one("zmask", KMOVQ_K_R, MASK_K, 0, m.num(), None, None);
+        if let Some((a, _)) = self.wide_native("zmask", false, true) {
+            enc_vex(a, KMOVQ_K_R, MASK_K, 0, m.num(), None, None);
+            a.buf.resync("zmask");
+        }
     }
 
     fn ldzm(&mut self, z: Reg<crate::D>, base: Reg<P>, off: i32) {
-        self.check_regs("ldzm", &[(true, z.num()), (false, base.num())]);
-        if let Some(a) = self.wide_native("ldzm", false) {
-            let kz = 0x80 | MASK_K;
-            enc_vex_k(a, VMOVDQU8_LD, z.num(), 0, base.num(), Some(off), None, kz);
-            a.buf.resync("ldzm");
-        }
+        self.wide_masked("ldzm", VMOVDQU8_LD, z, base, off, 0x80 | MASK_K);
     }
 
     fn stzm(&mut self, z: Reg<crate::D>, base: Reg<P>, off: i32) {
-        self.check_regs("stzm", &[(true, z.num()), (false, base.num())]);
-        if let Some(a) = self.wide_native("stzm", false) {
-            enc_vex_k(
-                a,
-                VMOVDQU8_ST,
-                z.num(),
-                0,
-                base.num(),
-                Some(off),
-                None,
-                MASK_K,
-            );
-            a.buf.resync("stzm");
-        }
+        self.wide_masked("stzm", VMOVDQU8_ST, z, base, off, MASK_K);
     }
 
     fn zxorq(&mut self, z: Reg<crate::D>, g: Reg<crate::UL>) {
         self.check_regs("zxorq", &[(true, z.num()), (false, g.num())]);
-        if let Some(a) = self.wide_native("zxorq", false) {
+        if let Some((a, bits)) = self.wide_native("zxorq", false, false) {
+            let xor = if bits == 256 { VPXORQ.ymm() } else { VPXORQ };
             enc_vex(a, VMOVQ_X_R, XMM15, 0, g.num(), None, None);
-            enc_vex(a, VPXORQ, z.num(), z.num(), XMM15, None, None);
+            enc_vex(a, xor, z.num(), z.num(), XMM15, None, None);
             a.buf.resync("zxorq");
         }
     }
@@ -1197,13 +1286,16 @@ impl<B: Backend> Wide for Func<B> {
 
     fn zextract(&mut self, zd: Reg<crate::D>, a: Reg<crate::D>, bits: u32, i: u8) {
         self.check_regs("zextract", &[(true, zd.num()), (true, a.num())]);
+        let width = self.wide_width();
         let o = match (bits, i) {
-            (128, 0..4) => VEXTRACTI32X4,
-            (256, 0..2) => VEXTRACTI64X4,
+            (128, _) if u32::from(i) < width / 128 => VEXTRACTI32X4,
+            (256, 0..2) if width == 512 => VEXTRACTI64X4,
             _ => {
                 return self.fail(
                     "zextract",
-                    crate::ErrorKind::Unsupported("zextract takes a quarter or a half"),
+                    crate::ErrorKind::Unsupported(
+                        "zextract takes a 128-bit lane, or at 512 bits a half",
+                    ),
                 );
             }
         };
@@ -1261,7 +1353,7 @@ impl<B: Backend> Wide for Func<B> {
     }
 }
 
-/// The paper's portable scheduling interface (§5.3). x86-64 has neither
+// The paper's portable scheduling interface (§5.3). x86-64 has neither
 /// branch delay slots nor load interlocks to manage, so both are plain
 /// emission here; code written against them stays correct on targets
 /// where they matter.

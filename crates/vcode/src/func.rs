@@ -123,6 +123,9 @@ pub struct Func<B: Backend = X64> {
     /// next function has the same one (the common case of a client
     /// generating many functions of one shape).
     cache: Option<LambdaCache>,
+    /// The vector width of the [`Wide`](crate::ext::Wide) instructions, in
+    /// bits: 512, 256, or 0 for the widest the CPU has.
+    pub(crate) wide_bits: u32,
 }
 
 /// A parsed signature and the register assignment of its parameters.
@@ -220,6 +223,7 @@ impl<B: Backend> Func<B> {
             sig: Signature::default(),
             name: None,
             cache: None,
+            wide_bits: 0,
         }
     }
 
