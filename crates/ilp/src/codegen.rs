@@ -34,19 +34,20 @@
 //! blocks of a buffer of 128 bytes or more go through `clmul_blocks`
 //! first: carry-less-multiply folding, 64 bytes per iteration.
 //!
-//! On a native backend whose CPU has AVX-512 (F and BW), buffers of 256
-//! bytes or more go through a 512-bit loop before all of that, 256 bytes
-//! per iteration in four zmm registers (vcode's `Wide` extensions): for
-//! the CRC lists when the CPU also has VPCLMULQDQ, `wide_clmul_blocks`
-//! (folding, then a reduction in registers); for lists of copies,
-//! checksums and byte swaps, `wide_blocks` (the checksum in 64-bit vector
-//! lanes, the swaps by `vpshufb`). Each ends with `vzeroupper` and leaves
-//! the last 0 to 255 bytes (the CRC path: 0 to 63) to the code above.
+//! On a native backend whose CPU has AVX-512 (F and BW) or AVX2, buffers
+//! of one iteration or more go through a vector loop before all of that,
+//! four registers per iteration (vcode's `Wide` extensions, at the widest
+//! the CPU has: 256 bytes in zmm registers, or 128 in ymm): for the CRC
+//! lists when the CPU also has VPCLMULQDQ, `wide_clmul_blocks` (folding,
+//! then a reduction in registers); for lists of copies, checksums and
+//! byte swaps, `wide_blocks` (the checksum in 64-bit vector lanes, the
+//! swaps by `vpshufb`). Each ends with `vzeroupper` and leaves the last
+//! bytes short of an iteration (the CRC path: 0 to 63) to the code above.
 //! `Pipeline::run_with` runs the bytes before `dst`'s first 64-byte
 //! boundary as a buffer of their own when it can, so that these loops
-//! store whole cache lines (and may store them non-temporally); the CRC
-//! loop with ordinary stores does that itself, with byte-masked 512-bit
-//! loads and stores (`masked_head`).
+//! store whole cache lines (and may store them non-temporally); the zmm
+//! CRC loop with ordinary stores does that itself, with byte-masked
+//! 512-bit loads and stores (`masked_head`).
 //! Which loops exist is decided here, once per pipeline, from the CPU's
 //! features; the reference backend gets none of them.
 
@@ -130,27 +131,44 @@ pub(crate) const FRAME_FOLD_K: [u64; 4] = {
     [FOLD_K[0], FOLD_K[1], k[0], k[1]]
 };
 
-/// A pair of constants repeated for the four 128-bit quarters of a zmm
-/// register.
-const fn quad(k: [u64; 2]) -> [u64; 8] {
-    [k[0], k[1], k[0], k[1], k[0], k[1], k[0], k[1]]
+/// The constants of the vector folding loop for registers of `N` 64-bit
+/// words (8: zmm, 4: ymm), by row (one register each), each pair repeated
+/// for every 128-bit lane of the register: forward four registers (one
+/// iteration: 2048 bits for zmm, 1024 for ymm); two registers (a lane
+/// onto the one two further); one register (onto the next, and the last
+/// 64-byte blocks); then per 128-bit lane the distance to the last lane
+/// (zmm: 384, 256, 128 and 0 bits; ymm: 128 and 0), whose constant is 0;
+/// and a mask of the last 128-bit lane.
+const fn wide_k<const N: usize>() -> [[u64; N]; 5] {
+    let bits = 64 * N as u32;
+    let rows = [fold_k(4 * bits), fold_k(2 * bits), fold_k(bits)];
+    let mut t = [[0u64; N]; 5];
+    let mut j = 0;
+    while j < N {
+        let mut r = 0;
+        while r < 3 {
+            t[r][j] = rows[r][j % 2];
+            r += 1;
+        }
+        j += 1;
+    }
+    let lanes = N / 2;
+    let mut q = 0;
+    while q + 1 < lanes {
+        let k = fold_k(128 * (lanes - 1 - q) as u32);
+        t[3][2 * q] = k[0];
+        t[3][2 * q + 1] = k[1];
+        q += 1;
+    }
+    t[4][N - 2] = !0;
+    t[4][N - 1] = !0;
+    t
 }
 
-/// The constants of the 512-bit folding loop, by row (64 bytes each):
-/// forward 2048 bits (one 256-byte iteration); 1024 bits (a zmm lane onto
-/// the one two further); 512 bits (onto the next, and the last 64-byte
-/// blocks); 384, 256, 128 and 0 bits (each 128-bit quarter onto the last,
-/// whose constant is 0); and a mask of the last quarter.
-static WIDE_K: [[u64; 8]; 5] = {
-    let (a, b, c) = (fold_k(384), fold_k(256), fold_k(128));
-    [
-        quad(fold_k(2048)),
-        quad(fold_k(1024)),
-        quad(FOLD_K),
-        [a[0], a[1], b[0], b[1], c[0], c[1], 0, 0],
-        [0, 0, 0, 0, 0, 0, !0, !0],
-    ]
-};
+/// [`wide_k`] of zmm registers (AVX-512).
+static WIDE_K_512: [[u64; 8]; 5] = wide_k::<8>();
+/// [`wide_k`] of ymm registers (AVX2).
+static WIDE_K_256: [[u64; 4]; 5] = wide_k::<4>();
 
 const OFF_SRC: i64 = 0;
 const OFF_DST: i64 = 8;
@@ -176,10 +194,11 @@ const STREAM_AHEAD: i32 = 4096;
 /// Bytes per unrolled block.
 pub(crate) const BLOCK: i64 = 64;
 
-/// Bytes per iteration of the 512-bit loops: four zmm registers.
-const WIDE: i64 = 256;
+/// Bytes per iteration of the 512-bit loops: four zmm registers (the
+/// masked head's first group).
+const ZMM_ITER: i64 = 256;
 
-/// The most bytes the 512-bit checksum loop adds up before folding its
+/// The most bytes the vector checksum loop adds up before folding its
 /// 64-bit lanes: a lane must add fewer than 2^32 words (2^38 bytes) for
 /// its sums to stay exact; 64 KiB keeps the fold rare (under 1% of a
 /// chunk's time) and lets the tests cover buffers of several chunks.
@@ -359,13 +378,13 @@ pub(crate) fn generate<B: Backend>(
     if fold_list && f.wide_clmul_available() {
         wide_clmul_blocks(&mut f, &regs, la, lnt, end)?;
         wide = true;
-        masked_head = d.is_some();
+        masked_head = d.is_some() && f.wide_bits() == 512;
     }
     if fold_list && f.clmul_available() {
         clmul_blocks(&mut f, &regs, la, lnt, end)?;
     }
-    // Copies, checksums and byte swaps take 256 bytes per iteration in
-    // zmm registers when the CPU can.
+    // Copies, checksums and byte swaps take four vector registers per
+    // iteration when the CPU can.
     if wide_list(kinds) && f.wide_available() {
         wide_blocks(&mut f, kinds, &regs, lnt, end)?;
         wide = true;
@@ -530,19 +549,38 @@ fn crc_of_fold<B: Backend>(
     }
 }
 
-/// The vector registers of a folding loop: xmm (128 bits, `Clmul`) or
-/// zmm (512 bits, `Wide`).
+/// The vector registers of a loop: xmm (128 bits, `Clmul`), or those of
+/// vcode's `Wide` extensions (ymm or zmm, whichever the CPU has widest),
+/// with their size in bytes (32 or 64).
 #[derive(Copy, Clone, PartialEq, Eq)]
 enum Width {
     X,
-    Z,
+    V(i32),
 }
 
 impl Width {
+    /// The `Wide` registers of this function.
+    fn wide<B: Backend>(f: &mut Func<B>) -> Width {
+        Width::V(f.wide_bits() as i32 / 8)
+    }
+
     fn bytes(self) -> i32 {
         match self {
             Width::X => 16,
-            Width::Z => 64,
+            Width::V(n) => n,
+        }
+    }
+
+    /// Bytes per iteration of a loop over four registers.
+    fn iter(self) -> i64 {
+        4 * self.bytes() as i64
+    }
+
+    /// The load of `x` from `[base + off]`.
+    fn ld<B: Backend>(self, f: &mut Func<B>, x: Reg<D>, base: Reg<P>, off: i32) {
+        match self {
+            Width::X => f.ldx(x, base, off),
+            Width::V(_) => f.ldz(x, base, off),
         }
     }
 
@@ -551,8 +589,17 @@ impl Width {
         match (self, nt) {
             (Width::X, false) => f.stx(x, base, off),
             (Width::X, true) => f.stxnt(x, base, off),
-            (Width::Z, false) => f.stz(x, base, off),
-            (Width::Z, true) => f.stznt(x, base, off),
+            (Width::V(_), false) => f.stz(x, base, off),
+            (Width::V(_), true) => f.stznt(x, base, off),
+        }
+    }
+
+    /// The `zextract`s that halve a `Wide` register down to its first
+    /// 128-bit lane: zmm halves, then quarters; ymm halves.
+    fn halvings(self) -> &'static [(u32, u8)] {
+        match self {
+            Width::V(64) => &[(256, 1), (128, 1)],
+            _ => &[(128, 1)],
         }
     }
 }
@@ -581,19 +628,16 @@ fn fold_lanes<B: Backend>(
     let c = r.crc.expect("a CRC list").0;
     for (i, &l) in lanes.iter().enumerate() {
         let off = n * i as i32;
-        match w {
-            Width::X => f.ldx(l, r.s, off),
-            Width::Z => f.ldz(l, r.s, off),
-        }
+        w.ld(f, l, r.s, off);
         if let Some(d) = r.d {
             w.st(f, l, d, off, false);
         }
     }
     match w {
         Width::X => f.xorq(lanes[0], c),
-        Width::Z => f.zxorq(lanes[0], c),
+        Width::V(_) => f.zxorq(lanes[0], c),
     }
-    let step = 4 * n as i64;
+    let step = w.iter();
     advance(f, r, step);
     if let Some(go) = go {
         f.label(go);
@@ -604,7 +648,7 @@ fn fold_lanes<B: Backend>(
             let off = n * i as i32;
             match w {
                 Width::X => f.clfold(l, k, t, r.s, off),
-                Width::Z => f.zfold(l, k, t, r.s, off),
+                Width::V(_) => f.zfold(l, k, t, r.s, off),
             }
             if let Some(d) = r.d {
                 w.st(f, t, d, off, nt);
@@ -616,16 +660,14 @@ fn fold_lanes<B: Backend>(
 /// A vector instruction `zd = a op b`.
 type VecOp<B> = fn(&mut Func<B>, Reg<D>, Reg<D>, Reg<D>);
 
-/// Combines the four 128-bit quarters of `x` with `op` (its upper half
-/// into the lower, then quarter 1 into 0, through `t`) and moves the two
-/// words of the result to `w`.
-fn quarters<B: Backend>(f: &mut Func<B>, x: Reg<D>, t: Reg<D>, op: VecOp<B>, w: [Reg<UL>; 2]) {
-    for (bits, i) in [(256, 1), (128, 1)] {
+/// Combines the 128-bit lanes of the `Wide` register `x` with `op` into
+/// its first (zmm: its upper half into the lower, then lane 1 into 0;
+/// ymm: lane 1 into 0; through `t`).
+fn to_first_lane<B: Backend>(f: &mut Func<B>, w: Width, x: Reg<D>, t: Reg<D>, op: VecOp<B>) {
+    for &(bits, i) in w.halvings() {
         f.zextract(t, x, bits, i);
         op(f, x, x, t);
     }
-    f.zmovq(w[0], x, 0);
-    f.zmovq(w[1], x, 1);
 }
 
 /// `n` vector registers for a vector path.
@@ -695,53 +737,57 @@ fn store_loops<B: Backend>(
     f.label(done);
 }
 
-/// What [`wide_entry`] hands a 512-bit path: its skip label, its limit,
+/// What [`wide_entry`] hands a vector path: its skip label, its limit,
 /// its vector registers.
 type WidePath = (Label, Reg<P>, Vec<Reg<D>>);
 
-/// The entry test of a 512-bit loop: at least one 256-byte block, and
-/// with a copy, stores the loop can make (non-temporal 64-byte stores need
-/// a 64-byte aligned `dst`: store flag 1 without bit 2 takes the narrower
-/// path). Returns the label that skips the path, `end - 192` (the loop's
-/// limit: a whole 256 bytes left while `s` is below it) and `n` vector
+/// The entry test of a `Wide` loop of width `w`: at least one iteration
+/// (four registers: 256 bytes for zmm, 128 for ymm), and with a copy,
+/// stores the loop can make (non-temporal vector stores need an aligned
+/// `dst`: store flag 1 without bit 2 takes the narrower path). Returns the
+/// label that skips the path, `end - (iteration - 64)` (the loop's limit:
+/// a whole iteration left while `s` is below it) and `n` vector
 /// registers.
 fn wide_entry<B: Backend>(
     f: &mut Func<B>,
     r: &Regs,
     lnt: vcode::Local<UL>,
     end: Reg<P>,
+    w: Width,
     n: usize,
 ) -> Result<WidePath, Error> {
     let skip = f.genlabel();
     let lim = any_reg::<B, P>(f)?;
-    f.add(lim, r.s, imm(WIDE));
+    f.add(lim, r.s, imm(w.iter()));
     f.bgt(lim, end, skip);
     if r.d.is_some() {
         let w = store_flag(f, r, lnt, 5);
         f.beq(w, imm(1), skip);
     }
-    f.sub(lim, end, imm(WIDE - BLOCK));
+    f.sub(lim, end, imm(w.iter() - BLOCK));
     Ok((skip, lim, vregs(f, n)?))
 }
 
-/// The CRC by folding 256 bytes per iteration (see `docs/ilp.md`), for
-/// buffers of 256 bytes or more on a CPU with AVX-512F and VPCLMULQDQ:
-/// four zmm lanes (`ldz`, the CRC register XORed into the first four
-/// bytes with `zxorq`) take the first 256 bytes, and each further 256
-/// fold every 128-bit quarter forward 2048 bits (`zfold`), the data stored
-/// from the registers that loaded it (`vmovntdq` in the non-temporal loop,
-/// frame bit 2). Then the lanes fold into one (`zfoldr`: lanes 0 and 1
-/// forward 128 bytes onto 2 and 3, then the first result 64 bytes onto the
-/// second), the remaining whole blocks fold into it 64 bytes at a time, its
-/// four 128-bit quarters (the four lanes of `clmul_blocks`) fold onto the
-/// last by 384, 256, 128 and 0 bits at once and are XORed together
-/// (`zextract`), the whole 16-byte words of the last `len % 64` bytes fold
-/// into them ([`fold_tail`]), and the 16 bytes left, moved to two
-/// registers (`zmovq`), take two table steps from 0.
+/// The CRC by folding four vector registers per iteration (see
+/// `docs/ilp.md`), for buffers of one iteration or more on a CPU with
+/// VPCLMULQDQ and AVX-512F (zmm: 256 bytes per iteration) or AVX2 (ymm:
+/// 128 bytes): four lanes (`ldz`, the CRC register XORed into the first
+/// four bytes with `zxorq`) take the first iteration's bytes, and each
+/// further iteration folds every 128-bit lane forward by its length
+/// (`zfold`), the data stored from the registers that loaded it
+/// (`vmovntdq` in the non-temporal loop, frame bit 2). Then the lanes
+/// fold into one (`zfoldr`: lanes 0 and 1 forward two registers onto 2 and
+/// 3, then the first result one register onto the second), the remaining
+/// whole 64-byte blocks fold into it a register at a time, its 128-bit
+/// lanes (zmm: four, the four lanes of `clmul_blocks`; ymm: two) fold onto
+/// the last at once and are XORed together (`zextract`), the whole 16-byte
+/// words of the last `len % 64` bytes fold into them ([`fold_tail`]), and
+/// the 16 bytes left, moved to two registers (`zmovq`), take two table
+/// steps from 0.
 ///
-/// With a copy and ordinary stores, a `dst` that is not 64-byte aligned
-/// takes the masked head when it can (see [`masked_head`]), so that the
-/// loop's stores are whole lines.
+/// With zmm, a copy and ordinary stores, a `dst` that is not 64-byte
+/// aligned takes the masked head when it can (see [`masked_head`]), so that
+/// the loop's stores are whole lines; AVX2 has no byte-masked moves.
 fn wide_clmul_blocks<B: Backend>(
     f: &mut Func<B>,
     r: &Regs,
@@ -749,58 +795,64 @@ fn wide_clmul_blocks<B: Backend>(
     lnt: vcode::Local<UL>,
     end: Reg<P>,
 ) -> Result<(), Error> {
-    let (skip, lim, z) = wide_entry(f, r, lnt, end, 6)?;
+    let w = Width::wide(f);
+    let vb = w.bytes();
+    let (skip, lim, z) = wide_entry(f, r, lnt, end, w, 6)?;
     let (lanes, k, t) = (&z[..4], z[4], z[5]);
     let kp = any_reg::<B, P>(f)?;
+    let table = match w {
+        Width::V(64) => WIDE_K_512.as_ptr() as usize,
+        _ => WIDE_K_256.as_ptr() as usize,
+    };
     let go = match r.d {
-        Some(d) => {
+        Some(d) if vb == 64 => {
             let (plain, go) = (f.genlabel(), f.genlabel());
             masked_head(f, r, la, lnt, end, lim, kp, d, lanes, t, plain);
-            f.set(kp, WIDE_K.as_ptr() as usize);
+            f.set(kp, table);
             f.ldz(k, kp, 0);
             f.jmp(go);
             f.label(plain);
             Some(go)
         }
-        None => None,
+        _ => None,
     };
-    f.set(kp, WIDE_K.as_ptr() as usize);
+    f.set(kp, table);
     f.ldz(k, kp, 0);
-    fold_lanes(f, r, lnt, Width::Z, lanes, k, t, lim, go);
+    fold_lanes(f, r, lnt, w, lanes, k, t, lim, go);
     // The lanes into the last: 0 onto 2 and 1 onto 3 (independent), then
     // that onto 3.
-    f.ldz(k, kp, 64);
+    f.ldz(k, kp, vb);
     f.zfoldr(lanes[0], k, lanes[2]);
     f.zfoldr(lanes[1], k, lanes[3]);
-    f.ldz(k, kp, 128);
+    f.ldz(k, kp, 2 * vb);
     f.zfoldr(lanes[0], k, lanes[1]);
     let one = lanes[0];
-    // The last 0 to 3 whole blocks (ordinary stores).
+    // The last whole blocks (ordinary stores): 0 to 3 after zmm, 0 or 1
+    // after ymm.
     let (btop, bdone) = (f.genlabel(), f.genlabel());
     f.bge(r.s, end, bdone);
     f.label(btop);
-    f.zfold(one, k, t, r.s, 0);
-    if let Some(d) = r.d {
-        f.stz(t, d, 0);
+    for off in (0..BLOCK as i32).step_by(vb as usize) {
+        f.zfold(one, k, t, r.s, off);
+        if let Some(d) = r.d {
+            f.stz(t, d, off);
+        }
     }
     advance(f, r, BLOCK);
     f.blt(r.s, end, btop);
     f.label(bdone);
-    // 64 bytes to 16 with the same CRC: quarters 0 to 2 folded onto the
-    // last, the four XORed together (halves, then quarters).
-    f.ldz(k, kp, 192);
-    f.ldz(t, kp, 256);
+    // One register to 16 bytes with the same CRC: its 128-bit lanes but
+    // the last folded onto the last, then all XORed together.
+    f.ldz(k, kp, 3 * vb);
+    f.ldz(t, kp, 4 * vb);
     f.zand(t, t, one);
     f.zfoldr(one, k, t);
-    let (w0, w1) = (r.words[0], r.words[1]);
-    for (bits, i) in [(256, 1), (128, 1)] {
-        f.zextract(t, one, bits, i);
-        f.zxor(one, one, t);
-    }
+    to_first_lane(f, w, one, t, Func::zxor);
     f.vzeroupper();
-    // Row 3 of WIDE_K, quarter 2: forward 128 bits.
-    f.ldx(k, kp, 3 * 64 + 32);
+    // Row 3's next-to-last lane: forward 128 bits.
+    f.ldx(k, kp, 3 * vb + vb - 32);
     fold_tail(f, r, la, end, kp, [one, k, t]);
+    let (w0, w1) = (r.words[0], r.words[1]);
     f.zmovq(w0, one, 0);
     f.zmovq(w1, one, 1);
     let (c, tab) = r.crc.expect("a CRC list");
@@ -921,10 +973,10 @@ fn masked_head<B: Backend>(
     f.ld_local(kp, la);
     f.ld(n, kp, imm(OFF_LEN));
     f.add(n, n, o);
-    f.blt(n, imm(WIDE + BLOCK), plain);
+    f.blt(n, imm(ZMM_ITER + BLOCK), plain);
     // What is left after the first group (len + o - 256) becomes the
     // frame's length, and the limits follow from it.
-    f.sub(n, n, imm(WIDE));
+    f.sub(n, n, imm(ZMM_ITER));
     f.st(n, kp, imm(OFF_LEN));
     // The CRC register at byte o of 64 zero bytes (the frame's fold
     // area), into t.
@@ -948,16 +1000,16 @@ fn masked_head<B: Backend>(
         f.ldz(l, r.s, off);
         f.stz(l, d, off);
     }
-    advance(f, r, WIDE);
+    advance(f, r, ZMM_ITER);
     // end = s + (left & -64), lim = end - 192.
     f.ld_local(kp, la);
     f.ld(n, kp, imm(OFF_LEN));
     f.and(n, n, imm(-BLOCK));
     f.add(end, r.s, np);
-    f.sub(lim, end, imm(WIDE - BLOCK));
+    f.sub(lim, end, imm(ZMM_ITER - BLOCK));
 }
 
-/// Whether a list has the 512-bit copy loop: copies, checksums and byte
+/// Whether a list has the vector copy loop: copies, checksums and byte
 /// swaps only, with a copy or a checksum.
 fn wide_list(kinds: &[StepKind]) -> bool {
     use StepKind::*;
@@ -967,8 +1019,8 @@ fn wide_list(kinds: &[StepKind]) -> bool {
         && kinds.iter().any(|k| matches!(k, Copy | Checksum))
 }
 
-/// `vpshufb` indices of the byte swaps within each 128-bit quarter:
-/// 16-bit units, then 32-bit units.
+/// `vpshufb` indices of the byte swaps within each 128-bit lane: 16-bit
+/// units, then 32-bit units (a ymm register loads the first half).
 static SWAP_IDX: [[u8; 64]; 2] = {
     let mut t = [[0u8; 64]; 2];
     let mut j = 0;
@@ -980,11 +1032,12 @@ static SWAP_IDX: [[u8; 64]; 2] = {
     t
 };
 
-/// The loop of [`wide_list`]s, 256 bytes per iteration, for buffers of
-/// 256 bytes or more on a CPU with AVX-512F and BW: each 64-byte load goes
-/// through the steps in list order (byte swaps: `vpshufb`), and is stored
-/// to `dst` from the same register (`vmovntdq` in the non-temporal loop).
-/// The checksum adds it as eight 64-bit words into `S` and their high
+/// The loop of [`wide_list`]s, four vector registers per iteration (zmm
+/// on a CPU with AVX-512F and BW: 256 bytes; ymm with AVX2: 128), for
+/// buffers of one iteration or more: each register's load goes through
+/// the steps in list order (byte swaps: `vpshufb`), and is stored to
+/// `dst` from the same register (`vmovntdq` in the non-temporal loop).
+/// The checksum adds it as 64-bit words into `S` and their high
 /// 32-bit halves into `H` (`vpaddq`, `vpsrlq`; two pairs, for alternate
 /// registers). A lane that added `n < 2^32` words `w = lo + 2^32 hi`
 /// holds `H = Σhi` exactly and `S = Σw mod 2^64`, so `S - (H << 32) = Σlo`
@@ -992,9 +1045,9 @@ static SWAP_IDX: [[u8; 64]; 2] = {
 /// to the ones'-complement sum of the words the 16-bit checksum needs, and
 /// it is 0 only when every word was. So every `WIDE_SUM_CHUNK` bytes the
 /// lanes fold: their 32-bit halves added in the vector (below 2^34 per
-/// lane), the eight lanes added (halves, quarters, then the last two words
-/// in a register: below 2^37), that total end-around-added into the
-/// checksum accumulator.
+/// lane), the eight or four lanes added (halves, quarters, then the last
+/// two words in a register: below 2^37), that total end-around-added into
+/// the checksum accumulator.
 fn wide_blocks<B: Backend>(
     f: &mut Func<B>,
     kinds: &[StepKind],
@@ -1002,7 +1055,8 @@ fn wide_blocks<B: Backend>(
     lnt: vcode::Local<UL>,
     end: Reg<P>,
 ) -> Result<(), Error> {
-    let (skip, lim, z) = wide_entry(f, r, lnt, end, 12)?;
+    let w = Width::wide(f);
+    let (skip, lim, z) = wide_entry(f, r, lnt, end, w, 12)?;
     let (t, sums, highs, u) = (&z[..4], [z[4], z[5]], [z[6], z[7]], [z[8], z[9]]);
     let swap = [z[10], z[11]];
     // The end of the blocks waits in a local, its register holding the
@@ -1026,9 +1080,9 @@ fn wide_blocks<B: Backend>(
     f.set(cend, WIDE_SUM_CHUNK as usize);
     f.label(sized);
     f.add(cend, cend, r.s);
-    store_loops(f, r, lnt, 4, WIDE, cend, |f, nt| {
+    store_loops(f, r, lnt, 4, w.iter(), cend, |f, nt| {
         for (i, &x) in t.iter().enumerate() {
-            let off = 64 * i as i32;
+            let off = w.bytes() * i as i32;
             f.ldz(x, r.s, off);
             for kind in kinds {
                 match kind {
@@ -1044,7 +1098,7 @@ fn wide_blocks<B: Backend>(
                 }
             }
             if let Some(d) = r.d {
-                Width::Z.st(f, x, d, off, nt);
+                w.st(f, x, d, off, nt);
             }
         }
     });
@@ -1062,10 +1116,12 @@ fn wide_blocks<B: Backend>(
             f.zaddq(x, x, v);
         }
         f.zaddq(s, s, h);
-        // The eight lanes.
-        let (w, total) = (r.words[0], r.words[1]);
-        quarters(f, s, v, Func::zaddq, [total, w]);
-        f.add(total, total, w);
+        // The lanes.
+        let (word, total) = (r.words[0], r.words[1]);
+        to_first_lane(f, w, s, v, Func::zaddq);
+        f.zmovq(total, s, 0);
+        f.zmovq(word, s, 1);
+        f.add(total, total, word);
         f.add1c(acc, acc, total);
     }
     f.blt(r.s, lim, outer);

@@ -1,10 +1,11 @@
-//! The 512-bit loops (AVX-512F and BW; VPCLMULQDQ for the CRC) of the lists
-//! that have them: `[Copy, Crc32]`, `[Crc32, Copy]`, `[Crc32]` (folding 256
-//! bytes per iteration) and lists of copies, checksums and byte swaps
-//! (256 bytes per iteration, the checksum in 64-bit lanes), against
+//! The vector loops (zmm with AVX-512F and BW, else ymm with AVX2;
+//! VPCLMULQDQ for the CRC) of the lists that have them: `[Copy, Crc32]`,
+//! `[Crc32, Copy]`, `[Crc32]` (folding four registers, 256 or 128 bytes,
+//! per iteration) and lists of copies, checksums and byte swaps (the same
+//! per iteration, the checksum in 64-bit lanes), against
 //! `ilp::reference` and `crc32fast`: every length 0..=1024 at every source
 //! and every destination alignment 0..63, the whole 64 x 64 grid at lengths
-//! around the 256-byte minimum, random longer buffers, random initial
+//! around the minimum (256 bytes for zmm, 128 for ymm), random longer buffers, random initial
 //! states, streams resumed across split buffers, non-temporal stores at
 //! 64-byte aligned and unaligned destinations, all-zero and all-ones data
 //! over several of the checksum loop's 64 KiB chunks, and guard bytes. On a CPU
@@ -107,7 +108,9 @@ fn the_whole_alignment_grid_around_the_minimum() {
     let src = data(1400, 78);
     for steps in lists() {
         let p = Pipeline::new(&steps).unwrap();
-        for n in [255, 256, 257, 320, 511, 512, 575, 1279, 1343] {
+        for n in [
+            127, 128, 129, 191, 255, 256, 257, 320, 511, 512, 575, 1279, 1343,
+        ] {
             for sa in 0..64 {
                 for da in 0..64 {
                     check(&p, &src[..n], sa, da, state((sa * da) as u64), Stores::Auto);
@@ -323,19 +326,31 @@ fn streams_resumed_across_split_buffers() {
 
 #[test]
 fn the_wide_loops_are_generated_when_the_cpu_can() {
+    // The widest registers the CPU has: zmm with AVX-512F and BW, else ymm
+    // with AVX2; the CRC loop also needs VPCLMULQDQ.
     let avx512 =
         std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512bw");
-    let vpclmul = avx512 && std::is_x86_feature_detected!("vpclmulqdq");
+    let avx2 = std::is_x86_feature_detected!("avx2");
+    let (regs, other) = if avx512 {
+        ("zmm", "ymm")
+    } else {
+        ("ymm", "zmm")
+    };
+    let vpclmul = (avx512 || avx2) && std::is_x86_feature_detected!("vpclmulqdq");
     for steps in lists() {
         let text = Pipeline::new(&steps).unwrap().disassemble();
         let want = if steps.contains(&Step::Crc32) {
             vpclmul
         } else {
-            avx512
+            avx512 || avx2
         };
-        assert_eq!(text.contains("zmm"), want, "{steps:?}\n{text}");
-        // Every 512-bit path ends with vzeroupper before SSE code runs.
+        assert_eq!(text.contains(regs), want, "{steps:?}\n{text}");
+        assert!(!text.contains(other), "{steps:?}\n{text}");
+        // Every vector path ends with vzeroupper before SSE code runs.
         assert_eq!(text.contains("vzeroupper"), want, "{steps:?}");
+        // Only the zmm CRC loop has the byte-masked head.
+        let masked = avx512 && want && steps.contains(&Step::Copy) && steps.contains(&Step::Crc32);
+        assert_eq!(text.contains("vmovdqu8"), masked, "{steps:?}");
     }
     // A transform before the CRC, checksum and CRC together, or an xor
     // keep the 64-bit path.
@@ -345,7 +360,10 @@ fn the_wide_loops_are_generated_when_the_cpu_can() {
         vec![Step::Xor(vec![1, 2, 3]), Step::Checksum, Step::Copy],
     ] {
         let text = Pipeline::new(&steps).unwrap().disassemble();
-        assert!(!text.contains("zmm"), "{steps:?}\n{text}");
+        assert!(
+            !text.contains("zmm") && !text.contains("ymm"),
+            "{steps:?}\n{text}"
+        );
     }
 }
 
