@@ -322,10 +322,15 @@ impl Pipeline {
 }
 
 /// The length from which [`Stores::Auto`] stores the copy non-temporally:
-/// 1 MiB, half the L2 cache of the machine measured in
-/// `docs/benchmarks.md` (a destination that large leaves the L2 before it
-/// is read again anyway; smaller ones are cheaper to read back from the
-/// cache than to write to memory and fetch again).
+/// 1 MiB, about the L2 cache of the machines measured in
+/// `docs/benchmarks.md` (half a Sapphire Rapids core's 2 MiB, twice a
+/// Zen 3 core's 512 KiB): a destination that large leaves the L2 before
+/// it is read again anyway, while smaller ones are cheaper to read back
+/// from the cache than to write to memory and fetch again. A caller that
+/// reads a larger `dst` back soon from a big L3 (on the Zen 3, cached
+/// stores stay faster for a buffer reused in place up to about 8 MiB)
+/// should ask for [`Stores::Cached`]; one that streams many small buffers
+/// through and does not read them back, for [`Stores::NonTemporal`].
 pub const NT_MIN_LEN: usize = 1 << 20;
 
 /// The shortest run with a CRC and ordinary stores that takes the head of
