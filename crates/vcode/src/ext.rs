@@ -999,8 +999,9 @@ pub trait Wide {
     /// neither.
     fn wide_bits(&mut self) -> u32;
     /// Chooses the width (256 or 512) of the instructions emitted from
-    /// now on; returns false, and changes nothing, when this backend or
-    /// CPU does not run that width.
+    /// now on, in this function and the later ones of this builder;
+    /// returns false, and changes nothing, when this backend or CPU does
+    /// not run that width.
     fn set_wide_bits(&mut self, bits: u32) -> bool;
     /// Whether this backend and CPU run these instructions (at
     /// [`wide_bits`](Wide::wide_bits)).
