@@ -993,6 +993,38 @@ fn widest() -> u32 {
 /// and keep a narrower path for other backends and CPUs. A run of these
 /// ends with [`vzeroupper`](Wide::vzeroupper) before any SSE code (the
 /// rest of the generated function, or its caller) runs.
+///
+/// ```
+/// use vcode::ext::Wide;
+/// use vcode::{Class, D, Func, Leaf, P};
+/// // dst[i] = src[i] + src[lanes + i] for the 64-bit lanes of one register,
+/// // at whatever width this CPU has.
+/// let mut f = Func::new();
+/// if f.wide_available() {
+///     let bytes = f.wide_bits() as i32 / 8;
+///     let p = f.lambda("%p%p", Leaf::Yes)?;
+///     let (src, dst) = (p.get::<P>(0)?, p.get::<P>(1)?);
+///     let (a, b) = (f.getreg::<D>(Class::Temp)?, f.getreg::<D>(Class::Temp)?);
+///     f.ldz(a, src, 0);
+///     f.ldz(b, src, bytes);
+///     f.zaddq(a, a, b);
+///     f.stz(a, dst, 0);
+///     f.vzeroupper();
+///     f.retv();
+///     let code = f.end()?;
+///     // SAFETY: the function reads two registers' worth of bytes from its
+///     // first argument and writes one to its second, as called below.
+///     let g = unsafe { code.as_fn::<extern "C" fn(*const u64, *mut u64)>()? };
+///     let lanes = bytes as usize / 8;
+///     let src: Vec<u64> = (0..2 * lanes as u64).map(|i| i * 0x1_0000_0001).collect();
+///     let mut dst = vec![0u64; lanes];
+///     g(src.as_ptr(), dst.as_mut_ptr());
+///     for i in 0..lanes {
+///         assert_eq!(dst[i], src[i] + src[lanes + i]);
+///     }
+/// }
+/// # Ok::<(), vcode::Error>(())
+/// ```
 pub trait Wide {
     /// The width of the vector registers of these instructions in this
     /// function, in bits: 512 or 256, or 0 when this backend or CPU runs
