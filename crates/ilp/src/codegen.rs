@@ -1337,3 +1337,41 @@ fn tail<B: Backend>(
     f.putreg(w);
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The zmm table, which only an AVX-512 CPU executes, spelled out row
+    /// by row as the 512-bit loop uses it, so that a CPU without AVX-512
+    /// still checks what `wide_k` builds for it; and the ymm table beside.
+    #[test]
+    fn the_wide_constants_are_the_distances_each_row_folds() {
+        let rep =
+            |k: [u64; 2], n: usize| -> Vec<u64> { k.iter().copied().cycle().take(n).collect() };
+        let (a, b, c) = (fold_k(384), fold_k(256), fold_k(128));
+        let zmm: [Vec<u64>; 5] = [
+            rep(fold_k(2048), 8),
+            rep(fold_k(1024), 8),
+            rep(fold_k(512), 8),
+            vec![a[0], a[1], b[0], b[1], c[0], c[1], 0, 0],
+            vec![0, 0, 0, 0, 0, 0, !0, !0],
+        ];
+        let ymm: [Vec<u64>; 5] = [
+            rep(fold_k(1024), 4),
+            rep(fold_k(512), 4),
+            rep(fold_k(256), 4),
+            vec![c[0], c[1], 0, 0],
+            vec![0, 0, !0, !0],
+        ];
+        for (row, want) in WIDE_K_512.iter().zip(&zmm) {
+            assert_eq!(&row[..], &want[..]);
+        }
+        for (row, want) in WIDE_K_256.iter().zip(&ymm) {
+            assert_eq!(&row[..], &want[..]);
+        }
+        // Row 2 of the zmm table is the 64-byte block fold of the 128-bit
+        // loop.
+        assert_eq!(fold_k(512), FOLD_K);
+    }
+}
