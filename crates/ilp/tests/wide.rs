@@ -5,11 +5,12 @@
 //! per iteration, the checksum in 64-bit lanes), against
 //! `ilp::reference` and `crc32fast`: every length 0..=1024 at every source
 //! and every destination alignment 0..63, the whole 64 x 64 grid at lengths
-//! around the minimum (256 bytes for zmm, 128 for ymm), random longer buffers, random initial
-//! states, streams resumed across split buffers, non-temporal stores at
-//! 64-byte aligned and unaligned destinations, all-zero and all-ones data
-//! over several of the checksum loop's 64 KiB chunks, and guard bytes. On a CPU
-//! without those features the same tests check the narrower paths.
+//! around the minimum (256 bytes for zmm, 128 for ymm), random longer
+//! buffers, random initial states, streams resumed across split buffers,
+//! non-temporal stores at 64-byte aligned and unaligned destinations,
+//! all-zero and all-ones data over several of the checksum loop's 64 KiB
+//! chunks, and guard bytes. On a CPU without those features the same tests
+//! check the narrower paths.
 
 use ilp::table4::random_bytes as data;
 use ilp::{Pipeline, State, Step, Stores, reference};
