@@ -849,6 +849,16 @@ impl Vop {
             ..self
         }
     }
+
+    /// This instruction as emitted at `bits`: an EVEX one in its
+    /// [`ymm`](Vop::ymm) form at 256 bits, any other as it is.
+    const fn at(self, bits: u32) -> Vop {
+        if bits == 256 && self.evex {
+            self.ymm()
+        } else {
+            self
+        }
+    }
 }
 
 /// A 128-bit VEX instruction (`VEX.L0`).
@@ -1162,8 +1172,7 @@ impl<B: Backend> Func<B> {
         imm: Option<u8>,
     ) {
         if let Some((a, bits)) = self.wide_native(m, false, false) {
-            let o = if bits == 256 && o.evex { o.ymm() } else { o };
-            enc_vex(a, o, reg, v, rm, disp, imm);
+            enc_vex(a, o.at(bits), reg, v, rm, disp, imm);
             a.buf.resync(m);
         }
     }
@@ -1208,11 +1217,11 @@ impl<B: Backend> Func<B> {
             return;
         };
         if let Some((a, bits)) = self.wide_native(m, true, false) {
-            let at = |o: Vop| if bits == 256 { o.ymm() } else { o };
-            enc_vex(a, at(VPCLMULQDQ), XMM15, lane, k, None, Some(0x00)); // lo * k.lo
-            enc_vex(a, at(VPCLMULQDQ), lane, lane, k, None, Some(0x11)); // hi * k.hi
+            let clmul = VPCLMULQDQ.at(bits);
+            enc_vex(a, clmul, XMM15, lane, k, None, Some(0x00)); // lo * k.lo
+            enc_vex(a, clmul, lane, lane, k, None, Some(0x11)); // hi * k.hi
             if let Some((base, off)) = mem {
-                enc_vex(a, at(VMOVDQU64_LD), t, 0, base.num(), Some(off), None);
+                enc_vex(a, VMOVDQU64_LD.at(bits), t, 0, base.num(), Some(off), None);
             }
             if bits == 512 {
                 enc_vex(a, VPTERNLOGQ, lane, XMM15, t, None, Some(0x96)); // lane ^= xmm15 ^ t
@@ -1298,9 +1307,8 @@ impl<B: Backend> Wide for Func<B> {
     fn zxorq(&mut self, z: Reg<crate::D>, g: Reg<crate::UL>) {
         self.check_regs("zxorq", &[(true, z.num()), (false, g.num())]);
         if let Some((a, bits)) = self.wide_native("zxorq", false, false) {
-            let xor = if bits == 256 { VPXORQ.ymm() } else { VPXORQ };
             enc_vex(a, VMOVQ_X_R, XMM15, 0, g.num(), None, None);
-            enc_vex(a, xor, z.num(), z.num(), XMM15, None, None);
+            enc_vex(a, VPXORQ.at(bits), z.num(), z.num(), XMM15, None, None);
             a.buf.resync("zxorq");
         }
     }
