@@ -448,19 +448,27 @@ fn the_masked_load_and_store_touch_only_the_masked_bytes() {
 
 #[test]
 fn what_only_zmm_has_is_refused_at_256_bits() {
-    let mut f = Func::<X64>::with_backend();
-    if !f.set_wide_bits(256) {
+    type Op = fn(&mut Func<X64>, Reg<D>, Reg<D>, Reg<P>, Reg<UL>);
+    // A 256-bit function `(p, ul)` with two vector registers, running `op`.
+    let build = |op: Op| {
+        let mut f = Func::<X64>::with_backend();
+        assert!(f.set_wide_bits(256));
+        assert_eq!(f.wide_bits(), 256);
+        let p = f.lambda("%p%ul", Leaf::Yes).unwrap();
+        let (a, m) = (p.get::<P>(0).unwrap(), p.get::<UL>(1).unwrap());
+        let (x, y) = (
+            f.getreg::<D>(Class::Temp).unwrap(),
+            f.getreg::<D>(Class::Temp).unwrap(),
+        );
+        op(&mut f, x, y, a, m);
+        f.vzeroupper();
+        f.retv();
+        f.end()
+    };
+    if !Func::<X64>::with_backend().set_wide_bits(256) {
         return;
     }
-    assert_eq!(f.wide_bits(), 256);
-    let p = f.lambda("%p%ul", Leaf::Yes).unwrap();
-    let (a, m) = (p.get::<P>(0).unwrap(), p.get::<UL>(1).unwrap());
-    let (x, y) = (
-        f.getreg::<D>(Class::Temp).unwrap(),
-        f.getreg::<D>(Class::Temp).unwrap(),
-    );
-    type Bad = fn(&mut Func<X64>, Reg<D>, Reg<D>, Reg<P>, Reg<UL>);
-    let bad: [(&str, Bad); 5] = [
+    let bad: [(&str, Op); 5] = [
         ("zmask", |f, _, _, _, m| f.zmask(m)),
         ("ldzm", |f, x, _, a, _| f.ldzm(x, a, 0)),
         ("stzm", |f, x, _, a, _| f.stzm(x, a, 0)),
@@ -468,26 +476,15 @@ fn what_only_zmm_has_is_refused_at_256_bits() {
         ("zextract", |f, x, y, _, _| f.zextract(x, y, 128, 2)),
     ];
     for (name, op) in bad {
-        let mut g = Func::<X64>::with_backend();
-        assert!(g.set_wide_bits(256));
-        let p = g.lambda("%p%ul", Leaf::Yes).unwrap();
-        let (a, m) = (p.get::<P>(0).unwrap(), p.get::<UL>(1).unwrap());
-        let (x, y) = (
-            g.getreg::<D>(Class::Temp).unwrap(),
-            g.getreg::<D>(Class::Temp).unwrap(),
-        );
-        op(&mut g, x, y, a, m);
-        g.retv();
-        let err = g.end().unwrap_err();
+        let err = build(op).unwrap_err();
         assert!(err.to_string().contains(name), "{name}: {err}");
     }
     // What is allowed there still builds.
-    f.zextract(x, y, 128, 1);
-    f.ldz(x, a, 0);
-    let _ = m;
-    f.vzeroupper();
-    f.retv();
-    f.end().unwrap();
+    build(|f, x, y, a, _| {
+        f.zextract(x, y, 128, 1);
+        f.ldz(x, a, 0);
+    })
+    .unwrap();
 }
 
 #[test]
