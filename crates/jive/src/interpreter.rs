@@ -96,6 +96,9 @@ pub struct State<'a> {
     pub statics: &'a mut [i32],
     /// Bound natives, by native index.
     pub natives: &'a [NativeFn],
+    /// The host value the natives of this invocation may reach
+    /// ([`Context::host`]), e.g. the endpoint an applet runs for.
+    pub host: Option<&'a mut dyn core::any::Any>,
 }
 
 /// A completed invocation.
@@ -376,6 +379,7 @@ impl Machine {
                 let result = {
                     let mut ctx = Context {
                         heap: &mut *st.heap,
+                        host: st.host.as_deref_mut(),
                     };
                     native(&mut ctx, s.0.get(sp..sp + k).unwrap_or_default())
                 };

@@ -80,7 +80,7 @@ pub use crate::error::{
 pub use crate::heap::Object;
 pub use crate::interpreter::Outcome;
 pub use crate::limits::Limits;
-pub use crate::natives::{Context, NativeError, NativeFn, Natives};
+pub use crate::natives::{Arrays, Context, NativeError, NativeFn, Natives};
 
 use crate::classfile::ClassFile;
 use crate::heap::Heap;
@@ -122,6 +122,26 @@ pub fn check(bytes: &[u8], limits: &Limits) -> Result<Program, LoadError> {
     })
 }
 
+/// A method of an [`Applet`], resolved once by [`Applet::method`].
+#[derive(Debug, Clone, Copy)]
+pub struct Method {
+    idx: usize,
+    is_static: bool,
+    arity: usize,
+    narrow: [Prim; Method::MAX_ARGS],
+}
+
+impl Method {
+    /// The most int parameters a method resolved for [`Applet::call`] may
+    /// have (`invoke` takes any number).
+    pub const MAX_ARGS: usize = 8;
+}
+
+/// A static `byte[]` field of an [`Applet`], resolved once by
+/// [`Applet::static_bytes_field`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StaticBytes(usize);
+
 /// A loaded, verified and instantiated applet.
 pub struct Applet {
     prog: Program,
@@ -150,8 +170,20 @@ impl Applet {
     /// `natives`, then instantiate: run `<clinit>` (if any), create the
     /// applet object and run its constructor.
     pub fn load(bytes: &[u8], natives: &Natives, limits: Limits) -> Result<Applet, LoadError> {
+        Applet::load_with_host(bytes, natives, limits, None)
+    }
+
+    /// [`Applet::load`], giving the natives that `<clinit>` and the
+    /// constructor call a host value ([`Context::host`]), as the U-Net/SLE
+    /// constructor calls `getFreeBufferLength` of its endpoint.
+    pub fn load_with_host(
+        bytes: &[u8],
+        natives: &Natives,
+        limits: Limits,
+        host: Option<&mut dyn core::any::Any>,
+    ) -> Result<Applet, LoadError> {
         let prog = check(bytes, &limits)?;
-        Applet::instantiate(prog, natives, limits)
+        Applet::instantiate_with_host(prog, natives, limits, host)
     }
 
     /// Binds natives and instantiates a checked [`Program`].
@@ -159,6 +191,17 @@ impl Applet {
         prog: Program,
         natives: &Natives,
         limits: Limits,
+    ) -> Result<Applet, LoadError> {
+        Applet::instantiate_with_host(prog, natives, limits, None)
+    }
+
+    /// [`Applet::instantiate`] with a host value for the initializers'
+    /// natives (see [`Applet::load_with_host`]).
+    pub fn instantiate_with_host(
+        prog: Program,
+        natives: &Natives,
+        limits: Limits,
+        mut host: Option<&mut dyn core::any::Any>,
     ) -> Result<Applet, LoadError> {
         let mut bound = Vec::with_capacity(prog.natives.len());
         for n in &prog.natives {
@@ -194,7 +237,7 @@ impl Applet {
         };
         applet.prog.set_metering(applet.limits.fuel.is_some());
         if let Some((idx, _)) = applet.prog.info.method("<clinit>") {
-            applet.run(idx, &[])?;
+            applet.run_with(idx, &[], host.as_deref_mut())?;
         }
         let count = usize::from(applet.prog.info.instance_count);
         applet.instance = applet
@@ -211,17 +254,27 @@ impl Applet {
             })?;
         if let Some((idx, _)) = applet.prog.info.method("<init>") {
             let this = applet.instance;
-            applet.run(idx, &[this])?;
+            applet.run_with(idx, &[this], host)?;
         }
         Ok(applet)
     }
 
     fn run(&mut self, idx: usize, args: &[i32]) -> Result<Outcome, Trap> {
+        self.run_with(idx, args, None)
+    }
+
+    fn run_with(
+        &mut self,
+        idx: usize,
+        args: &[i32],
+        host: Option<&mut dyn core::any::Any>,
+    ) -> Result<Outcome, Trap> {
         let entry = u16::try_from(idx).unwrap_or(u16::MAX);
         let mut st = State {
             heap: &mut self.heap,
             statics: &mut self.statics,
             natives: &self.natives,
+            host,
         };
         let limits = RunLimits {
             fuel: self.limits.fuel.unwrap_or(u64::MAX),
@@ -280,6 +333,87 @@ impl Applet {
             });
         }
         Ok(self.run(idx, &full)?)
+    }
+
+    /// Resolves the method `name` once, for [`Applet::call`]: a host that
+    /// invokes the same method on every packet skips the lookup by name
+    /// and the argument checks that [`Applet::invoke`] repeats each time.
+    pub fn method(&self, name: &str) -> Result<Method, InvokeError> {
+        let Some((idx, m)) = self.prog.info.method(name) else {
+            return Err(InvokeError::NoSuchMethod(name.to_owned()));
+        };
+        if m.is_native || m.name.starts_with('<') {
+            return Err(InvokeError::NotInvocable(m.id()));
+        }
+        let mut narrow = [Prim::Int; Method::MAX_ARGS];
+        if m.sig.params.len() > Method::MAX_ARGS {
+            return Err(InvokeError::NotIntArguments(m.id()));
+        }
+        for (n, &p) in narrow.iter_mut().zip(&m.sig.params) {
+            *n = match p {
+                FieldType::Prim(p) => p,
+                FieldType::Array(_) => return Err(InvokeError::NotIntArguments(m.id())),
+            };
+        }
+        Ok(Method {
+            idx,
+            is_static: m.is_static,
+            arity: m.sig.params.len(),
+            narrow,
+        })
+    }
+
+    /// Invokes a resolved method with int arguments, giving its natives
+    /// `host` ([`Context::host`]). Same semantics as [`Applet::invoke`]:
+    /// a trap ends only this invocation.
+    pub fn call(
+        &mut self,
+        m: &Method,
+        args: &[i32],
+        host: Option<&mut dyn core::any::Any>,
+    ) -> Result<Outcome, InvokeError> {
+        if args.len() != m.arity {
+            let info = &self.prog.info.methods[m.idx];
+            return Err(InvokeError::ArgumentCount {
+                method: info.id(),
+                expected: m.arity,
+                given: args.len(),
+            });
+        }
+        let mut full = [0i32; Method::MAX_ARGS + 1];
+        let mut n = 0;
+        if !m.is_static {
+            full[0] = self.instance;
+            n = 1;
+        }
+        for (&p, &a) in m.narrow.iter().zip(args) {
+            full[n] = match p {
+                Prim::Boolean => a & 1,
+                Prim::Byte => i32::from(a as i8),
+                Prim::Short => i32::from(a as i16),
+                Prim::Int => a,
+            };
+            n += 1;
+        }
+        Ok(self.run_with(m.idx, &full[..n], host)?)
+    }
+
+    /// Resolves a static `byte[]` field (e.g. `RxBuf`) once, for
+    /// [`Applet::static_bytes_mut`].
+    pub fn static_bytes_field(&self, name: &str) -> Result<StaticBytes, InvokeError> {
+        self.static_slot(name, FieldType::Array(Prim::Byte), "byte[]")
+            .map(StaticBytes)
+    }
+
+    /// The `byte[]` a static field refers to, to fill in place (the
+    /// U-Net/SLE host writes each arriving packet into `RxBuf` this way
+    /// instead of allocating a new array). `None` if the field is null.
+    pub fn static_bytes_mut(&mut self, field: StaticBytes) -> Option<&mut [i8]> {
+        let h = *self.statics.get(field.0)?;
+        match self.heap.get_mut(h)? {
+            Object::Bytes(v) => Some(v),
+            _ => None,
+        }
     }
 
     fn static_slot(

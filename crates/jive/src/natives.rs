@@ -10,6 +10,7 @@
 //! applet's arrays, every access bounds-checked. A native that fails returns a
 //! [`NativeError`], which ends the invocation with a trap.
 
+use core::any::Any;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -93,13 +94,77 @@ impl Natives {
     }
 }
 
-/// What a native method sees of the applet while it runs.
+/// What a native method sees of the applet while it runs: its arrays, and
+/// the host value the invocation was given ([`crate::Applet::call`]).
 pub struct Context<'a> {
     pub(crate) heap: &'a mut Heap,
+    pub(crate) host: Option<&'a mut dyn Any>,
 }
 
-impl Context<'_> {
-    fn obj(&mut self, handle: i32) -> Result<&mut Object, NativeError> {
+impl<'a> Context<'a> {
+    /// The host value of this invocation, if it is a `T`: the state a
+    /// native acts on for its host (U-Net/SLE: the endpoint), passed per
+    /// invocation so that one bound table serves every applet instance.
+    pub fn host<T: Any>(&mut self) -> Result<&mut T, NativeError> {
+        self.host
+            .as_deref_mut()
+            .and_then(|h| h.downcast_mut::<T>())
+            .ok_or_else(|| NativeError(host_missing::<T>()))
+    }
+
+    /// The host value and the applet's arrays at once, for natives that
+    /// move data between the two.
+    pub fn split<T: Any>(&mut self) -> Result<(&mut T, Arrays<'_>), NativeError> {
+        let host = self
+            .host
+            .as_deref_mut()
+            .and_then(|h| h.downcast_mut::<T>())
+            .ok_or_else(|| NativeError(host_missing::<T>()))?;
+        Ok((host, Arrays { heap: self.heap }))
+    }
+
+    fn arrays(&mut self) -> Arrays<'_> {
+        Arrays { heap: self.heap }
+    }
+
+    /// The `byte[]` (or `boolean[]`) behind a handle.
+    pub fn bytes(&mut self, handle: i32) -> Result<&mut [i8], NativeError> {
+        self.arrays().into_bytes(handle)
+    }
+
+    /// The `short[]` behind a handle.
+    pub fn shorts(&mut self, handle: i32) -> Result<&mut [i16], NativeError> {
+        self.arrays().into_shorts(handle)
+    }
+
+    /// The `int[]` behind a handle.
+    pub fn ints(&mut self, handle: i32) -> Result<&mut [i32], NativeError> {
+        self.arrays().into_ints(handle)
+    }
+
+    /// Allocates a zeroed array in the applet's heap, within its budget.
+    pub fn new_array(&mut self, elem: Prim, len: i32) -> Result<i32, NativeError> {
+        self.arrays().new_array(elem, len)
+    }
+}
+
+#[cold]
+fn host_missing<T>() -> String {
+    format!(
+        "this native needs a host value of type {}, and the invocation has none",
+        core::any::type_name::<T>()
+    )
+}
+
+/// The applet's arrays, as a native reaches them beside the host value
+/// ([`Context::split`]). Every access is checked: a null, dangling or
+/// wrongly typed handle is an error.
+pub struct Arrays<'a> {
+    heap: &'a mut Heap,
+}
+
+impl<'a> Arrays<'a> {
+    fn into_obj(self, handle: i32) -> Result<&'a mut Object, NativeError> {
         if handle == 0 {
             return Err(NativeError("null array argument".into()));
         }
@@ -110,7 +175,12 @@ impl Context<'_> {
 
     /// The `byte[]` (or `boolean[]`) behind a handle.
     pub fn bytes(&mut self, handle: i32) -> Result<&mut [i8], NativeError> {
-        match self.obj(handle)? {
+        Arrays { heap: self.heap }.into_bytes(handle)
+    }
+
+    /// [`Arrays::bytes`], keeping the borrow of the arrays.
+    pub fn into_bytes(self, handle: i32) -> Result<&'a mut [i8], NativeError> {
+        match self.into_obj(handle)? {
             Object::Bytes(v) | Object::Booleans(v) => Ok(v),
             _ => Err(NativeError("expected a byte array".into())),
         }
@@ -118,7 +188,12 @@ impl Context<'_> {
 
     /// The `short[]` behind a handle.
     pub fn shorts(&mut self, handle: i32) -> Result<&mut [i16], NativeError> {
-        match self.obj(handle)? {
+        Arrays { heap: self.heap }.into_shorts(handle)
+    }
+
+    /// [`Arrays::shorts`], keeping the borrow of the arrays.
+    pub fn into_shorts(self, handle: i32) -> Result<&'a mut [i16], NativeError> {
+        match self.into_obj(handle)? {
             Object::Shorts(v) => Ok(v),
             _ => Err(NativeError("expected a short array".into())),
         }
@@ -126,7 +201,12 @@ impl Context<'_> {
 
     /// The `int[]` behind a handle.
     pub fn ints(&mut self, handle: i32) -> Result<&mut [i32], NativeError> {
-        match self.obj(handle)? {
+        Arrays { heap: self.heap }.into_ints(handle)
+    }
+
+    /// [`Arrays::ints`], keeping the borrow of the arrays.
+    pub fn into_ints(self, handle: i32) -> Result<&'a mut [i32], NativeError> {
+        match self.into_obj(handle)? {
             Object::Ints(v) => Ok(v),
             _ => Err(NativeError("expected an int array".into())),
         }
