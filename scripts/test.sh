@@ -11,7 +11,10 @@ export JIVE_MUTATIONS="${JIVE_MUTATIONS:-100000}"
 export DPF_PAIRS="${DPF_PAIRS:-100000}"
 export DPF_REQUIRE_LIBPCAP="${DPF_REQUIRE_LIBPCAP:-1}"
 export CODECACHE_STRESS_SECS="${CODECACHE_STRESS_SECS:-10}"
-cargo test --workspace --release
+# With the fastpath CLI's `bench` feature (its benchmark suites), then the
+# CLI once more in its default build, the README's, without them.
+cargo test --workspace --release --features fastpath/bench
+cargo test -p fastpath --release
 # codecache's loom models (publish/lookup/remove/resize, delayed deletion),
 # in their own target dir so the cfg does not invalidate the main build.
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \

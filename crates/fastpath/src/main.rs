@@ -1,12 +1,22 @@
 //! The `fastpath` command-line program.
+//!
+//! `fastpath bench <suite>` and the peers it measures against (cranelift,
+//! dynasm-rs, iced-x86 and rbpf through `fastpath-bench`; dashmap and
+//! crossbeam-epoch) sit behind the cargo feature `bench`, off by default, so
+//! that the main command builds only what the data path uses. Without the
+//! feature, `fastpath bench` says how to get it and exits non-zero.
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 mod applet;
+#[cfg(feature = "bench")]
 mod bench_codecache;
+#[cfg(feature = "bench")]
 mod bench_dpf;
+#[cfg(feature = "bench")]
 mod bench_ilp;
+#[cfg(feature = "bench")]
 mod bench_jive;
 mod filter;
 mod ilp_demo;
@@ -43,7 +53,8 @@ enum Command {
         cmd: ilp_demo::IlpCmd,
     },
     /// Run a benchmark suite side by side with its peers
-    /// (suites: codegen, jive, dpf, ilp, codecache).
+    /// (suites: codegen, jive, dpf, ilp, codecache; needs the cargo feature
+    /// `bench`).
     Bench {
         /// The suite to run.
         suite: String,
@@ -70,21 +81,39 @@ fn main() -> ExitCode {
         Command::Applet { cmd } => applet::main(cmd),
         Command::Filter { cmd } => filter::main(cmd),
         Command::Ilp { cmd } => ilp_demo::main(cmd),
-        Command::Bench { suite } => match suite.as_str() {
-            "jive" => bench_jive::run(),
-            "dpf" => bench_dpf::run(),
-            "ilp" => bench_ilp::run(),
-            "codecache" => bench_codecache::run(),
-            "codegen" => {
-                println!("{}", fastpath_bench::codegen_report());
-                ExitCode::SUCCESS
-            }
-            other => {
-                eprintln!(
-                    "fastpath bench: unknown suite {other:?} (known: codegen, jive, dpf, ilp, codecache)"
-                );
-                ExitCode::FAILURE
-            }
-        },
+        Command::Bench { suite } => bench(&suite),
     }
+}
+
+/// `fastpath bench <suite>`.
+#[cfg(feature = "bench")]
+fn bench(suite: &str) -> ExitCode {
+    match suite {
+        "jive" => bench_jive::run(),
+        "dpf" => bench_dpf::run(),
+        "ilp" => bench_ilp::run(),
+        "codecache" => bench_codecache::run(),
+        "codegen" => {
+            println!("{}", fastpath_bench::codegen_report());
+            ExitCode::SUCCESS
+        }
+        other => {
+            eprintln!(
+                "fastpath bench: unknown suite {other:?} (known: codegen, jive, dpf, ilp, codecache)"
+            );
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `fastpath bench <suite>` in a build without the `bench` feature: the
+/// suites and their peers are not compiled in, so say how to get them.
+#[cfg(not(feature = "bench"))]
+fn bench(suite: &str) -> ExitCode {
+    eprintln!(
+        "fastpath bench: this build has no benchmarks; they and their peers \
+         (cranelift, dynasm-rs, rbpf, dashmap, ...) are behind the cargo feature `bench`.\n\
+         Run: cargo run --release -p fastpath --features bench -- bench {suite}"
+    );
+    ExitCode::FAILURE
 }

@@ -1,0 +1,35 @@
+//! `fastpath bench` and the cargo feature `bench`: without the feature the
+//! subcommand is still there, says how to build it and exits non-zero; with
+//! it, the suites are compiled in (an unknown suite is refused by name).
+
+use std::process::Command;
+
+fn fastpath(args: &[&str]) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_fastpath"))
+        .args(args)
+        .output()
+        .expect("runs fastpath");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[cfg(not(feature = "bench"))]
+#[test]
+fn without_the_feature_bench_says_how_to_get_it() {
+    let (ok, err) = fastpath(&["bench", "dpf"]);
+    assert!(!ok, "fastpath bench must fail without the feature");
+    assert!(
+        err.contains("cargo run --release -p fastpath --features bench -- bench dpf"),
+        "{err}"
+    );
+}
+
+#[cfg(feature = "bench")]
+#[test]
+fn with_the_feature_an_unknown_suite_is_refused() {
+    let (ok, err) = fastpath(&["bench", "no-such-suite"]);
+    assert!(!ok);
+    assert!(err.contains("unknown suite \"no-such-suite\""), "{err}");
+}
