@@ -135,6 +135,11 @@ impl Method {
     /// The most int parameters a method resolved for [`Applet::call`] may
     /// have (`invoke` takes any number).
     pub const MAX_ARGS: usize = 8;
+
+    /// The number of int parameters (not counting `this`).
+    pub fn arity(&self) -> usize {
+        self.arity
+    }
 }
 
 /// A static `byte[]` field of an [`Applet`], resolved once by
