@@ -1,0 +1,1539 @@
+//! The engine as a daemon (`fastpath engine`): applications in other
+//! processes get their endpoints over a Unix socket (issue 12, item 5).
+//!
+//! U-Net (§2) leaves to the operating system what is off the data path:
+//! creating an endpoint, mapping its memory into the application, and
+//! setting up channels. Here the daemon plays that part. An application
+//! connects to the daemon's Unix stream socket and asks for an endpoint;
+//! the reply carries the endpoint's `memfd`, passed with `SCM_RIGHTS`
+//! (unix(7)), which the application maps ([`crate::client`]). From then on
+//! messages move through the shared segment only, polled by the engine's
+//! own threads; the socket carries the control operations.
+//!
+//! # Protocol
+//!
+//! Every request and every reply is one frame: a `u32` length (little
+//! endian) counting the bytes after it, then those bytes. A request's bytes
+//! are an operation code ([`Op`]) and its fields; a reply's are a status
+//! byte (`0` ok, `1` error) and, on success, the operation's result, or on
+//! error a UTF-8 message. All integers are little endian; an IPv4 address
+//! is its 4 bytes in network order. `bytes` is a `u32` length and that many
+//! bytes; `opt bytes` is a byte `0` (none) or `1` followed by `bytes`.
+//!
+//! | op | request fields | reply |
+//! |---|---|---|
+//! | 1 `Info` | — | `u16` protocol version, engine address: 4-byte IPv4, `u16` port |
+//! | 2 `CreateEndpoint` | 5 × `u32` config (buffers, buffer_size, tx_depth, rx_depth, free_depth), `opt bytes` applet | `u16` endpoint id, and the `memfd` as `SCM_RIGHTS` on the reply |
+//! | 3 `OpenChannel` | `u16` id, IPv4, `u16` port, `u16` remote endpoint, `u8` flags (bit 0: UDP checksum) | `u16` channel tag |
+//! | 4 `InstallFilter` | `u16` id, `u16` channel, `i32` priority, `bytes` filter text (UTF-8, pcap syntax) | `u64` filter id |
+//! | 5 `RemoveFilter` | `u16` id, `u64` filter id | — |
+//! | 6 `SetApplet` | `u16` id, `opt bytes` applet | — |
+//! | 7 `Counts` | `u16` id | [`COUNTERS`] × `u64`: the fields of [`PortCounts`] in declaration order |
+//! | 8 `CloseEndpoint` | `u16` id | — |
+//!
+//! A frame holds at most [`MAX_FRAME`] bytes, an applet at most
+//! [`MAX_APPLET`] (jive's default class-size limit), a filter at most
+//! [`MAX_FILTER`]. A request must use exactly the bytes of its frame.
+//!
+//! # Trust
+//!
+//! The daemon trusts no client:
+//! - **Parsing.** Every request is decoded field by field against its
+//!   frame's end; a short, overlong, or unknown request gets an error reply
+//!   and the connection goes on. A frame whose length exceeds the limit
+//!   gets an error reply and the connection is closed (its bytes cannot be
+//!   skipped safely). Nothing a client sends panics the daemon or touches
+//!   another connection.
+//! - **Isolation.** A connection owns the endpoints it created; a request
+//!   naming any other id is refused with "endpoint N is not yours", whether
+//!   or not N exists. A filter installed through the daemon is confined to
+//!   frames addressed to the caller's endpoint (it is installed as
+//!   `(text) and udp[8:2] = id`), so no process can take another's traffic.
+//!   A connection holds at most [`ServeOptions::max_endpoints`] endpoints;
+//!   the daemon serves at most [`ServeOptions::max_connections`] at once.
+//! - **Reclaim.** When a connection closes, because the application closed
+//!   it, exited or was killed, every endpoint it still owns is removed from
+//!   the engine with its channels, filters and applet.
+//! - **The socket** is created with mode `0600` (configurable) before it
+//!   appears under its name (bound under a temporary name, then renamed), so
+//!   no other user can connect in between.
+
+use std::collections::{BTreeSet, HashMap};
+use std::ffi::c_int;
+use std::io::{self, Read, Write};
+use std::net::Ipv4Addr;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+
+use thiserror::Error;
+
+use crate::engine::{ChannelOptions, Engine, EngineError, PortCounts};
+use crate::frame::Addr;
+use crate::layout::Config;
+
+/// The protocol version [`Op::Info`] reports.
+pub const PROTOCOL_VERSION: u16 = 1;
+
+/// The largest applet a request carries: jive's default limit on a class
+/// file (`jive::Limits::default().max_class_bytes`).
+pub const MAX_APPLET: usize = 1 << 20;
+
+/// The longest filter text a request carries.
+pub const MAX_FILTER: usize = 64 * 1024;
+
+/// The largest frame (the bytes after the length) either side accepts:
+/// an applet and its request's fixed fields.
+pub const MAX_FRAME: usize = MAX_APPLET + 64;
+
+/// A reply's status byte: success.
+pub const STATUS_OK: u8 = 0;
+/// A reply's status byte: the request was refused; a UTF-8 message follows.
+pub const STATUS_ERR: u8 = 1;
+
+/// The operations of the protocol, by their code (the request's first byte).
+#[repr(u8)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    /// The protocol version and the engine's address.
+    Info = 1,
+    /// Create an endpoint; its `memfd` comes with the reply.
+    CreateEndpoint = 2,
+    /// Open a channel from an endpoint of the caller's.
+    OpenChannel = 3,
+    /// Install a filter for a channel of an endpoint of the caller's.
+    InstallFilter = 4,
+    /// Remove a filter installed by `InstallFilter`.
+    RemoveFilter = 5,
+    /// Replace an endpoint's applet.
+    SetApplet = 6,
+    /// An endpoint's counters.
+    Counts = 7,
+    /// Remove an endpoint.
+    CloseEndpoint = 8,
+}
+
+impl Op {
+    /// The operation with code `code`, if any.
+    pub fn from_code(code: u8) -> Option<Op> {
+        Some(match code {
+            1 => Op::Info,
+            2 => Op::CreateEndpoint,
+            3 => Op::OpenChannel,
+            4 => Op::InstallFilter,
+            5 => Op::RemoveFilter,
+            6 => Op::SetApplet,
+            7 => Op::Counts,
+            8 => Op::CloseEndpoint,
+            _ => return None,
+        })
+    }
+
+    /// Its name, for messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Info => "Info",
+            Op::CreateEndpoint => "CreateEndpoint",
+            Op::OpenChannel => "OpenChannel",
+            Op::InstallFilter => "InstallFilter",
+            Op::RemoveFilter => "RemoveFilter",
+            Op::SetApplet => "SetApplet",
+            Op::Counts => "Counts",
+            Op::CloseEndpoint => "CloseEndpoint",
+        }
+    }
+}
+
+/// What is wrong with a frame or a request. The daemon sends its text back
+/// as the error reply.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ProtocolError {
+    /// A frame of length 0 (no operation).
+    #[error("empty request frame")]
+    Empty,
+    /// A frame longer than [`MAX_FRAME`].
+    #[error("frame of {len} bytes exceeds the limit of {max} bytes")]
+    TooLarge {
+        /// The length the frame announced.
+        len: u64,
+        /// The limit.
+        max: usize,
+    },
+    /// An unknown operation code.
+    #[error("unknown operation {0}")]
+    UnknownOp(u8),
+    /// The request ends before one of its fields does.
+    #[error("{op}: {field} needs bytes up to {need} but the request has {len}")]
+    Short {
+        /// The operation.
+        op: &'static str,
+        /// The field.
+        field: &'static str,
+        /// The byte offset (after the op code) the field ends at.
+        need: u64,
+        /// The request's length (after the op code).
+        len: usize,
+    },
+    /// Bytes after the request's last field.
+    #[error("{op}: {extra} bytes after the last field")]
+    Trailing {
+        /// The operation.
+        op: &'static str,
+        /// How many.
+        extra: usize,
+    },
+    /// A flag byte with a value other than those allowed.
+    #[error("{op}: {field} is {value}, which is not a valid value")]
+    BadFlag {
+        /// The operation.
+        op: &'static str,
+        /// The field.
+        field: &'static str,
+        /// Its value.
+        value: u8,
+    },
+    /// A byte string longer than its limit.
+    #[error("{op}: {field} of {len} bytes exceeds the limit of {max} bytes")]
+    FieldTooLarge {
+        /// The operation.
+        op: &'static str,
+        /// The field.
+        field: &'static str,
+        /// Its length.
+        len: u64,
+        /// The limit.
+        max: usize,
+    },
+    /// Filter text that is not UTF-8.
+    #[error("{op}: the filter text is not UTF-8")]
+    NotUtf8 {
+        /// The operation.
+        op: &'static str,
+    },
+}
+
+/// A decoded request. Byte strings borrow from the frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Request<'a> {
+    Info,
+    Create {
+        config: Config,
+        applet: Option<&'a [u8]>,
+    },
+    OpenChannel {
+        id: u16,
+        remote: Addr,
+        remote_ep: u16,
+        checksum: bool,
+    },
+    InstallFilter {
+        id: u16,
+        chan: u16,
+        priority: i32,
+        text: &'a str,
+    },
+    RemoveFilter {
+        id: u16,
+        filter: u64,
+    },
+    SetApplet {
+        id: u16,
+        applet: Option<&'a [u8]>,
+    },
+    Counts {
+        id: u16,
+    },
+    Close {
+        id: u16,
+    },
+}
+
+/// Reads a request's fields in order, each checked against its end.
+struct Fields<'a> {
+    op: &'static str,
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Fields<'a> {
+    fn take(&mut self, field: &'static str, n: usize) -> Result<&'a [u8], ProtocolError> {
+        match self.pos.checked_add(n) {
+            Some(end) if end <= self.buf.len() => {
+                let s = &self.buf[self.pos..end];
+                self.pos = end;
+                Ok(s)
+            }
+            _ => Err(ProtocolError::Short {
+                op: self.op,
+                field,
+                need: self.pos as u64 + n as u64,
+                len: self.buf.len(),
+            }),
+        }
+    }
+
+    fn array<const N: usize>(&mut self, field: &'static str) -> Result<[u8; N], ProtocolError> {
+        let s = self.take(field, N)?;
+        let mut a = [0u8; N];
+        a.copy_from_slice(s);
+        Ok(a)
+    }
+
+    fn u16(&mut self, field: &'static str) -> Result<u16, ProtocolError> {
+        self.array(field).map(u16::from_le_bytes)
+    }
+
+    fn u32(&mut self, field: &'static str) -> Result<u32, ProtocolError> {
+        self.array(field).map(u32::from_le_bytes)
+    }
+
+    fn i32(&mut self, field: &'static str) -> Result<i32, ProtocolError> {
+        self.array(field).map(i32::from_le_bytes)
+    }
+
+    fn u64(&mut self, field: &'static str) -> Result<u64, ProtocolError> {
+        self.array(field).map(u64::from_le_bytes)
+    }
+
+    fn flag(&mut self, field: &'static str) -> Result<bool, ProtocolError> {
+        match self.array::<1>(field)?[0] {
+            0 => Ok(false),
+            1 => Ok(true),
+            value => Err(ProtocolError::BadFlag {
+                op: self.op,
+                field,
+                value,
+            }),
+        }
+    }
+
+    fn bytes(&mut self, field: &'static str, max: usize) -> Result<&'a [u8], ProtocolError> {
+        let len = self.u32(field)?;
+        if len as usize > max {
+            return Err(ProtocolError::FieldTooLarge {
+                op: self.op,
+                field,
+                len: u64::from(len),
+                max,
+            });
+        }
+        self.take(field, len as usize)
+    }
+
+    fn opt_bytes(
+        &mut self,
+        field: &'static str,
+        max: usize,
+    ) -> Result<Option<&'a [u8]>, ProtocolError> {
+        if self.flag(field)? {
+            self.bytes(field, max).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+
+    fn end(&self) -> Result<(), ProtocolError> {
+        match self.buf.len() - self.pos {
+            0 => Ok(()),
+            extra => Err(ProtocolError::Trailing { op: self.op, extra }),
+        }
+    }
+}
+
+impl<'a> Request<'a> {
+    /// Decodes a request: the bytes of one frame after its length.
+    pub(crate) fn decode(frame: &'a [u8]) -> Result<Request<'a>, ProtocolError> {
+        let (&code, rest) = frame.split_first().ok_or(ProtocolError::Empty)?;
+        let op = Op::from_code(code).ok_or(ProtocolError::UnknownOp(code))?;
+        let mut f = Fields {
+            op: op.name(),
+            buf: rest,
+            pos: 0,
+        };
+        let req = match op {
+            Op::Info => Request::Info,
+            Op::CreateEndpoint => Request::Create {
+                config: Config {
+                    buffers: f.u32("buffers")?,
+                    buffer_size: f.u32("buffer_size")?,
+                    tx_depth: f.u32("tx_depth")?,
+                    rx_depth: f.u32("rx_depth")?,
+                    free_depth: f.u32("free_depth")?,
+                },
+                applet: f.opt_bytes("applet", MAX_APPLET)?,
+            },
+            Op::OpenChannel => {
+                let id = f.u16("endpoint id")?;
+                let ip = Ipv4Addr::from(f.array::<4>("remote address")?);
+                let port = f.u16("remote port")?;
+                let remote_ep = f.u16("remote endpoint")?;
+                let flags = f.array::<1>("flags")?[0];
+                if flags & !1 != 0 {
+                    return Err(ProtocolError::BadFlag {
+                        op: op.name(),
+                        field: "flags",
+                        value: flags,
+                    });
+                }
+                Request::OpenChannel {
+                    id,
+                    remote: Addr::new(ip, port),
+                    remote_ep,
+                    checksum: flags & 1 != 0,
+                }
+            }
+            Op::InstallFilter => Request::InstallFilter {
+                id: f.u16("endpoint id")?,
+                chan: f.u16("channel")?,
+                priority: f.i32("priority")?,
+                text: std::str::from_utf8(f.bytes("filter", MAX_FILTER)?)
+                    .map_err(|_| ProtocolError::NotUtf8 { op: op.name() })?,
+            },
+            Op::RemoveFilter => Request::RemoveFilter {
+                id: f.u16("endpoint id")?,
+                filter: f.u64("filter id")?,
+            },
+            Op::SetApplet => Request::SetApplet {
+                id: f.u16("endpoint id")?,
+                applet: f.opt_bytes("applet", MAX_APPLET)?,
+            },
+            Op::Counts => Request::Counts {
+                id: f.u16("endpoint id")?,
+            },
+            Op::CloseEndpoint => Request::Close {
+                id: f.u16("endpoint id")?,
+            },
+        };
+        f.end()?;
+        Ok(req)
+    }
+
+    /// The whole frame of this request, length first.
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        fn bytes(v: &mut Vec<u8>, b: &[u8]) {
+            v.extend_from_slice(&(b.len() as u32).to_le_bytes());
+            v.extend_from_slice(b);
+        }
+        fn opt_bytes(v: &mut Vec<u8>, b: Option<&[u8]>) {
+            match b {
+                Some(b) => {
+                    v.push(1);
+                    bytes(v, b);
+                }
+                None => v.push(0),
+            }
+        }
+        let mut v = vec![0u8; 4];
+        match self {
+            Request::Info => v.push(Op::Info as u8),
+            Request::Create { config: c, applet } => {
+                v.push(Op::CreateEndpoint as u8);
+                for x in [
+                    c.buffers,
+                    c.buffer_size,
+                    c.tx_depth,
+                    c.rx_depth,
+                    c.free_depth,
+                ] {
+                    v.extend_from_slice(&x.to_le_bytes());
+                }
+                opt_bytes(&mut v, *applet);
+            }
+            Request::OpenChannel {
+                id,
+                remote,
+                remote_ep,
+                checksum,
+            } => {
+                v.push(Op::OpenChannel as u8);
+                v.extend_from_slice(&id.to_le_bytes());
+                v.extend_from_slice(&remote.ip.octets());
+                v.extend_from_slice(&remote.port.to_le_bytes());
+                v.extend_from_slice(&remote_ep.to_le_bytes());
+                v.push(u8::from(*checksum));
+            }
+            Request::InstallFilter {
+                id,
+                chan,
+                priority,
+                text,
+            } => {
+                v.push(Op::InstallFilter as u8);
+                v.extend_from_slice(&id.to_le_bytes());
+                v.extend_from_slice(&chan.to_le_bytes());
+                v.extend_from_slice(&priority.to_le_bytes());
+                bytes(&mut v, text.as_bytes());
+            }
+            Request::RemoveFilter { id, filter } => {
+                v.push(Op::RemoveFilter as u8);
+                v.extend_from_slice(&id.to_le_bytes());
+                v.extend_from_slice(&filter.to_le_bytes());
+            }
+            Request::SetApplet { id, applet } => {
+                v.push(Op::SetApplet as u8);
+                v.extend_from_slice(&id.to_le_bytes());
+                opt_bytes(&mut v, *applet);
+            }
+            Request::Counts { id } => {
+                v.push(Op::Counts as u8);
+                v.extend_from_slice(&id.to_le_bytes());
+            }
+            Request::Close { id } => {
+                v.push(Op::CloseEndpoint as u8);
+                v.extend_from_slice(&id.to_le_bytes());
+            }
+        }
+        let len = (v.len() - 4) as u32;
+        v[..4].copy_from_slice(&len.to_le_bytes());
+        v
+    }
+}
+
+/// The fields of [`PortCounts`] in declaration order (the `Counts` reply).
+pub(crate) fn counts_to_bytes(c: &PortCounts) -> Vec<u8> {
+    [
+        c.tx_descriptors,
+        c.tx_frames,
+        c.tx_rejected,
+        c.rx_delivered,
+        c.rx_no_buffer,
+        c.rx_queue_full,
+        c.rx_too_long,
+        c.rx_bad_checksum,
+        c.applet_traps,
+        c.applet_drops,
+        c.free_invalid,
+        c.queue_corrupt,
+    ]
+    .iter()
+    .flat_map(|v| v.to_le_bytes())
+    .collect()
+}
+
+/// The number of counters in a `Counts` reply.
+pub const COUNTERS: usize = 12;
+
+/// The inverse of [`counts_to_bytes`]; `None` unless `b` holds exactly
+/// [`COUNTERS`] values.
+pub(crate) fn counts_from_bytes(b: &[u8]) -> Option<PortCounts> {
+    if b.len() != 8 * COUNTERS {
+        return None;
+    }
+    let v = |i: usize| u64::from_le_bytes(b[8 * i..8 * i + 8].try_into().expect("8 bytes"));
+    Some(PortCounts {
+        tx_descriptors: v(0),
+        tx_frames: v(1),
+        tx_rejected: v(2),
+        rx_delivered: v(3),
+        rx_no_buffer: v(4),
+        rx_queue_full: v(5),
+        rx_too_long: v(6),
+        rx_bad_checksum: v(7),
+        applet_traps: v(8),
+        applet_drops: v(9),
+        free_invalid: v(10),
+        queue_corrupt: v(11),
+    })
+}
+
+/// A reply frame: length, status, payload.
+pub(crate) fn reply_frame(status: u8, payload: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(5 + payload.len());
+    v.extend_from_slice(&(1 + payload.len() as u32).to_le_bytes());
+    v.push(status);
+    v.extend_from_slice(payload);
+    v
+}
+
+/// The filter that `text` becomes when installed for endpoint `id`
+/// through the daemon: `(text) and udp[8:2] = id`, which matches only
+/// frames addressed to endpoint `id`. The result is parsed and its root
+/// checked to be that conjunction, so no text (unbalanced parentheses
+/// included) escapes the confinement.
+fn confine_filter(text: &str, id: u16) -> Result<String, String> {
+    let err = |e: dpf::Error| format!("filter: {e}");
+    dpf::parse(text).map_err(err)?;
+    let guard_text = format!("udp[8:2] = {id}");
+    let confined = format!("({text}) and {guard_text}");
+    let guard = dpf::parse(&guard_text).map_err(err)?;
+    match dpf::parse(&confined).map_err(err)? {
+        dpf::syntax::Expr::And(_, rhs) if *rhs == guard => Ok(confined),
+        _ => Err(format!(
+            "filter {text:?} cannot be confined to endpoint {id}"
+        )),
+    }
+}
+
+/// The default socket path: `$XDG_RUNTIME_DIR/fastpath-engine.sock`, or
+/// `/tmp/fastpath-engine.sock` without a runtime directory.
+pub fn default_socket_path() -> PathBuf {
+    match std::env::var_os("XDG_RUNTIME_DIR") {
+        Some(d) if !d.is_empty() => PathBuf::from(d).join("fastpath-engine.sock"),
+        _ => PathBuf::from("/tmp/fastpath-engine.sock"),
+    }
+}
+
+/// Something that happened on the daemon, for a log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// A client connected.
+    Connected {
+        /// The connection's number (from 1, in order of arrival).
+        conn: u64,
+        /// The client's process id, from `SO_PEERCRED`.
+        pid: Option<u32>,
+    },
+    /// A client was turned away: too many connections.
+    Refused {
+        /// The client's process id.
+        pid: Option<u32>,
+    },
+    /// A connection created an endpoint.
+    EndpointCreated {
+        /// The connection.
+        conn: u64,
+        /// The endpoint's id.
+        id: u16,
+    },
+    /// An endpoint was removed: closed by its connection, or reclaimed
+    /// when the connection went away.
+    EndpointClosed {
+        /// The connection.
+        conn: u64,
+        /// The endpoint's id.
+        id: u16,
+        /// Its counters at the end.
+        counts: PortCounts,
+        /// Whether it was reclaimed (its connection closed without closing it).
+        reclaimed: bool,
+    },
+    /// A connection closed.
+    Disconnected {
+        /// The connection.
+        conn: u64,
+        /// How many endpoints were reclaimed.
+        reclaimed: usize,
+    },
+}
+
+/// A callback for [`Event`]s.
+pub type EventHook = Arc<dyn Fn(&Event) + Send + Sync>;
+
+/// How the daemon serves.
+#[derive(Clone)]
+pub struct ServeOptions {
+    /// The socket file's mode. Default `0o600`: only the daemon's user.
+    pub mode: u32,
+    /// Connections served at once; more are refused. Default 64.
+    pub max_connections: usize,
+    /// Endpoints one connection may hold. Default 64.
+    pub max_endpoints: usize,
+    /// Called on every [`Event`], from the daemon's threads.
+    pub on_event: Option<EventHook>,
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        ServeOptions {
+            mode: 0o600,
+            max_connections: 64,
+            max_endpoints: 64,
+            on_event: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for ServeOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServeOptions")
+            .field("mode", &format_args!("{:#o}", self.mode))
+            .field("max_connections", &self.max_connections)
+            .field("max_endpoints", &self.max_endpoints)
+            .field("on_event", &self.on_event.is_some())
+            .finish()
+    }
+}
+
+/// State shared by the accepting thread, the connections and the [`Server`].
+struct Shared {
+    engine: Engine,
+    opts: ServeOptions,
+    listener: UnixListener,
+    stop: AtomicBool,
+    next_conn: AtomicU64,
+    conns: Mutex<Conns>,
+}
+
+#[derive(Default)]
+struct Conns {
+    /// A second handle on each live connection's socket, to shut it down.
+    live: HashMap<u64, UnixStream>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Shared {
+    fn event(&self, e: Event) {
+        if let Some(hook) = &self.opts.on_event {
+            hook(&e);
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A running daemon. [`Server::shutdown`] or dropping it stops accepting,
+/// closes every connection (reclaiming their endpoints) and removes the
+/// socket file.
+pub struct Server {
+    path: PathBuf,
+    /// Device and inode of the socket file this server made, so that it
+    /// removes only its own.
+    file: (u64, u64),
+    shared: Arc<Shared>,
+    accept: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Serves `engine` on a Unix socket at `path` with the default
+/// [`ServeOptions`]. A stale socket file at `path` (no one listening) is
+/// replaced; a live one, or a file that is not a socket, is an error.
+///
+/// The engine should have threads of its own ([`Engine::start`]): the
+/// endpoints of applications in other processes do not drive it.
+///
+/// ```
+/// use unet::transport::LoopNet;
+/// let net = LoopNet::new();
+/// let engine = unet::Engine::new(Box::new(net.attach("10.0.0.1:7000".parse()?)?));
+/// engine.start(1);
+/// let path = std::env::temp_dir().join(format!("unet-doc-serve-{}.sock", std::process::id()));
+/// let server = unet::daemon::serve(engine.clone(), &path)?;
+/// let client = unet::client::Client::connect(&path)?;
+/// assert_eq!(client.local(), engine.local());
+/// server.shutdown();
+/// assert!(!path.exists());
+/// engine.stop();
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn serve(engine: Engine, path: &Path) -> io::Result<Server> {
+    serve_with(engine, path, ServeOptions::default())
+}
+
+/// [`serve`] with options.
+pub fn serve_with(engine: Engine, path: &Path, opts: ServeOptions) -> io::Result<Server> {
+    let (listener, file) = bind(path, opts.mode)?;
+    let shared = Arc::new(Shared {
+        engine,
+        opts,
+        listener,
+        stop: AtomicBool::new(false),
+        next_conn: AtomicU64::new(1),
+        conns: Mutex::new(Conns::default()),
+    });
+    let s = shared.clone();
+    let accept = std::thread::Builder::new()
+        .name("unet-daemon-accept".into())
+        .spawn(move || accept_loop(&s));
+    let accept = match accept {
+        Ok(h) => h,
+        Err(e) => {
+            let _ = std::fs::remove_file(path);
+            return Err(e);
+        }
+    };
+    Ok(Server {
+        path: path.to_path_buf(),
+        file,
+        shared,
+        accept: Some(accept),
+    })
+}
+
+fn annotate(e: io::Error, what: String) -> io::Error {
+    io::Error::new(e.kind(), format!("{what}: {e}"))
+}
+
+/// Binds the socket under a temporary name, sets its mode, and renames it
+/// to `path`.
+fn bind(path: &Path, mode: u32) -> io::Result<(UnixListener, (u64, u64))> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_socket() => {
+            if UnixStream::connect(path).is_ok() {
+                return Err(io::Error::new(
+                    io::ErrorKind::AddrInUse,
+                    format!(
+                        "{}: an engine is already serving this socket",
+                        path.display()
+                    ),
+                ));
+            }
+            std::fs::remove_file(path)
+                .map_err(|e| annotate(e, format!("removing stale socket {}", path.display())))?;
+        }
+        Ok(_) => {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!("{} exists and is not a socket", path.display()),
+            ));
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(annotate(e, path.display().to_string())),
+    }
+    let name = path.file_name().ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{}: no file name", path.display()),
+        )
+    })?;
+    let mut tmp_name = name.to_os_string();
+    tmp_name.push(format!(".{}.tmp", std::process::id()));
+    let tmp = path.with_file_name(tmp_name);
+    if std::fs::symlink_metadata(&tmp).is_ok_and(|m| m.file_type().is_socket()) {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    let listener =
+        UnixListener::bind(&tmp).map_err(|e| annotate(e, format!("binding {}", tmp.display())))?;
+    let finish = || -> io::Result<(u64, u64)> {
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode))?;
+        std::fs::rename(&tmp, path)?;
+        let m = std::fs::symlink_metadata(path)?;
+        Ok((m.dev(), m.ino()))
+    };
+    match finish() {
+        Ok(file) => Ok((listener, file)),
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            Err(annotate(e, format!("creating socket {}", path.display())))
+        }
+    }
+}
+
+impl Server {
+    /// The socket's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Connections open now.
+    pub fn connections(&self) -> usize {
+        lock(&self.shared.conns).live.len()
+    }
+
+    /// Stops the daemon (see [`Server`]).
+    pub fn shutdown(mut self) {
+        self.stop();
+    }
+
+    fn stop(&mut self) {
+        let Some(accept) = self.accept.take() else {
+            return;
+        };
+        self.shared.stop.store(true, Ordering::Release);
+        // SAFETY: shutdown(2) on the listener's descriptor, which the
+        // shared state keeps open; it wakes the accepting thread.
+        unsafe { libc::shutdown(self.shared.listener.as_raw_fd(), libc::SHUT_RDWR) };
+        let _ = accept.join();
+        let threads = {
+            let mut c = lock(&self.shared.conns);
+            for s in c.live.values() {
+                let _ = s.shutdown(std::net::Shutdown::Both);
+            }
+            std::mem::take(&mut c.threads)
+        };
+        for t in threads {
+            let _ = t.join();
+        }
+        if std::fs::symlink_metadata(&self.path).is_ok_and(|m| (m.dev(), m.ino()) == self.file) {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn accept_loop(shared: &Arc<Shared>) {
+    loop {
+        let accepted = shared.listener.accept();
+        if shared.stop.load(Ordering::Acquire) {
+            return;
+        }
+        let stream = match accepted {
+            Ok((s, _)) => s,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => {
+                // EMFILE and the like: back off rather than spin.
+                std::thread::sleep(std::time::Duration::from_millis(10));
+                continue;
+            }
+        };
+        let pid = peer_pid(&stream);
+        let mut conns = lock(&shared.conns);
+        conns.threads.retain(|t| !t.is_finished());
+        if conns.live.len() >= shared.opts.max_connections {
+            drop(conns);
+            let msg = format!(
+                "too many connections (limit {})",
+                shared.opts.max_connections
+            );
+            let _ = (&stream).write_all(&reply_frame(STATUS_ERR, msg.as_bytes()));
+            shared.event(Event::Refused { pid });
+            continue;
+        }
+        let Ok(handle) = stream.try_clone() else {
+            continue;
+        };
+        let conn = shared.next_conn.fetch_add(1, Ordering::Relaxed);
+        conns.live.insert(conn, handle);
+        let s = shared.clone();
+        let spawned = std::thread::Builder::new()
+            .name(format!("unet-daemon-conn-{conn}"))
+            .spawn(move || {
+                s.event(Event::Connected { conn, pid });
+                Session {
+                    shared: &s,
+                    conn,
+                    owned: BTreeSet::new(),
+                }
+                .run(stream);
+                lock(&s.conns).live.remove(&conn);
+            });
+        match spawned {
+            Ok(t) => conns.threads.push(t),
+            Err(_) => {
+                // The stream went with the closure; drop the second handle.
+                conns.live.remove(&conn);
+            }
+        }
+    }
+}
+
+/// The process id of the peer of `s` (`SO_PEERCRED`).
+fn peer_pid(s: &UnixStream) -> Option<u32> {
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `cred`, a
+    // `ucred` of exactly that size, and sets `len` to what it wrote.
+    let r = unsafe {
+        libc::getsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&raw mut cred).cast(),
+            &mut len,
+        )
+    };
+    (r == 0 && len as usize == size_of::<libc::ucred>()).then_some(cred.pid as u32)
+}
+
+/// Sends `bytes` with `fd` attached (`SCM_RIGHTS` on the first byte).
+pub(crate) fn send_with_fd(s: &UnixStream, bytes: &[u8], fd: BorrowedFd<'_>) -> io::Result<()> {
+    // A control buffer aligned for `cmsghdr` with room for one descriptor.
+    let mut control = [0u64; 8];
+    // SAFETY: CMSG_SPACE only computes a size.
+    let space = unsafe { libc::CMSG_SPACE(size_of::<c_int>() as u32) } as usize;
+    assert!(space <= size_of_val(&control));
+    let mut iov = libc::iovec {
+        iov_base: bytes.as_ptr().cast_mut().cast(),
+        iov_len: bytes.len(),
+    };
+    // SAFETY: `msghdr` is a C struct for which all zeros is a valid value
+    // (null pointers, zero lengths).
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &raw mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = space as _;
+    // SAFETY: `msg_control` points at `space` writable bytes, at least one
+    // `cmsghdr` plus one `c_int`, aligned for `cmsghdr` (`u64` alignment);
+    // CMSG_FIRSTHDR therefore returns a non-null pointer into it, and
+    // CMSG_DATA points `CMSG_LEN(0)` bytes further, with room for the fd.
+    unsafe {
+        let c = libc::CMSG_FIRSTHDR(&raw const msg);
+        (*c).cmsg_level = libc::SOL_SOCKET;
+        (*c).cmsg_type = libc::SCM_RIGHTS;
+        (*c).cmsg_len = libc::CMSG_LEN(size_of::<c_int>() as u32) as _;
+        libc::CMSG_DATA(c)
+            .cast::<c_int>()
+            .write_unaligned(fd.as_raw_fd());
+    }
+    let sent = loop {
+        // SAFETY: `msg` describes `bytes` (readable for the call) and the
+        // control buffer above; the kernel only reads them.
+        let n = unsafe { libc::sendmsg(s.as_raw_fd(), &raw const msg, libc::MSG_NOSIGNAL) };
+        if n >= 0 {
+            break n as usize;
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    };
+    (&*s).write_all(&bytes[sent..])
+}
+
+/// Reads one frame. `Ok(None)`: the peer closed the connection between
+/// frames.
+fn read_frame(s: &mut UnixStream) -> io::Result<Option<Result<Vec<u8>, ProtocolError>>> {
+    let mut len = [0u8; 4];
+    let mut got = 0;
+    while got < 4 {
+        match s.read(&mut len[got..]) {
+            Ok(0) if got == 0 => return Ok(None),
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let len = u32::from_le_bytes(len);
+    if len as usize > MAX_FRAME {
+        return Ok(Some(Err(ProtocolError::TooLarge {
+            len: u64::from(len),
+            max: MAX_FRAME,
+        })));
+    }
+    let mut body = vec![0u8; len as usize];
+    s.read_exact(&mut body)?;
+    Ok(Some(Ok(body)))
+}
+
+/// One connection: the endpoints it owns.
+struct Session<'a> {
+    shared: &'a Shared,
+    conn: u64,
+    owned: BTreeSet<u16>,
+}
+
+/// A successful reply: its payload, and the endpoint whose `memfd` goes
+/// with it.
+type Reply = (Vec<u8>, Option<u16>);
+
+impl Session<'_> {
+    fn run(mut self, mut stream: UnixStream) {
+        // An end of file or a read error ends the connection.
+        while let Ok(Some(frame)) = read_frame(&mut stream) {
+            let body = match frame {
+                Ok(b) => b,
+                Err(e) => {
+                    // The rest of an oversized frame cannot be skipped
+                    // safely: say why, and close.
+                    let _ = stream.write_all(&reply_frame(STATUS_ERR, e.to_string().as_bytes()));
+                    break;
+                }
+            };
+            let sent = match self.handle(&body) {
+                Ok((payload, None)) => stream.write_all(&reply_frame(STATUS_OK, &payload)),
+                Ok((payload, Some(id))) => self.send_endpoint(&stream, id, &payload),
+                Err(msg) => stream.write_all(&reply_frame(STATUS_ERR, msg.as_bytes())),
+            };
+            if sent.is_err() {
+                break;
+            }
+        }
+        let owned = std::mem::take(&mut self.owned);
+        for &id in &owned {
+            self.remove(id, true);
+        }
+        self.shared.event(Event::Disconnected {
+            conn: self.conn,
+            reclaimed: owned.len(),
+        });
+    }
+
+    /// Sends the reply to `CreateEndpoint` with the endpoint's `memfd`; if
+    /// that fails the endpoint is removed (the client never got it).
+    fn send_endpoint(&mut self, stream: &UnixStream, id: u16, payload: &[u8]) -> io::Result<()> {
+        let Some(port) = self.shared.engine.port(id) else {
+            let mut stream = stream;
+            return stream.write_all(&reply_frame(
+                STATUS_ERR,
+                format!("endpoint {id} vanished").as_bytes(),
+            ));
+        };
+        let r = send_with_fd(
+            stream,
+            &reply_frame(STATUS_OK, payload),
+            port.segment().fd().as_fd(),
+        );
+        if r.is_err() {
+            self.owned.remove(&id);
+            self.remove(id, true);
+        }
+        r
+    }
+
+    fn remove(&self, id: u16, reclaimed: bool) {
+        let counts = self
+            .shared
+            .engine
+            .port(id)
+            .map(|p| p.counts())
+            .unwrap_or_default();
+        if self.shared.engine.remove_port(id).is_ok() {
+            self.shared.event(Event::EndpointClosed {
+                conn: self.conn,
+                id,
+                counts,
+                reclaimed,
+            });
+        }
+    }
+
+    fn mine(&self, id: u16) -> Result<(), String> {
+        if self.owned.contains(&id) {
+            Ok(())
+        } else {
+            Err(format!("endpoint {id} is not yours"))
+        }
+    }
+
+    fn handle(&mut self, body: &[u8]) -> Result<Reply, String> {
+        let req = Request::decode(body).map_err(|e| e.to_string())?;
+        let engine = &self.shared.engine;
+        let err = |e: EngineError| e.to_string();
+        Ok(match req {
+            Request::Info => {
+                let local = engine.local();
+                let mut v = PROTOCOL_VERSION.to_le_bytes().to_vec();
+                v.extend_from_slice(&local.ip.octets());
+                v.extend_from_slice(&local.port.to_le_bytes());
+                (v, None)
+            }
+            Request::Create { config, applet } => {
+                if self.owned.len() >= self.shared.opts.max_endpoints {
+                    return Err(format!(
+                        "this connection holds {} endpoints, the limit",
+                        self.owned.len()
+                    ));
+                }
+                let port = engine.create_port(config, applet).map_err(err)?;
+                let id = port.id();
+                self.owned.insert(id);
+                self.shared.event(Event::EndpointCreated {
+                    conn: self.conn,
+                    id,
+                });
+                (id.to_le_bytes().to_vec(), Some(id))
+            }
+            Request::OpenChannel {
+                id,
+                remote,
+                remote_ep,
+                checksum,
+            } => {
+                self.mine(id)?;
+                let tag = engine
+                    .open_channel(id, remote, remote_ep, ChannelOptions { checksum })
+                    .map_err(err)?;
+                (tag.to_le_bytes().to_vec(), None)
+            }
+            Request::InstallFilter {
+                id,
+                chan,
+                priority,
+                text,
+            } => {
+                self.mine(id)?;
+                let confined = confine_filter(text, id)?;
+                let fid = engine
+                    .install_filter(id, chan, &confined, priority)
+                    .map_err(err)?;
+                (fid.0.to_le_bytes().to_vec(), None)
+            }
+            Request::RemoveFilter { id, filter } => {
+                self.mine(id)?;
+                engine
+                    .remove_filter(id, dpf::FilterId(filter))
+                    .map_err(err)?;
+                (Vec::new(), None)
+            }
+            Request::SetApplet { id, applet } => {
+                self.mine(id)?;
+                engine.set_applet(id, applet).map_err(err)?;
+                (Vec::new(), None)
+            }
+            Request::Counts { id } => {
+                self.mine(id)?;
+                let port = engine.port(id).ok_or_else(|| format!("no endpoint {id}"))?;
+                (counts_to_bytes(&port.counts()), None)
+            }
+            Request::Close { id } => {
+                self.mine(id)?;
+                self.owned.remove(&id);
+                self.remove(id, false);
+                (Vec::new(), None)
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn body(frame: &[u8]) -> &[u8] {
+        let len = u32::from_le_bytes(frame[..4].try_into().unwrap()) as usize;
+        assert_eq!(len, frame.len() - 4, "the length counts the bytes after it");
+        &frame[4..]
+    }
+
+    fn sample_requests(applet: &[u8]) -> Vec<Request<'_>> {
+        vec![
+            Request::Info,
+            Request::Create {
+                config: Config::default(),
+                applet: None,
+            },
+            Request::Create {
+                config: Config {
+                    buffers: 3,
+                    buffer_size: 64,
+                    tx_depth: 2,
+                    rx_depth: 4,
+                    free_depth: 8,
+                },
+                applet: Some(applet),
+            },
+            Request::OpenChannel {
+                id: 7,
+                remote: "10.1.2.3:7000".parse().unwrap(),
+                remote_ep: 65535,
+                checksum: true,
+            },
+            Request::InstallFilter {
+                id: 1,
+                chan: 2,
+                priority: -5,
+                text: "udp dst port 7000",
+            },
+            Request::RemoveFilter {
+                id: 9,
+                filter: u64::MAX,
+            },
+            Request::SetApplet {
+                id: 3,
+                applet: None,
+            },
+            Request::SetApplet {
+                id: 3,
+                applet: Some(applet),
+            },
+            Request::Counts { id: 4 },
+            Request::Close { id: 5 },
+        ]
+    }
+
+    #[test]
+    fn every_request_round_trips() {
+        let applet = [0xca, 0xfe, 0xba, 0xbe, 1, 2, 3];
+        for r in sample_requests(&applet) {
+            let f = r.encode();
+            assert_eq!(Request::decode(body(&f)), Ok(r.clone()), "{r:?}");
+        }
+    }
+
+    #[test]
+    fn every_truncation_and_extension_is_refused() {
+        let applet = [1, 2, 3];
+        for r in sample_requests(&applet) {
+            let f = r.encode();
+            let b = body(&f);
+            for cut in 0..b.len() {
+                let e = Request::decode(&b[..cut]).unwrap_err();
+                assert!(
+                    matches!(e, ProtocolError::Empty | ProtocolError::Short { .. }),
+                    "{r:?} cut at {cut}: {e:?}"
+                );
+            }
+            let mut long = b.to_vec();
+            long.push(0);
+            assert_eq!(
+                Request::decode(&long),
+                Err(ProtocolError::Trailing {
+                    op: Op::from_code(b[0]).unwrap().name(),
+                    extra: 1
+                })
+            );
+        }
+    }
+
+    #[test]
+    fn lengths_past_the_end_and_oversized_fields_are_refused() {
+        // InstallFilter announcing 100 bytes of text but carrying 3.
+        let mut b = vec![Op::InstallFilter as u8, 1, 0, 0, 0, 0, 0, 0, 0];
+        b.extend_from_slice(&100u32.to_le_bytes());
+        b.extend_from_slice(b"udp");
+        let e = Request::decode(&b).unwrap_err();
+        assert_eq!(
+            e,
+            ProtocolError::Short {
+                op: "InstallFilter",
+                field: "filter",
+                need: 112,
+                len: 15
+            }
+        );
+        // A length that would overflow an offset computation.
+        let mut b = vec![Op::SetApplet as u8, 1, 0, 1];
+        b.extend_from_slice(&u32::MAX.to_le_bytes());
+        assert!(matches!(
+            Request::decode(&b),
+            Err(ProtocolError::FieldTooLarge {
+                field: "applet",
+                max: MAX_APPLET,
+                ..
+            })
+        ));
+        // An applet one byte over jive's limit.
+        let mut b = vec![Op::SetApplet as u8, 1, 0, 1];
+        b.extend_from_slice(&(MAX_APPLET as u32 + 1).to_le_bytes());
+        assert!(matches!(
+            Request::decode(&b),
+            Err(ProtocolError::FieldTooLarge { .. })
+        ));
+        // Flags other than 0 and 1.
+        let b = [Op::SetApplet as u8, 1, 0, 2];
+        assert!(matches!(
+            Request::decode(&b),
+            Err(ProtocolError::BadFlag { value: 2, .. })
+        ));
+        let mut b = Request::OpenChannel {
+            id: 1,
+            remote: "10.0.0.1:1".parse().unwrap(),
+            remote_ep: 1,
+            checksum: false,
+        }
+        .encode();
+        *b.last_mut().unwrap() = 0x80;
+        assert!(matches!(
+            Request::decode(body(&b)),
+            Err(ProtocolError::BadFlag { field: "flags", .. })
+        ));
+        // Invalid UTF-8 in a filter.
+        let mut b = vec![Op::InstallFilter as u8, 1, 0, 0, 0, 0, 0, 0, 0];
+        b.extend_from_slice(&2u32.to_le_bytes());
+        b.extend_from_slice(&[0xff, 0xfe]);
+        assert_eq!(
+            Request::decode(&b),
+            Err(ProtocolError::NotUtf8 {
+                op: "InstallFilter"
+            })
+        );
+        assert_eq!(Request::decode(&[0]), Err(ProtocolError::UnknownOp(0)));
+        assert_eq!(Request::decode(&[9]), Err(ProtocolError::UnknownOp(9)));
+    }
+
+    #[test]
+    fn the_applet_limit_is_jives() {
+        assert_eq!(MAX_APPLET, jive::Limits::default().max_class_bytes);
+        assert!(
+            MAX_FRAME
+                >= Request::Create {
+                    config: Config::default(),
+                    applet: Some(&[0; MAX_APPLET])
+                }
+                .encode()
+                .len()
+                    - 4
+        );
+    }
+
+    #[test]
+    fn counts_round_trip_field_by_field() {
+        let c = PortCounts {
+            tx_descriptors: 1,
+            tx_frames: 2,
+            tx_rejected: 3,
+            rx_delivered: 4,
+            rx_no_buffer: 5,
+            rx_queue_full: 6,
+            rx_too_long: 7,
+            rx_bad_checksum: 8,
+            applet_traps: 9,
+            applet_drops: 10,
+            free_invalid: 11,
+            queue_corrupt: 12,
+        };
+        let b = counts_to_bytes(&c);
+        assert_eq!(b.len(), 8 * COUNTERS);
+        assert_eq!(
+            &b[16..24],
+            &3u64.to_le_bytes(),
+            "tx_rejected is the third field"
+        );
+        assert_eq!(counts_from_bytes(&b), Some(c));
+        assert_eq!(counts_from_bytes(&b[1..]), None);
+    }
+
+    #[test]
+    fn filters_are_confined_to_the_callers_endpoint() {
+        assert_eq!(
+            confine_filter("udp dst port 7000", 5).unwrap(),
+            "(udp dst port 7000) and udp[8:2] = 5"
+        );
+        // Text that tries to close the parenthesis and escape is refused
+        // (it does not parse on its own) ...
+        for evil in ["udp) or (udp", "udp) or udp or (udp", "(udp", "udp)"] {
+            assert!(confine_filter(evil, 5).is_err(), "{evil}");
+        }
+        // ... and what parses stays under the guard.
+        let c = confine_filter("udp or tcp", 5).unwrap();
+        match dpf::parse(&c).unwrap() {
+            dpf::syntax::Expr::And(_, rhs) => assert_eq!(*rhs, dpf::parse("udp[8:2] = 5").unwrap()),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn arbitrary_bytes_never_panic_the_decoder(b in proptest::collection::vec(any::<u8>(), 0..64)) {
+            if let Ok(r) = Request::decode(&b) {
+                // What decodes re-encodes to the same bytes.
+                let f = r.encode();
+                prop_assert_eq!(body(&f), &b[..]);
+            }
+        }
+
+        #[test]
+        fn arbitrary_bodies_of_each_op_never_panic(op in 0u8..10, rest in proptest::collection::vec(any::<u8>(), 0..48)) {
+            let mut b = vec![op];
+            b.extend_from_slice(&rest);
+            let _ = Request::decode(&b);
+        }
+    }
+
+    fn temp_sock(tag: &str) -> PathBuf {
+        std::env::temp_dir().join(format!("unet-daemon-{tag}-{}.sock", std::process::id()))
+    }
+
+    fn engine() -> Engine {
+        let net = crate::transport::LoopNet::new();
+        Engine::new(Box::new(
+            net.attach("10.0.0.1:7000".parse().unwrap()).unwrap(),
+        ))
+    }
+
+    #[test]
+    fn the_socket_is_private_replaces_a_stale_one_and_goes_away() {
+        let path = temp_sock("mode");
+        let _ = std::fs::remove_file(&path);
+        // A stale socket: bound, then its listener closed.
+        drop(UnixListener::bind(&path).unwrap());
+        assert!(UnixStream::connect(&path).is_err());
+        let server = serve(engine(), &path).unwrap();
+        let m = std::fs::symlink_metadata(&path).unwrap();
+        assert!(m.file_type().is_socket());
+        assert_eq!(m.permissions().mode() & 0o777, 0o600);
+        // A second engine on the same path is refused, not a thief.
+        let e = serve(engine(), &path).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AddrInUse);
+        let c = UnixStream::connect(&path).unwrap();
+        server.shutdown();
+        assert!(!path.exists(), "shutdown removes the socket file");
+        // The connection was closed by the shutdown (an end of file if it
+        // had been accepted, a reset if it was still in the backlog).
+        let mut buf = [0u8; 1];
+        let r = (&c).read(&mut buf);
+        assert!(
+            matches!(r, Ok(0))
+                || r.as_ref()
+                    .is_err_and(|e| e.kind() == io::ErrorKind::ConnectionReset),
+            "{r:?}"
+        );
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_socket_is_left_alone() {
+        let path = temp_sock("file");
+        std::fs::write(&path, b"precious").unwrap();
+        let e = serve(engine(), &path).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AlreadyExists);
+        assert_eq!(std::fs::read(&path).unwrap(), b"precious");
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    #[test]
+    fn the_mode_is_configurable() {
+        let path = temp_sock("mode660");
+        let server = serve_with(
+            engine(),
+            &path,
+            ServeOptions {
+                mode: 0o660,
+                ..ServeOptions::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o660
+        );
+        drop(server);
+        assert!(
+            !path.exists(),
+            "dropping the server removes the socket file"
+        );
+    }
+
+    #[test]
+    fn connections_past_the_limit_are_refused_with_a_reason() {
+        let path = temp_sock("limit");
+        let events = Arc::new(Mutex::new(Vec::new()));
+        let ev = events.clone();
+        let server = serve_with(
+            engine(),
+            &path,
+            ServeOptions {
+                max_connections: 1,
+                on_event: Some(Arc::new(move |e: &Event| lock(&ev).push(e.clone()))),
+                ..ServeOptions::default()
+            },
+        )
+        .unwrap();
+        let first = UnixStream::connect(&path).unwrap();
+        (&first).write_all(&Request::Info.encode()).unwrap();
+        let mut reply = [0u8; 13];
+        (&first).read_exact(&mut reply).unwrap();
+        assert_eq!(reply[4], STATUS_OK);
+        let mut second = UnixStream::connect(&path).unwrap();
+        let mut got = Vec::new();
+        second.read_to_end(&mut got).unwrap();
+        assert_eq!(got[4], STATUS_ERR);
+        assert_eq!(&got[5..], b"too many connections (limit 1)");
+        drop(first);
+        server.shutdown();
+        let events = lock(&events).clone();
+        assert!(
+            matches!(events[0], Event::Connected { conn: 1, pid: Some(p) } if p == std::process::id())
+        );
+        assert!(events.contains(&Event::Refused {
+            pid: Some(std::process::id())
+        }));
+        assert!(events.contains(&Event::Disconnected {
+            conn: 1,
+            reclaimed: 0
+        }));
+    }
+}

@@ -1,0 +1,579 @@
+//! The application's side of an endpoint (U-Net §2 as U-Net/SLE recalls
+//! it): put a message in the buffer area, push a transmit descriptor, poll
+//! the receive queue, give buffers back through the free queue.
+//!
+//! [`Endpoint`] owns the application's ends of the three queues and a
+//! simple policy for the buffer area: the first half of the buffers is its
+//! transmit region, allocated in order as a ring (transmit descriptors
+//! complete in order, so the region frees in order too), and the second
+//! half is handed to the engine through the free queue for reception. An
+//! application that wants another policy uses [`Endpoint::push_tx`] and
+//! [`Endpoint::give_buffer`] on offsets it manages itself.
+//!
+//! The engine runs in the same process by default and is driven by the
+//! endpoint's own calls: [`Endpoint::send`] services the transmit queue it
+//! just pushed to, and [`Endpoint::recv`] polls the transport when the
+//! receive queue is empty. An engine with threads of its own
+//! ([`crate::Engine::start`]) makes that unnecessary but harmless.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use thiserror::Error;
+
+use crate::engine::{ChannelOptions, Engine, EngineError, Port, PortCounts};
+use crate::frame::Addr;
+use crate::layout::{Config, INLINE_MAX, Layout, RX_BUFFERS_MAX, RxDesc, TxDesc, TxStatus};
+use crate::ring::{Consumer, Producer};
+use crate::shm::{Segment, ShmQueue, queues};
+
+/// Why a message was not queued for sending. Nothing was queued.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum SendError {
+    /// The message is longer than the endpoint's largest message.
+    #[error("message of {len} bytes exceeds this endpoint's largest message ({max} bytes)")]
+    TooLong {
+        /// The length given.
+        len: usize,
+        /// The largest allowed.
+        max: usize,
+    },
+    /// The transmit queue or the transmit region is full for now: the
+    /// engine has not taken enough earlier messages yet.
+    #[error("the transmit queue is full; try again once the engine has taken earlier messages")]
+    Full,
+    /// The engine published a queue index no correct engine could have.
+    #[error("the transmit queue is corrupt")]
+    Corrupt,
+}
+
+/// One received message. Dropping it gives its buffers back to the engine
+/// (through the free queue).
+pub struct Message<'a> {
+    ep: &'a mut Endpoint,
+    desc: RxDesc,
+}
+
+impl Message<'_> {
+    /// The channel it arrived on.
+    pub fn chan(&self) -> u16 {
+        self.desc.chan
+    }
+
+    /// Its length in bytes.
+    pub fn len(&self) -> usize {
+        self.desc.len as usize
+    }
+
+    /// Whether it is empty.
+    pub fn is_empty(&self) -> bool {
+        self.desc.len == 0
+    }
+
+    /// Whether it came inline in the descriptor (≤ 56 bytes).
+    pub fn is_inline(&self) -> bool {
+        self.desc.nbufs == 0
+    }
+
+    /// The buffer offsets holding it (empty if inline).
+    pub fn buffers(&self) -> impl Iterator<Item = u32> + '_ {
+        (0..usize::from(self.desc.nbufs)).map(|i| self.desc.offset(i))
+    }
+
+    /// Calls `f` on each piece of the message in order, in place: the
+    /// inline bytes, or each buffer's share (zero copy).
+    pub fn read(&self, mut f: impl FnMut(&[u8])) {
+        if self.is_inline() {
+            f(&self.desc.data[..self.len()]);
+            return;
+        }
+        let bs = self.ep.layout.config.buffer_size as usize;
+        let mut left = self.len();
+        for off in self.buffers() {
+            let n = left.min(bs);
+            self.ep
+                .seg
+                .with_bytes(self.ep.layout.area + off as usize, n, &mut f);
+            left -= n;
+        }
+    }
+
+    /// A copy of the message.
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(self.len());
+        self.read(|p| v.extend_from_slice(p));
+        v
+    }
+}
+
+impl Drop for Message<'_> {
+    fn drop(&mut self) {
+        for i in 0..usize::from(self.desc.nbufs) {
+            let off = self.desc.offset(i);
+            self.ep.give_buffer(off);
+        }
+    }
+}
+
+/// An endpoint, as its application sees it.
+pub struct Endpoint {
+    id: u16,
+    seg: Arc<Segment>,
+    layout: Layout,
+    tx: Producer<TxDesc, ShmQueue>,
+    rx: Consumer<RxDesc, ShmQueue>,
+    free: Producer<u32, ShmQueue>,
+    /// The transmit region: bytes `[0, region)` of the buffer area.
+    region: u64,
+    /// Bytes of the region allocated and freed, since creation.
+    alloc_head: u64,
+    alloc_tail: u64,
+    /// For each pushed descriptor still in flight: its push number and the
+    /// allocation end it frees.
+    inflight: VecDeque<(u32, u64)>,
+    /// Receive descriptors that were not well formed (skipped).
+    bad_rx: u64,
+    link: Box<dyn Control>,
+    drive: bool,
+    /// Empty receive polls since the transport was last polled.
+    idle: u32,
+}
+
+/// What an endpoint asks of its engine besides the queues: the control
+/// operations, and, for an engine in this process, the work its calls
+/// drive. An engine in another process (`fastpath engine`) answers these
+/// over its Unix socket.
+pub trait Control: Send {
+    /// See [`Engine::open_channel`].
+    fn open_channel(
+        &mut self,
+        id: u16,
+        remote: Addr,
+        remote_ep: u16,
+        opts: ChannelOptions,
+    ) -> Result<u16, EngineError>;
+    /// See [`Engine::install_filter`].
+    fn install_filter(
+        &mut self,
+        id: u16,
+        chan: u16,
+        filter: &str,
+        priority: i32,
+    ) -> Result<dpf::FilterId, EngineError>;
+    /// See [`Engine::remove_filter`].
+    fn remove_filter(&mut self, id: u16, filter: dpf::FilterId) -> Result<(), EngineError>;
+    /// See [`Engine::set_applet`].
+    fn set_applet(&mut self, id: u16, applet: Option<&[u8]>) -> Result<(), EngineError>;
+    /// The engine's counters for the endpoint.
+    fn counts(&mut self, id: u16) -> Result<PortCounts, EngineError>;
+    /// Services the endpoint's transmit queue, if this process runs the engine.
+    fn drive_tx(&mut self) {}
+    /// Polls the transport, if this process runs the engine.
+    fn drive_rx(&mut self) {}
+    /// The engine, if it runs in this process.
+    fn engine(&self) -> Option<&Engine> {
+        None
+    }
+    /// The endpoint is going away.
+    fn close(&mut self, id: u16);
+}
+
+/// The engine in this process.
+struct Embedded {
+    engine: Engine,
+    port: Arc<Port>,
+}
+
+impl Control for Embedded {
+    fn open_channel(
+        &mut self,
+        id: u16,
+        remote: Addr,
+        remote_ep: u16,
+        opts: ChannelOptions,
+    ) -> Result<u16, EngineError> {
+        self.engine.open_channel(id, remote, remote_ep, opts)
+    }
+    fn install_filter(
+        &mut self,
+        id: u16,
+        chan: u16,
+        filter: &str,
+        priority: i32,
+    ) -> Result<dpf::FilterId, EngineError> {
+        self.engine.install_filter(id, chan, filter, priority)
+    }
+    fn remove_filter(&mut self, id: u16, filter: dpf::FilterId) -> Result<(), EngineError> {
+        self.engine.remove_filter(id, filter)
+    }
+    fn set_applet(&mut self, id: u16, applet: Option<&[u8]>) -> Result<(), EngineError> {
+        self.engine.set_applet(id, applet)
+    }
+    fn counts(&mut self, _id: u16) -> Result<PortCounts, EngineError> {
+        Ok(self.port.counts())
+    }
+    fn drive_tx(&mut self) {
+        self.engine.service(&self.port);
+    }
+    fn drive_rx(&mut self) {
+        self.engine.poll_transport();
+    }
+    fn engine(&self) -> Option<&Engine> {
+        Some(&self.engine)
+    }
+    fn close(&mut self, id: u16) {
+        let _ = self.engine.remove_port(id);
+    }
+}
+
+impl core::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("id", &self.id)
+            .field("layout", &self.layout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Engine {
+    /// Creates an endpoint with `config` and an optional applet (a class
+    /// file, loaded, verified and constructed now), in this process.
+    ///
+    /// ```
+    /// use unet::{Config, Engine};
+    /// let net = unet::transport::LoopNet::new();
+    /// let engine = Engine::new(Box::new(net.attach("10.0.0.1:7000".parse()?)?));
+    /// let mut a = engine.create_endpoint(Config::default(), None)?;
+    /// let mut b = engine.create_endpoint(Config::default(), None)?;
+    /// let ab = a.open_channel(engine.local(), b.id())?;
+    /// let _ba = b.open_channel(engine.local(), a.id())?;
+    /// a.send(ab, b"hello, endpoint")?;
+    /// let msg = b.recv().expect("delivered");
+    /// assert_eq!(msg.to_vec(), b"hello, endpoint");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn create_endpoint(
+        &self,
+        config: Config,
+        applet: Option<&[u8]>,
+    ) -> Result<Endpoint, EngineError> {
+        let port = self.create_port(config, applet)?;
+        let (id, seg, layout) = (port.id(), port.segment().clone(), *port.layout());
+        Ok(Endpoint::from_parts(
+            id,
+            seg,
+            layout,
+            Box::new(Embedded {
+                engine: self.clone(),
+                port,
+            }),
+        ))
+    }
+}
+
+impl Endpoint {
+    /// The application's side of endpoint `id`, whose segment `seg` (laid
+    /// out as `layout`) the engine behind `link` created. Gives the second
+    /// half of the buffers to the engine for reception.
+    pub fn from_parts(
+        id: u16,
+        seg: Arc<Segment>,
+        layout: Layout,
+        link: Box<dyn Control>,
+    ) -> Endpoint {
+        let (txq, rxq, freeq) = queues(&seg, &layout);
+        let bs = u64::from(layout.config.buffer_size);
+        let tx_buffers = u64::from(layout.config.buffers.div_ceil(2));
+        let mut ep = Endpoint {
+            id,
+            seg,
+            layout,
+            tx: Producer::new(txq),
+            rx: Consumer::new(rxq),
+            free: Producer::new(freeq),
+            region: tx_buffers * bs,
+            alloc_head: 0,
+            alloc_tail: 0,
+            inflight: VecDeque::new(),
+            bad_rx: 0,
+            link,
+            drive: true,
+            idle: 0,
+        };
+        for b in tx_buffers..u64::from(layout.config.buffers) {
+            ep.give_buffer((b * bs) as u32);
+        }
+        ep
+    }
+
+    /// The endpoint's id on its engine.
+    pub fn id(&self) -> u16 {
+        self.id
+    }
+
+    /// The engine it belongs to, if it runs in this process.
+    pub fn engine(&self) -> Option<&Engine> {
+        self.link.engine()
+    }
+
+    /// Its layout.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// The largest message it sends: 14 buffers, or less if the transmit
+    /// region or the transport is smaller.
+    pub fn max_message(&self) -> usize {
+        (self.layout.config.max_message() as usize).min(self.region as usize)
+    }
+
+    /// The engine's counters for this endpoint (all zero if the engine
+    /// cannot be reached).
+    pub fn counts(&mut self) -> PortCounts {
+        self.link.counts(self.id).unwrap_or_default()
+    }
+
+    /// Receive descriptors that were not well formed and were skipped.
+    pub fn bad_descriptors(&self) -> u64 {
+        self.bad_rx
+    }
+
+    /// Whether this endpoint's calls drive the engine (the default). Turn
+    /// it off when the engine has threads of its own and the application
+    /// should not spend its time on engine work.
+    pub fn set_drive(&mut self, drive: bool) {
+        self.drive = drive;
+    }
+
+    /// Opens a channel to endpoint `remote_ep` of the engine at `remote`.
+    pub fn open_channel(&mut self, remote: Addr, remote_ep: u16) -> Result<u16, EngineError> {
+        self.link
+            .open_channel(self.id, remote, remote_ep, ChannelOptions::default())
+    }
+
+    /// [`Endpoint::open_channel`] with options (e.g. a UDP checksum).
+    pub fn open_channel_with(
+        &mut self,
+        remote: Addr,
+        remote_ep: u16,
+        opts: ChannelOptions,
+    ) -> Result<u16, EngineError> {
+        self.link.open_channel(self.id, remote, remote_ep, opts)
+    }
+
+    /// Installs a filter (pcap syntax) delivering what it matches to `chan`.
+    pub fn install_filter(
+        &mut self,
+        chan: u16,
+        filter: &str,
+        priority: i32,
+    ) -> Result<dpf::FilterId, EngineError> {
+        self.link.install_filter(self.id, chan, filter, priority)
+    }
+
+    /// Removes a filter installed by [`Endpoint::install_filter`].
+    pub fn remove_filter(&mut self, filter: dpf::FilterId) -> Result<(), EngineError> {
+        self.link.remove_filter(self.id, filter)
+    }
+
+    /// Replaces the endpoint's applet (`None`: standard U-Net).
+    pub fn set_applet(&mut self, applet: Option<&[u8]>) -> Result<(), EngineError> {
+        self.link.set_applet(self.id, applet)
+    }
+
+    /// Frees the transmit region of every descriptor the engine has taken.
+    fn reclaim(&mut self) -> Result<(), SendError> {
+        let done = self.tx.consumed().map_err(|_| SendError::Corrupt)?;
+        while let Some(&(n, end)) = self.inflight.front() {
+            // `n` was pushed before `done` was read iff it is among the
+            // `done` first pushes (wrapping arithmetic on push numbers).
+            if done.wrapping_sub(n) as i32 > 0 {
+                self.alloc_tail = end;
+                self.inflight.pop_front();
+            } else {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Allocates `len` bytes of the transmit region; its offset.
+    fn alloc(&mut self, len: usize) -> Result<(u32, u64), SendError> {
+        let max = self.max_message();
+        if len > max {
+            return Err(SendError::TooLong { len, max });
+        }
+        let need = (len as u64).div_ceil(64).max(1) * 64;
+        for attempt in 0..2 {
+            let pos = self.alloc_head % self.region;
+            let start = if pos + need > self.region {
+                self.alloc_head + (self.region - pos)
+            } else {
+                self.alloc_head
+            };
+            if start + need - self.alloc_tail <= self.region {
+                return Ok(((start % self.region) as u32, start + need));
+            }
+            if attempt == 0 {
+                self.reclaim()?;
+            }
+        }
+        Err(SendError::Full)
+    }
+
+    /// Sends `msg` on channel `chan`: copies it into the transmit region
+    /// and pushes a descriptor.
+    pub fn send(&mut self, chan: u16, msg: &[u8]) -> Result<(), SendError> {
+        self.send_with(chan, msg.len(), |buf| buf.copy_from_slice(msg))
+    }
+
+    /// Sends a `len`-byte message that `fill` writes in place in the buffer
+    /// area (zero copy).
+    pub fn send_with(
+        &mut self,
+        chan: u16,
+        len: usize,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> Result<(), SendError> {
+        let (off, end) = self.alloc(len)?;
+        if self.tx.space().map_err(|_| SendError::Corrupt)? == 0 {
+            self.kick();
+            if self.tx.space().map_err(|_| SendError::Corrupt)? == 0 {
+                return Err(SendError::Full);
+            }
+        }
+        self.seg
+            .with_bytes_mut(self.layout.area + off as usize, len, fill);
+        let n = self.tx.pushed();
+        self.push_tx(TxDesc {
+            len: len as u32,
+            offset: off,
+            chan,
+            ..TxDesc::default()
+        })?;
+        self.alloc_head = end;
+        self.inflight.push_back((n, end));
+        Ok(())
+    }
+
+    /// Pushes a transmit descriptor naming bytes the application placed in
+    /// the buffer area itself (outside the transmit region this type
+    /// manages, or after [`Endpoint::set_drive`]`(false)` for batching).
+    pub fn push_tx(&mut self, desc: TxDesc) -> Result<(), SendError> {
+        match self.tx.push(desc) {
+            Ok(true) => {}
+            Ok(false) => return Err(SendError::Full),
+            Err(_) => return Err(SendError::Corrupt),
+        }
+        self.kick();
+        Ok(())
+    }
+
+    /// The status the engine wrote for the `n`-th descriptor pushed
+    /// (counting from 0, wrapping), while its slot has not been reused.
+    pub fn tx_status(&self, n: u32) -> TxStatus {
+        TxStatus::from_u16(self.tx.slot_of(n).status)
+    }
+
+    /// How many descriptors were pushed, in all (wrapping).
+    pub fn tx_pushed(&self) -> u32 {
+        self.tx.pushed()
+    }
+
+    fn kick(&mut self) {
+        if self.drive {
+            self.link.drive_tx();
+        }
+    }
+
+    /// Drives the engine until every pushed descriptor has been taken (or
+    /// `spins` rounds pass); whether all were.
+    pub fn flush(&mut self, spins: usize) -> bool {
+        for _ in 0..spins {
+            if self.tx.consumed().is_ok_and(|c| c == self.tx.pushed()) {
+                return true;
+            }
+            if self.drive {
+                self.link.drive_tx();
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+        false
+    }
+
+    /// Gives a buffer to the engine for reception. Returns false if the
+    /// free queue is full (the buffer is then lost to reception until given
+    /// again).
+    pub fn give_buffer(&mut self, off: u32) -> bool {
+        matches!(self.free.push(off), Ok(true))
+    }
+
+    /// Whether a receive descriptor is well formed for this layout.
+    fn well_formed(&self, d: &RxDesc) -> bool {
+        let bs = u64::from(self.layout.config.buffer_size);
+        match usize::from(d.nbufs) {
+            0 => d.len as usize <= INLINE_MAX,
+            n if n <= RX_BUFFERS_MAX => {
+                let len = u64::from(d.len);
+                len <= n as u64 * bs
+                    && len > (n as u64 - 1) * bs
+                    && (0..n).all(|i| self.layout.is_buffer(d.offset(i)))
+            }
+            _ => false,
+        }
+    }
+
+    /// The next received message, if any (polling the transport first when
+    /// the queue is empty and this endpoint drives the engine).
+    pub fn recv(&mut self) -> Option<Message<'_>> {
+        for round in 0..2 {
+            loop {
+                match self.rx.pop() {
+                    Ok(Some(d)) if self.well_formed(&d) => {
+                        return Some(Message { ep: self, desc: d });
+                    }
+                    Ok(Some(_)) => self.bad_rx += 1,
+                    Ok(None) | Err(_) => break,
+                }
+            }
+            // Poll the transport on every fourth empty poll: an application
+            // spinning on its queue then leaves most of its time to it.
+            self.idle = self.idle.wrapping_add(1);
+            if round == 0 && self.drive && self.idle % 4 == 0 {
+                self.link.drive_rx();
+            } else {
+                break;
+            }
+        }
+        None
+    }
+
+    /// How many messages are waiting in the receive queue.
+    pub fn pending(&mut self) -> usize {
+        self.rx.available().unwrap_or(0) as usize
+    }
+
+    /// Copies `data` into the buffer area at `off` (for [`Endpoint::push_tx`]).
+    pub fn write_area(&mut self, off: u32, data: &[u8]) -> Result<(), SendError> {
+        if !self.layout.in_area(off, data.len() as u32) || data.len() > u32::MAX as usize {
+            return Err(SendError::TooLong {
+                len: data.len(),
+                max: self.layout.area_len.saturating_sub(off as usize),
+            });
+        }
+        self.seg.write_bytes(self.layout.area + off as usize, data);
+        Ok(())
+    }
+
+    /// The endpoint's segment (e.g. to hand its `memfd` to another process).
+    pub fn segment(&self) -> &Arc<Segment> {
+        &self.seg
+    }
+}
+
+impl Drop for Endpoint {
+    fn drop(&mut self) {
+        self.link.close(self.id);
+    }
+}

@@ -1,0 +1,1256 @@
+//! The engine: the network interface of U-Net/SLE (§2.1: the LanAI
+//! firmware that polls every endpoint's transmit queue while checking for
+//! arriving data), in software.
+//!
+//! For each endpoint the engine holds a [`Port`]: its private copy of the
+//! endpoint's layout, its own side of the three queues, the channels, the
+//! applet, and counters. It never trusts the shared segment (see
+//! [`crate::shm`]): each transmit descriptor is copied once and checked,
+//! each free-queue offset is checked before the engine writes a byte at it.
+//!
+//! **Transmit.** A transmit descriptor is checked (length, extent in the
+//! buffer area, open channel). Without an applet the engine writes the
+//! channel's prebuilt header and copies the message behind it with an ilp
+//! loop (copy, or copy and checksum when the channel asks for a UDP
+//! checksum). With an applet, `doTx(length, channel, offset)` runs, and its
+//! `txPush` calls make the frames. The engine then writes the descriptor's
+//! completion status and frees its slot.
+//!
+//! **Receive.** A frame addressed to this engine is classified by the one
+//! dpf table in which every channel installed its filter: the owner of a
+//! filter is `endpoint << 16 | channel`. A frame that matches nothing is
+//! counted and dropped. For the endpoint it names, the engine either runs
+//! `doRx(length, channel)` with the payload in the applet's `RxBuf`, or does
+//! what U-Net does: a message of at most 56 bytes goes inline in the
+//! receive descriptor; a longer one is copied into buffers popped from the
+//! free queue (at most 14), whose offsets the descriptor lists.
+//!
+//! **Order and progress.** Frames an applet makes while it runs are queued
+//! and sent after it returns, so an applet never runs inside another
+//! endpoint's critical section and ping-pong between applets is a loop, not
+//! a recursion. One thread at a time services an endpoint's transmit queue
+//! and delivers what it took, in order, so a channel's messages arrive in
+//! the order they were pushed. The engine runs on threads of its own
+//! ([`Engine::start`]) or, by default, on the application's threads: a
+//! send services the sender's transmit queue, a receive on an empty queue
+//! polls the transport.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use arc_swap::ArcSwap;
+use thiserror::Error;
+
+use crate::frame::{self, Addr, HEADER_LEN};
+use crate::layout::{Config, INLINE_MAX, Layout, RX_BUFFERS_MAX, RxDesc, TxDesc, TxStatus};
+use crate::natives::{self, HostError, NativeHost, RxBody};
+use crate::ring::{Consumer, Producer};
+use crate::shm::{Segment, ShmQueue, queues};
+use crate::transport::Transport;
+
+/// Errors of the engine's control operations. A failed operation leaves
+/// the engine, its filters and its endpoints as they were.
+#[derive(Debug, Error)]
+pub enum EngineError {
+    /// A bad endpoint configuration.
+    #[error(transparent)]
+    Config(#[from] crate::error::ConfigError),
+    /// The operating system refused the shared memory.
+    #[error("endpoint memory: {0}")]
+    Memory(#[from] std::io::Error),
+    /// The applet failed to load, verify or construct.
+    #[error("applet: {0}")]
+    Applet(#[from] jive::LoadError),
+    /// The applet lacks a method the engine calls, or declares it with
+    /// other parameters.
+    #[error("applet: {0}")]
+    AppletShape(String),
+    /// A filter failed to parse or compile.
+    #[error("filter: {0}")]
+    Filter(#[from] dpf::Error),
+    /// The endpoint id or channel tag space is exhausted.
+    #[error("{0}")]
+    Exhausted(&'static str),
+    /// No such endpoint or channel.
+    #[error("{0}")]
+    NotFound(String),
+    /// An engine in another process refused the request (its message), or
+    /// could not be reached.
+    #[error("engine: {0}")]
+    Remote(String),
+}
+
+/// What the engine counts for one endpoint. Every message that does not
+/// reach its destination is counted under exactly one reason.
+#[derive(Debug, Default)]
+pub struct PortStats {
+    /// Transmit descriptors taken.
+    pub tx_descriptors: AtomicU64,
+    /// Frames sent for this endpoint (by the engine or its applet).
+    pub tx_frames: AtomicU64,
+    /// Transmit descriptors rejected as malformed (length, offset, channel).
+    pub tx_rejected: AtomicU64,
+    /// Messages delivered to the receive queue.
+    pub rx_delivered: AtomicU64,
+    /// Arriving messages dropped: no free buffer.
+    pub rx_no_buffer: AtomicU64,
+    /// Arriving messages dropped: the receive queue was full.
+    pub rx_queue_full: AtomicU64,
+    /// Arriving messages dropped: longer than 14 buffers.
+    pub rx_too_long: AtomicU64,
+    /// Arriving messages dropped: UDP checksum mismatch.
+    pub rx_bad_checksum: AtomicU64,
+    /// Applet invocations that trapped (the message was dropped).
+    pub applet_traps: AtomicU64,
+    /// Messages the applet dropped by returning a negative value (e.g. the
+    /// standard applet finding no free buffer).
+    pub applet_drops: AtomicU64,
+    /// Free-queue entries that were not buffer offsets (skipped).
+    pub free_invalid: AtomicU64,
+    /// Queue indices found inconsistent (a broken or hostile application).
+    pub queue_corrupt: AtomicU64,
+}
+
+/// A snapshot of [`PortStats`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PortCounts {
+    /// See [`PortStats::tx_descriptors`].
+    pub tx_descriptors: u64,
+    /// See [`PortStats::tx_frames`].
+    pub tx_frames: u64,
+    /// See [`PortStats::tx_rejected`].
+    pub tx_rejected: u64,
+    /// See [`PortStats::rx_delivered`].
+    pub rx_delivered: u64,
+    /// See [`PortStats::rx_no_buffer`].
+    pub rx_no_buffer: u64,
+    /// See [`PortStats::rx_queue_full`].
+    pub rx_queue_full: u64,
+    /// See [`PortStats::rx_too_long`].
+    pub rx_too_long: u64,
+    /// See [`PortStats::rx_bad_checksum`].
+    pub rx_bad_checksum: u64,
+    /// See [`PortStats::applet_traps`].
+    pub applet_traps: u64,
+    /// See [`PortStats::applet_drops`].
+    pub applet_drops: u64,
+    /// See [`PortStats::free_invalid`].
+    pub free_invalid: u64,
+    /// See [`PortStats::queue_corrupt`].
+    pub queue_corrupt: u64,
+}
+
+impl PortStats {
+    fn snapshot(&self) -> PortCounts {
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        PortCounts {
+            tx_descriptors: l(&self.tx_descriptors),
+            tx_frames: l(&self.tx_frames),
+            tx_rejected: l(&self.tx_rejected),
+            rx_delivered: l(&self.rx_delivered),
+            rx_no_buffer: l(&self.rx_no_buffer),
+            rx_queue_full: l(&self.rx_queue_full),
+            rx_too_long: l(&self.rx_too_long),
+            rx_bad_checksum: l(&self.rx_bad_checksum),
+            applet_traps: l(&self.applet_traps),
+            applet_drops: l(&self.applet_drops),
+            free_invalid: l(&self.free_invalid),
+            queue_corrupt: l(&self.queue_corrupt),
+        }
+    }
+}
+
+#[inline]
+fn bump(c: &AtomicU64) {
+    c.fetch_add(1, Ordering::Relaxed);
+}
+
+/// What the engine counts for itself.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct EngineCounts {
+    /// Frames received from the transport or looped back.
+    pub frames_in: u64,
+    /// Frames that matched no filter (dropped).
+    pub unmatched: u64,
+    /// Frames that failed the header check (dropped).
+    pub malformed: u64,
+    /// Frames handed to the transport.
+    pub frames_out: u64,
+    /// Frames the transport refused or failed to send.
+    pub send_errors: u64,
+}
+
+#[derive(Debug, Default)]
+struct EngineStats {
+    frames_in: AtomicU64,
+    unmatched: AtomicU64,
+    malformed: AtomicU64,
+    frames_out: AtomicU64,
+    send_errors: AtomicU64,
+}
+
+/// Options of a channel.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ChannelOptions {
+    /// Send a UDP checksum (computed while copying, by ilp) and have the
+    /// receiver check it (the receiver checks any frame that carries one).
+    pub checksum: bool,
+}
+
+/// A channel: the frame header every message on it carries, and the filter
+/// that brings the peer's messages back to it.
+#[derive(Debug, Clone)]
+struct Channel {
+    template: [u8; HEADER_LEN],
+    /// Whether its frames carry a UDP checksum.
+    checksum: bool,
+    filters: Vec<dpf::FilterId>,
+}
+
+/// An installed applet and its resolved entry points.
+struct Loaded {
+    applet: jive::Applet,
+    do_tx: jive::Method,
+    do_rx: jive::Method,
+    rxbuf: jive::StaticBytes,
+}
+
+/// The per-endpoint policy for applets that trap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TrapPolicy {
+    /// Keep the applet installed whatever happens (the default): each trap
+    /// drops its message and is counted.
+    #[default]
+    Keep,
+    /// Uninstall the applet after this many traps; the endpoint then works
+    /// as standard U-Net.
+    UninstallAfter(u64),
+}
+
+/// Frames waiting to be sent or delivered, one byte vector for all. The
+/// vector only grows: `clear` resets a cursor, so a reused outbox writes
+/// frames without allocating or zeroing memory.
+#[derive(Debug, Default)]
+pub(crate) struct Outbox {
+    bytes: Vec<u8>,
+    used: usize,
+    frames: Vec<(usize, usize)>,
+}
+
+impl Outbox {
+    fn push_frame(&mut self, len: usize) -> &mut [u8] {
+        let start = self.used;
+        if self.bytes.len() < start + len {
+            self.bytes.resize(start + len, 0);
+        }
+        self.used = start + len;
+        self.frames.push((start, len));
+        &mut self.bytes[start..start + len]
+    }
+
+    fn clear(&mut self) {
+        self.used = 0;
+        self.frames.clear();
+    }
+
+    fn is_empty(&self) -> bool {
+        self.frames.is_empty()
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &[u8]> {
+        self.frames.iter().map(|&(s, l)| &self.bytes[s..s + l])
+    }
+
+    /// Appends every frame of `other`.
+    fn append(&mut self, other: &Outbox) {
+        for f in other.iter() {
+            self.push_frame(f.len()).copy_from_slice(f);
+        }
+    }
+}
+
+thread_local! {
+    /// Each thread's spare outboxes, so that servicing a queue allocates
+    /// nothing once warm.
+    static OUTBOXES: std::cell::RefCell<Vec<Outbox>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+fn outbox() -> Outbox {
+    OUTBOXES.with(|o| o.borrow_mut().pop()).unwrap_or_default()
+}
+
+fn recycle(mut o: Outbox) {
+    o.clear();
+    OUTBOXES.with(|p| {
+        let mut p = p.borrow_mut();
+        if p.len() < 4 {
+            p.push(o);
+        }
+    });
+}
+
+/// The engine's side of an endpoint, reached by the natives during an
+/// applet invocation ([`NativeHost`]) and by the default delivery.
+pub struct Io {
+    seg: Arc<Segment>,
+    layout: Layout,
+    rx: Producer<RxDesc, ShmQueue>,
+    free: Consumer<u32, ShmQueue>,
+    /// Valid buffers taken from the free queue and not used yet.
+    spare: Vec<u32>,
+    channels: Vec<Option<Channel>>,
+    stats: Arc<PortStats>,
+    out: Outbox,
+    max_message: u32,
+    copy: ilp::Pipeline,
+    copy_sum: ilp::Pipeline,
+}
+
+impl Io {
+    /// The next valid buffer: a spare one, or one from the free queue
+    /// (entries that are not buffer offsets are counted and skipped).
+    fn take_buffer(&mut self) -> Option<u32> {
+        if let Some(b) = self.spare.pop() {
+            return Some(b);
+        }
+        loop {
+            match self.free.pop() {
+                Ok(Some(off)) if self.layout.is_buffer(off) => return Some(off),
+                Ok(Some(_)) => bump(&self.stats.free_invalid),
+                Ok(None) => return None,
+                Err(_) => {
+                    bump(&self.stats.queue_corrupt);
+                    return None;
+                }
+            }
+        }
+    }
+
+    fn push_rx_desc(&mut self, d: RxDesc) -> Result<(), HostError> {
+        match self.rx.push(d) {
+            Ok(true) => {
+                bump(&self.stats.rx_delivered);
+                Ok(())
+            }
+            Ok(false) => Err(HostError::RxQueueFull),
+            Err(_) => {
+                bump(&self.stats.queue_corrupt);
+                Err(HostError::RxQueueFull)
+            }
+        }
+    }
+
+    /// Writes a frame for `chan` with a `len`-byte payload into the outbox:
+    /// the channel's header with the lengths patched. Returns whether the
+    /// channel wants a UDP checksum, and the frame, whose payload the
+    /// caller writes.
+    fn frame_for(&mut self, chan: u16, len: u32) -> Result<(bool, &mut [u8]), HostError> {
+        frame_for(
+            &self.channels,
+            &mut self.out,
+            &self.stats,
+            self.max_message,
+            chan,
+            len,
+        )
+    }
+
+    /// Sends `len` bytes of the buffer area at `off` on `chan` (the
+    /// standard U-Net transmit): the header, then one ilp loop copying the
+    /// message (and summing it when the channel wants a checksum).
+    fn transmit_area(&mut self, chan: u16, off: u32, len: u32) -> Result<(), HostError> {
+        let area = self.layout.area + off as usize;
+        let Io {
+            channels,
+            out,
+            stats,
+            max_message,
+            seg,
+            copy,
+            copy_sum,
+            ..
+        } = self;
+        let (want_sum, buf) = frame_for(channels, out, stats, *max_message, chan, len)?;
+        let (hdr, body) = buf
+            .split_first_chunk_mut::<HEADER_LEN>()
+            .expect("a frame holds its header");
+        let p = if want_sum { copy_sum } else { copy };
+        let mut st = ilp::State::new();
+        seg.with_bytes(area, len as usize, |src| p.run(src, body, &mut st))
+            .map_err(|e| HostError::Transport(e.to_string()))?;
+        if want_sum {
+            let c = frame::udp_checksum_with_payload_sum(hdr, u32::from(st.sum));
+            hdr[frame::UDP_CSUM..frame::UDP_CSUM + 2].copy_from_slice(&c.to_be_bytes());
+        }
+        Ok(())
+    }
+
+    /// The standard U-Net receive of `payload` on `chan`.
+    fn deliver_default(&mut self, chan: u16, payload: &[u8]) {
+        let len = payload.len();
+        if len <= INLINE_MAX {
+            if self.push_rx_desc(RxDesc::inline(chan, payload)).is_err() {
+                bump(&self.stats.rx_queue_full);
+            }
+            return;
+        }
+        let bs = self.layout.config.buffer_size as usize;
+        let n = len.div_ceil(bs);
+        if n > RX_BUFFERS_MAX {
+            bump(&self.stats.rx_too_long);
+            return;
+        }
+        let mut offs = [0u32; RX_BUFFERS_MAX];
+        for i in 0..n {
+            match self.take_buffer() {
+                Some(b) => offs[i] = b,
+                None => {
+                    self.spare.extend_from_slice(&offs[..i]);
+                    bump(&self.stats.rx_no_buffer);
+                    return;
+                }
+            }
+        }
+        for (i, chunk) in payload.chunks(bs).enumerate() {
+            self.seg
+                .write_bytes(self.layout.area + offs[i] as usize, chunk);
+        }
+        if self
+            .push_rx_desc(RxDesc::buffers(chan, len as u32, &offs[..n]))
+            .is_err()
+        {
+            self.spare.extend_from_slice(&offs[..n]);
+            bump(&self.stats.rx_queue_full);
+        }
+    }
+}
+
+/// [`Io::frame_for`], on the fields it needs (so that a caller may keep
+/// borrowing the others).
+fn frame_for<'a>(
+    channels: &[Option<Channel>],
+    out: &'a mut Outbox,
+    stats: &PortStats,
+    max_message: u32,
+    chan: u16,
+    len: u32,
+) -> Result<(bool, &'a mut [u8]), HostError> {
+    let ch = channels
+        .get(usize::from(chan))
+        .and_then(Option::as_ref)
+        .ok_or(HostError::NoSuchChannel(chan))?;
+    if len > max_message {
+        return Err(HostError::TooLong {
+            len,
+            max: max_message,
+        });
+    }
+    let buf = out.push_frame(HEADER_LEN + len as usize);
+    let (hdr, _) = buf
+        .split_first_chunk_mut::<HEADER_LEN>()
+        .expect("a frame holds its header");
+    *hdr = ch.template;
+    frame::patch_lengths(hdr, len as usize);
+    bump(&stats.tx_frames);
+    Ok((ch.checksum, buf))
+}
+
+impl NativeHost for Io {
+    fn buffer_size(&self) -> u32 {
+        self.layout.config.buffer_size
+    }
+
+    fn area_len(&self) -> u32 {
+        self.layout.area_len as u32
+    }
+
+    fn read_area(&self, off: u32, dst: &mut [u8]) {
+        self.seg.read_bytes(self.layout.area + off as usize, dst);
+    }
+
+    fn write_area(&mut self, off: u32, src: &[u8]) {
+        self.seg.write_bytes(self.layout.area + off as usize, src);
+    }
+
+    fn pop_free(&mut self) -> Option<u32> {
+        self.take_buffer()
+    }
+
+    /// A full receive queue drops the message, as it does without an
+    /// applet: counted, and its buffers kept for the next message (they are
+    /// not lost to the application). The applet is not told (the natives
+    /// are `void`, as in the paper).
+    fn push_rx(&mut self, chan: u16, len: u32, body: RxBody<'_>) -> Result<(), HostError> {
+        let d = match body {
+            RxBody::Inline(p) => RxDesc::inline(chan, p),
+            RxBody::Buffers(o) => RxDesc::buffers(chan, len, o),
+        };
+        if self.push_rx_desc(d).is_err() {
+            bump(&self.stats.rx_queue_full);
+            if let RxBody::Buffers(o) = body {
+                self.spare.extend_from_slice(o);
+            }
+        }
+        Ok(())
+    }
+
+    fn transmit(&mut self, chan: u16, payload: &[u8]) -> Result<(), HostError> {
+        let (want_sum, buf) = self.frame_for(chan, payload.len() as u32)?;
+        buf[HEADER_LEN..].copy_from_slice(payload);
+        if want_sum {
+            // Cannot fail: the frame holds a whole header.
+            let _ = frame::set_udp_checksum(buf);
+        }
+        Ok(())
+    }
+
+    fn max_message(&self) -> u32 {
+        self.max_message
+    }
+}
+
+/// The engine's private state of an endpoint, behind the port's lock.
+struct PortState {
+    tx: Consumer<TxDesc, ShmQueue>,
+    io: Io,
+    applet: Option<Loaded>,
+    policy: TrapPolicy,
+    traps_since_install: u64,
+}
+
+/// The engine's side of one endpoint.
+pub struct Port {
+    id: u16,
+    seg: Arc<Segment>,
+    layout: Layout,
+    state: Mutex<PortState>,
+    /// Held by the thread servicing the transmit queue, from taking
+    /// descriptors until their frames are delivered (order per channel).
+    servicing: Mutex<()>,
+    stats: Arc<PortStats>,
+    closed: AtomicBool,
+}
+
+impl core::fmt::Debug for Port {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Port")
+            .field("id", &self.id)
+            .field("layout", &self.layout)
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Every structure behind these locks is consistent between statements
+    // that can panic, so a poisoned lock is taken as is.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Port {
+    /// The endpoint's id on its engine.
+    pub fn id(&self) -> u16 {
+        self.id
+    }
+
+    /// The endpoint's counters.
+    pub fn counts(&self) -> PortCounts {
+        self.stats.snapshot()
+    }
+
+    /// The shared segment.
+    pub fn segment(&self) -> &Arc<Segment> {
+        &self.seg
+    }
+
+    /// Its layout (the engine's private copy).
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+}
+
+/// How many transmit descriptors one service of a queue takes at most
+/// before it delivers them (bounds the outbox and the latency of others).
+const TX_BUDGET: usize = 32;
+/// How many frames one poll of the transport takes at most.
+const RX_BUDGET: usize = 32;
+/// How many rounds of applet-made frames one pump follows before it leaves
+/// the rest for the next call (an applet ping-pong that never ends must not
+/// hold a thread forever).
+const PUMP_ROUNDS: usize = 4096;
+
+struct Inner {
+    id: u64,
+    local: Addr,
+    transport: Mutex<Box<dyn Transport>>,
+    max_payload: u32,
+    table: Mutex<dpf::Table>,
+    ports: ArcSwap<Vec<Option<Arc<Port>>>>,
+    control: Mutex<()>,
+    /// Frames a pump left after [`PUMP_ROUNDS`] rounds, for the next poll.
+    backlog: Mutex<Outbox>,
+    has_backlog: AtomicBool,
+    stats: EngineStats,
+    stop: AtomicBool,
+    threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
+}
+
+/// The engine. Cheap to clone: clones share one engine.
+#[derive(Clone)]
+pub struct Engine {
+    inner: Arc<Inner>,
+}
+
+impl core::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Engine")
+            .field("local", &self.inner.local)
+            .finish_non_exhaustive()
+    }
+}
+
+thread_local! {
+    /// Each thread's readers of the engines' filter tables (a dpf reader is
+    /// a thread registered with the table's code cache).
+    static READERS: std::cell::RefCell<Vec<(u64, dpf::Reader)>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+static NEXT_ENGINE: AtomicU64 = AtomicU64::new(1);
+
+impl Engine {
+    /// An engine on `transport`, run by the application's threads until
+    /// [`Engine::start`] gives it threads of its own.
+    pub fn new(transport: Box<dyn Transport>) -> Engine {
+        let local = transport.local();
+        let max_payload = transport
+            .max_frame()
+            .saturating_sub(HEADER_LEN)
+            .min(u32::MAX as usize) as u32;
+        Engine {
+            inner: Arc::new(Inner {
+                id: NEXT_ENGINE.fetch_add(1, Ordering::Relaxed),
+                local,
+                transport: Mutex::new(transport),
+                max_payload,
+                table: Mutex::new(dpf::Table::new()),
+                ports: ArcSwap::from_pointee(Vec::new()),
+                control: Mutex::new(()),
+                backlog: Mutex::new(Outbox::default()),
+                has_backlog: AtomicBool::new(false),
+                stats: EngineStats::default(),
+                stop: AtomicBool::new(false),
+                threads: Mutex::new(Vec::new()),
+            }),
+        }
+    }
+
+    /// This engine's address.
+    pub fn local(&self) -> Addr {
+        self.inner.local
+    }
+
+    /// The engine's counters.
+    pub fn counts(&self) -> EngineCounts {
+        let s = &self.inner.stats;
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        EngineCounts {
+            frames_in: l(&s.frames_in),
+            unmatched: l(&s.unmatched),
+            malformed: l(&s.malformed),
+            frames_out: l(&s.frames_out),
+            send_errors: l(&s.send_errors),
+        }
+    }
+
+    /// The port of endpoint `id`, if it exists.
+    pub fn port(&self, id: u16) -> Option<Arc<Port>> {
+        self.inner
+            .ports
+            .load()
+            .get(usize::from(id))
+            .and_then(Clone::clone)
+    }
+
+    /// Creates an endpoint's segment and port, with an applet if given.
+    pub fn create_port(
+        &self,
+        config: Config,
+        applet: Option<&[u8]>,
+    ) -> Result<Arc<Port>, EngineError> {
+        let layout = Layout::new(config)?;
+        let _c = lock(&self.inner.control);
+        let ports = self.inner.ports.load_full();
+        let id = (1..=u16::MAX)
+            .find(|&i| ports.get(usize::from(i)).is_none_or(Option::is_none))
+            .ok_or(EngineError::Exhausted("every endpoint id is in use"))?;
+        let seg = Arc::new(Segment::create(
+            &format!("unet-endpoint-{id}"),
+            layout.total,
+        )?);
+        seg.write_header(&layout.header(id));
+        let (txq, rxq, freeq) = queues(&seg, &layout);
+        let stats = Arc::new(PortStats::default());
+        let max_message = layout.config.max_message().min(self.inner.max_payload);
+        let pipeline = |steps: &[ilp::Step]| {
+            ilp::Pipeline::new(steps)
+                .map_err(|e| EngineError::Memory(std::io::Error::other(format!("ilp: {e}"))))
+        };
+        let mut st = PortState {
+            tx: Consumer::new(txq),
+            io: Io {
+                seg: seg.clone(),
+                layout,
+                rx: Producer::new(rxq),
+                free: Consumer::new(freeq),
+                spare: Vec::with_capacity(RX_BUFFERS_MAX),
+                channels: Vec::new(),
+                stats: stats.clone(),
+                out: Outbox::default(),
+                max_message,
+                copy: pipeline(&[ilp::Step::Copy])?,
+                copy_sum: pipeline(&[ilp::Step::Copy, ilp::Step::Checksum])?,
+            },
+            applet: None,
+            policy: TrapPolicy::Keep,
+            traps_since_install: 0,
+        };
+        if let Some(bytes) = applet {
+            st.applet = Some(load_applet(bytes, &mut st.io)?);
+        }
+        let port = Arc::new(Port {
+            id,
+            seg,
+            layout,
+            state: Mutex::new(st),
+            servicing: Mutex::new(()),
+            stats,
+            closed: AtomicBool::new(false),
+        });
+        let mut next: Vec<Option<Arc<Port>>> = ports.as_ref().clone();
+        if next.len() <= usize::from(id) {
+            next.resize(usize::from(id) + 1, None);
+        }
+        next[usize::from(id)] = Some(port.clone());
+        self.inner.ports.store(Arc::new(next));
+        Ok(port)
+    }
+
+    /// Removes endpoint `id`: its filters, its applet and its port. The
+    /// segment is unmapped when the last user lets go of it.
+    pub fn remove_port(&self, id: u16) -> Result<(), EngineError> {
+        let _c = lock(&self.inner.control);
+        let ports = self.inner.ports.load_full();
+        let Some(port) = ports.get(usize::from(id)).and_then(Clone::clone) else {
+            return Err(EngineError::NotFound(format!("no endpoint {id}")));
+        };
+        port.closed.store(true, Ordering::Release);
+        let mut next: Vec<Option<Arc<Port>>> = ports.as_ref().clone();
+        next[usize::from(id)] = None;
+        self.inner.ports.store(Arc::new(next));
+        let mut st = lock(&port.state);
+        let mut table = lock(&self.inner.table);
+        for ch in st.io.channels.drain(..).flatten() {
+            for f in ch.filters {
+                let _ = table.remove(f);
+            }
+        }
+        st.applet = None;
+        Ok(())
+    }
+
+    /// Opens a channel from endpoint `id` to endpoint `remote_ep` at
+    /// `remote`, installing the filter that brings the peer's messages to
+    /// it; returns the channel's tag.
+    pub fn open_channel(
+        &self,
+        id: u16,
+        remote: Addr,
+        remote_ep: u16,
+        opts: ChannelOptions,
+    ) -> Result<u16, EngineError> {
+        let port = self
+            .port(id)
+            .ok_or_else(|| EngineError::NotFound(format!("no endpoint {id}")))?;
+        let _c = lock(&self.inner.control);
+        let local = self.inner.local;
+        let mut st = lock(&port.state);
+        let tag = (0..=u16::MAX)
+            .find(|&t| {
+                st.io
+                    .channels
+                    .get(usize::from(t))
+                    .is_none_or(Option::is_none)
+            })
+            .ok_or(EngineError::Exhausted(
+                "every channel tag of this endpoint is in use",
+            ))?;
+        let filter = format!(
+            "udp and src host {} and udp src port {} and dst host {} and udp dst port {} and udp[8:2] = {} and udp[10:2] = {}",
+            remote.ip, remote.port, local.ip, local.port, id, remote_ep
+        );
+        let owner = u32::from(id) << 16 | u32::from(tag);
+        let fid = lock(&self.inner.table).install(&filter, owner, 0)?;
+        let hdr = frame::FrameHeader {
+            src_mac: frame::MacAddr::from_ip(local.ip).0,
+            dst_mac: frame::MacAddr::from_ip(remote.ip).0,
+            src: local,
+            dst: remote,
+            dst_ep: remote_ep,
+            src_ep: id,
+            flags: if opts.checksum {
+                frame::FLAG_UDP_CHECKSUM
+            } else {
+                0
+            },
+        };
+        let ch = Channel {
+            template: hdr.template(),
+            checksum: opts.checksum,
+            filters: vec![fid],
+        };
+        let slot = usize::from(tag);
+        if st.io.channels.len() <= slot {
+            st.io.channels.resize(slot + 1, None);
+        }
+        st.io.channels[slot] = Some(ch);
+        Ok(tag)
+    }
+
+    /// Installs one more filter (pcap syntax) that delivers the frames it
+    /// matches to channel `chan` of endpoint `id`, at `priority` (higher
+    /// wins; channel filters have priority 0).
+    pub fn install_filter(
+        &self,
+        id: u16,
+        chan: u16,
+        filter: &str,
+        priority: i32,
+    ) -> Result<dpf::FilterId, EngineError> {
+        let port = self
+            .port(id)
+            .ok_or_else(|| EngineError::NotFound(format!("no endpoint {id}")))?;
+        let _c = lock(&self.inner.control);
+        let mut st = lock(&port.state);
+        let ch = st
+            .io
+            .channels
+            .get_mut(usize::from(chan))
+            .and_then(Option::as_mut)
+            .ok_or_else(|| EngineError::NotFound(format!("endpoint {id} has no channel {chan}")))?;
+        let fid = lock(&self.inner.table).install(
+            filter,
+            u32::from(id) << 16 | u32::from(chan),
+            priority,
+        )?;
+        ch.filters.push(fid);
+        Ok(fid)
+    }
+
+    /// Removes a filter installed by [`Engine::install_filter`].
+    pub fn remove_filter(&self, id: u16, fid: dpf::FilterId) -> Result<(), EngineError> {
+        let port = self
+            .port(id)
+            .ok_or_else(|| EngineError::NotFound(format!("no endpoint {id}")))?;
+        let _c = lock(&self.inner.control);
+        let mut st = lock(&port.state);
+        let Some(ch) = st
+            .io
+            .channels
+            .iter_mut()
+            .flatten()
+            .find(|c| c.filters[1..].contains(&fid))
+        else {
+            return Err(EngineError::NotFound(format!(
+                "endpoint {id} has no extra filter {fid:?}"
+            )));
+        };
+        lock(&self.inner.table).remove(fid)?;
+        ch.filters.retain(|&f| f != fid);
+        Ok(())
+    }
+
+    /// Replaces endpoint `id`'s applet (`None`: standard U-Net). The new
+    /// applet is loaded, verified and constructed first; if that fails the
+    /// old one stays. Messages in flight see the old applet or the new one.
+    pub fn set_applet(&self, id: u16, applet: Option<&[u8]>) -> Result<(), EngineError> {
+        let port = self
+            .port(id)
+            .ok_or_else(|| EngineError::NotFound(format!("no endpoint {id}")))?;
+        let mut st = lock(&port.state);
+        let loaded = match applet {
+            Some(bytes) => Some(load_applet(bytes, &mut st.io)?),
+            None => None,
+        };
+        st.applet = loaded;
+        st.traps_since_install = 0;
+        Ok(())
+    }
+
+    /// Sets endpoint `id`'s policy for applets that trap.
+    pub fn set_trap_policy(&self, id: u16, policy: TrapPolicy) -> Result<(), EngineError> {
+        let port = self
+            .port(id)
+            .ok_or_else(|| EngineError::NotFound(format!("no endpoint {id}")))?;
+        lock(&port.state).policy = policy;
+        Ok(())
+    }
+
+    /// Runs `f` on endpoint `id`'s applet, if it has one (to set or read
+    /// its fields, e.g. a ping-pong's round limit).
+    pub fn with_applet<R>(&self, id: u16, f: impl FnOnce(&mut jive::Applet) -> R) -> Option<R> {
+        let port = self.port(id)?;
+        let mut st = lock(&port.state);
+        st.applet.as_mut().map(|l| f(&mut l.applet))
+    }
+
+    /// Whether endpoint `id` has an applet installed.
+    pub fn has_applet(&self, id: u16) -> bool {
+        self.port(id)
+            .is_some_and(|p| lock(&p.state).applet.is_some())
+    }
+
+    /// Services endpoint `id`'s transmit queue once (up to a budget of
+    /// descriptors), delivering what it took. Returns the descriptors taken.
+    pub fn service(&self, port: &Port) -> usize {
+        let Ok(_serving) = port.servicing.try_lock() else {
+            return 0;
+        };
+        let mut out = outbox();
+        let taken = {
+            let mut st = lock(&port.state);
+            let n = take_tx(&mut st, &port.stats, &port.layout);
+            std::mem::swap(&mut out, &mut st.io.out);
+            n
+        };
+        self.pump(out);
+        taken
+    }
+
+    /// Polls the transport once (up to a budget of frames), delivering what
+    /// arrived. Returns the frames received.
+    pub fn poll_transport(&self) -> usize {
+        let backlog = self.drain_backlog();
+        let Ok(mut t) = self.inner.transport.try_lock() else {
+            return backlog;
+        };
+        let mut made = outbox();
+        let n = t
+            .recv(RX_BUDGET, &mut |f: &[u8]| {
+                if frame::FrameHeader::parse(f).is_err() {
+                    bump(&self.inner.stats.malformed);
+                    return;
+                }
+                self.deliver(f, &mut made);
+            })
+            .unwrap_or(0);
+        drop(t);
+        self.pump(made);
+        n + backlog
+    }
+
+    /// One round over every endpoint and the transport; the work done.
+    pub fn poll(&self) -> usize {
+        let ports = self.inner.ports.load_full();
+        let mut work = 0;
+        for p in ports.iter().flatten() {
+            work += self.service(p);
+        }
+        work + self.poll_transport()
+    }
+
+    /// Gives the engine `n` threads of its own, polling every endpoint and
+    /// the transport (the LanAI's loop), until [`Engine::stop`].
+    pub fn start(&self, n: usize) {
+        let mut threads = lock(&self.inner.threads);
+        for i in 0..n {
+            let e = self.clone();
+            let h = std::thread::Builder::new()
+                .name(format!("unet-engine-{i}"))
+                .spawn(move || {
+                    let mut idle = 0u32;
+                    while !e.inner.stop.load(Ordering::Acquire) {
+                        if e.poll() > 0 {
+                            idle = 0;
+                        } else {
+                            idle = idle.saturating_add(1);
+                            if idle > 1000 {
+                                std::thread::sleep(std::time::Duration::from_micros(50));
+                            } else if idle > 64 {
+                                std::thread::yield_now();
+                            } else {
+                                std::hint::spin_loop();
+                            }
+                        }
+                    }
+                })
+                .expect("spawning an engine thread");
+            threads.push(h);
+        }
+    }
+
+    /// Stops the engine's own threads and waits for them.
+    pub fn stop(&self) {
+        self.inner.stop.store(true, Ordering::Release);
+        let threads: Vec<_> = lock(&self.inner.threads).drain(..).collect();
+        for t in threads {
+            let _ = t.join();
+        }
+        self.inner.stop.store(false, Ordering::Release);
+    }
+
+    /// Sends or delivers every frame of `out`, and the frames that
+    /// delivering them makes, round after round.
+    fn pump(&self, mut out: Outbox) {
+        let mut next = outbox();
+        for _ in 0..PUMP_ROUNDS {
+            if out.is_empty() {
+                break;
+            }
+            let mut remote: Vec<&[u8]> = Vec::new();
+            for f in out.iter() {
+                if frame::peek_dst(f) == Some(self.inner.local) {
+                    self.deliver(f, &mut next);
+                } else {
+                    remote.push(f);
+                }
+            }
+            if !remote.is_empty() {
+                self.send_remote(&remote);
+            }
+            std::mem::swap(&mut out, &mut next);
+            next.clear();
+        }
+        if !out.is_empty() {
+            lock(&self.inner.backlog).append(&out);
+            self.inner.has_backlog.store(true, Ordering::Release);
+        }
+        recycle(out);
+        recycle(next);
+    }
+
+    /// Pumps the frames an earlier pump left.
+    fn drain_backlog(&self) -> usize {
+        if !self.inner.has_backlog.load(Ordering::Acquire) {
+            return 0;
+        }
+        let out = {
+            let Ok(mut b) = self.inner.backlog.try_lock() else {
+                return 0;
+            };
+            self.inner.has_backlog.store(false, Ordering::Release);
+            std::mem::replace(&mut *b, outbox())
+        };
+        let n = out.frames.len();
+        self.pump(out);
+        n
+    }
+
+    fn send_remote(&self, frames: &[&[u8]]) {
+        let s = &self.inner.stats;
+        let mut t = lock(&self.inner.transport);
+        let mut sent = 0;
+        // A transport may accept part of a batch when its queue fills; what
+        // it refuses is counted, never retried forever.
+        for _ in 0..4 {
+            match t.send(&frames[sent..]) {
+                Ok(n) => sent += n,
+                Err(_) => break,
+            }
+            if sent == frames.len() {
+                break;
+            }
+        }
+        s.frames_out.fetch_add(sent as u64, Ordering::Relaxed);
+        s.send_errors
+            .fetch_add((frames.len() - sent) as u64, Ordering::Relaxed);
+    }
+
+    /// Classifies one frame and hands it to its endpoint; frames the
+    /// endpoint's applet makes go to `made`.
+    fn deliver(&self, f: &[u8], made: &mut Outbox) {
+        let s = &self.inner.stats;
+        bump(&s.frames_in);
+        let Some(owner) = self.classify(f) else {
+            bump(&s.unmatched);
+            return;
+        };
+        let (id, chan) = ((owner >> 16) as u16, owner as u16);
+        let Some(port) = self.port(id) else {
+            bump(&s.unmatched);
+            return;
+        };
+        if f.len() < HEADER_LEN {
+            bump(&s.malformed);
+            return;
+        }
+        let payload = &f[HEADER_LEN..];
+        let flags = u16::from_be_bytes([f[frame::UNET_FLAGS], f[frame::UNET_FLAGS + 1]]);
+        if flags & frame::FLAG_UDP_CHECKSUM != 0
+            && !matches!(frame::verify_udp_checksum(f), Ok(true))
+        {
+            bump(&port.stats.rx_bad_checksum);
+            return;
+        }
+        let mut st = lock(&port.state);
+        let st = &mut *st;
+        match st.applet.as_mut() {
+            None => st.io.deliver_default(chan, payload),
+            Some(l) => {
+                let r = if fill_rxbuf(l, payload) {
+                    l.applet
+                        .call(
+                            &l.do_rx,
+                            &[payload.len() as i32, i32::from(chan)],
+                            Some(&mut st.io),
+                        )
+                        .ok()
+                } else {
+                    None
+                };
+                match r {
+                    None => applet_trapped(st, &port.stats),
+                    Some(o) if o.value.is_some_and(|v| v < 0) => bump(&port.stats.applet_drops),
+                    Some(_) => {}
+                }
+            }
+        }
+        if !st.io.out.is_empty() {
+            made.append(&st.io.out);
+            st.io.out.clear();
+        }
+    }
+
+    #[inline]
+    fn classify(&self, f: &[u8]) -> Option<u32> {
+        READERS.with(|r| {
+            let mut r = r.borrow_mut();
+            if let Some((_, reader)) = r.iter_mut().find(|(id, _)| *id == self.inner.id) {
+                return reader.classify(f);
+            }
+            let mut reader = lock(&self.inner.table).reader();
+            let v = reader.classify(f);
+            if r.len() >= 8 {
+                r.remove(0);
+            }
+            r.push((self.inner.id, reader));
+            v
+        })
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+    }
+}
+
+/// Copies `payload` into the applet's `RxBuf`, replacing the array with a
+/// larger one if it is too short (or was set to null by the applet).
+fn fill_rxbuf(l: &mut Loaded, payload: &[u8]) -> bool {
+    if let Some(buf) = l.applet.static_bytes_mut(l.rxbuf)
+        && buf.len() >= payload.len()
+    {
+        for (d, &s) in buf.iter_mut().zip(payload) {
+            *d = s as i8;
+        }
+        return true;
+    }
+    l.applet.set_static_array("RxBuf", payload).is_ok()
+}
+
+fn applet_trapped(st: &mut PortState, stats: &PortStats) {
+    bump(&stats.applet_traps);
+    st.traps_since_install += 1;
+    if let TrapPolicy::UninstallAfter(n) = st.policy
+        && st.traps_since_install >= n
+    {
+        st.applet = None;
+    }
+}
+
+/// Takes up to [`TX_BUDGET`] transmit descriptors, making their frames in
+/// the port's outbox.
+fn take_tx(st: &mut PortState, stats: &PortStats, layout: &Layout) -> usize {
+    let mut n = 0;
+    while n < TX_BUDGET {
+        let d = match st.tx.peek() {
+            Ok(Some(d)) => d,
+            Ok(None) => break,
+            Err(_) => {
+                bump(&stats.queue_corrupt);
+                break;
+            }
+        };
+        n += 1;
+        bump(&stats.tx_descriptors);
+        // `d` is a private copy: everything below checks and uses it, never
+        // the shared slot again.
+        let status = if d.len > st.io.max_message
+            || !layout.in_area(d.offset, d.len)
+            || st
+                .io
+                .channels
+                .get(usize::from(d.chan))
+                .is_none_or(Option::is_none)
+        {
+            bump(&stats.tx_rejected);
+            TxStatus::Rejected
+        } else if let Some(l) = st.applet.as_mut() {
+            let args = [d.len as i32, i32::from(d.chan), d.offset as i32];
+            match l.applet.call(&l.do_tx, &args, Some(&mut st.io)) {
+                Ok(o) if o.value.is_some_and(|v| v < 0) => {
+                    bump(&stats.applet_drops);
+                    TxStatus::Dropped
+                }
+                Ok(_) => TxStatus::Sent,
+                Err(_) => {
+                    applet_trapped(st, stats);
+                    TxStatus::Dropped
+                }
+            }
+        } else {
+            match st.io.transmit_area(d.chan, d.offset, d.len) {
+                Ok(()) => TxStatus::Sent,
+                Err(_) => TxStatus::Dropped,
+            }
+        };
+        st.tx.write_front(TxDesc {
+            status: status as u16,
+            ..d
+        });
+        st.tx.advance();
+    }
+    n
+}
+
+/// Loads, verifies and constructs an applet for the endpoint of `io`,
+/// giving it an `RxBuf` of the endpoint's largest message.
+fn load_applet(bytes: &[u8], io: &mut Io) -> Result<Loaded, EngineError> {
+    let limits = jive::Limits::default();
+    let mut applet = jive::Applet::load_with_host(bytes, &natives_table(), limits, Some(io))?;
+    let shape = |e: jive::InvokeError| EngineError::AppletShape(e.to_string());
+    let do_tx = applet.method("doTx").map_err(shape)?;
+    let do_rx = applet.method("doRx").map_err(shape)?;
+    let rxbuf = applet.static_bytes_field("RxBuf").map_err(shape)?;
+    applet
+        .set_static_array("RxBuf", &vec![0u8; io.max_message.min(1 << 16) as usize])
+        .map_err(shape)?;
+    // Check the arities now rather than trap on the first packet.
+    for (m, name, n) in [(&do_tx, "doTx", 3usize), (&do_rx, "doRx", 2)] {
+        if m.arity() != n {
+            return Err(EngineError::AppletShape(format!(
+                "{name} must take {n} int arguments"
+            )));
+        }
+    }
+    Ok(Loaded {
+        applet,
+        do_tx,
+        do_rx,
+        rxbuf,
+    })
+}
+
+fn natives_table() -> jive::Natives {
+    static TABLE: std::sync::OnceLock<jive::Natives> = std::sync::OnceLock::new();
+    TABLE.get_or_init(natives::bind::<Io>).clone()
+}

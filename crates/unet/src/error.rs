@@ -1,0 +1,21 @@
+//! The crate's error types: each says what was wrong and where.
+
+use thiserror::Error;
+
+/// A bad endpoint configuration or segment header.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ConfigError {
+    /// A size out of its range.
+    #[error("endpoint config: {what} = {value} must be {rule}")]
+    Size {
+        /// The field.
+        what: &'static str,
+        /// Its value.
+        value: u64,
+        /// What it must be.
+        rule: String,
+    },
+    /// A segment header that does not describe a valid layout.
+    #[error("endpoint segment header: {0}")]
+    Header(String),
+}

@@ -1,0 +1,750 @@
+//! The U-Net/SLE native methods (paper §2): the only way an endpoint's applet
+//! reaches its endpoint, and the place where protection is enforced.
+//!
+//! [`bind`] binds the paper's eight natives, with their exact descriptors
+//! ([`NATIVES`]), to functions that act on the invocation's host value, an
+//! engine-side [`NativeHost`] for the endpoint the applet runs for
+//! ([`jive::Context::split`]). One bound table serves every applet of a
+//! host type; the endpoint is passed per invocation.
+//!
+//! Each native checks every argument against the applet's own arrays and the
+//! endpoint's own buffer area and queues **before** it moves anything, with
+//! offsets and lengths compared in 64-bit arithmetic so that no sum
+//! overflows. A failed check is a [`jive::NativeError`]: the invocation traps
+//! with [`jive::TrapKind::Native`], whose message jive prefixes with the
+//! native's name and descriptor, e.g. `doLtoHDMA([BIII)V: useroff 8192 + len
+//! 100 exceeds the buffer area (8192 bytes)`. Nothing of a failed call has
+//! moved: not a byte of the area or the arrays, no queue entry, no message.
+//! As in the paper, the natives do not protect the applet from writing
+//! garbage into its own endpoint's area and queues; they keep it inside them.
+//!
+//! The success paths do not allocate or format: error messages are built in
+//! `#[cold]` functions. jive's byte arrays are `[i8]` and the host speaks
+//! `[u8]`, and this module has no `unsafe`, so a copy between the two goes
+//! through a per-thread scratch buffer (grown once to the largest copy, then
+//! reused) with a conversion loop the compiler vectorizes.
+
+use core::cell::Cell;
+use core::fmt;
+
+use jive::subset::Prim;
+use jive::{Arrays, Context, NativeError, Natives};
+use thiserror::Error;
+
+/// The number of buffer offsets in a receive descriptor (the paper's
+/// "fourteen 32-bit words"); `dmaRxd` requires an offsets array of exactly
+/// this length.
+pub const RX_OFFSETS: usize = 14;
+
+/// The largest payload a receive descriptor holds inline (`dmaRxdPayload`).
+pub const INLINE_MAX: usize = 56;
+
+/// What the natives need from the engine, for the endpoint an applet runs for.
+///
+/// The engine implements it for its endpoint state and passes that state as
+/// the host value of each invocation ([`jive::Applet::call`],
+/// [`jive::Applet::load_with_host`]). The natives check their arguments
+/// before calling any method that moves data, so the ranges given to
+/// [`NativeHost::read_area`] and [`NativeHost::write_area`] are always inside
+/// the area.
+pub trait NativeHost: 'static {
+    /// The endpoint's buffer size (getFreeBufferLength).
+    fn buffer_size(&self) -> u32;
+    /// The length in bytes of the endpoint's buffer area.
+    fn area_len(&self) -> u32;
+    /// Copies area[off..off+dst.len()) into dst. The caller (the native) has checked the range.
+    fn read_area(&self, off: u32, dst: &mut [u8]);
+    /// Copies src into area[off..off+src.len()). Checked by the caller.
+    fn write_area(&mut self, off: u32, src: &[u8]);
+    /// Pops the next valid offset from the free queue (the host skips and counts invalid ones), None if empty.
+    fn pop_free(&mut self) -> Option<u32>;
+    /// Pushes a receive descriptor; `Err` if the receive queue is full.
+    fn push_rx(&mut self, chan: u16, len: u32, body: RxBody<'_>) -> Result<(), HostError>;
+    /// Transmits one message on channel `chan`; Err if chan is not an open channel of this endpoint, or too long, or the transport refused it.
+    fn transmit(&mut self, chan: u16, payload: &[u8]) -> Result<(), HostError>;
+    /// The largest message the endpoint may send.
+    fn max_message(&self) -> u32;
+}
+
+/// The body of a receive descriptor pushed by `dmaRxd` or `dmaRxdPayload`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RxBody<'a> {
+    /// The message itself, at most [`INLINE_MAX`] bytes (`dmaRxdPayload`).
+    Inline(&'a [u8]),
+    /// The buffer-area offsets of the buffers holding the message, in order:
+    /// `ceil(len / buffer_size)` of them, each a checked buffer boundary
+    /// inside the area (`dmaRxd`).
+    Buffers(&'a [u32]),
+}
+
+/// Why the engine refused a native's request.
+#[derive(Error, Debug, Clone, PartialEq, Eq)]
+pub enum HostError {
+    /// The endpoint's receive queue has no free slot.
+    #[error("the endpoint's receive queue is full")]
+    RxQueueFull,
+    /// The channel tag does not name an open channel of this endpoint.
+    #[error("channel {0} is not an open channel of this endpoint")]
+    NoSuchChannel(u16),
+    /// The message exceeds the endpoint's maximum message size.
+    #[error("a message of {len} bytes exceeds the endpoint's maximum message size ({max} bytes)")]
+    TooLong {
+        /// The message length.
+        len: u32,
+        /// The endpoint's maximum message size.
+        max: u32,
+    },
+    /// The transport did not take the message.
+    #[error("the transport refused the message: {0}")]
+    Transport(String),
+}
+
+/// One native of the paper's §2 list, as [`bind`] registers it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NativeSpec {
+    /// The method name.
+    pub name: &'static str,
+    /// The JVM method descriptor it is bound with.
+    pub descriptor: &'static str,
+    /// The Java declaration an applet writes.
+    pub java: &'static str,
+    /// What it does and what it checks, in one line.
+    pub summary: &'static str,
+}
+
+/// The natives [`bind`] registers, in the paper's order.
+pub const NATIVES: &[NativeSpec] = &[
+    NativeSpec {
+        name: "doHtoLDMA",
+        descriptor: "([BIII)V",
+        java: "static native void doHtoLDMA(byte[] txarray, int txoff, int useroff, int len);",
+        summary: "copies buffer area [useroff, useroff+len) into txarray[txoff..]; \
+                  checks len, txoff >= 0, txoff+len <= txarray.length, useroff >= 0, useroff+len <= area",
+    },
+    NativeSpec {
+        name: "doLtoHDMA",
+        descriptor: "([BIII)V",
+        java: "static native void doLtoHDMA(byte[] rxarray, int rxoff, int useroff, int len);",
+        summary: "copies rxarray[rxoff..rxoff+len) into the buffer area at useroff; same checks",
+    },
+    NativeSpec {
+        name: "txPush",
+        descriptor: "([BIII)V",
+        java: "static native void txPush(byte[] txarray, int txoff, int chan, int len);",
+        summary: "transmits txarray[txoff..txoff+len) on channel chan; checks the array range, \
+                  that chan is open, len <= the maximum message size",
+    },
+    NativeSpec {
+        name: "dmaRxd",
+        descriptor: "([III)V",
+        java: "static native void dmaRxd(int[] offsets, int chan, int len);",
+        summary: "pushes a receive descriptor naming offsets[0..ceil(len/buffer size)); checks 14 offsets, \
+                  len <= 14 buffers, chan, each used offset a buffer boundary inside the area, room",
+    },
+    NativeSpec {
+        name: "dmaRxdPayload",
+        descriptor: "([BII)V",
+        java: "static native void dmaRxdPayload(byte[] payload, int chan, int len);",
+        summary: "pushes a receive descriptor with payload[0..len) inline; checks len <= 56, \
+                  len <= payload.length, chan, room",
+    },
+    NativeSpec {
+        name: "getFreeBuffer",
+        descriptor: "()I",
+        java: "static native int getFreeBuffer();",
+        summary: "pops the next buffer offset from the free queue, or -1 if it is empty",
+    },
+    NativeSpec {
+        name: "getFreeBufferLength",
+        descriptor: "()I",
+        java: "static native int getFreeBufferLength();",
+        summary: "the endpoint's buffer size",
+    },
+    NativeSpec {
+        name: "newAlignedArray",
+        descriptor: "(I)[B",
+        java: "static native byte[] newAlignedArray(int nbytes);",
+        summary: "a zeroed byte[nbytes] within the applet's heap budget; nbytes >= 0",
+    },
+];
+
+/// The (name, descriptor) pairs of [`NATIVES`], for documentation and the CLI.
+pub fn dump_names() -> impl Iterator<Item = (&'static str, &'static str)> {
+    NATIVES.iter().map(|n| (n.name, n.descriptor))
+}
+
+/// Binds the paper's eight natives ([`NATIVES`]) for endpoints of host type
+/// `H`: every native but `newAlignedArray` needs the invocation's host value
+/// to be an `H`, and traps if it is missing or of another type.
+pub fn bind<H: NativeHost>() -> Natives {
+    Natives::new()
+        .with("doHtoLDMA", "([BIII)V", do_h_to_l_dma::<H>)
+        .with("doLtoHDMA", "([BIII)V", do_l_to_h_dma::<H>)
+        .with("txPush", "([BIII)V", tx_push::<H>)
+        .with("dmaRxd", "([III)V", dma_rxd::<H>)
+        .with("dmaRxdPayload", "([BII)V", dma_rxd_payload::<H>)
+        .with("getFreeBuffer", "()I", get_free_buffer::<H>)
+        .with("getFreeBufferLength", "()I", get_free_buffer_length::<H>)
+        .with("newAlignedArray", "(I)[B", new_aligned_array)
+}
+
+// ---------------------------------------------------------------------------
+// The natives.
+
+/// `doHtoLDMA(byte[] txarray, int txoff, int useroff, int len)`.
+fn do_h_to_l_dma<H: NativeHost>(cx: &mut Context<'_>, args: &[i32]) -> Result<i32, NativeError> {
+    let &[array, txoff, useroff, len] = args else {
+        return Err(arity(4, args.len()));
+    };
+    let (host, arrays) = cx.split::<H>()?;
+    let array = byte_array(arrays, array, "txarray")?;
+    let dst = array_range(array, "txarray", "txoff", txoff, len)?;
+    let off = area_range(host.area_len(), "useroff", useroff, len)?;
+    with_scratch(dst.len(), |buf| {
+        host.read_area(off, buf);
+        u8_to_i8(dst, buf);
+    });
+    Ok(0)
+}
+
+/// `doLtoHDMA(byte[] rxarray, int rxoff, int useroff, int len)`.
+fn do_l_to_h_dma<H: NativeHost>(cx: &mut Context<'_>, args: &[i32]) -> Result<i32, NativeError> {
+    let &[array, rxoff, useroff, len] = args else {
+        return Err(arity(4, args.len()));
+    };
+    let (host, arrays) = cx.split::<H>()?;
+    let array = byte_array(arrays, array, "rxarray")?;
+    let src = array_range(array, "rxarray", "rxoff", rxoff, len)?;
+    let off = area_range(host.area_len(), "useroff", useroff, len)?;
+    with_scratch(src.len(), |buf| {
+        i8_to_u8(buf, src);
+        host.write_area(off, buf);
+    });
+    Ok(0)
+}
+
+/// `txPush(byte[] txarray, int txoff, int chan, int len)`.
+fn tx_push<H: NativeHost>(cx: &mut Context<'_>, args: &[i32]) -> Result<i32, NativeError> {
+    let &[array, txoff, chan, len] = args else {
+        return Err(arity(4, args.len()));
+    };
+    let (host, arrays) = cx.split::<H>()?;
+    let array = byte_array(arrays, array, "txarray")?;
+    let src = array_range(array, "txarray", "txoff", txoff, len)?;
+    let chan = channel(chan)?;
+    let max = host.max_message();
+    if len as u32 > max {
+        return Err(too_long(len, max));
+    }
+    with_scratch(src.len(), |buf| {
+        i8_to_u8(buf, src);
+        host.transmit(chan, buf)
+    })
+    .map_err(refused)?;
+    Ok(0)
+}
+
+/// `dmaRxd(int[] offsets, int chan, int len)`.
+fn dma_rxd<H: NativeHost>(cx: &mut Context<'_>, args: &[i32]) -> Result<i32, NativeError> {
+    let &[offsets, chan, len] = args else {
+        return Err(arity(3, args.len()));
+    };
+    let (host, arrays) = cx.split::<H>()?;
+    if offsets == 0 {
+        return Err(null_array("offsets"));
+    }
+    let offsets = arrays
+        .into_ints(offsets)
+        .map_err(|e| bad_array("offsets", e))?;
+    if offsets.len() != RX_OFFSETS {
+        return Err(offsets_length(offsets.len()));
+    }
+    let size = u64::from(host.buffer_size());
+    let area = u64::from(host.area_len());
+    if len < 0 || len as u64 > RX_OFFSETS as u64 * size {
+        return Err(rx_too_long(len, size));
+    }
+    let chan = channel(chan)?;
+    // `size` > 0 here unless len == 0, which needs no buffers.
+    let n = (len as u64).div_ceil(size.max(1)) as usize;
+    let mut checked = [0u32; RX_OFFSETS];
+    for (i, (&o, c)) in offsets.iter().zip(&mut checked).take(n).enumerate() {
+        if o < 0 || (o as u64) % size != 0 || o as u64 + size > area {
+            return Err(bad_offset(i, o, size, area));
+        }
+        *c = o as u32;
+    }
+    host.push_rx(chan, len as u32, RxBody::Buffers(&checked[..n]))
+        .map_err(refused)?;
+    Ok(0)
+}
+
+/// `dmaRxdPayload(byte[] payload, int chan, int len)`.
+fn dma_rxd_payload<H: NativeHost>(cx: &mut Context<'_>, args: &[i32]) -> Result<i32, NativeError> {
+    let &[payload, chan, len] = args else {
+        return Err(arity(3, args.len()));
+    };
+    let (host, arrays) = cx.split::<H>()?;
+    let payload = byte_array(arrays, payload, "payload")?;
+    if len < 0 || len as usize > INLINE_MAX {
+        return Err(inline_too_long(len));
+    }
+    if len as usize > payload.len() {
+        return Err(past_payload(len, payload.len()));
+    }
+    let src = &payload[..len as usize];
+    let chan = channel(chan)?;
+    let mut inline = [0u8; INLINE_MAX];
+    let inline = &mut inline[..src.len()];
+    i8_to_u8(inline, src);
+    host.push_rx(chan, len as u32, RxBody::Inline(inline))
+        .map_err(refused)?;
+    Ok(0)
+}
+
+/// `getFreeBuffer()`.
+fn get_free_buffer<H: NativeHost>(cx: &mut Context<'_>, _: &[i32]) -> Result<i32, NativeError> {
+    match cx.host::<H>()?.pop_free() {
+        None => Ok(-1),
+        Some(off) => i32::try_from(off).map_err(|_| huge_offset(off)),
+    }
+}
+
+/// `getFreeBufferLength()`.
+fn get_free_buffer_length<H: NativeHost>(
+    cx: &mut Context<'_>,
+    _: &[i32],
+) -> Result<i32, NativeError> {
+    let size = cx.host::<H>()?.buffer_size();
+    i32::try_from(size).map_err(|_| huge_buffer(size))
+}
+
+/// `newAlignedArray(int nbytes)`. jive arrays have no address an applet can
+/// see, so every array is "aligned for DMA"; what remains is a zeroed
+/// `byte[]` within the heap budget.
+fn new_aligned_array(cx: &mut Context<'_>, args: &[i32]) -> Result<i32, NativeError> {
+    let &[nbytes] = args else {
+        return Err(arity(1, args.len()));
+    };
+    if nbytes < 0 {
+        return Err(negative("nbytes", nbytes));
+    }
+    cx.new_array(Prim::Byte, nbytes)
+        .map_err(|e| with_arg("nbytes", nbytes, e))
+}
+
+// ---------------------------------------------------------------------------
+// Checks.
+
+/// The `byte[]` behind `handle`, or an error naming the argument.
+#[inline]
+fn byte_array<'a>(
+    arrays: Arrays<'a>,
+    handle: i32,
+    what: &str,
+) -> Result<&'a mut [i8], NativeError> {
+    if handle == 0 {
+        return Err(null_array(what));
+    }
+    arrays.into_bytes(handle).map_err(|e| bad_array(what, e))
+}
+
+/// `array[off..off+len)`, checking `len >= 0`, `off >= 0` and
+/// `off + len <= array.len()` (in 64 bits).
+#[inline]
+fn array_range<'a>(
+    array: &'a mut [i8],
+    name: &str,
+    off_name: &str,
+    off: i32,
+    len: i32,
+) -> Result<&'a mut [i8], NativeError> {
+    if len < 0 {
+        return Err(negative("len", len));
+    }
+    if off < 0 {
+        return Err(negative(off_name, off));
+    }
+    let (start, end) = (off as usize, off as u64 + len as u64);
+    if end > array.len() as u64 {
+        return Err(past_array(name, off_name, off, len, array.len()));
+    }
+    Ok(&mut array[start..end as usize])
+}
+
+/// `off` as an area offset, checking `off >= 0` and `off + len <= area`
+/// (in 64 bits). `len` has been checked to be non-negative.
+#[inline]
+fn area_range(area: u32, name: &str, off: i32, len: i32) -> Result<u32, NativeError> {
+    if off < 0 {
+        return Err(negative(name, off));
+    }
+    if off as u64 + len as u64 > u64::from(area) {
+        return Err(past_area(name, off, len, area));
+    }
+    Ok(off as u32)
+}
+
+/// A channel tag: 0..=65535.
+#[inline]
+fn channel(chan: i32) -> Result<u16, NativeError> {
+    u16::try_from(chan).map_err(|_| bad_channel(chan))
+}
+
+// ---------------------------------------------------------------------------
+// Moving bytes between jive's `[i8]` and the host's `[u8]`.
+
+/// `dst[i] = src[i] as u8`, for equal lengths (vectorized by the compiler).
+#[inline]
+fn i8_to_u8(dst: &mut [u8], src: &[i8]) {
+    for (d, s) in dst.iter_mut().zip(src) {
+        *d = *s as u8;
+    }
+}
+
+/// `dst[i] = src[i] as i8`, for equal lengths.
+#[inline]
+fn u8_to_i8(dst: &mut [i8], src: &[u8]) {
+    for (d, s) in dst.iter_mut().zip(src) {
+        *d = *s as i8;
+    }
+}
+
+thread_local! {
+    /// The scratch buffer of [`with_scratch`]: taken out while in use, so a
+    /// native re-entered on the same thread (a host whose `transmit` runs the
+    /// peer's applet at once) gets a fresh buffer instead of a conflict.
+    static SCRATCH: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
+}
+
+/// Runs `f` on a scratch buffer of `len` bytes (contents unspecified). The
+/// buffer grows to the largest `len` seen on the thread and is then reused,
+/// so a steady state allocates nothing.
+#[inline]
+fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
+    let mut buf = SCRATCH.take();
+    if buf.len() < len {
+        grow(&mut buf, len);
+    }
+    let r = f(&mut buf[..len]);
+    SCRATCH.set(buf);
+    r
+}
+
+#[cold]
+#[inline(never)]
+fn grow(buf: &mut Vec<u8>, len: usize) {
+    buf.resize(len, 0);
+}
+
+// ---------------------------------------------------------------------------
+// Error messages, built only on the failure paths. jive prefixes each with
+// the native's name and descriptor.
+
+#[cold]
+#[inline(never)]
+fn error(args: fmt::Arguments<'_>) -> NativeError {
+    NativeError(args.to_string())
+}
+
+#[cold]
+#[inline(never)]
+fn arity(expected: usize, given: usize) -> NativeError {
+    error(format_args!("expected {expected} arguments, got {given}"))
+}
+
+#[cold]
+#[inline(never)]
+fn negative(name: &str, value: i32) -> NativeError {
+    error(format_args!("{name} {value} is negative"))
+}
+
+#[cold]
+#[inline(never)]
+fn null_array(name: &str) -> NativeError {
+    error(format_args!("{name} is null"))
+}
+
+#[cold]
+#[inline(never)]
+fn bad_array(name: &str, e: NativeError) -> NativeError {
+    error(format_args!("{name}: {}", e.0))
+}
+
+#[cold]
+#[inline(never)]
+fn with_arg(name: &str, value: i32, e: NativeError) -> NativeError {
+    error(format_args!("{name} {value}: {}", e.0))
+}
+
+#[cold]
+#[inline(never)]
+fn past_array(name: &str, off_name: &str, off: i32, len: i32, size: usize) -> NativeError {
+    error(format_args!(
+        "{off_name} {off} + len {len} exceeds {name} ({size} bytes)"
+    ))
+}
+
+#[cold]
+#[inline(never)]
+fn past_area(name: &str, off: i32, len: i32, area: u32) -> NativeError {
+    error(format_args!(
+        "{name} {off} + len {len} exceeds the buffer area ({area} bytes)"
+    ))
+}
+
+#[cold]
+#[inline(never)]
+fn bad_channel(chan: i32) -> NativeError {
+    error(format_args!("chan {chan} is not a channel tag (0..=65535)"))
+}
+
+#[cold]
+#[inline(never)]
+fn too_long(len: i32, max: u32) -> NativeError {
+    error(format_args!(
+        "len {len} exceeds the endpoint's maximum message size ({max} bytes)"
+    ))
+}
+
+#[cold]
+#[inline(never)]
+fn refused(e: HostError) -> NativeError {
+    error(format_args!("{e}"))
+}
+
+#[cold]
+#[inline(never)]
+fn offsets_length(len: usize) -> NativeError {
+    error(format_args!(
+        "offsets has {len} words; a receive descriptor takes exactly {RX_OFFSETS}"
+    ))
+}
+
+#[cold]
+#[inline(never)]
+fn rx_too_long(len: i32, size: u64) -> NativeError {
+    if len < 0 {
+        return negative("len", len);
+    }
+    error(format_args!(
+        "len {len} exceeds {RX_OFFSETS} buffers of {size} bytes ({} bytes)",
+        RX_OFFSETS as u64 * size
+    ))
+}
+
+#[cold]
+#[inline(never)]
+fn bad_offset(i: usize, off: i32, size: u64, area: u64) -> NativeError {
+    if off < 0 {
+        error(format_args!("offsets[{i}] = {off} is negative"))
+    } else if (off as u64) % size != 0 {
+        error(format_args!(
+            "offsets[{i}] = {off} is not a buffer boundary (a multiple of the buffer size, {size})"
+        ))
+    } else {
+        error(format_args!(
+            "offsets[{i}] = {off}: the buffer [{off}, {}) exceeds the buffer area ({area} bytes)",
+            off as u64 + size
+        ))
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn inline_too_long(len: i32) -> NativeError {
+    if len < 0 {
+        return negative("len", len);
+    }
+    error(format_args!(
+        "len {len} exceeds the inline payload of a receive descriptor ({INLINE_MAX} bytes)"
+    ))
+}
+
+#[cold]
+#[inline(never)]
+fn past_payload(len: i32, size: usize) -> NativeError {
+    error(format_args!("len {len} exceeds payload ({size} bytes)"))
+}
+
+#[cold]
+#[inline(never)]
+fn huge_offset(off: u32) -> NativeError {
+    error(format_args!(
+        "the free queue gave offset {off}, which an int cannot hold"
+    ))
+}
+
+#[cold]
+#[inline(never)]
+fn huge_buffer(size: u32) -> NativeError {
+    error(format_args!(
+        "the endpoint's buffer size {size} does not fit an int"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    //! The table, the binding and the messages; the natives' behaviour is
+    //! specified with a mock endpoint in `tests/natives.rs`.
+
+    use super::*;
+
+    #[test]
+    fn natives_table_lists_the_papers_eight_natives_once() {
+        let mut names: Vec<_> = NATIVES.iter().map(|n| n.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), 8);
+        for n in NATIVES {
+            assert!(n.java.contains(n.name), "{}: {}", n.name, n.java);
+        }
+    }
+
+    struct Null;
+    impl NativeHost for Null {
+        fn buffer_size(&self) -> u32 {
+            0
+        }
+        fn area_len(&self) -> u32 {
+            0
+        }
+        fn read_area(&self, _: u32, _: &mut [u8]) {}
+        fn write_area(&mut self, _: u32, _: &[u8]) {}
+        fn pop_free(&mut self) -> Option<u32> {
+            None
+        }
+        fn push_rx(&mut self, _: u16, _: u32, _: RxBody<'_>) -> Result<(), HostError> {
+            Ok(())
+        }
+        fn transmit(&mut self, _: u16, _: &[u8]) -> Result<(), HostError> {
+            Ok(())
+        }
+        fn max_message(&self) -> u32 {
+            0
+        }
+    }
+
+    #[test]
+    fn bind_registers_exactly_the_table() {
+        let natives = bind::<Null>();
+        for n in NATIVES {
+            assert!(
+                natives.get(n.name, n.descriptor).is_some(),
+                "{}{} not bound",
+                n.name,
+                n.descriptor
+            );
+        }
+        assert_eq!(dump_names().count(), NATIVES.len());
+        // A descriptor that differs is a different native.
+        assert!(natives.get("txPush", "([BII)V").is_none());
+    }
+
+    #[test]
+    fn every_applet_declares_only_natives_of_the_table_with_their_descriptors() {
+        for &(name, bytes) in crate::applets::ALL {
+            let prog = jive::check(bytes, &jive::Limits::default()).expect(name);
+            for d in &prog.natives {
+                assert!(
+                    NATIVES
+                        .iter()
+                        .any(|n| n.name == d.name && n.descriptor == d.descriptor),
+                    "{name} declares {}{}",
+                    d.name,
+                    d.descriptor
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_descriptors_are_figure_2s() {
+        // SimpleUnet, Figure 2's text, declares all eight.
+        let prog = jive::check(crate::applets::SIMPLE, &jive::Limits::default()).unwrap();
+        let mut declared: Vec<_> = prog
+            .natives
+            .iter()
+            .map(|d| (d.name.as_str(), d.descriptor.as_str()))
+            .collect();
+        declared.sort_unstable();
+        let mut table: Vec<_> = dump_names().collect();
+        table.sort_unstable();
+        assert_eq!(declared, table);
+    }
+
+    #[test]
+    fn range_checks_compute_without_overflow() {
+        let mut a = [0i8; 16];
+        assert_eq!(array_range(&mut a, "a", "off", 8, 8).unwrap().len(), 8);
+        let e = array_range(&mut a, "a", "off", i32::MAX, i32::MAX).unwrap_err();
+        assert_eq!(e.0, "off 2147483647 + len 2147483647 exceeds a (16 bytes)");
+        assert_eq!(
+            area_range(u32::MAX, "useroff", 0x7fff_ff00, 0x200).unwrap(),
+            0x7fff_ff00
+        );
+        let e = area_range(0x8000_0000, "useroff", 0x7fff_ff00, 0x200).unwrap_err();
+        assert_eq!(
+            e.0,
+            "useroff 2147483392 + len 512 exceeds the buffer area (2147483648 bytes)"
+        );
+        assert_eq!(area_range(8192, "useroff", 8192, 0).unwrap(), 8192);
+        assert!(area_range(8192, "useroff", 8192, 1).is_err());
+    }
+
+    #[test]
+    fn channel_tags_are_u16() {
+        assert_eq!(channel(0).unwrap(), 0);
+        assert_eq!(channel(65535).unwrap(), 65535);
+        assert_eq!(
+            channel(65536).unwrap_err().0,
+            "chan 65536 is not a channel tag (0..=65535)"
+        );
+        assert!(channel(-1).is_err());
+    }
+
+    #[test]
+    fn conversions_keep_every_bit_pattern() {
+        let bytes: Vec<u8> = (0..=255).collect();
+        let mut signed = vec![0i8; 256];
+        u8_to_i8(&mut signed, &bytes);
+        assert_eq!(signed[255], -1);
+        assert_eq!(signed[128], i8::MIN);
+        let mut back = vec![0u8; 256];
+        i8_to_u8(&mut back, &signed);
+        assert_eq!(back, bytes);
+    }
+
+    #[test]
+    fn scratch_is_reentrant_and_sized_to_the_request() {
+        let outer = with_scratch(100, |a| {
+            a.fill(1);
+            let inner = with_scratch(10, |b| {
+                b.fill(2);
+                b.len()
+            });
+            (a.len(), inner, a.iter().all(|&x| x == 1))
+        });
+        assert_eq!(outer, (100, 10, true));
+    }
+
+    #[test]
+    fn host_errors_say_what_and_where() {
+        assert_eq!(
+            HostError::NoSuchChannel(9).to_string(),
+            "channel 9 is not an open channel of this endpoint"
+        );
+        assert_eq!(
+            HostError::TooLong {
+                len: 9000,
+                max: 1500
+            }
+            .to_string(),
+            "a message of 9000 bytes exceeds the endpoint's maximum message size (1500 bytes)"
+        );
+        assert_eq!(
+            HostError::RxQueueFull.to_string(),
+            "the endpoint's receive queue is full"
+        );
+    }
+}

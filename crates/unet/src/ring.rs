@@ -1,0 +1,357 @@
+//! Single-producer single-consumer descriptor queues (U-Net's transmit,
+//! receive and free queues, Figure 1), for a producer and a consumer that
+//! do not trust each other.
+//!
+//! A queue is two free-running `u32` indices, each on its own cache line,
+//! and `depth` slots. The producer writes slot `head & (depth - 1)` and then
+//! publishes it by storing `head + 1` with release ordering; the consumer
+//! reads the slot after loading `head` with acquire ordering, and frees it
+//! by storing `tail + 1` with release ordering. Each side keeps its own
+//! index in private memory and only publishes it: the index it reads from
+//! the shared line is the other side's, and it is checked before use. A
+//! producer index more than `depth` ahead of the consumer's own, or a
+//! consumer index that is ahead of the producer's own or more than `depth`
+//! behind it, can only come from a broken or hostile peer: the queue
+//! reports [`Corrupt`] and neither reads nor writes a slot. So the engine
+//! never follows an index it has not checked, and a hostile application
+//! cannot make it overwrite an undelivered descriptor.
+//!
+//! The memory behind a queue is a [`QueueMem`]: the endpoint's shared
+//! segment ([`crate::shm`]), or, in the loom models, cells that loom can
+//! watch.
+
+use crate::sync::{AtomicU32, Ordering};
+
+/// The memory of one queue: its two indices and its slots.
+pub trait QueueMem<T: Copy> {
+    /// The producer index.
+    fn head(&self) -> &AtomicU32;
+    /// The consumer index.
+    fn tail(&self) -> &AtomicU32;
+    /// The number of slots, a power of two.
+    fn depth(&self) -> u32;
+    /// Reads slot `i` (`i < depth`). The value may be anything a hostile
+    /// peer wrote: every `T` used here is plain data valid for any bytes.
+    fn read(&self, i: u32) -> T;
+    /// Writes slot `i` (`i < depth`).
+    fn write(&self, i: u32, v: T);
+}
+
+/// The peer published an index that no correct peer could have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("queue index {observed} is inconsistent with this side's index {own} (depth {depth})")]
+pub struct Corrupt {
+    /// The index read from shared memory.
+    pub observed: u32,
+    /// This side's own index.
+    pub own: u32,
+    /// The queue's depth.
+    pub depth: u32,
+}
+
+/// The producing side of a queue.
+#[derive(Debug)]
+pub struct Producer<T: Copy, M: QueueMem<T>> {
+    mem: M,
+    head: u32,
+    /// The consumer index last read (valid: within `depth` of `head`).
+    tail: u32,
+    _t: core::marker::PhantomData<T>,
+}
+
+impl<T: Copy, M: QueueMem<T>> Producer<T, M> {
+    /// The producer of the queue in `mem`, continuing from the indices it
+    /// holds now (both 0 for a new queue). A consumer index that is not
+    /// within `depth` of the producer index is taken as the producer index:
+    /// the queue then looks full until the consumer catches up.
+    pub fn new(mem: M) -> Self {
+        let head = mem.head().load(Ordering::Relaxed);
+        let tail = mem.tail().load(Ordering::Acquire);
+        let tail = if head.wrapping_sub(tail) <= mem.depth() {
+            tail
+        } else {
+            head.wrapping_sub(mem.depth())
+        };
+        Producer {
+            mem,
+            head,
+            tail,
+            _t: core::marker::PhantomData,
+        }
+    }
+
+    /// Reads the consumer's index and checks it.
+    #[inline]
+    fn refresh(&mut self) -> Result<(), Corrupt> {
+        let t = self.mem.tail().load(Ordering::Acquire);
+        let used = self.head.wrapping_sub(t);
+        if used > self.mem.depth() {
+            return Err(Corrupt {
+                observed: t,
+                own: self.head,
+                depth: self.mem.depth(),
+            });
+        }
+        self.tail = t;
+        Ok(())
+    }
+
+    /// Free slots, reading the consumer's index.
+    pub fn space(&mut self) -> Result<u32, Corrupt> {
+        self.refresh()?;
+        Ok(self.mem.depth() - self.head.wrapping_sub(self.tail))
+    }
+
+    /// Pushes `v`. `Ok(false)` if the queue is full.
+    #[inline]
+    pub fn push(&mut self, v: T) -> Result<bool, Corrupt> {
+        if self.head.wrapping_sub(self.tail) == self.mem.depth() {
+            self.refresh()?;
+            if self.head.wrapping_sub(self.tail) == self.mem.depth() {
+                return Ok(false);
+            }
+        }
+        self.mem.write(self.head & (self.mem.depth() - 1), v);
+        self.head = self.head.wrapping_add(1);
+        self.mem.head().store(self.head, Ordering::Release);
+        Ok(true)
+    }
+
+    /// How many pushed items the consumer has taken, in all (wrapping).
+    pub fn consumed(&mut self) -> Result<u32, Corrupt> {
+        self.refresh()?;
+        Ok(self.tail)
+    }
+
+    /// How many items were pushed, in all (wrapping).
+    pub fn pushed(&self) -> u32 {
+        self.head
+    }
+
+    /// The slot that item number `n` (counting pushes, wrapping) went to:
+    /// e.g. a transmit descriptor, for its completion status. Meaningful
+    /// until the producer wraps around to it again.
+    pub fn slot_of(&self, n: u32) -> T {
+        self.mem.read(n & (self.mem.depth() - 1))
+    }
+
+    /// The queue's memory.
+    pub fn mem(&self) -> &M {
+        &self.mem
+    }
+}
+
+/// The consuming side of a queue.
+#[derive(Debug)]
+pub struct Consumer<T: Copy, M: QueueMem<T>> {
+    mem: M,
+    tail: u32,
+    /// The producer index last read (valid: at most `depth` ahead of `tail`).
+    head: u32,
+    _t: core::marker::PhantomData<T>,
+}
+
+impl<T: Copy, M: QueueMem<T>> Consumer<T, M> {
+    /// The consumer of the queue in `mem`, continuing from its consumer index.
+    pub fn new(mem: M) -> Self {
+        let tail = mem.tail().load(Ordering::Relaxed);
+        Consumer {
+            mem,
+            tail,
+            head: tail,
+            _t: core::marker::PhantomData,
+        }
+    }
+
+    /// Reads the producer's index and checks it.
+    #[inline]
+    fn refresh(&mut self) -> Result<(), Corrupt> {
+        let h = self.mem.head().load(Ordering::Acquire);
+        if h.wrapping_sub(self.tail) > self.mem.depth() {
+            return Err(Corrupt {
+                observed: h,
+                own: self.tail,
+                depth: self.mem.depth(),
+            });
+        }
+        self.head = h;
+        Ok(())
+    }
+
+    /// Items ready, reading the producer's index.
+    pub fn available(&mut self) -> Result<u32, Corrupt> {
+        self.refresh()?;
+        Ok(self.head.wrapping_sub(self.tail))
+    }
+
+    /// A private copy of the item at the front, without taking it.
+    #[inline]
+    pub fn peek(&mut self) -> Result<Option<T>, Corrupt> {
+        if self.head == self.tail {
+            self.refresh()?;
+            if self.head == self.tail {
+                return Ok(None);
+            }
+        }
+        Ok(Some(self.mem.read(self.tail & (self.mem.depth() - 1))))
+    }
+
+    /// Overwrites the front item before it is taken (the engine's
+    /// completion status of a transmit descriptor). Only after a `peek`
+    /// that returned an item.
+    pub fn write_front(&mut self, v: T) {
+        debug_assert_ne!(self.head, self.tail);
+        self.mem.write(self.tail & (self.mem.depth() - 1), v);
+    }
+
+    /// Takes the front item (after a `peek` that returned one), freeing its
+    /// slot for the producer.
+    #[inline]
+    pub fn advance(&mut self) {
+        debug_assert_ne!(self.head, self.tail);
+        self.tail = self.tail.wrapping_add(1);
+        self.mem.tail().store(self.tail, Ordering::Release);
+    }
+
+    /// Takes the front item, if any.
+    #[inline]
+    pub fn pop(&mut self) -> Result<Option<T>, Corrupt> {
+        let v = self.peek()?;
+        if v.is_some() {
+            self.advance();
+        }
+        Ok(v)
+    }
+
+    /// The queue's memory.
+    pub fn mem(&self) -> &M {
+        &self.mem
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+
+    /// A queue in private memory, with the indices exposed so a test can
+    /// play the hostile peer.
+    struct Mem {
+        head: AtomicU32,
+        tail: AtomicU32,
+        slots: Vec<Cell<u64>>,
+    }
+
+    impl QueueMem<u64> for &Mem {
+        fn head(&self) -> &AtomicU32 {
+            &self.head
+        }
+        fn tail(&self) -> &AtomicU32 {
+            &self.tail
+        }
+        fn depth(&self) -> u32 {
+            self.slots.len() as u32
+        }
+        fn read(&self, i: u32) -> u64 {
+            self.slots[i as usize].get()
+        }
+        fn write(&self, i: u32, v: u64) {
+            self.slots[i as usize].set(v)
+        }
+    }
+
+    fn mem(depth: usize, start: u32) -> Mem {
+        Mem {
+            head: AtomicU32::new(start),
+            tail: AtomicU32::new(start),
+            slots: (0..depth).map(|_| Cell::new(0)).collect(),
+        }
+    }
+
+    #[test]
+    fn fifo_across_index_wrap() {
+        let m = mem(4, u32::MAX - 5);
+        let (mut p, mut c) = (Producer::new(&m), Consumer::new(&m));
+        let mut next = 0;
+        for round in 0..20u64 {
+            for k in 0..=(round % 4) {
+                assert_eq!(p.push(round * 10 + k), Ok(true));
+            }
+            for k in 0..=(round % 4) {
+                assert_eq!(c.pop(), Ok(Some(round * 10 + k)));
+                next += 1;
+            }
+            assert_eq!(c.pop(), Ok(None));
+        }
+        assert_eq!(next, 50);
+    }
+
+    #[test]
+    fn full_queue_refuses_without_overwriting() {
+        let m = mem(4, 0);
+        let (mut p, mut c) = (Producer::new(&m), Consumer::new(&m));
+        for v in 1..=4 {
+            assert_eq!(p.push(v), Ok(true));
+        }
+        assert_eq!(p.push(5), Ok(false));
+        assert_eq!(c.pop(), Ok(Some(1)));
+        assert_eq!(p.push(5), Ok(true));
+        assert_eq!(
+            (2..=5)
+                .map(|_| c.pop().unwrap().unwrap())
+                .collect::<Vec<_>>(),
+            [2, 3, 4, 5]
+        );
+    }
+
+    #[test]
+    fn a_producer_index_too_far_ahead_is_corrupt_and_reads_nothing() {
+        let m = mem(8, 100);
+        let mut c = Consumer::new(&m);
+        m.head.store(100 + 9, Ordering::Release);
+        assert!(matches!(
+            c.pop(),
+            Err(Corrupt {
+                observed: 109,
+                own: 100,
+                depth: 8
+            })
+        ));
+        // Behind the consumer is just as impossible.
+        m.head.store(99, Ordering::Release);
+        assert!(c.pop().is_err());
+        // Back to a consistent value: the queue works again.
+        m.slots[100 % 8].set(42);
+        m.head.store(101, Ordering::Release);
+        assert_eq!(c.pop(), Ok(Some(42)));
+    }
+
+    #[test]
+    fn a_consumer_index_ahead_of_the_producer_is_corrupt() {
+        let m = mem(4, 0);
+        let mut p = Producer::new(&m);
+        for v in 0..4 {
+            p.push(v).unwrap();
+        }
+        // A consumer claiming to have taken more than was pushed would let
+        // the producer overwrite undelivered slots.
+        m.tail.store(7, Ordering::Release);
+        assert!(p.push(9).is_err());
+        assert_eq!(
+            m.slots.iter().map(Cell::get).collect::<Vec<_>>(),
+            [0, 1, 2, 3]
+        );
+    }
+
+    #[test]
+    fn peek_write_front_advance() {
+        let m = mem(2, 0);
+        let (mut p, mut c) = (Producer::new(&m), Consumer::new(&m));
+        p.push(5).unwrap();
+        assert_eq!(c.peek(), Ok(Some(5)));
+        c.write_front(6);
+        c.advance();
+        assert_eq!(p.slot_of(0), 6, "the producer sees the completion status");
+        assert_eq!(p.consumed(), Ok(1));
+    }
+}

@@ -1,0 +1,342 @@
+//! An endpoint's shared memory: one sealed `memfd` mapped shared, and the
+//! only module of the crate that dereferences pointers into it.
+//!
+//! The segment is shared with an application that may be hostile (another
+//! process that maps the same `memfd`), so nothing here trusts its
+//! contents:
+//! - its size cannot change under the engine: the `memfd` is sealed
+//!   against shrinking and growing before anyone else sees it, so an access
+//!   inside the mapping never faults (a shrunk file would raise `SIGBUS`);
+//! - every read is a copy into private memory (a volatile read of a
+//!   descriptor, a `memcpy` of payload bytes), made once: the engine checks
+//!   the copy, never the shared bytes, so a value that changes after the
+//!   check changes nothing (no time-of-check to time-of-use gap);
+//! - the types read from it ([`TxDesc`], [`RxDesc`], `u32`) are plain data
+//!   for which every bit pattern is a valid value;
+//! - the indices of the queues are atomics, which is the one thing both
+//!   sides agree on; payload bytes that the application changes while the
+//!   engine copies them arrive torn, which only the application can see.
+
+use std::fs::File;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use crate::layout::{Header, Layout, QueueLayout, RxDesc, TxDesc};
+use crate::ring::QueueMem;
+use crate::sync::AtomicU32;
+
+/// A mapped endpoint segment.
+#[derive(Debug)]
+pub struct Segment {
+    fd: OwnedFd,
+    base: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the mapping is shared memory addressed only through the methods
+// below, which access it with atomics, volatile reads and writes or
+// byte copies, all of which are sound from any thread (see the module doc:
+// concurrent writers change values, never validity).
+unsafe impl Send for Segment {}
+// SAFETY: as for `Send`: no method hands out a reference to the mapping
+// except the atomic indices, which are `Sync`.
+unsafe impl Sync for Segment {}
+
+fn os_err(what: &str) -> std::io::Error {
+    let e = std::io::Error::last_os_error();
+    std::io::Error::new(e.kind(), format!("{what}: {e}"))
+}
+
+impl Segment {
+    /// Creates a sealed `memfd` of `len` bytes named `name` and maps it.
+    pub fn create(name: &str, len: usize) -> std::io::Result<Segment> {
+        let cname = std::ffi::CString::new(name)
+            .map_err(|_| std::io::Error::other("name has a NUL byte"))?;
+        // SAFETY: `cname` is a valid NUL-terminated string; the flags are valid.
+        let fd = unsafe {
+            libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING)
+        };
+        if fd < 0 {
+            return Err(os_err("memfd_create"));
+        }
+        // SAFETY: `fd` was just returned by memfd_create and is owned by no one else.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        File::from(fd.try_clone()?).set_len(len as u64)?;
+        let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
+        // SAFETY: fcntl on a valid fd with an int argument.
+        if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, seals) } < 0 {
+            return Err(os_err("fcntl(F_ADD_SEALS)"));
+        }
+        Segment::map_fd(fd, len)
+    }
+
+    /// Maps a segment received from an engine (`SCM_RIGHTS`), checking
+    /// that it is sealed against resizing, so that it can never shrink
+    /// under the mapping.
+    pub fn map(fd: OwnedFd) -> std::io::Result<Segment> {
+        // SAFETY: fcntl F_GET_SEALS on a valid fd takes no argument.
+        let seals = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GET_SEALS) };
+        if seals < 0
+            || seals & (libc::F_SEAL_SHRINK | libc::F_SEAL_GROW)
+                != (libc::F_SEAL_SHRINK | libc::F_SEAL_GROW)
+        {
+            return Err(std::io::Error::other(
+                "endpoint memfd is not sealed against resizing",
+            ));
+        }
+        let len = File::from(fd.try_clone()?).metadata()?.len();
+        let len = usize::try_from(len).map_err(|_| std::io::Error::other("segment too large"))?;
+        Segment::map_fd(fd, len)
+    }
+
+    fn map_fd(fd: OwnedFd, len: usize) -> std::io::Result<Segment> {
+        if len == 0 {
+            return Err(std::io::Error::other("empty segment"));
+        }
+        // SAFETY: a fresh shared mapping of `len` bytes of a valid fd whose
+        // size is at least `len` (set and sealed by `create`, or read by
+        // `map`); the kernel chooses the address.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(os_err("mmap"));
+        }
+        let base = NonNull::new(p.cast::<u8>())
+            .ok_or_else(|| std::io::Error::other("mmap returned null"))?;
+        Ok(Segment { fd, base, len })
+    }
+
+    /// The `memfd`, to hand to an application process.
+    pub fn fd(&self) -> &OwnedFd {
+        &self.fd
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the segment is empty (never, once mapped).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Writes the header page.
+    pub fn write_header(&self, h: &Header) {
+        assert!(size_of::<Header>() <= self.len);
+        // SAFETY: the header lies within the mapping (asserted) at offset 0,
+        // which is page aligned; a volatile write of plain data.
+        unsafe { self.base.cast::<Header>().as_ptr().write_volatile(*h) }
+    }
+
+    /// A private copy of the header page.
+    pub fn read_header(&self) -> Header {
+        assert!(size_of::<Header>() <= self.len);
+        // SAFETY: as for `write_header`; `Header` is valid for any bits.
+        unsafe { self.base.cast::<Header>().as_ptr().read_volatile() }
+    }
+
+    /// Copies `dst.len()` bytes at `off` out of the segment.
+    #[inline]
+    pub fn read_bytes(&self, off: usize, dst: &mut [u8]) {
+        assert!(
+            off <= self.len && dst.len() <= self.len - off,
+            "segment read out of range"
+        );
+        // SAFETY: the range lies within the mapping (asserted) and cannot
+        // overlap `dst`, which is private memory; bytes are valid for any
+        // value.
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.base.as_ptr().add(off), dst.as_mut_ptr(), dst.len())
+        }
+    }
+
+    /// Copies `src` into the segment at `off`.
+    #[inline]
+    pub fn write_bytes(&self, off: usize, src: &[u8]) {
+        assert!(
+            off <= self.len && src.len() <= self.len - off,
+            "segment write out of range"
+        );
+        // SAFETY: as for `read_bytes`, in the other direction.
+        unsafe {
+            std::ptr::copy_nonoverlapping(src.as_ptr(), self.base.as_ptr().add(off), src.len())
+        }
+    }
+
+    /// Runs `f` on a view of `len` bytes at `off`, for a data-moving loop
+    /// (ilp) that reads them once. The bytes may change while `f` runs if
+    /// the application writes them; `f` must treat them as untrusted input
+    /// read once (a copy, a checksum), never as a value it checks and then
+    /// relies on.
+    #[inline]
+    pub fn with_bytes<R>(&self, off: usize, len: usize, f: impl FnOnce(&[u8]) -> R) -> R {
+        assert!(
+            off <= self.len && len <= self.len - off,
+            "segment view out of range"
+        );
+        // SAFETY: the range lies within the mapping, which lives as long as
+        // `self`. Another process may write it concurrently: the view is
+        // only copied from by `f` (see above), and any byte value is valid.
+        f(unsafe { std::slice::from_raw_parts(self.base.as_ptr().add(off), len) })
+    }
+
+    /// Runs `f` on a writable view of `len` bytes at `off` (the engine's
+    /// copy into receive buffers). The same caveat as [`Segment::with_bytes`]:
+    /// `f` only writes, and reads back nothing it relies on.
+    #[inline]
+    pub fn with_bytes_mut<R>(&self, off: usize, len: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
+        assert!(
+            off <= self.len && len <= self.len - off,
+            "segment view out of range"
+        );
+        // SAFETY: as for `with_bytes`; the engine hands out one writable view
+        // at a time per endpoint (its state lock is held).
+        f(unsafe { std::slice::from_raw_parts_mut(self.base.as_ptr().add(off), len) })
+    }
+
+    /// The atomic `u32` at `off` (a queue index).
+    fn atomic(&self, off: usize) -> &AtomicU32 {
+        assert!(off % 4 == 0 && off + 4 <= self.len);
+        // SAFETY: aligned, in range, and `AtomicU32` has the layout of a
+        // `u32` and is valid for any bits; it lives as long as `&self`.
+        unsafe { &*self.base.as_ptr().add(off).cast::<AtomicU32>() }
+    }
+}
+
+impl Drop for Segment {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly the mapping made in `map_fd`; no reference
+        // into it outlives `self` (every accessor borrows `self`).
+        unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };
+    }
+}
+
+/// One queue of a segment, as [`QueueMem`] for [`crate::ring`].
+#[derive(Debug, Clone)]
+pub struct ShmQueue {
+    seg: Arc<Segment>,
+    q: QueueLayout,
+}
+
+impl ShmQueue {
+    /// The queue `q` of `seg`, whose bounds are checked against the segment.
+    pub fn new(seg: Arc<Segment>, q: QueueLayout, slot: usize) -> ShmQueue {
+        assert!(q.slots() + q.depth as usize * slot <= seg.len && q.depth.is_power_of_two());
+        ShmQueue { seg, q }
+    }
+
+    #[inline]
+    fn slot_ptr<T>(&self, i: u32) -> *mut T {
+        debug_assert!(i < self.q.depth);
+        // SAFETY: the pointer arithmetic stays in the mapping: `i < depth`
+        // (callers mask the index) and `new` checked that every slot lies in
+        // the segment.
+        unsafe {
+            self.seg
+                .base
+                .as_ptr()
+                .add(self.q.slots())
+                .cast::<T>()
+                .add(i as usize)
+        }
+    }
+}
+
+/// Copies a `T` out of shared memory with volatile loads, eight bytes at a
+/// time where `T`'s size allows (a volatile read of a 64-byte struct is
+/// otherwise split into byte loads).
+///
+/// # Safety
+/// `p` is valid for reads of a `T`, aligned to 8 bytes if `T`'s size is a
+/// multiple of 8, and `T` is valid for any bits.
+#[inline(always)]
+unsafe fn read_once<T: Copy>(p: *const T) -> T {
+    if size_of::<T>() % 8 == 0 && align_of::<T>() >= 8 {
+        let mut v = core::mem::MaybeUninit::<T>::uninit();
+        let (src, dst) = (p.cast::<u64>(), v.as_mut_ptr().cast::<u64>());
+        for k in 0..size_of::<T>() / 8 {
+            // SAFETY: word `k` lies inside `*p` and inside `v`, both aligned
+            // to 8 (the caller's contract and the `if`).
+            unsafe { dst.add(k).write(src.add(k).read_volatile()) };
+        }
+        // SAFETY: every byte of `v` was written, and `T` is valid for any bits.
+        unsafe { v.assume_init() }
+    } else {
+        // SAFETY: the caller's contract.
+        unsafe { p.read_volatile() }
+    }
+}
+
+/// Writes a `T` into shared memory with volatile stores, eight bytes at a
+/// time where `T`'s size allows.
+///
+/// # Safety
+/// As for [`read_once`], for writes.
+#[inline(always)]
+unsafe fn write_once<T: Copy>(p: *mut T, v: T) {
+    if size_of::<T>() % 8 == 0 && align_of::<T>() >= 8 {
+        let src = (&raw const v).cast::<u64>();
+        for k in 0..size_of::<T>() / 8 {
+            // SAFETY: word `k` lies inside `v` and inside `*p`, both aligned to 8.
+            unsafe { p.cast::<u64>().add(k).write_volatile(src.add(k).read()) };
+        }
+    } else {
+        // SAFETY: the caller's contract.
+        unsafe { p.write_volatile(v) }
+    }
+}
+
+macro_rules! shm_queue_mem {
+    ($t:ty) => {
+        impl QueueMem<$t> for ShmQueue {
+            #[inline]
+            fn head(&self) -> &AtomicU32 {
+                self.seg.atomic(self.q.head())
+            }
+            #[inline]
+            fn tail(&self) -> &AtomicU32 {
+                self.seg.atomic(self.q.tail())
+            }
+            #[inline]
+            fn depth(&self) -> u32 {
+                self.q.depth
+            }
+            #[inline]
+            fn read(&self, i: u32) -> $t {
+                // SAFETY: the slot is in range (`slot_ptr`), aligned (slots
+                // start 128 bytes past a 64-byte aligned queue offset), and
+                // the type is plain data valid for any bits; the volatile
+                // loads make one private copy.
+                unsafe { read_once(self.slot_ptr::<$t>(i & (self.q.depth - 1))) }
+            }
+            #[inline]
+            fn write(&self, i: u32, v: $t) {
+                // SAFETY: as for `read`.
+                unsafe { write_once(self.slot_ptr::<$t>(i & (self.q.depth - 1)), v) }
+            }
+        }
+    };
+}
+
+shm_queue_mem!(TxDesc);
+shm_queue_mem!(RxDesc);
+shm_queue_mem!(u32);
+
+/// The queues of a segment laid out by `layout`.
+pub fn queues(seg: &Arc<Segment>, layout: &Layout) -> (ShmQueue, ShmQueue, ShmQueue) {
+    (
+        ShmQueue::new(seg.clone(), layout.tx, size_of::<TxDesc>()),
+        ShmQueue::new(seg.clone(), layout.rx, size_of::<RxDesc>()),
+        ShmQueue::new(seg.clone(), layout.free, 4),
+    )
+}

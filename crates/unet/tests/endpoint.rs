@@ -1,0 +1,356 @@
+//! Endpoints through the engine on the `loop` transport: what U-Net (§2)
+//! promises an application, checked message by message.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use proptest::prelude::*;
+use unet::layout::{INLINE_MAX, TxDesc, TxStatus};
+use unet::transport::LoopNet;
+use unet::{Config, Endpoint, Engine};
+
+fn engine() -> Engine {
+    let net = LoopNet::new();
+    Engine::new(Box::new(
+        net.attach("10.0.0.1:7000".parse().unwrap()).unwrap(),
+    ))
+}
+
+/// Two endpoints of one engine with a channel each way.
+fn pair(e: &Engine, config: Config, applet: Option<&[u8]>) -> (Endpoint, Endpoint, u16, u16) {
+    let mut a = e.create_endpoint(config, applet).unwrap();
+    let mut b = e.create_endpoint(config, applet).unwrap();
+    let ab = a.open_channel(e.local(), b.id()).unwrap();
+    let ba = b.open_channel(e.local(), a.id()).unwrap();
+    (a, b, ab, ba)
+}
+
+/// A message whose content says its sequence number and length, with a
+/// checksum over both, so that corruption, truncation, duplication and
+/// reordering are all visible.
+fn message(seq: u64, len: usize) -> Vec<u8> {
+    let mut m = vec![0u8; len];
+    let mut x = seq.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ len as u64;
+    for b in m.iter_mut() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        *b = x as u8;
+    }
+    if len >= 8 {
+        m[..8].copy_from_slice(&seq.to_le_bytes());
+    }
+    m
+}
+
+fn seq_of(m: &[u8]) -> Option<u64> {
+    let s = u64::from_le_bytes(m.get(..8)?.try_into().ok()?);
+    (message(s, m.len()) == m).then_some(s)
+}
+
+#[test]
+fn small_messages_travel_inline_and_larger_ones_in_buffers() {
+    let e = engine();
+    let (mut a, mut b, ab, _) = pair(&e, Config::default(), None);
+    for len in [0, 1, 55, 56, 57, 4095, 4096, 4097, 14 * 4096] {
+        let m = message(len as u64, len);
+        a.send(ab, &m).unwrap();
+        let got = b
+            .recv()
+            .unwrap_or_else(|| panic!("{len}-byte message lost"));
+        assert_eq!(got.is_inline(), len <= INLINE_MAX, "{len}");
+        assert_eq!(
+            got.buffers().count(),
+            if len <= INLINE_MAX {
+                0
+            } else {
+                len.div_ceil(4096)
+            }
+        );
+        assert_eq!(got.to_vec(), m, "{len}");
+        assert_eq!(got.chan(), 0);
+    }
+    assert!(b.recv().is_none());
+    let c = b.counts();
+    assert_eq!((c.rx_delivered, c.rx_no_buffer, c.rx_queue_full), (9, 0, 0));
+}
+
+#[test]
+fn a_message_longer_than_fourteen_buffers_is_refused_at_the_sender() {
+    let e = engine();
+    let (mut a, _b, ab, _) = pair(&e, Config::default(), None);
+    let err = a.send(ab, &vec![0; 14 * 4096 + 1]).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            unet::SendError::TooLong {
+                len: 57345,
+                max: 57344
+            }
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn without_free_buffers_a_message_is_dropped_and_counted() {
+    let e = engine();
+    let config = Config {
+        buffers: 4,
+        free_depth: 4,
+        ..Config::default()
+    };
+    let (mut a, mut b, ab, _) = pair(&e, config, None);
+    // b gave its 2 receive buffers to the engine; hold both messages.
+    a.send(ab, &[1; 4000]).unwrap();
+    a.send(ab, &[2; 4000]).unwrap();
+    a.send(ab, &[3; 4000]).unwrap();
+    a.flush(100);
+    assert_eq!(b.counts().rx_no_buffer, 1);
+    let first = b.recv().unwrap().to_vec();
+    assert_eq!(first, [1; 4000]);
+    // Dropping the message gave its buffer back: the next one fits.
+    a.send(ab, &[4; 4000]).unwrap();
+    assert_eq!(b.recv().unwrap().to_vec(), [2; 4000]);
+    assert_eq!(b.recv().unwrap().to_vec(), [4; 4000]);
+}
+
+#[test]
+fn frames_that_match_no_filter_are_counted_and_dropped() {
+    let e = engine();
+    let mut a = e.create_endpoint(Config::default(), None).unwrap();
+    // A channel to an endpoint id no one has: the frame loops back to this
+    // engine and matches no filter.
+    let c = a.open_channel(e.local(), 999).unwrap();
+    a.send(c, b"nobody").unwrap();
+    assert_eq!(e.counts().unmatched, 1);
+    assert_eq!(a.counts().tx_frames, 1);
+}
+
+#[test]
+fn checksummed_channels_arrive_intact() {
+    let e = engine();
+    let mut a = e.create_endpoint(Config::default(), None).unwrap();
+    let mut b = e.create_endpoint(Config::default(), None).unwrap();
+    let opts = unet::ChannelOptions { checksum: true };
+    let ab = a.open_channel_with(e.local(), b.id(), opts).unwrap();
+    b.open_channel(e.local(), a.id()).unwrap();
+    for len in [0, 1, 57, 1001, 8192] {
+        a.send(ab, &message(7, len)).unwrap();
+        assert_eq!(b.recv().unwrap().to_vec(), message(7, len));
+    }
+    assert_eq!(b.counts().rx_bad_checksum, 0);
+}
+
+#[test]
+fn an_extra_filter_routes_frames_to_a_channel() {
+    let e = engine();
+    let (mut a, mut b, ab, ba) = pair(&e, Config::default(), None);
+    // A second channel of b, to a peer that does not exist: the extra
+    // filter sends a's frames to it, above the channel's own filter.
+    let side = b.open_channel("10.9.9.9:1".parse().unwrap(), 1).unwrap();
+    let f = b
+        .install_filter(
+            side,
+            &format!("udp and udp[10:2] = {} and udp[8:2] = {}", a.id(), b.id()),
+            5,
+        )
+        .unwrap();
+    a.send(ab, b"to the side").unwrap();
+    assert_eq!(b.recv().unwrap().chan(), side);
+    e.remove_filter(b.id(), f).unwrap();
+    a.send(ab, b"back to the channel").unwrap();
+    assert_eq!(b.recv().unwrap().chan(), ba);
+    // A filter that does not parse changes nothing.
+    assert!(b.install_filter(side, "udp and (", 5).is_err());
+    a.send(ab, b"still routed").unwrap();
+    assert_eq!(b.recv().unwrap().chan(), ba);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// Every malformed transmit descriptor is rejected, counted, and moves
+    /// nothing; every well-formed one is sent.
+    #[test]
+    fn transmit_descriptors_are_checked(len in prop_oneof![0u32..70_000, any::<u32>()],
+                                        offset in prop_oneof![0u32..(2 << 20), any::<u32>()],
+                                        chan in prop_oneof![0u16..3, any::<u16>()]) {
+        let e = engine();
+        let (mut a, mut b, _, _) = pair(&e, Config::default(), None);
+        let area = a.layout().area_len as u64;
+        let ok = u64::from(len) <= 14 * 4096 && u64::from(offset) + u64::from(len) <= area && chan == 0;
+        let n = a.tx_pushed();
+        a.push_tx(TxDesc { len, offset, chan, ..TxDesc::default() }).unwrap();
+        prop_assert!(a.flush(10));
+        let status = a.tx_status(n);
+        let c = a.counts();
+        if ok {
+            prop_assert_eq!(status, TxStatus::Sent);
+            prop_assert_eq!((c.tx_rejected, c.tx_frames), (0, 1));
+            let m = b.recv().expect("delivered");
+            prop_assert_eq!(m.len(), len as usize);
+        } else {
+            prop_assert_eq!(status, TxStatus::Rejected);
+            prop_assert_eq!((c.tx_rejected, c.tx_frames), (1, 0));
+            prop_assert!(b.recv().is_none());
+        }
+    }
+}
+
+/// Random sizes from 1 byte to 3 buffers through two endpoints, the
+/// sender and the receiver on their own threads. Every message arrives
+/// once, in order, intact, unless the engine counted it dropped for want
+/// of a free buffer or of room in the receive queue (U-Net has no flow
+/// control: that is the protocol's only loss).
+fn transfer(applet: Option<&[u8]>, total: u64, max_len: usize) -> (u64, u64) {
+    let e = engine();
+    let (mut a, mut b, ab, _) = pair(&e, Config::default(), applet);
+    let stop = Arc::new(AtomicBool::new(false));
+    let st = stop.clone();
+    let receiver = std::thread::spawn(move || {
+        let (mut next, mut got) = (0u64, 0u64);
+        let mut last = Instant::now();
+        loop {
+            let msg = b.recv().map(|m| m.to_vec());
+            match msg {
+                Some(v) => {
+                    let s = seq_of(&v).unwrap_or_else(|| {
+                        panic!("corrupt message of {} bytes after {next}", v.len())
+                    });
+                    assert!(
+                        s >= next,
+                        "message {s} after {next}: reordered or duplicated"
+                    );
+                    next = s + 1;
+                    got += 1;
+                    last = Instant::now();
+                }
+                None => {
+                    if st.load(Ordering::Acquire) && last.elapsed() > Duration::from_millis(200) {
+                        let c = b.counts();
+                        return (
+                            got,
+                            c.rx_no_buffer + c.rx_queue_full + c.applet_drops,
+                            c.applet_traps,
+                        );
+                    }
+                    std::hint::spin_loop();
+                }
+            }
+        }
+    });
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    for seq in 0..total {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let len = 8 + (x % (max_len as u64 - 7)) as usize;
+        let m = message(seq, len);
+        loop {
+            match a.send(ab, &m) {
+                Ok(()) => break,
+                Err(unet::SendError::Full) => std::thread::yield_now(),
+                Err(err) => panic!("{err}"),
+            }
+        }
+    }
+    assert!(a.flush(1_000_000));
+    stop.store(true, Ordering::Release);
+    let (got, dropped, traps) = receiver.join().unwrap();
+    assert_eq!(traps, 0, "an applet trapped");
+    assert_eq!(
+        got + dropped,
+        total,
+        "{got} received + {dropped} counted drops != {total} sent"
+    );
+    (got, dropped)
+}
+
+#[test]
+fn a_million_messages_with_standard_applets_arrive_once_in_order_intact() {
+    let n = std::env::var("UNET_MESSAGES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_000_000);
+    let (got, dropped) = transfer(Some(unet::applets::STANDARD), n, 3 * 4096);
+    eprintln!("{got} delivered, {dropped} dropped for want of a buffer or queue slot (counted)");
+}
+
+#[test]
+fn messages_without_applets_arrive_once_in_order_intact() {
+    let (got, dropped) = transfer(None, 200_000, 3 * 4096);
+    eprintln!("{got} delivered, {dropped} dropped (counted)");
+}
+
+/// Replacing the applet and the filters while messages flow loses and
+/// duplicates nothing: each message sees the old configuration or the new.
+#[test]
+fn hot_swap_of_applet_and_filters_under_load() {
+    let e = engine();
+    let (mut a, mut b, ab, ba) = pair(&e, Config::default(), Some(unet::applets::STANDARD));
+    let (aid, bid) = (a.id(), b.id());
+    let total = 100_000u64;
+    let received = Arc::new(AtomicU64::new(0));
+    let r = received.clone();
+    let receiver = std::thread::spawn(move || {
+        let mut next = 0;
+        while next < total {
+            if let Some(m) = b.recv() {
+                assert_eq!(m.chan(), ba, "message on the wrong channel");
+                let v = m.to_vec();
+                assert_eq!(seq_of(&v), Some(next), "lost, duplicated or corrupt");
+                next += 1;
+                r.store(next, Ordering::Release);
+            }
+        }
+        b
+    });
+    let swapper = {
+        let e = e.clone();
+        std::thread::spawn(move || -> u32 {
+            let mut swaps = 0;
+            let applets: [Option<&[u8]>; 3] = [
+                Some(unet::applets::SIMPLE),
+                None,
+                Some(unet::applets::STANDARD),
+            ];
+            // The same frames as the channel's own filter, installed above
+            // it and removed again: the classifier is republished each time.
+            let filter = format!("udp and udp[8:2] = {bid} and udp[10:2] = {aid}");
+            while swaps < 60 {
+                e.set_applet(bid, applets[swaps as usize % 3]).unwrap();
+                let f = e.install_filter(bid, ba, &filter, 1).unwrap();
+                std::thread::sleep(Duration::from_millis(2));
+                e.remove_filter(bid, f).unwrap();
+                swaps += 1;
+            }
+            swaps
+        })
+    };
+    for seq in 0..total {
+        // A window keeps the receiver's buffers and queue from running out,
+        // so that nothing may be dropped at all.
+        while seq - received.load(Ordering::Acquire) > 64 {
+            std::hint::spin_loop();
+        }
+        let len = 8 + (seq as usize * 37) % 4000;
+        while let Err(unet::SendError::Full) = a.send(ab, &message(seq, len)) {
+            std::thread::yield_now();
+        }
+    }
+    let swaps = swapper.join().unwrap();
+    let mut b = receiver.join().unwrap();
+    assert!(swaps >= 60);
+    let c = b.counts();
+    assert_eq!(
+        (
+            c.rx_no_buffer,
+            c.rx_queue_full,
+            c.applet_traps,
+            c.applet_drops
+        ),
+        (0, 0, 0, 0)
+    );
+}
