@@ -18,6 +18,8 @@ mod bench_dpf;
 mod bench_ilp;
 #[cfg(feature = "bench")]
 mod bench_jive;
+mod demo;
+mod engine_cmd;
 mod filter;
 mod ilp_demo;
 mod vcode_demo;
@@ -32,6 +34,14 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// The whole data path: endpoints, the engine, dpf demultiplexing and
+    /// the U-Net/SLE paper's applets, with the paper's latency and
+    /// bandwidth experiments and their peers measured in the same run.
+    Demo(demo::DemoArgs),
+    /// The unet engine as a daemon: applications in other processes
+    /// connect to its Unix socket and receive their endpoints' shared
+    /// memory; runs until SIGINT or SIGTERM.
+    Engine(engine_cmd::EngineArgs),
     /// Dynamic code generation (vcode): the paper's examples.
     Vcode {
         #[command(subcommand)]
@@ -53,7 +63,7 @@ enum Command {
         cmd: ilp_demo::IlpCmd,
     },
     /// Run a benchmark suite side by side with its peers
-    /// (suites: codegen, jive, dpf, ilp, codecache; needs the cargo feature
+    /// (suites: codegen, jive, dpf, ilp, codecache, unet; needs the cargo feature
     /// `bench`).
     Bench {
         /// The suite to run.
@@ -81,6 +91,8 @@ fn main() -> ExitCode {
         Command::Applet { cmd } => applet::main(cmd),
         Command::Filter { cmd } => filter::main(cmd),
         Command::Ilp { cmd } => ilp_demo::main(cmd),
+        Command::Demo(args) => demo::run(&args),
+        Command::Engine(args) => engine_cmd::run(&args),
         Command::Bench { suite } => bench(&suite),
     }
 }
@@ -93,13 +105,18 @@ fn bench(suite: &str) -> ExitCode {
         "dpf" => bench_dpf::run(),
         "ilp" => bench_ilp::run(),
         "codecache" => bench_codecache::run(),
+        "unet" => demo::run(&demo::DemoArgs {
+            transport: demo::TransportArg::Loop,
+            rounds: 40_000,
+            messages: 200_000,
+        }),
         "codegen" => {
             println!("{}", fastpath_bench::codegen_report());
             ExitCode::SUCCESS
         }
         other => {
             eprintln!(
-                "fastpath bench: unknown suite {other:?} (known: codegen, jive, dpf, ilp, codecache)"
+                "fastpath bench: unknown suite {other:?} (known: codegen, jive, dpf, ilp, codecache, unet)"
             );
             ExitCode::FAILURE
         }

@@ -1,0 +1,197 @@
+//! `fastpath engine`: the unet engine as a daemon, serving endpoints to
+//! applications in other processes over a Unix socket (issue 12, item 5;
+//! the protocol and the trust model are in `unet::daemon`, the
+//! application's side in `unet::client`).
+//!
+//! The engine gets threads of its own (`--threads`), polling every
+//! endpoint's transmit queue and the transport (`loop`: frames between the
+//! endpoints of this engine; `udp`: kernel UDP sockets). The command prints
+//! a line for every connection, endpoint and disconnection, and runs until
+//! SIGINT or SIGTERM, which it waits for with `sigwait` (both are blocked
+//! in every thread, so no handler runs in the middle of anything); then it
+//! closes every connection, reclaiming their endpoints, and removes the
+//! socket.
+
+use std::error::Error;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Args, ValueEnum};
+use unet::daemon::{self, Event, ServeOptions};
+use unet::transport::{LoopNet, Transport, UdpTransport};
+use unet::{Addr, Engine, PortCounts};
+
+/// The transports the daemon's engine runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum EngineTransport {
+    /// In-process: frames between the endpoints of this engine only.
+    Loop,
+    /// Kernel UDP sockets: frames to and from other engines.
+    Udp,
+}
+
+/// Options of `fastpath engine`.
+#[derive(Args, Debug, Clone)]
+pub struct EngineArgs {
+    /// The Unix socket applications connect to [default:
+    /// $XDG_RUNTIME_DIR/fastpath-engine.sock, or /tmp/fastpath-engine.sock].
+    #[arg(long)]
+    pub socket: Option<PathBuf>,
+    /// The transport the engine's frames travel on.
+    #[arg(long, value_enum, default_value = "loop")]
+    pub transport: EngineTransport,
+    /// The engine's address on the unet network, IP:PORT [default:
+    /// 10.0.0.1:7000 for loop, 127.0.0.1:7000 for udp].
+    #[arg(long, value_name = "IP:PORT")]
+    pub bind: Option<Addr>,
+    /// Engine threads polling the endpoints and the transport.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub threads: u16,
+}
+
+/// Runs `fastpath engine`.
+pub fn run(args: &EngineArgs) -> ExitCode {
+    match serve(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("fastpath engine: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn serve(args: &EngineArgs) -> Result<(), Box<dyn Error>> {
+    // Before any thread exists, so that every thread inherits the mask.
+    let signals = signals::block_termination()?;
+    let path = args
+        .socket
+        .clone()
+        .unwrap_or_else(daemon::default_socket_path);
+    let (transport, kind): (Box<dyn Transport>, &str) = match args.transport {
+        EngineTransport::Loop => {
+            let addr = args
+                .bind
+                .unwrap_or_else(|| "10.0.0.1:7000".parse().expect("a valid address"));
+            (Box::new(LoopNet::new().attach(addr)?), "loop")
+        }
+        EngineTransport::Udp => {
+            let addr = args
+                .bind
+                .unwrap_or_else(|| "127.0.0.1:7000".parse().expect("a valid address"));
+            (Box::new(UdpTransport::bind(addr)?), "udp")
+        }
+    };
+    let engine = Engine::new(transport);
+    let opts = ServeOptions {
+        on_event: Some(Arc::new(log)),
+        ..ServeOptions::default()
+    };
+    let server = daemon::serve_with(engine.clone(), &path, opts)?;
+    engine.start(usize::from(args.threads));
+    println!(
+        "fastpath engine: serving endpoints at {} (transport {kind}, address {}, {} engine thread{}); \
+         SIGINT or SIGTERM stops it",
+        path.display(),
+        engine.local(),
+        args.threads,
+        if args.threads == 1 { "" } else { "s" },
+    );
+    let sig = signals::wait(&signals)?;
+    println!("fastpath engine: {}, stopping", signals::name(sig));
+    server.shutdown();
+    engine.stop();
+    let c = engine.counts();
+    println!(
+        "fastpath engine: {} frames in, {} out, {} unmatched, {} malformed, {} send errors",
+        c.frames_in, c.frames_out, c.unmatched, c.malformed, c.send_errors
+    );
+    Ok(())
+}
+
+/// Errors an endpoint's counters record (messages rejected or dropped).
+fn errors(c: &PortCounts) -> u64 {
+    c.tx_rejected
+        + c.rx_no_buffer
+        + c.rx_queue_full
+        + c.rx_too_long
+        + c.rx_bad_checksum
+        + c.applet_traps
+        + c.free_invalid
+        + c.queue_corrupt
+}
+
+/// One line per event.
+fn log(e: &Event) {
+    match e {
+        Event::Connected { conn, pid } => match pid {
+            Some(pid) => println!("connection {conn}: process {pid}"),
+            None => println!("connection {conn}: process unknown"),
+        },
+        Event::Refused { pid } => {
+            println!("refused a connection from process {pid:?}: too many connections")
+        }
+        Event::EndpointCreated { conn, id } => println!("connection {conn}: endpoint {id} created"),
+        Event::EndpointClosed {
+            conn,
+            id,
+            counts,
+            reclaimed,
+        } => println!(
+            "connection {conn}: endpoint {id} {}: {} frames sent, {} messages delivered, {} errors",
+            if *reclaimed { "reclaimed" } else { "closed" },
+            counts.tx_frames,
+            counts.rx_delivered,
+            errors(counts)
+        ),
+        Event::Disconnected { conn, reclaimed } => {
+            println!("connection {conn}: closed ({reclaimed} endpoints reclaimed)")
+        }
+    }
+}
+
+/// SIGINT and SIGTERM, blocked and waited for.
+mod signals {
+    use std::ffi::c_int;
+    use std::io;
+
+    /// Blocks SIGINT and SIGTERM in this thread (and the threads it
+    /// starts from now on); the set to wait on.
+    pub fn block_termination() -> io::Result<libc::sigset_t> {
+        // SAFETY: `sigset_t` is plain data; sigemptyset initialises it
+        // before use, sigaddset adds valid signal numbers.
+        let set = unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, libc::SIGINT);
+            libc::sigaddset(&mut set, libc::SIGTERM);
+            set
+        };
+        // SAFETY: `set` is initialised; the old mask is not asked for.
+        let r = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+        if r != 0 {
+            return Err(io::Error::from_raw_os_error(r));
+        }
+        Ok(set)
+    }
+
+    /// Waits for one of the signals in `set`; which one.
+    pub fn wait(set: &libc::sigset_t) -> io::Result<c_int> {
+        let mut sig: c_int = 0;
+        // SAFETY: `set` is initialised and `sig` is writable.
+        let r = unsafe { libc::sigwait(set, &mut sig) };
+        if r != 0 {
+            return Err(io::Error::from_raw_os_error(r));
+        }
+        Ok(sig)
+    }
+
+    /// The signal's name.
+    pub fn name(sig: c_int) -> &'static str {
+        match sig {
+            libc::SIGINT => "SIGINT",
+            libc::SIGTERM => "SIGTERM",
+            _ => "a signal",
+        }
+    }
+}
