@@ -82,6 +82,13 @@ pub enum EngineError {
 
 /// What the engine counts for one endpoint. Every message that does not
 /// reach its destination is counted under exactly one reason.
+///
+/// The transmit-side counters (changed by the thread that services the
+/// endpoint's transmit queue) and the receive-side ones (changed by the
+/// threads that deliver to it) lie on different cache lines, so that two
+/// applications sending to each other do not pass a line back and forth
+/// per message.
+#[repr(C, align(64))]
 #[derive(Debug, Default)]
 pub struct PortStats {
     /// Transmit descriptors taken.
@@ -90,6 +97,7 @@ pub struct PortStats {
     pub tx_frames: AtomicU64,
     /// Transmit descriptors rejected as malformed (length, offset, channel).
     pub tx_rejected: AtomicU64,
+    _line: [u64; 5],
     /// Messages delivered to the receive queue.
     pub rx_delivered: AtomicU64,
     /// Arriving messages dropped: no free buffer.
@@ -160,16 +168,23 @@ impl PortStats {
     }
 }
 
+/// Counts one event of a port. Every port counter changes only under the
+/// port's state lock, so a load and a store suffice (no read-modify-write
+/// on the per-message path); other threads read them with relaxed loads.
 #[inline]
 fn bump(c: &AtomicU64) {
+    c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+}
+
+/// Counts one event of the engine, from any thread.
+#[inline]
+fn bump_shared(c: &AtomicU64) {
     c.fetch_add(1, Ordering::Relaxed);
 }
 
 /// What the engine counts for itself.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct EngineCounts {
-    /// Frames received from the transport or looped back.
-    pub frames_in: u64,
     /// Frames that matched no filter (dropped).
     pub unmatched: u64,
     /// Frames that failed the header check (dropped).
@@ -182,7 +197,6 @@ pub struct EngineCounts {
 
 #[derive(Debug, Default)]
 struct EngineStats {
-    frames_in: AtomicU64,
     unmatched: AtomicU64,
     malformed: AtomicU64,
     frames_out: AtomicU64,
@@ -197,14 +211,14 @@ pub struct ChannelOptions {
     pub checksum: bool,
 }
 
-/// A channel: the frame header every message on it carries, and the filter
-/// that brings the peer's messages back to it.
+/// A channel, as the transmit path needs it: the frame header every
+/// message on it carries (its filters are kept with the port's control
+/// state, off the data path).
 #[derive(Debug, Clone)]
 struct Channel {
     template: [u8; HEADER_LEN],
     /// Whether its frames carry a UDP checksum.
     checksum: bool,
-    filters: Vec<dpf::FilterId>,
 }
 
 /// An installed applet and its resolved entry points.
@@ -289,8 +303,119 @@ fn recycle(mut o: Outbox) {
     });
 }
 
-/// The engine's side of an endpoint, reached by the natives during an
-/// applet invocation ([`NativeHost`]) and by the default delivery.
+/// What making frames for an endpoint's channels needs: their prebuilt
+/// headers, an outbox, the copy loops. The transmit side and the receive
+/// side (for an applet's `txPush` in `doRx`) each hold one, so that neither
+/// takes the other's lock to send.
+struct Framer {
+    channels: Vec<Option<Channel>>,
+    out: Outbox,
+    stats: Arc<PortStats>,
+    max_message: u32,
+    copy: ilp::Pipeline,
+    copy_sum: ilp::Pipeline,
+}
+
+impl Framer {
+    /// Writes a frame for `chan` with a `len`-byte payload into the outbox:
+    /// the channel's header with the lengths patched. Returns whether the
+    /// channel wants a UDP checksum, and the frame, whose payload the
+    /// caller writes.
+    fn frame(&mut self, chan: u16, len: u32) -> Result<(bool, &mut [u8]), HostError> {
+        frame_parts(
+            &self.channels,
+            &mut self.out,
+            &self.stats,
+            self.max_message,
+            chan,
+            len,
+        )
+    }
+
+    fn set_channel(&mut self, tag: u16, ch: Option<Channel>) {
+        let slot = usize::from(tag);
+        if self.channels.len() <= slot {
+            self.channels.resize(slot + 1, None);
+        }
+        self.channels[slot] = ch;
+    }
+
+    fn has_channel(&self, tag: u16) -> bool {
+        self.channels
+            .get(usize::from(tag))
+            .is_some_and(Option::is_some)
+    }
+
+    /// Sends `len` bytes of `seg` at `at` on `chan` (the standard U-Net
+    /// transmit): the header, then one ilp loop copying the message (and
+    /// summing it when the channel wants a checksum).
+    fn transmit_from(
+        &mut self,
+        seg: &Segment,
+        at: usize,
+        chan: u16,
+        len: u32,
+    ) -> Result<(), HostError> {
+        let Framer {
+            channels,
+            out,
+            stats,
+            max_message,
+            copy,
+            copy_sum,
+        } = self;
+        let (want_sum, buf) = frame_parts(channels, out, stats, *max_message, chan, len)?;
+        let (hdr, body) = buf
+            .split_first_chunk_mut::<HEADER_LEN>()
+            .expect("a frame holds its header");
+        if !want_sum && (len as usize) < ILP_MIN_COPY {
+            seg.read_bytes(at, body);
+            return Ok(());
+        }
+        let p = if want_sum { copy_sum } else { copy };
+        let mut st = ilp::State::new();
+        seg.with_bytes(at, len as usize, |src| p.run(src, body, &mut st))
+            .map_err(|e| HostError::Transport(e.to_string()))?;
+        if want_sum {
+            let c = frame::udp_checksum_with_payload_sum(hdr, u32::from(st.sum));
+            hdr[frame::UDP_CSUM..frame::UDP_CSUM + 2].copy_from_slice(&c.to_be_bytes());
+        }
+        Ok(())
+    }
+}
+
+/// [`Framer::frame`] on the fields it needs, so that a caller may keep
+/// borrowing the others.
+fn frame_parts<'a>(
+    channels: &[Option<Channel>],
+    out: &'a mut Outbox,
+    stats: &PortStats,
+    max_message: u32,
+    chan: u16,
+    len: u32,
+) -> Result<(bool, &'a mut [u8]), HostError> {
+    let ch = channels
+        .get(usize::from(chan))
+        .and_then(Option::as_ref)
+        .ok_or(HostError::NoSuchChannel(chan))?;
+    if len > max_message {
+        return Err(HostError::TooLong {
+            len,
+            max: max_message,
+        });
+    }
+    let buf = out.push_frame(HEADER_LEN + len as usize);
+    let (hdr, _) = buf
+        .split_first_chunk_mut::<HEADER_LEN>()
+        .expect("a frame holds its header");
+    *hdr = ch.template;
+    frame::patch_lengths(hdr, len as usize);
+    bump(&stats.tx_frames);
+    Ok((ch.checksum, buf))
+}
+
+/// The engine's receive side of an endpoint, reached by the natives during
+/// an applet invocation ([`NativeHost`]) and by the standard delivery.
 pub struct Io {
     seg: Arc<Segment>,
     layout: Layout,
@@ -298,12 +423,8 @@ pub struct Io {
     free: Consumer<u32, ShmQueue>,
     /// Valid buffers taken from the free queue and not used yet.
     spare: Vec<u32>,
-    channels: Vec<Option<Channel>>,
     stats: Arc<PortStats>,
-    out: Outbox,
-    max_message: u32,
-    copy: ilp::Pipeline,
-    copy_sum: ilp::Pipeline,
+    framer: Framer,
 }
 
 impl Io {
@@ -338,51 +459,6 @@ impl Io {
                 Err(HostError::RxQueueFull)
             }
         }
-    }
-
-    /// Writes a frame for `chan` with a `len`-byte payload into the outbox:
-    /// the channel's header with the lengths patched. Returns whether the
-    /// channel wants a UDP checksum, and the frame, whose payload the
-    /// caller writes.
-    fn frame_for(&mut self, chan: u16, len: u32) -> Result<(bool, &mut [u8]), HostError> {
-        frame_for(
-            &self.channels,
-            &mut self.out,
-            &self.stats,
-            self.max_message,
-            chan,
-            len,
-        )
-    }
-
-    /// Sends `len` bytes of the buffer area at `off` on `chan` (the
-    /// standard U-Net transmit): the header, then one ilp loop copying the
-    /// message (and summing it when the channel wants a checksum).
-    fn transmit_area(&mut self, chan: u16, off: u32, len: u32) -> Result<(), HostError> {
-        let area = self.layout.area + off as usize;
-        let Io {
-            channels,
-            out,
-            stats,
-            max_message,
-            seg,
-            copy,
-            copy_sum,
-            ..
-        } = self;
-        let (want_sum, buf) = frame_for(channels, out, stats, *max_message, chan, len)?;
-        let (hdr, body) = buf
-            .split_first_chunk_mut::<HEADER_LEN>()
-            .expect("a frame holds its header");
-        let p = if want_sum { copy_sum } else { copy };
-        let mut st = ilp::State::new();
-        seg.with_bytes(area, len as usize, |src| p.run(src, body, &mut st))
-            .map_err(|e| HostError::Transport(e.to_string()))?;
-        if want_sum {
-            let c = frame::udp_checksum_with_payload_sum(hdr, u32::from(st.sum));
-            hdr[frame::UDP_CSUM..frame::UDP_CSUM + 2].copy_from_slice(&c.to_be_bytes());
-        }
-        Ok(())
     }
 
     /// The standard U-Net receive of `payload` on `chan`.
@@ -425,36 +501,6 @@ impl Io {
     }
 }
 
-/// [`Io::frame_for`], on the fields it needs (so that a caller may keep
-/// borrowing the others).
-fn frame_for<'a>(
-    channels: &[Option<Channel>],
-    out: &'a mut Outbox,
-    stats: &PortStats,
-    max_message: u32,
-    chan: u16,
-    len: u32,
-) -> Result<(bool, &'a mut [u8]), HostError> {
-    let ch = channels
-        .get(usize::from(chan))
-        .and_then(Option::as_ref)
-        .ok_or(HostError::NoSuchChannel(chan))?;
-    if len > max_message {
-        return Err(HostError::TooLong {
-            len,
-            max: max_message,
-        });
-    }
-    let buf = out.push_frame(HEADER_LEN + len as usize);
-    let (hdr, _) = buf
-        .split_first_chunk_mut::<HEADER_LEN>()
-        .expect("a frame holds its header");
-    *hdr = ch.template;
-    frame::patch_lengths(hdr, len as usize);
-    bump(&stats.tx_frames);
-    Ok((ch.checksum, buf))
-}
-
 impl NativeHost for Io {
     fn buffer_size(&self) -> u32 {
         self.layout.config.buffer_size
@@ -495,7 +541,7 @@ impl NativeHost for Io {
     }
 
     fn transmit(&mut self, chan: u16, payload: &[u8]) -> Result<(), HostError> {
-        let (want_sum, buf) = self.frame_for(chan, payload.len() as u32)?;
+        let (want_sum, buf) = self.framer.frame(chan, payload.len() as u32)?;
         buf[HEADER_LEN..].copy_from_slice(payload);
         if want_sum {
             // Cannot fail: the frame holds a whole header.
@@ -505,13 +551,22 @@ impl NativeHost for Io {
     }
 
     fn max_message(&self) -> u32 {
-        self.max_message
+        self.framer.max_message
     }
 }
 
-/// The engine's private state of an endpoint, behind the port's lock.
-struct PortState {
+/// The transmit side of a port: the engine's end of the transmit queue and
+/// what sending without an applet needs. Its lock is held by the thread
+/// servicing the queue, from taking descriptors until their frames are
+/// delivered, so a channel's messages arrive in order.
+struct TxSide {
     tx: Consumer<TxDesc, ShmQueue>,
+    framer: Framer,
+}
+
+/// The receive side of a port: the receive and free queues, the applet
+/// (which `doTx` reaches through this lock too), its trap policy.
+struct RxSide {
     io: Io,
     applet: Option<Loaded>,
     policy: TrapPolicy,
@@ -523,10 +578,14 @@ pub struct Port {
     id: u16,
     seg: Arc<Segment>,
     layout: Layout,
-    state: Mutex<PortState>,
-    /// Held by the thread servicing the transmit queue, from taking
-    /// descriptors until their frames are delivered (order per channel).
-    servicing: Mutex<()>,
+    tx: CacheLine<Mutex<TxSide>>,
+    rx: CacheLine<Mutex<RxSide>>,
+    /// Whether `rx` holds an applet, so that transmit takes the receive
+    /// side's lock only when an applet's `doTx` needs it.
+    has_applet: AtomicBool,
+    /// The filters of each channel (`None`: no channel with that tag): the
+    /// control operations' state, off the data path.
+    filters: Mutex<Vec<Option<Vec<dpf::FilterId>>>>,
     stats: Arc<PortStats>,
     closed: AtomicBool,
 }
@@ -537,6 +596,19 @@ impl core::fmt::Debug for Port {
             .field("id", &self.id)
             .field("layout", &self.layout)
             .finish_non_exhaustive()
+    }
+}
+
+/// A value on a cache line of its own (a lock that threads of two
+/// applications take in turn shares its line with nothing else).
+#[repr(align(64))]
+#[derive(Debug, Default)]
+struct CacheLine<T>(T);
+
+impl<T> core::ops::Deref for CacheLine<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
     }
 }
 
@@ -567,6 +639,11 @@ impl Port {
         &self.layout
     }
 }
+
+/// Messages shorter than this are copied with `memcpy` rather than an ilp
+/// loop, whose set-up (about 250 instructions, by callgrind) outweighs the
+/// copy of a small message; checksummed channels always use ilp.
+const ILP_MIN_COPY: usize = 512;
 
 /// How many transmit descriptors one service of a queue takes at most
 /// before it delivers them (bounds the outbox and the latency of others).
@@ -653,7 +730,6 @@ impl Engine {
         let s = &self.inner.stats;
         let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
         EngineCounts {
-            frames_in: l(&s.frames_in),
             unmatched: l(&s.unmatched),
             malformed: l(&s.malformed),
             frames_out: l(&s.frames_out),
@@ -689,39 +765,48 @@ impl Engine {
         seg.write_header(&layout.header(id));
         let (txq, rxq, freeq) = queues(&seg, &layout);
         let stats = Arc::new(PortStats::default());
-        let max_message = layout.config.max_message().min(self.inner.max_payload);
-        let pipeline = |steps: &[ilp::Step]| {
-            ilp::Pipeline::new(steps)
-                .map_err(|e| EngineError::Memory(std::io::Error::other(format!("ilp: {e}"))))
+        let framer = || -> Result<Framer, EngineError> {
+            let pipeline = |steps: &[ilp::Step]| {
+                ilp::Pipeline::new(steps)
+                    .map_err(|e| EngineError::Memory(std::io::Error::other(format!("ilp: {e}"))))
+            };
+            Ok(Framer {
+                channels: Vec::new(),
+                out: Outbox::default(),
+                stats: stats.clone(),
+                max_message: layout.config.max_message().min(self.inner.max_payload),
+                copy: pipeline(&[ilp::Step::Copy])?,
+                copy_sum: pipeline(&[ilp::Step::Copy, ilp::Step::Checksum])?,
+            })
         };
-        let mut st = PortState {
-            tx: Consumer::new(txq),
+        let mut rx = RxSide {
             io: Io {
                 seg: seg.clone(),
                 layout,
                 rx: Producer::new(rxq),
                 free: Consumer::new(freeq),
                 spare: Vec::with_capacity(RX_BUFFERS_MAX),
-                channels: Vec::new(),
                 stats: stats.clone(),
-                out: Outbox::default(),
-                max_message,
-                copy: pipeline(&[ilp::Step::Copy])?,
-                copy_sum: pipeline(&[ilp::Step::Copy, ilp::Step::Checksum])?,
+                framer: framer()?,
             },
             applet: None,
             policy: TrapPolicy::Keep,
             traps_since_install: 0,
         };
         if let Some(bytes) = applet {
-            st.applet = Some(load_applet(bytes, &mut st.io)?);
+            rx.applet = Some(load_applet(bytes, &mut rx.io)?);
         }
         let port = Arc::new(Port {
             id,
             seg,
             layout,
-            state: Mutex::new(st),
-            servicing: Mutex::new(()),
+            tx: CacheLine(Mutex::new(TxSide {
+                tx: Consumer::new(txq),
+                framer: framer()?,
+            })),
+            has_applet: AtomicBool::new(rx.applet.is_some()),
+            rx: CacheLine(Mutex::new(rx)),
+            filters: Mutex::new(Vec::new()),
             stats,
             closed: AtomicBool::new(false),
         });
@@ -732,6 +817,11 @@ impl Engine {
         next[usize::from(id)] = Some(port.clone());
         self.inner.ports.store(Arc::new(next));
         Ok(port)
+    }
+
+    fn port_or_err(&self, id: u16) -> Result<Arc<Port>, EngineError> {
+        self.port(id)
+            .ok_or_else(|| EngineError::NotFound(format!("no endpoint {id}")))
     }
 
     /// Removes endpoint `id`: its filters, its applet and its port. The
@@ -746,14 +836,13 @@ impl Engine {
         let mut next: Vec<Option<Arc<Port>>> = ports.as_ref().clone();
         next[usize::from(id)] = None;
         self.inner.ports.store(Arc::new(next));
-        let mut st = lock(&port.state);
         let mut table = lock(&self.inner.table);
-        for ch in st.io.channels.drain(..).flatten() {
-            for f in ch.filters {
-                let _ = table.remove(f);
-            }
+        for f in lock(&port.filters).drain(..).flatten().flatten() {
+            let _ = table.remove(f);
         }
-        st.applet = None;
+        drop(table);
+        port.has_applet.store(false, Ordering::Release);
+        lock(&port.rx).applet = None;
         Ok(())
     }
 
@@ -767,19 +856,12 @@ impl Engine {
         remote_ep: u16,
         opts: ChannelOptions,
     ) -> Result<u16, EngineError> {
-        let port = self
-            .port(id)
-            .ok_or_else(|| EngineError::NotFound(format!("no endpoint {id}")))?;
+        let port = self.port_or_err(id)?;
         let _c = lock(&self.inner.control);
         let local = self.inner.local;
-        let mut st = lock(&port.state);
+        let mut filters = lock(&port.filters);
         let tag = (0..=u16::MAX)
-            .find(|&t| {
-                st.io
-                    .channels
-                    .get(usize::from(t))
-                    .is_none_or(Option::is_none)
-            })
+            .find(|&t| filters.get(usize::from(t)).is_none_or(Option::is_none))
             .ok_or(EngineError::Exhausted(
                 "every channel tag of this endpoint is in use",
             ))?;
@@ -805,13 +887,16 @@ impl Engine {
         let ch = Channel {
             template: hdr.template(),
             checksum: opts.checksum,
-            filters: vec![fid],
         };
         let slot = usize::from(tag);
-        if st.io.channels.len() <= slot {
-            st.io.channels.resize(slot + 1, None);
+        if filters.len() <= slot {
+            filters.resize(slot + 1, None);
         }
-        st.io.channels[slot] = Some(ch);
+        filters[slot] = Some(vec![fid]);
+        // Lock order: transmit side, then receive side.
+        let mut tx = lock(&port.tx);
+        tx.framer.set_channel(tag, Some(ch.clone()));
+        lock(&port.rx).io.framer.set_channel(tag, Some(ch));
         Ok(tag)
     }
 
@@ -825,14 +910,10 @@ impl Engine {
         filter: &str,
         priority: i32,
     ) -> Result<dpf::FilterId, EngineError> {
-        let port = self
-            .port(id)
-            .ok_or_else(|| EngineError::NotFound(format!("no endpoint {id}")))?;
+        let port = self.port_or_err(id)?;
         let _c = lock(&self.inner.control);
-        let mut st = lock(&port.state);
-        let ch = st
-            .io
-            .channels
+        let mut filters = lock(&port.filters);
+        let ch = filters
             .get_mut(usize::from(chan))
             .and_then(Option::as_mut)
             .ok_or_else(|| EngineError::NotFound(format!("endpoint {id} has no channel {chan}")))?;
@@ -841,30 +922,23 @@ impl Engine {
             u32::from(id) << 16 | u32::from(chan),
             priority,
         )?;
-        ch.filters.push(fid);
+        ch.push(fid);
         Ok(fid)
     }
 
-    /// Removes a filter installed by [`Engine::install_filter`].
+    /// Removes a filter installed by [`Engine::install_filter`] (a
+    /// channel's own filter goes only with its endpoint).
     pub fn remove_filter(&self, id: u16, fid: dpf::FilterId) -> Result<(), EngineError> {
-        let port = self
-            .port(id)
-            .ok_or_else(|| EngineError::NotFound(format!("no endpoint {id}")))?;
+        let port = self.port_or_err(id)?;
         let _c = lock(&self.inner.control);
-        let mut st = lock(&port.state);
-        let Some(ch) = st
-            .io
-            .channels
-            .iter_mut()
-            .flatten()
-            .find(|c| c.filters[1..].contains(&fid))
-        else {
+        let mut filters = lock(&port.filters);
+        let Some(ch) = filters.iter_mut().flatten().find(|c| c[1..].contains(&fid)) else {
             return Err(EngineError::NotFound(format!(
                 "endpoint {id} has no extra filter {fid:?}"
             )));
         };
         lock(&self.inner.table).remove(fid)?;
-        ch.filters.retain(|&f| f != fid);
+        ch.retain(|&f| f != fid);
         Ok(())
     }
 
@@ -872,25 +946,21 @@ impl Engine {
     /// applet is loaded, verified and constructed first; if that fails the
     /// old one stays. Messages in flight see the old applet or the new one.
     pub fn set_applet(&self, id: u16, applet: Option<&[u8]>) -> Result<(), EngineError> {
-        let port = self
-            .port(id)
-            .ok_or_else(|| EngineError::NotFound(format!("no endpoint {id}")))?;
-        let mut st = lock(&port.state);
+        let port = self.port_or_err(id)?;
+        let mut rx = lock(&port.rx);
         let loaded = match applet {
-            Some(bytes) => Some(load_applet(bytes, &mut st.io)?),
+            Some(bytes) => Some(load_applet(bytes, &mut rx.io)?),
             None => None,
         };
-        st.applet = loaded;
-        st.traps_since_install = 0;
+        port.has_applet.store(loaded.is_some(), Ordering::Release);
+        rx.applet = loaded;
+        rx.traps_since_install = 0;
         Ok(())
     }
 
     /// Sets endpoint `id`'s policy for applets that trap.
     pub fn set_trap_policy(&self, id: u16, policy: TrapPolicy) -> Result<(), EngineError> {
-        let port = self
-            .port(id)
-            .ok_or_else(|| EngineError::NotFound(format!("no endpoint {id}")))?;
-        lock(&port.state).policy = policy;
+        lock(&self.port_or_err(id)?.rx).policy = policy;
         Ok(())
     }
 
@@ -898,30 +968,30 @@ impl Engine {
     /// its fields, e.g. a ping-pong's round limit).
     pub fn with_applet<R>(&self, id: u16, f: impl FnOnce(&mut jive::Applet) -> R) -> Option<R> {
         let port = self.port(id)?;
-        let mut st = lock(&port.state);
-        st.applet.as_mut().map(|l| f(&mut l.applet))
+        let mut rx = lock(&port.rx);
+        rx.applet.as_mut().map(|l| f(&mut l.applet))
     }
 
     /// Whether endpoint `id` has an applet installed.
     pub fn has_applet(&self, id: u16) -> bool {
         self.port(id)
-            .is_some_and(|p| lock(&p.state).applet.is_some())
+            .is_some_and(|p| p.has_applet.load(Ordering::Acquire))
     }
 
     /// Services endpoint `id`'s transmit queue once (up to a budget of
     /// descriptors), delivering what it took. Returns the descriptors taken.
     pub fn service(&self, port: &Port) -> usize {
-        let Ok(_serving) = port.servicing.try_lock() else {
+        let Ok(mut tx) = port.tx.try_lock() else {
             return 0;
         };
-        let mut out = outbox();
-        let taken = {
-            let mut st = lock(&port.state);
-            let n = take_tx(&mut st, &port.stats, &port.layout);
-            std::mem::swap(&mut out, &mut st.io.out);
-            n
-        };
-        self.pump(out);
+        let taken = take_tx(&mut tx, port);
+        if taken > 0 {
+            let mut out = outbox();
+            std::mem::swap(&mut out, &mut tx.framer.out);
+            // Delivered with the transmit side still locked: the next
+            // descriptors of this endpoint wait until these have arrived.
+            self.pump(out);
+        }
         taken
     }
 
@@ -936,7 +1006,7 @@ impl Engine {
         let n = t
             .recv(RX_BUDGET, &mut |f: &[u8]| {
                 if frame::FrameHeader::parse(f).is_err() {
-                    bump(&self.inner.stats.malformed);
+                    bump_shared(&self.inner.stats.malformed);
                     return;
                 }
                 self.deliver(f, &mut made);
@@ -1068,29 +1138,31 @@ impl Engine {
     /// endpoint's applet makes go to `made`.
     fn deliver(&self, f: &[u8], made: &mut Outbox) {
         let s = &self.inner.stats;
-        bump(&s.frames_in);
         let Some(owner) = self.classify(f) else {
-            bump(&s.unmatched);
+            bump_shared(&s.unmatched);
             return;
         };
         let (id, chan) = ((owner >> 16) as u16, owner as u16);
-        let Some(port) = self.port(id) else {
-            bump(&s.unmatched);
+        // A reference through the table's guard, not a clone: no atomic
+        // write to the port's reference count per frame.
+        let ports = self.inner.ports.load();
+        let Some(port) = ports.get(usize::from(id)).and_then(Option::as_ref) else {
+            bump_shared(&s.unmatched);
             return;
         };
         if f.len() < HEADER_LEN {
-            bump(&s.malformed);
+            bump_shared(&s.malformed);
             return;
         }
         let payload = &f[HEADER_LEN..];
         let flags = u16::from_be_bytes([f[frame::UNET_FLAGS], f[frame::UNET_FLAGS + 1]]);
+        let mut st = lock(&port.rx);
         if flags & frame::FLAG_UDP_CHECKSUM != 0
             && !matches!(frame::verify_udp_checksum(f), Ok(true))
         {
             bump(&port.stats.rx_bad_checksum);
             return;
         }
-        let mut st = lock(&port.state);
         let st = &mut *st;
         match st.applet.as_mut() {
             None => st.io.deliver_default(chan, payload),
@@ -1107,15 +1179,16 @@ impl Engine {
                     None
                 };
                 match r {
-                    None => applet_trapped(st, &port.stats),
+                    None => applet_trapped(st, port),
                     Some(o) if o.value.is_some_and(|v| v < 0) => bump(&port.stats.applet_drops),
                     Some(_) => {}
                 }
             }
         }
-        if !st.io.out.is_empty() {
-            made.append(&st.io.out);
-            st.io.out.clear();
+        let out = &mut st.io.framer.out;
+        if !out.is_empty() {
+            made.append(out);
+            out.clear();
         }
     }
 
@@ -1157,22 +1230,24 @@ fn fill_rxbuf(l: &mut Loaded, payload: &[u8]) -> bool {
     l.applet.set_static_array("RxBuf", payload).is_ok()
 }
 
-fn applet_trapped(st: &mut PortState, stats: &PortStats) {
-    bump(&stats.applet_traps);
-    st.traps_since_install += 1;
-    if let TrapPolicy::UninstallAfter(n) = st.policy
-        && st.traps_since_install >= n
+fn applet_trapped(rx: &mut RxSide, port: &Port) {
+    bump(&port.stats.applet_traps);
+    rx.traps_since_install += 1;
+    if let TrapPolicy::UninstallAfter(n) = rx.policy
+        && rx.traps_since_install >= n
     {
-        st.applet = None;
+        rx.applet = None;
+        port.has_applet.store(false, Ordering::Release);
     }
 }
 
-/// Takes up to [`TX_BUDGET`] transmit descriptors, making their frames in
-/// the port's outbox.
-fn take_tx(st: &mut PortState, stats: &PortStats, layout: &Layout) -> usize {
+/// Takes up to [`TX_BUDGET`] transmit descriptors of `port`, making their
+/// frames in the transmit side's outbox.
+fn take_tx(tx: &mut TxSide, port: &Port) -> usize {
+    let (stats, layout) = (&*port.stats, &port.layout);
     let mut n = 0;
     while n < TX_BUDGET {
-        let d = match st.tx.peek() {
+        let d = match tx.tx.peek() {
             Ok(Some(d)) => d,
             Ok(None) => break,
             Err(_) => {
@@ -1184,47 +1259,72 @@ fn take_tx(st: &mut PortState, stats: &PortStats, layout: &Layout) -> usize {
         bump(&stats.tx_descriptors);
         // `d` is a private copy: everything below checks and uses it, never
         // the shared slot again.
-        let status = if d.len > st.io.max_message
+        let status = if d.len > tx.framer.max_message
             || !layout.in_area(d.offset, d.len)
-            || st
-                .io
-                .channels
-                .get(usize::from(d.chan))
-                .is_none_or(Option::is_none)
+            || !tx.framer.has_channel(d.chan)
         {
             bump(&stats.tx_rejected);
             TxStatus::Rejected
-        } else if let Some(l) = st.applet.as_mut() {
-            let args = [d.len as i32, i32::from(d.chan), d.offset as i32];
-            match l.applet.call(&l.do_tx, &args, Some(&mut st.io)) {
-                Ok(o) if o.value.is_some_and(|v| v < 0) => {
-                    bump(&stats.applet_drops);
-                    TxStatus::Dropped
-                }
-                Ok(_) => TxStatus::Sent,
-                Err(_) => {
-                    applet_trapped(st, stats);
-                    TxStatus::Dropped
-                }
-            }
+        } else if port.has_applet.load(Ordering::Acquire) {
+            applet_tx(tx, port, d)
         } else {
-            match st.io.transmit_area(d.chan, d.offset, d.len) {
+            match tx
+                .framer
+                .transmit_from(&port.seg, layout.area + d.offset as usize, d.chan, d.len)
+            {
                 Ok(()) => TxStatus::Sent,
                 Err(_) => TxStatus::Dropped,
             }
         };
-        st.tx.write_front(TxDesc {
+        tx.tx.write_front(TxDesc {
             status: status as u16,
             ..d
         });
-        st.tx.advance();
+        tx.tx.advance();
     }
     n
+}
+
+/// Runs the applet's `doTx` for a checked descriptor; its frames join the
+/// transmit side's outbox.
+fn applet_tx(tx: &mut TxSide, port: &Port, d: TxDesc) -> TxStatus {
+    let mut guard = lock(&port.rx);
+    let rx = &mut *guard;
+    let Some(l) = rx.applet.as_mut() else {
+        // Uninstalled since the flag was read: send as standard U-Net.
+        drop(guard);
+        return match tx.framer.transmit_from(
+            &port.seg,
+            port.layout.area + d.offset as usize,
+            d.chan,
+            d.len,
+        ) {
+            Ok(()) => TxStatus::Sent,
+            Err(_) => TxStatus::Dropped,
+        };
+    };
+    let args = [d.len as i32, i32::from(d.chan), d.offset as i32];
+    let status = match l.applet.call(&l.do_tx, &args, Some(&mut rx.io)) {
+        Ok(o) if o.value.is_some_and(|v| v < 0) => {
+            bump(&port.stats.applet_drops);
+            TxStatus::Dropped
+        }
+        Ok(_) => TxStatus::Sent,
+        Err(_) => {
+            applet_trapped(rx, port);
+            TxStatus::Dropped
+        }
+    };
+    let made = &mut rx.io.framer.out;
+    tx.framer.out.append(made);
+    made.clear();
+    status
 }
 
 /// Loads, verifies and constructs an applet for the endpoint of `io`,
 /// giving it an `RxBuf` of the endpoint's largest message.
 fn load_applet(bytes: &[u8], io: &mut Io) -> Result<Loaded, EngineError> {
+    let max_message = io.framer.max_message;
     let limits = jive::Limits::default();
     let mut applet = jive::Applet::load_with_host(bytes, &natives_table(), limits, Some(io))?;
     let shape = |e: jive::InvokeError| EngineError::AppletShape(e.to_string());
@@ -1232,7 +1332,7 @@ fn load_applet(bytes: &[u8], io: &mut Io) -> Result<Loaded, EngineError> {
     let do_rx = applet.method("doRx").map_err(shape)?;
     let rxbuf = applet.static_bytes_field("RxBuf").map_err(shape)?;
     applet
-        .set_static_array("RxBuf", &vec![0u8; io.max_message.min(1 << 16) as usize])
+        .set_static_array("RxBuf", &vec![0u8; max_message.min(1 << 16) as usize])
         .map_err(shape)?;
     // Check the arities now rather than trap on the first packet.
     for (m, name, n) in [(&do_tx, "doTx", 3usize), (&do_rx, "doRx", 2)] {

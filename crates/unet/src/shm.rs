@@ -226,13 +226,24 @@ impl Drop for Segment {
 pub struct ShmQueue {
     seg: Arc<Segment>,
     q: QueueLayout,
+    /// The producer and consumer indices, checked once in `new`.
+    head: NonNull<AtomicU32>,
+    tail: NonNull<AtomicU32>,
 }
+
+// SAFETY: the pointers point into `seg`'s mapping, which the queue keeps
+// alive; they are only turned into shared references to atomics.
+unsafe impl Send for ShmQueue {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for ShmQueue {}
 
 impl ShmQueue {
     /// The queue `q` of `seg`, whose bounds are checked against the segment.
     pub fn new(seg: Arc<Segment>, q: QueueLayout, slot: usize) -> ShmQueue {
         assert!(q.slots() + q.depth as usize * slot <= seg.len && q.depth.is_power_of_two());
-        ShmQueue { seg, q }
+        let head = NonNull::from(seg.atomic(q.head()));
+        let tail = NonNull::from(seg.atomic(q.tail()));
+        ShmQueue { seg, q, head, tail }
     }
 
     #[inline]
@@ -301,11 +312,14 @@ macro_rules! shm_queue_mem {
         impl QueueMem<$t> for ShmQueue {
             #[inline]
             fn head(&self) -> &AtomicU32 {
-                self.seg.atomic(self.q.head())
+                // SAFETY: checked by `Segment::atomic` in `new`; the mapping
+                // lives as long as `self.seg`, hence as long as `&self`.
+                unsafe { self.head.as_ref() }
             }
             #[inline]
             fn tail(&self) -> &AtomicU32 {
-                self.seg.atomic(self.q.tail())
+                // SAFETY: as for `head`.
+                unsafe { self.tail.as_ref() }
             }
             #[inline]
             fn depth(&self) -> u32 {
