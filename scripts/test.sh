@@ -19,3 +19,6 @@ cargo test -p fastpath --release
 # in their own target dir so the cfg does not invalidate the main build.
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
     cargo test -p codecache --release --test loom
+# unet's loom models of the endpoint queues (transmit, receive, free).
+RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
+    cargo test -p unet --release --test loom
