@@ -103,8 +103,8 @@ fn serve(args: &EngineArgs) -> Result<(), Box<dyn Error>> {
     engine.stop();
     let c = engine.counts();
     println!(
-        "fastpath engine: {} frames out, {} unmatched, {} malformed, {} send errors",
-        c.frames_out, c.unmatched, c.malformed, c.send_errors
+        "fastpath engine: {} frames in, {} out, {} unmatched, {} malformed, {} send errors",
+        c.frames_in, c.frames_out, c.unmatched, c.malformed, c.send_errors
     );
     Ok(())
 }

@@ -168,9 +168,13 @@ impl PortStats {
     }
 }
 
-/// Counts one event of a port. Every port counter changes only under the
-/// port's state lock, so a load and a store suffice (no read-modify-write
-/// on the per-message path); other threads read them with relaxed loads.
+/// Counts one event on a counter that one thread at a time changes: a
+/// port's transmit counters under its transmit lock, its receive counters
+/// under its receive lock, `frames_in` under the transport's lock
+/// (`tx_frames` and `queue_corrupt`, changed on both sides, use
+/// [`bump_shared`]). A load
+/// and a store suffice (no read-modify-write on the per-message path);
+/// other threads read the counters with relaxed loads.
 #[inline]
 fn bump(c: &AtomicU64) {
     c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
@@ -185,6 +189,9 @@ fn bump_shared(c: &AtomicU64) {
 /// What the engine counts for itself.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct EngineCounts {
+    /// Frames received from the transport (frames an engine sends to its
+    /// own address are delivered without it and not counted here).
+    pub frames_in: u64,
     /// Frames that matched no filter (dropped).
     pub unmatched: u64,
     /// Frames that failed the header check (dropped).
@@ -197,6 +204,7 @@ pub struct EngineCounts {
 
 #[derive(Debug, Default)]
 struct EngineStats {
+    frames_in: AtomicU64,
     unmatched: AtomicU64,
     malformed: AtomicU64,
     frames_out: AtomicU64,
@@ -410,7 +418,7 @@ fn frame_parts<'a>(
         .expect("a frame holds its header");
     *hdr = ch.template;
     frame::patch_lengths(hdr, len as usize);
-    bump(&stats.tx_frames);
+    bump_shared(&stats.tx_frames);
     Ok((ch.checksum, buf))
 }
 
@@ -440,7 +448,7 @@ impl Io {
                 Ok(Some(_)) => bump(&self.stats.free_invalid),
                 Ok(None) => return None,
                 Err(_) => {
-                    bump(&self.stats.queue_corrupt);
+                    bump_shared(&self.stats.queue_corrupt);
                     return None;
                 }
             }
@@ -455,7 +463,7 @@ impl Io {
             }
             Ok(false) => Err(HostError::RxQueueFull),
             Err(_) => {
-                bump(&self.stats.queue_corrupt);
+                bump_shared(&self.stats.queue_corrupt);
                 Err(HostError::RxQueueFull)
             }
         }
@@ -510,12 +518,16 @@ impl NativeHost for Io {
         self.layout.area_len as u32
     }
 
-    fn read_area(&self, off: u32, dst: &mut [u8]) {
-        self.seg.read_bytes(self.layout.area + off as usize, dst);
+    fn read_area(&self, off: u32, dst: &mut [i8]) {
+        let at = self.layout.area + off as usize;
+        self.seg
+            .with_bytes(at, dst.len(), |src| natives::u8_to_i8(dst, src));
     }
 
-    fn write_area(&mut self, off: u32, src: &[u8]) {
-        self.seg.write_bytes(self.layout.area + off as usize, src);
+    fn write_area(&mut self, off: u32, src: &[i8]) {
+        let at = self.layout.area + off as usize;
+        self.seg
+            .with_bytes_mut(at, src.len(), |dst| natives::i8_to_u8(dst, src));
     }
 
     fn pop_free(&mut self) -> Option<u32> {
@@ -540,9 +552,9 @@ impl NativeHost for Io {
         Ok(())
     }
 
-    fn transmit(&mut self, chan: u16, payload: &[u8]) -> Result<(), HostError> {
+    fn transmit(&mut self, chan: u16, payload: &[i8]) -> Result<(), HostError> {
         let (want_sum, buf) = self.framer.frame(chan, payload.len() as u32)?;
-        buf[HEADER_LEN..].copy_from_slice(payload);
+        natives::i8_to_u8(&mut buf[HEADER_LEN..], payload);
         if want_sum {
             // Cannot fail: the frame holds a whole header.
             let _ = frame::set_udp_checksum(buf);
@@ -730,6 +742,7 @@ impl Engine {
         let s = &self.inner.stats;
         let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
         EngineCounts {
+            frames_in: l(&s.frames_in),
             unmatched: l(&s.unmatched),
             malformed: l(&s.malformed),
             frames_out: l(&s.frames_out),
@@ -1005,6 +1018,8 @@ impl Engine {
         let mut made = outbox();
         let n = t
             .recv(RX_BUDGET, &mut |f: &[u8]| {
+                // Under the transport's lock: one thread at a time.
+                bump(&self.inner.stats.frames_in);
                 if frame::FrameHeader::parse(f).is_err() {
                     bump_shared(&self.inner.stats.malformed);
                     return;
@@ -1251,7 +1266,7 @@ fn take_tx(tx: &mut TxSide, port: &Port) -> usize {
             Ok(Some(d)) => d,
             Ok(None) => break,
             Err(_) => {
-                bump(&stats.queue_corrupt);
+                bump_shared(&stats.queue_corrupt);
                 break;
             }
         };

@@ -24,7 +24,6 @@
 //! through a per-thread scratch buffer (grown once to the largest copy, then
 //! reused) with a conversion loop the compiler vectorizes.
 
-use core::cell::Cell;
 use core::fmt;
 
 use jive::subset::Prim;
@@ -52,16 +51,19 @@ pub trait NativeHost: 'static {
     fn buffer_size(&self) -> u32;
     /// The length in bytes of the endpoint's buffer area.
     fn area_len(&self) -> u32;
-    /// Copies area[off..off+dst.len()) into dst. The caller (the native) has checked the range.
-    fn read_area(&self, off: u32, dst: &mut [u8]);
-    /// Copies src into area[off..off+src.len()). Checked by the caller.
-    fn write_area(&mut self, off: u32, src: &[u8]);
+    /// Copies area[off..off+dst.len()) into dst, a Java `byte[]` (bytes
+    /// are `i8` there: the host copies straight between the two, with no
+    /// conversion pass). The caller (the native) has checked the range.
+    fn read_area(&self, off: u32, dst: &mut [i8]);
+    /// Copies src, a Java `byte[]`, into area[off..off+src.len()). Checked
+    /// by the caller.
+    fn write_area(&mut self, off: u32, src: &[i8]);
     /// Pops the next valid offset from the free queue (the host skips and counts invalid ones), None if empty.
     fn pop_free(&mut self) -> Option<u32>;
     /// Pushes a receive descriptor; `Err` if the receive queue is full.
     fn push_rx(&mut self, chan: u16, len: u32, body: RxBody<'_>) -> Result<(), HostError>;
     /// Transmits one message on channel `chan`; Err if chan is not an open channel of this endpoint, or too long, or the transport refused it.
-    fn transmit(&mut self, chan: u16, payload: &[u8]) -> Result<(), HostError>;
+    fn transmit(&mut self, chan: u16, payload: &[i8]) -> Result<(), HostError>;
     /// The largest message the endpoint may send.
     fn max_message(&self) -> u32;
 }
@@ -200,10 +202,7 @@ fn do_h_to_l_dma<H: NativeHost>(cx: &mut Context<'_>, args: &[i32]) -> Result<i3
     let array = byte_array(arrays, array, "txarray")?;
     let dst = array_range(array, "txarray", "txoff", txoff, len)?;
     let off = area_range(host.area_len(), "useroff", useroff, len)?;
-    with_scratch(dst.len(), |buf| {
-        host.read_area(off, buf);
-        u8_to_i8(dst, buf);
-    });
+    host.read_area(off, dst);
     Ok(0)
 }
 
@@ -216,10 +215,7 @@ fn do_l_to_h_dma<H: NativeHost>(cx: &mut Context<'_>, args: &[i32]) -> Result<i3
     let array = byte_array(arrays, array, "rxarray")?;
     let src = array_range(array, "rxarray", "rxoff", rxoff, len)?;
     let off = area_range(host.area_len(), "useroff", useroff, len)?;
-    with_scratch(src.len(), |buf| {
-        i8_to_u8(buf, src);
-        host.write_area(off, buf);
-    });
+    host.write_area(off, src);
     Ok(0)
 }
 
@@ -236,11 +232,7 @@ fn tx_push<H: NativeHost>(cx: &mut Context<'_>, args: &[i32]) -> Result<i32, Nat
     if len as u32 > max {
         return Err(too_long(len, max));
     }
-    with_scratch(src.len(), |buf| {
-        i8_to_u8(buf, src);
-        host.transmit(chan, buf)
-    })
-    .map_err(refused)?;
+    host.transmit(chan, src).map_err(refused)?;
     Ok(0)
 }
 
@@ -394,9 +386,10 @@ fn channel(chan: i32) -> Result<u16, NativeError> {
 // ---------------------------------------------------------------------------
 // Moving bytes between jive's `[i8]` and the host's `[u8]`.
 
-/// `dst[i] = src[i] as u8`, for equal lengths (vectorized by the compiler).
+/// `dst[i] = src[i] as u8`, for equal lengths (vectorized by the compiler
+/// into a plain copy).
 #[inline]
-fn i8_to_u8(dst: &mut [u8], src: &[i8]) {
+pub fn i8_to_u8(dst: &mut [u8], src: &[i8]) {
     for (d, s) in dst.iter_mut().zip(src) {
         *d = *s as u8;
     }
@@ -404,37 +397,10 @@ fn i8_to_u8(dst: &mut [u8], src: &[i8]) {
 
 /// `dst[i] = src[i] as i8`, for equal lengths.
 #[inline]
-fn u8_to_i8(dst: &mut [i8], src: &[u8]) {
+pub fn u8_to_i8(dst: &mut [i8], src: &[u8]) {
     for (d, s) in dst.iter_mut().zip(src) {
         *d = *s as i8;
     }
-}
-
-thread_local! {
-    /// The scratch buffer of [`with_scratch`]: taken out while in use, so a
-    /// native re-entered on the same thread (a host whose `transmit` runs the
-    /// peer's applet at once) gets a fresh buffer instead of a conflict.
-    static SCRATCH: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
-}
-
-/// Runs `f` on a scratch buffer of `len` bytes (contents unspecified). The
-/// buffer grows to the largest `len` seen on the thread and is then reused,
-/// so a steady state allocates nothing.
-#[inline]
-fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
-    let mut buf = SCRATCH.take();
-    if buf.len() < len {
-        grow(&mut buf, len);
-    }
-    let r = f(&mut buf[..len]);
-    SCRATCH.set(buf);
-    r
-}
-
-#[cold]
-#[inline(never)]
-fn grow(buf: &mut Vec<u8>, len: usize) {
-    buf.resize(len, 0);
 }
 
 // ---------------------------------------------------------------------------
@@ -609,15 +575,15 @@ mod tests {
         fn area_len(&self) -> u32 {
             0
         }
-        fn read_area(&self, _: u32, _: &mut [u8]) {}
-        fn write_area(&mut self, _: u32, _: &[u8]) {}
+        fn read_area(&self, _: u32, _: &mut [i8]) {}
+        fn write_area(&mut self, _: u32, _: &[i8]) {}
         fn pop_free(&mut self) -> Option<u32> {
             None
         }
         fn push_rx(&mut self, _: u16, _: u32, _: RxBody<'_>) -> Result<(), HostError> {
             Ok(())
         }
-        fn transmit(&mut self, _: u16, _: &[u8]) -> Result<(), HostError> {
+        fn transmit(&mut self, _: u16, _: &[i8]) -> Result<(), HostError> {
             Ok(())
         }
         fn max_message(&self) -> u32 {
@@ -713,19 +679,6 @@ mod tests {
         let mut back = vec![0u8; 256];
         i8_to_u8(&mut back, &signed);
         assert_eq!(back, bytes);
-    }
-
-    #[test]
-    fn scratch_is_reentrant_and_sized_to_the_request() {
-        let outer = with_scratch(100, |a| {
-            a.fill(1);
-            let inner = with_scratch(10, |b| {
-                b.fill(2);
-                b.len()
-            });
-            (a.len(), inner, a.iter().all(|&x| x == 1))
-        });
-        assert_eq!(outer, (100, 10, true));
     }
 
     #[test]

@@ -88,12 +88,12 @@ impl NativeHost for Mock {
     fn area_len(&self) -> u32 {
         AREA
     }
-    fn read_area(&self, off: u32, dst: &mut [u8]) {
+    fn read_area(&self, off: u32, dst: &mut [i8]) {
         self.area_reads.set(self.area_reads.get() + 1);
-        dst.copy_from_slice(&self.area[off as usize..off as usize + dst.len()]);
+        unet::natives::u8_to_i8(dst, &self.area[off as usize..off as usize + dst.len()]);
     }
-    fn write_area(&mut self, off: u32, src: &[u8]) {
-        self.area[off as usize..off as usize + src.len()].copy_from_slice(src);
+    fn write_area(&mut self, off: u32, src: &[i8]) {
+        unet::natives::i8_to_u8(&mut self.area[off as usize..off as usize + src.len()], src);
     }
     fn pop_free(&mut self) -> Option<u32> {
         self.free.pop_front()
@@ -118,7 +118,7 @@ impl NativeHost for Mock {
         });
         Ok(())
     }
-    fn transmit(&mut self, chan: u16, payload: &[u8]) -> Result<(), HostError> {
+    fn transmit(&mut self, chan: u16, payload: &[i8]) -> Result<(), HostError> {
         if !self.open.contains(&chan) {
             return Err(HostError::NoSuchChannel(chan));
         }
@@ -128,7 +128,8 @@ impl NativeHost for Mock {
                 max: self.max_message,
             });
         }
-        self.sent.push((chan, payload.to_vec()));
+        self.sent
+            .push((chan, payload.iter().map(|&b| b as u8).collect()));
         Ok(())
     }
     fn max_message(&self) -> u32 {
