@@ -36,6 +36,7 @@ pub mod callgrind;
 pub mod dpf;
 pub mod kernels;
 pub mod peers;
+pub mod unet;
 pub mod workload;
 
 use std::fmt::Write;

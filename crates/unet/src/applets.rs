@@ -59,6 +59,15 @@ pub const GENERATE: &[u8] =
 /// the heap budget), and every attempt must trap before anything moves.
 pub const ESCAPE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/unet-applets/Escape.class"));
 
+/// `Breakdown`: not an experiment of the paper but the probe of its
+/// Figure 7 breakdown: `doRx` does nothing (mode 0), or calls
+/// `getFreeBufferLength`, `getFreeBuffer` or `dmaRxdPayload` 8 times
+/// (modes 1 to 3, a static the host sets), so that the difference of two
+/// modes' instruction counts is the cost of the calls alone
+/// (`crates/bench/src/bin/unet-count.rs`).
+pub const BREAKDOWN: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/unet-applets/Breakdown.class"));
+
 /// Every applet by its class name.
 pub const ALL: &[(&str, &[u8])] = &[
     ("StandardUnet", STANDARD),
@@ -68,6 +77,7 @@ pub const ALL: &[(&str, &[u8])] = &[
     ("Burst25PerTx", BURST25_PER_TX),
     ("Generate", GENERATE),
     ("Escape", ESCAPE),
+    ("Breakdown", BREAKDOWN),
 ];
 
 /// The class file of the applet named `name` (its class name, e.g.

@@ -1,0 +1,164 @@
+//! The U-Net/SLE paper's Figure 7 (transmit/receive operation overhead) as
+//! exact host instruction counts, by `valgrind --tool=callgrind`.
+//!
+//! ```text
+//! cargo build --release -p fastpath-bench --bin unet-count
+//! target/release/unet-count                  # every case under callgrind, then the table
+//! target/release/unet-count all 16384        # the same, N messages per case
+//! target/release/unet-count list             # the cases and their toggle functions
+//! # one case by hand (N defaults to 16384):
+//! valgrind --tool=callgrind --toggle-collect=unet_count_path target/release/unet-count path-40 16384
+//! valgrind --tool=callgrind --toggle-collect=unet_count_path target/release/unet-count path-1000 16384
+//! valgrind --tool=callgrind --toggle-collect=unet_count_path target/release/unet-count standard-40 16384
+//! valgrind --tool=callgrind --toggle-collect=unet_count_path target/release/unet-count standard-1000 16384
+//! valgrind --tool=callgrind --toggle-collect=unet_count_send target/release/unet-count deliver 16384
+//! valgrind --tool=callgrind --toggle-collect=unet_count_send target/release/unet-count dorx 16384
+//! valgrind --tool=callgrind --toggle-collect=unet_count_send target/release/unet-count null 16384
+//! valgrind --tool=callgrind --toggle-collect=unet_count_send target/release/unet-count getbuf 16384
+//! valgrind --tool=callgrind --toggle-collect=unet_count_send target/release/unet-count push 16384
+//! callgrind_annotate --inclusive=yes callgrind.out.<pid>    # where the instructions go
+//! ```
+//!
+//! Each case is one process: two endpoints of one engine on the `loop`
+//! transport, in one thread, sending 40-byte (or 1000-byte) messages from
+//! `a` to `b`. 20,000 messages warm the process up outside the toggled
+//! function (dpf reader, outboxes, scratch buffers, the sender's in-flight
+//! list), then N messages go through it. Callgrind counts exactly the
+//! instructions executed between entry to and return from the toggled
+//! function, callees included, and nothing else; every row of the table
+//! is a difference of two such totals divided by N (per message) or by 8N
+//! (per native call), so what two cases share cancels out.
+//!
+//! How each step is isolated:
+//!
+//! - **The whole path** (`path-40`, `path-1000`, toggle `unet_count_path`):
+//!   `a.send` (which runs the engine: take the descriptor, make the frame,
+//!   classify it with dpf, deliver it) then `b.recv` and a copy of the
+//!   message out, no applet. `standard-*` is the same with the standard
+//!   U-Net applet on both endpoints; its difference from `path-*` is what
+//!   `doTx` and `doRx` (and their natives) add per message.
+//! - **Invoking doRx** (`dorx` − `deliver`, toggle `unet_count_send`): the
+//!   toggle covers the send alone, which includes the receiving endpoint's
+//!   handling of the frame (the engine delivers inside the send), while the
+//!   receiving application drains its queue between sends, outside the
+//!   count. In `deliver`, `b` has no applet and the engine delivers the
+//!   message inline the standard U-Net way; in `dorx`, `b` runs the
+//!   `Breakdown` applet (`applets/unet/Breakdown.java`) in mode 0, whose
+//!   `doRx` returns at once. The difference is what handing a message to an
+//!   applet costs over the standard U-Net code (the paper's framing):
+//!   filling `RxBuf`, calling `doRx`, its dispatch and return, minus the
+//!   engine's own inline descriptor push that the applet replaces.
+//! - **A null native, getFreeBuffer, pushing a receive descriptor** (`null`,
+//!   `getbuf`, `push`, each − `dorx`, / 8N): `Breakdown`'s modes 1 to 3,
+//!   whose `doRx` makes 8 calls of `getFreeBufferLength()`,
+//!   `getFreeBuffer()` or `dmaRxdPayload(RxBuf, chan, 0)`, written out, in
+//!   a `tableswitch` case ending in `return 0` like mode 0's: the bytecode
+//!   differs from mode 0's by the 8 calls alone (each with its argument
+//!   pushes and the pop of an unused result). Outside the count, the
+//!   application gives the 8 buffers back to the free queue after each
+//!   `getbuf` message (in FIFO order, so the queue always holds 256
+//!   distinct buffers and never runs dry) and drains the 8 descriptors of
+//!   each `push` message (the receive queue holds 256).
+//!
+//! Each counted process checks, at the end, that its receiver did what the
+//! case assumes (no applet trap or drop, the expected number of
+//! descriptors, no dry free queue) and fails otherwise.
+
+use std::process::ExitCode;
+
+use fastpath_bench::unet::{CASES, MESSAGES, WARM_UP, callgrind, case, report, run_case, table};
+
+fn usage() -> String {
+    let names: Vec<&str> = CASES.iter().map(|c| c.name).collect();
+    format!(
+        "usage: unet-count [all [N] | list | CASE [N]]\n  CASE: {}\n  N: counted messages (default {MESSAGES})",
+        names.join(", ")
+    )
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let what = args.first().map_or("all", String::as_str);
+    let n = match args.get(1).map(|s| s.parse::<usize>()) {
+        None => MESSAGES,
+        Some(Ok(n)) if n > 0 => n,
+        _ => {
+            eprintln!("unet-count: bad message count\n{}", usage());
+            return ExitCode::from(2);
+        }
+    };
+    match what {
+        "all" => all(n),
+        "list" => {
+            for c in CASES {
+                println!(
+                    "{:<14} --toggle-collect={}  ({} B, receiver: {:?})",
+                    c.name, c.toggle, c.size, c.receiver
+                );
+            }
+            ExitCode::SUCCESS
+        }
+        "-h" | "--help" | "help" => {
+            println!("{}", usage());
+            ExitCode::SUCCESS
+        }
+        name => match case(name) {
+            Some(c) => match run_case(c, n) {
+                Ok(r) => {
+                    println!(
+                        "{}: {} counted messages after {WARM_UP} warm-up, {} descriptors received; receiver {:?}",
+                        c.name, r.counted, r.received, r.counts
+                    );
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("unet-count: {e}");
+                    ExitCode::FAILURE
+                }
+            },
+            None => {
+                eprintln!("unet-count: unknown case {name:?}\n{}", usage());
+                ExitCode::from(2)
+            }
+        },
+    }
+}
+
+/// Every case under callgrind, then the table.
+fn all(n: usize) -> ExitCode {
+    let exe = match std::env::current_exe() {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("unet-count: cannot find this program: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut totals = Vec::new();
+    for c in CASES {
+        eprint!("callgrind {:<14} ", c.name);
+        match callgrind(&exe, c, n) {
+            Ok(ir) => {
+                eprintln!("{ir} instructions in {}", c.toggle);
+                totals.push((c.name, ir));
+            }
+            Err(skip) => {
+                eprintln!();
+                eprintln!("unet-count: {}", skip.0);
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    let Some(rows) = report(&totals, n) else {
+        eprintln!("unet-count: a case is missing");
+        return ExitCode::FAILURE;
+    };
+    println!(
+        "Figure 7 breakdown: host instructions (callgrind), N = {n} messages per case after {WARM_UP} uncounted\n"
+    );
+    print!("{}", table(&rows));
+    println!("\nTotals (instructions in the toggled function over N messages):");
+    for (name, ir) in &totals {
+        println!("  {name:<14} {ir}");
+    }
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,836 @@
+//! Benchmark workloads of `unet` (issue 12, "Benchmarks"): the U-Net/SLE
+//! paper's §5 measurements of endpoints and applets (Figure 5's round
+//! trips, Figure 7's breakdown), on the in-process `loop` transport.
+//!
+//! - [`pair`] and [`one_way`]: two endpoints of one engine and one message
+//!   from the first to the second in the calling thread (the engine's CPU
+//!   cost per message: the engine runs inside `send`, see
+//!   [`unet::endpoint`]).
+//! - [`LoopEcho`] and [`RingEcho`]: round trips between two threads,
+//!   through endpoints and through the bare shared-memory SPSC ring that
+//!   is the floor of this design (the same peers as `fastpath demo`).
+//! - [`CASES`], [`run_case`], [`callgrind`] and [`report`]: Figure 7's
+//!   breakdown as exact instruction counts, each operation isolated as the
+//!   difference of two runs that differ in that operation alone (see
+//!   [`CASES`] and `src/bin/unet-count.rs`).
+//!
+//! `benches/unet.rs` is the criterion bench; `unet-count` the callgrind
+//! harness.
+
+use std::hint::black_box;
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use unet::layout::{Layout, RxDesc};
+use unet::ring::{Consumer, Producer};
+use unet::shm::{Segment, ShmQueue};
+use unet::transport::LoopNet;
+use unet::{Config, Endpoint, Engine, SendError};
+
+use crate::callgrind::{Skip, parse_total};
+
+/// Errors of the set-up (endpoints, applets, transports).
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Two endpoints of one engine on the `loop` transport, with a channel
+/// each way.
+pub struct Pair {
+    /// The sending endpoint.
+    pub a: Endpoint,
+    /// The receiving endpoint.
+    pub b: Endpoint,
+    /// `a`'s channel to `b`.
+    pub ab: u16,
+    /// `b`'s channel to `a`.
+    pub ba: u16,
+}
+
+/// Two endpoints with default configurations on one `loop` engine, `a`
+/// with `applet_a` and `b` with `applet_b` (class files, e.g.
+/// [`unet::applets::STANDARD`]).
+pub fn pair(applet_a: Option<&[u8]>, applet_b: Option<&[u8]>) -> Result<Pair, BoxError> {
+    let net = LoopNet::new();
+    let engine = Engine::new(Box::new(net.attach("10.0.0.1:7000".parse()?)?));
+    let mut a = engine.create_endpoint(Config::default(), applet_a)?;
+    let mut b = engine.create_endpoint(Config::default(), applet_b)?;
+    let ab = a.open_channel(engine.local(), b.id())?;
+    let ba = b.open_channel(engine.local(), a.id())?;
+    Ok(Pair { a, b, ab, ba })
+}
+
+/// Sends `msg` from `a` on `chan`, then receives it at `b` and copies it
+/// out into `buf`, all in this thread; the length received, or `None` if
+/// the send failed or nothing arrived. The engine's work (take the
+/// descriptor, make the frame, classify it with dpf, run the applets,
+/// deliver) happens inside the send.
+#[inline]
+pub fn one_way(
+    a: &mut Endpoint,
+    chan: u16,
+    b: &mut Endpoint,
+    msg: &[u8],
+    buf: &mut Vec<u8>,
+) -> Option<usize> {
+    a.send(chan, msg).ok()?;
+    let m = b.recv()?;
+    buf.clear();
+    m.read(|p| buf.extend_from_slice(p));
+    Some(buf.len())
+}
+
+/// How long a round trip may take before the benchmark gives up (the echo
+/// thread died, or a message was lost).
+const STUCK: Duration = Duration::from_secs(10);
+
+/// Empty polls a waiting thread spins through before it starts yielding
+/// its core at each poll. The round trips here take about a microsecond,
+/// far less than these spins, when both threads have a core; on a machine
+/// whose cores are shared with other jobs, a thread spinning while its
+/// peer waits for a core would otherwise hold its own core for a whole
+/// time slice (milliseconds) per message.
+const SPINS_BEFORE_YIELD: u32 = 1 << 12;
+
+/// A waiting thread's wait: spin, then yield.
+#[derive(Default)]
+struct Backoff(u32);
+
+impl Backoff {
+    fn snooze(&mut self) {
+        self.0 = self.0.saturating_add(1);
+        if self.0 < SPINS_BEFORE_YIELD {
+            std::hint::spin_loop();
+        } else {
+            std::thread::yield_now();
+        }
+    }
+}
+
+/// Receives the next message into `buf`, spinning, then yielding; `None`
+/// once `stop` is set or after [`STUCK`].
+fn recv_into(ep: &mut Endpoint, buf: &mut Vec<u8>, stop: &AtomicBool) -> Option<u16> {
+    let mut wait = Backoff::default();
+    let mut since: Option<Instant> = None;
+    loop {
+        if let Some(m) = ep.recv() {
+            buf.clear();
+            m.read(|p| buf.extend_from_slice(p));
+            return Some(m.chan());
+        }
+        if wait.0 % 1024 == 1023 {
+            if stop.load(Ordering::Relaxed) {
+                return None;
+            }
+            if since.get_or_insert_with(Instant::now).elapsed() > STUCK {
+                return None;
+            }
+        }
+        wait.snooze();
+    }
+}
+
+/// Sends, retrying while the transmit queue is full.
+fn send_all(ep: &mut Endpoint, chan: u16, msg: &[u8]) -> Result<(), SendError> {
+    let mut wait = Backoff::default();
+    loop {
+        match ep.send(chan, msg) {
+            Err(SendError::Full) => {
+                ep.flush(1);
+                wait.snooze();
+            }
+            r => return r,
+        }
+    }
+}
+
+/// Round trips between two application threads through two endpoints of
+/// one `loop` engine (Figure 5's set-up, as `fastpath demo` runs it): this
+/// thread sends on `a` and waits for the echo; a second thread echoes
+/// every message `b` receives.
+pub struct LoopEcho {
+    a: Endpoint,
+    ab: u16,
+    msg: Vec<u8>,
+    buf: Vec<u8>,
+    stop: Arc<AtomicBool>,
+    echo: Option<JoinHandle<()>>,
+}
+
+impl LoopEcho {
+    /// Starts the echo thread, both endpoints with `applet` (or none), for
+    /// messages of `size` bytes.
+    pub fn new(size: usize, applet: Option<&[u8]>) -> Result<LoopEcho, BoxError> {
+        let Pair {
+            a, mut b, ab, ba, ..
+        } = pair(applet, applet)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let st = stop.clone();
+        let echo = std::thread::Builder::new()
+            .name("unet-echo".into())
+            .spawn(move || {
+                let mut buf = Vec::with_capacity(1 << 16);
+                while recv_into(&mut b, &mut buf, &st).is_some() {
+                    if send_all(&mut b, ba, &buf).is_err() {
+                        break;
+                    }
+                }
+            })?;
+        Ok(LoopEcho {
+            a,
+            ab,
+            msg: vec![0x5a; size],
+            buf: Vec::with_capacity(1 << 16),
+            stop,
+            echo: Some(echo),
+        })
+    }
+
+    /// Runs `n` round trips; the time they took.
+    ///
+    /// # Panics
+    ///
+    /// If an echo does not come back within 10 s or with another length
+    /// (a lost message: the benchmark cannot go on).
+    pub fn round_trips(&mut self, n: u64) -> Duration {
+        let never = AtomicBool::new(false);
+        let start = Instant::now();
+        for _ in 0..n {
+            send_all(&mut self.a, self.ab, &self.msg).expect("sending on the loop engine");
+            recv_into(&mut self.a, &mut self.buf, &never).expect("the echo came back");
+            assert_eq!(self.buf.len(), self.msg.len(), "the echo's length");
+        }
+        start.elapsed()
+    }
+}
+
+impl Drop for LoopEcho {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.echo.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// One direction of the bare ring peer: a segment laid out as an
+/// endpoint's, whose receive queue carries lengths and whose buffer area
+/// carries the message.
+struct RingWay {
+    seg: Arc<Segment>,
+    tx: Producer<RxDesc, ShmQueue>,
+    rx: Consumer<RxDesc, ShmQueue>,
+}
+
+fn ring_way(name: &str, layout: &Layout) -> Result<RingWay, BoxError> {
+    let seg = Arc::new(Segment::create(name, layout.total)?);
+    let (_, q, _) = unet::shm::queues(&seg, layout);
+    Ok(RingWay {
+        seg,
+        tx: Producer::new(q.clone()),
+        rx: Consumer::new(q),
+    })
+}
+
+/// The floor of the endpoint design (the same peer as `fastpath demo`'s
+/// "SPSC ring"): two SPSC rings in shared memory, the same queue code as
+/// the endpoints', and a payload area per direction, between two threads.
+/// Each side copies the message in, pushes its length, and the other side
+/// copies it out: no engine, no frame, no classification.
+pub struct RingEcho {
+    there: Arc<Segment>,
+    tx: Producer<RxDesc, ShmQueue>,
+    back: Arc<Segment>,
+    rx: Consumer<RxDesc, ShmQueue>,
+    area: usize,
+    msg: Vec<u8>,
+    buf: Vec<u8>,
+    stop: Arc<AtomicBool>,
+    echo: Option<JoinHandle<()>>,
+}
+
+impl RingEcho {
+    /// Starts the echo thread for messages of `size` bytes (at most a
+    /// default endpoint's buffer area).
+    pub fn new(size: usize) -> Result<RingEcho, BoxError> {
+        let layout = Layout::new(Config::default())?;
+        if size > layout.area_len {
+            return Err(format!("{size} bytes exceed the ring's area").into());
+        }
+        let there = ring_way("unet-bench-ring-there", &layout)?;
+        let back = ring_way("unet-bench-ring-back", &layout)?;
+        let area = layout.area;
+        let stop = Arc::new(AtomicBool::new(false));
+        let st = stop.clone();
+        let (s_in, s_out) = (there.seg.clone(), back.seg.clone());
+        let (mut rx_b, mut tx_b) = (there.rx, back.tx);
+        let echo = std::thread::Builder::new()
+            .name("ring-echo".into())
+            .spawn(move || {
+                let mut buf = vec![0u8; 1 << 16];
+                let mut wait = Backoff::default();
+                loop {
+                    match rx_b.pop() {
+                        Ok(Some(d)) => {
+                            wait = Backoff::default();
+                            let n = (d.len as usize).min(buf.len());
+                            s_in.read_bytes(area, &mut buf[..n]);
+                            s_out.write_bytes(area, &buf[..n]);
+                            let d = RxDesc {
+                                len: n as u32,
+                                ..RxDesc::default()
+                            };
+                            while !tx_b.push(d).unwrap_or(true) {
+                                std::hint::spin_loop();
+                            }
+                        }
+                        _ => {
+                            if st.load(Ordering::Relaxed) {
+                                return;
+                            }
+                            wait.snooze();
+                        }
+                    }
+                }
+            })?;
+        Ok(RingEcho {
+            there: there.seg,
+            tx: there.tx,
+            back: back.seg,
+            rx: back.rx,
+            area,
+            msg: vec![0x5a; size],
+            buf: vec![0u8; 1 << 16],
+            stop,
+            echo: Some(echo),
+        })
+    }
+
+    /// Runs `n` round trips; the time they took.
+    ///
+    /// # Panics
+    ///
+    /// If an echo does not come back within 10 s.
+    pub fn round_trips(&mut self, n: u64) -> Duration {
+        let start = Instant::now();
+        let d = RxDesc {
+            len: self.msg.len() as u32,
+            ..RxDesc::default()
+        };
+        for _ in 0..n {
+            self.there.write_bytes(self.area, &self.msg);
+            while !self.tx.push(d).unwrap_or(true) {
+                std::hint::spin_loop();
+            }
+            let mut wait = Backoff::default();
+            loop {
+                if let Ok(Some(d)) = self.rx.pop() {
+                    let n = (d.len as usize).min(self.buf.len());
+                    self.back.read_bytes(self.area, &mut self.buf[..n]);
+                    break;
+                }
+                assert!(
+                    wait.0 % (1 << 16) != (1 << 16) - 1 || start.elapsed() < STUCK,
+                    "the ring echo did not come back"
+                );
+                wait.snooze();
+            }
+        }
+        black_box(&self.buf);
+        start.elapsed()
+    }
+}
+
+impl Drop for RingEcho {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.echo.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Figure 7: the breakdown in instructions (callgrind)
+// ---------------------------------------------------------------------------
+
+/// The callgrind toggle of the whole path: one message sent, received and
+/// copied out ([`one_way`]).
+pub const TOGGLE_PATH: &str = "unet_count_path";
+/// The callgrind toggle of the sending half: `a.send`, which runs the
+/// engine's whole transmit and receive side for the message (up to and
+/// including the receiving endpoint's `doRx` or standard delivery), but
+/// not the receiving application's `recv`.
+pub const TOGGLE_SEND: &str = "unet_count_send";
+
+/// The whole path of one message; the toggle point [`TOGGLE_PATH`].
+#[unsafe(no_mangle)]
+#[inline(never)]
+pub fn unet_count_path(p: &mut Pair, msg: &[u8], buf: &mut Vec<u8>) -> Option<usize> {
+    one_way(&mut p.a, p.ab, &mut p.b, msg, buf)
+}
+
+/// One send (and the engine work it drives); the toggle point
+/// [`TOGGLE_SEND`].
+#[unsafe(no_mangle)]
+#[inline(never)]
+pub fn unet_count_send(a: &mut Endpoint, chan: u16, msg: &[u8]) -> Result<(), SendError> {
+    a.send(chan, msg)
+}
+
+/// What the receiving endpoint runs in a breakdown case.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Receiver {
+    /// No applet: standard U-Net delivery by the engine.
+    Standard,
+    /// The standard U-Net applet (`StandardUnet`) on both endpoints.
+    StandardApplet,
+    /// The `Breakdown` applet in this mode (0: doRx returns at once; 1:
+    /// 8 `getFreeBufferLength`; 2: 8 `getFreeBuffer`; 3: 8
+    /// `dmaRxdPayload` of 0 bytes), the sender without an applet.
+    Breakdown(i32),
+}
+
+/// One counted run: a set-up, a message size and a toggle point.
+#[derive(Clone, Copy, Debug)]
+pub struct Case {
+    /// Its name on `unet-count`'s command line.
+    pub name: &'static str,
+    /// The function whose instructions callgrind counts.
+    pub toggle: &'static str,
+    /// The message size in bytes.
+    pub size: usize,
+    /// What the receiving endpoint runs.
+    pub receiver: Receiver,
+    /// Receive descriptors the receiving endpoint gets per message.
+    pub delivered: u64,
+}
+
+/// Calls of the measured native per `doRx` in the `Breakdown` applet's
+/// modes 1 to 3 (written out, not looped).
+pub const CALLS_PER_RX: u64 = 8;
+
+/// The message size of the breakdown (the paper's Figure 7 has a 40-byte
+/// and a 1000-byte column).
+pub const SMALL: usize = 40;
+/// The large message of the breakdown's path rows.
+pub const LARGE: usize = 1000;
+
+/// Every counted run. The `path*` and `standard*` cases count the whole
+/// path ([`TOGGLE_PATH`]); the others count the send alone
+/// ([`TOGGLE_SEND`]), the receiving application draining its receive
+/// queue and giving buffers back outside the count, so that they differ
+/// only in what the receiving endpoint does with the frame:
+///
+/// | case | the receiving endpoint | delivers |
+/// |---|---|---|
+/// | `deliver` | no applet: the engine's standard inline delivery | 1 |
+/// | `dorx` | `Breakdown` mode 0: `doRx` returns at once | 0 |
+/// | `null` | mode 1: `doRx` calls `getFreeBufferLength` 8 times | 0 |
+/// | `getbuf` | mode 2: `doRx` calls `getFreeBuffer` 8 times | 0 |
+/// | `push` | mode 3: `doRx` calls `dmaRxdPayload(RxBuf, chan, 0)` 8 times | 8 |
+pub const CASES: &[Case] = &[
+    Case {
+        name: "path-40",
+        toggle: TOGGLE_PATH,
+        size: SMALL,
+        receiver: Receiver::Standard,
+        delivered: 1,
+    },
+    Case {
+        name: "path-1000",
+        toggle: TOGGLE_PATH,
+        size: LARGE,
+        receiver: Receiver::Standard,
+        delivered: 1,
+    },
+    Case {
+        name: "standard-40",
+        toggle: TOGGLE_PATH,
+        size: SMALL,
+        receiver: Receiver::StandardApplet,
+        delivered: 1,
+    },
+    Case {
+        name: "standard-1000",
+        toggle: TOGGLE_PATH,
+        size: LARGE,
+        receiver: Receiver::StandardApplet,
+        delivered: 1,
+    },
+    Case {
+        name: "deliver",
+        toggle: TOGGLE_SEND,
+        size: SMALL,
+        receiver: Receiver::Standard,
+        delivered: 1,
+    },
+    Case {
+        name: "dorx",
+        toggle: TOGGLE_SEND,
+        size: SMALL,
+        receiver: Receiver::Breakdown(0),
+        delivered: 0,
+    },
+    Case {
+        name: "null",
+        toggle: TOGGLE_SEND,
+        size: SMALL,
+        receiver: Receiver::Breakdown(1),
+        delivered: 0,
+    },
+    Case {
+        name: "getbuf",
+        toggle: TOGGLE_SEND,
+        size: SMALL,
+        receiver: Receiver::Breakdown(2),
+        delivered: 0,
+    },
+    Case {
+        name: "push",
+        toggle: TOGGLE_SEND,
+        size: SMALL,
+        receiver: Receiver::Breakdown(3),
+        delivered: CALLS_PER_RX,
+    },
+];
+
+/// The case named `name`.
+pub fn case(name: &str) -> Option<&'static Case> {
+    CASES.iter().find(|c| c.name == name)
+}
+
+/// Messages per counted run by default. A multiple of the 16,384 40-byte
+/// messages the sender's transmit region holds, so that the region's
+/// periodic reclaim falls into the count exactly once per 16,384 messages.
+pub const MESSAGES: usize = 16_384;
+
+/// Messages sent before the counted ones, outside the toggled functions:
+/// they warm the per-thread state (the dpf reader, the outboxes, the
+/// natives' scratch buffer) and grow the sender's in-flight list to its
+/// largest, so that none of that is counted.
+pub const WARM_UP: usize = 20_000;
+
+/// The receiving endpoint's buffers handed to the free queue at creation
+/// (the second half of a default endpoint's 512 buffers), in the order
+/// they were given.
+struct FreeCursor {
+    first: u32,
+    count: u32,
+    next: u32,
+    size: u32,
+}
+
+impl FreeCursor {
+    fn new(ep: &Endpoint) -> FreeCursor {
+        let c = ep.layout().config;
+        let first = c.buffers.div_ceil(2);
+        FreeCursor {
+            first,
+            count: c.buffers - first,
+            next: 0,
+            size: c.buffer_size,
+        }
+    }
+
+    /// The next buffer to give back: the free queue is FIFO, so giving
+    /// them back in the order they were first given keeps every buffer in
+    /// it exactly once.
+    fn take(&mut self) -> u32 {
+        let off = (self.first + self.next) * self.size;
+        self.next = (self.next + 1) % self.count;
+        off
+    }
+}
+
+/// What a counted run did, for the checks that make its count mean what
+/// [`CASES`] says.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CaseRun {
+    /// Messages sent through the toggled function.
+    pub counted: u64,
+    /// Receive descriptors the receiving application took, warm-up
+    /// included.
+    pub received: u64,
+    /// The receiving endpoint's counters at the end.
+    pub counts: unet::PortCounts,
+}
+
+/// Runs `case` for `n` counted messages after [`WARM_UP`] others, checks
+/// that every message did what the case says (no trap, no drop, the
+/// expected descriptors, the free queue never dry) and returns what
+/// happened. This is the process callgrind measures.
+pub fn run_case(case: &Case, n: usize) -> Result<CaseRun, String> {
+    let (applet_a, applet_b) = match case.receiver {
+        Receiver::Standard => (None, None),
+        Receiver::StandardApplet => (Some(unet::applets::STANDARD), Some(unet::applets::STANDARD)),
+        Receiver::Breakdown(_) => (None, Some(unet::applets::BREAKDOWN)),
+    };
+    let mut p = pair(applet_a, applet_b).map_err(|e| format!("set-up: {e}"))?;
+    if let Receiver::Breakdown(mode) = case.receiver {
+        let id = p.b.id();
+        p.b.engine()
+            .ok_or("the engine is not in this process")?
+            .with_applet(id, |ap| ap.set_static_int("mode", mode))
+            .ok_or("no applet on the receiving endpoint")?
+            .map_err(|e| format!("setting mode: {e}"))?;
+    }
+    let msg = vec![0xa5u8; case.size];
+    let mut buf = Vec::with_capacity(1 << 16);
+    let mut free = FreeCursor::new(&p.b);
+    let mut run = CaseRun::default();
+    let give_back = if case.receiver == Receiver::Breakdown(2) {
+        CALLS_PER_RX
+    } else {
+        0
+    };
+    for i in 0..WARM_UP + n {
+        let counted = i >= WARM_UP;
+        if case.toggle == TOGGLE_PATH {
+            let got = if counted {
+                unet_count_path(&mut p, &msg, &mut buf)
+            } else {
+                one_way(&mut p.a, p.ab, &mut p.b, &msg, &mut buf)
+            };
+            match got {
+                Some(len) if len == case.size => run.received += 1,
+                other => return Err(format!("message {i}: received {other:?}")),
+            }
+        } else {
+            let sent = if counted {
+                unet_count_send(&mut p.a, p.ab, &msg)
+            } else {
+                p.a.send(p.ab, &msg)
+            };
+            sent.map_err(|e| format!("message {i}: {e}"))?;
+            while p.b.recv().is_some() {
+                run.received += 1;
+            }
+            for _ in 0..give_back {
+                let off = free.take();
+                if !p.b.give_buffer(off) {
+                    return Err(format!(
+                        "message {i}: the free queue is full, so doRx did not take its buffers"
+                    ));
+                }
+            }
+        }
+        run.counted += u64::from(counted);
+    }
+    run.counts = p.b.counts();
+    let c = run.counts;
+    let expected = case.delivered * (WARM_UP + n) as u64;
+    if c.applet_traps + c.applet_drops + c.rx_no_buffer + c.rx_queue_full + c.free_invalid > 0 {
+        return Err(format!(
+            "{}: the receiver dropped or trapped: {c:?}",
+            case.name
+        ));
+    }
+    if run.received != expected || c.rx_delivered != expected {
+        return Err(format!(
+            "{}: {} descriptors received, {} delivered, {expected} expected",
+            case.name, run.received, c.rx_delivered
+        ));
+    }
+    Ok(run)
+}
+
+/// Runs `exe case.name n` under callgrind with the case's toggle; the
+/// instructions counted.
+pub fn callgrind(exe: &Path, case: &Case, n: usize) -> Result<u64, Skip> {
+    let file = std::env::temp_dir().join(format!(
+        "unet-count-{}-{}.out",
+        std::process::id(),
+        case.name
+    ));
+    let run = Command::new("valgrind")
+        .arg("--tool=callgrind")
+        .arg(format!("--toggle-collect={}", case.toggle))
+        .arg(format!("--callgrind-out-file={}", file.display()))
+        .arg(exe)
+        .arg(case.name)
+        .arg(n.to_string())
+        .output()
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => Skip(
+                "valgrind is not installed (apt-get install valgrind); callgrind counts skipped"
+                    .into(),
+            ),
+            _ => Skip(format!("running valgrind: {e}")),
+        })?;
+    let text = std::fs::read_to_string(&file);
+    let _ = std::fs::remove_file(&file);
+    if !run.status.success() {
+        return Err(Skip(format!(
+            "callgrind run of {} failed ({}): {}",
+            case.name,
+            run.status,
+            String::from_utf8_lossy(&run.stderr)
+                .lines()
+                .rfind(|l| !l.starts_with("=="))
+                .unwrap_or("")
+        )));
+    }
+    let text = text.map_err(|e| Skip(format!("reading {}: {e}", file.display())))?;
+    parse_total(&text).ok_or_else(|| Skip(format!("no totals line in {}", file.display())))
+}
+
+/// One row of the breakdown.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Row {
+    /// What it measures.
+    pub operation: String,
+    /// Instructions per message or per call.
+    pub instructions: f64,
+    /// How it was computed from the cases' totals.
+    pub formula: &'static str,
+}
+
+/// Figure 7's rows from the cases' totals (`(name, instructions)`, every
+/// case of [`CASES`]) over `n` counted messages each; `None` if a case is
+/// missing.
+pub fn report(totals: &[(&str, u64)], n: usize) -> Option<Vec<Row>> {
+    let t = |name: &str| {
+        totals
+            .iter()
+            .find(|(c, _)| *c == name)
+            .map(|&(_, v)| v as f64)
+    };
+    let n = n as f64;
+    let k = CALLS_PER_RX as f64;
+    let per = |name: &str| t(name).map(|v| v / n);
+    let row = |operation: &str, instructions: f64, formula| Row {
+        operation: operation.into(),
+        instructions,
+        formula,
+    };
+    let dorx = t("dorx")?;
+    Some(vec![
+        row(
+            "U-Net path, 40 B, no applet (send, engine, dpf, deliver, recv, copy out)",
+            per("path-40")?,
+            "path-40 / N",
+        ),
+        row(
+            "U-Net path, 1000 B, no applet",
+            per("path-1000")?,
+            "path-1000 / N",
+        ),
+        row(
+            "standard applet on both endpoints, 40 B: added per message (doTx + doRx)",
+            per("standard-40")? - per("path-40")?,
+            "(standard-40 - path-40) / N",
+        ),
+        row(
+            "standard applet on both endpoints, 1000 B: added per message (doTx + doRx)",
+            per("standard-1000")? - per("path-1000")?,
+            "(standard-1000 - path-1000) / N",
+        ),
+        row(
+            "send + engine + standard U-Net delivery, 40 B (recv not counted)",
+            per("deliver")?,
+            "deliver / N",
+        ),
+        row(
+            "send + engine + doRx that returns at once, 40 B",
+            dorx / n,
+            "dorx / N",
+        ),
+        row(
+            "invoking doRx (fill RxBuf, call, return) in place of the standard delivery",
+            (dorx - t("deliver")?) / n,
+            "(dorx - deliver) / N",
+        ),
+        row(
+            "null native (getFreeBufferLength)",
+            (t("null")? - dorx) / (k * n),
+            "(null - dorx) / 8N",
+        ),
+        row(
+            "getFreeBuffer",
+            (t("getbuf")? - dorx) / (k * n),
+            "(getbuf - dorx) / 8N",
+        ),
+        row(
+            "push a receive descriptor (dmaRxdPayload, 0 B inline)",
+            (t("push")? - dorx) / (k * n),
+            "(push - dorx) / 8N",
+        ),
+    ])
+}
+
+/// The rows as a markdown table.
+pub fn table(rows: &[Row]) -> String {
+    let mut s = String::from("| operation | instructions | from |\n|---|---:|---|\n");
+    for r in rows {
+        s += &format!(
+            "| {} | {:.1} | `{}` |\n",
+            r.operation, r.instructions, r.formula
+        );
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every case runs, and its receiver did what the case's count
+    /// assumes: the right descriptors, no trap, no drop, no dry free queue.
+    #[test]
+    fn every_case_runs_as_its_count_assumes() {
+        for c in CASES {
+            let r = run_case(c, 10).unwrap_or_else(|e| panic!("{}: {e}", c.name));
+            assert_eq!(r.counted, 10, "{}", c.name);
+            assert_eq!(
+                r.received,
+                c.delivered * (WARM_UP as u64 + 10),
+                "{}",
+                c.name
+            );
+        }
+    }
+
+    #[test]
+    fn case_names_are_unique_and_found() {
+        for c in CASES {
+            assert_eq!(case(c.name).map(|f| f.name), Some(c.name));
+        }
+        assert!(case("all").is_none());
+    }
+
+    #[test]
+    fn report_subtracts_baselines_per_message_and_per_call() {
+        let n = 10;
+        let totals = [
+            ("path-40", 1000),
+            ("path-1000", 2000),
+            ("standard-40", 5000),
+            ("standard-1000", 9000),
+            ("deliver", 600),
+            ("dorx", 900),
+            ("null", 900 + 8 * 10 * 7),
+            ("getbuf", 900 + 8 * 10 * 11),
+            ("push", 900 + 8 * 10 * 13),
+        ];
+        let rows = report(&totals, n).unwrap();
+        let v: Vec<f64> = rows.iter().map(|r| r.instructions).collect();
+        assert_eq!(
+            v,
+            [
+                100.0, 200.0, 400.0, 700.0, 60.0, 90.0, 30.0, 7.0, 11.0, 13.0
+            ]
+        );
+        assert!(report(&totals[1..], n).is_none());
+    }
+
+    #[test]
+    fn round_trips_come_back() {
+        let mut l = LoopEcho::new(56, None).unwrap();
+        assert!(l.round_trips(50) > Duration::ZERO);
+        let mut r = RingEcho::new(4096).unwrap();
+        assert!(r.round_trips(50) > Duration::ZERO);
+    }
+}
