@@ -11,6 +11,9 @@ export JIVE_MUTATIONS="${JIVE_MUTATIONS:-100000}"
 export DPF_PAIRS="${DPF_PAIRS:-100000}"
 export DPF_REQUIRE_LIBPCAP="${DPF_REQUIRE_LIBPCAP:-1}"
 export CODECACHE_STRESS_SECS="${CODECACHE_STRESS_SECS:-10}"
+# unet's multi-host tests (two network namespaces and a veth pair) need
+# root and `ip`; in CI their absence is a failure, not a skip.
+export UNET_REQUIRE_NETNS="${UNET_REQUIRE_NETNS:-1}"
 # With the fastpath CLI's `bench` feature (its benchmark suites), then the
 # CLI once more in its default build, the README's, without them.
 cargo test --workspace --release --features fastpath/bench

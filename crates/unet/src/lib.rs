@@ -16,6 +16,7 @@
 //! | Ethernet/IPv4/UDP frames with a unet header | [`frame`] | RFC 791, 768, 1071, 1624 |
 //! | transports: in-process `loop`, kernel `udp`, `packet` (`AF_PACKET`) | [`transport`] | |
 //! | the engine as a daemon for applications in other processes | [`daemon`], [`client`] | §2 (protection) |
+//! | two hosts on one machine: network namespaces joined by a veth pair | [`netns`] | ip-netns(8), setns(2) |
 //!
 //! Entry points: [`Engine::new`] on a transport, [`Engine::create_endpoint`]
 //! for an application in this process (the default: the application's
@@ -66,6 +67,8 @@ pub mod frame;
 pub mod layout;
 #[cfg(not(loom))]
 pub mod natives;
+#[cfg(not(loom))]
+pub mod netns;
 pub mod ring;
 #[cfg(not(loom))]
 pub mod shm;

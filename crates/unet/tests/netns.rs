@@ -1,32 +1,28 @@
-//! Two hosts in two network namespaces joined by a veth pair, talking over
-//! the `udp` and the `packet` transports: a ping-pong of 1,000 frames and
-//! a 100,000-frame one-way transfer paced by a window of acknowledgements,
-//! in which every frame must arrive once, in order and intact.
+//! Two hosts in two network namespaces joined by a veth pair
+//! ([`unet::netns::TwoHosts`]), talking over the `udp` and the `packet`
+//! transports directly (no engine: `tests/multihost.rs` runs engines): a
+//! ping-pong of 1,000 frames and a 100,000-frame one-way transfer paced by
+//! a window of acknowledgements, in which every frame must arrive once, in
+//! order and intact. First, what `TwoHosts` itself promises.
 //!
-//! Each test creates its own pair of namespaces (`fpA<pid><tag>`,
-//! `fpB<pid><tag>`), a veth pair `fp0`/`fp1` between them with addresses
-//! 10.77.<x>.1/24 and 10.77.<x>.2/24, and removes them afterwards, also
-//! when the test fails (a guard whose `Drop` deletes them). Each host runs
-//! in a thread of its own that enters its namespace with `setns(2)`, so
-//! that the test process's namespace is left alone and the traffic stays
-//! between the two namespaces.
+//! Each test creates its own pair of namespaces and removes it afterwards,
+//! also when the test fails. Each host runs on a thread of its own that
+//! entered its namespace with `setns(2)`, so that the test process's
+//! namespace is left alone and the traffic stays between the two.
 //!
 //! The tests need root and `ip` (iproute2). Without them they print why
 //! and pass, unless `UNET_REQUIRE_NETNS=1`, which makes that a failure.
 
-use std::fs::File;
-use std::net::Ipv4Addr;
-use std::os::fd::AsRawFd;
+use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Barrier, mpsc};
-use std::thread::JoinHandle;
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use unet::frame::{
-    Addr, FLAG_UDP_CHECKSUM, FrameHeader, HEADER_LEN, MacAddr, set_udp_checksum,
-    verify_udp_checksum,
+    Addr, FLAG_UDP_CHECKSUM, FrameHeader, HEADER_LEN, set_udp_checksum, verify_udp_checksum,
 };
+use unet::netns::{IFNAMES, NETNS_DIR, TwoHosts};
 use unet::transport::{PacketTransport, Transport, TransportStats, UdpTransport};
 
 /// Frames in the ping-pong.
@@ -43,144 +39,159 @@ const PHASE_LIMIT: Duration = Duration::from_secs(15);
 const PORT: u16 = 7000;
 
 // ---------------------------------------------------------------------------
-// The namespaces.
-
-/// Runs `ip` with `args`; the error says which command failed and why.
-fn ip(args: &[&str]) -> Result<(), String> {
-    let out = Command::new("ip")
-        .args(args)
-        .output()
-        .map_err(|e| format!("cannot run `ip {}`: {e}", args.join(" ")))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "`ip {}` failed ({}): {}",
-            args.join(" "),
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
-}
-
-/// Two namespaces joined by a veth pair; deleted on drop.
-struct Pair {
-    ns: [String; 2],
-    /// The hosts' addresses (on `fp0` in `ns[0]`, `fp1` in `ns[1]`).
-    addr: [Addr; 2],
-}
-
-impl Pair {
-    const IFNAME: [&'static str; 2] = ["fp0", "fp1"];
-
-    /// Creates the pair for test `tag` on subnet 10.77.`subnet`.0/24.
-    fn create(tag: &str, subnet: u8) -> Result<Pair, String> {
-        let pid = std::process::id();
-        let ns = [format!("fpA{pid}{tag}"), format!("fpB{pid}{tag}")];
-        for n in &ns {
-            let _ = ip(&["netns", "del", n]); // a leftover of a killed run
-        }
-        ip(&["netns", "add", &ns[0]])?;
-        // From here on the guard removes whatever exists.
-        let pair = Pair {
-            ns: ns.clone(),
-            addr: [1, 2].map(|h| Addr::new(Ipv4Addr::new(10, 77, subnet, h), PORT)),
-        };
-        ip(&["netns", "add", &ns[1]])?;
-        let [a, b] = &ns;
-        let [ia, ib] = Self::IFNAME;
-        ip(&[
-            "-n", a, "link", "add", ia, "type", "veth", "peer", "name", ib, "netns", b,
-        ])?;
-        for (n, ifname, addr) in [(a, ia, pair.addr[0]), (b, ib, pair.addr[1])] {
-            ip(&[
-                "-n",
-                n,
-                "addr",
-                "add",
-                &format!("{}/24", addr.ip),
-                "dev",
-                ifname,
-            ])?;
-            ip(&["-n", n, "link", "set", ifname, "up"])?;
-            ip(&["-n", n, "link", "set", "lo", "up"])?;
-        }
-        Ok(pair)
-    }
-}
-
-impl Drop for Pair {
-    fn drop(&mut self) {
-        for n in &self.ns {
-            // Deleting a namespace deletes its end of the veth pair, and
-            // the other end with it.
-            if let Err(e) = ip(&["netns", "del", n]) {
-                eprintln!("netns cleanup: {e}");
-            }
-        }
-    }
-}
-
-/// Why the tests cannot run here, if they cannot.
-fn missing_capability() -> Option<String> {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        return Some("not running as root (network namespaces need CAP_SYS_ADMIN)".into());
-    }
-    match Command::new("ip").arg("-V").output() {
-        Ok(o) if o.status.success() => None,
-        Ok(o) => Some(format!("`ip -V` failed: {}", o.status)),
-        Err(e) => Some(format!("`ip` (iproute2) is not available: {e}")),
-    }
-}
+// The hosts.
 
 /// The namespace pair for a test, or `None` (and a printed reason) when the
 /// machine cannot make one; with `UNET_REQUIRE_NETNS=1` that is a failure.
-fn pair_or_skip(test: &str, tag: &str, subnet: u8) -> Option<Pair> {
-    let reason = match missing_capability() {
-        Some(r) => r,
-        None => match Pair::create(tag, subnet) {
-            Ok(p) => return Some(p),
-            Err(e) => format!("cannot create the namespaces: {e}"),
-        },
-    };
-    if std::env::var("UNET_REQUIRE_NETNS").as_deref() == Ok("1") {
-        panic!("{test}: {reason} (and UNET_REQUIRE_NETNS=1)");
-    }
-    // Straight to the process's stderr, past the test harness's capture,
-    // so that the skip is visible in a normal run.
-    use std::io::Write;
-    let line = format!("\nSKIP {test}: {reason}\n");
-    let _ = std::io::stderr().write_all(line.as_bytes());
-    None
+fn hosts_or_skip(test: &str) -> Option<TwoHosts> {
+    TwoHosts::for_test(test).unwrap_or_else(|e| panic!("{test}: {e} (and UNET_REQUIRE_NETNS=1)"))
 }
 
-/// Runs `f` in a new thread that has entered namespace `ns`.
-fn in_netns<T: Send + 'static>(
-    ns: &str,
-    abort: &Arc<AtomicBool>,
-    f: impl FnOnce() -> T + Send + 'static,
-) -> JoinHandle<T> {
-    let path = format!("/var/run/netns/{ns}");
-    let abort = abort.clone();
-    std::thread::spawn(move || {
-        // A host that fails tells the other one to stop waiting.
-        struct OnPanic(Arc<AtomicBool>);
-        impl Drop for OnPanic {
-            fn drop(&mut self) {
-                if std::thread::panicking() {
-                    self.0.store(true, Ordering::Relaxed);
-                }
-            }
+/// Set when a host panics, so that the other stops waiting for it.
+struct OnPanic<'a>(&'a AtomicBool);
+
+impl Drop for OnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.store(true, Ordering::Relaxed);
         }
-        let _guard = OnPanic(abort);
-        let file = File::open(&path).unwrap_or_else(|e| panic!("open {path}: {e}"));
-        // SAFETY: setns on an open namespace file; it affects only this
-        // thread, which then creates its sockets inside that namespace.
-        let r = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-        assert_eq!(r, 0, "setns {path}: {}", std::io::Error::last_os_error());
-        f()
+    }
+}
+
+/// One host's end of a rendezvous with the other: `swap` sends a value
+/// and waits for the other host's, failing at once if that host is gone.
+struct Meet {
+    tx: mpsc::Sender<u64>,
+    rx: mpsc::Receiver<u64>,
+}
+
+fn meeting() -> (Meet, Meet) {
+    let (t0, r1) = mpsc::channel();
+    let (t1, r0) = mpsc::channel();
+    (Meet { tx: t0, rx: r0 }, Meet { tx: t1, rx: r1 })
+}
+
+impl Meet {
+    fn swap(&self, v: u64) -> u64 {
+        let _ = self.tx.send(v);
+        self.rx
+            .recv_timeout(PHASE_LIMIT)
+            .expect("the other host failed or is stuck")
+    }
+}
+
+/// The interfaces the calling thread's network namespace has
+/// (`/proc/thread-self/net/dev`).
+fn interfaces() -> Vec<String> {
+    let dev = std::fs::read_to_string("/proc/thread-self/net/dev").expect("read net/dev");
+    dev.lines()
+        .filter_map(|l| l.split_once(':'))
+        .map(|(name, _)| name.trim().to_owned())
+        .collect()
+}
+
+/// `ip -n <ns> -o link show <ifname>`.
+fn link(ns: &str, ifname: &str) -> String {
+    let out = Command::new("ip")
+        .args(["-n", ns, "-o", "link", "show", ifname])
+        .output()
+        .expect("run ip");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn two_hosts_each_see_only_their_end_of_the_veth_pair() {
+    let Some(hosts) = hosts_or_skip("two_hosts_each_see_only_their_end_of_the_veth_pair") else {
+        return;
+    };
+    let (ia, ib) = hosts
+        .run_both(interfaces, interfaces)
+        .expect("enter the namespaces");
+    assert!(
+        ia.iter().any(|i| i == IFNAMES[0]) && !ia.iter().any(|i| i == IFNAMES[1]),
+        "{ia:?}"
+    );
+    assert!(
+        ib.iter().any(|i| i == IFNAMES[1]) && !ib.iter().any(|i| i == IFNAMES[0]),
+        "{ib:?}"
+    );
+    assert!(ia.iter().any(|i| i == "lo"));
+    // The test's own thread did not move.
+    let mine = interfaces();
+    assert!(
+        !mine.iter().any(|i| IFNAMES.contains(&i.as_str())),
+        "{mine:?}"
+    );
+    // The ends carry the promised MACs, MTU and state.
+    for h in hosts.hosts() {
+        let l = link(&h.namespace, &h.ifname);
+        assert!(l.contains(&format!("link/ether {}", h.mac)), "{l}");
+        assert!(l.contains("mtu 1500") && l.contains("state UP"), "{l}");
+    }
+    // Host A reaches host B through the kernel's stack.
+    let [a, b] = hosts.hosts();
+    let rx = b
+        .run(|| std::net::UdpSocket::bind((b.ip, PORT)))
+        .expect("enter B")
+        .expect("bind in B");
+    rx.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    a.run(|| {
+        let tx = std::net::UdpSocket::bind((a.ip, 0)).expect("bind in A");
+        tx.send_to(b"over the veth pair", (b.ip, PORT))
+            .expect("send");
     })
+    .expect("enter A");
+    let mut buf = [0u8; 64];
+    let (n, from) = rx.recv_from(&mut buf).expect("the datagram arrives");
+    assert_eq!(
+        (&buf[..n], from.ip()),
+        (&b"over the veth pair"[..], std::net::IpAddr::V4(a.ip))
+    );
+}
+
+#[test]
+fn two_hosts_take_a_given_mtu_and_differ_from_other_pairs() {
+    let Some(one) = hosts_or_skip("two_hosts_take_a_given_mtu_and_differ_from_other_pairs") else {
+        return;
+    };
+    let two = TwoHosts::with_mtu(9000).expect("a second pair");
+    assert_eq!(two.mtu(), 9000);
+    for h in two.hosts() {
+        assert!(link(&h.namespace, &h.ifname).contains("mtu 9000"));
+    }
+    let names = |t: &TwoHosts| t.hosts().each_ref().map(|h| h.namespace.clone());
+    let (n1, n2) = (names(&one), names(&two));
+    assert!(n1.iter().all(|n| !n2.contains(n)), "{n1:?} {n2:?}");
+    let pid = std::process::id().to_string();
+    assert!(n1.iter().chain(&n2).all(|n| n.contains(&pid)));
+    assert_ne!(one.hosts()[0].ip, two.hosts()[0].ip);
+    // An MTU the veth driver refuses: the error names the command.
+    let e = TwoHosts::with_mtu(1 << 20).expect_err("an MTU of 1 MiB");
+    let msg = e.to_string();
+    assert!(msg.contains("ip -n") && msg.contains("type veth"), "{msg}");
+}
+
+#[test]
+fn two_hosts_are_removed_on_drop_also_when_the_test_panics() {
+    let Some(hosts) = hosts_or_skip("two_hosts_are_removed_on_drop_also_when_the_test_panics")
+    else {
+        return;
+    };
+    let names = hosts.hosts().each_ref().map(|h| h.namespace.clone());
+    let exists = |n: &String| Path::new(NETNS_DIR).join(n).exists();
+    assert!(names.iter().all(exists));
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+        let _hosts = hosts;
+        panic!("a test that fails while it holds the hosts");
+    }));
+    assert!(r.is_err());
+    assert!(!names.iter().any(exists), "{names:?} left behind");
 }
 
 // ---------------------------------------------------------------------------
@@ -194,37 +205,30 @@ enum Via {
     Packet(bool),
 }
 
-/// Opens host `me`'s transport inside its namespace and, for `packet`,
-/// swaps MACs with the peer over `macs`; both hosts are open when this
-/// returns (`ready`).
-fn open(
-    via: Via,
-    pair_addr: [Addr; 2],
-    me: usize,
-    macs: (mpsc::Sender<MacAddr>, mpsc::Receiver<MacAddr>),
-    ready: &Barrier,
-) -> Box<dyn Transport> {
-    let addr = pair_addr[me];
-    let peer = pair_addr[1 - me];
+/// Opens host `me`'s transport (on a thread inside its namespace); for
+/// `packet` with given neighbours, tells it the peer's MAC. Both hosts are
+/// open when this returns (`meet`).
+fn open(via: Via, hosts: &TwoHosts, me: usize, meet: &Meet) -> Box<dyn Transport> {
+    let (host, peer) = (&hosts.hosts()[me], &hosts.hosts()[1 - me]);
+    let addr = host.addr(PORT);
     let t: Box<dyn Transport> = match via {
         Via::Udp => Box::new(UdpTransport::bind(addr).expect("bind the udp transport")),
         Via::Packet(given) => {
             let mut p =
-                PacketTransport::open(Pair::IFNAME[me], addr).expect("open the packet transport");
+                PacketTransport::open(&host.ifname, addr).expect("open the packet transport");
             assert!(
                 p.port_reserved(),
                 "the UDP port is reserved in the host's stack"
             );
             assert_eq!(p.max_frame(), 1514, "MTU 1500 + Ethernet header");
-            macs.0.send(p.mac()).expect("peer alive");
-            let peer_mac = macs.1.recv().expect("peer's MAC");
+            assert_eq!(p.mac(), host.mac, "the MAC TwoHosts gave the veth end");
             if given {
-                p.add_neighbor(peer.ip, peer_mac);
+                p.add_neighbor(peer.ip, peer.mac);
             }
             Box::new(p)
         }
     };
-    ready.wait();
+    meet.swap(0);
     t
 }
 
@@ -339,182 +343,168 @@ fn ack_frame(src: Addr, dst: Addr, count: u64) -> Vec<u8> {
 
 /// Host 0 sends frame i and waits for host 1 to echo it, 1,000 times;
 /// returns both hosts' counters.
-fn ping_pong(pair: &Pair, via: Via) -> [TransportStats; 2] {
-    let abort = Arc::new(AtomicBool::new(false));
-    let ready = Arc::new(Barrier::new(2));
-    let (tx0, rx1) = mpsc::channel();
-    let (tx1, rx0) = mpsc::channel();
-    let addr = pair.addr;
-    let (a, b) = (addr[0], addr[1]);
-    let pinger = {
-        let (ready, abort2) = (ready.clone(), abort.clone());
-        in_netns(&pair.ns[0], &abort, move || {
-            let mut t = open(via, addr, 0, (tx0, rx0), &ready);
-            let deadline = Instant::now() + PHASE_LIMIT;
-            let mut buf = Vec::new();
-            let start = Instant::now();
-            for seq in 0..PINGS {
-                data_frame(&mut buf, a, b, seq);
-                send_all(&mut *t, &[&buf], deadline, &abort2);
-                let mut echoed = false;
-                while !echoed {
-                    assert!(
-                        Instant::now() < deadline && !abort2.load(Ordering::Relaxed),
-                        "no echo of frame {seq}; {:?}",
-                        t.stats()
-                    );
-                    let n = t
-                        .recv(1, &mut |f| {
-                            check_data(f, b, a, seq).unwrap_or_else(|e| panic!("echo: {e}"));
-                            echoed = true;
-                        })
-                        .expect("recv");
-                    if n == 0 {
-                        wait_readable(&*t, 1);
-                    }
-                }
-            }
-            let rtt = start.elapsed() / PINGS as u32;
-            eprintln!(
-                "{via:?}: ping-pong of {PINGS} frames of 62..1461 bytes: {rtt:?} per round trip"
-            );
-            t.stats()
-        })
-    };
-    let echoer = {
-        let abort2 = abort.clone();
-        in_netns(&pair.ns[1], &abort, move || {
-            let mut t = open(via, addr, 1, (tx1, rx1), &ready);
-            let deadline = Instant::now() + PHASE_LIMIT;
-            let (mut echoed, mut out) = (0u64, Vec::new());
-            while echoed < PINGS {
+fn ping_pong(hosts: &TwoHosts, via: Via) -> [TransportStats; 2] {
+    let abort = &AtomicBool::new(false);
+    let (m0, m1) = meeting();
+    let [a, b] = hosts.hosts().each_ref().map(|h| h.addr(PORT));
+    let pinger = move || {
+        let _guard = OnPanic(abort);
+        let mut t = open(via, hosts, 0, &m0);
+        let deadline = Instant::now() + PHASE_LIMIT;
+        let mut buf = Vec::new();
+        let start = Instant::now();
+        for seq in 0..PINGS {
+            data_frame(&mut buf, a, b, seq);
+            send_all(&mut *t, &[&buf], deadline, abort);
+            let mut echoed = false;
+            while !echoed {
                 assert!(
-                    Instant::now() < deadline && !abort2.load(Ordering::Relaxed),
-                    "echoed {echoed} of {PINGS}; {:?}",
+                    Instant::now() < deadline && !abort.load(Ordering::Relaxed),
+                    "no echo of frame {seq}; {:?}",
                     t.stats()
                 );
                 let n = t
                     .recv(1, &mut |f| {
-                        check_data(f, a, b, echoed).unwrap_or_else(|e| panic!("ping: {e}"));
-                        // The echo: the same payload with the addresses
-                        // swapped.
-                        let (h, p) = FrameHeader::parse(f).expect("checked");
-                        out.clear();
-                        out.resize(f.len(), 0);
-                        let mut r = FrameHeader::new(h.dst, h.src, h.dst_ep, h.src_ep);
-                        r.flags = h.flags;
-                        r.write(p.len(), &mut out).expect("header");
-                        out[HEADER_LEN..].copy_from_slice(p);
-                        set_udp_checksum(&mut out).expect("checksum");
+                        check_data(f, b, a, seq).unwrap_or_else(|e| panic!("echo: {e}"));
+                        echoed = true;
                     })
                     .expect("recv");
-                if n == 1 {
-                    send_all(&mut *t, &[&out], deadline, &abort2);
-                    echoed += 1;
-                } else {
+                if n == 0 {
                     wait_readable(&*t, 1);
                 }
             }
-            t.stats()
-        })
+        }
+        let rtt = start.elapsed() / PINGS as u32;
+        eprintln!("{via:?}: ping-pong of {PINGS} frames of 62..1461 bytes: {rtt:?} per round trip");
+        t.stats()
     };
-    let s0 = pinger.join().expect("pinging host");
-    let s1 = echoer.join().expect("echoing host");
+    let echoer = move || {
+        let _guard = OnPanic(abort);
+        let mut t = open(via, hosts, 1, &m1);
+        let deadline = Instant::now() + PHASE_LIMIT;
+        let (mut echoed, mut out) = (0u64, Vec::new());
+        while echoed < PINGS {
+            assert!(
+                Instant::now() < deadline && !abort.load(Ordering::Relaxed),
+                "echoed {echoed} of {PINGS}; {:?}",
+                t.stats()
+            );
+            let n = t
+                .recv(1, &mut |f| {
+                    check_data(f, a, b, echoed).unwrap_or_else(|e| panic!("ping: {e}"));
+                    // The echo: the same payload with the addresses
+                    // swapped.
+                    let (h, p) = FrameHeader::parse(f).expect("checked");
+                    out.clear();
+                    out.resize(f.len(), 0);
+                    let mut r = FrameHeader::new(h.dst, h.src, h.dst_ep, h.src_ep);
+                    r.flags = h.flags;
+                    r.write(p.len(), &mut out).expect("header");
+                    out[HEADER_LEN..].copy_from_slice(p);
+                    set_udp_checksum(&mut out).expect("checksum");
+                })
+                .expect("recv");
+            if n == 1 {
+                send_all(&mut *t, &[&out], deadline, abort);
+                echoed += 1;
+            } else {
+                wait_readable(&*t, 1);
+            }
+        }
+        t.stats()
+    };
+    let (s0, s1) = hosts
+        .run_both(pinger, echoer)
+        .expect("enter the namespaces");
     [s0, s1]
 }
 
 /// Host 0 sends 100,000 frames to host 1 with at most `WINDOW`
 /// unacknowledged; host 1 checks each and acknowledges cumulatively.
 /// Returns both hosts' counters.
-fn bulk(pair: &Pair, via: Via) -> [TransportStats; 2] {
-    let abort = Arc::new(AtomicBool::new(false));
-    let ready = Arc::new(Barrier::new(2));
-    let (tx0, rx1) = mpsc::channel();
-    let (tx1, rx0) = mpsc::channel();
-    let addr = pair.addr;
-    let (a, b) = (addr[0], addr[1]);
-    let sender = {
-        let (ready, abort2) = (ready.clone(), abort.clone());
-        in_netns(&pair.ns[0], &abort, move || {
-            let mut t = open(via, addr, 0, (tx0, rx0), &ready);
-            let deadline = Instant::now() + PHASE_LIMIT;
-            let start = Instant::now();
-            let (mut sent, mut acked) = (0u64, 0u64);
-            let mut bufs = vec![Vec::new(); 32];
-            while acked < BULK {
-                assert!(
-                    Instant::now() < deadline && !abort2.load(Ordering::Relaxed),
-                    "sent {sent}, acknowledged {acked}; {:?}",
-                    t.stats()
-                );
-                let room = (WINDOW - (sent - acked)).min(BULK - sent).min(32) as usize;
-                for (k, buf) in bufs[..room].iter_mut().enumerate() {
-                    data_frame(buf, a, b, sent + k as u64);
-                }
-                let refs: Vec<&[u8]> = bufs[..room].iter().map(|f| &f[..]).collect();
-                send_all(&mut *t, &refs, deadline, &abort2);
-                sent += room as u64;
-                let n = t
-                    .recv(64, &mut |f| {
-                        let (h, p) = FrameHeader::parse(f).expect("an acknowledgement");
-                        assert_eq!((h.src, h.dst, p.len()), (b, a, 8), "acknowledgement");
-                        let count = u64::from_le_bytes(p.try_into().expect("8 bytes"));
-                        assert!(count <= sent, "acknowledged {count} of {sent} sent");
-                        acked = acked.max(count);
-                    })
-                    .expect("recv");
-                if n == 0 && room == 0 {
-                    wait_readable(&*t, 1);
-                }
-            }
-            let secs = start.elapsed().as_secs_f64();
-            eprintln!(
-                "{via:?}: {BULK} frames of 62..1461 bytes in {secs:.2} s: {:.0} frames/s, window {WINDOW}",
-                BULK as f64 / secs
+fn bulk(hosts: &TwoHosts, via: Via) -> [TransportStats; 2] {
+    let abort = &AtomicBool::new(false);
+    let (m0, m1) = meeting();
+    let [a, b] = hosts.hosts().each_ref().map(|h| h.addr(PORT));
+    let sender = move || {
+        let _guard = OnPanic(abort);
+        let mut t = open(via, hosts, 0, &m0);
+        let deadline = Instant::now() + PHASE_LIMIT;
+        let start = Instant::now();
+        let (mut sent, mut acked) = (0u64, 0u64);
+        let mut bufs = vec![Vec::new(); 32];
+        while acked < BULK {
+            assert!(
+                Instant::now() < deadline && !abort.load(Ordering::Relaxed),
+                "sent {sent}, acknowledged {acked}; {:?}",
+                t.stats()
             );
-            t.stats()
-        })
-    };
-    let receiver = {
-        let abort2 = abort.clone();
-        in_netns(&pair.ns[1], &abort, move || {
-            let mut t = open(via, addr, 1, (tx1, rx1), &ready);
-            let deadline = Instant::now() + PHASE_LIMIT;
-            let (mut expect, mut acked) = (0u64, 0u64);
-            while expect < BULK {
-                assert!(
-                    Instant::now() < deadline && !abort2.load(Ordering::Relaxed),
-                    "received {expect} of {BULK}; {:?}",
-                    t.stats()
-                );
-                let n = t
-                    .recv(64, &mut |f| {
-                        check_data(f, a, b, expect).unwrap_or_else(|e| panic!("{e}"));
-                        expect += 1;
-                    })
-                    .expect("recv");
-                if expect - acked >= ACK_EVERY || (expect == BULK && acked < BULK) {
-                    send_all(&mut *t, &[&ack_frame(b, a, expect)], deadline, &abort2);
-                    acked = expect;
-                }
-                if n == 0 {
-                    wait_readable(&*t, 1);
-                }
+            let room = (WINDOW - (sent - acked)).min(BULK - sent).min(32) as usize;
+            for (k, buf) in bufs[..room].iter_mut().enumerate() {
+                data_frame(buf, a, b, sent + k as u64);
             }
-            // Nothing more arrives: no frame came twice.
-            let extra_until = Instant::now() + Duration::from_millis(50);
-            while Instant::now() < extra_until {
-                t.recv(64, &mut |f| {
-                    panic!("a frame after the last: {} bytes", f.len())
+            let refs: Vec<&[u8]> = bufs[..room].iter().map(|f| &f[..]).collect();
+            send_all(&mut *t, &refs, deadline, abort);
+            sent += room as u64;
+            let n = t
+                .recv(64, &mut |f| {
+                    let (h, p) = FrameHeader::parse(f).expect("an acknowledgement");
+                    assert_eq!((h.src, h.dst, p.len()), (b, a, 8), "acknowledgement");
+                    let count = u64::from_le_bytes(p.try_into().expect("8 bytes"));
+                    assert!(count <= sent, "acknowledged {count} of {sent} sent");
+                    acked = acked.max(count);
                 })
                 .expect("recv");
-                wait_readable(&*t, 5);
+            if n == 0 && room == 0 {
+                wait_readable(&*t, 1);
             }
-            t.stats()
-        })
+        }
+        let secs = start.elapsed().as_secs_f64();
+        eprintln!(
+            "{via:?}: {BULK} frames of 62..1461 bytes in {secs:.2} s: {:.0} frames/s, window {WINDOW}",
+            BULK as f64 / secs
+        );
+        t.stats()
     };
-    let s0 = sender.join().expect("sending host");
-    let s1 = receiver.join().expect("receiving host");
+    let receiver = move || {
+        let _guard = OnPanic(abort);
+        let mut t = open(via, hosts, 1, &m1);
+        let deadline = Instant::now() + PHASE_LIMIT;
+        let (mut expect, mut acked) = (0u64, 0u64);
+        while expect < BULK {
+            assert!(
+                Instant::now() < deadline && !abort.load(Ordering::Relaxed),
+                "received {expect} of {BULK}; {:?}",
+                t.stats()
+            );
+            let n = t
+                .recv(64, &mut |f| {
+                    check_data(f, a, b, expect).unwrap_or_else(|e| panic!("{e}"));
+                    expect += 1;
+                })
+                .expect("recv");
+            if expect - acked >= ACK_EVERY || (expect == BULK && acked < BULK) {
+                send_all(&mut *t, &[&ack_frame(b, a, expect)], deadline, abort);
+                acked = expect;
+            }
+            if n == 0 {
+                wait_readable(&*t, 1);
+            }
+        }
+        // Nothing more arrives: no frame came twice.
+        let extra_until = Instant::now() + Duration::from_millis(50);
+        while Instant::now() < extra_until {
+            t.recv(64, &mut |f| {
+                panic!("a frame after the last: {} bytes", f.len())
+            })
+            .expect("recv");
+            wait_readable(&*t, 5);
+        }
+        t.stats()
+    };
+    let (s0, s1) = hosts
+        .run_both(sender, receiver)
+        .expect("enter the namespaces");
     [s0, s1]
 }
 
@@ -523,10 +513,10 @@ fn bulk(pair: &Pair, via: Via) -> [TransportStats; 2] {
 
 #[test]
 fn udp_ping_pong_between_namespaces() {
-    let Some(pair) = pair_or_skip("udp_ping_pong_between_namespaces", "up", 1) else {
+    let Some(hosts) = hosts_or_skip("udp_ping_pong_between_namespaces") else {
         return;
     };
-    let [a, b] = ping_pong(&pair, Via::Udp);
+    let [a, b] = ping_pong(&hosts, Via::Udp);
     assert_eq!((a.tx_frames, a.rx_frames), (PINGS, PINGS));
     assert_eq!((b.tx_frames, b.rx_frames), (PINGS, PINGS));
     assert_eq!(a.rx_dropped + b.rx_dropped, 0);
@@ -534,14 +524,10 @@ fn udp_ping_pong_between_namespaces() {
 
 #[test]
 fn udp_bulk_transfer_between_namespaces_loses_nothing() {
-    let Some(pair) = pair_or_skip(
-        "udp_bulk_transfer_between_namespaces_loses_nothing",
-        "ub",
-        2,
-    ) else {
+    let Some(hosts) = hosts_or_skip("udp_bulk_transfer_between_namespaces_loses_nothing") else {
         return;
     };
-    let [a, b] = bulk(&pair, Via::Udp);
+    let [a, b] = bulk(&hosts, Via::Udp);
     assert_eq!((a.tx_frames, b.rx_frames), (BULK, BULK));
     assert_eq!(a.rx_frames, b.tx_frames, "every acknowledgement arrived");
     assert_eq!(b.rx_overruns + b.rx_dropped, 0);
@@ -549,14 +535,11 @@ fn udp_bulk_transfer_between_namespaces_loses_nothing() {
 
 #[test]
 fn packet_ping_pong_between_namespaces_learns_the_peers_mac() {
-    let Some(pair) = pair_or_skip(
-        "packet_ping_pong_between_namespaces_learns_the_peers_mac",
-        "pp",
-        3,
-    ) else {
+    let Some(hosts) = hosts_or_skip("packet_ping_pong_between_namespaces_learns_the_peers_mac")
+    else {
         return;
     };
-    let [a, b] = ping_pong(&pair, Via::Packet(false));
+    let [a, b] = ping_pong(&hosts, Via::Packet(false));
     assert_eq!((a.tx_frames, a.rx_frames), (PINGS, PINGS));
     assert_eq!((b.tx_frames, b.rx_frames), (PINGS, PINGS));
     // The first ping went to the broadcast MAC (nothing knew the peer);
@@ -571,14 +554,10 @@ fn packet_ping_pong_between_namespaces_learns_the_peers_mac() {
 
 #[test]
 fn packet_bulk_transfer_between_namespaces_loses_nothing() {
-    let Some(pair) = pair_or_skip(
-        "packet_bulk_transfer_between_namespaces_loses_nothing",
-        "pb",
-        4,
-    ) else {
+    let Some(hosts) = hosts_or_skip("packet_bulk_transfer_between_namespaces_loses_nothing") else {
         return;
     };
-    let [a, b] = bulk(&pair, Via::Packet(true));
+    let [a, b] = bulk(&hosts, Via::Packet(true));
     assert_eq!((a.tx_frames, b.rx_frames), (BULK, BULK));
     assert_eq!(a.rx_frames, b.tx_frames, "every acknowledgement arrived");
     assert_eq!(
@@ -594,55 +573,47 @@ fn packet_bulk_transfer_between_namespaces_loses_nothing() {
 /// transport, and the next one still arrives.
 #[test]
 fn packet_transport_counts_and_drops_frames_it_cannot_classify() {
-    let Some(pair) = pair_or_skip(
-        "packet_transport_counts_and_drops_frames_it_cannot_classify",
-        "pd",
-        5,
-    ) else {
+    let Some(hosts) = hosts_or_skip("packet_transport_counts_and_drops_frames_it_cannot_classify")
+    else {
         return;
     };
-    let abort = Arc::new(AtomicBool::new(false));
-    let ready = Arc::new(Barrier::new(2));
-    let (tx0, rx1) = mpsc::channel();
-    let (tx1, rx0) = mpsc::channel();
-    let addr = pair.addr;
-    let (a, b) = (addr[0], addr[1]);
-    let sender = {
-        let (ready, abort2) = (ready.clone(), abort.clone());
-        in_netns(&pair.ns[0], &abort, move || {
-            let mut t = open(Via::Packet(true), addr, 0, (tx0, rx0), &ready);
-            let deadline = Instant::now() + PHASE_LIMIT;
-            let mut good = Vec::new();
-            data_frame(&mut good, a, b, 0);
-            // IHL 6: a 4-byte option shifts the UDP header (the filter
-            // follows it; the frame is IPv4/UDP to the right port).
-            let mut bad = good.clone();
-            bad[14] = 0x46;
-            bad.splice(34..34, [1u8, 1, 1, 1]);
-            let total = u16::from_be_bytes([bad[16], bad[17]]) + 4;
-            bad[16..18].copy_from_slice(&total.to_be_bytes());
-            send_all(&mut *t, &[&bad, &good], deadline, &abort2);
-            t.stats()
-        })
+    let abort = &AtomicBool::new(false);
+    let (m0, m1) = meeting();
+    let [a, b] = hosts.hosts().each_ref().map(|h| h.addr(PORT));
+    let hosts = &hosts;
+    let sender = move || {
+        let _guard = OnPanic(abort);
+        let mut t = open(Via::Packet(true), hosts, 0, &m0);
+        let deadline = Instant::now() + PHASE_LIMIT;
+        let mut good = Vec::new();
+        data_frame(&mut good, a, b, 0);
+        // IHL 6: a 4-byte option shifts the UDP header (the filter
+        // follows it; the frame is IPv4/UDP to the right port).
+        let mut bad = good.clone();
+        bad[14] = 0x46;
+        bad.splice(34..34, [1u8, 1, 1, 1]);
+        let total = u16::from_be_bytes([bad[16], bad[17]]) + 4;
+        bad[16..18].copy_from_slice(&total.to_be_bytes());
+        send_all(&mut *t, &[&bad, &good], deadline, abort);
+        t.stats()
     };
-    let receiver = {
-        let abort2 = abort.clone();
-        in_netns(&pair.ns[1], &abort, move || {
-            let mut t = open(Via::Packet(true), addr, 1, (tx1, rx1), &ready);
-            let deadline = Instant::now() + PHASE_LIMIT;
-            let mut got = 0;
-            while got == 0 {
-                assert!(Instant::now() < deadline && !abort2.load(Ordering::Relaxed));
-                got += t
-                    .recv(8, &mut |f| check_data(f, a, b, 0).expect("the good frame"))
-                    .expect("recv");
-                wait_readable(&*t, 1);
-            }
-            t.stats()
-        })
+    let receiver = move || {
+        let _guard = OnPanic(abort);
+        let mut t = open(Via::Packet(true), hosts, 1, &m1);
+        let deadline = Instant::now() + PHASE_LIMIT;
+        let mut got = 0;
+        while got == 0 {
+            assert!(Instant::now() < deadline && !abort.load(Ordering::Relaxed));
+            got += t
+                .recv(8, &mut |f| check_data(f, a, b, 0).expect("the good frame"))
+                .expect("recv");
+            wait_readable(&*t, 1);
+        }
+        t.stats()
     };
-    let s0 = sender.join().expect("sender");
-    let s1 = receiver.join().expect("receiver");
+    let (s0, s1) = hosts
+        .run_both(sender, receiver)
+        .expect("enter the namespaces");
     assert_eq!(s0.tx_frames, 2);
     assert_eq!((s1.rx_frames, s1.rx_dropped), (1, 1));
 }
