@@ -176,8 +176,11 @@ pub trait Control: Send {
     fn counts(&mut self, id: u16) -> Result<PortCounts, EngineError>;
     /// Services the endpoint's transmit queue, if this process runs the engine.
     fn drive_tx(&mut self) {}
-    /// Polls the transport, if this process runs the engine.
-    fn drive_rx(&mut self) {}
+    /// Runs the frames waiting for this endpoint's applet and, if
+    /// `transport`, polls the transport, if this process runs the engine.
+    fn drive_rx(&mut self, transport: bool) {
+        let _ = transport;
+    }
     /// The engine, if it runs in this process.
     fn engine(&self) -> Option<&Engine> {
         None
@@ -223,8 +226,11 @@ impl Control for Embedded {
     fn drive_tx(&mut self) {
         self.engine.service(&self.port);
     }
-    fn drive_rx(&mut self) {
-        self.engine.poll_transport();
+    fn drive_rx(&mut self, transport: bool) {
+        self.engine.drain(&self.port);
+        if transport {
+            self.engine.poll_transport();
+        }
     }
     fn engine(&self) -> Option<&Engine> {
         Some(&self.engine)
@@ -545,15 +551,26 @@ impl Endpoint {
                     Ok(None) | Err(_) => break,
                 }
             }
-            // Poll the transport on every TRANSPORT_POLL_EVERY-th empty poll.
-            self.idle = self.idle.wrapping_add(1);
-            if round == 0 && self.drive && self.idle % TRANSPORT_POLL_EVERY == 0 {
-                self.link.drive_rx();
-            } else {
+            // Run the frames waiting for this endpoint's applet (a flag
+            // check when there are none), and poll the transport on every
+            // TRANSPORT_POLL_EVERY-th empty poll.
+            if round == 1 || !self.drive {
                 break;
             }
+            self.idle = self.idle.wrapping_add(1);
+            self.link.drive_rx(self.idle % TRANSPORT_POLL_EVERY == 0);
         }
         None
+    }
+
+    /// Does the engine work this endpoint's calls drive, without sending or
+    /// receiving: its transmit queue, the frames waiting for its applet, the
+    /// transport. For an application whose applet works on its own (e.g.
+    /// token flow control whose acknowledgements never reach the
+    /// application) while the application waits.
+    pub fn poll_engine(&mut self) {
+        self.link.drive_tx();
+        self.link.drive_rx(true);
     }
 
     /// How many messages are waiting in the receive queue.

@@ -35,7 +35,7 @@
 //! send services the sender's transmit queue, a receive on an empty queue
 //! polls the transport.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use arc_swap::ArcSwap;
@@ -227,6 +227,8 @@ struct Channel {
     template: [u8; HEADER_LEN],
     /// Whether its frames carry a UDP checksum.
     checksum: bool,
+    /// Whether its peer is on this engine (its frames never leave it).
+    local: bool,
 }
 
 /// An installed applet and its resolved entry points.
@@ -249,6 +251,57 @@ pub enum TrapPolicy {
     UninstallAfter(u64),
 }
 
+/// The rest of a frame's payload, left where the sending application put
+/// it: a frame from one endpoint to another of the same engine carries in
+/// the outbox only the bytes any installed filter can read (see
+/// [`Engine`]'s reach), and delivery copies the rest straight from the
+/// sender's buffer area into the receiver's buffers: one copy of the
+/// message instead of two.
+#[derive(Debug, Clone)]
+struct Tail {
+    seg: Arc<Segment>,
+    /// Offset of the rest in `seg`.
+    at: usize,
+    len: usize,
+}
+
+/// A frame's payload as delivery sees it: the bytes in the frame, then the
+/// tail's, if any.
+#[derive(Clone, Copy)]
+struct Payload<'a> {
+    head: &'a [u8],
+    tail: Option<&'a Tail>,
+}
+
+impl Payload<'_> {
+    fn len(&self) -> usize {
+        self.head.len() + self.tail.map_or(0, |t| t.len)
+    }
+
+    /// Calls `f` on the pieces of bytes `[start, end)`, in order.
+    fn pieces(&self, start: usize, end: usize, mut f: impl FnMut(&[u8])) {
+        let h = self.head.len();
+        if start < h {
+            f(&self.head[start..end.min(h)]);
+        }
+        if let Some(t) = self.tail
+            && end > h
+        {
+            let from = start.max(h) - h;
+            t.seg.with_bytes(t.at + from, end - h - from, f);
+        }
+    }
+
+    /// Copies bytes `[start, start + dst.len())` into `dst`.
+    fn copy_to(&self, start: usize, dst: &mut [u8]) {
+        let mut k = 0;
+        self.pieces(start, start + dst.len(), |p| {
+            dst[k..k + p.len()].copy_from_slice(p);
+            k += p.len();
+        });
+    }
+}
+
 /// Frames waiting to be sent or delivered, one byte vector for all. The
 /// vector only grows: `clear` resets a cursor, so a reused outbox writes
 /// frames without allocating or zeroing memory.
@@ -256,8 +309,13 @@ pub enum TrapPolicy {
 pub(crate) struct Outbox {
     bytes: Vec<u8>,
     used: usize,
-    frames: Vec<(usize, usize)>,
+    /// Each frame's start and length in `bytes`, and its index in `tails`
+    /// (`NO_TAIL`: none), so that most frames need no drop.
+    frames: Vec<(usize, usize, u32)>,
+    tails: Vec<Tail>,
 }
+
+const NO_TAIL: u32 = u32::MAX;
 
 impl Outbox {
     fn push_frame(&mut self, len: usize) -> &mut [u8] {
@@ -266,27 +324,50 @@ impl Outbox {
             self.bytes.resize(start + len, 0);
         }
         self.used = start + len;
-        self.frames.push((start, len));
+        self.frames.push((start, len, NO_TAIL));
         &mut self.bytes[start..start + len]
+    }
+
+    /// Gives the frame pushed last a tail.
+    fn set_tail(&mut self, tail: Tail) {
+        if let Some(f) = self.frames.last_mut() {
+            f.2 = self.tails.len() as u32;
+            self.tails.push(tail);
+        }
     }
 
     fn clear(&mut self) {
         self.used = 0;
         self.frames.clear();
+        if !self.tails.is_empty() {
+            self.tails.clear();
+        }
     }
 
     fn is_empty(&self) -> bool {
         self.frames.is_empty()
     }
 
-    fn iter(&self) -> impl Iterator<Item = &[u8]> {
-        self.frames.iter().map(|&(s, l)| &self.bytes[s..s + l])
+    fn iter(&self) -> impl Iterator<Item = (&[u8], Option<&Tail>)> {
+        self.frames
+            .iter()
+            .map(|&(s, l, t)| (&self.bytes[s..s + l], self.tails.get(t as usize)))
     }
 
-    /// Appends every frame of `other`.
+    /// Appends a whole frame: `f` and then its tail's bytes.
+    fn push_whole(&mut self, f: &[u8], tail: Option<&Tail>) {
+        let n = f.len() + tail.map_or(0, |t| t.len);
+        let buf = self.push_frame(n);
+        buf[..f.len()].copy_from_slice(f);
+        if let Some(t) = tail {
+            t.seg.read_bytes(t.at, &mut buf[f.len()..]);
+        }
+    }
+
+    /// Appends every frame of `other`, whole.
     fn append(&mut self, other: &Outbox) {
-        for f in other.iter() {
-            self.push_frame(f.len()).copy_from_slice(f);
+        for (f, t) in other.iter() {
+            self.push_whole(f, t);
         }
     }
 }
@@ -317,6 +398,8 @@ fn recycle(mut o: Outbox) {
 /// takes the other's lock to send.
 struct Framer {
     channels: Vec<Option<Channel>>,
+    /// The engine's reach (see `Inner::reach`).
+    reach: Arc<AtomicUsize>,
     out: Outbox,
     stats: Arc<PortStats>,
     max_message: u32,
@@ -337,6 +420,7 @@ impl Framer {
             self.max_message,
             chan,
             len,
+            len,
         )
     }
 
@@ -356,23 +440,54 @@ impl Framer {
 
     /// Sends `len` bytes of `seg` at `at` on `chan` (the standard U-Net
     /// transmit): the header, then one ilp loop copying the message (and
-    /// summing it when the channel wants a checksum).
+    /// summing it when the channel wants a checksum). To a peer on this
+    /// engine, without a checksum, only the bytes a filter can read go into
+    /// the frame, and delivery copies the rest from here (see [`Tail`]).
     fn transmit_from(
         &mut self,
-        seg: &Segment,
+        seg: &Arc<Segment>,
         at: usize,
         chan: u16,
         len: u32,
     ) -> Result<(), HostError> {
         let Framer {
             channels,
+            reach,
             out,
             stats,
             max_message,
             copy,
             copy_sum,
         } = self;
-        let (want_sum, buf) = frame_parts(channels, out, stats, *max_message, chan, len)?;
+        if let Some(ch) = channels.get(usize::from(chan)).and_then(Option::as_ref)
+            && ch.local
+            && !ch.checksum
+        {
+            // Below ILP_MIN_COPY bytes the whole message is cheaper to carry.
+            let carried = reach
+                .load(Ordering::Acquire)
+                .saturating_sub(HEADER_LEN)
+                .max(ILP_MIN_COPY);
+            if (len as usize) > carried {
+                let (_, buf) = frame_parts(
+                    channels,
+                    out,
+                    stats,
+                    *max_message,
+                    chan,
+                    len,
+                    carried as u32,
+                )?;
+                seg.read_bytes(at, &mut buf[HEADER_LEN..]);
+                out.set_tail(Tail {
+                    seg: seg.clone(),
+                    at: at + carried,
+                    len: len as usize - carried,
+                });
+                return Ok(());
+            }
+        }
+        let (want_sum, buf) = frame_parts(channels, out, stats, *max_message, chan, len, len)?;
         let (hdr, body) = buf
             .split_first_chunk_mut::<HEADER_LEN>()
             .expect("a frame holds its header");
@@ -393,7 +508,9 @@ impl Framer {
 }
 
 /// [`Framer::frame`] on the fields it needs, so that a caller may keep
-/// borrowing the others.
+/// borrowing the others: a frame for a `len`-byte message of which the
+/// first `carried` bytes follow the header (the caller keeps the rest as a
+/// [`Tail`]).
 fn frame_parts<'a>(
     channels: &[Option<Channel>],
     out: &'a mut Outbox,
@@ -401,6 +518,7 @@ fn frame_parts<'a>(
     max_message: u32,
     chan: u16,
     len: u32,
+    carried: u32,
 ) -> Result<(bool, &'a mut [u8]), HostError> {
     let ch = channels
         .get(usize::from(chan))
@@ -412,7 +530,7 @@ fn frame_parts<'a>(
             max: max_message,
         });
     }
-    let buf = out.push_frame(HEADER_LEN + len as usize);
+    let buf = out.push_frame(HEADER_LEN + carried.min(len) as usize);
     let (hdr, _) = buf
         .split_first_chunk_mut::<HEADER_LEN>()
         .expect("a frame holds its header");
@@ -470,10 +588,18 @@ impl Io {
     }
 
     /// The standard U-Net receive of `payload` on `chan`.
-    fn deliver_default(&mut self, chan: u16, payload: &[u8]) {
+    fn deliver_default(&mut self, chan: u16, payload: Payload<'_>) {
         let len = payload.len();
         if len <= INLINE_MAX {
-            if self.push_rx_desc(RxDesc::inline(chan, payload)).is_err() {
+            let d = match payload.tail {
+                None => RxDesc::inline(chan, payload.head),
+                Some(_) => {
+                    let mut inline = [0u8; INLINE_MAX];
+                    payload.copy_to(0, &mut inline[..len]);
+                    RxDesc::inline(chan, &inline[..len])
+                }
+            };
+            if self.push_rx_desc(d).is_err() {
                 bump(&self.stats.rx_queue_full);
             }
             return;
@@ -495,9 +621,13 @@ impl Io {
                 }
             }
         }
-        for (i, chunk) in payload.chunks(bs).enumerate() {
-            self.seg
-                .write_bytes(self.layout.area + offs[i] as usize, chunk);
+        for (i, &off) in offs[..n].iter().enumerate() {
+            let (start, end) = (i * bs, ((i + 1) * bs).min(len));
+            let mut at = self.layout.area + off as usize;
+            payload.pieces(start, end, |p| {
+                self.seg.write_bytes(at, p);
+                at += p.len();
+            });
         }
         if self
             .push_rx_desc(RxDesc::buffers(chan, len as u32, &offs[..n]))
@@ -580,10 +710,23 @@ struct TxSide {
 /// (which `doTx` reaches through this lock too), its trap policy.
 struct RxSide {
     io: Io,
+    /// The inbox's frames being run (traded with the inbox by `drain`).
+    batch: Inbox,
     applet: Option<Loaded>,
     policy: TrapPolicy,
     traps_since_install: u64,
 }
+
+/// Frames waiting for an applet's `doRx`, with the channel each arrived on.
+#[derive(Debug, Default)]
+struct Inbox {
+    frames: Outbox,
+    chans: Vec<u16>,
+}
+
+/// The most frames an endpoint's inbox holds; more are dropped and counted
+/// as a full receive queue (the applet's application is not keeping up).
+const INBOX_FRAMES: usize = 1024;
 
 /// The engine's side of one endpoint.
 pub struct Port {
@@ -595,6 +738,15 @@ pub struct Port {
     /// Whether `rx` holds an applet, so that transmit takes the receive
     /// side's lock only when an applet's `doTx` needs it.
     has_applet: AtomicBool,
+    /// Frames for an applet's `doRx`, in arrival order, waiting for a
+    /// thread that drains them ([`Engine::drain`]): the endpoint's own
+    /// application thread (its receive calls) or the engine's threads. So
+    /// an applet runs on the thread of its own endpoint, and its heap and
+    /// interpreter state stay in that core's cache, instead of moving to
+    /// whichever thread delivered the frame.
+    inbox: CacheLine<Mutex<Inbox>>,
+    /// Whether `inbox` holds frames (changed under its lock).
+    pending: AtomicBool,
     /// The filters of each channel (`None`: no channel with that tag): the
     /// control operations' state, off the data path.
     filters: Mutex<Vec<Option<Vec<dpf::FilterId>>>>,
@@ -675,6 +827,17 @@ struct Inner {
     table: Mutex<dpf::Table>,
     ports: ArcSwap<Vec<Option<Arc<Port>>>>,
     control: Mutex<()>,
+    /// How many leading bytes of a frame the installed filters can read, at
+    /// most: the largest end of a field any filter loads (a field counted
+    /// from the transport header taken at 34, the engine's own frames'
+    /// IPv4 header being 20 bytes). Only that much of a message to an
+    /// endpoint of this engine is copied into its frame ([`Tail`]); the
+    /// classifier's verdict on that prefix is its verdict on the whole
+    /// frame, since every field it loads lies inside the prefix or past
+    /// the end of both.
+    reach: Arc<AtomicUsize>,
+    /// Each installed filter's reach.
+    reaches: Mutex<std::collections::BTreeMap<dpf::FilterId, usize>>,
     /// Frames a pump left after [`PUMP_ROUNDS`] rounds, for the next poll.
     backlog: Mutex<Outbox>,
     has_backlog: AtomicBool,
@@ -723,6 +886,8 @@ impl Engine {
                 table: Mutex::new(dpf::Table::new()),
                 ports: ArcSwap::from_pointee(Vec::new()),
                 control: Mutex::new(()),
+                reach: Arc::new(AtomicUsize::new(HEADER_LEN)),
+                reaches: Mutex::new(std::collections::BTreeMap::new()),
                 backlog: Mutex::new(Outbox::default()),
                 has_backlog: AtomicBool::new(false),
                 stats: EngineStats::default(),
@@ -785,6 +950,7 @@ impl Engine {
             };
             Ok(Framer {
                 channels: Vec::new(),
+                reach: self.inner.reach.clone(),
                 out: Outbox::default(),
                 stats: stats.clone(),
                 max_message: layout.config.max_message().min(self.inner.max_payload),
@@ -793,6 +959,7 @@ impl Engine {
             })
         };
         let mut rx = RxSide {
+            batch: Inbox::default(),
             io: Io {
                 seg: seg.clone(),
                 layout,
@@ -819,6 +986,8 @@ impl Engine {
             })),
             has_applet: AtomicBool::new(rx.applet.is_some()),
             rx: CacheLine(Mutex::new(rx)),
+            inbox: CacheLine(Mutex::new(Inbox::default())),
+            pending: AtomicBool::new(false),
             filters: Mutex::new(Vec::new()),
             stats,
             closed: AtomicBool::new(false),
@@ -830,6 +999,42 @@ impl Engine {
         next[usize::from(id)] = Some(port.clone());
         self.inner.ports.store(Arc::new(next));
         Ok(port)
+    }
+
+    /// Installs `filter` in the table and records its reach. The engine's
+    /// reach grows before the filter is published, so that frames built
+    /// from then on carry every byte it reads; a frame built before and
+    /// classified after loses nothing but the new filter's verdict, as if
+    /// it had been classified a moment earlier.
+    fn install(
+        &self,
+        filter: &str,
+        owner: u32,
+        priority: i32,
+    ) -> Result<dpf::FilterId, EngineError> {
+        let reach = dpf::compile(filter).map(|p| program_reach(&p))?;
+        let mut reaches = lock(&self.inner.reaches);
+        self.inner.reach.fetch_max(reach, Ordering::AcqRel);
+        let installed = lock(&self.inner.table).install(filter, owner, priority);
+        if let Ok(fid) = installed {
+            reaches.insert(fid, reach);
+        }
+        self.publish_reach(&reaches);
+        Ok(installed?)
+    }
+
+    /// Removes filter `fid` from the table and its reach.
+    fn uninstall(&self, fid: dpf::FilterId) -> Result<(), EngineError> {
+        lock(&self.inner.table).remove(fid)?;
+        let mut reaches = lock(&self.inner.reaches);
+        reaches.remove(&fid);
+        self.publish_reach(&reaches);
+        Ok(())
+    }
+
+    fn publish_reach(&self, reaches: &std::collections::BTreeMap<dpf::FilterId, usize>) {
+        let r = reaches.values().copied().max().unwrap_or(0).max(HEADER_LEN);
+        self.inner.reach.store(r, Ordering::Release);
     }
 
     fn port_or_err(&self, id: u16) -> Result<Arc<Port>, EngineError> {
@@ -849,11 +1054,10 @@ impl Engine {
         let mut next: Vec<Option<Arc<Port>>> = ports.as_ref().clone();
         next[usize::from(id)] = None;
         self.inner.ports.store(Arc::new(next));
-        let mut table = lock(&self.inner.table);
-        for f in lock(&port.filters).drain(..).flatten().flatten() {
-            let _ = table.remove(f);
+        let filters: Vec<_> = lock(&port.filters).drain(..).flatten().flatten().collect();
+        for f in filters {
+            let _ = self.uninstall(f);
         }
-        drop(table);
         port.has_applet.store(false, Ordering::Release);
         lock(&port.rx).applet = None;
         Ok(())
@@ -883,7 +1087,7 @@ impl Engine {
             remote.ip, remote.port, local.ip, local.port, id, remote_ep
         );
         let owner = u32::from(id) << 16 | u32::from(tag);
-        let fid = lock(&self.inner.table).install(&filter, owner, 0)?;
+        let fid = self.install(&filter, owner, 0)?;
         let hdr = frame::FrameHeader {
             src_mac: frame::MacAddr::from_ip(local.ip).0,
             dst_mac: frame::MacAddr::from_ip(remote.ip).0,
@@ -900,6 +1104,7 @@ impl Engine {
         let ch = Channel {
             template: hdr.template(),
             checksum: opts.checksum,
+            local: remote == local,
         };
         let slot = usize::from(tag);
         if filters.len() <= slot {
@@ -930,11 +1135,7 @@ impl Engine {
             .get_mut(usize::from(chan))
             .and_then(Option::as_mut)
             .ok_or_else(|| EngineError::NotFound(format!("endpoint {id} has no channel {chan}")))?;
-        let fid = lock(&self.inner.table).install(
-            filter,
-            u32::from(id) << 16 | u32::from(chan),
-            priority,
-        )?;
+        let fid = self.install(filter, u32::from(id) << 16 | u32::from(chan), priority)?;
         ch.push(fid);
         Ok(fid)
     }
@@ -950,7 +1151,7 @@ impl Engine {
                 "endpoint {id} has no extra filter {fid:?}"
             )));
         };
-        lock(&self.inner.table).remove(fid)?;
+        self.uninstall(fid)?;
         ch.retain(|&f| f != fid);
         Ok(())
     }
@@ -1024,7 +1225,7 @@ impl Engine {
                     bump_shared(&self.inner.stats.malformed);
                     return;
                 }
-                self.deliver(f, &mut made);
+                self.deliver(f, None, &mut made);
             })
             .unwrap_or(0);
         drop(t);
@@ -1037,7 +1238,7 @@ impl Engine {
         let ports = self.inner.ports.load_full();
         let mut work = 0;
         for p in ports.iter().flatten() {
-            work += self.service(p);
+            work += self.service(p) + self.drain(p);
         }
         work + self.poll_transport()
     }
@@ -1091,10 +1292,13 @@ impl Engine {
                 break;
             }
             let mut remote: Vec<&[u8]> = Vec::new();
-            for f in out.iter() {
+            for (f, tail) in out.iter() {
                 if frame::peek_dst(f) == Some(self.inner.local) {
-                    self.deliver(f, &mut next);
+                    self.deliver(f, tail, &mut next);
                 } else {
+                    // Only frames to this engine leave part of their
+                    // payload behind.
+                    debug_assert!(tail.is_none());
                     remote.push(f);
                 }
             }
@@ -1151,7 +1355,7 @@ impl Engine {
 
     /// Classifies one frame and hands it to its endpoint; frames the
     /// endpoint's applet makes go to `made`.
-    fn deliver(&self, f: &[u8], made: &mut Outbox) {
+    fn deliver(&self, f: &[u8], tail: Option<&Tail>, made: &mut Outbox) {
         let s = &self.inner.stats;
         let Some(owner) = self.classify(f) else {
             bump_shared(&s.unmatched);
@@ -1169,42 +1373,60 @@ impl Engine {
             bump_shared(&s.malformed);
             return;
         }
-        let payload = &f[HEADER_LEN..];
-        let flags = u16::from_be_bytes([f[frame::UNET_FLAGS], f[frame::UNET_FLAGS + 1]]);
-        let mut st = lock(&port.rx);
-        if flags & frame::FLAG_UDP_CHECKSUM != 0
-            && !matches!(frame::verify_udp_checksum(f), Ok(true))
-        {
-            bump(&port.stats.rx_bad_checksum);
+        if port.has_applet.load(Ordering::Acquire) {
+            enqueue(port, chan, f, tail);
             return;
         }
-        let st = &mut *st;
-        match st.applet.as_mut() {
-            None => st.io.deliver_default(chan, payload),
-            Some(l) => {
-                let r = if fill_rxbuf(l, payload) {
-                    l.applet
-                        .call(
-                            &l.do_rx,
-                            &[payload.len() as i32, i32::from(chan)],
-                            Some(&mut st.io),
-                        )
-                        .ok()
-                } else {
-                    None
-                };
-                match r {
-                    None => applet_trapped(st, port),
-                    Some(o) if o.value.is_some_and(|v| v < 0) => bump(&port.stats.applet_drops),
-                    Some(_) => {}
+        let mut rx = lock(&port.rx);
+        // Frames still waiting for an applet removed since keep their
+        // place: this one waits behind them.
+        if port.pending.load(Ordering::Acquire) {
+            drop(rx);
+            enqueue(port, chan, f, tail);
+            return;
+        }
+        receive(port, &mut rx, chan, f, tail, made);
+    }
+
+    /// Runs the frames waiting in `port`'s inbox through its applet (or the
+    /// standard receive, if the applet was removed since), in order, on
+    /// this thread; returns how many. Called by the endpoint's receive
+    /// calls and by the engine's threads; one thread drains at a time.
+    pub fn drain(&self, port: &Port) -> usize {
+        if !port.pending.load(Ordering::Acquire) {
+            return 0;
+        }
+        let Ok(mut guard) = port.rx.try_lock() else {
+            return 0;
+        };
+        let mut made = outbox();
+        let mut n = 0;
+        let rx = &mut *guard;
+        loop {
+            {
+                let mut inbox = lock(&port.inbox);
+                if inbox.chans.is_empty() {
+                    // Under the inbox's lock, so that a frame enqueued now
+                    // sets it again.
+                    port.pending.store(false, Ordering::Release);
+                    break;
                 }
+                // The two buffers trade places and keep their capacity:
+                // no allocation per frame on either thread.
+                std::mem::swap(&mut *inbox, &mut rx.batch);
             }
+            let mut batch = std::mem::take(&mut rx.batch);
+            for (f, &chan) in batch.frames.iter().zip(&batch.chans) {
+                receive(port, rx, chan, f.0, None, &mut made);
+                n += 1;
+            }
+            batch.frames.clear();
+            batch.chans.clear();
+            rx.batch = batch;
         }
-        let out = &mut st.io.framer.out;
-        if !out.is_empty() {
-            made.append(out);
-            out.clear();
-        }
+        drop(guard);
+        self.pump(made);
+        n
     }
 
     #[inline]
@@ -1231,18 +1453,110 @@ impl Drop for Inner {
     }
 }
 
+/// Puts a frame in `port`'s inbox for its applet, or drops it (counted as
+/// a full receive queue) if the inbox is full.
+fn enqueue(port: &Port, chan: u16, f: &[u8], tail: Option<&Tail>) {
+    let mut inbox = lock(&port.inbox);
+    if inbox.chans.len() >= INBOX_FRAMES {
+        drop(inbox);
+        bump_shared(&port.stats.rx_queue_full);
+        return;
+    }
+    inbox.frames.push_whole(f, tail);
+    inbox.chans.push(chan);
+    port.pending.store(true, Ordering::Release);
+}
+
+/// Receives one frame for `port` on `chan`, under its receive lock: checks
+/// the UDP checksum if it carries one, then runs `doRx` or the standard
+/// U-Net receive. Frames the applet makes go to `made`.
+fn receive(
+    port: &Port,
+    rx: &mut RxSide,
+    chan: u16,
+    f: &[u8],
+    tail: Option<&Tail>,
+    made: &mut Outbox,
+) {
+    let payload = Payload {
+        head: &f[HEADER_LEN..],
+        tail,
+    };
+    let flags = u16::from_be_bytes([f[frame::UNET_FLAGS], f[frame::UNET_FLAGS + 1]]);
+    if flags & frame::FLAG_UDP_CHECKSUM != 0 && !matches!(frame::verify_udp_checksum(f), Ok(true)) {
+        bump(&port.stats.rx_bad_checksum);
+        return;
+    }
+    match rx.applet.as_mut() {
+        None => rx.io.deliver_default(chan, payload),
+        Some(l) => {
+            let r = if fill_rxbuf(l, payload) {
+                l.applet
+                    .call(
+                        &l.do_rx,
+                        &[payload.len() as i32, i32::from(chan)],
+                        Some(&mut rx.io),
+                    )
+                    .ok()
+            } else {
+                None
+            };
+            match r {
+                None => applet_trapped(rx, port),
+                Some(o) if o.value.is_some_and(|v| v < 0) => bump(&port.stats.applet_drops),
+                Some(_) => {}
+            }
+        }
+    }
+    let out = &mut rx.io.framer.out;
+    if !out.is_empty() {
+        made.append(out);
+        out.clear();
+    }
+}
+
 /// Copies `payload` into the applet's `RxBuf`, replacing the array with a
 /// larger one if it is too short (or was set to null by the applet).
-fn fill_rxbuf(l: &mut Loaded, payload: &[u8]) -> bool {
-    if let Some(buf) = l.applet.static_bytes_mut(l.rxbuf)
-        && buf.len() >= payload.len()
+fn fill_rxbuf(l: &mut Loaded, payload: Payload<'_>) -> bool {
+    let len = payload.len();
+    if l.applet
+        .static_bytes_mut(l.rxbuf)
+        .is_none_or(|b| b.len() < len)
+        && l.applet.set_static_array("RxBuf", &vec![0; len]).is_err()
     {
-        for (d, &s) in buf.iter_mut().zip(payload) {
-            *d = s as i8;
-        }
-        return true;
+        return false;
     }
-    l.applet.set_static_array("RxBuf", payload).is_ok()
+    let Some(buf) = l.applet.static_bytes_mut(l.rxbuf) else {
+        return false;
+    };
+    let mut k = 0;
+    payload.pieces(0, len, |p| {
+        natives::u8_to_i8(&mut buf[k..k + p.len()], p);
+        k += p.len();
+    });
+    true
+}
+
+/// The end of the last byte any test of `p` loads, with fields counted
+/// from the transport header taken at byte 34 (a 20-byte IPv4 header, as
+/// in every frame the engine builds).
+fn program_reach(p: &dpf::ir::Program) -> usize {
+    p.nodes
+        .iter()
+        .filter_map(|n| match n {
+            dpf::ir::Node::Test { test, .. } => {
+                let f = test.field;
+                let base = match f.base {
+                    dpf::ir::Base::Link => 0,
+                    // The IHL byte is read too.
+                    dpf::ir::Base::Transport => 34,
+                };
+                Some((base + f.offset as usize + f.size as usize).max(15))
+            }
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0)
 }
 
 fn applet_trapped(rx: &mut RxSide, port: &Port) {

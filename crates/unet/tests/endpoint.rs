@@ -168,6 +168,52 @@ fn an_extra_filter_routes_frames_to_a_channel() {
     assert_eq!(b.recv().unwrap().chan(), ba);
 }
 
+/// A message to an endpoint of the same engine carries in its frame only
+/// the bytes that installed filters can read; delivery copies the rest
+/// from the sender's buffer area. A filter that reads deep into the
+/// payload must still see it, and the message must arrive whole.
+#[test]
+fn filters_reading_the_payload_see_it_when_the_rest_stays_behind() {
+    let e = engine();
+    let (mut a, mut b, ab, ba) = pair(&e, Config::default(), None);
+    let side = b.open_channel("10.9.9.9:1".parse().unwrap(), 1).unwrap();
+    // Payload byte 1000: frame byte 1050, UDP byte 1016.
+    let deep = format!("udp and udp[8:2] = {} and udp[1016:1] = 7", b.id());
+    b.install_filter(side, &deep, 5).unwrap();
+    for (len, byte, chan) in [
+        (5000, 7, side),
+        (5000, 8, ba),
+        (1001, 7, side),
+        (1000, 7, ba),
+        (70, 7, ba),
+    ] {
+        let mut m = message(len as u64, len);
+        if len > 1000 {
+            m[1000] = byte;
+        }
+        a.send(ab, &m).unwrap();
+        let got = b.recv().expect("delivered");
+        assert_eq!(
+            (got.len(), got.chan()),
+            (len, chan),
+            "{len} bytes, byte 1000 = {byte}"
+        );
+        assert_eq!(got.to_vec(), m);
+    }
+    // A deeper filter installed and removed again leaves the first one's
+    // reach in force.
+    let f = b.install_filter(side, "udp[3016:1] = 9", 5).unwrap();
+    b.remove_filter(f).unwrap();
+    let mut m = message(1, 5000);
+    m[1000] = 7;
+    a.send(ab, &m).unwrap();
+    assert_eq!(
+        b.recv().unwrap().chan(),
+        side,
+        "the first deep filter is still installed"
+    );
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
 
