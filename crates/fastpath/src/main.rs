@@ -109,6 +109,7 @@ fn bench(suite: &str) -> ExitCode {
             transport: demo::TransportArg::Loop,
             rounds: 40_000,
             messages: 200_000,
+            netns: false,
         }),
         "codegen" => {
             println!("{}", fastpath_bench::codegen_report());
