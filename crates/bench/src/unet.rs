@@ -359,10 +359,11 @@ impl Drop for RingEcho {
 /// The callgrind toggle of the whole path: one message sent, received and
 /// copied out ([`one_way`]).
 pub const TOGGLE_PATH: &str = "unet_count_path";
-/// The callgrind toggle of the sending half: `a.send`, which runs the
-/// engine's whole transmit and receive side for the message (up to and
-/// including the receiving endpoint's `doRx` or standard delivery), but
-/// not the receiving application's `recv`.
+/// The callgrind toggle of the engine's work for one message: `a.send`,
+/// which runs the transmit side and delivers the frame (the standard
+/// delivery, or into the receiving endpoint's inbox), then the receiving
+/// endpoint's `poll_engine`, which runs its `doRx` on the inbox's frame; not
+/// the receiving application's `recv`.
 pub const TOGGLE_SEND: &str = "unet_count_send";
 
 /// The whole path of one message; the toggle point [`TOGGLE_PATH`].
@@ -372,12 +373,19 @@ pub fn unet_count_path(p: &mut Pair, msg: &[u8], buf: &mut Vec<u8>) -> Option<us
     one_way(&mut p.a, p.ab, &mut p.b, msg, buf)
 }
 
-/// One send (and the engine work it drives); the toggle point
-/// [`TOGGLE_SEND`].
+/// One send and the receiving endpoint's engine work (its applet runs on
+/// its own side, when it polls); the toggle point [`TOGGLE_SEND`].
 #[unsafe(no_mangle)]
 #[inline(never)]
-pub fn unet_count_send(a: &mut Endpoint, chan: u16, msg: &[u8]) -> Result<(), SendError> {
-    a.send(chan, msg)
+pub fn unet_count_send(
+    a: &mut Endpoint,
+    chan: u16,
+    msg: &[u8],
+    b: &mut Endpoint,
+) -> Result<(), SendError> {
+    let r = a.send(chan, msg);
+    b.poll_engine();
+    r
 }
 
 /// What the receiving endpoint runs in a breakdown case.
@@ -600,9 +608,11 @@ pub fn run_case(case: &Case, n: usize) -> Result<CaseRun, String> {
             }
         } else {
             let sent = if counted {
-                unet_count_send(&mut p.a, p.ab, &msg)
+                unet_count_send(&mut p.a, p.ab, &msg, &mut p.b)
             } else {
-                p.a.send(p.ab, &msg)
+                let r = p.a.send(p.ab, &msg);
+                p.b.poll_engine();
+                r
             };
             sent.map_err(|e| format!("message {i}: {e}"))?;
             while p.b.recv().is_some() {
