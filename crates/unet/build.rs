@@ -1,5 +1,6 @@
-//! Compiles the endpoint applets, `applets/unet/*.java` (the U-Net/SLE
-//! paper's evaluation applets, §5), with `javac --release 8 -g` into
+//! Compiles the endpoint applets, `applets/unet/*.java` and Figure 2's
+//! `applets/src/RawUnet.java` (the U-Net/SLE paper's evaluation applets,
+//! §5), with `javac --release 8 -g` into
 //! `$OUT_DIR/unet-applets`, where `src/applets.rs` includes the class files.
 //!
 //! Unlike jive's build script, a missing `javac` fails the build: the engine's
@@ -30,10 +31,14 @@ fn run() -> Result<(), String> {
     );
     let dir = manifest.join("../../applets/unet");
     println!("cargo::rerun-if-changed={}", dir.display());
-    let sources = java_files(&dir).map_err(|e| format!("unet: reading {}: {e}", dir.display()))?;
+    let mut sources =
+        java_files(&dir).map_err(|e| format!("unet: reading {}: {e}", dir.display()))?;
     if sources.is_empty() {
         return Err(format!("unet: no applets (*.java) in {}", dir.display()));
     }
+    // Figure 2's applet, as the paper prints it, is jive's test applet too:
+    // one source for both.
+    sources.push(manifest.join("../../applets/src/RawUnet.java"));
     for f in &sources {
         println!("cargo::rerun-if-changed={}", f.display());
     }

@@ -440,11 +440,35 @@ fn udp_sockets(hosts: Option<&TwoHosts>) -> std::io::Result<(UdpSocket, UdpSocke
     Ok((bind(ha)?, bind(hb)?))
 }
 
-/// Kernel UDP sockets (on loopback, or across the veth pair), blocking,
-/// between two threads.
-fn rtt_udp((a, b): (UdpSocket, UdpSocket), size: usize, rounds: u32) -> std::io::Result<Duration> {
-    a.connect(b.local_addr()?)?;
-    b.connect(a.local_addr()?)?;
+/// A connected datagram socket of a peer: kernel UDP or a Unix socket.
+trait Datagram: Send + 'static {
+    fn send(&self, buf: &[u8]) -> std::io::Result<usize>;
+    fn recv(&self, buf: &mut [u8]) -> std::io::Result<usize>;
+    fn set_read_timeout(&self, t: Option<Duration>) -> std::io::Result<()>;
+}
+
+macro_rules! datagram {
+    ($t:ty) => {
+        impl Datagram for $t {
+            fn send(&self, buf: &[u8]) -> std::io::Result<usize> {
+                <$t>::send(self, buf)
+            }
+            fn recv(&self, buf: &mut [u8]) -> std::io::Result<usize> {
+                <$t>::recv(self, buf)
+            }
+            fn set_read_timeout(&self, t: Option<Duration>) -> std::io::Result<()> {
+                <$t>::set_read_timeout(self, t)
+            }
+        }
+    };
+}
+
+datagram!(UdpSocket);
+datagram!(UnixDatagram);
+
+/// Round trips through two connected datagram sockets, blocking, between
+/// two threads: `b` echoes what `a` sends.
+fn rtt_datagram<S: Datagram>(a: S, b: S, size: usize, rounds: u32) -> std::io::Result<Duration> {
     b.set_read_timeout(Some(Duration::from_millis(200)))?;
     let echo = std::thread::spawn(move || {
         let mut buf = vec![0u8; 65536];
@@ -465,27 +489,17 @@ fn rtt_udp((a, b): (UdpSocket, UdpSocket), size: usize, rounds: u32) -> std::io:
     Ok(t)
 }
 
-/// A Unix datagram socket pair, blocking, between two threads.
+/// Kernel UDP sockets (on loopback, or across the veth pair).
+fn rtt_udp((a, b): (UdpSocket, UdpSocket), size: usize, rounds: u32) -> std::io::Result<Duration> {
+    a.connect(b.local_addr()?)?;
+    b.connect(a.local_addr()?)?;
+    rtt_datagram(a, b, size, rounds)
+}
+
+/// A Unix datagram socket pair.
 fn rtt_unix(size: usize, rounds: u32) -> std::io::Result<Duration> {
     let (a, b) = UnixDatagram::pair()?;
-    b.set_read_timeout(Some(Duration::from_millis(200)))?;
-    let echo = std::thread::spawn(move || {
-        let mut buf = vec![0u8; 65536];
-        while let Ok(n) = b.recv(&mut buf) {
-            if b.send(&buf[..n]).is_err() {
-                break;
-            }
-        }
-    });
-    let msg = vec![0x5au8; size];
-    let mut buf = vec![0u8; 65536];
-    let t = timed(rounds, || {
-        a.send(&msg)?;
-        a.recv(&mut buf).map(drop)
-    })?;
-    drop(a);
-    let _ = echo.join();
-    Ok(t)
+    rtt_datagram(a, b, size, rounds)
 }
 
 /// The bandwidth configurations of Figure 6.

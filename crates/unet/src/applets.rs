@@ -21,11 +21,11 @@
 pub const STANDARD: &[u8] =
     include_bytes!(concat!(env!("OUT_DIR"), "/unet-applets/StandardUnet.class"));
 
-/// `SimpleUnet`: Figure 2's applet (`RawUnet` in the paper), Figure 5's
+/// `RawUnet`: Figure 2's applet as the paper prints it (the source is
+/// `applets/src/RawUnet.java`, which jive's tests use too), Figure 5's
 /// "simplified applet assuming that packets will consume a single receive
 /// buffer".
-pub const SIMPLE: &[u8] =
-    include_bytes!(concat!(env!("OUT_DIR"), "/unet-applets/SimpleUnet.class"));
+pub const SIMPLE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/unet-applets/RawUnet.class"));
 
 /// `PingPong`: Figure 5's "pingpong operations between user extension
 /// applets only, without propagating messages to user level": `doRx`
@@ -71,7 +71,7 @@ pub const BREAKDOWN: &[u8] =
 /// Every applet by its class name.
 pub const ALL: &[(&str, &[u8])] = &[
     ("StandardUnet", STANDARD),
-    ("SimpleUnet", SIMPLE),
+    ("RawUnet", SIMPLE),
     ("PingPong", PING_PONG),
     ("Burst25", BURST25),
     ("Burst25PerTx", BURST25_PER_TX),
@@ -107,7 +107,7 @@ mod tests {
             assert_eq!(by_name(name), Some(bytes));
             assert_eq!(by_name(&name.to_ascii_lowercase()), Some(bytes));
         }
-        assert_eq!(by_name("RawUnet"), None);
+        assert_eq!(by_name("SimpleUnet"), None);
         assert_eq!(by_name(""), None);
     }
 }

@@ -626,7 +626,7 @@ mod tests {
 
     #[test]
     fn the_descriptors_are_figure_2s() {
-        // SimpleUnet, Figure 2's text, declares all eight.
+        // RawUnet, Figure 2's text, declares all eight.
         let prog = jive::check(crate::applets::SIMPLE, &jive::Limits::default()).unwrap();
         let mut declared: Vec<_> = prog
             .natives

@@ -28,8 +28,10 @@
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
+
+mod common;
+use common::{Meet, OnPanic, PHASE_LIMIT, meeting};
 
 use unet::frame::HEADER_LEN;
 use unet::netns::TwoHosts;
@@ -47,8 +49,6 @@ const ACK_EVERY: u32 = 32;
 /// The shortest and longest message.
 const MIN_LEN: usize = 8;
 const MAX_LEN: usize = 1400;
-/// How long one phase may take before the test gives up.
-const PHASE_LIMIT: Duration = Duration::from_secs(15);
 /// The UDP port of both engines.
 const PORT: u16 = 7000;
 
@@ -83,39 +83,6 @@ enum Via {
     Packet,
 }
 
-/// Set when a host panics, so that the other stops waiting for it.
-struct OnPanic<'a>(&'a AtomicBool);
-
-impl Drop for OnPanic<'_> {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            self.0.store(true, Ordering::Relaxed);
-        }
-    }
-}
-
-/// One host's end of a rendezvous with the other: `swap` sends a value
-/// and waits for the other host's, failing at once if that host is gone.
-struct Meet {
-    tx: mpsc::Sender<u16>,
-    rx: mpsc::Receiver<u16>,
-}
-
-fn meeting() -> (Meet, Meet) {
-    let (t0, r1) = mpsc::channel();
-    let (t1, r0) = mpsc::channel();
-    (Meet { tx: t0, rx: r0 }, Meet { tx: t1, rx: r1 })
-}
-
-impl Meet {
-    fn swap(&self, v: u16) -> u16 {
-        let _ = self.tx.send(v);
-        self.rx
-            .recv_timeout(PHASE_LIMIT)
-            .expect("the other host failed or is stuck")
-    }
-}
-
 /// Host `me`'s engine on `via`, made on a thread inside its namespace.
 fn engine(via: Via, hosts: &TwoHosts, me: usize) -> Engine {
     let (host, peer) = (&hosts.hosts()[me], &hosts.hosts()[1 - me]);
@@ -147,7 +114,7 @@ fn endpoint(
     hosts: &TwoHosts,
     me: usize,
     applet: Option<&[u8]>,
-    meet: &Meet,
+    meet: &Meet<u16>,
 ) -> (Endpoint, u16) {
     let engine = engine(via, hosts, me);
     let mut ep = engine

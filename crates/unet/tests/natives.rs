@@ -456,7 +456,7 @@ fn standard_transmit_on_a_closed_channel_traps_and_sends_nothing() {
 }
 
 // ---------------------------------------------------------------------------
-// SimpleUnet (Figure 2).
+// RawUnet (Figure 2).
 
 #[test]
 fn simple_delivers_inline_and_in_one_buffer() {

@@ -16,8 +16,10 @@
 use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
+
+mod common;
+use common::{Meet, OnPanic, PHASE_LIMIT, meeting};
 
 use unet::frame::{
     Addr, FLAG_UDP_CHECKSUM, FrameHeader, HEADER_LEN, set_udp_checksum, verify_udp_checksum,
@@ -33,8 +35,6 @@ const BULK: u64 = 100_000;
 const WINDOW: u64 = 256;
 /// The receiver acknowledges at least every this many frames.
 const ACK_EVERY: u64 = 32;
-/// How long one phase may take before the test gives up.
-const PHASE_LIMIT: Duration = Duration::from_secs(15);
 /// The UDP port both hosts use.
 const PORT: u16 = 7000;
 
@@ -45,39 +45,6 @@ const PORT: u16 = 7000;
 /// machine cannot make one; with `UNET_REQUIRE_NETNS=1` that is a failure.
 fn hosts_or_skip(test: &str) -> Option<TwoHosts> {
     TwoHosts::for_test(test).unwrap_or_else(|e| panic!("{test}: {e} (and UNET_REQUIRE_NETNS=1)"))
-}
-
-/// Set when a host panics, so that the other stops waiting for it.
-struct OnPanic<'a>(&'a AtomicBool);
-
-impl Drop for OnPanic<'_> {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            self.0.store(true, Ordering::Relaxed);
-        }
-    }
-}
-
-/// One host's end of a rendezvous with the other: `swap` sends a value
-/// and waits for the other host's, failing at once if that host is gone.
-struct Meet {
-    tx: mpsc::Sender<u64>,
-    rx: mpsc::Receiver<u64>,
-}
-
-fn meeting() -> (Meet, Meet) {
-    let (t0, r1) = mpsc::channel();
-    let (t1, r0) = mpsc::channel();
-    (Meet { tx: t0, rx: r0 }, Meet { tx: t1, rx: r1 })
-}
-
-impl Meet {
-    fn swap(&self, v: u64) -> u64 {
-        let _ = self.tx.send(v);
-        self.rx
-            .recv_timeout(PHASE_LIMIT)
-            .expect("the other host failed or is stuck")
-    }
 }
 
 /// The interfaces the calling thread's network namespace has
@@ -208,7 +175,7 @@ enum Via {
 /// Opens host `me`'s transport (on a thread inside its namespace); for
 /// `packet` with given neighbours, tells it the peer's MAC. Both hosts are
 /// open when this returns (`meet`).
-fn open(via: Via, hosts: &TwoHosts, me: usize, meet: &Meet) -> Box<dyn Transport> {
+fn open(via: Via, hosts: &TwoHosts, me: usize, meet: &Meet<u64>) -> Box<dyn Transport> {
     let (host, peer) = (&hosts.hosts()[me], &hosts.hosts()[1 - me]);
     let addr = host.addr(PORT);
     let t: Box<dyn Transport> = match via {
