@@ -88,7 +88,7 @@ fn serve(args: &EngineArgs) -> Result<(), Box<dyn Error>> {
         ..ServeOptions::default()
     };
     let server = daemon::serve_with(engine.clone(), &path, opts)?;
-    engine.start(usize::from(args.threads));
+    engine.start(usize::from(args.threads))?;
     println!(
         "fastpath engine: serving endpoints at {} (transport {kind}, address {}, {} engine thread{}); \
          SIGINT or SIGTERM stops it",

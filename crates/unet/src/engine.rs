@@ -1244,8 +1244,10 @@ impl Engine {
     }
 
     /// Gives the engine `n` threads of its own, polling every endpoint and
-    /// the transport (the LanAI's loop), until [`Engine::stop`].
-    pub fn start(&self, n: usize) {
+    /// the transport (the LanAI's loop), until [`Engine::stop`] (they hold
+    /// the engine: stop them before dropping it). Fails if the system
+    /// refuses a thread; those already started keep running.
+    pub fn start(&self, n: usize) -> std::io::Result<()> {
         let mut threads = lock(&self.inner.threads);
         for i in 0..n {
             let e = self.clone();
@@ -1267,10 +1269,10 @@ impl Engine {
                             }
                         }
                     }
-                })
-                .expect("spawning an engine thread");
+                })?;
             threads.push(h);
         }
+        Ok(())
     }
 
     /// Stops the engine's own threads and waits for them.

@@ -248,7 +248,7 @@ impl Rig {
         let engine = Engine::new(Box::new(
             net.attach("10.0.0.1:7000".parse().unwrap()).unwrap(),
         ));
-        engine.start(1);
+        engine.start(1).expect("an engine thread");
         let path =
             std::env::temp_dir().join(format!("unet-process-{tag}-{}.sock", std::process::id()));
         let server = daemon::serve(engine.clone(), &path).unwrap();
