@@ -346,7 +346,15 @@ fn the_wide_loops_are_generated_when_the_cpu_can() {
             avx512 || avx2
         };
         assert_eq!(text.contains(regs), want, "{steps:?}\n{text}");
-        assert!(!text.contains(other), "{steps:?}\n{text}");
+        // No instruction works at the other width. The one exception: the
+        // zmm CRC loop reduces its lanes by extracting the upper 256 bits
+        // into a ymm register (`vextracti64x4`).
+        for line in text.lines().filter(|l| l.contains(other)) {
+            assert!(
+                avx512 && line.contains("vextracti64x4"),
+                "{steps:?}: {other} in the {regs} code: {line}\n{text}"
+            );
+        }
         // Every vector path ends with vzeroupper before SSE code runs.
         assert_eq!(text.contains("vzeroupper"), want, "{steps:?}");
         // Only the zmm CRC loop has the byte-masked head.
