@@ -152,7 +152,11 @@ struct Pair {
     ba: u16,
 }
 
-fn pair(net: &Net, config: Config, applet: Option<&[u8]>) -> Result<Pair, Box<dyn std::error::Error>> {
+fn pair(
+    net: &Net,
+    config: Config,
+    applet: Option<&[u8]>,
+) -> Result<Pair, Box<dyn std::error::Error>> {
     if let Some(hosts) = &net.hosts {
         let port = net.next_port.get();
         net.next_port.set(port.wrapping_add(1).max(7000));
@@ -444,6 +448,7 @@ fn udp_sockets(hosts: Option<&TwoHosts>) -> std::io::Result<(UdpSocket, UdpSocke
 trait Datagram: Send + 'static {
     fn send(&self, buf: &[u8]) -> std::io::Result<usize>;
     fn recv(&self, buf: &mut [u8]) -> std::io::Result<usize>;
+    fn set_nonblocking(&self, on: bool) -> std::io::Result<()>;
     fn set_read_timeout(&self, t: Option<Duration>) -> std::io::Result<()>;
 }
 
@@ -456,6 +461,9 @@ macro_rules! datagram {
             fn recv(&self, buf: &mut [u8]) -> std::io::Result<usize> {
                 <$t>::recv(self, buf)
             }
+            fn set_nonblocking(&self, on: bool) -> std::io::Result<()> {
+                <$t>::set_nonblocking(self, on)
+            }
             fn set_read_timeout(&self, t: Option<Duration>) -> std::io::Result<()> {
                 <$t>::set_read_timeout(self, t)
             }
@@ -466,40 +474,88 @@ macro_rules! datagram {
 datagram!(UdpSocket);
 datagram!(UnixDatagram);
 
-/// Round trips through two connected datagram sockets, blocking, between
-/// two threads: `b` echoes what `a` sends.
-fn rtt_datagram<S: Datagram>(a: S, b: S, size: usize, rounds: u32) -> std::io::Result<Duration> {
-    b.set_read_timeout(Some(Duration::from_millis(200)))?;
-    let echo = std::thread::spawn(move || {
-        let mut buf = vec![0u8; 65536];
-        while let Ok(n) = b.recv(&mut buf) {
-            if b.send(&buf[..n]).is_err() {
-                break;
+/// Receives into `buf`: on a non-blocking socket by spinning, on a
+/// blocking one by sleeping in the kernel (a read timeout wakes it to look
+/// at `stop`); `None` once `stop`.
+fn spin_recv<S: Datagram>(
+    s: &S,
+    buf: &mut [u8],
+    stop: &AtomicBool,
+) -> std::io::Result<Option<usize>> {
+    loop {
+        match s.recv(buf) {
+            Ok(n) => return Ok(Some(n)),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                if stop.load(Ordering::Relaxed) {
+                    return Ok(None);
+                }
+                std::hint::spin_loop();
             }
+            Err(e) => return Err(e),
         }
+    }
+}
+
+/// Round trips through two connected datagram sockets between two
+/// threads: `b` echoes what `a` sends. With `spin` both spin on
+/// non-blocking sockets, as the endpoints' applications spin on their
+/// queues (the kernel's floor, no sleep and wake-up); without, both block
+/// in `recv`, as most socket programs do.
+fn rtt_datagram<S: Datagram>(
+    a: S,
+    b: S,
+    size: usize,
+    rounds: u32,
+    spin: bool,
+) -> std::io::Result<Duration> {
+    a.set_nonblocking(spin)?;
+    b.set_nonblocking(spin)?;
+    b.set_read_timeout(Some(Duration::from_millis(100)))?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let st = stop.clone();
+    let echo = std::thread::spawn(move || -> std::io::Result<()> {
+        let mut buf = vec![0u8; 65536];
+        while let Some(n) = spin_recv(&b, &mut buf, &st)? {
+            b.send(&buf[..n])?;
+        }
+        Ok(())
     });
     let msg = vec![0x5au8; size];
     let mut buf = vec![0u8; 65536];
+    let never = AtomicBool::new(false);
     let t = timed(rounds, || {
         a.send(&msg)?;
-        a.recv(&mut buf).map(drop)
-    })?;
-    drop(a);
-    let _ = echo.join();
-    Ok(t)
+        spin_recv(&a, &mut buf, &never).map(drop)
+    });
+    stop.store(true, Ordering::Relaxed);
+    let echoed = echo
+        .join()
+        .map_err(|_| std::io::Error::other("echo thread panicked"))?;
+    echoed?;
+    t
 }
 
 /// Kernel UDP sockets (on loopback, or across the veth pair).
-fn rtt_udp((a, b): (UdpSocket, UdpSocket), size: usize, rounds: u32) -> std::io::Result<Duration> {
+fn rtt_udp(
+    (a, b): (UdpSocket, UdpSocket),
+    size: usize,
+    rounds: u32,
+    spin: bool,
+) -> std::io::Result<Duration> {
     a.connect(b.local_addr()?)?;
     b.connect(a.local_addr()?)?;
-    rtt_datagram(a, b, size, rounds)
+    rtt_datagram(a, b, size, rounds, spin)
 }
 
-/// A Unix datagram socket pair.
+/// A Unix datagram socket pair, spinning.
 fn rtt_unix(size: usize, rounds: u32) -> std::io::Result<Duration> {
     let (a, b) = UnixDatagram::pair()?;
-    rtt_datagram(a, b, size, rounds)
+    rtt_datagram(a, b, size, rounds, true)
 }
 
 /// The bandwidth configurations of Figure 6.
@@ -839,7 +895,7 @@ fn run_inner(args: &DemoArgs) -> Result<(), Box<dyn std::error::Error>> {
         TransportArg::Loop => &[64, 1024, 4096, 16384, 65536],
         _ => &[64, 1024, 4096, 16384],
     };
-    let cells = SIZES.len() * (setups.len() + 3) + bw_sizes.len() * (flows.len() + 1);
+    let cells = SIZES.len() * (setups.len() + 4) + bw_sizes.len() * (flows.len() + 1);
     let bar = ProgressBar::new(cells as u64);
     bar.set_style(
         ProgressStyle::with_template("{bar:40} {pos}/{len} {msg}").map_err(|e| e.to_string())?,
@@ -878,12 +934,15 @@ fn run_inner(args: &DemoArgs) -> Result<(), Box<dyn std::error::Error>> {
         bar.set_message(format!("latency: {size} B, peers"));
         row.push(rtt_ring(size, args.rounds));
         bar.inc(1);
-        row.push(rtt_udp(
-            udp_sockets(net.hosts.as_ref())?,
-            size,
-            args.rounds,
-        )?);
-        bar.inc(1);
+        for spin in [true, false] {
+            row.push(rtt_udp(
+                udp_sockets(net.hosts.as_ref())?,
+                size,
+                args.rounds,
+                spin,
+            )?);
+            bar.inc(1);
+        }
         row.push(rtt_unix(size, args.rounds)?);
         bar.inc(1);
         lat.push(row);
@@ -914,13 +973,13 @@ fn run_inner(args: &DemoArgs) -> Result<(), Box<dyn std::error::Error>> {
     // Across namespaces only the UDP peer crosses the veth pair; the ring
     // and the Unix socket have no network to cross.
     let peer_names = if net.hosts.is_some() {
-        ["ring*", "UDP veth", "Unix*"]
+        ["ring*", "UDP veth", "UDP blk", "Unix*"]
     } else {
-        ["SPSC ring", "UDP", "Unix"]
+        ["SPSC ring", "UDP", "UDP blk", "Unix"]
     };
     writeln!(
         out,
-        "{:>6} | {:>8} {:>9} {:>9} {:>9} | {:>8} {:>8} {:>8} | {:>10} {:>10}",
+        "{:>6} | {:>8} {:>9} {:>9} {:>9} | {:>9} {:>8} {:>8} {:>8} | {:>10} {:>9} {:>9}",
         "bytes",
         "U-Net",
         "standard",
@@ -929,13 +988,16 @@ fn run_inner(args: &DemoArgs) -> Result<(), Box<dyn std::error::Error>> {
         peer_names[0],
         peer_names[1],
         peer_names[2],
+        peer_names[3],
         "U-Net/ring",
-        "UDP/U-Net"
+        "UDP/U-Net",
+        "blk/U-Net"
     )?;
     for (size, row) in SIZES.iter().zip(&lat) {
+        let ratio = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64();
         writeln!(
             out,
-            "{:>6} | {:>8} {:>9} {:>9} {:>9} | {:>8} {:>8} {:>8} | {:>9.2}x {:>9.1}x",
+            "{:>6} | {:>8} {:>9} {:>9} {:>9} | {:>9} {:>8} {:>8} {:>8} | {:>9.2}x {:>8.1}x {:>8.1}x",
             size,
             us(row[0]),
             us(row[1]),
@@ -944,15 +1006,17 @@ fn run_inner(args: &DemoArgs) -> Result<(), Box<dyn std::error::Error>> {
             us(row[4]),
             us(row[5]),
             us(row[6]),
-            row[0].as_secs_f64() / row[4].as_secs_f64(),
-            row[5].as_secs_f64() / row[0].as_secs_f64(),
+            us(row[7]),
+            ratio(row[0], row[4]),
+            ratio(row[5], row[0]),
+            ratio(row[6], row[0]),
         )?;
     }
     if net.hosts.is_some() {
         writeln!(
             out,
             "* local peers: both threads in one namespace (no network); \
-             UDP veth: kernel UDP sockets, one in each namespace"
+             UDP veth, UDP blk: kernel UDP sockets, one in each namespace"
         )?;
     }
     writeln!(
