@@ -27,14 +27,6 @@ use crate::layout::{Config, INLINE_MAX, Layout, RX_BUFFERS_MAX, RxDesc, TxDesc, 
 use crate::ring::{Consumer, Producer};
 use crate::shm::{Segment, ShmQueue, queues};
 
-/// An application spinning on an empty receive queue polls the transport
-/// once in this many polls: each poll takes the transport's lock, a cache
-/// line that every polling thread would otherwise fight over (measured:
-/// polling on every fourth call doubled the round trip between two
-/// threads on `loop`), while a kernel socket's round trip is tens of
-/// microseconds, far above 64 empty polls.
-const TRANSPORT_POLL_EVERY: u32 = 64;
-
 /// Why a message was not queued for sending. Nothing was queued.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum SendError {
@@ -143,8 +135,6 @@ pub struct Endpoint {
     bad_rx: u64,
     link: Box<dyn Control>,
     drive: bool,
-    /// Empty receive polls since the transport was last polled.
-    idle: u32,
 }
 
 /// What an endpoint asks of its engine besides the queues: the control
@@ -176,11 +166,9 @@ pub trait Control: Send {
     fn counts(&mut self, id: u16) -> Result<PortCounts, EngineError>;
     /// Services the endpoint's transmit queue, if this process runs the engine.
     fn drive_tx(&mut self) {}
-    /// Runs the frames waiting for this endpoint's applet and, if
-    /// `transport`, polls the transport, if this process runs the engine.
-    fn drive_rx(&mut self, transport: bool) {
-        let _ = transport;
-    }
+    /// Runs the frames waiting for this endpoint's applet and polls the
+    /// transport, if this process runs the engine.
+    fn drive_rx(&mut self) {}
     /// The engine, if it runs in this process.
     fn engine(&self) -> Option<&Engine> {
         None
@@ -226,11 +214,9 @@ impl Control for Embedded {
     fn drive_tx(&mut self) {
         self.engine.service(&self.port);
     }
-    fn drive_rx(&mut self, transport: bool) {
+    fn drive_rx(&mut self) {
         self.engine.drain(&self.port);
-        if transport {
-            self.engine.poll_transport();
-        }
+        self.engine.poll_transport();
     }
     fn engine(&self) -> Option<&Engine> {
         Some(&self.engine)
@@ -312,7 +298,6 @@ impl Endpoint {
             bad_rx: 0,
             link,
             drive: true,
-            idle: 0,
         };
         for b in tx_buffers..u64::from(layout.config.buffers) {
             ep.give_buffer((b * bs) as u32);
@@ -551,14 +536,13 @@ impl Endpoint {
                     Ok(None) | Err(_) => break,
                 }
             }
-            // Run the frames waiting for this endpoint's applet (a flag
-            // check when there are none), and poll the transport on every
-            // TRANSPORT_POLL_EVERY-th empty poll.
+            // Run the frames waiting for this endpoint's applet and poll the
+            // transport (each a flag check when there is nothing: see
+            // `Transport::readiness`).
             if round == 1 || !self.drive {
                 break;
             }
-            self.idle = self.idle.wrapping_add(1);
-            self.link.drive_rx(self.idle % TRANSPORT_POLL_EVERY == 0);
+            self.link.drive_rx();
         }
         None
     }
@@ -570,7 +554,7 @@ impl Endpoint {
     /// application) while the application waits.
     pub fn poll_engine(&mut self) {
         self.link.drive_tx();
-        self.link.drive_rx(true);
+        self.link.drive_rx();
     }
 
     /// How many messages are waiting in the receive queue.

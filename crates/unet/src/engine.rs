@@ -823,6 +823,8 @@ struct Inner {
     id: u64,
     local: Addr,
     transport: Mutex<Box<dyn Transport>>,
+    /// The transport's lock-free "may have frames" test, if it has one.
+    readiness: Option<crate::transport::Readiness>,
     max_payload: u32,
     table: Mutex<dpf::Table>,
     ports: ArcSwap<Vec<Option<Arc<Port>>>>,
@@ -881,6 +883,7 @@ impl Engine {
             inner: Arc::new(Inner {
                 id: NEXT_ENGINE.fetch_add(1, Ordering::Relaxed),
                 local,
+                readiness: transport.readiness(),
                 transport: Mutex::new(transport),
                 max_payload,
                 table: Mutex::new(dpf::Table::new()),
@@ -1213,6 +1216,9 @@ impl Engine {
     /// arrived. Returns the frames received.
     pub fn poll_transport(&self) -> usize {
         let backlog = self.drain_backlog();
+        if self.inner.readiness.as_ref().is_some_and(|ready| !ready()) {
+            return backlog;
+        }
         let Ok(mut t) = self.inner.transport.try_lock() else {
             return backlog;
         };

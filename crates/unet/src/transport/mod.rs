@@ -68,7 +68,19 @@ pub trait Transport: Send {
     fn poll_fd(&self) -> Option<RawFd> {
         None
     }
+
+    /// A test, callable from any thread without the transport, that is
+    /// false only when [`recv`](Transport::recv) certainly has nothing
+    /// (`loop`: its queue is empty). Threads that poll an engine often
+    /// check it first, so that they do not fight over the transport's lock
+    /// for nothing. `None`: the transport cannot tell without a system call.
+    fn readiness(&self) -> Option<Readiness> {
+        None
+    }
 }
+
+/// See [`Transport::readiness`].
+pub type Readiness = std::sync::Arc<dyn Fn() -> bool + Send + Sync>;
 
 /// Counters of a transport. Each counts from the transport's creation; the
 /// fields a transport cannot observe stay 0.
