@@ -212,9 +212,11 @@ impl Control for Embedded {
         Ok(self.port.counts())
     }
     fn drive_tx(&mut self) {
+        self.port.claim();
         self.engine.service(&self.port);
     }
     fn drive_rx(&mut self) {
+        self.port.claim();
         self.engine.drain(&self.port);
         self.engine.poll_transport();
     }

@@ -747,6 +747,10 @@ pub struct Port {
     inbox: CacheLine<Mutex<Inbox>>,
     /// Whether `inbox` holds frames (changed under its lock).
     pending: AtomicBool,
+    /// The thread that last drove this endpoint from its application
+    /// ([`Port::claim`]): frames for its applet that arrive on that thread
+    /// skip the inbox.
+    owner: AtomicU64,
     /// The filters of each channel (`None`: no channel with that tag): the
     /// control operations' state, off the data path.
     filters: Mutex<Vec<Option<Vec<dpf::FilterId>>>>,
@@ -782,7 +786,27 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// A token of the calling thread (never 0).
+fn thread_token() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    thread_local! {
+        static TOKEN: u64 = NEXT.fetch_add(1, Ordering::Relaxed);
+    }
+    TOKEN.with(|t| *t)
+}
+
 impl Port {
+    /// Records the calling thread as the one that runs this endpoint's
+    /// application (the endpoint's calls do this), so that its applet's
+    /// frames delivered on this thread run at once rather than through the
+    /// inbox. A store only when the thread changes.
+    pub fn claim(&self) {
+        let me = thread_token();
+        if self.owner.load(Ordering::Relaxed) != me {
+            self.owner.store(me, Ordering::Relaxed);
+        }
+    }
+
     /// The endpoint's id on its engine.
     pub fn id(&self) -> u16 {
         self.id
@@ -991,6 +1015,7 @@ impl Engine {
             rx: CacheLine(Mutex::new(rx)),
             inbox: CacheLine(Mutex::new(Inbox::default())),
             pending: AtomicBool::new(false),
+            owner: AtomicU64::new(0),
             filters: Mutex::new(Vec::new()),
             stats,
             closed: AtomicBool::new(false),
@@ -1381,7 +1406,11 @@ impl Engine {
             bump_shared(&s.malformed);
             return;
         }
-        if port.has_applet.load(Ordering::Acquire) {
+        // An applet's frame waits in the inbox for its endpoint's thread,
+        // unless this is that thread.
+        if port.has_applet.load(Ordering::Acquire)
+            && port.owner.load(Ordering::Relaxed) != thread_token()
+        {
             enqueue(port, chan, f, tail);
             return;
         }
