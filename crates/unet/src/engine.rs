@@ -20,10 +20,15 @@
 //! dpf table in which every channel installed its filter: the owner of a
 //! filter is `endpoint << 16 | channel`. A frame that matches nothing is
 //! counted and dropped. For the endpoint it names, the engine either runs
-//! `doRx(length, channel)` with the payload in the applet's `RxBuf`, or does
-//! what U-Net does: a message of at most 56 bytes goes inline in the
-//! receive descriptor; a longer one is copied into buffers popped from the
-//! free queue (at most 14), whose offsets the descriptor lists.
+//! `doRx(length, channel)` with the payload in the applet's `RxBuf` (on the
+//! endpoint's own thread: frames for an applet wait in the port's inbox
+//! until that thread, or an engine thread, drains it), or does what U-Net
+//! does: a message of at most 56 bytes goes inline in the receive
+//! descriptor; a longer one is copied into buffers popped from the free
+//! queue (at most 14), whose offsets the descriptor lists. A message
+//! between two endpoints of this engine is copied once: its frame carries
+//! only the bytes a filter can read (the engine's reach), and delivery
+//! copies the rest from the sender's buffer area.
 //!
 //! **Order and progress.** Frames an applet makes while it runs are queued
 //! and sent after it returns, so an applet never runs inside another
@@ -68,6 +73,9 @@ pub enum EngineError {
     /// A filter failed to parse or compile.
     #[error("filter: {0}")]
     Filter(#[from] dpf::Error),
+    /// The copy loops could not be generated.
+    #[error("copy loop: {0}")]
+    Copy(#[from] ilp::Error),
     /// The endpoint id or channel tag space is exhausted.
     #[error("{0}")]
     Exhausted(&'static str),
@@ -971,10 +979,8 @@ impl Engine {
         let (txq, rxq, freeq) = queues(&seg, &layout);
         let stats = Arc::new(PortStats::default());
         let framer = || -> Result<Framer, EngineError> {
-            let pipeline = |steps: &[ilp::Step]| {
-                ilp::Pipeline::new(steps)
-                    .map_err(|e| EngineError::Memory(std::io::Error::other(format!("ilp: {e}"))))
-            };
+            let pipeline =
+                |steps: &[ilp::Step]| ilp::Pipeline::new(steps).map_err(EngineError::from);
             Ok(Framer {
                 channels: Vec::new(),
                 reach: self.inner.reach.clone(),
