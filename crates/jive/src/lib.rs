@@ -122,6 +122,16 @@ pub fn check(bytes: &[u8], limits: &Limits) -> Result<Program, LoadError> {
     })
 }
 
+/// An int argument narrowed to a parameter's type, as the JVM passes it.
+fn narrow(p: Prim, a: i32) -> i32 {
+    match p {
+        Prim::Boolean => a & 1,
+        Prim::Byte => i32::from(a as i8),
+        Prim::Short => i32::from(a as i16),
+        Prim::Int => a,
+    }
+}
+
 /// A method of an [`Applet`], resolved once by [`Applet::method`].
 #[derive(Debug, Clone, Copy)]
 pub struct Method {
@@ -311,12 +321,7 @@ impl Applet {
     /// keep the values they had when the trap happened, and arrays allocated
     /// by the trapped invocation and not stored in a field are freed.
     pub fn invoke(&mut self, name: &str, args: &[i32]) -> Result<Outcome, InvokeError> {
-        let Some((idx, m)) = self.prog.info.method(name) else {
-            return Err(InvokeError::NoSuchMethod(name.to_owned()));
-        };
-        if m.is_native || m.name.starts_with('<') {
-            return Err(InvokeError::NotInvocable(m.id()));
-        }
+        let (idx, m) = self.invocable(name)?;
         if m.sig.params.len() != args.len() {
             return Err(InvokeError::ArgumentCount {
                 method: m.id(),
@@ -330,26 +335,30 @@ impl Applet {
         }
         for (&p, &a) in m.sig.params.iter().zip(args) {
             full.push(match p {
-                FieldType::Prim(Prim::Boolean) => a & 1,
-                FieldType::Prim(Prim::Byte) => i32::from(a as i8),
-                FieldType::Prim(Prim::Short) => i32::from(a as i16),
-                FieldType::Prim(Prim::Int) => a,
+                FieldType::Prim(p) => narrow(p, a),
                 FieldType::Array(_) => return Err(InvokeError::NotIntArguments(m.id())),
             });
         }
         Ok(self.run(idx, &full)?)
     }
 
-    /// Resolves the method `name` once, for [`Applet::call`]: a host that
-    /// invokes the same method on every packet skips the lookup by name
-    /// and the argument checks that [`Applet::invoke`] repeats each time.
-    pub fn method(&self, name: &str) -> Result<Method, InvokeError> {
+    /// The method `name`, if the host may invoke it (not native, not an
+    /// initializer).
+    fn invocable(&self, name: &str) -> Result<(usize, &subset::MethodInfo), InvokeError> {
         let Some((idx, m)) = self.prog.info.method(name) else {
             return Err(InvokeError::NoSuchMethod(name.to_owned()));
         };
         if m.is_native || m.name.starts_with('<') {
             return Err(InvokeError::NotInvocable(m.id()));
         }
+        Ok((idx, m))
+    }
+
+    /// Resolves the method `name` once, for [`Applet::call`]: a host that
+    /// invokes the same method on every packet skips the lookup by name
+    /// and the argument checks that [`Applet::invoke`] repeats each time.
+    pub fn method(&self, name: &str) -> Result<Method, InvokeError> {
+        let (idx, m) = self.invocable(name)?;
         let mut narrow = [Prim::Int; Method::MAX_ARGS];
         if m.sig.params.len() > Method::MAX_ARGS {
             return Err(InvokeError::NotIntArguments(m.id()));
@@ -392,12 +401,7 @@ impl Applet {
             n = 1;
         }
         for (&p, &a) in m.narrow.iter().zip(args) {
-            full[n] = match p {
-                Prim::Boolean => a & 1,
-                Prim::Byte => i32::from(a as i8),
-                Prim::Short => i32::from(a as i16),
-                Prim::Int => a,
-            };
+            full[n] = narrow(p, a);
             n += 1;
         }
         Ok(self.run_with(m.idx, &full[..n], host)?)
