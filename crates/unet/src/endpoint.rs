@@ -323,7 +323,8 @@ impl Endpoint {
     }
 
     /// The largest message it sends: 14 buffers, or less if the transmit
-    /// region or the transport is smaller.
+    /// region is smaller. (The engine also drops, as `TxStatus::Dropped`, a
+    /// message longer than its transport carries.)
     pub fn max_message(&self) -> usize {
         (self.layout.config.max_message() as usize).min(self.region as usize)
     }

@@ -763,7 +763,6 @@ pub struct Port {
     /// control operations' state, off the data path.
     filters: Mutex<Vec<Option<Vec<dpf::FilterId>>>>,
     stats: Arc<PortStats>,
-    closed: AtomicBool,
 }
 
 impl core::fmt::Debug for Port {
@@ -1024,7 +1023,6 @@ impl Engine {
             owner: AtomicU64::new(0),
             filters: Mutex::new(Vec::new()),
             stats,
-            closed: AtomicBool::new(false),
         });
         let mut next: Vec<Option<Arc<Port>>> = ports.as_ref().clone();
         if next.len() <= usize::from(id) {
@@ -1084,7 +1082,6 @@ impl Engine {
         let Some(port) = ports.get(usize::from(id)).and_then(Clone::clone) else {
             return Err(EngineError::NotFound(format!("no endpoint {id}")));
         };
-        port.closed.store(true, Ordering::Release);
         let mut next: Vec<Option<Arc<Port>>> = ports.as_ref().clone();
         next[usize::from(id)] = None;
         self.inner.ports.store(Arc::new(next));
@@ -1325,6 +1322,11 @@ impl Engine {
     /// Sends or delivers every frame of `out`, and the frames that
     /// delivering them makes, round after round.
     fn pump(&self, mut out: Outbox) {
+        // Most polls find nothing: return the outbox untouched.
+        if out.is_empty() {
+            recycle(out);
+            return;
+        }
         let mut next = outbox();
         for _ in 0..PUMP_ROUNDS {
             if out.is_empty() {

@@ -214,6 +214,41 @@ fn filters_reading_the_payload_see_it_when_the_rest_stays_behind() {
     );
 }
 
+/// An applet that traps drops that message, is counted and stays
+/// installed; under `UninstallAfter(n)` it is removed after its n-th trap
+/// and the endpoint works as standard U-Net again.
+#[test]
+fn a_trapping_applet_is_counted_and_uninstalled_by_policy() {
+    for (policy, traps, installed) in [
+        (unet::TrapPolicy::Keep, 3, true),
+        (unet::TrapPolicy::UninstallAfter(2), 2, false),
+    ] {
+        let e = engine();
+        let mut a = e.create_endpoint(Config::default(), None).unwrap();
+        let mut b = e
+            .create_endpoint(Config::default(), Some(unet::applets::ESCAPE))
+            .unwrap();
+        let ab = a.open_channel(e.local(), b.id()).unwrap();
+        b.open_channel(e.local(), a.id()).unwrap();
+        // Mode 6 with a = -1: newAlignedArray(-1), which traps.
+        e.with_applet(b.id(), |ap| {
+            ap.set_static_int("mode", 6).unwrap();
+            ap.set_static_int("a", -1).unwrap();
+        })
+        .unwrap();
+        e.set_trap_policy(b.id(), policy).unwrap();
+        for i in 0..3u8 {
+            a.send(ab, &[i; 40]).unwrap();
+        }
+        let got: Vec<Vec<u8>> = std::iter::from_fn(|| b.recv().map(|m| m.to_vec())).collect();
+        assert_eq!(b.counts().applet_traps, traps, "{policy:?}");
+        assert_eq!(e.has_applet(b.id()), installed, "{policy:?}");
+        // Kept, every message trapped; uninstalled, the third arrived.
+        let expect: Vec<Vec<u8>> = if installed { vec![] } else { vec![vec![2; 40]] };
+        assert_eq!(got, expect, "{policy:?}");
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
 
