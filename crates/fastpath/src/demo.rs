@@ -242,17 +242,25 @@ fn recv_into(ep: &mut Endpoint, buf: &mut Vec<u8>, stop: &AtomicBool) -> Option<
     }
 }
 
-/// Sends, waiting while the transmit queue is full.
-fn send_all(ep: &mut Endpoint, chan: u16, msg: &[u8]) -> Result<(), unet::SendError> {
+/// Sends a `len`-byte message that `fill` writes in place, driving the
+/// engine while the transmit queue is full.
+fn send_retrying(
+    ep: &mut Endpoint,
+    chan: u16,
+    len: usize,
+    fill: impl Fn(&mut [u8]),
+) -> Result<(), unet::SendError> {
     loop {
-        match ep.send(chan, msg) {
-            Err(unet::SendError::Full) => {
-                ep.flush(1);
-                std::hint::spin_loop();
-            }
+        match ep.send_with(chan, len, &fill) {
+            Err(unet::SendError::Full) => ep.poll_engine(),
             r => return r,
         }
     }
+}
+
+/// Sends a copy of `msg`, waiting while the transmit queue is full.
+fn send_all(ep: &mut Endpoint, chan: u16, msg: &[u8]) -> Result<(), unet::SendError> {
+    send_retrying(ep, chan, msg.len(), |buf| buf.copy_from_slice(msg))
 }
 
 /// Times `rounds` calls of `round` (after a tenth as many untimed ones) in
@@ -348,9 +356,7 @@ fn rtt_applets(p: Pair, size: usize, rounds: u32) -> Result<Duration, Box<dyn st
             return Err("applet ping-pong did not finish".into());
         }
     }
-    let t = start.elapsed() / rounds;
-    drop(b);
-    Ok(t)
+    Ok(start.elapsed() / rounds)
 }
 
 /// The floor: two SPSC rings in shared memory (the same queue code as the
@@ -798,12 +804,7 @@ fn bandwidth(
 /// messages in the buffer area): the engine moves the bytes, the
 /// application copies nothing. Waits while the transmit queue is full.
 fn send_in_place(ep: &mut Endpoint, chan: u16, size: usize) -> Result<(), unet::SendError> {
-    loop {
-        match ep.send_with(chan, size, |_| ()) {
-            Err(unet::SendError::Full) => ep.poll_engine(),
-            r => return r,
-        }
-    }
+    send_retrying(ep, chan, size, |_| ())
 }
 
 /// The endpoints of the bandwidth experiment: 512 buffers of 8 KiB, so
