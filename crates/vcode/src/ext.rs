@@ -1432,3 +1432,244 @@ impl<B: Backend> Schedule for Func<B> {
         self.ld(rd, base, off);
     }
 }
+
+// -- Indexed memory access (added for the jive JIT) -------------------------------
+
+/// `[base + idx * scale + disp]` with a SIB byte: `op reg, mem` for
+/// loads, `op mem, reg` for stores. `scale` is 1, 2, 4 or 8.
+#[allow(clippy::too_many_arguments)]
+fn enc_sib(
+    x: &mut crate::X64,
+    pfx: u8,
+    w: bool,
+    opc: u32,
+    olen: usize,
+    reg: u8,
+    base: u8,
+    index: u8,
+    scale: u8,
+    disp: i32,
+    byte_reg: bool,
+) {
+    let ss = match scale {
+        1 => 0u8,
+        2 => 1,
+        4 => 2,
+        _ => 3,
+    };
+    if pfx != 0 {
+        x.buf.put1(pfx);
+    }
+    let rex = 0x40 | (w as u8) << 3 | (reg >> 3) << 2 | (index >> 3) << 1 | (base >> 3);
+    // A byte store from sil/dil/spl/bpl needs a REX prefix even without extensions.
+    if rex != 0x40 || (byte_reg && (4..8).contains(&reg)) {
+        x.buf.put1(rex);
+    }
+    for i in 0..olen {
+        x.buf.put1((opc >> (8 * i)) as u8);
+    }
+    // rbp/r13 as a base need a displacement; disp8 where it fits.
+    let md: u8 = if disp == 0 && base & 7 != 5 {
+        0
+    } else if (-128..128).contains(&disp) {
+        1
+    } else {
+        2
+    };
+    x.buf.put1(md << 6 | (reg & 7) << 3 | 4);
+    x.buf.put1(ss << 6 | (index & 7) << 3 | (base & 7));
+    match md {
+        1 => x.buf.put1(disp as u8),
+        2 => x.buf.put4(disp as u32),
+        _ => {}
+    }
+}
+
+/// The address `base + idx * scale` in a new temporary, in
+/// core instructions (the portable meaning of [`Indexed`]).
+fn core_index_addr<B: Backend>(
+    f: &mut Func<B>,
+    m: &'static str,
+    base: Reg<P>,
+    idx: Reg<crate::UL>,
+    scale: u8,
+) -> Option<Reg<P>> {
+    let Ok(t) = f.getreg::<crate::UL>(crate::Class::Temp) else {
+        f.fail(
+            m,
+            crate::ErrorKind::RegistersExhausted {
+                class: "temporary",
+                what: "integer",
+            },
+        );
+        return None;
+    };
+    f.mov(t, idx);
+    let shift = scale.trailing_zeros() as i64;
+    if shift > 0 {
+        f.lsh(t, t, Operand::Imm(shift));
+    }
+    f.add(t, t, base.cast::<crate::UL>());
+    Some(t.cast::<P>())
+}
+
+/// Loads and stores at `base + idx * scale + disp` (`idx` a 64-bit
+/// register), the addressing of an array element. Natively one instruction
+/// with a SIB byte, portably an address computed in core instructions. A
+/// client with a 32-bit index passes its register as `ul` when it knows the
+/// upper half is zero (on x86-64 every 32-bit operation clears it).
+///
+/// `mem` is the memory type: `C` and `S` sign-extend, `UC` and `US`
+/// zero-extend, `I`/`U` are 32 bits, `L`/`UL`/`P` 64. `scale` must be 1,
+/// 2, 4 or 8.
+pub trait Indexed {
+    /// `rd = *(mem *)(base + idx * scale + disp)`, widened to `rd`'s type.
+    fn ldx<T: Type>(
+        &mut self,
+        rd: Reg<T>,
+        mem: crate::Ty,
+        base: Reg<P>,
+        idx: Reg<crate::UL>,
+        scale: u8,
+        disp: i32,
+    );
+    /// `*(mem *)(base + idx * scale + disp) = rs`, narrowed to `mem`.
+    fn stx<T: Type>(
+        &mut self,
+        rs: Reg<T>,
+        mem: crate::Ty,
+        base: Reg<P>,
+        idx: Reg<crate::UL>,
+        scale: u8,
+        disp: i32,
+    );
+}
+
+fn bad_scale(scale: u8) -> bool {
+    !matches!(scale, 1 | 2 | 4 | 8)
+}
+
+impl<B: Backend> Indexed for Func<B> {
+    fn ldx<T: Type>(
+        &mut self,
+        rd: Reg<T>,
+        mem: crate::Ty,
+        base: Reg<P>,
+        idx: Reg<crate::UL>,
+        scale: u8,
+        disp: i32,
+    ) {
+        const NAME: &str = "ldx";
+        if bad_scale(scale) || mem.is_float() || mem == crate::Ty::V {
+            return self.fail(
+                NAME,
+                crate::ErrorKind::Unsupported("ldx: scale or memory type"),
+            );
+        }
+        self.check_regs(
+            NAME,
+            &[(false, rd.num()), (false, base.num()), (false, idx.num())],
+        );
+        let w = <T as Type>::TY.is_64();
+        if let Some(x) = self.backend().x86() {
+            x.insn(NAME);
+            x.buf.reserve(NAME, 32);
+            use crate::Ty::*;
+            let (pfx, w, opc, olen) = match mem {
+                C => (0, w, 0xbe0f, 2),
+                UC => (0, false, 0xb60f, 2),
+                S => (0, w, 0xbf0f, 2),
+                US => (0, false, 0xb70f, 2),
+                I | U => (0, false, 0x8b, 1),
+                _ => (0, true, 0x8b, 1),
+            };
+            enc_sib(
+                x,
+                pfx,
+                w,
+                opc,
+                olen,
+                rd.num(),
+                base.num(),
+                idx.num(),
+                scale,
+                disp,
+                false,
+            );
+            x.buf.resync(NAME);
+            return;
+        }
+        let Some(a) = core_index_addr(self, NAME, base, idx, scale) else {
+            return;
+        };
+        let ty = <T as Type>::TY;
+        self.backend().load(
+            NAME,
+            mem,
+            ty,
+            rd.num(),
+            a.num(),
+            crate::backend::Src::I(i64::from(disp)),
+        );
+        self.putreg(a);
+    }
+
+    fn stx<T: Type>(
+        &mut self,
+        rs: Reg<T>,
+        mem: crate::Ty,
+        base: Reg<P>,
+        idx: Reg<crate::UL>,
+        scale: u8,
+        disp: i32,
+    ) {
+        const NAME: &str = "stx";
+        if bad_scale(scale) || mem.is_float() || mem == crate::Ty::V {
+            return self.fail(
+                NAME,
+                crate::ErrorKind::Unsupported("stx: scale or memory type"),
+            );
+        }
+        self.check_regs(
+            NAME,
+            &[(false, rs.num()), (false, base.num()), (false, idx.num())],
+        );
+        if let Some(x) = self.backend().x86() {
+            x.insn(NAME);
+            x.buf.reserve(NAME, 32);
+            use crate::Ty::*;
+            let (pfx, w, opc, byte) = match mem {
+                C | UC => (0, false, 0x88, true),
+                S | US => (0x66, false, 0x89, false),
+                I | U => (0, false, 0x89, false),
+                _ => (0, true, 0x89, false),
+            };
+            enc_sib(
+                x,
+                pfx,
+                w,
+                opc,
+                1,
+                rs.num(),
+                base.num(),
+                idx.num(),
+                scale,
+                disp,
+                byte,
+            );
+            x.buf.resync(NAME);
+            return;
+        }
+        let Some(a) = core_index_addr(self, NAME, base, idx, scale) else {
+            return;
+        };
+        self.backend().store(
+            NAME,
+            mem,
+            rs.num(),
+            a.num(),
+            crate::backend::Src::I(i64::from(disp)),
+        );
+        self.putreg(a);
+    }
+}

@@ -729,6 +729,17 @@ impl<B: Backend> Func<B> {
         self.b.addr_data("addr_data", rd.num(), d.0);
     }
 
+    /// Where the next instruction goes: its byte offset in the function's
+    /// body on a native backend (see [`Code::disassemble_marked`](crate::Code::disassemble_marked)),
+    /// its instruction index on the reference backend. For clients that map
+    /// their own source positions to machine code (the jive JIT's listing).
+    pub fn code_offset(&mut self) -> usize {
+        match self.b.x86() {
+            Some(x) => x.buf.pos(),
+            None => self.b.next_index() as usize,
+        }
+    }
+
     /// The backend, for extensions (see [`ext`](crate::ext)).
     #[inline(always)]
     pub fn backend(&mut self) -> &mut B {

@@ -1714,6 +1714,19 @@ impl Code {
     }
 }
 
+impl Code {
+    /// [`Code::disassemble`] with the client's own headings: `marks` are
+    /// (body offset as given by [`Func::code_offset`](crate::Func::code_offset), title),
+    /// in increasing order.
+    pub fn disassemble_marked(&self, marks: &[(usize, String)]) -> String {
+        let mut all: Vec<(usize, &str)> = vec![(0, "prologue")];
+        all.extend(marks.iter().map(|(at, t)| (self.prologue + at, t.as_str())));
+        all.push((self.prologue + self.body, "epilogue"));
+        all.sort_by_key(|m| m.0);
+        crate::debug::disassemble(self.bytes(), self.addr() as u64, &all)
+    }
+}
+
 impl std::fmt::Debug for Code {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Code")
