@@ -24,7 +24,7 @@ use crate::subset::{ClassInfo, FieldType, Prim};
 
 /// An internal instruction. Operand-stack effects are those of the JVM
 /// instruction it comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Op {
     /// Do nothing.
     Nop,
@@ -383,7 +383,7 @@ fn meter(ops: &mut [Op], switches: &[Switch]) {
 }
 
 /// Calls `next` with each op index control can go to after op `i`.
-fn successors(op: Op, i: usize, switches: &[Switch], mut next: impl FnMut(usize)) {
+pub(crate) fn successors(op: Op, i: usize, switches: &[Switch], mut next: impl FnMut(usize)) {
     let mut plain = op.unmetered();
     if let Some(&mut t) = plain.target_mut() {
         next(t as usize);
@@ -597,7 +597,7 @@ fn fuse(ops: Vec<Op>, bcis: Vec<u32>, switches: &mut [Switch]) -> (Vec<Op>, Vec<
 }
 
 /// A decoded switch table.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Switch {
     /// `tableswitch`: keys `low..low+targets.len()`.
     Table {
@@ -620,7 +620,7 @@ pub enum Switch {
 }
 
 /// A decoded bytecode method.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Func {
     /// `name(descriptor)`.
     pub id: String,
@@ -639,7 +639,7 @@ pub struct Func {
 }
 
 /// A native method the applet declares.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct NativeDecl {
     /// Name.
     pub name: String,

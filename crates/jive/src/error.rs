@@ -90,6 +90,9 @@ pub enum LoadError {
     /// `<clinit>` or the constructor trapped while instantiating the applet.
     #[error("instantiation failed: {0}")]
     Instantiate(#[from] Trap),
+    /// [`crate::Engine::Jit`] was asked for and the JIT cannot compile the applet.
+    #[error(transparent)]
+    Jit(#[from] crate::jit::JitError),
 }
 
 /// What went wrong in a trapped invocation.

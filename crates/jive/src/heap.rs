@@ -4,10 +4,16 @@
 //!
 //! # The model
 //!
-//! - A reference is an `i32` handle: 0 is `null`, `h > 0` names slot `h - 1`.
-//!   Handles live in the same `i32` slots as ints, which keeps the
-//!   interpreter's frames uniform; the verifier guarantees that code never
-//!   forges one from an int.
+//! - A reference is an `i32` handle: 0 is `null`, an even `h > 0` names
+//!   slot `h / 2 - 1`. Handles live in the same `i32` slots as ints, which
+//!   keeps the interpreter's frames uniform; the verifier guarantees that
+//!   code never forges one from an int.
+//! - The heap keeps a **directory** beside its objects for the JIT: entry
+//!   `h / 2` holds the object's data address and its length (entry 0, for
+//!   `null`, has length 0). Entries are 16 bytes and handles even, so the
+//!   entry of handle `h` is at `directory + 8 * h`: an array access is a
+//!   scaled load of the length, one compare, one branch, a scaled load of
+//!   the data address and the element access (see `docs/jive.md`).
 //! - Every allocation is charged against a per-applet budget of bytes
 //!   (element bytes plus a fixed [`OBJECT_OVERHEAD`]); exceeding it is a trap.
 //! - **Roots** are the static fields and the applet object's fields of array
@@ -75,10 +81,69 @@ pub struct OutOfBudget {
     pub limit: u64,
 }
 
+/// One directory entry (see the module docs): where an object's elements
+/// are and how many there are. The layout is read by generated code.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DirEntry {
+    /// Address of element 0 (an integer, so that the heap stays `Send`).
+    pub(crate) data: usize,
+    /// Number of elements (0 for `null`, a free slot and the instance).
+    pub(crate) len: i32,
+    /// What a `bastore` keeps of the value: `1` for `boolean[]`, `-1` otherwise.
+    pub(crate) store_mask: i32,
+}
+
+impl DirEntry {
+    const NULL: DirEntry = DirEntry {
+        data: 0,
+        len: 0,
+        store_mask: -1,
+    };
+
+    fn of(obj: &mut Object) -> DirEntry {
+        let (data, len, store_mask) = match obj {
+            Object::Booleans(v) => (v.as_mut_ptr() as usize, v.len(), 1),
+            Object::Bytes(v) => (v.as_mut_ptr() as usize, v.len(), -1),
+            Object::Shorts(v) => (v.as_mut_ptr() as usize, v.len(), -1),
+            Object::Ints(v) => (v.as_mut_ptr() as usize, v.len(), -1),
+            Object::Instance(v) => (v.as_mut_ptr() as usize, 0, -1),
+        };
+        DirEntry {
+            data,
+            len: len as i32,
+            store_mask,
+        }
+    }
+}
+
+/// Directory byte offsets, for generated code.
+pub(crate) const DIR_DATA: i32 = 0;
+/// Offset of [`DirEntry::len`].
+pub(crate) const DIR_LEN: i32 = 8;
+/// Offset of [`DirEntry::store_mask`].
+pub(crate) const DIR_MASK: i32 = 12;
+
+fn handle_of(slot: usize) -> i32 {
+    (2 * (slot + 1)) as i32
+}
+
+/// The slot a handle names, if it is even and positive.
+#[inline(always)]
+fn slot_of(handle: i32) -> Option<usize> {
+    if handle > 0 && handle & 1 == 0 {
+        Some(handle as usize / 2 - 1)
+    } else {
+        None
+    }
+}
+
 /// The heap of one applet.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Heap {
     slots: Vec<Option<Object>>,
+    /// Entry `i + 1` describes slot `i`; entry 0 is `null`'s.
+    dir: Vec<DirEntry>,
     free: Vec<u32>,
     in_use: u64,
     limit: u64,
@@ -86,11 +151,35 @@ pub struct Heap {
     allocated_since_collect: bool,
 }
 
+impl Clone for Heap {
+    fn clone(&self) -> Heap {
+        // The directory holds addresses of this heap's elements: a copy
+        // must describe its own.
+        let mut h = Heap {
+            slots: self.slots.clone(),
+            dir: Vec::new(),
+            free: self.free.clone(),
+            in_use: self.in_use,
+            limit: self.limit,
+            marks: Vec::new(),
+            allocated_since_collect: self.allocated_since_collect,
+        };
+        h.dir = std::iter::once(DirEntry::NULL)
+            .chain(h.slots.iter_mut().map(|s| match s {
+                Some(o) => DirEntry::of(o),
+                None => DirEntry::NULL,
+            }))
+            .collect();
+        h
+    }
+}
+
 impl Heap {
     /// An empty heap with a budget of `limit` bytes.
     pub fn new(limit: u64) -> Heap {
         Heap {
             slots: Vec::new(),
+            dir: vec![DirEntry::NULL],
             free: Vec::new(),
             in_use: 0,
             limit,
@@ -126,17 +215,28 @@ impl Heap {
         }
         self.in_use += cost;
         self.allocated_since_collect = true;
+        let mut obj = obj;
+        let entry = DirEntry::of(&mut obj);
         let slot = match self.free.pop() {
             Some(s) => {
                 self.slots[s as usize] = Some(obj);
+                self.dir[s as usize + 1] = entry;
                 s as usize
             }
             None => {
                 self.slots.push(Some(obj));
+                self.dir.push(entry);
                 self.slots.len() - 1
             }
         };
-        Ok(slot as i32 + 1)
+        Ok(handle_of(slot))
+    }
+
+    /// The directory's address (see the module docs). It moves when an
+    /// allocation grows it, never during generated code between two
+    /// allocations.
+    pub(crate) fn directory(&self) -> *const DirEntry {
+        self.dir.as_ptr()
     }
 
     /// Allocates a zeroed array of `len` elements (`len >= 0`).
@@ -162,17 +262,13 @@ impl Heap {
     /// The object behind a handle; `None` for null or a dangling handle.
     #[inline(always)]
     pub fn get(&self, handle: i32) -> Option<&Object> {
-        self.slots
-            .get((handle as u32).wrapping_sub(1) as usize)?
-            .as_ref()
+        self.slots.get(slot_of(handle)?)?.as_ref()
     }
 
     /// The object behind a handle, mutably.
     #[inline(always)]
     pub fn get_mut(&mut self, handle: i32) -> Option<&mut Object> {
-        self.slots
-            .get_mut((handle as u32).wrapping_sub(1) as usize)?
-            .as_mut()
+        self.slots.get_mut(slot_of(handle)?)?.as_mut()
     }
 
     /// Whether anything was allocated since the last collection.
@@ -188,7 +284,7 @@ impl Heap {
         self.marks.resize(self.slots.len(), false);
         let mut stack: Vec<i32> = roots.into_iter().collect();
         while let Some(h) = stack.pop() {
-            let i = (h as u32).wrapping_sub(1) as usize;
+            let Some(i) = slot_of(h) else { continue };
             match (self.slots.get(i), self.marks.get_mut(i)) {
                 (Some(Some(obj)), Some(mark)) if !*mark => {
                     *mark = true;
@@ -209,11 +305,13 @@ impl Heap {
             {
                 self.in_use -= obj.cost();
                 self.free.push(i as u32);
+                self.dir[i + 1] = DirEntry::NULL;
             }
         }
         // Trailing free slots are returned, so capacity tracks the live set.
         while matches!(self.slots.last(), Some(None)) {
             self.slots.pop();
+            self.dir.pop();
         }
         let len = self.slots.len() as u32;
         self.free.retain(|&s| s < len);
@@ -229,10 +327,11 @@ mod tests {
     fn null_and_forged_handles_resolve_to_nothing() {
         let mut h = Heap::new(1000);
         let a = h.alloc_array(Prim::Int, 3).unwrap();
-        assert_eq!(a, 1);
+        assert_eq!(a, 2);
         assert!(h.get(0).is_none());
         assert!(h.get(-5).is_none());
-        assert!(h.get(2).is_none());
+        assert!(h.get(1).is_none());
+        assert!(h.get(4).is_none());
         assert_eq!(h.get(a), Some(&Object::Ints(vec![0, 0, 0])));
     }
 

@@ -20,10 +20,10 @@
 //! still bounds-checked, and heap accesses check the object kind, so even an
 //! invariant broken by a jive bug cannot corrupt memory.
 
-use crate::decode::{Func, Op, Program, Switch};
+use crate::decode::{Func, NativeDecl, Op, Program, Switch};
 use crate::error::{Trap, TrapKind};
 use crate::heap::{Heap, Object};
-use crate::natives::{Context, NativeFn};
+use crate::natives::{Context, NativeError, NativeFn};
 use crate::subset::{FieldType, Prim};
 
 /// A saved caller frame.
@@ -129,6 +129,46 @@ fn make_trap(kind: TrapKind, f: &Func, pc: usize) -> Trap {
         method: f.id.clone(),
         bci,
     }
+}
+
+/// What a native's result means for the caller: the value to push
+/// (narrowed to the declared type; `None` for `void`), or the trap. A
+/// returned array handle must name an array of the declared type.
+pub(crate) fn native_result(
+    decl: &NativeDecl,
+    heap: &Heap,
+    result: Result<i32, NativeError>,
+) -> Result<Option<i32>, TrapKind> {
+    let v = match result {
+        Err(e) => {
+            return Err(TrapKind::Native(format!(
+                "{}{}: {}",
+                decl.name, decl.descriptor, e.0
+            )));
+        }
+        Ok(v) => v,
+    };
+    if let Some(FieldType::Array(p)) = decl.ret
+        && v != 0
+        && !matches!(
+            (heap.get(v), p),
+            (Some(Object::Booleans(_)), Prim::Boolean)
+                | (Some(Object::Bytes(_)), Prim::Byte)
+                | (Some(Object::Shorts(_)), Prim::Short)
+                | (Some(Object::Ints(_)), Prim::Int)
+        )
+    {
+        return Err(TrapKind::Native(format!(
+            "{}{} returned {v}, which is not a handle of the declared array type",
+            decl.name, decl.descriptor
+        )));
+    }
+    Ok(decl.ret.map(|t| match t {
+        FieldType::Prim(Prim::Boolean) => v & 1,
+        FieldType::Prim(Prim::Byte) => i32::from(v as i8),
+        FieldType::Prim(Prim::Short) => i32::from(v as i16),
+        _ => v,
+    }))
 }
 
 #[cold]
@@ -383,37 +423,13 @@ impl Machine {
                     };
                     native(&mut ctx, s.0.get(sp..sp + k).unwrap_or_default())
                 };
-                match result {
-                    Err(e) => trap!(TrapKind::Native(format!(
-                        "{}{}: {}",
-                        decl.name, decl.descriptor, e.0
-                    ))),
-                    Ok(v) => {
-                        if let Some(FieldType::Array(p)) = decl.ret
-                            && v != 0
-                            && !matches!(
-                                (st.heap.get(v), p),
-                                (Some(Object::Booleans(_)), Prim::Boolean)
-                                    | (Some(Object::Bytes(_)), Prim::Byte)
-                                    | (Some(Object::Shorts(_)), Prim::Short)
-                                    | (Some(Object::Ints(_)), Prim::Int)
-                            )
-                        {
-                            trap!(TrapKind::Native(format!(
-                                "{}{} returned {v}, which is not a handle of the declared array type",
-                                decl.name, decl.descriptor
-                            )));
-                        }
-                        if let Some(t) = decl.ret {
-                            s[sp] = match t {
-                                FieldType::Prim(Prim::Boolean) => v & 1,
-                                FieldType::Prim(Prim::Byte) => i32::from(v as i8),
-                                FieldType::Prim(Prim::Short) => i32::from(v as i16),
-                                _ => v,
-                            };
-                            sp += 1;
-                        }
+                match native_result(decl, st.heap, result) {
+                    Err(kind) => trap!(kind),
+                    Ok(Some(v)) => {
+                        s[sp] = v;
+                        sp += 1;
                     }
+                    Ok(None) => {}
                 }
             }};
         }

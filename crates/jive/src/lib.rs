@@ -68,6 +68,7 @@ pub mod decode;
 pub mod error;
 pub mod heap;
 pub mod interpreter;
+pub mod jit;
 pub mod limits;
 pub mod natives;
 pub mod subset;
@@ -79,6 +80,7 @@ pub use crate::error::{
 };
 pub use crate::heap::Object;
 pub use crate::interpreter::Outcome;
+pub use crate::jit::JitError;
 pub use crate::limits::Limits;
 pub use crate::natives::{Arrays, Context, NativeError, NativeFn, Natives};
 
@@ -92,6 +94,11 @@ use crate::subset::{FieldType, Prim};
 /// For jive's own tests, benchmarks and the `fastpath` CLI's benchmark.
 #[doc(hidden)]
 pub const APPLET_CLASSES: Option<&str> = option_env!("JIVE_APPLET_CLASSES");
+
+/// Directory of the random programs the build script generates and compiles
+/// for the JIT's differential test (`tests/jit.rs`), if `javac` was found.
+#[doc(hidden)]
+pub const RANDOM_CLASSES: Option<&str> = option_env!("JIVE_RANDOM_CLASSES");
 
 /// Reads, subset-checks, limit-checks, verifies and decodes a class file.
 ///
@@ -152,6 +159,24 @@ impl Method {
     }
 }
 
+/// Which engine runs an applet's methods.
+///
+/// Both engines have the same semantics: for every invocation they agree on
+/// the result, the trap (kind, method, bci), the fuel used and the state the
+/// applet is left in (the differential tests check this).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Engine {
+    /// The interpreter over the decoded form ([`interpreter`]).
+    Interpreter,
+    /// Native code from the JIT ([`jit`]); loading fails if it cannot compile.
+    Jit,
+    /// The JIT when vcode has a native backend for this CPU
+    /// ([`jit::available`]) and the applet compiles, the interpreter
+    /// otherwise. The default.
+    #[default]
+    Tiered,
+}
+
 /// A static `byte[]` field of an [`Applet`], resolved once by
 /// [`Applet::static_bytes_field`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -168,6 +193,8 @@ pub struct Applet {
     limits: Limits,
     static_refs: Vec<u16>,
     instance_refs: Vec<u16>,
+    /// The applet's compiled code, when the JIT runs it.
+    jit: Option<jit::Compiled>,
 }
 
 impl core::fmt::Debug for Applet {
@@ -249,6 +276,7 @@ impl Applet {
             static_refs,
             instance_refs,
             prog,
+            jit: None,
         };
         applet.prog.set_metering(applet.limits.fuel.is_some());
         if let Some((idx, _)) = applet.prog.info.method("<clinit>") {
@@ -296,7 +324,13 @@ impl Applet {
             max_depth: self.limits.max_call_depth,
         };
         debug_assert_eq!(self.prog.metered(), self.limits.fuel.is_some());
-        let r = self.machine.run(&self.prog, &mut st, entry, args, limits);
+        let r = match self.jit.as_mut() {
+            Some(jit) => {
+                let fields = jit::fields_of(st.heap, self.instance);
+                jit.run(&self.prog, &mut st, fields, entry, args, limits)
+            }
+            None => self.machine.run(&self.prog, &mut st, entry, args, limits),
+        };
         if self.heap.needs_collect() {
             self.collect();
         }
@@ -531,11 +565,74 @@ impl Applet {
         &self.limits
     }
 
+    /// [`Applet::load`] with a choice of engine. With [`Engine::Jit`], a class
+    /// the JIT cannot compile is a [`LoadError::Jit`]; with
+    /// [`Engine::Tiered`] (what `load` uses) it runs on the interpreter.
+    pub fn load_with_engine(
+        bytes: &[u8],
+        natives: &Natives,
+        limits: Limits,
+        engine: Engine,
+    ) -> Result<Applet, LoadError> {
+        let prog = check(bytes, &limits)?;
+        let mut applet = Applet::instantiate_with_host(prog, natives, limits, None)?;
+        applet.set_engine(engine)?;
+        Ok(applet)
+    }
+
+    /// Switches the engine for later invocations. [`Engine::Jit`] fails if
+    /// the JIT cannot compile this applet (the applet keeps its engine);
+    /// [`Engine::Tiered`] never fails.
+    pub fn set_engine(&mut self, engine: Engine) -> Result<(), JitError> {
+        match engine {
+            Engine::Interpreter => self.jit = None,
+            Engine::Jit => self.jit = Some(self.compile()?),
+            Engine::Tiered => self.jit = self.compile().ok(),
+        }
+        Ok(())
+    }
+
+    fn compile(&self) -> Result<jit::Compiled, JitError> {
+        if self.limits.max_call_depth > jit::MAX_CALL_DEPTH {
+            return Err(JitError::Unsupported(format!(
+                "max_call_depth {} is above the JIT's {}",
+                self.limits.max_call_depth,
+                jit::MAX_CALL_DEPTH
+            )));
+        }
+        jit::compile(&self.prog)
+    }
+
+    /// The engine that runs this applet's invocations:
+    /// [`Engine::Interpreter`] or [`Engine::Jit`].
+    pub fn engine(&self) -> Engine {
+        if self.jit.is_some() {
+            Engine::Jit
+        } else {
+            Engine::Interpreter
+        }
+    }
+
+    /// The generated machine code with each bytecode's offset beside its
+    /// instructions, if the JIT runs this applet.
+    pub fn native_listing(&self) -> Option<String> {
+        self.jit.as_ref()?.listing()
+    }
+
     /// Changes the run-time limits (fuel, call depth) for later invocations.
     /// The heap budget stays as it was at load.
+    ///
+    /// On the JIT, a change of metering recompiles the applet (metered and
+    /// unmetered code differ), and a call-depth limit above
+    /// [`jit::MAX_CALL_DEPTH`] moves it to the interpreter.
     pub fn set_run_limits(&mut self, fuel: Option<u64>, max_call_depth: u32) {
+        let remeter = self.prog.metered() != fuel.is_some();
         self.limits.fuel = fuel;
         self.prog.set_metering(fuel.is_some());
         self.limits.max_call_depth = max_call_depth;
+        if self.jit.is_some() && (remeter || max_call_depth > jit::MAX_CALL_DEPTH) {
+            self.jit = None;
+            self.jit = self.compile().ok();
+        }
     }
 }

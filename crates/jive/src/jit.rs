@@ -1,0 +1,2137 @@
+//! The JIT: verified, decoded methods compiled to native code through vcode
+//! in one pass, kept in the shared code cache.
+//!
+//! U-Net/SLE's JIVE had no compiler and blamed its interpreter for slow
+//! calls and field access (§3.3); vcode exists so that a verified applet
+//! becomes native code in microseconds. The compiler reads the decoded form
+//! ([`crate::decode`]), in which verification has already fixed the
+//! operand-stack depth and the type of every slot at every instruction, so
+//! every local and stack slot has a static home: one of a few registers, or
+//! its slot in a memory frame that mirrors the interpreter's. There is no
+//! run-time operand stack.
+//!
+//! # Shape of the code
+//!
+//! One vcode function per applet holds all of its methods. The function's
+//! entry takes the invocation context ([`Ctx`]) and a method index and
+//! dispatches through a jump table; methods call each other with `jal` to
+//! their labels (a direct `call`), and the trap exits, shared by every
+//! method, return from the whole function at once (vcode's epilogue
+//! restores the stack pointer from the frame pointer). Putting the methods
+//! in one function is what makes calls direct and recursion free of
+//! linking; an applet is loaded, replaced and retired as a whole, so one
+//! unit of code per applet loses nothing.
+//!
+//! Registers (vcode `getreg`): the frame pointer `FP` and the fuel counter
+//! `FUEL` in callee-saved registers, four scratch registers (`X`, `Y`,
+//! `Z`, and `W`, which may hold the value of one stack slot whose home is
+//! memory), and the rest as homes for the most used slots of each method
+//! (locals and stack positions, weighted by loop nesting). Other slots live
+//! at `FP + 4 × slot`. A call saves the caller's register homes in its
+//! frame, writes the arguments where the interpreter would have them (the
+//! start of the callee's frame), and advances `FP`; the callee loads its
+//! register-homed arguments.
+//!
+//! While compiling, the operand stack is a list of [`Val`]s: a constant, a
+//! reference to a slot's home (a local's, or its own), or the `W` register.
+//! `iload` and `iconst` emit nothing; an operation reads its operands where
+//! they are and writes its result into the home of its stack position. At
+//! branch targets every entry is in its own home.
+//!
+//! # Checks and traps
+//!
+//! Every check is a compare and a branch to an out-of-line stub that
+//! records the values the trap reports and jumps to the one exit, which
+//! returns a site number. The site table maps it back to the trap kind,
+//! method and bytecode index, so the host sees exactly the interpreter's
+//! [`Trap`]. Array handles index a directory kept by the heap
+//! ([`crate::heap`]), whose entry for `null` has length 0: the bounds check
+//! (`index <u length`) also catches `null`, and the exit tells the two
+//! apart.
+//!
+//! Fuel is charged where the interpreter charges it (taken back edges that
+//! decoding marks, calls, switches): `FUEL -= 1` and a branch when it goes
+//! negative. Calls check the depth (a counter in the native frame) and,
+//! unless the callee's frame provably fits in the caller's, the frame
+//! stack's end, exactly as the interpreter does.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use thiserror::Error;
+use vcode::ext::Indexed;
+use vcode::{Arg, Callee, Class, Func, I, L, Label, Leaf, Local, Operand, P, Reg, Ty, UL};
+
+use crate::decode::{Op, Program, Switch, successors};
+use crate::error::{Trap, TrapKind};
+use crate::heap::{DIR_DATA, DIR_LEN, DIR_MASK, Heap, Object};
+use crate::interpreter::{Outcome, RunLimits, STACK_SLOTS, State};
+use crate::natives::{Context, NativeError};
+use crate::subset::Prim;
+
+/// Why an applet could not be compiled.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum JitError {
+    /// The JIT cannot compile for this machine or these limits.
+    #[error("the JIT cannot run this applet: {0}")]
+    Unsupported(String),
+    /// vcode refused the generated code.
+    #[error("code generation failed: {0}")]
+    Codegen(String),
+    /// The code cache refused the code.
+    #[error("code cache: {0}")]
+    Cache(String),
+}
+
+/// Whether vcode has a native backend for this CPU, so that the JIT can run.
+pub fn available() -> bool {
+    cfg!(target_arch = "x86_64")
+}
+
+/// The deepest call chain the JIT runs: each level takes 16 bytes of the
+/// native stack (the return address and its alignment), so 16,384 levels
+/// take 256 KiB. Applets allowed deeper recursion run on the interpreter.
+pub const MAX_CALL_DEPTH: u32 = 16_384;
+
+// -- The invocation context -------------------------------------------------------
+
+/// What generated code reads and writes of the invocation, at fixed offsets.
+#[repr(C)]
+struct Ctx {
+    /// Base of the frame stack (`STACK_SLOTS` slots).
+    frames: *mut i32,
+    /// One past its end.
+    frames_end: *mut i32,
+    /// Static fields.
+    statics: *mut i32,
+    /// The applet object's fields.
+    fields: *mut i32,
+    /// The heap directory; runtime calls refresh it.
+    dir: *const u8,
+    /// Fuel on entry, fuel left on exit.
+    fuel: i64,
+    /// The call-depth limit.
+    max_depth: i64,
+    /// The returned value.
+    result: i64,
+    /// Values a trap reports (see [`SiteKind`]).
+    trap: [i64; 3],
+    /// The Rust side of runtime calls.
+    rt: *mut Runtime<'static, 'static>,
+}
+
+const C_FRAMES: i64 = 0;
+const C_FRAMES_END: i64 = 8;
+const C_STATICS: i64 = 16;
+const C_FIELDS: i64 = 24;
+const C_DIR: i64 = 32;
+const C_FUEL: i64 = 40;
+const C_MAX_DEPTH: i64 = 48;
+const C_RESULT: i64 = 56;
+const C_TRAP: i64 = 64;
+
+/// The Rust side of an invocation, for runtime calls.
+struct Runtime<'a, 'b> {
+    st: &'a mut State<'b>,
+    prog: &'a Program,
+    /// The trap a runtime call ended with.
+    pending: Option<TrapKind>,
+}
+
+/// Allocation (`newarray`): returns the handle, or -1 with the trap pending.
+extern "C" fn rt_newarray(ctx: *mut Ctx, prim: i64, len: i64) -> i64 {
+    // SAFETY: generated code passes the context it was entered with, which
+    // `Compiled::run` keeps alive and exclusively borrowed for the call;
+    // `rt` points to the `Runtime` on that function's stack.
+    let (ctx, rt) = unsafe { (&mut *ctx, &mut *(*ctx).rt) };
+    let p = match prim {
+        0 => Prim::Boolean,
+        1 => Prim::Byte,
+        2 => Prim::Short,
+        _ => Prim::Int,
+    };
+    let r = match rt.st.heap.alloc_array(p, len as i32) {
+        Ok(h) => i64::from(h),
+        Err(e) => {
+            rt.pending = Some(TrapKind::HeapLimitExceeded {
+                requested: e.requested,
+                in_use: e.in_use,
+                limit: e.limit,
+            });
+            -1
+        }
+    };
+    ctx.dir = rt.st.heap.directory().cast();
+    r
+}
+
+/// A native method: the arguments are `args[..k]`; returns the value
+/// (narrowed as the interpreter does), or `i64::MIN` with the trap pending.
+extern "C" fn rt_native(ctx: *mut Ctx, n: i64, args: *const i32) -> i64 {
+    // SAFETY: as in `rt_newarray`.
+    let (ctx, rt) = unsafe { (&mut *ctx, &mut *(*ctx).rt) };
+    let n = n as usize;
+    let (Some(decl), Some(native)) = (rt.prog.natives.get(n), rt.st.natives.get(n)) else {
+        rt.pending = Some(TrapKind::Native("internal error: native index".into()));
+        return i64::MIN;
+    };
+    // SAFETY: generated code passes the address of the native's arguments
+    // in the current frame, `params.len()` slots inside the frame stack.
+    let args = unsafe { core::slice::from_raw_parts(args, decl.params.len()) };
+    let st = &mut *rt.st;
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut cx = Context {
+            heap: &mut *st.heap,
+            host: st.host.as_deref_mut(),
+        };
+        native(&mut cx, args)
+    }))
+    .unwrap_or_else(|_| Err(NativeError("the native panicked".into())));
+    ctx.dir = st.heap.directory().cast();
+    match crate::interpreter::native_result(decl, st.heap, result) {
+        Ok(v) => i64::from(v.unwrap_or(0)),
+        Err(k) => {
+            rt.pending = Some(k);
+            i64::MIN
+        }
+    }
+}
+
+// -- Trap sites ---------------------------------------------------------------------
+
+/// What a trap site reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SiteKind {
+    /// A bounds check: `trap = [handle, index, length]`; handle 0 is `null`.
+    Array,
+    /// `null` dereferenced.
+    Null,
+    /// Division by zero.
+    DivZero,
+    /// `newarray` of `trap[0]` elements.
+    NegSize,
+    /// Out of fuel.
+    Fuel,
+    /// Call depth or frame stack.
+    Depth,
+    /// A runtime call's pending trap.
+    Runtime,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Site {
+    kind: SiteKind,
+    method: u16,
+    bci: u32,
+}
+
+/// A value a trap stub records: a register's, or a constant.
+#[derive(Debug, Clone, Copy)]
+enum Rec {
+    Reg(u8),
+    Const(i32),
+}
+
+struct Stub {
+    label: Label,
+    site: u32,
+    recs: [Option<Rec>; 3],
+}
+
+// -- The compiler -------------------------------------------------------------------
+
+/// Where a slot lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Home {
+    Reg(u8),
+    /// Byte offset from `FP`.
+    Mem(i32),
+}
+
+/// An operand-stack entry at compile time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Val {
+    Const(i32),
+    /// The value in a slot's home: a local's, or the entry's own position.
+    Slot(u16),
+    /// The value in `W` (an entry whose home is memory).
+    W,
+}
+
+type R = Reg<I>;
+
+fn r(n: u8) -> R {
+    Reg::phys(n)
+}
+
+fn p(n: u8) -> Reg<P> {
+    Reg::phys(n)
+}
+
+/// An int register as a 64-bit index. Every operation on an `i` register
+/// writes its 32 bits and clears the upper half (x86-64 zero-extends every
+/// 32-bit result), so the register is already the zero-extended value. An
+/// index is used for addressing only after the unsigned bounds check, and a
+/// handle is never negative.
+fn ix(r: R) -> Reg<UL> {
+    Reg::phys(r.num())
+}
+
+struct Regs {
+    fp: Reg<P>,
+    fuel: Reg<L>,
+    x: u8,
+    y: u8,
+    z: u8,
+    w: u8,
+    homes: Vec<u8>,
+}
+
+/// vcode locals of the one native frame: per invocation, shared by all
+/// methods (calls between methods do not move the native frame pointer).
+struct Locals {
+    ctx: Local<P>,
+    dir: Local<P>,
+    statics: Local<P>,
+    fields: Local<P>,
+    frames_end: Local<P>,
+    depth: Local<L>,
+    trap: [Local<I>; 3],
+    tmp: [Local<I>; 4],
+}
+
+/// What a block knows of the array a local refers to: its data address
+/// (and, once an index was checked against it, its length) kept in tmp
+/// locals, and the highest constant index proven in bounds. Arrays never
+/// move or shrink during an invocation, so this holds until the local is
+/// written, control merges, or a call reuses the tmp locals.
+#[derive(Debug, Clone, Copy)]
+struct Fact {
+    slot: usize,
+    checked: i32,
+    has_len: bool,
+}
+
+struct Compiler<'p> {
+    f: Func,
+    prog: &'p Program,
+    regs: Regs,
+    locals: Locals,
+    entries: Vec<Label>,
+    sites: Vec<Site>,
+    stubs: Vec<Stub>,
+    exit: Label,
+    metered: bool,
+    marks: Vec<(usize, String)>,
+    // Per method:
+    method: u16,
+    bci: u32,
+    max_locals: u16,
+    frame: u16,
+    homes: Vec<Home>,
+    stack: Vec<Val>,
+    /// The method's ops and the stack depth before each.
+    code: Vec<Op>,
+    depth: Vec<Option<u16>>,
+    /// The local the op being compiled should put its result in
+    /// ([`Compiler::dest`]), and the entry its result becomes.
+    hint: Option<u16>,
+    dest_val: Val,
+    facts: Vec<Option<Fact>>,
+    fact_ptr: Vec<Local<P>>,
+    fact_len: Vec<Local<I>>,
+}
+
+fn cg(e: vcode::Error) -> JitError {
+    JitError::Codegen(e.to_string())
+}
+
+/// The ops a (possibly fused) op stands for, in order.
+fn expand(op: Op) -> ([Op; 4], usize) {
+    use Op::*;
+    let n = Nop;
+    let (a, k) = match op {
+        IfLLEq(a, b, t) => ([Load(a.into()), Load(b.into()), IfCmpEq(t), n], 3),
+        IfLLNe(a, b, t) => ([Load(a.into()), Load(b.into()), IfCmpNe(t), n], 3),
+        IfLLLt(a, b, t) => ([Load(a.into()), Load(b.into()), IfCmpLt(t), n], 3),
+        IfLLGe(a, b, t) => ([Load(a.into()), Load(b.into()), IfCmpGe(t), n], 3),
+        IfLLGt(a, b, t) => ([Load(a.into()), Load(b.into()), IfCmpGt(t), n], 3),
+        IfLLLe(a, b, t) => ([Load(a.into()), Load(b.into()), IfCmpLe(t), n], 3),
+        IfLLEqBack(a, b, t) => ([Load(a.into()), Load(b.into()), IfCmpEqBack(t), n], 3),
+        IfLLNeBack(a, b, t) => ([Load(a.into()), Load(b.into()), IfCmpNeBack(t), n], 3),
+        IfLLLtBack(a, b, t) => ([Load(a.into()), Load(b.into()), IfCmpLtBack(t), n], 3),
+        IfLLGeBack(a, b, t) => ([Load(a.into()), Load(b.into()), IfCmpGeBack(t), n], 3),
+        IfLLGtBack(a, b, t) => ([Load(a.into()), Load(b.into()), IfCmpGtBack(t), n], 3),
+        IfLLLeBack(a, b, t) => ([Load(a.into()), Load(b.into()), IfCmpLeBack(t), n], 3),
+        IincGoto(a, d, t) => ([Iinc(a.into(), d), Goto(t), n, n], 2),
+        IincGotoBack(a, d, t) => ([Iinc(a.into(), d), GotoBack(t), n, n], 2),
+        Load2(a, b) => ([Load(a), Load(b), n, n], 2),
+        AddL(a) => ([Load(a), Add, n, n], 2),
+        AddS(k) => ([GetStatic(k), Add, n, n], 2),
+        IALoadLL(a, i) => ([Load(a), Load(i), IALoad, n], 3),
+        IALoadLC(a, c) => ([Load(a), Const(c.into()), IALoad, n], 3),
+        BALoadLL(a, i) => ([Load(a), Load(i), BALoad, n], 3),
+        AddIALoadLC(a, c) => ([Load(a), Const(c.into()), IALoad, Add], 4),
+        AddLL(a, b) => ([Load(a), Load(b), Add, n], 3),
+        IAStoreLCL(a, c, v) => ([Load(a), Const(c.into()), Load(v), IAStore], 4),
+        IAStoreLLL(a, i, v) => ([Load(a), Load(i), Load(v), IAStore], 4),
+        BAStoreLLL(a, i, v) => ([Load(a), Load(i), Load(v), BAStore], 4),
+        op => ([op, n, n, n], 1),
+    };
+    (a, k)
+}
+
+/// (pops, pushes) of a base op.
+fn effect(prog: &Program, op: Op) -> (usize, usize) {
+    use Op::*;
+    match op {
+        Nop | Iinc(..) | Goto(_) | GotoBack(_) | Return => (0, 0),
+        Const(_) | Load(_) | GetStatic(_) => (0, 1),
+        Store(_) | Pop | PutStatic(_) | ObjectInit | ReturnValue => (1, 0),
+        IALoad | BALoad | SALoad => (2, 1),
+        IAStore | BAStore | SAStore => (3, 0),
+        Pop2 | PutField(_) => (2, 0),
+        Dup => (1, 2),
+        DupX1 => (2, 3),
+        DupX2 => (3, 4),
+        Dup2 => (2, 4),
+        Dup2X1 => (3, 5),
+        Dup2X2 => (4, 6),
+        Swap => (2, 2),
+        Add | Sub | Mul | Div | Rem | Shl | Shr | Ushr | And | Or | Xor => (2, 1),
+        Neg | I2B | I2S | I2Z | GetField(_) | NewArray(_) | ArrayLength => (1, 1),
+        IfEq(_) | IfNe(_) | IfLt(_) | IfGe(_) | IfGt(_) | IfLe(_) => (1, 0),
+        IfEqBack(_) | IfNeBack(_) | IfLtBack(_) | IfGeBack(_) | IfGtBack(_) | IfLeBack(_) => (1, 0),
+        IfCmpEq(_) | IfCmpNe(_) | IfCmpLt(_) | IfCmpGe(_) | IfCmpGt(_) | IfCmpLe(_) => (2, 0),
+        IfCmpEqBack(_) | IfCmpNeBack(_) | IfCmpLtBack(_) | IfCmpGeBack(_) | IfCmpGtBack(_)
+        | IfCmpLeBack(_) => (2, 0),
+        TableSwitch(_) | LookupSwitch(_) | SwitchUnmetered(_) => (1, 0),
+        Call(m) | CallUnmetered(m) => {
+            let info = &prog.info.methods[usize::from(m)];
+            (info.arg_slots(), usize::from(info.sig.ret.is_some()))
+        }
+        CallNative(n) | CallNativeUnmetered(n) => {
+            let d = &prog.natives[usize::from(n)];
+            (d.params.len(), usize::from(d.ret.is_some()))
+        }
+        // Fused ops: the sum of their parts.
+        op => {
+            let (parts, k) = expand(op);
+            let mut depth: isize = 0;
+            let mut low: isize = 0;
+            for &o in &parts[..k] {
+                let (po, pu) = effect(prog, o);
+                depth -= po as isize;
+                low = low.min(depth);
+                depth += pu as isize;
+            }
+            ((-low) as usize, (depth - low) as usize)
+        }
+    }
+}
+
+/// The operand-stack depth before each op (`None`: unreachable).
+fn depths(prog: &Program, code: &[Op]) -> Vec<Option<u16>> {
+    let mut d = vec![None; code.len()];
+    let mut work = vec![(0usize, 0u16)];
+    while let Some((i, depth)) = work.pop() {
+        match d.get(i) {
+            Some(Some(_)) | None => continue,
+            _ => {}
+        }
+        d[i] = Some(depth);
+        let (po, pu) = effect(prog, code[i]);
+        let after = (usize::from(depth) + pu).saturating_sub(po) as u16;
+        successors(code[i], i, &prog.switches, |t| work.push((t, after)));
+    }
+    d
+}
+
+/// The JVM condition of a branch op, and whether it compares two values.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Cond {
+    Eq,
+    Ne,
+    Lt,
+    Ge,
+    Gt,
+    Le,
+}
+
+impl Cond {
+    fn swap(self) -> Cond {
+        match self {
+            Cond::Lt => Cond::Gt,
+            Cond::Gt => Cond::Lt,
+            Cond::Le => Cond::Ge,
+            Cond::Ge => Cond::Le,
+            c => c,
+        }
+    }
+    fn not(self) -> Cond {
+        match self {
+            Cond::Eq => Cond::Ne,
+            Cond::Ne => Cond::Eq,
+            Cond::Lt => Cond::Ge,
+            Cond::Ge => Cond::Lt,
+            Cond::Gt => Cond::Le,
+            Cond::Le => Cond::Gt,
+        }
+    }
+    fn eval(self, a: i32, b: i32) -> bool {
+        match self {
+            Cond::Eq => a == b,
+            Cond::Ne => a != b,
+            Cond::Lt => a < b,
+            Cond::Ge => a >= b,
+            Cond::Gt => a > b,
+            Cond::Le => a <= b,
+        }
+    }
+}
+
+/// (condition, compares two values, target, charges fuel when taken).
+fn branch(op: Op) -> Option<(Cond, bool, u32, bool)> {
+    use Op::*;
+    Some(match op {
+        IfEq(t) => (Cond::Eq, false, t, false),
+        IfNe(t) => (Cond::Ne, false, t, false),
+        IfLt(t) => (Cond::Lt, false, t, false),
+        IfGe(t) => (Cond::Ge, false, t, false),
+        IfGt(t) => (Cond::Gt, false, t, false),
+        IfLe(t) => (Cond::Le, false, t, false),
+        IfEqBack(t) => (Cond::Eq, false, t, true),
+        IfNeBack(t) => (Cond::Ne, false, t, true),
+        IfLtBack(t) => (Cond::Lt, false, t, true),
+        IfGeBack(t) => (Cond::Ge, false, t, true),
+        IfGtBack(t) => (Cond::Gt, false, t, true),
+        IfLeBack(t) => (Cond::Le, false, t, true),
+        IfCmpEq(t) => (Cond::Eq, true, t, false),
+        IfCmpNe(t) => (Cond::Ne, true, t, false),
+        IfCmpLt(t) => (Cond::Lt, true, t, false),
+        IfCmpGe(t) => (Cond::Ge, true, t, false),
+        IfCmpGt(t) => (Cond::Gt, true, t, false),
+        IfCmpLe(t) => (Cond::Le, true, t, false),
+        IfCmpEqBack(t) => (Cond::Eq, true, t, true),
+        IfCmpNeBack(t) => (Cond::Ne, true, t, true),
+        IfCmpLtBack(t) => (Cond::Lt, true, t, true),
+        IfCmpGeBack(t) => (Cond::Ge, true, t, true),
+        IfCmpGtBack(t) => (Cond::Gt, true, t, true),
+        IfCmpLeBack(t) => (Cond::Le, true, t, true),
+        _ => return None,
+    })
+}
+
+impl<'p> Compiler<'p> {
+    fn new(prog: &'p Program) -> Result<Compiler<'p>, JitError> {
+        let mut f = Func::new();
+        f.set_code_limit(4 << 20);
+        f.name(format!("jive:{}", prog.info.name));
+        let params = f.lambda("%p%i", Leaf::No).map_err(cg)?;
+        let ctx_in = params.get::<P>(0).map_err(cg)?;
+        let idx_in = params.get::<I>(1).map_err(cg)?;
+        let fp = f.getreg::<P>(Class::Persistent).map_err(cg)?;
+        let fuel = f.getreg::<L>(Class::Persistent).map_err(cg)?;
+        let locals = Locals {
+            ctx: f.local(),
+            dir: f.local(),
+            statics: f.local(),
+            fields: f.local(),
+            frames_end: f.local(),
+            depth: f.local(),
+            trap: [f.local(), f.local(), f.local()],
+            tmp: [f.local(), f.local(), f.local(), f.local()],
+        };
+        // The entry: copy the context into the native frame's locals.
+        f.st_local(ctx_in, locals.ctx);
+        f.ld(fp, ctx_in, C_FRAMES);
+        f.ld(fuel, ctx_in, C_FUEL);
+        let t = f.getreg::<P>(Class::Temp).map_err(cg)?;
+        for (off, l) in [
+            (C_DIR, locals.dir),
+            (C_STATICS, locals.statics),
+            (C_FIELDS, locals.fields),
+            (C_FRAMES_END, locals.frames_end),
+        ] {
+            f.ld(t, ctx_in, off);
+            f.st_local(t, l);
+        }
+        // Depth left: calls from depth d trap when d >= max_depth.
+        let tl = t.cast::<L>();
+        f.ld(tl, ctx_in, C_MAX_DEPTH);
+        f.sub(tl, tl, 1);
+        f.st_local(tl, locals.depth);
+        // Dispatch on the method index.
+        let idx = f.getreg::<UL>(Class::Temp).map_err(cg)?;
+        f.cv::<I, UL>(idx, idx_in);
+        let entries: Vec<Label> = prog.funcs.iter().map(|_| f.genlabel()).collect();
+        let calls: Vec<Label> = prog.funcs.iter().map(|_| f.genlabel()).collect();
+        let exit = f.genlabel();
+        f.jump_table(idx, &calls);
+        f.putreg(idx);
+        f.putreg(t);
+        f.putreg(ctx_in);
+        f.putreg(idx_in);
+        let mut temps = Vec::new();
+        while let Ok(t) = f.getreg::<I>(Class::Temp) {
+            temps.push(t.num());
+        }
+        if temps.len() < 5 {
+            return Err(JitError::Unsupported("too few registers".into()));
+        }
+        let regs = Regs {
+            fp,
+            fuel,
+            x: temps[0],
+            y: temps[1],
+            z: temps[2],
+            w: temps[3],
+            homes: temps[4..].to_vec(),
+        };
+        // One call stub per method: run it, store the result, return 0.
+        for (i, &l) in calls.iter().enumerate() {
+            f.label(l);
+            if prog.funcs[i].is_some() {
+                f.jal(entries[i]);
+                let x = r(regs.x);
+                let c = p(regs.z);
+                f.ld_local(c, locals.ctx);
+                f.st(x, c, C_RESULT);
+                f.st(regs.fuel, c, C_FUEL);
+                f.set(x, 0);
+                f.ret(x);
+            } else {
+                f.jmp(exit);
+            }
+        }
+        Ok(Compiler {
+            f,
+            prog,
+            regs,
+            locals,
+            entries,
+            sites: Vec::new(),
+            stubs: Vec::new(),
+            exit,
+            metered: prog.metered(),
+            marks: Vec::new(),
+            method: 0,
+            bci: 0,
+            max_locals: 0,
+            frame: 0,
+            homes: Vec::new(),
+            stack: Vec::new(),
+            code: Vec::new(),
+            depth: Vec::new(),
+            hint: None,
+            dest_val: Val::Const(0),
+            facts: Vec::new(),
+            fact_ptr: Vec::new(),
+            fact_len: Vec::new(),
+        })
+    }
+
+    fn x(&self) -> R {
+        r(self.regs.x)
+    }
+    fn w(&self) -> R {
+        r(self.regs.w)
+    }
+
+    fn site(&mut self, kind: SiteKind) -> u32 {
+        self.sites.push(Site {
+            kind,
+            method: self.method,
+            bci: self.bci,
+        });
+        (self.sites.len() - 1) as u32
+    }
+
+    /// A new out-of-line trap stub for the current op.
+    fn stub(&mut self, kind: SiteKind, recs: [Option<Rec>; 3]) -> Label {
+        let site = self.site(kind);
+        let label = self.f.genlabel();
+        self.stubs.push(Stub { label, site, recs });
+        label
+    }
+
+    fn home(&self, s: u16) -> Home {
+        self.homes[usize::from(s)]
+    }
+
+    /// The slot of stack position `j`.
+    fn pos_slot(&self, j: usize) -> u16 {
+        self.max_locals + j as u16
+    }
+
+    /// The value `v` in a register: its home register, or loaded into `scratch`.
+    fn reg_of(&mut self, v: Val, scratch: u8) -> R {
+        match v {
+            Val::Const(c) => {
+                self.f.set(r(scratch), c);
+                r(scratch)
+            }
+            Val::W => self.w(),
+            Val::Slot(s) => match self.home(s) {
+                Home::Reg(h) => r(h),
+                Home::Mem(off) => {
+                    self.f.ld(r(scratch), self.regs.fp, i64::from(off));
+                    r(scratch)
+                }
+            },
+        }
+    }
+
+    fn opnd(&mut self, v: Val, scratch: u8) -> Operand<I> {
+        match v {
+            Val::Const(c) => Operand::Imm(i64::from(c)),
+            v => Operand::Reg(self.reg_of(v, scratch)),
+        }
+    }
+
+    /// Writes `v` into slot `s`'s home.
+    fn put(&mut self, s: u16, v: Val) {
+        if v == Val::Slot(s) {
+            return;
+        }
+        match self.home(s) {
+            Home::Reg(h) => match v {
+                Val::Const(c) => self.f.set(r(h), c),
+                v => {
+                    let src = self.reg_of(v, h);
+                    if src.num() != h {
+                        self.f.mov(r(h), src);
+                    }
+                }
+            },
+            Home::Mem(off) => {
+                let x = self.regs.x;
+                let src = self.reg_of(v, x);
+                self.f.st(src, self.regs.fp, i64::from(off));
+            }
+        }
+    }
+
+    /// Stores `W` into the home of the entry that holds it, if any.
+    fn flush_w(&mut self) {
+        if let Some(j) = self.stack.iter().position(|&v| v == Val::W) {
+            let s = self.pos_slot(j);
+            self.put(s, Val::W);
+            self.stack[j] = Val::Slot(s);
+        }
+    }
+
+    /// Every entry into its own home (branch targets, calls).
+    fn sync(&mut self) {
+        for j in 0..self.stack.len() {
+            let s = self.pos_slot(j);
+            let v = self.stack[j];
+            if v != Val::Slot(s) {
+                self.put(s, v);
+                self.stack[j] = Val::Slot(s);
+            }
+        }
+    }
+
+    fn pop(&mut self) -> Val {
+        self.stack.pop().unwrap_or(Val::Const(0))
+    }
+
+    /// Where to compute the result pushed next: the home register of its
+    /// position, or `W` (flushing what `W` held, unless that is an operand
+    /// already popped).
+    ///
+    /// When the next op stores the result into a local with a register home
+    /// that no entry reads, the result goes straight there (`t = a + b` is
+    /// one instruction, not an add and a move).
+    fn dest(&mut self) -> R {
+        if let Some(n) = self.hint.take()
+            && let Home::Reg(h) = self.home(n)
+            && !self.stack.contains(&Val::Slot(n))
+        {
+            self.dest_val = Val::Slot(n);
+            return r(h);
+        }
+        let s = self.pos_slot(self.stack.len());
+        match self.home(s) {
+            Home::Reg(h) => {
+                self.dest_val = Val::Slot(s);
+                r(h)
+            }
+            Home::Mem(_) => {
+                self.flush_w();
+                self.dest_val = Val::W;
+                self.w()
+            }
+        }
+    }
+
+    /// Pushes the result computed into `dest()`'s register.
+    fn push_result(&mut self, _rd: R) {
+        self.stack.push(self.dest_val);
+    }
+
+    /// Before writing local `n`: entries that read it get their own copy.
+    fn detach_local(&mut self, n: u16) {
+        for j in 0..self.stack.len() {
+            if self.stack[j] == Val::Slot(n) {
+                let s = self.pos_slot(j);
+                if self.home(s) == Home::Reg(self.regs.w) {
+                    continue;
+                }
+                match self.home(s) {
+                    Home::Reg(_) => {
+                        self.put(s, Val::Slot(n));
+                        self.stack[j] = Val::Slot(s);
+                    }
+                    Home::Mem(_) => {
+                        self.put(s, Val::Slot(n));
+                        self.stack[j] = Val::Slot(s);
+                    }
+                }
+            }
+        }
+    }
+
+    fn charge(&mut self) {
+        if !self.metered {
+            return;
+        }
+        let stub = self.stub(SiteKind::Fuel, [None; 3]);
+        let fuel = self.regs.fuel;
+        self.f.sub(fuel, fuel, 1);
+        self.f.blt(fuel, 0, stub);
+    }
+
+    fn ld_base(&mut self, into: u8, l: Local<P>) -> Reg<P> {
+        self.f.ld_local(p(into), l);
+        p(into)
+    }
+
+    // -- Operations ---------------------------------------------------------------
+
+    fn binop(&mut self, op: Op) {
+        let b = self.pop();
+        let a = self.pop();
+        if let (Val::Const(x), Val::Const(y)) = (a, b)
+            && !matches!(op, Op::Div | Op::Rem)
+        {
+            let v = match op {
+                Op::Add => x.wrapping_add(y),
+                Op::Sub => x.wrapping_sub(y),
+                Op::Mul => x.wrapping_mul(y),
+                Op::Shl => x.wrapping_shl(y as u32),
+                Op::Shr => x.wrapping_shr(y as u32),
+                Op::Ushr => (x as u32).wrapping_shr(y as u32) as i32,
+                Op::And => x & y,
+                Op::Or => x | y,
+                _ => x ^ y,
+            };
+            self.stack.push(Val::Const(v));
+            return;
+        }
+        let commutes = matches!(op, Op::Add | Op::Mul | Op::And | Op::Or | Op::Xor);
+        let (a, b) = if commutes && matches!(a, Val::Const(_)) {
+            (b, a)
+        } else {
+            (a, b)
+        };
+        if matches!(op, Op::Div | Op::Rem) {
+            return self.divide(op, a, b);
+        }
+        let (x, y) = (self.regs.x, self.regs.y);
+        let ra = self.reg_of(a, x);
+        let rb = self.opnd(b, y);
+        let rd = self.dest();
+        let f = &mut self.f;
+        match op {
+            Op::Add => f.add(rd, ra, rb),
+            Op::Sub => f.sub(rd, ra, rb),
+            Op::Mul => f.mul(rd, ra, rb),
+            Op::Shl => f.lsh(rd, ra, rb),
+            Op::Shr => f.rsh(rd, ra, rb),
+            Op::Ushr => {
+                let rb = match rb {
+                    Operand::Reg(b) => Operand::Reg(b.cast()),
+                    Operand::Imm(v) => Operand::Imm(v & 31),
+                };
+                f.rsh(rd.cast::<vcode::U>(), ra.cast(), rb)
+            }
+            Op::And => f.and(rd, ra, rb),
+            Op::Or => f.or(rd, ra, rb),
+            _ => f.xor(rd, ra, rb),
+        }
+        self.push_result(rd);
+    }
+
+    /// `idiv`/`irem`: a zero divisor traps, `MIN / -1` is `MIN` (and
+    /// `MIN % -1` is 0), where x86's `idiv` would fault.
+    fn divide(&mut self, op: Op, a: Val, b: Val) {
+        let (x, y) = (self.regs.x, self.regs.y);
+        let rem = op == Op::Rem;
+        if let Val::Const(d) = b
+            && d != 0
+            && d != -1
+        {
+            let ra = self.reg_of(a, x);
+            let rd = self.dest();
+            if rem {
+                self.f.rem(rd, ra, d);
+            } else {
+                self.f.div(rd, ra, d);
+            }
+            return self.push_result(rd);
+        }
+        let ra = self.reg_of(a, x);
+        let rb = self.reg_of(b, y);
+        let zero = self.stub(SiteKind::DivZero, [None; 3]);
+        self.f.beq(rb, 0, zero);
+        let (minus1, done) = (self.f.genlabel(), self.f.genlabel());
+        let rd = self.dest();
+        self.f.beq(rb, -1, minus1);
+        if rem {
+            self.f.rem(rd, ra, rb);
+        } else {
+            self.f.div(rd, ra, rb);
+        }
+        self.f.jmp(done);
+        self.f.label(minus1);
+        if rem {
+            self.f.set(rd, 0);
+        } else {
+            self.f.neg(rd, ra);
+        }
+        self.f.label(done);
+        self.push_result(rd);
+    }
+
+    fn unop(&mut self, op: Op) {
+        let a = self.pop();
+        if let Val::Const(c) = a {
+            self.stack.push(Val::Const(match op {
+                Op::Neg => c.wrapping_neg(),
+                Op::I2B => i32::from(c as i8),
+                Op::I2S => i32::from(c as i16),
+                _ => c & 1,
+            }));
+            return;
+        }
+        let x = self.regs.x;
+        let ra = self.reg_of(a, x);
+        let rd = self.dest();
+        match op {
+            Op::Neg => self.f.neg(rd, ra),
+            Op::I2B => {
+                self.f.lsh(rd, ra, 24);
+                self.f.rsh(rd, rd, 24);
+            }
+            Op::I2S => {
+                self.f.lsh(rd, ra, 16);
+                self.f.rsh(rd, rd, 16);
+            }
+            _ => self.f.and(rd, ra, 1),
+        }
+        self.push_result(rd);
+    }
+
+    /// The bounds check of `a[i]` (which also catches `null`); leaves the
+    /// data address in `Z`. Returns the index register, or `None` for a
+    /// constant index.
+    fn element(&mut self, a: Val, i: Val) -> (R, Option<R>, i32) {
+        let (x, y, z) = (self.regs.x, self.regs.y, self.regs.z);
+        let (ri, ci) = match i {
+            Val::Const(c) => (None, c),
+            v => (Some(self.reg_of(v, y)), 0),
+        };
+        // What this block already knows of an array in a local.
+        let local = match a {
+            Val::Slot(n) if n < self.max_locals => Some(usize::from(n)),
+            _ => None,
+        };
+        let known = local.and_then(|n| self.facts[n]);
+        if let Some(fact) = known
+            && (ri.is_some() && fact.has_len || ri.is_none() && ci >= 0 && ci <= fact.checked)
+        {
+            let checked = match ri {
+                None => true,
+                Some(ri) => {
+                    // The length, cached, against the index.
+                    let stub = self.stub(
+                        SiteKind::Array,
+                        [
+                            Some(Rec::Reg(x)),
+                            Some(Rec::Reg(ri.num())),
+                            Some(Rec::Reg(z)),
+                        ],
+                    );
+                    let ra = self.reg_of(a, x);
+                    if ra.num() != x {
+                        self.f.mov(r(x), ra);
+                    }
+                    self.f.ld_local(r(z), self.fact_len[fact.slot]);
+                    self.f
+                        .bge(ri.cast::<vcode::U>(), r(z).cast::<vcode::U>(), stub);
+                    true
+                }
+            };
+            if checked {
+                self.f.ld_local(p(z), self.fact_ptr[fact.slot]);
+                return (r(x), ri, ci);
+            }
+        }
+        let ra = self.reg_of(a, x);
+        let rec_i = match ri {
+            Some(ri) => Rec::Reg(ri.num()),
+            None => Rec::Const(ci),
+        };
+        let stub = self.stub(
+            SiteKind::Array,
+            [Some(Rec::Reg(ra.num())), Some(rec_i), Some(Rec::Reg(z))],
+        );
+        // The directory's base in Y when the index does not need it.
+        let base = if ri.is_some_and(|ri| ri.num() == y) {
+            z
+        } else {
+            y
+        };
+        let dir = self.ld_base(base, self.locals.dir);
+        // Z = the length (entry of handle h at dir + 8h).
+        self.f.ldx(r(z), Ty::I, dir, ix(ra), 8, DIR_LEN);
+        let len = r(z).cast::<vcode::U>();
+        match ri {
+            Some(ri) => self.f.bge(ri.cast::<vcode::U>(), len, stub),
+            None => self.f.ble(len, Operand::Imm(i64::from(ci as u32)), stub),
+        }
+        let slot = local.map(|n| self.fact_slot(n));
+        if let (Some(k), Some(_)) = (slot, ri) {
+            self.f.st_local(r(z), self.fact_len[k]);
+        }
+        let dir = if base == z {
+            self.ld_base(z, self.locals.dir)
+        } else {
+            dir
+        };
+        self.f.ldx(p(z), Ty::P, dir, ix(ra), 8, DIR_DATA);
+        if let (Some(n), Some(k)) = (local, slot) {
+            self.f.st_local(p(z), self.fact_ptr[k]);
+            let checked = match ri {
+                None => ci.max(known.map_or(-1, |f| f.checked)),
+                Some(_) => known.map_or(-1, |f| f.checked),
+            };
+            self.facts[n] = Some(Fact {
+                slot: k,
+                checked,
+                has_len: ri.is_some() || known.is_some_and(|f| f.has_len),
+            });
+        }
+        (ra, ri, ci)
+    }
+
+    /// The cache slot (tmp locals for the data address and length) of the
+    /// array in local `n`.
+    fn fact_slot(&mut self, n: usize) -> usize {
+        if let Some(f) = self.facts[n] {
+            return f.slot;
+        }
+        let used: Vec<usize> = self.facts.iter().flatten().map(|f| f.slot).collect();
+        let k = (0..).find(|k| !used.contains(k)).unwrap_or(0);
+        while self.fact_ptr.len() <= k {
+            let (pl, ll) = (self.f.local(), self.f.local());
+            self.fact_ptr.push(pl);
+            self.fact_len.push(ll);
+        }
+        k
+    }
+
+    /// Forgets what is known of arrays (at a block start or a call, which
+    /// may reuse the cache slots).
+    fn forget(&mut self) {
+        self.facts.iter_mut().for_each(|f| *f = None);
+    }
+
+    fn array_load(&mut self, mem: Ty, scale: u8) {
+        let i = self.pop();
+        let a = self.pop();
+        let (_, ri, ci) = self.element(a, i);
+        let data = p(self.regs.z);
+        let rd = self.dest();
+        match ri {
+            Some(ri) => self.f.ldx(rd, mem, data, ix(ri), scale, 0),
+            None => {
+                let off = i64::from(ci) * i64::from(scale);
+                match mem {
+                    Ty::C => self.f.ldc(rd, data, off),
+                    Ty::S => self.f.lds(rd, data, off),
+                    _ => self.f.ld(rd, data, off),
+                }
+            }
+        }
+        self.push_result(rd);
+    }
+
+    fn array_store(&mut self, mem: Ty, scale: u8, boolean_mask: bool) {
+        let v = self.pop();
+        let i = self.pop();
+        let a = self.pop();
+        let (x, z, w) = (self.regs.x, self.regs.z, self.regs.w);
+        // A `bastore` keeps `v & mask` (the entry's store mask: 1 for a
+        // boolean[], -1 otherwise), computed into W first; W is then held
+        // by nothing else, since it was flushed unless it held `v`.
+        let masked = if boolean_mask {
+            self.flush_w_except(v);
+            let ra = self.reg_of(a, x);
+            let dir = self.ld_base(z, self.locals.dir);
+            self.f.ldx(r(z), Ty::I, dir, ix(ra), 8, DIR_MASK);
+            let rv = self.reg_of(v, w);
+            self.f.and(r(w), rv, r(z));
+            true
+        } else {
+            false
+        };
+        let (_, ri, ci) = self.element(a, i);
+        let data = p(z);
+        let rv = if masked { r(w) } else { self.reg_of(v, x) };
+        match ri {
+            Some(ri) => self.f.stx(rv, mem, data, ix(ri), scale, 0),
+            None => {
+                let off = i64::from(ci) * i64::from(scale);
+                match mem {
+                    Ty::C => self.f.stc(rv, data, off),
+                    Ty::S => self.f.sts(rv, data, off),
+                    _ => self.f.st(rv, data, off),
+                }
+            }
+        }
+    }
+
+    /// Flushes `W` unless it is the popped value `v`.
+    fn flush_w_except(&mut self, v: Val) {
+        if v != Val::W {
+            self.flush_w();
+        }
+    }
+
+    fn cond_branch(&mut self, c: Cond, two: bool, t: u32, back: bool, labels: &[Label]) {
+        let (b, a) = if two {
+            let b = self.pop();
+            (b, self.pop())
+        } else {
+            (Val::Const(0), self.pop())
+        };
+        // The operands are above the rest of the stack, so syncing the rest
+        // writes none of their homes (and never W); it may use X, so the
+        // operands are loaded after it.
+        let (x, y) = (self.regs.x, self.regs.y);
+        let (c, a, b) = match (a, b) {
+            (Val::Const(p), Val::Const(q)) => {
+                self.sync();
+                if c.eval(p, q) {
+                    if back {
+                        self.charge();
+                    }
+                    self.f.jmp(labels[t as usize]);
+                }
+                return;
+            }
+            (Val::Const(_), _) => (c.swap(), b, a),
+            _ => (c, a, b),
+        };
+        self.sync();
+        let ra = self.reg_of(a, x);
+        let rb = self.opnd(b, y);
+        let target = labels[t as usize];
+        if back && self.metered {
+            let skip = self.f.genlabel();
+            self.bcond(c.not(), ra, rb, skip);
+            self.charge();
+            self.f.jmp(target);
+            self.f.label(skip);
+        } else {
+            self.bcond(c, ra, rb, target);
+        }
+    }
+
+    fn bcond(&mut self, c: Cond, a: R, b: Operand<I>, l: Label) {
+        match c {
+            Cond::Eq => self.f.beq(a, b, l),
+            Cond::Ne => self.f.bne(a, b, l),
+            Cond::Lt => self.f.blt(a, b, l),
+            Cond::Ge => self.f.bge(a, b, l),
+            Cond::Gt => self.f.bgt(a, b, l),
+            Cond::Le => self.f.ble(a, b, l),
+        }
+    }
+
+    fn switch(&mut self, k: u32, labels: &[Label]) {
+        let key = self.pop();
+        self.sync();
+        let x = self.regs.x;
+        // The key in X: the sync above wrote only homes of other positions.
+        let rk = self.reg_of(key, x);
+        if rk.num() != x {
+            self.f.mov(r(x), rk);
+        }
+        let rk = r(x);
+        let Some(sw) = self.prog.switches.get(k as usize) else {
+            return;
+        };
+        match sw {
+            Switch::Table {
+                low,
+                targets,
+                default,
+            } => {
+                let y = self.regs.y;
+                let idx = r(y);
+                self.f.sub(idx, rk, *low);
+                self.f.bge(
+                    idx.cast::<vcode::U>(),
+                    Operand::Imm(targets.len() as i64),
+                    labels[*default as usize],
+                );
+                let ul = Reg::<UL>::phys(y);
+                self.f.cv::<vcode::U, UL>(ul, idx.cast());
+                let ls: Vec<Label> = targets.iter().map(|&t| labels[t as usize]).collect();
+                self.f.jump_table(ul, &ls);
+            }
+            Switch::Lookup {
+                keys,
+                targets,
+                default,
+            } => {
+                self.lookup(rk, keys, targets, labels);
+                self.f.jmp(labels[*default as usize]);
+            }
+        }
+    }
+
+    /// A binary search over sorted keys, linear below 8.
+    fn lookup(&mut self, rk: R, keys: &[i32], targets: &[u32], labels: &[Label]) {
+        if keys.len() <= 8 {
+            for (&k, &t) in keys.iter().zip(targets) {
+                self.f.beq(rk, k, labels[t as usize]);
+            }
+            return;
+        }
+        let mid = keys.len() / 2;
+        let high = self.f.genlabel();
+        let next = self.f.genlabel();
+        self.f.bge(rk, keys[mid], high);
+        self.lookup(rk, &keys[..mid], &targets[..mid], labels);
+        self.f.jmp(next);
+        self.f.label(high);
+        self.lookup(rk, &keys[mid..], &targets[mid..], labels);
+        self.f.label(next);
+    }
+
+    /// Saves the register homes that must survive a call: locals, and the
+    /// entries below the arguments (already in their own homes).
+    fn saved_homes(&self, below: usize) -> Vec<(u8, i32)> {
+        let mut out = Vec::new();
+        let n = usize::from(self.max_locals) + below;
+        for s in 0..n {
+            if let Home::Reg(h) = self.homes[s] {
+                out.push((h, 4 * s as i32));
+            }
+        }
+        out
+    }
+
+    fn call(&mut self, m: u16) {
+        let prog = self.prog;
+        let Some(Some(callee)) = prog.funcs.get(usize::from(m)) else {
+            return;
+        };
+        let info = &prog.info.methods[usize::from(m)];
+        let nargs = info.arg_slots();
+        self.flush_w();
+        self.charge();
+        let (x, y, z) = (self.regs.x, self.regs.y, self.regs.z);
+        // Depth.
+        let deep = self.stub(SiteKind::Depth, [None; 3]);
+        let d = Reg::<L>::phys(y);
+        self.f.ld_local(d, self.locals.depth);
+        self.f.ble(d, 0, deep);
+        let first = self.stack.len() - nargs;
+        let inline = match *callee.code {
+            [Op::Return] => Some(None),
+            [Op::Const(c), Op::ReturnValue] => Some(Some(Val::Const(c))),
+            _ => None,
+        };
+        if inline.is_none() {
+            self.f.sub(d, d, 1);
+            self.f.st_local(d, self.locals.depth);
+        }
+        // A null receiver.
+        if callee.has_receiver {
+            let recv = self.stack[first];
+            let npe = self.stub(SiteKind::Null, [None; 3]);
+            match recv {
+                Val::Const(0) => self.f.jmp(npe),
+                Val::Const(_) => {}
+                v => {
+                    let rr = self.reg_of(v, x);
+                    self.f.beq(rr, 0, npe);
+                }
+            }
+        }
+        // The frame stack: the callee's frame starts at the arguments.
+        let off = i64::from(self.max_locals) + first as i64;
+        let need = i64::from(callee.max_locals) + i64::from(callee.max_stack);
+        if off + need > i64::from(self.frame) {
+            let end = self.ld_base(z, self.locals.frames_end);
+            let top = p(x);
+            self.f.add(top, self.regs.fp, 4 * (off + need));
+            self.f.bgt(top.cast::<UL>(), end.cast::<UL>(), deep);
+        }
+        // A method that only returns a constant (or nothing) runs in place:
+        // the checks above are all that a call of it can do.
+        if let Some(value) = inline {
+            self.stack.truncate(first);
+            if let Some(v) = value {
+                self.stack.push(v);
+            }
+            return;
+        }
+        // Everything into its home; the arguments into memory.
+        self.sync();
+        let saves = self.saved_homes(first);
+        for &(h, o) in &saves {
+            self.f.st(r(h), self.regs.fp, i64::from(o));
+        }
+        for j in first..self.stack.len() {
+            let s = self.pos_slot(j);
+            if let Home::Reg(h) = self.home(s) {
+                self.f.st(r(h), self.regs.fp, 4 * i64::from(s));
+            }
+        }
+        let fp = self.regs.fp;
+        self.f.add(fp, fp, 4 * off);
+        self.f.jal(self.entries[usize::from(m)]);
+        self.forget();
+        self.f.sub(fp, fp, 4 * off);
+        self.f.ld_local(d, self.locals.depth);
+        self.f.add(d, d, 1);
+        self.f.st_local(d, self.locals.depth);
+        for &(h, o) in &saves {
+            self.f.ld(r(h), self.regs.fp, i64::from(o));
+        }
+        self.stack.truncate(first);
+        if info.sig.ret.is_some() {
+            let rd = self.dest();
+            if rd.num() != x {
+                self.f.mov(rd, r(x));
+            }
+            self.push_result(rd);
+        }
+    }
+
+    /// A runtime call: homes saved and restored around it, the directory
+    /// reloaded after it (an allocation may move it).
+    fn runtime(&mut self, func: usize, args: &[Arg], below: usize) -> Reg<L> {
+        let saves = self.saved_homes(below);
+        for &(h, o) in &saves {
+            self.f.st(r(h), self.regs.fp, i64::from(o));
+        }
+        let x = Reg::<L>::phys(self.regs.x);
+        self.f.call(x, Callee::Native(func), args);
+        for &(h, o) in &saves {
+            self.f.ld(r(h), self.regs.fp, i64::from(o));
+        }
+        let z = p(self.regs.z);
+        self.f.ld_local(z, self.locals.ctx);
+        self.f.ld(z, z, C_DIR);
+        self.f.st_local(z, self.locals.dir);
+        x
+    }
+
+    fn call_native(&mut self, n: u16) {
+        let Some(decl) = self.prog.natives.get(usize::from(n)) else {
+            return;
+        };
+        let k = decl.params.len();
+        let has_ret = decl.ret.is_some();
+        self.flush_w();
+        self.charge();
+        self.sync();
+        let first = self.stack.len() - k;
+        for j in first..self.stack.len() {
+            let s = self.pos_slot(j);
+            if let Home::Reg(h) = self.home(s) {
+                self.f.st(r(h), self.regs.fp, 4 * i64::from(s));
+            }
+        }
+        let args_at = p(self.regs.y);
+        self.f
+            .add(args_at, self.regs.fp, 4 * i64::from(self.pos_slot(first)));
+        let ctx = p(self.regs.z);
+        self.f.ld_local(ctx, self.locals.ctx);
+        let fail = self.stub(SiteKind::Runtime, [None; 3]);
+        let res = self.runtime(
+            rt_native as *const () as usize,
+            &[
+                Arg::Reg(ctx.any()),
+                Arg::Imm(Ty::L, i64::from(n)),
+                Arg::Reg(args_at.any()),
+            ],
+            first,
+        );
+        self.f.beq(res, i64::MIN, fail);
+        self.stack.truncate(first);
+        if has_ret {
+            let rd = self.dest();
+            self.f.cv::<L, I>(rd, res);
+            self.push_result(rd);
+        }
+    }
+
+    fn new_array(&mut self, prim: Prim) {
+        let n = self.pop();
+        self.flush_w_except(n);
+        let (x, y) = (self.regs.x, self.regs.y);
+        let rn = self.reg_of(n, y);
+        let neg = self.stub(SiteKind::NegSize, [Some(Rec::Reg(rn.num())), None, None]);
+        self.f.blt(rn, 0, neg);
+        let len = Reg::<L>::phys(y);
+        self.f.cv::<I, L>(len, rn);
+        self.sync();
+        let below = self.stack.len();
+        let ctx = p(self.regs.z);
+        self.f.ld_local(ctx, self.locals.ctx);
+        let code = match prim {
+            Prim::Boolean => 0,
+            Prim::Byte => 1,
+            Prim::Short => 2,
+            Prim::Int => 3,
+        };
+        let fail = self.stub(SiteKind::Runtime, [None; 3]);
+        let res = self.runtime(
+            rt_newarray as *const () as usize,
+            &[
+                Arg::Reg(ctx.any()),
+                Arg::Imm(Ty::L, code),
+                Arg::Reg(len.any()),
+            ],
+            below,
+        );
+        self.f.blt(res, 0, fail);
+        let _ = x;
+        let rd = self.dest();
+        self.f.cv::<L, I>(rd, res);
+        self.push_result(rd);
+    }
+
+    fn field(&mut self, k: u16, put: bool, instance: bool) {
+        let (x, y, z) = (self.regs.x, self.regs.y, self.regs.z);
+        let v = if put { Some(self.pop()) } else { None };
+        if instance {
+            let o = self.pop();
+            let npe = self.stub(SiteKind::Null, [None; 3]);
+            match o {
+                Val::Const(0) => self.f.jmp(npe),
+                Val::Const(_) => {}
+                o => {
+                    let ro = self.reg_of(o, x);
+                    self.f.beq(ro, 0, npe);
+                }
+            }
+        }
+        let base = self.ld_base(
+            z,
+            if instance {
+                self.locals.fields
+            } else {
+                self.locals.statics
+            },
+        );
+        let off = 4 * i64::from(k);
+        match v {
+            Some(v) => {
+                let rv = self.reg_of(v, y);
+                self.f.st(rv, base, off);
+            }
+            None => {
+                let rd = self.dest();
+                self.f.ld(rd, base, off);
+                self.push_result(rd);
+            }
+        }
+    }
+
+    /// Stack manipulation: the new entries from the old ones, with values
+    /// that change position copied through the native frame's tmp locals.
+    fn shuffle(&mut self, pops: usize, order: &[usize]) {
+        self.flush_w();
+        let base = self.stack.len() - pops;
+        let old: Vec<Val> = self.stack[base..].to_vec();
+        let x = self.regs.x;
+        let mut moved = [None; 4];
+        for (i, &v) in old.iter().enumerate() {
+            if let Val::Slot(s) = v
+                && s >= self.max_locals
+            {
+                let rv = self.reg_of(v, x);
+                self.f.st_local(rv, self.locals.tmp[i]);
+                moved[i] = Some(i);
+            }
+        }
+        self.stack.truncate(base);
+        for &i in order {
+            let j = self.stack.len();
+            let s = self.pos_slot(j);
+            match (old[i], moved[i]) {
+                (_, Some(t)) => match self.home(s) {
+                    Home::Reg(h) => self.f.ld_local(r(h), self.locals.tmp[t]),
+                    Home::Mem(o) => {
+                        self.f.ld_local(r(x), self.locals.tmp[t]);
+                        self.f.st(r(x), self.regs.fp, i64::from(o));
+                    }
+                },
+                (v, None) => {
+                    self.stack.push(v);
+                    continue;
+                }
+            }
+            self.stack.push(Val::Slot(s));
+        }
+    }
+
+    fn op(&mut self, op: Op, labels: &[Label]) -> bool {
+        use Op::*;
+        match op {
+            Nop => {}
+            Const(c) => self.stack.push(Val::Const(c)),
+            Load(n) => self.stack.push(Val::Slot(n)),
+            Store(n) => {
+                let v = self.pop();
+                self.detach_local(n);
+                self.put(n, v);
+                if let Some(f) = self.facts.get_mut(usize::from(n)) {
+                    *f = None;
+                }
+            }
+            Iinc(n, d) => {
+                self.detach_local(n);
+                match self.home(n) {
+                    Home::Reg(h) => self.f.add(r(h), r(h), i32::from(d)),
+                    Home::Mem(o) => {
+                        let x = self.x();
+                        self.f.ld(x, self.regs.fp, i64::from(o));
+                        self.f.add(x, x, i32::from(d));
+                        self.f.st(x, self.regs.fp, i64::from(o));
+                    }
+                }
+            }
+            IALoad => self.array_load(Ty::I, 4),
+            BALoad => self.array_load(Ty::C, 1),
+            SALoad => self.array_load(Ty::S, 2),
+            IAStore => self.array_store(Ty::I, 4, false),
+            BAStore => self.array_store(Ty::C, 1, true),
+            SAStore => self.array_store(Ty::S, 2, false),
+            Pop => {
+                self.pop();
+            }
+            Pop2 => {
+                self.pop();
+                self.pop();
+            }
+            Dup => {
+                self.flush_w();
+                let v = self.pop();
+                self.stack.push(v);
+                match v {
+                    Val::Slot(s) if s >= self.max_locals => {
+                        let t = self.pos_slot(self.stack.len());
+                        self.put(t, v);
+                        self.stack.push(Val::Slot(t));
+                    }
+                    v => self.stack.push(v),
+                }
+            }
+            DupX1 => self.shuffle(2, &[1, 0, 1]),
+            DupX2 => self.shuffle(3, &[2, 0, 1, 2]),
+            Dup2 => self.shuffle(2, &[0, 1, 0, 1]),
+            Dup2X1 => self.shuffle(3, &[1, 2, 0, 1, 2]),
+            Dup2X2 => self.shuffle(4, &[2, 3, 0, 1, 2, 3]),
+            Swap => self.shuffle(2, &[1, 0]),
+            Add | Sub | Mul | Div | Rem | Shl | Shr | Ushr | And | Or | Xor => self.binop(op),
+            Neg | I2B | I2S | I2Z => self.unop(op),
+            Goto(t) => {
+                self.sync();
+                if !self.rotate(t, labels) {
+                    self.f.jmp(labels[t as usize]);
+                }
+                return false;
+            }
+            GotoBack(t) => {
+                self.sync();
+                self.charge();
+                if !self.rotate(t, labels) {
+                    self.f.jmp(labels[t as usize]);
+                }
+                return false;
+            }
+            TableSwitch(k) | LookupSwitch(k) => {
+                self.flush_w_except(*self.stack.last().unwrap_or(&Val::Const(0)));
+                self.charge();
+                self.switch(k, labels);
+                return false;
+            }
+            SwitchUnmetered(k) => {
+                self.switch(k, labels);
+                return false;
+            }
+            ReturnValue => {
+                let v = self.pop();
+                let x = self.regs.x;
+                let rv = self.reg_of(v, x);
+                if rv.num() != x {
+                    self.f.mov(r(x), rv);
+                }
+                self.f.ret_link();
+                return false;
+            }
+            Return => {
+                self.f.ret_link();
+                return false;
+            }
+            GetStatic(k) => self.field(k, false, false),
+            PutStatic(k) => self.field(k, true, false),
+            GetField(k) => self.field(k, false, true),
+            PutField(k) => self.field(k, true, true),
+            Call(m) | CallUnmetered(m) => self.call(m),
+            CallNative(n) | CallNativeUnmetered(n) => self.call_native(n),
+            ObjectInit => {
+                self.pop();
+            }
+            NewArray(prim) => self.new_array(prim),
+            ArrayLength => {
+                let a = self.pop();
+                let x = self.regs.x;
+                let ra = self.reg_of(a, x);
+                let npe = self.stub(SiteKind::Null, [None; 3]);
+                self.f.beq(ra, 0, npe);
+                let z = self.regs.z;
+                let dir = self.ld_base(z, self.locals.dir);
+                let rd = self.dest();
+                self.f.ldx(rd, Ty::I, dir, ix(ra), 8, DIR_LEN);
+                self.push_result(rd);
+            }
+            op => {
+                if let Some((c, two, t, back)) = branch(op) {
+                    let back = back && self.metered;
+                    self.cond_branch(c, two, t, back, labels);
+                }
+            }
+        }
+        true
+    }
+
+    /// Loop rotation: a jump to a loop's exit test (`javac`'s `for` and
+    /// `while` put it at the top) becomes a copy of the test, so that each
+    /// iteration takes one branch instead of a jump and a branch. Only for a
+    /// test of locals and constants on an empty stack, which cannot trap.
+    fn rotate(&mut self, t: u32, labels: &[Label]) -> bool {
+        let t = t as usize;
+        let Some(&op) = self.code.get(t) else {
+            return false;
+        };
+        if self.depth.get(t) != Some(&Some(0)) || !self.stack.is_empty() || t + 1 >= labels.len() {
+            return false;
+        }
+        let (parts, k) = expand(op);
+        let Some((c, two, exit, false)) = branch(parts[k - 1]) else {
+            return false;
+        };
+        if !parts[..k - 1]
+            .iter()
+            .all(|o| matches!(o, Op::Load(_) | Op::Const(_)))
+        {
+            return false;
+        }
+        for &o in &parts[..k - 1] {
+            self.op(o, labels);
+        }
+        // Stay in the loop (the test's fall-through) unless it exits.
+        self.cond_branch(c.not(), two, t as u32 + 1, false, labels);
+        self.f.jmp(labels[exit as usize]);
+        true
+    }
+
+    /// Picks register homes for a method's slots: the most used, weighted
+    /// by loop nesting.
+    fn assign_homes(&mut self, code: &[Op], depth: &[Option<u16>], frame: usize) {
+        let n = code.len();
+        let mut nest = vec![0i32; n + 1];
+        for (b, &o) in code.iter().enumerate() {
+            successors(o, b, &self.prog.switches, |t| {
+                if t <= b {
+                    nest[t] += 1;
+                    nest[b + 1] -= 1;
+                }
+            });
+        }
+        let mut weight = vec![0u64; frame];
+        let mut level = 0i32;
+        for i in 0..n {
+            level += nest[i];
+            let w = 8u64.saturating_pow(level.clamp(0, 6) as u32);
+            let (parts, k) = expand(code[i]);
+            let Some(mut d) = depth[i].map(usize::from) else {
+                continue;
+            };
+            for &o in &parts[..k] {
+                match o {
+                    Op::Load(s) | Op::Store(s) | Op::Iinc(s, _) => {
+                        if let Some(x) = weight.get_mut(usize::from(s)) {
+                            *x += w;
+                        }
+                    }
+                    _ => {}
+                }
+                let (po, pu) = effect(self.prog, o);
+                d = d.saturating_sub(po);
+                // A result whose home is memory waits in W, so stack slots
+                // need registers less than locals do.
+                for j in d..d + pu {
+                    if let Some(x) = weight.get_mut(usize::from(self.max_locals) + j) {
+                        *x += w.div_ceil(4);
+                    }
+                }
+                d += pu;
+            }
+        }
+        let mut order: Vec<usize> = (0..frame).filter(|&s| weight[s] > 0).collect();
+        order.sort_by_key(|&s| (core::cmp::Reverse(weight[s]), s));
+        self.homes = (0..frame).map(|s| Home::Mem(4 * s as i32)).collect();
+        for (&s, &h) in order.iter().zip(&self.regs.homes) {
+            self.homes[s] = Home::Reg(h);
+        }
+    }
+
+    fn method(&mut self, m: usize) -> Result<(), JitError> {
+        let prog = self.prog;
+        let Some(func) = prog.funcs[m].as_ref() else {
+            return Ok(());
+        };
+        self.method = m as u16;
+        self.max_locals = func.max_locals;
+        let frame = usize::from(func.max_locals) + usize::from(func.max_stack);
+        self.frame = frame as u16;
+        let code = &func.code;
+        let depth = depths(prog, code);
+        self.assign_homes(code, &depth, frame);
+        self.code = code.to_vec();
+        self.depth = depth.clone();
+        self.facts = vec![None; usize::from(func.max_locals)];
+        let labels: Vec<Label> = (0..=code.len()).map(|_| self.f.genlabel()).collect();
+        let mut is_target = vec![false; code.len() + 1];
+        for (i, &o) in code.iter().enumerate() {
+            successors(o, i, &prog.switches, |t| {
+                if t != i + 1
+                    && let Some(x) = is_target.get_mut(t)
+                {
+                    *x = true;
+                }
+            });
+        }
+        self.f.label(self.entries[m]);
+        self.marks.push((self.f.code_offset(), func.id.clone()));
+        for k in 0..usize::from(func.arg_slots) {
+            if let Home::Reg(h) = self.homes[k] {
+                self.f.ld(r(h), self.regs.fp, 4 * k as i64);
+            }
+        }
+        self.stack.clear();
+        let mut live = true;
+        for (i, &op) in code.iter().enumerate() {
+            let Some(d) = depth[i] else {
+                live = false;
+                continue;
+            };
+            if is_target[i] {
+                if live {
+                    self.sync();
+                }
+                self.f.label(labels[i]);
+                self.reset_stack(usize::from(d));
+                self.forget();
+                live = true;
+            } else if !live {
+                self.f.label(labels[i]);
+                self.reset_stack(usize::from(d));
+                self.forget();
+                live = true;
+            } else {
+                self.f.label(labels[i]);
+            }
+            self.bci = func.bcis.get(i).copied().unwrap_or(0);
+            self.marks
+                .push((self.f.code_offset(), format!("bci {}", self.bci)));
+            let (parts, k) = expand(op);
+            for j in 0..k {
+                // The op after this part, if control always goes on to it.
+                let next = if j + 1 < k {
+                    Some(parts[j + 1])
+                } else if i + 1 < code.len() && !is_target[i + 1] {
+                    Some(expand(code[i + 1]).0[0])
+                } else {
+                    None
+                };
+                self.hint = match next {
+                    Some(Op::Store(n)) => Some(n),
+                    _ => None,
+                };
+                if !self.op(parts[j], &labels) {
+                    live = false;
+                }
+                self.hint = None;
+            }
+        }
+        self.f.label(labels[code.len()]);
+        Ok(())
+    }
+
+    fn reset_stack(&mut self, d: usize) {
+        self.stack.clear();
+        for j in 0..d {
+            let s = self.pos_slot(j);
+            self.stack.push(Val::Slot(s));
+        }
+    }
+
+    /// The trap stubs and the shared exit.
+    fn finish(mut self) -> (Func, Meta) {
+        let x = self.regs.x;
+        let stubs = std::mem::take(&mut self.stubs);
+        if !stubs.is_empty() {
+            self.marks.push((self.f.code_offset(), "trap exits".into()));
+        }
+        for s in &stubs {
+            self.f.label(s.label);
+            // Registers first: a constant goes through X, which a register
+            // record may name.
+            for (k, rec) in s.recs.iter().enumerate() {
+                if let Some(Rec::Reg(n)) = *rec {
+                    self.f.st_local(r(n), self.locals.trap[k]);
+                }
+            }
+            for (k, rec) in s.recs.iter().enumerate() {
+                if let Some(Rec::Const(c)) = *rec {
+                    self.f.set(r(x), c);
+                    self.f.st_local(r(x), self.locals.trap[k]);
+                }
+            }
+            self.f.set(r(x), s.site as i32 + 1);
+            self.f.jmp(self.exit);
+        }
+        self.f.label(self.exit);
+        let c = p(self.regs.z);
+        self.f.ld_local(c, self.locals.ctx);
+        self.f.st(self.regs.fuel, c, C_FUEL);
+        let t = Reg::<L>::phys(self.regs.y);
+        for k in 0..3 {
+            self.f.ld_local(r(self.regs.y), self.locals.trap[k]);
+            self.f.cv::<I, L>(t, r(self.regs.y));
+            self.f.st(t, c, C_TRAP + 8 * k as i64);
+        }
+        self.f.ret(r(x));
+        let sites = std::mem::take(&mut self.sites);
+        let marks = std::mem::take(&mut self.marks);
+        (self.f, Meta { sites, marks })
+    }
+}
+
+// -- Compiled applets in the shared code cache -------------------------------------
+
+/// What compiling an applet yields besides its code: the trap sites, and
+/// the listing's headings (body offset, method or bytecode index).
+#[derive(Debug)]
+struct Meta {
+    sites: Vec<Site>,
+    marks: Vec<(usize, String)>,
+}
+
+/// Applets using each key, and what their compilation yielded.
+struct Shared {
+    users: usize,
+    meta: Arc<Meta>,
+}
+
+/// The code cache every JIT-compiled applet lives in (64 MiB; see
+/// `docs/codecache.md`).
+fn cache() -> &'static codecache::CodeCache {
+    static CACHE: OnceLock<codecache::CodeCache> = OnceLock::new();
+    CACHE.get_or_init(|| codecache::CodeCache::new(codecache::Config::default()))
+}
+
+fn registry() -> std::sync::MutexGuard<'static, HashMap<u64, Shared>> {
+    static REGISTRY: OnceLock<Mutex<HashMap<u64, Shared>>> = OnceLock::new();
+    REGISTRY
+        .get_or_init(|| Mutex::new(HashMap::new()))
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+}
+
+/// The shared code cache's statistics (live, pending and freed bytes, ...).
+pub fn cache_stats() -> codecache::Stats {
+    cache().stats()
+}
+
+/// The cache key of a program: a hash of everything its code depends on,
+/// so that applets loaded from the same class (with the same metering)
+/// share one compiled copy.
+fn fingerprint(prog: &Program) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    prog.info.name.hash(&mut h);
+    for m in &prog.info.methods {
+        m.name.hash(&mut h);
+        m.descriptor.hash(&mut h);
+        m.is_static.hash(&mut h);
+    }
+    prog.funcs.hash(&mut h);
+    prog.switches.hash(&mut h);
+    prog.natives.hash(&mut h);
+    prog.metered().hash(&mut h);
+    h.finish()
+}
+
+/// Compiles `prog` into a function not yet placed in memory.
+fn build(prog: &Program) -> Result<(Func, Meta), JitError> {
+    let mut c = Compiler::new(prog)?;
+    for m in 0..prog.funcs.len() {
+        c.method(m)?;
+    }
+    Ok(c.finish())
+}
+
+/// Compiles `prog` into memory of its own, outside the cache: for
+/// measuring the compiler alone (`jive-compile-count`, the benchmarks).
+pub fn compile_standalone(prog: &Program) -> Result<vcode::Code, JitError> {
+    let (mut f, _) = build(prog)?;
+    f.end().map_err(cg)
+}
+
+/// An applet's compiled code: a key in the shared cache, the trap sites,
+/// and this applet's frame stack and cache registration. Dropping the last
+/// `Compiled` of a key retires the code; the cache frees it once no thread
+/// can still be running it.
+pub struct Compiled {
+    key: u64,
+    meta: Arc<Meta>,
+    thread: codecache::Thread,
+    frames: Box<[i32]>,
+}
+
+impl core::fmt::Debug for Compiled {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Compiled")
+            .field("key", &format_args!("{:#x}", self.key))
+            .field("sites", &self.meta.sites.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Compiles a program (or shares the code of an identical one already
+/// compiled) and publishes it in the shared code cache.
+pub fn compile(prog: &Program) -> Result<Compiled, JitError> {
+    if !available() {
+        return Err(JitError::Unsupported(
+            "vcode has no native backend for this CPU".into(),
+        ));
+    }
+    let key = fingerprint(prog);
+    let meta = {
+        let mut reg = registry();
+        match reg.get_mut(&key) {
+            Some(s) => {
+                s.users += 1;
+                s.meta.clone()
+            }
+            None => {
+                let (f, meta) = build(prog)?;
+                publish(key, f)?;
+                let meta = Arc::new(meta);
+                reg.insert(
+                    key,
+                    Shared {
+                        users: 1,
+                        meta: meta.clone(),
+                    },
+                );
+                meta
+            }
+        }
+    };
+    Ok(Compiled {
+        key,
+        meta,
+        thread: cache().register(),
+        frames: vec![0; STACK_SLOTS].into_boxed_slice(),
+    })
+}
+
+fn publish(key: u64, mut f: Func) -> Result<(), JitError> {
+    cache()
+        .publish(key, 1, move |e| f.end_in(e.mem()))
+        .map_err(|e| JitError::Cache(e.to_string()))
+}
+
+impl Drop for Compiled {
+    fn drop(&mut self) {
+        let mut reg = registry();
+        if let Some(s) = reg.get_mut(&self.key) {
+            s.users -= 1;
+            if s.users == 0 {
+                reg.remove(&self.key);
+                cache().retire(self.key);
+            }
+        }
+    }
+}
+
+type Entry = extern "C" fn(*mut Ctx, i32) -> i32;
+
+impl Compiled {
+    /// The machine code with each method's name and each bytecode's index
+    /// beside its instructions.
+    pub fn listing(&self) -> Option<String> {
+        let mut t = cache().register();
+        let scope = t.enter();
+        let e = scope.lookup(self.key)?;
+        Some(e.code().disassemble_marked(&self.meta.marks))
+    }
+
+    /// Runs method `entry` with `args`, as [`crate::interpreter::Machine::run`]
+    /// does: the same result, trap, fuel and effects.
+    pub(crate) fn run(
+        &mut self,
+        prog: &Program,
+        st: &mut State<'_>,
+        fields: *mut i32,
+        entry: u16,
+        args: &[i32],
+        limits: RunLimits,
+    ) -> Result<Outcome, Trap> {
+        let internal = |what: &str, method: String| Trap {
+            kind: TrapKind::Native(format!("internal error (unverified program?): {what}")),
+            method,
+            bci: 0,
+        };
+        let Some(Some(f)) = prog.funcs.get(usize::from(entry)) else {
+            return Err(internal("entry is not a bytecode method", String::new()));
+        };
+        if args.len() != usize::from(f.arg_slots)
+            || args.len() > usize::from(f.max_locals)
+            || usize::from(f.max_locals) + usize::from(f.max_stack) > STACK_SLOTS
+        {
+            return Err(internal("argument count", f.id.clone()));
+        }
+        if limits.max_depth > MAX_CALL_DEPTH {
+            return Err(internal("call depth above the JIT's limit", f.id.clone()));
+        }
+        self.frames[..args.len()].copy_from_slice(args);
+        let metered = prog.metered();
+        let fuel = limits.fuel.min(i64::MAX as u64) as i64;
+        let frames = self.frames.as_mut_ptr();
+        let statics = st.statics.as_mut_ptr();
+        let dir = st.heap.directory().cast();
+        let mut rt = Runtime {
+            st,
+            prog,
+            pending: None,
+        };
+        let mut ctx = Ctx {
+            frames,
+            // SAFETY: one past the end of the frame stack's allocation.
+            frames_end: unsafe { frames.add(STACK_SLOTS) },
+            statics,
+            fields,
+            dir,
+            fuel,
+            max_depth: i64::from(limits.max_depth),
+            result: 0,
+            trap: [0; 3],
+            rt: (&mut rt as *mut Runtime<'_, '_>).cast(),
+        };
+        let status = {
+            let scope = self.thread.enter();
+            let code = match scope.lookup(self.key) {
+                Some(e) => e,
+                None => {
+                    // Evicted under memory pressure: compile again.
+                    let (func, _) =
+                        build(prog).map_err(|e| internal(&e.to_string(), String::new()))?;
+                    let mut func = Some(func);
+                    scope
+                        .get_or_build(self.key, 1, |e| match func.take() {
+                            Some(mut f) => f.end_in(e.mem()),
+                            None => Err(vcode::Error {
+                                index: 0,
+                                method: "rebuild",
+                                kind: vcode::ErrorKind::Unsupported("built twice"),
+                            }),
+                        })
+                        .map_err(|e| internal(&e.to_string(), String::new()))?
+                }
+            };
+            // SAFETY: the code was generated by `build` for this program
+            // with this signature, and runs inside the scope that keeps it
+            // alive. It reads and writes only what `ctx` points to: the
+            // frame stack (`self.frames`, exclusively borrowed), the
+            // statics and fields (borrowed from the applet through `st`
+            // and `fields`), and heap elements through the directory,
+            // whose entries it bounds-checks; see "Safety" in docs/jive.md.
+            let run = unsafe { code.code().as_fn::<Entry>() }
+                .map_err(|e| internal(&e.to_string(), String::new()))?;
+            run(&mut ctx, i32::from(entry))
+        };
+        if status == 0 {
+            let ret = prog.info.methods[usize::from(entry)].sig.ret.is_some();
+            return Ok(Outcome {
+                value: ret.then_some(ctx.result as i32),
+                fuel_used: if metered { (fuel - ctx.fuel) as u64 } else { 0 },
+            });
+        }
+        let Some(site) = self.meta.sites.get(status as usize - 1) else {
+            return Err(internal("trap site", String::new()));
+        };
+        let [a, b, c] = ctx.trap;
+        let kind = match site.kind {
+            SiteKind::Array if a == 0 => TrapKind::NullPointer,
+            SiteKind::Array => TrapKind::ArrayIndexOutOfBounds {
+                index: b as i32,
+                length: c as i32,
+            },
+            SiteKind::Null => TrapKind::NullPointer,
+            SiteKind::DivZero => TrapKind::DivisionByZero,
+            SiteKind::NegSize => TrapKind::NegativeArraySize(a as i32),
+            SiteKind::Fuel => TrapKind::FuelExhausted(limits.fuel),
+            SiteKind::Depth => TrapKind::CallDepthExceeded(limits.max_depth),
+            SiteKind::Runtime => rt.pending.take().unwrap_or_else(|| {
+                TrapKind::Native("internal error: a runtime call failed silently".into())
+            }),
+        };
+        let method = prog
+            .funcs
+            .get(usize::from(site.method))
+            .and_then(Option::as_ref)
+            .map(|f| f.id.clone())
+            .unwrap_or_default();
+        Err(Trap {
+            kind,
+            method,
+            bci: site.bci,
+        })
+    }
+}
+
+/// The applet object's fields, for generated code (null before the
+/// constructor has made the object).
+pub(crate) fn fields_of(heap: &mut Heap, instance: i32) -> *mut i32 {
+    match heap.get_mut(instance) {
+        Some(Object::Instance(v)) => v.as_mut_ptr(),
+        _ => core::ptr::null_mut(),
+    }
+}
