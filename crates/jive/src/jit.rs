@@ -1071,13 +1071,21 @@ impl<'p> Compiler<'p> {
 
     fn array_store(&mut self, mem: Ty, scale: u8, boolean_mask: bool) {
         let v = self.pop();
-        let i = self.pop();
-        let a = self.pop();
+        let mut i = self.pop();
+        let mut a = self.pop();
         let (x, z, w) = (self.regs.x, self.regs.z, self.regs.w);
         // A `bastore` keeps `v & mask` (the entry's store mask: 1 for a
-        // boolean[], -1 otherwise), computed into W first; W is then held
-        // by nothing else, since it was flushed unless it held `v`.
+        // boolean[], -1 otherwise), computed into W first; an array or index
+        // held in W moves to its (now free) stack home before that.
         let masked = if boolean_mask {
+            let at = self.stack.len();
+            for (val, j) in [(&mut a, at), (&mut i, at + 1)] {
+                if *val == Val::W {
+                    let s = self.pos_slot(j);
+                    self.put(s, Val::W);
+                    *val = Val::Slot(s);
+                }
+            }
             self.flush_w_except(v);
             let ra = self.reg_of(a, x);
             let dir = self.ld_base(z, self.locals.dir);

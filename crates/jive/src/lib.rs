@@ -209,8 +209,9 @@ impl core::fmt::Debug for Applet {
 
 impl Applet {
     /// Loads an applet: [`check`], bind every native declared by the class to
-    /// `natives`, then instantiate: run `<clinit>` (if any), create the
-    /// applet object and run its constructor.
+    /// `natives`, compile it ([`Engine::Tiered`]: with the JIT where vcode
+    /// has a native backend), then instantiate: run `<clinit>` (if any),
+    /// create the applet object and run its constructor.
     pub fn load(bytes: &[u8], natives: &Natives, limits: Limits) -> Result<Applet, LoadError> {
         Applet::load_with_host(bytes, natives, limits, None)
     }
@@ -243,7 +244,18 @@ impl Applet {
         prog: Program,
         natives: &Natives,
         limits: Limits,
+        host: Option<&mut dyn core::any::Any>,
+    ) -> Result<Applet, LoadError> {
+        Applet::instantiate_on(prog, natives, limits, host, Engine::Tiered)
+    }
+
+    /// Instantiates on `engine`, which also runs the initializers.
+    fn instantiate_on(
+        prog: Program,
+        natives: &Natives,
+        limits: Limits,
         mut host: Option<&mut dyn core::any::Any>,
+        engine: Engine,
     ) -> Result<Applet, LoadError> {
         let mut bound = Vec::with_capacity(prog.natives.len());
         for n in &prog.natives {
@@ -279,6 +291,7 @@ impl Applet {
             jit: None,
         };
         applet.prog.set_metering(applet.limits.fuel.is_some());
+        applet.set_engine(engine)?;
         if let Some((idx, _)) = applet.prog.info.method("<clinit>") {
             applet.run_with(idx, &[], host.as_deref_mut())?;
         }
@@ -575,9 +588,7 @@ impl Applet {
         engine: Engine,
     ) -> Result<Applet, LoadError> {
         let prog = check(bytes, &limits)?;
-        let mut applet = Applet::instantiate_with_host(prog, natives, limits, None)?;
-        applet.set_engine(engine)?;
-        Ok(applet)
+        Applet::instantiate_on(prog, natives, limits, None, engine)
     }
 
     /// Switches the engine for later invocations. [`Engine::Jit`] fails if
