@@ -937,7 +937,7 @@ impl<'p> Compiler<'p> {
     /// The bounds check of `a[i]` (which also catches `null`); leaves the
     /// data address in `Z`. Returns the index register, or `None` for a
     /// constant index.
-    fn element(&mut self, a: Val, i: Val) -> (R, Option<R>, i32) {
+    fn element(&mut self, a: Val, i: Val) -> (Option<R>, i32) {
         let (x, y, z) = (self.regs.x, self.regs.y, self.regs.z);
         let (ri, ci) = match i {
             Val::Const(c) => (None, c),
@@ -956,18 +956,15 @@ impl<'p> Compiler<'p> {
                 None => true,
                 Some(ri) => {
                     // The length, cached, against the index.
+                    let ra = self.reg_of(a, x);
                     let stub = self.stub(
                         SiteKind::Array,
                         [
-                            Some(Rec::Reg(x)),
+                            Some(Rec::Reg(ra.num())),
                             Some(Rec::Reg(ri.num())),
                             Some(Rec::Reg(z)),
                         ],
                     );
-                    let ra = self.reg_of(a, x);
-                    if ra.num() != x {
-                        self.f.mov(r(x), ra);
-                    }
                     self.f.ld_local(r(z), self.fact_len[fact.slot]);
                     self.f
                         .bge(ri.cast::<vcode::U>(), r(z).cast::<vcode::U>(), stub);
@@ -976,7 +973,7 @@ impl<'p> Compiler<'p> {
             };
             if checked {
                 self.f.ld_local(p(z), self.fact_ptr[fact.slot]);
-                return (r(x), ri, ci);
+                return (ri, ci);
             }
         }
         let ra = self.reg_of(a, x);
@@ -1024,7 +1021,7 @@ impl<'p> Compiler<'p> {
                 has_len: ri.is_some() || known.is_some_and(|f| f.has_len),
             });
         }
-        (ra, ri, ci)
+        (ri, ci)
     }
 
     /// The cache slot (tmp locals for the data address and length) of the
@@ -1052,7 +1049,7 @@ impl<'p> Compiler<'p> {
     fn array_load(&mut self, mem: Ty, scale: u8) {
         let i = self.pop();
         let a = self.pop();
-        let (_, ri, ci) = self.element(a, i);
+        let (ri, ci) = self.element(a, i);
         let data = p(self.regs.z);
         let rd = self.dest();
         match ri {
@@ -1096,7 +1093,7 @@ impl<'p> Compiler<'p> {
         } else {
             false
         };
-        let (_, ri, ci) = self.element(a, i);
+        let (ri, ci) = self.element(a, i);
         let data = p(z);
         let rv = if masked { r(w) } else { self.reg_of(v, x) };
         match ri {
