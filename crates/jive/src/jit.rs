@@ -300,6 +300,14 @@ struct Locals {
     tmp: [Local<I>; 4],
 }
 
+/// What Z holds across ops, when it is a base pointer (see [`Compiler::op`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ZHolds {
+    Nothing,
+    Statics,
+    Fields,
+}
+
 /// What a block knows of the array a local refers to: its data address
 /// (and, once an index was checked against it, its length) kept in tmp
 /// locals, and the highest constant index proven in bounds. Arrays never
@@ -338,6 +346,7 @@ struct Compiler<'p> {
     hint: Option<u16>,
     dest_val: Val,
     facts: Vec<Option<Fact>>,
+    z_holds: ZHolds,
     fact_ptr: Vec<Local<P>>,
     fact_len: Vec<Local<I>>,
 }
@@ -626,6 +635,7 @@ impl<'p> Compiler<'p> {
             hint: None,
             dest_val: Val::Const(0),
             facts: Vec::new(),
+            z_holds: ZHolds::Nothing,
             fact_ptr: Vec::new(),
             fact_len: Vec::new(),
         })
@@ -1043,6 +1053,7 @@ impl<'p> Compiler<'p> {
     /// Forgets what is known of arrays (at a block start or a call, which
     /// may reuse the cache slots).
     fn forget(&mut self) {
+        self.z_holds = ZHolds::Nothing;
         self.facts.iter_mut().for_each(|f| *f = None);
     }
 
@@ -1441,14 +1452,24 @@ impl<'p> Compiler<'p> {
                 }
             }
         }
-        let base = self.ld_base(
-            z,
-            if instance {
+        // Z keeps the base between field accesses of one kind with only
+        // arithmetic and locals between them (see `op`).
+        let want = if instance {
+            ZHolds::Fields
+        } else {
+            ZHolds::Statics
+        };
+        let base = if self.z_holds == want {
+            p(z)
+        } else {
+            let l = if instance {
                 self.locals.fields
             } else {
                 self.locals.statics
-            },
-        );
+            };
+            self.ld_base(z, l)
+        };
+        self.z_holds = want;
         let off = 4 * i64::from(k);
         match v {
             Some(v) => {
@@ -1503,6 +1524,34 @@ impl<'p> Compiler<'p> {
 
     fn op(&mut self, op: Op, labels: &[Label]) -> bool {
         use Op::*;
+        // Which ops leave Z alone: field accesses (which set it), and
+        // arithmetic and locals, which use only X, Y, W and homes.
+        let z_holds = self.z_holds;
+        self.z_holds = ZHolds::Nothing;
+        if matches!(
+            op,
+            Load(_)
+                | Const(_)
+                | Store(_)
+                | Iinc(..)
+                | Add
+                | Sub
+                | Mul
+                | And
+                | Or
+                | Xor
+                | Shl
+                | Shr
+                | Ushr
+                | Neg
+                | Pop
+                | GetStatic(_)
+                | PutStatic(_)
+                | GetField(_)
+                | PutField(_)
+        ) {
+            self.z_holds = z_holds;
+        }
         match op {
             Nop => {}
             Const(c) => self.stack.push(Val::Const(c)),

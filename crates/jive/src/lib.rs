@@ -17,6 +17,7 @@
 //! | verify by type checking | [`verifier`] | JVMS §4.9.2, §4.10.1 |
 //! | decode once to an internal form | [`decode`] | paper §3.3 (call/field cost) |
 //! | interpret, with traps and fuel | [`interpreter`] | JVMS chapter 6 |
+//! | or compile to native code, with the same traps and fuel | [`jit`] | paper §3.3; vcode, codecache |
 //! | arrays, budget, mark phase | [`heap`] | paper §3.1 (scope-based lifetimes) |
 //! | bind natives to host closures | [`natives`] | paper §2 |
 //!
@@ -28,10 +29,12 @@
 //! for tools that only verify.
 //!
 //! Errors are typed ([`LoadError`], [`InvokeError`], [`Trap`]) and say where:
-//! a byte offset in the file, or a method and bytecode index. jive contains no
-//! `unsafe` code.
+//! a byte offset in the file, or a method and bytecode index. jive's only
+//! `unsafe` code is in [`jit`]: calling the generated code, and the runtime
+//! calls it makes back into the host.
 //!
-//! Dependencies: `thiserror` (error types). Dev-dependencies: `proptest`
+//! Dependencies: `thiserror` (error types), `vcode` (the JIT's code
+//! generator) and `codecache` (where compiled applets live). Dev-dependencies: `proptest`
 //! (the mutation property test of the reader, subset check and verifier) and
 //! `criterion` (the benchmark suite under `benches/`).
 //!
