@@ -270,6 +270,10 @@ pub trait Backend: Sized {
     fn place(&mut self, m: &'static str, l: Label);
     /// No operation.
     fn nop(&mut self, m: &'static str);
+    /// No-ops up to the next multiple of `n` bytes (see [`Func::align`](crate::Func::align)).
+    fn align(&mut self, m: &'static str, n: usize) {
+        let _ = (m, n);
+    }
     /// Jump to `targets[idx]`; `idx` (an `ul` register) is in range.
     fn jump_table(&mut self, m: &'static str, idx: u8, targets: &[Label]);
     /// Places `bytes` with the function's constants; returns its handle.

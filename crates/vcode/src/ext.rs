@@ -1673,3 +1673,30 @@ impl<B: Backend> Indexed for Func<B> {
         self.putreg(a);
     }
 }
+
+// -- Countdown (added for the jive JIT's fuel) -------------------------------------
+
+/// A counter that counts down and branches when it was already 0: the
+/// charge of a fuel meter, one operation natively.
+pub trait Countdown {
+    /// `r -= 1` (wrapping), and a branch to `l` if `r` was 0 before, i.e.
+    /// if the subtraction borrowed. Natively `sub r, 1; jb l` (one fused
+    /// operation on x86-64); portably `sub` and `beq r, -1`.
+    fn dec_branch_borrow(&mut self, r: Reg<crate::UL>, l: crate::Label);
+}
+
+impl<B: Backend> Countdown for Func<B> {
+    fn dec_branch_borrow(&mut self, r: Reg<crate::UL>, l: crate::Label) {
+        const NAME: &str = "dec_branch_borrow";
+        self.check_regs(NAME, &[(false, r.num())]);
+        if let Some(x) = self.backend().x86() {
+            x.insn(NAME);
+            x.buf.reserve(NAME, 16);
+            x.countdown(r.num(), l.0);
+            x.buf.resync(NAME);
+            return;
+        }
+        self.sub(r, r, Operand::Imm(1));
+        self.beq(r, Operand::Imm(-1), l);
+    }
+}

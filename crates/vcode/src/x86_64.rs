@@ -75,6 +75,8 @@ const FIX_JAL: u8 = 7;
 const FIX_RET: u8 = 8;
 /// An 8-byte jump-table slot: the label's absolute address, known at link.
 const FIX_TABLE: u8 = 9;
+/// The branch of [`X64::countdown`].
+const FIX_COUNTDOWN: u8 = 10;
 
 impl Fixup {
     /// The client method that recorded the fixup.
@@ -84,6 +86,7 @@ impl Fixup {
             FIX_JAL => "jal",
             FIX_RET => "ret",
             FIX_TABLE => "jump_table",
+            FIX_COUNTDOWN => "dec_branch_borrow",
             k => Cond::ALL[k as usize].name(),
         }
     }
@@ -106,6 +109,8 @@ pub struct X64 {
     ret_ty: Option<Ty>,
     /// Start of the last `jmp epilogue`, if it ends the body.
     last_ret: Option<usize>,
+    /// The largest alignment a body position was padded to (`align`).
+    align: usize,
     /// Prologue and epilogue bytes, built by `finish` (kept for their capacity).
     pro: Vec<u8>,
     epi: Vec<u8>,
@@ -444,6 +449,7 @@ impl Backend for X64 {
             frame: false,
             ret_ty: None,
             last_ret: None,
+            align: 1,
             pro: Vec::with_capacity(64),
             epi: Vec::with_capacity(64),
         }
@@ -463,6 +469,7 @@ impl Backend for X64 {
         self.frame = false;
         self.ret_ty = None;
         self.last_ret = None;
+        self.align = 1;
         if moves {
             self.buf.reserve("lambda", 16 * params.len());
             for (&r, loc) in params.all().iter().zip(abi_layout(sig.params())) {
@@ -1124,6 +1131,24 @@ impl Backend for X64 {
         self.buf.put1(0x90);
     }
 
+    fn align(&mut self, m: &'static str, n: usize) {
+        self.buf.insn(m);
+        if !n.is_power_of_two() || n > 64 {
+            return self
+                .buf
+                .fail(m, ErrorKind::Unsupported("align: a power of two up to 64"));
+        }
+        self.align = self.align.max(n);
+        let pad = self.buf.pos().next_multiple_of(n) - self.buf.pos();
+        self.buf.reserve(m, pad + 8);
+        let mut nops = Vec::with_capacity(pad);
+        push_nops(&mut nops, pad);
+        for b in nops {
+            self.buf.put1(b);
+        }
+        self.buf.resync(m);
+    }
+
     fn data(&mut self, bytes: &[u8]) -> u32 {
         let slot = (self.pool.len() / 8) as u32;
         self.pool.extend_from_slice(bytes);
@@ -1239,6 +1264,10 @@ impl Backend for X64 {
             epi.push(0xc9); // leave
         }
         epi.push(0xc3);
+        // Body positions keep the alignment `align` asked for when the
+        // prologue is a multiple of it.
+        let pad = pro.len().next_multiple_of(self.align) - pro.len();
+        push_nops(&mut pro, pad);
         let epi_at = body_len as u32;
         let epi_len = epi.len();
         // Constants, 8-byte aligned after the epilogue.
@@ -1492,6 +1521,14 @@ impl X64 {
         }
     }
 
+    /// `sub r, 1; jb label` (64-bit): a countdown's step and its branch on
+    /// borrow, which the CPU fuses into one operation
+    /// ([`Countdown`](crate::ext::Countdown)).
+    pub(crate) fn countdown(&mut self, r: u8, label: u32) {
+        self.alu_ri(Alu::Sub, true, r, 1);
+        self.jump_to(FIX_COUNTDOWN, Some(0x02), label);
+    }
+
     /// `sqrtss`/`sqrtsd rd, rs`.
     #[inline(always)]
     pub fn sqrt(&mut self, ty: Ty, rd: u8, rs: u8) {
@@ -1615,6 +1652,26 @@ pub(crate) enum ArgLoc {
 }
 
 /// System V placement of arguments of the given types.
+/// `n` bytes of no-ops, in the fewest instructions (the multi-byte `nop`
+/// forms Intel and AMD recommend, up to 8 bytes each).
+fn push_nops(out: &mut Vec<u8>, mut n: usize) {
+    const NOPS: [&[u8]; 8] = [
+        &[0x90],
+        &[0x66, 0x90],
+        &[0x0f, 0x1f, 0x00],
+        &[0x0f, 0x1f, 0x40, 0x00],
+        &[0x0f, 0x1f, 0x44, 0x00, 0x00],
+        &[0x66, 0x0f, 0x1f, 0x44, 0x00, 0x00],
+        &[0x0f, 0x1f, 0x80, 0x00, 0x00, 0x00, 0x00],
+        &[0x0f, 0x1f, 0x84, 0x00, 0x00, 0x00, 0x00, 0x00],
+    ];
+    while n > 0 {
+        let k = n.min(8);
+        out.extend_from_slice(NOPS[k - 1]);
+        n -= k;
+    }
+}
+
 pub(crate) fn abi_layout(tys: &[Ty]) -> impl Iterator<Item = ArgLoc> + '_ {
     let (mut ni, mut nf, mut ns) = (0, 0, 0);
     tys.iter().map(move |t| {
