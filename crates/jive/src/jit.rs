@@ -50,8 +50,8 @@
 //! apart.
 //!
 //! Fuel is charged where the interpreter charges it (taken back edges that
-//! decoding marks, calls, switches): `FUEL -= 1` and a branch when it goes
-//! negative. Calls check the depth (a counter in the native frame) and,
+//! decoding marks, calls, switches): `FUEL -= 1` and a branch on its borrow,
+//! one fused operation (vcode's `Countdown`). Calls check the depth (a counter in the native frame) and,
 //! unless the callee's frame provably fits in the caller's, the frame
 //! stack's end, exactly as the interpreter does.
 
@@ -59,7 +59,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use thiserror::Error;
-use vcode::ext::Indexed;
+use vcode::ext::{Countdown, Indexed};
 use vcode::{Arg, Callee, Class, Func, I, L, Label, Leaf, Local, Operand, P, Reg, Ty, UL};
 
 use crate::decode::{Op, Program, Switch, successors};
@@ -109,7 +109,7 @@ struct Ctx {
     /// The heap directory; runtime calls refresh it.
     dir: *const u8,
     /// Fuel on entry, fuel left on exit.
-    fuel: i64,
+    fuel: u64,
     /// The call-depth limit.
     max_depth: i64,
     /// The returned value.
@@ -279,7 +279,7 @@ fn ix(r: R) -> Reg<UL> {
 
 struct Regs {
     fp: Reg<P>,
-    fuel: Reg<L>,
+    fuel: Reg<UL>,
     x: u8,
     y: u8,
     z: u8,
@@ -330,7 +330,7 @@ struct Compiler<'p> {
     stubs: Vec<Stub>,
     exit: Label,
     metered: bool,
-    marks: Vec<(usize, String)>,
+    marks: Vec<(usize, Mark)>,
     // Per method:
     method: u16,
     bci: u32,
@@ -346,6 +346,10 @@ struct Compiler<'p> {
     hint: Option<u16>,
     dest_val: Val,
     facts: Vec<Option<Fact>>,
+    /// The op being compiled, and the end of its block (the next branch
+    /// target, exclusive).
+    op_index: usize,
+    block_end: usize,
     z_holds: ZHolds,
     fact_ptr: Vec<Local<P>>,
     fact_len: Vec<Local<I>>,
@@ -540,7 +544,7 @@ impl<'p> Compiler<'p> {
         let ctx_in = params.get::<P>(0).map_err(cg)?;
         let idx_in = params.get::<I>(1).map_err(cg)?;
         let fp = f.getreg::<P>(Class::Persistent).map_err(cg)?;
-        let fuel = f.getreg::<L>(Class::Persistent).map_err(cg)?;
+        let fuel = f.getreg::<UL>(Class::Persistent).map_err(cg)?;
         let locals = Locals {
             ctx: f.local(),
             dir: f.local(),
@@ -635,6 +639,8 @@ impl<'p> Compiler<'p> {
             hint: None,
             dest_val: Val::Const(0),
             facts: Vec::new(),
+            op_index: 0,
+            block_end: 0,
             z_holds: ZHolds::Nothing,
             fact_ptr: Vec::new(),
             fact_len: Vec::new(),
@@ -786,19 +792,8 @@ impl<'p> Compiler<'p> {
         for j in 0..self.stack.len() {
             if self.stack[j] == Val::Slot(n) {
                 let s = self.pos_slot(j);
-                if self.home(s) == Home::Reg(self.regs.w) {
-                    continue;
-                }
-                match self.home(s) {
-                    Home::Reg(_) => {
-                        self.put(s, Val::Slot(n));
-                        self.stack[j] = Val::Slot(s);
-                    }
-                    Home::Mem(_) => {
-                        self.put(s, Val::Slot(n));
-                        self.stack[j] = Val::Slot(s);
-                    }
-                }
+                self.put(s, Val::Slot(n));
+                self.stack[j] = Val::Slot(s);
             }
         }
     }
@@ -808,9 +803,9 @@ impl<'p> Compiler<'p> {
             return;
         }
         let stub = self.stub(SiteKind::Fuel, [None; 3]);
-        let fuel = self.regs.fuel;
-        self.f.sub(fuel, fuel, 1);
-        self.f.blt(fuel, 0, stub);
+        // One fused `sub; jb`: out of fuel exactly when the count was 0,
+        // as in the interpreter.
+        self.f.dec_branch_borrow(self.regs.fuel, stub);
     }
 
     fn ld_base(&mut self, into: u8, l: Local<P>) -> Reg<P> {
@@ -1009,6 +1004,8 @@ impl<'p> Compiler<'p> {
             Some(ri) => self.f.bge(ri.cast::<vcode::U>(), len, stub),
             None => self.f.ble(len, Operand::Imm(i64::from(ci as u32)), stub),
         }
+        // Kept only if the block reads the local again.
+        let local = local.filter(|&n| self.read_again(n as u16));
         let slot = local.map(|n| self.fact_slot(n));
         if let (Some(k), Some(_)) = (slot, ri) {
             self.f.st_local(r(z), self.fact_len[k]);
@@ -1032,6 +1029,19 @@ impl<'p> Compiler<'p> {
             });
         }
         (ri, ci)
+    }
+
+    /// Whether local `n` is read again later in the current block (within
+    /// a few dozen ops), so that a fact about it can pay for its stores.
+    fn read_again(&self, n: u16) -> bool {
+        let from = self.op_index + 1;
+        let to = self.block_end.min(from + 48).min(self.code.len());
+        self.code.get(from..to).is_some_and(|ops| {
+            ops.iter().any(|&o| {
+                let (parts, k) = expand(o);
+                parts[..k].contains(&Op::Load(n))
+            })
+        })
     }
 
     /// The cache slot (tmp locals for the data address and length) of the
@@ -1404,7 +1414,7 @@ impl<'p> Compiler<'p> {
     fn new_array(&mut self, prim: Prim) {
         let n = self.pop();
         self.flush_w_except(n);
-        let (x, y) = (self.regs.x, self.regs.y);
+        let y = self.regs.y;
         let rn = self.reg_of(n, y);
         let neg = self.stub(SiteKind::NegSize, [Some(Rec::Reg(rn.num())), None, None]);
         self.f.blt(rn, 0, neg);
@@ -1431,7 +1441,6 @@ impl<'p> Compiler<'p> {
             below,
         );
         self.f.blt(res, 0, fail);
-        let _ = x;
         let rd = self.dest();
         self.f.cv::<L, I>(rd, res);
         self.push_result(rd);
@@ -1687,22 +1696,13 @@ impl<'p> Compiler<'p> {
     /// test of locals and constants on an empty stack, which cannot trap.
     fn rotate(&mut self, t: u32, labels: &[Label]) -> bool {
         let t = t as usize;
-        let Some(&op) = self.code.get(t) else {
-            return false;
-        };
-        if self.depth.get(t) != Some(&Some(0)) || !self.stack.is_empty() || t + 1 >= labels.len() {
+        if !self.rotatable(t) || !self.stack.is_empty() || t + 1 >= labels.len() {
             return false;
         }
-        let (parts, k) = expand(op);
-        let Some((c, two, exit, false)) = branch(parts[k - 1]) else {
+        let (parts, k) = expand(self.code[t]);
+        let Some((c, two, exit, _)) = branch(parts[k - 1]) else {
             return false;
         };
-        if !parts[..k - 1]
-            .iter()
-            .all(|o| matches!(o, Op::Load(_) | Op::Const(_)))
-        {
-            return false;
-        }
         for &o in &parts[..k - 1] {
             self.op(o, labels);
         }
@@ -1710,6 +1710,22 @@ impl<'p> Compiler<'p> {
         self.cond_branch(c.not(), two, t as u32 + 1, false, labels);
         self.f.jmp(labels[exit as usize]);
         true
+    }
+
+    /// Whether a jump to op `t` can copy it ([`Compiler::rotate`]): a
+    /// forward, uncharged branch on locals and constants, on an empty stack.
+    fn rotatable(&self, t: usize) -> bool {
+        let Some(&op) = self.code.get(t) else {
+            return false;
+        };
+        if self.depth.get(t) != Some(&Some(0)) {
+            return false;
+        }
+        let (parts, k) = expand(op);
+        matches!(branch(parts[k - 1]), Some((_, _, _, false)))
+            && parts[..k - 1]
+                .iter()
+                .all(|o| matches!(o, Op::Load(_) | Op::Const(_)))
     }
 
     /// Picks register homes for a method's slots: the most used, weighted
@@ -1778,6 +1794,7 @@ impl<'p> Compiler<'p> {
         self.code = code.to_vec();
         self.depth = depth.clone();
         self.facts = vec![None; usize::from(func.max_locals)];
+        self.block_end = 0;
         let labels: Vec<Label> = (0..=code.len()).map(|_| self.f.genlabel()).collect();
         let mut is_target = vec![false; code.len() + 1];
         for (i, &o) in code.iter().enumerate() {
@@ -1789,8 +1806,24 @@ impl<'p> Compiler<'p> {
                 }
             });
         }
+        // Loop heads, aligned to 32 bytes so that a loop's speed does not
+        // depend on where the code before it happened to end: the test at
+        // the top of a loop, or, when the back edge copies that test (see
+        // `rotate`), the first op of the body.
+        let mut align = vec![false; code.len() + 1];
+        for (b, &o) in code.iter().enumerate() {
+            successors(o, b, &prog.switches, |t| {
+                if t <= b {
+                    let head = if self.rotatable(t) { t + 1 } else { t };
+                    if let Some(a) = align.get_mut(head) {
+                        *a = true;
+                    }
+                }
+            });
+        }
         self.f.label(self.entries[m]);
-        self.marks.push((self.f.code_offset(), func.id.clone()));
+        self.marks
+            .push((self.f.code_offset(), Mark::Method(m as u16)));
         for k in 0..usize::from(func.arg_slots) {
             if let Home::Reg(h) = self.homes[k] {
                 self.f.ld(r(h), self.regs.fp, 4 * k as i64);
@@ -1807,6 +1840,9 @@ impl<'p> Compiler<'p> {
                 if live {
                     self.sync();
                 }
+                if align[i] {
+                    self.f.align(32);
+                }
                 self.f.label(labels[i]);
                 self.reset_stack(usize::from(d));
                 self.forget();
@@ -1817,11 +1853,19 @@ impl<'p> Compiler<'p> {
                 self.forget();
                 live = true;
             } else {
+                if align[i] {
+                    self.f.align(32);
+                }
                 self.f.label(labels[i]);
             }
             self.bci = func.bcis.get(i).copied().unwrap_or(0);
-            self.marks
-                .push((self.f.code_offset(), format!("bci {}", self.bci)));
+            self.op_index = i;
+            if self.block_end <= i {
+                self.block_end = (i + 1..code.len())
+                    .find(|&j| is_target[j])
+                    .unwrap_or(code.len());
+            }
+            self.marks.push((self.f.code_offset(), Mark::Bci(self.bci)));
             let (parts, k) = expand(op);
             for j in 0..k {
                 // The op after this part, if control always goes on to it.
@@ -1859,7 +1903,7 @@ impl<'p> Compiler<'p> {
         let x = self.regs.x;
         let stubs = std::mem::take(&mut self.stubs);
         if !stubs.is_empty() {
-            self.marks.push((self.f.code_offset(), "trap exits".into()));
+            self.marks.push((self.f.code_offset(), Mark::Traps));
         }
         for s in &stubs {
             self.f.label(s.label);
@@ -1892,7 +1936,20 @@ impl<'p> Compiler<'p> {
         self.f.ret(r(x));
         let sites = std::mem::take(&mut self.sites);
         let marks = std::mem::take(&mut self.marks);
-        (self.f, Meta { sites, marks })
+        let methods = self
+            .prog
+            .funcs
+            .iter()
+            .map(|f| f.as_ref().map(|f| f.id.clone()).unwrap_or_default())
+            .collect();
+        (
+            self.f,
+            Meta {
+                sites,
+                marks,
+                methods,
+            },
+        )
     }
 }
 
@@ -1903,7 +1960,16 @@ impl<'p> Compiler<'p> {
 #[derive(Debug)]
 struct Meta {
     sites: Vec<Site>,
-    marks: Vec<(usize, String)>,
+    marks: Vec<(usize, Mark)>,
+    methods: Vec<String>,
+}
+
+/// A heading of the native listing, formatted only when it is printed.
+#[derive(Debug, Clone, Copy)]
+enum Mark {
+    Method(u16),
+    Bci(u32),
+    Traps,
 }
 
 /// Applets using each key, and what their compilation yielded.
@@ -2054,7 +2120,27 @@ impl Compiled {
         let mut t = cache().register();
         let scope = t.enter();
         let e = scope.lookup(self.key)?;
-        Some(e.code().disassemble_marked(&self.meta.marks))
+        let marks: Vec<(usize, String)> = self
+            .meta
+            .marks
+            .iter()
+            .map(|&(at, m)| {
+                (
+                    at,
+                    match m {
+                        Mark::Method(k) => self
+                            .meta
+                            .methods
+                            .get(usize::from(k))
+                            .cloned()
+                            .unwrap_or_default(),
+                        Mark::Bci(b) => format!("bci {b}"),
+                        Mark::Traps => "trap exits".into(),
+                    },
+                )
+            })
+            .collect();
+        Some(e.code().disassemble_marked(&marks))
     }
 
     /// Runs method `entry` with `args`, as [`crate::interpreter::Machine::run`]
@@ -2087,7 +2173,7 @@ impl Compiled {
         }
         self.frames[..args.len()].copy_from_slice(args);
         let metered = prog.metered();
-        let fuel = limits.fuel.min(i64::MAX as u64) as i64;
+        let fuel = limits.fuel;
         let frames = self.frames.as_mut_ptr();
         let statics = st.statics.as_mut_ptr();
         let dir = st.heap.directory().cast();
@@ -2145,7 +2231,7 @@ impl Compiled {
             let ret = prog.info.methods[usize::from(entry)].sig.ret.is_some();
             return Ok(Outcome {
                 value: ret.then_some(ctx.result as i32),
-                fuel_used: if metered { (fuel - ctx.fuel) as u64 } else { 0 },
+                fuel_used: if metered { fuel - ctx.fuel } else { 0 },
             });
         }
         let Some(site) = self.meta.sites.get(status as usize - 1) else {
