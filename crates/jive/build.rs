@@ -3,12 +3,24 @@
 //! release, into `$OUT_DIR/applets/{release8,default}`. The test harness for
 //! HotSpot goes into `$OUT_DIR/applets/harness`.
 //!
+//! The endpoint applets of `applets/unet` go into `$OUT_DIR/applets/unet`
+//! (`--release 8`), for the JIT's differential test.
+//!
+//! It also generates random programs (`build/random_programs.rs`, a fixed
+//! seed) into `$OUT_DIR/applets/random/src` and compiles them with one
+//! `javac` run into `$OUT_DIR/applets/random/classes`, which
+//! `JIVE_RANDOM_CLASSES` names: the programs of the differential test of the
+//! JIT against the interpreter (`tests/jit.rs`).
+//!
 //! A missing `javac` does not fail the build: it prints a warning and leaves
-//! `JIVE_APPLET_CLASSES` unset, so the tests that need class files say they
-//! are skipped and why.
+//! `JIVE_APPLET_CLASSES` and `JIVE_RANDOM_CLASSES` unset, so the tests that
+//! need class files say they are skipped and why.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+#[path = "build/random_programs.rs"]
+mod random_programs;
 
 fn java_files(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(rd) = std::fs::read_dir(dir) else {
@@ -46,6 +58,39 @@ fn javac(args: &[&str], files: &[PathBuf], out: &Path) -> Result<(), Option<Stri
     Ok(())
 }
 
+/// Writes the random programs' sources and compiles them with one `javac`
+/// run; returns the directory of the class files.
+fn random_programs(dir: &Path) -> Result<PathBuf, Option<String>> {
+    let src = dir.join("src");
+    let _ = std::fs::remove_dir_all(&src);
+    std::fs::create_dir_all(&src).map_err(|e| Some(format!("{}: {e}", src.display())))?;
+    let mut files = Vec::with_capacity(random_programs::CLASSES);
+    for k in 0..random_programs::CLASSES {
+        let (name, text) = random_programs::class(k);
+        let f = src.join(format!("{name}.java"));
+        std::fs::write(&f, text).map_err(|e| Some(format!("{}: {e}", f.display())))?;
+        files.push(f);
+    }
+    let classes = dir.join("classes");
+    javac(
+        &[
+            "--release",
+            "8",
+            "-Xlint:none",
+            "-nowarn",
+            "-proc:none",
+            "-implicit:none",
+            // A short run: the client compiler and the serial collector
+            // halve the time and use a third of the memory.
+            "-J-XX:TieredStopAtLevel=1",
+            "-J-XX:+UseSerialGC",
+        ],
+        &files,
+        &classes,
+    )?;
+    Ok(classes)
+}
+
 fn main() {
     println!("cargo::rerun-if-env-changed=JAVAC");
     let manifest =
@@ -74,6 +119,28 @@ fn main() {
     match result {
         Ok(()) => {
             println!("cargo::rustc-env=JIVE_APPLET_CLASSES={}", out.display());
+            let mut unet = Vec::new();
+            java_files(&applets.join("unet"), &mut unet);
+            if let Err(e) = javac(
+                &["--release", "8", "-g", "-Xlint:-options"],
+                &unet,
+                &out.join("unet"),
+            ) {
+                panic!(
+                    "jive: compiling the endpoint applets failed: {}",
+                    e.unwrap_or_default()
+                );
+            }
+            match random_programs(&out.join("random")) {
+                Ok(classes) => {
+                    println!("cargo::rustc-env=JIVE_RANDOM_CLASSES={}", classes.display())
+                }
+                // javac compiled the applets a moment ago, so this is the generator's bug.
+                Err(e) => panic!(
+                    "jive: compiling the random programs failed (a bug in build/random_programs.rs): {}",
+                    e.unwrap_or_default()
+                ),
+            }
         }
         Err(None) => println!(
             "cargo::warning=jive: javac not found, so the Java test applets are not compiled and the tests that need \

@@ -11,46 +11,8 @@ mod common;
 use std::io::Write;
 use std::process::{Command, Stdio};
 
-use common::{RELEASES, classes};
-use jive::subset::FieldType;
+use common::{RELEASES, arith_cases, classes};
 use jive::{Applet, InvokeError, Limits, Natives, TrapKind};
-
-const EDGES: &[i32] = &[
-    0,
-    1,
-    -1,
-    2,
-    3,
-    7,
-    8,
-    31,
-    32,
-    33,
-    63,
-    100,
-    127,
-    128,
-    255,
-    256,
-    -128,
-    -129,
-    32767,
-    32768,
-    65535,
-    -32768,
-    1000,
-    -1_000_000,
-    i32::MAX,
-    i32::MIN,
-    i32::MAX - 1,
-    i32::MIN + 1,
-];
-
-/// Methods whose first argument is an array size: kept small so that the
-/// comparison is about semantics, not about whose heap is bigger.
-const SIZED: &[&str] = &["intArray", "arrayLen"];
-/// Methods that recurse on their argument without masking it.
-const UNBOUNDED: &[&str] = &["fib", "ack"];
 
 fn java_name(k: &TrapKind) -> String {
     match k {
@@ -61,65 +23,6 @@ fn java_name(k: &TrapKind) -> String {
         TrapKind::CallDepthExceeded(_) => "!StackOverflowError".into(),
         other => format!("!jive-only trap {other}"),
     }
-}
-
-fn cases(applet: &Applet) -> Vec<(String, Vec<i32>)> {
-    let mut rng: u64 = 0x9e37_79b9_7f4a_7c15;
-    let mut next = move || {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        rng as i32
-    };
-    let mut out = Vec::new();
-    for m in &applet.program().info.methods {
-        if !m.is_static || m.name.starts_with('<') || UNBOUNDED.contains(&m.name.as_str()) {
-            continue;
-        }
-        assert!(
-            m.sig.params.iter().all(|p| matches!(p, FieldType::Prim(_))),
-            "{}",
-            m.id()
-        );
-        let dom: Vec<i32> = if SIZED.contains(&m.name.as_str()) {
-            vec![-1, 0, 1, 5, 100, i32::MIN]
-        } else {
-            EDGES.to_vec()
-        };
-        match m.sig.params.len() {
-            0 => out.push((m.name.clone(), vec![])),
-            1 => {
-                for &a in &dom {
-                    out.push((m.name.clone(), vec![a]));
-                }
-                for _ in 0..40 {
-                    let a = if SIZED.contains(&m.name.as_str()) {
-                        next() & 255
-                    } else {
-                        next()
-                    };
-                    out.push((m.name.clone(), vec![a]));
-                }
-            }
-            2 => {
-                for &a in &dom {
-                    for &b in EDGES {
-                        out.push((m.name.clone(), vec![a, b]));
-                    }
-                }
-                for _ in 0..100 {
-                    let a = if SIZED.contains(&m.name.as_str()) {
-                        next() & 255
-                    } else {
-                        next()
-                    };
-                    out.push((m.name.clone(), vec![a, next()]));
-                }
-            }
-            n => panic!("{} has {n} parameters", m.id()),
-        }
-    }
-    out
 }
 
 #[test]
@@ -143,7 +46,7 @@ fn arith_agrees_with_hotspot() {
         let dir = classes(r).unwrap();
         let bytes = std::fs::read(dir.join("Arith.class")).unwrap();
         let mut applet = Applet::load(&bytes, &Natives::new(), Limits::default()).unwrap();
-        let cases = cases(&applet);
+        let cases = arith_cases(&applet);
         assert!(cases.len() > 5000, "{} cases", cases.len());
 
         let mut input = String::new();

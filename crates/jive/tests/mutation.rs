@@ -1,7 +1,8 @@
 //! Mutation property test: random byte-level mutations of valid class files
 //! never panic the reader, the subset check, the verifier or the decoder; and
 //! whenever a mutant still passes them, instantiating it and invoking each of
-//! its methods never panics either (it returns a value or a trap).
+//! its methods never panics either (it returns a value or a trap), and the
+//! JIT gives the interpreter's results (value or trap, fuel, heap).
 //!
 //! The number of mutants is `JIVE_MUTATIONS` (default 20,000; CI sets
 //! 100,000 or more). A failure prints the minimal mutation list proptest
@@ -10,9 +11,9 @@
 mod common;
 
 use common::{RELEASES, class_bytes};
-use jive::{Applet, Limits, Natives};
+use jive::{Applet, Engine, Limits, Natives};
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestRunner};
+use proptest::test_runner::{Config, TestCaseError, TestRunner};
 
 const BASES: &[&str] = &["Victim", "Arith", "RawUnet", "Counter", "Traps", "Bench"];
 
@@ -62,8 +63,9 @@ fn apply(bytes: &mut Vec<u8>, m: &Mutation) {
     }
 }
 
-/// Runs every phase on a mutant; panics only if jive does.
-fn exercise(bytes: &[u8]) {
+/// Runs every phase on a mutant; panics only if jive does. A mutant that
+/// still verifies runs on both engines: a disagreement is the error.
+fn exercise(bytes: &[u8]) -> Result<(), String> {
     let limits = Limits {
         fuel: Some(20_000),
         heap_bytes: 64 * 1024,
@@ -71,7 +73,7 @@ fn exercise(bytes: &[u8]) {
         ..Limits::default()
     };
     let Ok(prog) = jive::check(bytes, &limits) else {
-        return;
+        return Ok(());
     };
     let mut natives = Natives::new();
     for n in &prog.natives {
@@ -86,14 +88,27 @@ fn exercise(bytes: &[u8]) {
         })
         .map(|m| (m.name.clone(), m.sig.params.len()))
         .collect();
-    let Ok(mut applet) = Applet::instantiate(prog, &natives, limits) else {
-        return;
+    let Ok(mut applet) = Applet::load_with_engine(bytes, &natives, limits, Engine::Interpreter)
+    else {
+        return Ok(());
     };
+    let mut jit = Applet::load_with_engine(bytes, &natives, limits, Engine::Jit)
+        .map_err(|e| format!("JIT failed to compile a verified mutant: {e}"))?;
     for (name, n) in methods {
         for arg in [0, 1, -1, 7] {
-            let _ = applet.invoke(&name, &vec![arg; n]);
+            let args = vec![arg; n];
+            let (a, b) = (applet.invoke(&name, &args), jit.invoke(&name, &args));
+            let heap = |x: &Applet| (x.heap().bytes_in_use(), x.heap().object_count());
+            if a != b || heap(&applet) != heap(&jit) {
+                return Err(format!(
+                    "{name}{args:?}: interpreter {a:?} with heap {:?}, JIT {b:?} with heap {:?}",
+                    heap(&applet),
+                    heap(&jit)
+                ));
+            }
         }
     }
+    Ok(())
 }
 
 #[test]
@@ -128,8 +143,7 @@ fn random_mutations_never_panic_any_phase() {
             if jive::check(&b, &Limits::default()).is_ok() {
                 verified.set(verified.get() + 1);
             }
-            exercise(&b);
-            Ok(())
+            exercise(&b).map_err(TestCaseError::fail)
         })
         .unwrap();
     eprintln!(

@@ -1,0 +1,851 @@
+//! Differential test of the JIT against the interpreter (issue 13): the same
+//! class loaded on both engines must give, for every invocation, the same
+//! `Result<Outcome, InvokeError>` (value, fuel used; trap kind, method and
+//! bci), and leave the same state behind (static fields, static arrays'
+//! contents, every object on the heap, bytes in use, object count).
+//!
+//! - `random_programs_agree_on_both_engines`: the random programs that the
+//!   build script generates (`build/random_programs.rs`, at least 10,000
+//!   `int mK(int a, int b)`, with helpers), each invoked with several argument
+//!   pairs, edge values and pseudo-random ones.
+//! - `applets_agree_on_both_engines`: every applet under `applets/src` (both
+//!   builds) and `applets/unet`, every method with int arguments, natives
+//!   bound to stubs, with the applets' static arrays and ints set by the host
+//!   between rounds.
+//! - `hotspot_cases_agree_on_both_engines`: the calls of the HotSpot
+//!   differential test (`differential.rs`) of the `Arith` applet.
+//!
+//! Every class runs twice on each engine: metered (a small fuel budget, so
+//! that loops that never end trap quickly) and unmetered. The unmetered twin
+//! is kept in the metered one's state: a call that exhausted its fuel when
+//! metered (and might never end without metering) runs metered in the twin
+//! as well; every other call runs unmetered, and must give the metered
+//! call's value or trap.
+//!
+//! `JIT_PROGRAMS=N` runs only the first N random programs (quick local runs).
+//! `JIT_TEST_SELF_CHECK=1` puts the interpreter on both sides: a check of this
+//! harness and of the generator only, never of the JIT. Without `javac` at
+//! build time, the tests print why they are skipped.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use common::{RELEASES, SKIP_JAVAC, arith_cases, class_bytes, classes};
+use jive::subset::{FieldType, Prim};
+use jive::{
+    Applet, Engine, InvokeError, Limits, NativeError, Natives, Outcome, Program, Trap, TrapKind,
+};
+
+/// Fuel per invocation of a random program.
+const FUEL: u64 = 20_000;
+/// Fuel per invocation of an applet's method (its benchmark loops run to
+/// `Integer.MAX_VALUE` on some arguments).
+const APPLET_FUEL: u64 = 200_000;
+/// Random programs that must run (unless `JIT_PROGRAMS` asks for fewer).
+const MIN_PROGRAMS: usize = 10_000;
+/// Mismatches shown in a failure message.
+const SHOWN: usize = 12;
+
+type Call = Result<Outcome, InvokeError>;
+
+/// The engine compared with the interpreter.
+fn engine_under_test() -> Engine {
+    if std::env::var_os("JIT_TEST_SELF_CHECK").is_some_and(|v| v != "0") {
+        Engine::Interpreter
+    } else {
+        Engine::Jit
+    }
+}
+
+/// At most `n` characters of a value's debug form.
+fn short(v: &impl Debug, n: usize) -> String {
+    let s = format!("{v:?}");
+    if s.len() <= n {
+        s
+    } else {
+        let cut = (0..=n).rev().find(|&i| s.is_char_boundary(i)).unwrap_or(0);
+        format!("{}... ({} chars)", &s[..cut], s.len())
+    }
+}
+
+/// Where two applets' states differ, if they do.
+fn state_diff(a: &Applet, b: &Applet) -> Option<String> {
+    for f in a.program().info.fields.iter().filter(|f| f.is_static) {
+        if f.ty.is_ref() {
+            let (x, y) = (a.static_array(&f.name), b.static_array(&f.name));
+            if x != y {
+                return Some(format!(
+                    "static {}: interpreter {}, JIT {}",
+                    f.name,
+                    short(&x, 200),
+                    short(&y, 200)
+                ));
+            }
+        } else {
+            let (x, y) = (a.static_int(&f.name), b.static_int(&f.name));
+            if x != y {
+                return Some(format!("static {}: interpreter {x:?}, JIT {y:?}", f.name));
+            }
+        }
+    }
+    let (ha, hb) = (a.heap(), b.heap());
+    if (ha.bytes_in_use(), ha.object_count()) != (hb.bytes_in_use(), hb.object_count()) {
+        return Some(format!(
+            "heap: interpreter {} bytes in {} objects, JIT {} bytes in {} objects",
+            ha.bytes_in_use(),
+            ha.object_count(),
+            hb.bytes_in_use(),
+            hb.object_count()
+        ));
+    }
+    // Every object by handle: arrays and the applet object's fields.
+    for h in 1..=ha.capacity().max(hb.capacity()) {
+        let h = i32::try_from(h).expect("heap handles are i32");
+        let (x, y) = (a.object(h), b.object(h));
+        if x != y {
+            return Some(format!(
+                "object {h}: interpreter {}, JIT {}",
+                short(&x, 200),
+                short(&y, 200)
+            ));
+        }
+    }
+    None
+}
+
+/// One class loaded on the interpreter and on the engine under test.
+struct Pair {
+    name: String,
+    interp: Applet,
+    jit: Applet,
+}
+
+impl Pair {
+    fn load(name: &str, bytes: &[u8], natives: &Natives, limits: Limits) -> Result<Pair, String> {
+        let interp = Applet::load_with_engine(bytes, natives, limits, Engine::Interpreter)
+            .map_err(|e| format!("{name} does not load on the interpreter: {e}"))?;
+        let engine = engine_under_test();
+        let jit = Applet::load_with_engine(bytes, natives, limits, engine)
+            .map_err(|e| format!("JIT failed to compile {name}: {e}"))?;
+        if jit.engine() != engine {
+            return Err(format!(
+                "JIT failed to compile {name}: it runs on the {:?} engine",
+                jit.engine()
+            ));
+        }
+        let pair = Pair {
+            name: name.to_string(),
+            interp,
+            jit,
+        };
+        if let Some(d) = state_diff(&pair.interp, &pair.jit) {
+            return Err(format!("{name}: after loading, the state differs: {d}"));
+        }
+        Ok(pair)
+    }
+
+    fn invoke(&mut self, method: &str, args: &[i32]) -> Result<Call, String> {
+        let a = self.interp.invoke(method, args);
+        let b = self.jit.invoke(method, args);
+        if a != b {
+            return Err(format!(
+                "{}.{method}{args:?}: interpreter {a:?}, JIT {b:?}",
+                self.name
+            ));
+        }
+        if let Some(d) = state_diff(&self.interp, &self.jit) {
+            return Err(format!(
+                "{}.{method}{args:?} -> {a:?}, then the state differs: {d}",
+                self.name
+            ));
+        }
+        Ok(a)
+    }
+
+    /// Applies a host operation (setting a static field) to both.
+    fn host(
+        &mut self,
+        what: &str,
+        f: &dyn Fn(&mut Applet) -> Result<(), InvokeError>,
+    ) -> Result<(), String> {
+        let (a, b) = (f(&mut self.interp), f(&mut self.jit));
+        if a != b {
+            return Err(format!(
+                "{}: {what}: interpreter {a:?}, JIT {b:?}",
+                self.name
+            ));
+        }
+        match state_diff(&self.interp, &self.jit) {
+            Some(d) => Err(format!(
+                "{}: after {what}, the state differs: {d}",
+                self.name
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// Turns metering on or off in both (the JIT recompiles).
+    fn set_fuel(&mut self, fuel: Option<u64>) -> Result<(), String> {
+        for a in [&mut self.interp, &mut self.jit] {
+            let depth = a.limits().max_call_depth;
+            a.set_run_limits(fuel, depth);
+        }
+        if self.jit.engine() != engine_under_test() {
+            return Err(format!(
+                "JIT failed to compile {} again for fuel {fuel:?}: it runs on the {:?} engine",
+                self.name,
+                self.jit.engine()
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Outcomes seen, for the report and the coverage checks.
+#[derive(Default)]
+struct Stats {
+    programs: usize,
+    calls: usize,
+    unmetered: usize,
+    ok: usize,
+    kinds: BTreeMap<&'static str, usize>,
+}
+
+impl Stats {
+    fn record(&mut self, r: &Call) {
+        self.calls += 1;
+        let k = match r {
+            Ok(_) => {
+                self.ok += 1;
+                return;
+            }
+            Err(InvokeError::Trap(t)) => kind_name(&t.kind),
+            Err(_) => "host error",
+        };
+        *self.kinds.entry(k).or_default() += 1;
+    }
+
+    fn merge(&mut self, o: Stats) {
+        self.programs += o.programs;
+        self.calls += o.calls;
+        self.unmetered += o.unmetered;
+        self.ok += o.ok;
+        for (k, n) in o.kinds {
+            *self.kinds.entry(k).or_default() += n;
+        }
+    }
+
+    fn summary(&self) -> String {
+        let kinds: Vec<String> = self.kinds.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        format!(
+            "{} metered calls ({} returned; traps: {}), {} more unmetered",
+            self.calls,
+            self.ok,
+            kinds.join(", "),
+            self.unmetered
+        )
+    }
+}
+
+fn kind_name(k: &TrapKind) -> &'static str {
+    match k {
+        TrapKind::ArrayIndexOutOfBounds { .. } => "ArrayIndexOutOfBounds",
+        TrapKind::NullPointer => "NullPointer",
+        TrapKind::DivisionByZero => "DivisionByZero",
+        TrapKind::NegativeArraySize(_) => "NegativeArraySize",
+        TrapKind::FuelExhausted(_) => "FuelExhausted",
+        TrapKind::HeapLimitExceeded { .. } => "HeapLimitExceeded",
+        TrapKind::CallDepthExceeded(_) => "CallDepthExceeded",
+        TrapKind::Native(_) => "Native",
+    }
+}
+
+/// A class's metered pair and its unmetered twin, kept in the same state.
+struct Twin {
+    fuel: u64,
+    metered: Pair,
+    free: Pair,
+}
+
+impl Twin {
+    fn load(name: &str, bytes: &[u8], natives: &Natives, fuel: u64) -> Result<Twin, String> {
+        let limits = |fuel| Limits {
+            fuel,
+            ..Limits::default()
+        };
+        Ok(Twin {
+            fuel,
+            metered: Pair::load(name, bytes, natives, limits(Some(fuel)))?,
+            free: Pair::load(&format!("{name} (unmetered)"), bytes, natives, limits(None))?,
+        })
+    }
+
+    fn invoke(&mut self, method: &str, args: &[i32], stats: &mut Stats) -> Result<(), String> {
+        let r = self.metered.invoke(method, args)?;
+        stats.record(&r);
+        let exhausted = matches!(
+            &r,
+            Err(InvokeError::Trap(Trap {
+                kind: TrapKind::FuelExhausted(_),
+                ..
+            }))
+        );
+        if exhausted {
+            // Unmetered, it might never end: keep the twin in step by
+            // running it metered too.
+            self.free.set_fuel(Some(self.fuel))?;
+            let r2 = self.free.invoke(method, args);
+            self.free.set_fuel(None)?;
+            let r2 = r2?;
+            if r2 != r {
+                return Err(format!(
+                    "{}.{method}{args:?}: the metered call gave {r:?}, the same call in the unmetered twin {r2:?}",
+                    self.metered.name
+                ));
+            }
+        } else {
+            let r2 = self.free.invoke(method, args)?;
+            stats.unmetered += 1;
+            // Metering changes nothing but the fuel count.
+            let same = match (&r, &r2) {
+                (Ok(x), Ok(y)) => x.value == y.value,
+                (x, y) => x == y,
+            };
+            if !same {
+                return Err(format!(
+                    "{}.{method}{args:?}: metered {r:?}, unmetered {r2:?} (on both engines)",
+                    self.metered.name
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn host(
+        &mut self,
+        what: &str,
+        f: &dyn Fn(&mut Applet) -> Result<(), InvokeError>,
+    ) -> Result<(), String> {
+        self.metered.host(what, f)?;
+        self.free.host(what, f)
+    }
+}
+
+/// A small deterministic generator for arguments (xorshift64).
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: &str) -> Rng {
+        // FNV-1a of the seed string, never zero.
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in seed.bytes() {
+            h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+        }
+        Rng(h | 1)
+    }
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+const ARG_EDGES: &[i32] = &[
+    0,
+    1,
+    -1,
+    2,
+    3,
+    7,
+    8,
+    15,
+    16,
+    31,
+    32,
+    33,
+    127,
+    128,
+    -128,
+    255,
+    32767,
+    -32768,
+    65535,
+    i32::MAX,
+    i32::MIN,
+    i32::MAX - 1,
+    i32::MIN + 1,
+];
+
+/// `n` argument lists of `arity` ints: one fixed, then edge values, small
+/// values and pseudo-random ones mixed.
+fn arg_sets(rng: &mut Rng, arity: usize, n: usize) -> Vec<Vec<i32>> {
+    let mut out = vec![(0..arity).map(|k| [5, -3, 12, 1, 0, 9][k % 6]).collect()];
+    for _ in 1..n {
+        out.push(
+            (0..arity)
+                .map(|_| {
+                    let r = rng.next();
+                    match r % 4 {
+                        0 => ARG_EDGES[(r >> 8) as usize % ARG_EDGES.len()],
+                        1 => (r >> 16) as i32,
+                        2 => ((r >> 8) % 64) as i32,
+                        _ => -(((r >> 8) % 64) as i32),
+                    }
+                })
+                .collect(),
+        );
+    }
+    out
+}
+
+/// The methods the host can invoke with ints: (name, arity).
+fn int_methods(prog: &Program) -> Vec<(String, usize)> {
+    prog.info
+        .methods
+        .iter()
+        .filter(|m| {
+            !m.is_native
+                && !m.name.starts_with('<')
+                && m.sig.params.iter().all(|p| matches!(p, FieldType::Prim(_)))
+        })
+        .map(|m| (m.name.clone(), m.sig.params.len()))
+        .collect()
+}
+
+/// A generated program: `mK(II)I`.
+fn is_program(prog: &Program, name: &str) -> bool {
+    name.strip_prefix('m')
+        .is_some_and(|k| !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit()))
+        && prog
+            .info
+            .method(name)
+            .is_some_and(|(_, m)| m.descriptor == "(II)I")
+}
+
+/// The natives the random programs declare.
+fn random_natives() -> Natives {
+    Natives::new()
+        .with("mix", "(II)I", |_, a| Ok(a[0].wrapping_mul(31) ^ a[1]))
+        .with("peek", "([II)I", |cx, a| {
+            let v = cx.ints(a[0])?;
+            usize::try_from(a[1])
+                .ok()
+                .and_then(|i| v.get(i))
+                .copied()
+                .ok_or_else(|| {
+                    NativeError(format!(
+                        "peek: index {} out of bounds for length {}",
+                        a[1],
+                        v.len()
+                    ))
+                })
+        })
+        .with("grab", "(I)[B", |cx, a| cx.new_array(Prim::Byte, a[0]))
+        .with("poke", "([BII)V", |cx, a| {
+            let v = cx.bytes(a[0])?;
+            let len = v.len();
+            let e = usize::try_from(a[1])
+                .ok()
+                .and_then(|i| v.get_mut(i))
+                .ok_or_else(|| {
+                    NativeError(format!(
+                        "poke: index {} out of bounds for length {len}",
+                        a[1]
+                    ))
+                })?;
+            *e = a[2] as i8;
+            Ok(0)
+        })
+}
+
+/// Argument pairs per random program.
+const CALLS_PER_PROGRAM: usize = 6;
+/// Disagreements reported per class at most.
+const PER_CLASS: usize = 3;
+
+/// Runs one random class's first `quota` programs (and all its helpers), in
+/// declaration order. After a disagreement the two engines' states may have
+/// parted, so the class is loaded afresh and goes on with the next method.
+fn run_random_class(path: &Path, quota: usize, stats: &mut Stats) -> Vec<String> {
+    let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+    let source = random_source(path);
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) => return vec![format!("{}: {e}", path.display())],
+    };
+    let load = || Twin::load(&name, &bytes, &random_natives(), FUEL);
+    let mut twin = match load() {
+        Ok(t) => t,
+        Err(e) => return vec![e],
+    };
+    let prog = twin.metered.interp.program().clone();
+    let mut rng = Rng::new(&name);
+    let mut programs = 0;
+    let mut errors = Vec::new();
+    // The method the current load started with (`None`: the first).
+    let mut fresh_from: Option<Option<String>> = Some(None);
+    for (m, arity) in int_methods(&prog) {
+        let n = if is_program(&prog, &m) {
+            if programs == quota {
+                continue;
+            }
+            programs += 1;
+            CALLS_PER_PROGRAM
+        } else {
+            3
+        };
+        let from = fresh_from.get_or_insert_with(|| Some(m.clone())).clone();
+        for args in arg_sets(&mut rng, arity, n) {
+            let Err(e) = twin.invoke(&m, &args, stats) else {
+                continue;
+            };
+            let history = match from {
+                None => "the methods before it in declaration order".to_string(),
+                Some(f) => format!("a fresh load and the methods from {f} on"),
+            };
+            errors.push(format!(
+                "{e}\n  (after {history}; source: {})",
+                source.display()
+            ));
+            if errors.len() == PER_CLASS {
+                break;
+            }
+            match load() {
+                Ok(t) => twin = t,
+                Err(e) => errors.push(e),
+            }
+            fresh_from = None;
+            break;
+        }
+        if errors.len() >= PER_CLASS {
+            break;
+        }
+    }
+    stats.programs += programs;
+    errors
+}
+
+fn random_source(class: &Path) -> PathBuf {
+    let stem = class.file_stem().unwrap().to_string_lossy().into_owned();
+    class
+        .parent()
+        .and_then(Path::parent)
+        .unwrap_or(Path::new("."))
+        .join("src")
+        .join(format!("{stem}.java"))
+}
+
+/// The class files in `dir` and, with `deep`, in its subdirectories
+/// (packages), sorted.
+fn sorted_class_files(dir: &Path, deep: bool) -> Vec<PathBuf> {
+    let mut v = Vec::new();
+    for p in std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+    {
+        if p.is_dir() {
+            if deep {
+                v.extend(sorted_class_files(&p, true));
+            }
+        } else if p.extension().is_some_and(|e| e == "class") {
+            v.push(p);
+        }
+    }
+    v.sort();
+    v
+}
+
+fn fail_on(errors: &[String], what: &str) {
+    assert!(
+        errors.is_empty(),
+        "{} {what}:\n{}{}",
+        errors.len(),
+        errors
+            .iter()
+            .take(SHOWN)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n"),
+        if errors.len() > SHOWN {
+            format!("\n... and {} more", errors.len() - SHOWN)
+        } else {
+            String::new()
+        }
+    );
+}
+
+#[test]
+fn random_programs_agree_on_both_engines() {
+    let Some(dir) = jive::RANDOM_CLASSES else {
+        eprintln!("{SKIP_JAVAC}");
+        return;
+    };
+    let started = std::time::Instant::now();
+    let limit: Option<usize> = std::env::var("JIT_PROGRAMS").ok().map(|v| {
+        v.parse()
+            .unwrap_or_else(|_| panic!("JIT_PROGRAMS={v:?} is not a count"))
+    });
+    let files = sorted_class_files(Path::new(dir), false);
+    // Each class's share of the programs, in order; every class must pass
+    // jive's checks (a class that does not is a bug in the generator).
+    let mut errors = Vec::new();
+    let mut work = Vec::new();
+    let mut left = limit.unwrap_or(usize::MAX);
+    for f in &files {
+        if left == 0 {
+            break;
+        }
+        let bytes = std::fs::read(f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        match jive::check(&bytes, &Limits::default()) {
+            Ok(prog) => {
+                let n = int_methods(&prog)
+                    .iter()
+                    .filter(|(m, _)| is_program(&prog, m))
+                    .count();
+                work.push((f.clone(), n.min(left)));
+                left -= n.min(left);
+            }
+            Err(e) => errors.push(format!(
+                "{} is rejected (a bug in the generator, crates/jive/build/random_programs.rs): {e}",
+                random_source(f).display()
+            )),
+        }
+    }
+    fail_on(&errors, "generated classes fail jive's checks");
+
+    let next = AtomicUsize::new(0);
+    let results = Mutex::new((Stats::default(), Vec::new()));
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get().min(4));
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                let mut stats = Stats::default();
+                let mut errs = Vec::new();
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some((f, quota)) = work.get(i) else { break };
+                    errs.extend(run_random_class(f, *quota, &mut stats));
+                }
+                let mut r = results.lock().unwrap();
+                r.0.merge(stats);
+                r.1.extend(errs);
+            });
+        }
+    });
+    let (stats, mut errors) = results.into_inner().unwrap();
+    errors.sort();
+    eprintln!(
+        "{} random programs in {} classes on {threads} threads, {:.1?}: {}",
+        stats.programs,
+        work.len(),
+        started.elapsed(),
+        stats.summary()
+    );
+    fail_on(&errors, "disagreements in the random programs");
+    let want = limit.map_or(MIN_PROGRAMS, |l| l.min(MIN_PROGRAMS));
+    assert!(
+        stats.programs >= want,
+        "only {} random programs ran, {want} wanted",
+        stats.programs
+    );
+    if limit.is_none() {
+        // The generator must reach every outcome, or the comparison misses
+        // whole paths of the engines.
+        for k in [
+            "ArrayIndexOutOfBounds",
+            "NullPointer",
+            "DivisionByZero",
+            "NegativeArraySize",
+            "FuelExhausted",
+            "HeapLimitExceeded",
+            "CallDepthExceeded",
+            "Native",
+        ] {
+            assert!(
+                stats.kinds.get(k).is_some_and(|&n| n >= 10),
+                "the random programs trap with {k} fewer than 10 times: {}",
+                stats.summary()
+            );
+        }
+        assert!(
+            stats.ok * 4 >= stats.calls,
+            "fewer than a quarter of the calls return normally: {}",
+            stats.summary()
+        );
+    }
+}
+
+/// Stubs for an applet's natives: Figure 2's where they apply; others
+/// return 0, or allocate an array of their first argument's size if they
+/// return one (as `fastpath applet run` binds them).
+fn stub_natives(prog: &Program) -> Natives {
+    let mut natives = Natives::figure2_stubs();
+    for n in &prog.natives {
+        if natives.get(&n.name, &n.descriptor).is_some() {
+            continue;
+        }
+        let alloc = match (n.ret, n.params.first()) {
+            (Some(FieldType::Array(p)), Some(FieldType::Prim(_))) => Some(p),
+            _ => None,
+        };
+        natives.register(&n.name, &n.descriptor, move |cx, args| match alloc {
+            Some(p) => cx.new_array(p, args[0]),
+            None => Ok(0),
+        });
+    }
+    natives
+}
+
+/// Every int method of an applet on both engines, then again after the host
+/// fills its null static arrays, then with each static int field set to a
+/// range of values (the unet applets select what they do by a static).
+fn run_applet(name: &str, bytes: &[u8], prog: &Program, stats: &mut Stats) -> Result<(), String> {
+    let mut twin = Twin::load(name, bytes, &stub_natives(prog), APPLET_FUEL)?;
+    let methods = int_methods(prog);
+    let mut rng = Rng::new(name);
+    let mut round = |twin: &mut Twin, n: usize| -> Result<(), String> {
+        for (m, arity) in &methods {
+            let mut sets = arg_sets(&mut rng, *arity, n);
+            sets.push(vec![64; *arity]);
+            sets.push(vec![-1; *arity]);
+            for args in sets {
+                twin.invoke(m, &args, stats)?;
+            }
+        }
+        Ok(())
+    };
+    round(&mut twin, 8)?;
+    for f in prog.info.fields.iter().filter(|f| f.is_static) {
+        if twin.metered.interp.static_array(&f.name).is_some() {
+            continue;
+        }
+        let name = f.name.clone();
+        match f.ty {
+            FieldType::Array(Prim::Byte) => {
+                let data: Vec<u8> = (0..200u8)
+                    .map(|i| i.wrapping_mul(7).wrapping_add(1))
+                    .collect();
+                twin.host(&format!("set {name}"), &|a| {
+                    a.set_static_array(&name, &data)
+                })?;
+            }
+            FieldType::Array(Prim::Int) => {
+                let data: Vec<i32> = (0..16).map(|i| i * 100 + 3).collect();
+                twin.host(&format!("set {name}"), &|a| {
+                    a.set_static_int_array(&name, &data)
+                })?;
+            }
+            _ => {}
+        }
+    }
+    round(&mut twin, 4)?;
+    let ints: Vec<String> = prog
+        .info
+        .fields
+        .iter()
+        .filter(|f| f.is_static && f.ty == FieldType::Prim(Prim::Int))
+        .map(|f| f.name.clone())
+        .collect();
+    if !ints.is_empty() {
+        for v in (0..=12).chain([-1, 1500, i32::MAX]) {
+            for f in &ints {
+                twin.host(&format!("set {f} = {v}"), &|a| a.set_static_int(f, v))?;
+            }
+            round(&mut twin, 2)?;
+        }
+    }
+    Ok(())
+}
+
+/// The stems of `applets/src/subset/*.java`: the classes jive must reject.
+fn subset_examples() -> Vec<String> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../applets/src/subset");
+    std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let p = e.path();
+            (p.extension()? == "java")
+                .then(|| p.file_stem().unwrap().to_string_lossy().into_owned())
+        })
+        .collect()
+}
+
+#[test]
+fn applets_agree_on_both_engines() {
+    let Some(root) = jive::APPLET_CLASSES else {
+        eprintln!("{SKIP_JAVAC}");
+        return;
+    };
+    let rejected = subset_examples();
+    let mut stats = Stats::default();
+    let mut errors = Vec::new();
+    let mut ran = Vec::new();
+    let builds = RELEASES.iter().copied().chain(["unet"]);
+    for build in builds {
+        for f in sorted_class_files(&PathBuf::from(root).join(build), true) {
+            let stem = f.file_stem().unwrap().to_string_lossy().into_owned();
+            let bytes = std::fs::read(&f).unwrap();
+            let prog = match jive::check(&bytes, &Limits::default()) {
+                Ok(p) => p,
+                Err(e) => {
+                    let outer = stem.split('$').next().unwrap_or(&stem);
+                    assert!(
+                        rejected.iter().any(|r| r == outer),
+                        "{}: an applet jive rejects: {e}",
+                        f.display()
+                    );
+                    continue;
+                }
+            };
+            let name = format!("{stem} ({build})");
+            if let Err(e) = run_applet(&name, &bytes, &prog, &mut stats) {
+                errors.push(e);
+            }
+            ran.push(name);
+        }
+    }
+    eprintln!("{} applets: {}", ran.len(), stats.summary());
+    fail_on(&errors, "applets where the engines disagree");
+    // Arith, Bench, Counter, RawUnet, Traps, Victim in both builds; the 7 endpoint applets.
+    assert!(ran.len() >= 19, "only these applets ran: {ran:?}");
+}
+
+#[test]
+fn hotspot_cases_agree_on_both_engines() {
+    if classes("release8").is_none() {
+        return;
+    }
+    let mut stats = Stats::default();
+    let mut errors = Vec::new();
+    for r in RELEASES {
+        let bytes = class_bytes(r, "Arith").unwrap();
+        let fuel = Limits::default().fuel.unwrap();
+        let name = format!("Arith ({r})");
+        let mut twin = match Twin::load(&name, &bytes, &Natives::new(), fuel) {
+            Ok(t) => t,
+            Err(e) => {
+                errors.push(e);
+                continue;
+            }
+        };
+        let cases = arith_cases(&twin.metered.interp);
+        assert!(cases.len() > 5000, "{} cases", cases.len());
+        for (m, args) in &cases {
+            if let Err(e) = twin.invoke(m, args, &mut stats) {
+                // The applets' states may have parted: stop this build here.
+                errors.push(e);
+                break;
+            }
+        }
+    }
+    eprintln!("Arith: {}", stats.summary());
+    fail_on(&errors, "builds of Arith where the engines disagree");
+}
