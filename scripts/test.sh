@@ -17,6 +17,19 @@ export UNET_REQUIRE_NETNS="${UNET_REQUIRE_NETNS:-1}"
 # With the fastpath CLI's `bench` feature (its benchmark suites), then the
 # CLI once more in its default build, the README's, without them.
 cargo test --workspace --release --features fastpath/bench
+# jive's adversarial applets once more under valgrind memcheck, on the
+# interpreter and the JIT: no read or write past the ends of the applet's memory.
+# --smc-check=all: vcode writes code through a second mapping of a memfd,
+# which valgrind's default (all-non-file) does not watch, so code patched or
+# reused in place would run as stale translations. Wider redzones catch
+# accesses further past the ends of arrays.
+if command -v valgrind >/dev/null 2>&1; then
+    adversarial=$(cargo test -p jive --release --test adversarial --no-run --message-format=json |
+        sed -n 's/.*"executable":"\([^"]*\)".*/\1/p')
+    valgrind -q --error-exitcode=1 --tool=memcheck --smc-check=all --redzone-size=128 "$adversarial"
+else
+    echo "test.sh: valgrind is missing, so the memcheck run of jive's adversarial applets is skipped" >&2
+fi
 cargo test -p fastpath --release
 # codecache's loom models (publish/lookup/remove/resize, delayed deletion),
 # in their own target dir so the cfg does not invalidate the main build.
