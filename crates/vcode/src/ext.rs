@@ -1520,7 +1520,8 @@ fn core_index_addr<B: Backend>(
 /// upper half is zero (on x86-64 every 32-bit operation clears it).
 ///
 /// `mem` is the memory type: `C` and `S` sign-extend, `UC` and `US`
-/// zero-extend, `I`/`U` are 32 bits, `L`/`UL`/`P` 64. `scale` must be 1,
+/// zero-extend, `I`/`U` are 32 bits (zero-extended into a 64-bit register,
+/// as every vcode load of 32 bits is), `L`/`UL`/`P` 64. `scale` must be 1,
 /// 2, 4 or 8.
 pub trait Indexed {
     /// `rd = *(mem *)(base + idx * scale + disp)`, widened to `rd`'s type.
