@@ -503,6 +503,39 @@ impl Cond {
     }
 }
 
+/// The magic number and shift of signed division by `d >= 2` (Hacker's
+/// Delight, 2nd ed., §10-4, figure 10-1): `n / d` is
+/// `((mulhs(m, n) + (m < 0 ? n : 0)) >> s) + sign bit of that`.
+fn magic(d: i32) -> (i32, i32) {
+    const TWO31: u32 = 0x8000_0000;
+    let ad = d.unsigned_abs();
+    let t = TWO31 + ((d as u32) >> 31);
+    let anc = t - 1 - t % ad;
+    let mut p = 31;
+    let (mut q1, mut r1) = (TWO31 / anc, TWO31 - (TWO31 / anc) * anc);
+    let (mut q2, mut r2) = (TWO31 / ad, TWO31 - (TWO31 / ad) * ad);
+    loop {
+        p += 1;
+        q1 = q1.wrapping_mul(2);
+        r1 = r1.wrapping_mul(2);
+        if r1 >= anc {
+            q1 = q1.wrapping_add(1);
+            r1 = r1.wrapping_sub(anc);
+        }
+        q2 = q2.wrapping_mul(2);
+        r2 = r2.wrapping_mul(2);
+        if r2 >= ad {
+            q2 = q2.wrapping_add(1);
+            r2 = r2.wrapping_sub(ad);
+        }
+        let delta = ad - r2;
+        if !(q1 < delta || (q1 == delta && r1 == 0)) {
+            break;
+        }
+    }
+    (q2.wrapping_add(1) as i32, p - 32)
+}
+
 /// (condition, compares two values, target, charges fuel when taken).
 fn branch(op: Op) -> Option<(Cond, bool, u32, bool)> {
     use Op::*;
@@ -875,6 +908,22 @@ impl<'p> Compiler<'p> {
         let (x, y) = (self.regs.x, self.regs.y);
         let rem = op == Op::Rem;
         if let Val::Const(d) = b
+            && d >= 2
+        {
+            let ra = self.reg_of(a, x);
+            self.div_by_const(ra, d);
+            let rd = self.dest();
+            let q = r(y);
+            if rem {
+                // n - q * d
+                self.f.mul(q, q, d);
+                self.f.sub(rd, ra, q);
+            } else {
+                self.f.mov(rd, q);
+            }
+            return self.push_result(rd);
+        }
+        if let Val::Const(d) = b
             && d != 0
             && d != -1
         {
@@ -908,6 +957,39 @@ impl<'p> Compiler<'p> {
         }
         self.f.label(done);
         self.push_result(rd);
+    }
+
+    /// `Y = n / d` for a constant `d >= 2`, without `idiv`: a shift for a
+    /// power of two, else a multiply by a magic number and shifts (Hacker's
+    /// Delight §10-4; `magic`). Uses Z.
+    fn div_by_const(&mut self, n: R, d: i32) {
+        let (y, z) = (self.regs.y, self.regs.z);
+        let q = r(y);
+        if d & (d - 1) == 0 {
+            // (n + (n < 0 ? d - 1 : 0)) >> k: rounds toward zero.
+            let k = d.trailing_zeros() as i32;
+            self.f.rsh(q, n, 31);
+            self.f.rsh(q.cast::<vcode::U>(), q.cast(), (32 - k) as u32);
+            self.f.add(q, q, n);
+            self.f.rsh(q, q, k);
+            return;
+        }
+        let (m, s) = magic(d);
+        let wide = Reg::<L>::phys(z);
+        self.f.cv::<I, L>(wide, n);
+        self.f.mul(wide, wide, i64::from(m));
+        self.f.rsh(wide, wide, 32);
+        self.f.cv::<L, I>(q, wide);
+        if m < 0 {
+            self.f.add(q, q, n);
+        }
+        if s > 0 {
+            self.f.rsh(q, q, s);
+        }
+        // Plus one when negative: truncation toward zero.
+        let t = r(z);
+        self.f.rsh(t.cast::<vcode::U>(), q.cast(), 31u32);
+        self.f.add(q, q, t);
     }
 
     fn unop(&mut self, op: Op) {
@@ -2273,5 +2355,75 @@ pub(crate) fn fields_of(heap: &mut Heap, instance: i32) -> *mut i32 {
     match heap.get_mut(instance) {
         Some(Object::Instance(v)) => v.as_mut_ptr(),
         _ => core::ptr::null_mut(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The sequence `div_by_const` emits, in Rust.
+    fn model(n: i32, d: i32) -> i32 {
+        if d & (d - 1) == 0 {
+            let k = d.trailing_zeros();
+            let bias = ((n >> 31) as u32 >> (32 - k)) as i32;
+            return n.wrapping_add(bias) >> k;
+        }
+        let (m, s) = magic(d);
+        let mut q = ((i64::from(n) * i64::from(m)) >> 32) as i32;
+        if m < 0 {
+            q = q.wrapping_add(n);
+        }
+        q >>= s;
+        q.wrapping_add((q as u32 >> 31) as i32)
+    }
+
+    #[test]
+    fn division_by_a_constant_truncates_like_idiv() {
+        let mut rng = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        let mut divisors: Vec<i32> = (2..=1100).collect();
+        divisors.extend([
+            1009,
+            1000,
+            55,
+            641,
+            65_537,
+            1 << 20,
+            (1 << 30) + 1,
+            i32::MAX,
+            i32::MAX - 1,
+            1 << 30,
+        ]);
+        divisors.extend((0..200).map(|_| (next() as i32).unsigned_abs().max(2) as i32));
+        let edges = [
+            0,
+            1,
+            -1,
+            2,
+            -2,
+            i32::MIN,
+            i32::MIN + 1,
+            i32::MAX,
+            i32::MAX - 1,
+        ];
+        for &d in &divisors {
+            if d < 2 {
+                continue;
+            }
+            let near = [d, d - 1, d + 1, -d, -d + 1, -d - 1, 2 * d, -2 * d];
+            for n in edges
+                .into_iter()
+                .chain(near)
+                .chain((0..300).map(|_| next() as i32))
+            {
+                assert_eq!(model(n, d), n.wrapping_div(d), "{n} / {d}");
+            }
+        }
     }
 }
