@@ -306,6 +306,8 @@ enum ZHolds {
     Nothing,
     Statics,
     Fields,
+    /// The data address of the array in a local with a [`Fact`].
+    Data(u16),
 }
 
 /// What a block knows of the array a local refers to: its data address
@@ -1059,10 +1061,15 @@ impl<'p> Compiler<'p> {
                 }
             };
             if checked {
-                self.f.ld_local(p(z), self.fact_ptr[fact.slot]);
+                let n = local.unwrap_or(0) as u16;
+                if ri.is_some() || self.z_holds != ZHolds::Data(n) {
+                    self.f.ld_local(p(z), self.fact_ptr[fact.slot]);
+                }
+                self.z_holds = ZHolds::Data(n);
                 return (ri, ci);
             }
         }
+        self.z_holds = ZHolds::Nothing;
         let ra = self.reg_of(a, x);
         let rec_i = match ri {
             Some(ri) => Rec::Reg(ri.num()),
@@ -1109,6 +1116,7 @@ impl<'p> Compiler<'p> {
                 checked,
                 has_len: ri.is_some() || known.is_some_and(|f| f.has_len),
             });
+            self.z_holds = ZHolds::Data(n as u16);
         }
         (ri, ci)
     }
@@ -1178,6 +1186,7 @@ impl<'p> Compiler<'p> {
         // boolean[], -1 otherwise), computed into W first; an array or index
         // held in W moves to its (now free) stack home before that.
         let masked = if boolean_mask {
+            self.z_holds = ZHolds::Nothing;
             let at = self.stack.len();
             for (val, j) in [(&mut a, at), (&mut i, at + 1)] {
                 if *val == Val::W {
@@ -1615,8 +1624,8 @@ impl<'p> Compiler<'p> {
 
     fn op(&mut self, op: Op, labels: &[Label]) -> bool {
         use Op::*;
-        // Which ops leave Z alone: field accesses (which set it), and
-        // arithmetic and locals, which use only X, Y, W and homes.
+        // Which ops leave Z alone: field and array accesses (which set it),
+        // and arithmetic and locals, which use only X, Y, W and homes.
         let z_holds = self.z_holds;
         self.z_holds = ZHolds::Nothing;
         if matches!(
@@ -1636,6 +1645,12 @@ impl<'p> Compiler<'p> {
                 | Ushr
                 | Neg
                 | Pop
+                | IALoad
+                | BALoad
+                | SALoad
+                | IAStore
+                | BAStore
+                | SAStore
                 | GetStatic(_)
                 | PutStatic(_)
                 | GetField(_)
@@ -1653,6 +1668,9 @@ impl<'p> Compiler<'p> {
                 self.put(n, v);
                 if let Some(f) = self.facts.get_mut(usize::from(n)) {
                     *f = None;
+                }
+                if self.z_holds == ZHolds::Data(n) {
+                    self.z_holds = ZHolds::Nothing;
                 }
             }
             Iinc(n, d) => {
