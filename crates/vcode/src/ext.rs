@@ -1561,10 +1561,12 @@ impl<B: Backend> Indexed for Func<B> {
         disp: i32,
     ) {
         const NAME: &str = "ldx";
-        if bad_scale(scale) || mem.is_float() || mem == crate::Ty::V {
+        if bad_scale(scale) || mem.is_float() || mem == crate::Ty::V || <T as Type>::TY.is_float() {
             return self.fail(
                 NAME,
-                crate::ErrorKind::Unsupported("ldx: scale or memory type"),
+                crate::ErrorKind::Unsupported(
+                    "ldx: a scale of 1, 2, 4 or 8, an integer memory type and register",
+                ),
             );
         }
         self.check_regs(
@@ -1625,10 +1627,12 @@ impl<B: Backend> Indexed for Func<B> {
         disp: i32,
     ) {
         const NAME: &str = "stx";
-        if bad_scale(scale) || mem.is_float() || mem == crate::Ty::V {
+        if bad_scale(scale) || mem.is_float() || mem == crate::Ty::V || <T as Type>::TY.is_float() {
             return self.fail(
                 NAME,
-                crate::ErrorKind::Unsupported("stx: scale or memory type"),
+                crate::ErrorKind::Unsupported(
+                    "stx: a scale of 1, 2, 4 or 8, an integer memory type and register",
+                ),
             );
         }
         self.check_regs(
