@@ -150,8 +150,9 @@ pub enum Op {
     ArrayLength,
 
     // Superinstructions: common `javac` sequences fused into one op (see
-    // [`fuse`]). None has a branch target inside it, and only its last
-    // component can trap or charge fuel, so its bci is that component's.
+    // [`fuse`]). None has a branch target inside it, and only one
+    // component can trap or charge fuel (the last, except the `iaload` of
+    // `AddIALoadLC`), so its bci is that component's.
     /// `Load(a) Load(b) IfCmpEq(t)`.
     IfLLEq(u8, u8, u32),
     /// `Load(a) Load(b) IfCmpNe(t)`.
@@ -574,7 +575,14 @@ fn fuse(ops: Vec<Op>, bcis: Vec<u32>, switches: &mut [Switch]) -> (Vec<Op>, Vec<
         };
         new_index[i..i + n].fill(out.len() as u32);
         out.push(op);
-        out_bcis.push(bcis[i + n - 1]);
+        // The bci of the component that can trap or charge fuel: the last,
+        // except in `a[c] + top`, where it is the `iaload`.
+        let k = if matches!(op, Op::AddIALoadLC(..)) {
+            2
+        } else {
+            n - 1
+        };
+        out_bcis.push(bcis[i + k]);
         i += n;
     }
     let renumber = |t: &mut u32| *t = new_index.get(*t as usize).copied().unwrap_or(u32::MAX);
@@ -998,6 +1006,21 @@ mod tests {
         );
         // A fused op reports the bci of its last component, the one that can trap or charge fuel.
         assert_eq!(bcis, vec![0, 1, 4, 10, 13]);
+    }
+
+    #[test]
+    fn a_fused_array_load_and_add_reports_the_bci_of_the_load() {
+        // x + a[3]: only the iaload can trap, so its bci is the op's.
+        let ops = vec![
+            Op::Load(0),
+            Op::Const(3),
+            Op::IALoad,
+            Op::Add,
+            Op::ReturnValue,
+        ];
+        let (out, bcis) = fuse(ops, vec![0, 1, 3, 4, 5], &mut []);
+        assert_eq!(out, vec![Op::AddIALoadLC(0, 3), Op::ReturnValue]);
+        assert_eq!(bcis, vec![3, 5]);
     }
 
     #[test]
