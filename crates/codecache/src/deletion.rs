@@ -339,7 +339,9 @@ impl Reclaimer {
             me.p.out.store(true, Ordering::Relaxed);
             freed
         };
-        self.free(freed);
+        if !freed.is_empty() {
+            self.free(freed);
+        }
     }
 
     /// Clears the system-call flag: the thread takes the current stamp, so
