@@ -1560,61 +1560,7 @@ impl<B: Backend> Indexed for Func<B> {
         scale: u8,
         disp: i32,
     ) {
-        const NAME: &str = "ldx";
-        if bad_scale(scale) || mem.is_float() || mem == crate::Ty::V || <T as Type>::TY.is_float() {
-            return self.fail(
-                NAME,
-                crate::ErrorKind::Unsupported(
-                    "ldx: a scale of 1, 2, 4 or 8, an integer memory type and register",
-                ),
-            );
-        }
-        self.check_regs(
-            NAME,
-            &[(false, rd.num()), (false, base.num()), (false, idx.num())],
-        );
-        let w = <T as Type>::TY.is_64();
-        if let Some(x) = self.backend().x86() {
-            x.insn(NAME);
-            x.buf.reserve(NAME, 32);
-            use crate::Ty::*;
-            let (pfx, w, opc, olen) = match mem {
-                C => (0, w, 0xbe0f, 2),
-                UC => (0, false, 0xb60f, 2),
-                S => (0, w, 0xbf0f, 2),
-                US => (0, false, 0xb70f, 2),
-                I | U => (0, false, 0x8b, 1),
-                _ => (0, true, 0x8b, 1),
-            };
-            enc_sib(
-                x,
-                pfx,
-                w,
-                opc,
-                olen,
-                rd.num(),
-                base.num(),
-                idx.num(),
-                scale,
-                disp,
-                false,
-            );
-            x.buf.resync(NAME);
-            return;
-        }
-        let Some(a) = core_index_addr(self, NAME, base, idx, scale) else {
-            return;
-        };
-        let ty = <T as Type>::TY;
-        self.backend().load(
-            NAME,
-            mem,
-            ty,
-            rd.num(),
-            a.num(),
-            crate::backend::Src::I(i64::from(disp)),
-        );
-        self.putreg(a);
+        indexed(self, false, rd, mem, (base, idx, scale, disp));
     }
 
     fn stx<T: Type>(
@@ -1626,57 +1572,75 @@ impl<B: Backend> Indexed for Func<B> {
         scale: u8,
         disp: i32,
     ) {
-        const NAME: &str = "stx";
-        if bad_scale(scale) || mem.is_float() || mem == crate::Ty::V || <T as Type>::TY.is_float() {
-            return self.fail(
-                NAME,
-                crate::ErrorKind::Unsupported(
-                    "stx: a scale of 1, 2, 4 or 8, an integer memory type and register",
-                ),
-            );
-        }
-        self.check_regs(
-            NAME,
-            &[(false, rs.num()), (false, base.num()), (false, idx.num())],
-        );
-        if let Some(x) = self.backend().x86() {
-            x.insn(NAME);
-            x.buf.reserve(NAME, 32);
-            use crate::Ty::*;
-            let (pfx, w, opc, byte) = match mem {
-                C | UC => (0, false, 0x88, true),
-                S | US => (0x66, false, 0x89, false),
-                I | U => (0, false, 0x89, false),
-                _ => (0, true, 0x89, false),
-            };
-            enc_sib(
-                x,
-                pfx,
-                w,
-                opc,
-                1,
-                rs.num(),
-                base.num(),
-                idx.num(),
-                scale,
-                disp,
-                byte,
-            );
-            x.buf.resync(NAME);
-            return;
-        }
-        let Some(a) = core_index_addr(self, NAME, base, idx, scale) else {
-            return;
-        };
-        self.backend().store(
-            NAME,
-            mem,
-            rs.num(),
-            a.num(),
-            crate::backend::Src::I(i64::from(disp)),
-        );
-        self.putreg(a);
+        indexed(self, true, rs, mem, (base, idx, scale, disp));
     }
+}
+
+/// `ldx` (`store` false) or `stx` of `r` at `(base, idx, scale, disp)`.
+fn indexed<B: Backend, T: Type>(
+    f: &mut Func<B>,
+    store: bool,
+    r: Reg<T>,
+    mem: crate::Ty,
+    (base, idx, scale, disp): (Reg<P>, Reg<crate::UL>, u8, i32),
+) {
+    let name = if store { "stx" } else { "ldx" };
+    let ty = <T as Type>::TY;
+    if bad_scale(scale) || mem.is_float() || mem == crate::Ty::V || ty.is_float() {
+        return f.fail(
+            name,
+            crate::ErrorKind::Unsupported(
+                "ldx/stx: a scale of 1, 2, 4 or 8, an integer memory type and register",
+            ),
+        );
+    }
+    f.check_regs(
+        name,
+        &[(false, r.num()), (false, base.num()), (false, idx.num())],
+    );
+    if let Some(x) = f.backend().x86() {
+        x.insn(name);
+        x.buf.reserve(name, 32);
+        use crate::Ty::*;
+        // (prefix, REX.W, opcode, opcode length, byte register)
+        let (pfx, w, opc, olen, byte) = match (store, mem) {
+            (false, C) => (0, ty.is_64(), 0xbe0f, 2, false),
+            (false, UC) => (0, false, 0xb60f, 2, false),
+            (false, S) => (0, ty.is_64(), 0xbf0f, 2, false),
+            (false, US) => (0, false, 0xb70f, 2, false),
+            (false, I | U) => (0, false, 0x8b, 1, false),
+            (false, _) => (0, true, 0x8b, 1, false),
+            (true, C | UC) => (0, false, 0x88, 1, true),
+            (true, S | US) => (0x66, false, 0x89, 1, false),
+            (true, I | U) => (0, false, 0x89, 1, false),
+            (true, _) => (0, true, 0x89, 1, false),
+        };
+        enc_sib(
+            x,
+            pfx,
+            w,
+            opc,
+            olen,
+            r.num(),
+            base.num(),
+            idx.num(),
+            scale,
+            disp,
+            byte,
+        );
+        x.buf.resync(name);
+        return;
+    }
+    let Some(a) = core_index_addr(f, name, base, idx, scale) else {
+        return;
+    };
+    let at = crate::backend::Src::I(i64::from(disp));
+    if store {
+        f.backend().store(name, mem, r.num(), a.num(), at);
+    } else {
+        f.backend().load(name, mem, ty, r.num(), a.num(), at);
+    }
+    f.putreg(a);
 }
 
 // -- Countdown (added for the jive JIT's fuel) -------------------------------------
