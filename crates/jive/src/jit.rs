@@ -13,7 +13,7 @@
 //! # Shape of the code
 //!
 //! One vcode function per applet holds all of its methods. The function's
-//! entry takes the invocation context ([`Ctx`]) and a method index and
+//! entry takes the invocation context (`Ctx`) and a method index and
 //! dispatches through a jump table; methods call each other with `jal` to
 //! their labels (a direct `call`), and the trap exits, shared by every
 //! method, return from the whole function at once (vcode's epilogue
@@ -32,7 +32,7 @@
 //! start of the callee's frame), and advances `FP`; the callee loads its
 //! register-homed arguments.
 //!
-//! While compiling, the operand stack is a list of [`Val`]s: a constant, a
+//! While compiling, the operand stack is a list of `Val`s: a constant, a
 //! reference to a slot's home (a local's, or its own), or the `W` register.
 //! `iload` and `iconst` emit nothing; an operation reads its operands where
 //! they are and writes its result into the home of its stack position. At
@@ -50,10 +50,20 @@
 //! apart.
 //!
 //! Fuel is charged where the interpreter charges it (taken back edges that
-//! decoding marks, calls, switches): `FUEL -= 1` and a branch on its borrow,
-//! one fused operation (vcode's `Countdown`). Calls check the depth (a counter in the native frame) and,
-//! unless the callee's frame provably fits in the caller's, the frame
-//! stack's end, exactly as the interpreter does.
+//! decoding marks, calls, switches): `FUEL -= 1` and a branch on its
+//! borrow, one fused operation (vcode's `Countdown`). Calls check the depth
+//! (a counter in the native frame) and, unless the callee's frame provably
+//! fits in the caller's, the frame stack's end, exactly as the interpreter
+//! does.
+//!
+//! # The code cache
+//!
+//! The code lives in one process-wide `codecache::CodeCache` under a hash
+//! of everything it depends on, so applets loaded from one class share it;
+//! the last applet of a key to go retires it. Each thread that runs JIT
+//! code registers once (thread-local) and enters a scope per invocation;
+//! [`park`] flags an idle thread out. `docs/jive.md` ("The JIT") has the
+//! whole design and the safety argument.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
