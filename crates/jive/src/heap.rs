@@ -335,6 +335,45 @@ mod tests {
         assert_eq!(h.get(a), Some(&Object::Ints(vec![0, 0, 0])));
     }
 
+    /// The directory describes every live object where generated code
+    /// looks for it (`8 * handle`), and nothing else.
+    fn check_directory(h: &mut Heap) {
+        assert_eq!(h.dir.len(), h.slots.len() + 1);
+        assert_eq!(h.dir[0], DirEntry::NULL);
+        for slot in 0..h.slots.len() {
+            let handle = handle_of(slot);
+            let entry = h.dir[handle as usize / 2];
+            match h.get_mut(handle) {
+                Some(o) => assert_eq!(entry, DirEntry::of(o), "handle {handle}"),
+                None => assert_eq!(entry, DirEntry::NULL, "handle {handle}"),
+            }
+        }
+    }
+
+    #[test]
+    fn the_directory_follows_allocation_collection_and_clone() {
+        let mut h = Heap::new(100_000);
+        let b = h.alloc_array(Prim::Boolean, 3).unwrap();
+        let x = h.alloc_array(Prim::Byte, 0).unwrap();
+        let s = h.alloc_array(Prim::Short, 5).unwrap();
+        let i = h.alloc_array(Prim::Int, 7).unwrap();
+        check_directory(&mut h);
+        assert_eq!(h.dir[b as usize / 2].store_mask, 1);
+        assert_eq!(h.dir[s as usize / 2].len, 5);
+        assert_eq!(h.dir[i as usize / 2].len, 7);
+        // Freed slots (x in the middle, i at the end) read as null.
+        h.collect([b, s], &[]);
+        check_directory(&mut h);
+        assert_eq!(h.dir.get(i as usize / 2), None);
+        assert_eq!(h.dir[x as usize / 2], DirEntry::NULL);
+        // A reused slot gets its new object's entry; a clone describes its own.
+        assert_eq!(h.alloc_array(Prim::Int, 2).unwrap(), x);
+        check_directory(&mut h);
+        let mut c = h.clone();
+        check_directory(&mut c);
+        assert_ne!(c.dir[b as usize / 2].data, h.dir[b as usize / 2].data);
+    }
+
     #[test]
     fn the_budget_counts_elements_and_overhead() {
         let mut h = Heap::new(100);
