@@ -1435,56 +1435,6 @@ impl<B: Backend> Schedule for Func<B> {
 
 // -- Indexed memory access (added for the jive JIT) -------------------------------
 
-/// `[base + idx * scale + disp]` with a SIB byte: `op reg, mem` for
-/// loads, `op mem, reg` for stores. `scale` is 1, 2, 4 or 8.
-#[allow(clippy::too_many_arguments)]
-fn enc_sib(
-    x: &mut crate::X64,
-    pfx: u8,
-    w: bool,
-    opc: u32,
-    olen: usize,
-    reg: u8,
-    base: u8,
-    index: u8,
-    scale: u8,
-    disp: i32,
-    byte_reg: bool,
-) {
-    let ss = match scale {
-        1 => 0u8,
-        2 => 1,
-        4 => 2,
-        _ => 3,
-    };
-    if pfx != 0 {
-        x.buf.put1(pfx);
-    }
-    let rex = 0x40 | (w as u8) << 3 | (reg >> 3) << 2 | (index >> 3) << 1 | (base >> 3);
-    // A byte store from sil/dil/spl/bpl needs a REX prefix even without extensions.
-    if rex != 0x40 || (byte_reg && (4..8).contains(&reg)) {
-        x.buf.put1(rex);
-    }
-    for i in 0..olen {
-        x.buf.put1((opc >> (8 * i)) as u8);
-    }
-    // rbp/r13 as a base need a displacement; disp8 where it fits.
-    let md: u8 = if disp == 0 && base & 7 != 5 {
-        0
-    } else if (-128..128).contains(&disp) {
-        1
-    } else {
-        2
-    };
-    x.buf.put1(md << 6 | (reg & 7) << 3 | 4);
-    x.buf.put1(ss << 6 | (index & 7) << 3 | (base & 7));
-    match md {
-        1 => x.buf.put1(disp as u8),
-        2 => x.buf.put4(disp as u32),
-        _ => {}
-    }
-}
-
 /// The address `base + idx * scale` in a new temporary, in
 /// core instructions (the portable meaning of [`Indexed`]).
 fn core_index_addr<B: Backend>(
@@ -1615,16 +1565,15 @@ fn indexed<B: Backend, T: Type>(
             (true, I | U) => (0, false, 0x89, 1, false),
             (true, _) => (0, true, 0x89, 1, false),
         };
-        enc_sib(
-            x,
+        x.rm_scaled(
             pfx,
             w,
             opc,
             olen,
             r.num(),
             base.num(),
-            idx.num(),
-            scale,
+            Some(idx.num()),
+            scale.trailing_zeros() as u8,
             disp,
             byte,
         );

@@ -203,6 +203,26 @@ impl X64 {
         disp: i32,
         byte_regs: bool,
     ) {
+        self.rm_scaled(pfx, w, opc, olen, reg, base, index, 0, disp, byte_regs)
+    }
+
+    /// [`rm`](X64::rm) for `[base + index * 2^scale_log2 + disp]` (the
+    /// indexed loads and stores of [`Indexed`](crate::ext::Indexed)).
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    pub(crate) fn rm_scaled(
+        &mut self,
+        pfx: u8,
+        w: bool,
+        opc: u32,
+        olen: usize,
+        reg: u8,
+        base: u8,
+        index: Option<u8>,
+        scale_log2: u8,
+        disp: i32,
+        byte_regs: bool,
+    ) {
         let x = index.unwrap_or(4);
         let rex = (w as u64) << 3
             | ((reg as u64 >> 3) & 1) << 2
@@ -223,7 +243,8 @@ impl X64 {
         let mut word = (0x40 | rex) | (opc as u64) << 8 | modrm << at;
         let mut len = olen + 2;
         if sib {
-            word |= ((x as u64 & 7) << 3 | (base as u64 & 7)) << (at + 8);
+            word |= ((scale_log2 as u64 & 3) << 6 | (x as u64 & 7) << 3 | (base as u64 & 7))
+                << (at + 8);
             len += 1;
         }
         if md == 1 {
