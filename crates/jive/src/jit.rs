@@ -1364,6 +1364,28 @@ impl<'p> Compiler<'p> {
         out
     }
 
+    /// Stores (`save`) or reloads the register homes `saved_homes` names.
+    fn move_homes(&mut self, homes: &[(u8, i32)], save: bool) {
+        for &(h, o) in homes {
+            if save {
+                self.f.st(r(h), self.regs.fp, i64::from(o));
+            } else {
+                self.f.ld(r(h), self.regs.fp, i64::from(o));
+            }
+        }
+    }
+
+    /// The synced entries from stack position `first` up (a call's
+    /// arguments) into their frame slots, where the callee reads them.
+    fn args_to_memory(&mut self, first: usize) {
+        for j in first..self.stack.len() {
+            let s = self.pos_slot(j);
+            if let Home::Reg(h) = self.home(s) {
+                self.f.st(r(h), self.regs.fp, 4 * i64::from(s));
+            }
+        }
+    }
+
     fn call(&mut self, m: u16) {
         let prog = self.prog;
         let Some(Some(callee)) = prog.funcs.get(usize::from(m)) else {
@@ -1423,15 +1445,8 @@ impl<'p> Compiler<'p> {
         // Everything into its home; the arguments into memory.
         self.sync();
         let saves = self.saved_homes(first);
-        for &(h, o) in &saves {
-            self.f.st(r(h), self.regs.fp, i64::from(o));
-        }
-        for j in first..self.stack.len() {
-            let s = self.pos_slot(j);
-            if let Home::Reg(h) = self.home(s) {
-                self.f.st(r(h), self.regs.fp, 4 * i64::from(s));
-            }
-        }
+        self.move_homes(&saves, true);
+        self.args_to_memory(first);
         let fp = self.regs.fp;
         self.f.add(fp, fp, 4 * off);
         self.f.jal(self.entries[usize::from(m)]);
@@ -1440,9 +1455,7 @@ impl<'p> Compiler<'p> {
         self.f.ld_local(d, self.locals.depth);
         self.f.add(d, d, 1);
         self.f.st_local(d, self.locals.depth);
-        for &(h, o) in &saves {
-            self.f.ld(r(h), self.regs.fp, i64::from(o));
-        }
+        self.move_homes(&saves, false);
         self.stack.truncate(first);
         if info.sig.ret.is_some() {
             let rd = self.dest();
@@ -1457,14 +1470,10 @@ impl<'p> Compiler<'p> {
     /// reloaded after it (an allocation may move it).
     fn runtime(&mut self, func: usize, args: &[Arg], below: usize) -> Reg<L> {
         let saves = self.saved_homes(below);
-        for &(h, o) in &saves {
-            self.f.st(r(h), self.regs.fp, i64::from(o));
-        }
+        self.move_homes(&saves, true);
         let x = Reg::<L>::phys(self.regs.x);
         self.f.call(x, Callee::Native(func), args);
-        for &(h, o) in &saves {
-            self.f.ld(r(h), self.regs.fp, i64::from(o));
-        }
+        self.move_homes(&saves, false);
         let z = p(self.regs.z);
         self.f.ld_local(z, self.locals.ctx);
         self.f.ld(z, z, C_DIR);
@@ -1482,12 +1491,7 @@ impl<'p> Compiler<'p> {
         self.charge();
         self.sync();
         let first = self.stack.len() - k;
-        for j in first..self.stack.len() {
-            let s = self.pos_slot(j);
-            if let Home::Reg(h) = self.home(s) {
-                self.f.st(r(h), self.regs.fp, 4 * i64::from(s));
-            }
-        }
+        self.args_to_memory(first);
         let args_at = p(self.regs.y);
         self.f
             .add(args_at, self.regs.fp, 4 * i64::from(self.pos_slot(first)));
