@@ -172,7 +172,7 @@ pub(crate) fn native_result(
 }
 
 #[cold]
-fn internal(what: &str) -> TrapKind {
+pub(crate) fn internal(what: &str) -> TrapKind {
     TrapKind::Native(format!("internal error (unverified program?): {what}"))
 }
 

@@ -2267,8 +2267,9 @@ impl Compiled {
         args: &[i32],
         limits: RunLimits,
     ) -> Result<Outcome, Trap> {
+        // The interpreter's internal errors, for the same misuses.
         let internal = |what: &str, method: String| Trap {
-            kind: TrapKind::Native(format!("internal error (unverified program?): {what}")),
+            kind: crate::interpreter::internal(what),
             method,
             bci: 0,
         };
