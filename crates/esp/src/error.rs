@@ -1,0 +1,89 @@
+//! The errors of every stage, each saying what was wrong and where.
+
+use crate::ir::Pos;
+
+/// Everything that can go wrong, from parsing to running.
+#[derive(Debug, thiserror::Error, Clone, PartialEq)]
+pub enum Error {
+    /// The program text does not lex or parse.
+    #[error("{pos}: syntax error: {msg}")]
+    Syntax {
+        /// Where.
+        pos: Pos,
+        /// What.
+        msg: String,
+    },
+    /// The program parses but breaks a static rule (undeclared name, arity
+    /// mismatch, two readers of an external out, an unreachable process...).
+    #[error("{pos}: {msg}")]
+    Check {
+        /// Where.
+        pos: Pos,
+        /// What.
+        msg: String,
+    },
+    /// A fast-path specification does not parse or does not fit the program.
+    #[error("{pos}: fast-path specification: {msg}")]
+    Spec {
+        /// Where in the specification file.
+        pos: Pos,
+        /// What.
+        msg: String,
+    },
+    /// Symbolic execution visited more control states than allowed.
+    #[error("{what}: more than {limit} control states; the {what} is too large to extract")]
+    StateLimit {
+        /// The fast path's name, or `automaton`.
+        what: String,
+        /// The limit.
+        limit: usize,
+    },
+    /// A backend does not handle this program (e.g. the automaton of a
+    /// program with `alt`).
+    #[error("{backend}: {msg}")]
+    Unsupported {
+        /// The backend.
+        backend: &'static str,
+        /// What it cannot do.
+        msg: String,
+    },
+    /// The host did not bind what the program needs, or bound it wrongly.
+    #[error("binding: {0}")]
+    Binding(String),
+    /// An `assert` failed while running.
+    #[error("{pos}: assertion failed in process {process}")]
+    AssertionFailed {
+        /// The process.
+        process: String,
+        /// The `assert` statement.
+        pos: Pos,
+    },
+    /// A `/` or `%` by zero while running.
+    #[error("{pos}: division by zero in process {process}")]
+    DivisionByZero {
+        /// The process.
+        process: String,
+        /// The statement.
+        pos: Pos,
+    },
+    /// A host function or callback failed (panicked or returned an error).
+    #[error("host function {name}: {msg}")]
+    Host {
+        /// The function or channel.
+        name: String,
+        /// What happened.
+        msg: String,
+    },
+    /// vcode refused the generated code.
+    #[error("code generation: {0}")]
+    Codegen(String),
+}
+
+impl From<vcode::Error> for Error {
+    fn from(e: vcode::Error) -> Self {
+        Error::Codegen(e.to_string())
+    }
+}
+
+/// The result type of this crate.
+pub type Result<T> = std::result::Result<T, Error>;
