@@ -1,1 +1,170 @@
-//! (being written)
+//! The syntax tree of an ESP program, as written: names are still names.
+//!
+//! [`crate::parse`] builds it; [`crate::sema`] resolves the names, checks
+//! the static rules and lowers it to [`crate::ir`].
+
+use crate::ir::{BinOp, ChanKind, Pos, UnOp};
+
+/// A name and where it is written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Ident {
+    /// The name.
+    pub name: String,
+    /// Where it is written.
+    pub pos: Pos,
+}
+
+/// A whole source file.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Program {
+    /// `channel` declarations, in order.
+    pub channels: Vec<ChannelDecl>,
+    /// `extern` declarations, in order.
+    pub externs: Vec<ExternDecl>,
+    /// `process` declarations, in order.
+    pub processes: Vec<ProcessDecl>,
+}
+
+/// `channel NAME(int, ...) [external in|out];`
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChannelDecl {
+    /// Its name.
+    pub name: Ident,
+    /// The number of `int` fields.
+    pub arity: u32,
+    /// Internal or external.
+    pub kind: ChanKind,
+    /// Where the declaration begins.
+    pub pos: Pos,
+}
+
+/// `extern NAME(int, ...);`
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExternDecl {
+    /// Its name.
+    pub name: Ident,
+    /// The number of `int` parameters.
+    pub arity: u32,
+    /// Where the declaration begins.
+    pub pos: Pos,
+}
+
+/// `process NAME { decls stmts }`
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProcessDecl {
+    /// Its name.
+    pub name: Ident,
+    /// Where the declaration begins.
+    pub pos: Pos,
+    /// `constant` and `var` declarations, in order.
+    pub decls: Vec<Decl>,
+    /// The body.
+    pub body: Vec<Stmt>,
+    /// Where the closing `}` is.
+    pub end: Pos,
+}
+
+/// A declaration at the top of a process body.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Decl {
+    /// `constant NAME = expr;`
+    Constant(Ident, Expr),
+    /// `var NAME;` (one per name of a `var a, b;` list).
+    Var(Ident),
+}
+
+/// A statement and where it begins.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Stmt {
+    /// What it is.
+    pub kind: StmtKind,
+    /// Where it begins.
+    pub pos: Pos,
+}
+
+/// The statements.
+#[derive(Clone, Debug, PartialEq)]
+pub enum StmtKind {
+    /// `x = e;`
+    Assign(Ident, Expr),
+    /// `f(args);`: an expression evaluated for its effect.
+    Eval(Expr),
+    /// `if (c) then [else els]`
+    If(Expr, Box<Stmt>, Option<Box<Stmt>>),
+    /// `while (c) body`
+    While(Expr, Box<Stmt>),
+    /// `break;`
+    Break,
+    /// `{ ... }`
+    Block(Vec<Stmt>),
+    /// `;`
+    Empty,
+    /// `in(...);` or `out(...);`
+    Comm(Comm),
+    /// `alt { arms }`
+    Alt(Vec<AltArm>),
+    /// `assert(c);`
+    Assert(Expr),
+    /// `#N`: names the next statement, or the end of its block.
+    Label(u32),
+}
+
+/// A channel operation as written.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Comm {
+    /// `in(chan, v, ...)`
+    In(Ident, Vec<Ident>),
+    /// `out(chan, e, ...)`
+    Out(Ident, Vec<Expr>),
+}
+
+impl Comm {
+    /// The channel it names.
+    pub fn chan(&self) -> &Ident {
+        match self {
+            Comm::In(c, _) | Comm::Out(c, _) => c,
+        }
+    }
+}
+
+/// One arm of an `alt`: a guard operation and a body.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AltArm {
+    /// The guard.
+    pub op: Comm,
+    /// Where the guard is written.
+    pub pos: Pos,
+    /// The body (a block, or `;` for none).
+    pub body: Stmt,
+}
+
+/// An expression, its position, and its depth (the parser bounds nesting
+/// so that later recursive passes cannot exhaust the stack).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Expr {
+    /// What it is.
+    pub kind: ExprKind,
+    /// Where it begins (for a binary operator: where the operator is).
+    pub pos: Pos,
+    /// 1 for a leaf; 1 + the deepest operand otherwise.
+    pub depth: u32,
+}
+
+/// The expressions.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ExprKind {
+    /// A literal (`true` is 1, `false` is 0).
+    Int(i64),
+    /// A variable or constant.
+    Name(Ident),
+    /// A unary operator.
+    Unary(UnOp, Box<Expr>),
+    /// A binary operator.
+    Binary(BinOp, Box<Expr>, Box<Expr>),
+    /// `&&`
+    And(Box<Expr>, Box<Expr>),
+    /// `||`
+    Or(Box<Expr>, Box<Expr>),
+    /// A host function call.
+    Call(Ident, Vec<Expr>),
+}

@@ -55,6 +55,22 @@ pub struct Program {
     pub externs: Vec<Extern>,
     /// Every process, in declaration order.
     pub processes: Vec<Process>,
+    /// The processes' named constants (folded into the code; kept so that
+    /// fast-path predicates can name them), in declaration order.
+    pub constants: Vec<Constant>,
+}
+
+/// A process's `constant NAME = value;`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Constant {
+    /// The process that declares it.
+    pub proc: ProcId,
+    /// Its name.
+    pub name: String,
+    /// Its folded value.
+    pub value: i64,
+    /// Where it was declared.
+    pub pos: Pos,
 }
 
 /// Whether a channel joins two processes or one process and the host.
