@@ -1,1 +1,1885 @@
-//! (being written)
+//! The runtime: a program loaded on a backend, its external channels and
+//! host functions bound, run by a user-level scheduler in one OS thread.
+//!
+//! ## Scheduling (§2.1, §4.3's default policy)
+//! - A FIFO ready list; at the start every process is ready, in declaration
+//!   order. The running process continues until it blocks.
+//! - A rendezvous completes when an `out` and an `in` on one channel meet;
+//!   the reader's variables receive the writer's values, copied once, from
+//!   one slot of the flat variable array to another. When the running
+//!   process completes a rendezvous with a blocked partner, the process
+//!   doing the `in` continues and the other is appended to the ready list.
+//!   Blocked processes wait on a channel in FIFO order.
+//! - `alt` is fair: each `alt` node keeps a rotating start arm; the first arm
+//!   from there that can complete now is taken and the start moves past it.
+//!   With none ready, the process waits on every arm; a partner arriving on
+//!   any of them completes that arm (and moves the start past it).
+//! - External channels: an `external out` is always ready (the message is
+//!   queued, or handed to the bound callback); an `external in` is ready
+//!   when the queue has a message (or the callback returns one).
+//! - [`Machine::run`] returns when no process is ready. Before it schedules,
+//!   every process blocked on an external in that may now have input (its
+//!   queue is not empty, or it is bound to a callback) is made ready again.
+//! - Errors stop the run: a failed assertion, a division by zero, a host
+//!   function that panicked or is not bound. The faulting process stays at
+//!   the faulting statement, first in the ready list.
+//!
+//! ## Fast paths (§3-§4)
+//! With a specification, each fast path is extracted ([`explore`]) and
+//! optimized ([`opt`]); on the native backend it is compiled ([`fpgen`]), on
+//! the interpreter it runs on the graph interpreter ([`fp::run`]). A process
+//! that is dispatched or continues at the `start` statement of a fast path,
+//! while every other process of the path waits at its own start statement
+//! (ready or blocked there), enters the path: the path's processes leave the
+//! ready list and the channel waits, the graph runs, and afterwards every one
+//! of them is appended to the ready list (specification order) at the pc the
+//! graph stored. A process is not checked again at the pc it left the path at
+//! until it has moved, so a path that aborts at once cannot loop (or until
+//! the next `run` retries it for external input that may have arrived: new
+//! input is a new situation). A path with
+//! a nondeterministic choice is refused on every `refuse_every`-th eligible
+//! entry, so that the process-based code's fairness holds (§4.4).
+//!
+//! ## Automata (§4.1)
+//! [`Backend::Automata`] runs the whole program's product machine
+//! ([`explore::automaton`]) as native code. When every process is blocked it
+//! leaves with `Suspend`, and the next [`Machine::run`] resumes it where it
+//! stopped; when it aborts (a failing assertion or division, every process
+//! halted), the process-based native code takes over from the stored state.
+//!
+//! ## Native code and the host
+//! Generated code reaches the runtime through [`abi::Ctx`](crate::abi::Ctx): the variable and
+//! pc arrays, the external ports, and three trampolines (`call`, `recv`,
+//! `send`). A host callback that panics is caught inside the trampoline and
+//! becomes [`Error::Host`]: no unwinding ever crosses generated code.
+
+use std::collections::VecDeque;
+use std::ffi::c_void;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use crate::abi::{Ctx, InPort, OutPort};
+use crate::error::{Error, Result};
+use crate::explore::{self, ExploreOptions};
+use crate::fp::{self, Graph, Leave};
+use crate::fpgen::{self, NativeGraph};
+use crate::interp::{self, Fault};
+use crate::ir::{ChanId, ChanKind, Comm, ExternId, Layout, NodeKind, Operand, Pc, Program};
+use crate::native::{self, HostHooks, NativeProgram};
+use crate::opt;
+use crate::spec::Spec;
+
+/// Which code runs the program.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Backend {
+    /// The reference interpreter ([`interp`]); fast paths run on the graph
+    /// interpreter ([`fp::run`]).
+    Interp,
+    /// Process-based native code ([`native`]); fast paths compiled by
+    /// [`fpgen`].
+    #[default]
+    Native,
+    /// The whole program as one native state machine (programs without
+    /// `alt` only); the process-based native code takes over if it aborts.
+    /// A specification is ignored.
+    Automata,
+}
+
+/// How to load a program.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The backend.
+    pub backend: Backend,
+    /// A fast-path specification, resolved against the program
+    /// ([`spec::parse`](crate::spec::parse)).
+    pub spec: Option<Spec>,
+    /// Limits of symbolic execution.
+    pub explore: ExploreOptions,
+    /// A fast path with a nondeterministic choice is refused on every
+    /// `refuse_every`-th eligible entry (§4.4); 0 never refuses.
+    pub refuse_every: u32,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            backend: Backend::default(),
+            spec: None,
+            explore: ExploreOptions::default(),
+            refuse_every: 8,
+        }
+    }
+}
+
+/// An event on an external channel, as the host sees it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Event {
+    /// The program read a message from an `external in` channel.
+    In {
+        /// The channel.
+        chan: ChanId,
+        /// The message.
+        fields: Vec<i64>,
+    },
+    /// The program wrote a message to an `external out` channel.
+    Out {
+        /// The channel.
+        chan: ChanId,
+        /// The message.
+        fields: Vec<i64>,
+    },
+}
+
+/// Counters of what the runtime did.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Fast paths entered.
+    pub entries: u64,
+    /// Fast paths that left at their `exit` element.
+    pub exits: u64,
+    /// Fast paths (or the automaton) that aborted to the process-based code.
+    pub aborts: u64,
+    /// Eligible entries refused for fairness (§4.4).
+    pub refusals: u64,
+    /// Times a process was given the processor by the scheduler.
+    pub switches: u64,
+    /// Rendezvous between two processes completed by the scheduler.
+    pub rendezvous: u64,
+    /// Times the automaton suspended for lack of input.
+    pub suspends: u64,
+}
+
+/// Generated machine instructions (excluding initialization and data).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct CodeSize {
+    /// The process-based code of every process.
+    pub processes: usize,
+    /// Every fast path.
+    pub fast_paths: usize,
+    /// The automaton.
+    pub automaton: usize,
+}
+
+/// Where a run stopped: no process was ready.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Status {
+    /// Every process has halted.
+    Halted,
+    /// Some process waits for input on an external in channel.
+    Input,
+    /// No process waits for input and some process is blocked on an internal
+    /// channel for good.
+    Deadlock,
+}
+
+const NONE: u32 = u32::MAX;
+
+// ---------------------------------------------------------------------------
+// The host side: bindings, queues, ports, the trace.
+
+type ExternFn = Box<dyn FnMut(&[i64]) -> i64>;
+type InFn = Box<dyn FnMut() -> Option<Vec<i64>>>;
+type OutFn = Box<dyn FnMut(&[i64])>;
+
+/// One channel's host side (only external channels use it).
+struct Endpoint {
+    name: String,
+    kind: ChanKind,
+    arity: usize,
+    /// Queued input: fields from `head` on are unread.
+    input: Vec<i64>,
+    head: usize,
+    /// Queued input messages of a channel of arity 0.
+    empties: usize,
+    /// Queued output: the first `out_len` fields; the rest is zeroed room
+    /// that generated code writes through the out port.
+    output: Vec<i64>,
+    out_len: usize,
+    recv_cb: Option<InFn>,
+    send_cb: Option<OutFn>,
+}
+
+/// What generated code and the trampolines reach through `ctx.host`.
+/// `failed` is first: compiled processes read it after every host call.
+#[repr(C)]
+struct Host {
+    failed: i64,
+    error: Option<Error>,
+    externs: Vec<Option<ExternFn>>,
+    extern_names: Vec<String>,
+    extern_arity: Vec<usize>,
+    chans: Vec<Endpoint>,
+    ins: Vec<InPort>,
+    outs: Vec<OutPort>,
+    /// True while generated graph code runs with the ports open.
+    ports_open: bool,
+    tracing: bool,
+    trace: Vec<Event>,
+}
+
+fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        format!("panicked: {s}")
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        format!("panicked: {s}")
+    } else {
+        "panicked".to_string()
+    }
+}
+
+impl Host {
+    fn fail(&mut self, e: Error) {
+        if self.error.is_none() {
+            self.error = Some(e);
+        }
+        self.failed = 1;
+    }
+
+    /// The pending error, if a host function or callback failed.
+    #[inline]
+    fn take_error(&mut self) -> Option<Error> {
+        if self.failed == 0 {
+            return None;
+        }
+        self.take_error_slow()
+    }
+
+    #[cold]
+    fn take_error_slow(&mut self) -> Option<Error> {
+        self.failed = 0;
+        Some(self.error.take().unwrap_or_else(|| Error::Host {
+            name: "?".into(),
+            msg: "failed".into(),
+        }))
+    }
+
+    fn call(&mut self, f: ExternId, args: &[i64]) -> Option<i64> {
+        let name = || self_name(&self.extern_names, f);
+        let Some(Some(func)) = self.externs.get_mut(f as usize) else {
+            let e = Error::Binding(format!("host function {} is not bound", name()));
+            self.fail(e);
+            return None;
+        };
+        match catch_unwind(AssertUnwindSafe(|| func(args))) {
+            Ok(v) => Some(v),
+            Err(p) => {
+                let e = Error::Host {
+                    name: name(),
+                    msg: panic_message(p),
+                };
+                self.fail(e);
+                None
+            }
+        }
+    }
+
+    /// Reads one message of external-in channel `c` into `dst`.
+    fn recv(&mut self, c: ChanId, dst: &mut [i64]) -> bool {
+        if self.ports_open {
+            self.sync_in(c);
+        }
+        let Some(ch) = self.chans.get_mut(c as usize) else {
+            return false;
+        };
+        let got = if let Some(cb) = ch.recv_cb.as_mut() {
+            match catch_unwind(AssertUnwindSafe(cb)) {
+                Ok(Some(m)) if m.len() == ch.arity && dst.len() == ch.arity => {
+                    dst.copy_from_slice(&m);
+                    true
+                }
+                Ok(Some(m)) => {
+                    let e = Error::Host {
+                        name: ch.name.clone(),
+                        msg: format!(
+                            "the callback returned {} fields for a channel of arity {}",
+                            m.len(),
+                            ch.arity
+                        ),
+                    };
+                    self.fail(e);
+                    return false;
+                }
+                Ok(None) => false,
+                Err(p) => {
+                    let e = Error::Host {
+                        name: ch.name.clone(),
+                        msg: panic_message(p),
+                    };
+                    self.fail(e);
+                    return false;
+                }
+            }
+        } else if ch.arity == 0 {
+            if ch.empties > 0 {
+                ch.empties -= 1;
+                true
+            } else {
+                false
+            }
+        } else if ch.head + ch.arity <= ch.input.len() && dst.len() == ch.arity {
+            dst.copy_from_slice(&ch.input[ch.head..ch.head + ch.arity]);
+            ch.head += ch.arity;
+            if ch.head == ch.input.len() {
+                ch.input.clear();
+                ch.head = 0;
+            }
+            true
+        } else {
+            false
+        };
+        if got && self.tracing {
+            self.trace.push(Event::In {
+                chan: c,
+                fields: dst.to_vec(),
+            });
+        }
+        if self.ports_open {
+            self.reopen_in(c);
+        }
+        got
+    }
+
+    /// Writes one message on external-out channel `c`.
+    fn send(&mut self, c: ChanId, src: &[i64]) {
+        if self.ports_open {
+            self.sync_out(c);
+        }
+        let Some(ch) = self.chans.get_mut(c as usize) else {
+            return;
+        };
+        if self.tracing {
+            self.trace.push(Event::Out {
+                chan: c,
+                fields: src.to_vec(),
+            });
+        }
+        if let Some(cb) = ch.send_cb.as_mut() {
+            if let Err(p) = catch_unwind(AssertUnwindSafe(|| cb(src))) {
+                let e = Error::Host {
+                    name: ch.name.clone(),
+                    msg: panic_message(p),
+                };
+                self.fail(e);
+            }
+        } else {
+            let end = ch.out_len + src.len();
+            if end > ch.output.len() {
+                let room = end.max(2 * ch.output.len()).max(64);
+                ch.output.resize(room, 0);
+            }
+            ch.output[ch.out_len..end].copy_from_slice(src);
+            ch.out_len = end;
+        }
+        if self.ports_open {
+            self.reopen_out(c);
+        }
+    }
+
+    /// Opens the ports of every queued external channel for generated
+    /// code (closed ones make it call the trampolines for every message).
+    fn open_ports(&mut self) {
+        self.ports_open = true;
+        for c in 0..self.chans.len() as ChanId {
+            self.reopen_in(c);
+            self.reopen_out(c);
+        }
+    }
+
+    /// Takes back what generated code consumed and produced.
+    fn close_ports(&mut self) {
+        for c in 0..self.chans.len() as ChanId {
+            self.sync_in(c);
+            self.sync_out(c);
+        }
+        self.ports_open = false;
+        for p in &mut self.ins {
+            *p = empty_in();
+        }
+        for p in &mut self.outs {
+            *p = empty_out();
+        }
+    }
+
+    fn inline(&self, ch: &Endpoint) -> bool {
+        self.ports_open && !self.tracing && ch.arity > 0
+    }
+
+    fn reopen_in(&mut self, c: ChanId) {
+        let (Some(ch), Some(port)) = (self.chans.get_mut(c as usize), self.ins.get_mut(c as usize))
+        else {
+            return;
+        };
+        let inline = self.ports_open && !self.tracing && ch.arity > 0;
+        if ch.kind != ChanKind::ExternalIn || !inline || ch.recv_cb.is_some() {
+            *port = empty_in();
+            return;
+        }
+        let base = ch.input.as_ptr();
+        // SAFETY: `head <= len` is kept by every reader, so both pointers are
+        // inside (or one past) the queue's buffer, which does not move while
+        // the ports are open (nothing pushes input while generated code runs).
+        *port = unsafe {
+            InPort {
+                next: base.add(ch.head),
+                end: base.add(ch.input.len()),
+            }
+        };
+    }
+
+    fn sync_in(&mut self, c: ChanId) {
+        let (Some(ch), Some(port)) = (self.chans.get_mut(c as usize), self.ins.get_mut(c as usize))
+        else {
+            return;
+        };
+        if port.next.is_null() {
+            return;
+        }
+        let base = ch.input.as_ptr();
+        // SAFETY: the port was made by `reopen_in` from this buffer, and
+        // generated code only moves `next` forward by whole messages up to
+        // `end`, so both are in the same allocation.
+        let at = unsafe { port.next.offset_from(base) };
+        if at >= 0 && (at as usize) <= ch.input.len() {
+            ch.head = at as usize;
+        }
+        if ch.head == ch.input.len() {
+            ch.input.clear();
+            ch.head = 0;
+        }
+        *port = empty_in();
+    }
+
+    fn reopen_out(&mut self, c: ChanId) {
+        let inline = match self.chans.get(c as usize) {
+            Some(ch) => self.inline(ch),
+            None => return,
+        };
+        let (Some(ch), Some(port)) = (
+            self.chans.get_mut(c as usize),
+            self.outs.get_mut(c as usize),
+        ) else {
+            return;
+        };
+        if ch.kind != ChanKind::ExternalOut || !inline || ch.send_cb.is_some() {
+            *port = empty_out();
+            return;
+        }
+        let want = ch.out_len + 256 * ch.arity;
+        if ch.output.len() < want {
+            let room = want.max(2 * ch.output.len());
+            ch.output.resize(room, 0);
+        }
+        let room = (ch.output.len() - ch.out_len) / ch.arity * ch.arity;
+        let base = ch.output.as_mut_ptr();
+        // SAFETY: `out_len + room <= output.len()`: both pointers are inside
+        // (or one past) the buffer, which does not move while the port is
+        // open (only `send` grows it, and it reopens the port after).
+        *port = unsafe {
+            OutPort {
+                next: base.add(ch.out_len),
+                end: base.add(ch.out_len + room),
+            }
+        };
+    }
+
+    fn sync_out(&mut self, c: ChanId) {
+        let (Some(ch), Some(port)) = (
+            self.chans.get_mut(c as usize),
+            self.outs.get_mut(c as usize),
+        ) else {
+            return;
+        };
+        if port.next.is_null() {
+            return;
+        }
+        let base = ch.output.as_ptr();
+        // SAFETY: as in `sync_in`: the port points into this buffer.
+        let at = unsafe { port.next.cast_const().offset_from(base) };
+        if at >= 0 && (at as usize) <= ch.output.len() {
+            ch.out_len = at as usize;
+        }
+        *port = empty_out();
+    }
+}
+
+fn self_name(names: &[String], f: ExternId) -> String {
+    names
+        .get(f as usize)
+        .cloned()
+        .unwrap_or_else(|| format!("#{f}"))
+}
+
+fn empty_in() -> InPort {
+    InPort {
+        next: std::ptr::null(),
+        end: std::ptr::null(),
+    }
+}
+
+fn empty_out() -> OutPort {
+    OutPort {
+        next: std::ptr::null_mut(),
+        end: std::ptr::null_mut(),
+    }
+}
+
+// The trampolines generated code calls. Each turns `host` back into the
+// runtime's `Host`; nothing in them unwinds (callbacks run under
+// `catch_unwind`, every index is checked).
+
+unsafe extern "C" fn rt_call(host: *mut c_void, f: u32, args: *const i64) -> i64 {
+    // SAFETY: `host` is the `Host` the machine boxed and handed to the code
+    // (`Ctx::host`, `HostHooks::host`); the machine is inside `run` and holds
+    // no reference to it while generated code runs.
+    let host = unsafe { &mut *host.cast::<Host>() };
+    let n = host.extern_arity.get(f as usize).copied().unwrap_or(0);
+    let args = if n == 0 || args.is_null() {
+        &[][..]
+    } else {
+        // SAFETY: generated code passes the address of the call's `n`
+        // arguments (the function's arity, checked by the front end).
+        unsafe { std::slice::from_raw_parts(args, n) }
+    };
+    host.call(f, args).unwrap_or(0)
+}
+
+unsafe extern "C" fn rt_recv(host: *mut c_void, chan: u32, dst: *mut i64) -> u32 {
+    // SAFETY: as in `rt_call`.
+    let host = unsafe { &mut *host.cast::<Host>() };
+    let n = host.chans.get(chan as usize).map_or(0, |c| c.arity);
+    let mut buf = [0i64; 8];
+    let mut big;
+    let tmp: &mut [i64] = if n <= buf.len() {
+        &mut buf[..n]
+    } else {
+        big = vec![0; n];
+        &mut big
+    };
+    if !host.recv(chan, tmp) {
+        return 0;
+    }
+    if n > 0 && !dst.is_null() {
+        // SAFETY: generated code passes room for one message of the
+        // channel (its arity many fields).
+        unsafe { std::ptr::copy_nonoverlapping(tmp.as_ptr(), dst, n) };
+    }
+    1
+}
+
+unsafe extern "C" fn rt_send(host: *mut c_void, chan: u32, src: *const i64) {
+    // SAFETY: as in `rt_call`.
+    let host = unsafe { &mut *host.cast::<Host>() };
+    let n = host.chans.get(chan as usize).map_or(0, |c| c.arity);
+    let src = if n == 0 || src.is_null() {
+        &[][..]
+    } else {
+        // SAFETY: generated code passes one message of the channel.
+        unsafe { std::slice::from_raw_parts(src, n) }
+    };
+    host.send(chan, src);
+}
+
+// ---------------------------------------------------------------------------
+// Static tables of the program, built once.
+
+/// What the scheduler does at a node.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Tag {
+    /// Local code: run it.
+    Code,
+    /// The end of the body.
+    Halt,
+    /// A channel operation: the site.
+    Comm(u32),
+    /// An `alt`: its index.
+    Alt(u32),
+}
+
+/// A channel operation: a `Comm` node or one arm of an `alt`.
+#[derive(Copy, Clone, Debug)]
+struct Site {
+    chan: u32,
+    kind: ChanKind,
+    is_in: bool,
+    next: Pc,
+    /// The fields: `fields[first..first + arity]`.
+    first: u32,
+    arity: u32,
+    /// The `alt` it belongs to, or `NONE`.
+    alt: u32,
+    arm: u32,
+}
+
+/// A field of a message: a slot (of the flat array) or a constant.
+#[derive(Copy, Clone, Debug)]
+enum Field {
+    Slot(u32),
+    Const(i64),
+}
+
+#[derive(Clone, Debug)]
+struct AltInfo {
+    first: u32,
+    arms: u32,
+    /// Some arm reads an external in channel.
+    ext_in: bool,
+}
+
+struct Tables {
+    pc_base: Vec<usize>,
+    tags: Vec<Tag>,
+    sites: Vec<Site>,
+    fields: Vec<Field>,
+    alts: Vec<AltInfo>,
+    /// Per (process, pc): an index into `fp_lists`, or `NONE`.
+    fp_at: Vec<u32>,
+    fp_lists: Vec<Vec<u32>>,
+    max_arity: usize,
+}
+
+impl Tables {
+    fn new(program: &Program, layout: &Layout) -> Tables {
+        let mut t = Tables {
+            pc_base: Vec::new(),
+            tags: Vec::new(),
+            sites: Vec::new(),
+            fields: Vec::new(),
+            alts: Vec::new(),
+            fp_at: Vec::new(),
+            fp_lists: Vec::new(),
+            max_arity: 0,
+        };
+        for (p, process) in program.processes.iter().enumerate() {
+            t.pc_base.push(t.tags.len());
+            let base = layout.base[p];
+            for node in &process.nodes {
+                let tag = match &node.kind {
+                    NodeKind::Halt => Tag::Halt,
+                    NodeKind::Comm { op, next } => {
+                        let s = t.site(program, base, op, *next, NONE, 0);
+                        Tag::Comm(s)
+                    }
+                    NodeKind::Alt { arms } => {
+                        let a = t.alts.len() as u32;
+                        let first = t.sites.len() as u32;
+                        let mut ext_in = false;
+                        for (k, arm) in arms.iter().enumerate() {
+                            t.site(program, base, &arm.op, arm.next, a, k as u32);
+                            ext_in |= arm.op.is_in()
+                                && program.channels[arm.op.chan() as usize].kind
+                                    == ChanKind::ExternalIn;
+                        }
+                        t.alts.push(AltInfo {
+                            first,
+                            arms: arms.len() as u32,
+                            ext_in,
+                        });
+                        Tag::Alt(a)
+                    }
+                    _ => Tag::Code,
+                };
+                t.tags.push(tag);
+            }
+        }
+        t.fp_at = vec![NONE; t.tags.len()];
+        t
+    }
+
+    fn site(
+        &mut self,
+        program: &Program,
+        base: u32,
+        op: &Comm,
+        next: Pc,
+        alt: u32,
+        arm: u32,
+    ) -> u32 {
+        let first = self.fields.len() as u32;
+        match op {
+            Comm::In { vars, .. } => self
+                .fields
+                .extend(vars.iter().map(|v| Field::Slot(base + v))),
+            Comm::Out { args, .. } => self.fields.extend(args.iter().map(|a| match a {
+                Operand::Var(v) => Field::Slot(base + v),
+                Operand::Const(c) => Field::Const(*c),
+            })),
+        }
+        let arity = self.fields.len() as u32 - first;
+        self.max_arity = self.max_arity.max(arity as usize);
+        let chan = op.chan();
+        self.sites.push(Site {
+            chan,
+            kind: program.channels[chan as usize].kind,
+            is_in: op.is_in(),
+            next,
+            first,
+            arity,
+            alt,
+            arm,
+        });
+        self.sites.len() as u32 - 1
+    }
+
+    #[inline]
+    fn tag(&self, p: usize, pc: Pc) -> Tag {
+        self.tags[self.pc_base[p] + pc as usize]
+    }
+}
+
+/// Checks what the runtime relies on in a program that may not come from
+/// the front end: every pc, variable, channel and host function in range,
+/// arities matching, channel directions allowed.
+fn validate(program: &Program) -> Result<()> {
+    let bad = |pos, msg: String| Err(Error::Check { pos, msg });
+    for process in &program.processes {
+        let n = process.nodes.len() as u32;
+        let nv = process.vars.len() as u32;
+        if process.entry >= n {
+            return bad(
+                process.pos,
+                format!(
+                    "process {}: entry {} out of range",
+                    process.name, process.entry
+                ),
+            );
+        }
+        for (pc, node) in process.nodes.iter().enumerate() {
+            let here = |what: &str| format!("process {} node {pc}: {what}", process.name);
+            let mut ok = true;
+            let check_expr = |e: &crate::ir::Expr, ok: &mut bool| {
+                e.for_each_var(&mut |v| *ok &= v < nv);
+                check_calls(e, program, ok);
+            };
+            let mut succ = Vec::new();
+            match &node.kind {
+                NodeKind::Assign { var, value, next } => {
+                    ok &= *var < nv;
+                    check_expr(value, &mut ok);
+                    succ.push(*next);
+                }
+                NodeKind::Eval { value, next } => {
+                    check_expr(value, &mut ok);
+                    succ.push(*next);
+                }
+                NodeKind::Branch { cond, then, els } => {
+                    check_expr(cond, &mut ok);
+                    succ.extend([*then, *els]);
+                }
+                NodeKind::Nop { next } => succ.push(*next),
+                NodeKind::Assert { cond, next } => {
+                    check_expr(cond, &mut ok);
+                    succ.push(*next);
+                }
+                NodeKind::Comm { op, next } => {
+                    if let Err(m) = check_comm(program, op, nv) {
+                        return bad(node.pos, here(&m));
+                    }
+                    succ.push(*next);
+                }
+                NodeKind::Alt { arms } => {
+                    if arms.is_empty() {
+                        return bad(node.pos, here("an alt without arms"));
+                    }
+                    for arm in arms {
+                        if let Err(m) = check_comm(program, &arm.op, nv) {
+                            return bad(arm.pos, here(&m));
+                        }
+                        succ.push(arm.next);
+                    }
+                }
+                NodeKind::Halt => {}
+            }
+            if !ok {
+                return bad(
+                    node.pos,
+                    here("a variable or host function out of range, or a call of the wrong arity"),
+                );
+            }
+            if succ.iter().any(|&s| s >= n) {
+                return bad(node.pos, here("a successor out of range"));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn check_calls(e: &crate::ir::Expr, program: &Program, ok: &mut bool) {
+    use crate::ir::Expr;
+    match e {
+        Expr::Const(_) | Expr::Var(_) => {}
+        Expr::Unary(_, a) => check_calls(a, program, ok),
+        Expr::Binary(_, a, b) | Expr::And(a, b) | Expr::Or(a, b) => {
+            check_calls(a, program, ok);
+            check_calls(b, program, ok);
+        }
+        Expr::Call(f, args) => {
+            *ok &= program
+                .externs
+                .get(*f as usize)
+                .is_some_and(|x| x.arity as usize == args.len());
+            args.iter().for_each(|a| check_calls(a, program, ok));
+        }
+    }
+}
+
+fn check_comm(program: &Program, op: &Comm, nv: u32) -> std::result::Result<(), String> {
+    let Some(ch) = program.channels.get(op.chan() as usize) else {
+        return Err("a channel out of range".into());
+    };
+    let n = match op {
+        Comm::In { vars, .. } => {
+            if vars.iter().any(|&v| v >= nv) {
+                return Err("a variable out of range".into());
+            }
+            vars.len()
+        }
+        Comm::Out { args, .. } => {
+            if args
+                .iter()
+                .any(|a| matches!(a, Operand::Var(v) if *v >= nv))
+            {
+                return Err("a variable out of range".into());
+            }
+            args.len()
+        }
+    };
+    if n != ch.arity as usize {
+        return Err(format!(
+            "channel {} carries {} fields, not {n}",
+            ch.name, ch.arity
+        ));
+    }
+    match (ch.kind, op.is_in()) {
+        (ChanKind::ExternalIn, false) => Err(format!("out on external in channel {}", ch.name)),
+        (ChanKind::ExternalOut, true) => Err(format!("in on external out channel {}", ch.name)),
+        _ => Ok(()),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The machine.
+
+/// A process's scheduling state.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum St {
+    Ready,
+    Running,
+    /// Blocked at the `Comm` or `Alt` at its pc (in the channels' waits).
+    Blocked,
+    /// Blocked at a `Comm` reading an external in channel with no message.
+    BlockedExt,
+    Halted,
+    /// Moved by a fast path that is running.
+    InPath,
+}
+
+/// A process waiting on a channel at a site.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+struct Waiter {
+    proc: u32,
+    site: u32,
+}
+
+/// What the running process does after a channel operation.
+enum Next {
+    /// It goes on at its new pc.
+    Continue,
+    /// It was appended to the ready list; this process runs.
+    Switch(usize),
+    /// It blocked.
+    Block,
+}
+
+/// One fast path, ready to enter.
+struct FastPath {
+    graph: Graph,
+    native: Option<NativeGraph>,
+    procs: Vec<usize>,
+    starts: Vec<Pc>,
+    nondeterministic: bool,
+    eligible: u64,
+}
+
+/// The automaton of [`Backend::Automata`].
+struct Automaton {
+    graph: Graph,
+    native: NativeGraph,
+    /// The entry the next run begins at.
+    entry: u32,
+    /// False once it aborted: the process-based code runs from then on.
+    active: bool,
+}
+
+/// A program loaded on a backend. See the [module docs](self).
+pub struct Machine {
+    program: Program,
+    layout: Layout,
+    backend: Backend,
+    tables: Tables,
+    host: Box<Host>,
+    ctx: Box<Ctx>,
+    vars: Vec<i64>,
+    pcs: Vec<u32>,
+    status: Vec<St>,
+    ready: VecDeque<u32>,
+    /// Per channel: waiting readers, waiting writers (FIFO).
+    waits: Vec<[Vec<Waiter>; 2]>,
+    alt_start: Vec<u32>,
+    /// The pc at which each process is not checked for fast-path entry
+    /// (where it left a path), or `NONE`.
+    suppress: Vec<u32>,
+    stops: Vec<Vec<bool>>,
+    native: Option<NativeProgram>,
+    fast: Vec<FastPath>,
+    automaton: Option<Automaton>,
+    refuse_every: u32,
+    stats: Stats,
+    /// Scratch for one message.
+    msg: Vec<i64>,
+}
+
+impl std::fmt::Debug for Machine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Machine")
+            .field("backend", &self.backend)
+            .field("pcs", &self.pcs)
+            .field("status", &self.status)
+            .field("stats", &self.stats)
+            .finish()
+    }
+}
+
+impl Machine {
+    /// Loads `program`: builds the scheduler's tables and compiles
+    /// everything the backend needs (process code, fast paths, automaton).
+    pub fn new(program: Program, options: Options) -> Result<Machine> {
+        validate(&program)?;
+        let layout = Layout::of(&program);
+        let mut tables = Tables::new(&program, &layout);
+        let nchan = program.channels.len();
+        let mut host = Box::new(Host {
+            failed: 0,
+            error: None,
+            externs: program.externs.iter().map(|_| None).collect(),
+            extern_names: program.externs.iter().map(|e| e.name.clone()).collect(),
+            extern_arity: program.externs.iter().map(|e| e.arity as usize).collect(),
+            chans: program
+                .channels
+                .iter()
+                .map(|c| Endpoint {
+                    name: c.name.clone(),
+                    kind: c.kind,
+                    arity: c.arity as usize,
+                    input: Vec::new(),
+                    head: 0,
+                    empties: 0,
+                    output: Vec::new(),
+                    out_len: 0,
+                    recv_cb: None,
+                    send_cb: None,
+                })
+                .collect(),
+            ins: vec![empty_in(); nchan],
+            outs: vec![empty_out(); nchan],
+            ports_open: false,
+            tracing: false,
+            trace: Vec::new(),
+        });
+        let host_ptr: *mut Host = &mut *host;
+        let ctx = Box::new(Ctx {
+            vars: std::ptr::null_mut(),
+            pcs: std::ptr::null_mut(),
+            ins: host.ins.as_mut_ptr(),
+            outs: host.outs.as_mut_ptr(),
+            host: host_ptr.cast(),
+            call: rt_call,
+            recv: rt_recv,
+            send: rt_send,
+        });
+        let hooks = HostHooks {
+            host: host_ptr.cast(),
+            call: rt_call,
+            // SAFETY (of the later reads): `failed` is the first field of the
+            // boxed `Host`, which lives as long as the machine and its code.
+            failed: &host.failed as *const i64,
+        };
+
+        // Fast paths.
+        let mut stops: Vec<Vec<bool>> = program
+            .processes
+            .iter()
+            .map(|p| vec![false; p.nodes.len()])
+            .collect();
+        let mut fast = Vec::new();
+        if let (Some(spec), false) = (&options.spec, options.backend == Backend::Automata) {
+            for fpath in &spec.fastpaths {
+                let mut graph = explore::fast_path(&program, fpath, &options.explore)?;
+                opt::optimize(&program, &mut graph);
+                let native = match options.backend {
+                    Backend::Native => Some(fpgen::compile(&graph, &program)?),
+                    _ => None,
+                };
+                let nondeterministic = matches!(
+                    graph.kind,
+                    fp::Kind::FastPath {
+                        nondeterministic: true
+                    }
+                );
+                let mut procs = Vec::new();
+                let mut starts = Vec::new();
+                for ps in &fpath.procs {
+                    let (p, pc) = (ps.proc as usize, ps.start.stmt.pc);
+                    let Some(node) = program
+                        .processes
+                        .get(p)
+                        .and_then(|q| q.nodes.get(pc as usize))
+                    else {
+                        return Err(Error::Spec {
+                            pos: ps.pos,
+                            msg: "the start statement is not in the program".into(),
+                        });
+                    };
+                    if !matches!(
+                        node.kind,
+                        NodeKind::Comm { .. } | NodeKind::Alt { .. } | NodeKind::Halt
+                    ) {
+                        stops[p][pc as usize] = true;
+                    }
+                    procs.push(p);
+                    starts.push(pc);
+                }
+                let i = fast.len() as u32;
+                for (&p, &pc) in procs.iter().zip(&starts) {
+                    let at = tables.pc_base[p] + pc as usize;
+                    if tables.fp_at[at] == NONE {
+                        tables.fp_at[at] = tables.fp_lists.len() as u32;
+                        tables.fp_lists.push(Vec::new());
+                    }
+                    let list = &mut tables.fp_lists[tables.fp_at[at] as usize];
+                    if !list.contains(&i) {
+                        list.push(i);
+                    }
+                }
+                fast.push(FastPath {
+                    graph,
+                    native,
+                    procs,
+                    starts,
+                    nondeterministic,
+                    eligible: 0,
+                });
+            }
+        }
+
+        let automaton = if options.backend == Backend::Automata {
+            let mut graph = explore::automaton(&program, &options.explore)?;
+            opt::optimize(&program, &mut graph);
+            let native = fpgen::compile(&graph, &program)?;
+            Some(Automaton {
+                graph,
+                native,
+                entry: 0,
+                active: true,
+            })
+        } else {
+            None
+        };
+
+        let native = match options.backend {
+            Backend::Interp => None,
+            Backend::Native | Backend::Automata => {
+                Some(NativeProgram::compile(&program, &stops, hooks)?)
+            }
+        };
+
+        let locals = fast
+            .iter()
+            .map(|f| f.graph.locals)
+            .chain(automaton.as_ref().map(|a| a.graph.locals))
+            .max()
+            .unwrap_or(0);
+        let n = program.processes.len();
+        let max_arity = tables.max_arity.max(
+            program
+                .channels
+                .iter()
+                .map(|c| c.arity as usize)
+                .max()
+                .unwrap_or(0),
+        );
+        let mut m = Machine {
+            layout: layout.clone(),
+            backend: options.backend,
+            host,
+            ctx,
+            vars: vec![0; (layout.slots + locals) as usize],
+            pcs: program.processes.iter().map(|p| p.entry).collect(),
+            status: vec![St::Ready; n],
+            ready: (0..n as u32).collect(),
+            waits: (0..nchan).map(|_| [Vec::new(), Vec::new()]).collect(),
+            alt_start: vec![0; tables.alts.len()],
+            suppress: vec![NONE; n],
+            stops,
+            native,
+            fast,
+            automaton,
+            refuse_every: options.refuse_every,
+            stats: Stats::default(),
+            msg: vec![0; max_arity],
+            tables,
+            program,
+        };
+        // Wait lists never grow past the sites on their channel.
+        let mut per_chan = vec![[0usize; 2]; nchan];
+        for s in &m.tables.sites {
+            per_chan[s.chan as usize][usize::from(!s.is_in)] += 1;
+        }
+        for (w, n) in m.waits.iter_mut().zip(per_chan) {
+            w[0].reserve(n[0]);
+            w[1].reserve(n[1]);
+        }
+        if m.automaton.is_some() {
+            // The automaton owns the processes until it aborts.
+            m.ready.clear();
+        }
+        Ok(m)
+    }
+
+    /// The program.
+    pub fn program(&self) -> &Program {
+        &self.program
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// Binds host function `name` to `f`.
+    pub fn bind_extern(
+        &mut self,
+        name: &str,
+        f: impl FnMut(&[i64]) -> i64 + 'static,
+    ) -> Result<()> {
+        let id = self
+            .program
+            .extern_fn(name)
+            .ok_or_else(|| Error::Binding(format!("no host function {name} in the program")))?;
+        self.host.externs[id as usize] = Some(Box::new(f));
+        Ok(())
+    }
+
+    fn ext_chan(&self, name: &str, kind: ChanKind) -> Result<ChanId> {
+        let id = self
+            .program
+            .channel(name)
+            .ok_or_else(|| Error::Binding(format!("no channel {name} in the program")))?;
+        let have = self.program.channels[id as usize].kind;
+        if have != kind {
+            let want = match kind {
+                ChanKind::ExternalIn => "an external in channel",
+                ChanKind::ExternalOut => "an external out channel",
+                ChanKind::Internal => "an internal channel",
+            };
+            return Err(Error::Binding(format!("channel {name} is not {want}")));
+        }
+        Ok(id)
+    }
+
+    /// Binds external in channel `chan` to a callback: the program's reads
+    /// call it, and `None` means no message now.
+    pub fn bind_in(
+        &mut self,
+        chan: &str,
+        f: impl FnMut() -> Option<Vec<i64>> + 'static,
+    ) -> Result<()> {
+        let c = self.ext_chan(chan, ChanKind::ExternalIn)?;
+        self.host.chans[c as usize].recv_cb = Some(Box::new(f));
+        Ok(())
+    }
+
+    /// Binds external out channel `chan` to a callback that receives each
+    /// message.
+    pub fn bind_out(&mut self, chan: &str, f: impl FnMut(&[i64]) + 'static) -> Result<()> {
+        let c = self.ext_chan(chan, ChanKind::ExternalOut)?;
+        self.host.chans[c as usize].send_cb = Some(Box::new(f));
+        Ok(())
+    }
+
+    /// Queues input on external in channel `chan`: `fields` is any number
+    /// of whole messages, flat (for a channel of arity 0, one message).
+    pub fn push(&mut self, chan: &str, fields: &[i64]) -> Result<()> {
+        let c = self.ext_chan(chan, ChanKind::ExternalIn)?;
+        let ch = &mut self.host.chans[c as usize];
+        if ch.recv_cb.is_some() {
+            return Err(Error::Binding(format!(
+                "channel {chan} is bound to a callback"
+            )));
+        }
+        if ch.arity == 0 {
+            if !fields.is_empty() {
+                return Err(Error::Binding(format!("channel {chan} carries no fields")));
+            }
+            ch.empties += 1;
+            return Ok(());
+        }
+        if fields.len() % ch.arity != 0 {
+            return Err(Error::Binding(format!(
+                "channel {chan} carries {} fields a message; {} is not a whole number of messages",
+                ch.arity,
+                fields.len()
+            )));
+        }
+        if ch.head > 0 && ch.head * 2 >= ch.input.len() {
+            ch.input.drain(..ch.head);
+            ch.head = 0;
+        }
+        ch.input.extend_from_slice(fields);
+        Ok(())
+    }
+
+    /// Takes the messages queued on external out channel `chan`, flat.
+    pub fn take_output(&mut self, chan: &str) -> Result<Vec<i64>> {
+        let c = self.ext_chan(chan, ChanKind::ExternalOut)?;
+        let ch = &mut self.host.chans[c as usize];
+        let out = ch.output[..ch.out_len].to_vec();
+        ch.out_len = 0;
+        Ok(out)
+    }
+
+    /// The external events so far, in order (recorded while tracing is on).
+    pub fn trace(&self) -> &[Event] {
+        &self.host.trace
+    }
+
+    /// Turns the recording of external events on or off. While it is on,
+    /// generated code reaches every external channel through the runtime.
+    pub fn set_tracing(&mut self, on: bool) {
+        self.host.tracing = on;
+    }
+
+    /// What the runtime did so far.
+    pub fn stats(&self) -> Stats {
+        self.stats
+    }
+
+    /// Machine instructions generated for the program.
+    pub fn code_size(&self) -> CodeSize {
+        CodeSize {
+            processes: self.native.as_ref().map_or(0, NativeProgram::instructions),
+            fast_paths: self
+                .fast
+                .iter()
+                .filter_map(|f| f.native.as_ref())
+                .map(|n| n.instructions())
+                .sum(),
+            automaton: self
+                .automaton
+                .as_ref()
+                .map_or(0, |a| a.native.instructions()),
+        }
+    }
+
+    /// The compiled processes (native backends).
+    pub fn native(&self) -> Option<&NativeProgram> {
+        self.native.as_ref()
+    }
+
+    /// The extracted (and optimized) fast-path graphs, in specification
+    /// order.
+    pub fn fast_paths(&self) -> impl Iterator<Item = &Graph> {
+        self.fast.iter().map(|f| &f.graph)
+    }
+
+    /// The compiled fast paths (native backend), in specification order.
+    pub fn native_fast_paths(&self) -> impl Iterator<Item = &NativeGraph> {
+        self.fast.iter().filter_map(|f| f.native.as_ref())
+    }
+
+    /// The automaton's graph ([`Backend::Automata`]).
+    pub fn automaton(&self) -> Option<&Graph> {
+        self.automaton.as_ref().map(|a| &a.graph)
+    }
+
+    /// Every process's pc and the flat variable array
+    /// ([`Layout`]).
+    pub fn state(&self) -> (&[u32], &[i64]) {
+        (&self.pcs, &self.vars[..self.layout.slots as usize])
+    }
+
+    /// Runs until no process is ready, and says why.
+    pub fn run(&mut self) -> Result<Status> {
+        for (f, name) in self.host.externs.iter().zip(&self.host.extern_names) {
+            if f.is_none() {
+                return Err(Error::Binding(format!("host function {name} is not bound")));
+            }
+        }
+        if let Some(status) = self.run_automaton()? {
+            return Ok(status);
+        }
+        self.retry_external();
+        while let Some(p) = self.ready.pop_front() {
+            self.stats.switches += 1;
+            self.status[p as usize] = St::Running;
+            self.run_process(p as usize)?;
+        }
+        Ok(self.idle_status())
+    }
+
+    fn idle_status(&self) -> Status {
+        let mut halted = true;
+        let mut input = false;
+        for (p, st) in self.status.iter().enumerate() {
+            match st {
+                St::Halted => {}
+                St::BlockedExt => {
+                    halted = false;
+                    input = true;
+                }
+                St::Blocked => {
+                    halted = false;
+                    if let Tag::Alt(a) = self.tables.tag(p, self.pcs[p]) {
+                        input |= self.tables.alts[a as usize].ext_in;
+                    }
+                }
+                _ => halted = false,
+            }
+        }
+        if halted {
+            Status::Halted
+        } else if input {
+            Status::Input
+        } else {
+            Status::Deadlock
+        }
+    }
+
+    /// Makes ready again every process blocked on an external in that may
+    /// have input now.
+    fn retry_external(&mut self) {
+        for p in 0..self.status.len() {
+            let pc = self.pcs[p];
+            let retry = match (self.status[p], self.tables.tag(p, pc)) {
+                (St::BlockedExt, Tag::Comm(s)) => {
+                    self.may_have_input(self.tables.sites[s as usize].chan)
+                }
+                (St::Blocked, Tag::Alt(a)) => {
+                    let alt = &self.tables.alts[a as usize];
+                    alt.ext_in
+                        && (alt.first..alt.first + alt.arms).any(|s| {
+                            let site = &self.tables.sites[s as usize];
+                            site.kind == ChanKind::ExternalIn && self.may_have_input(site.chan)
+                        })
+                }
+                _ => false,
+            };
+            if retry {
+                self.unwait(p);
+                self.status[p] = St::Ready;
+                self.ready.push_back(p as u32);
+                // New input is a new situation: a fast path that aborted for
+                // lack of it may be entered again.
+                self.suppress[p] = NONE;
+            }
+        }
+    }
+
+    fn may_have_input(&self, c: ChanId) -> bool {
+        let ch = &self.host.chans[c as usize];
+        ch.recv_cb.is_some() || ch.head < ch.input.len() || ch.empties > 0
+    }
+
+    /// Removes process `p` from every channel wait it is in.
+    fn unwait(&mut self, p: usize) {
+        let pc = self.pcs[p];
+        match self.tables.tag(p, pc) {
+            Tag::Comm(s) => {
+                let site = self.tables.sites[s as usize];
+                if site.kind == ChanKind::Internal {
+                    self.waits[site.chan as usize][usize::from(!site.is_in)]
+                        .retain(|w| w.proc != p as u32);
+                }
+            }
+            Tag::Alt(a) => {
+                let alt = &self.tables.alts[a as usize];
+                for s in alt.first..alt.first + alt.arms {
+                    let site = self.tables.sites[s as usize];
+                    if site.kind == ChanKind::Internal {
+                        self.waits[site.chan as usize][usize::from(!site.is_in)]
+                            .retain(|w| w.proc != p as u32);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Moves process `p` to `pc`.
+    #[inline]
+    fn set_pc(&mut self, p: usize, pc: Pc) {
+        self.pcs[p] = pc;
+        self.suppress[p] = NONE;
+    }
+
+    /// Runs process `p` (already marked running) until it blocks, halts,
+    /// enters a fast path, or hands the processor on.
+    fn run_process(&mut self, mut p: usize) -> Result<()> {
+        loop {
+            let pc = self.pcs[p];
+            if !self.fast.is_empty() && self.try_enter(p, pc)? {
+                return Ok(());
+            }
+            let step = match self.tables.tag(p, pc) {
+                Tag::Code => match self.exec(p, pc) {
+                    Ok(next) => {
+                        self.set_pc(p, next);
+                        Ok(Next::Continue)
+                    }
+                    Err(e) => Err(e),
+                },
+                Tag::Halt => {
+                    self.status[p] = St::Halted;
+                    return Ok(());
+                }
+                Tag::Comm(s) => self.comm(p, s),
+                Tag::Alt(a) => self.alt(p, a),
+            };
+            match step {
+                Ok(Next::Continue) => {}
+                Ok(Next::Switch(q)) => {
+                    self.stats.switches += 1;
+                    p = q;
+                }
+                Ok(Next::Block) => return Ok(()),
+                Err(e) => {
+                    // The process stays at the statement, first in line.
+                    self.status[p] = St::Ready;
+                    self.ready.push_front(p as u32);
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    /// Runs process `p`'s local code from `pc`; returns where it stopped.
+    fn exec(&mut self, p: usize, pc: Pc) -> Result<Pc> {
+        let fault = match &self.native {
+            Some(code) => {
+                self.ctx.vars = self.vars.as_mut_ptr();
+                let ctx: *mut Ctx = &mut *self.ctx;
+                // SAFETY: `ctx.vars` points to the machine's variable array,
+                // at least `layout.slots` long and not otherwise borrowed
+                // during the call; the hooks compiled into the code point
+                // into `self.host`, boxed and alive as long as `self`, and
+                // the machine holds no reference to it across the call.
+                let r = unsafe { code.run(ctx, p, pc) };
+                let at = r & native::PC_MASK;
+                match r & !native::PC_MASK {
+                    native::STOP => return Ok(at),
+                    native::FAULT_ASSERT => Fault::Assert(at),
+                    native::FAULT_DIV => Fault::DivisionByZero(at),
+                    native::FAULT_HOST => Fault::Host(at),
+                    _ => {
+                        return Err(Error::Unsupported {
+                            backend: "native",
+                            msg: format!(
+                                "process {} cannot resume at pc {pc}",
+                                self.program.processes[p].name
+                            ),
+                        });
+                    }
+                }
+            }
+            None => {
+                let process = &self.program.processes[p];
+                let base = self.layout.base[p] as usize;
+                let vars = &mut self.vars[base..base + process.vars.len()];
+                let host = &mut self.host;
+                match interp::run_local(process, pc, vars, &self.stops[p], &mut |f, a| {
+                    host.call(f, a)
+                }) {
+                    Ok(at) => return Ok(at),
+                    Err(f) => f,
+                }
+            }
+        };
+        Err(self.fault_error(p, fault))
+    }
+
+    fn fault_error(&mut self, p: usize, fault: Fault) -> Error {
+        let process = &self.program.processes[p];
+        let pos_of = |pc: Pc| {
+            process
+                .nodes
+                .get(pc as usize)
+                .map(|n| n.pos)
+                .unwrap_or_default()
+        };
+        match fault {
+            Fault::Assert(pc) => Error::AssertionFailed {
+                process: process.name.clone(),
+                pos: pos_of(pc),
+            },
+            Fault::DivisionByZero(pc) => Error::DivisionByZero {
+                process: process.name.clone(),
+                pos: pos_of(pc),
+            },
+            Fault::Host(_) => self.host.take_error().unwrap_or_else(|| Error::Host {
+                name: "?".into(),
+                msg: "failed".into(),
+            }),
+        }
+    }
+
+    /// Copies a message from the writer's site to the reader's.
+    #[inline]
+    fn transfer(&mut self, w: Site, r: Site) {
+        for i in 0..w.arity {
+            let v = match self.tables.fields[(w.first + i) as usize] {
+                Field::Slot(s) => self.vars[s as usize],
+                Field::Const(c) => c,
+            };
+            if let Field::Slot(d) = self.tables.fields[(r.first + i) as usize] {
+                self.vars[d as usize] = v;
+            }
+        }
+    }
+
+    /// Gathers the values a site sends into `self.msg`.
+    fn gather(&mut self, s: Site) {
+        for i in 0..s.arity as usize {
+            self.msg[i] = match self.tables.fields[s.first as usize + i] {
+                Field::Slot(x) => self.vars[x as usize],
+                Field::Const(c) => c,
+            };
+        }
+    }
+
+    /// Scatters `self.msg` into the variables a site receives.
+    fn scatter(&mut self, s: Site) {
+        for i in 0..s.arity as usize {
+            if let Field::Slot(d) = self.tables.fields[s.first as usize + i] {
+                self.vars[d as usize] = self.msg[i];
+            }
+        }
+    }
+
+    /// Tries to complete the operation at `site` for the running process
+    /// `p` now; `None` if it cannot.
+    #[inline]
+    fn attempt(&mut self, p: usize, si: u32) -> Result<Option<Next>> {
+        let s = self.tables.sites[si as usize];
+        match s.kind {
+            ChanKind::Internal => {
+                let list = &mut self.waits[s.chan as usize][usize::from(s.is_in)];
+                if list.is_empty() {
+                    return Ok(None);
+                }
+                // The oldest waiter (usually the only one: no memmove then).
+                let w = if list.len() == 1 {
+                    list.pop()
+                } else {
+                    Some(list.remove(0))
+                };
+                let Some(w) = w else { return Ok(None) };
+                let q = w.proc as usize;
+                let ws = self.tables.sites[w.site as usize];
+                if ws.alt != NONE {
+                    // Leave the partner's other arms, and move its start.
+                    self.unwait(q);
+                    let alt = &self.tables.alts[ws.alt as usize];
+                    self.alt_start[ws.alt as usize] = (ws.arm + 1) % alt.arms;
+                }
+                if s.is_in {
+                    self.transfer(ws, s);
+                } else {
+                    self.transfer(s, ws);
+                }
+                self.stats.rendezvous += 1;
+                self.set_pc(q, ws.next);
+                self.set_pc(p, s.next);
+                if s.is_in {
+                    self.status[q] = St::Ready;
+                    self.ready.push_back(q as u32);
+                    Ok(Some(Next::Continue))
+                } else {
+                    self.status[p] = St::Ready;
+                    self.ready.push_back(p as u32);
+                    self.status[q] = St::Running;
+                    Ok(Some(Next::Switch(q)))
+                }
+            }
+            ChanKind::ExternalIn => {
+                let n = s.arity as usize;
+                let got = self.host.recv(s.chan, &mut self.msg[..n]);
+                if let Some(e) = self.host.take_error() {
+                    return Err(e);
+                }
+                if !got {
+                    return Ok(None);
+                }
+                self.scatter(s);
+                self.set_pc(p, s.next);
+                Ok(Some(Next::Continue))
+            }
+            ChanKind::ExternalOut => {
+                self.gather(s);
+                let n = s.arity as usize;
+                self.host.send(s.chan, &self.msg[..n]);
+                if let Some(e) = self.host.take_error() {
+                    return Err(e);
+                }
+                self.set_pc(p, s.next);
+                Ok(Some(Next::Continue))
+            }
+        }
+    }
+
+    /// The running process `p` at a `Comm` node.
+    fn comm(&mut self, p: usize, si: u32) -> Result<Next> {
+        if let Some(next) = self.attempt(p, si)? {
+            return Ok(next);
+        }
+        let s = self.tables.sites[si as usize];
+        if s.kind == ChanKind::Internal {
+            self.waits[s.chan as usize][usize::from(!s.is_in)].push(Waiter {
+                proc: p as u32,
+                site: si,
+            });
+            self.status[p] = St::Blocked;
+        } else {
+            self.status[p] = St::BlockedExt;
+        }
+        Ok(Next::Block)
+    }
+
+    /// The running process `p` at an `alt`.
+    fn alt(&mut self, p: usize, a: u32) -> Result<Next> {
+        let AltInfo { first, arms, .. } = self.tables.alts[a as usize];
+        let start = self.alt_start[a as usize];
+        for i in 0..arms {
+            let k = (start + i) % arms;
+            if let Some(next) = self.attempt(p, first + k)? {
+                self.alt_start[a as usize] = (k + 1) % arms;
+                return Ok(next);
+            }
+        }
+        for k in 0..arms {
+            let si = first + k;
+            let s = self.tables.sites[si as usize];
+            if s.kind == ChanKind::Internal {
+                self.waits[s.chan as usize][usize::from(!s.is_in)].push(Waiter {
+                    proc: p as u32,
+                    site: si,
+                });
+            }
+        }
+        self.status[p] = St::Blocked;
+        Ok(Next::Block)
+    }
+
+    // -- Fast paths ----------------------------------------------------------
+
+    /// Enters a fast path starting at process `p`'s `pc` if one applies;
+    /// true if one ran (then `p` is back in the ready list).
+    fn try_enter(&mut self, p: usize, pc: Pc) -> Result<bool> {
+        let at = self.tables.fp_at[self.tables.pc_base[p] + pc as usize];
+        if at == NONE || self.suppress[p] == pc {
+            return Ok(false);
+        }
+        for k in 0..self.tables.fp_lists[at as usize].len() {
+            let fi = self.tables.fp_lists[at as usize][k] as usize;
+            let fpath = &self.fast[fi];
+            let eligible = fpath.procs.iter().zip(&fpath.starts).all(|(&q, &start)| {
+                self.pcs[q] == start
+                    && (q == p
+                        || matches!(self.status[q], St::Ready | St::Blocked | St::BlockedExt))
+            });
+            if !eligible || !fpath.procs.contains(&p) {
+                continue;
+            }
+            let fpath = &mut self.fast[fi];
+            if fpath.nondeterministic {
+                fpath.eligible += 1;
+                if self.refuse_every > 0 && fpath.eligible % u64::from(self.refuse_every) == 0 {
+                    self.stats.refusals += 1;
+                    continue;
+                }
+            }
+            self.enter(fi)?;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// Runs fast path `fi`, whose processes are at their start pcs.
+    fn enter(&mut self, fi: usize) -> Result<()> {
+        let procs = std::mem::take(&mut self.fast[fi].procs);
+        for &q in &procs {
+            match self.status[q] {
+                St::Ready => self.ready.retain(|&x| x as usize != q),
+                St::Blocked => self.unwait(q),
+                _ => {}
+            }
+            self.status[q] = St::InPath;
+        }
+        self.stats.entries += 1;
+        let fpath = &self.fast[fi];
+        let leave = match &fpath.native {
+            Some(ng) => run_native_graph(
+                ng,
+                0,
+                &mut self.ctx,
+                &mut self.host,
+                &mut self.vars,
+                &mut self.pcs,
+            ),
+            None => {
+                let mut io = HostIo {
+                    host: &mut self.host,
+                };
+                fp::run(&fpath.graph, 0, &mut self.vars, &mut self.pcs, &mut io)
+            }
+        };
+        for &q in &procs {
+            self.status[q] = St::Ready;
+            self.ready.push_back(q as u32);
+            self.suppress[q] = self.pcs[q];
+        }
+        self.fast[fi].procs = procs;
+        let leave = leave?;
+        if let Some(e) = self.host.take_error() {
+            return Err(e);
+        }
+        match leave {
+            Leave::Exit => self.stats.exits += 1,
+            Leave::Abort | Leave::Suspend { .. } => self.stats.aborts += 1,
+        }
+        Ok(())
+    }
+
+    // -- The automaton -------------------------------------------------------
+
+    /// Runs the automaton if it is active: `Some(status)` when it
+    /// suspended, `None` when the process-based code is to run (it aborted
+    /// now, with every process made ready at its stored pc, or before).
+    fn run_automaton(&mut self) -> Result<Option<Status>> {
+        let Some(auto) = &self.automaton else {
+            return Ok(None);
+        };
+        if !auto.active {
+            return Ok(None);
+        }
+        let leave = run_native_graph(
+            &auto.native,
+            auto.entry,
+            &mut self.ctx,
+            &mut self.host,
+            &mut self.vars,
+            &mut self.pcs,
+        );
+        let leave = leave?;
+        if let Some(e) = self.host.take_error() {
+            // Resume from the start of this run's state is not possible:
+            // hand the stored state to the process-based code.
+            self.abandon_automaton();
+            return Err(e);
+        }
+        match leave {
+            Leave::Suspend { resume } => {
+                self.stats.suspends += 1;
+                if let Some(a) = self.automaton.as_mut() {
+                    a.entry = resume;
+                }
+                Ok(Some(self.status_from_pcs()))
+            }
+            Leave::Abort | Leave::Exit => {
+                self.stats.aborts += 1;
+                self.abandon_automaton();
+                Ok(None)
+            }
+        }
+    }
+
+    fn abandon_automaton(&mut self) {
+        if let Some(a) = self.automaton.as_mut() {
+            a.active = false;
+        }
+        self.ready.clear();
+        for p in 0..self.status.len() {
+            self.status[p] = St::Ready;
+            self.ready.push_back(p as u32);
+        }
+    }
+
+    /// The status of a state known only by its pcs (the automaton's).
+    fn status_from_pcs(&self) -> Status {
+        let mut halted = true;
+        let mut input = false;
+        for (p, &pc) in self.pcs.iter().enumerate() {
+            match self.tables.tag(p, pc) {
+                Tag::Halt => {}
+                Tag::Comm(s) => {
+                    halted = false;
+                    input |= self.tables.sites[s as usize].kind == ChanKind::ExternalIn;
+                }
+                Tag::Alt(a) => {
+                    halted = false;
+                    input |= self.tables.alts[a as usize].ext_in;
+                }
+                Tag::Code => halted = false,
+            }
+        }
+        if halted {
+            Status::Halted
+        } else if input {
+            Status::Input
+        } else {
+            Status::Deadlock
+        }
+    }
+}
+
+/// Runs a compiled graph from `entry` over the machine's state with the
+/// external ports open.
+fn run_native_graph(
+    ng: &NativeGraph,
+    entry: u32,
+    ctx: &mut Ctx,
+    host: &mut Host,
+    vars: &mut [i64],
+    pcs: &mut [u32],
+) -> Result<Leave> {
+    host.open_ports();
+    ctx.vars = vars.as_mut_ptr();
+    ctx.pcs = pcs.as_mut_ptr();
+    ctx.ins = host.ins.as_mut_ptr();
+    ctx.outs = host.outs.as_mut_ptr();
+    ctx.host = (host as *mut Host).cast();
+    // SAFETY: `ctx` describes the machine's own buffers: `vars` holds the
+    // layout's slots and the graph's locals, `pcs` one pc per process, the
+    // port arrays one port per channel, opened over queues that do not move
+    // while the code runs; `host` is the boxed `Host` the trampolines expect,
+    // not otherwise borrowed until the code returns.
+    let leave = unsafe { ng.run(ctx, entry) };
+    host.close_ports();
+    Ok(leave)
+}
+
+/// The graph interpreter's view of the host.
+struct HostIo<'a> {
+    host: &'a mut Host,
+}
+
+impl fp::Io for HostIo<'_> {
+    fn recv(&mut self, chan: ChanId, dst: &mut [i64]) -> bool {
+        self.host.recv(chan, dst)
+    }
+
+    fn send(&mut self, chan: ChanId, src: &[i64]) {
+        self.host.send(chan, src)
+    }
+
+    fn call(&mut self, f: ExternId, args: &[i64]) -> i64 {
+        self.host.call(f, args).unwrap_or(0)
+    }
+}

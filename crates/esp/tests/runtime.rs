@@ -1,0 +1,798 @@
+//! The runtime as a specification: the scheduling rules, rendezvous, `alt`
+//! fairness, external channels as queues and callbacks, host functions,
+//! errors, fast-path entry and leave, the fairness refusal, the automaton
+//! driver, statistics and code sizes — on every backend.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use esp::runtime::{Backend, Event, Machine, Options, Status};
+use esp::{Error, compile};
+
+const BACKENDS: [Backend; 2] = [Backend::Interp, Backend::Native];
+
+fn machine(src: &str, backend: Backend) -> Machine {
+    let program = compile(src).unwrap_or_else(|e| panic!("{e}\n{src}"));
+    Machine::new(
+        program,
+        Options {
+            backend,
+            ..Options::default()
+        },
+    )
+    .unwrap()
+}
+
+fn with_spec(src: &str, spec: &str, backend: Backend) -> Machine {
+    let program = compile(src).unwrap_or_else(|e| panic!("{e}\n{src}"));
+    let spec = esp::spec::parse(spec, &program).unwrap_or_else(|e| panic!("{e}\n{spec}"));
+    Machine::new(
+        program,
+        Options {
+            backend,
+            spec: Some(spec),
+            ..Options::default()
+        },
+    )
+    .unwrap()
+}
+
+const PIPE: &str = "
+channel input(int) external in;
+channel mid(int, int);
+channel output(int) external out;
+process Src { var x; while (true) { in(input, x); out(mid, 1, x * 2); } }
+process Dst { var t, y; while (true) { in(mid, t, y); out(output, y + t); } }
+";
+
+#[test]
+fn a_pipeline_runs_until_it_waits_for_input_and_resumes_when_fed() {
+    for b in BACKENDS {
+        let mut m = machine(PIPE, b);
+        assert_eq!(m.run().unwrap(), Status::Input, "{b:?}");
+        m.push("input", &[1, 2, 3]).unwrap();
+        assert_eq!(m.run().unwrap(), Status::Input);
+        assert_eq!(m.take_output("output").unwrap(), vec![3, 5, 7], "{b:?}");
+        assert_eq!(m.take_output("output").unwrap(), Vec::<i64>::new());
+        m.push("input", &[10]).unwrap();
+        m.run().unwrap();
+        assert_eq!(m.take_output("output").unwrap(), vec![21]);
+        let s = m.stats();
+        assert_eq!(s.rendezvous, 4, "{b:?}: one rendezvous a message");
+        assert_eq!((s.entries, s.aborts), (0, 0));
+    }
+}
+
+#[test]
+fn the_reader_continues_after_a_rendezvous_and_the_writer_waits_in_line() {
+    // P offers on c first and blocks; Q's `in` completes it, and Q (the
+    // reader) continues to its output before P gets to its own.
+    let src = "
+channel c(int);
+channel o(int) external out;
+process P { var a; out(c, 1); out(o, 10); }
+process Q { var x; in(c, x); out(o, 20 + x); }
+";
+    for b in BACKENDS {
+        let mut m = machine(src, b);
+        assert_eq!(m.run().unwrap(), Status::Halted);
+        assert_eq!(m.take_output("o").unwrap(), vec![21, 10], "{b:?}");
+    }
+    // And when the writer finds the reader blocked, the reader runs next,
+    // ahead of the writer's own next statement.
+    let src = "
+channel c(int);
+channel o(int) external out;
+process Q { var x; in(c, x); out(o, 20 + x); }
+process P { var a; out(c, 1); out(o, 10); }
+";
+    for b in BACKENDS {
+        let mut m = machine(src, b);
+        assert_eq!(m.run().unwrap(), Status::Halted);
+        assert_eq!(m.take_output("o").unwrap(), vec![21, 10], "{b:?}");
+    }
+}
+
+#[test]
+fn processes_start_ready_in_declaration_order() {
+    let src = "
+channel o(int) external out;
+channel i(int) external in;
+process A { var x; out(o, 1); in(i, x); }
+process B { var x; out(o, 2); in(i, x); }
+process C { var x; out(o, 3); in(i, x); }
+";
+    for b in BACKENDS {
+        let mut m = machine(src, b);
+        assert_eq!(m.run().unwrap(), Status::Input);
+        assert_eq!(m.take_output("o").unwrap(), vec![1, 2, 3]);
+        // The processes blocked on the input are retried in declaration
+        // order once there is some.
+        m.push("i", &[7, 8, 9]).unwrap();
+        assert_eq!(m.run().unwrap(), Status::Halted);
+        let (pcs, vars) = m.state();
+        assert_eq!(pcs.len(), 3);
+        assert_eq!(vars, &[7, 8, 9], "{b:?}");
+    }
+}
+
+#[test]
+fn alt_rotates_its_start_so_no_ready_arm_starves() {
+    // Both writers are always ready; the alt must alternate between them.
+    let src = "
+channel a(int);
+channel b(int);
+channel o(int) external out;
+process W1 { while (true) { out(a, 1); } }
+process W2 { while (true) { out(b, 2); } }
+process R {
+  var x, n;
+  while (n < 8) {
+    alt {
+      in(a, x) { out(o, x); }
+      in(b, x) { out(o, x); }
+    }
+    n = n + 1;
+  }
+}
+";
+    for b in BACKENDS {
+        let mut m = machine(src, b);
+        assert_eq!(
+            m.run().unwrap(),
+            Status::Deadlock,
+            "the writers wait forever once R halts"
+        );
+        let out = m.take_output("o").unwrap();
+        assert_eq!(out.len(), 8);
+        let ones = out.iter().filter(|&&x| x == 1).count();
+        assert_eq!(ones, 4, "{b:?}: {out:?}");
+        assert!(out.windows(2).all(|w| w[0] != w[1]), "{b:?}: {out:?}");
+    }
+}
+
+#[test]
+fn an_alt_blocked_on_all_arms_is_woken_by_any_partner_and_mixes_directions() {
+    let src = "
+channel req(int);
+channel rep(int);
+channel i(int) external in;
+channel o(int) external out;
+process Server {
+  var x, pending, n;
+  while (n < 6) {
+    alt {
+      in(req, x) { pending = pending + x; }
+      out(rep, pending) { pending = 0; }
+    }
+    n = n + 1;
+  }
+}
+process Client {
+  var v, r;
+  while (true) {
+    in(i, v);
+    out(req, v);
+    in(rep, r);
+    out(o, r);
+  }
+}
+";
+    for b in BACKENDS {
+        let mut m = machine(src, b);
+        assert_eq!(m.run().unwrap(), Status::Input);
+        m.push("i", &[5, 6, 7]).unwrap();
+        m.run().unwrap();
+        assert_eq!(m.take_output("o").unwrap(), vec![5, 6, 7], "{b:?}");
+    }
+}
+
+#[test]
+fn statuses_say_why_nothing_is_ready() {
+    let deadlock = "
+channel a(int);
+channel b(int);
+process P { var x; in(a, x); out(b, 1); }
+process Q { var x; in(b, x); out(a, 1); }
+";
+    for b in BACKENDS {
+        assert_eq!(machine(deadlock, b).run().unwrap(), Status::Deadlock);
+        assert_eq!(machine(PIPE, b).run().unwrap(), Status::Input);
+    }
+}
+
+#[test]
+fn failed_assertions_and_divisions_stop_the_run_with_the_process_and_position() {
+    let src = "
+channel i(int) external in;
+process P {
+  var x, y;
+  while (true) {
+    in(i, x);
+    y = 100 / x;
+    assert(y != 50);
+  }
+}
+";
+    for b in BACKENDS {
+        let mut m = machine(src, b);
+        m.push("i", &[5, 0]).unwrap();
+        match m.run() {
+            Err(Error::DivisionByZero { process, pos }) => {
+                assert_eq!(process, "P");
+                assert_eq!((pos.line, pos.col), (7, 5), "{b:?}");
+            }
+            other => panic!("{b:?}: {other:?}"),
+        }
+        let mut m = machine(src, b);
+        m.push("i", &[5, 2]).unwrap();
+        match m.run() {
+            Err(Error::AssertionFailed { process, pos }) => {
+                assert_eq!(process, "P");
+                assert_eq!(pos.line, 8, "{b:?}");
+                // The failing process stays at the assertion: it fails again.
+                assert!(matches!(m.run(), Err(Error::AssertionFailed { .. })));
+            }
+            other => panic!("{b:?}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn arithmetic_is_wrapping_64_bit_and_min_over_minus_one_does_not_trap() {
+    let src = "
+channel i(int) external in;
+channel o(int) external out;
+process P {
+  var a, b;
+  while (true) {
+    in(i, a); in(i, b);
+    out(o, a / b); out(o, a % b); out(o, a * b); out(o, a << b); out(o, a >> b);
+    out(o, -a); out(o, ~a); out(o, !a); out(o, a < b); out(o, a >= b);
+    out(o, (a && b) + (a || b) * 2);
+  }
+}
+";
+    let cases: [(i64, i64); 6] = [
+        (i64::MIN, -1),
+        (-7, 2),
+        (7, -2),
+        (1, 65),
+        (-1, 63),
+        (0, 0x7fff_ffff_ffff),
+    ];
+    let mut want = Vec::new();
+    for &(a, b) in &cases {
+        want.extend([
+            a.wrapping_div(b),
+            a.wrapping_rem(b),
+            a.wrapping_mul(b),
+            a.wrapping_shl((b & 63) as u32),
+            a.wrapping_shr((b & 63) as u32),
+            a.wrapping_neg(),
+            !a,
+            (a == 0) as i64,
+            (a < b) as i64,
+            (a >= b) as i64,
+            ((a != 0 && b != 0) as i64) + ((a != 0 || b != 0) as i64) * 2,
+        ]);
+    }
+    for b in BACKENDS {
+        let mut m = machine(src, b);
+        for &(x, y) in &cases {
+            m.push("i", &[x, y]).unwrap();
+        }
+        m.run().unwrap();
+        assert_eq!(m.take_output("o").unwrap(), want, "{b:?}");
+    }
+}
+
+#[test]
+fn deep_expressions_and_nested_host_calls_agree_with_the_interpreter() {
+    // Deep enough to run out of expression registers; calls inside calls
+    // and inside deep operands.
+    let src = "
+channel i(int) external in;
+channel o(int) external out;
+extern f(int, int);
+extern g(int);
+process P {
+  var a, b, c;
+  while (true) {
+    in(i, a);
+    b = (a + (a * (a - (a + (a * (a - (a + (a ^ 3)))))))) + f(a, g(a + 1));
+    c = ((a + 1) * ((a + 2) * ((a + 3) * ((a + 4) * ((a + 5) * (g(a) + 6)))))) / (f(b, 2) | 1);
+    if ((a < b && b < c) || g(c) == 0) { out(o, 1); } else { out(o, 0); }
+    out(o, b); out(o, c);
+  }
+}
+";
+    let run = |b: Backend| {
+        let mut m = machine(src, b);
+        let log = Rc::new(RefCell::new(Vec::new()));
+        let l = log.clone();
+        m.bind_extern("f", move |a| {
+            l.borrow_mut().push(('f', a.to_vec()));
+            a[0].wrapping_mul(31) ^ a[1]
+        })
+        .unwrap();
+        let l = log.clone();
+        m.bind_extern("g", move |a| {
+            l.borrow_mut().push(('g', a.to_vec()));
+            a[0] % 7 - 3
+        })
+        .unwrap();
+        m.push("i", &[0, 1, -5, 1 << 40, 123_456_789]).unwrap();
+        m.run().unwrap();
+        let out = m.take_output("o").unwrap();
+        (out, log.borrow().clone())
+    };
+    let reference = run(Backend::Interp);
+    assert_eq!(reference.0.len(), 15);
+    assert_eq!(run(Backend::Native), reference);
+}
+
+#[test]
+fn host_functions_must_be_bound_and_their_panics_become_errors() {
+    let src = "
+channel i(int) external in;
+channel o(int) external out;
+extern twice(int);
+process P { var x; while (true) { in(i, x); out(o, twice(x)); } }
+";
+    for b in BACKENDS {
+        let mut m = machine(src, b);
+        assert!(matches!(m.run(), Err(Error::Binding(msg)) if msg.contains("twice")));
+        assert!(matches!(
+            m.bind_extern("thrice", |_| 0),
+            Err(Error::Binding(_))
+        ));
+        m.bind_extern("twice", |a| {
+            if a[0] < 0 {
+                panic!("negative");
+            }
+            a[0] * 2
+        })
+        .unwrap();
+        m.push("i", &[4, -1, 5]).unwrap();
+        match m.run() {
+            Err(Error::Host { name, msg }) => {
+                assert_eq!(name, "twice");
+                assert!(msg.contains("negative"), "{msg}");
+            }
+            other => panic!("{b:?}: {other:?}"),
+        }
+        assert_eq!(m.take_output("o").unwrap(), vec![8]);
+    }
+}
+
+#[test]
+fn external_channels_bind_to_callbacks_and_the_trace_records_every_event() {
+    let src = "
+channel i(int, int) external in;
+channel o(int) external out;
+process P { var a, b; while (true) { in(i, a, b); out(o, a - b); } }
+";
+    for b in BACKENDS {
+        let mut m = machine(src, b);
+        let mut feed = vec![vec![9, 4], vec![1, 1]].into_iter();
+        m.bind_in("i", move || feed.next()).unwrap();
+        let seen = Rc::new(RefCell::new(Vec::new()));
+        let s = seen.clone();
+        m.bind_out("o", move |f| s.borrow_mut().extend_from_slice(f))
+            .unwrap();
+        m.set_tracing(true);
+        assert_eq!(m.run().unwrap(), Status::Input);
+        assert_eq!(*seen.borrow(), vec![5, 0]);
+        assert_eq!(
+            m.trace(),
+            &[
+                Event::In {
+                    chan: 0,
+                    fields: vec![9, 4]
+                },
+                Event::Out {
+                    chan: 1,
+                    fields: vec![5]
+                },
+                Event::In {
+                    chan: 0,
+                    fields: vec![1, 1]
+                },
+                Event::Out {
+                    chan: 1,
+                    fields: vec![0]
+                },
+            ]
+        );
+        assert!(
+            matches!(m.push("i", &[1, 2]), Err(Error::Binding(_))),
+            "bound to a callback"
+        );
+    }
+}
+
+#[test]
+fn bindings_are_checked_against_the_channels_kind_and_arity() {
+    let mut m = machine(PIPE, Backend::Native);
+    assert!(matches!(m.push("output", &[1]), Err(Error::Binding(_))));
+    assert!(matches!(m.push("mid", &[1, 2]), Err(Error::Binding(_))));
+    assert!(matches!(m.push("nope", &[1]), Err(Error::Binding(_))));
+    assert!(matches!(m.take_output("input"), Err(Error::Binding(_))));
+    assert!(matches!(
+        m.bind_out("input", |_| {}),
+        Err(Error::Binding(_))
+    ));
+    assert!(matches!(
+        m.bind_in("output", || None),
+        Err(Error::Binding(_))
+    ));
+    let src = "channel i(int, int) external in; process P { var a, b; in(i, a, b); }";
+    let mut m = machine(src, Backend::Native);
+    assert!(matches!(m.push("i", &[1, 2, 3]), Err(Error::Binding(_))));
+    m.push("i", &[1, 2, 3, 4]).unwrap();
+    assert_eq!(m.run().unwrap(), Status::Halted);
+    assert_eq!(m.state().1, &[1, 2]);
+}
+
+#[test]
+fn a_callback_returning_the_wrong_arity_is_an_error_not_a_crash() {
+    let src = "channel i(int, int) external in; process P { var a, b; in(i, a, b); }";
+    for b in BACKENDS {
+        let mut m = machine(src, b);
+        m.bind_in("i", || Some(vec![1])).unwrap();
+        assert!(matches!(m.run(), Err(Error::Host { .. })), "{b:?}");
+    }
+}
+
+#[test]
+fn native_code_sizes_are_reported_and_listings_are_readable() {
+    let m = machine(PIPE, Backend::Native);
+    let size = m.code_size();
+    assert!(size.processes > 10 && size.processes < 200, "{size:?}");
+    assert_eq!((size.fast_paths, size.automaton), (0, 0));
+    let listing = m.native().unwrap().processes()[0].listing();
+    assert!(listing.contains("ret"), "{listing}");
+    assert_eq!(machine(PIPE, Backend::Interp).code_size().processes, 0);
+}
+
+#[test]
+fn hand_built_programs_that_break_the_invariants_are_rejected() {
+    let mut p = compile(PIPE).unwrap();
+    if let esp::ir::NodeKind::Comm { next, .. } = &mut p.processes[0]
+        .nodes
+        .iter_mut()
+        .find(|n| matches!(n.kind, esp::ir::NodeKind::Comm { .. }))
+        .unwrap()
+        .kind
+    {
+        *next = 999;
+    }
+    assert!(matches!(
+        Machine::new(p, Options::default()),
+        Err(Error::Check { .. })
+    ));
+    let mut p = compile(PIPE).unwrap();
+    p.channels[1].arity = 3;
+    assert!(matches!(
+        Machine::new(p, Options::default()),
+        Err(Error::Check { .. })
+    ));
+}
+
+// -- Fast paths ---------------------------------------------------------------
+
+const CHAIN: &str = "
+channel input(int) external in;
+channel output(int) external out;
+channel c1(int, int);
+channel c2(int, int);
+process Src {
+  var n, b;
+  while (true) {
+    in(input, n);
+    while (n > 0) {
+      #1
+      in(input, b);
+      n = n - 1;
+      out(c1, 1, b);
+    }
+    #2
+    out(c1, 0, 0);
+  }
+}
+process Inc {
+  var f, b;
+  while (true) {
+    in(c1, f, b);
+    if (f != 0) { out(c2, 1, b + 1); } else { #1 out(c2, 0, 0); }
+  }
+}
+process Sink {
+  var f, b, count;
+  while (true) {
+    in(c2, f, b);
+    if (f != 0) { out(output, b); count = count + 1; } else { #1 out(output, -count); count = 0; }
+  }
+}
+";
+
+const CHAIN_SPEC: &str = "
+fastpath stream {
+  process Src { statement #1, #2; start #1; follows #1*; exit #2; }
+  process Inc { statement c1, #1; start c1; follows c1*; exit #1; }
+  process Sink { statement c2, #1; start c2; follows c2*; exit #1; }
+}
+";
+
+fn chain_output(m: &mut Machine, streams: &[&[i64]]) -> Vec<i64> {
+    for s in streams {
+        m.push("input", &[s.len() as i64]).unwrap();
+        m.push("input", s).unwrap();
+    }
+    assert_eq!(m.run().unwrap(), Status::Input);
+    m.take_output("output").unwrap()
+}
+
+#[test]
+fn a_fast_path_is_a_hint_the_output_is_the_same_and_it_is_entered_and_exited() {
+    let streams: [&[i64]; 3] = [&[1, 2, 3, 4], &[], &[9; 300]];
+    let reference = chain_output(&mut machine(CHAIN, Backend::Interp), &streams);
+    assert_eq!(&reference[..5], &[2, 3, 4, 5, -4]);
+    for b in BACKENDS {
+        let mut m = with_spec(CHAIN, CHAIN_SPEC, b);
+        assert_eq!(chain_output(&mut m, &streams), reference, "{b:?}");
+        let s = m.stats();
+        assert!(s.entries >= 2, "{b:?}: {s:?}");
+        assert!(s.exits >= 2, "{b:?}: {s:?}");
+        // The steady state runs on the fast path: far fewer rendezvous in
+        // the scheduler than messages.
+        assert!(s.rendezvous < 100, "{b:?}: {s:?}");
+        // Stream by stream, with the host feeding between runs.
+        let mut m = with_spec(CHAIN, CHAIN_SPEC, b);
+        let mut out = Vec::new();
+        for s in streams {
+            out.extend(chain_output(&mut m, &[s]));
+        }
+        assert_eq!(out, reference, "{b:?}");
+    }
+}
+
+#[test]
+fn a_fast_path_that_aborts_at_once_does_not_loop() {
+    // With no input, the path aborts at its first receive; the processes
+    // are not checked again at the pcs they left at, so `run` returns.
+    for b in BACKENDS {
+        let mut m = with_spec(CHAIN, CHAIN_SPEC, b);
+        m.push("input", &[2]).unwrap();
+        assert_eq!(m.run().unwrap(), Status::Input);
+        let s = m.stats();
+        assert!(s.entries >= 1 && s.aborts >= 1, "{b:?}: {s:?}");
+        m.push("input", &[5, 6]).unwrap();
+        m.run().unwrap();
+        assert_eq!(m.take_output("output").unwrap(), vec![6, 7, -2], "{b:?}");
+    }
+}
+
+#[test]
+fn a_nondeterministic_fast_path_is_refused_now_and_then() {
+    // The server's alt has two arms on the path: extraction takes a
+    // nondeterministic choice, and every 4th eligible entry is refused.
+    let src = "
+channel a(int);
+channel b(int);
+channel ia(int) external in;
+channel o(int) external out;
+process Server {
+  var x;
+  while (true) {
+    alt {
+      in(a, x) { out(o, x); }
+      in(b, x) { out(o, 100 + x); }
+    }
+  }
+}
+process ClientA { var v; while (true) { in(ia, v); out(a, v); } }
+process ClientB { var v; while (v < 30) { out(b, v); v = v + 1; } }
+";
+    let spec = "
+fastpath serve {
+  process Server { statement a as A, b as B; start A; follows (A | B)*; }
+  process ClientA { statement a; start a; follows a*; }
+}
+";
+    for backend in BACKENDS {
+        let program = compile(src).unwrap();
+        let spec = esp::spec::parse(spec, &program).unwrap();
+        let mut m = Machine::new(
+            program,
+            Options {
+                backend,
+                spec: Some(spec),
+                refuse_every: 4,
+                ..Options::default()
+            },
+        )
+        .unwrap();
+        for i in 0..40 {
+            m.push("ia", &[i]).unwrap();
+            m.run().unwrap();
+        }
+        let s = m.stats();
+        let nondeterministic = m.fast_paths().any(|g| {
+            matches!(
+                g.kind,
+                esp::fp::Kind::FastPath {
+                    nondeterministic: true
+                }
+            )
+        });
+        if nondeterministic {
+            assert!(s.refusals >= 1, "{backend:?}: {s:?}");
+        }
+        // Both clients are served completely.
+        let out = m.take_output("o").unwrap();
+        assert_eq!(
+            out.iter().filter(|&&x| x >= 100).count(),
+            30,
+            "{backend:?}: {out:?}"
+        );
+        assert!(
+            out.iter().filter(|&&x| x < 100).count() == 40,
+            "{backend:?}: {out:?}"
+        );
+    }
+}
+
+#[test]
+fn traces_are_the_same_with_and_without_fast_paths_and_on_the_automaton() {
+    let streams: [&[i64]; 2] = [&[5, 6, 7], &[1; 40]];
+    let trace_of = |mut m: Machine| {
+        m.set_tracing(true);
+        let out = chain_output(&mut m, &streams);
+        (out, m.trace().to_vec())
+    };
+    let reference = trace_of(machine(CHAIN, Backend::Interp));
+    assert_eq!(reference.1.len(), (1 + 3) * 2 + (1 + 40) * 2);
+    assert!(matches!(reference.1[0], Event::In { chan: 0, .. }));
+    for b in BACKENDS {
+        assert_eq!(
+            trace_of(with_spec(CHAIN, CHAIN_SPEC, b)),
+            reference,
+            "{b:?}"
+        );
+    }
+    assert_eq!(trace_of(machine(CHAIN, Backend::Automata)), reference);
+}
+
+#[test]
+fn figure_2_with_figure_5_gives_the_same_packets_on_every_backend() {
+    let src = include_str!("../programs/figure2.esp");
+    let spec = include_str!("../programs/figure5.fp");
+    let run = |mut m: Machine| {
+        m.bind_extern("translationUnavailable", |a| (a[0] % 40960 == 0) as i64)
+            .unwrap();
+        m.bind_extern("translate", |a| a[0] + 0x100000).unwrap();
+        m.bind_extern("preparePacket", |a| a[0] * 1000 + a[1] / 4096)
+            .unwrap();
+        m.set_tracing(true);
+        // Requests of one or two pages (under Figure 5's 10000 bytes), one
+        // whose translation is unavailable (#2 aborts), a large one (the
+        // start predicate fails), and a fetch request in between.
+        for (k, pages) in [1i64, 2, 2, 1, 2].iter().enumerate() {
+            m.push(
+                "hostSendRequestC",
+                &[4096 * 16 * (k as i64 + 1), 4096 * pages],
+            )
+            .unwrap();
+            assert_eq!(m.run().unwrap(), Status::Input);
+        }
+        m.push("hostSendRequestC", &[40960 * 3, 4096]).unwrap();
+        m.push("hostSendRequestC", &[4096 * 100, 4096 * 3]).unwrap();
+        m.push("hostFetchRequestC", &[7]).unwrap();
+        m.push("hostSendRequestC", &[4096 * 200, 4096 * 2]).unwrap();
+        assert_eq!(m.run().unwrap(), Status::Input);
+        let packets = m.take_output("networkSendC").unwrap();
+        (packets, m.stats())
+    };
+    let program = compile(src).unwrap();
+    let (reference, _) = run(Machine::new(
+        program,
+        Options {
+            backend: Backend::Interp,
+            ..Options::default()
+        },
+    )
+    .unwrap());
+    assert_eq!(reference.len(), 1 + 2 + 2 + 1 + 2 + 1 + 3 + 2);
+    for b in BACKENDS {
+        let (packets, stats) = run(with_spec(src, spec, b));
+        assert_eq!(packets, reference, "{b:?}");
+        // Each small request enters the path (but for the entries refused
+        // for fairness: the alt makes it nondeterministic), which exits
+        // after the first packet (networkSend's `exit #3`).
+        assert!(stats.refusals >= 1, "{b:?}: {stats:?}");
+        assert!(stats.exits + stats.refusals >= 5, "{b:?}: {stats:?}");
+        assert!(stats.aborts >= 2, "{b:?}: {stats:?}");
+    }
+}
+
+// -- The automaton --------------------------------------------------------------
+
+#[test]
+fn the_automaton_suspends_for_input_resumes_and_agrees_with_the_interpreter() {
+    let streams: [&[i64]; 3] = [&[1, 2, 3, 4], &[], &[9; 50]];
+    let reference = chain_output(&mut machine(CHAIN, Backend::Interp), &streams);
+    let mut m = machine(CHAIN, Backend::Automata);
+    assert!(m.automaton().is_some());
+    let mut out = Vec::new();
+    for s in streams {
+        out.extend(chain_output(&mut m, &[s]));
+    }
+    assert_eq!(out, reference);
+    let s = m.stats();
+    assert!(s.suspends >= 3, "{s:?}");
+    assert_eq!(s.aborts, 0, "{s:?}");
+    assert_eq!(s.rendezvous, 0, "no process-based rendezvous: {s:?}");
+    let size = m.code_size();
+    assert!(size.automaton > 0 && size.processes > 0, "{size:?}");
+    // All at once, too.
+    let mut m = machine(CHAIN, Backend::Automata);
+    assert_eq!(chain_output(&mut m, &streams), reference);
+}
+
+#[test]
+fn an_automaton_that_aborts_hands_over_to_the_process_based_code() {
+    // The assertion fails on the third message: the automaton aborts before
+    // it and the process-based code reports it, with the messages before it
+    // delivered.
+    let src = "
+channel i(int) external in;
+channel c(int);
+channel o(int) external out;
+process A { var x; while (true) { in(i, x); out(c, x); } }
+process B { var y; while (true) { in(c, y); assert(y != 3); out(o, y * 10); } }
+";
+    let mut m = machine(src, Backend::Automata);
+    m.push("i", &[1, 2]).unwrap();
+    assert_eq!(m.run().unwrap(), Status::Input);
+    m.push("i", &[3, 4]).unwrap();
+    match m.run() {
+        Err(Error::AssertionFailed { process, pos }) => {
+            assert_eq!((process.as_str(), pos.line), ("B", 6))
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(m.take_output("o").unwrap(), vec![10, 20]);
+    assert!(m.stats().aborts >= 1);
+    // A program that halts: the automaton aborts at the end, and the
+    // process-based code finds every process halted.
+    let src = "
+channel c(int);
+channel o(int) external out;
+process A { out(c, 5); }
+process B { var y; in(c, y); out(o, y + 1); }
+";
+    let mut m = machine(src, Backend::Automata);
+    assert_eq!(m.run().unwrap(), Status::Halted);
+    assert_eq!(m.take_output("o").unwrap(), vec![6]);
+}
+
+#[test]
+fn the_automaton_backend_refuses_programs_with_alt() {
+    let src = "
+channel a(int);
+channel b(int);
+process W { while (true) { out(a, 1); out(b, 2); } }
+process R { var x; while (true) { alt { in(a, x) { } in(b, x) { } } } }
+";
+    let program = compile(src).unwrap();
+    let r = Machine::new(
+        program,
+        Options {
+            backend: Backend::Automata,
+            ..Options::default()
+        },
+    );
+    assert!(matches!(r, Err(Error::Unsupported { .. })), "{r:?}");
+}
