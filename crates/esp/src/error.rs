@@ -77,6 +77,16 @@ pub enum Error {
     /// vcode refused the generated code.
     #[error("code generation: {0}")]
     Codegen(String),
+    /// A fast-path or automaton graph breaks its own invariants (a block,
+    /// entry, counter or process id out of range): a bug in the stage that
+    /// built or transformed it, reported instead of a panic.
+    #[error("invalid graph {graph}: {msg}")]
+    InvalidGraph {
+        /// The graph's name.
+        graph: String,
+        /// What is wrong.
+        msg: String,
+    },
 }
 
 impl From<vcode::Error> for Error {

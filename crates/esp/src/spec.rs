@@ -23,6 +23,9 @@ pub struct FastPath {
     /// The processes it moves, in specification order (the order of the
     /// default scheduling policy's ready list).
     pub procs: Vec<ProcSpec>,
+    /// How symbolic execution schedules the processes: the default policy
+    /// of §3 (with the elements' `yield`s), or `schedule downstream;`.
+    pub schedule: crate::explore::Schedule,
 }
 
 /// The part of a fast path for one process.
@@ -84,7 +87,7 @@ pub enum Regex {
 //
 // ```text
 // file     := fastpath*
-// fastpath := "fastpath" NAME "{" proc* "}"
+// fastpath := "fastpath" NAME "{" ["schedule" ("fifo" | "downstream") ";"] proc* "}"
 // proc     := "process" NAME "{" field* "}"
 // field    := "statement" decl ("," decl)* ";"
 //           | "start" element ";" | "follows" regex ";" | "exit" element ";"
@@ -229,6 +232,8 @@ struct RawProc {
 struct RawFastPath {
     name: ast::Ident,
     pos: Pos,
+    /// `schedule downstream;`, and where it is written.
+    downstream: Option<Pos>,
     procs: Vec<RawProc>,
 }
 
@@ -239,6 +244,16 @@ fn fastpath(p: &mut Parser) -> Result<RawFastPath> {
     }
     let name = p.name("a fast-path name")?;
     p.expect_sym("{")?;
+    let mut downstream = None;
+    let at = p.pos();
+    if p.eat_word("schedule") {
+        if p.eat_word("downstream") {
+            downstream = Some(at);
+        } else if !p.eat_word("fifo") {
+            return Err(p.unexpected("`fifo` or `downstream` after `schedule`"));
+        }
+        p.expect_sym(";")?;
+    }
     let mut procs = Vec::new();
     while !p.eat_sym("}") {
         let pos = p.pos();
@@ -247,7 +262,12 @@ fn fastpath(p: &mut Parser) -> Result<RawFastPath> {
         }
         procs.push(process(p, pos)?);
     }
-    Ok(RawFastPath { name, pos, procs })
+    Ok(RawFastPath {
+        name,
+        pos,
+        downstream,
+        procs,
+    })
 }
 
 fn process(p: &mut Parser, pos: Pos) -> Result<RawProc> {
@@ -531,10 +551,35 @@ impl Resolver<'_> {
                 pos: rp.pos,
             });
         }
+        let schedule = match fp.downstream {
+            None => crate::explore::Schedule::Fifo,
+            Some(at) => {
+                let yields = procs.iter().any(|p| {
+                    let mut any = p.start.yield_to.is_some()
+                        || p.exit.as_ref().is_some_and(|e| e.yield_to.is_some());
+                    if let Some(r) = &p.follows {
+                        any |= regex_yields(r);
+                    }
+                    any
+                });
+                if yields {
+                    return Err(spec_err(
+                        at,
+                        format!(
+                            "fast path `{}` uses `yield`, which only steers the default schedule: \
+                             drop `schedule downstream;` or the `yield`s",
+                            fp.name.name
+                        ),
+                    ));
+                }
+                crate::explore::Schedule::DownstreamFirst
+            }
+        };
         Ok(FastPath {
             name: fp.name.name.clone(),
             pos: fp.pos,
             procs,
+            schedule,
         })
     }
 
@@ -832,5 +877,14 @@ impl Resolver<'_> {
             RawRegex::Plus(r) => Regex::Plus(Box::new(self.regex(id, ids, r, add)?)),
             RawRegex::Opt(r) => Regex::Opt(Box::new(self.regex(id, ids, r, add)?)),
         })
+    }
+}
+
+/// True when an element of `r` has a `yield`.
+fn regex_yields(r: &Regex) -> bool {
+    match r {
+        Regex::Elem(e) => e.yield_to.is_some(),
+        Regex::Seq(v) | Regex::Alt(v) => v.iter().any(regex_yields),
+        Regex::Star(r) | Regex::Plus(r) | Regex::Opt(r) => regex_yields(r),
     }
 }
