@@ -1062,3 +1062,28 @@ fn an_empty_specification_has_no_fast_paths() {
     let p = compile(PIPE);
     assert!(spec(&p, "  // nothing\n").fastpaths.is_empty());
 }
+
+#[test]
+fn schedule_chooses_the_policy_of_symbolic_execution() {
+    use esp::explore::Schedule;
+    let p = compile(PIPE);
+    let body = "process A { start src; } process B { start mid; }";
+    let default = spec(&p, &format!("fastpath f {{ {body} }}"));
+    assert_eq!(default.fastpaths[0].schedule, Schedule::Fifo);
+    let fifo = spec(&p, &format!("fastpath f {{ schedule fifo; {body} }}"));
+    assert_eq!(fifo.fastpaths[0].schedule, Schedule::Fifo);
+    let down = spec(&p, &format!("fastpath f {{ schedule downstream; {body} }}"));
+    assert_eq!(down.fastpaths[0].schedule, Schedule::DownstreamFirst);
+    assert_eq!(
+        spec_error(PIPE, "fastpath f {\n  schedule sideways;\n  process A { start src; }\n}"),
+        "2:12: fast-path specification: expected `fifo` or `downstream` after `schedule`, found `sideways`"
+    );
+    // `yield` steers the default policy only.
+    assert_eq!(
+        spec_error(
+            PIPE,
+            "fastpath f {\n  schedule downstream;\n  process A { start src; follows mid yield B; }\n  process B { start mid; }\n}"
+        ),
+        "2:3: fast-path specification: fast path `f` uses `yield`, which only steers the default schedule: drop `schedule downstream;` or the `yield`s"
+    );
+}
