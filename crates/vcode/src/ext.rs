@@ -1601,6 +1601,11 @@ pub trait Countdown {
     /// if the subtraction borrowed. Natively `sub r, 1; jb l` (one fused
     /// operation on x86-64); portably `sub` and `beq r, -1`.
     fn dec_branch_borrow(&mut self, r: Reg<crate::UL>, l: crate::Label);
+    /// [`dec_branch_borrow`](Countdown::dec_branch_borrow) on a counter kept
+    /// in a stack local (added for esp's repetition counters, which
+    /// outnumber the registers): natively `sub qword [rbp + off], 1; jb l`,
+    /// portably a load, `sub`, store and `beq` through a temporary.
+    fn dec_local_branch_borrow(&mut self, loc: crate::Local<crate::UL>, l: crate::Label);
 }
 
 impl<B: Backend> Countdown for Func<B> {
@@ -1616,5 +1621,88 @@ impl<B: Backend> Countdown for Func<B> {
         }
         self.sub(r, r, Operand::Imm(1));
         self.beq(r, Operand::Imm(-1), l);
+    }
+
+    fn dec_local_branch_borrow(&mut self, loc: crate::Local<crate::UL>, l: crate::Label) {
+        const NAME: &str = "dec_local_branch_borrow";
+        if let Some(x) = self.backend().x86() {
+            x.insn(NAME);
+            x.buf.reserve(NAME, 16);
+            x.countdown_local(NAME, loc.off, loc.id, l.0);
+            x.buf.resync(NAME);
+            return;
+        }
+        let Ok(t) = self.getreg::<crate::UL>(crate::Class::Temp) else {
+            return self.fail(
+                NAME,
+                crate::ErrorKind::RegistersExhausted {
+                    class: "temporary",
+                    what: "integer",
+                },
+            );
+        };
+        self.ld_local(t, loc);
+        self.sub(t, t, Operand::Imm(1));
+        self.st_local(t, loc);
+        self.beq(t, Operand::Imm(-1), l);
+        self.putreg(t);
+    }
+}
+
+// -- Compare with a stack local (added for esp's port ends) -------------------------
+
+/// A conditional branch comparing a register with a stack local: the
+/// bound of a loop kept in the frame when registers run out.
+pub trait LocalCompare {
+    /// Branch to `l` if `a c local` (`c` as in `blt`.. `bne`: signed for
+    /// signed types). Natively `cmp a, [rbp + off]; jcc l`; portably a load
+    /// into a temporary and the core branch.
+    fn bcmp_local<T: crate::Int>(
+        &mut self,
+        c: crate::backend::Cond,
+        a: Reg<T>,
+        loc: crate::Local<T>,
+        l: crate::Label,
+    );
+}
+
+impl<B: Backend> LocalCompare for Func<B> {
+    fn bcmp_local<T: crate::Int>(
+        &mut self,
+        c: crate::backend::Cond,
+        a: Reg<T>,
+        loc: crate::Local<T>,
+        l: crate::Label,
+    ) {
+        const NAME: &str = "bcmp_local";
+        self.check_regs(NAME, &[(false, a.num())]);
+        let ty = <T as Type>::TY;
+        if let Some(x) = self.backend().x86() {
+            x.insn(NAME);
+            x.buf.reserve(NAME, 16);
+            x.branch_local(NAME, c, ty, a.num(), (loc.off, loc.id), l.0);
+            x.buf.resync(NAME);
+            return;
+        }
+        let Ok(t) = self.getreg::<T>(crate::Class::Temp) else {
+            return self.fail(
+                NAME,
+                crate::ErrorKind::RegistersExhausted {
+                    class: "temporary",
+                    what: "integer",
+                },
+            );
+        };
+        self.ld_local(t, loc);
+        use crate::backend::Cond::*;
+        match c {
+            Lt => self.blt(a, t, l),
+            Le => self.ble(a, t, l),
+            Gt => self.bgt(a, t, l),
+            Ge => self.bge(a, t, l),
+            Eq => self.beq(a, t, l),
+            Ne => self.bne(a, t, l),
+        }
+        self.putreg(t);
     }
 }

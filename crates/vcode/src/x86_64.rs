@@ -1550,6 +1550,42 @@ impl X64 {
         self.jump_to(FIX_COUNTDOWN, Some(0x02), label);
     }
 
+    /// True if `(off, id)` names a local of the function being generated.
+    fn local_ok(&self, off: i32, id: u32) -> bool {
+        id < self.nlocals && off >= -host::SAVE_AREA - self.locals && off <= -host::SAVE_AREA
+    }
+
+    /// `sub qword [rbp + off], 1; jb label`: a countdown kept in a stack
+    /// local ([`Countdown::dec_local_branch_borrow`](crate::ext::Countdown::dec_local_branch_borrow)).
+    pub(crate) fn countdown_local(&mut self, m: &'static str, off: i32, id: u32, label: u32) {
+        if !self.local_ok(off, id) {
+            return self.buf.fail(m, ErrorKind::UnknownLocal { id });
+        }
+        self.frame = true;
+        self.rm(0, true, 0x83, 1, 5, RBP, None, off, false);
+        self.buf.put1(1);
+        self.jump_to(FIX_COUNTDOWN, Some(0x02), label);
+    }
+
+    /// `cmp r, [rbp + off]; jcc label` for an integer type
+    /// ([`LocalCompare`](crate::ext::LocalCompare)).
+    pub(crate) fn branch_local(
+        &mut self,
+        m: &'static str,
+        c: Cond,
+        ty: Ty,
+        r: u8,
+        (off, id): (i32, u32),
+        label: u32,
+    ) {
+        if !self.local_ok(off, id) {
+            return self.buf.fail(m, ErrorKind::UnknownLocal { id });
+        }
+        self.frame = true;
+        self.rm(0, ty.is_64(), 0x3b, 1, r, RBP, None, off, false);
+        self.jump_to(c as u8, Some(jcc(c, ty.is_signed())), label);
+    }
+
     /// `sqrtss`/`sqrtsd rd, rs`.
     #[inline(always)]
     pub fn sqrt(&mut self, ty: Ty, rd: u8, rs: u8) {

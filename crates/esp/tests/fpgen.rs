@@ -1,0 +1,1064 @@
+//! Fast-path code generation and optimization, read as a specification:
+//! a compiled graph does what the graph interpreter (`fp::run`) does, and
+//! an optimized graph does what the graph did, on every external channel,
+//! every host call, every `Leave` and every variable live where it leaves.
+//!
+//! Most graphs here are random (the generator below builds graphs of the
+//! shape symbolic execution produces: assignments, branches, inline channel
+//! operations, host calls, repetition counters on the back edges, leaves
+//! at valid program counters), so every instruction, register-pressure case
+//! and slow path of the code generator is exercised; the rest are the
+//! graphs extracted from real programs.
+
+use std::ffi::c_void;
+
+use esp::abi::{Ctx, InPort, OutPort};
+use esp::fp::{self, Block, Graph, Inst, Kind, Leave, Term};
+use esp::fpgen;
+use esp::ir::{BinOp, ChanKind, Expr, Layout, Operand, Program, UnOp};
+use esp::opt::{self, Liveness};
+
+// -- A small deterministic random generator -------------------------------------------------
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        if n == 0 { 0 } else { self.next() % n }
+    }
+    fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+    fn pick<'a, T>(&mut self, xs: &'a [T]) -> &'a T {
+        &xs[self.below(xs.len() as u64) as usize]
+    }
+}
+
+// -- The program the random graphs run against ----------------------------------------------
+
+/// Processes with loops and branches, so that liveness differs from pc to
+/// pc; external channels of arity 1 and 2 each way; two host functions.
+const PROGRAM: &str = r#"
+channel inA(int) external in;
+channel inB(int, int) external in;
+channel outA(int) external out;
+channel outB(int, int) external out;
+channel link(int, int);
+extern mix(int, int);
+extern tick(int);
+
+process P {
+  var a, b, c, d, e;
+  while (true) {
+    in(inA, a);
+    b = a + c;
+    #1
+    if (b > 3) {
+      out(outA, b);
+      e = e + 1;
+    } else {
+      in(inB, c, d);
+    }
+    d = d + e;
+    out(link, d, a);
+  }
+}
+
+process Q {
+  var x, y, z, w;
+  while (true) {
+    in(link, x, y);
+    #2
+    z = z ^ x;
+    if (x < y) { w = y; } else { w = mix(x, z); }
+    out(outB, w, z);
+  }
+}
+
+process R {
+  var r0, r1, r2, r3, r4, r5, r6, r7;
+  while (true) {
+    in(inB, r0, r1);
+    r2 = r0 * r1 + r2;
+    r3 = r3 + r2;
+    r4 = tick(r4);
+    r5 = r5 - r0; r6 = r6 | r1; r7 = r7 + 1;
+    out(outA, r2 + r3 + r4 + r5 + r6 + r7);
+  }
+}
+"#;
+
+fn program() -> Program {
+    esp::compile(PROGRAM).expect("the test program compiles")
+}
+
+// -- Random graphs ------------------------------------------------------------------------------
+
+const CONSTS: [i64; 14] = [
+    0,
+    1,
+    -1,
+    2,
+    3,
+    7,
+    8,
+    63,
+    64,
+    255,
+    0xFFFF_FFFF,
+    0xEDB8_8320,
+    i64::MIN,
+    i64::MAX,
+];
+
+struct GraphGen<'a> {
+    r: Rng,
+    program: &'a Program,
+    slots: u32,
+    locals: u32,
+}
+
+impl GraphGen<'_> {
+    fn slot(&mut self) -> u32 {
+        // Locals are read only where they were written (see `graph`).
+        self.r.below(self.slots as u64) as u32
+    }
+
+    fn any_slot(&mut self) -> u32 {
+        self.r.below((self.slots + self.locals) as u64) as u32
+    }
+
+    fn leaf(&mut self, locals_ok: bool) -> Expr {
+        if self.r.chance(45) {
+            Expr::Const(if self.r.chance(70) {
+                *self.r.pick(&CONSTS)
+            } else {
+                self.r.next() as i64 >> self.r.below(64)
+            })
+        } else if locals_ok && self.locals > 0 && self.r.chance(30) {
+            Expr::Var(self.slots + self.r.below(self.locals as u64) as u32)
+        } else {
+            Expr::Var(self.slot())
+        }
+    }
+
+    fn expr(&mut self, depth: u32, locals_ok: bool) -> Expr {
+        if depth == 0 || self.r.chance(25) {
+            return self.leaf(locals_ok);
+        }
+        let sub = |g: &mut Self| Box::new(g.expr(depth - 1, locals_ok));
+        match self.r.below(12) {
+            0 => {
+                let op = *self.r.pick(&[UnOp::Neg, UnOp::Not, UnOp::BitNot]);
+                Expr::Unary(op, sub(self))
+            }
+            1 => Expr::And(sub(self), sub(self)),
+            2 => Expr::Or(sub(self), sub(self)),
+            3 if self.r.chance(30) => {
+                let f = self.r.below(self.program.externs.len() as u64) as u32;
+                let n = self.program.externs[f as usize].arity;
+                Expr::Call(f, (0..n).map(|_| self.expr(depth - 1, locals_ok)).collect())
+            }
+            4 => {
+                // A division that cannot divide by zero: a nonzero constant
+                // or `x | 1`.
+                let op = *self.r.pick(&[BinOp::Div, BinOp::Rem]);
+                let d = if self.r.chance(50) {
+                    Expr::Const(*self.r.pick(&[1, -1, 3, -7, 256, i64::MIN]))
+                } else {
+                    Expr::Binary(BinOp::BitOr, sub(self), Box::new(Expr::Const(1)))
+                };
+                Expr::Binary(op, sub(self), Box::new(d))
+            }
+            5 => {
+                // The selection shape of opt::select.
+                let c = self.expr(depth - 1, locals_ok);
+                let c = Expr::Binary(BinOp::Ne, Box::new(c), Box::new(Expr::Const(0)));
+                let a = self.pure_expr(depth - 1, locals_ok);
+                let b = self.pure_expr(depth - 1, locals_ok);
+                opt::select(c, a, b)
+            }
+            _ => {
+                let op = *self.r.pick(&[
+                    BinOp::Add,
+                    BinOp::Sub,
+                    BinOp::Mul,
+                    BinOp::Shl,
+                    BinOp::Shr,
+                    BinOp::BitAnd,
+                    BinOp::BitOr,
+                    BinOp::BitXor,
+                    BinOp::Eq,
+                    BinOp::Ne,
+                    BinOp::Lt,
+                    BinOp::Le,
+                    BinOp::Gt,
+                    BinOp::Ge,
+                ]);
+                Expr::Binary(op, sub(self), sub(self))
+            }
+        }
+    }
+
+    fn pure_expr(&mut self, depth: u32, locals_ok: bool) -> Expr {
+        loop {
+            let e = self.expr(depth, locals_ok);
+            if opt::pure(&e) {
+                return e;
+            }
+        }
+    }
+
+    fn leave(&mut self) -> Term {
+        // Every leave stores every process's pc, so that the comparison
+        // below knows which variables are live.
+        let pcs = self
+            .program
+            .processes
+            .iter()
+            .enumerate()
+            .map(|(p, pr)| (p as u32, self.r.below(pr.nodes.len() as u64) as u32))
+            .collect();
+        let why = match self.r.below(3) {
+            0 => Leave::Exit,
+            1 => Leave::Abort,
+            _ => Leave::Suspend {
+                resume: self.r.below(3) as u32,
+            },
+        };
+        Term::Leave { pcs, why }
+    }
+
+    /// A graph of `n` blocks: every edge goes forward except the `next`
+    /// edge of a `Count`, which may go anywhere, so every loop passes a
+    /// counter and every run ends.
+    fn graph(&mut self, n: usize) -> Graph {
+        let ins: Vec<u32> = chans(self.program, ChanKind::ExternalIn);
+        let outs: Vec<u32> = chans(self.program, ChanKind::ExternalOut);
+        let ncounters = 1 + self.r.below(3) as usize;
+        let counters: Vec<u64> = (0..ncounters).map(|_| self.r.below(6)).collect();
+        let entries: Vec<u32> = {
+            let mut e = vec![0];
+            if n > 3 && self.r.chance(40) {
+                e.push(1 + self.r.below(n as u64 / 2) as u32);
+            }
+            e
+        };
+        let mut blocks = Vec::with_capacity(n);
+        for i in 0..n {
+            let mut insts = Vec::new();
+            // Locals are written at every entry before anything reads them.
+            let entry = entries.contains(&(i as u32));
+            if entry {
+                for k in 0..self.locals {
+                    let value = self.expr(2, false);
+                    insts.push(Inst::Assign {
+                        slot: self.slots + k,
+                        value,
+                    });
+                }
+            }
+            let locals_ok = entry || i > 0;
+            for _ in 0..self.r.below(5) {
+                if self.r.chance(8) {
+                    let f = self.r.below(self.program.externs.len() as u64) as u32;
+                    let k = self.program.externs[f as usize].arity;
+                    let args = (0..k).map(|_| self.expr(2, locals_ok)).collect();
+                    insts.push(Inst::Eval(Expr::Call(f, args)));
+                } else {
+                    let slot = if locals_ok {
+                        self.any_slot()
+                    } else {
+                        self.slot()
+                    };
+                    let value = self.expr(3, locals_ok);
+                    insts.push(Inst::Assign { slot, value });
+                }
+            }
+            let fwd = |g: &mut Self| (i + 1 + g.r.below((n - i - 1) as u64) as usize) as u32;
+            let last = i + 1 == n;
+            let term = if last || (i > 0 && self.r.chance(12)) {
+                self.leave()
+            } else {
+                match self.r.below(6) {
+                    0 => Term::Jump(fwd(self)),
+                    1 | 2 => Term::Branch {
+                        cond: self.expr(3, locals_ok),
+                        then: fwd(self),
+                        els: fwd(self),
+                    },
+                    3 => {
+                        let chan = *self.r.pick(&ins);
+                        let arity = self.program.channels[chan as usize].arity;
+                        Term::Recv {
+                            chan,
+                            slots: (0..arity).map(|_| self.slot()).collect(),
+                            got: fwd(self),
+                            empty: fwd(self),
+                        }
+                    }
+                    4 => {
+                        let chan = *self.r.pick(&outs);
+                        let arity = self.program.channels[chan as usize].arity;
+                        Term::Send {
+                            chan,
+                            args: (0..arity)
+                                .map(|_| {
+                                    if self.r.chance(30) {
+                                        Operand::Const(*self.r.pick(&CONSTS))
+                                    } else {
+                                        Operand::Var(self.slot())
+                                    }
+                                })
+                                .collect(),
+                            next: fwd(self),
+                        }
+                    }
+                    _ => Term::Count {
+                        counter: self.r.below(ncounters as u64) as u32,
+                        // A back edge to a block that is not an entry (locals
+                        // stay written) or forward.
+                        next: if self.r.chance(60) {
+                            1 + self.r.below(i as u64 + 1) as u32
+                        } else {
+                            fwd(self)
+                        },
+                        over: fwd(self),
+                    },
+                }
+            };
+            blocks.push(Block {
+                insts,
+                term,
+                note: String::new(),
+            });
+        }
+        Graph {
+            name: "random".into(),
+            kind: Kind::FastPath {
+                nondeterministic: false,
+            },
+            procs: (0..self.program.processes.len() as u32).collect(),
+            blocks,
+            entries,
+            counters,
+            locals: self.locals,
+            states: n,
+        }
+    }
+}
+
+fn chans(program: &Program, kind: ChanKind) -> Vec<u32> {
+    program
+        .channels
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.kind == kind)
+        .map(|(i, _)| i as u32)
+        .collect()
+}
+
+// -- The host: queues, a call log, and the native ports ------------------------------------------
+
+/// What a run did that anyone could observe.
+#[derive(Debug, Clone, PartialEq)]
+struct Observed {
+    leave: Leave,
+    pcs: Vec<u32>,
+    /// Per external-out channel, the flat fields sent.
+    sent: Vec<Vec<i64>>,
+    /// Per external-in channel, how many fields were taken.
+    taken: Vec<usize>,
+    calls: Vec<(u32, Vec<i64>)>,
+    vars: Vec<i64>,
+}
+
+/// The host functions: deterministic in their arguments and the number of
+/// earlier calls.
+fn host_fn(f: u32, args: &[i64], n: usize) -> i64 {
+    let mut h = 0x1234_5678_9ABC_DEF0u64 ^ f as u64 ^ (n as u64).wrapping_mul(31);
+    for &a in args {
+        h = (h ^ a as u64).wrapping_mul(0x100_0000_01B3);
+    }
+    h as i64 >> (n % 7)
+}
+
+struct Host<'a> {
+    program: &'a Program,
+    /// Per channel: the fields offered, and how many were taken.
+    input: Vec<Vec<i64>>,
+    taken: Vec<usize>,
+    sent: Vec<Vec<i64>>,
+    calls: Vec<(u32, Vec<i64>)>,
+}
+
+impl<'a> Host<'a> {
+    fn new(program: &'a Program, input: Vec<Vec<i64>>) -> Self {
+        let n = program.channels.len();
+        Host {
+            program,
+            input,
+            taken: vec![0; n],
+            sent: vec![Vec::new(); n],
+            calls: Vec::new(),
+        }
+    }
+}
+
+impl fp::Io for Host<'_> {
+    fn recv(&mut self, chan: u32, dst: &mut [i64]) -> bool {
+        let (q, at) = (&self.input[chan as usize], self.taken[chan as usize]);
+        if at + dst.len() > q.len() {
+            return false;
+        }
+        dst.copy_from_slice(&q[at..at + dst.len()]);
+        self.taken[chan as usize] += dst.len();
+        true
+    }
+    fn send(&mut self, chan: u32, src: &[i64]) {
+        self.sent[chan as usize].extend_from_slice(src);
+    }
+    fn call(&mut self, f: u32, args: &[i64]) -> i64 {
+        let v = host_fn(f, args, self.calls.len());
+        self.calls.push((f, args.to_vec()));
+        v
+    }
+}
+
+/// How the native run's ports are set up.
+#[derive(Copy, Clone, Debug)]
+enum Ports {
+    /// Always empty / full: every receive and send goes through the callbacks.
+    Callbacks,
+    /// A window of a few messages at a time, refilled by the callbacks.
+    Windows,
+}
+
+/// The native side of [`Host`]: ports over windows of the queues.
+struct NativeHost<'a> {
+    host: Host<'a>,
+    ports: Ports,
+    ins: Vec<InPort>,
+    outs: Vec<OutPort>,
+    /// Per out channel, the buffer its port writes into.
+    out_bufs: Vec<Vec<i64>>,
+}
+
+impl NativeHost<'_> {
+    /// Refills in port `c` with up to three messages after what was taken.
+    fn refill_in(&mut self, c: usize) {
+        let arity = self.host.program.channels[c].arity as usize;
+        let q = &self.host.input[c];
+        let at = self.host.taken[c];
+        let avail = (q.len() - at) / arity.max(1) * arity;
+        let n = avail.min(3 * arity);
+        // SAFETY: at + n <= q.len(): a range inside the queue's buffer.
+        let next = unsafe { q.as_ptr().add(at) };
+        self.ins[c] = InPort {
+            next,
+            // SAFETY: as above.
+            end: unsafe { next.add(n) },
+        };
+    }
+
+    /// Moves what the generated code wrote into out port `c`'s window to
+    /// the log and opens a new window.
+    fn flush_out(&mut self, c: usize) {
+        let port = self.outs[c];
+        let base = self.out_bufs[c].as_mut_ptr();
+        let used = if port.next.is_null() {
+            0
+        } else {
+            // SAFETY: generated code only advances `next` inside the window.
+            unsafe { port.next.offset_from(base) as usize }
+        };
+        let fields: Vec<i64> = self.out_bufs[c][..used].to_vec();
+        self.host.sent[c].extend_from_slice(&fields);
+        let arity = self.host.program.channels[c].arity as usize;
+        let room = match self.ports {
+            Ports::Callbacks => 0,
+            Ports::Windows => 2 * arity,
+        };
+        self.outs[c] = OutPort {
+            next: base,
+            // SAFETY: the buffer holds at least `room` fields.
+            end: unsafe { base.add(room) },
+        };
+    }
+
+    /// Accounts for the fields generated code took inline from in port `c`.
+    fn sync_in(&mut self, c: usize) {
+        let q = self.host.input[c].as_ptr();
+        let port = self.ins[c];
+        if port.next.is_null() {
+            return;
+        }
+        // SAFETY: `next` points into the queue (refill_in set it there and
+        // generated code only advances it up to `end`).
+        self.host.taken[c] = unsafe { port.next.offset_from(q) } as usize;
+    }
+}
+
+unsafe extern "C" fn cb_call(host: *mut c_void, f: u32, args: *const i64) -> i64 {
+    // SAFETY: `host` is the NativeHost the test passed in the context.
+    let h = unsafe { &mut *(host as *mut NativeHost<'_>) };
+    let n = h.host.program.externs[f as usize].arity as usize;
+    // SAFETY: generated code passes `arity` arguments.
+    let args = unsafe { std::slice::from_raw_parts(args, n) };
+    fp::Io::call(&mut h.host, f, args)
+}
+
+unsafe extern "C" fn cb_recv(host: *mut c_void, chan: u32, dst: *mut i64) -> u32 {
+    // SAFETY: as in cb_call.
+    let h = unsafe { &mut *(host as *mut NativeHost<'_>) };
+    let c = chan as usize;
+    h.sync_in(c);
+    let n = h.host.program.channels[c].arity as usize;
+    // SAFETY: generated code passes room for one message.
+    let dst = unsafe { std::slice::from_raw_parts_mut(dst, n) };
+    let ok = fp::Io::recv(&mut h.host, chan, dst);
+    match h.ports {
+        Ports::Callbacks => {
+            h.ins[c] = InPort {
+                next: std::ptr::null(),
+                end: std::ptr::null(),
+            }
+        }
+        Ports::Windows => h.refill_in(c),
+    }
+    ok as u32
+}
+
+unsafe extern "C" fn cb_send(host: *mut c_void, chan: u32, src: *const i64) {
+    // SAFETY: as in cb_call.
+    let h = unsafe { &mut *(host as *mut NativeHost<'_>) };
+    let c = chan as usize;
+    h.flush_out(c);
+    let n = h.host.program.channels[c].arity as usize;
+    // SAFETY: generated code passes one message.
+    let src = unsafe { std::slice::from_raw_parts(src, n) };
+    fp::Io::send(&mut h.host, chan, src);
+}
+
+fn random_input(r: &mut Rng, program: &Program) -> Vec<Vec<i64>> {
+    program
+        .channels
+        .iter()
+        .map(|c| {
+            if c.kind != ChanKind::ExternalIn {
+                return Vec::new();
+            }
+            let msgs = r.below(8) as usize;
+            (0..msgs * c.arity as usize)
+                .map(|_| {
+                    if r.chance(50) {
+                        *r.pick(&CONSTS)
+                    } else {
+                        r.below(300) as i64 - 20
+                    }
+                })
+                .collect()
+        })
+        .collect()
+}
+
+fn interpret(
+    g: &Graph,
+    program: &Program,
+    entry: u32,
+    vars: &[i64],
+    input: &[Vec<i64>],
+) -> esp::Result<Observed> {
+    let mut host = Host::new(program, input.to_vec());
+    let mut v = vars.to_vec();
+    let mut pcs = vec![u32::MAX; program.processes.len()];
+    let leave = fp::run(g, entry, &mut v, &mut pcs, &mut host)?;
+    v.truncate(vars.len());
+    Ok(Observed {
+        leave,
+        pcs,
+        sent: host.sent,
+        taken: host.taken,
+        calls: host.calls,
+        vars: v,
+    })
+}
+
+fn native(
+    code: &fpgen::NativeGraph,
+    program: &Program,
+    entry: u32,
+    vars: &[i64],
+    input: &[Vec<i64>],
+    ports: Ports,
+) -> Observed {
+    let n = program.channels.len();
+    let mut input = input.to_vec();
+    input.resize(n, Vec::new());
+    let mut nh = NativeHost {
+        host: Host::new(program, input),
+        ports,
+        ins: vec![
+            InPort {
+                next: std::ptr::null(),
+                end: std::ptr::null(),
+            };
+            n
+        ],
+        outs: vec![
+            OutPort {
+                next: std::ptr::null_mut(),
+                end: std::ptr::null_mut(),
+            };
+            n
+        ],
+        out_bufs: vec![vec![0i64; 16]; n],
+    };
+    for c in 0..n {
+        if program.channels[c].kind == ChanKind::ExternalIn {
+            match ports {
+                Ports::Windows => nh.refill_in(c),
+                Ports::Callbacks => {}
+            }
+        }
+        if program.channels[c].kind == ChanKind::ExternalOut {
+            nh.flush_out(c);
+        }
+    }
+    let mut v = vars.to_vec();
+    let mut pcs = vec![u32::MAX; program.processes.len()];
+    let mut ctx = Ctx {
+        vars: v.as_mut_ptr(),
+        pcs: pcs.as_mut_ptr(),
+        ins: nh.ins.as_mut_ptr(),
+        outs: nh.outs.as_mut_ptr(),
+        host: &mut nh as *mut NativeHost<'_> as *mut c_void,
+        call: cb_call,
+        recv: cb_recv,
+        send: cb_send,
+    };
+    // SAFETY: the context points at live buffers of the right sizes: one
+    // var per slot, one pc per process, one port per channel whose windows
+    // lie inside the queues and output buffers; the callbacks do not unwind.
+    let leave = unsafe { code.run(&mut ctx, entry) };
+    for c in 0..n {
+        if program.channels[c].kind == ChanKind::ExternalIn {
+            nh.sync_in(c);
+        }
+        if program.channels[c].kind == ChanKind::ExternalOut {
+            nh.flush_out(c);
+        }
+    }
+    Observed {
+        leave,
+        pcs,
+        sent: nh.host.sent,
+        taken: nh.host.taken,
+        calls: nh.host.calls,
+        vars: v,
+    }
+}
+
+/// Keeps only what must agree: for every process, the variables live at
+/// the pc it was left at.
+fn live_view(program: &Program, lv: &Liveness, o: &Observed) -> Observed {
+    let layout = Layout::of(program);
+    let mut o = o.clone();
+    for (p, proc_) in program.processes.iter().enumerate() {
+        let pc = o.pcs[p];
+        for v in 0..proc_.vars.len() as u32 {
+            if !lv.is_live(p as u32, pc, v) {
+                o.vars[layout.slot(p as u32, v) as usize] = 0;
+            }
+        }
+    }
+    o
+}
+
+fn random_vars(r: &mut Rng, n: usize) -> Vec<i64> {
+    (0..n)
+        .map(|_| {
+            if r.chance(50) {
+                *r.pick(&CONSTS)
+            } else {
+                r.below(100) as i64 - 50
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn compiled_random_graphs_agree_with_the_interpreter() {
+    let program = program();
+    let layout = Layout::of(&program);
+    let lv = Liveness::of(&program);
+    let mut runs = 0;
+    for seed in 0..1500u64 {
+        let mut gg = GraphGen {
+            r: Rng(seed),
+            program: &program,
+            slots: layout.slots,
+            locals: (seed % 3) as u32,
+        };
+        let n = 2 + gg.r.below(24) as usize;
+        let g = gg.graph(n);
+        let code = fpgen::compile(&g, &program).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        for trial in 0..3 {
+            let mut r = Rng(seed * 7 + trial);
+            let vars = random_vars(&mut r, layout.slots as usize);
+            let input = random_input(&mut r, &program);
+            let entry = r.below(g.entries.len() as u64) as u32;
+            let want = interpret(&g, &program, entry, &vars, &input)
+                .unwrap_or_else(|e| panic!("seed {seed}: the interpreter failed: {e}"));
+            for ports in [Ports::Windows, Ports::Callbacks] {
+                let got = native(&code, &program, entry, &vars, &input, ports);
+                let (w, gt) = (
+                    live_view(&program, &lv, &want),
+                    live_view(&program, &lv, &got),
+                );
+                assert_eq!(
+                    w,
+                    gt,
+                    "seed {seed}, trial {trial}, {ports:?}\n{}\n{}",
+                    g.display(&program),
+                    code.listing()
+                );
+                runs += 1;
+            }
+        }
+    }
+    assert_eq!(runs, 1500 * 3 * 2);
+}
+
+#[test]
+fn optimized_random_graphs_agree_with_the_originals() {
+    let program = program();
+    let layout = Layout::of(&program);
+    let lv = Liveness::of(&program);
+    let mut shrunk = 0;
+    for seed in 0..1500u64 {
+        let mut gg = GraphGen {
+            r: Rng(seed ^ 0xABCDEF),
+            program: &program,
+            slots: layout.slots,
+            locals: (seed % 3) as u32,
+        };
+        let n = 2 + gg.r.below(24) as usize;
+        let g = gg.graph(n);
+        let mut o = g.clone();
+        opt::optimize(&program, &mut o);
+        let size = |g: &Graph| g.blocks.iter().map(|b| b.insts.len() + 1).sum::<usize>();
+        if size(&o) < size(&g) {
+            shrunk += 1;
+        }
+        let code = fpgen::compile(&o, &program).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        for trial in 0..3 {
+            let mut r = Rng(seed * 13 + trial);
+            let vars = random_vars(&mut r, layout.slots as usize);
+            let input = random_input(&mut r, &program);
+            let entry = r.below(g.entries.len() as u64) as u32;
+            let want = interpret(&g, &program, entry, &vars, &input)
+                .unwrap_or_else(|e| panic!("seed {seed}: the interpreter failed: {e}"));
+            let got = interpret(&o, &program, entry, &vars, &input)
+                .unwrap_or_else(|e| panic!("seed {seed}: the optimized graph failed: {e}"));
+            let w = live_view(&program, &lv, &want);
+            assert_eq!(
+                w,
+                live_view(&program, &lv, &got),
+                "seed {seed}, trial {trial}\noriginal:\n{}\noptimized:\n{}",
+                g.display(&program),
+                o.display(&program)
+            );
+            let nat = native(&code, &program, entry, &vars, &input, Ports::Windows);
+            assert_eq!(
+                w,
+                live_view(&program, &lv, &nat),
+                "seed {seed}, trial {trial}: native"
+            );
+        }
+    }
+    assert!(
+        shrunk > 500,
+        "the optimizer shrank only {shrunk} of 1500 graphs"
+    );
+}
+
+// -- Targeted cases ---------------------------------------------------------------------------
+
+fn one_block_graph(program: &Program, insts: Vec<Inst>) -> Graph {
+    let pcs = (0..program.processes.len() as u32)
+        .map(|p| (p, 0))
+        .collect();
+    Graph {
+        name: "t".into(),
+        kind: Kind::FastPath {
+            nondeterministic: false,
+        },
+        procs: (0..program.processes.len() as u32).collect(),
+        blocks: vec![Block {
+            insts,
+            term: Term::Leave {
+                pcs,
+                why: Leave::Exit,
+            },
+            note: String::new(),
+        }],
+        entries: vec![0],
+        counters: vec![],
+        locals: 0,
+        states: 1,
+    }
+}
+
+#[test]
+fn division_never_traps() {
+    // i64::MIN / -1 wraps; x % -1 is 0; through registers and constants.
+    let program = esp::compile(
+        "channel o(int, int, int, int) external out;
+         process P { var a, b, q, r, s, t;
+           while (true) { out(o, q, r, s, t); q = a / b; r = a % b; s = a / -1; t = a % -1; } }",
+    )
+    .unwrap();
+    let v = |n| Expr::Var(n);
+    let bin = |op, a, b| Expr::Binary(op, Box::new(a), Box::new(b));
+    let insts = vec![
+        Inst::Assign {
+            slot: 2,
+            value: bin(BinOp::Div, v(0), v(1)),
+        },
+        Inst::Assign {
+            slot: 3,
+            value: bin(BinOp::Rem, v(0), v(1)),
+        },
+        Inst::Assign {
+            slot: 4,
+            value: bin(BinOp::Div, v(0), Expr::Const(-1)),
+        },
+        Inst::Assign {
+            slot: 5,
+            value: bin(BinOp::Rem, v(0), Expr::Const(-1)),
+        },
+    ];
+    let mut g = one_block_graph(&program, insts);
+    // Leave at the `out`, where every variable is live.
+    let at = program.processes[0]
+        .nodes
+        .iter()
+        .position(|n| matches!(n.kind, esp::ir::NodeKind::Comm { .. }))
+        .unwrap() as u32;
+    if let Term::Leave { pcs, .. } = &mut g.blocks[0].term {
+        pcs[0].1 = at;
+    }
+    let code = fpgen::compile(&g, &program).unwrap();
+    for (a, b) in [
+        (i64::MIN, -1),
+        (7, -1),
+        (-7, 2),
+        (i64::MIN, 3),
+        (5, i64::MIN),
+    ] {
+        let vars = vec![a, b, 0, 0, 0, 0];
+        let got = native(&code, &program, 0, &vars, &[], Ports::Windows);
+        assert_eq!(
+            &got.vars[2..],
+            &[a.wrapping_div(b), a.wrapping_rem(b), a.wrapping_neg(), 0],
+            "{a} / {b}"
+        );
+    }
+}
+
+#[test]
+fn a_bad_graph_is_an_error_not_a_panic() {
+    let program = program();
+    let mut g = one_block_graph(
+        &program,
+        vec![Inst::Assign {
+            slot: 999,
+            value: Expr::Const(1),
+        }],
+    );
+    assert!(matches!(
+        fpgen::compile(&g, &program),
+        Err(esp::Error::Codegen(_))
+    ));
+    g.blocks[0].insts.clear();
+    g.blocks[0].term = Term::Jump(7);
+    assert!(matches!(
+        fpgen::compile(&g, &program),
+        Err(esp::Error::Codegen(_))
+    ));
+    // The optimizer leaves it alone.
+    let before = g.clone();
+    opt::optimize(&program, &mut g);
+    assert_eq!(g, before);
+    // A receive on an external-out channel.
+    g.blocks[0].term = Term::Recv {
+        chan: 2,
+        slots: vec![0],
+        got: 0,
+        empty: 0,
+    };
+    assert!(fpgen::compile(&g, &program).is_err());
+}
+
+#[test]
+fn an_entry_out_of_range_aborts_without_storing() {
+    let program = program();
+    let g = one_block_graph(&program, vec![]);
+    let code = fpgen::compile(&g, &program).unwrap();
+    let slots = Layout::of(&program).slots as usize;
+    let got = native(&code, &program, 5, &vec![0; slots], &[], Ports::Windows);
+    assert_eq!(got.leave, Leave::Abort);
+    assert!(got.pcs.iter().all(|&p| p == u32::MAX));
+}
+
+// -- Graphs of real programs -------------------------------------------------------------
+
+/// Runs graph `g`, its optimized form, and the optimized form compiled,
+/// from random states and inputs: all three must agree.
+fn check_real(program: &Program, g: &Graph, what: &str, trials: u64, seed: u64) {
+    let layout = Layout::of(program);
+    let lv = Liveness::of(program);
+    let mut o = g.clone();
+    opt::optimize(program, &mut o);
+    let code = fpgen::compile(&o, program).unwrap_or_else(|e| panic!("{what}: {e}"));
+    for trial in 0..trials {
+        let mut r = Rng(seed.wrapping_mul(0x9E37) ^ trial);
+        let vars: Vec<i64> = (0..layout.slots).map(|_| r.below(4) as i64 - 1).collect();
+        let input: Vec<Vec<i64>> = program
+            .channels
+            .iter()
+            .map(|c| {
+                if c.kind != ChanKind::ExternalIn {
+                    return Vec::new();
+                }
+                let msgs = r.below(40) as usize;
+                (0..msgs * c.arity as usize)
+                    .map(|_| match r.below(4) {
+                        0 => 0,
+                        1 => 1,
+                        2 => r.below(256) as i64,
+                        _ => r.below(8) as i64 - 2,
+                    })
+                    .collect()
+            })
+            .collect();
+        let entry = r.below(g.entries.len() as u64) as u32;
+        let Ok(want) = interpret(g, program, entry, &vars, &input) else {
+            // A state the graph was not made for (a divisor its guards
+            // assume nonzero): nothing to compare.
+            continue;
+        };
+        let w = live_view(program, &lv, &want);
+        let got = interpret(&o, program, entry, &vars, &input)
+            .unwrap_or_else(|e| panic!("{what}, trial {trial}: the optimized graph failed: {e}"));
+        assert_eq!(
+            w,
+            live_view(program, &lv, &got),
+            "{what}, trial {trial}: optimized\n{}\n{}",
+            g.display(program),
+            o.display(program)
+        );
+        for ports in [Ports::Windows, Ports::Callbacks] {
+            let nat = native(&code, program, entry, &vars, &input, ports);
+            assert_eq!(
+                w,
+                live_view(program, &lv, &nat),
+                "{what}, trial {trial}: native, {ports:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn filter_program_fast_paths_and_automata_agree_everywhere() {
+    for (i, fpp) in esp::filters::PROGRAMS.iter().enumerate() {
+        let program = esp::compile(fpp.source).unwrap();
+        let spec = esp::spec::parse(fpp.spec, &program).unwrap();
+        for f in &spec.fastpaths {
+            let g = esp::explore::fast_path(&program, f, &Default::default()).unwrap();
+            check_real(
+                &program,
+                &g,
+                &format!("program {} fast path {}", i + 1, f.name),
+                30,
+                i as u64,
+            );
+        }
+        if i < 2 {
+            let g = esp::explore::automaton(&program, &Default::default()).unwrap();
+            check_real(
+                &program,
+                &g,
+                &format!("program {} automaton", i + 1),
+                30,
+                i as u64,
+            );
+        }
+    }
+    let program = esp::compile(esp::filters::FIGURE2).unwrap();
+    let spec = esp::spec::parse(esp::filters::FIGURE5, &program).unwrap();
+    for f in &spec.fastpaths {
+        let g = esp::explore::fast_path(&program, f, &Default::default()).unwrap();
+        check_real(&program, &g, "figure 2", 200, 7);
+    }
+}
+
+#[test]
+fn random_program_fast_paths_agree_everywhere() {
+    use esp::random::{self, GenOptions};
+    let explore = esp::explore::ExploreOptions {
+        state_limit: 5_000,
+        counter_bound: 3,
+        ..Default::default()
+    };
+    let mut graphs = 0;
+    for seed in 0..300u64 {
+        let kind = if seed % 2 == 0 {
+            random::Kind::Kahn
+        } else {
+            random::Kind::Alt
+        };
+        let src = random::program(
+            seed,
+            &GenOptions {
+                kind,
+                ..GenOptions::default()
+            },
+        );
+        let program = esp::compile(&src).unwrap();
+        let spec = esp::spec::parse(&random::spec(&program, seed), &program).unwrap();
+        for f in &spec.fastpaths {
+            if let Ok(g) = esp::explore::fast_path(&program, f, &explore) {
+                check_real(
+                    &program,
+                    &g,
+                    &format!("seed {seed} fast path {}\n{src}", f.name),
+                    6,
+                    seed,
+                );
+                graphs += 1;
+            }
+        }
+        if kind == random::Kind::Kahn
+            && let Ok(g) = esp::explore::automaton(&program, &explore)
+        {
+            check_real(
+                &program,
+                &g,
+                &format!("seed {seed} automaton\n{src}"),
+                6,
+                seed,
+            );
+            graphs += 1;
+        }
+    }
+    assert!(graphs > 200, "only {graphs} graphs extracted");
+}
