@@ -29,11 +29,14 @@
 //!   back end (peer).
 //! * `rbpf`: eBPF programs run by its JIT, the peer of `dpf` (with
 //!   libpcap's BPF interpreter, loaded by `dpf::pcap`).
-//! * `vcode`, `dpf`: what is measured.
+//! * `crossbeam-channel`: the thread pipelines of the esp suite ([`esp`]),
+//!   each filter an OS thread over zero-capacity channels.
+//! * `vcode`, `dpf`, `esp`: what is measured.
 //! * `criterion` (dev): the `benches/codegen.rs` harness.
 
 pub mod callgrind;
 pub mod dpf;
+pub mod esp;
 pub mod kernels;
 pub mod peers;
 pub mod unet;

@@ -40,7 +40,9 @@ impl HostFn {
             .ok_or_else(|| at(eq, "expected `(` and the parameters before `=`".into()))?;
         let name = head[..open].trim();
         let valid = |s: &str| {
-            s.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            s.chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
                 && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
         };
         if !valid(name) {
@@ -60,15 +62,24 @@ impl HostFn {
         }
         // The body is checked as the right-hand side of an assignment in a
         // one-process program; its columns map back into `def`.
-        let prefix = format!("process host {{ var {} result; result = ", params.iter().map(|p| format!("{p}, ")).collect::<String>());
+        let prefix = format!(
+            "process host {{ var {} result; result = ",
+            params.iter().map(|p| format!("{p}, ")).collect::<String>()
+        );
         let src = format!("{prefix}{body}; }}");
         let shift = |pos: Pos| Pos {
             line: 1,
             col: (pos.col as usize).saturating_sub(prefix.len()) as u32 + eq as u32 + 1,
         };
         let program = crate::compile(&src).map_err(|e| match e {
-            Error::Syntax { pos, msg } => Error::Syntax { pos: shift(pos), msg },
-            Error::Check { pos, msg } => Error::Check { pos: shift(pos), msg },
+            Error::Syntax { pos, msg } => Error::Syntax {
+                pos: shift(pos),
+                msg,
+            },
+            Error::Check { pos, msg } => Error::Check {
+                pos: shift(pos),
+                msg,
+            },
             other => other,
         })?;
         let process = &program.processes[0];
@@ -82,7 +93,10 @@ impl HostFn {
             })
             .ok_or_else(|| at(eq + 1, "expected an expression".into()))?;
         if body.has_call() {
-            return Err(at(eq + 1, "a host function defined here cannot call host functions".into()));
+            return Err(at(
+                eq + 1,
+                "a host function defined here cannot call host functions".into(),
+            ));
         }
         Ok(HostFn {
             name: name.to_string(),

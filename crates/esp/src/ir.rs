@@ -413,17 +413,26 @@ pub struct StmtRef {
 impl Program {
     /// The id of the channel with this name.
     pub fn channel(&self, name: &str) -> Option<ChanId> {
-        self.channels.iter().position(|c| c.name == name).map(|i| i as ChanId)
+        self.channels
+            .iter()
+            .position(|c| c.name == name)
+            .map(|i| i as ChanId)
     }
 
     /// The id of the process with this name.
     pub fn process(&self, name: &str) -> Option<ProcId> {
-        self.processes.iter().position(|p| p.name == name).map(|i| i as ProcId)
+        self.processes
+            .iter()
+            .position(|p| p.name == name)
+            .map(|i| i as ProcId)
     }
 
     /// The id of the host function with this name.
     pub fn extern_fn(&self, name: &str) -> Option<ExternId> {
-        self.externs.iter().position(|e| e.name == name).map(|i| i as ExternId)
+        self.externs
+            .iter()
+            .position(|e| e.name == name)
+            .map(|i| i as ExternId)
     }
 }
 
@@ -471,7 +480,9 @@ impl Expr {
         match self {
             Expr::Const(_) | Expr::Var(_) => false,
             Expr::Unary(_, a) => a.has_call(),
-            Expr::Binary(_, a, b) | Expr::And(a, b) | Expr::Or(a, b) => a.has_call() || b.has_call(),
+            Expr::Binary(_, a, b) | Expr::And(a, b) | Expr::Or(a, b) => {
+                a.has_call() || b.has_call()
+            }
             Expr::Call(..) => true,
         }
     }
@@ -498,7 +509,9 @@ impl Expr {
             Expr::Const(c) => Expr::Const(*c),
             Expr::Var(v) => Expr::Var(f(*v)),
             Expr::Unary(op, a) => Expr::Unary(*op, Box::new(a.map_vars(f))),
-            Expr::Binary(op, a, b) => Expr::Binary(*op, Box::new(a.map_vars(f)), Box::new(b.map_vars(f))),
+            Expr::Binary(op, a, b) => {
+                Expr::Binary(*op, Box::new(a.map_vars(f)), Box::new(b.map_vars(f)))
+            }
             Expr::And(a, b) => Expr::And(Box::new(a.map_vars(f)), Box::new(b.map_vars(f))),
             Expr::Or(a, b) => Expr::Or(Box::new(a.map_vars(f)), Box::new(b.map_vars(f))),
             Expr::Call(g, args) => Expr::Call(*g, args.iter().map(|a| a.map_vars(f)).collect()),

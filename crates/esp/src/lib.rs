@@ -43,6 +43,7 @@ pub mod explore;
 pub mod filters;
 pub mod fp;
 pub mod fpgen;
+pub mod hostfn;
 
 pub mod interp;
 pub mod ir;

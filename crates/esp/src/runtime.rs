@@ -176,7 +176,7 @@ const NONE: u32 = u32::MAX;
 // ---------------------------------------------------------------------------
 // The host side: bindings, queues, ports, the trace.
 
-type ExternFn = Box<dyn FnMut(&[i64]) -> i64>;
+type ExternFn = Box<dyn FnMut(&[i64]) -> std::result::Result<i64, String>>;
 type InFn = Box<dyn FnMut() -> Option<Vec<i64>>>;
 type OutFn = Box<dyn FnMut(&[i64])>;
 
@@ -260,7 +260,12 @@ impl Host {
             return None;
         };
         match catch_unwind(AssertUnwindSafe(|| func(args))) {
-            Ok(v) => Some(v),
+            Ok(Ok(v)) => Some(v),
+            Ok(Err(msg)) => {
+                let e = Error::Host { name: name(), msg };
+                self.fail(e);
+                None
+            }
             Err(p) => {
                 let e = Error::Host {
                     name: name(),
@@ -1158,7 +1163,17 @@ impl Machine {
     pub fn bind_extern(
         &mut self,
         name: &str,
-        f: impl FnMut(&[i64]) -> i64 + 'static,
+        mut f: impl FnMut(&[i64]) -> i64 + 'static,
+    ) -> Result<()> {
+        self.bind_extern_fallible(name, move |args| Ok(f(args)))
+    }
+
+    /// Binds host function `name` to `f`, which may fail: an `Err` stops the
+    /// run with [`Error::Host`] carrying its message.
+    pub fn bind_extern_fallible(
+        &mut self,
+        name: &str,
+        f: impl FnMut(&[i64]) -> std::result::Result<i64, String> + 'static,
     ) -> Result<()> {
         let id = self
             .program

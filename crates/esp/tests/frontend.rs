@@ -1075,7 +1075,10 @@ fn schedule_chooses_the_policy_of_symbolic_execution() {
     let down = spec(&p, &format!("fastpath f {{ schedule downstream; {body} }}"));
     assert_eq!(down.fastpaths[0].schedule, Schedule::DownstreamFirst);
     assert_eq!(
-        spec_error(PIPE, "fastpath f {\n  schedule sideways;\n  process A { start src; }\n}"),
+        spec_error(
+            PIPE,
+            "fastpath f {\n  schedule sideways;\n  process A { start src; }\n}"
+        ),
         "2:12: fast-path specification: expected `fifo` or `downstream` after `schedule`, found `sideways`"
     );
     // `yield` steers the default policy only.

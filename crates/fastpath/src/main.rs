@@ -15,11 +15,14 @@ mod bench_codecache;
 #[cfg(feature = "bench")]
 mod bench_dpf;
 #[cfg(feature = "bench")]
+mod bench_esp;
+#[cfg(feature = "bench")]
 mod bench_ilp;
 #[cfg(feature = "bench")]
 mod bench_jive;
 mod demo;
 mod engine_cmd;
+mod esp_cmd;
 mod filter;
 mod ilp_demo;
 mod vcode_demo;
@@ -57,6 +60,12 @@ enum Command {
         #[command(subcommand)]
         cmd: filter::FilterCmd,
     },
+    /// Run, model-check and inspect ESP programs: concurrent processes with
+    /// compiled fast paths.
+    Esp {
+        #[command(subcommand)]
+        cmd: esp_cmd::EspCmd,
+    },
     /// Fused data-touching loops (ilp).
     Ilp {
         #[command(subcommand)]
@@ -91,6 +100,7 @@ fn main() -> ExitCode {
         Command::Applet { cmd } => applet::main(cmd),
         Command::Filter { cmd } => filter::main(cmd),
         Command::Ilp { cmd } => ilp_demo::main(cmd),
+        Command::Esp { cmd } => esp_cmd::main(cmd),
         Command::Demo(args) => demo::run(&args),
         Command::Engine(args) => engine_cmd::run(&args),
         Command::Bench { suite } => bench(&suite),
@@ -103,6 +113,7 @@ fn bench(suite: &str) -> ExitCode {
     match suite {
         "jive" => bench_jive::run(),
         "dpf" => bench_dpf::run(),
+        "esp" => bench_esp::run(),
         "ilp" => bench_ilp::run(),
         "codecache" => bench_codecache::run(),
         "unet" => {
@@ -128,7 +139,7 @@ fn bench(suite: &str) -> ExitCode {
         }
         other => {
             eprintln!(
-                "fastpath bench: unknown suite {other:?} (known: codegen, jive, dpf, ilp, codecache, unet)"
+                "fastpath bench: unknown suite {other:?} (known: codegen, jive, dpf, esp, ilp, codecache, unet)"
             );
             ExitCode::FAILURE
         }

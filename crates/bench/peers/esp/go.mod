@@ -1,0 +1,3 @@
+module fastpath/bench/peers/esp
+
+go 1.18

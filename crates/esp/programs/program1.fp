@@ -1,0 +1,18 @@
+// The fast path of program1.esp (§6.1): the per-byte steady state of the
+// whole chain. Every process starts at the top of its loop (ReadFromArray at
+// #1, where it rests once it has sent a byte; each filter at its `in`) and
+// repeats it; where
+// a process reaches its end-of-stream stage (#1, ReadFromArray's #2) the path
+// exits, leaving that stage, once per stream, to the process-based code.
+// 2ByteSwap and RLD alternate between storing a byte (#3) and emitting (#2):
+// the path follows that alternation from whichever comes first (the path may
+// be entered in the middle of a pair), so that symbolic execution does not
+// explore sequences the filter cannot take. PES's escape (#2) is the rare
+// case: it leaves the path to the process-based code.
+fastpath stream {
+  process ReadFromArray { statement #1, #2; start #1; follows #1*; exit #2; }
+  process Evener { statement c1, #1; start c1; follows c1*; exit #1; }
+  process TwoByteSwap { statement c2, #1, #2, #3; start c2; follows (#3 c2 #2 c2)* (#3 c2)? | (#2 c2 #3 c2)* (#2 c2)?; exit #1; }
+  process CRC32 { statement c3, #1; start c3; follows c3*; exit #1; }
+  process WriteToArray { statement c4, #1; start c4; follows c4*; exit #1; }
+}
