@@ -72,7 +72,7 @@ enum Command {
         cmd: ilp_demo::IlpCmd,
     },
     /// Run a benchmark suite side by side with its peers
-    /// (suites: codegen, jive, dpf, ilp, codecache, unet; needs the cargo feature
+    /// (suites: codegen, jive, dpf, esp, ilp, codecache, unet; needs the cargo feature
     /// `bench`).
     Bench {
         /// The suite to run.
