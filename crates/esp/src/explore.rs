@@ -1507,18 +1507,6 @@ fn cut_points(p: &crate::ir::Process, auto: Option<&PathAutomaton>) -> Vec<bool>
     cut
 }
 
-/// Every block a terminator may go to, for rewriting.
-fn targets_mut(t: &mut Term) -> Vec<&mut BlockId> {
-    match t {
-        Term::Jump(b) => vec![b],
-        Term::Branch { then, els, .. } => vec![then, els],
-        Term::Recv { got, empty, .. } => vec![got, empty],
-        Term::Send { next, .. } => vec![next],
-        Term::Count { next, over, .. } => vec![next, over],
-        Term::Leave { .. } => vec![],
-    }
-}
-
 /// Redirects jumps through the empty blocks that guards, events and inline
 /// statements without code (an unlisted `#N`) leave behind, and drops the
 /// blocks no entry reaches; the blocks of control states stay, one per
@@ -1541,7 +1529,7 @@ fn tidy(
     };
     for i in 0..n {
         let mut term = std::mem::replace(&mut blocks[i].term, UNSET);
-        for t in targets_mut(&mut term) {
+        for t in term.targets_mut() {
             *t = forward(&blocks, *t);
         }
         blocks[i].term = term;
@@ -1568,7 +1556,7 @@ fn tidy(
         }
     }
     for b in &mut kept {
-        for t in targets_mut(&mut b.term) {
+        for t in b.term.targets_mut() {
             *t = new_id[*t as usize];
         }
     }
@@ -1589,67 +1577,24 @@ fn uncounted_succs(t: &Term) -> Vec<BlockId> {
     }
 }
 
-/// Strongly connected components (Tarjan, iterative) of the blocks over
-/// [`uncounted_succs`]: the component id of each block.
+/// Strongly connected components of the blocks over [`uncounted_succs`]:
+/// the component id of each block.
 fn sccs(blocks: &[Block]) -> Vec<u32> {
     let n = blocks.len();
-    let succs: Vec<Vec<BlockId>> = blocks
+    let succs: Vec<Vec<usize>> = blocks
         .iter()
         .map(|b| {
             uncounted_succs(&b.term)
                 .into_iter()
-                .filter(|&s| (s as usize) < n)
+                .map(|s| s as usize)
+                .filter(|&s| s < n)
                 .collect()
         })
         .collect();
-    let mut index = vec![u32::MAX; n];
-    let mut low = vec![0u32; n];
-    let mut on = vec![false; n];
     let mut comp = vec![u32::MAX; n];
-    let mut stack = Vec::new();
-    let mut next_index = 0u32;
-    let mut ncomp = 0u32;
-    for root in 0..n {
-        if index[root] != u32::MAX {
-            continue;
-        }
-        // (node, next successor to visit)
-        let mut call: Vec<(usize, usize)> = vec![(root, 0)];
-        index[root] = next_index;
-        low[root] = next_index;
-        next_index += 1;
-        stack.push(root);
-        on[root] = true;
-        while let Some(&mut (v, ref mut k)) = call.last_mut() {
-            if *k < succs[v].len() {
-                let w = succs[v][*k] as usize;
-                *k += 1;
-                if index[w] == u32::MAX {
-                    index[w] = next_index;
-                    low[w] = next_index;
-                    next_index += 1;
-                    stack.push(w);
-                    on[w] = true;
-                    call.push((w, 0));
-                } else if on[w] {
-                    low[v] = low[v].min(index[w]);
-                }
-            } else {
-                call.pop();
-                if let Some(&(u, _)) = call.last() {
-                    low[u] = low[u].min(low[v]);
-                }
-                if low[v] == index[v] {
-                    while let Some(w) = stack.pop() {
-                        on[w] = false;
-                        comp[w] = ncomp;
-                        if w == v {
-                            break;
-                        }
-                    }
-                    ncomp += 1;
-                }
-            }
+    for (id, members) in crate::fp::sccs(&succs).iter().enumerate() {
+        for &b in members {
+            comp[b] = id as u32;
         }
     }
     comp

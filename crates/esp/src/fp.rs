@@ -141,6 +141,81 @@ pub enum Term {
     },
 }
 
+impl Term {
+    /// Every block the terminator may go to, for rewriting.
+    pub fn targets_mut(&mut self) -> Vec<&mut BlockId> {
+        match self {
+            Term::Jump(b) => vec![b],
+            Term::Branch { then, els, .. } => vec![then, els],
+            Term::Recv { got, empty, .. } => vec![got, empty],
+            Term::Send { next, .. } => vec![next],
+            Term::Count { next, over, .. } => vec![next, over],
+            Term::Leave { .. } => vec![],
+        }
+    }
+}
+
+/// The strongly connected components of the graph on nodes
+/// `0..succs.len()` (Tarjan's algorithm, iterative, so deep graphs cannot
+/// overflow the stack), in the order Tarjan completes them (a component
+/// comes before every component that reaches it), each listing its root,
+/// the node the search entered it by, first.
+pub(crate) fn sccs(succs: &[Vec<usize>]) -> Vec<Vec<usize>> {
+    let n = succs.len();
+    let mut index = vec![usize::MAX; n];
+    let mut low = vec![0usize; n];
+    let mut on = vec![false; n];
+    let mut stack: Vec<usize> = Vec::new();
+    let mut out = Vec::new();
+    let mut next = 0usize;
+    for root in 0..n {
+        if index[root] != usize::MAX {
+            continue;
+        }
+        // (node, next successor to visit)
+        let mut call: Vec<(usize, usize)> = vec![(root, 0)];
+        index[root] = next;
+        low[root] = next;
+        next += 1;
+        stack.push(root);
+        on[root] = true;
+        while let Some(&mut (v, ref mut i)) = call.last_mut() {
+            if *i < succs[v].len() {
+                let w = succs[v][*i];
+                *i += 1;
+                if index[w] == usize::MAX {
+                    index[w] = next;
+                    low[w] = next;
+                    next += 1;
+                    stack.push(w);
+                    on[w] = true;
+                    call.push((w, 0));
+                } else if on[w] {
+                    low[v] = low[v].min(index[w]);
+                }
+            } else {
+                call.pop();
+                if let Some(&(parent, _)) = call.last() {
+                    low[parent] = low[parent].min(low[v]);
+                }
+                if low[v] == index[v] {
+                    let mut comp = Vec::new();
+                    while let Some(w) = stack.pop() {
+                        on[w] = false;
+                        comp.push(w);
+                        if w == v {
+                            break;
+                        }
+                    }
+                    comp.reverse();
+                    out.push(comp);
+                }
+            }
+        }
+    }
+    out
+}
+
 /// Why a graph returned control.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Leave {

@@ -229,65 +229,22 @@ fn nest(succ: &[Vec<u32>], nodes: &[u32], depth: &mut [u32], level: u32) {
     }
 }
 
-/// Strongly connected components of the subgraph on `nodes` (iterative
-/// Tarjan).
+/// Strongly connected components of the subgraph on `nodes`, each with
+/// its root first.
 fn sccs(succ: &[Vec<u32>], nodes: &[u32], inside: &HashMap<u32, usize>) -> Vec<Vec<u32>> {
-    let n = nodes.len();
-    let mut index = vec![usize::MAX; n];
-    let mut low = vec![0usize; n];
-    let mut on = vec![false; n];
-    let mut stack: Vec<usize> = Vec::new();
-    let mut out = Vec::new();
-    let mut next = 0usize;
-    for root in 0..n {
-        if index[root] != usize::MAX {
-            continue;
-        }
-        let mut call: Vec<(usize, usize)> = vec![(root, 0)];
-        index[root] = next;
-        low[root] = next;
-        next += 1;
-        stack.push(root);
-        on[root] = true;
-        while let Some(&mut (v, ref mut i)) = call.last_mut() {
-            let ss = &succ[nodes[v] as usize];
-            if *i < ss.len() {
-                let w = ss[*i];
-                *i += 1;
-                let Some(&w) = inside.get(&w) else {
-                    continue;
-                };
-                if index[w] == usize::MAX {
-                    index[w] = next;
-                    low[w] = next;
-                    next += 1;
-                    stack.push(w);
-                    on[w] = true;
-                    call.push((w, 0));
-                } else if on[w] {
-                    low[v] = low[v].min(index[w]);
-                }
-            } else {
-                call.pop();
-                if let Some(&(parent, _)) = call.last() {
-                    low[parent] = low[parent].min(low[v]);
-                }
-                if low[v] == index[v] {
-                    let mut comp = Vec::new();
-                    while let Some(w) = stack.pop() {
-                        on[w] = false;
-                        comp.push(nodes[w]);
-                        if w == v {
-                            break;
-                        }
-                    }
-                    comp.reverse();
-                    out.push(comp);
-                }
-            }
-        }
-    }
-    out
+    let local: Vec<Vec<usize>> = nodes
+        .iter()
+        .map(|&b| {
+            succ[b as usize]
+                .iter()
+                .filter_map(|w| inside.get(w).copied())
+                .collect()
+        })
+        .collect();
+    crate::fp::sccs(&local)
+        .into_iter()
+        .map(|c| c.into_iter().map(|v| nodes[v]).collect())
+        .collect()
 }
 
 /// Blocks that lie on a loop or can reach one: the rest only lead to

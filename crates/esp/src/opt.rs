@@ -305,17 +305,6 @@ pub(crate) fn successors(t: &Term) -> Vec<BlockId> {
     }
 }
 
-fn targets_mut(t: &mut Term) -> Vec<&mut BlockId> {
-    match t {
-        Term::Jump(b) => vec![b],
-        Term::Branch { then, els, .. } => vec![then, els],
-        Term::Recv { got, empty, .. } => vec![got, empty],
-        Term::Send { next, .. } => vec![next],
-        Term::Count { next, over, .. } => vec![next, over],
-        Term::Leave { .. } => vec![],
-    }
-}
-
 /// Blocks reachable from the entries, in reverse post-order.
 pub(crate) fn reverse_postorder(g: &Graph) -> Vec<BlockId> {
     let n = g.blocks.len();
@@ -960,7 +949,7 @@ fn cleanup(g: &mut Graph) -> bool {
     };
     for b in 0..n {
         let mut term = g.blocks[b].term.clone();
-        for t in targets_mut(&mut term) {
+        for t in term.targets_mut() {
             let r = resolve(*t);
             if r != *t {
                 *t = r;
@@ -1022,7 +1011,7 @@ fn dedup(g: &mut Graph) -> bool {
         }
         any = true;
         for blk in &mut g.blocks {
-            for t in targets_mut(&mut blk.term) {
+            for t in blk.term.targets_mut() {
                 *t = map[*t as usize];
             }
         }
@@ -1053,7 +1042,7 @@ fn compact(g: &mut Graph) -> bool {
         }
     }
     for b in &mut blocks {
-        for t in targets_mut(&mut b.term) {
+        for t in b.term.targets_mut() {
             *t = map[*t as usize];
         }
     }
@@ -1349,7 +1338,7 @@ fn sink(program: &Program, layout: &Layout, lv: &Liveness, g: &mut Graph) -> boo
                         note,
                     });
                     added += 1;
-                    for t in targets_mut(&mut g.blocks[b].term) {
+                    for t in g.blocks[b].term.targets_mut() {
                         if *t == s {
                             *t = nb;
                         }
