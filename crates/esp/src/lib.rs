@@ -35,6 +35,15 @@
 //!
 //! The language, the specification syntax, the extraction and the fairness
 //! rules are described in `docs/esp.md`.
+//!
+//! ## Dependencies
+//!
+//! * `vcode`: the native code of processes, fast paths and automata.
+//! * `thiserror`: the typed errors.
+//! * `proptest` (tests only): the parser fuzzing.
+//!
+//! The parser, the symbolic execution and the code generation are written
+//! here: they are what the paper is about.
 
 pub mod abi;
 pub mod ast;
