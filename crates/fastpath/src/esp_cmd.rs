@@ -15,7 +15,7 @@
 //!   fast path as pseudo-code and as machine code.
 
 use std::collections::HashMap;
-use std::io::{BufRead, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -295,7 +295,6 @@ fn run(
             .map_err(|e| e.to_string())?;
     }
     // Inputs: the named files, or stdin for a lone external in channel.
-    let mut fed = Vec::new();
     for arg in inputs {
         let (chan, path) = pair(arg, "--in")?;
         let Some(&n) = arity.get(chan) else {
@@ -308,16 +307,10 @@ fn run(
         };
         let flat = tuples(&text, path, n)?;
         machine.push(chan, &flat).map_err(|e| e.to_string())?;
-        fed.push(chan.to_string());
     }
     if inputs.is_empty() && ext_in.len() == 1 {
         let c = &ext_in[0];
-        let mut text = String::new();
-        for line in std::io::stdin().lock().lines() {
-            let line = line.map_err(|e| format!("stdin: {e}"))?;
-            text.push_str(&line);
-            text.push('\n');
-        }
+        let text = std::io::read_to_string(std::io::stdin()).map_err(|e| format!("stdin: {e}"))?;
         let flat = tuples(&text, "stdin", c.arity as usize)?;
         machine.push(&c.name, &flat).map_err(|e| e.to_string())?;
     }
