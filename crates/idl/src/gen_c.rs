@@ -1,1 +1,1347 @@
-//! (in progress)
+//! The C back end: from a checked [`Idl`], a header `<stem>.h` and a source
+//! `<stem>.c` whose records have byte for byte the layout of the Rust
+//! stubs' (the model's [`Layout`](crate::model::Layout) decides every
+//! offset, and the header asserts each one with `_Static_assert`), so that
+//! a C client calls a Rust server and the reverse over the channel of
+//! `crates/idl/c/idl_rt.h` (IDL4 §4: client stubs, server stubs and a
+//! server loop kept in plain C so that users can edit it).
+//!
+//! The C convention (docs/idl.md, "Generated C"):
+//! - every client stub returns an `int` status (`IDL_OK`, a wire status
+//!   the server answered, or a local `IDL_E_*`); the IDL return value comes
+//!   back through a last parameter `ret`;
+//! - parameters keep their declaration order and their `size_is` length
+//!   parameters; a `string` or `sequence<T>` without `size_is` is a pointer
+//!   and a `uint32_t <name>_len`;
+//! - out strings and sequences are pointers into the channel's string area
+//!   (the client's receive buffer, IDL4 §3.3), valid until the next call on
+//!   the channel; inout ones are copied back into the caller's buffer;
+//! - the server implements a table of function pointers (`<iface>_impl`)
+//!   with the same parameters (an out string or sequence is a buffer in the
+//!   string area whose length parameter holds its capacity on entry and the
+//!   count written on return); nonzero from an implementation is
+//!   `IDL_SERVER_FAILED`;
+//! - `<iface>_dispatch` switches on the key, `<iface>_serve` is the loop.
+
+use std::collections::HashSet;
+use std::fmt::Write as _;
+
+use crate::model::{Dir, Field, Idl, Interface, Op, Prim, Slot, Type};
+
+/// Generates the header and the source of `idl`'s C stubs; `stem` names
+/// the files (`<stem>.h`, `<stem>.c`): the source includes `"<stem>.h"`,
+/// the header includes `"idl_rt.h"`.
+pub fn generate(idl: &Idl, stem: &str) -> (String, String) {
+    let g = Gen { idl };
+    (g.header(stem), g.source(stem))
+}
+
+/// Writes a line to a `String` (writing to a `String` cannot fail).
+macro_rules! line {
+    ($s:expr) => { $s.push('\n') };
+    ($s:expr, $($t:tt)*) => {{ let _ = writeln!($s, $($t)*); }};
+}
+
+const C_KEYWORDS: &[&str] = &[
+    "auto",
+    "break",
+    "case",
+    "char",
+    "const",
+    "continue",
+    "default",
+    "do",
+    "double",
+    "else",
+    "enum",
+    "extern",
+    "float",
+    "for",
+    "goto",
+    "if",
+    "inline",
+    "int",
+    "long",
+    "register",
+    "restrict",
+    "return",
+    "short",
+    "signed",
+    "sizeof",
+    "static",
+    "struct",
+    "switch",
+    "typedef",
+    "union",
+    "unsigned",
+    "void",
+    "volatile",
+    "while",
+    "bool",
+    "true",
+    "false",
+    "_Bool",
+    "_Alignas",
+    "_Alignof",
+    "_Atomic",
+    "_Generic",
+    "_Noreturn",
+    "_Static_assert",
+    "_Thread_local",
+    "_Complex",
+    "_Imaginary",
+    "NULL",
+    "offsetof",
+    "memcpy",
+];
+
+/// An IDL name as a C identifier: C's keywords get a `_` appended.
+fn ident(name: &str) -> String {
+    if C_KEYWORDS.contains(&name) {
+        format!("{name}_")
+    } else {
+        name.to_string()
+    }
+}
+
+/// Identifiers of one function's scope: hands out names that do not
+/// collide with the parameters' or with each other.
+struct Names(HashSet<String>);
+
+impl Names {
+    fn fresh(&mut self, base: &str) -> String {
+        let mut name = base.to_string();
+        let mut k = 2;
+        while self.0.contains(&name) {
+            name = format!("{base}{k}");
+            k += 1;
+        }
+        self.0.insert(name.clone());
+        name
+    }
+}
+
+/// One value of an operation as C sees it: a parameter or the return
+/// value.
+struct Val<'a> {
+    /// C identifier.
+    name: String,
+    ty: &'a Type,
+    dir: Dir,
+    /// For a sequence: the index (in the op's values) of its length.
+    size_is: Option<usize>,
+    /// For a length parameter: the index of its sequence.
+    length_of: Option<usize>,
+    /// For a string or sequence without `size_is`: the name of its
+    /// `uint32_t` length parameter.
+    len_name: Option<String>,
+}
+
+fn vals(op: &Op) -> Vec<Val<'_>> {
+    let mut names = Names(op.params.iter().map(|p| ident(&p.name)).collect());
+    let mut vs: Vec<Val<'_>> = op
+        .params
+        .iter()
+        .map(|p| Val {
+            name: ident(&p.name),
+            ty: &p.ty,
+            dir: p.dir,
+            size_is: p.size_is,
+            length_of: p.length_of,
+            len_name: None,
+        })
+        .collect();
+    if let Some(ty) = &op.ret {
+        vs.push(Val {
+            name: names.fresh("ret"),
+            ty,
+            dir: Dir::Out,
+            size_is: None,
+            length_of: None,
+            len_name: None,
+        });
+    }
+    for v in &mut vs {
+        if v.ty.is_indirect() && v.size_is.is_none() {
+            v.len_name = Some(names.fresh(&format!("{}_len", v.name)));
+        }
+    }
+    vs
+}
+
+/// The largest value of an integer type, if below `u32::MAX` (a length
+/// must fit it).
+fn len_max(p: Prim) -> Option<&'static str> {
+    match p {
+        Prim::I8 => Some("INT8_MAX"),
+        Prim::U8 | Prim::Char => Some("UINT8_MAX"),
+        Prim::I16 => Some("INT16_MAX"),
+        Prim::U16 => Some("UINT16_MAX"),
+        Prim::I32 => Some("INT32_MAX"),
+        Prim::Bool => Some("1"),
+        Prim::U32 | Prim::I64 | Prim::U64 => None,
+    }
+}
+
+struct Gen<'a> {
+    idl: &'a Idl,
+}
+
+impl Gen<'_> {
+    /// A C declarator of `inner` with type `ty` (`int32_t (*p)[4]`).
+    fn decl(&self, ty: &Type, inner: &str) -> String {
+        match ty {
+            Type::Prim(p) => format!("{} {inner}", p.c()),
+            Type::Struct(id) => format!("{} {inner}", self.struct_name(*id)),
+            Type::Array(t, n) => {
+                let inner = if inner.starts_with('*') {
+                    format!("({inner})")
+                } else {
+                    inner.to_string()
+                };
+                self.decl(t, &format!("{inner}[{n}]"))
+            }
+            Type::String => format!("char {inner}"),
+            Type::Sequence(e) => self.decl(e, &format!("*{inner}")),
+        }
+    }
+
+    /// The C type name of `ty`.
+    fn type_name(&self, ty: &Type) -> String {
+        self.decl(ty, "").replace(" [", "[").trim_end().to_string()
+    }
+
+    fn struct_name(&self, id: usize) -> String {
+        self.idl
+            .structs
+            .get(id)
+            .map_or_else(|| format!("idl_struct_{id}"), |s| ident(&s.name))
+    }
+
+    /// The element type of a string or sequence.
+    fn elem(&self, ty: &Type) -> String {
+        match ty {
+            Type::Sequence(e) => self.type_name(e),
+            _ => "char".to_string(),
+        }
+    }
+
+    /// A record field's declaration.
+    fn field_decl(&self, v: &Val<'_>, f: &Field) -> String {
+        if f.desc {
+            format!("idl_desc {}", v.name)
+        } else if *v.ty == Type::Prim(Prim::Bool) {
+            format!("uint8_t {}", v.name)
+        } else {
+            self.decl(v.ty, &v.name)
+        }
+    }
+
+    // ---- names -----------------------------------------------------------
+
+    fn op_name(iface: &Interface, op: &Op) -> String {
+        let prefix = format!("{}_", iface.name);
+        if op.name.starts_with(&prefix) {
+            op.name.clone()
+        } else {
+            format!("{prefix}{}", op.name)
+        }
+    }
+
+    // ---- signatures ------------------------------------------------------
+
+    /// The parameters of a client stub (`server` false) or of an
+    /// implementation (`server` true), after the channel or `self`.
+    fn params(&self, vs: &[Val<'_>], server: bool) -> Vec<String> {
+        let mut out = Vec::new();
+        for v in vs {
+            let n = &v.name;
+            match (v.ty, v.dir) {
+                (Type::Prim(p), Dir::In) => out.push(format!("{} {n}", p.c())),
+                (Type::Prim(p), _) => out.push(format!("{} *{n}", p.c())),
+                (Type::Struct(id), Dir::In) => {
+                    out.push(format!("const {} *{n}", self.struct_name(*id)))
+                }
+                (Type::Struct(id), _) => out.push(format!("{} *{n}", self.struct_name(*id))),
+                (Type::Array(..), Dir::In) => out.push(format!("const {}", self.decl(v.ty, n))),
+                (Type::Array(..), _) => out.push(self.decl(v.ty, n)),
+                (ty, dir) => {
+                    let e = match ty {
+                        Type::Sequence(e) => (**e).clone(),
+                        _ => Type::Prim(Prim::Char),
+                    };
+                    out.push(match (dir, server) {
+                        (Dir::In, _) => format!("const {}", self.decl(&e, &format!("*{n}"))),
+                        (Dir::InOut, _) | (Dir::Out, true) => self.decl(&e, &format!("*{n}")),
+                        (Dir::Out, false) if *ty == Type::String => format!("const char **{n}"),
+                        (Dir::Out, false) => self.decl(&e, &format!("**{n}")),
+                    });
+                    if let Some(l) = &v.len_name {
+                        out.push(match dir {
+                            Dir::Out => format!("uint32_t *{l}"),
+                            _ => format!("uint32_t {l}"),
+                        });
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    fn client_proto(&self, iface: &Interface, op: &Op, vs: &[Val<'_>]) -> String {
+        let mut ps = vec!["idl_client *c".to_string()];
+        ps.extend(self.params(vs, false));
+        format!("int {}({})", Self::op_name(iface, op), ps.join(", "))
+    }
+
+    // ---- the header ------------------------------------------------------
+
+    fn header(&self, stem: &str) -> String {
+        let guard: String = stem
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() {
+                    c.to_ascii_uppercase()
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        let mut h = String::new();
+        line!(h, "/*");
+        line!(
+            h,
+            " * {stem}.h: generated by fastpath's IDL compiler (idl::gen_c); do not edit."
+        );
+        line!(h, " *");
+        line!(
+            h,
+            " * Records have the layout of the Rust stubs' (asserted below), so C and Rust"
+        );
+        line!(
+            h,
+            " * clients and servers call each other over idl_rt.h's shared-memory channel."
+        );
+        line!(h, " *");
+        line!(
+            h,
+            " * Client stubs return an int status: IDL_OK, the status the server answered"
+        );
+        line!(
+            h,
+            " * (IDL_BAD_KEY..IDL_SERVER_FAILED) or a local IDL_E_*; the IDL return value"
+        );
+        line!(
+            h,
+            " * comes back through the last parameter, `ret`. On an error the out values"
+        );
+        line!(
+            h,
+            " * are unspecified. Out strings and sequences point into the channel's string"
+        );
+        line!(
+            h,
+            " * area, valid until the next call on the channel; inout ones are copied back"
+        );
+        line!(
+            h,
+            " * into the caller's buffer (same length). A string or sequence without"
+        );
+        line!(h, " * size_is is a pointer and a uint32_t <name>_len.");
+        line!(h, " *");
+        line!(
+            h,
+            " * A server fills an <iface>_impl table. Each function gets the parameters in"
+        );
+        line!(
+            h,
+            " * place (in values by value or const pointer, inout and out values as"
+        );
+        line!(
+            h,
+            " * pointers into the received record); an out string or sequence is a buffer"
+        );
+        line!(
+            h,
+            " * in the string area whose length parameter holds its capacity (elements) on"
+        );
+        line!(
+            h,
+            " * entry and must hold the count written on return. A nonzero return makes"
+        );
+        line!(
+            h,
+            " * the reply IDL_SERVER_FAILED. <iface>_serve is the server loop."
+        );
+        line!(h, " */");
+        line!(h, "#ifndef {guard}_IDL_H");
+        line!(h, "#define {guard}_IDL_H");
+        line!(h);
+        line!(h, "#include <stdbool.h>");
+        line!(h, "#include <stddef.h>");
+        line!(h, "#include <stdint.h>");
+        line!(h);
+        line!(h, "#include \"idl_rt.h\"");
+        line!(h);
+        line!(h, "#ifdef __cplusplus");
+        line!(h, "extern \"C\" {{");
+        line!(h, "#endif");
+        if !self.idl.consts.is_empty() {
+            line!(h);
+            for (name, p, v) in &self.idl.consts {
+                line!(h, "#define {} {}", ident(name), const_value(*p, *v));
+            }
+        }
+        for s in &self.idl.structs {
+            let name = ident(&s.name);
+            line!(h);
+            line!(h, "typedef struct {name} {{");
+            for (f, ty) in &s.fields {
+                line!(h, "    {};", self.decl(ty, &ident(f)));
+            }
+            line!(h, "}} {name};");
+            line!(
+                h,
+                "_Static_assert(sizeof({name}) == {}, \"{name}: size\");",
+                s.size
+            );
+            line!(
+                h,
+                "_Static_assert(_Alignof({name}) == {}, \"{name}: alignment\");",
+                s.align
+            );
+        }
+        for iface in &self.idl.interfaces {
+            self.header_iface(&mut h, iface);
+        }
+        line!(h);
+        line!(h, "#ifdef __cplusplus");
+        line!(h, "}}");
+        line!(h, "#endif");
+        line!(h);
+        line!(h, "#endif /* {guard}_IDL_H */");
+        h
+    }
+
+    fn header_iface(&self, h: &mut String, iface: &Interface) {
+        let iname = ident(&iface.name);
+        line!(h);
+        line!(h, "/* ---- interface {} ---- */", iface.name);
+        for op in &iface.ops {
+            let name = Self::op_name(iface, op);
+            let up = name.to_ascii_uppercase();
+            let l = &op.layout;
+            let vs = vals(op);
+            line!(h);
+            line!(h, "#define {up}_KEY {}", op.key);
+            line!(h, "#define {up}_REQUEST_SIZE {}", l.request_size);
+            line!(h, "#define {up}_SIZE {}", l.size);
+            if !l.fields.is_empty() {
+                self.record(h, &name, op, &vs);
+            }
+        }
+        line!(h);
+        line!(h, "/* Client stubs. */");
+        for op in &iface.ops {
+            let vs = vals(op);
+            line!(h, "{};", self.client_proto(iface, op, &vs));
+        }
+        line!(h);
+        line!(
+            h,
+            "/* What a server implements: one function per operation. */"
+        );
+        line!(h, "typedef struct {iname}_impl {{");
+        for op in &iface.ops {
+            let vs = vals(op);
+            let mut ps = vec!["void *self".to_string()];
+            ps.extend(self.params(&vs, true));
+            line!(h, "    int (*{})({});", ident(&op.name), ps.join(", "));
+        }
+        line!(h, "}} {iname}_impl;");
+        line!(h);
+        line!(
+            h,
+            "/* Server stubs: check the request, call the implementation in place. */"
+        );
+        for op in &iface.ops {
+            line!(
+                h,
+                "int {}_server(idl_server *s, uint32_t len, const {iname}_impl *impl, void *self);",
+                Self::op_name(iface, op)
+            );
+        }
+        line!(h);
+        line!(
+            h,
+            "/* Calls the operation `key`; sets the reply's length; returns its status. */"
+        );
+        line!(
+            h,
+            "int {iname}_dispatch(idl_server *s, uint16_t key, uint32_t len, const {iname}_impl *impl, void *self, uint32_t *reply_len);"
+        );
+        line!(h);
+        line!(
+            h,
+            "/* The server loop: serves requests until the client closes the channel"
+        );
+        line!(h, " * (then returns IDL_OK) or the channel fails. */");
+        line!(
+            h,
+            "int {iname}_serve(idl_server *s, const {iname}_impl *impl, void *self);"
+        );
+    }
+
+    /// An operation's record: its fields at the model's offsets, with
+    /// explicit padding, every offset and the size asserted.
+    fn record(&self, h: &mut String, name: &str, op: &Op, vs: &[Val<'_>]) {
+        let l = &op.layout;
+        let rec = format!("{name}_msg");
+        let by_slot = |f: &Field| match f.slot {
+            Slot::Param(i) => &vs[i],
+            Slot::Ret => vs.last().unwrap_or(&vs[0]),
+        };
+        let max_align = l.fields.iter().map(|f| f.align).max().unwrap_or(1);
+        line!(h, "typedef struct {rec} {{");
+        let mut pos = 0u32;
+        let mut pad = 0;
+        for (k, f) in l.fields.iter().enumerate() {
+            if f.offset > pos.next_multiple_of(f.align) {
+                line!(h, "    uint8_t _pad{pad}[{}];", f.offset - pos);
+                pad += 1;
+            }
+            let v = by_slot(f);
+            let dir = match f.slot {
+                Slot::Ret => "return value",
+                Slot::Param(_) => match v.dir {
+                    Dir::In => "in",
+                    Dir::InOut => "inout",
+                    Dir::Out => "out",
+                },
+            };
+            let align = if k == 0 && l.align > max_align {
+                format!("_Alignas({}) ", l.align)
+            } else {
+                String::new()
+            };
+            line!(
+                h,
+                "    {align}{}; /* {dir}, offset {} */",
+                self.field_decl(v, f),
+                f.offset
+            );
+            pos = f.offset + f.size;
+        }
+        if l.size > pos.next_multiple_of(l.align) {
+            line!(h, "    uint8_t _pad{pad}[{}];", l.size - pos);
+        }
+        line!(h, "}} {rec};");
+        for f in &l.fields {
+            let v = by_slot(f);
+            line!(
+                h,
+                "_Static_assert(offsetof({rec}, {0}) == {1}, \"{rec}.{0} at {1}\");",
+                v.name,
+                f.offset
+            );
+        }
+        line!(
+            h,
+            "_Static_assert(sizeof({rec}) == {}, \"{rec}: size\");",
+            l.size
+        );
+        line!(
+            h,
+            "_Static_assert(_Alignof({rec}) == {}, \"{rec}: alignment\");",
+            l.align
+        );
+    }
+
+    // ---- the source ------------------------------------------------------
+
+    fn source(&self, stem: &str) -> String {
+        let mut c = String::new();
+        line!(c, "/*");
+        line!(
+            c,
+            " * {stem}.c: generated by fastpath's IDL compiler (idl::gen_c)."
+        );
+        line!(
+            c,
+            " * The client stubs, the server stubs, the dispatch and the server loop;"
+        );
+        line!(c, " * the loop (at the end) is plain C to copy and edit.");
+        line!(c, " */");
+        line!(c, "#include \"{stem}.h\"");
+        line!(c);
+        line!(c, "#include <string.h>");
+        for iface in &self.idl.interfaces {
+            for op in &iface.ops {
+                line!(c);
+                self.client_stub(&mut c, iface, op);
+            }
+            for op in &iface.ops {
+                line!(c);
+                self.server_stub(&mut c, iface, op);
+            }
+            line!(c);
+            self.dispatch(&mut c, iface);
+            line!(c);
+            self.serve(&mut c, iface);
+        }
+        c
+    }
+
+    /// The value of a length parameter as the client passes it.
+    fn len_expr(v: &Val<'_>) -> String {
+        if v.dir == Dir::In {
+            v.name.clone()
+        } else {
+            format!("*{}", v.name)
+        }
+    }
+
+    fn client_stub(&self, c: &mut String, iface: &Interface, op: &Op) {
+        let vs = vals(op);
+        let name = Self::op_name(iface, op);
+        let up = name.to_ascii_uppercase();
+        let l = &op.layout;
+        line!(c, "{}", self.client_proto(iface, op, &vs));
+        line!(c, "{{");
+        if l.fields.is_empty() {
+            line!(c, "    (void)idl_client_begin(c);");
+            line!(c, "    return idl_client_call(c, {up}_KEY, 0, 0);");
+            line!(c, "}}");
+            return;
+        }
+        let mut names = Names(vs.iter().map(|v| v.name.clone()).collect());
+        names.0.insert("c".into());
+        let m = names.fresh("m");
+        let st = names.fresh("st");
+        let has_reply_desc = l
+            .fields
+            .iter()
+            .any(|f| f.desc && !matches!(f.slot, Slot::Param(i) if vs[i].dir == Dir::In));
+        let (d, p) = if has_reply_desc {
+            (names.fresh("d"), names.fresh("p"))
+        } else {
+            (String::new(), String::new())
+        };
+        line!(c, "    {name}_msg *{m} = idl_client_begin(c);");
+        line!(c, "    int {st};");
+        if has_reply_desc {
+            line!(c, "    idl_desc {d};");
+            line!(c, "    void *{p};");
+        }
+        line!(c);
+        line!(
+            c,
+            "    /* (1) in and inout values into the record, strings into the string area */"
+        );
+        for f in &l.fields {
+            let Slot::Param(i) = f.slot else { continue };
+            let v = &vs[i];
+            if v.dir == Dir::Out {
+                continue;
+            }
+            let n = &v.name;
+            let src = if v.dir == Dir::In {
+                n.clone()
+            } else {
+                format!("*{n}")
+            };
+            match v.ty {
+                Type::Prim(Prim::Bool) => line!(c, "    {m}->{n} = {src} ? 1 : 0;"),
+                Type::Prim(_) => line!(c, "    {m}->{n} = {src};"),
+                Type::Struct(_) => line!(c, "    {m}->{n} = *{n};"),
+                Type::Array(..) => line!(c, "    memcpy({m}->{n}, {n}, sizeof {m}->{n});"),
+                Type::String | Type::Sequence(_) => {
+                    let count = self.client_count(c, &vs, v);
+                    let e = self.elem(v.ty);
+                    line!(
+                        c,
+                        "    {st} = idl_client_put(c, &{m}->{n}, {n}, {count}, sizeof({e}), _Alignof({e}));"
+                    );
+                    line!(c, "    if ({st} != IDL_OK)");
+                    line!(c, "        return {st};");
+                }
+            }
+        }
+        line!(c);
+        line!(c, "    /* (2) the call */");
+        line!(
+            c,
+            "    {st} = idl_client_call(c, {up}_KEY, {up}_REQUEST_SIZE, {up}_SIZE);"
+        );
+        line!(c, "    if ({st} != IDL_OK)");
+        line!(c, "        return {st};");
+        line!(c);
+        line!(
+            c,
+            "    /* (3) inout, out and return values from the reply */"
+        );
+        for f in &l.fields {
+            let v = match f.slot {
+                Slot::Param(i) => &vs[i],
+                Slot::Ret => &vs[vs.len() - 1],
+            };
+            if v.dir == Dir::In {
+                continue;
+            }
+            let n = &v.name;
+            match v.ty {
+                Type::Prim(Prim::Bool) => {
+                    line!(c, "    if ({m}->{n} > 1)");
+                    line!(c, "        return IDL_BAD_VALUE;");
+                    line!(c, "    *{n} = {m}->{n};");
+                }
+                Type::Prim(_) | Type::Struct(_) => line!(c, "    *{n} = {m}->{n};"),
+                Type::Array(..) => line!(c, "    memcpy({n}, {m}->{n}, sizeof {m}->{n});"),
+                Type::String | Type::Sequence(_) => {
+                    let e = self.elem(v.ty);
+                    let utf8 = *v.ty == Type::String;
+                    line!(c, "    {d} = {m}->{n};");
+                    line!(
+                        c,
+                        "    {st} = idl_client_get(c, {d}, sizeof({e}), _Alignof({e}), {utf8}, &{p});"
+                    );
+                    line!(c, "    if ({st} != IDL_OK)");
+                    line!(c, "        return {st};");
+                    if v.dir == Dir::InOut {
+                        let count = match (&v.len_name, v.size_is) {
+                            (Some(l), _) => l.clone(),
+                            (None, Some(j)) => format!("(uint32_t)({})", Self::len_expr(&vs[j])),
+                            (None, None) => "0".into(),
+                        };
+                        line!(c, "    if ({d}.len != {count})");
+                        line!(c, "        return IDL_E_PROTOCOL;");
+                        line!(c, "    memcpy({n}, {p}, (size_t){d}.len * sizeof({e}));");
+                    } else {
+                        line!(c, "    *{n} = {p};");
+                        if let Some(l) = &v.len_name {
+                            line!(c, "    *{l} = {d}.len;");
+                        } else if let Some(j) = v.size_is
+                            && vs[j].dir != Dir::In
+                            && let Type::Prim(lp) = vs[j].ty
+                        {
+                            if let Some(max) = len_max(*lp) {
+                                line!(c, "    if ({d}.len > {max})");
+                                line!(c, "        return IDL_E_PROTOCOL;");
+                            }
+                            line!(c, "    *{} = ({}){d}.len;", vs[j].name, lp.c());
+                        }
+                    }
+                }
+            }
+        }
+        line!(c, "    return IDL_OK;");
+        line!(c, "}}");
+    }
+
+    /// Emits the checks of an in sequence's length and returns its count
+    /// as a `uint32_t` expression.
+    fn client_count(&self, c: &mut String, vs: &[Val<'_>], v: &Val<'_>) -> String {
+        if let Some(l) = &v.len_name {
+            return l.clone();
+        }
+        let Some(j) = v.size_is else {
+            return "0".into();
+        };
+        let lv = &vs[j];
+        let e = Self::len_expr(lv);
+        if let Type::Prim(p) = lv.ty {
+            if p.signed() {
+                line!(c, "    if ({e} < 0)");
+                line!(c, "        return IDL_E_LIMIT;");
+            }
+            if p.size() == 8 {
+                line!(c, "    if ((uint64_t)({e}) > UINT32_MAX)");
+                line!(c, "        return IDL_E_LIMIT;");
+            }
+        }
+        format!("(uint32_t)({e})")
+    }
+
+    fn server_stub(&self, c: &mut String, iface: &Interface, op: &Op) {
+        let vs = vals(op);
+        let name = Self::op_name(iface, op);
+        let up = name.to_ascii_uppercase();
+        let iname = ident(&iface.name);
+        let l = &op.layout;
+        let mut names = Names(
+            ["s", "len", "impl", "self", "rq", "m", "st"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+        );
+        line!(
+            c,
+            "int {name}_server(idl_server *s, uint32_t len, const {iname}_impl *impl, void *self)"
+        );
+        line!(c, "{{");
+        line!(c, "    idl_request rq;");
+        line!(
+            c,
+            "    int st = idl_request_begin(&rq, s, len, {up}_REQUEST_SIZE, {up}_SIZE);"
+        );
+        // Per value: the argument expression(s) passed to the implementation.
+        let mut args: Vec<Vec<String>> = vec![Vec::new(); vs.len()];
+        // Locals: (declaration) lines.
+        let mut decls: Vec<String> = Vec::new();
+        let mut checks: Vec<String> = Vec::new();
+        let mut outs: Vec<String> = Vec::new();
+        let mut after: Vec<String> = Vec::new();
+        let n_out = l
+            .fields
+            .iter()
+            .filter(|f| f.desc && !matches!(f.slot, Slot::Param(i) if vs[i].dir != Dir::Out))
+            .count();
+        let mut out_i = 0;
+        // Local names of the length parameters, by value index.
+        let mut len_local: Vec<Option<String>> = vec![None; vs.len()];
+        for f in &l.fields {
+            let vi = match f.slot {
+                Slot::Param(i) => i,
+                Slot::Ret => vs.len() - 1,
+            };
+            let v = &vs[vi];
+            let n = &v.name;
+            let off = format!("offsetof({name}_msg, {n})");
+            match v.ty {
+                Type::Prim(Prim::Bool) => {
+                    let b = names.fresh(&format!("{n}_v"));
+                    if v.dir == Dir::Out {
+                        decls.push(format!("bool {b} = false;"));
+                    } else {
+                        decls.push(format!("bool {b};"));
+                        checks.push(format!("st = idl_request_bool(&rq, {off}, &{b});"));
+                        checks.push("if (st != IDL_OK)\n        return st;".into());
+                    }
+                    args[vi].push(if v.dir == Dir::In {
+                        b.clone()
+                    } else {
+                        format!("&{b}")
+                    });
+                    if v.dir != Dir::In {
+                        after.push(format!("m->{n} = {b};"));
+                    }
+                }
+                Type::Prim(_) => args[vi].push(if v.dir == Dir::In {
+                    format!("m->{n}")
+                } else {
+                    format!("&m->{n}")
+                }),
+                Type::Struct(_) => args[vi].push(format!("&m->{n}")),
+                Type::Array(..) => args[vi].push(format!("m->{n}")),
+                Type::String | Type::Sequence(_) => {
+                    let e = self.elem(v.ty);
+                    let p = names.fresh(&format!("{n}_p"));
+                    let cnt = names.fresh(&format!("{n}_n"));
+                    decls.push(format!("void *{p};"));
+                    decls.push(format!("uint32_t {cnt};"));
+                    args[vi].push(p.clone());
+                    if v.dir != Dir::Out {
+                        let utf8 = *v.ty == Type::String;
+                        checks.push(format!(
+                            "st = idl_request_in(&rq, {off}, sizeof({e}), _Alignof({e}), {utf8}, &{p}, &{cnt});"
+                        ));
+                        checks.push("if (st != IDL_OK)\n        return st;".into());
+                        if v.len_name.is_some() {
+                            args[vi].push(cnt.clone());
+                        } else if let Some(j) = v.size_is
+                            && let Type::Prim(lp) = vs[j].ty
+                        {
+                            let lname = names.fresh(&vs[j].name);
+                            if let Some(max) = len_max(*lp) {
+                                checks.push(format!(
+                                    "if ({cnt} > {max})\n        return IDL_BAD_VALUE;"
+                                ));
+                            }
+                            decls.push(format!("{} {lname};", lp.c()));
+                            checks.push(format!("{lname} = ({}){cnt};", lp.c()));
+                            len_local[j] = Some(lname);
+                        }
+                    } else {
+                        let cap = names.fresh(&format!("{n}_cap"));
+                        decls.push(format!("uint32_t {cap};"));
+                        outs.push(format!(
+                            "{p} = idl_request_out(&rq, {out_i}, {n_out}, sizeof({e}), _Alignof({e}), &{cap});"
+                        ));
+                        out_i += 1;
+                        if v.len_name.is_some() {
+                            outs.push(format!("{cnt} = {cap};"));
+                            args[vi].push(format!("&{cnt}"));
+                        } else if let Some(j) = v.size_is
+                            && let Type::Prim(lp) = vs[j].ty
+                        {
+                            {
+                                let lname = names.fresh(&vs[j].name);
+                                decls.push(format!("{} {lname};", lp.c()));
+                                match len_max(*lp) {
+                                    Some(max) => outs.push(format!(
+                                        "{lname} = {cap} > {max} ? {max} : ({}){cap};",
+                                        lp.c()
+                                    )),
+                                    None => outs.push(format!("{lname} = ({}){cap};", lp.c())),
+                                }
+                                if lp.signed() {
+                                    after.push(format!(
+                                        "if ({lname} < 0)\n        return IDL_SERVER_FAILED;"
+                                    ));
+                                }
+                                if lp.size() == 8 {
+                                    after.push(format!(
+                                        "if ((uint64_t){lname} > UINT32_MAX)\n        return IDL_OVERFLOW;"
+                                    ));
+                                }
+                                after.push(format!("{cnt} = (uint32_t){lname};"));
+                                len_local[j] = Some(lname);
+                            }
+                        }
+                        after.push(format!(
+                            "st = idl_request_put(&rq, {off}, {p}, {cnt}, {cap});"
+                        ));
+                        after.push("if (st != IDL_OK)\n        return st;".into());
+                    }
+                }
+            }
+        }
+        // Length parameters: their locals, by value or by pointer.
+        for (j, v) in vs.iter().enumerate() {
+            if v.length_of.is_none() {
+                continue;
+            }
+            let arg = match &len_local[j] {
+                Some(lname) if v.dir == Dir::In => lname.clone(),
+                Some(lname) => format!("&{lname}"),
+                None => {
+                    // Its sequence has no field (cannot happen in a checked
+                    // model): pass a zero.
+                    let Type::Prim(lp) = v.ty else { continue };
+                    let lname = names.fresh(&v.name);
+                    decls.push(format!("{} {lname} = 0;", lp.c()));
+                    if v.dir == Dir::In {
+                        lname
+                    } else {
+                        format!("&{lname}")
+                    }
+                }
+            };
+            args[j].push(arg);
+        }
+        let uses_m = args
+            .iter()
+            .flatten()
+            .chain(&checks)
+            .chain(&after)
+            .any(|a| a.contains("m->"));
+        if uses_m {
+            line!(c, "    {name}_msg *m = ({name}_msg *)rq.msg;");
+        }
+        for d in &decls {
+            line!(c, "    {d}");
+        }
+        line!(c);
+        line!(
+            c,
+            "    /* (1) check the request: its length, then its values in record order */"
+        );
+        line!(c, "    if (st != IDL_OK)");
+        line!(c, "        return st;");
+        for k in &checks {
+            line!(c, "    {k}");
+        }
+        if !outs.is_empty() {
+            line!(
+                c,
+                "    /* room for the out strings, after the last in string */"
+            );
+            for o in &outs {
+                line!(c, "    {o}");
+            }
+        }
+        line!(c);
+        line!(
+            c,
+            "    /* (2) call the implementation with pointers into the record */"
+        );
+        let fname = ident(&op.name);
+        line!(c, "    if (impl->{fname} == NULL)");
+        line!(c, "        return IDL_SERVER_FAILED;");
+        let mut call = vec!["self".to_string()];
+        for a in args {
+            call.extend(a);
+        }
+        line!(c, "    if (impl->{fname}({}) != 0)", call.join(", "));
+        line!(c, "        return IDL_SERVER_FAILED;");
+        if !after.is_empty() {
+            line!(c);
+            line!(
+                c,
+                "    /* (3) the reply's values that do not live in the record */"
+            );
+            for a in &after {
+                line!(c, "    {a}");
+            }
+        }
+        line!(c, "    return IDL_OK;");
+        line!(c, "}}");
+    }
+
+    fn dispatch(&self, c: &mut String, iface: &Interface) {
+        let iname = ident(&iface.name);
+        line!(
+            c,
+            "int {iname}_dispatch(idl_server *s, uint16_t key, uint32_t len, const {iname}_impl *impl, void *self, uint32_t *reply_len)"
+        );
+        line!(c, "{{");
+        line!(c, "    switch (key) {{");
+        for op in &iface.ops {
+            let name = Self::op_name(iface, op);
+            let up = name.to_ascii_uppercase();
+            line!(c, "    case {up}_KEY:");
+            line!(c, "        *reply_len = {up}_SIZE;");
+            line!(c, "        return {name}_server(s, len, impl, self);");
+        }
+        line!(c, "    default:");
+        line!(c, "        *reply_len = 0;");
+        line!(c, "        return IDL_BAD_KEY;");
+        line!(c, "    }}");
+        line!(c, "}}");
+    }
+
+    fn serve(&self, c: &mut String, iface: &Interface) {
+        let iname = ident(&iface.name);
+        line!(
+            c,
+            "/* The server loop (IDL4 §4): wait for a request, dispatch it, reply in"
+        );
+        line!(
+            c,
+            " * place. A refused request gets its status and an empty reply; the loop"
+        );
+        line!(c, " * goes on. Copy and edit freely. */");
+        line!(
+            c,
+            "int {iname}_serve(idl_server *s, const {iname}_impl *impl, void *self)"
+        );
+        line!(c, "{{");
+        line!(c, "    uint16_t key;");
+        line!(c, "    uint32_t len, reply_len;");
+        line!(c, "    int st;");
+        line!(c);
+        line!(
+            c,
+            "    while ((st = idl_server_wait(s, &key, &len)) == IDL_OK) {{"
+        );
+        line!(
+            c,
+            "        st = {iname}_dispatch(s, key, len, impl, self, &reply_len);"
+        );
+        line!(
+            c,
+            "        idl_server_reply(s, (uint16_t)st, st == IDL_OK ? reply_len : 0);"
+        );
+        line!(c, "    }}");
+        line!(c, "    return st == IDL_E_CLOSED ? IDL_OK : st;");
+        line!(c, "}}");
+    }
+}
+
+/// A constant's value as a C expression of its type.
+fn const_value(p: Prim, v: i128) -> String {
+    let lit = if p == Prim::Bool {
+        return if v != 0 {
+            "true".into()
+        } else {
+            "false".into()
+        };
+    } else if v == i128::from(i64::MIN) {
+        "(-INT64_C(9223372036854775807) - 1)".to_string()
+    } else if v > i128::from(i64::MAX) {
+        format!("UINT64_C({v})")
+    } else if p.size() == 8 {
+        if p.signed() {
+            format!("INT64_C({v})")
+        } else {
+            format!("UINT64_C({v})")
+        }
+    } else if p == Prim::U32 {
+        format!("{v}u")
+    } else {
+        v.to_string()
+    };
+    format!("(({}){lit})", p.c())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Layout, Param, Pos, StructDef};
+
+    /// Lays out a record by docs/idl.md's rules (for hand-built models).
+    fn layout(params: &[Param], ret: Option<&Type>, structs: &[StructDef]) -> Layout {
+        fn size_align(t: &Type, structs: &[StructDef]) -> (u32, u32) {
+            match t {
+                Type::Prim(p) => (p.size(), p.size()),
+                Type::Struct(id) => (structs[*id].size, structs[*id].align),
+                Type::Array(e, n) => {
+                    let (s, a) = size_align(e, structs);
+                    (s * n, a)
+                }
+                Type::String | Type::Sequence(_) => (8, 4),
+            }
+        }
+        let mut fields = Vec::new();
+        let mut pos = 0u32;
+        let mut align = 4;
+        let mut request_size = 0;
+        let (mut ins, mut outs) = (0, 0);
+        let mut push = |slot: Slot, t: &Type, pos: &mut u32, align: &mut u32| {
+            let (s, a) = size_align(t, structs);
+            let off = pos.next_multiple_of(a);
+            fields.push(Field {
+                slot,
+                offset: off,
+                size: s,
+                align: a,
+                desc: t.is_indirect(),
+            });
+            *pos = off + s;
+            *align = (*align).max(a);
+        };
+        for dir in [Dir::In, Dir::InOut, Dir::Out] {
+            for (i, p) in params.iter().enumerate() {
+                if p.dir == dir && p.length_of.is_none() {
+                    push(Slot::Param(i), &p.ty, &mut pos, &mut align);
+                    if p.ty.is_indirect() {
+                        if dir != Dir::Out {
+                            ins += 1;
+                        }
+                        if dir != Dir::In {
+                            outs += 1;
+                        }
+                    }
+                }
+            }
+            if dir == Dir::InOut {
+                request_size = pos;
+            }
+        }
+        if let Some(t) = ret {
+            push(Slot::Ret, t, &mut pos, &mut align);
+            if t.is_indirect() {
+                outs += 1;
+            }
+        }
+        Layout {
+            fields,
+            request_size,
+            size: pos.next_multiple_of(align),
+            align,
+            in_strings: ins,
+            out_strings: outs,
+        }
+    }
+
+    fn param(name: &str, dir: Dir, ty: Type) -> Param {
+        Param {
+            name: name.into(),
+            dir,
+            ty,
+            size_is: None,
+            length_of: None,
+            pos: Pos::default(),
+        }
+    }
+
+    fn op(
+        name: &str,
+        key: u16,
+        ret: Option<Type>,
+        params: Vec<Param>,
+        structs: &[StructDef],
+    ) -> Op {
+        let layout = layout(&params, ret.as_ref(), structs);
+        Op {
+            name: name.into(),
+            key,
+            ret,
+            params,
+            layout,
+            pos: Pos::default(),
+        }
+    }
+
+    fn i32t() -> Type {
+        Type::Prim(Prim::I32)
+    }
+
+    /// The paper's pfs interface, built by hand.
+    fn pfs() -> Idl {
+        let mut write = vec![
+            param("handle", Dir::In, i32t()),
+            param("pos", Dir::InOut, i32t()),
+            param("len", Dir::In, i32t()),
+            param("data_size", Dir::In, i32t()),
+            param("data", Dir::In, Type::Sequence(Box::new(i32t()))),
+        ];
+        write[3].length_of = Some(4);
+        write[4].size_is = Some(3);
+        let mut dir = vec![
+            param("handle", Dir::In, i32t()),
+            param("pos", Dir::InOut, i32t()),
+            param("count", Dir::In, i32t()),
+            param("data_size", Dir::Out, i32t()),
+            param("data", Dir::Out, Type::Sequence(Box::new(i32t()))),
+        ];
+        dir[3].length_of = Some(4);
+        dir[4].size_is = Some(3);
+        let open = ["client", "fobj", "flags", "mode"]
+            .iter()
+            .map(|n| param(n, Dir::In, i32t()))
+            .chain([param("handle", Dir::Out, i32t())])
+            .collect();
+        Idl {
+            structs: vec![],
+            interfaces: vec![Interface {
+                name: "pfs".into(),
+                ops: vec![
+                    op("pfs_open", 0, Some(i32t()), open, &[]),
+                    op("pfs_write", 1, Some(i32t()), write, &[]),
+                    op("pfs_get_direntries", 2, Some(i32t()), dir, &[]),
+                ],
+                pos: Pos::default(),
+            }],
+            consts: vec![],
+        }
+    }
+
+    /// An interface with every kind of parameter.
+    fn kinds() -> Idl {
+        let structs = vec![StructDef {
+            name: "point".into(),
+            fields: vec![
+                ("x".into(), Type::Prim(Prim::I16)),
+                ("y".into(), Type::Prim(Prim::I64)),
+            ],
+            size: 16,
+            align: 8,
+            pos: Pos::default(),
+        }];
+        let arr = Type::Array(Box::new(Type::Prim(Prim::U16)), 3);
+        let seq = Type::Sequence(Box::new(Type::Prim(Prim::U64)));
+        let mut all = vec![];
+        for (d, tag) in [(Dir::In, "i"), (Dir::InOut, "io"), (Dir::Out, "o")] {
+            for (t, n) in [
+                (Type::Prim(Prim::U8), "u8"),
+                (Type::Prim(Prim::Bool), "b"),
+                (Type::Prim(Prim::I64), "i64"),
+                (Type::Struct(0), "pt"),
+                (arr.clone(), "arr"),
+                (Type::String, "s"),
+                (seq.clone(), "seq"),
+            ] {
+                all.push(param(&format!("{n}_{tag}"), d, t));
+            }
+        }
+        let mut sized = vec![
+            param("n", Dir::Out, Type::Prim(Prim::U16)),
+            param("int", Dir::Out, Type::Sequence(Box::new(Type::Struct(0)))),
+        ];
+        sized[0].length_of = Some(1);
+        sized[1].size_is = Some(0);
+        Idl {
+            interfaces: vec![Interface {
+                name: "kinds".into(),
+                ops: vec![
+                    op("null", 0, None, vec![], &structs),
+                    op("all", 1, Some(Type::Prim(Prim::Bool)), all, &structs),
+                    op("sized", 2, Some(Type::String), sized, &structs),
+                    op("get", 3, Some(Type::Struct(0)), vec![], &structs),
+                ],
+                pos: Pos::default(),
+            }],
+            structs,
+            consts: vec![
+                ("K".into(), Prim::I32, 4),
+                ("BIG".into(), Prim::U64, u64::MAX.into()),
+                ("MIN".into(), Prim::I64, i64::MIN.into()),
+            ],
+        }
+    }
+
+    #[test]
+    fn pfs_write_record_matches_the_model() {
+        let (h, c) = generate(&pfs(), "pfs");
+        assert!(h.contains("#define PFS_WRITE_KEY 1"));
+        assert!(h.contains(
+            "int pfs_write(idl_client *c, int32_t handle, int32_t *pos, int32_t len, int32_t data_size, const int32_t *data, int32_t *ret);"
+        ));
+        assert!(h.contains("_Static_assert(offsetof(pfs_write_msg, pos) == 16"));
+        assert!(h.contains(
+            "int (*pfs_get_direntries)(void *self, int32_t handle, int32_t *pos, int32_t count, int32_t *data_size, int32_t *data, int32_t *ret);"
+        ));
+        assert!(c.contains("case PFS_GET_DIRENTRIES_KEY:"));
+        assert!(c.contains("int pfs_serve(idl_server *s, const pfs_impl *impl, void *self)"));
+    }
+
+    #[test]
+    fn names_collide_with_nothing() {
+        let idl = kinds();
+        let (h, _) = generate(&idl, "kinds");
+        assert!(
+            h.contains("int_"),
+            "a C keyword as a name gets an underscore"
+        );
+        assert!(h.contains("#define MIN ((int64_t)(-INT64_C(9223372036854775807) - 1))"));
+    }
+
+    /// Compiles the generated files with gcc -Wall -Wextra -Werror, if gcc
+    /// is installed (the interop tests require it).
+    #[test]
+    fn generated_c_compiles_cleanly() {
+        if std::process::Command::new("gcc")
+            .arg("--version")
+            .output()
+            .is_err()
+        {
+            eprintln!("skipped: gcc is not installed");
+            return;
+        }
+        let dir = std::env::temp_dir().join(format!("idl-gen-c-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let rt = concat!(env!("CARGO_MANIFEST_DIR"), "/c");
+        for (stem, idl) in [("pfs", pfs()), ("kinds", kinds())] {
+            let (h, c) = generate(&idl, stem);
+            std::fs::write(dir.join(format!("{stem}.h")), h).expect("write header");
+            std::fs::write(dir.join(format!("{stem}.c")), c).expect("write source");
+            let out = std::process::Command::new("gcc")
+                .args([
+                    "-std=c11",
+                    "-Wall",
+                    "-Wextra",
+                    "-Werror",
+                    "-pedantic",
+                    "-c",
+                    "-o",
+                ])
+                .arg(dir.join(format!("{stem}.o")))
+                .arg("-I")
+                .arg(rt)
+                .arg(dir.join(format!("{stem}.c")))
+                .output()
+                .expect("run gcc");
+            assert!(
+                out.status.success(),
+                "gcc rejected {stem}.c:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        if std::env::var_os("IDL_KEEP").is_none() {
+            let _ = std::fs::remove_dir_all(&dir);
+        } else {
+            eprintln!("kept {}", dir.display());
+        }
+    }
+}

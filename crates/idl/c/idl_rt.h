@@ -1,0 +1,225 @@
+/*
+ * idl_rt.h: the C runtime of fastpath's IDL stubs.
+ *
+ * The same shared-memory channel as the Rust runtime's `idl::rt::shm`
+ * (docs/idl.md, "The transport"): one sealed memfd that client and server
+ * map; the client writes its request record and strings, publishes it and
+ * waits; the server checks the request once, calls the implementation
+ * with pointers into the record and the string area, and replies in place.
+ * A C client talks to a Rust server and the reverse: the bytes are the same.
+ *
+ * The generated stubs (`fastpath idl compile FILE --lang c`) call the
+ * functions below; a program calls only the channel functions
+ * (idl_channel_create, idl_channel_map, idl_channel_close, ...), the
+ * generated client stubs and the generated `<iface>_serve` loop.
+ *
+ * Conventions:
+ * - every function that can fail returns an `int` status: IDL_OK (0), one
+ *   of the wire's status codes IDL_BAD_KEY..IDL_SERVER_FAILED (what the
+ *   server answered), or a local error IDL_E_* (>= 256, never on the wire);
+ * - nothing here trusts the shared memory: descriptors are copied once into
+ *   private memory and checked there, so a peer that rewrites the shared
+ *   bytes during a call changes values, never memory safety.
+ *
+ * Builds with -std=c11 -Wall -Wextra -Werror on Linux (futex, memfd).
+ */
+#ifndef IDL_RT_H
+#define IDL_RT_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- Status codes: the wire's (rt::Status) ---------------------------- */
+
+#define IDL_OK 0            /* the call was made; the record holds results */
+#define IDL_BAD_KEY 1       /* no operation has this key */
+#define IDL_SHORT_MESSAGE 2 /* request shorter than its record, or too long */
+#define IDL_BAD_STRING 3    /* descriptor out of range, misaligned, overlapping, too long */
+#define IDL_BAD_VALUE 4     /* boolean not 0/1, string not UTF-8 */
+#define IDL_OVERFLOW 5      /* the reply's strings do not fit the string area */
+#define IDL_SERVER_FAILED 6 /* the implementation failed (returned nonzero) */
+
+/* ---- Local errors: never on the wire ---------------------------------- */
+
+#define IDL_E_CLOSED 256   /* the channel is closed (state 3) */
+#define IDL_E_LIMIT 257    /* the request exceeds a limit: string too long, area full */
+#define IDL_E_PROTOCOL 258 /* the peer broke the protocol: bad reply, unknown status */
+#define IDL_E_SYSTEM 259   /* a system call failed; errno says why */
+#define IDL_E_HEADER 260   /* the memfd is not an idl channel (magic, version, sizes, seals) */
+
+/* A short, static description of a status or error code. */
+const char *idl_strerror(int status);
+
+/* ---- The wire --------------------------------------------------------- */
+
+/* A string or sequence in a record: the byte offset of its first element
+ * in the string area and its element count (rt::Desc). */
+typedef struct idl_desc {
+    uint32_t off;
+    uint32_t len;
+} idl_desc;
+_Static_assert(sizeof(idl_desc) == 8, "idl_desc is 8 bytes");
+_Static_assert(_Alignof(idl_desc) == 4, "idl_desc is 4-aligned");
+
+/* Bytes of a record that travel in the descriptor's cache line. */
+#define IDL_INLINE 56
+
+/* The channel's layout (docs/idl.md, "The shared-memory channel"). */
+#define IDL_MAGIC "fpidl\0\0\x01"
+#define IDL_VERSION 1u
+#define IDL_DESC_LINE 4096u      /* offset of the descriptor line */
+#define IDL_MSG (IDL_DESC_LINE + 8u) /* offset of the record */
+
+/* Values of the state word; IDL_WAITER is or'ed in by a side that sleeps
+ * on the futex, so that the other side calls futex_wake only then. */
+#define IDL_IDLE 0u
+#define IDL_REQUEST 1u
+#define IDL_REPLY 2u
+#define IDL_CLOSED 3u
+#define IDL_WAITER 0x80000000u
+
+/* The header at offset 0 of the memfd. */
+typedef struct idl_header {
+    uint8_t magic[8];          /* IDL_MAGIC */
+    uint32_t version;          /* IDL_VERSION */
+    uint32_t capacity;         /* bytes of the message buffer (record) */
+    uint32_t strings_off;      /* offset of the string area, page aligned */
+    uint32_t strings_len;      /* bytes of the string area */
+    uint32_t max_strings;      /* indirect values per message, each direction */
+    uint32_t max_string_bytes; /* bytes of one string or sequence */
+    uint32_t max_record;       /* bytes of one record */
+} idl_header;
+
+/* ---- The channel ------------------------------------------------------ */
+
+/* One side of a mapped channel. The fields are the runtime's; programs
+ * treat the struct as opaque. A channel carries one call at a time: one
+ * client thread, one server thread. */
+typedef struct idl_channel {
+    unsigned char *base;       /* the mapping */
+    size_t size;               /* its bytes */
+    int fd;                    /* the memfd (owned: closed by idl_channel_unmap) */
+    _Atomic uint32_t *state;   /* the futex word */
+    uint16_t *word;            /* key (request) or status (reply) */
+    uint16_t *len;             /* bytes of the record */
+    unsigned char *msg;        /* the record */
+    uint32_t capacity;         /* bytes the record may have */
+    unsigned char *strings;    /* the string area */
+    uint32_t strings_len;      /* its bytes */
+    uint32_t max_strings;
+    uint32_t max_string_bytes;
+    uint32_t max_record;
+    uint32_t cursor;           /* client: next free byte of the string area */
+    uint32_t spin;             /* iterations to spin before sleeping */
+} idl_channel;
+
+/* The client and the server use the same channel type. */
+typedef idl_channel idl_client;
+typedef idl_channel idl_server;
+
+/* Creates a channel: a sealed memfd of a header page, a message buffer of
+ * `capacity` bytes (at least IDL_INLINE and max_record) and a string area
+ * of `strings_len` bytes (rounded up to pages), with L4's default limits
+ * (31 strings, 2 MiB each, 4096-byte records). The fd is not close-on-exec,
+ * so that a child process can map it. */
+int idl_channel_create(idl_channel *ch, uint32_t capacity, uint32_t strings_len);
+
+/* Maps the channel in memfd `fd` (e.g. inherited from the process that
+ * created it), checking its seals, magic, version and sizes. The channel
+ * takes ownership of `fd`. */
+int idl_channel_map(idl_channel *ch, int fd);
+
+/* Marks the channel closed (state 3) and wakes the peer: a server loop
+ * returns IDL_E_CLOSED, a waiting client too. */
+void idl_channel_close(idl_channel *ch);
+
+/* Unmaps the channel and closes its fd. */
+void idl_channel_unmap(idl_channel *ch);
+
+/* ---- Client side (called by generated client stubs) ------------------- */
+
+/* Starts a request: resets the string cursor, returns the record. */
+void *idl_client_begin(idl_channel *ch);
+
+/* Copies `n` elements of `size` bytes (alignment `align`) from `src` into
+ * the string area at the next aligned offset and fills `*d`.
+ * IDL_E_LIMIT if the value exceeds the per-string limit or the area. */
+int idl_client_put(idl_channel *ch, idl_desc *d, const void *src, uint32_t n,
+                   uint32_t size, uint32_t align);
+
+/* Posts the request (`key`, `request_len` bytes of the record), waits for
+ * the reply and returns its status. IDL_E_PROTOCOL if the reply is shorter
+ * than `reply_len` or its status word names no status. */
+int idl_client_call(idl_channel *ch, uint16_t key, uint32_t request_len,
+                    uint32_t reply_len);
+
+/* Checks a descriptor of the reply (copied into `d` by the caller) and
+ * returns a pointer to its elements in the string area, valid until the
+ * next call on the channel. IDL_BAD_STRING if it is out of range,
+ * misaligned or exceeds the limit. For a string, also IDL_BAD_VALUE if it
+ * is not UTF-8 (set `utf8`). */
+int idl_client_get(idl_channel *ch, idl_desc d, uint32_t size, uint32_t align,
+                   bool utf8, void **ptr);
+
+/* ---- Server side (called by generated server stubs and loops) --------- */
+
+/* Waits for a request; returns IDL_OK with its key and length, or
+ * IDL_E_CLOSED when the client closed the channel. */
+int idl_server_wait(idl_channel *ch, uint16_t *key, uint32_t *len);
+
+/* Posts the reply: `status` and `len` bytes of the record. */
+void idl_server_reply(idl_channel *ch, uint16_t status, uint32_t len);
+
+/* The checked view of one request (rt::Request). */
+typedef struct idl_request {
+    idl_channel *ch;
+    unsigned char *msg; /* the record */
+    uint32_t len;       /* bytes the client sent */
+    uint32_t end;       /* end of the last checked in string; then the out cursor */
+} idl_request;
+
+/* Starts checking a request of `len` bytes for an operation whose request
+ * is `request_size` bytes and whole record `size` bytes: IDL_SHORT_MESSAGE
+ * if `len` is shorter than the request or longer than the buffer. */
+int idl_request_begin(idl_request *rq, idl_channel *ch, uint32_t len,
+                      uint32_t request_size, uint32_t size);
+
+/* Checks the in (or inout) descriptor at byte `field` of the record, in
+ * record order: in range, aligned to `align`, not before the end of the
+ * previous one, within the per-string limit (IDL_BAD_STRING); a string
+ * (`utf8`) must be UTF-8 (IDL_BAD_VALUE). Returns its element count and a
+ * pointer to its elements. */
+int idl_request_in(idl_request *rq, uint32_t field, uint32_t size, uint32_t align,
+                   bool utf8, void **ptr, uint32_t *n);
+
+/* Checks the boolean at byte `field` of the record: 0 or 1, else
+ * IDL_BAD_VALUE. */
+int idl_request_bool(idl_request *rq, uint32_t field, bool *v);
+
+/* Room for the out values: `k` out strings or sequences share the free
+ * part of the string area (after the last in string) equally. Returns a
+ * pointer aligned to `align` and the capacity in elements of the `i`-th of
+ * them (each at most the per-string limit). */
+void *idl_request_out(idl_request *rq, uint32_t i, uint32_t k, uint32_t size,
+                      uint32_t align, uint32_t *cap);
+
+/* Records the out value written at `ptr` (from idl_request_out) with `n`
+ * elements in the descriptor at byte `field` of the record: IDL_OVERFLOW
+ * if `n` exceeds `cap`. */
+int idl_request_put(idl_request *rq, uint32_t field, const void *ptr, uint32_t n,
+                    uint32_t cap);
+
+/* Whether `n` bytes at `p` are UTF-8 (as Rust's str::from_utf8). */
+bool idl_utf8(const unsigned char *p, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* IDL_RT_H */
