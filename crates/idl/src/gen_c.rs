@@ -874,29 +874,27 @@ impl Gen<'_> {
                         } else if let Some(j) = v.size_is
                             && let Type::Prim(lp) = vs[j].ty
                         {
-                            {
-                                let lname = names.fresh(&vs[j].name);
-                                decls.push(format!("{} {lname};", lp.c()));
-                                match len_max(*lp) {
-                                    Some(max) => outs.push(format!(
-                                        "{lname} = {cap} > {max} ? {max} : ({}){cap};",
-                                        lp.c()
-                                    )),
-                                    None => outs.push(format!("{lname} = ({}){cap};", lp.c())),
-                                }
-                                if lp.signed() {
-                                    after.push(format!(
-                                        "if ({lname} < 0)\n        return IDL_SERVER_FAILED;"
-                                    ));
-                                }
-                                if lp.size() == 8 {
-                                    after.push(format!(
-                                        "if ((uint64_t){lname} > UINT32_MAX)\n        return IDL_OVERFLOW;"
-                                    ));
-                                }
-                                after.push(format!("{cnt} = (uint32_t){lname};"));
-                                len_local[j] = Some(lname);
+                            let lname = names.fresh(&vs[j].name);
+                            decls.push(format!("{} {lname};", lp.c()));
+                            match len_max(*lp) {
+                                Some(max) => outs.push(format!(
+                                    "{lname} = {cap} > {max} ? {max} : ({}){cap};",
+                                    lp.c()
+                                )),
+                                None => outs.push(format!("{lname} = ({}){cap};", lp.c())),
                             }
+                            if lp.signed() {
+                                after.push(format!(
+                                    "if ({lname} < 0)\n        return IDL_SERVER_FAILED;"
+                                ));
+                            }
+                            if lp.size() == 8 {
+                                after.push(format!(
+                                    "if ((uint64_t){lname} > UINT32_MAX)\n        return IDL_OVERFLOW;"
+                                ));
+                            }
+                            after.push(format!("{cnt} = (uint32_t){lname};"));
+                            len_local[j] = Some(lname);
                         }
                         after.push(format!(
                             "st = idl_request_put(&rq, {off}, {p}, {cnt}, {cap});"
