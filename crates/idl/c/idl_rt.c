@@ -123,6 +123,7 @@ static int attach(idl_channel *ch, int fd, unsigned char *base, size_t size)
     ch->max_string_bytes = h.max_string_bytes;
     ch->max_record = h.max_record;
     ch->cursor = 0;
+    ch->nstrings = 0;
     ch->spin = DEFAULT_SPIN;
     return IDL_OK;
 }
@@ -206,6 +207,7 @@ void idl_channel_unmap(idl_channel *ch)
 void *idl_client_begin(idl_channel *ch)
 {
     ch->cursor = 0;
+    ch->nstrings = 0;
     return ch->msg;
 }
 
@@ -214,8 +216,10 @@ int idl_client_put(idl_channel *ch, idl_desc *d, const void *src, uint32_t n,
 {
     uint64_t bytes = (uint64_t)n * size;
     uint64_t off = ((uint64_t)ch->cursor + align - 1) / align * align;
-    if (bytes > ch->max_string_bytes || off + bytes > ch->strings_len)
+    if (bytes > ch->max_string_bytes || off + bytes > ch->strings_len ||
+        ch->nstrings >= ch->max_strings)
         return IDL_E_LIMIT;
+    ch->nstrings++;
     if (bytes)
         memcpy(ch->strings + off, src, (size_t)bytes);
     d->off = (uint32_t)off;
@@ -339,17 +343,18 @@ int idl_request_bool(idl_request *rq, uint32_t field, bool *v)
 void *idl_request_out(idl_request *rq, uint32_t i, uint32_t k, uint32_t size, uint32_t align,
                       uint32_t *cap)
 {
+    /* As rt::Strings: the free rest of the area after the last in string,
+     * from an 8-aligned start, split in k equal parts of a multiple of 8
+     * bytes, each bounded by the per-string limit. */
     const idl_channel *ch = rq->ch;
-    uint32_t share = (ch->strings_len - rq->end) / k;
-    uint64_t start = (uint64_t)rq->end + (uint64_t)share * i;
-    uint64_t off = (start + align - 1) / align * align;
-    uint64_t stop = start + share;
-    uint64_t bytes = off < stop ? stop - off : 0;
-    if (bytes > ch->max_string_bytes)
-        bytes = ch->max_string_bytes;
-    if (off > ch->strings_len)
-        off = ch->strings_len;
-    *cap = (uint32_t)(bytes / size);
+    uint64_t start = ((uint64_t)rq->end + 7) / 8 * 8;
+    if (start > ch->strings_len)
+        start = ch->strings_len;
+    uint64_t each = ((ch->strings_len - start) / (k ? k : 1)) & ~(uint64_t)7;
+    uint64_t off = start + each * i;
+    uint64_t bytes = each < ch->max_string_bytes ? each : ch->max_string_bytes;
+    (void)align; /* parts are 8-aligned, as every element's alignment divides 8 */
+    *cap = (uint32_t)(bytes / (size ? size : 1));
     return ch->strings + off;
 }
 

@@ -116,6 +116,7 @@ typedef struct idl_channel {
     uint32_t max_string_bytes;
     uint32_t max_record;
     uint32_t cursor;           /* client: next free byte of the string area */
+    uint32_t nstrings;         /* client: strings put in this request */
     uint32_t spin;             /* iterations to spin before sleeping */
 } idl_channel;
 
@@ -202,10 +203,11 @@ int idl_request_in(idl_request *rq, uint32_t field, uint32_t size, uint32_t alig
  * IDL_BAD_VALUE. */
 int idl_request_bool(idl_request *rq, uint32_t field, bool *v);
 
-/* Room for the out values: `k` out strings or sequences share the free
- * part of the string area (after the last in string) equally. Returns a
- * pointer aligned to `align` and the capacity in elements of the `i`-th of
- * them (each at most the per-string limit). */
+/* Room for the out values: `k` out strings or sequences (and new values of
+ * inout strings) share the free part of the string area after the last in
+ * string, from an 8-aligned start, in equal parts of a multiple of 8 bytes.
+ * Returns the start of the `i`-th part and its capacity in elements (at
+ * most the per-string limit). */
 void *idl_request_out(idl_request *rq, uint32_t i, uint32_t k, uint32_t size,
                       uint32_t align, uint32_t *cap);
 

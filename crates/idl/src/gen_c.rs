@@ -135,6 +135,9 @@ struct Val<'a> {
     /// For a string or sequence without `size_is`: the name of its
     /// `uint32_t` length parameter.
     len_name: Option<String>,
+    /// For an inout string, the server's buffer of its new value and that
+    /// buffer's length parameter (`<name>_out`, `<name>_out_len`).
+    out_name: Option<(String, String)>,
 }
 
 fn vals(op: &Op) -> Vec<Val<'_>> {
@@ -149,6 +152,7 @@ fn vals(op: &Op) -> Vec<Val<'_>> {
             size_is: p.size_is,
             length_of: p.length_of,
             len_name: None,
+            out_name: None,
         })
         .collect();
     if let Some(ty) = &op.ret {
@@ -159,11 +163,17 @@ fn vals(op: &Op) -> Vec<Val<'_>> {
             size_is: None,
             length_of: None,
             len_name: None,
+            out_name: None,
         });
     }
     for v in &mut vs {
         if v.ty.is_indirect() && v.size_is.is_none() {
             v.len_name = Some(names.fresh(&format!("{}_len", v.name)));
+        }
+        if *v.ty == Type::String && v.dir == Dir::InOut {
+            let o = names.fresh(&format!("{}_out", v.name));
+            let ol = names.fresh(&format!("{o}_len"));
+            v.out_name = Some((o, ol));
         }
     }
     vs
@@ -270,17 +280,28 @@ impl Gen<'_> {
                         Type::Sequence(e) => (**e).clone(),
                         _ => Type::Prim(Prim::Char),
                     };
-                    out.push(match (dir, server) {
-                        (Dir::In, _) => format!("const {}", self.decl(&e, &format!("*{n}"))),
-                        (Dir::InOut, _) | (Dir::Out, true) => self.decl(&e, &format!("*{n}")),
-                        (Dir::Out, false) if *ty == Type::String => format!("const char **{n}"),
-                        (Dir::Out, false) => self.decl(&e, &format!("**{n}")),
-                    });
-                    if let Some(l) = &v.len_name {
-                        out.push(match dir {
-                            Dir::Out => format!("uint32_t *{l}"),
-                            _ => format!("uint32_t {l}"),
-                        });
+                    let l = v.len_name.as_deref();
+                    let is_str = *ty == Type::String;
+                    let (ptr, len) = match (dir, server) {
+                        (Dir::In, _) => (
+                            format!("const {}", self.decl(&e, &format!("*{n}"))),
+                            "uint32_t ",
+                        ),
+                        (Dir::InOut, _) if !is_str => {
+                            (self.decl(&e, &format!("*{n}")), "uint32_t ")
+                        }
+                        (Dir::InOut, true) => (format!("const char *{n}"), "uint32_t "),
+                        (Dir::Out, true) => (self.decl(&e, &format!("*{n}")), "uint32_t *"),
+                        (_, false) if is_str => (format!("const char **{n}"), "uint32_t *"),
+                        (_, false) => (self.decl(&e, &format!("**{n}")), "uint32_t *"),
+                    };
+                    out.push(ptr);
+                    if let Some(l) = l {
+                        out.push(format!("{len}{l}"));
+                    }
+                    if let (Some((o, ol)), true) = (&v.out_name, server) {
+                        out.push(format!("char *{o}"));
+                        out.push(format!("uint32_t *{ol}"));
                     }
                 }
             }
@@ -633,6 +654,16 @@ impl Gen<'_> {
             line!(c, "    idl_desc {d};");
             line!(c, "    void *{p};");
         }
+        // An inout sequence comes back from where the client put it: its
+        // own descriptor, kept in a local (the reply's copy is ignored).
+        let mut own: Vec<Option<String>> = vec![None; vs.len()];
+        for (i, v) in vs.iter().enumerate() {
+            if v.dir == Dir::InOut && matches!(v.ty, Type::Sequence(_)) {
+                let o = names.fresh(&format!("{}_d", v.name));
+                line!(c, "    idl_desc {o};");
+                own[i] = Some(o);
+            }
+        }
         line!(c);
         line!(
             c,
@@ -658,12 +689,20 @@ impl Gen<'_> {
                 Type::String | Type::Sequence(_) => {
                     let count = self.client_count(c, &vs, v);
                     let e = self.elem(v.ty);
+                    let src = if *v.ty == Type::String {
+                        src
+                    } else {
+                        n.clone()
+                    };
                     line!(
                         c,
-                        "    {st} = idl_client_put(c, &{m}->{n}, {n}, {count}, sizeof({e}), _Alignof({e}));"
+                        "    {st} = idl_client_put(c, &{m}->{n}, {src}, {count}, sizeof({e}), _Alignof({e}));"
                     );
                     line!(c, "    if ({st} != IDL_OK)");
                     line!(c, "        return {st};");
+                    if let Some(o) = &own[i] {
+                        line!(c, "    {o} = {m}->{n};");
+                    }
                 }
             }
         }
@@ -700,21 +739,22 @@ impl Gen<'_> {
                 Type::String | Type::Sequence(_) => {
                     let e = self.elem(v.ty);
                     let utf8 = *v.ty == Type::String;
-                    line!(c, "    {d} = {m}->{n};");
+                    let own = match f.slot {
+                        Slot::Param(i) => own[i].as_ref(),
+                        Slot::Ret => None,
+                    };
+                    line!(
+                        c,
+                        "    {d} = {};",
+                        own.cloned().unwrap_or(format!("{m}->{n}"))
+                    );
                     line!(
                         c,
                         "    {st} = idl_client_get(c, {d}, sizeof({e}), _Alignof({e}), {utf8}, &{p});"
                     );
                     line!(c, "    if ({st} != IDL_OK)");
                     line!(c, "        return {st};");
-                    if v.dir == Dir::InOut {
-                        let count = match (&v.len_name, v.size_is) {
-                            (Some(l), _) => l.clone(),
-                            (None, Some(j)) => format!("(uint32_t)({})", Self::len_expr(&vs[j])),
-                            (None, None) => "0".into(),
-                        };
-                        line!(c, "    if ({d}.len != {count})");
-                        line!(c, "        return IDL_E_PROTOCOL;");
+                    if own.is_some() {
                         line!(c, "    memcpy({n}, {p}, (size_t){d}.len * sizeof({e}));");
                     } else {
                         line!(c, "    *{n} = {p};");
@@ -742,7 +782,11 @@ impl Gen<'_> {
     /// as a `uint32_t` expression.
     fn client_count(&self, c: &mut String, vs: &[Val<'_>], v: &Val<'_>) -> String {
         if let Some(l) = &v.len_name {
-            return l.clone();
+            return if *v.ty == Type::String && v.dir == Dir::InOut {
+                format!("*{l}")
+            } else {
+                l.clone()
+            };
         }
         let Some(j) = v.size_is else {
             return "0".into();
@@ -794,7 +838,13 @@ impl Gen<'_> {
         let n_out = l
             .fields
             .iter()
-            .filter(|f| f.desc && !matches!(f.slot, Slot::Param(i) if vs[i].dir != Dir::Out))
+            .filter(|f| {
+                f.desc
+                    && match f.slot {
+                        Slot::Param(i) => vs[i].dir == Dir::Out || vs[i].out_name.is_some(),
+                        Slot::Ret => true,
+                    }
+            })
             .count();
         let mut out_i = 0;
         // Local names of the length parameters, by value index.
@@ -860,6 +910,26 @@ impl Gen<'_> {
                             decls.push(format!("{} {lname};", lp.c()));
                             checks.push(format!("{lname} = ({}){cnt};", lp.c()));
                             len_local[j] = Some(lname);
+                        }
+                        if v.out_name.is_some() {
+                            // An inout string's new value: a buffer of its own.
+                            let q = names.fresh(&format!("{n}_out_p"));
+                            let qn = names.fresh(&format!("{n}_out_n"));
+                            let cap = names.fresh(&format!("{n}_out_cap"));
+                            decls.push(format!("void *{q};"));
+                            decls.push(format!("uint32_t {qn};"));
+                            decls.push(format!("uint32_t {cap};"));
+                            outs.push(format!(
+                                "{q} = idl_request_out(&rq, {out_i}, {n_out}, 1, 1, &{cap});"
+                            ));
+                            outs.push(format!("{qn} = {cap};"));
+                            out_i += 1;
+                            args[vi].push(q.clone());
+                            args[vi].push(format!("&{qn}"));
+                            after.push(format!(
+                                "st = idl_request_put(&rq, {off}, {q}, {qn}, {cap});"
+                            ));
+                            after.push("if (st != IDL_OK)\n        return st;".into());
                         }
                     } else {
                         let cap = names.fresh(&format!("{n}_cap"));
@@ -1255,7 +1325,7 @@ mod tests {
                 ops: vec![
                     op("null", 0, None, vec![], &structs),
                     op("all", 1, Some(Type::Prim(Prim::Bool)), all, &structs),
-                    op("sized", 2, Some(Type::String), sized, &structs),
+                    op("sized", 2, Some(Type::Prim(Prim::U64)), sized, &structs),
                     op("get", 3, Some(Type::Struct(0)), vec![], &structs),
                 ],
                 pos: Pos::default(),
