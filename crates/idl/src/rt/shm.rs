@@ -1,1 +1,840 @@
-//! (in progress)
+//! The shared-memory channel: one sealed `memfd` that a client and a server
+//! process both map, a synchronous call through one cache line (the
+//! descriptor line), spinning briefly and then sleeping on a futex (docs/idl.md,
+//! "The transport", is the protocol; the C run time implements the same).
+//!
+//! ```text
+//! offset      what
+//! 0           header (written once by the creator, copied once by each side)
+//! 4096        state: u32   the futex word: 0 idle, 1 request, 2 reply, 3 closed;
+//!                          bit 31: a waiter sleeps on the futex
+//! 4100        word: u16    request: the key; reply: the status
+//! 4102        len: u16     bytes of the record
+//! 4104        the record: `capacity` bytes (the first 56 in the descriptor line)
+//! area_off    the string area: `area_len` bytes (page aligned)
+//! ```
+//!
+//! The segment is shared with a peer that may be hostile, so nothing here
+//! trusts its contents (as unet's endpoint segments, crates/unet/src/shm.rs):
+//! - its size cannot change: the creator seals the `memfd` against
+//!   shrinking and growing before anyone else sees it, and a side that maps
+//!   a received `memfd` checks the seals and the file's size against the
+//!   header, so an access inside the mapping never faults;
+//! - each side copies the header into private memory once, checks the copy
+//!   and uses only the copy; the peer rewriting the header changes nothing;
+//! - the state, key, status and length words are atomics, read once per
+//!   message into locals; every other byte is plain data that the stubs
+//!   read once and check ([`crate::rt::Request`]) or copy;
+//! - a peer that stops answering leaves the other waiting: the client may
+//!   set a timeout ([`ClientEnd::set_timeout`]); the server waits for
+//!   requests as long as the channel is open, as any server does.
+
+use std::ffi::CString;
+use std::fs::File;
+use std::ops::Range;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU16, AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use super::{CallError, ClientTransport, ServerTransport, Status};
+use crate::model::Limits;
+
+/// The header's magic bytes.
+pub const MAGIC: [u8; 8] = *b"fpidl\0\0\x01";
+/// The protocol version.
+pub const VERSION: u32 = 1;
+/// Offset of the descriptor line (the state word).
+pub const LINE: usize = 4096;
+/// Offset of the message buffer (the record).
+pub const MSG: usize = LINE + 8;
+
+/// `state`: nothing posted yet.
+pub const IDLE: u32 = 0;
+/// `state`: the client posted a request.
+pub const REQUEST: u32 = 1;
+/// `state`: the server posted a reply.
+pub const REPLY: u32 = 2;
+/// `state`: a side closed the channel.
+pub const CLOSED: u32 = 3;
+/// `state` bit: a side sleeps on the futex and must be woken.
+pub const WAITER: u32 = 1 << 31;
+
+const PAGE: usize = 4096;
+const SPIN_MAX: u32 = 1 << 20;
+
+/// The header at offset 0, in native byte order (both sides run on one
+/// machine).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Header {
+    magic: [u8; 8],
+    version: u32,
+    /// Bytes of the message buffer.
+    capacity: u32,
+    /// Offset and length of the string area.
+    area_off: u32,
+    area_len: u32,
+    /// `Limits::max_strings` and `max_string_bytes`.
+    max_strings: u32,
+    max_string_bytes: u32,
+    /// How many times a side polls the state before it sleeps (advisory).
+    spin: u32,
+    reserved: u32,
+}
+
+/// The sizes and limits of a channel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// Bytes of the message buffer: the largest record (56 to 65535).
+    pub capacity: usize,
+    /// Bytes of the string area (rounded up to a page).
+    pub area: usize,
+    /// How many times a side polls before it sleeps on the futex.
+    pub spin: u32,
+    /// Strings per message and bytes per string (`max_record` is ignored:
+    /// `capacity` is the record limit).
+    pub limits: Limits,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        let limits = Limits::default();
+        Config {
+            capacity: limits.max_record as usize,
+            area: 4 << 20,
+            spin: 2000,
+            limits,
+        }
+    }
+}
+
+/// Why a channel could not be created or mapped.
+#[derive(Debug, thiserror::Error)]
+pub enum ShmError {
+    /// An operating-system call failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The configuration is out of range.
+    #[error("bad channel configuration: {0}")]
+    Config(&'static str),
+    /// The `memfd` is not a channel of this version, or its header does not
+    /// fit its size.
+    #[error("not an idl channel: {0}")]
+    BadHeader(&'static str),
+    /// The `memfd` is not sealed against resizing.
+    #[error("the channel's memfd is not sealed against resizing")]
+    NotSealed,
+    /// The environment variable naming an inherited descriptor is missing
+    /// or not a descriptor number.
+    #[error("environment variable {0} does not name an inherited descriptor")]
+    NoFd(String),
+}
+
+fn io(what: &'static str) -> impl FnOnce(std::io::Error) -> ShmError {
+    move |source| ShmError::Io { what, source }
+}
+
+fn last(what: &'static str) -> ShmError {
+    ShmError::Io {
+        what,
+        source: std::io::Error::last_os_error(),
+    }
+}
+
+/// Creates a channel's sealed `memfd` with its header.
+pub fn create(config: &Config) -> Result<OwnedFd, ShmError> {
+    if !(56..=u16::MAX as usize).contains(&config.capacity) {
+        return Err(ShmError::Config(
+            "the message capacity must be 56 to 65535 bytes",
+        ));
+    }
+    if config.limits.max_strings == 0 {
+        return Err(ShmError::Config("max_strings must be at least 1"));
+    }
+    let area_off = (MSG + config.capacity).next_multiple_of(PAGE);
+    let area_len = config.area.next_multiple_of(PAGE);
+    let total = area_off
+        .checked_add(area_len)
+        .filter(|&t| t <= u32::MAX as usize)
+        .ok_or(ShmError::Config("the string area must be below 4 GiB"))?;
+    let name = CString::new("fastpath-idl").map_err(|_| ShmError::Config("name"))?;
+    // SAFETY: `name` is a valid NUL-terminated string; the flags are valid.
+    let fd =
+        unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
+    if fd < 0 {
+        return Err(last("memfd_create"));
+    }
+    // SAFETY: `fd` was just returned by memfd_create and is owned by no one else.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let file = File::from(fd.try_clone().map_err(io("dup"))?);
+    file.set_len(total as u64).map_err(io("ftruncate"))?;
+    let h = Header {
+        magic: MAGIC,
+        version: VERSION,
+        capacity: config.capacity as u32,
+        area_off: area_off as u32,
+        area_len: area_len as u32,
+        max_strings: config.limits.max_strings,
+        max_string_bytes: config.limits.max_string_bytes,
+        spin: config.spin.min(SPIN_MAX),
+        reserved: 0,
+    };
+    // SAFETY: `Header` is `#[repr(C)]` plain data without padding (8 bytes
+    // then eight `u32`), so its bytes are initialized.
+    let bytes =
+        unsafe { std::slice::from_raw_parts((&raw const h).cast::<u8>(), size_of::<Header>()) };
+    std::os::unix::fs::FileExt::write_all_at(&file, bytes, 0).map_err(io("write header"))?;
+    let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
+    // SAFETY: fcntl on a valid fd with an int argument.
+    if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, seals) } < 0 {
+        return Err(last("fcntl(F_ADD_SEALS)"));
+    }
+    Ok(fd)
+}
+
+/// A new channel's two ends, in this process (threads, tests).
+pub fn pair(config: &Config) -> Result<(ClientEnd, ServerEnd), ShmError> {
+    let fd = create(config)?;
+    let client = ClientEnd::from_fd(fd.try_clone().map_err(io("dup"))?)?;
+    Ok((client, ServerEnd::from_fd(fd)?))
+}
+
+/// A duplicate of `fd` that a child process inherits (`O_CLOEXEC`
+/// cleared), to pass to it by number, e.g. in an environment variable
+/// that [`fd_from_env`] reads. Keep it until the child is spawned, then
+/// drop it.
+pub fn inheritable(fd: &OwnedFd) -> Result<OwnedFd, ShmError> {
+    // SAFETY: F_DUPFD on a valid fd returns a new descriptor (without
+    // FD_CLOEXEC), or -1.
+    let n = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD, 3) };
+    if n < 0 {
+        return Err(last("fcntl(F_DUPFD)"));
+    }
+    // SAFETY: `n` is a descriptor just made and owned by no one else.
+    Ok(unsafe { OwnedFd::from_raw_fd(n) })
+}
+
+/// Takes the descriptor whose number the environment variable `var`
+/// holds (a parent's [`inheritable`] duplicate), checking that it is open,
+/// and marks it close-on-exec again.
+///
+/// # Safety
+/// The number names a descriptor this process inherited for this purpose
+/// and that nothing else in the process owns or closes; call it once.
+pub unsafe fn fd_from_env(var: &str) -> Result<OwnedFd, ShmError> {
+    let n: RawFd = std::env::var(var)
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .filter(|&n: &RawFd| n >= 0)
+        .ok_or_else(|| ShmError::NoFd(var.to_string()))?;
+    // SAFETY: F_SETFD on any number is harmless: it fails with EBADF if
+    // the descriptor is not open.
+    if unsafe { libc::fcntl(n, libc::F_SETFD, libc::FD_CLOEXEC) } < 0 {
+        return Err(ShmError::NoFd(var.to_string()));
+    }
+    // SAFETY: open (checked), and the caller's contract says no one else
+    // owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(n) })
+}
+
+/// One side's mapping of a channel, with the header's private copy.
+#[derive(Debug)]
+struct Map {
+    base: NonNull<u8>,
+    len: usize,
+    h: Header,
+    /// The mapping's `memfd`, kept for [`ServerEnd::fd`].
+    fd: OwnedFd,
+}
+
+// SAFETY: the mapping is shared memory that this module accesses only with
+// atomics, volatile or byte copies, or hands out as views of plain data
+// whose every bit pattern is valid; all of that is sound from any thread.
+unsafe impl Send for Map {}
+
+impl Map {
+    /// Maps a channel's `memfd` after checking its seals, its header and
+    /// its size.
+    fn new(fd: OwnedFd) -> Result<Map, ShmError> {
+        // SAFETY: fcntl F_GET_SEALS on a valid fd takes no argument.
+        let seals = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GET_SEALS) };
+        let need = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW;
+        if seals < 0 || seals & need != need {
+            return Err(ShmError::NotSealed);
+        }
+        let file = File::from(fd.try_clone().map_err(io("dup"))?);
+        let size = file.metadata().map_err(io("fstat"))?.len();
+        let mut raw = [0u8; size_of::<Header>()];
+        std::os::unix::fs::FileExt::read_exact_at(&file, &mut raw, 0)
+            .map_err(|_| ShmError::BadHeader("the file is shorter than a header"))?;
+        // SAFETY: `raw` holds `size_of::<Header>()` bytes and `Header` is
+        // plain data valid for any bits; an unaligned read copies it.
+        let h: Header = unsafe { raw.as_ptr().cast::<Header>().read_unaligned() };
+        if h.magic != MAGIC {
+            return Err(ShmError::BadHeader("wrong magic"));
+        }
+        if h.version != VERSION {
+            return Err(ShmError::BadHeader("unknown version"));
+        }
+        let (cap, off, alen) = (
+            h.capacity as usize,
+            h.area_off as usize,
+            h.area_len as usize,
+        );
+        if !(56..=u16::MAX as usize).contains(&cap) {
+            return Err(ShmError::BadHeader("message capacity out of range"));
+        }
+        if off % PAGE != 0 || off < MSG + cap {
+            return Err(ShmError::BadHeader(
+                "the string area overlaps the message buffer",
+            ));
+        }
+        if (off + alen) as u64 > size {
+            return Err(ShmError::BadHeader("the string area exceeds the file"));
+        }
+        if h.max_strings == 0 {
+            return Err(ShmError::BadHeader("max_strings is 0"));
+        }
+        let len = off + alen;
+        // SAFETY: a fresh shared mapping of `len` bytes of a valid fd whose
+        // size is at least `len` (checked) and cannot shrink (sealed); the
+        // kernel chooses the address.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(last("mmap"));
+        }
+        let base = NonNull::new(p.cast::<u8>()).ok_or(ShmError::BadHeader("mmap returned null"))?;
+        Ok(Map {
+            base,
+            len,
+            h: Header {
+                spin: h.spin.min(SPIN_MAX),
+                ..h
+            },
+            fd,
+        })
+    }
+
+    /// The state word.
+    #[inline(always)]
+    fn state(&self) -> &AtomicU32 {
+        // SAFETY: offset 4096 lies in the mapping (`new` checked the area,
+        // which follows it), is 4-aligned (the mapping is page aligned),
+        // and `AtomicU32` has the layout of a `u32` and is valid for any
+        // bits; it lives as long as `&self`.
+        unsafe { &*self.base.as_ptr().add(LINE).cast::<AtomicU32>() }
+    }
+
+    /// The key or status word.
+    #[inline(always)]
+    fn word(&self) -> &AtomicU16 {
+        // SAFETY: as for `state`, at offset 4100.
+        unsafe { &*self.base.as_ptr().add(LINE + 4).cast::<AtomicU16>() }
+    }
+
+    /// The record length word.
+    #[inline(always)]
+    fn len_word(&self) -> &AtomicU16 {
+        // SAFETY: as for `state`, at offset 4102.
+        unsafe { &*self.base.as_ptr().add(LINE + 6).cast::<AtomicU16>() }
+    }
+
+    #[inline(always)]
+    fn msg(&self) -> NonNull<u8> {
+        // SAFETY: offset 4104 plus `capacity` lies in the mapping (checked
+        // in `new`), so the pointer is in bounds and not null.
+        unsafe { NonNull::new_unchecked(self.base.as_ptr().add(MSG)) }
+    }
+
+    #[inline(always)]
+    fn area(&self) -> NonNull<u8> {
+        // SAFETY: `area_off + area_len` lies in the mapping (checked).
+        unsafe { NonNull::new_unchecked(self.base.as_ptr().add(self.h.area_off as usize)) }
+    }
+
+    /// Publishes `to` (a request or a reply) unless the channel is closed;
+    /// wakes the peer if it sleeps.
+    #[inline(always)]
+    fn post(&self, to: u32) -> Result<(), CallError> {
+        let st = self.state();
+        let mut s = st.load(Ordering::Relaxed);
+        loop {
+            if s & !WAITER == CLOSED {
+                return Err(CallError::Closed);
+            }
+            match st.compare_exchange_weak(s, to, Ordering::Release, Ordering::Relaxed) {
+                Ok(_) => break,
+                Err(now) => s = now,
+            }
+        }
+        if s & WAITER != 0 {
+            futex_wake(st);
+        }
+        Ok(())
+    }
+
+    /// Waits until the state is `want` (spinning `spin` times, then
+    /// sleeping with the waiter bit set); [`CallError::Closed`] if it is
+    /// closed first, [`CallError::Timeout`] after `deadline`.
+    #[inline(always)]
+    fn wait_for(&self, want: u32, deadline: Option<Instant>) -> Result<(), CallError> {
+        let st = self.state();
+        let mut spins = self.h.spin;
+        loop {
+            let s = st.load(Ordering::Acquire);
+            match s & !WAITER {
+                x if x == want => return Ok(()),
+                CLOSED => return Err(CallError::Closed),
+                _ => {}
+            }
+            if spins > 0 {
+                spins -= 1;
+                std::hint::spin_loop();
+                continue;
+            }
+            if s & WAITER == 0
+                && st
+                    .compare_exchange(s, s | WAITER, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_err()
+            {
+                continue;
+            }
+            let left = match deadline {
+                None => None,
+                Some(d) => match d.checked_duration_since(Instant::now()) {
+                    Some(left) if !left.is_zero() => Some(left),
+                    _ => return Err(CallError::Timeout),
+                },
+            };
+            futex_wait(st, s | WAITER, left)?;
+        }
+    }
+
+    /// Marks the channel closed and wakes the peer.
+    fn close(&self) {
+        let old = self.state().swap(CLOSED, Ordering::AcqRel);
+        if old & WAITER != 0 {
+            futex_wake(self.state());
+        }
+    }
+}
+
+impl Drop for Map {
+    fn drop(&mut self) {
+        self.close();
+        // SAFETY: unmaps exactly the mapping made in `new`; no reference
+        // into it outlives `self` (every view borrows the end that owns it).
+        unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };
+    }
+}
+
+/// Sleeps while the futex word is `val`, at most `timeout`. The word is
+/// shared between processes, so the operation is not `FUTEX_PRIVATE`.
+fn futex_wait(word: &AtomicU32, val: u32, timeout: Option<Duration>) -> Result<(), CallError> {
+    let ts = timeout.map(|t| libc::timespec {
+        tv_sec: t.as_secs().min(i64::MAX as u64) as libc::time_t,
+        tv_nsec: t.subsec_nanos() as libc::c_long,
+    });
+    let tsp = ts
+        .as_ref()
+        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    // SAFETY: FUTEX_WAIT on a valid, aligned `u32` that lives as long as
+    // `word`, with a valid or null timeout; it only reads the word.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAIT,
+            val,
+            tsp,
+            0usize,
+            0u32,
+        )
+    };
+    if r < 0 {
+        let e = std::io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EAGAIN) | Some(libc::EINTR) | Some(libc::ETIMEDOUT) => {}
+            _ => return Err(CallError::Io(e)),
+        }
+    }
+    Ok(())
+}
+
+/// Wakes every sleeper on the futex word (there is at most one: the peer).
+fn futex_wake(word: &AtomicU32) {
+    // SAFETY: FUTEX_WAKE on a valid, aligned `u32`; it does not access
+    // memory beyond the word's address.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAKE,
+            i32::MAX,
+            0usize,
+            0usize,
+            0u32,
+        )
+    };
+}
+
+/// The client's end of a channel: a [`ClientTransport`] for the generated
+/// client stubs. Dropping it closes the channel.
+#[derive(Debug)]
+pub struct ClientEnd {
+    map: Map,
+    /// The end of the last string put, in the string area.
+    used: usize,
+    /// Strings put since `begin`.
+    count: u32,
+    timeout: Option<Duration>,
+}
+
+impl ClientEnd {
+    /// Maps a channel's `memfd`, checking its seals, header and size.
+    pub fn from_fd(fd: OwnedFd) -> Result<ClientEnd, ShmError> {
+        Ok(ClientEnd {
+            map: Map::new(fd)?,
+            used: 0,
+            count: 0,
+            timeout: None,
+        })
+    }
+
+    /// Sets how long a call waits for its reply (`None`: for ever). A call
+    /// that times out closes the channel: its reply could still arrive and
+    /// would be taken for the next call's.
+    pub fn set_timeout(&mut self, timeout: Option<Duration>) {
+        self.timeout = timeout;
+    }
+
+    /// Sets how many times a call polls for the reply before it sleeps.
+    pub fn set_spin(&mut self, spin: u32) {
+        self.map.h.spin = spin.min(SPIN_MAX);
+    }
+
+    /// The channel's limits, as its header gives them.
+    pub fn limits(&self) -> Limits {
+        Limits {
+            max_strings: self.map.h.max_strings,
+            max_string_bytes: self.map.h.max_string_bytes,
+            max_record: self.map.h.capacity,
+        }
+    }
+
+    /// Bytes of the string area.
+    pub fn area_len(&self) -> usize {
+        self.map.h.area_len as usize
+    }
+
+    /// The raw transport with no stub, the benchmarks' baseline: copies
+    /// `req` into the message buffer, calls with `key`, and returns the
+    /// reply's record bytes in place (the server may still write them).
+    pub fn call_raw(&mut self, key: u16, req: &[u8]) -> Result<&[u8], CallError> {
+        if req.len() > self.capacity() {
+            return Err(CallError::RecordTooLarge {
+                size: req.len(),
+                capacity: self.capacity(),
+            });
+        }
+        // SAFETY: the buffer holds `capacity >= req.len()` bytes of the
+        // mapping, private memory cannot overlap it.
+        unsafe { std::ptr::copy_nonoverlapping(req.as_ptr(), self.map.msg().as_ptr(), req.len()) };
+        let n = self.call(key, req.len())?;
+        // SAFETY: `n <= capacity` (`call` checked), in the mapping, which
+        // lives as long as the borrow of `self`; bytes are valid for any
+        // value.
+        Ok(unsafe { std::slice::from_raw_parts(self.map.msg().as_ptr(), n) })
+    }
+
+    /// Closes the channel now (as dropping the end does).
+    pub fn close(&self) {
+        self.map.close();
+    }
+}
+
+// SAFETY: `buf` is the mapping's message buffer: `capacity` bytes at
+// offset 4104 of a page-aligned mapping (8-aligned), kept for as long as
+// the end; nothing else in this process uses the mapping. `reply_bytes`
+// checks its range against the area, which starts page aligned.
+unsafe impl ClientTransport for ClientEnd {
+    #[inline(always)]
+    fn buf(&mut self) -> NonNull<u8> {
+        self.map.msg()
+    }
+
+    #[inline(always)]
+    fn capacity(&self) -> usize {
+        self.map.h.capacity as usize
+    }
+
+    #[inline(always)]
+    fn begin(&mut self) {
+        self.used = 0;
+        self.count = 0;
+    }
+
+    #[inline]
+    fn put(&mut self, bytes: &[u8], align: usize) -> Result<u32, CallError> {
+        let h = &self.map.h;
+        if bytes.len() > h.max_string_bytes as usize {
+            return Err(CallError::StringTooLong {
+                len: bytes.len(),
+                max: h.max_string_bytes,
+            });
+        }
+        if self.count >= h.max_strings {
+            return Err(CallError::TooManyStrings { max: h.max_strings });
+        }
+        let at = self.used.next_multiple_of(align.max(1));
+        let size = h.area_len as usize;
+        if at > size || bytes.len() > size - at {
+            return Err(CallError::AreaFull {
+                len: bytes.len(),
+                at,
+                size,
+            });
+        }
+        // SAFETY: `at .. at + len` lies in the string area (checked), which
+        // lies in the mapping; `bytes` is the caller's private memory.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                bytes.as_ptr(),
+                self.map.area().as_ptr().add(at),
+                bytes.len(),
+            )
+        };
+        self.used = at + bytes.len();
+        self.count += 1;
+        Ok(at as u32)
+    }
+
+    #[inline]
+    fn call(&mut self, key: u16, len: usize) -> Result<usize, CallError> {
+        let cap = self.capacity();
+        if len > cap {
+            return Err(CallError::RecordTooLarge {
+                size: len,
+                capacity: cap,
+            });
+        }
+        let m = &self.map;
+        m.word().store(key, Ordering::Relaxed);
+        m.len_word().store(len as u16, Ordering::Relaxed);
+        m.post(REQUEST)?;
+        let deadline = self.timeout.map(|t| Instant::now() + t);
+        match m.wait_for(REPLY, deadline) {
+            Ok(()) => {}
+            Err(CallError::Timeout) => {
+                m.close();
+                return Err(CallError::Timeout);
+            }
+            Err(e) => return Err(e),
+        }
+        let status = m.word().load(Ordering::Relaxed);
+        let n = m.len_word().load(Ordering::Relaxed) as usize;
+        match Status::from_wire(status) {
+            Some(Status::Ok) if n <= cap => Ok(n),
+            Some(Status::Ok) => Err(CallError::Malformed(
+                "the reply is longer than the message buffer",
+            )),
+            Some(s) => Err(CallError::Status(s)),
+            None => Err(CallError::Malformed("unknown status word")),
+        }
+    }
+
+    #[inline]
+    fn reply_bytes(&self, off: u32, len: usize) -> Result<&[u8], CallError> {
+        let (off, size) = (off as usize, self.map.h.area_len as usize);
+        if len > self.map.h.max_string_bytes as usize || off > size || len > size - off {
+            return Err(CallError::Malformed(
+                "a reply's descriptor lies outside the string area",
+            ));
+        }
+        // SAFETY: in the area (checked), which lies in the mapping and
+        // lives as long as `&self`; bytes are valid for any value. The
+        // server may write them concurrently: the callers copy them once.
+        Ok(unsafe { std::slice::from_raw_parts(self.map.area().as_ptr().add(off), len) })
+    }
+}
+
+/// The server's end of a channel: a [`ServerTransport`] for the generated
+/// server loop. Dropping it closes the channel.
+#[derive(Debug)]
+pub struct ServerEnd {
+    map: Map,
+    /// Private memory of the area's size for in strings (allocated zeroed:
+    /// the system maps its pages when first written).
+    scratch: Vec<u8>,
+}
+
+impl ServerEnd {
+    /// Creates a channel and maps it as its server.
+    pub fn create(config: &Config) -> Result<ServerEnd, ShmError> {
+        ServerEnd::from_fd(create(config)?)
+    }
+
+    /// Maps a channel's `memfd`, checking its seals, header and size.
+    pub fn from_fd(fd: OwnedFd) -> Result<ServerEnd, ShmError> {
+        let map = Map::new(fd)?;
+        let scratch = vec![0u8; map.h.area_len as usize];
+        Ok(ServerEnd { map, scratch })
+    }
+
+    /// The channel's `memfd`, to hand to a client ([`inheritable`] for a
+    /// child process, a `dup` for a thread).
+    pub fn fd(&self) -> &OwnedFd {
+        &self.map.fd
+    }
+
+    /// A client end of this channel, in this process.
+    pub fn client(&self) -> Result<ClientEnd, ShmError> {
+        ClientEnd::from_fd(self.map.fd.try_clone().map_err(io("dup"))?)
+    }
+
+    /// Sets how many times the server polls for a request before it sleeps.
+    pub fn set_spin(&mut self, spin: u32) {
+        self.map.h.spin = spin.min(SPIN_MAX);
+    }
+
+    /// Serves raw calls with no stub (the benchmarks' baseline): `f` gets
+    /// the key, the message buffer and the request's length, and returns
+    /// the reply's length (at most the buffer's). Ends when the channel
+    /// closes.
+    pub fn serve_raw(
+        &mut self,
+        mut f: impl FnMut(u16, &mut [u8], usize) -> usize,
+    ) -> Result<(), CallError> {
+        loop {
+            let (key, len) = match self.wait() {
+                Ok(r) => r,
+                Err(CallError::Closed) => return Ok(()),
+                Err(e) => return Err(e),
+            };
+            let cap = self.capacity();
+            // SAFETY: the message buffer: `capacity` bytes of the mapping,
+            // ours until `reply`; any bytes are valid `u8`s (the client may
+            // write them concurrently, see the module doc).
+            let buf = unsafe { std::slice::from_raw_parts_mut(self.map.msg().as_ptr(), cap) };
+            let n = f(key, buf, len).min(cap);
+            self.reply(Status::Ok, n, 0..0)?;
+        }
+    }
+
+    /// Closes the channel now (as dropping the end does).
+    pub fn close(&self) {
+        self.map.close();
+    }
+}
+
+// SAFETY: from `wait` to `reply`: the message buffer is `capacity` bytes
+// at offset 4104 of a page-aligned mapping (8-aligned); the area is
+// page aligned and disjoint from it (the header check); the scratch is
+// this end's private `Vec` of the area's length; `wait` returns only
+// lengths up to `capacity` (it answers longer ones itself). The mapping
+// lives as long as the end.
+unsafe impl ServerTransport for ServerEnd {
+    fn wait(&mut self) -> Result<(u16, usize), CallError> {
+        loop {
+            self.map.wait_for(REQUEST, None)?;
+            let key = self.map.word().load(Ordering::Relaxed);
+            let len = self.map.len_word().load(Ordering::Relaxed) as usize;
+            if len <= self.capacity() {
+                return Ok((key, len));
+            }
+            self.reply(Status::ShortMessage, 0, 0..0)?;
+        }
+    }
+
+    #[inline(always)]
+    fn buf(&mut self) -> NonNull<u8> {
+        self.map.msg()
+    }
+
+    #[inline(always)]
+    fn capacity(&self) -> usize {
+        self.map.h.capacity as usize
+    }
+
+    #[inline(always)]
+    fn area(&mut self) -> (NonNull<u8>, usize) {
+        (self.map.area(), self.map.h.area_len as usize)
+    }
+
+    #[inline(always)]
+    fn scratch(&mut self) -> NonNull<u8> {
+        // A `Vec`'s pointer is never null (dangling when empty, and then
+        // the area is empty too).
+        NonNull::new(self.scratch.as_mut_ptr()).unwrap_or(NonNull::dangling())
+    }
+
+    #[inline(always)]
+    fn max_string_bytes(&self) -> u32 {
+        self.map.h.max_string_bytes
+    }
+
+    #[inline]
+    fn reply(&mut self, status: Status, len: usize, _strings: Range<u32>) -> Result<(), CallError> {
+        let len = if status == Status::Ok {
+            len.min(self.capacity())
+        } else {
+            0
+        };
+        self.map.word().store(status as u16, Ordering::Relaxed);
+        self.map.len_word().store(len as u16, Ordering::Relaxed);
+        self.map.post(REPLY)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_is_checked() {
+        let fd = create(&Config::default()).expect("create");
+        let file = File::from(fd.try_clone().expect("dup"));
+        std::os::unix::fs::FileExt::write_all_at(&file, b"xxxxx", 0).expect("write");
+        assert!(matches!(
+            ClientEnd::from_fd(fd),
+            Err(ShmError::BadHeader("wrong magic"))
+        ));
+    }
+
+    #[test]
+    fn raw_call_in_threads() {
+        let (mut c, mut s) = pair(&Config {
+            area: 4096,
+            ..Config::default()
+        })
+        .expect("pair");
+        let t = std::thread::spawn(move || {
+            s.serve_raw(|key, buf, len| {
+                buf[0] = buf[0].wrapping_add(key as u8);
+                len
+            })
+        });
+        for k in 0..100u16 {
+            let r = c.call_raw(k, &[1, 2, 3]).expect("call");
+            assert_eq!(r, &[1u8.wrapping_add(k as u8), 2, 3]);
+        }
+        drop(c);
+        t.join().expect("join").expect("serve");
+    }
+}

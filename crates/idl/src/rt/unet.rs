@@ -1,1 +1,1 @@
-//! (in progress)
+//! The generated stubs over unet channels (in progress).
