@@ -179,6 +179,27 @@ fn vals(op: &Op) -> Vec<Val<'_>> {
     vs
 }
 
+/// Every identifier an operation's values take in C (names, lengths,
+/// buffers of inout strings).
+fn taken(vs: &[Val<'_>]) -> Names {
+    let mut names = Names(HashSet::new());
+    for v in vs {
+        names.0.insert(v.name.clone());
+        names.0.extend(v.len_name.iter().cloned());
+        if let Some((o, ol)) = &v.out_name {
+            names.0.insert(o.clone());
+            names.0.insert(ol.clone());
+        }
+    }
+    names
+}
+
+/// The name of a client stub's channel parameter: `c`, unless a parameter
+/// has that name.
+fn chan_name(vs: &[Val<'_>]) -> String {
+    taken(vs).fresh("c")
+}
+
 /// The largest value of an integer type, if below `u32::MAX` (a length
 /// must fit it).
 fn len_max(p: Prim) -> Option<&'static str> {
@@ -310,7 +331,7 @@ impl Gen<'_> {
     }
 
     fn client_proto(&self, iface: &Interface, op: &Op, vs: &[Val<'_>]) -> String {
-        let mut ps = vec!["idl_client *c".to_string()];
+        let mut ps = vec![format!("idl_client *{}", chan_name(vs))];
         ps.extend(self.params(vs, false));
         format!("int {}({})", Self::op_name(iface, op), ps.join(", "))
     }
@@ -630,13 +651,14 @@ impl Gen<'_> {
         line!(c, "{}", self.client_proto(iface, op, &vs));
         line!(c, "{{");
         if l.fields.is_empty() {
-            line!(c, "    (void)idl_client_begin(c);");
-            line!(c, "    return idl_client_call(c, {up}_KEY, 0, 0);");
+            let ch = chan_name(&vs);
+            line!(c, "    (void)idl_client_begin({ch});");
+            line!(c, "    return idl_client_call({ch}, {up}_KEY, 0, 0);");
             line!(c, "}}");
             return;
         }
-        let mut names = Names(vs.iter().map(|v| v.name.clone()).collect());
-        names.0.insert("c".into());
+        let mut names = taken(&vs);
+        let ch = names.fresh("c");
         let m = names.fresh("m");
         let st = names.fresh("st");
         let has_reply_desc = l
@@ -648,7 +670,7 @@ impl Gen<'_> {
         } else {
             (String::new(), String::new())
         };
-        line!(c, "    {name}_msg *{m} = idl_client_begin(c);");
+        line!(c, "    {name}_msg *{m} = idl_client_begin({ch});");
         line!(c, "    int {st};");
         if has_reply_desc {
             line!(c, "    idl_desc {d};");
@@ -696,7 +718,7 @@ impl Gen<'_> {
                     };
                     line!(
                         c,
-                        "    {st} = idl_client_put(c, &{m}->{n}, {src}, {count}, sizeof({e}), _Alignof({e}));"
+                        "    {st} = idl_client_put({ch}, &{m}->{n}, {src}, {count}, sizeof({e}), _Alignof({e}));"
                     );
                     line!(c, "    if ({st} != IDL_OK)");
                     line!(c, "        return {st};");
@@ -710,7 +732,7 @@ impl Gen<'_> {
         line!(c, "    /* (2) the call */");
         line!(
             c,
-            "    {st} = idl_client_call(c, {up}_KEY, {up}_REQUEST_SIZE, {up}_SIZE);"
+            "    {st} = idl_client_call({ch}, {up}_KEY, {up}_REQUEST_SIZE, {up}_SIZE);"
         );
         line!(c, "    if ({st} != IDL_OK)");
         line!(c, "        return {st};");
@@ -750,7 +772,7 @@ impl Gen<'_> {
                     );
                     line!(
                         c,
-                        "    {st} = idl_client_get(c, {d}, sizeof({e}), _Alignof({e}), {utf8}, &{p});"
+                        "    {st} = idl_client_get({ch}, {d}, sizeof({e}), _Alignof({e}), {utf8}, &{p});"
                     );
                     line!(c, "    if ({st} != IDL_OK)");
                     line!(c, "        return {st};");
@@ -1299,7 +1321,7 @@ mod tests {
         }];
         let arr = Type::Array(Box::new(Type::Prim(Prim::U16)), 3);
         let seq = Type::Sequence(Box::new(Type::Prim(Prim::U64)));
-        let mut all = vec![];
+        let mut all = vec![param("c", Dir::In, Type::Prim(Prim::Char))];
         for (d, tag) in [(Dir::In, "i"), (Dir::InOut, "io"), (Dir::Out, "o")] {
             for (t, n) in [
                 (Type::Prim(Prim::U8), "u8"),
