@@ -249,12 +249,12 @@ mod tests {
                 (Tok::Ident("int".into()), 1, 1),
                 (Tok::Ident("x".into()), 1, 5),
                 (Tok::Sym(";"), 1, 6),
-                (Tok::Sym("::"), 3, 6),
-                (Tok::Ident("A".into()), 3, 8),
-                (Tok::Sym("["), 3, 9),
-                (Tok::Int(31), 3, 10),
-                (Tok::Sym("]"), 3, 14),
-                (Tok::Eof, 3, 15),
+                (Tok::Sym("::"), 3, 7),
+                (Tok::Ident("A".into()), 3, 9),
+                (Tok::Sym("["), 3, 10),
+                (Tok::Int(31), 3, 11),
+                (Tok::Sym("]"), 3, 15),
+                (Tok::Eof, 3, 16),
             ]
         );
     }

@@ -404,7 +404,9 @@ impl Parser {
         loop {
             let t = self.tok(0).clone();
             match &t.tok {
-                Tok::Eof if ctx == Ctx::Top => return Ok(defs),
+                // At the end of input inside a body, the caller says which
+                // `}` is missing.
+                Tok::Eof => return Ok(defs),
                 Tok::Sym("}") if ctx != Ctx::Top => return Ok(defs),
                 Tok::Sym(";") => {
                     self.bump();
@@ -1044,7 +1046,7 @@ mod tests {
         ));
         assert_eq!(
             err("const long K = 1 < < 3;"),
-            "1:18: expected an integer, a constant's name or `(`, found `<`"
+            "1:18: expected `;` after the value of constant `K`, found `<`"
         );
     }
 
