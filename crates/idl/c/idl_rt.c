@@ -14,11 +14,9 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
 #define PAGE 4096u
-#define DEFAULT_SPIN 2000u
 
 const char *idl_strerror(int status)
 {
@@ -59,33 +57,43 @@ static inline void cpu_relax(void)
 #endif
 }
 
-/* Publishes `value` with release order; wakes the peer if it sleeps. */
-static void publish(idl_channel *ch, uint32_t value)
+/* Posts `value` (a request or a reply): a compare-and-swap from the
+ * current state with release order, unless the channel is closed; wakes
+ * the peer if it sleeps (bit 31 of the replaced state). */
+static int post(idl_channel *ch, uint32_t value)
 {
-    uint32_t old = atomic_exchange_explicit(ch->state, value, memory_order_release);
-    if (old & IDL_WAITER)
+    uint32_t s = atomic_load_explicit(ch->state, memory_order_relaxed);
+    do {
+        if ((s & ~IDL_WAITER) == IDL_CLOSED)
+            return IDL_E_CLOSED;
+    } while (!atomic_compare_exchange_weak_explicit(ch->state, &s, value, memory_order_release,
+                                                    memory_order_relaxed));
+    if (s & IDL_WAITER)
         futex_wake(ch->state);
+    return IDL_OK;
 }
 
-/* Waits (acquire) until the state, without the waiter bit, is `want` or
- * IDL_CLOSED; spins first, then sets the waiter bit and sleeps. */
-static uint32_t await_state(idl_channel *ch, uint32_t want)
+/* Waits (acquire) until the state, without the waiter bit, is `want`:
+ * IDL_OK, or IDL_E_CLOSED. Polls `spin` times, then sets the waiter bit
+ * and sleeps on the futex. */
+static int await_state(idl_channel *ch, uint32_t want)
 {
-    for (uint32_t i = 0; i < ch->spin; i++) {
-        uint32_t s = atomic_load_explicit(ch->state, memory_order_acquire) & ~IDL_WAITER;
-        if (s == want || s == IDL_CLOSED)
-            return s;
-        cpu_relax();
-    }
+    uint32_t spins = ch->spin;
     for (;;) {
         uint32_t s = atomic_load_explicit(ch->state, memory_order_acquire);
         uint32_t v = s & ~IDL_WAITER;
-        if (v == want || v == IDL_CLOSED)
-            return v;
+        if (v == want)
+            return IDL_OK;
+        if (v == IDL_CLOSED)
+            return IDL_E_CLOSED;
+        if (spins > 0) {
+            spins--;
+            cpu_relax();
+            continue;
+        }
         if (!(s & IDL_WAITER) &&
-            !atomic_compare_exchange_weak_explicit(ch->state, &s, s | IDL_WAITER,
-                                                   memory_order_acquire,
-                                                   memory_order_acquire))
+            !atomic_compare_exchange_strong_explicit(ch->state, &s, s | IDL_WAITER,
+                                                     memory_order_relaxed, memory_order_relaxed))
             continue;
         futex_wait(ch->state, s | IDL_WAITER);
     }
@@ -93,88 +101,45 @@ static uint32_t await_state(idl_channel *ch, uint32_t want)
 
 /* ---- the channel ------------------------------------------------------ */
 
-static uint32_t round_up(uint32_t x, uint32_t a)
+#define SPIN_MAX (1u << 20)
+
+/* Checks the header's private copy `h` against the file's `size`. */
+static int check_header(const idl_header *h, uint64_t size)
 {
-    return (x + a - 1) / a * a;
+    if (memcmp(h->magic, IDL_MAGIC, 8) != 0 || h->version != IDL_VERSION)
+        return IDL_E_HEADER;
+    if (h->capacity < IDL_INLINE || h->capacity > UINT16_MAX)
+        return IDL_E_HEADER;
+    if (h->area_off % PAGE != 0 || (uint64_t)h->area_off < (uint64_t)IDL_MSG + h->capacity)
+        return IDL_E_HEADER;
+    if ((uint64_t)h->area_off + h->area_len > size || h->max_strings == 0)
+        return IDL_E_HEADER;
+    return IDL_OK;
 }
 
-static int attach(idl_channel *ch, int fd, unsigned char *base, size_t size)
+static void attach(idl_channel *ch, int fd, unsigned char *base, size_t size,
+                   const idl_header *h)
 {
-    idl_header h;
-    memcpy(&h, base, sizeof h);
-    if (memcmp(h.magic, IDL_MAGIC, 8) != 0 || h.version != IDL_VERSION)
-        return IDL_E_HEADER;
-    uint64_t msg_end = (uint64_t)IDL_MSG + h.capacity;
-    if (h.capacity < IDL_INLINE || h.capacity > UINT16_MAX || h.max_record > h.capacity ||
-        h.strings_off % PAGE != 0 || h.strings_off < msg_end ||
-        (uint64_t)h.strings_off + h.strings_len > size)
-        return IDL_E_HEADER;
     ch->base = base;
     ch->size = size;
     ch->fd = fd;
     ch->state = (_Atomic uint32_t *)(base + IDL_DESC_LINE);
-    ch->word = (uint16_t *)(base + IDL_DESC_LINE + 4);
-    ch->len = (uint16_t *)(base + IDL_DESC_LINE + 6);
+    ch->word = (_Atomic uint16_t *)(base + IDL_DESC_LINE + 4);
+    ch->len = (_Atomic uint16_t *)(base + IDL_DESC_LINE + 6);
     ch->msg = base + IDL_MSG;
-    ch->capacity = h.capacity;
-    ch->strings = base + h.strings_off;
-    ch->strings_len = h.strings_len;
-    ch->max_strings = h.max_strings;
-    ch->max_string_bytes = h.max_string_bytes;
-    ch->max_record = h.max_record;
+    ch->capacity = h->capacity;
+    ch->strings = base + h->area_off;
+    ch->strings_len = h->area_len;
+    ch->max_strings = h->max_strings;
+    ch->max_string_bytes = h->max_string_bytes;
+    ch->spin = h->spin < SPIN_MAX ? h->spin : SPIN_MAX;
     ch->cursor = 0;
     ch->nstrings = 0;
-    ch->spin = DEFAULT_SPIN;
-    return IDL_OK;
 }
 
-static int map_fd(idl_channel *ch, int fd, size_t size)
-{
-    if (size < IDL_MSG + IDL_INLINE)
-        return IDL_E_HEADER;
-    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (p == MAP_FAILED)
-        return IDL_E_SYSTEM;
-    int st = attach(ch, fd, p, size);
-    if (st != IDL_OK)
-        munmap(p, size);
-    return st;
-}
-
-int idl_channel_create(idl_channel *ch, uint32_t capacity, uint32_t strings_len)
-{
-    idl_header h;
-    memset(&h, 0, sizeof h);
-    memcpy(h.magic, IDL_MAGIC, 8);
-    h.version = IDL_VERSION;
-    h.max_strings = 31;
-    h.max_string_bytes = 2u << 20;
-    h.max_record = 4096;
-    if (capacity < h.max_record)
-        capacity = h.max_record;
-    if (capacity > UINT16_MAX || strings_len > UINT32_MAX - 2 * PAGE - UINT16_MAX)
-        return IDL_E_LIMIT;
-    h.capacity = capacity;
-    h.strings_off = round_up(IDL_MSG + capacity, PAGE);
-    h.strings_len = round_up(strings_len, PAGE);
-    size_t size = (size_t)h.strings_off + h.strings_len;
-
-    int fd = memfd_create("idl-channel", MFD_ALLOW_SEALING);
-    if (fd < 0)
-        return IDL_E_SYSTEM;
-    if (ftruncate(fd, (off_t)size) != 0 ||
-        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0 ||
-        pwrite(fd, &h, sizeof h, 0) != (ssize_t)sizeof h) {
-        close(fd);
-        return IDL_E_SYSTEM;
-    }
-    int st = map_fd(ch, fd, size);
-    if (st != IDL_OK)
-        close(fd);
-    return st;
-}
-
-int idl_channel_map(idl_channel *ch, int fd)
+/* Maps `fd` after checking its seals, its header (a private copy) and its
+ * size. */
+static int map_fd(idl_channel *ch, int fd)
 {
     int seals = fcntl(fd, F_GET_SEALS);
     if (seals < 0 || (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW))
@@ -182,20 +147,72 @@ int idl_channel_map(idl_channel *ch, int fd)
     struct stat sb;
     if (fstat(fd, &sb) != 0)
         return IDL_E_SYSTEM;
-    if (sb.st_size < 0 || (uint64_t)sb.st_size > SIZE_MAX)
+    idl_header h;
+    if (sb.st_size < (off_t)sizeof h || pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h)
         return IDL_E_HEADER;
-    return map_fd(ch, fd, (size_t)sb.st_size);
+    int st = check_header(&h, (uint64_t)sb.st_size);
+    if (st != IDL_OK)
+        return st;
+    size_t size = (size_t)h.area_off + h.area_len;
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED)
+        return IDL_E_SYSTEM;
+    attach(ch, fd, p, size, &h);
+    return IDL_OK;
+}
+
+int idl_channel_create(idl_channel *ch, uint32_t capacity, uint32_t area_len)
+{
+    idl_header h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, IDL_MAGIC, 8);
+    h.version = IDL_VERSION;
+    h.max_strings = 31;
+    h.max_string_bytes = 2u << 20;
+    h.spin = 2000;
+    if (capacity < IDL_INLINE || capacity > UINT16_MAX)
+        return IDL_E_LIMIT;
+    uint64_t area_off = ((uint64_t)IDL_MSG + capacity + PAGE - 1) / PAGE * PAGE;
+    uint64_t len = ((uint64_t)area_len + PAGE - 1) / PAGE * PAGE;
+    if (area_off + len > UINT32_MAX)
+        return IDL_E_LIMIT;
+    h.capacity = capacity;
+    h.area_off = (uint32_t)area_off;
+    h.area_len = (uint32_t)len;
+
+    int fd = memfd_create("fastpath-idl", MFD_ALLOW_SEALING);
+    if (fd < 0)
+        return IDL_E_SYSTEM;
+    if (ftruncate(fd, (off_t)(area_off + len)) != 0 ||
+        pwrite(fd, &h, sizeof h, 0) != (ssize_t)sizeof h ||
+        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+        close(fd);
+        return IDL_E_SYSTEM;
+    }
+    int st = map_fd(ch, fd);
+    if (st != IDL_OK)
+        close(fd);
+    return st;
+}
+
+int idl_channel_map(idl_channel *ch, int fd)
+{
+    return map_fd(ch, fd);
 }
 
 void idl_channel_close(idl_channel *ch)
 {
-    publish(ch, IDL_CLOSED);
+    uint32_t old = atomic_exchange_explicit(ch->state, IDL_CLOSED, memory_order_acq_rel);
+    if (old & IDL_WAITER)
+        futex_wake(ch->state);
 }
 
 void idl_channel_unmap(idl_channel *ch)
 {
-    if (ch->base)
+    if (ch->base) {
+        idl_channel_close(ch);
         munmap(ch->base, ch->size);
+    }
     if (ch->fd >= 0)
         close(ch->fd);
     ch->base = NULL;
@@ -232,18 +249,16 @@ int idl_client_call(idl_channel *ch, uint16_t key, uint32_t request_len, uint32_
 {
     if (request_len > ch->capacity || reply_len > ch->capacity)
         return IDL_E_LIMIT;
-    uint32_t s = atomic_load_explicit(ch->state, memory_order_relaxed) & ~IDL_WAITER;
-    if (s == IDL_CLOSED)
-        return IDL_E_CLOSED;
-    if (s == IDL_REQUEST)
-        return IDL_E_PROTOCOL;
-    *ch->word = key;
-    *ch->len = (uint16_t)request_len;
-    publish(ch, IDL_REQUEST);
-    if (await_state(ch, IDL_REPLY) == IDL_CLOSED)
-        return IDL_E_CLOSED;
-    uint16_t status = *ch->word;
-    uint16_t len = *ch->len;
+    atomic_store_explicit(ch->word, key, memory_order_relaxed);
+    atomic_store_explicit(ch->len, (uint16_t)request_len, memory_order_relaxed);
+    int st = post(ch, IDL_REQUEST);
+    if (st != IDL_OK)
+        return st;
+    st = await_state(ch, IDL_REPLY);
+    if (st != IDL_OK)
+        return st;
+    uint16_t status = atomic_load_explicit(ch->word, memory_order_relaxed);
+    uint32_t len = atomic_load_explicit(ch->len, memory_order_relaxed);
     if (status > IDL_SERVER_FAILED)
         return IDL_E_PROTOCOL;
     if (status != IDL_OK)
@@ -282,21 +297,29 @@ int idl_client_get(idl_channel *ch, idl_desc d, uint32_t size, uint32_t align, b
 
 int idl_server_wait(idl_channel *ch, uint16_t *key, uint32_t *len)
 {
-    if (await_state(ch, IDL_REQUEST) == IDL_CLOSED)
-        return IDL_E_CLOSED;
-    *key = *(volatile uint16_t *)ch->word;
-    *len = *(volatile uint16_t *)ch->len;
-    return IDL_OK;
+    for (;;) {
+        int st = await_state(ch, IDL_REQUEST);
+        if (st != IDL_OK)
+            return st;
+        *key = atomic_load_explicit(ch->word, memory_order_relaxed);
+        *len = atomic_load_explicit(ch->len, memory_order_relaxed);
+        if (*len <= ch->capacity)
+            return IDL_OK;
+        st = idl_server_reply(ch, IDL_SHORT_MESSAGE, 0);
+        if (st != IDL_OK)
+            return st;
+    }
 }
 
-void idl_server_reply(idl_channel *ch, uint16_t status, uint32_t len)
+int idl_server_reply(idl_channel *ch, uint16_t status, uint32_t len)
 {
-    *ch->word = status;
-    *ch->len = (uint16_t)len;
-    uint32_t s = atomic_load_explicit(ch->state, memory_order_relaxed) & ~IDL_WAITER;
-    if (s == IDL_CLOSED)
-        return;
-    publish(ch, IDL_REPLY);
+    if (status != IDL_OK)
+        len = 0;
+    else if (len > ch->capacity)
+        len = ch->capacity;
+    atomic_store_explicit(ch->word, status, memory_order_relaxed);
+    atomic_store_explicit(ch->len, (uint16_t)len, memory_order_relaxed);
+    return post(ch, IDL_REPLY);
 }
 
 int idl_request_begin(idl_request *rq, idl_channel *ch, uint32_t len, uint32_t request_size,

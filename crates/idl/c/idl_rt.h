@@ -84,17 +84,19 @@ _Static_assert(_Alignof(idl_desc) == 4, "idl_desc is 4-aligned");
 #define IDL_CLOSED 3u
 #define IDL_WAITER 0x80000000u
 
-/* The header at offset 0 of the memfd. */
+/* The header at offset 0 of the memfd (rt::shm's `Header`). */
 typedef struct idl_header {
     uint8_t magic[8];          /* IDL_MAGIC */
     uint32_t version;          /* IDL_VERSION */
-    uint32_t capacity;         /* bytes of the message buffer (record) */
-    uint32_t strings_off;      /* offset of the string area, page aligned */
-    uint32_t strings_len;      /* bytes of the string area */
-    uint32_t max_strings;      /* indirect values per message, each direction */
-    uint32_t max_string_bytes; /* bytes of one string or sequence */
-    uint32_t max_record;       /* bytes of one record */
+    uint32_t capacity;         /* bytes of the message buffer: the largest record, 56..65535 */
+    uint32_t area_off;         /* offset of the string area, page aligned, >= 4104 + capacity */
+    uint32_t area_len;         /* bytes of the string area */
+    uint32_t max_strings;      /* strings per message (at least 1) */
+    uint32_t max_string_bytes; /* bytes per string */
+    uint32_t spin;             /* polls before a side sleeps (advisory) */
+    uint32_t reserved;         /* 0 */
 } idl_header;
+_Static_assert(sizeof(idl_header) == 40, "idl_header is rt::shm's 40 bytes");
 
 /* ---- The channel ------------------------------------------------------ */
 
@@ -106,30 +108,29 @@ typedef struct idl_channel {
     size_t size;               /* its bytes */
     int fd;                    /* the memfd (owned: closed by idl_channel_unmap) */
     _Atomic uint32_t *state;   /* the futex word */
-    uint16_t *word;            /* key (request) or status (reply) */
-    uint16_t *len;             /* bytes of the record */
+    _Atomic uint16_t *word;    /* key (request) or status (reply) */
+    _Atomic uint16_t *len;     /* bytes of the record */
     unsigned char *msg;        /* the record */
     uint32_t capacity;         /* bytes the record may have */
     unsigned char *strings;    /* the string area */
     uint32_t strings_len;      /* its bytes */
-    uint32_t max_strings;
+    uint32_t max_strings;      /* from the header's private copy */
     uint32_t max_string_bytes;
-    uint32_t max_record;
+    uint32_t spin;             /* polls before sleeping on the futex */
     uint32_t cursor;           /* client: next free byte of the string area */
     uint32_t nstrings;         /* client: strings put in this request */
-    uint32_t spin;             /* iterations to spin before sleeping */
 } idl_channel;
 
 /* The client and the server use the same channel type. */
 typedef idl_channel idl_client;
 typedef idl_channel idl_server;
 
-/* Creates a channel: a sealed memfd of a header page, a message buffer of
- * `capacity` bytes (at least IDL_INLINE and max_record) and a string area
- * of `strings_len` bytes (rounded up to pages), with L4's default limits
- * (31 strings, 2 MiB each, 4096-byte records). The fd is not close-on-exec,
- * so that a child process can map it. */
-int idl_channel_create(idl_channel *ch, uint32_t capacity, uint32_t strings_len);
+/* Creates a channel as rt::shm::create does: a sealed memfd with a header
+ * page, a message buffer of `capacity` bytes (56..65535) and a string area
+ * of `area_len` bytes (rounded up to pages), L4's default limits (31
+ * strings of at most 2 MiB each) and a spin count of 2000; then maps it.
+ * The fd is not close-on-exec, so that a child process can map it. */
+int idl_channel_create(idl_channel *ch, uint32_t capacity, uint32_t area_len);
 
 /* Maps the channel in memfd `fd` (e.g. inherited from the process that
  * created it), checking its seals, magic, version and sizes. The channel
@@ -137,10 +138,11 @@ int idl_channel_create(idl_channel *ch, uint32_t capacity, uint32_t strings_len)
 int idl_channel_map(idl_channel *ch, int fd);
 
 /* Marks the channel closed (state 3) and wakes the peer: a server loop
- * returns IDL_E_CLOSED, a waiting client too. */
+ * returns, a waiting client gets IDL_E_CLOSED. */
 void idl_channel_close(idl_channel *ch);
 
-/* Unmaps the channel and closes its fd. */
+/* Closes the channel (as dropping an rt::shm end does), unmaps it and
+ * closes its fd. */
 void idl_channel_unmap(idl_channel *ch);
 
 /* ---- Client side (called by generated client stubs) ------------------- */
@@ -171,11 +173,13 @@ int idl_client_get(idl_channel *ch, idl_desc d, uint32_t size, uint32_t align,
 /* ---- Server side (called by generated server stubs and loops) --------- */
 
 /* Waits for a request; returns IDL_OK with its key and length, or
- * IDL_E_CLOSED when the client closed the channel. */
+ * IDL_E_CLOSED when the channel is closed. A request longer than the
+ * buffer is answered IDL_SHORT_MESSAGE here and not returned. */
 int idl_server_wait(idl_channel *ch, uint16_t *key, uint32_t *len);
 
-/* Posts the reply: `status` and `len` bytes of the record. */
-void idl_server_reply(idl_channel *ch, uint16_t status, uint32_t len);
+/* Posts the reply: `status` and `len` bytes of the record (0 unless
+ * IDL_OK). IDL_E_CLOSED if the client closed the channel. */
+int idl_server_reply(idl_channel *ch, uint16_t status, uint32_t len);
 
 /* The checked view of one request (rt::Request). */
 typedef struct idl_request {

@@ -1110,7 +1110,10 @@ impl Gen<'_> {
             c,
             " * place. A refused request gets its status and an empty reply; the loop"
         );
-        line!(c, " * goes on. Copy and edit freely. */");
+        line!(
+            c,
+            " * goes on until the client closes the channel. Copy and edit freely. */"
+        );
         line!(
             c,
             "int {iname}_serve(idl_server *s, const {iname}_impl *impl, void *self)"
@@ -1130,8 +1133,10 @@ impl Gen<'_> {
         );
         line!(
             c,
-            "        idl_server_reply(s, (uint16_t)st, st == IDL_OK ? reply_len : 0);"
+            "        st = idl_server_reply(s, (uint16_t)st, reply_len);"
         );
+        line!(c, "        if (st != IDL_OK)");
+        line!(c, "            break;");
         line!(c, "    }}");
         line!(c, "    return st == IDL_E_CLOSED ? IDL_OK : st;");
         line!(c, "}}");
