@@ -1,0 +1,769 @@
+//! The generated code, through vcode: per operation a marshalling and an
+//! unmarshalling function for the client, and per interface one dispatch
+//! function for the server.
+//!
+//! Every generator is generic over the vcode [`Backend`], so the reference
+//! backend runs exactly this client code as the oracle of the native one
+//! (tests/dynamic.rs).
+//!
+//! Signatures of the generated functions:
+//!
+//! - `marshal(slots: *const u64, rec: *mut u8, area: *mut u8, area_len: u64) -> i64`:
+//!   stores every in and inout value at its field with its width, copies
+//!   in strings and sequences into the string area (from offset 0 upward,
+//!   each aligned to its element) and writes their descriptors; returns the
+//!   request's length, or [`ERR_AREA`] / [`ERR_LONG`].
+//! - `unmarshal(slots: *mut u64, rec: *const u8, area: *mut u8, area_len: u64) -> i64`:
+//!   loads every inout and out value and the return value back into the
+//!   slots (scalars extended to 64 bits; aggregates copied to the memory
+//!   their slot points to; strings and sequences as (pointer into the
+//!   string area, count), after checking the server's descriptor); returns
+//!   0, or [`ERR_REPLY_STRING`] / [`ERR_REPLY_BOOL`].
+//! - `dispatch(key: u64, rec: *mut u8, len: u64, area: *mut u8, area_len: u64) -> u64`:
+//!   bound check and jump table on the key, then for the operation the
+//!   static server stubs' checks (short message, descriptors once, in
+//!   range, aligned, in order, within the per-string limit; booleans;
+//!   strings UTF-8), then one C call of the registered handler with the
+//!   arguments in registers and out/inout values as pointers into the
+//!   record in place; returns `status | reply_len << 16`.
+
+use super::plan::{Kind, OpPlan, ValuePlan};
+use crate::model::{Dir, Limits, Prim};
+use crate::rt::Status;
+use vcode::{
+    AnyReg, Arg, Backend, Callee, Class, Func, I, L, Label, Leaf, Local, P, Reg, Ty, U, UL,
+};
+
+/// `marshal`: the transport's `put` refused a string (its error is kept
+/// in the call's context).
+pub const ERR_PUT: i64 = -1;
+/// `marshal`: a string or sequence exceeds the per-string limit.
+pub const ERR_LONG: i64 = -2;
+/// `unmarshal`: a reply descriptor is out of the string area or misaligned.
+pub const ERR_REPLY_STRING: i64 = -3;
+/// `unmarshal`: a reply `boolean` is neither 0 nor 1.
+pub const ERR_REPLY_BOOL: i64 = -4;
+
+/// Aggregates up to this many bytes are copied by straight-line loads and
+/// stores; larger ones by a call to [`copy_bytes`](super::native::copy_bytes).
+pub const INLINE_COPY: u32 = 256;
+
+/// Register arguments a handler call can take besides the context (the
+/// registers left once the record and string-area pointers are kept).
+pub const MAX_HANDLER_REGS: usize = 9;
+
+/// A handler as the generated dispatch calls it: a C function and the
+/// context pointer passed as its first argument.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HandlerRef {
+    /// The function's address.
+    pub addr: usize,
+    /// Its first argument.
+    pub ctx: usize,
+}
+
+/// Why the dispatch of an interface could not be generated.
+#[derive(Debug, thiserror::Error)]
+pub enum GenError {
+    /// vcode refused the code.
+    #[error(transparent)]
+    Vcode(#[from] vcode::Error),
+    /// An operation whose handler call needs more registers than there are.
+    #[error(
+        "operation `{op}`: its handler takes {needed} register arguments; the dynamic dispatch passes at most {MAX_HANDLER_REGS}"
+    )]
+    TooManyArgs {
+        /// The operation.
+        op: String,
+        /// Register arguments it needs.
+        needed: usize,
+    },
+}
+
+fn u32v(r: Reg<UL>) -> Reg<U> {
+    Reg::phys(r.num())
+}
+
+fn i32v(r: Reg<UL>) -> Reg<I> {
+    Reg::phys(r.num())
+}
+
+fn pv(r: Reg<UL>) -> Reg<P> {
+    r.cast()
+}
+
+/// Stores the low `size` bytes of `v` at `base + off`.
+fn store_w<B: Backend>(f: &mut Func<B>, size: u32, v: Reg<UL>, base: Reg<P>, off: i32) {
+    match size {
+        1 => f.stc(v, base, off),
+        2 => f.sts(v, base, off),
+        4 => f.st(u32v(v), base, off),
+        _ => f.st(v, base, off),
+    }
+}
+
+/// Loads a `p` at `base + off` into `v`, extended to 64 bits by its
+/// signedness.
+fn load_prim<B: Backend>(f: &mut Func<B>, p: Prim, v: Reg<UL>, base: Reg<P>, off: i32) {
+    match p {
+        Prim::I8 => f.ldc(v, base, off),
+        Prim::U8 | Prim::Char | Prim::Bool => f.lduc(v, base, off),
+        Prim::I16 => f.lds(v, base, off),
+        Prim::U16 => f.ldus(v, base, off),
+        Prim::I32 => {
+            f.ld(i32v(v), base, off);
+            f.cv::<I, L>(v.cast(), i32v(v));
+        }
+        Prim::U32 => f.ldu(v, base, off),
+        Prim::I64 | Prim::U64 => f.ld(v, base, off),
+    }
+}
+
+/// Copies `size` bytes from `src + soff` to `dst + doff` with straight-line
+/// loads and stores through `t`.
+#[allow(clippy::too_many_arguments)]
+fn copy_fixed<B: Backend>(
+    f: &mut Func<B>,
+    t: Reg<UL>,
+    dst: Reg<P>,
+    doff: i32,
+    src: Reg<P>,
+    soff: i32,
+    size: u32,
+) {
+    let mut i = 0i32;
+    let size = size as i32;
+    while i + 8 <= size {
+        f.ld(t, src, soff + i);
+        f.st(t, dst, doff + i);
+        i += 8;
+    }
+    if i + 4 <= size {
+        f.ld(u32v(t), src, soff + i);
+        f.st(u32v(t), dst, doff + i);
+        i += 4;
+    }
+    if i + 2 <= size {
+        f.ldus(t, src, soff + i);
+        f.sts(t, dst, doff + i);
+        i += 2;
+    }
+    if i < size {
+        f.lduc(t, src, soff + i);
+        f.stc(t, dst, doff + i);
+    }
+}
+
+/// `rd = a * k` for a constant `k`.
+fn mul_const<B: Backend>(f: &mut Func<B>, rd: Reg<UL>, a: Reg<UL>, k: u32) {
+    if k.is_power_of_two() {
+        f.lsh(rd, a, i64::from(k.trailing_zeros()));
+    } else {
+        f.mul(rd, a, i64::from(k));
+    }
+}
+
+/// `rd = a / k` for a constant `k > 0`.
+fn div_const<B: Backend>(f: &mut Func<B>, rd: Reg<UL>, a: Reg<UL>, k: u32) {
+    if k.is_power_of_two() {
+        f.rsh(rd, a, i64::from(k.trailing_zeros()));
+    } else {
+        f.div(rd, a, i64::from(k));
+    }
+}
+
+/// Moves a parameter register into a persistent one (for functions that
+/// call), releasing the parameter register.
+fn keep<B: Backend>(f: &mut Func<B>, r: Reg<P>) -> vcode::Result<Reg<P>> {
+    let s = f.getreg::<P>(Class::Persistent)?;
+    f.mov(s, r);
+    f.putreg(r);
+    Ok(s)
+}
+
+/// Generates `marshal` for `p` (see the module documentation).
+pub fn marshal<B: Backend>(f: &mut Func<B>, p: &OpPlan, lim: &Limits) -> vcode::Result<B::Code> {
+    let ins: Vec<&ValuePlan> = p.in_record_order().filter(|v| v.dir != Dir::Out).collect();
+    let strings = ins.iter().any(|v| matches!(v.kind, Kind::Ind { .. }));
+    let calls = strings
+        || ins
+            .iter()
+            .any(|v| matches!(v.kind, Kind::Agg { size, .. } if size > INLINE_COPY));
+    let a = f.lambda("%p%p%p", if calls { Leaf::No } else { Leaf::Yes })?;
+    let (mut slots, mut rec, mut ctx) = (a.get::<P>(0)?, a.get::<P>(1)?, a.get::<P>(2)?);
+    f.name(format!("idl_marshal_{}", p.op.name));
+    if calls {
+        slots = keep(f, slots)?;
+        rec = keep(f, rec)?;
+        ctx = keep(f, ctx)?;
+    }
+    let t = f.getreg::<UL>(Class::Temp)?;
+    let t2 = f.getreg::<UL>(Class::Temp)?;
+    let pa = f.getreg::<P>(Class::Temp)?;
+    let pb = f.getreg::<P>(Class::Temp)?;
+    let (err_put, err_long) = (f.genlabel(), f.genlabel());
+    // Pass 1: the strings, through the transport's `put` (which may move
+    // the message buffer: the record is fetched again after them).
+    let mut descs = Vec::new();
+    for v in &ins {
+        let Kind::Ind { esize, ealign, .. } = v.kind else {
+            continue;
+        };
+        let (slot, esize) = (8 * v.slot as i32, esize.max(1));
+        f.ld(pa, slots, slot);
+        f.ld(t, slots, slot + 8);
+        f.bgt(t, i64::from(lim.max_string_bytes / esize), err_long);
+        mul_const(f, t2, t, esize);
+        let put = Callee::Native(super::native::put_thunk as *const () as usize);
+        f.call(
+            t.cast::<L>(),
+            put,
+            &[
+                ctx.into(),
+                pa.into(),
+                t2.into(),
+                Arg::Imm(Ty::UL, i64::from(ealign)),
+            ],
+        );
+        f.blt(t.cast::<L>(), 0, err_put);
+        // The descriptor: offset in the low word, count in the high.
+        f.ld(t2, slots, slot + 8);
+        f.lsh(t2, t2, 32);
+        f.or(t2, t2, t);
+        let d = f.local::<UL>();
+        f.st_local(t2, d);
+        descs.push((v.offset, d));
+    }
+    if strings {
+        let buf = Callee::Native(super::native::buf_thunk as *const () as usize);
+        f.call(rec, buf, &[ctx.into()]);
+    }
+    // Pass 2: every in and inout value at its field, with its width.
+    for v in ins {
+        let (slot, foff) = (8 * v.slot as i32, v.offset as i32);
+        match v.kind {
+            Kind::Prim(Prim::Bool) => {
+                f.ld(t, slots, slot);
+                f.not(t, t);
+                f.xor(t, t, 1);
+                f.stc(t, rec, foff);
+            }
+            Kind::Prim(pr) => match pr.size() {
+                1 => {
+                    f.lduc(t, slots, slot);
+                    f.stc(t, rec, foff);
+                }
+                2 => {
+                    f.ldus(t, slots, slot);
+                    f.sts(t, rec, foff);
+                }
+                4 => {
+                    f.ld(u32v(t), slots, slot);
+                    f.st(u32v(t), rec, foff);
+                }
+                _ => {
+                    f.ld(t, slots, slot);
+                    f.st(t, rec, foff);
+                }
+            },
+            Kind::Agg { size, .. } => {
+                f.ld(pa, slots, slot);
+                if size <= INLINE_COPY {
+                    copy_fixed(f, t, rec, foff, pa, 0, size);
+                } else {
+                    f.add(pb, rec, i64::from(foff));
+                    let copy = Callee::Native(super::native::copy_bytes as *const () as usize);
+                    f.callv(
+                        copy,
+                        &[pb.into(), pa.into(), Arg::Imm(Ty::UL, i64::from(size))],
+                    );
+                }
+            }
+            Kind::Ind { .. } => {
+                if let Some((_, d)) = descs.iter().find(|(o, _)| *o == v.offset) {
+                    f.ld_local(t, *d);
+                    f.st(t, rec, foff);
+                }
+            }
+        }
+    }
+    let r = t.cast::<L>();
+    f.set(r, i64::from(p.op.layout.request_size));
+    f.ret(r);
+    for (l, code) in [(err_put, ERR_PUT), (err_long, ERR_LONG)] {
+        f.label(l);
+        f.set(r, code);
+        f.ret(r);
+    }
+    f.end()
+}
+
+/// Generates `unmarshal` for `p` (see the module documentation).
+pub fn unmarshal<B: Backend>(f: &mut Func<B>, p: &OpPlan) -> vcode::Result<B::Code> {
+    let outs: Vec<&ValuePlan> = p.in_record_order().filter(|v| v.dir != Dir::In).collect();
+    let calls = outs.iter().any(|v| match v.kind {
+        Kind::Ind { .. } => true,
+        Kind::Agg { size, .. } => size > INLINE_COPY,
+        Kind::Prim(_) => false,
+    });
+    let a = f.lambda("%p%p%p", if calls { Leaf::No } else { Leaf::Yes })?;
+    let (mut slots, mut rec, mut ctx) = (a.get::<P>(0)?, a.get::<P>(1)?, a.get::<P>(2)?);
+    f.name(format!("idl_unmarshal_{}", p.op.name));
+    if calls {
+        slots = keep(f, slots)?;
+        rec = keep(f, rec)?;
+        ctx = keep(f, ctx)?;
+    }
+    let t = f.getreg::<UL>(Class::Temp)?;
+    let t2 = f.getreg::<UL>(Class::Temp)?;
+    let t3 = f.getreg::<UL>(Class::Temp)?;
+    let pa = f.getreg::<P>(Class::Temp)?;
+    let pb = f.getreg::<P>(Class::Temp)?;
+    let (err_str, err_bool) = (f.genlabel(), f.genlabel());
+    for v in outs {
+        let (slot, foff) = (8 * v.slot as i32, v.offset as i32);
+        match v.kind {
+            Kind::Prim(pr) => {
+                load_prim(f, pr, t, rec, foff);
+                if pr == Prim::Bool {
+                    f.bgt(t, 1, err_bool);
+                }
+                f.st(t, slots, slot);
+            }
+            Kind::Agg { size, .. } => {
+                f.ld(pa, slots, slot);
+                if size <= INLINE_COPY {
+                    copy_fixed(f, t, pa, 0, rec, foff, size);
+                } else {
+                    f.add(pb, rec, i64::from(foff));
+                    let copy = Callee::Native(super::native::copy_bytes as *const () as usize);
+                    f.callv(
+                        copy,
+                        &[pa.into(), pb.into(), Arg::Imm(Ty::UL, i64::from(size))],
+                    );
+                }
+            }
+            Kind::Ind { esize, ealign, .. } => {
+                // The descriptor is read once: the count goes to its slot
+                // before the transport checks the bytes it covers.
+                f.ldu(t, rec, foff);
+                f.ldu(t2, rec, foff + 4);
+                if ealign > 1 {
+                    f.and(t3, t, i64::from(ealign - 1));
+                    f.bne(t3, 0, err_str);
+                }
+                mul_const(f, t3, t2, esize.max(1));
+                f.st(t2, slots, slot + 8);
+                let reply = Callee::Native(super::native::reply_thunk as *const () as usize);
+                f.call(pa, reply, &[ctx.into(), t.into(), t3.into()]);
+                f.beq(pa, 0, err_str);
+                f.st(pa, slots, slot);
+            }
+        }
+    }
+    let r = t.cast::<L>();
+    f.set(r, 0);
+    f.ret(r);
+    for (l, code) in [(err_str, ERR_REPLY_STRING), (err_bool, ERR_REPLY_BOOL)] {
+        f.label(l);
+        f.set(r, code);
+        f.ret(r);
+    }
+    f.end()
+}
+
+/// The register type a handler receives a scalar in (C's promotions).
+fn arg_ty(p: Prim) -> Ty {
+    match p {
+        Prim::I8 | Prim::I16 | Prim::I32 => Ty::I,
+        Prim::U8 | Prim::Char | Prim::Bool | Prim::U16 | Prim::U32 => Ty::U,
+        Prim::I64 => Ty::L,
+        Prim::U64 => Ty::UL,
+    }
+}
+
+/// A string or sequence the server hands its handler to fill: where it
+/// is told to write.
+struct OutRegion<'a> {
+    v: &'a ValuePlan,
+    off: Local<UL>,
+    cap: Local<UL>,
+}
+
+/// An in or inout string or sequence, as checked: its offset and count,
+/// kept in the server's private stack so that the client cannot change
+/// them after the check.
+struct InRegion<'a> {
+    v: &'a ValuePlan,
+    off: Local<UL>,
+    cnt: Local<UL>,
+}
+
+/// The dispatch function's registers.
+struct Regs {
+    key: Reg<UL>,
+    len: Reg<UL>,
+    alen: Reg<UL>,
+    rec: Reg<P>,
+    area: Reg<P>,
+    /// Where the server's private copy of the in strings goes (a local:
+    /// it is needed only for strings).
+    scratch: Local<P>,
+    /// Every other integer register: scratch, then handler arguments.
+    pool: Vec<Reg<UL>>,
+}
+
+/// The labels that answer a refused request with its status.
+struct Exits {
+    short: Label,
+    bad_string: Label,
+    bad_value: Label,
+    overflow: Label,
+    failed: Label,
+}
+
+/// Generates `dispatch` for the operations `plans` (indexed by key) with
+/// `handlers[k]` serving key `k` (`None`: answered with
+/// [`Status::ServerFailed`]). See the module documentation.
+pub fn dispatch<B: Backend>(
+    f: &mut Func<B>,
+    plans: &[OpPlan],
+    handlers: &[Option<HandlerRef>],
+    lim: &Limits,
+) -> Result<B::Code, GenError> {
+    let a = f.lambda("%ul%p%ul%p%ul%p", Leaf::No)?;
+    f.name("idl_dispatch");
+    let (key, rec0, len, area0, alen) = (
+        a.get::<UL>(0)?,
+        a.get::<P>(1)?,
+        a.get::<UL>(2)?,
+        a.get::<P>(3)?,
+        a.get::<UL>(4)?,
+    );
+    let scratch0 = a.get::<P>(5)?;
+    let scratch = f.local::<P>();
+    f.st_local(scratch0, scratch);
+    f.putreg(scratch0);
+    let rec = keep(f, rec0)?;
+    let area = keep(f, area0)?;
+    let mut pool = Vec::new();
+    while let Ok(r) = f.getreg::<UL>(Class::Temp) {
+        pool.push(r);
+    }
+    if pool.len() < 4 {
+        return Err(GenError::TooManyArgs {
+            op: "(dispatch)".into(),
+            needed: 4,
+        });
+    }
+    let r = Regs {
+        key,
+        len,
+        alen,
+        rec,
+        area,
+        scratch,
+        pool,
+    };
+    let x = Exits {
+        short: f.genlabel(),
+        bad_string: f.genlabel(),
+        bad_value: f.genlabel(),
+        overflow: f.genlabel(),
+        failed: f.genlabel(),
+    };
+    let bad_key = f.genlabel();
+    let labels: Vec<Label> = plans.iter().map(|_| f.genlabel()).collect();
+    f.bge(r.key, plans.len() as i64, bad_key);
+    f.jump_table(r.key, &labels);
+    for (k, p) in plans.iter().enumerate() {
+        f.label(labels[k]);
+        match handlers.get(k).copied().flatten() {
+            Some(h) => op_body(f, p, h, lim, &r, &x)?,
+            None => f.jmp(x.failed),
+        }
+    }
+    let t = r.pool[0];
+    for (l, s) in [
+        (bad_key, Status::BadKey),
+        (x.short, Status::ShortMessage),
+        (x.bad_string, Status::BadString),
+        (x.bad_value, Status::BadValue),
+        (x.overflow, Status::Overflow),
+        (x.failed, Status::ServerFailed),
+    ] {
+        f.label(l);
+        f.set(t, s as u64);
+        f.ret(t);
+    }
+    Ok(f.end()?)
+}
+
+/// The code of one operation in the dispatch.
+fn op_body<B: Backend>(
+    f: &mut Func<B>,
+    p: &OpPlan,
+    h: HandlerRef,
+    lim: &Limits,
+    r: &Regs,
+    x: &Exits,
+) -> Result<(), GenError> {
+    let (t, t2, t3, prev) = (r.pool[0], r.pool[1], r.pool[2], r.pool[3]);
+    let lay = &p.op.layout;
+    if lay.request_size > 0 {
+        f.blt(r.len, i64::from(lay.request_size), x.short);
+    }
+    // Descriptors of in and inout strings: once, into private locals.
+    let mut ins = Vec::new();
+    for v in p.in_record_order().filter(|v| v.dir != Dir::Out) {
+        let Kind::Ind { esize, ealign, .. } = v.kind else {
+            continue;
+        };
+        let (esize, foff) = (esize.max(1), v.offset as i32);
+        if ins.is_empty() {
+            f.set(prev, 0);
+        }
+        f.ldu(t, r.rec, foff);
+        f.ldu(t2, r.rec, foff + 4);
+        f.bgt(t2, i64::from(lim.max_string_bytes / esize), x.bad_string);
+        if ealign > 1 {
+            f.and(t3, t, i64::from(ealign - 1));
+            f.bne(t3, 0, x.bad_string);
+        }
+        f.blt(t, prev, x.bad_string);
+        mul_const(f, t3, t2, esize);
+        f.add(prev, t, t3);
+        f.bgt(prev, r.alen, x.bad_string);
+        let (off, cnt) = (f.local::<UL>(), f.local::<UL>());
+        f.st_local(t, off);
+        f.st_local(t2, cnt);
+        ins.push(InRegion { v, off, cnt });
+    }
+    for v in p.in_record_order().filter(|v| v.dir != Dir::Out) {
+        if v.kind == Kind::Prim(Prim::Bool) {
+            f.lduc(t, r.rec, v.offset as i32);
+            f.bgt(t, 1, x.bad_value);
+        }
+    }
+    // Out strings and sequences: the free area after the in strings,
+    // split evenly, each region 8-aligned; the handler is told its region
+    // through the descriptor it fills ({offset, capacity} in, count out).
+    let outs: Vec<&ValuePlan> = p
+        .in_record_order()
+        .filter(|v| v.dir == Dir::Out && matches!(v.kind, Kind::Ind { .. }))
+        .collect();
+    let mut regions = Vec::new();
+    if !outs.is_empty() {
+        if ins.is_empty() {
+            f.set(t, 0);
+        } else {
+            f.add(t, prev, 7);
+            f.and(t, t, !7);
+        }
+        let skip = f.genlabel();
+        f.set(t2, 0);
+        f.bgt(t, r.alen, skip);
+        f.sub(t2, r.alen, t);
+        f.label(skip);
+        if outs.len() > 1 {
+            div_const(f, t2, t2, outs.len() as u32);
+        }
+        f.and(t2, t2, !7);
+        for (i, v) in outs.iter().enumerate() {
+            let Kind::Ind { esize, .. } = v.kind else {
+                continue;
+            };
+            let esize = esize.max(1);
+            if i > 0 {
+                f.add(t, t, t2);
+            }
+            div_const(f, t3, t2, esize);
+            let max = i64::from(lim.max_string_bytes / esize);
+            let ok = f.genlabel();
+            f.ble(t3, max, ok);
+            f.set(t3, max as u64);
+            f.label(ok);
+            let foff = v.offset as i32;
+            f.st(u32v(t), r.rec, foff);
+            f.st(u32v(t3), r.rec, foff + 4);
+            let (off, cap) = (f.local::<UL>(), f.local::<UL>());
+            f.st_local(t, off);
+            f.st_local(t3, cap);
+            regions.push(OutRegion { v, off, cap });
+        }
+    }
+    // In and inout strings: copied into the server's private scratch
+    // memory (same offset) and checked to be UTF-8 there, so that the
+    // handler's text cannot change under it. A call: only the persistent
+    // registers and the locals survive.
+    for s in &ins {
+        if let Kind::Ind { string: true, .. } = s.v.kind {
+            let (dst, src, ok) = (pv(t), pv(t3), u32v(prev));
+            f.ld_local(t2, s.off);
+            f.ld_local(dst, r.scratch);
+            f.add(dst, dst, pv(t2));
+            f.add(src, r.area, pv(t2));
+            f.ld_local(t2, s.cnt);
+            let copy = Callee::Native(super::native::str_in as *const () as usize);
+            f.call(ok, copy, &[dst.into(), src.into(), t2.into()]);
+            f.beq(ok, 0, x.bad_value);
+        }
+    }
+    // Out scalars and aggregates start zeroed: the client's bytes there
+    // are not values of their types.
+    for v in p.in_record_order().filter(|v| v.dir == Dir::Out) {
+        let foff = v.offset as i32;
+        match v.kind {
+            Kind::Prim(pr) => {
+                f.set(t, 0);
+                store_w(f, pr.size(), t, r.rec, foff);
+            }
+            Kind::Agg { size, .. } if size <= INLINE_COPY => {
+                f.set(t, 0);
+                let mut i = 0;
+                while i < size as i32 {
+                    let w = match size as i32 - i {
+                        8.. => 8,
+                        4..=7 => 4,
+                        2..=3 => 2,
+                        _ => 1,
+                    };
+                    store_w(f, w as u32, t, r.rec, foff + i);
+                    i += w;
+                }
+            }
+            Kind::Agg { size, .. } => {
+                let pa = pv(t);
+                f.add(pa, r.rec, i64::from(foff));
+                let zero = Callee::Native(super::native::zero_bytes as *const () as usize);
+                f.callv(zero, &[pa.into(), Arg::Imm(Ty::UL, i64::from(size))]);
+            }
+            Kind::Ind { .. } => {}
+        }
+    }
+    // The handler's arguments: the context, then each value in
+    // declaration order, then a non-scalar return value's place.
+    let avail: Vec<Reg<UL>> = r
+        .pool
+        .iter()
+        .copied()
+        .chain([r.key, r.len, r.alen])
+        .collect();
+    let needed: usize = p
+        .values
+        .iter()
+        .map(|v| match (v.dir, v.kind) {
+            (_, Kind::Ind { .. }) => 2,
+            (_, Kind::Prim(_)) if v.param.is_none() => 0,
+            _ => 1,
+        })
+        .sum();
+    if needed > avail.len().min(MAX_HANDLER_REGS) {
+        return Err(GenError::TooManyArgs {
+            op: p.op.name.clone(),
+            needed,
+        });
+    }
+    let mut args = vec![Arg::Imm(Ty::P, h.ctx as i64)];
+    let mut next = avail.into_iter();
+    let mut take = || next.next().unwrap_or(r.pool[0]);
+    for v in &p.values {
+        let foff = v.offset as i32;
+        match (v.dir, v.kind) {
+            (_, Kind::Prim(_)) if v.param.is_none() => {}
+            (Dir::In, Kind::Prim(pr)) => {
+                let a = take();
+                match pr {
+                    Prim::I32 => f.ld(i32v(a), r.rec, foff),
+                    Prim::U32 => f.ld(u32v(a), r.rec, foff),
+                    Prim::Bool => {
+                        // Checked above; taken again from the record, so
+                        // anything but 0 or 1 now is a client racing its
+                        // own request: keep the handler's bool valid.
+                        f.lduc(a, r.rec, foff);
+                        f.and(a, a, 1);
+                    }
+                    _ => load_prim(f, pr, a, r.rec, foff),
+                }
+                args.push(Arg::Reg(AnyReg {
+                    ty: arg_ty(pr),
+                    n: a.num(),
+                }));
+            }
+            (_, Kind::Prim(_) | Kind::Agg { .. }) => {
+                let a = pv(take());
+                f.add(a, r.rec, i64::from(foff));
+                args.push(a.into());
+            }
+            (Dir::In | Dir::InOut, Kind::Ind { string, .. }) => {
+                let Some(s) = ins.iter().find(|s| std::ptr::eq(s.v, v)) else {
+                    continue;
+                };
+                let (a, n) = (take(), take());
+                f.ld_local(a, s.off);
+                if string {
+                    f.ld_local(pv(n), r.scratch);
+                    f.add(pv(a), pv(n), pv(a));
+                } else {
+                    f.add(pv(a), r.area, pv(a));
+                }
+                f.ld_local(n, s.cnt);
+                args.push(pv(a).into());
+                args.push(n.into());
+            }
+            (Dir::Out, Kind::Ind { .. }) => {
+                let Some(o) = regions.iter().find(|o| std::ptr::eq(o.v, v)) else {
+                    continue;
+                };
+                let (a, lp) = (take(), take());
+                f.ld_local(a, o.off);
+                f.add(pv(a), r.area, pv(a));
+                f.add(pv(lp), r.rec, i64::from(foff + 4));
+                args.push(pv(a).into());
+                args.push(pv(lp).into());
+            }
+        }
+    }
+    let callee = Callee::Native(h.addr);
+    match p.ret() {
+        Some(ValuePlan {
+            kind: Kind::Prim(pr),
+            offset,
+            ..
+        }) => {
+            let rv = r.pool[0];
+            f.call(rv, callee, &args);
+            if *pr == Prim::Bool {
+                f.and(rv, rv, 0xff);
+                f.not(rv, rv);
+                f.xor(rv, rv, 1);
+            }
+            store_w(f, pr.size(), rv, r.rec, *offset as i32);
+        }
+        _ => f.callv(callee, &args),
+    }
+    // Inout strings: the handler's new text goes back in place.
+    for s in &ins {
+        if let (Dir::InOut, Kind::Ind { string: true, .. }) = (s.v.dir, s.v.kind) {
+            let (dst, src) = (pv(t), pv(t3));
+            f.ld_local(t2, s.off);
+            f.ld_local(src, r.scratch);
+            f.add(src, src, pv(t2));
+            f.add(dst, r.area, pv(t2));
+            f.ld_local(t2, s.cnt);
+            let copy = Callee::Native(super::native::copy_bytes as *const () as usize);
+            f.callv(copy, &[dst.into(), src.into(), t2.into()]);
+        }
+    }
+    for o in &regions {
+        let foff = o.v.offset as i32;
+        f.ldu(t, r.rec, foff + 4);
+        f.ld_local(t2, o.cap);
+        f.bgt(t, t2, x.overflow);
+        f.ld_local(t2, o.off);
+        f.st(u32v(t2), r.rec, foff);
+    }
+    f.set(t, Status::Ok as u64 | u64::from(lay.size) << 16);
+    f.ret(t);
+    Ok(())
+}
