@@ -6,6 +6,8 @@
 //! bytes do); and valid sources with tokens deleted, inserted or swapped.
 //! Each property runs 500 cases unless `PROPTEST_CASES` says otherwise.
 
+use idl::model::Slot;
+use idl::{Dir, Idl, Limits, Prim, Type};
 use proptest::prelude::*;
 
 /// Valid sources to mutate.
@@ -118,7 +120,11 @@ fn cases() -> u32 {
 /// Parses `src`; on an error, checks that its position is inside the
 /// source (a line that exists, a column at most one past its end).
 fn check(src: &str) -> Result<(), TestCaseError> {
-    if let Err(e) = idl::parse(src) {
+    let res = idl::parse(src);
+    if let Ok(m) = &res {
+        check_model(m, &Limits::default())?;
+    }
+    if let Err(e) = res {
         let pos = e.pos();
         let lines: Vec<&str> = src.split('\n').collect();
         prop_assert!(
@@ -261,6 +267,270 @@ fn the_valid_sources_are_valid() {
         let joined = split(src).join(" ");
         if let Err(e) = idl::parse(&joined) {
             panic!("{}", e.render(&joined));
+        }
+    }
+}
+
+fn round_up(x: u32, a: u32) -> u32 {
+    x.div_ceil(a) * a
+}
+
+/// The layout rules (model::Layout, docs/idl.md) as invariants of any
+/// accepted model.
+fn check_model(m: &Idl, limits: &Limits) -> Result<(), TestCaseError> {
+    for i in &m.interfaces {
+        for (k, op) in i.ops.iter().enumerate() {
+            prop_assert_eq!(usize::from(op.key), k);
+            let l = &op.layout;
+            // size_is and length_of point at each other.
+            for (j, p) in op.params.iter().enumerate() {
+                if let Some(n) = p.size_is {
+                    prop_assert!(matches!(p.ty, Type::Sequence(_)));
+                    prop_assert_eq!(op.params[n].length_of, Some(j));
+                }
+                if let Some(s) = p.length_of {
+                    prop_assert_eq!(op.params[s].size_is, Some(j));
+                    prop_assert!(matches!(op.params[j].ty, Type::Prim(_)));
+                }
+            }
+            // Sorted in, inout, out, then the return value; length
+            // parameters have no field.
+            let mut want = Vec::new();
+            for dir in [Dir::In, Dir::InOut, Dir::Out] {
+                for (j, p) in op.params.iter().enumerate() {
+                    if p.dir == dir && p.length_of.is_none() {
+                        want.push(Slot::Param(j));
+                    }
+                }
+            }
+            if op.ret.is_some() {
+                want.push(Slot::Ret);
+            }
+            let slots: Vec<Slot> = l.fields.iter().map(|f| f.slot).collect();
+            prop_assert_eq!(slots, want);
+            // Each field at its natural alignment, right after the one
+            // before it.
+            let (mut end, mut align, mut request) = (0u32, 4u32, 0u32);
+            for f in &l.fields {
+                prop_assert_eq!(f.offset, round_up(end, f.align));
+                let ty = match f.slot {
+                    Slot::Param(j) => &op.params[j].ty,
+                    Slot::Ret => op.ret.as_ref().expect("a return field"),
+                };
+                prop_assert_eq!(f.desc, ty.is_indirect());
+                if f.desc {
+                    prop_assert_eq!((f.size, f.align), (8, 4));
+                }
+                if let Type::Prim(p) = ty {
+                    prop_assert_eq!((f.size, f.align), (p.size(), p.size()));
+                }
+                end = f.offset + f.size;
+                align = align.max(f.align);
+                if matches!(f.slot, Slot::Param(j) if op.params[j].dir != Dir::Out) {
+                    request = end;
+                }
+            }
+            prop_assert_eq!(l.request_size, request);
+            prop_assert_eq!(l.align, align);
+            prop_assert_eq!(l.size, round_up(end, align));
+            prop_assert!(l.size <= limits.max_record);
+            let count = |f: &dyn Fn(Dir) -> bool| {
+                op.params
+                    .iter()
+                    .filter(|p| p.ty.is_indirect() && f(p.dir))
+                    .count() as u32
+            };
+            prop_assert_eq!(l.in_strings, count(&|d| d != Dir::Out));
+            prop_assert_eq!(l.out_strings, count(&|d| d != Dir::In));
+            prop_assert!(l.in_strings <= limits.max_strings && l.out_strings <= limits.max_strings);
+        }
+    }
+    Ok(())
+}
+
+/// Integer spellings and what they mean.
+const INTS: &[(&str, Prim)] = &[
+    ("char", Prim::Char),
+    ("octet", Prim::U8),
+    ("int8_t", Prim::I8),
+    ("short", Prim::I16),
+    ("unsigned short", Prim::U16),
+    ("int", Prim::I32),
+    ("long", Prim::I32),
+    ("uint32_t", Prim::U32),
+    ("long long", Prim::I64),
+    ("hyper", Prim::I64),
+    ("unsigned long long", Prim::U64),
+];
+
+/// A struct every random interface may use: a 0, b 8, c 16..22; 24 bytes,
+/// align 8.
+const STRUCT: &str = "struct rec { octet a; int64_t b; short c[3]; };\n";
+
+/// A parameter kind of a random interface.
+#[derive(Clone, Debug)]
+enum Kind {
+    Int(usize),
+    Bool,
+    Str,
+    Seq(usize),
+    SizeIs(usize, bool),
+    Array(usize, u32),
+    Rec,
+}
+
+fn kind() -> impl Strategy<Value = Kind> {
+    let i = 0..INTS.len();
+    prop_oneof![
+        3 => i.clone().prop_map(Kind::Int),
+        1 => Just(Kind::Bool),
+        1 => Just(Kind::Str),
+        1 => i.clone().prop_map(Kind::Seq),
+        2 => (i.clone(), any::<bool>()).prop_map(|(i, b)| Kind::SizeIs(i, b)),
+        1 => (i, 1u32..5).prop_map(|(i, n)| Kind::Array(i, n)),
+        1 => Just(Kind::Rec),
+    ]
+}
+
+fn dir() -> impl Strategy<Value = Dir> {
+    prop_oneof![Just(Dir::In), Just(Dir::InOut), Just(Dir::Out)]
+}
+
+/// Writes one parameter (and, for `size_is`, its length parameter first)
+/// in MIDL or CORBA syntax; returns the expected (name, dir, type,
+/// size_is name) of each.
+fn write_param(
+    k: usize,
+    kind: &Kind,
+    dir: Dir,
+    corba: bool,
+    out: &mut Vec<String>,
+) -> Vec<(String, Dir, Type, Option<String>)> {
+    let name = format!("p{k}");
+    let attr = |d: Dir| match d {
+        Dir::In => "[in] ",
+        Dir::InOut => "[in, out] ",
+        Dir::Out => "[out] ",
+    };
+    let word = |d: Dir| match d {
+        Dir::In => "in ",
+        Dir::InOut => "inout ",
+        Dir::Out => "out ",
+    };
+    let star = if dir == Dir::In { "" } else { "*" };
+    let simple = |t: &str, suffix: &str| {
+        if corba {
+            format!("{}{t} {name}{suffix}", word(dir))
+        } else {
+            format!("{}{t} {star}{name}{suffix}", attr(dir))
+        }
+    };
+    let (spelling, ty) = match kind {
+        Kind::Int(i) => (simple(INTS[*i].0, ""), Type::Prim(INTS[*i].1)),
+        Kind::Bool => (simple("boolean", ""), Type::Prim(Prim::Bool)),
+        Kind::Str => (simple("string", ""), Type::String),
+        Kind::Seq(i) => (
+            simple(&format!("sequence<{}>", INTS[*i].0), ""),
+            Type::Sequence(Box::new(Type::Prim(INTS[*i].1))),
+        ),
+        Kind::Rec => (simple("rec", ""), Type::Struct(0)),
+        Kind::Array(i, n) => {
+            let s = if corba {
+                format!("{}{} {name}[{n}]", word(dir), INTS[*i].0)
+            } else {
+                format!("{}{} {name}[{n}]", attr(dir), INTS[*i].0)
+            };
+            (s, Type::Array(Box::new(Type::Prim(INTS[*i].1)), *n))
+        }
+        Kind::SizeIs(i, inout_len) => {
+            let n = format!("n{k}");
+            let len_dir = match dir {
+                Dir::In => Dir::In,
+                Dir::InOut if *inout_len => Dir::InOut,
+                Dir::InOut => Dir::In,
+                Dir::Out => Dir::Out,
+            };
+            let len_star = if len_dir == Dir::In { "" } else { "*" };
+            out.push(if corba {
+                format!("{}unsigned long {n}", word(len_dir))
+            } else {
+                format!("{}unsigned long {len_star}{n}", attr(len_dir))
+            });
+            let stars = if dir == Dir::Out { "**" } else { "*" };
+            let t = INTS[*i].0;
+            let seq = if corba {
+                format!("[size_is({n})] {}{t} {stars}{name}", word(dir))
+            } else {
+                let a = attr(dir).trim_end().trim_end_matches(']');
+                format!("{a}, size_is({n})] {t} {stars}{name}")
+            };
+            out.push(seq);
+            return vec![
+                (n.clone(), len_dir, Type::Prim(Prim::U32), None),
+                (
+                    name,
+                    dir,
+                    Type::Sequence(Box::new(Type::Prim(INTS[*i].1))),
+                    Some(n),
+                ),
+            ];
+        }
+    };
+    out.push(spelling);
+    vec![(name, dir, ty, None)]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
+
+    /// Random interfaces of every parameter kind and direction, in either
+    /// syntax, parse into exactly the declared parameters, and their
+    /// layouts keep the rules.
+    #[test]
+    fn random_interfaces(
+        ops in proptest::collection::vec(
+            (proptest::collection::vec((kind(), dir(), any::<bool>()), 0..10), 0..4usize),
+            1..4,
+        ),
+    ) {
+        let mut src = STRUCT.to_string();
+        src.push_str("interface r {\n");
+        let mut expected = Vec::new();
+        for (o, (params, ret)) in ops.iter().enumerate() {
+            let mut text = Vec::new();
+            let mut want = Vec::new();
+            for (k, (kind, dir, corba)) in params.iter().enumerate() {
+                want.extend(write_param(k, kind, *dir, *corba, &mut text));
+            }
+            let (rt, rty) = [
+                ("void", None),
+                ("long", Some(Type::Prim(Prim::I32))),
+                ("boolean", Some(Type::Prim(Prim::Bool))),
+                ("rec", Some(Type::Struct(0))),
+            ][*ret]
+            .clone();
+            src.push_str(&format!("  {rt} op{o}({});\n", text.join(", ")));
+            expected.push((want, rty));
+        }
+        src.push_str("};\n");
+        let m = match idl::parse(&src) {
+            Ok(m) => m,
+            Err(e) => return Err(TestCaseError::fail(e.render(&src))),
+        };
+        check_model(&m, &Limits::default())?;
+        prop_assert_eq!((m.structs[0].size, m.structs[0].align), (24, 8));
+        let ops = &m.interfaces[0].ops;
+        prop_assert_eq!(ops.len(), expected.len());
+        for (op, (want, rty)) in ops.iter().zip(&expected) {
+            prop_assert_eq!(&op.ret, rty);
+            prop_assert_eq!(op.params.len(), want.len());
+            for (p, (name, dir, ty, size_is)) in op.params.iter().zip(want) {
+                prop_assert_eq!(&p.name, name);
+                prop_assert_eq!(p.dir, *dir);
+                prop_assert_eq!(&p.ty, ty);
+                let n = p.size_is.map(|j| op.params[j].name.clone());
+                prop_assert_eq!(&n, size_is);
+            }
         }
     }
 }
