@@ -224,6 +224,12 @@ impl Checker<'_> {
 
     /// Checks that `name` can be used in generated code.
     fn usable(&self, name: &str, pos: Pos) -> Res<()> {
+        if name == "_" {
+            return Err(CompileError::check(
+                pos,
+                "`_` cannot name anything in the generated code; choose another name",
+            ));
+        }
         if TARGET_KEYWORDS.contains(&name) {
             return Err(CompileError::check(
                 pos,
@@ -507,10 +513,11 @@ impl Checker<'_> {
         }
         let mut fields: Vec<(String, Type)> = Vec::new();
         let mut field_pos: Vec<Pos> = Vec::new();
+        let mut field_index: HashMap<&str, usize> = HashMap::new();
         let (mut off, mut align) = (0u64, 1u32);
         for (ts, d) in members {
             self.usable(&d.name, d.pos)?;
-            if let Some(k) = fields.iter().position(|f| f.0 == d.name) {
+            if let Some(&k) = field_index.get(d.name.as_str()) {
                 return Err(CompileError::check(
                     d.pos,
                     format!(
@@ -556,6 +563,7 @@ impl Checker<'_> {
             let (s, a) = self.structs_size_align(&t);
             off = round_up(off, a).saturating_add(s);
             align = align.max(a);
+            field_index.insert(&d.name, fields.len());
             fields.push((d.name.clone(), t));
             field_pos.push(d.pos);
         }
@@ -583,12 +591,13 @@ impl Checker<'_> {
         self.declare(full.clone(), pos, Decl::Interface)?;
         let inner = [scope, &[name.to_string()]].concat();
         let mut ops: Vec<Op> = Vec::new();
+        let mut op_index: HashMap<&str, usize> = HashMap::new();
         for d in defs {
             let Def::Op(o) = d else {
                 self.def(d, &inner)?;
                 continue;
             };
-            if let Some(old) = ops.iter().find(|op| op.name == o.name) {
+            if let Some(old) = op_index.get(o.name.as_str()).map(|&k| &ops[k]) {
                 return Err(CompileError::check(
                     o.pos,
                     format!(
@@ -603,6 +612,7 @@ impl Checker<'_> {
                     format!("interface `{name}` has more than 65536 operations"),
                 ));
             };
+            op_index.insert(&o.name, ops.len());
             ops.push(self.op(o, key, &inner)?);
         }
         self.idl.interfaces.push(Interface {
@@ -640,11 +650,12 @@ impl Checker<'_> {
         let mut params: Vec<Param> = Vec::new();
         // Each parameter's `*` count, for the size_is rules.
         let mut stars: Vec<u32> = Vec::new();
+        let mut index: HashMap<&str, usize> = HashMap::new();
         for pd in &o.params {
             let d = &pd.decl;
             let pname = &d.name;
             self.usable(pname, d.pos)?;
-            if let Some(old) = params.iter().find(|p| p.name == *pname) {
+            if let Some(old) = index.get(pname.as_str()).map(|&k| &params[k]) {
                 return Err(CompileError::check(
                     d.pos,
                     format!(
@@ -728,6 +739,7 @@ impl Checker<'_> {
                     format!("parameter `{pname}`: {}", plain_msg("boolean")),
                 ));
             }
+            index.insert(pname, params.len());
             params.push(Param {
                 name: pname.clone(),
                 dir,
@@ -745,7 +757,7 @@ impl Checker<'_> {
             };
             let npos = *npos;
             let seq_dir = params[i].dir;
-            let Some(j) = params.iter().position(|p| p.name == *n) else {
+            let Some(&j) = index.get(n.as_str()) else {
                 return Err(CompileError::check(
                     npos,
                     format!("size_is({n}): `{name}` has no parameter `{n}`"),

@@ -760,6 +760,10 @@ fn name_errors() {
             "1:32: `type` is a keyword of Rust or C, which the generated code is written in; choose another name",
         ),
         (
+            "interface i { void f([in] long _); };",
+            "1:32: `_` cannot name anything in the generated code; choose another name",
+        ),
+        (
             "interface i { void match(); };",
             "1:20: `match` is a keyword of Rust or C, which the generated code is written in; choose another name",
         ),
@@ -1020,4 +1024,20 @@ fn record_limit() {
     .unwrap();
     assert_eq!(m.interfaces[0].ops[0].layout.size, 4100);
     assert!(idl::parse("interface i { void f([in] octet big[4092], [out] long *r); };").is_ok());
+}
+
+#[test]
+fn large_interfaces() {
+    // 1,000 operations of 40 parameters: names are checked with hash maps,
+    // not by pairs.
+    let params: Vec<String> = (0..40).map(|k| format!("[in] octet p{k}")).collect();
+    let mut src = "interface big {\n".to_string();
+    for o in 0..1000 {
+        src.push_str(&format!("  void op{o}({});\n", params.join(", ")));
+    }
+    src.push_str("};\n");
+    let m = parse(&src);
+    assert_eq!(m.interfaces[0].ops.len(), 1000);
+    assert_eq!(m.interfaces[0].ops[999].key, 999);
+    assert_eq!(m.interfaces[0].ops[0].layout.request_size, 40);
 }
