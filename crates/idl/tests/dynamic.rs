@@ -1,0 +1,1127 @@
+//! Dynamic stubs as a specification: for random operations and values the
+//! record the generated `marshal` writes is, field by field, what a
+//! reference writer following `model::Layout` writes; replies written by
+//! that writer come back as the same values; the native code and vcode's
+//! reference backend agree byte for byte; a dynamic client and a dynamic
+//! server round-trip the pfs calls through a transport; hostile requests
+//! get a status, never a crash; bad values get typed errors.
+
+use idl::dynamic::{CallError, Engine, Handler, Interface, Seq, Value};
+use idl::model::{Dir, Prim, Slot, StructDef, Type};
+use idl::rt::{CallError as RtError, ClientTransport, ServerTransport, Status};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::ops::Range;
+use std::ptr::NonNull;
+
+// ---------------------------------------------------------------------
+// An in-process transport: one message buffer, one string area.
+
+const CAP: usize = 4096;
+const AREA: usize = 1 << 16;
+
+/// The memory both sides of the loop share.
+struct Mem {
+    buf: Vec<u64>,
+    area: Vec<u64>,
+    scratch: Vec<u64>,
+    next: usize,
+    /// The last reply's strings range and status.
+    last: Option<(Status, usize, Range<u32>)>,
+}
+
+impl Mem {
+    fn new() -> Mem {
+        Mem {
+            buf: vec![0; CAP / 8],
+            area: vec![0; AREA / 8],
+            scratch: vec![0; AREA / 8],
+            next: 0,
+            last: None,
+        }
+    }
+    fn bytes(&mut self) -> &mut [u8] {
+        // SAFETY: u64s viewed as bytes.
+        unsafe { std::slice::from_raw_parts_mut(self.buf.as_mut_ptr().cast(), CAP) }
+    }
+    fn area(&mut self) -> &mut [u8] {
+        // SAFETY: as above.
+        unsafe { std::slice::from_raw_parts_mut(self.area.as_mut_ptr().cast(), AREA) }
+    }
+}
+
+type Serve<'a> = Box<dyn FnMut(&mut Mem, u16, usize) -> Result<usize, Status> + 'a>;
+
+/// The client's side; `call` runs the server in place.
+struct Loop<'a> {
+    mem: Mem,
+    serve: Serve<'a>,
+}
+
+// SAFETY: `buf` is CAP bytes, 8-aligned, owned; `reply_bytes` returns
+// slices of the 8-aligned area whose offsets the server uses.
+unsafe impl ClientTransport for Loop<'_> {
+    fn buf(&mut self) -> NonNull<u8> {
+        NonNull::new(self.mem.buf.as_mut_ptr().cast()).expect("vec")
+    }
+    fn capacity(&self) -> usize {
+        CAP
+    }
+    fn begin(&mut self) {
+        self.mem.next = 0;
+    }
+    fn put(&mut self, bytes: &[u8], align: usize) -> Result<u32, RtError> {
+        let off = self.mem.next.next_multiple_of(align.max(1));
+        if bytes.len() > (2 << 20) {
+            return Err(RtError::StringTooLong {
+                len: bytes.len(),
+                max: 2 << 20,
+            });
+        }
+        if off + bytes.len() > AREA {
+            return Err(RtError::AreaFull {
+                len: bytes.len(),
+                at: off,
+                size: AREA,
+            });
+        }
+        self.mem.area()[off..off + bytes.len()].copy_from_slice(bytes);
+        self.mem.next = off + bytes.len();
+        Ok(off as u32)
+    }
+    fn call(&mut self, key: u16, len: usize) -> Result<usize, RtError> {
+        (self.serve)(&mut self.mem, key, len).map_err(RtError::Status)
+    }
+    fn reply_bytes(&self, off: u32, len: usize) -> Result<&[u8], RtError> {
+        let off = off as usize;
+        if off > AREA || len > AREA - off {
+            return Err(RtError::Malformed("descriptor out of the area"));
+        }
+        // SAFETY: in range of the area.
+        Ok(
+            unsafe {
+                std::slice::from_raw_parts(self.mem.area.as_ptr().cast::<u8>().add(off), len)
+            },
+        )
+    }
+}
+
+/// The server's side over the same memory.
+struct Side<'m>(&'m mut Mem);
+
+// SAFETY: the regions are owned, disjoint, 8-aligned, of the sizes given.
+unsafe impl ServerTransport for Side<'_> {
+    fn wait(&mut self) -> Result<(u16, usize), RtError> {
+        Err(RtError::Closed)
+    }
+    fn buf(&mut self) -> NonNull<u8> {
+        NonNull::new(self.0.buf.as_mut_ptr().cast()).expect("vec")
+    }
+    fn capacity(&self) -> usize {
+        CAP
+    }
+    fn area(&mut self) -> (NonNull<u8>, usize) {
+        (
+            NonNull::new(self.0.area.as_mut_ptr().cast()).expect("vec"),
+            AREA,
+        )
+    }
+    fn scratch(&mut self) -> NonNull<u8> {
+        NonNull::new(self.0.scratch.as_mut_ptr().cast()).expect("vec")
+    }
+    fn max_string_bytes(&self) -> u32 {
+        2 << 20
+    }
+    fn reply(&mut self, status: Status, len: usize, strings: Range<u32>) -> Result<(), RtError> {
+        self.0.last = Some((status, len, strings));
+        Ok(())
+    }
+}
+
+/// A loop whose server is a dynamic server.
+fn dyn_loop<'a>(server: &'a idl::dynamic::DynServer<'a>) -> Loop<'a> {
+    Loop {
+        mem: Mem::new(),
+        serve: Box::new(move |m: &mut Mem, key, len| {
+            let mut side = Side(m);
+            server
+                .handle(&mut side, key, len)
+                .map_err(|_| Status::ServerFailed)?;
+            match m.last.take() {
+                Some((Status::Ok, n, _)) => Ok(n),
+                Some((s, _, _)) => Err(s),
+                None => Err(Status::ServerFailed),
+            }
+        }),
+    }
+}
+
+// ---------------------------------------------------------------------
+// The pfs calls, dynamic client against dynamic server.
+
+const PFS: &str = include_str!("../idl/pfs.idl");
+
+/// The pfs server's state, the handlers' context.
+#[derive(Default)]
+struct Pfs {
+    file: Vec<i32>,
+    calls: u32,
+}
+
+unsafe extern "C" fn h_open(
+    ctx: *mut Pfs,
+    client: i32,
+    fobj: i32,
+    flags: i32,
+    mode: i32,
+    handle: *mut i32,
+) -> i32 {
+    // SAFETY: the context registered with the handler; `handle` points into the record.
+    unsafe {
+        (*ctx).calls += 1;
+        *handle = client + fobj + flags + mode;
+    }
+    0
+}
+
+unsafe extern "C" fn h_write(
+    ctx: *mut Pfs,
+    handle: i32,
+    pos: *mut i32,
+    len: i32,
+    data: *const i32,
+    n: u64,
+) -> i32 {
+    // SAFETY: as above; `data` holds `n` checked elements.
+    unsafe {
+        let d = std::slice::from_raw_parts(data, n as usize);
+        (*ctx).file.extend_from_slice(d);
+        (*ctx).calls += 1;
+        *pos += len;
+    }
+    handle
+}
+
+unsafe extern "C" fn h_dir(
+    ctx: *mut Pfs,
+    handle: i32,
+    pos: *mut i32,
+    count: i32,
+    data: *mut i32,
+    n: *mut u32,
+) -> i32 {
+    // SAFETY: as above; `data` has room for `*n` elements.
+    unsafe {
+        let k = (count.max(0) as u32).min(*n);
+        for i in 0..k {
+            *data.add(i as usize) = handle * 100 + i as i32 + *pos;
+        }
+        *n = k;
+        *pos += k as i32;
+        (*ctx).calls += 1;
+    }
+    7
+}
+
+fn pfs_server<'a>(iface: &'a Interface, ctx: &mut Pfs) -> idl::dynamic::DynServer<'a> {
+    let c = (ctx as *mut Pfs).cast();
+    // SAFETY: the handlers have the signatures docs/idl.md gives for the
+    // pfs operations; the context outlives the server in each test.
+    unsafe {
+        iface
+            .server(&[
+                ("pfs_open", Handler::new(h_open as *const () as usize, c)),
+                ("pfs_write", Handler::new(h_write as *const () as usize, c)),
+                (
+                    "pfs_get_direntries",
+                    Handler::new(h_dir as *const () as usize, c),
+                ),
+            ])
+            .expect("server")
+    }
+}
+
+fn pfs_round_trip(engine: Engine) {
+    let idl = idl::parse(PFS).expect("pfs.idl");
+    let iface = Interface::from_idl(&idl, "pfs", Default::default(), engine).expect("load");
+    let mut state = Pfs::default();
+    let server = pfs_server(&iface, &mut state);
+    let mut t = dyn_loop(&server);
+    let mut client = iface.client();
+    let open = iface.op_index("pfs_open").expect("op");
+    let mut a = [
+        Value::I32(1),
+        Value::I32(2),
+        Value::I32(3),
+        Value::I32(4),
+        Value::Void,
+    ];
+    assert_eq!(
+        client.call(&mut t, open, &mut a).expect("open"),
+        Value::I32(0)
+    );
+    assert_eq!(a[4], Value::I32(10));
+    let write = iface.op_index("pfs_write").expect("op");
+    let mut a = [
+        Value::I32(5),
+        Value::I32(100),
+        Value::I32(3),
+        Value::Seq(Seq::I32(vec![7, 8, 9])),
+    ];
+    assert_eq!(
+        client.call(&mut t, write, &mut a).expect("write"),
+        Value::I32(5)
+    );
+    assert_eq!(a[1], Value::I32(103));
+    let dir = iface.op_index("pfs_get_direntries").expect("op");
+    let mut a = [Value::I32(2), Value::I32(10), Value::I32(4), Value::Void];
+    assert_eq!(
+        client.call(&mut t, dir, &mut a).expect("dir"),
+        Value::I32(7)
+    );
+    assert_eq!(a[1], Value::I32(14));
+    assert_eq!(a[3], Value::Seq(Seq::I32(vec![210, 211, 212, 213])));
+    drop(t);
+    drop(server);
+    assert_eq!(state.file, vec![7, 8, 9]);
+    assert_eq!(state.calls, 3);
+}
+
+#[test]
+fn pfs_round_trips_natively() {
+    pfs_round_trip(Engine::Native);
+}
+
+#[test]
+fn pfs_round_trips_on_the_reference_backend() {
+    pfs_round_trip(Engine::Reference);
+}
+
+#[test]
+fn bad_values_get_typed_errors() {
+    let iface = Interface::load(PFS, "pfs").expect("load");
+    let mut state = Pfs::default();
+    let server = pfs_server(&iface, &mut state);
+    let mut t = dyn_loop(&server);
+    let mut client = iface.client();
+    let write = iface.op_index("pfs_write").expect("op");
+    let mut a = [Value::I32(5), Value::I32(100), Value::I32(3)];
+    match client.call(&mut t, write, &mut a) {
+        Err(CallError::Arity {
+            expected: 4,
+            found: 3,
+            ..
+        }) => {}
+        other => panic!("{other:?}"),
+    }
+    let mut a = [
+        Value::I32(5),
+        Value::I64(100),
+        Value::I32(3),
+        Value::Seq(Seq::I32(vec![])),
+    ];
+    match client.call(&mut t, write, &mut a) {
+        Err(CallError::Type {
+            index: 1,
+            param,
+            expected,
+            ..
+        }) => {
+            assert_eq!(param, "pos");
+            assert_eq!(expected, "int32");
+        }
+        other => panic!("{other:?}"),
+    }
+    let mut a = [
+        Value::I32(5),
+        Value::I32(1),
+        Value::I32(3),
+        Value::Seq(Seq::I16(vec![1])),
+    ];
+    assert!(matches!(
+        client.call(&mut t, write, &mut a),
+        Err(CallError::Type { index: 3, .. })
+    ));
+    let mut a = [
+        Value::I32(5),
+        Value::I32(1),
+        Value::I32(3),
+        Value::Str("x".into()),
+    ];
+    assert!(matches!(
+        client.call(&mut t, write, &mut a),
+        Err(CallError::Type { index: 3, .. })
+    ));
+    assert!(matches!(
+        client.call(&mut t, 9, &mut []),
+        Err(CallError::NoSuchOp { op: 9, .. })
+    ));
+    // An in value may not be Void; an out value may.
+    let open = iface.op_index("pfs_open").expect("op");
+    let mut a = [
+        Value::Void,
+        Value::I32(2),
+        Value::I32(3),
+        Value::I32(4),
+        Value::Void,
+    ];
+    assert!(matches!(
+        client.call(&mut t, open, &mut a),
+        Err(CallError::Type { index: 0, .. })
+    ));
+    // Nothing reached the server.
+    drop(t);
+    drop(server);
+    assert_eq!(state.calls, 0);
+    // A string area too small for the data: the transport's typed error.
+    let mut small = Loop {
+        mem: Mem::new(),
+        serve: Box::new(|_, _, _| Ok(0)),
+    };
+    let mut a = [
+        Value::I32(5),
+        Value::I32(1),
+        Value::I32(3),
+        Value::Seq(Seq::I32(vec![0; AREA / 4 + 1])),
+    ];
+    assert!(matches!(
+        client.call(&mut small, write, &mut a),
+        Err(CallError::Transport(RtError::AreaFull { .. }))
+    ));
+}
+
+// ---------------------------------------------------------------------
+// Random operations against a reference writer that follows the layout.
+
+const STRUCTS: &str =
+    "struct pt { long x; octet tag; short w[3]; };\nstruct pair { long long k; pt p; };\n";
+
+const PRIMS: [(&str, Prim); 10] = [
+    ("boolean", Prim::Bool),
+    ("char", Prim::Char),
+    ("int8_t", Prim::I8),
+    ("octet", Prim::U8),
+    ("short", Prim::I16),
+    ("unsigned short", Prim::U16),
+    ("long", Prim::I32),
+    ("unsigned long", Prim::U32),
+    ("long long", Prim::I64),
+    ("unsigned long long", Prim::U64),
+];
+
+/// A random parameter declaration in CORBA syntax (or MIDL for size_is).
+fn random_param(rng: &mut StdRng, i: usize) -> String {
+    let dir = ["in", "inout", "out"][rng.random_range(0..3)];
+    let ty = match rng.random_range(0..7) {
+        0 | 1 => PRIMS[rng.random_range(0..PRIMS.len())].0.to_string(),
+        2 => "string".into(),
+        3 => format!("sequence<{}>", PRIMS[rng.random_range(1..PRIMS.len())].0),
+        4 => ["pt", "pair"][rng.random_range(0..2)].into(),
+        5 => ["sequence<pt>", "sequence<pair>"][rng.random_range(0..2)].into(),
+        _ => {
+            let (n, _) = PRIMS[rng.random_range(1..PRIMS.len())];
+            return format!("{dir} {n} p{i}[{}]", rng.random_range(1..5));
+        }
+    };
+    if ty == "boolean" && dir != "in" && rng.random_bool(0.5) {
+        return format!("{dir} boolean p{i}");
+    }
+    format!("{dir} {ty} p{i}")
+}
+
+fn random_idl(rng: &mut StdRng) -> String {
+    let mut ops = String::new();
+    for k in 0..3 {
+        let n = rng.random_range(0..5);
+        let params: Vec<String> = (0..n).map(|i| random_param(rng, i)).collect();
+        let ret = match rng.random_range(0..4) {
+            0 => "void".to_string(),
+            _ => PRIMS[rng.random_range(0..PRIMS.len())].0.to_string(),
+        };
+        ops.push_str(&format!("  {ret} op{k}({});\n", params.join(", ")));
+    }
+    format!("{STRUCTS}interface r {{\n{ops}}};\n")
+}
+
+fn random_prim(rng: &mut StdRng, p: Prim) -> Value {
+    let b: u64 = rng.random();
+    match p {
+        Prim::Bool => Value::Bool(rng.random_bool(0.5)),
+        Prim::Char => Value::Char(b as u8),
+        Prim::I8 => Value::I8(b as i8),
+        Prim::U8 => Value::U8(b as u8),
+        Prim::I16 => Value::I16(b as i16),
+        Prim::U16 => Value::U16(b as u16),
+        Prim::I32 => Value::I32(b as i32),
+        Prim::U32 => Value::U32(b as u32),
+        Prim::I64 => Value::I64(b as i64),
+        Prim::U64 => Value::U64(b),
+    }
+}
+
+fn random_value(rng: &mut StdRng, st: &[StructDef], ty: &Type) -> Value {
+    match ty {
+        Type::Prim(p) => random_prim(rng, *p),
+        Type::String => {
+            let n = rng.random_range(0..12);
+            Value::Str(
+                (0..n)
+                    .map(|_| ['a', 'é', '→', 'z'][rng.random_range(0..4)])
+                    .collect(),
+            )
+        }
+        Type::Struct(id) => Value::Struct(
+            st[*id]
+                .fields
+                .iter()
+                .map(|(_, t)| random_value(rng, st, t))
+                .collect(),
+        ),
+        Type::Array(e, n) => random_seq(rng, st, e, *n as usize),
+        Type::Sequence(e) => {
+            let n = rng.random_range(0..6);
+            random_seq(rng, st, e, n)
+        }
+    }
+}
+
+fn random_seq(rng: &mut StdRng, st: &[StructDef], e: &Type, n: usize) -> Value {
+    let vals: Vec<Value> = (0..n).map(|_| random_value(rng, st, e)).collect();
+    let Type::Prim(p) = e else {
+        return Value::Seq(Seq::Values(vals));
+    };
+    let bits = |v: &Value| match *v {
+        Value::Char(x) | Value::U8(x) => x as u64,
+        Value::I8(x) => x as u64,
+        Value::I16(x) => x as u64,
+        Value::U16(x) => x as u64,
+        Value::I32(x) => x as u64,
+        Value::U32(x) => x as u64,
+        Value::I64(x) => x as u64,
+        Value::U64(x) => x,
+        _ => 0,
+    };
+    let b: Vec<u64> = vals.iter().map(bits).collect();
+    Value::Seq(match p {
+        Prim::I8 => Seq::I8(b.iter().map(|&x| x as i8).collect()),
+        Prim::U8 | Prim::Char | Prim::Bool => Seq::U8(b.iter().map(|&x| x as u8).collect()),
+        Prim::I16 => Seq::I16(b.iter().map(|&x| x as i16).collect()),
+        Prim::U16 => Seq::U16(b.iter().map(|&x| x as u16).collect()),
+        Prim::I32 => Seq::I32(b.iter().map(|&x| x as i32).collect()),
+        Prim::U32 => Seq::U32(b.iter().map(|&x| x as u32).collect()),
+        Prim::I64 => Seq::I64(b.iter().map(|&x| x as i64).collect()),
+        Prim::U64 => Seq::U64(b),
+    })
+}
+
+/// C size and alignment, computed here independently of the crate.
+fn c_size(st: &[StructDef], ty: &Type) -> (usize, usize) {
+    match ty {
+        Type::Prim(p) => (p.size() as usize, p.size() as usize),
+        Type::Struct(id) => (st[*id].size as usize, st[*id].align as usize),
+        Type::Array(e, n) => {
+            let (s, a) = c_size(st, e);
+            (s * *n as usize, a)
+        }
+        Type::String | Type::Sequence(_) => (8, 4),
+    }
+}
+
+/// The reference writer: `v` of type `ty` in C layout.
+fn write_c(st: &[StructDef], ty: &Type, v: &Value, out: &mut Vec<u8>) {
+    let start = out.len();
+    match (ty, v) {
+        (Type::Prim(p), v) => {
+            let b: u64 = match *v {
+                Value::Bool(x) => x as u64,
+                Value::Char(x) | Value::U8(x) => x as u64,
+                Value::I8(x) => x as u64,
+                Value::I16(x) => x as u64,
+                Value::U16(x) => x as u64,
+                Value::I32(x) => x as u64,
+                Value::U32(x) => x as u64,
+                Value::I64(x) => x as u64,
+                Value::U64(x) => x,
+                _ => panic!("not a scalar"),
+            };
+            out.extend_from_slice(&b.to_le_bytes()[..p.size() as usize]);
+        }
+        (Type::Struct(id), Value::Struct(fs)) => {
+            for ((_, t), f) in st[*id].fields.iter().zip(fs) {
+                let a = c_size(st, t).1;
+                while (out.len() - start) % a != 0 {
+                    out.push(0);
+                }
+                write_c(st, t, f, out);
+            }
+            while out.len() - start < st[*id].size as usize {
+                out.push(0);
+            }
+        }
+        (Type::Array(e, _) | Type::Sequence(e), Value::Seq(s)) => {
+            for x in seq_values(s) {
+                write_c(st, e, &x, out);
+            }
+        }
+        _ => panic!("no C layout for {ty:?}"),
+    }
+}
+
+fn seq_values(s: &Seq) -> Vec<Value> {
+    match s {
+        Seq::I8(v) => v.iter().map(|&x| Value::I8(x)).collect(),
+        Seq::U8(v) => v.iter().map(|&x| Value::U8(x)).collect(),
+        Seq::I16(v) => v.iter().map(|&x| Value::I16(x)).collect(),
+        Seq::U16(v) => v.iter().map(|&x| Value::U16(x)).collect(),
+        Seq::I32(v) => v.iter().map(|&x| Value::I32(x)).collect(),
+        Seq::U32(v) => v.iter().map(|&x| Value::U32(x)).collect(),
+        Seq::I64(v) => v.iter().map(|&x| Value::I64(x)).collect(),
+        Seq::U64(v) => v.iter().map(|&x| Value::U64(x)).collect(),
+        Seq::Values(v) => v.clone(),
+    }
+}
+
+/// The bytes and element count of an indirect value.
+fn indirect_bytes(st: &[StructDef], ty: &Type, v: &Value) -> (Vec<u8>, usize, usize) {
+    match (ty, v) {
+        (Type::String, Value::Str(s)) => (s.as_bytes().to_vec(), s.len(), 1),
+        (Type::Sequence(e), Value::Seq(s)) => {
+            let mut out = Vec::new();
+            for x in seq_values(s) {
+                write_c(st, e, &x, &mut out);
+            }
+            (out, s.len(), c_size(st, e).1)
+        }
+        _ => panic!("not indirect"),
+    }
+}
+
+/// One random operation's check against the reference writer, on both
+/// backends; returns the request records (native, reference).
+fn check_op(rng: &mut StdRng, idl: &idl::Idl, ifaces: &[Interface], k: usize) {
+    let st = &idl.structs;
+    let op = &idl.interfaces[0].ops[k];
+    let lay = &op.layout;
+    // The values in and the results the "server" writes.
+    let value_params: Vec<usize> = (0..op.params.len())
+        .filter(|&i| op.params[i].length_of.is_none())
+        .collect();
+    let ins: Vec<Value> = value_params
+        .iter()
+        .map(|&i| {
+            let p = &op.params[i];
+            if p.dir == Dir::Out && rng.random_bool(0.5) {
+                Value::Void
+            } else {
+                random_value(rng, st, &p.ty)
+            }
+        })
+        .collect();
+    let outs: Vec<Value> = value_params
+        .iter()
+        .map(|&i| {
+            let p = &op.params[i];
+            match (&p.dir, &p.ty) {
+                (Dir::In, _) => Value::Void,
+                // An inout sequence comes back with its length.
+                (Dir::InOut, Type::Sequence(e)) => {
+                    match &ins[value_params.iter().position(|&j| j == i).unwrap()] {
+                        Value::Seq(s) => random_seq(rng, st, e, s.len()),
+                        _ => unreachable!(),
+                    }
+                }
+                _ => random_value(rng, st, &p.ty),
+            }
+        })
+        .collect();
+    let ret = op.ret.as_ref().map(|t| random_value(rng, st, t));
+    // The expected request: record fields and string area.
+    let mut want_rec = vec![None::<u8>; lay.size as usize];
+    let mut want_area = Vec::<u8>::new();
+    for f in &lay.fields {
+        let Slot::Param(i) = f.slot else { continue };
+        let p = &op.params[i];
+        if p.dir == Dir::Out {
+            continue;
+        }
+        let v = &ins[value_params.iter().position(|&j| j == i).unwrap()];
+        let bytes = if p.ty.is_indirect() {
+            let (b, n, align) = indirect_bytes(st, &p.ty, v);
+            while want_area.len() % align != 0 {
+                want_area.push(0);
+            }
+            let off = want_area.len() as u32;
+            want_area.extend_from_slice(&b);
+            [off.to_le_bytes(), (n as u32).to_le_bytes()].concat()
+        } else {
+            let mut b = Vec::new();
+            write_c(st, &p.ty, v, &mut b);
+            b
+        };
+        assert_eq!(bytes.len(), f.size as usize);
+        for (j, b) in bytes.into_iter().enumerate() {
+            want_rec[f.offset as usize + j] = Some(b);
+        }
+    }
+    // The reply the reference writer puts in place.
+    let reply = |mem: &mut Mem| {
+        let mut at = AREA / 2;
+        for f in &lay.fields {
+            let (ty, v) = match f.slot {
+                Slot::Ret => (op.ret.as_ref().unwrap(), ret.clone().unwrap()),
+                Slot::Param(i) if op.params[i].dir != Dir::In => (
+                    &op.params[i].ty,
+                    outs[value_params.iter().position(|&j| j == i).unwrap()].clone(),
+                ),
+                _ => continue,
+            };
+            let bytes = if ty.is_indirect() {
+                let (b, n, _) = indirect_bytes(st, ty, &v);
+                mem.area()[at..at + b.len()].copy_from_slice(&b);
+                let d = [(at as u32).to_le_bytes(), (n as u32).to_le_bytes()].concat();
+                at = (at + b.len()).next_multiple_of(8);
+                d
+            } else {
+                let mut b = Vec::new();
+                write_c(st, ty, &v, &mut b);
+                b
+            };
+            mem.bytes()[f.offset as usize..][..bytes.len()].copy_from_slice(&bytes);
+        }
+    };
+    let mut records = Vec::new();
+    for iface in ifaces {
+        let seen = std::cell::RefCell::new(None);
+        let mut t = Loop {
+            mem: Mem::new(),
+            serve: Box::new(|m: &mut Mem, key, len| {
+                assert_eq!(key as usize, k);
+                assert_eq!(len, lay.request_size as usize);
+                let rec = m.bytes()[..lay.size as usize].to_vec();
+                let next = m.next;
+                let area = m.area()[..next].to_vec();
+                *seen.borrow_mut() = Some((rec, area));
+                reply(m);
+                Ok(lay.size as usize)
+            }),
+        };
+        let mut args = ins.clone();
+        let r = iface
+            .client()
+            .call(&mut t, k, &mut args)
+            .unwrap_or_else(|e| panic!("{}: {e}", op.name));
+        drop(t);
+        let (rec, area) = seen.into_inner().expect("the call reached the transport");
+        for (j, w) in want_rec.iter().enumerate() {
+            if let Some(w) = w {
+                assert_eq!(rec[j], *w, "{}: request byte {j}", op.name);
+            }
+        }
+        assert_eq!(area, want_area, "{}: string area", op.name);
+        // The results are the reply's values.
+        for (j, &i) in value_params.iter().enumerate() {
+            let want = if op.params[i].dir == Dir::In {
+                &ins[j]
+            } else {
+                &outs[j]
+            };
+            assert_eq!(&args[j], want, "{}: value {}", op.name, op.params[i].name);
+        }
+        assert_eq!(r, ret.clone().unwrap_or(Value::Void), "{}: return", op.name);
+        records.push(rec);
+    }
+    // Differential: the reference backend wrote the same record bytes.
+    let masked = |r: &Vec<u8>| -> Vec<Option<u8>> {
+        r.iter()
+            .zip(&want_rec)
+            .map(|(b, w)| w.map(|_| *b))
+            .collect()
+    };
+    assert_eq!(
+        masked(&records[0]),
+        masked(&records[1]),
+        "{}: native against reference",
+        op.name
+    );
+}
+
+#[test]
+fn random_operations_marshal_as_the_layout_says() {
+    let mut rng = StdRng::seed_from_u64(15);
+    for _ in 0..60 {
+        let src = random_idl(&mut rng);
+        let idl = idl::parse(&src).unwrap_or_else(|e| panic!("{e}\n{src}"));
+        let ifaces: Vec<Interface> = [Engine::Native, Engine::Reference]
+            .into_iter()
+            .map(|e| Interface::from_idl(&idl, "r", Default::default(), e).expect("load"))
+            .collect();
+        for k in 0..idl.interfaces[0].ops.len() {
+            check_op(&mut rng, &idl, &ifaces, k);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------
+// Random operations, dynamic client to dynamic server: one generic C
+// handler reads its arguments by the documented conventions.
+
+/// What the generic handler is given and what it saw.
+struct Gen {
+    plan: idl::dynamic::OpPlan,
+    /// Per value: the C bytes the handler writes back (out, inout,
+    /// return), with the element count for strings and sequences.
+    reply: Vec<(Vec<u8>, usize)>,
+    /// Per value: the C bytes the handler received (in, inout).
+    seen: Vec<Vec<u8>>,
+}
+
+/// The generic handler: `ctx`, then up to nine register arguments (the
+/// most the dynamic dispatch passes); arguments past those the operation
+/// takes are not read as values.
+#[allow(clippy::too_many_arguments)]
+extern "C" fn generic(
+    ctx: *mut Gen,
+    a0: u64,
+    a1: u64,
+    a2: u64,
+    a3: u64,
+    a4: u64,
+    a5: u64,
+    a6: u64,
+    a7: u64,
+    a8: u64,
+) -> u64 {
+    use idl::dynamic::Kind;
+    // SAFETY: the context registered for this operation.
+    let g = unsafe { &mut *ctx };
+    let args = [a0, a1, a2, a3, a4, a5, a6, a7, a8];
+    let mut next = args.iter().copied();
+    let mut ret = 0;
+    for (j, v) in g.plan.values.clone().iter().enumerate() {
+        let (bytes, count) = g.reply[j].clone();
+        match (v.dir, v.kind) {
+            (_, Kind::Prim(p)) if v.param.is_none() => {
+                let mut w = [0u8; 8];
+                w[..p.size() as usize].copy_from_slice(&bytes);
+                ret = u64::from_le_bytes(w);
+            }
+            (Dir::In, Kind::Prim(p)) => {
+                let x = next.next().unwrap_or(0);
+                g.seen[j] = x.to_le_bytes()[..p.size() as usize].to_vec();
+            }
+            (dir, Kind::Prim(_) | Kind::Agg { .. }) => {
+                let ptr = next.next().unwrap_or(0) as *mut u8;
+                let size = match v.kind {
+                    Kind::Prim(p) => p.size() as usize,
+                    Kind::Agg { size, .. } => size as usize,
+                    _ => 0,
+                };
+                // SAFETY: a pointer into the record, `size` bytes.
+                unsafe {
+                    g.seen[j] = std::slice::from_raw_parts(ptr, size).to_vec();
+                    if dir != Dir::In {
+                        std::ptr::copy_nonoverlapping(bytes.as_ptr(), ptr, size);
+                    }
+                }
+            }
+            (Dir::In | Dir::InOut, Kind::Ind { esize, .. }) => {
+                let (ptr, n) = (
+                    next.next().unwrap_or(0) as *mut u8,
+                    next.next().unwrap_or(0) as usize,
+                );
+                let len = n * esize as usize;
+                // SAFETY: checked by the dispatch: `n` elements.
+                unsafe {
+                    g.seen[j] = if len == 0 {
+                        Vec::new()
+                    } else {
+                        std::slice::from_raw_parts(ptr, len).to_vec()
+                    };
+                    if v.dir == Dir::InOut {
+                        assert_eq!(count, n);
+                        std::ptr::copy_nonoverlapping(bytes.as_ptr(), ptr, len);
+                    }
+                }
+            }
+            (_, Kind::Ind { .. }) => {
+                let (ptr, lenp) = (
+                    next.next().unwrap_or(0) as *mut u8,
+                    next.next().unwrap_or(0) as *mut u32,
+                );
+                // SAFETY: the region the dispatch gave, `*lenp` elements of room.
+                unsafe {
+                    assert!(count <= *lenp as usize);
+                    std::ptr::copy_nonoverlapping(bytes.as_ptr(), ptr, bytes.len());
+                    *lenp = count as u32;
+                }
+            }
+        }
+    }
+    ret
+}
+
+#[test]
+fn random_operations_round_trip_through_the_dynamic_server() {
+    let mut rng = StdRng::seed_from_u64(16);
+    let (mut ran, mut skipped) = (0, 0);
+    for _ in 0..40 {
+        let src = random_idl(&mut rng);
+        let idl = idl::parse(&src).unwrap_or_else(|e| panic!("{e}\n{src}"));
+        let st = &idl.structs;
+        for engine in [Engine::Native, Engine::Reference] {
+            let iface = Interface::from_idl(&idl, "r", Default::default(), engine).expect("load");
+            for (k, plan) in iface.ops().iter().enumerate() {
+                let op = &plan.op;
+                let ins: Vec<Value> = plan
+                    .params()
+                    .iter()
+                    .map(|v| {
+                        if v.dir == Dir::Out {
+                            Value::Void
+                        } else {
+                            random_value(&mut rng, st, &v.ty)
+                        }
+                    })
+                    .collect();
+                let outs: Vec<Value> = plan
+                    .values
+                    .iter()
+                    .enumerate()
+                    .map(|(j, v)| match (v.dir, &v.ty) {
+                        (Dir::In, _) => Value::Void,
+                        (Dir::InOut, Type::Sequence(e)) => match &ins[j] {
+                            Value::Seq(s) => random_seq(&mut rng, st, e, s.len()),
+                            _ => unreachable!(),
+                        },
+                        (Dir::InOut, Type::String) => match &ins[j] {
+                            Value::Str(s) => Value::Str("x".repeat(s.len())),
+                            _ => unreachable!(),
+                        },
+                        _ => random_value(&mut rng, st, &v.ty),
+                    })
+                    .collect();
+                let c_bytes = |v: &idl::dynamic::ValuePlan, x: &Value| -> (Vec<u8>, usize) {
+                    match x {
+                        Value::Void => (Vec::new(), 0),
+                        x if v.ty.is_indirect() => {
+                            let (b, n, _) = indirect_bytes(st, &v.ty, x);
+                            (b, n)
+                        }
+                        x => {
+                            let mut b = Vec::new();
+                            write_c(st, &v.ty, x, &mut b);
+                            (b, 1)
+                        }
+                    }
+                };
+                let reply: Vec<(Vec<u8>, usize)> = plan
+                    .values
+                    .iter()
+                    .zip(&outs)
+                    .map(|(v, x)| c_bytes(v, x))
+                    .collect();
+                let mut g = Gen {
+                    plan: plan.clone(),
+                    reply,
+                    seen: vec![Vec::new(); plan.values.len()],
+                };
+                // SAFETY: `generic` reads its arguments by the conventions
+                // of docs/idl.md; `g` outlives the server.
+                let server = unsafe {
+                    iface.server(&[(
+                        op.name.as_str(),
+                        Handler::new(generic as *const () as usize, (&mut g as *mut Gen).cast()),
+                    )])
+                };
+                let server = match server {
+                    Ok(s) => s,
+                    Err(idl::dynamic::LoadError::Dispatch(
+                        idl::dynamic::GenError::TooManyArgs { .. },
+                    )) => {
+                        skipped += 1;
+                        continue;
+                    }
+                    Err(e) => panic!("{e}"),
+                };
+                let mut t = dyn_loop(&server);
+                let mut args = ins.clone();
+                let r = iface
+                    .client()
+                    .call(&mut t, k, &mut args)
+                    .unwrap_or_else(|e| panic!("{}: {e}\n{src}", op.name));
+                drop(t);
+                drop(server);
+                ran += 1;
+                for (j, v) in plan.params().iter().enumerate() {
+                    if v.dir != Dir::Out {
+                        assert_eq!(
+                            g.seen[j],
+                            c_bytes(v, &ins[j]).0,
+                            "{}: the server saw {}\n{src}",
+                            op.name,
+                            v.name
+                        );
+                    }
+                    let want = if v.dir == Dir::In { &ins[j] } else { &outs[j] };
+                    assert_eq!(&args[j], want, "{}: {} came back\n{src}", op.name, v.name);
+                }
+                assert_eq!(
+                    r,
+                    outs.last()
+                        .filter(|_| plan.has_ret)
+                        .cloned()
+                        .unwrap_or(Value::Void),
+                    "{}: return\n{src}",
+                    op.name
+                );
+            }
+        }
+    }
+    // Operations of up to four values always fit the handler's registers.
+    assert_eq!(skipped, 0);
+    assert_eq!(ran, 240);
+}
+
+// ---------------------------------------------------------------------
+// Hostile requests to the generated dispatch.
+
+#[test]
+fn hostile_requests_get_a_status() {
+    let src = format!(
+        "{STRUCTS}interface h {{ long a(in string s, in sequence<pt> q, out string o, in boolean b); long b(inout sequence<long> x, out pair p); }};"
+    );
+    for engine in [Engine::Native, Engine::Reference] {
+        let idl = idl::parse(&src).expect("parse");
+        let iface = Interface::from_idl(&idl, "h", Default::default(), engine).expect("load");
+        extern "C" fn ha(
+            _: *mut u8,
+            s: *const u8,
+            n: u64,
+            _q: *const u8,
+            _m: u64,
+            o: *mut u8,
+            on: *mut u32,
+            b: u32,
+        ) -> i32 {
+            // SAFETY: the dispatch checked `s`; `o` has room for `*on` bytes.
+            unsafe {
+                let s = std::slice::from_raw_parts(s, n as usize);
+                assert!(std::str::from_utf8(s).is_ok());
+                let k = (*on as usize).min(s.len());
+                std::ptr::copy_nonoverlapping(s.as_ptr(), o, k);
+                *on = k as u32;
+            }
+            assert!(b <= 1);
+            n as i32
+        }
+        extern "C" fn hb(_: *mut u8, x: *mut i32, n: u64, p: *mut u8) -> i32 {
+            // SAFETY: checked by the dispatch.
+            unsafe {
+                for i in 0..n as usize {
+                    *x.add(i) += 1;
+                }
+                *p = 1;
+            }
+            0
+        }
+        // SAFETY: the signatures follow docs/idl.md for these operations.
+        let server = unsafe {
+            iface.server(&[
+                (
+                    "a",
+                    Handler::new(ha as *const () as usize, std::ptr::null_mut()),
+                ),
+                (
+                    "b",
+                    Handler::new(hb as *const () as usize, std::ptr::null_mut()),
+                ),
+            ])
+        }
+        .expect("server");
+        let mut rng = StdRng::seed_from_u64(7);
+        let mut mem = Mem::new();
+        let mut seen = [0u32; 8];
+        for round in 0..3000 {
+            let key: u16 = rng.random_range(0..4);
+            let len = rng.random_range(0..80);
+            for b in mem.bytes()[..96].iter_mut() {
+                *b = match rng.random_range(0..4) {
+                    0 => 0,
+                    1 => rng.random_range(0..3),
+                    _ => rng.random(),
+                };
+            }
+            if round % 2 == 0 {
+                // Plausible descriptors: small offsets and counts.
+                for w in mem.buf[..12].iter_mut() {
+                    *w = (rng.random_range(0..64u64)) | (rng.random_range(0..8u64) << 32);
+                }
+            }
+            let mut side = Side(&mut mem);
+            let (status, _) = server.dispatch_in(&mut side, key, len).expect("dispatch");
+            seen[status as usize] += 1;
+            if key >= 2 {
+                assert_eq!(status, Status::BadKey);
+            }
+        }
+        assert!(seen[Status::Ok as usize] > 0, "{seen:?}");
+        assert!(seen[Status::BadString as usize] > 0, "{seen:?}");
+        assert!(seen[Status::ShortMessage as usize] > 0, "{seen:?}");
+    }
+}
+
+// ---------------------------------------------------------------------
+// The benchmark helper's entry: instructions of the dynamic path.
+
+/// Runs `n` rounds of the three pfs calls, dynamic client to dynamic
+/// server in process (for `valgrind --tool=callgrind`; see docs/idl.md).
+/// `cargo test -p idl --release --test dynamic -- --ignored pfs_calls_for_callgrind`.
+#[test]
+#[ignore = "a workload for callgrind, not a test"]
+fn pfs_calls_for_callgrind() {
+    let n: usize = std::env::var("IDL_DYN_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1000);
+    let iface = Interface::load(PFS, "pfs").expect("load");
+    let mut state = Pfs::default();
+    let server = pfs_server(&iface, &mut state);
+    let mut t = dyn_loop(&server);
+    let mut client = iface.client();
+    let (open, write, dir) = (0, 1, 2);
+    let mut a_open = [
+        Value::I32(1),
+        Value::I32(2),
+        Value::I32(3),
+        Value::I32(4),
+        Value::Void,
+    ];
+    let mut a_write = [
+        Value::I32(5),
+        Value::I32(0),
+        Value::I32(4),
+        Value::Seq(Seq::I32(vec![1, 2, 3, 4])),
+    ];
+    let mut a_dir = [Value::I32(2), Value::I32(0), Value::I32(4), Value::Void];
+    for _ in 0..n {
+        dyn_open(&mut client, &mut t, open, &mut a_open);
+        dyn_write(&mut client, &mut t, write, &mut a_write);
+        dyn_dir(&mut client, &mut t, dir, &mut a_dir);
+    }
+    std::hint::black_box(&state.calls);
+}
+
+#[inline(never)]
+fn dyn_open(c: &mut idl::dynamic::DynClient<'_>, t: &mut Loop<'_>, op: usize, a: &mut [Value]) {
+    std::hint::black_box(c.call(t, op, a).ok());
+}
+
+#[inline(never)]
+fn dyn_write(c: &mut idl::dynamic::DynClient<'_>, t: &mut Loop<'_>, op: usize, a: &mut [Value]) {
+    std::hint::black_box(c.call(t, op, a).ok());
+}
+
+#[inline(never)]
+fn dyn_dir(c: &mut idl::dynamic::DynClient<'_>, t: &mut Loop<'_>, op: usize, a: &mut [Value]) {
+    std::hint::black_box(c.call(t, op, a).ok());
+}
