@@ -15,12 +15,15 @@
 //!   and a `uint32_t <name>_len`;
 //! - out strings and sequences are pointers into the channel's string area
 //!   (the client's receive buffer, IDL4 §3.3), valid until the next call on
-//!   the channel; inout ones are copied back into the caller's buffer;
+//!   the channel, and so are inout strings (their new value); inout
+//!   sequences are copied back into the caller's buffer;
 //! - the server implements a table of function pointers (`<iface>_impl`)
-//!   with the same parameters (an out string or sequence is a buffer in the
-//!   string area whose length parameter holds its capacity on entry and the
-//!   count written on return); nonzero from an implementation is
-//!   `IDL_SERVER_FAILED`;
+//!   with the same parameters, except that a value it writes into the
+//!   string area (an out string or sequence, an inout string's new value)
+//!   is a room: a pointer, its count (0 on entry, or the old value's length
+//!   for an inout string, whose room starts with the old value) and a
+//!   capacity `uint32_t <name>_cap` (`rt::OutSeq`, `rt::OutStr`); nonzero
+//!   from an implementation is `IDL_SERVER_FAILED`;
 //! - `<iface>_dispatch` switches on the key, `<iface>_serve` is the loop.
 
 use std::collections::HashSet;
@@ -35,6 +38,32 @@ pub fn generate(idl: &Idl, stem: &str) -> (String, String) {
     let g = Gen { idl };
     (g.header(stem), g.source(stem))
 }
+
+/// What every generated header says about its conventions.
+const HEADER_DOC: &str = " *
+ * Records have the layout of the Rust stubs' (asserted below), so that C and
+ * Rust clients and servers call each other over idl_rt.h's shared-memory
+ * channel.
+ *
+ * Client stubs return an int status: IDL_OK, the status the server answered
+ * (IDL_BAD_KEY..IDL_SERVER_FAILED) or a local IDL_E_*; the IDL return value
+ * comes back through the last parameter, `ret`. On an error the out values
+ * are unspecified. Out strings and sequences, and inout strings, come back as
+ * pointers into the channel's string area, valid until the next call on the
+ * channel; inout sequences are copied back into the caller's buffer (same
+ * length). A string or sequence without size_is is a pointer and a uint32_t
+ * <name>_len; size_is length parameters stay where they are declared.
+ *
+ * A server fills an <iface>_impl table. Each function gets the parameters in
+ * place: in values by value (structs and arrays by const pointer), inout and
+ * out values as pointers into the received record, in strings and sequences
+ * as const pointers into the string area. A value the server writes into the
+ * string area (an out string or sequence, an inout string's new value) is a
+ * room: a pointer, its count (0 on entry; an inout string's room starts with
+ * the old value and its length) and a uint32_t <name>_cap, the room's size in
+ * elements. A nonzero return makes the reply IDL_SERVER_FAILED; a count above
+ * the capacity makes it IDL_OVERFLOW. <iface>_serve is the server loop.
+";
 
 /// Writes a line to a `String` (writing to a `String` cannot fail).
 macro_rules! line {
@@ -135,9 +164,10 @@ struct Val<'a> {
     /// For a string or sequence without `size_is`: the name of its
     /// `uint32_t` length parameter.
     len_name: Option<String>,
-    /// For an inout string, the server's buffer of its new value and that
-    /// buffer's length parameter (`<name>_out`, `<name>_out_len`).
-    out_name: Option<(String, String)>,
+    /// For a value the server writes into the string area (an out string
+    /// or sequence, an inout string's new value): the implementation's
+    /// `uint32_t` capacity parameter (`<name>_cap`).
+    cap_name: Option<String>,
 }
 
 fn vals(op: &Op) -> Vec<Val<'_>> {
@@ -152,7 +182,7 @@ fn vals(op: &Op) -> Vec<Val<'_>> {
             size_is: p.size_is,
             length_of: p.length_of,
             len_name: None,
-            out_name: None,
+            cap_name: None,
         })
         .collect();
     if let Some(ty) = &op.ret {
@@ -163,17 +193,16 @@ fn vals(op: &Op) -> Vec<Val<'_>> {
             size_is: None,
             length_of: None,
             len_name: None,
-            out_name: None,
+            cap_name: None,
         });
     }
     for v in &mut vs {
         if v.ty.is_indirect() && v.size_is.is_none() {
             v.len_name = Some(names.fresh(&format!("{}_len", v.name)));
         }
-        if *v.ty == Type::String && v.dir == Dir::InOut {
-            let o = names.fresh(&format!("{}_out", v.name));
-            let ol = names.fresh(&format!("{o}_len"));
-            v.out_name = Some((o, ol));
+        if v.ty.is_indirect() && (v.dir == Dir::Out || *v.ty == Type::String && v.dir == Dir::InOut)
+        {
+            v.cap_name = Some(names.fresh(&format!("{}_cap", v.name)));
         }
     }
     vs
@@ -186,10 +215,7 @@ fn taken(vs: &[Val<'_>]) -> Names {
     for v in vs {
         names.0.insert(v.name.clone());
         names.0.extend(v.len_name.iter().cloned());
-        if let Some((o, ol)) = &v.out_name {
-            names.0.insert(o.clone());
-            names.0.insert(ol.clone());
-        }
+        names.0.extend(v.cap_name.iter().cloned());
     }
     names
 }
@@ -311,8 +337,7 @@ impl Gen<'_> {
                         (Dir::InOut, _) if !is_str => {
                             (self.decl(&e, &format!("*{n}")), "uint32_t ")
                         }
-                        (Dir::InOut, true) => (format!("const char *{n}"), "uint32_t "),
-                        (Dir::Out, true) => (self.decl(&e, &format!("*{n}")), "uint32_t *"),
+                        (_, true) => (self.decl(&e, &format!("*{n}")), "uint32_t *"),
                         (_, false) if is_str => (format!("const char **{n}"), "uint32_t *"),
                         (_, false) => (self.decl(&e, &format!("**{n}")), "uint32_t *"),
                     };
@@ -320,9 +345,8 @@ impl Gen<'_> {
                     if let Some(l) = l {
                         out.push(format!("{len}{l}"));
                     }
-                    if let (Some((o, ol)), true) = (&v.out_name, server) {
-                        out.push(format!("char *{o}"));
-                        out.push(format!("uint32_t *{ol}"));
+                    if let (Some(cap), true) = (&v.cap_name, server) {
+                        out.push(format!("uint32_t {cap}"));
                     }
                 }
             }
@@ -350,72 +374,10 @@ impl Gen<'_> {
             })
             .collect();
         let mut h = String::new();
-        line!(h, "/*");
         line!(
             h,
-            " * {stem}.h: generated by fastpath's IDL compiler (idl::gen_c); do not edit."
+            "/*\n * {stem}.h: generated by fastpath's IDL compiler (idl::gen_c); do not edit.\n{HEADER_DOC} */"
         );
-        line!(h, " *");
-        line!(
-            h,
-            " * Records have the layout of the Rust stubs' (asserted below), so C and Rust"
-        );
-        line!(
-            h,
-            " * clients and servers call each other over idl_rt.h's shared-memory channel."
-        );
-        line!(h, " *");
-        line!(
-            h,
-            " * Client stubs return an int status: IDL_OK, the status the server answered"
-        );
-        line!(
-            h,
-            " * (IDL_BAD_KEY..IDL_SERVER_FAILED) or a local IDL_E_*; the IDL return value"
-        );
-        line!(
-            h,
-            " * comes back through the last parameter, `ret`. On an error the out values"
-        );
-        line!(
-            h,
-            " * are unspecified. Out strings and sequences point into the channel's string"
-        );
-        line!(
-            h,
-            " * area, valid until the next call on the channel; inout ones are copied back"
-        );
-        line!(
-            h,
-            " * into the caller's buffer (same length). A string or sequence without"
-        );
-        line!(h, " * size_is is a pointer and a uint32_t <name>_len.");
-        line!(h, " *");
-        line!(
-            h,
-            " * A server fills an <iface>_impl table. Each function gets the parameters in"
-        );
-        line!(
-            h,
-            " * place (in values by value or const pointer, inout and out values as"
-        );
-        line!(
-            h,
-            " * pointers into the received record); an out string or sequence is a buffer"
-        );
-        line!(
-            h,
-            " * in the string area whose length parameter holds its capacity (elements) on"
-        );
-        line!(
-            h,
-            " * entry and must hold the count written on return. A nonzero return makes"
-        );
-        line!(
-            h,
-            " * the reply IDL_SERVER_FAILED. <iface>_serve is the server loop."
-        );
-        line!(h, " */");
         line!(h, "#ifndef {guard}_IDL_H");
         line!(h, "#define {guard}_IDL_H");
         line!(h);
@@ -840,37 +802,28 @@ impl Gen<'_> {
                 .map(|s| s.to_string())
                 .collect(),
         );
-        line!(
-            c,
-            "int {name}_server(idl_server *s, uint32_t len, const {iname}_impl *impl, void *self)"
-        );
-        line!(c, "{{");
-        line!(c, "    idl_request rq;");
-        line!(
-            c,
-            "    int st = idl_request_begin(&rq, s, len, {up}_REQUEST_SIZE, {up}_SIZE);"
-        );
-        // Per value: the argument expression(s) passed to the implementation.
+        let fresh = |names: &mut Names, base: String| names.fresh(&base);
+        // Each value's arguments to the implementation, in declaration order.
         let mut args: Vec<Vec<String>> = vec![Vec::new(); vs.len()];
-        // Locals: (declaration) lines.
         let mut decls: Vec<String> = Vec::new();
-        let mut checks: Vec<String> = Vec::new();
-        let mut outs: Vec<String> = Vec::new();
+        // Checks in rt::Request's order: descriptors in record order, then
+        // booleans in record order; then the room of the out values.
+        let mut descs: Vec<String> = Vec::new();
+        let mut bools: Vec<String> = Vec::new();
+        let mut rooms: Vec<String> = Vec::new();
         let mut after: Vec<String> = Vec::new();
-        let n_out = l
+        // The length parameters' locals, by value index.
+        let mut len_local: Vec<Option<String>> = vec![None; vs.len()];
+        let fail = |st: &str| format!("if (st != IDL_OK)\n        return {st};");
+        let parts = l
             .fields
             .iter()
-            .filter(|f| {
-                f.desc
-                    && match f.slot {
-                        Slot::Param(i) => vs[i].dir == Dir::Out || vs[i].out_name.is_some(),
-                        Slot::Ret => true,
-                    }
+            .filter(|f| match f.slot {
+                Slot::Param(i) => vs[i].cap_name.is_some(),
+                Slot::Ret => f.desc,
             })
             .count();
-        let mut out_i = 0;
-        // Local names of the length parameters, by value index.
-        let mut len_local: Vec<Option<String>> = vec![None; vs.len()];
+        let mut part = 0;
         for f in &l.fields {
             let vi = match f.slot {
                 Slot::Param(i) => i,
@@ -881,148 +834,141 @@ impl Gen<'_> {
             let off = format!("offsetof({name}_msg, {n})");
             match v.ty {
                 Type::Prim(Prim::Bool) => {
-                    let b = names.fresh(&format!("{n}_v"));
+                    let b = fresh(&mut names, format!("{n}_v"));
                     if v.dir == Dir::Out {
                         decls.push(format!("bool {b} = false;"));
                     } else {
                         decls.push(format!("bool {b};"));
-                        checks.push(format!("st = idl_request_bool(&rq, {off}, &{b});"));
-                        checks.push("if (st != IDL_OK)\n        return st;".into());
+                        bools.push(format!("st = idl_request_bool(&rq, {off}, &{b});"));
+                        bools.push(fail("st"));
                     }
-                    args[vi].push(if v.dir == Dir::In {
-                        b.clone()
+                    if v.dir == Dir::In {
+                        args[vi].push(b);
                     } else {
-                        format!("&{b}")
-                    });
-                    if v.dir != Dir::In {
+                        args[vi].push(format!("&{b}"));
                         after.push(format!("m->{n} = {b};"));
                     }
                 }
-                Type::Prim(_) => args[vi].push(if v.dir == Dir::In {
-                    format!("m->{n}")
-                } else {
-                    format!("&m->{n}")
-                }),
-                Type::Struct(_) => args[vi].push(format!("&m->{n}")),
+                Type::Prim(_) if v.dir == Dir::In => args[vi].push(format!("m->{n}")),
+                Type::Prim(_) | Type::Struct(_) => args[vi].push(format!("&m->{n}")),
                 Type::Array(..) => args[vi].push(format!("m->{n}")),
                 Type::String | Type::Sequence(_) => {
                     let e = self.elem(v.ty);
-                    let p = names.fresh(&format!("{n}_p"));
-                    let cnt = names.fresh(&format!("{n}_n"));
-                    decls.push(format!("void *{p};"));
+                    let p = fresh(&mut names, format!("{n}_p"));
+                    let cnt = fresh(&mut names, format!("{n}_n"));
+                    if v.dir != Dir::Out {
+                        decls.push(format!("void *{p};"));
+                    }
                     decls.push(format!("uint32_t {cnt};"));
-                    args[vi].push(p.clone());
                     if v.dir != Dir::Out {
                         let utf8 = *v.ty == Type::String;
-                        checks.push(format!(
+                        descs.push(format!(
                             "st = idl_request_in(&rq, {off}, sizeof({e}), _Alignof({e}), {utf8}, &{p}, &{cnt});"
                         ));
-                        checks.push("if (st != IDL_OK)\n        return st;".into());
+                        descs.push(fail("st"));
+                    }
+                    let Some(cap) = &v.cap_name else {
+                        // In, or an inout sequence (rewritten in place).
+                        args[vi].push(p.clone());
                         if v.len_name.is_some() {
                             args[vi].push(cnt.clone());
                         } else if let Some(j) = v.size_is
                             && let Type::Prim(lp) = vs[j].ty
                         {
-                            let lname = names.fresh(&vs[j].name);
+                            let lname = fresh(&mut names, vs[j].name.clone());
                             if let Some(max) = len_max(*lp) {
-                                checks.push(format!(
+                                descs.push(format!(
                                     "if ({cnt} > {max})\n        return IDL_BAD_VALUE;"
                                 ));
                             }
                             decls.push(format!("{} {lname};", lp.c()));
-                            checks.push(format!("{lname} = ({}){cnt};", lp.c()));
+                            descs.push(format!("{lname} = ({}){cnt};", lp.c()));
                             len_local[j] = Some(lname);
                         }
-                        if v.out_name.is_some() {
-                            // An inout string's new value: a buffer of its own.
-                            let q = names.fresh(&format!("{n}_out_p"));
-                            let qn = names.fresh(&format!("{n}_out_n"));
-                            let cap = names.fresh(&format!("{n}_out_cap"));
-                            decls.push(format!("void *{q};"));
-                            decls.push(format!("uint32_t {qn};"));
-                            decls.push(format!("uint32_t {cap};"));
-                            outs.push(format!(
-                                "{q} = idl_request_out(&rq, {out_i}, {n_out}, 1, 1, &{cap});"
-                            ));
-                            outs.push(format!("{qn} = {cap};"));
-                            out_i += 1;
-                            args[vi].push(q.clone());
-                            args[vi].push(format!("&{qn}"));
-                            after.push(format!(
-                                "st = idl_request_put(&rq, {off}, {q}, {qn}, {cap});"
-                            ));
-                            after.push("if (st != IDL_OK)\n        return st;".into());
-                        }
-                    } else {
-                        let cap = names.fresh(&format!("{n}_cap"));
-                        decls.push(format!("uint32_t {cap};"));
-                        outs.push(format!(
-                            "{p} = idl_request_out(&rq, {out_i}, {n_out}, sizeof({e}), _Alignof({e}), &{cap});"
-                        ));
-                        out_i += 1;
-                        if v.len_name.is_some() {
-                            outs.push(format!("{cnt} = {cap};"));
-                            args[vi].push(format!("&{cnt}"));
-                        } else if let Some(j) = v.size_is
-                            && let Type::Prim(lp) = vs[j].ty
-                        {
-                            let lname = names.fresh(&vs[j].name);
-                            decls.push(format!("{} {lname};", lp.c()));
-                            match len_max(*lp) {
-                                Some(max) => outs.push(format!(
-                                    "{lname} = {cap} > {max} ? {max} : ({}){cap};",
-                                    lp.c()
-                                )),
-                                None => outs.push(format!("{lname} = ({}){cap};", lp.c())),
-                            }
-                            if lp.signed() {
-                                after.push(format!(
-                                    "if ({lname} < 0)\n        return IDL_SERVER_FAILED;"
-                                ));
-                            }
-                            if lp.size() == 8 {
-                                after.push(format!(
-                                    "if ((uint64_t){lname} > UINT32_MAX)\n        return IDL_OVERFLOW;"
-                                ));
-                            }
-                            after.push(format!("{cnt} = (uint32_t){lname};"));
-                            len_local[j] = Some(lname);
-                        }
-                        after.push(format!(
-                            "st = idl_request_put(&rq, {off}, {p}, {cnt}, {cap});"
-                        ));
-                        after.push("if (st != IDL_OK)\n        return st;".into());
+                        continue;
+                    };
+                    // Written into the string area: part `part` of `parts`.
+                    let q = fresh(&mut names, format!("{n}_out"));
+                    let qcap = fresh(&mut names, cap.clone());
+                    decls.push(format!("void *{q};"));
+                    decls.push(format!("uint32_t {qcap};"));
+                    rooms.push(format!(
+                        "{q} = idl_request_out(&rq, {part}, {parts}, sizeof({e}), _Alignof({e}), &{qcap});"
+                    ));
+                    part += 1;
+                    if v.dir == Dir::InOut {
+                        // An inout string: its room starts with the old value.
+                        rooms.push(format!("if ({cnt} > {qcap})\n        return IDL_OVERFLOW;"));
+                        rooms.push(format!("memcpy({q}, {p}, {cnt});"));
+                    } else if v.len_name.is_some() {
+                        rooms.push(format!("{cnt} = 0;"));
                     }
+                    args[vi].push(q.clone());
+                    if v.len_name.is_some() {
+                        args[vi].push(format!("&{cnt}"));
+                    } else if let Some(j) = v.size_is
+                        && let Type::Prim(lp) = vs[j].ty
+                    {
+                        let lname = fresh(&mut names, vs[j].name.clone());
+                        decls.push(format!("{} {lname} = 0;", lp.c()));
+                        if lp.signed() {
+                            after.push(format!(
+                                "if ({lname} < 0)\n        return IDL_SERVER_FAILED;"
+                            ));
+                        }
+                        if lp.size() == 8 {
+                            after.push(format!(
+                                "if ((uint64_t){lname} > UINT32_MAX)\n        return IDL_OVERFLOW;"
+                            ));
+                        }
+                        after.push(format!("{cnt} = (uint32_t){lname};"));
+                        len_local[j] = Some(lname);
+                    }
+                    args[vi].push(qcap.clone());
+                    after.push(format!(
+                        "st = idl_request_put(&rq, {off}, {q}, {cnt}, {qcap});"
+                    ));
+                    after.push(fail("st"));
                 }
             }
         }
-        // Length parameters: their locals, by value or by pointer.
+        // The length parameters of size_is: their locals, by value or by
+        // pointer as declared.
         for (j, v) in vs.iter().enumerate() {
             if v.length_of.is_none() {
                 continue;
             }
-            let arg = match &len_local[j] {
-                Some(lname) if v.dir == Dir::In => lname.clone(),
-                Some(lname) => format!("&{lname}"),
+            let Type::Prim(lp) = v.ty else { continue };
+            let lname = match &len_local[j] {
+                Some(lname) => lname.clone(),
                 None => {
-                    // Its sequence has no field (cannot happen in a checked
-                    // model): pass a zero.
-                    let Type::Prim(lp) = v.ty else { continue };
-                    let lname = names.fresh(&v.name);
+                    // Its sequence has no field (not in a checked model).
+                    let lname = fresh(&mut names, v.name.clone());
                     decls.push(format!("{} {lname} = 0;", lp.c()));
-                    if v.dir == Dir::In {
-                        lname
-                    } else {
-                        format!("&{lname}")
-                    }
+                    lname
                 }
             };
-            args[j].push(arg);
+            args[j].push(if v.dir == Dir::In {
+                lname
+            } else {
+                format!("&{lname}")
+            });
         }
+
+        line!(
+            c,
+            "int {name}_server(idl_server *s, uint32_t len, const {iname}_impl *impl, void *self)"
+        );
+        line!(c, "{{");
+        line!(c, "    idl_request rq;");
+        line!(
+            c,
+            "    int st = idl_request_begin(&rq, s, len, {up}_REQUEST_SIZE, {up}_SIZE);"
+        );
         let uses_m = args
             .iter()
             .flatten()
-            .chain(&checks)
+            .chain(&bools)
             .chain(&after)
             .any(|a| a.contains("m->"));
         if uses_m {
@@ -1034,19 +980,19 @@ impl Gen<'_> {
         line!(c);
         line!(
             c,
-            "    /* (1) check the request: its length, then its values in record order */"
+            "    /* (1) check the request: its length, its descriptors, its booleans */"
         );
         line!(c, "    if (st != IDL_OK)");
         line!(c, "        return st;");
-        for k in &checks {
+        for k in descs.iter().chain(&bools) {
             line!(c, "    {k}");
         }
-        if !outs.is_empty() {
+        if !rooms.is_empty() {
             line!(
                 c,
-                "    /* room for the out strings, after the last in string */"
+                "    /* the out values' room in the string area, after the in strings */"
             );
-            for o in &outs {
+            for o in &rooms {
                 line!(c, "    {o}");
             }
         }
@@ -1059,16 +1005,14 @@ impl Gen<'_> {
         line!(c, "    if (impl->{fname} == NULL)");
         line!(c, "        return IDL_SERVER_FAILED;");
         let mut call = vec!["self".to_string()];
-        for a in args {
-            call.extend(a);
-        }
+        call.extend(args.into_iter().flatten());
         line!(c, "    if (impl->{fname}({}) != 0)", call.join(", "));
         line!(c, "        return IDL_SERVER_FAILED;");
         if !after.is_empty() {
             line!(c);
             line!(
                 c,
-                "    /* (3) the reply's values that do not live in the record */"
+                "    /* (3) the results that are not in the record yet */"
             );
             for a in &after {
                 line!(c, "    {a}");
@@ -1375,7 +1319,7 @@ mod tests {
         ));
         assert!(h.contains("_Static_assert(offsetof(pfs_write_msg, pos) == 16"));
         assert!(h.contains(
-            "int (*pfs_get_direntries)(void *self, int32_t handle, int32_t *pos, int32_t count, int32_t *data_size, int32_t *data, int32_t *ret);"
+            "int (*pfs_get_direntries)(void *self, int32_t handle, int32_t *pos, int32_t count, int32_t *data_size, int32_t *data, uint32_t data_cap, int32_t *ret);"
         ));
         assert!(c.contains("case PFS_GET_DIRENTRIES_KEY:"));
         assert!(c.contains("int pfs_serve(idl_server *s, const pfs_impl *impl, void *self)"));

@@ -75,25 +75,25 @@ static int do_arrays(void *self, const int16_t a[3], int32_t b[2], uint8_t c[5])
     return 0;
 }
 
-static int do_strings(void *self, const char *s, uint32_t s_len, const char *t, uint32_t t_len,
-                      char *t_out, uint32_t *t_out_len, char *u, uint32_t *u_len, uint32_t *ret)
+static int do_strings(void *self, const char *s, uint32_t s_len, char *t, uint32_t *t_len,
+                      uint32_t t_cap, char *u, uint32_t *u_len, uint32_t u_cap, uint32_t *ret)
 {
     (void)self;
-    if ((uint64_t)t_len + s_len > *t_out_len || s_len > *u_len)
+    uint32_t old = *t_len;
+    if ((uint64_t)old + s_len > t_cap || s_len > u_cap)
         return -1;
-    memcpy(t_out, t, t_len);
-    memcpy(t_out + t_len, s, s_len);
-    *t_out_len = t_len + s_len;
+    memcpy(t + old, s, s_len);
+    *t_len = old + s_len;
     for (uint32_t i = 0; i < s_len; i++)
         u[i] = (s[i] >= 'a' && s[i] <= 'z') ? (char)(s[i] - 'a' + 'A') : s[i];
     *u_len = s_len;
-    *ret = s_len * 1000u + t_len;
+    *ret = s_len * 1000u + old;
     return 0;
 }
 
 static int do_seqs(void *self, const int16_t *a, uint32_t a_len, int64_t *b, uint32_t b_len,
-                   point *c, uint32_t *c_len, uint32_t n, const uint8_t *d, int16_t *m,
-                   int32_t *e, int32_t *ret)
+                   point *c, uint32_t *c_len, uint32_t c_cap, uint32_t n, const uint8_t *d,
+                   int16_t *m, int32_t *e, uint32_t e_cap, int32_t *ret)
 {
     (void)self;
     int64_t sa = 0;
@@ -101,7 +101,7 @@ static int do_seqs(void *self, const int16_t *a, uint32_t a_len, int64_t *b, uin
         sa += a[i];
     for (uint32_t i = 0; i < b_len; i++)
         b[i] = (int64_t)((uint64_t)b[i] + (uint64_t)sa + i);
-    if (a_len > *c_len || n > (uint32_t)*m)
+    if (a_len > c_cap || n > e_cap || n > INT16_MAX)
         return -1;
     for (uint32_t i = 0; i < a_len; i++) {
         point pt = {a[i], (int64_t)i};
@@ -241,8 +241,9 @@ static int run_client(idl_client *ch, int calls)
             uint32_t tp_len = t_len, u_len, r;
             CALL(kinds_strings(ch, s, s_len, &tp, &tp_len, &u, &u_len, &r));
             char *t_out = local_area, *u_l = local_area + 512;
-            uint32_t t_out_len = 512, u_l_len = 512, r_l;
-            EXPECT(do_strings(&count, s, s_len, t, t_len, t_out, &t_out_len, u_l, &u_l_len,
+            uint32_t t_out_len = t_len, u_l_len = 0, r_l;
+            memcpy(t_out, t, t_len);
+            EXPECT(do_strings(&count, s, s_len, t_out, &t_out_len, 512, u_l, &u_l_len, 512,
                               &r_l) == 0);
             EXPECT(tp_len == t_out_len && memcmp(tp, t_out, tp_len) == 0);
             EXPECT(u_len == u_l_len && memcmp(u, u_l, u_len) == 0 && r == r_l);
@@ -268,11 +269,11 @@ static int run_client(idl_client *ch, int calls)
             int32_t *e, r;
             CALL(kinds_seqs(ch, a, a_len, b, b_len, &c, &c_len, n, d, &m, &e, &r));
             point *c_l = (point *)local_area;
-            uint32_t c_l_len = 50000;
-            int16_t m_l = 1000;
+            uint32_t c_l_len = 0;
+            int16_t m_l = 0;
             int32_t e_l[1000], r_l;
-            EXPECT(do_seqs(&count, a, a_len, b_l, b_len, c_l, &c_l_len, n, d, &m_l, e_l, &r_l) ==
-                   0);
+            EXPECT(do_seqs(&count, a, a_len, b_l, b_len, c_l, &c_l_len, 50000, n, d, &m_l, e_l,
+                           1000, &r_l) == 0);
             EXPECT(memcmp(b, b_l, sizeof *b * b_len) == 0);
             EXPECT(c_len == c_l_len);
             for (uint32_t i = 0; i < c_len && i < c_l_len; i++)

@@ -55,7 +55,7 @@ static int do_write(void *self, int32_t handle, int32_t *pos, int32_t len, int32
 }
 
 static int do_get_direntries(void *self, int32_t handle, int32_t *pos, int32_t count,
-                             int32_t *data_size, int32_t *data, int32_t *ret)
+                             int32_t *data_size, int32_t *data, uint32_t data_cap, int32_t *ret)
 {
     fs *f = self;
     if (handle < 0 || handle >= FILES || *pos < 0 || count < 0) {
@@ -64,7 +64,7 @@ static int do_get_direntries(void *self, int32_t handle, int32_t *pos, int32_t c
         return 0;
     }
     int32_t n = 0;
-    while (n < count && n < *data_size && *pos < FILE_WORDS)
+    while (n < count && (uint32_t)n < data_cap && *pos < FILE_WORDS)
         data[n++] = f->words[handle][(*pos)++];
     *data_size = n;
     *ret = n;
@@ -126,11 +126,11 @@ static int run_client(idl_client *ch, int calls)
         do_write(&local, h, &pos_l, len, n, buf, &r_l);
         EXPECT(pos == pos_l && r == r_l);
 
-        int32_t count = (int32_t)(next() % 2000), size, size_l = FILE_WORDS;
+        int32_t count = (int32_t)(next() % 2000), size, size_l = 0;
         int32_t *data;
         pos = pos_l = (int32_t)(next() % FILE_WORDS);
         CALL(pfs_get_direntries(ch, h, &pos, count, &size, &data, &r));
-        do_get_direntries(&local, h, &pos_l, count, &size_l, out, &r_l);
+        do_get_direntries(&local, h, &pos_l, count, &size_l, out, FILE_WORDS, &r_l);
         EXPECT(pos == pos_l && r == r_l && size == size_l);
         EXPECT(memcmp(data, out, sizeof *out * (size_t)size) == 0);
     }
