@@ -93,7 +93,8 @@ impl std::fmt::Display for Status {
 }
 
 /// Why a call failed, as the client sees it (and why a server's transport
-/// stopped). Nothing of a failed call reached the caller's out values.
+/// stopped). A failed call may have written some of the caller's out and
+/// inout values (the stubs store results as they check them).
 #[derive(Debug, thiserror::Error)]
 pub enum CallError {
     /// The server refused the request, or its implementation failed.
@@ -220,8 +221,10 @@ pub unsafe trait Message: Sized + 'static {
 /// writes until the next call of a `&mut self` method other than `buf`,
 /// and written by no one else in this process in that time (another
 /// process may write them: every type stored there is valid for any bits);
-/// and that the slice [`ClientTransport::reply_bytes`] returns lies in a
-/// string area whose start is 8-aligned and whose offsets the server uses.
+/// that [`ClientTransport::call`] returns `Ok(n)` only with `n <=
+/// capacity`; and that the slice [`ClientTransport::reply_bytes`] returns
+/// lies in a string area whose start is 8-aligned and whose offsets the
+/// server uses.
 pub unsafe trait ClientTransport {
     /// The message buffer: [`ClientTransport::capacity`] bytes, 8-aligned.
     fn buf(&mut self) -> NonNull<u8>;
@@ -324,10 +327,18 @@ pub fn invoke<M: Message>(t: &mut (impl ClientTransport + ?Sized)) -> Result<&M,
             "the reply's record is shorter than the operation's",
         ));
     }
-    // SAFETY: as in `record`: `call` succeeded only with the whole record
-    // in the buffer (`n <= capacity` is the transport's check, and `M`
-    // fit when `record` stored it); any bits are an `M`.
+    // SAFETY: `size_of::<M>() <= n <= capacity` (checked above; `n <=
+    // capacity` is the trait's contract), the buffer is 8-aligned and ours
+    // while `t` is borrowed; any bits are an `M` (`Message`).
     Ok(unsafe { t.buf().cast::<M>().as_ref() })
+}
+
+/// A value of plain data with every byte zero (generated structs'
+/// `Default`).
+#[inline]
+pub fn zeroed<T: Plain>() -> T {
+    // SAFETY: every bit pattern, zero included, is a valid `T` (`Plain`).
+    unsafe { std::mem::zeroed() }
 }
 
 /// The bytes of a slice of plain data.
@@ -606,7 +617,9 @@ impl<'a> Strings<'a> {
     #[inline(always)]
     fn check(&mut self, d: Desc, size: usize, align: usize) -> Result<(usize, usize), Status> {
         let off = d.off as usize;
-        let n = d.len as usize * size; // u32 times at most 8 (or a small struct) fits usize
+        let n = (d.len as usize)
+            .checked_mul(size)
+            .ok_or(Status::BadString)?;
         if n > self.max
             || off % align != 0
             || off < self.next
@@ -753,7 +766,25 @@ pub struct OutSeq<'a, T: Plain> {
     _mem: PhantomData<&'a mut [T]>,
 }
 
-impl<T: Plain> OutSeq<'_, T> {
+impl<'a, T: Plain> OutSeq<'a, T> {
+    /// A writer into the caller's `buf` (to call a server method directly,
+    /// in a test or in process); [`OutSeq::as_mut_slice`] reads back.
+    pub fn new(buf: &'a mut [T]) -> OutSeq<'a, T> {
+        OutSeq {
+            ptr: NonNull::from(&mut *buf).cast::<T>(),
+            off: 0,
+            len: 0,
+            cap: buf.len(),
+            overflow: false,
+            _mem: PhantomData,
+        }
+    }
+
+    /// Whether a write did not fit (the reply will be [`Status::Overflow`]).
+    pub fn overflowed(&self) -> bool {
+        self.overflow
+    }
+
     /// Elements written.
     pub fn len(&self) -> usize {
         self.len
@@ -842,7 +873,24 @@ impl<T: Plain> OutSeq<'_, T> {
 /// implements [`std::fmt::Write`]. As [`OutSeq`] for its room.
 pub struct OutStr<'a>(OutSeq<'a, u8>);
 
-impl OutStr<'_> {
+impl<'a> OutStr<'a> {
+    /// A writer into the caller's `buf` (to call a server method directly,
+    /// in a test or in process); [`OutStr::as_bytes`] reads back.
+    pub fn new(buf: &'a mut [u8]) -> OutStr<'a> {
+        OutStr(OutSeq::new(buf))
+    }
+
+    /// The bytes written so far (UTF-8 as written, unless another process
+    /// changed them since).
+    pub fn as_bytes(&mut self) -> &[u8] {
+        self.0.as_mut_slice()
+    }
+
+    /// Whether a write did not fit (the reply will be [`Status::Overflow`]).
+    pub fn overflowed(&self) -> bool {
+        self.0.overflowed()
+    }
+
     /// Bytes written.
     pub fn len(&self) -> usize {
         self.0.len()
