@@ -240,37 +240,12 @@ const UNSUPPORTED: &[(&str, &str)] = &[
 ];
 
 /// Keywords of the language (not usable as names).
+#[rustfmt::skip]
 const KEYWORDS: &[&str] = &[
-    "module",
-    "interface",
-    "struct",
-    "typedef",
-    "const",
-    "in",
-    "out",
-    "inout",
-    "void",
-    "boolean",
-    "char",
-    "octet",
-    "short",
-    "int",
-    "long",
-    "hyper",
-    "unsigned",
-    "signed",
-    "string",
-    "sequence",
-    "int8_t",
-    "uint8_t",
-    "int16_t",
-    "uint16_t",
-    "int32_t",
-    "uint32_t",
-    "int64_t",
-    "uint64_t",
-    "TRUE",
-    "FALSE",
+    "module", "interface", "struct", "typedef", "const", "in", "out", "inout", "void",
+    "boolean", "char", "octet", "short", "int", "long", "hyper", "unsigned", "signed", "string",
+    "sequence", "int8_t", "uint8_t", "int16_t", "uint16_t", "int32_t", "uint32_t", "int64_t",
+    "uint64_t", "TRUE", "FALSE",
 ];
 
 fn unsupported(word: &str) -> Option<&'static str> {
@@ -907,8 +882,9 @@ impl Parser {
         let Tok::Sym(s) = self.peek() else {
             return None;
         };
-        let adjacent =
-            |a: &Token, b: &Token| a.pos.line == b.pos.line && a.pos.col + 1 == b.pos.col;
+        let adjacent = |a: &Token, b: &Token| {
+            a.pos.line == b.pos.line && a.pos.col.saturating_add(1) == b.pos.col
+        };
         Some(match *s {
             "|" => ("|", 0),
             "^" => ("^", 1),
