@@ -17,6 +17,8 @@ mod bench_dpf;
 #[cfg(feature = "bench")]
 mod bench_esp;
 #[cfg(feature = "bench")]
+mod bench_idl;
+#[cfg(feature = "bench")]
 mod bench_ilp;
 #[cfg(feature = "bench")]
 mod bench_jive;
@@ -24,6 +26,7 @@ mod demo;
 mod engine_cmd;
 mod esp_cmd;
 mod filter;
+mod idl_cmd;
 mod ilp_demo;
 mod vcode_demo;
 
@@ -66,13 +69,19 @@ enum Command {
         #[command(subcommand)]
         cmd: esp_cmd::EspCmd,
     },
+    /// Compile IDL files into stubs whose message layout is the argument
+    /// layout, and show those layouts (idl).
+    Idl {
+        #[command(subcommand)]
+        cmd: idl_cmd::IdlCmd,
+    },
     /// Fused data-touching loops (ilp).
     Ilp {
         #[command(subcommand)]
         cmd: ilp_demo::IlpCmd,
     },
     /// Run a benchmark suite side by side with its peers
-    /// (suites: codegen, jive, dpf, esp, ilp, codecache, unet; needs the cargo feature
+    /// (suites: codegen, jive, dpf, esp, idl, ilp, codecache, unet; needs the cargo feature
     /// `bench`).
     Bench {
         /// The suite to run.
@@ -101,6 +110,7 @@ fn main() -> ExitCode {
         Command::Filter { cmd } => filter::main(cmd),
         Command::Ilp { cmd } => ilp_demo::main(cmd),
         Command::Esp { cmd } => esp_cmd::main(cmd),
+        Command::Idl { cmd } => idl_cmd::main(cmd),
         Command::Demo(args) => demo::run(&args),
         Command::Engine(args) => engine_cmd::run(&args),
         Command::Bench { suite } => bench(&suite),
@@ -114,6 +124,7 @@ fn bench(suite: &str) -> ExitCode {
         "jive" => bench_jive::run(),
         "dpf" => bench_dpf::run(),
         "esp" => bench_esp::run(),
+        "idl" => bench_idl::run(),
         "ilp" => bench_ilp::run(),
         "codecache" => bench_codecache::run(),
         "unet" => {
