@@ -307,7 +307,11 @@ impl<B: Backend> Func<B> {
     // -- registers --------------------------------------------------------------
 
     /// A free register of `class` (`v_getreg`), in the documented priority
-    /// order (see `docs/vcode.md`). When the class is exhausted it returns
+    /// order (see `docs/vcode.md`). A register an instruction of this
+    /// function has already named while it was not allocated (a fixed name
+    /// such as [`Reg::t`]) is skipped until it is released with
+    /// [`reserve`](Func::reserve) and [`putreg`](Func::putreg), so `getreg`
+    /// never aliases a fixed name in use. When the class is exhausted it returns
     /// `RegistersExhausted` (naming the next instruction) and nothing else
     /// happens: the client may spill to a [`local`](Func::local) and carry on.
     pub fn getreg<T: Type>(&mut self, class: Class) -> Result<Reg<T>> {
@@ -346,6 +350,7 @@ impl<B: Backend> Func<B> {
 
     #[inline(always)]
     fn chk(&mut self, m: &'static str, regs: &[(bool, u8)]) {
+        self.alloc.note_used(regs);
         self.b.check(m, &self.alloc, regs);
     }
 
@@ -761,6 +766,7 @@ impl<B: Backend> Func<B> {
     /// Checks registers for an extension instruction (reference backend).
     #[inline(always)]
     pub fn check_regs(&mut self, m: &'static str, regs: &[(bool, u8)]) {
+        self.alloc.note_used(regs);
         self.b.check(m, &self.alloc, regs);
     }
 

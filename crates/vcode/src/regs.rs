@@ -141,6 +141,13 @@ pub struct RegAlloc {
     pub(crate) persist_xmm: u16,
     /// Released by `putreg` and not handed out since.
     released: [u16; 2],
+    /// Registers named by an instruction of this function (bit `n` for
+    /// integer register `n`, bit `32 + n` for float register `n`; bits 16
+    /// to 31 and 48 to 63 are the harmless marks of immediates). `getreg`
+    /// never hands these out, so a fixed name the function has used
+    /// ([`Reg::t`](crate::Reg::t)) cannot alias a register from `getreg`;
+    /// `putreg` clears the mark.
+    named: u64,
     pub(crate) leaf: bool,
 }
 
@@ -153,8 +160,36 @@ impl RegAlloc {
             used_callee: [0; 2],
             persist_xmm: 0,
             released: [0; 2],
+            named: 0,
             leaf,
         }
+    }
+
+    /// Notes the registers an instruction names (`(float, number)`, with
+    /// `u8::MAX` for an immediate): `getreg` will not hand them out. With
+    /// constant registers (the fixed names) this folds to one `or` of a
+    /// constant.
+    #[inline(always)]
+    pub(crate) fn note_used(&mut self, regs: &[(bool, u8)]) {
+        let mut m = 0u64;
+        for &(f, n) in regs {
+            m |= 1u64 << ((n as u32 & 31) | ((f as u32) << 5));
+        }
+        self.named |= m;
+    }
+
+    /// Registers of one file that `getreg` may hand out: allocatable,
+    /// not allocated, and not named by an instruction since.
+    #[inline]
+    fn available(&self, float: bool) -> u16 {
+        self.free[float as usize] & !((self.named >> (32 * float as u32)) as u16)
+    }
+
+    /// True if an instruction of this function named register `n` while
+    /// `getreg` had not handed it out (a fixed name, or a parameter), so
+    /// that `getreg` will not hand it out.
+    pub fn is_named(&self, float: bool, n: u8) -> bool {
+        n < 16 && (self.named >> (n as u32 | (float as u32) << 5)) & 1 != 0
     }
 
     /// The function's register classification.
@@ -211,15 +246,15 @@ impl RegAlloc {
         let f = float as usize;
         let pick = |order: &[u8], mask: u16| order.iter().copied().find(|&n| mask & bit(n) != 0);
         let found = if float {
-            pick(&host::FLOAT_ORDER, self.free[1])
+            pick(&host::FLOAT_ORDER, self.available(true))
         } else if class == Class::Persistent && !self.leaf {
             // Survives native calls only if the ABI preserves it.
             pick(
                 &host::PERSIST_ORDER,
-                self.free[0] & host::CALLEE_SAVED_GPR & self.callee_mask(false),
+                self.available(false) & host::CALLEE_SAVED_GPR & self.callee_mask(false),
             )
         } else {
-            pick(&host::TEMP_ORDER, self.free[0])
+            pick(&host::TEMP_ORDER, self.available(false))
         };
         let Some(n) = found else {
             return Err(ErrorKind::RegistersExhausted {
@@ -251,6 +286,7 @@ impl RegAlloc {
         }
         self.free[f] |= bit(n);
         self.released[f] |= bit(n);
+        self.named &= !(1u64 << (n as u32 | (float as u32) << 5));
         if float {
             self.persist_xmm &= !bit(n);
         }

@@ -196,10 +196,36 @@ impl<T: Type> Reg<T> {
     /// Fixed temporary register `T<k>` (caller-saved; paper §5.3).
     ///
     /// Fixed names cost nothing to use: with a constant `k` the compiler
-    /// folds the whole encoding of an instruction into a constant. They
-    /// are never handed out by `getreg` unless released to it, but they
-    /// alias argument registers from `T1` on (see `docs/vcode.md`), so a
-    /// client that uses `T1..` must not also need the parameters they hold.
+    /// folds the whole encoding of an instruction into a constant.
+    ///
+    /// A fixed name is a physical register, the same one `getreg` may hand
+    /// out (`T0` is `getreg`'s first temporary). Once an instruction of the
+    /// function has named it, `getreg` does not hand it out, on either
+    /// backend, until it is released to it ([`Func::reserve`](crate::Func::reserve)
+    /// then [`Func::putreg`](crate::Func::putreg)). A fixed name first used
+    /// *after* `getreg` handed its register out is the same register as the
+    /// one `getreg` returned: use the fixed names before `getreg`, or
+    /// `reserve` them. They alias argument registers from `T1` on (see
+    /// `docs/vcode.md`), so a client that uses `T1..` must not also need
+    /// the parameters they hold.
+    ///
+    /// ```
+    /// use vcode::{Class, Func, I, Leaf, Reg};
+    /// let mut f = Func::new();
+    /// f.lambda("", Leaf::Yes)?;
+    /// let t0 = Reg::<I>::t(0);
+    /// f.set(t0, 5);
+    /// let g = f.getreg::<I>(Class::Temp)?; // not T0: the function uses it
+    /// assert_ne!(g, t0);
+    /// f.set(g, 7);
+    /// f.add(g, g, t0);
+    /// f.ret(g);
+    /// let code = f.end()?;
+    /// // SAFETY: register arithmetic only.
+    /// let h = unsafe { code.as_fn::<extern "C" fn() -> i32>()? };
+    /// assert_eq!(h(), 12);
+    /// # Ok::<(), vcode::Error>(())
+    /// ```
     ///
     /// # Panics
     /// At compile time in const contexts, or at run time otherwise, if

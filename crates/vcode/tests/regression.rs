@@ -2303,6 +2303,47 @@ fn bug_cv_u_to_l_in_place_zero_extends() {
     }
 }
 
+/// Issue 16: `getreg` handed out `r10`, the register of the fixed name
+/// `T0`, although the function had written `T0`, so `g` and `T0` were one
+/// register and the program returned 14. A fixed name the function has
+/// used is never handed out by `getreg` (unless released to it), on both
+/// backends alike.
+#[test]
+fn bug_getreg_hands_out_a_fixed_name_in_use() {
+    fn build<B: Backend>() -> (vcode::Result<B::Code>, u8) {
+        let mut f = Func::<B>::with_backend();
+        f.lambda("", Leaf::Yes).unwrap();
+        let t0 = Reg::<I>::t(0);
+        f.set(t0, 5);
+        let g = f.getreg::<I>(vcode::Class::Temp).unwrap();
+        f.set(g, 7);
+        f.add(g, g, t0);
+        f.ret(g);
+        (f.end(), g.num())
+    }
+    let (native, gn) = build::<X64>();
+    let (reference, gr) = build::<Reference>();
+    assert_ne!(gn, Reg::<I>::t(0).num(), "getreg handed out T0 natively");
+    assert_eq!(gn, gr, "the backends allocate alike");
+    let (native, reference) = (native.unwrap(), reference.unwrap());
+    check_decodes(&native, "getreg after T0");
+    for got in [
+        // SAFETY: pure register arithmetic, no arguments.
+        unsafe { native.invoke(&[]) },
+        // SAFETY: as above.
+        unsafe { reference.invoke(&[]) },
+    ] {
+        assert_eq!(got, Ok(Value::I(12)), "{}", native.disassemble());
+    }
+    // Released to getreg, the name is handed out again.
+    let mut f = Func::new();
+    f.lambda("", Leaf::Yes).unwrap();
+    let t0 = f.reserve(Reg::<I>::t(0)).unwrap();
+    f.set(t0, 5);
+    f.putreg(t0);
+    assert_eq!(f.getreg::<I>(vcode::Class::Temp).unwrap(), t0);
+}
+
 #[repr(align(16))]
 struct Aligned16([u8; 16]);
 
