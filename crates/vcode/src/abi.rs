@@ -1,14 +1,76 @@
-//! Crossing between Rust and generated or native code under the System V
-//! x86-64 calling convention: typed function pointers whose signature is
-//! checked against the generated code ([`FnSig`]), and calls whose
-//! signature is known only at run time ([`call_native`]).
-//!
-//! This is one of the small modules that own `unsafe`.
+//! Crossing between Rust and generated or native code, target-neutrally:
+//! typed function pointers whose signature is checked against the
+//! generated code ([`FnSig`]), running code with arguments known only at
+//! run time ([`Invoke`]), and the [`CallConv`] trait by which each target
+//! describes its calling convention and register file to the
+//! target-neutral parts of vcode (the reference backend, the assignment of
+//! parameters to registers). Each target implements it in its own module
+//! (System V x86-64: [`SysV`](crate::x86_64::SysV) in `x86_64.rs`).
 
-use crate::InvokeError;
-use crate::error::ErrorKind;
+use crate::error::{ErrorKind, Fault};
 use crate::ty::{Ty, Value};
-use crate::x86_64::{ArgLoc, abi_layout};
+
+/// Where an argument of a call (or a parameter of a function) lives at the
+/// call: a target's calling convention says, through [`CallConv::arg_locs`].
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum ArgLoc {
+    /// In this register (integer or float register number by type).
+    Reg(u8),
+    /// In this 8-byte stack slot above the return address.
+    Stack(usize),
+}
+
+/// A target's calling convention and register file, as the target-neutral
+/// parts of vcode need them: the reference backend (which checks register
+/// use and calls native functions) and `lambda` (which gives parameters
+/// their registers). The native backend of the target uses its own
+/// convention directly.
+///
+/// It is object-safe: the reference backend keeps it as
+/// `&'static dyn CallConv`.
+pub trait CallConv: Sync + std::fmt::Debug {
+    /// The convention's instance.
+    fn get() -> &'static Self
+    where
+        Self: Sized;
+
+    /// The convention's name, e.g. `"System V x86-64"`.
+    fn name(&self) -> &'static str;
+
+    /// Writes where each argument of a call with parameter types `params`
+    /// arrives into `out[..params.len()]` (`out` is at least as long).
+    fn arg_locs(&self, params: &[Ty], out: &mut [ArgLoc]);
+
+    /// True if a parameter of type `ty` arriving at `loc` stays in that
+    /// register; false if it arrives on the stack or in a register the
+    /// backend keeps for itself, so that `lambda` gives it a register from
+    /// `getreg` and the backend copies it there.
+    fn keeps_param(&self, ty: Ty, loc: ArgLoc) -> bool;
+
+    /// The assembler name of register `n` (integer or float).
+    fn reg_name(&self, float: bool, n: u8) -> &'static str;
+
+    /// The registers (a mask per file) that the native backend keeps for
+    /// its own sequences: never handed out, never named by a client.
+    fn reserved(&self, float: bool) -> u16;
+
+    /// The registers (a mask per file) that the convention makes
+    /// callee-saved.
+    fn callee_saved(&self, float: bool) -> u16;
+
+    /// Checks that [`call`](CallConv::call) can pass `args` (beyond the
+    /// signature check of [`check_args`]).
+    fn check_call(&self, args: &[Value]) -> Result<(), InvokeError>;
+
+    /// Calls the native code at `addr` with `args`, returning a value of
+    /// type `ret`.
+    ///
+    /// # Safety
+    /// `addr` must be a function whose parameter types are the types of
+    /// `args` (checked by [`check_args`] and [`check_call`](CallConv::check_call))
+    /// and whose return type is `ret`, and calling it must be sound.
+    unsafe fn call(&self, addr: usize, args: &[Value], ret: Ty) -> Value;
+}
 
 /// A Rust type that maps to a vcode type at the ABI boundary.
 pub trait AbiType {
@@ -89,7 +151,8 @@ fn_sigs! {
     (A1, A2, A3, A4, A5, A6, A7, A8, A9, A10)
 }
 
-/// Checks run-time arguments against a signature.
+/// Checks run-time arguments against a signature (their number and
+/// types; the target's [`CallConv::check_call`] checks what it can pass).
 pub fn check_args(params: &[Ty], args: &[Value]) -> Result<(), InvokeError> {
     if params.len() != args.len() {
         return Err(InvokeError::Arity {
@@ -106,200 +169,54 @@ pub fn check_args(params: &[Ty], args: &[Value]) -> Result<(), InvokeError> {
             });
         }
     }
-    if args.iter().filter(|a| !a.ty().is_float()).count() > 6 + STACK_SLOTS
-        || args.len() > 6 + 8 + STACK_SLOTS
-    {
-        return Err(InvokeError::Arity {
-            expected: 6 + 8 + STACK_SLOTS,
-            found: args.len(),
-        });
-    }
     Ok(())
 }
 
-/// Stack slots [`call_native`] can pass: enough for every call vcode
-/// accepts ([`MAX_CALL_ARGS`](crate::backend::MAX_CALL_ARGS) arguments, at
-/// least 6 of them in integer registers or at most 8 in float ones).
-pub const STACK_SLOTS: usize = 26;
-const _: () = assert!(STACK_SLOTS >= crate::backend::MAX_CALL_ARGS - 6);
+/// Running a generated function with arguments known only at run time:
+/// the common interface of native code and the reference backend, which
+/// differential tests are written against.
+pub trait Invoke {
+    /// The parameter types.
+    fn params(&self) -> &[Ty];
+    /// The return type.
+    fn ret_type(&self) -> Ty;
+    /// Runs the function.
+    ///
+    /// # Safety
+    /// Generated code does what its instructions say: the caller vouches
+    /// that its loads, stores and calls are sound for these arguments.
+    unsafe fn invoke(&self, args: &[Value]) -> std::result::Result<Value, InvokeError>;
+}
 
-type Wide<R> = extern "C" fn(
-    u64,
-    u64,
-    u64,
-    u64,
-    u64,
-    u64,
-    f64,
-    f64,
-    f64,
-    f64,
-    f64,
-    f64,
-    f64,
-    f64,
-    u64,
-    u64,
-    u64,
-    u64,
-    u64,
-    u64,
-    u64,
-    u64,
-    u64,
-    u64,
-    u64,
-    u64,
-    u64,
-    u64,
-    u64,
-    u64,
-    u64,
-    u64,
-    u64,
-    u64,
-    u64,
-    u64,
-    u64,
-    u64,
-    u64,
-    u64,
-) -> R;
-
-/// Calls the code at `addr` with `args`, returning a value of type `ret`.
-///
-/// It calls through one wide signature: six integer registers, eight
-/// float registers and 26 stack slots. Under System V, integer and
-/// float arguments are assigned to their registers independently and the
-/// rest go to the stack in order, so filling exactly the registers and
-/// slots the real signature uses, and leaving the others unused, passes
-/// the arguments as the callee expects; the caller owns and pops the
-/// extra stack slots. `f` values travel in the low 32 bits of an xmm
-/// register or stack slot, integers of 32 bits in the low half of theirs.
-///
-/// # Safety
-/// `addr` must be a function whose parameter types are the types of
-/// `args` (checked by [`check_args`]) and whose return type is `ret`, and
-/// calling it must be sound.
-pub unsafe fn call_native(addr: usize, args: &[Value], ret: Ty) -> Value {
-    let mut tys = [Ty::V; crate::ty::MAX_PARAMS];
-    for (t, a) in tys.iter_mut().zip(args) {
-        *t = a.ty();
-    }
-    let mut g = [0u64; 6];
-    let mut x = [0f64; 8];
-    let mut s = [0u64; STACK_SLOTS];
-    for (a, loc) in args.iter().zip(abi_layout(&tys[..args.len()])) {
-        match loc {
-            ArgLoc::Reg(n) if a.ty().is_float() => x[n as usize] = f64::from_bits(a.bits()),
-            ArgLoc::Reg(n) => {
-                let i = crate::host::INT_ARGS
-                    .iter()
-                    .position(|&r| r == n)
-                    .unwrap_or(0);
-                g[i] = a.bits();
-            }
-            // In range: at most MAX_CALL_ARGS - 6 arguments go on the stack.
-            ArgLoc::Stack(k) => s[k] = a.bits(),
-        }
-    }
-    macro_rules! go {
-        ($r:ty) => {{
-            // SAFETY: see the function documentation: the wide signature
-            // passes exactly the registers and slots the callee reads.
-            let f: Wide<$r> = unsafe { std::mem::transmute::<usize, Wide<$r>>(addr) };
-            f(
-                g[0], g[1], g[2], g[3], g[4], g[5], x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7],
-                s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], s[9], s[10], s[11], s[12],
-                s[13], s[14], s[15], s[16], s[17], s[18], s[19], s[20], s[21], s[22], s[23], s[24],
-                s[25],
-            )
-        }};
-    }
-    if ret.is_float() {
-        let bits = go!(f64).to_bits();
-        Value::from_bits(
-            ret,
-            if ret == Ty::F {
-                bits & 0xffff_ffff
-            } else {
-                bits
-            },
-        )
-    } else {
-        let bits = go!(u64);
-        let bits = match ret {
-            Ty::I | Ty::U => bits & 0xffff_ffff,
-            _ => bits,
-        };
-        Value::from_bits(ret, bits)
-    }
+/// Why [`Invoke::invoke`] did not return a value.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum InvokeError {
+    /// Wrong number of arguments.
+    #[error("expected {expected} arguments, found {found}")]
+    Arity {
+        /// Parameters of the function.
+        expected: usize,
+        /// Arguments given.
+        found: usize,
+    },
+    /// An argument of the wrong type.
+    #[error("argument {index}: expected {expected}, found {found}")]
+    ArgType {
+        /// Which argument.
+        index: usize,
+        /// The parameter type.
+        expected: Ty,
+        /// The argument's type.
+        found: Ty,
+    },
+    /// The reference backend stopped on an error in the program.
+    #[error(transparent)]
+    Fault(#[from] Fault),
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    extern "C" fn mix(
-        a: i32,
-        b: f64,
-        c: i64,
-        d: f32,
-        e: u32,
-        f: usize,
-        g: i32,
-        h: i64,
-        i: i32,
-        j: f64,
-    ) -> f64 {
-        a as f64
-            + b * 2.0
-            + c as f64 * 3.0
-            + d as f64 * 4.0
-            + e as f64 * 5.0
-            + f as f64 * 6.0
-            + g as f64 * 7.0
-            + h as f64 * 8.0
-            + i as f64 * 9.0
-            + j * 10.0
-    }
-
-    extern "C" fn nine(
-        a: i64,
-        b: i64,
-        c: i64,
-        d: i64,
-        e: i64,
-        f: i64,
-        g: i64,
-        h: i64,
-        i: i64,
-    ) -> i64 {
-        a + 2 * b + 3 * c + 4 * d + 5 * e + 6 * f + 7 * g + 8 * h + 9 * i
-    }
-
-    #[test]
-    fn calls_with_a_run_time_signature_reach_registers_and_stack() {
-        let args = [
-            Value::I(1),
-            Value::D(0.5),
-            Value::L(-2),
-            Value::F(1.5),
-            Value::U(3),
-            Value::P(4),
-            Value::I(5),
-            Value::L(6),
-            Value::I(7),
-            Value::D(0.25),
-        ];
-        // SAFETY: `mix` has exactly these parameter types and returns f64.
-        let got = unsafe { call_native(mix as *const () as usize, &args, Ty::D) };
-        assert_eq!(got, Value::D(mix(1, 0.5, -2, 1.5, 3, 4, 5, 6, 7, 0.25)));
-        let args: Vec<Value> = (1..=9).map(Value::L).collect();
-        // SAFETY: `nine` takes nine i64 and returns i64.
-        let got = unsafe { call_native(nine as *const () as usize, &args, Ty::L) };
-        assert_eq!(got, Value::L(nine(1, 2, 3, 4, 5, 6, 7, 8, 9)));
-    }
 
     #[test]
     fn signature_checks_name_the_mismatch() {

@@ -9,12 +9,22 @@
 //!
 //! Two backends exist: [`X64`](crate::x86_64::X64), which writes x86-64
 //! machine code, and [`Reference`](crate::reference::Reference), which
-//! records the instructions and executes them, checking everything.
+//! records the instructions and executes them, checking everything. This
+//! module names neither: a target's module implements [`Backend`], and its
+//! calling convention ([`CallConv`]) is the target's too.
 
+use std::any::Any;
+
+use crate::abi::{CallConv, Invoke};
 use crate::error::{Error, ErrorKind};
 use crate::mem::ExecMemory;
 use crate::regs::RegAlloc;
-use crate::ty::{AnyReg, Label, Signature, Ty};
+use crate::sig::Signature;
+use crate::ty::{AnyReg, Label, Ty};
+
+/// A reference-backend extension instruction's meaning: result bits from
+/// operand bits and the instruction's type.
+pub type Eval = fn(Ty, &[u64]) -> u64;
 
 /// A binary operation of Table 2.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
@@ -198,18 +208,23 @@ pub const MAX_CALL_ARGS: usize = crate::ty::MAX_PARAMS;
 ///
 /// Every instruction method takes the name of the client method that
 /// called it, used only if the instruction is in error.
-pub trait Backend: Sized {
+pub trait Backend: Sized + 'static {
     /// What `end` gives back.
-    type Code: crate::Invoke;
+    type Code: Invoke;
 
     /// A fresh backend, ready for `begin`.
     fn new() -> Self;
 
+    /// The calling convention and register file the backend's code follows
+    /// (`lambda` assigns parameters by it).
+    fn conv(&self) -> &'static dyn CallConv;
+
     /// Starts a function with `sig` whose parameters have been given the
-    /// registers `params` (see `reference::assign_params`). When `moves`,
-    /// some parameters arrive elsewhere (on the stack, or in a register the
-    /// backend keeps) and the backend copies them into their registers.
-    fn begin(&mut self, sig: &Signature, params: &crate::Params, moves: bool);
+    /// registers `params` (by [`CallConv::arg_locs`] and `getreg`). When
+    /// `moves`, some parameters arrive elsewhere (on the stack, or in a
+    /// register the backend keeps) and the backend copies them into their
+    /// registers.
+    fn begin(&mut self, sig: &Signature, params: &[AnyReg], moves: bool);
 
     /// Finishes the function: backpatches and links it.
     fn finish(
@@ -222,6 +237,13 @@ pub trait Backend: Sized {
 
     /// The index the next instruction will have.
     fn next_index(&self) -> u32;
+
+    /// Where the next instruction goes: its byte offset in the body on a
+    /// native backend, its index on a recording one (see
+    /// [`Func::code_offset`](crate::Func::code_offset)).
+    fn code_offset(&self) -> usize {
+        self.next_index() as usize
+    }
 
     /// Records an error at the current instruction (the first one wins).
     fn fail(&mut self, method: &'static str, kind: ErrorKind);
@@ -281,17 +303,27 @@ pub trait Backend: Sized {
     /// `rd` = the address of constant data `data`.
     fn addr_data(&mut self, m: &'static str, rd: u8, data: u32);
 
-    /// The x86-64 emitter, if this backend is one (extensions with a
-    /// native x86-64 mapping use it).
+    /// Records an extension instruction by its meaning, `rd = eval(ty,
+    /// srcs)`, if this backend executes recorded instructions (the
+    /// reference backend); false if it does not, and nothing happened.
     #[inline(always)]
-    fn x86(&mut self) -> Option<&mut crate::x86_64::X64> {
-        None
+    fn ext_eval(
+        &mut self,
+        m: &'static str,
+        ty: Ty,
+        rd: (bool, u8),
+        srcs: &[(bool, u8)],
+        eval: Eval,
+    ) -> bool {
+        let _ = (m, ty, rd, srcs, eval);
+        false
     }
 
-    /// The reference backend, if this is it (extensions with a reference
-    /// semantics use it).
+    /// This backend as the concrete backend `E`, if it is one: how an
+    /// extension reaches a target's own encoders (`f.backend().downcast::<X64>()`)
+    /// without this trait naming any target. Resolved at compile time.
     #[inline(always)]
-    fn reference(&mut self) -> Option<&mut crate::reference::Reference> {
-        None
+    fn downcast<E: Backend>(&mut self) -> Option<&mut E> {
+        (self as &mut dyn Any).downcast_mut::<E>()
     }
 }

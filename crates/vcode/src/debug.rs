@@ -56,20 +56,21 @@ pub fn enable_perf_map() -> std::io::Result<()> {
     Ok(())
 }
 
-/// Called by `end` for each linked function.
+/// Called by a native backend's `end` for each linked function: `len`
+/// bytes at `addr`.
 #[inline]
-pub(crate) fn register(code: &crate::x86_64::Code) {
+pub(crate) fn register(addr: usize, len: usize, name: Option<&str>) {
     if PERF_MAP.load(Ordering::Acquire) {
-        write_perf_map(code);
+        write_perf_map(addr, len, name);
     }
 }
 
 #[cold]
-fn write_perf_map(code: &crate::x86_64::Code) {
+fn write_perf_map(addr: usize, len: usize, name: Option<&str>) {
     if let Some(f) = PERF_FILE.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
-        let name = code.name().unwrap_or("vcode_anon");
+        let name = name.unwrap_or("vcode_anon");
         // A failed write only loses a profiler symbol.
-        let _ = writeln!(f, "{:x} {:x} {}", code.addr(), code.len(), name);
+        let _ = writeln!(f, "{addr:x} {len:x} {name}");
     }
 }
 

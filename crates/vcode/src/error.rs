@@ -146,3 +146,55 @@ pub enum ErrorKind {
 
 /// The result type of vcode's fallible methods.
 pub type Result<T> = std::result::Result<T, Error>;
+
+/// Deepest nesting of calls between reference functions.
+pub const MAX_DEPTH: u32 = 512;
+
+/// Why the reference backend stopped a program.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[error("reference backend: {kind} (instruction {index}, `{method}`)")]
+pub struct Fault {
+    /// Instruction index.
+    pub index: u32,
+    /// The method that generated it.
+    pub method: &'static str,
+    /// What happened.
+    pub kind: FaultKind,
+}
+
+/// What stopped the program.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum FaultKind {
+    /// Integer division or `mod` by zero (natively: `SIGFPE`).
+    #[error("integer division by zero")]
+    DivisionByZero,
+    /// `INT_MIN / -1` or `LONG_MIN / -1` (natively: `SIGFPE`).
+    #[error("signed division overflow")]
+    DivisionOverflow,
+    /// A register read before anything was written to it.
+    #[error("register {reg} read before it was written")]
+    ReadBeforeWrite {
+        /// The register.
+        reg: String,
+    },
+    /// More instructions executed than the step limit.
+    #[error("step limit of {0} instructions exceeded")]
+    StepLimit(u64),
+    /// Calls nested deeper than [`MAX_DEPTH`].
+    #[error("calls nested deeper than {MAX_DEPTH}")]
+    CallDepth,
+    /// A jump-table index past the end of its table.
+    #[error("jump_table index {index} is past the end of its {len} targets")]
+    JumpTableIndex {
+        /// The index.
+        index: u64,
+        /// The table's length.
+        len: usize,
+    },
+    /// Something only native code can do.
+    #[error("{0}")]
+    Unsupported(&'static str),
+    /// Execution ran past the last instruction without a return.
+    #[error("fell off the end of the function")]
+    FellOffEnd,
+}

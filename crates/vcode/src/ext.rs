@@ -52,6 +52,22 @@ use crate::Operand;
 use crate::backend::Backend;
 use crate::func::Func;
 use crate::ty::{P, Reg, Type};
+use crate::x86_64::X64;
+
+/// The targets an extension entry has a native mapping for: the backend as
+/// that target's emitter, if it is one (`None` on the reference backend
+/// and on other targets). Resolved at compile time.
+pub trait Targets {
+    /// The x86-64 emitter.
+    fn x86(&mut self) -> Option<&mut X64>;
+}
+
+impl<B: Backend> Targets for B {
+    #[inline(always)]
+    fn x86(&mut self) -> Option<&mut X64> {
+        self.downcast::<X64>()
+    }
+}
 
 /// Declares instruction extensions. See the [module docs](crate::ext).
 #[macro_export]
@@ -92,7 +108,7 @@ macro_rules! extensions {
                     self.check_regs(NAME, &[(fl, $rd.num()) $(, (fl, $arg.num()))*]);
                     $(
                         if true $(&& $guard)? {
-                            if let Some(x) = self.backend().x86() {
+                            if let Some(x) = $crate::Backend::downcast::<$crate::X64>(self.backend()) {
                                 x.insn(NAME);
                                 ($x86)(x, <T as $crate::Type>::TY, $rd.num(), args);
                                 return;
@@ -100,8 +116,7 @@ macro_rules! extensions {
                         }
                     )?
                     $(
-                        if let Some(r) = self.backend().reference() {
-                            r.ext(NAME, <T as $crate::Type>::TY, (fl, $rd.num()), &srcs, $eval);
+                        if $crate::Backend::ext_eval(self.backend(), NAME, <T as $crate::Type>::TY, (fl, $rd.num()), &srcs, $eval) {
                             return;
                         }
                     )?

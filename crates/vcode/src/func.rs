@@ -10,13 +10,13 @@
 //! per-instruction cost to a few host instructions and client code free
 //! of `?` on every line.
 
+use crate::abi::{ArgLoc, CallConv};
 use crate::backend::{Arg, Backend, BinOp, Callee, Cond, LocalOp, Src, Target, UnOp};
 use crate::error::{Error, ErrorKind, Result};
 use crate::mem::ExecMemory;
 use crate::regs::{Class, RegAlloc, RegConfig};
-use crate::ty::{
-    AnyReg, Data, Int, Label, Local, MAX_PARAMS, Operand, P, Reg, Signature, Ty, Type, UL,
-};
+use crate::sig::Signature;
+use crate::ty::{AnyReg, Data, Int, Label, Local, MAX_PARAMS, Operand, P, Reg, Ty, Type, UL};
 use crate::x86_64::X64;
 
 /// The leaf hint of `v_lambda`.
@@ -89,6 +89,39 @@ impl Params {
         self.regs[self.len as usize] = r;
         self.len += 1;
     }
+}
+
+/// Assigns registers to parameters the way every backend does: claim the
+/// argument registers the convention leaves a parameter in, then give
+/// registers from `getreg` to parameters arriving on the stack or in a
+/// register the backend keeps (`rcx` on x86-64).
+fn assign_params(
+    conv: &dyn CallConv,
+    sig: &Signature,
+    locs: &[ArgLoc],
+    alloc: &mut RegAlloc,
+) -> Result<Params> {
+    let err = |kind| Error {
+        index: 0,
+        method: "lambda",
+        kind,
+    };
+    for (&ty, &loc) in sig.params().iter().zip(locs) {
+        if let ArgLoc::Reg(n) = loc {
+            if conv.keeps_param(ty, loc) {
+                alloc.claim(ty.is_float(), n).map_err(err)?;
+            }
+        }
+    }
+    let mut out = Params::default();
+    for (&ty, &loc) in sig.params().iter().zip(locs) {
+        let n = match loc {
+            ArgLoc::Reg(n) if conv.keeps_param(ty, loc) => n,
+            _ => alloc.getreg(Class::Temp, ty.is_float()).map_err(err)?,
+        };
+        out.push(AnyReg { ty, n });
+    }
+    Ok(out)
 }
 
 /// A function under construction (`v_lambda` ... `v_end`).
@@ -251,7 +284,7 @@ impl<B: Backend> Func<B> {
         self.name = None;
         let (params, moves) = (cache.params, cache.moves);
         self.cache = Some(cache);
-        self.b.begin(&self.sig, &params, moves);
+        self.b.begin(&self.sig, params.all(), moves);
         Ok(params)
     }
 
@@ -265,12 +298,16 @@ impl<B: Backend> Func<B> {
             kind,
         })?;
         let mut alloc = RegAlloc::new(self.cfg.clone(), leaf);
-        let params = crate::reference::assign_params(&sig, &mut alloc)?;
+        let conv = self.b.conv();
+        let mut locs = [ArgLoc::Stack(0); MAX_PARAMS];
+        let locs = &mut locs[..sig.params().len()];
+        conv.arg_locs(sig.params(), locs);
+        let params = assign_params(conv, &sig, locs, &mut alloc)?;
         let moves = params
             .all()
             .iter()
-            .zip(crate::x86_64::abi_layout(sig.params()))
-            .any(|(r, loc)| loc != crate::x86_64::ArgLoc::Reg(r.n));
+            .zip(locs.iter())
+            .any(|(r, &loc)| loc != ArgLoc::Reg(r.n));
         let mut s = old.map(|c| c.text).unwrap_or_default();
         s.clear();
         s.push_str(text);
@@ -751,10 +788,7 @@ impl<B: Backend> Func<B> {
     /// its instruction index on the reference backend. For clients that map
     /// their own source positions to machine code (the jive JIT's listing).
     pub fn code_offset(&mut self) -> usize {
-        match self.b.x86() {
-            Some(x) => x.buf.pos(),
-            None => self.b.next_index() as usize,
-        }
+        self.b.code_offset()
     }
 
     /// The backend, for extensions (see [`ext`](crate::ext)).

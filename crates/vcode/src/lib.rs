@@ -74,58 +74,24 @@ pub mod host;
 pub mod mem;
 pub mod reference;
 mod regs;
+mod sig;
 mod ty;
 pub mod x86_64;
 
+pub use abi::{ArgLoc, CallConv, Invoke, InvokeError};
 pub use backend::{Arg, Backend, Callee, Target};
 pub use error::{Error, ErrorKind, Result};
 pub use func::{Func, Leaf, Params};
-pub use reference::Reference;
 pub use regs::{Class, RegAlloc, RegClass, RegConfig};
+pub use sig::Signature;
 pub use ty::{
-    AnyReg, D, Data, F, Float, I, Int, L, Label, Local, MAX_PARAMS, Operand, P, Reg, Signature, Ty,
-    Type, U, UL, Value,
+    AnyReg, D, Data, F, Float, I, Int, L, Label, Local, MAX_PARAMS, Operand, P, Reg, Ty, Type, U,
+    UL, Value,
 };
-pub use x86_64::{Code, X64};
+pub use x86_64::{Code, SysV, X64};
 
-/// Running a generated function with arguments known only at run time:
-/// the common interface of native code and the reference backend, which
-/// differential tests are written against.
-pub trait Invoke {
-    /// The parameter types.
-    fn params(&self) -> &[Ty];
-    /// The return type.
-    fn ret_type(&self) -> Ty;
-    /// Runs the function.
-    ///
-    /// # Safety
-    /// Generated code does what its instructions say: the caller vouches
-    /// that its loads, stores and calls are sound for these arguments.
-    unsafe fn invoke(&self, args: &[Value]) -> std::result::Result<Value, InvokeError>;
-}
-
-/// Why [`Invoke::invoke`] did not return a value.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum InvokeError {
-    /// Wrong number of arguments.
-    #[error("expected {expected} arguments, found {found}")]
-    Arity {
-        /// Parameters of the function.
-        expected: usize,
-        /// Arguments given.
-        found: usize,
-    },
-    /// An argument of the wrong type.
-    #[error("argument {index}: expected {expected}, found {found}")]
-    ArgType {
-        /// Which argument.
-        index: usize,
-        /// The parameter type.
-        expected: Ty,
-        /// The argument's type.
-        found: Ty,
-    },
-    /// The reference backend stopped on an error in the program.
-    #[error(transparent)]
-    Fault(#[from] reference::Fault),
-}
+/// The reference backend, modelling the host's calling convention (the
+/// System V x86-64 one, [`SysV`]) for the native functions it calls. The
+/// backend itself ([`reference::Reference`]) is target-neutral and takes
+/// the convention as a parameter; this is the one place that binds it.
+pub type Reference = reference::Reference<SysV>;

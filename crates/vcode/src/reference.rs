@@ -2,8 +2,13 @@
 //!
 //! The same client code that generates x86-64 runs here unchanged (it is
 //! generic over [`Backend`]), with the same register assignment, because
-//! both backends allocate from one description of the host
-//! ([`crate::host`]). What the native backend leaves to the
+//! both backends allocate with one allocator (`Func`'s) from one
+//! description of the host. The backend is target-neutral: it names no
+//! target and no encoder, and takes the target's calling convention and
+//! register file as a parameter `C:` [`CallConv`] (for register names, the
+//! registers a native backend keeps, what a call clobbers, and calls to
+//! native functions); [`crate::Reference`] binds it to the host's. What
+//! the native backend leaves to the
 //! hardware, this one checks and reports as a typed error with the
 //! instruction index and the method:
 //!
@@ -20,22 +25,25 @@
 //! on x86-64 (see the [`x86_64`](crate::x86_64) module docs), not from the
 //! machine code, so the two backends check each other.
 
+use std::marker::PhantomData;
 use std::sync::Arc;
 
+use crate::abi::{CallConv, Invoke, InvokeError};
 use crate::backend::{Arg, Backend, BinOp, Callee, Cond, LocalOp, Src, Target, UnOp};
 use crate::error::{Error, ErrorKind};
-use crate::host::{self, bit};
 use crate::mem::ExecMemory;
 use crate::regs::RegAlloc;
-use crate::ty::{AnyReg, Label, Signature, Ty, Value};
-use crate::x86_64::{ArgLoc, abi_layout};
-use crate::{Invoke, InvokeError};
+use crate::sig::Signature;
+use crate::ty::{AnyReg, Label, Ty, Value};
 
 const UNPLACED: u32 = u32::MAX;
 
-/// A reference-backend extension instruction's meaning: result bits from
-/// operand bits and the instruction's type.
-pub type Eval = fn(Ty, &[u64]) -> u64;
+pub use crate::backend::Eval;
+
+/// A one-bit mask for register `n`.
+const fn bit(n: u8) -> u16 {
+    1 << (n & 15)
+}
 
 #[derive(Clone, Debug)]
 enum RefCallee {
@@ -130,9 +138,10 @@ enum Insn {
     },
 }
 
-/// The reference backend's per-function state.
-#[derive(Default)]
-pub struct Reference {
+/// The reference backend's per-function state, for a target whose calling
+/// convention is `C` ([`crate::Reference`] is the host's).
+pub struct Reference<C> {
+    conv: PhantomData<fn() -> C>,
     insns: Vec<Insn>,
     methods: Vec<&'static str>,
     labels: Vec<u32>,
@@ -145,7 +154,25 @@ pub struct Reference {
     datas: Vec<Arc<[u64]>>,
 }
 
-impl Reference {
+impl<C> Default for Reference<C> {
+    fn default() -> Self {
+        Reference {
+            conv: PhantomData,
+            insns: Vec::new(),
+            methods: Vec::new(),
+            labels: Vec::new(),
+            uses: Vec::new(),
+            locals: Vec::new(),
+            frame: 0,
+            err: None,
+            ret_ty: None,
+            params: Vec::new(),
+            datas: Vec::new(),
+        }
+    }
+}
+
+impl<C> Reference<C> {
     fn push(&mut self, m: &'static str, i: Insn) {
         self.insns.push(i);
         self.methods.push(m);
@@ -179,47 +206,20 @@ impl Reference {
     }
 }
 
-/// Assigns registers to parameters the way both backends do: claim the
-/// argument registers, then give registers from `getreg` to parameters
-/// arriving on the stack or in `rcx` (which the backends keep).
-pub(crate) fn assign_params(sig: &Signature, alloc: &mut RegAlloc) -> Result<crate::Params, Error> {
-    let err = |kind| Error {
-        index: 0,
-        method: "lambda",
-        kind,
-    };
-    let keeps =
-        |ty: Ty, loc: ArgLoc| matches!(loc, ArgLoc::Reg(n) if ty.is_float() || n != host::gpr::RCX);
-    for (&ty, loc) in sig.params().iter().zip(abi_layout(sig.params())) {
-        if let ArgLoc::Reg(n) = loc {
-            if keeps(ty, loc) {
-                alloc.claim(ty.is_float(), n).map_err(err)?;
-            }
-        }
-    }
-    let mut out = crate::Params::default();
-    for (&ty, loc) in sig.params().iter().zip(abi_layout(sig.params())) {
-        let n = match loc {
-            ArgLoc::Reg(n) if keeps(ty, loc) => n,
-            _ => alloc
-                .getreg(crate::Class::Temp, ty.is_float())
-                .map_err(err)?,
-        };
-        out.push(AnyReg { ty, n });
-    }
-    Ok(out)
-}
-
-impl Backend for Reference {
+impl<C: CallConv + 'static> Backend for Reference<C> {
     type Code = RefCode;
 
     fn new() -> Self {
         Reference::default()
     }
 
-    fn begin(&mut self, _sig: &Signature, params: &crate::Params, _moves: bool) {
+    fn conv(&self) -> &'static dyn CallConv {
+        C::get()
+    }
+
+    fn begin(&mut self, _sig: &Signature, params: &[AnyReg], _moves: bool) {
         *self = Reference::default();
-        self.params = params.all().to_vec();
+        self.params = params.to_vec();
     }
 
     fn finish(
@@ -259,6 +259,7 @@ impl Backend for Reference {
             frame: self.frame as usize,
             locals: std::mem::take(&mut self.locals),
             params: std::mem::take(&mut self.params),
+            conv: C::get(),
             sig,
             ret: self.ret_ty.unwrap_or(Ty::V),
             name,
@@ -288,12 +289,9 @@ impl Backend for Reference {
             if n == u8::MAX {
                 continue; // an immediate operand
             }
-            let name = || host::reg_name(float, n).to_string();
-            let reserved = if float {
-                host::RESERVED_XMM
-            } else {
-                host::RESERVED_GPR
-            };
+            let conv = C::get();
+            let name = || conv.reg_name(float, n).to_string();
+            let reserved = conv.reserved(float);
             let why = if n >= 16 {
                 Some("not a register")
             } else if reserved & bit(n) != 0 {
@@ -558,8 +556,16 @@ impl Backend for Reference {
         self.push(m, Insn::JumpTable { idx, labels });
     }
 
-    fn reference(&mut self) -> Option<&mut Reference> {
-        Some(self)
+    fn ext_eval(
+        &mut self,
+        m: &'static str,
+        ty: Ty,
+        rd: (bool, u8),
+        srcs: &[(bool, u8)],
+        eval: Eval,
+    ) -> bool {
+        self.ext(m, ty, rd, srcs, eval);
+        true
     }
 }
 
@@ -572,6 +578,8 @@ struct Program {
     frame: usize,
     locals: Vec<(Ty, u32)>,
     params: Vec<AnyReg>,
+    /// The target's convention, for calls to native code.
+    conv: &'static dyn CallConv,
     sig: Signature,
     ret: Ty,
     name: Option<String>,
@@ -579,8 +587,7 @@ struct Program {
 
 /// Default number of instructions one invocation may execute.
 pub const DEFAULT_STEP_LIMIT: u64 = 1 << 32;
-/// Deepest nesting of calls between reference functions.
-pub const MAX_DEPTH: u32 = 512;
+pub use crate::error::{Fault, FaultKind, MAX_DEPTH};
 
 /// A function recorded by the reference backend; run it with
 /// [`Invoke::invoke`] or [`RefCode::run`].
@@ -588,55 +595,6 @@ pub const MAX_DEPTH: u32 = 512;
 pub struct RefCode {
     prog: Arc<Program>,
     step_limit: u64,
-}
-
-/// Why the reference backend stopped a program.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("reference backend: {kind} (instruction {index}, `{method}`)")]
-pub struct Fault {
-    /// Instruction index.
-    pub index: u32,
-    /// The method that generated it.
-    pub method: &'static str,
-    /// What happened.
-    pub kind: FaultKind,
-}
-
-/// What stopped the program.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum FaultKind {
-    /// Integer division or `mod` by zero (natively: `SIGFPE`).
-    #[error("integer division by zero")]
-    DivisionByZero,
-    /// `INT_MIN / -1` or `LONG_MIN / -1` (natively: `SIGFPE`).
-    #[error("signed division overflow")]
-    DivisionOverflow,
-    /// A register read before anything was written to it.
-    #[error("register {reg} read before it was written")]
-    ReadBeforeWrite {
-        /// The register.
-        reg: String,
-    },
-    /// More instructions executed than the step limit.
-    #[error("step limit of {0} instructions exceeded")]
-    StepLimit(u64),
-    /// Calls nested deeper than [`MAX_DEPTH`].
-    #[error("calls nested deeper than {MAX_DEPTH}")]
-    CallDepth,
-    /// A jump-table index past the end of its table.
-    #[error("jump_table index {index} is past the end of its {len} targets")]
-    JumpTableIndex {
-        /// The index.
-        index: u64,
-        /// The table's length.
-        len: usize,
-    },
-    /// Something only native code can do.
-    #[error("{0}")]
-    Unsupported(&'static str),
-    /// Execution ran past the last instruction without a return.
-    #[error("fell off the end of the function")]
-    FellOffEnd,
 }
 
 impl RefCode {
@@ -685,6 +643,7 @@ impl RefCode {
     /// for real.
     pub unsafe fn run(&self, args: &[Value]) -> Result<Value, InvokeError> {
         crate::abi::check_args(self.prog.sig.params(), args)?;
+        self.prog.conv.check_call(args)?;
         let mut steps = 0;
         // SAFETY: forwarded from the caller.
         Ok(unsafe { exec(&self.prog, args, &mut steps, self.step_limit, 0) }?)
@@ -995,7 +954,7 @@ unsafe fn exec(
                 let (f, n): (bool, u8) = ($f, $n);
                 if r.def[f as usize] & bit(n) == 0 {
                     return Err(fault(FaultKind::ReadBeforeWrite {
-                        reg: host::reg_name(f, n).to_string(),
+                        reg: prog.conv.reg_name(f, n).to_string(),
                     }));
                 }
                 r.v[f as usize][n as usize]
@@ -1014,7 +973,7 @@ unsafe fn exec(
                 Src::R(n) => {
                     if r.def[f as usize] & bit(n) == 0 {
                         return Err(fault(FaultKind::ReadBeforeWrite {
-                            reg: host::reg_name(f, n).to_string(),
+                            reg: prog.conv.reg_name(f, n).to_string(),
                         }));
                     }
                     Ok(r.v[f as usize][n as usize])
@@ -1118,13 +1077,13 @@ unsafe fn exec(
                 Target::Reg(n) => {
                     let a = get!(false, n) as usize;
                     // SAFETY: a jump-and-link to native code; vouched for by the caller.
-                    unsafe { crate::abi::call_native(a, &[], Ty::V) };
-                    clobber(&mut r, 0);
+                    unsafe { prog.conv.call(a, &[], Ty::V) };
+                    clobber(&mut r, 0, prog.conv);
                 }
                 Target::Addr(a) => {
                     // SAFETY: as above.
-                    unsafe { crate::abi::call_native(a, &[], Ty::V) };
-                    clobber(&mut r, 0);
+                    unsafe { prog.conv.call(a, &[], Ty::V) };
+                    clobber(&mut r, 0, prog.conv);
                 }
             },
             Insn::AddrData { rd, data } => put!(false, *rd, data.as_ptr() as u64),
@@ -1171,15 +1130,15 @@ unsafe fn exec(
                     RefCallee::Native(a) => {
                         // SAFETY: the client names a native function of these
                         // argument types; vouched for by the caller of `invoke`.
-                        unsafe { crate::abi::call_native(*a, &vals, rty) }
+                        unsafe { prog.conv.call(*a, &vals, rty) }
                     }
                     RefCallee::Reg(n) => {
                         let a = get!(false, *n) as usize;
                         // SAFETY: as above.
-                        unsafe { crate::abi::call_native(a, &vals, rty) }
+                        unsafe { prog.conv.call(a, &vals, rty) }
                     }
                 };
-                clobber(&mut r, *persist);
+                clobber(&mut r, *persist, prog.conv);
                 if let Some(x) = ret {
                     put!(x.ty.is_float(), x.n, norm(x.ty, out.bits()));
                 }
@@ -1205,7 +1164,7 @@ unsafe fn exec(
 
 /// After a call: only the ABI's callee-saved integer registers and the
 /// float registers the call site saved keep their values.
-fn clobber(r: &mut Regs, persist_xmm: u16) {
-    r.def[0] &= host::CALLEE_SAVED_GPR;
+fn clobber(r: &mut Regs, persist_xmm: u16, conv: &dyn CallConv) {
+    r.def[0] &= conv.callee_saved(false);
     r.def[1] &= persist_xmm;
 }

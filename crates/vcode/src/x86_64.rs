@@ -36,6 +36,7 @@
 //! * Float comparisons follow C: every ordered comparison with a NaN is
 //!   false and `!=` is true.
 
+use crate::abi::{ArgLoc, CallConv, InvokeError};
 use crate::backend::{
     Arg, Backend, BinOp, Callee, Cond, LocalOp, MAX_CALL_ARGS, Src, Target, UnOp,
 };
@@ -44,7 +45,8 @@ use crate::error::{Error, ErrorKind};
 use crate::host::{self, gpr::*};
 use crate::mem::ExecMemory;
 use crate::regs::RegAlloc;
-use crate::ty::{AnyReg, Label, Signature, Ty};
+use crate::sig::Signature;
+use crate::ty::{AnyReg, Label, Ty, Value};
 
 // ---------------------------------------------------------------------------
 // 1. Registers and frame layout
@@ -478,7 +480,11 @@ impl Backend for X64 {
 
     // -- 3. Function entry ----------------------------------------------------
 
-    fn begin(&mut self, sig: &Signature, params: &crate::Params, moves: bool) {
+    fn conv(&self) -> &'static dyn CallConv {
+        SysV::get()
+    }
+
+    fn begin(&mut self, sig: &Signature, params: &[AnyReg], moves: bool) {
         self.buf.reset();
         self.labels.clear();
         self.fixups.clear();
@@ -493,7 +499,7 @@ impl Backend for X64 {
         self.align = 1;
         if moves {
             self.buf.reserve("lambda", 16 * params.len());
-            for (&r, loc) in params.all().iter().zip(abi_layout(sig.params())) {
+            for (&r, loc) in params.iter().zip(abi_layout(sig.params())) {
                 match loc {
                     ArgLoc::Reg(n) if n != r.n => self.mov(true, r.n, n),
                     ArgLoc::Reg(_) => {}
@@ -510,6 +516,10 @@ impl Backend for X64 {
             }
             self.buf.rebase();
         }
+    }
+
+    fn code_offset(&self) -> usize {
+        self.buf.pos()
     }
 
     fn next_index(&self) -> u32 {
@@ -1382,13 +1392,8 @@ impl Backend for X64 {
             ret: self.ret_ty.unwrap_or(Ty::V),
             name,
         };
-        crate::debug::register(&code);
+        crate::debug::register(code.addr(), code.len(), code.name());
         Ok(code)
-    }
-
-    #[inline(always)]
-    fn x86(&mut self) -> Option<&mut X64> {
-        Some(self)
     }
 }
 
@@ -1699,16 +1704,6 @@ impl X64 {
     }
 }
 
-/// Where an argument of a call lives under System V.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub(crate) enum ArgLoc {
-    /// In this register (integer or xmm number by type).
-    Reg(u8),
-    /// In this 8-byte stack slot above the return address.
-    Stack(usize),
-}
-
-/// System V placement of arguments of the given types.
 /// `n` bytes of no-ops, in the fewest instructions (the multi-byte `nop`
 /// forms Intel and AMD recommend, up to 8 bytes each).
 fn push_nops(out: &mut Vec<u8>, mut n: usize) {
@@ -1729,6 +1724,186 @@ fn push_nops(out: &mut Vec<u8>, mut n: usize) {
     }
 }
 
+/// System V x86-64, the calling convention of this target, as the
+/// target-neutral parts of vcode see it (the reference backend, `lambda`).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct SysV;
+
+impl CallConv for SysV {
+    fn get() -> &'static Self {
+        &SysV
+    }
+
+    fn name(&self) -> &'static str {
+        "System V x86-64"
+    }
+
+    fn arg_locs(&self, params: &[Ty], out: &mut [ArgLoc]) {
+        for (o, loc) in out.iter_mut().zip(abi_layout(params)) {
+            *o = loc;
+        }
+    }
+
+    fn keeps_param(&self, ty: Ty, loc: ArgLoc) -> bool {
+        // rcx carries the fourth integer argument, but the backend keeps it
+        // for shift counts.
+        matches!(loc, ArgLoc::Reg(n) if ty.is_float() || n != RCX)
+    }
+
+    fn reg_name(&self, float: bool, n: u8) -> &'static str {
+        host::reg_name(float, n)
+    }
+
+    fn reserved(&self, float: bool) -> u16 {
+        if float {
+            host::RESERVED_XMM
+        } else {
+            host::RESERVED_GPR
+        }
+    }
+
+    fn callee_saved(&self, float: bool) -> u16 {
+        if float { 0 } else { host::CALLEE_SAVED_GPR }
+    }
+
+    fn check_call(&self, args: &[Value]) -> Result<(), InvokeError> {
+        if args.iter().filter(|a| !a.ty().is_float()).count() > 6 + STACK_SLOTS
+            || args.len() > 6 + 8 + STACK_SLOTS
+        {
+            return Err(InvokeError::Arity {
+                expected: 6 + 8 + STACK_SLOTS,
+                found: args.len(),
+            });
+        }
+        Ok(())
+    }
+
+    unsafe fn call(&self, addr: usize, args: &[Value], ret: Ty) -> Value {
+        // SAFETY: forwarded from the caller (the trait's contract).
+        unsafe { call_native(addr, args, ret) }
+    }
+}
+
+/// Stack slots [`call_native`] can pass: enough for every call vcode
+/// accepts ([`MAX_CALL_ARGS`](MAX_CALL_ARGS) arguments, at
+/// least 6 of them in integer registers or at most 8 in float ones).
+pub const STACK_SLOTS: usize = 26;
+const _: () = assert!(STACK_SLOTS >= MAX_CALL_ARGS - 6);
+
+type Wide<R> = extern "C" fn(
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    f64,
+    f64,
+    f64,
+    f64,
+    f64,
+    f64,
+    f64,
+    f64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+) -> R;
+
+/// Calls the code at `addr` with `args`, returning a value of type `ret`.
+///
+/// It calls through one wide signature: six integer registers, eight
+/// float registers and 26 stack slots. Under System V, integer and
+/// float arguments are assigned to their registers independently and the
+/// rest go to the stack in order, so filling exactly the registers and
+/// slots the real signature uses, and leaving the others unused, passes
+/// the arguments as the callee expects; the caller owns and pops the
+/// extra stack slots. `f` values travel in the low 32 bits of an xmm
+/// register or stack slot, integers of 32 bits in the low half of theirs.
+///
+/// # Safety
+/// `addr` must be a function whose parameter types are the types of
+/// `args` (checked by [`check_args`]) and whose return type is `ret`, and
+/// calling it must be sound.
+pub unsafe fn call_native(addr: usize, args: &[Value], ret: Ty) -> Value {
+    let mut tys = [Ty::V; crate::ty::MAX_PARAMS];
+    for (t, a) in tys.iter_mut().zip(args) {
+        *t = a.ty();
+    }
+    let mut g = [0u64; 6];
+    let mut x = [0f64; 8];
+    let mut s = [0u64; STACK_SLOTS];
+    for (a, loc) in args.iter().zip(abi_layout(&tys[..args.len()])) {
+        match loc {
+            ArgLoc::Reg(n) if a.ty().is_float() => x[n as usize] = f64::from_bits(a.bits()),
+            ArgLoc::Reg(n) => {
+                let i = crate::host::INT_ARGS
+                    .iter()
+                    .position(|&r| r == n)
+                    .unwrap_or(0);
+                g[i] = a.bits();
+            }
+            // In range: at most MAX_CALL_ARGS - 6 arguments go on the stack.
+            ArgLoc::Stack(k) => s[k] = a.bits(),
+        }
+    }
+    macro_rules! go {
+        ($r:ty) => {{
+            // SAFETY: see the function documentation: the wide signature
+            // passes exactly the registers and slots the callee reads.
+            let f: Wide<$r> = unsafe { std::mem::transmute::<usize, Wide<$r>>(addr) };
+            f(
+                g[0], g[1], g[2], g[3], g[4], g[5], x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7],
+                s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], s[9], s[10], s[11], s[12],
+                s[13], s[14], s[15], s[16], s[17], s[18], s[19], s[20], s[21], s[22], s[23], s[24],
+                s[25],
+            )
+        }};
+    }
+    if ret.is_float() {
+        let bits = go!(f64).to_bits();
+        Value::from_bits(
+            ret,
+            if ret == Ty::F {
+                bits & 0xffff_ffff
+            } else {
+                bits
+            },
+        )
+    } else {
+        let bits = go!(u64);
+        let bits = match ret {
+            Ty::I | Ty::U => bits & 0xffff_ffff,
+            _ => bits,
+        };
+        Value::from_bits(ret, bits)
+    }
+}
+
+/// System V placement of arguments of the given types.
 pub(crate) fn abi_layout(tys: &[Ty]) -> impl Iterator<Item = ArgLoc> + '_ {
     let (mut ni, mut nf, mut ns) = (0, 0, 0);
     tys.iter().map(move |t| {
@@ -1864,8 +2039,75 @@ impl crate::Invoke for Code {
 
     unsafe fn invoke(&self, args: &[crate::Value]) -> Result<crate::Value, crate::InvokeError> {
         crate::abi::check_args(self.sig.params(), args)?;
+        SysV.check_call(args)?;
         // SAFETY: the caller vouches for running this code (trait contract);
         // the argument types were checked against the signature.
-        Ok(unsafe { crate::abi::call_native(self.addr(), args, self.ret) })
+        Ok(unsafe { call_native(self.addr(), args, self.ret) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    extern "C" fn mix(
+        a: i32,
+        b: f64,
+        c: i64,
+        d: f32,
+        e: u32,
+        f: usize,
+        g: i32,
+        h: i64,
+        i: i32,
+        j: f64,
+    ) -> f64 {
+        a as f64
+            + b * 2.0
+            + c as f64 * 3.0
+            + d as f64 * 4.0
+            + e as f64 * 5.0
+            + f as f64 * 6.0
+            + g as f64 * 7.0
+            + h as f64 * 8.0
+            + i as f64 * 9.0
+            + j * 10.0
+    }
+
+    extern "C" fn nine(
+        a: i64,
+        b: i64,
+        c: i64,
+        d: i64,
+        e: i64,
+        f: i64,
+        g: i64,
+        h: i64,
+        i: i64,
+    ) -> i64 {
+        a + 2 * b + 3 * c + 4 * d + 5 * e + 6 * f + 7 * g + 8 * h + 9 * i
+    }
+
+    #[test]
+    fn calls_with_a_run_time_signature_reach_registers_and_stack() {
+        let args = [
+            Value::I(1),
+            Value::D(0.5),
+            Value::L(-2),
+            Value::F(1.5),
+            Value::U(3),
+            Value::P(4),
+            Value::I(5),
+            Value::L(6),
+            Value::I(7),
+            Value::D(0.25),
+        ];
+        // SAFETY: `mix` has exactly these parameter types and returns f64.
+        let got = unsafe { call_native(mix as *const () as usize, &args, Ty::D) };
+        assert_eq!(got, Value::D(mix(1, 0.5, -2, 1.5, 3, 4, 5, 6, 7, 0.25)));
+        let args: Vec<Value> = (1..=9).map(Value::L).collect();
+        // SAFETY: `nine` takes nine i64 and returns i64.
+        let got = unsafe { call_native(nine as *const () as usize, &args, Ty::L) };
+        assert_eq!(got, Value::L(nine(1, 2, 3, 4, 5, 6, 7, 8, 9)));
     }
 }
