@@ -1,17 +1,26 @@
 //! The x86-64 backend: vcode instructions to machine code, in place.
 //!
-//! Like sljit's and TCG's per-target files, this file has a fixed shape
-//! that a new target copies section by section:
+//! Like sljit's `sljitNative*.c` and TCG's per-target files, this file has
+//! a fixed shape that a new target copies section by section, in order:
 //!
-//! 1. registers and the frame layout
-//! 2. encoding helpers
-//! 3. function entry (parameters)
-//! 4. integer and float arithmetic, `set`
-//! 5. conversions
-//! 6. loads, stores, locals
-//! 7. labels, branches, jumps, returns
-//! 8. calls
-//! 9. linking: prologue, epilogue, constants, backpatching
+//! 1. **Registers and classes**: [`regfile`], the register file as data
+//!    (numbers, names, the registers the backend keeps, callee-saved ones,
+//!    the fixed names, `getreg`'s order, save slots). It imports nothing;
+//!    [`crate::host`] re-exports it for the allocator and `Reg::t`.
+//! 2. **Calling convention**: [`SysV`], the [`CallConv`] the target-neutral
+//!    parts of vcode (the reference backend, `lambda`) see, with the
+//!    argument layout and calls into native code with a run-time signature.
+//! 3. **Encoders**: the backend's state ([`X64`]) and the byte-level
+//!    encoding helpers (REX/ModRM/SIB, immediates, moves, float constants).
+//! 4. **Instruction methods**: the [`Backend`] implementation, one method
+//!    per vcode instruction: arithmetic, `set`, conversions, loads, stores,
+//!    locals, calls, data. Branches, entry and exit delegate to 5 and 6.
+//! 5. **Branches and fixups**: labels, branches, jumps, jump tables, and
+//!    the fixup records that `end` backpatches.
+//! 6. **Prologue, epilogue and `end`**: the moves of parameters at entry,
+//!    returns, and `end` (frame, saves, backpatching, constants, linking
+//!    into executable memory), and [`Code`].
+//! 7. **Extensions**: the native encoders the `ext` tables use.
 //!
 //! The calling convention is System V. Registers `rax`, `rcx`, `r11` and
 //! `xmm15` are kept by the backend for its own sequences (division,
@@ -42,57 +51,332 @@ use crate::backend::{
 };
 use crate::buf::Buf;
 use crate::error::{Error, ErrorKind};
-use crate::host::{self, gpr::*};
 use crate::mem::ExecMemory;
 use crate::regs::RegAlloc;
 use crate::sig::Signature;
 use crate::ty::{AnyReg, Label, Ty, Value};
+use regfile::gpr::*;
 
-// ---------------------------------------------------------------------------
-// 1. Registers and frame layout
-// ---------------------------------------------------------------------------
+// ===========================================================================
+// 1. Registers and classes
+// ===========================================================================
+
+/// The register file as data: register numbers and names, the registers
+/// the backend keeps, the callee-saved ones, the fixed names `T<k>`/`S<k>`,
+/// the order in which `getreg` hands registers out, and the frame slots
+/// where they are saved. It imports nothing: the target-neutral allocator
+/// and [`Reg::t`](crate::Reg::t) read it as [`crate::host`] on an x86-64 host.
+pub mod regfile {
+    /// x86-64 integer register numbers, as encoded in ModRM/REX.
+    #[allow(missing_docs)]
+    pub mod gpr {
+        pub const RAX: u8 = 0;
+        pub const RCX: u8 = 1;
+        pub const RDX: u8 = 2;
+        pub const RBX: u8 = 3;
+        pub const RSP: u8 = 4;
+        pub const RBP: u8 = 5;
+        pub const RSI: u8 = 6;
+        pub const RDI: u8 = 7;
+        pub const R8: u8 = 8;
+        pub const R9: u8 = 9;
+        pub const R10: u8 = 10;
+        pub const R11: u8 = 11;
+        pub const R12: u8 = 12;
+        pub const R13: u8 = 13;
+        pub const R14: u8 = 14;
+        pub const R15: u8 = 15;
+    }
+
+    use gpr::*;
+
+    const GPR_NAMES: [&str; 16] = [
+        "rax", "rcx", "rdx", "rbx", "rsp", "rbp", "rsi", "rdi", "r8", "r9", "r10", "r11", "r12",
+        "r13", "r14", "r15",
+    ];
+    const XMM_NAMES: [&str; 16] = [
+        "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",
+        "xmm11", "xmm12", "xmm13", "xmm14", "xmm15",
+    ];
+
+    /// The assembler name of a physical register.
+    pub fn reg_name(float: bool, n: u8) -> &'static str {
+        let names = if float { &XMM_NAMES } else { &GPR_NAMES };
+        names.get(n as usize).copied().unwrap_or("?")
+    }
+
+    /// Integer argument registers, in order.
+    pub const INT_ARGS: [u8; 6] = [RDI, RSI, RDX, RCX, R8, R9];
+    /// Float argument registers (xmm numbers), in order.
+    pub const FLOAT_ARGS: [u8; 8] = [0, 1, 2, 3, 4, 5, 6, 7];
+
+    /// Registers the native backend keeps for itself: `rax` (return value,
+    /// division, scratch), `rcx` (shift counts), `r11` (long immediates,
+    /// parallel moves), and the stack and frame pointers.
+    pub const RESERVED_GPR: u16 = bit(RAX) | bit(RCX) | bit(R11) | bit(RSP) | bit(RBP);
+    /// Float registers the native backend keeps: `xmm15` (scratch).
+    pub const RESERVED_XMM: u16 = bit(15);
+
+    /// Integer registers the ABI makes callee-saved (besides `rbp`).
+    pub const CALLEE_SAVED_GPR: u16 = bit(RBX) | bit(R12) | bit(R13) | bit(R14) | bit(R15);
+
+    /// Number of fixed temporary integer names `T0..`.
+    pub const NUM_T: usize = 6;
+    /// Fixed temporaries: `r10`, then the argument registers from last to
+    /// first, so `T0` never aliases a parameter and `T<k>` aliases only the
+    /// last ones.
+    pub const FIXED_T: [u8; NUM_T] = [R10, R9, R8, RDX, RSI, RDI];
+    /// Number of fixed callee-saved integer names `S0..`.
+    pub const NUM_S: usize = 5;
+    /// Fixed callee-saved registers.
+    pub const FIXED_S: [u8; NUM_S] = [RBX, R12, R13, R14, R15];
+    /// Number of fixed float temporaries `T0..` for `f`/`d`.
+    pub const NUM_FT: usize = 15;
+    /// Fixed float temporaries: non-argument registers first.
+    pub const FIXED_FT: [u8; NUM_FT] = [8, 9, 10, 11, 12, 13, 14, 7, 6, 5, 4, 3, 2, 1, 0];
+
+    /// `getreg` order for integer temporaries: caller-saved registers that
+    /// carry no argument, then argument registers from the last, then the
+    /// callee-saved ones (which cost a save in the prologue).
+    pub const TEMP_ORDER: [u8; 11] = [R10, R9, R8, RDX, RSI, RDI, RBX, R12, R13, R14, R15];
+    /// `getreg` order for persistent integer registers in a non-leaf function.
+    pub const PERSIST_ORDER: [u8; 5] = [RBX, R12, R13, R14, R15];
+    /// `getreg` order for float registers (temporary or persistent): the
+    /// registers that carry no argument first.
+    pub const FLOAT_ORDER: [u8; 15] = FIXED_FT;
+
+    /// A one-bit mask for register `n`.
+    pub const fn bit(n: u8) -> u16 {
+        1 << n
+    }
+
+    /// Frame offset (from `rbp`) of the slot where the prologue saves integer
+    /// register `n` when it is callee-saved and used.
+    pub const fn gpr_save_slot(n: u8) -> i32 {
+        -8 * (n as i32 + 1)
+    }
+    /// Frame offset of the 16-byte slot where the prologue saves float
+    /// register `n` when a [`RegConfig`](crate::RegConfig) makes it callee-saved.
+    pub const fn xmm_save_slot(n: u8) -> i32 {
+        -128 - 16 * (n as i32 + 1)
+    }
+    /// Frame offset of the slot where a call site keeps persistent float
+    /// register `n` (the ABI has no callee-saved float registers, so the
+    /// caller saves them around the call).
+    pub const fn xmm_call_slot(n: u8) -> i32 {
+        -384 - 8 * (n as i32 + 1)
+    }
+    /// Bytes below `rbp` taken by the save slots above; locals start here.
+    pub const SAVE_AREA: i32 = 512;
+}
 
 /// Float scratch register.
 const XTMP: u8 = 15;
-/// Label number of the shared epilogue.
-const EPILOGUE: u32 = u32::MAX;
-const UNPLACED: u32 = u32::MAX;
-/// Default limit on one function's code size.
-pub const DEFAULT_LIMIT: usize = 64 << 20;
 
-/// A pending rel32 to a label: 16 bytes, since every forward branch
-/// records one. The method is kept as a [`kind`](Fixup::kind) code (a
-/// branch's condition, or `jmp`/`jal`/`ret`) and named only for an error.
-#[derive(Clone, Copy, Debug)]
-struct Fixup {
-    at: u32,
-    label: u32,
-    index: u32,
-    kind: u8,
-}
+// ===========================================================================
+// 2. Calling convention
+// ===========================================================================
 
-/// Fixup kinds besides the six branch conditions (`Cond as u8`).
-const FIX_JMP: u8 = 6;
-const FIX_JAL: u8 = 7;
-const FIX_RET: u8 = 8;
-/// An 8-byte jump-table slot: the label's absolute address, known at link.
-const FIX_TABLE: u8 = 9;
-/// The branch of [`X64::countdown`].
-const FIX_COUNTDOWN: u8 = 10;
+/// System V x86-64, the calling convention of this target, as the
+/// target-neutral parts of vcode see it (the reference backend, `lambda`).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct SysV;
 
-impl Fixup {
-    /// The client method that recorded the fixup.
-    fn method(self) -> &'static str {
-        match self.kind {
-            FIX_JMP => "jmp",
-            FIX_JAL => "jal",
-            FIX_RET => "ret",
-            FIX_TABLE => "jump_table",
-            FIX_COUNTDOWN => "dec_branch_borrow",
-            k => Cond::ALL[k as usize].name(),
+impl CallConv for SysV {
+    fn get() -> &'static Self {
+        &SysV
+    }
+
+    fn name(&self) -> &'static str {
+        "System V x86-64"
+    }
+
+    fn arg_locs(&self, params: &[Ty], out: &mut [ArgLoc]) {
+        for (o, loc) in out.iter_mut().zip(abi_layout(params)) {
+            *o = loc;
         }
     }
+
+    fn keeps_param(&self, ty: Ty, loc: ArgLoc) -> bool {
+        // rcx carries the fourth integer argument, but the backend keeps it
+        // for shift counts.
+        matches!(loc, ArgLoc::Reg(n) if ty.is_float() || n != RCX)
+    }
+
+    fn reg_name(&self, float: bool, n: u8) -> &'static str {
+        regfile::reg_name(float, n)
+    }
+
+    fn reserved(&self, float: bool) -> u16 {
+        if float {
+            regfile::RESERVED_XMM
+        } else {
+            regfile::RESERVED_GPR
+        }
+    }
+
+    fn callee_saved(&self, float: bool) -> u16 {
+        if float { 0 } else { regfile::CALLEE_SAVED_GPR }
+    }
+
+    fn check_call(&self, args: &[Value]) -> Result<(), InvokeError> {
+        if args.iter().filter(|a| !a.ty().is_float()).count() > 6 + STACK_SLOTS
+            || args.len() > 6 + 8 + STACK_SLOTS
+        {
+            return Err(InvokeError::Arity {
+                expected: 6 + 8 + STACK_SLOTS,
+                found: args.len(),
+            });
+        }
+        Ok(())
+    }
+
+    unsafe fn call(&self, addr: usize, args: &[Value], ret: Ty) -> Value {
+        // SAFETY: forwarded from the caller (the trait's contract).
+        unsafe { call_native(addr, args, ret) }
+    }
 }
+
+/// Stack slots [`call_native`] can pass: enough for every call vcode
+/// accepts ([`MAX_CALL_ARGS`](MAX_CALL_ARGS) arguments, at
+/// least 6 of them in integer registers or at most 8 in float ones).
+pub const STACK_SLOTS: usize = 26;
+const _: () = assert!(STACK_SLOTS >= MAX_CALL_ARGS - 6);
+
+type Wide<R> = extern "C" fn(
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    f64,
+    f64,
+    f64,
+    f64,
+    f64,
+    f64,
+    f64,
+    f64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+) -> R;
+
+/// Calls the code at `addr` with `args`, returning a value of type `ret`.
+///
+/// It calls through one wide signature: six integer registers, eight
+/// float registers and 26 stack slots. Under System V, integer and
+/// float arguments are assigned to their registers independently and the
+/// rest go to the stack in order, so filling exactly the registers and
+/// slots the real signature uses, and leaving the others unused, passes
+/// the arguments as the callee expects; the caller owns and pops the
+/// extra stack slots. `f` values travel in the low 32 bits of an xmm
+/// register or stack slot, integers of 32 bits in the low half of theirs.
+///
+/// # Safety
+/// `addr` must be a function whose parameter types are the types of
+/// `args` (checked by [`check_args`]) and whose return type is `ret`, and
+/// calling it must be sound.
+pub unsafe fn call_native(addr: usize, args: &[Value], ret: Ty) -> Value {
+    let mut tys = [Ty::V; crate::ty::MAX_PARAMS];
+    for (t, a) in tys.iter_mut().zip(args) {
+        *t = a.ty();
+    }
+    let mut g = [0u64; 6];
+    let mut x = [0f64; 8];
+    let mut s = [0u64; STACK_SLOTS];
+    for (a, loc) in args.iter().zip(abi_layout(&tys[..args.len()])) {
+        match loc {
+            ArgLoc::Reg(n) if a.ty().is_float() => x[n as usize] = f64::from_bits(a.bits()),
+            ArgLoc::Reg(n) => {
+                let i = regfile::INT_ARGS.iter().position(|&r| r == n).unwrap_or(0);
+                g[i] = a.bits();
+            }
+            // In range: at most MAX_CALL_ARGS - 6 arguments go on the stack.
+            ArgLoc::Stack(k) => s[k] = a.bits(),
+        }
+    }
+    macro_rules! go {
+        ($r:ty) => {{
+            // SAFETY: see the function documentation: the wide signature
+            // passes exactly the registers and slots the callee reads.
+            let f: Wide<$r> = unsafe { std::mem::transmute::<usize, Wide<$r>>(addr) };
+            f(
+                g[0], g[1], g[2], g[3], g[4], g[5], x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7],
+                s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], s[9], s[10], s[11], s[12],
+                s[13], s[14], s[15], s[16], s[17], s[18], s[19], s[20], s[21], s[22], s[23], s[24],
+                s[25],
+            )
+        }};
+    }
+    if ret.is_float() {
+        let bits = go!(f64).to_bits();
+        Value::from_bits(
+            ret,
+            if ret == Ty::F {
+                bits & 0xffff_ffff
+            } else {
+                bits
+            },
+        )
+    } else {
+        let bits = go!(u64);
+        let bits = match ret {
+            Ty::I | Ty::U => bits & 0xffff_ffff,
+            _ => bits,
+        };
+        Value::from_bits(ret, bits)
+    }
+}
+
+/// System V placement of arguments of the given types.
+pub(crate) fn abi_layout(tys: &[Ty]) -> impl Iterator<Item = ArgLoc> + '_ {
+    let (mut ni, mut nf, mut ns) = (0, 0, 0);
+    tys.iter().map(move |t| {
+        if t.is_float() {
+            if nf < regfile::FLOAT_ARGS.len() {
+                nf += 1;
+                return ArgLoc::Reg(regfile::FLOAT_ARGS[nf - 1]);
+            }
+        } else if ni < regfile::INT_ARGS.len() {
+            ni += 1;
+            return ArgLoc::Reg(regfile::INT_ARGS[ni - 1]);
+        }
+        ns += 1;
+        ArgLoc::Stack(ns - 1)
+    })
+}
+
+// ===========================================================================
+// 3. Encoders
+// ===========================================================================
+
+/// Default limit on one function's code size.
+pub const DEFAULT_LIMIT: usize = 64 << 20;
 
 /// The x86-64 backend's per-function state.
 pub struct X64 {
@@ -148,10 +432,6 @@ const fn fits8(v: i64) -> bool {
 const fn fits32(v: i64) -> bool {
     v as i32 as i64 == v
 }
-
-// ---------------------------------------------------------------------------
-// 2. Encoding helpers
-// ---------------------------------------------------------------------------
 
 /// Group-1 ALU operations: `/digit` and the `op r/m, reg` opcode.
 #[derive(Copy, Clone)]
@@ -358,54 +638,6 @@ impl X64 {
         }
     }
 
-    /// A backward or forward jump of kind `cc` (`None`: unconditional;
-    /// `Some(0xe8)` style is not used here) to `label`.
-    #[inline(always)]
-    fn jump_to(&mut self, kind: u8, cc: Option<u8>, label: u32) {
-        let pos = self.buf.pos();
-        let target = self.labels.get(label as usize).copied();
-        match target {
-            Some(t) if t != UNPLACED => {
-                let rel = t as i64 - (pos as i64 + 2);
-                if fits8(rel) {
-                    let op = cc.map_or(0xeb, |c| 0x70 | c);
-                    self.buf.put(op as u64 | ((rel as u8) as u64) << 8, 2);
-                } else {
-                    match cc {
-                        None => {
-                            self.buf.put1(0xe9);
-                            self.buf.put4((t as i64 - (pos as i64 + 5)) as u32);
-                        }
-                        Some(c) => {
-                            self.buf.put(0x800f | (c as u64) << 8, 2);
-                            self.buf.put4((t as i64 - (pos as i64 + 6)) as u32);
-                        }
-                    }
-                }
-            }
-            _ => {
-                match cc {
-                    None => self.buf.put1(0xe9),
-                    Some(c) => self.buf.put(0x800f | (c as u64) << 8, 2),
-                }
-                self.fix(kind, label);
-            }
-        }
-    }
-
-    /// Records a rel32 at the current position to `label` and skips it.
-    #[inline(always)]
-    fn fix(&mut self, kind: u8, label: u32) {
-        let index = self.buf.index();
-        self.fixups.push(Fixup {
-            at: self.buf.pos() as u32,
-            label,
-            index,
-            kind,
-        });
-        self.buf.put4(0);
-    }
-
     /// Emits a short forward jump whose rel8 is filled in by `bind8`.
     #[inline]
     fn jcc8(&mut self, cc: Option<u8>) -> usize {
@@ -452,9 +684,140 @@ impl X64 {
     }
 }
 
-// ---------------------------------------------------------------------------
-// 3..9 as the Backend implementation
-// ---------------------------------------------------------------------------
+impl X64 {
+    fn fbinop(&mut self, op: BinOp, ty: Ty, rd: u8, a: u8, b: Src) {
+        let Src::R(b) = b else {
+            return self.buf.fail(
+                op.name(),
+                ErrorKind::UnsupportedType {
+                    insn: "float immediate operand",
+                    ty,
+                },
+            );
+        };
+        let opc = match op {
+            BinOp::Add => 0x580f,
+            BinOp::Mul => 0x590f,
+            BinOp::Sub => 0x5c0f,
+            BinOp::Div => 0x5e0f,
+            _ => {
+                return self.buf.fail(
+                    op.name(),
+                    ErrorKind::UnsupportedType {
+                        insn: op.name(),
+                        ty,
+                    },
+                );
+            }
+        };
+        let p = if ty == Ty::F { 0xf3 } else { 0xf2 };
+        self.sse3(p, opc, matches!(op, BinOp::Add | BinOp::Mul), rd, a, b);
+    }
+
+    /// `rd = a op b` for a two-address SSE scalar operation (prefix `p`,
+    /// opcode `opc`): `a` is copied into `rd` first, through `xmm15` when
+    /// `rd` holds `b` and the operation does not commute.
+    fn sse3(&mut self, p: u8, opc: u32, commutes: bool, rd: u8, a: u8, b: u8) {
+        if rd == a {
+            self.rr(p, false, opc, 2, rd, b, false);
+        } else if rd == b && commutes {
+            self.rr(p, false, opc, 2, rd, a, false);
+        } else if rd == b {
+            self.fmov(XTMP, b);
+            self.fmov(rd, a);
+            self.rr(p, false, opc, 2, rd, XTMP, false);
+        } else {
+            self.fmov(rd, a);
+            self.rr(p, false, opc, 2, rd, b, false);
+        }
+    }
+
+    #[inline(always)]
+    fn load_at(&mut self, mem: Ty, rd_ty: Ty, rd: u8, base: u8, index: Option<u8>, disp: i32) {
+        let w = rd_ty.is_64();
+        match mem {
+            Ty::C => self.rm(0, w, 0xbe0f, 2, rd, base, index, disp, false),
+            Ty::UC => self.rm(0, false, 0xb60f, 2, rd, base, index, disp, false),
+            Ty::S => self.rm(0, w, 0xbf0f, 2, rd, base, index, disp, false),
+            Ty::US => self.rm(0, false, 0xb70f, 2, rd, base, index, disp, false),
+            Ty::I | Ty::U => self.rm(0, false, 0x8b, 1, rd, base, index, disp, false),
+            Ty::L | Ty::UL | Ty::P => self.rm(0, true, 0x8b, 1, rd, base, index, disp, false),
+            Ty::F => self.rm(0xf3, false, 0x100f, 2, rd, base, index, disp, false),
+            Ty::D => self.rm(0xf2, false, 0x100f, 2, rd, base, index, disp, false),
+            Ty::V => {}
+        }
+    }
+
+    #[inline(always)]
+    fn store_at(&mut self, mem: Ty, rs: u8, base: u8, index: Option<u8>, disp: i32) {
+        match mem {
+            Ty::C | Ty::UC => self.rm(0, false, 0x88, 1, rs, base, index, disp, true),
+            Ty::S | Ty::US => self.rm(0x66, false, 0x89, 1, rs, base, index, disp, false),
+            Ty::I | Ty::U => self.rm(0, false, 0x89, 1, rs, base, index, disp, false),
+            Ty::L | Ty::UL | Ty::P => self.rm(0, true, 0x89, 1, rs, base, index, disp, false),
+            Ty::F => self.rm(0xf3, false, 0x110f, 2, rs, base, index, disp, false),
+            Ty::D => self.rm(0xf2, false, 0x110f, 2, rs, base, index, disp, false),
+            Ty::V => {}
+        }
+    }
+
+    /// Moves `src -> dst` pairs "at once" (destinations are distinct),
+    /// breaking cycles through the scratch register.
+    fn parallel_move(&mut self, moves: &mut Vec<(u8, u8)>, float: bool) {
+        moves.retain(|&(d, s)| d != s);
+        let tmp = if float { XTMP } else { R11 };
+        while !moves.is_empty() {
+            // A move whose destination no other pending move reads.
+            if let Some(i) =
+                (0..moves.len()).find(|&i| !moves.iter().any(|&(_, s)| s == moves[i].0))
+            {
+                let (d, s) = moves.swap_remove(i);
+                if float {
+                    self.fmov(d, s)
+                } else {
+                    self.mov(true, d, s)
+                }
+            } else {
+                // Only cycles remain: park one source in the scratch register.
+                let (_, s) = moves[0];
+                if float {
+                    self.fmov(tmp, s)
+                } else {
+                    self.mov(true, tmp, s)
+                }
+                for mv in moves.iter_mut() {
+                    if mv.1 == s {
+                        mv.1 = tmp;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `n` bytes of no-ops, in the fewest instructions (the multi-byte `nop`
+/// forms Intel and AMD recommend, up to 8 bytes each).
+fn push_nops(out: &mut Vec<u8>, mut n: usize) {
+    const NOPS: [&[u8]; 8] = [
+        &[0x90],
+        &[0x66, 0x90],
+        &[0x0f, 0x1f, 0x00],
+        &[0x0f, 0x1f, 0x40, 0x00],
+        &[0x0f, 0x1f, 0x44, 0x00, 0x00],
+        &[0x66, 0x0f, 0x1f, 0x44, 0x00, 0x00],
+        &[0x0f, 0x1f, 0x80, 0x00, 0x00, 0x00, 0x00],
+        &[0x0f, 0x1f, 0x84, 0x00, 0x00, 0x00, 0x00, 0x00],
+    ];
+    while n > 0 {
+        let k = n.min(8);
+        out.extend_from_slice(NOPS[k - 1]);
+        n -= k;
+    }
+}
+
+// ===========================================================================
+// 4. Instruction methods
+// ===========================================================================
 
 impl Backend for X64 {
     type Code = Code;
@@ -478,44 +841,14 @@ impl Backend for X64 {
         }
     }
 
-    // -- 3. Function entry ----------------------------------------------------
+    // -- the convention (section 2), entry (section 6), errors -------------
 
     fn conv(&self) -> &'static dyn CallConv {
         SysV::get()
     }
 
     fn begin(&mut self, sig: &Signature, params: &[AnyReg], moves: bool) {
-        self.buf.reset();
-        self.labels.clear();
-        self.fixups.clear();
-        self.tables.clear();
-        self.pool.clear();
-        self.pool_refs.clear();
-        self.locals = 0;
-        self.nlocals = 0;
-        self.frame = false;
-        self.ret_ty = None;
-        self.last_ret = None;
-        self.align = 1;
-        if moves {
-            self.buf.reserve("lambda", 16 * params.len());
-            for (&r, loc) in params.iter().zip(abi_layout(sig.params())) {
-                match loc {
-                    ArgLoc::Reg(n) if n != r.n => self.mov(true, r.n, n),
-                    ArgLoc::Reg(_) => {}
-                    ArgLoc::Stack(slot) => {
-                        self.frame = true;
-                        let disp = 16 + 8 * slot as i32;
-                        match r.ty {
-                            Ty::F => self.rm(0xf3, false, 0x100f, 2, r.n, RBP, None, disp, false),
-                            Ty::D => self.rm(0xf2, false, 0x100f, 2, r.n, RBP, None, disp, false),
-                            _ => self.rm(0, true, 0x8b, 1, r.n, RBP, None, disp, false),
-                        }
-                    }
-                }
-            }
-            self.buf.rebase();
-        }
+        self.enter(sig, params, moves)
     }
 
     fn code_offset(&self) -> usize {
@@ -534,7 +867,7 @@ impl Backend for X64 {
             .fail_at(self.buf.index().wrapping_add(1), method, kind);
     }
 
-    // -- 4. Arithmetic ----------------------------------------------------------
+    // -- arithmetic ----------------------------------------------------------
 
     #[inline(always)]
     fn binop(&mut self, m: &'static str, op: BinOp, ty: Ty, rd: u8, a: u8, b: Src) {
@@ -738,7 +1071,7 @@ impl Backend for X64 {
         }
     }
 
-    // -- 5. Conversions -------------------------------------------------------
+    // -- conversions ---------------------------------------------------------
 
     fn cvt(&mut self, m: &'static str, from: Ty, to: Ty, rd: u8, rs: u8) {
         self.buf.insn(m);
@@ -836,7 +1169,7 @@ impl Backend for X64 {
         }
     }
 
-    // -- 6. Loads, stores, locals -------------------------------------------------
+    // -- loads, stores, locals -----------------------------------------------
 
     #[inline(always)]
     fn load(&mut self, m: &'static str, mem: Ty, rd_ty: Ty, rd: u8, base: u8, off: Src) {
@@ -856,12 +1189,15 @@ impl Backend for X64 {
         let size = ty.size().max(1) as i32;
         self.locals = (self.locals + size + size - 1) & !(size - 1);
         self.nlocals += 1;
-        (-host::SAVE_AREA - self.locals, self.nlocals - 1)
+        (-regfile::SAVE_AREA - self.locals, self.nlocals - 1)
     }
 
     fn local_op(&mut self, m: &'static str, op: LocalOp, ty: Ty, r: u8, off: i32, id: u32) {
         self.buf.insn(m);
-        if id >= self.nlocals || off < -host::SAVE_AREA - self.locals || off > -host::SAVE_AREA {
+        if id >= self.nlocals
+            || off < -regfile::SAVE_AREA - self.locals
+            || off > -regfile::SAVE_AREA
+        {
             return self.buf.fail(m, ErrorKind::UnknownLocal { id });
         }
         self.frame = true;
@@ -872,117 +1208,27 @@ impl Backend for X64 {
         }
     }
 
-    // -- 7. Labels, branches, jumps, returns ---------------------------------------
+    // -- returns, branches, jumps (sections 5 and 6) -------------------------
 
     #[inline(always)]
     fn ret(&mut self, m: &'static str, ty: Ty, r: u8) {
-        self.buf.insn(m);
-        match self.ret_ty {
-            None => self.ret_ty = Some(ty),
-            Some(t) if t != ty => {
-                return self.buf.fail(
-                    m,
-                    ErrorKind::TypeMismatch {
-                        expected: t,
-                        found: ty,
-                    },
-                );
-            }
-            _ => {}
-        }
-        match ty {
-            Ty::V => {}
-            Ty::F | Ty::D => self.fmov(0, r),
-            _ => self.mov(ty.is_64(), RAX, r),
-        }
-        let at = self.buf.pos();
-        self.buf.put1(0xe9);
-        self.fix(FIX_RET, EPILOGUE);
-        self.last_ret = Some(at);
+        self.emit_ret(m, ty, r)
     }
 
     #[inline(always)]
     fn branch(&mut self, m: &'static str, c: Cond, ty: Ty, a: u8, b: Src, l: Label) {
-        self.buf.insn(m);
-        debug_assert_eq!(m, c.name(), "branch fixups name their method by condition");
-        let kind = c as u8;
-        if ty.is_float() {
-            let pfx = if ty == Ty::D { 0x66 } else { 0 };
-            let Src::R(b) = b else {
-                return self.buf.fail(
-                    m,
-                    ErrorKind::UnsupportedType {
-                        insn: "branch with an immediate",
-                        ty,
-                    },
-                );
-            };
-            let (x, y, cc) = match c {
-                Cond::Lt => (b, a, CC_A),
-                Cond::Le => (b, a, CC_AE),
-                Cond::Gt => (a, b, CC_A),
-                Cond::Ge => (a, b, CC_AE),
-                Cond::Eq | Cond::Ne => (a, b, 0),
-            };
-            self.rr(pfx, false, 0x2e0f, 2, x, y, false); // ucomis x, y
-            match c {
-                Cond::Eq => {
-                    let skip = self.jcc8(Some(CC_P));
-                    self.jump_to(kind, Some(CC_E), l.0);
-                    self.bind8(skip);
-                }
-                Cond::Ne => {
-                    self.jump_to(kind, Some(CC_P), l.0);
-                    self.jump_to(kind, Some(CC_NE), l.0);
-                }
-                _ => self.jump_to(kind, Some(cc), l.0),
-            }
-            return;
-        }
-        let w = ty.is_64();
-        match b {
-            Src::I(0) => self.rr(0, w, 0x85, 1, a, a, false), // test a, a
-            Src::I(v) if !w || fits32(v) => self.alu_ri(Alu::Cmp, w, a, v as i32),
-            _ => {
-                let rb = self.src_reg(w, b);
-                self.alu_rr(Alu::Cmp, w, a, rb);
-            }
-        }
-        self.jump_to(kind, Some(jcc(c, ty.is_signed())), l.0);
+        self.emit_branch(m, c, ty, a, b, l)
     }
 
     fn jump(&mut self, m: &'static str, link: bool, t: Target) {
-        self.buf.insn(m);
-        if link {
-            self.frame = true;
-        }
-        match t {
-            Target::Label(l) => {
-                if link {
-                    // sub rsp, 8; call L; add rsp, 8: the subroutine runs with
-                    // rsp 16-byte aligned, as the calls it makes require.
-                    self.buf.put(0x08ec_8348, 4);
-                    self.buf.put1(0xe8);
-                    self.fix(FIX_JAL, l.0);
-                    self.buf.put(0x08c4_8348, 4);
-                } else {
-                    self.jump_to(FIX_JMP, None, l.0);
-                }
-            }
-            Target::Reg(r) => self.rr(0, false, 0xff, 1, if link { 2 } else { 4 }, r, false),
-            Target::Addr(a) => {
-                self.movi(true, R11, a as i64);
-                self.rr(0, false, 0xff, 1, if link { 2 } else { 4 }, R11, false);
-            }
-        }
+        self.emit_jump(m, link, t)
     }
 
     fn ret_link(&mut self, m: &'static str) {
-        self.buf.insn(m);
-        self.buf.put1(0xc3);
+        self.emit_ret_link(m)
     }
 
-    // -- 8. Calls -------------------------------------------------------------------
+    // -- calls ---------------------------------------------------------------
 
     fn call(
         &mut self,
@@ -1081,7 +1327,7 @@ impl Backend for X64 {
                     n,
                     RBP,
                     None,
-                    host::xmm_call_slot(n),
+                    regfile::xmm_call_slot(n),
                     false,
                 );
             }
@@ -1132,7 +1378,7 @@ impl Backend for X64 {
                     n,
                     RBP,
                     None,
-                    host::xmm_call_slot(n),
+                    regfile::xmm_call_slot(n),
                     false,
                 );
             }
@@ -1141,19 +1387,12 @@ impl Backend for X64 {
     }
 
     fn genlabel(&mut self) -> Label {
-        self.labels.push(UNPLACED);
-        Label(self.labels.len() as u32 - 1)
+        self.emit_genlabel()
     }
 
     #[inline(always)]
     fn place(&mut self, m: &'static str, l: Label) {
-        self.buf.insn(m);
-        let pos = self.buf.pos() as u32;
-        match self.labels.get_mut(l.0 as usize) {
-            Some(p) if *p == UNPLACED => *p = pos,
-            Some(_) => self.buf.fail(m, ErrorKind::LabelPlacedTwice { label: l.0 }),
-            None => self.buf.fail(m, ErrorKind::UnknownLabel { label: l.0 }),
-        }
+        self.emit_place(m, l)
     }
 
     #[inline(always)]
@@ -1163,21 +1402,7 @@ impl Backend for X64 {
     }
 
     fn align(&mut self, m: &'static str, n: usize) {
-        self.buf.insn(m);
-        if !n.is_power_of_two() || n > 64 {
-            return self
-                .buf
-                .fail(m, ErrorKind::Unsupported("align: a power of two up to 64"));
-        }
-        self.align = self.align.max(n);
-        let pad = self.buf.pos().next_multiple_of(n) - self.buf.pos();
-        self.buf.reserve(m, pad + 8);
-        let mut nops = Vec::with_capacity(pad);
-        push_nops(&mut nops, pad);
-        for b in nops {
-            self.buf.put1(b);
-        }
-        self.buf.resync(m);
+        self.emit_align(m, n)
     }
 
     fn data(&mut self, bytes: &[u8]) -> u32 {
@@ -1197,6 +1422,235 @@ impl Backend for X64 {
     }
 
     fn jump_table(&mut self, m: &'static str, idx: u8, targets: &[Label]) {
+        self.emit_jump_table(m, idx, targets)
+    }
+
+    // -- end (section 6) -----------------------------------------------------
+
+    fn finish(
+        &mut self,
+        alloc: &RegAlloc,
+        sig: Signature,
+        name: Option<String>,
+        mem: Option<&dyn ExecMemory>,
+    ) -> Result<Code, Error> {
+        self.link(alloc, sig, name, mem)
+    }
+}
+
+// ===========================================================================
+// 5. Branches and fixups
+// ===========================================================================
+
+/// Label number of the shared epilogue.
+const EPILOGUE: u32 = u32::MAX;
+/// The position of a label not placed yet.
+const UNPLACED: u32 = u32::MAX;
+
+/// A pending rel32 to a label: 16 bytes, since every forward branch
+/// records one. The method is kept as a [`kind`](Fixup::kind) code (a
+/// branch's condition, or `jmp`/`jal`/`ret`) and named only for an error.
+#[derive(Clone, Copy, Debug)]
+struct Fixup {
+    at: u32,
+    label: u32,
+    index: u32,
+    kind: u8,
+}
+
+/// Fixup kinds besides the six branch conditions (`Cond as u8`).
+const FIX_JMP: u8 = 6;
+const FIX_JAL: u8 = 7;
+const FIX_RET: u8 = 8;
+/// An 8-byte jump-table slot: the label's absolute address, known at link.
+const FIX_TABLE: u8 = 9;
+/// The branch of [`X64::countdown`].
+const FIX_COUNTDOWN: u8 = 10;
+
+impl Fixup {
+    /// The client method that recorded the fixup.
+    fn method(self) -> &'static str {
+        match self.kind {
+            FIX_JMP => "jmp",
+            FIX_JAL => "jal",
+            FIX_RET => "ret",
+            FIX_TABLE => "jump_table",
+            FIX_COUNTDOWN => "dec_branch_borrow",
+            k => Cond::ALL[k as usize].name(),
+        }
+    }
+}
+
+impl X64 {
+    /// A backward or forward jump of kind `cc` (`None`: unconditional;
+    /// `Some(0xe8)` style is not used here) to `label`.
+    #[inline(always)]
+    fn jump_to(&mut self, kind: u8, cc: Option<u8>, label: u32) {
+        let pos = self.buf.pos();
+        let target = self.labels.get(label as usize).copied();
+        match target {
+            Some(t) if t != UNPLACED => {
+                let rel = t as i64 - (pos as i64 + 2);
+                if fits8(rel) {
+                    let op = cc.map_or(0xeb, |c| 0x70 | c);
+                    self.buf.put(op as u64 | ((rel as u8) as u64) << 8, 2);
+                } else {
+                    match cc {
+                        None => {
+                            self.buf.put1(0xe9);
+                            self.buf.put4((t as i64 - (pos as i64 + 5)) as u32);
+                        }
+                        Some(c) => {
+                            self.buf.put(0x800f | (c as u64) << 8, 2);
+                            self.buf.put4((t as i64 - (pos as i64 + 6)) as u32);
+                        }
+                    }
+                }
+            }
+            _ => {
+                match cc {
+                    None => self.buf.put1(0xe9),
+                    Some(c) => self.buf.put(0x800f | (c as u64) << 8, 2),
+                }
+                self.fix(kind, label);
+            }
+        }
+    }
+
+    /// Records a rel32 at the current position to `label` and skips it.
+    #[inline(always)]
+    fn fix(&mut self, kind: u8, label: u32) {
+        let index = self.buf.index();
+        self.fixups.push(Fixup {
+            at: self.buf.pos() as u32,
+            label,
+            index,
+            kind,
+        });
+        self.buf.put4(0);
+    }
+
+    #[inline(always)]
+    fn emit_branch(&mut self, m: &'static str, c: Cond, ty: Ty, a: u8, b: Src, l: Label) {
+        self.buf.insn(m);
+        debug_assert_eq!(m, c.name(), "branch fixups name their method by condition");
+        let kind = c as u8;
+        if ty.is_float() {
+            let pfx = if ty == Ty::D { 0x66 } else { 0 };
+            let Src::R(b) = b else {
+                return self.buf.fail(
+                    m,
+                    ErrorKind::UnsupportedType {
+                        insn: "branch with an immediate",
+                        ty,
+                    },
+                );
+            };
+            let (x, y, cc) = match c {
+                Cond::Lt => (b, a, CC_A),
+                Cond::Le => (b, a, CC_AE),
+                Cond::Gt => (a, b, CC_A),
+                Cond::Ge => (a, b, CC_AE),
+                Cond::Eq | Cond::Ne => (a, b, 0),
+            };
+            self.rr(pfx, false, 0x2e0f, 2, x, y, false); // ucomis x, y
+            match c {
+                Cond::Eq => {
+                    let skip = self.jcc8(Some(CC_P));
+                    self.jump_to(kind, Some(CC_E), l.0);
+                    self.bind8(skip);
+                }
+                Cond::Ne => {
+                    self.jump_to(kind, Some(CC_P), l.0);
+                    self.jump_to(kind, Some(CC_NE), l.0);
+                }
+                _ => self.jump_to(kind, Some(cc), l.0),
+            }
+            return;
+        }
+        let w = ty.is_64();
+        match b {
+            Src::I(0) => self.rr(0, w, 0x85, 1, a, a, false), // test a, a
+            Src::I(v) if !w || fits32(v) => self.alu_ri(Alu::Cmp, w, a, v as i32),
+            _ => {
+                let rb = self.src_reg(w, b);
+                self.alu_rr(Alu::Cmp, w, a, rb);
+            }
+        }
+        self.jump_to(kind, Some(jcc(c, ty.is_signed())), l.0);
+    }
+
+    #[inline(always)]
+    fn emit_jump(&mut self, m: &'static str, link: bool, t: Target) {
+        self.buf.insn(m);
+        if link {
+            self.frame = true;
+        }
+        match t {
+            Target::Label(l) => {
+                if link {
+                    // sub rsp, 8; call L; add rsp, 8: the subroutine runs with
+                    // rsp 16-byte aligned, as the calls it makes require.
+                    self.buf.put(0x08ec_8348, 4);
+                    self.buf.put1(0xe8);
+                    self.fix(FIX_JAL, l.0);
+                    self.buf.put(0x08c4_8348, 4);
+                } else {
+                    self.jump_to(FIX_JMP, None, l.0);
+                }
+            }
+            Target::Reg(r) => self.rr(0, false, 0xff, 1, if link { 2 } else { 4 }, r, false),
+            Target::Addr(a) => {
+                self.movi(true, R11, a as i64);
+                self.rr(0, false, 0xff, 1, if link { 2 } else { 4 }, R11, false);
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn emit_ret_link(&mut self, m: &'static str) {
+        self.buf.insn(m);
+        self.buf.put1(0xc3);
+    }
+
+    #[inline(always)]
+    fn emit_genlabel(&mut self) -> Label {
+        self.labels.push(UNPLACED);
+        Label(self.labels.len() as u32 - 1)
+    }
+
+    #[inline(always)]
+    fn emit_place(&mut self, m: &'static str, l: Label) {
+        self.buf.insn(m);
+        let pos = self.buf.pos() as u32;
+        match self.labels.get_mut(l.0 as usize) {
+            Some(p) if *p == UNPLACED => *p = pos,
+            Some(_) => self.buf.fail(m, ErrorKind::LabelPlacedTwice { label: l.0 }),
+            None => self.buf.fail(m, ErrorKind::UnknownLabel { label: l.0 }),
+        }
+    }
+
+    #[inline(always)]
+    fn emit_align(&mut self, m: &'static str, n: usize) {
+        self.buf.insn(m);
+        if !n.is_power_of_two() || n > 64 {
+            return self
+                .buf
+                .fail(m, ErrorKind::Unsupported("align: a power of two up to 64"));
+        }
+        self.align = self.align.max(n);
+        let pad = self.buf.pos().next_multiple_of(n) - self.buf.pos();
+        self.buf.reserve(m, pad + 8);
+        let mut nops = Vec::with_capacity(pad);
+        push_nops(&mut nops, pad);
+        for b in nops {
+            self.buf.put1(b);
+        }
+        self.buf.resync(m);
+    }
+
+    #[inline(always)]
+    fn emit_jump_table(&mut self, m: &'static str, idx: u8, targets: &[Label]) {
         self.buf.insn(m);
         self.buf.reserve(m, 8 * targets.len());
         // lea r11, [rip + table]; jmp [r11 + idx*8]; the table follows.
@@ -1218,10 +1672,99 @@ impl Backend for X64 {
         }
         self.buf.resync(m);
     }
+}
 
-    // -- 9. Linking -------------------------------------------------------------------
+// ===========================================================================
+// 6. Prologue, epilogue and end
+// ===========================================================================
 
-    fn finish(
+/// Encodes `op reg, [rbp + disp32]` (prologue/epilogue saves).
+fn encode_rbp(out: &mut Vec<u8>, pfx: u8, w: bool, opc: &[u8], reg: u8, disp: i32) {
+    // Assembled in a local array and appended once: one capacity check
+    // instead of one per byte.
+    let mut b = [0u8; 16];
+    let mut n = 0;
+    if pfx != 0 {
+        b[n] = pfx;
+        n += 1;
+    }
+    let rex = 0x40 | (w as u8) << 3 | ((reg >> 3) & 1) << 2;
+    if rex != 0x40 {
+        b[n] = rex;
+        n += 1;
+    }
+    b[n..n + opc.len()].copy_from_slice(opc);
+    n += opc.len();
+    b[n] = 0x80 | (reg & 7) << 3 | 5;
+    b[n + 1..n + 5].copy_from_slice(&disp.to_le_bytes());
+    out.extend_from_slice(&b[..n + 5]);
+}
+
+impl X64 {
+    #[inline(always)]
+    fn enter(&mut self, sig: &Signature, params: &[AnyReg], moves: bool) {
+        self.buf.reset();
+        self.labels.clear();
+        self.fixups.clear();
+        self.tables.clear();
+        self.pool.clear();
+        self.pool_refs.clear();
+        self.locals = 0;
+        self.nlocals = 0;
+        self.frame = false;
+        self.ret_ty = None;
+        self.last_ret = None;
+        self.align = 1;
+        if moves {
+            self.buf.reserve("lambda", 16 * params.len());
+            for (&r, loc) in params.iter().zip(abi_layout(sig.params())) {
+                match loc {
+                    ArgLoc::Reg(n) if n != r.n => self.mov(true, r.n, n),
+                    ArgLoc::Reg(_) => {}
+                    ArgLoc::Stack(slot) => {
+                        self.frame = true;
+                        let disp = 16 + 8 * slot as i32;
+                        match r.ty {
+                            Ty::F => self.rm(0xf3, false, 0x100f, 2, r.n, RBP, None, disp, false),
+                            Ty::D => self.rm(0xf2, false, 0x100f, 2, r.n, RBP, None, disp, false),
+                            _ => self.rm(0, true, 0x8b, 1, r.n, RBP, None, disp, false),
+                        }
+                    }
+                }
+            }
+            self.buf.rebase();
+        }
+    }
+
+    #[inline(always)]
+    fn emit_ret(&mut self, m: &'static str, ty: Ty, r: u8) {
+        self.buf.insn(m);
+        match self.ret_ty {
+            None => self.ret_ty = Some(ty),
+            Some(t) if t != ty => {
+                return self.buf.fail(
+                    m,
+                    ErrorKind::TypeMismatch {
+                        expected: t,
+                        found: ty,
+                    },
+                );
+            }
+            _ => {}
+        }
+        match ty {
+            Ty::V => {}
+            Ty::F | Ty::D => self.fmov(0, r),
+            _ => self.mov(ty.is_64(), RAX, r),
+        }
+        let at = self.buf.pos();
+        self.buf.put1(0xe9);
+        self.fix(FIX_RET, EPILOGUE);
+        self.last_ret = Some(at);
+    }
+
+    #[inline(always)]
+    fn link(
         &mut self,
         alloc: &RegAlloc,
         sig: Signature,
@@ -1260,7 +1803,7 @@ impl Backend for X64 {
         pro.clear();
         epi.clear();
         if frame {
-            let size = (host::SAVE_AREA + self.locals + 15) & !15;
+            let size = (regfile::SAVE_AREA + self.locals + 15) & !15;
             pro.extend_from_slice(&[0x55, 0x48, 0x89, 0xe5]); // push rbp; mov rbp, rsp
             pro.extend_from_slice(&[0x48, 0x81, 0xec]); // sub rsp, imm32
             pro.extend_from_slice(&(size as u32).to_le_bytes());
@@ -1270,8 +1813,8 @@ impl Backend for X64 {
                 let n = pending.trailing_zeros() as u8;
                 pending &= pending - 1;
                 if saves[0] & (1 << n) != 0 {
-                    encode_rbp(&mut pro, 0, true, &[0x89], n, host::gpr_save_slot(n));
-                    encode_rbp(&mut epi, 0, true, &[0x8b], n, host::gpr_save_slot(n));
+                    encode_rbp(&mut pro, 0, true, &[0x89], n, regfile::gpr_save_slot(n));
+                    encode_rbp(&mut epi, 0, true, &[0x8b], n, regfile::gpr_save_slot(n));
                 }
                 if saves[1] & (1 << n) != 0 {
                     encode_rbp(
@@ -1280,7 +1823,7 @@ impl Backend for X64 {
                         false,
                         &[0x0f, 0x7f],
                         n,
-                        host::xmm_save_slot(n),
+                        regfile::xmm_save_slot(n),
                     ); // movdqu
                     encode_rbp(
                         &mut epi,
@@ -1288,7 +1831,7 @@ impl Backend for X64 {
                         false,
                         &[0x0f, 0x6f],
                         n,
-                        host::xmm_save_slot(n),
+                        regfile::xmm_save_slot(n),
                     );
                 }
             }
@@ -1397,140 +1940,136 @@ impl Backend for X64 {
     }
 }
 
-/// Encodes `op reg, [rbp + disp32]` (prologue/epilogue saves).
-fn encode_rbp(out: &mut Vec<u8>, pfx: u8, w: bool, opc: &[u8], reg: u8, disp: i32) {
-    // Assembled in a local array and appended once: one capacity check
-    // instead of one per byte.
-    let mut b = [0u8; 16];
-    let mut n = 0;
-    if pfx != 0 {
-        b[n] = pfx;
-        n += 1;
-    }
-    let rex = 0x40 | (w as u8) << 3 | ((reg >> 3) & 1) << 2;
-    if rex != 0x40 {
-        b[n] = rex;
-        n += 1;
-    }
-    b[n..n + opc.len()].copy_from_slice(opc);
-    n += opc.len();
-    b[n] = 0x80 | (reg & 7) << 3 | 5;
-    b[n + 1..n + 5].copy_from_slice(&disp.to_le_bytes());
-    out.extend_from_slice(&b[..n + 5]);
+/// A function generated by the x86-64 backend. Dropping it frees the code.
+pub struct Code {
+    block: crate::mem::ExecBlock,
+    prologue: usize,
+    body: usize,
+    code_len: usize,
+    pub(crate) sig: Signature,
+    ret: Ty,
+    name: Option<String>,
 }
 
+impl Code {
+    /// The entry address.
+    pub fn addr(&self) -> usize {
+        self.block.addr()
+    }
+
+    /// Bytes of machine code (prologue, body, epilogue; without constants).
+    pub fn len(&self) -> usize {
+        self.code_len
+    }
+
+    /// True if the function has no code (never: it has at least a `ret`).
+    pub fn is_empty(&self) -> bool {
+        self.code_len == 0
+    }
+
+    /// The parameter types.
+    pub fn signature(&self) -> &Signature {
+        &self.sig
+    }
+
+    /// The return type (`Ty::V` if the function never returns a value).
+    pub fn ret_type(&self) -> Ty {
+        self.ret
+    }
+
+    /// The name given with [`Func::name`](crate::Func::name), if any.
+    pub fn name(&self) -> Option<&str> {
+        self.name.as_deref()
+    }
+
+    /// The machine code bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &self.block.bytes()[..self.code_len]
+    }
+
+    /// The code as a typed function pointer, after checking that `F`'s
+    /// parameter and return types are the ones the function was generated
+    /// with.
+    ///
+    /// # Safety
+    /// Generated code can do anything its instructions say: the caller
+    /// vouches that running it is sound (its loads and stores touch valid
+    /// memory, its calls reach real functions), and that the pointer is
+    /// not called after this `Code` is dropped.
+    pub unsafe fn as_fn<F: crate::abi::FnSig>(&self) -> crate::Result<F> {
+        F::check(self.sig.params(), self.ret).map_err(|kind| Error {
+            index: 0,
+            method: "as_fn",
+            kind,
+        })?;
+        // SAFETY: `F` is a function pointer type (FnSig is only implemented
+        // for `extern "C" fn` types) whose signature matches the generated
+        // code; the caller vouches for the rest.
+        Ok(unsafe { F::from_addr(self.addr()) })
+    }
+
+    /// A listing of the machine code, with the vcode function's parts marked.
+    pub fn disassemble(&self) -> String {
+        crate::debug::disassemble(
+            self.bytes(),
+            self.addr() as u64,
+            &[
+                (0, "prologue"),
+                (self.prologue, "body"),
+                (self.prologue + self.body, "epilogue"),
+            ],
+        )
+    }
+}
+
+impl Code {
+    /// [`Code::disassemble`] with the client's own headings: `marks` are
+    /// (body offset as given by [`Func::code_offset`](crate::Func::code_offset), title),
+    /// in increasing order.
+    pub fn disassemble_marked(&self, marks: &[(usize, String)]) -> String {
+        let mut all: Vec<(usize, &str)> = vec![(0, "prologue")];
+        all.extend(marks.iter().map(|(at, t)| (self.prologue + at, t.as_str())));
+        all.push((self.prologue + self.body, "epilogue"));
+        all.sort_by_key(|m| m.0);
+        crate::debug::disassemble(self.bytes(), self.addr() as u64, &all)
+    }
+}
+
+impl std::fmt::Debug for Code {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Code")
+            .field("name", &self.name)
+            .field("addr", &format_args!("{:#x}", self.addr()))
+            .field("len", &self.code_len)
+            .field("sig", &self.sig)
+            .field("ret", &self.ret)
+            .finish()
+    }
+}
+
+impl crate::Invoke for Code {
+    fn params(&self) -> &[Ty] {
+        self.sig.params()
+    }
+
+    fn ret_type(&self) -> Ty {
+        self.ret
+    }
+
+    unsafe fn invoke(&self, args: &[crate::Value]) -> Result<crate::Value, crate::InvokeError> {
+        crate::abi::check_args(self.sig.params(), args)?;
+        SysV.check_call(args)?;
+        // SAFETY: the caller vouches for running this code (trait contract);
+        // the argument types were checked against the signature.
+        Ok(unsafe { call_native(self.addr(), args, self.ret) })
+    }
+}
+
+// ===========================================================================
+// 7. Extensions (native encoders for `ext`)
+// ===========================================================================
+
 impl X64 {
-    fn fbinop(&mut self, op: BinOp, ty: Ty, rd: u8, a: u8, b: Src) {
-        let Src::R(b) = b else {
-            return self.buf.fail(
-                op.name(),
-                ErrorKind::UnsupportedType {
-                    insn: "float immediate operand",
-                    ty,
-                },
-            );
-        };
-        let opc = match op {
-            BinOp::Add => 0x580f,
-            BinOp::Mul => 0x590f,
-            BinOp::Sub => 0x5c0f,
-            BinOp::Div => 0x5e0f,
-            _ => {
-                return self.buf.fail(
-                    op.name(),
-                    ErrorKind::UnsupportedType {
-                        insn: op.name(),
-                        ty,
-                    },
-                );
-            }
-        };
-        let p = if ty == Ty::F { 0xf3 } else { 0xf2 };
-        self.sse3(p, opc, matches!(op, BinOp::Add | BinOp::Mul), rd, a, b);
-    }
-
-    /// `rd = a op b` for a two-address SSE scalar operation (prefix `p`,
-    /// opcode `opc`): `a` is copied into `rd` first, through `xmm15` when
-    /// `rd` holds `b` and the operation does not commute.
-    fn sse3(&mut self, p: u8, opc: u32, commutes: bool, rd: u8, a: u8, b: u8) {
-        if rd == a {
-            self.rr(p, false, opc, 2, rd, b, false);
-        } else if rd == b && commutes {
-            self.rr(p, false, opc, 2, rd, a, false);
-        } else if rd == b {
-            self.fmov(XTMP, b);
-            self.fmov(rd, a);
-            self.rr(p, false, opc, 2, rd, XTMP, false);
-        } else {
-            self.fmov(rd, a);
-            self.rr(p, false, opc, 2, rd, b, false);
-        }
-    }
-
-    #[inline(always)]
-    fn load_at(&mut self, mem: Ty, rd_ty: Ty, rd: u8, base: u8, index: Option<u8>, disp: i32) {
-        let w = rd_ty.is_64();
-        match mem {
-            Ty::C => self.rm(0, w, 0xbe0f, 2, rd, base, index, disp, false),
-            Ty::UC => self.rm(0, false, 0xb60f, 2, rd, base, index, disp, false),
-            Ty::S => self.rm(0, w, 0xbf0f, 2, rd, base, index, disp, false),
-            Ty::US => self.rm(0, false, 0xb70f, 2, rd, base, index, disp, false),
-            Ty::I | Ty::U => self.rm(0, false, 0x8b, 1, rd, base, index, disp, false),
-            Ty::L | Ty::UL | Ty::P => self.rm(0, true, 0x8b, 1, rd, base, index, disp, false),
-            Ty::F => self.rm(0xf3, false, 0x100f, 2, rd, base, index, disp, false),
-            Ty::D => self.rm(0xf2, false, 0x100f, 2, rd, base, index, disp, false),
-            Ty::V => {}
-        }
-    }
-
-    #[inline(always)]
-    fn store_at(&mut self, mem: Ty, rs: u8, base: u8, index: Option<u8>, disp: i32) {
-        match mem {
-            Ty::C | Ty::UC => self.rm(0, false, 0x88, 1, rs, base, index, disp, true),
-            Ty::S | Ty::US => self.rm(0x66, false, 0x89, 1, rs, base, index, disp, false),
-            Ty::I | Ty::U => self.rm(0, false, 0x89, 1, rs, base, index, disp, false),
-            Ty::L | Ty::UL | Ty::P => self.rm(0, true, 0x89, 1, rs, base, index, disp, false),
-            Ty::F => self.rm(0xf3, false, 0x110f, 2, rs, base, index, disp, false),
-            Ty::D => self.rm(0xf2, false, 0x110f, 2, rs, base, index, disp, false),
-            Ty::V => {}
-        }
-    }
-
-    /// Moves `src -> dst` pairs "at once" (destinations are distinct),
-    /// breaking cycles through the scratch register.
-    fn parallel_move(&mut self, moves: &mut Vec<(u8, u8)>, float: bool) {
-        moves.retain(|&(d, s)| d != s);
-        let tmp = if float { XTMP } else { R11 };
-        while !moves.is_empty() {
-            // A move whose destination no other pending move reads.
-            if let Some(i) =
-                (0..moves.len()).find(|&i| !moves.iter().any(|&(_, s)| s == moves[i].0))
-            {
-                let (d, s) = moves.swap_remove(i);
-                if float {
-                    self.fmov(d, s)
-                } else {
-                    self.mov(true, d, s)
-                }
-            } else {
-                // Only cycles remain: park one source in the scratch register.
-                let (_, s) = moves[0];
-                if float {
-                    self.fmov(tmp, s)
-                } else {
-                    self.mov(true, tmp, s)
-                }
-                for mv in moves.iter_mut() {
-                    if mv.1 == s {
-                        mv.1 = tmp;
-                    }
-                }
-            }
-        }
-    }
-
-    // -- Native encoders for extensions (see `ext`) --------------------------
-
     /// Starts an extension instruction.
     #[inline(always)]
     pub fn insn(&mut self, m: &'static str) {
@@ -1557,7 +2096,7 @@ impl X64 {
 
     /// True if `(off, id)` names a local of the function being generated.
     fn local_ok(&self, off: i32, id: u32) -> bool {
-        id < self.nlocals && off >= -host::SAVE_AREA - self.locals && off <= -host::SAVE_AREA
+        id < self.nlocals && off >= -regfile::SAVE_AREA - self.locals && off <= -regfile::SAVE_AREA
     }
 
     /// `sub qword [rbp + off], 1; jb label`: a countdown kept in a stack
@@ -1701,348 +2240,6 @@ impl X64 {
     pub fn scratch_copy(&mut self, w: bool, rs: u8) -> u8 {
         self.mov(w, R11, rs);
         R11
-    }
-}
-
-/// `n` bytes of no-ops, in the fewest instructions (the multi-byte `nop`
-/// forms Intel and AMD recommend, up to 8 bytes each).
-fn push_nops(out: &mut Vec<u8>, mut n: usize) {
-    const NOPS: [&[u8]; 8] = [
-        &[0x90],
-        &[0x66, 0x90],
-        &[0x0f, 0x1f, 0x00],
-        &[0x0f, 0x1f, 0x40, 0x00],
-        &[0x0f, 0x1f, 0x44, 0x00, 0x00],
-        &[0x66, 0x0f, 0x1f, 0x44, 0x00, 0x00],
-        &[0x0f, 0x1f, 0x80, 0x00, 0x00, 0x00, 0x00],
-        &[0x0f, 0x1f, 0x84, 0x00, 0x00, 0x00, 0x00, 0x00],
-    ];
-    while n > 0 {
-        let k = n.min(8);
-        out.extend_from_slice(NOPS[k - 1]);
-        n -= k;
-    }
-}
-
-/// System V x86-64, the calling convention of this target, as the
-/// target-neutral parts of vcode see it (the reference backend, `lambda`).
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
-pub struct SysV;
-
-impl CallConv for SysV {
-    fn get() -> &'static Self {
-        &SysV
-    }
-
-    fn name(&self) -> &'static str {
-        "System V x86-64"
-    }
-
-    fn arg_locs(&self, params: &[Ty], out: &mut [ArgLoc]) {
-        for (o, loc) in out.iter_mut().zip(abi_layout(params)) {
-            *o = loc;
-        }
-    }
-
-    fn keeps_param(&self, ty: Ty, loc: ArgLoc) -> bool {
-        // rcx carries the fourth integer argument, but the backend keeps it
-        // for shift counts.
-        matches!(loc, ArgLoc::Reg(n) if ty.is_float() || n != RCX)
-    }
-
-    fn reg_name(&self, float: bool, n: u8) -> &'static str {
-        host::reg_name(float, n)
-    }
-
-    fn reserved(&self, float: bool) -> u16 {
-        if float {
-            host::RESERVED_XMM
-        } else {
-            host::RESERVED_GPR
-        }
-    }
-
-    fn callee_saved(&self, float: bool) -> u16 {
-        if float { 0 } else { host::CALLEE_SAVED_GPR }
-    }
-
-    fn check_call(&self, args: &[Value]) -> Result<(), InvokeError> {
-        if args.iter().filter(|a| !a.ty().is_float()).count() > 6 + STACK_SLOTS
-            || args.len() > 6 + 8 + STACK_SLOTS
-        {
-            return Err(InvokeError::Arity {
-                expected: 6 + 8 + STACK_SLOTS,
-                found: args.len(),
-            });
-        }
-        Ok(())
-    }
-
-    unsafe fn call(&self, addr: usize, args: &[Value], ret: Ty) -> Value {
-        // SAFETY: forwarded from the caller (the trait's contract).
-        unsafe { call_native(addr, args, ret) }
-    }
-}
-
-/// Stack slots [`call_native`] can pass: enough for every call vcode
-/// accepts ([`MAX_CALL_ARGS`](MAX_CALL_ARGS) arguments, at
-/// least 6 of them in integer registers or at most 8 in float ones).
-pub const STACK_SLOTS: usize = 26;
-const _: () = assert!(STACK_SLOTS >= MAX_CALL_ARGS - 6);
-
-type Wide<R> = extern "C" fn(
-    u64,
-    u64,
-    u64,
-    u64,
-    u64,
-    u64,
-    f64,
-    f64,
-    f64,
-    f64,
-    f64,
-    f64,
-    f64,
-    f64,
-    u64,
-    u64,
-    u64,
-    u64,
-    u64,
-    u64,
-    u64,
-    u64,
-    u64,
-    u64,
-    u64,
-    u64,
-    u64,
-    u64,
-    u64,
-    u64,
-    u64,
-    u64,
-    u64,
-    u64,
-    u64,
-    u64,
-    u64,
-    u64,
-    u64,
-    u64,
-) -> R;
-
-/// Calls the code at `addr` with `args`, returning a value of type `ret`.
-///
-/// It calls through one wide signature: six integer registers, eight
-/// float registers and 26 stack slots. Under System V, integer and
-/// float arguments are assigned to their registers independently and the
-/// rest go to the stack in order, so filling exactly the registers and
-/// slots the real signature uses, and leaving the others unused, passes
-/// the arguments as the callee expects; the caller owns and pops the
-/// extra stack slots. `f` values travel in the low 32 bits of an xmm
-/// register or stack slot, integers of 32 bits in the low half of theirs.
-///
-/// # Safety
-/// `addr` must be a function whose parameter types are the types of
-/// `args` (checked by [`check_args`]) and whose return type is `ret`, and
-/// calling it must be sound.
-pub unsafe fn call_native(addr: usize, args: &[Value], ret: Ty) -> Value {
-    let mut tys = [Ty::V; crate::ty::MAX_PARAMS];
-    for (t, a) in tys.iter_mut().zip(args) {
-        *t = a.ty();
-    }
-    let mut g = [0u64; 6];
-    let mut x = [0f64; 8];
-    let mut s = [0u64; STACK_SLOTS];
-    for (a, loc) in args.iter().zip(abi_layout(&tys[..args.len()])) {
-        match loc {
-            ArgLoc::Reg(n) if a.ty().is_float() => x[n as usize] = f64::from_bits(a.bits()),
-            ArgLoc::Reg(n) => {
-                let i = crate::host::INT_ARGS
-                    .iter()
-                    .position(|&r| r == n)
-                    .unwrap_or(0);
-                g[i] = a.bits();
-            }
-            // In range: at most MAX_CALL_ARGS - 6 arguments go on the stack.
-            ArgLoc::Stack(k) => s[k] = a.bits(),
-        }
-    }
-    macro_rules! go {
-        ($r:ty) => {{
-            // SAFETY: see the function documentation: the wide signature
-            // passes exactly the registers and slots the callee reads.
-            let f: Wide<$r> = unsafe { std::mem::transmute::<usize, Wide<$r>>(addr) };
-            f(
-                g[0], g[1], g[2], g[3], g[4], g[5], x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7],
-                s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], s[9], s[10], s[11], s[12],
-                s[13], s[14], s[15], s[16], s[17], s[18], s[19], s[20], s[21], s[22], s[23], s[24],
-                s[25],
-            )
-        }};
-    }
-    if ret.is_float() {
-        let bits = go!(f64).to_bits();
-        Value::from_bits(
-            ret,
-            if ret == Ty::F {
-                bits & 0xffff_ffff
-            } else {
-                bits
-            },
-        )
-    } else {
-        let bits = go!(u64);
-        let bits = match ret {
-            Ty::I | Ty::U => bits & 0xffff_ffff,
-            _ => bits,
-        };
-        Value::from_bits(ret, bits)
-    }
-}
-
-/// System V placement of arguments of the given types.
-pub(crate) fn abi_layout(tys: &[Ty]) -> impl Iterator<Item = ArgLoc> + '_ {
-    let (mut ni, mut nf, mut ns) = (0, 0, 0);
-    tys.iter().map(move |t| {
-        if t.is_float() {
-            if nf < host::FLOAT_ARGS.len() {
-                nf += 1;
-                return ArgLoc::Reg(host::FLOAT_ARGS[nf - 1]);
-            }
-        } else if ni < host::INT_ARGS.len() {
-            ni += 1;
-            return ArgLoc::Reg(host::INT_ARGS[ni - 1]);
-        }
-        ns += 1;
-        ArgLoc::Stack(ns - 1)
-    })
-}
-
-/// A function generated by the x86-64 backend. Dropping it frees the code.
-pub struct Code {
-    block: crate::mem::ExecBlock,
-    prologue: usize,
-    body: usize,
-    code_len: usize,
-    pub(crate) sig: Signature,
-    ret: Ty,
-    name: Option<String>,
-}
-
-impl Code {
-    /// The entry address.
-    pub fn addr(&self) -> usize {
-        self.block.addr()
-    }
-
-    /// Bytes of machine code (prologue, body, epilogue; without constants).
-    pub fn len(&self) -> usize {
-        self.code_len
-    }
-
-    /// True if the function has no code (never: it has at least a `ret`).
-    pub fn is_empty(&self) -> bool {
-        self.code_len == 0
-    }
-
-    /// The parameter types.
-    pub fn signature(&self) -> &Signature {
-        &self.sig
-    }
-
-    /// The return type (`Ty::V` if the function never returns a value).
-    pub fn ret_type(&self) -> Ty {
-        self.ret
-    }
-
-    /// The name given with [`Func::name`](crate::Func::name), if any.
-    pub fn name(&self) -> Option<&str> {
-        self.name.as_deref()
-    }
-
-    /// The machine code bytes.
-    pub fn bytes(&self) -> &[u8] {
-        &self.block.bytes()[..self.code_len]
-    }
-
-    /// The code as a typed function pointer, after checking that `F`'s
-    /// parameter and return types are the ones the function was generated
-    /// with.
-    ///
-    /// # Safety
-    /// Generated code can do anything its instructions say: the caller
-    /// vouches that running it is sound (its loads and stores touch valid
-    /// memory, its calls reach real functions), and that the pointer is
-    /// not called after this `Code` is dropped.
-    pub unsafe fn as_fn<F: crate::abi::FnSig>(&self) -> crate::Result<F> {
-        F::check(self.sig.params(), self.ret).map_err(|kind| Error {
-            index: 0,
-            method: "as_fn",
-            kind,
-        })?;
-        // SAFETY: `F` is a function pointer type (FnSig is only implemented
-        // for `extern "C" fn` types) whose signature matches the generated
-        // code; the caller vouches for the rest.
-        Ok(unsafe { F::from_addr(self.addr()) })
-    }
-
-    /// A listing of the machine code, with the vcode function's parts marked.
-    pub fn disassemble(&self) -> String {
-        crate::debug::disassemble(
-            self.bytes(),
-            self.addr() as u64,
-            &[
-                (0, "prologue"),
-                (self.prologue, "body"),
-                (self.prologue + self.body, "epilogue"),
-            ],
-        )
-    }
-}
-
-impl Code {
-    /// [`Code::disassemble`] with the client's own headings: `marks` are
-    /// (body offset as given by [`Func::code_offset`](crate::Func::code_offset), title),
-    /// in increasing order.
-    pub fn disassemble_marked(&self, marks: &[(usize, String)]) -> String {
-        let mut all: Vec<(usize, &str)> = vec![(0, "prologue")];
-        all.extend(marks.iter().map(|(at, t)| (self.prologue + at, t.as_str())));
-        all.push((self.prologue + self.body, "epilogue"));
-        all.sort_by_key(|m| m.0);
-        crate::debug::disassemble(self.bytes(), self.addr() as u64, &all)
-    }
-}
-
-impl std::fmt::Debug for Code {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Code")
-            .field("name", &self.name)
-            .field("addr", &format_args!("{:#x}", self.addr()))
-            .field("len", &self.code_len)
-            .field("sig", &self.sig)
-            .field("ret", &self.ret)
-            .finish()
-    }
-}
-
-impl crate::Invoke for Code {
-    fn params(&self) -> &[Ty] {
-        self.sig.params()
-    }
-
-    fn ret_type(&self) -> Ty {
-        self.ret
-    }
-
-    unsafe fn invoke(&self, args: &[crate::Value]) -> Result<crate::Value, crate::InvokeError> {
-        crate::abi::check_args(self.sig.params(), args)?;
-        SysV.check_call(args)?;
-        // SAFETY: the caller vouches for running this code (trait contract);
-        // the argument types were checked against the signature.
-        Ok(unsafe { call_native(self.addr(), args, self.ret) })
     }
 }
 
