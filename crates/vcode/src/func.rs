@@ -65,6 +65,32 @@ impl Params {
         }))
     }
 
+    /// The fixed name parameter `i` arrives in: `Some(k)` when it is
+    /// [`Reg::t(k)`](Reg::t) (for its type's register file), `None` when
+    /// it has none (a parameter that arrived on the stack or in `rcx` and
+    /// was given a register from `getreg` has one only by chance). Under
+    /// System V, `"%p%i"` puts the parameters in `T5` and `T4` (`rdi`,
+    /// `rsi`), and float parameters in `T14`, `T13`, ... (`xmm0`, `xmm1`).
+    ///
+    /// ```
+    /// use vcode::{Func, I, Leaf, P, Reg};
+    /// let mut f = Func::new();
+    /// let p = f.lambda("%p%i%d", Leaf::Yes)?;
+    /// assert_eq!((p.fixed(0), p.fixed(1), p.fixed(2)), (Some(5), Some(4), Some(14)));
+    /// assert_eq!(p.get::<P>(0)?, Reg::<P>::t(5));
+    /// # f.retv(); f.end()?;
+    /// # Ok::<(), vcode::Error>(())
+    /// ```
+    pub fn fixed(&self, i: usize) -> Option<usize> {
+        let r = self.any(i)?;
+        let names: &[u8] = if r.ty.is_float() {
+            &crate::host::FIXED_FT
+        } else {
+            &crate::host::FIXED_T
+        };
+        names.iter().position(|&n| n == r.n)
+    }
+
     /// Parameter `i` untyped.
     pub fn any(&self, i: usize) -> Option<AnyReg> {
         self.all().get(i).copied()
@@ -362,6 +388,27 @@ impl<B: Backend> Func<B> {
         }
     }
 
+    /// How many registers of `class` for type `T` `getreg` would hand out
+    /// now: a spilling client asks this instead of mirroring the pool.
+    /// Registers named by the function's instructions while free (fixed
+    /// names) do not count, as `getreg` skips them.
+    ///
+    /// ```
+    /// use vcode::{Class, Func, I, Leaf};
+    /// let mut f = Func::new();
+    /// f.lambda("%i", Leaf::Yes)?;
+    /// let n = f.free_regs::<I>(Class::Temp);
+    /// for _ in 0..n {
+    ///     f.getreg::<I>(Class::Temp)?;
+    /// }
+    /// assert_eq!(f.free_regs::<I>(Class::Temp), 0);
+    /// assert!(f.getreg::<I>(Class::Temp).is_err());
+    /// # Ok::<(), vcode::Error>(())
+    /// ```
+    pub fn free_regs<T: Type>(&self, class: Class) -> usize {
+        self.alloc.free_count(class, T::TY.is_float())
+    }
+
     /// Returns a register to the pool (`v_putreg`). Releasing a register
     /// twice is recorded as an error.
     pub fn putreg<T: Type>(&mut self, r: Reg<T>) {
@@ -489,6 +536,60 @@ impl<B: Backend> Func<B> {
             &[(D::TY.is_float(), rd.num()), (S::TY.is_float(), rs.num())],
         );
         self.b.cvt("cv", S::TY, D::TY, rd.num(), rs.num());
+    }
+
+    /// Converts `r` to type `D` in its own register (`cv` with `rd` the
+    /// same register as `rs`) and returns the register as a `Reg<D>`: an
+    /// `i` subscript widened to `p` costs one instruction (`movsxd r, r32`)
+    /// and no `getreg`/`putreg`. `r` is consumed: its register now holds
+    /// the `D` value. Both types must live in the same register file
+    /// (integer and integer, or float and float), which is checked at
+    /// compile time; the conversions are those of [`cv`](Func::cv).
+    ///
+    /// ```
+    /// use vcode::{Func, Leaf, I, P};
+    /// // long at(long *a, int i) { return a[i]; }
+    /// let mut f = Func::new();
+    /// let p = f.lambda("%p%i", Leaf::Yes)?;
+    /// let (a, i) = (p.get::<P>(0)?, p.get::<I>(1)?);
+    /// let ix = f.cv_in_place::<P>(i); // sign-extends i into its register
+    /// f.lsh(ix, ix, 3);
+    /// f.add(a, a, ix);
+    /// let x = ix.cast::<vcode::L>();
+    /// f.ld(x, a, 0);
+    /// f.ret(x);
+    /// let code = f.end()?;
+    /// let v = [10i64, 20, 30];
+    /// // SAFETY: reads a[i] for an index in bounds.
+    /// let at = unsafe { code.as_fn::<extern "C" fn(*const i64, i32) -> i64>()? };
+    /// assert_eq!(at(v.as_ptr(), 2), 30);
+    /// # Ok::<(), vcode::Error>(())
+    /// ```
+    ///
+    /// An integer register cannot become a float one in place:
+    ///
+    /// ```compile_fail
+    /// # use vcode::{Func, Leaf, I, D};
+    /// let mut f = Func::new();
+    /// let i = f.lambda("%i", Leaf::Yes).unwrap().get::<I>(0).unwrap();
+    /// let d = f.cv_in_place::<D>(i);
+    /// ```
+    #[inline(always)]
+    pub fn cv_in_place<D: Type>(&mut self, r: Reg<impl Type>) -> Reg<D> {
+        self.cv_same(r)
+    }
+
+    #[inline(always)]
+    fn cv_same<S: Type, D: Type>(&mut self, r: Reg<S>) -> Reg<D> {
+        const {
+            assert!(
+                S::TY.is_float() == D::TY.is_float(),
+                "cv_in_place between register files"
+            )
+        };
+        let rd = Reg::<D>::phys(r.num());
+        self.cv(rd, r);
+        rd
     }
 
     // -- memory -----------------------------------------------------------------------

@@ -242,20 +242,33 @@ impl RegAlloc {
         self.free[float as usize] & bit(n) != 0
     }
 
-    pub(crate) fn getreg(&mut self, class: Class, float: bool) -> Result<u8, ErrorKind> {
-        let f = float as usize;
-        let pick = |order: &[u8], mask: u16| order.iter().copied().find(|&n| mask & bit(n) != 0);
-        let found = if float {
-            pick(&host::FLOAT_ORDER, self.available(true))
+    /// The order `getreg` hands out a class in, and which of it it may
+    /// hand out now.
+    #[inline]
+    fn pool(&self, class: Class, float: bool) -> (&'static [u8], u16) {
+        if float {
+            (&host::FLOAT_ORDER, self.available(true))
         } else if class == Class::Persistent && !self.leaf {
             // Survives native calls only if the ABI preserves it.
-            pick(
+            (
                 &host::PERSIST_ORDER,
                 self.available(false) & host::CALLEE_SAVED_GPR & self.callee_mask(false),
             )
         } else {
-            pick(&host::TEMP_ORDER, self.available(false))
-        };
+            (&host::TEMP_ORDER, self.available(false))
+        }
+    }
+
+    /// How many registers `getreg` would hand out for `class` now.
+    pub fn free_count(&self, class: Class, float: bool) -> usize {
+        let (order, mask) = self.pool(class, float);
+        order.iter().filter(|&&n| mask & bit(n) != 0).count()
+    }
+
+    pub(crate) fn getreg(&mut self, class: Class, float: bool) -> Result<u8, ErrorKind> {
+        let f = float as usize;
+        let (order, mask) = self.pool(class, float);
+        let found = order.iter().copied().find(|&n| mask & bit(n) != 0);
         let Some(n) = found else {
             return Err(ErrorKind::RegistersExhausted {
                 class: if class == Class::Temp {
