@@ -142,8 +142,8 @@ pub struct RegAlloc {
     /// Released by `putreg` and not handed out since.
     released: [u16; 2],
     /// Registers named by an instruction of this function (bit `n` for
-    /// integer register `n`, bit `32 + n` for float register `n`; bits 16
-    /// to 31 and 48 to 63 are the harmless marks of immediates). `getreg`
+    /// integer register `n`, bit `32 + n` for float register `n`; bits 31
+    /// and 63 are the harmless marks of immediates). `getreg`
     /// never hands these out, so a fixed name the function has used
     /// ([`Reg::t`](crate::Reg::t)) cannot alias a register from `getreg`;
     /// `putreg` clears the mark.
@@ -173,7 +173,9 @@ impl RegAlloc {
     pub(crate) fn note_used(&mut self, regs: &[(bool, u8)]) {
         let mut m = 0u64;
         for &(f, n) in regs {
-            m |= 1u64 << ((n as u32 & 31) | ((f as u32) << 5));
+            // One `bts` per register: the shift is taken modulo 64, and an
+            // immediate's u8::MAX lands on bit 63 or 31, outside both files.
+            m |= 1u64.wrapping_shl(n as u32 + 32 * f as u32);
         }
         self.named |= m;
     }
@@ -189,7 +191,7 @@ impl RegAlloc {
     /// `getreg` had not handed it out (a fixed name, or a parameter), so
     /// that `getreg` will not hand it out.
     pub fn is_named(&self, float: bool, n: u8) -> bool {
-        n < 16 && (self.named >> (n as u32 | (float as u32) << 5)) & 1 != 0
+        n < 16 && (self.named >> (n as u32 + 32 * float as u32)) & 1 != 0
     }
 
     /// The function's register classification.
@@ -242,33 +244,37 @@ impl RegAlloc {
         self.free[float as usize] & bit(n) != 0
     }
 
-    /// The order `getreg` hands out a class in, and which of it it may
-    /// hand out now.
-    #[inline]
-    fn pool(&self, class: Class, float: bool) -> (&'static [u8], u16) {
-        if float {
-            (&host::FLOAT_ORDER, self.available(true))
-        } else if class == Class::Persistent && !self.leaf {
-            // Survives native calls only if the ABI preserves it.
-            (
-                &host::PERSIST_ORDER,
-                self.available(false) & host::CALLEE_SAVED_GPR & self.callee_mask(false),
-            )
-        } else {
-            (&host::TEMP_ORDER, self.available(false))
-        }
-    }
-
-    /// How many registers `getreg` would hand out for `class` now.
+    /// How many registers `getreg` would hand out for `class` now (the
+    /// same pools as [`getreg`](RegAlloc::getreg)).
     pub fn free_count(&self, class: Class, float: bool) -> usize {
-        let (order, mask) = self.pool(class, float);
-        order.iter().filter(|&&n| mask & bit(n) != 0).count()
+        let of = |order: &[u8]| order.iter().fold(0u16, |m, &n| m | bit(n));
+        let mask = if float {
+            of(&host::FLOAT_ORDER) & self.available(true)
+        } else if class == Class::Persistent && !self.leaf {
+            of(&host::PERSIST_ORDER)
+                & self.available(false)
+                & host::CALLEE_SAVED_GPR
+                & self.callee_mask(false)
+        } else {
+            of(&host::TEMP_ORDER) & self.available(false)
+        };
+        mask.count_ones() as usize
     }
 
     pub(crate) fn getreg(&mut self, class: Class, float: bool) -> Result<u8, ErrorKind> {
         let f = float as usize;
-        let (order, mask) = self.pool(class, float);
-        let found = order.iter().copied().find(|&n| mask & bit(n) != 0);
+        let pick = |order: &[u8], mask: u16| order.iter().copied().find(|&n| mask & bit(n) != 0);
+        let found = if float {
+            pick(&host::FLOAT_ORDER, self.available(true))
+        } else if class == Class::Persistent && !self.leaf {
+            // Survives native calls only if the ABI preserves it.
+            pick(
+                &host::PERSIST_ORDER,
+                self.available(false) & host::CALLEE_SAVED_GPR & self.callee_mask(false),
+            )
+        } else {
+            pick(&host::TEMP_ORDER, self.available(false))
+        };
         let Some(n) = found else {
             return Err(ErrorKind::RegistersExhausted {
                 class: if class == Class::Temp {
@@ -299,7 +305,7 @@ impl RegAlloc {
         }
         self.free[f] |= bit(n);
         self.released[f] |= bit(n);
-        self.named &= !(1u64 << (n as u32 | (float as u32) << 5));
+        self.named &= !(1u64 << (n as u32 + 32 * float as u32));
         if float {
             self.persist_xmm &= !bit(n);
         }
