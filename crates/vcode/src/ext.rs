@@ -7,7 +7,7 @@
 //! defined for, and up to three meanings:
 //!
 //! * `x86_64 => |x, ty, rd, [srcs..]| ...`: a native mapping, calling the
-//!   encoders of [`X64`](crate::x86_64::X64) (optionally guarded by a
+//!   encoders of [`X64`] (optionally guarded by a
 //!   CPU-feature test, `x86_64 if cond => ...`);
 //! * `eval => |ty, &[u64]| -> u64`: the meaning on register bits, which the
 //!   reference backend executes;

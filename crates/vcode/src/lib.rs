@@ -24,6 +24,12 @@
 //! * [`ext`]: instruction extensions declared in one table (§5.4), and
 //!   the shipped ones: `sqrt`, `bswap`, `popcount`, `select`, `min`/`max`,
 //!   ones'-complement add, and the scheduling hooks.
+//! * [`Backend`] and [`CallConv`]: what a target implements. Each target is
+//!   one module of seven sections ([`x86_64`]: registers and classes,
+//!   calling convention, encoders, instruction methods, branches and
+//!   fixups, prologue/epilogue and `end`, extensions); the rest of the
+//!   crate, the reference backend included, names no target
+//!   (`docs/vcode.md`, "The backend shape").
 //! * [`mem`]: executable memory, W^X, and the [`mem::ExecMemory`] trait a
 //!   code cache implements to receive generated code directly.
 //! * [`debug`]: disassembly and the perf map.

@@ -245,7 +245,7 @@ impl RegAlloc {
     }
 
     /// How many registers `getreg` would hand out for `class` now (the
-    /// same pools as [`getreg`](RegAlloc::getreg)).
+    /// same pools as `getreg`).
     pub fn free_count(&self, class: Class, float: bool) -> usize {
         let of = |order: &[u8]| order.iter().fold(0u16, |m, &n| m | bit(n));
         let mask = if float {

@@ -238,7 +238,7 @@ impl CallConv for SysV {
 }
 
 /// Stack slots [`call_native`] can pass: enough for every call vcode
-/// accepts ([`MAX_CALL_ARGS`](MAX_CALL_ARGS) arguments, at
+/// accepts ([`MAX_CALL_ARGS`] arguments, at
 /// least 6 of them in integer registers or at most 8 in float ones).
 pub const STACK_SLOTS: usize = 26;
 const _: () = assert!(STACK_SLOTS >= MAX_CALL_ARGS - 6);
@@ -299,7 +299,7 @@ type Wide<R> = extern "C" fn(
 ///
 /// # Safety
 /// `addr` must be a function whose parameter types are the types of
-/// `args` (checked by [`check_args`]) and whose return type is `ret`, and
+/// `args` (checked by [`check_args`](crate::abi::check_args)) and whose return type is `ret`, and
 /// calling it must be sound.
 pub unsafe fn call_native(addr: usize, args: &[Value], ret: Ty) -> Value {
     let mut tys = [Ty::V; crate::ty::MAX_PARAMS];
