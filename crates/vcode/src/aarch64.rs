@@ -1,0 +1,1943 @@
+//! The aarch64 backend (AArch64, Linux AAPCS64): vcode instructions to
+//! A64 machine code, in place.
+//!
+//! The file has the shape of `x86_64.rs`, section by section:
+//!
+//! 1. **Registers and classes**: [`regfile`]: vcode's register numbers
+//!    and the A64 registers they stand for.
+//! 2. **Calling convention**: [`Aapcs64`], the [`CallConv`] the
+//!    target-neutral parts of vcode see (`lambda`, the reference backend).
+//! 3. **Encoders**: the backend's state ([`A64`]) and the A64 instruction
+//!    encoders: data processing (register, immediate, logical immediates),
+//!    `movz`/`movn`/`movk` for any 64-bit immediate, loads and stores of
+//!    every width with any offset, float moves and constants.
+//! 4. **Instruction methods**: the [`Backend`] implementation.
+//! 5. **Branches and fixups**: `b.cond` (19-bit), `b`/`bl` (26-bit),
+//!    backpatched at `end`; jump tables.
+//! 6. **Prologue, epilogue and `end`**: parameter moves, `ret`, the frame
+//!    (its size known at `end`), saves, constants, instruction-cache
+//!    maintenance, and [`Code`].
+//! 7. **Extensions**: native encoders (`rev`, `cnt`, `fsqrt`, `csel`,
+//!    `fmin`/`fmax`) for the `ext` tables.
+//!
+//! ## Register numbers
+//!
+//! The register allocator, the fixed names `T<k>`/`S<k>` and `lambda`'s
+//! parameter assignment are target-neutral and number registers 0 to 15
+//! per file, in the host's numbering (`vcode::host`). This backend gives
+//! each of those numbers one A64 register with the same role (argument
+//! registers carry the same arguments, callee-saved ones are callee-saved
+//! here too), so a client written against the host's names runs unchanged:
+//! integer `rdi, rsi, rdx, rcx, r8, r9, r10, r11` are `x0..x7` (the eight
+//! AAPCS64 argument registers), `rbx, r12..r15` are `x19..x23`, `rax` is
+//! `x8`; float `0..7` are `v0..v7` and `8..15` are `v16..v23` (AAPCS64
+//! makes only the low halves of `v8..v15` callee-saved, so vcode leaves them
+//! alone). The backend keeps `x9`, `x10`, `x15`, `x16`, `x17` and
+//! `v30`/`v31` for its own sequences, `x29` as the frame pointer and `x30`
+//! as the link register; `x18` (the platform register) is never touched.
+//!
+//! ## Semantics chosen where C leaves them open
+//!
+//! Results agree with the x86-64 backend and the reference backend, with
+//! one exception: integer division by zero and `MIN / -1` do not trap on
+//! A64 (`sdiv`/`udiv` give 0 and `MIN`, `mod` then gives `a` and 0); the
+//! reference backend reports them as faults. Float-to-integer conversions
+//! reproduce x86-64's "integer indefinite" results (NaN and out-of-range
+//! values give `MIN`; see `docs/vcode.md`) with a few extra instructions
+//! around `fcvtzs`, so that every target computes the same values.
+
+use crate::abi::{ArgLoc, CallConv, InvokeError};
+use crate::backend::{
+    Arg, Backend, BinOp, Callee, Cond, LocalOp, MAX_CALL_ARGS, Src, Target, UnOp,
+};
+use crate::buf::Buf;
+use crate::error::{Error, ErrorKind, Fault, FaultKind};
+use crate::mem::ExecMemory;
+use crate::regs::RegAlloc;
+use crate::sig::Signature;
+use crate::ty::{AnyReg, Label, Ty, Value};
+
+// ===========================================================================
+// 1. Registers and classes
+// ===========================================================================
+
+/// The register file as data. vcode's register numbers (slots 0 to 15 per
+/// file, with the roles of the host's numbering; see the module
+/// documentation) and the A64 registers they stand for. It imports
+/// nothing.
+pub mod regfile {
+    /// vcode's integer register numbers, named by the A64 register each
+    /// stands for.
+    #[allow(missing_docs)]
+    pub mod gpr {
+        pub const X8: u8 = 0;
+        pub const X3: u8 = 1;
+        pub const X2: u8 = 2;
+        pub const X19: u8 = 3;
+        pub const SP: u8 = 4;
+        pub const FP: u8 = 5;
+        pub const X1: u8 = 6;
+        pub const X0: u8 = 7;
+        pub const X4: u8 = 8;
+        pub const X5: u8 = 9;
+        pub const X6: u8 = 10;
+        pub const X7: u8 = 11;
+        pub const X20: u8 = 12;
+        pub const X21: u8 = 13;
+        pub const X22: u8 = 14;
+        pub const X23: u8 = 15;
+    }
+
+    use gpr::*;
+
+    /// The A64 integer register of each vcode number (31 is `sp`).
+    pub const GPR_PHYS: [u8; 16] = [8, 3, 2, 19, 31, 29, 1, 0, 4, 5, 6, 7, 20, 21, 22, 23];
+    /// The A64 vector register of each vcode float number.
+    pub const FPR_PHYS: [u8; 16] = [0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23];
+
+    const GPR_NAMES: [&str; 16] = [
+        "x8", "x3", "x2", "x19", "sp", "x29", "x1", "x0", "x4", "x5", "x6", "x7", "x20", "x21",
+        "x22", "x23",
+    ];
+    const FPR_NAMES: [&str; 16] = [
+        "v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v16", "v17", "v18", "v19", "v20", "v21",
+        "v22", "v23",
+    ];
+
+    /// The assembler name of the A64 register behind vcode number `n`.
+    pub fn reg_name(float: bool, n: u8) -> &'static str {
+        let names = if float { &FPR_NAMES } else { &GPR_NAMES };
+        names.get(n as usize).copied().unwrap_or("?")
+    }
+
+    /// Integer argument registers (`x0..x7`), in order.
+    pub const INT_ARGS: [u8; 8] = [X0, X1, X2, X3, X4, X5, X6, X7];
+    /// Float argument registers (`v0..v7`), in order.
+    pub const FLOAT_ARGS: [u8; 8] = [0, 1, 2, 3, 4, 5, 6, 7];
+
+    /// vcode numbers that are not handed out (the same as on the host:
+    /// the allocator is shared). `x3` and `x7` carry arguments; a parameter
+    /// arriving there is copied into a register from `getreg`.
+    pub const RESERVED_GPR: u16 = bit(X8) | bit(X3) | bit(X7) | bit(SP) | bit(FP);
+    /// Float numbers not handed out.
+    pub const RESERVED_XMM: u16 = bit(15);
+    /// Callee-saved integer numbers (`x19..x23`).
+    pub const CALLEE_SAVED_GPR: u16 = bit(X19) | bit(X20) | bit(X21) | bit(X22) | bit(X23);
+
+    /// Number of fixed temporaries `T0..`.
+    pub const NUM_T: usize = 6;
+    /// Fixed temporaries (`x6, x5, x4, x2, x1, x0`).
+    pub const FIXED_T: [u8; NUM_T] = [X6, X5, X4, X2, X1, X0];
+    /// Number of fixed callee-saved names `S0..`.
+    pub const NUM_S: usize = 5;
+    /// Fixed callee-saved registers (`x19..x23`).
+    pub const FIXED_S: [u8; NUM_S] = [X19, X20, X21, X22, X23];
+    /// Number of fixed float temporaries.
+    pub const NUM_FT: usize = 15;
+    /// Fixed float temporaries: `v16..v22`, then `v7..v0`.
+    pub const FIXED_FT: [u8; NUM_FT] = [8, 9, 10, 11, 12, 13, 14, 7, 6, 5, 4, 3, 2, 1, 0];
+    /// `getreg` order for integer temporaries.
+    pub const TEMP_ORDER: [u8; 11] = [X6, X5, X4, X2, X1, X0, X19, X20, X21, X22, X23];
+    /// `getreg` order for persistent integer registers.
+    pub const PERSIST_ORDER: [u8; 5] = [X19, X20, X21, X22, X23];
+    /// `getreg` order for float registers.
+    pub const FLOAT_ORDER: [u8; 15] = FIXED_FT;
+
+    /// A one-bit mask for register `n`.
+    pub const fn bit(n: u8) -> u16 {
+        1 << n
+    }
+
+    /// Frame offset (from `x29`) where the prologue saves integer number `n`.
+    pub const fn gpr_save_slot(n: u8) -> i32 {
+        -8 * (n as i32 + 1)
+    }
+    /// Frame offset of the 16-byte slot where the prologue saves float
+    /// number `n` when a [`RegConfig`](crate::RegConfig) makes it callee-saved.
+    pub const fn xmm_save_slot(n: u8) -> i32 {
+        -128 - 16 * (n as i32 + 1)
+    }
+    /// Frame offset where a call site keeps persistent float number `n`.
+    pub const fn xmm_call_slot(n: u8) -> i32 {
+        -384 - 8 * (n as i32 + 1)
+    }
+    /// Bytes below `x29` taken by the save slots; locals start here.
+    pub const SAVE_AREA: i32 = 512;
+}
+
+// The allocator is shared with the host target: the roles must agree.
+const _: () = {
+    let h = [
+        crate::host::RESERVED_GPR == regfile::RESERVED_GPR,
+        crate::host::RESERVED_XMM == regfile::RESERVED_XMM,
+        crate::host::CALLEE_SAVED_GPR == regfile::CALLEE_SAVED_GPR,
+        crate::host::NUM_T == regfile::NUM_T,
+        crate::host::NUM_S == regfile::NUM_S,
+    ];
+    let mut i = 0;
+    while i < h.len() {
+        assert!(h[i]);
+        i += 1;
+    }
+    let mut k = 0;
+    while k < regfile::TEMP_ORDER.len() {
+        assert!(crate::host::TEMP_ORDER[k] == regfile::TEMP_ORDER[k]);
+        k += 1;
+    }
+};
+
+/// Scratch integer registers (A64 numbers).
+const X9: u8 = 9;
+const X10: u8 = 10;
+const X15: u8 = 15;
+const IP0: u8 = 16;
+const IP1: u8 = 17;
+const FP: u8 = 29;
+/// `sp` in address and immediate forms, `xzr` in register forms.
+const SP: u8 = 31;
+const ZR: u8 = 31;
+/// Scratch vector registers.
+const V30: u8 = 30;
+const V31: u8 = 31;
+
+/// The A64 register of vcode integer number `n`.
+#[inline(always)]
+fn g(n: u8) -> u8 {
+    regfile::GPR_PHYS[(n & 15) as usize]
+}
+/// The A64 register of vcode float number `n`.
+#[inline(always)]
+fn v(n: u8) -> u8 {
+    regfile::FPR_PHYS[(n & 15) as usize]
+}
+
+// ===========================================================================
+// 2. Calling convention
+// ===========================================================================
+
+/// AAPCS64 as on Linux: eight integer and eight float argument registers,
+/// then 8-byte stack slots in order.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct Aapcs64;
+
+/// AAPCS64 placement of arguments of the given types (vcode numbers).
+pub fn abi_layout(tys: &[Ty]) -> impl Iterator<Item = ArgLoc> + '_ {
+    let (mut ni, mut nf, mut ns) = (0, 0, 0);
+    tys.iter().map(move |t| {
+        if t.is_float() {
+            if nf < regfile::FLOAT_ARGS.len() {
+                nf += 1;
+                return ArgLoc::Reg(regfile::FLOAT_ARGS[nf - 1]);
+            }
+        } else if ni < regfile::INT_ARGS.len() {
+            ni += 1;
+            return ArgLoc::Reg(regfile::INT_ARGS[ni - 1]);
+        }
+        ns += 1;
+        ArgLoc::Stack(ns - 1)
+    })
+}
+
+impl CallConv for Aapcs64 {
+    fn get() -> &'static Self {
+        &Aapcs64
+    }
+
+    fn name(&self) -> &'static str {
+        "AAPCS64"
+    }
+
+    fn arg_locs(&self, params: &[Ty], out: &mut [ArgLoc]) {
+        for (o, loc) in out.iter_mut().zip(abi_layout(params)) {
+            *o = loc;
+        }
+    }
+
+    fn keeps_param(&self, ty: Ty, loc: ArgLoc) -> bool {
+        matches!(loc, ArgLoc::Reg(n)
+            if ty.is_float() || regfile::RESERVED_GPR & regfile::bit(n) == 0)
+    }
+
+    fn reg_name(&self, float: bool, n: u8) -> &'static str {
+        regfile::reg_name(float, n)
+    }
+
+    fn reserved(&self, float: bool) -> u16 {
+        if float {
+            regfile::RESERVED_XMM
+        } else {
+            regfile::RESERVED_GPR
+        }
+    }
+
+    fn callee_saved(&self, float: bool) -> u16 {
+        if float { 0 } else { regfile::CALLEE_SAVED_GPR }
+    }
+
+    fn check_call(&self, args: &[Value]) -> Result<(), InvokeError> {
+        if args.len() > MAX_CALL_ARGS {
+            return Err(InvokeError::Arity {
+                expected: MAX_CALL_ARGS,
+                found: args.len(),
+            });
+        }
+        if cfg!(feature = "emu") {
+            Ok(())
+        } else {
+            Err(InvokeError::Fault(Fault {
+                index: 0,
+                method: "call",
+                kind: FaultKind::Unsupported(
+                    "aarch64 code runs only under emulation (vcode's feature `emu`)",
+                ),
+            }))
+        }
+    }
+
+    unsafe fn call(&self, addr: usize, args: &[Value], ret: Ty) -> Value {
+        #[cfg(feature = "emu")]
+        {
+            // SAFETY: forwarded from the caller.
+            match unsafe { crate::emu::call(addr, args, ret) } {
+                Ok(v) => v,
+                Err(_) => Value::from_bits(ret, 0),
+            }
+        }
+        #[cfg(not(feature = "emu"))]
+        {
+            // check_call refused: never reached.
+            let _ = (addr, args);
+            Value::from_bits(ret, 0)
+        }
+    }
+}
+
+// ===========================================================================
+// 3. Encoders
+// ===========================================================================
+
+/// Default limit on one function's code size: within `b`'s ±128 MiB.
+pub const DEFAULT_LIMIT: usize = 64 << 20;
+
+/// The aarch64 backend's per-function state.
+pub struct A64 {
+    pub(crate) buf: Buf,
+    labels: Vec<u32>,
+    fixups: Vec<Fixup>,
+    /// Jump-table entries (`at` is the 4-byte entry, relative to `table`).
+    tables: Vec<(Fixup, u32)>,
+    /// Constants and data placed after the code, and the `ldr`-literal or
+    /// `adr` instructions that refer to them: (at, 8-byte slot).
+    pool: Vec<u8>,
+    pool_refs: Vec<(u32, u32)>,
+    locals: i32,
+    nlocals: u32,
+    frame: bool,
+    ret_ty: Option<Ty>,
+    last_ret: Option<usize>,
+    align: usize,
+}
+
+/// A64 condition codes.
+const EQ: u8 = 0;
+const NE: u8 = 1;
+const HS: u8 = 2;
+const LO: u8 = 3;
+const MI: u8 = 4;
+const VC: u8 = 7;
+const HI: u8 = 8;
+const LS: u8 = 9;
+const GE: u8 = 10;
+const LT: u8 = 11;
+const GT: u8 = 12;
+const LE: u8 = 13;
+
+const fn cc_int(c: Cond, signed: bool) -> u8 {
+    match (c, signed) {
+        (Cond::Lt, true) => LT,
+        (Cond::Le, true) => LE,
+        (Cond::Gt, true) => GT,
+        (Cond::Ge, true) => GE,
+        (Cond::Lt, false) => LO,
+        (Cond::Le, false) => LS,
+        (Cond::Gt, false) => HI,
+        (Cond::Ge, false) => HS,
+        (Cond::Eq, _) => EQ,
+        (Cond::Ne, _) => NE,
+    }
+}
+
+/// After `fcmp`: ordered comparisons are false on NaN, `!=` is true.
+const fn cc_float(c: Cond) -> u8 {
+    match c {
+        Cond::Lt => MI,
+        Cond::Le => LS,
+        Cond::Gt => GT,
+        Cond::Ge => GE,
+        Cond::Eq => EQ,
+        Cond::Ne => NE,
+    }
+}
+
+/// The `sf` bit.
+#[inline(always)]
+const fn sf(w: bool) -> u32 {
+    (w as u32) << 31
+}
+/// The float `type` field (bit 22): double.
+#[inline(always)]
+const fn ftype(ty: Ty) -> u32 {
+    ((matches!(ty, Ty::D)) as u32) << 22
+}
+
+/// The `N:immr:imms` field of a logical immediate, if `v` (64-bit, or the
+/// low 32 bits when `!w`) is a rotated run of ones repeated.
+pub fn logical_imm(v: u64, w: bool) -> Option<u32> {
+    let v = if w {
+        v
+    } else {
+        let x = v & 0xffff_ffff;
+        x | x << 32
+    };
+    if v == 0 || v == !0 {
+        return None;
+    }
+    let mut size = 64u32;
+    while size > 2 {
+        let half = size / 2;
+        let mask = (1u64 << half) - 1;
+        if v & mask != (v >> half) & mask {
+            break;
+        }
+        size = half;
+    }
+    let mask = if size == 64 { !0 } else { (1u64 << size) - 1 };
+    let elt = v & mask;
+    let ones = elt.count_ones();
+    let run = (1u64 << ones) - 1;
+    // elt = ROR(run, r) within `size` bits.
+    let rotr = |x: u64, r: u32| -> u64 {
+        if r == 0 {
+            x
+        } else {
+            ((x >> r) | (x << (size - r))) & mask
+        }
+    };
+    let r = (0..size).find(|&r| rotr(run, r) == elt)?;
+    let n = (size == 64) as u32;
+    let imms = ((!(size * 2 - 1)) & 0x3f) | (ones - 1);
+    Some(n << 12 | r << 6 | imms)
+}
+
+/// The `imm8` of `fmov` (immediate) for float bits, if it has one.
+fn fmov_imm8(ty: Ty, bits: u64) -> Option<u32> {
+    let (imm8, back) = if ty == Ty::D {
+        let i = ((bits >> 63) << 7 | ((bits >> 61) & 1) << 6 | ((bits >> 48) & 0x3f)) as u32;
+        let b = (i >> 6 & 1) as u64;
+        let exp = ((b ^ 1) << 10) | if b == 1 { 0xff << 2 } else { 0 } | ((i >> 4) & 3) as u64;
+        (
+            i,
+            ((i >> 7) as u64) << 63 | exp << 52 | ((i & 15) as u64) << 48,
+        )
+    } else {
+        let bits = bits & 0xffff_ffff;
+        let i = ((bits >> 31) << 7 | ((bits >> 29) & 1) << 6 | ((bits >> 19) & 0x3f)) as u32;
+        let b = (i >> 6 & 1) as u64;
+        let exp = ((b ^ 1) << 7) | if b == 1 { 0x1f << 2 } else { 0 } | ((i >> 4) & 3) as u64;
+        (
+            i,
+            ((i >> 7) as u64) << 31 | exp << 23 | ((i & 15) as u64) << 19,
+        )
+    };
+    (back == bits).then_some(imm8)
+}
+
+/// Load/store opcodes (unsigned-offset form) and their access size (log2).
+#[derive(Copy, Clone)]
+struct MemOp(u32, u32);
+
+const STRB: MemOp = MemOp(0x3900_0000, 0);
+const LDRB: MemOp = MemOp(0x3940_0000, 0);
+const LDRSB_X: MemOp = MemOp(0x3980_0000, 0);
+const LDRSB_W: MemOp = MemOp(0x39c0_0000, 0);
+const STRH: MemOp = MemOp(0x7900_0000, 1);
+const LDRH: MemOp = MemOp(0x7940_0000, 1);
+const LDRSH_X: MemOp = MemOp(0x7980_0000, 1);
+const LDRSH_W: MemOp = MemOp(0x79c0_0000, 1);
+const STR_W: MemOp = MemOp(0xb900_0000, 2);
+const LDR_W: MemOp = MemOp(0xb940_0000, 2);
+const STR_X: MemOp = MemOp(0xf900_0000, 3);
+const LDR_X: MemOp = MemOp(0xf940_0000, 3);
+const STR_S: MemOp = MemOp(0xbd00_0000, 2);
+const LDR_S: MemOp = MemOp(0xbd40_0000, 2);
+const STR_D: MemOp = MemOp(0xfd00_0000, 3);
+const LDR_D: MemOp = MemOp(0xfd40_0000, 3);
+const STR_Q: MemOp = MemOp(0x3d80_0000, 4);
+const LDR_Q: MemOp = MemOp(0x3dc0_0000, 4);
+
+/// Words of A64 code, for the prologue and epilogue built at `end`.
+trait Sink {
+    fn w(&mut self, word: u32);
+}
+impl Sink for Vec<u8> {
+    fn w(&mut self, word: u32) {
+        self.extend_from_slice(&word.to_le_bytes());
+    }
+}
+impl Sink for Buf {
+    #[inline(always)]
+    fn w(&mut self, word: u32) {
+        self.put4(word);
+    }
+}
+
+/// `movz`/`movn`/`movk` (or one `orr` of a logical immediate) for any value.
+fn movi_to(s: &mut impl Sink, w: bool, rd: u8, v: i64) {
+    let v = if w { v as u64 } else { v as u64 & 0xffff_ffff };
+    let chunks = if w { 4 } else { 2 };
+    let ch = |i: u32| (v >> (16 * i)) & 0xffff;
+    let zeros = (0..chunks).filter(|&i| ch(i) == 0).count();
+    let ones = (0..chunks).filter(|&i| ch(i) == 0xffff).count();
+    let need = chunks as usize - zeros.max(ones);
+    if need > 1 {
+        if let Some(imm) = logical_imm(v, w) {
+            // orr rd, zr, #imm
+            s.w(sf(w) | 0x3200_0000 | imm << 10 | (ZR as u32) << 5 | rd as u32);
+            return;
+        }
+    }
+    let inverted = ones > zeros;
+    let skip = if inverted { 0xffff } else { 0 };
+    let mut first = true;
+    for i in 0..chunks {
+        let c = ch(i);
+        if c == skip && !(first && i == chunks - 1) {
+            continue;
+        }
+        let word = if first {
+            first = false;
+            if inverted {
+                // movn: rd = !(imm << 16i)
+                sf(w) | 0x1280_0000 | i << 21 | ((!c & 0xffff) as u32) << 5
+            } else {
+                sf(w) | 0x5280_0000 | i << 21 | (c as u32) << 5
+            }
+        } else {
+            sf(w) | 0x7280_0000 | i << 21 | (c as u32) << 5
+        };
+        s.w(word | rd as u32);
+    }
+}
+
+/// A load or store of `rt` at `base + off` (A64 registers): the scaled
+/// unsigned 12-bit offset, the unscaled 9-bit one, or the offset in `ip0`.
+fn mem_to(s: &mut impl Sink, op: MemOp, rt: u8, base: u8, off: Src) {
+    let MemOp(opc, lg) = op;
+    match off {
+        Src::R(r) => {
+            s.w((opc & !0x0100_0000) | 0x0020_6800 | (r as u32) << 16 | (base as u32) << 5 | rt as u32)
+        }
+        Src::I(o) if o >= 0 && o & ((1 << lg) - 1) == 0 && (o >> lg) < 4096 => {
+            s.w(opc | ((o >> lg) as u32) << 10 | (base as u32) << 5 | rt as u32)
+        }
+        Src::I(o) if (-256..256).contains(&o) => s.w(
+            (opc & !0x0100_0000) | ((o as u32) & 0x1ff) << 12 | (base as u32) << 5 | rt as u32,
+        ),
+        Src::I(o) => {
+            movi_to(s, true, IP0, o);
+            mem_to(s, op, rt, base, Src::R(IP0));
+        }
+    }
+}
+
+/// `add`/`sub` (immediate) of any value: `rd = rn + v`; `sp` allowed.
+fn add_imm_to(s: &mut impl Sink, w: bool, rd: u8, rn: u8, v: i64) {
+    let (sub, m) = if v < 0 {
+        (true, v.unsigned_abs())
+    } else {
+        (false, v as u64)
+    };
+    let base = sf(w) | if sub { 0x5100_0000 } else { 0x1100_0000 };
+    if m < 4096 {
+        s.w(base | (m as u32) << 10 | (rn as u32) << 5 | rd as u32);
+    } else if m < (1 << 24) {
+        s.w(base | 1 << 22 | ((m >> 12) as u32) << 10 | (rn as u32) << 5 | rd as u32);
+        if m & 0xfff != 0 {
+            s.w(base | ((m & 0xfff) as u32) << 10 | (rd as u32) << 5 | rd as u32);
+        }
+    } else if rn == SP || rd == SP {
+        // The extended-register form reads and writes sp (64-bit only).
+        movi_to(s, true, IP0, v);
+        s.w(0x8b20_6000 | (IP0 as u32) << 16 | (rn as u32) << 5 | rd as u32);
+    } else {
+        movi_to(s, w, IP0, v);
+        s.w(sf(w) | 0x0b00_0000 | (IP0 as u32) << 16 | (rn as u32) << 5 | rd as u32);
+    }
+}
+
+impl A64 {
+    #[inline(always)]
+    fn put(&mut self, word: u32) {
+        self.buf.put4(word);
+    }
+
+    /// `mov rd, rs` (`orr rd, zr, rs`); 32-bit moves zero-extend.
+    #[inline(always)]
+    fn mov(&mut self, w: bool, rd: u8, rs: u8) {
+        if rd != rs || !w {
+            self.put(sf(w) | 0x2a00_03e0 | (rs as u32) << 16 | rd as u32);
+        }
+    }
+
+    /// `fmov` between vector registers of type `ty`.
+    #[inline(always)]
+    fn fmov(&mut self, ty: Ty, rd: u8, rs: u8) {
+        if rd != rs {
+            self.put(0x1e20_4000 | ftype(ty) | (rs as u32) << 5 | rd as u32);
+        }
+    }
+
+    #[inline(always)]
+    fn movi(&mut self, w: bool, rd: u8, v: i64) {
+        movi_to(&mut self.buf, w, rd, v)
+    }
+
+    #[inline(always)]
+    fn mem(&mut self, op: MemOp, rt: u8, base: u8, off: Src) {
+        mem_to(&mut self.buf, op, rt, base, off)
+    }
+
+    /// Three-register data processing: `base | rm << 16 | rn << 5 | rd`.
+    #[inline(always)]
+    fn rrr(&mut self, base: u32, rd: u8, rn: u8, rm: u8) {
+        self.put(base | (rm as u32) << 16 | (rn as u32) << 5 | rd as u32);
+    }
+
+    /// `cmp rn, #v` or `cmp rn, rm` (via `ip0` for other immediates).
+    fn cmp(&mut self, w: bool, rn: u8, b: Src) {
+        match b {
+            Src::I(v) => {
+                let v = if w { v } else { v as i32 as i64 };
+                if (0..4096).contains(&v) {
+                    self.put(sf(w) | 0x7100_001f | (v as u32) << 10 | (rn as u32) << 5);
+                } else if (-4095..0).contains(&v) {
+                    // cmn rn, #-v
+                    self.put(sf(w) | 0x3100_001f | ((-v) as u32) << 10 | (rn as u32) << 5);
+                } else {
+                    self.movi(w, IP0, v);
+                    self.rrr(sf(w) | 0x6b00_001f, 0, rn, IP0);
+                }
+            }
+            Src::R(rm) => self.rrr(sf(w) | 0x6b00_001f, 0, rn, rm),
+        }
+    }
+
+    /// `csel rd, rn, rm, cc`.
+    #[inline(always)]
+    fn csel(&mut self, w: bool, rd: u8, rn: u8, rm: u8, cc: u8) {
+        self.put(sf(w) | 0x1a80_0000 | (rm as u32) << 16 | (cc as u32) << 12 | (rn as u32) << 5 | rd as u32);
+    }
+
+    /// `fcmp rn, rm` of type `ty`.
+    #[inline(always)]
+    fn fcmp(&mut self, ty: Ty, rn: u8, rm: u8) {
+        self.put(0x1e20_2000 | ftype(ty) | (rm as u32) << 16 | (rn as u32) << 5);
+    }
+
+    /// A float constant: `fmov` (immediate or from `ip0`) or a literal load.
+    fn fconst(&mut self, ty: Ty, rd: u8, bits: u64) {
+        let bits = if ty == Ty::F { bits & 0xffff_ffff } else { bits };
+        if bits == 0 {
+            // fmov s/d, wzr/xzr
+            let word = if ty == Ty::D { 0x9e67_03e0 } else { 0x1e27_03e0 };
+            self.put(word | rd as u32);
+        } else if let Some(imm8) = fmov_imm8(ty, bits) {
+            self.put(0x1e20_1000 | ftype(ty) | imm8 << 13 | rd as u32);
+        } else if (0..4).filter(|i| (bits >> (16 * i)) & 0xffff != 0).count() <= 2 {
+            self.movi(true, IP0, bits as i64);
+            let word = if ty == Ty::D { 0x9e67_0000 } else { 0x1e27_0000 };
+            self.put(word | (IP0 as u32) << 5 | rd as u32);
+        } else {
+            let slot = self.pool_const(bits);
+            self.pool_refs.push((self.buf.pos() as u32, slot));
+            // ldr s/d, literal (patched at end)
+            self.put(if ty == Ty::D { 0x5c00_0000 } else { 0x1c00_0000 } | rd as u32);
+        }
+    }
+
+    fn pool_const(&mut self, bits: u64) -> u32 {
+        let slot = (self.pool.len() / 8) as u32;
+        self.pool.extend_from_slice(&bits.to_le_bytes());
+        slot
+    }
+
+    /// `xd = (i64) trunc(src)` with x86-64's "integer indefinite":
+    /// NaN and values out of range give `i64::MIN` (left in `tmp` too).
+    fn fcvt_l(&mut self, ty: Ty, xd: u8, src: u8, tmp: u8) {
+        self.put(0x9e38_0000 | ftype(ty) | (src as u32) << 5 | xd as u32); // fcvtzs xd, src
+        self.put(0xd2f0_0000 | tmp as u32); // movz tmp, #0x8000, lsl 48
+        self.fcmp(ty, src, src);
+        self.csel(true, xd, xd, tmp, VC);
+        self.put(0xb100_041f | (xd as u32) << 5); // cmn xd, #1: V iff xd == MAX
+        self.csel(true, xd, xd, tmp, VC);
+    }
+
+    /// Loads and stores by vcode memory type.
+    fn load_at(&mut self, mem: Ty, rd_ty: Ty, rd: u8, base: u8, off: Src) {
+        let w = rd_ty.is_64();
+        let (op, r) = match mem {
+            Ty::C => (if w { LDRSB_X } else { LDRSB_W }, g(rd)),
+            Ty::UC => (LDRB, g(rd)),
+            Ty::S => (if w { LDRSH_X } else { LDRSH_W }, g(rd)),
+            Ty::US => (LDRH, g(rd)),
+            Ty::I | Ty::U => (LDR_W, g(rd)),
+            Ty::L | Ty::UL | Ty::P => (LDR_X, g(rd)),
+            Ty::F => (LDR_S, v(rd)),
+            Ty::D => (LDR_D, v(rd)),
+            Ty::V => return,
+        };
+        self.mem(op, r, base, off);
+    }
+
+    fn store_at(&mut self, mem: Ty, rs: u8, base: u8, off: Src) {
+        let (op, r) = match mem {
+            Ty::C | Ty::UC => (STRB, g(rs)),
+            Ty::S | Ty::US => (STRH, g(rs)),
+            Ty::I | Ty::U => (STR_W, g(rs)),
+            Ty::L | Ty::UL | Ty::P => (STR_X, g(rs)),
+            Ty::F => (STR_S, v(rs)),
+            Ty::D => (STR_D, v(rs)),
+            Ty::V => return,
+        };
+        self.mem(op, r, base, off);
+    }
+
+    /// Moves `src -> dst` pairs (A64 registers) at once, breaking cycles
+    /// through a scratch register.
+    fn parallel_move(&mut self, moves: &mut Vec<(u8, u8)>, float: bool) {
+        moves.retain(|&(d, s)| d != s);
+        let tmp = if float { V31 } else { X10 };
+        while !moves.is_empty() {
+            if let Some(i) =
+                (0..moves.len()).find(|&i| !moves.iter().any(|&(_, s)| s == moves[i].0))
+            {
+                let (d, s) = moves.swap_remove(i);
+                if float {
+                    self.fmov(Ty::D, d, s)
+                } else {
+                    self.mov(true, d, s)
+                }
+            } else {
+                let (_, s) = moves[0];
+                if float {
+                    self.fmov(Ty::D, tmp, s)
+                } else {
+                    self.mov(true, tmp, s)
+                }
+                for mv in moves.iter_mut() {
+                    if mv.1 == s {
+                        mv.1 = tmp;
+                    }
+                }
+            }
+        }
+    }
+
+    /// `rd = a op b` for float types (A64 registers).
+    fn fbinop(&mut self, m: &'static str, op: BinOp, ty: Ty, rd: u8, a: u8, b: Src) {
+        let Src::R(b) = b else {
+            return self.buf.fail(
+                m,
+                ErrorKind::UnsupportedType {
+                    insn: "float operation with an immediate",
+                    ty,
+                },
+            );
+        };
+        let base = match op {
+            BinOp::Add => 0x1e20_2800,
+            BinOp::Sub => 0x1e20_3800,
+            BinOp::Mul => 0x1e20_0800,
+            BinOp::Div => 0x1e20_1800,
+            _ => {
+                return self.buf.fail(
+                    m,
+                    ErrorKind::UnsupportedType {
+                        insn: op.name(),
+                        ty,
+                    },
+                );
+            }
+        };
+        self.rrr(base | ftype(ty), v(rd), v(a), v(b));
+    }
+}
+
+// ===========================================================================
+// 4. Instruction methods
+// ===========================================================================
+
+impl Backend for A64 {
+    type Code = Code;
+
+    fn new() -> Self {
+        A64 {
+            buf: Buf::new(DEFAULT_LIMIT),
+            labels: Vec::new(),
+            fixups: Vec::new(),
+            tables: Vec::new(),
+            pool: Vec::new(),
+            pool_refs: Vec::new(),
+            locals: 0,
+            nlocals: 0,
+            frame: false,
+            ret_ty: None,
+            last_ret: None,
+            align: 1,
+        }
+    }
+
+    fn conv(&self) -> &'static dyn CallConv {
+        Aapcs64::get()
+    }
+
+    fn begin(&mut self, sig: &Signature, params: &[AnyReg], moves: bool) {
+        self.enter(sig, params, moves)
+    }
+
+    fn code_offset(&self) -> usize {
+        self.buf.pos()
+    }
+
+    fn next_index(&self) -> u32 {
+        self.buf.index().wrapping_add(1)
+    }
+
+    fn fail(&mut self, method: &'static str, kind: ErrorKind) {
+        self.buf
+            .fail_at(self.buf.index().wrapping_add(1), method, kind);
+    }
+
+    // -- arithmetic ----------------------------------------------------------
+
+    fn binop(&mut self, m: &'static str, op: BinOp, ty: Ty, rd: u8, a: u8, b: Src) {
+        self.buf.insn(m);
+        if ty.is_float() {
+            return self.fbinop(m, op, ty, rd, a, b);
+        }
+        let w = ty.is_64();
+        let (rd, a) = (g(rd), g(a));
+        let b = match b {
+            Src::R(r) => Src::R(g(r)),
+            i => i,
+        };
+        // The second operand in a register (immediates through ip1).
+        let reg = |s: &mut Self, b: Src| -> u8 {
+            match b {
+                Src::R(r) => r,
+                Src::I(v) => {
+                    s.movi(w, IP1, v);
+                    IP1
+                }
+            }
+        };
+        match op {
+            BinOp::Add | BinOp::Sub => match b {
+                Src::I(v) => {
+                    let v = if w { v } else { v as i32 as i64 };
+                    let v = if op == BinOp::Sub { v.wrapping_neg() } else { v };
+                    if v == i64::MIN {
+                        self.movi(true, IP1, v);
+                        self.rrr(0x8b00_0000, rd, a, IP1);
+                    } else {
+                        add_imm_to(&mut self.buf, w, rd, a, v);
+                    }
+                }
+                Src::R(r) => {
+                    let base = if op == BinOp::Add { 0x0b00_0000 } else { 0x4b00_0000 };
+                    self.rrr(sf(w) | base, rd, a, r);
+                }
+            },
+            BinOp::And | BinOp::Or | BinOp::Xor => {
+                let (rbase, ibase) = match op {
+                    BinOp::And => (0x0a00_0000, 0x1200_0000),
+                    BinOp::Or => (0x2a00_0000, 0x3200_0000),
+                    _ => (0x4a00_0000, 0x5200_0000),
+                };
+                if let Src::I(v) = b {
+                    if let Some(imm) = logical_imm(v as u64, w) {
+                        self.put(sf(w) | ibase | imm << 10 | (a as u32) << 5 | rd as u32);
+                        return;
+                    }
+                }
+                let r = reg(self, b);
+                self.rrr(sf(w) | rbase, rd, a, r);
+            }
+            BinOp::Mul => {
+                let r = reg(self, b);
+                self.rrr(sf(w) | 0x1b00_7c00, rd, a, r); // madd rd, a, r, zr
+            }
+            BinOp::Div | BinOp::Mod => {
+                if let Src::I(v) = b {
+                    if v == 0 || (!w && v as i32 == 0) {
+                        return self.buf.fail(m, ErrorKind::DivisionByZero);
+                    }
+                }
+                let r = reg(self, b);
+                let div = sf(w) | if ty.is_signed() { 0x1ac0_0c00 } else { 0x1ac0_0800 };
+                if op == BinOp::Div {
+                    self.rrr(div, rd, a, r);
+                } else {
+                    self.rrr(div, IP0, a, r);
+                    // msub rd, ip0, r, a
+                    self.put(sf(w) | 0x1b00_8000 | (r as u32) << 16 | (a as u32) << 10 | (IP0 as u32) << 5 | rd as u32);
+                }
+            }
+            BinOp::Lsh | BinOp::Rsh => match b {
+                Src::I(v) => {
+                    let width = if w { 64 } else { 32 };
+                    let c = (v as u32) & (width - 1);
+                    let n = (w as u32) << 22;
+                    if c == 0 {
+                        self.mov(w, rd, a);
+                    } else if op == BinOp::Lsh {
+                        // ubfm rd, a, #(width - c), #(width - 1 - c)
+                        self.put(sf(w) | 0x5300_0000 | n | (width - c) << 16 | (width - 1 - c) << 10 | (a as u32) << 5 | rd as u32);
+                    } else {
+                        let base = if ty.is_signed() { 0x1300_0000 } else { 0x5300_0000 };
+                        self.put(sf(w) | base | n | c << 16 | (width - 1) << 10 | (a as u32) << 5 | rd as u32);
+                    }
+                }
+                Src::R(r) => {
+                    let base = match (op, ty.is_signed()) {
+                        (BinOp::Lsh, _) => 0x1ac0_2000,
+                        (_, true) => 0x1ac0_2800,
+                        (_, false) => 0x1ac0_2400,
+                    };
+                    self.rrr(sf(w) | base, rd, a, r);
+                }
+            },
+        }
+    }
+
+    fn unop(&mut self, m: &'static str, op: UnOp, ty: Ty, rd: u8, a: u8) {
+        self.buf.insn(m);
+        if ty.is_float() {
+            let (rd, a) = (v(rd), v(a));
+            if op == UnOp::Neg {
+                self.put(0x1e21_4000 | ftype(ty) | (a as u32) << 5 | rd as u32);
+            } else {
+                self.fmov(ty, rd, a);
+            }
+            return;
+        }
+        let w = ty.is_64();
+        let (rd, a) = (g(rd), g(a));
+        match op {
+            UnOp::Mov => self.mov(w, rd, a),
+            UnOp::Com => self.rrr(sf(w) | 0x2a20_03e0, rd, ZR, a), // orn rd, zr, a
+            UnOp::Neg => self.rrr(sf(w) | 0x4b00_03e0, rd, ZR, a), // sub rd, zr, a
+            UnOp::Not => {
+                self.cmp(w, a, Src::I(0));
+                // cset rd, eq = csinc rd, zr, zr, ne
+                self.put(0x1a9f_17e0 | rd as u32);
+            }
+        }
+    }
+
+    fn set(&mut self, m: &'static str, ty: Ty, rd: u8, bits: u64) {
+        self.buf.insn(m);
+        match ty {
+            Ty::F | Ty::D => self.fconst(ty, v(rd), bits),
+            _ => self.movi(ty.is_64(), g(rd), bits as i64),
+        }
+    }
+
+    // -- conversions ---------------------------------------------------------
+
+    fn cvt(&mut self, m: &'static str, from: Ty, to: Ty, rd: u8, rs: u8) {
+        self.buf.insn(m);
+        match (from.is_float(), to.is_float()) {
+            (false, false) => {
+                let (rd, rs) = (g(rd), g(rs));
+                if from.is_64() == to.is_64() {
+                    self.mov(to.is_64(), rd, rs);
+                } else if to.is_64() && from == Ty::I {
+                    self.put(0x9340_7c00 | (rs as u32) << 5 | rd as u32); // sxtw
+                } else {
+                    // mov wd, ws: zero-extends or truncates, also in place.
+                    self.put(0x2a00_03e0 | (rs as u32) << 16 | rd as u32);
+                }
+            }
+            (true, true) => {
+                let (rd, rs) = (v(rd), v(rs));
+                if from == to {
+                    self.fmov(to, rd, rs);
+                } else if from == Ty::F {
+                    self.put(0x1e22_c000 | (rs as u32) << 5 | rd as u32); // fcvt d, s
+                } else {
+                    self.put(0x1e62_4000 | (rs as u32) << 5 | rd as u32); // fcvt s, d
+                }
+            }
+            (false, true) => {
+                if from == Ty::P {
+                    return self.buf.fail(m, ErrorKind::UnsupportedType { insn: "cv", ty: from });
+                }
+                let (rd, rs) = (v(rd), g(rs));
+                // scvtf / ucvtf
+                let base = if from.is_signed() { 0x1e22_0000 } else { 0x1e23_0000 };
+                self.put(sf(from.is_64()) | base | ftype(to) | (rs as u32) << 5 | rd as u32);
+            }
+            (true, false) => {
+                if to == Ty::P {
+                    return self.buf.fail(m, ErrorKind::UnsupportedType { insn: "cv", ty: to });
+                }
+                let (rd, rs) = (g(rd), v(rs));
+                match to {
+                    Ty::I => {
+                        // The 64-bit truncation, kept only if it fits in 32 bits.
+                        self.put(0x9e38_0000 | ftype(from) | (rs as u32) << 5 | IP0 as u32);
+                        self.put(0x52b0_0000 | IP1 as u32); // movz w17, #0x8000, lsl 16
+                        // cmp x16, w16, sxtw
+                        self.put(0xeb20_c000 | (IP0 as u32) << 16 | (IP0 as u32) << 5 | 31);
+                        self.csel(false, IP0, IP0, IP1, EQ);
+                        self.fcmp(from, rs, rs);
+                        self.csel(false, rd, IP0, IP1, VC);
+                    }
+                    Ty::L => self.fcvt_l(from, rd, rs, IP1),
+                    Ty::U => {
+                        self.fcvt_l(from, IP0, rs, IP1);
+                        self.mov(false, rd, IP0);
+                    }
+                    _ => {
+                        // ul: values >= 2^63 convert after subtracting 2^63
+                        // (in the source precision), and get the top bit back.
+                        if from == Ty::D {
+                            self.put(0xd2e8_7c00 | IP1 as u32); // movz x17, #0x43e0, lsl 48
+                            self.put(0x9e67_0000 | (IP1 as u32) << 5 | V31 as u32);
+                        } else {
+                            self.put(0x52ab_e000 | IP1 as u32); // movz w17, #0x5f00, lsl 16
+                            self.put(0x1e27_0000 | (IP1 as u32) << 5 | V31 as u32);
+                        }
+                        self.rrr(0x1e20_3800 | ftype(from), V30, rs, V31); // fsub v30, rs, v31
+                        self.fcvt_l(from, IP0, V30, IP1);
+                        self.rrr(0xca00_0000, IP0, IP0, IP1); // eor x16, x16, x17 (= 2^63)
+                        self.fcvt_l(from, X15, rs, IP1);
+                        // v31 still holds 2^63: pick (NaN takes the small path).
+                        self.fcmp(from, rs, V31);
+                        self.csel(true, rd, IP0, X15, GE);
+                    }
+                }
+            }
+        }
+    }
+
+    // -- loads, stores, locals -----------------------------------------------
+
+    fn load(&mut self, m: &'static str, mem: Ty, rd_ty: Ty, rd: u8, base: u8, off: Src) {
+        self.buf.insn(m);
+        let off = match off {
+            Src::R(r) => Src::R(g(r)),
+            i => i,
+        };
+        self.load_at(mem, rd_ty, rd, g(base), off);
+    }
+
+    fn store(&mut self, m: &'static str, mem: Ty, rs: u8, base: u8, off: Src) {
+        self.buf.insn(m);
+        let off = match off {
+            Src::R(r) => Src::R(g(r)),
+            i => i,
+        };
+        self.store_at(mem, rs, g(base), off);
+    }
+
+    fn local(&mut self, ty: Ty) -> (i32, u32) {
+        let size = ty.size().max(1) as i32;
+        self.locals = (self.locals + size + size - 1) & !(size - 1);
+        self.nlocals += 1;
+        (-regfile::SAVE_AREA - self.locals, self.nlocals - 1)
+    }
+
+    fn local_op(&mut self, m: &'static str, op: LocalOp, ty: Ty, r: u8, off: i32, id: u32) {
+        self.buf.insn(m);
+        if !self.local_ok(off, id) {
+            return self.buf.fail(m, ErrorKind::UnknownLocal { id });
+        }
+        self.frame = true;
+        match op {
+            LocalOp::Load => self.load_at(ty, ty, r, FP, Src::I(off as i64)),
+            LocalOp::Store => self.store_at(ty, r, FP, Src::I(off as i64)),
+            LocalOp::Addr => add_imm_to(&mut self.buf, true, g(r), FP, off as i64),
+        }
+    }
+
+    // -- returns, branches, jumps (sections 5 and 6) -------------------------
+
+    fn ret(&mut self, m: &'static str, ty: Ty, r: u8) {
+        self.emit_ret(m, ty, r)
+    }
+
+    fn branch(&mut self, m: &'static str, c: Cond, ty: Ty, a: u8, b: Src, l: Label) {
+        self.emit_branch(m, c, ty, a, b, l)
+    }
+
+    fn jump(&mut self, m: &'static str, link: bool, t: Target) {
+        self.emit_jump(m, link, t)
+    }
+
+    fn ret_link(&mut self, m: &'static str) {
+        self.buf.insn(m);
+        self.put(0xd65f_03c0); // ret
+    }
+
+    // -- calls ---------------------------------------------------------------
+
+    fn call(
+        &mut self,
+        m: &'static str,
+        callee: Callee<'_, Code>,
+        args: &[Arg],
+        ret: Option<AnyReg>,
+        alloc: &RegAlloc,
+    ) {
+        self.buf.insn(m);
+        if alloc.leaf {
+            return self.buf.fail(m, ErrorKind::CallInLeaf);
+        }
+        if args.len() > MAX_CALL_ARGS {
+            return self.buf.fail(
+                m,
+                ErrorKind::TooManyArguments {
+                    count: args.len(),
+                    max: MAX_CALL_ARGS,
+                },
+            );
+        }
+        if let Callee::Code(c) = callee {
+            let want = c.sig.params();
+            if want.len() != args.len() {
+                return self.buf.fail(
+                    m,
+                    ErrorKind::ArgumentCount {
+                        expected: want.len(),
+                        found: args.len(),
+                    },
+                );
+            }
+            for (&w, a) in want.iter().zip(args) {
+                if w != a.ty() {
+                    return self.buf.fail(
+                        m,
+                        ErrorKind::TypeMismatch {
+                            expected: w,
+                            found: a.ty(),
+                        },
+                    );
+                }
+            }
+        }
+        self.buf.reserve(m, 24 * args.len() + 8 * 16 + 96);
+        self.frame = true;
+        let mut tys = [Ty::V; crate::ty::MAX_PARAMS];
+        for (t, a) in tys.iter_mut().zip(args) {
+            *t = a.ty();
+        }
+        let tys = &tys[..args.len()];
+        // The callee's address first, before argument moves clobber it.
+        match callee {
+            Callee::Native(a) => self.movi(true, X9, a as i64),
+            Callee::Code(c) => self.movi(true, X9, c.addr() as i64),
+            Callee::Reg(r) => self.mov(true, X9, g(r)),
+        }
+        // Persistent float registers: the callee may clobber v16..v23.
+        let persist = alloc.persist_xmm;
+        for n in 0..16u8 {
+            if persist & (1 << n) != 0 {
+                self.mem(STR_D, v(n), FP, Src::I(regfile::xmm_call_slot(n) as i64));
+            }
+        }
+        // The link register survives calls, so that a subroutine entered
+        // by `jal` may call.
+        self.put(0xf81f_0ffe); // str x30, [sp, #-16]!
+        let stack = abi_layout(tys)
+            .filter(|l| matches!(l, ArgLoc::Stack(_)))
+            .count();
+        let reserve = (8 * stack as i64 + 15) & !15;
+        if reserve > 0 {
+            add_imm_to(&mut self.buf, true, SP, SP, -reserve);
+        }
+        for (a, loc) in args.iter().zip(abi_layout(tys)) {
+            if let ArgLoc::Stack(slot) = loc {
+                let off = Src::I(8 * slot as i64);
+                match *a {
+                    Arg::Reg(r) if r.ty.is_float() => self.mem(STR_D, v(r.n), SP, off),
+                    Arg::Reg(r) => self.mem(STR_X, g(r.n), SP, off),
+                    Arg::Imm(_, val) => {
+                        self.movi(true, IP1, val);
+                        self.mem(STR_X, IP1, SP, off);
+                    }
+                }
+            }
+        }
+        let mut gmoves: Vec<(u8, u8)> = Vec::new();
+        let mut fmoves: Vec<(u8, u8)> = Vec::new();
+        for (a, loc) in args.iter().zip(abi_layout(tys)) {
+            if let (Arg::Reg(r), ArgLoc::Reg(d)) = (*a, loc) {
+                if r.ty.is_float() {
+                    fmoves.push((v(d), v(r.n)))
+                } else {
+                    gmoves.push((g(d), g(r.n)))
+                }
+            }
+        }
+        self.parallel_move(&mut gmoves, false);
+        self.parallel_move(&mut fmoves, true);
+        for (a, loc) in args.iter().zip(abi_layout(tys)) {
+            if let (Arg::Imm(t, val), ArgLoc::Reg(d)) = (*a, loc) {
+                if t.is_float() {
+                    self.fconst(t, v(d), val as u64);
+                } else {
+                    self.movi(t.is_64(), g(d), val);
+                }
+            }
+        }
+        self.put(0xd63f_0000 | (X9 as u32) << 5); // blr x9
+        if reserve > 0 {
+            add_imm_to(&mut self.buf, true, SP, SP, reserve);
+        }
+        self.put(0xf841_07fe); // ldr x30, [sp], #16
+        if let Some(r) = ret {
+            match r.ty {
+                Ty::F | Ty::D => self.fmov(r.ty, v(r.n), 0),
+                Ty::V => {}
+                t => self.mov(t.is_64(), g(r.n), 0),
+            }
+        }
+        for n in 0..16u8 {
+            if persist & (1 << n) != 0 && ret.is_none_or(|r| !(r.ty.is_float() && r.n == n)) {
+                self.mem(LDR_D, v(n), FP, Src::I(regfile::xmm_call_slot(n) as i64));
+            }
+        }
+        self.buf.resync(m);
+    }
+
+    fn genlabel(&mut self) -> Label {
+        self.labels.push(UNPLACED);
+        Label(self.labels.len() as u32 - 1)
+    }
+
+    fn place(&mut self, m: &'static str, l: Label) {
+        self.emit_place(m, l)
+    }
+
+    fn nop(&mut self, m: &'static str) {
+        self.buf.insn(m);
+        self.put(NOP);
+    }
+
+    fn align(&mut self, m: &'static str, n: usize) {
+        self.buf.insn(m);
+        if !n.is_power_of_two() || n > 64 {
+            return self
+                .buf
+                .fail(m, ErrorKind::Unsupported("align: a power of two up to 64"));
+        }
+        let n = n.max(4);
+        self.align = self.align.max(n);
+        while self.buf.pos() % n != 0 {
+            self.put(NOP);
+        }
+    }
+
+    fn data(&mut self, bytes: &[u8]) -> u32 {
+        let slot = (self.pool.len() / 8) as u32;
+        self.pool.extend_from_slice(bytes);
+        self.pool.resize(self.pool.len().next_multiple_of(8), 0);
+        slot
+    }
+
+    fn addr_data(&mut self, m: &'static str, rd: u8, data: u32) {
+        self.buf.insn(m);
+        if data as usize * 8 >= self.pool.len() {
+            return self.buf.fail(m, ErrorKind::UnknownData { data });
+        }
+        self.pool_refs.push((self.buf.pos() as u32, data));
+        self.put(0x1000_0000 | g(rd) as u32); // adr rd, data (patched at end)
+    }
+
+    fn jump_table(&mut self, m: &'static str, idx: u8, targets: &[Label]) {
+        self.emit_jump_table(m, idx, targets)
+    }
+
+    fn finish(
+        &mut self,
+        alloc: &RegAlloc,
+        sig: Signature,
+        name: Option<String>,
+        mem: Option<&dyn ExecMemory>,
+    ) -> Result<Code, Error> {
+        let _ = mem;
+        self.link(alloc, sig, name)
+    }
+}
+
+const NOP: u32 = 0xd503_201f;
+
+impl A64 {
+    fn local_ok(&self, off: i32, id: u32) -> bool {
+        id < self.nlocals && off >= -regfile::SAVE_AREA - self.locals && off <= -regfile::SAVE_AREA
+    }
+}
+
+// ===========================================================================
+// 5. Branches and fixups
+// ===========================================================================
+
+/// Label number of the shared epilogue.
+const EPILOGUE: u32 = u32::MAX;
+/// The position of a label not placed yet.
+const UNPLACED: u32 = u32::MAX;
+
+/// A pending branch to a label, patched at `end`.
+#[derive(Clone, Copy, Debug)]
+struct Fixup {
+    at: u32,
+    label: u32,
+    index: u32,
+    kind: u8,
+}
+
+/// Fixup kinds besides the six conditions (`Cond as u8`), which are
+/// `b.cond` (19-bit).
+const FIX_JMP: u8 = 6;
+const FIX_JAL: u8 = 7;
+const FIX_RET: u8 = 8;
+const FIX_TABLE: u8 = 9;
+
+impl Fixup {
+    fn method(self) -> &'static str {
+        match self.kind {
+            FIX_JMP => "jmp",
+            FIX_JAL => "jal",
+            FIX_RET => "ret",
+            FIX_TABLE => "jump_table",
+            k => Cond::ALL[k as usize].name(),
+        }
+    }
+}
+
+/// True if a byte distance fits a branch of `bits`-bit word offset.
+fn fits(rel: i64, bits: u32) -> bool {
+    let w = rel >> 2;
+    w >= -(1 << (bits - 1)) && w < (1 << (bits - 1))
+}
+
+impl A64 {
+    /// `b.cc label` (or `b label` when `cc` is `None`), from the current position.
+    fn jump_to(&mut self, kind: u8, cc: Option<u8>, label: u32) {
+        let pos = self.buf.pos() as i64;
+        match self.labels.get(label as usize).copied() {
+            Some(t) if t != UNPLACED => {
+                let rel = t as i64 - pos;
+                match cc {
+                    None => self.put(0x1400_0000 | ((rel >> 2) as u32 & 0x03ff_ffff)),
+                    Some(c) if fits(rel, 19) => {
+                        self.put(0x5400_0000 | ((rel >> 2) as u32 & 0x7ffff) << 5 | c as u32)
+                    }
+                    Some(c) => {
+                        // Out of b.cond's range: the inverted condition over a b.
+                        self.put(0x5400_0000 | 2 << 5 | (c ^ 1) as u32);
+                        let rel = rel - 4;
+                        self.put(0x1400_0000 | ((rel >> 2) as u32 & 0x03ff_ffff));
+                    }
+                }
+            }
+            _ => {
+                self.fix(kind, label);
+                self.put(match cc {
+                    None => 0x1400_0000,
+                    Some(c) => 0x5400_0000 | c as u32,
+                });
+            }
+        }
+    }
+
+    fn fix(&mut self, kind: u8, label: u32) {
+        let index = self.buf.index();
+        self.fixups.push(Fixup {
+            at: self.buf.pos() as u32,
+            label,
+            index,
+            kind,
+        });
+    }
+
+    fn emit_branch(&mut self, m: &'static str, c: Cond, ty: Ty, a: u8, b: Src, l: Label) {
+        self.buf.insn(m);
+        let kind = c as u8;
+        if ty.is_float() {
+            let Src::R(b) = b else {
+                return self.buf.fail(
+                    m,
+                    ErrorKind::UnsupportedType {
+                        insn: "branch with an immediate",
+                        ty,
+                    },
+                );
+            };
+            self.fcmp(ty, v(a), v(b));
+            return self.jump_to(kind, Some(cc_float(c)), l.0);
+        }
+        let b = match b {
+            Src::R(r) => Src::R(g(r)),
+            i => i,
+        };
+        self.cmp(ty.is_64(), g(a), b);
+        self.jump_to(kind, Some(cc_int(c, ty.is_signed())), l.0);
+    }
+
+    fn emit_jump(&mut self, m: &'static str, link: bool, t: Target) {
+        self.buf.insn(m);
+        if link {
+            self.frame = true;
+            // x30 survives: a subroutine may itself jal.
+            self.put(0xf81f_0ffe); // str x30, [sp, #-16]!
+        }
+        match t {
+            Target::Label(l) => {
+                if link {
+                    self.fix(FIX_JAL, l.0);
+                    self.put(0x9400_0000); // bl
+                } else {
+                    self.jump_to(FIX_JMP, None, l.0);
+                }
+            }
+            Target::Reg(r) => {
+                let op = if link { 0xd63f_0000 } else { 0xd61f_0000 };
+                self.put(op | (g(r) as u32) << 5);
+            }
+            Target::Addr(a) => {
+                self.movi(true, IP0, a as i64);
+                let op = if link { 0xd63f_0000 } else { 0xd61f_0000 };
+                self.put(op | (IP0 as u32) << 5);
+            }
+        }
+        if link {
+            self.put(0xf841_07fe); // ldr x30, [sp], #16
+        }
+    }
+
+    fn emit_place(&mut self, m: &'static str, l: Label) {
+        self.buf.insn(m);
+        let pos = self.buf.pos() as u32;
+        match self.labels.get_mut(l.0 as usize) {
+            Some(p) if *p == UNPLACED => *p = pos,
+            Some(_) => self.buf.fail(m, ErrorKind::LabelPlacedTwice { label: l.0 }),
+            None => self.buf.fail(m, ErrorKind::UnknownLabel { label: l.0 }),
+        }
+    }
+
+    fn emit_jump_table(&mut self, m: &'static str, idx: u8, targets: &[Label]) {
+        self.buf.insn(m);
+        self.buf.reserve(m, 4 * targets.len() + 32);
+        // adr x17, table; ldrsw x16, [x17, idx, lsl 2]; add x17, x17, x16; br x17
+        self.put(0x1000_0000 | (16 >> 2) << 5 | IP1 as u32);
+        self.put(0xb8a0_7800 | (g(idx) as u32) << 16 | (IP1 as u32) << 5 | IP0 as u32);
+        self.rrr(0x8b00_0000, IP1, IP1, IP0);
+        self.put(0xd61f_0000 | (IP1 as u32) << 5);
+        let table = self.buf.pos() as u32;
+        let index = self.buf.index();
+        for l in targets {
+            self.tables.push((
+                Fixup {
+                    at: self.buf.pos() as u32,
+                    label: l.0,
+                    index,
+                    kind: FIX_TABLE,
+                },
+                table,
+            ));
+            self.put(0);
+        }
+        self.buf.resync(m);
+    }
+}
+
+// ===========================================================================
+// 6. Prologue, epilogue and end
+// ===========================================================================
+
+impl A64 {
+    fn enter(&mut self, sig: &Signature, params: &[AnyReg], moves: bool) {
+        self.buf.reset();
+        self.labels.clear();
+        self.fixups.clear();
+        self.tables.clear();
+        self.pool.clear();
+        self.pool_refs.clear();
+        self.locals = 0;
+        self.nlocals = 0;
+        self.frame = false;
+        self.ret_ty = None;
+        self.last_ret = None;
+        self.align = 1;
+        if moves {
+            self.buf.reserve("lambda", 16 * params.len());
+            for (&r, loc) in params.iter().zip(abi_layout(sig.params())) {
+                match loc {
+                    ArgLoc::Reg(n) if n != r.n => {
+                        if r.ty.is_float() {
+                            self.fmov(Ty::D, v(r.n), v(n))
+                        } else {
+                            self.mov(true, g(r.n), g(n))
+                        }
+                    }
+                    ArgLoc::Reg(_) => {}
+                    ArgLoc::Stack(slot) => {
+                        self.frame = true;
+                        let off = Src::I(16 + 8 * slot as i64);
+                        match r.ty {
+                            Ty::F => self.mem(LDR_S, v(r.n), FP, off),
+                            Ty::D => self.mem(LDR_D, v(r.n), FP, off),
+                            _ => self.mem(LDR_X, g(r.n), FP, off),
+                        }
+                    }
+                }
+            }
+            self.buf.rebase();
+        }
+    }
+
+    fn emit_ret(&mut self, m: &'static str, ty: Ty, r: u8) {
+        self.buf.insn(m);
+        match self.ret_ty {
+            None => self.ret_ty = Some(ty),
+            Some(t) if t != ty => {
+                return self.buf.fail(
+                    m,
+                    ErrorKind::TypeMismatch {
+                        expected: t,
+                        found: ty,
+                    },
+                );
+            }
+            _ => {}
+        }
+        match ty {
+            Ty::V => {}
+            Ty::F | Ty::D => self.fmov(ty, 0, v(r)),
+            _ => self.mov(ty.is_64(), 0, g(r)),
+        }
+        let at = self.buf.pos();
+        self.fix(FIX_RET, EPILOGUE);
+        self.put(0x1400_0000);
+        self.last_ret = Some(at);
+    }
+
+    fn link(&mut self, alloc: &RegAlloc, sig: Signature, name: Option<String>) -> Result<Code, Error> {
+        if let Some(e) = self.buf.err.take() {
+            return Err(e);
+        }
+        let end_index = self.buf.index().wrapping_add(1);
+        let err = |index, method, kind| Error {
+            index,
+            method,
+            kind,
+        };
+        // A body ending in `b epilogue` falls through instead.
+        if let Some(at) = self.last_ret {
+            if at + 4 == self.buf.pos() {
+                self.buf.truncate(at);
+                self.fixups.pop();
+                for l in self.labels.iter_mut() {
+                    if *l != UNPLACED && *l as usize > at {
+                        *l = at as u32;
+                    }
+                }
+            }
+        }
+        let body_len = self.buf.pos();
+        let mut saves = [alloc.used_callee[0], alloc.used_callee[1]];
+        match self.ret_ty {
+            // The result register carries the value out: never restored.
+            Some(Ty::F | Ty::D) => saves[1] &= !1,
+            Some(Ty::V) | None => {}
+            Some(_) => saves[0] &= !regfile::bit(regfile::gpr::X0),
+        }
+        let frame = self.frame || saves != [0, 0] || self.locals > 0;
+        let mut pro: Vec<u8> = Vec::with_capacity(64);
+        let mut epi: Vec<u8> = Vec::with_capacity(64);
+        if frame {
+            let size = ((regfile::SAVE_AREA + self.locals + 15) & !15) as i64;
+            pro.w(0xa9bf_7bfd); // stp x29, x30, [sp, #-16]!
+            pro.w(0x9100_03fd); // mov x29, sp
+            add_imm_to(&mut pro, true, SP, SP, -size);
+            for n in 0..16u8 {
+                if saves[0] & (1 << n) != 0 {
+                    let off = Src::I(regfile::gpr_save_slot(n) as i64);
+                    mem_to(&mut pro, STR_X, g(n), FP, off);
+                    mem_to(&mut epi, LDR_X, g(n), FP, off);
+                }
+                if saves[1] & (1 << n) != 0 {
+                    let off = Src::I(regfile::xmm_save_slot(n) as i64);
+                    mem_to(&mut pro, STR_Q, v(n), FP, off);
+                    mem_to(&mut epi, LDR_Q, v(n), FP, off);
+                }
+            }
+            epi.w(0x9100_03bf); // mov sp, x29
+            epi.w(0xa8c1_7bfd); // ldp x29, x30, [sp], #16
+        }
+        epi.w(0xd65f_03c0); // ret
+        while pro.len() % self.align != 0 {
+            pro.w(NOP);
+        }
+        let epi_at = body_len as u32;
+        let epi_len = epi.len();
+        let pool_at = (body_len + epi_len + 7) & !7;
+        while body_len + epi.len() < pool_at {
+            epi.w(0); // udf
+        }
+        for i in 0..self.fixups.len() {
+            let f = self.fixups[i];
+            let target = if f.label == EPILOGUE {
+                epi_at
+            } else {
+                match self.labels.get(f.label as usize) {
+                    Some(&p) if p != UNPLACED => p,
+                    Some(_) => {
+                        return Err(err(f.index, f.method(), ErrorKind::UnplacedLabel { label: f.label }));
+                    }
+                    None => {
+                        return Err(err(f.index, f.method(), ErrorKind::UnknownLabel { label: f.label }));
+                    }
+                }
+            };
+            let at = f.at as usize;
+            let word = u32::from_le_bytes(self.buf.bytes()[at..at + 4].try_into().unwrap_or([0; 4]));
+            if f.label == EPILOGUE && !frame {
+                self.buf.patch4(at, 0xd65f_03c0); // the epilogue is a bare ret
+                continue;
+            }
+            let rel = target as i64 - f.at as i64;
+            let patched = if f.kind < 6 {
+                if !fits(rel, 19) {
+                    return Err(err(
+                        f.index,
+                        f.method(),
+                        ErrorKind::Unsupported(
+                            "aarch64: a forward conditional branch beyond b.cond's ±1 MiB",
+                        ),
+                    ));
+                }
+                word | ((rel >> 2) as u32 & 0x7ffff) << 5
+            } else {
+                word | ((rel >> 2) as u32 & 0x03ff_ffff)
+            };
+            self.buf.patch4(at, patched);
+        }
+        for &(at, slot) in &self.pool_refs {
+            let rel = (pool_at as i64 + 8 * slot as i64) - at as i64;
+            if !fits(rel, 19) {
+                return Err(err(
+                    end_index,
+                    "end",
+                    ErrorKind::Unsupported("aarch64: a constant beyond ±1 MiB of its use"),
+                ));
+            }
+            let at = at as usize;
+            let word = u32::from_le_bytes(self.buf.bytes()[at..at + 4].try_into().unwrap_or([0; 4]));
+            let patched = if word & 0x9f00_0000 == 0x1000_0000 {
+                // adr: immlo in 30:29, immhi in 23:5
+                word | ((rel as u32) & 3) << 29 | (((rel >> 2) as u32) & 0x7ffff) << 5
+            } else {
+                word | (((rel >> 2) as u32) & 0x7ffff) << 5
+            };
+            self.buf.patch4(at, patched);
+        }
+        for &(f, table) in &self.tables {
+            let target = match self.labels.get(f.label as usize) {
+                Some(&p) if p != UNPLACED => p,
+                found => {
+                    let label = f.label;
+                    return Err(err(
+                        f.index,
+                        f.method(),
+                        match found {
+                            Some(_) => ErrorKind::UnplacedLabel { label },
+                            None => ErrorKind::UnknownLabel { label },
+                        },
+                    ));
+                }
+            };
+            self.buf.patch4(f.at as usize, target.wrapping_sub(table));
+        }
+        let total = pro.len() + body_len + epi.len() + self.pool.len();
+        let mut words = vec![0u64; total.div_ceil(8)];
+        {
+            // SAFETY: a u64 buffer viewed as its bytes.
+            let bytes = unsafe {
+                std::slice::from_raw_parts_mut(words.as_mut_ptr() as *mut u8, words.len() * 8)
+            };
+            let mut at = 0;
+            for part in [&pro[..], self.buf.bytes(), &epi[..], &self.pool[..]] {
+                bytes[at..at + part.len()].copy_from_slice(part);
+                at += part.len();
+            }
+        }
+        let code = Code {
+            words,
+            prologue: pro.len(),
+            body: body_len,
+            code_len: pro.len() + body_len + epi_len,
+            sig,
+            ret: self.ret_ty.unwrap_or(Ty::V),
+            name,
+        };
+        sync_icache(code.addr(), code.code_len);
+        Ok(code)
+    }
+}
+
+/// Makes freshly written code visible to instruction fetch: on an aarch64
+/// host, `__clear_cache` (`dc cvau` / `ic ivau` over the range, then `dsb
+/// ish; isb`); elsewhere (this backend under emulation) nothing, since the
+/// emulator translates the code afresh.
+#[inline]
+fn sync_icache(addr: usize, len: usize) {
+    #[cfg(target_arch = "aarch64")]
+    {
+        unsafe extern "C" {
+            fn __clear_cache(start: *mut std::ffi::c_char, end: *mut std::ffi::c_char);
+        }
+        // SAFETY: the range is the code just written, owned by the caller.
+        unsafe { __clear_cache(addr as *mut _, (addr + len) as *mut _) };
+    }
+    #[cfg(not(target_arch = "aarch64"))]
+    let _ = (addr, len);
+}
+
+/// A function generated by the aarch64 backend: its A64 code, with the
+/// constants after it, in memory of this process. On this x86-64 host it
+/// runs under emulation ([`Invoke`](crate::Invoke) with the `emu` feature).
+pub struct Code {
+    words: Vec<u64>,
+    prologue: usize,
+    body: usize,
+    code_len: usize,
+    pub(crate) sig: Signature,
+    ret: Ty,
+    name: Option<String>,
+}
+
+impl Code {
+    /// The entry address (of the code in this process's memory).
+    pub fn addr(&self) -> usize {
+        self.words.as_ptr() as usize
+    }
+
+    /// Bytes of machine code (prologue, body, epilogue; without constants).
+    pub fn len(&self) -> usize {
+        self.code_len
+    }
+
+    /// True if the function has no code (never).
+    pub fn is_empty(&self) -> bool {
+        self.code_len == 0
+    }
+
+    /// The parameter types.
+    pub fn signature(&self) -> &Signature {
+        &self.sig
+    }
+
+    /// The return type.
+    pub fn ret_type(&self) -> Ty {
+        self.ret
+    }
+
+    /// The name given with [`Func::name`](crate::Func::name), if any.
+    pub fn name(&self) -> Option<&str> {
+        self.name.as_deref()
+    }
+
+    /// Code and constants, as placed in memory.
+    pub fn image(&self) -> &[u8] {
+        // SAFETY: a u64 buffer viewed as its bytes.
+        unsafe { std::slice::from_raw_parts(self.words.as_ptr() as *const u8, self.words.len() * 8) }
+    }
+
+    /// The machine code bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &self.image()[..self.code_len]
+    }
+
+    /// Offsets of the body and the epilogue in [`bytes`](Code::bytes).
+    pub fn parts(&self) -> (usize, usize) {
+        (self.prologue, self.prologue + self.body)
+    }
+
+    /// The instruction words, one per line with its offset, the parts marked.
+    pub fn listing(&self) -> String {
+        let mut s = String::new();
+        for (i, w) in self.bytes().chunks_exact(4).enumerate() {
+            let at = 4 * i;
+            if at == 0 {
+                s.push_str("; prologue\n");
+            }
+            if at == self.prologue {
+                s.push_str("; body\n");
+            }
+            if at == self.prologue + self.body {
+                s.push_str("; epilogue\n");
+            }
+            let w = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+            s.push_str(&format!("{at:6x}: {w:08x}\n"));
+        }
+        s
+    }
+}
+
+impl std::fmt::Debug for Code {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("aarch64::Code")
+            .field("name", &self.name)
+            .field("addr", &format_args!("{:#x}", self.addr()))
+            .field("len", &self.code_len)
+            .field("sig", &self.sig)
+            .field("ret", &self.ret)
+            .finish()
+    }
+}
+
+impl crate::Invoke for Code {
+    fn params(&self) -> &[Ty] {
+        self.sig.params()
+    }
+
+    fn ret_type(&self) -> Ty {
+        self.ret
+    }
+
+    unsafe fn invoke(&self, args: &[Value]) -> Result<Value, InvokeError> {
+        crate::abi::check_args(self.sig.params(), args)?;
+        Aapcs64.check_call(args)?;
+        #[cfg(feature = "emu")]
+        {
+            // SAFETY: the caller vouches for running this code.
+            unsafe { crate::emu::call(self.addr(), args, self.ret) }.map_err(|e| {
+                InvokeError::Fault(Fault {
+                    index: 0,
+                    method: "invoke",
+                    kind: FaultKind::Unsupported(e.0),
+                })
+            })
+        }
+        #[cfg(not(feature = "emu"))]
+        unreachable!("check_call refuses without emulation")
+    }
+}
+
+// ===========================================================================
+// 7. Extensions (native encoders for `ext`)
+// ===========================================================================
+
+impl A64 {
+    /// Starts an extension instruction.
+    #[inline(always)]
+    pub fn insn(&mut self, m: &'static str) {
+        self.buf.insn(m);
+    }
+
+    /// `fsqrt rd, a`.
+    pub fn sqrt(&mut self, ty: Ty, rd: u8, a: u8) {
+        self.put(0x1e21_c000 | ftype(ty) | (v(a) as u32) << 5 | v(rd) as u32);
+    }
+
+    /// Byte swaps: `rd` = the low `bits` bits of `a` byte-swapped,
+    /// zero-extended (`rev16`+`uxth`, `rev w`, `rev x`).
+    pub fn bswap(&mut self, bits: u32, rd: u8, a: u8) {
+        let (rd, a) = (g(rd), g(a));
+        match bits {
+            16 => {
+                self.put(0x5ac0_0400 | (a as u32) << 5 | rd as u32); // rev16 wd, wa
+                self.put(0x5300_3c00 | (rd as u32) << 5 | rd as u32); // uxth
+            }
+            32 => self.put(0x5ac0_0800 | (a as u32) << 5 | rd as u32),
+            _ => self.put(0xdac0_0c00 | (a as u32) << 5 | rd as u32),
+        }
+    }
+
+    /// `rd = popcount(a)` through the SIMD unit: `fmov d31, a; cnt v31.8b;
+    /// addv b31, v31.8b; fmov rd, s31`.
+    pub fn popcnt(&mut self, w: bool, rd: u8, a: u8) {
+        let (rd, a) = (g(rd), g(a));
+        if w {
+            self.put(0x9e67_0000 | (a as u32) << 5 | V31 as u32);
+        } else {
+            self.put(0x1e27_0000 | (a as u32) << 5 | V31 as u32);
+        }
+        self.put(0x0e20_5800 | (V31 as u32) << 5 | V31 as u32); // cnt v31.8b, v31.8b
+        self.put(0x0e31_b800 | (V31 as u32) << 5 | V31 as u32); // addv b31, v31.8b
+        self.put(0x1e26_0000 | (V31 as u32) << 5 | rd as u32); // fmov wd, s31
+    }
+
+    /// `rd = c != 0 ? a : b`: `cmp c, #0; csel`.
+    pub fn select(&mut self, w: bool, rd: u8, c: u8, a: u8, b: u8) {
+        self.cmp(w, g(c), Src::I(0));
+        self.csel(w, g(rd), g(a), g(b), NE);
+    }
+
+    /// `rd = a < b ? a : b` (or `>` for `max`): `cmp`/`fcmp` and `csel`/`fcsel`.
+    pub fn minmax(&mut self, ty: Ty, max: bool, rd: u8, a: u8, b: u8) {
+        if ty.is_float() {
+            self.fcmp(ty, v(a), v(b));
+            let cc = if max { GT } else { MI };
+            // fcsel rd, a, b, cc
+            self.put(0x1e20_0c00 | ftype(ty) | (v(b) as u32) << 16 | (cc as u32) << 12 | (v(a) as u32) << 5 | v(rd) as u32);
+        } else {
+            self.cmp(ty.is_64(), g(a), Src::R(g(b)));
+            let cc = cc_int(if max { Cond::Gt } else { Cond::Lt }, ty.is_signed());
+            self.csel(ty.is_64(), g(rd), g(a), g(b), cc);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn logical_immediates_encode_as_the_architecture_does() {
+        // Known encodings (N:immr:imms) from the A64 reference.
+        assert_eq!(logical_imm(0xff, true), Some(0b1_000000_000111));
+        assert_eq!(logical_imm(0x5555_5555_5555_5555, true), Some(0b0_000000_111100));
+        assert_eq!(logical_imm(0xffff_0000, false), Some(0b0_010000_001111));
+        assert_eq!(logical_imm(0, true), None);
+        assert_eq!(logical_imm(!0, true), None);
+        assert_eq!(logical_imm(0x1234, true), None);
+    }
+
+    #[test]
+    fn fmov_immediates_round_trip() {
+        assert_eq!(fmov_imm8(Ty::D, 1.0f64.to_bits()), Some(0x70));
+        assert_eq!(fmov_imm8(Ty::F, 1.0f32.to_bits() as u64), Some(0x70));
+        assert_eq!(fmov_imm8(Ty::D, (-2.5f64).to_bits()), Some(0x84));
+        assert_eq!(fmov_imm8(Ty::D, 0.1f64.to_bits()), None);
+    }
+
+    #[test]
+    fn movi_uses_the_fewest_instructions() {
+        let n = |w, v| {
+            let mut s: Vec<u8> = Vec::new();
+            movi_to(&mut s, w, 0, v);
+            s.len() / 4
+        };
+        assert_eq!(n(true, 0), 1);
+        assert_eq!(n(true, -1), 1);
+        assert_eq!(n(true, 0x1234_0000), 1);
+        assert_eq!(n(true, 0x1234_5678_9abc_def0), 4);
+        assert_eq!(n(true, 0x00ff_00ff_00ff_00ff), 1);
+        assert_eq!(n(false, -2), 1);
+    }
+}
