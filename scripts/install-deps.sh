@@ -3,7 +3,8 @@
 # are missing: a JDK (jive's test applets are compiled by javac and its
 # differential tests run HotSpot), valgrind (callgrind instruction counts),
 # libpcap (dpf's differential tests and benchmark peer, loaded at run time)
-# and iproute2 (`ip`: unet's tests between two network namespaces).
+# iproute2 (`ip`: unet's tests between two network namespaces), and cmake
+# and libclang (vcode's aarch64 emulation, feature `emu`).
 # Needs root and apt-get; elsewhere it says what to install and carries on,
 # and the tests that need a missing package skip with a printed reason.
 set -euo pipefail
@@ -13,6 +14,10 @@ command -v javac >/dev/null 2>&1 || need+=(openjdk-17-jdk-headless)
 command -v valgrind >/dev/null 2>&1 || need+=(valgrind)
 [[ -e /usr/include/pcap/pcap.h || -e /usr/include/pcap.h ]] || need+=(libpcap-dev)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
+# vcode's feature `emu` (the aarch64 backend under emulation) builds the
+# Unicorn emulator from C source: cmake, and libclang for its bindings.
+command -v cmake >/dev/null 2>&1 || need+=(cmake)
+compgen -G "/usr/lib/llvm-*/lib/libclang*.so*" >/dev/null || need+=(libclang-dev)
 
 if ((${#need[@]} == 0)); then
     exit 0

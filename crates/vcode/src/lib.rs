@@ -69,10 +69,13 @@
 //! * `libc`: `memfd_create`, `mmap`, `mprotect` for W^X executable memory.
 //! * `thiserror`: the typed errors.
 
+pub mod aarch64;
 pub mod abi;
 pub mod backend;
 mod buf;
 pub mod debug;
+#[cfg(feature = "emu")]
+pub mod emu;
 mod error;
 pub mod ext;
 mod func;
