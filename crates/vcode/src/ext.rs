@@ -9,6 +9,9 @@
 //! * `x86_64 => |x, ty, rd, [srcs..]| ...`: a native mapping, calling the
 //!   encoders of [`X64`] (optionally guarded by a
 //!   CPU-feature test, `x86_64 if cond => ...`);
+//! * `aarch64 => |a, ty, rd, [srcs..]| ...`: a native mapping on the
+//!   aarch64 backend, calling the encoders of [`A64`](crate::aarch64::A64)
+//!   (section 7 of `aarch64.rs`);
 //! * `eval => |ty, &[u64]| -> u64`: the meaning on register bits, which the
 //!   reference backend executes;
 //! * `core => |f| { ... }`: a definition in terms of core vcode
@@ -52,6 +55,7 @@ use crate::Operand;
 use crate::backend::Backend;
 use crate::func::Func;
 use crate::ty::{P, Reg, Type};
+use crate::aarch64::A64;
 use crate::x86_64::X64;
 
 /// The targets an extension entry has a native mapping for: the backend as
@@ -60,12 +64,18 @@ use crate::x86_64::X64;
 pub trait Targets {
     /// The x86-64 emitter.
     fn x86(&mut self) -> Option<&mut X64>;
+    /// The aarch64 emitter.
+    fn aarch64(&mut self) -> Option<&mut A64>;
 }
 
 impl<B: Backend> Targets for B {
     #[inline(always)]
     fn x86(&mut self) -> Option<&mut X64> {
         self.downcast::<X64>()
+    }
+    #[inline(always)]
+    fn aarch64(&mut self) -> Option<&mut A64> {
+        self.downcast::<A64>()
     }
 }
 
@@ -79,6 +89,7 @@ macro_rules! extensions {
                 $(#[$m:meta])*
                 fn $name:ident($rd:ident $(, $arg:ident)*): $bound:ident for [$($ty:ident),* $(,)?] {
                     $( x86_64 $(if $guard:expr)? => $x86:expr; )?
+                    $( aarch64 => $a64:expr; )?
                     $( eval => $eval:expr; )?
                     $( core => |$f:ident| $core:block; )?
                 }
@@ -113,6 +124,13 @@ macro_rules! extensions {
                                 ($x86)(x, <T as $crate::Type>::TY, $rd.num(), args);
                                 return;
                             }
+                        }
+                    )?
+                    $(
+                        if let Some(x) = $crate::Backend::downcast::<$crate::aarch64::A64>(self.backend()) {
+                            x.insn(NAME);
+                            ($a64)(x, <T as $crate::Type>::TY, $rd.num(), args);
+                            return;
                         }
                     )?
                     $(
@@ -249,6 +267,7 @@ extensions! {
         /// `rd = sqrt(a)`.
         fn sqrt(rd, a): Float for [F, D] {
             x86_64 => |x: &mut crate::X64, ty, rd, [a]: [u8; 1]| x.sqrt(ty, rd, a);
+            aarch64 => |x: &mut crate::aarch64::A64, ty, rd, [a]: [u8; 1]| x.sqrt(ty, rd, a);
             eval => |ty, v: &[u64]| if ty == crate::Ty::F { f32b(v[0]).sqrt().to_bits() as u64 } else { f64::from_bits(v[0]).sqrt().to_bits() };
         }
     }
@@ -258,22 +277,26 @@ extensions! {
         /// `rd` = the low 16 bits of `a` byte-swapped, zero-extended.
         fn bswap16(rd, a): Int for [I, U, L, UL] {
             x86_64 => |x: &mut crate::X64, ty: crate::Ty, rd, [a]: [u8; 1]| { x.copy(ty, rd, a); x.bswap(16, rd) };
+            aarch64 => |x: &mut crate::aarch64::A64, _ty, rd, [a]: [u8; 1]| x.bswap(16, rd, a);
             eval => |_, v: &[u64]| (v[0] as u16).swap_bytes() as u64;
         }
         /// `rd` = the low 32 bits of `a` byte-swapped (zero-extended for `l`/`ul`).
         fn bswap32(rd, a): Int for [I, U, L, UL] {
             x86_64 => |x: &mut crate::X64, ty: crate::Ty, rd, [a]: [u8; 1]| { x.copy(crate::Ty::U, rd, a); let _ = ty; x.bswap(32, rd) };
+            aarch64 => |x: &mut crate::aarch64::A64, _ty, rd, [a]: [u8; 1]| x.bswap(32, rd, a);
             eval => |_, v: &[u64]| (v[0] as u32).swap_bytes() as u64;
         }
         /// `rd` = the 64 bits of `a` byte-swapped.
         fn bswap64(rd, a): Int for [L, UL] {
             x86_64 => |x: &mut crate::X64, ty: crate::Ty, rd, [a]: [u8; 1]| { x.copy(ty, rd, a); x.bswap(64, rd) };
+            aarch64 => |x: &mut crate::aarch64::A64, _ty, rd, [a]: [u8; 1]| x.bswap(64, rd, a);
             eval => |_, v: &[u64]| v[0].swap_bytes();
         }
         /// `rd` = each 32-bit half of `a` byte-swapped in place (x86-64:
         /// `bswap` and `rol 32`): a 32-bit byte swap of two words at once.
         fn bswap32x2(rd, a): Int for [UL] {
             x86_64 => |x: &mut crate::X64, ty: crate::Ty, rd, [a]: [u8; 1]| { x.copy(ty, rd, a); x.bswap(64, rd); enc_shift(x, 0, rd, 32) };
+            aarch64 => |x: &mut crate::aarch64::A64, _ty, rd, [a]: [u8; 1]| x.bswap(3232, rd, a);
             eval => |_, v: &[u64]| v[0].swap_bytes().rotate_left(32);
         }
         /// `rd = ((a >> 8) & m) | ((a & m) << 8)`. With `m` holding
@@ -295,6 +318,7 @@ extensions! {
                 enc_shift(x, 4, rd, 8);
                 enc_alu(x, true, 0x09, rd, R11);
             };
+            aarch64 => |x: &mut crate::aarch64::A64, _ty, rd, [a, m]: [u8; 2]| x.bswap16x4(rd, a, m);
             eval => |_, v: &[u64]| ((v[0] >> 8) & v[1]) | ((v[0] & v[1]) << 8);
         }
     }
@@ -304,6 +328,7 @@ extensions! {
         /// `rd` = the number of one bits in `a`.
         fn popcount(rd, a): Int for [I, U, L, UL] {
             x86_64 if has_popcnt() => |x: &mut crate::X64, ty: crate::Ty, rd, [a]: [u8; 1]| x.popcnt(ty.is_64(), rd, a);
+            aarch64 => |x: &mut crate::aarch64::A64, ty: crate::Ty, rd, [a]: [u8; 1]| x.popcnt(ty.is_64(), rd, a);
             core => |f| {
                 // Clear the lowest set bit until none is left.
                 let regs = (f.getreg::<T>(crate::Class::Temp), f.getreg::<T>(crate::Class::Temp));
@@ -341,6 +366,7 @@ extensions! {
                     x.test_cmovnz(w, c, rd, a);
                 }
             };
+            aarch64 => |x: &mut crate::aarch64::A64, ty: crate::Ty, rd, [c, a, b]: [u8; 3]| x.select(ty.is_64(), rd, c, a, b);
             core => |f| {
                 let (yes, done) = (f.genlabel(), f.genlabel());
                 f.bne(c, Operand::Imm(0), yes);
@@ -359,6 +385,7 @@ extensions! {
         /// `rd = a < b ? a : b`.
         fn min(rd, a, b): Type for [I, U, L, UL, P, F, D] {
             x86_64 => |x: &mut crate::X64, ty: crate::Ty, rd, [a, b]: [u8; 2]| x.minmax(ty, false, rd, a, b);
+            aarch64 => |x: &mut crate::aarch64::A64, ty: crate::Ty, rd, [a, b]: [u8; 2]| x.minmax(ty, false, rd, a, b);
             core => |f| {
                 let (take_a, done) = (f.genlabel(), f.genlabel());
                 f.blt(a, b, take_a);
@@ -372,6 +399,7 @@ extensions! {
         /// `rd = a > b ? a : b`.
         fn max(rd, a, b): Type for [I, U, L, UL, P, F, D] {
             x86_64 => |x: &mut crate::X64, ty: crate::Ty, rd, [a, b]: [u8; 2]| x.minmax(ty, true, rd, a, b);
+            aarch64 => |x: &mut crate::aarch64::A64, ty: crate::Ty, rd, [a, b]: [u8; 2]| x.minmax(ty, true, rd, a, b);
             core => |f| {
                 let (take_a, done) = (f.genlabel(), f.genlabel());
                 f.bgt(a, b, take_a);
@@ -398,6 +426,7 @@ extensions! {
                     x.add_end_around(w, rd, b);
                 }
             };
+            aarch64 => |x: &mut crate::aarch64::A64, ty: crate::Ty, rd, [a, b]: [u8; 2]| x.add1c(ty.is_64(), rd, a, b);
             core => |f| {
                 let Ok(t) = f.getreg::<T>(crate::Class::Temp) else {
                     return f.fail("add1c", crate::ErrorKind::RegistersExhausted { class: "temporary", what: "integer" });
