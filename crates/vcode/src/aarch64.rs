@@ -1855,7 +1855,8 @@ impl A64 {
     }
 
     /// Byte swaps: `rd` = the low `bits` bits of `a` byte-swapped,
-    /// zero-extended (`rev16`+`uxth`, `rev w`, `rev x`).
+    /// zero-extended (`rev16`+`uxth`, `rev w`, `rev x`); `bits` 3232: each
+    /// 32-bit half swapped in place (`rev32 x`).
     pub fn bswap(&mut self, bits: u32, rd: u8, a: u8) {
         let (rd, a) = (g(rd), g(a));
         match bits {
@@ -1864,8 +1865,26 @@ impl A64 {
                 self.put(0x5300_3c00 | (rd as u32) << 5 | rd as u32); // uxth
             }
             32 => self.put(0x5ac0_0800 | (a as u32) << 5 | rd as u32),
+            3232 => self.put(0xdac0_0800 | (a as u32) << 5 | rd as u32),
             _ => self.put(0xdac0_0c00 | (a as u32) << 5 | rd as u32),
         }
+    }
+
+    /// `rd = ((a >> 8) & m) | ((a & m) << 8)` (64-bit).
+    pub fn bswap16x4(&mut self, rd: u8, a: u8, m: u8) {
+        let (rd, a, m) = (g(rd), g(a), g(m));
+        self.put(0xd348_fc00 | (a as u32) << 5 | IP0 as u32); // lsr x16, a, #8
+        self.rrr(0x8a00_0000, IP0, IP0, m);
+        self.rrr(0x8a00_0000, IP1, a, m);
+        self.put(0xd378_dc00 | (IP1 as u32) << 5 | IP1 as u32); // lsl x17, x17, #8
+        self.rrr(0xaa00_0000, rd, IP0, IP1);
+    }
+
+    /// `rd = a + b + carry(a + b)`: `adds` and `cinc rd, rd, cs`.
+    pub fn add1c(&mut self, w: bool, rd: u8, a: u8, b: u8) {
+        let (rd, a, b) = (g(rd), g(a), g(b));
+        self.rrr(sf(w) | 0x2b00_0000, rd, a, b);
+        self.put(sf(w) | 0x1a80_0400 | (rd as u32) << 16 | (LO as u32) << 12 | (rd as u32) << 5 | rd as u32);
     }
 
     /// `rd = popcount(a)` through the SIMD unit: `fmov d31, a; cnt v31.8b;
