@@ -50,6 +50,18 @@ const TIMEOUT_US: u64 = 20_000_000;
 struct State {
     mapped: Vec<u64>,
     count: u64,
+    /// The address of the last access that could not be mapped.
+    bad: u64,
+}
+
+thread_local! {
+    static LAST_STOP: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 0)) };
+}
+
+/// Where the last emulated call on this thread stopped with an error: the
+/// program counter and the address it could not access (for diagnostics).
+pub fn last_stop() -> (u64, u64) {
+    LAST_STOP.with(|c| c.get())
 }
 
 struct Emu {
@@ -85,7 +97,14 @@ impl Emu {
                 let last = (addr + size.max(1) as u64 - 1) & !(PAGE - 1);
                 let mut page = first;
                 while page <= last {
+                    // An access across a page boundary: the first page may
+                    // be mapped already.
+                    if uc.get_data().mapped.contains(&page) {
+                        page += PAGE;
+                        continue;
+                    }
                     if page >= 1 << 47 || !host_mapped(page) {
+                        uc.get_data_mut().bad = addr;
                         return false;
                     }
                     // SAFETY: the host page exists (checked above) and stays
@@ -158,6 +177,8 @@ impl Emu {
             let _ = uc.mem_unmap(p, PAGE);
         }
         if let Err(e) = r {
+            let bad = uc.get_data().bad;
+            LAST_STOP.with(|c| c.set((pc, bad)));
             use unicorn_engine::uc_error as E;
             return Err(EmuError(match e {
                 E::READ_UNMAPPED | E::WRITE_UNMAPPED => "emulation: access to unmapped memory",
