@@ -1527,6 +1527,8 @@ impl A64 {
         match ty {
             Ty::V => {}
             Ty::F | Ty::D => self.fmov(ty, 0, v(r)),
+            // The caller reads only w0 of a 32-bit result.
+            _ if g(r) == 0 => {}
             _ => self.mov(ty.is_64(), 0, g(r)),
         }
         let at = self.buf.pos();
@@ -1793,6 +1795,41 @@ impl Code {
             }
             let w = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
             s.push_str(&format!("{at:6x}: {w:08x}\n"));
+        }
+        s
+    }
+}
+
+#[cfg(feature = "emu")]
+impl Code {
+    /// A listing of the machine code (yaxpeax-arm), with the vcode
+    /// function's parts marked.
+    pub fn disassemble(&self) -> String {
+        self.disassemble_marked(&[])
+    }
+
+    /// [`Code::disassemble`] with the client's own headings at body
+    /// offsets (as given by [`Func::code_offset`](crate::Func::code_offset)).
+    pub fn disassemble_marked(&self, marks: &[(usize, String)]) -> String {
+        use yaxpeax_arch::{Decoder, U8Reader};
+        let mut all: Vec<(usize, &str)> = vec![(0, "prologue")];
+        all.extend(marks.iter().map(|(at, t)| (self.prologue + at, t.as_str())));
+        all.push((self.prologue + self.body, "epilogue"));
+        all.sort_by_key(|m| m.0);
+        let dec = yaxpeax_arm::armv8::a64::InstDecoder::default();
+        let mut s = String::new();
+        let base = self.addr();
+        for (i, w) in self.bytes().chunks_exact(4).enumerate() {
+            let at = 4 * i;
+            for (_, t) in all.iter().filter(|m| m.0 == at) {
+                s.push_str(&format!("; {t}\n"));
+            }
+            let word = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+            let text = match dec.decode(&mut U8Reader::new(w)) {
+                Ok(insn) => insn.to_string(),
+                Err(e) => format!("(invalid: {e})"),
+            };
+            s.push_str(&format!("{:12x}:  {word:08x}  {text}\n", base + at));
         }
         s
     }
