@@ -4,7 +4,8 @@
 # differential tests run HotSpot), valgrind (callgrind instruction counts),
 # libpcap (dpf's differential tests and benchmark peer, loaded at run time)
 # iproute2 (`ip`: unet's tests between two network namespaces), and cmake
-# and libclang (vcode's aarch64 emulation, feature `emu`).
+# and libclang (vcode's aarch64 emulation, feature `emu`), and
+# gcc-aarch64-linux-gnu (the aarch64 kernels compared with gcc -O2).
 # Needs root and apt-get; elsewhere it says what to install and carries on,
 # and the tests that need a missing package skip with a printed reason.
 set -euo pipefail
@@ -18,6 +19,8 @@ command -v ip >/dev/null 2>&1 || need+=(iproute2)
 # Unicorn emulator from C source: cmake, and libclang for its bindings.
 command -v cmake >/dev/null 2>&1 || need+=(cmake)
 compgen -G "/usr/lib/llvm-*/lib/libclang*.so*" >/dev/null || need+=(libclang-dev)
+# vcode's aarch64 kernels test compares with gcc -O2 for aarch64.
+command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || need+=(gcc-aarch64-linux-gnu)
 
 if ((${#need[@]} == 0)); then
     exit 0
