@@ -23,6 +23,10 @@ pub const MAX_INSN: usize = 128;
 
 const INITIAL: usize = 4096;
 
+/// Instructions a refill should grant at least, growing the buffer if the
+/// limit allows.
+const MIN_GRANT: usize = 256;
+
 /// A growable code buffer with a budget of instructions.
 pub struct Buf {
     mem: Vec<u8>,
@@ -112,7 +116,14 @@ impl Buf {
     #[inline(never)]
     fn refill(&mut self, method: &'static str, extra: usize) {
         let used = self.issued.wrapping_sub(self.budget);
-        let need = self.pos() + extra + 3 * MAX_INSN;
+        let mut need = self.pos() + extra + 3 * MAX_INSN;
+        // A grant this small would bring the next refill back within a
+        // few dozen instructions: grow instead (within the limit), so
+        // that refills are rare and the buffer, kept across functions,
+        // soon needs none at all.
+        if self.mem.len() - self.pos() < MIN_GRANT * MAX_INSN && self.mem.len() * 2 <= self.limit {
+            need = need.max(self.mem.len() * 2);
+        }
         if need > self.mem.len() {
             if need > self.limit.max(3 * MAX_INSN) {
                 self.fail_at(

@@ -301,17 +301,21 @@ impl<B: Backend> Func<B> {
     /// A function begun on this `Func` and not yet ended is abandoned.
     pub fn lambda(&mut self, sig: &str, leaf: Leaf) -> Result<Params> {
         let leaf = leaf == Leaf::Yes;
-        let cache = match self.cache.take() {
-            Some(c) if c.leaf == leaf && c.text == sig => c,
-            other => self.prepare(sig, leaf, other)?,
+        // The cache is compared and read in place: moving it out and back
+        // costs two copies of a few hundred bytes per function.
+        let hit = matches!(&self.cache, Some(c) if c.leaf == leaf && c.text == sig);
+        if !hit {
+            let old = self.cache.take();
+            self.cache = Some(self.prepare(sig, leaf, old)?);
+        }
+        let Some(cache) = &self.cache else {
+            unreachable!("filled above")
         };
-        self.alloc = cache.alloc.clone();
+        self.alloc.clone_from(&cache.alloc);
         self.sig = cache.sig;
         self.name = None;
-        let (params, moves) = (cache.params, cache.moves);
-        self.cache = Some(cache);
-        self.b.begin(&self.sig, params.all(), moves);
-        Ok(params)
+        self.b.begin(&self.sig, cache.params.all(), cache.moves);
+        Ok(cache.params)
     }
 
     /// Parses `text` and assigns the parameters their registers, reusing
@@ -371,26 +375,33 @@ impl<B: Backend> Func<B> {
 
     /// A free register of `class` (`v_getreg`), in the documented priority
     /// order (see `docs/vcode.md`). A register an instruction of this
-    /// function has already named while it was not allocated (a fixed name
+    /// function has already written while it was not allocated (a fixed name
     /// such as [`Reg::t`]) is skipped until it is released with
     /// [`reserve`](Func::reserve) and [`putreg`](Func::putreg), so `getreg`
     /// never aliases a fixed name in use. When the class is exhausted it returns
     /// `RegistersExhausted` (naming the next instruction) and nothing else
     /// happens: the client may spill to a [`local`](Func::local) and carry on.
+    #[inline(always)]
     pub fn getreg<T: Type>(&mut self, class: Class) -> Result<Reg<T>> {
-        match self.alloc.getreg(class, T::TY.is_float()) {
-            Ok(n) => Ok(Reg::phys(n)),
-            Err(kind) => Err(Error {
-                index: self.b.next_index(),
-                method: "getreg",
-                kind,
-            }),
+        match self.alloc.try_getreg(class, T::TY.is_float()) {
+            Some(n) => Ok(Reg::phys(n)),
+            None => Err(self.getreg_failed(class, T::TY.is_float())),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn getreg_failed(&self, class: Class, float: bool) -> Error {
+        Error {
+            index: self.b.next_index(),
+            method: "getreg",
+            kind: RegAlloc::exhausted(class, float),
         }
     }
 
     /// How many registers of `class` for type `T` `getreg` would hand out
     /// now: a spilling client asks this instead of mirroring the pool.
-    /// Registers named by the function's instructions while free (fixed
+    /// Registers written by the function's instructions while free (fixed
     /// names) do not count, as `getreg` skips them.
     ///
     /// ```
@@ -432,9 +443,20 @@ impl<B: Backend> Func<B> {
         }
     }
 
+    /// Starts an instruction whose first register, `regs[0]`, is written:
+    /// that register is marked for `getreg` (a fixed name the function has
+    /// written is not handed out). One `or` (a constant one for a fixed
+    /// name); the reference backend checks every register.
     #[inline(always)]
     fn chk(&mut self, m: &'static str, regs: &[(bool, u8)]) {
-        self.alloc.note_used(regs);
+        self.alloc.note_used(&regs[..1]);
+        self.b.check(m, &self.alloc, regs);
+    }
+
+    /// Starts an instruction that writes no register (stores, branches,
+    /// returns, jumps): nothing is marked.
+    #[inline(always)]
+    fn chk_read(&mut self, m: &'static str, regs: &[(bool, u8)]) {
         self.b.check(m, &self.alloc, regs);
     }
 
@@ -463,7 +485,7 @@ impl<B: Backend> Func<B> {
             Operand::Reg(r) => (f, r.num()),
             Operand::Imm(_) => (f, u8::MAX),
         };
-        self.chk(m, &[(f, a.num()), bb]);
+        self.chk_read(m, &[(f, a.num()), bb]);
         self.b.branch(m, c, T::TY, a.num(), src(b), l);
     }
 
@@ -614,7 +636,7 @@ impl<B: Backend> Func<B> {
     #[inline(always)]
     pub fn st<T: Type>(&mut self, rs: Reg<T>, base: Reg<P>, off: impl Into<Operand<P>>) {
         let off = off.into();
-        self.chk(
+        self.chk_read(
             "st",
             &[
                 (T::TY.is_float(), rs.num()),
@@ -643,7 +665,7 @@ impl<B: Backend> Func<B> {
     #[inline(always)]
     pub fn stc<T: Int>(&mut self, rs: Reg<T>, base: Reg<P>, off: impl Into<Operand<P>>) {
         let off = off.into();
-        self.chk(
+        self.chk_read(
             "stc",
             &[(false, rs.num()), (false, base.num()), off_reg(off)],
         );
@@ -654,7 +676,7 @@ impl<B: Backend> Func<B> {
     #[inline(always)]
     pub fn sts<T: Int>(&mut self, rs: Reg<T>, base: Reg<P>, off: impl Into<Operand<P>>) {
         let off = off.into();
-        self.chk(
+        self.chk_read(
             "sts",
             &[(false, rs.num()), (false, base.num()), off_reg(off)],
         );
@@ -678,7 +700,7 @@ impl<B: Backend> Func<B> {
     /// `local = rs`.
     #[inline(always)]
     pub fn st_local<T: Type>(&mut self, rs: Reg<T>, l: Local<T>) {
-        self.chk("st_local", &[(T::TY.is_float(), rs.num())]);
+        self.chk_read("st_local", &[(T::TY.is_float(), rs.num())]);
         self.b
             .local_op("st_local", LocalOp::Store, T::TY, rs.num(), l.off, l.id);
     }
@@ -696,7 +718,7 @@ impl<B: Backend> Func<B> {
     /// Returns `r` (`v_ret`). Every return of a function must have the same type.
     #[inline(always)]
     pub fn ret<T: Type>(&mut self, r: Reg<T>) {
-        self.chk("ret", &[(T::TY.is_float(), r.num())]);
+        self.chk_read("ret", &[(T::TY.is_float(), r.num())]);
         self.b.ret("ret", T::TY, r.num());
     }
 
@@ -724,7 +746,7 @@ impl<B: Backend> Func<B> {
     pub fn jmp(&mut self, t: impl Into<Target>) {
         let t = t.into();
         if let Target::Reg(r) = t {
-            self.chk("jmp", &[(false, r)]);
+            self.chk_read("jmp", &[(false, r)]);
         }
         self.b.jump("jmp", false, t);
     }
@@ -737,7 +759,7 @@ impl<B: Backend> Func<B> {
     pub fn jal(&mut self, t: impl Into<Target>) {
         let t = t.into();
         if let Target::Reg(r) = t {
-            self.chk("jal", &[(false, r)]);
+            self.chk_read("jal", &[(false, r)]);
         }
         self.b.jump("jal", true, t);
     }
@@ -797,7 +819,8 @@ impl<B: Backend> Func<B> {
         if let Some(r) = rd {
             regs.push((r.ty.is_float(), r.n));
         }
-        self.chk(m, &regs);
+        self.alloc.note_used(&regs);
+        self.chk_read(m, &regs);
     }
 
     /// No operation (`v_nop`).
@@ -846,7 +869,7 @@ impl<B: Backend> Func<B> {
     /// ```
     #[inline]
     pub fn jump_table(&mut self, idx: Reg<UL>, targets: &[Label]) {
-        self.chk("jump_table", &[(false, idx.num())]);
+        self.chk_read("jump_table", &[(false, idx.num())]);
         self.b.jump_table("jump_table", idx.num(), targets);
     }
 

@@ -433,6 +433,24 @@ const fn fits32(v: i64) -> bool {
     v as i32 as i64 == v
 }
 
+/// The register fields of `rr` per register pair, indexed by
+/// `reg << 4 | rm` for a 1-byte (`[0]`) and a 2-byte (`[1]`) opcode: the
+/// REX.R and REX.B bits in the low byte and the ModRM byte (mod 11) where
+/// it goes after the REX byte and the opcode.
+static RR_FRAG: [[u32; 256]; 2] = {
+    let mut t = [[0u32; 256]; 2];
+    let mut i = 0;
+    while i < 256 {
+        let (reg, rm) = ((i >> 4) as u32, (i & 15) as u32);
+        let rex = (reg >> 3) << 2 | rm >> 3;
+        let modrm = 0xc0 | (reg & 7) << 3 | (rm & 7);
+        t[0][i] = rex | modrm << 16;
+        t[1][i] = rex | modrm << 24;
+        i += 1;
+    }
+    t
+};
+
 /// Group-1 ALU operations: `/digit` and the `op r/m, reg` opcode.
 #[derive(Copy, Clone)]
 enum Alu {
@@ -445,20 +463,21 @@ enum Alu {
 }
 
 impl X64 {
-    /// `[pfx] [REX] opc modrm(11, reg, rm)`; `opc` has `olen` bytes.
+    /// `[pfx] REX opc modrm(11, reg, rm)`; `opc` has `olen` bytes (1 or 2).
+    ///
+    /// The REX prefix is always written (`0x40` when no bit is set: harmless
+    /// in front of these forms, and it makes `spl`..`dil` the byte
+    /// registers, which is what a byte form means), so the length is a
+    /// constant, and the REX bits and ModRM byte of a register pair come
+    /// precomputed from [`RR_FRAG`]: with run-time register numbers an
+    /// instruction is a table load and an `or` (constant registers fold).
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     fn rr(&mut self, pfx: u8, w: bool, opc: u32, olen: usize, reg: u8, rm: u8, byte_regs: bool) {
-        // Built as `REX opc modrm` and shifted right by one byte when no
-        // REX is needed: with run-time register numbers that is one
-        // variable shift instead of one per field (constant registers fold
-        // either way).
-        let rex = (w as u64) << 3 | ((reg as u64 >> 3) & 1) << 2 | ((rm as u64 >> 3) & 1);
-        let need = (rex != 0 || (byte_regs && (rm & 0xc) == 4)) as usize;
-        let modrm = (0xc0 | (reg & 7) << 3 | (rm & 7)) as u64;
-        let mut word =
-            ((0x40 | rex) | (opc as u64) << 8 | modrm << (8 * olen + 8)) >> (8 - 8 * need);
-        let mut len = olen + 1 + need;
+        let _ = byte_regs; // REX is always present: spl..dil, never ah..bh.
+        let frag = RR_FRAG[olen - 1][(reg as usize & 15) << 4 | (rm as usize & 15)] as u64;
+        let mut word = frag | 0x40 | (w as u64) << 3 | (opc as u64) << 8;
+        let mut len = olen + 2;
         if pfx != 0 {
             word = pfx as u64 | word << 8;
             len += 1;
@@ -510,7 +529,7 @@ impl X64 {
             | ((reg as u64 >> 3) & 1) << 2
             | ((x as u64 >> 3) & 1) << 1
             | ((base as u64 >> 3) & 1);
-        let need = (rex != 0 || (byte_regs && (reg & 0xc) == 4)) as usize;
+        let _ = byte_regs; // REX is always present, as in `rr`.
         let md: u64 = if disp == 0 && base & 7 != 5 {
             0
         } else if fits8(disp as i64) {
@@ -533,8 +552,6 @@ impl X64 {
             word |= (disp as u8 as u64) << (8 * len);
             len += 1;
         }
-        word >>= 8 - 8 * need;
-        len -= 1 - need;
         if pfx != 0 {
             word = pfx as u64 | word << 8;
             len += 1;
