@@ -137,6 +137,7 @@ fn stack_misalignment() -> usize {
     })
 }
 
+#[allow(clippy::too_many_arguments)]
 fn nine_args_rust(a: i64, b: i64, c: i64, d: i64, e: i64, f: i64, g: i64, h: i64, i: i64) -> i64 {
     a + 2 * b + 3 * c + 4 * d + 5 * e + 6 * f + 7 * g + 8 * h + 9 * i
 }
@@ -166,6 +167,8 @@ i = src.index('extern "C" fn floats_and_ints(')
 j = src.index('/// A float immediate argument')
 body = src[i:j]
 body = body.replace('extern "C" fn floats_and_ints(', 'fn floats_and_ints_rust(')
+body = body.replace('#[allow(clippy::too_many_arguments)]\nfn floats_and_ints_rust(', 'fn floats_and_ints_rust(')
+body = '#[allow(clippy::too_many_arguments)]\n' + body if not body.startswith('#[allow') else body
 body += '''/// [`floats_and_ints_rust`] generated for A64, the same operations in the
 /// same order (so the same bits).
 fn floats_and_ints() -> usize {

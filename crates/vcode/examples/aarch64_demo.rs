@@ -182,19 +182,20 @@ fn main() -> Res<()> {
         "vcode demo: the VCODE paper's examples, generated in place for aarch64 (AAPCS64),\nrun under emulation (Unicorn) on this host\n",
     );
     let mut f = Func::<A64>::with_backend();
-    // SAFETY (every invoke below): the functions compute on their
-    // arguments and read only the buffers passed to them.
     let c = plus1(&mut f)?;
+    // SAFETY: the generated code computes on its arguments and reads only the buffers passed to it.
     let r = unsafe { c.invoke(&[Value::I(41)]) }?;
     show(&mut out, &c, &format!("plus1(41) = {r:?}"));
 
     let c = sum(&mut f)?;
     let data: Vec<i32> = (1..=100).collect();
+    // SAFETY: the generated code computes on its arguments and reads only the buffers passed to it.
     let r = unsafe { c.invoke(&[Value::P(data.as_ptr() as usize), Value::I(100)]) }?;
     show(&mut out, &c, &format!("sum(1..=100) = {r:?}"));
 
     let sc = scale(&mut f)?;
     let c = callback(&mut f, &sc)?;
+    // SAFETY: the generated code computes on its arguments and reads only the buffers passed to it.
     let r = unsafe { c.invoke(&[Value::L(7)]) }?;
     show(&mut out, &sc, "the callee of twice_scaled");
     show(&mut out, &c, &format!("twice_scaled(7) = scale(scale(7, 3), 5) + 7 = {r:?}"));
@@ -222,6 +223,7 @@ fn main() -> Res<()> {
                 _ => v as f64,
             };
     }
+    // SAFETY: the generated code computes on its arguments and reads only the buffers passed to it.
     let got = unsafe { stub.invoke(&[Value::P(msg.as_ptr() as usize)]) }?;
     show(&mut out, &callee, &format!("signature {sig:?} chosen at run time"));
     let verdict = if got == Value::D(expect) { "ok" } else { "MISMATCH" };

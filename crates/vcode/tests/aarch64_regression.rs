@@ -2346,6 +2346,7 @@ fn stack_misalignment() -> usize {
     })
 }
 
+#[allow(clippy::too_many_arguments)]
 fn nine_args_rust(a: i64, b: i64, c: i64, d: i64, e: i64, f: i64, g: i64, h: i64, i: i64) -> i64 {
     a + 2 * b + 3 * c + 4 * d + 5 * e + 6 * f + 7 * g + 8 * h + 9 * i
 }
@@ -2407,6 +2408,7 @@ fn bug_calls_from_a_jal_subroutine() {
     );
 }
 
+#[allow(clippy::too_many_arguments)]
 fn floats_and_ints_rust(
     a: f32,
     b: f64,

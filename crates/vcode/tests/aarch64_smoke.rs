@@ -15,6 +15,7 @@ fn plus1() {
     f.ret(x);
     let code = f.end().unwrap();
     println!("{}", code.listing());
+    // SAFETY: the generated code computes on its arguments and reads only the buffers passed to it.
     let v = unsafe { code.invoke(&[Value::I(41)]) };
     assert_eq!(v, Ok(Value::I(42)));
 }
@@ -44,7 +45,9 @@ fn sum_array() {
     }
     let data: Vec<i64> = (1..=100).collect();
     let args = [Value::P(data.as_ptr() as usize), Value::L(100)];
+    // SAFETY: the generated code computes on its arguments and reads only the buffers passed to it.
     let a = unsafe { build::<A64>().invoke(&args) };
+    // SAFETY: the generated code computes on its arguments and reads only the buffers passed to it.
     let r = unsafe { build::<Ref>().invoke(&args) };
     assert_eq!(a, Ok(Value::L(5050)));
     assert_eq!(a, r);
@@ -87,6 +90,7 @@ fn bswap32x2_and_bswap16x4() {
         let (a64, rf) = (build::<A64>(which), build::<Ref>(which));
         for v in [0u64, 1, 0x0123_4567_89ab_cdef, !0, 0x8000_0000_0000_0001] {
             let args = [Value::UL(v), Value::UL(0x00ff_00ff_00ff_00ff)];
+            // SAFETY: the generated code computes on its arguments and reads only the buffers passed to it.
             let (x, y) = unsafe { (a64.invoke(&args), rf.invoke(&args)) };
             assert_eq!(x, y, "which={which} v={v:#x}");
         }
@@ -128,5 +132,6 @@ fn branches_beyond_bcond_range() {
     f.bgt(x, 0, top);
     f.ret(x);
     let code = f.end().unwrap();
+    // SAFETY: the generated code computes on its arguments and reads only the buffers passed to it.
     assert_eq!(unsafe { code.invoke(&[Value::L(3)]) }, Ok(Value::L(0)));
 }
