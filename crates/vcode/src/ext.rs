@@ -10,7 +10,7 @@
 //!   encoders of [`X64`] (optionally guarded by a
 //!   CPU-feature test, `x86_64 if cond => ...`);
 //! * `aarch64 => |a, ty, rd, [srcs..]| ...`: a native mapping on the
-//!   aarch64 backend, calling the encoders of [`A64`](crate::aarch64::A64)
+//!   aarch64 backend, calling the encoders of [`A64`]
 //!   (section 7 of `aarch64.rs`);
 //! * `eval => |ty, &[u64]| -> u64`: the meaning on register bits, which the
 //!   reference backend executes;
