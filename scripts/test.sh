@@ -31,6 +31,11 @@ else
     echo "test.sh: valgrind is missing, so the memcheck run of jive's adversarial applets is skipped" >&2
 fi
 cargo test -p fastpath --release
+# vcode's aarch64 backend under emulation (feature `emu`: the Unicorn
+# emulator, built from C source): its regression table, 10,000 differential
+# programs against the reference backend, and the kernels against gcc -O2.
+cargo test -p vcode --release --features emu --test aarch64_regression \
+    --test aarch64_differential --test aarch64_smoke --test aarch64_kernels
 # codecache's loom models (publish/lookup/remove/resize, delayed deletion),
 # in their own target dir so the cfg does not invalidate the main build.
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
