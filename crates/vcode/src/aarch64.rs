@@ -392,6 +392,7 @@ const fn ftype(ty: Ty) -> u32 {
 
 /// The `N:immr:imms` field of a logical immediate, if `v` (64-bit, or the
 /// low 32 bits when `!w`) is a rotated run of ones repeated.
+#[inline(always)]
 pub fn logical_imm(v: u64, w: bool) -> Option<u32> {
     let v = if w {
         v
@@ -496,6 +497,7 @@ impl Sink for Buf {
 }
 
 /// `movz`/`movn`/`movk` (or one `orr` of a logical immediate) for any value.
+#[inline]
 fn movi_to(s: &mut impl Sink, w: bool, rd: u8, v: i64) {
     let v = if w { v as u64 } else { v as u64 & 0xffff_ffff };
     let chunks = if w { 4 } else { 2 };
@@ -537,6 +539,7 @@ fn movi_to(s: &mut impl Sink, w: bool, rd: u8, v: i64) {
 
 /// A load or store of `rt` at `base + off` (A64 registers): the scaled
 /// unsigned 12-bit offset, the unscaled 9-bit one, or the offset in `ip0`.
+#[inline]
 fn mem_to(s: &mut impl Sink, op: MemOp, rt: u8, base: u8, off: Src) {
     let MemOp(opc, lg) = op;
     match off {
@@ -557,6 +560,7 @@ fn mem_to(s: &mut impl Sink, op: MemOp, rt: u8, base: u8, off: Src) {
 }
 
 /// `add`/`sub` (immediate) of any value: `rd = rn + v`; `sp` allowed.
+#[inline(always)]
 fn add_imm_to(s: &mut impl Sink, w: bool, rd: u8, rn: u8, v: i64) {
     let (sub, m) = if v < 0 {
         (true, v.unsigned_abs())
@@ -826,6 +830,7 @@ impl Backend for A64 {
 
     // -- arithmetic ----------------------------------------------------------
 
+    #[inline(always)]
     fn binop(&mut self, m: &'static str, op: BinOp, ty: Ty, rd: u8, a: u8, b: Src) {
         self.buf.insn(m);
         if ty.is_float() {
@@ -926,6 +931,7 @@ impl Backend for A64 {
         }
     }
 
+    #[inline(always)]
     fn unop(&mut self, m: &'static str, op: UnOp, ty: Ty, rd: u8, a: u8) {
         self.buf.insn(m);
         if ty.is_float() {
@@ -951,6 +957,7 @@ impl Backend for A64 {
         }
     }
 
+    #[inline(always)]
     fn set(&mut self, m: &'static str, ty: Ty, rd: u8, bits: u64) {
         self.buf.insn(m);
         match ty {
@@ -1040,6 +1047,7 @@ impl Backend for A64 {
 
     // -- loads, stores, locals -----------------------------------------------
 
+    #[inline(always)]
     fn load(&mut self, m: &'static str, mem: Ty, rd_ty: Ty, rd: u8, base: u8, off: Src) {
         self.buf.insn(m);
         let off = match off {
@@ -1049,6 +1057,7 @@ impl Backend for A64 {
         self.load_at(mem, rd_ty, rd, g(base), off);
     }
 
+    #[inline(always)]
     fn store(&mut self, m: &'static str, mem: Ty, rs: u8, base: u8, off: Src) {
         self.buf.insn(m);
         let off = match off {
@@ -1080,10 +1089,12 @@ impl Backend for A64 {
 
     // -- returns, branches, jumps (sections 5 and 6) -------------------------
 
+    #[inline(always)]
     fn ret(&mut self, m: &'static str, ty: Ty, r: u8) {
         self.emit_ret(m, ty, r)
     }
 
+    #[inline(always)]
     fn branch(&mut self, m: &'static str, c: Cond, ty: Ty, a: u8, b: Src, l: Label) {
         self.emit_branch(m, c, ty, a, b, l)
     }
@@ -1233,6 +1244,7 @@ impl Backend for A64 {
         Label(self.labels.len() as u32 - 1)
     }
 
+    #[inline(always)]
     fn place(&mut self, m: &'static str, l: Label) {
         self.emit_place(m, l)
     }
