@@ -336,6 +336,9 @@ pub struct A64 {
     ret_ty: Option<Ty>,
     last_ret: Option<usize>,
     align: usize,
+    /// Prologue and epilogue bytes, built by `end` (kept for their capacity).
+    pro: Vec<u8>,
+    epi: Vec<u8>,
 }
 
 /// A64 condition codes.
@@ -496,15 +499,39 @@ impl Sink for Buf {
     }
 }
 
-/// `movz`/`movn`/`movk` (or one `orr` of a logical immediate) for any value.
-#[inline]
+/// `movz`/`movn`/`movk` (or one `orr` of a logical immediate) for any
+/// value: one `movz` or `movn` inline, longer sequences out of line.
+#[inline(always)]
 fn movi_to(s: &mut impl Sink, w: bool, rd: u8, v: i64) {
-    let v = if w { v as u64 } else { v as u64 & 0xffff_ffff };
-    let chunks = if w { 4 } else { 2 };
+    let mask = if w { !0u64 } else { 0xffff_ffff };
+    let v = v as u64 & mask;
+    let nv = !v & mask;
+    // One 16-bit chunk (at any position) set, the rest 0 (or, for movn, 1).
+    // The lowest nonzero chunk's bit position (0 for 0).
+    let tz = if v == 0 { 0 } else { v.trailing_zeros() & !15 };
+    let tzn = if nv == 0 { 0 } else { nv.trailing_zeros() & !15 };
+    if v >> tz < 0x1_0000 {
+        s.w(sf(w) | 0x5280_0000 | (tz / 16) << 21 | ((v >> tz) as u32) << 5 | rd as u32);
+    } else if nv >> tzn < 0x1_0000 {
+        s.w(sf(w) | 0x1280_0000 | (tzn / 16) << 21 | ((nv >> tzn) as u32) << 5 | rd as u32);
+    } else {
+        movi_long(s, w, rd, v);
+    }
+}
+
+/// [`movi_to`] for values that need more than one `movz`/`movn`.
+#[inline(never)]
+fn movi_long(s: &mut impl Sink, w: bool, rd: u8, v: u64) {
+    let chunks: u32 = if w { 4 } else { 2 };
     let ch = |i: u32| (v >> (16 * i)) & 0xffff;
-    let zeros = (0..chunks).filter(|&i| ch(i) == 0).count();
-    let ones = (0..chunks).filter(|&i| ch(i) == 0xffff).count();
-    let need = chunks as usize - zeros.max(ones);
+    let (mut zeros, mut ones) = (0, 0);
+    for i in 0..4 {
+        if i < chunks {
+            zeros += (ch(i) == 0) as u32;
+            ones += (ch(i) == 0xffff) as u32;
+        }
+    }
+    let need = chunks - zeros.max(ones);
     if need > 1 {
         if let Some(imm) = logical_imm(v, w) {
             // orr rd, zr, #imm
@@ -515,7 +542,7 @@ fn movi_to(s: &mut impl Sink, w: bool, rd: u8, v: i64) {
     let inverted = ones > zeros;
     let skip = if inverted { 0xffff } else { 0 };
     // All chunks skipped (0 or -1): one movz/movn of chunk 0.
-    let all = (0..chunks).all(|i| ch(i) == skip);
+    let all = zeros.max(ones) == chunks;
     let mut first = true;
     for i in 0..chunks {
         let c = ch(i);
@@ -539,7 +566,7 @@ fn movi_to(s: &mut impl Sink, w: bool, rd: u8, v: i64) {
 
 /// A load or store of `rt` at `base + off` (A64 registers): the scaled
 /// unsigned 12-bit offset, the unscaled 9-bit one, or the offset in `ip0`.
-#[inline]
+#[inline(always)]
 fn mem_to(s: &mut impl Sink, op: MemOp, rt: u8, base: u8, off: Src) {
     let MemOp(opc, lg) = op;
     match off {
@@ -552,11 +579,15 @@ fn mem_to(s: &mut impl Sink, op: MemOp, rt: u8, base: u8, off: Src) {
         Src::I(o) if (-256..256).contains(&o) => s.w(
             (opc & !0x0100_0000) | ((o as u32) & 0x1ff) << 12 | (base as u32) << 5 | rt as u32,
         ),
-        Src::I(o) => {
-            movi_to(s, true, IP0, o);
-            mem_to(s, op, rt, base, Src::R(IP0));
-        }
+        Src::I(o) => mem_long(s, op, rt, base, o),
     }
+}
+
+/// [`mem_to`] with an offset in neither immediate form: through `ip0`.
+#[inline(never)]
+fn mem_long(s: &mut impl Sink, op: MemOp, rt: u8, base: u8, off: i64) {
+    movi_to(s, true, IP0, off);
+    s.w((op.0 & !0x0100_0000) | 0x0020_6800 | (IP0 as u32) << 16 | (base as u32) << 5 | rt as u32);
 }
 
 /// `add`/`sub` (immediate) of any value: `rd = rn + v`; `sp` allowed.
@@ -693,6 +724,7 @@ impl A64 {
     }
 
     /// Loads and stores by vcode memory type.
+    #[inline(always)]
     fn load_at(&mut self, mem: Ty, rd_ty: Ty, rd: u8, base: u8, off: Src) {
         let w = rd_ty.is_64();
         let (op, r) = match mem {
@@ -709,6 +741,7 @@ impl A64 {
         self.mem(op, r, base, off);
     }
 
+    #[inline(always)]
     fn store_at(&mut self, mem: Ty, rs: u8, base: u8, off: Src) {
         let (op, r) = match mem {
             Ty::C | Ty::UC => (STRB, g(rs)),
@@ -804,6 +837,8 @@ impl Backend for A64 {
             ret_ty: None,
             last_ret: None,
             align: 1,
+            pro: Vec::with_capacity(64),
+            epi: Vec::with_capacity(64),
         }
     }
 
@@ -1586,8 +1621,10 @@ impl A64 {
             Some(_) => saves[0] &= !regfile::bit(regfile::gpr::X0),
         }
         let frame = self.frame || saves != [0, 0] || self.locals > 0;
-        let mut pro: Vec<u8> = Vec::with_capacity(64);
-        let mut epi: Vec<u8> = Vec::with_capacity(64);
+        let mut pro = std::mem::take(&mut self.pro);
+        let mut epi = std::mem::take(&mut self.epi);
+        pro.clear();
+        epi.clear();
         if frame {
             let size = ((regfile::SAVE_AREA + self.locals + 15) & !15) as i64;
             pro.w(0xa9bf_7bfd); // stp x29, x30, [sp, #-16]!
@@ -1705,11 +1742,14 @@ impl A64 {
                 at += part.len();
             }
         }
+        let pro_len = pro.len();
+        self.pro = pro;
+        self.epi = epi;
         let code = Code {
             words,
-            prologue: pro.len(),
+            prologue: pro_len,
             body: body_len,
-            code_len: pro.len() + body_len + epi_len,
+            code_len: pro_len + body_len + epi_len,
             sig,
             ret: self.ret_ty.unwrap_or(Ty::V),
             name,

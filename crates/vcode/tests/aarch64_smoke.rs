@@ -135,3 +135,29 @@ fn branches_beyond_bcond_range() {
     // SAFETY: the generated code computes on its arguments and reads only the buffers passed to it.
     assert_eq!(unsafe { code.invoke(&[Value::L(3)]) }, Ok(Value::L(0)));
 }
+
+#[path = "../examples/aarch64_gencount/workload.rs"]
+#[allow(dead_code)]
+mod workload;
+
+/// The generation-cost workload (both register styles) runs under
+/// emulation as on the reference backend: same result, same buffer.
+#[test]
+fn the_callgrind_workload_agrees_with_the_reference() {
+    for fixed in [false, true] {
+        let build = |f: &mut Func<A64>| if fixed { workload::mixed_fixed(f) } else { workload::mixed_virtual(f) };
+        let a64 = build(&mut Func::<A64>::with_backend()).unwrap();
+        let mut r = Func::<Ref>::with_backend();
+        let rf = if fixed { workload::mixed_fixed(&mut r) } else { workload::mixed_virtual(&mut r) }.unwrap();
+        for n in [1, 2, 7] {
+            let init: Vec<u8> = (0..workload::MIXED_BUF_BYTES).map(|i| (i * 7 + 3) as u8).collect();
+            let (mut b1, mut b2) = (init.clone(), init);
+            // SAFETY: the workload reads and writes only its buffer.
+            let x = unsafe { a64.invoke(&[Value::P(b1.as_mut_ptr() as usize), Value::I(n)]) };
+            // SAFETY: as above.
+            let y = unsafe { rf.invoke(&[Value::P(b2.as_mut_ptr() as usize), Value::I(n)]) };
+            assert_eq!(x, y, "fixed={fixed} n={n}");
+            assert_eq!(b1, b2, "fixed={fixed} n={n}");
+        }
+    }
+}
