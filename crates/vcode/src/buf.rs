@@ -208,6 +208,12 @@ impl Buf {
         self.mem[at..at + 4].copy_from_slice(&v.to_le_bytes());
     }
 
+    /// Reads the 4 bytes at `at` (a link of a chain of forward references).
+    #[inline]
+    pub fn read4(&self, at: usize) -> u32 {
+        u32::from_le_bytes(self.mem[at..at + 4].try_into().expect("4 bytes"))
+    }
+
     /// Overwrites 1 byte at `at` (a backpatch).
     #[inline]
     pub fn patch1(&mut self, at: usize, v: u8) {

@@ -422,8 +422,17 @@ impl<B: Backend> Func<B> {
 
     /// Returns a register to the pool (`v_putreg`). Releasing a register
     /// twice is recorded as an error.
+    #[inline(always)]
     pub fn putreg<T: Type>(&mut self, r: Reg<T>) {
-        if let Err(kind) = self.alloc.putreg(T::TY.is_float(), r.num()) {
+        if !self.alloc.try_putreg(T::TY.is_float(), r.num()) {
+            self.putreg_failed(T::TY.is_float(), r.num());
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn putreg_failed(&mut self, float: bool, n: u8) {
+        if let Err(kind) = self.alloc.putreg(float, n) {
             self.b.fail("putreg", kind);
         }
     }

@@ -99,10 +99,17 @@ impl ExecBlock {
         self.len == 0
     }
 
-    /// Copies `parts` one after another into the block and makes it
-    /// executable. Returns the number of bytes written.
-    pub(crate) fn fill(&mut self, parts: &[&[u8]]) -> Result<usize, ErrorKind> {
-        let total: usize = parts.iter().map(|p| p.len()).sum();
+    /// Copies `parts` (a function's prologue, body, epilogue and
+    /// constants), one after the other, into the block's writable view and
+    /// seals it: from here on the block is only executed. The number of
+    /// parts is a constant, so the loop is unrolled, and a short part is
+    /// copied inline.
+    #[inline]
+    pub(crate) fn fill<const N: usize>(&mut self, parts: [&[u8]; N]) -> Result<usize, ErrorKind> {
+        let mut total = 0;
+        for p in &parts {
+            total += p.len();
+        }
         if total > self.len {
             return Err(ErrorKind::Memory(format!(
                 "block of {} bytes is too small for {total}",
@@ -111,10 +118,9 @@ impl ExecBlock {
         }
         let mut at = 0;
         for p in parts {
-            // SAFETY: `write` is valid for `len` bytes (contract of `new`),
-            // `at + p.len() <= total <= len`, and `p` is a Rust slice that
-            // cannot overlap memory the allocator handed to this block.
-            unsafe { std::ptr::copy_nonoverlapping(p.as_ptr(), self.write.add(at), p.len()) };
+            // SAFETY: as in `fill`: `write` is valid for `len >= total`
+            // bytes and the parts are Rust slices outside the block.
+            unsafe { copy_small(p, self.write.add(at)) };
             at += p.len();
         }
         self.owner.seal(self.exec, self.len)?;
@@ -127,6 +133,43 @@ impl ExecBlock {
         // of both views) for `len` bytes while `owner` lives, and nothing
         // writes to it any more.
         unsafe { std::slice::from_raw_parts(self.exec as *const u8, self.len) }
+    }
+}
+
+/// Copies `src` to `dst`: a prologue, an epilogue or a short body is a
+/// few bytes, for which two overlapping word copies beat a `memcpy` call.
+///
+/// # Safety
+///
+/// `dst` is valid for `src.len()` bytes of writes and does not overlap `src`.
+#[inline(always)]
+unsafe fn copy_small(src: &[u8], dst: *mut u8) {
+    let (n, s) = (src.len(), src.as_ptr());
+    // SAFETY: every read is within `src` and every write within
+    // `dst..dst + n` (the caller's contract); the word copies are
+    // unaligned and overlap in the middle when `n` is not a multiple.
+    unsafe {
+        if n > 16 {
+            std::ptr::copy_nonoverlapping(s, dst, n);
+        } else if n >= 8 {
+            let (a, b) = (
+                (s as *const u64).read_unaligned(),
+                (s.add(n - 8) as *const u64).read_unaligned(),
+            );
+            (dst as *mut u64).write_unaligned(a);
+            (dst.add(n - 8) as *mut u64).write_unaligned(b);
+        } else if n >= 4 {
+            let (a, b) = (
+                (s as *const u32).read_unaligned(),
+                (s.add(n - 4) as *const u32).read_unaligned(),
+            );
+            (dst as *mut u32).write_unaligned(a);
+            (dst.add(n - 4) as *mut u32).write_unaligned(b);
+        } else {
+            for i in 0..n {
+                *dst.add(i) = *s.add(i);
+            }
+        }
     }
 }
 
@@ -385,6 +428,87 @@ pub(crate) fn alloc_default(len: usize) -> Result<ExecBlock, ErrorKind> {
     ARENA.with(|a| a.alloc(len))
 }
 
+/// Bytes a [`Slab`] takes from the thread's arena at a time.
+const SLAB: usize = 16 * 1024;
+
+impl Arena {
+    /// Takes a run of at least `len` bytes of a memfd chunk for a
+    /// [`Slab`]: `(chunk, start, end)`, or `None` where `memfd_create` is
+    /// refused.
+    fn take_run(&self, len: usize) -> Option<(Arc<Chunk>, usize, usize)> {
+        if self.no_memfd.get() {
+            return None;
+        }
+        let mut cur = self.cur.borrow_mut();
+        let fits = matches!(&*cur, Some((c, used)) if used + len <= c.size);
+        if !fits {
+            match Chunk::new(page_round(len.max(CHUNK))) {
+                Ok(c) => *cur = Some((Arc::new(c), 0)),
+                Err(_) => {
+                    self.no_memfd.set(true);
+                    return None;
+                }
+            }
+        }
+        let (chunk, used) = cur.as_mut()?;
+        // The rest of the chunk when that is less than a slab.
+        let take = (chunk.size - *used).min(len.max(SLAB));
+        let at = *used;
+        *used += take;
+        Some((chunk.clone(), at, at + take))
+    }
+}
+
+/// The default executable memory as one backend sees it: a run of the
+/// thread's arena (batch allocation), from which its functions are
+/// bump-allocated without a thread-local lookup or a `RefCell`. The run's
+/// unused rest is given up when the backend is dropped (at most [`SLAB`]
+/// bytes); the chunk is unmapped when its last function is dropped, as
+/// with the arena itself.
+#[derive(Default)]
+pub(crate) struct Slab {
+    run: Option<(Arc<Chunk>, usize, usize)>,
+}
+
+impl Slab {
+    /// A block of `len` bytes, from the run, the thread's arena, or (where
+    /// `memfd_create` is refused) a mapping of its own.
+    #[inline]
+    pub(crate) fn alloc(&mut self, len: usize) -> Result<ExecBlock, ErrorKind> {
+        let len = len.max(1);
+        if let Some((chunk, at, end)) = &mut self.run {
+            if *at + len <= *end {
+                let a = *at;
+                *at = (a + len + ALIGN - 1) & !(ALIGN - 1);
+                // SAFETY: `a + len <= end <= size`, the run was handed to
+                // this slab alone by `take_run` and is bump-allocated once,
+                // and `chunk` keeps both views mapped for the block's
+                // lifetime (as in `Arena::alloc`).
+                return Ok(unsafe {
+                    ExecBlock::new(
+                        chunk.rw.add(a),
+                        chunk.rx as usize + a,
+                        len,
+                        chunk.clone() as Arc<dyn BlockOwner>,
+                    )
+                });
+            }
+        }
+        self.refill(len)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn refill(&mut self, len: usize) -> Result<ExecBlock, ErrorKind> {
+        self.run = ARENA.with(|a| a.take_run(len));
+        if self.run.is_some() {
+            self.alloc(len)
+        } else {
+            alloc_default(len)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -399,7 +523,7 @@ mod tests {
         let mut blocks = Vec::new();
         for v in 0..100u8 {
             let mut b = arena.alloc(6).unwrap();
-            b.fill(&[&[0xb8, v, 0, 0, 0], &[0xc3]]).unwrap(); // mov eax, v; ret
+            b.fill([&[0xb8, v, 0, 0, 0], &[0xc3]]).unwrap(); // mov eax, v; ret
             assert!(wx_mappings().is_empty(), "{:?}", wx_mappings());
             blocks.push(b);
         }
@@ -416,7 +540,7 @@ mod tests {
         let mut code = vec![0x90u8; CHUNK * 2];
         code.extend_from_slice(&[0xb8, 7, 0, 0, 0, 0xc3]);
         let mut b = arena.alloc(code.len()).unwrap();
-        b.fill(&[&code]).unwrap();
+        b.fill([&code]).unwrap();
         // SAFETY: a nop sled followed by `mov eax, 7; ret`.
         let f: extern "C" fn() -> i32 = unsafe { std::mem::transmute(b.addr()) };
         assert_eq!(f(), 7);
@@ -451,8 +575,25 @@ mod tests {
     }
 
     #[test]
+    fn slab_blocks_are_disjoint_and_sealed() {
+        let mut slab = Slab::default();
+        let mut blocks = Vec::new();
+        for n in [1usize, 7, 8, 9, 16, 17, 100, 5000, 20_000] {
+            let mut b = slab.alloc(n).unwrap();
+            let bytes: Vec<u8> = (0..n).map(|i| (i * 31 + n) as u8).collect();
+            b.fill([&bytes[..n / 2], &bytes[n / 2..]]).unwrap();
+            assert_eq!(b.bytes(), &bytes[..]);
+            blocks.push((b, bytes));
+        }
+        for (b, bytes) in &blocks {
+            assert_eq!(b.bytes(), &bytes[..], "a later block overwrote this one");
+        }
+        assert!(wx_mappings().is_empty());
+    }
+
+    #[test]
     fn overfilling_a_block_is_an_error() {
         let mut b = Arena::new().alloc(4).unwrap();
-        assert!(b.fill(&[&[0u8; 32]]).is_err());
+        assert!(b.fill([&[0u8; 32]]).is_err());
     }
 }

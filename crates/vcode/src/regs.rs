@@ -368,6 +368,25 @@ impl RegAlloc {
             .ok_or_else(|| Self::exhausted(class, float))
     }
 
+    /// `v_putreg` when `n` is allocated: true, and `n` is free again;
+    /// false (and nothing happens) otherwise, and [`putreg`](RegAlloc::putreg)
+    /// says why. A few mask operations, inline.
+    #[inline(always)]
+    pub(crate) fn try_putreg(&mut self, float: bool, n: u8) -> bool {
+        let f = float as usize;
+        let b = bit(n & 15);
+        if n >= 16 || (!self.cfg.unavail[f] & !self.free[f] & b) == 0 {
+            return false;
+        }
+        self.free[f] |= b;
+        self.released[f] |= b;
+        self.named &= !(1u64 << ((n & 15) as u32 + 32 * float as u32));
+        if float {
+            self.persist_xmm &= !b;
+        }
+        true
+    }
+
     pub(crate) fn putreg(&mut self, float: bool, n: u8) -> Result<(), ErrorKind> {
         let f = float as usize;
         let allocatable = !self.cfg.unavail[f];

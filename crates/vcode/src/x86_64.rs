@@ -381,8 +381,13 @@ pub const DEFAULT_LIMIT: usize = 64 << 20;
 /// The x86-64 backend's per-function state.
 pub struct X64 {
     pub(crate) buf: Buf,
-    labels: Vec<u32>,
-    fixups: Vec<Fixup>,
+    labels: Vec<LabelSlot>,
+    /// Labels referenced before being placed and not placed yet.
+    pending: u32,
+    /// The position of the last label placed.
+    last_place: u32,
+    /// The chain of `jmp epilogue` rel32 fields (see [`LabelSlot::head`]).
+    ret_head: u32,
     /// Jump-table slots (`at` is the slot), filled with absolute addresses.
     tables: Vec<Fixup>,
     /// Float constants placed after the code, and the rip-relative
@@ -400,6 +405,9 @@ pub struct X64 {
     /// Prologue and epilogue bytes, built by `finish` (kept for their capacity).
     pro: Vec<u8>,
     epi: Vec<u8>,
+    /// This backend's run of the default executable memory (batch
+    /// allocation: no thread-local lookup per function).
+    slab: crate::mem::Slab,
 }
 
 const fn jcc(c: Cond, signed: bool) -> u8 {
@@ -437,7 +445,11 @@ const fn fits32(v: i64) -> bool {
 /// `reg << 4 | rm` for a 1-byte (`[0]`) and a 2-byte (`[1]`) opcode: the
 /// REX.R and REX.B bits in the low byte and the ModRM byte (mod 11) where
 /// it goes after the REX byte and the opcode.
-static RR_FRAG: [[u32; 256]; 2] = {
+///
+/// A `const` and read through a promoted reference, not a `static`: a
+/// static of this crate is opaque to the optimizer of a client crate, so
+/// its entries would not fold for constant registers (the fixed names).
+const RR_FRAG: &[[u32; 256]; 2] = &{
     let mut t = [[0u32; 256]; 2];
     let mut i = 0;
     while i < 256 {
@@ -446,6 +458,28 @@ static RR_FRAG: [[u32; 256]; 2] = {
         let modrm = 0xc0 | (reg & 7) << 3 | (rm & 7);
         t[0][i] = rex | modrm << 16;
         t[1][i] = rex | modrm << 24;
+        i += 1;
+    }
+    t
+};
+
+/// The register fields of [`X64::rm_base`] per register and base,
+/// indexed by `reg << 4 | base` for a 1-byte (`[0]`) and a 2-byte (`[1]`)
+/// opcode: the REX.R and REX.B bits, the ModRM byte (mod 00, rm 100: a
+/// SIB byte follows) and the SIB byte (no index, the base), each where it
+/// goes after the REX byte and the opcode; bit 63 is set for the bases
+/// (`rbp`, `r13`) that need a displacement even when it is 0.
+const RM_FRAG: &[[u64; 256]; 2] = &{
+    let mut t = [[0u64; 256]; 2];
+    let mut i = 0;
+    while i < 256 {
+        let (reg, base) = ((i >> 4) as u64, (i & 15) as u64);
+        let rex = (reg >> 3) << 2 | base >> 3;
+        let modrm = (reg & 7) << 3 | 4;
+        let sib = 0x20 | (base & 7);
+        let bp = ((base & 7) == 5) as u64;
+        t[0][i] = rex | modrm << 16 | sib << 24 | bp << 63;
+        t[1][i] = rex | modrm << 24 | sib << 32 | bp << 63;
         i += 1;
     }
     t
@@ -483,6 +517,41 @@ impl X64 {
             len += 1;
         }
         self.buf.put(word, len);
+    }
+
+    /// [`rr`](X64::rr) followed by an immediate of `ilen` bytes (1 or 4),
+    /// written with the instruction in one store when they fit in 8 bytes.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn rr_imm(
+        &mut self,
+        pfx: u8,
+        w: bool,
+        opc: u32,
+        olen: usize,
+        reg: u8,
+        rm: u8,
+        imm: u32,
+        ilen: usize,
+    ) {
+        let frag = RR_FRAG[olen - 1][(reg as usize & 15) << 4 | (rm as usize & 15)] as u64;
+        let mut word = frag | 0x40 | (w as u64) << 3 | (opc as u64) << 8;
+        let mut len = olen + 2;
+        if pfx != 0 {
+            word = pfx as u64 | word << 8;
+            len += 1;
+        }
+        if len + ilen <= 8 {
+            let imm = if ilen == 1 {
+                imm as u8 as u64
+            } else {
+                imm as u64
+            };
+            self.buf.put(word | imm << (8 * len), len + ilen);
+        } else {
+            self.buf.put(word, len);
+            self.buf.put(imm as u64, ilen);
+        }
     }
 
     /// `[pfx] [REX] opc modrm sib? disp` for `[base + index + disp]`.
@@ -524,7 +593,9 @@ impl X64 {
         disp: i32,
         byte_regs: bool,
     ) {
-        let x = index.unwrap_or(4);
+        let Some(x) = index else {
+            return self.rm_base(pfx, w, opc, olen, reg, base, disp);
+        };
         let rex = (w as u64) << 3
             | ((reg as u64 >> 3) & 1) << 2
             | ((x as u64 >> 3) & 1) << 1
@@ -560,6 +631,44 @@ impl X64 {
         if md == 2 {
             self.buf.put4(disp as u32);
         }
+    }
+
+    /// `[pfx] REX opc modrm sib disp` for `[base + disp]`: the SIB byte is
+    /// always written (`index` none), which is valid for every base, so the
+    /// layout is fixed and the register fields come from [`RM_FRAG`]; only
+    /// a zero displacement from `rbp`/`r13` still takes a `disp8` of 0.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn rm_base(&mut self, pfx: u8, w: bool, opc: u32, olen: usize, reg: u8, base: u8, disp: i32) {
+        let f = RM_FRAG[olen - 1][(reg as usize & 15) << 4 | (base as usize & 15)];
+        let bp = f >> 63;
+        let at = 8 * olen + 8;
+        let mut word = (f & !(1 << 63)) | 0x40 | (w as u64) << 3 | (opc as u64) << 8;
+        let mut len = olen + 3;
+        if disp == 0 {
+            // mod 00, or mod 01 with a disp8 of 0 for rbp/r13.
+            word |= bp << (at + 6);
+            len += bp as usize;
+        } else if fits8(disp as i64) {
+            word |= 1 << (at + 6) | (disp as u8 as u64) << (8 * len);
+            len += 1;
+        } else {
+            word |= 2 << (at + 6);
+        }
+        if pfx != 0 {
+            word = pfx as u64 | word << 8;
+            len += 1;
+        }
+        if disp != 0 && !fits8(disp as i64) {
+            if len + 4 <= 8 {
+                word |= (disp as u32 as u64) << (8 * len);
+                len += 4;
+            } else {
+                self.buf.put(word, len);
+                return self.buf.put4(disp as u32);
+            }
+        }
+        self.buf.put(word, len);
     }
 
     /// `[pfx] [REX] opc modrm(00, reg, 101) disp32` referring to pool entry `idx`.
@@ -617,16 +726,14 @@ impl X64 {
             if v == 0 {
                 self.rr(0, false, 0x31, 1, rd, rd, false); // xor r32, r32
             } else {
-                // mov r32, imm32 (B8+r)
-                let (rex, n) = if rd >= 8 { (0x41u64, 1) } else { (0, 0) };
-                self.buf
-                    .put(rex | ((0xb8 | (rd & 7)) as u64) << (8 * n), n + 1);
-                self.buf.put4(v);
+                // mov r32, imm32 (REX B8+r): REX always, as in `rr`, for one
+                // length and one store.
+                let op = 0x40 | (rd as u64 >> 3 & 1) | (0xb8 | (rd as u64 & 7)) << 8;
+                self.buf.put(op | (v as u64) << 16, 6);
             }
         } else if fits32(v) {
             // mov r/m64, simm32
-            self.rr(0, true, 0xc7, 1, 0, rd, false);
-            self.buf.put4(v as u32);
+            self.rr_imm(0, true, 0xc7, 1, 0, rd, v as u32, 4);
         } else {
             // movabs r64, imm64
             self.buf.put(
@@ -647,11 +754,9 @@ impl X64 {
     #[inline(always)]
     fn alu_ri(&mut self, op: Alu, w: bool, rd: u8, v: i32) {
         if fits8(v as i64) {
-            self.rr(0, w, 0x83, 1, op as u8, rd, false);
-            self.buf.put1(v as u8);
+            self.rr_imm(0, w, 0x83, 1, op as u8, rd, v as u32, 1);
         } else {
-            self.rr(0, w, 0x81, 1, op as u8, rd, false);
-            self.buf.put4(v as u32);
+            self.rr_imm(0, w, 0x81, 1, op as u8, rd, v as u32, 4);
         }
     }
 
@@ -702,6 +807,93 @@ impl X64 {
 }
 
 impl X64 {
+    /// The conversions involving a float register (out of line).
+    fn cvt_float(&mut self, m: &'static str, from: Ty, to: Ty, rd: u8, rs: u8) {
+        self.buf.insn(m);
+        let sd = |t: Ty| if t == Ty::F { 0xf3u8 } else { 0xf2 };
+        match (from.is_float(), to.is_float()) {
+            (false, false) => unreachable!("integer conversions are inline in `cvt`"),
+            (true, true) => {
+                if from == to {
+                    self.fmov(rd, rs);
+                } else {
+                    // cvtss2sd / cvtsd2ss
+                    self.rr(sd(from), false, 0x5a0f, 2, rd, rs, false);
+                }
+            }
+            (false, true) => {
+                if from == Ty::P {
+                    return self.buf.fail(
+                        m,
+                        ErrorKind::UnsupportedType {
+                            insn: "cv",
+                            ty: from,
+                        },
+                    );
+                }
+                let p = sd(to);
+                self.rr(0, false, 0x570f, 2, rd, rd, false); // xorps: break the dependency
+                match from {
+                    Ty::I => self.rr(p, false, 0x2a0f, 2, rd, rs, false),
+                    Ty::U => {
+                        self.mov(false, R11, rs);
+                        self.rr(p, true, 0x2a0f, 2, rd, R11, false);
+                    }
+                    Ty::L => self.rr(p, true, 0x2a0f, 2, rd, rs, false),
+                    _ => {
+                        // ul: halve values >= 2^63 keeping the low bit, convert, double.
+                        self.rr(0, true, 0x85, 1, rs, rs, false); // test rs, rs
+                        let big = self.jcc8(Some(CC_S));
+                        self.rr(p, true, 0x2a0f, 2, rd, rs, false);
+                        let done = self.jcc8(None);
+                        self.bind8(big);
+                        self.mov(true, R11, rs);
+                        self.rr(0, true, 0xd1, 1, 5, R11, false); // shr r11, 1
+                        self.mov(false, RAX, rs);
+                        self.alu_ri(Alu::And, false, RAX, 1);
+                        self.alu_rr(Alu::Or, true, R11, RAX);
+                        self.rr(p, true, 0x2a0f, 2, rd, R11, false);
+                        self.rr(p, false, 0x580f, 2, rd, rd, false); // add rd, rd
+                        self.bind8(done);
+                    }
+                }
+            }
+            (true, false) => {
+                if to == Ty::P {
+                    return self
+                        .buf
+                        .fail(m, ErrorKind::UnsupportedType { insn: "cv", ty: to });
+                }
+                let p = sd(from);
+                match to {
+                    Ty::I => self.rr(p, false, 0x2c0f, 2, rd, rs, false),
+                    Ty::L | Ty::U => self.rr(p, true, 0x2c0f, 2, rd, rs, false),
+                    _ => {
+                        // ul: values >= 2^63 are converted after subtracting 2^63.
+                        let two63 = if from == Ty::F {
+                            0x5f00_0000u64
+                        } else {
+                            0x43e0_0000_0000_0000
+                        };
+                        let idx = self.pool_const(two63);
+                        let pfx = if from == Ty::F { 0 } else { 0x66 };
+                        self.rip(pfx, false, 0x2e0f, 2, rs, idx); // ucomis rs, [2^63]
+                        let big = self.jcc8(Some(CC_AE));
+                        self.rr(p, true, 0x2c0f, 2, rd, rs, false);
+                        let done = self.jcc8(None);
+                        self.bind8(big);
+                        self.fmov(XTMP, rs);
+                        self.rip(p, false, 0x5c0f, 2, XTMP, idx); // sub xmm15, [2^63]
+                        self.rr(p, true, 0x2c0f, 2, rd, XTMP, false);
+                        self.rr(0, true, 0xba0f, 2, 7, rd, false); // btc rd, 63
+                        self.buf.put1(63);
+                        self.bind8(done);
+                    }
+                }
+            }
+        }
+    }
+
     fn fbinop(&mut self, op: BinOp, ty: Ty, rd: u8, a: u8, b: Src) {
         let Src::R(b) = b else {
             return self.buf.fail(
@@ -843,7 +1035,9 @@ impl Backend for X64 {
         X64 {
             buf: Buf::new(DEFAULT_LIMIT),
             labels: Vec::new(),
-            fixups: Vec::new(),
+            pending: 0,
+            last_place: 0,
+            ret_head: NO_LINK,
             tables: Vec::new(),
             pool: Vec::new(),
             pool_refs: Vec::new(),
@@ -855,6 +1049,7 @@ impl Backend for X64 {
             align: 1,
             pro: Vec::with_capacity(64),
             epi: Vec::with_capacity(64),
+            slab: crate::mem::Slab::default(),
         }
     }
 
@@ -952,11 +1147,9 @@ impl Backend for X64 {
                 Src::I(v) if !w || fits32(v) => {
                     let v = v as i32;
                     if fits8(v as i64) {
-                        self.rr(0, w, 0x6b, 1, rd, a, false);
-                        self.buf.put1(v as u8);
+                        self.rr_imm(0, w, 0x6b, 1, rd, a, v as u32, 1);
                     } else {
-                        self.rr(0, w, 0x69, 1, rd, a, false);
-                        self.buf.put4(v as u32);
+                        self.rr_imm(0, w, 0x69, 1, rd, a, v as u32, 4);
                     }
                 }
                 _ => {
@@ -1014,8 +1207,7 @@ impl Backend for X64 {
                         if c == 1 {
                             self.rr(0, w, 0xd1, 1, digit, rd, false);
                         } else if c != 0 {
-                            self.rr(0, w, 0xc1, 1, digit, rd, false);
-                            self.buf.put1(c);
+                            self.rr_imm(0, w, 0xc1, 1, digit, rd, c as u32, 1);
                         }
                     }
                     Src::R(rb) => {
@@ -1090,99 +1282,21 @@ impl Backend for X64 {
 
     // -- conversions ---------------------------------------------------------
 
+    #[inline(always)]
     fn cvt(&mut self, m: &'static str, from: Ty, to: Ty, rd: u8, rs: u8) {
+        if from.is_float() || to.is_float() {
+            return self.cvt_float(m, from, to, rd, rs);
+        }
+        // Integer to integer (a subscript widened to `p`): inline.
         self.buf.insn(m);
-        let sd = |t: Ty| if t == Ty::F { 0xf3u8 } else { 0xf2 };
-        match (from.is_float(), to.is_float()) {
-            (false, false) => {
-                if from.is_64() == to.is_64() {
-                    self.mov(to.is_64(), rd, rs);
-                } else if to.is_64() && from == Ty::I {
-                    self.rr(0, true, 0x63, 1, rd, rs, false); // movsxd
-                } else {
-                    // mov r32, r32: zero-extends or truncates. Emitted even
-                    // when rd == rs: the upper half must be cleared in place.
-                    self.rr(0, false, 0x89, 1, rs, rd, false);
-                }
-            }
-            (true, true) => {
-                if from == to {
-                    self.fmov(rd, rs);
-                } else {
-                    // cvtss2sd / cvtsd2ss
-                    self.rr(sd(from), false, 0x5a0f, 2, rd, rs, false);
-                }
-            }
-            (false, true) => {
-                if from == Ty::P {
-                    return self.buf.fail(
-                        m,
-                        ErrorKind::UnsupportedType {
-                            insn: "cv",
-                            ty: from,
-                        },
-                    );
-                }
-                let p = sd(to);
-                self.rr(0, false, 0x570f, 2, rd, rd, false); // xorps: break the dependency
-                match from {
-                    Ty::I => self.rr(p, false, 0x2a0f, 2, rd, rs, false),
-                    Ty::U => {
-                        self.mov(false, R11, rs);
-                        self.rr(p, true, 0x2a0f, 2, rd, R11, false);
-                    }
-                    Ty::L => self.rr(p, true, 0x2a0f, 2, rd, rs, false),
-                    _ => {
-                        // ul: halve values >= 2^63 keeping the low bit, convert, double.
-                        self.rr(0, true, 0x85, 1, rs, rs, false); // test rs, rs
-                        let big = self.jcc8(Some(CC_S));
-                        self.rr(p, true, 0x2a0f, 2, rd, rs, false);
-                        let done = self.jcc8(None);
-                        self.bind8(big);
-                        self.mov(true, R11, rs);
-                        self.rr(0, true, 0xd1, 1, 5, R11, false); // shr r11, 1
-                        self.mov(false, RAX, rs);
-                        self.alu_ri(Alu::And, false, RAX, 1);
-                        self.alu_rr(Alu::Or, true, R11, RAX);
-                        self.rr(p, true, 0x2a0f, 2, rd, R11, false);
-                        self.rr(p, false, 0x580f, 2, rd, rd, false); // add rd, rd
-                        self.bind8(done);
-                    }
-                }
-            }
-            (true, false) => {
-                if to == Ty::P {
-                    return self
-                        .buf
-                        .fail(m, ErrorKind::UnsupportedType { insn: "cv", ty: to });
-                }
-                let p = sd(from);
-                match to {
-                    Ty::I => self.rr(p, false, 0x2c0f, 2, rd, rs, false),
-                    Ty::L | Ty::U => self.rr(p, true, 0x2c0f, 2, rd, rs, false),
-                    _ => {
-                        // ul: values >= 2^63 are converted after subtracting 2^63.
-                        let two63 = if from == Ty::F {
-                            0x5f00_0000u64
-                        } else {
-                            0x43e0_0000_0000_0000
-                        };
-                        let idx = self.pool_const(two63);
-                        let pfx = if from == Ty::F { 0 } else { 0x66 };
-                        self.rip(pfx, false, 0x2e0f, 2, rs, idx); // ucomis rs, [2^63]
-                        let big = self.jcc8(Some(CC_AE));
-                        self.rr(p, true, 0x2c0f, 2, rd, rs, false);
-                        let done = self.jcc8(None);
-                        self.bind8(big);
-                        self.fmov(XTMP, rs);
-                        self.rip(p, false, 0x5c0f, 2, XTMP, idx); // sub xmm15, [2^63]
-                        self.rr(p, true, 0x2c0f, 2, rd, XTMP, false);
-                        self.rr(0, true, 0xba0f, 2, 7, rd, false); // btc rd, 63
-                        self.buf.put1(63);
-                        self.bind8(done);
-                    }
-                }
-            }
+        if from.is_64() == to.is_64() {
+            self.mov(to.is_64(), rd, rs);
+        } else if to.is_64() && from == Ty::I {
+            self.rr(0, true, 0x63, 1, rd, rs, false); // movsxd
+        } else {
+            // mov r32, r32: zero-extends or truncates. Emitted even
+            // when rd == rs: the upper half must be cleared in place.
+            self.rr(0, false, 0x89, 1, rs, rd, false);
         }
     }
 
@@ -1209,6 +1323,7 @@ impl Backend for X64 {
         (-regfile::SAVE_AREA - self.locals, self.nlocals - 1)
     }
 
+    #[inline(always)]
     fn local_op(&mut self, m: &'static str, op: LocalOp, ty: Ty, r: u8, off: i32, id: u32) {
         self.buf.insn(m);
         if id >= self.nlocals
@@ -1237,6 +1352,7 @@ impl Backend for X64 {
         self.emit_branch(m, c, ty, a, b, l)
     }
 
+    #[inline(always)]
     fn jump(&mut self, m: &'static str, link: bool, t: Target) {
         self.emit_jump(m, link, t)
     }
@@ -1403,6 +1519,7 @@ impl Backend for X64 {
         self.buf.resync(m);
     }
 
+    #[inline(always)]
     fn genlabel(&mut self) -> Label {
         self.emit_genlabel()
     }
@@ -1459,14 +1576,37 @@ impl Backend for X64 {
 // 5. Branches and fixups
 // ===========================================================================
 
-/// Label number of the shared epilogue.
-const EPILOGUE: u32 = u32::MAX;
 /// The position of a label not placed yet.
 const UNPLACED: u32 = u32::MAX;
+/// The end of a chain of forward references.
+const NO_LINK: u32 = u32::MAX;
 
-/// A pending rel32 to a label: 16 bytes, since every forward branch
-/// records one. The method is kept as a [`kind`](Fixup::kind) code (a
-/// branch's condition, or `jmp`/`jal`/`ret`) and named only for an error.
+/// A label: its position once placed, and until then the forward
+/// references to it, as a chain threaded through the code itself: each
+/// unresolved rel32 field holds the position of the previous one (the
+/// last holds [`NO_LINK`]) and `head` the newest. A forward branch is
+/// then two stores and no record; placing the label walks its chain once
+/// and patches every reference, so `end` has nothing left to backpatch
+/// but the returns. `first` and `kind` name the first forward reference,
+/// for the error of a label used and never placed.
+#[derive(Clone, Copy, Debug)]
+struct LabelSlot {
+    pos: u32,
+    head: u32,
+    first: u32,
+    kind: u8,
+}
+
+const NEW_LABEL: LabelSlot = LabelSlot {
+    pos: UNPLACED,
+    head: NO_LINK,
+    first: 0,
+    kind: 0,
+};
+
+/// A jump-table slot to fill with a label's absolute address at link.
+/// The method is kept as a [`kind`](Fixup::kind) code and named only for
+/// an error.
 #[derive(Clone, Copy, Debug)]
 struct Fixup {
     at: u32,
@@ -1487,7 +1627,14 @@ const FIX_COUNTDOWN: u8 = 10;
 impl Fixup {
     /// The client method that recorded the fixup.
     fn method(self) -> &'static str {
-        match self.kind {
+        kind_method(self.kind)
+    }
+}
+
+/// The client method of a reference of kind `kind`.
+fn kind_method(kind: u8) -> &'static str {
+    {
+        match kind {
             FIX_JMP => "jmp",
             FIX_JAL => "jal",
             FIX_RET => "ret",
@@ -1503,48 +1650,118 @@ impl X64 {
     /// `Some(0xe8)` style is not used here) to `label`.
     #[inline(always)]
     fn jump_to(&mut self, kind: u8, cc: Option<u8>, label: u32) {
-        let pos = self.buf.pos();
-        let target = self.labels.get(label as usize).copied();
-        match target {
-            Some(t) if t != UNPLACED => {
-                let rel = t as i64 - (pos as i64 + 2);
-                if fits8(rel) {
-                    let op = cc.map_or(0xeb, |c| 0x70 | c);
-                    self.buf.put(op as u64 | ((rel as u8) as u64) << 8, 2);
-                } else {
-                    match cc {
-                        None => {
-                            self.buf.put1(0xe9);
-                            self.buf.put4((t as i64 - (pos as i64 + 5)) as u32);
-                        }
-                        Some(c) => {
-                            self.buf.put(0x800f | (c as u64) << 8, 2);
-                            self.buf.put4((t as i64 - (pos as i64 + 6)) as u32);
-                        }
+        let pos = self.buf.pos() as u32;
+        let Some(s) = self.labels.get_mut(label as usize) else {
+            return self.unknown_label(kind, cc, label);
+        };
+        let t = s.pos;
+        if t != UNPLACED {
+            let rel = t as i64 - (pos as i64 + 2);
+            if fits8(rel) {
+                let op = cc.map_or(0xeb, |c| 0x70 | c);
+                self.buf.put(op as u64 | ((rel as u8) as u64) << 8, 2);
+            } else {
+                match cc {
+                    None => {
+                        let rel = t.wrapping_sub(pos + 5) as u64;
+                        self.buf.put(0xe9 | rel << 8, 5);
+                    }
+                    Some(c) => {
+                        let rel = t.wrapping_sub(pos + 6) as u64;
+                        self.buf.put(0x800f | (c as u64) << 8 | rel << 16, 6);
                     }
                 }
             }
-            _ => {
-                match cc {
-                    None => self.buf.put1(0xe9),
-                    Some(c) => self.buf.put(0x800f | (c as u64) << 8, 2),
-                }
-                self.fix(kind, label);
+            return;
+        }
+        // Forward: link the rel32 field into the label's chain.
+        let prev = s.head;
+        if prev == NO_LINK {
+            s.first = self.buf.index();
+            s.kind = kind;
+            self.pending += 1;
+        }
+        match cc {
+            None => {
+                s.head = pos + 1;
+                self.buf.put(0xe9 | (prev as u64) << 8, 5);
+            }
+            Some(c) => {
+                s.head = pos + 2;
+                self.buf
+                    .put(0x800f | (c as u64) << 8 | (prev as u64) << 16, 6);
             }
         }
     }
 
-    /// Records a rel32 at the current position to `label` and skips it.
+    /// A jump to a label this function never made: recorded as the error,
+    /// and the jump written (to nowhere) so that the code stays in step.
+    #[cold]
+    #[inline(never)]
+    fn unknown_label(&mut self, kind: u8, cc: Option<u8>, label: u32) {
+        self.buf
+            .fail(kind_method(kind), ErrorKind::UnknownLabel { label });
+        match cc {
+            None => self.buf.put(0xe9, 5),
+            Some(c) => self.buf.put(0x800f | (c as u64) << 8, 6),
+        }
+    }
+
+    /// Writes a rel32 at the current position to `label` (whose position
+    /// is not known yet, or is), as [`jump_to`](X64::jump_to) does for a
+    /// jump's field.
     #[inline(always)]
     fn fix(&mut self, kind: u8, label: u32) {
-        let index = self.buf.index();
-        self.fixups.push(Fixup {
-            at: self.buf.pos() as u32,
-            label,
-            index,
-            kind,
-        });
-        self.buf.put4(0);
+        let at = self.buf.pos() as u32;
+        let Some(s) = self.labels.get_mut(label as usize) else {
+            self.buf
+                .fail(kind_method(kind), ErrorKind::UnknownLabel { label });
+            return self.buf.put4(0);
+        };
+        if s.pos != UNPLACED {
+            let rel = s.pos.wrapping_sub(at + 4);
+            return self.buf.put4(rel);
+        }
+        let prev = s.head;
+        if prev == NO_LINK {
+            s.first = self.buf.index();
+            s.kind = kind;
+            self.pending += 1;
+        }
+        s.head = at;
+        self.buf.put4(prev);
+    }
+
+    /// Patches every rel32 of the chain starting at `head` to `target`.
+    #[inline]
+    fn resolve(&mut self, mut head: u32, target: u32) {
+        while head != NO_LINK {
+            let next = self.buf.read4(head as usize);
+            self.buf
+                .patch4(head as usize, target.wrapping_sub(head + 4));
+            head = next;
+        }
+    }
+
+    /// The error of a label referenced and never placed: the first such
+    /// reference in program order, as its branch's method names it.
+    #[cold]
+    #[inline(never)]
+    fn unplaced_error(&self) -> Error {
+        let (label, s) = self
+            .labels
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.pos == UNPLACED && s.head != NO_LINK)
+            .min_by_key(|(_, s)| s.first)
+            .expect("a pending label");
+        Error {
+            index: s.first,
+            method: kind_method(s.kind),
+            kind: ErrorKind::UnplacedLabel {
+                label: label as u32,
+            },
+        }
     }
 
     #[inline(always)]
@@ -1632,7 +1849,7 @@ impl X64 {
 
     #[inline(always)]
     fn emit_genlabel(&mut self) -> Label {
-        self.labels.push(UNPLACED);
+        self.labels.push(NEW_LABEL);
         Label(self.labels.len() as u32 - 1)
     }
 
@@ -1641,7 +1858,15 @@ impl X64 {
         self.buf.insn(m);
         let pos = self.buf.pos() as u32;
         match self.labels.get_mut(l.0 as usize) {
-            Some(p) if *p == UNPLACED => *p = pos,
+            Some(s) if s.pos == UNPLACED => {
+                s.pos = pos;
+                self.last_place = pos;
+                let head = s.head;
+                if head != NO_LINK {
+                    self.pending -= 1;
+                    self.resolve(head, pos);
+                }
+            }
             Some(_) => self.buf.fail(m, ErrorKind::LabelPlacedTwice { label: l.0 }),
             None => self.buf.fail(m, ErrorKind::UnknownLabel { label: l.0 }),
         }
@@ -1722,7 +1947,9 @@ impl X64 {
     fn enter(&mut self, sig: &Signature, params: &[AnyReg], moves: bool) {
         self.buf.reset();
         self.labels.clear();
-        self.fixups.clear();
+        self.pending = 0;
+        self.last_place = 0;
+        self.ret_head = NO_LINK;
         self.tables.clear();
         self.pool.clear();
         self.pool_refs.clear();
@@ -1775,8 +2002,9 @@ impl X64 {
             _ => self.mov(ty.is_64(), RAX, r),
         }
         let at = self.buf.pos();
-        self.buf.put1(0xe9);
-        self.fix(FIX_RET, EPILOGUE);
+        // jmp epilogue, linked into the chain of returns.
+        self.buf.put(0xe9 | (self.ret_head as u64) << 8, 5);
+        self.ret_head = at as u32 + 1;
         self.last_ret = Some(at);
     }
 
@@ -1791,19 +2019,19 @@ impl X64 {
         if let Some(e) = self.buf.err.take() {
             return Err(e);
         }
+        if self.pending != 0 {
+            return Err(self.unplaced_error());
+        }
         let end_index = self.buf.index().wrapping_add(1);
-        // A function whose body ends in `jmp epilogue` falls through instead.
+        // A function whose body ends in `jmp epilogue` falls through
+        // instead, unless a label was placed after it (branches to it are
+        // patched already): the jump's field is the head of the chain of
+        // returns, and holds the rest of the chain.
         if let Some(at) = self.last_ret {
-            if at + 5 == self.buf.pos() {
+            if at + 5 == self.buf.pos() && self.last_place as usize <= at {
+                debug_assert_eq!(self.ret_head as usize, at + 1);
+                self.ret_head = self.buf.read4(at + 1);
                 self.buf.truncate(at);
-                // Its fixup is the last one recorded: nothing after it branched.
-                debug_assert_eq!(self.fixups.last().map(|f| f.at as usize), Some(at + 1));
-                self.fixups.pop();
-                for l in self.labels.iter_mut() {
-                    if *l != UNPLACED && *l as usize > at {
-                        *l = at as u32;
-                    }
-                }
             }
         }
         let body_len = self.buf.pos();
@@ -1814,9 +2042,9 @@ impl X64 {
             saves[1] &= !1;
         }
         let frame = self.frame || saves != [0, 0] || self.locals > 0;
-        // Prologue and epilogue (with the padding that aligns the constants).
-        let mut pro = std::mem::take(&mut self.pro);
-        let mut epi = std::mem::take(&mut self.epi);
+        // Prologue and epilogue (with the padding that aligns the constants),
+        // built in the backend's own buffers.
+        let (pro, epi) = (&mut self.pro, &mut self.epi);
         pro.clear();
         epi.clear();
         if frame {
@@ -1830,12 +2058,12 @@ impl X64 {
                 let n = pending.trailing_zeros() as u8;
                 pending &= pending - 1;
                 if saves[0] & (1 << n) != 0 {
-                    encode_rbp(&mut pro, 0, true, &[0x89], n, regfile::gpr_save_slot(n));
-                    encode_rbp(&mut epi, 0, true, &[0x8b], n, regfile::gpr_save_slot(n));
+                    encode_rbp(pro, 0, true, &[0x89], n, regfile::gpr_save_slot(n));
+                    encode_rbp(epi, 0, true, &[0x8b], n, regfile::gpr_save_slot(n));
                 }
                 if saves[1] & (1 << n) != 0 {
                     encode_rbp(
-                        &mut pro,
+                        pro,
                         0xf3,
                         false,
                         &[0x0f, 0x7f],
@@ -1843,7 +2071,7 @@ impl X64 {
                         regfile::xmm_save_slot(n),
                     ); // movdqu
                     encode_rbp(
-                        &mut epi,
+                        epi,
                         0xf3,
                         false,
                         &[0x0f, 0x6f],
@@ -1858,46 +2086,25 @@ impl X64 {
         // Body positions keep the alignment `align` asked for when the
         // prologue is a multiple of it.
         let pad = pro.len().next_multiple_of(self.align) - pro.len();
-        push_nops(&mut pro, pad);
+        push_nops(pro, pad);
         let epi_at = body_len as u32;
         let epi_len = epi.len();
         // Constants, 8-byte aligned after the epilogue.
         let pool_at = (body_len + epi_len + 7) & !7;
-        while body_len + epi.len() < pool_at {
-            epi.push(0xcc);
-        }
-        // Backpatch.
-        for i in 0..self.fixups.len() {
-            let f = self.fixups[i];
-            let target = if f.label == EPILOGUE {
-                epi_at
+        epi.extend_from_slice(&[0xcc; 8][..pool_at - body_len - epi_len]);
+        // Backpatch the returns (every label's references were patched
+        // when it was placed).
+        let mut h = self.ret_head;
+        while h != NO_LINK {
+            let next = self.buf.read4(h as usize);
+            if frame {
+                self.buf.patch4(h as usize, epi_at.wrapping_sub(h + 4));
             } else {
-                match self.labels.get(f.label as usize) {
-                    Some(&p) if p != UNPLACED => p,
-                    Some(_) => {
-                        return Err(Error {
-                            index: f.index,
-                            method: f.method(),
-                            kind: ErrorKind::UnplacedLabel { label: f.label },
-                        });
-                    }
-                    None => {
-                        return Err(Error {
-                            index: f.index,
-                            method: f.method(),
-                            kind: ErrorKind::UnknownLabel { label: f.label },
-                        });
-                    }
-                }
-            };
-            if f.label == EPILOGUE && !frame {
                 // The epilogue is a bare `ret`: return in place.
-                self.buf.patch1(f.at as usize - 1, 0xc3);
-                self.buf.patch4(f.at as usize, 0xcccc_cccc);
-            } else {
-                self.buf
-                    .patch4(f.at as usize, target.wrapping_sub(f.at + 4));
+                self.buf.patch1(h as usize - 1, 0xc3);
+                self.buf.patch4(h as usize, 0xcccc_cccc);
             }
+            h = next;
         }
         for &(at, idx) in &self.pool_refs {
             let target = pool_at as u32 + 8 * idx;
@@ -1906,7 +2113,7 @@ impl X64 {
         let total = pro.len() + body_len + epi.len() + self.pool.len();
         let mut block = match mem {
             Some(m) => m.alloc(total),
-            None => crate::mem::alloc_default(total),
+            None => self.slab.alloc(total),
         }
         .map_err(|kind| Error {
             index: end_index,
@@ -1915,8 +2122,8 @@ impl X64 {
         })?;
         let body_at = (block.addr() + pro.len()) as u64;
         for f in &self.tables {
-            let target = match self.labels.get(f.label as usize) {
-                Some(&p) if p != UNPLACED => p,
+            let target = match self.labels.get(f.label as usize).map(|s| s.pos) {
+                Some(p) if p != UNPLACED => p,
                 found => {
                     let label = f.label;
                     return Err(Error {
@@ -1934,15 +2141,13 @@ impl X64 {
             self.buf.patch4(f.at as usize + 4, (addr >> 32) as u32);
         }
         block
-            .fill(&[&pro, self.buf.bytes(), &epi, &self.pool])
+            .fill([&self.pro, self.buf.bytes(), &self.epi, &self.pool])
             .map_err(|kind| Error {
                 index: end_index,
                 method: "end",
                 kind,
             })?;
-        let pro_len = pro.len();
-        self.pro = pro;
-        self.epi = epi;
+        let pro_len = self.pro.len();
         let code = Code {
             block,
             prologue: pro_len,
