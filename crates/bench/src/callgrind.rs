@@ -23,7 +23,7 @@ use std::process::Command;
 
 use vcode::{Code, Func};
 
-use crate::workload;
+use crate::{client, workload};
 
 /// Functions generated per counted run (the issue's workload: 1,000
 /// functions of about 100 instructions).
@@ -35,6 +35,15 @@ pub const CHILD_ENV: &str = "FASTPATH_CODEGEN_COUNT";
 
 /// The workload variants.
 pub const MODES: [&str; 3] = ["virtual", "fixed", "empty"];
+
+/// The branch-heavy variant and the client benchmark (issue 16), counted
+/// by hand (see `docs/benchmarks.md`): `vcode-count MODE`.
+pub const EXTRA_MODES: [&str; 4] = [
+    "branchy_virtual",
+    "branchy_fixed",
+    "client_getreg",
+    "client_fixed",
+];
 
 /// Generates the workload with `getreg` registers. The callgrind toggle point.
 #[unsafe(no_mangle)]
@@ -57,13 +66,63 @@ pub fn fastpath_bench_gen_empty(f: &mut Func) -> vcode::Result<Code> {
     workload::empty(f)
 }
 
+/// Generates the branch-heavy workload with `getreg` registers. The callgrind toggle point.
+#[unsafe(no_mangle)]
+#[inline(never)]
+pub fn fastpath_bench_gen_branchy_virtual(f: &mut Func) -> vcode::Result<Code> {
+    workload::branchy_virtual(f)
+}
+
+/// Generates the branch-heavy workload with fixed names. The callgrind toggle point.
+#[unsafe(no_mangle)]
+#[inline(never)]
+pub fn fastpath_bench_gen_branchy_fixed(f: &mut Func) -> vcode::Result<Code> {
+    workload::branchy_fixed(f)
+}
+
+/// Compiles the client benchmark's program with `getreg` temporaries.
+/// The callgrind toggle point.
+#[unsafe(no_mangle)]
+#[inline(never)]
+pub fn fastpath_bench_gen_client_getreg(f: &mut Func, p: &[client::S]) -> vcode::Result<Code> {
+    client::gen_getreg(f, p)
+}
+
+/// Compiles the client benchmark's program with the template JIT (fixed
+/// names, locals as an operand stack). The callgrind toggle point.
+#[unsafe(no_mangle)]
+#[inline(never)]
+pub fn fastpath_bench_gen_client_fixed(f: &mut Func, p: &[client::S]) -> vcode::Result<Code> {
+    client::gen_fixed(f, p)
+}
+
 /// The counted child: generates `n` functions in `mode`, keeping none.
 pub fn child_main(mode: &str, n: usize) -> Result<(), String> {
+    let client: Option<fn(&mut Func, &[client::S]) -> vcode::Result<Code>> = match mode {
+        "client_getreg" => Some(fastpath_bench_gen_client_getreg),
+        "client_fixed" => Some(fastpath_bench_gen_client_fixed),
+        _ => None,
+    };
+    if let Some(generate) = client {
+        let program = client::program();
+        let mut f = Func::new();
+        for _ in 0..n {
+            let code = generate(&mut f, &program).map_err(|e| e.to_string())?;
+            std::hint::black_box(&code);
+        }
+        return Ok(());
+    }
     let generate: fn(&mut Func) -> vcode::Result<Code> = match mode {
         "virtual" => fastpath_bench_gen_virtual,
         "fixed" => fastpath_bench_gen_fixed,
         "empty" => fastpath_bench_gen_empty,
-        other => return Err(format!("{CHILD_ENV}={other:?}: expected one of {MODES:?}")),
+        "branchy_virtual" => fastpath_bench_gen_branchy_virtual,
+        "branchy_fixed" => fastpath_bench_gen_branchy_fixed,
+        other => {
+            return Err(format!(
+                "{CHILD_ENV}={other:?}: expected one of {MODES:?} or {EXTRA_MODES:?}"
+            ));
+        }
     };
     let mut f = Func::new();
     for _ in 0..n {
@@ -71,6 +130,26 @@ pub fn child_main(mode: &str, n: usize) -> Result<(), String> {
         std::hint::black_box(&code);
     }
     Ok(())
+}
+
+/// The vcode instructions (labels included) of one function of every
+/// mode, counted by the reference backend.
+pub fn instruction_counts() -> vcode::Result<Vec<(&'static str, usize)>> {
+    let (v, x, e) = workload::instruction_counts()?;
+    let b = workload::branchy_count()?;
+    let p = client::program();
+    let mut r = Func::<vcode::Reference>::with_backend();
+    let cg = client::gen_getreg(&mut r, &p)?.len();
+    let cf = client::gen_fixed(&mut r, &p)?.len();
+    Ok(vec![
+        ("virtual", v),
+        ("fixed", x),
+        ("empty", e),
+        ("branchy_virtual", b),
+        ("branchy_fixed", b),
+        ("client_getreg", cg),
+        ("client_fixed", cf),
+    ])
 }
 
 /// One counted run.
@@ -160,7 +239,7 @@ mod tests {
 
     #[test]
     fn the_child_generates() {
-        for m in MODES {
+        for m in MODES.iter().chain(&EXTRA_MODES) {
             child_main(m, 3).unwrap();
         }
         assert!(child_main("nope", 1).is_err());

@@ -35,6 +35,7 @@
 //! * `criterion` (dev): the `benches/codegen.rs` harness.
 
 pub mod callgrind;
+pub mod client;
 pub mod dpf;
 pub mod esp;
 pub mod kernels;

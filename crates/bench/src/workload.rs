@@ -221,6 +221,76 @@ pub fn empty<B: Backend>(f: &mut Func<B>) -> vcode::Result<B::Code> {
     f.end()
 }
 
+/// The branch-heavy body: eight blocks, each an if/else (a forward
+/// conditional branch, a forward `jmp`, two labels) around ALU
+/// operations and a store, in a loop: 40% of the instructions are
+/// branches and labels. `int branchy(int *buf, int n)` writes
+/// `buf[0..8]` and loops `n` times.
+#[inline(always)]
+fn branchy_body<B: Backend>(f: &mut Func<B>, p: Reg<P>, n: Reg<I>, r: [Reg<I>; 4]) {
+    let [a, b, c, d] = r;
+    let (top, done) = (f.genlabel(), f.genlabel());
+    f.set(a, 0);
+    f.set(b, 1);
+    f.set(c, 2);
+    f.mov(d, n);
+    f.ble(d, 0, done);
+    f.label(top);
+    for k in 0..8 {
+        let (skip, join) = (f.genlabel(), f.genlabel());
+        f.bge(a, k * 13, skip);
+        f.add(b, b, a);
+        f.xor(c, c, b);
+        f.jmp(join);
+        f.label(skip);
+        f.sub(c, c, k + 1);
+        f.and(b, b, 0xfff);
+        f.label(join);
+        f.add(a, a, 3);
+        f.st(b, p, 4 * k);
+    }
+    f.sub(d, d, 1);
+    f.bgt(d, 0, top);
+    f.label(done);
+    f.add(a, a, b);
+    f.add(a, a, c);
+    f.ret(a);
+}
+
+/// The branch-heavy workload with registers from `getreg`.
+#[inline(always)]
+pub fn branchy_virtual<B: Backend>(f: &mut Func<B>) -> vcode::Result<B::Code> {
+    let ps = f.lambda("%p%i", Leaf::Yes)?;
+    let (p, n) = (ps.get::<P>(0)?, ps.get::<I>(1)?);
+    let (a, b) = (f.getreg::<I>(Class::Temp)?, f.getreg::<I>(Class::Temp)?);
+    let (c, d) = (f.getreg::<I>(Class::Temp)?, f.getreg::<I>(Class::Temp)?);
+    branchy_body(f, p, n, [a, b, c, d]);
+    f.end()
+}
+
+/// The branch-heavy workload with the fixed names `T0..T5`.
+#[inline(always)]
+pub fn branchy_fixed<B: Backend>(f: &mut Func<B>) -> vcode::Result<B::Code> {
+    f.lambda("%p%i", Leaf::Yes)?;
+    branchy_body(
+        f,
+        Reg::t(5),
+        Reg::t(4),
+        [Reg::t(0), Reg::t(1), Reg::t(2), Reg::t(3)],
+    );
+    f.end()
+}
+
+/// The number of vcode instructions (labels included) of the branch-heavy
+/// workload's function, counted by the reference backend.
+pub fn branchy_count() -> vcode::Result<usize> {
+    let mut r = Func::<vcode::Reference>::with_backend();
+    let v = branchy_virtual(&mut r)?.len();
+    let x = branchy_fixed(&mut r)?.len();
+    assert_eq!(v, x);
+    Ok(v)
+}
+
 /// The number of vcode instructions (labels included) each workload
 /// function generates, counted by the reference backend, which records
 /// one entry per instruction method called.
@@ -253,6 +323,28 @@ mod tests {
         assert_eq!(v, x);
         assert!((95..=110).contains(&v), "{v}");
         assert!(e <= 2, "{e}");
+    }
+
+    #[test]
+    fn the_branchy_variants_agree_with_each_other_and_the_reference() {
+        let n = branchy_count().unwrap();
+        assert!((85..=110).contains(&n), "{n}");
+        let mut f = Func::new();
+        let virt = branchy_virtual(&mut f).unwrap();
+        let fixed = branchy_fixed(&mut f).unwrap();
+        assert_eq!(virt.bytes(), fixed.bytes());
+        let mut r = Func::<vcode::Reference>::with_backend();
+        let refc = branchy_virtual(&mut r).unwrap();
+        for n in [1, 2, 5, 40] {
+            let (got, buf) = run_native(&virt, n).unwrap();
+            let mut rbuf: Vec<u8> = (0..MIXED_BUF_BYTES).map(|i| (i * 7 + 3) as u8).collect();
+            // SAFETY: the reference backend checks every access; the program
+            // writes buf[0..32] of MIXED_BUF_BYTES.
+            let want = unsafe { refc.invoke(&[Value::P(rbuf.as_mut_ptr() as usize), Value::I(n)]) }
+                .unwrap();
+            assert_eq!(Value::I(got), want, "n = {n}");
+            assert_eq!(buf, rbuf, "n = {n}");
+        }
     }
 
     #[test]
