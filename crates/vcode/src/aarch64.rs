@@ -1730,13 +1730,18 @@ impl A64 {
             self.buf.patch4(f.at as usize, target.wrapping_sub(table));
         }
         let total = pro.len() + body_len + epi.len() + self.pool.len();
-        let mut words = vec![0u64; total.div_ceil(8)];
+        // The code starts at a multiple of `align` in memory (the buffer
+        // is 8-byte aligned; up to 56 more bytes place it).
+        let slack = self.align.max(8) - 8;
+        let mut words = vec![0u64; (total + slack).div_ceil(8)];
+        let start = (words.as_ptr() as usize).next_multiple_of(self.align.max(8))
+            - words.as_ptr() as usize;
         {
             // SAFETY: a u64 buffer viewed as its bytes.
             let bytes = unsafe {
                 std::slice::from_raw_parts_mut(words.as_mut_ptr() as *mut u8, words.len() * 8)
             };
-            let mut at = 0;
+            let mut at = start;
             for part in [&pro[..], self.buf.bytes(), &epi[..], &self.pool[..]] {
                 bytes[at..at + part.len()].copy_from_slice(part);
                 at += part.len();
@@ -1747,6 +1752,7 @@ impl A64 {
         self.epi = epi;
         let code = Code {
             words,
+            start,
             prologue: pro_len,
             body: body_len,
             code_len: pro_len + body_len + epi_len,
@@ -1782,6 +1788,8 @@ fn sync_icache(addr: usize, len: usize) {
 /// runs under emulation ([`Invoke`](crate::Invoke) with the `emu` feature).
 pub struct Code {
     words: Vec<u64>,
+    /// Where the code starts in `words` (bytes; for `align`).
+    start: usize,
     prologue: usize,
     body: usize,
     code_len: usize,
@@ -1793,7 +1801,7 @@ pub struct Code {
 impl Code {
     /// The entry address (of the code in this process's memory).
     pub fn addr(&self) -> usize {
-        self.words.as_ptr() as usize
+        self.words.as_ptr() as usize + self.start
     }
 
     /// Bytes of machine code (prologue, body, epilogue; without constants).
@@ -1824,7 +1832,10 @@ impl Code {
     /// Code and constants, as placed in memory.
     pub fn image(&self) -> &[u8] {
         // SAFETY: a u64 buffer viewed as its bytes.
-        unsafe { std::slice::from_raw_parts(self.words.as_ptr() as *const u8, self.words.len() * 8) }
+        let all = unsafe {
+            std::slice::from_raw_parts(self.words.as_ptr() as *const u8, self.words.len() * 8)
+        };
+        &all[self.start..]
     }
 
     /// The machine code bytes.

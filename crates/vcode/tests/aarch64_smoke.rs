@@ -161,3 +161,23 @@ fn the_callgrind_workload_agrees_with_the_reference() {
         }
     }
 }
+
+/// `align(n)` places the next instruction at a multiple of `n` in memory.
+#[test]
+fn align_in_memory() {
+    for n in [4usize, 8, 16, 32, 64] {
+        let mut f = Func::<A64>::with_backend();
+        let p = f.lambda("%l", Leaf::Yes).unwrap();
+        let x = p.get::<L>(0).unwrap();
+        f.add(x, x, 1);
+        f.align(n);
+        let at = f.code_offset();
+        f.add(x, x, 2);
+        f.ret(x);
+        let code = f.end().unwrap();
+        let (body, _) = code.parts();
+        assert_eq!((code.addr() + body + at) % n, 0, "align {n}");
+        // SAFETY: arithmetic only.
+        assert_eq!(unsafe { code.invoke(&[Value::L(1)]) }, Ok(Value::L(4)));
+    }
+}
