@@ -30,6 +30,10 @@
 //!   fixups, prologue/epilogue and `end`, extensions); the rest of the
 //!   crate, the reference backend included, names no target
 //!   (`docs/vcode.md`, "The backend shape").
+//! * [`aarch64`]: the second target, A64 code for AAPCS64
+//!   ([`aarch64::A64`], `Func::<A64>::with_backend()`); on this x86-64
+//!   host its code runs under emulation (feature `emu`: `vcode::emu`, the
+//!   Unicorn emulator, and disassembly with yaxpeax-arm).
 //! * [`mem`]: executable memory, W^X, and the [`mem::ExecMemory`] trait a
 //!   code cache implements to receive generated code directly.
 //! * [`debug`]: disassembly and the perf map.
