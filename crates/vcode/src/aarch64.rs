@@ -336,6 +336,10 @@ pub struct A64 {
     ret_ty: Option<Ty>,
     last_ret: Option<usize>,
     align: usize,
+    /// After a `select`: (the position just past it, the A64 register it
+    /// compared with 0, its width), while the flags still hold that
+    /// comparison (see [`A64::select`]).
+    flags: Option<(u32, u8, bool)>,
     /// Prologue and epilogue bytes, built by `end` (kept for their capacity).
     pro: Vec<u8>,
     epi: Vec<u8>,
@@ -837,6 +841,7 @@ impl Backend for A64 {
             ret_ty: None,
             last_ret: None,
             align: 1,
+            flags: None,
             pro: Vec::with_capacity(64),
             epi: Vec::with_capacity(64),
         }
@@ -1483,6 +1488,8 @@ impl A64 {
 
     fn emit_place(&mut self, m: &'static str, l: Label) {
         self.buf.insn(m);
+        // A branch may arrive here with other flags.
+        self.flags = None;
         let pos = self.buf.pos() as u32;
         match self.labels.get_mut(l.0 as usize) {
             Some(p) if *p == UNPLACED => *p = pos,
@@ -1535,6 +1542,7 @@ impl A64 {
         self.ret_ty = None;
         self.last_ret = None;
         self.align = 1;
+        self.flags = None;
         if moves {
             self.buf.reserve("lambda", 16 * params.len());
             for (&r, loc) in params.iter().zip(abi_layout(sig.params())) {
@@ -2008,9 +2016,16 @@ impl A64 {
     }
 
     /// `rd = c != 0 ? a : b`: `cmp c, #0; csel`.
+    /// A `select` right after another on the same condition register
+    /// (nothing in between, no label, the register not its destination)
+    /// reuses the flags of the first one's `cmp`.
     pub fn select(&mut self, w: bool, rd: u8, c: u8, a: u8, b: u8) {
-        self.cmp(w, g(c), Src::I(0));
-        self.csel(w, g(rd), g(a), g(b), NE);
+        let (rd, c, a, b) = (g(rd), g(c), g(a), g(b));
+        if self.flags != Some((self.buf.pos() as u32, c, w)) {
+            self.cmp(w, c, Src::I(0));
+        }
+        self.csel(w, rd, a, b, NE);
+        self.flags = (rd != c).then_some((self.buf.pos() as u32, c, w));
     }
 
     /// `rd = a < b ? a : b` (or `>` for `max`): `cmp`/`fcmp` and `csel`/`fcsel`.

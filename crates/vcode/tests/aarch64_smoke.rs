@@ -181,3 +181,63 @@ fn align_in_memory() {
         assert_eq!(unsafe { code.invoke(&[Value::L(1)]) }, Ok(Value::L(4)));
     }
 }
+
+/// Consecutive `select`s on one condition share its `cmp`, except across
+/// a label, after a select that overwrote the condition, or at another
+/// width: each case against the reference backend.
+#[test]
+fn consecutive_selects() {
+    use vcode::ext::Select;
+    fn build<B: vcode::Backend>(case: u32) -> B::Code {
+        let mut f = Func::<B>::with_backend();
+        let p = f.lambda("%l%l%l", Leaf::Yes).unwrap();
+        let (c, a, b) = (p.get::<L>(0).unwrap(), p.get::<L>(1).unwrap(), p.get::<L>(2).unwrap());
+        let (x, y) = (f.getreg::<L>(vcode::Class::Temp).unwrap(), f.getreg::<L>(vcode::Class::Temp).unwrap());
+        let (skip, join) = (f.genlabel(), f.genlabel());
+        match case {
+            0 => {
+                f.select(x, c, a, b);
+                f.select(y, c, b, a);
+            }
+            1 => {
+                // The first select overwrites the condition.
+                f.mov(x, c);
+                f.select(x, x, a, b);
+                f.select(y, x, b, a);
+            }
+            2 => {
+                // A label between: reached from a branch taken after a
+                // compare with other flags.
+                f.set(y, 5);
+                f.select(x, c, a, b);
+                f.beq(a, b, skip);
+                f.jmp(join);
+                f.label(skip);
+                f.label(join);
+                f.select(y, c, b, a);
+            }
+            _ => {
+                // Another width: the low half of c.
+                f.select(x, c, a, b);
+                let (ci, ai, bi) = (Reg::<I>::phys(c.num()), Reg::<I>::phys(a.num()), Reg::<I>::phys(b.num()));
+                f.select(Reg::<I>::phys(y.num()), ci, bi, ai);
+            }
+        }
+        f.xor(x, x, y);
+        f.ret(x);
+        f.end().unwrap()
+    }
+    use vcode::Reg;
+    for case in 0..4 {
+        let (a64, rf) = (build::<A64>(case), build::<Ref>(case));
+        for c in [0i64, 1, -1, 1 << 32, 7] {
+            let args = [Value::L(c), Value::L(0x1234), Value::L(0x1234)];
+            let args2 = [Value::L(c), Value::L(3), Value::L(9)];
+            for args in [args, args2] {
+                // SAFETY: arithmetic only.
+                let (x, y) = unsafe { (a64.invoke(&args), rf.invoke(&args)) };
+                assert_eq!(x, y, "case {case} c={c}\n{}", a64.disassemble());
+            }
+        }
+    }
+}
