@@ -16,7 +16,9 @@
 //!    per vcode instruction: arithmetic, `set`, conversions, loads, stores,
 //!    locals, calls, data. Branches, entry and exit delegate to 5 and 6.
 //! 5. **Branches and fixups**: labels, branches, jumps, jump tables, and
-//!    the fixup records that `end` backpatches.
+//!    the forward references, chained through their rel32 fields and
+//!    patched when their label is placed (`end` patches the returns and
+//!    the jump tables).
 //! 6. **Prologue, epilogue and `end`**: the moves of parameters at entry,
 //!    returns, and `end` (frame, saves, backpatching, constants, linking
 //!    into executable memory), and [`Code`].
