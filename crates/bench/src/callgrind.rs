@@ -96,9 +96,12 @@ pub fn fastpath_bench_gen_client_fixed(f: &mut Func, p: &[client::S]) -> vcode::
     client::gen_fixed(f, p)
 }
 
+/// A generator of the client benchmark.
+type ClientGen = fn(&mut Func, &[client::S]) -> vcode::Result<Code>;
+
 /// The counted child: generates `n` functions in `mode`, keeping none.
 pub fn child_main(mode: &str, n: usize) -> Result<(), String> {
-    let client: Option<fn(&mut Func, &[client::S]) -> vcode::Result<Code>> = match mode {
+    let client: Option<ClientGen> = match mode {
         "client_getreg" => Some(fastpath_bench_gen_client_getreg),
         "client_fixed" => Some(fastpath_bench_gen_client_fixed),
         _ => None,

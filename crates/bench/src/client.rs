@@ -302,7 +302,7 @@ impl<B: Backend> G<'_, B> {
         }
     }
 
-    fn into_var(&mut self, v: u8, e: &E) -> vcode::Result<()> {
+    fn set_var(&mut self, v: u8, e: &E) -> vcode::Result<()> {
         let rv = self.vars[v as usize];
         match e {
             E::K(k) => self.f.set(rv, *k),
@@ -347,7 +347,7 @@ impl<B: Backend> G<'_, B> {
     fn stmts(&mut self, s: &[S]) -> vcode::Result<()> {
         for st in s {
             match st {
-                S::Set(v, e) => self.into_var(*v, e)?,
+                S::Set(v, e) => self.set_var(*v, e)?,
                 S::Store(i, e) => {
                     let (ri, ti) = self.expr(i)?;
                     let q = self.f.getreg::<P>(Class::Temp)?;
