@@ -1103,12 +1103,61 @@ fn pfs_calls_for_callgrind() {
         Value::Seq(Seq::I32(vec![1, 2, 3, 4])),
     ];
     let mut a_dir = [Value::I32(2), Value::I32(0), Value::I32(4), Value::Void];
+    let which = std::env::var("IDL_DYN_OPS").unwrap_or_else(|_| "open,write,dir".into());
+    let (do_open, do_write, do_dir) = (
+        which.contains("open"),
+        which.contains("write"),
+        which.contains("dir"),
+    );
+    if std::env::var("IDL_DYN_API").is_ok_and(|a| a == "slots") {
+        // The slot-level API: the generated code and the transport only.
+        let data = [1i32, 2, 3, 4];
+        let mut s_open = [1u64, 2, 3, 4, 0, 0];
+        let mut s_write = [5u64, 0, 4, data.as_ptr() as u64, 4, 0];
+        let mut s_dir = [2u64, 0, 4, 0, 0, 0];
+        for _ in 0..n {
+            // SAFETY: the slots follow docs/idl.md for each operation; the
+            // data pointer is valid for its 4 elements.
+            unsafe {
+                if do_open {
+                    slots_call(&mut client, &mut t, open, &mut s_open);
+                }
+                if do_write {
+                    slots_call(&mut client, &mut t, write, &mut s_write);
+                }
+                if do_dir {
+                    slots_call(&mut client, &mut t, dir, &mut s_dir);
+                    s_dir[1] = 0;
+                }
+            }
+        }
+        return;
+    }
     for _ in 0..n {
-        dyn_open(&mut client, &mut t, open, &mut a_open);
-        dyn_write(&mut client, &mut t, write, &mut a_write);
-        dyn_dir(&mut client, &mut t, dir, &mut a_dir);
+        if do_open {
+            dyn_open(&mut client, &mut t, open, &mut a_open);
+        }
+        if do_write {
+            dyn_write(&mut client, &mut t, write, &mut a_write);
+        }
+        if do_dir {
+            dyn_dir(&mut client, &mut t, dir, &mut a_dir);
+        }
     }
     std::hint::black_box(&state.calls);
+}
+
+/// # Safety
+/// As `DynClient::call_slots`.
+#[inline(never)]
+unsafe fn slots_call(
+    c: &mut idl::dynamic::DynClient<'_>,
+    t: &mut Loop<'_>,
+    op: usize,
+    s: &mut [u64],
+) {
+    // SAFETY: the caller's.
+    std::hint::black_box(unsafe { c.call_slots(t, op, s) }.ok());
 }
 
 #[inline(never)]
