@@ -31,9 +31,26 @@ use std::fmt::Write as _;
 
 use crate::model::{Dir, Field, Idl, Interface, Op, Prim, Slot, Type};
 
+/// The C run time's header, `idl_rt.h`, which every generated header
+/// includes: write it beside the generated files (the CLI and build
+/// helpers need not find `crates/idl/c/`).
+pub const RUNTIME_H: &str = include_str!("../c/idl_rt.h");
+
+/// The C run time's source, `idl_rt.c`: compile it with the generated
+/// `<stem>.c`.
+pub const RUNTIME_C: &str = include_str!("../c/idl_rt.c");
+
 /// Generates the header and the source of `idl`'s C stubs; `stem` names
 /// the files (`<stem>.h`, `<stem>.c`): the source includes `"<stem>.h"`,
 /// the header includes `"idl_rt.h"`.
+///
+/// ```
+/// let idl = idl::parse("interface calc { int add([in] int a, [in] int b); };")?;
+/// let (h, c) = idl::gen_c::generate(&idl, "calc");
+/// assert!(h.contains("int calc_add(idl_client *c, int32_t a, int32_t b, int32_t *ret);"));
+/// assert!(c.contains("int calc_serve(idl_server *s, const calc_impl *impl, void *self)"));
+/// # Ok::<(), idl::CompileError>(())
+/// ```
 pub fn generate(idl: &Idl, stem: &str) -> (String, String) {
     let g = Gen { idl };
     (g.header(stem), g.source(stem))
