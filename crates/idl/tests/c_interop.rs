@@ -925,3 +925,183 @@ fn rust_client_c_server_kinds() {
         }
     });
 }
+
+// ---- the C run time's checks against the Rust run time's ------------------
+
+/// `idl_utf8` accepts exactly what `str::from_utf8` accepts: random byte
+/// strings biased to the edges of UTF-8 (overlong forms, surrogates, code
+/// points past U+10FFFF, truncated sequences).
+#[test]
+fn c_utf8_check_is_rusts() {
+    if !have_gcc("c_utf8_check_is_rusts") {
+        return;
+    }
+    let dir = TempDir::new("utf8");
+    let rt = manifest().join("c");
+    let exe = dir.0.join("utf8_test");
+    let out = Command::new("gcc")
+        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-O1", "-I"])
+        .arg(&rt)
+        .arg(manifest().join("tests/c/utf8_test.c"))
+        .arg(rt.join("idl_rt.c"))
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .expect("run gcc");
+    check_output("gcc utf8_test.c", &out);
+    let edges = [
+        0x00u8, 0x41, 0x7f, 0x80, 0x8f, 0x90, 0x9f, 0xa0, 0xbf, 0xc0, 0xc1, 0xc2, 0xdf, 0xe0, 0xe1,
+        0xec, 0xed, 0xee, 0xef, 0xf0, 0xf1, 0xf3, 0xf4, 0xf5, 0xf8, 0xff,
+    ];
+    let mut rng = Rng(0x0075_7466_0038);
+    let mut cases: Vec<Vec<u8>> = Vec::new();
+    for _ in 0..20_000 {
+        let n = rng.below(9) as usize;
+        cases.push(
+            (0..n)
+                .map(|_| edges[rng.below(edges.len() as u64) as usize])
+                .collect(),
+        );
+    }
+    for s in [
+        "",
+        "abc",
+        "é",
+        "€",
+        "😀",
+        "\u{10ffff}",
+        "\u{d7ff}",
+        "\u{e000}",
+    ] {
+        cases.push(s.as_bytes().to_vec());
+    }
+    let mut input = Vec::new();
+    for c in &cases {
+        input.extend_from_slice(&(c.len() as u32).to_ne_bytes());
+        input.extend_from_slice(c);
+    }
+    let mut child = Command::new(&exe)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("run utf8_test");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let writer = std::thread::spawn(move || {
+        use std::io::Write as _;
+        stdin.write_all(&input).expect("write the cases");
+    });
+    let out = child.wait_with_output().expect("wait for utf8_test");
+    writer.join().expect("writer");
+    check_output("utf8_test", &out);
+    assert_eq!(out.stdout.len(), cases.len());
+    for (c, &got) in cases.iter().zip(&out.stdout) {
+        let want = std::str::from_utf8(c).is_ok();
+        assert_eq!(got == b'1', want, "idl_utf8({c:02x?})");
+    }
+}
+
+/// The same requests, hostile or not, get the same status from a C server
+/// and from the generated Rust server: the C server stubs check lengths,
+/// descriptors (range, alignment, order, limit), booleans and UTF-8 as
+/// `rt::Request` does, in the same order.
+#[test]
+fn c_and_rust_servers_refuse_alike() {
+    if !have_gcc("c_and_rust_servers_refuse_alike") {
+        return;
+    }
+    let dir = TempDir::new("kinds-alike");
+    let exe = build(&dir, "kinds", KINDS_IDL, "kinds_test.c");
+    let config = Config {
+        area: 1 << 16,
+        ..Config::default()
+    };
+    let mut rust_server = ServerEnd::create(&config).expect("create a channel");
+    let mut to_rust = rust_server.client().expect("client end");
+    let t = std::thread::spawn(move || kinds::serve(&mut Kinds::default(), &mut rust_server));
+    let fd = shm::create(&config).expect("create a channel");
+    let mut to_c = ClientEnd::from_fd(fd.try_clone().expect("dup")).expect("client end");
+    let child = spawn(&exe, "server", &fd, &[], false);
+    drop(fd);
+    for c in [&mut to_rust, &mut to_c] {
+        c.set_timeout(Some(std::time::Duration::from_secs(30)));
+    }
+
+    let idl = idl::parse(KINDS_IDL).expect("kinds.idl");
+    let ops = &idl.interfaces[0].ops;
+    let area = to_c.area_len() as u64;
+    let mut rng = Rng(0xa11_4e);
+    let mut seen = std::collections::BTreeMap::new();
+    for i in 0..6000 {
+        let key = rng.below(ops.len() as u64 + 1) as u16;
+        let (req, size) = ops.get(key as usize).map_or((16, 64), |o| {
+            (o.layout.request_size as usize, o.layout.size as usize)
+        });
+        // Mostly the right length, sometimes one short.
+        let len = if rng.below(8) == 0 {
+            req.saturating_sub(1)
+        } else {
+            req
+        };
+        let mut rec = vec![0u8; size.max(len)];
+        // Strings: a few values, some valid UTF-8, placed in order.
+        let texts: Vec<Vec<u8>> = (0..3)
+            .map(|_| {
+                if rng.below(4) == 0 {
+                    vec![b'x', 0xc3, 0x28]
+                } else {
+                    "héllo wörld".as_bytes()[..rng.below(13) as usize].to_vec()
+                }
+            })
+            .collect();
+        let mut offs = Vec::new();
+        for c in [&mut to_rust, &mut to_c] {
+            c.begin();
+            offs.clear();
+            for t in &texts {
+                offs.push(c.put(t, 8).expect("put"));
+            }
+        }
+        if let Some(o) = ops.get(key as usize) {
+            let mut k = 0;
+            for f in &o.layout.fields {
+                if f.offset as usize + f.size as usize > len {
+                    continue;
+                }
+                let at = f.offset as usize;
+                if f.desc {
+                    let (off, n) = match rng.below(6) {
+                        0 => (rng.below(area + 64) as u32, rng.below(40) as u32),
+                        1 => (offs[k % 3] + 1, 2),
+                        2 => (0, rng.below(u64::from(u32::MAX)) as u32),
+                        _ => (offs[k % 3], texts[k % 3].len() as u32 / 8),
+                    };
+                    desc(&mut rec, at, off, n);
+                    k += 1;
+                } else {
+                    for b in &mut rec[at..at + f.size as usize] {
+                        *b = if rng.below(3) == 0 {
+                            rng.next() as u8
+                        } else {
+                            rng.below(2) as u8
+                        };
+                    }
+                }
+            }
+        }
+        let a = raw(&mut to_rust, key, &rec[..len]).map(|_| ());
+        let b = raw(&mut to_c, key, &rec[..len]).map(|_| ());
+        assert_eq!(a, b, "request {i}: key {key}, {len} bytes {rec:02x?}");
+        *seen.entry(format!("{a:?}")).or_insert(0) += 1;
+    }
+    eprintln!("statuses: {seen:?}");
+    assert!(
+        seen.len() >= 4,
+        "the requests hit too few statuses: {seen:?}"
+    );
+    drop(to_rust);
+    drop(to_c);
+    t.join()
+        .expect("the Rust server")
+        .expect("the Rust server loop");
+    check_output("the C server", &child.wait_with_output().expect("wait"));
+}
