@@ -52,6 +52,77 @@ fn generated_code_is_current() {
     }
 }
 
+/// The child process's side of `build_helper`: `idl::compile` as a build
+/// script calls it, with `OUT_DIR` set by the parent.
+#[test]
+fn child_compile() {
+    if std::env::var_os("IDL_TEST_COMPILE").is_none() {
+        return;
+    }
+    let out = idl::compile(Path::new(MANIFEST).join("idl/pfs.idl")).expect("compile");
+    println!("wrote {}", out.display());
+}
+
+#[test]
+fn build_helper() {
+    let dir = std::env::temp_dir().join(format!("idl-build-helper-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    // Errors name the file, and the line and column in it.
+    let missing = dir.join("missing.idl");
+    let e = idl::compile(&missing).expect_err("no such file");
+    assert!(e.to_string().contains("missing.idl"), "{e}");
+    let bad = dir.join("bad.idl");
+    std::fs::write(&bad, "interface i {\n  union u;\n};\n").expect("write");
+    let e = idl::compile(&bad).expect_err("unsupported construct");
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "{}:2:3: `union` is not supported (unions are outside the IDL4 subset)",
+            bad.display()
+        )
+    );
+    // Outside a build script there is no OUT_DIR.
+    if std::env::var_os("OUT_DIR").is_none() {
+        let good = Path::new(MANIFEST).join("idl/pfs.idl");
+        assert!(
+            idl::compile(&good)
+                .expect_err("no OUT_DIR")
+                .to_string()
+                .contains("OUT_DIR")
+        );
+    }
+    // As a build script: $OUT_DIR/pfs.rs and the rerun line.
+    let out = std::process::Command::new(std::env::current_exe().expect("test binary"))
+        .args([
+            "child_compile",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("IDL_TEST_COMPILE", "1")
+        .env("OUT_DIR", &dir)
+        .output()
+        .expect("run the child");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let pfs_idl = Path::new(MANIFEST).join("idl/pfs.idl");
+    assert!(
+        stdout.contains(&format!("cargo:rerun-if-changed={}", pfs_idl.display())),
+        "{stdout}"
+    );
+    let written = std::fs::read_to_string(dir.join("pfs.rs")).expect("pfs.rs written");
+    let src = std::fs::read_to_string(&pfs_idl).expect("read");
+    assert_eq!(
+        written,
+        idl::gen_rust::generate(&idl::parse(&src).expect("parse"))
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 // ---------------------------------------------------------------- pfs
 
 /// A file server of the paper's pfs calls: files of `i32` words.
