@@ -284,14 +284,18 @@ pub mod kinds {
     /// The key of `corba`.
     pub const CORBA: u16 = 6;
 
-    /// The record of `corba`: request bytes 0..8, reply bytes 0..16.
+    /// The record of `corba`: request bytes 0..13, reply bytes 0..20.
     #[repr(C, align(4))]
     #[derive(Clone, Copy, Debug)]
     pub struct CorbaMsg {
         /// `x` (in).
         pub x: i32,
+        /// `small` (in).
+        pub small: i8,
         /// `y` (inout).
         pub y: i32,
+        /// `bit` (inout).
+        pub bit: u8,
         /// `z` (out).
         pub z: u16,
         /// `ret` (out).
@@ -299,19 +303,21 @@ pub mod kinds {
     }
 
     const _: () = {
-        assert!(::core::mem::size_of::<CorbaMsg>() == 16);
+        assert!(::core::mem::size_of::<CorbaMsg>() == 20);
         assert!(::core::mem::align_of::<CorbaMsg>() == 4);
         assert!(::core::mem::offset_of!(CorbaMsg, x) == 0);
-        assert!(::core::mem::offset_of!(CorbaMsg, y) == 4);
-        assert!(::core::mem::offset_of!(CorbaMsg, z) == 8);
-        assert!(::core::mem::offset_of!(CorbaMsg, ret) == 12);
+        assert!(::core::mem::offset_of!(CorbaMsg, small) == 4);
+        assert!(::core::mem::offset_of!(CorbaMsg, y) == 8);
+        assert!(::core::mem::offset_of!(CorbaMsg, bit) == 12);
+        assert!(::core::mem::offset_of!(CorbaMsg, z) == 14);
+        assert!(::core::mem::offset_of!(CorbaMsg, ret) == 16);
     };
 
     // SAFETY: `#[repr(C)]` of integers, descriptors and plain structs (a boolean is a `u8`
     // the stubs check), alignment and size checked above.
     unsafe impl ::idl::rt::Message for CorbaMsg {
         const KEY: u16 = CORBA;
-        const REQUEST_SIZE: usize = 8;
+        const REQUEST_SIZE: usize = 13;
     }
 
     /// `nothing()`.
@@ -462,7 +468,7 @@ pub mod kinds {
         Ok(ret)
     }
 
-    /// `corba(in x, inout y, out z)`.
+    /// `corba(in x, inout y, out z, inout bit, in small)`.
     ///
     /// The client stub: stores the arguments into the transport's message buffer, calls,
     /// and loads the results from the reply in place.
@@ -472,12 +478,17 @@ pub mod kinds {
         x: i32,
         y: &mut i32,
         z: &mut u16,
+        bit: &mut bool,
+        small: i8,
     ) -> Result<i32, ::idl::rt::CallError> {
         let m = ::idl::rt::record::<CorbaMsg>(t)?;
         m.x = x;
+        m.small = small;
         m.y = *y;
+        m.bit = *bit as u8;
         let m = ::idl::rt::invoke::<CorbaMsg>(t)?;
         *y = m.y;
+        *bit = ::idl::rt::reply_bool(m.bit)?;
         *z = m.z;
         let ret = m.ret;
         Ok(ret)
@@ -538,8 +549,8 @@ pub mod kinds {
             e: &mut ::idl::rt::OutSeq<'_, i32>,
         ) -> i32;
 
-        /// `corba(in x, inout y, out z)`.
-        fn corba(&mut self, x: i32, y: &mut i32, z: &mut u16) -> i32;
+        /// `corba(in x, inout y, out z, inout bit, in small)`.
+        fn corba(&mut self, x: i32, y: &mut i32, z: &mut u16, bit: &mut bool, small: i8) -> i32;
     }
 
     /// The server stub of `nothing`: checks the request once, calls the method with pointers
@@ -652,7 +663,9 @@ pub mod kinds {
         req: ::idl::rt::Request<'_>,
     ) -> Result<::idl::rt::Reply, ::idl::rt::Status> {
         let (m, st) = req.open::<CorbaMsg>()?;
-        m.ret = s.corba(m.x, &mut m.y, &mut m.z);
+        let mut bit = ::idl::rt::request_bool(m.bit)?;
+        m.ret = s.corba(m.x, &mut m.y, &mut m.z, &mut bit, m.small);
+        m.bit = bit as u8;
         Ok(st.reply(::core::mem::size_of::<CorbaMsg>()))
     }
 
