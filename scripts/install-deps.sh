@@ -2,8 +2,9 @@
 # Installs the system packages fastpath's tests and benchmarks use, if they
 # are missing: a JDK (jive's test applets are compiled by javac and its
 # differential tests run HotSpot), valgrind (callgrind instruction counts),
-# libpcap (dpf's differential tests and benchmark peer, loaded at run time)
-# and iproute2 (`ip`: unet's tests between two network namespaces).
+# libpcap (dpf's differential tests and benchmark peer, loaded at run time),
+# iproute2 (`ip`: unet's tests between two network namespaces) and the idl
+# benchmark peers' code generators (protoc, capnp, flatc: crates/bench/build.rs).
 # Needs root and apt-get; elsewhere it says what to install and carries on,
 # and the tests that need a missing package skip with a printed reason.
 set -euo pipefail
@@ -13,6 +14,9 @@ command -v javac >/dev/null 2>&1 || need+=(openjdk-17-jdk-headless)
 command -v valgrind >/dev/null 2>&1 || need+=(valgrind)
 [[ -e /usr/include/pcap/pcap.h || -e /usr/include/pcap.h ]] || need+=(libpcap-dev)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
+command -v protoc >/dev/null 2>&1 || need+=(protobuf-compiler)
+command -v capnp >/dev/null 2>&1 || need+=(capnproto)
+command -v flatc >/dev/null 2>&1 || need+=(flatbuffers-compiler)
 
 if ((${#need[@]} == 0)); then
     exit 0
