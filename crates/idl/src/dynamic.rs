@@ -232,7 +232,7 @@ impl Interface {
                 for p in &plans {
                     let m = codegen::marshal(&mut f, p, &limits).map_err(cg(p))?;
                     let u = codegen::unmarshal(&mut f, p).map_err(cg(p))?;
-                    out.push((Stub::Reference(m), Stub::Reference(u)));
+                    out.push((Stub::reference(m), Stub::reference(u)));
                 }
                 out
             }
@@ -356,13 +356,19 @@ impl Interface {
         }
     }
 
+    #[inline]
     fn op(&self, op: usize) -> Result<(&OpPlan, &(Stub, Stub)), CallError> {
         match (self.plans.get(op), self.stubs.get(op)) {
             (Some(p), Some(s)) => Ok((p, s)),
-            _ => Err(CallError::NoSuchOp {
-                iface: self.name.clone(),
-                op,
-            }),
+            _ => Err(self.no_such_op(op)),
+        }
+    }
+
+    #[cold]
+    fn no_such_op(&self, op: usize) -> CallError {
+        CallError::NoSuchOp {
+            iface: self.name.clone(),
+            op,
         }
     }
 
@@ -399,7 +405,7 @@ impl Interface {
                 let code = codegen::dispatch(&mut Func::new(), &self.plans, &table, &self.limits)?;
                 Dispatch::native(code).map_err(GenError::from)?
             }
-            Engine::Reference => Dispatch::Reference(codegen::dispatch(
+            Engine::Reference => Dispatch::reference(codegen::dispatch(
                 &mut Func::<Reference>::with_backend(),
                 &self.plans,
                 &table,
@@ -409,6 +415,7 @@ impl Interface {
         Ok(DynServer {
             iface: self,
             dispatch,
+            max_record: self.max_record(),
         })
     }
 }
@@ -786,6 +793,8 @@ impl DynClient<'_> {
 pub struct DynServer<'a> {
     iface: &'a Interface,
     dispatch: Dispatch,
+    /// Bytes of the largest record.
+    max_record: usize,
 }
 
 impl std::fmt::Debug for DynServer<'_> {
@@ -824,7 +833,8 @@ impl DynServer<'_> {
         len: usize,
     ) -> Result<(Status, usize), CallError> {
         let cap = t.capacity();
-        if let Some(p) = self.iface.plans.get(usize::from(key))
+        if cap < self.max_record
+            && let Some(p) = self.iface.plans.get(usize::from(key))
             && p.op.layout.size as usize > cap
         {
             return Ok((Status::ShortMessage, 0));

@@ -446,9 +446,24 @@ pub fn dispatch<B: Backend>(
     f.putreg(scratch0);
     let rec = keep(f, rec0)?;
     let area = keep(f, area0)?;
+    // Scratch and argument registers: as many as the largest handler
+    // call needs beyond the three parameter registers freed by then (the
+    // callee-saved ones among them cost a save each), at least four.
+    let want = plans
+        .iter()
+        .zip(handlers)
+        .filter(|(_, h)| h.is_some())
+        .map(|(p, _)| handler_regs(p))
+        .max()
+        .unwrap_or(0)
+        .saturating_sub(3)
+        .max(4);
     let mut pool = Vec::new();
-    while let Ok(r) = f.getreg::<UL>(Class::Temp) {
-        pool.push(r);
+    while pool.len() < want {
+        match f.getreg::<UL>(Class::Temp) {
+            Ok(r) => pool.push(r),
+            Err(_) => break,
+        }
     }
     if pool.len() < 4 {
         return Err(GenError::TooManyArgs {
@@ -497,6 +512,18 @@ pub fn dispatch<B: Backend>(
         f.ret(t);
     }
     Ok(f.end()?)
+}
+
+/// Register arguments of `p`'s handler call besides the context.
+fn handler_regs(p: &OpPlan) -> usize {
+    p.values
+        .iter()
+        .map(|v| match (v.dir, v.kind) {
+            (_, Kind::Ind { .. }) => 2,
+            (_, Kind::Prim(_)) if v.param.is_none() => 0,
+            _ => 1,
+        })
+        .sum()
 }
 
 /// The code of one operation in the dispatch.
@@ -649,15 +676,7 @@ fn op_body<B: Backend>(
         .copied()
         .chain([r.key, r.len, r.alen])
         .collect();
-    let needed: usize = p
-        .values
-        .iter()
-        .map(|v| match (v.dir, v.kind) {
-            (_, Kind::Ind { .. }) => 2,
-            (_, Kind::Prim(_)) if v.param.is_none() => 0,
-            _ => 1,
-        })
-        .sum();
+    let needed = handler_regs(p);
     if needed > avail.len().min(MAX_HANDLER_REGS) {
         return Err(GenError::TooManyArgs {
             op: p.op.name.clone(),
