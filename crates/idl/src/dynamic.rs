@@ -290,6 +290,12 @@ impl Interface {
         }
     }
 
+    /// The generated `marshal` and `unmarshal` of operation `op`,
+    /// disassembled (or listed, on the reference backend).
+    pub fn listing(&self, op: usize) -> Option<(String, String)> {
+        self.stubs.get(op).map(|(m, u)| (m.listing(), u.listing()))
+    }
+
     /// Runs operation `op`'s generated `marshal` on raw slots: the
     /// slot-level API for hosts that keep their values as slots
     /// (docs/idl.md gives the conventions). Returns the request's length,
@@ -806,6 +812,12 @@ impl std::fmt::Debug for DynServer<'_> {
 }
 
 impl DynServer<'_> {
+    /// The generated dispatch, disassembled (or listed, on the reference
+    /// backend).
+    pub fn listing(&self) -> String {
+        self.dispatch.listing()
+    }
+
     /// Answers one received request (`key`, `len` bytes of record) in
     /// place and sends the reply.
     pub fn handle<T: ServerTransport + ?Sized>(

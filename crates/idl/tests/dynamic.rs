@@ -1330,6 +1330,13 @@ fn pfs_calls_for_callgrind() {
         }
     }
     std::hint::black_box(&state.calls);
+    if std::env::var_os("IDL_DYN_LIST").is_some() {
+        for op in 0..3 {
+            let (m, u) = iface.listing(op).expect("op");
+            println!("{m}\n{u}");
+        }
+        println!("{}", server.listing());
+    }
 }
 
 #[inline(never)]

@@ -140,9 +140,19 @@ pub(crate) struct Stub {
 /// What a stub or dispatch runs.
 enum Code {
     /// Native code, mapped while this lives.
-    Native(#[allow(dead_code)] vcode::Code),
+    Native(vcode::Code),
     /// The reference backend's recording.
     Reference(RefCode),
+}
+
+impl Code {
+    /// The disassembly (native) or the instruction listing (reference).
+    fn listing(&self) -> String {
+        match self {
+            Code::Native(c) => c.disassemble(),
+            Code::Reference(c) => c.listing(),
+        }
+    }
 }
 
 impl Stub {
@@ -155,6 +165,11 @@ impl Stub {
             f: Some(f),
             code: Code::Native(code),
         })
+    }
+
+    /// The generated code, listed.
+    pub(crate) fn listing(&self) -> String {
+        self.code.listing()
     }
 
     /// Wraps the reference backend's recording.
@@ -239,6 +254,11 @@ impl Dispatch {
             f: Some(f),
             code: Code::Native(code),
         })
+    }
+
+    /// The generated code, listed.
+    pub(crate) fn listing(&self) -> String {
+        self.code.listing()
     }
 
     /// Wraps the reference backend's recording.
