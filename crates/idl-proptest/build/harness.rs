@@ -73,12 +73,12 @@ fn server_param_ty(f: &Iface, p: &Param) -> String {
 
 /// An expression that draws a random value of `ty` from `rng` (a
 /// `&mut Rng`); `big` says whether a string or sequence should be long,
-/// near the per-string limit.
+/// near `lim`, the per-string limit in bytes.
 fn draw(f: &Iface, ty: &Ty, big: &str) -> String {
     match f.resolve(ty) {
-        Ty::String => format!("crate::string(rng, {big}, crate::max_string_bytes())"),
+        Ty::String => format!("crate::string(rng, {big}, lim)"),
         Ty::Seq(e) => format!(
-            "crate::seq(rng, {big}, crate::max_elems::<{}>())",
+            "crate::seq(rng, {big}, crate::elems::<{}>(lim))",
             rust_ty(f, e)
         ),
         _ => "crate::Arb::arb(rng)".into(),
@@ -295,9 +295,11 @@ fn client_call(out: &mut String, f: &Iface, op: &Op) {
     } else {
         "_rng"
     };
+    let sends_strings = valued(op).any(|(_, p)| p.dir != Dir::Out && is_indirect(f, p));
+    let lim = if sends_strings { "lim" } else { "_lim" };
     let _ = writeln!(
         out,
-        "fn call_{}<T: idl::rt::ClientTransport + ?Sized>(t: &mut T, {rng}: &mut crate::Rng, seen: &Receiver<Seen>) -> Result<(), String> {{",
+        "fn call_{}<T: idl::rt::ClientTransport + ?Sized>(t: &mut T, {rng}: &mut crate::Rng, {lim}: usize, seen: &Receiver<Seen>) -> Result<(), String> {{",
         op.name
     );
     let ins: Vec<&Param> = valued(op)
@@ -379,12 +381,13 @@ fn client_call(out: &mut String, f: &Iface, op: &Op) {
 fn driver(out: &mut String, f: &Iface) {
     let _ = writeln!(
         out,
-        "/// Makes `calls` calls of random operations of `{}` with values from `seed`.",
+        "/// Makes `calls` calls of random operations of `{}` with values from `seed`,\n\
+         /// strings and sequences of at most `lim` bytes.",
         f.name
     );
     let _ = writeln!(
         out,
-        "pub fn drive<T: idl::rt::ClientTransport + ?Sized>(t: &mut T, seed: u64, calls: usize, seen: &Receiver<Seen>) -> Result<(), String> {{"
+        "pub fn drive<T: idl::rt::ClientTransport + ?Sized>(t: &mut T, seed: u64, calls: usize, lim: usize, seen: &Receiver<Seen>) -> Result<(), String> {{"
     );
     let _ = writeln!(out, "    let rng = &mut crate::Rng::new(seed);");
     let _ = writeln!(out, "    for call in 0..calls {{");
@@ -392,7 +395,7 @@ fn driver(out: &mut String, f: &Iface) {
     for (k, op) in f.ops.iter().enumerate() {
         let _ = writeln!(
             out,
-            "            {k} => call_{}(t, rng, seen).map_err(|e| format!(\"{}: {{e}}\")),",
+            "            {k} => call_{}(t, rng, lim, seen).map_err(|e| format!(\"{}: {{e}}\")),",
             op.name, op.name
         );
     }

@@ -285,9 +285,9 @@ pub fn string(rng: &mut Rng, big: bool, max: usize) -> String {
     s
 }
 
-/// Elements of `T` in a sequence at the per-string limit.
-pub fn max_elems<T>() -> usize {
-    max_string_bytes() / size_of::<T>().max(1)
+/// Elements of `T` in a sequence of at most `bytes` bytes.
+pub fn elems<T>(bytes: usize) -> usize {
+    bytes / size_of::<T>().max(1)
 }
 
 /// A random sequence of at most `max` elements.
@@ -398,11 +398,17 @@ pub fn answer_out_seq<T: idl::rt::Plain>(out: &mut idl::rt::OutSeq<'_, T>, v: &[
     let _ = out.extend_from_slice(v);
 }
 
-/// A harness's client driver: `(transport, seed, calls, seen)`; makes
-/// `calls` calls of random operations with values from `seed` and checks
-/// each against the server's report in `seen`.
-pub type Drive =
-    fn(&mut (dyn ClientTransport + 'static), u64, usize, &Receiver<Seen>) -> Result<(), String>;
+/// A harness's client driver: `(transport, seed, calls, lim, seen)`;
+/// makes `calls` calls of random operations with values from `seed`
+/// (strings and sequences of at most `lim` bytes) and checks each against
+/// the server's report in `seen`.
+pub type Drive = fn(
+    &mut (dyn ClientTransport + 'static),
+    u64,
+    usize,
+    usize,
+    &Receiver<Seen>,
+) -> Result<(), String>;
 
 /// A harness's server: `(transport, seed, seen)`; serves until the client
 /// hangs up, answering with values from `seed` and reporting each call to
