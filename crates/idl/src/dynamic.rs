@@ -494,7 +494,7 @@ impl DynClient<'_> {
                 (_, Value::Void) => v.dir == Dir::Out,
                 _ => value::matches(st, &v.ty, a),
             };
-            if !ok && !(v.dir == Dir::Out && matches!(a, Value::Void)) {
+            if !(ok || v.dir == Dir::Out && matches!(a, Value::Void)) {
                 return Err(self.type_error(plan, i, a));
             }
         }
@@ -772,12 +772,10 @@ impl DynClient<'_> {
                 let p = self.slots[s] as *const u8;
                 // SAFETY: `unmarshal` set the pointer from the transport's
                 // `reply_bytes` for exactly `bytes` bytes, which stay valid
-                // while the caller holds the transport.
-                let b = if bytes == 0 {
-                    &[][..]
-                } else {
-                    unsafe { std::slice::from_raw_parts(p, bytes) }
-                };
+                // while the caller holds the transport (the server's process
+                // may write them: they are copied once, below, and a string
+                // is checked on the copy).
+                let b = unsafe { native::bytes_at(p, bytes) };
                 match &v.ty {
                     crate::model::Type::String => {
                         // Copied once, then checked: the server may write

@@ -16,6 +16,20 @@ pub(crate) struct ClientCtx<'a> {
     pub err: Option<CallError>,
 }
 
+/// The `n` bytes at `p`; an empty slice (not read) for `n == 0`, whatever
+/// `p` is.
+///
+/// # Safety
+/// For `n > 0`, `p` is valid for reads of `n` bytes for `'a`, which nothing
+/// writes in that time.
+pub(crate) unsafe fn bytes_at<'a>(p: *const u8, n: usize) -> &'a [u8] {
+    if n == 0 {
+        return &[];
+    }
+    // SAFETY: the function's contract.
+    unsafe { std::slice::from_raw_parts(p, n) }
+}
+
 /// `ClientTransport::put` for generated code: the offset of the copied
 /// string, or -1 with the error kept in the context.
 ///
@@ -32,12 +46,8 @@ pub(crate) unsafe extern "C" fn put_thunk(
     // SAFETY: the function's contract: the context outlives the call of
     // the generated code that passes it, and nothing else uses it then.
     let ctx = unsafe { &mut *ctx };
-    // SAFETY: the function's contract; an empty string is not read.
-    let b = if bytes == 0 {
-        &[][..]
-    } else {
-        unsafe { std::slice::from_raw_parts(src, bytes as usize) }
-    };
+    // SAFETY: the function's contract.
+    let b = unsafe { bytes_at(src, bytes as usize) };
     match ctx.t.put(b, align as usize) {
         Ok(off) => i64::from(off),
         Err(e) => {
@@ -92,11 +102,7 @@ pub(crate) unsafe extern "C" fn str_in(dst: *mut u8, src: *const u8, n: u64) -> 
     // SAFETY: the function's contract.
     unsafe { std::ptr::copy_nonoverlapping(src, dst, n as usize) };
     // SAFETY: just written, private.
-    let b = if n == 0 {
-        &[][..]
-    } else {
-        unsafe { std::slice::from_raw_parts(dst, n as usize) }
-    };
+    let b = unsafe { bytes_at(dst, n as usize) };
     u32::from(std::str::from_utf8(b).is_ok())
 }
 
