@@ -99,8 +99,10 @@ pub enum LoadError {
     },
 }
 
-/// Why a dynamic call failed. Nothing of a failed call reached the
-/// caller's out values.
+/// Why a dynamic call failed. A call refused before the reply (bad
+/// values, the transport, the server's status) leaves the caller's values
+/// as they were; a malformed reply may leave the out values before the
+/// malformed one updated.
 #[derive(Debug, thiserror::Error)]
 pub enum CallError {
     /// No operation has this index.
@@ -824,7 +826,15 @@ impl DynServer<'_> {
         key: u16,
         len: usize,
     ) -> Result<Status, CallError> {
-        let (status, rlen) = self.dispatch_in(t, key, len)?;
+        let (status, rlen) = match self.dispatch_in(t, key, len) {
+            Ok(r) => r,
+            Err(e) => {
+                // The reference backend stopped the generated code: the
+                // client still gets an answer.
+                t.reply(Status::ServerFailed, 0, 0..0)?;
+                return Err(e);
+            }
+        };
         let strings = if status == Status::Ok {
             self.reply_strings(t, key)
         } else {
