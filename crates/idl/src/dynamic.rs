@@ -580,7 +580,7 @@ impl DynClient<'_> {
                 return Err(match ctx.err.take() {
                     Some(e) => e.into(),
                     None => RtError::StringTooLong {
-                        len: 0,
+                        len: too_long(plan, &self.slots),
                         max: iface.limits.max_string_bytes,
                     }
                     .into(),
@@ -670,7 +670,7 @@ impl DynClient<'_> {
             return Err(ctx.err.take().map_or_else(
                 || {
                     RtError::StringTooLong {
-                        len: 0,
+                        len: too_long(plan, slots),
                         max: iface.limits.max_string_bytes,
                     }
                     .into()
@@ -792,6 +792,23 @@ impl DynClient<'_> {
             }
         })
     }
+}
+
+/// Bytes of the longest in or inout string or sequence in `slots`: the
+/// one `marshal` refused as over the per-string limit.
+#[cold]
+fn too_long(plan: &OpPlan, slots: &[u64]) -> usize {
+    plan.params()
+        .iter()
+        .filter(|v| v.dir != Dir::Out)
+        .filter_map(|v| match v.kind {
+            Kind::Ind { esize, .. } => slots
+                .get(v.slot as usize + 1)
+                .map(|&n| (n as usize).saturating_mul(esize as usize)),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0)
 }
 
 /// A server of a loaded interface: the generated dispatch and the

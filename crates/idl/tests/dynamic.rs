@@ -556,6 +556,57 @@ fn bad_values_get_typed_errors() {
     ));
 }
 
+#[test]
+fn limits_are_typed_errors() {
+    // A string over the per-string limit, caught by the generated code
+    // before the transport sees it.
+    let src = "interface l { void put(in string s); void many(in sequence<long> a, in sequence<long> b, in sequence<long> c, in sequence<long> d, in sequence<long> e); };";
+    let idl = idl::parse(src).expect("parse");
+    let limits = idl::Limits {
+        max_string_bytes: 16,
+        ..Default::default()
+    };
+    let iface = Interface::from_idl(&idl, "l", limits, Engine::Native).expect("load");
+    let mut t = Loop {
+        mem: Mem::new(),
+        serve: Box::new(|_, _, _| Ok(0)),
+    };
+    let mut a = [Value::Str("x".repeat(17))];
+    match iface.client().call(&mut t, 0, &mut a) {
+        Err(CallError::Transport(RtError::StringTooLong { len: 17, max: 16 })) => {}
+        other => panic!("{other:?}"),
+    }
+    let mut a = [Value::Str("x".repeat(16))];
+    assert!(iface.client().call(&mut t, 0, &mut a).is_ok());
+    // A handler of more register arguments than the dispatch passes.
+    extern "C" fn nothing() {}
+    // SAFETY: never called: generating the server fails.
+    let r = unsafe {
+        iface.server(&[(
+            "many",
+            Handler::new(nothing as *const () as usize, std::ptr::null_mut()),
+        )])
+    };
+    match r {
+        Err(idl::dynamic::LoadError::Dispatch(idl::dynamic::GenError::TooManyArgs {
+            op,
+            needed: 10,
+        })) => {
+            assert_eq!(op, "many")
+        }
+        other => panic!("{:?}", other.map(|_| ())),
+    }
+    // An unknown operation name.
+    // SAFETY: as above.
+    let r = unsafe {
+        iface.server(&[(
+            "nope",
+            Handler::new(nothing as *const () as usize, std::ptr::null_mut()),
+        )])
+    };
+    assert!(matches!(r, Err(idl::dynamic::LoadError::NoOp { .. })));
+}
+
 // ---------------------------------------------------------------------
 // Random operations against a reference writer that follows the layout.
 
