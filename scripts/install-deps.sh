@@ -4,7 +4,8 @@
 # differential tests run HotSpot), valgrind (callgrind instruction counts),
 # libpcap (dpf's differential tests and benchmark peer, loaded at run time),
 # iproute2 (`ip`: unet's tests between two network namespaces) and the idl
-# benchmark peers' code generators (protoc, capnp, flatc: crates/bench/build.rs).
+# benchmark peers' code generators (protoc, capnp, flatc: crates/bench/build.rs)
+# and gcc (idl's generated C, compiled and run against Rust in its tests).
 # Needs root and apt-get; elsewhere it says what to install and carries on,
 # and the tests that need a missing package skip with a printed reason.
 set -euo pipefail
@@ -17,6 +18,7 @@ command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v protoc >/dev/null 2>&1 || need+=(protobuf-compiler)
 command -v capnp >/dev/null 2>&1 || need+=(capnproto)
 command -v flatc >/dev/null 2>&1 || need+=(flatbuffers-compiler)
+command -v gcc >/dev/null 2>&1 || need+=(gcc)
 
 if ((${#need[@]} == 0)); then
     exit 0
