@@ -457,20 +457,32 @@ pub fn read_string(
     }
 }
 
-/// A `boolean` of a reply: 0 or 1, anything else is malformed.
+/// A copy of a value in a received record, read exactly once (a volatile
+/// load), so that the compiler cannot read memory the peer may change a
+/// second time after the copy was checked. The stubs read every descriptor
+/// and boolean through it.
 #[inline(always)]
-pub fn reply_bool(b: u8) -> Result<bool, CallError> {
-    match b {
+pub fn once<T: Copy>(v: &T) -> T {
+    // SAFETY: `v` is a valid, aligned reference; a volatile read of a
+    // `Copy` value is a plain load that is neither repeated nor merged.
+    unsafe { std::ptr::read_volatile(v) }
+}
+
+/// A `boolean` of a reply, read once: 0 or 1, anything else is malformed.
+#[inline(always)]
+pub fn reply_bool(b: &u8) -> Result<bool, CallError> {
+    match once(b) {
         0 => Ok(false),
         1 => Ok(true),
         _ => Err(CallError::Malformed("a boolean is neither 0 nor 1")),
     }
 }
 
-/// A `boolean` of a request: 0 or 1, anything else is [`Status::BadValue`].
+/// A `boolean` of a request, read once: 0 or 1, anything else is
+/// [`Status::BadValue`].
 #[inline(always)]
-pub fn request_bool(b: u8) -> Result<bool, Status> {
-    match b {
+pub fn request_bool(b: &u8) -> Result<bool, Status> {
+    match once(b) {
         0 => Ok(false),
         1 => Ok(true),
         _ => Err(Status::BadValue),
@@ -612,10 +624,16 @@ pub struct Strings<'a> {
 }
 
 impl<'a> Strings<'a> {
-    /// Checks `d` for `size`-byte elements of alignment `align`; returns
-    /// the byte range.
+    /// Checks the descriptor at `d` (read once) for `size`-byte elements
+    /// of alignment `align`; returns the byte range and the element count.
     #[inline(always)]
-    fn check(&mut self, d: Desc, size: usize, align: usize) -> Result<(usize, usize), Status> {
+    fn check(
+        &mut self,
+        d: &Desc,
+        size: usize,
+        align: usize,
+    ) -> Result<(usize, usize, usize), Status> {
+        let d = once(d);
         let off = d.off as usize;
         let n = (d.len as usize)
             .checked_mul(size)
@@ -629,43 +647,39 @@ impl<'a> Strings<'a> {
             return Err(Status::BadString);
         }
         self.next = off + n;
-        Ok((off, n))
+        Ok((off, n, d.len as usize))
     }
 
     /// An in sequence in place.
     #[inline(always)]
-    pub fn seq<T: Plain>(&mut self, d: Desc) -> Result<&'a [T], Status> {
-        let (off, _) = self.check(d, size_of::<T>(), align_of::<T>())?;
+    pub fn seq<T: Plain>(&mut self, d: &Desc) -> Result<&'a [T], Status> {
+        let (off, _, len) = self.check(d, size_of::<T>(), align_of::<T>())?;
         // SAFETY: `off .. off + len * size_of::<T>()` lies in the area
         // (checked), is aligned to `T` (the area is 8-aligned and `off` a
         // multiple of `T`'s alignment), overlaps no other view this checker
         // handed out (each starts at or after the previous one's end), and
         // stays valid for `'a` (`Request::new`'s contract). Any bits are a
         // `T` (`Plain`); see `Request` for concurrent writes by the client.
-        Ok(unsafe {
-            std::slice::from_raw_parts(self.area.as_ptr().add(off).cast::<T>(), d.len as usize)
-        })
+        Ok(unsafe { std::slice::from_raw_parts(self.area.as_ptr().add(off).cast::<T>(), len) })
     }
 
     /// An inout sequence in place: the server method writes its results
     /// straight into the client's string area.
     #[inline(always)]
-    pub fn seq_mut<T: Plain>(&mut self, d: Desc) -> Result<&'a mut [T], Status> {
-        let (off, n) = self.check(d, size_of::<T>(), align_of::<T>())?;
+    pub fn seq_mut<T: Plain>(&mut self, d: &Desc) -> Result<&'a mut [T], Status> {
+        let (off, n, len) = self.check(d, size_of::<T>(), align_of::<T>())?;
         self.from = self.from.min(off);
         self.end = self.end.max(off + n);
         // SAFETY: as for `seq`; the range overlaps no other view, so this
         // is the only reference to it.
-        Ok(unsafe {
-            std::slice::from_raw_parts_mut(self.area.as_ptr().add(off).cast::<T>(), d.len as usize)
-        })
+        Ok(unsafe { std::slice::from_raw_parts_mut(self.area.as_ptr().add(off).cast::<T>(), len) })
     }
 
     /// An in (or inout) string: copied into private memory, then checked
     /// to be UTF-8 there ([`Status::BadValue`] if not).
     #[inline]
-    pub fn str(&mut self, d: Desc) -> Result<&'a str, Status> {
-        let (off, n) = self.check(d, 1, 1)?;
+    pub fn str(&mut self, d: &Desc) -> Result<&'a str, Status> {
+        let (off, n, _) = self.check(d, 1, 1)?;
         // SAFETY: `off .. off + n` lies in the area (checked) and in the
         // scratch memory (at least as long as the area); the scratch is
         // private and disjoint from the area; ranges of different strings
