@@ -512,7 +512,7 @@ impl Gen<'_> {
         if nargs > 7 {
             a.push("clippy::too_many_arguments");
         }
-        if Self::visible(op).any(|(_, p)| !is_snake(&p.name)) {
+        if !is_snake(&op.name) || Self::visible(op).any(|(_, p)| !is_snake(&p.name)) {
             a.push("non_snake_case");
         }
         if !a.is_empty() {
@@ -742,6 +742,9 @@ impl Gen<'_> {
             "/// into it, and leaves the results in place for the reply.",
         );
         self.line(1, "#[inline]");
+        if !is_snake(&op.name) || op.params.iter().any(|p| !is_snake(&p.name)) {
+            self.line(1, "#[allow(non_snake_case)]");
+        }
         self.sig(
             1,
             &format!("pub fn {}_stub<S: {} + ?Sized>", op.name, names.server),

@@ -27,6 +27,11 @@ mod gen_every {
     include!("idl/every.rs");
 }
 
+#[allow(dead_code)]
+mod gen_names {
+    include!("idl/names.rs");
+}
+
 use gen_every::{Pair, Point, every};
 use gen_pfs::pfs;
 
@@ -38,6 +43,7 @@ fn generated_code_is_current() {
     for (idl_file, rs) in [
         ("idl/pfs.idl", "tests/idl/pfs.rs"),
         ("tests/idl/every.idl", "tests/idl/every.rs"),
+        ("tests/idl/names.idl", "tests/idl/names.rs"),
     ] {
         let src = std::fs::read_to_string(root.join(idl_file)).expect("read idl");
         let model = idl::parse(&src).unwrap_or_else(|e| panic!("{}", e.render(&src)));
@@ -777,6 +783,61 @@ fn pfs_over_unet_loop() {
     let mut rng = StdRng::seed_from_u64(7);
     pfs_calls(&mut c, &mut Pfs::default(), &mut rng, 300);
     c.close();
+    server
+        .join()
+        .expect("server thread")
+        .expect("server loop ends cleanly");
+}
+
+/// A server of tests/idl/names.idl, whose names collide with the generated
+/// code's own.
+struct Names;
+
+impl gen_names::mixed_case::Server for Names {
+    #[allow(non_snake_case)]
+    fn ReadFile(&mut self, Handle: i32, m: &mut i32, t: gen_names::T, s: &mut i32) -> i32 {
+        *m = Handle + t.v;
+        *s += 1;
+        7
+    }
+
+    fn serve(&mut self, st: i32, req: i32, ret: &str, key: &mut OutSeq<'_, i32>) {
+        let _ = key.extend_from_slice(&[st, req, ret.len() as i32]);
+    }
+
+    fn dispatch(&mut self, dispatch_stub: i32, m_desc: &mut OutStr<'_>) {
+        let _ = std::fmt::Write::write_fmt(m_desc, format_args!("{dispatch_stub}"));
+    }
+
+    #[allow(non_snake_case)]
+    fn t(&mut self, m_desc: bool, S: &mut gen_names::Server) -> bool {
+        S.b = 9;
+        S.Wide = -2;
+        !m_desc
+    }
+}
+
+#[test]
+fn colliding_names() {
+    use gen_names::mixed_case as mc;
+    let (mut c, mut s) = shm::pair(&config()).expect("channel");
+    let server = std::thread::spawn(move || mc::serve_(&mut Names, &mut s));
+    let (mut m, mut st) = (0, 1);
+    assert_eq!(
+        mc::ReadFile(&mut c, 5, &mut m, gen_names::T { v: 3 }, &mut st).expect("ReadFile"),
+        7
+    );
+    assert_eq!((m, st), (8, 2));
+    let mut key = Vec::new();
+    mc::serve(&mut c, 1, 2, "abc", &mut key).expect("serve");
+    assert_eq!(key, [1, 2, 3]);
+    let mut text = String::new();
+    mc::dispatch(&mut c, 42, &mut text).expect("dispatch");
+    assert_eq!(text, "42");
+    let mut big = gen_names::Server::default();
+    assert!(mc::t(&mut c, false, &mut big).expect("t"));
+    assert_eq!((big.b, big.Wide), (9, -2));
+    drop(c);
     server
         .join()
         .expect("server thread")
