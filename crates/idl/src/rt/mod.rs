@@ -380,9 +380,9 @@ pub fn put_str(t: &mut (impl ClientTransport + ?Sized), s: &str) -> Result<Desc,
 fn reply_elems<T: Plain>(t: &(impl ClientTransport + ?Sized), d: Desc) -> Result<&[u8], CallError> {
     let n = (d.len as usize)
         .checked_mul(size_of::<T>())
-        .ok_or(CallError::Malformed(
-            "a reply's descriptor is longer than the string area",
-        ))?;
+        .ok_or_else(|| {
+            CallError::Malformed("a reply's descriptor is longer than the string area")
+        })?;
     if d.off as usize % align_of::<T>() != 0 {
         return Err(CallError::Malformed(
             "a reply's descriptor is misaligned for its element",
