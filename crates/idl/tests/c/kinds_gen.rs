@@ -365,8 +365,8 @@ pub mod kinds {
         m.acc = *acc;
         let m = ::idl::rt::invoke::<ScalarsMsg>(t)?;
         *acc = m.acc;
-        *flipped = ::idl::rt::reply_bool(m.flipped)?;
-        let ret = ::idl::rt::reply_bool(m.ret)?;
+        *flipped = ::idl::rt::reply_bool(&m.flipped)?;
+        let ret = ::idl::rt::reply_bool(&m.ret)?;
         Ok(ret)
     }
 
@@ -429,8 +429,8 @@ pub mod kinds {
         m.s = s_desc;
         m.t = t_desc;
         let m = ::idl::rt::invoke::<StringsMsg>(t_)?;
-        let t_desc_ = m.t;
-        let u_desc = m.u;
+        let t_desc_ = ::idl::rt::once(&m.t);
+        let u_desc = ::idl::rt::once(&m.u);
         let ret = m.ret;
         ::idl::rt::read_string(t_, t_desc_, t)?;
         ::idl::rt::read_string(t_, u_desc, u)?;
@@ -459,8 +459,8 @@ pub mod kinds {
         m_.d = d_desc;
         m_.b = b_desc;
         let m_ = ::idl::rt::invoke::<SeqsMsg>(t)?;
-        let c_desc = m_.c;
-        let e_desc = m_.e;
+        let c_desc = ::idl::rt::once(&m_.c);
+        let e_desc = ::idl::rt::once(&m_.e);
         let ret = m_.ret;
         ::idl::rt::read_vec(t, c_desc, c)?;
         ::idl::rt::read_vec(t, e_desc, e)?;
@@ -488,7 +488,7 @@ pub mod kinds {
         m.bit = *bit as u8;
         let m = ::idl::rt::invoke::<CorbaMsg>(t)?;
         *y = m.y;
-        *bit = ::idl::rt::reply_bool(m.bit)?;
+        *bit = ::idl::rt::reply_bool(&m.bit)?;
         *z = m.z;
         let ret = m.ret;
         Ok(ret)
@@ -573,7 +573,7 @@ pub mod kinds {
         req: ::idl::rt::Request<'_>,
     ) -> Result<::idl::rt::Reply, ::idl::rt::Status> {
         let (m, st) = req.open::<ScalarsMsg>()?;
-        let flag = ::idl::rt::request_bool(m.flag)?;
+        let flag = ::idl::rt::request_bool(&m.flag)?;
         let mut flipped = false;
         let ret = s.scalars(
             m.c8,
@@ -625,8 +625,8 @@ pub mod kinds {
         req: ::idl::rt::Request<'_>,
     ) -> Result<::idl::rt::Reply, ::idl::rt::Status> {
         let (m, mut st) = req.open::<StringsMsg>()?;
-        let s = st.str(m.s)?;
-        let t_in = st.str(m.t)?;
+        let s = st.str(&m.s)?;
+        let t_in = st.str(&m.t)?;
         let mut t = st.out_str(0, 2);
         let _ = t.push_str(t_in);
         let mut u = st.out_str(1, 2);
@@ -644,9 +644,9 @@ pub mod kinds {
         req: ::idl::rt::Request<'_>,
     ) -> Result<::idl::rt::Reply, ::idl::rt::Status> {
         let (m_, mut st) = req.open::<SeqsMsg>()?;
-        let a = st.seq(m_.a)?;
-        let d = st.seq(m_.d)?;
-        let b = st.seq_mut(m_.b)?;
+        let a = st.seq(&m_.a)?;
+        let d = st.seq(&m_.d)?;
+        let b = st.seq_mut(&m_.b)?;
         let mut c = st.out_seq(0, 2);
         let mut e = st.out_seq(1, 2);
         m_.ret = s.seqs(a, b, &mut c, d, &mut e);
@@ -663,7 +663,7 @@ pub mod kinds {
         req: ::idl::rt::Request<'_>,
     ) -> Result<::idl::rt::Reply, ::idl::rt::Status> {
         let (m, st) = req.open::<CorbaMsg>()?;
-        let mut bit = ::idl::rt::request_bool(m.bit)?;
+        let mut bit = ::idl::rt::request_bool(&m.bit)?;
         m.ret = s.corba(m.x, &mut m.y, &mut m.z, &mut bit, m.small);
         m.bit = bit as u8;
         Ok(st.reply(::core::mem::size_of::<CorbaMsg>()))
@@ -697,19 +697,27 @@ pub mod kinds {
         t: &mut T,
     ) -> Result<(), ::idl::rt::CallError> {
         loop {
+            // Wait for a request; the loop ends when the client closes the channel.
             let (key, len) = match t.wait() {
                 Ok(request) => request,
                 Err(::idl::rt::CallError::Closed) => return Ok(()),
                 Err(e) => return Err(e),
             };
+            // Check it and call the method; a panic fails this call only.
             let req = t.request(len);
             let done = ::std::panic::catch_unwind(::std::panic::AssertUnwindSafe(|| {
                 dispatch(s, key, req)
             }));
-            match done {
-                Ok(Ok(reply)) => t.reply(::idl::rt::Status::Ok, reply.len, reply.strings)?,
-                Ok(Err(status)) => t.reply(status, 0, 0..0)?,
-                Err(_panic) => t.reply(::idl::rt::Status::ServerFailed, 0, 0..0)?,
+            // Reply in place; a client gone meanwhile ends the loop.
+            let sent = match done {
+                Ok(Ok(reply)) => t.reply(::idl::rt::Status::Ok, reply.len, reply.strings),
+                Ok(Err(status)) => t.reply(status, 0, 0..0),
+                Err(_panic) => t.reply(::idl::rt::Status::ServerFailed, 0, 0..0),
+            };
+            match sent {
+                Ok(()) => {}
+                Err(::idl::rt::CallError::Closed) => return Ok(()),
+                Err(e) => return Err(e),
             }
         }
     }
