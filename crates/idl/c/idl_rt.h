@@ -147,8 +147,11 @@ void idl_channel_unmap(idl_channel *ch);
 
 /* ---- Client side (called by generated client stubs) ------------------- */
 
-/* Starts a request: resets the string cursor, returns the record. */
-void *idl_client_begin(idl_channel *ch);
+/* Starts a request of an operation whose record is `size` bytes: resets
+ * the string cursor and returns the record, or NULL if the record does not
+ * fit the channel's message buffer (the stub then fails with IDL_E_LIMIT
+ * before writing anything). */
+void *idl_client_begin(idl_channel *ch, uint32_t size);
 
 /* Copies `n` elements of `size` bytes (alignment `align`) from `src` into
  * the string area at the next aligned offset and fills `*d`.

@@ -631,7 +631,7 @@ impl Gen<'_> {
         line!(c, "{{");
         if l.fields.is_empty() {
             let ch = chan_name(&vs);
-            line!(c, "    (void)idl_client_begin({ch});");
+            line!(c, "    (void)idl_client_begin({ch}, 0);");
             line!(c, "    return idl_client_call({ch}, {up}_KEY, 0, 0);");
             line!(c, "}}");
             return;
@@ -649,7 +649,10 @@ impl Gen<'_> {
         } else {
             (String::new(), String::new())
         };
-        line!(c, "    {name}_msg *{m} = idl_client_begin({ch});");
+        line!(
+            c,
+            "    {name}_msg *{m} = idl_client_begin({ch}, {up}_SIZE);"
+        );
         line!(c, "    int {st};");
         if has_reply_desc {
             line!(c, "    idl_desc {d};");
@@ -670,6 +673,8 @@ impl Gen<'_> {
             c,
             "    /* (1) in and inout values into the record, strings into the string area */"
         );
+        line!(c, "    if ({m} == NULL)");
+        line!(c, "        return IDL_E_LIMIT;");
         for f in &l.fields {
             let Slot::Param(i) = f.slot else { continue };
             let v = &vs[i];

@@ -310,7 +310,17 @@ fn against_c_server(exe: &Path, f: impl FnOnce(&mut ClientEnd)) {
     })
     .expect("create a channel");
     let mut client = ClientEnd::from_fd(fd.try_clone().expect("dup")).expect("client end");
-    let child = spawn(exe, "server", &fd, &[], have_valgrind());
+    let valgrind = have_valgrind();
+    eprintln!(
+        "{}: the C server runs {}",
+        exe.display(),
+        if valgrind {
+            "under valgrind"
+        } else {
+            "without valgrind (not installed)"
+        }
+    );
+    let child = spawn(exe, "server", &fd, &[], valgrind);
     drop(fd);
     f(&mut client);
     drop(client);
