@@ -121,13 +121,16 @@ pub enum Dir {
     Out,
 }
 
-/// The two ways to write a parameter list.
+/// The two ways to write a parameter list, and both in one list.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Syntax {
     /// `[in] int x`, `[in, out] int *x`, `[out, size_is(n)] int **p`.
     Midl,
     /// `in long x`, `inout long x`, `out sequence<long> v`.
     Corba,
+    /// Each parameter in either (`size_is` sequences and their lengths in
+    /// MIDL's).
+    Mixed,
 }
 
 #[derive(Clone, Debug)]
@@ -294,10 +297,10 @@ impl<'r> Gen<'r> {
     /// directions, each `size_is` sequence with its length parameter, and
     /// a `void` or value return.
     fn op(&mut self, name: String) -> Op {
-        let syntax = if self.rng.chance(50) {
-            Syntax::Midl
-        } else {
-            Syntax::Corba
+        let syntax = match self.rng.below(10) {
+            0..=3 => Syntax::Midl,
+            4..=7 => Syntax::Corba,
+            _ => Syntax::Mixed,
         };
         let ret = match self.rng.below(10) {
             0..=2 => None,
@@ -321,7 +324,7 @@ impl<'r> Gen<'r> {
             }
             record += size;
             let name = self.param_name(&params);
-            let midl_sequence = syntax == Syntax::Midl && matches!(ty, Ty::Seq(_));
+            let midl_sequence = syntax != Syntax::Corba && matches!(ty, Ty::Seq(_));
             if midl_sequence && self.rng.chance(70) {
                 self.push_size_is(&mut params, name, dir, ty);
             } else {
@@ -607,7 +610,14 @@ impl Writer {
     }
 
     fn param(&mut self, f: &Iface, op: &Op, p: &Param) -> String {
-        let text = match op.syntax {
+        let syntax = match op.syntax {
+            Syntax::Mixed if p.size_is.is_some() || p.is_length => Syntax::Midl,
+            Syntax::Mixed if self.rng.chance(50) => Syntax::Midl,
+            Syntax::Mixed => Syntax::Corba,
+            s => s,
+        };
+        let text = match syntax {
+            Syntax::Mixed => unreachable!("chosen above"),
             Syntax::Corba => {
                 let dir = match p.dir {
                     Dir::In => "in",
