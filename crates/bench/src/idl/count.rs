@@ -8,12 +8,14 @@
 //! This executable re-runs itself under
 //!
 //! ```text
-//! valgrind --tool=callgrind --toggle-collect=idlb_call \
-//!     --dump-before=idlb_method --dump-after=idlb_method --dump-after=idlb_call
+//! valgrind --tool=callgrind --zero-before=idlb_call \
+//!     --dump-before=idlb_method --dump-after=idlb_method_body \
+//!     --dump-after=idlb_call_inner
 //! ```
 //!
-//! so that only instructions inside `idlb_call` are counted, and each call
-//! is cut into three dumps: **A** from the client stub's entry to the
+//! so that counting starts afresh at each call's entry (`idlb_call` calls
+//! `idlb_call_inner`, which calls the client stub), and each call is cut
+//! into three dumps: **A** from the client stub's entry to the
 //! method's (client marshal, the carrier, the server loop's dispatch,
 //! server unmarshal: the paper's client » server), **M** the method
 //! (excluded, as IDL4 excludes the server's work), and **B** from the
@@ -51,10 +53,18 @@ pub const OPS: [&str; 5] = [
     "pfs_get_direntries",
 ];
 
-/// The callgrind toggle: one counted call.
+/// One counted call: callgrind zeroes its counters on entering it.
 #[unsafe(no_mangle)]
 #[inline(never)]
 pub fn idlb_call(f: &mut dyn FnMut()) {
+    idlb_call_inner(f)
+}
+
+/// The call inside [`idlb_call`]: callgrind dumps its counters on leaving
+/// it (callgrind keeps one of zero/dump per function name, hence two).
+#[unsafe(no_mangle)]
+#[inline(never)]
+pub fn idlb_call_inner(f: &mut dyn FnMut()) {
     f()
 }
 
@@ -191,10 +201,10 @@ pub fn measure(exe: &Path) -> Result<Vec<Counts>, String> {
     let file = std::env::temp_dir().join(format!("fastpath-idl-{}.callgrind", std::process::id()));
     let run = Command::new("valgrind")
         .arg("--tool=callgrind")
-        .arg("--toggle-collect=idlb_call")
+        .arg("--zero-before=idlb_call")
         .arg("--dump-before=idlb_method")
-        .arg("--dump-after=idlb_method")
-        .arg("--dump-after=idlb_call")
+        .arg("--dump-after=idlb_method_body")
+        .arg("--dump-after=idlb_call_inner")
         .arg("--combine-dumps=yes")
         .arg(format!("--callgrind-out-file={}", file.display()))
         .arg(exe)
@@ -234,7 +244,11 @@ pub fn measure(exe: &Path) -> Result<Vec<Counts>, String> {
             for it in 0..ITERS {
                 let (a, m, b) = (&parts[i], &parts[i + 1], &parts[i + 2]);
                 i += per_call;
-                for (p, want) in [(a, "idlb_method"), (m, "idlb_method"), (b, "idlb_call")] {
+                for (p, want) in [
+                    (a, "dump-before=idlb_method"),
+                    (m, "dump-after=idlb_method_body"),
+                    (b, "dump-after=idlb_call_inner"),
+                ] {
                     if !p.0.contains(want) {
                         return Err(format!(
                             "{name} {op}: dump triggered by {:?}, expected {want}",

@@ -364,15 +364,9 @@ impl<C: PfsClient> Subject for LoopSubject<C> {
 
     fn op(&mut self, op: usize) {
         let e = &mut self.empty;
-        call_op(
-            &mut self.client,
-            op,
-            &self.data,
-            &mut self.out,
-            &mut || {
-                let _ = black_box(e.call(7, 0));
-            },
-        );
+        call_op(&mut self.client, op, &self.data, &mut self.out, &mut || {
+            let _ = black_box(e.call(7, 0));
+        });
     }
 }
 
@@ -518,8 +512,9 @@ pub mod dynamic {
         /// Loads `pfs_bench.idl` at run time and generates its stubs.
         pub fn load() -> Result<Dyn, String> {
             let src = include_str!("../../peers/idl/pfs_bench.idl");
-            let iface: &'static Interface =
-                Box::leak(Box::new(Interface::load(src, "pfs").map_err(|e| e.to_string())?));
+            let iface: &'static Interface = Box::leak(Box::new(
+                Interface::load(src, "pfs").map_err(|e| e.to_string())?,
+            ));
             let ctx: *mut Pfs = Box::leak(Box::new(Pfs::new()));
             let h = |f: usize| {
                 // SAFETY: each handler below has the C signature
@@ -547,7 +542,9 @@ pub mod dynamic {
                 "pfs_get_direntries",
                 "read",
             ]) {
-                *k = iface.op_index(n).ok_or("pfs_bench.idl lacks an operation")?;
+                *k = iface
+                    .op_index(n)
+                    .ok_or("pfs_bench.idl lacks an operation")?;
             }
             Ok(Dyn {
                 iface,
@@ -585,7 +582,11 @@ pub mod dynamic {
     impl<T> DynClient<T> {
         /// A client of `d` over `t`.
         pub fn new(d: Dyn, t: T) -> DynClient<T> {
-            DynClient { d, t, slots: [0; 8] }
+            DynClient {
+                d,
+                t,
+                slots: [0; 8],
+            }
         }
     }
 
@@ -612,8 +613,12 @@ pub mod dynamic {
             }
             self.t.call(op as u16, n as usize).map_err(cerr)?;
             // SAFETY: as above; the buffer now holds the reply.
-            let r = unsafe { self.d.iface.unmarshal_slots(op, &mut self.slots, &mut self.t) }
-                .map_err(derr)?;
+            let r = unsafe {
+                self.d
+                    .iface
+                    .unmarshal_slots(op, &mut self.slots, &mut self.t)
+            }
+            .map_err(derr)?;
             if r < 0 {
                 return Err(Error::Decode("bad reply".into()));
             }

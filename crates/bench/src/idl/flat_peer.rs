@@ -7,8 +7,9 @@
 //! allocation once warm) and copies the finished bytes into the channel's
 //! message buffer; the receiver verifies the buffer (`flatbuffers::root`,
 //! as a server facing an untrusted client must) and reads fields in place.
-//! An `int` array is read element by element into a `Vec` (the 2.x crate
-//! has no slice view of `[int]`); a `[ubyte]` is a slice, one `memcpy`.
+//! An `int` array is written and read element by element (the 2.x crate
+//! copies whole slices only for bytes); a `[ubyte]` is one `memcpy` each
+//! way (`create_vector_direct`, and a slice view on reading).
 
 use flatbuffers::FlatBufferBuilder;
 
@@ -270,7 +271,8 @@ impl Server {
         let pfs = &self.pfs;
         method(&mut || span = pfs.read_span(off, count));
         self.fbb.reset();
-        let v = self.fbb.create_vector(span);
+        // The 2.x crate's one `memcpy` path, for byte vectors.
+        let v = self.fbb.create_vector_direct(span);
         let args = fb::ReadReplyArgs {
             ret: span.len() as i32,
             data: Some(v),

@@ -135,9 +135,11 @@ pub struct Child2 {
 impl Child2 {
     /// Starts this executable as the server of `family` on a new channel.
     pub fn spawn(family: &str) -> Result<Child2, String> {
-        let server = ServerEnd::create(&config()).map_err(|e| e.to_string())?;
-        let end = server.client().map_err(|e| e.to_string())?;
-        let fd = shm::inheritable(server.fd()).map_err(|e| e.to_string())?;
+        // The parent holds the memfd and its client end only: a server end
+        // closes the channel when dropped.
+        let memfd = shm::create(&config()).map_err(|e| e.to_string())?;
+        let fd = shm::inheritable(&memfd).map_err(|e| e.to_string())?;
+        let end = ClientEnd::from_fd(memfd).map_err(|e| e.to_string())?;
         let exe = std::env::current_exe().map_err(|e| e.to_string())?;
         let child = Command::new(exe)
             .args(std::env::args_os().skip(1))
@@ -148,7 +150,6 @@ impl Child2 {
             .spawn()
             .map_err(|e| format!("spawning the {family} server: {e}"))?;
         drop(fd);
-        drop(server);
         Ok(Child2 {
             end: Some(end),
             child,
