@@ -57,7 +57,10 @@ pub const OPS: [&str; 5] = [
 #[unsafe(no_mangle)]
 #[inline(never)]
 pub fn idlb_call(f: &mut dyn FnMut()) {
-    idlb_call_inner(f)
+    idlb_call_inner(f);
+    // Distinct bodies, so that the four markers are not merged into one
+    // symbol, and no tail call hides a return from callgrind.
+    black_box(1u8);
 }
 
 /// The call inside [`idlb_call`]: callgrind dumps its counters on leaving
@@ -65,7 +68,8 @@ pub fn idlb_call(f: &mut dyn FnMut()) {
 #[unsafe(no_mangle)]
 #[inline(never)]
 pub fn idlb_call_inner(f: &mut dyn FnMut()) {
-    f()
+    f();
+    black_box(2u8);
 }
 
 /// A family as the counter drives it.
