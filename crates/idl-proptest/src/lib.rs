@@ -15,7 +15,8 @@
 //!   (`build/random_idl.rs`: every integer width and spelling, `boolean`,
 //!   `char`, nested structs with arrays, fixed arrays, `string`,
 //!   `sequence<T>` and `[size_is(n)] T *` in every direction, both
-//!   syntaxes, `void` and value returns), compiles each with
+//!   syntaxes and both in one list, typedefs, constants, modules,
+//!   comments, `void` and value returns), compiles each with
 //!   `idl::compile`, and writes a harness for it (`build/harness.rs`): a
 //!   server that reports each call's values, and a client driver that calls
 //!   random operations with random values and compares;
@@ -23,13 +24,20 @@
 //!   random values ([`Arb`], [`string`], [`seq`]), their comparable form
 //!   ([`Value`]) and the check of one call ([`check`]);
 //! - `tests/random_interfaces.rs` runs every interface over `idl::rt::shm`
-//!   (client and server threads) and `tests/limits.rs` checks that the
-//!   per-string and string-area limits give typed errors.
+//!   (client and server threads), strings up to the 2 MiB limit, and every
+//!   fourth over `idl::rt::unet`'s loop network; `tests/limits.rs` checks
+//!   that the per-string limit, the string area and the strings per
+//!   message give typed errors and leave the channel usable
+//!   (`idl/limits.idl`, compiled by the same build script as
+//!   [`fixed::limits`]).
 //!
 //! Seeds: `IDL_PROPTEST_SEED` (the interfaces, read by the build script)
-//! and `IDL_PROPTEST_IFACES` (how many); `IDL_PROPTEST_RUN_SEED` and
-//! `IDL_PROPTEST_CALLS` (the values, read by the tests). A failure prints
-//! all of them and the path of the failing IDL file.
+//! and `IDL_PROPTEST_IFACES` (how many, 40 by default);
+//! `IDL_PROPTEST_RUN_SEED`, `IDL_PROPTEST_CALLS` (200 per interface by
+//! default) and `IDL_PROPTEST_ONLY` (one interface) for the values, read
+//! by the tests. A failure prints the seeds that reproduce it and the
+//! path of the failing IDL file; a valid random IDL that `idl::compile`
+//! rejects fails the build with the error and the file.
 
 mod rng;
 
