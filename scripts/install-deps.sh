@@ -2,8 +2,10 @@
 # Installs the system packages fastpath's tests and benchmarks use, if they
 # are missing: a JDK (jive's test applets are compiled by javac and its
 # differential tests run HotSpot), valgrind (callgrind instruction counts),
-# libpcap (dpf's differential tests and benchmark peer, loaded at run time)
-# iproute2 (`ip`: unet's tests between two network namespaces), and cmake
+# libpcap (dpf's differential tests and benchmark peer, loaded at run time),
+# iproute2 (`ip`: unet's tests between two network namespaces), the idl
+# benchmark peers' code generators (protoc, capnp, flatc: crates/bench/build.rs),
+# gcc (idl's generated C, compiled and run against Rust in its tests), cmake
 # and libclang (vcode's aarch64 emulation, feature `emu`), and
 # gcc-aarch64-linux-gnu (the aarch64 kernels compared with gcc -O2).
 # Needs root and apt-get; elsewhere it says what to install and carries on,
@@ -15,6 +17,10 @@ command -v javac >/dev/null 2>&1 || need+=(openjdk-17-jdk-headless)
 command -v valgrind >/dev/null 2>&1 || need+=(valgrind)
 [[ -e /usr/include/pcap/pcap.h || -e /usr/include/pcap.h ]] || need+=(libpcap-dev)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
+command -v protoc >/dev/null 2>&1 || need+=(protobuf-compiler)
+command -v capnp >/dev/null 2>&1 || need+=(capnproto)
+command -v flatc >/dev/null 2>&1 || need+=(flatbuffers-compiler)
+command -v gcc >/dev/null 2>&1 || need+=(gcc)
 # vcode's feature `emu` (the aarch64 backend under emulation) builds the
 # Unicorn emulator from C source: cmake, and libclang for its bindings.
 command -v cmake >/dev/null 2>&1 || need+=(cmake)

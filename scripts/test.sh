@@ -14,6 +14,9 @@ export CODECACHE_STRESS_SECS="${CODECACHE_STRESS_SECS:-10}"
 # unet's multi-host tests (two network namespaces and a veth pair) need
 # root and `ip`; in CI their absence is a failure, not a skip.
 export UNET_REQUIRE_NETNS="${UNET_REQUIRE_NETNS:-1}"
+# idl's C interop tests compile generated C with gcc; in CI its absence
+# is a failure, not a skip.
+export IDL_REQUIRE_GCC="${IDL_REQUIRE_GCC:-1}"
 # With the fastpath CLI's `bench` feature (its benchmark suites), then the
 # CLI once more in its default build, the README's, without them.
 cargo test --workspace --release --features fastpath/bench

@@ -38,6 +38,7 @@ pub mod callgrind;
 pub mod client;
 pub mod dpf;
 pub mod esp;
+pub mod idl;
 pub mod kernels;
 pub mod peers;
 pub mod unet;

@@ -3,8 +3,9 @@
 //! paper's IDL compiler; see docs/idl.md).
 //!
 //! - `compile FILE --lang rust|c [--out DIR]` writes the generated stubs:
-//!   `DIR/<stem>.rs`, or `DIR/<stem>.h` and `DIR/<stem>.c`; without
-//!   `--out`, prints them.
+//!   `DIR/<stem>.rs`, or `DIR/<stem>.h` and `DIR/<stem>.c` with the C run
+//!   time of the channel beside them (`idl_rt.h`, `idl_rt.c`); without
+//!   `--out`, prints the stubs.
 //! - `check FILE` checks the file and prints each operation's record: the
 //!   offset, size and direction of every field, which values travel
 //!   indirectly, and whether the record fits the inline descriptor.
@@ -107,7 +108,14 @@ fn run(cmd: IdlCmd) -> Result<(), String> {
                 Lang::Rust => vec![(format!("{stem}.rs"), idl::gen_rust::generate(&idl))],
                 Lang::C => {
                     let (h, c) = idl::gen_c::generate(&idl, &stem);
-                    vec![(format!("{stem}.h"), h), (format!("{stem}.c"), c)]
+                    let mut files = vec![(format!("{stem}.h"), h), (format!("{stem}.c"), c)];
+                    // Into a directory, the channel's C run time too, so
+                    // that the directory compiles on its own.
+                    if out.is_some() {
+                        files.push(("idl_rt.h".to_owned(), idl::gen_c::RUNTIME_H.to_owned()));
+                        files.push(("idl_rt.c".to_owned(), idl::gen_c::RUNTIME_C.to_owned()));
+                    }
+                    files
                 }
             };
             for (name, text) in files {

@@ -1,7 +1,7 @@
 //! `fastpath idl` end to end: `check` prints each operation's record with
 //! the offsets the layout rules give the paper's pfs calls; `compile`
-//! writes Rust or C stubs (the C pair compiles with gcc against the C
-//! runtime's header); a bad file is an error that names the file, line and
+//! writes Rust or C stubs (the C files and the run time written beside
+//! them compile with gcc on their own); a bad file is an error that names the file, line and
 //! column, shows the line, and fails the command.
 
 use std::path::{Path, PathBuf};
@@ -70,7 +70,9 @@ fn compile_writes_rust_and_c() {
 
     let (ok, out, err) = fastpath(&["idl", "compile", &pfs(), "--lang", "c", "--out", d]);
     assert!(ok, "{err}");
-    assert!(out.contains("pfs.h") && out.contains("pfs.c"), "{out}");
+    for f in ["pfs.h", "pfs.c", "idl_rt.h", "idl_rt.c"] {
+        assert!(out.contains(f), "{f} not written: {out}");
+    }
     if Command::new("gcc").arg("--version").output().is_err() {
         eprintln!("gcc is missing: the generated C is not compiled");
         return;

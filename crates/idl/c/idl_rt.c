@@ -221,11 +221,11 @@ void idl_channel_unmap(idl_channel *ch)
 
 /* ---- client ----------------------------------------------------------- */
 
-void *idl_client_begin(idl_channel *ch)
+void *idl_client_begin(idl_channel *ch, uint32_t size)
 {
     ch->cursor = 0;
     ch->nstrings = 0;
-    return ch->msg;
+    return size <= ch->capacity ? ch->msg : NULL;
 }
 
 int idl_client_put(idl_channel *ch, idl_desc *d, const void *src, uint32_t n,

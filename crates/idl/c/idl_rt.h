@@ -133,8 +133,9 @@ typedef idl_channel idl_server;
 int idl_channel_create(idl_channel *ch, uint32_t capacity, uint32_t area_len);
 
 /* Maps the channel in memfd `fd` (e.g. inherited from the process that
- * created it), checking its seals, magic, version and sizes. The channel
- * takes ownership of `fd`. */
+ * created it), checking its seals and a private copy of its header (magic,
+ * version, sizes), as rt::shm does. On success the channel owns `fd`; on
+ * failure it stays the caller's and `ch` is untouched. */
 int idl_channel_map(idl_channel *ch, int fd);
 
 /* Marks the channel closed (state 3) and wakes the peer: a server loop
@@ -147,12 +148,16 @@ void idl_channel_unmap(idl_channel *ch);
 
 /* ---- Client side (called by generated client stubs) ------------------- */
 
-/* Starts a request: resets the string cursor, returns the record. */
-void *idl_client_begin(idl_channel *ch);
+/* Starts a request of an operation whose record is `size` bytes: resets
+ * the string cursor and returns the record, or NULL if the record does not
+ * fit the channel's message buffer (the stub then fails with IDL_E_LIMIT
+ * before writing anything). */
+void *idl_client_begin(idl_channel *ch, uint32_t size);
 
 /* Copies `n` elements of `size` bytes (alignment `align`) from `src` into
- * the string area at the next aligned offset and fills `*d`.
- * IDL_E_LIMIT if the value exceeds the per-string limit or the area. */
+ * the string area at the next aligned offset and fills `*d`. IDL_E_LIMIT
+ * if the value exceeds the per-string limit or the area, or the request
+ * already has the channel's number of strings. */
 int idl_client_put(idl_channel *ch, idl_desc *d, const void *src, uint32_t n,
                    uint32_t size, uint32_t align);
 

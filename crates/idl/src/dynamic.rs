@@ -99,8 +99,10 @@ pub enum LoadError {
     },
 }
 
-/// Why a dynamic call failed. Nothing of a failed call reached the
-/// caller's out values.
+/// Why a dynamic call failed. A call refused before the reply (bad
+/// values, the transport, the server's status) leaves the caller's values
+/// as they were; a malformed reply may leave the out values before the
+/// malformed one updated.
 #[derive(Debug, thiserror::Error)]
 pub enum CallError {
     /// No operation has this index.
@@ -232,7 +234,7 @@ impl Interface {
                 for p in &plans {
                     let m = codegen::marshal(&mut f, p, &limits).map_err(cg(p))?;
                     let u = codegen::unmarshal(&mut f, p).map_err(cg(p))?;
-                    out.push((Stub::Reference(m), Stub::Reference(u)));
+                    out.push((Stub::reference(m), Stub::reference(u)));
                 }
                 out
             }
@@ -290,6 +292,12 @@ impl Interface {
         }
     }
 
+    /// The generated `marshal` and `unmarshal` of operation `op`,
+    /// disassembled (or listed, on the reference backend).
+    pub fn listing(&self, op: usize) -> Option<(String, String)> {
+        self.stubs.get(op).map(|(m, u)| (m.listing(), u.listing()))
+    }
+
     /// Runs operation `op`'s generated `marshal` on raw slots: the
     /// slot-level API for hosts that keep their values as slots
     /// (docs/idl.md gives the conventions). Returns the request's length,
@@ -301,18 +309,21 @@ impl Interface {
     /// `slots` holds `ops()[op].slots` slots; every pointer in them is
     /// valid for reads of the length beside it (aggregates: their size);
     /// `t.buf()` holds the operation's record.
-    pub unsafe fn marshal_slots(
+    pub unsafe fn marshal_slots<T: ClientTransport>(
         &self,
         op: usize,
         slots: &mut [u64],
-        t: &mut dyn ClientTransport,
+        t: &mut T,
     ) -> Result<i64, CallError> {
         let (plan, stubs) = self.op(op)?;
         if slots.len() < plan.slots as usize {
             return Err(self.arity(plan, slots.len()));
         }
         let rec = t.buf().as_ptr();
-        let mut ctx = ClientCtx { t, err: None };
+        let mut ctx = ClientCtx {
+            t: &mut *t,
+            err: None,
+        };
         // SAFETY: the function's contract.
         let r = unsafe { stubs.0.run(slots.as_mut_ptr(), rec, &mut ctx) }?;
         match ctx.err.take() {
@@ -330,18 +341,21 @@ impl Interface {
     /// # Safety
     /// As [`Interface::marshal_slots`]; aggregate slots point to memory
     /// writable for their size; the record in `t.buf()` is the reply.
-    pub unsafe fn unmarshal_slots(
+    pub unsafe fn unmarshal_slots<T: ClientTransport>(
         &self,
         op: usize,
         slots: &mut [u64],
-        t: &mut dyn ClientTransport,
+        t: &mut T,
     ) -> Result<i64, CallError> {
         let (plan, stubs) = self.op(op)?;
         if slots.len() < plan.slots as usize {
             return Err(self.arity(plan, slots.len()));
         }
         let rec = t.buf().as_ptr();
-        let mut ctx = ClientCtx { t, err: None };
+        let mut ctx = ClientCtx {
+            t: &mut *t,
+            err: None,
+        };
         // SAFETY: the function's contract.
         let r = unsafe { stubs.1.run(slots.as_mut_ptr(), rec, &mut ctx) }?;
         match ctx.err.take() {
@@ -350,13 +364,19 @@ impl Interface {
         }
     }
 
+    #[inline]
     fn op(&self, op: usize) -> Result<(&OpPlan, &(Stub, Stub)), CallError> {
         match (self.plans.get(op), self.stubs.get(op)) {
             (Some(p), Some(s)) => Ok((p, s)),
-            _ => Err(CallError::NoSuchOp {
-                iface: self.name.clone(),
-                op,
-            }),
+            _ => Err(self.no_such_op(op)),
+        }
+    }
+
+    #[cold]
+    fn no_such_op(&self, op: usize) -> CallError {
+        CallError::NoSuchOp {
+            iface: self.name.clone(),
+            op,
         }
     }
 
@@ -393,7 +413,7 @@ impl Interface {
                 let code = codegen::dispatch(&mut Func::new(), &self.plans, &table, &self.limits)?;
                 Dispatch::native(code).map_err(GenError::from)?
             }
-            Engine::Reference => Dispatch::Reference(codegen::dispatch(
+            Engine::Reference => Dispatch::reference(codegen::dispatch(
                 &mut Func::<Reference>::with_backend(),
                 &self.plans,
                 &table,
@@ -403,6 +423,7 @@ impl Interface {
         Ok(DynServer {
             iface: self,
             dispatch,
+            max_record: self.max_record(),
         })
     }
 }
@@ -470,14 +491,13 @@ impl DynClient<'_> {
         }
         let st = &self.iface.structs;
         for (i, (v, a)) in params.iter().zip(args).enumerate() {
-            if !(v.dir == Dir::Out && *a == Value::Void) && !value::matches(st, &v.ty, a) {
-                return Err(CallError::Type {
-                    op: plan.op.name.clone(),
-                    index: i,
-                    param: v.name.clone(),
-                    expected: value::type_name(st, &v.ty),
-                    found: a.type_name(),
-                });
+            let ok = match (v.kind, a) {
+                (Kind::Prim(p), a) => value::prim_matches(p, a),
+                (_, Value::Void) => v.dir == Dir::Out,
+                _ => value::matches(st, &v.ty, a),
+            };
+            if !(ok || v.dir == Dir::Out && matches!(a, Value::Void)) {
+                return Err(self.type_error(plan, i, a));
             }
         }
         Ok(())
@@ -487,16 +507,18 @@ impl DynClient<'_> {
     /// parameter, `size_is` lengths left out, in declaration order); out
     /// and inout values are replaced by the results; returns the return
     /// value ([`Value::Void`] for `void`).
-    pub fn call(
+    pub fn call<T: ClientTransport>(
         &mut self,
-        t: &mut dyn ClientTransport,
+        t: &mut T,
         op: usize,
         args: &mut [Value],
     ) -> Result<Value, CallError> {
-        self.check(op, args)?;
         let iface = self.iface;
         let (plan, stubs) = iface.op(op)?;
-        let st = &iface.structs[..];
+        let params = plan.params();
+        if args.len() != params.len() {
+            return Err(iface.arity(plan, args.len()));
+        }
         let lay = &plan.op.layout;
         if lay.size as usize > t.capacity() {
             return Err(RtError::RecordTooLarge {
@@ -505,55 +527,41 @@ impl DynClient<'_> {
             }
             .into());
         }
-        // Slots: scalars by value, the rest by pointer (into the values
-        // themselves, or into the scratch for what needs a C layout).
-        let need: usize = plan
-            .params()
-            .iter()
-            .zip(args.iter())
-            .map(|(v, a)| scratch_bytes(st, v, a))
-            .sum::<usize>()
-            + plan.ret().map_or(0, |r| scratch_bytes(st, r, &Value::Void));
+        // Slots: scalars by value, strings and sequences of primitives by
+        // pointer into the values themselves; one pass that also checks
+        // the types. What needs a C layout (structs, arrays, sequences of
+        // structs) goes through the scratch, in `fill_aggregates`.
         self.slots.clear();
         self.slots.resize(plan.slots as usize, 0);
-        self.scratch.clear();
-        self.scratch.resize(need / 8, 0);
-        let base = self.scratch.as_mut_ptr().cast::<u8>();
-        let mut at = 0usize;
-        for (v, a) in plan.values.iter().zip(args.iter().map(Some).chain([None])) {
+        for (i, (v, a)) in params.iter().zip(args.iter()).enumerate() {
             let s = v.slot as usize;
-            let a = a.unwrap_or(&Value::Void);
-            let n = scratch_bytes(st, v, a);
-            // SAFETY: `at + n <= need`, the scratch's length in bytes.
-            let room = unsafe { std::slice::from_raw_parts_mut(base.add(at), n) };
-            match v.kind {
-                Kind::Prim(_) => self.slots[s] = a.bits().unwrap_or(0),
-                Kind::Agg { .. } => {
-                    if v.dir != Dir::Out {
-                        value::encode(st, &v.ty, a, room);
+            let ok = match (v.kind, a) {
+                (Kind::Prim(p), a) if value::prim_matches(p, a) => {
+                    self.slots[s] = a.bits().unwrap_or(0);
+                    true
+                }
+                (_, Value::Void) => v.dir == Dir::Out,
+                (Kind::Ind { string: true, .. }, Value::Str(x)) => {
+                    self.slots[s] = x.as_ptr() as u64;
+                    self.slots[s + 1] = x.len() as u64;
+                    true
+                }
+                (Kind::Ind { .. }, Value::Seq(q)) if !plan.aggregates => {
+                    let ok = value::matches(&iface.structs, &v.ty, a);
+                    if let Some((p, n)) = q.raw() {
+                        self.slots[s] = p as u64;
+                        self.slots[s + 1] = n as u64;
                     }
-                    self.slots[s] = room.as_mut_ptr() as u64;
+                    ok
                 }
-                Kind::Ind { .. } if v.dir != Dir::Out => {
-                    let (p, len) = match a {
-                        Value::Str(x) => (x.as_ptr(), x.len()),
-                        Value::Seq(q) => match q.raw() {
-                            Some(r) => r,
-                            None => {
-                                if let crate::model::Type::Sequence(e) = &v.ty {
-                                    value::encode_seq(st, e, q, room);
-                                }
-                                (room.as_ptr(), q.len())
-                            }
-                        },
-                        _ => (std::ptr::null(), 0),
-                    };
-                    self.slots[s] = p as u64;
-                    self.slots[s + 1] = len as u64;
-                }
-                Kind::Ind { .. } => {}
+                _ => plan.aggregates && value::matches(&iface.structs, &v.ty, a),
+            };
+            if !ok {
+                return Err(self.type_error(plan, i, a));
             }
-            at += n;
+        }
+        if plan.aggregates {
+            self.fill_aggregates(plan, args);
         }
         if lay.in_strings > 0 {
             t.begin();
@@ -572,7 +580,7 @@ impl DynClient<'_> {
                 return Err(match ctx.err.take() {
                     Some(e) => e.into(),
                     None => RtError::StringTooLong {
-                        len: 0,
+                        len: too_long(plan, &self.slots),
                         max: iface.limits.max_string_bytes,
                     }
                     .into(),
@@ -582,7 +590,10 @@ impl DynClient<'_> {
             t.call(plan.op.key, r as usize)?;
         }
         let rec = t.buf().as_ptr();
-        let mut ctx = ClientCtx { t, err: None };
+        let mut ctx = ClientCtx {
+            t: &mut *t,
+            err: None,
+        };
         // SAFETY: as above; the record now holds the reply.
         let r = unsafe { stubs.1.run(self.slots.as_mut_ptr(), rec, &mut ctx) }?;
         if r < 0 {
@@ -600,29 +611,147 @@ impl DynClient<'_> {
         // Results: the slots now name the reply's values; the bytes of
         // strings and sequences stay valid while `ctx` borrows the
         // transport.
-        let mut out = Vec::new();
-        for (j, v) in plan.values.iter().enumerate() {
-            if v.dir == Dir::In {
-                continue;
-            }
-            let old = match args.get_mut(j) {
-                Some(a) if v.param.is_some() => std::mem::replace(a, Value::Void),
-                _ => Value::Void,
-            };
-            out.push(self.read_back(v, old)?);
-        }
-        drop(ctx);
-        let mut results = out.into_iter();
         for (v, a) in plan.params().iter().zip(args.iter_mut()) {
-            if v.dir != Dir::In {
-                *a = results.next().unwrap_or(Value::Void);
+            match (v.dir, v.kind) {
+                (Dir::In, _) => {}
+                (_, Kind::Prim(p)) => *a = Value::from_bits(p, self.slots[v.slot as usize]),
+                _ => {
+                    let old = std::mem::replace(a, Value::Void);
+                    *a = self.read_back(v, old)?;
+                }
             }
         }
-        Ok(if plan.has_ret {
-            results.next().unwrap_or(Value::Void)
-        } else {
-            Value::Void
-        })
+        let ret = match plan.ret() {
+            Some(v) => self.read_back(v, Value::Void)?,
+            None => Value::Void,
+        };
+        drop(ctx);
+        Ok(ret)
+    }
+    /// Calls operation `op` with its values already in slot form (the
+    /// slot-level API of a host whose values are slots: an FFI array, a
+    /// JIT's frame): `marshal`, the transport's call, `unmarshal`. After
+    /// it, the out and inout slots and the return value's slot hold the
+    /// results; string and sequence slots point into the reply's string
+    /// area, valid until the transport is used again.
+    ///
+    /// # Safety
+    /// As [`Interface::marshal_slots`] and [`Interface::unmarshal_slots`].
+    pub unsafe fn call_slots<T: ClientTransport>(
+        &mut self,
+        t: &mut T,
+        op: usize,
+        slots: &mut [u64],
+    ) -> Result<(), CallError> {
+        let iface = self.iface;
+        let (plan, stubs) = iface.op(op)?;
+        let lay = &plan.op.layout;
+        if slots.len() < plan.slots as usize {
+            return Err(iface.arity(plan, slots.len()));
+        }
+        if lay.size as usize > t.capacity() {
+            return Err(RtError::RecordTooLarge {
+                size: lay.size as usize,
+                capacity: t.capacity(),
+            }
+            .into());
+        }
+        if lay.in_strings > 0 {
+            t.begin();
+        }
+        let rec = t.buf().as_ptr();
+        let mut ctx = ClientCtx {
+            t: &mut *t,
+            err: None,
+        };
+        // SAFETY: the function's contract; the record fits the buffer.
+        let r = unsafe { stubs.0.run(slots.as_mut_ptr(), rec, &mut ctx) }?;
+        if r < 0 {
+            return Err(ctx.err.take().map_or_else(
+                || {
+                    RtError::StringTooLong {
+                        len: too_long(plan, slots),
+                        max: iface.limits.max_string_bytes,
+                    }
+                    .into()
+                },
+                CallError::from,
+            ));
+        }
+        t.call(plan.op.key, r as usize)?;
+        let rec = t.buf().as_ptr();
+        let mut ctx = ClientCtx {
+            t: &mut *t,
+            err: None,
+        };
+        // SAFETY: as above; the record holds the reply.
+        let r = unsafe { stubs.1.run(slots.as_mut_ptr(), rec, &mut ctx) }?;
+        if r < 0 {
+            return Err(ctx.err.take().map_or_else(
+                || RtError::Malformed("a bad descriptor or boolean in the reply").into(),
+                CallError::from,
+            ));
+        }
+        Ok(())
+    }
+
+    fn type_error(&self, plan: &OpPlan, i: usize, a: &Value) -> CallError {
+        let v = &plan.values[i];
+        CallError::Type {
+            op: plan.op.name.clone(),
+            index: i,
+            param: v.name.clone(),
+            expected: value::type_name(&self.iface.structs, &v.ty),
+            found: a.type_name(),
+        }
+    }
+
+    /// Lays out the values that need a C layout (structs, arrays,
+    /// sequences of structs or arrays) in the scratch and points their
+    /// slots there; sequences of primitives point into their vectors.
+    fn fill_aggregates(&mut self, plan: &OpPlan, args: &[Value]) {
+        let st = &self.iface.structs[..];
+        let need: usize = plan
+            .params()
+            .iter()
+            .zip(args.iter())
+            .map(|(v, a)| scratch_bytes(st, v, a))
+            .sum::<usize>()
+            + plan.ret().map_or(0, |r| scratch_bytes(st, r, &Value::Void));
+        self.scratch.clear();
+        self.scratch.resize(need / 8, 0);
+        let base = self.scratch.as_mut_ptr().cast::<u8>();
+        let mut at = 0usize;
+        for (v, a) in plan.values.iter().zip(args.iter().map(Some).chain([None])) {
+            let s = v.slot as usize;
+            let a = a.unwrap_or(&Value::Void);
+            let n = scratch_bytes(st, v, a);
+            // SAFETY: `at + n <= need`, the scratch's length in bytes.
+            let room = unsafe { std::slice::from_raw_parts_mut(base.add(at), n) };
+            match (v.kind, a) {
+                (Kind::Agg { .. }, a) => {
+                    if v.dir != Dir::Out {
+                        value::encode(st, &v.ty, a, room);
+                    }
+                    self.slots[s] = room.as_mut_ptr() as u64;
+                }
+                (Kind::Ind { .. }, Value::Seq(q)) if v.dir != Dir::Out => {
+                    let (p, len) = match q.raw() {
+                        Some(r) => r,
+                        None => {
+                            if let crate::model::Type::Sequence(e) = &v.ty {
+                                value::encode_seq(st, e, q, room);
+                            }
+                            (room.as_ptr(), q.len())
+                        }
+                    };
+                    self.slots[s] = p as u64;
+                    self.slots[s + 1] = len as u64;
+                }
+                _ => {}
+            }
+            at += n;
+        }
     }
 
     /// The value `v` the slots hold after `unmarshal`.
@@ -645,12 +774,10 @@ impl DynClient<'_> {
                 let p = self.slots[s] as *const u8;
                 // SAFETY: `unmarshal` set the pointer from the transport's
                 // `reply_bytes` for exactly `bytes` bytes, which stay valid
-                // while the caller holds the transport.
-                let b = if bytes == 0 {
-                    &[][..]
-                } else {
-                    unsafe { std::slice::from_raw_parts(p, bytes) }
-                };
+                // while the caller holds the transport (the server's process
+                // may write them: they are copied once, below, and a string
+                // is checked on the copy).
+                let b = unsafe { native::bytes_at(p, bytes) };
                 match &v.ty {
                     crate::model::Type::String => {
                         // Copied once, then checked: the server may write
@@ -667,11 +794,30 @@ impl DynClient<'_> {
     }
 }
 
+/// Bytes of the longest in or inout string or sequence in `slots`: the
+/// one `marshal` refused as over the per-string limit.
+#[cold]
+fn too_long(plan: &OpPlan, slots: &[u64]) -> usize {
+    plan.params()
+        .iter()
+        .filter(|v| v.dir != Dir::Out)
+        .filter_map(|v| match v.kind {
+            Kind::Ind { esize, .. } => slots
+                .get(v.slot as usize + 1)
+                .map(|&n| (n as usize).saturating_mul(esize as usize)),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0)
+}
+
 /// A server of a loaded interface: the generated dispatch and the
 /// handlers it calls.
 pub struct DynServer<'a> {
     iface: &'a Interface,
     dispatch: Dispatch,
+    /// Bytes of the largest record.
+    max_record: usize,
 }
 
 impl std::fmt::Debug for DynServer<'_> {
@@ -683,15 +829,29 @@ impl std::fmt::Debug for DynServer<'_> {
 }
 
 impl DynServer<'_> {
+    /// The generated dispatch, disassembled (or listed, on the reference
+    /// backend).
+    pub fn listing(&self) -> String {
+        self.dispatch.listing()
+    }
+
     /// Answers one received request (`key`, `len` bytes of record) in
     /// place and sends the reply.
-    pub fn handle(
+    pub fn handle<T: ServerTransport + ?Sized>(
         &self,
-        t: &mut dyn ServerTransport,
+        t: &mut T,
         key: u16,
         len: usize,
     ) -> Result<Status, CallError> {
-        let (status, rlen) = self.dispatch_in(t, key, len)?;
+        let (status, rlen) = match self.dispatch_in(t, key, len) {
+            Ok(r) => r,
+            Err(e) => {
+                // The reference backend stopped the generated code: the
+                // client still gets an answer.
+                t.reply(Status::ServerFailed, 0, 0..0)?;
+                return Err(e);
+            }
+        };
         let strings = if status == Status::Ok {
             self.reply_strings(t, key)
         } else {
@@ -703,14 +863,15 @@ impl DynServer<'_> {
 
     /// Runs the dispatch on the transport's current request without
     /// replying: the status and the reply's record length.
-    pub fn dispatch_in(
+    pub fn dispatch_in<T: ServerTransport + ?Sized>(
         &self,
-        t: &mut dyn ServerTransport,
+        t: &mut T,
         key: u16,
         len: usize,
     ) -> Result<(Status, usize), CallError> {
         let cap = t.capacity();
-        if let Some(p) = self.iface.plans.get(usize::from(key))
+        if cap < self.max_record
+            && let Some(p) = self.iface.plans.get(usize::from(key))
             && p.op.layout.size as usize > cap
         {
             return Ok((Status::ShortMessage, 0));
@@ -747,10 +908,17 @@ impl DynServer<'_> {
 
     /// The bytes of the string area the reply's inout and out strings
     /// occupy (for transports that copy them back).
-    fn reply_strings(&self, t: &mut dyn ServerTransport, key: u16) -> std::ops::Range<u32> {
+    fn reply_strings<T: ServerTransport + ?Sized>(
+        &self,
+        t: &mut T,
+        key: u16,
+    ) -> std::ops::Range<u32> {
         let Some(p) = self.iface.plans.get(usize::from(key)) else {
             return 0..0;
         };
+        if p.op.layout.out_strings == 0 {
+            return 0..0;
+        }
         let buf = t.buf().as_ptr();
         let alen = t.area().1.min(u32::MAX as usize) as u64;
         let (mut from, mut end) = (u64::MAX, 0u64);
@@ -775,7 +943,7 @@ impl DynServer<'_> {
     }
 
     /// Serves requests until the client closes the channel.
-    pub fn serve(&self, t: &mut dyn ServerTransport) -> Result<(), CallError> {
+    pub fn serve<T: ServerTransport + ?Sized>(&self, t: &mut T) -> Result<(), CallError> {
         loop {
             match t.wait() {
                 Ok((key, len)) => {

@@ -31,9 +31,26 @@ use std::fmt::Write as _;
 
 use crate::model::{Dir, Field, Idl, Interface, Op, Prim, Slot, Type};
 
+/// The C run time's header, `idl_rt.h`, which every generated header
+/// includes: write it beside the generated files (the CLI and build
+/// helpers need not find `crates/idl/c/`).
+pub const RUNTIME_H: &str = include_str!("../c/idl_rt.h");
+
+/// The C run time's source, `idl_rt.c`: compile it with the generated
+/// `<stem>.c`.
+pub const RUNTIME_C: &str = include_str!("../c/idl_rt.c");
+
 /// Generates the header and the source of `idl`'s C stubs; `stem` names
 /// the files (`<stem>.h`, `<stem>.c`): the source includes `"<stem>.h"`,
 /// the header includes `"idl_rt.h"`.
+///
+/// ```
+/// let idl = idl::parse("interface calc { int add([in] int a, [in] int b); };")?;
+/// let (h, c) = idl::gen_c::generate(&idl, "calc");
+/// assert!(h.contains("int calc_add(idl_client *c, int32_t a, int32_t b, int32_t *ret);"));
+/// assert!(c.contains("int calc_serve(idl_server *s, const calc_impl *impl, void *self)"));
+/// # Ok::<(), idl::CompileError>(())
+/// ```
 pub fn generate(idl: &Idl, stem: &str) -> (String, String) {
     let g = Gen { idl };
     (g.header(stem), g.source(stem))
@@ -614,7 +631,7 @@ impl Gen<'_> {
         line!(c, "{{");
         if l.fields.is_empty() {
             let ch = chan_name(&vs);
-            line!(c, "    (void)idl_client_begin({ch});");
+            line!(c, "    (void)idl_client_begin({ch}, 0);");
             line!(c, "    return idl_client_call({ch}, {up}_KEY, 0, 0);");
             line!(c, "}}");
             return;
@@ -632,7 +649,10 @@ impl Gen<'_> {
         } else {
             (String::new(), String::new())
         };
-        line!(c, "    {name}_msg *{m} = idl_client_begin({ch});");
+        line!(
+            c,
+            "    {name}_msg *{m} = idl_client_begin({ch}, {up}_SIZE);"
+        );
         line!(c, "    int {st};");
         if has_reply_desc {
             line!(c, "    idl_desc {d};");
@@ -653,6 +673,8 @@ impl Gen<'_> {
             c,
             "    /* (1) in and inout values into the record, strings into the string area */"
         );
+        line!(c, "    if ({m} == NULL)");
+        line!(c, "        return IDL_E_LIMIT;");
         for f in &l.fields {
             let Slot::Param(i) = f.slot else { continue };
             let v = &vs[i];

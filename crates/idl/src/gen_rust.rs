@@ -512,7 +512,7 @@ impl Gen<'_> {
         if nargs > 7 {
             a.push("clippy::too_many_arguments");
         }
-        if Self::visible(op).any(|(_, p)| !is_snake(&p.name)) {
+        if !is_snake(&op.name) || Self::visible(op).any(|(_, p)| !is_snake(&p.name)) {
             a.push("non_snake_case");
         }
         if !a.is_empty() {
@@ -629,11 +629,11 @@ impl Gen<'_> {
             let n = &p.name;
             match kind(&p.ty) {
                 Kind::Value => self.line(2, &format!("*{n} = {m}.{n};")),
-                Kind::Bool => self.line(2, &format!("*{n} = ::idl::rt::reply_bool({m}.{n})?;")),
+                Kind::Bool => self.line(2, &format!("*{n} = ::idl::rt::reply_bool(&{m}.{n})?;")),
                 Kind::Str | Kind::Seq => {
                     let d = fresh(&format!("{n}_desc"), &descs);
                     descs.insert(d.clone());
-                    self.line(2, &format!("let {d} = {m}.{n};"));
+                    self.line(2, &format!("let {d} = ::idl::rt::once(&{m}.{n});"));
                     let f = if kind(&p.ty) == Kind::Str {
                         "read_string"
                     } else {
@@ -646,7 +646,7 @@ impl Gen<'_> {
         if let Some(rt) = &op.ret {
             let f = Self::slot_name(op, Slot::Ret);
             if kind(rt) == Kind::Bool {
-                self.line(2, &format!("let {ret} = ::idl::rt::reply_bool({m}.{f})?;"));
+                self.line(2, &format!("let {ret} = ::idl::rt::reply_bool(&{m}.{f})?;"));
             } else {
                 self.line(2, &format!("let {ret} = {m}.{f};"));
             }
@@ -742,6 +742,9 @@ impl Gen<'_> {
             "/// into it, and leaves the results in place for the reply.",
         );
         self.line(1, "#[inline]");
+        if !is_snake(&op.name) || op.params.iter().any(|p| !is_snake(&p.name)) {
+            self.line(1, "#[allow(non_snake_case)]");
+        }
         self.sig(
             1,
             &format!("pub fn {}_stub<S: {} + ?Sized>", op.name, names.server),
@@ -765,18 +768,18 @@ impl Gen<'_> {
             let n = &p.name;
             match (p.dir, kind(&p.ty)) {
                 (Dir::In, Kind::Seq) => {
-                    self.line(2, &format!("let {n} = {st}.seq({m}.{n})?;"));
+                    self.line(2, &format!("let {n} = {st}.seq(&{m}.{n})?;"));
                 }
                 (Dir::InOut, Kind::Seq) => {
-                    self.line(2, &format!("let {n} = {st}.seq_mut({m}.{n})?;"));
+                    self.line(2, &format!("let {n} = {st}.seq_mut(&{m}.{n})?;"));
                 }
                 (Dir::In, Kind::Str) => {
-                    self.line(2, &format!("let {n} = {st}.str({m}.{n})?;"));
+                    self.line(2, &format!("let {n} = {st}.str(&{m}.{n})?;"));
                 }
                 (Dir::InOut, Kind::Str) => {
                     let v = fresh(&format!("{n}_in"), &taken);
                     taken.insert(v.clone());
-                    self.line(2, &format!("let {v} = {st}.str({m}.{n})?;"));
+                    self.line(2, &format!("let {v} = {st}.str(&{m}.{n})?;"));
                     in_of[i] = v;
                 }
                 _ => {}
@@ -790,10 +793,10 @@ impl Gen<'_> {
             }
             let n = &p.name;
             match p.dir {
-                Dir::In => self.line(2, &format!("let {n} = ::idl::rt::request_bool({m}.{n})?;")),
+                Dir::In => self.line(2, &format!("let {n} = ::idl::rt::request_bool(&{m}.{n})?;")),
                 Dir::InOut => self.line(
                     2,
-                    &format!("let mut {n} = ::idl::rt::request_bool({m}.{n})?;"),
+                    &format!("let mut {n} = ::idl::rt::request_bool(&{m}.{n})?;"),
                 ),
                 Dir::Out => self.line(2, &format!("let mut {n} = false;")),
             }
@@ -922,19 +925,27 @@ impl Gen<'_> {
         t: &mut T,
     ) -> Result<(), ::idl::rt::CallError> {{
         loop {{
+            // Wait for a request; the loop ends when the client closes the channel.
             let (key, len) = match t.wait() {{
                 Ok(request) => request,
                 Err(::idl::rt::CallError::Closed) => return Ok(()),
                 Err(e) => return Err(e),
             }};
+            // Check it and call the method; a panic fails this call only.
             let req = t.request(len);
             let done = ::std::panic::catch_unwind(::std::panic::AssertUnwindSafe(|| {{
                 {dispatch}(s, key, req)
             }}));
-            match done {{
-                Ok(Ok(reply)) => t.reply(::idl::rt::Status::Ok, reply.len, reply.strings)?,
-                Ok(Err(status)) => t.reply(status, 0, 0..0)?,
-                Err(_panic) => t.reply(::idl::rt::Status::ServerFailed, 0, 0..0)?,
+            // Reply in place; a client gone meanwhile ends the loop.
+            let sent = match done {{
+                Ok(Ok(reply)) => t.reply(::idl::rt::Status::Ok, reply.len, reply.strings),
+                Ok(Err(status)) => t.reply(status, 0, 0..0),
+                Err(_panic) => t.reply(::idl::rt::Status::ServerFailed, 0, 0..0),
+            }};
+            match sent {{
+                Ok(()) => {{}}
+                Err(::idl::rt::CallError::Closed) => return Ok(()),
+                Err(e) => return Err(e),
             }}
         }}
     }}

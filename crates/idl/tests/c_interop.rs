@@ -4,6 +4,12 @@
 //!
 //! - C to C: `tests/c/{pfs,kinds}_test.c` fork a server and call it, each
 //!   call checked against the same call made locally;
+//! - a C client against a Rust server (the generated Rust stubs of the same
+//!   IDL, checked in as `tests/c/*_gen.rs`; the channel is made with
+//!   `idl::rt::shm` and its memfd inherited by the C program), the C client
+//!   checking each reply against its local C implementation;
+//! - a Rust client against a C server, each reply checked against the Rust
+//!   implementation of the same semantics;
 //! - a hostile Rust client (raw requests through `idl::rt::shm`) against
 //!   a C server: every request gets a status or a correct reply, the server
 //!   never crashes (under valgrind when it is installed) and serves a good
@@ -16,9 +22,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use gen_kinds::kinds;
+use gen_kinds::{Frame, Point, SCALE};
+use gen_pfs::pfs;
 use idl::model::{Op, Slot};
-use idl::rt::shm::{self, ClientEnd, Config};
-use idl::rt::{CallError, ClientTransport, Status};
+use idl::rt::shm::{self, ClientEnd, Config, ServerEnd};
+use idl::rt::{CallError, ClientTransport, OutSeq, OutStr, Status};
 
 const PFS_IDL: &str = include_str!("../idl/pfs.idl");
 const KINDS_IDL: &str = include_str!("c/kinds.idl");
@@ -184,6 +193,40 @@ impl Rng {
     }
 }
 
+// ---- the generated Rust of the same interfaces ------------------------------
+
+#[allow(dead_code)]
+mod gen_pfs {
+    include!("c/pfs_gen.rs");
+}
+
+#[allow(dead_code)]
+mod gen_kinds {
+    include!("c/kinds_gen.rs");
+}
+
+/// The Rust stubs are checked in (tests/c/*_gen.rs, as tests/roundtrip.rs
+/// does); this checks that they are what the generator makes today, and
+/// `IDL_BLESS=1` rewrites them (if an edited IDL makes the test itself no
+/// longer compile, bless with the test as it was, then edit it).
+#[test]
+fn generated_rust_is_current() {
+    for (src, rs) in [
+        (PFS_IDL, "tests/c/pfs_gen.rs"),
+        (KINDS_IDL, "tests/c/kinds_gen.rs"),
+    ] {
+        let model = idl::parse(src).unwrap_or_else(|e| panic!("{rs}: {e}"));
+        let now = idl::gen_rust::generate(&model);
+        let path = manifest().join(rs);
+        if std::env::var_os("IDL_BLESS").is_some() {
+            std::fs::write(&path, &now).expect("write the generated code");
+            continue;
+        }
+        let old = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(old == now, "{rs} is stale: rerun with IDL_BLESS=1");
+    }
+}
+
 // ---- C to C ---------------------------------------------------------------
 
 #[test]
@@ -267,7 +310,17 @@ fn against_c_server(exe: &Path, f: impl FnOnce(&mut ClientEnd)) {
     })
     .expect("create a channel");
     let mut client = ClientEnd::from_fd(fd.try_clone().expect("dup")).expect("client end");
-    let child = spawn(exe, "server", &fd, &[], have_valgrind());
+    let valgrind = have_valgrind();
+    eprintln!(
+        "{}: the C server runs {}",
+        exe.display(),
+        if valgrind {
+            "under valgrind"
+        } else {
+            "without valgrind (not installed)"
+        }
+    );
+    let child = spawn(exe, "server", &fd, &[], valgrind);
     drop(fd);
     f(&mut client);
     drop(client);
@@ -395,4 +448,672 @@ fn hostile_client_against_c_kinds_server() {
         assert_eq!(reply[z..z + 2], 6u16.to_ne_bytes());
         assert_eq!(reply[r..r + 4], (-4i32).to_ne_bytes());
     });
+}
+
+// ---- the semantics of the test interfaces, in Rust ------------------------
+//
+// The same as tests/c/{pfs,kinds}_test.c: a C client checks a Rust server
+// against its local C implementation, and a Rust client checks a C server
+// against these functions.
+
+const FILES: usize = 4;
+const FILE_WORDS: usize = 16384;
+
+/// The toy file server of pfs_test.c.
+struct Pfs {
+    words: Vec<[i32; FILE_WORDS]>,
+}
+
+impl Pfs {
+    fn new() -> Pfs {
+        Pfs {
+            words: vec![[0; FILE_WORDS]; FILES],
+        }
+    }
+
+    fn open(client: i32, fobj: i32, flags: i32, mode: i32, handle: &mut i32) -> i32 {
+        *handle = ((client as u32 ^ fobj as u32) % FILES as u32) as i32;
+        if flags == -1 {
+            -1
+        } else {
+            mode.wrapping_add(flags)
+        }
+    }
+
+    fn write(&mut self, handle: i32, pos: &mut i32, len: i32, data: &[i32]) -> i32 {
+        if !(0..FILES as i32).contains(&handle) || *pos < 0 {
+            return -1;
+        }
+        let mut n = 0i32;
+        for &d in data {
+            if *pos as usize >= FILE_WORDS {
+                break;
+            }
+            self.words[handle as usize][*pos as usize] = d;
+            *pos += 1;
+            n += 1;
+        }
+        n.wrapping_add(len)
+    }
+
+    /// Reads up to `count` words (and at most `room`) from `pos` into `push`.
+    fn read(
+        &mut self,
+        handle: i32,
+        pos: &mut i32,
+        count: i32,
+        room: usize,
+        mut push: impl FnMut(i32),
+    ) -> i32 {
+        if !(0..FILES as i32).contains(&handle) || *pos < 0 || count < 0 {
+            return -1;
+        }
+        let mut n = 0i32;
+        while n < count && (n as usize) < room && (*pos as usize) < FILE_WORDS {
+            push(self.words[handle as usize][*pos as usize]);
+            *pos += 1;
+            n += 1;
+        }
+        n
+    }
+}
+
+impl pfs::Server for Pfs {
+    fn pfs_open(&mut self, client: i32, fobj: i32, flags: i32, mode: i32, handle: &mut i32) -> i32 {
+        Pfs::open(client, fobj, flags, mode, handle)
+    }
+
+    fn pfs_write(&mut self, handle: i32, pos: &mut i32, len: i32, data: &[i32]) -> i32 {
+        self.write(handle, pos, len, data)
+    }
+
+    fn pfs_get_direntries(
+        &mut self,
+        handle: i32,
+        pos: &mut i32,
+        count: i32,
+        data: &mut OutSeq<'_, i32>,
+    ) -> i32 {
+        let room = data.capacity();
+        self.read(handle, pos, count, room, |w| {
+            let _ = data.push(w);
+        })
+    }
+}
+
+fn point(x: i16, y: i64) -> Point {
+    Point {
+        x,
+        y,
+        ..Point::default()
+    }
+}
+
+/// The kinds server of kinds_test.c; its methods on plain values are the
+/// local reference of the Rust client.
+#[derive(Default)]
+struct Kinds {
+    nothing: u64,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn scalars_ref(
+    c8: u8,
+    u8_: u8,
+    i16_: i16,
+    u16_: u16,
+    i32_: i32,
+    u32_: u32,
+    i64_: i64,
+    u64_: u64,
+    flag: bool,
+    acc: &mut i64,
+    flipped: &mut bool,
+) -> bool {
+    let a = [
+        *acc as u64,
+        u64::from(c8),
+        u64::from(u8_),
+        i64::from(i16_) as u64,
+        u64::from(u16_),
+        i64::from(i32_) as u64,
+        u64::from(u32_),
+        i64_ as u64,
+        u64_,
+        u64::from(flag),
+    ]
+    .iter()
+    .fold(0u64, |s, &x| s.wrapping_add(x));
+    *acc = a as i64;
+    *flipped = !flag;
+    (u64_ ^ i64_ as u64) & 1 == 1
+}
+
+fn structs_ref(p: Point, bx: &mut Frame, q: &mut Point) -> Point {
+    bx.corner.x = bx.corner.x.wrapping_add(p.x);
+    bx.corner.y ^= p.y;
+    for (i, t) in bx.tag.iter_mut().enumerate() {
+        *t = t.wrapping_add(i as u8 + 1);
+    }
+    bx.n = bx.n.wrapping_mul(SCALE as u32).wrapping_add(1);
+    *q = point(p.y as i16, i64::from(p.x));
+    point(bx.n as i16, p.y.wrapping_sub(1))
+}
+
+fn arrays_ref(a: [i16; 3], b: &mut [i32; 2], c: &mut [u8; 5]) {
+    for i in 0..2 {
+        b[i] = b[i].wrapping_mul(2).wrapping_add(i32::from(a[i]));
+    }
+    for (j, x) in c.iter_mut().enumerate() {
+        *x = (i32::from(a[0]) + j as i32) as u8;
+    }
+}
+
+/// `t` holds the old value on entry; returns the reply's `ret`.
+fn strings_ref(s: &str, t: &mut String, u: &mut String) -> u32 {
+    let ret = (s.len() * 1000 + t.len()) as u32;
+    t.push_str(s);
+    *u = s.to_ascii_uppercase();
+    ret
+}
+
+fn seqs_ref(
+    a: &[i16],
+    b: &mut [i64],
+    mut c: impl FnMut(Point),
+    d: &[u8],
+    mut e: impl FnMut(i32),
+) -> i32 {
+    let sa: i64 = a.iter().map(|&x| i64::from(x)).sum();
+    for (i, x) in b.iter_mut().enumerate() {
+        *x = x.wrapping_add(sa).wrapping_add(i as i64);
+    }
+    for (i, &x) in a.iter().enumerate() {
+        c(point(x, i as i64));
+    }
+    for &x in d {
+        e(i32::from(x) * 3);
+    }
+    let sd: u32 = d.iter().map(|&x| u32::from(x)).sum();
+    sd.wrapping_add(a.len() as u32) as i32
+}
+
+fn corba_ref(x: i32, y: &mut i32, z: &mut u16, bit: &mut bool, small: i8) -> i32 {
+    *y = y.wrapping_add(x);
+    *z = (x as u32).wrapping_mul(2) as u16;
+    *bit = !*bit != (small < 0);
+    x.wrapping_sub(*y).wrapping_add(i32::from(small))
+}
+
+impl kinds::Server for Kinds {
+    fn nothing(&mut self) {
+        self.nothing += 1;
+    }
+
+    fn scalars(
+        &mut self,
+        c8: u8,
+        u8: u8,
+        i16: i16,
+        u16: u16,
+        i32: i32,
+        u32: u32,
+        i64: i64,
+        u64: u64,
+        flag: bool,
+        acc: &mut i64,
+        flipped: &mut bool,
+    ) -> bool {
+        scalars_ref(c8, u8, i16, u16, i32, u32, i64, u64, flag, acc, flipped)
+    }
+
+    fn structs(&mut self, p: Point, bx: &mut Frame, q: &mut Point) -> Point {
+        structs_ref(p, bx, q)
+    }
+
+    fn arrays(&mut self, a: [i16; 3], b: &mut [i32; 2], c: &mut [u8; 5]) {
+        arrays_ref(a, b, c)
+    }
+
+    fn strings(&mut self, s: &str, t: &mut OutStr<'_>, u: &mut OutStr<'_>) -> u32 {
+        let ret = (s.len() * 1000 + t.len()) as u32;
+        let _ = t.push_str(s);
+        let _ = u.push_str(&s.to_ascii_uppercase());
+        ret
+    }
+
+    fn seqs(
+        &mut self,
+        a: &[i16],
+        b: &mut [i64],
+        c: &mut OutSeq<'_, Point>,
+        d: &[u8],
+        e: &mut OutSeq<'_, i32>,
+    ) -> i32 {
+        seqs_ref(
+            a,
+            b,
+            |p| {
+                let _ = c.push(p);
+            },
+            d,
+            |x| {
+                let _ = e.push(x);
+            },
+        )
+    }
+
+    fn corba(&mut self, x: i32, y: &mut i32, z: &mut u16, bit: &mut bool, small: i8) -> i32 {
+        corba_ref(x, y, z, bit, small)
+    }
+}
+
+// ---- C client, Rust server -------------------------------------------------
+
+/// Serves `server` with `serve` on a thread while `exe client FD CALLS`
+/// runs; closes the channel when the client has exited (so that a client
+/// that died does not leave the server waiting) and checks both.
+fn c_client_against(
+    exe: &Path,
+    calls: &str,
+    server: ServerEnd,
+    serve: impl FnOnce(ServerEnd) -> Result<(), CallError> + Send + 'static,
+) {
+    let closer = server.fd().try_clone().expect("dup");
+    let child = spawn(exe, "client", server.fd(), &[calls], false);
+    let t = std::thread::spawn(move || serve(server));
+    let out = child.wait_with_output().expect("wait for the C client");
+    drop(ClientEnd::from_fd(closer).expect("map the channel to close it"));
+    t.join()
+        .expect("the server thread")
+        .expect("the Rust server loop");
+    check_output("the C client", &out);
+}
+
+#[test]
+fn c_client_rust_server_pfs() {
+    if !have_gcc("c_client_rust_server_pfs") {
+        return;
+    }
+    let dir = TempDir::new("pfs-c2r");
+    let exe = build(&dir, "pfs", PFS_IDL, "pfs_test.c");
+    let server = ServerEnd::create(&Config::default()).expect("create a channel");
+    c_client_against(&exe, "200", server, |mut s| {
+        pfs::serve(&mut Pfs::new(), &mut s)
+    });
+}
+
+#[test]
+fn c_client_rust_server_kinds() {
+    if !have_gcc("c_client_rust_server_kinds") {
+        return;
+    }
+    let dir = TempDir::new("kinds-c2r");
+    let exe = build(&dir, "kinds", KINDS_IDL, "kinds_test.c");
+    let server = ServerEnd::create(&Config::default()).expect("create a channel");
+    c_client_against(&exe, "40", server, |mut s| {
+        let mut k = Kinds::default();
+        kinds::serve(&mut k, &mut s)?;
+        assert_eq!(k.nothing, 40, "every null call arrived");
+        Ok(())
+    });
+}
+
+// ---- Rust client, C server -------------------------------------------------
+
+/// Runs `exe server FD` on a fresh channel, hands `f` the client end (with
+/// a timeout, so that a dead server fails the test rather than hanging
+/// it), then closes the channel and checks that the server exited cleanly.
+fn rust_client_against(exe: &Path, f: impl FnOnce(&mut ClientEnd)) {
+    let fd = shm::create(&Config::default()).expect("create a channel");
+    let mut client = ClientEnd::from_fd(fd.try_clone().expect("dup")).expect("client end");
+    client.set_timeout(Some(std::time::Duration::from_secs(30)));
+    let child = spawn(exe, "server", &fd, &[], false);
+    drop(fd);
+    f(&mut client);
+    drop(client);
+    let out = child.wait_with_output().expect("wait for the C server");
+    check_output("the C server", &out);
+}
+
+#[test]
+fn rust_client_c_server_pfs() {
+    if !have_gcc("rust_client_c_server_pfs") {
+        return;
+    }
+    let dir = TempDir::new("pfs-r2c");
+    let exe = build(&dir, "pfs", PFS_IDL, "pfs_test.c");
+    rust_client_against(&exe, |c| {
+        let mut local = Pfs::new();
+        let mut rng = Rng(0x1234_5678_9abc_def1);
+        let mut data = Vec::new();
+        for k in 0..200 {
+            let (client, fobj) = (rng.next() as i32, rng.next() as i32);
+            let (flags, mode) = (rng.below(8) as i32 - 1, rng.below(512) as i32);
+            let (mut h, mut h_l) = (0, 0);
+            let r = pfs::pfs_open(c, client, fobj, flags, mode, &mut h).expect("pfs_open");
+            assert_eq!(
+                (r, h),
+                (Pfs::open(client, fobj, flags, mode, &mut h_l), h_l),
+                "call {k}"
+            );
+
+            let n = if k % 5 == 4 {
+                4096
+            } else {
+                rng.below(300) as usize
+            };
+            let words: Vec<i32> = (0..n).map(|_| rng.next() as i32).collect();
+            let mut pos = rng.below(FILE_WORDS as u64) as i32;
+            let mut pos_l = pos;
+            let len = n as i32 * 4;
+            let r = pfs::pfs_write(c, h, &mut pos, len, &words).expect("pfs_write");
+            assert_eq!(
+                (r, pos),
+                (local.write(h, &mut pos_l, len, &words), pos_l),
+                "call {k}"
+            );
+
+            let count = rng.below(2000) as i32;
+            let mut pos = rng.below(FILE_WORDS as u64) as i32;
+            let mut pos_l = pos;
+            let r = pfs::pfs_get_direntries(c, h, &mut pos, count, &mut data)
+                .expect("pfs_get_direntries");
+            let mut want = Vec::new();
+            let r_l = local.read(h, &mut pos_l, count, usize::MAX, |w| want.push(w));
+            assert_eq!((r, pos, &data), (r_l, pos_l, &want), "call {k}");
+        }
+    });
+}
+
+#[test]
+fn rust_client_c_server_kinds() {
+    if !have_gcc("rust_client_c_server_kinds") {
+        return;
+    }
+    let dir = TempDir::new("kinds-r2c");
+    let exe = build(&dir, "kinds", KINDS_IDL, "kinds_test.c");
+    rust_client_against(&exe, |c| {
+        let mut rng = Rng(0xfeed_f00d_1234_5678);
+        let text = |rng: &mut Rng, n: u64| -> String {
+            let pieces = ["a", "z", "Q", " ", "0", "é", "€", "😀"];
+            (0..rng.below(n))
+                .map(|_| pieces[rng.below(8) as usize])
+                .collect()
+        };
+        let xy = |p: &Point| (p.x, p.y);
+        let (mut cs, mut es) = (Vec::new(), Vec::new());
+        for k in 0..40 {
+            kinds::nothing(c).expect("nothing");
+
+            let v: Vec<u64> = (0..9).map(|_| rng.next()).collect();
+            let (flag, mut acc) = (v[8] & 1 == 1, rng.next() as i64);
+            let (mut acc_l, mut fl, mut fl_l) = (acc, false, false);
+            let r = kinds::scalars(
+                c,
+                v[0] as u8,
+                v[1] as u8,
+                v[2] as i16,
+                v[3] as u16,
+                v[4] as i32,
+                v[5] as u32,
+                v[6] as i64,
+                v[7],
+                flag,
+                &mut acc,
+                &mut fl,
+            )
+            .expect("scalars");
+            let r_l = scalars_ref(
+                v[0] as u8,
+                v[1] as u8,
+                v[2] as i16,
+                v[3] as u16,
+                v[4] as i32,
+                v[5] as u32,
+                v[6] as i64,
+                v[7],
+                flag,
+                &mut acc_l,
+                &mut fl_l,
+            );
+            assert_eq!((r, acc, fl), (r_l, acc_l, fl_l), "scalars, call {k}");
+
+            let p = point(rng.next() as i16, rng.next() as i64);
+            let mut bx = Frame {
+                corner: point(rng.next() as i16, rng.next() as i64),
+                tag: [1, 2, 3],
+                n: rng.next() as u32,
+                ..Frame::default()
+            };
+            let mut bx_l = bx;
+            let (mut q, mut q_l) = (Point::default(), Point::default());
+            let r = kinds::structs(c, p, &mut bx, &mut q).expect("structs");
+            let r_l = structs_ref(p, &mut bx_l, &mut q_l);
+            assert_eq!((xy(&r), xy(&q)), (xy(&r_l), xy(&q_l)), "structs, call {k}");
+            assert_eq!(
+                (xy(&bx.corner), bx.tag, bx.n),
+                (xy(&bx_l.corner), bx_l.tag, bx_l.n),
+                "structs, call {k}"
+            );
+
+            let a = [rng.next() as i16, rng.next() as i16, rng.next() as i16];
+            let mut b = [rng.next() as i32, rng.next() as i32];
+            let mut b_l = b;
+            let (mut cc, mut cc_l) = ([0u8; 5], [0u8; 5]);
+            kinds::arrays(c, a, &mut b, &mut cc).expect("arrays");
+            arrays_ref(a, &mut b_l, &mut cc_l);
+            assert_eq!((b, cc), (b_l, cc_l), "arrays, call {k}");
+
+            let s = text(&mut rng, 40);
+            let mut t = text(&mut rng, 20);
+            let mut t_l = t.clone();
+            let (mut u, mut u_l) = (String::new(), String::new());
+            let r = kinds::strings(c, &s, &mut t, &mut u).expect("strings");
+            let r_l = strings_ref(&s, &mut t_l, &mut u_l);
+            assert_eq!((r, &t, &u), (r_l, &t_l, &u_l), "strings, call {k}");
+
+            let an = if k % 4 == 3 { 50_000 } else { rng.below(40) };
+            let a: Vec<i16> = (0..an).map(|_| rng.next() as i16).collect();
+            let mut b: Vec<i64> = (0..rng.below(30)).map(|_| rng.next() as i64).collect();
+            let mut b_l = b.clone();
+            let d: Vec<u8> = (0..rng.below(100)).map(|_| rng.next() as u8).collect();
+            let r = kinds::seqs(c, &a, &mut b, &mut cs, &d, &mut es).expect("seqs");
+            let (mut cs_l, mut es_l) = (Vec::new(), Vec::new());
+            let r_l = seqs_ref(&a, &mut b_l, |p| cs_l.push(p), &d, |x| es_l.push(x));
+            assert_eq!((r, &b, &es), (r_l, &b_l, &es_l), "seqs, call {k}");
+            assert!(cs.iter().map(xy).eq(cs_l.iter().map(xy)), "seqs, call {k}");
+
+            let x = rng.next() as i32;
+            let mut y = rng.next() as i32;
+            let mut y_l = y;
+            let (mut z, mut z_l) = (0, 0);
+            let mut bit = rng.next() & 1 == 1;
+            let mut bit_l = bit;
+            let small = rng.next() as i8;
+            let r = kinds::corba(c, x, &mut y, &mut z, &mut bit, small).expect("corba");
+            let r_l = corba_ref(x, &mut y_l, &mut z_l, &mut bit_l, small);
+            assert_eq!((r, y, z, bit), (r_l, y_l, z_l, bit_l), "corba, call {k}");
+        }
+    });
+}
+
+// ---- the C run time's checks against the Rust run time's ------------------
+
+/// `idl_utf8` accepts exactly what `str::from_utf8` accepts: random byte
+/// strings biased to the edges of UTF-8 (overlong forms, surrogates, code
+/// points past U+10FFFF, truncated sequences).
+#[test]
+fn c_utf8_check_is_rusts() {
+    if !have_gcc("c_utf8_check_is_rusts") {
+        return;
+    }
+    let dir = TempDir::new("utf8");
+    let rt = manifest().join("c");
+    let exe = dir.0.join("utf8_test");
+    let out = Command::new("gcc")
+        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-O1", "-I"])
+        .arg(&rt)
+        .arg(manifest().join("tests/c/utf8_test.c"))
+        .arg(rt.join("idl_rt.c"))
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .expect("run gcc");
+    check_output("gcc utf8_test.c", &out);
+    let edges = [
+        0x00u8, 0x41, 0x7f, 0x80, 0x8f, 0x90, 0x9f, 0xa0, 0xbf, 0xc0, 0xc1, 0xc2, 0xdf, 0xe0, 0xe1,
+        0xec, 0xed, 0xee, 0xef, 0xf0, 0xf1, 0xf3, 0xf4, 0xf5, 0xf8, 0xff,
+    ];
+    let mut rng = Rng(0x0075_7466_0038);
+    let mut cases: Vec<Vec<u8>> = Vec::new();
+    for _ in 0..20_000 {
+        let n = rng.below(9) as usize;
+        cases.push(
+            (0..n)
+                .map(|_| edges[rng.below(edges.len() as u64) as usize])
+                .collect(),
+        );
+    }
+    for s in [
+        "",
+        "abc",
+        "é",
+        "€",
+        "😀",
+        "\u{10ffff}",
+        "\u{d7ff}",
+        "\u{e000}",
+    ] {
+        cases.push(s.as_bytes().to_vec());
+    }
+    let mut input = Vec::new();
+    for c in &cases {
+        input.extend_from_slice(&(c.len() as u32).to_ne_bytes());
+        input.extend_from_slice(c);
+    }
+    let mut child = Command::new(&exe)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("run utf8_test");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let writer = std::thread::spawn(move || {
+        use std::io::Write as _;
+        stdin.write_all(&input).expect("write the cases");
+    });
+    let out = child.wait_with_output().expect("wait for utf8_test");
+    writer.join().expect("writer");
+    check_output("utf8_test", &out);
+    assert_eq!(out.stdout.len(), cases.len());
+    for (c, &got) in cases.iter().zip(&out.stdout) {
+        let want = std::str::from_utf8(c).is_ok();
+        assert_eq!(got == b'1', want, "idl_utf8({c:02x?})");
+    }
+}
+
+/// The same requests, hostile or not, get the same status from a C server
+/// and from the generated Rust server: the C server stubs check lengths,
+/// descriptors (range, alignment, order, limit), booleans and UTF-8 as
+/// `rt::Request` does, in the same order.
+#[test]
+fn c_and_rust_servers_refuse_alike() {
+    if !have_gcc("c_and_rust_servers_refuse_alike") {
+        return;
+    }
+    let dir = TempDir::new("kinds-alike");
+    let exe = build(&dir, "kinds", KINDS_IDL, "kinds_test.c");
+    let config = Config {
+        area: 1 << 16,
+        ..Config::default()
+    };
+    let mut rust_server = ServerEnd::create(&config).expect("create a channel");
+    let mut to_rust = rust_server.client().expect("client end");
+    let t = std::thread::spawn(move || kinds::serve(&mut Kinds::default(), &mut rust_server));
+    let fd = shm::create(&config).expect("create a channel");
+    let mut to_c = ClientEnd::from_fd(fd.try_clone().expect("dup")).expect("client end");
+    let child = spawn(&exe, "server", &fd, &[], false);
+    drop(fd);
+    for c in [&mut to_rust, &mut to_c] {
+        c.set_timeout(Some(std::time::Duration::from_secs(30)));
+    }
+
+    let idl = idl::parse(KINDS_IDL).expect("kinds.idl");
+    let ops = &idl.interfaces[0].ops;
+    let area = to_c.area_len() as u64;
+    let mut rng = Rng(0xa11_4e);
+    let mut seen = std::collections::BTreeMap::new();
+    for i in 0..6000 {
+        let key = rng.below(ops.len() as u64 + 1) as u16;
+        let (req, size) = ops.get(key as usize).map_or((16, 64), |o| {
+            (o.layout.request_size as usize, o.layout.size as usize)
+        });
+        // Mostly the right length, sometimes one short.
+        let len = if rng.below(8) == 0 {
+            req.saturating_sub(1)
+        } else {
+            req
+        };
+        let mut rec = vec![0u8; size.max(len)];
+        // Strings: a few values, some valid UTF-8, placed in order.
+        let texts: Vec<Vec<u8>> = (0..3)
+            .map(|_| {
+                if rng.below(4) == 0 {
+                    vec![b'x', 0xc3, 0x28]
+                } else {
+                    "héllo wörld".as_bytes()[..rng.below(13) as usize].to_vec()
+                }
+            })
+            .collect();
+        let mut offs = Vec::new();
+        for c in [&mut to_rust, &mut to_c] {
+            c.begin();
+            offs.clear();
+            for t in &texts {
+                offs.push(c.put(t, 8).expect("put"));
+            }
+        }
+        if let Some(o) = ops.get(key as usize) {
+            let mut k = 0;
+            for f in &o.layout.fields {
+                if f.offset as usize + f.size as usize > len {
+                    continue;
+                }
+                let at = f.offset as usize;
+                if f.desc {
+                    let (off, n) = match rng.below(6) {
+                        0 => (rng.below(area + 64) as u32, rng.below(40) as u32),
+                        1 => (offs[k % 3] + 1, 2),
+                        2 => (0, rng.below(u64::from(u32::MAX)) as u32),
+                        _ => (offs[k % 3], texts[k % 3].len() as u32 / 8),
+                    };
+                    desc(&mut rec, at, off, n);
+                    k += 1;
+                } else {
+                    for b in &mut rec[at..at + f.size as usize] {
+                        *b = if rng.below(3) == 0 {
+                            rng.next() as u8
+                        } else {
+                            rng.below(2) as u8
+                        };
+                    }
+                }
+            }
+        }
+        let a = raw(&mut to_rust, key, &rec[..len]).map(|_| ());
+        let b = raw(&mut to_c, key, &rec[..len]).map(|_| ());
+        assert_eq!(a, b, "request {i}: key {key}, {len} bytes {rec:02x?}");
+        *seen.entry(format!("{a:?}")).or_insert(0) += 1;
+    }
+    eprintln!("statuses: {seen:?}");
+    assert!(
+        seen.len() >= 4,
+        "the requests hit too few statuses: {seen:?}"
+    );
+    drop(to_rust);
+    drop(to_c);
+    t.join()
+        .expect("the Rust server")
+        .expect("the Rust server loop");
+    check_output("the C server", &child.wait_with_output().expect("wait"));
 }

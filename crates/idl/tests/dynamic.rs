@@ -156,6 +156,22 @@ fn dyn_loop<'a>(server: &'a idl::dynamic::DynServer<'a>) -> Loop<'a> {
     }
 }
 
+/// A loop whose server runs the dynamic dispatch in place and answers
+/// without `reply` (what `static_loop` does with the static dispatch), for
+/// the instruction counts.
+fn dyn_loop_bench<'a>(server: &'a idl::dynamic::DynServer<'a>) -> Loop<'a> {
+    Loop {
+        mem: Mem::new(),
+        serve: Box::new(move |m: &mut Mem, key, len| {
+            match server.dispatch_in(&mut Side(m), key, len) {
+                Ok((Status::Ok, n)) => Ok(n),
+                Ok((s, _)) => Err(s),
+                Err(_) => Err(Status::ServerFailed),
+            }
+        }),
+    }
+}
+
 // ---------------------------------------------------------------------
 // The pfs calls, dynamic client against dynamic server.
 
@@ -297,6 +313,172 @@ fn pfs_round_trips_on_the_reference_backend() {
     pfs_round_trip(Engine::Reference);
 }
 
+// ---------------------------------------------------------------------
+// Against the static stubs (tests/idl/pfs.rs, what gen_rust makes of
+// idl/pfs.idl): each side of one kind talks to the other's.
+
+#[allow(dead_code, clippy::all)]
+mod gen_pfs {
+    include!("idl/pfs.rs");
+}
+use gen_pfs::pfs;
+
+/// The same server as the dynamic handlers, behind the static trait.
+#[derive(Default)]
+struct StaticPfs(Pfs);
+
+impl pfs::Server for StaticPfs {
+    fn pfs_open(&mut self, client: i32, fobj: i32, flags: i32, mode: i32, handle: &mut i32) -> i32 {
+        // SAFETY: plain pointers to our own values.
+        unsafe { h_open(&mut self.0, client, fobj, flags, mode, handle) }
+    }
+    fn pfs_write(&mut self, handle: i32, pos: &mut i32, len: i32, data: &[i32]) -> i32 {
+        // SAFETY: as above; `data` holds its elements.
+        unsafe {
+            h_write(
+                &mut self.0,
+                handle,
+                pos,
+                len,
+                data.as_ptr(),
+                data.len() as u64,
+            )
+        }
+    }
+    fn pfs_get_direntries(
+        &mut self,
+        handle: i32,
+        pos: &mut i32,
+        count: i32,
+        data: &mut idl::rt::OutSeq<'_, i32>,
+    ) -> i32 {
+        let mut n = data.capacity() as u32;
+        // SAFETY: the spare room holds `capacity` elements.
+        let r = unsafe {
+            h_dir(
+                &mut self.0,
+                handle,
+                pos,
+                count,
+                data.spare().as_mut_ptr(),
+                &mut n,
+            )
+        };
+        data.advance(n as usize).expect("within the capacity");
+        r
+    }
+}
+
+/// A loop whose server is the static stubs' dispatch.
+fn static_loop(server: &mut StaticPfs) -> Loop<'_> {
+    Loop {
+        mem: Mem::new(),
+        serve: Box::new(move |m: &mut Mem, key, len| {
+            let mut side = Side(m);
+            let req = side.request(len);
+            pfs::dispatch(server, key, req).map(|r| r.len)
+        }),
+    }
+}
+
+/// The three pfs calls with the static client stubs; the results.
+fn static_calls(t: &mut impl ClientTransport) -> Vec<i32> {
+    let mut h = 0;
+    let r0 = pfs::pfs_open(t, 1, 2, 3, 4, &mut h).expect("open");
+    let mut pos = 100;
+    let r1 = pfs::pfs_write(t, 5, &mut pos, 3, &[7, 8, 9]).expect("write");
+    let mut pos2 = 10;
+    let mut data = Vec::new();
+    let r2 = pfs::pfs_get_direntries(t, 2, &mut pos2, 4, &mut data).expect("dir");
+    let mut out = vec![r0, h, r1, pos, r2, pos2];
+    out.extend(data);
+    out
+}
+
+/// The same calls with the dynamic client.
+fn dynamic_calls<T: ClientTransport>(iface: &Interface, t: &mut T) -> Vec<i32> {
+    let mut c = iface.client();
+    let int = |v: &Value| match v {
+        Value::I32(x) => *x,
+        other => panic!("{other:?}"),
+    };
+    let mut a = [
+        Value::I32(1),
+        Value::I32(2),
+        Value::I32(3),
+        Value::I32(4),
+        Value::Void,
+    ];
+    let r0 = c.call(t, 0, &mut a).expect("open");
+    let h = int(&a[4]);
+    let mut a = [
+        Value::I32(5),
+        Value::I32(100),
+        Value::I32(3),
+        Value::Seq(Seq::I32(vec![7, 8, 9])),
+    ];
+    let r1 = c.call(t, 1, &mut a).expect("write");
+    let pos = int(&a[1]);
+    let mut b = [Value::I32(2), Value::I32(10), Value::I32(4), Value::Void];
+    let r2 = c.call(t, 2, &mut b).expect("dir");
+    let mut out = vec![int(&r0), h, int(&r1), pos, int(&r2), int(&b[1])];
+    match &b[3] {
+        Value::Seq(Seq::I32(d)) => out.extend(d),
+        other => panic!("{other:?}"),
+    }
+    out
+}
+
+#[test]
+fn dynamic_and_static_stubs_talk_to_each_other() {
+    let iface = Interface::load(PFS, "pfs").expect("load");
+    // Static against static: what every other pairing must give.
+    let mut ss = StaticPfs::default();
+    let want = static_calls(&mut static_loop(&mut ss));
+    assert_eq!(want, vec![0, 10, 5, 103, 7, 14, 210, 211, 212, 213]);
+    // Dynamic client, static server.
+    let mut s2 = StaticPfs::default();
+    assert_eq!(dynamic_calls(&iface, &mut static_loop(&mut s2)), want);
+    // Static client, dynamic server.
+    let mut state = Pfs::default();
+    let server = pfs_server(&iface, &mut state);
+    assert_eq!(static_calls(&mut dyn_loop(&server)), want);
+    drop(server);
+    assert_eq!(
+        (state.file, ss.0.file, s2.0.file),
+        (vec![7, 8, 9], vec![7, 8, 9], vec![7, 8, 9])
+    );
+}
+
+#[test]
+fn dynamic_stubs_over_the_shared_memory_channel() {
+    use idl::rt::shm;
+    let iface = Interface::load(PFS, "pfs").expect("load");
+    let mut ss = StaticPfs::default();
+    let want = static_calls(&mut static_loop(&mut ss));
+    // Dynamic client against the static server loop, then the static
+    // client against the dynamic server, each in two threads.
+    let (mut client, mut server_end) = shm::pair(&shm::Config::default()).expect("shm pair");
+    std::thread::scope(|sc| {
+        sc.spawn(move || {
+            let mut srv = StaticPfs::default();
+            pfs::serve(&mut srv, &mut server_end).expect("serve");
+        });
+        assert_eq!(dynamic_calls(&iface, &mut client), want);
+        client.close();
+    });
+    let (mut client, mut server_end) = shm::pair(&shm::Config::default()).expect("shm pair");
+    let mut state = Pfs::default();
+    let server = pfs_server(&iface, &mut state);
+    std::thread::scope(|sc| {
+        let server = &server;
+        sc.spawn(move || server.serve(&mut server_end).expect("serve"));
+        assert_eq!(static_calls(&mut client), want);
+        assert_eq!(dynamic_calls(&iface, &mut client), want);
+        client.close();
+    });
+}
+
 #[test]
 fn bad_values_get_typed_errors() {
     let iface = Interface::load(PFS, "pfs").expect("load");
@@ -388,6 +570,57 @@ fn bad_values_get_typed_errors() {
         client.call(&mut small, write, &mut a),
         Err(CallError::Transport(RtError::AreaFull { .. }))
     ));
+}
+
+#[test]
+fn limits_are_typed_errors() {
+    // A string over the per-string limit, caught by the generated code
+    // before the transport sees it.
+    let src = "interface l { void put(in string s); void many(in sequence<long> a, in sequence<long> b, in sequence<long> c, in sequence<long> d, in sequence<long> e); };";
+    let idl = idl::parse(src).expect("parse");
+    let limits = idl::Limits {
+        max_string_bytes: 16,
+        ..Default::default()
+    };
+    let iface = Interface::from_idl(&idl, "l", limits, Engine::Native).expect("load");
+    let mut t = Loop {
+        mem: Mem::new(),
+        serve: Box::new(|_, _, _| Ok(0)),
+    };
+    let mut a = [Value::Str("x".repeat(17))];
+    match iface.client().call(&mut t, 0, &mut a) {
+        Err(CallError::Transport(RtError::StringTooLong { len: 17, max: 16 })) => {}
+        other => panic!("{other:?}"),
+    }
+    let mut a = [Value::Str("x".repeat(16))];
+    assert!(iface.client().call(&mut t, 0, &mut a).is_ok());
+    // A handler of more register arguments than the dispatch passes.
+    extern "C" fn nothing() {}
+    // SAFETY: never called: generating the server fails.
+    let r = unsafe {
+        iface.server(&[(
+            "many",
+            Handler::new(nothing as *const () as usize, std::ptr::null_mut()),
+        )])
+    };
+    match r {
+        Err(idl::dynamic::LoadError::Dispatch(idl::dynamic::GenError::TooManyArgs {
+            op,
+            needed: 10,
+        })) => {
+            assert_eq!(op, "many")
+        }
+        other => panic!("{:?}", other.map(|_| ())),
+    }
+    // An unknown operation name.
+    // SAFETY: as above.
+    let r = unsafe {
+        iface.server(&[(
+            "nope",
+            Handler::new(nothing as *const () as usize, std::ptr::null_mut()),
+        )])
+    };
+    assert!(matches!(r, Err(idl::dynamic::LoadError::NoOp { .. })));
 }
 
 // ---------------------------------------------------------------------
@@ -549,7 +782,7 @@ fn write_c(st: &[StructDef], ty: &Type, v: &Value, out: &mut Vec<u8>) {
         (Type::Struct(id), Value::Struct(fs)) => {
             for ((_, t), f) in st[*id].fields.iter().zip(fs) {
                 let a = c_size(st, t).1;
-                while (out.len() - start) % a != 0 {
+                while !(out.len() - start).is_multiple_of(a) {
                     out.push(0);
                 }
                 write_c(st, t, f, out);
@@ -647,7 +880,7 @@ fn check_op(rng: &mut StdRng, idl: &idl::Idl, ifaces: &[Interface], k: usize) {
         let v = &ins[value_params.iter().position(|&j| j == i).unwrap()];
         let bytes = if p.ty.is_indirect() {
             let (b, n, align) = indirect_bytes(st, &p.ty, v);
-            while want_area.len() % align != 0 {
+            while !want_area.len().is_multiple_of(align) {
                 want_area.push(0);
             }
             let off = want_area.len() as u32;
@@ -1086,7 +1319,7 @@ fn pfs_calls_for_callgrind() {
     let iface = Interface::load(PFS, "pfs").expect("load");
     let mut state = Pfs::default();
     let server = pfs_server(&iface, &mut state);
-    let mut t = dyn_loop(&server);
+    let mut t = dyn_loop_bench(&server);
     let mut client = iface.client();
     let (open, write, dir) = (0, 1, 2);
     let mut a_open = [
@@ -1103,12 +1336,108 @@ fn pfs_calls_for_callgrind() {
         Value::Seq(Seq::I32(vec![1, 2, 3, 4])),
     ];
     let mut a_dir = [Value::I32(2), Value::I32(0), Value::I32(4), Value::Void];
+    let which = std::env::var("IDL_DYN_OPS").unwrap_or_else(|_| "open,write,dir".into());
+    let (do_open, do_write, do_dir) = (
+        which.contains("open"),
+        which.contains("write"),
+        which.contains("dir"),
+    );
+    if std::env::var("IDL_DYN_API").is_ok_and(|a| a == "static") {
+        // The static stubs over the same loop, for comparison.
+        let mut srv = StaticPfs::default();
+        let mut t = static_loop(&mut srv);
+        let data = [1i32, 2, 3, 4];
+        let mut out = Vec::with_capacity(8);
+        for _ in 0..n {
+            if do_open {
+                static_open(&mut t);
+            }
+            if do_write {
+                static_write(&mut t, &data);
+            }
+            if do_dir {
+                static_dir(&mut t, &mut out);
+            }
+        }
+        return;
+    }
+    if std::env::var("IDL_DYN_API").is_ok_and(|a| a == "slots") {
+        // The slot-level API: the generated code and the transport only.
+        let data = [1i32, 2, 3, 4];
+        let mut s_open = [1u64, 2, 3, 4, 0, 0];
+        let mut s_write = [5u64, 0, 4, data.as_ptr() as u64, 4, 0];
+        let mut s_dir = [2u64, 0, 4, 0, 0, 0];
+        for _ in 0..n {
+            // SAFETY: the slots follow docs/idl.md for each operation; the
+            // data pointer is valid for its 4 elements.
+            unsafe {
+                if do_open {
+                    slots_call(&mut client, &mut t, open, &mut s_open);
+                }
+                if do_write {
+                    slots_call(&mut client, &mut t, write, &mut s_write);
+                }
+                if do_dir {
+                    slots_call(&mut client, &mut t, dir, &mut s_dir);
+                    s_dir[1] = 0;
+                }
+            }
+        }
+        return;
+    }
     for _ in 0..n {
-        dyn_open(&mut client, &mut t, open, &mut a_open);
-        dyn_write(&mut client, &mut t, write, &mut a_write);
-        dyn_dir(&mut client, &mut t, dir, &mut a_dir);
+        if do_open {
+            dyn_open(&mut client, &mut t, open, &mut a_open);
+        }
+        if do_write {
+            dyn_write(&mut client, &mut t, write, &mut a_write);
+        }
+        if do_dir {
+            dyn_dir(&mut client, &mut t, dir, &mut a_dir);
+        }
     }
     std::hint::black_box(&state.calls);
+    if std::env::var_os("IDL_DYN_LIST").is_some() {
+        for op in 0..3 {
+            let (m, u) = iface.listing(op).expect("op");
+            println!("{m}\n{u}");
+        }
+        println!("{}", server.listing());
+    }
+}
+
+#[inline(never)]
+fn static_open(t: &mut Loop<'_>) {
+    let mut h = 0;
+    std::hint::black_box(pfs::pfs_open(t, 1, 2, 3, 4, &mut h).ok());
+    std::hint::black_box(h);
+}
+
+#[inline(never)]
+fn static_write(t: &mut Loop<'_>, data: &[i32]) {
+    let mut pos = 0;
+    std::hint::black_box(pfs::pfs_write(t, 5, &mut pos, 4, data).ok());
+    std::hint::black_box(pos);
+}
+
+#[inline(never)]
+fn static_dir(t: &mut Loop<'_>, out: &mut Vec<i32>) {
+    let mut pos = 0;
+    std::hint::black_box(pfs::pfs_get_direntries(t, 2, &mut pos, 4, out).ok());
+    std::hint::black_box(pos);
+}
+
+/// # Safety
+/// As `DynClient::call_slots`.
+#[inline(never)]
+unsafe fn slots_call(
+    c: &mut idl::dynamic::DynClient<'_>,
+    t: &mut Loop<'_>,
+    op: usize,
+    s: &mut [u64],
+) {
+    // SAFETY: the caller's.
+    std::hint::black_box(unsafe { c.call_slots(t, op, s) }.ok());
 }
 
 #[inline(never)]

@@ -27,6 +27,11 @@ mod gen_every {
     include!("idl/every.rs");
 }
 
+#[allow(dead_code)]
+mod gen_names {
+    include!("idl/names.rs");
+}
+
 use gen_every::{Pair, Point, every};
 use gen_pfs::pfs;
 
@@ -38,6 +43,7 @@ fn generated_code_is_current() {
     for (idl_file, rs) in [
         ("idl/pfs.idl", "tests/idl/pfs.rs"),
         ("tests/idl/every.idl", "tests/idl/every.rs"),
+        ("tests/idl/names.idl", "tests/idl/names.rs"),
     ] {
         let src = std::fs::read_to_string(root.join(idl_file)).expect("read idl");
         let model = idl::parse(&src).unwrap_or_else(|e| panic!("{}", e.render(&src)));
@@ -50,6 +56,77 @@ fn generated_code_is_current() {
         let old = std::fs::read_to_string(&path).unwrap_or_default();
         assert!(old == now, "{rs} is stale: rerun with IDL_BLESS=1");
     }
+}
+
+/// The child process's side of `build_helper`: `idl::compile` as a build
+/// script calls it, with `OUT_DIR` set by the parent.
+#[test]
+fn child_compile() {
+    if std::env::var_os("IDL_TEST_COMPILE").is_none() {
+        return;
+    }
+    let out = idl::compile(Path::new(MANIFEST).join("idl/pfs.idl")).expect("compile");
+    println!("wrote {}", out.display());
+}
+
+#[test]
+fn build_helper() {
+    let dir = std::env::temp_dir().join(format!("idl-build-helper-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    // Errors name the file, and the line and column in it.
+    let missing = dir.join("missing.idl");
+    let e = idl::compile(&missing).expect_err("no such file");
+    assert!(e.to_string().contains("missing.idl"), "{e}");
+    let bad = dir.join("bad.idl");
+    std::fs::write(&bad, "interface i {\n  union u;\n};\n").expect("write");
+    let e = idl::compile(&bad).expect_err("unsupported construct");
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "{}:2:3: `union` is not supported (unions are outside the IDL4 subset)",
+            bad.display()
+        )
+    );
+    // Outside a build script there is no OUT_DIR.
+    if std::env::var_os("OUT_DIR").is_none() {
+        let good = Path::new(MANIFEST).join("idl/pfs.idl");
+        assert!(
+            idl::compile(&good)
+                .expect_err("no OUT_DIR")
+                .to_string()
+                .contains("OUT_DIR")
+        );
+    }
+    // As a build script: $OUT_DIR/pfs.rs and the rerun line.
+    let out = std::process::Command::new(std::env::current_exe().expect("test binary"))
+        .args([
+            "child_compile",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("IDL_TEST_COMPILE", "1")
+        .env("OUT_DIR", &dir)
+        .output()
+        .expect("run the child");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let pfs_idl = Path::new(MANIFEST).join("idl/pfs.idl");
+    assert!(
+        stdout.contains(&format!("cargo:rerun-if-changed={}", pfs_idl.display())),
+        "{stdout}"
+    );
+    let written = std::fs::read_to_string(dir.join("pfs.rs")).expect("pfs.rs written");
+    let src = std::fs::read_to_string(&pfs_idl).expect("read");
+    assert_eq!(
+        written,
+        idl::gen_rust::generate(&idl::parse(&src).expect("parse"))
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 // ---------------------------------------------------------------- pfs
@@ -706,6 +783,61 @@ fn pfs_over_unet_loop() {
     let mut rng = StdRng::seed_from_u64(7);
     pfs_calls(&mut c, &mut Pfs::default(), &mut rng, 300);
     c.close();
+    server
+        .join()
+        .expect("server thread")
+        .expect("server loop ends cleanly");
+}
+
+/// A server of tests/idl/names.idl, whose names collide with the generated
+/// code's own.
+struct Names;
+
+impl gen_names::mixed_case::Server for Names {
+    #[allow(non_snake_case)]
+    fn ReadFile(&mut self, Handle: i32, m: &mut i32, t: gen_names::T, s: &mut i32) -> i32 {
+        *m = Handle + t.v;
+        *s += 1;
+        7
+    }
+
+    fn serve(&mut self, st: i32, req: i32, ret: &str, key: &mut OutSeq<'_, i32>) {
+        let _ = key.extend_from_slice(&[st, req, ret.len() as i32]);
+    }
+
+    fn dispatch(&mut self, dispatch_stub: i32, m_desc: &mut OutStr<'_>) {
+        let _ = std::fmt::Write::write_fmt(m_desc, format_args!("{dispatch_stub}"));
+    }
+
+    #[allow(non_snake_case)]
+    fn t(&mut self, m_desc: bool, S: &mut gen_names::Server) -> bool {
+        S.b = 9;
+        S.Wide = -2;
+        !m_desc
+    }
+}
+
+#[test]
+fn colliding_names() {
+    use gen_names::mixed_case as mc;
+    let (mut c, mut s) = shm::pair(&config()).expect("channel");
+    let server = std::thread::spawn(move || mc::serve_(&mut Names, &mut s));
+    let (mut m, mut st) = (0, 1);
+    assert_eq!(
+        mc::ReadFile(&mut c, 5, &mut m, gen_names::T { v: 3 }, &mut st).expect("ReadFile"),
+        7
+    );
+    assert_eq!((m, st), (8, 2));
+    let mut key = Vec::new();
+    mc::serve(&mut c, 1, 2, "abc", &mut key).expect("serve");
+    assert_eq!(key, [1, 2, 3]);
+    let mut text = String::new();
+    mc::dispatch(&mut c, 42, &mut text).expect("dispatch");
+    assert_eq!(text, "42");
+    let mut big = gen_names::Server::default();
+    assert!(mc::t(&mut c, false, &mut big).expect("t"));
+    assert_eq!((big.b, big.Wide), (9, -2));
+    drop(c);
     server
         .join()
         .expect("server thread")

@@ -196,11 +196,28 @@ pub fn marshal<B: Backend>(f: &mut Func<B>, p: &OpPlan, lim: &Limits) -> vcode::
         slots = keep(f, slots)?;
         rec = keep(f, rec)?;
         ctx = keep(f, ctx)?;
+    } else {
+        f.putreg(ctx);
     }
+    // Only the temporaries this operation uses: a leaf that needs no more
+    // than the caller-saved registers has no register to save.
+    let aggs = ins.iter().any(|v| matches!(v.kind, Kind::Agg { .. }));
     let t = f.getreg::<UL>(Class::Temp)?;
-    let t2 = f.getreg::<UL>(Class::Temp)?;
-    let pa = f.getreg::<P>(Class::Temp)?;
-    let pb = f.getreg::<P>(Class::Temp)?;
+    let t2 = if strings {
+        f.getreg::<UL>(Class::Temp)?
+    } else {
+        t
+    };
+    let pa = if strings || aggs {
+        f.getreg::<P>(Class::Temp)?
+    } else {
+        pv(t)
+    };
+    let pb = if calls {
+        f.getreg::<P>(Class::Temp)?
+    } else {
+        pa
+    };
     let (err_put, err_long) = (f.genlabel(), f.genlabel());
     // Pass 1: the strings, through the transport's `put` (which may move
     // the message buffer: the record is fetched again after them).
@@ -313,12 +330,32 @@ pub fn unmarshal<B: Backend>(f: &mut Func<B>, p: &OpPlan) -> vcode::Result<B::Co
         slots = keep(f, slots)?;
         rec = keep(f, rec)?;
         ctx = keep(f, ctx)?;
+    } else {
+        f.putreg(ctx);
     }
+    let strings = outs.iter().any(|v| matches!(v.kind, Kind::Ind { .. }));
+    let aggs = outs.iter().any(|v| matches!(v.kind, Kind::Agg { .. }));
     let t = f.getreg::<UL>(Class::Temp)?;
-    let t2 = f.getreg::<UL>(Class::Temp)?;
-    let t3 = f.getreg::<UL>(Class::Temp)?;
-    let pa = f.getreg::<P>(Class::Temp)?;
-    let pb = f.getreg::<P>(Class::Temp)?;
+    let t2 = if strings {
+        f.getreg::<UL>(Class::Temp)?
+    } else {
+        t
+    };
+    let t3 = if strings {
+        f.getreg::<UL>(Class::Temp)?
+    } else {
+        t
+    };
+    let pa = if strings || aggs {
+        f.getreg::<P>(Class::Temp)?
+    } else {
+        pv(t)
+    };
+    let pb = if calls {
+        f.getreg::<P>(Class::Temp)?
+    } else {
+        pa
+    };
     let (err_str, err_bool) = (f.genlabel(), f.genlabel());
     for v in outs {
         let (slot, foff) = (8 * v.slot as i32, v.offset as i32);
@@ -446,14 +483,29 @@ pub fn dispatch<B: Backend>(
     f.putreg(scratch0);
     let rec = keep(f, rec0)?;
     let area = keep(f, area0)?;
+    // Scratch and argument registers: as many as the largest handler
+    // call needs beyond the three parameter registers freed by then (the
+    // callee-saved ones among them cost a save each), at least three.
+    let want = plans
+        .iter()
+        .zip(handlers)
+        .filter(|(_, h)| h.is_some())
+        .map(|(p, _)| handler_regs(p))
+        .max()
+        .unwrap_or(0)
+        .saturating_sub(3)
+        .max(3);
     let mut pool = Vec::new();
-    while let Ok(r) = f.getreg::<UL>(Class::Temp) {
-        pool.push(r);
+    while pool.len() < want {
+        match f.getreg::<UL>(Class::Temp) {
+            Ok(r) => pool.push(r),
+            Err(_) => break,
+        }
     }
-    if pool.len() < 4 {
+    if pool.len() < 3 {
         return Err(GenError::TooManyArgs {
             op: "(dispatch)".into(),
-            needed: 4,
+            needed: 3,
         });
     }
     let r = Regs {
@@ -499,6 +551,18 @@ pub fn dispatch<B: Backend>(
     Ok(f.end()?)
 }
 
+/// Register arguments of `p`'s handler call besides the context.
+fn handler_regs(p: &OpPlan) -> usize {
+    p.values
+        .iter()
+        .map(|v| match (v.dir, v.kind) {
+            (_, Kind::Ind { .. }) => 2,
+            (_, Kind::Prim(_)) if v.param.is_none() => 0,
+            _ => 1,
+        })
+        .sum()
+}
+
 /// The code of one operation in the dispatch.
 fn op_body<B: Backend>(
     f: &mut Func<B>,
@@ -508,7 +572,8 @@ fn op_body<B: Backend>(
     r: &Regs,
     x: &Exits,
 ) -> Result<(), GenError> {
-    let (t, t2, t3, prev) = (r.pool[0], r.pool[1], r.pool[2], r.pool[3]);
+    // Scratch: three pool registers and the key's (dead after the jump).
+    let (t, t2, t3, prev) = (r.pool[0], r.pool[1], r.pool[2], r.key);
     let lay = &p.op.layout;
     if lay.request_size > 0 {
         f.blt(r.len, i64::from(lay.request_size), x.short);
@@ -611,7 +676,10 @@ fn op_body<B: Backend>(
     }
     // Out scalars and aggregates start zeroed: the client's bytes there
     // are not values of their types.
-    for v in p.in_record_order().filter(|v| v.dir == Dir::Out) {
+    for v in p
+        .in_record_order()
+        .filter(|v| v.dir == Dir::Out && v.param.is_some())
+    {
         let foff = v.offset as i32;
         match v.kind {
             Kind::Prim(pr) => {
@@ -643,21 +711,17 @@ fn op_body<B: Backend>(
     }
     // The handler's arguments: the context, then each value in
     // declaration order, then a non-scalar return value's place.
+    // Caller-saved registers first: a callee-saved one costs a save.
+    let saved = |x: &Reg<UL>| vcode::host::CALLEE_SAVED_GPR & (1 << x.num()) != 0;
     let avail: Vec<Reg<UL>> = r
         .pool
         .iter()
         .copied()
+        .filter(|x| !saved(x))
         .chain([r.key, r.len, r.alen])
+        .chain(r.pool.iter().copied().filter(saved))
         .collect();
-    let needed: usize = p
-        .values
-        .iter()
-        .map(|v| match (v.dir, v.kind) {
-            (_, Kind::Ind { .. }) => 2,
-            (_, Kind::Prim(_)) if v.param.is_none() => 0,
-            _ => 1,
-        })
-        .sum();
+    let needed = handler_regs(p);
     if needed > avail.len().min(MAX_HANDLER_REGS) {
         return Err(GenError::TooManyArgs {
             op: p.op.name.clone(),

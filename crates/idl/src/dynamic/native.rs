@@ -16,6 +16,20 @@ pub(crate) struct ClientCtx<'a> {
     pub err: Option<CallError>,
 }
 
+/// The `n` bytes at `p`; an empty slice (not read) for `n == 0`, whatever
+/// `p` is.
+///
+/// # Safety
+/// For `n > 0`, `p` is valid for reads of `n` bytes for `'a`, which nothing
+/// writes in that time.
+pub(crate) unsafe fn bytes_at<'a>(p: *const u8, n: usize) -> &'a [u8] {
+    if n == 0 {
+        return &[];
+    }
+    // SAFETY: the function's contract.
+    unsafe { std::slice::from_raw_parts(p, n) }
+}
+
 /// `ClientTransport::put` for generated code: the offset of the copied
 /// string, or -1 with the error kept in the context.
 ///
@@ -32,12 +46,8 @@ pub(crate) unsafe extern "C" fn put_thunk(
     // SAFETY: the function's contract: the context outlives the call of
     // the generated code that passes it, and nothing else uses it then.
     let ctx = unsafe { &mut *ctx };
-    // SAFETY: the function's contract; an empty string is not read.
-    let b = if bytes == 0 {
-        &[][..]
-    } else {
-        unsafe { std::slice::from_raw_parts(src, bytes as usize) }
-    };
+    // SAFETY: the function's contract.
+    let b = unsafe { bytes_at(src, bytes as usize) };
     match ctx.t.put(b, align as usize) {
         Ok(off) => i64::from(off),
         Err(e) => {
@@ -92,11 +102,7 @@ pub(crate) unsafe extern "C" fn str_in(dst: *mut u8, src: *const u8, n: u64) -> 
     // SAFETY: the function's contract.
     unsafe { std::ptr::copy_nonoverlapping(src, dst, n as usize) };
     // SAFETY: just written, private.
-    let b = if n == 0 {
-        &[][..]
-    } else {
-        unsafe { std::slice::from_raw_parts(dst, n as usize) }
-    };
+    let b = unsafe { bytes_at(dst, n as usize) };
     u32::from(std::str::from_utf8(b).is_ok())
 }
 
@@ -128,17 +134,31 @@ type StubFn = unsafe extern "C" fn(*mut u64, *mut u8, *mut ClientCtx<'static>) -
 /// `dispatch` as a native function pointer.
 type DispatchFn = unsafe extern "C" fn(u64, *mut u8, u64, *mut u8, u64, *mut u8) -> u64;
 
-/// A generated `marshal` or `unmarshal` function.
-pub(crate) enum Stub {
-    /// Native code and its entry point.
-    Native {
-        /// Keeps the code mapped while `f` is used.
-        _code: vcode::Code,
-        /// The entry point.
-        f: StubFn,
-    },
-    /// The same client code recorded by the reference backend.
+/// A generated `marshal` or `unmarshal` function: native code and its
+/// entry point, or the reference backend's recording.
+pub(crate) struct Stub {
+    /// The native entry point (`None` on the reference backend).
+    f: Option<StubFn>,
+    /// Keeps the code alive.
+    code: Code,
+}
+
+/// What a stub or dispatch runs.
+enum Code {
+    /// Native code, mapped while this lives.
+    Native(vcode::Code),
+    /// The reference backend's recording.
     Reference(RefCode),
+}
+
+impl Code {
+    /// The disassembly (native) or the instruction listing (reference).
+    fn listing(&self) -> String {
+        match self {
+            Code::Native(c) => c.disassemble(),
+            Code::Reference(c) => c.listing(),
+        }
+    }
 }
 
 impl Stub {
@@ -147,7 +167,23 @@ impl Stub {
         // SAFETY: the generators begin these functions with the signature
         // "%p%p%p" and return an `l`; `as_fn` checks that again.
         let f = unsafe { code.as_fn::<StubFn>()? };
-        Ok(Stub::Native { _code: code, f })
+        Ok(Stub {
+            f: Some(f),
+            code: Code::Native(code),
+        })
+    }
+
+    /// The generated code, listed.
+    pub(crate) fn listing(&self) -> String {
+        self.code.listing()
+    }
+
+    /// Wraps the reference backend's recording.
+    pub(crate) fn reference(code: RefCode) -> Stub {
+        Stub {
+            f: None,
+            code: Code::Reference(code),
+        }
     }
 
     /// Runs the function.
@@ -157,6 +193,7 @@ impl Stub {
     /// lengths beside them), `rec` is the transport's message buffer,
     /// valid for the operation's whole record, and `ctx` the live context
     /// of this call.
+    #[inline(always)]
     pub(crate) unsafe fn run(
         &self,
         slots: *mut u64,
@@ -164,39 +201,53 @@ impl Stub {
         ctx: &mut ClientCtx<'_>,
     ) -> Result<i64, InvokeError> {
         let ctx = (ctx as *mut ClientCtx<'_>).cast::<ClientCtx<'static>>();
-        match self {
+        match self.f {
             // SAFETY: the function's contract, which is the generated
             // code's (codegen.rs): it touches only the slots and the
             // record, and reaches the string area through the transport.
             // The context's lifetime is erased for the call only.
-            Stub::Native { f, .. } => Ok(unsafe { f(slots, rec, ctx) }),
-            Stub::Reference(c) => {
-                let args = [V::P(slots as usize), V::P(rec as usize), V::P(ctx as usize)];
-                // SAFETY: as above; the reference backend performs the same
-                // loads, stores and calls.
-                match unsafe { c.invoke(&args) }? {
-                    V::L(r) => Ok(r),
-                    _ => Err(InvokeError::Arity {
-                        expected: 3,
-                        found: args.len(),
-                    }),
-                }
-            }
+            Some(f) => Ok(unsafe { f(slots, rec, ctx) }),
+            // SAFETY: as above.
+            None => unsafe { self.run_reference(slots, rec, ctx) },
+        }
+    }
+
+    /// [`Stub::run`] on the reference backend.
+    ///
+    /// # Safety
+    /// As [`Stub::run`].
+    #[cold]
+    unsafe fn run_reference(
+        &self,
+        slots: *mut u64,
+        rec: *mut u8,
+        ctx: *mut ClientCtx<'static>,
+    ) -> Result<i64, InvokeError> {
+        let Code::Reference(c) = &self.code else {
+            return Err(InvokeError::Arity {
+                expected: 3,
+                found: 0,
+            });
+        };
+        let args = [V::P(slots as usize), V::P(rec as usize), V::P(ctx as usize)];
+        // SAFETY: as for `run`; the reference backend performs the same
+        // loads, stores and calls.
+        match unsafe { c.invoke(&args) }? {
+            V::L(r) => Ok(r),
+            _ => Err(InvokeError::Arity {
+                expected: 3,
+                found: args.len(),
+            }),
         }
     }
 }
 
 /// A generated `dispatch` function.
-pub(crate) enum Dispatch {
-    /// Native code and its entry point.
-    Native {
-        /// Keeps the code mapped while `f` is used.
-        _code: vcode::Code,
-        /// The entry point.
-        f: DispatchFn,
-    },
-    /// The reference backend's recording.
-    Reference(RefCode),
+pub(crate) struct Dispatch {
+    /// The native entry point (`None` on the reference backend).
+    f: Option<DispatchFn>,
+    /// Keeps the code alive.
+    code: Code,
 }
 
 impl Dispatch {
@@ -205,7 +256,23 @@ impl Dispatch {
         // SAFETY: `codegen::dispatch` begins with "%ul%p%ul%p%ul%p" and
         // returns a `ul`; `as_fn` checks that again.
         let f = unsafe { code.as_fn::<DispatchFn>()? };
-        Ok(Dispatch::Native { _code: code, f })
+        Ok(Dispatch {
+            f: Some(f),
+            code: Code::Native(code),
+        })
+    }
+
+    /// The generated code, listed.
+    pub(crate) fn listing(&self) -> String {
+        self.code.listing()
+    }
+
+    /// Wraps the reference backend's recording.
+    pub(crate) fn reference(code: RefCode) -> Dispatch {
+        Dispatch {
+            f: None,
+            code: Code::Reference(code),
+        }
     }
 
     /// Runs the dispatch.
@@ -215,6 +282,7 @@ impl Dispatch {
     /// `alen` bytes, `scratch` (private) for `alen` bytes, and the
     /// registered handlers are sound for the arguments the generated code
     /// passes them (docs/idl.md).
+    #[inline(always)]
     pub(crate) unsafe fn run(
         &self,
         key: u64,
@@ -224,28 +292,50 @@ impl Dispatch {
         alen: u64,
         scratch: *mut u8,
     ) -> Result<u64, InvokeError> {
-        match self {
+        match self.f {
             // SAFETY: the function's contract; the generated code checks
             // every descriptor before it uses it.
-            Dispatch::Native { f, .. } => Ok(unsafe { f(key, rec, len, area, alen, scratch) }),
-            Dispatch::Reference(c) => {
-                let args = [
-                    V::UL(key),
-                    V::P(rec as usize),
-                    V::UL(len),
-                    V::P(area as usize),
-                    V::UL(alen),
-                    V::P(scratch as usize),
-                ];
-                // SAFETY: as above.
-                match unsafe { c.invoke(&args) }? {
-                    V::UL(r) => Ok(r),
-                    _ => Err(InvokeError::Arity {
-                        expected: 6,
-                        found: args.len(),
-                    }),
-                }
-            }
+            Some(f) => Ok(unsafe { f(key, rec, len, area, alen, scratch) }),
+            // SAFETY: as above.
+            None => unsafe { self.run_reference(key, rec, len, area, alen, scratch) },
+        }
+    }
+
+    /// [`Dispatch::run`] on the reference backend.
+    ///
+    /// # Safety
+    /// As [`Dispatch::run`].
+    #[cold]
+    unsafe fn run_reference(
+        &self,
+        key: u64,
+        rec: *mut u8,
+        len: u64,
+        area: *mut u8,
+        alen: u64,
+        scratch: *mut u8,
+    ) -> Result<u64, InvokeError> {
+        let Code::Reference(c) = &self.code else {
+            return Err(InvokeError::Arity {
+                expected: 6,
+                found: 0,
+            });
+        };
+        let args = [
+            V::UL(key),
+            V::P(rec as usize),
+            V::UL(len),
+            V::P(area as usize),
+            V::UL(alen),
+            V::P(scratch as usize),
+        ];
+        // SAFETY: as for `run`.
+        match unsafe { c.invoke(&args) }? {
+            V::UL(r) => Ok(r),
+            _ => Err(InvokeError::Arity {
+                expected: 6,
+                found: args.len(),
+            }),
         }
     }
 }

@@ -74,6 +74,9 @@ pub struct OpPlan {
     pub slots: u32,
     /// Indices into `values` in record order (by field offset).
     pub rec_order: Vec<usize>,
+    /// Whether some value needs a C layout built by the safe API (a
+    /// struct, an array, a sequence of structs or arrays).
+    pub aggregates: bool,
 }
 
 impl OpPlan {
@@ -191,11 +194,17 @@ pub fn plan(structs: &[StructDef], op: &Op) -> Option<OpPlan> {
     }
     let mut rec_order: Vec<usize> = (0..values.len()).collect();
     rec_order.sort_by_key(|&i| values[i].offset);
+    let aggregates = values.iter().any(|v| match &v.ty {
+        Type::Struct(_) | Type::Array(..) => true,
+        Type::Sequence(e) => !matches!(**e, Type::Prim(_)),
+        _ => false,
+    });
     Some(OpPlan {
         op: op.clone(),
         values,
         has_ret,
         slots: slot,
         rec_order,
+        aggregates,
     })
 }

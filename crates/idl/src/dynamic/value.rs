@@ -204,7 +204,8 @@ fn prim_name(p: Prim) -> &'static str {
 }
 
 /// Whether `v` is a value of scalar type `p`.
-fn prim_matches(p: Prim, v: &Value) -> bool {
+#[inline]
+pub(crate) fn prim_matches(p: Prim, v: &Value) -> bool {
     matches!(
         (p, v),
         (Prim::Bool, Value::Bool(_))

@@ -378,11 +378,13 @@ pub fn put_str(t: &mut (impl ClientTransport + ?Sized), s: &str) -> Result<Desc,
 /// in the area (the transport), aligned to `T`.
 #[inline(always)]
 fn reply_elems<T: Plain>(t: &(impl ClientTransport + ?Sized), d: Desc) -> Result<&[u8], CallError> {
-    let n = (d.len as usize)
-        .checked_mul(size_of::<T>())
-        .ok_or(CallError::Malformed(
+    // (A `let else`, not `ok_or`: an eager `CallError` is dropped on the
+    // good path, and its drop is not free.)
+    let Some(n) = (d.len as usize).checked_mul(size_of::<T>()) else {
+        return Err(CallError::Malformed(
             "a reply's descriptor is longer than the string area",
-        ))?;
+        ));
+    };
     if d.off as usize % align_of::<T>() != 0 {
         return Err(CallError::Malformed(
             "a reply's descriptor is misaligned for its element",
@@ -457,20 +459,32 @@ pub fn read_string(
     }
 }
 
-/// A `boolean` of a reply: 0 or 1, anything else is malformed.
+/// A copy of a value in a received record, read exactly once (a volatile
+/// load), so that the compiler cannot read memory the peer may change a
+/// second time after the copy was checked. The stubs read every descriptor
+/// and boolean through it.
 #[inline(always)]
-pub fn reply_bool(b: u8) -> Result<bool, CallError> {
-    match b {
+pub fn once<T: Copy>(v: &T) -> T {
+    // SAFETY: `v` is a valid, aligned reference; a volatile read of a
+    // `Copy` value is a plain load that is neither repeated nor merged.
+    unsafe { std::ptr::read_volatile(v) }
+}
+
+/// A `boolean` of a reply, read once: 0 or 1, anything else is malformed.
+#[inline(always)]
+pub fn reply_bool(b: &u8) -> Result<bool, CallError> {
+    match once(b) {
         0 => Ok(false),
         1 => Ok(true),
         _ => Err(CallError::Malformed("a boolean is neither 0 nor 1")),
     }
 }
 
-/// A `boolean` of a request: 0 or 1, anything else is [`Status::BadValue`].
+/// A `boolean` of a request, read once: 0 or 1, anything else is
+/// [`Status::BadValue`].
 #[inline(always)]
-pub fn request_bool(b: u8) -> Result<bool, Status> {
-    match b {
+pub fn request_bool(b: &u8) -> Result<bool, Status> {
+    match once(b) {
         0 => Ok(false),
         1 => Ok(true),
         _ => Err(Status::BadValue),
@@ -612,10 +626,16 @@ pub struct Strings<'a> {
 }
 
 impl<'a> Strings<'a> {
-    /// Checks `d` for `size`-byte elements of alignment `align`; returns
-    /// the byte range.
+    /// Checks the descriptor at `d` (read once) for `size`-byte elements
+    /// of alignment `align`; returns the byte range and the element count.
     #[inline(always)]
-    fn check(&mut self, d: Desc, size: usize, align: usize) -> Result<(usize, usize), Status> {
+    fn check(
+        &mut self,
+        d: &Desc,
+        size: usize,
+        align: usize,
+    ) -> Result<(usize, usize, usize), Status> {
+        let d = once(d);
         let off = d.off as usize;
         let n = (d.len as usize)
             .checked_mul(size)
@@ -629,43 +649,39 @@ impl<'a> Strings<'a> {
             return Err(Status::BadString);
         }
         self.next = off + n;
-        Ok((off, n))
+        Ok((off, n, d.len as usize))
     }
 
     /// An in sequence in place.
     #[inline(always)]
-    pub fn seq<T: Plain>(&mut self, d: Desc) -> Result<&'a [T], Status> {
-        let (off, _) = self.check(d, size_of::<T>(), align_of::<T>())?;
+    pub fn seq<T: Plain>(&mut self, d: &Desc) -> Result<&'a [T], Status> {
+        let (off, _, len) = self.check(d, size_of::<T>(), align_of::<T>())?;
         // SAFETY: `off .. off + len * size_of::<T>()` lies in the area
         // (checked), is aligned to `T` (the area is 8-aligned and `off` a
         // multiple of `T`'s alignment), overlaps no other view this checker
         // handed out (each starts at or after the previous one's end), and
         // stays valid for `'a` (`Request::new`'s contract). Any bits are a
         // `T` (`Plain`); see `Request` for concurrent writes by the client.
-        Ok(unsafe {
-            std::slice::from_raw_parts(self.area.as_ptr().add(off).cast::<T>(), d.len as usize)
-        })
+        Ok(unsafe { std::slice::from_raw_parts(self.area.as_ptr().add(off).cast::<T>(), len) })
     }
 
     /// An inout sequence in place: the server method writes its results
     /// straight into the client's string area.
     #[inline(always)]
-    pub fn seq_mut<T: Plain>(&mut self, d: Desc) -> Result<&'a mut [T], Status> {
-        let (off, n) = self.check(d, size_of::<T>(), align_of::<T>())?;
+    pub fn seq_mut<T: Plain>(&mut self, d: &Desc) -> Result<&'a mut [T], Status> {
+        let (off, n, len) = self.check(d, size_of::<T>(), align_of::<T>())?;
         self.from = self.from.min(off);
         self.end = self.end.max(off + n);
         // SAFETY: as for `seq`; the range overlaps no other view, so this
         // is the only reference to it.
-        Ok(unsafe {
-            std::slice::from_raw_parts_mut(self.area.as_ptr().add(off).cast::<T>(), d.len as usize)
-        })
+        Ok(unsafe { std::slice::from_raw_parts_mut(self.area.as_ptr().add(off).cast::<T>(), len) })
     }
 
     /// An in (or inout) string: copied into private memory, then checked
     /// to be UTF-8 there ([`Status::BadValue`] if not).
     #[inline]
-    pub fn str(&mut self, d: Desc) -> Result<&'a str, Status> {
-        let (off, n) = self.check(d, 1, 1)?;
+    pub fn str(&mut self, d: &Desc) -> Result<&'a str, Status> {
+        let (off, n, _) = self.check(d, 1, 1)?;
         // SAFETY: `off .. off + n` lies in the area (checked) and in the
         // scratch memory (at least as long as the area); the scratch is
         // private and disjoint from the area; ranges of different strings
@@ -926,5 +942,163 @@ impl<'a> OutStr<'a> {
 impl std::fmt::Write for OutStr<'_> {
     fn write_str(&mut self, s: &str) -> std::fmt::Result {
         self.push_str(s).map_err(|_| std::fmt::Error)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct TwoMsg {
+        a: Desc,
+        b: Desc,
+    }
+
+    // SAFETY: `#[repr(C)]` of two descriptors: any bits, alignment 4.
+    unsafe impl Message for TwoMsg {
+        const KEY: u16 = 0;
+        const REQUEST_SIZE: usize = 16;
+    }
+
+    /// Runs `f` on a request of `len` record bytes holding descriptors
+    /// `a` and `b`, over a 64-byte area and a 16-byte per-string limit.
+    fn with(len: usize, a: Desc, b: Desc, f: impl FnOnce(&mut TwoMsg, &mut Strings<'_>)) {
+        let mut buf = [0u64; 8];
+        let mut area = [0u64; 8];
+        let mut scratch = [0u8; 64];
+        for (i, x) in area.iter_mut().enumerate() {
+            *x = u64::from_ne_bytes([b'a' + i as u8; 8]);
+        }
+        // SAFETY: the three are distinct local arrays of the given sizes,
+        // 8-aligned (u64), alive for the request.
+        let req = unsafe {
+            let p = NonNull::from(&mut buf).cast::<u8>();
+            p.cast::<TwoMsg>().write(TwoMsg { a, b });
+            Request::new(
+                p,
+                64,
+                len,
+                NonNull::from(&mut area).cast(),
+                64,
+                NonNull::from(&mut scratch).cast(),
+                16,
+            )
+        };
+        let (m, mut st) = req.open::<TwoMsg>().expect("long enough");
+        f(m, &mut st);
+    }
+
+    fn d(off: u32, len: u32) -> Desc {
+        Desc { off, len }
+    }
+
+    #[test]
+    fn short_request() {
+        let mut buf = [0u64; 8];
+        let mut area = [0u64; 1];
+        let mut scratch = [0u8; 8];
+        // SAFETY: distinct local arrays, 8-aligned, alive for the request.
+        let req = unsafe {
+            Request::new(
+                NonNull::from(&mut buf).cast(),
+                64,
+                15,
+                NonNull::from(&mut area).cast(),
+                8,
+                NonNull::from(&mut scratch).cast(),
+                8,
+            )
+        };
+        assert!(matches!(req.open::<TwoMsg>(), Err(Status::ShortMessage)));
+    }
+
+    #[test]
+    fn descriptor_rules() {
+        // In range, in order, aligned: accepted, viewed in place.
+        with(16, d(0, 2), d(8, 4), |m, st| {
+            assert_eq!(st.seq::<u16>(&m.a), Ok(&[0x6161u16, 0x6161][..]));
+            assert_eq!(st.str(&m.b), Ok("bbbb"));
+        });
+        // Ending exactly at the area's end; empty ones anywhere in order.
+        with(16, d(48, 16), d(64, 0), |m, st| {
+            assert_eq!(st.str(&m.a), Ok("gggggggghhhhhhhh"));
+            assert_eq!(st.seq::<u8>(&m.b), Ok(&[][..]));
+        });
+        // Past the end, overlapping the previous one, misaligned, over the
+        // per-string limit: BadString.
+        with(16, d(60, 5), d(0, 0), |m, st| {
+            assert_eq!(st.str(&m.a), Err(Status::BadString))
+        });
+        with(16, d(u32::MAX, 1), d(0, 0), |m, st| {
+            assert_eq!(st.str(&m.a), Err(Status::BadString))
+        });
+        with(16, d(0, 8), d(4, 1), |m, st| {
+            assert!(st.str(&m.a).is_ok());
+            assert_eq!(st.str(&m.b), Err(Status::BadString));
+        });
+        with(16, d(2, 1), d(0, 0), |m, st| {
+            assert_eq!(st.seq::<u32>(&m.a), Err(Status::BadString))
+        });
+        with(16, d(0, 17), d(0, 0), |m, st| {
+            assert_eq!(st.str(&m.a), Err(Status::BadString))
+        });
+        with(16, d(0, u32::MAX), d(0, 0), |m, st| {
+            assert_eq!(st.seq::<u64>(&m.a), Err(Status::BadString))
+        });
+    }
+
+    #[test]
+    fn strings_are_checked_utf8_copies() {
+        with(16, d(0, 4), d(0, 0), |m, st| {
+            let s = st.str(&m.a).expect("ascii");
+            assert_eq!(s, "aaaa");
+        });
+        let mut buf = [0u64; 8];
+        let mut area = [u64::from_ne_bytes([0xff; 8])];
+        let mut scratch = [0u8; 8];
+        // SAFETY: distinct local arrays, 8-aligned, alive for the request.
+        let req = unsafe {
+            NonNull::from(&mut buf).cast::<TwoMsg>().write(TwoMsg {
+                a: d(0, 3),
+                b: d(0, 0),
+            });
+            Request::new(
+                NonNull::from(&mut buf).cast(),
+                64,
+                16,
+                NonNull::from(&mut area).cast(),
+                8,
+                NonNull::from(&mut scratch).cast(),
+                8,
+            )
+        };
+        let (m, mut st) = req.open::<TwoMsg>().expect("long enough");
+        assert_eq!(st.str(&m.a), Err(Status::BadValue));
+    }
+
+    #[test]
+    fn out_writers_share_the_rest_and_overflow() {
+        with(16, d(0, 10), d(0, 0), |m, st| {
+            assert!(st.str(&m.a).is_ok());
+            // The rest of the area from 16 (10 rounded up to 8): 48 bytes,
+            // two parts of 24, each also under the 16-byte limit.
+            let mut x = st.out_seq::<u32>(0, 2);
+            let mut y = st.out_str(1, 2);
+            assert_eq!((x.capacity(), y.capacity()), (4, 16));
+            x.extend_from_slice(&[1, 2, 3, 4]).expect("fits");
+            assert_eq!(x.push(5), Err(Overflow));
+            y.push_str("hello").expect("fits");
+            assert_eq!(st.close_str(y), Ok(d(40, 5)));
+            assert_eq!(st.close_seq(x), Err(Status::Overflow));
+        });
+        with(16, d(0, 0), d(0, 0), |_, st| {
+            let mut x = st.out_seq::<u64>(0, 1);
+            x.spare()[..2].copy_from_slice(&[7, 8]);
+            x.advance(2).expect("fits");
+            assert_eq!(x.as_mut_slice(), &[7, 8]);
+            assert_eq!(st.close_seq(x), Ok(d(0, 2)));
+        });
     }
 }

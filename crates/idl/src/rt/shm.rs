@@ -28,6 +28,22 @@
 //! - a peer that stops answering leaves the other waiting: the client may
 //!   set a timeout ([`ClientEnd::set_timeout`]); the server waits for
 //!   requests as long as the channel is open, as any server does.
+//!
+//! ```
+//! use idl::rt::shm;
+//! let (mut client, mut server) = shm::pair(&shm::Config::default())?;
+//! // A raw server (no stubs): adds the key to the first byte.
+//! let t = std::thread::spawn(move || {
+//!     server.serve_raw(|key, buf, len| {
+//!         buf[0] += key as u8;
+//!         len
+//!     })
+//! });
+//! assert_eq!(client.call_raw(2, &[40, 7])?, &[42, 7]);
+//! drop(client); // closes the channel: the server loop ends
+//! t.join().expect("server thread")?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 use std::ffi::CString;
 use std::fs::File;

@@ -241,6 +241,16 @@ impl ClientEnd {
         self.timeout = timeout;
     }
 
+    /// The endpoint (e.g. to send raw messages on [`ClientEnd::chan`]).
+    pub fn endpoint(&mut self) -> &mut Endpoint {
+        &mut self.ep
+    }
+
+    /// The channel the calls go out on.
+    pub fn chan(&self) -> u16 {
+        self.chan
+    }
+
     /// Tells the server loop to end; later calls fail with
     /// [`CallError::Closed`].
     pub fn close(&mut self) {

@@ -118,12 +118,14 @@ static int do_seqs(void *self, const int16_t *a, uint32_t a_len, int64_t *b, uin
     return 0;
 }
 
-static int do_corba(void *self, int32_t x, int32_t *y, uint16_t *z, int32_t *ret)
+static int do_corba(void *self, int32_t x, int32_t *y, uint16_t *z, bool *bit, int8_t small,
+                    int32_t *ret)
 {
     (void)self;
     *y = (int32_t)((uint32_t)*y + (uint32_t)x);
     *z = (uint16_t)((uint32_t)x * 2u);
-    *ret = (int32_t)((uint32_t)x - (uint32_t)*y);
+    *bit = !*bit != (small < 0);
+    *ret = (int32_t)((uint32_t)x - (uint32_t)*y + (uint32_t)(int32_t)small);
     return 0;
 }
 
@@ -288,9 +290,11 @@ static int run_client(idl_client *ch, int calls)
         {
             int32_t x = (int32_t)next(), y = (int32_t)next(), y_l = y, r, r_l;
             uint16_t z, z_l;
-            CALL(kinds_corba(ch, x, &y, &z, &r));
-            do_corba(&count, x, &y_l, &z_l, &r_l);
-            EXPECT(y == y_l && z == z_l && r == r_l);
+            bool bit = next() & 1, bit_l = bit;
+            int8_t small = (int8_t)next();
+            CALL(kinds_corba(ch, x, &y, &z, &bit, small, &r));
+            do_corba(&count, x, &y_l, &z_l, &bit_l, small, &r_l);
+            EXPECT(y == y_l && z == z_l && bit == bit_l && r == r_l);
         }
     }
     if (failures) {

@@ -527,9 +527,9 @@ pub mod every {
         m.a = a as u8;
         m.b = *b as u8;
         let m = ::idl::rt::invoke::<FlagsMsg>(t)?;
-        *b = ::idl::rt::reply_bool(m.b)?;
-        *c = ::idl::rt::reply_bool(m.c)?;
-        let ret = ::idl::rt::reply_bool(m.ret)?;
+        *b = ::idl::rt::reply_bool(&m.b)?;
+        *c = ::idl::rt::reply_bool(&m.c)?;
+        let ret = ::idl::rt::reply_bool(&m.ret)?;
         Ok(ret)
     }
 
@@ -613,8 +613,8 @@ pub mod every {
         m.s = s_desc;
         m.io = io_desc;
         let m = ::idl::rt::invoke::<StringsMsg>(t)?;
-        let io_desc_ = m.io;
-        let o_desc = m.o;
+        let io_desc_ = ::idl::rt::once(&m.io);
+        let o_desc = ::idl::rt::once(&m.o);
         let ret = m.ret;
         ::idl::rt::read_string(t, io_desc_, io)?;
         ::idl::rt::read_string(t, o_desc, o)?;
@@ -643,8 +643,8 @@ pub mod every {
         m.ps = ps_desc;
         m.b = b_desc;
         let m = ::idl::rt::invoke::<SeqsMsg>(t)?;
-        let c_desc = m.c;
-        let bytes_desc = m.bytes;
+        let c_desc = ::idl::rt::once(&m.c);
+        let bytes_desc = ::idl::rt::once(&m.bytes);
         ::idl::rt::read_vec(t, c_desc, c)?;
         ::idl::rt::read_vec(t, bytes_desc, bytes)?;
         ::idl::rt::read_back(t, b_desc, b)?;
@@ -669,7 +669,7 @@ pub mod every {
         m_.in_data = in_data_desc;
         m_.buf = buf_desc;
         let m_ = ::idl::rt::invoke::<SizedMsg>(t)?;
-        let out_data_desc = m_.out_data;
+        let out_data_desc = ::idl::rt::once(&m_.out_data);
         let ret = m_.ret;
         ::idl::rt::read_vec(t, out_data_desc, out_data)?;
         ::idl::rt::read_back(t, buf_desc, buf)?;
@@ -697,9 +697,9 @@ pub mod every {
         m.blob = blob_desc;
         m.name = name_desc;
         let m = ::idl::rt::invoke::<CorbaMsg>(t)?;
-        let name_desc_ = m.name;
-        let pts_desc = m.pts;
-        *ok = ::idl::rt::reply_bool(m.ok)?;
+        let name_desc_ = ::idl::rt::once(&m.name);
+        let pts_desc = ::idl::rt::once(&m.pts);
+        *ok = ::idl::rt::reply_bool(&m.ok)?;
         ::idl::rt::read_string(t, name_desc_, name)?;
         ::idl::rt::read_vec(t, pts_desc, pts)?;
         Ok(())
@@ -854,8 +854,8 @@ pub mod every {
         req: ::idl::rt::Request<'_>,
     ) -> Result<::idl::rt::Reply, ::idl::rt::Status> {
         let (m, st) = req.open::<FlagsMsg>()?;
-        let a = ::idl::rt::request_bool(m.a)?;
-        let mut b = ::idl::rt::request_bool(m.b)?;
+        let a = ::idl::rt::request_bool(&m.a)?;
+        let mut b = ::idl::rt::request_bool(&m.b)?;
         let mut c = false;
         let ret = s.flags(a, &mut b, &mut c);
         m.b = b as u8;
@@ -908,8 +908,8 @@ pub mod every {
         req: ::idl::rt::Request<'_>,
     ) -> Result<::idl::rt::Reply, ::idl::rt::Status> {
         let (m, mut st) = req.open::<StringsMsg>()?;
-        let s = st.str(m.s)?;
-        let io_in = st.str(m.io)?;
+        let s = st.str(&m.s)?;
+        let io_in = st.str(&m.io)?;
         let mut io = st.out_str(0, 2);
         let _ = io.push_str(io_in);
         let mut o = st.out_str(1, 2);
@@ -927,9 +927,9 @@ pub mod every {
         req: ::idl::rt::Request<'_>,
     ) -> Result<::idl::rt::Reply, ::idl::rt::Status> {
         let (m, mut st) = req.open::<SeqsMsg>()?;
-        let a = st.seq(m.a)?;
-        let ps = st.seq(m.ps)?;
-        let b = st.seq_mut(m.b)?;
+        let a = st.seq(&m.a)?;
+        let ps = st.seq(&m.ps)?;
+        let b = st.seq_mut(&m.b)?;
         let mut c = st.out_seq(0, 2);
         let mut bytes = st.out_seq(1, 2);
         s.seqs(a, b, &mut c, ps, &mut bytes);
@@ -946,8 +946,8 @@ pub mod every {
         req: ::idl::rt::Request<'_>,
     ) -> Result<::idl::rt::Reply, ::idl::rt::Status> {
         let (m_, mut st) = req.open::<SizedMsg>()?;
-        let in_data = st.seq(m_.in_data)?;
-        let buf = st.seq_mut(m_.buf)?;
+        let in_data = st.seq(&m_.in_data)?;
+        let buf = st.seq_mut(&m_.buf)?;
         let mut out_data = st.out_seq(0, 1);
         m_.ret = s.sized(in_data, buf, &mut out_data);
         m_.out_data = st.close_seq(out_data)?;
@@ -962,8 +962,8 @@ pub mod every {
         req: ::idl::rt::Request<'_>,
     ) -> Result<::idl::rt::Reply, ::idl::rt::Status> {
         let (m, mut st) = req.open::<CorbaMsg>()?;
-        let blob = st.seq(m.blob)?;
-        let name_in = st.str(m.name)?;
+        let blob = st.seq(&m.blob)?;
+        let name_in = st.str(&m.name)?;
         let mut ok = false;
         let mut name = st.out_str(0, 2);
         let _ = name.push_str(name_in);
@@ -1019,19 +1019,27 @@ pub mod every {
         t: &mut T,
     ) -> Result<(), ::idl::rt::CallError> {
         loop {
+            // Wait for a request; the loop ends when the client closes the channel.
             let (key, len) = match t.wait() {
                 Ok(request) => request,
                 Err(::idl::rt::CallError::Closed) => return Ok(()),
                 Err(e) => return Err(e),
             };
+            // Check it and call the method; a panic fails this call only.
             let req = t.request(len);
             let done = ::std::panic::catch_unwind(::std::panic::AssertUnwindSafe(|| {
                 dispatch(s, key, req)
             }));
-            match done {
-                Ok(Ok(reply)) => t.reply(::idl::rt::Status::Ok, reply.len, reply.strings)?,
-                Ok(Err(status)) => t.reply(status, 0, 0..0)?,
-                Err(_panic) => t.reply(::idl::rt::Status::ServerFailed, 0, 0..0)?,
+            // Reply in place; a client gone meanwhile ends the loop.
+            let sent = match done {
+                Ok(Ok(reply)) => t.reply(::idl::rt::Status::Ok, reply.len, reply.strings),
+                Ok(Err(status)) => t.reply(status, 0, 0..0),
+                Err(_panic) => t.reply(::idl::rt::Status::ServerFailed, 0, 0..0),
+            };
+            match sent {
+                Ok(()) => {}
+                Err(::idl::rt::CallError::Closed) => return Ok(()),
+                Err(e) => return Err(e),
             }
         }
     }

@@ -181,7 +181,7 @@ pub mod pfs {
         m.pos = *pos;
         let m = ::idl::rt::invoke::<PfsGetDirentriesMsg>(t)?;
         *pos = m.pos;
-        let data_desc = m.data;
+        let data_desc = ::idl::rt::once(&m.data);
         let ret = m.ret;
         ::idl::rt::read_vec(t, data_desc, data)?;
         Ok(ret)
@@ -236,7 +236,7 @@ pub mod pfs {
         req: ::idl::rt::Request<'_>,
     ) -> Result<::idl::rt::Reply, ::idl::rt::Status> {
         let (m, mut st) = req.open::<PfsWriteMsg>()?;
-        let data = st.seq(m.data)?;
+        let data = st.seq(&m.data)?;
         m.ret = s.pfs_write(m.handle, &mut m.pos, m.len, data);
         Ok(st.reply(::core::mem::size_of::<PfsWriteMsg>()))
     }
@@ -279,19 +279,27 @@ pub mod pfs {
         t: &mut T,
     ) -> Result<(), ::idl::rt::CallError> {
         loop {
+            // Wait for a request; the loop ends when the client closes the channel.
             let (key, len) = match t.wait() {
                 Ok(request) => request,
                 Err(::idl::rt::CallError::Closed) => return Ok(()),
                 Err(e) => return Err(e),
             };
+            // Check it and call the method; a panic fails this call only.
             let req = t.request(len);
             let done = ::std::panic::catch_unwind(::std::panic::AssertUnwindSafe(|| {
                 dispatch(s, key, req)
             }));
-            match done {
-                Ok(Ok(reply)) => t.reply(::idl::rt::Status::Ok, reply.len, reply.strings)?,
-                Ok(Err(status)) => t.reply(status, 0, 0..0)?,
-                Err(_panic) => t.reply(::idl::rt::Status::ServerFailed, 0, 0..0)?,
+            // Reply in place; a client gone meanwhile ends the loop.
+            let sent = match done {
+                Ok(Ok(reply)) => t.reply(::idl::rt::Status::Ok, reply.len, reply.strings),
+                Ok(Err(status)) => t.reply(status, 0, 0..0),
+                Err(_panic) => t.reply(::idl::rt::Status::ServerFailed, 0, 0..0),
+            };
+            match sent {
+                Ok(()) => {}
+                Err(::idl::rt::CallError::Closed) => return Ok(()),
+                Err(e) => return Err(e),
             }
         }
     }

@@ -1,0 +1,281 @@
+//! Round trips between two processes over the shared-memory channel, and
+//! IOzone's reread (Table 3), for every family, interleaved in one run.
+
+use std::hint::black_box;
+use std::time::Instant;
+
+use idl::rt::shm::ClientEnd;
+
+use super::count::TABLE4_INTS;
+use super::server::{FILE_BYTES, PfsClient, READ_BYTES};
+use super::shm::{Child2, ShmWire, raw_lens};
+use super::wire::{KEY_DIRENTRIES, KEY_NULL, KEY_OPEN, KEY_READ, KEY_WRITE};
+use super::{capnp_peer, flat_peer, hand, prost_peer};
+
+/// The calls timed, in order.
+pub const CALLS: [&str; 4] = ["null", "pfs_open", "pfs_write", "pfs_get_direntries"];
+
+/// How long to measure.
+#[derive(Clone, Copy, Debug)]
+pub struct Budget {
+    /// Interleaved rounds; the best is kept.
+    pub rounds: usize,
+    /// Calls per timed batch.
+    pub batch: usize,
+    /// IOzone runs (each ten passes over the file) per round.
+    pub iozone_runs: usize,
+}
+
+impl Budget {
+    /// The report's budget (a few seconds per family).
+    pub const DEFAULT: Budget = Budget {
+        rounds: 7,
+        batch: 4000,
+        iozone_runs: 5,
+    };
+    /// A smoke test.
+    pub const QUICK: Budget = Budget {
+        rounds: 1,
+        batch: 200,
+        iozone_runs: 1,
+    };
+}
+
+/// A family in a child process: the raw channel, or a client over it.
+pub enum Family {
+    /// No stub: `call_raw` with the bytes fastpath's stubs would move.
+    Raw(ClientEnd),
+    /// A stub family.
+    Stub(Box<dyn PfsClient>),
+}
+
+/// A running family and its server child.
+pub struct Running {
+    /// The family's name.
+    pub name: &'static str,
+    /// The client side.
+    pub family: Family,
+    _child: Child2,
+    data: Vec<i32>,
+    out: Vec<i32>,
+    buf: Vec<u8>,
+}
+
+/// The families of the timed tables, each with its server child started.
+pub fn start_all() -> Result<Vec<Running>, String> {
+    let mut v = Vec::new();
+    let mut names: Vec<&'static str> = vec!["raw"];
+    if super::fastpath_family::available() {
+        names.push("fastpath");
+    }
+    names.extend(["hand-written", "prost", "capnp", "flatbuffers"]);
+    for name in names {
+        let mut child = Child2::spawn(name)?;
+        let end = child.end.take().ok_or("no client end")?;
+        let family = if name == "raw" {
+            Family::Raw(end)
+        } else {
+            let c: Box<dyn PfsClient> = match name {
+                "fastpath" => super::fastpath_family::shm_client(end)?,
+                "hand-written" => Box::new(hand::Client {
+                    wire: ShmWire { end },
+                }),
+                "prost" => Box::new(prost_peer::Client {
+                    wire: ShmWire { end },
+                }),
+                "capnp" => Box::new(capnp_peer::Client {
+                    wire: ShmWire { end },
+                }),
+                _ => Box::new(flat_peer::Client::new(ShmWire { end })),
+            };
+            Family::Stub(c)
+        };
+        let mut r = Running {
+            name,
+            family,
+            _child: child,
+            data: (0..TABLE4_INTS as i32).collect(),
+            out: Vec::new(),
+            buf: Vec::with_capacity(READ_BYTES),
+        };
+        if let Family::Stub(c) = &mut r.family {
+            super::server::check(c.as_mut())?;
+        }
+        v.push(r);
+    }
+    Ok(v)
+}
+
+impl Running {
+    /// One call `k` (index of [`CALLS`]).
+    #[inline]
+    pub fn call(&mut self, k: usize) -> Result<(), String> {
+        match &mut self.family {
+            Family::Raw(end) => {
+                let key = [KEY_NULL, KEY_OPEN, KEY_WRITE, KEY_DIRENTRIES][k];
+                let (req, _) = raw_lens(key);
+                let bytes = [0u8; 64];
+                let r = end
+                    .call_raw(key, &bytes[..req])
+                    .map_err(|e| e.to_string())?;
+                black_box(r);
+            }
+            Family::Stub(c) => {
+                let r = match k {
+                    0 => c.null().map(|_| 0),
+                    1 => {
+                        let mut h = 0;
+                        c.pfs_open(1, 2, 3, 4, &mut h)
+                    }
+                    2 => {
+                        let mut pos = 0;
+                        c.pfs_write(5, &mut pos, 6, &self.data)
+                    }
+                    _ => {
+                        let mut pos = 0;
+                        c.pfs_get_direntries(5, &mut pos, TABLE4_INTS as i32, &mut self.out)
+                    }
+                };
+                black_box(r.map_err(|e| e.to_string())?);
+            }
+        }
+        Ok(())
+    }
+
+    /// Nanoseconds per call of `k` over a batch of `n`.
+    pub fn time_call(&mut self, k: usize, n: usize) -> Result<f64, String> {
+        let t = Instant::now();
+        for _ in 0..n {
+            self.call(k)?;
+        }
+        Ok(t.elapsed().as_nanos() as f64 / n as f64)
+    }
+
+    /// One IOzone reread: ten passes over the file in 4 KiB reads; the
+    /// seconds it took.
+    pub fn iozone(&mut self) -> Result<f64, String> {
+        let t = Instant::now();
+        for _ in 0..10 {
+            for off in (0..FILE_BYTES).step_by(READ_BYTES) {
+                match &mut self.family {
+                    Family::Raw(end) => {
+                        let mut req = [0u8; 12];
+                        req[4..8].copy_from_slice(&(off as i32).to_ne_bytes());
+                        let r = end.call_raw(KEY_READ, &req).map_err(|e| e.to_string())?;
+                        self.buf.clear();
+                        self.buf.extend_from_slice(r.get(24..).unwrap_or(&[]));
+                    }
+                    Family::Stub(c) => {
+                        c.read(3, off as i32, READ_BYTES as i32, &mut self.buf)
+                            .map_err(|e| e.to_string())?;
+                    }
+                }
+                if self.buf.len() != READ_BYTES {
+                    return Err(format!(
+                        "{}: read returned {} bytes",
+                        self.name,
+                        self.buf.len()
+                    ));
+                }
+                black_box(&self.buf);
+            }
+        }
+        Ok(t.elapsed().as_secs_f64())
+    }
+}
+
+/// IOzone's reread through the kernel: `pread` of the same 64 KiB file on
+/// tmpfs (`/dev/shm`), ten passes of 4 KiB reads; seconds per run.
+pub fn pread_iozone() -> Result<f64, String> {
+    use std::os::unix::fs::FileExt;
+    let path = std::path::Path::new("/dev/shm")
+        .join(format!("fastpath-idl-iozone-{}", std::process::id()));
+    std::fs::write(&path, super::server::test_file())
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let f = std::fs::File::open(&path).map_err(|e| e.to_string());
+    let _ = std::fs::remove_file(&path);
+    let f = f?;
+    let mut buf = vec![0u8; READ_BYTES];
+    let t = Instant::now();
+    for _ in 0..10 {
+        for off in (0..FILE_BYTES).step_by(READ_BYTES) {
+            let n = f.read_at(&mut buf, off as u64).map_err(|e| e.to_string())?;
+            if n != READ_BYTES {
+                return Err(format!("pread returned {n} bytes"));
+            }
+            black_box(&buf);
+        }
+    }
+    Ok(t.elapsed().as_secs_f64())
+}
+
+/// Results of the timed part.
+#[derive(Clone, Debug)]
+pub struct Timed {
+    /// Family names, in order.
+    pub names: Vec<&'static str>,
+    /// Per family, per call: best ns per call.
+    pub ns: Vec<Vec<f64>>,
+    /// Per family: best seconds of one IOzone run (ten passes).
+    pub iozone: Vec<f64>,
+    /// `pread` on tmpfs: best seconds of one run.
+    pub pread: Result<f64, String>,
+}
+
+/// Times every family, rounds interleaved.
+pub fn run(budget: Budget) -> Result<Timed, String> {
+    // With FASTPATH_IDL_PIN set: the client on the first CPU, the servers
+    // on the second (see `shm::cpus`). Off by default: on a machine whose
+    // cores are busy with other work, a pinned side waits for its core's
+    // time slice at every hand-off.
+    let old = if std::env::var_os(super::shm::PIN_ENV).is_some() {
+        super::shm::cpus().and_then(|(c, _)| super::shm::pin(c))
+    } else {
+        None
+    };
+    let r = run_pinned(budget);
+    if let Some(old) = old {
+        super::shm::unpin(&old);
+    }
+    r
+}
+
+fn run_pinned(budget: Budget) -> Result<Timed, String> {
+    let mut fams = start_all()?;
+    let mut ns = vec![vec![f64::MAX; CALLS.len()]; fams.len()];
+    let mut io = vec![f64::MAX; fams.len()];
+    // Warm up.
+    for f in &mut fams {
+        for k in 0..CALLS.len() {
+            f.time_call(k, budget.batch / 4 + 1)?;
+        }
+        f.iozone()?;
+    }
+    for _ in 0..budget.rounds {
+        for (i, f) in fams.iter_mut().enumerate() {
+            for k in 0..CALLS.len() {
+                // Wake the server (it sleeps on the futex while the others
+                // are measured) before the timed batch.
+                f.time_call(k, budget.batch / 8 + 1)?;
+                ns[i][k] = ns[i][k].min(f.time_call(k, budget.batch)?);
+            }
+            for _ in 0..budget.iozone_runs {
+                io[i] = io[i].min(f.iozone()?);
+            }
+        }
+    }
+    let mut pread: Result<f64, String> = Err("not run".to_string());
+    for _ in 0..budget.rounds.max(1) * budget.iozone_runs.max(1) {
+        let t = pread_iozone();
+        pread = match (pread, t) {
+            (Ok(a), Ok(b)) => Ok(a.min(b)),
+            (_, t) => t,
+        };
+    }
+    Ok(Timed {
+        names: fams.iter().map(|f| f.name).collect(),
+        ns,
+        iozone: io,
+        pread,
+    })
+}
