@@ -101,7 +101,11 @@ fn weighted_sum<B: Backend>(f: &mut Func<B>, sig: &str) -> vcode::Result<B::Code
 
 /// `double unmarshal(void *msg)`: one 8-byte field per parameter of the
 /// callee (types `params`), then the call with that argument list.
-fn unmarshal<B: Backend>(f: &mut Func<B>, callee: &B::Code, params: &[Ty]) -> vcode::Result<B::Code> {
+fn unmarshal<B: Backend>(
+    f: &mut Func<B>,
+    callee: &B::Code,
+    params: &[Ty],
+) -> vcode::Result<B::Code> {
     let args = f.lambda("%p", Leaf::No)?;
     let msg = args.get::<P>(0)?;
     f.name("unmarshal");
@@ -150,7 +154,10 @@ fn show(out: &mut String, code: &vcode::aarch64::Code, result: &str) {
 }
 
 /// Nanoseconds per function for `reps` builds (lambda through end).
-fn cost<B: Backend>(reps: usize, build: impl Fn(&mut Func<B>) -> vcode::Result<B::Code>) -> Res<f64> {
+fn cost<B: Backend>(
+    reps: usize,
+    build: impl Fn(&mut Func<B>) -> vcode::Result<B::Code>,
+) -> Res<f64> {
     let mut f = Func::<B>::with_backend();
     build(&mut f)?;
     let t = Instant::now();
@@ -198,12 +205,21 @@ fn main() -> Res<()> {
     // SAFETY: the generated code computes on its arguments and reads only the buffers passed to it.
     let r = unsafe { c.invoke(&[Value::L(7)]) }?;
     show(&mut out, &sc, "the callee of twice_scaled");
-    show(&mut out, &c, &format!("twice_scaled(7) = scale(scale(7, 3), 5) + 7 = {r:?}"));
+    show(
+        &mut out,
+        &c,
+        &format!("twice_scaled(7) = scale(scale(7, 3), 5) + 7 = {r:?}"),
+    );
 
     let callee = weighted_sum(&mut f, &sig)?;
     let params = vcode::Signature::parse(&sig)?.params().to_vec();
-    if let Some(bad) = params.iter().find(|t| !matches!(t, Ty::I | Ty::L | Ty::F | Ty::D)) {
-        return Err(format!("example 4 takes parameters of types i l f d; {sig:?} has {bad}").into());
+    if let Some(bad) = params
+        .iter()
+        .find(|t| !matches!(t, Ty::I | Ty::L | Ty::F | Ty::D))
+    {
+        return Err(
+            format!("example 4 takes parameters of types i l f d; {sig:?} has {bad}").into(),
+        );
     }
     let stub = unmarshal(&mut Func::<A64>::with_backend(), &callee, &params)?;
     let mut msg = vec![0u64; params.len()];
@@ -225,8 +241,16 @@ fn main() -> Res<()> {
     }
     // SAFETY: the generated code computes on its arguments and reads only the buffers passed to it.
     let got = unsafe { stub.invoke(&[Value::P(msg.as_ptr() as usize)]) }?;
-    show(&mut out, &callee, &format!("signature {sig:?} chosen at run time"));
-    let verdict = if got == Value::D(expect) { "ok" } else { "MISMATCH" };
+    show(
+        &mut out,
+        &callee,
+        &format!("signature {sig:?} chosen at run time"),
+    );
+    let verdict = if got == Value::D(expect) {
+        "ok"
+    } else {
+        "MISMATCH"
+    };
     show(
         &mut out,
         &stub,
@@ -236,9 +260,17 @@ fn main() -> Res<()> {
     out.push_str("\n== generation cost, lambda through end (wall clock, this machine) ==\n");
     out.push_str("  function        x86-64 ns   aarch64 ns\n");
     for (name, a, x) in [
-        ("plus1", cost::<A64>(100_000, plus1)?, cost::<X64>(100_000, plus1)?),
+        (
+            "plus1",
+            cost::<A64>(100_000, plus1)?,
+            cost::<X64>(100_000, plus1)?,
+        ),
         ("sum", cost::<A64>(50_000, sum)?, cost::<X64>(50_000, sum)?),
-        ("straight-100", cost::<A64>(10_000, straight)?, cost::<X64>(10_000, straight)?),
+        (
+            "straight-100",
+            cost::<A64>(10_000, straight)?,
+            cost::<X64>(10_000, straight)?,
+        ),
     ] {
         out.push_str(&format!("  {name:<14} {x:>10.1} {a:>12.1}\n"));
     }

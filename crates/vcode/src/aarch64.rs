@@ -513,7 +513,11 @@ fn movi_to(s: &mut impl Sink, w: bool, rd: u8, v: i64) {
     // One 16-bit chunk (at any position) set, the rest 0 (or, for movn, 1).
     // The lowest nonzero chunk's bit position (0 for 0).
     let tz = if v == 0 { 0 } else { v.trailing_zeros() & !15 };
-    let tzn = if nv == 0 { 0 } else { nv.trailing_zeros() & !15 };
+    let tzn = if nv == 0 {
+        0
+    } else {
+        nv.trailing_zeros() & !15
+    };
     if v >> tz < 0x1_0000 {
         s.w(sf(w) | 0x5280_0000 | (tz / 16) << 21 | ((v >> tz) as u32) << 5 | rd as u32);
     } else if nv >> tzn < 0x1_0000 {
@@ -574,15 +578,17 @@ fn movi_long(s: &mut impl Sink, w: bool, rd: u8, v: u64) {
 fn mem_to(s: &mut impl Sink, op: MemOp, rt: u8, base: u8, off: Src) {
     let MemOp(opc, lg) = op;
     match off {
-        Src::R(r) => {
-            s.w((opc & !0x0100_0000) | 0x0020_6800 | (r as u32) << 16 | (base as u32) << 5 | rt as u32)
-        }
+        Src::R(r) => s.w((opc & !0x0100_0000)
+            | 0x0020_6800
+            | (r as u32) << 16
+            | (base as u32) << 5
+            | rt as u32),
         Src::I(o) if o >= 0 && o & ((1 << lg) - 1) == 0 && (o >> lg) < 4096 => {
             s.w(opc | ((o >> lg) as u32) << 10 | (base as u32) << 5 | rt as u32)
         }
-        Src::I(o) if (-256..256).contains(&o) => s.w(
-            (opc & !0x0100_0000) | ((o as u32) & 0x1ff) << 12 | (base as u32) << 5 | rt as u32,
-        ),
+        Src::I(o) if (-256..256).contains(&o) => {
+            s.w((opc & !0x0100_0000) | ((o as u32) & 0x1ff) << 12 | (base as u32) << 5 | rt as u32)
+        }
         Src::I(o) => mem_long(s, op, rt, base, o),
     }
 }
@@ -680,7 +686,14 @@ impl A64 {
     /// `csel rd, rn, rm, cc`.
     #[inline(always)]
     fn csel(&mut self, w: bool, rd: u8, rn: u8, rm: u8, cc: u8) {
-        self.put(sf(w) | 0x1a80_0000 | (rm as u32) << 16 | (cc as u32) << 12 | (rn as u32) << 5 | rd as u32);
+        self.put(
+            sf(w)
+                | 0x1a80_0000
+                | (rm as u32) << 16
+                | (cc as u32) << 12
+                | (rn as u32) << 5
+                | rd as u32,
+        );
     }
 
     /// `fcmp rn, rm` of type `ty`.
@@ -691,22 +704,40 @@ impl A64 {
 
     /// A float constant: `fmov` (immediate or from `ip0`) or a literal load.
     fn fconst(&mut self, ty: Ty, rd: u8, bits: u64) {
-        let bits = if ty == Ty::F { bits & 0xffff_ffff } else { bits };
+        let bits = if ty == Ty::F {
+            bits & 0xffff_ffff
+        } else {
+            bits
+        };
         if bits == 0 {
             // fmov s/d, wzr/xzr
-            let word = if ty == Ty::D { 0x9e67_03e0 } else { 0x1e27_03e0 };
+            let word = if ty == Ty::D {
+                0x9e67_03e0
+            } else {
+                0x1e27_03e0
+            };
             self.put(word | rd as u32);
         } else if let Some(imm8) = fmov_imm8(ty, bits) {
             self.put(0x1e20_1000 | ftype(ty) | imm8 << 13 | rd as u32);
         } else if (0..4).filter(|i| (bits >> (16 * i)) & 0xffff != 0).count() <= 2 {
             self.movi(true, IP0, bits as i64);
-            let word = if ty == Ty::D { 0x9e67_0000 } else { 0x1e27_0000 };
+            let word = if ty == Ty::D {
+                0x9e67_0000
+            } else {
+                0x1e27_0000
+            };
             self.put(word | (IP0 as u32) << 5 | rd as u32);
         } else {
             let slot = self.pool_const(bits);
             self.pool_refs.push((self.buf.pos() as u32, slot));
             // ldr s/d, literal (patched at end)
-            self.put(if ty == Ty::D { 0x5c00_0000 } else { 0x1c00_0000 } | rd as u32);
+            self.put(
+                if ty == Ty::D {
+                    0x5c00_0000
+                } else {
+                    0x1c00_0000
+                } | rd as u32,
+            );
         }
     }
 
@@ -896,7 +927,11 @@ impl Backend for A64 {
             BinOp::Add | BinOp::Sub => match b {
                 Src::I(v) => {
                     let v = if w { v } else { v as i32 as i64 };
-                    let v = if op == BinOp::Sub { v.wrapping_neg() } else { v };
+                    let v = if op == BinOp::Sub {
+                        v.wrapping_neg()
+                    } else {
+                        v
+                    };
                     if v == i64::MIN {
                         self.movi(true, IP1, v);
                         self.rrr(0x8b00_0000, rd, a, IP1);
@@ -905,7 +940,11 @@ impl Backend for A64 {
                     }
                 }
                 Src::R(r) => {
-                    let base = if op == BinOp::Add { 0x0b00_0000 } else { 0x4b00_0000 };
+                    let base = if op == BinOp::Add {
+                        0x0b00_0000
+                    } else {
+                        0x4b00_0000
+                    };
                     self.rrr(sf(w) | base, rd, a, r);
                 }
             },
@@ -935,13 +974,25 @@ impl Backend for A64 {
                     }
                 }
                 let r = reg(self, b);
-                let div = sf(w) | if ty.is_signed() { 0x1ac0_0c00 } else { 0x1ac0_0800 };
+                let div = sf(w)
+                    | if ty.is_signed() {
+                        0x1ac0_0c00
+                    } else {
+                        0x1ac0_0800
+                    };
                 if op == BinOp::Div {
                     self.rrr(div, rd, a, r);
                 } else {
                     self.rrr(div, IP0, a, r);
                     // msub rd, ip0, r, a
-                    self.put(sf(w) | 0x1b00_8000 | (r as u32) << 16 | (a as u32) << 10 | (IP0 as u32) << 5 | rd as u32);
+                    self.put(
+                        sf(w)
+                            | 0x1b00_8000
+                            | (r as u32) << 16
+                            | (a as u32) << 10
+                            | (IP0 as u32) << 5
+                            | rd as u32,
+                    );
                 }
             }
             BinOp::Lsh | BinOp::Rsh => match b {
@@ -953,10 +1004,30 @@ impl Backend for A64 {
                         self.mov(w, rd, a);
                     } else if op == BinOp::Lsh {
                         // ubfm rd, a, #(width - c), #(width - 1 - c)
-                        self.put(sf(w) | 0x5300_0000 | n | (width - c) << 16 | (width - 1 - c) << 10 | (a as u32) << 5 | rd as u32);
+                        self.put(
+                            sf(w)
+                                | 0x5300_0000
+                                | n
+                                | (width - c) << 16
+                                | (width - 1 - c) << 10
+                                | (a as u32) << 5
+                                | rd as u32,
+                        );
                     } else {
-                        let base = if ty.is_signed() { 0x1300_0000 } else { 0x5300_0000 };
-                        self.put(sf(w) | base | n | c << 16 | (width - 1) << 10 | (a as u32) << 5 | rd as u32);
+                        let base = if ty.is_signed() {
+                            0x1300_0000
+                        } else {
+                            0x5300_0000
+                        };
+                        self.put(
+                            sf(w)
+                                | base
+                                | n
+                                | c << 16
+                                | (width - 1) << 10
+                                | (a as u32) << 5
+                                | rd as u32,
+                        );
                     }
                 }
                 Src::R(r) => {
@@ -1034,16 +1105,28 @@ impl Backend for A64 {
             }
             (false, true) => {
                 if from == Ty::P {
-                    return self.buf.fail(m, ErrorKind::UnsupportedType { insn: "cv", ty: from });
+                    return self.buf.fail(
+                        m,
+                        ErrorKind::UnsupportedType {
+                            insn: "cv",
+                            ty: from,
+                        },
+                    );
                 }
                 let (rd, rs) = (v(rd), g(rs));
                 // scvtf / ucvtf
-                let base = if from.is_signed() { 0x1e22_0000 } else { 0x1e23_0000 };
+                let base = if from.is_signed() {
+                    0x1e22_0000
+                } else {
+                    0x1e23_0000
+                };
                 self.put(sf(from.is_64()) | base | ftype(to) | (rs as u32) << 5 | rd as u32);
             }
             (true, false) => {
                 if to == Ty::P {
-                    return self.buf.fail(m, ErrorKind::UnsupportedType { insn: "cv", ty: to });
+                    return self
+                        .buf
+                        .fail(m, ErrorKind::UnsupportedType { insn: "cv", ty: to });
                 }
                 let (rd, rs) = (g(rd), v(rs));
                 match to {
@@ -1598,7 +1681,12 @@ impl A64 {
         self.last_ret = Some(at);
     }
 
-    fn link(&mut self, alloc: &RegAlloc, sig: Signature, name: Option<String>) -> Result<Code, Error> {
+    fn link(
+        &mut self,
+        alloc: &RegAlloc,
+        sig: Signature,
+        name: Option<String>,
+    ) -> Result<Code, Error> {
         if let Some(e) = self.buf.err.take() {
             return Err(e);
         }
@@ -1671,15 +1759,24 @@ impl A64 {
                 match self.labels.get(f.label as usize) {
                     Some(&p) if p != UNPLACED => p,
                     Some(_) => {
-                        return Err(err(f.index, f.method(), ErrorKind::UnplacedLabel { label: f.label }));
+                        return Err(err(
+                            f.index,
+                            f.method(),
+                            ErrorKind::UnplacedLabel { label: f.label },
+                        ));
                     }
                     None => {
-                        return Err(err(f.index, f.method(), ErrorKind::UnknownLabel { label: f.label }));
+                        return Err(err(
+                            f.index,
+                            f.method(),
+                            ErrorKind::UnknownLabel { label: f.label },
+                        ));
                     }
                 }
             };
             let at = f.at as usize;
-            let word = u32::from_le_bytes(self.buf.bytes()[at..at + 4].try_into().unwrap_or([0; 4]));
+            let word =
+                u32::from_le_bytes(self.buf.bytes()[at..at + 4].try_into().unwrap_or([0; 4]));
             if f.label == EPILOGUE && !frame {
                 self.buf.patch4(at, 0xd65f_03c0); // the epilogue is a bare ret
                 continue;
@@ -1711,7 +1808,8 @@ impl A64 {
                 ));
             }
             let at = at as usize;
-            let word = u32::from_le_bytes(self.buf.bytes()[at..at + 4].try_into().unwrap_or([0; 4]));
+            let word =
+                u32::from_le_bytes(self.buf.bytes()[at..at + 4].try_into().unwrap_or([0; 4]));
             let patched = if word & 0x9f00_0000 == 0x1000_0000 {
                 // adr: immlo in 30:29, immhi in 23:5
                 word | ((rel as u32) & 3) << 29 | (((rel >> 2) as u32) & 0x7ffff) << 5
@@ -1742,8 +1840,8 @@ impl A64 {
         // is 8-byte aligned; up to 56 more bytes place it).
         let slack = self.align.max(8) - 8;
         let mut words = vec![0u64; (total + slack).div_ceil(8)];
-        let start = (words.as_ptr() as usize).next_multiple_of(self.align.max(8))
-            - words.as_ptr() as usize;
+        let start =
+            (words.as_ptr() as usize).next_multiple_of(self.align.max(8)) - words.as_ptr() as usize;
         {
             // SAFETY: a u64 buffer viewed as its bytes.
             let bytes = unsafe {
@@ -1998,7 +2096,14 @@ impl A64 {
     pub fn add1c(&mut self, w: bool, rd: u8, a: u8, b: u8) {
         let (rd, a, b) = (g(rd), g(a), g(b));
         self.rrr(sf(w) | 0x2b00_0000, rd, a, b);
-        self.put(sf(w) | 0x1a80_0400 | (rd as u32) << 16 | (LO as u32) << 12 | (rd as u32) << 5 | rd as u32);
+        self.put(
+            sf(w)
+                | 0x1a80_0400
+                | (rd as u32) << 16
+                | (LO as u32) << 12
+                | (rd as u32) << 5
+                | rd as u32,
+        );
     }
 
     /// `rd = popcount(a)` through the SIMD unit: `fmov d31, a; cnt v31.8b;
@@ -2034,7 +2139,14 @@ impl A64 {
             self.fcmp(ty, v(a), v(b));
             let cc = if max { GT } else { MI };
             // fcsel rd, a, b, cc
-            self.put(0x1e20_0c00 | ftype(ty) | (v(b) as u32) << 16 | (cc as u32) << 12 | (v(a) as u32) << 5 | v(rd) as u32);
+            self.put(
+                0x1e20_0c00
+                    | ftype(ty)
+                    | (v(b) as u32) << 16
+                    | (cc as u32) << 12
+                    | (v(a) as u32) << 5
+                    | v(rd) as u32,
+            );
         } else {
             self.cmp(ty.is_64(), g(a), Src::R(g(b)));
             let cc = cc_int(if max { Cond::Gt } else { Cond::Lt }, ty.is_signed());
@@ -2051,7 +2163,10 @@ mod tests {
     fn logical_immediates_encode_as_the_architecture_does() {
         // Known encodings (N:immr:imms) from the A64 reference.
         assert_eq!(logical_imm(0xff, true), Some(0b1_000000_000111));
-        assert_eq!(logical_imm(0x5555_5555_5555_5555, true), Some(0b0_000000_111100));
+        assert_eq!(
+            logical_imm(0x5555_5555_5555_5555, true),
+            Some(0b0_000000_111100)
+        );
         assert_eq!(logical_imm(0xffff_0000, false), Some(0b0_010000_001111));
         assert_eq!(logical_imm(0, true), None);
         assert_eq!(logical_imm(!0, true), None);
@@ -2070,7 +2185,11 @@ mod tests {
             let r = immr & (size - 1);
             let run = (1u64 << (s + 1)) - 1;
             let mask = if size == 64 { !0 } else { (1u64 << size) - 1 };
-            let elt = if r == 0 { run } else { ((run >> r) | (run << (size - r))) & mask };
+            let elt = if r == 0 {
+                run
+            } else {
+                ((run >> r) | (run << (size - r))) & mask
+            };
             let mut v = 0u64;
             let mut k = 0;
             while k < 64 {
@@ -2085,7 +2204,11 @@ mod tests {
                 for r in 0..size {
                     let mask = if size == 64 { !0 } else { (1u64 << size) - 1 };
                     let run = (1u64 << ones) - 1;
-                    let elt = if r == 0 { run } else { ((run >> r) | (run << (size - r))) & mask };
+                    let elt = if r == 0 {
+                        run
+                    } else {
+                        ((run >> r) | (run << (size - r))) & mask
+                    };
                     let mut v = 0u64;
                     let mut k = 0;
                     while k < 64 {

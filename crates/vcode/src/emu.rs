@@ -87,7 +87,8 @@ impl Emu {
             .map_err(err)?;
         uc.mem_map(SENTINEL, PAGE, Prot::ALL).map_err(err)?;
         // Floating point and SIMD enabled at EL0/EL1.
-        uc.reg_write(RegisterARM64::CPACR_EL1, 3 << 20).map_err(err)?;
+        uc.reg_write(RegisterARM64::CPACR_EL1, 3 << 20)
+            .map_err(err)?;
         uc.add_mem_hook(
             HookType::MEM_UNMAPPED,
             1,
@@ -110,9 +111,8 @@ impl Emu {
                     // SAFETY: the host page exists (checked above) and stays
                     // mapped while the generated code runs: it is code or
                     // data the caller of `call` vouched for.
-                    let ok = unsafe {
-                        uc.mem_map_ptr(page, PAGE, Prot::ALL, page as *mut libc::c_void)
-                    };
+                    let ok =
+                        unsafe { uc.mem_map_ptr(page, PAGE, Prot::ALL, page as *mut libc::c_void) };
                     if ok.is_err() {
                         return false;
                     }
@@ -126,7 +126,13 @@ impl Emu {
         Ok(Emu { uc })
     }
 
-    fn run(&mut self, addr: usize, args: &[Value], ret: Ty, count: bool) -> Result<(Value, u64), EmuError> {
+    fn run(
+        &mut self,
+        addr: usize,
+        args: &[Value],
+        ret: Ty,
+        count: bool,
+    ) -> Result<(Value, u64), EmuError> {
         let uc = &mut self.uc;
         let setup = |_| EmuError("emulation: cannot set up the call");
         let _ = uc.ctl_flush_tb();
@@ -151,7 +157,8 @@ impl Emu {
         let area = (8 * stack.len() as u64 + 15) & !15;
         let sp = STACK_BASE + STACK_SIZE - 64 - area;
         for (i, w) in stack.iter().enumerate() {
-            uc.mem_write(sp + 8 * i as u64, &w.to_le_bytes()).map_err(setup)?;
+            uc.mem_write(sp + 8 * i as u64, &w.to_le_bytes())
+                .map_err(setup)?;
         }
         uc.reg_write(RegisterARM64::SP, sp).map_err(setup)?;
         uc.reg_write(RegisterARM64::X30, SENTINEL).map_err(setup)?;

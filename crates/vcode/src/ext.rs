@@ -52,10 +52,10 @@
 //! ```
 
 use crate::Operand;
+use crate::aarch64::A64;
 use crate::backend::Backend;
 use crate::func::Func;
 use crate::ty::{P, Reg, Type};
-use crate::aarch64::A64;
 use crate::x86_64::X64;
 
 /// The targets an extension entry has a native mapping for: the backend as

@@ -30,6 +30,7 @@ use common::r;
 const NEVER_CALLED: usize = 0x1000;
 
 use proptest::prelude::*;
+use vcode::aarch64::{A64, Aapcs64};
 use vcode::ext::{Bswap, MinMax, OnesComplement, Popcount, Select, Sqrt};
 use vcode::host;
 use vcode::reference::{Fault, FaultKind};
@@ -37,7 +38,6 @@ use vcode::{
     AnyReg, Arg, Backend, Callee, Class, D, Error, ErrorKind, F, Func, I, Invoke, InvokeError, L,
     Leaf, Local, Operand, P, Reg, Ty, Type, U, UL, Value,
 };
-use vcode::aarch64::{A64, Aapcs64};
 
 /// The reference backend with the aarch64 target's calling convention.
 type Reference = vcode::reference::Reference<Aapcs64>;

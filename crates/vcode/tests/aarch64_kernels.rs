@@ -302,13 +302,21 @@ fn gcc_kernels() -> Option<Vec<(String, GccCode)>> {
     std::fs::write(&c, C_KERNELS).ok()?;
     let o = dir.join("kernels.o");
     let st = Command::new("aarch64-linux-gnu-gcc")
-        .args(["-O2", "-ffreestanding", "-fno-stack-protector", "-ffunction-sections", "-c"])
+        .args([
+            "-O2",
+            "-ffreestanding",
+            "-fno-stack-protector",
+            "-ffunction-sections",
+            "-c",
+        ])
         .arg(&c)
         .arg("-o")
         .arg(&o)
         .status();
     if !matches!(st, Ok(s) if s.success()) {
-        eprintln!("aarch64_kernels: aarch64-linux-gnu-gcc not available: skipping the gcc comparison (scripts/install-deps.sh installs gcc-aarch64-linux-gnu)");
+        eprintln!(
+            "aarch64_kernels: aarch64-linux-gnu-gcc not available: skipping the gcc comparison (scripts/install-deps.sh installs gcc-aarch64-linux-gnu)"
+        );
         return None;
     }
     let mut out = Vec::new();
@@ -352,21 +360,28 @@ fn kernels_under_emulation_against_rust_and_gcc() {
     let a: Vec<i32> = (0..10_000).map(|i| 2 * i).collect();
     let mut s = 0x5eedu64;
     let mut rnd = || {
-        s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        s = s
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         s >> 33
     };
     let keys: Vec<i32> = (0..10_000).map(|_| (rnd() % 20_002) as i32 - 1).collect();
     let data: Vec<u8> = (0..100_000).map(|_| rnd() as u8).collect();
     const COLLATZ: u64 = 10_000;
 
-    let mut table = String::from("kernel          vcode insns      gcc -O2 insns   ratio  (code bytes vcode / gcc)\n");
+    let mut table = String::from(
+        "kernel          vcode insns      gcc -O2 insns   ratio  (code bytes vcode / gcc)\n",
+    );
     for (k, code) in codes.iter().enumerate() {
         let mut flags = vec![1u8; SIEVE];
         let args_for = |flags: &mut Vec<u8>| -> Vec<Value> {
             match k {
                 0 => {
                     flags.fill(1);
-                    vec![Value::P(flags.as_mut_ptr() as usize), Value::L(SIEVE as i64)]
+                    vec![
+                        Value::P(flags.as_mut_ptr() as usize),
+                        Value::L(SIEVE as i64),
+                    ]
                 }
                 1 => vec![
                     Value::P(a.as_ptr() as usize),
@@ -374,7 +389,10 @@ fn kernels_under_emulation_against_rust_and_gcc() {
                     Value::P(keys.as_ptr() as usize),
                     Value::L(keys.len() as i64),
                 ],
-                2 => vec![Value::P(data.as_ptr() as usize), Value::L(data.len() as i64)],
+                2 => vec![
+                    Value::P(data.as_ptr() as usize),
+                    Value::L(data.len() as i64),
+                ],
                 _ => vec![Value::UL(COLLATZ)],
             }
         };

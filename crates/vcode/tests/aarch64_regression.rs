@@ -23,10 +23,10 @@ mod common;
 use common::r;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use vcode::aarch64::{A64, Aapcs64, Code};
 use vcode::ext::{Bswap, MinMax, OnesComplement, Popcount, Select, Sqrt};
 use vcode::host;
 use vcode::reference::{Fault, FaultKind, RefCode};
-use vcode::aarch64::{A64, Aapcs64, Code};
 use vcode::{
     Backend, D, ErrorKind, F, Float, Func, I, Int, Invoke, InvokeError, L, Leaf, Operand, P, Reg,
     Ty, Type, U, UL, Value,
@@ -427,7 +427,13 @@ struct Pair {
 fn check_decodes(code: &Code, what: &str) {
     assert_eq!(code.len() % 4, 0, "{what}");
     for (k, w) in code.bytes()[..code.parts().1].chunks_exact(4).enumerate() {
-        assert_ne!(w, [0, 0, 0, 0], "{what}: udf at {:#x}\n{}", 4 * k, code.listing());
+        assert_ne!(
+            w,
+            [0, 0, 0, 0],
+            "{what}: udf at {:#x}\n{}",
+            4 * k,
+            code.listing()
+        );
     }
 }
 
@@ -2383,18 +2389,10 @@ fn bug_calls_from_a_jal_subroutine() {
         f.jal(sub);
         f.retv();
         f.label(sub);
-        f.call(
-            s,
-            vcode::Callee::Native(stack_misalignment()),
-            &[],
-        );
+        f.call(s, vcode::Callee::Native(stack_misalignment()), &[]);
         f.st(s, ctl, 8 * OUT as i32);
         let args: Vec<vcode::Arg> = (1..=9).map(|k| vcode::Arg::Imm(Ty::L, k)).collect();
-        f.call(
-            s,
-            vcode::Callee::Native(nine_args()),
-            &args,
-        );
+        f.call(s, vcode::Callee::Native(nine_args()), &args);
         f.st(s, ctl, 8 * (OUT + 1) as i32);
         // Calls from the body are aligned too.
         f.ret_link();
@@ -2446,7 +2444,19 @@ fn floats_and_ints() -> usize {
             f.getreg::<D>(vcode::Class::Temp).unwrap(),
             f.getreg::<D>(vcode::Class::Temp).unwrap(),
         );
-        let sig = [Ty::F, Ty::D, Ty::I, Ty::D, Ty::D, Ty::D, Ty::D, Ty::D, Ty::F, Ty::D, Ty::F];
+        let sig = [
+            Ty::F,
+            Ty::D,
+            Ty::I,
+            Ty::D,
+            Ty::D,
+            Ty::D,
+            Ty::D,
+            Ty::D,
+            Ty::F,
+            Ty::D,
+            Ty::F,
+        ];
         for (n, ty) in sig.iter().enumerate() {
             match ty {
                 Ty::F => f.cv(t, p.get::<F>(n).unwrap()),
@@ -2493,11 +2503,7 @@ fn bug_float_immediate_call_arguments() {
             db(10.0),
             fb(-11.0),
         ];
-        f.call(
-            d,
-            vcode::Callee::Native(floats_and_ints()),
-            &args,
-        );
+        f.call(d, vcode::Callee::Native(floats_and_ints()), &args);
         f.st(d, ctl, 8 * OUT as i32);
         f.retv();
         f.end()

@@ -145,12 +145,25 @@ mod workload;
 #[test]
 fn the_callgrind_workload_agrees_with_the_reference() {
     for fixed in [false, true] {
-        let build = |f: &mut Func<A64>| if fixed { workload::mixed_fixed(f) } else { workload::mixed_virtual(f) };
+        let build = |f: &mut Func<A64>| {
+            if fixed {
+                workload::mixed_fixed(f)
+            } else {
+                workload::mixed_virtual(f)
+            }
+        };
         let a64 = build(&mut Func::<A64>::with_backend()).unwrap();
         let mut r = Func::<Ref>::with_backend();
-        let rf = if fixed { workload::mixed_fixed(&mut r) } else { workload::mixed_virtual(&mut r) }.unwrap();
+        let rf = if fixed {
+            workload::mixed_fixed(&mut r)
+        } else {
+            workload::mixed_virtual(&mut r)
+        }
+        .unwrap();
         for n in [1, 2, 7] {
-            let init: Vec<u8> = (0..workload::MIXED_BUF_BYTES).map(|i| (i * 7 + 3) as u8).collect();
+            let init: Vec<u8> = (0..workload::MIXED_BUF_BYTES)
+                .map(|i| (i * 7 + 3) as u8)
+                .collect();
             let (mut b1, mut b2) = (init.clone(), init);
             // SAFETY: the workload reads and writes only its buffer.
             let x = unsafe { a64.invoke(&[Value::P(b1.as_mut_ptr() as usize), Value::I(n)]) };
@@ -191,8 +204,15 @@ fn consecutive_selects() {
     fn build<B: vcode::Backend>(case: u32) -> B::Code {
         let mut f = Func::<B>::with_backend();
         let p = f.lambda("%l%l%l", Leaf::Yes).unwrap();
-        let (c, a, b) = (p.get::<L>(0).unwrap(), p.get::<L>(1).unwrap(), p.get::<L>(2).unwrap());
-        let (x, y) = (f.getreg::<L>(vcode::Class::Temp).unwrap(), f.getreg::<L>(vcode::Class::Temp).unwrap());
+        let (c, a, b) = (
+            p.get::<L>(0).unwrap(),
+            p.get::<L>(1).unwrap(),
+            p.get::<L>(2).unwrap(),
+        );
+        let (x, y) = (
+            f.getreg::<L>(vcode::Class::Temp).unwrap(),
+            f.getreg::<L>(vcode::Class::Temp).unwrap(),
+        );
         let (skip, join) = (f.genlabel(), f.genlabel());
         match case {
             0 => {
@@ -219,7 +239,11 @@ fn consecutive_selects() {
             _ => {
                 // Another width: the low half of c.
                 f.select(x, c, a, b);
-                let (ci, ai, bi) = (Reg::<I>::phys(c.num()), Reg::<I>::phys(a.num()), Reg::<I>::phys(b.num()));
+                let (ci, ai, bi) = (
+                    Reg::<I>::phys(c.num()),
+                    Reg::<I>::phys(a.num()),
+                    Reg::<I>::phys(b.num()),
+                );
                 f.select(Reg::<I>::phys(y.num()), ci, bi, ai);
             }
         }

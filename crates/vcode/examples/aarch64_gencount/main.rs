@@ -36,7 +36,10 @@ generator!(vcode_gen_a64_fixed, A64, mixed_fixed);
 generator!(vcode_gen_a64_virtual, A64, mixed_virtual);
 generator!(vcode_gen_a64_empty, A64, empty);
 
-fn run<B: vcode::Backend>(n: usize, g: fn(&mut Func<B>) -> vcode::Result<B::Code>) -> vcode::Result<()> {
+fn run<B: vcode::Backend>(
+    n: usize,
+    g: fn(&mut Func<B>) -> vcode::Result<B::Code>,
+) -> vcode::Result<()> {
     let mut f = Func::<B>::with_backend();
     for _ in 0..n {
         std::hint::black_box(g(&mut f)?);
@@ -45,7 +48,9 @@ fn run<B: vcode::Backend>(n: usize, g: fn(&mut Func<B>) -> vcode::Result<B::Code
 }
 
 fn main() -> vcode::Result<()> {
-    let mode = std::env::args().nth(1).unwrap_or_else(|| "a64-fixed".into());
+    let mode = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "a64-fixed".into());
     let n = 1000;
     match mode.as_str() {
         "x64-fixed" => run(n, vcode_gen_x64_fixed)?,
@@ -60,6 +65,8 @@ fn main() -> vcode::Result<()> {
         }
     }
     let (v, x, e) = workload::instruction_counts()?;
-    println!("{mode}: {n} functions; vcode instructions per function: virtual {v}, fixed {x}, empty {e}");
+    println!(
+        "{mode}: {n} functions; vcode instructions per function: virtual {v}, fixed {x}, empty {e}"
+    );
     Ok(())
 }

@@ -245,4 +245,3 @@ pub fn run_native(code: &vcode::Code, n: i32) -> vcode::Result<(i32, Vec<u8>)> {
     let r = f(buf.as_mut_ptr(), n);
     Ok((r, buf))
 }
-
