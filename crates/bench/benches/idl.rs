@@ -39,11 +39,15 @@ fn shm(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, loopback, shm);
+mod group {
+    #![allow(missing_docs)] // the function criterion_group! generates
+    use super::*;
+    criterion_group!(benches, loopback, shm);
+}
 
 fn main() {
     // A server child does its work and exits here.
     fastpath_bench::idl::child_dispatch();
-    benches();
+    group::benches();
     Criterion::default().configure_from_args().final_summary();
 }

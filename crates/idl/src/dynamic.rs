@@ -156,6 +156,31 @@ pub struct Interface {
     plans: Vec<OpPlan>,
     /// Per operation: `marshal`, `unmarshal`.
     stubs: Vec<(Stub, Stub)>,
+    /// Per operation, what [`DynClient::call_slots`] needs, in one place
+    /// (native engine only; empty on the reference backend).
+    fast: Vec<FastOp>,
+}
+
+/// An operation's native client entry points and the facts about it
+/// that the slot-level call checks, decided when it is generated.
+#[derive(Clone, Copy)]
+struct FastOp {
+    /// `marshal`.
+    marshal: native::StubFn,
+    /// `unmarshal`.
+    unmarshal: native::StubFn,
+    /// Slots the operation takes.
+    slots: usize,
+    /// Bytes of its record.
+    size: usize,
+    /// Its key.
+    key: u16,
+    /// It has in or inout strings (the transport's `begin` first).
+    in_strings: bool,
+    /// It has strings or sequences at all: the generated code calls the
+    /// transport's thunks, which need the context; without, it is given
+    /// none.
+    strings: bool,
 }
 
 impl std::fmt::Debug for Interface {
@@ -239,6 +264,26 @@ impl Interface {
                 out
             }
         };
+        let fast = plans
+            .iter()
+            .zip(&stubs)
+            .map_while(|(p, (m, u))| {
+                Some(FastOp {
+                    marshal: m.native_fn()?,
+                    unmarshal: u.native_fn()?,
+                    slots: p.slots as usize,
+                    size: p.op.layout.size as usize,
+                    key: p.op.key,
+                    in_strings: p.op.layout.in_strings > 0,
+                    strings: p.values.iter().any(|v| matches!(v.kind, Kind::Ind { .. })),
+                })
+            })
+            .collect::<Vec<_>>();
+        let fast = if fast.len() == plans.len() {
+            fast
+        } else {
+            Vec::new()
+        };
         Ok(Interface {
             name: iface.name.clone(),
             structs: structs.to_vec(),
@@ -246,6 +291,7 @@ impl Interface {
             engine,
             plans,
             stubs,
+            fast,
         })
     }
 
@@ -637,7 +683,116 @@ impl DynClient<'_> {
     ///
     /// # Safety
     /// As [`Interface::marshal_slots`] and [`Interface::unmarshal_slots`].
+    #[inline]
     pub unsafe fn call_slots<T: ClientTransport>(
+        &mut self,
+        t: &mut T,
+        op: usize,
+        slots: &mut [u64],
+    ) -> Result<(), CallError> {
+        // The native path: the entry points and facts of the operation in
+        // one record, no context for an operation without strings. Any
+        // refusal (unknown operation, too few slots, a record over the
+        // buffer, the reference backend) takes the general path, which
+        // says why.
+        let fo = match self.iface.fast.get(op) {
+            Some(fo) if slots.len() >= fo.slots && fo.size <= t.capacity() => *fo,
+            _ => {
+                // SAFETY: the caller's contract.
+                return unsafe { self.call_slots_general(t, op, slots) };
+            }
+        };
+        if fo.strings {
+            // SAFETY: the caller's contract.
+            return unsafe { self.call_slots_strings(t, fo, slots) };
+        }
+        let rec = t.buf().as_ptr();
+        // SAFETY: the caller's contract (the slots hold the operation's
+        // values, pointers valid for their lengths); the record fits the
+        // buffer (checked above). Without strings or sequences the
+        // generated code calls no thunk, so it never reads the null
+        // context.
+        let r = unsafe { (fo.marshal)(slots.as_mut_ptr(), rec, std::ptr::null_mut()) };
+        // Without strings, `marshal` cannot fail: `r` is the length.
+        t.call(fo.key, r as usize)?;
+        let rec = t.buf().as_ptr();
+        // SAFETY: as above; the record holds the reply.
+        let r = unsafe { (fo.unmarshal)(slots.as_mut_ptr(), rec, std::ptr::null_mut()) };
+        if r < 0 {
+            return Err(bad_reply(None));
+        }
+        Ok(())
+    }
+
+    /// [`DynClient::call_slots`] of a native operation with strings or
+    /// sequences: the generated code reaches the transport through the
+    /// context.
+    ///
+    /// # Safety
+    /// As [`DynClient::call_slots`]; `fo` is the operation's, and checked
+    /// against the slots and the buffer.
+    #[inline]
+    unsafe fn call_slots_strings<T: ClientTransport>(
+        &mut self,
+        t: &mut T,
+        fo: FastOp,
+        slots: &mut [u64],
+    ) -> Result<(), CallError> {
+        if fo.in_strings {
+            t.begin();
+        }
+        let rec = t.buf().as_ptr();
+        let mut ctx = ClientCtx {
+            t: &mut *t,
+            err: None,
+        };
+        let cp = (&mut ctx as *mut ClientCtx<'_>).cast::<ClientCtx<'static>>();
+        // SAFETY: the caller's contract; the context lives through the
+        // call and nothing else uses it meanwhile (its lifetime is erased
+        // for the call only).
+        let r = unsafe { (fo.marshal)(slots.as_mut_ptr(), rec, cp) };
+        if r < 0 {
+            let e = ctx.err.take();
+            return Err(self.refused_put(e, fo.key, slots));
+        }
+        drop(ctx);
+        t.call(fo.key, r as usize)?;
+        let rec = t.buf().as_ptr();
+        let mut ctx = ClientCtx {
+            t: &mut *t,
+            err: None,
+        };
+        let cp = (&mut ctx as *mut ClientCtx<'_>).cast::<ClientCtx<'static>>();
+        // SAFETY: as above; the record holds the reply.
+        let r = unsafe { (fo.unmarshal)(slots.as_mut_ptr(), rec, cp) };
+        if r < 0 {
+            return Err(bad_reply(ctx.err.take()));
+        }
+        Ok(())
+    }
+
+    /// Why `marshal` refused: the transport's error, or a string over
+    /// the per-string limit.
+    #[cold]
+    fn refused_put(&self, e: Option<RtError>, key: u16, slots: &[u64]) -> CallError {
+        match (e, self.iface.plans.get(usize::from(key))) {
+            (Some(e), _) => e.into(),
+            (None, Some(plan)) => RtError::StringTooLong {
+                len: too_long(plan, slots),
+                max: self.iface.limits.max_string_bytes,
+            }
+            .into(),
+            (None, None) => self.iface.no_such_op(usize::from(key)),
+        }
+    }
+
+    /// [`DynClient::call_slots`] in general: any engine, every refusal
+    /// named.
+    ///
+    /// # Safety
+    /// As [`DynClient::call_slots`].
+    #[inline(never)]
+    unsafe fn call_slots_general<T: ClientTransport>(
         &mut self,
         t: &mut T,
         op: usize,
@@ -687,10 +842,7 @@ impl DynClient<'_> {
         // SAFETY: as above; the record holds the reply.
         let r = unsafe { stubs.1.run(slots.as_mut_ptr(), rec, &mut ctx) }?;
         if r < 0 {
-            return Err(ctx.err.take().map_or_else(
-                || RtError::Malformed("a bad descriptor or boolean in the reply").into(),
-                CallError::from,
-            ));
+            return Err(bad_reply(ctx.err.take()));
         }
         Ok(())
     }
@@ -794,6 +946,16 @@ impl DynClient<'_> {
     }
 }
 
+/// A reply `unmarshal` refused: the transport's error, or a bad
+/// descriptor or boolean.
+#[cold]
+fn bad_reply(e: Option<RtError>) -> CallError {
+    e.map_or_else(
+        || RtError::Malformed("a bad descriptor or boolean in the reply").into(),
+        CallError::from,
+    )
+}
+
 /// Bytes of the longest in or inout string or sequence in `slots`: the
 /// one `marshal` refused as over the per-string limit.
 #[cold]
@@ -863,6 +1025,7 @@ impl DynServer<'_> {
 
     /// Runs the dispatch on the transport's current request without
     /// replying: the status and the reply's record length.
+    #[inline]
     pub fn dispatch_in<T: ServerTransport + ?Sized>(
         &self,
         t: &mut T,
@@ -895,14 +1058,12 @@ impl DynServer<'_> {
                 scratch,
             )
         }?;
-        let status = Status::from_wire(r as u16).unwrap_or(Status::ServerFailed);
+        if r as u16 == Status::Ok as u16 {
+            return Ok((Status::Ok, (r >> 16) as usize));
+        }
         Ok((
-            status,
-            if status == Status::Ok {
-                (r >> 16) as usize
-            } else {
-                0
-            },
+            Status::from_wire(r as u16).unwrap_or(Status::ServerFailed),
+            0,
         ))
     }
 

@@ -450,6 +450,58 @@ fn dynamic_and_static_stubs_talk_to_each_other() {
     );
 }
 
+/// The same calls through the slot-level API.
+fn slot_calls<T: ClientTransport>(iface: &Interface, t: &mut T) -> Vec<i32> {
+    let mut c = iface.client();
+    let mut open = [1u64, 2, 3, 4, 0, 0];
+    // SAFETY: the slots follow docs/idl.md for each operation; the data
+    // pointer is valid for its 3 elements.
+    unsafe { c.call_slots(t, 0, &mut open) }.expect("open");
+    let data = [7i32, 8, 9];
+    let mut write = [5u64, 100, 3, data.as_ptr() as u64, 3, 0];
+    // SAFETY: as above.
+    unsafe { c.call_slots(t, 1, &mut write) }.expect("write");
+    let mut dir = [2u64, 10, 4, 0, 0, 0];
+    // SAFETY: as above.
+    unsafe { c.call_slots(t, 2, &mut dir) }.expect("dir");
+    let mut out = [open[5], open[4], write[5], write[1], dir[5], dir[1]]
+        .map(|x| x as i32)
+        .to_vec();
+    // SAFETY: `unmarshal` pointed the slot at `dir[4]` elements of the
+    // reply's string area, valid until the transport is used again.
+    let d = unsafe { std::slice::from_raw_parts(dir[3] as *const i32, dir[4] as usize) };
+    out.extend(d);
+    // Too few slots and an unknown operation are typed errors.
+    // SAFETY: refused before any slot is read.
+    assert!(matches!(
+        unsafe { c.call_slots(t, 0, &mut [0u64; 3]) },
+        Err(CallError::Arity { .. })
+    ));
+    // SAFETY: as above.
+    assert!(matches!(
+        unsafe { c.call_slots(t, 9, &mut [0u64; 6]) },
+        Err(CallError::NoSuchOp { .. })
+    ));
+    out
+}
+
+#[test]
+fn slot_calls_agree_with_the_static_stubs() {
+    let mut ss = StaticPfs::default();
+    let want = static_calls(&mut static_loop(&mut ss));
+    for engine in [Engine::Native, Engine::Reference] {
+        let idl = idl::parse(PFS).expect("parse");
+        let iface =
+            Interface::from_idl(&idl, "pfs", idl::model::Limits::default(), engine).expect("load");
+        let mut s2 = StaticPfs::default();
+        assert_eq!(slot_calls(&iface, &mut static_loop(&mut s2)), want);
+        let mut state = Pfs::default();
+        let server = pfs_server(&iface, &mut state);
+        assert_eq!(slot_calls(&iface, &mut dyn_loop(&server)), want);
+        assert_eq!(slot_calls(&iface, &mut dyn_loop_bench(&server)), want);
+    }
+}
+
 #[test]
 fn dynamic_stubs_over_the_shared_memory_channel() {
     use idl::rt::shm;

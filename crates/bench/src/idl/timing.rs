@@ -253,11 +253,11 @@ fn run_pinned(budget: Budget) -> Result<Timed, String> {
     }
     for _ in 0..budget.rounds {
         for (i, f) in fams.iter_mut().enumerate() {
-            for k in 0..CALLS.len() {
+            for (k, best) in ns[i].iter_mut().enumerate() {
                 // Wake the server (it sleeps on the futex while the others
                 // are measured) before the timed batch.
                 f.time_call(k, budget.batch / 8 + 1)?;
-                ns[i][k] = ns[i][k].min(f.time_call(k, budget.batch)?);
+                *best = best.min(f.time_call(k, budget.batch)?);
             }
             for _ in 0..budget.iozone_runs {
                 io[i] = io[i].min(f.iozone()?);

@@ -130,7 +130,7 @@ pub(crate) unsafe extern "C" fn zero_bytes(dst: *mut u8, n: u64) {
 }
 
 /// `marshal` and `unmarshal` as native function pointers.
-type StubFn = unsafe extern "C" fn(*mut u64, *mut u8, *mut ClientCtx<'static>) -> i64;
+pub(crate) type StubFn = unsafe extern "C" fn(*mut u64, *mut u8, *mut ClientCtx<'static>) -> i64;
 /// `dispatch` as a native function pointer.
 type DispatchFn = unsafe extern "C" fn(u64, *mut u8, u64, *mut u8, u64, *mut u8) -> u64;
 
@@ -176,6 +176,12 @@ impl Stub {
     /// The generated code, listed.
     pub(crate) fn listing(&self) -> String {
         self.code.listing()
+    }
+
+    /// The native entry point (`None` on the reference backend); valid
+    /// while this stub lives.
+    pub(crate) fn native_fn(&self) -> Option<StubFn> {
+        self.f
     }
 
     /// Wraps the reference backend's recording.
