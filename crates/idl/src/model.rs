@@ -297,6 +297,10 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_strings: 31, max_string_bytes: 2 << 20, max_record: 4096 }
+        Limits {
+            max_strings: 31,
+            max_string_bytes: 2 << 20,
+            max_record: 4096,
+        }
     }
 }
