@@ -641,7 +641,7 @@ fn seqs_ref(
 fn corba_ref(x: i32, y: &mut i32, z: &mut u16, bit: &mut bool, small: i8) -> i32 {
     *y = y.wrapping_add(x);
     *z = (x as u32).wrapping_mul(2) as u16;
-    *bit = !*bit != (small < 0);
+    *bit = *bit == (small < 0);
     x.wrapping_sub(*y).wrapping_add(i32::from(small))
 }
 
@@ -1041,7 +1041,7 @@ fn c_and_rust_servers_refuse_alike() {
     let idl = idl::parse(KINDS_IDL).expect("kinds.idl");
     let ops = &idl.interfaces[0].ops;
     let area = to_c.area_len() as u64;
-    let mut rng = Rng(0xa11_4e);
+    let mut rng = Rng(0x000a_114e);
     let mut seen = std::collections::BTreeMap::new();
     for i in 0..6000 {
         let key = rng.below(ops.len() as u64 + 1) as u16;

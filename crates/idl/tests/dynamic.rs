@@ -473,15 +473,11 @@ fn slot_calls<T: ClientTransport>(iface: &Interface, t: &mut T) -> Vec<i32> {
     out.extend(d);
     // Too few slots and an unknown operation are typed errors.
     // SAFETY: refused before any slot is read.
-    assert!(matches!(
-        unsafe { c.call_slots(t, 0, &mut [0u64; 3]) },
-        Err(CallError::Arity { .. })
-    ));
+    let short = unsafe { c.call_slots(t, 0, &mut [0u64; 3]) };
+    assert!(matches!(short, Err(CallError::Arity { .. })));
     // SAFETY: as above.
-    assert!(matches!(
-        unsafe { c.call_slots(t, 9, &mut [0u64; 6]) },
-        Err(CallError::NoSuchOp { .. })
-    ));
+    let unknown = unsafe { c.call_slots(t, 9, &mut [0u64; 6]) };
+    assert!(matches!(unknown, Err(CallError::NoSuchOp { .. })));
     out
 }
 
@@ -834,7 +830,7 @@ fn write_c(st: &[StructDef], ty: &Type, v: &Value, out: &mut Vec<u8>) {
         (Type::Struct(id), Value::Struct(fs)) => {
             for ((_, t), f) in st[*id].fields.iter().zip(fs) {
                 let a = c_size(st, t).1;
-                while !(out.len() - start).is_multiple_of(a) {
+                while (out.len() - start) % a != 0 {
                     out.push(0);
                 }
                 write_c(st, t, f, out);
@@ -932,7 +928,7 @@ fn check_op(rng: &mut StdRng, idl: &idl::Idl, ifaces: &[Interface], k: usize) {
         let v = &ins[value_params.iter().position(|&j| j == i).unwrap()];
         let bytes = if p.ty.is_indirect() {
             let (b, n, align) = indirect_bytes(st, &p.ty, v);
-            while !want_area.len().is_multiple_of(align) {
+            while want_area.len() % align != 0 {
                 want_area.push(0);
             }
             let off = want_area.len() as u32;
