@@ -410,10 +410,40 @@ pub fn read_vec<T: Plain>(
     // of plain data is a valid `T` for any bits, so the first `d.len`
     // elements are initialized before `set_len`.
     unsafe {
-        std::ptr::copy_nonoverlapping(src.as_ptr(), out.as_mut_ptr().cast::<u8>(), src.len());
+        copy_bytes(src.as_ptr(), out.as_mut_ptr().cast::<u8>(), src.len());
         out.set_len(d.len as usize);
     }
     Ok(())
+}
+
+/// Copies `n` bytes from `src` to `dst`; a copy of 8 to 32 bytes (a few
+/// ints) is two overlapping pairs of loads and stores in line instead of
+/// a call of `memcpy`.
+///
+/// # Safety
+/// As [`std::ptr::copy_nonoverlapping`] for `n` bytes (no alignment
+/// needed).
+#[inline(always)]
+unsafe fn copy_bytes(src: *const u8, dst: *mut u8, n: usize) {
+    // SAFETY: in all three arms, the caller's contract: `n` readable bytes
+    // at `src` and `n` writable bytes at `dst`, not overlapping; each
+    // access below lies in those `n` bytes (`16 <= n <= 32`, or `8 <= n <
+    // 16`) and is unaligned, so no alignment is assumed.
+    unsafe {
+        if (16..=32).contains(&n) {
+            let a = src.cast::<[u8; 16]>().read_unaligned();
+            let b = src.add(n - 16).cast::<[u8; 16]>().read_unaligned();
+            dst.cast::<[u8; 16]>().write_unaligned(a);
+            dst.add(n - 16).cast::<[u8; 16]>().write_unaligned(b);
+        } else if (8..16).contains(&n) {
+            let a = src.cast::<u64>().read_unaligned();
+            let b = src.add(n - 8).cast::<u64>().read_unaligned();
+            dst.cast::<u64>().write_unaligned(a);
+            dst.add(n - 8).cast::<u64>().write_unaligned(b);
+        } else {
+            std::ptr::copy_nonoverlapping(src, dst, n);
+        }
+    }
 }
 
 /// Copies the elements of an inout sequence back into the caller's slice,
