@@ -884,9 +884,13 @@ impl Gen<'_> {
         );
         self.line(
             1,
-            "/// none does. The keys are dense, so the `match` is a jump table.",
+            "/// none does. The keys are dense, so the `match` is a jump table. Always inlined",
         );
-        self.line(1, "#[inline]");
+        self.line(
+            1,
+            "/// into the loop that calls it, so that the request and the reply stay in registers.",
+        );
+        self.line(1, "#[inline(always)]");
         self.sig(
             1,
             &format!("pub fn {}<S: {} + ?Sized>", names.dispatch, names.server),

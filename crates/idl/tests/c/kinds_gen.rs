@@ -670,8 +670,9 @@ pub mod kinds {
     }
 
     /// Runs the server stub of the operation `key` names; [`::idl::rt::Status::BadKey`] if
-    /// none does. The keys are dense, so the `match` is a jump table.
-    #[inline]
+    /// none does. The keys are dense, so the `match` is a jump table. Always inlined
+    /// into the loop that calls it, so that the request and the reply stay in registers.
+    #[inline(always)]
     pub fn dispatch<S: Server + ?Sized>(
         s: &mut S,
         key: u16,
