@@ -262,7 +262,12 @@ unsafe impl<H: LoopServer> ClientTransport for FpLoop<H> {
                 size,
             });
         }
-        self.side.area.bytes()[at..at + bytes.len()].copy_from_slice(bytes);
+        let area = self.side.area.bytes().as_mut_ptr();
+        // SAFETY: `at + bytes.len() <= area_len` (checked above), and the
+        // area's buffer holds at least `area_len` bytes (`new`), so the
+        // destination lies in it; `bytes` does not overlap it (the area is
+        // borrowed mutably here).
+        unsafe { idl::rt::copy_bytes(bytes.as_ptr(), area.add(at), bytes.len()) };
         self.used = at + bytes.len();
         Ok(at as u32)
     }

@@ -418,13 +418,13 @@ pub fn read_vec<T: Plain>(
 
 /// Copies `n` bytes from `src` to `dst`; a copy of 8 to 32 bytes (a few
 /// ints) is two overlapping pairs of loads and stores in line instead of
-/// a call of `memcpy`.
+/// a call of `memcpy`. For transports' `put`, which copy small in arrays.
 ///
 /// # Safety
 /// As [`std::ptr::copy_nonoverlapping`] for `n` bytes (no alignment
 /// needed).
 #[inline(always)]
-unsafe fn copy_bytes(src: *const u8, dst: *mut u8, n: usize) {
+pub unsafe fn copy_bytes(src: *const u8, dst: *mut u8, n: usize) {
     // SAFETY: in all three arms, the caller's contract: `n` readable bytes
     // at `src` and `n` writable bytes at `dst`, not overlapping; each
     // access below lies in those `n` bytes (`16 <= n <= 32`, or `8 <= n <
