@@ -12,7 +12,7 @@ use dpf::ir::Program;
 use dpf::{FilterId, Reader, Table};
 use rand::Rng;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// The table as a list, in installation order: (id, owner, priority, program).
 type Model = Vec<(FilterId, u32, i32, Program)>;
@@ -197,21 +197,35 @@ fn a_reader_sees_the_old_table_or_the_new_one() {
     pkt[23] = 6;
     pkt[37] = 80;
     let stop = Arc::new(AtomicBool::new(false));
+    // Readers that have classified once: the replacements start only when
+    // both run, so that they overlap the readers however the threads are
+    // scheduled (otherwise the writer may finish before a reader starts).
+    let running = Arc::new(AtomicUsize::new(0));
     let readers: Vec<_> = (0..2)
         .map(|_| {
             let (mut reader, stop, pkt) = (table.reader(), Arc::clone(&stop), pkt.clone());
+            let running = Arc::clone(&running);
             std::thread::spawn(move || {
                 let mut seen = [0u64; 3];
-                while !stop.load(Ordering::Relaxed) {
+                let mut first = true;
+                while first || !stop.load(Ordering::Relaxed) {
                     match reader.classify(&pkt) {
                         Some(o @ (1 | 2)) => seen[o as usize] += 1,
                         other => panic!("a reader saw {other:?}: neither table"),
+                    }
+                    if first {
+                        running.fetch_add(1, Ordering::Release);
+                        first = false;
                     }
                 }
                 seen
             })
         })
         .collect();
+    // (A reader that panicked at once has finished: its join reports it.)
+    while running.load(Ordering::Acquire) < 2 && !readers.iter().any(|r| r.is_finished()) {
+        std::thread::yield_now();
+    }
     for i in 0..400 {
         let id = table
             .install(&format!("tcp dst port {}", 80 + i % 2), 2, 5)
