@@ -48,7 +48,7 @@
 
 use crate::abi::{ArgLoc, CallConv, InvokeError};
 use crate::backend::{
-    Arg, Backend, BinOp, Callee, Cond, LocalOp, MAX_CALL_ARGS, Src, Target, UnOp,
+    Arg, Backend, BinOp, Callee, Cond, LocalOp, MAX_CALL_ARGS, Src, Target, UnOp, check_call,
 };
 use crate::buf::Buf;
 use crate::error::{Error, ErrorKind, Fault, FaultKind};
@@ -1242,40 +1242,12 @@ impl Backend for A64 {
         alloc: &RegAlloc,
     ) {
         self.buf.insn(m);
-        if alloc.leaf {
-            return self.buf.fail(m, ErrorKind::CallInLeaf);
-        }
-        if args.len() > MAX_CALL_ARGS {
-            return self.buf.fail(
-                m,
-                ErrorKind::TooManyArguments {
-                    count: args.len(),
-                    max: MAX_CALL_ARGS,
-                },
-            );
-        }
-        if let Callee::Code(c) = callee {
-            let want = c.sig.params();
-            if want.len() != args.len() {
-                return self.buf.fail(
-                    m,
-                    ErrorKind::ArgumentCount {
-                        expected: want.len(),
-                        found: args.len(),
-                    },
-                );
-            }
-            for (&w, a) in want.iter().zip(args) {
-                if w != a.ty() {
-                    return self.buf.fail(
-                        m,
-                        ErrorKind::TypeMismatch {
-                            expected: w,
-                            found: a.ty(),
-                        },
-                    );
-                }
-            }
+        let sig = match &callee {
+            Callee::Code(c) => Some(&c.sig),
+            Callee::Native(_) | Callee::Reg(_) => None,
+        };
+        if let Err(kind) = check_call(alloc.leaf, sig, args) {
+            return self.buf.fail(m, kind);
         }
         self.buf.reserve(m, 24 * args.len() + 8 * 16 + 96);
         self.frame = true;

@@ -204,6 +204,43 @@ pub enum LocalOp {
 /// The most arguments a call may pass.
 pub const MAX_CALL_ARGS: usize = crate::ty::MAX_PARAMS;
 
+/// The checks every target makes on a call before emitting it: not in a
+/// leaf function, at most [`MAX_CALL_ARGS`] arguments, and for a generated
+/// callee (`sig`), arguments of its parameters' number and types.
+pub(crate) fn check_call(
+    leaf: bool,
+    sig: Option<&Signature>,
+    args: &[Arg],
+) -> Result<(), ErrorKind> {
+    if leaf {
+        return Err(ErrorKind::CallInLeaf);
+    }
+    if args.len() > MAX_CALL_ARGS {
+        return Err(ErrorKind::TooManyArguments {
+            count: args.len(),
+            max: MAX_CALL_ARGS,
+        });
+    }
+    if let Some(sig) = sig {
+        let want = sig.params();
+        if want.len() != args.len() {
+            return Err(ErrorKind::ArgumentCount {
+                expected: want.len(),
+                found: args.len(),
+            });
+        }
+        for (&w, a) in want.iter().zip(args) {
+            if w != a.ty() {
+                return Err(ErrorKind::TypeMismatch {
+                    expected: w,
+                    found: a.ty(),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
 /// A code generation backend. See the module documentation.
 ///
 /// Every instruction method takes the name of the client method that
