@@ -17,9 +17,14 @@ export UNET_REQUIRE_NETNS="${UNET_REQUIRE_NETNS:-1}"
 # idl's C interop tests compile generated C with gcc; in CI its absence
 # is a failure, not a skip.
 export IDL_REQUIRE_GCC="${IDL_REQUIRE_GCC:-1}"
-# With the fastpath CLI's `bench` feature (its benchmark suites), then the
-# CLI once more in its default build, the README's, without them.
-cargo test --workspace --release --features fastpath/bench
+# With the fastpath CLI's `bench` feature (its benchmark suites) and its
+# `aarch64` feature, which turns on vcode's `emu` for the whole build: the
+# aarch64 backend's tests under emulation (the regression table, 10,000
+# differential programs against the reference backend, the kernels against
+# gcc -O2) run here with the rest, as does `fastpath vcode demo --target
+# aarch64`. Then the CLI once more in its default build, the README's,
+# without them.
+cargo test --workspace --release --features fastpath/bench,fastpath/aarch64
 # jive's adversarial applets once more under valgrind memcheck, on the
 # interpreter and the JIT: no read or write past the ends of the applet's memory.
 # --smc-check=all: vcode writes code through a second mapping of a memfd,
@@ -34,11 +39,6 @@ else
     echo "test.sh: valgrind is missing, so the memcheck run of jive's adversarial applets is skipped" >&2
 fi
 cargo test -p fastpath --release
-# vcode's aarch64 backend under emulation (feature `emu`: the Unicorn
-# emulator, built from C source): its regression table, 10,000 differential
-# programs against the reference backend, and the kernels against gcc -O2.
-cargo test -p vcode --release --features emu --test aarch64_regression \
-    --test aarch64_differential --test aarch64_smoke --test aarch64_kernels
 # codecache's loom models (publish/lookup/remove/resize, delayed deletion),
 # in their own target dir so the cfg does not invalidate the main build.
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \

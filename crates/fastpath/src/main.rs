@@ -97,6 +97,10 @@ enum VcodeCmd {
         /// Parameter types of the run-time-signature example (types i l f d).
         #[arg(long, default_value = "%i%d%l%f%i%i%i%i%d%l%f%i")]
         sig: String,
+        /// The instruction set to generate for (aarch64 runs under
+        /// emulation and needs the cargo feature `aarch64`).
+        #[arg(long, value_enum, default_value = "x86-64")]
+        target: vcode_demo::TargetArg,
     },
 }
 
@@ -104,8 +108,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Vcode {
-            cmd: VcodeCmd::Demo { sig },
-        } => vcode_demo::run(&sig),
+            cmd: VcodeCmd::Demo { sig, target },
+        } => vcode_demo::run(&sig, target),
         Command::Applet { cmd } => applet::main(cmd),
         Command::Filter { cmd } => filter::main(cmd),
         Command::Ilp { cmd } => ilp_demo::main(cmd),

@@ -427,6 +427,23 @@ pub enum Value {
     V,
 }
 
+/// The value as Rust prints the number (a pointer in hex, `void` for
+/// [`Value::V`]), without its type.
+impl std::fmt::Display for Value {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            Value::I(v) => write!(f, "{v}"),
+            Value::U(v) => write!(f, "{v}"),
+            Value::L(v) => write!(f, "{v}"),
+            Value::UL(v) => write!(f, "{v}"),
+            Value::P(v) => write!(f, "{v:#x}"),
+            Value::F(v) => write!(f, "{v}"),
+            Value::D(v) => write!(f, "{v}"),
+            Value::V => f.write_str("void"),
+        }
+    }
+}
+
 impl Value {
     /// The value's type.
     pub fn ty(self) -> Ty {

@@ -1,0 +1,86 @@
+//! `fastpath vcode demo` end to end: the paper's examples generated, run
+//! and listed for x86-64, and for aarch64 under emulation when the
+//! command is built with the cargo feature `aarch64` (without it, the
+//! target is an error that says how to get it).
+
+use std::process::Command;
+
+fn fastpath(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_fastpath"))
+        .args(args)
+        .output()
+        .expect("runs fastpath");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The results every target must print: computed by the generated code,
+/// checked here against Rust's arithmetic.
+fn assert_results(out: &str) {
+    for want in [
+        "plus1(41) = 42",
+        "sum(1..=100) = 5050",
+        "twice_scaled(7) = scale(scale(7, 3), 5) + 7 = 112",
+        "unmarshal(msg) = 1778.25 (Rust computes 1778.25: ok)",
+    ] {
+        assert!(out.contains(want), "missing {want:?} in:\n{out}");
+    }
+}
+
+#[test]
+fn x86_64_runs_and_lists_the_examples() {
+    let (ok, out, err) = fastpath(&["vcode", "demo"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("generated in place for x86-64"), "{out}");
+    assert_results(&out);
+    // iced-x86's listing of Figure 1's body: `add edi,1` on the first
+    // argument register.
+    assert!(
+        out.lines()
+            .any(|l| l.contains("add") && l.contains("edi,1")),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_bad_signature_is_an_error() {
+    let (ok, _, err) = fastpath(&["vcode", "demo", "--sig", "%i%x"]);
+    assert!(!ok);
+    assert!(err.contains("fastpath vcode demo:"), "{err}");
+    let (ok, _, err) = fastpath(&["vcode", "demo", "--sig", "%i%p"]);
+    assert!(!ok);
+    assert!(
+        err.contains("example 4 takes parameters of types i, l, f, d"),
+        "{err}"
+    );
+}
+
+#[cfg(feature = "aarch64")]
+#[test]
+fn aarch64_runs_under_emulation_and_lists_the_examples() {
+    let (ok, out, err) = fastpath(&["vcode", "demo", "--target", "aarch64"]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("for aarch64 (AAPCS64), run under emulation"),
+        "{out}"
+    );
+    assert_results(&out);
+    // yaxpeax-arm's listing: Figure 1's body and the AAPCS64 return, and
+    // example 3's callee generated rather than the host's.
+    assert!(out.contains("add w0, w0, #0x1"), "{out}");
+    assert!(out.contains("ret"), "{out}");
+    assert!(out.contains("== scale ("), "{out}");
+    assert!(out.contains("aarch64"), "{out}");
+}
+
+#[cfg(not(feature = "aarch64"))]
+#[test]
+fn aarch64_without_the_feature_says_how_to_get_it() {
+    let (ok, out, err) = fastpath(&["vcode", "demo", "--target", "aarch64"]);
+    assert!(!ok);
+    assert!(out.is_empty(), "{out}");
+    assert!(err.contains("--features aarch64"), "{err}");
+}
