@@ -6,14 +6,19 @@ use vcode::{Func, I, Invoke, L, Leaf, P, Value};
 
 type Ref = vcode::reference::Reference<Aapcs64>;
 
-#[test]
-fn plus1() {
+/// `int f(int x) { return x + 1; }`
+fn plus1_code() -> vcode::aarch64::Code {
     let mut f = Func::<A64>::with_backend();
     let p = f.lambda("%i", Leaf::Yes).unwrap();
     let x = p.get::<I>(0).unwrap();
     f.add(x, x, 1);
     f.ret(x);
-    let code = f.end().unwrap();
+    f.end().unwrap()
+}
+
+#[test]
+fn plus1() {
+    let code = plus1_code();
     println!("{}", code.listing());
     // SAFETY: the generated code computes on its arguments and reads only the buffers passed to it.
     let v = unsafe { code.invoke(&[Value::I(41)]) };
@@ -55,13 +60,7 @@ fn sum_array() {
 
 #[test]
 fn disassembles() {
-    let mut f = Func::<A64>::with_backend();
-    let p = f.lambda("%i", Leaf::Yes).unwrap();
-    let x = p.get::<I>(0).unwrap();
-    f.add(x, x, 1);
-    f.ret(x);
-    let code = f.end().unwrap();
-    let d = code.disassemble();
+    let d = plus1_code().disassemble();
     println!("{d}");
     assert!(d.contains("add w0, w0, #0x1"), "{d}");
     assert!(d.contains("ret"), "{d}");

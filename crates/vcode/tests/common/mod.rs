@@ -2,6 +2,8 @@
 
 #![allow(dead_code, unused_macros)]
 
+pub mod target;
+
 use vcode::{Reg, Type};
 
 /// Runs `$e` with `$T` the static integer register type of the run-time `$ty`.
