@@ -38,7 +38,7 @@ cargo test -p fastpath --release
 # emulator, built from C source): its regression table, 10,000 differential
 # programs against the reference backend, and the kernels against gcc -O2.
 cargo test -p vcode --release --features emu --test aarch64_regression \
-    --test aarch64_differential --test aarch64_smoke --test aarch64_kernels
+    --test aarch64_differential --test aarch64_smoke --test aarch64_kernels --test aarch64_far
 # codecache's loom models (publish/lookup/remove/resize, delayed deletion),
 # in their own target dir so the cfg does not invalidate the main build.
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
