@@ -1615,7 +1615,7 @@ impl A64 {
 
     /// Starts an instruction: spends one unit of the buffer's budget. When
     /// the budget runs out (the buffer's own refill, or earlier when an
-    /// island may be due: see [`A64::plan`]), the cold path refills and
+    /// island may be due: see `plan`), the cold path refills and
     /// plans; the hot path is the buffer's count-down and nothing else.
     #[inline(always)]
     pub fn insn(&mut self, m: &'static str) {

@@ -9,7 +9,10 @@
 //! also counts instructions for error messages. When it runs out, a cold
 //! path grows the buffer (or, past the limit, records an error and keeps
 //! writing harmlessly over the start of the buffer, so no method ever
-//! needs a `Result`).
+//! needs a `Result`). A backend with deadlines of its own (aarch64's
+//! islands, placed before its code outgrows a branch's reach) folds them
+//! into the same count-down: [`Buf::cap`] makes it run out early, and
+//! [`Buf::tick`] leaves that cold path to the backend.
 //!
 //! This module owns the `unsafe` writes; everything above it is safe.
 

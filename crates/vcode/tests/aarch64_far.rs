@@ -505,10 +505,12 @@ fn unreachable_constant_is_a_typed_error() {
 }
 
 /// Random long functions: forward conditional branches to labels placed
-/// from a few instructions to several MiB later, float constants from
-/// the pool between fillers of random length, and a jump over each
-/// label's own increment; the aarch64 code agrees with the reference
-/// backend for arguments that take different sets of branches.
+/// from a few instructions to about 1.4 MiB later, float constants from
+/// the pool and data blocks (declared while branches are pending, used
+/// near and more than 1 MiB after their island) between fillers of
+/// random length, about 3 MB of code; the aarch64 code
+/// agrees with the reference backend for arguments that take different
+/// sets of branches.
 #[test]
 fn random_long_functions_agree_with_the_reference() {
     fn build<B: Backend>(seed: u64) -> B::Code {
@@ -527,11 +529,14 @@ fn random_long_functions_agree_with_the_reference() {
             f.getreg::<D>(Class::Temp).unwrap(),
             f.getreg::<D>(Class::Temp).unwrap(),
         );
+        let base = f.getreg::<P>(Class::Temp).unwrap();
+        let v = f.getreg::<L>(Class::Temp).unwrap();
+        let mut blocks = Vec::new();
         f.set(c, 0);
         f.set(sum, 0.0);
         // (segment at which the label is placed, label, its number)
         let mut open: Vec<(u64, Label, i64)> = Vec::new();
-        for seg in 0..40u64 {
+        for seg in 0..64u64 {
             for i in (0..open.len()).rev() {
                 if open[i].0 == seg {
                     let (_, l, n) = open.swap_remove(i);
@@ -545,6 +550,18 @@ fn random_long_functions_agree_with_the_reference() {
             if next(2) == 0 {
                 f.set(k, 0.1 * (seg + 1) as f64);
                 f.add(sum, sum, k);
+            }
+            if next(4) == 0 {
+                let mut bytes = vec![0u8; 8 * (1 + next(4096) as usize)];
+                bytes[..8].copy_from_slice(&(seg + 1).to_le_bytes());
+                blocks.push(f.data(&bytes));
+            }
+            if !blocks.is_empty() && next(3) == 0 {
+                // The oldest block half of the time: far behind, later on.
+                let d = blocks[(next(2) * next(blocks.len() as u64)) as usize];
+                f.addr_data(base, d);
+                f.ld(v, base, 0);
+                f.add(c, c, v);
             }
             fill(&mut f, c, next(24_000) as usize);
         }
@@ -570,6 +587,14 @@ fn random_long_functions_agree_with_the_reference() {
             })
             .count();
         assert!(veneered > 0, "seed {seed:#x}: no veneer");
+        // Some data is used beyond adr's reach: `adr x, .` + `sub`.
+        let far = (0..b.len() / 4 - 1)
+            .filter(|&i| {
+                let (w, next) = (word(b, 4 * i), word(b, 4 * i + 4));
+                w & !31 == 0x1000_0000 && next & 0xff00_0000 == 0xd100_0000
+            })
+            .count();
+        assert!(far > 0, "seed {seed:#x}: no far data");
         for v in [0i64, 3, 7] {
             same(&a64, &rf, &[Value::L(v)]);
         }
