@@ -13,7 +13,8 @@
 //!    every width with any offset, float moves and constants.
 //! 4. **Instruction methods**: the [`Backend`] implementation.
 //! 5. **Branches and fixups**: `b.cond` (19-bit), `b`/`bl` (26-bit),
-//!    backpatched at `end`; jump tables.
+//!    backpatched at `end`; islands of veneers and constants where a
+//!    function outgrows `b.cond`'s and `ldr`'s ±1 MiB; jump tables.
 //! 6. **Prologue, epilogue and `end`**: parameter moves, `ret`, the frame
 //!    (its size known at `end`), saves, constants, instruction-cache
 //!    maintenance, and [`Code`].
@@ -50,7 +51,7 @@ use crate::abi::{ArgLoc, CallConv, InvokeError};
 use crate::backend::{
     Arg, Backend, BinOp, Callee, Cond, LocalOp, MAX_CALL_ARGS, Src, Target, UnOp, check_call,
 };
-use crate::buf::Buf;
+use crate::buf::{Buf, MAX_INSN};
 use crate::error::{Error, ErrorKind, Fault, FaultKind};
 use crate::mem::ExecMemory;
 use crate::regs::RegAlloc;
@@ -326,10 +327,25 @@ pub struct A64 {
     fixups: Vec<Fixup>,
     /// Jump-table entries (`at` is the 4-byte entry, relative to `table`).
     tables: Vec<(Fixup, u32)>,
-    /// Constants and data placed after the code, and the `ldr`-literal or
-    /// `adr` instructions that refer to them: (at, 8-byte slot).
+    /// Constants and data not placed yet (in 8-byte slots, numbered from
+    /// `pool_base`), for the next island or the end of the code, and the
+    /// `ldr`-literal and `adr` instructions that refer to them.
     pool: Vec<u8>,
-    pool_refs: Vec<(u32, u32)>,
+    pool_refs: Vec<PoolRef>,
+    /// The slot number of `pool`'s first byte: earlier slots are placed.
+    pool_base: u32,
+    /// The slots placed in islands: (first slot, body position) of each
+    /// island's constants.
+    placed: Vec<(u32, u32)>,
+    /// The oldest position that may need an island (a forward `b.cond`
+    /// or a constant's use), or [`NONE`]; see section 5.
+    pending: u32,
+    /// No fixup before this one is a forward `b.cond` to an unplaced label.
+    cond_scan: usize,
+    /// The fixups before this one are counted in `veneers`.
+    scan: usize,
+    /// At least the number of veneers the next island needs.
+    veneers: u32,
     locals: i32,
     nlocals: u32,
     frame: bool,
@@ -703,7 +719,7 @@ impl A64 {
     }
 
     /// A float constant: `fmov` (immediate or from `ip0`) or a literal load.
-    fn fconst(&mut self, ty: Ty, rd: u8, bits: u64) {
+    fn fconst(&mut self, m: &'static str, ty: Ty, rd: u8, bits: u64) {
         let bits = if ty == Ty::F {
             bits & 0xffff_ffff
         } else {
@@ -729,7 +745,7 @@ impl A64 {
             self.put(word | (IP0 as u32) << 5 | rd as u32);
         } else {
             let slot = self.pool_const(bits);
-            self.pool_refs.push((self.buf.pos() as u32, slot));
+            self.pool_ref(m, slot);
             // ldr s/d, literal (patched at end)
             self.put(
                 if ty == Ty::D {
@@ -742,9 +758,25 @@ impl A64 {
     }
 
     fn pool_const(&mut self, bits: u64) -> u32 {
-        let slot = (self.pool.len() / 8) as u32;
+        let slot = self.pool_base + (self.pool.len() / 8) as u32;
         self.pool.extend_from_slice(&bits.to_le_bytes());
         slot
+    }
+
+    /// Records that the instruction about to be written at the current
+    /// position (an `ldr` literal or `adr`) refers to pool slot `slot`.
+    #[inline]
+    fn pool_ref(&mut self, m: &'static str, slot: u32) {
+        let at = self.buf.pos() as u32;
+        self.pool_refs.push(PoolRef {
+            at,
+            slot,
+            index: self.buf.index(),
+            method: m,
+        });
+        if self.pending == NONE {
+            self.arm(at);
+        }
     }
 
     /// `xd = (i64) trunc(src)` with x86-64's "integer indefinite":
@@ -866,6 +898,12 @@ impl Backend for A64 {
             tables: Vec::new(),
             pool: Vec::new(),
             pool_refs: Vec::new(),
+            pool_base: 0,
+            placed: Vec::new(),
+            pending: NONE,
+            cond_scan: 0,
+            scan: 0,
+            veneers: 0,
             locals: 0,
             nlocals: 0,
             frame: false,
@@ -903,7 +941,7 @@ impl Backend for A64 {
 
     #[inline(always)]
     fn binop(&mut self, m: &'static str, op: BinOp, ty: Ty, rd: u8, a: u8, b: Src) {
-        self.buf.insn(m);
+        self.insn(m);
         if ty.is_float() {
             return self.fbinop(m, op, ty, rd, a, b);
         }
@@ -1044,7 +1082,7 @@ impl Backend for A64 {
 
     #[inline(always)]
     fn unop(&mut self, m: &'static str, op: UnOp, ty: Ty, rd: u8, a: u8) {
-        self.buf.insn(m);
+        self.insn(m);
         if ty.is_float() {
             let (rd, a) = (v(rd), v(a));
             if op == UnOp::Neg {
@@ -1070,9 +1108,9 @@ impl Backend for A64 {
 
     #[inline(always)]
     fn set(&mut self, m: &'static str, ty: Ty, rd: u8, bits: u64) {
-        self.buf.insn(m);
+        self.insn(m);
         match ty {
-            Ty::F | Ty::D => self.fconst(ty, v(rd), bits),
+            Ty::F | Ty::D => self.fconst(m, ty, v(rd), bits),
             _ => self.movi(ty.is_64(), g(rd), bits as i64),
         }
     }
@@ -1080,7 +1118,7 @@ impl Backend for A64 {
     // -- conversions ---------------------------------------------------------
 
     fn cvt(&mut self, m: &'static str, from: Ty, to: Ty, rd: u8, rs: u8) {
-        self.buf.insn(m);
+        self.insn(m);
         match (from.is_float(), to.is_float()) {
             (false, false) => {
                 let (rd, rs) = (g(rd), g(rs));
@@ -1172,7 +1210,7 @@ impl Backend for A64 {
 
     #[inline(always)]
     fn load(&mut self, m: &'static str, mem: Ty, rd_ty: Ty, rd: u8, base: u8, off: Src) {
-        self.buf.insn(m);
+        self.insn(m);
         let off = match off {
             Src::R(r) => Src::R(g(r)),
             i => i,
@@ -1182,7 +1220,7 @@ impl Backend for A64 {
 
     #[inline(always)]
     fn store(&mut self, m: &'static str, mem: Ty, rs: u8, base: u8, off: Src) {
-        self.buf.insn(m);
+        self.insn(m);
         let off = match off {
             Src::R(r) => Src::R(g(r)),
             i => i,
@@ -1198,7 +1236,7 @@ impl Backend for A64 {
     }
 
     fn local_op(&mut self, m: &'static str, op: LocalOp, ty: Ty, r: u8, off: i32, id: u32) {
-        self.buf.insn(m);
+        self.insn(m);
         if !self.local_ok(off, id) {
             return self.buf.fail(m, ErrorKind::UnknownLocal { id });
         }
@@ -1227,7 +1265,7 @@ impl Backend for A64 {
     }
 
     fn ret_link(&mut self, m: &'static str) {
-        self.buf.insn(m);
+        self.insn(m);
         self.put(0xd65f_03c0); // ret
     }
 
@@ -1241,7 +1279,7 @@ impl Backend for A64 {
         ret: Option<AnyReg>,
         alloc: &RegAlloc,
     ) {
-        self.buf.insn(m);
+        self.insn(m);
         let sig = match &callee {
             Callee::Code(c) => Some(&c.sig),
             Callee::Native(_) | Callee::Reg(_) => None,
@@ -1249,7 +1287,7 @@ impl Backend for A64 {
         if let Err(kind) = check_call(alloc.leaf, sig, args) {
             return self.buf.fail(m, kind);
         }
-        self.buf.reserve(m, 24 * args.len() + 8 * 16 + 96);
+        self.reserve(m, 24 * args.len() + 8 * 16 + 96);
         self.frame = true;
         let mut tys = [Ty::V; crate::ty::MAX_PARAMS];
         for (t, a) in tys.iter_mut().zip(args) {
@@ -1308,7 +1346,7 @@ impl Backend for A64 {
         for (a, loc) in args.iter().zip(abi_layout(tys)) {
             if let (Arg::Imm(t, val), ArgLoc::Reg(d)) = (*a, loc) {
                 if t.is_float() {
-                    self.fconst(t, v(d), val as u64);
+                    self.fconst(m, t, v(d), val as u64);
                 } else {
                     self.movi(t.is_64(), g(d), val);
                 }
@@ -1331,7 +1369,7 @@ impl Backend for A64 {
                 self.mem(LDR_D, v(n), FP, Src::I(regfile::xmm_call_slot(n) as i64));
             }
         }
-        self.buf.resync(m);
+        self.resync(m);
     }
 
     fn genlabel(&mut self) -> Label {
@@ -1345,12 +1383,12 @@ impl Backend for A64 {
     }
 
     fn nop(&mut self, m: &'static str) {
-        self.buf.insn(m);
+        self.insn(m);
         self.put(NOP);
     }
 
     fn align(&mut self, m: &'static str, n: usize) {
-        self.buf.insn(m);
+        self.insn(m);
         if !n.is_power_of_two() || n > 64 {
             return self
                 .buf
@@ -1364,19 +1402,39 @@ impl Backend for A64 {
     }
 
     fn data(&mut self, bytes: &[u8]) -> u32 {
-        let slot = (self.pool.len() / 8) as u32;
+        if self.pending != NONE {
+            // The next island grows by the data: it may have to come now.
+            self.plan("data", bytes.len() + 8);
+        }
+        let slot = self.pool_base + (self.pool.len() / 8) as u32;
         self.pool.extend_from_slice(bytes);
         self.pool.resize(self.pool.len().next_multiple_of(8), 0);
         slot
     }
 
     fn addr_data(&mut self, m: &'static str, rd: u8, data: u32) {
-        self.buf.insn(m);
-        if data as usize * 8 >= self.pool.len() {
-            return self.buf.fail(m, ErrorKind::UnknownData { data });
+        self.insn(m);
+        let rd = g(rd);
+        if data >= self.pool_base {
+            if (data - self.pool_base) as usize * 8 >= self.pool.len() {
+                return self.buf.fail(m, ErrorKind::UnknownData { data });
+            }
+            self.pool_ref(m, data);
+            self.put(0x1000_0000 | rd as u32); // adr rd, data (patched later)
+            return;
         }
-        self.pool_refs.push((self.buf.pos() as u32, data));
-        self.put(0x1000_0000 | g(rd) as u32); // adr rd, data (patched at end)
+        // In an island behind: the distance is known.
+        let i = self.placed.partition_point(|&(first, _)| first <= data);
+        let (first, at) = self.placed[i.saturating_sub(1)];
+        let rel = (at as i64 + 8 * (data - first) as i64) - self.buf.pos() as i64;
+        match adr_word(0x1000_0000 | rd as u32, rel) {
+            Some(w) => self.put(w),
+            None => {
+                // Beyond adr's ±1 MiB: adr rd, . and add the distance.
+                self.put(0x1000_0000 | rd as u32);
+                add_imm_to(&mut self.buf, true, rd, rd, rel);
+            }
+        }
     }
 
     fn jump_table(&mut self, m: &'static str, idx: u8, targets: &[Label]) {
@@ -1422,11 +1480,16 @@ struct Fixup {
 }
 
 /// Fixup kinds besides the six conditions (`Cond as u8`), which are
-/// `b.cond` (19-bit).
+/// `b.cond` (19-bit). The others are `b`/`bl` (26-bit) but for
+/// `FIX_TABLE` (a 32-bit table entry) and `FIX_DONE` (a `b.cond` already
+/// pointed at its veneer in an island; the veneer, `FIX_VENEER + cond`,
+/// carries the label and the branch's method).
 const FIX_JMP: u8 = 6;
 const FIX_JAL: u8 = 7;
 const FIX_RET: u8 = 8;
 const FIX_TABLE: u8 = 9;
+const FIX_VENEER: u8 = 10;
+const FIX_DONE: u8 = 16;
 
 impl Fixup {
     fn method(self) -> &'static str {
@@ -1435,10 +1498,43 @@ impl Fixup {
             FIX_JAL => "jal",
             FIX_RET => "ret",
             FIX_TABLE => "jump_table",
+            FIX_DONE => "branch",
+            k if k >= FIX_VENEER => Cond::ALL[(k - FIX_VENEER) as usize].name(),
             k => Cond::ALL[k as usize].name(),
         }
     }
 }
+
+/// A use of a pool slot: the `ldr` (literal) or `adr` at `at`, from
+/// instruction `index` (for errors).
+#[derive(Clone, Copy, Debug)]
+struct PoolRef {
+    at: u32,
+    slot: u32,
+    index: u32,
+    method: &'static str,
+}
+
+/// "Nothing pending" for [`A64::pending`].
+const NONE: u32 = u32::MAX;
+/// The farthest forward reach of `b.cond` and `ldr` (literal), in bytes
+/// (`adr` reaches 3 bytes farther).
+const REACH: usize = (1 << 20) - 4;
+/// Bytes an island or the end adds before its constants beyond the
+/// veneers: `b over` and padding, or the epilogue (at most about 180
+/// bytes, 16 float restores included) and padding.
+const MARGIN: usize = 512;
+/// The most one ordinary instruction adds to the distance from a pending
+/// use to its island: its code (at most [`MAX_INSN`] bytes) and what it
+/// adds to the island (a veneer, or a constant's 8 bytes). Calls and jump
+/// tables, which write more, say so through [`A64::reserve`].
+const PER_INSN: usize = MAX_INSN + 8;
+/// How far the code and the pool may grow from the first pending use
+/// before the next check: the use's reach less the margin, the
+/// instruction being written and the use's own veneer.
+const ARM_SLACK: usize = REACH - MARGIN - PER_INSN - 4;
+/// The pool bytes a call may add (a float constant per argument register).
+const CALL_POOL: usize = 8 * 8;
 
 /// True if a byte distance fits a branch of `bits`-bit word offset.
 fn fits(rel: i64, bits: u32) -> bool {
@@ -1446,8 +1542,44 @@ fn fits(rel: i64, bits: u32) -> bool {
     w >= -(1 << (bits - 1)) && w < (1 << (bits - 1))
 }
 
+/// A `b.cond` or `ldr` (literal) word with its 19-bit word offset, if
+/// `rel` fits.
+fn imm19_word(word: u32, rel: i64) -> Option<u32> {
+    fits(rel, 19).then_some(word | ((rel >> 2) as u32 & 0x7ffff) << 5)
+}
+
+/// An `adr` word with its 21-bit byte offset (`immlo` in 30:29, `immhi`
+/// in 23:5), if `rel` fits.
+fn adr_word(word: u32, rel: i64) -> Option<u32> {
+    (-(1 << 20)..(1 << 20))
+        .contains(&rel)
+        .then_some(word | ((rel as u32) & 3) << 29 | (((rel >> 2) as u32) & 0x7ffff) << 5)
+}
+
+/// A pool reference's word patched to reach `rel` bytes away, if it can.
+fn pool_word(word: u32, rel: i64) -> Option<u32> {
+    if word & 0x9f00_0000 == 0x1000_0000 {
+        adr_word(word, rel)
+    } else {
+        imm19_word(word, rel)
+    }
+}
+
+/// The error for a `b.cond` that cannot reach its target or veneer (the
+/// islands should make it impossible).
+const FAR_BRANCH: ErrorKind =
+    ErrorKind::Unsupported("aarch64: a conditional branch beyond b.cond's ±1 MiB");
+
+/// The error for a use that cannot reach its constant.
+const FAR_CONSTANT: ErrorKind =
+    ErrorKind::Unsupported("aarch64: a constant or data beyond ±1 MiB of its use (ldr, adr)");
+
 impl A64 {
-    /// `b.cc label` (or `b label` when `cc` is `None`), from the current position.
+    /// `b.cc label` (or `b label` when `cc` is `None`), from the current
+    /// position. Backward, the distance is known: beyond `b.cond`'s ±1 MiB,
+    /// the inverted condition over a `b`. Forward, a fixup; the first
+    /// forward `b.cond` with nothing pending arms the island deadline.
+    #[inline(always)]
     fn jump_to(&mut self, kind: u8, cc: Option<u8>, label: u32) {
         let pos = self.buf.pos() as i64;
         match self.labels.get(label as usize).copied() {
@@ -1468,12 +1600,190 @@ impl A64 {
             }
             _ => {
                 self.fix(kind, label);
-                self.put(match cc {
-                    None => 0x1400_0000,
-                    Some(c) => 0x5400_0000 | c as u32,
-                });
+                match cc {
+                    None => self.put(0x1400_0000),
+                    Some(c) => {
+                        if self.pending == NONE {
+                            self.arm(self.buf.pos() as u32);
+                        }
+                        self.put(0x5400_0000 | c as u32);
+                    }
+                }
             }
         }
+    }
+
+    /// Starts an instruction: spends one unit of the buffer's budget. When
+    /// the budget runs out (the buffer's own refill, or earlier when an
+    /// island may be due: see `plan`), the cold path refills and
+    /// plans; the hot path is the buffer's count-down and nothing else.
+    #[inline(always)]
+    pub fn insn(&mut self, m: &'static str) {
+        if self.buf.tick() {
+            self.refill(m);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn refill(&mut self, m: &'static str) {
+        self.buf.refill(m, 0);
+        if self.pending != NONE {
+            self.plan(m, 0);
+        }
+    }
+
+    /// [`Buf::reserve`] for an instruction longer than [`MAX_INSN`] (a call,
+    /// a jump table), which may need its island first.
+    fn reserve(&mut self, m: &'static str, bytes: usize) {
+        self.buf.reserve(m, bytes);
+        if self.pending != NONE {
+            self.plan(m, bytes + CALL_POOL);
+        }
+    }
+
+    /// [`Buf::resync`] after such an instruction, keeping the island's
+    /// deadline in the budget.
+    fn resync(&mut self, m: &'static str) {
+        self.buf.resync(m);
+        if self.pending != NONE {
+            self.plan(m, 0);
+        }
+    }
+
+    /// Notes the first pending use, at the current position (nothing was
+    /// pending, so the next island holds only the pool and this use's
+    /// veneer). The buffer's next refill, where [`A64::plan`] looks again,
+    /// usually comes well before the deadline; when the budget is large (a
+    /// buffer grown for a big function) or the pool is, it is brought
+    /// forward to the last instruction that may still place the island.
+    #[inline(always)]
+    fn arm(&mut self, at: u32) {
+        self.pending = at;
+        let room = ARM_SLACK.saturating_sub(self.pool.len());
+        if self.buf.budget() as usize * PER_INSN > room {
+            self.buf.cap((room / PER_INSN) as u32);
+        }
+    }
+
+    /// At an instruction boundary with something pending: emits the
+    /// island now if the code and the island could otherwise grow beyond
+    /// the reach of the oldest pending use, or brings the next refill
+    /// forward to the last instruction that may still decide it. `extra`
+    /// is what the instruction being started writes and adds to the
+    /// island beyond [`PER_INSN`].
+    ///
+    /// The island's size is bounded by the pool and `veneers`, an upper
+    /// bound on the forward `b.cond`s to unplaced labels, counted once per
+    /// fixup; a branch whose label is placed by the deadline needs no
+    /// veneer. Each call counts only the new fixups, so the work is
+    /// constant per fixup; the checks come closer together as the deadline
+    /// nears, a few hundred per MiB of code while anything is pending.
+    fn plan(&mut self, m: &'static str, extra: usize) {
+        while let Some(&f) = self.fixups.get(self.cond_scan) {
+            if self.open(f) {
+                break;
+            }
+            self.cond_scan += 1;
+        }
+        self.scan = self.scan.max(self.cond_scan);
+        for i in self.scan..self.fixups.len() {
+            self.veneers += self.open(self.fixups[i]) as u32;
+        }
+        self.scan = self.fixups.len();
+        let branch = self.fixups.get(self.cond_scan).map(|f| f.at);
+        if branch.is_none() {
+            self.veneers = 0;
+        }
+        let oldest = match (branch, self.pool_refs.first().map(|r| r.at)) {
+            (Some(a), Some(b)) => a.min(b),
+            (Some(a), None) | (None, Some(a)) => a,
+            (None, None) => {
+                self.pending = NONE;
+                return;
+            }
+        };
+        self.pending = oldest;
+        let limit = oldest as usize + REACH - MARGIN;
+        let used = self.buf.pos() + self.pool.len() + 4 * self.veneers as usize + extra + PER_INSN;
+        if used > limit {
+            self.island(m, extra);
+        } else {
+            let n = (limit - used) / PER_INSN + 1;
+            self.buf.cap(n.min(u32::MAX as usize) as u32);
+        }
+    }
+
+    /// True for a forward `b.cond` whose label is not placed.
+    #[inline]
+    fn open(&self, f: Fixup) -> bool {
+        f.kind < 6 && self.labels.get(f.label as usize) == Some(&UNPLACED)
+    }
+
+    /// Emits an island at the current position: `b over`, a veneer `b
+    /// label` for each forward `b.cond` whose label is not placed (the
+    /// `b.cond` now branches to it; the veneer is a 26-bit fixup), the
+    /// pending constants and data (their uses patched now), and `over:`.
+    /// Nothing is pending afterwards.
+    #[cold]
+    #[inline(never)]
+    fn island(&mut self, m: &'static str, extra: usize) {
+        let end = self.fixups.len();
+        let nv = (self.cond_scan..end)
+            .filter(|&i| self.open(self.fixups[i]))
+            .count();
+        self.buf.reserve(m, 8 + 4 * nv + self.pool.len());
+        let start = self.buf.pos();
+        self.put(0x1400_0000); // b over (patched below)
+        for i in self.cond_scan..end {
+            let f = self.fixups[i];
+            if !self.open(f) {
+                continue;
+            }
+            let at = self.buf.pos();
+            match imm19_word(self.buf.read4(f.at as usize), at as i64 - f.at as i64) {
+                Some(w) => self.buf.patch4(f.at as usize, w),
+                None => self.buf.fail_at(f.index, f.method(), FAR_BRANCH),
+            }
+            self.fixups[i].kind = FIX_DONE;
+            self.fixups.push(Fixup {
+                at: at as u32,
+                label: f.label,
+                index: f.index,
+                kind: FIX_VENEER + f.kind,
+            });
+            self.put(0x1400_0000); // b label
+        }
+        if !self.pool.is_empty() {
+            if self.buf.pos() % 8 != 0 {
+                self.put(0); // udf: 8-byte slots, as at the end
+            }
+            let pool_at = self.buf.pos();
+            self.placed.push((self.pool_base, pool_at as u32));
+            for c in self.pool.chunks_exact(8) {
+                let word = u64::from_le_bytes(c.try_into().unwrap_or([0; 8]));
+                self.buf.put(word, 8);
+            }
+            for i in 0..self.pool_refs.len() {
+                let r = self.pool_refs[i];
+                let slot_at = pool_at + 8 * (r.slot - self.pool_base) as usize;
+                let rel = slot_at as i64 - r.at as i64;
+                match pool_word(self.buf.read4(r.at as usize), rel) {
+                    Some(w) => self.buf.patch4(r.at as usize, w),
+                    None => self.buf.fail_at(r.index, r.method, FAR_CONSTANT),
+                }
+            }
+            self.pool_base += (self.pool.len() / 8) as u32;
+            self.pool.clear();
+        }
+        self.pool_refs.clear();
+        let over = self.buf.pos() - start;
+        self.buf.patch4(start, 0x1400_0000 | (over >> 2) as u32);
+        self.cond_scan = self.fixups.len();
+        self.scan = self.cond_scan;
+        self.veneers = 0;
+        self.pending = NONE;
+        self.buf.refill(m, extra);
     }
 
     fn fix(&mut self, kind: u8, label: u32) {
@@ -1487,7 +1797,7 @@ impl A64 {
     }
 
     fn emit_branch(&mut self, m: &'static str, c: Cond, ty: Ty, a: u8, b: Src, l: Label) {
-        self.buf.insn(m);
+        self.insn(m);
         let kind = c as u8;
         if ty.is_float() {
             let Src::R(b) = b else {
@@ -1511,7 +1821,7 @@ impl A64 {
     }
 
     fn emit_jump(&mut self, m: &'static str, link: bool, t: Target) {
-        self.buf.insn(m);
+        self.insn(m);
         if link {
             self.frame = true;
             // x30 survives: a subroutine may itself jal.
@@ -1542,7 +1852,7 @@ impl A64 {
     }
 
     fn emit_place(&mut self, m: &'static str, l: Label) {
-        self.buf.insn(m);
+        self.insn(m);
         // A branch may arrive here with other flags.
         self.flags = None;
         let pos = self.buf.pos() as u32;
@@ -1554,8 +1864,8 @@ impl A64 {
     }
 
     fn emit_jump_table(&mut self, m: &'static str, idx: u8, targets: &[Label]) {
-        self.buf.insn(m);
-        self.buf.reserve(m, 4 * targets.len() + 32);
+        self.insn(m);
+        self.reserve(m, 4 * targets.len() + 32);
         // adr x17, table; ldrsw x16, [x17, idx, lsl 2]; add x17, x17, x16; br x17
         self.put(0x1000_0000 | (16 >> 2) << 5 | IP1 as u32);
         self.put(0xb8a0_7800 | (g(idx) as u32) << 16 | (IP1 as u32) << 5 | IP0 as u32);
@@ -1575,7 +1885,7 @@ impl A64 {
             ));
             self.put(0);
         }
-        self.buf.resync(m);
+        self.resync(m);
     }
 }
 
@@ -1591,6 +1901,12 @@ impl A64 {
         self.tables.clear();
         self.pool.clear();
         self.pool_refs.clear();
+        self.pool_base = 0;
+        self.placed.clear();
+        self.pending = NONE;
+        self.cond_scan = 0;
+        self.scan = 0;
+        self.veneers = 0;
         self.locals = 0;
         self.nlocals = 0;
         self.frame = false;
@@ -1626,7 +1942,7 @@ impl A64 {
     }
 
     fn emit_ret(&mut self, m: &'static str, ty: Ty, r: u8) {
-        self.buf.insn(m);
+        self.insn(m);
         match self.ret_ty {
             None => self.ret_ty = Some(ty),
             Some(t) if t != ty => {
@@ -1662,7 +1978,6 @@ impl A64 {
         if let Some(e) = self.buf.err.take() {
             return Err(e);
         }
-        let end_index = self.buf.index().wrapping_add(1);
         let err = |index, method, kind| Error {
             index,
             method,
@@ -1725,6 +2040,9 @@ impl A64 {
         }
         for i in 0..self.fixups.len() {
             let f = self.fixups[i];
+            if f.kind == FIX_DONE {
+                continue;
+            }
             let target = if f.label == EPILOGUE {
                 epi_at
             } else {
@@ -1754,40 +2072,28 @@ impl A64 {
                 continue;
             }
             let rel = target as i64 - f.at as i64;
+            // Islands keep forward b.conds within reach, and the code size
+            // limit (DEFAULT_LIMIT) keeps b within its ±128 MiB; checked
+            // all the same, so that no limit makes wrong code.
             let patched = if f.kind < 6 {
-                if !fits(rel, 19) {
-                    return Err(err(
-                        f.index,
-                        f.method(),
-                        ErrorKind::Unsupported(
-                            "aarch64: a forward conditional branch beyond b.cond's ±1 MiB",
-                        ),
-                    ));
-                }
-                word | ((rel >> 2) as u32 & 0x7ffff) << 5
-            } else {
+                imm19_word(word, rel).ok_or_else(|| err(f.index, f.method(), FAR_BRANCH))?
+            } else if fits(rel, 26) {
                 word | ((rel >> 2) as u32 & 0x03ff_ffff)
+            } else {
+                return Err(err(
+                    f.index,
+                    f.method(),
+                    ErrorKind::Unsupported("aarch64: a branch beyond b's ±128 MiB"),
+                ));
             };
             self.buf.patch4(at, patched);
         }
-        for &(at, slot) in &self.pool_refs {
-            let rel = (pool_at as i64 + 8 * slot as i64) - at as i64;
-            if !fits(rel, 19) {
-                return Err(err(
-                    end_index,
-                    "end",
-                    ErrorKind::Unsupported("aarch64: a constant beyond ±1 MiB of its use"),
-                ));
-            }
-            let at = at as usize;
-            let word =
-                u32::from_le_bytes(self.buf.bytes()[at..at + 4].try_into().unwrap_or([0; 4]));
-            let patched = if word & 0x9f00_0000 == 0x1000_0000 {
-                // adr: immlo in 30:29, immhi in 23:5
-                word | ((rel as u32) & 3) << 29 | (((rel >> 2) as u32) & 0x7ffff) << 5
-            } else {
-                word | (((rel >> 2) as u32) & 0x7ffff) << 5
-            };
+        for r in &self.pool_refs {
+            let slot_at = pool_at as i64 + 8 * (r.slot - self.pool_base) as i64;
+            let at = r.at as usize;
+            let word = self.buf.read4(at);
+            let patched = pool_word(word, slot_at - r.at as i64)
+                .ok_or_else(|| err(r.index, r.method, FAR_CONSTANT))?;
             self.buf.patch4(at, patched);
         }
         for &(f, table) in &self.tables {
@@ -2027,12 +2333,6 @@ impl crate::Invoke for Code {
 // ===========================================================================
 
 impl A64 {
-    /// Starts an extension instruction.
-    #[inline(always)]
-    pub fn insn(&mut self, m: &'static str) {
-        self.buf.insn(m);
-    }
-
     /// `fsqrt rd, a`.
     pub fn sqrt(&mut self, ty: Ty, rd: u8, a: u8) {
         self.put(0x1e21_c000 | ftype(ty) | (v(a) as u32) << 5 | v(rd) as u32);

@@ -9,7 +9,10 @@
 //! also counts instructions for error messages. When it runs out, a cold
 //! path grows the buffer (or, past the limit, records an error and keeps
 //! writing harmlessly over the start of the buffer, so no method ever
-//! needs a `Result`).
+//! needs a `Result`). A backend with deadlines of its own (aarch64's
+//! islands, placed before its code outgrows a branch's reach) folds them
+//! into the same count-down: [`Buf::cap`] makes it run out early, and
+//! [`Buf::tick`] leaves that cold path to the backend.
 //!
 //! This module owns the `unsafe` writes; everything above it is safe.
 
@@ -89,6 +92,33 @@ impl Buf {
         }
     }
 
+    /// [`insn`](Buf::insn) for a backend with work of its own when the
+    /// budget runs out (aarch64's islands): spends one unit and returns
+    /// true when the budget ran out, leaving the caller to call
+    /// [`refill`](Buf::refill).
+    #[inline(always)]
+    pub fn tick(&mut self) -> bool {
+        self.budget = self.budget.wrapping_sub(1);
+        self.budget == 0
+    }
+
+    /// The budget left: the instruction starts before the next refill.
+    #[inline(always)]
+    pub fn budget(&self) -> u32 {
+        self.budget
+    }
+
+    /// Brings the next refill forward: the `n`th instruction begun from
+    /// now (the next one if `n` is 0) runs out of budget, if it would not
+    /// already. The instruction count is kept.
+    pub fn cap(&mut self, n: u32) {
+        let n = n.max(1);
+        if n < self.budget {
+            self.issued = self.issued.wrapping_sub(self.budget - n);
+            self.budget = n;
+        }
+    }
+
     /// Makes sure `bytes` more bytes fit, beyond the current instruction.
     #[inline]
     pub fn reserve(&mut self, method: &'static str, bytes: usize) {
@@ -112,9 +142,12 @@ impl Buf {
         self.issued = self.budget;
     }
 
+    /// Makes room for the next instructions (and `extra` bytes) and hands
+    /// out a new budget, keeping the instruction count; past the limit,
+    /// records [`ErrorKind::CodeTooLarge`].
     #[cold]
     #[inline(never)]
-    fn refill(&mut self, method: &'static str, extra: usize) {
+    pub fn refill(&mut self, method: &'static str, extra: usize) {
         let used = self.issued.wrapping_sub(self.budget);
         let mut need = self.pos() + extra + 3 * MAX_INSN;
         // A grant this small would bring the next refill back within a
@@ -247,6 +280,19 @@ mod tests {
         }
         assert_eq!(b.pos(), 70_000);
         assert!(b.err.is_none());
+    }
+
+    #[test]
+    fn a_cap_brings_the_refill_forward_and_keeps_the_count() {
+        let mut b = Buf::new(1 << 20);
+        b.insn("nop");
+        b.cap(3);
+        assert!(!b.tick());
+        assert!(!b.tick());
+        assert!(b.tick(), "the third instruction from the cap runs out");
+        b.refill("nop", 0);
+        assert_eq!(b.index(), 3);
+        assert!(b.budget() > 3);
     }
 
     #[test]

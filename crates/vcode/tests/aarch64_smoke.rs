@@ -96,45 +96,6 @@ fn bswap32x2_and_bswap16x4() {
     }
 }
 
-/// Backward conditional branches beyond b.cond's ±1 MiB take the
-/// inverted-condition-over-`b` form; a forward one that far is a typed
-/// error at `end` (b.cond is emitted before its distance is known).
-#[test]
-fn branches_beyond_bcond_range() {
-    let mut f = Func::<A64>::with_backend();
-    let p = f.lambda("%l", Leaf::Yes).unwrap();
-    let x = p.get::<L>(0).unwrap();
-    let (top, out) = (f.genlabel(), f.genlabel());
-    f.label(top);
-    f.sub(x, x, 1);
-    f.beq(x, 0, out);
-    for _ in 0..300_000 {
-        f.nop();
-    }
-    f.bgt(x, 0, top); // backward, ~1.2 MB
-    f.label(out);
-    f.ret(x);
-    // The forward beq spans the nops too: refused with a typed error.
-    let e = f.end().unwrap_err();
-    assert!(matches!(e.kind, vcode::ErrorKind::Unsupported(_)), "{e}");
-    assert_eq!(e.method, "beq");
-
-    let mut f = Func::<A64>::with_backend();
-    let p = f.lambda("%l", Leaf::Yes).unwrap();
-    let x = p.get::<L>(0).unwrap();
-    let top = f.genlabel();
-    f.label(top);
-    f.sub(x, x, 1);
-    for _ in 0..300_000 {
-        f.nop();
-    }
-    f.bgt(x, 0, top);
-    f.ret(x);
-    let code = f.end().unwrap();
-    // SAFETY: the generated code computes on its arguments and reads only the buffers passed to it.
-    assert_eq!(unsafe { code.invoke(&[Value::L(3)]) }, Ok(Value::L(0)));
-}
-
 #[path = "../examples/aarch64_gencount/workload.rs"]
 #[allow(dead_code)]
 mod workload;
