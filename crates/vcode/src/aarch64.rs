@@ -1663,11 +1663,7 @@ impl A64 {
             return Err(e);
         }
         let end_index = self.buf.index().wrapping_add(1);
-        let err = |index, method, kind| Error {
-            index,
-            method,
-            kind,
-        };
+        let err = Error::new;
         // A body ending in `b epilogue` falls through instead.
         if let Some(at) = self.last_ret {
             if at + 4 == self.buf.pos() {

@@ -390,7 +390,7 @@ fn probe(sh: &Shape) -> (usize, usize) {
     };
     assert!(
         matches!(
-            e.kind,
+            e.kind(),
             ErrorKind::RegistersExhausted {
                 class: "temporary",
                 what: "integer"
@@ -406,10 +406,13 @@ fn probe(sh: &Shape) -> (usize, usize) {
         }
     };
     assert!(
-        matches!(e.kind, ErrorKind::RegistersExhausted { what: "float", .. }),
+        matches!(
+            e.kind(),
+            ErrorKind::RegistersExhausted { what: "float", .. }
+        ),
         "{e}"
     );
-    assert_eq!(e.method, "getreg");
+    assert_eq!(e.method(), "getreg");
     // A refusal is an answer, not a mistake: the client may spill instead,
     // and the function still ends.
     f.retv();
@@ -1348,7 +1351,11 @@ fn expect_err(
     kind: ErrorKind,
 ) -> Error {
     let e = e.expect_err("an error");
-    assert_eq!((e.index, e.method, &e.kind), (index, method, &kind), "{e}");
+    assert_eq!(
+        (e.index(), e.method(), e.kind()),
+        (index, method, &kind),
+        "{e}"
+    );
     // The message says what and where.
     let msg = e.to_string();
     assert!(
@@ -1728,7 +1735,7 @@ fn native_end_reports_typed_errors() {
     // 11 allocatable integer registers, one holds the parameter.
     assert_eq!(got, host::TEMP_ORDER.len() - 1);
     assert_eq!(
-        e.kind,
+        *e.kind(),
         ErrorKind::RegistersExhausted {
             class: "temporary",
             what: "integer"
@@ -1736,7 +1743,7 @@ fn native_end_reports_typed_errors() {
     );
     // It names the next instruction, and does not poison `end`: the client
     // may spill instead.
-    assert_eq!((e.index, e.method), (2, "getreg"));
+    assert_eq!((e.index(), e.method()), (2, "getreg"));
     f.ret(x);
     f.end().expect("getreg refusals do not poison end");
     let mut f = Func::<Reference>::with_backend();
@@ -1748,8 +1755,8 @@ fn native_end_reports_typed_errors() {
             break e;
         }
     };
-    assert_eq!((e.index, e.method), (2, "getreg"));
-    assert!(matches!(e.kind, ErrorKind::RegistersExhausted { .. }));
+    assert_eq!((e.index(), e.method()), (2, "getreg"));
+    assert!(matches!(e.kind(), ErrorKind::RegistersExhausted { .. }));
     f.retv();
     f.end().expect("getreg refusals do not poison end");
 
@@ -1764,13 +1771,13 @@ fn native_end_reports_typed_errors() {
     f.ret(x);
     let e = f.end().expect_err("code too large");
     assert_eq!(
-        (e.method, &e.kind),
+        (e.method(), e.kind()),
         ("set", &ErrorKind::CodeTooLarge { limit: 2048 }),
         "{e}"
     );
     // It is the instruction that crossed the limit, give or take the
     // buffer's slack of a few instructions.
-    assert!((150..=205).contains(&e.index), "{e}");
+    assert!((150..=205).contains(&e.index()), "{e}");
     // The same builder, same limit, makes a function that fits.
     let p = f.lambda("%l", Leaf::Yes).unwrap();
     let x = p.get::<L>(0).unwrap();

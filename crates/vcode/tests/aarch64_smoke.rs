@@ -117,8 +117,8 @@ fn branches_beyond_bcond_range() {
     f.ret(x);
     // The forward beq spans the nops too: refused with a typed error.
     let e = f.end().unwrap_err();
-    assert!(matches!(e.kind, vcode::ErrorKind::Unsupported(_)), "{e}");
-    assert_eq!(e.method, "beq");
+    assert!(matches!(e.kind(), vcode::ErrorKind::Unsupported(_)), "{e}");
+    assert_eq!(e.method(), "beq");
 
     let mut f = Func::<A64>::with_backend();
     let p = f.lambda("%l", Leaf::Yes).unwrap();
