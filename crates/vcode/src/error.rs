@@ -4,28 +4,26 @@
 
 use crate::ty::{I, Reg, Ty};
 use std::fmt;
-use std::num::NonZeroU32;
 use thiserror::Error;
 
 /// A code generation error: what, at which instruction, in which method.
 ///
-/// Four bytes: a handle to details kept aside (in [`side`]), so that a
-/// `Result<Reg<T>>`, or a client's `Result<(Reg<T>, bool)>`, is one
-/// machine word and comes back in a register. A recursive client that
-/// passes `getreg`'s result up with `?` at every level pays for the size
-/// of the `Result` at every return, error or not: with the details
-/// inline (80 bytes, `ErrorKind` carries `String`s) each went through
-/// memory, and so would a boxed error (rustc returns a two-word `Result`
-/// whose variants are a byte and a pointer through memory too). Errors
-/// are rare, so the side table is touched only when one is made, read or
-/// dropped ([`Error::new`] is `#[cold]`).
+/// One pointer wide: the details live in a box, so a
+/// `Result<Reg<T>>` is two machine words and comes back in two
+/// registers. A recursive client that passes `getreg`'s result up with
+/// `?` at every level pays for that at every return, error or not; with
+/// the details inline (80 bytes, `ErrorKind` carries `String`s) every
+/// such `Result` went through memory. Errors are rare, so the allocation
+/// is paid only when one is made ([`Error::new`] is `#[cold]`).
 ///
 /// The details are read through [`index`](Error::index),
 /// [`method`](Error::method), [`kind`](Error::kind) and
 /// [`into_kind`](Error::into_kind). `Error` does not `Deref` to its
-/// details: it is not a smart pointer, where the details live is a
-/// representation choice, and accessors keep it private, where `Deref`
-/// would make the details' type part of the API.
+/// details: it is not a smart pointer, the box is a representation
+/// choice a later version may change (a pointer into a per-function
+/// record, a tagged word for the common kinds), and accessors keep that
+/// change private, where `Deref` would make the boxed type part of the
+/// API and let its methods and fields leak into `Error`'s.
 ///
 /// ```
 /// use vcode::{Error, ErrorKind};
@@ -38,9 +36,10 @@ use thiserror::Error;
 ///     "vcode: label L3 is used but never placed (instruction 17, in `blt`)"
 /// );
 /// ```
-pub struct Error(NonZeroU32);
+#[derive(Clone, PartialEq, Eq)]
+pub struct Error(Box<Details>);
 
-/// What an [`Error`] stands for.
+/// What [`Error`] keeps behind its pointer.
 #[derive(Clone, PartialEq, Eq)]
 struct Details {
     index: u32,
@@ -48,81 +47,10 @@ struct Details {
     kind: ErrorKind,
 }
 
-// `getreg`'s result in one register (see `Error`).
-const _: () = assert!(std::mem::size_of::<Result<Reg<I>>>() <= std::mem::size_of::<usize>());
-const _: () =
-    assert!(std::mem::size_of::<Result<(Reg<I>, bool)>>() <= std::mem::size_of::<usize>());
-
-/// The details of the live errors, each owned by one [`Error`].
-mod side {
-    use super::Details;
-    use std::num::NonZeroU32;
-    use std::sync::{Mutex, MutexGuard, PoisonError};
-
-    /// Slot `k - 1` holds the details of the error whose handle is `k`.
-    /// Each is boxed so that it stays in place when `slots` grows.
-    struct Table {
-        slots: Vec<Option<Box<Details>>>,
-        free: Vec<u32>,
-    }
-
-    /// One table for all threads: an `Error` may be sent to another.
-    static TABLE: Mutex<Table> = Mutex::new(Table {
-        slots: Vec::new(),
-        free: Vec::new(),
-    });
-
-    fn table() -> MutexGuard<'static, Table> {
-        // Nothing panics while the lock is held, so the table is
-        // consistent even if a panic elsewhere poisoned the mutex.
-        TABLE.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Stores `d` and returns its new handle.
-    pub(super) fn insert(d: Details) -> NonZeroU32 {
-        let d = Box::new(d);
-        let mut t = table();
-        let k = match t.free.pop() {
-            Some(k) => {
-                t.slots[k as usize] = Some(d);
-                k
-            }
-            None => {
-                t.slots.push(Some(d));
-                u32::try_from(t.slots.len() - 1).expect("fewer than 2^32 live errors")
-            }
-        };
-        NonZeroU32::new(k + 1).expect("k + 1 > 0")
-    }
-
-    /// The details behind handle `h`, for as long as `h`'s error is
-    /// borrowed.
-    pub(super) fn get(h: &NonZeroU32) -> &Details {
-        let t = table();
-        let d: *const Details = &**t.slots[h.get() as usize - 1]
-            .as_ref()
-            .expect("an error's details live until it is dropped");
-        drop(t);
-        // SAFETY: the slot belongs to the one `Error` holding `h` (handles
-        // are made only by `insert`, for a slot it filled, and are never
-        // copied); it is emptied only by `remove`, called by that error's
-        // `drop` or `into_kind`, which take the error by value and so
-        // cannot run while the `&NonZeroU32` borrowed from it is alive.
-        // The details are boxed, so they do not move when `slots` grows,
-        // and nothing writes them while they are in the table.
-        unsafe { &*d }
-    }
-
-    /// Takes the details behind `h` out of the table; `h` is dead after.
-    pub(super) fn remove(h: NonZeroU32) -> Box<Details> {
-        let mut t = table();
-        let k = h.get() - 1;
-        let d = t.slots[k as usize].take();
-        t.free.push(k);
-        drop(t);
-        d.expect("an error's details live until it is dropped")
-    }
-}
+// `getreg`'s result in two registers (see `Error`); a larger error would
+// send it back through memory again.
+const _: () = assert!(std::mem::size_of::<Error>() == std::mem::size_of::<usize>());
+const _: () = assert!(std::mem::size_of::<Result<Reg<I>>>() <= 2 * std::mem::size_of::<usize>());
 
 impl Error {
     /// An error of `kind` at instruction `index` (counting every
@@ -130,85 +58,57 @@ impl Error {
     /// call of `method`.
     ///
     /// Cold and out of line: it is only on error paths, so callers keep
-    /// their fast paths free of the table and the moves of `kind`.
+    /// their fast paths free of the allocation and the moves of `kind`.
     #[cold]
     #[inline(never)]
     pub fn new(index: u32, method: &'static str, kind: ErrorKind) -> Error {
-        Error(side::insert(Details {
+        Error(Box::new(Details {
             index,
             method,
             kind,
         }))
     }
 
-    fn details(&self) -> &Details {
-        side::get(&self.0)
-    }
-
     /// The index of the instruction, counting every instruction method
     /// called since `lambda` from 0.
     pub fn index(&self) -> u32 {
-        self.details().index
+        self.0.index
     }
 
     /// The method the client called.
     pub fn method(&self) -> &'static str {
-        self.details().method
+        self.0.method
     }
 
     /// What went wrong.
     pub fn kind(&self) -> &ErrorKind {
-        &self.details().kind
+        &self.0.kind
     }
 
     /// What went wrong, by value (for a client that wraps the kind in its
     /// own error type).
     pub fn into_kind(self) -> ErrorKind {
-        let h = self.0;
-        std::mem::forget(self);
-        side::remove(h).kind
+        self.0.kind
     }
 }
-
-impl Drop for Error {
-    fn drop(&mut self) {
-        side::remove(self.0);
-    }
-}
-
-impl Clone for Error {
-    fn clone(&self) -> Error {
-        Error(side::insert(self.details().clone()))
-    }
-}
-
-impl PartialEq for Error {
-    fn eq(&self, other: &Error) -> bool {
-        self.details() == other.details()
-    }
-}
-
-impl Eq for Error {}
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let d = self.details();
         write!(
             f,
             "vcode: {} (instruction {}, in `{}`)",
-            d.kind, d.index, d.method
+            self.0.kind, self.0.index, self.0.method
         )
     }
 }
 
-/// Written out so that it reads as the error's fields, not its handle.
+/// Written out so that it reads as the error's fields, without the box.
 impl fmt::Debug for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let d = self.details();
         f.debug_struct("Error")
-            .field("index", &d.index)
-            .field("method", &d.method)
-            .field("kind", &d.kind)
+            .field("index", &self.0.index)
+            .field("method", &self.0.method)
+            .field("kind", &self.0.kind)
             .finish()
     }
 }
