@@ -8,13 +8,18 @@ use thiserror::Error;
 
 /// A code generation error: what, at which instruction, in which method.
 ///
-/// One pointer wide: the details live in a box, so a
-/// `Result<Reg<T>>` is two machine words and comes back in two
-/// registers. A recursive client that passes `getreg`'s result up with
-/// `?` at every level pays for that at every return, error or not; with
-/// the details inline (80 bytes, `ErrorKind` carries `String`s) every
-/// such `Result` went through memory. Errors are rare, so the allocation
-/// is paid only when one is made ([`Error::new`] is `#[cold]`).
+/// One pointer wide: the details live in a box, so a `Result<Reg<T>>`
+/// is two machine words instead of 72 bytes (`ErrorKind` carries
+/// `String`s). A recursive client that passes `getreg`'s result up with
+/// `?` at every level moves that `Result` at every return, error or not;
+/// the box makes each move two words. (rustc still returns it through
+/// memory: a byte in one variant and a pointer in the other do not form
+/// a register pair. A four-byte handle to details in a side table does
+/// come back in a register, but measured no fewer instructions on the
+/// recursive client of `fastpath-bench` and needs a global lock; see
+/// `docs/benchmarks.md`, vcode section 6.) Errors are rare, so the
+/// allocation is paid only when one is made ([`Error::new`] is
+/// `#[cold]`).
 ///
 /// The details are read through [`index`](Error::index),
 /// [`method`](Error::method), [`kind`](Error::kind) and
@@ -47,8 +52,8 @@ struct Details {
     kind: ErrorKind,
 }
 
-// `getreg`'s result in two registers (see `Error`); a larger error would
-// send it back through memory again.
+// `getreg`'s result in two words (see `Error`): details added inline
+// would make every `Result` in a client that large again.
 const _: () = assert!(std::mem::size_of::<Error>() == std::mem::size_of::<usize>());
 const _: () = assert!(std::mem::size_of::<Result<Reg<I>>>() <= 2 * std::mem::size_of::<usize>());
 
