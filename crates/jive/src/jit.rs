@@ -2409,11 +2409,11 @@ fn execute(
             scope
                 .get_or_build(key, 1, |e| match func.take() {
                     Some(mut f) => f.end_in(e.mem()),
-                    None => Err(vcode::Error {
-                        index: 0,
-                        method: "rebuild",
-                        kind: vcode::ErrorKind::Unsupported("built twice"),
-                    }),
+                    None => Err(vcode::Error::new(
+                        0,
+                        "rebuild",
+                        vcode::ErrorKind::Unsupported("built twice"),
+                    )),
                 })
                 .map_err(|e| internal(e.to_string()))?
         }

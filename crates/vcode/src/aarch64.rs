@@ -1978,11 +1978,7 @@ impl A64 {
         if let Some(e) = self.buf.err.take() {
             return Err(e);
         }
-        let err = |index, method, kind| Error {
-            index,
-            method,
-            kind,
-        };
+        let err = Error::new;
         // A body ending in `b epilogue` falls through instead.
         if let Some(at) = self.last_ret {
             if at + 4 == self.buf.pos() {

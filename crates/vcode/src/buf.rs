@@ -195,11 +195,7 @@ impl Buf {
     #[cold]
     pub fn fail_at(&mut self, index: u32, method: &'static str, kind: ErrorKind) {
         if self.err.is_none() {
-            self.err = Some(Error {
-                index,
-                method,
-                kind,
-            });
+            self.err = Some(Error::new(index, method, kind));
         }
     }
 
@@ -303,8 +299,8 @@ mod tests {
             b.put(0x90, 1);
         }
         let e = b.err.clone().expect("limit error");
-        assert_eq!(e.kind, ErrorKind::CodeTooLarge { limit: 4096 });
-        assert_eq!(e.method, "nop");
-        assert!(e.index > 1000 && e.index < 4096, "{e}");
+        assert_eq!(*e.kind(), ErrorKind::CodeTooLarge { limit: 4096 });
+        assert_eq!(e.method(), "nop");
+        assert!(e.index() > 1000 && e.index() < 4096, "{e}");
     }
 }

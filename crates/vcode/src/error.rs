@@ -2,21 +2,124 @@
 //! and where: the index of the vcode instruction (counting from 0 at
 //! `lambda`) and the name of the method that was called.
 
-use crate::ty::Ty;
+use crate::ty::{I, Reg, Ty};
+use std::fmt;
 use thiserror::Error;
 
 /// A code generation error: what, at which instruction, in which method.
-#[derive(Clone, Debug, PartialEq, Eq, Error)]
-#[error("vcode: {kind} (instruction {index}, in `{method}`)")]
-pub struct Error {
+///
+/// One pointer wide: the details live in a box, so a `Result<Reg<T>>`
+/// is two machine words instead of 72 bytes (`ErrorKind` carries
+/// `String`s). A recursive client that passes `getreg`'s result up with
+/// `?` at every level moves that `Result` at every return, error or not;
+/// the box makes each move two words. (rustc still returns it through
+/// memory: a byte in one variant and a pointer in the other do not form
+/// a register pair. A four-byte handle to details in a side table does
+/// come back in a register, but measured no fewer instructions on the
+/// recursive client of `fastpath-bench` and needs a global lock; see
+/// `docs/benchmarks.md`, vcode section 6.) Errors are rare, so the
+/// allocation is paid only when one is made ([`Error::new`] is
+/// `#[cold]`).
+///
+/// The details are read through [`index`](Error::index),
+/// [`method`](Error::method), [`kind`](Error::kind) and
+/// [`into_kind`](Error::into_kind). `Error` does not `Deref` to its
+/// details: it is not a smart pointer, the box is a representation
+/// choice a later version may change (a pointer into a per-function
+/// record, a tagged word for the common kinds), and accessors keep that
+/// change private, where `Deref` would make the boxed type part of the
+/// API and let its methods and fields leak into `Error`'s.
+///
+/// ```
+/// use vcode::{Error, ErrorKind};
+/// let e = Error::new(17, "blt", ErrorKind::UnplacedLabel { label: 3 });
+/// assert_eq!(e.index(), 17);
+/// assert_eq!(e.method(), "blt");
+/// assert!(matches!(e.kind(), ErrorKind::UnplacedLabel { label: 3 }));
+/// assert_eq!(
+///     e.to_string(),
+///     "vcode: label L3 is used but never placed (instruction 17, in `blt`)"
+/// );
+/// ```
+#[derive(Clone, PartialEq, Eq)]
+pub struct Error(Box<Details>);
+
+/// What [`Error`] keeps behind its pointer.
+#[derive(Clone, PartialEq, Eq)]
+struct Details {
+    index: u32,
+    method: &'static str,
+    kind: ErrorKind,
+}
+
+// `getreg`'s result in two words (see `Error`): details added inline
+// would make every `Result` in a client that large again.
+const _: () = assert!(std::mem::size_of::<Error>() == std::mem::size_of::<usize>());
+const _: () = assert!(std::mem::size_of::<Result<Reg<I>>>() <= 2 * std::mem::size_of::<usize>());
+
+impl Error {
+    /// An error of `kind` at instruction `index` (counting every
+    /// instruction method called since `lambda` from 0) in the client's
+    /// call of `method`.
+    ///
+    /// Cold and out of line: it is only on error paths, so callers keep
+    /// their fast paths free of the allocation and the moves of `kind`.
+    #[cold]
+    #[inline(never)]
+    pub fn new(index: u32, method: &'static str, kind: ErrorKind) -> Error {
+        Error(Box::new(Details {
+            index,
+            method,
+            kind,
+        }))
+    }
+
     /// The index of the instruction, counting every instruction method
     /// called since `lambda` from 0.
-    pub index: u32,
+    pub fn index(&self) -> u32 {
+        self.0.index
+    }
+
     /// The method the client called.
-    pub method: &'static str,
+    pub fn method(&self) -> &'static str {
+        self.0.method
+    }
+
     /// What went wrong.
-    pub kind: ErrorKind,
+    pub fn kind(&self) -> &ErrorKind {
+        &self.0.kind
+    }
+
+    /// What went wrong, by value (for a client that wraps the kind in its
+    /// own error type).
+    pub fn into_kind(self) -> ErrorKind {
+        self.0.kind
+    }
 }
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "vcode: {} (instruction {}, in `{}`)",
+            self.0.kind, self.0.index, self.0.method
+        )
+    }
+}
+
+/// Written out so that it reads as the error's fields, without the box.
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Error")
+            .field("index", &self.0.index)
+            .field("method", &self.0.method)
+            .field("kind", &self.0.kind)
+            .finish()
+    }
+}
+
+/// The kind is part of the message, not a cause: `source` is `None`.
+impl std::error::Error for Error {}
 
 /// What went wrong.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]

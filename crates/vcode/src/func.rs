@@ -50,19 +50,19 @@ impl Params {
     /// Parameter `i` as a register of type `T`; an error if the signature
     /// gave it another type.
     pub fn get<T: Type>(&self, i: usize) -> Result<Reg<T>> {
-        let err = |kind| Error {
-            index: 0,
-            method: "Params::get",
-            kind,
-        };
-        let r = *self.all().get(i).ok_or(err(ErrorKind::NoSuchParam {
-            index: i,
-            count: self.len(),
-        }))?;
-        r.typed::<T>().ok_or(err(ErrorKind::TypeMismatch {
-            expected: r.ty,
-            found: T::TY,
-        }))
+        let err = |kind| Error::new(0, "Params::get", kind);
+        let r = *self.all().get(i).ok_or_else(|| {
+            err(ErrorKind::NoSuchParam {
+                index: i,
+                count: self.len(),
+            })
+        })?;
+        r.typed::<T>().ok_or_else(|| {
+            err(ErrorKind::TypeMismatch {
+                expected: r.ty,
+                found: T::TY,
+            })
+        })
     }
 
     /// The fixed name parameter `i` arrives in: `Some(k)` when it is
@@ -127,11 +127,7 @@ fn assign_params(
     locs: &[ArgLoc],
     alloc: &mut RegAlloc,
 ) -> Result<Params> {
-    let err = |kind| Error {
-        index: 0,
-        method: "lambda",
-        kind,
-    };
+    let err = |kind| Error::new(0, "lambda", kind);
     for (&ty, &loc) in sig.params().iter().zip(locs) {
         if let ArgLoc::Reg(n) = loc {
             if conv.keeps_param(ty, loc) {
@@ -322,11 +318,7 @@ impl<B: Backend> Func<B> {
     /// the string buffer of an old cache entry.
     #[cold]
     fn prepare(&self, text: &str, leaf: bool, old: Option<LambdaCache>) -> Result<LambdaCache> {
-        let sig = Signature::parse(text).map_err(|kind| Error {
-            index: 0,
-            method: "lambda",
-            kind,
-        })?;
+        let sig = Signature::parse(text).map_err(|kind| Error::new(0, "lambda", kind))?;
         let mut alloc = RegAlloc::new(self.cfg.clone(), leaf);
         let conv = self.b.conv();
         let mut locs = [ArgLoc::Stack(0); MAX_PARAMS];
@@ -392,11 +384,11 @@ impl<B: Backend> Func<B> {
     #[cold]
     #[inline(never)]
     fn getreg_failed(&self, class: Class, float: bool) -> Error {
-        Error {
-            index: self.b.next_index(),
-            method: "getreg",
-            kind: RegAlloc::exhausted(class, float),
-        }
+        Error::new(
+            self.b.next_index(),
+            "getreg",
+            RegAlloc::exhausted(class, float),
+        )
     }
 
     /// How many registers of `class` for type `T` `getreg` would hand out
@@ -444,11 +436,7 @@ impl<B: Backend> Func<B> {
     pub fn reserve<T: Type>(&mut self, r: Reg<T>) -> Result<Reg<T>> {
         match self.alloc.claim(T::TY.is_float(), r.num()) {
             Ok(()) => Ok(r),
-            Err(kind) => Err(Error {
-                index: self.b.next_index(),
-                method: "reserve",
-                kind,
-            }),
+            Err(kind) => Err(Error::new(self.b.next_index(), "reserve", kind)),
         }
     }
 

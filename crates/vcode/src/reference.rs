@@ -237,18 +237,18 @@ impl<C: CallConv + 'static> Backend for Reference<C> {
             match self.labels.get(l as usize) {
                 Some(&p) if p != UNPLACED => {}
                 Some(_) => {
-                    return Err(Error {
-                        index: at,
-                        method: self.methods[at as usize],
-                        kind: ErrorKind::UnplacedLabel { label: l },
-                    });
+                    return Err(Error::new(
+                        at,
+                        self.methods[at as usize],
+                        ErrorKind::UnplacedLabel { label: l },
+                    ));
                 }
                 None => {
-                    return Err(Error {
-                        index: at,
-                        method: self.methods[at as usize],
-                        kind: ErrorKind::UnknownLabel { label: l },
-                    });
+                    return Err(Error::new(
+                        at,
+                        self.methods[at as usize],
+                        ErrorKind::UnknownLabel { label: l },
+                    ));
                 }
             }
         }
@@ -276,11 +276,7 @@ impl<C: CallConv + 'static> Backend for Reference<C> {
 
     fn fail(&mut self, method: &'static str, kind: ErrorKind) {
         if self.err.is_none() {
-            self.err = Some(Error {
-                index: self.index(),
-                method,
-                kind,
-            });
+            self.err = Some(Error::new(self.index(), method, kind));
         }
     }
 

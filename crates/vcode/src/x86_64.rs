@@ -1729,13 +1729,13 @@ impl X64 {
             .filter(|(_, s)| s.pos == UNPLACED && s.head != NO_LINK)
             .min_by_key(|(_, s)| s.first)
             .expect("a pending label");
-        Error {
-            index: s.first,
-            method: kind_method(s.kind),
-            kind: ErrorKind::UnplacedLabel {
+        Error::new(
+            s.first,
+            kind_method(s.kind),
+            ErrorKind::UnplacedLabel {
                 label: label as u32,
             },
-        }
+        )
     }
 
     #[inline(always)]
@@ -2089,25 +2089,21 @@ impl X64 {
             Some(m) => m.alloc(total),
             None => self.slab.alloc(total),
         }
-        .map_err(|kind| Error {
-            index: end_index,
-            method: "end",
-            kind,
-        })?;
+        .map_err(|kind| Error::new(end_index, "end", kind))?;
         let body_at = (block.addr() + pro.len()) as u64;
         for f in &self.tables {
             let target = match self.labels.get(f.label as usize).map(|s| s.pos) {
                 Some(p) if p != UNPLACED => p,
                 found => {
                     let label = f.label;
-                    return Err(Error {
-                        index: f.index,
-                        method: f.method(),
-                        kind: match found {
+                    return Err(Error::new(
+                        f.index,
+                        f.method(),
+                        match found {
                             Some(_) => ErrorKind::UnplacedLabel { label },
                             None => ErrorKind::UnknownLabel { label },
                         },
-                    });
+                    ));
                 }
             };
             let addr = body_at + u64::from(target);
@@ -2116,11 +2112,7 @@ impl X64 {
         }
         block
             .fill([&self.pro, self.buf.bytes(), &self.epi, &self.pool])
-            .map_err(|kind| Error {
-                index: end_index,
-                method: "end",
-                kind,
-            })?;
+            .map_err(|kind| Error::new(end_index, "end", kind))?;
         let pro_len = self.pro.len();
         let code = Code {
             block,
@@ -2193,11 +2185,7 @@ impl Code {
     /// memory, its calls reach real functions), and that the pointer is
     /// not called after this `Code` is dropped.
     pub unsafe fn as_fn<F: crate::abi::FnSig>(&self) -> crate::Result<F> {
-        F::check(self.sig.params(), self.ret).map_err(|kind| Error {
-            index: 0,
-            method: "as_fn",
-            kind,
-        })?;
+        F::check(self.sig.params(), self.ret).map_err(|kind| Error::new(0, "as_fn", kind))?;
         // SAFETY: `F` is a function pointer type (FnSig is only implemented
         // for `extern "C" fn` types) whose signature matches the generated
         // code; the caller vouches for the rest.

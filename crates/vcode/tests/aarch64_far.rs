@@ -500,8 +500,8 @@ fn unreachable_constant_is_a_typed_error() {
     f.cv(x, k);
     f.ret(x);
     let e = f.end().unwrap_err();
-    assert!(matches!(e.kind, ErrorKind::Unsupported(_)), "{e}");
-    assert_eq!((e.method, e.index), ("set", 1), "{e}");
+    assert!(matches!(e.kind(), ErrorKind::Unsupported(_)), "{e}");
+    assert_eq!((e.method(), e.index()), ("set", 1), "{e}");
 }
 
 /// Random long functions: forward conditional branches to labels placed

@@ -75,6 +75,6 @@ fn data_of_another_function_is_a_typed_error() {
     f.addr_data(r, foreign);
     f.retv();
     let e = f.end().unwrap_err();
-    assert_eq!(e.method, "addr_data");
-    assert_eq!(e.kind, vcode::ErrorKind::UnknownData { data: 0 });
+    assert_eq!(e.method(), "addr_data");
+    assert_eq!(*e.kind(), vcode::ErrorKind::UnknownData { data: 0 });
 }

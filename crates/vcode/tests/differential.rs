@@ -149,13 +149,13 @@ fn native_end_reports_code_too_large() {
     f.ret(x);
     let e = f.end().expect_err("code too large");
     assert_eq!(
-        (e.method, &e.kind),
+        (e.method(), e.kind()),
         ("set", &ErrorKind::CodeTooLarge { limit: 2048 }),
         "{e}"
     );
     // It is the instruction that crossed the limit, give or take the
     // buffer's slack of a few instructions.
-    assert!((150..=205).contains(&e.index), "{e}");
+    assert!((150..=205).contains(&e.index()), "{e}");
     // The same builder, same limit, makes a function that fits.
     let p = f.lambda("%l", Leaf::Yes).unwrap();
     let x = p.get::<L>(0).unwrap();

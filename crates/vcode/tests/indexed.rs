@@ -921,11 +921,11 @@ fn bad_scales_and_memory_types_are_unsupported_errors() {
                 bad_access::<Reference>(store, mem, scale),
             ] {
                 assert!(
-                    matches!(err.kind, ErrorKind::Unsupported(_)),
+                    matches!(err.kind(), ErrorKind::Unsupported(_)),
                     "{method} {mem} scale {scale}: {err}"
                 );
-                assert_eq!(err.method, method, "{err}");
-                assert_eq!(err.index, 2, "{method} {mem} scale {scale}: {err}");
+                assert_eq!(err.method(), method, "{err}");
+                assert_eq!(err.index(), 2, "{method} {mem} scale {scale}: {err}");
             }
         }
     }
@@ -1067,8 +1067,11 @@ fn countdown_to_an_unplaced_label_is_a_typed_error() {
     f.dec_branch_borrow(x, l);
     f.ret(x);
     let err = f.end().unwrap_err();
-    assert_eq!(err.method, "dec_branch_borrow", "{err}");
-    assert!(matches!(err.kind, ErrorKind::UnplacedLabel { .. }), "{err}");
+    assert_eq!(err.method(), "dec_branch_borrow", "{err}");
+    assert!(
+        matches!(err.kind(), ErrorKind::UnplacedLabel { .. }),
+        "{err}"
+    );
 }
 
 // -- code_offset and disassemble_marked -------------------------------------------------
@@ -1225,9 +1228,9 @@ fn reference_needs_a_free_temporary() {
         assert_eq!(got, Value::UL(if store { 7 } else { 3 }));
         match build::<Reference>(store) {
             Err(e) => {
-                assert_eq!(e.method, if store { "stx" } else { "ldx" }, "{e}");
+                assert_eq!(e.method(), if store { "stx" } else { "ldx" }, "{e}");
                 assert!(
-                    matches!(e.kind, ErrorKind::RegistersExhausted { .. }),
+                    matches!(e.kind(), ErrorKind::RegistersExhausted { .. }),
                     "{e}"
                 );
             }
@@ -1262,7 +1265,7 @@ fn float_registers_are_refused() {
             ("reference", build::<Reference>(store).map(|_| ())),
         ] {
             let e = r.expect_err(backend);
-            assert_eq!(e.method, if store { "stx" } else { "ldx" }, "{e}");
+            assert_eq!(e.method(), if store { "stx" } else { "ldx" }, "{e}");
         }
     }
 }

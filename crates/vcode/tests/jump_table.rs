@@ -98,9 +98,9 @@ fn an_unplaced_target_is_a_typed_error() {
     f.label(a);
     f.ret(x);
     let err = f.end().unwrap_err();
-    assert_eq!(err.method, "jump_table");
+    assert_eq!(err.method(), "jump_table");
     assert!(
-        matches!(err.kind, vcode::ErrorKind::UnplacedLabel { .. }),
+        matches!(err.kind(), vcode::ErrorKind::UnplacedLabel { .. }),
         "{err}"
     );
 }

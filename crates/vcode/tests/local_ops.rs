@@ -241,6 +241,9 @@ fn an_unknown_local_is_a_typed_error() {
     f.label(l);
     f.ret(x);
     let err = f.end().unwrap_err();
-    assert_eq!(err.method, "dec_local_branch_borrow", "{err}");
-    assert!(matches!(err.kind, ErrorKind::UnknownLocal { .. }), "{err}");
+    assert_eq!(err.method(), "dec_local_branch_borrow", "{err}");
+    assert!(
+        matches!(err.kind(), ErrorKind::UnknownLocal { .. }),
+        "{err}"
+    );
 }

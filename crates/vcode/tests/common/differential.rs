@@ -427,7 +427,7 @@ fn probe(sh: &Shape) -> (usize, usize) {
     };
     assert!(
         matches!(
-            e.kind,
+            e.kind(),
             ErrorKind::RegistersExhausted {
                 class: "temporary",
                 what: "integer"
@@ -443,10 +443,13 @@ fn probe(sh: &Shape) -> (usize, usize) {
         }
     };
     assert!(
-        matches!(e.kind, ErrorKind::RegistersExhausted { what: "float", .. }),
+        matches!(
+            e.kind(),
+            ErrorKind::RegistersExhausted { what: "float", .. }
+        ),
         "{e}"
     );
-    assert_eq!(e.method, "getreg");
+    assert_eq!(e.method(), "getreg");
     // A refusal is an answer, not a mistake: the client may spill instead,
     // and the function still ends.
     f.retv();
@@ -1384,7 +1387,11 @@ fn expect_err(
     kind: ErrorKind,
 ) -> Error {
     let e = e.expect_err("an error");
-    assert_eq!((e.index, e.method, &e.kind), (index, method, &kind), "{e}");
+    assert_eq!(
+        (e.index(), e.method(), e.kind()),
+        (index, method, &kind),
+        "{e}"
+    );
     // The message says what and where.
     let msg = e.to_string();
     assert!(
@@ -1768,7 +1775,7 @@ fn native_end_reports_typed_errors() {
     // 11 allocatable integer registers, one holds the parameter.
     assert_eq!(got, host::TEMP_ORDER.len() - 1);
     assert_eq!(
-        e.kind,
+        *e.kind(),
         ErrorKind::RegistersExhausted {
             class: "temporary",
             what: "integer"
@@ -1776,7 +1783,7 @@ fn native_end_reports_typed_errors() {
     );
     // It names the next instruction, and does not poison `end`: the client
     // may spill instead.
-    assert_eq!((e.index, e.method), (2, "getreg"));
+    assert_eq!((e.index(), e.method()), (2, "getreg"));
     f.ret(x);
     f.end().expect("getreg refusals do not poison end");
     let mut f = Func::<Reference>::with_backend();
@@ -1788,8 +1795,8 @@ fn native_end_reports_typed_errors() {
             break e;
         }
     };
-    assert_eq!((e.index, e.method), (2, "getreg"));
-    assert!(matches!(e.kind, ErrorKind::RegistersExhausted { .. }));
+    assert_eq!((e.index(), e.method()), (2, "getreg"));
+    assert!(matches!(e.kind(), ErrorKind::RegistersExhausted { .. }));
     f.retv();
     f.end().expect("getreg refusals do not poison end");
 

@@ -887,7 +887,7 @@ fn binary(op: Op, ty: Ty) {
             f.ret(x);
             f.end().expect_err("float immediate")
         };
-        assert!(matches!(e.kind, ErrorKind::UnsupportedType { .. }), "{e}");
+        assert!(matches!(e.kind(), ErrorKind::UnsupportedType { .. }), "{e}");
         return;
     }
     // Immediate form: every edge immediate, with rd == a and rd != a.
@@ -901,10 +901,10 @@ fn binary(op: Op, ty: Ty) {
                 // Division by an immediate zero is rejected when generating.
                 let e = int_ty!(ty, |T| bin_fn::<Native, T>(op, rd, a, Err(imm)))
                     .expect_err("div by imm 0");
-                assert_eq!(e.kind, ErrorKind::DivisionByZero, "{what}");
+                assert_eq!(*e.kind(), ErrorKind::DivisionByZero, "{what}");
                 let e = int_ty!(ty, |T| bin_fn::<Reference, T>(op, rd, a, Err(imm)))
                     .expect_err("div by imm 0");
-                assert_eq!(e.kind, ErrorKind::DivisionByZero, "{what}");
+                assert_eq!(*e.kind(), ErrorKind::DivisionByZero, "{what}");
                 continue;
             }
             let pair = pair!(what, |B| int_ty!(ty, |T| bin_fn::<B, T>(
@@ -1016,10 +1016,10 @@ fn conversions_from(from: Ty) {
             .expect_err("p<->float");
             for e in [n, r] {
                 assert!(
-                    matches!(e.kind, ErrorKind::UnsupportedType { insn: "cv", .. }),
+                    matches!(e.kind(), ErrorKind::UnsupportedType { insn: "cv", .. }),
                     "{e}"
                 );
-                assert_eq!(e.method, "cv");
+                assert_eq!(e.method(), "cv");
             }
             continue;
         }
@@ -1777,7 +1777,7 @@ fn branches(c: Cond, ty: Ty) {
         // No immediate form for floats: a typed error.
         let e = float_ty!(ty, |T| br_fn::<Native, T>(c, FALLOC[0], Err(1), false, 0))
             .expect_err("float imm branch");
-        assert!(matches!(e.kind, ErrorKind::UnsupportedType { .. }), "{e}");
+        assert!(matches!(e.kind(), ErrorKind::UnsupportedType { .. }), "{e}");
         let e = float_ty!(ty, |T| br_fn::<Reference, T>(
             c,
             FALLOC[0],
@@ -1786,7 +1786,7 @@ fn branches(c: Cond, ty: Ty) {
             0
         ))
         .expect_err("float imm branch");
-        assert!(matches!(e.kind, ErrorKind::UnsupportedType { .. }), "{e}");
+        assert!(matches!(e.kind(), ErrorKind::UnsupportedType { .. }), "{e}");
     }
 }
 
