@@ -21,6 +21,11 @@ use crate::error::{Error, ErrorKind};
 /// [`Buf::reserve`] first.
 pub const MAX_INSN: usize = 128;
 
+/// The largest code size of one function: positions then fit in 31
+/// bits, which the x86-64 backend's label words rely on, and every
+/// position is within reach of a rel32 from every other.
+pub const MAX_LIMIT: usize = (1 << 31) - 4096;
+
 const INITIAL: usize = 4096;
 
 /// Instructions a refill should grant at least, growing the buffer if the
@@ -43,8 +48,10 @@ pub struct Buf {
 unsafe impl Send for Buf {}
 
 impl Buf {
-    /// An empty buffer that may grow to `limit` bytes.
+    /// An empty buffer that may grow to `limit` bytes, at most
+    /// [`MAX_LIMIT`].
     pub fn new(limit: usize) -> Self {
+        let limit = limit.min(MAX_LIMIT);
         let mut mem = vec![0u8; INITIAL.min(limit.max(2 * MAX_INSN))];
         let at = mem.as_mut_ptr();
         let mut b = Buf {

@@ -276,17 +276,37 @@ impl RegAlloc {
 
     /// Takes register `n` (a parameter or a client reservation) out of the pool.
     pub(crate) fn claim(&mut self, float: bool, n: u8) -> Result<(), ErrorKind> {
-        let f = float as usize;
-        if n >= 16 || self.free[f] & bit(n) == 0 {
-            return Err(ErrorKind::BadRegister {
-                reg: host::reg_name(float, n).to_string(),
-                why: "not free (already allocated, reserved by the backend, or unavailable)",
-            });
+        if self.try_claim(float, n) {
+            Ok(())
+        } else {
+            Err(Self::not_free(float, n))
         }
-        self.free[f] &= !bit(n);
-        self.released[f] &= !bit(n);
-        self.used_callee[f] |= bit(n) & self.callee_mask(float);
-        Ok(())
+    }
+
+    /// [`claim`](RegAlloc::claim) without the error: true if `n` was free
+    /// and is now taken. A few mask operations, inline, so that a client's
+    /// `reserve` of a fixed name costs no call (the error is built out of
+    /// line).
+    #[inline(always)]
+    pub(crate) fn try_claim(&mut self, float: bool, n: u8) -> bool {
+        let f = float as usize;
+        let b = bit(n & 15);
+        if n >= 16 || self.free[f] & b == 0 {
+            return false;
+        }
+        self.free[f] &= !b;
+        self.released[f] &= !b;
+        self.used_callee[f] |= b & self.callee_mask(float);
+        true
+    }
+
+    /// The error of a claim of a register that is not free.
+    #[cold]
+    pub(crate) fn not_free(float: bool, n: u8) -> ErrorKind {
+        ErrorKind::BadRegister {
+            reg: host::reg_name(float, n).to_string(),
+            why: "not free (already allocated, reserved by the backend, or unavailable)",
+        }
     }
 
     /// True if `putreg` released `n` and nobody took it since.
