@@ -491,6 +491,14 @@ const RM_FRAG: &[[u64; 256]; 2] = &{
     t
 };
 
+/// The index of a register pair in [`RR_FRAG`] and [`RM_FRAG`]: `(a & 15)
+/// << 4 | (b & 15)`, computed in a byte (the shift drops the high bits of
+/// `a` by itself), so that it is one shift, one `and` and one `or`.
+#[inline(always)]
+const fn pair(a: u8, b: u8) -> usize {
+    (a << 4 | b & 15) as usize
+}
+
 /// Group-1 ALU operations: `/digit` and the `op r/m, reg` opcode.
 #[derive(Copy, Clone)]
 enum Alu {
@@ -515,7 +523,7 @@ impl X64 {
     #[allow(clippy::too_many_arguments)]
     fn rr(&mut self, pfx: u8, w: bool, opc: u32, olen: usize, reg: u8, rm: u8, byte_regs: bool) {
         let _ = byte_regs; // REX is always present: spl..dil, never ah..bh.
-        let frag = RR_FRAG[olen - 1][(reg as usize & 15) << 4 | (rm as usize & 15)] as u64;
+        let frag = RR_FRAG[olen - 1][pair(reg, rm)] as u64;
         let mut word = frag | 0x40 | (w as u64) << 3 | (opc as u64) << 8;
         let mut len = olen + 2;
         if pfx != 0 {
@@ -540,7 +548,7 @@ impl X64 {
         imm: u32,
         ilen: usize,
     ) {
-        let frag = RR_FRAG[olen - 1][(reg as usize & 15) << 4 | (rm as usize & 15)] as u64;
+        let frag = RR_FRAG[olen - 1][pair(reg, rm)] as u64;
         let mut word = frag | 0x40 | (w as u64) << 3 | (opc as u64) << 8;
         let mut len = olen + 2;
         if pfx != 0 {
@@ -646,7 +654,7 @@ impl X64 {
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     fn rm_base(&mut self, pfx: u8, w: bool, opc: u32, olen: usize, reg: u8, base: u8, disp: i32) {
-        let f = RM_FRAG[olen - 1][(reg as usize & 15) << 4 | (base as usize & 15)];
+        let f = RM_FRAG[olen - 1][pair(reg, base)];
         let bp = f >> 63;
         let at = 8 * olen + 8;
         let mut word = (f & !(1 << 63)) | 0x40 | (w as u64) << 3 | (opc as u64) << 8;
@@ -2052,7 +2060,7 @@ impl X64 {
             }
         }
         let body_len = self.buf.pos();
-        let mut saves = [alloc.used_callee[0], alloc.used_callee[1]];
+        let mut saves = alloc.used_callee_saved();
         if matches!(self.ret_ty, Some(Ty::F | Ty::D)) {
             // xmm0 carries the result out: restoring it (when a RegConfig
             // makes it callee-saved) would overwrite the return value.
