@@ -257,6 +257,14 @@ mod tests {
     }
 
     #[test]
+    fn limits_stop_short_of_2_gib() {
+        // Positions then fit in 31 bits (x86-64's label words).
+        assert_eq!(Buf::new(usize::MAX).limit, MAX_LIMIT);
+        assert_eq!(Buf::new(1 << 20).limit, 1 << 20);
+        const { assert!(MAX_LIMIT < 1 << 31) };
+    }
+
+    #[test]
     fn past_the_limit_is_an_error_with_the_instruction_index() {
         let mut b = Buf::new(4096);
         for _ in 0..10_000 {
