@@ -96,6 +96,13 @@ impl Buf {
         }
     }
 
+    /// Starts an instruction that writes no code (a label): counted, but
+    /// it spends no budget, so there is nothing to check.
+    #[inline(always)]
+    pub fn insn_no_code(&mut self) {
+        self.issued = self.issued.wrapping_add(1);
+    }
+
     /// Makes sure `bytes` more bytes fit, beyond the current instruction.
     #[inline]
     pub fn reserve(&mut self, method: &'static str, bytes: usize) {
@@ -254,6 +261,10 @@ mod tests {
         }
         assert_eq!(b.pos(), 70_000);
         assert!(b.err.is_none());
+        b.insn_no_code();
+        assert_eq!(b.index(), 10_000);
+        b.insn("nop");
+        assert_eq!(b.index(), 10_001);
     }
 
     #[test]

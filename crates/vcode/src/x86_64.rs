@@ -1631,66 +1631,73 @@ fn kind_method(kind: u8) -> &'static str {
     }
 }
 
+/// The word a first forward reference of kind `kind` to `label` leaves
+/// at the tail of the label's chain: its kind and instruction index.
+#[inline(always)]
+fn tail_word(buf: &Buf, far_firsts: &mut Vec<(u32, u32, u8)>, kind: u8, label: u32) -> u32 {
+    let index = buf.index();
+    if index > TAIL_INDEX {
+        return far_first(far_firsts, kind, label, index);
+    }
+    TAIL | (kind as u32) << 27 | index
+}
+
+/// [`tail_word`] past 2^27 instructions: the index is kept aside.
+#[cold]
+#[inline(never)]
+fn far_first(far_firsts: &mut Vec<(u32, u32, u8)>, kind: u8, label: u32, index: u32) -> u32 {
+    far_firsts.push((label, index, kind));
+    TAIL | (FAR as u32) << 27
+}
+
 impl X64 {
-    /// The word a first forward reference of kind `kind` leaves at the
-    /// tail of `label`'s chain: its kind and instruction index.
-    #[inline(always)]
-    fn tail_word(&mut self, kind: u8, label: u32) -> u32 {
-        let index = self.buf.index();
-        if index > TAIL_INDEX {
-            return self.far_first(kind, label, index);
-        }
-        TAIL | (kind as u32) << 27 | index
-    }
-
-    /// [`tail_word`](X64::tail_word) past 2^27 instructions: the index is
-    /// kept aside.
-    #[cold]
-    #[inline(never)]
-    fn far_first(&mut self, kind: u8, label: u32, index: u32) -> u32 {
-        self.far_firsts.push((label, index, kind));
-        TAIL | (FAR as u32) << 27
-    }
-
     /// A backward or forward jump of kind `kind` (`cc` `None`:
     /// unconditional) to `label`.
     #[inline(always)]
     fn jump_to(&mut self, kind: u8, cc: Option<u8>, label: u32) {
         let pos = self.buf.pos() as u32;
-        let Some(&w) = self.labels.get(label as usize) else {
+        let X64 {
+            labels,
+            buf,
+            pending,
+            far_firsts,
+            ..
+        } = self;
+        let Some(w) = labels.get_mut(label as usize) else {
             return self.unknown_label(kind, cc, label);
         };
-        if w & UNPLACED == 0 {
-            let rel = w as i64 - (pos as i64 + 2);
+        if *w & UNPLACED == 0 {
+            let t = *w;
+            let rel = t as i64 - (pos as i64 + 2);
             if fits8(rel) {
                 let op = cc.map_or(0xeb, |c| 0x70 | c);
-                self.buf.put(op as u64 | ((rel as u8) as u64) << 8, 2);
+                buf.put(op as u64 | ((rel as u8) as u64) << 8, 2);
             } else {
                 match cc {
                     None => {
-                        let rel = w.wrapping_sub(pos + 5) as u64;
-                        self.buf.put(0xe9 | rel << 8, 5);
+                        let rel = t.wrapping_sub(pos + 5) as u64;
+                        buf.put(0xe9 | rel << 8, 5);
                     }
                     Some(c) => {
-                        let rel = w.wrapping_sub(pos + 6) as u64;
-                        self.buf.put(0x800f | (c as u64) << 8 | rel << 16, 6);
+                        let rel = t.wrapping_sub(pos + 6) as u64;
+                        buf.put(0x800f | (c as u64) << 8 | rel << 16, 6);
                     }
                 }
             }
             return;
         }
         // Forward: link the rel32 field into the label's chain.
-        let mut link = w & NO_REF;
+        let mut link = *w & NO_REF;
         if link == NO_REF {
-            link = self.tail_word(kind, label);
-            self.pending += 1;
+            link = tail_word(buf, far_firsts, kind, label);
+            *pending += 1;
         }
         let (at, word, len) = match cc {
             None => (pos + 1, 0xe9 | (link as u64) << 8, 5),
             Some(c) => (pos + 2, 0x800f | (c as u64) << 8 | (link as u64) << 16, 6),
         };
-        self.labels[label as usize] = UNPLACED | at;
-        self.buf.put(word, len);
+        *w = UNPLACED | at;
+        buf.put(word, len);
     }
 
     /// A jump to a label this function never made: recorded as the error,
@@ -1712,21 +1719,27 @@ impl X64 {
     #[inline(always)]
     fn fix(&mut self, kind: u8, label: u32) {
         let at = self.buf.pos() as u32;
-        let Some(&w) = self.labels.get(label as usize) else {
-            self.buf
-                .fail(kind_method(kind), ErrorKind::UnknownLabel { label });
-            return self.buf.put4(0);
+        let X64 {
+            labels,
+            buf,
+            pending,
+            far_firsts,
+            ..
+        } = self;
+        let Some(w) = labels.get_mut(label as usize) else {
+            buf.fail(kind_method(kind), ErrorKind::UnknownLabel { label });
+            return buf.put4(0);
         };
-        if w & UNPLACED == 0 {
-            return self.buf.put4(w.wrapping_sub(at + 4));
+        if *w & UNPLACED == 0 {
+            return buf.put4(w.wrapping_sub(at + 4));
         }
-        let mut link = w & NO_REF;
+        let mut link = *w & NO_REF;
         if link == NO_REF {
-            link = self.tail_word(kind, label);
-            self.pending += 1;
+            link = tail_word(buf, far_firsts, kind, label);
+            *pending += 1;
         }
-        self.labels[label as usize] = UNPLACED | at;
-        self.buf.put4(link);
+        *w = UNPLACED | at;
+        buf.put4(link);
     }
 
     /// Patches every rel32 of the chain starting at `head` to `target`.
@@ -1879,7 +1892,7 @@ impl X64 {
 
     #[inline(always)]
     fn emit_place(&mut self, m: &'static str, l: Label) {
-        self.buf.insn(m);
+        self.buf.insn_no_code();
         let pos = self.buf.pos() as u32;
         match self.labels.get_mut(l.0 as usize) {
             Some(w) if *w & UNPLACED != 0 => {
