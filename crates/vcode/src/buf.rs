@@ -228,6 +228,14 @@ impl Buf {
         u32::from_le_bytes(self.mem[at..at + 4].try_into().expect("4 bytes"))
     }
 
+    /// Overwrites the 4 bytes at `at` with `v` and returns what they held
+    /// (a backpatch that reads the next link of a chain): one bounds check.
+    #[inline]
+    pub fn swap4(&mut self, at: usize, v: u32) -> u32 {
+        let field: &mut [u8; 4] = (&mut self.mem[at..at + 4]).try_into().expect("4 bytes");
+        u32::from_le_bytes(std::mem::replace(field, v.to_le_bytes()))
+    }
+
     /// Overwrites 1 byte at `at` (a backpatch).
     #[inline]
     pub fn patch1(&mut self, at: usize, v: u8) {

@@ -1749,9 +1749,7 @@ impl X64 {
     #[inline]
     fn resolve(&mut self, mut head: u32, target: u32) {
         loop {
-            let next = self.buf.read4(head as usize);
-            self.buf
-                .patch4(head as usize, target.wrapping_sub(head + 4));
+            let next = self.buf.swap4(head as usize, target.wrapping_sub(head + 4));
             if next >= head {
                 return;
             }
