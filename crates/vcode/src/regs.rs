@@ -273,7 +273,8 @@ const _: () = {
 };
 
 /// The allocator state of one function under construction, as backends
-/// see it. Masks are in priority space (see [`INT_ORDER`]), one `u32` each.
+/// see it. Its masks are in priority space (bit `i` is the `i`-th register
+/// of a `getreg` order), one `u32` each.
 #[derive(Clone, Debug)]
 pub struct RegAlloc {
     pub(crate) cfg: RegConfig,
