@@ -1992,7 +1992,7 @@ impl A64 {
             }
         }
         let body_len = self.buf.pos();
-        let mut saves = [alloc.used_callee[0], alloc.used_callee[1]];
+        let mut saves = alloc.used_callee_saved();
         match self.ret_ty {
             // The result register carries the value out: never restored.
             Some(Ty::F | Ty::D) => saves[1] &= !1,

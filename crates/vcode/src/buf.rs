@@ -24,6 +24,11 @@ use crate::error::{Error, ErrorKind};
 /// [`Buf::reserve`] first.
 pub const MAX_INSN: usize = 128;
 
+/// The largest code size of one function: positions then fit in 31
+/// bits, which the x86-64 backend's label words rely on, and every
+/// position is within reach of a rel32 from every other.
+pub const MAX_LIMIT: usize = (1 << 31) - 4096;
+
 const INITIAL: usize = 4096;
 
 /// Instructions a refill should grant at least, growing the buffer if the
@@ -46,8 +51,10 @@ pub struct Buf {
 unsafe impl Send for Buf {}
 
 impl Buf {
-    /// An empty buffer that may grow to `limit` bytes.
+    /// An empty buffer that may grow to `limit` bytes, at most
+    /// [`MAX_LIMIT`].
     pub fn new(limit: usize) -> Self {
+        let limit = limit.min(MAX_LIMIT);
         let mut mem = vec![0u8; INITIAL.min(limit.max(2 * MAX_INSN))];
         let at = mem.as_mut_ptr();
         let mut b = Buf {
@@ -117,6 +124,13 @@ impl Buf {
             self.issued = self.issued.wrapping_sub(self.budget - n);
             self.budget = n;
         }
+    }
+
+    /// Starts an instruction that writes no code (a label): counted, but
+    /// it spends no budget, so there is nothing to check.
+    #[inline(always)]
+    pub fn insn_no_code(&mut self) {
+        self.issued = self.issued.wrapping_add(1);
     }
 
     /// Makes sure `bytes` more bytes fit, beyond the current instruction.
@@ -243,6 +257,14 @@ impl Buf {
         u32::from_le_bytes(self.mem[at..at + 4].try_into().expect("4 bytes"))
     }
 
+    /// Overwrites the 4 bytes at `at` with `v` and returns what they held
+    /// (a backpatch that reads the next link of a chain): one bounds check.
+    #[inline]
+    pub fn swap4(&mut self, at: usize, v: u32) -> u32 {
+        let field: &mut [u8; 4] = (&mut self.mem[at..at + 4]).try_into().expect("4 bytes");
+        u32::from_le_bytes(std::mem::replace(field, v.to_le_bytes()))
+    }
+
     /// Overwrites 1 byte at `at` (a backpatch).
     #[inline]
     pub fn patch1(&mut self, at: usize, v: u8) {
@@ -276,6 +298,18 @@ mod tests {
         }
         assert_eq!(b.pos(), 70_000);
         assert!(b.err.is_none());
+        b.insn_no_code();
+        assert_eq!(b.index(), 10_000);
+        b.insn("nop");
+        assert_eq!(b.index(), 10_001);
+    }
+
+    #[test]
+    fn limits_stop_short_of_2_gib() {
+        // Positions then fit in 31 bits (x86-64's label words).
+        assert_eq!(Buf::new(usize::MAX).limit, MAX_LIMIT);
+        assert_eq!(Buf::new(1 << 20).limit, 1 << 20);
+        const { assert!(MAX_LIMIT < 1 << 31) };
     }
 
     #[test]

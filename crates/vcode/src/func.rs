@@ -261,7 +261,9 @@ impl Func<X64> {
     /// past it, [`end`](Func::end) reports [`ErrorKind::CodeTooLarge`] at
     /// the instruction that crossed it. The limit is checked when the
     /// buffer must grow, which leaves room for a few instructions, so a
-    /// function may be refused up to a few hundred bytes short of it.
+    /// function may be refused up to a few hundred bytes short of it. A
+    /// limit above 2 GiB less 4 KiB (the reach of x86-64's rel32) counts
+    /// as that limit.
     pub fn set_code_limit(&mut self, bytes: usize) {
         self.b.buf = crate::buf::Buf::new(bytes);
     }
@@ -433,11 +435,19 @@ impl<B: Backend> Func<B> {
     /// [`Reg::s`], so that `getreg` will not hand it out and `end` saves
     /// it if it is callee-saved. A register that is not free is refused
     /// with `BadRegister`, and nothing else happens.
+    #[inline(always)]
     pub fn reserve<T: Type>(&mut self, r: Reg<T>) -> Result<Reg<T>> {
-        match self.alloc.claim(T::TY.is_float(), r.num()) {
-            Ok(()) => Ok(r),
-            Err(kind) => Err(Error::new(self.b.next_index(), "reserve", kind)),
+        if self.alloc.try_claim(T::TY.is_float(), r.num()) {
+            Ok(r)
+        } else {
+            Err(self.reserve_failed(T::TY.is_float(), r.num()))
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn reserve_failed(&self, float: bool, n: u8) -> Error {
+        Error::new(self.b.next_index(), "reserve", RegAlloc::not_free(float, n))
     }
 
     /// Starts an instruction whose first register, `regs[0]`, is written:

@@ -128,125 +128,222 @@ impl RegConfig {
     }
 }
 
-/// A priority order cut into runs whose register numbers rise or fall
-/// monotonically: `(mask, falling)` per run, in order. Within a run the
-/// first free register in priority order is the lowest (rising) or the
-/// highest (falling) free one, so `getreg` is one bit-scan per run.
-#[derive(Clone, Copy)]
-struct Runs {
-    runs: [(u16, bool); 16],
-    len: usize,
-}
+/// The allocator's masks are in *priority space*: bit `i` (`i < 16`)
+/// stands for the `i`-th integer register of [`host::TEMP_ORDER`], bit
+/// `16 + i` for the `i`-th float register of [`host::FLOAT_ORDER`]. The
+/// first free register in priority order is then the lowest set bit of
+/// one word: `getreg` is an `and`, a bit-scan and a table read, whatever
+/// the order, and every mask of the allocator fits in one `u32`.
+///
+/// The persistent order must be a subsequence of the temporary one, in
+/// the same relative order, and the orders must cover every register the
+/// backend does not keep: checked at compile time below.
+const INT_ORDER: &[u8] = &host::TEMP_ORDER;
+const FLT_ORDER: &[u8] = &host::FLOAT_ORDER;
 
-const fn runs_of(order: &[u8]) -> Runs {
-    let mut out = Runs {
-        runs: [(0, false); 16],
-        len: 0,
-    };
+/// The priority bit of register number `n` of file `f`, at index
+/// `256 f + n`: 0 for numbers of no register (16 and up, an immediate's
+/// `u8::MAX`) and for registers in no order. Indexed by any `u8`, so that
+/// a run-time register costs one load and no range check. A `const` read
+/// through a reference, so that it folds for constant registers (the
+/// fixed names) in client crates.
+const PBIT: &[u32; 512] = &{
+    let mut t = [0u32; 512];
     let mut i = 0;
-    while i < order.len() {
-        let mut mask = bit(order[i]);
-        let falling = i + 1 < order.len() && order[i + 1] < order[i];
-        let mut j = i + 1;
-        while j < order.len() && ((order[j] < order[j - 1]) == falling) {
-            mask |= bit(order[j]);
-            j += 1;
+    while i < INT_ORDER.len() {
+        t[INT_ORDER[i] as usize] = 1 << i;
+        i += 1;
+    }
+    let mut i = 0;
+    while i < FLT_ORDER.len() {
+        t[256 + FLT_ORDER[i] as usize] = 1 << (16 + i);
+        i += 1;
+    }
+    t
+};
+
+/// The register number of each priority bit.
+const REG_OF: &[u8; 32] = &{
+    let mut t = [0u8; 32];
+    let mut i = 0;
+    while i < INT_ORDER.len() {
+        t[i] = INT_ORDER[i];
+        i += 1;
+    }
+    let mut i = 0;
+    while i < FLT_ORDER.len() {
+        t[16 + i] = FLT_ORDER[i];
+        i += 1;
+    }
+    t
+};
+
+/// A register-number mask of file `f` in priority space.
+const fn to_prio(f: usize, m: u16) -> u32 {
+    let mut out = 0;
+    let mut n = 0;
+    while n < 16 {
+        if m & (1 << n) != 0 {
+            out |= PBIT[256 * f + n];
         }
-        out.runs[out.len] = (mask, falling);
-        out.len += 1;
-        i = j;
+        n += 1;
     }
     out
 }
 
-const TEMP_RUNS: Runs = runs_of(&host::TEMP_ORDER);
-const PERSIST_RUNS: Runs = runs_of(&host::PERSIST_ORDER);
-const FLOAT_RUNS: Runs = runs_of(&host::FLOAT_ORDER);
-
-/// The first register of `runs` that `avail` has, in priority order.
-#[inline(always)]
-fn first_in(runs: &Runs, avail: u16) -> Option<u8> {
-    let mut i = 0;
-    while i < runs.len {
-        let (mask, falling) = runs.runs[i];
-        let m = avail & mask;
-        if m != 0 {
-            return Some(if falling {
-                15 - m.leading_zeros() as u8
-            } else {
-                m.trailing_zeros() as u8
-            });
+/// The register-number mask of each value of the bytes of a priority
+/// mask: bytes 0 and 1 (integer), 2 and 3 (float).
+const BYTE_REGS: &[[u16; 256]; 4] = &{
+    let mut t = [[0u16; 256]; 4];
+    let mut k = 0;
+    while k < 4 {
+        let mut v = 0;
+        while v < 256 {
+            let mut b = 0;
+            while b < 8 {
+                let i = 8 * k + b;
+                if v & (1 << b) != 0 && PBIT_OF_INDEX[i] {
+                    t[k][v] |= bit(REG_OF[i]);
+                }
+                b += 1;
+            }
+            v += 1;
         }
+        k += 1;
+    }
+    t
+};
+
+/// True for the priority bits that stand for a register.
+const PBIT_OF_INDEX: [bool; 32] = {
+    let mut t = [false; 32];
+    let mut i = 0;
+    while i < INT_ORDER.len() {
+        t[i] = true;
         i += 1;
     }
-    None
+    let mut i = 0;
+    while i < FLT_ORDER.len() {
+        t[16 + i] = true;
+        i += 1;
+    }
+    t
+};
+
+/// A priority-space mask as register-number masks (integer, float): four
+/// table reads, whatever the number of registers.
+fn to_regs(m: u32) -> [u16; 2] {
+    if m == 0 {
+        return [0, 0];
+    }
+    let [b0, b1, b2, b3] = m.to_le_bytes().map(usize::from);
+    let t = BYTE_REGS;
+    [t[0][b0] | t[1][b1], t[2][b2] | t[3][b3]]
 }
 
+const TEMP_P: u32 = (1 << INT_ORDER.len()) - 1;
+const FLOAT_P: u32 = ((1 << FLT_ORDER.len()) - 1) << 16;
+/// The persistent order's registers; [`PERSIST_ABI_P`] those of them the
+/// ABI preserves.
+const PERSIST_P: u32 = to_prio(0, {
+    let mut m = 0;
+    let mut i = 0;
+    while i < host::PERSIST_ORDER.len() {
+        m |= bit(host::PERSIST_ORDER[i]);
+        i += 1;
+    }
+    m
+});
+const PERSIST_ABI_P: u32 = PERSIST_P & to_prio(0, host::CALLEE_SAVED_GPR);
+
+const _: () = {
+    assert!(INT_ORDER.len() <= 16 && FLT_ORDER.len() <= 16);
+    // Persistent order = the temporary order restricted to its registers.
+    let mut last = 0;
+    let mut i = 0;
+    while i < host::PERSIST_ORDER.len() {
+        let b = PBIT[host::PERSIST_ORDER[i] as usize];
+        assert!(b != 0 && b > last, "PERSIST_ORDER follows TEMP_ORDER");
+        last = b;
+        i += 1;
+    }
+    // Every register the backend does not keep is in an order.
+    assert!(to_prio(0, !host::RESERVED_GPR).count_ones() == (!host::RESERVED_GPR).count_ones());
+    assert!(to_prio(1, !host::RESERVED_XMM).count_ones() == (!host::RESERVED_XMM).count_ones());
+};
+
 /// The allocator state of one function under construction, as backends
-/// see it.
+/// see it. Its masks are in priority space (bit `i` is the `i`-th register
+/// of a `getreg` order), one `u32` each.
 #[derive(Clone, Debug)]
 pub struct RegAlloc {
     pub(crate) cfg: RegConfig,
+    /// Allocatable (by the config).
+    allocatable: u32,
+    /// Callee-saved (by the config).
+    callee: u32,
     /// Allocatable and currently free.
-    free: [u16; 2],
-    /// Callee-saved (by the config) registers touched so far; `end` saves them.
-    pub(crate) used_callee: [u16; 2],
-    /// Float registers allocated persistent; call sites save them.
+    free: u32,
+    /// Callee-saved registers touched so far; `end` saves them.
+    used_callee: u32,
+    /// Float registers allocated persistent (register numbers); call
+    /// sites save them.
     pub(crate) persist_xmm: u16,
     /// Released by `putreg` and not handed out since.
-    released: [u16; 2],
-    /// Registers written by an instruction of this function (bit `n` for
-    /// integer register `n`, bit `32 + n` for float register `n`; bits 31
-    /// and 63 are the harmless marks of immediates; calls and extension
-    /// instructions mark every register they name). `getreg`
+    released: u32,
+    /// Registers written by an instruction of this function (calls and
+    /// extension instructions mark every register they name). `getreg`
     /// never hands these out, so a fixed name the function has written
     /// ([`Reg::t`](crate::Reg::t)) cannot alias a register from `getreg`;
     /// `putreg` clears the mark.
-    named: u64,
+    named: u32,
     pub(crate) leaf: bool,
 }
 
 impl RegAlloc {
     pub(crate) fn new(cfg: RegConfig, leaf: bool) -> Self {
-        let free = [!cfg.unavail[0], !cfg.unavail[1]];
+        let allocatable = to_prio(0, !cfg.unavail[0]) | to_prio(1, !cfg.unavail[1]);
+        let callee = to_prio(0, cfg.callee[0]) | to_prio(1, cfg.callee[1]);
         RegAlloc {
-            cfg,
-            free,
-            used_callee: [0; 2],
+            allocatable,
+            callee,
+            free: allocatable,
+            used_callee: 0,
             persist_xmm: 0,
-            released: [0; 2],
+            released: 0,
             named: 0,
             leaf,
+            cfg,
         }
     }
 
+    /// The priority bit of register `n` of the integer (`float` false) or
+    /// float file; 0 for `n >= 16` or a register in no order.
+    #[inline(always)]
+    fn pbit(float: bool, n: u8) -> u32 {
+        PBIT[(float as usize) << 8 | n as usize]
+    }
+
     /// Notes the registers an instruction names (`(float, number)`, with
-    /// `u8::MAX` for an immediate): `getreg` will not hand them out. With
-    /// constant registers (the fixed names) this folds to one `or` of a
-    /// constant.
+    /// `u8::MAX` for an immediate): `getreg` will not hand them out. A
+    /// table read and an `or` per register; with constant registers (the
+    /// fixed names) one `or` of a constant.
     #[inline(always)]
     pub(crate) fn note_used(&mut self, regs: &[(bool, u8)]) {
-        let mut m = 0u64;
+        let mut m = 0u32;
         for &(f, n) in regs {
-            // One `bts` per register: the shift is taken modulo 64, and an
-            // immediate's u8::MAX lands on bit 63 or 31, outside both files.
-            m |= 1u64.wrapping_shl(n as u32 + 32 * f as u32);
+            // An immediate's u8::MAX has no bit.
+            m |= Self::pbit(f, n);
         }
         self.named |= m;
     }
 
-    /// Registers of one file that `getreg` may hand out: allocatable,
-    /// not allocated, and not named by an instruction since.
-    #[inline]
-    fn available(&self, float: bool) -> u16 {
-        self.free[float as usize] & !((self.named >> (32 * float as u32)) as u16)
-    }
-
     /// True if an instruction of this function named register `n` while
     /// `getreg` had not handed it out (a fixed name, or a parameter), so
-    /// that `getreg` will not hand it out.
+    /// that `getreg` will not hand it out. Registers `getreg` never hands
+    /// out (the backend's own) are never marked.
     pub fn is_named(&self, float: bool, n: u8) -> bool {
-        n < 16 && (self.named >> (n as u32 + 32 * float as u32)) & 1 != 0
+        self.named & Self::pbit(float, n) != 0
     }
 
     /// The function's register classification.
@@ -259,9 +356,10 @@ impl RegAlloc {
         self.leaf
     }
 
-    /// Callee-saved registers touched so far (integer, float masks).
+    /// Callee-saved registers touched so far (integer, float masks of
+    /// register numbers).
     pub fn used_callee_saved(&self) -> [u16; 2] {
-        self.used_callee
+        to_regs(self.used_callee)
     }
 
     /// Float registers allocated as persistent, which call sites save.
@@ -269,81 +367,88 @@ impl RegAlloc {
         self.persist_xmm
     }
 
-    #[inline]
-    fn callee_mask(&self, float: bool) -> u16 {
-        self.cfg.callee[float as usize]
-    }
-
     /// Takes register `n` (a parameter or a client reservation) out of the pool.
     pub(crate) fn claim(&mut self, float: bool, n: u8) -> Result<(), ErrorKind> {
-        let f = float as usize;
-        if n >= 16 || self.free[f] & bit(n) == 0 {
-            return Err(ErrorKind::BadRegister {
-                reg: host::reg_name(float, n).to_string(),
-                why: "not free (already allocated, reserved by the backend, or unavailable)",
-            });
+        if self.try_claim(float, n) {
+            Ok(())
+        } else {
+            Err(Self::not_free(float, n))
         }
-        self.free[f] &= !bit(n);
-        self.released[f] &= !bit(n);
-        self.used_callee[f] |= bit(n) & self.callee_mask(float);
-        Ok(())
+    }
+
+    /// [`claim`](RegAlloc::claim) without the error: true if `n` was free
+    /// and is now taken. A few mask operations, inline, so that a client's
+    /// `reserve` of a fixed name costs no call (the error is built out of
+    /// line).
+    #[inline(always)]
+    pub(crate) fn try_claim(&mut self, float: bool, n: u8) -> bool {
+        let b = Self::pbit(float, n);
+        if self.free & b == 0 {
+            return false;
+        }
+        self.take(b);
+        true
+    }
+
+    /// The error of a claim of a register that is not free.
+    #[cold]
+    pub(crate) fn not_free(float: bool, n: u8) -> ErrorKind {
+        ErrorKind::BadRegister {
+            reg: host::reg_name(float, n).to_string(),
+            why: "not free (already allocated, reserved by the backend, or unavailable)",
+        }
+    }
+
+    /// Takes the register of priority bit `b` (free) out of the pool.
+    #[inline(always)]
+    fn take(&mut self, b: u32) {
+        self.free &= !b;
+        self.released &= !b;
+        self.used_callee |= b & self.callee;
     }
 
     /// True if `putreg` released `n` and nobody took it since.
     pub fn was_released(&self, float: bool, n: u8) -> bool {
-        self.released[float as usize] & bit(n) != 0
+        self.released & Self::pbit(float, n) != 0
     }
 
     /// True if `n` is allocatable and not allocated.
     pub fn is_free(&self, float: bool, n: u8) -> bool {
-        self.free[float as usize] & bit(n) != 0
+        self.free & Self::pbit(float, n) != 0
+    }
+
+    /// The pool `getreg` draws from for `class`: allocatable, not
+    /// allocated, not named by an instruction since, and of the class.
+    #[inline(always)]
+    fn pool(&self, class: Class, float: bool) -> u32 {
+        let mask = if float {
+            FLOAT_P
+        } else if class == Class::Persistent && !self.leaf {
+            // Survives native calls only if the ABI preserves it.
+            PERSIST_ABI_P & self.callee
+        } else {
+            TEMP_P
+        };
+        self.free & !self.named & mask
     }
 
     /// How many registers `getreg` would hand out for `class` now (the
     /// same pools as `getreg`).
     pub fn free_count(&self, class: Class, float: bool) -> usize {
-        let of = |order: &[u8]| order.iter().fold(0u16, |m, &n| m | bit(n));
-        let mask = if float {
-            of(&host::FLOAT_ORDER) & self.available(true)
-        } else if class == Class::Persistent && !self.leaf {
-            of(&host::PERSIST_ORDER)
-                & self.available(false)
-                & host::CALLEE_SAVED_GPR
-                & self.callee_mask(false)
-        } else {
-            of(&host::TEMP_ORDER) & self.available(false)
-        };
-        mask.count_ones() as usize
+        self.pool(class, float).count_ones() as usize
     }
 
-    /// The register `getreg` would hand out for `class`, or `None` when
-    /// the class is exhausted: a bit-scan per monotone run of the
-    /// priority order (x86-64 temporaries: three runs), no loop over the
-    /// registers.
-    #[inline(always)]
-    fn pick(&self, class: Class, float: bool) -> Option<u8> {
-        if float {
-            first_in(&FLOAT_RUNS, self.available(true))
-        } else if class == Class::Persistent && !self.leaf {
-            // Survives native calls only if the ABI preserves it.
-            first_in(
-                &PERSIST_RUNS,
-                self.available(false) & host::CALLEE_SAVED_GPR & self.callee_mask(false),
-            )
-        } else {
-            first_in(&TEMP_RUNS, self.available(false))
-        }
-    }
-
-    /// `v_getreg`: a bit-scan on the free mask; `None` when the class is
-    /// exhausted (the caller builds the error, out of line).
+    /// `v_getreg`: the lowest bit of the class's pool; `None` when the
+    /// class is exhausted (the caller builds the error, out of line).
     #[inline(always)]
     pub(crate) fn try_getreg(&mut self, class: Class, float: bool) -> Option<u8> {
-        let n = self.pick(class, float)?;
-        let f = float as usize;
-        self.free[f] &= !bit(n);
-        self.released[f] &= !bit(n);
-        self.used_callee[f] |= bit(n) & self.callee_mask(float);
+        let pool = self.pool(class, float);
+        if pool == 0 {
+            return None;
+        }
+        let i = pool.trailing_zeros() as usize;
+        self.take(1 << i);
+        let n = REG_OF[i & 31];
         if float && class == Class::Persistent && !self.leaf {
             self.persist_xmm |= bit(n);
         }
@@ -373,36 +478,28 @@ impl RegAlloc {
     /// says why. A few mask operations, inline.
     #[inline(always)]
     pub(crate) fn try_putreg(&mut self, float: bool, n: u8) -> bool {
-        let f = float as usize;
-        let b = bit(n & 15);
-        if n >= 16 || (!self.cfg.unavail[f] & !self.free[f] & b) == 0 {
+        let b = Self::pbit(float, n);
+        if self.allocatable & !self.free & b == 0 {
             return false;
         }
-        self.free[f] |= b;
-        self.released[f] |= b;
-        self.named &= !(1u64 << ((n & 15) as u32 + 32 * float as u32));
+        self.free |= b;
+        self.released |= b;
+        self.named &= !b;
         if float {
-            self.persist_xmm &= !b;
+            self.persist_xmm &= !bit(n);
         }
         true
     }
 
     pub(crate) fn putreg(&mut self, float: bool, n: u8) -> Result<(), ErrorKind> {
-        let f = float as usize;
-        let allocatable = !self.cfg.unavail[f];
-        if n >= 16 || allocatable & bit(n) == 0 || self.free[f] & bit(n) != 0 {
-            return Err(ErrorKind::BadRegister {
+        if self.try_putreg(float, n) {
+            Ok(())
+        } else {
+            Err(ErrorKind::BadRegister {
                 reg: host::reg_name(float, n).to_string(),
                 why: "not allocated (released twice, or never handed out)",
-            });
+            })
         }
-        self.free[f] |= bit(n);
-        self.released[f] |= bit(n);
-        self.named &= !(1u64 << (n as u32 + 32 * float as u32));
-        if float {
-            self.persist_xmm &= !bit(n);
-        }
-        Ok(())
     }
 }
 
@@ -431,28 +528,33 @@ mod tests {
             assert_eq!(a.getreg(Class::Persistent, false).unwrap(), want);
         }
         assert!(a.getreg(Class::Persistent, false).is_err());
-        assert_eq!(a.used_callee[0], host::CALLEE_SAVED_GPR);
+        assert_eq!(a.used_callee_saved()[0], host::CALLEE_SAVED_GPR);
     }
 
     #[test]
     fn leaf_persistent_registers_use_caller_saved_first() {
         let mut a = RegAlloc::new(RegConfig::default(), true);
         assert_eq!(a.getreg(Class::Persistent, false).unwrap(), R10);
-        assert_eq!(a.used_callee[0], 0);
+        assert_eq!(a.used_callee_saved()[0], 0);
     }
 
     #[test]
-    fn bit_scan_runs_follow_every_order() {
-        // The runs give the same register as a walk of the order, for
-        // every availability mask.
-        for (runs, order) in [
-            (&TEMP_RUNS, &host::TEMP_ORDER[..]),
-            (&PERSIST_RUNS, &host::PERSIST_ORDER[..]),
-            (&FLOAT_RUNS, &host::FLOAT_ORDER[..]),
+    fn priority_bits_follow_every_order() {
+        // The lowest bit of a pool is the first free register of the
+        // order, for every availability of the order's registers.
+        for (mask, order, float) in [
+            (TEMP_P, &host::TEMP_ORDER[..], false),
+            (PERSIST_P, &host::PERSIST_ORDER[..], false),
+            (FLOAT_P, &host::FLOAT_ORDER[..], true),
         ] {
             for avail in 0..=u16::MAX {
                 let walk = order.iter().copied().find(|&n| avail & bit(n) != 0);
-                assert_eq!(first_in(runs, avail), walk, "{avail:#x}");
+                let pool = to_prio(float as usize, avail) & mask;
+                let got = (pool != 0).then(|| REG_OF[pool.trailing_zeros() as usize]);
+                assert_eq!(got, walk, "{avail:#x}");
+                assert_eq!(to_regs(pool)[float as usize], {
+                    order.iter().fold(0, |m, &n| m | (avail & bit(n)))
+                });
             }
         }
     }
@@ -478,6 +580,6 @@ mod tests {
     fn all_callee_saved_marks_temporaries_for_saving() {
         let mut a = RegAlloc::new(RegConfig::all_callee_saved(), true);
         let r = a.getreg(Class::Temp, false).unwrap();
-        assert_eq!(a.used_callee[0], bit(r));
+        assert_eq!(a.used_callee_saved()[0], bit(r));
     }
 }

@@ -383,9 +383,13 @@ pub const DEFAULT_LIMIT: usize = 64 << 20;
 /// The x86-64 backend's per-function state.
 pub struct X64 {
     pub(crate) buf: Buf,
-    labels: Vec<LabelSlot>,
+    /// One word per label (see [`UNPLACED`]).
+    labels: Vec<u32>,
     /// Labels referenced before being placed and not placed yet.
     pending: u32,
+    /// The first forward references whose instruction index does not fit
+    /// in a chain's tail word (see [`TAIL`]): `(label, index, kind)`.
+    far_firsts: Vec<(u32, u32, u8)>,
     /// The position of the last label placed.
     last_place: u32,
     /// The chain of `jmp epilogue` rel32 fields (see [`LabelSlot::head`]).
@@ -487,6 +491,14 @@ const RM_FRAG: &[[u64; 256]; 2] = &{
     t
 };
 
+/// The index of a register pair in [`RR_FRAG`] and [`RM_FRAG`]: `(a & 15)
+/// << 4 | (b & 15)`, computed in a byte (the shift drops the high bits of
+/// `a` by itself), so that it is one shift, one `and` and one `or`.
+#[inline(always)]
+const fn pair(a: u8, b: u8) -> usize {
+    (a << 4 | b & 15) as usize
+}
+
 /// Group-1 ALU operations: `/digit` and the `op r/m, reg` opcode.
 #[derive(Copy, Clone)]
 enum Alu {
@@ -511,7 +523,7 @@ impl X64 {
     #[allow(clippy::too_many_arguments)]
     fn rr(&mut self, pfx: u8, w: bool, opc: u32, olen: usize, reg: u8, rm: u8, byte_regs: bool) {
         let _ = byte_regs; // REX is always present: spl..dil, never ah..bh.
-        let frag = RR_FRAG[olen - 1][(reg as usize & 15) << 4 | (rm as usize & 15)] as u64;
+        let frag = RR_FRAG[olen - 1][pair(reg, rm)] as u64;
         let mut word = frag | 0x40 | (w as u64) << 3 | (opc as u64) << 8;
         let mut len = olen + 2;
         if pfx != 0 {
@@ -536,7 +548,7 @@ impl X64 {
         imm: u32,
         ilen: usize,
     ) {
-        let frag = RR_FRAG[olen - 1][(reg as usize & 15) << 4 | (rm as usize & 15)] as u64;
+        let frag = RR_FRAG[olen - 1][pair(reg, rm)] as u64;
         let mut word = frag | 0x40 | (w as u64) << 3 | (opc as u64) << 8;
         let mut len = olen + 2;
         if pfx != 0 {
@@ -642,7 +654,7 @@ impl X64 {
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     fn rm_base(&mut self, pfx: u8, w: bool, opc: u32, olen: usize, reg: u8, base: u8, disp: i32) {
-        let f = RM_FRAG[olen - 1][(reg as usize & 15) << 4 | (base as usize & 15)];
+        let f = RM_FRAG[olen - 1][pair(reg, base)];
         let bp = f >> 63;
         let at = 8 * olen + 8;
         let mut word = (f & !(1 << 63)) | 0x40 | (w as u64) << 3 | (opc as u64) << 8;
@@ -1038,6 +1050,7 @@ impl Backend for X64 {
             buf: Buf::new(DEFAULT_LIMIT),
             labels: Vec::new(),
             pending: 0,
+            far_firsts: Vec::new(),
             last_place: 0,
             ret_head: NO_LINK,
             tables: Vec::new(),
@@ -1550,33 +1563,32 @@ impl Backend for X64 {
 // 5. Branches and fixups
 // ===========================================================================
 
-/// The position of a label not placed yet.
-const UNPLACED: u32 = u32::MAX;
-/// The end of a chain of forward references.
+/// A label's word: once placed, its position (bit 31 clear: code
+/// positions stay below 2 GiB, see [`DEFAULT_LIMIT`] and
+/// [`Buf::new`](crate::buf::Buf::new)); until then this bit, set, and in
+/// the low 31 bits the newest forward reference to it ([`NO_REF`] when
+/// there is none yet). The references form a chain threaded through the
+/// code itself: each unresolved rel32 field holds the position of the
+/// previous reference, and the oldest holds the chain's tail word
+/// ([`TAIL`]). A forward branch is then a read and a write of the label's
+/// word and one store of the jump with its link, and no record; placing
+/// the label walks its chain once and patches every reference, so `end`
+/// has nothing left to backpatch but the returns.
+const UNPLACED: u32 = 1 << 31;
+/// The low bits of an unplaced label's word when nothing refers to it.
+const NO_REF: u32 = UNPLACED - 1;
+/// A new label: unplaced, without references.
+const NEW_LABEL: u32 = UNPLACED | NO_REF;
+/// The tail word of a chain of forward references (bit 31 set, so above
+/// every position): the kind of the first reference in bits 27..31 and
+/// its instruction index in bits 0..27, for the error of a label used and
+/// never placed. An index too large for 27 bits is kept in
+/// [`X64::far_firsts`] instead, under the kind [`FAR`].
+const TAIL: u32 = 1 << 31;
+const TAIL_INDEX: u32 = (1 << 27) - 1;
+const FAR: u8 = 15;
+/// The end of the chain of returns.
 const NO_LINK: u32 = u32::MAX;
-
-/// A label: its position once placed, and until then the forward
-/// references to it, as a chain threaded through the code itself: each
-/// unresolved rel32 field holds the position of the previous one (the
-/// last holds [`NO_LINK`]) and `head` the newest. A forward branch is
-/// then two stores and no record; placing the label walks its chain once
-/// and patches every reference, so `end` has nothing left to backpatch
-/// but the returns. `first` and `kind` name the first forward reference,
-/// for the error of a label used and never placed.
-#[derive(Clone, Copy, Debug)]
-struct LabelSlot {
-    pos: u32,
-    head: u32,
-    first: u32,
-    kind: u8,
-}
-
-const NEW_LABEL: LabelSlot = LabelSlot {
-    pos: UNPLACED,
-    head: NO_LINK,
-    first: 0,
-    kind: 0,
-};
 
 /// A jump-table slot to fill with a label's absolute address at link.
 /// The method is kept as a [`kind`](Fixup::kind) code and named only for
@@ -1619,53 +1631,73 @@ fn kind_method(kind: u8) -> &'static str {
     }
 }
 
+/// The word a first forward reference of kind `kind` to `label` leaves
+/// at the tail of the label's chain: its kind and instruction index.
+#[inline(always)]
+fn tail_word(buf: &Buf, far_firsts: &mut Vec<(u32, u32, u8)>, kind: u8, label: u32) -> u32 {
+    let index = buf.index();
+    if index > TAIL_INDEX {
+        return far_first(far_firsts, kind, label, index);
+    }
+    TAIL | (kind as u32) << 27 | index
+}
+
+/// [`tail_word`] past 2^27 instructions: the index is kept aside.
+#[cold]
+#[inline(never)]
+fn far_first(far_firsts: &mut Vec<(u32, u32, u8)>, kind: u8, label: u32, index: u32) -> u32 {
+    far_firsts.push((label, index, kind));
+    TAIL | (FAR as u32) << 27
+}
+
 impl X64 {
-    /// A backward or forward jump of kind `cc` (`None`: unconditional;
-    /// `Some(0xe8)` style is not used here) to `label`.
+    /// A backward or forward jump of kind `kind` (`cc` `None`:
+    /// unconditional) to `label`.
     #[inline(always)]
     fn jump_to(&mut self, kind: u8, cc: Option<u8>, label: u32) {
         let pos = self.buf.pos() as u32;
-        let Some(s) = self.labels.get_mut(label as usize) else {
+        let X64 {
+            labels,
+            buf,
+            pending,
+            far_firsts,
+            ..
+        } = self;
+        let Some(w) = labels.get_mut(label as usize) else {
             return self.unknown_label(kind, cc, label);
         };
-        let t = s.pos;
-        if t != UNPLACED {
+        if *w & UNPLACED == 0 {
+            let t = *w;
             let rel = t as i64 - (pos as i64 + 2);
             if fits8(rel) {
                 let op = cc.map_or(0xeb, |c| 0x70 | c);
-                self.buf.put(op as u64 | ((rel as u8) as u64) << 8, 2);
+                buf.put(op as u64 | ((rel as u8) as u64) << 8, 2);
             } else {
                 match cc {
                     None => {
                         let rel = t.wrapping_sub(pos + 5) as u64;
-                        self.buf.put(0xe9 | rel << 8, 5);
+                        buf.put(0xe9 | rel << 8, 5);
                     }
                     Some(c) => {
                         let rel = t.wrapping_sub(pos + 6) as u64;
-                        self.buf.put(0x800f | (c as u64) << 8 | rel << 16, 6);
+                        buf.put(0x800f | (c as u64) << 8 | rel << 16, 6);
                     }
                 }
             }
             return;
         }
         // Forward: link the rel32 field into the label's chain.
-        let prev = s.head;
-        if prev == NO_LINK {
-            s.first = self.buf.index();
-            s.kind = kind;
-            self.pending += 1;
+        let mut link = *w & NO_REF;
+        if link == NO_REF {
+            link = tail_word(buf, far_firsts, kind, label);
+            *pending += 1;
         }
-        match cc {
-            None => {
-                s.head = pos + 1;
-                self.buf.put(0xe9 | (prev as u64) << 8, 5);
-            }
-            Some(c) => {
-                s.head = pos + 2;
-                self.buf
-                    .put(0x800f | (c as u64) << 8 | (prev as u64) << 16, 6);
-            }
-        }
+        let (at, word, len) = match cc {
+            None => (pos + 1, 0xe9 | (link as u64) << 8, 5),
+            Some(c) => (pos + 2, 0x800f | (c as u64) << 8 | (link as u64) << 16, 6),
+        };
+        *w = UNPLACED | at;
+        buf.put(word, len);
     }
 
     /// A jump to a label this function never made: recorded as the error,
@@ -1687,55 +1719,80 @@ impl X64 {
     #[inline(always)]
     fn fix(&mut self, kind: u8, label: u32) {
         let at = self.buf.pos() as u32;
-        let Some(s) = self.labels.get_mut(label as usize) else {
-            self.buf
-                .fail(kind_method(kind), ErrorKind::UnknownLabel { label });
-            return self.buf.put4(0);
+        let X64 {
+            labels,
+            buf,
+            pending,
+            far_firsts,
+            ..
+        } = self;
+        let Some(w) = labels.get_mut(label as usize) else {
+            buf.fail(kind_method(kind), ErrorKind::UnknownLabel { label });
+            return buf.put4(0);
         };
-        if s.pos != UNPLACED {
-            let rel = s.pos.wrapping_sub(at + 4);
-            return self.buf.put4(rel);
+        if *w & UNPLACED == 0 {
+            return buf.put4(w.wrapping_sub(at + 4));
         }
-        let prev = s.head;
-        if prev == NO_LINK {
-            s.first = self.buf.index();
-            s.kind = kind;
-            self.pending += 1;
+        let mut link = *w & NO_REF;
+        if link == NO_REF {
+            link = tail_word(buf, far_firsts, kind, label);
+            *pending += 1;
         }
-        s.head = at;
-        self.buf.put4(prev);
+        *w = UNPLACED | at;
+        buf.put4(link);
     }
 
     /// Patches every rel32 of the chain starting at `head` to `target`.
+    /// Links only go backwards in the code, so the walk stops at the
+    /// first word that does not (the tail word, above every position):
+    /// it ends even over code overwritten after a `CodeTooLarge`.
     #[inline]
     fn resolve(&mut self, mut head: u32, target: u32) {
-        while head != NO_LINK {
-            let next = self.buf.read4(head as usize);
-            self.buf
-                .patch4(head as usize, target.wrapping_sub(head + 4));
+        loop {
+            let next = self.buf.swap4(head as usize, target.wrapping_sub(head + 4));
+            if next >= head {
+                return;
+            }
             head = next;
         }
     }
 
     /// The error of a label referenced and never placed: the first such
-    /// reference in program order, as its branch's method names it.
+    /// reference in program order, as its branch's method names it. Each
+    /// pending label's chain is walked to its tail word.
     #[cold]
     #[inline(never)]
     fn unplaced_error(&self) -> Error {
-        let (label, s) = self
+        let (index, kind, label) = self
             .labels
             .iter()
             .enumerate()
-            .filter(|(_, s)| s.pos == UNPLACED && s.head != NO_LINK)
-            .min_by_key(|(_, s)| s.first)
+            .filter(|&(_, &w)| w & UNPLACED != 0 && w != NEW_LABEL)
+            .map(|(label, &w)| {
+                let mut h = w & NO_REF;
+                let tail = loop {
+                    let next = self.buf.read4(h as usize);
+                    if next >= h {
+                        break next;
+                    }
+                    h = next;
+                };
+                let label = label as u32;
+                let kind = (tail >> 27 & 15) as u8;
+                if kind == FAR {
+                    let &(_, index, kind) = self
+                        .far_firsts
+                        .iter()
+                        .find(|f| f.0 == label)
+                        .expect("a far first reference is recorded");
+                    (index, kind, label)
+                } else {
+                    (tail & TAIL_INDEX, kind, label)
+                }
+            })
+            .min()
             .expect("a pending label");
-        Error::new(
-            s.first,
-            kind_method(s.kind),
-            ErrorKind::UnplacedLabel {
-                label: label as u32,
-            },
-        )
+        Error::new(index, kind_method(kind), ErrorKind::UnplacedLabel { label })
     }
 
     #[inline(always)]
@@ -1829,14 +1886,14 @@ impl X64 {
 
     #[inline(always)]
     fn emit_place(&mut self, m: &'static str, l: Label) {
-        self.buf.insn(m);
+        self.buf.insn_no_code();
         let pos = self.buf.pos() as u32;
         match self.labels.get_mut(l.0 as usize) {
-            Some(s) if s.pos == UNPLACED => {
-                s.pos = pos;
+            Some(w) if *w & UNPLACED != 0 => {
+                let head = *w & NO_REF;
+                *w = pos;
                 self.last_place = pos;
-                let head = s.head;
-                if head != NO_LINK {
+                if head != NO_REF {
                     self.pending -= 1;
                     self.resolve(head, pos);
                 }
@@ -1922,6 +1979,7 @@ impl X64 {
         self.buf.reset();
         self.labels.clear();
         self.pending = 0;
+        self.far_firsts.clear();
         self.last_place = 0;
         self.ret_head = NO_LINK;
         self.tables.clear();
@@ -2009,7 +2067,7 @@ impl X64 {
             }
         }
         let body_len = self.buf.pos();
-        let mut saves = [alloc.used_callee[0], alloc.used_callee[1]];
+        let mut saves = alloc.used_callee_saved();
         if matches!(self.ret_ty, Some(Ty::F | Ty::D)) {
             // xmm0 carries the result out: restoring it (when a RegConfig
             // makes it callee-saved) would overwrite the return value.
@@ -2092,8 +2150,8 @@ impl X64 {
         .map_err(|kind| Error::new(end_index, "end", kind))?;
         let body_at = (block.addr() + pro.len()) as u64;
         for f in &self.tables {
-            let target = match self.labels.get(f.label as usize).map(|s| s.pos) {
-                Some(p) if p != UNPLACED => p,
+            let target = match self.labels.get(f.label as usize).copied() {
+                Some(p) if p & UNPLACED == 0 => p,
                 found => {
                     let label = f.label;
                     return Err(Error::new(

@@ -1554,6 +1554,41 @@ fn both_report_unplaced_labels() {
     );
 }
 
+/// Several labels never placed, each referenced more than once and first
+/// by a different kind of jump: both backends name the earliest first
+/// reference in program order, with its method (the x86-64 backend keeps
+/// it in the tail of each label's chain of forward references).
+#[test]
+fn both_report_the_earliest_of_several_unplaced_labels() {
+    fn build<B: Backend>(order: bool) -> vcode::Result<B::Code> {
+        let mut f = Func::<B>::with_backend();
+        let p = f.lambda("%i%d", Leaf::No)?;
+        let (x, d) = (p.get::<I>(0)?, p.get::<D>(1)?);
+        let (a, b, c, placed) = (f.genlabel(), f.genlabel(), f.genlabel(), f.genlabel());
+        let (first, second) = if order { (a, b) } else { (b, a) };
+        f.add(x, x, 1); // 0
+        f.beq(x, 0, placed); // 1
+        f.jal(first); // 2
+        f.bne(d, d, second); // 3: a float branch, two jumps
+        f.jmp(c); // 4
+        f.blt(x, 3, first); // 5
+        f.bge(x, 9, second); // 6
+        f.label(placed); // 7
+        f.jmp(c); // 8
+        f.ret(x); // 9
+        f.end()
+    }
+    for order in [true, false] {
+        let label = if order { 0 } else { 1 };
+        for e in [
+            build::<Native>(order).map(|_| ()),
+            build::<Reference>(order).map(|_| ()),
+        ] {
+            expect_err(e, 2, "jal", ErrorKind::UnplacedLabel { label });
+        }
+    }
+}
+
 /// A label placed twice, and a label of another function.
 #[test]
 fn both_report_label_misuse() {
