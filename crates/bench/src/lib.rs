@@ -43,6 +43,8 @@ pub mod kernels;
 pub mod peers;
 pub mod unet;
 pub mod workload;
+#[cfg(test)]
+mod workload_tests;
 
 use std::fmt::Write;
 

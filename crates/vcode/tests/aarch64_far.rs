@@ -448,7 +448,7 @@ fn fnv(bytes: &[u8]) -> u64 {
     })
 }
 
-#[path = "../examples/aarch64_gencount/workload.rs"]
+#[path = "../../bench/src/workload.rs"]
 #[allow(dead_code)]
 mod workload;
 

@@ -96,7 +96,7 @@ fn bswap32x2_and_bswap16x4() {
     }
 }
 
-#[path = "../examples/aarch64_gencount/workload.rs"]
+#[path = "../../bench/src/workload.rs"]
 #[allow(dead_code)]
 mod workload;
 
