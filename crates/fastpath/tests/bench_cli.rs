@@ -2,17 +2,12 @@
 //! subcommand is still there, says how to build it and exits non-zero; with
 //! it, the suites are compiled in (an unknown suite is refused by name).
 
-use std::process::Command;
+mod common;
 
+/// `fastpath` with `args`: whether it succeeded, and its standard error.
 fn fastpath(args: &[&str]) -> (bool, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_fastpath"))
-        .args(args)
-        .output()
-        .expect("runs fastpath");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let (ok, _, err) = common::fastpath(args);
+    (ok, err)
 }
 
 #[cfg(not(feature = "bench"))]

@@ -4,19 +4,9 @@
 //! and prints per-owner counts.
 
 use std::path::Path;
-use std::process::Command;
 
-fn fastpath(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_fastpath"))
-        .args(args)
-        .output()
-        .expect("runs fastpath");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+mod common;
+use common::fastpath;
 
 /// A TCP/IPv4 frame to `dst`, destination port `port`.
 fn frame(dst: [u8; 4], port: u16) -> Vec<u8> {

@@ -7,17 +7,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn fastpath(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_fastpath"))
-        .args(args)
-        .output()
-        .expect("runs fastpath");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+mod common;
+use common::fastpath;
 
 fn idl_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../idl")

@@ -3,19 +3,8 @@
 //! command is built with the cargo feature `aarch64` (without it, the
 //! target is an error that says how to get it).
 
-use std::process::Command;
-
-fn fastpath(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_fastpath"))
-        .args(args)
-        .output()
-        .expect("runs fastpath");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+mod common;
+use common::fastpath;
 
 /// The results every target must print: computed by the generated code,
 /// checked here against Rust's arithmetic.
