@@ -1023,3 +1023,70 @@ impl<B: Backend> Func<B> {
         self.b.fail(m, kind);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signature_texts_compare_as_strings() {
+        let texts = [
+            "",
+            "%",
+            "%i",
+            "%p%",
+            "%p%i",
+            "%p%l",
+            "%d%d%d%d%p",
+            "%ul%ul%ul%ul%i",
+            "%ul%ul%ul%ul%ul%ul%u",
+        ];
+        for a in texts {
+            for b in texts {
+                assert_eq!(same_text(a, b), a == b, "{a:?} {b:?}");
+            }
+            // Every byte position matters.
+            for at in 0..a.len() {
+                let mut c = a.as_bytes().to_vec();
+                c[at] ^= 1;
+                assert!(
+                    !same_text(a, std::str::from_utf8(&c).unwrap()),
+                    "{a:?} at {at}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn functions_of_one_signature_share_its_parameters() {
+        let mut f = Func::new();
+        let p = f.lambda("%p%i%d", Leaf::Yes).unwrap();
+        f.retv();
+        let c1 = f.end().unwrap();
+        // Another signature in between empties the cache.
+        f.lambda("%i", Leaf::Yes).unwrap();
+        f.retv();
+        f.end().unwrap();
+        let q = f.lambda("%p%i%d", Leaf::Yes).unwrap();
+        f.retv();
+        let c2 = f.end().unwrap();
+        assert!(std::ptr::eq(p.shape, q.shape), "interned once");
+        assert!(std::ptr::eq(c1.signature(), c2.signature()));
+        assert_eq!(c1.signature().to_string(), "%p%i%d");
+        assert_eq!(p.all(), q.all());
+        // A different assignment of the same signature (a non-leaf
+        // function may not keep parameters in the registers it does) is
+        // its own shape, equal in signature.
+        let mut g = Func::new();
+        g.set_config(crate::RegConfig::default());
+        let r = g.lambda("%p%i%d", Leaf::No).unwrap();
+        assert_eq!(r.len(), 3);
+        assert_eq!(format!("{p:?}"), format!("{:?}", p.all()));
+        // `end` hands back a small `Code`: a pointer, not a copy, of the signature.
+        assert!(
+            std::mem::size_of::<crate::Code>() <= 88,
+            "{}",
+            std::mem::size_of::<crate::Code>()
+        );
+    }
+}

@@ -2680,6 +2680,61 @@ impl X64 {
 mod tests {
     use super::*;
 
+    /// Every save and restore `write_frame` stores from its table, decoded
+    /// by iced-x86: the instruction, the register, the slot, in order, at
+    /// the lengths `frame_lens` predicts (and so with nothing left over
+    /// from the one-byte overlaps of its stores).
+    #[test]
+    fn frames_save_and_restore_every_register_at_its_slot() {
+        for saves in [
+            [0u16, 0],
+            [0xffff, 0],
+            [0, 0xffff],
+            [0xffff, 0xffff],
+            [0x8421, 0x1248],
+        ] {
+            let (pro_len, epi_len) = frame_lens(saves);
+            // A one-byte body between them, as the caller writes it after.
+            let mut out = vec![0xaa; pro_len + 1 + epi_len];
+            write_frame(&mut out, pro_len, pro_len + 1, 0x1234, saves);
+            out[pro_len] = 0x90;
+            out[pro_len + 1 + epi_len - 1] = 0xc3;
+            let text = crate::debug::disassemble(&out, 0, &[]);
+            let lines: Vec<&str> = text.lines().map(|l| l[31..].trim()).collect();
+            let mut want = vec![
+                "push    rbp".to_string(),
+                "mov     rbp,rsp".to_string(),
+                "sub     rsp,1234h".to_string(),
+            ];
+            // iced's numbers: decimal below 10, else hex with a leading 0
+            // before a letter.
+            let num = |v: i32| match v {
+                0..=9 => v.to_string(),
+                _ => match format!("{v:X}h") {
+                    h if h.starts_with(|c: char| c.is_ascii_alphabetic()) => format!("0{h}"),
+                    h => h,
+                },
+            };
+            let mut restores = Vec::new();
+            for n in 0..16u8 {
+                if saves[0] & (1 << n) != 0 {
+                    let (r, slot) = (regfile::reg_name(false, n), num(-regfile::gpr_save_slot(n)));
+                    want.push(format!("mov     [rbp-{slot}],{r}"));
+                    restores.push(format!("mov     {r},[rbp-{slot}]"));
+                }
+                if saves[1] & (1 << n) != 0 {
+                    let (r, slot) = (regfile::reg_name(true, n), num(-regfile::xmm_save_slot(n)));
+                    want.push(format!("movdqu  [rbp-{slot}],{r}"));
+                    restores.push(format!("movdqu  {r},[rbp-{slot}]"));
+                }
+            }
+            want.push("nop".into());
+            want.extend(restores);
+            want.extend(["leave".to_string(), "ret".to_string()]);
+            assert_eq!(lines, want, "{saves:x?}\n{text}");
+        }
+    }
+
     extern "C" fn mix(
         a: i32,
         b: f64,
