@@ -1444,12 +1444,12 @@ impl Backend for A64 {
     fn finish(
         &mut self,
         alloc: &RegAlloc,
-        sig: Signature,
+        sig: &'static Signature,
         name: Option<String>,
         mem: Option<&dyn ExecMemory>,
     ) -> Result<Code, Error> {
         let _ = mem;
-        self.link(alloc, sig, name)
+        self.link(alloc, *sig, name)
     }
 }
 

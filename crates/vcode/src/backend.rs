@@ -263,11 +263,13 @@ pub trait Backend: Sized + 'static {
     /// registers.
     fn begin(&mut self, sig: &Signature, params: &[AnyReg], moves: bool);
 
-    /// Finishes the function: backpatches and links it.
+    /// Finishes the function: backpatches and links it. `sig` is the
+    /// signature `begin` was given, interned by `lambda` (the code may keep
+    /// the reference).
     fn finish(
         &mut self,
         alloc: &RegAlloc,
-        sig: Signature,
+        sig: &'static Signature,
         name: Option<String>,
         mem: Option<&dyn ExecMemory>,
     ) -> Result<Self::Code, Error>;

@@ -71,6 +71,7 @@ impl Buf {
     }
 
     /// Forgets the contents (keeping the memory) for the next function.
+    #[inline]
     pub fn reset(&mut self) {
         self.at = self.mem.as_mut_ptr();
         self.err = None;
@@ -85,6 +86,7 @@ impl Buf {
     /// Hands out budget for the room left. Every caller leaves at least
     /// `2 * MAX_INSN` bytes of room, so the grant is at least 1 and the
     /// instruction being started keeps its own `MAX_INSN`.
+    #[inline]
     fn grant(&mut self) {
         self.budget =
             ((self.room() / MAX_INSN).saturating_sub(1)).clamp(1, u32::MAX as usize / 2) as u32;
@@ -279,6 +281,7 @@ impl Buf {
     }
 
     /// The bytes written so far.
+    #[inline]
     pub fn bytes(&self) -> &[u8] {
         &self.mem[..self.pos()]
     }

@@ -29,20 +29,84 @@ pub enum Leaf {
     No,
 }
 
-/// The parameter registers `lambda` hands back (stored inline: beginning a
-/// function allocates nothing).
-#[derive(Copy, Clone, Debug)]
+/// The parameter registers `lambda` hands back: a reference to the
+/// assignment `lambda` made for the signature, shared by every function
+/// begun with the same one, so that beginning a function copies a pointer
+/// rather than the registers.
+#[derive(Copy, Clone)]
 pub struct Params {
-    regs: [AnyReg; MAX_PARAMS],
-    len: u8,
+    shape: &'static Shape,
 }
 
 impl Default for Params {
     fn default() -> Self {
         Params {
-            regs: [AnyReg { ty: Ty::V, n: 0 }; MAX_PARAMS],
-            len: 0,
+            shape: &Shape::EMPTY,
         }
+    }
+}
+
+impl std::fmt::Debug for Params {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.all()).finish()
+    }
+}
+
+/// A signature and the registers its parameters were given, interned (see
+/// [`Shape::intern`]): `lambda` hands it out as [`Params`] and the
+/// generated code records its signature by reference, so neither is copied
+/// per function.
+pub(crate) struct Shape {
+    sig: Signature,
+    regs: [AnyReg; MAX_PARAMS],
+}
+
+impl PartialEq for Shape {
+    fn eq(&self, o: &Shape) -> bool {
+        self.sig == o.sig && self.regs() == o.regs()
+    }
+}
+
+impl Eq for Shape {}
+
+impl std::hash::Hash for Shape {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.sig.params().hash(h);
+        self.regs().hash(h);
+    }
+}
+
+impl Shape {
+    /// No parameters.
+    const EMPTY: Shape = Shape {
+        sig: Signature::EMPTY,
+        regs: [AnyReg { ty: Ty::V, n: 0 }; MAX_PARAMS],
+    };
+
+    /// The parameters' registers, one per parameter of `sig`.
+    #[inline(always)]
+    fn regs(&self) -> &[AnyReg] {
+        &self.regs[..self.sig.params().len()]
+    }
+
+    /// The one shared copy of `self`. Shapes are made when `lambda` meets a
+    /// signature its cache does not hold, and live as long as the process
+    /// (the code generated with them may be kept anywhere, on any thread):
+    /// one per distinct signature and assignment, a few dozen bytes each,
+    /// the way compilers intern type signatures.
+    #[cold]
+    fn intern(self) -> &'static Shape {
+        use std::collections::HashSet;
+        use std::sync::Mutex;
+        static SHAPES: Mutex<Option<HashSet<&'static Shape>>> = Mutex::new(None);
+        let mut shapes = SHAPES.lock().unwrap_or_else(|e| e.into_inner());
+        let shapes = shapes.get_or_insert_with(HashSet::new);
+        if let Some(&s) = shapes.get(&self) {
+            return s;
+        }
+        let s: &'static Shape = Box::leak(Box::new(self));
+        shapes.insert(s);
+        s
     }
 }
 
@@ -97,23 +161,18 @@ impl Params {
     }
 
     /// All parameters, in order.
-    pub fn all(&self) -> &[AnyReg] {
-        &self.regs[..self.len as usize]
+    pub fn all(&self) -> &'static [AnyReg] {
+        self.shape.regs()
     }
 
     /// Number of parameters.
     pub fn len(&self) -> usize {
-        self.len as usize
+        self.shape.sig.params().len()
     }
 
     /// True for a function without parameters.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    pub(crate) fn push(&mut self, r: AnyReg) {
-        self.regs[self.len as usize] = r;
-        self.len += 1;
+        self.len() == 0
     }
 }
 
@@ -126,7 +185,7 @@ fn assign_params(
     sig: &Signature,
     locs: &[ArgLoc],
     alloc: &mut RegAlloc,
-) -> Result<Params> {
+) -> Result<[AnyReg; MAX_PARAMS]> {
     let err = |kind| Error::new(0, "lambda", kind);
     for (&ty, &loc) in sig.params().iter().zip(locs) {
         if let ArgLoc::Reg(n) = loc {
@@ -135,13 +194,13 @@ fn assign_params(
             }
         }
     }
-    let mut out = Params::default();
-    for (&ty, &loc) in sig.params().iter().zip(locs) {
+    let mut out = Shape::EMPTY.regs;
+    for ((&ty, &loc), o) in sig.params().iter().zip(locs).zip(&mut out) {
         let n = match loc {
             ArgLoc::Reg(n) if conv.keeps_param(ty, loc) => n,
             _ => alloc.getreg(Class::Temp, ty.is_float()).map_err(err)?,
         };
-        out.push(AnyReg { ty, n });
+        *o = AnyReg { ty, n };
     }
     Ok(out)
 }
@@ -172,7 +231,9 @@ pub struct Func<B: Backend = X64> {
     b: B,
     alloc: RegAlloc,
     cfg: RegConfig,
-    sig: Signature,
+    /// The signature of the function under construction (interned by
+    /// `lambda`: `end` hands the code a reference).
+    sig: &'static Signature,
     name: Option<String>,
     /// What `lambda` last derived from a signature string, reused when the
     /// next function has the same one (the common case of a client
@@ -187,8 +248,7 @@ pub struct Func<B: Backend = X64> {
 struct LambdaCache {
     text: String,
     leaf: bool,
-    sig: Signature,
-    params: Params,
+    shape: &'static Shape,
     alloc: RegAlloc,
     /// Some parameter arrives somewhere else than the register it is given.
     moves: bool,
@@ -230,6 +290,27 @@ macro_rules! narrow {
             self.b.load(stringify!($ld), Ty::$mem, T::TY, rd.num(), base.num(), src(off));
         }
     )*};
+}
+
+/// `a == b` for `lambda`'s cache: a signature string is a few bytes, and
+/// comparing them in one or two words beats a `memcmp` call.
+#[inline(always)]
+fn same_text(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    let word = |s: &[u8], at: usize| u64::from_le_bytes(s[at..at + 8].try_into().expect("8 bytes"));
+    let half = |s: &[u8], at: usize| u32::from_le_bytes(s[at..at + 4].try_into().expect("4 bytes"));
+    match n {
+        // Both ends, overlapping in the middle: every byte is compared.
+        0 => true,
+        1..=3 => a[0] == b[0] && a[n / 2] == b[n / 2] && a[n - 1] == b[n - 1],
+        4..=8 => half(a, 0) == half(b, 0) && half(a, n - 4) == half(b, n - 4),
+        9..=16 => word(a, 0) == word(b, 0) && word(a, n - 8) == word(b, n - 8),
+        _ => a == b,
+    }
 }
 
 #[inline(always)]
@@ -277,7 +358,7 @@ impl<B: Backend> Func<B> {
             b: B::new(),
             alloc: RegAlloc::new(cfg.clone(), true),
             cfg,
-            sig: Signature::default(),
+            sig: &Shape::EMPTY.sig,
             name: None,
             cache: None,
             wide_bits: 0,
@@ -297,52 +378,53 @@ impl<B: Backend> Func<B> {
     /// a register the backend keeps) are copied into registers.
     ///
     /// A function begun on this `Func` and not yet ended is abandoned.
+    #[inline(always)]
     pub fn lambda(&mut self, sig: &str, leaf: Leaf) -> Result<Params> {
         let leaf = leaf == Leaf::Yes;
         // The cache is compared and read in place: moving it out and back
         // costs two copies of a few hundred bytes per function.
-        let hit = matches!(&self.cache, Some(c) if c.leaf == leaf && c.text == sig);
+        let hit = matches!(&self.cache, Some(c) if c.leaf == leaf && same_text(&c.text, sig));
         if !hit {
-            let old = self.cache.take();
-            self.cache = Some(self.prepare(sig, leaf, old)?);
+            self.prepare(sig, leaf)?;
         }
         let Some(cache) = &self.cache else {
             unreachable!("filled above")
         };
         self.alloc.clone_from(&cache.alloc);
-        self.sig = cache.sig;
+        let shape = cache.shape;
+        self.sig = &shape.sig;
         self.name = None;
-        self.b.begin(&self.sig, cache.params.all(), cache.moves);
-        Ok(cache.params)
+        self.b.begin(&shape.sig, shape.regs(), cache.moves);
+        Ok(Params { shape })
     }
 
-    /// Parses `text` and assigns the parameters their registers, reusing
-    /// the string buffer of an old cache entry.
+    /// Parses `text`, assigns the parameters their registers and caches
+    /// the result (reusing the old entry's string buffer).
     #[cold]
-    fn prepare(&self, text: &str, leaf: bool, old: Option<LambdaCache>) -> Result<LambdaCache> {
+    #[inline(never)]
+    fn prepare(&mut self, text: &str, leaf: bool) -> Result<()> {
         let sig = Signature::parse(text).map_err(|kind| Error::new(0, "lambda", kind))?;
         let mut alloc = RegAlloc::new(self.cfg.clone(), leaf);
         let conv = self.b.conv();
         let mut locs = [ArgLoc::Stack(0); MAX_PARAMS];
         let locs = &mut locs[..sig.params().len()];
         conv.arg_locs(sig.params(), locs);
-        let params = assign_params(conv, &sig, locs, &mut alloc)?;
-        let moves = params
-            .all()
+        let regs = assign_params(conv, &sig, locs, &mut alloc)?;
+        let moves = regs
             .iter()
             .zip(locs.iter())
             .any(|(r, &loc)| loc != ArgLoc::Reg(r.n));
-        let mut s = old.map(|c| c.text).unwrap_or_default();
+        let mut s = self.cache.take().map(|c| c.text).unwrap_or_default();
         s.clear();
         s.push_str(text);
-        Ok(LambdaCache {
+        self.cache = Some(LambdaCache {
             text: s,
             leaf,
-            sig,
-            params,
+            shape: Shape { sig, regs }.intern(),
             alloc,
             moves,
-        })
+        });
+        Ok(())
     }
 
     /// Names the function for disassembly listings and the perf map.
@@ -355,14 +437,13 @@ impl<B: Backend> Func<B> {
     /// links it into executable memory. Returns the first error recorded
     /// since `lambda`, if any.
     pub fn end(&mut self) -> Result<B::Code> {
-        let sig = std::mem::take(&mut self.sig);
-        self.b.finish(&self.alloc, sig, self.name.take(), None)
+        self.b.finish(&self.alloc, self.sig, self.name.take(), None)
     }
 
     /// Like [`end`](Func::end), placing the code in `mem`.
     pub fn end_in(&mut self, mem: &dyn ExecMemory) -> Result<B::Code> {
-        let sig = std::mem::take(&mut self.sig);
-        self.b.finish(&self.alloc, sig, self.name.take(), Some(mem))
+        self.b
+            .finish(&self.alloc, self.sig, self.name.take(), Some(mem))
     }
 
     // -- registers --------------------------------------------------------------
@@ -938,5 +1019,72 @@ impl<B: Backend> Func<B> {
     /// Records an error for an extension instruction.
     pub fn fail(&mut self, m: &'static str, kind: ErrorKind) {
         self.b.fail(m, kind);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signature_texts_compare_as_strings() {
+        let texts = [
+            "",
+            "%",
+            "%i",
+            "%p%",
+            "%p%i",
+            "%p%l",
+            "%d%d%d%d%p",
+            "%ul%ul%ul%ul%i",
+            "%ul%ul%ul%ul%ul%ul%u",
+        ];
+        for a in texts {
+            for b in texts {
+                assert_eq!(same_text(a, b), a == b, "{a:?} {b:?}");
+            }
+            // Every byte position matters.
+            for at in 0..a.len() {
+                let mut c = a.as_bytes().to_vec();
+                c[at] ^= 1;
+                assert!(
+                    !same_text(a, std::str::from_utf8(&c).unwrap()),
+                    "{a:?} at {at}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn functions_of_one_signature_share_its_parameters() {
+        let mut f = Func::new();
+        let p = f.lambda("%p%i%d", Leaf::Yes).unwrap();
+        f.retv();
+        let c1 = f.end().unwrap();
+        // Another signature in between empties the cache.
+        f.lambda("%i", Leaf::Yes).unwrap();
+        f.retv();
+        f.end().unwrap();
+        let q = f.lambda("%p%i%d", Leaf::Yes).unwrap();
+        f.retv();
+        let c2 = f.end().unwrap();
+        assert!(std::ptr::eq(p.shape, q.shape), "interned once");
+        assert!(std::ptr::eq(c1.signature(), c2.signature()));
+        assert_eq!(c1.signature().to_string(), "%p%i%d");
+        assert_eq!(p.all(), q.all());
+        // A different assignment of the same signature (a non-leaf
+        // function may not keep parameters in the registers it does) is
+        // its own shape, equal in signature.
+        let mut g = Func::new();
+        g.set_config(crate::RegConfig::default());
+        let r = g.lambda("%p%i%d", Leaf::No).unwrap();
+        assert_eq!(r.len(), 3);
+        assert_eq!(format!("{p:?}"), format!("{:?}", p.all()));
+        // `end` hands back a small `Code`: a pointer, not a copy, of the signature.
+        assert!(
+            std::mem::size_of::<crate::Code>() <= 88,
+            "{}",
+            std::mem::size_of::<crate::Code>()
+        );
     }
 }

@@ -84,6 +84,49 @@ impl ExecBlock {
         }
     }
 
+    /// A block of a dual-mapped [`Chunk`]: `write` and `exec` are the same
+    /// offset in its two views, so the bytes show at `exec` as soon as
+    /// they are written (the chunk's `seal` is a no-op, and
+    /// [`Slab::reserve`]'s blocks skip it).
+    ///
+    /// # Safety
+    /// `at + len <= chunk.size`, and no other block overlaps that range.
+    #[inline(always)]
+    unsafe fn dual(chunk: &Arc<Chunk>, at: usize, len: usize) -> Self {
+        ExecBlock {
+            // SAFETY: `at + len <= size` (the caller's contract), so the
+            // pointer stays within the write view.
+            write: unsafe { chunk.rw.add(at) },
+            exec: chunk.rx as usize + at,
+            len,
+            owner: chunk.clone(),
+        }
+    }
+
+    /// Hands `f` the first `total` bytes of the block's writable view, for
+    /// `end` to write a function straight into (no intermediate buffers),
+    /// then seals the block: from here on it is only executed. An error
+    /// if the block is smaller than `total` (a faulty [`ExecMemory`]) or
+    /// sealing fails.
+    #[inline(always)]
+    pub(crate) fn fill_with<R>(
+        &mut self,
+        total: usize,
+        f: impl FnOnce(&mut [u8]) -> R,
+    ) -> Result<R, ErrorKind> {
+        if total > self.len {
+            return Err(too_small(self.len, total));
+        }
+        // SAFETY: `write` is valid for `len >= total` bytes of writes
+        // (the `ExecBlock::new` contract), the memory is mapped, hence
+        // initialized, and nothing else reads or writes it before `seal`:
+        // the block is not handed out before this returns, and `&mut self`
+        // excludes any other access through it.
+        let r = f(unsafe { std::slice::from_raw_parts_mut(self.write, total) });
+        self.owner.seal(self.exec, self.len)?;
+        Ok(r)
+    }
+
     /// The address the code runs at.
     pub fn addr(&self) -> usize {
         self.exec
@@ -99,41 +142,28 @@ impl ExecBlock {
         self.len == 0
     }
 
-    /// Copies `parts` (a function's prologue, body, epilogue and
-    /// constants), one after the other, into the block's writable view and
-    /// seals it: from here on the block is only executed. The number of
-    /// parts is a constant, so the loop is unrolled, and a short part is
-    /// copied inline.
-    #[inline]
-    pub(crate) fn fill<const N: usize>(&mut self, parts: [&[u8]; N]) -> Result<usize, ErrorKind> {
-        let mut total = 0;
-        for p in &parts {
-            total += p.len();
-        }
-        if total > self.len {
-            return Err(ErrorKind::Memory(format!(
-                "block of {} bytes is too small for {total}",
-                self.len
-            )));
-        }
-        let mut at = 0;
-        for p in parts {
-            // SAFETY: as in `fill`: `write` is valid for `len >= total`
-            // bytes and the parts are Rust slices outside the block.
-            unsafe { copy_small(p, self.write.add(at)) };
-            at += p.len();
-        }
-        self.owner.seal(self.exec, self.len)?;
-        Ok(total)
-    }
-
     /// The code bytes, read through the executable view.
     pub fn bytes(&self) -> &[u8] {
-        // SAFETY: after `fill` the exec view is readable (PROT_READ is part
+        // SAFETY: after `fill_with` the exec view is readable (PROT_READ is part
         // of both views) for `len` bytes while `owner` lives, and nothing
         // writes to it any more.
         unsafe { std::slice::from_raw_parts(self.exec as *const u8, self.len) }
     }
+}
+
+/// Copies `src` to the start of `dst`, with [`copy_small`]'s inline
+/// copies for a short `src`. Panics if `dst` is shorter (callers size
+/// `dst` from `src`).
+#[inline(always)]
+pub(crate) fn copy_to(dst: &mut [u8], src: &[u8]) {
+    let dst = &mut dst[..src.len()];
+    // SAFETY: `dst` is a distinct `&mut` slice of exactly `src.len()` bytes.
+    unsafe { copy_small(src, dst.as_mut_ptr()) }
+}
+
+#[cold]
+fn too_small(len: usize, total: usize) -> ErrorKind {
+    ErrorKind::Memory(format!("block of {len} bytes is too small for {total}"))
 }
 
 /// Copies `src` to `dst`: a prologue, an epilogue or a short body is a
@@ -187,7 +217,7 @@ struct Chunk {
 }
 
 // SAFETY: the mappings are plain memory owned by the chunk; the raw
-// pointers are only dereferenced by `ExecBlock::fill` on disjoint ranges.
+// pointers are only dereferenced by `ExecBlock::fill_with` on disjoint ranges.
 unsafe impl Send for Chunk {}
 // SAFETY: as above.
 unsafe impl Sync for Chunk {}
@@ -401,14 +431,7 @@ unsafe impl ExecMemory for Arena {
                 // SAFETY: `at + len <= size` was checked above, the range is
                 // handed out once (bump pointer), and `chunk` keeps both
                 // views mapped for the block's lifetime.
-                return Ok(unsafe {
-                    ExecBlock::new(
-                        chunk.rw.add(at),
-                        chunk.rx as usize + at,
-                        len,
-                        chunk.clone() as Arc<dyn BlockOwner>,
-                    )
-                });
+                return Ok(unsafe { ExecBlock::dual(chunk, at, len) });
             }
         }
         let s = Single::new(page_round(len))?;
@@ -426,6 +449,27 @@ thread_local! {
 /// Allocates from the calling thread's default arena.
 pub(crate) fn alloc_default(len: usize) -> Result<ExecBlock, ErrorKind> {
     ARENA.with(|a| a.alloc(len))
+}
+
+/// Bytes of a [`Slab`]'s run taken for one function
+/// ([`Slab::reserve`]): written through `out`, run at `exec`.
+pub(crate) struct Reserved<'a> {
+    /// The writable view of the bytes.
+    pub(crate) out: &'a mut [u8],
+    /// The address they run at.
+    pub(crate) exec: usize,
+    chunk: &'a Arc<Chunk>,
+    at: usize,
+}
+
+impl Reserved<'_> {
+    /// The block of these bytes, once written.
+    #[inline(always)]
+    pub(crate) fn into_block(self) -> ExecBlock {
+        // SAFETY: `Slab::reserve` checked `at + len <= size` and handed the
+        // range out once.
+        unsafe { ExecBlock::dual(self.chunk, self.at, self.out.len()) }
+    }
 }
 
 /// Bytes a [`Slab`] takes from the thread's arena at a time.
@@ -484,17 +528,38 @@ impl Slab {
                 // this slab alone by `take_run` and is bump-allocated once,
                 // and `chunk` keeps both views mapped for the block's
                 // lifetime (as in `Arena::alloc`).
-                return Ok(unsafe {
-                    ExecBlock::new(
-                        chunk.rw.add(a),
-                        chunk.rx as usize + a,
-                        len,
-                        chunk.clone() as Arc<dyn BlockOwner>,
-                    )
-                });
+                return Ok(unsafe { ExecBlock::dual(chunk, a, len) });
             }
         }
         self.refill(len)
+    }
+
+    /// The common case of [`alloc`](Slab::alloc), inline: the next `len`
+    /// (at least 1) bytes of the run, if they are free, for `end` to write the code
+    /// straight into before making the block ([`Reserved::into_block`]:
+    /// the views are dual-mapped, so there is nothing to seal). `None`,
+    /// with nothing taken, when the run is exhausted (or there is none):
+    /// the caller takes `alloc`'s path.
+    #[inline(always)]
+    pub(crate) fn reserve(&mut self, len: usize) -> Option<Reserved<'_>> {
+        debug_assert!(len > 0, "a block of no bytes would share its address");
+        let (chunk, at, end) = self.run.as_mut()?;
+        if *at + len > *end {
+            return None;
+        }
+        let a = *at;
+        *at = (a + len + ALIGN - 1) & !(ALIGN - 1);
+        // SAFETY: `a + len <= end <= size`, and the range was handed to
+        // this slab alone by `take_run` and is bump-allocated once (as in
+        // `alloc`), so the slice is valid, initialized (mapped) memory
+        // that nothing else accesses.
+        let out = unsafe { std::slice::from_raw_parts_mut(chunk.rw.add(a), len) };
+        Some(Reserved {
+            out,
+            exec: chunk.rx as usize + a,
+            chunk,
+            at: a,
+        })
     }
 
     #[cold]
@@ -517,13 +582,25 @@ mod tests {
         crate::debug::wx_mappings().unwrap()
     }
 
+    /// Writes `parts` one after the other into `b` and seals it.
+    fn fill(b: &mut ExecBlock, parts: &[&[u8]]) -> Result<(), ErrorKind> {
+        let total = parts.iter().map(|p| p.len()).sum();
+        b.fill_with(total, |out| {
+            let mut at = 0;
+            for p in parts {
+                copy_to(&mut out[at..], p);
+                at += p.len();
+            }
+        })
+    }
+
     #[test]
     fn blocks_run_and_no_page_is_writable_and_executable() {
         let arena = Arena::new();
         let mut blocks = Vec::new();
         for v in 0..100u8 {
             let mut b = arena.alloc(6).unwrap();
-            b.fill([&[0xb8, v, 0, 0, 0], &[0xc3]]).unwrap(); // mov eax, v; ret
+            fill(&mut b, &[&[0xb8, v, 0, 0, 0], &[0xc3]]).unwrap(); // mov eax, v; ret
             assert!(wx_mappings().is_empty(), "{:?}", wx_mappings());
             blocks.push(b);
         }
@@ -540,7 +617,7 @@ mod tests {
         let mut code = vec![0x90u8; CHUNK * 2];
         code.extend_from_slice(&[0xb8, 7, 0, 0, 0, 0xc3]);
         let mut b = arena.alloc(code.len()).unwrap();
-        b.fill([&code]).unwrap();
+        fill(&mut b, &[&code]).unwrap();
         // SAFETY: a nop sled followed by `mov eax, 7; ret`.
         let f: extern "C" fn() -> i32 = unsafe { std::mem::transmute(b.addr()) };
         assert_eq!(f(), 7);
@@ -581,7 +658,7 @@ mod tests {
         for n in [1usize, 7, 8, 9, 16, 17, 100, 5000, 20_000] {
             let mut b = slab.alloc(n).unwrap();
             let bytes: Vec<u8> = (0..n).map(|i| (i * 31 + n) as u8).collect();
-            b.fill([&bytes[..n / 2], &bytes[n / 2..]]).unwrap();
+            fill(&mut b, &[&bytes[..n / 2], &bytes[n / 2..]]).unwrap();
             assert_eq!(b.bytes(), &bytes[..]);
             blocks.push((b, bytes));
         }
@@ -594,6 +671,6 @@ mod tests {
     #[test]
     fn overfilling_a_block_is_an_error() {
         let mut b = Arena::new().alloc(4).unwrap();
-        assert!(b.fill([&[0u8; 32]]).is_err());
+        assert!(fill(&mut b, &[&[0u8; 32]]).is_err());
     }
 }

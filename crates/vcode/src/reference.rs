@@ -225,7 +225,7 @@ impl<C: CallConv + 'static> Backend for Reference<C> {
     fn finish(
         &mut self,
         alloc: &RegAlloc,
-        sig: Signature,
+        sig: &'static Signature,
         name: Option<String>,
         _mem: Option<&dyn ExecMemory>,
     ) -> Result<RefCode, Error> {
@@ -260,7 +260,7 @@ impl<C: CallConv + 'static> Backend for Reference<C> {
             locals: std::mem::take(&mut self.locals),
             params: std::mem::take(&mut self.params),
             conv: C::get(),
-            sig,
+            sig: *sig,
             ret: self.ret_ty.unwrap_or(Ty::V),
             name,
         };

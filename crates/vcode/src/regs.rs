@@ -356,6 +356,13 @@ impl RegAlloc {
         self.leaf
     }
 
+    /// Whether the function uses a callee-saved register (the cheap test
+    /// of [`used_callee_saved`](RegAlloc::used_callee_saved) being empty).
+    #[inline(always)]
+    pub fn uses_callee_saved(&self) -> bool {
+        self.used_callee != 0
+    }
+
     /// Callee-saved registers touched so far (integer, float masks of
     /// register numbers).
     pub fn used_callee_saved(&self) -> [u16; 2] {

@@ -28,15 +28,19 @@ impl fmt::Display for Signature {
 
 impl Default for Signature {
     fn default() -> Self {
-        Signature {
-            len: 0,
-            tys: [Ty::V; MAX_PARAMS],
-        }
+        Signature::EMPTY
     }
 }
 
 impl Signature {
+    /// The signature without parameters (`""`).
+    pub(crate) const EMPTY: Signature = Signature {
+        len: 0,
+        tys: [Ty::V; MAX_PARAMS],
+    };
+
     /// The parameter types in order.
+    #[inline]
     pub fn params(&self) -> &[Ty] {
         &self.tys[..self.len as usize]
     }

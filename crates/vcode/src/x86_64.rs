@@ -404,13 +404,12 @@ pub struct X64 {
     nlocals: u32,
     frame: bool,
     ret_ty: Option<Ty>,
-    /// Start of the last `jmp epilogue`, if it ends the body.
-    last_ret: Option<usize>,
+    /// Start of the last `jmp epilogue` and the chain of returns before
+    /// it (what its rel32 field links to), for `end` to drop the jump if
+    /// it ends the body.
+    last_ret: Option<(usize, u32)>,
     /// The largest alignment a body position was padded to (`align`).
     align: usize,
-    /// Prologue and epilogue bytes, built by `finish` (kept for their capacity).
-    pro: Vec<u8>,
-    epi: Vec<u8>,
     /// This backend's run of the default executable memory (batch
     /// allocation: no thread-local lookup per function).
     slab: crate::mem::Slab,
@@ -1018,19 +1017,20 @@ impl X64 {
     }
 }
 
-/// `n` bytes of no-ops, in the fewest instructions (the multi-byte `nop`
-/// forms Intel and AMD recommend, up to 8 bytes each).
+/// The multi-byte `nop` forms Intel and AMD recommend, of 1 to 8 bytes.
+const NOPS: [&[u8]; 8] = [
+    &[0x90],
+    &[0x66, 0x90],
+    &[0x0f, 0x1f, 0x00],
+    &[0x0f, 0x1f, 0x40, 0x00],
+    &[0x0f, 0x1f, 0x44, 0x00, 0x00],
+    &[0x66, 0x0f, 0x1f, 0x44, 0x00, 0x00],
+    &[0x0f, 0x1f, 0x80, 0x00, 0x00, 0x00, 0x00],
+    &[0x0f, 0x1f, 0x84, 0x00, 0x00, 0x00, 0x00, 0x00],
+];
+
+/// `n` bytes of no-ops, in the fewest instructions.
 fn push_nops(out: &mut Vec<u8>, mut n: usize) {
-    const NOPS: [&[u8]; 8] = [
-        &[0x90],
-        &[0x66, 0x90],
-        &[0x0f, 0x1f, 0x00],
-        &[0x0f, 0x1f, 0x40, 0x00],
-        &[0x0f, 0x1f, 0x44, 0x00, 0x00],
-        &[0x66, 0x0f, 0x1f, 0x44, 0x00, 0x00],
-        &[0x0f, 0x1f, 0x80, 0x00, 0x00, 0x00, 0x00],
-        &[0x0f, 0x1f, 0x84, 0x00, 0x00, 0x00, 0x00, 0x00],
-    ];
     while n > 0 {
         let k = n.min(8);
         out.extend_from_slice(NOPS[k - 1]);
@@ -1062,8 +1062,6 @@ impl Backend for X64 {
             ret_ty: None,
             last_ret: None,
             align: 1,
-            pro: Vec::with_capacity(64),
-            epi: Vec::with_capacity(64),
             slab: crate::mem::Slab::default(),
         }
     }
@@ -1074,6 +1072,8 @@ impl Backend for X64 {
         SysV::get()
     }
 
+    // Inline (into `lambda`): a dozen stores, not worth a call.
+    #[inline]
     fn begin(&mut self, sig: &Signature, params: &[AnyReg], moves: bool) {
         self.enter(sig, params, moves)
     }
@@ -1388,7 +1388,7 @@ impl Backend for X64 {
     ) {
         self.buf.insn(m);
         let sig = match &callee {
-            Callee::Code(c) => Some(&c.sig),
+            Callee::Code(c) => Some(c.sig),
             Callee::Native(_) | Callee::Reg(_) => None,
         };
         if let Err(kind) = check_call(alloc.leaf, sig, args) {
@@ -1548,10 +1548,11 @@ impl Backend for X64 {
 
     // -- end (section 6) -----------------------------------------------------
 
+    #[inline]
     fn finish(
         &mut self,
         alloc: &RegAlloc,
-        sig: Signature,
+        sig: &'static Signature,
         name: Option<String>,
         mem: Option<&dyn ExecMemory>,
     ) -> Result<Code, Error> {
@@ -1951,26 +1952,120 @@ impl X64 {
 // 6. Prologue, epilogue and end
 // ===========================================================================
 
-/// Encodes `op reg, [rbp + disp32]` (prologue/epilogue saves).
-fn encode_rbp(out: &mut Vec<u8>, pfx: u8, w: bool, opc: &[u8], reg: u8, disp: i32) {
-    // Assembled in a local array and appended once: one capacity check
-    // instead of one per byte.
-    let mut b = [0u8; 16];
+/// The lengths of the prologue (without its alignment padding) and the
+/// epilogue of a function with a frame that saves `saves` (integer,
+/// `xmm`): `push rbp; mov rbp, rsp; sub rsp, imm32`, the saves (7 bytes
+/// for an integer register, `mov [rbp + disp32], r64` with REX.W; 8 for
+/// `movdqu [rbp + disp32], xmm`, 9 for `xmm8`..`xmm15` with a REX), and
+/// `leave; ret`. Known before the code is written, so
+/// that `end` allocates the block first and writes the frame straight
+/// into it.
+fn frame_lens(saves: [u16; 2]) -> (usize, usize) {
+    // Bits counted by table: the baseline x86-64 target has no `popcnt`,
+    // and `count_ones` becomes some forty instructions per word.
+    const POP: [u8; 256] = {
+        let mut t = [0u8; 256];
+        let mut i = 0;
+        while i < 256 {
+            t[i] = (i as u8).count_ones() as u8;
+            i += 1;
+        }
+        t
+    };
+    let pop = |m: u16| usize::from(POP[usize::from(m & 0xff)] + POP[usize::from(m >> 8)]);
+    let regs = 7 * pop(saves[0]) + 8 * pop(saves[1]) + usize::from(POP[usize::from(saves[1] >> 8)]);
+    (11 + regs, regs + 2)
+}
+
+/// The saves of a frame and their restores, by register, as the words
+/// [`write_frame`] stores: `mov [rbp + disp32], r64` (`89`; `8b`
+/// restores) behind REX.W, 7 bytes; `movdqu [rbp + disp32], xmm` (`f3 0f
+/// 7f`; `6f` restores), 8 bytes, and 9 for `xmm8`.. with a REX after the
+/// `f3` (its last byte in the second word).
+struct FrameEnc {
+    gpr: [[u64; 16]; 2],
+    xmm: [[(u64, u8); 16]; 2],
+}
+
+const FRAME_ENC: &FrameEnc = &{
+    let mut t = FrameEnc {
+        gpr: [[0; 16]; 2],
+        xmm: [[(0, 0); 16]; 2],
+    };
     let mut n = 0;
-    if pfx != 0 {
-        b[n] = pfx;
+    while n < 16 {
+        let modrm = 0x80 | (n as u64 & 7) << 3 | 5;
+        let g = regfile::gpr_save_slot(n) as u32 as u64;
+        let x = regfile::xmm_save_slot(n) as u32 as u64;
+        let rex = 0x48 | ((n as u64 >> 3) & 1) << 2;
+        let mut i = 0;
+        while i < 2 {
+            let (gop, xop) = if i == 0 { (0x89, 0x7f) } else { (0x8b, 0x6f) };
+            t.gpr[i][n as usize] = rex | gop << 8 | modrm << 16 | g << 24;
+            t.xmm[i][n as usize] = if n < 8 {
+                (0xf3 | 0x0f << 8 | xop << 16 | modrm << 24 | x << 32, 0)
+            } else {
+                (
+                    0xf3 | 0x44 << 8 | 0x0f << 16 | xop << 24 | modrm << 32 | x << 40,
+                    (x >> 24) as u8,
+                )
+            };
+            i += 1;
+        }
         n += 1;
     }
-    let rex = 0x40 | (w as u8) << 3 | ((reg >> 3) & 1) << 2;
-    if rex != 0x40 {
-        b[n] = rex;
-        n += 1;
+    t
+};
+
+/// Writes the prologue (`out[..pro_len]`) and the epilogue but its `ret`
+/// (from `out[epi_at..]`) of a function with a frame of `size` bytes that
+/// saves `saves` (integer, `xmm`), at the lengths [`frame_lens`] gave.
+/// Each save is one 8-byte store of its [`FRAME_ENC`] word (and a byte
+/// for `xmm8`..), which may write one byte past its instruction: into the
+/// next save, written after it, or past the last one, into what is written
+/// after it (the epilogue's saves, `leave`, or the caller's padding and
+/// body). Out of line: leaf functions without locals have no frame, and
+/// `end`'s common path stays small.
+#[inline(never)]
+fn write_frame(out: &mut [u8], pro_len: usize, epi_at: usize, size: u32, saves: [u16; 2]) {
+    // push rbp; mov rbp, rsp; sub rsp, imm32
+    out[..7].copy_from_slice(&[0x55, 0x48, 0x89, 0xe5, 0x48, 0x81, 0xec]);
+    out[7..11].copy_from_slice(&size.to_le_bytes());
+    let (mut p, mut e) = (11, epi_at);
+    for (i, at) in [(0, &mut p), (1, &mut e)] {
+        // Only the registers to save, in ascending order.
+        let mut pending = saves[0] | saves[1];
+        while pending != 0 {
+            let n = pending.trailing_zeros() as usize;
+            pending &= pending - 1;
+            if saves[0] & (1 << n) != 0 {
+                out[*at..*at + 8].copy_from_slice(&FRAME_ENC.gpr[i][n].to_le_bytes());
+                *at += 7;
+            }
+            if saves[1] & (1 << n) != 0 {
+                let (w, last) = FRAME_ENC.xmm[i][n];
+                out[*at..*at + 8].copy_from_slice(&w.to_le_bytes());
+                if n < 8 {
+                    *at += 8;
+                } else {
+                    out[*at + 8] = last;
+                    *at += 9;
+                }
+            }
+        }
     }
-    b[n..n + opc.len()].copy_from_slice(opc);
-    n += opc.len();
-    b[n] = 0x80 | (reg & 7) << 3 | 5;
-    b[n + 1..n + 5].copy_from_slice(&disp.to_le_bytes());
-    out.extend_from_slice(&b[..n + 5]);
+    debug_assert_eq!(p, pro_len);
+    out[e] = 0xc9; // leave
+}
+
+/// Writes `pro.len()` bytes of no-ops, in the fewest instructions.
+fn put_nops(pro: &mut [u8]) {
+    let mut at = 0;
+    while at < pro.len() {
+        let k = (pro.len() - at).min(8);
+        crate::mem::copy_to(&mut pro[at..], NOPS[k - 1]);
+        at += k;
+    }
 }
 
 impl X64 {
@@ -1992,24 +2087,32 @@ impl X64 {
         self.last_ret = None;
         self.align = 1;
         if moves {
-            self.buf.reserve("lambda", 16 * params.len());
-            for (&r, loc) in params.iter().zip(abi_layout(sig.params())) {
-                match loc {
-                    ArgLoc::Reg(n) if n != r.n => self.mov(true, r.n, n),
-                    ArgLoc::Reg(_) => {}
-                    ArgLoc::Stack(slot) => {
-                        self.frame = true;
-                        let disp = 16 + 8 * slot as i32;
-                        match r.ty {
-                            Ty::F => self.rm(0xf3, false, 0x100f, 2, r.n, RBP, None, disp, false),
-                            Ty::D => self.rm(0xf2, false, 0x100f, 2, r.n, RBP, None, disp, false),
-                            _ => self.rm(0, true, 0x8b, 1, r.n, RBP, None, disp, false),
-                        }
+            self.move_params(sig, params);
+        }
+    }
+
+    /// Copies the parameters that arrive elsewhere (on the stack, or in a
+    /// register the backend keeps) into their registers. Out of line:
+    /// `enter` is inlined into `lambda`, and most signatures need no moves.
+    #[inline(never)]
+    fn move_params(&mut self, sig: &Signature, params: &[AnyReg]) {
+        self.buf.reserve("lambda", 16 * params.len());
+        for (&r, loc) in params.iter().zip(abi_layout(sig.params())) {
+            match loc {
+                ArgLoc::Reg(n) if n != r.n => self.mov(true, r.n, n),
+                ArgLoc::Reg(_) => {}
+                ArgLoc::Stack(slot) => {
+                    self.frame = true;
+                    let disp = 16 + 8 * slot as i32;
+                    match r.ty {
+                        Ty::F => self.rm(0xf3, false, 0x100f, 2, r.n, RBP, None, disp, false),
+                        Ty::D => self.rm(0xf2, false, 0x100f, 2, r.n, RBP, None, disp, false),
+                        _ => self.rm(0, true, 0x8b, 1, r.n, RBP, None, disp, false),
                     }
                 }
             }
-            self.buf.rebase();
         }
+        self.buf.rebase();
     }
 
     #[inline(always)]
@@ -2036,36 +2139,138 @@ impl X64 {
         let at = self.buf.pos();
         // jmp epilogue, linked into the chain of returns.
         self.buf.put(0xe9 | (self.ret_head as u64) << 8, 5);
+        self.last_ret = Some((at, self.ret_head));
         self.ret_head = at as u32 + 1;
-        self.last_ret = Some(at);
     }
 
     #[inline(always)]
     fn link(
         &mut self,
         alloc: &RegAlloc,
-        sig: Signature,
+        sig: &'static Signature,
         name: Option<String>,
         mem: Option<&dyn ExecMemory>,
     ) -> Result<Code, Error> {
-        if let Some(e) = self.buf.err.take() {
-            return Err(e);
+        if self.buf.err.is_some() {
+            return Err(self.buf.err.take().expect("an error"));
         }
         if self.pending != 0 {
             return Err(self.unplaced_error());
         }
-        let end_index = self.buf.index().wrapping_add(1);
         // A function whose body ends in `jmp epilogue` falls through
         // instead, unless a label was placed after it (branches to it are
-        // patched already): the jump's field is the head of the chain of
-        // returns, and holds the rest of the chain.
-        if let Some(at) = self.last_ret {
+        // patched already): the jump is the head of the chain of returns,
+        // and the rest of the chain is the head before it.
+        if let Some((at, rest)) = self.last_ret {
             if at + 5 == self.buf.pos() && self.last_place as usize <= at {
                 debug_assert_eq!(self.ret_head as usize, at + 1);
-                self.ret_head = self.buf.read4(at + 1);
+                self.ret_head = rest;
                 self.buf.truncate(at);
             }
         }
+        // The common case, inline: no frame (nothing saved, no locals, no
+        // stack parameters), no constants, no jump tables, no alignment,
+        // in this backend's run of the default memory. The code is the
+        // body and a `ret`, written straight into the run's writable view
+        // (dual-mapped: nothing to seal), and the block is built straight
+        // into the `Code`.
+        let plain = !self.frame
+            && !alloc.uses_callee_saved()
+            && self.locals == 0
+            && self.pool.is_empty()
+            && self.tables.is_empty()
+            && self.align == 1
+            && mem.is_none();
+        if plain {
+            let body_len = self.buf.pos();
+            if let Some(r) = self.slab.reserve(body_len + 1) {
+                // Every return returns in place.
+                let mut h = self.ret_head;
+                while h != NO_LINK {
+                    let next = self.buf.read4(h as usize);
+                    self.buf.patch1(h as usize - 1, 0xc3);
+                    self.buf.patch4(h as usize, 0xcccc_cccc);
+                    h = next;
+                }
+                crate::mem::copy_to(r.out, self.buf.bytes());
+                r.out[body_len] = 0xc3;
+                let lay = Layout::plain(body_len);
+                let ret = self.ret_ty.unwrap_or(Ty::V);
+                return Ok(Code::new(r.into_block(), lay, sig, name, ret));
+            }
+        }
+        self.link_general(alloc, sig, name, mem)
+    }
+
+    /// `end` for every function: frames, constants, jump tables,
+    /// alignment, and a block from the client's allocator, a fresh run of
+    /// the thread's arena or (where `memfd_create` is refused) a mapping
+    /// of its own, sealed once written.
+    #[inline(never)]
+    fn link_general(
+        &mut self,
+        alloc: &RegAlloc,
+        sig: &'static Signature,
+        name: Option<String>,
+        mem: Option<&dyn ExecMemory>,
+    ) -> Result<Code, Error> {
+        if !self.tables.is_empty() {
+            self.check_tables()?;
+        }
+        let end_index = self.buf.index().wrapping_add(1);
+        let lay = self.layout(alloc);
+        let ret = self.ret_ty.unwrap_or(Ty::V);
+        let (body, pool) = (self.buf.bytes(), &self.pool[..]);
+        let (tables, labels) = (&self.tables[..], &self.labels[..]);
+        if mem.is_none() {
+            if let Some(r) = self.slab.reserve(lay.total) {
+                write_code(r.out, r.exec, lay, body, pool, tables, labels);
+                return Ok(Code::new(r.into_block(), lay, sig, name, ret));
+            }
+        }
+        let err = |kind| Error::new(end_index, "end", kind);
+        let mut block = match mem {
+            Some(m) => m.alloc(lay.total),
+            None => self.slab.alloc(lay.total),
+        }
+        .map_err(err)?;
+        let exec = block.addr();
+        block
+            .fill_with(lay.total, |out| {
+                write_code(out, exec, lay, body, pool, tables, labels)
+            })
+            .map_err(err)?;
+        Ok(Code::new(block, lay, sig, name, ret))
+    }
+
+    /// The error of a jump table naming a label that is not placed.
+    #[cold]
+    #[inline(never)]
+    fn check_tables(&self) -> Result<(), Error> {
+        for f in &self.tables {
+            match self.labels.get(f.label as usize).copied() {
+                Some(p) if p & UNPLACED == 0 => {}
+                found => {
+                    let label = f.label;
+                    return Err(Error::new(
+                        f.index,
+                        f.method(),
+                        match found {
+                            Some(_) => ErrorKind::UnplacedLabel { label },
+                            None => ErrorKind::UnknownLabel { label },
+                        },
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Decides the frame and where each part goes, and backpatches the
+    /// returns and the constants' references in the body (which does not
+    /// move: its position in the block is known before the block is).
+    #[inline(always)]
+    fn layout(&mut self, alloc: &RegAlloc) -> Layout {
         let body_len = self.buf.pos();
         let mut saves = alloc.used_callee_saved();
         if matches!(self.ret_ty, Some(Ty::F | Ty::D)) {
@@ -2074,58 +2279,22 @@ impl X64 {
             saves[1] &= !1;
         }
         let frame = self.frame || saves != [0, 0] || self.locals > 0;
-        // Prologue and epilogue (with the padding that aligns the constants),
-        // built in the backend's own buffers.
-        let (pro, epi) = (&mut self.pro, &mut self.epi);
-        pro.clear();
-        epi.clear();
-        if frame {
-            let size = (regfile::SAVE_AREA + self.locals + 15) & !15;
-            pro.extend_from_slice(&[0x55, 0x48, 0x89, 0xe5]); // push rbp; mov rbp, rsp
-            pro.extend_from_slice(&[0x48, 0x81, 0xec]); // sub rsp, imm32
-            pro.extend_from_slice(&(size as u32).to_le_bytes());
-            // Only the registers to save, in ascending order.
-            let mut pending = saves[0] | saves[1];
-            while pending != 0 {
-                let n = pending.trailing_zeros() as u8;
-                pending &= pending - 1;
-                if saves[0] & (1 << n) != 0 {
-                    encode_rbp(pro, 0, true, &[0x89], n, regfile::gpr_save_slot(n));
-                    encode_rbp(epi, 0, true, &[0x8b], n, regfile::gpr_save_slot(n));
-                }
-                if saves[1] & (1 << n) != 0 {
-                    encode_rbp(
-                        pro,
-                        0xf3,
-                        false,
-                        &[0x0f, 0x7f],
-                        n,
-                        regfile::xmm_save_slot(n),
-                    ); // movdqu
-                    encode_rbp(
-                        epi,
-                        0xf3,
-                        false,
-                        &[0x0f, 0x6f],
-                        n,
-                        regfile::xmm_save_slot(n),
-                    );
-                }
-            }
-            epi.push(0xc9); // leave
-        }
-        epi.push(0xc3);
-        // Body positions keep the alignment `align` asked for when the
-        // prologue is a multiple of it.
-        let pad = pro.len().next_multiple_of(self.align) - pro.len();
-        push_nops(pro, pad);
-        let epi_at = body_len as u32;
-        let epi_len = epi.len();
-        // Constants, 8-byte aligned after the epilogue.
+        // Prologue, padded so that body positions keep the alignment
+        // `align` (a power of two) asked for; body; epilogue; constants,
+        // 8-byte aligned.
+        let (pro_len, epi_len) = if frame { frame_lens(saves) } else { (0, 1) };
+        let pro_total = (pro_len + self.align - 1) & !(self.align - 1);
+        let code_len = pro_total + body_len + epi_len;
+        // Body-relative, as the rip-relative references are.
         let pool_at = (body_len + epi_len + 7) & !7;
-        epi.extend_from_slice(&[0xcc; 8][..pool_at - body_len - epi_len]);
+        let total = if self.pool.is_empty() {
+            code_len
+        } else {
+            pro_total + pool_at + self.pool.len()
+        };
         // Backpatch the returns (every label's references were patched
         // when it was placed).
+        let epi_at = body_len as u32;
         let mut h = self.ret_head;
         while h != NO_LINK {
             let next = self.buf.read4(h as usize);
@@ -2142,62 +2311,143 @@ impl X64 {
             let target = pool_at as u32 + 8 * idx;
             self.buf.patch4(at as usize, target.wrapping_sub(at + 4));
         }
-        let total = pro.len() + body_len + epi.len() + self.pool.len();
-        let mut block = match mem {
-            Some(m) => m.alloc(total),
-            None => self.slab.alloc(total),
+        Layout {
+            frame: frame.then(|| FrameLayout {
+                saves,
+                size: ((regfile::SAVE_AREA + self.locals + 15) & !15) as u32,
+            }),
+            pro_len,
+            pro_total,
+            body_len,
+            epi_len,
+            pool_at,
+            code_len,
+            total,
         }
-        .map_err(|kind| Error::new(end_index, "end", kind))?;
-        let body_at = (block.addr() + pro.len()) as u64;
-        for f in &self.tables {
-            let target = match self.labels.get(f.label as usize).copied() {
-                Some(p) if p & UNPLACED == 0 => p,
-                found => {
-                    let label = f.label;
-                    return Err(Error::new(
-                        f.index,
-                        f.method(),
-                        match found {
-                            Some(_) => ErrorKind::UnplacedLabel { label },
-                            None => ErrorKind::UnknownLabel { label },
-                        },
-                    ));
-                }
-            };
-            let addr = body_at + u64::from(target);
-            self.buf.patch4(f.at as usize, addr as u32);
-            self.buf.patch4(f.at as usize + 4, (addr >> 32) as u32);
+    }
+}
+
+/// Where `end` puts a function's parts, decided before its block is
+/// allocated. Offsets are from the start of the block except `pool_at`,
+/// which is from the start of the body.
+#[derive(Copy, Clone)]
+struct Layout {
+    frame: Option<FrameLayout>,
+    pro_len: usize,
+    pro_total: usize,
+    body_len: usize,
+    epi_len: usize,
+    pool_at: usize,
+    code_len: usize,
+    total: usize,
+}
+
+impl Layout {
+    /// The layout of a function without frame, constants or alignment:
+    /// its body and a `ret`.
+    #[inline(always)]
+    fn plain(body_len: usize) -> Layout {
+        Layout {
+            frame: None,
+            pro_len: 0,
+            pro_total: 0,
+            body_len,
+            epi_len: 1,
+            pool_at: (body_len + 8) & !7,
+            code_len: body_len + 1,
+            total: body_len + 1,
         }
-        block
-            .fill([&self.pro, self.buf.bytes(), &self.epi, &self.pool])
-            .map_err(|kind| Error::new(end_index, "end", kind))?;
-        let pro_len = self.pro.len();
-        let code = Code {
-            block,
-            prologue: pro_len,
-            body: body_len,
-            code_len: pro_len + body_len + epi_len,
-            sig,
-            ret: self.ret_ty.unwrap_or(Ty::V),
-            name,
-        };
-        crate::debug::register(code.addr(), code.len(), code.name());
-        Ok(code)
+    }
+}
+
+/// The frame of a function that has one: the registers it saves (integer,
+/// `xmm`) and its size.
+#[derive(Copy, Clone)]
+struct FrameLayout {
+    saves: [u16; 2],
+    size: u32,
+}
+
+/// Writes a function into `out`, the writable view of its block (`lay.total`
+/// bytes), which runs at `exec`: the prologue and epilogue straight from
+/// the layout, the body, the constants, and the jump tables' absolute
+/// addresses (their labels are known to be placed).
+#[inline(always)]
+fn write_code(
+    out: &mut [u8],
+    exec: usize,
+    lay: Layout,
+    body: &[u8],
+    pool: &[u8],
+    tables: &[Fixup],
+    labels: &[u32],
+) {
+    // The frame first: its stores may write a byte past a save, which the
+    // rest then overwrites.
+    if let Some(f) = lay.frame {
+        let epi_at = lay.pro_total + lay.body_len;
+        write_frame(out, lay.pro_len, epi_at, f.size, f.saves);
+    }
+    let (pro, rest) = out.split_at_mut(lay.pro_total);
+    let (code, rest) = rest.split_at_mut(lay.body_len);
+    let (epi, rest) = rest.split_at_mut(lay.epi_len);
+    epi[lay.epi_len - 1] = 0xc3; // ret
+    if lay.pro_total != lay.pro_len {
+        put_nops(&mut pro[lay.pro_len..]);
+    }
+    crate::mem::copy_to(code, body);
+    if !pool.is_empty() {
+        let (pad, consts) = rest.split_at_mut(lay.pool_at - lay.body_len - lay.epi_len);
+        pad.fill(0xcc);
+        crate::mem::copy_to(consts, pool);
+    }
+    if !tables.is_empty() {
+        let body_at = (exec + lay.pro_total) as u64;
+        for f in tables {
+            let addr = body_at + u64::from(labels[f.label as usize]);
+            code[f.at as usize..f.at as usize + 8].copy_from_slice(&addr.to_le_bytes());
+        }
     }
 }
 
 /// A function generated by the x86-64 backend. Dropping it frees the code.
+///
+/// Small (its signature is a reference to the one `lambda` interned, its
+/// lengths `u32`: code positions are `u32` throughout the backend), since
+/// `end` hands it back by value.
 pub struct Code {
     block: crate::mem::ExecBlock,
-    prologue: usize,
-    body: usize,
-    code_len: usize,
-    pub(crate) sig: Signature,
-    ret: Ty,
+    pub(crate) sig: &'static Signature,
     name: Option<String>,
+    prologue: u32,
+    body: u32,
+    code_len: u32,
+    ret: Ty,
 }
 
 impl Code {
+    /// The function in `block`, laid out as `lay`; registered in the perf
+    /// map if that is on.
+    #[inline(always)]
+    fn new(
+        block: crate::mem::ExecBlock,
+        lay: Layout,
+        sig: &'static Signature,
+        name: Option<String>,
+        ret: Ty,
+    ) -> Code {
+        crate::debug::register(block.addr(), lay.code_len, name.as_deref());
+        Code {
+            block,
+            sig,
+            name,
+            prologue: lay.pro_total as u32,
+            body: lay.body_len as u32,
+            code_len: lay.code_len as u32,
+            ret,
+        }
+    }
+
     /// The entry address.
     pub fn addr(&self) -> usize {
         self.block.addr()
@@ -2205,7 +2455,7 @@ impl Code {
 
     /// Bytes of machine code (prologue, body, epilogue; without constants).
     pub fn len(&self) -> usize {
-        self.code_len
+        self.code_len as usize
     }
 
     /// True if the function has no code (never: it has at least a `ret`).
@@ -2215,7 +2465,7 @@ impl Code {
 
     /// The parameter types.
     pub fn signature(&self) -> &Signature {
-        &self.sig
+        self.sig
     }
 
     /// The return type (`Ty::V` if the function never returns a value).
@@ -2230,7 +2480,7 @@ impl Code {
 
     /// The machine code bytes.
     pub fn bytes(&self) -> &[u8] {
-        &self.block.bytes()[..self.code_len]
+        &self.block.bytes()[..self.code_len as usize]
     }
 
     /// The code as a typed function pointer, after checking that `F`'s
@@ -2257,8 +2507,8 @@ impl Code {
             self.addr() as u64,
             &[
                 (0, "prologue"),
-                (self.prologue, "body"),
-                (self.prologue + self.body, "epilogue"),
+                (self.prologue as usize, "body"),
+                ((self.prologue + self.body) as usize, "epilogue"),
             ],
         )
     }
@@ -2270,8 +2520,9 @@ impl Code {
     /// in increasing order.
     pub fn disassemble_marked(&self, marks: &[(usize, String)]) -> String {
         let mut all: Vec<(usize, &str)> = vec![(0, "prologue")];
-        all.extend(marks.iter().map(|(at, t)| (self.prologue + at, t.as_str())));
-        all.push((self.prologue + self.body, "epilogue"));
+        let (pro, body) = (self.prologue as usize, self.body as usize);
+        all.extend(marks.iter().map(|(at, t)| (pro + at, t.as_str())));
+        all.push((pro + body, "epilogue"));
         all.sort_by_key(|m| m.0);
         crate::debug::disassemble(self.bytes(), self.addr() as u64, &all)
     }
@@ -2488,6 +2739,61 @@ impl X64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every save and restore `write_frame` stores from its table, decoded
+    /// by iced-x86: the instruction, the register, the slot, in order, at
+    /// the lengths `frame_lens` predicts (and so with nothing left over
+    /// from the one-byte overlaps of its stores).
+    #[test]
+    fn frames_save_and_restore_every_register_at_its_slot() {
+        for saves in [
+            [0u16, 0],
+            [0xffff, 0],
+            [0, 0xffff],
+            [0xffff, 0xffff],
+            [0x8421, 0x1248],
+        ] {
+            let (pro_len, epi_len) = frame_lens(saves);
+            // A one-byte body between them, as the caller writes it after.
+            let mut out = vec![0xaa; pro_len + 1 + epi_len];
+            write_frame(&mut out, pro_len, pro_len + 1, 0x1234, saves);
+            out[pro_len] = 0x90;
+            out[pro_len + 1 + epi_len - 1] = 0xc3;
+            let text = crate::debug::disassemble(&out, 0, &[]);
+            let lines: Vec<&str> = text.lines().map(|l| l[31..].trim()).collect();
+            let mut want = vec![
+                "push    rbp".to_string(),
+                "mov     rbp,rsp".to_string(),
+                "sub     rsp,1234h".to_string(),
+            ];
+            // iced's numbers: decimal below 10, else hex with a leading 0
+            // before a letter.
+            let num = |v: i32| match v {
+                0..=9 => v.to_string(),
+                _ => match format!("{v:X}h") {
+                    h if h.starts_with(|c: char| c.is_ascii_alphabetic()) => format!("0{h}"),
+                    h => h,
+                },
+            };
+            let mut restores = Vec::new();
+            for n in 0..16u8 {
+                if saves[0] & (1 << n) != 0 {
+                    let (r, slot) = (regfile::reg_name(false, n), num(-regfile::gpr_save_slot(n)));
+                    want.push(format!("mov     [rbp-{slot}],{r}"));
+                    restores.push(format!("mov     {r},[rbp-{slot}]"));
+                }
+                if saves[1] & (1 << n) != 0 {
+                    let (r, slot) = (regfile::reg_name(true, n), num(-regfile::xmm_save_slot(n)));
+                    want.push(format!("movdqu  [rbp-{slot}],{r}"));
+                    restores.push(format!("movdqu  {r},[rbp-{slot}]"));
+                }
+            }
+            want.push("nop".into());
+            want.extend(restores);
+            want.extend(["leave".to_string(), "ret".to_string()]);
+            assert_eq!(lines, want, "{saves:x?}\n{text}");
+        }
+    }
 
     extern "C" fn mix(
         a: i32,
