@@ -16,7 +16,9 @@
 //!
 //! The `empty` mode generates the empty function (`lambda`, `ret`,
 //! `end`): its count is the fixed per-function cost, and subtracting it
-//! gives the cost of the body's instructions alone.
+//! gives the cost of the body's instructions alone. The `empty_framed`
+//! mode is the empty function with a frame (one callee-saved register
+//! saved and restored): the fixed cost of every real function.
 
 use std::path::Path;
 use std::process::Command;
@@ -38,7 +40,8 @@ pub const MODES: [&str; 3] = ["virtual", "fixed", "empty"];
 
 /// The branch-heavy variant and the client benchmark (issue 16), counted
 /// by hand (see `docs/benchmarks.md`): `vcode-count MODE`.
-pub const EXTRA_MODES: [&str; 4] = [
+pub const EXTRA_MODES: [&str; 5] = [
+    "empty_framed",
     "branchy_virtual",
     "branchy_fixed",
     "client_getreg",
@@ -64,6 +67,14 @@ pub fn fastpath_bench_gen_fixed(f: &mut Func) -> vcode::Result<Code> {
 #[inline(never)]
 pub fn fastpath_bench_gen_empty(f: &mut Func) -> vcode::Result<Code> {
     workload::empty(f)
+}
+
+/// Generates the empty function with a frame (one callee-saved register).
+/// The callgrind toggle point.
+#[unsafe(no_mangle)]
+#[inline(never)]
+pub fn fastpath_bench_gen_empty_framed(f: &mut Func) -> vcode::Result<Code> {
+    workload::empty_framed(f)
 }
 
 /// Generates the branch-heavy workload with `getreg` registers. The callgrind toggle point.
@@ -119,6 +130,7 @@ pub fn child_main(mode: &str, n: usize) -> Result<(), String> {
         "virtual" => fastpath_bench_gen_virtual,
         "fixed" => fastpath_bench_gen_fixed,
         "empty" => fastpath_bench_gen_empty,
+        "empty_framed" => fastpath_bench_gen_empty_framed,
         "branchy_virtual" => fastpath_bench_gen_branchy_virtual,
         "branchy_fixed" => fastpath_bench_gen_branchy_fixed,
         other => {
@@ -140,6 +152,7 @@ pub fn child_main(mode: &str, n: usize) -> Result<(), String> {
 pub fn instruction_counts() -> vcode::Result<Vec<(&'static str, usize)>> {
     let (v, x, e) = workload::instruction_counts()?;
     let b = workload::branchy_count()?;
+    let ef = workload::empty_framed(&mut Func::<vcode::Reference>::with_backend())?.len();
     let p = client::program();
     let mut r = Func::<vcode::Reference>::with_backend();
     let cg = client::gen_getreg(&mut r, &p)?.len();
@@ -148,6 +161,7 @@ pub fn instruction_counts() -> vcode::Result<Vec<(&'static str, usize)>> {
         ("virtual", v),
         ("fixed", x),
         ("empty", e),
+        ("empty_framed", ef),
         ("branchy_virtual", b),
         ("branchy_fixed", b),
         ("client_getreg", cg),

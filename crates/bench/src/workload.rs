@@ -225,6 +225,21 @@ pub fn empty<B: Backend>(f: &mut Func<B>) -> vcode::Result<B::Code> {
     f.end()
 }
 
+/// The empty function with a frame (`lambda`, `getreg` of a persistent
+/// register, `mov`, `ret`, `end`): a non-leaf function whose one register
+/// is callee-saved, so `end` writes a prologue that saves it and an
+/// epilogue that restores it. Its count is the fixed per-function cost of
+/// a function with a frame, as every real function has (`empty` measures
+/// the frameless one).
+#[inline(always)]
+pub fn empty_framed<B: Backend>(f: &mut Func<B>) -> vcode::Result<B::Code> {
+    let ps = f.lambda("%i", Leaf::No)?;
+    let r = f.getreg::<I>(Class::Persistent)?;
+    f.mov(r, ps.get::<I>(0)?);
+    f.ret(r);
+    f.end()
+}
+
 /// The branch-heavy body: eight blocks, each an if/else (a forward
 /// conditional branch, a forward `jmp`, two labels) around ALU
 /// operations and a store, in a loop: 40% of the instructions are

@@ -53,3 +53,17 @@ fn both_variants_emit_identical_code_that_matches_the_reference() {
         assert_eq!(buf, rbuf, "n = {n}");
     }
 }
+
+#[test]
+fn the_framed_empty_function_saves_its_register_and_returns_its_parameter() {
+    let mut f = Func::new();
+    let code = empty_framed(&mut f).unwrap();
+    // push rbp: the persistent register is callee-saved, so there is a frame.
+    assert_eq!(code.bytes()[0], 0x55, "{}", code.disassemble());
+    for n in [0, 7, -3] {
+        // SAFETY: no side effects; Value::I is the C `int` parameter.
+        assert_eq!(unsafe { code.invoke(&[Value::I(n)]) }.unwrap(), Value::I(n));
+    }
+    let mut r = Func::<vcode::Reference>::with_backend();
+    assert_eq!(empty_framed(&mut r).unwrap().len(), 2, "mov, ret");
+}

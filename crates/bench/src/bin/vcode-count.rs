@@ -1,7 +1,7 @@
 //! The callgrind workload of the vcode codegen benchmark, on its own.
 //!
 //! ```text
-//! vcode-count virtual|fixed|empty|branchy_virtual|branchy_fixed|client_getreg|client_fixed [FUNCTIONS]
+//! vcode-count virtual|fixed|empty|empty_framed|branchy_virtual|branchy_fixed|client_getreg|client_fixed [FUNCTIONS]
 //! vcode-count counts          # vcode instructions per function of each mode
 //! valgrind --tool=callgrind --toggle-collect=fastpath_bench_gen_virtual target/release/vcode-count virtual
 //! ```
