@@ -535,23 +535,29 @@ impl Slab {
     }
 
     /// The common case of [`alloc`](Slab::alloc), inline: the next `len`
-    /// (at least 1) bytes of the run, if they are free, for `end` to write the code
-    /// straight into before making the block ([`Reserved::into_block`]:
-    /// the views are dual-mapped, so there is nothing to seal). `None`,
-    /// with nothing taken, when the run is exhausted (or there is none):
-    /// the caller takes `alloc`'s path.
+    /// (at least 1) bytes of the run, for `end` to write the code straight
+    /// into before making the block ([`Reserved::into_block`]: the views
+    /// are dual-mapped, so there is nothing to seal). When the run is
+    /// exhausted (about every thirty functions of a hundred instructions)
+    /// a fresh one is taken out of line and the bytes come from it, so a
+    /// refill costs the run and nothing else. `None`, with nothing taken,
+    /// only where there are no runs (`memfd_create` refused): the caller
+    /// takes `alloc`'s path.
     #[inline(always)]
     pub(crate) fn reserve(&mut self, len: usize) -> Option<Reserved<'_>> {
         debug_assert!(len > 0, "a block of no bytes would share its address");
-        let (chunk, at, end) = self.run.as_mut()?;
-        if *at + len > *end {
+        let fits = matches!(&self.run, Some((_, at, end)) if *at + len <= *end);
+        if !fits && !self.take_run(len) {
             return None;
         }
+        let (chunk, at, end) = self.run.as_mut()?;
+        debug_assert!(*at + len <= *end);
         let a = *at;
         *at = (a + len + ALIGN - 1) & !(ALIGN - 1);
-        // SAFETY: `a + len <= end <= size`, and the range was handed to
-        // this slab alone by `take_run` and is bump-allocated once (as in
-        // `alloc`), so the slice is valid, initialized (mapped) memory
+        // SAFETY: `a + len <= end <= size` (it fitted, or `take_run` took a
+        // run of at least `len` bytes), and the range was handed to this
+        // slab alone by `Arena::take_run` and is bump-allocated once (as
+        // in `alloc`), so the slice is valid, initialized (mapped) memory
         // that nothing else accesses.
         let out = unsafe { std::slice::from_raw_parts_mut(chunk.rw.add(a), len) };
         Some(Reserved {
@@ -562,11 +568,20 @@ impl Slab {
         })
     }
 
+    /// Replaces the run with a fresh one of at least `len` bytes from the
+    /// thread's arena (the old run's rest is given up); false, with no
+    /// run, where `memfd_create` is refused.
+    #[cold]
+    #[inline(never)]
+    fn take_run(&mut self, len: usize) -> bool {
+        self.run = ARENA.with(|a| a.take_run(len));
+        self.run.is_some()
+    }
+
     #[cold]
     #[inline(never)]
     fn refill(&mut self, len: usize) -> Result<ExecBlock, ErrorKind> {
-        self.run = ARENA.with(|a| a.take_run(len));
-        if self.run.is_some() {
+        if self.take_run(len) {
             self.alloc(len)
         } else {
             alloc_default(len)
@@ -661,6 +676,28 @@ mod tests {
             fill(&mut b, &[&bytes[..n / 2], &bytes[n / 2..]]).unwrap();
             assert_eq!(b.bytes(), &bytes[..]);
             blocks.push((b, bytes));
+        }
+        for (b, bytes) in &blocks {
+            assert_eq!(b.bytes(), &bytes[..], "a later block overwrote this one");
+        }
+        assert!(wx_mappings().is_empty());
+    }
+
+    #[test]
+    fn reserved_blocks_survive_refills_and_stay_disjoint() {
+        let mut slab = Slab::default();
+        let mut blocks = Vec::new();
+        // Far more than a run, with a block larger than a run among them.
+        for k in 0..200usize {
+            let n = if k == 77 {
+                SLAB + 100
+            } else {
+                1 + k * 37 % 700
+            };
+            let bytes: Vec<u8> = (0..n).map(|i| (i * 13 + k) as u8).collect();
+            let r = slab.reserve(n).expect("memfd runs");
+            copy_to(r.out, &bytes);
+            blocks.push((r.into_block(), bytes));
         }
         for (b, bytes) in &blocks {
             assert_eq!(b.bytes(), &bytes[..], "a later block overwrote this one");

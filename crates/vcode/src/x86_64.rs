@@ -2168,35 +2168,59 @@ impl X64 {
                 self.buf.truncate(at);
             }
         }
-        // The common case, inline: no frame (nothing saved, no locals, no
-        // stack parameters), no constants, no jump tables, no alignment,
-        // in this backend's run of the default memory. The code is the
-        // body and a `ret`, written straight into the run's writable view
-        // (dual-mapped: nothing to seal), and the block is built straight
-        // into the `Code`.
-        let plain = !self.frame
-            && !alloc.uses_callee_saved()
-            && self.locals == 0
-            && self.pool.is_empty()
-            && self.tables.is_empty()
-            && self.align == 1
-            && mem.is_none();
-        if plain {
+        // The common case, inline: no constants, no jump tables, no
+        // alignment, in this backend's run of the default memory. The code
+        // (prologue, body, epilogue) is written straight into the run's
+        // writable view (dual-mapped: nothing to seal), and the block is
+        // built straight into the `Code`.
+        let simple =
+            self.pool.is_empty() && self.tables.is_empty() && self.align == 1 && mem.is_none();
+        if simple {
             let body_len = self.buf.pos();
-            if let Some(r) = self.slab.reserve(body_len + 1) {
-                // Every return returns in place.
-                let mut h = self.ret_head;
-                while h != NO_LINK {
-                    let next = self.buf.read4(h as usize);
-                    self.buf.patch1(h as usize - 1, 0xc3);
-                    self.buf.patch4(h as usize, 0xcccc_cccc);
-                    h = next;
+            let saves = if alloc.uses_callee_saved() {
+                self.saves(alloc)
+            } else {
+                [0, 0]
+            };
+            let frame = self.frame || saves != [0, 0] || self.locals > 0;
+            let ret = self.ret_ty.unwrap_or(Ty::V);
+            if !frame {
+                // The body and a `ret`: every return returns in place.
+                if let Some(r) = self.slab.reserve(body_len + 1) {
+                    let mut h = self.ret_head;
+                    while h != NO_LINK {
+                        let next = self.buf.read4(h as usize);
+                        self.buf.patch1(h as usize - 1, 0xc3);
+                        self.buf.patch4(h as usize, 0xcccc_cccc);
+                        h = next;
+                    }
+                    crate::mem::copy_to(r.out, self.buf.bytes());
+                    r.out[body_len] = 0xc3;
+                    let lay = Layout::plain(body_len);
+                    return Ok(Code::new(r.into_block(), lay, sig, name, ret));
                 }
-                crate::mem::copy_to(r.out, self.buf.bytes());
-                r.out[body_len] = 0xc3;
-                let lay = Layout::plain(body_len);
-                let ret = self.ret_ty.unwrap_or(Ty::V);
-                return Ok(Code::new(r.into_block(), lay, sig, name, ret));
+            } else {
+                // Prologue, body, epilogue: every return jumps to the
+                // epilogue.
+                let (pro_len, epi_len) = frame_lens(saves);
+                let total = pro_len + body_len + epi_len;
+                let size = self.frame_size();
+                if let Some(r) = self.slab.reserve(total) {
+                    let mut h = self.ret_head;
+                    while h != NO_LINK {
+                        let next = self.buf.read4(h as usize);
+                        self.buf
+                            .patch4(h as usize, (body_len as u32).wrapping_sub(h + 4));
+                        h = next;
+                    }
+                    // The frame first: its stores may write a byte past a
+                    // save, which the body then overwrites.
+                    write_frame(r.out, pro_len, pro_len + body_len, size, saves);
+                    crate::mem::copy_to(&mut r.out[pro_len..], self.buf.bytes());
+                    r.out[total - 1] = 0xc3;
+                    let lay = Layout::framed(saves, size, pro_len, body_len, epi_len);
+                    return Ok(Code::new(r.into_block(), lay, sig, name, ret));
+                }
             }
         }
         self.link_general(alloc, sig, name, mem)
@@ -2266,18 +2290,32 @@ impl X64 {
         Ok(())
     }
 
-    /// Decides the frame and where each part goes, and backpatches the
-    /// returns and the constants' references in the body (which does not
-    /// move: its position in the block is known before the block is).
+    /// The callee-saved registers the frame saves (integer, `xmm`).
     #[inline(always)]
-    fn layout(&mut self, alloc: &RegAlloc) -> Layout {
-        let body_len = self.buf.pos();
+    fn saves(&self, alloc: &RegAlloc) -> [u16; 2] {
         let mut saves = alloc.used_callee_saved();
         if matches!(self.ret_ty, Some(Ty::F | Ty::D)) {
             // xmm0 carries the result out: restoring it (when a RegConfig
             // makes it callee-saved) would overwrite the return value.
             saves[1] &= !1;
         }
+        saves
+    }
+
+    /// The bytes `sub rsp` reserves: the save area and the locals, to a
+    /// multiple of 16.
+    #[inline(always)]
+    fn frame_size(&self) -> u32 {
+        ((regfile::SAVE_AREA + self.locals + 15) & !15) as u32
+    }
+
+    /// Decides the frame and where each part goes, and backpatches the
+    /// returns and the constants' references in the body (which does not
+    /// move: its position in the block is known before the block is).
+    #[inline(always)]
+    fn layout(&mut self, alloc: &RegAlloc) -> Layout {
+        let body_len = self.buf.pos();
+        let saves = self.saves(alloc);
         let frame = self.frame || saves != [0, 0] || self.locals > 0;
         // Prologue, padded so that body positions keep the alignment
         // `align` (a power of two) asked for; body; epilogue; constants,
@@ -2314,7 +2352,7 @@ impl X64 {
         Layout {
             frame: frame.then(|| FrameLayout {
                 saves,
-                size: ((regfile::SAVE_AREA + self.locals + 15) & !15) as u32,
+                size: self.frame_size(),
             }),
             pro_len,
             pro_total,
@@ -2356,6 +2394,31 @@ impl Layout {
             pool_at: (body_len + 8) & !7,
             code_len: body_len + 1,
             total: body_len + 1,
+        }
+    }
+}
+
+impl Layout {
+    /// The layout of a function with a frame but no constants or
+    /// alignment: prologue, body, epilogue.
+    #[inline(always)]
+    fn framed(
+        saves: [u16; 2],
+        size: u32,
+        pro_len: usize,
+        body_len: usize,
+        epi_len: usize,
+    ) -> Layout {
+        let code_len = pro_len + body_len + epi_len;
+        Layout {
+            frame: Some(FrameLayout { saves, size }),
+            pro_len,
+            pro_total: pro_len,
+            body_len,
+            epi_len,
+            pool_at: (body_len + epi_len + 7) & !7,
+            code_len,
+            total: code_len,
         }
     }
 }
