@@ -2168,62 +2168,79 @@ impl X64 {
                 self.buf.truncate(at);
             }
         }
-        // The common case, inline: no constants, no jump tables, no
-        // alignment, in this backend's run of the default memory. The code
-        // (prologue, body, epilogue) is written straight into the run's
-        // writable view (dual-mapped: nothing to seal), and the block is
-        // built straight into the `Code`.
+        // The common cases: no constants, no jump tables, no alignment, in
+        // this backend's run of the default memory. The code is written
+        // straight into the run's writable view (dual-mapped: nothing to
+        // seal), and the block is built straight into the `Code`.
         let simple =
             self.pool.is_empty() && self.tables.is_empty() && self.align == 1 && mem.is_none();
-        if simple {
-            let body_len = self.buf.pos();
-            let saves = if alloc.uses_callee_saved() {
-                self.saves(alloc)
-            } else {
-                [0, 0]
-            };
-            let frame = self.frame || saves != [0, 0] || self.locals > 0;
-            let ret = self.ret_ty.unwrap_or(Ty::V);
-            if !frame {
-                // The body and a `ret`: every return returns in place.
-                if let Some(r) = self.slab.reserve(body_len + 1) {
-                    let mut h = self.ret_head;
-                    while h != NO_LINK {
-                        let next = self.buf.read4(h as usize);
-                        self.buf.patch1(h as usize - 1, 0xc3);
-                        self.buf.patch4(h as usize, 0xcccc_cccc);
-                        h = next;
-                    }
-                    crate::mem::copy_to(r.out, self.buf.bytes());
-                    r.out[body_len] = 0xc3;
-                    let lay = Layout::plain(body_len);
-                    return Ok(Code::new(r.into_block(), lay, sig, name, ret));
-                }
-            } else {
-                // Prologue, body, epilogue: every return jumps to the
-                // epilogue.
-                let (pro_len, epi_len) = frame_lens(saves);
-                let total = pro_len + body_len + epi_len;
-                let size = self.frame_size();
-                if let Some(r) = self.slab.reserve(total) {
-                    let mut h = self.ret_head;
-                    while h != NO_LINK {
-                        let next = self.buf.read4(h as usize);
-                        self.buf
-                            .patch4(h as usize, (body_len as u32).wrapping_sub(h + 4));
-                        h = next;
-                    }
-                    // The frame first: its stores may write a byte past a
-                    // save, which the body then overwrites.
-                    write_frame(r.out, pro_len, pro_len + body_len, size, saves);
-                    crate::mem::copy_to(&mut r.out[pro_len..], self.buf.bytes());
-                    r.out[total - 1] = 0xc3;
-                    let lay = Layout::framed(saves, size, pro_len, body_len, epi_len);
-                    return Ok(Code::new(r.into_block(), lay, sig, name, ret));
-                }
-            }
+        if !simple {
+            return self.link_general(alloc, sig, name, mem);
         }
-        self.link_general(alloc, sig, name, mem)
+        // Inline: no frame (nothing saved, no locals, no stack parameters).
+        // The code is the body and a `ret`.
+        if !self.frame && !alloc.uses_callee_saved() && self.locals == 0 {
+            let body_len = self.buf.pos();
+            if let Some(r) = self.slab.reserve(body_len + 1) {
+                // Every return returns in place.
+                let mut h = self.ret_head;
+                while h != NO_LINK {
+                    let next = self.buf.read4(h as usize);
+                    self.buf.patch1(h as usize - 1, 0xc3);
+                    self.buf.patch4(h as usize, 0xcccc_cccc);
+                    h = next;
+                }
+                crate::mem::copy_to(r.out, self.buf.bytes());
+                r.out[body_len] = 0xc3;
+                let lay = Layout::plain(body_len);
+                let ret = self.ret_ty.unwrap_or(Ty::V);
+                return Ok(Code::new(r.into_block(), lay, sig, name, ret));
+            }
+            return self.link_general(alloc, sig, name, mem);
+        }
+        self.link_framed(alloc, sig, name)
+    }
+
+    /// `end` for a function with a frame and nothing else (no constants,
+    /// jump tables or alignment, the default memory): prologue, body and
+    /// epilogue written straight into the slab's run. Out of line, so
+    /// that the frameless path inlined into `end` stays small; a call is
+    /// a small part of a frame's cost.
+    #[inline(never)]
+    fn link_framed(
+        &mut self,
+        alloc: &RegAlloc,
+        sig: &'static Signature,
+        name: Option<String>,
+    ) -> Result<Code, Error> {
+        let saves = self.saves(alloc);
+        if !(self.frame || saves != [0, 0] || self.locals > 0) {
+            // Only xmm0 was touched, and it carries a float result out.
+            return self.link_general(alloc, sig, name, None);
+        }
+        let body_len = self.buf.pos();
+        let (pro_len, epi_len) = frame_lens(saves);
+        let total = pro_len + body_len + epi_len;
+        let size = self.frame_size();
+        let Some(r) = self.slab.reserve(total) else {
+            return self.link_general(alloc, sig, name, None);
+        };
+        // Every return jumps to the epilogue.
+        let mut h = self.ret_head;
+        while h != NO_LINK {
+            let next = self.buf.read4(h as usize);
+            self.buf
+                .patch4(h as usize, (body_len as u32).wrapping_sub(h + 4));
+            h = next;
+        }
+        // The frame first: its stores may write a byte past a save, which
+        // the body then overwrites.
+        write_frame(r.out, pro_len, pro_len + body_len, size, saves);
+        crate::mem::copy_to(&mut r.out[pro_len..], self.buf.bytes());
+        r.out[total - 1] = 0xc3;
+        let lay = Layout::framed(saves, size, pro_len, body_len, epi_len);
+        let ret = self.ret_ty.unwrap_or(Ty::V);
+        Ok(Code::new(r.into_block(), lay, sig, name, ret))
     }
 
     /// `end` for every function: frames, constants, jump tables,
