@@ -2019,42 +2019,61 @@ const FRAME_ENC: &FrameEnc = &{
 
 /// Writes the prologue (`out[..pro_len]`) and the epilogue but its `ret`
 /// (from `out[epi_at..]`) of a function with a frame of `size` bytes that
-/// saves `saves` (integer, `xmm`), at the lengths [`frame_lens`] gave.
-/// Each save is one 8-byte store of its [`FRAME_ENC`] word (and a byte
-/// for `xmm8`..), which may write one byte past its instruction: into the
-/// next save, written after it, or past the last one, into what is written
-/// after it (the epilogue's saves, `leave`, or the caller's padding and
-/// body). Out of line: leaf functions without locals have no frame, and
-/// `end`'s common path stays small.
-#[inline(never)]
+/// saves `saves` (integer, `xmm`), at the lengths [`frame_lens`] gave, in
+/// one pass over the saved registers: each save and its restore are one
+/// 8-byte store of their [`FRAME_ENC`] words (and a byte each for
+/// `xmm8`..). An integer save's store writes one byte past its
+/// instruction: into the next save, written after it, or past the last
+/// one, into the body, written after this (the caller's contract), or,
+/// when the body is empty, the epilogue's first byte, rewritten here. A
+/// restore's spill lands in the next restore or on `leave`, written last.
+#[inline(always)]
 fn write_frame(out: &mut [u8], pro_len: usize, epi_at: usize, size: u32, saves: [u16; 2]) {
-    // push rbp; mov rbp, rsp; sub rsp, imm32
-    out[..7].copy_from_slice(&[0x55, 0x48, 0x89, 0xe5, 0x48, 0x81, 0xec]);
-    out[7..11].copy_from_slice(&size.to_le_bytes());
+    // push rbp; mov rbp, rsp; sub rsp, imm32: one 8-byte store and the
+    // immediate's last three bytes.
+    const HEAD: u64 = u64::from_le_bytes([0x55, 0x48, 0x89, 0xe5, 0x48, 0x81, 0xec, 0]);
+    let put = |out: &mut [u8], at: usize, w: u64| out[at..at + 8].copy_from_slice(&w.to_le_bytes());
+    put(out, 0, HEAD | u64::from(size) << 56);
+    out[8..11].copy_from_slice(&size.to_le_bytes()[1..]);
     let (mut p, mut e) = (11, epi_at);
-    for (i, at) in [(0, &mut p), (1, &mut e)] {
-        // Only the registers to save, in ascending order.
-        let mut pending = saves[0] | saves[1];
-        while pending != 0 {
-            let n = pending.trailing_zeros() as usize;
-            pending &= pending - 1;
-            if saves[0] & (1 << n) != 0 {
-                out[*at..*at + 8].copy_from_slice(&FRAME_ENC.gpr[i][n].to_le_bytes());
-                *at += 7;
-            }
-            if saves[1] & (1 << n) != 0 {
-                let (w, last) = FRAME_ENC.xmm[i][n];
-                out[*at..*at + 8].copy_from_slice(&w.to_le_bytes());
-                if n < 8 {
-                    *at += 8;
-                } else {
-                    out[*at + 8] = last;
-                    *at += 9;
-                }
+    // Only the registers to save, in ascending order.
+    let mut pending = saves[0] | saves[1];
+    while pending != 0 {
+        let n = pending.trailing_zeros() as usize;
+        pending &= pending - 1;
+        if saves[0] & (1 << n) != 0 {
+            put(out, p, FRAME_ENC.gpr[0][n]);
+            put(out, e, FRAME_ENC.gpr[1][n]);
+            p += 7;
+            e += 7;
+        }
+        if saves[1] & (1 << n) != 0 {
+            let ((ws, ls), (wr, lr)) = (FRAME_ENC.xmm[0][n], FRAME_ENC.xmm[1][n]);
+            put(out, p, ws);
+            put(out, e, wr);
+            if n < 8 {
+                p += 8;
+                e += 8;
+            } else {
+                out[p + 8] = ls;
+                out[e + 8] = lr;
+                p += 9;
+                e += 9;
             }
         }
     }
     debug_assert_eq!(p, pro_len);
+    if p == epi_at && e != epi_at {
+        // An empty body: the last save's spill (an integer register's)
+        // overwrote the first restore's first byte: its REX.W, or the
+        // `f3` that every `movdqu` starts with.
+        let n = (saves[0] | saves[1]).trailing_zeros() as usize;
+        out[epi_at] = if saves[0] & (1 << n) != 0 {
+            FRAME_ENC.gpr[1][n] as u8
+        } else {
+            0xf3
+        };
+    }
     out[e] = 0xc9; // leave
 }
 
@@ -2832,46 +2851,57 @@ mod tests {
             [0, 0xffff],
             [0xffff, 0xffff],
             [0x8421, 0x1248],
+            [0x0008, 0x0100],
+            [0x0100, 0x0001],
         ] {
-            let (pro_len, epi_len) = frame_lens(saves);
-            // A one-byte body between them, as the caller writes it after.
-            let mut out = vec![0xaa; pro_len + 1 + epi_len];
-            write_frame(&mut out, pro_len, pro_len + 1, 0x1234, saves);
-            out[pro_len] = 0x90;
-            out[pro_len + 1 + epi_len - 1] = 0xc3;
-            let text = crate::debug::disassemble(&out, 0, &[]);
-            let lines: Vec<&str> = text.lines().map(|l| l[31..].trim()).collect();
-            let mut want = vec![
-                "push    rbp".to_string(),
-                "mov     rbp,rsp".to_string(),
-                "sub     rsp,1234h".to_string(),
-            ];
-            // iced's numbers: decimal below 10, else hex with a leading 0
-            // before a letter.
-            let num = |v: i32| match v {
-                0..=9 => v.to_string(),
-                _ => match format!("{v:X}h") {
-                    h if h.starts_with(|c: char| c.is_ascii_alphabetic()) => format!("0{h}"),
-                    h => h,
-                },
-            };
-            let mut restores = Vec::new();
-            for n in 0..16u8 {
-                if saves[0] & (1 << n) != 0 {
-                    let (r, slot) = (regfile::reg_name(false, n), num(-regfile::gpr_save_slot(n)));
-                    want.push(format!("mov     [rbp-{slot}],{r}"));
-                    restores.push(format!("mov     {r},[rbp-{slot}]"));
+            // A one-byte body between them, as the caller writes it after,
+            // or none (the prologue's last store may reach the epilogue).
+            for body in [1, 0] {
+                let (pro_len, epi_len) = frame_lens(saves);
+                let mut out = vec![0xaa; pro_len + body + epi_len];
+                write_frame(&mut out, pro_len, pro_len + body, 0x1234, saves);
+                if body == 1 {
+                    out[pro_len] = 0x90;
                 }
-                if saves[1] & (1 << n) != 0 {
-                    let (r, slot) = (regfile::reg_name(true, n), num(-regfile::xmm_save_slot(n)));
-                    want.push(format!("movdqu  [rbp-{slot}],{r}"));
-                    restores.push(format!("movdqu  {r},[rbp-{slot}]"));
+                out[pro_len + body + epi_len - 1] = 0xc3;
+                let text = crate::debug::disassemble(&out, 0, &[]);
+                let lines: Vec<&str> = text.lines().map(|l| l[31..].trim()).collect();
+                let mut want = vec![
+                    "push    rbp".to_string(),
+                    "mov     rbp,rsp".to_string(),
+                    "sub     rsp,1234h".to_string(),
+                ];
+                // iced's numbers: decimal below 10, else hex with a leading 0
+                // before a letter.
+                let num = |v: i32| match v {
+                    0..=9 => v.to_string(),
+                    _ => match format!("{v:X}h") {
+                        h if h.starts_with(|c: char| c.is_ascii_alphabetic()) => format!("0{h}"),
+                        h => h,
+                    },
+                };
+                let mut restores = Vec::new();
+                for n in 0..16u8 {
+                    if saves[0] & (1 << n) != 0 {
+                        let (r, slot) =
+                            (regfile::reg_name(false, n), num(-regfile::gpr_save_slot(n)));
+                        want.push(format!("mov     [rbp-{slot}],{r}"));
+                        restores.push(format!("mov     {r},[rbp-{slot}]"));
+                    }
+                    if saves[1] & (1 << n) != 0 {
+                        let (r, slot) =
+                            (regfile::reg_name(true, n), num(-regfile::xmm_save_slot(n)));
+                        want.push(format!("movdqu  [rbp-{slot}],{r}"));
+                        restores.push(format!("movdqu  {r},[rbp-{slot}]"));
+                    }
                 }
+                if body == 1 {
+                    want.push("nop".into());
+                }
+                want.extend(restores);
+                want.extend(["leave".to_string(), "ret".to_string()]);
+                assert_eq!(lines, want, "{saves:x?}, body {body}\n{text}");
             }
-            want.push("nop".into());
-            want.extend(restores);
-            want.extend(["leave".to_string(), "ret".to_string()]);
-            assert_eq!(lines, want, "{saves:x?}\n{text}");
         }
     }
 
