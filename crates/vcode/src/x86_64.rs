@@ -2905,6 +2905,92 @@ mod tests {
         }
     }
 
+    /// `end`'s inline paths (no frame; a frame) write what the general
+    /// path, which `end_in` takes with any other memory, writes: the same
+    /// bytes, and code that runs.
+    #[test]
+    fn the_inline_paths_write_what_the_general_path_writes() {
+        use crate::{Class, Func, I, Invoke, Leaf};
+        type Body = fn(&mut Func) -> crate::Result<()>;
+        let bodies: [(&str, Body); 6] = [
+            ("frameless", |f| {
+                let p = f.lambda("%i", Leaf::Yes)?.get::<I>(0)?;
+                f.add(p, p, 1);
+                f.ret(p);
+                Ok(())
+            }),
+            ("one callee-saved register", |f| {
+                let p = f.lambda("%i", Leaf::No)?.get::<I>(0)?;
+                let r = f.getreg::<I>(Class::Persistent)?;
+                f.add(r, p, 1);
+                f.ret(r);
+                Ok(())
+            }),
+            ("every callee-saved register, two returns", |f| {
+                let p = f.lambda("%i", Leaf::No)?.get::<I>(0)?;
+                let mut rs = Vec::new();
+                while let Ok(r) = f.getreg::<I>(Class::Persistent) {
+                    f.add(r, p, rs.len() as i32);
+                    rs.push(r);
+                }
+                let l = f.genlabel();
+                f.bge(p, 10, l);
+                f.ret(rs[1]);
+                f.label(l);
+                f.ret(rs[rs.len() - 1]);
+                Ok(())
+            }),
+            ("a local and an empty body", |f| {
+                f.lambda("", Leaf::Yes)?;
+                let _ = f.local::<I>();
+                f.retv();
+                Ok(())
+            }),
+            ("stack parameters", |f| {
+                let ps = f.lambda("%i%i%i%i%i%i%i%i", Leaf::Yes)?;
+                let (a, b) = (ps.get::<I>(6)?, ps.get::<I>(7)?);
+                f.add(a, a, b);
+                f.add(a, a, 1);
+                f.ret(a);
+                Ok(())
+            }),
+            ("a local", |f| {
+                let p = f.lambda("%i", Leaf::Yes)?.get::<I>(0)?;
+                let l = f.local::<I>();
+                f.st_local(p, l);
+                f.add(p, p, 1);
+                f.ret(p);
+                Ok(())
+            }),
+        ];
+        let arena = crate::mem::Arena::new();
+        let mut f = Func::new();
+        for (what, body) in bodies {
+            body(&mut f).unwrap();
+            let inline = f.end().unwrap();
+            body(&mut f).unwrap();
+            let general = f.end_in(&arena).unwrap();
+            assert_eq!(
+                inline.bytes(),
+                general.bytes(),
+                "{what}\n{}\n{}",
+                inline.disassemble(),
+                general.disassemble()
+            );
+            let args: Vec<Value> = (0..inline.params().len() as i32).map(Value::I).collect();
+            let want = if args.len() == 8 { 14 } else { 1 };
+            // SAFETY: the functions only read their parameters and their
+            // own frame.
+            let (a, b) = unsafe { (inline.invoke(&args), general.invoke(&args)) };
+            assert_eq!(a.unwrap(), b.unwrap(), "{what}");
+            if what != "a local and an empty body" && !what.starts_with("every") {
+                // SAFETY: as above.
+                let got = unsafe { inline.invoke(&args) };
+                assert_eq!(got.unwrap(), Value::I(want), "{what}");
+            }
+        }
+    }
+
     extern "C" fn mix(
         a: i32,
         b: f64,
