@@ -2262,10 +2262,10 @@ impl X64 {
         Ok(Code::new(r.into_block(), lay, sig, name, ret))
     }
 
-    /// `end` for every function: frames, constants, jump tables,
-    /// alignment, and a block from the client's allocator, a fresh run of
-    /// the thread's arena or (where `memfd_create` is refused) a mapping
-    /// of its own, sealed once written.
+    /// `end` for every other function: constants, jump tables,
+    /// alignment, or a block from the client's allocator or (where
+    /// `memfd_create` is refused) a mapping of its own, sealed once
+    /// written.
     #[inline(never)]
     fn link_general(
         &mut self,
