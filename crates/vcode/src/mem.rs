@@ -161,6 +161,50 @@ pub(crate) fn copy_to(dst: &mut [u8], src: &[u8]) {
     unsafe { copy_small(src, dst.as_mut_ptr()) }
 }
 
+/// Copies `src`, at most 64 bytes (a frame's prologue or epilogue), to
+/// the start of `dst` in at most four overlapping 16-byte copies, without
+/// [`copy_to`]'s `memcpy` above 16 bytes. Panics if `src` is longer or
+/// `dst` shorter (callers slice `src` out of a 64-byte array).
+#[inline(always)]
+pub(crate) fn copy_short(dst: &mut [u8], src: &[u8]) {
+    assert!(src.len() <= 64, "copy_short of {} bytes", src.len());
+    let dst = &mut dst[..src.len()];
+    let (n, s, d) = (src.len(), src.as_ptr(), dst.as_mut_ptr());
+    // SAFETY: `dst` is a distinct `&mut` slice of exactly `n` bytes, and
+    // every read is within `src` and every write within `dst`: the
+    // 2-byte copies start at 0 and `n - 2` with `2 <= n < 4`, the 16-byte
+    // ones at 0, 16, `n - 32` and `n - 16` with `16 < n <= 64` (the
+    // middle two only when `n > 32`), unaligned and overlapping in the
+    // middle; `copy_small` has the same contract as this.
+    unsafe {
+        if n < 4 {
+            // The epilogue of a frame that saves nothing: `leave; ret`.
+            if n >= 2 {
+                let (a, b) = (
+                    (s as *const u16).read_unaligned(),
+                    (s.add(n - 2) as *const u16).read_unaligned(),
+                );
+                (d as *mut u16).write_unaligned(a);
+                (d.add(n - 2) as *mut u16).write_unaligned(b);
+            } else if n == 1 {
+                *d = *s;
+            }
+        } else if n <= 16 {
+            copy_small(src, d);
+        } else {
+            let w = |at: usize| (s.add(at) as *const u128).read_unaligned();
+            let (a, b) = (w(0), w(n - 16));
+            if n > 32 {
+                let (c, e) = (w(16), w(n - 32));
+                (d.add(16) as *mut u128).write_unaligned(c);
+                (d.add(n - 32) as *mut u128).write_unaligned(e);
+            }
+            (d as *mut u128).write_unaligned(a);
+            (d.add(n - 16) as *mut u128).write_unaligned(b);
+        }
+    }
+}
+
 #[cold]
 fn too_small(len: usize, total: usize) -> ErrorKind {
     ErrorKind::Memory(format!("block of {len} bytes is too small for {total}"))
@@ -592,6 +636,25 @@ impl Slab {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `copy_to` and `copy_short` copy every length through each of
+    /// their branches exactly: the bytes, and nothing past them.
+    #[test]
+    fn copy_to_copies_every_length_exactly() {
+        let src: Vec<u8> = (0..100u8).map(|i| i.wrapping_mul(37) ^ 0x5a).collect();
+        for n in 0..=100 {
+            let mut dst = [0xeeu8; 104];
+            copy_to(&mut dst, &src[..n]);
+            assert_eq!(&dst[..n], &src[..n], "length {n}");
+            assert!(dst[n..].iter().all(|&b| b == 0xee), "length {n}");
+            if n <= 64 {
+                let mut dst = [0xeeu8; 104];
+                copy_short(&mut dst, &src[..n]);
+                assert_eq!(&dst[..n], &src[..n], "short, length {n}");
+                assert!(dst[n..].iter().all(|&b| b == 0xee), "short, length {n}");
+            }
+        }
+    }
 
     fn wx_mappings() -> Vec<String> {
         crate::debug::wx_mappings().unwrap()

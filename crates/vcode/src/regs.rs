@@ -369,6 +369,16 @@ impl RegAlloc {
         to_regs(self.used_callee)
     }
 
+    /// The callee-saved registers touched so far as the allocator keeps
+    /// them (one bit per register, in a fixed order that no
+    /// [`RegConfig`] changes): one word that determines
+    /// [`used_callee_saved`](RegAlloc::used_callee_saved), for a backend
+    /// to key what it derives from that.
+    #[inline(always)]
+    pub(crate) fn used_callee_raw(&self) -> u32 {
+        self.used_callee
+    }
+
     /// Float registers allocated as persistent, which call sites save.
     pub fn persistent_floats(&self) -> u16 {
         self.persist_xmm

@@ -413,6 +413,8 @@ pub struct X64 {
     /// This backend's run of the default executable memory (batch
     /// allocation: no thread-local lookup per function).
     slab: crate::mem::Slab,
+    /// The frames written lately, for `end` to copy rather than derive.
+    frames: Box<[FrameSlot; FRAME_SLOTS]>,
 }
 
 const fn jcc(c: Cond, signed: bool) -> u8 {
@@ -1063,6 +1065,7 @@ impl Backend for X64 {
             last_ret: None,
             align: 1,
             slab: crate::mem::Slab::default(),
+            frames: Box::new([FrameSlot::EMPTY; FRAME_SLOTS]),
         }
     }
 
@@ -2087,6 +2090,80 @@ fn put_nops(pro: &mut [u8]) {
     }
 }
 
+/// The longest prologue, and the longest epilogue, a [`FrameSlot`] holds:
+/// seven integer saves (the System V ABI has five callee-saved registers
+/// besides `rbp`), or a few `xmm` ones. A longer frame takes
+/// `link_general`.
+const FRAME_MAX: usize = 64;
+
+/// The slots of [`X64::frames`]: a few, for a client whose functions
+/// alternate between frames (different saved registers, locals).
+const FRAME_SLOTS: usize = 4;
+
+/// A frame `end` has written: its saves, prologue and epilogue (with its
+/// `ret`), under its key, which determines them: the allocator's
+/// callee-saved mask ([`RegAlloc::used_callee_raw`]), and the frame's size
+/// with bit 0 set when the result is a float (`xmm0` is then not
+/// restored). Most of a JIT's functions save the same registers and have
+/// the same locals, so `end` copies the frame instead of converting the
+/// mask, counting lengths and storing each save.
+#[derive(Clone, Copy)]
+struct FrameSlot {
+    key: u64,
+    saves: [u16; 2],
+    pro_len: u8,
+    epi_len: u8,
+    pro: [u8; FRAME_MAX],
+    epi: [u8; FRAME_MAX],
+}
+
+impl FrameSlot {
+    /// A slot no key matches: a key's size (bits 32..) is a multiple of
+    /// 16 with at most bit 0 set below that.
+    const EMPTY: FrameSlot = FrameSlot {
+        key: u64::MAX,
+        saves: [0, 0],
+        pro_len: 0,
+        epi_len: 0,
+        pro: [0; FRAME_MAX],
+        epi: [0; FRAME_MAX],
+    };
+
+    /// The slot of `key`: its top bits after a multiplicative hash.
+    #[inline(always)]
+    fn index(key: u64) -> usize {
+        (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 62) as usize & (FRAME_SLOTS - 1)
+    }
+
+    /// The slot for `key`, a frame of `size` bytes that saves `saves`;
+    /// `None` if the frame is longer than a slot holds.
+    #[cold]
+    #[inline(never)]
+    fn fill(key: u64, saves: [u16; 2], size: u32) -> Option<FrameSlot> {
+        let (pro_len, epi_len) = frame_lens(saves);
+        if pro_len > FRAME_MAX || epi_len > FRAME_MAX {
+            return None;
+        }
+        // `write_frame` with an 8-byte body between prologue and
+        // epilogue (its stores spill up to a byte past a save) and room
+        // for the last store's seven bytes past the end.
+        let mut out = [0u8; 2 * FRAME_MAX + 16];
+        let epi_at = pro_len + 8;
+        write_frame(&mut out, pro_len, epi_at, size, saves);
+        out[epi_at + epi_len - 1] = 0xc3; // ret
+        let mut slot = FrameSlot {
+            key,
+            saves,
+            pro_len: pro_len as u8,
+            epi_len: epi_len as u8,
+            ..FrameSlot::EMPTY
+        };
+        slot.pro[..pro_len].copy_from_slice(&out[..pro_len]);
+        slot.epi[..epi_len].copy_from_slice(&out[epi_at..epi_at + epi_len]);
+        Some(slot)
+    }
+}
+
 impl X64 {
     #[inline(always)]
     fn enter(&mut self, sig: &Signature, params: &[AnyReg], moves: bool) {
@@ -2222,9 +2299,10 @@ impl X64 {
 
     /// `end` for a function with a frame and nothing else (no constants,
     /// jump tables or alignment, the default memory): prologue, body and
-    /// epilogue written straight into the slab's run. Out of line, so
-    /// that the frameless path inlined into `end` stays small; a call is
-    /// a small part of a frame's cost.
+    /// epilogue copied straight into the slab's run, the frame from its
+    /// [`FrameSlot`] (filled on a miss). Out of line, so that the
+    /// frameless path inlined into `end` stays small; a call is a small
+    /// part of a frame's cost.
     #[inline(never)]
     fn link_framed(
         &mut self,
@@ -2232,15 +2310,24 @@ impl X64 {
         sig: &'static Signature,
         name: Option<String>,
     ) -> Result<Code, Error> {
-        let saves = self.saves(alloc);
-        if !(self.frame || saves != [0, 0] || self.locals > 0) {
+        let size = self.frame_size();
+        let float_ret = matches!(self.ret_ty, Some(Ty::F | Ty::D));
+        let key = u64::from(alloc.used_callee_raw()) | u64::from(size | u32::from(float_ret)) << 32;
+        let at = FrameSlot::index(key);
+        if self.frames[at].key != key {
+            match FrameSlot::fill(key, self.saves(alloc), size) {
+                Some(slot) => self.frames[at] = slot,
+                None => return self.link_general(alloc, sig, name, None),
+            }
+        }
+        let slot = &self.frames[at];
+        if !(self.frame || slot.saves != [0, 0] || self.locals > 0) {
             // Only xmm0 was touched, and it carries a float result out.
             return self.link_general(alloc, sig, name, None);
         }
         let body_len = self.buf.pos();
-        let (pro_len, epi_len) = frame_lens(saves);
+        let (pro_len, epi_len) = (usize::from(slot.pro_len), usize::from(slot.epi_len));
         let total = pro_len + body_len + epi_len;
-        let size = self.frame_size();
         let Some(r) = self.slab.reserve(total) else {
             return self.link_general(alloc, sig, name, None);
         };
@@ -2252,12 +2339,12 @@ impl X64 {
                 .patch4(h as usize, (body_len as u32).wrapping_sub(h + 4));
             h = next;
         }
-        // The frame first: its stores may write a byte past a save, which
-        // the body then overwrites.
-        write_frame(r.out, pro_len, pro_len + body_len, size, saves);
-        crate::mem::copy_to(&mut r.out[pro_len..], self.buf.bytes());
-        r.out[total - 1] = 0xc3;
-        let lay = Layout::framed(saves, size, pro_len, body_len, epi_len);
+        let (pro, rest) = r.out.split_at_mut(pro_len);
+        let (body, epi) = rest.split_at_mut(body_len);
+        crate::mem::copy_short(pro, &slot.pro[..pro_len]);
+        crate::mem::copy_to(body, self.buf.bytes());
+        crate::mem::copy_short(epi, &slot.epi[..epi_len]);
+        let lay = Layout::framed(slot.saves, size, pro_len, body_len, epi_len);
         let ret = self.ret_ty.unwrap_or(Ty::V);
         Ok(Code::new(r.into_block(), lay, sig, name, ret))
     }
@@ -2988,6 +3075,105 @@ mod tests {
                 let got = unsafe { inline.invoke(&args) };
                 assert_eq!(got.unwrap(), Value::I(want), "{what}");
             }
+        }
+    }
+
+    /// `end`'s frame slots: frames of every subset of the fixed
+    /// callee-saved registers, with and without locals, with an integer
+    /// and a float result, under the default registers and with every
+    /// register callee-saved (`xmm` saves, frames too long for a slot),
+    /// in an order that revisits, collides and evicts slots, are the
+    /// bytes the general path writes and run.
+    #[test]
+    fn frame_slots_write_what_the_general_path_writes() {
+        use crate::{Class, D, Func, I, Invoke, Leaf, RegConfig, host};
+        let arena = crate::mem::Arena::new();
+        let mut f = Func::new();
+        // The cases: (config, saved subset, locals, float result, many xmm).
+        let mut cases = Vec::new();
+        for all in [false, true] {
+            for subset in 0..1u32 << host::NUM_S {
+                for locals in [0, 1, 3] {
+                    for float in [false, true] {
+                        cases.push((all, subset, locals, float, false));
+                    }
+                }
+            }
+            cases.push((all, 0b10101, 1, true, true));
+        }
+        // Three rounds, each in a different order.
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut order = Vec::new();
+        for _ in 0..3 {
+            let mut round: Vec<usize> = (0..cases.len()).collect();
+            for i in (1..round.len()).rev() {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                round.swap(i, (seed % (i as u64 + 1)) as usize);
+            }
+            order.extend(round);
+        }
+        let body = |f: &mut Func, (_, subset, locals, float, xmm): (bool, u32, i32, bool, bool)| {
+            let p = f.lambda(if float { "%i%d" } else { "%i" }, Leaf::No)?;
+            let (x, d) = (
+                p.get::<I>(0)?,
+                if float { Some(p.get::<D>(1)?) } else { None },
+            );
+            let mut want = 1i64;
+            for k in 0..host::NUM_S {
+                if subset & (1 << k) != 0 {
+                    let s = f.reserve(crate::Reg::<I>::s(k))?;
+                    f.mov(s, x);
+                    f.add(x, x, s);
+                    want *= 2;
+                }
+            }
+            for _ in 0..locals {
+                let l = f.local::<I>();
+                f.st_local(x, l);
+                f.ld_local(x, l);
+            }
+            if xmm {
+                while let Ok(r) = f.getreg::<D>(Class::Temp) {
+                    f.mov(r, d.expect("a float parameter"));
+                }
+            }
+            match d {
+                Some(d) => f.ret(d),
+                None => f.ret(x),
+            }
+            Ok::<_, crate::Error>(want)
+        };
+        for &i in &order {
+            let case = cases[i];
+            f.set_config(if case.0 {
+                RegConfig::all_callee_saved()
+            } else {
+                RegConfig::default()
+            });
+            let want = body(&mut f, case).unwrap();
+            let inline = f.end().unwrap();
+            body(&mut f, case).unwrap();
+            let general = f.end_in(&arena).unwrap();
+            assert_eq!(
+                inline.bytes(),
+                general.bytes(),
+                "{case:?}\n{}\n{}",
+                inline.disassemble(),
+                general.disassemble()
+            );
+            let args = [Value::I(1), Value::D(2.5)];
+            let args = &args[..inline.params().len()];
+            // SAFETY: the functions only read their parameters and their
+            // own frame, and restore what they save.
+            let got = unsafe { inline.invoke(args) }.unwrap();
+            let expect = if case.3 {
+                Value::D(2.5)
+            } else {
+                Value::I(want as i32)
+            };
+            assert_eq!(got, expect, "{case:?}");
         }
     }
 
