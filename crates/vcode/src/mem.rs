@@ -163,44 +163,50 @@ pub(crate) fn copy_to(dst: &mut [u8], src: &[u8]) {
 
 /// Copies `src`, at most 64 bytes (a frame's prologue or epilogue), to
 /// the start of `dst` in at most four overlapping 16-byte copies, without
-/// [`copy_to`]'s `memcpy` above 16 bytes. Panics if `src` is longer or
-/// `dst` shorter (callers slice `src` out of a 64-byte array).
+/// [`copy_to`]'s `memcpy` above 16 bytes or its byte loop below 4 (a
+/// frame that saves nothing ends in `leave; ret`). The branches test the
+/// longest lengths first, as a frame that saves registers has them.
+/// Panics if `src` is longer or `dst` shorter (callers slice `src` out of
+/// a 64-byte array).
 #[inline(always)]
 pub(crate) fn copy_short(dst: &mut [u8], src: &[u8]) {
     assert!(src.len() <= 64, "copy_short of {} bytes", src.len());
     let dst = &mut dst[..src.len()];
     let (n, s, d) = (src.len(), src.as_ptr(), dst.as_mut_ptr());
     // SAFETY: `dst` is a distinct `&mut` slice of exactly `n` bytes, and
-    // every read is within `src` and every write within `dst`: the
-    // 2-byte copies start at 0 and `n - 2` with `2 <= n < 4`, the 16-byte
-    // ones at 0, 16, `n - 32` and `n - 16` with `16 < n <= 64` (the
-    // middle two only when `n > 32`), unaligned and overlapping in the
-    // middle; `copy_small` has the same contract as this.
+    // every read is within `src` and every write within `dst`: each pair
+    // of copies of `k` bytes starts at 0 and `n - k` with `k <= n` (and
+    // the middle 16-byte pair at 16 and `n - 32` with `32 < n <= 64`),
+    // unaligned and overlapping in the middle.
     unsafe {
-        if n < 4 {
-            // The epilogue of a frame that saves nothing: `leave; ret`.
-            if n >= 2 {
+        macro_rules! pair {
+            ($t:ty, $k:expr) => {{
                 let (a, b) = (
-                    (s as *const u16).read_unaligned(),
-                    (s.add(n - 2) as *const u16).read_unaligned(),
+                    (s as *const $t).read_unaligned(),
+                    (s.add(n - $k) as *const $t).read_unaligned(),
                 );
-                (d as *mut u16).write_unaligned(a);
-                (d.add(n - 2) as *mut u16).write_unaligned(b);
-            } else if n == 1 {
-                *d = *s;
-            }
-        } else if n <= 16 {
-            copy_small(src, d);
-        } else {
-            let w = |at: usize| (s.add(at) as *const u128).read_unaligned();
-            let (a, b) = (w(0), w(n - 16));
+                (d as *mut $t).write_unaligned(a);
+                (d.add(n - $k) as *mut $t).write_unaligned(b);
+            }};
+        }
+        if n > 16 {
             if n > 32 {
-                let (c, e) = (w(16), w(n - 32));
-                (d.add(16) as *mut u128).write_unaligned(c);
-                (d.add(n - 32) as *mut u128).write_unaligned(e);
+                let (a, b) = (
+                    (s.add(16) as *const u128).read_unaligned(),
+                    (s.add(n - 32) as *const u128).read_unaligned(),
+                );
+                (d.add(16) as *mut u128).write_unaligned(a);
+                (d.add(n - 32) as *mut u128).write_unaligned(b);
             }
-            (d as *mut u128).write_unaligned(a);
-            (d.add(n - 16) as *mut u128).write_unaligned(b);
+            pair!(u128, 16);
+        } else if n >= 8 {
+            pair!(u64, 8);
+        } else if n >= 4 {
+            pair!(u32, 4);
+        } else if n >= 2 {
+            pair!(u16, 2);
+        } else if n == 1 {
+            *d = *s;
         }
     }
 }
