@@ -39,6 +39,7 @@ pub mod client;
 pub mod dpf;
 pub mod esp;
 pub mod idl;
+pub mod kernel_code;
 pub mod kernels;
 pub mod peers;
 pub mod unet;

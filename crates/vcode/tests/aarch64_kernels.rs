@@ -5,8 +5,8 @@
 //! against the same kernels in C compiled by `aarch64-linux-gnu-gcc -O2`
 //! and run under the same emulator (issue 16, item 6).
 //!
-//! The vcode kernels are `kernels.rs`'s, written once here generic over
-//! the backend. The C kernels are compiled at test time; without
+//! The vcode kernels and their Rust references are `fastpath bench`'s own
+//! (`crates/bench/src/kernel_code.rs`, written once over the backend). The C kernels are compiled at test time; without
 //! `aarch64-linux-gnu-gcc` (Debian `gcc-aarch64-linux-gnu`,
 //! `scripts/install-deps.sh`) the comparison is skipped with a message.
 //! `cargo test -p vcode --features emu --test aarch64_kernels -- --nocapture`
@@ -17,221 +17,17 @@
 use std::process::Command;
 
 use vcode::aarch64::{A64, Code};
-use vcode::ext::{OnesComplement, Select};
-use vcode::{Backend, Class, Func, I, L, Leaf, P, Reg, Ty, U, UL, Value};
+use vcode::{Func, Ty, Value};
 
-fn sieve_vcode<B: Backend>(f: &mut Func<B>) -> vcode::Result<B::Code> {
-    let ps = f.lambda("%p%l", Leaf::Yes)?;
-    let (flags, n) = (ps.get::<P>(0)?, ps.get::<L>(1)?.cast::<P>());
-    let (count, t, zero) = (
-        f.getreg::<I>(Class::Temp)?,
-        f.getreg::<I>(Class::Temp)?,
-        f.getreg::<I>(Class::Temp)?,
-    );
-    let (i, j) = (f.getreg::<P>(Class::Temp)?, f.getreg::<P>(Class::Temp)?);
-    let (outer, inner, next, done) = (f.genlabel(), f.genlabel(), f.genlabel(), f.genlabel());
-    f.set(count, 0);
-    f.set(zero, 0);
-    f.set(i, 2);
-    f.bge(i, n, done);
-    f.label(outer);
-    f.lduc(t, flags, i);
-    f.beq(t, 0, next);
-    f.add(count, count, 1);
-    f.mul(j, i, i);
-    f.bge(j, n, next);
-    f.label(inner);
-    f.stc(zero, flags, j);
-    f.add(j, j, i);
-    f.blt(j, n, inner);
-    f.label(next);
-    f.add(i, i, 1);
-    f.blt(i, n, outer);
-    f.label(done);
-    f.ret(count);
-    f.end()
-}
-
-fn bsearch_vcode<B: Backend>(f: &mut Func<B>) -> vcode::Result<B::Code> {
-    let ps = f.lambda("%p%l%p%l", Leaf::Yes)?;
-    let (a, n, kp, m) = (
-        ps.get::<P>(0)?,
-        ps.get::<L>(1)?.cast::<P>(),
-        ps.get::<P>(2)?,
-        ps.get::<L>(3)?.cast::<P>(),
-    );
-    let sum = f.getreg::<I>(Class::Temp)?;
-    let (lo, hi) = (f.getreg::<P>(Class::Temp)?, f.getreg::<P>(Class::Temp)?);
-    let (mid, mid1) = (f.getreg::<P>(Class::Temp)?, f.getreg::<P>(Class::Temp)?);
-    let kend = m;
-    let (key, v) = (f.getreg::<L>(Class::Temp)?, f.getreg::<L>(Class::Temp)?);
-    let vi = Reg::<I>::phys(v.num());
-    let (outer, lp, check, miss, store, done) = (
-        f.genlabel(),
-        f.genlabel(),
-        f.genlabel(),
-        f.genlabel(),
-        f.genlabel(),
-        f.genlabel(),
-    );
-    f.set(sum, 0);
-    f.lsh(kend, m, 2);
-    f.add(kend, kend, kp);
-    f.bge(kp, kend, done);
-    f.label(outer);
-    f.ld(vi, kp, 0);
-    f.cv(key, vi);
-    f.set(lo, 0);
-    f.mov(hi, n);
-    f.bge(lo, hi, check);
-    f.label(lp);
-    f.add(mid, lo, hi);
-    f.rsh(mid, mid, 1);
-    f.lsh(mid1, mid, 2);
-    f.ld(vi, a, mid1);
-    f.cv(v, vi);
-    f.sub(v, v, key);
-    f.rsh(v, v, 63);
-    f.add(mid1, mid, 1);
-    let vp = v.cast::<P>();
-    f.select(lo, vp, mid1, lo);
-    f.select(hi, vp, hi, mid);
-    f.blt(lo, hi, lp);
-    f.label(check);
-    f.bge(lo, n, miss);
-    f.lsh(mid1, lo, 2);
-    f.ld(vi, a, mid1);
-    f.cv(v, vi);
-    f.bne(v, key, miss);
-    f.cv(vi, lo);
-    f.jmp(store);
-    f.label(miss);
-    f.set(vi, -1);
-    f.label(store);
-    f.add(sum, sum, vi);
-    f.add(kp, kp, 4);
-    f.blt(kp, kend, outer);
-    f.label(done);
-    f.ret(sum);
-    f.end()
-}
-
-fn cksum_vcode<B: Backend>(f: &mut Func<B>) -> vcode::Result<B::Code> {
-    let ps = f.lambda("%p%l", Leaf::Yes)?;
-    let (p, n) = (ps.get::<P>(0)?, ps.get::<L>(1)?.cast::<P>());
-    let (sum, w, t) = (
-        f.getreg::<U>(Class::Temp)?,
-        f.getreg::<U>(Class::Temp)?,
-        f.getreg::<U>(Class::Temp)?,
-    );
-    let end = f.getreg::<P>(Class::Temp)?;
-    let (lp, done) = (f.genlabel(), f.genlabel());
-    f.set(sum, 0);
-    f.add(end, p, n);
-    f.bge(p, end, done);
-    f.label(lp);
-    f.ld(w, p, 0);
-    f.add1c(sum, sum, w);
-    f.add(p, p, 4);
-    f.blt(p, end, lp);
-    f.label(done);
-    for _ in 0..2 {
-        f.rsh(t, sum, 16);
-        f.and(sum, sum, 0xffff);
-        f.add(sum, sum, t);
-    }
-    f.ret(sum);
-    f.end()
-}
-
-fn collatz_vcode<B: Backend>(f: &mut Func<B>) -> vcode::Result<B::Code> {
-    let ps = f.lambda("%ul", Leaf::Yes)?;
-    let limit = ps.get::<UL>(0)?;
-    let (total, i, x, steps, odd, t) = (
-        f.getreg::<UL>(Class::Temp)?,
-        f.getreg::<UL>(Class::Temp)?,
-        f.getreg::<UL>(Class::Temp)?,
-        f.getreg::<UL>(Class::Temp)?,
-        f.getreg::<UL>(Class::Temp)?,
-        f.getreg::<UL>(Class::Temp)?,
-    );
-    let (outer, inner, idone, done) = (f.genlabel(), f.genlabel(), f.genlabel(), f.genlabel());
-    f.set(total, 0);
-    f.set(i, 1);
-    f.bge(i, limit, done);
-    f.label(outer);
-    f.mov(x, i);
-    f.set(steps, 0);
-    f.beq(x, 1, idone);
-    f.label(inner);
-    f.add(odd, x, x);
-    f.add(t, x, 1);
-    f.add(odd, odd, t);
-    f.and(t, x, 1);
-    f.rsh(x, x, 1);
-    f.select(x, t, odd, x);
-    f.add(steps, steps, 1);
-    f.bne(x, 1, inner);
-    f.label(idone);
-    f.add(total, total, steps);
-    f.add(i, i, 1);
-    f.blt(i, limit, outer);
-    f.label(done);
-    f.ret(total);
-    f.end()
-}
-
-fn sieve_rust(flags: &mut [u8]) -> i32 {
-    let n = flags.len();
-    let mut count = 0;
-    for i in 2..n {
-        if flags[i] != 0 {
-            count += 1;
-            let mut j = i * i;
-            while j < n {
-                flags[j] = 0;
-                j += i;
-            }
-        }
-    }
-    count
-}
-
-fn bsearch_rust(a: &[i32], keys: &[i32]) -> i32 {
-    let mut sum = 0i32;
-    for &k in keys {
-        let r = match a.binary_search(&k) {
-            Ok(_) => a.partition_point(|&x| x < k) as i32,
-            Err(_) => -1,
-        };
-        sum = sum.wrapping_add(r);
-    }
-    sum
-}
-
-fn cksum_rust(data: &[u8]) -> u32 {
-    let mut sum = 0u32;
-    for w in data.chunks_exact(4) {
-        let w = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
-        let (s, c) = sum.overflowing_add(w);
-        sum = s.wrapping_add(c as u32);
-    }
-    sum = (sum & 0xffff) + (sum >> 16);
-    (sum & 0xffff) + (sum >> 16)
-}
-
-fn collatz_rust(limit: u64) -> u64 {
-    (1..limit)
-        .map(|i| {
-            let (mut x, mut s) = (i, 0);
-            while x != 1 {
-                x = if x & 1 == 1 { 3 * x + 1 } else { x >> 1 };
-                s += 1;
-            }
-            s
-        })
-        .sum()
-}
+// fastpath-bench depends on vcode, so vcode cannot depend on it: the
+// kernels file is included by path (it uses nothing of its crate).
+#[allow(dead_code)]
+#[path = "../../bench/src/kernel_code.rs"]
+mod kernel_code;
+use kernel_code::{
+    bsearch_rust, bsearch_vcode, cksum_rust, cksum_vcode, collatz_rust, collatz_vcode, sieve_rust,
+    sieve_vcode,
+};
 
 /// The same kernels in C, for `aarch64-linux-gnu-gcc -O2`.
 const C_KERNELS: &str = r#"int sieve(unsigned char *flags, long n) {
