@@ -5,36 +5,123 @@
 # libpcap (dpf's differential tests and benchmark peer, loaded at run time),
 # iproute2 (`ip`: unet's tests between two network namespaces), the idl
 # benchmark peers' code generators (protoc, capnp, flatc: crates/bench/build.rs),
-# gcc (idl's generated C, compiled and run against Rust in its tests), cmake
-# and libclang (vcode's aarch64 emulation, feature `emu`), and
+# gcc and g++ (idl's generated C and C++, compiled and run against Rust in its
+# tests), cmake and libclang (vcode's aarch64 emulation, feature `emu`), and
 # gcc-aarch64-linux-gnu (the aarch64 kernels compared with gcc -O2).
 # Needs root and apt-get; elsewhere it says what to install and carries on,
 # and the tests that need a missing package skip with a printed reason.
+#
+# Each piece is detected by the very file its user loads or runs, never by a
+# look-alike: bindgen loads `libclang.so`, `libclang.so.N` or `libclang-N.so*`
+# and refuses `libclang-cpp.so*` (the C++ library that llvm alone installs);
+# dpf opens `libpcap.so.1`, `libpcap.so.0.8` or `libpcap.so`. `--check` prints
+# each check's verdict and installs nothing; scripts/test-install-deps.sh
+# feeds the checks decoy trees and fails if a wrong file satisfies one.
 set -euo pipefail
 
+# Where the library checks look: a test points this at a decoy tree.
+root="${INSTALL_DEPS_ROOT:-}"
+
+# The directories the dynamic loader and clang-sys search on Debian.
+lib_dirs() {
+    local d
+    for d in "$root"/usr/lib/llvm-*/lib "$root"/usr/lib/x86_64-linux-gnu \
+        "$root"/usr/lib/aarch64-linux-gnu "$root"/usr/lib64 "$root"/usr/lib \
+        "$root"/usr/local/lib "$root"/lib/x86_64-linux-gnu "$root"/lib; do
+        [[ -d $d ]] && echo "$d"
+    done
+}
+
+# A shared library bindgen (clang-sys) accepts as libclang.
+have_libclang() {
+    local d f name
+    while read -r d; do
+        for f in "$d"/libclang*.so*; do
+            [[ -e $f ]] || continue
+            name=${f##*/}
+            # libclang.so, libclang.so.14, libclang-14.so, libclang-14.so.1;
+            # not libclang-cpp.so.14 nor static archives or linker scripts.
+            if [[ $name =~ ^libclang(-[0-9][0-9.]*)?\.so(\.[0-9][0-9.]*)?$ ]]; then
+                return 0
+            fi
+        done
+    done < <(lib_dirs)
+    return 1
+}
+
+# A shared library dpf's `pcap.rs` opens.
+have_libpcap() {
+    local d
+    while read -r d; do
+        for n in libpcap.so.1 libpcap.so.0.8 libpcap.so; do
+            [[ -e $d/$n ]] && return 0
+        done
+    done < <(lib_dirs)
+    return 1
+}
+
+# A command on PATH (a file that can be executed, not a directory).
+have_cmd() {
+    local p
+    p=$(command -v "$1" 2>/dev/null) || return 1
+    [[ -f $p && -x $p ]]
+}
+
+# check NAME PACKAGE TEST...: record PACKAGE as needed unless TEST passes.
 need=()
-command -v javac >/dev/null 2>&1 || need+=(openjdk-17-jdk-headless)
-command -v valgrind >/dev/null 2>&1 || need+=(valgrind)
-[[ -e /usr/include/pcap/pcap.h || -e /usr/include/pcap.h ]] || need+=(libpcap-dev)
-command -v ip >/dev/null 2>&1 || need+=(iproute2)
-command -v protoc >/dev/null 2>&1 || need+=(protobuf-compiler)
-command -v capnp >/dev/null 2>&1 || need+=(capnproto)
-command -v flatc >/dev/null 2>&1 || need+=(flatbuffers-compiler)
-command -v gcc >/dev/null 2>&1 || need+=(gcc)
+report=()
+check() {
+    local what=$1 pkg=$2
+    shift 2
+    if "$@"; then
+        report+=("ok       $what")
+    else
+        report+=("missing  $what ($pkg)")
+        need+=("$pkg")
+    fi
+}
+
+check "javac" openjdk-17-jdk-headless have_cmd javac
+check "java" openjdk-17-jdk-headless have_cmd java
+check "valgrind" valgrind have_cmd valgrind
+check "libpcap shared library" libpcap-dev have_libpcap
+check "ip" iproute2 have_cmd ip
+check "protoc" protobuf-compiler have_cmd protoc
+check "capnp" capnproto have_cmd capnp
+check "flatc" flatbuffers-compiler have_cmd flatc
+check "gcc" gcc have_cmd gcc
+check "g++" g++ have_cmd g++
 # vcode's feature `emu` (the aarch64 backend under emulation) builds the
 # Unicorn emulator from C source: cmake, and libclang for its bindings.
-command -v cmake >/dev/null 2>&1 || need+=(cmake)
-compgen -G "/usr/lib/llvm-*/lib/libclang*.so*" >/dev/null || need+=(libclang-dev)
+check "cmake" cmake have_cmd cmake
+check "libclang shared library" libclang-dev have_libclang
 # vcode's aarch64 kernels test compares with gcc -O2 for aarch64.
-command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || need+=(gcc-aarch64-linux-gnu)
+check "aarch64-linux-gnu-gcc" gcc-aarch64-linux-gnu have_cmd aarch64-linux-gnu-gcc
+check "aarch64-linux-gnu-objcopy" binutils-aarch64-linux-gnu have_cmd aarch64-linux-gnu-objcopy
+
+if [[ ${1:-} == --check ]]; then
+    printf '%s\n' "${report[@]}"
+    ((${#need[@]} == 0))
+    exit
+fi
 
 if ((${#need[@]} == 0)); then
     exit 0
 fi
+# One package may answer several checks (the JDK).
+mapfile -t need < <(printf '%s\n' "${need[@]}" | sort -u)
 if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null 2>&1; then
     echo "install-deps: installing ${need[*]}"
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+    # Whatever is still missing now is a broken install, not a skip.
+    need=()
+    report=()
+    "$0" --check >/dev/null || {
+        "$0" --check >&2 || true
+        echo "install-deps: packages installed, but the checks above still fail" >&2
+        exit 1
+    }
 else
     echo "install-deps: missing ${need[*]}; install them (e.g. apt-get install ${need[*]})." >&2
     echo "install-deps: the tests that need them will be skipped." >&2
