@@ -437,7 +437,11 @@ impl fmt::Display for Report {
                 }
             }
         }
-        write!(f, "{} states, {} transitions, ", self.states, self.transitions)?;
+        write!(
+            f,
+            "{} states, {} transitions, ",
+            self.states, self.transitions
+        )?;
         match (self.exhaustive, self.stopped) {
             (true, _) => write!(f, "exhaustive within the bounds"),
             (false, bound) => {

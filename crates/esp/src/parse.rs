@@ -707,7 +707,10 @@ mod tests {
         // The error names where the limit is crossed (nesting counts the
         // statement and the expression too).
         let e = parse(&deep).unwrap_err().to_string();
-        assert!(e.starts_with("1:123: syntax error: nested more than 100"), "{e}");
+        assert!(
+            e.starts_with("1:123: syntax error: nested more than 100"),
+            "{e}"
+        );
         // A left-associative chain is flat, however long.
         let long = format!("process P {{ var a; a = 1{}; }}", " + a".repeat(5000));
         let p = parse(&long).unwrap();

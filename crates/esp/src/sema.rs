@@ -561,7 +561,11 @@ impl Scope<'_> {
                             link.pos,
                             format!(
                                 "the right operand of `{}` is nested more than {MAX_EXPR_DEPTH} operators deep and calls a host function or divides: it cannot be evaluated only when needed; compute it in an `if` first",
-                                if link.op == ast::ChainOp::And { "&&" } else { "||" }
+                                if link.op == ast::ChainOp::And {
+                                    "&&"
+                                } else {
+                                    "||"
+                                }
                             ),
                         ));
                     }
@@ -662,7 +666,9 @@ fn depth_of(e: &Expr) -> u32 {
     match e {
         Expr::Const(_) | Expr::Var(_) => 1,
         Expr::Unary(_, a) => 1 + depth_of(a),
-        Expr::Binary(_, a, b) | Expr::And(a, b) | Expr::Or(a, b) => 1 + depth_of(a).max(depth_of(b)),
+        Expr::Binary(_, a, b) | Expr::And(a, b) | Expr::Or(a, b) => {
+            1 + depth_of(a).max(depth_of(b))
+        }
         Expr::Call(_, args) => 1 + args.iter().map(depth_of).max().unwrap_or(0),
     }
 }
@@ -788,12 +794,7 @@ impl Lowerer<'_> {
     /// Lowers an expression of the current statement; the assignments it
     /// hoists (see [`Scope::lower`]) go to `pre`, into temporaries numbered
     /// from `*k`.
-    fn value(
-        &mut self,
-        e: &ast::Expr,
-        k: &mut usize,
-        pre: &mut Vec<(u32, Expr)>,
-    ) -> Result<Expr> {
+    fn value(&mut self, e: &ast::Expr, k: &mut usize, pre: &mut Vec<(u32, Expr)>) -> Result<Expr> {
         let Lowerer {
             scope, vars, temps, ..
         } = self;

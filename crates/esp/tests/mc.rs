@@ -524,7 +524,11 @@ fn the_memory_budget_stops_the_search_and_says_how_deep_it_is_complete() {
     assert_eq!(r.stopped, Some(mc::Bound::Memory(options.max_memory)));
     // Never more states than the budget holds (a state takes at least
     // `state_bytes(1)`), and not far fewer.
-    assert!(r.states * mc::state_bytes(1) <= options.max_memory, "{}", r.states);
+    assert!(
+        r.states * mc::state_bytes(1) <= options.max_memory,
+        "{}",
+        r.states
+    );
     assert!(r.states >= 100, "{}", r.states);
     // Inputs 3^k states deep: the levels of 1, 3, 9, 27 and 81 states fit.
     assert!(r.complete_depth >= 4, "{}", r.complete_depth);
