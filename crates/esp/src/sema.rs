@@ -27,6 +27,11 @@
 //!   to temporaries `$t0`, `$t1`, ... by `Assign` nodes just before the
 //!   `Comm` (or, in an `alt`, before the `Alt` node); temporaries are
 //!   numbered afresh in each statement and shared between statements;
+//! - an expression that would be deeper than [`MAX_EXPR_DEPTH`] (a long
+//!   chain such as `1 + 1 + ... + 1`) is split: the part evaluated first is
+//!   assigned to a temporary by an `Assign` node before the statement's
+//!   node (before a `while`'s test, which loops back to it), in evaluation
+//!   order, so that no pass over [`ir::Expr`] recurses deeper;
 //! - `if` and `while` are `Branch` nodes, except that a `while` whose
 //!   condition is a nonzero constant has no node: its body loops back to its
 //!   first node (an empty one gets a `Nop` looping to itself);
@@ -479,12 +484,11 @@ impl Scope<'_> {
                         // arguments to its left must be evaluated before
                         // them.
                         if let Some(h) = hoist.as_deref_mut() {
-                            let mut at = mark;
-                            for earlier in values.iter_mut().filter(|v| !trivial(v)) {
+                            let earlier = values.iter_mut().filter(|v| !trivial(v));
+                            for (at, earlier) in (mark..).zip(earlier) {
                                 let t = (h.temp)();
                                 let value = std::mem::replace(earlier, Expr::Var(t));
                                 h.pre.insert(at, (t, value));
-                                at += 1;
                             }
                             depth = values.iter().map(depth_of).max().unwrap_or(0);
                         }

@@ -164,12 +164,16 @@ fn parentheses_keep_a_nesting_limit_with_line_and_column() {
 
 #[test]
 fn a_long_chain_keeps_evaluation_order_and_short_circuits() {
-    // `g(1)` runs before the chain's steps, `g(2)` after; the chain in the
-    // `&&` right operand is pure, so evaluating it early is unobservable.
+    // `g(1)` runs before the steps of the chain that starts with `g(2)`;
+    // `k`'s first argument, `g(3)`, before the steps of its second, which
+    // start with `g(4)`. The chain in the `&&` right operand is pure (`z`
+    // is 0, not a constant, so nothing folds), so evaluating it early is
+    // unobservable.
     let chain = " + 1".repeat(500);
     let src = format!(
-        "channel o(int, int) external out; extern g(int);
-         process P {{ var a, b; a = g(1) + (0{chain}) + g(2); b = 0 && (a{chain}); out(o, a, b); }}"
+        "channel o(int, int, int) external out; extern g(int); extern k(int, int);
+         process P {{ var z, a, b, c; a = g(1) + (g(2){chain}); b = z && (a{chain});
+           c = k(g(3), g(4){chain}); out(o, a, b, c); }}"
     );
     let program = esp::compile(&src).unwrap();
     for backend in [Backend::Interp, Backend::Native] {
@@ -188,9 +192,13 @@ fn a_long_chain_keeps_evaluation_order_and_short_circuits() {
             args[0] * 10
         })
         .unwrap();
+        m.bind_extern("k", |args| args[0] - args[1]).unwrap();
         assert_eq!(m.run().unwrap(), Status::Halted);
-        assert_eq!(*calls.borrow(), vec![1, 2], "{backend:?}");
-        assert_eq!(m.take_output("o").unwrap(), vec![10 + 500 + 20, 0]);
+        assert_eq!(*calls.borrow(), vec![1, 2, 3, 4], "{backend:?}");
+        assert_eq!(
+            m.take_output("o").unwrap(),
+            vec![10 + 20 + 500, 0, 30 - (40 + 500)]
+        );
     }
     // A right operand of `&&` that would have to be split and calls a host
     // function cannot run early: it is refused where the operator is.
