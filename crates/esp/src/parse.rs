@@ -20,7 +20,10 @@
 //! ```
 //!
 //! Nesting of statements and expressions is bounded ([`MAX_DEPTH`]) so that
-//! no input can exhaust the stack here or in any later recursive pass.
+//! no input can exhaust the stack here or in any later recursive pass. A run
+//! of left-associative operators is not nesting: it becomes one flat
+//! [`ExprKind::Chain`], however long, and the lowering splits long chains
+//! into steps ([`crate::sema::MAX_EXPR_DEPTH`]).
 
 use crate::ast::*;
 use crate::error::{Error, Result};
