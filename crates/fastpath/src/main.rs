@@ -5,6 +5,9 @@
 //! crossbeam-epoch) sit behind the cargo feature `bench`, off by default, so
 //! that the main command builds only what the data path uses. Without the
 //! feature, `fastpath bench` says how to get it and exits non-zero.
+//!
+//! `serde_json` writes the `--json` reports meant for scripts
+//! (`fastpath esp check --json`).
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
