@@ -120,17 +120,17 @@ pub fn adjust_snaplen(link_type: u16, snaplen: u32) -> u32 {
 /// messages; `None` for the less common ones.
 pub fn link_type_name(link_type: u16) -> Option<&'static str> {
     Some(match link_type {
-        0 => "NULL (BSD loopback)",
+        0 => "NULL, BSD loopback",
         1 => "ETHERNET",
-        6 => "IEEE802_5 (token ring)",
+        6 => "IEEE802_5, token ring",
         8 => "SLIP",
         9 => "PPP",
         10 => "FDDI",
-        101 => "RAW (IP without a link-layer header)",
+        101 => "RAW, IP without a link-layer header",
         104 => "C_HDLC",
-        105 => "IEEE802_11 (Wi-Fi)",
-        108 => "LOOP (OpenBSD loopback)",
-        113 => "LINUX_SLL (Linux cooked capture)",
+        105 => "IEEE802_11, Wi-Fi",
+        108 => "LOOP, OpenBSD loopback",
+        113 => "LINUX_SLL, Linux cooked capture",
         117 => "PFLOG",
         127 => "IEEE802_11_RADIOTAP",
         143 => "DOCSIS",
@@ -141,13 +141,13 @@ pub fn link_type_name(link_type: u16) -> Option<&'static str> {
         229 => "IPV6",
         239 => "NFLOG",
         249 => "USBPCAP",
-        276 => "LINUX_SLL2 (Linux cooked capture v2)",
+        276 => "LINUX_SLL2, Linux cooked capture v2",
         _ => return None,
     })
 }
 
-/// A link type as messages show it: `113 (LINUX_SLL (Linux cooked
-/// capture))`, or the number alone.
+/// A link type as messages show it: `113 (LINUX_SLL, Linux cooked
+/// capture)`, or the number alone.
 pub struct LinkType(pub u16);
 
 impl fmt::Display for LinkType {
@@ -903,10 +903,7 @@ fn interface(order: Order, b: &[u8], start: u64) -> Result<Interface, CaptureErr
     if b.len() < 8 {
         return Err(malformed(
             0,
-            format!(
-                "the block is {} bytes, expected at least 20",
-                b.len() + 12
-            ),
+            format!("the block is {} bytes, expected at least 20", b.len() + 12),
         ));
     }
     let link_type = order.u16(&b[0..]);
@@ -953,7 +950,11 @@ fn interface(order: Order, b: &[u8], start: u64) -> Result<Interface, CaptureErr
                     at,
                     format!(
                         "option {} has length {len}, expected {}",
-                        if code == 9 { "if_tsresol" } else { "if_tsoffset" },
+                        if code == 9 {
+                            "if_tsresol"
+                        } else {
+                            "if_tsoffset"
+                        },
                         if code == 9 { 1 } else { 8 }
                     ),
                 ));
@@ -974,7 +975,10 @@ fn not_a_capture_hint(magic: &[u8; 4]) -> &'static str {
         [b'R', b'T', b'S', b'S'] => " (it looks like a NetMon capture: convert it with editcap)",
         b"snoo" => " (it looks like a snoop capture: convert it with editcap -F pcap)",
         [0x0a, 0x0d, 0x0d, 0x0a] => "",
-        b if b.iter().all(|c| c.is_ascii_graphic() || c.is_ascii_whitespace()) => {
+        b if b
+            .iter()
+            .all(|c| c.is_ascii_graphic() || c.is_ascii_whitespace()) =>
+        {
             " (it looks like text)"
         }
         _ => "",

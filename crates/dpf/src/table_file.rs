@@ -187,7 +187,10 @@ mod tests {
         assert!(e.message.contains("0 to 4294967295"), "{e}");
         let e = parse("1/2147483648 ip").unwrap_err();
         assert_eq!((e.line, e.column), (1, 3));
-        assert!(e.message.contains("priority 2147483648 is out of range"), "{e}");
+        assert!(
+            e.message.contains("priority 2147483648 is out of range"),
+            "{e}"
+        );
         assert!(e.message.contains("-2147483648 to 2147483647"), "{e}");
     }
 
@@ -195,9 +198,15 @@ mod tests {
     fn an_owner_must_be_a_number() {
         let e = parse("web tcp port 80").unwrap_err();
         assert_eq!((e.line, e.column), (1, 1));
-        assert!(e.message.contains("owner `web` is not a whole number"), "{e}");
+        assert!(
+            e.message.contains("owner `web` is not a whole number"),
+            "{e}"
+        );
         let e = parse("1/high tcp").unwrap_err();
-        assert!(e.message.contains("priority `high` is not a whole number"), "{e}");
+        assert!(
+            e.message.contains("priority `high` is not a whole number"),
+            "{e}"
+        );
         let e = parse("1/ tcp").unwrap_err();
         assert!(e.message.contains("expected a priority"), "{e}");
     }
