@@ -296,13 +296,13 @@ fn compile(file: &Path, json: bool) -> Result<(), String> {
         elapsed.as_secs_f64() * 1e3
     );
     say!(
-        "merged: {} trie nodes; dispatches: {} linear, {} binary search, {} jump table, {} hash; {} filters with a residual",
-        s.nodes,
+        "merged into a trie of {}; dispatches: {} linear, {} binary search, {} jump table, {} hash; {} with a residual",
+        plural(s.nodes, "node"),
         s.linear,
         s.binary,
         s.table,
         s.hash,
-        s.residuals
+        plural(s.residuals, "filter"),
     );
     match code {
         None => say!("no code: the table is empty"),
@@ -312,6 +312,15 @@ fn compile(file: &Path, json: bool) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// `1 node`, `2 nodes`.
+fn plural(n: usize, word: &str) -> String {
+    if n == 1 {
+        format!("1 {word}")
+    } else {
+        format!("{n} {word}s")
+    }
 }
 
 /// What `match` counted.
@@ -397,15 +406,15 @@ fn run_match(file: &Path, capture: &Path, json: bool) -> Result<(), String> {
         } else {
             ""
         };
-        say!("{} packets{incomplete}", counts.total);
+        say!("{}{incomplete}", plural(counts.total as usize, "packet"));
         for (owner, n) in &counts.owners {
             say!("owner {owner}: {n}");
         }
         say!("no match: {}", counts.unmatched);
         if counts.cut > 0 {
             say!(
-                "({} packets held more bytes than the snaplen and were cut to it, as libpcap does)",
-                counts.cut
+                "cut to the snaplen, as libpcap does: {}",
+                plural(counts.cut as usize, "packet")
             );
         }
     }
@@ -421,7 +430,9 @@ fn run_match(file: &Path, capture: &Path, json: bool) -> Result<(), String> {
 /// Advice for a capture of a link type dpf does not classify.
 fn link_hint(link_type: u16) -> &'static str {
     match link_type {
-        113 | 276 => "; a capture on Linux's `any` device has cooked headers: capture on one Ethernet interface (`tcpdump -i eth0`)",
+        113 | 276 => {
+            "; a capture on Linux's `any` device has cooked headers: capture on one Ethernet interface (`tcpdump -i eth0`)"
+        }
         _ => "",
     }
 }
