@@ -1,5 +1,6 @@
-//! libpcap, loaded at run time: the oracle of the differential tests and
-//! the peer of `fastpath bench dpf`.
+//! libpcap, loaded at run time: the oracle of the differential tests (of
+//! filters, and of which packets a capture file holds:
+//! [`Libpcap::read_offline`]) and the peer of `fastpath bench dpf`.
 //!
 //! The library is opened with `libloading` (`libpcap.so.1`,
 //! `libpcap.so.0.8` or `libpcap.so`), so that dpf builds and runs where

@@ -628,3 +628,53 @@ fn malformed_pcapng_blocks_are_placed_and_explained() {
             .contains("trailer says length 64")
     );
 }
+
+/// Every file of the directory `DPF_CAPTURE_DIR` (for instance tcpdump's
+/// `tests`, whose captures come from many systems and tools) that libpcap
+/// reads as Ethernet, dpf reads to the same packets and stops where
+/// libpcap stops. Skipped when the variable is unset.
+#[test]
+fn every_ethernet_capture_of_a_directory_reads_as_libpcap_reads_it() {
+    let Ok(dir) = std::env::var("DPF_CAPTURE_DIR") else {
+        eprintln!("skipped: set DPF_CAPTURE_DIR to a directory of captures");
+        return;
+    };
+    let Some(pcap) = libpcap_or_skip() else {
+        return;
+    };
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_file())
+        .collect();
+    paths.sort();
+    let (mut ethernet, mut same, mut stopped) = (0, 0, 0);
+    let mut differ = Vec::new();
+    for path in &paths {
+        let Ok(off) = pcap.read_offline(path) else {
+            continue;
+        };
+        if off.link_type != 1 {
+            continue;
+        }
+        ethernet += 1;
+        let bytes = std::fs::read(path).unwrap();
+        let (packets, error) = read_dpf(&bytes);
+        stopped += usize::from(off.error.is_some());
+        if packets == off.packets && error.is_some() == off.error.is_some() {
+            same += 1;
+        } else {
+            differ.push(format!(
+                "{}: dpf {} packets ({error:?}), libpcap {} ({:?})",
+                path.display(),
+                packets.len(),
+                off.packets.len(),
+                off.error
+            ));
+        }
+    }
+    eprintln!(
+        "{dir}: {ethernet} Ethernet captures libpcap opens ({stopped} of them stop early with an error); dpf reads {same} identically"
+    );
+    assert!(differ.is_empty(), "{}", differ.join("\n"));
+}

@@ -51,6 +51,7 @@ pub enum FilterCmd {
     Compile {
         /// The table file: one `OWNER[/PRIORITY] FILTER` a line (`-`:
         /// standard input).
+        #[arg(value_name = "TABLE")]
         file: PathBuf,
         /// Print one JSON object instead of text.
         #[arg(long)]
@@ -60,6 +61,7 @@ pub enum FilterCmd {
     #[command(after_help = MATCH_HELP)]
     Match {
         /// The table file, as for `compile` (`-`: standard input).
+        #[arg(value_name = "TABLE")]
         file: PathBuf,
         /// A pcap or pcapng capture of Ethernet frames (`-`: standard
         /// input).

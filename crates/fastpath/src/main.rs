@@ -5,6 +5,9 @@
 //! crossbeam-epoch) sit behind the cargo feature `bench`, off by default, so
 //! that the main command builds only what the data path uses. Without the
 //! feature, `fastpath bench` says how to get it and exits non-zero.
+//!
+//! `serde_json` builds the `--json` output of the inspection commands
+//! (`filter check`, `compile`, `match`) with its `json!` macro.
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
