@@ -89,6 +89,9 @@ pub enum Error {
     /// libpcap could not be loaded (the oracle is unavailable).
     #[error("libpcap could not be loaded: {0}")]
     LibpcapUnavailable(String),
+    /// libpcap's `pcap_open_offline` refused a capture file.
+    #[error("pcap_open_offline: {0}")]
+    LibpcapOpen(String),
     /// libpcap's `pcap_compile` rejected a filter.
     #[error("pcap_compile: {0}")]
     LibpcapCompile(String),

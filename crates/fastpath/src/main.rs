@@ -6,8 +6,9 @@
 //! that the main command builds only what the data path uses. Without the
 //! feature, `fastpath bench` says how to get it and exits non-zero.
 //!
-//! `serde_json` writes the `--json` reports meant for scripts
-//! (`fastpath esp check --json`).
+//! `serde_json` builds the `--json` output meant for scripts (`esp check`,
+//! `filter check`, `compile`, `match`, and the other inspection and
+//! benchmark commands that take `--json`).
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
