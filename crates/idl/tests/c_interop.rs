@@ -83,8 +83,8 @@ impl Drop for TempDir {
 }
 
 /// Generates `<stem>.h` / `<stem>.c` from `idl_src` and compiles them with
-/// the run time and `tests/c/<main>` into an executable, with the warnings
-/// of the brief (-Wall -Wextra -Werror).
+/// the run time and `tests/c/<main>` into an executable, warnings as errors
+/// (-Wall -Wextra -Werror): generated C must compile cleanly.
 fn build(dir: &TempDir, stem: &str, idl_src: &str, main: &str) -> PathBuf {
     let idl = idl::parse(idl_src).unwrap_or_else(|e| panic!("{stem}.idl: {e}"));
     let (h, c) = idl::gen_c::generate(&idl, stem);
