@@ -193,15 +193,18 @@ fn text(pipelines: &[Value], composed: &Value, rows: &[Row]) -> String {
     use std::fmt::Write as _;
     let mut s = String::new();
     for p in pipelines {
+        let computed: Vec<String> = ["checksum", "crc32"]
+            .iter()
+            .filter_map(|k| p[*k].as_str().map(|v| format!("{k} {v}")))
+            .collect();
         let _ = writeln!(
             s,
-            "{}: {} bytes of code\n  on {}: {}\n  checksum {}, crc32 {}\n  copied out: {}",
+            "{}: {} bytes of code\n  on {}: {}\n  {}\n  copied out: {}",
             p["name"].as_str().unwrap_or(""),
             p["code_bytes"],
             p["input_is"].as_str().unwrap_or(""),
             opt(&p["input"]),
-            opt(&p["checksum"]),
-            opt(&p["crc32"]),
+            computed.join(", "),
             opt(&p["output"]),
         );
     }
