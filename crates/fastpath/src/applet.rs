@@ -191,10 +191,14 @@ fn read(file: &Path) -> Result<Vec<u8>, String> {
 /// What each built-in applet is for, in a line.
 fn example_purpose(name: &str) -> &'static str {
     match name {
-        "StandardUnet" => "Figure 5's standard U-Net applet: doTx copies and sends; doRx delivers inline or in free buffers",
+        "StandardUnet" => {
+            "Figure 5's standard U-Net applet: doTx copies and sends; doRx delivers inline or in free buffers"
+        }
         "RawUnet" => "Figure 2's applet as printed: one receive buffer per message",
         "PingPong" => "Figure 5's ping-pong between applets: doRx echoes each message",
-        "Burst25" => "Figure 6: token flow control, bursts of up to 25 messages, acknowledged by the receiving applet",
+        "Burst25" => {
+            "Figure 6: token flow control, bursts of up to 25 messages, acknowledged by the receiving applet"
+        }
         "Burst25PerTx" => "Figure 6: a burst of 25 messages per transmit request",
         "Generate" => "Figure 6: doTx sends data the applet made, reading no buffer",
         "Escape" => "the bounds-check tests' attacker: each mode calls a native with bad arguments",
@@ -593,8 +597,8 @@ fn load_endpoint_applet(
     host: &mut ScratchEndpoint,
 ) -> Result<Applet, String> {
     let natives = unet::natives::bind::<ScratchEndpoint>();
-    let mut applet = Applet::load_with_host(bytes, &natives, limits, Some(host))
-        .map_err(|e| e.to_string())?;
+    let mut applet =
+        Applet::load_with_host(bytes, &natives, limits, Some(host)).map_err(|e| e.to_string())?;
     match engine {
         EngineArg::Tiered => {}
         EngineArg::Interp => applet

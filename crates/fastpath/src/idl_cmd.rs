@@ -26,9 +26,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Subcommand, ValueEnum};
+use idl::CompileError;
 use idl::error::ErrorKind;
 use idl::model::{Dir, Idl, LimitName, Limits, Op, Slot, Type};
-use idl::CompileError;
 use serde_json::{Value, json};
 
 /// `println!` that ends quietly when stdout is closed (e.g. piped into `head`).
@@ -286,9 +286,7 @@ fn field_rows(idl: &Idl, op: &Op, ret: &str) -> Vec<FieldRow> {
                     },
                     name: Some(p.name.clone()),
                     ty: type_name(idl, &p.ty),
-                    desc: f
-                        .desc
-                        .then(|| p.size_is.map(|n| op.params[n].name.clone())),
+                    desc: f.desc.then(|| p.size_is.map(|n| op.params[n].name.clone())),
                 }
             }
         })

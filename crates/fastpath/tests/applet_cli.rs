@@ -10,8 +10,9 @@ use common::fastpath;
 
 /// The README's `fastpath applet run ...` example, as its words.
 fn readme_run_example() -> Vec<String> {
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md"))
-        .expect("read README.md");
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md"))
+            .expect("read README.md");
     let line = readme
         .lines()
         .find(|l| l.starts_with("fastpath applet run "))
@@ -44,8 +45,16 @@ fn the_readme_example_runs() {
 #[test]
 fn standard_unet_on_a_scratch_endpoint() {
     for engine in ["interp", "jit"] {
-        let (ok, out, err) =
-            fastpath(&["applet", "run", "StandardUnet", "doRx", "40", "3", "--engine", engine]);
+        let (ok, out, err) = fastpath(&[
+            "applet",
+            "run",
+            "StandardUnet",
+            "doRx",
+            "40",
+            "3",
+            "--engine",
+            engine,
+        ]);
         if engine == "jit" && !ok && err.contains("--engine jit") {
             eprintln!("skipped the JIT: {err}");
             continue;
@@ -55,17 +64,37 @@ fn standard_unet_on_a_scratch_endpoint() {
             out.contains("receive descriptor: channel 3, 40 bytes inline: 00 01 02 03"),
             "{engine}: {out}"
         );
-        let (ok, out, err) =
-            fastpath(&["applet", "run", "StandardUnet", "doRx", "10000", "0", "--engine", engine]);
+        let (ok, out, err) = fastpath(&[
+            "applet",
+            "run",
+            "StandardUnet",
+            "doRx",
+            "10000",
+            "0",
+            "--engine",
+            engine,
+        ]);
         assert!(ok, "{engine}: {out}\n{err}");
         assert!(
             out.contains("10000 bytes in buffers at offsets 0, 4096, 8192"),
             "{engine}: {out}"
         );
-        let (ok, out, err) =
-            fastpath(&["applet", "run", "StandardUnet", "doTx", "100", "1", "0", "--engine", engine]);
+        let (ok, out, err) = fastpath(&[
+            "applet",
+            "run",
+            "StandardUnet",
+            "doTx",
+            "100",
+            "1",
+            "0",
+            "--engine",
+            engine,
+        ]);
         assert!(ok, "{engine}: {out}\n{err}");
-        assert!(out.contains("transmit: channel 1, 100 bytes"), "{engine}: {out}");
+        assert!(
+            out.contains("transmit: channel 1, 100 bytes"),
+            "{engine}: {out}"
+        );
     }
 }
 
@@ -106,7 +135,10 @@ fn examples_lists_and_writes_the_built_in_applets() {
 fn a_missing_class_file_points_to_the_examples() {
     let (ok, _, err) = fastpath(&["applet", "run", "NoSuch.class", "doRx", "1", "0"]);
     assert!(!ok);
-    assert!(err.contains("NoSuch.class") && err.contains("fastpath applet examples"), "{err}");
+    assert!(
+        err.contains("NoSuch.class") && err.contains("fastpath applet examples"),
+        "{err}"
+    );
 }
 
 /// `verify --json`: the verdict and what the host must bind.
@@ -118,7 +150,11 @@ fn verify_json_gives_the_verdict() {
     assert_eq!(v["verified"], true);
     assert_eq!(v["class"], "RawUnet");
     assert!(
-        v["natives"].as_array().unwrap().iter().any(|n| n == "dmaRxd([III)V"),
+        v["natives"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n == "dmaRxd([III)V"),
         "{v}"
     );
 }

@@ -136,7 +136,10 @@ fn compile_creates_the_out_directory() {
 #[test]
 fn a_file_that_declares_nothing_is_an_error() {
     let dir = scratch("empty");
-    for (name, text) in [("empty.idl", ""), ("comments.idl", "// nothing\n/* here */\n")] {
+    for (name, text) in [
+        ("empty.idl", ""),
+        ("comments.idl", "// nothing\n/* here */\n"),
+    ] {
         let f = dir.join(name);
         std::fs::write(&f, text).unwrap();
         for cmd in ["check", "compile"] {
@@ -177,7 +180,11 @@ fn a_limit_error_names_its_flag() {
 
     let many: Vec<String> = (0..3).map(|k| format!("in string s{k}")).collect();
     let g = dir.join("strings.idl");
-    std::fs::write(&g, format!("interface s {{ void f({}); }};\n", many.join(", "))).unwrap();
+    std::fs::write(
+        &g,
+        format!("interface s {{ void f({}); }};\n", many.join(", ")),
+    )
+    .unwrap();
     let (ok, _, err) = fastpath(&["idl", "check", g.to_str().unwrap(), "--max-strings", "2"]);
     assert!(!ok);
     assert!(err.contains("(set by --max-strings)"), "{err}");

@@ -42,7 +42,12 @@ fn demo_json_has_the_results() {
     let rows = v["throughput"].as_array().unwrap();
     assert_eq!(rows.len(), 9);
     for r in rows {
-        for k in ["separate_mb_s", "hand_fused_mb_s", "ilp_mb_s", "ilp_nt_mb_s"] {
+        for k in [
+            "separate_mb_s",
+            "hand_fused_mb_s",
+            "ilp_mb_s",
+            "ilp_nt_mb_s",
+        ] {
             assert!(r[k].as_f64().is_some_and(|x| x > 0.0), "{k} in {r}");
         }
     }

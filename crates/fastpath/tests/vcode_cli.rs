@@ -84,16 +84,31 @@ fn aarch64_without_the_feature_says_how_to_get_it() {
 fn signature_limits_are_stated() {
     let (ok, _, err) = fastpath(&["vcode", "demo", "--sig", &"%i".repeat(33)]);
     assert!(!ok);
-    assert!(err.contains("has 33 parameters, more than the 32 a function takes"), "{err}");
+    assert!(
+        err.contains("has 33 parameters, more than the 32 a function takes"),
+        "{err}"
+    );
     assert!(!err.contains("at byte"), "{err}");
 
     let (ok, help, _) = fastpath(&["vcode", "demo", "--help"]);
     assert!(ok);
-    for letter in ["i (int)", "l (long)", "f (float)", "d", "c (char)", "s (short)"] {
+    for letter in [
+        "i (int)",
+        "l (long)",
+        "f (float)",
+        "d",
+        "c (char)",
+        "s (short)",
+    ] {
         assert!(help.contains(letter), "{letter:?} undocumented in:\n{help}");
     }
 
-    for sig in ["%c%s%i", &"%i".repeat(9), &"%d".repeat(12), &"%l%f".repeat(6)] {
+    for sig in [
+        "%c%s%i",
+        &"%i".repeat(9),
+        &"%d".repeat(12),
+        &"%l%f".repeat(6),
+    ] {
         let (ok, out, err) = fastpath(&["vcode", "demo", "--sig", sig]);
         assert!(ok, "--sig {sig}: {err}");
         assert!(out.contains(": ok)"), "--sig {sig}:\n{out}");

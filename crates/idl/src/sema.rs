@@ -27,9 +27,8 @@ use std::collections::HashMap;
 
 use crate::error::CompileError;
 use crate::model::{
-    LimitName,
-    Dir, Field, Idl, Interface, Layout, Limits, Op, Param, Pos, Prim, Slot, StructDef, StructId,
-    Type,
+    Dir, Field, Idl, Interface, Layout, LimitName, Limits, Op, Param, Pos, Prim, Slot, StructDef,
+    StructId, Type,
 };
 use crate::parser::{Ast, Declarator, Def, Expr, ExprKind, OpDecl, TypeKind, TypeSpec};
 

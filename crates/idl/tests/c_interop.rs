@@ -258,7 +258,11 @@ fn generated_headers_compile_as_cpp_and_as_c() {
         return;
     }
     let every = std::fs::read_to_string(manifest().join("tests/idl/every.idl")).unwrap();
-    for (stem, src) in [("every", every.as_str()), ("kinds", KINDS_IDL), ("pfs", PFS_IDL)] {
+    for (stem, src) in [
+        ("every", every.as_str()),
+        ("kinds", KINDS_IDL),
+        ("pfs", PFS_IDL),
+    ] {
         let dir = TempDir::new(&format!("cxx-{stem}"));
         let idl = idl::parse(src).unwrap_or_else(|e| panic!("{stem}.idl: {e}"));
         let (h, c) = idl::gen_c::generate(&idl, stem);

@@ -198,15 +198,13 @@ fn assign_params(
     for (index, ((&ty, &loc), o)) in sig.params().iter().zip(locs).zip(&mut out).enumerate() {
         let n = match loc {
             ArgLoc::Reg(n) if conv.keeps_param(ty, loc) => n,
-            _ => alloc
-                .getreg(Class::Temp, ty.is_float())
-                .map_err(|_| {
-                    err(ErrorKind::NoRegisterForParam {
-                        index,
-                        ty,
-                        what: if ty.is_float() { "float" } else { "integer" },
-                    })
-                })?,
+            _ => alloc.getreg(Class::Temp, ty.is_float()).map_err(|_| {
+                err(ErrorKind::NoRegisterForParam {
+                    index,
+                    ty,
+                    what: if ty.is_float() { "float" } else { "integer" },
+                })
+            })?,
         };
         *o = AnyReg { ty, n };
     }
