@@ -98,7 +98,12 @@ enum VcodeCmd {
     /// Generate the VCODE paper's examples, run them, print their
     /// disassembly and the cost of generating them.
     Demo {
-        /// Parameter types of the run-time-signature example (types i l f d).
+        /// Parameter types of the run-time-signature example, 1 to 32 of
+        /// them, each `%` and a letter: i (int), l (long), f (float), d
+        /// (double), and c (char) and s (short), which are passed widened to
+        /// int as C does. Every parameter lives in a register, in the callee
+        /// and in the stub that calls it, so a signature is also bounded by
+        /// the target's registers (see docs/vcode.md).
         #[arg(long, default_value = "%i%d%l%f%i%i%i%i%d%l%f%i")]
         sig: String,
         /// The instruction set to generate for (aarch64 runs under

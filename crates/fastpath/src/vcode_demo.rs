@@ -161,9 +161,33 @@ fn weighted_sum<B: Backend>(f: &mut Func<B>, sig: &str) -> Res<B::Code> {
     f.end()
 }
 
+/// A register of type `T` for one of the stub's arguments: a temporary,
+/// else a persistent register (the stub holds every argument in a register
+/// until the call, so the registers of both classes bound its arguments).
+fn arg_reg<B: Backend, T: vcode::Type>(
+    f: &mut Func<B>,
+    k: usize,
+) -> Result<Reg<T>, Box<dyn std::error::Error>> {
+    f.getreg::<T>(Class::Temp)
+        .or_else(|_| f.getreg::<T>(Class::Persistent))
+        .map_err(|e| {
+            let what = if T::TY.is_float() { "float" } else { "integer" };
+            format!(
+                "the unmarshalling stub holds every argument in a register until the call, and \
+                 argument {k} ({}) finds no free {what} register ({e}): this target takes fewer \
+                 {what} arguments in one call than the signature has",
+                T::TY
+            )
+            .into()
+        })
+}
+
 /// `double unmarshal(void *msg)`: loads one 8-byte field per parameter of
 /// `callee` from `msg` and calls it with that argument list.
-fn unmarshal<B: Backend>(f: &mut Func<B>, callee: &B::Code) -> Res<B::Code> {
+fn unmarshal<B: Backend>(
+    f: &mut Func<B>,
+    callee: &B::Code,
+) -> Result<B::Code, Box<dyn std::error::Error>> {
     let args = f.lambda("%p", Leaf::No)?;
     let msg = args.get::<P>(0)?;
     f.name("unmarshal");
@@ -174,22 +198,22 @@ fn unmarshal<B: Backend>(f: &mut Func<B>, callee: &B::Code) -> Res<B::Code> {
         let off = 8 * k as i32;
         let r = match ty {
             Ty::I => {
-                let r = f.getreg::<I>(Class::Temp)?;
+                let r = arg_reg::<B, I>(f, k)?;
                 f.ld(r, base, off);
                 r.any()
             }
             Ty::L => {
-                let r = f.getreg::<L>(Class::Temp)?;
+                let r = arg_reg::<B, L>(f, k)?;
                 f.ld(r, base, off);
                 r.any()
             }
             Ty::F => {
-                let r = f.getreg::<vcode::F>(Class::Temp)?;
+                let r = arg_reg::<B, vcode::F>(f, k)?;
                 f.ld(r, base, off);
                 r.any()
             }
             _ => {
-                let r = f.getreg::<D>(Class::Temp)?;
+                let r = arg_reg::<B, D>(f, k)?;
                 f.ld(r, base, off);
                 r.any()
             }
@@ -199,7 +223,7 @@ fn unmarshal<B: Backend>(f: &mut Func<B>, callee: &B::Code) -> Res<B::Code> {
     let out = f.getreg::<D>(Class::Temp)?;
     f.call(out, Callee::Code(callee), &list);
     f.ret(out);
-    f.end()
+    Ok(f.end()?)
 }
 
 /// The 100-instruction straight line of the cost table.
@@ -276,9 +300,12 @@ fn demo<B: Target>(sig: &str) -> Result<String, Box<dyn std::error::Error>> {
         .iter()
         .find(|t| !matches!(t, Ty::I | Ty::L | Ty::F | Ty::D))
     {
-        return Err(
-            format!("example 4 takes parameters of types i, l, f, d; {sig:?} has {bad}").into(),
-        );
+        return Err(format!(
+            "--sig: example 4 takes parameters of types i, l, f, d (and c, s, passed widened to \
+             int as C does), since its callee converts each to double; {sig} has a parameter of \
+             type {bad}"
+        )
+        .into());
     }
     let mut out = format!(
         "vcode demo: the VCODE paper's examples, generated in place for {}\n",

@@ -73,3 +73,51 @@ fn aarch64_without_the_feature_says_how_to_get_it() {
     assert!(out.is_empty(), "{out}");
     assert!(err.contains("--features aarch64"), "{err}");
 }
+
+/// `--sig` and its limits: a 33rd parameter is an error that says the
+/// limit of 32 (not a bad byte); `%c` and `%s` are accepted (widened to
+/// int) and documented in `--help` with every other letter; signatures
+/// that fill the registers run and compute what Rust computes; one more
+/// integer argument than the stub has registers for is an error that says
+/// so.
+#[test]
+fn signature_limits_are_stated() {
+    let (ok, _, err) = fastpath(&["vcode", "demo", "--sig", &"%i".repeat(33)]);
+    assert!(!ok);
+    assert!(
+        err.contains("has 33 parameters, more than the 32 a function takes"),
+        "{err}"
+    );
+    assert!(!err.contains("at byte"), "{err}");
+
+    let (ok, help, _) = fastpath(&["vcode", "demo", "--help"]);
+    assert!(ok);
+    for letter in [
+        "i (int)",
+        "l (long)",
+        "f (float)",
+        "d",
+        "c (char)",
+        "s (short)",
+    ] {
+        assert!(help.contains(letter), "{letter:?} undocumented in:\n{help}");
+    }
+
+    for sig in [
+        "%c%s%i",
+        &"%i".repeat(9),
+        &"%d".repeat(12),
+        &"%l%f".repeat(6),
+    ] {
+        let (ok, out, err) = fastpath(&["vcode", "demo", "--sig", sig]);
+        assert!(ok, "--sig {sig}: {err}");
+        assert!(out.contains(": ok)"), "--sig {sig}:\n{out}");
+    }
+
+    let (ok, _, err) = fastpath(&["vcode", "demo", "--sig", &"%i".repeat(10)]);
+    assert!(!ok);
+    assert!(
+        err.contains("holds every argument in a register") && err.contains("argument 9 (i)"),
+        "{err}"
+    );
+}

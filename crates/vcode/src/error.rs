@@ -195,6 +195,34 @@ pub enum ErrorKind {
         /// Byte offset of the problem.
         at: usize,
     },
+    /// A parameter type string has more parameters than a function takes.
+    #[error(
+        "parameter type string {sig:?} has {count} parameters, more than the {max} a function takes"
+    )]
+    TooManyParams {
+        /// The string.
+        sig: String,
+        /// Its parameters (counted up to the first one past `max`).
+        count: usize,
+        /// The most a function takes ([`crate::ty::MAX_PARAMS`]).
+        max: usize,
+    },
+    /// `lambda` found no register for a parameter: it keeps every parameter
+    /// in a register, so a signature has at most as many parameters of a
+    /// register file as that file has registers free for them.
+    #[error(
+        "parameter {index} ({ty}) has no free {what} register to arrive in: every parameter \
+         lives in a register, and this signature has more {what} parameters than the target's \
+         {what} registers"
+    )]
+    NoRegisterForParam {
+        /// The parameter's index, from 0.
+        index: usize,
+        /// Its type.
+        ty: Ty,
+        /// `integer` or `float`.
+        what: &'static str,
+    },
     /// A value of one type was used where another was required.
     #[error("type mismatch: expected {expected}, found {found}")]
     TypeMismatch {

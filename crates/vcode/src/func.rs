@@ -195,10 +195,16 @@ fn assign_params(
         }
     }
     let mut out = Shape::EMPTY.regs;
-    for ((&ty, &loc), o) in sig.params().iter().zip(locs).zip(&mut out) {
+    for (index, ((&ty, &loc), o)) in sig.params().iter().zip(locs).zip(&mut out).enumerate() {
         let n = match loc {
             ArgLoc::Reg(n) if conv.keeps_param(ty, loc) => n,
-            _ => alloc.getreg(Class::Temp, ty.is_float()).map_err(err)?,
+            _ => alloc.getreg(Class::Temp, ty.is_float()).map_err(|_| {
+                err(ErrorKind::NoRegisterForParam {
+                    index,
+                    ty,
+                    what: if ty.is_float() { "float" } else { "integer" },
+                })
+            })?,
         };
         *o = AnyReg { ty, n };
     }
