@@ -71,7 +71,7 @@ impl fmt::Display for NotMeasured {
             }
             NotMeasured::BelowResolution { value, resolution } => write!(
                 f,
-                "{} is below the resolution of {}",
+                "{} is below {}, the finest figure this measurement resolves",
                 short(*value),
                 short(*resolution)
             ),
