@@ -73,6 +73,7 @@ fn json_is_refused_by_the_suites_without_it_naming_those_with_it() {
 
 /// Checks one figure of the JSON output: a positive number, or `null` with
 /// a reason (ratios and fuel costs may be any finite number).
+#[cfg(feature = "bench")]
 fn check_figure(row: &serde_json::Value, key: &str, positive: bool) {
     let f = &row[key];
     let name = &row["name"];
