@@ -707,22 +707,7 @@ impl Blocks {
     /// dominating edges are the path from edge node `e` to the root of
     /// `facts`; the first of them from the root that decides, decides.
     fn decided(&self, child: NodeId, e: u32, facts: &FactTree) -> Option<bool> {
-        let b = self.block(child)?;
-        let k = b.leaf.key;
-        let g = facts.group_of(&k)?;
-        let mut x = facts.nearest(e, g);
-        let mut out = None;
-        while let Some(n) = x {
-            let (f, holds) = facts.edge(n);
-            let fk = self.block(f).expect("facts name blocks").leaf.key;
-            if fk.value() == k.value() {
-                out = Some(holds);
-            } else if holds && k.cmp() == Cmp::Eq {
-                out = Some(false);
-            }
-            x = facts.same_group_up[n as usize];
-        }
-        out
+        facts.decide(&self.block(child)?.leaf.key, e)
     }
 
     /// libpcap's first optimizer pass (`opt_loop(.., 0)`), to a fixed
@@ -761,7 +746,7 @@ impl Blocks {
                     tip[id as usize] = Some(f);
                     for holds in [true, false] {
                         let to = self.edge(id, holds);
-                        let e = facts.add_edge(id, holds, f, &self.blocks);
+                        let e = facts.add_edge(id, holds, f);
                         if self.block(to).is_none() {
                             continue;
                         }
@@ -778,6 +763,7 @@ impl Blocks {
                     }
                 }
             }
+            facts.finish();
             let mut changed = false;
             if round == 0 {
                 for &id in levels.iter().flatten() {
@@ -989,17 +975,30 @@ impl Lift {
 /// node `1 + 2 * block + holds` the edge `(block, holds)`, whose parent
 /// is the deepest edge dominating `block`. The edges dominating a block
 /// are the path from its deepest one to the root, root first.
+///
+/// `fold_edge` asks, for an edge and a test, for the first edge from the
+/// root on that path that decides the test: one of the test's group (the
+/// same accumulator value and jump) with the same constant, or, for an
+/// equality, one of its group that held. [`FactTree::finish`] lists each
+/// such class of edges in preorder with the outermost member of each
+/// nested chain, so that the question is a binary search (`O(log n)`),
+/// not a walk along the path.
 struct FactTree {
     lift: Lift,
-    /// Each block's test group: its accumulator value and jump (two
-    /// tests of one group decide each other's outcome).
+    /// Each block's group (two tests of one group decide each other).
     group: Vec<u32>,
     groups: HashMap<Key, u32>,
-    /// Per edge node, the nearest proper ancestor of the same group.
-    same_group_up: Vec<Option<u32>>,
-    /// Per group, the edge node last added (to find the nearest one on a
-    /// path quickly when it is the path just built).
-    present: Vec<bool>,
+    /// Each block's constant.
+    value: Vec<u32>,
+    /// The edge nodes added, in order.
+    added: Vec<u32>,
+    /// Preorder interval of each edge node in the tree.
+    tin: Vec<u32>,
+    tout: Vec<u32>,
+    /// Per class, its edge nodes in preorder and each one's outermost
+    /// ancestor in the class: `(group, value, false)` for the edges of
+    /// one constant, `(group, 0, true)` for the edges that held.
+    classes: HashMap<(u32, u32, bool), Vec<(u32, u32)>>,
 }
 
 impl FactTree {
@@ -1016,22 +1015,30 @@ impl FactTree {
 
     fn new(n: usize, blocks: &[Option<Block>]) -> Self {
         let mut groups = HashMap::new();
-        let group = blocks
-            .iter()
-            .map(|b| match b {
+        let mut group = Vec::with_capacity(n);
+        let mut value = Vec::with_capacity(n);
+        for b in blocks {
+            match b {
                 Some(b) => {
                     let next = groups.len() as u32;
-                    *groups.entry(Self::group_key(&b.leaf.key)).or_insert(next)
+                    group.push(*groups.entry(Self::group_key(&b.leaf.key)).or_insert(next));
+                    value.push(b.leaf.key.value());
                 }
-                None => u32::MAX,
-            })
-            .collect();
+                None => {
+                    group.push(u32::MAX);
+                    value.push(0);
+                }
+            }
+        }
         FactTree {
             lift: Lift::new(1 + 2 * n),
             group,
-            present: vec![false; groups.len()],
             groups,
-            same_group_up: vec![None; 1 + 2 * n],
+            value,
+            added: Vec::new(),
+            tin: Vec::new(),
+            tout: Vec::new(),
+            classes: HashMap::new(),
         }
     }
 
@@ -1039,35 +1046,100 @@ impl FactTree {
         1 + 2 * block + u32::from(holds)
     }
 
-    fn edge(&self, node: u32) -> (NodeId, bool) {
+    fn edge(node: u32) -> (NodeId, bool) {
         ((node - 1) / 2, (node - 1) % 2 == 1)
     }
 
-    fn group_of(&self, k: &Key) -> Option<u32> {
-        let g = *self.groups.get(&Self::group_key(k))?;
-        self.present[g as usize].then_some(g)
-    }
-
     /// Adds edge `(block, holds)` below `parent`; returns its node.
-    fn add_edge(&mut self, block: NodeId, holds: bool, parent: u32, _: &[Option<Block>]) -> u32 {
+    fn add_edge(&mut self, block: NodeId, holds: bool, parent: u32) -> u32 {
         let e = Self::edge_node(block, holds);
         self.lift.set_parent(e, parent);
-        let g = self.group[block as usize];
-        self.present[g as usize] = true;
-        self.same_group_up[e as usize] = self.nearest(parent, g);
+        self.added.push(e);
         e
     }
 
-    /// The nearest node of group `g` on the path from `e` to the root.
-    fn nearest(&self, mut e: u32, g: u32) -> Option<u32> {
-        while e != Self::ROOT {
-            let (b, _) = self.edge(e);
-            if self.group[b as usize] == g {
-                return Some(e);
-            }
-            e = self.lift.up[e as usize * self.lift.log];
+    /// Numbers the tree in preorder and lists the classes, once every
+    /// edge is added.
+    fn finish(&mut self) {
+        let n = self.lift.depth.len();
+        let mut children: Vec<Vec<u32>> = vec![Vec::new(); n];
+        for &e in &self.added {
+            children[self.lift.up[e as usize * self.lift.log] as usize].push(e);
         }
-        None
+        self.tin = vec![0; n];
+        self.tout = vec![0; n];
+        let mut order = Vec::with_capacity(self.added.len());
+        let mut clock = 0;
+        let mut stack = vec![(Self::ROOT, false)];
+        while let Some((v, done)) = stack.pop() {
+            if done {
+                self.tout[v as usize] = clock;
+                continue;
+            }
+            clock += 1;
+            self.tin[v as usize] = clock;
+            if v != Self::ROOT {
+                order.push(v);
+            }
+            stack.push((v, true));
+            stack.extend(children[v as usize].iter().rev().map(|&c| (c, false)));
+        }
+        // Preorder keeps each class sorted; a stack of the members that
+        // contain the current one gives its outermost ancestor.
+        let mut open: HashMap<(u32, u32, bool), Vec<u32>> = HashMap::new();
+        for v in order {
+            let (b, holds) = Self::edge(v);
+            let (g, value) = (self.group[b as usize], self.value[b as usize]);
+            let mut classes = vec![(g, value, false)];
+            if holds {
+                classes.push((g, 0, true));
+            }
+            for c in classes {
+                let stack = open.entry(c).or_default();
+                while stack.last().is_some_and(|&u| !self.contains(u, v)) {
+                    stack.pop();
+                }
+                let top = stack.first().copied().unwrap_or(v);
+                stack.push(v);
+                self.classes.entry(c).or_default().push((v, top));
+            }
+        }
+    }
+
+    /// Whether `u` is `v` or an ancestor of it.
+    fn contains(&self, u: u32, v: u32) -> bool {
+        self.tin[u as usize] <= self.tin[v as usize] && self.tin[v as usize] <= self.tout[u as usize]
+    }
+
+    /// The outermost member of `class` on the path from `e` to the root.
+    fn outermost(&self, class: (u32, u32, bool), e: u32) -> Option<u32> {
+        let members = self.classes.get(&class)?;
+        // The last member numbered at or before `e`: if any member is an
+        // ancestor of `e`, this one lies inside it, so they share the
+        // outermost ancestor.
+        let at = members.partition_point(|&(u, _)| self.tin[u as usize] <= self.tin[e as usize]);
+        let (_, top) = *members.get(at.checked_sub(1)?)?;
+        self.contains(top, e).then_some(top)
+    }
+
+    /// libpcap's `fold_edge` for a test with key `k` entered through
+    /// edge node `e`: the outcome the first deciding edge from the root
+    /// gives, if any.
+    fn decide(&self, k: &Key, e: u32) -> Option<bool> {
+        let g = *self.groups.get(&Self::group_key(k))?;
+        let same = self.outermost((g, k.value(), false), e);
+        let held = if k.cmp() == Cmp::Eq {
+            self.outermost((g, 0, true), e)
+        } else {
+            None
+        };
+        let depth = |u: u32| self.lift.depth[u as usize];
+        match (same, held) {
+            (Some(s), Some(h)) if depth(h) < depth(s) => Some(false),
+            (Some(s), _) => Some(Self::edge(s).1),
+            (None, Some(_)) => Some(false),
+            (None, None) => None,
+        }
     }
 }
 
