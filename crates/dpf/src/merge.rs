@@ -76,6 +76,10 @@ pub struct Analysis {
     pub never: bool,
 }
 
+/// The most atoms a filter contributes to the trie (one trie level
+/// each); a filter with more keeps the rest in its residual.
+pub const MAX_ATOMS: usize = 64;
+
 /// Splits `p` into atoms and a residual.
 ///
 /// The atoms are found to a fixpoint: restricting the program by the
@@ -111,6 +115,13 @@ pub fn analyze(p: &Program) -> Analysis {
         if prog.root == ACCEPT || prog.root == REJECT {
             break;
         }
+    }
+    if atoms.len() > MAX_ATOMS {
+        // The trie is one level per atom: keep its depth (and the stack
+        // its builders and evaluators use) bounded. The atoms dropped
+        // stay in the residual, which then tests them.
+        atoms.truncate(MAX_ATOMS);
+        prog = restrict(p, &atoms);
     }
     match prog.root {
         REJECT => never,
@@ -224,31 +235,65 @@ fn restrict(p: &Program, facts: &[Atom]) -> Program {
     b.finish(root)
 }
 
+/// [`restrict`]'s walk, in the order of a depth-first postorder (then
+/// before else) but with a heap stack: a program may be thousands of tests
+/// deep.
 fn restrict_node(
     p: &Program,
-    id: NodeId,
+    root: NodeId,
     facts: &[Atom],
     b: &mut Builder,
     memo: &mut HashMap<NodeId, NodeId>,
 ) -> NodeId {
-    if let Some(&n) = memo.get(&id) {
-        return n;
+    enum Step {
+        Enter(NodeId),
+        /// The node is decided: it becomes what its successor becomes.
+        Alias(NodeId, NodeId),
+        /// Both successors are done.
+        Build(NodeId),
     }
-    let n = match p.nodes[id as usize] {
-        Node::Reject => REJECT,
-        Node::Accept => ACCEPT,
-        Node::Test { test, then, els } => match outcome(&test, facts) {
-            Some(true) => restrict_node(p, then, facts, b, memo),
-            Some(false) => restrict_node(p, els, facts, b, memo),
-            None => {
-                let then = restrict_node(p, then, facts, b, memo);
-                let els = restrict_node(p, els, facts, b, memo);
-                b.test(test, then, els)
+    let mut stack = vec![Step::Enter(root)];
+    while let Some(step) = stack.pop() {
+        match step {
+            Step::Enter(id) => {
+                if memo.contains_key(&id) {
+                    continue;
+                }
+                match p.nodes[id as usize] {
+                    Node::Reject => {
+                        memo.insert(id, REJECT);
+                    }
+                    Node::Accept => {
+                        memo.insert(id, ACCEPT);
+                    }
+                    Node::Test { test, then, els } => match outcome(&test, facts) {
+                        Some(holds) => {
+                            let to = if holds { then } else { els };
+                            stack.push(Step::Alias(id, to));
+                            stack.push(Step::Enter(to));
+                        }
+                        None => {
+                            stack.push(Step::Build(id));
+                            stack.push(Step::Enter(els));
+                            stack.push(Step::Enter(then));
+                        }
+                    },
+                }
             }
-        },
-    };
-    memo.insert(id, n);
-    n
+            Step::Alias(id, to) => {
+                let n = memo[&to];
+                memo.insert(id, n);
+            }
+            Step::Build(id) => {
+                let Node::Test { test, then, els } = p.nodes[id as usize] else {
+                    unreachable!("only tests are built")
+                };
+                let n = b.test(test, memo[&then], memo[&els]);
+                memo.insert(id, n);
+            }
+        }
+    }
+    memo[&root]
 }
 
 /// Builds a [`Program`] bottom-up (children before parents), sharing
