@@ -98,9 +98,7 @@ pub enum Error {
     /// Parentheses and negations (`not`, `!`) nested deeper than the
     /// parser's nesting limit ([`crate::syntax::Limits::max_nesting`], 64
     /// by default).
-    #[error(
-        "column {column}: parentheses and negations nested more than {limit} deep"
-    )]
+    #[error("column {column}: parentheses and negations nested more than {limit} deep")]
     TooDeep {
         /// The column of the first `(`, `not` or `!` past the limit.
         column: usize,

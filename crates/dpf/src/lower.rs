@@ -1108,7 +1108,8 @@ impl FactTree {
 
     /// Whether `u` is `v` or an ancestor of it.
     fn contains(&self, u: u32, v: u32) -> bool {
-        self.tin[u as usize] <= self.tin[v as usize] && self.tin[v as usize] <= self.tout[u as usize]
+        self.tin[u as usize] <= self.tin[v as usize]
+            && self.tin[v as usize] <= self.tout[u as usize]
     }
 
     /// The outermost member of `class` on the path from `e` to the root.

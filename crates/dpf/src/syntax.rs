@@ -1350,7 +1350,10 @@ impl Drop for Expr {
         fn detach(e: &mut Expr, stack: &mut Vec<Expr>) {
             let mut take = |x: &mut Box<Expr>| {
                 if !matches!(**x, Expr::Prim(_)) {
-                    stack.push(std::mem::replace(&mut **x, Expr::Prim(Primitive::Proto(Proto::Ip))));
+                    stack.push(std::mem::replace(
+                        &mut **x,
+                        Expr::Prim(Primitive::Proto(Proto::Ip)),
+                    ));
                 }
             };
             match e {

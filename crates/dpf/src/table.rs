@@ -199,14 +199,12 @@ impl Table {
         owner: u32,
         priority: i32,
     ) -> Result<FilterId, Error> {
-        self.insert(
-            Installed {
-                owner,
-                priority,
-                source: Some(filter.source),
-                analysis: filter.analysis,
-            },
-        )
+        self.insert(Installed {
+            owner,
+            priority,
+            source: Some(filter.source),
+            analysis: filter.analysis,
+        })
     }
 
     /// Installs several filters (source, owner, priority) with one

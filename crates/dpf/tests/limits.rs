@@ -106,10 +106,7 @@ fn chains_hold_up_to_the_primitive_limit() {
     let ports: Vec<String> = (0..=MAX_PRIMITIVES).map(|p| p.to_string()).collect();
     let src = format!("tcp port {}", ports.join(" or "));
     let e = dpf::parse(&src).unwrap_err();
-    assert!(
-        matches!(e, Error::TooManyPrimitives { .. }),
-        "{e}"
-    );
+    assert!(matches!(e, Error::TooManyPrimitives { .. }), "{e}");
     assert_eq!(e.column(), Some(src.rfind(' ').unwrap() + 2));
 }
 
@@ -126,7 +123,10 @@ fn length_is_limited_before_anything_is_parsed() {
         }
     );
     let e = dpf::parse(&format!("{}tcp", "not ".repeat(30_000))).unwrap_err();
-    assert_eq!(e.to_string(), "the filter is 120003 bytes long; the limit is 65536 bytes");
+    assert_eq!(
+        e.to_string(),
+        "the filter is 120003 bytes long; the limit is 65536 bytes"
+    );
     assert_eq!(e.column(), None);
     // Exactly at the limit is fine (trailing spaces pad it).
     let mut at = alternatives(2);
@@ -143,7 +143,13 @@ fn every_filter_at_the_limits_compiles_on_a_small_stack() {
         // alternating and/or so that no run of one operator flattens it.
         let and_chain = vec!["udp"; MAX_PRIMITIVES].join(" and ");
         let mixed: String = (0..MAX_PRIMITIVES)
-            .map(|i| format!("{}ip[{}] = 1", ["", " and ", " or "][(i > 0) as usize + (i % 2)], i % 40))
+            .map(|i| {
+                format!(
+                    "{}ip[{}] = 1",
+                    ["", " and ", " or "][(i > 0) as usize + (i % 2)],
+                    i % 40
+                )
+            })
             .collect();
         let nested_chains = format!(
             "{}{}{}",

@@ -1401,7 +1401,9 @@ mod tests {
         // ... and what parses stays under the guard.
         let c = confine_filter("udp or tcp", 5).unwrap();
         match &dpf::parse(&c).unwrap() {
-            dpf::syntax::Expr::And(_, rhs) => assert_eq!(**rhs, dpf::parse("udp[8:2] = 5").unwrap()),
+            dpf::syntax::Expr::And(_, rhs) => {
+                assert_eq!(**rhs, dpf::parse("udp[8:2] = 5").unwrap())
+            }
             other => panic!("{other:?}"),
         }
     }

@@ -36,7 +36,10 @@ fn a_filter_being_compiled_holds_up_no_other_client() {
     let engine = engine();
     let mut big = engine.create_endpoint(Config::default(), None).unwrap();
     let chan = big.open_channel(engine.local(), big.id()).unwrap();
-    let (started, done) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+    let (started, done) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    );
     let installer = {
         let (started, done) = (started.clone(), done.clone());
         std::thread::spawn(move || {
@@ -123,7 +126,14 @@ fn the_daemon_answers_a_filter_past_the_limits_with_an_error_and_stays_up() {
     let (st, body) = raw_call(&mut raw, 2, &cfg);
     assert_eq!(st, 0);
     let id = u16::from_le_bytes([body[0], body[1]]);
-    let open = [&id.to_le_bytes()[..], &[10, 0, 0, 1], &7000u16.to_le_bytes(), &id.to_le_bytes(), &[0]].concat();
+    let open = [
+        &id.to_le_bytes()[..],
+        &[10, 0, 0, 1],
+        &7000u16.to_le_bytes(),
+        &id.to_le_bytes(),
+        &[0],
+    ]
+    .concat();
     let (st, _) = raw_call(&mut raw, 3, &open);
     assert_eq!(st, 0);
     let install = |text: &str| {
