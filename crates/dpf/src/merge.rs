@@ -543,61 +543,74 @@ pub fn merge(filters: &[Candidate<'_>]) -> Merged {
 /// Filters during the build: (rank, atoms still to test).
 type Live<'a> = Vec<(u32, &'a [Atom])>;
 
-/// Builds the subtree for `filters`.
+/// Builds the subtree for `filters`: recursion into each arm (one level
+/// per atom, at most [`MAX_ATOMS`]), a loop along the wild chain (one node
+/// per distinct key, which the table's size alone bounds).
 fn build(nodes: &mut Vec<MNode>, needs: &[u32], filters: Live<'_>) -> MNodeId {
-    let min_rank = filters.iter().map(|f| f.0).min().unwrap_or(u32::MAX);
-    let link_need = filters
-        .iter()
-        .map(|f| needs[f.0 as usize])
-        .min()
-        .unwrap_or(0);
-    let mut leaves = Vec::new();
-    let mut rest = Vec::new();
-    for f in filters {
-        if f.1.is_empty() {
-            leaves.push(f.0);
-        } else {
-            rest.push(f);
+    let mut filters = filters;
+    let mut first: Option<MNodeId> = None;
+    let mut prev: Option<MNodeId> = None;
+    loop {
+        let min_rank = filters.iter().map(|f| f.0).min().unwrap_or(u32::MAX);
+        let link_need = filters
+            .iter()
+            .map(|f| needs[f.0 as usize])
+            .min()
+            .unwrap_or(0);
+        let mut leaves = Vec::new();
+        let mut rest = Vec::new();
+        for f in filters {
+            if f.1.is_empty() {
+                leaves.push(f.0);
+            } else {
+                rest.push(f);
+            }
         }
-    }
-    leaves.sort_unstable();
-    let id = nodes.len() as MNodeId;
-    nodes.push(MNode {
-        leaves,
-        dispatch: None,
-        wild: None,
-        min_rank,
-        link_need,
-    });
-    let Some(key) = rest.iter().map(|f| f.1[0].key).min() else {
-        return id;
-    };
-    let (on_key, wild): (Vec<_>, Vec<_>) = rest.into_iter().partition(|f| f.1[0].key == key);
-    let mut groups: Vec<(u32, Live<'_>)> = Vec::new();
-    let mut on_key = on_key;
-    on_key.sort_by_key(|f| f.1[0].value);
-    for (rank, atoms) in on_key {
-        let v = atoms[0].value;
-        match groups.last_mut() {
-            Some((gv, g)) if *gv == v => g.push((rank, &atoms[1..])),
-            _ => groups.push((v, vec![(rank, &atoms[1..])])),
+        leaves.sort_unstable();
+        let id = nodes.len() as MNodeId;
+        nodes.push(MNode {
+            leaves,
+            dispatch: None,
+            wild: None,
+            min_rank,
+            link_need,
+        });
+        match prev {
+            Some(p) => nodes[p as usize].wild = Some(id),
+            None => first = Some(id),
         }
+        let first = first.expect("set above");
+        let Some(key) = rest.iter().map(|f| f.1[0].key).min() else {
+            return first;
+        };
+        let (on_key, wild): (Vec<_>, Vec<_>) = rest.into_iter().partition(|f| f.1[0].key == key);
+        let mut groups: Vec<(u32, Live<'_>)> = Vec::new();
+        let mut on_key = on_key;
+        on_key.sort_by_key(|f| f.1[0].value);
+        for (rank, atoms) in on_key {
+            let v = atoms[0].value;
+            match groups.last_mut() {
+                Some((gv, g)) if *gv == v => g.push((rank, &atoms[1..])),
+                _ => groups.push((v, vec![(rank, &atoms[1..])])),
+            }
+        }
+        let keys: Vec<u32> = groups.iter().map(|g| g.0).collect();
+        let strategy = choose_strategy(&keys);
+        let arms = groups
+            .into_iter()
+            .map(|(v, g)| (v, build(nodes, needs, g)))
+            .collect();
+        nodes[id as usize].dispatch = Some(Dispatch {
+            key,
+            arms,
+            strategy,
+        });
+        if wild.is_empty() {
+            return first;
+        }
+        prev = Some(id);
+        filters = wild;
     }
-    let keys: Vec<u32> = groups.iter().map(|g| g.0).collect();
-    let strategy = choose_strategy(&keys);
-    let arms = groups
-        .into_iter()
-        .map(|(v, g)| (v, build(nodes, needs, g)))
-        .collect();
-    let wild = (!wild.is_empty()).then(|| build(nodes, needs, wild));
-    let node = &mut nodes[id as usize];
-    node.dispatch = Some(Dispatch {
-        key,
-        arms,
-        strategy,
-    });
-    node.wild = wild;
-    id
 }
 
 impl Dispatch {
@@ -643,29 +656,36 @@ impl Merged {
             .map(|r| self.entries[r as usize].owner)
     }
 
+    /// Evaluates the subtree at `id`: recursion into a dispatch's arm
+    /// (one level per atom, at most [`MAX_ATOMS`]), a loop along the wild
+    /// chain (one node per distinct key, unbounded).
     fn eval(&self, id: MNodeId, pkt: &[u8], best: &mut u32) {
-        let n = &self.nodes[id as usize];
-        if n.min_rank >= *best {
-            return;
-        }
-        for &r in &n.leaves {
-            if r >= *best {
-                break;
+        let mut id = id;
+        loop {
+            let n = &self.nodes[id as usize];
+            if n.min_rank >= *best {
+                return;
             }
-            let residual = &self.entries[r as usize].residual;
-            if residual.as_ref().is_none_or(|p| p.matches(pkt)) {
-                *best = r;
-                break;
+            for &r in &n.leaves {
+                if r >= *best {
+                    break;
+                }
+                let residual = &self.entries[r as usize].residual;
+                if residual.as_ref().is_none_or(|p| p.matches(pkt)) {
+                    *best = r;
+                    break;
+                }
             }
-        }
-        if let Some(d) = &n.dispatch {
-            let child = d.key.field.load(pkt).and_then(|v| d.find(v & d.key.mask));
-            if let Some(c) = child {
-                self.eval(c, pkt, best);
+            if let Some(d) = &n.dispatch {
+                let child = d.key.field.load(pkt).and_then(|v| d.find(v & d.key.mask));
+                if let Some(c) = child {
+                    self.eval(c, pkt, best);
+                }
             }
-        }
-        if let Some(w) = n.wild {
-            self.eval(w, pkt, best);
+            match n.wild {
+                Some(w) => id = w,
+                None => return,
+            }
         }
     }
 

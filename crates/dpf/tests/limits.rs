@@ -209,3 +209,28 @@ fn a_many_atom_filter_keeps_its_meaning() {
     }
     assert_eq!(r.classify(&pkt[..99]), None, "one byte short");
 }
+
+#[test]
+fn a_table_of_many_distinct_keys_merges_and_classifies_on_a_small_stack() {
+    // Each filter tests its own byte: the trie's wild chain is one node
+    // per filter, built, compiled and evaluated without recursion.
+    on_small_stack(|| {
+        let n = 3000usize;
+        let srcs: Vec<String> = (0..n).map(|i| format!("ether[{i}] = 1")).collect();
+        let mut t = dpf::Table::new();
+        t.install_many(
+            srcs.iter()
+                .enumerate()
+                .map(|(i, s)| (s.as_str(), i as u32, 0)),
+        )
+        .unwrap();
+        let mut r = t.reader();
+        let mut pkt = vec![0u8; n];
+        pkt[n - 1] = 1;
+        assert_eq!(r.classify(&pkt), Some(n as u32 - 1));
+        assert_eq!(t.classifier().classify_reference(&pkt), Some(n as u32 - 1));
+        pkt[7] = 1;
+        assert_eq!(r.classify(&pkt), Some(7));
+        assert_eq!(r.classify(&pkt[..n - 1]), Some(7));
+    });
+}
