@@ -51,7 +51,7 @@ pub mod table_file;
 
 pub use error::Error;
 pub use lower::dump;
-pub use table::{Batch, Classifier, FilterId, Reader, Table};
+pub use table::{Batch, Classifier, FilterId, Prepared, Reader, Table};
 
 /// Parses a filter in dpf's pcap-filter(7) subset (see [`syntax`]).
 pub fn parse(src: &str) -> Result<syntax::Expr, Error> {

@@ -423,3 +423,29 @@ fn output_is_text_for_people_and_json_for_scripts() {
     assert_eq!(v["no_match"], 1);
     assert_eq!(v["complete"], true);
 }
+
+#[test]
+fn check_rejects_filters_past_the_limits_with_an_error_not_an_abort() {
+    // 120 KB of negations: past the length limit.
+    let long = format!("{}tcp", "not ".repeat(30_000));
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_fastpath"))
+        .args(["filter", "check", &long])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "an error exit, not a signal");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("the filter is 120003 bytes long; the limit is 65536 bytes"),
+        "{err}"
+    );
+    // 4,000 negations fit the length but not the nesting: the column of
+    // the first one too deep, with a caret under it.
+    let deep = format!("{}udp", "!".repeat(4000));
+    let (ok, _, err) = fastpath(&["filter", "check", &deep]);
+    assert!(!ok);
+    assert!(
+        err.contains("column 65: parentheses and negations nested more than 64 deep"),
+        "{err}"
+    );
+    assert!(err.contains(&format!("\n  {}^", " ".repeat(64))), "{err}");
+}

@@ -560,8 +560,8 @@ fn confine_filter(text: &str, id: u16) -> Result<String, String> {
     let guard_text = format!("udp[8:2] = {id}");
     let confined = format!("({text}) and {guard_text}");
     let guard = dpf::parse(&guard_text).map_err(err)?;
-    match dpf::parse(&confined).map_err(err)? {
-        dpf::syntax::Expr::And(_, rhs) if *rhs == guard => Ok(confined),
+    match &dpf::parse(&confined).map_err(err)? {
+        dpf::syntax::Expr::And(_, rhs) if **rhs == guard => Ok(confined),
         _ => Err(format!(
             "filter {text:?} cannot be confined to endpoint {id}"
         )),
@@ -1400,8 +1400,10 @@ mod tests {
         }
         // ... and what parses stays under the guard.
         let c = confine_filter("udp or tcp", 5).unwrap();
-        match dpf::parse(&c).unwrap() {
-            dpf::syntax::Expr::And(_, rhs) => assert_eq!(*rhs, dpf::parse("udp[8:2] = 5").unwrap()),
+        match &dpf::parse(&c).unwrap() {
+            dpf::syntax::Expr::And(_, rhs) => {
+                assert_eq!(**rhs, dpf::parse("udp[8:2] = 5").unwrap())
+            }
             other => panic!("{other:?}"),
         }
     }

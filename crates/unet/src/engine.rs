@@ -1033,21 +1033,25 @@ impl Engine {
         Ok(port)
     }
 
-    /// Installs `filter` in the table and records its reach. The engine's
-    /// reach grows before the filter is published, so that frames built
-    /// from then on carry every byte it reads; a frame built before and
-    /// classified after loses nothing but the new filter's verdict, as if
-    /// it had been classified a moment earlier.
+    /// Installs a filter prepared (parsed, lowered, analyzed) before any
+    /// lock was taken, and records its reach: under the locks only the
+    /// table is merged and published, so a large filter's compilation
+    /// holds up no other client, and one that does not compile never
+    /// reaches the engine. The engine's reach grows before the filter is
+    /// published, so that frames built from then on carry every byte it
+    /// reads; a frame built before and classified after loses nothing but
+    /// the new filter's verdict, as if it had been classified a moment
+    /// earlier.
     fn install(
         &self,
-        filter: &str,
+        filter: dpf::Prepared,
         owner: u32,
         priority: i32,
     ) -> Result<dpf::FilterId, EngineError> {
-        let reach = dpf::compile(filter).map(|p| program_reach(&p))?;
+        let reach = program_reach(filter.program());
         let mut reaches = lock(&self.inner.reaches);
         self.inner.reach.fetch_max(reach, Ordering::AcqRel);
-        let installed = lock(&self.inner.table).install(filter, owner, priority);
+        let installed = lock(&self.inner.table).install_prepared(filter, owner, priority);
         if let Ok(fid) = installed {
             reaches.insert(fid, reach);
         }
@@ -1105,20 +1109,20 @@ impl Engine {
         opts: ChannelOptions,
     ) -> Result<u16, EngineError> {
         let port = self.port_or_err(id)?;
-        let _c = lock(&self.inner.control);
         let local = self.inner.local;
+        let filter = dpf::Table::prepare(&format!(
+            "udp and src host {} and udp src port {} and dst host {} and udp dst port {} and udp[8:2] = {} and udp[10:2] = {}",
+            remote.ip, remote.port, local.ip, local.port, id, remote_ep
+        ))?;
+        let _c = lock(&self.inner.control);
         let mut filters = lock(&port.filters);
         let tag = (0..=u16::MAX)
             .find(|&t| filters.get(usize::from(t)).is_none_or(Option::is_none))
             .ok_or(EngineError::Exhausted(
                 "every channel tag of this endpoint is in use",
             ))?;
-        let filter = format!(
-            "udp and src host {} and udp src port {} and dst host {} and udp dst port {} and udp[8:2] = {} and udp[10:2] = {}",
-            remote.ip, remote.port, local.ip, local.port, id, remote_ep
-        );
         let owner = u32::from(id) << 16 | u32::from(tag);
-        let fid = self.install(&filter, owner, 0)?;
+        let fid = self.install(filter, owner, 0)?;
         let hdr = frame::FrameHeader {
             src_mac: frame::MacAddr::from_ip(local.ip).0,
             dst_mac: frame::MacAddr::from_ip(remote.ip).0,
@@ -1160,6 +1164,8 @@ impl Engine {
         priority: i32,
     ) -> Result<dpf::FilterId, EngineError> {
         let port = self.port_or_err(id)?;
+        // Compiled before the engine-wide lock: see `Engine::install`.
+        let filter = dpf::Table::prepare(filter)?;
         let _c = lock(&self.inner.control);
         let mut filters = lock(&port.filters);
         let ch = filters
