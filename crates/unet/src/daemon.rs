@@ -553,12 +553,22 @@ pub(crate) fn reply_frame(status: u8, payload: &[u8]) -> Vec<u8> {
 /// through the daemon: `(text) and udp[8:2] = id`, which matches only
 /// frames addressed to endpoint `id`. The result is parsed and its root
 /// checked to be that conjunction, so no text (unbalanced parentheses
-/// included) escapes the confinement.
+/// included) escapes the confinement. The client's text is checked against
+/// dpf's limits less what the confinement adds (one level of parentheses,
+/// one primitive, the guard's bytes), so a filter is refused, with the
+/// column in the client's own text, exactly when its confined form would
+/// be.
 fn confine_filter(text: &str, id: u16) -> Result<String, String> {
     let err = |e: dpf::Error| format!("filter: {e}");
-    dpf::parse(text).map_err(err)?;
     let guard_text = format!("udp[8:2] = {id}");
     let confined = format!("({text}) and {guard_text}");
+    let full = dpf::syntax::Limits::default();
+    let room = dpf::syntax::Limits {
+        max_len: full.max_len - (confined.len() - text.len()),
+        max_nesting: full.max_nesting - 1,
+        max_primitives: full.max_primitives - 1,
+    };
+    dpf::syntax::parse_with(text, &room).map_err(err)?;
     let guard = dpf::parse(&guard_text).map_err(err)?;
     match &dpf::parse(&confined).map_err(err)? {
         dpf::syntax::Expr::And(_, rhs) if **rhs == guard => Ok(confined),
@@ -1406,6 +1416,28 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_filter_is_refused_at_the_client_column_exactly_when_its_confined_form_would_be() {
+        use dpf::syntax::{MAX_FILTER_LEN, MAX_NESTING, MAX_PRIMITIVES};
+        // One level short of the limit: confined, it is at the limit and
+        // installs.
+        let ok = format!("{}udp", "!".repeat(MAX_NESTING - 1));
+        let c = confine_filter(&ok, 5).unwrap();
+        assert!(dpf::parse(&c).is_ok());
+        // At the limit on its own: refused, at the column of the client's
+        // own text where the confined form goes past it.
+        let deep = format!("{}udp", "!".repeat(MAX_NESTING));
+        let e = confine_filter(&deep, 5).unwrap_err();
+        assert!(e.contains(&format!("column {MAX_NESTING}:")), "{e}");
+        // Primitives and length, likewise.
+        let many = vec!["udp"; MAX_PRIMITIVES].join(" or ");
+        assert!(confine_filter(&many, 5).is_err());
+        let fits = vec!["udp"; MAX_PRIMITIVES - 1].join(" or ");
+        assert!(dpf::parse(&confine_filter(&fits, 5).unwrap()).is_ok());
+        let long = format!("udp{}", " ".repeat(MAX_FILTER_LEN - 3));
+        assert!(confine_filter(&long, 65535).unwrap_err().contains("limit"));
     }
 
     proptest! {
