@@ -1236,6 +1236,12 @@ impl Engine {
             // Delivered with the transmit side still locked: the next
             // descriptors of this endpoint wait until these have arrived.
             self.pump(out);
+            // Only now, with every byte of these messages copied (a frame
+            // to an endpoint of this engine reads the rest of its message
+            // from the sender's buffer area during delivery), do the
+            // descriptors complete: once the application sees the index
+            // move, no byte of the message will be read again.
+            tx.tx.publish();
         }
         taken
     }
@@ -1654,7 +1660,9 @@ fn take_tx(tx: &mut TxSide, port: &Port) -> usize {
             status: status as u16,
             ..d
         });
-        tx.tx.advance();
+        // Taken, not yet completed: [`Engine::service`] publishes the
+        // consumer index after the frames are delivered.
+        tx.tx.take();
     }
     n
 }
