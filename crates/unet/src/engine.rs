@@ -194,20 +194,61 @@ fn bump_shared(c: &AtomicU64) {
     c.fetch_add(1, Ordering::Relaxed);
 }
 
-/// What the engine counts for itself.
+/// What the engine counts for itself. With [`PortCounts`] this accounts
+/// for every message the engine takes: each frame is delivered, or dropped
+/// and counted under exactly one of the reasons below or an endpoint's.
+///
+/// The `transport_*` fields are the transport's own counters
+/// ([`crate::transport::TransportStats`]) of frames it accepted and then
+/// lost, read when the counts are taken: between two engines on one
+/// `loop` hub, frames the sender handed out (`frames_out`) are the
+/// receiver's `frames_in` plus the sender's `transport_no_route` and
+/// `transport_queue_full`.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct EngineCounts {
     /// Frames received from the transport (frames an engine sends to its
     /// own address are delivered without it and not counted here).
     pub frames_in: u64,
-    /// Frames that matched no filter (dropped).
+    /// Frames that matched no filter, or whose endpoint is gone (dropped).
     pub unmatched: u64,
     /// Frames that failed the header check (dropped).
     pub malformed: u64,
     /// Frames handed to the transport.
     pub frames_out: u64,
-    /// Frames the transport refused or failed to send.
+    /// Frames the transport refused or failed to send (`udp`: the socket
+    /// buffer stayed full, `sendmmsg` failed; `packet`: the transmit ring
+    /// stayed full), dropped.
     pub send_errors: u64,
+    /// Frames the transport took but could not route: no port attached at
+    /// the destination address (`loop`), dropped.
+    pub transport_no_route: u64,
+    /// Frames the transport took but the destination's queue was full
+    /// (`loop`: 1,024 frames or 4 MiB by default), dropped.
+    pub transport_queue_full: u64,
+    /// Frames lost on the way in before the transport saw them, where the
+    /// system reports it (`udp`: socket buffer overflows; `packet`: receive
+    /// ring overruns).
+    pub transport_overruns: u64,
+    /// Frames that arrived but were not unet frames (the transport dropped
+    /// them before the engine's header check).
+    pub transport_not_unet: u64,
+    /// Frames that were waiting for an endpoint's applet when the endpoint
+    /// was closed, or arrived for it while it closed (dropped).
+    pub closed: u64,
+}
+
+impl EngineCounts {
+    /// Frames lost at this engine or its transport, every reason summed.
+    pub fn dropped(&self) -> u64 {
+        self.unmatched
+            + self.malformed
+            + self.send_errors
+            + self.transport_no_route
+            + self.transport_queue_full
+            + self.transport_overruns
+            + self.transport_not_unet
+            + self.closed
+    }
 }
 
 #[derive(Debug, Default)]
@@ -217,6 +258,7 @@ struct EngineStats {
     malformed: AtomicU64,
     frames_out: AtomicU64,
     send_errors: AtomicU64,
+    closed: AtomicU64,
 }
 
 /// Options of a channel.
@@ -755,6 +797,10 @@ pub struct Port {
     inbox: CacheLine<Mutex<Inbox>>,
     /// Whether `inbox` holds frames (changed under its lock).
     pending: AtomicBool,
+    /// Set when the endpoint is removed (under the receive side's lock and
+    /// the inbox's): frames that reach it from then on are counted as
+    /// [`EngineCounts::closed`], not delivered.
+    closed: AtomicBool,
     /// The thread that last drove this endpoint from its application
     /// ([`Port::claim`]): frames for its applet that arrive on that thread
     /// skip the inbox.
@@ -936,8 +982,10 @@ impl Engine {
         self.inner.local
     }
 
-    /// The engine's counters.
+    /// The engine's counters, with its transport's losses (this takes the
+    /// transport's lock for a moment).
     pub fn counts(&self) -> EngineCounts {
+        let t = lock(&self.inner.transport).stats();
         let s = &self.inner.stats;
         let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
         EngineCounts {
@@ -946,6 +994,11 @@ impl Engine {
             malformed: l(&s.malformed),
             frames_out: l(&s.frames_out),
             send_errors: l(&s.send_errors),
+            transport_no_route: t.tx_no_route,
+            transport_queue_full: t.tx_queue_full,
+            transport_overruns: t.rx_overruns,
+            transport_not_unet: t.rx_dropped,
+            closed: l(&s.closed),
         }
     }
 
@@ -1020,6 +1073,7 @@ impl Engine {
             rx: CacheLine(Mutex::new(rx)),
             inbox: CacheLine(Mutex::new(Inbox::default())),
             pending: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
             owner: AtomicU64::new(0),
             filters: Mutex::new(Vec::new()),
             stats,
@@ -1090,7 +1144,23 @@ impl Engine {
             let _ = self.uninstall(f);
         }
         port.has_applet.store(false, Ordering::Release);
-        lock(&port.rx).applet = None;
+        let mut rx = lock(&port.rx);
+        rx.applet = None;
+        // Frames waiting for the applet, or delivered from now on by a
+        // thread that found the port before it left the table, are counted
+        // as lost to the closing.
+        let mut inbox = lock(&port.inbox);
+        port.closed.store(true, Ordering::Release);
+        let waiting = inbox.chans.len() as u64;
+        inbox.chans.clear();
+        inbox.frames.clear();
+        port.pending.store(false, Ordering::Release);
+        self.inner
+            .stats
+            .closed
+            .fetch_add(waiting, Ordering::Relaxed);
+        drop(inbox);
+        drop(rx);
         Ok(())
     }
 
@@ -1425,15 +1495,19 @@ impl Engine {
         if port.has_applet.load(Ordering::Acquire)
             && port.owner.load(Ordering::Relaxed) != thread_token()
         {
-            enqueue(port, chan, f, tail);
+            enqueue(port, chan, f, tail, s);
             return;
         }
         let mut rx = lock(&port.rx);
+        if port.closed.load(Ordering::Acquire) {
+            bump_shared(&s.closed);
+            return;
+        }
         // Frames still waiting for an applet removed since keep their
         // place: this one waits behind them.
         if port.pending.load(Ordering::Acquire) {
             drop(rx);
-            enqueue(port, chan, f, tail);
+            enqueue(port, chan, f, tail, s);
             return;
         }
         receive(port, &mut rx, chan, f, tail, made);
@@ -1504,10 +1578,15 @@ impl Drop for Inner {
     }
 }
 
-/// Puts a frame in `port`'s inbox for its applet, or drops it (counted as
-/// a full receive queue) if the inbox is full.
-fn enqueue(port: &Port, chan: u16, f: &[u8], tail: Option<&Tail>) {
+/// Puts a frame in `port`'s inbox for its applet, or drops it: counted as
+/// a full receive queue if the inbox is full, as closed if the endpoint is.
+fn enqueue(port: &Port, chan: u16, f: &[u8], tail: Option<&Tail>, s: &EngineStats) {
     let mut inbox = lock(&port.inbox);
+    if port.closed.load(Ordering::Acquire) {
+        drop(inbox);
+        bump_shared(&s.closed);
+        return;
+    }
     if inbox.chans.len() >= INBOX_FRAMES {
         drop(inbox);
         bump_shared(&port.stats.rx_queue_full);
