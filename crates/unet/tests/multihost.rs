@@ -114,7 +114,7 @@ fn endpoint(
     hosts: &TwoHosts,
     me: usize,
     applet: Option<&[u8]>,
-    meet: &Meet<u16>,
+    meet: &Meet<u32>,
 ) -> (Endpoint, u16) {
     let engine = engine(via, hosts, me);
     let mut ep = engine

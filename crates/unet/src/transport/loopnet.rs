@@ -799,7 +799,9 @@ mod tests {
         .unwrap();
         let mut pa = net.attach(a).unwrap();
         let mut pb = net.attach(b).unwrap();
-        let big: Vec<Vec<u8>> = (0..6).map(|i| frame(a, b, i, 1942)).collect();
+        let big: Vec<Vec<u8>> = (0..6)
+            .map(|i| frame(a, b, i, 2000 - HEADER_LEN - 8))
+            .collect();
         assert_eq!(big[0].len(), 2000);
         let refs: Vec<&[u8]> = big.iter().map(|f| &f[..]).collect();
         pa.send(&refs).unwrap();
@@ -830,7 +832,7 @@ mod tests {
                         a,
                         b,
                         round * 10 + k,
-                        ((round * 37 + k * 101) % 940) as usize,
+                        ((round * 37 + k * 101) % (1000 - HEADER_LEN as u64 - 8 + 1)) as usize,
                     )
                 })
                 .collect();

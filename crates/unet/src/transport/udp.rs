@@ -566,7 +566,7 @@ mod tests {
     fn frames_round_trip_and_the_rebuilt_header_equals_what_loop_carries() {
         let (mut a, mut b) = pair();
         let (la, lb) = (a.local(), b.local());
-        let frames: Vec<Vec<u8>> = [0usize, 1, 56, 57, 1024, 4096, 65499]
+        let frames: Vec<Vec<u8>> = [0usize, 1, 56, 57, 1024, 4096, crate::frame::MAX_PAYLOAD]
             .iter()
             .enumerate()
             .map(|(i, &len)| frame(la, lb, i as u32, len, i % 2 == 1))
@@ -654,14 +654,14 @@ mod tests {
     fn datagrams_that_are_not_unet_frames_are_counted_and_dropped() {
         let (_, mut b) = pair();
         let raw = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        raw.send_to(b"1234567", std::net::SocketAddrV4::from(b.local()))
+        raw.send_to(b"12345678901", std::net::SocketAddrV4::from(b.local()))
             .unwrap();
-        raw.send_to(b"12345678", std::net::SocketAddrV4::from(b.local()))
+        raw.send_to(b"123456789012", std::net::SocketAddrV4::from(b.local()))
             .unwrap();
         let got = recv_n(&mut b, 1);
         assert_eq!(got.len(), 1);
         assert_eq!(got[0].len(), HEADER_LEN);
-        assert_eq!(&got[0][WIRE_HEADER_LEN..], b"12345678");
+        assert_eq!(&got[0][WIRE_HEADER_LEN..], b"123456789012");
         assert_eq!(b.stats().rx_dropped, 1);
         // The datagram's reserved field is not zero: the frame arrives as
         // it came, and the engine's parse rejects it.
