@@ -1,5 +1,5 @@
 //! The engine as a daemon (`fastpath engine`): applications in other
-//! processes get their endpoints over a Unix socket (issue 12, item 5).
+//! processes get their endpoints over a Unix socket.
 //!
 //! U-Net (§2) leaves to the operating system what is off the data path:
 //! creating an endpoint, mapping its memory into the application, and
@@ -53,7 +53,9 @@
 //!   naming any other id is refused with "endpoint N is not yours", whether
 //!   or not N exists. A filter installed through the daemon is confined to
 //!   frames addressed to the caller's endpoint (it is installed as
-//!   `(text) and udp[8:2] = id`), so no process can take another's traffic.
+//!   `(text) and (udp[8:2] = slot and udp[14:2] = generation)`), so no
+//!   process can take another's traffic, nor the traffic of an endpoint
+//!   that held the same slot before.
 //!   A connection holds at most [`ServeOptions::max_endpoints`] endpoints;
 //!   the daemon serves at most [`ServeOptions::max_connections`] at once.
 //! - **Reclaim.** When a connection closes, because the application closed

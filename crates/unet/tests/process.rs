@@ -1,4 +1,4 @@
-//! Applications in other processes (issue 12, item 5): an engine serves
+//! Applications in other processes: an engine serves
 //! endpoints over a Unix socket (`unet::daemon`) and real child processes
 //! use them through `unet::client`, mapping the `memfd` they receive.
 //!

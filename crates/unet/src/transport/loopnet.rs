@@ -53,7 +53,7 @@ pub struct LoopConfig {
     /// Most frames queued at a port. Default 1024.
     pub queue_frames: usize,
     /// Largest frame, header included ([`Transport::max_frame`]); at least
-    /// the 50-byte header. Default [`DEFAULT_MAX_FRAME`].
+    /// the 54-byte header. Default [`DEFAULT_MAX_FRAME`].
     pub max_frame: usize,
 }
 
@@ -488,7 +488,7 @@ impl Transport for LoopPort {
                 self.stats.tx_rejected += 1;
                 return Err(e);
             }
-            // The frame is at least 50 bytes long, so it has a destination.
+            // The frame is at least 54 bytes long, so it has a destination.
             let dst = peek_dst(frames[i]);
             let mut j = i + 1;
             while j < frames.len() && ok(frames[j]) && peek_dst(frames[j]) == dst {

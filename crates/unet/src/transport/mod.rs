@@ -40,7 +40,7 @@ pub use udp::UdpTransport;
 
 /// A way to send and receive unet frames.
 pub trait Transport: Send {
-    /// Sends complete frames (each starts with the 50-byte header); returns
+    /// Sends complete frames (each starts with the 54-byte header); returns
     /// how many were accepted (see the module documentation for the exact
     /// contract). Never blocks indefinitely. A frame larger than
     /// [`max_frame`](Transport::max_frame) is an error for that frame only.

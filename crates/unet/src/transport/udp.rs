@@ -20,7 +20,7 @@
 //! set, the rebuilt header carries the checksum recomputed over what
 //! arrived, so that [`verify_udp_checksum`](crate::frame::verify_udp_checksum)
 //! holds on every transport. Anything that is not a unet frame (a datagram
-//! shorter than the 8-byte unet header) is counted and dropped.
+//! shorter than the 12-byte unet header) is counted and dropped.
 //!
 //! The sockets are non-blocking and have 4 MiB buffers (forced past
 //! `net.core.rmem_max` when the process may), so that a burst does not
@@ -241,7 +241,7 @@ fn rebuild(
     let frame = &mut slot[..WIRE_HEADER_LEN + dlen];
     let flags = u16::from_be_bytes([frame[UNET_FLAGS], frame[UNET_FLAGS + 1]]);
     if flags & FLAG_UDP_CHECKSUM != 0 {
-        // The frame is at least 50 bytes long: this cannot fail.
+        // The frame is at least 54 bytes long: this cannot fail.
         let _ = frame::set_udp_checksum(frame);
     }
 }
@@ -291,7 +291,7 @@ impl Transport for UdpTransport {
             let mut msgs = [const { MaybeUninit::<libc::mmsghdr>::uninit() }; SEND_BATCH];
             for k in 0..n {
                 let f = frames[done + k];
-                // At least 50 bytes long: it has a destination.
+                // At least 54 bytes long: it has a destination.
                 let dst = peek_dst(f).unwrap_or(Addr::new(Ipv4Addr::UNSPECIFIED, 0));
                 self.tx_names[k] = sockaddr_in(dst);
                 let data = &f[WIRE_HEADER_LEN..];
