@@ -103,8 +103,20 @@ fn serve(args: &EngineArgs) -> Result<(), Box<dyn Error>> {
     engine.stop();
     let c = engine.counts();
     println!(
-        "fastpath engine: {} frames in, {} out, {} unmatched, {} malformed, {} send errors",
-        c.frames_in, c.frames_out, c.unmatched, c.malformed, c.send_errors
+        "fastpath engine: {} frames in, {} out, {} unmatched, {} malformed, {} send errors, \
+         {} dropped by the transport (no route {}, queue full {}, overruns {}, not unet {}), \
+         {} lost to closed endpoints",
+        c.frames_in,
+        c.frames_out,
+        c.unmatched,
+        c.malformed,
+        c.send_errors,
+        c.transport_no_route + c.transport_queue_full + c.transport_overruns + c.transport_not_unet,
+        c.transport_no_route,
+        c.transport_queue_full,
+        c.transport_overruns,
+        c.transport_not_unet,
+        c.closed
     );
     Ok(())
 }
