@@ -125,7 +125,7 @@ fn the_daemon_answers_a_filter_past_the_limits_with_an_error_and_stays_up() {
         .collect();
     let (st, body) = raw_call(&mut raw, 2, &cfg);
     assert_eq!(st, 0);
-    let id = u16::from_le_bytes([body[0], body[1]]);
+    let id = u32::from_le_bytes([body[0], body[1], body[2], body[3]]);
     let open = [
         &id.to_le_bytes()[..],
         &[10, 0, 0, 1],
@@ -153,7 +153,7 @@ fn the_daemon_answers_a_filter_past_the_limits_with_an_error_and_stays_up() {
     assert_eq!(st, 1, "{text}");
     assert_eq!(
         text,
-        "filter: column 65: parentheses and negations nested more than 64 deep"
+        "filter: column 64: parentheses and negations nested more than 63 deep"
     );
     // 3,000 nested parentheses and a 64 KiB chain: errors too.
     for bad in [
