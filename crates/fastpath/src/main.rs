@@ -25,9 +25,12 @@ mod bench_jive;
 mod demo;
 mod engine_cmd;
 mod esp_cmd;
+mod figures;
 mod filter;
 mod idl_cmd;
 mod ilp_demo;
+mod preemption;
+mod signals;
 mod vcode_demo;
 
 /// fastpath: fast paths for communication software.
@@ -141,6 +144,7 @@ fn bench(suite: &str) -> ExitCode {
                     rounds: 40_000,
                     messages: 200_000,
                     netns: false,
+                    json: false,
                 };
                 if demo::run(&args) != ExitCode::SUCCESS {
                     code = ExitCode::FAILURE;
