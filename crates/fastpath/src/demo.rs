@@ -966,6 +966,9 @@ fn bandwidth(
         let _done = done;
         let (mut got, mut bytes) = (0u64, 0u64);
         let start = Instant::now();
+        // A busy machine may take long over a cell; a stall is no
+        // message for 30 s.
+        let mut last = start;
         let mut wait = Backoff::default();
         loop {
             // The message is read in place, where the engine put it (the
@@ -978,6 +981,7 @@ fn bandwidth(
             if let Some(n) = arrived {
                 got += 1;
                 bytes += n as u64;
+                last = Instant::now();
                 if app_ack && got % 25 == 0 {
                     send_all(&mut b, ba, &(got as u32).to_le_bytes()).map_err(|e| e.to_string())?;
                 }
@@ -994,9 +998,9 @@ fn bandwidth(
                 if theirs != u64::MAX && got + ours + theirs >= messages {
                     return Ok((bytes, start.elapsed(), ours + theirs));
                 }
-                if start.elapsed() > Duration::from_secs(30) {
+                if last.elapsed() > Duration::from_secs(30) {
                     return Err(format!(
-                        "{got} of {messages} messages after 30 s, {ours} dropped at the receiver \
+                        "{got} of {messages} messages, then none for 30 s, {ours} dropped at the receiver \
                          (the receiver's {})",
                         counts_text(&mut b)
                     ));
