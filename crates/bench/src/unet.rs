@@ -1,4 +1,4 @@
-//! Benchmark workloads of `unet` (issue 12, "Benchmarks"): the U-Net/SLE
+//! Benchmark workloads of `unet`: the U-Net/SLE
 //! paper's §5 measurements of endpoints and applets (Figure 5's round
 //! trips, Figure 7's breakdown), on the in-process `loop` transport.
 //!

@@ -33,9 +33,12 @@ mod bench_jive;
 mod demo;
 mod engine_cmd;
 mod esp_cmd;
+mod figures;
 mod filter;
 mod idl_cmd;
 mod ilp_demo;
+mod preemption;
+mod signals;
 mod vcode_demo;
 
 /// fastpath: fast paths for communication software.
@@ -252,6 +255,7 @@ fn bench(args: &BenchArgs) -> ExitCode {
                     rounds: 40_000,
                     messages: 200_000,
                     netns: false,
+                    json: false,
                 };
                 if demo::run(&args) != ExitCode::SUCCESS {
                     code = ExitCode::FAILURE;
