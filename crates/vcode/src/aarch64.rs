@@ -1242,7 +1242,7 @@ impl Backend for A64 {
 
     fn local_op(&mut self, m: &'static str, op: LocalOp, ty: Ty, r: u8, off: i32, id: u32) {
         self.insn(m);
-        if !self.local_ok(off, id) && !param_local_ok(self.param_mem, off, id) {
+        if !self.local_ok(off, id) && !self.param_local_ok(off, id) {
             return self.buf.fail(m, ErrorKind::UnknownLocal { id });
         }
         self.frame = true;
@@ -1486,6 +1486,14 @@ impl Backend for A64 {
 const NOP: u32 = 0xd503_201f;
 
 impl A64 {
+    /// True if `(off, id)` names a parameter kept in its stack slot. Out
+    /// of line: `local_op`'s common path checks only the function's locals.
+    #[cold]
+    #[inline(never)]
+    fn param_local_ok(&self, off: i32, id: u32) -> bool {
+        param_local_ok(self.param_mem, off, id)
+    }
+
     fn local_ok(&self, off: i32, id: u32) -> bool {
         id < self.nlocals && off >= -regfile::SAVE_AREA - self.locals && off <= -regfile::SAVE_AREA
     }

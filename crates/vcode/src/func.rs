@@ -143,22 +143,26 @@ impl Params {
     /// Parameter `i` as a register of type `T`; an error if the signature
     /// gave it another type, or if it stays in memory
     /// ([`ErrorKind::ParamInMemory`]: see [`local`](Params::local)).
+    #[inline]
     pub fn get<T: Type>(&self, i: usize) -> Result<Reg<T>> {
-        let r = self.typed_at::<T>(i, "Params::get")?;
-        if r.n == Self::IN_MEMORY {
-            return Err(Error::new(
-                0,
-                "Params::get",
-                ErrorKind::ParamInMemory { index: i },
-            ));
+        if let Some(&r) = self.all().get(i) {
+            if r.n != Self::IN_MEMORY {
+                if let Some(x) = r.typed::<T>() {
+                    return Ok(x);
+                }
+            }
         }
-        let err = |kind| Error::new(0, "Params::get", kind);
-        r.typed::<T>().ok_or_else(|| {
-            err(ErrorKind::TypeMismatch {
-                expected: r.ty,
-                found: T::TY,
-            })
-        })
+        Err(self.get_failed::<T>(i))
+    }
+
+    /// Why [`get`](Params::get) refused parameter `i`.
+    #[cold]
+    #[inline(never)]
+    fn get_failed<T: Type>(&self, i: usize) -> Error {
+        match self.typed_at::<T>(i, "Params::get") {
+            Err(e) => e,
+            Ok(_) => Error::new(0, "Params::get", ErrorKind::ParamInMemory { index: i }),
+        }
     }
 
     /// The fixed name parameter `i` arrives in: `Some(k)` when it is

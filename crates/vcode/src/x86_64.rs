@@ -1349,19 +1349,13 @@ impl Backend for X64 {
     #[inline(always)]
     fn local_op(&mut self, m: &'static str, op: LocalOp, ty: Ty, r: u8, off: i32, id: u32) {
         self.buf.insn(m);
-        if (id >= self.nlocals
+        if id >= self.nlocals
             || off < -regfile::SAVE_AREA - self.locals
-            || off > -regfile::SAVE_AREA)
-            && !param_local_ok(self.param_mem, off, id)
+            || off > -regfile::SAVE_AREA
         {
-            return self.buf.fail(m, ErrorKind::UnknownLocal { id });
+            return self.param_local_op(m, op, ty, r, off, id);
         }
-        self.frame = true;
-        match op {
-            LocalOp::Load => self.load_at(ty, ty, r, RBP, None, off),
-            LocalOp::Store => self.store_at(ty, r, RBP, None, off),
-            LocalOp::Addr => self.rm(0, true, 0x8d, 1, r, RBP, None, off, false),
-        }
+        self.local_at(op, ty, r, off);
     }
 
     // -- returns, branches, jumps (sections 5 and 6) -------------------------
@@ -2218,6 +2212,29 @@ impl X64 {
         if moves {
             self.move_params(sig, params);
         }
+    }
+
+    /// A load, store or address of the slot at `off` from `rbp`.
+    #[inline(always)]
+    fn local_at(&mut self, op: LocalOp, ty: Ty, r: u8, off: i32) {
+        self.frame = true;
+        match op {
+            LocalOp::Load => self.load_at(ty, ty, r, RBP, None, off),
+            LocalOp::Store => self.store_at(ty, r, RBP, None, off),
+            LocalOp::Addr => self.rm(0, true, 0x8d, 1, r, RBP, None, off, false),
+        }
+    }
+
+    /// `local_op` of a handle that is none of this function's own locals:
+    /// a parameter kept in its stack slot, or an error. Out of line, so
+    /// that the common path checks only the function's locals.
+    #[cold]
+    #[inline(never)]
+    fn param_local_op(&mut self, m: &'static str, op: LocalOp, ty: Ty, r: u8, off: i32, id: u32) {
+        if !param_local_ok(self.param_mem, off, id) {
+            return self.buf.fail(m, ErrorKind::UnknownLocal { id });
+        }
+        self.local_at(op, ty, r, off);
     }
 
     /// Copies the parameters that arrive elsewhere (on the stack, or in a
