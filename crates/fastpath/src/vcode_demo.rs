@@ -183,8 +183,8 @@ fn weighted_sum<B: Backend>(f: &mut Func<B>, sig: &str) -> Res<B::Code> {
     // `t` as a float register, for float parameters read from memory.
     let tf = Reg::<vcode::F>::phys(t.num());
     f.set(acc, 0.0);
-    for k in 0..n {
-        match (args.all()[k].ty, spilled[k]) {
+    for (k, &spill) in spilled.iter().enumerate() {
+        match (args.all()[k].ty, spill) {
             (Ty::F, Some(Spilled::F(l))) => {
                 f.ld_local(tf, l);
                 f.cv(t, tf);

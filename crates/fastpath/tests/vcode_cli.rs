@@ -132,7 +132,14 @@ fn signatures_of_32_parameters_run_on_aarch64() {
         assert!(ok, "--sig {sig}: {err}");
         assert!(out.contains(": ok)"), "--sig {sig}:\n{out}");
     }
-    let (ok, _, err) = fastpath(&["vcode", "demo", "--target", "aarch64", "--sig", &"%d".repeat(33)]);
+    let (ok, _, err) = fastpath(&[
+        "vcode",
+        "demo",
+        "--target",
+        "aarch64",
+        "--sig",
+        &"%d".repeat(33),
+    ]);
     assert!(!ok);
     assert!(
         err.contains("has 33 parameters, more than the 32 a function takes"),

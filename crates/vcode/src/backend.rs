@@ -313,7 +313,10 @@ pub(crate) fn param_slot_off(slot: usize) -> i32 {
 
 /// The stack slots a call's arguments take, and the staging slots above
 /// them for its arguments from memory bound for a register.
-pub(crate) fn staging(args: &[Arg], locs: impl Iterator<Item = crate::abi::ArgLoc>) -> (usize, usize) {
+pub(crate) fn staging(
+    args: &[Arg],
+    locs: impl Iterator<Item = crate::abi::ArgLoc>,
+) -> (usize, usize) {
     let (mut stack, mut staged) = (0, 0);
     for (a, loc) in args.iter().zip(locs) {
         match loc {

@@ -194,7 +194,10 @@ impl Params {
     /// Parameter `i` untyped; `None` if there is no parameter `i` or it
     /// stays in memory (see [`local`](Params::local)).
     pub fn any(&self, i: usize) -> Option<AnyReg> {
-        self.all().get(i).copied().filter(|r| r.n != Self::IN_MEMORY)
+        self.all()
+            .get(i)
+            .copied()
+            .filter(|r| r.n != Self::IN_MEMORY)
     }
 
     /// True if parameter `i` stays in its incoming stack slot: `lambda`

@@ -28,16 +28,16 @@
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use crate::abi::{CallConv, Invoke, InvokeError};
 use crate::abi::ArgLoc;
+use crate::abi::{CallConv, Invoke, InvokeError};
 use crate::backend::{
     Arg, Backend, BinOp, Callee, Cond, LocalOp, PARAM_LOCAL, Src, Target, UnOp, param_slot_off,
 };
-use crate::ty::MAX_PARAMS;
 use crate::error::{Error, ErrorKind};
 use crate::mem::ExecMemory;
 use crate::regs::RegAlloc;
 use crate::sig::Signature;
+use crate::ty::MAX_PARAMS;
 use crate::ty::{AnyReg, Label, Ty, Value};
 
 const UNPLACED: u32 = u32::MAX;

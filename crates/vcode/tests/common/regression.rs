@@ -2633,7 +2633,9 @@ pub const MIXED: [&str; 14] = [
 
 /// The signature of `n` mixed parameters.
 pub fn mixed_sig(n: usize) -> String {
-    (0..n).map(|k| format!("%{}", MIXED[k % MIXED.len()])).collect()
+    (0..n)
+        .map(|k| format!("%{}", MIXED[k % MIXED.len()]))
+        .collect()
 }
 
 /// Argument `k` of type `ty`: distinct, of both signs where the type has
@@ -2673,7 +2675,13 @@ pub fn weighted(args: &[Value]) -> i64 {
 /// [`weighted`] of the 32 mixed parameters ([`mixed_sig`]`(32)`), in Rust
 /// (`extern "C"` so that the x86-64 binary can call it from generated code;
 /// emulated code cannot call it).
-#[allow(clippy::too_many_arguments, dead_code)]
+// One line per parameter, written alike (hence the identity `* 1` and `as i64` of an `i64`).
+#[allow(
+    clippy::too_many_arguments,
+    clippy::identity_op,
+    clippy::unnecessary_cast,
+    dead_code
+)]
 pub extern "C" fn mixed32_model(
     a0: i64,
     a1: i32,
@@ -2822,7 +2830,12 @@ fn check_both(native: &Code, reference: &RefCode, args: &[Value], want: i64, wha
         Arch::stop_context(native),
         Arch::listing(native)
     );
-    assert_eq!(r, Ok(Value::L(want)), "{what}: reference\n{}", reference.listing());
+    assert_eq!(
+        r,
+        Ok(Value::L(want)),
+        "{what}: reference\n{}",
+        reference.listing()
+    );
 }
 
 /// The signatures the 32-parameter tests run: mixed ones of every length
@@ -2838,7 +2851,11 @@ fn many_param_sigs() -> Vec<String> {
 /// The arguments of a signature, by [`arg_value`].
 fn args_of(sig: &str) -> Vec<Value> {
     let sig = vcode::Signature::parse(sig).expect("signature");
-    sig.params().iter().enumerate().map(|(k, &t)| arg_value(t, k)).collect()
+    sig.params()
+        .iter()
+        .enumerate()
+        .map(|(k, &t)| arg_value(t, k))
+        .collect()
 }
 
 /// A function of up to 32 parameters of any types: those beyond the
@@ -2889,7 +2906,10 @@ fn parameters_in_memory_are_locals() {
             f.ret(r);
             f.end()
         }
-        (build::<Native>(&sig, b).unwrap(), build::<Reference>(&sig, b).unwrap())
+        (
+            build::<Native>(&sig, b).unwrap(),
+            build::<Reference>(&sig, b).unwrap(),
+        )
     };
     let args = args_of(&sig);
     let a0 = match args[0] {
@@ -2903,9 +2923,18 @@ fn parameters_in_memory_are_locals() {
 
     let mut f = Func::<Native>::with_backend();
     let p = f.lambda(&sig, Leaf::Yes).unwrap();
-    assert_eq!(p.get::<L>(31).unwrap_err().kind(), &ErrorKind::ParamInMemory { index: 31 });
-    assert_eq!(p.local::<L>(0).unwrap_err().kind(), &ErrorKind::ParamInRegister { index: 0 });
-    assert!(matches!(p.local::<I>(31).unwrap_err().kind(), &ErrorKind::TypeMismatch { .. }));
+    assert_eq!(
+        p.get::<L>(31).unwrap_err().kind(),
+        &ErrorKind::ParamInMemory { index: 31 }
+    );
+    assert_eq!(
+        p.local::<L>(0).unwrap_err().kind(),
+        &ErrorKind::ParamInRegister { index: 0 }
+    );
+    assert!(matches!(
+        p.local::<I>(31).unwrap_err().kind(),
+        &ErrorKind::TypeMismatch { .. }
+    ));
     assert_eq!(p.any(31), None);
     let stale = p.local::<L>(31).unwrap();
     for backend_is_native in [true, false] {
