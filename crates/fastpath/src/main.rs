@@ -197,9 +197,10 @@ enum VcodeCmd {
         /// Parameter types of the run-time-signature example, 1 to 32 of
         /// them, each `%` and a letter: i (int), l (long), f (float), d
         /// (double), and c (char) and s (short), which are passed widened to
-        /// int as C does. Every parameter lives in a register, in the callee
-        /// and in the stub that calls it, so a signature is also bounded by
-        /// the target's registers (see docs/vcode.md).
+        /// int as C does. Parameters beyond the registers stay in their
+        /// stack slots and the stub passes every argument straight from the
+        /// message, so any 32 work on either target; a 33rd is an error
+        /// (see docs/vcode.md).
         #[arg(long, default_value = "%i%d%l%f%i%i%i%i%d%l%f%i")]
         sig: String,
         /// The instruction set to generate for (aarch64 runs under

@@ -207,13 +207,16 @@ pub enum ErrorKind {
         /// The most a function takes ([`crate::ty::MAX_PARAMS`]).
         max: usize,
     },
-    /// `lambda` found no register for a parameter: it keeps every parameter
-    /// in a register, so a signature has at most as many parameters of a
-    /// register file as that file has registers free for them.
+    /// `lambda` found no register for a parameter that arrives in a
+    /// register the backend keeps for itself (a parameter arriving on the
+    /// stack with no register free stays in its stack slot instead). Such
+    /// parameters (x86-64's fourth integer, in `rcx`; aarch64's fourth and
+    /// eighth, in `x3` and `x7`) get their registers before any stack
+    /// parameter, so only a [`RegConfig`](crate::RegConfig) with almost no
+    /// temporaries meets it.
     #[error(
-        "parameter {index} ({ty}) has no free {what} register to arrive in: every parameter \
-         lives in a register, and this signature has more {what} parameters than the target's \
-         {what} registers"
+        "parameter {index} ({ty}) arrives in a register the backend keeps for itself, and no \
+         {what} register is free to move it to"
     )]
     NoRegisterForParam {
         /// The parameter's index, from 0.
@@ -269,6 +272,23 @@ pub enum ErrorKind {
         index: usize,
         /// The number of parameters.
         count: usize,
+    },
+    /// [`Params::get`](crate::Params::get) of a parameter that has no
+    /// register: it stays in its incoming stack slot.
+    #[error(
+        "parameter {index} has no register: it stays in its incoming stack slot, read it \
+         through Params::local"
+    )]
+    ParamInMemory {
+        /// The parameter's index, from 0.
+        index: usize,
+    },
+    /// [`Params::local`](crate::Params::local) of a parameter that lives
+    /// in a register.
+    #[error("parameter {index} lives in a register, not in memory: take it with Params::get")]
+    ParamInRegister {
+        /// The parameter's index, from 0.
+        index: usize,
     },
     /// A call through a target kind this backend cannot execute.
     #[error("{0}")]
