@@ -2287,7 +2287,7 @@ fn bug_cv_u_to_l_in_place_zero_extends() {
     }
 }
 
-/// Issue 16: `getreg` handed out `r10`, the register of the fixed name
+/// A regression: `getreg` once handed out `r10`, the register of the fixed name
 /// `T0`, although the function had written `T0`, so `g` and `T0` were one
 /// register and the program returned 14. A fixed name the function has
 /// used is never handed out by `getreg` (unless released to it), on both
