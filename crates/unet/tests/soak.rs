@@ -95,6 +95,8 @@ fn check(m: &[u8], me: u32) -> Result<(u32, u64), String> {
 /// An endpoint a client thread owns, with its channels: tag -> peer id.
 struct Mine {
     ep: Endpoint,
+    /// Its port in the engine, for its counts.
+    port: Arc<Port>,
     chans: HashMap<u16, u32>,
     /// Extra filters installed: (channel, filter).
     filters: Vec<(u16, dpf::FilterId)>,
@@ -107,8 +109,15 @@ struct World {
     engines: Vec<Engine>,
     /// Live endpoints anyone may open a channel to: (engine index, id).
     live: Mutex<Vec<(usize, u32)>>,
-    /// Every port ever created, for the final counts.
+    /// Every port not yet settled, for the final counts.
     ports: Mutex<Vec<Arc<Port>>>,
+    /// Ports of endpoints closed lately: their counters may still move
+    /// while frames already in flight to them are counted.
+    closing: Mutex<std::collections::VecDeque<Arc<Port>>>,
+    /// The final counts of ports closed long ago. Keeping the ports
+    /// themselves would keep each one's memfd and mapping open to the end,
+    /// and a long soak would run out of file descriptors.
+    settled: Mutex<Vec<unet::PortCounts>>,
     stop: AtomicBool,
     received: AtomicU64,
     sent: AtomicU64,
@@ -116,6 +125,23 @@ struct World {
 }
 
 impl World {
+    /// Moves a closed endpoint's port from the live list to the closing
+    /// queue; the oldest of more than 64 closing ports (closed long enough
+    /// ago that nothing in flight can still reach it) leaves only its
+    /// counts behind.
+    fn settle(&self, port: Arc<Port>) {
+        self.ports
+            .lock()
+            .unwrap()
+            .retain(|p| !Arc::ptr_eq(p, &port));
+        let mut closing = self.closing.lock().unwrap();
+        closing.push_back(port);
+        if closing.len() > 64 {
+            let old = closing.pop_front().unwrap();
+            self.settled.lock().unwrap().push(old.counts());
+        }
+    }
+
     fn fail(&self, what: String) {
         let mut f = self.failure.lock().unwrap();
         if f.is_none() {
@@ -167,10 +193,11 @@ fn client(w: &World, seed: u64) {
             let mut ep = w.engines[e].create_endpoint(config(), None).unwrap();
             ep.set_drive(rng.random_bool(0.5));
             let port = w.engines[e].port(ep.id()).unwrap();
-            w.ports.lock().unwrap().push(port);
+            w.ports.lock().unwrap().push(port.clone());
             w.live.lock().unwrap().push((e, ep.id()));
             mine.push(Mine {
                 ep,
+                port,
                 chans: HashMap::new(),
                 filters: Vec::new(),
                 rerouted: false,
@@ -188,7 +215,9 @@ fn client(w: &World, seed: u64) {
                 drain(w, &mut m);
                 let id = m.ep.id();
                 w.live.lock().unwrap().retain(|&(_, i)| i != id);
+                let port = m.port.clone();
                 drop(m);
+                w.settle(port);
             }
             // Open a channel to someone's live endpoint.
             7..=14 => {
@@ -351,6 +380,8 @@ fn random_clients_never_see_a_torn_or_misdelivered_message_and_every_loss_is_cou
         engines,
         live: Mutex::new(Vec::new()),
         ports: Mutex::new(Vec::new()),
+        closing: Mutex::new(std::collections::VecDeque::new()),
+        settled: Mutex::new(Vec::new()),
         stop: AtomicBool::new(false),
         received: AtomicU64::new(0),
         sent: AtomicU64::new(0),
@@ -381,8 +412,10 @@ fn random_clients_never_see_a_torn_or_misdelivered_message_and_every_loss_is_cou
     if let Some(f) = w.failure.lock().unwrap().take() {
         panic!("soak seed {seed}: {f}");
     }
-    let ports = w.ports.lock().unwrap();
-    let sum = |f: fn(&unet::PortCounts) -> u64| ports.iter().map(|p| f(&p.counts())).sum::<u64>();
+    let mut counts = w.settled.lock().unwrap().clone();
+    counts.extend(w.ports.lock().unwrap().iter().map(|p| p.counts()));
+    counts.extend(w.closing.lock().unwrap().iter().map(|p| p.counts()));
+    let sum = |f: fn(&unet::PortCounts) -> u64| counts.iter().map(f).sum::<u64>();
     let (desc, frames, rejected, closed) = (
         sum(|c| c.tx_descriptors),
         sum(|c| c.tx_frames),
