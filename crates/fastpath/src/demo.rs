@@ -39,6 +39,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 use unet::netns::{Host, TwoHosts};
 use unet::transport::{LoopNet, PacketConfig, PacketTransport, Transport, UdpTransport};
+use unet::wait::Backoff;
 use unet::{Addr, Config, Endpoint, Engine};
 
 use crate::figures::{self, Column, Figure, Table};
@@ -258,37 +259,6 @@ fn pair_netns(
     let ab = a.open_channel(lb, b.id())?;
     let ba = b.open_channel(la, a.id())?;
     Ok(Pair { a, b, ab, ba })
-}
-
-/// Empty polls a waiting thread spins through before it yields its core
-/// at each further poll. A round trip here takes microseconds, far less
-/// than these spins, when both threads have a core; on a machine whose two
-/// cores are shared with other jobs, a thread that only spun while its
-/// peer waited for a core would hold its own core for a whole time slice
-/// (milliseconds) per message, and a cell would read milliseconds. (The
-/// same wait as `fastpath-bench`'s round trips; crossbeam's `Backoff`
-/// yields after about a hundred spins, which would put a system call into
-/// every sub-microsecond round trip on an idle machine.)
-const SPINS_BEFORE_YIELD: u32 = 1 << 12;
-
-/// A waiting thread's wait: spin, then yield.
-#[derive(Default)]
-struct Backoff(u32);
-
-impl Backoff {
-    fn snooze(&mut self) {
-        self.0 = self.0.saturating_add(1);
-        if self.0 < SPINS_BEFORE_YIELD {
-            std::hint::spin_loop();
-        } else {
-            std::thread::yield_now();
-        }
-    }
-
-    /// Every 1024th wait: time to look at a stop flag.
-    fn now_and_then(&self) -> bool {
-        self.0 % 1024 == 0
-    }
 }
 
 /// Receives the next message into `buf`, waiting ([`Backoff`]); `None`
