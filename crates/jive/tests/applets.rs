@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicI32, Ordering};
 
 use common::{RELEASES, class_bytes};
 use jive::subset::Prim;
-use jive::{Applet, InvokeError, Limits, LoadError, Natives, Object, TrapKind};
+use jive::{Applet, Engine, InvokeError, Limits, LoadError, Natives, Object, TrapKind};
 
 fn load(release: &str, name: &str, natives: &Natives, limits: Limits) -> Option<Applet> {
     let bytes = class_bytes(release, name)?;
@@ -387,6 +387,37 @@ fn fuel_is_charged_at_backward_branches_calls_and_switches_only() {
         assert_eq!(a.invoke("fib", &[10]).unwrap().value, Some(55));
         a.set_run_limits(Some(1000), 256);
         charges(&mut a);
+    }
+}
+
+#[test]
+fn fuel_beyond_32_bits_is_charged_exactly_on_both_engines() {
+    // The interpreter counts fuel in a 32-bit counter next to its frames
+    // and keeps the rest in reserve: a budget just above 2^32 runs out of
+    // the counter after 5 charges and refills it from the reserve, and the
+    // fuel used is still one unit per taken back edge, as on the JIT.
+    for engine in [Engine::Interpreter, Engine::Jit] {
+        for fuel in [(1u64 << 32) + 5, 1 << 32, 3 << 32, u64::MAX] {
+            let Some(bytes) = class_bytes("release8", "Arith") else {
+                return;
+            };
+            let limits = Limits {
+                fuel: Some(fuel),
+                ..Limits::default()
+            };
+            let mut a = Applet::load_with_engine(&bytes, &Natives::new(), limits, engine)
+                .unwrap_or_else(|e| panic!("Arith: {e}"));
+            for n in [0, 3, 100] {
+                let used = a.invoke("loop", &[n]).unwrap().fuel_used;
+                let on = if engine == Engine::Jit {
+                    "JIT"
+                } else {
+                    "interpreter"
+                };
+                assert_eq!(used, n as u64, "loop({n}) with fuel {fuel} on the {on}");
+            }
+            assert_eq!(a.invoke("fib", &[10]).unwrap().fuel_used, 176);
+        }
     }
 }
 
