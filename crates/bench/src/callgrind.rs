@@ -32,7 +32,7 @@ use crate::{client, workload};
 pub const FUNCS: usize = 1000;
 
 /// The environment variable that turns a binary calling
-/// [`crate::codegen_report`] into the counted child.
+/// [`crate::codegen_child_dispatch`] into the counted child.
 pub const CHILD_ENV: &str = "FASTPATH_CODEGEN_COUNT";
 
 /// The workload variants.
