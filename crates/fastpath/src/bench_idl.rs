@@ -99,6 +99,29 @@ fn reciprocal(f: &Figure, k: f64) -> Figure {
     }
 }
 
+/// The raw channel's time (of a call, or of an IOzone run) as the baseline
+/// of ratios, unless it is wrong: raw carries exactly the bytes of fastpath's stubs, without them,
+/// so fastpath's stubs faster than raw by more than their spreads means the
+/// raw figure measured something else (a server asleep, a descheduled
+/// batch) and every "/ raw" of the call would be off.
+fn raw_baseline(raw: Figure, fastpath: Option<Figure>) -> Figure {
+    match (&raw, fastpath) {
+        (
+            Figure::Value {
+                value: r,
+                spread: rs,
+            },
+            Some(Figure::Value {
+                value: f,
+                spread: fs,
+            }),
+        ) if f + fs < r - rs => Figure::NotMeasured(NotMeasured::Unavailable(format!(
+            "the raw channel ({r:.0} ns) measured slower than fastpath's stubs over the same bytes ({f:.0} ns)"
+        ))),
+        _ => raw,
+    }
+}
+
 /// The report of a run.
 pub fn report(m: &Measured, budget: timing::Budget, have_fastpath: bool, quick: bool) -> Report {
     let mut r = Report::new("idl", quick, "fastpath bench idl: IDL4's Tables 3 and 4");
@@ -255,17 +278,19 @@ fn timed(r: &mut Report, t: &timing::Timed, budget: timing::Budget) {
         budget.rounds, budget.batch
     );
     let ns = |i: usize, k: usize| best_figure(&t.ns[i][k], budget.rounds, MIN_NS_PER_OP);
+    let fastpath = t.names.iter().position(|n| *n == "fastpath");
+    let raw = |k: usize| raw_baseline(ns(0, k), fastpath.map(|i| ns(i, k)));
     for (k, call) in timing::CALLS.iter().enumerate() {
         let mut cells = Vec::new();
         for i in 0..t.names.len() {
             cells.push(Cell::Fig(ns(i, k)));
-            cells.push(Cell::Fig(ratio(&ns(i, k), &ns(0, k))));
+            cells.push(Cell::Fig(ratio(&ns(i, k), &raw(k))));
         }
         s.row(*call, cells);
     }
     r.sections.push(s);
-    if let Some(i) = t.names.iter().position(|n| *n == "fastpath") {
-        let q = ratio(&ns(i, 0), &ns(0, 0));
+    if let Some(i) = fastpath {
+        let q = ratio(&ns(i, 0), &raw(0));
         r.targets.push(Target {
             what: format!("null call: fastpath at most {TARGET_NULL_VS_RAW}x the raw channel"),
             verdict: verdict(&q, |v| v <= TARGET_NULL_VS_RAW),
@@ -304,7 +329,7 @@ fn timed(r: &mut Report, t: &timing::Timed, budget: timing::Budget) {
     );
     // Seconds per run: a run reads at least a byte per ns.
     let secs = |v: &[f64]| best_figure(v, runs, MIN_NS_PER_OP * 1e-9);
-    let raw = secs(&t.iozone[0]);
+    let raw = raw_baseline(secs(&t.iozone[0]), fastpath.map(|i| secs(&t.iozone[i])));
     let prost = t
         .names
         .iter()
@@ -315,7 +340,11 @@ fn timed(r: &mut Report, t: &timing::Timed, budget: timing::Budget) {
         None => Figure::NotMeasured(NotMeasured::Unavailable("prost not run".into())),
     };
     for (i, n) in t.names.iter().enumerate() {
-        let f = secs(&t.iozone[i]);
+        let f = if i == 0 {
+            raw.clone()
+        } else {
+            secs(&t.iozone[i])
+        };
         let share = if i == 0 {
             Figure::NotMeasured(NotMeasured::Unavailable("the baseline itself".into()))
         } else {
@@ -413,6 +442,22 @@ mod tests {
         assert_eq!(
             rt["prost_ns_per_call"]["reason"],
             "1 valid samples of the 2 the median needs"
+        );
+        // A raw figure slower than fastpath's stubs over it is no baseline.
+        let mut slow_raw = m;
+        if let Ok(t) = &mut slow_raw.timed {
+            t.ns[0][1] = vec![5000.0, 5000.0];
+        }
+        let v2: serde_json::Value =
+            serde_json::from_str(&report(&slow_raw, b, true, true).json().unwrap()).unwrap();
+        let open = &v2["sections"]["round_trips"]["rows"][1];
+        assert!(open["fastpath_over_raw"]["value"].is_null(), "{open}");
+        assert!(
+            open["prost_over_raw"]["reason"]
+                .as_str()
+                .unwrap()
+                .contains("measured slower than fastpath's stubs"),
+            "{open}"
         );
         let io = &v["sections"]["iozone"]["rows"];
         assert_eq!(io[1]["stub_share_percent"]["value"], 50.0);
