@@ -1503,3 +1503,44 @@ impl LoadTimes {
         notes.print();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fuel(on: &[f64], off: &[f64]) -> Figure {
+        let s = Samples {
+            on: vec![on.to_vec()],
+            off: vec![off.to_vec()],
+            null: vec![Vec::new()],
+        };
+        fuel_figure(&s, 0, on.len())
+    }
+
+    #[test]
+    fn a_fuel_cost_within_its_own_spread_is_noise_not_a_negative_cost() {
+        // Metering on 1% faster to 1% slower than off, round by round.
+        let f = fuel(&[99.0, 101.0, 99.5, 100.5, 99.8], &[100.0; 5]);
+        assert!(
+            matches!(f, Figure::NotMeasured(NotMeasured::WithinNoise { .. })),
+            "{f:?}"
+        );
+        assert!(f.cell(|v| format!("{v:+.1}%")).contains("within the noise"));
+    }
+
+    #[test]
+    fn a_fuel_cost_below_zero_beyond_its_spread_is_not_a_cost() {
+        let f = fuel(&[95.0, 95.1, 94.9], &[100.0; 3]);
+        assert!(
+            matches!(f, Figure::NotMeasured(NotMeasured::Negative { .. })),
+            "{f:?}"
+        );
+    }
+
+    #[test]
+    fn a_fuel_cost_above_its_spread_is_a_value() {
+        let f = fuel(&[103.0, 103.1, 102.9], &[100.0; 3]);
+        let v = f.value().expect("a value");
+        assert!((v - 3.0).abs() < 1e-9, "{v}");
+    }
+}
