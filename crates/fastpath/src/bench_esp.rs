@@ -115,6 +115,9 @@ fn size(r: &ProgramResult, v: Variant) -> Figure {
     }
 }
 
+/// A target's test of a ratio.
+type Pass = fn(f64) -> bool;
+
 /// The report of a run; `go` is the Go peer's version or why it was skipped.
 pub fn report(
     results: &[ProgramResult],
@@ -259,7 +262,7 @@ pub fn report(
                 Cell::Fig(go_esp.clone()),
             ],
         );
-        let checks: [(&Figure, fn(f64) -> bool); 5] = [
+        let checks: [(&Figure, Pass); 5] = [
             (&fp_rust, |x| x <= FP_VS_RUST),
             (&auto_fp, |x| x > 1.0),
             (&size_ratio, |x| x <= FP_SIZE_VS_ESP),
