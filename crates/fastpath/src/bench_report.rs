@@ -312,37 +312,42 @@ impl Report {
             if !s.about.is_empty() {
                 let _ = writeln!(out, "{}\n", s.about);
             }
-            let mut head = format!("| {} |", s.name_header);
-            let mut rule = String::from("|---|");
-            for c in &s.columns {
-                let _ = write!(head, " {} |", c.header);
-                rule += "---:|";
-            }
-            let _ = writeln!(out, "{head}\n{rule}");
-            let mut notes = Vec::new();
-            for r in &s.rows {
-                let mut line = format!("| {} |", r.name);
-                for (c, cell) in s.columns.iter().zip(&r.cells) {
-                    let shown = match cell {
-                        Cell::Fig(Figure::Value { value, .. }) => c.fmt.show(*value),
-                        Cell::Fig(Figure::NotMeasured(why)) => {
-                            notes.push(format!("{} {}: {why}", r.name, c.header));
-                            format!("n/a[{}]", notes.len())
-                        }
-                        Cell::Int(n) => n.to_string(),
-                        Cell::Split(a, b) => format!("{a} / {b} = {}", a + b),
-                        Cell::Text(t) => t.clone(),
-                        Cell::Verdict(v) => verdict_word(*v).unwrap_or("n/a").into(),
-                    };
-                    let _ = write!(line, " {shown} |");
+            // A section that measured nothing says why in its lines.
+            if !s.rows.is_empty() {
+                let mut head = format!("| {} |", s.name_header);
+                let mut rule = String::from("|---|");
+                for c in &s.columns {
+                    let _ = write!(head, " {} |", c.header);
+                    rule += "---:|";
                 }
-                let _ = writeln!(out, "{line}");
-            }
-            for (i, n) in notes.iter().enumerate() {
-                let _ = writeln!(out, "  [{}] {n}", i + 1);
+                let _ = writeln!(out, "{head}\n{rule}");
+                let mut notes = Vec::new();
+                for r in &s.rows {
+                    let mut line = format!("| {} |", r.name);
+                    for (c, cell) in s.columns.iter().zip(&r.cells) {
+                        let shown = match cell {
+                            Cell::Fig(Figure::Value { value, .. }) => c.fmt.show(*value),
+                            Cell::Fig(Figure::NotMeasured(why)) => {
+                                notes.push(format!("{} {}: {why}", r.name, c.header));
+                                format!("n/a[{}]", notes.len())
+                            }
+                            Cell::Int(n) => n.to_string(),
+                            Cell::Split(a, b) => format!("{a} / {b} = {}", a + b),
+                            Cell::Text(t) => t.clone(),
+                            Cell::Verdict(v) => verdict_word(*v).unwrap_or("n/a").into(),
+                        };
+                        let _ = write!(line, " {shown} |");
+                    }
+                    let _ = writeln!(out, "{line}");
+                }
+                for (i, n) in notes.iter().enumerate() {
+                    let _ = writeln!(out, "  [{}] {n}", i + 1);
+                }
             }
             if !s.lines.is_empty() {
-                out.push('\n');
+                if !s.rows.is_empty() {
+                    out.push('\n');
+                }
                 for l in &s.lines {
                     let _ = writeln!(out, "{l}");
                 }
