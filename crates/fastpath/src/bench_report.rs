@@ -228,15 +228,22 @@ pub fn judge(what: String, rows: &[(String, Option<bool>)], extreme: String) -> 
         .filter(|(_, v)| v.is_none())
         .map(|(n, _)| n.as_str())
         .collect();
+    let with = |what: String| {
+        if extreme.is_empty() {
+            what
+        } else {
+            format!("{what}; {extreme}")
+        }
+    };
     let (verdict, detail) = if !missed.is_empty() {
         (
             Some(false),
-            format!("missed on {}; {extreme}", missed.join(", ")),
+            with(format!("missed on {}", missed.join(", "))),
         )
     } else if !unjudged.is_empty() {
         (
             None,
-            format!("not measurable on {}; {extreme}", unjudged.join(", ")),
+            with(format!("not measurable on {}", unjudged.join(", "))),
         )
     } else {
         (Some(true), extreme)
