@@ -27,7 +27,7 @@ use vcode::{Code, Func};
 
 use crate::{client, workload};
 
-/// Functions generated per counted run (the workload: 1,000
+/// Functions generated per counted run (the workload the targets are stated for: 1,000
 /// functions of about 100 instructions).
 pub const FUNCS: usize = 1000;
 
