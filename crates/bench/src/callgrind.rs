@@ -27,12 +27,12 @@ use vcode::{Code, Func};
 
 use crate::{client, workload};
 
-/// Functions generated per counted run (the workload: 1,000
+/// Functions generated per counted run (the workload the targets are stated for: 1,000
 /// functions of about 100 instructions).
 pub const FUNCS: usize = 1000;
 
 /// The environment variable that turns a binary calling
-/// [`crate::codegen_report`] into the counted child.
+/// [`crate::codegen_child_dispatch`] into the counted child.
 pub const CHILD_ENV: &str = "FASTPATH_CODEGEN_COUNT";
 
 /// The workload variants.

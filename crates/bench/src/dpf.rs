@@ -14,7 +14,6 @@ use dpf::Table;
 use dpf::ir::{ACCEPT, Base, Cmp, Node, Program, REJECT, Size};
 use dpf::pcap::Libpcap;
 use rbpf::ebpf;
-use std::fmt::Write;
 use std::hint::black_box;
 use std::time::Instant;
 
@@ -187,17 +186,52 @@ pub fn run_jit(vm: &rbpf::EbpfVmMbuff<'_>, p: &mut [u8], mbuff: &mut [u8; 16]) -
     unsafe { vm.execute_program_jit(p, mbuff) }.expect("rbpf runs")
 }
 
-/// Classifications timed per peer cell, over all rounds (the paper's
-/// 100,000 trials, rounded to whole rounds).
-const TRIALS: usize = 105_000;
-/// Classifications timed per dpf cell, over all rounds: ten times the
-/// peers', so that a round lasts most of a millisecond. In the 60 to 130
-/// µs a round of 15,000 took, re-warming the classifier's value table
-/// after the peers' columns had evicted it (and any interrupt on this
-/// shared machine) weighed as much as the classifications.
-const DPF_TRIALS: usize = 10 * TRIALS;
-/// Rounds per cell.
-const ROUNDS: usize = 7;
+/// How much a run measures.
+#[derive(Debug, Clone, Copy)]
+pub struct Budget {
+    /// The table sizes (filters installed), one row each.
+    pub sizes: &'static [usize],
+    /// Classifications timed per peer cell, over all rounds (at N = 10,000,
+    /// a tenth of it: the peers run 10,000 filters per packet).
+    pub trials: usize,
+    /// Classifications timed per dpf cell, over all rounds.
+    pub dpf_trials: usize,
+    /// Interleaved rounds per cell; a cell's figure is their median.
+    pub rounds: usize,
+    /// Install-and-remove rounds of the install cost.
+    pub installs: usize,
+}
+
+impl Budget {
+    /// The paper's 100,000 trials per peer cell (rounded to whole rounds),
+    /// ten times as many for dpf, so that a round lasts most of a
+    /// millisecond: in the 60 to 130 µs a round of 15,000 took, re-warming
+    /// the classifier's value table after the peers' columns had evicted it
+    /// (and any interrupt on this shared machine) weighed as much as the
+    /// classifications.
+    pub const DEFAULT: Budget = Budget {
+        sizes: &[10, 100, 1000, 10_000],
+        trials: 105_000,
+        dpf_trials: 1_050_000,
+        rounds: 7,
+        installs: 21,
+    };
+    /// A smoke run of the same rows in a second or two: a tenth of the
+    /// trials, 5 rounds.
+    pub const QUICK: Budget = Budget {
+        sizes: &[10, 100, 1000, 10_000],
+        trials: 10_500,
+        dpf_trials: 105_000,
+        rounds: 5,
+        installs: 5,
+    };
+
+    /// Peer classifications timed per round at `n` filters.
+    pub fn peer_trials(&self, n: usize) -> usize {
+        let t = self.trials / self.rounds;
+        if n >= 10_000 { t / 10 } else { t }
+    }
+}
 
 /// Nanoseconds per call of `f` over `trials` calls, `f` taking the trial
 /// number.
@@ -209,79 +243,65 @@ fn time(trials: usize, mut f: impl FnMut(usize)) -> f64 {
     t.elapsed().as_nanos() as f64 / trials as f64
 }
 
-/// One row of the report.
+/// One row of the report: ns per packet of each column, one sample per
+/// round.
+#[derive(Debug, Clone)]
 pub struct Row {
     /// Filters installed.
     pub n: usize,
-    /// dpf, ns per packet, many packets per code-cache scope.
-    pub dpf: f64,
-    /// dpf, ns per packet, one scope (enter, lookup, leave) per packet.
-    pub dpf_single: f64,
-    /// libpcap in turn, ns per packet (`None` without libpcap).
-    pub pcap: Option<f64>,
-    /// rbpf JIT in turn, ns per packet.
-    pub rbpf: f64,
+    /// dpf, many packets per code-cache scope.
+    pub dpf: Vec<f64>,
+    /// dpf, one scope (enter, lookup, leave) per packet.
+    pub dpf_single: Vec<f64>,
+    /// libpcap's BPF interpreter running the filters in turn (empty
+    /// without libpcap).
+    pub pcap: Vec<f64>,
+    /// rbpf's JIT running the filters in turn.
+    pub rbpf: Vec<f64>,
 }
 
-/// Runs the suite and returns the report (markdown tables).
-pub fn report() -> String {
-    let mut out = String::new();
+/// What a run measured.
+#[derive(Debug, Clone)]
+pub struct Measured {
+    /// Why libpcap's column is empty, if it is.
+    pub pcap_missing: Option<String>,
+    /// One row per table size of the budget.
+    pub rows: Vec<Row>,
+    /// µs to install one filter into a table of 1,000 (parse, merge,
+    /// generate, publish), one sample per install-and-remove round.
+    pub install_us: Vec<f64>,
+    /// The classifier's code size in bytes at 1,000 filters.
+    pub code_bytes: usize,
+}
+
+/// Runs the suite; `progress` hears about each step.
+pub fn measure_all(budget: Budget, mut progress: impl FnMut(&str)) -> Measured {
     let pcap = Libpcap::load();
-    if let Err(e) = &pcap {
-        let _ = writeln!(out, "libpcap unavailable ({e}): its column is empty\n");
-    }
     // One untimed pass first: the first cell of a fresh process measured
     // up to half again as slow as the same cell later in the run (clock
     // ramp, first touches), which made N = 10 look slower than N = 10,000.
-    measure(10, pcap.as_ref().ok());
+    progress("warming up");
+    let warm = Budget {
+        rounds: 1,
+        ..budget
+    };
+    measure(10, pcap.as_ref().ok(), warm);
     let mut rows = Vec::new();
-    for n in [10usize, 100, 1000, 10_000] {
-        rows.push(measure(n, pcap.as_ref().ok()));
+    for &n in budget.sizes {
+        progress(&format!("N = {n}"));
+        rows.push(measure(n, pcap.as_ref().ok(), budget));
     }
-    let _ = writeln!(
-        out,
-        "TCP/IP packets, each destined for one of N filters `tcp dst port P and dst host 10.0.0.1` \
-         (uniformly at random); dpf: the merged native classifier; the peers run the filters one \
-         after another until one matches. Each cell: 1,050,000 trials for dpf, 105,000 for the peers (10,500 at N = 10,000), in 7 interleaved rounds, median round. The dpf column classifies many packets per code-cache scope (one lookup of the classifier for the batch, as a receive loop does); the next column enters the scope, looks the classifier up and leaves for every packet. Ratios use the first.\n"
-    );
-    let _ = writeln!(
-        out,
-        "| N | dpf ns/pkt | dpf, scope per pkt | libpcap BPF ns/pkt | rbpf JIT ns/pkt | libpcap / dpf | rbpf / dpf |"
-    );
-    let _ = writeln!(out, "|---:|---:|---:|---:|---:|---:|---:|");
-    for r in &rows {
-        let pc = r.pcap.map_or("n/a".into(), |p| format!("{p:.1}"));
-        let ratio = r
-            .pcap
-            .map_or("n/a".into(), |p| format!("{:.0}x", p / r.dpf));
-        let _ = writeln!(
-            out,
-            "| {} | {:.2} | {:.2} | {} | {:.1} | {} | {:.0}x |",
-            r.n,
-            r.dpf,
-            r.dpf_single,
-            pc,
-            r.rbpf,
-            ratio,
-            r.rbpf / r.dpf
-        );
+    progress("install cost");
+    let (install_us, code_bytes) = install_cost(budget.installs);
+    Measured {
+        pcap_missing: pcap.err().map(|e| e.to_string()),
+        rows,
+        install_us,
+        code_bytes,
     }
-    let scale = rows[3].dpf / rows[0].dpf;
-    let _ = writeln!(
-        out,
-        "\ndpf cost at 10,000 filters / cost at 10: {scale:.2} (target <= 2)"
-    );
-    let (install, size) = install_cost();
-    let _ = writeln!(
-        out,
-        "install one filter into a table of 1,000 (parse, merge, generate, publish): \
-         {:.0} us (target < 1000 us); classifier code {size} bytes",
-        install
-    );
-    out
 }
 
-fn measure(n: usize, pcap: Option<&Libpcap>) -> Row {
+fn measure(n: usize, pcap: Option<&Libpcap>, budget: Budget) -> Row {
     let filters: Vec<String> = (0..n).map(filter).collect();
     let table = table(n);
     let pkts = packets(n, 4096);
@@ -320,13 +340,12 @@ fn measure(n: usize, pcap: Option<&Libpcap>) -> Row {
         let want = (u16::from_be_bytes([p[36], p[37]]) - 1000) as usize;
         assert_eq!(first(p), Some(want));
     }
-    // ROUNDS rounds, each timing every column in turn (so that a burst of
-    // load on this shared machine hits one round, not one column); the
-    // median round is reported.
-    let (dpf_trials, trials) = (DPF_TRIALS / ROUNDS, TRIALS / ROUNDS);
-    let peer_trials = if n >= 10_000 { trials / 10 } else { trials };
+    // Rounds, each timing every column in turn (so that a burst of load on
+    // this shared machine hits one round, not one column).
+    let dpf_trials = budget.dpf_trials / budget.rounds;
+    let peer_trials = budget.peer_trials(n);
     let mut cols: [Vec<f64>; 4] = Default::default();
-    for _ in 0..ROUNDS {
+    for _ in 0..budget.rounds {
         // Many packets per code-cache scope, as a receive loop takes them.
         cols[0].push(reader.batch(|b| {
             time(dpf_trials, |i| {
@@ -347,11 +366,7 @@ fn measure(n: usize, pcap: Option<&Libpcap>) -> Row {
             black_box(first(&mut rbpf_pkts[i & 4095]));
         }));
     }
-    let [dpf, dpf_single, pcap, rbpf] = cols.map(|mut c| {
-        c.sort_by(f64::total_cmp);
-        c.get(c.len() / 2).copied()
-    });
-    let (dpf, dpf_single, rbpf) = (dpf.unwrap(), dpf_single.unwrap(), rbpf.unwrap());
+    let [dpf, dpf_single, pcap, rbpf] = cols;
     Row {
         n,
         dpf,
@@ -361,21 +376,20 @@ fn measure(n: usize, pcap: Option<&Libpcap>) -> Row {
     }
 }
 
-/// Microseconds to install one filter into a table of 1,000 (the median
-/// of 21 install-and-remove rounds), and the table's code size.
-fn install_cost() -> (f64, usize) {
+/// Microseconds to install one filter into a table of 1,000, one sample
+/// per install-and-remove round, and the table's code size.
+fn install_cost(rounds: usize) -> (Vec<f64>, usize) {
     let mut table = table(1000);
     let mut times = Vec::new();
-    for round in 0..21 {
+    for round in 0..rounds {
         let f = filter(5000 + round);
         let t = Instant::now();
         let id = table.install(&f, 9999, 0).expect("installs");
         times.push(t.elapsed().as_secs_f64() * 1e6);
         table.remove(id).expect("removes");
     }
-    times.sort_by(f64::total_cmp);
     let size = table.code_listing().map_or(0, |c| c.0);
-    (times[times.len() / 2], size)
+    (times, size)
 }
 
 #[cfg(test)]

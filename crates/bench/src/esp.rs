@@ -783,6 +783,9 @@ pub fn machine(program: usize, variant: Variant) -> Result<Machine, String> {
 pub struct Timed {
     /// Best ns per input byte over the rounds, or why it was not timed.
     pub ns_per_byte: Result<f64, String>,
+    /// Each round's ns per input byte (the Go peer: its one best, which
+    /// the Go process takes over its own rounds).
+    pub samples: Vec<f64>,
     /// Machine instructions of its code, where it has a meaningful count.
     pub size: Option<usize>,
     /// Fast-path entries, exits and aborts per stream (the fast-path
@@ -935,6 +938,7 @@ pub fn measure(program: usize, budget: Budget, go: &Result<go::Peer, String>) ->
     let fp_before = fp_machine_stats.as_ref().map(|m| m.borrow().stats());
     let mut fp_streams = 0u64;
     let mut best = vec![f64::INFINITY; runners.len()];
+    let mut samples = vec![Vec::new(); runners.len()];
     let mut threads = threads::Pipeline::new(p.chain).ok_or_else(|| "cannot start".to_string());
     if let Ok(t) = &threads {
         match t.run(&input) {
@@ -944,6 +948,7 @@ pub fn measure(program: usize, budget: Budget, go: &Result<go::Peer, String>) ->
         }
     }
     let mut thread_best = f64::INFINITY;
+    let mut thread_samples = Vec::new();
     for round in 0..budget.rounds {
         for (i, (v, run, _)) in runners.iter_mut().enumerate() {
             let Ok(r) = run else { continue };
@@ -956,6 +961,7 @@ pub fn measure(program: usize, budget: Budget, go: &Result<go::Peer, String>) ->
             }
             let ns = t.elapsed().as_secs_f64() * 1e9 / f64::from(reps[i]);
             best[i] = best[i].min(ns / bytes);
+            samples[i].push(ns / bytes);
             if *v == Variant::FastPath {
                 fp_streams += u64::from(reps[i]);
             }
@@ -966,6 +972,7 @@ pub fn measure(program: usize, budget: Budget, go: &Result<go::Peer, String>) ->
             let ns = start.elapsed().as_secs_f64() * 1e9;
             if ok {
                 thread_best = thread_best.min(ns / bytes);
+                thread_samples.push(ns / bytes);
             } else {
                 threads = Err("output differs from the reference".into());
             }
@@ -998,6 +1005,7 @@ pub fn measure(program: usize, budget: Budget, go: &Result<go::Peer, String>) ->
                 v,
                 Timed {
                     ns_per_byte,
+                    samples: std::mem::take(&mut samples[i]),
                     size,
                     fastpath_stats,
                 },
@@ -1008,6 +1016,7 @@ pub fn measure(program: usize, budget: Budget, go: &Result<go::Peer, String>) ->
         Variant::Threads,
         Timed {
             ns_per_byte: threads.map(|_| thread_best),
+            samples: thread_samples,
             size: None,
             fastpath_stats: None,
         },
@@ -1021,6 +1030,7 @@ pub fn measure(program: usize, budget: Budget, go: &Result<go::Peer, String>) ->
     timed.push((
         Variant::Go,
         Timed {
+            samples: go_time.iter().copied().collect(),
             ns_per_byte: go_time,
             size: None,
             fastpath_stats: None,

@@ -10,8 +10,9 @@
 //! 3. the quality of the generated code: scalar kernels against the same
 //!    kernels compiled by rustc ([`kernels`]).
 //!
-//! [`codegen_report`] runs all three side by side in one process and
-//! returns the tables with ratios; `fastpath bench codegen` prints it and
+//! [`measure_instructions`], [`measure_peers`] and
+//! [`kernels::run_kernels`] measure the three in one process;
+//! `fastpath bench codegen` prints them as tables with ratios (or JSON) and
 //! `cargo bench -p fastpath-bench --bench codegen` runs the criterion
 //! version.
 //!
@@ -47,8 +48,6 @@ pub mod workload;
 #[cfg(test)]
 mod workload_tests;
 
-use std::fmt::Write;
-
 /// Machine description for the report header (CPU model, cores).
 pub fn machine() -> String {
     let model = std::fs::read_to_string("/proc/cpuinfo")
@@ -66,13 +65,11 @@ pub fn machine() -> String {
     format!("{model}, {cores} cores")
 }
 
-/// Runs the whole vcode codegen suite in this process and returns the
-/// report (Markdown tables with ratios).
-///
 /// If the environment variable [`callgrind::CHILD_ENV`] is set, this
-/// process is the counted child of the callgrind measurement: it runs
-/// [`callgrind::child_main`] and exits.
-pub fn codegen_report() -> String {
+/// process is the counted child of the callgrind measurement: runs
+/// [`callgrind::child_main`] and exits. A binary that runs the codegen
+/// suite calls this first.
+pub fn codegen_child_dispatch() {
     if let Ok(mode) = std::env::var(callgrind::CHILD_ENV) {
         match callgrind::child_main(&mode, callgrind::FUNCS) {
             Ok(()) => std::process::exit(0),
@@ -82,171 +79,75 @@ pub fn codegen_report() -> String {
             }
         }
     }
-    let mut out = String::new();
-    let _ = writeln!(out, "# vcode codegen benchmarks\n\nmachine: {}", machine());
-    if cfg!(debug_assertions) {
-        let _ = writeln!(
-            out,
-            "\nWARNING: built without optimizations; the Rust kernels and all timings are meaningless. Use --release."
-        );
-    }
-    out.push_str(&instructions_section());
-    out.push_str(&peers_section(7));
-    out.push_str(&kernels_section(kernels::Sizes::REPORT, 7));
-    out
 }
 
-/// Section 1: callgrind counts, by re-running this executable as the child.
-pub fn instructions_section() -> String {
-    let mut out =
-        String::from("\n## 1. Host instructions per generated instruction (callgrind)\n\n");
-    let (nv, nf, ne) = match workload::instruction_counts() {
-        Ok(c) => c,
-        Err(e) => return out + &format!("workload failed: {e}\n"),
-    };
-    let exe = match std::env::current_exe() {
-        Ok(e) => e,
-        Err(e) => return out + &format!("skipped: cannot find this executable: {e}\n"),
-    };
+/// Section 1's measurement: callgrind's instruction totals of generating
+/// [`callgrind::FUNCS`] functions in each mode.
+#[derive(Debug, Clone)]
+pub struct InstructionCounts {
+    /// vcode instructions of the workload function with virtual registers
+    /// (`getreg`), with fixed names, and of the empty function.
+    pub insns: [usize; 3],
+    /// The totals per mode ([`callgrind::MODES`]).
+    pub counts: Vec<callgrind::Count>,
+}
+
+impl InstructionCounts {
+    /// The total of `mode`, if counted.
+    pub fn ir(&self, mode: &str) -> Option<u64> {
+        self.counts.iter().find(|c| c.mode == mode).map(|c| c.ir)
+    }
+}
+
+/// Counts the instructions of generation under callgrind, by re-running
+/// this executable (with its arguments) as the counted child; or why not.
+pub fn measure_instructions() -> Result<InstructionCounts, String> {
+    let (nv, nf, ne) =
+        workload::instruction_counts().map_err(|e| format!("workload failed: {e}"))?;
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
     let args: Vec<_> = std::env::args_os().skip(1).collect();
-    let counts = match callgrind::measure(&exe, &args) {
-        Ok(c) => c,
-        Err(callgrind::Skip(why)) => return out + &format!("skipped: {why}\n"),
-    };
-    let ir = |m: &str| counts.iter().find(|c| c.mode == m).map_or(0, |c| c.ir);
-    let n = callgrind::FUNCS as f64;
-    let empty = ir("empty") as f64;
-    let _ = writeln!(
-        out,
-        "{} functions of {nv} vcode instructions each (labels included); the empty function (`lambda`, `ret`, `end`) has {ne}.\n\
-         Counted: everything inside the generation function (`lambda`, `getreg`, the instructions, `end` with linking into executable memory).\n",
-        callgrind::FUNCS
-    );
-    let _ = writeln!(
-        out,
-        "| registers | Ir total | Ir per function | Ir per instruction (all in) | Ir per body instruction (minus empty function) | target |"
-    );
-    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|");
-    for (mode, insns, target) in [("virtual", nv, 6.0), ("fixed", nf, 4.0)] {
-        let t = ir(mode) as f64;
-        let all = t / (n * insns as f64);
-        let body = (t - empty) / (n * (insns - ne) as f64);
-        let name = if mode == "virtual" {
-            "virtual (`getreg`)"
-        } else {
-            "fixed names (`Reg::t`/`Reg::s`)"
-        };
-        let _ = writeln!(
-            out,
-            "| {name} | {} | {:.0} | {all:.2} | {body:.2} | <= {target} ({}) |",
-            ir(mode),
-            t / n,
-            if all <= target { "met" } else { "missed" }
-        );
-    }
-    let _ = writeln!(
-        out,
-        "| empty function | {} | {:.0} | | | |",
-        ir("empty"),
-        empty / n
-    );
-    out
+    let counts = callgrind::measure(&exe, &args).map_err(|callgrind::Skip(why)| why)?;
+    Ok(InstructionCounts {
+        insns: [nv, nf, ne],
+        counts,
+    })
 }
 
-/// Section 2: generation speed of `mix` with vcode and the peers, `rounds`
-/// interleaved rounds; the best per-function time of each is reported.
-pub fn peers_section(rounds: usize) -> String {
-    let mut out = String::from("\n## 2. Generation speed against peers (one run)\n\n");
-    if let Err(e) = peers::verify_all() {
-        return out + &format!("FAILED verification, not timed: {e}\n");
-    }
-    let insns = match peers::mix_instruction_count() {
-        Ok(n) => n,
-        Err(e) => return out + &format!("FAILED: {e}\n"),
-    };
+/// Section 2's measurement: ns per generated function of `mix`, each peer
+/// of [`peers::PEERS`] one sample per round.
+#[derive(Debug, Clone)]
+pub struct PeerTimes {
+    /// vcode instructions of `mix`, labels included.
+    pub insns: usize,
+    /// Per peer, per round: ns per function over the round's batch.
+    pub ns_per_function: Vec<Vec<f64>>,
+}
+
+/// Times `rounds` interleaved rounds of generating `mix` with vcode and
+/// every peer, after checking that each peer's function runs and agrees
+/// with Rust; or why not.
+pub fn measure_peers(rounds: usize) -> Result<PeerTimes, String> {
+    peers::verify_all().map_err(|e| format!("verification failed, not timed: {e}"))?;
+    let insns = peers::mix_instruction_count().map_err(|e| e.to_string())?;
     let mut vf = vcode::Func::new();
     let mut cl = match (
         peers::Cranelift::new("none"),
         peers::Cranelift::new("speed"),
     ) {
         (Ok(a), Ok(b)) => [a, b],
-        (Err(e), _) | (_, Err(e)) => return out + &format!("FAILED: cranelift: {e}\n"),
+        (Err(e), _) | (_, Err(e)) => return Err(format!("cranelift: {e}")),
     };
     let batch = |i: usize| if i >= 5 { 20 } else { 200 };
-    let mut best = [f64::MAX; peers::PEERS.len()];
+    let mut samples = vec![Vec::new(); peers::PEERS.len()];
     for _ in 0..rounds {
-        for (i, b) in best.iter_mut().enumerate() {
-            match peers::generate_batch(i, batch(i), &mut vf, &mut cl) {
-                Ok(ns) => *b = b.min(ns / batch(i) as f64),
-                Err(e) => return out + &format!("FAILED: {}: {e}\n", peers::PEERS[i]),
-            }
+        for (i, s) in samples.iter_mut().enumerate() {
+            let ns = peers::generate_batch(i, batch(i), &mut vf, &mut cl)
+                .map_err(|e| format!("{}: {e}", peers::PEERS[i]))?;
+            s.push(ns / batch(i) as f64);
         }
     }
-    let _ = writeln!(
-        out,
-        "Function `mix` ({insns} vcode instructions, labels included; every generated function was run and checked against Rust first). \
-         Time includes producing runnable code; best of {rounds} interleaved batches.\n"
-    );
-    let _ = writeln!(
-        out,
-        "| generator | ns per function | ns per instruction | time / vcode (getreg) |"
-    );
-    let _ = writeln!(out, "|---|---:|---:|---:|");
-    for (i, name) in peers::PEERS.iter().enumerate() {
-        let _ = writeln!(
-            out,
-            "| {name} | {:.0} | {:.1} | {:.2}x |",
-            best[i],
-            best[i] / insns as f64,
-            best[i] / best[0]
-        );
-    }
-    let (v, d, c) = (best[0], best[2], best[5]);
-    let _ = writeln!(
-        out,
-        "\nTargets: vcode (getreg) at least as fast as dynasm-rs: {:.2}x dynasm-rs's speed ({}); >= 50x faster than cranelift-jit: {:.0}x ({}).",
-        d / v,
-        if v <= d { "met" } else { "missed" },
-        c / v,
-        if c / v >= 50.0 { "met" } else { "missed" }
-    );
-    out
-}
-
-/// Section 3: the kernels.
-pub fn kernels_section(sizes: kernels::Sizes, rounds: usize) -> String {
-    let mut out = String::from(
-        "\n## 3. Generated-code quality: kernels, vcode against rustc -O (one run)\n\n",
-    );
-    let ks = match kernels::run_kernels(sizes, rounds) {
-        Ok(k) => k,
-        Err(e) => return out + &format!("FAILED: {e}\n"),
-    };
-    let _ = writeln!(
-        out,
-        "Best of {rounds} interleaved runs; vcode and Rust results checked equal on every run.\n"
-    );
-    let _ = writeln!(
-        out,
-        "| kernel | result | vcode µs | rustc µs | vcode speed / rustc | target |"
-    );
-    let _ = writeln!(out, "|---|---|---:|---:|---:|---|");
-    for k in &ks {
-        let s = k.speed();
-        let target = if k.vectorized {
-            "context only".to_string()
-        } else {
-            format!(">= 67% ({})", if s >= 0.67 { "met" } else { "missed" })
-        };
-        let _ = writeln!(
-            out,
-            "| {} | {} | {:.1} | {:.1} | {:.0}% | {target} |",
-            k.name,
-            k.result,
-            k.vcode_ns / 1e3,
-            k.rust_ns / 1e3,
-            100.0 * s
-        );
-    }
-    out
+    Ok(PeerTimes {
+        insns,
+        ns_per_function: samples,
+    })
 }

@@ -11,7 +11,11 @@
 //!    thread blocked with and without the system-call flag, against
 //!    crossbeam-epoch on the same churn.
 //!
-//! `CODECACHE_BENCH_SCALE` (default 1.0) scales every duration and count.
+//! `CODECACHE_BENCH_SCALE` (default 1.0) scales every duration and count;
+//! `--quick` runs at a scale of 0.05 (half-second churns, 1 to 8 threads).
+//! Each figure is one timed run (the sample count each section states); a
+//! time at or below a twentieth of a cycle per operation is n/a with the
+//! reason (see [`crate::bench_figures`]), and so is a ratio over it.
 
 use codecache::{CodeCache, Config, Emit, Sharing};
 use std::collections::HashMap;
@@ -22,15 +26,29 @@ use std::sync::{Arc, Barrier, Mutex, RwLock};
 use std::time::{Duration, Instant};
 use vcode::{Class, Code, Func, I, Leaf, P};
 
+use crate::bench_figures::{Figure, MIN_NS_PER_OP, best_figure, ratio};
+use crate::bench_report::{Cell, Fmt, Report, Section, col};
+
 const FUNCTIONS: u64 = 2000;
 const FIELDS: i64 = 8;
 const PACKET: usize = 64;
 
-fn scale() -> f64 {
+/// The scale of `--quick`.
+const QUICK_SCALE: f64 = 0.05;
+
+fn scale(quick: bool) -> f64 {
+    if quick {
+        return QUICK_SCALE;
+    }
     std::env::var("CODECACHE_BENCH_SCALE")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(1.0)
+}
+
+/// One timed run's figure: a value above `resolution`, or why not.
+fn once(x: f64, resolution: f64) -> Figure {
+    best_figure(&[x], 1, resolution)
 }
 
 /// The constant that classifier `key` expects in 16-bit field `j`.
@@ -102,7 +120,6 @@ fn packet_for(key: u64) -> [u8; PACKET] {
 type Classify = extern "C" fn(*const u8, i32) -> i32;
 
 struct SharingRow {
-    threads: usize,
     code: usize,
     meta: usize,
     gen_ms: f64,
@@ -182,7 +199,6 @@ fn sharing_run(sharing: Sharing, threads: usize, passes: usize) -> SharingRow {
         "wrong classifications"
     );
     SharingRow {
-        threads,
         code: st.bytes_mapped,
         meta: st.metadata_bytes,
         gen_ms: gen_ns.load(Ordering::Relaxed) as f64 / 1e6,
@@ -191,34 +207,85 @@ fn sharing_run(sharing: Sharing, threads: usize, passes: usize) -> SharingRow {
     }
 }
 
-fn bench_sharing() {
-    println!("## 1. Shared vs private: {FUNCTIONS} classifiers, every thread runs each");
-    println!();
-    println!(
-        "| threads | shared code KiB | private code KiB | shared meta KiB | private meta KiB | shared/private memory | generation CPU ms shared | generation CPU ms private | warm-up wall ms shared | warm-up wall ms private | Mcalls/s shared | Mcalls/s private |"
+fn bench_sharing(scale: f64, quick: bool) -> Section {
+    let mut s = Section::new(
+        "sharing",
+        &format!("1. Shared vs private: {FUNCTIONS} classifiers, every thread runs each"),
+        "threads",
+        vec![
+            col("shared_code_kib", "shared code KiB", Fmt::Dec(0)),
+            col("private_code_kib", "private code KiB", Fmt::Dec(0)),
+            col("shared_meta_kib", "shared meta KiB", Fmt::Dec(0)),
+            col("private_meta_kib", "private meta KiB", Fmt::Dec(0)),
+            col(
+                "private_over_shared_memory",
+                "private/shared memory",
+                Fmt::Times,
+            ),
+            col(
+                "shared_generation_cpu_ms",
+                "generation CPU ms shared",
+                Fmt::Dec(1),
+            ),
+            col(
+                "private_generation_cpu_ms",
+                "generation CPU ms private",
+                Fmt::Dec(1),
+            ),
+            col(
+                "shared_warmup_wall_ms",
+                "warm-up wall ms shared",
+                Fmt::Dec(1),
+            ),
+            col(
+                "private_warmup_wall_ms",
+                "warm-up wall ms private",
+                Fmt::Dec(1),
+            ),
+            col("shared_mcalls_per_s", "Mcalls/s shared", Fmt::Dec(1)),
+            col("private_mcalls_per_s", "Mcalls/s private", Fmt::Dec(1)),
+        ],
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
-    for threads in [1, 2, 4, 8, 16, 64] {
-        let passes = ((2000.0 * scale()) as usize / threads).max(10);
-        let s = sharing_run(Sharing::Shared, threads, passes);
+    s.samples = Some(1);
+    s.about = "One run per cell: code and metadata memory after every thread has used every \
+               classifier; generation CPU time over all threads; warm-up and call rate in wall time."
+        .into();
+    let threads: &[usize] = if quick {
+        &[1, 2, 8]
+    } else {
+        &[1, 2, 4, 8, 16, 64]
+    };
+    for &threads in threads {
+        eprintln!("codecache: sharing, {threads} threads");
+        let passes = ((2000.0 * scale) as usize / threads).max(10);
+        let sh = sharing_run(Sharing::Shared, threads, passes);
         let p = sharing_run(Sharing::Private, threads, passes);
-        println!(
-            "| {} | {} | {} | {} | {} | 1/{:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} |",
-            s.threads,
-            s.code / 1024,
-            p.code / 1024,
-            s.meta / 1024,
-            p.meta / 1024,
-            (p.code + p.meta) as f64 / (s.code + s.meta) as f64,
-            s.gen_ms,
-            p.gen_ms,
-            s.warm_ms,
-            p.warm_ms,
-            s.calls_per_s / 1e6,
-            p.calls_per_s / 1e6,
+        let kib = |b: usize| Cell::Int((b / 1024) as i64);
+        let mem = |b: usize| Figure::Value {
+            value: b as f64,
+            spread: 0.0,
+        };
+        // Times of at least a clock step (1 µs here, in ms).
+        let ms = |x: f64| Cell::Fig(once(x, 1e-3));
+        let rate = |x: f64| Cell::Fig(once(x / 1e6, 0.0));
+        s.row(
+            threads.to_string(),
+            vec![
+                kib(sh.code),
+                kib(p.code),
+                kib(sh.meta),
+                kib(p.meta),
+                Cell::Fig(ratio(&mem(p.code + p.meta), &mem(sh.code + sh.meta))),
+                ms(sh.gen_ms),
+                ms(p.gen_ms),
+                ms(sh.warm_ms),
+                ms(p.warm_ms),
+                rate(sh.calls_per_s),
+                rate(p.calls_per_s),
+            ],
         );
     }
-    println!();
+    s
 }
 
 /// One lookup structure under test: `get` returns the code address.
@@ -361,10 +428,21 @@ fn lookup_ns(l: Arc<dyn Lookup>, readers: usize, writer: bool, n: usize) -> f64 
     total.as_secs_f64() * 1e9 / (n * readers) as f64
 }
 
-fn bench_lookup() {
-    println!("## 2. Lookup cost (ns per lookup, per reader thread; lower is better)");
-    println!();
-    let n = ((2_000_000.0 * scale()) as usize).max(64 * 64);
+fn bench_lookup(scale: f64) -> Section {
+    let n = ((2_000_000.0 * scale) as usize).max(64 * 64);
+    let mut s = Section::new(
+        "lookup",
+        "2. Lookup cost (ns per lookup, per reader thread; lower is better)",
+        "structure",
+        vec![
+            col("one_reader_ns", "1 reader", Fmt::Dec(1)),
+            col("two_readers_ns", "2 readers", Fmt::Dec(1)),
+            col("one_reader_writer_ns", "1 reader + writer", Fmt::Dec(1)),
+            col("two_readers_writer_ns", "2 readers + writer", Fmt::Dec(1)),
+        ],
+    );
+    s.samples = Some(1);
+    s.about = format!("{n} lookups per reader per cell, one run each.");
     let makers: Vec<Box<dyn Fn() -> Arc<dyn Lookup>>> = vec![
         Box::new(|| {
             Arc::new(Table {
@@ -375,29 +453,24 @@ fn bench_lookup() {
         Box::new(|| Arc::new(Locked(Mutex::new(HashMap::new())))),
         Box::new(|| Arc::new(Locked(dashmap::DashMap::new()))),
     ];
-    println!("| structure | 1 reader | 2 readers | 1 reader + writer | 2 readers + writer |");
-    println!("|---|---|---|---|---|");
     let mut rows = Vec::new();
     for make in &makers {
         let name = make().name();
-        let cells: Vec<f64> = [(1, false), (2, false), (1, true), (2, true)]
+        eprintln!("codecache: lookup, {name}");
+        let cells: Vec<Figure> = [(1, false), (2, false), (1, true), (2, true)]
             .iter()
-            .map(|&(r, w)| lookup_ns(make(), r, w, n))
+            .map(|&(r, w)| once(lookup_ns(make(), r, w, n), MIN_NS_PER_OP))
             .collect();
-        println!(
-            "| {name} | {:.1} | {:.1} | {:.1} | {:.1} |",
-            cells[0], cells[1], cells[2], cells[3]
-        );
+        s.row(name, cells.iter().cloned().map(Cell::Fig).collect());
         rows.push((name, cells));
     }
     let ours = &rows[0].1;
     let rw = &rows[1].1;
-    println!();
-    println!(
-        "RwLock<HashMap> / codecache table: {:.1}x (2 readers), {:.1}x (2 readers + writer)",
-        rw[1] / ours[1],
-        rw[3] / ours[3]
-    );
+    s.lines.push(format!(
+        "RwLock<HashMap> / codecache table: {} (2 readers), {} (2 readers + writer)",
+        ratio(&rw[1], &ours[1]).cell(|x| format!("{x:.1}x")),
+        ratio(&rw[3], &ours[3]).cell(|x| format!("{x:.1}x"))
+    ));
     // A whole Scope::lookup through the cache (enter and exit per lookup:
     // the worst case), and the synchronization point against crossbeam's pin.
     let cache = CodeCache::new(Config::default());
@@ -425,10 +498,14 @@ fn bench_lookup() {
         drop(black_box(crossbeam_epoch::pin()));
     }
     let pin = t0.elapsed().as_secs_f64() * 1e9 / n as f64;
-    println!(
-        "CodeCache enter + lookup + exit: {scoped:.1} ns; empty scope (two synchronization points): {sync:.1} ns; crossbeam_epoch::pin + unpin: {pin:.1} ns"
-    );
-    println!();
+    let ns = |x: f64| once(x, MIN_NS_PER_OP).cell(|v| format!("{v:.1} ns"));
+    s.lines.push(format!(
+        "CodeCache enter + lookup + exit: {}; empty scope (two synchronization points): {}; crossbeam_epoch::pin + unpin: {}",
+        ns(scoped),
+        ns(sync),
+        ns(pin)
+    ));
+    s
 }
 
 /// Churn with one blocked thread; returns the fraction of unlinked blocks
@@ -576,23 +653,46 @@ fn promptness_epoch(unpinned_while_blocked: bool, secs: f64) -> ([f64; 4], u64) 
     (f, d.len() as u64)
 }
 
-fn bench_promptness() {
-    let secs = (3.0 * scale()).max(0.5);
-    println!(
-        "## 3. Promptness of deletion under churn ({secs:.1} s each; one thread blocked in 500 ms sleeps)"
+fn bench_promptness(scale: f64) -> Section {
+    let secs = (3.0 * scale).max(0.5);
+    let mut s = Section::new(
+        "promptness",
+        &format!(
+            "3. Promptness of deletion under churn ({secs:.1} s each; one thread blocked in 500 ms sleeps)"
+        ),
+        "scheme",
+        vec![
+            col("freed_within_1ms_percent", "freed ≤ 1 ms", Fmt::Percent(2)),
+            col("freed_within_10ms_percent", "≤ 10 ms", Fmt::Percent(2)),
+            col("freed_within_100ms_percent", "≤ 100 ms", Fmt::Percent(2)),
+            col("freed_within_1000ms_percent", "≤ 1000 ms", Fmt::Percent(2)),
+            col("sets_freed", "sets freed", Fmt::Dec(0)),
+        ],
     );
-    println!();
-    println!("| scheme | freed ≤ 1 ms | ≤ 10 ms | ≤ 100 ms | ≤ 1000 ms | sets freed |");
-    println!("|---|---|---|---|---|---|");
-    let row = |name: &str, (f, n): ([f64; 4], u64)| {
-        println!(
-            "| {name} | {:.2}% | {:.2}% | {:.2}% | {:.2}% | {n} |",
-            f[0] * 100.0,
-            f[1] * 100.0,
-            f[2] * 100.0,
-            f[3] * 100.0
+    s.samples = Some(1);
+    s.about =
+        "Share of the replaced code (sets of blocks) freed within each delay of its unlinking; \
+               sets still pending at the end count as not freed."
+            .into();
+    let mut row = |name: &str, (f, n): ([f64; 4], u64)| {
+        let pct = |x: f64| {
+            Cell::Fig(Figure::Value {
+                value: x * 100.0,
+                spread: 0.0,
+            })
+        };
+        s.row(
+            name,
+            vec![
+                pct(f[0]),
+                pct(f[1]),
+                pct(f[2]),
+                pct(f[3]),
+                Cell::Int(n as i64),
+            ],
         );
     };
+    eprintln!("codecache: promptness");
     row(
         "codecache, blocked thread flagged out",
         promptness_codecache(true, secs),
@@ -609,25 +709,35 @@ fn bench_promptness() {
         "crossbeam-epoch, blocked thread pinned",
         promptness_epoch(false, secs),
     );
-    println!();
+    s
 }
 
-/// Runs the suite.
-pub fn run() -> ExitCode {
-    println!(
-        "# fastpath bench codecache ({} cores available)",
-        std::thread::available_parallelism().map_or(1, |n| n.get())
+/// Runs the suite and prints the report.
+pub fn run(json: bool, quick: bool) -> ExitCode {
+    let scale = scale(quick);
+    let mut r = Report::new(
+        "codecache",
+        quick,
+        format!(
+            "fastpath bench codecache ({} cores available)",
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        ),
     );
-    println!();
     let only = std::env::var("CODECACHE_BENCH_ONLY").unwrap_or_default();
     if only.is_empty() || only == "lookup" {
-        bench_lookup();
+        r.sections.push(bench_lookup(scale));
     }
     if only.is_empty() || only == "promptness" {
-        bench_promptness();
+        r.sections.push(bench_promptness(scale));
     }
     if only.is_empty() || only == "sharing" {
-        bench_sharing();
+        r.sections.push(bench_sharing(scale, quick));
     }
-    ExitCode::SUCCESS
+    match r.print(json) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("fastpath bench codecache: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }

@@ -1,12 +1,215 @@
 //! `fastpath bench dpf`: the VCODE paper's §4.2 experiment, dpf's merged
 //! classifier against libpcap's BPF interpreter and rbpf's JIT running the
 //! filters in turn (see `fastpath_bench::dpf`).
+//!
+//! Every time is the median of its interleaved rounds (see
+//! [`crate::bench_figures`]: fewer valid rounds than stated, or a time at or
+//! below a twentieth of a cycle, is n/a with the reason); ratios are
+//! peer / dpf, n/a when either side is.
 
 use std::process::ExitCode;
 
-/// Runs the suite and prints its report.
-pub fn run() -> ExitCode {
-    println!("# fastpath bench dpf\n");
-    println!("{}", fastpath_bench::dpf::report());
-    ExitCode::SUCCESS
+use fastpath_bench::dpf::{Budget, Measured, measure_all};
+
+use crate::bench_figures::{Figure, MIN_NS_PER_OP, NotMeasured, median_figure, ratio};
+use crate::bench_report::{Cell, Fmt, Report, Section, Target, col, verdict};
+
+/// dpf's cost at 10,000 filters over its cost at 10 (at most), and the
+/// install time of one filter into a table of 1,000 in µs (below).
+const TARGET_SCALING: f64 = 2.0;
+const TARGET_INSTALL_US: f64 = 1000.0;
+
+/// Runs the suite and prints the report (the tables, or JSON with `json`).
+pub fn run(json: bool, quick: bool) -> ExitCode {
+    let budget = if quick {
+        Budget::QUICK
+    } else {
+        Budget::DEFAULT
+    };
+    let m = measure_all(budget, |s| eprintln!("dpf: {s}"));
+    match report(&m, budget, quick).print(json) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("fastpath bench dpf: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// A column's median, or why there is none (`missing`: the peer did not run).
+fn median(samples: &[f64], rounds: usize, missing: Option<&str>) -> Figure {
+    match missing {
+        Some(why) if samples.is_empty() => Figure::NotMeasured(NotMeasured::Unavailable(format!(
+            "libpcap unavailable: {why}"
+        ))),
+        _ => median_figure(samples, rounds, MIN_NS_PER_OP),
+    }
+}
+
+/// The report of a run.
+pub fn report(m: &Measured, budget: Budget, quick: bool) -> Report {
+    let mut r = Report::new(
+        "dpf",
+        quick,
+        "fastpath bench dpf: merged classifier against libpcap and rbpf (VCODE §4.2)",
+    );
+    if let Some(why) = &m.pcap_missing {
+        r.notes
+            .push(format!("libpcap unavailable ({why}): its column is n/a"));
+    }
+    let mut s = Section::new(
+        "classify",
+        "Classification cost",
+        "N",
+        vec![
+            col("dpf_ns_per_pkt", "dpf ns/pkt", Fmt::Dec(2)),
+            col(
+                "dpf_scope_per_pkt_ns_per_pkt",
+                "dpf, scope per pkt",
+                Fmt::Dec(2),
+            ),
+            col("libpcap_ns_per_pkt", "libpcap BPF ns/pkt", Fmt::Dec(1)),
+            col("rbpf_ns_per_pkt", "rbpf JIT ns/pkt", Fmt::Dec(1)),
+            col("libpcap_over_dpf", "libpcap / dpf", Fmt::Times),
+            col("rbpf_over_dpf", "rbpf / dpf", Fmt::Times),
+        ],
+    );
+    s.samples = Some(budget.rounds);
+    s.about = format!(
+        "TCP/IP packets, each destined for one of N filters `tcp dst port P and dst host 10.0.0.1` \
+         (uniformly at random); dpf: the merged native classifier; the peers run the filters one \
+         after another until one matches. Each cell: {} trials for dpf, {} for the peers ({} at N = 10,000), \
+         in {} interleaved rounds, median round. The dpf column classifies many packets per code-cache scope \
+         (one lookup of the classifier for the batch, as a receive loop does); the next column enters the scope, \
+         looks the classifier up and leaves for every packet. Ratios use the first.",
+        budget.dpf_trials / budget.rounds * budget.rounds,
+        budget.peer_trials(10) * budget.rounds,
+        budget.peer_trials(10_000) * budget.rounds,
+        budget.rounds
+    );
+    let pcap_missing = m.pcap_missing.as_deref();
+    let mut dpf_at = Vec::new();
+    for row in &m.rows {
+        let dpf = median(&row.dpf, budget.rounds, None);
+        let single = median(&row.dpf_single, budget.rounds, None);
+        let pcap = median(&row.pcap, budget.rounds, pcap_missing);
+        let rbpf = median(&row.rbpf, budget.rounds, None);
+        let cells = vec![
+            Cell::Fig(dpf.clone()),
+            Cell::Fig(single),
+            Cell::Fig(pcap.clone()),
+            Cell::Fig(rbpf.clone()),
+            Cell::Fig(ratio(&pcap, &dpf)),
+            Cell::Fig(ratio(&rbpf, &dpf)),
+        ];
+        dpf_at.push((row.n, dpf));
+        s.row(row.n.to_string(), cells);
+    }
+    r.sections.push(s);
+
+    let install = median_figure(&m.install_us, budget.installs, 1e-3);
+    let mut i = Section::new(
+        "install",
+        "Installing a filter",
+        "what",
+        vec![
+            col("install_us", "µs", Fmt::Dec(0)),
+            col("code_bytes", "classifier code bytes", Fmt::Dec(0)),
+        ],
+    );
+    i.samples = Some(budget.installs);
+    i.about = format!(
+        "One filter installed into a table of 1,000 (parse, merge, generate, publish), then removed; \
+         median of {} rounds.",
+        budget.installs
+    );
+    i.row(
+        "install one filter into 1,000",
+        vec![Cell::Fig(install.clone()), Cell::Int(m.code_bytes as i64)],
+    );
+    r.sections.push(i);
+
+    let at = |n: usize| dpf_at.iter().find(|(k, _)| *k == n).map(|(_, f)| f.clone());
+    let scaling = match (at(10_000), at(10)) {
+        (Some(a), Some(b)) => ratio(&a, &b),
+        _ => Figure::NotMeasured(NotMeasured::Unavailable(
+            "N = 10 and N = 10,000 not both run".into(),
+        )),
+    };
+    r.targets = vec![
+        Target {
+            what: format!("dpf cost at 10,000 filters at most {TARGET_SCALING}x its cost at 10"),
+            verdict: verdict(&scaling, |x| x <= TARGET_SCALING),
+            detail: scaling.cell(|x| format!("{x:.2}x")),
+        },
+        Target {
+            what: format!(
+                "installing one filter into a table of 1,000 under {TARGET_INSTALL_US:.0} µs"
+            ),
+            verdict: verdict(&install, |x| x < TARGET_INSTALL_US),
+            detail: install.cell(|x| format!("{x:.0} µs")),
+        },
+    ];
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fastpath_bench::dpf::Row;
+
+    fn measured() -> Measured {
+        let row = |n: usize, dpf: f64| Row {
+            n,
+            dpf: vec![dpf, dpf + 0.1, dpf - 0.1, dpf, dpf],
+            dpf_single: vec![dpf * 2.0; 5],
+            pcap: vec![],
+            rbpf: vec![f64::NAN, 50.0, f64::NAN, 51.0, 49.0],
+        };
+        Measured {
+            pcap_missing: Some("libpcap.so.0.8: not found".into()),
+            rows: vec![row(10, 3.0), row(10_000, 4.5)],
+            install_us: vec![300.0, 310.0, 290.0, 305.0, 295.0],
+            code_bytes: 12345,
+        }
+    }
+
+    #[test]
+    fn a_missing_peer_and_too_few_rounds_are_na_with_the_reason_in_both_renderings() {
+        let r = report(&measured(), Budget::QUICK, true);
+        let s = r.section("classify").unwrap();
+        let Some(Cell::Fig(pcap)) = s.cell("10", "libpcap_ns_per_pkt") else {
+            panic!("no libpcap cell")
+        };
+        assert!(
+            pcap.reason()
+                .unwrap()
+                .to_string()
+                .contains("libpcap unavailable")
+        );
+        let Some(Cell::Fig(rbpf)) = s.cell("10", "rbpf_ns_per_pkt") else {
+            panic!("no rbpf cell")
+        };
+        assert_eq!(
+            rbpf,
+            &Figure::NotMeasured(NotMeasured::TooFewSamples { got: 3, want: 5 })
+        );
+        let text = r.text();
+        assert!(
+            text.contains("3 valid samples of the 5 the median needs"),
+            "{text}"
+        );
+        let json: serde_json::Value = serde_json::from_str(&r.json().unwrap()).unwrap();
+        let row = &json["sections"]["classify"]["rows"][0];
+        assert_eq!(row["name"], "10");
+        assert_eq!(row["dpf_ns_per_pkt"]["value"], 3.0);
+        assert!(row["rbpf_ns_per_pkt"]["value"].is_null());
+        assert_eq!(
+            row["rbpf_ns_per_pkt"]["reason"],
+            "3 valid samples of the 5 the median needs"
+        );
+        assert!(row["rbpf_over_dpf"]["value"].is_null());
+        assert_eq!(json["targets"][0]["verdict"], "PASS");
+        assert_eq!(json["sections"]["install"]["rows"][0]["code_bytes"], 12345);
+    }
 }

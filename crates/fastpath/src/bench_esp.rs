@@ -16,11 +16,18 @@
 //! as targets (automatic fast paths within 1.3x of the hand-fused Rust loop
 //! and faster than the automata, fast-path code at most 1.5x the processes'
 //! code, fast paths at least 20x faster than Go and ESP faster than Go), are
-//! judged at the end, each PASS or MISS.
+//! judged at the end, each PASS or MISS (or not judged, naming the programs
+//! whose figures are n/a). A time is n/a with the reason when it failed,
+//! when fewer rounds than stated were valid, or when it is at or below a
+//! twentieth of a cycle (see [`crate::bench_figures`]); a ratio over it is
+//! n/a too. `--quick` (or `FASTPATH_BENCH_QUICK=1`) runs two short rounds.
 
 use std::process::ExitCode;
 
-use fastpath_bench::esp::{self as bench, Budget, ProgramResult, Timed, VARIANTS, Variant};
+use fastpath_bench::esp::{self as bench, Budget, ProgramResult, Timed, Variant};
+
+use crate::bench_figures::{Figure, MIN_NS_PER_OP, NotMeasured, best_figure, ratio};
+use crate::bench_report::{Cell, Fmt, Report, Section, col, judge};
 
 /// The targets: fast path time / hand-fused Rust time, fast-path code size /
 /// ESP code size (both at most), Go time / fast path time (at least).
@@ -28,21 +35,14 @@ const FP_VS_RUST: f64 = 1.3;
 const FP_SIZE_VS_ESP: f64 = 1.5;
 const GO_VS_FP: f64 = 20.0;
 
-/// Runs the suite and prints the table. `FASTPATH_BENCH_QUICK=1` runs one
-/// short round (a smoke test of the whole suite).
-pub fn run() -> ExitCode {
-    let budget = if std::env::var_os("FASTPATH_BENCH_QUICK").is_some() {
+/// Runs the suite and prints the tables (or the JSON object).
+pub fn run(json: bool, quick: bool) -> ExitCode {
+    let quick = quick || std::env::var_os("FASTPATH_BENCH_QUICK").is_some();
+    let budget = if quick {
         Budget::QUICK
     } else {
         Budget::DEFAULT
     };
-    println!("# fastpath bench esp: Table 1 (filter programs, §6.1)\n");
-    println!("machine: {}", fastpath_bench::machine());
-    if cfg!(debug_assertions) {
-        println!(
-            "\nWARNING: built without optimizations; the Rust loop and the peers are meaningless. Use --release."
-        );
-    }
     let go = bench::go::Peer::build();
     match &go {
         Ok(peer) => eprintln!("Go peer built ({})", peer.version),
@@ -53,7 +53,14 @@ pub fn run() -> ExitCode {
         eprintln!("measuring {} ...", esp::filters::PROGRAMS[i].name);
         results.push(bench::measure(i, budget, &go));
     }
-    print_tables(&results, budget, &go);
+    let go_note = match &go {
+        Ok(peer) => Ok(peer.version.clone()),
+        Err(why) => Err(why.clone()),
+    };
+    if let Err(e) = report(&results, budget, &go_note, quick).print(json) {
+        eprintln!("fastpath bench esp: {e}");
+        return ExitCode::FAILURE;
+    }
     let failed = results.iter().flat_map(|r| &r.timed).any(|(v, t)| {
         matches!(v, Variant::Native | Variant::Fused | Variant::FastPath) && t.ns_per_byte.is_err()
     });
@@ -64,218 +71,343 @@ pub fn run() -> ExitCode {
     }
 }
 
-fn get(r: &ProgramResult, v: Variant) -> &Timed {
-    &r.timed
-        .iter()
-        .find(|(w, _)| *w == v)
-        .expect("every variant is measured")
-        .1
+fn get(r: &ProgramResult, v: Variant) -> Option<&Timed> {
+    r.timed.iter().find(|(w, _)| *w == v).map(|(_, t)| t)
 }
 
-fn ns(r: &ProgramResult, v: Variant) -> Option<f64> {
-    get(r, v).ns_per_byte.as_ref().ok().copied()
-}
-
-fn size(r: &ProgramResult, v: Variant) -> Option<usize> {
-    get(r, v).ns_per_byte.as_ref().ok().and(get(r, v).size)
-}
-
-fn cell_ns(t: &Timed) -> String {
-    match &t.ns_per_byte {
-        Ok(ns) if *ns >= 100.0 => format!("{ns:.0}"),
-        Ok(ns) => format!("{ns:.2}"),
-        Err(_) => "failed".into(),
+/// Rounds a variant's figure is the best of.
+fn rounds(v: Variant, b: Budget) -> usize {
+    match v {
+        Variant::Threads => b.peer_rounds as usize,
+        // The Go process reports the best of its own rounds.
+        Variant::Go => 1,
+        _ => b.rounds as usize,
     }
 }
 
-fn cell_size(t: &Timed) -> String {
-    match (&t.ns_per_byte, t.size) {
-        (Ok(_), Some(s)) => s.to_string(),
-        _ => "".into(),
+/// The ns per byte of `v`, or why there is none.
+fn time(r: &ProgramResult, v: Variant, b: Budget) -> Figure {
+    match get(r, v) {
+        None => Figure::NotMeasured(NotMeasured::Unavailable("not measured".into())),
+        Some(t) => match &t.ns_per_byte {
+            Err(e) => Figure::NotMeasured(NotMeasured::Unavailable(format!("not timed: {e}"))),
+            Ok(_) => best_figure(&t.samples, rounds(v, b), MIN_NS_PER_OP),
+        },
     }
 }
 
-fn ratio(a: Option<f64>, b: Option<f64>) -> String {
-    match (a, b) {
-        (Some(a), Some(b)) if b > 0.0 && a / b >= 100.0 => format!("{:.0}x", a / b),
-        (Some(a), Some(b)) if b > 0.0 => format!("{:.2}x", a / b),
-        _ => "n/a".into(),
+/// The code size of `v` in machine instructions, as an exact figure.
+fn size(r: &ProgramResult, v: Variant) -> Figure {
+    match get(r, v) {
+        Some(Timed {
+            ns_per_byte: Ok(_),
+            size: Some(s),
+            ..
+        }) => Figure::Value {
+            value: *s as f64,
+            spread: 0.0,
+        },
+        Some(Timed {
+            ns_per_byte: Err(e),
+            ..
+        }) => Figure::NotMeasured(NotMeasured::Unavailable(format!("not built: {e}"))),
+        _ => Figure::NotMeasured(NotMeasured::Unavailable("no size".into())),
     }
 }
 
-fn verdict(pass: bool) -> &'static str {
-    if pass { "PASS" } else { "MISS" }
-}
+/// A target's test of a ratio.
+type Pass = fn(f64) -> bool;
 
-fn print_tables(results: &[ProgramResult], budget: Budget, go: &Result<bench::go::Peer, String>) {
-    println!(
-        "\nstreams of {} bytes; ns per input byte, best of {} rounds (threads, Go: {} rounds); size: machine instructions\n",
+/// The report of a run; `go` is the Go peer's version or why it was skipped.
+pub fn report(
+    results: &[ProgramResult],
+    budget: Budget,
+    go: &Result<String, String>,
+    quick: bool,
+) -> Report {
+    let mut rep = Report::new(
+        "esp",
+        quick,
+        "fastpath bench esp: Table 1 (filter programs, §6.1)",
+    );
+    rep.notes.push(match go {
+        Ok(v) => format!("Go peer: {v}"),
+        Err(why) => format!("Go peer skipped: {why}"),
+    });
+    let mut t = Section::new(
+        "times",
+        "Time and code size",
+        "program",
+        vec![
+            col("esp_ns_per_byte", "ESP ns/B", Fmt::Dec(2)),
+            col("esp_instructions", "size", Fmt::Dec(0)),
+            col("rust_ns_per_byte", "hand-fused Rust ns/B", Fmt::Dec(2)),
+            col("rust_instructions", "size (+ ESP's)", Fmt::Dec(0)),
+            col(
+                "fast_path_ns_per_byte",
+                "ESP + auto fast paths ns/B",
+                Fmt::Dec(2),
+            ),
+            col("fast_path_instructions", "size", Fmt::Dec(0)),
+            col("automata_ns_per_byte", "automata ns/B", Fmt::Dec(2)),
+            col("automata_instructions", "size", Fmt::Dec(0)),
+            col("threads_ns_per_byte", "crossbeam threads ns/B", Fmt::Dec(0)),
+            col("go_ns_per_byte", "Go ns/B", Fmt::Dec(0)),
+        ],
+    );
+    t.samples = Some(budget.rounds as usize);
+    t.about = format!(
+        "streams of {} bytes; ns per input byte, best of {} rounds (threads: {} rounds; Go: the best of its own {} rounds); \
+         size: machine instructions (the hand-fused Rust loop's own; it comes with the ESP slow path, whose \
+         size is ESP's)",
         bench::STREAM_BYTES,
         budget.rounds,
+        budget.peer_rounds,
         budget.peer_rounds
     );
-    println!(
-        "| program | ESP ns/B | size | hand-fused Rust ns/B | size | ESP + auto fast paths ns/B | size | automata ns/B | size | crossbeam threads ns/B | Go ns/B |"
+    let mut ratios = Section::new(
+        "ratios",
+        "Ratios (time / time; size / size)",
+        "program",
+        vec![
+            col("esp_over_fast_path", "ESP / fast path", Fmt::Times),
+            col(
+                "fast_path_over_rust",
+                &format!("fast path / Rust (<= {FP_VS_RUST}x)"),
+                Fmt::Times,
+            ),
+            col(
+                "automata_over_fast_path",
+                "automata / fast path (> 1)",
+                Fmt::Times,
+            ),
+            col(
+                "fast_path_size_over_esp_size",
+                &format!("fast-path size / ESP size (<= {FP_SIZE_VS_ESP}x)"),
+                Fmt::Times,
+            ),
+            col(
+                "automata_size_over_esp_size",
+                "automata size / ESP size",
+                Fmt::Times,
+            ),
+            col("threads_over_fast_path", "threads / fast path", Fmt::Times),
+            col(
+                "go_over_fast_path",
+                &format!("Go / fast path (>= {GO_VS_FP:.0}x)"),
+                Fmt::Times,
+            ),
+            col("go_over_esp", "Go / ESP (> 1)", Fmt::Times),
+        ],
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-    for r in results {
-        let mut row = format!("| {} ", r.name);
-        for v in VARIANTS {
-            let t = get(r, v);
-            row += &format!("| {} ", cell_ns(t));
-            if matches!(
-                v,
-                Variant::Native | Variant::Fused | Variant::FastPath | Variant::Automata
-            ) {
-                let mut s = cell_size(t);
-                if v == Variant::Fused && !s.is_empty() {
-                    // The manual fast path comes with the ESP slow path.
-                    if let Some(p) = r.process_size {
-                        s = format!("{} + {s}", p);
-                    }
-                }
-                row += &format!("| {s} ");
-            }
-        }
-        println!("{row}|");
-    }
-    println!();
-    for r in results {
-        println!("{}: {} ({} bytes out)", r.name, r.chain, r.output_bytes);
-    }
-
-    println!("\nratios (time / time; size / size):\n");
-    println!(
-        "| program | ESP / fast path | fast path / Rust (<= {FP_VS_RUST}x) | automata / fast path (> 1) | fast-path size / ESP size (<= {FP_SIZE_VS_ESP}x) | automata size / ESP size | threads / fast path | Go / fast path (>= {GO_VS_FP:.0}x) | Go / ESP (> 1) |"
+    let mut stats = Section::new(
+        "fast_paths",
+        "Fast paths per stream",
+        "program",
+        vec![
+            col("entries_per_stream", "entries", Fmt::Dec(2)),
+            col("exits_per_stream", "exits", Fmt::Dec(2)),
+            col("aborts_per_stream", "aborts", Fmt::Dec(2)),
+        ],
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
-    let to_f = |s: Option<usize>| s.map(|s| s as f64);
+    let mut judged: [Vec<(String, Option<bool>)>; 5] = Default::default();
+    let mut extremes: [Vec<(String, f64)>; 5] = Default::default();
     for r in results {
-        let (e, f, a, u, t, g) = (
-            ns(r, Variant::Native),
-            ns(r, Variant::FastPath),
-            ns(r, Variant::Automata),
-            ns(r, Variant::Fused),
-            ns(r, Variant::Threads),
-            ns(r, Variant::Go),
+        let ns = |v| time(r, v, budget);
+        let (e, u, f, a, th, g) = (
+            ns(Variant::Native),
+            ns(Variant::Fused),
+            ns(Variant::FastPath),
+            ns(Variant::Automata),
+            ns(Variant::Threads),
+            ns(Variant::Go),
         );
-        println!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+        t.row(
             r.name,
-            ratio(e, f),
-            ratio(f, u),
-            ratio(a, f),
-            ratio(
-                to_f(size(r, Variant::FastPath)),
-                to_f(size(r, Variant::Native))
-            ),
-            ratio(
-                to_f(size(r, Variant::Automata)),
-                to_f(size(r, Variant::Native))
-            ),
-            ratio(t, f),
-            ratio(g, f),
-            ratio(g, e),
+            vec![
+                Cell::Fig(e.clone()),
+                Cell::Fig(size(r, Variant::Native)),
+                Cell::Fig(u.clone()),
+                Cell::Fig(size(r, Variant::Fused)),
+                Cell::Fig(f.clone()),
+                Cell::Fig(size(r, Variant::FastPath)),
+                Cell::Fig(a.clone()),
+                Cell::Fig(size(r, Variant::Automata)),
+                Cell::Fig(th.clone()),
+                Cell::Fig(g.clone()),
+            ],
+        );
+        t.lines.push(format!(
+            "{}: {} ({} bytes out)",
+            r.name, r.chain, r.output_bytes
+        ));
+        let fp_rust = ratio(&f, &u);
+        let auto_fp = ratio(&a, &f);
+        let size_ratio = ratio(&size(r, Variant::FastPath), &size(r, Variant::Native));
+        let go_fp = ratio(&g, &f);
+        let go_esp = ratio(&g, &e);
+        ratios.row(
+            r.name,
+            vec![
+                Cell::Fig(ratio(&e, &f)),
+                Cell::Fig(fp_rust.clone()),
+                Cell::Fig(auto_fp.clone()),
+                Cell::Fig(size_ratio.clone()),
+                Cell::Fig(ratio(
+                    &size(r, Variant::Automata),
+                    &size(r, Variant::Native),
+                )),
+                Cell::Fig(ratio(&th, &f)),
+                Cell::Fig(go_fp.clone()),
+                Cell::Fig(go_esp.clone()),
+            ],
+        );
+        let checks: [(&Figure, Pass); 5] = [
+            (&fp_rust, |x| x <= FP_VS_RUST),
+            (&auto_fp, |x| x > 1.0),
+            (&size_ratio, |x| x <= FP_SIZE_VS_ESP),
+            (&go_fp, |x| x >= GO_VS_FP),
+            (&go_esp, |x| x > 1.0),
+        ];
+        for (k, (fig, pass)) in checks.iter().enumerate() {
+            judged[k].push((r.name.to_string(), fig.value().map(pass)));
+            if let Some(x) = fig.value() {
+                extremes[k].push((r.name.to_string(), x));
+            }
+        }
+        let st = get(r, Variant::FastPath).and_then(|t| t.fastpath_stats);
+        let cell = |x: Option<f64>| {
+            Cell::Fig(match x {
+                Some(value) => Figure::Value { value, spread: 0.0 },
+                None => Figure::NotMeasured(NotMeasured::Unavailable(
+                    "the fast-path variant did not run".into(),
+                )),
+            })
+        };
+        stats.row(
+            r.name,
+            vec![
+                cell(st.map(|s| s.0)),
+                cell(st.map(|s| s.1)),
+                cell(st.map(|s| s.2)),
+            ],
         );
     }
+    rep.sections = vec![t, ratios, stats];
 
-    println!("\nfast paths per stream (entries / exits / aborts):");
-    for r in results {
-        match get(r, Variant::FastPath).fastpath_stats {
-            Some((n, x, a)) => println!("  {}: {n:.2} / {x:.2} / {a:.2}", r.name),
-            None => println!("  {}: n/a", r.name),
-        }
-    }
-    let mut failures = Vec::new();
-    for r in results {
-        for (v, t) in &r.timed {
-            if let Err(e) = &t.ns_per_byte {
-                failures.push(format!("  {} {v}: {e}", r.name));
-            }
-        }
-    }
-    if !failures.is_empty() {
-        println!("\nnot timed:");
-        for f in failures {
-            println!("{f}");
-        }
-    }
-
-    // The targets, each judged over every program.
-    let all = |f: &dyn Fn(&ProgramResult) -> Option<bool>| -> (bool, bool) {
-        let v: Vec<Option<bool>> = results.iter().map(f).collect();
-        (
-            v.iter().all(|x| *x == Some(true)),
-            v.iter().all(Option::is_some),
-        )
+    let extreme = |k: usize, high: bool, what: &str| {
+        let best = extremes[k]
+            .iter()
+            .fold(None::<&(String, f64)>, |b, x| match b {
+                Some(b) if (high && b.1 >= x.1) || (!high && b.1 <= x.1) => Some(b),
+                _ => Some(x),
+            });
+        best.map_or("no program measured".into(), |(n, x)| {
+            format!("{what}: {n} {x:.2}x")
+        })
     };
-    let worst = |f: &dyn Fn(&ProgramResult) -> Option<f64>, high: bool| -> String {
-        let mut best: Option<(&str, f64)> = None;
-        for r in results {
-            if let Some(x) = f(r) {
-                if best.is_none_or(|(_, b)| if high { x > b } else { x < b }) {
-                    best = Some((r.name, x));
-                }
-            }
-        }
-        best.map_or("n/a".into(), |(n, x)| format!("{n} {x:.2}x"))
-    };
-    let div = |a: Option<f64>, b: Option<f64>| match (a, b) {
-        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
-        _ => None,
-    };
-    let fp_rust = |r: &ProgramResult| div(ns(r, Variant::FastPath), ns(r, Variant::Fused));
-    let auto_fp = |r: &ProgramResult| div(ns(r, Variant::Automata), ns(r, Variant::FastPath));
-    let size_ratio = |r: &ProgramResult| {
-        div(
-            to_f(size(r, Variant::FastPath)),
-            to_f(size(r, Variant::Native)),
-        )
-    };
-    let go_fp = |r: &ProgramResult| div(ns(r, Variant::Go), ns(r, Variant::FastPath));
-    let go_esp = |r: &ProgramResult| div(ns(r, Variant::Go), ns(r, Variant::Native));
-
-    println!(
-        "\ntargets (the paper's claims: fast paths against hand-written Rust, automata and Go; their code size):"
-    );
-    let line = |what: &str, (pass, judged): (bool, bool), detail: String| {
-        let why = if judged {
-            detail
-        } else {
-            format!("not judged on every program; {detail}")
-        };
-        println!("  {:<4} {what} ({why})", verdict(pass && judged));
-    };
-    line(
-        &format!("automatic fast paths within {FP_VS_RUST}x of the hand-fused Rust"),
-        all(&|r| fp_rust(r).map(|x| x <= FP_VS_RUST)),
-        format!("highest: {}", worst(&fp_rust, true)),
-    );
-    line(
-        "automatic fast paths faster than the automata-based code",
-        all(&|r| auto_fp(r).map(|x| x > 1.0)),
-        format!("automata / fast path, lowest: {}", worst(&auto_fp, false)),
-    );
-    line(
-        &format!("code size with fast paths at most {FP_SIZE_VS_ESP}x the process-based code"),
-        all(&|r| size_ratio(r).map(|x| x <= FP_SIZE_VS_ESP)),
-        format!("highest: {}", worst(&size_ratio, true)),
-    );
+    let mut targets = vec![
+        judge(
+            format!("automatic fast paths within {FP_VS_RUST}x of the hand-fused Rust"),
+            &judged[0],
+            extreme(0, true, "highest"),
+        ),
+        judge(
+            "automatic fast paths faster than the automata-based code".into(),
+            &judged[1],
+            extreme(1, false, "automata / fast path, lowest"),
+        ),
+        judge(
+            format!("code size with fast paths at most {FP_SIZE_VS_ESP}x the process-based code"),
+            &judged[2],
+            extreme(2, true, "highest"),
+        ),
+    ];
     match go {
         Ok(_) => {
-            line(
-                &format!("automatic fast paths at least {GO_VS_FP:.0}x faster per byte than Go"),
-                all(&|r| go_fp(r).map(|x| x >= GO_VS_FP)),
-                format!("lowest: {}", worst(&go_fp, false)),
-            );
-            line(
-                "process-based native code faster than Go",
-                all(&|r| go_esp(r).map(|x| x > 1.0)),
-                format!("Go / ESP, lowest: {}", worst(&go_esp, false)),
-            );
+            targets.push(judge(
+                format!("automatic fast paths at least {GO_VS_FP:.0}x faster per byte than Go"),
+                &judged[3],
+                extreme(3, false, "lowest"),
+            ));
+            targets.push(judge(
+                "process-based native code faster than Go".into(),
+                &judged[4],
+                extreme(4, false, "Go / ESP, lowest"),
+            ));
         }
-        Err(why) => {
-            println!("  SKIP the two targets against Go: the Go peer was skipped: {why}");
+        Err(why) => targets.push(crate::bench_report::Target {
+            what: "the two targets against Go".into(),
+            verdict: None,
+            detail: format!("the Go peer was skipped: {why}"),
+        }),
+    }
+    rep.targets = targets;
+    rep
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn timed(samples: &[f64], size: Option<usize>) -> Timed {
+        Timed {
+            ns_per_byte: Ok(samples.iter().copied().fold(f64::INFINITY, f64::min)),
+            samples: samples.to_vec(),
+            size,
+            fastpath_stats: None,
         }
+    }
+
+    #[test]
+    fn a_failed_variant_and_a_short_sample_are_na_and_unjudged() {
+        let b = Budget::QUICK;
+        let r = ProgramResult {
+            name: "program1",
+            chain: "a -> b".into(),
+            output_bytes: 10,
+            timed: vec![
+                (Variant::Native, timed(&[4.0, 5.0], Some(100))),
+                (Variant::Fused, timed(&[1.0, 1.1], Some(20))),
+                // One round of the two stated: not a best of two.
+                (Variant::FastPath, timed(&[1.2], Some(120))),
+                (Variant::Automata, timed(&[2.0, 2.0], Some(300))),
+                (Variant::Threads, timed(&[400.0], None)),
+                (
+                    Variant::Go,
+                    Timed {
+                        ns_per_byte: Err("skipped: no go".into()),
+                        samples: vec![],
+                        size: None,
+                        fastpath_stats: None,
+                    },
+                ),
+            ],
+            process_size: Some(100),
+        };
+        let rep = report(&[r], b, &Err("no go".into()), true);
+        let s = rep.section("times").unwrap();
+        assert_eq!(
+            s.cell("program1", "esp_ns_per_byte"),
+            Some(&Cell::Fig(Figure::Value {
+                value: 4.0,
+                spread: 0.5
+            }))
+        );
+        let Some(Cell::Fig(fp)) = s.cell("program1", "fast_path_ns_per_byte") else {
+            panic!()
+        };
+        assert_eq!(
+            fp,
+            &Figure::NotMeasured(NotMeasured::TooFewSamples { got: 1, want: 2 })
+        );
+        let v: serde_json::Value = serde_json::from_str(&rep.json().unwrap()).unwrap();
+        assert!(v["sections"]["ratios"]["rows"][0]["fast_path_over_rust"]["value"].is_null());
+        assert_eq!(
+            v["sections"]["times"]["rows"][0]["rust_instructions"]["value"],
+            20.0
+        );
+        assert!(v["targets"][0]["verdict"].is_null());
+        assert!(rep.text().contains("n/a["), "{}", rep.text());
     }
 }

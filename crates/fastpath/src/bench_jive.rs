@@ -55,7 +55,9 @@ use indicatif::{ProgressBar, ProgressStyle};
 use jive::{Applet, Engine, Limits, LoadError, Method, Natives};
 use serde_json::{Value, json};
 
-use crate::bench_figures::{Figure, NotMeasured, difference_figure, median_figure, ratio, times};
+use crate::bench_figures::{
+    Figure, MIN_NS_PER_OP, NotMeasured, difference_figure, median_figure, ratio, times,
+};
 
 /// (row name, method) of the micro-benchmarks; the first is the null loop.
 const MICRO: &[(&str, &str)] = &[
@@ -85,11 +87,6 @@ const JIT_REPS_FACTOR: u32 = 10;
 
 /// How many times a figure that came out impossible is measured again.
 pub const MAX_REMEASURES: u32 = 2;
-
-/// The least cost per loop iteration or per operation taken as measured:
-/// a twentieth of a cycle at 5 GHz. Below it, a compiler removed the loop or
-/// the operation hides entirely in the loop's latency; neither is a cost.
-const MIN_NS_PER_OP: f64 = 0.01;
 
 /// The paper's targets: JIT speedup over the interpreter on micro rows (at
 /// least), JIT time over C2's on macro rows (at most), fuel metering cost on
@@ -654,25 +651,24 @@ fn figure(s: &Samples, k: usize, reps: u32, cfg: &Config, resolution: f64) -> Fi
 }
 
 /// The cost of metering in percent: the median over rounds of each round's
-/// on/off ratio, minus one. Signed (code placement can favour either form);
-/// not a value if fewer than `want` rounds have both samples.
+/// on/off ratio, minus one. Not a value if fewer than `want` rounds have both
+/// samples, if it is no larger than the spread of the rounds' ratios (noise
+/// around zero: code placement can favour either form), or if it is
+/// negative by more than that spread (metering cannot make code faster; such
+/// a figure measured the machine, not the metering).
 fn fuel_figure(s: &Samples, k: usize, want: usize) -> Figure {
-    let mut r: Vec<f64> = s.on[k]
+    let r: Vec<f64> = s.on[k]
         .iter()
         .zip(&s.off[k])
         .filter(|(a, b)| a.is_finite() && b.is_finite() && **b > 0.0)
         .map(|(a, b)| (a / b - 1.0) * 100.0)
         .collect();
-    if r.len() < want {
-        return Figure::NotMeasured(NotMeasured::TooFewSamples { got: r.len(), want });
-    }
-    r.sort_by(f64::total_cmp);
-    let at = |q: f64| r[((r.len() - 1) as f64 * q).round() as usize];
-    Figure::Value {
-        value: at(0.5),
-        spread: (at(0.75) - at(0.25)) / 2.0,
-    }
+    difference_figure(&r, &vec![0.0; r.len()], want, 1.0, FUEL_RESOLUTION_PERCENT)
 }
+
+/// The least fuel cost, in percent, taken as measured: a CPU-time ratio
+/// of stretches some ms long does not resolve less.
+const FUEL_RESOLUTION_PERCENT: f64 = 0.01;
 
 /// A row's verdict against a target: PASS, MISS, or none when the figure
 /// is not a value.
@@ -1005,8 +1001,17 @@ impl Report {
         }
     }
 
+    /// A cost within the noise passes if even the noise's far edge is
+    /// within the target.
     fn fuel_verdict(&self, k: usize) -> Option<bool> {
-        verdict(&self.fuel[k][1], |c| c <= TARGET_FUEL_PERCENT)
+        match &self.fuel[k][1] {
+            Figure::NotMeasured(NotMeasured::WithinNoise { value, spread })
+                if value.abs() + spread <= TARGET_FUEL_PERCENT =>
+            {
+                Some(true)
+            }
+            f => verdict(f, |c| c <= TARGET_FUEL_PERCENT),
+        }
     }
 
     fn targets(&self) -> Vec<Target> {
@@ -1189,14 +1194,13 @@ impl Report {
         );
         for k in 0..self.figs.len() {
             let name = Self::row_name(k);
-            let i = notes.cell(
-                &self.fuel[k][0],
-                &format!("interpreter fuel {name} (%)"),
-                |v| format!("{v:+.1}%"),
-            );
-            let j = notes.cell(&self.fuel[k][1], &format!("JIT fuel {name} (%)"), |v| {
-                format!("{v:+.1}%")
-            });
+            // A cost within its own noise says so in its cell.
+            let mut fuel_cell = |f: &Figure, label: String| match f {
+                Figure::NotMeasured(NotMeasured::WithinNoise { .. }) => "within noise".to_string(),
+                f => notes.cell(f, &label, |v| format!("{v:+.1}%")),
+            };
+            let i = fuel_cell(&self.fuel[k][0], format!("interpreter fuel {name} (%)"));
+            let j = fuel_cell(&self.fuel[k][1], format!("JIT fuel {name} (%)"));
             let j = match self.fuel_verdict(k) {
                 Some(p) => format!("{j} {}", verdict_word(Some(p))),
                 None => j,
@@ -1497,5 +1501,46 @@ impl LoadTimes {
             us(&self.big_compile, "Bench compile_standalone (ns)")
         );
         notes.print();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fuel(on: &[f64], off: &[f64]) -> Figure {
+        let s = Samples {
+            on: vec![on.to_vec()],
+            off: vec![off.to_vec()],
+            null: vec![Vec::new()],
+        };
+        fuel_figure(&s, 0, on.len())
+    }
+
+    #[test]
+    fn a_fuel_cost_within_its_own_spread_is_noise_not_a_negative_cost() {
+        // Metering on 1% faster to 1% slower than off, round by round.
+        let f = fuel(&[99.0, 101.0, 99.5, 100.5, 99.8], &[100.0; 5]);
+        assert!(
+            matches!(f, Figure::NotMeasured(NotMeasured::WithinNoise { .. })),
+            "{f:?}"
+        );
+        assert!(f.cell(|v| format!("{v:+.1}%")).contains("within the noise"));
+    }
+
+    #[test]
+    fn a_fuel_cost_below_zero_beyond_its_spread_is_not_a_cost() {
+        let f = fuel(&[95.0, 95.1, 94.9], &[100.0; 3]);
+        assert!(
+            matches!(f, Figure::NotMeasured(NotMeasured::Negative { .. })),
+            "{f:?}"
+        );
+    }
+
+    #[test]
+    fn a_fuel_cost_above_its_spread_is_a_value() {
+        let f = fuel(&[103.0, 103.1, 102.9], &[100.0; 3]);
+        let v = f.value().expect("a value");
+        assert!((v - 3.0).abs() < 1e-9, "{v}");
     }
 }

@@ -1427,6 +1427,74 @@ fn latency_row(
 }
 
 fn run_inner(args: &DemoArgs) -> Result<(), Box<dyn std::error::Error>> {
+    let (doc, tables) = measure(args)?;
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
+    } else {
+        for table in &tables {
+            write!(out, "\n{}", table.to_text())?;
+        }
+    }
+    Ok(())
+}
+
+/// `fastpath bench unet`: the demo's experiments with ten times its default
+/// rounds and messages, on `loop` between two threads and then on kernel UDP
+/// over loopback. With `json`, one object holding the two demo reports, one
+/// per transport (`loop`, `udp`), each as `fastpath demo --json` writes it
+/// (or `{"error": ...}` for a transport that failed; the other still runs
+/// and the exit status is failure).
+#[cfg(feature = "bench")]
+pub fn bench_unet(json: bool) -> ExitCode {
+    let mut reports = serde_json::Map::new();
+    let mut code = ExitCode::SUCCESS;
+    for transport in [TransportArg::Loop, TransportArg::Udp] {
+        let args = DemoArgs {
+            transport,
+            rounds: 40_000,
+            messages: 200_000,
+            netns: false,
+            json,
+        };
+        match measure(&args) {
+            Ok((doc, tables)) => {
+                if json {
+                    reports.insert(transport.name().to_string(), doc);
+                } else {
+                    for table in &tables {
+                        print!("\n{}", table.to_text());
+                    }
+                }
+            }
+            Err(e) => {
+                // The other transport still runs; the report says what failed.
+                eprintln!("fastpath bench unet: {} transport: {e}", transport.name());
+                reports.insert(
+                    transport.name().to_string(),
+                    json!({ "error": e.to_string() }),
+                );
+                code = ExitCode::FAILURE;
+            }
+        }
+    }
+    if json {
+        let doc = json!({ "suite": "unet", "quick": false, "transports": reports });
+        match serde_json::to_string_pretty(&doc) {
+            Ok(s) => println!("{s}"),
+            Err(e) => {
+                eprintln!("fastpath bench unet: writing the JSON report: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    code
+}
+
+/// Runs the experiments of `args`: the `--json` document and the tables,
+/// both from the same measured rows. Prints the introduction first unless
+/// `args.json`.
+fn measure(args: &DemoArgs) -> Result<(serde_json::Value, Vec<Table>), Box<dyn std::error::Error>> {
     let t = args.transport;
     let hosts = match (t, args.netns) {
         (TransportArg::Packet, false) => {
@@ -1524,16 +1592,8 @@ fn run_inner(args: &DemoArgs) -> Result<(), Box<dyn std::error::Error>> {
     progress.finish();
 
     let tables = tables(&net, args, batching, &flows, lat_rows, bw_rows);
-    let mut out = std::io::stdout().lock();
-    if args.json {
-        let doc = json_document(&net, args, batching, &tables);
-        writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
-    } else {
-        for table in &tables {
-            write!(out, "\n{}", table.to_text())?;
-        }
-    }
-    Ok(())
+    let doc = json_document(&net, args, batching, &tables);
+    Ok((doc, tables))
 }
 
 /// The three tables from the measured rows: latency (set-ups, peers and

@@ -6,8 +6,10 @@
 //! that the main command builds only what the data path uses. Without the
 //! feature, `fastpath bench` says how to get it and exits non-zero (a suite
 //! that does not exist is refused by name in both builds). `--json` on a
-//! suite writes its report with `serde_json`, and is
-//! refused, naming the suites that have it, by the suites that do not.
+//! suite writes its report with `serde_json` (every suite has it; each
+//! suite's tables and JSON render one report, see `bench_report`).
+//! `--quick` runs a short smoke version, refused by the suites that have
+//! none.
 //!
 //! `serde_json` builds the `--json` output meant for scripts (`esp check`,
 //! `filter check`, `compile`, `match`, `ilp demo`, `idl check`, `applet`).
@@ -18,6 +20,8 @@ use std::process::ExitCode;
 mod applet;
 #[cfg(feature = "bench")]
 mod bench_codecache;
+#[cfg(feature = "bench")]
+mod bench_codegen;
 #[cfg(feature = "bench")]
 mod bench_dpf;
 #[cfg(feature = "bench")]
@@ -30,6 +34,8 @@ mod bench_idl;
 mod bench_ilp;
 #[cfg(feature = "bench")]
 mod bench_jive;
+#[cfg(feature = "bench")]
+mod bench_report;
 mod demo;
 mod engine_cmd;
 mod esp_cmd;
@@ -103,12 +109,15 @@ struct BenchArgs {
     #[arg(value_enum)]
     suite: Suite,
     /// Print the results as one JSON object on standard output instead of
-    /// tables (every row, its figures, ratios and verdict, or null with the
-    /// reason). Suites: jive.
+    /// tables: every row, each figure with its unit in its key, as
+    /// {"value", "spread"} or {"value": null, "reason"} where the table
+    /// prints n/a, ratios, verdicts, sample counts. Progress goes to
+    /// standard error. Every suite; unet holds the demo's two reports, one
+    /// per transport.
     #[arg(long)]
     json: bool,
     /// A short run of fewer rounds (a smoke test in seconds, not figures to
-    /// quote). Suites: jive.
+    /// quote). Suites: codegen, jive, dpf, esp, idl, ilp, codecache.
     #[arg(long)]
     quick: bool,
 }
@@ -135,10 +144,16 @@ enum Suite {
 }
 
 impl Suite {
-    /// The suites that accept `--json`.
-    const JSON: &[Suite] = &[Suite::Jive];
     /// The suites that accept `--quick`.
-    const QUICK: &[Suite] = &[Suite::Jive];
+    const QUICK: &[Suite] = &[
+        Suite::Codegen,
+        Suite::Jive,
+        Suite::Dpf,
+        Suite::Esp,
+        Suite::Idl,
+        Suite::Ilp,
+        Suite::Codecache,
+    ];
 
     fn name(self) -> &'static str {
         match self {
@@ -167,21 +182,11 @@ fn names(suites: &[Suite]) -> String {
 /// it), naming the suites that do.
 fn check_bench_flags(args: &BenchArgs) -> Result<(), String> {
     let s = args.suite;
-    if args.json && !Suite::JSON.contains(&s) {
-        let hint = if s == Suite::Unet {
-            " (unet runs `fastpath demo`; use its own output options)"
-        } else {
-            ""
-        };
-        return Err(format!(
-            "--json is not supported by the {} suite{hint}; suites with --json: {}",
-            s.name(),
-            names(Suite::JSON)
-        ));
-    }
     if args.quick && !Suite::QUICK.contains(&s) {
         return Err(format!(
-            "--quick is not supported by the {} suite; suites with --quick: {}",
+            "--quick is not supported by the {} suite (it runs `fastpath demo`, whose \
+             shortest honest run is its own default: `fastpath demo --json`); \
+             suites with --quick: {}",
             s.name(),
             names(Suite::QUICK)
         ));
@@ -241,33 +246,13 @@ fn bench(args: &BenchArgs) -> ExitCode {
             json: args.json,
             quick: args.quick,
         }),
-        Suite::Dpf => bench_dpf::run(),
-        Suite::Esp => bench_esp::run(),
-        Suite::Idl => bench_idl::run(),
-        Suite::Ilp => bench_ilp::run(),
-        Suite::Codecache => bench_codecache::run(),
-        Suite::Unet => {
-            // The demo's experiments with ten times the rounds, on `loop`
-            // between two threads and then on kernel UDP over loopback.
-            let mut code = ExitCode::SUCCESS;
-            for transport in [demo::TransportArg::Loop, demo::TransportArg::Udp] {
-                let args = demo::DemoArgs {
-                    transport,
-                    rounds: 40_000,
-                    messages: 200_000,
-                    netns: false,
-                    json: false,
-                };
-                if demo::run(&args) != ExitCode::SUCCESS {
-                    code = ExitCode::FAILURE;
-                }
-            }
-            code
-        }
-        Suite::Codegen => {
-            println!("{}", fastpath_bench::codegen_report());
-            ExitCode::SUCCESS
-        }
+        Suite::Dpf => bench_dpf::run(args.json, args.quick),
+        Suite::Esp => bench_esp::run(args.json, args.quick),
+        Suite::Idl => bench_idl::run(args.json, args.quick),
+        Suite::Ilp => bench_ilp::run(args.json, args.quick),
+        Suite::Codecache => bench_codecache::run(args.json, args.quick),
+        Suite::Unet => demo::bench_unet(args.json),
+        Suite::Codegen => bench_codegen::run(args.json, args.quick),
     }
 }
 

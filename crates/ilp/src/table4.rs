@@ -205,6 +205,9 @@ pub struct Row {
     pub ilp: f64,
     /// MB/s of [`Method::IlpNt`].
     pub ilp_nt: f64,
+    /// Every round's MB/s of each method, in [`Method::ALL`]'s order (the
+    /// samples the medians above are taken over).
+    pub samples: [Vec<f64>; 4],
 }
 
 impl Row {
@@ -442,7 +445,7 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Vec<Row> {
                     times[mi].push(mb);
                 }
             }
-            let [sep, hand, ilp, ilp_nt] = times.map(median);
+            let [sep, hand, ilp, ilp_nt] = times.clone().map(median);
             let row = Row {
                 workload: r.workload,
                 placement,
@@ -450,6 +453,7 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Vec<Row> {
                 handfused: hand,
                 ilp,
                 ilp_nt,
+                samples: times,
             };
             progress(&format!(
                 "  {:<22} separate {:>8.0}  hand-fused {:>8.0}  ilp {:>8.0}  ilp-nt {:>8.0} MB/s   ilp/separate {:.2}x  ilp-nt/separate {:.2}x  ilp/hand {:.2}x",

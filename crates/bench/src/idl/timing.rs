@@ -214,12 +214,12 @@ pub fn pread_iozone() -> Result<f64, String> {
 pub struct Timed {
     /// Family names, in order.
     pub names: Vec<&'static str>,
-    /// Per family, per call: best ns per call.
-    pub ns: Vec<Vec<f64>>,
-    /// Per family: best seconds of one IOzone run (ten passes).
-    pub iozone: Vec<f64>,
-    /// `pread` on tmpfs: best seconds of one run.
-    pub pread: Result<f64, String>,
+    /// Per family, per call: ns per call of each round's batch.
+    pub ns: Vec<Vec<Vec<f64>>>,
+    /// Per family: seconds of each IOzone run (ten passes).
+    pub iozone: Vec<Vec<f64>>,
+    /// `pread` on tmpfs: seconds of each run.
+    pub pread: Result<Vec<f64>, String>,
 }
 
 /// Times every family, rounds interleaved.
@@ -242,8 +242,8 @@ pub fn run(budget: Budget) -> Result<Timed, String> {
 
 fn run_pinned(budget: Budget) -> Result<Timed, String> {
     let mut fams = start_all()?;
-    let mut ns = vec![vec![f64::MAX; CALLS.len()]; fams.len()];
-    let mut io = vec![f64::MAX; fams.len()];
+    let mut ns = vec![vec![Vec::new(); CALLS.len()]; fams.len()];
+    let mut io = vec![Vec::new(); fams.len()];
     // Warm up.
     for f in &mut fams {
         for k in 0..CALLS.len() {
@@ -253,25 +253,20 @@ fn run_pinned(budget: Budget) -> Result<Timed, String> {
     }
     for _ in 0..budget.rounds {
         for (i, f) in fams.iter_mut().enumerate() {
-            for (k, best) in ns[i].iter_mut().enumerate() {
+            for (k, samples) in ns[i].iter_mut().enumerate() {
                 // Wake the server (it sleeps on the futex while the others
                 // are measured) before the timed batch.
                 f.time_call(k, budget.batch / 8 + 1)?;
-                *best = best.min(f.time_call(k, budget.batch)?);
+                samples.push(f.time_call(k, budget.batch)?);
             }
             for _ in 0..budget.iozone_runs {
-                io[i] = io[i].min(f.iozone()?);
+                io[i].push(f.iozone()?);
             }
         }
     }
-    let mut pread: Result<f64, String> = Err("not run".to_string());
-    for _ in 0..budget.rounds.max(1) * budget.iozone_runs.max(1) {
-        let t = pread_iozone();
-        pread = match (pread, t) {
-            (Ok(a), Ok(b)) => Ok(a.min(b)),
-            (_, t) => t,
-        };
-    }
+    let pread: Result<Vec<f64>, String> = (0..budget.rounds.max(1) * budget.iozone_runs.max(1))
+        .map(|_| pread_iozone())
+        .collect();
     Ok(Timed {
         names: fams.iter().map(|f| f.name).collect(),
         ns,
