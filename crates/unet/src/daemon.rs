@@ -508,6 +508,8 @@ pub(crate) fn counts_to_bytes(c: &PortCounts) -> Vec<u8> {
         c.applet_drops,
         c.free_invalid,
         c.queue_corrupt,
+        c.applet_overruns,
+        c.applet_throttled,
     ]
     .iter()
     .flat_map(|v| v.to_le_bytes())
@@ -515,7 +517,7 @@ pub(crate) fn counts_to_bytes(c: &PortCounts) -> Vec<u8> {
 }
 
 /// The number of counters in a `Counts` reply.
-pub const COUNTERS: usize = 12;
+pub const COUNTERS: usize = 14;
 
 /// The inverse of [`counts_to_bytes`]; `None` unless `b` holds exactly
 /// [`COUNTERS`] values.
@@ -537,6 +539,8 @@ pub(crate) fn counts_from_bytes(b: &[u8]) -> Option<PortCounts> {
         applet_drops: v(9),
         free_invalid: v(10),
         queue_corrupt: v(11),
+        applet_overruns: v(12),
+        applet_throttled: v(13),
     })
 }
 
@@ -623,15 +627,33 @@ pub enum Event {
 /// A callback for [`Event`]s.
 pub type EventHook = Arc<dyn Fn(&Event) + Send + Sync>;
 
-/// How the daemon serves.
+/// How the daemon serves, and the budgets of its clients. A client is a
+/// process, known by the pid `SO_PEERCRED` gives for its connection.
 #[derive(Clone)]
 pub struct ServeOptions {
     /// The socket file's mode. Default `0o600`: only the daemon's user.
     pub mode: u32,
     /// Connections served at once; more are refused. Default 64.
     pub max_connections: usize,
+    /// Connections one process may hold at once. Default 8.
+    pub max_connections_per_peer: usize,
+    /// Connection slots kept for processes that hold none: a process that
+    /// already has a connection is refused another once fewer than this
+    /// many slots are free, so that a new client can always connect while
+    /// one process, or a few, hold all they may. Default 16.
+    pub reserve: usize,
+    /// How long a request may take to arrive once its first byte has, and
+    /// a reply to be taken by the client; past it the connection is closed
+    /// (a connection idle between requests is not timed). Default 5 s.
+    pub request_timeout: std::time::Duration,
     /// Endpoints one connection may hold. Default 64.
     pub max_endpoints: usize,
+    /// Bytes of shared memory (the endpoints' whole segments, every page
+    /// of which the client may commit by writing it) one connection's
+    /// endpoints may hold together. Default 256 MiB.
+    pub max_memory_per_connection: u64,
+    /// The same, over all the connections of one process. Default 1 GiB.
+    pub max_memory_per_peer: u64,
     /// Called on every [`Event`], from the daemon's threads.
     pub on_event: Option<EventHook>,
 }
@@ -641,7 +663,12 @@ impl Default for ServeOptions {
         ServeOptions {
             mode: 0o600,
             max_connections: 64,
+            max_connections_per_peer: 8,
+            reserve: 16,
+            request_timeout: std::time::Duration::from_secs(5),
             max_endpoints: 64,
+            max_memory_per_connection: 256 << 20,
+            max_memory_per_peer: 1 << 30,
             on_event: None,
         }
     }
@@ -652,7 +679,12 @@ impl std::fmt::Debug for ServeOptions {
         f.debug_struct("ServeOptions")
             .field("mode", &format_args!("{:#o}", self.mode))
             .field("max_connections", &self.max_connections)
+            .field("max_connections_per_peer", &self.max_connections_per_peer)
+            .field("reserve", &self.reserve)
+            .field("request_timeout", &self.request_timeout)
             .field("max_endpoints", &self.max_endpoints)
+            .field("max_memory_per_connection", &self.max_memory_per_connection)
+            .field("max_memory_per_peer", &self.max_memory_per_peer)
             .field("on_event", &self.on_event.is_some())
             .finish()
     }
@@ -673,6 +705,52 @@ struct Conns {
     /// A second handle on each live connection's socket, to shut it down.
     live: HashMap<u64, UnixStream>,
     threads: Vec<JoinHandle<()>>,
+    /// What each client process holds, by pid (`None`: a peer whose
+    /// credentials could not be read, all counted as one).
+    peers: HashMap<Option<u32>, PeerUse>,
+}
+
+/// What one client process holds.
+#[derive(Default, Clone, Copy)]
+struct PeerUse {
+    connections: usize,
+    /// Bytes of shared memory of its endpoints.
+    memory: u64,
+}
+
+impl Conns {
+    /// A connection of `pid` closed.
+    fn leave(&mut self, pid: Option<u32>) {
+        if let Some(p) = self.peers.get_mut(&pid) {
+            p.connections = p.connections.saturating_sub(1);
+            if p.connections == 0 {
+                self.peers.remove(&pid);
+            }
+        }
+    }
+
+    /// Why a new connection of `pid` is refused, if it is.
+    fn refusal(&self, pid: Option<u32>, opts: &ServeOptions) -> Option<String> {
+        let total = self.live.len();
+        let held = self.peers.get(&pid).map_or(0, |p| p.connections);
+        if total >= opts.max_connections {
+            Some(format!(
+                "too many connections (limit {})",
+                opts.max_connections
+            ))
+        } else if held >= opts.max_connections_per_peer {
+            Some(format!(
+                "this process holds {held} connections, the limit per process"
+            ))
+        } else if held > 0 && total + opts.reserve >= opts.max_connections {
+            Some(format!(
+                "the last {} connection slots are kept for new clients; this process holds {held}",
+                opts.reserve
+            ))
+        } else {
+            None
+        }
+    }
 }
 
 impl Shared {
@@ -886,12 +964,10 @@ fn accept_loop(shared: &Arc<Shared>) {
         let pid = peer_pid(&stream);
         let mut conns = lock(&shared.conns);
         conns.threads.retain(|t| !t.is_finished());
-        if conns.live.len() >= shared.opts.max_connections {
+        if let Some(msg) = conns.refusal(pid, &shared.opts) {
             drop(conns);
-            let msg = format!(
-                "too many connections (limit {})",
-                shared.opts.max_connections
-            );
+            // A refused client that does not read must not hold this thread.
+            let _ = stream.set_nonblocking(true);
             let _ = (&stream).write_all(&reply_frame(STATUS_ERR, msg.as_bytes()));
             shared.event(Event::Refused { pid });
             continue;
@@ -901,6 +977,7 @@ fn accept_loop(shared: &Arc<Shared>) {
         };
         let conn = shared.next_conn.fetch_add(1, Ordering::Relaxed);
         conns.live.insert(conn, handle);
+        conns.peers.entry(pid).or_default().connections += 1;
         let s = shared.clone();
         let spawned = std::thread::Builder::new()
             .name(format!("unet-daemon-conn-{conn}"))
@@ -909,16 +986,21 @@ fn accept_loop(shared: &Arc<Shared>) {
                 Session {
                     shared: &s,
                     conn,
+                    pid,
                     owned: BTreeSet::new(),
+                    memory: 0,
                 }
                 .run(stream);
-                lock(&s.conns).live.remove(&conn);
+                let mut c = lock(&s.conns);
+                c.live.remove(&conn);
+                c.leave(pid);
             });
         match spawned {
             Ok(t) => conns.threads.push(t),
             Err(_) => {
                 // The stream went with the closure; drop the second handle.
                 conns.live.remove(&conn);
+                conns.leave(pid);
             }
         }
     }
@@ -993,18 +1075,25 @@ pub(crate) fn send_with_fd(s: &UnixStream, bytes: &[u8], fd: BorrowedFd<'_>) -> 
 }
 
 /// Reads one frame. `Ok(None)`: the peer closed the connection between
-/// frames.
-fn read_frame(s: &mut UnixStream) -> io::Result<Option<Result<Vec<u8>, ProtocolError>>> {
+/// frames. The wait for a frame's first byte is not timed; once it has
+/// come, the rest must arrive within `timeout` (`TimedOut` otherwise).
+fn read_frame(
+    s: &mut UnixStream,
+    timeout: std::time::Duration,
+) -> io::Result<Option<Result<Vec<u8>, ProtocolError>>> {
+    s.set_read_timeout(None)?;
     let mut len = [0u8; 4];
+    let mut deadline = None;
     let mut got = 0;
     while got < 4 {
-        match s.read(&mut len[got..]) {
+        match read_before(s, &mut len[got..], deadline) {
             Ok(0) if got == 0 => return Ok(None),
             Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
             Ok(n) => got += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
         }
+        deadline.get_or_insert_with(|| std::time::Instant::now() + timeout);
     }
     let len = u32::from_le_bytes(len);
     if len as usize > MAX_FRAME {
@@ -1014,15 +1103,47 @@ fn read_frame(s: &mut UnixStream) -> io::Result<Option<Result<Vec<u8>, ProtocolE
         })));
     }
     let mut body = vec![0u8; len as usize];
-    s.read_exact(&mut body)?;
+    let mut got = 0;
+    while got < body.len() {
+        match read_before(s, &mut body[got..], deadline) {
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
     Ok(Some(Ok(body)))
+}
+
+/// One read of `s` that gives up at `deadline` (`None`: waits as long as
+/// it takes) with `TimedOut`.
+fn read_before(
+    s: &mut UnixStream,
+    buf: &mut [u8],
+    deadline: Option<std::time::Instant>,
+) -> io::Result<usize> {
+    if let Some(d) = deadline {
+        let left = d.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(io::ErrorKind::TimedOut.into());
+        }
+        s.set_read_timeout(Some(left))?;
+    }
+    match s.read(buf) {
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Err(io::ErrorKind::TimedOut.into()),
+        r => r,
+    }
 }
 
 /// One connection: the endpoints it owns.
 struct Session<'a> {
     shared: &'a Shared,
     conn: u64,
+    /// The client's process id, by which its budgets are counted.
+    pid: Option<u32>,
     owned: BTreeSet<u16>,
+    /// Bytes of shared memory of the endpoints it owns.
+    memory: u64,
 }
 
 /// A successful reply: its payload, and the endpoint whose `memfd` goes
@@ -1031,8 +1152,12 @@ type Reply = (Vec<u8>, Option<u16>);
 
 impl Session<'_> {
     fn run(mut self, mut stream: UnixStream) {
-        // An end of file or a read error ends the connection.
-        while let Ok(Some(frame)) = read_frame(&mut stream) {
+        let timeout = self.shared.opts.request_timeout;
+        // A client that does not take its replies is cut off like one that
+        // does not finish its requests.
+        let _ = stream.set_write_timeout(Some(timeout));
+        // An end of file, a read error or a timeout ends the connection.
+        while let Ok(Some(frame)) = read_frame(&mut stream, timeout) {
             let body = match frame {
                 Ok(b) => b,
                 Err(e) => {
@@ -1083,20 +1208,54 @@ impl Session<'_> {
         r
     }
 
-    fn remove(&self, id: u16, reclaimed: bool) {
-        let counts = self
-            .shared
-            .engine
-            .port(id)
-            .map(|p| p.counts())
-            .unwrap_or_default();
+    fn remove(&mut self, id: u16, reclaimed: bool) {
+        let Some(port) = self.shared.engine.port(id) else {
+            return;
+        };
+        let counts = port.counts();
+        let size = port.layout().total as u64;
+        drop(port);
         if self.shared.engine.remove_port(id).is_ok() {
+            self.release(size);
             self.shared.event(Event::EndpointClosed {
                 conn: self.conn,
                 id,
                 counts,
                 reclaimed,
             });
+        }
+    }
+
+    /// Charges `size` bytes of shared memory to this connection and its
+    /// process, or says which budget it would exceed.
+    fn charge(&mut self, size: u64) -> Result<(), String> {
+        let o = &self.shared.opts;
+        if self.memory + size > o.max_memory_per_connection {
+            return Err(format!(
+                "an endpoint of {size} bytes would bring this connection's shared memory to {} bytes, over its budget of {}",
+                self.memory + size,
+                o.max_memory_per_connection
+            ));
+        }
+        let mut conns = lock(&self.shared.conns);
+        let peer = conns.peers.entry(self.pid).or_default();
+        if peer.memory + size > o.max_memory_per_peer {
+            return Err(format!(
+                "an endpoint of {size} bytes would bring this process's shared memory to {} bytes, over its budget of {}",
+                peer.memory + size,
+                o.max_memory_per_peer
+            ));
+        }
+        peer.memory += size;
+        self.memory += size;
+        Ok(())
+    }
+
+    /// Gives back `size` bytes charged by [`Session::charge`].
+    fn release(&mut self, size: u64) {
+        self.memory = self.memory.saturating_sub(size);
+        if let Some(p) = lock(&self.shared.conns).peers.get_mut(&self.pid) {
+            p.memory = p.memory.saturating_sub(size);
         }
     }
 
@@ -1127,7 +1286,17 @@ impl Session<'_> {
                         self.owned.len()
                     ));
                 }
-                let port = engine.create_port(config, applet).map_err(err)?;
+                let size = crate::layout::Layout::new(config)
+                    .map_err(|e| err(e.into()))?
+                    .total as u64;
+                self.charge(size)?;
+                let port = match engine.create_port(config, applet) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        self.release(size);
+                        return Err(err(e));
+                    }
+                };
                 let id = port.id();
                 self.owned.insert(id);
                 self.shared.event(Event::EndpointCreated {
@@ -1375,6 +1544,8 @@ mod tests {
             applet_drops: 10,
             free_invalid: 11,
             queue_corrupt: 12,
+            applet_overruns: 13,
+            applet_throttled: 14,
         };
         let b = counts_to_bytes(&c);
         assert_eq!(b.len(), 8 * COUNTERS);

@@ -42,6 +42,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use thiserror::Error;
@@ -125,6 +126,12 @@ pub struct PortStats {
     pub free_invalid: AtomicU64,
     /// Queue indices found inconsistent (a broken or hostile application).
     pub queue_corrupt: AtomicU64,
+    /// Applet invocations ended for exceeding a budget of [`Budgets`]:
+    /// fuel, time, frames or bytes pushed (each is also an applet trap, and
+    /// its message is counted there).
+    pub applet_overruns: AtomicU64,
+    /// Times the endpoint was set aside after an overrun ([`Budgets::throttle`]).
+    pub applet_throttled: AtomicU64,
 }
 
 /// A snapshot of [`PortStats`].
@@ -154,6 +161,10 @@ pub struct PortCounts {
     pub free_invalid: u64,
     /// See [`PortStats::queue_corrupt`].
     pub queue_corrupt: u64,
+    /// See [`PortStats::applet_overruns`].
+    pub applet_overruns: u64,
+    /// See [`PortStats::applet_throttled`].
+    pub applet_throttled: u64,
 }
 
 impl PortStats {
@@ -172,6 +183,8 @@ impl PortStats {
             applet_drops: l(&self.applet_drops),
             free_invalid: l(&self.free_invalid),
             queue_corrupt: l(&self.queue_corrupt),
+            applet_overruns: l(&self.applet_overruns),
+            applet_throttled: l(&self.applet_throttled),
         }
     }
 }
@@ -257,6 +270,99 @@ pub enum TrapPolicy {
     /// Uninstall the applet after this many traps; the endpoint then works
     /// as standard U-Net.
     UninstallAfter(u64),
+}
+
+/// What one endpoint's applet and its application may make the engine
+/// hold or spend. An engine's budgets are fixed when it is made
+/// ([`Engine::with_budgets`]); [`Budgets::default`] is what
+/// [`Engine::new`] uses, and docs/unet.md's trust model lists each default.
+/// Exceeding a budget is never an abort: an applet invocation that exceeds
+/// one traps (its message is dropped and counted as an applet trap, the
+/// overrun as [`PortStats::applet_overruns`]); a frame past the inbox's
+/// budget is dropped and counted as a full receive queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budgets {
+    /// Frames one applet invocation may push (`txPush`); the endpoint's
+    /// transmit depth if that is smaller. Default 64.
+    pub push_frames: usize,
+    /// Payload bytes the frames of one invocation may hold together.
+    /// Default 256 KiB.
+    pub push_bytes: usize,
+    /// Fuel of one invocation (jive's metering: taken backward branches,
+    /// switches and calls). Default 100,000, about 50 µs of the tightest
+    /// loop with the JIT (docs/unet.md has the measurement).
+    pub applet_fuel: u64,
+    /// Wall-clock time of one invocation. The natives check it (after the
+    /// first few calls of an invocation, then every few calls or KiB moved),
+    /// so an applet that loops through the natives traps once it is spent;
+    /// compute between two natives is bounded by the fuel. Default 50 µs.
+    pub applet_time: Duration,
+    /// Frames an applet's inbox holds while they wait for its thread.
+    /// Default 1,024.
+    pub inbox_frames: usize,
+    /// Bytes the frames in an applet's inbox hold together. Default 1 MiB.
+    pub inbox_bytes: usize,
+    /// Applet time one endpoint gets per round of an engine thread: a
+    /// service of its transmit queue or a drain of its inbox stops taking
+    /// more once this is spent, and the thread goes on to the next
+    /// endpoint. Default 200 µs.
+    pub round_time: Duration,
+    /// After an invocation that overran a budget, the endpoint's applet is
+    /// not run again until `throttle` times the invocation's duration has
+    /// passed (its descriptors and inbox frames wait), so that an applet
+    /// that always burns its budget gets at most `1 / (1 + throttle)` of a
+    /// thread. 0 turns throttling off. Default 64.
+    pub throttle: u32,
+}
+
+impl Default for Budgets {
+    fn default() -> Self {
+        Budgets {
+            push_frames: 64,
+            push_bytes: 256 * 1024,
+            applet_fuel: 100_000,
+            applet_time: Duration::from_micros(50),
+            inbox_frames: 1024,
+            inbox_bytes: 1 << 20,
+            round_time: Duration::from_micros(200),
+            throttle: 64,
+        }
+    }
+}
+
+/// The longest an endpoint is set aside after one overrun, whatever the
+/// overrun's length.
+const THROTTLE_MAX: Duration = Duration::from_millis(50);
+
+/// Work units (one per native call, one per 256 bytes it moves) an
+/// invocation may spend before the natives first read the clock, and
+/// between two readings after that.
+const TIME_CHECK_EVERY: u64 = 32;
+
+/// The state of the applet invocation running on an [`Io`]: what it has
+/// pushed and done, against its budgets.
+#[derive(Debug, Clone, Copy)]
+struct Invocation {
+    start: Instant,
+    frames: usize,
+    bytes: usize,
+    work: u64,
+    next_check: u64,
+    /// Whether it exceeded a budget (the natives set this before they trap).
+    overran: bool,
+}
+
+impl Invocation {
+    fn new(start: Instant) -> Invocation {
+        Invocation {
+            start,
+            frames: 0,
+            bytes: 0,
+            work: 0,
+            next_check: TIME_CHECK_EVERY,
+            overran: false,
+        }
+    }
 }
 
 /// The rest of a frame's payload, left where the sending application put
@@ -390,7 +496,14 @@ fn outbox() -> Outbox {
     OUTBOXES.with(|o| o.borrow_mut().pop()).unwrap_or_default()
 }
 
+/// Outboxes larger than this are not kept for reuse: a burst's memory goes
+/// back when the burst is over.
+const OUTBOX_KEEP: usize = 1 << 20;
+
 fn recycle(mut o: Outbox) {
+    if o.bytes.len() > OUTBOX_KEEP {
+        return;
+    }
     o.clear();
     OUTBOXES.with(|p| {
         let mut p = p.borrow_mut();
@@ -559,9 +672,25 @@ pub struct Io {
     spare: Vec<u32>,
     stats: Arc<PortStats>,
     framer: Framer,
+    /// The engine's budgets, `push_frames` cut to the transmit depth.
+    budgets: Budgets,
+    /// The running (or last) applet invocation.
+    inv: Invocation,
 }
 
 impl Io {
+    /// Starts an applet invocation's accounting.
+    fn begin(&mut self, now: Instant) {
+        self.inv = Invocation::new(now);
+    }
+
+    /// Refuses the invocation's request for exceeding `what` (its `limit`).
+    #[cold]
+    fn over(&mut self, what: &'static str, limit: u64) -> HostError {
+        self.inv.overran = true;
+        HostError::OverBudget { what, limit }
+    }
+
     /// The next valid buffer: a spare one, or one from the free queue
     /// (entries that are not buffer offsets are counted and skipped).
     fn take_buffer(&mut self) -> Option<u32> {
@@ -690,7 +819,30 @@ impl NativeHost for Io {
         Ok(())
     }
 
+    /// Counts a native call moving `bytes` against the invocation's time
+    /// budget, reading the clock only every [`TIME_CHECK_EVERY`] units.
+    fn charge(&mut self, bytes: usize) -> Result<(), HostError> {
+        let inv = &mut self.inv;
+        inv.work += 1 + (bytes as u64 >> 8);
+        if inv.work >= inv.next_check {
+            inv.next_check = inv.work + TIME_CHECK_EVERY;
+            let limit = self.budgets.applet_time;
+            if inv.start.elapsed() > limit {
+                return Err(self.over("time per invocation (µs)", limit.as_micros() as u64));
+            }
+        }
+        Ok(())
+    }
+
     fn transmit(&mut self, chan: u16, payload: &[i8]) -> Result<(), HostError> {
+        if self.inv.frames >= self.budgets.push_frames {
+            return Err(self.over("frames pushed per invocation", self.budgets.push_frames as u64));
+        }
+        if self.inv.bytes + payload.len() > self.budgets.push_bytes {
+            return Err(self.over("bytes pushed per invocation", self.budgets.push_bytes as u64));
+        }
+        self.inv.frames += 1;
+        self.inv.bytes += payload.len();
         let (want_sum, buf) = self.framer.frame(chan, payload.len() as u32)?;
         natives::i8_to_u8(&mut buf[HEADER_LEN..], payload);
         if want_sum {
@@ -723,6 +875,12 @@ struct RxSide {
     applet: Option<Loaded>,
     policy: TrapPolicy,
     traps_since_install: u64,
+    /// Invocations in a row that overran a budget (each doubles the
+    /// throttle, up to [`THROTTLE_MAX`]).
+    overruns_in_row: u32,
+    /// Frames of `batch` already run: a drain that spent its round's time
+    /// leaves the rest here, ahead of the inbox.
+    batch_pos: usize,
 }
 
 /// Frames waiting for an applet's `doRx`, with the channel each arrived on.
@@ -732,9 +890,6 @@ struct Inbox {
     chans: Vec<u16>,
 }
 
-/// The most frames an endpoint's inbox holds; more are dropped and counted
-/// as a full receive queue (the applet's application is not keeping up).
-const INBOX_FRAMES: usize = 1024;
 
 /// The engine's side of one endpoint.
 pub struct Port {
@@ -763,6 +918,12 @@ pub struct Port {
     /// control operations' state, off the data path.
     filters: Mutex<Vec<Option<Vec<dpf::FilterId>>>>,
     stats: Arc<PortStats>,
+    /// The engine's budgets (the inbox's are checked without the receive
+    /// side's lock).
+    budgets: Budgets,
+    /// Until when (nanoseconds on [`clock_ns`]) the applet is set aside
+    /// after an overrun; 0: not throttled.
+    throttle_until: AtomicU64,
 }
 
 impl core::fmt::Debug for Port {
@@ -802,7 +963,30 @@ fn thread_token() -> u64 {
     TOKEN.with(|t| *t)
 }
 
+/// Nanoseconds since the first call in this process (never 0 after it).
+fn clock_ns(now: Instant) -> u64 {
+    static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    let epoch = *EPOCH.get_or_init(|| Instant::now() - Duration::from_nanos(1));
+    now.saturating_duration_since(epoch).as_nanos() as u64
+}
+
 impl Port {
+    /// Whether the applet is set aside after an overrun (a clock read only
+    /// while it is).
+    fn throttled(&self) -> bool {
+        let until = self.throttle_until.load(Ordering::Relaxed);
+        if until == 0 {
+            return false;
+        }
+        if clock_ns(Instant::now()) < until {
+            return true;
+        }
+        let _ = self
+            .throttle_until
+            .compare_exchange(until, 0, Ordering::Relaxed, Ordering::Relaxed);
+        false
+    }
+
     /// Records the calling thread as the one that runs this endpoint's
     /// application (the endpoint's calls do this), so that its applet's
     /// frames delivered on this thread run at once rather than through the
@@ -877,6 +1061,10 @@ struct Inner {
     stats: EngineStats,
     stop: AtomicBool,
     threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
+    budgets: Budgets,
+    /// Where the next [`Engine::poll`] starts its round, so that an endpoint
+    /// left waiting by one round's budget is early in the next.
+    cursor: AtomicUsize,
 }
 
 /// The engine. Cheap to clone: clones share one engine.
@@ -905,6 +1093,11 @@ impl Engine {
     /// An engine on `transport`, run by the application's threads until
     /// [`Engine::start`] gives it threads of its own.
     pub fn new(transport: Box<dyn Transport>) -> Engine {
+        Engine::with_budgets(transport, Budgets::default())
+    }
+
+    /// [`Engine::new`] with other [`Budgets`] for its endpoints and applets.
+    pub fn with_budgets(transport: Box<dyn Transport>, budgets: Budgets) -> Engine {
         let local = transport.local();
         let max_payload = transport
             .max_frame()
@@ -927,8 +1120,15 @@ impl Engine {
                 stats: EngineStats::default(),
                 stop: AtomicBool::new(false),
                 threads: Mutex::new(Vec::new()),
+                budgets,
+                cursor: AtomicUsize::new(0),
             }),
         }
+    }
+
+    /// The budgets this engine enforces.
+    pub fn budgets(&self) -> Budgets {
+        self.inner.budgets
     }
 
     /// This engine's address.
@@ -965,6 +1165,7 @@ impl Engine {
         applet: Option<&[u8]>,
     ) -> Result<Arc<Port>, EngineError> {
         let layout = Layout::new(config)?;
+        let budgets = self.inner.budgets;
         let _c = lock(&self.inner.control);
         let ports = self.inner.ports.load_full();
         let id = (1..=u16::MAX)
@@ -1000,10 +1201,17 @@ impl Engine {
                 spare: Vec::with_capacity(RX_BUFFERS_MAX),
                 stats: stats.clone(),
                 framer: framer()?,
+                budgets: Budgets {
+                    push_frames: budgets.push_frames.min(layout.config.tx_depth as usize),
+                    ..budgets
+                },
+                inv: Invocation::new(Instant::now()),
             },
             applet: None,
             policy: TrapPolicy::Keep,
             traps_since_install: 0,
+            overruns_in_row: 0,
+            batch_pos: 0,
         };
         if let Some(bytes) = applet {
             rx.applet = Some(load_applet(bytes, &mut rx.io)?);
@@ -1023,6 +1231,8 @@ impl Engine {
             owner: AtomicU64::new(0),
             filters: Mutex::new(Vec::new()),
             stats,
+            budgets,
+            throttle_until: AtomicU64::new(0),
         });
         let mut next: Vec<Option<Arc<Port>>> = ports.as_ref().clone();
         if next.len() <= usize::from(id) {
@@ -1200,6 +1410,8 @@ impl Engine {
         port.has_applet.store(loaded.is_some(), Ordering::Release);
         rx.applet = loaded;
         rx.traps_since_install = 0;
+        rx.overruns_in_row = 0;
+        port.throttle_until.store(0, Ordering::Relaxed);
         Ok(())
     }
 
@@ -1226,6 +1438,9 @@ impl Engine {
     /// Services endpoint `id`'s transmit queue once (up to a budget of
     /// descriptors), delivering what it took. Returns the descriptors taken.
     pub fn service(&self, port: &Port) -> usize {
+        if port.has_applet.load(Ordering::Relaxed) && port.throttled() {
+            return 0;
+        }
         let Ok(mut tx) = port.tx.try_lock() else {
             return 0;
         };
@@ -1268,11 +1483,20 @@ impl Engine {
     }
 
     /// One round over every endpoint and the transport; the work done.
+    ///
+    /// Endpoints are served round-robin: each round starts one endpoint
+    /// further than the last (so one left waiting by its round's budget,
+    /// [`Budgets::round_time`], is early in a later round), and threads
+    /// that find an endpoint busy with another thread go on to the next.
     pub fn poll(&self) -> usize {
         let ports = self.inner.ports.load_full();
         let mut work = 0;
-        for p in ports.iter().flatten() {
-            work += self.service(p) + self.drain(p);
+        let n = ports.len();
+        if n > 0 {
+            let first = self.inner.cursor.fetch_add(1, Ordering::Relaxed) % n;
+            for p in ports[first..].iter().chain(&ports[..first]).flatten() {
+                work += self.service(p) + self.drain(p);
+            }
         }
         work + self.poll_transport()
     }
@@ -1416,8 +1640,12 @@ impl Engine {
         }
         // An applet's frame waits in the inbox for its endpoint's thread,
         // unless this is that thread.
+        // So does one whose applet would add to frames already past the
+        // inbox budget: frames made by applets delivering on their own
+        // thread cannot pile up without bound.
         if port.has_applet.load(Ordering::Acquire)
-            && port.owner.load(Ordering::Relaxed) != thread_token()
+            && (port.owner.load(Ordering::Relaxed) != thread_token()
+                || made.used >= port.budgets.inbox_bytes)
         {
             enqueue(port, chan, f, tail);
             return;
@@ -1441,14 +1669,22 @@ impl Engine {
         if !port.pending.load(Ordering::Acquire) {
             return 0;
         }
+        if port.has_applet.load(Ordering::Relaxed) && port.throttled() {
+            return 0;
+        }
         let Ok(mut guard) = port.rx.try_lock() else {
             return 0;
         };
         let mut made = outbox();
         let mut n = 0;
+        // The applet time this round has spent on this endpoint.
+        let mut spent = Duration::ZERO;
         let rx = &mut *guard;
-        loop {
-            {
+        'round: loop {
+            if rx.batch_pos == rx.batch.chans.len() {
+                rx.batch.frames.clear();
+                rx.batch.chans.clear();
+                rx.batch_pos = 0;
                 let mut inbox = lock(&port.inbox);
                 if inbox.chans.is_empty() {
                     // Under the inbox's lock, so that a frame enqueued now
@@ -1460,13 +1696,23 @@ impl Engine {
                 // no allocation per frame on either thread.
                 std::mem::swap(&mut *inbox, &mut rx.batch);
             }
-            let mut batch = std::mem::take(&mut rx.batch);
-            for (f, &chan) in batch.frames.iter().zip(&batch.chans) {
-                receive(port, rx, chan, f.0, None, &mut made);
+            let batch = std::mem::take(&mut rx.batch);
+            while rx.batch_pos < batch.chans.len() {
+                let i = rx.batch_pos;
+                let (start, len, _) = batch.frames.frames[i];
+                rx.batch_pos += 1;
+                let f = &batch.frames.bytes[start..start + len];
+                spent += receive(port, rx, batch.chans[i], f, None, &mut made);
                 n += 1;
+                if spent > port.budgets.round_time
+                    || port.throttle_until.load(Ordering::Relaxed) != 0
+                {
+                    // The rest waits, ahead of the inbox, for a later round
+                    // (`pending` stays set).
+                    rx.batch = batch;
+                    break 'round;
+                }
             }
-            batch.frames.clear();
-            batch.chans.clear();
             rx.batch = batch;
         }
         drop(guard);
@@ -1499,10 +1745,14 @@ impl Drop for Inner {
 }
 
 /// Puts a frame in `port`'s inbox for its applet, or drops it (counted as
-/// a full receive queue) if the inbox is full.
+/// a full receive queue) if the inbox is at its budget of frames or bytes
+/// ([`Budgets::inbox_frames`], [`Budgets::inbox_bytes`]).
 fn enqueue(port: &Port, chan: u16, f: &[u8], tail: Option<&Tail>) {
     let mut inbox = lock(&port.inbox);
-    if inbox.chans.len() >= INBOX_FRAMES {
+    let len = f.len() + tail.map_or(0, |t| t.len);
+    if inbox.chans.len() >= port.budgets.inbox_frames
+        || inbox.frames.used + len > port.budgets.inbox_bytes
+    {
         drop(inbox);
         bump_shared(&port.stats.rx_queue_full);
         return;
@@ -1522,7 +1772,7 @@ fn receive(
     f: &[u8],
     tail: Option<&Tail>,
     made: &mut Outbox,
-) {
+) -> Duration {
     let payload = Payload {
         head: &f[HEADER_LEN..],
         tail,
@@ -1530,19 +1780,18 @@ fn receive(
     let flags = u16::from_be_bytes([f[frame::UNET_FLAGS], f[frame::UNET_FLAGS + 1]]);
     if flags & frame::FLAG_UDP_CHECKSUM != 0 && !matches!(frame::verify_udp_checksum(f), Ok(true)) {
         bump(&port.stats.rx_bad_checksum);
-        return;
+        return Duration::ZERO;
     }
+    let mut took = Duration::ZERO;
     match rx.applet.as_mut() {
         None => rx.io.deliver_default(chan, payload),
         Some(l) => {
             let r = if fill_rxbuf(l, payload) {
-                l.applet
-                    .call(
-                        &l.do_rx,
-                        &[payload.len() as i32, i32::from(chan)],
-                        Some(&mut rx.io),
-                    )
-                    .ok()
+                let args = [payload.len() as i32, i32::from(chan)];
+                invoke(rx, port, false, &args).and_then(|(r, t)| {
+                    took = t;
+                    r.ok()
+                })
             } else {
                 None
             };
@@ -1558,6 +1807,7 @@ fn receive(
         made.append(out);
         out.clear();
     }
+    took
 }
 
 /// Copies `payload` into the applet's `RxBuf`, replacing the array with a
@@ -1604,6 +1854,47 @@ fn program_reach(p: &dpf::ir::Program) -> usize {
         .unwrap_or(0)
 }
 
+/// Runs `doTx` (`tx`) or `doRx` of the applet in `rx` with `args` under
+/// the invocation budgets; `None`: no applet. Returns the outcome and how
+/// long the invocation took. An invocation that overran a budget (out of
+/// fuel, out of time, or pushing past its frames or bytes) is counted and
+/// sets the endpoint aside ([`Budgets::throttle`]); the caller counts the
+/// trap.
+fn invoke(
+    rx: &mut RxSide,
+    port: &Port,
+    tx: bool,
+    args: &[i32],
+) -> Option<(Result<jive::Outcome, jive::InvokeError>, Duration)> {
+    let l = rx.applet.as_mut()?;
+    let start = Instant::now();
+    rx.io.begin(start);
+    let m = if tx { &l.do_tx } else { &l.do_rx };
+    let r = l.applet.call(m, args, Some(&mut rx.io));
+    let end = Instant::now();
+    let took = end.saturating_duration_since(start);
+    let out_of_fuel = matches!(&r, Err(jive::InvokeError::Trap(t))
+        if matches!(t.kind, jive::TrapKind::FuelExhausted(_)));
+    if rx.io.inv.overran || out_of_fuel {
+        bump_shared(&port.stats.applet_overruns);
+        rx.overruns_in_row = rx.overruns_in_row.saturating_add(1);
+        let factor = rx.io.budgets.throttle;
+        if factor > 0 {
+            let doubling = 1u32 << rx.overruns_in_row.min(11).saturating_sub(1);
+            let pause = took
+                .saturating_mul(factor)
+                .saturating_mul(doubling)
+                .min(THROTTLE_MAX);
+            let until = clock_ns(end) + pause.as_nanos() as u64;
+            port.throttle_until.store(until.max(1), Ordering::Relaxed);
+            bump_shared(&port.stats.applet_throttled);
+        }
+    } else {
+        rx.overruns_in_row = 0;
+    }
+    Some((r, took))
+}
+
 fn applet_trapped(rx: &mut RxSide, port: &Port) {
     bump(&port.stats.applet_traps);
     rx.traps_since_install += 1;
@@ -1612,6 +1903,7 @@ fn applet_trapped(rx: &mut RxSide, port: &Port) {
     {
         rx.applet = None;
         port.has_applet.store(false, Ordering::Release);
+        port.throttle_until.store(0, Ordering::Relaxed);
     }
 }
 
@@ -1620,7 +1912,10 @@ fn applet_trapped(rx: &mut RxSide, port: &Port) {
 fn take_tx(tx: &mut TxSide, port: &Port) -> usize {
     let (stats, layout) = (&*port.stats, &port.layout);
     let mut n = 0;
-    while n < TX_BUDGET {
+    // The applet time this round has spent on this endpoint.
+    let mut spent = Duration::ZERO;
+    let mut done = false;
+    while n < TX_BUDGET && !done {
         let d = match tx.tx.peek() {
             Ok(Some(d)) => d,
             Ok(None) => break,
@@ -1640,7 +1935,15 @@ fn take_tx(tx: &mut TxSide, port: &Port) -> usize {
             bump(&stats.tx_rejected);
             TxStatus::Rejected
         } else if port.has_applet.load(Ordering::Acquire) {
-            applet_tx(tx, port, d)
+            let (status, took) = applet_tx(tx, port, d);
+            spent += took;
+            if spent > port.budgets.round_time || port.throttle_until.load(Ordering::Relaxed) != 0
+            {
+                // This round's time for the endpoint is spent, or its applet
+                // overran: the rest waits for a later round.
+                done = true;
+            }
+            status
         } else {
             match tx
                 .framer
@@ -1660,14 +1963,14 @@ fn take_tx(tx: &mut TxSide, port: &Port) -> usize {
 }
 
 /// Runs the applet's `doTx` for a checked descriptor; its frames join the
-/// transmit side's outbox.
-fn applet_tx(tx: &mut TxSide, port: &Port, d: TxDesc) -> TxStatus {
+/// transmit side's outbox. Returns the status and the invocation's time.
+fn applet_tx(tx: &mut TxSide, port: &Port, d: TxDesc) -> (TxStatus, Duration) {
     let mut guard = lock(&port.rx);
     let rx = &mut *guard;
-    let Some(l) = rx.applet.as_mut() else {
+    if rx.applet.is_none() {
         // Uninstalled since the flag was read: send as standard U-Net.
         drop(guard);
-        return match tx.framer.transmit_from(
+        let status = match tx.framer.transmit_from(
             &port.seg,
             port.layout.area + d.offset as usize,
             d.chan,
@@ -1676,9 +1979,11 @@ fn applet_tx(tx: &mut TxSide, port: &Port, d: TxDesc) -> TxStatus {
             Ok(()) => TxStatus::Sent,
             Err(_) => TxStatus::Dropped,
         };
-    };
+        return (status, Duration::ZERO);
+    }
     let args = [d.len as i32, i32::from(d.chan), d.offset as i32];
-    let status = match l.applet.call(&l.do_tx, &args, Some(&mut rx.io)) {
+    let (r, took) = invoke(rx, port, true, &args).expect("the applet is installed");
+    let status = match r {
         Ok(o) if o.value.is_some_and(|v| v < 0) => {
             bump(&port.stats.applet_drops);
             TxStatus::Dropped
@@ -1692,14 +1997,21 @@ fn applet_tx(tx: &mut TxSide, port: &Port, d: TxDesc) -> TxStatus {
     let made = &mut rx.io.framer.out;
     tx.framer.out.append(made);
     made.clear();
-    status
+    (status, took)
 }
 
 /// Loads, verifies and constructs an applet for the endpoint of `io`,
 /// giving it an `RxBuf` of the endpoint's largest message.
 fn load_applet(bytes: &[u8], io: &mut Io) -> Result<Loaded, EngineError> {
     let max_message = io.framer.max_message;
-    let limits = jive::Limits::default();
+    let limits = jive::Limits {
+        fuel: Some(io.budgets.applet_fuel),
+        ..jive::Limits::default()
+    };
+    // Constructors are bounded by fuel alone: their time includes the
+    // JIT's compilation.
+    io.begin(Instant::now());
+    io.inv.next_check = u64::MAX;
     let mut applet = jive::Applet::load_with_host(bytes, &natives_table(), limits, Some(io))?;
     let shape = |e: jive::InvokeError| EngineError::AppletShape(e.to_string());
     let do_tx = applet.method("doTx").map_err(shape)?;
