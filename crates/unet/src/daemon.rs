@@ -1,5 +1,5 @@
 //! The engine as a daemon (`fastpath engine`): applications in other
-//! processes get their endpoints over a Unix socket (issue 12, item 5).
+//! processes get their endpoints over a Unix socket.
 //!
 //! U-Net (§2) leaves to the operating system what is off the data path:
 //! creating an endpoint, mapping its memory into the application, and
@@ -49,8 +49,18 @@
 //!   or not N exists. A filter installed through the daemon is confined to
 //!   frames addressed to the caller's endpoint (it is installed as
 //!   `(text) and udp[8:2] = id`), so no process can take another's traffic.
-//!   A connection holds at most [`ServeOptions::max_endpoints`] endpoints;
-//!   the daemon serves at most [`ServeOptions::max_connections`] at once.
+//! - **Budgets.** A client is a process, known by the pid `SO_PEERCRED`
+//!   gives. A connection holds at most [`ServeOptions::max_endpoints`]
+//!   endpoints and [`ServeOptions::max_memory_per_connection`] bytes of
+//!   shared memory, a process [`ServeOptions::max_memory_per_peer`] over
+//!   all its connections; past either, `CreateEndpoint` is refused naming
+//!   the budget. The daemon serves at most
+//!   [`ServeOptions::max_connections`] at once, at most
+//!   [`ServeOptions::max_connections_per_peer`] of one process, and keeps
+//!   the last [`ServeOptions::reserve`] slots for processes that hold
+//!   none, so one process cannot lock the others out. A request whose
+//!   first byte has come must arrive whole, and a reply be taken, within
+//!   [`ServeOptions::request_timeout`], or the connection is closed.
 //! - **Reclaim.** When a connection closes, because the application closed
 //!   it, exited or was killed, every endpoint it still owns is removed from
 //!   the engine with its channels, filters and applet.

@@ -1502,7 +1502,9 @@ impl Engine {
     }
 
     /// Gives the engine `n` threads of its own, polling every endpoint and
-    /// the transport (the LanAI's loop), until [`Engine::stop`] (they hold
+    /// the transport (the LanAI's loop; each starts its rounds at another
+    /// endpoint and skips those another thread is serving, see
+    /// [`Engine::poll`]), until [`Engine::stop`] (they hold
     /// the engine: stop them before dropping it). Fails if the system
     /// refuses a thread; those already started keep running.
     pub fn start(&self, n: usize) -> std::io::Result<()> {

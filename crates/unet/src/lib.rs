@@ -80,7 +80,7 @@ pub mod transport;
 pub use crate::endpoint::{Endpoint, Message, SendError};
 #[cfg(not(loom))]
 pub use crate::engine::{
-    ChannelOptions, Engine, EngineCounts, EngineError, PortCounts, TrapPolicy,
+    Budgets, ChannelOptions, Engine, EngineCounts, EngineError, PortCounts, TrapPolicy,
 };
 pub use crate::error::ConfigError;
 #[cfg(not(loom))]
