@@ -836,10 +836,16 @@ impl NativeHost for Io {
 
     fn transmit(&mut self, chan: u16, payload: &[i8]) -> Result<(), HostError> {
         if self.inv.frames >= self.budgets.push_frames {
-            return Err(self.over("frames pushed per invocation", self.budgets.push_frames as u64));
+            return Err(self.over(
+                "frames pushed per invocation",
+                self.budgets.push_frames as u64,
+            ));
         }
         if self.inv.bytes + payload.len() > self.budgets.push_bytes {
-            return Err(self.over("bytes pushed per invocation", self.budgets.push_bytes as u64));
+            return Err(self.over(
+                "bytes pushed per invocation",
+                self.budgets.push_bytes as u64,
+            ));
         }
         self.inv.frames += 1;
         self.inv.bytes += payload.len();
@@ -889,7 +895,6 @@ struct Inbox {
     frames: Outbox,
     chans: Vec<u16>,
 }
-
 
 /// The engine's side of one endpoint.
 pub struct Port {
@@ -981,9 +986,9 @@ impl Port {
         if clock_ns(Instant::now()) < until {
             return true;
         }
-        let _ = self
-            .throttle_until
-            .compare_exchange(until, 0, Ordering::Relaxed, Ordering::Relaxed);
+        let _ =
+            self.throttle_until
+                .compare_exchange(until, 0, Ordering::Relaxed, Ordering::Relaxed);
         false
     }
 
@@ -1939,8 +1944,7 @@ fn take_tx(tx: &mut TxSide, port: &Port) -> usize {
         } else if port.has_applet.load(Ordering::Acquire) {
             let (status, took) = applet_tx(tx, port, d);
             spent += took;
-            if spent > port.budgets.round_time || port.throttle_until.load(Ordering::Relaxed) != 0
-            {
+            if spent > port.budgets.round_time || port.throttle_until.load(Ordering::Relaxed) != 0 {
                 // This round's time for the endpoint is spent, or its applet
                 // overran: the rest waits for a later round.
                 done = true;
