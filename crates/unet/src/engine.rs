@@ -292,8 +292,10 @@ pub struct Budgets {
     /// switches and calls). Default 100,000, about 50 µs of the tightest
     /// loop with the JIT (docs/unet.md has the measurement).
     pub applet_fuel: u64,
-    /// Wall-clock time of one invocation. The natives check it (after the
-    /// first few calls of an invocation, then every few calls or KiB moved),
+    /// Time of one invocation. The natives check it (after the first few
+    /// calls of an invocation, then every few calls or KiB moved; the
+    /// thread's CPU time from the first check on, so time the system
+    /// spends preempting it does not count),
     /// so an applet that loops through the natives traps once it is spent;
     /// compute between two natives is bounded by the fuel. Default 50 µs.
     pub applet_time: Duration,
@@ -339,6 +341,17 @@ const THROTTLE_MAX: Duration = Duration::from_millis(50);
 /// between two readings after that.
 const TIME_CHECK_EVERY: u64 = 32;
 
+/// The calling thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`).
+fn thread_cpu_time() -> Duration {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec, the one given.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
+}
+
 /// The state of the applet invocation running on an [`Io`]: what it has
 /// pushed and done, against its budgets.
 #[derive(Debug, Clone, Copy)]
@@ -348,6 +361,9 @@ struct Invocation {
     bytes: usize,
     work: u64,
     next_check: u64,
+    /// The thread's CPU time when the natives first read it (`None`: not
+    /// yet).
+    cpu_start: Option<Duration>,
     /// Whether it exceeded a budget (the natives set this before they trap).
     overran: bool,
 }
@@ -360,6 +376,7 @@ impl Invocation {
             bytes: 0,
             work: 0,
             next_check: TIME_CHECK_EVERY,
+            cpu_start: None,
             overran: false,
         }
     }
@@ -827,7 +844,14 @@ impl NativeHost for Io {
         if inv.work >= inv.next_check {
             inv.next_check = inv.work + TIME_CHECK_EVERY;
             let limit = self.budgets.applet_time;
-            if inv.start.elapsed() > limit {
+            // The thread's CPU time, so that an invocation preempted by the
+            // system is not charged for the time it waited: counted from
+            // the first check on, plus the wall time before it.
+            let cpu = thread_cpu_time();
+            let start = *inv
+                .cpu_start
+                .get_or_insert_with(|| cpu.saturating_sub(inv.start.elapsed()));
+            if cpu.saturating_sub(start) > limit {
                 return Err(self.over("time per invocation (µs)", limit.as_micros() as u64));
             }
         }
