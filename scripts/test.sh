@@ -11,6 +11,9 @@ export JIVE_MUTATIONS="${JIVE_MUTATIONS:-100000}"
 export DPF_PAIRS="${DPF_PAIRS:-100000}"
 export DPF_REQUIRE_LIBPCAP="${DPF_REQUIRE_LIBPCAP:-1}"
 export CODECACHE_STRESS_SECS="${CODECACHE_STRESS_SECS:-10}"
+# unet's randomized soak (crates/unet/tests/soak.rs): clients creating and
+# closing endpoints, opening channels, sending, filtering, for this long.
+export UNET_SOAK_SECS=${UNET_SOAK_SECS:-60}
 # unet's multi-host tests (two network namespaces and a veth pair) need
 # root and `ip`; in CI their absence is a failure, not a skip.
 export UNET_REQUIRE_NETNS="${UNET_REQUIRE_NETNS:-1}"

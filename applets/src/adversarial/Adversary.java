@@ -1,6 +1,6 @@
 package adversarial;
 
-// Adversarial applet for jive's engines (issue 13; tests/adversarial.rs runs
+// Adversarial applet for jive's engines (tests/adversarial.rs runs
 // every method on the interpreter and the JIT and wants the same result,
 // trap, fuel and state from both). Each method aims at a place where native
 // code could read or write outside the applet's memory, or disagree with the

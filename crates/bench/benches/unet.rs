@@ -1,4 +1,4 @@
-//! Criterion benchmarks of unet (issue 12, the U-Net/SLE paper's §5): the
+//! Criterion benchmarks of unet (the U-Net/SLE paper's §5): the
 //! engine's CPU cost per message in one thread, with and without the
 //! standard applet, and round trips between two threads through endpoints
 //! on the `loop` transport next to the bare shared-memory SPSC ring that
@@ -13,7 +13,8 @@
 //!   between two threads (each waiting thread spins, then yields its core
 //!   after 4,096 empty polls), through two endpoints of one engine, and
 //!   through two bare SPSC rings: `rtt/loop / rtt/spsc_ring` is the
-//!   issue's "≤ 2x the raw ring" ratio.
+//!   endpoints' overhead over the floor of their design, whose target is
+//!   at most 2x.
 //!
 //! `cargo bench -p fastpath-bench --bench unet` (under a minute). The
 //! instruction-count breakdown (Figure 7) is `unet-count`.

@@ -38,8 +38,8 @@ pub const CHILD_ENV: &str = "FASTPATH_CODEGEN_COUNT";
 /// The workload variants.
 pub const MODES: [&str; 3] = ["virtual", "fixed", "empty"];
 
-/// The branch-heavy variant and the client benchmark (issue 16), counted
-/// by hand (see `docs/benchmarks.md`): `vcode-count MODE`.
+/// The branch-heavy variant, the framed empty function and the client
+/// benchmark, counted by hand (see `docs/benchmarks.md`): `vcode-count MODE`.
 pub const EXTRA_MODES: [&str; 5] = [
     "empty_framed",
     "branchy_virtual",

@@ -1,5 +1,5 @@
 //! A client of vcode written against its public API only, as a
-//! generation-cost benchmark (issue 16, item 5): a small structured
+//! generation-cost benchmark of the kind a compiler is: a small structured
 //! integer language (arithmetic, shifts, comparisons, if/else, counted
 //! loops, `a[e & 15]` loads and stores, returns) and two code
 //! generators for it:

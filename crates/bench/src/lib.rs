@@ -1,7 +1,7 @@
 //! # fastpath-bench: benchmark workloads and the peers they are compared with
 //!
 //! The home of fastpath's benchmark workloads. The `vcode` suite
-//! measures the three things issue 2 asks of the dynamic code generator
+//! measures the three costs that make a dynamic code generator fast or slow
 //! (VCODE, Engler PLDI 1996):
 //!
 //! 1. host instructions per generated instruction, counted exactly with

@@ -1,4 +1,4 @@
-//! Benchmark workloads of `unet` (issue 12, "Benchmarks"): the U-Net/SLE
+//! Benchmark workloads of `unet`: the U-Net/SLE
 //! paper's §5 measurements of endpoints and applets (Figure 5's round
 //! trips, Figure 7's breakdown), on the in-process `loop` transport.
 //!
@@ -29,6 +29,7 @@ use unet::layout::{Layout, RxDesc};
 use unet::ring::{Consumer, Producer};
 use unet::shm::{Segment, ShmQueue};
 use unet::transport::LoopNet;
+use unet::wait::Backoff;
 use unet::{Config, Endpoint, Engine, SendError};
 
 use crate::callgrind::{Skip, parse_total};
@@ -86,29 +87,6 @@ pub fn one_way(
 /// thread died, or a message was lost).
 const STUCK: Duration = Duration::from_secs(10);
 
-/// Empty polls a waiting thread spins through before it starts yielding
-/// its core at each poll. The round trips here take about a microsecond,
-/// far less than these spins, when both threads have a core; on a machine
-/// whose cores are shared with other jobs, a thread spinning while its
-/// peer waits for a core would otherwise hold its own core for a whole
-/// time slice (milliseconds) per message.
-const SPINS_BEFORE_YIELD: u32 = 1 << 12;
-
-/// A waiting thread's wait: spin, then yield.
-#[derive(Default)]
-struct Backoff(u32);
-
-impl Backoff {
-    fn snooze(&mut self) {
-        self.0 = self.0.saturating_add(1);
-        if self.0 < SPINS_BEFORE_YIELD {
-            std::hint::spin_loop();
-        } else {
-            std::thread::yield_now();
-        }
-    }
-}
-
 /// Receives the next message into `buf`, spinning, then yielding; `None`
 /// once `stop` is set or after [`STUCK`].
 fn recv_into(ep: &mut Endpoint, buf: &mut Vec<u8>, stop: &AtomicBool) -> Option<u16> {
@@ -120,7 +98,7 @@ fn recv_into(ep: &mut Endpoint, buf: &mut Vec<u8>, stop: &AtomicBool) -> Option<
             m.read(|p| buf.extend_from_slice(p));
             return Some(m.chan());
         }
-        if wait.0 % 1024 == 1023 {
+        if wait.polls() % 1024 == 1023 {
             if stop.load(Ordering::Relaxed) {
                 return None;
             }
@@ -332,7 +310,7 @@ impl RingEcho {
                     break;
                 }
                 assert!(
-                    wait.0 % (1 << 16) != (1 << 16) - 1 || start.elapsed() < STUCK,
+                    wait.polls() % (1 << 16) != (1 << 16) - 1 || start.elapsed() < STUCK,
                     "the ring echo did not come back"
                 );
                 wait.snooze();

@@ -128,106 +128,110 @@ struct Gen<'a, B: Backend> {
 }
 
 impl<B: Backend> Gen<'_, B> {
-    /// The code of trie node `id`, continuing at `cont`.
+    /// The code of trie node `id`, continuing at `cont`. An arm recurses
+    /// (one level per atom, at most `merge::MAX_ATOMS`); the wild chain
+    /// (one node per distinct key) is a loop.
     fn node(&mut self, id: MNodeId, cont: Label, mut k: Known) {
-        let n = &self.m.nodes[id as usize];
-        if k.found {
-            self.f.ble(self.r.best, rank_bound(n.min_rank), cont);
-        }
-        if !n.leaves.is_empty() {
-            let after = self.f.genlabel();
-            for &rank in &n.leaves {
-                if k.found {
-                    self.f.ble(self.r.best, rank_bound(rank), after);
-                }
-                let residual = &self.m.entries[rank as usize].residual;
-                match residual {
-                    None => {
-                        self.f.set(self.r.best, self.m.best(rank));
-                        break;
+        let mut id = id;
+        loop {
+            let n = &self.m.nodes[id as usize];
+            if k.found {
+                self.f.ble(self.r.best, rank_bound(n.min_rank), cont);
+            }
+            if !n.leaves.is_empty() {
+                let after = self.f.genlabel();
+                for &rank in &n.leaves {
+                    if k.found {
+                        self.f.ble(self.r.best, rank_bound(rank), after);
                     }
-                    Some(p) => {
-                        let (yes, no) = (self.f.genlabel(), self.f.genlabel());
-                        self.residual(p, k, yes, no);
-                        self.f.label(yes);
-                        self.f.set(self.r.best, self.m.best(rank));
-                        self.f.jmp(after);
-                        self.f.label(no);
+                    let residual = &self.m.entries[rank as usize].residual;
+                    match residual {
+                        None => {
+                            self.f.set(self.r.best, self.m.best(rank));
+                            break;
+                        }
+                        Some(p) => {
+                            let (yes, no) = (self.f.genlabel(), self.f.genlabel());
+                            self.residual(p, k, yes, no);
+                            self.f.label(yes);
+                            self.f.set(self.r.best, self.m.best(rank));
+                            self.f.jmp(after);
+                            self.f.label(no);
+                        }
                     }
+                    k.found = true;
                 }
+                self.f.label(after);
                 k.found = true;
             }
-            self.f.label(after);
-            k.found = true;
-        }
-        let Some(d) = &n.dispatch else {
-            self.f.jmp(cont);
-            return;
-        };
-        let arms_end = if n.wild.is_some() {
-            self.f.genlabel()
-        } else {
-            cont
-        };
-        // Every filter under the arms needs this many frame bytes: check
-        // them all with the first load's check.
-        let arms_need = d
-            .arms
-            .iter()
-            .map(|a| self.m.nodes[a.1 as usize].link_need)
-            .min()
-            .unwrap_or(0);
-        let mut inside = k;
-        let order = match (&d.strategy, d.arms.len()) {
-            (_, 1) | (Strategy::Linear, _) => Order::Wire,
-            _ => Order::Value,
-        };
-        self.load(
-            d.key.field,
-            d.key.mask,
-            &mut inside,
-            arms_end,
-            arms_need,
-            order,
-        );
-        let size = d.key.field.size;
-        if let Some(words) = self.value_table(d, k) {
-            // Dense keys leading straight to a match, with nothing matched
-            // yet: the result is a load from a table placed with the code
-            // (`u64::MAX` in the gaps), with no branch on the key.
-            let (v, best) = (self.r.v, self.r.best);
-            let Strategy::Table { min, len } = d.strategy else {
-                unreachable!("value_table checks the strategy")
-            };
-            let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
-            let table = self.f.data(&bytes);
-            self.f.sub(v, v, u64::from(min));
-            self.f.bge(v, u64::from(len), arms_end);
-            self.f.lsh(v, v, 3);
-            // `best` is all ones here (nothing matched on this path), so
-            // it can hold the table's address until the load replaces it.
-            self.f.addr_data(best.cast::<P>(), table);
-            self.f.ld(best, best.cast::<P>(), v.cast::<P>());
-            if n.wild.is_none() {
+            let Some(d) = &n.dispatch else {
                 self.f.jmp(cont);
-            }
-        } else if let [(key, child)] = d.arms[..] {
-            // One constant (the common case of a test shared by the whole
-            // subtree): fall through into the child on a match.
-            self.f.bne(self.r.v, wire(size, key), arms_end);
-            self.node(child, arms_end, inside);
-        } else {
-            let labels: Vec<Label> = d.arms.iter().map(|_| self.f.genlabel()).collect();
-            self.dispatch(d, &labels, arms_end);
-            for (&(_, child), &l) in d.arms.iter().zip(&labels) {
-                self.f.label(l);
+                return;
+            };
+            let arms_end = if n.wild.is_some() {
+                self.f.genlabel()
+            } else {
+                cont
+            };
+            // Every filter under the arms needs this many frame bytes: check
+            // them all with the first load's check.
+            let arms_need = d
+                .arms
+                .iter()
+                .map(|a| self.m.nodes[a.1 as usize].link_need)
+                .min()
+                .unwrap_or(0);
+            let mut inside = k;
+            let order = match (&d.strategy, d.arms.len()) {
+                (_, 1) | (Strategy::Linear, _) => Order::Wire,
+                _ => Order::Value,
+            };
+            self.load(
+                d.key.field,
+                d.key.mask,
+                &mut inside,
+                arms_end,
+                arms_need,
+                order,
+            );
+            let size = d.key.field.size;
+            if let Some(words) = self.value_table(d, k) {
+                // Dense keys leading straight to a match, with nothing matched
+                // yet: the result is a load from a table placed with the code
+                // (`u64::MAX` in the gaps), with no branch on the key.
+                let (v, best) = (self.r.v, self.r.best);
+                let Strategy::Table { min, len } = d.strategy else {
+                    unreachable!("value_table checks the strategy")
+                };
+                let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+                let table = self.f.data(&bytes);
+                self.f.sub(v, v, u64::from(min));
+                self.f.bge(v, u64::from(len), arms_end);
+                self.f.lsh(v, v, 3);
+                // `best` is all ones here (nothing matched on this path), so
+                // it can hold the table's address until the load replaces it.
+                self.f.addr_data(best.cast::<P>(), table);
+                self.f.ld(best, best.cast::<P>(), v.cast::<P>());
+                if n.wild.is_none() {
+                    self.f.jmp(cont);
+                }
+            } else if let [(key, child)] = d.arms[..] {
+                // One constant (the common case of a test shared by the whole
+                // subtree): fall through into the child on a match.
+                self.f.bne(self.r.v, wire(size, key), arms_end);
                 self.node(child, arms_end, inside);
+            } else {
+                let labels: Vec<Label> = d.arms.iter().map(|_| self.f.genlabel()).collect();
+                self.dispatch(d, &labels, arms_end);
+                for (&(_, child), &l) in d.arms.iter().zip(&labels) {
+                    self.f.label(l);
+                    self.node(child, arms_end, inside);
+                }
             }
-        }
-        if let Some(w) = n.wild {
+            let Some(w) = n.wild else { return };
             self.f.label(arms_end);
             k.found = true;
-            self.node(w, cont, k);
+            id = w;
         }
     }
 

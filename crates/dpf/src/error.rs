@@ -86,9 +86,40 @@ pub enum Error {
         /// The feature.
         feature: String,
     },
+    /// A filter longer than the parser's length limit
+    /// ([`crate::syntax::Limits::max_len`], 64 KiB by default).
+    #[error("the filter is {length} bytes long; the limit is {limit} bytes")]
+    TooLong {
+        /// The filter's length in bytes.
+        length: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// Parentheses and negations (`not`, `!`) nested deeper than the
+    /// parser's nesting limit ([`crate::syntax::Limits::max_nesting`], 64
+    /// by default).
+    #[error("column {column}: parentheses and negations nested more than {limit} deep")]
+    TooDeep {
+        /// The column of the first `(`, `not` or `!` past the limit.
+        column: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// More primitives than the parser's limit
+    /// ([`crate::syntax::Limits::max_primitives`], 4,096 by default).
+    #[error("column {column}: more than {limit} primitives in one filter")]
+    TooManyPrimitives {
+        /// The column of the first primitive past the limit.
+        column: usize,
+        /// The limit.
+        limit: usize,
+    },
     /// libpcap could not be loaded (the oracle is unavailable).
     #[error("libpcap could not be loaded: {0}")]
     LibpcapUnavailable(String),
+    /// libpcap's `pcap_open_offline` refused a capture file.
+    #[error("pcap_open_offline: {0}")]
+    LibpcapOpen(String),
     /// libpcap's `pcap_compile` rejected a filter.
     #[error("pcap_compile: {0}")]
     LibpcapCompile(String),
@@ -130,7 +161,9 @@ impl Error {
             | Error::NameNotResolved { column, .. }
             | Error::MissingQualifier { column, .. }
             | Error::BadQualifier { column, .. }
-            | Error::Unsupported { column, .. } => Some(*column),
+            | Error::Unsupported { column, .. }
+            | Error::TooDeep { column, .. }
+            | Error::TooManyPrimitives { column, .. } => Some(*column),
             Error::InBatch { error, .. } => error.column(),
             _ => None,
         }

@@ -13,6 +13,8 @@
 //! | native code for the merged structure, through vcode | [`codegen`] |
 //! | the filter table: install, remove, publish | [`table`] |
 //! | libpcap loaded at run time: the differential oracle and benchmark peer | [`pcap`] |
+//! | reading pcap and pcapng captures with libpcap's leniency | [`capture`] |
+//! | reading a filter table file (`OWNER[/PRIORITY] FILTER` lines) | [`table_file`] |
 //!
 //! [`parse`] and [`compile`] are the front end's entry points:
 //!
@@ -36,6 +38,7 @@
 //! `thiserror` (errors), and `libloading`, which loads libpcap at run time
 //! in [`pcap`] so that the crate builds and runs without it.
 
+pub mod capture;
 pub mod codegen;
 mod error;
 pub mod ir;
@@ -44,10 +47,11 @@ pub mod merge;
 pub mod pcap;
 pub mod syntax;
 pub mod table;
+pub mod table_file;
 
 pub use error::Error;
 pub use lower::dump;
-pub use table::{Batch, Classifier, FilterId, Reader, Table};
+pub use table::{Batch, Classifier, FilterId, Prepared, Reader, Table};
 
 /// Parses a filter in dpf's pcap-filter(7) subset (see [`syntax`]).
 pub fn parse(src: &str) -> Result<syntax::Expr, Error> {

@@ -515,12 +515,66 @@ fn primitive(p: &Primitive) -> Cond {
     }
 }
 
+/// The condition `e` stands for. An `and`/`or` chain is a left-deep
+/// tree: its spine is walked in a loop, and a run of one operator becomes
+/// one `Cond::And`/`Cond::Or` (which lowers to the same blocks as the
+/// nested pairs), so recursion is only into right operands and negations,
+/// whose depth the parser's nesting limit bounds.
 fn cond(e: &Expr) -> Cond {
-    match e {
-        Expr::And(a, b) => Cond::And(vec![cond(a), cond(b)]),
-        Expr::Or(a, b) => Cond::Or(vec![cond(a), cond(b)]),
-        Expr::Not(a) => not(cond(a)),
-        Expr::Prim(p) => primitive(p),
+    let mut spine: Vec<(bool, &Expr)> = Vec::new();
+    let mut cur = e;
+    let first = loop {
+        match cur {
+            Expr::And(a, b) => {
+                spine.push((true, b));
+                cur = a;
+            }
+            Expr::Or(a, b) => {
+                spine.push((false, b));
+                cur = a;
+            }
+            Expr::Not(a) => break not(cond(a)),
+            Expr::Prim(p) => break primitive(p),
+        }
+    };
+    let mut acc = first;
+    let mut run: Option<bool> = None;
+    for (and, right) in spine.into_iter().rev() {
+        let right = cond(right);
+        let same_run = match &mut acc {
+            Cond::And(v) if run == Some(true) && and => Some(v),
+            Cond::Or(v) if run == Some(false) && !and => Some(v),
+            _ => None,
+        };
+        if let Some(v) = same_run {
+            v.push(right);
+        } else {
+            let left = std::mem::replace(&mut acc, Cond::Const(false));
+            acc = if and {
+                Cond::And(vec![left, right])
+            } else {
+                Cond::Or(vec![left, right])
+            };
+        }
+        run = Some(and);
+    }
+    acc
+}
+
+impl Drop for Cond {
+    /// Dismantles nested conditions with a heap stack: an alternating
+    /// `and`/`or` chain nests once per operator.
+    fn drop(&mut self) {
+        let mut stack: Vec<Cond> = Vec::new();
+        let detach = |c: &mut Cond, stack: &mut Vec<Cond>| match c {
+            Cond::And(v) | Cond::Or(v) => stack.append(v),
+            Cond::Not(x) => stack.push(std::mem::replace(&mut **x, Cond::Const(false))),
+            Cond::Test(_) | Cond::Const(_) => {}
+        };
+        detach(self, &mut stack);
+        while let Some(mut c) = stack.pop() {
+            detach(&mut c, &mut stack);
+        }
     }
 }
 
@@ -541,24 +595,45 @@ struct Blocks {
 }
 
 impl Blocks {
+    /// The block deciding `c` that continues at `t` or `f`. The first
+    /// operand of an `and`/`or` (where nested chains sit) and a negation
+    /// are taken in a loop; only later operands recurse.
     fn lower(&mut self, c: &Cond, t: NodeId, f: NodeId) -> NodeId {
-        match c {
-            Cond::Const(true) => t,
-            Cond::Const(false) => f,
-            Cond::Test(leaf) => {
-                if t == f {
-                    return t;
+        let (mut c, mut t, mut f) = (c, t, f);
+        loop {
+            match c {
+                Cond::Const(true) => return t,
+                Cond::Const(false) => return f,
+                Cond::Test(leaf) => {
+                    if t == f {
+                        return t;
+                    }
+                    self.blocks.push(Some(Block {
+                        leaf: *leaf,
+                        then: t,
+                        els: f,
+                    }));
+                    return (self.blocks.len() - 1) as NodeId;
                 }
-                self.blocks.push(Some(Block {
-                    leaf: *leaf,
-                    then: t,
-                    els: f,
-                }));
-                (self.blocks.len() - 1) as NodeId
+                Cond::Not(x) => {
+                    c = x;
+                    std::mem::swap(&mut t, &mut f);
+                }
+                Cond::And(cs) => {
+                    let Some((first, rest)) = cs.split_first() else {
+                        return t;
+                    };
+                    t = rest.iter().rev().fold(t, |next, c| self.lower(c, next, f));
+                    c = first;
+                }
+                Cond::Or(cs) => {
+                    let Some((first, rest)) = cs.split_first() else {
+                        return f;
+                    };
+                    f = rest.iter().rev().fold(f, |next, c| self.lower(c, t, next));
+                    c = first;
+                }
             }
-            Cond::Not(c) => self.lower(c, f, t),
-            Cond::And(cs) => cs.iter().rev().fold(t, |next, c| self.lower(c, next, f)),
-            Cond::Or(cs) => cs.iter().rev().fold(f, |next, c| self.lower(c, t, next)),
         }
     }
 
@@ -608,7 +683,7 @@ impl Blocks {
                 if lists.len() <= l {
                     lists.resize(l + 1, Vec::new());
                 }
-                lists[l].insert(0, id);
+                lists[l].push(id);
                 continue;
             }
             if seen[id as usize] {
@@ -619,75 +694,76 @@ impl Blocks {
             stack.push((b.els, false));
             stack.push((b.then, false));
         }
+        // Listed last-first: each block goes to the front of its level.
+        for l in &mut lists {
+            l.reverse();
+        }
         lists
     }
 
-    /// Whether the edges `facts` dominating an edge into `child` decide
-    /// it (libpcap's `fold_edge`): the same jump on the same accumulator
-    /// value has the same outcome; after `A = a` held, `A = b` fails.
-    fn decided(&self, child: NodeId, facts: &[(NodeId, bool)]) -> Option<bool> {
-        let b = self.block(child)?;
-        facts.iter().find_map(|&(f, holds)| {
-            let fk = self.block(f).expect("facts name blocks").leaf.key;
-            let k = b.leaf.key;
-            if !fk.same_a(&k) || fk.cmp() != k.cmp() {
-                None
-            } else if fk.value() == k.value() {
-                Some(holds)
-            } else if holds && k.cmp() == Cmp::Eq {
-                Some(false)
-            } else {
-                None
-            }
-        })
+    /// Whether the edges dominating an edge into `child` decide it
+    /// (libpcap's `fold_edge`): the same jump on the same accumulator
+    /// value has the same outcome; after `A = a` held, `A = b` fails. The
+    /// dominating edges are the path from edge node `e` to the root of
+    /// `facts`; the first of them from the root that decides, decides.
+    fn decided(&self, child: NodeId, e: u32, facts: &FactTree) -> Option<bool> {
+        facts.decide(&self.block(child)?.leaf.key, e)
     }
 
     /// libpcap's first optimizer pass (`opt_loop(.., 0)`), to a fixed
     /// point: each round computes dominators, moves edges (`opt_j`), then
     /// pulls tests of an already loaded value up or- and and-chains
     /// (`or_pullup`, `and_pullup`).
+    ///
+    /// Dominators are kept as trees, not sets: a block's dominators are
+    /// its ancestors in the dominator tree, and the edges dominating it
+    /// are the path to the root of the edge-dominator tree
+    /// ([`FactTree`]); the intersection over a block's predecessors is
+    /// their nearest common ancestor (binary lifting, `O(log n)`). A
+    /// round is so `O(n log n)` plus the edge moves themselves, where
+    /// the sets were `O(n^2)` in time and memory.
     fn optimize(&mut self, root: NodeId) {
         // Each round moves some edge; the cap only guards against a bug.
         for round in 0..10_000 {
             let levels = self.levels(root);
             let n = self.blocks.len();
-            // Edge dominators as (block, outcome) pairs, and block
-            // dominators, from the root down level by level (a block's
-            // level is above its successors').
-            let mut facts: Vec<Option<Vec<(NodeId, bool)>>> = vec![None; n];
-            let mut dom: Vec<Option<Vec<NodeId>>> = vec![None; n];
+            // Block dominator tree: node `n` is a virtual root.
+            let mut dom = Lift::new(n + 1);
+            let mut facts = FactTree::new(n, &self.blocks);
+            let mut dom_acc: Vec<Option<u32>> = vec![None; n];
+            let mut fact_acc: Vec<Option<u32>> = vec![None; n];
+            let mut tip: Vec<Option<u32>> = vec![None; n];
             if self.block(root).is_some() {
-                facts[root as usize] = Some(Vec::new());
-                dom[root as usize] = Some(Vec::new());
+                dom_acc[root as usize] = Some(n as u32);
+                fact_acc[root as usize] = Some(FactTree::ROOT);
             }
             for list in levels.iter().rev() {
                 for &id in list {
-                    let (Some(f), Some(d)) = (facts[id as usize].clone(), dom[id as usize].clone())
-                    else {
+                    let (Some(d), Some(f)) = (dom_acc[id as usize], fact_acc[id as usize]) else {
                         continue;
                     };
-                    let mut d = d;
-                    d.push(id);
+                    dom.set_parent(id, d);
+                    tip[id as usize] = Some(f);
                     for holds in [true, false] {
                         let to = self.edge(id, holds);
+                        let e = facts.add_edge(id, holds, f);
                         if self.block(to).is_none() {
                             continue;
                         }
-                        let mut ef = f.clone();
-                        ef.push((id, holds));
-                        let slot = &mut facts[to as usize];
-                        *slot = Some(match slot.take() {
-                            None => ef,
-                            Some(old) => old.into_iter().filter(|x| ef.contains(x)).collect(),
+                        let slot = &mut fact_acc[to as usize];
+                        *slot = Some(match *slot {
+                            None => e,
+                            Some(old) => facts.lift.nca(old, e),
                         });
-                        let slot = &mut dom[to as usize];
-                        *slot = Some(match slot.take() {
-                            None => d.clone(),
-                            Some(old) => old.into_iter().filter(|x| d.contains(x)).collect(),
+                        let slot = &mut dom_acc[to as usize];
+                        *slot = Some(match *slot {
+                            None => id,
+                            Some(old) => dom.nca(old, id),
                         });
                     }
                 }
             }
+            facts.finish();
             let mut changed = false;
             if round == 0 {
                 for &id in levels.iter().flatten() {
@@ -702,9 +778,9 @@ impl Blocks {
             // opt_j, bottom-up.
             for list in levels.iter().skip(1) {
                 for &id in list {
-                    let Some(f) = facts[id as usize].clone() else {
+                    if tip[id as usize].is_none() {
                         continue;
-                    };
+                    }
                     for holds in [true, false] {
                         let mut succ = self.edge(id, holds);
                         let Some(sb) = self.block(succ) else { continue };
@@ -712,9 +788,8 @@ impl Blocks {
                             succ = sb.then;
                             changed = true;
                         }
-                        let mut ef = f.clone();
-                        ef.push((id, holds));
-                        while let Some(out) = self.decided(succ, &ef) {
+                        let e = FactTree::edge_node(id, holds);
+                        while let Some(out) = self.decided(succ, e, &facts) {
                             succ = self.edge(succ, out);
                             changed = true;
                         }
@@ -730,19 +805,22 @@ impl Blocks {
                     for holds in [true, false] {
                         let to = self.edge(id, holds);
                         if self.block(to).is_some() {
-                            preds[to as usize].insert(0, (id, holds));
+                            preds[to as usize].push((id, holds));
                         }
                     }
                 }
             }
-            let dominates = |dom: &Vec<Option<Vec<NodeId>>>, b: NodeId, d: NodeId| {
-                b == d || dom[d as usize].as_ref().is_some_and(|v| v.contains(&b))
+            // Listed last-first, as libpcap links them.
+            for p in &mut preds {
+                p.reverse();
+            }
+            let dominates = |b: NodeId, d: NodeId| {
+                b == d || (tip[d as usize].is_some() && dom.is_ancestor(b, d))
             };
             for list in levels.iter().skip(1) {
                 for &b in list {
                     for or in [true, false] {
-                        changed |=
-                            self.pullup(b, or, &preds[b as usize], |x, y| dominates(&dom, x, y));
+                        changed |= self.pullup(b, or, &preds[b as usize], dominates);
                     }
                 }
             }
@@ -812,6 +890,257 @@ impl Blocks {
             Some(d) => self.set_edge(d, !or, same),
         }
         true
+    }
+}
+
+/// A tree grown parents first that answers nearest-common-ancestor and
+/// ancestor queries in `O(log n)` by binary lifting.
+struct Lift {
+    /// `up[v * log + k]`: the `2^k`-th ancestor of `v` (the root is its
+    /// own).
+    up: Vec<u32>,
+    depth: Vec<u32>,
+    log: usize,
+}
+
+impl Lift {
+    /// A tree of `n` nodes, each its own root until given a parent.
+    fn new(n: usize) -> Self {
+        let log = (usize::BITS - n.leading_zeros()) as usize + 1;
+        let mut up = vec![0u32; n * log];
+        for v in 0..n {
+            up[v * log..(v + 1) * log].fill(v as u32);
+        }
+        Lift {
+            up,
+            depth: vec![0; n],
+            log,
+        }
+    }
+
+    fn set_parent(&mut self, v: u32, p: u32) {
+        let (v, p, log) = (v as usize, p as usize, self.log);
+        self.depth[v] = self.depth[p] + 1;
+        self.up[v * log] = p as u32;
+        for k in 1..log {
+            let mid = self.up[v * log + k - 1] as usize;
+            self.up[v * log + k] = self.up[mid * log + k - 1];
+        }
+    }
+
+    /// `v`'s ancestor at depth `d` (at most `v`'s own).
+    fn at_depth(&self, mut v: u32, d: u32) -> u32 {
+        let mut diff = self.depth[v as usize] - d;
+        let mut k = 0;
+        while diff > 0 {
+            if diff & 1 == 1 {
+                v = self.up[v as usize * self.log + k];
+            }
+            diff >>= 1;
+            k += 1;
+        }
+        v
+    }
+
+    fn nca(&self, a: u32, b: u32) -> u32 {
+        let (da, db) = (self.depth[a as usize], self.depth[b as usize]);
+        let (mut a, mut b) = if da >= db {
+            (self.at_depth(a, db), b)
+        } else {
+            (a, self.at_depth(b, da))
+        };
+        if a == b {
+            return a;
+        }
+        for k in (0..self.log).rev() {
+            let (ua, ub) = (
+                self.up[a as usize * self.log + k],
+                self.up[b as usize * self.log + k],
+            );
+            if ua != ub {
+                (a, b) = (ua, ub);
+            }
+        }
+        self.up[a as usize * self.log]
+    }
+
+    /// Whether `a` is `v` or one of its ancestors.
+    fn is_ancestor(&self, a: u32, v: u32) -> bool {
+        self.depth[a as usize] <= self.depth[v as usize]
+            && self.at_depth(v, self.depth[a as usize]) == a
+    }
+}
+
+/// The edge-dominator tree of one round: node 0 is the root (no edge),
+/// node `1 + 2 * block + holds` the edge `(block, holds)`, whose parent
+/// is the deepest edge dominating `block`. The edges dominating a block
+/// are the path from its deepest one to the root, root first.
+///
+/// `fold_edge` asks, for an edge and a test, for the first edge from the
+/// root on that path that decides the test: one of the test's group (the
+/// same accumulator value and jump) with the same constant, or, for an
+/// equality, one of its group that held. [`FactTree::finish`] lists each
+/// such class of edges in preorder with the outermost member of each
+/// nested chain, so that the question is a binary search (`O(log n)`),
+/// not a walk along the path.
+struct FactTree {
+    lift: Lift,
+    /// Each block's group (two tests of one group decide each other).
+    group: Vec<u32>,
+    groups: HashMap<Key, u32>,
+    /// Each block's constant.
+    value: Vec<u32>,
+    /// The edge nodes added, in order.
+    added: Vec<u32>,
+    /// Preorder interval of each edge node in the tree.
+    tin: Vec<u32>,
+    tout: Vec<u32>,
+    /// Per class, its edge nodes in preorder and each one's outermost
+    /// ancestor in the class: `(group, value, false)` for the edges of
+    /// one constant, `(group, 0, true)` for the edges that held.
+    classes: HashMap<(u32, u32, bool), Vec<(u32, u32)>>,
+}
+
+impl FactTree {
+    const ROOT: u32 = 0;
+
+    /// A key with its constant cleared: equal for tests of one group.
+    fn group_key(k: &Key) -> Key {
+        let mut k = *k;
+        match &mut k {
+            Key::Prim { value, .. } | Key::Raw { value, .. } => *value = 0,
+        }
+        k
+    }
+
+    fn new(n: usize, blocks: &[Option<Block>]) -> Self {
+        let mut groups = HashMap::new();
+        let mut group = Vec::with_capacity(n);
+        let mut value = Vec::with_capacity(n);
+        for b in blocks {
+            match b {
+                Some(b) => {
+                    let next = groups.len() as u32;
+                    group.push(*groups.entry(Self::group_key(&b.leaf.key)).or_insert(next));
+                    value.push(b.leaf.key.value());
+                }
+                None => {
+                    group.push(u32::MAX);
+                    value.push(0);
+                }
+            }
+        }
+        FactTree {
+            lift: Lift::new(1 + 2 * n),
+            group,
+            groups,
+            value,
+            added: Vec::new(),
+            tin: Vec::new(),
+            tout: Vec::new(),
+            classes: HashMap::new(),
+        }
+    }
+
+    fn edge_node(block: NodeId, holds: bool) -> u32 {
+        1 + 2 * block + u32::from(holds)
+    }
+
+    fn edge(node: u32) -> (NodeId, bool) {
+        ((node - 1) / 2, (node - 1) % 2 == 1)
+    }
+
+    /// Adds edge `(block, holds)` below `parent`; returns its node.
+    fn add_edge(&mut self, block: NodeId, holds: bool, parent: u32) -> u32 {
+        let e = Self::edge_node(block, holds);
+        self.lift.set_parent(e, parent);
+        self.added.push(e);
+        e
+    }
+
+    /// Numbers the tree in preorder and lists the classes, once every
+    /// edge is added.
+    fn finish(&mut self) {
+        let n = self.lift.depth.len();
+        let mut children: Vec<Vec<u32>> = vec![Vec::new(); n];
+        for &e in &self.added {
+            children[self.lift.up[e as usize * self.lift.log] as usize].push(e);
+        }
+        self.tin = vec![0; n];
+        self.tout = vec![0; n];
+        let mut order = Vec::with_capacity(self.added.len());
+        let mut clock = 0;
+        let mut stack = vec![(Self::ROOT, false)];
+        while let Some((v, done)) = stack.pop() {
+            if done {
+                self.tout[v as usize] = clock;
+                continue;
+            }
+            clock += 1;
+            self.tin[v as usize] = clock;
+            if v != Self::ROOT {
+                order.push(v);
+            }
+            stack.push((v, true));
+            stack.extend(children[v as usize].iter().rev().map(|&c| (c, false)));
+        }
+        // Preorder keeps each class sorted; a stack of the members that
+        // contain the current one gives its outermost ancestor.
+        let mut open: HashMap<(u32, u32, bool), Vec<u32>> = HashMap::new();
+        for v in order {
+            let (b, holds) = Self::edge(v);
+            let (g, value) = (self.group[b as usize], self.value[b as usize]);
+            let mut classes = vec![(g, value, false)];
+            if holds {
+                classes.push((g, 0, true));
+            }
+            for c in classes {
+                let stack = open.entry(c).or_default();
+                while stack.last().is_some_and(|&u| !self.contains(u, v)) {
+                    stack.pop();
+                }
+                let top = stack.first().copied().unwrap_or(v);
+                stack.push(v);
+                self.classes.entry(c).or_default().push((v, top));
+            }
+        }
+    }
+
+    /// Whether `u` is `v` or an ancestor of it.
+    fn contains(&self, u: u32, v: u32) -> bool {
+        self.tin[u as usize] <= self.tin[v as usize]
+            && self.tin[v as usize] <= self.tout[u as usize]
+    }
+
+    /// The outermost member of `class` on the path from `e` to the root.
+    fn outermost(&self, class: (u32, u32, bool), e: u32) -> Option<u32> {
+        let members = self.classes.get(&class)?;
+        // The last member numbered at or before `e`: if any member is an
+        // ancestor of `e`, this one lies inside it, so they share the
+        // outermost ancestor.
+        let at = members.partition_point(|&(u, _)| self.tin[u as usize] <= self.tin[e as usize]);
+        let (_, top) = *members.get(at.checked_sub(1)?)?;
+        self.contains(top, e).then_some(top)
+    }
+
+    /// libpcap's `fold_edge` for a test with key `k` entered through
+    /// edge node `e`: the outcome the first deciding edge from the root
+    /// gives, if any.
+    fn decide(&self, k: &Key, e: u32) -> Option<bool> {
+        let g = *self.groups.get(&Self::group_key(k))?;
+        let same = self.outermost((g, k.value(), false), e);
+        let held = if k.cmp() == Cmp::Eq {
+            self.outermost((g, 0, true), e)
+        } else {
+            None
+        };
+        let depth = |u: u32| self.lift.depth[u as usize];
+        match (same, held) {
+            (Some(s), Some(h)) if depth(h) < depth(s) => Some(false),
+            (Some(s), _) => Some(Self::edge(s).1),
+            (None, Some(_)) => Some(false),
+            (None, None) => None,
+        }
     }
 }
 

@@ -76,6 +76,10 @@ pub struct Analysis {
     pub never: bool,
 }
 
+/// The most atoms a filter contributes to the trie (one trie level
+/// each); a filter with more keeps the rest in its residual.
+pub const MAX_ATOMS: usize = 64;
+
 /// Splits `p` into atoms and a residual.
 ///
 /// The atoms are found to a fixpoint: restricting the program by the
@@ -111,6 +115,13 @@ pub fn analyze(p: &Program) -> Analysis {
         if prog.root == ACCEPT || prog.root == REJECT {
             break;
         }
+    }
+    if atoms.len() > MAX_ATOMS {
+        // The trie is one level per atom: keep its depth (and the stack
+        // its builders and evaluators use) bounded. The atoms dropped
+        // stay in the residual, which then tests them.
+        atoms.truncate(MAX_ATOMS);
+        prog = restrict(p, &atoms);
     }
     match prog.root {
         REJECT => never,
@@ -224,31 +235,65 @@ fn restrict(p: &Program, facts: &[Atom]) -> Program {
     b.finish(root)
 }
 
+/// [`restrict`]'s walk, in the order of a depth-first postorder (then
+/// before else) but with a heap stack: a program may be thousands of tests
+/// deep.
 fn restrict_node(
     p: &Program,
-    id: NodeId,
+    root: NodeId,
     facts: &[Atom],
     b: &mut Builder,
     memo: &mut HashMap<NodeId, NodeId>,
 ) -> NodeId {
-    if let Some(&n) = memo.get(&id) {
-        return n;
+    enum Step {
+        Enter(NodeId),
+        /// The node is decided: it becomes what its successor becomes.
+        Alias(NodeId, NodeId),
+        /// Both successors are done.
+        Build(NodeId),
     }
-    let n = match p.nodes[id as usize] {
-        Node::Reject => REJECT,
-        Node::Accept => ACCEPT,
-        Node::Test { test, then, els } => match outcome(&test, facts) {
-            Some(true) => restrict_node(p, then, facts, b, memo),
-            Some(false) => restrict_node(p, els, facts, b, memo),
-            None => {
-                let then = restrict_node(p, then, facts, b, memo);
-                let els = restrict_node(p, els, facts, b, memo);
-                b.test(test, then, els)
+    let mut stack = vec![Step::Enter(root)];
+    while let Some(step) = stack.pop() {
+        match step {
+            Step::Enter(id) => {
+                if memo.contains_key(&id) {
+                    continue;
+                }
+                match p.nodes[id as usize] {
+                    Node::Reject => {
+                        memo.insert(id, REJECT);
+                    }
+                    Node::Accept => {
+                        memo.insert(id, ACCEPT);
+                    }
+                    Node::Test { test, then, els } => match outcome(&test, facts) {
+                        Some(holds) => {
+                            let to = if holds { then } else { els };
+                            stack.push(Step::Alias(id, to));
+                            stack.push(Step::Enter(to));
+                        }
+                        None => {
+                            stack.push(Step::Build(id));
+                            stack.push(Step::Enter(els));
+                            stack.push(Step::Enter(then));
+                        }
+                    },
+                }
             }
-        },
-    };
-    memo.insert(id, n);
-    n
+            Step::Alias(id, to) => {
+                let n = memo[&to];
+                memo.insert(id, n);
+            }
+            Step::Build(id) => {
+                let Node::Test { test, then, els } = p.nodes[id as usize] else {
+                    unreachable!("only tests are built")
+                };
+                let n = b.test(test, memo[&then], memo[&els]);
+                memo.insert(id, n);
+            }
+        }
+    }
+    memo[&root]
 }
 
 /// Builds a [`Program`] bottom-up (children before parents), sharing
@@ -498,61 +543,74 @@ pub fn merge(filters: &[Candidate<'_>]) -> Merged {
 /// Filters during the build: (rank, atoms still to test).
 type Live<'a> = Vec<(u32, &'a [Atom])>;
 
-/// Builds the subtree for `filters`.
+/// Builds the subtree for `filters`: recursion into each arm (one level
+/// per atom, at most [`MAX_ATOMS`]), a loop along the wild chain (one node
+/// per distinct key, which the table's size alone bounds).
 fn build(nodes: &mut Vec<MNode>, needs: &[u32], filters: Live<'_>) -> MNodeId {
-    let min_rank = filters.iter().map(|f| f.0).min().unwrap_or(u32::MAX);
-    let link_need = filters
-        .iter()
-        .map(|f| needs[f.0 as usize])
-        .min()
-        .unwrap_or(0);
-    let mut leaves = Vec::new();
-    let mut rest = Vec::new();
-    for f in filters {
-        if f.1.is_empty() {
-            leaves.push(f.0);
-        } else {
-            rest.push(f);
+    let mut filters = filters;
+    let mut first: Option<MNodeId> = None;
+    let mut prev: Option<MNodeId> = None;
+    loop {
+        let min_rank = filters.iter().map(|f| f.0).min().unwrap_or(u32::MAX);
+        let link_need = filters
+            .iter()
+            .map(|f| needs[f.0 as usize])
+            .min()
+            .unwrap_or(0);
+        let mut leaves = Vec::new();
+        let mut rest = Vec::new();
+        for f in filters {
+            if f.1.is_empty() {
+                leaves.push(f.0);
+            } else {
+                rest.push(f);
+            }
         }
-    }
-    leaves.sort_unstable();
-    let id = nodes.len() as MNodeId;
-    nodes.push(MNode {
-        leaves,
-        dispatch: None,
-        wild: None,
-        min_rank,
-        link_need,
-    });
-    let Some(key) = rest.iter().map(|f| f.1[0].key).min() else {
-        return id;
-    };
-    let (on_key, wild): (Vec<_>, Vec<_>) = rest.into_iter().partition(|f| f.1[0].key == key);
-    let mut groups: Vec<(u32, Live<'_>)> = Vec::new();
-    let mut on_key = on_key;
-    on_key.sort_by_key(|f| f.1[0].value);
-    for (rank, atoms) in on_key {
-        let v = atoms[0].value;
-        match groups.last_mut() {
-            Some((gv, g)) if *gv == v => g.push((rank, &atoms[1..])),
-            _ => groups.push((v, vec![(rank, &atoms[1..])])),
+        leaves.sort_unstable();
+        let id = nodes.len() as MNodeId;
+        nodes.push(MNode {
+            leaves,
+            dispatch: None,
+            wild: None,
+            min_rank,
+            link_need,
+        });
+        match prev {
+            Some(p) => nodes[p as usize].wild = Some(id),
+            None => first = Some(id),
         }
+        let first = first.expect("set above");
+        let Some(key) = rest.iter().map(|f| f.1[0].key).min() else {
+            return first;
+        };
+        let (on_key, wild): (Vec<_>, Vec<_>) = rest.into_iter().partition(|f| f.1[0].key == key);
+        let mut groups: Vec<(u32, Live<'_>)> = Vec::new();
+        let mut on_key = on_key;
+        on_key.sort_by_key(|f| f.1[0].value);
+        for (rank, atoms) in on_key {
+            let v = atoms[0].value;
+            match groups.last_mut() {
+                Some((gv, g)) if *gv == v => g.push((rank, &atoms[1..])),
+                _ => groups.push((v, vec![(rank, &atoms[1..])])),
+            }
+        }
+        let keys: Vec<u32> = groups.iter().map(|g| g.0).collect();
+        let strategy = choose_strategy(&keys);
+        let arms = groups
+            .into_iter()
+            .map(|(v, g)| (v, build(nodes, needs, g)))
+            .collect();
+        nodes[id as usize].dispatch = Some(Dispatch {
+            key,
+            arms,
+            strategy,
+        });
+        if wild.is_empty() {
+            return first;
+        }
+        prev = Some(id);
+        filters = wild;
     }
-    let keys: Vec<u32> = groups.iter().map(|g| g.0).collect();
-    let strategy = choose_strategy(&keys);
-    let arms = groups
-        .into_iter()
-        .map(|(v, g)| (v, build(nodes, needs, g)))
-        .collect();
-    let wild = (!wild.is_empty()).then(|| build(nodes, needs, wild));
-    let node = &mut nodes[id as usize];
-    node.dispatch = Some(Dispatch {
-        key,
-        arms,
-        strategy,
-    });
-    node.wild = wild;
-    id
 }
 
 impl Dispatch {
@@ -598,29 +656,36 @@ impl Merged {
             .map(|r| self.entries[r as usize].owner)
     }
 
+    /// Evaluates the subtree at `id`: recursion into a dispatch's arm
+    /// (one level per atom, at most [`MAX_ATOMS`]), a loop along the wild
+    /// chain (one node per distinct key, unbounded).
     fn eval(&self, id: MNodeId, pkt: &[u8], best: &mut u32) {
-        let n = &self.nodes[id as usize];
-        if n.min_rank >= *best {
-            return;
-        }
-        for &r in &n.leaves {
-            if r >= *best {
-                break;
+        let mut id = id;
+        loop {
+            let n = &self.nodes[id as usize];
+            if n.min_rank >= *best {
+                return;
             }
-            let residual = &self.entries[r as usize].residual;
-            if residual.as_ref().is_none_or(|p| p.matches(pkt)) {
-                *best = r;
-                break;
+            for &r in &n.leaves {
+                if r >= *best {
+                    break;
+                }
+                let residual = &self.entries[r as usize].residual;
+                if residual.as_ref().is_none_or(|p| p.matches(pkt)) {
+                    *best = r;
+                    break;
+                }
             }
-        }
-        if let Some(d) = &n.dispatch {
-            let child = d.key.field.load(pkt).and_then(|v| d.find(v & d.key.mask));
-            if let Some(c) = child {
-                self.eval(c, pkt, best);
+            if let Some(d) = &n.dispatch {
+                let child = d.key.field.load(pkt).and_then(|v| d.find(v & d.key.mask));
+                if let Some(c) = child {
+                    self.eval(c, pkt, best);
+                }
             }
-        }
-        if let Some(w) = n.wild {
-            self.eval(w, pkt, best);
+            match n.wild {
+                Some(w) => id = w,
+                None => return,
+            }
         }
     }
 

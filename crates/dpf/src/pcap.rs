@@ -1,5 +1,6 @@
-//! libpcap, loaded at run time: the oracle of the differential tests and
-//! the peer of `fastpath bench dpf`.
+//! libpcap, loaded at run time: the oracle of the differential tests (of
+//! filters, and of which packets a capture file holds:
+//! [`Libpcap::read_offline`]) and the peer of `fastpath bench dpf`.
 //!
 //! The library is opened with `libloading` (`libpcap.so.1`,
 //! `libpcap.so.0.8` or `libpcap.so`), so that dpf builds and runs where
@@ -67,6 +68,24 @@ type GetErrFn = unsafe extern "C" fn(*mut c_void) -> *mut c_char;
 type CloseFn = unsafe extern "C" fn(*mut c_void);
 type BpfFilterFn = unsafe extern "C" fn(*const BpfInsn, *const u8, c_uint, c_uint) -> c_uint;
 type BpfImageFn = unsafe extern "C" fn(*const BpfInsn, c_int) -> *mut c_char;
+type OpenOfflineFn = unsafe extern "C" fn(*const c_char, *mut c_char) -> *mut c_void;
+type NextExFn = unsafe extern "C" fn(*mut c_void, *mut *const PktHdr, *mut *const u8) -> c_int;
+type DatalinkFn = unsafe extern "C" fn(*mut c_void) -> c_int;
+
+/// `PCAP_ERRBUF_SIZE`.
+const ERRBUF_SIZE: usize = 256;
+
+/// What libpcap reads from a capture file ([`Libpcap::read_offline`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Offline {
+    /// The link type (`pcap_datalink`, a DLT value).
+    pub link_type: i32,
+    /// The packets read: original length and captured bytes.
+    pub packets: Vec<(u32, Vec<u8>)>,
+    /// The error that ended reading early (`pcap_next_ex` returned -1),
+    /// if one did.
+    pub error: Option<String>,
+}
 
 /// A loaded libpcap with a dead Ethernet capture handle to compile for.
 pub struct Libpcap {
@@ -78,6 +97,9 @@ pub struct Libpcap {
     close: CloseFn,
     bpf_filter: BpfFilterFn,
     bpf_image: BpfImageFn,
+    open_offline: OpenOfflineFn,
+    next_ex: NextExFn,
+    datalink: DatalinkFn,
     version: String,
     // Declared last so that it is dropped after `Drop::drop` has closed
     // the handle; the function pointers above point into it.
@@ -139,6 +161,9 @@ impl Libpcap {
         let close = sym(&lib, "pcap_close")?;
         let bpf_filter = sym(&lib, "bpf_filter")?;
         let bpf_image = sym(&lib, "bpf_image")?;
+        let open_offline = sym(&lib, "pcap_open_offline")?;
+        let next_ex = sym(&lib, "pcap_next_ex")?;
+        let datalink = sym(&lib, "pcap_datalink")?;
         // SAFETY: pcap_open_dead takes two ints and returns a new handle
         // or NULL; it touches no memory of ours.
         let handle = unsafe { open_dead(DLT_EN10MB, SNAPLEN) };
@@ -154,6 +179,9 @@ impl Libpcap {
             close,
             bpf_filter,
             bpf_image,
+            open_offline,
+            next_ex,
+            datalink,
             version,
             _lib: lib,
         })
@@ -186,6 +214,66 @@ impl Libpcap {
             return Err(Error::LibpcapCompile(msg));
         }
         Ok(Bpf { pcap: self, prog })
+    }
+}
+
+impl Libpcap {
+    /// Reads a capture file the way `tcpdump -r` does (`pcap_open_offline`,
+    /// then `pcap_next_ex` to the end or the first error): the oracle for
+    /// which packets a file holds.
+    pub fn read_offline(&self, path: &std::path::Path) -> Result<Offline, Error> {
+        use std::os::unix::ffi::OsStrExt;
+        let c = CString::new(path.as_os_str().as_bytes())
+            .map_err(|_| Error::LibpcapOpen("the path contains NUL".into()))?;
+        let mut errbuf = [0 as c_char; ERRBUF_SIZE];
+        // SAFETY: `c` is a NUL-terminated path and `errbuf` has the
+        // PCAP_ERRBUF_SIZE bytes pcap_open_offline may write its message to.
+        let p = unsafe { (self.open_offline)(c.as_ptr(), errbuf.as_mut_ptr()) };
+        if p.is_null() {
+            // SAFETY: on failure pcap_open_offline wrote a NUL-terminated
+            // message into `errbuf`.
+            let msg = unsafe { CStr::from_ptr(errbuf.as_ptr()) };
+            return Err(Error::LibpcapOpen(msg.to_string_lossy().into_owned()));
+        }
+        // SAFETY: `p` is a live handle from pcap_open_offline.
+        let link_type = unsafe { (self.datalink)(p) };
+        let mut packets = Vec::new();
+        let error = loop {
+            let mut hdr: *const PktHdr = std::ptr::null();
+            let mut data: *const u8 = std::ptr::null();
+            // SAFETY: `p` is live; pcap_next_ex sets `hdr` and `data` to
+            // its own buffers, valid until the next call on `p`.
+            match unsafe { (self.next_ex)(p, &mut hdr, &mut data) } {
+                1 => {
+                    // SAFETY: on 1, `hdr` points to a filled header and
+                    // `data` to `caplen` captured bytes; both are copied
+                    // before the next call.
+                    let (len, bytes) = unsafe {
+                        let h = &*hdr;
+                        (
+                            h.len,
+                            std::slice::from_raw_parts(data, h.caplen as usize).to_vec(),
+                        )
+                    };
+                    packets.push((len, bytes));
+                }
+                -2 => break None,
+                _ => {
+                    // SAFETY: pcap_geterr returns the handle's
+                    // NUL-terminated error buffer; it is copied at once.
+                    let msg = unsafe { CStr::from_ptr((self.geterr)(p)) };
+                    break Some(msg.to_string_lossy().into_owned());
+                }
+            }
+        };
+        // SAFETY: `p` came from pcap_open_offline and is closed once, after
+        // its last use.
+        unsafe { (self.close)(p) };
+        Ok(Offline {
+            link_type,
+            packets,
+            error,
+        })
     }
 }
 

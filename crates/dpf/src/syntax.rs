@@ -458,10 +458,51 @@ fn proto_keyword(w: &str) -> Option<Proto> {
     })
 }
 
+/// The bounds every filter is parsed within, so that parsing, lowering
+/// and merging take bounded stack and bounded work on any input.
+///
+/// The defaults are [`MAX_FILTER_LEN`], [`MAX_NESTING`] and
+/// [`MAX_PRIMITIVES`]. Lower limits are always safe; the stack bound the
+/// crate documents (`docs/dpf.md`) holds for a nesting limit up to the
+/// default.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// The longest filter text, in bytes.
+    pub max_len: usize,
+    /// The deepest nesting of parentheses and negations (`not`, `!`): a
+    /// term inside `n` of them is at level `n`.
+    pub max_nesting: usize,
+    /// The most primitives (`tcp`, `host A`, `port N`, `ip[9] = 6`, and
+    /// each bare value that inherits qualifiers) in one filter.
+    pub max_primitives: usize,
+}
+
+/// The default limit on a filter's length: 64 KiB.
+pub const MAX_FILTER_LEN: usize = 64 * 1024;
+/// The default limit on nesting (parentheses and negations).
+pub const MAX_NESTING: usize = 64;
+/// The default limit on the number of primitives in one filter.
+pub const MAX_PRIMITIVES: usize = 4096;
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_len: MAX_FILTER_LEN,
+            max_nesting: MAX_NESTING,
+            max_primitives: MAX_PRIMITIVES,
+        }
+    }
+}
+
 struct Parser {
     toks: Vec<(Tok, usize)>,
     pos: usize,
     end: usize,
+    limits: Limits,
+    /// The parentheses and negations around the current term.
+    depth: usize,
+    /// The primitives parsed so far.
+    primitives: usize,
 }
 
 /// Parses a filter expression.
@@ -471,8 +512,37 @@ struct Parser {
 /// assert_eq!(e.to_string(), "tcp dst port 80 or tcp dst port 443");
 /// ```
 pub fn parse(src: &str) -> Result<Expr, Error> {
+    parse_with(src, &Limits::default())
+}
+
+/// Parses a filter expression within `limits`: a longer filter, one
+/// nested deeper or one with more primitives is an error
+/// ([`Error::TooLong`], [`Error::TooDeep`], [`Error::TooManyPrimitives`]),
+/// found before any work proportional to the excess is done.
+///
+/// ```
+/// use dpf::syntax::{Limits, parse_with};
+/// let limits = Limits { max_nesting: 2, ..Limits::default() };
+/// assert!(parse_with("not not tcp", &limits).is_ok());
+/// let e = parse_with("not not not tcp", &limits).unwrap_err();
+/// assert_eq!(e.column(), Some(9));
+/// ```
+pub fn parse_with(src: &str, limits: &Limits) -> Result<Expr, Error> {
+    if src.len() > limits.max_len {
+        return Err(Error::TooLong {
+            length: src.len(),
+            limit: limits.max_len,
+        });
+    }
     let (toks, end) = lex(src)?;
-    let mut p = Parser { toks, pos: 0, end };
+    let mut p = Parser {
+        toks,
+        pos: 0,
+        end,
+        limits: *limits,
+        depth: 0,
+        primitives: 0,
+    };
     if p.peek() == &Tok::End {
         return Err(p.unexpected("a filter expression (an empty filter is not supported)"));
     }
@@ -565,25 +635,60 @@ impl Parser {
         }
     }
 
+    /// Enters one more level of parentheses or negation, at `column`.
+    fn enter(&mut self, column: usize) -> Result<(), Error> {
+        if self.depth >= self.limits.max_nesting {
+            return Err(Error::TooDeep {
+                column,
+                limit: self.limits.max_nesting,
+            });
+        }
+        self.depth += 1;
+        Ok(())
+    }
+
+    /// Counts one more primitive, starting at `column`.
+    fn primitive(&mut self, column: usize) -> Result<(), Error> {
+        if self.primitives >= self.limits.max_primitives {
+            return Err(Error::TooManyPrimitives {
+                column,
+                limit: self.limits.max_primitives,
+            });
+        }
+        self.primitives += 1;
+        Ok(())
+    }
+
+    /// `term`: recursive only through parentheses and negations, so its
+    /// depth is at most the nesting limit (an `and`/`or` chain is a loop
+    /// in [`Parser::expr`]).
     fn term(&mut self, q: Option<Qual>) -> Result<(Expr, Option<Qual>), Error> {
         let column = self.col();
-        match self.peek().clone() {
-            Tok::NotOp => {
-                self.pos += 1;
-                let (e, q) = self.term(q)?;
-                Ok((Expr::Not(Box::new(e)), q))
-            }
-            Tok::Word(w) if w == "not" => {
-                self.pos += 1;
-                let (e, q) = self.term(q)?;
-                Ok((Expr::Not(Box::new(e)), q))
-            }
-            Tok::LParen => {
-                self.pos += 1;
-                let (e, _) = self.expr(q)?;
-                self.expect(Tok::RParen, "\")\"")?;
-                Ok((e, q))
-            }
+        let tok = self.peek().clone();
+        if tok == Tok::NotOp || tok == Tok::Word("not".into()) {
+            self.enter(column)?;
+            self.pos += 1;
+            let (e, q) = self.term(q)?;
+            self.depth -= 1;
+            return Ok((Expr::Not(Box::new(e)), q));
+        }
+        if tok == Tok::LParen {
+            self.enter(column)?;
+            self.pos += 1;
+            let (e, _) = self.expr(q)?;
+            self.expect(Tok::RParen, "\")\"")?;
+            self.depth -= 1;
+            return Ok((e, q));
+        }
+        if matches!(
+            tok,
+            Tok::Num(..) | Tok::Addr(..) | Tok::Escaped(_) | Tok::Word(_)
+        ) && !self.is_and(0)
+            && !self.is_or(0)
+        {
+            self.primitive(column)?;
+        }
+        match tok {
             Tok::Num(_, text) | Tok::Addr(_, text) => {
                 if matches!(self.peek_at(1), Tok::Rel(_) | Tok::Amp | Tok::Arith(_)) {
                     return Err(Error::Unsupported {
@@ -1186,35 +1291,84 @@ impl fmt::Display for Compare {
 impl fmt::Display for Expr {
     /// The canonical text: a filter that parses back to the same tree,
     /// with parentheses around every binary operand that is itself binary
-    /// and every binary operand of `not`.
+    /// and every binary operand of `not`. The tree is walked with a heap
+    /// stack, so a long chain takes no call stack.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fn operand(
-            e: &Expr,
-            f: &mut fmt::Formatter<'_>,
-            parent_and: bool,
-            left: bool,
-        ) -> fmt::Result {
-            match e {
-                // Left association makes a left operand of the same
-                // operator safe without parentheses.
-                Expr::And(..) if left && parent_and => write!(f, "{e}"),
-                Expr::Or(..) if left && !parent_and => write!(f, "{e}"),
-                Expr::And(..) | Expr::Or(..) => write!(f, "({e})"),
-                _ => write!(f, "{e}"),
+        enum Item<'a> {
+            Expr(&'a Expr),
+            Text(&'static str),
+        }
+        /// Pushes a binary operand, parenthesized unless left association
+        /// makes it safe (a left operand of the same operator).
+        fn operand<'a>(stack: &mut Vec<Item<'a>>, e: &'a Expr, parent_and: bool, left: bool) {
+            let bare = match e {
+                Expr::And(..) => left && parent_and,
+                Expr::Or(..) => left && !parent_and,
+                _ => true,
+            };
+            if bare {
+                stack.push(Item::Expr(e));
+            } else {
+                stack.extend([Item::Text(")"), Item::Expr(e), Item::Text("(")]);
             }
         }
-        match self {
-            Expr::And(a, b) | Expr::Or(a, b) => {
-                let and = matches!(self, Expr::And(..));
-                operand(a, f, and, true)?;
-                f.write_str(if and { " and " } else { " or " })?;
-                operand(b, f, and, false)
+        // Items are popped in reading order, so each is pushed reversed.
+        let mut stack = vec![Item::Expr(self)];
+        while let Some(item) = stack.pop() {
+            let e = match item {
+                Item::Text(t) => {
+                    f.write_str(t)?;
+                    continue;
+                }
+                Item::Expr(e) => e,
+            };
+            match e {
+                Expr::And(a, b) | Expr::Or(a, b) => {
+                    let and = matches!(e, Expr::And(..));
+                    operand(&mut stack, b, and, false);
+                    stack.push(Item::Text(if and { " and " } else { " or " }));
+                    operand(&mut stack, a, and, true);
+                }
+                Expr::Not(x) => match **x {
+                    Expr::And(..) | Expr::Or(..) => {
+                        stack.extend([Item::Text(")"), Item::Expr(x), Item::Text("not (")]);
+                    }
+                    _ => stack.extend([Item::Expr(x), Item::Text("not ")]),
+                },
+                Expr::Prim(p) => write!(f, "{p}")?,
             }
-            Expr::Not(e) => match **e {
-                Expr::And(..) | Expr::Or(..) => write!(f, "not ({e})"),
-                _ => write!(f, "not {e}"),
-            },
-            Expr::Prim(p) => write!(f, "{p}"),
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Expr {
+    /// Dismantles the tree with a heap stack: the compiler's drop of a
+    /// long `and`/`or` chain (a left-deep tree) would recurse once per
+    /// operator.
+    fn drop(&mut self) {
+        fn detach(e: &mut Expr, stack: &mut Vec<Expr>) {
+            let mut take = |x: &mut Box<Expr>| {
+                if !matches!(**x, Expr::Prim(_)) {
+                    stack.push(std::mem::replace(
+                        &mut **x,
+                        Expr::Prim(Primitive::Proto(Proto::Ip)),
+                    ));
+                }
+            };
+            match e {
+                Expr::And(a, b) | Expr::Or(a, b) => {
+                    take(a);
+                    take(b);
+                }
+                Expr::Not(a) => take(a),
+                Expr::Prim(_) => {}
+            }
+        }
+        let mut stack = Vec::new();
+        detach(self, &mut stack);
+        while let Some(mut e) = stack.pop() {
+            detach(&mut e, &mut stack);
         }
     }
 }

@@ -47,6 +47,29 @@ struct Installed {
     analysis: Analysis,
 }
 
+/// A filter parsed, lowered and analyzed, ready to install: the part of
+/// an install that depends on the filter alone, which a caller can do
+/// before taking any lock it installs under ([`Table::prepare`],
+/// [`Table::install_prepared`]).
+#[derive(Clone, Debug)]
+pub struct Prepared {
+    source: String,
+    program: Program,
+    analysis: Analysis,
+}
+
+impl Prepared {
+    /// The filter's decision graph.
+    pub fn program(&self) -> &Program {
+        &self.program
+    }
+
+    /// The filter's text.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+}
+
 /// A compiled table: the merged structure, the version of the code
 /// published from it, and the reference evaluator.
 #[derive(Debug)]
@@ -152,8 +175,36 @@ impl Table {
     /// `priority` (higher wins; among equal priorities, the earlier
     /// install). On error the table is unchanged.
     pub fn install(&mut self, src: &str, owner: u32, priority: i32) -> Result<FilterId, Error> {
+        self.install_prepared(Self::prepare(src)?, owner, priority)
+    }
+
+    /// Parses, lowers and analyzes `src` without touching any table:
+    /// everything an install does that depends on the filter alone.
+    pub fn prepare(src: &str) -> Result<Prepared, Error> {
         let program = crate::compile(src)?;
-        self.add(program, Some(src.to_string()), owner, priority)
+        let analysis = analyze(&program);
+        Ok(Prepared {
+            source: src.to_string(),
+            program,
+            analysis,
+        })
+    }
+
+    /// Installs a filter [`Table::prepare`]d earlier: only the table is
+    /// merged and its code generated and published. On error the table is
+    /// unchanged.
+    pub fn install_prepared(
+        &mut self,
+        filter: Prepared,
+        owner: u32,
+        priority: i32,
+    ) -> Result<FilterId, Error> {
+        self.insert(Installed {
+            owner,
+            priority,
+            source: Some(filter.source),
+            analysis: filter.analysis,
+        })
     }
 
     /// Installs several filters (source, owner, priority) with one
@@ -209,13 +260,16 @@ impl Table {
         owner: u32,
         priority: i32,
     ) -> Result<FilterId, Error> {
-        let id = FilterId(self.next);
-        let installed = Installed {
+        self.insert(Installed {
             owner,
             priority,
             source,
             analysis: analyze(&program),
-        };
+        })
+    }
+
+    fn insert(&mut self, installed: Installed) -> Result<FilterId, Error> {
+        let id = FilterId(self.next);
         self.filters.insert(id, installed);
         if let Err(e) = self.publish() {
             self.filters.remove(&id);

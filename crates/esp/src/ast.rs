@@ -144,9 +144,10 @@ pub struct AltArm {
 pub struct Expr {
     /// What it is.
     pub kind: ExprKind,
-    /// Where it begins (for a binary operator: where the operator is).
+    /// Where it begins (for a chain: where its last operator is).
     pub pos: Pos,
-    /// 1 for a leaf; 1 + the deepest operand otherwise.
+    /// 1 for a leaf; 1 + the deepest operand otherwise (a chain counts
+    /// once, however long).
     pub depth: u32,
 }
 
@@ -159,12 +160,33 @@ pub enum ExprKind {
     Name(Ident),
     /// A unary operator.
     Unary(UnOp, Box<Expr>),
-    /// A binary operator.
-    Binary(BinOp, Box<Expr>, Box<Expr>),
-    /// `&&`
-    And(Box<Expr>, Box<Expr>),
-    /// `||`
-    Or(Box<Expr>, Box<Expr>),
+    /// A left-associative chain of binary operators: `first op1 rhs1 op2
+    /// rhs2 ...` means `((first op1 rhs1) op2 rhs2) ...`. A chain is flat,
+    /// however long (`1 + 1 + ... + 1` is one node with a link per `+`), so
+    /// that its length is not nesting: no pass recurses along it.
+    Chain(Box<Expr>, Vec<Link>),
     /// A host function call.
     Call(Ident, Vec<Expr>),
+}
+
+/// One step of a [`ExprKind::Chain`]: an operator and its right operand.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Link {
+    /// The operator.
+    pub op: ChainOp,
+    /// Where the operator is.
+    pub pos: Pos,
+    /// The right operand.
+    pub rhs: Expr,
+}
+
+/// The operators of a chain.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum ChainOp {
+    /// An arithmetic, bitwise or comparison operator.
+    Bin(BinOp),
+    /// `&&`: the right operand is evaluated only when the left is nonzero.
+    And,
+    /// `||`: the right operand is evaluated only when the left is zero.
+    Or,
 }

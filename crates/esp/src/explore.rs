@@ -45,7 +45,8 @@
 //! Automaton states are identified by what they can do next
 //! ([`PathAutomaton::signature`]). Both only merge states that behave alike.
 //!
-//! Beyond the brief's counters, a cycle of the graph that goes through an
+//! Beyond the counters of the repetition operators (one per `*` and `+`,
+//! §4.4), a cycle of the graph that goes through an
 //! internal rendezvous but through no repetition counter (possible when the
 //! processes loop over statements the specification does not list) gets a
 //! counter of its own with the same bound, so that no fast path can run

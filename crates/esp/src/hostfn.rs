@@ -9,7 +9,10 @@ use crate::ir::{Expr, NodeKind, Pos};
 pub struct HostFn {
     name: String,
     params: usize,
-    body: Expr,
+    /// The parameters, the result and the temporaries.
+    slots: usize,
+    /// Assignments run in order; the last one to slot `params` is the value.
+    body: Vec<(u32, Expr)>,
 }
 
 impl HostFn {
@@ -84,15 +87,20 @@ impl HostFn {
         })?;
         let process = &program.processes[0];
         let result = params.len() as u32;
-        let body = process
+        // The assignments in order: a long chain is lowered to steps into
+        // temporaries before the one to `result`.
+        let body: Vec<(u32, Expr)> = process
             .nodes
             .iter()
-            .find_map(|n| match &n.kind {
-                NodeKind::Assign { var, value, .. } if *var == result => Some(value.clone()),
+            .filter_map(|n| match &n.kind {
+                NodeKind::Assign { var, value, .. } => Some((*var, value.clone())),
                 _ => None,
             })
-            .ok_or_else(|| at(eq + 1, "expected an expression".into()))?;
-        if body.has_call() {
+            .collect();
+        if !body.iter().any(|(var, _)| *var == result) {
+            return Err(at(eq + 1, "expected an expression".into()));
+        }
+        if body.iter().any(|(_, v)| v.has_call()) {
             return Err(at(
                 eq + 1,
                 "a host function defined here cannot call host functions".into(),
@@ -101,6 +109,7 @@ impl HostFn {
         Ok(HostFn {
             name: name.to_string(),
             params: params.len(),
+            slots: process.vars.len(),
             body,
         })
     }
@@ -118,9 +127,12 @@ impl HostFn {
     /// Evaluates it; a division by zero is an error.
     pub fn call(&self, args: &[i64]) -> std::result::Result<i64, String> {
         let mut vars = args.to_vec();
-        vars.resize(self.params + 1, 0);
-        self.body
-            .eval(&vars, &mut |_, _| 0)
-            .ok_or_else(|| "division by zero".to_string())
+        vars.resize(self.slots.max(self.params + 1), 0);
+        for (var, value) in &self.body {
+            vars[*var as usize] = value
+                .eval(&vars, &mut |_, _| 0)
+                .ok_or_else(|| "division by zero".to_string())?;
+        }
+        Ok(vars[self.params])
     }
 }

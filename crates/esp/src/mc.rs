@@ -113,8 +113,58 @@ pub struct CheckOptions {
     /// How many nodes a process may execute between two channel operations
     /// before it counts as a loop that never yields.
     pub max_local_steps: u64,
+    /// The memory the visited states may take, in bytes, as estimated by
+    /// [`state_bytes`]; beyond it the report is not exhaustive and says how
+    /// deep the exploration was complete.
+    pub max_memory: usize,
     /// Host functions by name; any other returns any `domain` value.
     pub externs: HashMap<String, ExternModel>,
+    /// Called every [`PROGRESS_EVERY`] states explored, for a caller that
+    /// shows progress.
+    pub progress: Option<ProgressFn>,
+}
+
+/// How often [`CheckOptions::progress`] is called, in states explored.
+pub const PROGRESS_EVERY: usize = 4096;
+
+/// Where a running check is, for [`CheckOptions::progress`].
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Progress {
+    /// States visited so far.
+    pub states: usize,
+    /// States whose transitions have been explored.
+    pub explored: usize,
+    /// Transitions taken.
+    pub transitions: usize,
+    /// The estimated memory of the visited states, in bytes.
+    pub bytes: usize,
+}
+
+/// A progress callback.
+#[derive(Clone)]
+pub struct ProgressFn(pub Arc<dyn Fn(Progress) + Send + Sync>);
+
+impl fmt::Debug for ProgressFn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ProgressFn(..)")
+    }
+}
+
+/// The estimated memory one visited state takes, in bytes, for a program
+/// whose state vector has `len` entries: the vector itself, its shared
+/// allocation's header, its hash-table entry and its slot in the
+/// breadth-first queue, with the tables' growth slack.
+pub fn state_bytes(len: usize) -> usize {
+    8 * len + 112
+}
+
+/// Which bound stopped the exploration short.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Bound {
+    /// [`CheckOptions::max_states`].
+    States(usize),
+    /// [`CheckOptions::max_memory`], in bytes.
+    Memory(usize),
 }
 
 impl Default for CheckOptions {
@@ -125,7 +175,9 @@ impl Default for CheckOptions {
             max_inputs: 3,
             max_states: 1_000_000,
             max_local_steps: 1_000_000,
+            max_memory: 1 << 30,
             externs: HashMap::new(),
+            progress: None,
         }
     }
 }
@@ -160,6 +212,8 @@ pub enum Violation {
         process: String,
         /// The node it was at when the bound was hit.
         pos: Pos,
+        /// The bound, [`CheckOptions::max_local_steps`].
+        limit: u64,
     },
 }
 
@@ -260,6 +314,11 @@ pub struct Report {
     /// True when every state within the bounds was explored (or a
     /// violation was found before `max_states` was hit).
     pub exhaustive: bool,
+    /// When not exhaustive: the bound that stopped it.
+    pub stopped: Option<Bound>,
+    /// When not exhaustive: every state reachable in at most this many
+    /// transitions from the start was explored.
+    pub complete_depth: u32,
 }
 
 impl Report {
@@ -290,10 +349,14 @@ impl fmt::Display for Violation {
             Violation::DivisionByZero { process, pos } => {
                 write!(f, "{pos}: division by zero in process {process}")
             }
-            Violation::Diverges { process, pos } => {
+            Violation::Diverges {
+                process,
+                pos,
+                limit,
+            } => {
                 write!(
                     f,
-                    "{pos}: process {process} loops without a channel operation"
+                    "{pos}: process {process} ran more than {limit} steps without a channel operation: a loop that never yields, or a finite one longer than the step limit (raise it with --max-local-steps)"
                 )
             }
         }
@@ -376,15 +439,26 @@ impl fmt::Display for Report {
         }
         write!(
             f,
-            "{} states, {} transitions, {}",
-            self.states,
-            self.transitions,
-            if self.exhaustive {
-                "exhaustive within the bounds"
-            } else {
-                "NOT exhaustive: the state bound was hit"
+            "{} states, {} transitions, ",
+            self.states, self.transitions
+        )?;
+        match (self.exhaustive, self.stopped) {
+            (true, _) => write!(f, "exhaustive within the bounds"),
+            (false, bound) => {
+                let why = match bound {
+                    Some(Bound::Memory(b)) => format!(
+                        "the memory budget of {} MiB was reached (raise it with --max-memory)",
+                        b >> 20
+                    ),
+                    _ => "the state bound was hit (raise it with --max-states)".to_string(),
+                };
+                write!(
+                    f,
+                    "NOT exhaustive: {why}; every state within {} transitions of the start was explored",
+                    self.complete_depth
+                )
             }
-        )
+        }
     }
 }
 
@@ -1084,7 +1158,11 @@ impl<'a> Machine<'a> {
         match f {
             Fault::Assert(pos) => Violation::AssertionFailed { process, pos },
             Fault::Div(pos) => Violation::DivisionByZero { process, pos },
-            Fault::Diverges(pos) => Violation::Diverges { process, pos },
+            Fault::Diverges(pos) => Violation::Diverges {
+                process,
+                pos,
+                limit: self.max_local_steps,
+            },
         }
     }
 
@@ -1165,19 +1243,33 @@ struct Visited {
 const ROOT: u32 = u32::MAX;
 
 impl Visited {
-    /// Adds a state; `Err` when it is new and the bound is hit.
-    fn add(&mut self, t: Vec<i64>, from: u32, max: usize) -> std::result::Result<(), ()> {
+    /// Adds a state; `Err` with the bound when it is new and a bound is
+    /// hit.
+    fn add(&mut self, t: Vec<i64>, from: u32, o: &CheckOptions) -> std::result::Result<(), Bound> {
         let t: State = t.into();
         if self.index.contains_key(&t) {
             return Ok(());
         }
-        if self.states.len() >= max {
-            return Err(());
+        if self.states.len() >= o.max_states {
+            return Err(Bound::States(o.max_states));
+        }
+        if (self.states.len() + 1).saturating_mul(state_bytes(t.len())) > o.max_memory {
+            return Err(Bound::Memory(o.max_memory));
         }
         self.index.insert(t.clone(), self.states.len() as u32);
         self.states.push(t);
         self.parent.push(from);
         Ok(())
+    }
+
+    /// How many transitions state `i` is from the start.
+    fn depth(&self, mut i: usize) -> u32 {
+        let mut d = 0;
+        while self.parent[i] != ROOT {
+            i = self.parent[i] as usize;
+            d += 1;
+        }
+        d
     }
 
     /// The steps from the start to state `i`.
@@ -1235,17 +1327,20 @@ pub fn check(program: &Program, options: &CheckOptions) -> Result<Report> {
         parent: Vec::new(),
     };
     let mut transitions = 0usize;
-    let mut exhaustive = true;
-    let found = |seen: &Visited,
-                 violation: Violation,
-                 trace: Vec<Step>,
-                 transitions: usize,
-                 exhaustive: bool| Report {
-        violation: Some(violation),
+    // The first bound hit, and the depth up to which the search is complete.
+    let mut stop: Option<(Bound, u32)> = None;
+    let report = |seen: &Visited,
+                  violation: Option<Violation>,
+                  trace: Vec<Step>,
+                  transitions: usize,
+                  stop: Option<(Bound, u32)>| Report {
+        violation,
         trace,
         states: seen.states.len(),
         transitions,
-        exhaustive,
+        exhaustive: stop.is_none(),
+        stopped: stop.map(|s| s.0),
+        complete_depth: stop.map_or(0, |s| s.1),
     };
 
     let mut choices = Choices::default();
@@ -1253,16 +1348,16 @@ pub fn check(program: &Program, options: &CheckOptions) -> Result<Report> {
         let (t, step, fault) = m.start(&mut choices);
         transitions += 1;
         if let Some((p, f)) = fault {
-            return Ok(found(
+            return Ok(report(
                 &seen,
-                m.violation(p, f),
+                Some(m.violation(p, f)),
                 vec![step],
                 transitions,
-                exhaustive,
+                stop,
             ));
         }
-        if seen.add(t, ROOT, options.max_states).is_err() {
-            exhaustive = false;
+        if let Err(bound) = seen.add(t, ROOT, options) {
+            stop.get_or_insert((bound, 0));
         }
         if !choices.advance() {
             break;
@@ -1271,18 +1366,28 @@ pub fn check(program: &Program, options: &CheckOptions) -> Result<Report> {
 
     let mut head = 0usize;
     while head < seen.states.len() {
+        if head % PROGRESS_EVERY == 0 && head > 0 {
+            if let Some(progress) = &options.progress {
+                (progress.0)(Progress {
+                    states: seen.states.len(),
+                    explored: head,
+                    transitions,
+                    bytes: seen.states.len() * state_bytes(m.len),
+                });
+            }
+        }
         let s = seen.states[head].clone();
         let moves = m.moves(&s, None);
         if moves.is_empty() {
             let stuck = m.stuck(&s);
             if !stuck.is_empty() {
                 let trace = seen.trace(&m, head);
-                return Ok(found(
+                return Ok(report(
                     &seen,
-                    Violation::Deadlock { stuck },
+                    Some(Violation::Deadlock { stuck }),
                     trace,
                     transitions,
-                    exhaustive,
+                    stop,
                 ));
             }
         }
@@ -1294,16 +1399,20 @@ pub fn check(program: &Program, options: &CheckOptions) -> Result<Report> {
                 if let Some((p, f)) = fault {
                     let mut trace = seen.trace(&m, head);
                     trace.push(step);
-                    return Ok(found(
+                    return Ok(report(
                         &seen,
-                        m.violation(p, f),
+                        Some(m.violation(p, f)),
                         trace,
                         transitions,
-                        exhaustive,
+                        stop,
                     ));
                 }
-                if seen.add(t, head as u32, options.max_states).is_err() {
-                    exhaustive = false;
+                if let Err(bound) = seen.add(t, head as u32, options) {
+                    if stop.is_none() {
+                        // Breadth-first: every state as deep as this one was
+                        // stored before it, so they are all explored.
+                        stop = Some((bound, seen.depth(head)));
+                    }
                 }
                 if !choices.advance() {
                     break;
@@ -1312,13 +1421,7 @@ pub fn check(program: &Program, options: &CheckOptions) -> Result<Report> {
         }
         head += 1;
     }
-    Ok(Report {
-        violation: None,
-        trace: Vec::new(),
-        states: seen.states.len(),
-        transitions,
-        exhaustive,
-    })
+    Ok(report(&seen, None, Vec::new(), transitions, stop))
 }
 
 /// An event on an external channel, as a backend observed it (the

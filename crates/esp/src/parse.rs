@@ -20,7 +20,10 @@
 //! ```
 //!
 //! Nesting of statements and expressions is bounded ([`MAX_DEPTH`]) so that
-//! no input can exhaust the stack here or in any later recursive pass.
+//! no input can exhaust the stack here or in any later recursive pass. A run
+//! of left-associative operators is not nesting: it becomes one flat
+//! [`ExprKind::Chain`], however long, and the lowering splits long chains
+//! into steps ([`crate::sema::MAX_EXPR_DEPTH`]).
 
 use crate::ast::*;
 use crate::error::{Error, Result};
@@ -52,9 +55,9 @@ pub(crate) struct Parser {
 }
 
 /// Binary operators by precedence level, loosest first.
-fn binop(tok: &Tok) -> Option<(u32, BinOrLogic)> {
+fn binop(tok: &Tok) -> Option<(u32, ChainOp)> {
     let Tok::Sym(s) = tok else { return None };
-    use BinOrLogic::*;
+    use ChainOp::*;
     Some(match *s {
         "||" => (1, Or),
         "&&" => (2, And),
@@ -76,13 +79,6 @@ fn binop(tok: &Tok) -> Option<(u32, BinOrLogic)> {
         "%" => (10, Bin(BinOp::Rem)),
         _ => return None,
     })
-}
-
-#[derive(Copy, Clone)]
-enum BinOrLogic {
-    Bin(BinOp),
-    And,
-    Or,
 }
 
 impl Parser {
@@ -491,8 +487,13 @@ impl Parser {
         Ok(Expr { kind, pos, depth })
     }
 
+    /// Operators of precedence `min` and tighter, left-associative. A run
+    /// of operators is collected in a loop into one flat [`ExprKind::Chain`]
+    /// (only a tighter operator's operand recurses, at most one level per
+    /// precedence), so a long chain is not deep nesting.
     fn binary(&mut self, min: u32) -> Result<Expr> {
-        let mut lhs = self.unary()?;
+        let first = self.unary()?;
+        let mut links = Vec::new();
         while let Some((prec, op)) = binop(self.peek()) {
             if prec < min {
                 break;
@@ -500,16 +501,19 @@ impl Parser {
             let pos = self.pos();
             self.bump();
             let rhs = self.binary(prec + 1)?;
-            let depth = 1 + lhs.depth.max(rhs.depth);
-            let (l, r) = (Box::new(lhs), Box::new(rhs));
-            let kind = match op {
-                BinOrLogic::Bin(b) => ExprKind::Binary(b, l, r),
-                BinOrLogic::And => ExprKind::And(l, r),
-                BinOrLogic::Or => ExprKind::Or(l, r),
-            };
-            lhs = self.node(kind, pos, depth)?;
+            links.push(Link { op, pos, rhs });
         }
-        Ok(lhs)
+        let Some(last) = links.last() else {
+            return Ok(first);
+        };
+        let pos = last.pos;
+        let depth = 1 + links
+            .iter()
+            .map(|l| l.rhs.depth)
+            .max()
+            .unwrap_or(0)
+            .max(first.depth);
+        self.node(ExprKind::Chain(Box::new(first), links), pos, depth)
     }
 
     fn unary(&mut self) -> Result<Expr> {
@@ -593,9 +597,14 @@ mod tests {
             ExprKind::Int(v) => v.to_string(),
             ExprKind::Name(n) => n.name.clone(),
             ExprKind::Unary(op, a) => format!("({op:?} {})", show(a)),
-            ExprKind::Binary(op, a, b) => format!("({op:?} {} {})", show(a), show(b)),
-            ExprKind::And(a, b) => format!("(&& {} {})", show(a), show(b)),
-            ExprKind::Or(a, b) => format!("(|| {} {})", show(a), show(b)),
+            ExprKind::Chain(first, links) => links.iter().fold(show(first), |acc, l| {
+                let rhs = show(&l.rhs);
+                match l.op {
+                    ChainOp::Bin(op) => format!("({op:?} {acc} {rhs})"),
+                    ChainOp::And => format!("(&& {acc} {rhs})"),
+                    ChainOp::Or => format!("(|| {acc} {rhs})"),
+                }
+            }),
             ExprKind::Call(f, args) => format!(
                 "{}({})",
                 f.name,
@@ -698,13 +707,26 @@ mod tests {
                 .to_string()
                 .contains("nested more than")
         );
-        let long = format!("process P {{ var a; a = 1{}; }}", " + a".repeat(5000));
+        // The error names where the limit is crossed (nesting counts the
+        // statement and the expression too).
+        let e = parse(&deep).unwrap_err().to_string();
         assert!(
-            parse(&long)
-                .unwrap_err()
-                .to_string()
-                .contains("nested more than")
+            e.starts_with("1:123: syntax error: nested more than 100"),
+            "{e}"
         );
+        // A left-associative chain is flat, however long.
+        let long = format!("process P {{ var a; a = 1{}; }}", " + a".repeat(5000));
+        let p = parse(&long).unwrap();
+        let StmtKind::Assign(_, e) = &p.processes[0].body[0].kind else {
+            panic!("not an assignment");
+        };
+        let ExprKind::Chain(_, links) = &e.kind else {
+            panic!("not a chain");
+        };
+        assert_eq!((links.len(), e.depth), (5000, 2));
+        // Parentheses around a long chain are one level, not 5000.
+        let inner = format!("process P {{ var a; a = a * (1{}); }}", " - a".repeat(5000));
+        assert!(parse(&inner).is_ok());
         let blocks = format!("process P {{ {} }}", "{".repeat(5000));
         assert!(parse(&blocks).is_err());
         let neg = format!("process P {{ var a; a = {}1; }}", "-".repeat(5000));

@@ -27,6 +27,11 @@
 //!   to temporaries `$t0`, `$t1`, ... by `Assign` nodes just before the
 //!   `Comm` (or, in an `alt`, before the `Alt` node); temporaries are
 //!   numbered afresh in each statement and shared between statements;
+//! - an expression that would be deeper than [`MAX_EXPR_DEPTH`] (a long
+//!   chain such as `1 + 1 + ... + 1`) is split: the part evaluated first is
+//!   assigned to a temporary by an `Assign` node before the statement's
+//!   node (before a `while`'s test, which loops back to it), in evaluation
+//!   order, so that no pass over [`ir::Expr`] recurses deeper;
 //! - `if` and `while` are `Branch` nodes, except that a `while` whose
 //!   condition is a nonzero constant has no node: its body loops back to its
 //!   first node (an empty one gets a `Nop` looping to itself);
@@ -375,14 +380,30 @@ impl Scope<'_> {
         }
     }
 
-    /// Resolves and folds an expression. `constant` is set while defining
-    /// that constant: variables and calls are then errors.
+    /// Resolves and folds an expression that must stay one expression (a
+    /// constant or a predicate): one deeper than [`MAX_EXPR_DEPTH`] after
+    /// folding is an error. `constant` is set while defining that constant:
+    /// variables and calls are then errors.
     pub(crate) fn expr(&self, e: &ast::Expr, constant: Option<&ast::Ident>) -> Result<Expr> {
+        Ok(self.lower(e, constant, &mut None)?.0)
+    }
+
+    /// Resolves and folds an expression, with its depth. Where the result
+    /// would be deeper than [`MAX_EXPR_DEPTH`] (a long chain such as
+    /// `1 + 1 + ... + 1`), the part evaluated first is assigned to a
+    /// temporary through `hoist`, in evaluation order, and the expression
+    /// goes on from that temporary; without `hoist` that is an error.
+    fn lower(
+        &self,
+        e: &ast::Expr,
+        constant: Option<&ast::Ident>,
+        hoist: &mut Option<&mut Hoist<'_>>,
+    ) -> Result<(Expr, u32)> {
         use ast::ExprKind as K;
-        Ok(match &e.kind {
-            K::Int(v) => Expr::Const(*v),
+        let (value, depth) = match &e.kind {
+            K::Int(v) => (Expr::Const(*v), 1),
             K::Name(n) => match self.locals.get(&n.name) {
-                Some((Local::Const(v), _)) => Expr::Const(*v),
+                Some((Local::Const(v), _)) => (Expr::Const(*v), 1),
                 Some((Local::Var(v), _)) => {
                     if let Some(c) = constant {
                         return Err(check(
@@ -393,30 +414,15 @@ impl Scope<'_> {
                             ),
                         ));
                     }
-                    Expr::Var(*v)
+                    (Expr::Var(*v), 1)
                 }
                 None => return Err(self.undeclared(n, "variable")),
             },
-            K::Unary(op, a) => match self.expr(a, constant)? {
-                Expr::Const(v) => Expr::Const(op.apply(v)),
-                a => Expr::Unary(*op, Box::new(a)),
+            K::Unary(op, a) => match self.lower(a, constant, hoist)? {
+                (Expr::Const(v), _) => (Expr::Const(op.apply(v)), 1),
+                (a, d) => (Expr::Unary(*op, Box::new(a)), d + 1),
             },
-            K::Binary(op, a, b) => match (self.expr(a, constant)?, self.expr(b, constant)?) {
-                (Expr::Const(x), Expr::Const(y)) if op.apply(x, y).is_some() => {
-                    Expr::Const(op.apply(x, y).unwrap_or(0))
-                }
-                (a, b) => Expr::Binary(*op, Box::new(a), Box::new(b)),
-            },
-            K::And(a, b) => match (self.expr(a, constant)?, self.expr(b, constant)?) {
-                (Expr::Const(0), _) => Expr::Const(0),
-                (Expr::Const(_), Expr::Const(y)) => Expr::Const((y != 0) as i64),
-                (a, b) => Expr::And(Box::new(a), Box::new(b)),
-            },
-            K::Or(a, b) => match (self.expr(a, constant)?, self.expr(b, constant)?) {
-                (Expr::Const(x), _) if x != 0 => Expr::Const(1),
-                (Expr::Const(_), Expr::Const(y)) => Expr::Const((y != 0) as i64),
-                (a, b) => Expr::Or(Box::new(a), Box::new(b)),
-            },
+            K::Chain(first, links) => return self.chain(first, links, constant, hoist),
             K::Call(f, args) => {
                 if let Some(c) = constant {
                     return Err(check(
@@ -468,13 +474,138 @@ impl Scope<'_> {
                         ),
                     ));
                 }
-                let args = args
-                    .iter()
-                    .map(|a| self.expr(a, constant))
-                    .collect::<Result<Vec<_>>>()?;
-                Expr::Call(id, args)
+                let mut values: Vec<Expr> = Vec::with_capacity(args.len());
+                let mut depth = 0;
+                for a in args {
+                    let mark = hoisted(hoist);
+                    let (v, d) = self.lower(a, constant, hoist)?;
+                    if hoisted(hoist) > mark {
+                        // This argument's hoisted parts run before it: the
+                        // arguments to its left must be evaluated before
+                        // them.
+                        if let Some(h) = hoist.as_deref_mut() {
+                            let earlier = values.iter_mut().filter(|v| !trivial(v));
+                            for (at, earlier) in (mark..).zip(earlier) {
+                                let t = (h.temp)();
+                                let value = std::mem::replace(earlier, Expr::Var(t));
+                                h.pre.insert(at, (t, value));
+                            }
+                            depth = values.iter().map(depth_of).max().unwrap_or(0);
+                        }
+                    }
+                    depth = depth.max(d);
+                    values.push(v);
+                }
+                (Expr::Call(id, values), depth + 1)
             }
-        })
+        };
+        self.bound(value, depth, e.pos, hoist)
+    }
+
+    /// `value` as it is when at most [`MAX_EXPR_DEPTH`] deep, else assigned
+    /// to a new temporary.
+    fn bound(
+        &self,
+        value: Expr,
+        depth: u32,
+        pos: Pos,
+        hoist: &mut Option<&mut Hoist<'_>>,
+    ) -> Result<(Expr, u32)> {
+        if depth <= MAX_EXPR_DEPTH {
+            return Ok((value, depth));
+        }
+        match hoist.as_deref_mut() {
+            Some(h) => {
+                let t = (h.temp)();
+                h.pre.push((t, value));
+                Ok((Expr::Var(t), 1))
+            }
+            None => Err(too_deep(pos)),
+        }
+    }
+
+    /// A chain `first op rhs op rhs ...`, folded left to right in a loop.
+    /// Whenever the accumulated expression would grow deeper than
+    /// [`MAX_EXPR_DEPTH`] it is assigned to the chain's temporary (one per
+    /// chain, reassigned), so a chain of any length lowers to a sequence of
+    /// bounded assignments.
+    fn chain(
+        &self,
+        first: &ast::Expr,
+        links: &[ast::Link],
+        constant: Option<&ast::Ident>,
+        hoist: &mut Option<&mut Hoist<'_>>,
+    ) -> Result<(Expr, u32)> {
+        let (mut acc, mut depth) = self.lower(first, constant, hoist)?;
+        let mut acc_temp: Option<u32> = None;
+        for link in links {
+            let mark = hoisted(hoist);
+            let (rhs, rd) = self.lower(&link.rhs, constant, hoist)?;
+            if hoisted(hoist) > mark {
+                if let Some(h) = hoist.as_deref_mut() {
+                    // The right operand's hoisted parts run first: the left
+                    // operand is evaluated before them.
+                    let mut start = mark;
+                    if !trivial(&acc) {
+                        let t = *acc_temp.get_or_insert_with(|| (h.temp)());
+                        let value = std::mem::replace(&mut acc, Expr::Var(t));
+                        h.pre.insert(mark, (t, value));
+                        depth = 1;
+                        start += 1;
+                    }
+                    // `&&` and `||` evaluate their right operand only
+                    // sometimes; the hoisted parts run always, which is
+                    // unobservable only when they call nothing and cannot
+                    // fault.
+                    let effects = h.pre[start..]
+                        .iter()
+                        .any(|(_, v)| v.has_call() || v.may_fault());
+                    if effects && matches!(link.op, ast::ChainOp::And | ast::ChainOp::Or) {
+                        return Err(check(
+                            link.pos,
+                            format!(
+                                "the right operand of `{}` is nested more than {MAX_EXPR_DEPTH} operators deep and calls a host function or divides: it cannot be evaluated only when needed; compute it in an `if` first",
+                                if link.op == ast::ChainOp::And {
+                                    "&&"
+                                } else {
+                                    "||"
+                                }
+                            ),
+                        ));
+                    }
+                }
+            }
+            let value = fold(link.op, acc, rhs);
+            let d = if matches!(value, Expr::Const(_)) {
+                1
+            } else {
+                1 + depth.max(rd)
+            };
+            (acc, depth) = self.bound_in(value, d, link.pos, hoist, &mut acc_temp)?;
+        }
+        Ok((acc, depth))
+    }
+
+    /// [`Scope::bound`] for a chain, reusing the chain's temporary.
+    fn bound_in(
+        &self,
+        value: Expr,
+        depth: u32,
+        pos: Pos,
+        hoist: &mut Option<&mut Hoist<'_>>,
+        acc_temp: &mut Option<u32>,
+    ) -> Result<(Expr, u32)> {
+        if depth <= MAX_EXPR_DEPTH {
+            return Ok((value, depth));
+        }
+        match hoist.as_deref_mut() {
+            Some(h) => {
+                let t = *acc_temp.get_or_insert_with(|| (h.temp)());
+                h.pre.push((t, value));
+                Ok((Expr::Var(t), 1))
+            }
+            None => Err(too_deep(pos)),
+        }
     }
 
     fn undeclared(&self, n: &ast::Ident, what: &str) -> Error {
@@ -507,6 +638,69 @@ impl Scope<'_> {
             Some((Global::Channel(c), _)) => Ok(*c),
             _ => Err(self.undeclared(n, "channel")),
         }
+    }
+}
+
+/// The deepest expression a node holds after lowering: deeper ones (long
+/// chains) are split into assignments to temporaries, so that every pass
+/// over [`ir::Expr`] recurses at most this deep.
+pub const MAX_EXPR_DEPTH: u32 = crate::parse::MAX_DEPTH;
+
+/// Where the lowering of one statement puts the assignments it hoists out
+/// of an expression that would be too deep: `(temporary, value)` pairs, in
+/// the order they must run, all before the statement's own node.
+pub(crate) struct Hoist<'b> {
+    pre: &'b mut Vec<(u32, Expr)>,
+    temp: &'b mut dyn FnMut() -> u32,
+}
+
+/// How many assignments have been hoisted so far.
+fn hoisted(hoist: &Option<&mut Hoist<'_>>) -> usize {
+    hoist.as_ref().map_or(0, |h| h.pre.len())
+}
+
+/// A value that no hoisted assignment can change (hoisted assignments write
+/// only fresh temporaries).
+fn trivial(e: &Expr) -> bool {
+    matches!(e, Expr::Const(_) | Expr::Var(_))
+}
+
+/// The depth of a lowered expression (bounded by [`MAX_EXPR_DEPTH`] + 1).
+fn depth_of(e: &Expr) -> u32 {
+    match e {
+        Expr::Const(_) | Expr::Var(_) => 1,
+        Expr::Unary(_, a) => 1 + depth_of(a),
+        Expr::Binary(_, a, b) | Expr::And(a, b) | Expr::Or(a, b) => {
+            1 + depth_of(a).max(depth_of(b))
+        }
+        Expr::Call(_, args) => 1 + args.iter().map(depth_of).max().unwrap_or(0),
+    }
+}
+
+fn too_deep(pos: Pos) -> Error {
+    check(
+        pos,
+        format!(
+            "expression nested more than {MAX_EXPR_DEPTH} operators deep: only a statement can hold one that long (it is split into steps); a constant or a fast-path predicate cannot"
+        ),
+    )
+}
+
+/// `a op b`, with constants folded (a division by a constant zero is left
+/// for the run-time error).
+fn fold(op: ast::ChainOp, a: Expr, b: Expr) -> Expr {
+    use ast::ChainOp as O;
+    match (op, a, b) {
+        (O::Bin(op), Expr::Const(x), Expr::Const(y)) if op.apply(x, y).is_some() => {
+            Expr::Const(op.apply(x, y).unwrap_or(0))
+        }
+        (O::Bin(op), a, b) => Expr::Binary(op, Box::new(a), Box::new(b)),
+        (O::And, Expr::Const(0), _) => Expr::Const(0),
+        (O::And, Expr::Const(_), Expr::Const(y)) => Expr::Const((y != 0) as i64),
+        (O::And, a, b) => Expr::And(Box::new(a), Box::new(b)),
+        (O::Or, Expr::Const(x), _) if x != 0 => Expr::Const(1),
+        (O::Or, Expr::Const(_), Expr::Const(y)) => Expr::Const((y != 0) as i64),
+        (O::Or, a, b) => Expr::Or(Box::new(a), Box::new(b)),
     }
 }
 
@@ -598,12 +792,49 @@ impl Lowerer<'_> {
     }
 
     fn temp(&mut self, k: usize) -> u32 {
-        while self.temps.len() <= k {
-            let name = format!("$t{}", self.temps.len());
-            self.vars.push(VarInfo { name, temp: true });
-            self.temps.push(self.vars.len() as u32 - 1);
+        temp(&mut self.vars, &mut self.temps, k)
+    }
+
+    /// Lowers an expression of the current statement; the assignments it
+    /// hoists (see [`Scope::lower`]) go to `pre`, into temporaries numbered
+    /// from `*k`.
+    fn value(&mut self, e: &ast::Expr, k: &mut usize, pre: &mut Vec<(u32, Expr)>) -> Result<Expr> {
+        let Lowerer {
+            scope, vars, temps, ..
+        } = self;
+        let mut next = || {
+            let t = temp(vars, temps, *k);
+            *k += 1;
+            t
+        };
+        let mut hoist = Hoist {
+            pre,
+            temp: &mut next,
+        };
+        Ok(scope.lower(e, None, &mut Some(&mut hoist))?.0)
+    }
+
+    /// Lowers a statement's one expression and emits what it hoisted.
+    fn emit_value(&mut self, e: &ast::Expr, pos: Pos) -> Result<Expr> {
+        let mut pre = Vec::new();
+        let value = self.value(e, &mut 0, &mut pre)?;
+        self.emit_pre(pre, pos);
+        Ok(value)
+    }
+
+    /// `Assign` nodes for hoisted `(temporary, value)` pairs.
+    fn emit_pre(&mut self, pre: Vec<(u32, Expr)>, pos: Pos) {
+        for (var, value) in pre {
+            self.emit(
+                NodeKind::Assign {
+                    var,
+                    value,
+                    next: UNSET,
+                },
+                pos,
+                None,
+            );
         }
-        self.temps[k]
     }
 
     fn var_target(&self, n: &ast::Ident, doing: &str) -> Result<u32> {
@@ -684,7 +915,7 @@ impl Lowerer<'_> {
             ast::Comm::Out(_, es) => {
                 let mut args = Vec::with_capacity(es.len());
                 for e in es {
-                    args.push(match self.scope.expr(e, None)? {
+                    args.push(match self.value(e, k, pre)? {
                         Expr::Var(v) => Operand::Var(v),
                         Expr::Const(c) => Operand::Const(c),
                         value => {
@@ -705,7 +936,7 @@ impl Lowerer<'_> {
         match &s.kind {
             S::Assign(target, e) => {
                 let var = self.var_target(target, "assign to")?;
-                let value = self.scope.expr(e, None)?;
+                let value = self.emit_value(e, s.pos)?;
                 self.emit(
                     NodeKind::Assign {
                         var,
@@ -717,11 +948,11 @@ impl Lowerer<'_> {
                 );
             }
             S::Eval(e) => {
-                let value = self.scope.expr(e, None)?;
+                let value = self.emit_value(e, s.pos)?;
                 self.emit(NodeKind::Eval { value, next: UNSET }, s.pos, None);
             }
             S::If(cond, then, els) => {
-                let cond = self.scope.expr(cond, None)?;
+                let cond = self.emit_value(cond, s.pos)?;
                 let b = self.emit(
                     NodeKind::Branch {
                         cond,
@@ -740,7 +971,12 @@ impl Lowerer<'_> {
                 self.open.extend(after_then);
             }
             S::While(cond, body) => {
-                let cond = self.scope.expr(cond, None)?;
+                // The condition's hoisted steps run on every test: the loop
+                // goes back to the first of them.
+                let mut pre = Vec::new();
+                let cond = self.value(cond, &mut 0, &mut pre)?;
+                let test = self.nodes.len() as Pc;
+                self.emit_pre(pre, s.pos);
                 self.breaks.push(Vec::new());
                 if matches!(cond, Expr::Const(c) if c != 0) {
                     let start = self.nodes.len() as Pc;
@@ -765,7 +1001,7 @@ impl Lowerer<'_> {
                     self.open = vec![Hole::Then(b)];
                     self.stmt(body)?;
                     for h in std::mem::take(&mut self.open) {
-                        self.patch(h, b);
+                        self.patch(h, test);
                     }
                     self.open = self.breaks.pop().unwrap_or_default();
                     self.open.push(Hole::Else(b));
@@ -787,17 +1023,7 @@ impl Lowerer<'_> {
             S::Comm(op) => {
                 let mut pre = Vec::new();
                 let op = self.comm(op, s.pos, &mut 0, &mut pre)?;
-                for (var, value) in pre {
-                    self.emit(
-                        NodeKind::Assign {
-                            var,
-                            value,
-                            next: UNSET,
-                        },
-                        s.pos,
-                        None,
-                    );
-                }
+                self.emit_pre(pre, s.pos);
                 self.emit(NodeKind::Comm { op, next: UNSET }, s.pos, None);
             }
             S::Alt(arms) => {
@@ -812,17 +1038,7 @@ impl Lowerer<'_> {
                         pos: arm.pos,
                     });
                 }
-                for (var, value) in pre {
-                    self.emit(
-                        NodeKind::Assign {
-                            var,
-                            value,
-                            next: UNSET,
-                        },
-                        s.pos,
-                        None,
-                    );
-                }
+                self.emit_pre(pre, s.pos);
                 let alt = self.emit(NodeKind::Alt { arms: ops }, s.pos, None);
                 let mut ends = Vec::new();
                 for (i, arm) in arms.iter().enumerate() {
@@ -833,7 +1049,7 @@ impl Lowerer<'_> {
                 self.open = ends;
             }
             S::Assert(cond) => {
-                let cond = self.scope.expr(cond, None)?;
+                let cond = self.emit_value(cond, s.pos)?;
                 self.emit(NodeKind::Assert { cond, next: UNSET }, s.pos, None);
             }
             S::Label(n) => {
@@ -878,6 +1094,16 @@ impl Lowerer<'_> {
             pos: decl.pos,
         }
     }
+}
+
+/// The variable of temporary `$tk`, created if needed.
+fn temp(vars: &mut Vec<VarInfo>, temps: &mut Vec<u32>, k: usize) -> u32 {
+    while temps.len() <= k {
+        let name = format!("$t{}", temps.len());
+        vars.push(VarInfo { name, temp: true });
+        temps.push(vars.len() as u32 - 1);
+    }
+    temps[k]
 }
 
 fn for_each_target(kind: &mut NodeKind, f: &mut dyn FnMut(&mut Pc)) {

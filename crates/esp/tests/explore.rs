@@ -11,8 +11,8 @@
 //! - the state limit and programs the automaton does not handle fail with
 //!   their errors.
 //!
-//! The plain interpretation here (`Sim`) is the brief's semantics written
-//! out directly: a FIFO ready list, processes run until they block, the
+//! The plain interpretation here (`Sim`) is the runtime's scheduling rules
+//! (docs/esp.md, "Scheduling" and "Entry") written out directly: a FIFO ready list, processes run until they block, the
 //! reader of a rendezvous continues, `alt` rotates its start arm, and a fast
 //! path is entered when a process is at its start statement and every
 //! other process of the path is at its own.

@@ -505,3 +505,109 @@ fn accepts_rejects_inputs_that_are_not_whole_messages() {
         .unwrap()
     );
 }
+
+/// A program whose state space grows with every input: `s` keeps each
+/// input's value.
+const GROWING: &str = "channel inp(int) external in; channel o(int) external out;
+     process P { var x, s; while (true) { in(inp, x); s = s * 3 + x; out(o, s); } }";
+
+#[test]
+fn the_memory_budget_stops_the_search_and_says_how_deep_it_is_complete() {
+    let program = compile(GROWING);
+    let options = CheckOptions {
+        max_inputs: 1000,
+        max_memory: 200 * mc::state_bytes(6),
+        ..CheckOptions::default()
+    };
+    let r = mc::check(&program, &options).unwrap();
+    assert!(!r.exhaustive && r.violation.is_none(), "{r}");
+    assert_eq!(r.stopped, Some(mc::Bound::Memory(options.max_memory)));
+    // Never more states than the budget holds (a state takes at least
+    // `state_bytes(1)`), and not far fewer.
+    assert!(
+        r.states * mc::state_bytes(1) <= options.max_memory,
+        "{}",
+        r.states
+    );
+    assert!(r.states >= 100, "{}", r.states);
+    // Inputs 3^k states deep: the levels of 1, 3, 9, 27 and 81 states fit.
+    assert!(r.complete_depth >= 4, "{}", r.complete_depth);
+    let text = r.to_string();
+    assert!(text.contains("memory budget"), "{text}");
+    assert!(text.contains("--max-memory"), "{text}");
+    assert!(
+        text.contains(&format!("within {} transitions", r.complete_depth)),
+        "{text}"
+    );
+}
+
+#[test]
+fn the_state_bound_names_its_flag_and_the_depth_covered() {
+    let r = mc::check(
+        &compile(GROWING),
+        &CheckOptions {
+            max_inputs: 1000,
+            max_states: 50,
+            ..CheckOptions::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(r.stopped, Some(mc::Bound::States(50)));
+    assert!(r.to_string().contains("--max-states"), "{r}");
+}
+
+#[test]
+fn progress_is_reported_while_the_search_runs() {
+    let calls = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = calls.clone();
+    let r = mc::check(
+        &compile(GROWING),
+        &CheckOptions {
+            max_inputs: 1000,
+            max_states: 3 * mc::PROGRESS_EVERY,
+            progress: Some(mc::ProgressFn(Arc::new(move |p| {
+                seen.lock().unwrap().push(p)
+            }))),
+            ..CheckOptions::default()
+        },
+    )
+    .unwrap();
+    let calls = calls.lock().unwrap();
+    assert!(calls.len() >= 2, "{}", calls.len());
+    assert!(calls.windows(2).all(|w| w[0].explored < w[1].explored));
+    assert!(calls.iter().all(|p| p.states <= r.states && p.bytes > 0));
+}
+
+#[test]
+fn a_finite_loop_longer_than_the_step_limit_says_the_limit() {
+    let src = "channel c(int) external out;
+         process P { var i; while (i < 20000) { i = i + 1; } out(c, i); }";
+    let program = compile(src);
+    let short = mc::check(
+        &program,
+        &CheckOptions {
+            max_local_steps: 10_000,
+            ..CheckOptions::default()
+        },
+    )
+    .unwrap();
+    assert!(
+        matches!(
+            &short.violation,
+            Some(Violation::Diverges { limit: 10_000, .. })
+        ),
+        "{short}"
+    );
+    let text = short.to_string();
+    assert!(text.contains("more than 10000 steps"), "{text}");
+    assert!(text.contains("--max-local-steps"), "{text}");
+    let long = mc::check(
+        &program,
+        &CheckOptions {
+            max_local_steps: 100_000,
+            ..CheckOptions::default()
+        },
+    )
+    .unwrap();
+    assert!(long.is_ok(), "{long}");
+}

@@ -1,17 +1,38 @@
 //! `fastpath applet`: verify, run and list JIVE applet class files (the jive
 //! crate; U-Net/SLE paper §3).
 //!
-//! - `verify X.class` prints the verdict and, if rejected, the reason and location;
+//! Every command takes a class file, or the name of one of the example
+//! applets built into `fastpath` (`StandardUnet`, `RawUnet`, ...: the
+//! U-Net/SLE evaluation applets of `applets/unet`, compiled by unet's build
+//! script with `javac --release 8 -g`) when no file of that name exists.
+//!
+//! - `examples [--out DIR] [--json]` lists the built-in applets (class,
+//!   size, what each is for) and the test applets the build compiled from
+//!   `applets/src` (their paths, when the build found `javac`); with
+//!   `--out`, writes the built-in ones there as `<Name>.class`;
+//! - `verify X.class [--json]` prints the verdict and, if rejected, the
+//!   reason and location;
 //! - `run X.class METHOD ARGS.. [--engine interp|jit]` loads the applet,
 //!   invokes the method with int arguments and prints the engine that ran
 //!   it, the result and the fuel used. Without `--engine` it runs tiered:
-//!   the JIT where it can compile the applet, the interpreter otherwise. The
-//!   applet's natives are bound to stubs that print each call and return 0 (a
-//!   native returning an array, such as `newAlignedArray(I)[B`, allocates one
-//!   of the size of its first int argument);
+//!   the JIT where it can compile the applet, the interpreter otherwise.
+//!   An endpoint applet (one whose natives are all U-Net/SLE's,
+//!   `unet::natives::NATIVES`) runs against a scratch endpoint: the real
+//!   natives, bounds checks included, over an in-memory buffer area of 16
+//!   buffers of 4096 bytes, all on the free queue; `doRx(length, ..)` finds
+//!   a test message of `length` bytes (0, 1, 2, ...) in `RxBuf`, as the
+//!   engine puts each arriving message there; each receive descriptor it
+//!   pushes and each message it transmits is printed. Other applets' natives
+//!   are bound to stubs that print each call and return 0 (a native
+//!   returning an array, such as `newAlignedArray(I)[B`, allocates one of the
+//!   size of its first int argument);
 //! - `dump X.class [--native]` prints a `javap -c`-like listing of the
 //!   methods and, with `--native`, the JIT's machine code with each
 //!   bytecode's index beside its instructions.
+//!
+//! To run an applet of one's own, compile it to a class file of version 52
+//! (Java 8), which the JIVE subset reads: `javac --release 8 -g -d OUT
+//! X.java`, then `fastpath applet verify OUT/X.class`.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -23,6 +44,8 @@ use jive::bytecode;
 use jive::classfile::{self, ClassFile};
 use jive::subset::{FieldType, Prim};
 use jive::{Applet, Engine, Limits, LoadError, Natives};
+use serde_json::json;
+use unet::natives::{HostError, NativeHost, RxBody};
 
 /// `println!` that ends quietly when stdout is closed (e.g. piped into `head`).
 macro_rules! say {
@@ -57,16 +80,32 @@ impl EngineArg {
 /// The `applet` subcommands.
 #[derive(Subcommand)]
 pub enum AppletCmd {
+    /// List the example applets: those built into fastpath (usable by name
+    /// wherever a class file is asked for) and the test applets the build
+    /// compiled; with --out, write the built-in ones as class files.
+    Examples {
+        /// Write the built-in applets into this directory (created if
+        /// missing) as `<Name>.class`.
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+        /// Print the list as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Check a class file against the JIVE subset and verify it.
     Verify {
-        /// The class file.
+        /// The class file, or the name of a built-in example applet.
         file: PathBuf,
+        /// Print the verdict as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Load an applet and invoke one of its methods with int arguments, on
     /// the JIT or the interpreter; prints the engine that ran it, the
     /// result and the fuel used.
     Run {
-        /// The class file.
+        /// The class file, or the name of a built-in example applet
+        /// (`fastpath applet examples` lists them).
         file: PathBuf,
         /// The method name (JIVE forbids overloading, so the name is enough).
         method: String,
@@ -88,7 +127,7 @@ pub enum AppletCmd {
     /// List the methods of a class file, javap-style, and with --native the
     /// JIT's machine code beside each bytecode's index.
     Dump {
-        /// The class file.
+        /// The class file, or the name of a built-in example applet.
         file: PathBuf,
         /// Also print the JIT's machine code, each bytecode's index beside
         /// its instructions.
@@ -104,7 +143,8 @@ pub enum AppletCmd {
 /// Runs an `applet` subcommand.
 pub fn main(cmd: AppletCmd) -> ExitCode {
     let result = match cmd {
-        AppletCmd::Verify { file } => verify(&file),
+        AppletCmd::Examples { out, json } => examples(out.as_deref(), json),
+        AppletCmd::Verify { file, json } => verify(&file, json),
         AppletCmd::Run {
             file,
             method,
@@ -128,15 +168,148 @@ pub fn main(cmd: AppletCmd) -> ExitCode {
     }
 }
 
+/// The class file `file`, or, if no such file exists and `file` is a bare
+/// name, the built-in example applet of that name.
 fn read(file: &Path) -> Result<Vec<u8>, String> {
-    std::fs::read(file).map_err(|e| format!("{}: {e}", file.display()))
+    match std::fs::read(file) {
+        Ok(bytes) => Ok(bytes),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let name = file.to_str().filter(|n| !n.contains('/'));
+            match name.and_then(|n| unet::applets::by_name(n.trim_end_matches(".class"))) {
+                Some(bytes) if !file.to_string_lossy().ends_with(".class") => Ok(bytes.to_vec()),
+                _ => Err(format!(
+                    "{}: {e} (`fastpath applet examples` lists the applets built into fastpath, \
+                     which every command takes by name, e.g. StandardUnet)",
+                    file.display()
+                )),
+            }
+        }
+        Err(e) => Err(format!("{}: {e}", file.display())),
+    }
 }
 
-fn verify(file: &Path) -> Result<ExitCode, String> {
+/// What each built-in applet is for, in a line.
+fn example_purpose(name: &str) -> &'static str {
+    match name {
+        "StandardUnet" => {
+            "Figure 5's standard U-Net applet: doTx copies and sends; doRx delivers inline or in free buffers"
+        }
+        "RawUnet" => "Figure 2's applet as printed: one receive buffer per message",
+        "PingPong" => "Figure 5's ping-pong between applets: doRx echoes each message",
+        "Burst25" => {
+            "Figure 6: token flow control, bursts of up to 25 messages, acknowledged by the receiving applet"
+        }
+        "Burst25PerTx" => "Figure 6: a burst of 25 messages per transmit request",
+        "Generate" => "Figure 6: doTx sends data the applet made, reading no buffer",
+        "Escape" => "the bounds-check tests' attacker: each mode calls a native with bad arguments",
+        "Breakdown" => "Figure 7's probe: doRx calls one native 8 times (mode 1 to 3) or nothing",
+        _ => "",
+    }
+}
+
+/// `examples`: the built-in applets, the test applets the build compiled,
+/// and with `out` the built-in ones written as class files.
+fn examples(out: Option<&Path>, json: bool) -> Result<ExitCode, String> {
+    if let Some(dir) = out {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("--out {}: cannot create it: {e}", dir.display()))?;
+    }
+    let mut builtin = Vec::new();
+    for &(name, bytes) in unet::applets::ALL {
+        let written = match out {
+            Some(dir) => {
+                let path = dir.join(format!("{name}.class"));
+                std::fs::write(&path, bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+                Some(path.display().to_string())
+            }
+            None => None,
+        };
+        builtin.push((name, bytes.len(), example_purpose(name), written));
+    }
+    // The test applets of applets/src, compiled by jive's build script into
+    // the build directory (present where fastpath was built).
+    let mut compiled = Vec::new();
+    if let Some(dir) = jive::APPLET_CLASSES {
+        let dir = Path::new(dir).join("release8");
+        let mut stack = vec![dir];
+        while let Some(d) = stack.pop() {
+            let Ok(rd) = std::fs::read_dir(&d) else {
+                continue;
+            };
+            for e in rd.filter_map(Result::ok) {
+                let p = e.path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else if p.extension().is_some_and(|x| x == "class") {
+                    compiled.push(p.display().to_string());
+                }
+            }
+        }
+        compiled.sort();
+    }
+    if json {
+        let doc = json!({
+            "builtin": builtin.iter().map(|(name, size, purpose, written)| json!({
+                "name": name, "bytes": size, "purpose": purpose, "written_to": written,
+            })).collect::<Vec<_>>(),
+            "compiled": compiled,
+        });
+        say!("{doc:#}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    say!("built into fastpath (give the name where a class file is asked for):");
+    for (name, size, purpose, written) in &builtin {
+        say!("  {name:<13} {size:>5} bytes  {purpose}");
+        if let Some(path) = written {
+            say!("  {:<13} written to {path}", "");
+        }
+    }
+    if compiled.is_empty() {
+        say!(
+            "\nthe test applets of applets/src were not found: the build compiles them with \
+             javac where it finds one"
+        );
+    } else {
+        say!("\ncompiled from applets/src by the build (javac --release 8):");
+        for p in &compiled {
+            say!("  {p}");
+        }
+    }
+    say!("\nyour own: javac --release 8 -g -d OUT X.java, then fastpath applet verify OUT/X.class");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn verify(file: &Path, json: bool) -> Result<ExitCode, String> {
     let bytes = read(file)?;
     let t = Instant::now();
     let result = jive::check(&bytes, &Limits::default());
     let elapsed = t.elapsed();
+    if json {
+        let doc = match &result {
+            Ok(prog) => json!({
+                "file": file.display().to_string(),
+                "verified": true,
+                "class": prog.info.name,
+                "methods": prog.info.methods.len(),
+                "static_fields": prog.info.static_count,
+                "instance_fields": prog.info.instance_count,
+                "bytecode_bytes": prog.code_bytes,
+                "natives": prog.natives.iter().map(|n| format!("{}{}", n.name, n.descriptor)).collect::<Vec<_>>(),
+                "check_seconds": elapsed.as_secs_f64(),
+            }),
+            Err(e) => json!({
+                "file": file.display().to_string(),
+                "verified": false,
+                "reason": e.to_string(),
+            }),
+        };
+        say!("{doc:#}");
+        return Ok(if result.is_ok() {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        });
+    }
     match result {
         Ok(prog) => {
             let natives: Vec<String> = prog
@@ -182,7 +355,8 @@ fn stub_natives(prog: &jive::Program, verbose: bool) -> Natives {
                 None => 0,
             };
             if verbose {
-                say!("  native {name} {args:?} -> {r}");
+                let list: Vec<String> = args.iter().map(i32::to_string).collect();
+                say!("  native {name}({}) -> {r}", list.join(", "));
             }
             Ok(r)
         });
@@ -245,6 +419,102 @@ fn engine_name(engine: EngineArg) -> String {
         .map_or_else(|| format!("{engine:?}"), |v| v.get_name().to_string())
 }
 
+/// A scratch endpoint for `run`: the U-Net/SLE natives act on it as on an
+/// endpoint of the engine, and it prints what the applet made it do.
+struct ScratchEndpoint {
+    area: Vec<i8>,
+    free: std::collections::VecDeque<u32>,
+    rx_pushed: usize,
+}
+
+impl ScratchEndpoint {
+    const BUFFERS: u32 = 16;
+    const BUFFER_SIZE: u32 = 4096;
+    const RX_DEPTH: usize = 16;
+    const MAX_MESSAGE: u32 = 65536;
+
+    fn new() -> ScratchEndpoint {
+        ScratchEndpoint {
+            area: vec![0; (Self::BUFFERS * Self::BUFFER_SIZE) as usize],
+            free: (0..Self::BUFFERS).map(|k| k * Self::BUFFER_SIZE).collect(),
+            rx_pushed: 0,
+        }
+    }
+}
+
+impl NativeHost for ScratchEndpoint {
+    fn buffer_size(&self) -> u32 {
+        Self::BUFFER_SIZE
+    }
+    fn area_len(&self) -> u32 {
+        self.area.len() as u32
+    }
+    fn read_area(&self, off: u32, dst: &mut [i8]) {
+        let off = off as usize;
+        dst.copy_from_slice(&self.area[off..off + dst.len()]);
+    }
+    fn write_area(&mut self, off: u32, src: &[i8]) {
+        let off = off as usize;
+        self.area[off..off + src.len()].copy_from_slice(src);
+    }
+    fn pop_free(&mut self) -> Option<u32> {
+        self.free.pop_front()
+    }
+    fn push_rx(&mut self, chan: u16, len: u32, body: RxBody<'_>) -> Result<(), HostError> {
+        if self.rx_pushed == Self::RX_DEPTH {
+            return Err(HostError::RxQueueFull);
+        }
+        self.rx_pushed += 1;
+        match body {
+            RxBody::Inline(bytes) => say!(
+                "  receive descriptor: channel {chan}, {len} bytes inline: {}",
+                hex_bytes(bytes)
+            ),
+            RxBody::Buffers(offs) => {
+                let list: Vec<String> = offs.iter().map(u32::to_string).collect();
+                say!(
+                    "  receive descriptor: channel {chan}, {len} bytes in buffers at offsets {}",
+                    list.join(", ")
+                );
+            }
+        }
+        Ok(())
+    }
+    fn transmit(&mut self, chan: u16, payload: &[i8]) -> Result<(), HostError> {
+        if payload.len() as u64 > u64::from(Self::MAX_MESSAGE) {
+            return Err(HostError::TooLong {
+                len: payload.len() as u32,
+                max: Self::MAX_MESSAGE,
+            });
+        }
+        say!("  transmit: channel {chan}, {} bytes", payload.len());
+        Ok(())
+    }
+    fn max_message(&self) -> u32 {
+        Self::MAX_MESSAGE
+    }
+}
+
+/// Up to 16 bytes in hex, and how many more.
+fn hex_bytes(bytes: &[u8]) -> String {
+    let mut s: Vec<String> = bytes.iter().take(16).map(|b| format!("{b:02x}")).collect();
+    if bytes.len() > 16 {
+        s.push(format!("... ({} more)", bytes.len() - 16));
+    }
+    s.join(" ")
+}
+
+/// Whether every native the applet declares is a U-Net/SLE native (and it
+/// declares at least one): then it is an endpoint applet.
+fn is_endpoint_applet(prog: &jive::Program) -> bool {
+    !prog.natives.is_empty()
+        && prog.natives.iter().all(|n| {
+            unet::natives::NATIVES
+                .iter()
+                .any(|u| u.name == n.name && u.descriptor == n.descriptor)
+        })
+}
+
 fn run(
     file: &Path,
     method: &str,
@@ -257,13 +527,38 @@ fn run(
         fuel,
         ..Limits::default()
     };
-    let mut applet =
-        load_on(&bytes, limits, engine, true).map_err(|e| format!("{}: {e}", file.display()))?;
-    let ran =
-        describe_engine(&mut applet, engine).map_err(|e| format!("{}: {e}", file.display()))?;
+    let at = |e: String| format!("{}: {e}", file.display());
+    let prog = jive::check(&bytes, &limits).map_err(|e| at(format!("rejected: {e}")))?;
+    let endpoint = is_endpoint_applet(&prog);
+    let mut host = ScratchEndpoint::new();
+    let mut applet = if endpoint {
+        say!(
+            "endpoint: a scratch one, {} buffers of {} bytes on the free queue",
+            ScratchEndpoint::BUFFERS,
+            ScratchEndpoint::BUFFER_SIZE
+        );
+        load_endpoint_applet(&bytes, limits, engine, &mut host).map_err(at)?
+    } else {
+        load_on(&bytes, limits, engine, true).map_err(at)?
+    };
+    let ran = describe_engine(&mut applet, engine).map_err(at)?;
     say!("engine: {ran}");
+    let m = applet.method(method).map_err(|e| at(e.to_string()))?;
+    // The engine puts each arriving message into RxBuf before doRx.
+    if endpoint && method == "doRx" && applet.static_bytes_field("RxBuf").is_ok() {
+        let len = args.first().copied().unwrap_or(0).clamp(0, 1 << 16) as usize;
+        let msg: Vec<u8> = (0..len).map(|k| k as u8).collect();
+        applet
+            .set_static_array("RxBuf", &msg)
+            .map_err(|e| at(e.to_string()))?;
+        say!("RxBuf: a test message of {len} bytes (0, 1, 2, ...)");
+    }
     let t = Instant::now();
-    let result = applet.invoke(method, args);
+    let result = if endpoint {
+        applet.call(&m, args, Some(&mut host))
+    } else {
+        applet.call(&m, args, None)
+    };
     let elapsed = t.elapsed();
     match result {
         Ok(out) => {
@@ -293,12 +588,41 @@ fn run(
     }
 }
 
+/// Loads an endpoint applet with unet's natives, its constructor running
+/// against `host`, on `engine`.
+fn load_endpoint_applet(
+    bytes: &[u8],
+    limits: Limits,
+    engine: EngineArg,
+    host: &mut ScratchEndpoint,
+) -> Result<Applet, String> {
+    let natives = unet::natives::bind::<ScratchEndpoint>();
+    let mut applet =
+        Applet::load_with_host(bytes, &natives, limits, Some(host)).map_err(|e| e.to_string())?;
+    match engine {
+        EngineArg::Tiered => {}
+        EngineArg::Interp => applet
+            .set_engine(Engine::Interpreter)
+            .map_err(|e| e.to_string())?,
+        EngineArg::Jit => applet
+            .set_engine(Engine::Jit)
+            .map_err(|e| format!("--engine {}: {e}", engine_name(engine)))?,
+    }
+    Ok(applet)
+}
+
+/// `[a, b, c]`.
+fn list<T: std::fmt::Display>(v: &[T]) -> String {
+    let items: Vec<String> = v.iter().map(T::to_string).collect();
+    format!("[{}]", items.join(", "))
+}
+
 fn show_array(applet: &Applet, handle: i32, p: Prim) -> String {
     let body = match applet.object(handle) {
         None => return "null".into(),
-        Some(jive::Object::Bytes(v) | jive::Object::Booleans(v)) => format!("{v:?}"),
-        Some(jive::Object::Shorts(v)) => format!("{v:?}"),
-        Some(jive::Object::Ints(v)) => format!("{v:?}"),
+        Some(jive::Object::Bytes(v) | jive::Object::Booleans(v)) => list(v),
+        Some(jive::Object::Shorts(v)) => list(v),
+        Some(jive::Object::Ints(v)) => list(v),
         Some(jive::Object::Instance(_)) => "<the applet object>".into(),
     };
     format!(

@@ -26,7 +26,7 @@
 //! The same code is `fastpath bench unet` with more rounds.
 
 use std::cell::Cell;
-use std::io::Write as _;
+use std::io::{IsTerminal as _, Write as _};
 use std::net::UdpSocket;
 use std::os::unix::net::UnixDatagram;
 use std::process::ExitCode;
@@ -36,9 +36,14 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::json;
 use unet::netns::{Host, TwoHosts};
 use unet::transport::{LoopNet, PacketConfig, PacketTransport, Transport, UdpTransport};
+use unet::wait::Backoff;
 use unet::{Addr, Config, Endpoint, Engine};
+
+use crate::figures::{self, Column, Figure, Table};
+use crate::{preemption, signals};
 
 /// The transports the demo runs on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -74,12 +79,43 @@ pub struct DemoArgs {
     /// `ip`).
     #[arg(long)]
     pub netns: bool,
-    /// Round trips timed per latency cell.
-    #[arg(long, default_value_t = 4000)]
+    /// Round trips per latency cell (at least 1), timed in batches of up
+    /// to 50 whose median is the figure.
+    #[arg(long, default_value_t = 4000,
+          value_parser = clap::value_parser!(u32).range(1..=MAX_ROUNDS as i64))]
     pub rounds: u32,
-    /// Messages per bandwidth cell.
-    #[arg(long, default_value_t = 20_000)]
+    /// Messages per bandwidth cell: a positive multiple of 25 (they are
+    /// sent in bursts of 25, each acknowledged).
+    #[arg(long, default_value_t = 20_000, value_parser = parse_messages)]
     pub messages: u32,
+    /// Print the tables as one JSON document (every figure a number, or
+    /// null with the reason) instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The most round trips a cell may take: the applets' ping-pong counts them
+/// in a Java `int`.
+pub const MAX_ROUNDS: u32 = i32::MAX as u32;
+
+/// Messages per burst of the bandwidth experiment, each burst acknowledged
+/// (Figure 6).
+pub const BURST: u32 = 25;
+
+/// `--messages`: a positive multiple of [`BURST`], or the rule and the
+/// nearest count that keeps it.
+fn parse_messages(s: &str) -> Result<u32, String> {
+    let n: u32 = s
+        .parse()
+        .map_err(|e| format!("{e} (expected a count of messages)"))?;
+    if n == 0 || n % BURST != 0 {
+        let near = (n / BURST).max(1) * BURST;
+        return Err(format!(
+            "must be a positive multiple of {BURST}, the burst size \
+             (messages go in bursts of {BURST}, each acknowledged); try {near}"
+        ));
+    }
+    Ok(n)
 }
 
 /// Message sizes of the latency table (the paper's 56-byte inline limit on
@@ -225,20 +261,20 @@ fn pair_netns(
     Ok(Pair { a, b, ab, ba })
 }
 
-/// Receives the next message into `buf`, spinning; `None` when `stop`.
+/// Receives the next message into `buf`, waiting ([`Backoff`]); `None`
+/// when `stop`.
 fn recv_into(ep: &mut Endpoint, buf: &mut Vec<u8>, stop: &AtomicBool) -> Option<u16> {
-    let mut spins = 0u32;
+    let mut wait = Backoff::default();
     loop {
         if let Some(m) = ep.recv() {
             buf.clear();
             m.read(|p| buf.extend_from_slice(p));
             return Some(m.chan());
         }
-        spins = spins.wrapping_add(1);
-        if spins % 1024 == 0 && stop.load(Ordering::Relaxed) {
+        wait.snooze();
+        if wait.now_and_then() && stop.load(Ordering::Relaxed) {
             return None;
         }
-        std::hint::spin_loop();
     }
 }
 
@@ -250,9 +286,13 @@ fn send_retrying(
     len: usize,
     fill: impl Fn(&mut [u8]),
 ) -> Result<(), unet::SendError> {
+    let mut wait = Backoff::default();
     loop {
         match ep.send_with(chan, len, &fill) {
-            Err(unet::SendError::Full) => ep.poll_engine(),
+            Err(unet::SendError::Full) => {
+                ep.poll_engine();
+                wait.snooze();
+            }
             r => return r,
         }
     }
@@ -263,34 +303,206 @@ fn send_all(ep: &mut Endpoint, chan: u16, msg: &[u8]) -> Result<(), unet::SendEr
     send_retrying(ep, chan, msg.len(), |buf| buf.copy_from_slice(msg))
 }
 
-/// Times `rounds` calls of `round` (after a tenth as many untimed ones) in
-/// batches of 50 and returns the median batch's mean: two busy threads on a
-/// shared 2-core machine are sometimes descheduled for milliseconds, which
-/// a plain mean would spread over the whole cell.
-fn timed<E>(rounds: u32, mut round: impl FnMut() -> Result<(), E>) -> Result<Duration, E> {
-    const BATCH: u32 = 50;
-    for _ in 0..(rounds / 10).max(10) {
-        round()?;
-    }
-    let mut means = Vec::with_capacity((rounds / BATCH + 1) as usize);
-    for _ in 0..(rounds / BATCH).max(1) {
-        let start = Instant::now();
-        for _ in 0..BATCH {
-            round()?;
-        }
-        means.push(start.elapsed() / BATCH);
-    }
-    means.sort();
-    Ok(means[means.len() / 2])
+/// How a cell's round trips are timed: `batches` batches of `batch`
+/// round trips each, the figure being the median of the batches' means.
+/// Two busy threads on a shared 2-core machine are sometimes descheduled
+/// for milliseconds, which a plain mean would spread over the whole cell;
+/// the median of batches leaves such a batch out. At least
+/// [`Batching::MIN_BATCHES`] batches when the rounds allow, so that the
+/// median is one of several.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Batching {
+    /// Round trips per batch.
+    pub batch: u32,
+    /// Batches per cell.
+    pub batches: u32,
 }
 
-/// Round-trip time (see [`timed`]) of `rounds` round trips of `size`-byte messages
-/// between two application threads.
+impl Batching {
+    /// The largest batch.
+    pub const MAX_BATCH: u32 = 50;
+    /// The fewest batches, unless there are fewer rounds than that.
+    pub const MIN_BATCHES: u32 = 5;
+
+    /// The batches for `rounds` (at least 1) round trips.
+    pub fn for_rounds(rounds: u32) -> Batching {
+        let rounds = rounds.max(1);
+        let batch = (rounds / Self::MIN_BATCHES).clamp(1, Self::MAX_BATCH);
+        Batching {
+            batch,
+            batches: rounds / batch,
+        }
+    }
+
+    /// The round trips timed: `batch * batches`.
+    pub fn timed(self) -> u64 {
+        u64::from(self.batch) * u64::from(self.batches)
+    }
+
+    /// What a cell's figure is, for the table's header.
+    pub fn describe(self) -> String {
+        match (self.batches, self.batch) {
+            (1, 1) => "1 round trip timed per cell".into(),
+            (1, b) => format!("the mean of {b} round trips per cell"),
+            (n, 1) => format!("the median of {n} round trips per cell"),
+            (n, b) => format!(
+                "{} round trips per cell: the median of {n} batch means of {b}",
+                self.timed()
+            ),
+        }
+    }
+}
+
+/// A cell's timing: the median batch mean, the quartiles of the batch
+/// means (their spread is the cell's noise), and how many batches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timing {
+    /// The median batch mean.
+    pub median: Duration,
+    /// The lower quartile of the batch means.
+    pub q1: Duration,
+    /// The upper quartile.
+    pub q3: Duration,
+    /// How many batch means the median is of.
+    pub samples: u32,
+    /// How many of them were preempted (kept because too few batches ran
+    /// undisturbed; see [`timed`]).
+    pub preempted: u32,
+}
+
+impl Timing {
+    /// The median and quartiles of `means` (at least one).
+    pub fn of(mut means: Vec<Duration>) -> Timing {
+        means.sort();
+        let n = means.len();
+        let at = |q: usize| means[(n - 1) * q / 4];
+        Timing {
+            median: means[n / 2],
+            q1: at(1),
+            q3: at(3),
+            samples: n as u32,
+            preempted: 0,
+        }
+    }
+
+    /// The batches disagree so much that the machine took the cores away
+    /// for part of the cell (a quarter of them at least twice as slow as
+    /// another quarter): worth measuring again.
+    pub fn unsteady(&self) -> bool {
+        self.samples >= 4 && self.q3 > self.q1 * 2
+    }
+
+    /// Preempted or unsteady: worth measuring again ([`steady`]).
+    pub fn disturbed(&self) -> bool {
+        self.preempted > 0 || self.unsteady()
+    }
+
+    /// The figure in microseconds: missing if it is a median of other than
+    /// `batching.batches` samples (the header would lie), flagged if it
+    /// stayed unsteady.
+    pub fn figure(&self, batching: Batching) -> Figure {
+        if self.samples != batching.batches {
+            return Figure::missing(format!(
+                "{} samples, not {}",
+                self.samples, batching.batches
+            ));
+        }
+        let f = Figure::value(self.median.as_secs_f64() * 1e6);
+        if self.preempted > 0 {
+            f.with_note(format!("{}/{} preempted", self.preempted, self.samples))
+        } else if self.unsteady() {
+            f.with_note("unsteady")
+        } else {
+            f
+        }
+    }
+}
+
+/// How many batches a cell may run, as a multiple of the batches it
+/// needs, to find enough that were not preempted.
+const BATCH_ATTEMPTS: u32 = 4;
+
+/// How long a cell keeps running batches beyond those it needs, looking
+/// for ones that were not preempted.
+const EXTRA_TIME: Duration = Duration::from_secs(3);
+
+/// Times `round` in `b`'s batches (after a tenth as many untimed rounds,
+/// at least 10). A batch during which the kernel preempted one of this
+/// process's threads (both ends of a round trip are its threads) timed
+/// the wait for a core, not the round trips: it is left out and another
+/// batch is run in its place, up to [`BATCH_ATTEMPTS`] times the batches
+/// and [`EXTRA_TIME`] beyond them. Should too few come out clean, the
+/// fastest preempted ones make up the count and [`Timing::preempted`]
+/// says how many. Without `skip_preempted` every batch counts: a peer
+/// whose threads sleep in the kernel (blocking sockets) is woken by a
+/// switch each round trip, which preempts the waker as often as not.
+fn timed<E>(
+    b: Batching,
+    skip_preempted: bool,
+    mut round: impl FnMut() -> Result<(), E>,
+) -> Result<Timing, E> {
+    for _ in 0..(b.timed() / 10).max(10) {
+        round()?;
+    }
+    let want = b.batches as usize;
+    let (mut clean, mut preempted) = (Vec::with_capacity(want), Vec::new());
+    let mut extra_since = None;
+    for run in 0..b.batches * BATCH_ATTEMPTS {
+        if clean.len() == want {
+            break;
+        }
+        if run >= b.batches && extra_since.get_or_insert_with(Instant::now).elapsed() > EXTRA_TIME {
+            break;
+        }
+        let switches = preemption::involuntary_switches();
+        let start = Instant::now();
+        for _ in 0..b.batch {
+            round()?;
+        }
+        let mean = start.elapsed() / b.batch;
+        if !skip_preempted || preemption::involuntary_switches() == switches {
+            clean.push(mean);
+        } else {
+            preempted.push(mean);
+        }
+    }
+    let kept = want - clean.len();
+    preempted.sort();
+    clean.extend_from_slice(&preempted[..kept]);
+    Ok(Timing {
+        preempted: kept as u32,
+        ..Timing::of(clean)
+    })
+}
+
+/// How many times a cell is measured at most while it comes out unsteady
+/// or impossible.
+const TRIES: u32 = 3;
+
+/// Measures a cell until it is steady, [`TRIES`] times at most; the
+/// steady measurement, or else the one with the lowest median (the least
+/// disturbed), which is then flagged by [`Timing::figure`].
+fn steady<E>(mut measure: impl FnMut() -> Result<Timing, E>) -> Result<Timing, E> {
+    let mut best = measure()?;
+    for _ in 1..TRIES {
+        if !best.disturbed() {
+            break;
+        }
+        let t = measure()?;
+        if !t.disturbed() || t.median < best.median {
+            best = t;
+        }
+    }
+    Ok(best)
+}
+
+/// Round-trip time (see [`timed`]) of `size`-byte messages between two
+/// application threads.
 fn rtt_endpoints(
     p: Pair,
     size: usize,
-    rounds: u32,
-) -> Result<Duration, Box<dyn std::error::Error>> {
+    batching: Batching,
+) -> Result<Timing, Box<dyn std::error::Error>> {
     let Pair {
         mut a,
         mut b,
@@ -313,14 +525,18 @@ fn rtt_endpoints(
     let msg = vec![0x5au8; size];
     let mut buf = Vec::with_capacity(65536);
     let never = AtomicBool::new(false);
-    let t = timed(rounds, || -> Result<(), Box<dyn std::error::Error>> {
-        send_all(&mut a, ab, &msg)?;
-        recv_into(&mut a, &mut buf, &never);
-        if buf.len() != size {
-            return Err(format!("echo of {size} bytes came back with {}", buf.len()).into());
-        }
-        Ok(())
-    })?;
+    let t = timed(
+        batching,
+        true,
+        || -> Result<(), Box<dyn std::error::Error>> {
+            send_all(&mut a, ab, &msg)?;
+            recv_into(&mut a, &mut buf, &never);
+            if buf.len() != size {
+                return Err(format!("echo of {size} bytes came back with {}", buf.len()).into());
+            }
+            Ok(())
+        },
+    )?;
     stop.store(true, Ordering::Relaxed);
     let _b = echo.join().map_err(|_| "echo thread panicked")?;
     Ok(t)
@@ -362,7 +578,7 @@ fn rtt_applets(p: Pair, size: usize, rounds: u32) -> Result<Duration, Box<dyn st
 /// The floor: two SPSC rings in shared memory (the same queue code as the
 /// endpoints') and a payload area per direction; each side copies the
 /// message in, pushes its length, and the other copies it out.
-fn rtt_ring(size: usize, rounds: u32) -> Duration {
+fn rtt_ring(size: usize, b: Batching) -> Timing {
     use unet::layout::{Layout, RxDesc};
     use unet::ring::{Consumer, Producer};
     let layout = Layout::new(Config::default()).expect("default layout");
@@ -385,9 +601,11 @@ fn rtt_ring(size: usize, rounds: u32) -> Duration {
     let st = stop.clone();
     let echo = std::thread::spawn(move || {
         let mut buf = vec![0u8; 65536];
+        let mut wait = Backoff::default();
         loop {
             match rx_b.pop() {
                 Ok(Some(d)) => {
+                    wait = Backoff::default();
                     let n = d.len as usize;
                     s1.read_bytes(area, &mut buf[..n]);
                     s2.write_bytes(area, &buf[..n]);
@@ -403,14 +621,14 @@ fn rtt_ring(size: usize, rounds: u32) -> Duration {
                     if st.load(Ordering::Relaxed) {
                         return;
                     }
-                    std::hint::spin_loop();
+                    wait.snooze();
                 }
             }
         }
     });
     let msg = vec![0x5au8; size];
     let mut buf = vec![0u8; 65536];
-    let t = timed(rounds, || -> Result<(), std::convert::Infallible> {
+    let t = timed(b, true, || -> Result<(), std::convert::Infallible> {
         seg.write_bytes(area, &msg);
         while !tx_a
             .push(RxDesc {
@@ -419,12 +637,13 @@ fn rtt_ring(size: usize, rounds: u32) -> Duration {
             })
             .unwrap_or(true)
         {}
+        let mut wait = Backoff::default();
         loop {
             if let Ok(Some(d)) = rx_a.pop() {
                 seg2.read_bytes(area, &mut buf[..d.len as usize]);
                 break;
             }
-            std::hint::spin_loop();
+            wait.snooze();
         }
         Ok(())
     })
@@ -480,14 +699,15 @@ macro_rules! datagram {
 datagram!(UdpSocket);
 datagram!(UnixDatagram);
 
-/// Receives into `buf`: on a non-blocking socket by spinning, on a
-/// blocking one by sleeping in the kernel (a read timeout wakes it to look
-/// at `stop`); `None` once `stop`.
+/// Receives into `buf`: on a non-blocking socket by spinning (then
+/// yielding, [`Backoff`]), on a blocking one by sleeping in the kernel (a
+/// read timeout wakes it to look at `stop`); `None` once `stop`.
 fn spin_recv<S: Datagram>(
     s: &S,
     buf: &mut [u8],
     stop: &AtomicBool,
 ) -> std::io::Result<Option<usize>> {
+    let mut wait = Backoff::default();
     loop {
         match s.recv(buf) {
             Ok(n) => return Ok(Some(n)),
@@ -500,7 +720,7 @@ fn spin_recv<S: Datagram>(
                 if stop.load(Ordering::Relaxed) {
                     return Ok(None);
                 }
-                std::hint::spin_loop();
+                wait.snooze();
             }
             Err(e) => return Err(e),
         }
@@ -516,9 +736,9 @@ fn rtt_datagram<S: Datagram>(
     a: S,
     b: S,
     size: usize,
-    rounds: u32,
+    batching: Batching,
     spin: bool,
-) -> std::io::Result<Duration> {
+) -> std::io::Result<Timing> {
     a.set_nonblocking(spin)?;
     b.set_nonblocking(spin)?;
     b.set_read_timeout(Some(Duration::from_millis(100)))?;
@@ -534,7 +754,7 @@ fn rtt_datagram<S: Datagram>(
     let msg = vec![0x5au8; size];
     let mut buf = vec![0u8; 65536];
     let never = AtomicBool::new(false);
-    let t = timed(rounds, || {
+    let t = timed(batching, spin, || {
         a.send(&msg)?;
         spin_recv(&a, &mut buf, &never).map(drop)
     });
@@ -550,18 +770,18 @@ fn rtt_datagram<S: Datagram>(
 fn rtt_udp(
     (a, b): (UdpSocket, UdpSocket),
     size: usize,
-    rounds: u32,
+    batching: Batching,
     spin: bool,
-) -> std::io::Result<Duration> {
+) -> std::io::Result<Timing> {
     a.connect(b.local_addr()?)?;
     b.connect(a.local_addr()?)?;
-    rtt_datagram(a, b, size, rounds, spin)
+    rtt_datagram(a, b, size, batching, spin)
 }
 
 /// A Unix datagram socket pair, spinning.
-fn rtt_unix(size: usize, rounds: u32) -> std::io::Result<Duration> {
+fn rtt_unix(size: usize, batching: Batching) -> std::io::Result<Timing> {
     let (a, b) = UnixDatagram::pair()?;
-    rtt_datagram(a, b, size, rounds, true)
+    rtt_datagram(a, b, size, batching, true)
 }
 
 /// The bandwidth configurations of Figure 6.
@@ -705,7 +925,7 @@ fn bandwidth(
     let app_ack = flow != Flow::AppletAck;
     let tokens = flow == Flow::AppletAck;
     let per_request = if flow == Flow::PerTx25 { 25 } else { 1 };
-    let messages = u64::from(messages / 25 * 25);
+    let messages = u64::from(messages);
     // The sender's drops, once it has pushed everything (u64::MAX before).
     let sender_drops = Arc::new(std::sync::atomic::AtomicU64::new(u64::MAX));
     let sd = sender_drops.clone();
@@ -716,7 +936,10 @@ fn bandwidth(
         let _done = done;
         let (mut got, mut bytes) = (0u64, 0u64);
         let start = Instant::now();
-        let mut idle = 0u32;
+        // A busy machine may take long over a cell; a stall is no
+        // message for 30 s.
+        let mut last = start;
+        let mut wait = Backoff::default();
         loop {
             // The message is read in place, where the engine put it (the
             // application's own buffers): nothing is copied out.
@@ -728,31 +951,31 @@ fn bandwidth(
             if let Some(n) = arrived {
                 got += 1;
                 bytes += n as u64;
+                last = Instant::now();
                 if app_ack && got % 25 == 0 {
                     send_all(&mut b, ba, &(got as u32).to_le_bytes()).map_err(|e| e.to_string())?;
                 }
                 if got == messages {
                     return Ok((bytes, start.elapsed(), 0));
                 }
+                wait = Backoff::default();
                 continue;
             }
-            idle = idle.wrapping_add(1);
-            if idle % 1024 == 0 {
+            wait.snooze();
+            if wait.now_and_then() {
                 let theirs = sd.load(Ordering::Acquire);
                 let ours = drops(&b.counts());
                 if theirs != u64::MAX && got + ours + theirs >= messages {
                     return Ok((bytes, start.elapsed(), ours + theirs));
                 }
-                if start.elapsed() > Duration::from_secs(30) {
+                if last.elapsed() > Duration::from_secs(30) {
                     return Err(format!(
-                        "{got} of {messages} messages after 30 s, {ours} dropped at the receiver \
-                         (the receiver's endpoint: {:?}, its engine: {:?})",
-                        b.counts(),
-                        b.engine().map(Engine::counts)
+                        "{got} of {messages} messages, then none for 30 s, {ours} dropped at the receiver \
+                         (the receiver's {})",
+                        counts_text(&mut b)
                     ));
                 }
             }
-            std::hint::spin_loop();
         }
     });
     let mut ack = Vec::new();
@@ -785,13 +1008,8 @@ fn bandwidth(
     a.flush(1 << 20);
     sender_drops.store(drops(&a.counts()), Ordering::Release);
     let received = recv.join().map_err(|_| "receiver panicked")?;
-    let (bytes, time, dropped) = received.map_err(|e| {
-        format!(
-            "{e}; the sender's endpoint: {:?}, its engine: {:?}",
-            a.counts(),
-            a.engine().map(Engine::counts)
-        )
-    })?;
+    let (bytes, time, dropped) =
+        received.map_err(|e| format!("{e}; the sender's {}", counts_text(&mut a)))?;
     driven?;
     Ok(Bandwidth {
         rate: bytes as f64 / time.as_secs_f64(),
@@ -816,32 +1034,335 @@ fn bandwidth_config() -> Config {
     }
 }
 
-/// `memcpy` of `messages` messages of `size` bytes, each from the next
-/// place in a source region to the next place in a destination region of
-/// the sizes the endpoints use (the transmit region and the receive
-/// buffers, 2 MiB each): the same bytes from the same kind of places, moved
-/// once.
-fn memcpy_bandwidth(size: usize, messages: u32) -> f64 {
-    let config = bandwidth_config();
-    let region = (config.buffers / 2 * config.buffer_size) as usize;
-    let step = size.div_ceil(64).max(1) * 64;
-    let src = vec![0xa5u8; region + step];
-    let mut dst = vec![0u8; region + step];
-    let start = Instant::now();
-    let mut at = 0;
-    for _ in 0..messages {
-        dst[at..at + size].copy_from_slice(std::hint::black_box(&src[at..at + size]));
-        std::hint::black_box(&mut dst);
-        at += step;
-        if at + step > region {
-            at = 0;
-        }
+/// An endpoint's counters and its engine's, for an error message.
+fn counts_text(ep: &mut Endpoint) -> String {
+    let c = ep.counts();
+    let mut s = format!(
+        "endpoint: {} frames sent, {} delivered, {} dropped for want of a buffer, \
+         {} for a full receive queue, {} too long, {} applet traps, {} applet drops",
+        c.tx_frames,
+        c.rx_delivered,
+        c.rx_no_buffer,
+        c.rx_queue_full,
+        c.rx_too_long,
+        c.applet_traps,
+        c.applet_drops
+    );
+    if let Some(e) = ep.engine().map(Engine::counts) {
+        s += &format!(
+            "; its engine: {} frames in, {} out, {} unmatched, {} malformed, {} send errors",
+            e.frames_in, e.frames_out, e.unmatched, e.malformed, e.send_errors
+        );
     }
-    (u64::from(messages) * size as u64) as f64 / start.elapsed().as_secs_f64()
+    s
 }
 
-fn us(d: Duration) -> String {
-    format!("{:.2}", d.as_secs_f64() * 1e6)
+/// The `memcpy` peer of the bandwidth table: the bytes the engine moves
+/// for a message on `loop`, moved by `memcpy` alone. The engine copies a
+/// message once, from the sender's transmit region into the receiver's
+/// buffers, a buffer (8 KiB) at a time; the peer does the same between
+/// two shared-memory segments laid out as the endpoints' (the transmit
+/// region and the receive buffers, 2 MiB each), each message from the
+/// next place in the one into the next buffers of the other.
+struct MemcpyPeer {
+    tx: unet::shm::Segment,
+    rx: unet::shm::Segment,
+    area: usize,
+    region: usize,
+    buffer: usize,
+}
+
+/// Timed passes of the memcpy peer per size; the figure is their median.
+const MEMCPY_PASSES: usize = 5;
+
+impl MemcpyPeer {
+    fn new() -> Result<MemcpyPeer, Box<dyn std::error::Error>> {
+        let layout = unet::layout::Layout::new(bandwidth_config())?;
+        let c = layout.config;
+        let buffer = c.buffer_size as usize;
+        Ok(MemcpyPeer {
+            tx: unet::shm::Segment::create("memcpy-peer-tx", layout.total)?,
+            rx: unet::shm::Segment::create("memcpy-peer-rx", layout.total)?,
+            area: layout.area,
+            region: (c.buffers / 2) as usize * buffer,
+            buffer,
+        })
+    }
+
+    /// Messages of `size` bytes that fill the transmit region once.
+    fn per_region(&self, size: usize) -> u64 {
+        (self.region / size.next_multiple_of(64).max(64)) as u64
+    }
+
+    /// Copies `messages` messages of `size` bytes; the time it took.
+    fn pass(&self, size: usize, messages: u64) -> Duration {
+        let step = size.next_multiple_of(64).max(64);
+        let buffers = self.region / self.buffer;
+        let rx0 = self.area + self.region;
+        let (mut at, mut buf) = (0, 0);
+        let start = Instant::now();
+        for _ in 0..messages {
+            let mut done = 0;
+            while done < size {
+                let n = (size - done).min(self.buffer);
+                self.tx.with_bytes(self.area + at + done, n, |p| {
+                    self.rx.write_bytes(rx0 + buf * self.buffer, p)
+                });
+                buf = (buf + 1) % buffers;
+                done += n;
+            }
+            at += step;
+            if at + step > self.region {
+                at = 0;
+            }
+        }
+        std::hint::black_box(&self.rx);
+        start.elapsed()
+    }
+
+    /// The rate for `size`-byte messages, in bytes per second: the
+    /// fastest of [`MEMCPY_PASSES`] passes of `messages` (at least two
+    /// regions' worth), after an untimed pass that touches every page of
+    /// both regions (so no pass pays for first touches, as the endpoints'
+    /// regions, reused message after message, do not). The fastest, not
+    /// the median: the peer is the bound of what the engine's copy can
+    /// reach, and on a busy machine every slower pass lost time to others.
+    fn rate(&self, size: usize, messages: u64) -> f64 {
+        let n = messages.max(2 * self.per_region(size));
+        self.pass(size, self.per_region(size) + 1);
+        (0..MEMCPY_PASSES)
+            .map(|_| (n * size as u64) as f64 / self.pass(size, n).as_secs_f64())
+            .fold(0.0, f64::max)
+    }
+}
+
+/// How much slower than at a smaller size the memcpy peer may be at a
+/// larger one (the noise between two of its measurements): copying larger
+/// messages over the same regions moves the same bytes in the same
+/// buffer-sized pieces with fewer calls, so a larger drop means the
+/// measurement was disturbed.
+const PEER_TOLERANCE: f64 = 0.25;
+
+/// For each size (ascending), the index of a smaller size at which the
+/// peer's rate was higher by more than [`PEER_TOLERANCE`], if any: the
+/// peer was measured wrongly there.
+fn slower_than_smaller(rates: &[f64]) -> Vec<Option<usize>> {
+    rates
+        .iter()
+        .enumerate()
+        .map(|(k, &rate)| {
+            rates[..k]
+                .iter()
+                .position(|&r| rate < r * (1.0 - PEER_TOLERANCE))
+        })
+        .collect()
+}
+
+/// The memcpy peer at every size of `sizes` (ascending): each size
+/// measured again while it reads slower than a smaller one by more than
+/// noise ([`slower_than_smaller`]), [`TRIES`] times at most, and then
+/// reported missing with the reason.
+fn memcpy_column(
+    sizes: &[usize],
+    messages: u32,
+    progress: &mut Progress,
+) -> Result<Vec<Figure>, Box<dyn std::error::Error>> {
+    let peer = MemcpyPeer::new()?;
+    let mut rates = Vec::new();
+    for &size in sizes {
+        progress.start(format!("bandwidth: {size} B, memcpy peer"));
+        rates.push(peer.rate(size, u64::from(messages)));
+        progress.done();
+    }
+    for _ in 1..TRIES {
+        let slow = slower_than_smaller(&rates);
+        if slow.iter().all(Option::is_none) {
+            break;
+        }
+        for (k, s) in slow.iter().enumerate() {
+            if s.is_some() {
+                rates[k] = peer.rate(sizes[k], u64::from(messages));
+            }
+        }
+    }
+    let slow = slower_than_smaller(&rates);
+    Ok(rates
+        .iter()
+        .zip(slow)
+        .map(|(&rate, s)| match s {
+            None => Figure::value(rate / 1e9),
+            Some(j) => Figure::missing(format!(
+                "{} GB/s, slower than at {} B after {TRIES} tries",
+                figures::sig(rate / 1e9),
+                sizes[j]
+            )),
+        })
+        .collect())
+}
+
+/// How far above `memcpy` of the same bytes U-Net may read before the
+/// ratio is refused: the engine moves each message with one `memcpy`
+/// and more work besides, so a ratio above 1 is noise, and one this far
+/// above means one of the two was measured wrongly.
+const MAX_SHARE_OF_MEMCPY: f64 = 1.25;
+
+/// U-Net's bandwidth as a share of the memcpy peer's, or missing with the
+/// reason.
+fn share_of_memcpy(unet: &Figure, memcpy: &Figure) -> Figure {
+    let r = Figure::ratio(unet, memcpy, "U-Net", "memcpy");
+    match r.get() {
+        Some(x) if x > MAX_SHARE_OF_MEMCPY => Figure::missing(format!(
+            "U-Net {}x memcpy of the same bytes: one was mis-measured",
+            figures::sig(x)
+        )),
+        _ => r,
+    }
+}
+
+/// How far below its floor, the SPSC ring, U-Net's round trip may read
+/// (the noise between two cells) before the ratio is refused.
+const MIN_OVER_RING: f64 = 0.9;
+
+/// U-Net's round trip over the SPSC ring's, or missing when U-Net came
+/// out below [`MIN_OVER_RING`] times the ring: the ring is the floor of the
+/// endpoints' design (the same queues and copies, without the engine), so
+/// one of the two was mis-measured.
+fn over_ring(unet: &Figure, ring: &Figure, ring_name: &str) -> Figure {
+    let r = Figure::ratio(unet, ring, "U-Net", ring_name);
+    match r.get() {
+        Some(x) if x < MIN_OVER_RING => Figure::missing(format!(
+            "U-Net {}x its floor, the ring: one was mis-measured",
+            figures::sig(x)
+        )),
+        _ => r,
+    }
+}
+
+/// An applet's cost per message per direction, µs: (the applet's round
+/// trip - U-Net's) / 2; missing when the applet's round trip came out
+/// faster than U-Net's (the applet adds work, so that is noise).
+fn applet_cost(applet: &Figure, raw: &Figure) -> Figure {
+    match (applet.get(), raw.get()) {
+        (Some(a), Some(r)) if a >= r => Figure::value((a - r) / 2.0),
+        (Some(a), Some(r)) => Figure::missing(format!(
+            "round trip {} below U-Net's {}: noise",
+            figures::sig(a),
+            figures::sig(r)
+        )),
+        (None, _) => Figure::missing("round trip n/a"),
+        (_, None) => Figure::missing("U-Net n/a"),
+    }
+}
+
+/// Progress on standard error for a run of `len` cells: a bar on a
+/// terminal, else a line per cell at most once a second (so that a log of
+/// a long run on a loaded machine shows it moving).
+struct Progress {
+    bar: Option<ProgressBar>,
+    len: u64,
+    pos: u64,
+    start: Instant,
+    last_line: Option<Instant>,
+}
+
+impl Progress {
+    fn new(len: u64) -> Result<Progress, Box<dyn std::error::Error>> {
+        let bar = if std::io::stderr().is_terminal() {
+            let b = ProgressBar::new(len);
+            b.set_style(
+                ProgressStyle::with_template("{bar:40} {pos}/{len} {elapsed} {msg}")
+                    .map_err(|e| e.to_string())?,
+            );
+            Some(b)
+        } else {
+            None
+        };
+        Ok(Progress {
+            bar,
+            len,
+            pos: 0,
+            start: Instant::now(),
+            last_line: None,
+        })
+    }
+
+    /// A cell begins.
+    fn start(&mut self, what: String) {
+        if let Some(b) = &self.bar {
+            b.set_message(what);
+        } else if self
+            .last_line
+            .is_none_or(|t| t.elapsed() >= Duration::from_secs(1))
+        {
+            self.last_line = Some(Instant::now());
+            eprintln!(
+                "fastpath demo: [{}/{}, {:.0} s] {what}",
+                self.pos + 1,
+                self.len,
+                self.start.elapsed().as_secs_f64()
+            );
+        }
+    }
+
+    /// `n` cells more than planned (measured again).
+    fn more(&mut self, n: u64) {
+        self.len += n;
+        if let Some(b) = &self.bar {
+            b.inc_length(n);
+        }
+    }
+
+    /// A cell is done.
+    fn done(&mut self) {
+        self.pos += 1;
+        if let Some(b) = &self.bar {
+            b.inc(1);
+        }
+    }
+
+    fn finish(self) {
+        if let Some(b) = self.bar {
+            b.finish_and_clear();
+        }
+        eprintln!(
+            "fastpath demo: {} cells in {:.1} s",
+            self.len,
+            self.start.elapsed().as_secs_f64()
+        );
+    }
+}
+
+/// With `--netns`: SIGINT and SIGTERM are blocked in every thread (call
+/// this before any other thread starts) and a thread waits for them; on
+/// one, it deletes the network namespaces this process made (and the veth
+/// pair with them) and exits with 128 + the signal's number (130, 143),
+/// as a shell reports a process the signal ended. The sockets and
+/// shared-memory segments (memfds, which have no name in the file system)
+/// go with the process.
+fn remove_namespaces_on_signal() -> std::io::Result<()> {
+    let set = signals::block_termination()?;
+    std::thread::Builder::new()
+        .name("demo-signals".into())
+        .spawn(move || {
+            let Ok(sig) = signals::wait(&set) else {
+                return;
+            };
+            let (removed, failed) = unet::netns::remove_all();
+            eprintln!(
+                "\nfastpath demo: {}: removed network namespaces {}",
+                signals::name(sig),
+                if removed.is_empty() {
+                    "(none made yet)".to_owned()
+                } else {
+                    removed.join(", ")
+                }
+            );
+            for e in &failed {
+                eprintln!("fastpath demo: {e}");
+            }
+            std::process::exit(128 + sig);
+        })?;
+    Ok(())
 }
 
 /// Runs the experiments and prints the tables.
@@ -853,6 +1374,56 @@ pub fn run(args: &DemoArgs) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The latency rows of one message size: the four set-ups, the four
+/// peers (each [`steady`]); the set-ups measured again while an applet's
+/// round trip comes out faster than U-Net's, [`TRIES`] times at most.
+fn latency_row(
+    net: &Net,
+    size: usize,
+    args: &DemoArgs,
+    b: Batching,
+    progress: &mut Progress,
+) -> Result<Vec<Figure>, Box<dyn std::error::Error>> {
+    let setups = [Setup::Raw, Setup::Standard, Setup::Simple];
+    let measure_setups =
+        |progress: &mut Progress| -> Result<Vec<Timing>, Box<dyn std::error::Error>> {
+            let mut row = Vec::new();
+            for s in setups {
+                progress.start(format!("latency: {size} B, {}", s.name()));
+                row.push(steady(|| {
+                    rtt_endpoints(pair(net, Config::default(), s.applet())?, size, b)
+                })?);
+                progress.done();
+            }
+            Ok(row)
+        };
+    let mut row = measure_setups(progress)?;
+    let mut tries = 1;
+    while tries < TRIES && row[1..].iter().any(|t| t.median < row[0].median) {
+        progress.more(setups.len() as u64);
+        row = measure_setups(progress)?;
+        tries += 1;
+    }
+    let mut figures: Vec<Figure> = row.iter().map(|t| t.figure(b)).collect();
+    progress.start(format!("latency: {size} B, {}", Setup::PingPong.name()));
+    let p = pair(net, Config::default(), Setup::PingPong.applet())?;
+    figures.push(Figure::value(
+        rtt_applets(p, size, args.rounds)?.as_secs_f64() * 1e6,
+    ));
+    progress.done();
+    progress.start(format!("latency: {size} B, peers"));
+    figures.push(steady(|| Ok::<_, std::io::Error>(rtt_ring(size, b)))?.figure(b));
+    progress.done();
+    for spin in [true, false] {
+        figures
+            .push(steady(|| rtt_udp(udp_sockets(net.hosts.as_ref())?, size, b, spin))?.figure(b));
+        progress.done();
+    }
+    figures.push(steady(|| rtt_unix(size, b))?.figure(b));
+    progress.done();
+    Ok(figures)
 }
 
 fn run_inner(args: &DemoArgs) -> Result<(), Box<dyn std::error::Error>> {
@@ -873,6 +1444,7 @@ fn run_inner(args: &DemoArgs) -> Result<(), Box<dyn std::error::Error>> {
         }
         (_, true) => {
             unet::netns::available().map_err(|e| format!("--netns: {e}"))?;
+            remove_namespaces_on_signal()?;
             Some(TwoHosts::with_mtu(NETNS_MTU)?)
         }
         (_, false) => None,
@@ -882,7 +1454,7 @@ fn run_inner(args: &DemoArgs) -> Result<(), Box<dyn std::error::Error>> {
         hosts,
         next_port: Cell::new(7000),
     };
-    let setups = [Setup::Raw, Setup::Standard, Setup::Simple, Setup::PingPong];
+    let batching = Batching::for_rounds(args.rounds);
     let flows = [
         Flow::AppAck,
         Flow::StandardAck,
@@ -896,19 +1468,15 @@ fn run_inner(args: &DemoArgs) -> Result<(), Box<dyn std::error::Error>> {
         TransportArg::Loop => &[64, 1024, 4096, 16384, 65536],
         _ => &[64, 1024, 4096, 16384],
     };
-    let cells = SIZES.len() * (setups.len() + 4) + bw_sizes.len() * (flows.len() + 1);
-    let bar = ProgressBar::new(cells as u64);
-    bar.set_style(
-        ProgressStyle::with_template("{bar:40} {pos}/{len} {msg}").map_err(|e| e.to_string())?,
-    );
-    match &net.hosts {
-        None => println!(
+    let cells = SIZES.len() * 8 + bw_sizes.len() * (flows.len() + 1);
+    let intro = match &net.hosts {
+        None => format!(
             "fastpath demo: U-Net/SLE endpoints on the `{}` transport, two application threads",
             t.name()
         ),
         Some(h) => {
             let [ha, hb] = h.hosts();
-            println!(
+            format!(
                 "fastpath demo: U-Net/SLE endpoints on the `{}` transport, two application threads \
                  in two network namespaces ({} {}, {} {}) joined by a veth pair (MTU {}), an engine each",
                 t.name(),
@@ -917,150 +1485,431 @@ fn run_inner(args: &DemoArgs) -> Result<(), Box<dyn std::error::Error>> {
                 hb.namespace,
                 hb.ip,
                 h.mtu()
-            );
+            )
         }
+    };
+    if !args.json {
+        println!("{intro}");
     }
-    let mut lat: Vec<Vec<Duration>> = Vec::new();
+    let mut progress = Progress::new(cells as u64)?;
+    let mut lat_rows = Vec::new();
     for &size in &SIZES {
-        let mut row = Vec::new();
-        for s in setups {
-            bar.set_message(format!("latency: {} B, {}", size, s.name()));
-            let p = pair(&net, Config::default(), s.applet())?;
-            row.push(match s {
-                Setup::PingPong => rtt_applets(p, size, args.rounds)?,
-                _ => rtt_endpoints(p, size, args.rounds)?,
-            });
-            bar.inc(1);
-        }
-        bar.set_message(format!("latency: {size} B, peers"));
-        row.push(rtt_ring(size, args.rounds));
-        bar.inc(1);
-        for spin in [true, false] {
-            row.push(rtt_udp(
-                udp_sockets(net.hosts.as_ref())?,
-                size,
-                args.rounds,
-                spin,
-            )?);
-            bar.inc(1);
-        }
-        row.push(rtt_unix(size, args.rounds)?);
-        bar.inc(1);
-        lat.push(row);
+        lat_rows.push((
+            size as u64,
+            latency_row(&net, size, args, batching, &mut progress)?,
+        ));
     }
-    let mut bw: Vec<Vec<Bandwidth>> = Vec::new();
+    let mut bw_rows = Vec::new();
     for &size in bw_sizes {
         let mut row = Vec::new();
         for f in flows {
-            bar.set_message(format!("bandwidth: {} B, {}", size, f.name()));
-            row.push(bandwidth(&net, f, size, args.messages)?);
-            bar.inc(1);
+            progress.start(format!("bandwidth: {size} B, {}", f.name()));
+            let b = bandwidth(&net, f, size, args.messages)?;
+            let fig = Figure::value(b.rate / 1e9);
+            row.push(if b.dropped > 0 {
+                fig.with_note(format!("{} lost", b.dropped))
+            } else {
+                fig
+            });
+            progress.done();
         }
-        row.push(Bandwidth {
-            rate: memcpy_bandwidth(size, args.messages.max(100_000)),
-            dropped: 0,
-        });
-        bar.inc(1);
-        bw.push(row);
+        bw_rows.push((size as u64, row));
     }
-    bar.finish_and_clear();
+    let memcpy = memcpy_column(bw_sizes, args.messages, &mut progress)?;
+    for ((_, row), m) in bw_rows.iter_mut().zip(memcpy) {
+        let share = share_of_memcpy(&row[0], &m);
+        row.push(m);
+        row.push(share);
+    }
+    progress.finish();
 
+    let tables = tables(&net, args, batching, &flows, lat_rows, bw_rows);
     let mut out = std::io::stdout().lock();
-    writeln!(
-        out,
-        "\nRound-trip latency, µs (Figure 5; {} round trips, median of batches of 50)",
-        args.rounds
-    )?;
-    // Across namespaces only the UDP peer crosses the veth pair; the ring
+    if args.json {
+        let doc = json_document(&net, args, batching, &tables);
+        writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
+    } else {
+        for table in &tables {
+            write!(out, "\n{}", table.to_text())?;
+        }
+    }
+    Ok(())
+}
+
+/// The three tables from the measured rows: latency (set-ups, peers and
+/// ratios), the applets' cost, bandwidth.
+fn tables(
+    net: &Net,
+    args: &DemoArgs,
+    batching: Batching,
+    flows: &[Flow],
+    lat_rows: Vec<(u64, Vec<Figure>)>,
+    bw_rows: Vec<(u64, Vec<Figure>)>,
+) -> Vec<Table> {
+    use figures::Format::{Percent, Ratio, Sig};
+    // Across namespaces only the UDP peers cross the veth pair; the ring
     // and the Unix socket have no network to cross.
-    let peer_names = if net.hosts.is_some() {
+    let peers = if net.hosts.is_some() {
         ["ring*", "UDP veth", "UDP blk", "Unix*"]
     } else {
         ["SPSC ring", "UDP", "UDP blk", "Unix"]
     };
-    writeln!(
-        out,
-        "{:>6} | {:>8} {:>9} {:>9} {:>9} | {:>9} {:>8} {:>8} {:>8} | {:>10} {:>9} {:>9}",
-        "bytes",
-        "U-Net",
-        "standard",
-        "simple",
-        "ping-pong",
-        peer_names[0],
-        peer_names[1],
-        peer_names[2],
-        peer_names[3],
-        "U-Net/ring",
-        "UDP/U-Net",
-        "blk/U-Net"
-    )?;
-    for (size, row) in SIZES.iter().zip(&lat) {
-        let ratio = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64();
-        writeln!(
-            out,
-            "{:>6} | {:>8} {:>9} {:>9} {:>9} | {:>9} {:>8} {:>8} {:>8} | {:>9.2}x {:>8.1}x {:>8.1}x",
-            size,
-            us(row[0]),
-            us(row[1]),
-            us(row[2]),
-            us(row[3]),
-            us(row[4]),
-            us(row[5]),
-            us(row[6]),
-            us(row[7]),
-            ratio(row[0], row[4]),
-            ratio(row[5], row[0]),
-            ratio(row[6], row[0]),
-        )?;
+    let mut lat_notes = vec![format!(
+        "ping-pong: the mean of {} bounces of one message between the applets",
+        args.rounds
+    )];
+    if batching.timed() < u64::from(args.rounds) {
+        lat_notes.push(format!(
+            "--rounds {}: {} timed, in whole batches",
+            args.rounds,
+            batching.timed()
+        ));
     }
     if net.hosts.is_some() {
-        writeln!(
-            out,
+        lat_notes.push(
             "* local peers: both threads in one namespace (no network); \
              UDP veth, UDP blk: kernel UDP sockets, one in each namespace"
-        )?;
+                .into(),
+        );
     }
-    writeln!(
-        out,
-        "\nApplet cost per message per direction, µs: (applet round trip - U-Net round trip) / 2"
-    )?;
-    for (size, row) in SIZES.iter().zip(&lat) {
-        let per = |d: Duration| (d.as_secs_f64() - row[0].as_secs_f64()) / 2.0 * 1e6;
-        writeln!(
-            out,
-            "{:>6} B: standard {:>6.2}, simple {:>6.2}",
-            size,
-            per(row[1]),
-            per(row[2])
-        )?;
+    let noted = |what: &str| {
+        lat_rows
+            .iter()
+            .flat_map(|(_, r)| r)
+            .any(|f| matches!(f, Figure::Value { note: Some(n), .. } if n.contains(what)))
+    };
+    if noted("preempted") {
+        lat_notes.push(format!(
+            "n/m preempted: in each of {TRIES} tries too few batches ran without the kernel \
+             preempting a thread (the machine is busy); n of the m batches are preempted ones"
+        ));
     }
-    writeln!(
-        out,
-        "\nBandwidth with bursts of 25 and an acknowledgement, GB/s (Figure 6; {} messages)",
-        args.messages / 25 * 25
-    )?;
-    write!(out, "{:>6} |", "bytes")?;
-    for f in flows {
-        write!(out, " {:>24}", f.name())?;
+    if noted("unsteady") {
+        lat_notes.push(format!(
+            "unsteady: a quarter of the batches took twice as long as another quarter \
+             in each of {TRIES} tries (the machine is busy); the least disturbed try is shown"
+        ));
     }
-    writeln!(out, " | {:>7} | U-Net/memcpy", "memcpy")?;
-    for (size, row) in bw_sizes.iter().zip(&bw) {
-        write!(out, "{size:>6} |")?;
-        for v in &row[..flows.len()] {
-            let cell = if v.dropped > 0 {
-                format!("{:.2} ({} lost)", v.rate / 1e9, v.dropped)
-            } else {
-                format!("{:.2}", v.rate / 1e9)
-            };
-            write!(out, " {cell:>24}")?;
+    let lat_with_ratios: Vec<(u64, Vec<Figure>)> = lat_rows
+        .iter()
+        .map(|(k, r)| {
+            let mut r = r.clone();
+            r.push(over_ring(&r[0], &r[4], peers[0]));
+            r.push(Figure::ratio(&r[5], &r[0], peers[1], "U-Net"));
+            r.push(Figure::ratio(&r[6], &r[0], peers[2], "U-Net"));
+            (*k, r)
+        })
+        .collect();
+    let latency = Table {
+        key: "latency".into(),
+        title: format!("Round-trip latency, µs (Figure 5; {})", batching.describe()),
+        unit: "µs".into(),
+        row_key: "bytes".into(),
+        groups: vec![
+            vec![
+                Column::new("U-Net", "unet", Sig),
+                Column::new("standard", "standard_applet", Sig),
+                Column::new("simple", "simple_applet", Sig),
+                Column::new("ping-pong", "applet_ping_pong", Sig),
+            ],
+            vec![
+                Column::new(peers[0], "ring", Sig),
+                Column::new(peers[1], "udp", Sig),
+                Column::new(peers[2], "udp_blocking", Sig),
+                Column::new(peers[3], "unix", Sig),
+            ],
+            vec![
+                Column::new(
+                    &format!("U-Net/{}", peers[0].trim_end_matches('*')),
+                    "unet_per_ring",
+                    Ratio,
+                ),
+                Column::new("UDP/U-Net", "udp_per_unet", Ratio),
+                Column::new("blk/U-Net", "udp_blocking_per_unet", Ratio),
+            ],
+        ],
+        rows: lat_with_ratios,
+        notes: lat_notes,
+    };
+    let cost = Table {
+        key: "applet_cost".into(),
+        title:
+            "Applet cost per message per direction, µs: (applet round trip - U-Net round trip) / 2"
+                .into(),
+        unit: "µs".into(),
+        row_key: "bytes".into(),
+        groups: vec![vec![
+            Column::new("standard", "standard_applet", Sig),
+            Column::new("simple", "simple_applet", Sig),
+        ]],
+        rows: lat_rows
+            .iter()
+            .map(|(k, r)| {
+                (
+                    *k,
+                    vec![applet_cost(&r[1], &r[0]), applet_cost(&r[2], &r[0])],
+                )
+            })
+            .collect(),
+        notes: Vec::new(),
+    };
+    let keys = [
+        "unet_app_ack",
+        "standard_app_ack",
+        "applet_tokens",
+        "per_tx_25",
+        "applet_generated",
+    ];
+    let bandwidth = Table {
+        key: "bandwidth".into(),
+        title: format!(
+            "Bandwidth with bursts of {BURST} and an acknowledgement, GB/s (Figure 6; {} messages per cell)",
+            args.messages
+        ),
+        unit: "GB/s".into(),
+        row_key: "bytes".into(),
+        groups: vec![
+            flows
+                .iter()
+                .zip(keys)
+                .map(|(f, k)| Column::new(f.name(), k, Sig))
+                .collect(),
+            vec![Column::new("memcpy", "memcpy", Sig)],
+            vec![Column::new("U-Net/memcpy", "unet_per_memcpy", Percent)],
+        ],
+        rows: bw_rows,
+        notes: vec![format!(
+            "memcpy: the same bytes copied between two regions like the endpoints', \
+             a buffer at a time; the fastest of {MEMCPY_PASSES} passes"
+        )],
+    };
+    vec![latency, cost, bandwidth]
+}
+
+/// The `--json` document: the run's set-up and the tables.
+fn json_document(
+    net: &Net,
+    args: &DemoArgs,
+    batching: Batching,
+    tables: &[Table],
+) -> serde_json::Value {
+    let netns = net.hosts.as_ref().map(|h| {
+        let hosts: Vec<_> = h
+            .hosts()
+            .iter()
+            .map(|x| json!({ "namespace": x.namespace, "ip": x.ip.to_string() }))
+            .collect();
+        json!({ "hosts": hosts, "mtu": h.mtu() })
+    });
+    let mut doc = json!({
+        "transport": net.transport.name(),
+        "netns": netns,
+        "rounds": args.rounds,
+        "round_trips_timed": batching.timed(),
+        "batches": batching.batches,
+        "batch": batching.batch,
+        "messages": args.messages,
+    });
+    for t in tables {
+        doc[t.key.as_str()] = t.to_json();
+    }
+    doc
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        demo: DemoArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<DemoArgs, String> {
+        Cli::try_parse_from(std::iter::once("demo").chain(args.iter().copied()))
+            .map(|c| c.demo)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn rounds_must_be_at_least_one() {
+        let e = parse(&["--rounds", "0"]).err().unwrap();
+        assert!(
+            e.contains("invalid value '0' for '--rounds <ROUNDS>'"),
+            "{e}"
+        );
+        assert_eq!(parse(&["--rounds", "1"]).unwrap().rounds, 1);
+        assert!(parse(&["--rounds", "2147483648"]).is_err());
+    }
+
+    #[test]
+    fn messages_must_be_a_positive_multiple_of_the_burst() {
+        for bad in ["0", "1", "24", "26", "20001"] {
+            let e = parse(&["--messages", bad]).err().unwrap();
+            assert!(
+                e.contains("must be a positive multiple of 25, the burst size"),
+                "{e}"
+            );
         }
-        let m = row[flows.len()].rate;
-        writeln!(
-            out,
-            " | {:>7.2} | {:>11.0}%",
-            m / 1e9,
-            row[0].rate / m * 100.0
-        )?;
+        let e = parse(&["--messages", "1"]).err().unwrap();
+        assert!(e.contains("try 25"), "{e}");
+        let e = parse(&["--messages", "60"]).err().unwrap();
+        assert!(e.contains("try 50"), "{e}");
+        assert!(parse(&["--messages", "-5"]).is_err());
+        assert_eq!(parse(&["--messages", "25"]).unwrap().messages, 25);
+        assert_eq!(parse(&[]).unwrap().messages, 20_000);
     }
-    Ok(())
+
+    #[test]
+    fn batching_never_claims_more_samples_than_it_times() {
+        let cases = [
+            (1, 1, 1),
+            (4, 1, 4),
+            (10, 2, 5),
+            (249, 49, 5),
+            (250, 50, 5),
+            (4000, 50, 80),
+            (4001, 50, 80),
+        ];
+        for (rounds, batch, batches) in cases {
+            let b = Batching::for_rounds(rounds);
+            assert_eq!((b.batch, b.batches), (batch, batches), "{rounds}");
+            assert!(b.timed() <= u64::from(rounds));
+        }
+        assert_eq!(
+            Batching::for_rounds(1).describe(),
+            "1 round trip timed per cell"
+        );
+        assert_eq!(
+            Batching::for_rounds(4000).describe(),
+            "4000 round trips per cell: the median of 80 batch means of 50"
+        );
+        assert_eq!(
+            Batching::for_rounds(3).describe(),
+            "the median of 3 round trips per cell"
+        );
+    }
+
+    fn us(v: &[u64]) -> Vec<Duration> {
+        v.iter().map(|&x| Duration::from_micros(x)).collect()
+    }
+
+    #[test]
+    fn a_timing_is_the_median_batch_and_says_when_it_is_unsteady() {
+        let t = Timing::of(us(&[5, 1, 4, 2, 3]));
+        assert_eq!(t.median, Duration::from_micros(3));
+        assert_eq!(
+            (t.q1, t.q3),
+            (Duration::from_micros(2), Duration::from_micros(4))
+        );
+        assert!(!t.unsteady());
+        let b = Batching {
+            batch: 50,
+            batches: 5,
+        };
+        assert_eq!(t.figure(b), Figure::value(3.0));
+        // A descheduled batch does not move the median.
+        assert_eq!(
+            Timing::of(us(&[3, 3, 3, 3, 8000])).median,
+            Duration::from_micros(3)
+        );
+        let noisy = Timing::of(us(&[1, 1, 10, 10, 10]));
+        assert!(noisy.unsteady());
+        assert_eq!(noisy.figure(b), Figure::value(10.0).with_note("unsteady"));
+        // A median over fewer samples than the header states is refused.
+        assert_eq!(
+            Timing::of(us(&[3, 3])).figure(b),
+            Figure::missing("2 samples, not 5")
+        );
+    }
+
+    #[test]
+    fn an_unsteady_cell_is_measured_again_a_bounded_number_of_times() {
+        let steady_t = Timing::of(us(&[2, 2, 2, 2, 2]));
+        let noisy = Timing::of(us(&[1, 1, 10, 10, 10]));
+        let mut calls = 0;
+        let t = steady(|| {
+            calls += 1;
+            Ok::<_, ()>(if calls < 2 { noisy } else { steady_t })
+        })
+        .unwrap();
+        assert_eq!((t, calls), (steady_t, 2));
+        let mut calls = 0;
+        let t = steady(|| {
+            calls += 1;
+            Ok::<_, ()>(noisy)
+        })
+        .unwrap();
+        assert_eq!((t, calls), (noisy, TRIES));
+    }
+
+    #[test]
+    fn a_negative_applet_cost_is_refused_with_the_figures() {
+        assert_eq!(
+            applet_cost(&Figure::value(10.0), &Figure::value(6.0)),
+            Figure::value(2.0)
+        );
+        assert_eq!(
+            applet_cost(&Figure::value(9.97), &Figure::value(13.63)),
+            Figure::missing("round trip 9.97 below U-Net's 13.6: noise")
+        );
+        assert_eq!(
+            applet_cost(&Figure::value(1.0), &Figure::missing("x")),
+            Figure::missing("U-Net n/a")
+        );
+    }
+
+    #[test]
+    fn a_peer_much_slower_at_a_larger_size_is_flagged() {
+        // The figures of a mis-measured run: 31.75 GB/s at 4 KiB, then
+        // 2.75 and 2.10.
+        let rates = [20.0, 31.75, 2.75, 2.10];
+        assert_eq!(slower_than_smaller(&rates), [None, None, Some(0), Some(0)]);
+        // Within the tolerance: not flagged.
+        let rates = [30.0, 23.0, 32.0];
+        assert_eq!(slower_than_smaller(&rates), [None, None, None]);
+    }
+
+    #[test]
+    fn u_net_far_below_its_floor_the_ring_is_refused() {
+        assert_eq!(
+            over_ring(&Figure::value(3.0), &Figure::value(1.5), "ring"),
+            Figure::value(2.0)
+        );
+        assert_eq!(
+            over_ring(&Figure::value(1.21), &Figure::value(1.49), "ring"),
+            Figure::missing("U-Net 0.812x its floor, the ring: one was mis-measured")
+        );
+        assert_eq!(
+            over_ring(&Figure::value(1.0), &Figure::missing("x"), "ring"),
+            Figure::missing("ring n/a")
+        );
+    }
+
+    #[test]
+    fn u_net_far_above_memcpy_of_the_same_bytes_is_refused() {
+        assert_eq!(
+            share_of_memcpy(&Figure::value(1.0), &Figure::value(4.0)),
+            Figure::value(0.25)
+        );
+        assert_eq!(
+            share_of_memcpy(&Figure::value(15.5), &Figure::value(2.75)),
+            Figure::missing("U-Net 5.64x memcpy of the same bytes: one was mis-measured")
+        );
+        assert_eq!(
+            share_of_memcpy(&Figure::value(1.0), &Figure::missing("slow")),
+            Figure::missing("memcpy n/a")
+        );
+    }
+
+    #[test]
+    fn the_memcpy_peer_moves_the_bytes_of_every_size() {
+        let peer = MemcpyPeer::new().unwrap();
+        for size in [64, 8192, 65536] {
+            let rate = peer.rate(size, 100);
+            assert!(rate > 0.0, "{size}: {rate}");
+        }
+    }
 }

@@ -1,6 +1,7 @@
 //! `fastpath engine`: the unet engine as a daemon, serving endpoints to
-//! applications in other processes over a Unix socket (issue 12, item 5;
-//! the protocol and the trust model are in `unet::daemon`, the
+//! applications in other processes over a Unix socket, so that an
+//! application's endpoint lives in its own process while one engine serves
+//! them all (the protocol and the trust model are in `unet::daemon`, the
 //! application's side in `unet::client`).
 //!
 //! The engine gets threads of its own (`--threads`), polling every
@@ -21,6 +22,8 @@ use clap::{Args, ValueEnum};
 use unet::daemon::{self, Event, ServeOptions};
 use unet::transport::{LoopNet, Transport, UdpTransport};
 use unet::{Addr, Engine, PortCounts};
+
+use crate::signals;
 
 /// The transports the daemon's engine runs on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -103,8 +106,20 @@ fn serve(args: &EngineArgs) -> Result<(), Box<dyn Error>> {
     engine.stop();
     let c = engine.counts();
     println!(
-        "fastpath engine: {} frames in, {} out, {} unmatched, {} malformed, {} send errors",
-        c.frames_in, c.frames_out, c.unmatched, c.malformed, c.send_errors
+        "fastpath engine: {} frames in, {} out, {} unmatched, {} malformed, {} send errors, \
+         {} dropped by the transport (no route {}, queue full {}, overruns {}, not unet {}), \
+         {} lost to closed endpoints",
+        c.frames_in,
+        c.frames_out,
+        c.unmatched,
+        c.malformed,
+        c.send_errors,
+        c.transport_no_route + c.transport_queue_full + c.transport_overruns + c.transport_not_unet,
+        c.transport_no_route,
+        c.transport_queue_full,
+        c.transport_overruns,
+        c.transport_not_unet,
+        c.closed
     );
     Ok(())
 }
@@ -128,9 +143,10 @@ fn log(e: &Event) {
             Some(pid) => println!("connection {conn}: process {pid}"),
             None => println!("connection {conn}: process unknown"),
         },
-        Event::Refused { pid } => {
-            println!("refused a connection from process {pid:?}: too many connections")
-        }
+        Event::Refused { pid } => match pid {
+            Some(pid) => println!("refused a connection from process {pid}: too many connections"),
+            None => println!("refused a connection from an unknown process: too many connections"),
+        },
         Event::EndpointCreated { conn, id } => println!("connection {conn}: endpoint {id} created"),
         Event::EndpointClosed {
             conn,
@@ -146,52 +162,6 @@ fn log(e: &Event) {
         ),
         Event::Disconnected { conn, reclaimed } => {
             println!("connection {conn}: closed ({reclaimed} endpoints reclaimed)")
-        }
-    }
-}
-
-/// SIGINT and SIGTERM, blocked and waited for.
-mod signals {
-    use std::ffi::c_int;
-    use std::io;
-
-    /// Blocks SIGINT and SIGTERM in this thread (and the threads it
-    /// starts from now on); the set to wait on.
-    pub fn block_termination() -> io::Result<libc::sigset_t> {
-        // SAFETY: `sigset_t` is plain data; sigemptyset initialises it
-        // before use, sigaddset adds valid signal numbers.
-        let set = unsafe {
-            let mut set: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut set);
-            libc::sigaddset(&mut set, libc::SIGINT);
-            libc::sigaddset(&mut set, libc::SIGTERM);
-            set
-        };
-        // SAFETY: `set` is initialised; the old mask is not asked for.
-        let r = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
-        if r != 0 {
-            return Err(io::Error::from_raw_os_error(r));
-        }
-        Ok(set)
-    }
-
-    /// Waits for one of the signals in `set`; which one.
-    pub fn wait(set: &libc::sigset_t) -> io::Result<c_int> {
-        let mut sig: c_int = 0;
-        // SAFETY: `set` is initialised and `sig` is writable.
-        let r = unsafe { libc::sigwait(set, &mut sig) };
-        if r != 0 {
-            return Err(io::Error::from_raw_os_error(r));
-        }
-        Ok(sig)
-    }
-
-    /// The signal's name.
-    pub fn name(sig: c_int) -> &'static str {
-        match sig {
-            libc::SIGINT => "SIGINT",
-            libc::SIGTERM => "SIGTERM",
-            _ => "a signal",
         }
     }
 }

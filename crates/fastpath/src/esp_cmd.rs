@@ -4,13 +4,17 @@
 //! - `run FILE [--fastpath SPEC] [--backend interp|native|automata]` runs a
 //!   program until it is idle. External channels bind to the command line:
 //!   `--in CHAN=PATH` feeds a file of tuples (one message a line, fields
-//!   separated by spaces or commas, `#` comments; `-` is stdin), and a
-//!   program with a single external in channel reads stdin by default; every
+//!   separated by spaces or commas, `#` comments; `-` is stdin). Without
+//!   `--in`, a program with a single external in channel reads its tuples
+//!   from stdin, and one with several reads lines `CHAN v1 v2 ...` that name
+//!   the channel first; every
 //!   external out message is printed as `CHAN v1 v2 ...` (or written to
 //!   `--out CHAN=PATH`). Host functions are defined as ESP expressions:
 //!   `--extern 'translate(a)=a + 0x100000'`.
 //! - `check FILE` explores the program's states and reports deadlocks and
-//!   failed assertions with a shortest trace.
+//!   failed assertions with a shortest trace, within a state bound, a
+//!   memory budget and a step limit for local code, printing progress on
+//!   stderr after 2 s (`--json`: the report as JSON).
 //! - `dump FILE --fastpath SPEC` (or `--automaton`) prints each extracted
 //!   fast path as pseudo-code and as machine code.
 
@@ -43,6 +47,8 @@ pub enum EspCmd {
         #[arg(long, value_enum, default_value_t = BackendArg::Native)]
         backend: BackendArg,
         /// Feed an external in channel from a file of tuples (`-`: stdin).
+        /// Without `--in`, stdin feeds the program's external in channel, or,
+        /// when it has several, each line of stdin is `CHAN v1 v2 ...`.
         #[arg(long = "in", value_name = "CHAN=PATH")]
         inputs: Vec<String>,
         /// Write an external out channel's messages to a file.
@@ -74,6 +80,17 @@ pub enum EspCmd {
         /// The bound on explored states.
         #[arg(long, default_value_t = 1_000_000)]
         max_states: usize,
+        /// The memory the explored states may take, in MiB (estimated);
+        /// beyond it the report says how deep the search is complete.
+        #[arg(long, value_name = "MIB", default_value_t = 1024)]
+        max_memory: usize,
+        /// How many nodes a process may run between two channel operations
+        /// before the check reports it as a loop that never yields.
+        #[arg(long, default_value_t = 1_000_000)]
+        max_local_steps: u64,
+        /// Print the report as one JSON object (for scripts).
+        #[arg(long)]
+        json: bool,
     },
     /// Print the fast paths a specification extracts (pseudo-code and
     /// machine code), or the program's automaton.
@@ -129,7 +146,21 @@ pub fn main(cmd: EspCmd) -> ExitCode {
             domain,
             max_inputs,
             max_states,
-        } => check(&file, domain, max_inputs, max_states),
+            max_memory,
+            max_local_steps,
+            json,
+        } => check(
+            &file,
+            esp::mc::CheckOptions {
+                domain,
+                max_inputs,
+                max_states,
+                max_memory: max_memory.saturating_mul(1 << 20),
+                max_local_steps,
+                ..esp::mc::CheckOptions::default()
+            },
+            json,
+        ),
         EspCmd::Dump {
             file,
             spec,
@@ -160,15 +191,59 @@ fn at(file: &Path, e: &esp::Error) -> String {
     }
 }
 
-/// Reads and compiles a program; errors name the file.
+/// Text that must be UTF-8: an error names `what`, the line and column
+/// (in characters) and the byte offset of the first invalid byte.
+fn utf8(bytes: Vec<u8>, what: &str) -> Result<String, String> {
+    String::from_utf8(bytes).map_err(|e| {
+        let good = e.utf8_error().valid_up_to();
+        let bytes = e.as_bytes();
+        // The valid prefix is UTF-8 by definition.
+        let before = std::str::from_utf8(&bytes[..good]).unwrap_or("");
+        let line = before.matches('\n').count() + 1;
+        let col = before.rsplit('\n').next().unwrap_or("").chars().count() + 1;
+        format!(
+            "{what}:{line}:{col}: invalid UTF-8 (byte 0x{:02x} at byte offset {good}): the file must be UTF-8 text",
+            bytes[good]
+        )
+    })
+}
+
+/// Reads a UTF-8 text file; errors name the file.
+fn read_text(file: &Path) -> Result<String, String> {
+    let bytes = std::fs::read(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    utf8(bytes, &file.display().to_string())
+}
+
+/// Reads all of stdin as UTF-8 text.
+fn read_stdin() -> Result<String, String> {
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut std::io::stdin(), &mut bytes)
+        .map_err(|e| format!("stdin: {e}"))?;
+    utf8(bytes, "stdin")
+}
+
+/// Reads and compiles a program; errors name the file. A program without
+/// processes (an empty file, say) does nothing and is refused.
 fn load(file: &Path) -> Result<esp::ir::Program, String> {
-    let src = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
-    esp::compile(&src).map_err(|e| at(file, &e))
+    let src = read_text(file)?;
+    let program = esp::compile(&src).map_err(|e| at(file, &e))?;
+    if program.processes.is_empty() {
+        return Err(format!(
+            "{}: the program declares no process, so there is nothing to run or check{}",
+            file.display(),
+            if src.trim().is_empty() {
+                " (the file is empty)"
+            } else {
+                ""
+            }
+        ));
+    }
+    Ok(program)
 }
 
 /// Reads and resolves a specification; errors name the file.
 fn load_spec(file: &Path, program: &esp::ir::Program) -> Result<esp::spec::Spec, String> {
-    let src = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    let src = read_text(file)?;
     esp::spec::parse(&src, program).map_err(|e| at(file, &e))
 }
 
@@ -179,20 +254,41 @@ fn pair<'a>(arg: &'a str, flag: &str) -> Result<(&'a str, &'a str), String> {
         .ok_or_else(|| format!("{flag} {arg:?}: expected CHAN=PATH"))
 }
 
+/// The fields of one line of a tuple file, each with its 1-based column:
+/// separated by whitespace or commas, a `#` starts a comment.
+fn fields(line: &str) -> Vec<(usize, &str)> {
+    let line = line.split('#').next().unwrap_or("");
+    let mut out = Vec::new();
+    let mut start = None;
+    for (i, c) in line.char_indices().chain([(line.len(), ' ')]) {
+        let sep = c == ',' || c.is_whitespace();
+        match (start, sep) {
+            (None, false) => start = Some(i),
+            (Some(s), true) => {
+                out.push((line[..s].chars().count() + 1, &line[s..i]));
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// One field of a tuple file; errors give `what:line:column`.
+fn field(f: &str, what: &str, line: usize, col: usize) -> Result<i64, String> {
+    parse_int(f).map_err(|e| format!("{what}:{line}:{col}: `{f}` {e}"))
+}
+
 /// Parses a file of tuples: one message a line, fields separated by
 /// whitespace or commas, `#` comments. Each message must have `arity`
 /// fields.
 fn tuples(text: &str, what: &str, arity: usize) -> Result<Vec<i64>, String> {
     let mut flat = Vec::new();
     for (i, line) in text.lines().enumerate() {
-        let line = line.split('#').next().unwrap_or("").trim();
-        if line.is_empty() {
+        let fields = fields(line);
+        if fields.is_empty() {
             continue;
         }
-        let fields: Vec<&str> = line
-            .split(|c: char| c == ',' || c.is_whitespace())
-            .filter(|f| !f.is_empty())
-            .collect();
         if fields.len() != arity {
             return Err(format!(
                 "{what}:{}: {} fields, but the channel carries {arity}",
@@ -200,29 +296,88 @@ fn tuples(text: &str, what: &str, arity: usize) -> Result<Vec<i64>, String> {
                 fields.len()
             ));
         }
-        for f in fields {
-            flat.push(
-                parse_int(f).ok_or_else(|| format!("{what}:{}: {f:?} is not an integer", i + 1))?,
-            );
+        for (col, f) in fields {
+            flat.push(field(f, what, i + 1, col)?);
         }
     }
     Ok(flat)
 }
 
-/// A decimal or `0x` hexadecimal integer, optionally negative.
-fn parse_int(s: &str) -> Option<i64> {
+/// Parses stdin for a program with several external in channels: each line
+/// is `CHAN v1 v2 ...`, the channel's name and then its fields. Returns the
+/// flat fields per channel, in the order of `channels`.
+fn tagged_tuples(
+    text: &str,
+    what: &str,
+    channels: &[esp::ir::Channel],
+) -> Result<Vec<Vec<i64>>, String> {
+    let mut flat = vec![Vec::new(); channels.len()];
+    let names = || {
+        channels
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    for (i, line) in text.lines().enumerate() {
+        let fields = fields(line);
+        let Some(&(col, name)) = fields.first() else {
+            continue;
+        };
+        let Some(k) = channels.iter().position(|c| c.name == name) else {
+            return Err(format!(
+                "{what}:{}:{col}: `{name}` is not an external in channel: with several ({}), each line of stdin starts with the channel's name, then the message's fields (or use --in CHAN=PATH for each)",
+                i + 1,
+                names()
+            ));
+        };
+        let arity = channels[k].arity as usize;
+        if fields.len() - 1 != arity {
+            return Err(format!(
+                "{what}:{}: {} fields, but channel {name} carries {arity}",
+                i + 1,
+                fields.len() - 1
+            ));
+        }
+        for &(col, f) in &fields[1..] {
+            flat[k].push(field(f, what, i + 1, col)?);
+        }
+    }
+    Ok(flat)
+}
+
+/// A decimal or `0x` hexadecimal integer, optionally negative, anywhere in
+/// the i64 range (so `-9223372036854775808` and `-0x8000000000000000` are
+/// integers).
+fn parse_int(s: &str) -> Result<i64, String> {
     let (neg, digits) = match s.strip_prefix('-') {
         Some(d) => (true, d),
-        None => (false, s),
+        None => (false, s.strip_prefix('+').unwrap_or(s)),
     };
-    let v = match digits
+    let (radix, digits) = match digits
         .strip_prefix("0x")
         .or_else(|| digits.strip_prefix("0X"))
     {
-        Some(hex) => i64::from_str_radix(hex, 16).ok()?,
-        None => digits.parse().ok()?,
+        Some(hex) => (16, hex),
+        None => (10, digits),
     };
-    Some(if neg { v.wrapping_neg() } else { v })
+    if digits.is_empty() || !digits.chars().all(|c| c.is_digit(radix)) {
+        return Err("is not an integer".into());
+    }
+    let range = || {
+        format!(
+            "is out of range: integers are 64-bit, {} to {}",
+            i64::MIN,
+            i64::MAX
+        )
+    };
+    let magnitude = u128::from_str_radix(digits, radix).map_err(|_| range())?;
+    let v = if neg {
+        -i128::try_from(magnitude).map_err(|_| range())?
+    } else {
+        i128::try_from(magnitude).map_err(|_| range())?
+    };
+    i64::try_from(v).map_err(|_| range())
 }
 
 fn run(
@@ -301,18 +456,23 @@ fn run(
             return Err(format!("--in {arg:?}: the program has no channel {chan:?}"));
         };
         let text = if path == "-" {
-            std::io::read_to_string(std::io::stdin()).map_err(|e| format!("stdin: {e}"))?
+            read_stdin()?
         } else {
-            std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?
+            read_text(Path::new(path))?
         };
         let flat = tuples(&text, path, n)?;
         machine.push(chan, &flat).map_err(|e| e.to_string())?;
     }
     if inputs.is_empty() && ext_in.len() == 1 {
         let c = &ext_in[0];
-        let text = std::io::read_to_string(std::io::stdin()).map_err(|e| format!("stdin: {e}"))?;
-        let flat = tuples(&text, "stdin", c.arity as usize)?;
+        let flat = tuples(&read_stdin()?, "stdin", c.arity as usize)?;
         machine.push(&c.name, &flat).map_err(|e| e.to_string())?;
+    } else if inputs.is_empty() && ext_in.len() > 1 {
+        // Several channels: each line of stdin names its channel.
+        let flat = tagged_tuples(&read_stdin()?, "stdin", &ext_in)?;
+        for (c, flat) in ext_in.iter().zip(flat) {
+            machine.push(&c.name, &flat).map_err(|e| e.to_string())?;
+        }
     }
     // Outputs: files, or stdout in the order the messages were sent.
     let mut files = HashMap::new();
@@ -393,25 +553,96 @@ fn run(
     Ok(ExitCode::SUCCESS)
 }
 
-fn check(
-    file: &Path,
-    domain: Vec<i64>,
-    max_inputs: u32,
-    max_states: usize,
-) -> Result<ExitCode, String> {
+fn check(file: &Path, mut options: esp::mc::CheckOptions, json: bool) -> Result<ExitCode, String> {
     let program = load(file)?;
-    let options = esp::mc::CheckOptions {
-        domain,
-        max_inputs,
-        max_states,
-        ..esp::mc::CheckOptions::default()
-    };
+    // Progress lines on stderr once the check has run for 2 s, then at most
+    // one a second.
+    let start = std::time::Instant::now();
+    let last = std::sync::Mutex::new(None::<std::time::Instant>);
+    options.progress = Some(esp::mc::ProgressFn(std::sync::Arc::new(
+        move |p: esp::mc::Progress| {
+            let now = std::time::Instant::now();
+            let Ok(mut last) = last.lock() else { return };
+            let due = match *last {
+                None => now.duration_since(start).as_secs_f64() >= 2.0,
+                Some(t) => now.duration_since(t).as_secs_f64() >= 1.0,
+            };
+            if due {
+                *last = Some(now);
+                eprintln!(
+                    "esp check: {} states ({} explored), {} transitions, about {} MiB, {:.0} s",
+                    p.states,
+                    p.explored,
+                    p.transitions,
+                    p.bytes >> 20,
+                    now.duration_since(start).as_secs_f64()
+                );
+            }
+        },
+    )));
     let report = esp::mc::check(&program, &options).map_err(|e| at(file, &e))?;
-    say!("{report}");
+    if json {
+        say!("{}", report_json(&report));
+    } else {
+        say!("{report}");
+    }
     Ok(if report.is_ok() {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
+    })
+}
+
+/// The report as JSON: `ok`, `exhaustive`, `states`, `transitions`,
+/// `stopped_by` (`null`, `"states"` or `"memory"`), `complete_depth`,
+/// `violation` (`null`, or `kind`, `message` and, where it applies,
+/// `process`, `line`, `column`, `limit`, `stuck`) and `trace` (one string a
+/// step).
+fn report_json(r: &esp::mc::Report) -> serde_json::Value {
+    use esp::mc::{Bound, Violation};
+    use serde_json::json;
+    let violation = r.violation.as_ref().map(|v| {
+        let mut o = match v {
+            Violation::Deadlock { stuck } => json!({
+                "kind": "deadlock",
+                "stuck": stuck.iter().map(|b| json!({
+                    "process": b.process,
+                    "line": b.pos.line,
+                    "column": b.pos.col,
+                    "waits": b.waits,
+                })).collect::<Vec<_>>(),
+            }),
+            Violation::AssertionFailed { process, pos } => json!({
+                "kind": "assertion_failed", "process": process, "line": pos.line, "column": pos.col,
+            }),
+            Violation::DivisionByZero { process, pos } => json!({
+                "kind": "division_by_zero", "process": process, "line": pos.line, "column": pos.col,
+            }),
+            Violation::Diverges {
+                process,
+                pos,
+                limit,
+            } => json!({
+                "kind": "loop_without_channel_operation", "process": process,
+                "line": pos.line, "column": pos.col, "limit": limit,
+            }),
+        };
+        o["message"] = json!(v.to_string());
+        o
+    });
+    json!({
+        "ok": r.is_ok(),
+        "exhaustive": r.exhaustive,
+        "states": r.states,
+        "transitions": r.transitions,
+        "stopped_by": match r.stopped {
+            None => None,
+            Some(Bound::States(_)) => Some("states"),
+            Some(Bound::Memory(_)) => Some("memory"),
+        },
+        "complete_depth": if r.exhaustive { None } else { Some(r.complete_depth) },
+        "violation": violation,
+        "trace": r.trace.iter().map(ToString::to_string).collect::<Vec<_>>(),
     })
 }
 

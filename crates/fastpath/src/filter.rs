@@ -3,20 +3,30 @@
 //!
 //! - `check 'EXPR'` prints the parse, the lowered decision graph, and the
 //!   atoms and residual the merger sees;
-//! - `compile FILE` compiles a table (one filter a line: `OWNER[/PRIORITY]
-//!   EXPRESSION`, `#` comments) and prints the merged structure's shape, the
-//!   code size and the disassembly;
-//! - `match FILE PCAP` classifies every packet of a pcap file with that
-//!   table and prints the count per owner.
+//! - `compile TABLE` compiles a table file (one filter a line: `OWNER[/PRIORITY]
+//!   FILTER`, `#` comments; see `dpf::table_file`) and prints the merged
+//!   structure's shape, the code size and the disassembly;
+//! - `match TABLE CAPTURE` classifies every packet of a pcap or pcapng
+//!   capture (read by `dpf::capture`, as leniently as libpcap reads it)
+//!   with that table and prints the count per owner.
+//!
+//! `-` names standard input wherever a file is read (the table or the
+//! capture, not both). `--json` prints one JSON object instead of text, for
+//! scripts. A capture that ends early, or a packet on a link type other
+//! than Ethernet, stops `match` after the packets before it: their counts
+//! are printed (marked incomplete) and the command exits with status 1,
+//! since the counts do not cover the whole capture.
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::Subcommand;
 use dpf::Table;
+use dpf::capture::{CaptureReader, Format, LINKTYPE_ETHERNET, LinkType};
 use dpf::merge::analyze;
+use serde_json::json;
 
 /// `println!` that ends quietly when stdout is closed (e.g. piped into `head`).
 macro_rules! say {
@@ -32,27 +42,71 @@ pub enum FilterCmd {
     Check {
         /// The filter expression (pcap-filter syntax, see docs/dpf.md).
         expr: String,
+        /// Print one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Compile a table of filters and print its code.
+    #[command(after_help = TABLE_HELP)]
     Compile {
-        /// One filter a line: `OWNER[/PRIORITY] EXPRESSION`.
+        /// The table file: one `OWNER[/PRIORITY] FILTER` a line (`-`:
+        /// standard input).
+        #[arg(value_name = "TABLE")]
         file: PathBuf,
+        /// Print one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
     },
-    /// Classify every packet of a pcap file and print per-owner counts.
+    /// Classify every packet of a capture and print per-owner counts.
+    #[command(after_help = MATCH_HELP)]
     Match {
-        /// The table, as for `compile`.
+        /// The table file, as for `compile` (`-`: standard input).
+        #[arg(value_name = "TABLE")]
         file: PathBuf,
-        /// A pcap capture of Ethernet frames.
-        pcap: PathBuf,
+        /// A pcap or pcapng capture of Ethernet frames (`-`: standard
+        /// input).
+        capture: PathBuf,
+        /// Print one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
     },
 }
+
+/// The table file's format, for `--help`.
+const TABLE_HELP: &str = "\
+Table file: one filter a line, `OWNER[/PRIORITY] FILTER`, for example
+    1     tcp dst port 80 and dst host 10.0.0.1
+    2/5   tcp dst port 443      # TLS, ranked above owner 1
+OWNER is a whole number from 0 to 4294967295 (names are not accepted).
+PRIORITY is a whole number from -2147483648 to 2147483647, default 0; of
+the filters matching a packet the highest priority wins, then the earlier
+line. `#` starts a comment, on its own line or after a filter.";
+
+/// `match`'s inputs and exit status, for `--help`.
+const MATCH_HELP: &str = "\
+Table file: one filter a line, `OWNER[/PRIORITY] FILTER` (see `filter compile --help`):
+OWNER a whole number from 0 to 4294967295, PRIORITY one from -2147483648 to
+2147483647 (default 0, higher wins), `#` starts a comment.
+
+The capture may be pcap (microsecond or nanosecond, either byte order) or
+pcapng, and is read as leniently as libpcap reads it: a snaplen shorter than
+the packets, captured lengths over the snaplen (cut to it), flag bits above
+the link type. Its packets must be Ethernet frames (link type 1).
+
+Exit status 1 if the capture stops early (truncated or damaged) or holds a
+packet of another link type: the counts printed then cover the packets before
+that point, and are marked incomplete.";
 
 /// Runs a `filter` subcommand.
 pub fn main(cmd: FilterCmd) -> ExitCode {
     let result = match cmd {
-        FilterCmd::Check { expr } => check(&expr),
-        FilterCmd::Compile { file } => compile(&file),
-        FilterCmd::Match { file, pcap } => run_match(&file, &pcap),
+        FilterCmd::Check { expr, json } => check(&expr, json),
+        FilterCmd::Compile { file, json } => compile(&file, json),
+        FilterCmd::Match {
+            file,
+            capture,
+            json,
+        } => run_match(&file, &capture, json),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -63,31 +117,77 @@ pub fn main(cmd: FilterCmd) -> ExitCode {
     }
 }
 
-fn check(expr: &str) -> Result<(), String> {
+/// How a field's base reads in messages (as in `dpf::dump`).
+fn base_name(base: dpf::ir::Base) -> &'static str {
+    match base {
+        dpf::ir::Base::Link => "ether",
+        dpf::ir::Base::Transport => "tp",
+    }
+}
+
+fn check(expr: &str, json: bool) -> Result<(), String> {
     let parsed = dpf::parse(expr).map_err(|e| pointed(expr, &e))?;
-    say!("parse:   {parsed}");
     let program = dpf::compile(expr).map_err(|e| pointed(expr, &e))?;
+    let a = analyze(&program);
+    let atoms: Vec<String> = a
+        .atoms
+        .iter()
+        .map(|atom| {
+            let f = atom.key.field;
+            format!(
+                "{}[{}:{}] & {:#x} == {:#x}",
+                base_name(f.base),
+                f.offset,
+                f.size as u32,
+                atom.key.mask,
+                atom.value
+            )
+        })
+        .collect();
+    if json {
+        let atoms_json: Vec<_> = a
+            .atoms
+            .iter()
+            .map(|atom| {
+                let f = atom.key.field;
+                json!({
+                    "base": base_name(f.base),
+                    "offset": f.offset,
+                    "size": f.size as u32,
+                    "mask": atom.key.mask,
+                    "value": atom.value,
+                })
+            })
+            .collect();
+        let residual = match (&a.residual, a.never) {
+            (_, true) | (None, _) => serde_json::Value::Null,
+            (Some(r), false) => json!({
+                "tests": r.nodes.len() - 2,
+                "program": dpf::dump(r),
+            }),
+        };
+        let out = json!({
+            "filter": expr,
+            "parse": parsed.to_string(),
+            "tests": program.nodes.len() - 2,
+            "program": dpf::dump(&program),
+            "matches_nothing": a.never,
+            "atoms": if a.never { Vec::new() } else { atoms_json },
+            "residual": residual,
+        });
+        say!("{out:#}");
+        return Ok(());
+    }
+    say!("parse:   {parsed}");
     say!("program ({} tests):", program.nodes.len() - 2);
     say!("{}", dpf::dump(&program));
-    let a = analyze(&program);
     if a.never {
         say!("merging: matches no packet");
         return Ok(());
     }
-    say!(
-        "merging: {} atoms shared with other filters:",
-        a.atoms.len()
-    );
-    for atom in &a.atoms {
-        let f = atom.key.field;
-        say!(
-            "  {:?}[{}:{}] & {:#x} == {:#x}",
-            f.base,
-            f.offset,
-            f.size as u32,
-            atom.key.mask,
-            atom.value
-        );
+    say!("merging: {} atoms shared with other filters:", atoms.len());
+    for atom in &atoms {
+        say!("  {atom}");
     }
     match &a.residual {
         None => say!("  and no residual: the filter is exactly its atoms"),
@@ -108,56 +208,105 @@ fn pointed(expr: &str, e: &dpf::Error) -> String {
     }
 }
 
-/// Reads a table file into a table.
-fn load(file: &Path) -> Result<Table, String> {
-    let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
-    // (line number, expression, owner, priority)
-    let mut filters = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        let at = |msg: String| format!("{}:{}: {msg}", file.display(), i + 1);
-        let (head, expr) = line
-            .split_once(char::is_whitespace)
-            .ok_or_else(|| at("expected `OWNER[/PRIORITY] EXPRESSION`".into()))?;
-        let (owner, prio) = head.split_once('/').unwrap_or((head, "0"));
-        let owner: u32 = owner
-            .parse()
-            .map_err(|_| at(format!("owner {owner:?} is not a number")))?;
-        let prio: i32 = prio
-            .parse()
-            .map_err(|_| at(format!("priority {prio:?} is not a number")))?;
-        filters.push((i + 1, expr.trim(), owner, prio));
+/// How messages name a path given on the command line (`-`: standard
+/// input).
+fn shown(path: &Path) -> String {
+    if is_stdin(path) {
+        "standard input".into()
+    } else {
+        path.display().to_string()
     }
+}
+
+fn is_stdin(path: &Path) -> bool {
+    path.as_os_str() == "-"
+}
+
+/// Opens a file to read, or standard input for `-`; a directory is refused
+/// with a message that says so.
+fn open(path: &Path, expected: &str) -> Result<Box<dyn Read>, String> {
+    if is_stdin(path) {
+        return Ok(Box::new(std::io::stdin().lock()));
+    }
+    let name = path.display();
+    let f = std::fs::File::open(path).map_err(|e| format!("{name}: {e}"))?;
+    let meta = f.metadata().map_err(|e| format!("{name}: {e}"))?;
+    if meta.is_dir() {
+        return Err(format!("{name}: is a directory, expected {expected}"));
+    }
+    Ok(Box::new(f))
+}
+
+/// Reads a table file (or standard input) into a table.
+fn load(file: &Path) -> Result<Table, String> {
+    let name = shown(file);
+    let mut bytes = Vec::new();
+    open(file, "a table file")?
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("{name}: {e}"))?;
+    let lines = dpf::table_file::parse_bytes(&bytes)
+        .map_err(|e| format!("{name}:{}:{}: {}", e.line, e.column, e.message))?;
     let mut table = Table::new();
     table
-        .install_many(filters.iter().map(|&(_, e, o, p)| (e, o, p)))
+        .install_many(
+            lines
+                .iter()
+                .map(|l| (l.filter.as_str(), l.owner, l.priority)),
+        )
         .map_err(|e| match e {
             // Name the line, and point at the column, of the filter that
             // did not compile.
             dpf::Error::InBatch { index, error } => {
-                let (line, expr, ..) = filters[index];
-                format!("{}:{line}: {}", file.display(), pointed(expr, &error))
+                let l = &lines[index];
+                format!("{name}:{}: {}", l.line, pointed(&l.filter, &error))
             }
-            e => format!("{}: {e}", file.display()),
+            e => format!("{name}: {e}"),
         })?;
     Ok(table)
 }
 
-fn compile(file: &Path) -> Result<(), String> {
+fn compile(file: &Path, json: bool) -> Result<(), String> {
     let t = Instant::now();
     let table = load(file)?;
     let elapsed = t.elapsed();
     let c = table.classifier();
+    let s = c.merged().stats();
+    let code = table.code_listing();
+    if json {
+        let out = json!({
+            "filters": table.len(),
+            "compile_ms": elapsed.as_secs_f64() * 1e3,
+            "merged": {
+                "nodes": s.nodes,
+                "dispatch": {
+                    "linear": s.linear,
+                    "binary_search": s.binary,
+                    "jump_table": s.table,
+                    "hash": s.hash,
+                },
+                "filters_with_residual": s.residuals,
+            },
+            "code_bytes": code.as_ref().map(|(len, _)| *len),
+            "disassembly": code.as_ref().map(|(_, l)| l.as_str()),
+        });
+        say!("{out:#}");
+        return Ok(());
+    }
     say!(
-        "{} filters compiled in {:.3} ms; merged: {:?}",
+        "{} filters compiled in {:.3} ms",
         table.len(),
-        elapsed.as_secs_f64() * 1e3,
-        c.merged().stats()
+        elapsed.as_secs_f64() * 1e3
     );
-    match table.code_listing() {
+    say!(
+        "merged into a trie of {}; dispatches: {} linear, {} binary search, {} jump table, {} hash; {} with a residual",
+        plural(s.nodes, "node"),
+        s.linear,
+        s.binary,
+        s.table,
+        s.hash,
+        plural(s.residuals, "filter"),
+    );
+    match code {
         None => say!("no code: the table is empty"),
         Some((len, listing)) => {
             say!("code: {len} bytes");
@@ -167,34 +316,125 @@ fn compile(file: &Path) -> Result<(), String> {
     Ok(())
 }
 
-fn run_match(file: &Path, pcap: &Path) -> Result<(), String> {
+/// `1 node`, `2 nodes`.
+fn plural(n: usize, word: &str) -> String {
+    if n == 1 {
+        format!("1 {word}")
+    } else {
+        format!("{n} {word}s")
+    }
+}
+
+/// What `match` counted.
+#[derive(Default)]
+struct Counts {
+    total: u64,
+    unmatched: u64,
+    cut: u64,
+    owners: std::collections::BTreeMap<u32, u64>,
+}
+
+fn run_match(file: &Path, capture: &Path, json: bool) -> Result<(), String> {
+    if is_stdin(file) && is_stdin(capture) {
+        return Err("the table and the capture cannot both be standard input (`-`)".into());
+    }
     let table = load(file)?;
-    let f = std::fs::File::open(pcap).map_err(|e| format!("{}: {e}", pcap.display()))?;
-    let mut reader = pcap_file::pcap::PcapReader::new(std::io::BufReader::new(f))
-        .map_err(|e| format!("{}: {e}", pcap.display()))?;
-    let link = reader.header().datalink;
-    if link != pcap_file::DataLink::ETHERNET {
+    let name = shown(capture);
+    let input = std::io::BufReader::new(open(capture, "a pcap or pcapng capture")?);
+    let mut reader = CaptureReader::new(input).map_err(|e| format!("{name}: {e}"))?;
+    let format = reader.format();
+    if let Format::Pcap { link_type, .. } = format
+        && link_type != LINKTYPE_ETHERNET
+    {
         return Err(format!(
-            "{}: link type {link:?}; dpf classifies Ethernet frames",
-            pcap.display()
+            "{name}: link type {}: dpf classifies Ethernet frames only (link type 1){}",
+            LinkType(link_type),
+            link_hint(link_type)
         ));
     }
-    let mut counts = std::collections::BTreeMap::<u32, u64>::new();
-    let (mut total, mut unmatched) = (0u64, 0u64);
+    let mut counts = Counts::default();
     let mut classifier = table.reader();
-    while let Some(packet) = reader.next_packet() {
-        let packet =
-            packet.map_err(|e| format!("{}: packet {}: {e}", pcap.display(), total + 1))?;
-        total += 1;
-        match classifier.classify(&packet.data) {
-            Some(owner) => *counts.entry(owner).or_default() += 1,
-            None => unmatched += 1,
+    // The error that stopped reading before the end, if one did.
+    let stopped = loop {
+        let packet = match reader.next_packet() {
+            Ok(Some(p)) => p,
+            Ok(None) => break None,
+            Err(e) => break Some(e.to_string()),
+        };
+        if packet.link_type != LINKTYPE_ETHERNET {
+            break Some(format!(
+                "byte {}: packet {} is on interface {}, of link type {}: dpf classifies Ethernet frames only (link type 1){}",
+                packet.offset,
+                counts.total + 1,
+                packet.interface,
+                LinkType(packet.link_type),
+                link_hint(packet.link_type)
+            ));
+        }
+        counts.total += 1;
+        counts.cut += u64::from(packet.cut);
+        match classifier.classify(packet.data) {
+            Some(owner) => *counts.owners.entry(owner).or_default() += 1,
+            None => counts.unmatched += 1,
+        }
+    };
+    let format_name = match format {
+        Format::Pcap {
+            nanoseconds: true, ..
+        } => "pcap (nanosecond)",
+        Format::Pcap { .. } => "pcap",
+        Format::PcapNg => "pcapng",
+    };
+    if json {
+        let owners: serde_json::Map<String, serde_json::Value> = counts
+            .owners
+            .iter()
+            .map(|(o, n)| (o.to_string(), json!(n)))
+            .collect();
+        let out = json!({
+            "capture": name,
+            "format": format_name,
+            "packets": counts.total,
+            "owners": owners,
+            "no_match": counts.unmatched,
+            "cut_to_snaplen": counts.cut,
+            "complete": stopped.is_none(),
+            "stopped": stopped.as_ref().map(|e| format!("{name}: {e}")),
+        });
+        say!("{out:#}");
+    } else {
+        let incomplete = if stopped.is_some() {
+            " (incomplete: the capture stopped early, see the error)"
+        } else {
+            ""
+        };
+        say!("{}{incomplete}", plural(counts.total as usize, "packet"));
+        for (owner, n) in &counts.owners {
+            say!("owner {owner}: {n}");
+        }
+        say!("no match: {}", counts.unmatched);
+        if counts.cut > 0 {
+            say!(
+                "cut to the snaplen, as libpcap does: {}",
+                plural(counts.cut as usize, "packet")
+            );
         }
     }
-    say!("{total} packets");
-    for (owner, n) in counts {
-        say!("owner {owner}: {n}");
+    match stopped {
+        None => Ok(()),
+        Some(e) => Err(format!(
+            "{name}: {e}; the counts printed cover the {} packets before it",
+            counts.total
+        )),
     }
-    say!("no match: {unmatched}");
-    Ok(())
+}
+
+/// Advice for a capture of a link type dpf does not classify.
+fn link_hint(link_type: u16) -> &'static str {
+    match link_type {
+        113 | 276 => {
+            "; a capture on Linux's `any` device has cooked headers: capture on one Ethernet interface (`tcpdump -i eth0`)"
+        }
+        _ => "",
+    }
 }

@@ -4,9 +4,15 @@
 //! dynasm-rs, iced-x86 and rbpf through `fastpath-bench`; dashmap and
 //! crossbeam-epoch) sit behind the cargo feature `bench`, off by default, so
 //! that the main command builds only what the data path uses. Without the
-//! feature, `fastpath bench` says how to get it and exits non-zero.
+//! feature, `fastpath bench` says how to get it and exits non-zero (a suite
+//! that does not exist is refused by name in both builds). `--json` on a
+//! suite writes its report with `serde_json`, and is
+//! refused, naming the suites that have it, by the suites that do not.
+//!
+//! `serde_json` builds the `--json` output meant for scripts (`esp check`,
+//! `filter check`, `compile`, `match`, `ilp demo`, `idl check`, `applet`).
 
-use clap::{Parser, Subcommand};
+use clap::{Parser, Subcommand, ValueEnum};
 use std::process::ExitCode;
 
 mod applet;
@@ -17,6 +23,8 @@ mod bench_dpf;
 #[cfg(feature = "bench")]
 mod bench_esp;
 #[cfg(feature = "bench")]
+mod bench_figures;
+#[cfg(feature = "bench")]
 mod bench_idl;
 #[cfg(feature = "bench")]
 mod bench_ilp;
@@ -25,9 +33,12 @@ mod bench_jive;
 mod demo;
 mod engine_cmd;
 mod esp_cmd;
+mod figures;
 mod filter;
 mod idl_cmd;
 mod ilp_demo;
+mod preemption;
+mod signals;
 mod vcode_demo;
 
 /// fastpath: fast paths for communication software.
@@ -80,13 +91,102 @@ enum Command {
         #[command(subcommand)]
         cmd: ilp_demo::IlpCmd,
     },
-    /// Run a benchmark suite side by side with its peers
-    /// (suites: codegen, jive, dpf, esp, idl, ilp, codecache, unet; needs the cargo feature
-    /// `bench`).
-    Bench {
-        /// The suite to run.
-        suite: String,
-    },
+    /// Run a benchmark suite side by side with its peers (needs the cargo
+    /// feature `bench`).
+    Bench(BenchArgs),
+}
+
+/// `fastpath bench`'s arguments.
+#[derive(clap::Args)]
+struct BenchArgs {
+    /// The suite to run.
+    #[arg(value_enum)]
+    suite: Suite,
+    /// Print the results as one JSON object on standard output instead of
+    /// tables (every row, its figures, ratios and verdict, or null with the
+    /// reason). Suites: jive.
+    #[arg(long)]
+    json: bool,
+    /// A short run of fewer rounds (a smoke test in seconds, not figures to
+    /// quote). Suites: jive.
+    #[arg(long)]
+    quick: bool,
+}
+
+/// The benchmark suites.
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Suite {
+    /// vcode's code generation against cranelift, dynasm-rs and iced-x86.
+    Codegen,
+    /// The U-Net/SLE paper's applet benchmarks: jive against HotSpot.
+    Jive,
+    /// dpf's merged classifier against libpcap's BPF and rbpf.
+    Dpf,
+    /// The ESP paper's filter programs against threads and Go.
+    Esp,
+    /// IDL stubs against prost, capnp and flatbuffers.
+    Idl,
+    /// Fused data-touching loops (the VCODE paper's Table 4).
+    Ilp,
+    /// The thread-shared code cache against private caches and maps.
+    Codecache,
+    /// The demo's latency and bandwidth experiments with ten times the rounds.
+    Unet,
+}
+
+impl Suite {
+    /// The suites that accept `--json`.
+    const JSON: &[Suite] = &[Suite::Jive];
+    /// The suites that accept `--quick`.
+    const QUICK: &[Suite] = &[Suite::Jive];
+
+    fn name(self) -> &'static str {
+        match self {
+            Suite::Codegen => "codegen",
+            Suite::Jive => "jive",
+            Suite::Dpf => "dpf",
+            Suite::Esp => "esp",
+            Suite::Idl => "idl",
+            Suite::Ilp => "ilp",
+            Suite::Codecache => "codecache",
+            Suite::Unet => "unet",
+        }
+    }
+}
+
+/// The names of `suites`, comma-separated.
+fn names(suites: &[Suite]) -> String {
+    suites
+        .iter()
+        .map(|s| s.name())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Refuses a flag that `args.suite` does not support (rather than ignoring
+/// it), naming the suites that do.
+fn check_bench_flags(args: &BenchArgs) -> Result<(), String> {
+    let s = args.suite;
+    if args.json && !Suite::JSON.contains(&s) {
+        let hint = if s == Suite::Unet {
+            " (unet runs `fastpath demo`; use its own output options)"
+        } else {
+            ""
+        };
+        return Err(format!(
+            "--json is not supported by the {} suite{hint}; suites with --json: {}",
+            s.name(),
+            names(Suite::JSON)
+        ));
+    }
+    if args.quick && !Suite::QUICK.contains(&s) {
+        return Err(format!(
+            "--quick is not supported by the {} suite; suites with --quick: {}",
+            s.name(),
+            names(Suite::QUICK)
+        ));
+    }
+    Ok(())
 }
 
 #[derive(Subcommand)]
@@ -94,7 +194,13 @@ enum VcodeCmd {
     /// Generate the VCODE paper's examples, run them, print their
     /// disassembly and the cost of generating them.
     Demo {
-        /// Parameter types of the run-time-signature example (types i l f d).
+        /// Parameter types of the run-time-signature example, 1 to 32 of
+        /// them, each `%` and a letter: i (int), l (long), f (float), d
+        /// (double), and c (char) and s (short), which are passed widened to
+        /// int as C does. Parameters beyond the registers stay in their
+        /// stack slots and the stub passes every argument straight from the
+        /// message, so any 32 work on either target; a 33rd is an error
+        /// (see docs/vcode.md).
         #[arg(long, default_value = "%i%d%l%f%i%i%i%i%d%l%f%i")]
         sig: String,
         /// The instruction set to generate for (aarch64 runs under
@@ -117,21 +223,30 @@ fn main() -> ExitCode {
         Command::Idl { cmd } => idl_cmd::main(cmd),
         Command::Demo(args) => demo::run(&args),
         Command::Engine(args) => engine_cmd::run(&args),
-        Command::Bench { suite } => bench(&suite),
+        Command::Bench(args) => match check_bench_flags(&args) {
+            Ok(()) => bench(&args),
+            Err(e) => {
+                eprintln!("fastpath bench: {e}");
+                ExitCode::FAILURE
+            }
+        },
     }
 }
 
 /// `fastpath bench <suite>`.
 #[cfg(feature = "bench")]
-fn bench(suite: &str) -> ExitCode {
-    match suite {
-        "jive" => bench_jive::run(),
-        "dpf" => bench_dpf::run(),
-        "esp" => bench_esp::run(),
-        "idl" => bench_idl::run(),
-        "ilp" => bench_ilp::run(),
-        "codecache" => bench_codecache::run(),
-        "unet" => {
+fn bench(args: &BenchArgs) -> ExitCode {
+    match args.suite {
+        Suite::Jive => bench_jive::run(bench_jive::Options {
+            json: args.json,
+            quick: args.quick,
+        }),
+        Suite::Dpf => bench_dpf::run(),
+        Suite::Esp => bench_esp::run(),
+        Suite::Idl => bench_idl::run(),
+        Suite::Ilp => bench_ilp::run(),
+        Suite::Codecache => bench_codecache::run(),
+        Suite::Unet => {
             // The demo's experiments with ten times the rounds, on `loop`
             // between two threads and then on kernel UDP over loopback.
             let mut code = ExitCode::SUCCESS;
@@ -141,6 +256,7 @@ fn bench(suite: &str) -> ExitCode {
                     rounds: 40_000,
                     messages: 200_000,
                     netns: false,
+                    json: false,
                 };
                 if demo::run(&args) != ExitCode::SUCCESS {
                     code = ExitCode::FAILURE;
@@ -148,15 +264,9 @@ fn bench(suite: &str) -> ExitCode {
             }
             code
         }
-        "codegen" => {
+        Suite::Codegen => {
             println!("{}", fastpath_bench::codegen_report());
             ExitCode::SUCCESS
-        }
-        other => {
-            eprintln!(
-                "fastpath bench: unknown suite {other:?} (known: codegen, jive, dpf, esp, ilp, codecache, unet)"
-            );
-            ExitCode::FAILURE
         }
     }
 }
@@ -164,11 +274,18 @@ fn bench(suite: &str) -> ExitCode {
 /// `fastpath bench <suite>` in a build without the `bench` feature: the
 /// suites and their peers are not compiled in, so say how to get them.
 #[cfg(not(feature = "bench"))]
-fn bench(suite: &str) -> ExitCode {
+fn bench(args: &BenchArgs) -> ExitCode {
+    let flags = match (args.json, args.quick) {
+        (true, true) => " --json --quick",
+        (true, false) => " --json",
+        (false, true) => " --quick",
+        (false, false) => "",
+    };
     eprintln!(
         "fastpath bench: this build has no benchmarks; they and their peers \
          (cranelift, dynasm-rs, rbpf, dashmap, ...) are behind the cargo feature `bench`.\n\
-         Run: cargo run --release -p fastpath --features bench -- bench {suite}"
+         Run: cargo run --release -p fastpath --features bench -- bench {}{flags}",
+        args.suite.name()
     );
     ExitCode::FAILURE
 }

@@ -22,7 +22,9 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::ValueEnum;
-use vcode::{Arg, Backend, Callee, Class, D, Func, I, Invoke, L, Leaf, P, Reg, Ty, Value, X64};
+use vcode::{
+    Arg, Backend, Callee, Class, D, Func, I, Invoke, L, Leaf, Local, P, Reg, Ty, Value, X64,
+};
 
 type Res<T> = Result<T, vcode::Error>;
 
@@ -135,71 +137,126 @@ fn callback<B: Backend>(f: &mut Func<B>, scale: Callee<'_, B::Code>) -> Res<B::C
     f.end()
 }
 
+/// Where a float parameter of [`weighted_sum`] moved to free its register.
+#[derive(Clone, Copy)]
+enum Spilled {
+    F(Local<vcode::F>),
+    D(Local<D>),
+}
+
 /// A callee with run-time signature `sig` returning the double
-/// `sum (k + 1) * arg_k`.
+/// `sum (k + 1) * arg_k`, summed in parameter order. Up to 32 parameters:
+/// those `lambda` could not give a register stay in their stack slots and
+/// are read through [`vcode::Params::local`]; when every float register
+/// holds a parameter, the last ones are spilled to stack locals to free the
+/// three the sum needs.
 fn weighted_sum<B: Backend>(f: &mut Func<B>, sig: &str) -> Res<B::Code> {
     let args = f.lambda(sig, Leaf::Yes)?;
     f.name("weighted_sum");
-    let acc = f.getreg::<D>(Class::Temp)?;
-    let t = f.getreg::<D>(Class::Temp)?;
-    f.set(acc, 0.0);
-    for (k, &r) in args.all().iter().enumerate() {
-        match r.ty {
-            Ty::I => f.cv(t, r.typed::<I>().expect("typed")),
-            Ty::L => f.cv(t, r.typed::<L>().expect("typed")),
-            Ty::F => f.cv(t, r.typed::<vcode::F>().expect("typed")),
-            Ty::D => f.mov(t, r.typed::<D>().expect("typed")),
-            other => unreachable!("signature restricted to i l f d, got {other}"),
+    let n = args.len();
+    let mut spilled: Vec<Option<Spilled>> = vec![None; n];
+    let mut victims = (0..n)
+        .rev()
+        .filter(|&k| args.any(k).is_some_and(|r| r.ty.is_float()));
+    let mut regs = Vec::new();
+    while regs.len() < 3 {
+        match f.getreg::<D>(Class::Temp) {
+            Ok(r) => regs.push(r),
+            Err(e) => {
+                let k = victims.next().ok_or(e)?;
+                spilled[k] = Some(if let Some(r) = args.any(k).and_then(|r| r.typed::<D>()) {
+                    let l = f.local::<D>();
+                    f.st_local(r, l);
+                    f.putreg(r);
+                    Spilled::D(l)
+                } else {
+                    let r = args.get::<vcode::F>(k)?;
+                    let l = f.local::<vcode::F>();
+                    f.st_local(r, l);
+                    f.putreg(r);
+                    Spilled::F(l)
+                });
+            }
         }
-        let w = f.getreg::<D>(Class::Temp)?;
+    }
+    let (acc, t, w) = (regs[0], regs[1], regs[2]);
+    // `t` as a float register, for float parameters read from memory.
+    let tf = Reg::<vcode::F>::phys(t.num());
+    f.set(acc, 0.0);
+    for (k, &spill) in spilled.iter().enumerate() {
+        match (args.all()[k].ty, spill) {
+            (Ty::F, Some(Spilled::F(l))) => {
+                f.ld_local(tf, l);
+                f.cv(t, tf);
+            }
+            (Ty::D, Some(Spilled::D(l))) => f.ld_local(t, l),
+            (Ty::F, _) if args.in_memory(k) => {
+                f.ld_local(tf, args.local::<vcode::F>(k)?);
+                f.cv(t, tf);
+            }
+            (Ty::D, _) if args.in_memory(k) => f.ld_local(t, args.local::<D>(k)?),
+            (Ty::F, _) => f.cv(t, args.get::<vcode::F>(k)?),
+            (Ty::D, _) => f.mov(t, args.get::<D>(k)?),
+            (Ty::I, _) => {
+                let r = int_param::<B, I>(f, &args, k)?;
+                f.cv(t, r);
+                f.putreg(r);
+            }
+            (Ty::L, _) => {
+                let r = int_param::<B, L>(f, &args, k)?;
+                f.cv(t, r);
+                f.putreg(r);
+            }
+            (other, _) => unreachable!("signature restricted to i l f d, got {other}"),
+        }
         f.set(w, (k + 1) as f64);
         f.mul(t, t, w);
-        f.putreg(w);
         f.add(acc, acc, t);
     }
     f.ret(acc);
     f.end()
 }
 
-/// `double unmarshal(void *msg)`: loads one 8-byte field per parameter of
-/// `callee` from `msg` and calls it with that argument list.
-fn unmarshal<B: Backend>(f: &mut Func<B>, callee: &B::Code) -> Res<B::Code> {
+/// Integer parameter `k` in a register: its own, or, if it stayed in its
+/// stack slot, one freed by an earlier integer parameter.
+fn int_param<B: Backend, T: vcode::Type>(
+    f: &mut Func<B>,
+    args: &vcode::Params,
+    k: usize,
+) -> Res<Reg<T>> {
+    if !args.in_memory(k) {
+        return args.get::<T>(k);
+    }
+    let r = f.getreg::<T>(Class::Temp)?;
+    f.ld_local(r, args.local::<T>(k)?);
+    Ok(r)
+}
+
+/// `double unmarshal(void *msg)`: calls `callee` with one 8-byte field of
+/// `msg` per parameter, each passed from memory (`Arg::mem`): the call
+/// copies each field into its argument register or stack slot, so the stub
+/// needs no register per argument.
+fn unmarshal<B: Backend>(
+    f: &mut Func<B>,
+    callee: &B::Code,
+) -> Result<B::Code, Box<dyn std::error::Error>> {
     let args = f.lambda("%p", Leaf::No)?;
     let msg = args.get::<P>(0)?;
     f.name("unmarshal");
-    let base = f.getreg::<P>(Class::Persistent)?;
-    f.mov(base, msg);
     let mut list = Vec::new();
     for (k, &ty) in callee.params().iter().enumerate() {
         let off = 8 * k as i32;
-        let r = match ty {
-            Ty::I => {
-                let r = f.getreg::<I>(Class::Temp)?;
-                f.ld(r, base, off);
-                r.any()
-            }
-            Ty::L => {
-                let r = f.getreg::<L>(Class::Temp)?;
-                f.ld(r, base, off);
-                r.any()
-            }
-            Ty::F => {
-                let r = f.getreg::<vcode::F>(Class::Temp)?;
-                f.ld(r, base, off);
-                r.any()
-            }
-            _ => {
-                let r = f.getreg::<D>(Class::Temp)?;
-                f.ld(r, base, off);
-                r.any()
-            }
-        };
-        list.push(Arg::Reg(r));
+        list.push(match ty {
+            Ty::I => Arg::mem::<I>(msg, off),
+            Ty::L => Arg::mem::<L>(msg, off),
+            Ty::F => Arg::mem::<vcode::F>(msg, off),
+            _ => Arg::mem::<D>(msg, off),
+        });
     }
     let out = f.getreg::<D>(Class::Temp)?;
     f.call(out, Callee::Code(callee), &list);
     f.ret(out);
-    f.end()
+    Ok(f.end()?)
 }
 
 /// The 100-instruction straight line of the cost table.
@@ -276,9 +333,12 @@ fn demo<B: Target>(sig: &str) -> Result<String, Box<dyn std::error::Error>> {
         .iter()
         .find(|t| !matches!(t, Ty::I | Ty::L | Ty::F | Ty::D))
     {
-        return Err(
-            format!("example 4 takes parameters of types i, l, f, d; {sig:?} has {bad}").into(),
-        );
+        return Err(format!(
+            "--sig: example 4 takes parameters of types i, l, f, d (and c, s, passed widened to \
+             int as C does), since its callee converts each to double; {sig} has a parameter of \
+             type {bad}"
+        )
+        .into());
     }
     let mut out = format!(
         "vcode demo: the VCODE paper's examples, generated in place for {}\n",

@@ -257,3 +257,216 @@ fn bad_sources_and_specifications_fail_with_a_position() {
     assert!(!ok);
     assert!(err.contains("stdin:2"), "{err}");
 }
+
+const TWO_INPUTS: &str = "channel a(int) external in; channel b(int, int) external in;
+channel o(int) external out;
+process P { var x, y, z; while (true) { in(a, x); in(b, y, z); out(o, x + y + z); } }
+";
+
+#[test]
+fn several_external_in_channels_read_lines_that_name_their_channel() {
+    let src = scratch("two_inputs.esp", TWO_INPUTS);
+    let (ok, out, err) = fastpath(
+        &["esp", "run", &src],
+        "# channel and fields\na 1\nb 2, 3\nb 20 30\na 10\n",
+    );
+    assert!(ok, "{err}");
+    assert_eq!(out, "o 6\no 60\n");
+    // Untagged tuples are refused, and the error says what to write.
+    let (ok, out, err) = fastpath(&["esp", "run", &src], "1\n2 3\n");
+    assert!(!ok && out.is_empty());
+    assert!(
+        err.contains("stdin:1:1: `1` is not an external in channel"),
+        "{err}"
+    );
+    assert!(
+        err.contains("(a, b)") && err.contains("--in CHAN=PATH"),
+        "{err}"
+    );
+    let (ok, _, err) = fastpath(&["esp", "run", &src], "b 1\n");
+    assert!(
+        !ok && err.contains("stdin:1: 1 fields, but channel b carries 2"),
+        "{err}"
+    );
+    let (help_ok, help, _) = fastpath(&["esp", "run", "--help"], "");
+    assert!(help_ok && help.contains("CHAN v1 v2"), "{help}");
+}
+
+#[test]
+fn a_program_without_processes_is_an_error() {
+    let empty = scratch("empty.esp", "");
+    let (ok, out, err) = fastpath(&["esp", "run", &empty], "");
+    assert!(!ok && out.is_empty());
+    assert!(
+        err.contains("declares no process") && err.contains("the file is empty"),
+        "{err}"
+    );
+    let only = scratch("only_channels.esp", "channel c(int);\n");
+    let (ok, _, err) = fastpath(&["esp", "check", &only], "");
+    assert!(!ok && err.contains("declares no process"), "{err}");
+}
+
+#[test]
+fn invalid_utf8_names_the_file_line_and_column() {
+    let dir = std::env::temp_dir().join(format!("fastpath-esp-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join("latin1.esp");
+    std::fs::write(&src, b"process P {\n  var a; // caf\xe9\n}\n").unwrap();
+    let src = src.to_str().unwrap();
+    let (ok, _, err) = fastpath(&["esp", "check", src], "");
+    assert!(!ok);
+    assert!(
+        err.contains(&format!(
+            "{src}:2:16: invalid UTF-8 (byte 0xe9 at byte offset 27)"
+        )),
+        "{err}"
+    );
+    // Input tuples too.
+    let echo = scratch(
+        "echo_utf8.esp",
+        "channel i(int) external in; channel o(int) external out;
+         process P { var x; while (true) { in(i, x); out(o, x); } }",
+    );
+    // Valid UTF-8 that is not a number is a different error.
+    let (ok, _, err) = fastpath(&["esp", "run", &echo], "1\n\u{e9}\n");
+    assert!(
+        !ok && err.contains("stdin:2:1: `\u{e9}` is not an integer"),
+        "{err}"
+    );
+    let input = dir.join("bad_input.txt");
+    std::fs::write(&input, b"1\n2 \xff\n").unwrap();
+    let arg = format!("i={}", input.display());
+    let (ok, _, err) = fastpath(&["esp", "run", &echo, "--in", &arg], "");
+    assert!(!ok && err.contains(":2:3: invalid UTF-8"), "{err}");
+}
+
+#[test]
+fn input_files_hold_the_whole_i64_range() {
+    let echo = scratch(
+        "echo.esp",
+        "channel i(int) external in; channel o(int) external out;
+         process P { var x; while (true) { in(i, x); out(o, x); } }",
+    );
+    let (ok, out, err) = fastpath(
+        &["esp", "run", &echo],
+        "-9223372036854775808\n9223372036854775807\n-0x8000000000000000\n0x7fffffffffffffff\n",
+    );
+    assert!(ok, "{err}");
+    assert_eq!(
+        out,
+        "o -9223372036854775808\no 9223372036854775807\no -9223372036854775808\no 9223372036854775807\n"
+    );
+    let (ok, _, err) = fastpath(&["esp", "run", &echo], "1\n  9223372036854775808\n");
+    assert!(!ok);
+    assert!(
+        err.contains("stdin:2:3: `9223372036854775808` is out of range: integers are 64-bit, -9223372036854775808 to 9223372036854775807"),
+        "{err}"
+    );
+    let (ok, _, err) = fastpath(&["esp", "run", &echo], "0x\n");
+    assert!(
+        !ok && err.contains("stdin:1:1: `0x` is not an integer"),
+        "{err}"
+    );
+}
+
+#[test]
+fn check_has_a_settable_step_limit_for_local_loops() {
+    let src = scratch(
+        "finite_loop.esp",
+        "channel c(int) external out;
+         process P { var i; while (i < 20000) { i = i + 1; } out(c, i); }",
+    );
+    let (ok, out, _) = fastpath(&["esp", "check", &src, "--max-local-steps", "10000"], "");
+    assert!(!ok);
+    assert!(
+        out.contains("ran more than 10000 steps without a channel operation")
+            && out.contains("--max-local-steps"),
+        "{out}"
+    );
+    let (ok, out, _) = fastpath(&["esp", "check", &src, "--max-local-steps", "100000"], "");
+    assert!(ok, "{out}");
+    let (_, help, _) = fastpath(&["esp", "check", "--help"], "");
+    assert!(
+        help.contains("--max-local-steps")
+            && help.contains("--max-memory")
+            && help.contains("--json"),
+        "{help}"
+    );
+}
+
+#[test]
+fn check_json_is_one_object_for_scripts() {
+    let (ok, out, err) = fastpath(
+        &[
+            "esp",
+            "check",
+            &program("program1.esp"),
+            "--domain",
+            "0,2",
+            "--max-inputs",
+            "2",
+            "--json",
+        ],
+        "",
+    );
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("one JSON value");
+    assert_eq!(v["ok"], true);
+    assert_eq!(v["exhaustive"], true);
+    assert!(v["states"].as_u64().unwrap() > 0);
+    assert!(v["violation"].is_null() && v["stopped_by"].is_null());
+    let dl = scratch(
+        "deadlock_json.esp",
+        "channel a(int); channel b(int);
+         process P { var x; out(a, 1); in(b, x); }
+         process Q { var y; out(b, 2); in(a, y); }",
+    );
+    let (ok, out, _) = fastpath(&["esp", "check", &dl, "--json"], "");
+    assert!(!ok);
+    let v: serde_json::Value = serde_json::from_str(&out).expect("one JSON value");
+    assert_eq!(v["violation"]["kind"], "deadlock");
+    assert_eq!(v["violation"]["stuck"][0]["process"], "P");
+    assert_eq!(v["violation"]["stuck"][0]["line"], 2);
+    assert_eq!(v["trace"].as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn check_stops_at_its_memory_budget_with_a_partial_report() {
+    // Program 4 with up to 1000 input messages has far more states than
+    // 1 MiB holds: the check stops there, says so, and says how deep it
+    // is complete.
+    let (ok, out, err) = fastpath(
+        &[
+            "esp",
+            "check",
+            &program("program4.esp"),
+            "--max-inputs",
+            "1000",
+            "--max-memory",
+            "1",
+            "--json",
+        ],
+        "",
+    );
+    assert!(!ok, "{out}{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("one JSON value");
+    assert_eq!(v["stopped_by"], "memory");
+    assert_eq!(v["exhaustive"], false);
+    assert!(v["complete_depth"].as_u64().unwrap() > 0, "{out}");
+    let (_, text, _) = fastpath(
+        &[
+            "esp",
+            "check",
+            &program("program4.esp"),
+            "--max-inputs",
+            "1000",
+            "--max-memory",
+            "1",
+        ],
+        "",
+    );
+    assert!(
+        text.contains("NOT exhaustive: the memory budget of 1 MiB was reached (raise it with --max-memory); every state within"),
+        "{text}"
+    );
+}

@@ -117,3 +117,112 @@ fn a_bad_file_is_an_error_at_its_place() {
     assert!(err.contains("/nonexistent/x.idl"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--out` names a directory that `compile` creates, with its parents.
+#[test]
+fn compile_creates_the_out_directory() {
+    let dir = scratch("mkdir").join("a/b");
+    let d = dir.to_str().unwrap();
+    let (ok, out, err) = fastpath(&["idl", "compile", &pfs(), "--lang", "c", "--out", d]);
+    assert!(ok, "{err}");
+    for f in ["pfs.h", "pfs.c", "idl_rt.h", "idl_rt.c"] {
+        assert!(dir.join(f).is_file(), "{f} not written: {out}");
+    }
+}
+
+/// A file that declares nothing (empty, or only comments) generates
+/// nothing, so it is an error that says what a file must declare; one with
+/// types but no interface is compiled, with a warning that it has no stubs.
+#[test]
+fn a_file_that_declares_nothing_is_an_error() {
+    let dir = scratch("empty");
+    for (name, text) in [
+        ("empty.idl", ""),
+        ("comments.idl", "// nothing\n/* here */\n"),
+    ] {
+        let f = dir.join(name);
+        std::fs::write(&f, text).unwrap();
+        for cmd in ["check", "compile"] {
+            let (ok, out, err) = fastpath(&["idl", cmd, f.to_str().unwrap()]);
+            assert!(!ok, "{cmd} {name} succeeded: {out}");
+            assert!(out.is_empty(), "{out}");
+            assert!(
+                err.contains(name) && err.contains("declares nothing") && err.contains("interface"),
+                "{err}"
+            );
+        }
+    }
+    let f = dir.join("types.idl");
+    std::fs::write(&f, "struct point { long x; long y; };\n").unwrap();
+    let (ok, out, err) = fastpath(&["idl", "check", f.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    assert!(out.contains("struct point (8 bytes, align 4)"), "{out}");
+    assert!(err.contains("warning: no interface"), "{err}");
+}
+
+/// A limit exceeded on the command line is named by the flag that sets it,
+/// not by the library's field; raising the flag accepts the file.
+#[test]
+fn a_limit_error_names_its_flag() {
+    let dir = scratch("limit");
+    let f = dir.join("big.idl");
+    std::fs::write(&f, "interface big {\n  void put(in char a[5000]);\n};\n").unwrap();
+    let f = f.to_str().unwrap();
+    let (ok, _, err) = fastpath(&["idl", "check", f]);
+    assert!(!ok);
+    assert!(
+        err.contains("big.idl:2:8: the message record of `put` is 5000 bytes, more than the limit of 4096 (set by --max-record)"),
+        "{err}"
+    );
+    assert!(!err.contains("Limits::"), "{err}");
+    let (ok, _, err) = fastpath(&["idl", "check", f, "--max-record", "8192"]);
+    assert!(ok, "{err}");
+
+    let many: Vec<String> = (0..3).map(|k| format!("in string s{k}")).collect();
+    let g = dir.join("strings.idl");
+    std::fs::write(
+        &g,
+        format!("interface s {{ void f({}); }};\n", many.join(", ")),
+    )
+    .unwrap();
+    let (ok, _, err) = fastpath(&["idl", "check", g.to_str().unwrap(), "--max-strings", "2"]);
+    assert!(!ok);
+    assert!(err.contains("(set by --max-strings)"), "{err}");
+}
+
+/// Invalid UTF-8 is an error at the line and column of the first bad byte.
+#[test]
+fn invalid_utf8_is_an_error_at_its_line_and_column() {
+    let dir = scratch("utf8");
+    let f = dir.join("bad.idl");
+    std::fs::write(&f, b"interface i {\n  void f(in long \xc3\xa9x\xff);\n};\n").unwrap();
+    let (ok, _, err) = fastpath(&["idl", "check", f.to_str().unwrap()]);
+    assert!(!ok);
+    assert!(
+        err.contains("bad.idl:2:20: byte 0xff (at byte offset 34) is not UTF-8"),
+        "{err}"
+    );
+}
+
+/// `check --json` gives scripts the same records as the text.
+#[test]
+fn check_json_gives_the_records() {
+    let (ok, out, err) = fastpath(&["idl", "check", &pfs(), "--json"]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("check --json prints JSON");
+    let ops = v["interfaces"][0]["operations"].as_array().unwrap();
+    let write = ops.iter().find(|o| o["name"] == "pfs_write").unwrap();
+    assert_eq!(write["request_bytes"], 20);
+    assert_eq!(write["reply_bytes"], 24);
+    assert_eq!(write["inline"], true);
+    let data = write["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == "data")
+        .unwrap();
+    assert_eq!(data["offset"], 8);
+    assert_eq!(data["descriptor"], true);
+    assert_eq!(data["count_from"], "data_size");
+    assert_eq!(data["type"], "sequence<i32>");
+}

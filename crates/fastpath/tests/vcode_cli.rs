@@ -73,3 +73,76 @@ fn aarch64_without_the_feature_says_how_to_get_it() {
     assert!(out.is_empty(), "{out}");
     assert!(err.contains("--features aarch64"), "{err}");
 }
+
+/// `--sig` and its limits: a 33rd parameter is an error that says the
+/// limit of 32 (not a bad byte); `%c` and `%s` are accepted (widened to
+/// int) and documented in `--help` with every other letter; signatures of
+/// up to 32 parameters of each type, and mixed ones, more than the
+/// registers hold, run and compute what Rust computes.
+#[test]
+fn signature_limits_are_stated() {
+    let (ok, _, err) = fastpath(&["vcode", "demo", "--sig", &"%i".repeat(33)]);
+    assert!(!ok);
+    assert!(
+        err.contains("has 33 parameters, more than the 32 a function takes"),
+        "{err}"
+    );
+    assert!(!err.contains("at byte"), "{err}");
+
+    let (ok, help, _) = fastpath(&["vcode", "demo", "--help"]);
+    assert!(ok);
+    for letter in [
+        "i (int)",
+        "l (long)",
+        "f (float)",
+        "d",
+        "c (char)",
+        "s (short)",
+    ] {
+        assert!(help.contains(letter), "{letter:?} undocumented in:\n{help}");
+    }
+    assert!(help.contains("any 32 work"), "{help}");
+
+    for sig in MANY {
+        let (ok, out, err) = fastpath(&["vcode", "demo", "--sig", sig]);
+        assert!(ok, "--sig {sig}: {err}");
+        assert!(out.contains(": ok)"), "--sig {sig}:\n{out}");
+    }
+}
+
+/// The signatures of up to 32 parameters the demo must run: each type 32
+/// times, and a 32-long mix (ints and floats past the registers of both
+/// files, `%c`/`%s` widened).
+const MANY: [&str; 6] = [
+    "%c%s%i",
+    "%i%i%i%i%i%i%i%i%i%i%i%i%i%i%i%i%i%i%i%i%i%i%i%i%i%i%i%i%i%i%i%i",
+    "%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d",
+    "%l%l%l%l%l%l%l%l%l%l%l%l%l%l%l%l%l%l%l%l%l%l%l%l%l%l%l%l%l%l%l%l",
+    "%f%f%f%f%f%f%f%f%f%f%f%f%f%f%f%f%f%f%f%f%f%f%f%f%f%f%f%f%f%f%f%f",
+    "%i%d%l%f%c%d%s%i%f%l%d%i%d%f%l%i%i%d%l%f%c%d%s%i%f%l%d%i%d%f%l%d",
+];
+
+/// The same signatures under emulation: the aarch64 backend keeps
+/// parameters in memory and passes arguments from memory the same way.
+#[cfg(feature = "aarch64")]
+#[test]
+fn signatures_of_32_parameters_run_on_aarch64() {
+    for sig in MANY {
+        let (ok, out, err) = fastpath(&["vcode", "demo", "--target", "aarch64", "--sig", sig]);
+        assert!(ok, "--sig {sig}: {err}");
+        assert!(out.contains(": ok)"), "--sig {sig}:\n{out}");
+    }
+    let (ok, _, err) = fastpath(&[
+        "vcode",
+        "demo",
+        "--target",
+        "aarch64",
+        "--sig",
+        &"%d".repeat(33),
+    ]);
+    assert!(!ok);
+    assert!(
+        err.contains("has 33 parameters, more than the 32 a function takes"),
+        "{err}"
+    );
+}

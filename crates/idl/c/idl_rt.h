@@ -26,10 +26,28 @@
 #ifndef IDL_RT_H
 #define IDL_RT_H
 
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+/* The header (and every generated header that includes it) compiles as C11
+ * and as C++11 or later: static assertions are C11's `_Static_assert` or
+ * C++'s `static_assert`, alignments `_Alignof`/`_Alignas` or
+ * `alignof`/`alignas`. C++ code never touches a channel's atomics
+ * (idl_channel is opaque to programs), so there its atomic pointers are
+ * plain pointers of the same size and alignment. */
+#ifdef __cplusplus
+#define IDL_STATIC_ASSERT(cond, msg) static_assert(cond, msg)
+#define IDL_ALIGNOF(type) alignof(type)
+#define IDL_ALIGNAS(n) alignas(n)
+#define IDL_ATOMIC(type) type
+#else
+#include <stdatomic.h>
+#define IDL_STATIC_ASSERT(cond, msg) _Static_assert(cond, msg)
+#define IDL_ALIGNOF(type) _Alignof(type)
+#define IDL_ALIGNAS(n) _Alignas(n)
+#define IDL_ATOMIC(type) _Atomic type
+#endif
 
 #ifdef __cplusplus
 extern "C" {
@@ -64,8 +82,8 @@ typedef struct idl_desc {
     uint32_t off;
     uint32_t len;
 } idl_desc;
-_Static_assert(sizeof(idl_desc) == 8, "idl_desc is 8 bytes");
-_Static_assert(_Alignof(idl_desc) == 4, "idl_desc is 4-aligned");
+IDL_STATIC_ASSERT(sizeof(idl_desc) == 8, "idl_desc is 8 bytes");
+IDL_STATIC_ASSERT(IDL_ALIGNOF(idl_desc) == 4, "idl_desc is 4-aligned");
 
 /* Bytes of a record that travel in the descriptor's cache line. */
 #define IDL_INLINE 56
@@ -96,7 +114,7 @@ typedef struct idl_header {
     uint32_t spin;             /* polls before a side sleeps (advisory) */
     uint32_t reserved;         /* 0 */
 } idl_header;
-_Static_assert(sizeof(idl_header) == 40, "idl_header is rt::shm's 40 bytes");
+IDL_STATIC_ASSERT(sizeof(idl_header) == 40, "idl_header is rt::shm's 40 bytes");
 
 /* ---- The channel ------------------------------------------------------ */
 
@@ -107,9 +125,9 @@ typedef struct idl_channel {
     unsigned char *base;       /* the mapping */
     size_t size;               /* its bytes */
     int fd;                    /* the memfd (owned: closed by idl_channel_unmap) */
-    _Atomic uint32_t *state;   /* the futex word */
-    _Atomic uint16_t *word;    /* key (request) or status (reply) */
-    _Atomic uint16_t *len;     /* bytes of the record */
+    IDL_ATOMIC(uint32_t) *state; /* the futex word */
+    IDL_ATOMIC(uint16_t) *word;  /* key (request) or status (reply) */
+    IDL_ATOMIC(uint16_t) *len;   /* bytes of the record */
     unsigned char *msg;        /* the record */
     uint32_t capacity;         /* bytes the record may have */
     unsigned char *strings;    /* the string area */

@@ -12,7 +12,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use crate::model::Pos;
+use crate::model::{LimitName, Pos};
 
 /// Why an IDL text was rejected (or could not be read or written).
 #[derive(Debug, thiserror::Error)]
@@ -34,9 +34,18 @@ pub enum ErrorKind {
     /// duplicate name, a type where it may not be, a wrong `size_is`.
     #[error("{0}")]
     Check(String),
-    /// An operation exceeds a configured [`crate::Limits`] value.
-    #[error("{0}")]
-    Limit(String),
+    /// An interface or operation exceeds a limit: one of the configured
+    /// [`crate::Limits`] (named by `limit`, and by the message as
+    /// `(Limits::max_record)`), or a fixed one of the wire (`limit` is
+    /// `None`).
+    #[error("{message}{}", limit.map(|l| format!(" (Limits::{})", l.field())).unwrap_or_default())]
+    Limit {
+        /// What exceeded what, e.g. "the message record of `f` is 4100
+        /// bytes, more than the limit of 4096".
+        message: String,
+        /// The configured limit it exceeds, if any.
+        limit: Option<LimitName>,
+    },
     /// Reading the IDL file or writing the generated code failed.
     #[error("{what}: {source}")]
     Io {
@@ -92,9 +101,26 @@ impl CompileError {
         CompileError::new(pos, ErrorKind::Check(msg.into()))
     }
 
-    /// An exceeded limit at `pos`.
+    /// An exceeded fixed limit at `pos`.
     pub fn limit(pos: Pos, msg: impl Into<String>) -> CompileError {
-        CompileError::new(pos, ErrorKind::Limit(msg.into()))
+        CompileError::new(
+            pos,
+            ErrorKind::Limit {
+                message: msg.into(),
+                limit: None,
+            },
+        )
+    }
+
+    /// An exceeded configured limit, `limit`, at `pos`.
+    pub fn limit_of(pos: Pos, msg: impl Into<String>, limit: LimitName) -> CompileError {
+        CompileError::new(
+            pos,
+            ErrorKind::Limit {
+                message: msg.into(),
+                limit: Some(limit),
+            },
+        )
     }
 
     /// An I/O failure while doing `what` (no source position).

@@ -1,8 +1,9 @@
 //! The C back end: from a checked [`Idl`], a header `<stem>.h` and a source
 //! `<stem>.c` whose records have byte for byte the layout of the Rust
 //! stubs' (the model's [`Layout`](crate::model::Layout) decides every
-//! offset, and the header asserts each one with `_Static_assert`), so that
-//! a C client calls a Rust server and the reverse over the channel of
+//! offset, and the header asserts each one with `IDL_STATIC_ASSERT`: C11's
+//! `_Static_assert`, or C++'s `static_assert` when a C++ program includes
+//! the header), so that a C client calls a Rust server and the reverse over the channel of
 //! `crates/idl/c/idl_rt.h` (IDL4 §4: client stubs, server stubs and a
 //! server loop kept in plain C so that users can edit it).
 //!
@@ -423,12 +424,12 @@ impl Gen<'_> {
             line!(h, "}} {name};");
             line!(
                 h,
-                "_Static_assert(sizeof({name}) == {}, \"{name}: size\");",
+                "IDL_STATIC_ASSERT(sizeof({name}) == {}, \"{name}: size\");",
                 s.size
             );
             line!(
                 h,
-                "_Static_assert(_Alignof({name}) == {}, \"{name}: alignment\");",
+                "IDL_STATIC_ASSERT(IDL_ALIGNOF({name}) == {}, \"{name}: alignment\");",
                 s.align
             );
         }
@@ -541,7 +542,7 @@ impl Gen<'_> {
                 },
             };
             let align = if k == 0 && l.align > max_align {
-                format!("_Alignas({}) ", l.align)
+                format!("IDL_ALIGNAS({}) ", l.align)
             } else {
                 String::new()
             };
@@ -561,19 +562,19 @@ impl Gen<'_> {
             let v = by_slot(f);
             line!(
                 h,
-                "_Static_assert(offsetof({rec}, {0}) == {1}, \"{rec}.{0} at {1}\");",
+                "IDL_STATIC_ASSERT(offsetof({rec}, {0}) == {1}, \"{rec}.{0} at {1}\");",
                 v.name,
                 f.offset
             );
         }
         line!(
             h,
-            "_Static_assert(sizeof({rec}) == {}, \"{rec}: size\");",
+            "IDL_STATIC_ASSERT(sizeof({rec}) == {}, \"{rec}: size\");",
             l.size
         );
         line!(
             h,
-            "_Static_assert(_Alignof({rec}) == {}, \"{rec}: alignment\");",
+            "IDL_STATIC_ASSERT(IDL_ALIGNOF({rec}) == {}, \"{rec}: alignment\");",
             l.align
         );
     }
@@ -1339,7 +1340,7 @@ mod tests {
         assert!(h.contains(
             "int pfs_write(idl_client *c, int32_t handle, int32_t *pos, int32_t len, int32_t data_size, const int32_t *data, int32_t *ret);"
         ));
-        assert!(h.contains("_Static_assert(offsetof(pfs_write_msg, pos) == 16"));
+        assert!(h.contains("IDL_STATIC_ASSERT(offsetof(pfs_write_msg, pos) == 16"));
         assert!(h.contains(
             "int (*pfs_get_direntries)(void *self, int32_t handle, int32_t *pos, int32_t count, int32_t *data_size, int32_t *data, uint32_t data_cap, int32_t *ret);"
         ));

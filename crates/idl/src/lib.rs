@@ -34,7 +34,7 @@ pub mod rt;
 mod sema;
 
 pub use error::CompileError;
-pub use model::{Dir, Idl, Interface, Layout, Limits, Op, Param, Pos, Prim, Type};
+pub use model::{Dir, Idl, Interface, Layout, LimitName, Limits, Op, Param, Pos, Prim, Type};
 
 /// Parses and checks an IDL source with the default [`Limits`].
 pub fn parse(src: &str) -> Result<Idl, CompileError> {

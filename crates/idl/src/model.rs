@@ -295,6 +295,28 @@ pub struct Limits {
     pub max_record: u32,
 }
 
+/// One of the [`Limits`], as errors name it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LimitName {
+    /// [`Limits::max_strings`].
+    MaxStrings,
+    /// [`Limits::max_string_bytes`].
+    MaxStringBytes,
+    /// [`Limits::max_record`].
+    MaxRecord,
+}
+
+impl LimitName {
+    /// The field of [`Limits`] it is, e.g. `"max_record"`.
+    pub fn field(self) -> &'static str {
+        match self {
+            LimitName::MaxStrings => "max_strings",
+            LimitName::MaxStringBytes => "max_string_bytes",
+            LimitName::MaxRecord => "max_record",
+        }
+    }
+}
+
 impl Default for Limits {
     fn default() -> Self {
         Limits {

@@ -27,8 +27,8 @@ use std::collections::HashMap;
 
 use crate::error::CompileError;
 use crate::model::{
-    Dir, Field, Idl, Interface, Layout, Limits, Op, Param, Pos, Prim, Slot, StructDef, StructId,
-    Type,
+    Dir, Field, Idl, Interface, Layout, LimitName, Limits, Op, Param, Pos, Prim, Slot, StructDef,
+    StructId, Type,
 };
 use crate::parser::{Ast, Declarator, Def, Expr, ExprKind, OpDecl, TypeKind, TypeSpec};
 
@@ -774,12 +774,13 @@ impl Checker<'_> {
         }
         let size = round_up(off, align);
         if size > u64::from(self.limits.max_record) {
-            return Err(CompileError::limit(
+            return Err(CompileError::limit_of(
                 pos,
                 format!(
-                    "the message record of `{name}` is {size} bytes, more than the limit of {} (Limits::max_record)",
+                    "the message record of `{name}` is {size} bytes, more than the limit of {}",
                     self.limits.max_record
                 ),
+                LimitName::MaxRecord,
             ));
         }
         let count = |f: fn(Dir) -> bool| {
@@ -792,12 +793,13 @@ impl Checker<'_> {
         let out_strings = count(|d| d != Dir::In);
         for (n, what) in [(in_strings, "request"), (out_strings, "reply")] {
             if n > self.limits.max_strings {
-                return Err(CompileError::limit(
+                return Err(CompileError::limit_of(
                     pos,
                     format!(
-                        "`{name}` has {n} strings and sequences in its {what}, more than the limit of {} (Limits::max_strings)",
+                        "`{name}` has {n} strings and sequences in its {what}, more than the limit of {}",
                         self.limits.max_strings
                     ),
+                    LimitName::MaxStrings,
                 ));
             }
         }

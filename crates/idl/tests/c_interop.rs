@@ -83,8 +83,8 @@ impl Drop for TempDir {
 }
 
 /// Generates `<stem>.h` / `<stem>.c` from `idl_src` and compiles them with
-/// the run time and `tests/c/<main>` into an executable, with the warnings
-/// of the brief (-Wall -Wextra -Werror).
+/// the run time and `tests/c/<main>` into an executable, warnings as errors
+/// (-Wall -Wextra -Werror): generated C must compile cleanly.
 fn build(dir: &TempDir, stem: &str, idl_src: &str, main: &str) -> PathBuf {
     let idl = idl::parse(idl_src).unwrap_or_else(|e| panic!("{stem}.idl: {e}"));
     let (h, c) = idl::gen_c::generate(&idl, stem);
@@ -228,6 +228,80 @@ fn generated_rust_is_current() {
 }
 
 // ---- C to C ---------------------------------------------------------------
+
+/// Whether `tool` (a compiler) runs; without it a test returns early, or
+/// fails if `IDL_REQUIRE_GCC=1`.
+fn have(tool: &str, test: &str) -> bool {
+    let ok = Command::new(tool)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        if std::env::var("IDL_REQUIRE_GCC").is_ok_and(|v| v == "1") {
+            panic!("{test}: {tool} is not installed and IDL_REQUIRE_GCC=1");
+        }
+        eprintln!("{test}: skipped: {tool} is not installed");
+    }
+    ok
+}
+
+/// A generated header is usable from C++ as well as C: included by a C++17
+/// translation unit it compiles without a warning (its `extern "C"` guards,
+/// and its layout assertions as C++'s `static_assert`, which still hold),
+/// and the generated C source still compiles as C11, for every IDL file of
+/// the tests (every kind of type, the paper's pfs).
+#[test]
+fn generated_headers_compile_as_cpp_and_as_c() {
+    if !have("gcc", "generated_headers_compile_as_cpp_and_as_c")
+        || !have("g++", "generated_headers_compile_as_cpp_and_as_c")
+    {
+        return;
+    }
+    let every = std::fs::read_to_string(manifest().join("tests/idl/every.idl")).unwrap();
+    for (stem, src) in [
+        ("every", every.as_str()),
+        ("kinds", KINDS_IDL),
+        ("pfs", PFS_IDL),
+    ] {
+        let dir = TempDir::new(&format!("cxx-{stem}"));
+        let idl = idl::parse(src).unwrap_or_else(|e| panic!("{stem}.idl: {e}"));
+        let (h, c) = idl::gen_c::generate(&idl, stem);
+        std::fs::write(dir.0.join(format!("{stem}.h")), h).unwrap();
+        std::fs::write(dir.0.join(format!("{stem}.c")), c).unwrap();
+        let cpp = dir.0.join("user.cpp");
+        std::fs::write(
+            &cpp,
+            format!(
+                "#include \"{stem}.h\"\n#include <cstdio>\n\
+                 int main() {{ std::printf(\"%zu\\n\", sizeof(idl_desc)); return 0; }}\n"
+            ),
+        )
+        .unwrap();
+        let rt = manifest().join("c");
+        for (compiler, std, file) in [
+            ("g++", "-std=c++17", cpp.clone()),
+            ("gcc", "-std=c11", dir.0.join(format!("{stem}.c"))),
+            ("gcc", "-std=c11", rt.join("idl_rt.c")),
+        ] {
+            let out = Command::new(compiler)
+                .args([std, "-Wall", "-Wextra", "-Werror", "-c", "-o"])
+                .arg(dir.0.join("out.o"))
+                .arg("-I")
+                .arg(&rt)
+                .arg("-I")
+                .arg(&dir.0)
+                .arg(&file)
+                .output()
+                .expect("run the compiler");
+            assert!(
+                out.status.success(),
+                "{compiler} {std} failed on {} ({stem}.idl):\n{}",
+                file.display(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+}
 
 #[test]
 fn c_to_c_pfs() {

@@ -65,8 +65,8 @@ fn hosts_or_skip(test: &str) -> Option<TwoHosts> {
 /// One side of a two-way exchange between the hosts' threads. If the other
 /// side has ended (panicked), the exchange panics instead of waiting.
 struct Meet {
-    tx: mpsc::Sender<u16>,
-    rx: mpsc::Receiver<u16>,
+    tx: mpsc::Sender<u32>,
+    rx: mpsc::Receiver<u32>,
 }
 
 fn meeting() -> (Meet, Meet) {
@@ -77,7 +77,7 @@ fn meeting() -> (Meet, Meet) {
 
 impl Meet {
     /// Gives `v` to the other side and returns what it gave.
-    fn swap(&self, v: u16) -> u16 {
+    fn swap(&self, v: u32) -> u32 {
         self.tx.send(v).expect("the other host gave up");
         self.rx
             .recv_timeout(Duration::from_secs(10))

@@ -2,7 +2,9 @@
 //! interpreter and on the JIT, each with fuel metering off and on, and
 //! load+verify (+compile, for the JIT) of the paper's Figure 2 applet and
 //! of the benchmark class. The side-by-side comparison with HotSpot, with
-//! issue 13's targets judged, is `fastpath bench jive`.
+//! the paper's targets judged (JIT speedup over the interpreter, JIT time
+//! against C2's, the cost of fuel metering, RawUnet's load time), is
+//! `fastpath bench jive`.
 //!
 //! Where the JIT cannot run (no native backend, or it refuses the class),
 //! its benchmarks are skipped with the reason.
@@ -110,8 +112,8 @@ fn load_verify(c: &mut Criterion) {
     g.bench_function("check Bench", |b| {
         b.iter(|| jive::check(&bench, &limits).unwrap())
     });
-    // Load + verify + compile: the same load on the JIT (issue 13's target,
-    // at most 100 us for RawUnet), and the compile alone, outside the code
+    // Load + verify + compile: the same load on the JIT (the target for
+    // RawUnet is at most 100 us), and the compile alone, outside the code
     // cache. Each iteration's applet is dropped within the iteration, so
     // that the next load compiles again rather than sharing the code of a
     // live identical applet: the time includes retiring the code (wall

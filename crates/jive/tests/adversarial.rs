@@ -1,4 +1,5 @@
-//! Adversarial applets on both engines (issue 13): `adversarial/Adversary`
+//! Adversarial applets on both engines, which must agree on every result,
+//! trap, fuel count and final state: `adversarial/Adversary`
 //! (`applets/src/adversarial/Adversary.java`) indexes arrays at the ends of
 //! the int range, wraps index arithmetic, uses arrays that natives give and
 //! handles they forge, recurses past the call-depth and frame-stack limits,
@@ -112,7 +113,7 @@ impl Both {
                 panic!(
                     "{release} {CLASS}: Engine::Jit cannot load the applet: {e}\n\
                      These tests compare the JIT with the interpreter; they fail until the \
-                     JIT compiles every method of the JIVE subset (issue 13)."
+                     JIT compiles every method of the JIVE subset."
                 )
             });
         assert_eq!(interp.engine(), Engine::Interpreter);

@@ -1,4 +1,5 @@
-//! Hand-made class files for the JIT (issue 13): int bytecodes of the JIVE
+//! Hand-made class files for the JIT, which must run them as the interpreter
+//! does: int bytecodes of the JIVE
 //! subset that `javac` never emits (or emits only in a few fixed shapes), so
 //! the random differential test (`jit.rs`, whose programs `javac` compiles)
 //! cannot reach them: `swap`, `pop2`, `dup_x1` in unusual positions,

@@ -1,4 +1,4 @@
-//! Differential test of the JIT against the interpreter (issue 13): the same
+//! Differential test of the JIT against the interpreter: the same
 //! class loaded on both engines must give, for every invocation, the same
 //! `Result<Outcome, InvokeError>` (value, fuel used; trap kind, method and
 //! bci), and leave the same state behind (static fields, static arrays'

@@ -1,5 +1,5 @@
-//! The JIT's code in the shared code cache while an applet is replaced
-//! (issue 13): four threads run an applet while the main thread replaces it,
+//! The JIT's code in the shared code cache while an applet is replaced:
+//! four threads run an applet while the main thread replaces it,
 //! again and again; nothing crashes, every result is the one of the version
 //! the thread runs, and the old code is freed.
 //!
@@ -61,8 +61,8 @@ fn load(bytes: &[u8], class: &str) -> Applet {
         }
         Err(e) => panic!(
             "{class}: Engine::Jit cannot load the applet: {e}\n\
-             This test runs JIT code from the shared code cache; it fails until the JIT \
-             lands (issue 13)."
+             This test runs JIT code from the shared code cache; it fails if the JIT \
+             cannot compile the applet."
         ),
     }
 }

@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use crate::daemon::{MAX_FRAME, PROTOCOL_VERSION, Request, STATUS_OK, counts_from_bytes};
 use crate::endpoint::{Control, Endpoint};
 use crate::engine::{ChannelOptions, EngineError, PortCounts};
-use crate::frame::Addr;
+use crate::frame::{Addr, EndpointId};
 use crate::layout::{Config, Layout};
 use crate::shm::Segment;
 
@@ -125,7 +125,7 @@ impl Client {
         applet: Option<&[u8]>,
     ) -> Result<Endpoint, EngineError> {
         let (reply, fd) = call(&self.conn, &Request::Create { config, applet })?;
-        let id = reply_u16("CreateEndpoint", &reply)?;
+        let id = reply_u32("CreateEndpoint", &reply)?;
         let link = Remote {
             conn: self.conn.clone(),
         };
@@ -156,7 +156,7 @@ impl Client {
 /// Closes an endpoint the engine made but this process could not use.
 struct CloseOnError {
     link: Option<Remote>,
-    id: u16,
+    id: EndpointId,
 }
 
 impl Drop for CloseOnError {
@@ -309,12 +309,22 @@ fn reply_u16(op: &str, b: &[u8]) -> Result<u16, EngineError> {
     }
 }
 
+fn reply_u32(op: &str, b: &[u8]) -> Result<u32, EngineError> {
+    match *b {
+        [a, b2, c, d] => Ok(u32::from_le_bytes([a, b2, c, d])),
+        _ => Err(remote(format_args!(
+            "malformed {op} reply of {} bytes",
+            b.len()
+        ))),
+    }
+}
+
 impl Control for Remote {
     fn open_channel(
         &mut self,
-        id: u16,
+        id: EndpointId,
         remote: Addr,
-        remote_ep: u16,
+        remote_ep: EndpointId,
         opts: ChannelOptions,
     ) -> Result<u16, EngineError> {
         let b = self.call(&Request::OpenChannel {
@@ -328,7 +338,7 @@ impl Control for Remote {
 
     fn install_filter(
         &mut self,
-        id: u16,
+        id: EndpointId,
         chan: u16,
         filter: &str,
         priority: i32,
@@ -348,7 +358,7 @@ impl Control for Remote {
         Ok(dpf::FilterId(u64::from_le_bytes(v)))
     }
 
-    fn remove_filter(&mut self, id: u16, filter: dpf::FilterId) -> Result<(), EngineError> {
+    fn remove_filter(&mut self, id: EndpointId, filter: dpf::FilterId) -> Result<(), EngineError> {
         self.call(&Request::RemoveFilter {
             id,
             filter: filter.0,
@@ -356,17 +366,30 @@ impl Control for Remote {
         .map(drop)
     }
 
-    fn set_applet(&mut self, id: u16, applet: Option<&[u8]>) -> Result<(), EngineError> {
+    fn set_applet(&mut self, id: EndpointId, applet: Option<&[u8]>) -> Result<(), EngineError> {
         self.call(&Request::SetApplet { id, applet }).map(drop)
     }
 
-    fn counts(&mut self, id: u16) -> Result<PortCounts, EngineError> {
+    fn counts(&mut self, id: EndpointId) -> Result<PortCounts, EngineError> {
         let b = self.call(&Request::Counts { id })?;
         counts_from_bytes(&b)
             .ok_or_else(|| remote(format_args!("malformed Counts reply of {} bytes", b.len())))
     }
 
-    fn close(&mut self, id: u16) {
+    fn closed_channels(&mut self, id: EndpointId) -> Result<Vec<u16>, EngineError> {
+        let b = self.call(&Request::ClosedChannels { id })?;
+        if b.len() % 2 != 0 {
+            return Err(remote(format_args!(
+                "malformed ClosedChannels reply of {} bytes",
+                b.len()
+            )));
+        }
+        Ok(b.chunks_exact(2)
+            .map(|c| u16::from_le_bytes([c[0], c[1]]))
+            .collect())
+    }
+
+    fn close(&mut self, id: EndpointId) {
         let _ = self.call(&Request::Close { id });
     }
 }

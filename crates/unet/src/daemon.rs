@@ -23,13 +23,18 @@
 //! | op | request fields | reply |
 //! |---|---|---|
 //! | 1 `Info` | — | `u16` protocol version, engine address: 4-byte IPv4, `u16` port |
-//! | 2 `CreateEndpoint` | 5 × `u32` config (buffers, buffer_size, tx_depth, rx_depth, free_depth), `opt bytes` applet | `u16` endpoint id, and the `memfd` as `SCM_RIGHTS` on the reply |
-//! | 3 `OpenChannel` | `u16` id, IPv4, `u16` port, `u16` remote endpoint, `u8` flags (bit 0: UDP checksum) | `u16` channel tag |
-//! | 4 `InstallFilter` | `u16` id, `u16` channel, `i32` priority, `bytes` filter text (UTF-8, pcap syntax) | `u64` filter id |
-//! | 5 `RemoveFilter` | `u16` id, `u64` filter id | — |
-//! | 6 `SetApplet` | `u16` id, `opt bytes` applet | — |
-//! | 7 `Counts` | `u16` id | [`COUNTERS`] × `u64`: the fields of [`PortCounts`] in declaration order |
-//! | 8 `CloseEndpoint` | `u16` id | — |
+//! | 2 `CreateEndpoint` | 5 × `u32` config (buffers, buffer_size, tx_depth, rx_depth, free_depth), `opt bytes` applet | `u32` endpoint id, and the `memfd` as `SCM_RIGHTS` on the reply |
+//! | 3 `OpenChannel` | `u32` id, IPv4, `u16` port, `u32` remote endpoint id, `u8` flags (bit 0: UDP checksum) | `u16` channel tag |
+//! | 4 `InstallFilter` | `u32` id, `u16` channel, `i32` priority, `bytes` filter text (UTF-8, pcap syntax) | `u64` filter id |
+//! | 5 `RemoveFilter` | `u32` id, `u64` filter id | — |
+//! | 6 `SetApplet` | `u32` id, `opt bytes` applet | — |
+//! | 7 `Counts` | `u32` id | [`COUNTERS`] × `u64`: the fields of [`PortCounts`] in declaration order |
+//! | 8 `CloseEndpoint` | `u32` id | — |
+//! | 9 `ClosedChannels` | `u32` id | `u16` tag of each channel closed because its peer went away, in the order they closed |
+//!
+//! An endpoint id is a [`crate::frame::EndpointId`]: the endpoint's slot in
+//! the low 16 bits, the slot's generation in the high 16 bits. An engine
+//! never hands out an id twice, so an id names one endpoint for good.
 //!
 //! A frame holds at most [`MAX_FRAME`] bytes, an applet at most
 //! [`MAX_APPLET`] (jive's default class-size limit), a filter at most
@@ -48,7 +53,9 @@
 //!   naming any other id is refused with "endpoint N is not yours", whether
 //!   or not N exists. A filter installed through the daemon is confined to
 //!   frames addressed to the caller's endpoint (it is installed as
-//!   `(text) and udp[8:2] = id`), so no process can take another's traffic.
+//!   `(text) and (udp[8:2] = slot and udp[14:2] = generation)`), so no
+//!   process can take another's traffic, nor the traffic of an endpoint
+//!   that held the same slot before.
 //! - **Budgets.** A client is a process, known by the pid `SO_PEERCRED`
 //!   gives. A connection holds at most [`ServeOptions::max_endpoints`]
 //!   endpoints and [`ServeOptions::max_memory_per_connection`] bytes of
@@ -83,11 +90,11 @@ use std::thread::JoinHandle;
 use thiserror::Error;
 
 use crate::engine::{ChannelOptions, Engine, EngineError, PortCounts};
-use crate::frame::Addr;
+use crate::frame::{Addr, EndpointId};
 use crate::layout::Config;
 
 /// The protocol version [`Op::Info`] reports.
-pub const PROTOCOL_VERSION: u16 = 1;
+pub const PROTOCOL_VERSION: u16 = 3;
 
 /// The largest applet a request carries: jive's default limit on a class
 /// file (`jive::Limits::default().max_class_bytes`).
@@ -125,6 +132,8 @@ pub enum Op {
     Counts = 7,
     /// Remove an endpoint.
     CloseEndpoint = 8,
+    /// The channels of an endpoint closed because their peer went away.
+    ClosedChannels = 9,
 }
 
 impl Op {
@@ -139,6 +148,7 @@ impl Op {
             6 => Op::SetApplet,
             7 => Op::Counts,
             8 => Op::CloseEndpoint,
+            9 => Op::ClosedChannels,
             _ => return None,
         })
     }
@@ -154,6 +164,7 @@ impl Op {
             Op::SetApplet => "SetApplet",
             Op::Counts => "Counts",
             Op::CloseEndpoint => "CloseEndpoint",
+            Op::ClosedChannels => "ClosedChannels",
         }
     }
 }
@@ -235,30 +246,33 @@ pub(crate) enum Request<'a> {
         applet: Option<&'a [u8]>,
     },
     OpenChannel {
-        id: u16,
+        id: EndpointId,
         remote: Addr,
-        remote_ep: u16,
+        remote_ep: EndpointId,
         checksum: bool,
     },
     InstallFilter {
-        id: u16,
+        id: EndpointId,
         chan: u16,
         priority: i32,
         text: &'a str,
     },
     RemoveFilter {
-        id: u16,
+        id: EndpointId,
         filter: u64,
     },
     SetApplet {
-        id: u16,
+        id: EndpointId,
         applet: Option<&'a [u8]>,
     },
     Counts {
-        id: u16,
+        id: EndpointId,
     },
     Close {
-        id: u16,
+        id: EndpointId,
+    },
+    ClosedChannels {
+        id: EndpointId,
     },
 }
 
@@ -377,10 +391,10 @@ impl<'a> Request<'a> {
                 applet: f.opt_bytes("applet", MAX_APPLET)?,
             },
             Op::OpenChannel => {
-                let id = f.u16("endpoint id")?;
+                let id = f.u32("endpoint id")?;
                 let ip = Ipv4Addr::from(f.array::<4>("remote address")?);
                 let port = f.u16("remote port")?;
-                let remote_ep = f.u16("remote endpoint")?;
+                let remote_ep = f.u32("remote endpoint")?;
                 let flags = f.array::<1>("flags")?[0];
                 if flags & !1 != 0 {
                     return Err(ProtocolError::BadFlag {
@@ -397,25 +411,28 @@ impl<'a> Request<'a> {
                 }
             }
             Op::InstallFilter => Request::InstallFilter {
-                id: f.u16("endpoint id")?,
+                id: f.u32("endpoint id")?,
                 chan: f.u16("channel")?,
                 priority: f.i32("priority")?,
                 text: std::str::from_utf8(f.bytes("filter", MAX_FILTER)?)
                     .map_err(|_| ProtocolError::NotUtf8 { op: op.name() })?,
             },
             Op::RemoveFilter => Request::RemoveFilter {
-                id: f.u16("endpoint id")?,
+                id: f.u32("endpoint id")?,
                 filter: f.u64("filter id")?,
             },
             Op::SetApplet => Request::SetApplet {
-                id: f.u16("endpoint id")?,
+                id: f.u32("endpoint id")?,
                 applet: f.opt_bytes("applet", MAX_APPLET)?,
             },
             Op::Counts => Request::Counts {
-                id: f.u16("endpoint id")?,
+                id: f.u32("endpoint id")?,
             },
             Op::CloseEndpoint => Request::Close {
-                id: f.u16("endpoint id")?,
+                id: f.u32("endpoint id")?,
+            },
+            Op::ClosedChannels => Request::ClosedChannels {
+                id: f.u32("endpoint id")?,
             },
         };
         f.end()?;
@@ -496,6 +513,10 @@ impl<'a> Request<'a> {
                 v.push(Op::CloseEndpoint as u8);
                 v.extend_from_slice(&id.to_le_bytes());
             }
+            Request::ClosedChannels { id } => {
+                v.push(Op::ClosedChannels as u8);
+                v.extend_from_slice(&id.to_le_bytes());
+            }
         }
         let len = (v.len() - 4) as u32;
         v[..4].copy_from_slice(&len.to_le_bytes());
@@ -509,6 +530,7 @@ pub(crate) fn counts_to_bytes(c: &PortCounts) -> Vec<u8> {
         c.tx_descriptors,
         c.tx_frames,
         c.tx_rejected,
+        c.tx_closed,
         c.rx_delivered,
         c.rx_no_buffer,
         c.rx_queue_full,
@@ -527,7 +549,7 @@ pub(crate) fn counts_to_bytes(c: &PortCounts) -> Vec<u8> {
 }
 
 /// The number of counters in a `Counts` reply.
-pub const COUNTERS: usize = 14;
+pub const COUNTERS: usize = 15;
 
 /// The inverse of [`counts_to_bytes`]; `None` unless `b` holds exactly
 /// [`COUNTERS`] values.
@@ -540,17 +562,18 @@ pub(crate) fn counts_from_bytes(b: &[u8]) -> Option<PortCounts> {
         tx_descriptors: v(0),
         tx_frames: v(1),
         tx_rejected: v(2),
-        rx_delivered: v(3),
-        rx_no_buffer: v(4),
-        rx_queue_full: v(5),
-        rx_too_long: v(6),
-        rx_bad_checksum: v(7),
-        applet_traps: v(8),
-        applet_drops: v(9),
-        free_invalid: v(10),
-        queue_corrupt: v(11),
-        applet_overruns: v(12),
-        applet_throttled: v(13),
+        tx_closed: v(3),
+        rx_delivered: v(4),
+        rx_no_buffer: v(5),
+        rx_queue_full: v(6),
+        rx_too_long: v(7),
+        rx_bad_checksum: v(8),
+        applet_traps: v(9),
+        applet_drops: v(10),
+        free_invalid: v(11),
+        queue_corrupt: v(12),
+        applet_overruns: v(13),
+        applet_throttled: v(14),
     })
 }
 
@@ -564,18 +587,33 @@ pub(crate) fn reply_frame(status: u8, payload: &[u8]) -> Vec<u8> {
 }
 
 /// The filter that `text` becomes when installed for endpoint `id`
-/// through the daemon: `(text) and udp[8:2] = id`, which matches only
-/// frames addressed to endpoint `id`. The result is parsed and its root
-/// checked to be that conjunction, so no text (unbalanced parentheses
-/// included) escapes the confinement.
-fn confine_filter(text: &str, id: u16) -> Result<String, String> {
+/// through the daemon: `(text) and (udp[8:2] = slot and udp[14:2] =
+/// generation)`, which matches only frames addressed to endpoint `id` (its
+/// slot, at this generation: not to an earlier or later holder of the
+/// slot). The result is parsed and its root checked to be that
+/// conjunction, so no text (unbalanced parentheses included) escapes the
+/// confinement. The client's text is checked against dpf's limits less
+/// what the confinement adds (one level of parentheses, the guard's two
+/// primitives and its bytes), so a filter is refused, with the column in
+/// the client's own text, exactly when its confined form would be.
+fn confine_filter(text: &str, id: EndpointId) -> Result<String, String> {
     let err = |e: dpf::Error| format!("filter: {e}");
-    dpf::parse(text).map_err(err)?;
-    let guard_text = format!("udp[8:2] = {id}");
-    let confined = format!("({text}) and {guard_text}");
+    let guard_text = format!(
+        "udp[8:2] = {} and udp[14:2] = {}",
+        crate::frame::endpoint_slot(id),
+        crate::frame::endpoint_generation(id)
+    );
+    let confined = format!("({text}) and ({guard_text})");
+    let full = dpf::syntax::Limits::default();
+    let room = dpf::syntax::Limits {
+        max_len: full.max_len - (confined.len() - text.len()),
+        max_nesting: full.max_nesting - 1,
+        max_primitives: full.max_primitives - 2,
+    };
+    dpf::syntax::parse_with(text, &room).map_err(err)?;
     let guard = dpf::parse(&guard_text).map_err(err)?;
-    match dpf::parse(&confined).map_err(err)? {
-        dpf::syntax::Expr::And(_, rhs) if *rhs == guard => Ok(confined),
+    match &dpf::parse(&confined).map_err(err)? {
+        dpf::syntax::Expr::And(_, rhs) if **rhs == guard => Ok(confined),
         _ => Err(format!(
             "filter {text:?} cannot be confined to endpoint {id}"
         )),
@@ -611,7 +649,7 @@ pub enum Event {
         /// The connection.
         conn: u64,
         /// The endpoint's id.
-        id: u16,
+        id: EndpointId,
     },
     /// An endpoint was removed: closed by its connection, or reclaimed
     /// when the connection went away.
@@ -619,7 +657,7 @@ pub enum Event {
         /// The connection.
         conn: u64,
         /// The endpoint's id.
-        id: u16,
+        id: EndpointId,
         /// Its counters at the end.
         counts: PortCounts,
         /// Whether it was reclaimed (its connection closed without closing it).
@@ -1151,14 +1189,14 @@ struct Session<'a> {
     conn: u64,
     /// The client's process id, by which its budgets are counted.
     pid: Option<u32>,
-    owned: BTreeSet<u16>,
+    owned: BTreeSet<EndpointId>,
     /// Bytes of shared memory of the endpoints it owns.
     memory: u64,
 }
 
 /// A successful reply: its payload, and the endpoint whose `memfd` goes
 /// with it.
-type Reply = (Vec<u8>, Option<u16>);
+type Reply = (Vec<u8>, Option<EndpointId>);
 
 impl Session<'_> {
     fn run(mut self, mut stream: UnixStream) {
@@ -1198,7 +1236,12 @@ impl Session<'_> {
 
     /// Sends the reply to `CreateEndpoint` with the endpoint's `memfd`; if
     /// that fails the endpoint is removed (the client never got it).
-    fn send_endpoint(&mut self, stream: &UnixStream, id: u16, payload: &[u8]) -> io::Result<()> {
+    fn send_endpoint(
+        &mut self,
+        stream: &UnixStream,
+        id: EndpointId,
+        payload: &[u8],
+    ) -> io::Result<()> {
         let Some(port) = self.shared.engine.port(id) else {
             let mut stream = stream;
             return stream.write_all(&reply_frame(
@@ -1218,7 +1261,7 @@ impl Session<'_> {
         r
     }
 
-    fn remove(&mut self, id: u16, reclaimed: bool) {
+    fn remove(&mut self, id: EndpointId, reclaimed: bool) {
         let Some(port) = self.shared.engine.port(id) else {
             return;
         };
@@ -1269,7 +1312,7 @@ impl Session<'_> {
         }
     }
 
-    fn mine(&self, id: u16) -> Result<(), String> {
+    fn mine(&self, id: EndpointId) -> Result<(), String> {
         if self.owned.contains(&id) {
             Ok(())
         } else {
@@ -1362,6 +1405,11 @@ impl Session<'_> {
                 self.owned.remove(&id);
                 self.remove(id, false);
                 (Vec::new(), None)
+            }
+            Request::ClosedChannels { id } => {
+                self.mine(id)?;
+                let tags = engine.closed_channels(id).map_err(err)?;
+                (tags.iter().flat_map(|t| t.to_le_bytes()).collect(), None)
             }
         })
     }
@@ -1461,7 +1509,7 @@ mod tests {
     #[test]
     fn lengths_past_the_end_and_oversized_fields_are_refused() {
         // InstallFilter announcing 100 bytes of text but carrying 3.
-        let mut b = vec![Op::InstallFilter as u8, 1, 0, 0, 0, 0, 0, 0, 0];
+        let mut b = vec![Op::InstallFilter as u8, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0];
         b.extend_from_slice(&100u32.to_le_bytes());
         b.extend_from_slice(b"udp");
         let e = Request::decode(&b).unwrap_err();
@@ -1470,12 +1518,12 @@ mod tests {
             ProtocolError::Short {
                 op: "InstallFilter",
                 field: "filter",
-                need: 112,
-                len: 15
+                need: 114,
+                len: 17
             }
         );
         // A length that would overflow an offset computation.
-        let mut b = vec![Op::SetApplet as u8, 1, 0, 1];
+        let mut b = vec![Op::SetApplet as u8, 1, 0, 0, 0, 1];
         b.extend_from_slice(&u32::MAX.to_le_bytes());
         assert!(matches!(
             Request::decode(&b),
@@ -1486,14 +1534,14 @@ mod tests {
             })
         ));
         // An applet one byte over jive's limit.
-        let mut b = vec![Op::SetApplet as u8, 1, 0, 1];
+        let mut b = vec![Op::SetApplet as u8, 1, 0, 0, 0, 1];
         b.extend_from_slice(&(MAX_APPLET as u32 + 1).to_le_bytes());
         assert!(matches!(
             Request::decode(&b),
             Err(ProtocolError::FieldTooLarge { .. })
         ));
         // Flags other than 0 and 1.
-        let b = [Op::SetApplet as u8, 1, 0, 2];
+        let b = [Op::SetApplet as u8, 1, 0, 0, 0, 2];
         assert!(matches!(
             Request::decode(&b),
             Err(ProtocolError::BadFlag { value: 2, .. })
@@ -1511,7 +1559,7 @@ mod tests {
             Err(ProtocolError::BadFlag { field: "flags", .. })
         ));
         // Invalid UTF-8 in a filter.
-        let mut b = vec![Op::InstallFilter as u8, 1, 0, 0, 0, 0, 0, 0, 0];
+        let mut b = vec![Op::InstallFilter as u8, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0];
         b.extend_from_slice(&2u32.to_le_bytes());
         b.extend_from_slice(&[0xff, 0xfe]);
         assert_eq!(
@@ -1521,7 +1569,7 @@ mod tests {
             })
         );
         assert_eq!(Request::decode(&[0]), Err(ProtocolError::UnknownOp(0)));
-        assert_eq!(Request::decode(&[9]), Err(ProtocolError::UnknownOp(9)));
+        assert_eq!(Request::decode(&[10]), Err(ProtocolError::UnknownOp(10)));
     }
 
     #[test]
@@ -1545,17 +1593,18 @@ mod tests {
             tx_descriptors: 1,
             tx_frames: 2,
             tx_rejected: 3,
-            rx_delivered: 4,
-            rx_no_buffer: 5,
-            rx_queue_full: 6,
-            rx_too_long: 7,
-            rx_bad_checksum: 8,
-            applet_traps: 9,
-            applet_drops: 10,
-            free_invalid: 11,
-            queue_corrupt: 12,
-            applet_overruns: 13,
-            applet_throttled: 14,
+            tx_closed: 4,
+            rx_delivered: 5,
+            rx_no_buffer: 6,
+            rx_queue_full: 7,
+            rx_too_long: 8,
+            rx_bad_checksum: 9,
+            applet_traps: 10,
+            applet_drops: 11,
+            free_invalid: 12,
+            queue_corrupt: 13,
+            applet_overruns: 14,
+            applet_throttled: 15,
         };
         let b = counts_to_bytes(&c);
         assert_eq!(b.len(), 8 * COUNTERS);
@@ -1570,21 +1619,47 @@ mod tests {
 
     #[test]
     fn filters_are_confined_to_the_callers_endpoint() {
+        let id = crate::frame::endpoint_id(5, 2);
         assert_eq!(
-            confine_filter("udp dst port 7000", 5).unwrap(),
-            "(udp dst port 7000) and udp[8:2] = 5"
+            confine_filter("udp dst port 7000", id).unwrap(),
+            "(udp dst port 7000) and (udp[8:2] = 5 and udp[14:2] = 2)"
         );
         // Text that tries to close the parenthesis and escape is refused
         // (it does not parse on its own) ...
         for evil in ["udp) or (udp", "udp) or udp or (udp", "(udp", "udp)"] {
-            assert!(confine_filter(evil, 5).is_err(), "{evil}");
+            assert!(confine_filter(evil, id).is_err(), "{evil}");
         }
         // ... and what parses stays under the guard.
-        let c = confine_filter("udp or tcp", 5).unwrap();
-        match dpf::parse(&c).unwrap() {
-            dpf::syntax::Expr::And(_, rhs) => assert_eq!(*rhs, dpf::parse("udp[8:2] = 5").unwrap()),
+        let c = confine_filter("udp or tcp", id).unwrap();
+        match &dpf::parse(&c).unwrap() {
+            dpf::syntax::Expr::And(_, rhs) => {
+                assert_eq!(**rhs, dpf::parse("udp[8:2] = 5 and udp[14:2] = 2").unwrap())
+            }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_filter_is_refused_at_the_client_column_exactly_when_its_confined_form_would_be() {
+        use dpf::syntax::{MAX_FILTER_LEN, MAX_NESTING, MAX_PRIMITIVES};
+        let id = crate::frame::endpoint_id(5, 2);
+        // One level short of the limit: confined, it is at the limit and
+        // installs.
+        let ok = format!("{}udp", "!".repeat(MAX_NESTING - 1));
+        let c = confine_filter(&ok, id).unwrap();
+        assert!(dpf::parse(&c).is_ok());
+        // At the limit on its own: refused, at the column of the client's
+        // own text where the confined form goes past it.
+        let deep = format!("{}udp", "!".repeat(MAX_NESTING));
+        let e = confine_filter(&deep, id).unwrap_err();
+        assert!(e.contains(&format!("column {MAX_NESTING}:")), "{e}");
+        // Primitives (the guard adds two) and length, likewise.
+        let many = vec!["udp"; MAX_PRIMITIVES - 1].join(" or ");
+        assert!(confine_filter(&many, id).is_err());
+        let fits = vec!["udp"; MAX_PRIMITIVES - 2].join(" or ");
+        assert!(dpf::parse(&confine_filter(&fits, id).unwrap()).is_ok());
+        let long = format!("udp{}", " ".repeat(MAX_FILTER_LEN - 3));
+        assert!(confine_filter(&long, id).unwrap_err().contains("limit"));
     }
 
     proptest! {

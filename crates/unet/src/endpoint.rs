@@ -18,11 +18,12 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use thiserror::Error;
 
 use crate::engine::{ChannelOptions, Engine, EngineError, Port, PortCounts};
-use crate::frame::Addr;
+use crate::frame::{Addr, EndpointId};
 use crate::layout::{Config, INLINE_MAX, Layout, RX_BUFFERS_MAX, RxDesc, TxDesc, TxStatus};
 use crate::ring::{Consumer, Producer};
 use crate::shm::{Segment, ShmQueue, queues};
@@ -45,6 +46,13 @@ pub enum SendError {
     /// The engine published a queue index no correct engine could have.
     #[error("the transmit queue is corrupt")]
     Corrupt,
+    /// The channel was closed because its peer, an endpoint of the same
+    /// engine, went away; nothing more is sent on it.
+    #[error("channel {chan} is closed: its peer endpoint went away")]
+    ChannelClosed {
+        /// The channel's tag.
+        chan: u16,
+    },
 }
 
 /// One received message. Dropping it gives its buffers back to the engine
@@ -117,7 +125,7 @@ impl Drop for Message<'_> {
 
 /// An endpoint, as its application sees it.
 pub struct Endpoint {
-    id: u16,
+    id: EndpointId,
     seg: Arc<Segment>,
     layout: Layout,
     tx: Producer<TxDesc, ShmQueue>,
@@ -133,6 +141,11 @@ pub struct Endpoint {
     inflight: VecDeque<(u32, u64)>,
     /// Receive descriptors that were not well formed (skipped).
     bad_rx: u64,
+    /// The engine's count of closed channels when `closed` was last read
+    /// ([`crate::layout::CLOSED_CHANNELS_AT`]).
+    closed_seen: u32,
+    /// The channels closed because their peer went away.
+    closed: Vec<u16>,
     link: Box<dyn Control>,
     drive: bool,
 }
@@ -145,25 +158,27 @@ pub trait Control: Send {
     /// See [`Engine::open_channel`].
     fn open_channel(
         &mut self,
-        id: u16,
+        id: EndpointId,
         remote: Addr,
-        remote_ep: u16,
+        remote_ep: EndpointId,
         opts: ChannelOptions,
     ) -> Result<u16, EngineError>;
     /// See [`Engine::install_filter`].
     fn install_filter(
         &mut self,
-        id: u16,
+        id: EndpointId,
         chan: u16,
         filter: &str,
         priority: i32,
     ) -> Result<dpf::FilterId, EngineError>;
     /// See [`Engine::remove_filter`].
-    fn remove_filter(&mut self, id: u16, filter: dpf::FilterId) -> Result<(), EngineError>;
+    fn remove_filter(&mut self, id: EndpointId, filter: dpf::FilterId) -> Result<(), EngineError>;
     /// See [`Engine::set_applet`].
-    fn set_applet(&mut self, id: u16, applet: Option<&[u8]>) -> Result<(), EngineError>;
+    fn set_applet(&mut self, id: EndpointId, applet: Option<&[u8]>) -> Result<(), EngineError>;
     /// The engine's counters for the endpoint.
-    fn counts(&mut self, id: u16) -> Result<PortCounts, EngineError>;
+    fn counts(&mut self, id: EndpointId) -> Result<PortCounts, EngineError>;
+    /// See [`Engine::closed_channels`].
+    fn closed_channels(&mut self, id: EndpointId) -> Result<Vec<u16>, EngineError>;
     /// Services the endpoint's transmit queue, if this process runs the engine.
     fn drive_tx(&mut self) {}
     /// Runs the frames waiting for this endpoint's applet and polls the
@@ -174,7 +189,7 @@ pub trait Control: Send {
         None
     }
     /// The endpoint is going away.
-    fn close(&mut self, id: u16);
+    fn close(&mut self, id: EndpointId);
 }
 
 /// The engine in this process.
@@ -186,30 +201,33 @@ struct Embedded {
 impl Control for Embedded {
     fn open_channel(
         &mut self,
-        id: u16,
+        id: EndpointId,
         remote: Addr,
-        remote_ep: u16,
+        remote_ep: EndpointId,
         opts: ChannelOptions,
     ) -> Result<u16, EngineError> {
         self.engine.open_channel(id, remote, remote_ep, opts)
     }
     fn install_filter(
         &mut self,
-        id: u16,
+        id: EndpointId,
         chan: u16,
         filter: &str,
         priority: i32,
     ) -> Result<dpf::FilterId, EngineError> {
         self.engine.install_filter(id, chan, filter, priority)
     }
-    fn remove_filter(&mut self, id: u16, filter: dpf::FilterId) -> Result<(), EngineError> {
+    fn remove_filter(&mut self, id: EndpointId, filter: dpf::FilterId) -> Result<(), EngineError> {
         self.engine.remove_filter(id, filter)
     }
-    fn set_applet(&mut self, id: u16, applet: Option<&[u8]>) -> Result<(), EngineError> {
+    fn set_applet(&mut self, id: EndpointId, applet: Option<&[u8]>) -> Result<(), EngineError> {
         self.engine.set_applet(id, applet)
     }
-    fn counts(&mut self, _id: u16) -> Result<PortCounts, EngineError> {
+    fn counts(&mut self, _id: EndpointId) -> Result<PortCounts, EngineError> {
         Ok(self.port.counts())
+    }
+    fn closed_channels(&mut self, id: EndpointId) -> Result<Vec<u16>, EngineError> {
+        self.engine.closed_channels(id)
     }
     fn drive_tx(&mut self) {
         self.port.claim();
@@ -223,7 +241,7 @@ impl Control for Embedded {
     fn engine(&self) -> Option<&Engine> {
         Some(&self.engine)
     }
-    fn close(&mut self, id: u16) {
+    fn close(&mut self, id: EndpointId) {
         let _ = self.engine.remove_port(id);
     }
 }
@@ -278,7 +296,7 @@ impl Endpoint {
     /// out as `layout`) the engine behind `link` created. Gives the second
     /// half of the buffers to the engine for reception.
     pub fn from_parts(
-        id: u16,
+        id: EndpointId,
         seg: Arc<Segment>,
         layout: Layout,
         link: Box<dyn Control>,
@@ -298,6 +316,8 @@ impl Endpoint {
             alloc_tail: 0,
             inflight: VecDeque::new(),
             bad_rx: 0,
+            closed_seen: 0,
+            closed: Vec::new(),
             link,
             drive: true,
         };
@@ -307,8 +327,10 @@ impl Endpoint {
         ep
     }
 
-    /// The endpoint's id on its engine.
-    pub fn id(&self) -> u16 {
+    /// The endpoint's id on its engine: its slot and generation (see
+    /// [`crate::frame::EndpointId`]); give it whole to a peer's
+    /// [`Endpoint::open_channel`].
+    pub fn id(&self) -> EndpointId {
         self.id
     }
 
@@ -347,8 +369,13 @@ impl Endpoint {
         self.drive = drive;
     }
 
-    /// Opens a channel to endpoint `remote_ep` of the engine at `remote`.
-    pub fn open_channel(&mut self, remote: Addr, remote_ep: u16) -> Result<u16, EngineError> {
+    /// Opens a channel to endpoint `remote_ep` (its whole id, generation
+    /// included) of the engine at `remote`.
+    pub fn open_channel(
+        &mut self,
+        remote: Addr,
+        remote_ep: EndpointId,
+    ) -> Result<u16, EngineError> {
         self.link
             .open_channel(self.id, remote, remote_ep, ChannelOptions::default())
     }
@@ -357,10 +384,24 @@ impl Endpoint {
     pub fn open_channel_with(
         &mut self,
         remote: Addr,
-        remote_ep: u16,
+        remote_ep: EndpointId,
         opts: ChannelOptions,
     ) -> Result<u16, EngineError> {
         self.link.open_channel(self.id, remote, remote_ep, opts)
+    }
+
+    /// Whether channel `chan` was closed because its peer went away (the
+    /// engine of this process, or the daemon, is asked only when its count
+    /// of closed channels in the segment has moved).
+    pub fn is_closed(&mut self, chan: u16) -> bool {
+        let n = self.seg.closed_channels().load(Ordering::Acquire);
+        if n != self.closed_seen
+            && let Ok(c) = self.link.closed_channels(self.id)
+        {
+            self.closed = c;
+            self.closed_seen = n;
+        }
+        self.closed.contains(&chan)
     }
 
     /// Installs a filter (pcap syntax) delivering what it matches to `chan`.
@@ -437,6 +478,9 @@ impl Endpoint {
         len: usize,
         fill: impl FnOnce(&mut [u8]),
     ) -> Result<(), SendError> {
+        if self.is_closed(chan) {
+            return Err(SendError::ChannelClosed { chan });
+        }
         let (off, end) = self.alloc(len)?;
         if self.tx.space().map_err(|_| SendError::Corrupt)? == 0 {
             self.kick();
@@ -461,7 +505,14 @@ impl Endpoint {
     /// Pushes a transmit descriptor naming bytes the application placed in
     /// the buffer area itself (outside the transmit region this type
     /// manages, or after [`Endpoint::set_drive`]`(false)` for batching).
+    ///
+    /// A descriptor on a channel known to be closed is refused
+    /// ([`SendError::ChannelClosed`]); one pushed before the closing is
+    /// known completes as [`TxStatus::Closed`].
     pub fn push_tx(&mut self, desc: TxDesc) -> Result<(), SendError> {
+        if self.is_closed(desc.chan) {
+            return Err(SendError::ChannelClosed { chan: desc.chan });
+        }
         match self.tx.push(desc) {
             Ok(true) => {}
             Ok(false) => return Err(SendError::Full),

@@ -47,7 +47,9 @@ use std::time::{Duration, Instant};
 use arc_swap::ArcSwap;
 use thiserror::Error;
 
-use crate::frame::{self, Addr, HEADER_LEN};
+use crate::frame::{
+    self, Addr, EndpointId, HEADER_LEN, endpoint_generation, endpoint_id, endpoint_slot,
+};
 use crate::layout::{Config, INLINE_MAX, Layout, RX_BUFFERS_MAX, RxDesc, TxDesc, TxStatus};
 use crate::natives::{self, HostError, NativeHost, RxBody};
 use crate::ring::{Consumer, Producer};
@@ -83,6 +85,15 @@ pub enum EngineError {
     /// No such endpoint or channel.
     #[error("{0}")]
     NotFound(String),
+    /// The channel was closed because its peer, an endpoint of this
+    /// engine, went away: nothing more is sent or received on it.
+    #[error("channel {chan} of endpoint {id} is closed: its peer endpoint went away")]
+    ChannelClosed {
+        /// The endpoint.
+        id: EndpointId,
+        /// The channel's tag.
+        chan: u16,
+    },
     /// An engine in another process refused the request (its message), or
     /// could not be reached.
     #[error("engine: {0}")]
@@ -106,7 +117,10 @@ pub struct PortStats {
     pub tx_frames: AtomicU64,
     /// Transmit descriptors rejected as malformed (length, offset, channel).
     pub tx_rejected: AtomicU64,
-    _line: [u64; 5],
+    /// Transmit descriptors on a channel closed because its peer went
+    /// away (not sent; completed as [`TxStatus::Closed`]).
+    pub tx_closed: AtomicU64,
+    _line: [u64; 4],
     /// Messages delivered to the receive queue.
     pub rx_delivered: AtomicU64,
     /// Arriving messages dropped: no free buffer.
@@ -143,6 +157,8 @@ pub struct PortCounts {
     pub tx_frames: u64,
     /// See [`PortStats::tx_rejected`].
     pub tx_rejected: u64,
+    /// See [`PortStats::tx_closed`].
+    pub tx_closed: u64,
     /// See [`PortStats::rx_delivered`].
     pub rx_delivered: u64,
     /// See [`PortStats::rx_no_buffer`].
@@ -174,6 +190,7 @@ impl PortStats {
             tx_descriptors: l(&self.tx_descriptors),
             tx_frames: l(&self.tx_frames),
             tx_rejected: l(&self.tx_rejected),
+            tx_closed: l(&self.tx_closed),
             rx_delivered: l(&self.rx_delivered),
             rx_no_buffer: l(&self.rx_no_buffer),
             rx_queue_full: l(&self.rx_queue_full),
@@ -207,20 +224,61 @@ fn bump_shared(c: &AtomicU64) {
     c.fetch_add(1, Ordering::Relaxed);
 }
 
-/// What the engine counts for itself.
+/// What the engine counts for itself. With [`PortCounts`] this accounts
+/// for every message the engine takes: each frame is delivered, or dropped
+/// and counted under exactly one of the reasons below or an endpoint's.
+///
+/// The `transport_*` fields are the transport's own counters
+/// ([`crate::transport::TransportStats`]) of frames it accepted and then
+/// lost, read when the counts are taken: between two engines on one
+/// `loop` hub, frames the sender handed out (`frames_out`) are the
+/// receiver's `frames_in` plus the sender's `transport_no_route` and
+/// `transport_queue_full`.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct EngineCounts {
     /// Frames received from the transport (frames an engine sends to its
     /// own address are delivered without it and not counted here).
     pub frames_in: u64,
-    /// Frames that matched no filter (dropped).
+    /// Frames that matched no filter, or whose endpoint is gone (dropped).
     pub unmatched: u64,
     /// Frames that failed the header check (dropped).
     pub malformed: u64,
     /// Frames handed to the transport.
     pub frames_out: u64,
-    /// Frames the transport refused or failed to send.
+    /// Frames the transport refused or failed to send (`udp`: the socket
+    /// buffer stayed full, `sendmmsg` failed; `packet`: the transmit ring
+    /// stayed full), dropped.
     pub send_errors: u64,
+    /// Frames the transport took but could not route: no port attached at
+    /// the destination address (`loop`), dropped.
+    pub transport_no_route: u64,
+    /// Frames the transport took but the destination's queue was full
+    /// (`loop`: 1,024 frames or 4 MiB by default), dropped.
+    pub transport_queue_full: u64,
+    /// Frames lost on the way in before the transport saw them, where the
+    /// system reports it (`udp`: socket buffer overflows; `packet`: receive
+    /// ring overruns).
+    pub transport_overruns: u64,
+    /// Frames that arrived but were not unet frames (the transport dropped
+    /// them before the engine's header check).
+    pub transport_not_unet: u64,
+    /// Frames that were waiting for an endpoint's applet when the endpoint
+    /// was closed, or arrived for it while it closed (dropped).
+    pub closed: u64,
+}
+
+impl EngineCounts {
+    /// Frames lost at this engine or its transport, every reason summed.
+    pub fn dropped(&self) -> u64 {
+        self.unmatched
+            + self.malformed
+            + self.send_errors
+            + self.transport_no_route
+            + self.transport_queue_full
+            + self.transport_overruns
+            + self.transport_not_unet
+            + self.closed
+    }
 }
 
 #[derive(Debug, Default)]
@@ -230,6 +288,7 @@ struct EngineStats {
     malformed: AtomicU64,
     frames_out: AtomicU64,
     send_errors: AtomicU64,
+    closed: AtomicU64,
 }
 
 /// Options of a channel.
@@ -250,6 +309,9 @@ struct Channel {
     checksum: bool,
     /// Whether its peer is on this engine (its frames never leave it).
     local: bool,
+    /// Whether it was closed because its peer went away: sending on it
+    /// fails, and its filters are gone.
+    closed: bool,
 }
 
 /// An installed applet and its resolved entry points.
@@ -570,10 +632,19 @@ impl Framer {
         self.channels[slot] = ch;
     }
 
-    fn has_channel(&self, tag: u16) -> bool {
+    /// `None` if `tag` names no channel, else whether it is closed.
+    fn channel_closed(&self, tag: u16) -> Option<bool> {
         self.channels
             .get(usize::from(tag))
-            .is_some_and(Option::is_some)
+            .and_then(Option::as_ref)
+            .map(|c| c.closed)
+    }
+
+    /// Marks channel `tag` closed (its peer went away).
+    fn close_channel(&mut self, tag: u16) {
+        if let Some(Some(c)) = self.channels.get_mut(usize::from(tag)) {
+            c.closed = true;
+        }
     }
 
     /// Sends `len` bytes of `seg` at `at` on `chan` (the standard U-Net
@@ -600,6 +671,7 @@ impl Framer {
         if let Some(ch) = channels.get(usize::from(chan)).and_then(Option::as_ref)
             && ch.local
             && !ch.checksum
+            && !ch.closed
         {
             // Below ILP_MIN_COPY bytes the whole message is cheaper to carry.
             let carried = reach
@@ -662,6 +734,9 @@ fn frame_parts<'a>(
         .get(usize::from(chan))
         .and_then(Option::as_ref)
         .ok_or(HostError::NoSuchChannel(chan))?;
+    if ch.closed {
+        return Err(HostError::ChannelClosed(chan));
+    }
     if len > max_message {
         return Err(HostError::TooLong {
             len,
@@ -922,7 +997,8 @@ struct Inbox {
 
 /// The engine's side of one endpoint.
 pub struct Port {
-    id: u16,
+    /// Slot and generation ([`EndpointId`]).
+    id: EndpointId,
     seg: Arc<Segment>,
     layout: Layout,
     tx: CacheLine<Mutex<TxSide>>,
@@ -939,13 +1015,21 @@ pub struct Port {
     inbox: CacheLine<Mutex<Inbox>>,
     /// Whether `inbox` holds frames (changed under its lock).
     pending: AtomicBool,
+    /// Set when the endpoint is removed (under the receive side's lock and
+    /// the inbox's): frames that reach it from then on are counted as
+    /// [`EngineCounts::closed`], not delivered.
+    closed: AtomicBool,
     /// The thread that last drove this endpoint from its application
     /// ([`Port::claim`]): frames for its applet that arrive on that thread
     /// skip the inbox.
     owner: AtomicU64,
     /// The filters of each channel (`None`: no channel with that tag): the
-    /// control operations' state, off the data path.
+    /// control operations' state, off the data path. A closed channel
+    /// keeps its tag, with no filters.
     filters: Mutex<Vec<Option<Vec<dpf::FilterId>>>>,
+    /// The tags of the channels closed because their peer went away, in
+    /// the order they closed (taken after `filters`).
+    closed_chans: Mutex<Vec<u16>>,
     stats: Arc<PortStats>,
     /// The engine's budgets (the inbox's are checked without the receive
     /// side's lock).
@@ -1027,9 +1111,14 @@ impl Port {
         }
     }
 
-    /// The endpoint's id on its engine.
-    pub fn id(&self) -> u16 {
+    /// The endpoint's id on its engine (slot and generation).
+    pub fn id(&self) -> EndpointId {
         self.id
+    }
+
+    /// The endpoint's slot: its id without the generation.
+    pub fn slot(&self) -> u16 {
+        endpoint_slot(self.id)
     }
 
     /// The endpoint's counters.
@@ -1071,8 +1160,15 @@ struct Inner {
     readiness: Option<crate::transport::Readiness>,
     max_payload: u32,
     table: Mutex<dpf::Table>,
+    /// The endpoints, indexed by slot.
     ports: ArcSwap<Vec<Option<Arc<Port>>>>,
     control: Mutex<()>,
+    /// The last generation each slot was given (0: never used); a slot at
+    /// `u16::MAX` is retired, so that no id is handed out twice.
+    generations: Mutex<Vec<u16>>,
+    /// For each endpoint of this engine, the channels on this engine that
+    /// have it as their peer (owner's id, tag): closed when it goes.
+    local_peers: Mutex<std::collections::HashMap<EndpointId, Vec<(EndpointId, u16)>>>,
     /// How many leading bytes of a frame the installed filters can read, at
     /// most: the largest end of a field any filter loads (a field counted
     /// from the transport header taken at 34, the engine's own frames'
@@ -1142,6 +1238,8 @@ impl Engine {
                 table: Mutex::new(dpf::Table::new()),
                 ports: ArcSwap::from_pointee(Vec::new()),
                 control: Mutex::new(()),
+                generations: Mutex::new(Vec::new()),
+                local_peers: Mutex::new(std::collections::HashMap::new()),
                 reach: Arc::new(AtomicUsize::new(HEADER_LEN)),
                 reaches: Mutex::new(std::collections::BTreeMap::new()),
                 backlog: Mutex::new(Outbox::default()),
@@ -1165,8 +1263,10 @@ impl Engine {
         self.inner.local
     }
 
-    /// The engine's counters.
+    /// The engine's counters, with its transport's losses (this takes the
+    /// transport's lock for a moment).
     pub fn counts(&self) -> EngineCounts {
+        let t = lock(&self.inner.transport).stats();
         let s = &self.inner.stats;
         let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
         EngineCounts {
@@ -1175,16 +1275,34 @@ impl Engine {
             malformed: l(&s.malformed),
             frames_out: l(&s.frames_out),
             send_errors: l(&s.send_errors),
+            transport_no_route: t.tx_no_route,
+            transport_queue_full: t.tx_queue_full,
+            transport_overruns: t.rx_overruns,
+            transport_not_unet: t.rx_dropped,
+            closed: l(&s.closed),
         }
     }
 
-    /// The port of endpoint `id`, if it exists.
-    pub fn port(&self, id: u16) -> Option<Arc<Port>> {
+    /// The port of endpoint `id`, if it exists (an id whose generation is
+    /// not the slot's current one names an endpoint that is gone).
+    pub fn port(&self, id: EndpointId) -> Option<Arc<Port>> {
         self.inner
             .ports
             .load()
-            .get(usize::from(id))
+            .get(usize::from(endpoint_slot(id)))
             .and_then(Clone::clone)
+            .filter(|p| p.id == id)
+    }
+
+    /// The ids of the endpoints that exist now, in slot order.
+    pub fn endpoints(&self) -> Vec<EndpointId> {
+        self.inner
+            .ports
+            .load()
+            .iter()
+            .flatten()
+            .map(|p| p.id)
+            .collect()
     }
 
     /// Creates an endpoint's segment and port, with an applet if given.
@@ -1197,11 +1315,19 @@ impl Engine {
         let budgets = self.inner.budgets;
         let _c = lock(&self.inner.control);
         let ports = self.inner.ports.load_full();
-        let id = (1..=u16::MAX)
-            .find(|&i| ports.get(usize::from(i)).is_none_or(Option::is_none))
-            .ok_or(EngineError::Exhausted("every endpoint id is in use"))?;
+        let mut generations = lock(&self.inner.generations);
+        let gen_of = |g: &[u16], i: u16| g.get(usize::from(i)).copied().unwrap_or(0);
+        let slot = (1..=u16::MAX)
+            .find(|&i| {
+                ports.get(usize::from(i)).is_none_or(Option::is_none)
+                    && gen_of(&generations, i) < u16::MAX
+            })
+            .ok_or(EngineError::Exhausted(
+                "every endpoint slot is in use or has used up its generations",
+            ))?;
+        let id = endpoint_id(slot, gen_of(&generations, slot) + 1);
         let seg = Arc::new(Segment::create(
-            &format!("unet-endpoint-{id}"),
+            &format!("unet-endpoint-{slot}.{}", endpoint_generation(id)),
             layout.total,
         )?);
         seg.write_header(&layout.header(id));
@@ -1257,36 +1383,47 @@ impl Engine {
             rx: CacheLine(Mutex::new(rx)),
             inbox: CacheLine(Mutex::new(Inbox::default())),
             pending: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
             owner: AtomicU64::new(0),
             filters: Mutex::new(Vec::new()),
+            closed_chans: Mutex::new(Vec::new()),
             stats,
             budgets,
             throttle_until: AtomicU64::new(0),
         });
         let mut next: Vec<Option<Arc<Port>>> = ports.as_ref().clone();
-        if next.len() <= usize::from(id) {
-            next.resize(usize::from(id) + 1, None);
+        let at = usize::from(slot);
+        if next.len() <= at {
+            next.resize(at + 1, None);
         }
-        next[usize::from(id)] = Some(port.clone());
+        next[at] = Some(port.clone());
+        if generations.len() <= at {
+            generations.resize(at + 1, 0);
+        }
+        generations[at] = endpoint_generation(id);
         self.inner.ports.store(Arc::new(next));
         Ok(port)
     }
 
-    /// Installs `filter` in the table and records its reach. The engine's
-    /// reach grows before the filter is published, so that frames built
-    /// from then on carry every byte it reads; a frame built before and
-    /// classified after loses nothing but the new filter's verdict, as if
-    /// it had been classified a moment earlier.
+    /// Installs a filter prepared (parsed, lowered, analyzed) before any
+    /// lock was taken, and records its reach: under the locks only the
+    /// table is merged and published, so a large filter's compilation
+    /// holds up no other client, and one that does not compile never
+    /// reaches the engine. The engine's reach grows before the filter is
+    /// published, so that frames built from then on carry every byte it
+    /// reads; a frame built before and classified after loses nothing but
+    /// the new filter's verdict, as if it had been classified a moment
+    /// earlier.
     fn install(
         &self,
-        filter: &str,
+        filter: dpf::Prepared,
         owner: u32,
         priority: i32,
     ) -> Result<dpf::FilterId, EngineError> {
-        let reach = dpf::compile(filter).map(|p| program_reach(&p))?;
+        let reach = program_reach(filter.program());
         let mut reaches = lock(&self.inner.reaches);
         self.inner.reach.fetch_max(reach, Ordering::AcqRel);
-        let installed = lock(&self.inner.table).install(filter, owner, priority);
+        let installed = lock(&self.inner.table).install_prepared(filter, owner, priority);
         if let Ok(fid) = installed {
             reaches.insert(fid, reach);
         }
@@ -1308,56 +1445,134 @@ impl Engine {
         self.inner.reach.store(r, Ordering::Release);
     }
 
-    fn port_or_err(&self, id: u16) -> Result<Arc<Port>, EngineError> {
+    fn port_or_err(&self, id: EndpointId) -> Result<Arc<Port>, EngineError> {
         self.port(id)
             .ok_or_else(|| EngineError::NotFound(format!("no endpoint {id}")))
     }
 
     /// Removes endpoint `id`: its filters, its applet and its port. The
     /// segment is unmapped when the last user lets go of it.
-    pub fn remove_port(&self, id: u16) -> Result<(), EngineError> {
+    ///
+    /// Every channel of another endpoint of this engine whose peer it was is
+    /// closed: its filters go, sending on it completes as
+    /// [`TxStatus::Closed`], and the endpoint that gets this slot next (with
+    /// a new generation) is never taken for this one.
+    pub fn remove_port(&self, id: EndpointId) -> Result<(), EngineError> {
         let _c = lock(&self.inner.control);
         let ports = self.inner.ports.load_full();
-        let Some(port) = ports.get(usize::from(id)).and_then(Clone::clone) else {
+        let slot = usize::from(endpoint_slot(id));
+        let Some(port) = ports
+            .get(slot)
+            .and_then(Clone::clone)
+            .filter(|p| p.id == id)
+        else {
             return Err(EngineError::NotFound(format!("no endpoint {id}")));
         };
         let mut next: Vec<Option<Arc<Port>>> = ports.as_ref().clone();
-        next[usize::from(id)] = None;
+        next[slot] = None;
         self.inner.ports.store(Arc::new(next));
         let filters: Vec<_> = lock(&port.filters).drain(..).flatten().flatten().collect();
         for f in filters {
             let _ = self.uninstall(f);
         }
         port.has_applet.store(false, Ordering::Release);
-        lock(&port.rx).applet = None;
+        let mut rx = lock(&port.rx);
+        rx.applet = None;
+        // Frames waiting for the applet, or delivered from now on by a
+        // thread that found the port before it left the table, are counted
+        // as lost to the closing.
+        let mut inbox = lock(&port.inbox);
+        port.closed.store(true, Ordering::Release);
+        let waiting = inbox.chans.len() as u64;
+        inbox.chans.clear();
+        inbox.frames.clear();
+        port.pending.store(false, Ordering::Release);
+        self.inner
+            .stats
+            .closed
+            .fetch_add(waiting, Ordering::Relaxed);
+        drop(inbox);
+        drop(rx);
+        let peers_of = lock(&self.inner.local_peers).remove(&id);
+        for (owner, tag) in peers_of.into_iter().flatten() {
+            if let Some(p) = self.port(owner) {
+                self.close_channel(&p, tag);
+            }
+        }
         Ok(())
+    }
+
+    /// Closes channel `tag` of `port` (under the control lock): removes its
+    /// filters, marks it closed on both sides, and tells the application
+    /// through the segment's count of closed channels.
+    fn close_channel(&self, port: &Port, tag: u16) {
+        let mut filters = lock(&port.filters);
+        let Some(Some(fids)) = filters.get_mut(usize::from(tag)) else {
+            return;
+        };
+        for f in std::mem::take(fids) {
+            let _ = self.uninstall(f);
+        }
+        lock(&port.closed_chans).push(tag);
+        drop(filters);
+        // Lock order: transmit side, then receive side.
+        let mut tx = lock(&port.tx);
+        tx.framer.close_channel(tag);
+        lock(&port.rx).io.framer.close_channel(tag);
+        drop(tx);
+        port.seg.closed_channels().fetch_add(1, Ordering::Release);
+    }
+
+    /// The tags of endpoint `id`'s channels that were closed because their
+    /// peer went away, in the order they closed.
+    pub fn closed_channels(&self, id: EndpointId) -> Result<Vec<u16>, EngineError> {
+        Ok(lock(&self.port_or_err(id)?.closed_chans).clone())
     }
 
     /// Opens a channel from endpoint `id` to endpoint `remote_ep` at
     /// `remote`, installing the filter that brings the peer's messages to
     /// it; returns the channel's tag.
+    ///
+    /// `remote_ep` is the peer's whole id, generation included: the filter
+    /// admits only frames from that endpoint to this one, and the frames
+    /// sent carry both generations, so neither end's slot passing to a new
+    /// endpoint lets a frame through to it. A peer on this engine must
+    /// exist, and when it goes the channel is closed.
     pub fn open_channel(
         &self,
-        id: u16,
+        id: EndpointId,
         remote: Addr,
-        remote_ep: u16,
+        remote_ep: EndpointId,
         opts: ChannelOptions,
     ) -> Result<u16, EngineError> {
         let port = self.port_or_err(id)?;
-        let _c = lock(&self.inner.control);
         let local = self.inner.local;
+        let filter = dpf::Table::prepare(&format!(
+            "udp and src host {} and udp src port {} and dst host {} and udp dst port {} \
+             and udp[8:2] = {} and udp[10:2] = {} and udp[14:2] = {} and udp[16:2] = {}",
+            remote.ip,
+            remote.port,
+            local.ip,
+            local.port,
+            endpoint_slot(id),
+            endpoint_slot(remote_ep),
+            endpoint_generation(id),
+            endpoint_generation(remote_ep)
+        ))?;
+        let _c = lock(&self.inner.control);
+        if remote == local && self.port(remote_ep).is_none() {
+            return Err(EngineError::NotFound(format!(
+                "no endpoint {remote_ep} on this engine (it has closed, or never existed)"
+            )));
+        }
         let mut filters = lock(&port.filters);
         let tag = (0..=u16::MAX)
             .find(|&t| filters.get(usize::from(t)).is_none_or(Option::is_none))
             .ok_or(EngineError::Exhausted(
                 "every channel tag of this endpoint is in use",
             ))?;
-        let filter = format!(
-            "udp and src host {} and udp src port {} and dst host {} and udp dst port {} and udp[8:2] = {} and udp[10:2] = {}",
-            remote.ip, remote.port, local.ip, local.port, id, remote_ep
-        );
-        let owner = u32::from(id) << 16 | u32::from(tag);
-        let fid = self.install(&filter, owner, 0)?;
+        let owner = u32::from(endpoint_slot(id)) << 16 | u32::from(tag);
+        let fid = self.install(filter, owner, 0)?;
         let hdr = frame::FrameHeader {
             src_mac: frame::MacAddr::from_ip(local.ip).0,
             dst_mac: frame::MacAddr::from_ip(remote.ip).0,
@@ -1375,7 +1590,14 @@ impl Engine {
             template: hdr.template(),
             checksum: opts.checksum,
             local: remote == local,
+            closed: false,
         };
+        if remote == local {
+            lock(&self.inner.local_peers)
+                .entry(remote_ep)
+                .or_default()
+                .push((id, tag));
+        }
         let slot = usize::from(tag);
         if filters.len() <= slot {
             filters.resize(slot + 1, None);
@@ -1393,32 +1615,44 @@ impl Engine {
     /// wins; channel filters have priority 0).
     pub fn install_filter(
         &self,
-        id: u16,
+        id: EndpointId,
         chan: u16,
         filter: &str,
         priority: i32,
     ) -> Result<dpf::FilterId, EngineError> {
         let port = self.port_or_err(id)?;
+        // Compiled before the engine-wide lock: see `Engine::install`.
+        let filter = dpf::Table::prepare(filter)?;
         let _c = lock(&self.inner.control);
         let mut filters = lock(&port.filters);
         let ch = filters
             .get_mut(usize::from(chan))
             .and_then(Option::as_mut)
             .ok_or_else(|| EngineError::NotFound(format!("endpoint {id} has no channel {chan}")))?;
-        let fid = self.install(filter, u32::from(id) << 16 | u32::from(chan), priority)?;
+        if lock(&port.closed_chans).contains(&chan) {
+            return Err(EngineError::ChannelClosed { id, chan });
+        }
+        let owner = u32::from(endpoint_slot(id)) << 16 | u32::from(chan);
+        let fid = self.install(filter, owner, priority)?;
         ch.push(fid);
         Ok(fid)
     }
 
     /// Removes a filter installed by [`Engine::install_filter`] (a
     /// channel's own filter goes only with its endpoint).
-    pub fn remove_filter(&self, id: u16, fid: dpf::FilterId) -> Result<(), EngineError> {
+    pub fn remove_filter(&self, id: EndpointId, fid: dpf::FilterId) -> Result<(), EngineError> {
         let port = self.port_or_err(id)?;
         let _c = lock(&self.inner.control);
         let mut filters = lock(&port.filters);
-        let Some(ch) = filters.iter_mut().flatten().find(|c| c[1..].contains(&fid)) else {
+        // A closed channel has no filters left, not even its own.
+        let Some(ch) = filters
+            .iter_mut()
+            .flatten()
+            .find(|c| c.get(1..).is_some_and(|extra| extra.contains(&fid)))
+        else {
             return Err(EngineError::NotFound(format!(
-                "endpoint {id} has no extra filter {fid:?}"
+                "endpoint {id} has no extra filter {}",
+                fid.0
             )));
         };
         self.uninstall(fid)?;
@@ -1429,7 +1663,7 @@ impl Engine {
     /// Replaces endpoint `id`'s applet (`None`: standard U-Net). The new
     /// applet is loaded, verified and constructed first; if that fails the
     /// old one stays. Messages in flight see the old applet or the new one.
-    pub fn set_applet(&self, id: u16, applet: Option<&[u8]>) -> Result<(), EngineError> {
+    pub fn set_applet(&self, id: EndpointId, applet: Option<&[u8]>) -> Result<(), EngineError> {
         let port = self.port_or_err(id)?;
         let mut rx = lock(&port.rx);
         let loaded = match applet {
@@ -1445,21 +1679,25 @@ impl Engine {
     }
 
     /// Sets endpoint `id`'s policy for applets that trap.
-    pub fn set_trap_policy(&self, id: u16, policy: TrapPolicy) -> Result<(), EngineError> {
+    pub fn set_trap_policy(&self, id: EndpointId, policy: TrapPolicy) -> Result<(), EngineError> {
         lock(&self.port_or_err(id)?.rx).policy = policy;
         Ok(())
     }
 
     /// Runs `f` on endpoint `id`'s applet, if it has one (to set or read
     /// its fields, e.g. a ping-pong's round limit).
-    pub fn with_applet<R>(&self, id: u16, f: impl FnOnce(&mut jive::Applet) -> R) -> Option<R> {
+    pub fn with_applet<R>(
+        &self,
+        id: EndpointId,
+        f: impl FnOnce(&mut jive::Applet) -> R,
+    ) -> Option<R> {
         let port = self.port(id)?;
         let mut rx = lock(&port.rx);
         rx.applet.as_mut().map(|l| f(&mut l.applet))
     }
 
     /// Whether endpoint `id` has an applet installed.
-    pub fn has_applet(&self, id: u16) -> bool {
+    pub fn has_applet(&self, id: EndpointId) -> bool {
         self.port(id)
             .is_some_and(|p| p.has_applet.load(Ordering::Acquire))
     }
@@ -1480,6 +1718,12 @@ impl Engine {
             // Delivered with the transmit side still locked: the next
             // descriptors of this endpoint wait until these have arrived.
             self.pump(out);
+            // Only now, with every byte of these messages copied (a frame
+            // to an endpoint of this engine reads the rest of its message
+            // from the sender's buffer area during delivery), do the
+            // descriptors complete: once the application sees the index
+            // move, no byte of the message will be read again.
+            tx.tx.publish();
         }
         taken
     }
@@ -1657,16 +1901,23 @@ impl Engine {
             bump_shared(&s.unmatched);
             return;
         };
-        let (id, chan) = ((owner >> 16) as u16, owner as u16);
+        let (slot, chan) = ((owner >> 16) as u16, owner as u16);
         // A reference through the table's guard, not a clone: no atomic
         // write to the port's reference count per frame.
         let ports = self.inner.ports.load();
-        let Some(port) = ports.get(usize::from(id)).and_then(Option::as_ref) else {
+        let Some(port) = ports.get(usize::from(slot)).and_then(Option::as_ref) else {
             bump_shared(&s.unmatched);
             return;
         };
         if f.len() < HEADER_LEN {
             bump_shared(&s.malformed);
+            return;
+        }
+        // The filters match the destination's generation, but a thread may
+        // have classified with a table from before the slot changed hands.
+        let dst_gen = u16::from_be_bytes([f[frame::UNET_DST_GEN], f[frame::UNET_DST_GEN + 1]]);
+        if dst_gen != endpoint_generation(port.id) {
+            bump_shared(&s.unmatched);
             return;
         }
         // An applet's frame waits in the inbox for its endpoint's thread,
@@ -1678,15 +1929,19 @@ impl Engine {
             && (port.owner.load(Ordering::Relaxed) != thread_token()
                 || made.used >= port.budgets.inbox_bytes)
         {
-            enqueue(port, chan, f, tail);
+            enqueue(port, chan, f, tail, s);
             return;
         }
         let mut rx = lock(&port.rx);
+        if port.closed.load(Ordering::Acquire) {
+            bump_shared(&s.closed);
+            return;
+        }
         // Frames still waiting for an applet removed since keep their
         // place: this one waits behind them.
         if port.pending.load(Ordering::Acquire) {
             drop(rx);
-            enqueue(port, chan, f, tail);
+            enqueue(port, chan, f, tail, s);
             return;
         }
         receive(port, &mut rx, chan, f, tail, made);
@@ -1775,11 +2030,17 @@ impl Drop for Inner {
     }
 }
 
-/// Puts a frame in `port`'s inbox for its applet, or drops it (counted as
-/// a full receive queue) if the inbox is at its budget of frames or bytes
-/// ([`Budgets::inbox_frames`], [`Budgets::inbox_bytes`]).
-fn enqueue(port: &Port, chan: u16, f: &[u8], tail: Option<&Tail>) {
+/// Puts a frame in `port`'s inbox for its applet, or drops it: counted as
+/// closed if the endpoint is, as a full receive queue if the inbox is at its
+/// budget of frames or bytes ([`Budgets::inbox_frames`],
+/// [`Budgets::inbox_bytes`]).
+fn enqueue(port: &Port, chan: u16, f: &[u8], tail: Option<&Tail>, s: &EngineStats) {
     let mut inbox = lock(&port.inbox);
+    if port.closed.load(Ordering::Acquire) {
+        drop(inbox);
+        bump_shared(&s.closed);
+        return;
+    }
     let len = f.len() + tail.map_or(0, |t| t.len);
     if inbox.chans.len() >= port.budgets.inbox_frames
         || inbox.frames.used + len > port.budgets.inbox_bytes
@@ -1959,12 +2220,16 @@ fn take_tx(tx: &mut TxSide, port: &Port) -> usize {
         bump(&stats.tx_descriptors);
         // `d` is a private copy: everything below checks and uses it, never
         // the shared slot again.
+        let chan = tx.framer.channel_closed(d.chan);
         let status = if d.len > tx.framer.max_message
             || !layout.in_area(d.offset, d.len)
-            || !tx.framer.has_channel(d.chan)
+            || chan.is_none()
         {
             bump(&stats.tx_rejected);
             TxStatus::Rejected
+        } else if chan == Some(true) {
+            bump(&stats.tx_closed);
+            TxStatus::Closed
         } else if port.has_applet.load(Ordering::Acquire) {
             let (status, took) = applet_tx(tx, port, d);
             spent += took;
@@ -1987,7 +2252,9 @@ fn take_tx(tx: &mut TxSide, port: &Port) -> usize {
             status: status as u16,
             ..d
         });
-        tx.tx.advance();
+        // Taken, not yet completed: [`Engine::service`] publishes the
+        // consumer index after the frames are delivered.
+        tx.tx.take();
     }
     n
 }

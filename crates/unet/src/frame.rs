@@ -11,8 +11,16 @@
 //! | 12..14 | ethertype 0x0800 (IPv4) |
 //! | 14..34 | IPv4 header without options (RFC 791): version/IHL 0x45, TOS 0, total length, identification, DF, TTL 64, protocol 17, header checksum (RFC 1071), source, destination |
 //! | 34..42 | UDP header (RFC 768): source port, destination port, length, checksum (0 = none) |
-//! | 42..50 | unet header: destination endpoint id, source endpoint id, flags (bit 0: UDP checksum present), reserved (0) |
-//! | 50.. | payload |
+//! | 42..54 | unet header: destination endpoint slot, source endpoint slot, flags (bit 0: UDP checksum present), destination generation, source generation, reserved (0), each 16 bits |
+//! | 54.. | payload |
+//!
+//! An endpoint id ([`EndpointId`]) is its slot on its engine (the low 16
+//! bits) and the slot's generation (the high 16 bits): the frame carries
+//! them apart, the slots where a filter finds them as `udp[8:2]`
+//! (destination) and `udp[10:2]` (source), the generations as `udp[14:2]`
+//! and `udp[16:2]`. A channel's filter matches all four, so a frame sent
+//! to or from an endpoint that has gone never reaches the endpoint that
+//! holds its slot next.
 //!
 //! [`FrameHeader::write`] and [`FrameHeader::parse`] are the codec;
 //! [`FrameHeader::template`] with [`patch_lengths`] / [`patch`] is the fast
@@ -29,7 +37,7 @@ use std::str::FromStr;
 
 /// Length of the whole header (Ethernet + IPv4 + UDP + unet): the payload
 /// starts here.
-pub const HEADER_LEN: usize = 50;
+pub const HEADER_LEN: usize = 54;
 /// Length of the Ethernet, IPv4 and UDP headers: the part the `udp`
 /// transport leaves to the kernel (the datagram it sends starts here).
 pub const WIRE_HEADER_LEN: usize = 42;
@@ -38,7 +46,7 @@ pub const IPV4_HEADER_LEN: usize = 20;
 /// Length of the UDP header.
 pub const UDP_HEADER_LEN: usize = 8;
 /// Length of the unet header.
-pub const UNET_HEADER_LEN: usize = 8;
+pub const UNET_HEADER_LEN: usize = 12;
 /// The largest payload of one frame: the IPv4 total length is a `u16`.
 pub const MAX_PAYLOAD: usize = 65535 - IPV4_HEADER_LEN - UDP_HEADER_LEN - UNET_HEADER_LEN;
 
@@ -80,14 +88,43 @@ pub const UDP_LEN: usize = 38;
 pub const UDP_CSUM: usize = 40;
 /// Offset of the unet header (its destination endpoint id).
 pub const UNET: usize = 42;
-/// Offset of the destination endpoint id.
+/// Offset of the destination endpoint's slot.
 pub const UNET_DST_EP: usize = 42;
-/// Offset of the source endpoint id.
+/// Offset of the source endpoint's slot.
 pub const UNET_SRC_EP: usize = 44;
 /// Offset of the unet flags.
 pub const UNET_FLAGS: usize = 46;
+/// Offset of the destination endpoint's generation.
+pub const UNET_DST_GEN: usize = 48;
+/// Offset of the source endpoint's generation.
+pub const UNET_SRC_GEN: usize = 50;
 /// Offset of the reserved unet field (zero).
-pub const UNET_RESERVED: usize = 48;
+pub const UNET_RESERVED: usize = 52;
+
+/// An endpoint's id on its engine: the slot in the low 16 bits, the
+/// slot's generation (at least 1) in the high 16 bits. An engine gives a
+/// slot a new generation each time it hands the slot to a new endpoint, and
+/// never hands out an id twice (a slot whose generations are used up is
+/// retired), so an id names one endpoint for the engine's lifetime.
+pub type EndpointId = u32;
+
+/// The slot of endpoint id `id`.
+#[inline]
+pub const fn endpoint_slot(id: EndpointId) -> u16 {
+    id as u16
+}
+
+/// The generation of endpoint id `id`.
+#[inline]
+pub const fn endpoint_generation(id: EndpointId) -> u16 {
+    (id >> 16) as u16
+}
+
+/// The endpoint id of `slot` at `generation`.
+#[inline]
+pub const fn endpoint_id(slot: u16, generation: u16) -> EndpointId {
+    (generation as u32) << 16 | slot as u32
+}
 
 /// The ethertype of IPv4.
 pub const ETHERTYPE_IPV4: u16 = 0x0800;
@@ -199,7 +236,7 @@ impl From<MacAddr> for [u8; 6] {
 /// field; [`offset`](FrameError::offset) is the byte offset in the frame.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FrameError {
-    /// The frame ends before the 50-byte header does.
+    /// The frame ends before the 54-byte header does.
     #[error(
         "frame of {len} bytes is shorter than the {HEADER_LEN}-byte unet header (at byte {len})"
     )]
@@ -323,10 +360,10 @@ pub struct FrameHeader {
     pub src: Addr,
     /// Destination address (IPv4 destination, UDP destination port).
     pub dst: Addr,
-    /// Destination endpoint id.
-    pub dst_ep: u16,
-    /// Source endpoint id.
-    pub src_ep: u16,
+    /// Destination endpoint id (slot and generation).
+    pub dst_ep: EndpointId,
+    /// Source endpoint id (slot and generation).
+    pub src_ep: EndpointId,
     /// unet flags (bit 0: [`FLAG_UDP_CHECKSUM`]).
     pub flags: u16,
 }
@@ -349,7 +386,7 @@ fn ip_at(b: &[u8], at: usize) -> Ipv4Addr {
 impl FrameHeader {
     /// A header from `src` to `dst` with the MACs `loop` and `udp` use
     /// ([`MacAddr::from_ip`]) and no flags.
-    pub fn new(src: Addr, dst: Addr, dst_ep: u16, src_ep: u16) -> Self {
+    pub fn new(src: Addr, dst: Addr, dst_ep: EndpointId, src_ep: EndpointId) -> Self {
         FrameHeader {
             src_mac: MacAddr::from_ip(src.ip).0,
             dst_mac: MacAddr::from_ip(dst.ip).0,
@@ -361,8 +398,8 @@ impl FrameHeader {
         }
     }
 
-    /// Writes the 50 header bytes for a payload of `payload_len` bytes into
-    /// `out[..50]`: the IPv4 total length, the UDP length and the IPv4
+    /// Writes the 54 header bytes for a payload of `payload_len` bytes into
+    /// `out[..54]`: the IPv4 total length, the UDP length and the IPv4
     /// header checksum computed, identification 0 and the UDP checksum
     /// field 0 (see [`set_udp_checksum`]).
     pub fn write(&self, payload_len: usize, out: &mut [u8]) -> Result<(), FrameError> {
@@ -398,16 +435,18 @@ impl FrameHeader {
         put16(&mut h, UDP_DST_PORT, self.dst.port);
         put16(&mut h, UDP_LEN, (HEADER_LEN - UDP) as u16);
         put16(&mut h, UDP_CSUM, 0);
-        put16(&mut h, UNET_DST_EP, self.dst_ep);
-        put16(&mut h, UNET_SRC_EP, self.src_ep);
+        put16(&mut h, UNET_DST_EP, endpoint_slot(self.dst_ep));
+        put16(&mut h, UNET_SRC_EP, endpoint_slot(self.src_ep));
         put16(&mut h, UNET_FLAGS, self.flags);
+        put16(&mut h, UNET_DST_GEN, endpoint_generation(self.dst_ep));
+        put16(&mut h, UNET_SRC_GEN, endpoint_generation(self.src_ep));
         put16(&mut h, UNET_RESERVED, 0);
         let csum = ipv4_header_checksum(&h);
         put16(&mut h, IP_CSUM, csum);
         h
     }
 
-    /// Parses and validates a frame: at least 50 bytes, ethertype IPv4,
+    /// Parses and validates a frame: at least 54 bytes, ethertype IPv4,
     /// version/IHL 0x45, protocol UDP, not a fragment, a correct header
     /// checksum, a total length that fits the frame (which may carry
     /// Ethernet padding beyond it), a UDP length that agrees, and a zero
@@ -474,8 +513,8 @@ impl FrameHeader {
             dst_mac,
             src: Addr::new(ip_at(frame, IP_SRC), be16(frame, UDP_SRC_PORT)),
             dst: Addr::new(ip_at(frame, IP_DST), be16(frame, UDP_DST_PORT)),
-            dst_ep: be16(frame, UNET_DST_EP),
-            src_ep: be16(frame, UNET_SRC_EP),
+            dst_ep: endpoint_id(be16(frame, UNET_DST_EP), be16(frame, UNET_DST_GEN)),
+            src_ep: endpoint_id(be16(frame, UNET_SRC_EP), be16(frame, UNET_SRC_GEN)),
             flags: be16(frame, UNET_FLAGS),
         };
         Ok((header, &frame[HEADER_LEN..end]))
@@ -621,10 +660,10 @@ pub fn udp_checksum(frame: &[u8]) -> u16 {
     udp_checksum_with_payload_sum(header, u32::from(ones_sum(&frame[HEADER_LEN..end])))
 }
 
-/// The UDP checksum of a frame whose 50-byte header is `header` and whose
+/// The UDP checksum of a frame whose 54-byte header is `header` and whose
 /// payload's ones'-complement sum (RFC 1071: big-endian 16-bit words, not
 /// complemented, e.g. ilp's `State::sum`) is `payload_sum`; any 32-bit
-/// partial sum is accepted and folded. The payload starts at byte 50, an
+/// partial sum is accepted and folded. The payload starts at byte 54, an
 /// even offset, so its words line up with the frame's.
 pub fn udp_checksum_with_payload_sum(header: &[u8; HEADER_LEN], payload_sum: u32) -> u16 {
     let mut sum = u32::from(ones_sum(&header[IP_SRC..UDP])); // source, destination addresses
@@ -682,7 +721,12 @@ mod tests {
     }
 
     fn header() -> FrameHeader {
-        FrameHeader::new(a("10.0.0.2:7001"), a("10.0.0.1:7000"), 5, 9)
+        FrameHeader::new(
+            a("10.0.0.2:7001"),
+            a("10.0.0.1:7000"),
+            endpoint_id(5, 3),
+            endpoint_id(9, 4),
+        )
     }
 
     fn frame(h: &FrameHeader, payload: &[u8]) -> Vec<u8> {
@@ -734,7 +778,7 @@ mod tests {
         assert_eq!(&f[12..14], &[0x08, 0x00]);
         assert_eq!(f[14], 0x45);
         assert_eq!(f[15], 0);
-        assert_eq!(be16(&f, 16), 20 + 8 + 8 + 7);
+        assert_eq!(be16(&f, 16), 20 + 8 + 12 + 7);
         assert_eq!(be16(&f, 18), 0);
         assert_eq!(be16(&f, 20), 0x4000);
         assert_eq!(f[22], 64);
@@ -743,12 +787,14 @@ mod tests {
         assert_eq!(&f[30..34], &[10, 0, 0, 1]);
         assert_eq!(be16(&f, 34), 7001);
         assert_eq!(be16(&f, 36), 7000);
-        assert_eq!(be16(&f, 38), 8 + 8 + 7);
+        assert_eq!(be16(&f, 38), 8 + 12 + 7);
         assert_eq!(be16(&f, 40), 0);
         assert_eq!(be16(&f, 42), 5);
         assert_eq!(be16(&f, 44), 9);
         assert_eq!(be16(&f, 46), 0);
-        assert_eq!(be16(&f, 48), 0);
+        assert_eq!(be16(&f, 48), 3);
+        assert_eq!(be16(&f, 50), 4);
+        assert_eq!(be16(&f, 52), 0);
         // The checksum makes the header's words sum to 0xffff.
         assert_eq!(naive_sum(&f[14..34]), 0xffff);
     }
@@ -769,7 +815,7 @@ mod tests {
 
     #[test]
     fn ethernet_padding_is_not_payload() {
-        // A 3-byte payload is a 53-byte frame; Ethernet pads it to 60.
+        // A 3-byte payload is a 57-byte frame; Ethernet pads it to 60.
         let mut f = frame(&header(), b"abc");
         f.resize(60, 0);
         let (_, p) = FrameHeader::parse(&f).unwrap();
@@ -785,9 +831,9 @@ mod tests {
                 len: MAX_PAYLOAD + 1
             })
         );
-        let e = header().write(0, &mut out[..49]).unwrap_err();
-        assert_eq!(e, FrameError::OutputTooShort { len: 49 });
-        assert_eq!(e.offset(), 49);
+        let e = header().write(0, &mut out[..53]).unwrap_err();
+        assert_eq!(e, FrameError::OutputTooShort { len: 53 });
+        assert_eq!(e.offset(), 53);
         assert_eq!(out, [0u8; 64], "nothing written on error");
     }
 
@@ -803,7 +849,7 @@ mod tests {
         };
         type Damage = fn(&mut Vec<u8>);
         let cases: Vec<(Damage, FrameError, usize)> = vec![
-            (|f| f.truncate(49), FrameError::Truncated { len: 49 }, 49),
+            (|f| f.truncate(53), FrameError::Truncated { len: 53 }, 53),
             (
                 |f| f[12] = 0x86,
                 FrameError::Ethertype { found: 0x8600 },
@@ -812,18 +858,18 @@ mod tests {
             (|f| f[14] = 0x46, FrameError::VersionIhl { found: 0x46 }, 14),
             (|f| f[23] = 6, FrameError::Protocol { found: 6 }, 23),
             (
-                |f| put16(f, IP_TOTAL_LEN, 41),
+                |f| put16(f, IP_TOTAL_LEN, 45),
                 FrameError::TotalLength {
-                    found: 41,
-                    frame_len: 54,
+                    found: 45,
+                    frame_len: 58,
                 },
                 16,
             ),
             (
-                |f| put16(f, IP_TOTAL_LEN, 35),
+                |f| put16(f, IP_TOTAL_LEN, 39),
                 FrameError::TotalLength {
-                    found: 35,
-                    frame_len: 54,
+                    found: 39,
+                    frame_len: 58,
                 },
                 16,
             ),
@@ -841,14 +887,14 @@ mod tests {
                 |f| put16(f, UDP_LEN, 13),
                 FrameError::UdpLength {
                     found: 13,
-                    expected: 20,
+                    expected: 24,
                 },
                 38,
             ),
             (
                 |f| put16(f, UNET_RESERVED, 1),
                 FrameError::Reserved { found: 1 },
-                48,
+                52,
             ),
         ];
         for (damage, want, offset) in cases {
@@ -941,19 +987,19 @@ mod tests {
     }
 
     /// A hand-computed IPv4 header checksum: the header of
-    /// 10.0.0.2 -> 10.0.0.1, total length 36, id 0, DF, TTL 64, UDP:
-    /// 4500 + 0024 + 0000 + 4000 + 4011 + 0000 + 0a00 + 0002 + 0a00 + 0001
-    /// = 0xd938 (no carry), complemented: 0x26c7.
+    /// 10.0.0.2 -> 10.0.0.1, total length 40, id 0, DF, TTL 64, UDP:
+    /// 4500 + 0028 + 0000 + 4000 + 4011 + 0000 + 0a00 + 0002 + 0a00 + 0001
+    /// = 0xd93c (no carry), complemented: 0x26c3.
     #[test]
     fn ipv4_checksum_by_hand() {
         let t = header().template();
-        assert_eq!(be16(&t, IP_TOTAL_LEN), 36);
-        assert_eq!(be16(&t, IP_CSUM), 0x26c7);
+        assert_eq!(be16(&t, IP_TOTAL_LEN), 40);
+        assert_eq!(be16(&t, IP_CSUM), 0x26c3);
     }
 
     /// The UDP checksum of a small frame, summed by hand:
-    /// pseudo-header 0a00 0002 0a00 0001 0011 0014,
-    /// UDP 1b59 1b58 0014 (checksum 0), unet 0005 0009 0001 0000,
+    /// pseudo-header 0a00 0002 0a00 0001 0011 0018,
+    /// UDP 1b59 1b58 0018 (checksum 0), unet 0005 0009 0001 0003 0004 0000,
     /// payload 0102 0304.
     #[test]
     fn udp_checksum_by_hand() {
@@ -961,8 +1007,8 @@ mod tests {
         h.flags = FLAG_UDP_CHECKSUM;
         let mut f = frame(&h, &[1, 2, 3, 4]);
         let words: [u32; 17] = [
-            0x0a00, 0x0002, 0x0a00, 0x0001, 0x0011, 0x0014, 0x1b59, 0x1b58, 0x0014, 0x0005, 0x0009,
-            0x0001, 0x0000, 0x0102, 0x0304, 0, 0,
+            0x0a00, 0x0002, 0x0a00, 0x0001, 0x0011, 0x0018, 0x1b59, 0x1b58, 0x0018, 0x0005, 0x0009,
+            0x0001, 0x0003, 0x0004, 0x0000, 0x0102, 0x0304,
         ];
         let want = !fold(words.iter().sum());
         assert_eq!(udp_checksum(&f), want);
@@ -1054,8 +1100,8 @@ mod tests {
                 let mut p = t;
                 patch_lengths(&mut p, len);
                 let mut want = t;
-                put16(&mut want, IP_TOTAL_LEN, (len + 36) as u16);
-                put16(&mut want, UDP_LEN, (len + 16) as u16);
+                put16(&mut want, IP_TOTAL_LEN, (len + 40) as u16);
+                put16(&mut want, UDP_LEN, (len + 20) as u16);
                 let want = recomputed(&want);
                 assert_eq!(p, want, "length {len}");
                 // Patching an already patched header works too.
@@ -1083,8 +1129,8 @@ mod tests {
                 (seed >> 3) as u16
             };
             let mut want = t;
-            put16(&mut want, IP_TOTAL_LEN, (len + 36) as u16);
-            put16(&mut want, UDP_LEN, (len + 16) as u16);
+            put16(&mut want, IP_TOTAL_LEN, (len + 40) as u16);
+            put16(&mut want, UDP_LEN, (len + 20) as u16);
             put16(&mut want, IP_ID, id);
             let want = recomputed(&want);
             let mut p = t;
@@ -1102,11 +1148,13 @@ mod tests {
 
     /// pcap compatibility: dpf classifies a written frame with a filter in
     /// pcap syntax on the addresses, the ports and the endpoint ids
-    /// (`udp[8:2]` is the destination endpoint, `udp[10:2]` the source).
+    /// (`udp[8:2]` is the destination endpoint's slot, `udp[10:2]` the
+    /// source's, `udp[14:2]` and `udp[16:2]` their generations).
     #[test]
     fn dpf_classifies_frames_by_pcap_filters() {
         const FILTER: &str = "udp and src host 10.0.0.2 and udp src port 7001 and dst host 10.0.0.1 \
-             and udp dst port 7000 and udp[8:2] = 5 and udp[10:2] = 9";
+             and udp dst port 7000 and udp[8:2] = 5 and udp[10:2] = 9 and udp[14:2] = 3 \
+             and udp[16:2] = 4";
         let mut table = dpf::Table::new();
         table
             .install(FILTER, 42, 0)
@@ -1117,17 +1165,28 @@ mod tests {
         // The reference evaluator agrees with the native classifier.
         assert_eq!(table.classifier().classify_reference(&f), Some(42));
         // Each field the filter names matters.
+        let (d, s) = (endpoint_id(5, 3), endpoint_id(9, 4));
         let variants = [
-            FrameHeader::new(a("10.0.0.3:7001"), a("10.0.0.1:7000"), 5, 9),
-            FrameHeader::new(a("10.0.0.2:7002"), a("10.0.0.1:7000"), 5, 9),
-            FrameHeader::new(a("10.0.0.2:7001"), a("10.0.0.9:7000"), 5, 9),
-            FrameHeader::new(a("10.0.0.2:7001"), a("10.0.0.1:7009"), 5, 9),
-            FrameHeader::new(a("10.0.0.2:7001"), a("10.0.0.1:7000"), 6, 9),
-            FrameHeader::new(a("10.0.0.2:7001"), a("10.0.0.1:7000"), 5, 8),
+            FrameHeader::new(a("10.0.0.3:7001"), a("10.0.0.1:7000"), d, s),
+            FrameHeader::new(a("10.0.0.2:7002"), a("10.0.0.1:7000"), d, s),
+            FrameHeader::new(a("10.0.0.2:7001"), a("10.0.0.9:7000"), d, s),
+            FrameHeader::new(a("10.0.0.2:7001"), a("10.0.0.1:7009"), d, s),
+            FrameHeader::new(a("10.0.0.2:7001"), a("10.0.0.1:7000"), endpoint_id(6, 3), s),
+            FrameHeader::new(a("10.0.0.2:7001"), a("10.0.0.1:7000"), d, endpoint_id(8, 4)),
+            FrameHeader::new(a("10.0.0.2:7001"), a("10.0.0.1:7000"), endpoint_id(5, 2), s),
+            FrameHeader::new(a("10.0.0.2:7001"), a("10.0.0.1:7000"), d, endpoint_id(9, 5)),
         ];
         for h in variants {
             let f = frame(&h, b"hello");
-            assert_eq!(reader.classify(&f), None, "{h:?}");
+            assert_eq!(
+                reader.classify(&f),
+                None,
+                "{} -> {}, endpoints {:#x} -> {:#x}",
+                h.src,
+                h.dst,
+                h.src_ep,
+                h.dst_ep
+            );
         }
     }
 }

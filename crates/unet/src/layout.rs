@@ -148,6 +148,9 @@ pub enum TxStatus {
     Rejected = 2,
     /// Dropped: the applet trapped, or the transport refused the frame.
     Dropped = 3,
+    /// Not sent: the channel is closed, because its peer (an endpoint of
+    /// the same engine) went away.
+    Closed = 4,
 }
 
 impl TxStatus {
@@ -157,6 +160,7 @@ impl TxStatus {
             1 => TxStatus::Sent,
             2 => TxStatus::Rejected,
             3 => TxStatus::Dropped,
+            4 => TxStatus::Closed,
             _ => TxStatus::Pending,
         }
     }
@@ -279,7 +283,8 @@ pub struct Header {
     pub magic: u64,
     /// [`VERSION`].
     pub version: u64,
-    /// The endpoint's id on its engine.
+    /// The endpoint's id on its engine (`crate::frame::EndpointId`: slot
+    /// and generation).
     pub endpoint: u64,
     /// Config: buffers, buffer_size, tx_depth, rx_depth, free_depth.
     pub config: [u64; 5],
@@ -290,6 +295,13 @@ pub struct Header {
 }
 
 const PAGE: usize = 4096;
+
+/// Offset in the header page of the number of the endpoint's channels the
+/// engine has closed (a `u32` the engine increments, with release order,
+/// each time it closes one because the channel's peer went away). The
+/// application compares it with the value it saw last and, when it moved,
+/// asks the engine which channels are closed.
+pub const CLOSED_CHANNELS_AT: usize = 2048;
 
 fn round_up(v: usize, to: usize) -> usize {
     v.div_ceil(to) * to
@@ -322,7 +334,7 @@ impl Layout {
     }
 
     /// The header the engine writes for endpoint `id`.
-    pub fn header(&self, id: u16) -> Header {
+    pub fn header(&self, id: u32) -> Header {
         let c = &self.config;
         Header {
             magic: MAGIC,
@@ -345,7 +357,7 @@ impl Layout {
     /// Reads a layout back from a header (the application side of a
     /// daemon-run endpoint), checking that it is the one its config gives
     /// and fits in `segment_len` bytes.
-    pub fn from_header(h: &Header, segment_len: usize) -> Result<(u16, Layout), ConfigError> {
+    pub fn from_header(h: &Header, segment_len: usize) -> Result<(u32, Layout), ConfigError> {
         if h.magic != MAGIC || h.version != u64::from(VERSION) {
             return Err(ConfigError::Header("bad magic or version".into()));
         }
@@ -360,7 +372,7 @@ impl Layout {
         };
         let layout = Layout::new(config)?;
         let id =
-            u16::try_from(h.endpoint).map_err(|_| ConfigError::Header("endpoint id".into()))?;
+            u32::try_from(h.endpoint).map_err(|_| ConfigError::Header("endpoint id".into()))?;
         if layout.header(id) != *h || layout.total > segment_len {
             return Err(ConfigError::Header(
                 "the offsets do not match the configuration, or the segment is too short".into(),

@@ -17,6 +17,7 @@
 //! | transports: in-process `loop`, kernel `udp`, `packet` (`AF_PACKET`) | [`transport`] | |
 //! | the engine as a daemon for applications in other processes | [`daemon`], [`client`] | §2 (protection) |
 //! | two hosts on one machine: network namespaces joined by a veth pair | [`netns`] | ip-netns(8), setns(2) |
+//! | an application thread's wait between empty polls: spin, then yield | [`wait`] | |
 //!
 //! Entry points: [`Engine::new`] on a transport, [`Engine::create_endpoint`]
 //! for an application in this process (the default: the application's
@@ -75,6 +76,8 @@ pub mod shm;
 pub mod sync;
 #[cfg(not(loom))]
 pub mod transport;
+#[cfg(not(loom))]
+pub mod wait;
 
 #[cfg(not(loom))]
 pub use crate::endpoint::{Endpoint, Message, SendError};

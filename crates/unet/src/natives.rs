@@ -95,6 +95,9 @@ pub enum HostError {
     /// The channel tag does not name an open channel of this endpoint.
     #[error("channel {0} is not an open channel of this endpoint")]
     NoSuchChannel(u16),
+    /// The channel was closed because its peer went away.
+    #[error("channel {0} is closed: its peer endpoint went away")]
+    ChannelClosed(u16),
     /// The message exceeds the endpoint's maximum message size.
     #[error("a message of {len} bytes exceeds the endpoint's maximum message size ({max} bytes)")]
     TooLong {

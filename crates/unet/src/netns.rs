@@ -1,7 +1,7 @@
 //! Two hosts on one machine: two Linux network namespaces joined by a veth
 //! pair (ip-netns(8), veth(4), setns(2)), for running two engines as if
-//! on two machines. Issue 12's multi-host tests and `fastpath demo --netns`
-//! use it.
+//! on two machines. unet's multi-host tests (`tests/netns.rs`) and
+//! `fastpath demo --netns` use it.
 //!
 //! [`TwoHosts::create`] makes two namespaces with names unique to this
 //! process (`unet<pid>-<n>a` and `unet<pid>-<n>b`), a veth pair
@@ -10,9 +10,12 @@
 //! that a `packet` transport can be told its neighbour's MAC up front),
 //! and sets the links and `lo` up. Dropping it deletes both namespaces,
 //! which deletes the veth pair with them; that happens on a panic too,
-//! when the value is dropped while unwinding. Namespaces left by a process
-//! that was killed are deleted by the next [`TwoHosts::create`] whose pid
-//! check finds their process gone.
+//! when the value is dropped while unwinding. A process that is stopped
+//! by a signal never drops it: its signal handler (e.g. `fastpath demo`'s,
+//! on SIGINT or SIGTERM) calls [`remove_all`], which deletes every
+//! namespace this process made and still has. Namespaces left by a process
+//! that was killed outright (SIGKILL) are deleted by the next
+//! [`TwoHosts::create`] whose pid check finds their process gone.
 //!
 //! A socket belongs to the network namespace of the thread that created
 //! it, and stays there when other threads use it. So a host's transport is
@@ -35,7 +38,7 @@ use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::mpsc;
+use std::sync::{Mutex, mpsc};
 
 use thiserror::Error;
 
@@ -250,13 +253,61 @@ impl Host {
 pub struct TwoHosts {
     hosts: [Host; 2],
     mtu: u32,
-    /// How many of the namespaces exist (a half-made pair deletes what it
-    /// made).
+    /// How many of the namespaces may exist (a half-made pair deletes
+    /// what it made).
     made: usize,
 }
 
 /// Pairs made by this process, for unique names and subnets.
 static NEXT: AtomicU32 = AtomicU32::new(0);
+
+/// The namespaces this process has made and not yet deleted, for
+/// [`remove_all`]. A name is added before `ip netns add` runs and taken out
+/// once `ip netns del` has, both under the lock, so that a [`remove_all`]
+/// running on a signal's thread never misses one being made.
+static LIVE: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// Runs `ip netns add name`, recording `name` for [`remove_all`].
+fn add_namespace(name: &str) -> Result<(), NetnsError> {
+    let mut live = LIVE.lock().unwrap_or_else(|p| p.into_inner());
+    live.push(name.to_owned());
+    ip(&["netns", "add", name])
+}
+
+/// Runs `ip netns del name` (which deletes the veth end inside it), and
+/// forgets `name`.
+fn delete_namespace(name: &str) -> Result<(), NetnsError> {
+    let mut live = LIVE.lock().unwrap_or_else(|p| p.into_inner());
+    live.retain(|n| n != name);
+    if Path::new(NETNS_DIR).join(name).exists() {
+        ip(&["netns", "del", name])
+    } else {
+        Ok(())
+    }
+}
+
+/// Deletes every namespace this process made and has not deleted yet (and
+/// with them the veth pairs), for a signal handler that is about to end
+/// the process: the [`TwoHosts`] values that own them are never dropped
+/// then. Holds the lock until the process exits, so no namespace is made
+/// after the cleanup: a thread that tries waits. Returns the names
+/// deleted, and the errors of those that could not be.
+pub fn remove_all() -> (Vec<String>, Vec<NetnsError>) {
+    let mut live = LIVE.lock().unwrap_or_else(|p| p.into_inner());
+    let (mut done, mut failed) = (Vec::new(), Vec::new());
+    for name in live.drain(..) {
+        if !Path::new(NETNS_DIR).join(&name).exists() {
+            continue;
+        }
+        match ip(&["netns", "del", &name]) {
+            Ok(()) => done.push(name),
+            Err(e) => failed.push(e),
+        }
+    }
+    // Not released: the caller exits the process next.
+    std::mem::forget(live);
+    (done, failed)
+}
 
 impl TwoHosts {
     /// Creates the two hosts with a veth MTU of [`DEFAULT_MTU`].
@@ -297,14 +348,12 @@ impl TwoHosts {
         let [a, b] = &self.hosts;
         for h in [a, b] {
             // A leftover of a killed run with the same pid and number.
-            if Path::new(NETNS_DIR).join(&h.namespace).exists() {
-                ip(&["netns", "del", &h.namespace])?;
-            }
+            delete_namespace(&h.namespace)?;
         }
-        ip(&["netns", "add", &a.namespace])?;
         self.made = 1;
-        ip(&["netns", "add", &b.namespace])?;
+        add_namespace(&a.namespace)?;
         self.made = 2;
+        add_namespace(&b.namespace)?;
         let mtu = self.mtu.to_string();
         let (mac_a, mac_b) = (a.mac.to_string(), b.mac.to_string());
         ip(&[
@@ -457,7 +506,7 @@ impl Drop for TwoHosts {
         // Deleting a namespace deletes its end of the veth pair, and the
         // other end with it.
         for h in &self.hosts[..self.made] {
-            if let Err(e) = ip(&["netns", "del", &h.namespace]) {
+            if let Err(e) = delete_namespace(&h.namespace) {
                 let _ = writeln!(io::stderr(), "unet::netns cleanup: {e}");
             }
         }

@@ -208,8 +208,26 @@ impl<T: Copy, M: QueueMem<T>> Consumer<T, M> {
     /// slot for the producer.
     #[inline]
     pub fn advance(&mut self) {
+        self.take();
+        self.publish();
+    }
+
+    /// Takes the front item (after a `peek` that returned one) without
+    /// telling the producer: the next `peek` sees the item after it, but
+    /// the slot, and whatever the producer lent with it, stays the
+    /// consumer's until [`Consumer::publish`]. The engine takes a batch of
+    /// transmit descriptors this way and publishes them once it has read
+    /// the last byte of their messages.
+    #[inline]
+    pub fn take(&mut self) {
         debug_assert_ne!(self.head, self.tail);
         self.tail = self.tail.wrapping_add(1);
+    }
+
+    /// Publishes the consumer index: every item taken so far is the
+    /// producer's again (one release store).
+    #[inline]
+    pub fn publish(&mut self) {
         self.mem.tail().store(self.tail, Ordering::Release);
     }
 

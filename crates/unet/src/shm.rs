@@ -204,6 +204,12 @@ impl Segment {
         f(unsafe { std::slice::from_raw_parts_mut(self.base.as_ptr().add(off), len) })
     }
 
+    /// The count of closed channels in the header page
+    /// ([`crate::layout::CLOSED_CHANNELS_AT`]).
+    pub fn closed_channels(&self) -> &AtomicU32 {
+        self.atomic(crate::layout::CLOSED_CHANNELS_AT)
+    }
+
     /// The atomic `u32` at `off` (a queue index).
     fn atomic(&self, off: usize) -> &AtomicU32 {
         assert!(off % 4 == 0 && off + 4 <= self.len);

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
+use unet::frame::endpoint_slot;
 use unet::layout::{INLINE_MAX, TxDesc, TxStatus};
 use unet::transport::LoopNet;
 use unet::{Config, Endpoint, Engine};
@@ -118,13 +119,22 @@ fn without_free_buffers_a_message_is_dropped_and_counted() {
 
 #[test]
 fn frames_that_match_no_filter_are_counted_and_dropped() {
-    let e = engine();
+    let net = LoopNet::new();
+    let e = Engine::new(Box::new(
+        net.attach("10.0.0.1:7000".parse().unwrap()).unwrap(),
+    ));
+    let other = Engine::new(Box::new(
+        net.attach("10.0.0.2:7000".parse().unwrap()).unwrap(),
+    ));
     let mut a = e.create_endpoint(Config::default(), None).unwrap();
-    // A channel to an endpoint id no one has: the frame loops back to this
-    // engine and matches no filter.
-    let c = a.open_channel(e.local(), 999).unwrap();
+    // A channel to an endpoint id no one has on the other engine: the
+    // frame reaches it and matches no filter. (A channel to a missing
+    // endpoint of this engine is refused when opened.)
+    assert!(a.open_channel(e.local(), 999).is_err());
+    let c = a.open_channel(other.local(), 999).unwrap();
     a.send(c, b"nobody").unwrap();
-    assert_eq!(e.counts().unmatched, 1);
+    assert_eq!(other.poll_transport(), 1);
+    assert_eq!(other.counts().unmatched, 1);
     assert_eq!(a.counts().tx_frames, 1);
 }
 
@@ -153,7 +163,11 @@ fn an_extra_filter_routes_frames_to_a_channel() {
     let f = b
         .install_filter(
             side,
-            &format!("udp and udp[10:2] = {} and udp[8:2] = {}", a.id(), b.id()),
+            &format!(
+                "udp and udp[10:2] = {} and udp[8:2] = {}",
+                endpoint_slot(a.id()),
+                endpoint_slot(b.id())
+            ),
             5,
         )
         .unwrap();
@@ -177,8 +191,11 @@ fn filters_reading_the_payload_see_it_when_the_rest_stays_behind() {
     let e = engine();
     let (mut a, mut b, ab, ba) = pair(&e, Config::default(), None);
     let side = b.open_channel("10.9.9.9:1".parse().unwrap(), 1).unwrap();
-    // Payload byte 1000: frame byte 1050, UDP byte 1016.
-    let deep = format!("udp and udp[8:2] = {} and udp[1016:1] = 7", b.id());
+    // Payload byte 1000: frame byte 1054, UDP byte 1020.
+    let deep = format!(
+        "udp and udp[8:2] = {} and udp[1020:1] = 7",
+        endpoint_slot(b.id())
+    );
     b.install_filter(side, &deep, 5).unwrap();
     for (len, byte, chan) in [
         (5000, 7, side),

@@ -1,4 +1,4 @@
-//! Multi-host (issue 12): two engines on two hosts, each host a network
+//! Multi-host: two engines on two hosts, each host a network
 //! namespace of its own, joined by a veth pair ([`unet::netns::TwoHosts`]).
 //! Over the `udp` and the `packet` transports, two applications, one per
 //! host, each with an endpoint on its host's engine:
@@ -114,7 +114,7 @@ fn endpoint(
     hosts: &TwoHosts,
     me: usize,
     applet: Option<&[u8]>,
-    meet: &Meet<u16>,
+    meet: &Meet<u32>,
 ) -> (Endpoint, u16) {
     let engine = engine(via, hosts, me);
     let mut ep = engine

@@ -50,6 +50,7 @@
 use crate::abi::{ArgLoc, CallConv, InvokeError};
 use crate::backend::{
     Arg, Backend, BinOp, Callee, Cond, LocalOp, MAX_CALL_ARGS, Src, Target, UnOp, check_call,
+    param_local_ok, staging,
 };
 use crate::buf::{Buf, MAX_INSN};
 use crate::error::{Error, ErrorKind, Fault, FaultKind};
@@ -348,6 +349,9 @@ pub struct A64 {
     veneers: u32,
     locals: i32,
     nlocals: u32,
+    /// The parameters (a bit per index) kept in their incoming stack
+    /// slots, which [`PARAM_LOCAL`](crate::backend::PARAM_LOCAL) locals may name.
+    param_mem: u32,
     frame: bool,
     ret_ty: Option<Ty>,
     last_ret: Option<usize>,
@@ -906,6 +910,7 @@ impl Backend for A64 {
             veneers: 0,
             locals: 0,
             nlocals: 0,
+            param_mem: 0,
             frame: false,
             ret_ty: None,
             last_ret: None,
@@ -1237,7 +1242,7 @@ impl Backend for A64 {
 
     fn local_op(&mut self, m: &'static str, op: LocalOp, ty: Ty, r: u8, off: i32, id: u32) {
         self.insn(m);
-        if !self.local_ok(off, id) {
+        if !self.local_ok(off, id) && !self.param_local_ok(off, id) {
             return self.buf.fail(m, ErrorKind::UnknownLocal { id });
         }
         self.frame = true;
@@ -1287,7 +1292,7 @@ impl Backend for A64 {
         if let Err(kind) = check_call(alloc.leaf, sig, args) {
             return self.buf.fail(m, kind);
         }
-        self.reserve(m, 24 * args.len() + 8 * 16 + 96);
+        self.reserve(m, 40 * args.len() + 8 * 16 + 96);
         self.frame = true;
         let mut tys = [Ty::V; crate::ty::MAX_PARAMS];
         for (t, a) in tys.iter_mut().zip(args) {
@@ -1310,23 +1315,36 @@ impl Backend for A64 {
         // The link register survives calls, so that a subroutine entered
         // by `jal` may call.
         self.put(0xf81f_0ffe); // str x30, [sp, #-16]!
-        let stack = abi_layout(tys)
-            .filter(|l| matches!(l, ArgLoc::Stack(_)))
-            .count();
-        let reserve = (8 * stack as i64 + 15) & !15;
+        // Arguments from memory bound for a register are copied first into
+        // slots above the stack arguments, and reloaded after the register
+        // moves: their base registers may be destinations of those moves.
+        let (stack, staged) = staging(args, abi_layout(tys));
+        let reserve = (8 * (stack + staged) as i64 + 15) & !15;
         if reserve > 0 {
             add_imm_to(&mut self.buf, true, SP, SP, -reserve);
         }
+        let mut stage = stack;
         for (a, loc) in args.iter().zip(abi_layout(tys)) {
-            if let ArgLoc::Stack(slot) = loc {
-                let off = Src::I(8 * slot as i64);
-                match *a {
-                    Arg::Reg(r) if r.ty.is_float() => self.mem(STR_D, v(r.n), SP, off),
-                    Arg::Reg(r) => self.mem(STR_X, g(r.n), SP, off),
-                    Arg::Imm(_, val) => {
-                        self.movi(true, IP1, val);
-                        self.mem(STR_X, IP1, SP, off);
-                    }
+            let off = match loc {
+                ArgLoc::Stack(slot) => Src::I(8 * slot as i64),
+                ArgLoc::Reg(_) if matches!(a, Arg::Mem { .. }) => {
+                    stage += 1;
+                    Src::I(8 * (stage - 1) as i64)
+                }
+                ArgLoc::Reg(_) => continue,
+            };
+            match *a {
+                Arg::Reg(r) if r.ty.is_float() => self.mem(STR_D, v(r.n), SP, off),
+                Arg::Reg(r) => self.mem(STR_X, g(r.n), SP, off),
+                Arg::Imm(_, val) => {
+                    self.movi(true, IP1, val);
+                    self.mem(STR_X, IP1, SP, off);
+                }
+                Arg::Mem { ty, base, off: at } => {
+                    // The value's bits, zero-extended, through ip1.
+                    let op = if ty.size() == 8 { LDR_X } else { LDR_W };
+                    self.mem(op, IP1, g(base), Src::I(at as i64));
+                    self.mem(STR_X, IP1, SP, off);
                 }
             }
         }
@@ -1349,6 +1367,18 @@ impl Backend for A64 {
                     self.fconst(m, t, v(d), val as u64);
                 } else {
                     self.movi(t.is_64(), g(d), val);
+                }
+            }
+        }
+        let mut stage = stack;
+        for (a, loc) in args.iter().zip(abi_layout(tys)) {
+            if let (Arg::Mem { ty, .. }, ArgLoc::Reg(d)) = (*a, loc) {
+                let off = Src::I(8 * stage as i64);
+                stage += 1;
+                match ty {
+                    Ty::F => self.mem(LDR_S, v(d), SP, off),
+                    Ty::D => self.mem(LDR_D, v(d), SP, off),
+                    _ => self.mem(LDR_X, g(d), SP, off),
                 }
             }
         }
@@ -1456,6 +1486,14 @@ impl Backend for A64 {
 const NOP: u32 = 0xd503_201f;
 
 impl A64 {
+    /// True if `(off, id)` names a parameter kept in its stack slot. Out
+    /// of line: `local_op`'s common path checks only the function's locals.
+    #[cold]
+    #[inline(never)]
+    fn param_local_ok(&self, off: i32, id: u32) -> bool {
+        param_local_ok(self.param_mem, off, id)
+    }
+
     fn local_ok(&self, off: i32, id: u32) -> bool {
         id < self.nlocals && off >= -regfile::SAVE_AREA - self.locals && off <= -regfile::SAVE_AREA
     }
@@ -1909,6 +1947,7 @@ impl A64 {
         self.veneers = 0;
         self.locals = 0;
         self.nlocals = 0;
+        self.param_mem = 0;
         self.frame = false;
         self.ret_ty = None;
         self.last_ret = None;
@@ -1916,8 +1955,13 @@ impl A64 {
         self.flags = None;
         if moves {
             self.buf.reserve("lambda", 16 * params.len());
-            for (&r, loc) in params.iter().zip(abi_layout(sig.params())) {
+            for (i, (&r, loc)) in params.iter().zip(abi_layout(sig.params())).enumerate() {
                 match loc {
+                    // Kept in its stack slot: read through the frame pointer.
+                    ArgLoc::Stack(_) if r.n == crate::Params::IN_MEMORY => {
+                        self.frame = true;
+                        self.param_mem |= 1 << i;
+                    }
                     ArgLoc::Reg(n) if n != r.n => {
                         if r.ty.is_float() {
                             self.fmov(Ty::D, v(r.n), v(n))

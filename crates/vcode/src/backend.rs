@@ -159,13 +159,26 @@ impl<C> Clone for Callee<'_, C> {
 }
 impl<C> Copy for Callee<'_, C> {}
 
-/// One argument of a call: a register or an immediate of a type.
+/// One argument of a call: a register, an immediate, or a value in memory.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Arg {
     /// A register (with its type).
     Reg(AnyReg),
     /// An integer immediate of the given type (sign-extended bits).
     Imm(Ty, i64),
+    /// A value of type `ty` (a parameter type: `i` `u` `l` `ul` `p` `f`
+    /// `d`) at `base + off`, `base` a `p` register. The call copies it
+    /// into its argument register or stack slot through the backend's
+    /// scratch register, so a call with many arguments from memory needs no
+    /// register per argument. Make one with [`Arg::mem`].
+    Mem {
+        /// The value's type.
+        ty: Ty,
+        /// The `p` register holding the base address.
+        base: u8,
+        /// The byte offset from `base`.
+        off: i32,
+    },
 }
 
 impl Arg {
@@ -174,6 +187,35 @@ impl Arg {
         match self {
             Arg::Reg(r) => r.ty,
             Arg::Imm(t, _) => t,
+            Arg::Mem { ty, .. } => ty,
+        }
+    }
+
+    /// An argument of type `T` read from memory at `base + off` when the
+    /// call is made.
+    ///
+    /// ```
+    /// use vcode::{Arg, Callee, Func, Leaf, I, P};
+    /// extern "C" fn add3(a: i32, b: i32, c: i32) -> i32 { a + b + c }
+    /// // int sum3(int *v) { return add3(v[0], v[1], v[2]); }
+    /// let mut f = Func::new();
+    /// let p = f.lambda("%p", Leaf::No)?;
+    /// let v = p.get::<P>(0)?;
+    /// let r = f.getreg::<I>(vcode::Class::Temp)?;
+    /// let args: Vec<Arg> = (0..3).map(|k| Arg::mem::<I>(v, 4 * k)).collect();
+    /// f.call(r, Callee::Native(add3 as usize), &args);
+    /// f.ret(r);
+    /// let code = f.end()?;
+    /// // SAFETY: the code reads three ints of its argument and calls add3.
+    /// let sum3 = unsafe { code.as_fn::<extern "C" fn(*const i32) -> i32>()? };
+    /// assert_eq!(sum3([1, 20, 300].as_ptr()), 321);
+    /// # Ok::<(), vcode::Error>(())
+    /// ```
+    pub fn mem<T: crate::Type>(base: crate::Reg<crate::P>, off: i32) -> Arg {
+        Arg::Mem {
+            ty: T::TY,
+            base: base.num(),
+            off,
         }
     }
 }
@@ -221,6 +263,7 @@ pub(crate) fn check_call(
             max: MAX_CALL_ARGS,
         });
     }
+    check_mem_args(args)?;
     if let Some(sig) = sig {
         let want = sig.params();
         if want.len() != args.len() {
@@ -239,6 +282,63 @@ pub(crate) fn check_call(
         }
     }
     Ok(())
+}
+
+/// Checks that every [`Arg::Mem`] has a parameter type (a call passes
+/// `c` `uc` `s` `us` widened, as `i` or `u`, and `v` is no value).
+pub(crate) fn check_mem_args(args: &[Arg]) -> Result<(), ErrorKind> {
+    for a in args {
+        if let Arg::Mem { ty, .. } = *a {
+            if !matches!(ty, Ty::I | Ty::U | Ty::L | Ty::UL | Ty::P | Ty::F | Ty::D) {
+                return Err(ErrorKind::TypeMismatch {
+                    expected: if ty.is_signed() { Ty::I } else { Ty::U },
+                    found: ty,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The local numbers of parameters kept in memory ([`Params::local`](crate::Params::local)):
+/// `PARAM_LOCAL | index`. Locals of [`Backend::local`] count up from 0.
+pub const PARAM_LOCAL: u32 = 1 << 31;
+
+/// The frame offset of incoming stack slot `slot` on every target (and
+/// in the reference backend's model): above the saved frame pointer and
+/// the return address (x86-64) or link register (aarch64).
+pub(crate) fn param_slot_off(slot: usize) -> i32 {
+    16 + 8 * slot as i32
+}
+
+/// The stack slots a call's arguments take, and the staging slots above
+/// them for its arguments from memory bound for a register.
+pub(crate) fn staging(
+    args: &[Arg],
+    locs: impl Iterator<Item = crate::abi::ArgLoc>,
+) -> (usize, usize) {
+    let (mut stack, mut staged) = (0, 0);
+    for (a, loc) in args.iter().zip(locs) {
+        match loc {
+            crate::abi::ArgLoc::Stack(_) => stack += 1,
+            crate::abi::ArgLoc::Reg(_) if matches!(a, Arg::Mem { .. }) => staged += 1,
+            crate::abi::ArgLoc::Reg(_) => {}
+        }
+    }
+    (stack, staged)
+}
+
+/// True if `(off, id)` names a parameter kept in its stack slot: a
+/// [`PARAM_LOCAL`] number whose parameter is in `param_mem` (a bit per
+/// index), at a stack slot's offset.
+pub(crate) fn param_local_ok(param_mem: u32, off: i32, id: u32) -> bool {
+    let i = id & !PARAM_LOCAL;
+    id & PARAM_LOCAL != 0
+        && i < 32
+        && param_mem & (1 << i) != 0
+        && off >= param_slot_off(0)
+        && off < param_slot_off(crate::ty::MAX_PARAMS)
+        && off % 8 == 0
 }
 
 /// A code generation backend. See the module documentation.

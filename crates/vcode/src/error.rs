@@ -195,6 +195,37 @@ pub enum ErrorKind {
         /// Byte offset of the problem.
         at: usize,
     },
+    /// A parameter type string has more parameters than a function takes.
+    #[error(
+        "parameter type string {sig:?} has {count} parameters, more than the {max} a function takes"
+    )]
+    TooManyParams {
+        /// The string.
+        sig: String,
+        /// Its parameters (counted up to the first one past `max`).
+        count: usize,
+        /// The most a function takes ([`crate::ty::MAX_PARAMS`]).
+        max: usize,
+    },
+    /// `lambda` found no register for a parameter that arrives in a
+    /// register the backend keeps for itself (a parameter arriving on the
+    /// stack with no register free stays in its stack slot instead). Such
+    /// parameters (x86-64's fourth integer, in `rcx`; aarch64's fourth and
+    /// eighth, in `x3` and `x7`) get their registers before any stack
+    /// parameter, so only a [`RegConfig`](crate::RegConfig) with almost no
+    /// temporaries meets it.
+    #[error(
+        "parameter {index} ({ty}) arrives in a register the backend keeps for itself, and no \
+         {what} register is free to move it to"
+    )]
+    NoRegisterForParam {
+        /// The parameter's index, from 0.
+        index: usize,
+        /// Its type.
+        ty: Ty,
+        /// `integer` or `float`.
+        what: &'static str,
+    },
     /// A value of one type was used where another was required.
     #[error("type mismatch: expected {expected}, found {found}")]
     TypeMismatch {
@@ -241,6 +272,23 @@ pub enum ErrorKind {
         index: usize,
         /// The number of parameters.
         count: usize,
+    },
+    /// [`Params::get`](crate::Params::get) of a parameter that has no
+    /// register: it stays in its incoming stack slot.
+    #[error(
+        "parameter {index} has no register: it stays in its incoming stack slot, read it \
+         through Params::local"
+    )]
+    ParamInMemory {
+        /// The parameter's index, from 0.
+        index: usize,
+    },
+    /// [`Params::local`](crate::Params::local) of a parameter that lives
+    /// in a register.
+    #[error("parameter {index} lives in a register, not in memory: take it with Params::get")]
+    ParamInRegister {
+        /// The parameter's index, from 0.
+        index: usize,
     },
     /// A call through a target kind this backend cannot execute.
     #[error("{0}")]

@@ -59,11 +59,14 @@ impl std::fmt::Debug for Params {
 pub(crate) struct Shape {
     sig: Signature,
     regs: [AnyReg; MAX_PARAMS],
+    /// The incoming stack slot of each parameter kept in memory (whose
+    /// register number is [`Params::IN_MEMORY`]).
+    slots: [u8; MAX_PARAMS],
 }
 
 impl PartialEq for Shape {
     fn eq(&self, o: &Shape) -> bool {
-        self.sig == o.sig && self.regs() == o.regs()
+        self.sig == o.sig && self.regs() == o.regs() && self.slots == o.slots
     }
 }
 
@@ -73,6 +76,7 @@ impl std::hash::Hash for Shape {
     fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
         self.sig.params().hash(h);
         self.regs().hash(h);
+        self.slots.hash(h);
     }
 }
 
@@ -81,6 +85,7 @@ impl Shape {
     const EMPTY: Shape = Shape {
         sig: Signature::EMPTY,
         regs: [AnyReg { ty: Ty::V, n: 0 }; MAX_PARAMS],
+        slots: [0; MAX_PARAMS],
     };
 
     /// The parameters' registers, one per parameter of `sig`.
@@ -111,22 +116,53 @@ impl Shape {
 }
 
 impl Params {
-    /// Parameter `i` as a register of type `T`; an error if the signature
-    /// gave it another type.
-    pub fn get<T: Type>(&self, i: usize) -> Result<Reg<T>> {
-        let err = |kind| Error::new(0, "Params::get", kind);
+    /// The register number [`all`](Params::all) shows for a parameter kept
+    /// in its incoming stack slot (see [`local`](Params::local)); it names
+    /// no register.
+    pub const IN_MEMORY: u8 = u8::MAX;
+
+    /// Parameter `i`'s register and type, checked: an error if there is no
+    /// parameter `i` or the signature gave it another type than `T`.
+    fn typed_at<T: Type>(&self, i: usize, m: &'static str) -> Result<AnyReg> {
+        let err = |kind| Error::new(0, m, kind);
         let r = *self.all().get(i).ok_or_else(|| {
             err(ErrorKind::NoSuchParam {
                 index: i,
                 count: self.len(),
             })
         })?;
-        r.typed::<T>().ok_or_else(|| {
-            err(ErrorKind::TypeMismatch {
+        if r.ty != T::TY {
+            return Err(err(ErrorKind::TypeMismatch {
                 expected: r.ty,
                 found: T::TY,
-            })
-        })
+            }));
+        }
+        Ok(r)
+    }
+
+    /// Parameter `i` as a register of type `T`; an error if the signature
+    /// gave it another type, or if it stays in memory
+    /// ([`ErrorKind::ParamInMemory`]: see [`local`](Params::local)).
+    #[inline]
+    pub fn get<T: Type>(&self, i: usize) -> Result<Reg<T>> {
+        if let Some(&r) = self.all().get(i) {
+            if r.n != Self::IN_MEMORY {
+                if let Some(x) = r.typed::<T>() {
+                    return Ok(x);
+                }
+            }
+        }
+        Err(self.get_failed::<T>(i))
+    }
+
+    /// Why [`get`](Params::get) refused parameter `i`.
+    #[cold]
+    #[inline(never)]
+    fn get_failed<T: Type>(&self, i: usize) -> Error {
+        match self.typed_at::<T>(i, "Params::get") {
+            Err(e) => e,
+            Ok(_) => Error::new(0, "Params::get", ErrorKind::ParamInMemory { index: i }),
+        }
     }
 
     /// The fixed name parameter `i` arrives in: `Some(k)` when it is
@@ -155,12 +191,65 @@ impl Params {
         names.iter().position(|&n| n == r.n)
     }
 
-    /// Parameter `i` untyped.
+    /// Parameter `i` untyped; `None` if there is no parameter `i` or it
+    /// stays in memory (see [`local`](Params::local)).
     pub fn any(&self, i: usize) -> Option<AnyReg> {
-        self.all().get(i).copied()
+        self.all()
+            .get(i)
+            .copied()
+            .filter(|r| r.n != Self::IN_MEMORY)
     }
 
-    /// All parameters, in order.
+    /// True if parameter `i` stays in its incoming stack slot: `lambda`
+    /// gives parameters registers in order, and a parameter that arrives
+    /// on the stack when no temporary register of its file is left stays
+    /// where it arrived. Read and write it through [`local`](Params::local).
+    pub fn in_memory(&self, i: usize) -> bool {
+        self.all().get(i).is_some_and(|r| r.n == Self::IN_MEMORY)
+    }
+
+    /// Parameter `i`, kept in memory, as a stack local of type `T`: read it
+    /// with [`ld_local`](Func::ld_local), overwrite it with
+    /// [`st_local`](Func::st_local), take its address with
+    /// [`addr_local`](Func::addr_local). An error if it lives in a register
+    /// ([`ErrorKind::ParamInRegister`]), does not exist, or has another
+    /// type. The handle belongs to the function this `lambda` began.
+    ///
+    /// Integer parameters past the temporaries stay in memory: on x86-64,
+    /// 32 `%l` parameters leave a few dozen in registers and the rest in
+    /// their stack slots.
+    ///
+    /// ```
+    /// use vcode::{Func, L, Leaf};
+    /// // long last(long a0, ..., long a31) { return a31; }
+    /// let mut f = Func::new();
+    /// let p = f.lambda(&"%l".repeat(32), Leaf::Yes)?;
+    /// assert!(p.in_memory(31) && !p.in_memory(0));
+    /// let r = p.get::<L>(0)?;
+    /// f.ld_local(r, p.local::<L>(31)?);
+    /// f.ret(r);
+    /// let code = f.end()?;
+    /// let args: Vec<vcode::Value> = (0..32).map(|k| vcode::Value::L(k * 10)).collect();
+    /// // SAFETY: the code reads its last argument.
+    /// let out = unsafe { vcode::Invoke::invoke(&code, &args) }.unwrap();
+    /// assert_eq!(out, vcode::Value::L(310));
+    /// # Ok::<(), vcode::Error>(())
+    /// ```
+    pub fn local<T: Type>(&self, i: usize) -> Result<Local<T>> {
+        let r = self.typed_at::<T>(i, "Params::local")?;
+        if r.n != Self::IN_MEMORY {
+            return Err(Error::new(
+                0,
+                "Params::local",
+                ErrorKind::ParamInRegister { index: i },
+            ));
+        }
+        let off = crate::backend::param_slot_off(self.shape.slots[i] as usize);
+        Ok(Local::new(off, crate::backend::PARAM_LOCAL | i as u32))
+    }
+
+    /// All parameters, in order: their registers, and
+    /// [`IN_MEMORY`](Params::IN_MEMORY) for those kept in memory.
     pub fn all(&self) -> &'static [AnyReg] {
         self.shape.regs()
     }
@@ -179,13 +268,17 @@ impl Params {
 /// Assigns registers to parameters the way every backend does: claim the
 /// argument registers the convention leaves a parameter in, then give
 /// registers from `getreg` to parameters arriving on the stack or in a
-/// register the backend keeps (`rcx` on x86-64).
+/// register the backend keeps (`rcx` on x86-64), in order. A parameter
+/// arriving on the stack when its register file has no temporary left
+/// stays in its stack slot ([`Params::IN_MEMORY`], its slot in the second
+/// array).
+#[allow(clippy::type_complexity)]
 fn assign_params(
     conv: &dyn CallConv,
     sig: &Signature,
     locs: &[ArgLoc],
     alloc: &mut RegAlloc,
-) -> Result<[AnyReg; MAX_PARAMS]> {
+) -> Result<([AnyReg; MAX_PARAMS], [u8; MAX_PARAMS])> {
     let err = |kind| Error::new(0, "lambda", kind);
     for (&ty, &loc) in sig.params().iter().zip(locs) {
         if let ArgLoc::Reg(n) = loc {
@@ -195,14 +288,28 @@ fn assign_params(
         }
     }
     let mut out = Shape::EMPTY.regs;
-    for ((&ty, &loc), o) in sig.params().iter().zip(locs).zip(&mut out) {
+    let mut slots = [0u8; MAX_PARAMS];
+    for (index, ((&ty, &loc), o)) in sig.params().iter().zip(locs).zip(&mut out).enumerate() {
         let n = match loc {
             ArgLoc::Reg(n) if conv.keeps_param(ty, loc) => n,
-            _ => alloc.getreg(Class::Temp, ty.is_float()).map_err(err)?,
+            _ => match (alloc.getreg(Class::Temp, ty.is_float()), loc) {
+                (Ok(n), _) => n,
+                (Err(_), ArgLoc::Stack(slot)) => {
+                    slots[index] = slot as u8;
+                    Params::IN_MEMORY
+                }
+                (Err(_), ArgLoc::Reg(_)) => {
+                    return Err(err(ErrorKind::NoRegisterForParam {
+                        index,
+                        ty,
+                        what: if ty.is_float() { "float" } else { "integer" },
+                    }));
+                }
+            },
         };
         *o = AnyReg { ty, n };
     }
-    Ok(out)
+    Ok((out, slots))
 }
 
 /// A function under construction (`v_lambda` ... `v_end`).
@@ -375,7 +482,10 @@ impl<B: Backend> Func<B> {
     /// Begins a function (`v_lambda`). `sig` lists the parameter types,
     /// e.g. `"%i%p%d"`; `leaf` is the leaf hint. Returns the registers
     /// holding the parameters. Parameters that arrive on the stack (or in
-    /// a register the backend keeps) are copied into registers.
+    /// a register the backend keeps) are copied into temporary registers
+    /// while temporaries last; the rest of those arriving on the stack stay
+    /// in their stack slots, read through [`Params::local`]. Up to 32
+    /// parameters of any types.
     ///
     /// A function begun on this `Func` and not yet ended is abandoned.
     #[inline(always)]
@@ -409,7 +519,7 @@ impl<B: Backend> Func<B> {
         let mut locs = [ArgLoc::Stack(0); MAX_PARAMS];
         let locs = &mut locs[..sig.params().len()];
         conv.arg_locs(sig.params(), locs);
-        let regs = assign_params(conv, &sig, locs, &mut alloc)?;
+        let (regs, slots) = assign_params(conv, &sig, locs, &mut alloc)?;
         let moves = regs
             .iter()
             .zip(locs.iter())
@@ -420,7 +530,7 @@ impl<B: Backend> Func<B> {
         self.cache = Some(LambdaCache {
             text: s,
             leaf,
-            shape: Shape { sig, regs }.intern(),
+            shape: Shape { sig, regs, slots }.intern(),
             alloc,
             moves,
         });
@@ -896,8 +1006,9 @@ impl<B: Backend> Func<B> {
     ) {
         let mut regs: Vec<(bool, u8)> = args
             .iter()
-            .filter_map(|a| match a {
+            .filter_map(|a| match *a {
                 Arg::Reg(r) => Some((r.ty.is_float(), r.n)),
+                Arg::Mem { base, .. } => Some((false, base)),
                 Arg::Imm(..) => None,
             })
             .collect();

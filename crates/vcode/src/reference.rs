@@ -28,12 +28,16 @@
 use std::marker::PhantomData;
 use std::sync::Arc;
 
+use crate::abi::ArgLoc;
 use crate::abi::{CallConv, Invoke, InvokeError};
-use crate::backend::{Arg, Backend, BinOp, Callee, Cond, LocalOp, Src, Target, UnOp};
+use crate::backend::{
+    Arg, Backend, BinOp, Callee, Cond, LocalOp, PARAM_LOCAL, Src, Target, UnOp, param_slot_off,
+};
 use crate::error::{Error, ErrorKind};
 use crate::mem::ExecMemory;
 use crate::regs::RegAlloc;
 use crate::sig::Signature;
+use crate::ty::MAX_PARAMS;
 use crate::ty::{AnyReg, Label, Ty, Value};
 
 const UNPLACED: u32 = u32::MAX;
@@ -151,6 +155,8 @@ pub struct Reference<C> {
     err: Option<Error>,
     ret_ty: Option<Ty>,
     params: Vec<AnyReg>,
+    /// Where each parameter arrives by the target's convention.
+    param_locs: [ArgLoc; MAX_PARAMS],
     datas: Vec<Arc<[u64]>>,
 }
 
@@ -167,6 +173,7 @@ impl<C> Default for Reference<C> {
             err: None,
             ret_ty: None,
             params: Vec::new(),
+            param_locs: [ArgLoc::Stack(0); MAX_PARAMS],
             datas: Vec::new(),
         }
     }
@@ -180,6 +187,18 @@ impl<C> Reference<C> {
 
     fn index(&self) -> u32 {
         self.insns.len() as u32
+    }
+
+    /// True if `(off, id)` is the handle [`Params::local`](crate::Params::local)
+    /// gives parameter `id & !PARAM_LOCAL`, kept in memory, of type `ty`.
+    fn param_local(&self, off: i32, id: u32, ty: Ty) -> bool {
+        let i = (id & !PARAM_LOCAL) as usize;
+        id & PARAM_LOCAL != 0
+            && self.params.get(i).is_some_and(|p| {
+                p.n == crate::Params::IN_MEMORY
+                    && p.ty == ty
+                    && matches!(self.param_locs[i], ArgLoc::Stack(k) if param_slot_off(k) == off)
+            })
     }
 
     /// Records an extension instruction: `rd = eval(ty, srcs)`.
@@ -217,9 +236,13 @@ impl<C: CallConv + 'static> Backend for Reference<C> {
         C::get()
     }
 
-    fn begin(&mut self, _sig: &Signature, params: &[AnyReg], _moves: bool) {
+    fn begin(&mut self, sig: &Signature, params: &[AnyReg], _moves: bool) {
         *self = Reference::default();
         self.params = params.to_vec();
+        // Where each parameter arrives (a parameter kept in memory: its
+        // stack slot, as the native targets see it), for `local_op` to
+        // check the handles of parameters kept in memory against.
+        C::get().arg_locs(sig.params(), &mut self.param_locs[..params.len()]);
     }
 
     fn finish(
@@ -385,6 +408,7 @@ impl<C: CallConv + 'static> Backend for Reference<C> {
             Some(&(t, o)) if o as i32 == off && t == ty => {
                 self.push(m, Insn::Local { op, ty, r, id })
             }
+            _ if self.param_local(off, id, ty) => self.push(m, Insn::Local { op, ty, r, id }),
             _ => self.fail(m, ErrorKind::UnknownLocal { id }),
         }
     }
@@ -459,6 +483,9 @@ impl<C: CallConv + 'static> Backend for Reference<C> {
                     max: crate::backend::MAX_CALL_ARGS,
                 },
             );
+        }
+        if let Err(kind) = crate::backend::check_mem_args(args) {
+            return self.fail(m, kind);
         }
         let callee = match callee {
             Callee::Native(a) => RefCallee::Native(a),
@@ -918,7 +945,13 @@ unsafe fn exec(
         v: [[0; 16]; 2],
         def: [0; 2],
     };
-    for (p, a) in prog.params.iter().zip(args) {
+    // Parameters kept in memory: their incoming stack slots, 8 bytes each.
+    let mut slots = [0u64; MAX_PARAMS];
+    for (i, (p, a)) in prog.params.iter().zip(args).enumerate() {
+        if p.n == crate::Params::IN_MEMORY {
+            slots[i] = a.bits();
+            continue;
+        }
         r.v[p.ty.is_float() as usize][p.n as usize] = norm(p.ty, a.bits());
         r.def[p.ty.is_float() as usize] |= bit(p.n);
     }
@@ -1026,7 +1059,12 @@ unsafe fn exec(
                 unsafe { memory::store(mem, addr, v) };
             }
             &Insn::Local { op, ty, r: reg, id } => {
-                let addr = frame_base + prog.locals[id as usize].1 as usize;
+                let addr = if id & PARAM_LOCAL != 0 {
+                    // `local_op` checked the parameter's index.
+                    &mut slots[(id & !PARAM_LOCAL) as usize] as *mut u64 as usize
+                } else {
+                    frame_base + prog.locals[id as usize].1 as usize
+                };
                 match op {
                     LocalOp::Load => {
                         // SAFETY: `addr` is inside `frame`, which is large
@@ -1110,6 +1148,13 @@ unsafe fn exec(
                     vals.push(match *a {
                         Arg::Reg(x) => Value::from_bits(x.ty, get!(x.ty.is_float(), x.n)),
                         Arg::Imm(t, v) => Value::from_bits(t, norm(t, v as u64)),
+                        Arg::Mem { ty, base, off } => {
+                            let addr = get!(false, base).wrapping_add(off as i64 as u64) as usize;
+                            // SAFETY: the program's own load; the caller of
+                            // `invoke` vouches for it.
+                            let v = unsafe { memory::load(ty, ty, addr) };
+                            Value::from_bits(ty, norm(ty, v))
+                        }
                     });
                 }
                 let rty = ret.map_or(Ty::V, |x| x.ty);

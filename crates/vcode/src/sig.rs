@@ -85,7 +85,11 @@ impl Signature {
                 _ => return Err(bad(i + 1)),
             };
             if sig.len as usize == MAX_PARAMS {
-                return Err(bad(i));
+                return Err(ErrorKind::TooManyParams {
+                    sig: s.to_string(),
+                    count: s.matches('%').count(),
+                    max: MAX_PARAMS,
+                });
             }
             sig.tys[sig.len as usize] = ty;
             sig.len += 1;
@@ -119,7 +123,29 @@ mod tests {
                 at: 0
             }
         );
-        assert!(Signature::parse(&"%i".repeat(33)).is_err());
         assert_eq!(Signature::parse("%d%ul").unwrap().to_string(), "%d%ul");
+    }
+
+    /// 32 parameters of any type parse; a 33rd is an error that says the
+    /// limit, not a bad byte.
+    #[test]
+    fn at_most_32_parameters() {
+        for t in ["%i", "%l", "%d", "%uc", "%p"] {
+            assert_eq!(Signature::parse(&t.repeat(32)).unwrap().params().len(), 32);
+            let e = Signature::parse(&t.repeat(33)).unwrap_err();
+            assert_eq!(
+                e,
+                ErrorKind::TooManyParams {
+                    sig: t.repeat(33),
+                    count: 33,
+                    max: 32
+                }
+            );
+            assert!(
+                e.to_string()
+                    .ends_with("has 33 parameters, more than the 32 a function takes"),
+                "{e}"
+            );
+        }
     }
 }

@@ -50,6 +50,7 @@
 use crate::abi::{ArgLoc, CallConv, InvokeError};
 use crate::backend::{
     Arg, Backend, BinOp, Callee, Cond, LocalOp, MAX_CALL_ARGS, Src, Target, UnOp, check_call,
+    param_local_ok, staging,
 };
 use crate::buf::Buf;
 use crate::error::{Error, ErrorKind};
@@ -402,6 +403,9 @@ pub struct X64 {
     pool_refs: Vec<(u32, u32)>,
     locals: i32,
     nlocals: u32,
+    /// The parameters (a bit per index) kept in their incoming stack
+    /// slots, which [`PARAM_LOCAL`] locals may name.
+    param_mem: u32,
     frame: bool,
     ret_ty: Option<Ty>,
     /// Start of the last `jmp epilogue` and the chain of returns before
@@ -1060,6 +1064,7 @@ impl Backend for X64 {
             pool_refs: Vec::new(),
             locals: 0,
             nlocals: 0,
+            param_mem: 0,
             frame: false,
             ret_ty: None,
             last_ret: None,
@@ -1348,14 +1353,9 @@ impl Backend for X64 {
             || off < -regfile::SAVE_AREA - self.locals
             || off > -regfile::SAVE_AREA
         {
-            return self.buf.fail(m, ErrorKind::UnknownLocal { id });
+            return self.param_local_op(m, op, ty, r, off, id);
         }
-        self.frame = true;
-        match op {
-            LocalOp::Load => self.load_at(ty, ty, r, RBP, None, off),
-            LocalOp::Store => self.store_at(ty, r, RBP, None, off),
-            LocalOp::Addr => self.rm(0, true, 0x8d, 1, r, RBP, None, off, false),
-        }
+        self.local_at(op, ty, r, off);
     }
 
     // -- returns, branches, jumps (sections 5 and 6) -------------------------
@@ -1397,8 +1397,9 @@ impl Backend for X64 {
         if let Err(kind) = check_call(alloc.leaf, sig, args) {
             return self.buf.fail(m, kind);
         }
-        // Worst case: per argument a movabs and a store (~20 bytes), plus saves.
-        self.buf.reserve(m, 24 * args.len() + 16 * 16 + 64);
+        // Worst case: per argument a movabs and a store (~20 bytes), or a
+        // load, a store and a reload (~26), plus saves.
+        self.buf.reserve(m, 32 * args.len() + 16 * 16 + 64);
         self.frame = true;
         let mut tys = [Ty::V; crate::ty::MAX_PARAMS];
         for (t, a) in tys.iter_mut().zip(args) {
@@ -1416,25 +1417,38 @@ impl Backend for X64 {
         // aligned) and released after it, so that a call is right wherever
         // rsp is: in the body, or in a subroutine entered by `jal`, where
         // [rsp] holds the subroutine's return address.
-        let stack = abi_layout(tys)
-            .filter(|l| matches!(l, ArgLoc::Stack(_)))
-            .count();
-        let reserve = (8 * stack as i32 + 15) & !15;
+        //
+        // Arguments from memory bound for a register are copied first into
+        // slots above the stack arguments, and reloaded after the register
+        // moves: their base registers may be destinations of those moves.
+        let (stack, staged) = staging(args, abi_layout(tys));
+        let reserve = (8 * (stack + staged) as i32 + 15) & !15;
         if reserve > 0 {
             self.alu_ri(Alu::Sub, true, RSP, reserve);
         }
+        let mut stage = stack;
         for (a, loc) in args.iter().zip(abi_layout(tys)) {
-            if let ArgLoc::Stack(slot) = loc {
-                let disp = 8 * slot as i32;
-                match *a {
-                    Arg::Reg(r) if r.ty.is_float() => {
-                        self.rm(0xf2, false, 0x110f, 2, r.n, RSP, None, disp, false)
-                    }
-                    Arg::Reg(r) => self.rm(0, true, 0x89, 1, r.n, RSP, None, disp, false),
-                    Arg::Imm(_, v) => {
-                        self.movi(true, R11, v);
-                        self.rm(0, true, 0x89, 1, R11, RSP, None, disp, false);
-                    }
+            let disp = match loc {
+                ArgLoc::Stack(slot) => 8 * slot as i32,
+                ArgLoc::Reg(_) if matches!(a, Arg::Mem { .. }) => {
+                    stage += 1;
+                    8 * (stage - 1) as i32
+                }
+                ArgLoc::Reg(_) => continue,
+            };
+            match *a {
+                Arg::Reg(r) if r.ty.is_float() => {
+                    self.rm(0xf2, false, 0x110f, 2, r.n, RSP, None, disp, false)
+                }
+                Arg::Reg(r) => self.rm(0, true, 0x89, 1, r.n, RSP, None, disp, false),
+                Arg::Imm(_, v) => {
+                    self.movi(true, R11, v);
+                    self.rm(0, true, 0x89, 1, R11, RSP, None, disp, false);
+                }
+                Arg::Mem { ty, base, off } => {
+                    // mov r11(d), [base + off]: the value's bits, zero-extended.
+                    self.rm(0, ty.size() == 8, 0x8b, 1, R11, base, None, off, false);
+                    self.rm(0, true, 0x89, 1, R11, RSP, None, disp, false);
                 }
             }
         }
@@ -1477,6 +1491,18 @@ impl Backend for X64 {
                     self.rr(0x66, t == Ty::D, 0x6e0f, 2, d, R11, false);
                 } else {
                     self.movi(t.is_64(), d, v);
+                }
+            }
+        }
+        let mut stage = stack;
+        for (a, loc) in args.iter().zip(abi_layout(tys)) {
+            if let (Arg::Mem { ty, .. }, ArgLoc::Reg(d)) = (*a, loc) {
+                let disp = 8 * stage as i32;
+                stage += 1;
+                match ty {
+                    Ty::F => self.rm(0xf3, false, 0x100f, 2, d, RSP, None, disp, false),
+                    Ty::D => self.rm(0xf2, false, 0x100f, 2, d, RSP, None, disp, false),
+                    _ => self.rm(0, true, 0x8b, 1, d, RSP, None, disp, false),
                 }
             }
         }
@@ -2178,6 +2204,7 @@ impl X64 {
         self.pool_refs.clear();
         self.locals = 0;
         self.nlocals = 0;
+        self.param_mem = 0;
         self.frame = false;
         self.ret_ty = None;
         self.last_ret = None;
@@ -2187,14 +2214,42 @@ impl X64 {
         }
     }
 
+    /// A load, store or address of the slot at `off` from `rbp`.
+    #[inline(always)]
+    fn local_at(&mut self, op: LocalOp, ty: Ty, r: u8, off: i32) {
+        self.frame = true;
+        match op {
+            LocalOp::Load => self.load_at(ty, ty, r, RBP, None, off),
+            LocalOp::Store => self.store_at(ty, r, RBP, None, off),
+            LocalOp::Addr => self.rm(0, true, 0x8d, 1, r, RBP, None, off, false),
+        }
+    }
+
+    /// `local_op` of a handle that is none of this function's own locals:
+    /// a parameter kept in its stack slot, or an error. Out of line, so
+    /// that the common path checks only the function's locals.
+    #[cold]
+    #[inline(never)]
+    fn param_local_op(&mut self, m: &'static str, op: LocalOp, ty: Ty, r: u8, off: i32, id: u32) {
+        if !param_local_ok(self.param_mem, off, id) {
+            return self.buf.fail(m, ErrorKind::UnknownLocal { id });
+        }
+        self.local_at(op, ty, r, off);
+    }
+
     /// Copies the parameters that arrive elsewhere (on the stack, or in a
     /// register the backend keeps) into their registers. Out of line:
     /// `enter` is inlined into `lambda`, and most signatures need no moves.
     #[inline(never)]
     fn move_params(&mut self, sig: &Signature, params: &[AnyReg]) {
         self.buf.reserve("lambda", 16 * params.len());
-        for (&r, loc) in params.iter().zip(abi_layout(sig.params())) {
+        for (i, (&r, loc)) in params.iter().zip(abi_layout(sig.params())).enumerate() {
             match loc {
+                // Kept in its stack slot: read through rbp.
+                ArgLoc::Stack(_) if r.n == crate::Params::IN_MEMORY => {
+                    self.frame = true;
+                    self.param_mem |= 1 << i;
+                }
                 ArgLoc::Reg(n) if n != r.n => self.mov(true, r.n, n),
                 ArgLoc::Reg(_) => {}
                 ArgLoc::Stack(slot) => {

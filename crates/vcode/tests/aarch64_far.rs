@@ -1,5 +1,5 @@
 //! Functions larger than `b.cond`'s and `ldr` (literal)'s ±1 MiB on the
-//! aarch64 backend (issue 16, item 2), under emulation, against the
+//! aarch64 backend, under emulation, against the
 //! reference backend: forward conditional branches and constants reach
 //! through *islands* (`b over; veneers; constants; over:`) placed before
 //! the code outgrows them, backward conditional branches beyond the range

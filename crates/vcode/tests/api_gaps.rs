@@ -1,4 +1,4 @@
-//! Issue 16, item 5's API gaps, on both backends: a conversion into the
+//! Small API pieces a compiler client needs, on both backends: a conversion into the
 //! same register (`cv_in_place`), the number of registers `getreg` would
 //! still hand out (`free_regs`), the fixed names parameters arrive in
 //! (`Params::fixed`), and the size of `vcode::Error`.

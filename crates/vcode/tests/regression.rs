@@ -51,6 +51,9 @@ impl Callees for X86_64 {
     fn floats_and_ints() -> usize {
         regression::floats_and_ints_model as *const () as usize
     }
+    fn mixed32() -> Option<usize> {
+        Some(regression::mixed32_model as *const () as usize)
+    }
 }
 
 /// The `ret` row's functions, called through typed function pointers

@@ -1,5 +1,5 @@
 //! The jive JIT's compile cost in host instructions per bytecode, counted
-//! exactly by `valgrind --tool=callgrind` (issue 13).
+//! exactly by `valgrind --tool=callgrind`, so the figure repeats across runs.
 //!
 //! ```text
 //! cargo build --release -p fastpath-bench --bin jive-compile-count

@@ -53,7 +53,7 @@ pub struct LoopConfig {
     /// Most frames queued at a port. Default 1024.
     pub queue_frames: usize,
     /// Largest frame, header included ([`Transport::max_frame`]); at least
-    /// the 50-byte header. Default [`DEFAULT_MAX_FRAME`].
+    /// the 54-byte header. Default [`DEFAULT_MAX_FRAME`].
     pub max_frame: usize,
 }
 
@@ -488,7 +488,7 @@ impl Transport for LoopPort {
                 self.stats.tx_rejected += 1;
                 return Err(e);
             }
-            // The frame is at least 50 bytes long, so it has a destination.
+            // The frame is at least 54 bytes long, so it has a destination.
             let dst = peek_dst(frames[i]);
             let mut j = i + 1;
             while j < frames.len() && ok(frames[j]) && peek_dst(frames[j]) == dst {
@@ -799,7 +799,9 @@ mod tests {
         .unwrap();
         let mut pa = net.attach(a).unwrap();
         let mut pb = net.attach(b).unwrap();
-        let big: Vec<Vec<u8>> = (0..6).map(|i| frame(a, b, i, 1942)).collect();
+        let big: Vec<Vec<u8>> = (0..6)
+            .map(|i| frame(a, b, i, 2000 - HEADER_LEN - 8))
+            .collect();
         assert_eq!(big[0].len(), 2000);
         let refs: Vec<&[u8]> = big.iter().map(|f| &f[..]).collect();
         pa.send(&refs).unwrap();
@@ -830,7 +832,7 @@ mod tests {
                         a,
                         b,
                         round * 10 + k,
-                        ((round * 37 + k * 101) % 940) as usize,
+                        ((round * 37 + k * 101) % (1000 - HEADER_LEN as u64 - 8 + 1)) as usize,
                     )
                 })
                 .collect();

@@ -40,7 +40,7 @@ pub use udp::UdpTransport;
 
 /// A way to send and receive unet frames.
 pub trait Transport: Send {
-    /// Sends complete frames (each starts with the 50-byte header); returns
+    /// Sends complete frames (each starts with the 54-byte header); returns
     /// how many were accepted (see the module documentation for the exact
     /// contract). Never blocks indefinitely. A frame larger than
     /// [`max_frame`](Transport::max_frame) is an error for that frame only.
@@ -327,8 +327,8 @@ mod tests {
 
     #[test]
     fn frame_length_checks_name_the_frame() {
-        let e = check_frame_len(&[0; 49], 100, "loop").unwrap_err();
-        assert!(matches!(e, TransportError::FrameTooShort { len: 49 }));
+        let e = check_frame_len(&[0; HEADER_LEN - 1], 100, "loop").unwrap_err();
+        assert!(matches!(e, TransportError::FrameTooShort { len } if len == HEADER_LEN - 1));
         assert!(e.is_frame_error());
         let e = check_frame_len(&[0; 101], 100, "udp").unwrap_err();
         assert!(e.is_frame_error());
@@ -336,7 +336,7 @@ mod tests {
             e.to_string(),
             "frame of 101 bytes exceeds the udp transport's maximum of 100"
         );
-        assert!(check_frame_len(&[0; 50], 100, "loop").is_ok());
+        assert!(check_frame_len(&[0; HEADER_LEN], 100, "loop").is_ok());
         assert!(check_frame_len(&[0; 100], 100, "loop").is_ok());
     }
 }

@@ -20,7 +20,7 @@
 //! set, the rebuilt header carries the checksum recomputed over what
 //! arrived, so that [`verify_udp_checksum`](crate::frame::verify_udp_checksum)
 //! holds on every transport. Anything that is not a unet frame (a datagram
-//! shorter than the 8-byte unet header) is counted and dropped.
+//! shorter than the 12-byte unet header) is counted and dropped.
 //!
 //! The sockets are non-blocking and have 4 MiB buffers (forced past
 //! `net.core.rmem_max` when the process may), so that a burst does not
@@ -241,7 +241,7 @@ fn rebuild(
     let frame = &mut slot[..WIRE_HEADER_LEN + dlen];
     let flags = u16::from_be_bytes([frame[UNET_FLAGS], frame[UNET_FLAGS + 1]]);
     if flags & FLAG_UDP_CHECKSUM != 0 {
-        // The frame is at least 50 bytes long: this cannot fail.
+        // The frame is at least 54 bytes long: this cannot fail.
         let _ = frame::set_udp_checksum(frame);
     }
 }
@@ -291,7 +291,7 @@ impl Transport for UdpTransport {
             let mut msgs = [const { MaybeUninit::<libc::mmsghdr>::uninit() }; SEND_BATCH];
             for k in 0..n {
                 let f = frames[done + k];
-                // At least 50 bytes long: it has a destination.
+                // At least 54 bytes long: it has a destination.
                 let dst = peek_dst(f).unwrap_or(Addr::new(Ipv4Addr::UNSPECIFIED, 0));
                 self.tx_names[k] = sockaddr_in(dst);
                 let data = &f[WIRE_HEADER_LEN..];
@@ -566,7 +566,7 @@ mod tests {
     fn frames_round_trip_and_the_rebuilt_header_equals_what_loop_carries() {
         let (mut a, mut b) = pair();
         let (la, lb) = (a.local(), b.local());
-        let frames: Vec<Vec<u8>> = [0usize, 1, 56, 57, 1024, 4096, 65499]
+        let frames: Vec<Vec<u8>> = [0usize, 1, 56, 57, 1024, 4096, crate::frame::MAX_PAYLOAD]
             .iter()
             .enumerate()
             .map(|(i, &len)| frame(la, lb, i as u32, len, i % 2 == 1))
@@ -654,14 +654,14 @@ mod tests {
     fn datagrams_that_are_not_unet_frames_are_counted_and_dropped() {
         let (_, mut b) = pair();
         let raw = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        raw.send_to(b"1234567", std::net::SocketAddrV4::from(b.local()))
+        raw.send_to(b"12345678901", std::net::SocketAddrV4::from(b.local()))
             .unwrap();
-        raw.send_to(b"12345678", std::net::SocketAddrV4::from(b.local()))
+        raw.send_to(b"123456789012", std::net::SocketAddrV4::from(b.local()))
             .unwrap();
         let got = recv_n(&mut b, 1);
         assert_eq!(got.len(), 1);
         assert_eq!(got[0].len(), HEADER_LEN);
-        assert_eq!(&got[0][WIRE_HEADER_LEN..], b"12345678");
+        assert_eq!(&got[0][WIRE_HEADER_LEN..], b"123456789012");
         assert_eq!(b.stats().rx_dropped, 1);
         // The datagram's reserved field is not zero: the frame arrives as
         // it came, and the engine's parse rejects it.

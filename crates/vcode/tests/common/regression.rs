@@ -62,6 +62,9 @@ pub trait Callees {
     fn nine_args() -> usize;
     /// [`floats_and_ints_model`], computed in the same order (so the same bits).
     fn floats_and_ints() -> usize;
+    /// [`mixed32_model`] as a native function the code can call, where it
+    /// can call host code (x86-64); `None` under emulation.
+    fn mixed32() -> Option<usize>;
 }
 
 // ---------------------------------------------------------------------------
@@ -2284,7 +2287,7 @@ fn bug_cv_u_to_l_in_place_zero_extends() {
     }
 }
 
-/// Issue 16: `getreg` handed out `r10`, the register of the fixed name
+/// A regression: `getreg` once handed out `r10`, the register of the fixed name
 /// `T0`, although the function had written `T0`, so `g` and `T0` were one
 /// register and the program returned 14. A fixed name the function has
 /// used is never handed out by `getreg` (unless released to it), on both
@@ -2615,4 +2618,439 @@ fn bug_float_return_under_all_callee_saved() {
             Arch::listing(&pair.native)
         );
     }
+}
+
+// ---------------------------------------------------------------------------
+// Up to 32 parameters and arguments of mixed types
+// ---------------------------------------------------------------------------
+
+/// The type letters of the mixed signatures: the first `n` of them, cycled,
+/// make the signature of `n` parameters (`c` `s` `uc` `us` arrive widened,
+/// as `i` and `u`).
+pub const MIXED: [&str; 14] = [
+    "l", "i", "d", "p", "f", "ul", "u", "c", "s", "uc", "us", "d", "i", "f",
+];
+
+/// The signature of `n` mixed parameters.
+pub fn mixed_sig(n: usize) -> String {
+    (0..n)
+        .map(|k| format!("%{}", MIXED[k % MIXED.len()]))
+        .collect()
+}
+
+/// Argument `k` of type `ty`: distinct, of both signs where the type has
+/// them, and integral for the float types (so that converting it to `l`
+/// is exact).
+pub fn arg_value(ty: Ty, k: usize) -> Value {
+    let s = if k % 2 == 1 { -1 } else { 1 };
+    match ty {
+        Ty::I => Value::I(s * (k as i32 * 37 + 1)),
+        Ty::U => Value::U(k as u32 * 101 + 3 + 0x8000_0000),
+        Ty::L => Value::L(s as i64 * (k as i64 * 1_000_000_007 + 5)),
+        Ty::UL => Value::UL(k as u64 * 0x1_0000_0001 + 9),
+        Ty::P => Value::P(0x1000 + k),
+        Ty::F => Value::F(k as f32 * 3.0 - 20.0),
+        Ty::D => Value::D(k as f64 * -2.0 + 11.0),
+        t => panic!("not a parameter type: {t}"),
+    }
+}
+
+/// `sum (k + 1) * (long) a_k`, wrapping: what the generated callees return.
+pub fn weighted(args: &[Value]) -> i64 {
+    args.iter().enumerate().fold(0i64, |acc, (k, a)| {
+        let v = match *a {
+            Value::I(x) => x as i64,
+            Value::U(x) => x as i64,
+            Value::L(x) => x,
+            Value::UL(x) => x as i64,
+            Value::P(x) => x as i64,
+            Value::F(x) => x as i64,
+            Value::D(x) => x as i64,
+            Value::V => 0,
+        };
+        acc.wrapping_add((k as i64 + 1).wrapping_mul(v))
+    })
+}
+
+/// [`weighted`] of the 32 mixed parameters ([`mixed_sig`]`(32)`), in Rust
+/// (`extern "C"` so that the x86-64 binary can call it from generated code;
+/// emulated code cannot call it).
+// One line per parameter, written alike (hence the identity `* 1` and `as i64` of an `i64`).
+#[allow(
+    clippy::too_many_arguments,
+    clippy::identity_op,
+    clippy::unnecessary_cast,
+    dead_code
+)]
+pub extern "C" fn mixed32_model(
+    a0: i64,
+    a1: i32,
+    a2: f64,
+    a3: usize,
+    a4: f32,
+    a5: u64,
+    a6: u32,
+    a7: i32,
+    a8: i32,
+    a9: u32,
+    a10: u32,
+    a11: f64,
+    a12: i32,
+    a13: f32,
+    a14: i64,
+    a15: i32,
+    a16: f64,
+    a17: usize,
+    a18: f32,
+    a19: u64,
+    a20: u32,
+    a21: i32,
+    a22: i32,
+    a23: u32,
+    a24: u32,
+    a25: f64,
+    a26: i32,
+    a27: f32,
+    a28: i64,
+    a29: i32,
+    a30: f64,
+    a31: usize,
+) -> i64 {
+    let mut acc = 0i64;
+    acc = acc.wrapping_add((0i64 + 1).wrapping_mul(a0 as i64));
+    acc = acc.wrapping_add((1i64 + 1).wrapping_mul(a1 as i64));
+    acc = acc.wrapping_add((2i64 + 1).wrapping_mul(a2 as i64));
+    acc = acc.wrapping_add((3i64 + 1).wrapping_mul(a3 as i64));
+    acc = acc.wrapping_add((4i64 + 1).wrapping_mul(a4 as i64));
+    acc = acc.wrapping_add((5i64 + 1).wrapping_mul(a5 as i64));
+    acc = acc.wrapping_add((6i64 + 1).wrapping_mul(a6 as i64));
+    acc = acc.wrapping_add((7i64 + 1).wrapping_mul(a7 as i64));
+    acc = acc.wrapping_add((8i64 + 1).wrapping_mul(a8 as i64));
+    acc = acc.wrapping_add((9i64 + 1).wrapping_mul(a9 as i64));
+    acc = acc.wrapping_add((10i64 + 1).wrapping_mul(a10 as i64));
+    acc = acc.wrapping_add((11i64 + 1).wrapping_mul(a11 as i64));
+    acc = acc.wrapping_add((12i64 + 1).wrapping_mul(a12 as i64));
+    acc = acc.wrapping_add((13i64 + 1).wrapping_mul(a13 as i64));
+    acc = acc.wrapping_add((14i64 + 1).wrapping_mul(a14 as i64));
+    acc = acc.wrapping_add((15i64 + 1).wrapping_mul(a15 as i64));
+    acc = acc.wrapping_add((16i64 + 1).wrapping_mul(a16 as i64));
+    acc = acc.wrapping_add((17i64 + 1).wrapping_mul(a17 as i64));
+    acc = acc.wrapping_add((18i64 + 1).wrapping_mul(a18 as i64));
+    acc = acc.wrapping_add((19i64 + 1).wrapping_mul(a19 as i64));
+    acc = acc.wrapping_add((20i64 + 1).wrapping_mul(a20 as i64));
+    acc = acc.wrapping_add((21i64 + 1).wrapping_mul(a21 as i64));
+    acc = acc.wrapping_add((22i64 + 1).wrapping_mul(a22 as i64));
+    acc = acc.wrapping_add((23i64 + 1).wrapping_mul(a23 as i64));
+    acc = acc.wrapping_add((24i64 + 1).wrapping_mul(a24 as i64));
+    acc = acc.wrapping_add((25i64 + 1).wrapping_mul(a25 as i64));
+    acc = acc.wrapping_add((26i64 + 1).wrapping_mul(a26 as i64));
+    acc = acc.wrapping_add((27i64 + 1).wrapping_mul(a27 as i64));
+    acc = acc.wrapping_add((28i64 + 1).wrapping_mul(a28 as i64));
+    acc = acc.wrapping_add((29i64 + 1).wrapping_mul(a29 as i64));
+    acc = acc.wrapping_add((30i64 + 1).wrapping_mul(a30 as i64));
+    acc = acc.wrapping_add((31i64 + 1).wrapping_mul(a31 as i64));
+    acc
+}
+
+/// `long f(sig)` returning [`weighted`] of its parameters: each parameter
+/// is read from its register or, when `lambda` kept it in its stack slot,
+/// loaded through [`Params::local`](vcode::Params::local) into a register
+/// freed by an earlier parameter. With 32 integer parameters every integer
+/// register holds one at entry, so integer parameters are widened in their
+/// own registers (the first becomes the sum) and freed before the floats,
+/// which are converted through a freed integer register.
+fn weighted_callee<B: Backend>(sig: &str) -> vcode::Result<B::Code> {
+    let mut f = Func::<B>::with_backend();
+    let p = f.lambda(sig, Leaf::No)?;
+    let all = p.all();
+    let ints = (0..p.len()).filter(|&k| !all[k].ty.is_float());
+    let floats = (0..p.len()).filter(|&k| all[k].ty.is_float());
+    // The parameter's value, widened to `l`, times k + 1, in a register.
+    let term = |f: &mut Func<B>, k: usize, t: Option<Reg<L>>| -> vcode::Result<Reg<L>> {
+        let ty = all[k].ty;
+        let out = any_ty!(ty, |T| {
+            let r = if p.in_memory(k) {
+                let r = f.getreg::<T>(vcode::Class::Temp)?;
+                f.ld_local(r, p.local::<T>(k)?);
+                r
+            } else {
+                p.get::<T>(k)?
+            };
+            // Integers in place; floats into `t`.
+            let w = t.unwrap_or(Reg::<L>::phys(r.num()));
+            if T::TY != Ty::L {
+                f.cv(w, r);
+            }
+            if t.is_some() {
+                f.putreg(r);
+            }
+            w
+        });
+        f.mul(out, out, k as i64 + 1);
+        Ok(out)
+    };
+    let mut acc: Option<Reg<L>> = None;
+    for k in ints {
+        let w = term(&mut f, k, None)?;
+        match acc {
+            None => acc = Some(w),
+            Some(a) => {
+                f.add(a, a, w);
+                f.putreg(w);
+            }
+        }
+    }
+    let acc = match acc {
+        Some(a) => a,
+        None => {
+            let a = f.getreg::<L>(vcode::Class::Temp)?;
+            f.set(a, 0);
+            a
+        }
+    };
+    let t = f.getreg::<L>(vcode::Class::Temp)?;
+    for k in floats {
+        term(&mut f, k, Some(t))?;
+        f.add(acc, acc, t);
+    }
+    f.ret(acc);
+    f.end()
+}
+
+/// Runs `native` and `reference` on `args` and checks that both return `want`.
+fn check_both(native: &Code, reference: &RefCode, args: &[Value], want: i64, what: &str) {
+    // SAFETY: the functions compute on their arguments, read only the
+    // memory the arguments point to, and call only functions of the
+    // signature they pass.
+    let (n, r) = unsafe { (Arch::run(native, args), reference.invoke(args)) };
+    assert_eq!(
+        n,
+        Ok(Value::L(want)),
+        "{what}: native{}\n{}",
+        Arch::stop_context(native),
+        Arch::listing(native)
+    );
+    assert_eq!(
+        r,
+        Ok(Value::L(want)),
+        "{what}: reference\n{}",
+        reference.listing()
+    );
+}
+
+/// The signatures the 32-parameter tests run: mixed ones of every length
+/// from 1 to 32, and 32 parameters of each type.
+fn many_param_sigs() -> Vec<String> {
+    let mut sigs: Vec<String> = (1..=32).map(mixed_sig).collect();
+    for t in ["i", "l", "p", "f", "d", "c", "us"] {
+        sigs.push(format!("%{t}").repeat(32));
+    }
+    sigs
+}
+
+/// The arguments of a signature, by [`arg_value`].
+fn args_of(sig: &str) -> Vec<Value> {
+    let sig = vcode::Signature::parse(sig).expect("signature");
+    sig.params()
+        .iter()
+        .enumerate()
+        .map(|(k, &t)| arg_value(t, k))
+        .collect()
+}
+
+/// A function of up to 32 parameters of any types: those beyond the
+/// registers stay in their incoming stack slots, read through
+/// `Params::local`, and every parameter reaches the result, on the target
+/// and on the reference backend.
+#[test]
+fn callee_side_up_to_32_mixed_parameters() {
+    for sig in many_param_sigs() {
+        let native = weighted_callee::<Native>(&sig).unwrap_or_else(|e| panic!("{sig}: {e}"));
+        let reference = weighted_callee::<Reference>(&sig).unwrap_or_else(|e| panic!("{sig}: {e}"));
+        let args = args_of(&sig);
+        check_both(&native, &reference, &args, weighted(&args), &sig);
+    }
+    // 32 integer or float parameters do not all fit in registers: some
+    // really are read from memory.
+    for sig in ["%i", "%d"] {
+        let mut f = Func::<Native>::with_backend();
+        let p = f.lambda(&sig.repeat(32), Leaf::No).unwrap();
+        assert!(p.in_memory(31) && !p.in_memory(0), "{sig} x 32");
+    }
+}
+
+/// A parameter kept in memory is a local like any other: it can be
+/// overwritten, its address taken, and its handle is refused where it does
+/// not belong (a register parameter's `local`, a memory parameter's `get`,
+/// the handle in another function).
+#[test]
+fn parameters_in_memory_are_locals() {
+    let sig = "%l".repeat(32);
+    let pair = |b: bool| -> (Code, RefCode) {
+        fn build<B: Backend>(sig: &str, b: bool) -> vcode::Result<B::Code> {
+            let mut f = Func::<B>::with_backend();
+            let p = f.lambda(sig, Leaf::Yes)?;
+            let last = p.local::<L>(31)?;
+            let r = p.get::<L>(0)?;
+            // a31 = a0 * 3; return *&a31 + (b ? a31 : 0)
+            f.mul(r, r, 3);
+            f.st_local(r, last);
+            let a = p.get::<L>(1)?.cast::<P>();
+            f.addr_local(a, last);
+            f.ld(r, a, 0);
+            if b {
+                let t = p.get::<L>(2)?;
+                f.ld_local(t, last);
+                f.add(r, r, t);
+            }
+            f.ret(r);
+            f.end()
+        }
+        (
+            build::<Native>(&sig, b).unwrap(),
+            build::<Reference>(&sig, b).unwrap(),
+        )
+    };
+    let args = args_of(&sig);
+    let a0 = match args[0] {
+        Value::L(x) => x,
+        _ => unreachable!(),
+    };
+    let (n, r) = pair(false);
+    check_both(&n, &r, &args, a0 * 3, "st_local, addr_local");
+    let (n, r) = pair(true);
+    check_both(&n, &r, &args, a0 * 6, "st_local, ld_local");
+
+    let mut f = Func::<Native>::with_backend();
+    let p = f.lambda(&sig, Leaf::Yes).unwrap();
+    assert_eq!(
+        p.get::<L>(31).unwrap_err().kind(),
+        &ErrorKind::ParamInMemory { index: 31 }
+    );
+    assert_eq!(
+        p.local::<L>(0).unwrap_err().kind(),
+        &ErrorKind::ParamInRegister { index: 0 }
+    );
+    assert!(matches!(
+        p.local::<I>(31).unwrap_err().kind(),
+        &ErrorKind::TypeMismatch { .. }
+    ));
+    assert_eq!(p.any(31), None);
+    let stale = p.local::<L>(31).unwrap();
+    for backend_is_native in [true, false] {
+        let e = if backend_is_native {
+            let mut g = Func::<Native>::with_backend();
+            let q = g.lambda("%l", Leaf::Yes).unwrap();
+            let x = q.get::<L>(0).unwrap();
+            g.ld_local(x, stale);
+            g.ret(x);
+            g.end().map(|_| ()).unwrap_err()
+        } else {
+            let mut g = Func::<Reference>::with_backend();
+            let q = g.lambda("%l", Leaf::Yes).unwrap();
+            let x = q.get::<L>(0).unwrap();
+            g.ld_local(x, stale);
+            g.ret(x);
+            g.end().map(|_| ()).unwrap_err()
+        };
+        assert!(
+            matches!(e.kind(), ErrorKind::UnknownLocal { .. }),
+            "native={backend_is_native}: {e}"
+        );
+    }
+}
+
+/// `long f(void *buf)` calling `callee` with one argument per type of
+/// `tys`, argument `k` taken (by `k % 3`) from a register loaded from
+/// `buf[k]`, an immediate of the value, or memory at `buf[k]` (also when no
+/// register is left for a register argument).
+fn many_args_caller<B: Backend>(
+    tys: &[Ty],
+    vals: &[Value],
+    callee: vcode::Callee<'_, B::Code>,
+) -> vcode::Result<B::Code> {
+    use vcode::Arg;
+    let mut f = Func::<B>::with_backend();
+    let p = f.lambda("%p", Leaf::No)?;
+    let buf = p.get::<P>(0)?;
+    let rd = f.getreg::<L>(vcode::Class::Temp)?;
+    let mut args = Vec::new();
+    for (k, (&ty, v)) in tys.iter().zip(vals).enumerate() {
+        let off = 8 * k as i32;
+        let a = match k % 3 {
+            0 => any_ty!(ty, |T| {
+                match f
+                    .getreg::<T>(vcode::Class::Temp)
+                    .or_else(|_| f.getreg::<T>(vcode::Class::Persistent))
+                {
+                    Ok(r) => {
+                        f.ld(r, buf, off);
+                        Arg::from(r)
+                    }
+                    Err(_) => Arg::mem::<T>(buf, off),
+                }
+            }),
+            1 => Arg::Imm(ty, v.bits() as i64),
+            _ => any_ty!(ty, |T| Arg::mem::<T>(buf, off)),
+        };
+        args.push(a);
+    }
+    f.call(rd, callee, &args);
+    f.ret(rd);
+    f.end()
+}
+
+/// Calls with 1 to 32 arguments of mixed types from registers, immediates
+/// and memory reach a generated callee intact (on the target and on the
+/// reference backend), needing no register per argument from memory.
+#[test]
+fn caller_side_up_to_32_mixed_arguments() {
+    for sig in many_param_sigs() {
+        let vals = args_of(&sig);
+        let tys: Vec<Ty> = vals.iter().map(|v| v.ty()).collect();
+        let buf: Vec<u64> = vals.iter().map(|v| v.bits()).collect();
+        let arg = [Value::P(buf.as_ptr() as usize)];
+        let nc = weighted_callee::<Native>(&sig).unwrap();
+        let rc = weighted_callee::<Reference>(&sig).unwrap();
+        let native = many_args_caller::<Native>(&tys, &vals, vcode::Callee::Code(&nc))
+            .unwrap_or_else(|e| panic!("{sig}: {e}"));
+        let reference = many_args_caller::<Reference>(&tys, &vals, vcode::Callee::Code(&rc))
+            .unwrap_or_else(|e| panic!("{sig}: {e}"));
+        check_both(&native, &reference, &arg, weighted(&vals), &sig);
+        if let Some(addr) = Arch::mixed32().filter(|_| sig == mixed_sig(32)) {
+            // The same call to the Rust function of these 32 parameters.
+            let native =
+                many_args_caller::<Native>(&tys, &vals, vcode::Callee::Native(addr)).unwrap();
+            let reference =
+                many_args_caller::<Reference>(&tys, &vals, vcode::Callee::Native(addr)).unwrap();
+            check_both(&native, &reference, &arg, weighted(&vals), "Rust callee");
+        }
+    }
+}
+
+/// Memory arguments of a type a call cannot pass (`c`, `s`: callers
+/// widen them) are a typed error on both backends.
+#[test]
+fn narrow_memory_arguments_are_refused() {
+    fn build<B: Backend>() -> vcode::Result<B::Code> {
+        let mut f = Func::<B>::with_backend();
+        let p = f.lambda("%p", Leaf::No)?;
+        let buf = p.get::<P>(0)?;
+        f.callv(
+            vcode::Callee::Native(0),
+            &[vcode::Arg::Mem {
+                ty: Ty::C,
+                base: buf.num(),
+                off: 0,
+            }],
+        );
+        f.retv();
+        f.end()
+    }
+    let want = ErrorKind::TypeMismatch {
+        expected: Ty::I,
+        found: Ty::C,
+    };
+    assert_eq!(build::<Native>().map(|_| ()).unwrap_err().kind(), &want);
+    assert_eq!(build::<Reference>().map(|_| ()).unwrap_err().kind(), &want);
 }

@@ -1,0 +1,192 @@
+//! `fastpath demo` from the outside: numeric flags are checked before
+//! anything runs, `--json` gives every figure as a number or as null with
+//! the reason, and SIGINT or SIGTERM during a `--netns` run removes the
+//! network namespaces before the process exits.
+
+mod common;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::fastpath;
+
+#[test]
+fn zero_rounds_are_refused_before_anything_runs() {
+    let start = Instant::now();
+    let (ok, out, err) = fastpath(&["demo", "--rounds", "0"]);
+    assert!(!ok);
+    assert!(out.is_empty(), "{out}");
+    assert!(
+        err.contains("invalid value '0' for '--rounds <ROUNDS>': 0 is not in 1..=2147483647"),
+        "{err}"
+    );
+    // Refused by the argument parser, not after the cells have spun.
+    assert!(start.elapsed() < Duration::from_secs(10));
+}
+
+#[test]
+fn a_message_count_off_the_burst_is_refused_with_the_rule() {
+    let (ok, out, err) = fastpath(&["demo", "--messages", "1"]);
+    assert!(!ok);
+    assert!(out.is_empty(), "{out}");
+    assert!(
+        err.contains(
+            "error: invalid value '1' for '--messages <MESSAGES>': must be a positive \
+             multiple of 25, the burst size (messages go in bursts of 25, each \
+             acknowledged); try 25"
+        ),
+        "{err}"
+    );
+}
+
+/// Every cell of a JSON table: a number, or null with a reason.
+fn check_cells(table: &serde_json::Value, name: &str, rows: usize, columns: &[&str]) {
+    let got = table["rows"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{name}: no rows"));
+    assert_eq!(got.len(), rows, "{name}");
+    for row in got {
+        assert!(row["bytes"].is_u64(), "{name}: {row}");
+        for c in columns {
+            let cell = &row[*c];
+            match cell["value"].as_f64() {
+                Some(v) => assert!(v.is_finite() && v >= 0.0, "{name}.{c}: {cell}"),
+                None => assert!(
+                    cell["value"].is_null() && cell["reason"].is_string(),
+                    "{name}.{c}: {cell}"
+                ),
+            }
+        }
+    }
+}
+
+#[test]
+fn json_on_loop_has_every_figure_or_a_reason() {
+    let (ok, out, err) = fastpath(&["demo", "--rounds", "10", "--messages", "25", "--json"]);
+    assert!(ok, "{err}");
+    let doc: serde_json::Value = serde_json::from_str(&out).expect("stdout is one JSON document");
+    assert_eq!(doc["transport"], "loop");
+    assert!(doc["netns"].is_null());
+    assert_eq!(doc["rounds"], 10);
+    // 10 round trips: five batches of two, and the header says so.
+    assert_eq!(
+        (doc["batches"].as_u64(), doc["batch"].as_u64()),
+        (Some(5), Some(2))
+    );
+    assert!(
+        doc["latency"]["title"]
+            .as_str()
+            .unwrap()
+            .contains("10 round trips per cell: the median of 5 batch means of 2"),
+        "{}",
+        doc["latency"]["title"]
+    );
+    check_cells(
+        &doc["latency"],
+        "latency",
+        5,
+        &[
+            "unet",
+            "standard_applet",
+            "simple_applet",
+            "applet_ping_pong",
+            "ring",
+            "udp",
+            "udp_blocking",
+            "unix",
+            "unet_per_ring",
+            "udp_per_unet",
+            "udp_blocking_per_unet",
+        ],
+    );
+    check_cells(
+        &doc["applet_cost"],
+        "applet_cost",
+        5,
+        &["standard_applet", "simple_applet"],
+    );
+    check_cells(
+        &doc["bandwidth"],
+        "bandwidth",
+        5,
+        &[
+            "unet_app_ack",
+            "standard_app_ack",
+            "applet_tokens",
+            "per_tx_25",
+            "applet_generated",
+            "memcpy",
+            "unet_per_memcpy",
+        ],
+    );
+    assert_eq!(doc["messages"], 25);
+    // Progress went to standard error, not into the document.
+    assert!(err.contains("fastpath demo:"), "{err}");
+}
+
+/// The namespaces of process `pid` that `ip netns list` shows.
+fn namespaces_of(pid: u32) -> Vec<String> {
+    let out = Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .expect("runs ip netns list");
+    let prefix = format!("unet{pid}-");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| n.starts_with(&prefix))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Whether this machine can make network namespaces; if not, the reason
+/// is printed and the test skips, unless `UNET_REQUIRE_NETNS=1`.
+fn netns_available(test: &str) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let ip = Command::new("ip")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if root && ip {
+        return true;
+    }
+    let why = if root { "`ip` is missing" } else { "not root" };
+    assert!(
+        std::env::var("UNET_REQUIRE_NETNS").as_deref() != Ok("1"),
+        "{test}: {why}, and UNET_REQUIRE_NETNS=1"
+    );
+    eprintln!("SKIP {test}: {why} (set UNET_REQUIRE_NETNS=1 to fail instead)");
+    false
+}
+
+#[test]
+fn a_signal_during_a_netns_run_removes_the_namespaces() {
+    if !netns_available("a_signal_during_a_netns_run_removes_the_namespaces") {
+        return;
+    }
+    for (signal, code) in [(libc::SIGINT, 130), (libc::SIGTERM, 143)] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_fastpath"))
+            .args(["demo", "--transport", "udp", "--netns"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("starts fastpath demo");
+        let pid = child.id();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while namespaces_of(pid).len() < 2 {
+            if Instant::now() > deadline || child.try_wait().unwrap().is_some() {
+                let _ = child.kill();
+                panic!("the namespaces of fastpath demo --netns did not appear");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // SAFETY: kill(2) on our own child's pid.
+        assert_eq!(unsafe { libc::kill(pid as i32, signal) }, 0);
+        let status = child.wait_with_output().expect("fastpath demo exits");
+        let err = String::from_utf8_lossy(&status.stderr);
+        assert_eq!(status.status.code(), Some(code), "{err}");
+        assert!(err.contains("removed network namespaces unet"), "{err}");
+        assert_eq!(namespaces_of(pid), Vec::<String>::new(), "{err}");
+    }
+}

@@ -1,0 +1,178 @@
+//! Installing a filter cannot stall or crash the engine: a filter is
+//! compiled before the engine-wide lock is taken, so a huge one holds up
+//! no other client's endpoint or channel; and a filter past dpf's limits
+//! (64 KiB, nesting 64, 4,096 primitives) is an error reply from the
+//! daemon, which stays up and keeps serving.
+
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use unet::client::Client;
+use unet::daemon;
+use unet::transport::LoopNet;
+use unet::{Config, Engine};
+
+fn engine() -> Engine {
+    let net = LoopNet::new();
+    Engine::new(Box::new(
+        net.attach("10.0.0.1:7000".parse().unwrap()).unwrap(),
+    ))
+}
+
+/// `n` alternatives `udp dst port P`, from port `first` on: about 21
+/// bytes each, so 3,000 fill most of the 64 KiB limit.
+fn alternatives(first: usize, n: usize) -> String {
+    (first..first + n)
+        .map(|p| format!("udp dst port {p}"))
+        .collect::<Vec<_>>()
+        .join(" or ")
+}
+
+#[test]
+fn a_filter_being_compiled_holds_up_no_other_client() {
+    let engine = engine();
+    let mut big = engine.create_endpoint(Config::default(), None).unwrap();
+    let chan = big.open_channel(engine.local(), big.id()).unwrap();
+    let (started, done) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let installer = {
+        let (started, done) = (started.clone(), done.clone());
+        std::thread::spawn(move || {
+            started.store(true, Ordering::SeqCst);
+            // 3,000 alternatives: most of the time goes to compiling
+            // them, outside the lock.
+            big.install_filter(chan, &alternatives(1000, 3000), 1)
+                .unwrap();
+            done.store(true, Ordering::SeqCst);
+            big
+        })
+    };
+    while !started.load(Ordering::SeqCst) {
+        std::thread::yield_now();
+    }
+    // Endpoints and channels come and go while the install runs. With
+    // the compilation under the lock the first would wait for the whole
+    // install, and at most that one could slip in before `done` is set.
+    let mut while_compiling = 0;
+    while !done.load(Ordering::SeqCst) {
+        let mut ep = engine.create_endpoint(Config::default(), None).unwrap();
+        ep.open_channel(engine.local(), ep.id()).unwrap();
+        drop(ep);
+        if !done.load(Ordering::SeqCst) {
+            while_compiling += 1;
+        }
+    }
+    let big = installer.join().unwrap();
+    eprintln!("{while_compiling} endpoints created while the filter compiled");
+    assert!(
+        while_compiling >= 2,
+        "no endpoint was created and connected while the filters compiled"
+    );
+    drop(big);
+}
+
+#[test]
+fn a_rejected_filter_leaves_the_engine_as_it_was() {
+    let engine = engine();
+    let mut ep = engine.create_endpoint(Config::default(), None).unwrap();
+    let chan = ep.open_channel(engine.local(), ep.id()).unwrap();
+    for bad in [
+        format!("{}udp", "!".repeat(4000)),
+        format!("{}udp{}", "(".repeat(3000), ")".repeat(3000)),
+        vec!["udp"; 8192].join(" and "),
+        alternatives(1, 4097),
+    ] {
+        let e = ep.install_filter(chan, &bad, 1).unwrap_err();
+        assert!(e.to_string().starts_with("filter: "), "{e}");
+    }
+    // The endpoint goes on: a good filter installs after them.
+    ep.install_filter(chan, "udp port 9", 1).unwrap();
+}
+
+/// A frame of the daemon's protocol, by hand (see `unet::daemon`).
+fn raw_call(s: &mut UnixStream, op: u8, payload: &[u8]) -> (u8, Vec<u8>) {
+    let mut v = ((1 + payload.len()) as u32).to_le_bytes().to_vec();
+    v.push(op);
+    v.extend_from_slice(payload);
+    s.write_all(&v).unwrap();
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).unwrap();
+    let mut body = vec![0u8; u32::from_le_bytes(len) as usize];
+    s.read_exact(&mut body).unwrap();
+    let status = body.remove(0);
+    (status, body)
+}
+
+#[test]
+fn the_daemon_answers_a_filter_past_the_limits_with_an_error_and_stays_up() {
+    let engine = engine();
+    engine.start(1).expect("an engine thread");
+    let path = std::env::temp_dir().join(format!("unet-filter-limits-{}.sock", std::process::id()));
+    let server = daemon::serve(engine.clone(), &path).unwrap();
+
+    let mut raw = UnixStream::connect(&path).unwrap();
+    raw.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    // CreateEndpoint, then OpenChannel to itself: channel 0.
+    let cfg: Vec<u8> = [512u32, 4096, 256, 256, 512]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .chain([0])
+        .collect();
+    let (st, body) = raw_call(&mut raw, 2, &cfg);
+    assert_eq!(st, 0);
+    let id = u32::from_le_bytes([body[0], body[1], body[2], body[3]]);
+    let open = [
+        &id.to_le_bytes()[..],
+        &[10, 0, 0, 1],
+        &7000u16.to_le_bytes(),
+        &id.to_le_bytes(),
+        &[0],
+    ]
+    .concat();
+    let (st, _) = raw_call(&mut raw, 3, &open);
+    assert_eq!(st, 0);
+    let install = |text: &str| {
+        let mut p = [
+            &id.to_le_bytes()[..],
+            &0u16.to_le_bytes(),
+            &0i32.to_le_bytes(),
+            &(text.len() as u32).to_le_bytes(),
+        ]
+        .concat();
+        p.extend_from_slice(text.as_bytes());
+        p
+    };
+    // 4,000 negations: once a stack overflow that aborted the daemon.
+    let (st, text) = raw_call(&mut raw, 4, &install(&format!("{}udp", "!".repeat(4000))));
+    let text = String::from_utf8_lossy(&text).into_owned();
+    assert_eq!(st, 1, "{text}");
+    assert_eq!(
+        text,
+        "filter: column 64: parentheses and negations nested more than 63 deep"
+    );
+    // 3,000 nested parentheses and a 64 KiB chain: errors too.
+    for bad in [
+        format!("{}udp{}", "(".repeat(3000), ")".repeat(3000)),
+        vec!["udp"; 8192].join(" and "),
+    ] {
+        let (st, text) = raw_call(&mut raw, 4, &install(&bad));
+        assert_eq!(st, 1, "{}", String::from_utf8_lossy(&text));
+    }
+    // The connection goes on: a good filter installs.
+    let (st, text) = raw_call(&mut raw, 4, &install("udp port 9"));
+    assert_eq!(st, 0, "{}", String::from_utf8_lossy(&text));
+    // And the daemon serves a new client.
+    let client = Client::connect(&path).unwrap();
+    let ep = client.create_endpoint(Config::default(), None).unwrap();
+    assert!(engine.port(ep.id()).is_some());
+    drop(ep);
+    drop(client);
+    drop(raw);
+    drop(server);
+    let _ = std::fs::remove_file(&path);
+}
