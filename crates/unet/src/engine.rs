@@ -354,12 +354,16 @@ pub struct Budgets {
     /// switches and calls). Default 100,000, about 50 µs of the tightest
     /// loop with the JIT (docs/unet.md has the measurement).
     pub applet_fuel: u64,
-    /// Time of one invocation. The natives check it (after the first few
-    /// calls of an invocation, then every few calls or KiB moved; the
-    /// thread's CPU time from the first check on, so time the system
-    /// spends preempting it does not count),
-    /// so an applet that loops through the natives traps once it is spent;
-    /// compute between two natives is bounded by the fuel. Default 50 µs.
+    /// Time of one invocation. The natives check it (after the first 256
+    /// units of native work of an invocation, then every 256: a unit is a
+    /// call or 256 bytes moved; the thread's CPU time from the first check
+    /// on, so time the system spends preempting it does not count), so an
+    /// applet that loops through the natives traps once it is spent;
+    /// compute between two natives is bounded by the fuel. Default 1 ms:
+    /// on a loaded machine a well-behaved invocation's CPU time has spikes
+    /// far above its usual few µs (interrupts are charged to the thread
+    /// they interrupt; docs/unet.md has the measurement), and an overrun
+    /// drops the invocation's message.
     pub applet_time: Duration,
     /// Frames an applet's inbox holds while they wait for its thread.
     /// Default 1,024.
@@ -385,7 +389,7 @@ impl Default for Budgets {
             push_frames: 64,
             push_bytes: 256 * 1024,
             applet_fuel: 100_000,
-            applet_time: Duration::from_micros(50),
+            applet_time: Duration::from_millis(1),
             inbox_frames: 1024,
             inbox_bytes: 1 << 20,
             round_time: Duration::from_micros(200),
@@ -401,7 +405,7 @@ const THROTTLE_MAX: Duration = Duration::from_millis(50);
 /// Work units (one per native call, one per 256 bytes it moves) an
 /// invocation may spend before the natives first read the clock, and
 /// between two readings after that.
-const TIME_CHECK_EVERY: u64 = 32;
+const TIME_CHECK_EVERY: u64 = 256;
 
 /// The calling thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`).
 fn thread_cpu_time() -> Duration {
@@ -418,7 +422,6 @@ fn thread_cpu_time() -> Duration {
 /// pushed and done, against its budgets.
 #[derive(Debug, Clone, Copy)]
 struct Invocation {
-    start: Instant,
     frames: usize,
     bytes: usize,
     work: u64,
@@ -431,9 +434,8 @@ struct Invocation {
 }
 
 impl Invocation {
-    fn new(start: Instant) -> Invocation {
+    fn new() -> Invocation {
         Invocation {
-            start,
             frames: 0,
             bytes: 0,
             work: 0,
@@ -772,8 +774,8 @@ pub struct Io {
 
 impl Io {
     /// Starts an applet invocation's accounting.
-    fn begin(&mut self, now: Instant) {
-        self.inv = Invocation::new(now);
+    fn begin(&mut self) {
+        self.inv = Invocation::new();
     }
 
     /// Refuses the invocation's request for exceeding `what` (its `limit`).
@@ -919,13 +921,13 @@ impl NativeHost for Io {
         if inv.work >= inv.next_check {
             inv.next_check = inv.work + TIME_CHECK_EVERY;
             let limit = self.budgets.applet_time;
-            // The thread's CPU time, so that an invocation preempted by the
-            // system is not charged for the time it waited: counted from
-            // the first check on, plus the wall time before it.
+            // The thread's CPU time from the first check on, so that an
+            // invocation preempted by the system is never charged for the
+            // time it waited. What ran before the first check is bounded
+            // otherwise: at most `TIME_CHECK_EVERY` units of native work (a
+            // native charges before it moves its bytes) and the fuel.
             let cpu = thread_cpu_time();
-            let start = *inv
-                .cpu_start
-                .get_or_insert_with(|| cpu.saturating_sub(inv.start.elapsed()));
+            let start = *inv.cpu_start.get_or_insert(cpu);
             if cpu.saturating_sub(start) > limit {
                 return Err(self.over("time per invocation (µs)", limit.as_micros() as u64));
             }
@@ -1109,6 +1111,12 @@ impl Port {
         if self.owner.load(Ordering::Relaxed) != me {
             self.owner.store(me, Ordering::Relaxed);
         }
+    }
+
+    /// Whether the calling thread is the one that runs this endpoint's
+    /// application (the last to [`Port::claim`] it).
+    fn is_owner(&self) -> bool {
+        self.owner.load(Ordering::Relaxed) == thread_token()
     }
 
     /// The endpoint's id on its engine (slot and generation).
@@ -1360,7 +1368,7 @@ impl Engine {
                     push_frames: budgets.push_frames.min(layout.config.tx_depth as usize),
                     ..budgets
                 },
-                inv: Invocation::new(Instant::now()),
+                inv: Invocation::new(),
             },
             applet: None,
             policy: TrapPolicy::Keep,
@@ -1483,9 +1491,13 @@ impl Engine {
         // as lost to the closing.
         let mut inbox = lock(&port.inbox);
         port.closed.store(true, Ordering::Release);
-        let waiting = inbox.chans.len() as u64;
+        // The rest of a batch a drain left for a later round waits too.
+        let waiting = (inbox.chans.len() + rx.batch.chans.len() - rx.batch_pos) as u64;
         inbox.chans.clear();
         inbox.frames.clear();
+        rx.batch.chans.clear();
+        rx.batch.frames.clear();
+        rx.batch_pos = 0;
         port.pending.store(false, Ordering::Release);
         self.inner
             .stats
@@ -1704,14 +1716,24 @@ impl Engine {
 
     /// Services endpoint `id`'s transmit queue once (up to a budget of
     /// descriptors), delivering what it took. Returns the descriptors taken.
+    ///
+    /// On a thread shared by every endpoint (the engine's own, or any
+    /// caller of [`Engine::poll`] that is not the endpoint's application)
+    /// an applet's descriptors are served within [`Budgets::round_time`]
+    /// and not at all while it is throttled: the rest waits for a later
+    /// round, which such a thread always comes back for. On the thread
+    /// that runs the endpoint's application ([`Port::claim`]) neither
+    /// applies: it spends its own time, and may be the only thread that
+    /// ever drives the endpoint, so it takes every descriptor it can.
     pub fn service(&self, port: &Port) -> usize {
-        if port.has_applet.load(Ordering::Relaxed) && port.throttled() {
+        let shared = !port.is_owner();
+        if shared && port.has_applet.load(Ordering::Relaxed) && port.throttled() {
             return 0;
         }
         let Ok(mut tx) = port.tx.try_lock() else {
             return 0;
         };
-        let taken = take_tx(&mut tx, port);
+        let taken = take_tx(&mut tx, port, shared);
         if taken > 0 {
             let mut out = outbox();
             std::mem::swap(&mut out, &mut tx.framer.out);
@@ -1951,11 +1973,17 @@ impl Engine {
     /// standard receive, if the applet was removed since), in order, on
     /// this thread; returns how many. Called by the endpoint's receive
     /// calls and by the engine's threads; one thread drains at a time.
+    ///
+    /// Like [`Engine::service`], a thread shared by every endpoint runs an
+    /// applet's frames within [`Budgets::round_time`] and not while it is
+    /// throttled (the rest stays ahead of the inbox for a later round); the
+    /// application's own thread drains everything waiting.
     pub fn drain(&self, port: &Port) -> usize {
         if !port.pending.load(Ordering::Acquire) {
             return 0;
         }
-        if port.has_applet.load(Ordering::Relaxed) && port.throttled() {
+        let shared = !port.is_owner();
+        if shared && port.has_applet.load(Ordering::Relaxed) && port.throttled() {
             return 0;
         }
         let Ok(mut guard) = port.rx.try_lock() else {
@@ -1990,8 +2018,9 @@ impl Engine {
                 let f = &batch.frames.bytes[start..start + len];
                 spent += receive(port, rx, batch.chans[i], f, None, &mut made);
                 n += 1;
-                if spent > port.budgets.round_time
-                    || port.throttle_until.load(Ordering::Relaxed) != 0
+                if shared
+                    && (spent > port.budgets.round_time
+                        || port.throttle_until.load(Ordering::Relaxed) != 0)
                 {
                     // The rest waits, ahead of the inbox, for a later round
                     // (`pending` stays set).
@@ -2160,7 +2189,7 @@ fn invoke(
 ) -> Option<(Result<jive::Outcome, jive::InvokeError>, Duration)> {
     let l = rx.applet.as_mut()?;
     let start = Instant::now();
-    rx.io.begin(start);
+    rx.io.begin();
     let m = if tx { &l.do_tx } else { &l.do_rx };
     let r = l.applet.call(m, args, Some(&mut rx.io));
     let end = Instant::now();
@@ -2201,7 +2230,11 @@ fn applet_trapped(rx: &mut RxSide, port: &Port) {
 
 /// Takes up to [`TX_BUDGET`] transmit descriptors of `port`, making their
 /// frames in the transmit side's outbox.
-fn take_tx(tx: &mut TxSide, port: &Port) -> usize {
+///
+/// `shared`: the calling thread serves every endpoint, so an applet's
+/// descriptors stop once [`Budgets::round_time`] is spent or it overran
+/// (see [`Engine::service`]).
+fn take_tx(tx: &mut TxSide, port: &Port, shared: bool) -> usize {
     let (stats, layout) = (&*port.stats, &port.layout);
     let mut n = 0;
     // The applet time this round has spent on this endpoint.
@@ -2233,7 +2266,10 @@ fn take_tx(tx: &mut TxSide, port: &Port) -> usize {
         } else if port.has_applet.load(Ordering::Acquire) {
             let (status, took) = applet_tx(tx, port, d);
             spent += took;
-            if spent > port.budgets.round_time || port.throttle_until.load(Ordering::Relaxed) != 0 {
+            if shared
+                && (spent > port.budgets.round_time
+                    || port.throttle_until.load(Ordering::Relaxed) != 0)
+            {
                 // This round's time for the endpoint is spent, or its applet
                 // overran: the rest waits for a later round.
                 done = true;
@@ -2307,7 +2343,7 @@ fn load_applet(bytes: &[u8], io: &mut Io) -> Result<Loaded, EngineError> {
     };
     // Constructors are bounded by fuel alone: their time includes the
     // JIT's compilation.
-    io.begin(Instant::now());
+    io.begin();
     io.inv.next_check = u64::MAX;
     let mut applet = jive::Applet::load_with_host(bytes, &natives_table(), limits, Some(io))?;
     let shape = |e: jive::InvokeError| EngineError::AppletShape(e.to_string());
