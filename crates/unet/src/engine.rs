@@ -348,7 +348,9 @@ pub struct Budgets {
     /// transmit depth if that is smaller. Default 64.
     pub push_frames: usize,
     /// Payload bytes the frames of one invocation may hold together.
-    /// Default 256 KiB.
+    /// Default 4 MiB: the paper's bandwidth experiment sends a burst of 25
+    /// messages of up to 64 KiB per transmit request (`Burst25PerTx` in
+    /// `fastpath demo`), 1.6 MiB, with room to spare.
     pub push_bytes: usize,
     /// Fuel of one invocation (jive's metering: taken backward branches,
     /// switches and calls). Default 100,000, about 50 µs of the tightest
@@ -368,7 +370,10 @@ pub struct Budgets {
     /// Frames an applet's inbox holds while they wait for its thread.
     /// Default 1,024.
     pub inbox_frames: usize,
-    /// Bytes the frames in an applet's inbox hold together. Default 1 MiB.
+    /// Bytes the frames in an applet's inbox hold together. Default 4 MiB:
+    /// a burst of the paper's bandwidth experiment (25 messages of up to
+    /// 64 KiB, 1.6 MiB) waits whole for the receiving applet, with room to
+    /// spare.
     pub inbox_bytes: usize,
     /// Applet time one endpoint gets per round of an engine thread: a
     /// service of its transmit queue or a drain of its inbox stops taking
@@ -387,11 +392,11 @@ impl Default for Budgets {
     fn default() -> Self {
         Budgets {
             push_frames: 64,
-            push_bytes: 256 * 1024,
+            push_bytes: 4 << 20,
             applet_fuel: 100_000,
             applet_time: Duration::from_millis(1),
             inbox_frames: 1024,
-            inbox_bytes: 1 << 20,
+            inbox_bytes: 4 << 20,
             round_time: Duration::from_micros(200),
             throttle: 64,
         }

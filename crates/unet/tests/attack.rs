@@ -270,7 +270,7 @@ fn child_flood() {
 /// Frames for an endpoint with an applet wait in its inbox for the thread
 /// that runs the applet. The inbox was bounded in frames only (1,024), so
 /// large messages held hundreds of MiB per endpoint; now it holds at most
-/// `inbox_bytes` (1 MiB), and what does not fit is counted as a full
+/// `inbox_bytes` (4 MiB), and what does not fit is counted as a full
 /// receive queue. Every message sent ends delivered or counted.
 #[test]
 fn an_applets_inbox_is_bounded_in_bytes() {
@@ -316,7 +316,7 @@ fn child_inbox() {
     let mut a = engine.create_endpoint(Config::default(), None).unwrap();
     let ab = a.open_channel(engine.local(), b.id()).unwrap();
     b.open_channel(engine.local(), a.id()).unwrap();
-    // Room for the sending thread's stack and the 1 MiB inbox budget many
+    // Room for the sending thread's stack and the 4 MiB inbox budget many
     // times over, not for the 50 MB that 1,024 waiting frames held.
     limit_address_space(256 << 20);
     let before = status_bytes("VmHWM");
@@ -545,7 +545,10 @@ fn applets_burning_their_budget_do_not_starve_a_client() {
     let p99 = times[times.len() * 99 / 100];
     eprintln!(
         "round trip under 64 burning applets: median {} µs, p99 {} µs, max {} µs over {} trips; {overruns} overruns, {throttled} throttles",
-        med.as_micros(), p99.as_micros(), max.as_micros(), times.len()
+        med.as_micros(),
+        p99.as_micros(),
+        max.as_micros(),
+        times.len()
     );
     assert!(overruns > 0 && throttled > 0, "the applets did burn");
     assert_eq!(
