@@ -143,9 +143,10 @@ fn log(e: &Event) {
             Some(pid) => println!("connection {conn}: process {pid}"),
             None => println!("connection {conn}: process unknown"),
         },
-        Event::Refused { pid } => {
-            println!("refused a connection from process {pid:?}: too many connections")
-        }
+        Event::Refused { pid } => match pid {
+            Some(pid) => println!("refused a connection from process {pid}: too many connections"),
+            None => println!("refused a connection from an unknown process: too many connections"),
+        },
         Event::EndpointCreated { conn, id } => println!("connection {conn}: endpoint {id} created"),
         Event::EndpointClosed {
             conn,

@@ -68,6 +68,11 @@ pub const ESCAPE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/unet-applets
 pub const BREAKDOWN: &[u8] =
     include_bytes!(concat!(env!("OUT_DIR"), "/unet-applets/Breakdown.class"));
 
+/// `Hostile`: not an experiment of the paper but the attacker of the
+/// resource-budget tests: each `mode` (a static the host sets) spends one
+/// budget without end: frames pushed, fuel, or time in the natives.
+pub const HOSTILE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/unet-applets/Hostile.class"));
+
 /// Every applet by its class name.
 pub const ALL: &[(&str, &[u8])] = &[
     ("StandardUnet", STANDARD),
@@ -78,6 +83,7 @@ pub const ALL: &[(&str, &[u8])] = &[
     ("Generate", GENERATE),
     ("Escape", ESCAPE),
     ("Breakdown", BREAKDOWN),
+    ("Hostile", HOSTILE),
 ];
 
 /// The class file of the applet named `name` (its class name, e.g.

@@ -20,7 +20,7 @@ use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::daemon::{MAX_FRAME, PROTOCOL_VERSION, Request, STATUS_OK, counts_from_bytes};
+use crate::daemon::proto::{MAX_FRAME, PROTOCOL_VERSION, Request, STATUS_OK, counts_from_bytes};
 use crate::endpoint::{Control, Endpoint};
 use crate::engine::{ChannelOptions, EngineError, PortCounts};
 use crate::frame::{Addr, EndpointId};

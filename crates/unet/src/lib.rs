@@ -83,7 +83,7 @@ pub mod wait;
 pub use crate::endpoint::{Endpoint, Message, SendError};
 #[cfg(not(loom))]
 pub use crate::engine::{
-    ChannelOptions, Engine, EngineCounts, EngineError, PortCounts, TrapPolicy,
+    Budgets, ChannelOptions, Engine, EngineCounts, EngineError, PortCounts, TrapPolicy,
 };
 pub use crate::error::ConfigError;
 #[cfg(not(loom))]

@@ -66,6 +66,13 @@ pub trait NativeHost: 'static {
     fn transmit(&mut self, chan: u16, payload: &[i8]) -> Result<(), HostError>;
     /// The largest message the endpoint may send.
     fn max_message(&self) -> u32;
+    /// Counts one native call that moves `bytes` bytes against the running
+    /// invocation's budgets (every native calls it first); `Err` ends the
+    /// invocation with a trap. The default counts nothing.
+    fn charge(&mut self, bytes: usize) -> Result<(), HostError> {
+        let _ = bytes;
+        Ok(())
+    }
 }
 
 /// The body of a receive descriptor pushed by `dmaRxd` or `dmaRxdPayload`.
@@ -102,6 +109,14 @@ pub enum HostError {
     /// The transport did not take the message.
     #[error("the transport refused the message: {0}")]
     Transport(String),
+    /// The invocation exceeded one of the engine's budgets.
+    #[error("the applet exceeded its budget of {limit} {what}")]
+    OverBudget {
+        /// Which budget.
+        what: &'static str,
+        /// Its value.
+        limit: u64,
+    },
 }
 
 /// One native of the paper's §2 list, as [`bind`] registers it.
@@ -202,6 +217,7 @@ fn do_h_to_l_dma<H: NativeHost>(cx: &mut Context<'_>, args: &[i32]) -> Result<i3
         return Err(arity(4, args.len()));
     };
     let (host, arrays) = cx.split::<H>()?;
+    host.charge(len.max(0) as usize).map_err(refused)?;
     let array = byte_array(arrays, array, "txarray")?;
     let dst = array_range(array, "txarray", "txoff", txoff, len)?;
     let off = area_range(host.area_len(), "useroff", useroff, len)?;
@@ -215,6 +231,7 @@ fn do_l_to_h_dma<H: NativeHost>(cx: &mut Context<'_>, args: &[i32]) -> Result<i3
         return Err(arity(4, args.len()));
     };
     let (host, arrays) = cx.split::<H>()?;
+    host.charge(len.max(0) as usize).map_err(refused)?;
     let array = byte_array(arrays, array, "rxarray")?;
     let src = array_range(array, "rxarray", "rxoff", rxoff, len)?;
     let off = area_range(host.area_len(), "useroff", useroff, len)?;
@@ -228,6 +245,7 @@ fn tx_push<H: NativeHost>(cx: &mut Context<'_>, args: &[i32]) -> Result<i32, Nat
         return Err(arity(4, args.len()));
     };
     let (host, arrays) = cx.split::<H>()?;
+    host.charge(len.max(0) as usize).map_err(refused)?;
     let array = byte_array(arrays, array, "txarray")?;
     let src = array_range(array, "txarray", "txoff", txoff, len)?;
     let chan = channel(chan)?;
@@ -245,6 +263,7 @@ fn dma_rxd<H: NativeHost>(cx: &mut Context<'_>, args: &[i32]) -> Result<i32, Nat
         return Err(arity(3, args.len()));
     };
     let (host, arrays) = cx.split::<H>()?;
+    host.charge(0).map_err(refused)?;
     if offsets == 0 {
         return Err(null_array("offsets"));
     }
@@ -280,6 +299,7 @@ fn dma_rxd_payload<H: NativeHost>(cx: &mut Context<'_>, args: &[i32]) -> Result<
         return Err(arity(3, args.len()));
     };
     let (host, arrays) = cx.split::<H>()?;
+    host.charge(len.max(0) as usize).map_err(refused)?;
     let payload = byte_array(arrays, payload, "payload")?;
     if len < 0 || len as usize > INLINE_MAX {
         return Err(inline_too_long(len));
@@ -299,7 +319,9 @@ fn dma_rxd_payload<H: NativeHost>(cx: &mut Context<'_>, args: &[i32]) -> Result<
 
 /// `getFreeBuffer()`.
 fn get_free_buffer<H: NativeHost>(cx: &mut Context<'_>, _: &[i32]) -> Result<i32, NativeError> {
-    match cx.host::<H>()?.pop_free() {
+    let host = cx.host::<H>()?;
+    host.charge(0).map_err(refused)?;
+    match host.pop_free() {
         None => Ok(-1),
         Some(off) => i32::try_from(off).map_err(|_| huge_offset(off)),
     }
@@ -310,7 +332,9 @@ fn get_free_buffer_length<H: NativeHost>(
     cx: &mut Context<'_>,
     _: &[i32],
 ) -> Result<i32, NativeError> {
-    let size = cx.host::<H>()?.buffer_size();
+    let host = cx.host::<H>()?;
+    host.charge(0).map_err(refused)?;
+    let size = host.buffer_size();
     i32::try_from(size).map_err(|_| huge_buffer(size))
 }
 

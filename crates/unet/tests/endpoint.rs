@@ -452,3 +452,35 @@ fn hot_swap_of_applet_and_filters_under_load() {
         (0, 0, 0, 0)
     );
 }
+
+/// The engine's per-round budget ([`unet::Budgets::round_time`]) shares
+/// the engine's own threads among endpoints; it does not apply to the
+/// thread that runs an endpoint's application, which may be the only one
+/// driving it. With a round budget of zero, one call that drives the
+/// engine takes every descriptor waiting, so a receiver on the same thread
+/// gets every message without another send: none is left in the transmit
+/// queue with nothing to drive it.
+#[test]
+fn the_applications_own_thread_drives_past_the_round_budget() {
+    let net = LoopNet::new();
+    let e = Engine::with_budgets(
+        Box::new(net.attach("10.0.0.1:7000".parse().unwrap()).unwrap()),
+        unet::Budgets {
+            round_time: Duration::ZERO,
+            ..unet::Budgets::default()
+        },
+    );
+    let (mut a, mut b, ab, _) = pair(&e, Config::default(), Some(unet::applets::STANDARD));
+    a.set_drive(false);
+    for seq in 0..8u64 {
+        a.send(ab, &message(seq, 100)).unwrap();
+    }
+    a.set_drive(true);
+    a.poll_engine();
+    let mut got = Vec::new();
+    while let Some(m) = b.recv() {
+        got.push(seq_of(&m.to_vec()).expect("intact"));
+    }
+    assert_eq!(got, (0..8).collect::<Vec<u64>>(), "every message, in order");
+    assert_eq!(a.counts().tx_descriptors, 8);
+}

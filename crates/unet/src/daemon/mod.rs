@@ -56,8 +56,18 @@
 //!   `(text) and (udp[8:2] = slot and udp[14:2] = generation)`), so no
 //!   process can take another's traffic, nor the traffic of an endpoint
 //!   that held the same slot before.
-//!   A connection holds at most [`ServeOptions::max_endpoints`] endpoints;
-//!   the daemon serves at most [`ServeOptions::max_connections`] at once.
+//! - **Budgets.** A client is a process, known by the pid `SO_PEERCRED`
+//!   gives. A connection holds at most [`ServeOptions::max_endpoints`]
+//!   endpoints and [`ServeOptions::max_memory_per_connection`] bytes of
+//!   shared memory, a process [`ServeOptions::max_memory_per_peer`] over
+//!   all its connections; past either, `CreateEndpoint` is refused naming
+//!   the budget. The daemon serves at most
+//!   [`ServeOptions::max_connections`] at once, at most
+//!   [`ServeOptions::max_connections_per_peer`] of one process, and keeps
+//!   the last [`ServeOptions::reserve`] slots for processes that hold
+//!   none, so one process cannot lock the others out. A request whose
+//!   first byte has come must arrive whole, and a reply be taken, within
+//!   [`ServeOptions::request_timeout`], or the connection is closed.
 //! - **Reclaim.** When a connection closes, because the application closed
 //!   it, exited or was killed, every endpoint it still owns is removed from
 //!   the engine with its channels, filters and applet.
@@ -68,7 +78,6 @@
 use std::collections::{BTreeSet, HashMap};
 use std::ffi::c_int;
 use std::io::{self, Read, Write};
-use std::net::Ipv4Addr;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -77,500 +86,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
-use thiserror::Error;
-
 use crate::engine::{ChannelOptions, Engine, EngineError, PortCounts};
-use crate::frame::{Addr, EndpointId};
-use crate::layout::Config;
+use crate::frame::EndpointId;
 
-/// The protocol version [`Op::Info`] reports.
-pub const PROTOCOL_VERSION: u16 = 2;
+pub mod proto;
 
-/// The largest applet a request carries: jive's default limit on a class
-/// file (`jive::Limits::default().max_class_bytes`).
-pub const MAX_APPLET: usize = 1 << 20;
-
-/// The longest filter text a request carries.
-pub const MAX_FILTER: usize = 64 * 1024;
-
-/// The largest frame (the bytes after the length) either side accepts:
-/// an applet and its request's fixed fields.
-pub const MAX_FRAME: usize = MAX_APPLET + 64;
-
-/// A reply's status byte: success.
-pub const STATUS_OK: u8 = 0;
-/// A reply's status byte: the request was refused; a UTF-8 message follows.
-pub const STATUS_ERR: u8 = 1;
-
-/// The operations of the protocol, by their code (the request's first byte).
-#[repr(u8)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Op {
-    /// The protocol version and the engine's address.
-    Info = 1,
-    /// Create an endpoint; its `memfd` comes with the reply.
-    CreateEndpoint = 2,
-    /// Open a channel from an endpoint of the caller's.
-    OpenChannel = 3,
-    /// Install a filter for a channel of an endpoint of the caller's.
-    InstallFilter = 4,
-    /// Remove a filter installed by `InstallFilter`.
-    RemoveFilter = 5,
-    /// Replace an endpoint's applet.
-    SetApplet = 6,
-    /// An endpoint's counters.
-    Counts = 7,
-    /// Remove an endpoint.
-    CloseEndpoint = 8,
-    /// The channels of an endpoint closed because their peer went away.
-    ClosedChannels = 9,
-}
-
-impl Op {
-    /// The operation with code `code`, if any.
-    pub fn from_code(code: u8) -> Option<Op> {
-        Some(match code {
-            1 => Op::Info,
-            2 => Op::CreateEndpoint,
-            3 => Op::OpenChannel,
-            4 => Op::InstallFilter,
-            5 => Op::RemoveFilter,
-            6 => Op::SetApplet,
-            7 => Op::Counts,
-            8 => Op::CloseEndpoint,
-            9 => Op::ClosedChannels,
-            _ => return None,
-        })
-    }
-
-    /// Its name, for messages.
-    pub fn name(self) -> &'static str {
-        match self {
-            Op::Info => "Info",
-            Op::CreateEndpoint => "CreateEndpoint",
-            Op::OpenChannel => "OpenChannel",
-            Op::InstallFilter => "InstallFilter",
-            Op::RemoveFilter => "RemoveFilter",
-            Op::SetApplet => "SetApplet",
-            Op::Counts => "Counts",
-            Op::CloseEndpoint => "CloseEndpoint",
-            Op::ClosedChannels => "ClosedChannels",
-        }
-    }
-}
-
-/// What is wrong with a frame or a request. The daemon sends its text back
-/// as the error reply.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub enum ProtocolError {
-    /// A frame of length 0 (no operation).
-    #[error("empty request frame")]
-    Empty,
-    /// A frame longer than [`MAX_FRAME`].
-    #[error("frame of {len} bytes exceeds the limit of {max} bytes")]
-    TooLarge {
-        /// The length the frame announced.
-        len: u64,
-        /// The limit.
-        max: usize,
-    },
-    /// An unknown operation code.
-    #[error("unknown operation {0}")]
-    UnknownOp(u8),
-    /// The request ends before one of its fields does.
-    #[error("{op}: {field} needs bytes up to {need} but the request has {len}")]
-    Short {
-        /// The operation.
-        op: &'static str,
-        /// The field.
-        field: &'static str,
-        /// The byte offset (after the op code) the field ends at.
-        need: u64,
-        /// The request's length (after the op code).
-        len: usize,
-    },
-    /// Bytes after the request's last field.
-    #[error("{op}: {extra} bytes after the last field")]
-    Trailing {
-        /// The operation.
-        op: &'static str,
-        /// How many.
-        extra: usize,
-    },
-    /// A flag byte with a value other than those allowed.
-    #[error("{op}: {field} is {value}, which is not a valid value")]
-    BadFlag {
-        /// The operation.
-        op: &'static str,
-        /// The field.
-        field: &'static str,
-        /// Its value.
-        value: u8,
-    },
-    /// A byte string longer than its limit.
-    #[error("{op}: {field} of {len} bytes exceeds the limit of {max} bytes")]
-    FieldTooLarge {
-        /// The operation.
-        op: &'static str,
-        /// The field.
-        field: &'static str,
-        /// Its length.
-        len: u64,
-        /// The limit.
-        max: usize,
-    },
-    /// Filter text that is not UTF-8.
-    #[error("{op}: the filter text is not UTF-8")]
-    NotUtf8 {
-        /// The operation.
-        op: &'static str,
-    },
-}
-
-/// A decoded request. Byte strings borrow from the frame.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Request<'a> {
-    Info,
-    Create {
-        config: Config,
-        applet: Option<&'a [u8]>,
-    },
-    OpenChannel {
-        id: EndpointId,
-        remote: Addr,
-        remote_ep: EndpointId,
-        checksum: bool,
-    },
-    InstallFilter {
-        id: EndpointId,
-        chan: u16,
-        priority: i32,
-        text: &'a str,
-    },
-    RemoveFilter {
-        id: EndpointId,
-        filter: u64,
-    },
-    SetApplet {
-        id: EndpointId,
-        applet: Option<&'a [u8]>,
-    },
-    Counts {
-        id: EndpointId,
-    },
-    Close {
-        id: EndpointId,
-    },
-    ClosedChannels {
-        id: EndpointId,
-    },
-}
-
-/// Reads a request's fields in order, each checked against its end.
-struct Fields<'a> {
-    op: &'static str,
-    buf: &'a [u8],
-    pos: usize,
-}
-
-impl<'a> Fields<'a> {
-    fn take(&mut self, field: &'static str, n: usize) -> Result<&'a [u8], ProtocolError> {
-        match self.pos.checked_add(n) {
-            Some(end) if end <= self.buf.len() => {
-                let s = &self.buf[self.pos..end];
-                self.pos = end;
-                Ok(s)
-            }
-            _ => Err(ProtocolError::Short {
-                op: self.op,
-                field,
-                need: self.pos as u64 + n as u64,
-                len: self.buf.len(),
-            }),
-        }
-    }
-
-    fn array<const N: usize>(&mut self, field: &'static str) -> Result<[u8; N], ProtocolError> {
-        let s = self.take(field, N)?;
-        let mut a = [0u8; N];
-        a.copy_from_slice(s);
-        Ok(a)
-    }
-
-    fn u16(&mut self, field: &'static str) -> Result<u16, ProtocolError> {
-        self.array(field).map(u16::from_le_bytes)
-    }
-
-    fn u32(&mut self, field: &'static str) -> Result<u32, ProtocolError> {
-        self.array(field).map(u32::from_le_bytes)
-    }
-
-    fn i32(&mut self, field: &'static str) -> Result<i32, ProtocolError> {
-        self.array(field).map(i32::from_le_bytes)
-    }
-
-    fn u64(&mut self, field: &'static str) -> Result<u64, ProtocolError> {
-        self.array(field).map(u64::from_le_bytes)
-    }
-
-    fn flag(&mut self, field: &'static str) -> Result<bool, ProtocolError> {
-        match self.array::<1>(field)?[0] {
-            0 => Ok(false),
-            1 => Ok(true),
-            value => Err(ProtocolError::BadFlag {
-                op: self.op,
-                field,
-                value,
-            }),
-        }
-    }
-
-    fn bytes(&mut self, field: &'static str, max: usize) -> Result<&'a [u8], ProtocolError> {
-        let len = self.u32(field)?;
-        if len as usize > max {
-            return Err(ProtocolError::FieldTooLarge {
-                op: self.op,
-                field,
-                len: u64::from(len),
-                max,
-            });
-        }
-        self.take(field, len as usize)
-    }
-
-    fn opt_bytes(
-        &mut self,
-        field: &'static str,
-        max: usize,
-    ) -> Result<Option<&'a [u8]>, ProtocolError> {
-        if self.flag(field)? {
-            self.bytes(field, max).map(Some)
-        } else {
-            Ok(None)
-        }
-    }
-
-    fn end(&self) -> Result<(), ProtocolError> {
-        match self.buf.len() - self.pos {
-            0 => Ok(()),
-            extra => Err(ProtocolError::Trailing { op: self.op, extra }),
-        }
-    }
-}
-
-impl<'a> Request<'a> {
-    /// Decodes a request: the bytes of one frame after its length.
-    pub(crate) fn decode(frame: &'a [u8]) -> Result<Request<'a>, ProtocolError> {
-        let (&code, rest) = frame.split_first().ok_or(ProtocolError::Empty)?;
-        let op = Op::from_code(code).ok_or(ProtocolError::UnknownOp(code))?;
-        let mut f = Fields {
-            op: op.name(),
-            buf: rest,
-            pos: 0,
-        };
-        let req = match op {
-            Op::Info => Request::Info,
-            Op::CreateEndpoint => Request::Create {
-                config: Config {
-                    buffers: f.u32("buffers")?,
-                    buffer_size: f.u32("buffer_size")?,
-                    tx_depth: f.u32("tx_depth")?,
-                    rx_depth: f.u32("rx_depth")?,
-                    free_depth: f.u32("free_depth")?,
-                },
-                applet: f.opt_bytes("applet", MAX_APPLET)?,
-            },
-            Op::OpenChannel => {
-                let id = f.u32("endpoint id")?;
-                let ip = Ipv4Addr::from(f.array::<4>("remote address")?);
-                let port = f.u16("remote port")?;
-                let remote_ep = f.u32("remote endpoint")?;
-                let flags = f.array::<1>("flags")?[0];
-                if flags & !1 != 0 {
-                    return Err(ProtocolError::BadFlag {
-                        op: op.name(),
-                        field: "flags",
-                        value: flags,
-                    });
-                }
-                Request::OpenChannel {
-                    id,
-                    remote: Addr::new(ip, port),
-                    remote_ep,
-                    checksum: flags & 1 != 0,
-                }
-            }
-            Op::InstallFilter => Request::InstallFilter {
-                id: f.u32("endpoint id")?,
-                chan: f.u16("channel")?,
-                priority: f.i32("priority")?,
-                text: std::str::from_utf8(f.bytes("filter", MAX_FILTER)?)
-                    .map_err(|_| ProtocolError::NotUtf8 { op: op.name() })?,
-            },
-            Op::RemoveFilter => Request::RemoveFilter {
-                id: f.u32("endpoint id")?,
-                filter: f.u64("filter id")?,
-            },
-            Op::SetApplet => Request::SetApplet {
-                id: f.u32("endpoint id")?,
-                applet: f.opt_bytes("applet", MAX_APPLET)?,
-            },
-            Op::Counts => Request::Counts {
-                id: f.u32("endpoint id")?,
-            },
-            Op::CloseEndpoint => Request::Close {
-                id: f.u32("endpoint id")?,
-            },
-            Op::ClosedChannels => Request::ClosedChannels {
-                id: f.u32("endpoint id")?,
-            },
-        };
-        f.end()?;
-        Ok(req)
-    }
-
-    /// The whole frame of this request, length first.
-    pub(crate) fn encode(&self) -> Vec<u8> {
-        fn bytes(v: &mut Vec<u8>, b: &[u8]) {
-            v.extend_from_slice(&(b.len() as u32).to_le_bytes());
-            v.extend_from_slice(b);
-        }
-        fn opt_bytes(v: &mut Vec<u8>, b: Option<&[u8]>) {
-            match b {
-                Some(b) => {
-                    v.push(1);
-                    bytes(v, b);
-                }
-                None => v.push(0),
-            }
-        }
-        let mut v = vec![0u8; 4];
-        match self {
-            Request::Info => v.push(Op::Info as u8),
-            Request::Create { config: c, applet } => {
-                v.push(Op::CreateEndpoint as u8);
-                for x in [
-                    c.buffers,
-                    c.buffer_size,
-                    c.tx_depth,
-                    c.rx_depth,
-                    c.free_depth,
-                ] {
-                    v.extend_from_slice(&x.to_le_bytes());
-                }
-                opt_bytes(&mut v, *applet);
-            }
-            Request::OpenChannel {
-                id,
-                remote,
-                remote_ep,
-                checksum,
-            } => {
-                v.push(Op::OpenChannel as u8);
-                v.extend_from_slice(&id.to_le_bytes());
-                v.extend_from_slice(&remote.ip.octets());
-                v.extend_from_slice(&remote.port.to_le_bytes());
-                v.extend_from_slice(&remote_ep.to_le_bytes());
-                v.push(u8::from(*checksum));
-            }
-            Request::InstallFilter {
-                id,
-                chan,
-                priority,
-                text,
-            } => {
-                v.push(Op::InstallFilter as u8);
-                v.extend_from_slice(&id.to_le_bytes());
-                v.extend_from_slice(&chan.to_le_bytes());
-                v.extend_from_slice(&priority.to_le_bytes());
-                bytes(&mut v, text.as_bytes());
-            }
-            Request::RemoveFilter { id, filter } => {
-                v.push(Op::RemoveFilter as u8);
-                v.extend_from_slice(&id.to_le_bytes());
-                v.extend_from_slice(&filter.to_le_bytes());
-            }
-            Request::SetApplet { id, applet } => {
-                v.push(Op::SetApplet as u8);
-                v.extend_from_slice(&id.to_le_bytes());
-                opt_bytes(&mut v, *applet);
-            }
-            Request::Counts { id } => {
-                v.push(Op::Counts as u8);
-                v.extend_from_slice(&id.to_le_bytes());
-            }
-            Request::Close { id } => {
-                v.push(Op::CloseEndpoint as u8);
-                v.extend_from_slice(&id.to_le_bytes());
-            }
-            Request::ClosedChannels { id } => {
-                v.push(Op::ClosedChannels as u8);
-                v.extend_from_slice(&id.to_le_bytes());
-            }
-        }
-        let len = (v.len() - 4) as u32;
-        v[..4].copy_from_slice(&len.to_le_bytes());
-        v
-    }
-}
-
-/// The fields of [`PortCounts`] in declaration order (the `Counts` reply).
-pub(crate) fn counts_to_bytes(c: &PortCounts) -> Vec<u8> {
-    [
-        c.tx_descriptors,
-        c.tx_frames,
-        c.tx_rejected,
-        c.tx_closed,
-        c.rx_delivered,
-        c.rx_no_buffer,
-        c.rx_queue_full,
-        c.rx_too_long,
-        c.rx_bad_checksum,
-        c.applet_traps,
-        c.applet_drops,
-        c.free_invalid,
-        c.queue_corrupt,
-    ]
-    .iter()
-    .flat_map(|v| v.to_le_bytes())
-    .collect()
-}
-
-/// The number of counters in a `Counts` reply.
-pub const COUNTERS: usize = 13;
-
-/// The inverse of [`counts_to_bytes`]; `None` unless `b` holds exactly
-/// [`COUNTERS`] values.
-pub(crate) fn counts_from_bytes(b: &[u8]) -> Option<PortCounts> {
-    if b.len() != 8 * COUNTERS {
-        return None;
-    }
-    let v = |i: usize| u64::from_le_bytes(b[8 * i..8 * i + 8].try_into().expect("8 bytes"));
-    Some(PortCounts {
-        tx_descriptors: v(0),
-        tx_frames: v(1),
-        tx_rejected: v(2),
-        tx_closed: v(3),
-        rx_delivered: v(4),
-        rx_no_buffer: v(5),
-        rx_queue_full: v(6),
-        rx_too_long: v(7),
-        rx_bad_checksum: v(8),
-        applet_traps: v(9),
-        applet_drops: v(10),
-        free_invalid: v(11),
-        queue_corrupt: v(12),
-    })
-}
-
-/// A reply frame: length, status, payload.
-pub(crate) fn reply_frame(status: u8, payload: &[u8]) -> Vec<u8> {
-    let mut v = Vec::with_capacity(5 + payload.len());
-    v.extend_from_slice(&(1 + payload.len() as u32).to_le_bytes());
-    v.push(status);
-    v.extend_from_slice(payload);
-    v
-}
+pub use proto::*;
 
 /// The filter that `text` becomes when installed for endpoint `id`
 /// through the daemon: `(text) and (udp[8:2] = slot and udp[14:2] =
@@ -661,15 +182,33 @@ pub enum Event {
 /// A callback for [`Event`]s.
 pub type EventHook = Arc<dyn Fn(&Event) + Send + Sync>;
 
-/// How the daemon serves.
+/// How the daemon serves, and the budgets of its clients. A client is a
+/// process, known by the pid `SO_PEERCRED` gives for its connection.
 #[derive(Clone)]
 pub struct ServeOptions {
     /// The socket file's mode. Default `0o600`: only the daemon's user.
     pub mode: u32,
     /// Connections served at once; more are refused. Default 64.
     pub max_connections: usize,
+    /// Connections one process may hold at once. Default 8.
+    pub max_connections_per_peer: usize,
+    /// Connection slots kept for processes that hold none: a process that
+    /// already has a connection is refused another once fewer than this
+    /// many slots are free, so that a new client can always connect while
+    /// one process, or a few, hold all they may. Default 16.
+    pub reserve: usize,
+    /// How long a request may take to arrive once its first byte has, and
+    /// a reply to be taken by the client; past it the connection is closed
+    /// (a connection idle between requests is not timed). Default 5 s.
+    pub request_timeout: std::time::Duration,
     /// Endpoints one connection may hold. Default 64.
     pub max_endpoints: usize,
+    /// Bytes of shared memory (the endpoints' whole segments, every page
+    /// of which the client may commit by writing it) one connection's
+    /// endpoints may hold together. Default 256 MiB.
+    pub max_memory_per_connection: u64,
+    /// The same, over all the connections of one process. Default 1 GiB.
+    pub max_memory_per_peer: u64,
     /// Called on every [`Event`], from the daemon's threads.
     pub on_event: Option<EventHook>,
 }
@@ -679,7 +218,12 @@ impl Default for ServeOptions {
         ServeOptions {
             mode: 0o600,
             max_connections: 64,
+            max_connections_per_peer: 8,
+            reserve: 16,
+            request_timeout: std::time::Duration::from_secs(5),
             max_endpoints: 64,
+            max_memory_per_connection: 256 << 20,
+            max_memory_per_peer: 1 << 30,
             on_event: None,
         }
     }
@@ -690,7 +234,12 @@ impl std::fmt::Debug for ServeOptions {
         f.debug_struct("ServeOptions")
             .field("mode", &format_args!("{:#o}", self.mode))
             .field("max_connections", &self.max_connections)
+            .field("max_connections_per_peer", &self.max_connections_per_peer)
+            .field("reserve", &self.reserve)
+            .field("request_timeout", &self.request_timeout)
             .field("max_endpoints", &self.max_endpoints)
+            .field("max_memory_per_connection", &self.max_memory_per_connection)
+            .field("max_memory_per_peer", &self.max_memory_per_peer)
             .field("on_event", &self.on_event.is_some())
             .finish()
     }
@@ -711,6 +260,52 @@ struct Conns {
     /// A second handle on each live connection's socket, to shut it down.
     live: HashMap<u64, UnixStream>,
     threads: Vec<JoinHandle<()>>,
+    /// What each client process holds, by pid (`None`: a peer whose
+    /// credentials could not be read, all counted as one).
+    peers: HashMap<Option<u32>, PeerUse>,
+}
+
+/// What one client process holds.
+#[derive(Default, Clone, Copy)]
+struct PeerUse {
+    connections: usize,
+    /// Bytes of shared memory of its endpoints.
+    memory: u64,
+}
+
+impl Conns {
+    /// A connection of `pid` closed.
+    fn leave(&mut self, pid: Option<u32>) {
+        if let Some(p) = self.peers.get_mut(&pid) {
+            p.connections = p.connections.saturating_sub(1);
+            if p.connections == 0 {
+                self.peers.remove(&pid);
+            }
+        }
+    }
+
+    /// Why a new connection of `pid` is refused, if it is.
+    fn refusal(&self, pid: Option<u32>, opts: &ServeOptions) -> Option<String> {
+        let total = self.live.len();
+        let held = self.peers.get(&pid).map_or(0, |p| p.connections);
+        if total >= opts.max_connections {
+            Some(format!(
+                "too many connections (limit {})",
+                opts.max_connections
+            ))
+        } else if held >= opts.max_connections_per_peer {
+            Some(format!(
+                "this process holds {held} connections, the limit per process"
+            ))
+        } else if held > 0 && total + opts.reserve >= opts.max_connections {
+            Some(format!(
+                "the last {} connection slots are kept for new clients; this process holds {held}",
+                opts.reserve
+            ))
+        } else {
+            None
+        }
+    }
 }
 
 impl Shared {
@@ -924,12 +519,10 @@ fn accept_loop(shared: &Arc<Shared>) {
         let pid = peer_pid(&stream);
         let mut conns = lock(&shared.conns);
         conns.threads.retain(|t| !t.is_finished());
-        if conns.live.len() >= shared.opts.max_connections {
+        if let Some(msg) = conns.refusal(pid, &shared.opts) {
             drop(conns);
-            let msg = format!(
-                "too many connections (limit {})",
-                shared.opts.max_connections
-            );
+            // A refused client that does not read must not hold this thread.
+            let _ = stream.set_nonblocking(true);
             let _ = (&stream).write_all(&reply_frame(STATUS_ERR, msg.as_bytes()));
             shared.event(Event::Refused { pid });
             continue;
@@ -939,6 +532,7 @@ fn accept_loop(shared: &Arc<Shared>) {
         };
         let conn = shared.next_conn.fetch_add(1, Ordering::Relaxed);
         conns.live.insert(conn, handle);
+        conns.peers.entry(pid).or_default().connections += 1;
         let s = shared.clone();
         let spawned = std::thread::Builder::new()
             .name(format!("unet-daemon-conn-{conn}"))
@@ -947,16 +541,21 @@ fn accept_loop(shared: &Arc<Shared>) {
                 Session {
                     shared: &s,
                     conn,
+                    pid,
                     owned: BTreeSet::new(),
+                    memory: 0,
                 }
                 .run(stream);
-                lock(&s.conns).live.remove(&conn);
+                let mut c = lock(&s.conns);
+                c.live.remove(&conn);
+                c.leave(pid);
             });
         match spawned {
             Ok(t) => conns.threads.push(t),
             Err(_) => {
                 // The stream went with the closure; drop the second handle.
                 conns.live.remove(&conn);
+                conns.leave(pid);
             }
         }
     }
@@ -1031,18 +630,25 @@ pub(crate) fn send_with_fd(s: &UnixStream, bytes: &[u8], fd: BorrowedFd<'_>) -> 
 }
 
 /// Reads one frame. `Ok(None)`: the peer closed the connection between
-/// frames.
-fn read_frame(s: &mut UnixStream) -> io::Result<Option<Result<Vec<u8>, ProtocolError>>> {
+/// frames. The wait for a frame's first byte is not timed; once it has
+/// come, the rest must arrive within `timeout` (`TimedOut` otherwise).
+fn read_frame(
+    s: &mut UnixStream,
+    timeout: std::time::Duration,
+) -> io::Result<Option<Result<Vec<u8>, ProtocolError>>> {
+    s.set_read_timeout(None)?;
     let mut len = [0u8; 4];
+    let mut deadline = None;
     let mut got = 0;
     while got < 4 {
-        match s.read(&mut len[got..]) {
+        match read_before(s, &mut len[got..], deadline) {
             Ok(0) if got == 0 => return Ok(None),
             Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
             Ok(n) => got += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
         }
+        deadline.get_or_insert_with(|| std::time::Instant::now() + timeout);
     }
     let len = u32::from_le_bytes(len);
     if len as usize > MAX_FRAME {
@@ -1052,15 +658,47 @@ fn read_frame(s: &mut UnixStream) -> io::Result<Option<Result<Vec<u8>, ProtocolE
         })));
     }
     let mut body = vec![0u8; len as usize];
-    s.read_exact(&mut body)?;
+    let mut got = 0;
+    while got < body.len() {
+        match read_before(s, &mut body[got..], deadline) {
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
     Ok(Some(Ok(body)))
+}
+
+/// One read of `s` that gives up at `deadline` (`None`: waits as long as
+/// it takes) with `TimedOut`.
+fn read_before(
+    s: &mut UnixStream,
+    buf: &mut [u8],
+    deadline: Option<std::time::Instant>,
+) -> io::Result<usize> {
+    if let Some(d) = deadline {
+        let left = d.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(io::ErrorKind::TimedOut.into());
+        }
+        s.set_read_timeout(Some(left))?;
+    }
+    match s.read(buf) {
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Err(io::ErrorKind::TimedOut.into()),
+        r => r,
+    }
 }
 
 /// One connection: the endpoints it owns.
 struct Session<'a> {
     shared: &'a Shared,
     conn: u64,
+    /// The client's process id, by which its budgets are counted.
+    pid: Option<u32>,
     owned: BTreeSet<EndpointId>,
+    /// Bytes of shared memory of the endpoints it owns.
+    memory: u64,
 }
 
 /// A successful reply: its payload, and the endpoint whose `memfd` goes
@@ -1069,8 +707,12 @@ type Reply = (Vec<u8>, Option<EndpointId>);
 
 impl Session<'_> {
     fn run(mut self, mut stream: UnixStream) {
-        // An end of file or a read error ends the connection.
-        while let Ok(Some(frame)) = read_frame(&mut stream) {
+        let timeout = self.shared.opts.request_timeout;
+        // A client that does not take its replies is cut off like one that
+        // does not finish its requests.
+        let _ = stream.set_write_timeout(Some(timeout));
+        // An end of file, a read error or a timeout ends the connection.
+        while let Ok(Some(frame)) = read_frame(&mut stream, timeout) {
             let body = match frame {
                 Ok(b) => b,
                 Err(e) => {
@@ -1126,20 +768,54 @@ impl Session<'_> {
         r
     }
 
-    fn remove(&self, id: EndpointId, reclaimed: bool) {
-        let counts = self
-            .shared
-            .engine
-            .port(id)
-            .map(|p| p.counts())
-            .unwrap_or_default();
+    fn remove(&mut self, id: EndpointId, reclaimed: bool) {
+        let Some(port) = self.shared.engine.port(id) else {
+            return;
+        };
+        let counts = port.counts();
+        let size = port.layout().total as u64;
+        drop(port);
         if self.shared.engine.remove_port(id).is_ok() {
+            self.release(size);
             self.shared.event(Event::EndpointClosed {
                 conn: self.conn,
                 id,
                 counts,
                 reclaimed,
             });
+        }
+    }
+
+    /// Charges `size` bytes of shared memory to this connection and its
+    /// process, or says which budget it would exceed.
+    fn charge(&mut self, size: u64) -> Result<(), String> {
+        let o = &self.shared.opts;
+        if self.memory + size > o.max_memory_per_connection {
+            return Err(format!(
+                "an endpoint of {size} bytes would bring this connection's shared memory to {} bytes, over its budget of {}",
+                self.memory + size,
+                o.max_memory_per_connection
+            ));
+        }
+        let mut conns = lock(&self.shared.conns);
+        let peer = conns.peers.entry(self.pid).or_default();
+        if peer.memory + size > o.max_memory_per_peer {
+            return Err(format!(
+                "an endpoint of {size} bytes would bring this process's shared memory to {} bytes, over its budget of {}",
+                peer.memory + size,
+                o.max_memory_per_peer
+            ));
+        }
+        peer.memory += size;
+        self.memory += size;
+        Ok(())
+    }
+
+    /// Gives back `size` bytes charged by [`Session::charge`].
+    fn release(&mut self, size: u64) {
+        self.memory = self.memory.saturating_sub(size);
+        if let Some(p) = lock(&self.shared.conns).peers.get_mut(&self.pid) {
+            p.memory = p.memory.saturating_sub(size);
         }
     }
 
@@ -1170,7 +846,17 @@ impl Session<'_> {
                         self.owned.len()
                     ));
                 }
-                let port = engine.create_port(config, applet).map_err(err)?;
+                let size = crate::layout::Layout::new(config)
+                    .map_err(|e| err(e.into()))?
+                    .total as u64;
+                self.charge(size)?;
+                let port = match engine.create_port(config, applet) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        self.release(size);
+                        return Err(err(e));
+                    }
+                };
                 let id = port.id();
                 self.owned.insert(id);
                 self.shared.event(Event::EndpointCreated {
@@ -1239,6 +925,7 @@ impl Session<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::layout::Config;
     use proptest::prelude::*;
 
     fn body(frame: &[u8]) -> &[u8] {
@@ -1424,6 +1111,8 @@ mod tests {
             applet_drops: 11,
             free_invalid: 12,
             queue_corrupt: 13,
+            applet_overruns: 14,
+            applet_throttled: 15,
         };
         let b = counts_to_bytes(&c);
         assert_eq!(b.len(), 8 * COUNTERS);

@@ -1,0 +1,57 @@
+// Hostile: an applet that spends every budget the engine gives it, for the
+// attack tests (crates/unet/tests/attack.rs). doTx and doRx both do what
+// `mode` (a static the host sets) selects:
+//
+//   0  return 0 at once (a well-behaved applet)
+//   1  push frames of `len` bytes of Buf on channel `chan`, forever (the
+//      engine's heap grows with every frame an invocation makes)
+//   2  loop forever with no native call (only fuel ends it)
+//   3  loop forever calling getFreeBufferLength (only time ends it, if
+//      fuel is plentiful)
+//
+// No mode returns except 0: an invocation ends when the engine ends it.
+public class Hostile {
+    public static byte[] RxBuf;
+    public static byte[] Buf;
+    public static int mode;
+    public static int chan;
+    public static int len;
+    public static int sink;
+
+    Hostile() {
+        Buf = newAlignedArray(65536);
+    }
+
+    private static int doTx(int length, int channel, int off) {
+        return attack();
+    }
+
+    private static int doRx(int length, int channel) {
+        return attack();
+    }
+
+    private static int attack() {
+        int n = 0;
+        switch (mode) {
+            case 1:
+                while (true) {
+                    txPush(Buf, 0, chan, len);
+                }
+            case 2:
+                while (true) {
+                    n++;
+                    sink = n;
+                }
+            case 3:
+                while (true) {
+                    n += getFreeBufferLength();
+                }
+            default:
+                return 0;
+        }
+    }
+
+    static native byte[] newAlignedArray(int nbytes);
+    static native void txPush(byte[] txarray, int txoff, int chan, int len);
+    static native int getFreeBufferLength();
+}

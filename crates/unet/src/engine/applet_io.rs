@@ -1,0 +1,419 @@
+//! Applet I/O: what an applet invocation sees of the engine and what it
+//! may spend. [`Io`] is the natives' view of an endpoint's frames and
+//! queues ([`NativeHost`]); an invocation runs under the per-invocation
+//! budgets of [`Budgets`] (frames and bytes pushed, fuel, CPU time), and an
+//! overrun throttles its endpoint. Loading an applet and resolving its
+//! natives live here too.
+
+use super::*;
+
+/// The longest an endpoint is set aside after one overrun, whatever the
+/// overrun's length.
+pub(super) const THROTTLE_MAX: Duration = Duration::from_millis(50);
+
+/// Work units (one per native call, one per 256 bytes it moves) an
+/// invocation may spend before the natives first read the clock, and
+/// between two readings after that.
+pub(super) const TIME_CHECK_EVERY: u64 = 256;
+
+/// The calling thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`).
+pub(super) fn thread_cpu_time() -> Duration {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec, the one given.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
+}
+
+/// The state of the applet invocation running on an [`Io`]: what it has
+/// pushed and done, against its budgets.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Invocation {
+    pub(super) frames: usize,
+    pub(super) bytes: usize,
+    pub(super) work: u64,
+    pub(super) next_check: u64,
+    /// The thread's CPU time when the natives first read it (`None`: not
+    /// yet).
+    pub(super) cpu_start: Option<Duration>,
+    /// Whether it exceeded a budget (the natives set this before they trap).
+    pub(super) overran: bool,
+}
+
+impl Invocation {
+    pub(super) fn new() -> Invocation {
+        Invocation {
+            frames: 0,
+            bytes: 0,
+            work: 0,
+            next_check: TIME_CHECK_EVERY,
+            cpu_start: None,
+            overran: false,
+        }
+    }
+}
+
+/// The engine's receive side of an endpoint, reached by the natives during
+/// an applet invocation ([`NativeHost`]) and by the standard delivery.
+pub struct Io {
+    pub(super) seg: Arc<Segment>,
+    pub(super) layout: Layout,
+    pub(super) rx: Producer<RxDesc, ShmQueue>,
+    pub(super) free: Consumer<u32, ShmQueue>,
+    /// Valid buffers taken from the free queue and not used yet.
+    pub(super) spare: Vec<u32>,
+    pub(super) stats: Arc<PortStats>,
+    pub(super) framer: Framer,
+    /// The engine's budgets, `push_frames` cut to the transmit depth.
+    pub(super) budgets: Budgets,
+    /// The running (or last) applet invocation.
+    pub(super) inv: Invocation,
+}
+
+impl Io {
+    /// Starts an applet invocation's accounting.
+    pub(super) fn begin(&mut self) {
+        self.inv = Invocation::new();
+    }
+
+    /// Refuses the invocation's request for exceeding `what` (its `limit`).
+    #[cold]
+    pub(super) fn over(&mut self, what: &'static str, limit: u64) -> HostError {
+        self.inv.overran = true;
+        HostError::OverBudget { what, limit }
+    }
+
+    /// The next valid buffer: a spare one, or one from the free queue
+    /// (entries that are not buffer offsets are counted and skipped).
+    pub(super) fn take_buffer(&mut self) -> Option<u32> {
+        if let Some(b) = self.spare.pop() {
+            return Some(b);
+        }
+        loop {
+            match self.free.pop() {
+                Ok(Some(off)) if self.layout.is_buffer(off) => return Some(off),
+                Ok(Some(_)) => bump(&self.stats.free_invalid),
+                Ok(None) => return None,
+                Err(_) => {
+                    bump_shared(&self.stats.queue_corrupt);
+                    return None;
+                }
+            }
+        }
+    }
+
+    pub(super) fn push_rx_desc(&mut self, d: RxDesc) -> Result<(), HostError> {
+        match self.rx.push(d) {
+            Ok(true) => {
+                bump(&self.stats.rx_delivered);
+                Ok(())
+            }
+            Ok(false) => Err(HostError::RxQueueFull),
+            Err(_) => {
+                bump_shared(&self.stats.queue_corrupt);
+                Err(HostError::RxQueueFull)
+            }
+        }
+    }
+
+    /// The standard U-Net receive of `payload` on `chan`.
+    pub(super) fn deliver_default(&mut self, chan: u16, payload: Payload<'_>) {
+        let len = payload.len();
+        if len <= INLINE_MAX {
+            let d = match payload.tail {
+                None => RxDesc::inline(chan, payload.head),
+                Some(_) => {
+                    let mut inline = [0u8; INLINE_MAX];
+                    payload.copy_to(0, &mut inline[..len]);
+                    RxDesc::inline(chan, &inline[..len])
+                }
+            };
+            if self.push_rx_desc(d).is_err() {
+                bump(&self.stats.rx_queue_full);
+            }
+            return;
+        }
+        let bs = self.layout.config.buffer_size as usize;
+        let n = len.div_ceil(bs);
+        if n > RX_BUFFERS_MAX {
+            bump(&self.stats.rx_too_long);
+            return;
+        }
+        let mut offs = [0u32; RX_BUFFERS_MAX];
+        for i in 0..n {
+            match self.take_buffer() {
+                Some(b) => offs[i] = b,
+                None => {
+                    self.spare.extend_from_slice(&offs[..i]);
+                    bump(&self.stats.rx_no_buffer);
+                    return;
+                }
+            }
+        }
+        for (i, &off) in offs[..n].iter().enumerate() {
+            let (start, end) = (i * bs, ((i + 1) * bs).min(len));
+            let mut at = self.layout.area + off as usize;
+            payload.pieces(start, end, |p| {
+                self.seg.write_bytes(at, p);
+                at += p.len();
+            });
+        }
+        if self
+            .push_rx_desc(RxDesc::buffers(chan, len as u32, &offs[..n]))
+            .is_err()
+        {
+            self.spare.extend_from_slice(&offs[..n]);
+            bump(&self.stats.rx_queue_full);
+        }
+    }
+}
+
+impl NativeHost for Io {
+    fn buffer_size(&self) -> u32 {
+        self.layout.config.buffer_size
+    }
+
+    fn area_len(&self) -> u32 {
+        self.layout.area_len as u32
+    }
+
+    fn read_area(&self, off: u32, dst: &mut [i8]) {
+        let at = self.layout.area + off as usize;
+        self.seg
+            .with_bytes(at, dst.len(), |src| natives::u8_to_i8(dst, src));
+    }
+
+    fn write_area(&mut self, off: u32, src: &[i8]) {
+        let at = self.layout.area + off as usize;
+        self.seg
+            .with_bytes_mut(at, src.len(), |dst| natives::i8_to_u8(dst, src));
+    }
+
+    fn pop_free(&mut self) -> Option<u32> {
+        self.take_buffer()
+    }
+
+    /// A full receive queue drops the message, as it does without an
+    /// applet: counted, and its buffers kept for the next message (they are
+    /// not lost to the application). The applet is not told (the natives
+    /// are `void`, as in the paper).
+    fn push_rx(&mut self, chan: u16, len: u32, body: RxBody<'_>) -> Result<(), HostError> {
+        let d = match body {
+            RxBody::Inline(p) => RxDesc::inline(chan, p),
+            RxBody::Buffers(o) => RxDesc::buffers(chan, len, o),
+        };
+        if self.push_rx_desc(d).is_err() {
+            bump(&self.stats.rx_queue_full);
+            if let RxBody::Buffers(o) = body {
+                self.spare.extend_from_slice(o);
+            }
+        }
+        Ok(())
+    }
+
+    /// Counts a native call moving `bytes` against the invocation's time
+    /// budget, reading the clock only every `TIME_CHECK_EVERY` units.
+    fn charge(&mut self, bytes: usize) -> Result<(), HostError> {
+        let inv = &mut self.inv;
+        inv.work += 1 + (bytes as u64 >> 8);
+        if inv.work >= inv.next_check {
+            inv.next_check = inv.work + TIME_CHECK_EVERY;
+            let limit = self.budgets.applet_time;
+            // The thread's CPU time from the first check on, so that an
+            // invocation preempted by the system is never charged for the
+            // time it waited. What ran before the first check is bounded
+            // otherwise: at most `TIME_CHECK_EVERY` units of native work (a
+            // native charges before it moves its bytes) and the fuel.
+            let cpu = thread_cpu_time();
+            let start = *inv.cpu_start.get_or_insert(cpu);
+            if cpu.saturating_sub(start) > limit {
+                return Err(self.over("time per invocation (µs)", limit.as_micros() as u64));
+            }
+        }
+        Ok(())
+    }
+
+    fn transmit(&mut self, chan: u16, payload: &[i8]) -> Result<(), HostError> {
+        if self.inv.frames >= self.budgets.push_frames {
+            return Err(self.over(
+                "frames pushed per invocation",
+                self.budgets.push_frames as u64,
+            ));
+        }
+        if self.inv.bytes + payload.len() > self.budgets.push_bytes {
+            return Err(self.over(
+                "bytes pushed per invocation",
+                self.budgets.push_bytes as u64,
+            ));
+        }
+        self.inv.frames += 1;
+        self.inv.bytes += payload.len();
+        let (want_sum, buf) = self.framer.frame(chan, payload.len() as u32)?;
+        natives::i8_to_u8(&mut buf[HEADER_LEN..], payload);
+        if want_sum {
+            // Cannot fail: the frame holds a whole header.
+            let _ = frame::set_udp_checksum(buf);
+        }
+        Ok(())
+    }
+
+    fn max_message(&self) -> u32 {
+        self.framer.max_message
+    }
+}
+
+/// Copies `payload` into the applet's `RxBuf`, replacing the array with a
+/// larger one if it is too short (or was set to null by the applet).
+pub(super) fn fill_rxbuf(l: &mut Loaded, payload: Payload<'_>) -> bool {
+    let len = payload.len();
+    if l.applet
+        .static_bytes_mut(l.rxbuf)
+        .is_none_or(|b| b.len() < len)
+        && l.applet.set_static_array("RxBuf", &vec![0; len]).is_err()
+    {
+        return false;
+    }
+    let Some(buf) = l.applet.static_bytes_mut(l.rxbuf) else {
+        return false;
+    };
+    let mut k = 0;
+    payload.pieces(0, len, |p| {
+        natives::u8_to_i8(&mut buf[k..k + p.len()], p);
+        k += p.len();
+    });
+    true
+}
+
+/// Runs `doTx` (`tx`) or `doRx` of the applet in `rx` with `args` under
+/// the invocation budgets; `None`: no applet. Returns the outcome and how
+/// long the invocation took. An invocation that overran a budget (out of
+/// fuel, out of time, or pushing past its frames or bytes) is counted and
+/// sets the endpoint aside ([`Budgets::throttle`]); the caller counts the
+/// trap.
+pub(super) fn invoke(
+    rx: &mut RxSide,
+    port: &Port,
+    tx: bool,
+    args: &[i32],
+) -> Option<(Result<jive::Outcome, jive::InvokeError>, Duration)> {
+    let l = rx.applet.as_mut()?;
+    let start = Instant::now();
+    rx.io.begin();
+    let m = if tx { &l.do_tx } else { &l.do_rx };
+    let r = l.applet.call(m, args, Some(&mut rx.io));
+    let end = Instant::now();
+    let took = end.saturating_duration_since(start);
+    let out_of_fuel = matches!(&r, Err(jive::InvokeError::Trap(t))
+        if matches!(t.kind, jive::TrapKind::FuelExhausted(_)));
+    if rx.io.inv.overran || out_of_fuel {
+        bump_shared(&port.stats.applet_overruns);
+        rx.overruns_in_row = rx.overruns_in_row.saturating_add(1);
+        let factor = rx.io.budgets.throttle;
+        if factor > 0 {
+            let doubling = 1u32 << rx.overruns_in_row.min(11).saturating_sub(1);
+            let pause = took
+                .saturating_mul(factor)
+                .saturating_mul(doubling)
+                .min(THROTTLE_MAX);
+            let until = clock_ns(end) + pause.as_nanos() as u64;
+            port.throttle_until.store(until.max(1), Ordering::Relaxed);
+            bump_shared(&port.stats.applet_throttled);
+        }
+    } else {
+        rx.overruns_in_row = 0;
+    }
+    Some((r, took))
+}
+
+pub(super) fn applet_trapped(rx: &mut RxSide, port: &Port) {
+    bump(&port.stats.applet_traps);
+    rx.traps_since_install += 1;
+    if let TrapPolicy::UninstallAfter(n) = rx.policy
+        && rx.traps_since_install >= n
+    {
+        rx.applet = None;
+        port.has_applet.store(false, Ordering::Release);
+        port.throttle_until.store(0, Ordering::Relaxed);
+    }
+}
+
+/// Runs the applet's `doTx` for a checked descriptor; its frames join the
+/// transmit side's outbox. Returns the status and the invocation's time.
+pub(super) fn applet_tx(tx: &mut TxSide, port: &Port, d: TxDesc) -> (TxStatus, Duration) {
+    let mut guard = lock(&port.rx);
+    let rx = &mut *guard;
+    if rx.applet.is_none() {
+        // Uninstalled since the flag was read: send as standard U-Net.
+        drop(guard);
+        let status = match tx.framer.transmit_from(
+            &port.seg,
+            port.layout.area + d.offset as usize,
+            d.chan,
+            d.len,
+        ) {
+            Ok(()) => TxStatus::Sent,
+            Err(_) => TxStatus::Dropped,
+        };
+        return (status, Duration::ZERO);
+    }
+    let args = [d.len as i32, i32::from(d.chan), d.offset as i32];
+    let (r, took) = invoke(rx, port, true, &args).expect("the applet is installed");
+    let status = match r {
+        Ok(o) if o.value.is_some_and(|v| v < 0) => {
+            bump(&port.stats.applet_drops);
+            TxStatus::Dropped
+        }
+        Ok(_) => TxStatus::Sent,
+        Err(_) => {
+            applet_trapped(rx, port);
+            TxStatus::Dropped
+        }
+    };
+    let made = &mut rx.io.framer.out;
+    tx.framer.out.append(made);
+    made.clear();
+    (status, took)
+}
+
+/// Loads, verifies and constructs an applet for the endpoint of `io`,
+/// giving it an `RxBuf` of the endpoint's largest message.
+pub(super) fn load_applet(bytes: &[u8], io: &mut Io) -> Result<Loaded, EngineError> {
+    let max_message = io.framer.max_message;
+    let limits = jive::Limits {
+        fuel: Some(io.budgets.applet_fuel),
+        ..jive::Limits::default()
+    };
+    // Constructors are bounded by fuel alone: their time includes the
+    // JIT's compilation.
+    io.begin();
+    io.inv.next_check = u64::MAX;
+    let mut applet = jive::Applet::load_with_host(bytes, &natives_table(), limits, Some(io))?;
+    let shape = |e: jive::InvokeError| EngineError::AppletShape(e.to_string());
+    let do_tx = applet.method("doTx").map_err(shape)?;
+    let do_rx = applet.method("doRx").map_err(shape)?;
+    let rxbuf = applet.static_bytes_field("RxBuf").map_err(shape)?;
+    applet
+        .set_static_array("RxBuf", &vec![0u8; max_message.min(1 << 16) as usize])
+        .map_err(shape)?;
+    // Check the arities now rather than trap on the first packet.
+    for (m, name, n) in [(&do_tx, "doTx", 3usize), (&do_rx, "doRx", 2)] {
+        if m.arity() != n {
+            return Err(EngineError::AppletShape(format!(
+                "{name} must take {n} int arguments"
+            )));
+        }
+    }
+    Ok(Loaded {
+        applet,
+        do_tx,
+        do_rx,
+        rxbuf,
+    })
+}
+
+pub(super) fn natives_table() -> jive::Natives {
+    static TABLE: std::sync::OnceLock<jive::Natives> = std::sync::OnceLock::new();
+    TABLE.get_or_init(natives::bind::<Io>).clone()
+}

@@ -1,0 +1,432 @@
+//! Control operations, off the data path: creating and removing
+//! endpoints, opening and closing channels, installing filters and applets.
+//! They serialise on the engine's control lock; a filter is compiled by
+//! dpf before that lock is taken, so a large filter holds up no other
+//! client.
+
+use super::*;
+
+impl Engine {
+    /// Creates an endpoint's segment and port, with an applet if given.
+    pub fn create_port(
+        &self,
+        config: Config,
+        applet: Option<&[u8]>,
+    ) -> Result<Arc<Port>, EngineError> {
+        let layout = Layout::new(config)?;
+        let budgets = self.inner.budgets;
+        let _c = lock(&self.inner.control);
+        let ports = self.inner.ports.load_full();
+        let mut generations = lock(&self.inner.generations);
+        let gen_of = |g: &[u16], i: u16| g.get(usize::from(i)).copied().unwrap_or(0);
+        let slot = (1..=u16::MAX)
+            .find(|&i| {
+                ports.get(usize::from(i)).is_none_or(Option::is_none)
+                    && gen_of(&generations, i) < u16::MAX
+            })
+            .ok_or(EngineError::Exhausted(
+                "every endpoint slot is in use or has used up its generations",
+            ))?;
+        let id = endpoint_id(slot, gen_of(&generations, slot) + 1);
+        let seg = Arc::new(Segment::create(
+            &format!("unet-endpoint-{slot}.{}", endpoint_generation(id)),
+            layout.total,
+        )?);
+        seg.write_header(&layout.header(id));
+        let (txq, rxq, freeq) = queues(&seg, &layout);
+        let stats = Arc::new(PortStats::default());
+        let framer = || -> Result<Framer, EngineError> {
+            let pipeline =
+                |steps: &[ilp::Step]| ilp::Pipeline::new(steps).map_err(EngineError::from);
+            Ok(Framer {
+                channels: Vec::new(),
+                reach: self.inner.reach.clone(),
+                out: Outbox::default(),
+                stats: stats.clone(),
+                max_message: layout.config.max_message().min(self.inner.max_payload),
+                copy: pipeline(&[ilp::Step::Copy])?,
+                copy_sum: pipeline(&[ilp::Step::Copy, ilp::Step::Checksum])?,
+            })
+        };
+        let mut rx = RxSide {
+            batch: Inbox::default(),
+            io: Io {
+                seg: seg.clone(),
+                layout,
+                rx: Producer::new(rxq),
+                free: Consumer::new(freeq),
+                spare: Vec::with_capacity(RX_BUFFERS_MAX),
+                stats: stats.clone(),
+                framer: framer()?,
+                budgets: Budgets {
+                    push_frames: budgets.push_frames.min(layout.config.tx_depth as usize),
+                    ..budgets
+                },
+                inv: Invocation::new(),
+            },
+            applet: None,
+            policy: TrapPolicy::Keep,
+            traps_since_install: 0,
+            overruns_in_row: 0,
+            batch_pos: 0,
+        };
+        if let Some(bytes) = applet {
+            rx.applet = Some(load_applet(bytes, &mut rx.io)?);
+        }
+        let port = Arc::new(Port {
+            id,
+            seg,
+            layout,
+            tx: CacheLine(Mutex::new(TxSide {
+                tx: Consumer::new(txq),
+                framer: framer()?,
+            })),
+            has_applet: AtomicBool::new(rx.applet.is_some()),
+            rx: CacheLine(Mutex::new(rx)),
+            inbox: CacheLine(Mutex::new(Inbox::default())),
+            pending: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
+            owner: AtomicU64::new(0),
+            filters: Mutex::new(Vec::new()),
+            closed_chans: Mutex::new(Vec::new()),
+            stats,
+            budgets,
+            throttle_until: AtomicU64::new(0),
+        });
+        let mut next: Vec<Option<Arc<Port>>> = ports.as_ref().clone();
+        let at = usize::from(slot);
+        if next.len() <= at {
+            next.resize(at + 1, None);
+        }
+        next[at] = Some(port.clone());
+        if generations.len() <= at {
+            generations.resize(at + 1, 0);
+        }
+        generations[at] = endpoint_generation(id);
+        self.inner.ports.store(Arc::new(next));
+        Ok(port)
+    }
+
+    /// Installs a filter prepared (parsed, lowered, analyzed) before any
+    /// lock was taken, and records its reach: under the locks only the
+    /// table is merged and published, so a large filter's compilation
+    /// holds up no other client, and one that does not compile never
+    /// reaches the engine. The engine's reach grows before the filter is
+    /// published, so that frames built from then on carry every byte it
+    /// reads; a frame built before and classified after loses nothing but
+    /// the new filter's verdict, as if it had been classified a moment
+    /// earlier.
+    pub(super) fn install(
+        &self,
+        filter: dpf::Prepared,
+        owner: u32,
+        priority: i32,
+    ) -> Result<dpf::FilterId, EngineError> {
+        let reach = program_reach(filter.program());
+        let mut reaches = lock(&self.inner.reaches);
+        self.inner.reach.fetch_max(reach, Ordering::AcqRel);
+        let installed = lock(&self.inner.table).install_prepared(filter, owner, priority);
+        if let Ok(fid) = installed {
+            reaches.insert(fid, reach);
+        }
+        self.publish_reach(&reaches);
+        Ok(installed?)
+    }
+
+    /// Removes filter `fid` from the table and its reach.
+    pub(super) fn uninstall(&self, fid: dpf::FilterId) -> Result<(), EngineError> {
+        lock(&self.inner.table).remove(fid)?;
+        let mut reaches = lock(&self.inner.reaches);
+        reaches.remove(&fid);
+        self.publish_reach(&reaches);
+        Ok(())
+    }
+
+    pub(super) fn publish_reach(&self, reaches: &std::collections::BTreeMap<dpf::FilterId, usize>) {
+        let r = reaches.values().copied().max().unwrap_or(0).max(HEADER_LEN);
+        self.inner.reach.store(r, Ordering::Release);
+    }
+
+    pub(super) fn port_or_err(&self, id: EndpointId) -> Result<Arc<Port>, EngineError> {
+        self.port(id)
+            .ok_or_else(|| EngineError::NotFound(format!("no endpoint {id}")))
+    }
+
+    /// Removes endpoint `id`: its filters, its applet and its port. The
+    /// segment is unmapped when the last user lets go of it.
+    ///
+    /// Every channel of another endpoint of this engine whose peer it was is
+    /// closed: its filters go, sending on it completes as
+    /// [`TxStatus::Closed`], and the endpoint that gets this slot next (with
+    /// a new generation) is never taken for this one.
+    pub fn remove_port(&self, id: EndpointId) -> Result<(), EngineError> {
+        let _c = lock(&self.inner.control);
+        let ports = self.inner.ports.load_full();
+        let slot = usize::from(endpoint_slot(id));
+        let Some(port) = ports
+            .get(slot)
+            .and_then(Clone::clone)
+            .filter(|p| p.id == id)
+        else {
+            return Err(EngineError::NotFound(format!("no endpoint {id}")));
+        };
+        let mut next: Vec<Option<Arc<Port>>> = ports.as_ref().clone();
+        next[slot] = None;
+        self.inner.ports.store(Arc::new(next));
+        let filters: Vec<_> = lock(&port.filters).drain(..).flatten().flatten().collect();
+        for f in filters {
+            let _ = self.uninstall(f);
+        }
+        port.has_applet.store(false, Ordering::Release);
+        let mut rx = lock(&port.rx);
+        rx.applet = None;
+        // Frames waiting for the applet, or delivered from now on by a
+        // thread that found the port before it left the table, are counted
+        // as lost to the closing.
+        let mut inbox = lock(&port.inbox);
+        port.closed.store(true, Ordering::Release);
+        // The rest of a batch a drain left for a later round waits too.
+        let waiting = (inbox.chans.len() + rx.batch.chans.len() - rx.batch_pos) as u64;
+        inbox.chans.clear();
+        inbox.frames.clear();
+        rx.batch.chans.clear();
+        rx.batch.frames.clear();
+        rx.batch_pos = 0;
+        port.pending.store(false, Ordering::Release);
+        self.inner
+            .stats
+            .closed
+            .fetch_add(waiting, Ordering::Relaxed);
+        drop(inbox);
+        drop(rx);
+        let peers_of = lock(&self.inner.local_peers).remove(&id);
+        for (owner, tag) in peers_of.into_iter().flatten() {
+            if let Some(p) = self.port(owner) {
+                self.close_channel(&p, tag);
+            }
+        }
+        Ok(())
+    }
+
+    /// Closes channel `tag` of `port` (under the control lock): removes its
+    /// filters, marks it closed on both sides, and tells the application
+    /// through the segment's count of closed channels.
+    pub(super) fn close_channel(&self, port: &Port, tag: u16) {
+        let mut filters = lock(&port.filters);
+        let Some(Some(fids)) = filters.get_mut(usize::from(tag)) else {
+            return;
+        };
+        for f in std::mem::take(fids) {
+            let _ = self.uninstall(f);
+        }
+        lock(&port.closed_chans).push(tag);
+        drop(filters);
+        // Lock order: transmit side, then receive side.
+        let mut tx = lock(&port.tx);
+        tx.framer.close_channel(tag);
+        lock(&port.rx).io.framer.close_channel(tag);
+        drop(tx);
+        port.seg.closed_channels().fetch_add(1, Ordering::Release);
+    }
+
+    /// The tags of endpoint `id`'s channels that were closed because their
+    /// peer went away, in the order they closed.
+    pub fn closed_channels(&self, id: EndpointId) -> Result<Vec<u16>, EngineError> {
+        Ok(lock(&self.port_or_err(id)?.closed_chans).clone())
+    }
+
+    /// Opens a channel from endpoint `id` to endpoint `remote_ep` at
+    /// `remote`, installing the filter that brings the peer's messages to
+    /// it; returns the channel's tag.
+    ///
+    /// `remote_ep` is the peer's whole id, generation included: the filter
+    /// admits only frames from that endpoint to this one, and the frames
+    /// sent carry both generations, so neither end's slot passing to a new
+    /// endpoint lets a frame through to it. A peer on this engine must
+    /// exist, and when it goes the channel is closed.
+    pub fn open_channel(
+        &self,
+        id: EndpointId,
+        remote: Addr,
+        remote_ep: EndpointId,
+        opts: ChannelOptions,
+    ) -> Result<u16, EngineError> {
+        let port = self.port_or_err(id)?;
+        let local = self.inner.local;
+        let filter = dpf::Table::prepare(&format!(
+            "udp and src host {} and udp src port {} and dst host {} and udp dst port {} \
+             and udp[8:2] = {} and udp[10:2] = {} and udp[14:2] = {} and udp[16:2] = {}",
+            remote.ip,
+            remote.port,
+            local.ip,
+            local.port,
+            endpoint_slot(id),
+            endpoint_slot(remote_ep),
+            endpoint_generation(id),
+            endpoint_generation(remote_ep)
+        ))?;
+        let _c = lock(&self.inner.control);
+        if remote == local && self.port(remote_ep).is_none() {
+            return Err(EngineError::NotFound(format!(
+                "no endpoint {remote_ep} on this engine (it has closed, or never existed)"
+            )));
+        }
+        let mut filters = lock(&port.filters);
+        let tag = (0..=u16::MAX)
+            .find(|&t| filters.get(usize::from(t)).is_none_or(Option::is_none))
+            .ok_or(EngineError::Exhausted(
+                "every channel tag of this endpoint is in use",
+            ))?;
+        let owner = u32::from(endpoint_slot(id)) << 16 | u32::from(tag);
+        let fid = self.install(filter, owner, 0)?;
+        let hdr = frame::FrameHeader {
+            src_mac: frame::MacAddr::from_ip(local.ip).0,
+            dst_mac: frame::MacAddr::from_ip(remote.ip).0,
+            src: local,
+            dst: remote,
+            dst_ep: remote_ep,
+            src_ep: id,
+            flags: if opts.checksum {
+                frame::FLAG_UDP_CHECKSUM
+            } else {
+                0
+            },
+        };
+        let ch = Channel {
+            template: hdr.template(),
+            checksum: opts.checksum,
+            local: remote == local,
+            closed: false,
+        };
+        if remote == local {
+            lock(&self.inner.local_peers)
+                .entry(remote_ep)
+                .or_default()
+                .push((id, tag));
+        }
+        let slot = usize::from(tag);
+        if filters.len() <= slot {
+            filters.resize(slot + 1, None);
+        }
+        filters[slot] = Some(vec![fid]);
+        // Lock order: transmit side, then receive side.
+        let mut tx = lock(&port.tx);
+        tx.framer.set_channel(tag, Some(ch.clone()));
+        lock(&port.rx).io.framer.set_channel(tag, Some(ch));
+        Ok(tag)
+    }
+
+    /// Installs one more filter (pcap syntax) that delivers the frames it
+    /// matches to channel `chan` of endpoint `id`, at `priority` (higher
+    /// wins; channel filters have priority 0).
+    pub fn install_filter(
+        &self,
+        id: EndpointId,
+        chan: u16,
+        filter: &str,
+        priority: i32,
+    ) -> Result<dpf::FilterId, EngineError> {
+        let port = self.port_or_err(id)?;
+        // Compiled before the engine-wide lock: see `Engine::install`.
+        let filter = dpf::Table::prepare(filter)?;
+        let _c = lock(&self.inner.control);
+        let mut filters = lock(&port.filters);
+        let ch = filters
+            .get_mut(usize::from(chan))
+            .and_then(Option::as_mut)
+            .ok_or_else(|| EngineError::NotFound(format!("endpoint {id} has no channel {chan}")))?;
+        if lock(&port.closed_chans).contains(&chan) {
+            return Err(EngineError::ChannelClosed { id, chan });
+        }
+        let owner = u32::from(endpoint_slot(id)) << 16 | u32::from(chan);
+        let fid = self.install(filter, owner, priority)?;
+        ch.push(fid);
+        Ok(fid)
+    }
+
+    /// Removes a filter installed by [`Engine::install_filter`] (a
+    /// channel's own filter goes only with its endpoint).
+    pub fn remove_filter(&self, id: EndpointId, fid: dpf::FilterId) -> Result<(), EngineError> {
+        let port = self.port_or_err(id)?;
+        let _c = lock(&self.inner.control);
+        let mut filters = lock(&port.filters);
+        // A closed channel has no filters left, not even its own.
+        let Some(ch) = filters
+            .iter_mut()
+            .flatten()
+            .find(|c| c.get(1..).is_some_and(|extra| extra.contains(&fid)))
+        else {
+            return Err(EngineError::NotFound(format!(
+                "endpoint {id} has no extra filter {}",
+                fid.0
+            )));
+        };
+        self.uninstall(fid)?;
+        ch.retain(|&f| f != fid);
+        Ok(())
+    }
+
+    /// Replaces endpoint `id`'s applet (`None`: standard U-Net). The new
+    /// applet is loaded, verified and constructed first; if that fails the
+    /// old one stays. Messages in flight see the old applet or the new one.
+    pub fn set_applet(&self, id: EndpointId, applet: Option<&[u8]>) -> Result<(), EngineError> {
+        let port = self.port_or_err(id)?;
+        let mut rx = lock(&port.rx);
+        let loaded = match applet {
+            Some(bytes) => Some(load_applet(bytes, &mut rx.io)?),
+            None => None,
+        };
+        port.has_applet.store(loaded.is_some(), Ordering::Release);
+        rx.applet = loaded;
+        rx.traps_since_install = 0;
+        rx.overruns_in_row = 0;
+        port.throttle_until.store(0, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Sets endpoint `id`'s policy for applets that trap.
+    pub fn set_trap_policy(&self, id: EndpointId, policy: TrapPolicy) -> Result<(), EngineError> {
+        lock(&self.port_or_err(id)?.rx).policy = policy;
+        Ok(())
+    }
+
+    /// Runs `f` on endpoint `id`'s applet, if it has one (to set or read
+    /// its fields, e.g. a ping-pong's round limit).
+    pub fn with_applet<R>(
+        &self,
+        id: EndpointId,
+        f: impl FnOnce(&mut jive::Applet) -> R,
+    ) -> Option<R> {
+        let port = self.port(id)?;
+        let mut rx = lock(&port.rx);
+        rx.applet.as_mut().map(|l| f(&mut l.applet))
+    }
+
+    /// Whether endpoint `id` has an applet installed.
+    pub fn has_applet(&self, id: EndpointId) -> bool {
+        self.port(id)
+            .is_some_and(|p| p.has_applet.load(Ordering::Acquire))
+    }
+}
+
+/// The end of the last byte any test of `p` loads, with fields counted
+/// from the transport header taken at byte 34 (a 20-byte IPv4 header, as
+/// in every frame the engine builds).
+pub(super) fn program_reach(p: &dpf::ir::Program) -> usize {
+    p.nodes
+        .iter()
+        .filter_map(|n| match n {
+            dpf::ir::Node::Test { test, .. } => {
+                let f = test.field;
+                let base = match f.base {
+                    dpf::ir::Base::Link => 0,
+                    // The IHL byte is read too.
+                    dpf::ir::Base::Transport => 34,
+                };
+                Some((base + f.offset as usize + f.size as usize).max(15))
+            }
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0)
+}

@@ -1,0 +1,488 @@
+//! The data path: rounds over the endpoints, transmit, delivery and the
+//! inbox drain. [`Engine::service`] takes an endpoint's transmit
+//! descriptors, [`Engine::poll_transport`] what the transport received,
+//! [`Engine::poll`] does a round of both over every endpoint (round-robin,
+//! within [`Budgets::round_time`] on threads shared by every endpoint), and
+//! [`Engine::drain`] runs the frames waiting in an applet's inbox. Frames
+//! are classified by the engine's dpf table and delivered, or counted.
+
+use super::*;
+
+impl Engine {
+    /// Services endpoint `id`'s transmit queue once (up to a budget of
+    /// descriptors), delivering what it took. Returns the descriptors taken.
+    ///
+    /// On a thread shared by every endpoint (the engine's own, or any
+    /// caller of [`Engine::poll`] that is not the endpoint's application)
+    /// an applet's descriptors are served within [`Budgets::round_time`]
+    /// and not at all while it is throttled: the rest waits for a later
+    /// round, which such a thread always comes back for. On the thread
+    /// that runs the endpoint's application ([`Port::claim`]) neither
+    /// applies: it spends its own time, and may be the only thread that
+    /// ever drives the endpoint, so it takes every descriptor it can.
+    pub fn service(&self, port: &Port) -> usize {
+        let shared = !port.is_owner();
+        if shared && port.has_applet.load(Ordering::Relaxed) && port.throttled() {
+            return 0;
+        }
+        let Ok(mut tx) = port.tx.try_lock() else {
+            return 0;
+        };
+        let taken = take_tx(&mut tx, port, shared);
+        if taken > 0 {
+            let mut out = outbox();
+            std::mem::swap(&mut out, &mut tx.framer.out);
+            // Delivered with the transmit side still locked: the next
+            // descriptors of this endpoint wait until these have arrived.
+            self.pump(out);
+            // Only now, with every byte of these messages copied (a frame
+            // to an endpoint of this engine reads the rest of its message
+            // from the sender's buffer area during delivery), do the
+            // descriptors complete: once the application sees the index
+            // move, no byte of the message will be read again.
+            tx.tx.publish();
+        }
+        taken
+    }
+
+    /// Polls the transport once (up to a budget of frames), delivering what
+    /// arrived. Returns the frames received.
+    pub fn poll_transport(&self) -> usize {
+        let backlog = self.drain_backlog();
+        if self.inner.readiness.as_ref().is_some_and(|ready| !ready()) {
+            return backlog;
+        }
+        let Ok(mut t) = self.inner.transport.try_lock() else {
+            return backlog;
+        };
+        let mut made = outbox();
+        let n = t
+            .recv(RX_BUDGET, &mut |f: &[u8]| {
+                // Under the transport's lock: one thread at a time.
+                bump(&self.inner.stats.frames_in);
+                if frame::FrameHeader::parse(f).is_err() {
+                    bump_shared(&self.inner.stats.malformed);
+                    return;
+                }
+                self.deliver(f, None, &mut made);
+            })
+            .unwrap_or(0);
+        drop(t);
+        self.pump(made);
+        n + backlog
+    }
+
+    /// One round over every endpoint and the transport; the work done.
+    ///
+    /// Endpoints are served round-robin: each round starts one endpoint
+    /// further than the last (so one left waiting by its round's budget,
+    /// [`Budgets::round_time`], is early in a later round), and threads
+    /// that find an endpoint busy with another thread go on to the next.
+    pub fn poll(&self) -> usize {
+        let ports = self.inner.ports.load_full();
+        let mut work = 0;
+        let n = ports.len();
+        if n > 0 {
+            let first = self.inner.cursor.fetch_add(1, Ordering::Relaxed) % n;
+            for p in ports[first..].iter().chain(&ports[..first]).flatten() {
+                work += self.service(p) + self.drain(p);
+            }
+        }
+        work + self.poll_transport()
+    }
+
+    /// Gives the engine `n` threads of its own, polling every endpoint and
+    /// the transport (the LanAI's loop; each starts its rounds at another
+    /// endpoint and skips those another thread is serving, see
+    /// [`Engine::poll`]), until [`Engine::stop`] (they hold
+    /// the engine: stop them before dropping it). Fails if the system
+    /// refuses a thread; those already started keep running.
+    pub fn start(&self, n: usize) -> std::io::Result<()> {
+        let mut threads = lock(&self.inner.threads);
+        for i in 0..n {
+            let e = self.clone();
+            let h = std::thread::Builder::new()
+                .name(format!("unet-engine-{i}"))
+                .spawn(move || {
+                    let mut idle = 0u32;
+                    while !e.inner.stop.load(Ordering::Acquire) {
+                        if e.poll() > 0 {
+                            idle = 0;
+                        } else {
+                            idle = idle.saturating_add(1);
+                            if idle > 1000 {
+                                std::thread::sleep(std::time::Duration::from_micros(50));
+                            } else if idle > 64 {
+                                std::thread::yield_now();
+                            } else {
+                                std::hint::spin_loop();
+                            }
+                        }
+                    }
+                })?;
+            threads.push(h);
+        }
+        Ok(())
+    }
+
+    /// Stops the engine's own threads and waits for them.
+    pub fn stop(&self) {
+        self.inner.stop.store(true, Ordering::Release);
+        let threads: Vec<_> = lock(&self.inner.threads).drain(..).collect();
+        for t in threads {
+            let _ = t.join();
+        }
+        self.inner.stop.store(false, Ordering::Release);
+    }
+
+    /// Sends or delivers every frame of `out`, and the frames that
+    /// delivering them makes, round after round.
+    pub(super) fn pump(&self, mut out: Outbox) {
+        // Most polls find nothing: return the outbox untouched.
+        if out.is_empty() {
+            recycle(out);
+            return;
+        }
+        let mut next = outbox();
+        for _ in 0..PUMP_ROUNDS {
+            if out.is_empty() {
+                break;
+            }
+            let mut remote: Vec<&[u8]> = Vec::new();
+            for (f, tail) in out.iter() {
+                if frame::peek_dst(f) == Some(self.inner.local) {
+                    self.deliver(f, tail, &mut next);
+                } else {
+                    // Only frames to this engine leave part of their
+                    // payload behind.
+                    debug_assert!(tail.is_none());
+                    remote.push(f);
+                }
+            }
+            if !remote.is_empty() {
+                self.send_remote(&remote);
+            }
+            std::mem::swap(&mut out, &mut next);
+            next.clear();
+        }
+        if !out.is_empty() {
+            lock(&self.inner.backlog).append(&out);
+            self.inner.has_backlog.store(true, Ordering::Release);
+        }
+        recycle(out);
+        recycle(next);
+    }
+
+    /// Pumps the frames an earlier pump left.
+    pub(super) fn drain_backlog(&self) -> usize {
+        if !self.inner.has_backlog.load(Ordering::Acquire) {
+            return 0;
+        }
+        let out = {
+            let Ok(mut b) = self.inner.backlog.try_lock() else {
+                return 0;
+            };
+            self.inner.has_backlog.store(false, Ordering::Release);
+            std::mem::replace(&mut *b, outbox())
+        };
+        let n = out.frames.len();
+        self.pump(out);
+        n
+    }
+
+    pub(super) fn send_remote(&self, frames: &[&[u8]]) {
+        let s = &self.inner.stats;
+        let mut t = lock(&self.inner.transport);
+        let mut sent = 0;
+        // A transport may accept part of a batch when its queue fills; what
+        // it refuses is counted, never retried forever.
+        for _ in 0..4 {
+            match t.send(&frames[sent..]) {
+                Ok(n) => sent += n,
+                Err(_) => break,
+            }
+            if sent == frames.len() {
+                break;
+            }
+        }
+        s.frames_out.fetch_add(sent as u64, Ordering::Relaxed);
+        s.send_errors
+            .fetch_add((frames.len() - sent) as u64, Ordering::Relaxed);
+    }
+
+    /// Classifies one frame and hands it to its endpoint; frames the
+    /// endpoint's applet makes go to `made`.
+    pub(super) fn deliver(&self, f: &[u8], tail: Option<&Tail>, made: &mut Outbox) {
+        let s = &self.inner.stats;
+        let Some(owner) = self.classify(f) else {
+            bump_shared(&s.unmatched);
+            return;
+        };
+        let (slot, chan) = ((owner >> 16) as u16, owner as u16);
+        // A reference through the table's guard, not a clone: no atomic
+        // write to the port's reference count per frame.
+        let ports = self.inner.ports.load();
+        let Some(port) = ports.get(usize::from(slot)).and_then(Option::as_ref) else {
+            bump_shared(&s.unmatched);
+            return;
+        };
+        if f.len() < HEADER_LEN {
+            bump_shared(&s.malformed);
+            return;
+        }
+        // The filters match the destination's generation, but a thread may
+        // have classified with a table from before the slot changed hands.
+        let dst_gen = u16::from_be_bytes([f[frame::UNET_DST_GEN], f[frame::UNET_DST_GEN + 1]]);
+        if dst_gen != endpoint_generation(port.id) {
+            bump_shared(&s.unmatched);
+            return;
+        }
+        // An applet's frame waits in the inbox for its endpoint's thread,
+        // unless this is that thread.
+        // So does one whose applet would add to frames already past the
+        // inbox budget: frames made by applets delivering on their own
+        // thread cannot pile up without bound.
+        if port.has_applet.load(Ordering::Acquire)
+            && (port.owner.load(Ordering::Relaxed) != thread_token()
+                || made.used >= port.budgets.inbox_bytes)
+        {
+            enqueue(port, chan, f, tail, s);
+            return;
+        }
+        let mut rx = lock(&port.rx);
+        if port.closed.load(Ordering::Acquire) {
+            bump_shared(&s.closed);
+            return;
+        }
+        // Frames still waiting for an applet removed since keep their
+        // place: this one waits behind them.
+        if port.pending.load(Ordering::Acquire) {
+            drop(rx);
+            enqueue(port, chan, f, tail, s);
+            return;
+        }
+        receive(port, &mut rx, chan, f, tail, made);
+    }
+
+    /// Runs the frames waiting in `port`'s inbox through its applet (or the
+    /// standard receive, if the applet was removed since), in order, on
+    /// this thread; returns how many. Called by the endpoint's receive
+    /// calls and by the engine's threads; one thread drains at a time.
+    ///
+    /// Like [`Engine::service`], a thread shared by every endpoint runs an
+    /// applet's frames within [`Budgets::round_time`] and not while it is
+    /// throttled (the rest stays ahead of the inbox for a later round); the
+    /// application's own thread drains everything waiting.
+    pub fn drain(&self, port: &Port) -> usize {
+        if !port.pending.load(Ordering::Acquire) {
+            return 0;
+        }
+        let shared = !port.is_owner();
+        if shared && port.has_applet.load(Ordering::Relaxed) && port.throttled() {
+            return 0;
+        }
+        let Ok(mut guard) = port.rx.try_lock() else {
+            return 0;
+        };
+        let mut made = outbox();
+        let mut n = 0;
+        // The applet time this round has spent on this endpoint.
+        let mut spent = Duration::ZERO;
+        let rx = &mut *guard;
+        'round: loop {
+            if rx.batch_pos == rx.batch.chans.len() {
+                rx.batch.frames.clear();
+                rx.batch.chans.clear();
+                rx.batch_pos = 0;
+                let mut inbox = lock(&port.inbox);
+                if inbox.chans.is_empty() {
+                    // Under the inbox's lock, so that a frame enqueued now
+                    // sets it again.
+                    port.pending.store(false, Ordering::Release);
+                    break;
+                }
+                // The two buffers trade places and keep their capacity:
+                // no allocation per frame on either thread.
+                std::mem::swap(&mut *inbox, &mut rx.batch);
+            }
+            let batch = std::mem::take(&mut rx.batch);
+            while rx.batch_pos < batch.chans.len() {
+                let i = rx.batch_pos;
+                let (start, len, _) = batch.frames.frames[i];
+                rx.batch_pos += 1;
+                let f = &batch.frames.bytes[start..start + len];
+                spent += receive(port, rx, batch.chans[i], f, None, &mut made);
+                n += 1;
+                if shared
+                    && (spent > port.budgets.round_time
+                        || port.throttle_until.load(Ordering::Relaxed) != 0)
+                {
+                    // The rest waits, ahead of the inbox, for a later round
+                    // (`pending` stays set).
+                    rx.batch = batch;
+                    break 'round;
+                }
+            }
+            rx.batch = batch;
+        }
+        drop(guard);
+        self.pump(made);
+        n
+    }
+
+    #[inline]
+    pub(super) fn classify(&self, f: &[u8]) -> Option<u32> {
+        READERS.with(|r| {
+            let mut r = r.borrow_mut();
+            if let Some((_, reader)) = r.iter_mut().find(|(id, _)| *id == self.inner.id) {
+                return reader.classify(f);
+            }
+            let mut reader = lock(&self.inner.table).reader();
+            let v = reader.classify(f);
+            if r.len() >= 8 {
+                r.remove(0);
+            }
+            r.push((self.inner.id, reader));
+            v
+        })
+    }
+}
+
+/// Puts a frame in `port`'s inbox for its applet, or drops it: counted as
+/// closed if the endpoint is, as a full receive queue if the inbox is at its
+/// budget of frames or bytes ([`Budgets::inbox_frames`],
+/// [`Budgets::inbox_bytes`]).
+pub(super) fn enqueue(port: &Port, chan: u16, f: &[u8], tail: Option<&Tail>, s: &EngineStats) {
+    let mut inbox = lock(&port.inbox);
+    if port.closed.load(Ordering::Acquire) {
+        drop(inbox);
+        bump_shared(&s.closed);
+        return;
+    }
+    let len = f.len() + tail.map_or(0, |t| t.len);
+    if inbox.chans.len() >= port.budgets.inbox_frames
+        || inbox.frames.used + len > port.budgets.inbox_bytes
+    {
+        drop(inbox);
+        bump_shared(&port.stats.rx_queue_full);
+        return;
+    }
+    inbox.frames.push_whole(f, tail);
+    inbox.chans.push(chan);
+    port.pending.store(true, Ordering::Release);
+}
+
+/// Receives one frame for `port` on `chan`, under its receive lock: checks
+/// the UDP checksum if it carries one, then runs `doRx` or the standard
+/// U-Net receive. Frames the applet makes go to `made`.
+pub(super) fn receive(
+    port: &Port,
+    rx: &mut RxSide,
+    chan: u16,
+    f: &[u8],
+    tail: Option<&Tail>,
+    made: &mut Outbox,
+) -> Duration {
+    let payload = Payload {
+        head: &f[HEADER_LEN..],
+        tail,
+    };
+    let flags = u16::from_be_bytes([f[frame::UNET_FLAGS], f[frame::UNET_FLAGS + 1]]);
+    if flags & frame::FLAG_UDP_CHECKSUM != 0 && !matches!(frame::verify_udp_checksum(f), Ok(true)) {
+        bump(&port.stats.rx_bad_checksum);
+        return Duration::ZERO;
+    }
+    let mut took = Duration::ZERO;
+    match rx.applet.as_mut() {
+        None => rx.io.deliver_default(chan, payload),
+        Some(l) => {
+            let r = if fill_rxbuf(l, payload) {
+                let args = [payload.len() as i32, i32::from(chan)];
+                invoke(rx, port, false, &args).and_then(|(r, t)| {
+                    took = t;
+                    r.ok()
+                })
+            } else {
+                None
+            };
+            match r {
+                None => applet_trapped(rx, port),
+                Some(o) if o.value.is_some_and(|v| v < 0) => bump(&port.stats.applet_drops),
+                Some(_) => {}
+            }
+        }
+    }
+    let out = &mut rx.io.framer.out;
+    if !out.is_empty() {
+        made.append(out);
+        out.clear();
+    }
+    took
+}
+
+/// Takes up to [`TX_BUDGET`] transmit descriptors of `port`, making their
+/// frames in the transmit side's outbox.
+///
+/// `shared`: the calling thread serves every endpoint, so an applet's
+/// descriptors stop once [`Budgets::round_time`] is spent or it overran
+/// (see [`Engine::service`]).
+pub(super) fn take_tx(tx: &mut TxSide, port: &Port, shared: bool) -> usize {
+    let (stats, layout) = (&*port.stats, &port.layout);
+    let mut n = 0;
+    // The applet time this round has spent on this endpoint.
+    let mut spent = Duration::ZERO;
+    let mut done = false;
+    while n < TX_BUDGET && !done {
+        let d = match tx.tx.peek() {
+            Ok(Some(d)) => d,
+            Ok(None) => break,
+            Err(_) => {
+                bump_shared(&stats.queue_corrupt);
+                break;
+            }
+        };
+        n += 1;
+        bump(&stats.tx_descriptors);
+        // `d` is a private copy: everything below checks and uses it, never
+        // the shared slot again.
+        let chan = tx.framer.channel_closed(d.chan);
+        let status = if d.len > tx.framer.max_message
+            || !layout.in_area(d.offset, d.len)
+            || chan.is_none()
+        {
+            bump(&stats.tx_rejected);
+            TxStatus::Rejected
+        } else if chan == Some(true) {
+            bump(&stats.tx_closed);
+            TxStatus::Closed
+        } else if port.has_applet.load(Ordering::Acquire) {
+            let (status, took) = applet_tx(tx, port, d);
+            spent += took;
+            if shared
+                && (spent > port.budgets.round_time
+                    || port.throttle_until.load(Ordering::Relaxed) != 0)
+            {
+                // This round's time for the endpoint is spent, or its applet
+                // overran: the rest waits for a later round.
+                done = true;
+            }
+            status
+        } else {
+            match tx
+                .framer
+                .transmit_from(&port.seg, layout.area + d.offset as usize, d.chan, d.len)
+            {
+                Ok(()) => TxStatus::Sent,
+                Err(_) => TxStatus::Dropped,
+            }
+        };
+        tx.tx.write_front(TxDesc {
+            status: status as u16,
+            ..d
+        });
+        // Taken, not yet completed: [`Engine::service`] publishes the
+        // consumer index after the frames are delivered.
+        tx.tx.take();
+    }
+    n
+}

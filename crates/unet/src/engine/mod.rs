@@ -1,0 +1,1082 @@
+//! The engine: the network interface of U-Net/SLE (§2.1: the LanAI
+//! firmware that polls every endpoint's transmit queue while checking for
+//! arriving data), in software.
+//!
+//! For each endpoint the engine holds a [`Port`]: its private copy of the
+//! endpoint's layout, its own side of the three queues, the channels, the
+//! applet, and counters. It never trusts the shared segment (see
+//! [`crate::shm`]): each transmit descriptor is copied once and checked,
+//! each free-queue offset is checked before the engine writes a byte at it.
+//!
+//! **Transmit.** A transmit descriptor is checked (length, extent in the
+//! buffer area, open channel). Without an applet the engine writes the
+//! channel's prebuilt header and copies the message behind it with an ilp
+//! loop (copy, or copy and checksum when the channel asks for a UDP
+//! checksum). With an applet, `doTx(length, channel, offset)` runs, and its
+//! `txPush` calls make the frames. The engine then writes the descriptor's
+//! completion status and frees its slot.
+//!
+//! **Receive.** A frame addressed to this engine is classified by the one
+//! dpf table in which every channel installed its filter: the owner of a
+//! filter is `endpoint << 16 | channel`. A frame that matches nothing is
+//! counted and dropped. For the endpoint it names, the engine either runs
+//! `doRx(length, channel)` with the payload in the applet's `RxBuf` (on the
+//! endpoint's own thread: frames for an applet wait in the port's inbox
+//! until that thread, or an engine thread, drains it), or does what U-Net
+//! does: a message of at most 56 bytes goes inline in the receive
+//! descriptor; a longer one is copied into buffers popped from the free
+//! queue (at most 14), whose offsets the descriptor lists. A message
+//! between two endpoints of this engine is copied once: its frame carries
+//! only the bytes a filter can read (the engine's reach), and delivery
+//! copies the rest from the sender's buffer area.
+//!
+//! **Order and progress.** Frames an applet makes while it runs are queued
+//! and sent after it returns, so an applet never runs inside another
+//! endpoint's critical section and ping-pong between applets is a loop, not
+//! a recursion. One thread at a time services an endpoint's transmit queue
+//! and delivers what it took, in order, so a channel's messages arrive in
+//! the order they were pushed. The engine runs on threads of its own
+//! ([`Engine::start`]) or, by default, on the application's threads: a
+//! send services the sender's transmit queue, a receive on an empty queue
+//! polls the transport.
+//!
+//! **Modules.** This file holds the engine's and the ports' state, the
+//! counters, the budgets and the frame builder; `control` the control
+//! operations (create, open, install, remove, under the control lock);
+//! `datapath` the rounds, transmit, delivery and the inbox drain;
+//! `applet_io` what an applet invocation sees ([`Io`]) and its budgets.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+use thiserror::Error;
+
+use crate::frame::{
+    self, Addr, EndpointId, HEADER_LEN, endpoint_generation, endpoint_id, endpoint_slot,
+};
+use crate::layout::{Config, INLINE_MAX, Layout, RX_BUFFERS_MAX, RxDesc, TxDesc, TxStatus};
+use crate::natives::{self, HostError, NativeHost, RxBody};
+use crate::ring::{Consumer, Producer};
+use crate::shm::{Segment, ShmQueue, queues};
+use crate::transport::Transport;
+
+mod applet_io;
+mod control;
+mod datapath;
+
+pub use applet_io::Io;
+use applet_io::*;
+
+/// Errors of the engine's control operations. A failed operation leaves
+/// the engine, its filters and its endpoints as they were.
+#[derive(Debug, Error)]
+pub enum EngineError {
+    /// A bad endpoint configuration.
+    #[error(transparent)]
+    Config(#[from] crate::error::ConfigError),
+    /// The operating system refused the shared memory.
+    #[error("endpoint memory: {0}")]
+    Memory(#[from] std::io::Error),
+    /// The applet failed to load, verify or construct.
+    #[error("applet: {0}")]
+    Applet(#[from] jive::LoadError),
+    /// The applet lacks a method the engine calls, or declares it with
+    /// other parameters.
+    #[error("applet: {0}")]
+    AppletShape(String),
+    /// A filter failed to parse or compile.
+    #[error("filter: {0}")]
+    Filter(#[from] dpf::Error),
+    /// The copy loops could not be generated.
+    #[error("copy loop: {0}")]
+    Copy(#[from] ilp::Error),
+    /// The endpoint id or channel tag space is exhausted.
+    #[error("{0}")]
+    Exhausted(&'static str),
+    /// No such endpoint or channel.
+    #[error("{0}")]
+    NotFound(String),
+    /// The channel was closed because its peer, an endpoint of this
+    /// engine, went away: nothing more is sent or received on it.
+    #[error("channel {chan} of endpoint {id} is closed: its peer endpoint went away")]
+    ChannelClosed {
+        /// The endpoint.
+        id: EndpointId,
+        /// The channel's tag.
+        chan: u16,
+    },
+    /// An engine in another process refused the request (its message), or
+    /// could not be reached.
+    #[error("engine: {0}")]
+    Remote(String),
+}
+
+/// What the engine counts for one endpoint. Every message that does not
+/// reach its destination is counted under exactly one reason.
+///
+/// The transmit-side counters (changed by the thread that services the
+/// endpoint's transmit queue) and the receive-side ones (changed by the
+/// threads that deliver to it) lie on different cache lines, so that two
+/// applications sending to each other do not pass a line back and forth
+/// per message.
+#[repr(C, align(64))]
+#[derive(Debug, Default)]
+pub struct PortStats {
+    /// Transmit descriptors taken.
+    pub tx_descriptors: AtomicU64,
+    /// Frames sent for this endpoint (by the engine or its applet).
+    pub tx_frames: AtomicU64,
+    /// Transmit descriptors rejected as malformed (length, offset, channel).
+    pub tx_rejected: AtomicU64,
+    /// Transmit descriptors on a channel closed because its peer went
+    /// away (not sent; completed as [`TxStatus::Closed`]).
+    pub tx_closed: AtomicU64,
+    _line: [u64; 4],
+    /// Messages delivered to the receive queue.
+    pub rx_delivered: AtomicU64,
+    /// Arriving messages dropped: no free buffer.
+    pub rx_no_buffer: AtomicU64,
+    /// Arriving messages dropped: the receive queue was full.
+    pub rx_queue_full: AtomicU64,
+    /// Arriving messages dropped: longer than 14 buffers.
+    pub rx_too_long: AtomicU64,
+    /// Arriving messages dropped: UDP checksum mismatch.
+    pub rx_bad_checksum: AtomicU64,
+    /// Applet invocations that trapped (the message was dropped).
+    pub applet_traps: AtomicU64,
+    /// Messages the applet dropped by returning a negative value (e.g. the
+    /// standard applet finding no free buffer).
+    pub applet_drops: AtomicU64,
+    /// Free-queue entries that were not buffer offsets (skipped).
+    pub free_invalid: AtomicU64,
+    /// Queue indices found inconsistent (a broken or hostile application).
+    pub queue_corrupt: AtomicU64,
+    /// Applet invocations ended for exceeding a budget of [`Budgets`]:
+    /// fuel, time, frames or bytes pushed (each is also an applet trap, and
+    /// its message is counted there).
+    pub applet_overruns: AtomicU64,
+    /// Times the endpoint was set aside after an overrun ([`Budgets::throttle`]).
+    pub applet_throttled: AtomicU64,
+}
+
+/// A snapshot of [`PortStats`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PortCounts {
+    /// See [`PortStats::tx_descriptors`].
+    pub tx_descriptors: u64,
+    /// See [`PortStats::tx_frames`].
+    pub tx_frames: u64,
+    /// See [`PortStats::tx_rejected`].
+    pub tx_rejected: u64,
+    /// See [`PortStats::tx_closed`].
+    pub tx_closed: u64,
+    /// See [`PortStats::rx_delivered`].
+    pub rx_delivered: u64,
+    /// See [`PortStats::rx_no_buffer`].
+    pub rx_no_buffer: u64,
+    /// See [`PortStats::rx_queue_full`].
+    pub rx_queue_full: u64,
+    /// See [`PortStats::rx_too_long`].
+    pub rx_too_long: u64,
+    /// See [`PortStats::rx_bad_checksum`].
+    pub rx_bad_checksum: u64,
+    /// See [`PortStats::applet_traps`].
+    pub applet_traps: u64,
+    /// See [`PortStats::applet_drops`].
+    pub applet_drops: u64,
+    /// See [`PortStats::free_invalid`].
+    pub free_invalid: u64,
+    /// See [`PortStats::queue_corrupt`].
+    pub queue_corrupt: u64,
+    /// See [`PortStats::applet_overruns`].
+    pub applet_overruns: u64,
+    /// See [`PortStats::applet_throttled`].
+    pub applet_throttled: u64,
+}
+
+impl PortStats {
+    fn snapshot(&self) -> PortCounts {
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        PortCounts {
+            tx_descriptors: l(&self.tx_descriptors),
+            tx_frames: l(&self.tx_frames),
+            tx_rejected: l(&self.tx_rejected),
+            tx_closed: l(&self.tx_closed),
+            rx_delivered: l(&self.rx_delivered),
+            rx_no_buffer: l(&self.rx_no_buffer),
+            rx_queue_full: l(&self.rx_queue_full),
+            rx_too_long: l(&self.rx_too_long),
+            rx_bad_checksum: l(&self.rx_bad_checksum),
+            applet_traps: l(&self.applet_traps),
+            applet_drops: l(&self.applet_drops),
+            free_invalid: l(&self.free_invalid),
+            queue_corrupt: l(&self.queue_corrupt),
+            applet_overruns: l(&self.applet_overruns),
+            applet_throttled: l(&self.applet_throttled),
+        }
+    }
+}
+
+/// Counts one event on a counter that one thread at a time changes: a
+/// port's transmit counters under its transmit lock, its receive counters
+/// under its receive lock, `frames_in` under the transport's lock
+/// (`tx_frames` and `queue_corrupt`, changed on both sides, use
+/// [`bump_shared`]). A load
+/// and a store suffice (no read-modify-write on the per-message path);
+/// other threads read the counters with relaxed loads.
+#[inline]
+fn bump(c: &AtomicU64) {
+    c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+}
+
+/// Counts one event of the engine, from any thread.
+#[inline]
+fn bump_shared(c: &AtomicU64) {
+    c.fetch_add(1, Ordering::Relaxed);
+}
+
+/// What the engine counts for itself. With [`PortCounts`] this accounts
+/// for every message the engine takes: each frame is delivered, or dropped
+/// and counted under exactly one of the reasons below or an endpoint's.
+///
+/// The `transport_*` fields are the transport's own counters
+/// ([`crate::transport::TransportStats`]) of frames it accepted and then
+/// lost, read when the counts are taken: between two engines on one
+/// `loop` hub, frames the sender handed out (`frames_out`) are the
+/// receiver's `frames_in` plus the sender's `transport_no_route` and
+/// `transport_queue_full`.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct EngineCounts {
+    /// Frames received from the transport (frames an engine sends to its
+    /// own address are delivered without it and not counted here).
+    pub frames_in: u64,
+    /// Frames that matched no filter, or whose endpoint is gone (dropped).
+    pub unmatched: u64,
+    /// Frames that failed the header check (dropped).
+    pub malformed: u64,
+    /// Frames handed to the transport.
+    pub frames_out: u64,
+    /// Frames the transport refused or failed to send (`udp`: the socket
+    /// buffer stayed full, `sendmmsg` failed; `packet`: the transmit ring
+    /// stayed full), dropped.
+    pub send_errors: u64,
+    /// Frames the transport took but could not route: no port attached at
+    /// the destination address (`loop`), dropped.
+    pub transport_no_route: u64,
+    /// Frames the transport took but the destination's queue was full
+    /// (`loop`: 1,024 frames or 4 MiB by default), dropped.
+    pub transport_queue_full: u64,
+    /// Frames lost on the way in before the transport saw them, where the
+    /// system reports it (`udp`: socket buffer overflows; `packet`: receive
+    /// ring overruns).
+    pub transport_overruns: u64,
+    /// Frames that arrived but were not unet frames (the transport dropped
+    /// them before the engine's header check).
+    pub transport_not_unet: u64,
+    /// Frames that were waiting for an endpoint's applet when the endpoint
+    /// was closed, or arrived for it while it closed (dropped).
+    pub closed: u64,
+}
+
+impl EngineCounts {
+    /// Frames lost at this engine or its transport, every reason summed.
+    pub fn dropped(&self) -> u64 {
+        self.unmatched
+            + self.malformed
+            + self.send_errors
+            + self.transport_no_route
+            + self.transport_queue_full
+            + self.transport_overruns
+            + self.transport_not_unet
+            + self.closed
+    }
+}
+
+#[derive(Debug, Default)]
+struct EngineStats {
+    frames_in: AtomicU64,
+    unmatched: AtomicU64,
+    malformed: AtomicU64,
+    frames_out: AtomicU64,
+    send_errors: AtomicU64,
+    closed: AtomicU64,
+}
+
+/// Options of a channel.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ChannelOptions {
+    /// Send a UDP checksum (computed while copying, by ilp) and have the
+    /// receiver check it (the receiver checks any frame that carries one).
+    pub checksum: bool,
+}
+
+/// A channel, as the transmit path needs it: the frame header every
+/// message on it carries (its filters are kept with the port's control
+/// state, off the data path).
+#[derive(Debug, Clone)]
+struct Channel {
+    template: [u8; HEADER_LEN],
+    /// Whether its frames carry a UDP checksum.
+    checksum: bool,
+    /// Whether its peer is on this engine (its frames never leave it).
+    local: bool,
+    /// Whether it was closed because its peer went away: sending on it
+    /// fails, and its filters are gone.
+    closed: bool,
+}
+
+/// An installed applet and its resolved entry points.
+struct Loaded {
+    applet: jive::Applet,
+    do_tx: jive::Method,
+    do_rx: jive::Method,
+    rxbuf: jive::StaticBytes,
+}
+
+/// The per-endpoint policy for applets that trap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TrapPolicy {
+    /// Keep the applet installed whatever happens (the default): each trap
+    /// drops its message and is counted.
+    #[default]
+    Keep,
+    /// Uninstall the applet after this many traps; the endpoint then works
+    /// as standard U-Net.
+    UninstallAfter(u64),
+}
+
+/// What one endpoint's applet and its application may make the engine
+/// hold or spend. An engine's budgets are fixed when it is made
+/// ([`Engine::with_budgets`]); [`Budgets::default`] is what
+/// [`Engine::new`] uses, and docs/unet.md's trust model lists each default.
+/// Exceeding a budget is never an abort: an applet invocation that exceeds
+/// one traps (its message is dropped and counted as an applet trap, the
+/// overrun as [`PortStats::applet_overruns`]); a frame past the inbox's
+/// budget is dropped and counted as a full receive queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budgets {
+    /// Frames one applet invocation may push (`txPush`); the endpoint's
+    /// transmit depth if that is smaller. Default 64.
+    pub push_frames: usize,
+    /// Payload bytes the frames of one invocation may hold together.
+    /// Default 4 MiB: the paper's bandwidth experiment sends a burst of 25
+    /// messages of up to 64 KiB per transmit request (`Burst25PerTx` in
+    /// `fastpath demo`), 1.6 MiB, with room to spare.
+    pub push_bytes: usize,
+    /// Fuel of one invocation (jive's metering: taken backward branches,
+    /// switches and calls). Default 100,000, about 50 µs of the tightest
+    /// loop with the JIT (docs/unet.md has the measurement).
+    pub applet_fuel: u64,
+    /// Time of one invocation. The natives check it (after the first 256
+    /// units of native work of an invocation, then every 256: a unit is a
+    /// call or 256 bytes moved; the thread's CPU time from the first check
+    /// on, so time the system spends preempting it does not count), so an
+    /// applet that loops through the natives traps once it is spent;
+    /// compute between two natives is bounded by the fuel. Default 1 ms:
+    /// on a loaded machine a well-behaved invocation's CPU time has spikes
+    /// far above its usual few µs (interrupts are charged to the thread
+    /// they interrupt; docs/unet.md has the measurement), and an overrun
+    /// drops the invocation's message.
+    pub applet_time: Duration,
+    /// Frames an applet's inbox holds while they wait for its thread.
+    /// Default 1,024.
+    pub inbox_frames: usize,
+    /// Bytes the frames in an applet's inbox hold together. Default 4 MiB:
+    /// a burst of the paper's bandwidth experiment (25 messages of up to
+    /// 64 KiB, 1.6 MiB) waits whole for the receiving applet, with room to
+    /// spare.
+    pub inbox_bytes: usize,
+    /// Applet time one endpoint gets per round of an engine thread: a
+    /// service of its transmit queue or a drain of its inbox stops taking
+    /// more once this is spent, and the thread goes on to the next
+    /// endpoint. Default 200 µs.
+    pub round_time: Duration,
+    /// After an invocation that overran a budget, the endpoint's applet is
+    /// not run again until `throttle` times the invocation's duration has
+    /// passed (its descriptors and inbox frames wait), so that an applet
+    /// that always burns its budget gets at most `1 / (1 + throttle)` of a
+    /// thread. 0 turns throttling off. Default 64.
+    pub throttle: u32,
+}
+
+impl Default for Budgets {
+    fn default() -> Self {
+        Budgets {
+            push_frames: 64,
+            push_bytes: 4 << 20,
+            applet_fuel: 100_000,
+            applet_time: Duration::from_millis(1),
+            inbox_frames: 1024,
+            inbox_bytes: 4 << 20,
+            round_time: Duration::from_micros(200),
+            throttle: 64,
+        }
+    }
+}
+
+/// The rest of a frame's payload, left where the sending application put
+/// it: a frame from one endpoint to another of the same engine carries in
+/// the outbox only the bytes any installed filter can read (see
+/// [`Engine`]'s reach), and delivery copies the rest straight from the
+/// sender's buffer area into the receiver's buffers: one copy of the
+/// message instead of two.
+#[derive(Debug, Clone)]
+struct Tail {
+    seg: Arc<Segment>,
+    /// Offset of the rest in `seg`.
+    at: usize,
+    len: usize,
+}
+
+/// A frame's payload as delivery sees it: the bytes in the frame, then the
+/// tail's, if any.
+#[derive(Clone, Copy)]
+struct Payload<'a> {
+    head: &'a [u8],
+    tail: Option<&'a Tail>,
+}
+
+impl Payload<'_> {
+    fn len(&self) -> usize {
+        self.head.len() + self.tail.map_or(0, |t| t.len)
+    }
+
+    /// Calls `f` on the pieces of bytes `[start, end)`, in order.
+    fn pieces(&self, start: usize, end: usize, mut f: impl FnMut(&[u8])) {
+        let h = self.head.len();
+        if start < h {
+            f(&self.head[start..end.min(h)]);
+        }
+        if let Some(t) = self.tail
+            && end > h
+        {
+            let from = start.max(h) - h;
+            t.seg.with_bytes(t.at + from, end - h - from, f);
+        }
+    }
+
+    /// Copies bytes `[start, start + dst.len())` into `dst`.
+    fn copy_to(&self, start: usize, dst: &mut [u8]) {
+        let mut k = 0;
+        self.pieces(start, start + dst.len(), |p| {
+            dst[k..k + p.len()].copy_from_slice(p);
+            k += p.len();
+        });
+    }
+}
+
+/// Frames waiting to be sent or delivered, one byte vector for all. The
+/// vector only grows: `clear` resets a cursor, so a reused outbox writes
+/// frames without allocating or zeroing memory.
+#[derive(Debug, Default)]
+pub(crate) struct Outbox {
+    bytes: Vec<u8>,
+    used: usize,
+    /// Each frame's start and length in `bytes`, and its index in `tails`
+    /// (`NO_TAIL`: none), so that most frames need no drop.
+    frames: Vec<(usize, usize, u32)>,
+    tails: Vec<Tail>,
+}
+
+const NO_TAIL: u32 = u32::MAX;
+
+impl Outbox {
+    fn push_frame(&mut self, len: usize) -> &mut [u8] {
+        let start = self.used;
+        if self.bytes.len() < start + len {
+            self.bytes.resize(start + len, 0);
+        }
+        self.used = start + len;
+        self.frames.push((start, len, NO_TAIL));
+        &mut self.bytes[start..start + len]
+    }
+
+    /// Gives the frame pushed last a tail.
+    fn set_tail(&mut self, tail: Tail) {
+        if let Some(f) = self.frames.last_mut() {
+            f.2 = self.tails.len() as u32;
+            self.tails.push(tail);
+        }
+    }
+
+    fn clear(&mut self) {
+        self.used = 0;
+        self.frames.clear();
+        if !self.tails.is_empty() {
+            self.tails.clear();
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.frames.is_empty()
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (&[u8], Option<&Tail>)> {
+        self.frames
+            .iter()
+            .map(|&(s, l, t)| (&self.bytes[s..s + l], self.tails.get(t as usize)))
+    }
+
+    /// Appends a whole frame: `f` and then its tail's bytes.
+    fn push_whole(&mut self, f: &[u8], tail: Option<&Tail>) {
+        let n = f.len() + tail.map_or(0, |t| t.len);
+        let buf = self.push_frame(n);
+        buf[..f.len()].copy_from_slice(f);
+        if let Some(t) = tail {
+            t.seg.read_bytes(t.at, &mut buf[f.len()..]);
+        }
+    }
+
+    /// Appends every frame of `other`, whole.
+    fn append(&mut self, other: &Outbox) {
+        for (f, t) in other.iter() {
+            self.push_whole(f, t);
+        }
+    }
+}
+
+thread_local! {
+    /// Each thread's spare outboxes, so that servicing a queue allocates
+    /// nothing once warm.
+    static OUTBOXES: std::cell::RefCell<Vec<Outbox>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+fn outbox() -> Outbox {
+    OUTBOXES.with(|o| o.borrow_mut().pop()).unwrap_or_default()
+}
+
+/// Outboxes larger than this are not kept for reuse: a burst's memory goes
+/// back when the burst is over.
+const OUTBOX_KEEP: usize = 1 << 20;
+
+fn recycle(mut o: Outbox) {
+    if o.bytes.len() > OUTBOX_KEEP {
+        return;
+    }
+    o.clear();
+    OUTBOXES.with(|p| {
+        let mut p = p.borrow_mut();
+        if p.len() < 4 {
+            p.push(o);
+        }
+    });
+}
+
+/// What making frames for an endpoint's channels needs: their prebuilt
+/// headers, an outbox, the copy loops. The transmit side and the receive
+/// side (for an applet's `txPush` in `doRx`) each hold one, so that neither
+/// takes the other's lock to send.
+struct Framer {
+    channels: Vec<Option<Channel>>,
+    /// The engine's reach (see `Inner::reach`).
+    reach: Arc<AtomicUsize>,
+    out: Outbox,
+    stats: Arc<PortStats>,
+    max_message: u32,
+    copy: ilp::Pipeline,
+    copy_sum: ilp::Pipeline,
+}
+
+impl Framer {
+    /// Writes a frame for `chan` with a `len`-byte payload into the outbox:
+    /// the channel's header with the lengths patched. Returns whether the
+    /// channel wants a UDP checksum, and the frame, whose payload the
+    /// caller writes.
+    fn frame(&mut self, chan: u16, len: u32) -> Result<(bool, &mut [u8]), HostError> {
+        frame_parts(
+            &self.channels,
+            &mut self.out,
+            &self.stats,
+            self.max_message,
+            chan,
+            len,
+            len,
+        )
+    }
+
+    fn set_channel(&mut self, tag: u16, ch: Option<Channel>) {
+        let slot = usize::from(tag);
+        if self.channels.len() <= slot {
+            self.channels.resize(slot + 1, None);
+        }
+        self.channels[slot] = ch;
+    }
+
+    /// `None` if `tag` names no channel, else whether it is closed.
+    fn channel_closed(&self, tag: u16) -> Option<bool> {
+        self.channels
+            .get(usize::from(tag))
+            .and_then(Option::as_ref)
+            .map(|c| c.closed)
+    }
+
+    /// Marks channel `tag` closed (its peer went away).
+    fn close_channel(&mut self, tag: u16) {
+        if let Some(Some(c)) = self.channels.get_mut(usize::from(tag)) {
+            c.closed = true;
+        }
+    }
+
+    /// Sends `len` bytes of `seg` at `at` on `chan` (the standard U-Net
+    /// transmit): the header, then one ilp loop copying the message (and
+    /// summing it when the channel wants a checksum). To a peer on this
+    /// engine, without a checksum, only the bytes a filter can read go into
+    /// the frame, and delivery copies the rest from here (see [`Tail`]).
+    fn transmit_from(
+        &mut self,
+        seg: &Arc<Segment>,
+        at: usize,
+        chan: u16,
+        len: u32,
+    ) -> Result<(), HostError> {
+        let Framer {
+            channels,
+            reach,
+            out,
+            stats,
+            max_message,
+            copy,
+            copy_sum,
+        } = self;
+        if let Some(ch) = channels.get(usize::from(chan)).and_then(Option::as_ref)
+            && ch.local
+            && !ch.checksum
+            && !ch.closed
+        {
+            // Below ILP_MIN_COPY bytes the whole message is cheaper to carry.
+            let carried = reach
+                .load(Ordering::Acquire)
+                .saturating_sub(HEADER_LEN)
+                .max(ILP_MIN_COPY);
+            if (len as usize) > carried {
+                let (_, buf) = frame_parts(
+                    channels,
+                    out,
+                    stats,
+                    *max_message,
+                    chan,
+                    len,
+                    carried as u32,
+                )?;
+                seg.read_bytes(at, &mut buf[HEADER_LEN..]);
+                out.set_tail(Tail {
+                    seg: seg.clone(),
+                    at: at + carried,
+                    len: len as usize - carried,
+                });
+                return Ok(());
+            }
+        }
+        let (want_sum, buf) = frame_parts(channels, out, stats, *max_message, chan, len, len)?;
+        let (hdr, body) = buf
+            .split_first_chunk_mut::<HEADER_LEN>()
+            .expect("a frame holds its header");
+        if !want_sum && (len as usize) < ILP_MIN_COPY {
+            seg.read_bytes(at, body);
+            return Ok(());
+        }
+        let p = if want_sum { copy_sum } else { copy };
+        let mut st = ilp::State::new();
+        seg.with_bytes(at, len as usize, |src| p.run(src, body, &mut st))
+            .map_err(|e| HostError::Transport(e.to_string()))?;
+        if want_sum {
+            let c = frame::udp_checksum_with_payload_sum(hdr, u32::from(st.sum));
+            hdr[frame::UDP_CSUM..frame::UDP_CSUM + 2].copy_from_slice(&c.to_be_bytes());
+        }
+        Ok(())
+    }
+}
+
+/// [`Framer::frame`] on the fields it needs, so that a caller may keep
+/// borrowing the others: a frame for a `len`-byte message of which the
+/// first `carried` bytes follow the header (the caller keeps the rest as a
+/// [`Tail`]).
+fn frame_parts<'a>(
+    channels: &[Option<Channel>],
+    out: &'a mut Outbox,
+    stats: &PortStats,
+    max_message: u32,
+    chan: u16,
+    len: u32,
+    carried: u32,
+) -> Result<(bool, &'a mut [u8]), HostError> {
+    let ch = channels
+        .get(usize::from(chan))
+        .and_then(Option::as_ref)
+        .ok_or(HostError::NoSuchChannel(chan))?;
+    if ch.closed {
+        return Err(HostError::ChannelClosed(chan));
+    }
+    if len > max_message {
+        return Err(HostError::TooLong {
+            len,
+            max: max_message,
+        });
+    }
+    let buf = out.push_frame(HEADER_LEN + carried.min(len) as usize);
+    let (hdr, _) = buf
+        .split_first_chunk_mut::<HEADER_LEN>()
+        .expect("a frame holds its header");
+    *hdr = ch.template;
+    frame::patch_lengths(hdr, len as usize);
+    bump_shared(&stats.tx_frames);
+    Ok((ch.checksum, buf))
+}
+
+/// The transmit side of a port: the engine's end of the transmit queue and
+/// what sending without an applet needs. Its lock is held by the thread
+/// servicing the queue, from taking descriptors until their frames are
+/// delivered, so a channel's messages arrive in order.
+struct TxSide {
+    tx: Consumer<TxDesc, ShmQueue>,
+    framer: Framer,
+}
+
+/// The receive side of a port: the receive and free queues, the applet
+/// (which `doTx` reaches through this lock too), its trap policy.
+struct RxSide {
+    io: Io,
+    /// The inbox's frames being run (traded with the inbox by `drain`).
+    batch: Inbox,
+    applet: Option<Loaded>,
+    policy: TrapPolicy,
+    traps_since_install: u64,
+    /// Invocations in a row that overran a budget (each doubles the
+    /// throttle, up to [`THROTTLE_MAX`]).
+    overruns_in_row: u32,
+    /// Frames of `batch` already run: a drain that spent its round's time
+    /// leaves the rest here, ahead of the inbox.
+    batch_pos: usize,
+}
+
+/// Frames waiting for an applet's `doRx`, with the channel each arrived on.
+#[derive(Debug, Default)]
+struct Inbox {
+    frames: Outbox,
+    chans: Vec<u16>,
+}
+
+/// The engine's side of one endpoint.
+pub struct Port {
+    /// Slot and generation ([`EndpointId`]).
+    id: EndpointId,
+    seg: Arc<Segment>,
+    layout: Layout,
+    tx: CacheLine<Mutex<TxSide>>,
+    rx: CacheLine<Mutex<RxSide>>,
+    /// Whether `rx` holds an applet, so that transmit takes the receive
+    /// side's lock only when an applet's `doTx` needs it.
+    has_applet: AtomicBool,
+    /// Frames for an applet's `doRx`, in arrival order, waiting for a
+    /// thread that drains them ([`Engine::drain`]): the endpoint's own
+    /// application thread (its receive calls) or the engine's threads. So
+    /// an applet runs on the thread of its own endpoint, and its heap and
+    /// interpreter state stay in that core's cache, instead of moving to
+    /// whichever thread delivered the frame.
+    inbox: CacheLine<Mutex<Inbox>>,
+    /// Whether `inbox` holds frames (changed under its lock).
+    pending: AtomicBool,
+    /// Set when the endpoint is removed (under the receive side's lock and
+    /// the inbox's): frames that reach it from then on are counted as
+    /// [`EngineCounts::closed`], not delivered.
+    closed: AtomicBool,
+    /// The thread that last drove this endpoint from its application
+    /// ([`Port::claim`]): frames for its applet that arrive on that thread
+    /// skip the inbox.
+    owner: AtomicU64,
+    /// The filters of each channel (`None`: no channel with that tag): the
+    /// control operations' state, off the data path. A closed channel
+    /// keeps its tag, with no filters.
+    filters: Mutex<Vec<Option<Vec<dpf::FilterId>>>>,
+    /// The tags of the channels closed because their peer went away, in
+    /// the order they closed (taken after `filters`).
+    closed_chans: Mutex<Vec<u16>>,
+    stats: Arc<PortStats>,
+    /// The engine's budgets (the inbox's are checked without the receive
+    /// side's lock).
+    budgets: Budgets,
+    /// Until when (nanoseconds on [`clock_ns`]) the applet is set aside
+    /// after an overrun; 0: not throttled.
+    throttle_until: AtomicU64,
+}
+
+impl core::fmt::Debug for Port {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Port")
+            .field("id", &self.id)
+            .field("layout", &self.layout)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A value on a cache line of its own (a lock that threads of two
+/// applications take in turn shares its line with nothing else).
+#[repr(align(64))]
+#[derive(Debug, Default)]
+struct CacheLine<T>(T);
+
+impl<T> core::ops::Deref for CacheLine<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Every structure behind these locks is consistent between statements
+    // that can panic, so a poisoned lock is taken as is.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A token of the calling thread (never 0).
+fn thread_token() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    thread_local! {
+        static TOKEN: u64 = NEXT.fetch_add(1, Ordering::Relaxed);
+    }
+    TOKEN.with(|t| *t)
+}
+
+/// Nanoseconds since the first call in this process (never 0 after it).
+fn clock_ns(now: Instant) -> u64 {
+    static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    let epoch = *EPOCH.get_or_init(|| Instant::now() - Duration::from_nanos(1));
+    now.saturating_duration_since(epoch).as_nanos() as u64
+}
+
+impl Port {
+    /// Whether the applet is set aside after an overrun (a clock read only
+    /// while it is).
+    fn throttled(&self) -> bool {
+        let until = self.throttle_until.load(Ordering::Relaxed);
+        if until == 0 {
+            return false;
+        }
+        if clock_ns(Instant::now()) < until {
+            return true;
+        }
+        let _ =
+            self.throttle_until
+                .compare_exchange(until, 0, Ordering::Relaxed, Ordering::Relaxed);
+        false
+    }
+
+    /// Records the calling thread as the one that runs this endpoint's
+    /// application (the endpoint's calls do this), so that its applet's
+    /// frames delivered on this thread run at once rather than through the
+    /// inbox. A store only when the thread changes.
+    pub fn claim(&self) {
+        let me = thread_token();
+        if self.owner.load(Ordering::Relaxed) != me {
+            self.owner.store(me, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether the calling thread is the one that runs this endpoint's
+    /// application (the last to [`Port::claim`] it).
+    fn is_owner(&self) -> bool {
+        self.owner.load(Ordering::Relaxed) == thread_token()
+    }
+
+    /// The endpoint's id on its engine (slot and generation).
+    pub fn id(&self) -> EndpointId {
+        self.id
+    }
+
+    /// The endpoint's slot: its id without the generation.
+    pub fn slot(&self) -> u16 {
+        endpoint_slot(self.id)
+    }
+
+    /// The endpoint's counters.
+    pub fn counts(&self) -> PortCounts {
+        self.stats.snapshot()
+    }
+
+    /// The shared segment.
+    pub fn segment(&self) -> &Arc<Segment> {
+        &self.seg
+    }
+
+    /// Its layout (the engine's private copy).
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+}
+
+/// Messages shorter than this are copied with `memcpy` rather than an ilp
+/// loop, whose set-up (about 250 instructions, by callgrind) outweighs the
+/// copy of a small message; checksummed channels always use ilp.
+const ILP_MIN_COPY: usize = 512;
+
+/// How many transmit descriptors one service of a queue takes at most
+/// before it delivers them (bounds the outbox and the latency of others).
+const TX_BUDGET: usize = 32;
+/// How many frames one poll of the transport takes at most.
+const RX_BUDGET: usize = 32;
+/// How many rounds of applet-made frames one pump follows before it leaves
+/// the rest for the next call (an applet ping-pong that never ends must not
+/// hold a thread forever).
+const PUMP_ROUNDS: usize = 4096;
+
+struct Inner {
+    id: u64,
+    local: Addr,
+    transport: Mutex<Box<dyn Transport>>,
+    /// The transport's lock-free "may have frames" test, if it has one.
+    readiness: Option<crate::transport::Readiness>,
+    max_payload: u32,
+    table: Mutex<dpf::Table>,
+    /// The endpoints, indexed by slot.
+    ports: ArcSwap<Vec<Option<Arc<Port>>>>,
+    control: Mutex<()>,
+    /// The last generation each slot was given (0: never used); a slot at
+    /// `u16::MAX` is retired, so that no id is handed out twice.
+    generations: Mutex<Vec<u16>>,
+    /// For each endpoint of this engine, the channels on this engine that
+    /// have it as their peer (owner's id, tag): closed when it goes.
+    local_peers: Mutex<std::collections::HashMap<EndpointId, Vec<(EndpointId, u16)>>>,
+    /// How many leading bytes of a frame the installed filters can read, at
+    /// most: the largest end of a field any filter loads (a field counted
+    /// from the transport header taken at 34, the engine's own frames'
+    /// IPv4 header being 20 bytes). Only that much of a message to an
+    /// endpoint of this engine is copied into its frame ([`Tail`]); the
+    /// classifier's verdict on that prefix is its verdict on the whole
+    /// frame, since every field it loads lies inside the prefix or past
+    /// the end of both.
+    reach: Arc<AtomicUsize>,
+    /// Each installed filter's reach.
+    reaches: Mutex<std::collections::BTreeMap<dpf::FilterId, usize>>,
+    /// Frames a pump left after [`PUMP_ROUNDS`] rounds, for the next poll.
+    backlog: Mutex<Outbox>,
+    has_backlog: AtomicBool,
+    stats: EngineStats,
+    stop: AtomicBool,
+    threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
+    budgets: Budgets,
+    /// Where the next [`Engine::poll`] starts its round, so that an endpoint
+    /// left waiting by one round's budget is early in the next.
+    cursor: AtomicUsize,
+}
+
+/// The engine. Cheap to clone: clones share one engine.
+#[derive(Clone)]
+pub struct Engine {
+    inner: Arc<Inner>,
+}
+
+impl core::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Engine")
+            .field("local", &self.inner.local)
+            .finish_non_exhaustive()
+    }
+}
+
+thread_local! {
+    /// Each thread's readers of the engines' filter tables (a dpf reader is
+    /// a thread registered with the table's code cache).
+    static READERS: std::cell::RefCell<Vec<(u64, dpf::Reader)>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+static NEXT_ENGINE: AtomicU64 = AtomicU64::new(1);
+
+impl Engine {
+    /// An engine on `transport`, run by the application's threads until
+    /// [`Engine::start`] gives it threads of its own.
+    pub fn new(transport: Box<dyn Transport>) -> Engine {
+        Engine::with_budgets(transport, Budgets::default())
+    }
+
+    /// [`Engine::new`] with other [`Budgets`] for its endpoints and applets.
+    pub fn with_budgets(transport: Box<dyn Transport>, budgets: Budgets) -> Engine {
+        let local = transport.local();
+        let max_payload = transport
+            .max_frame()
+            .saturating_sub(HEADER_LEN)
+            .min(u32::MAX as usize) as u32;
+        Engine {
+            inner: Arc::new(Inner {
+                id: NEXT_ENGINE.fetch_add(1, Ordering::Relaxed),
+                local,
+                readiness: transport.readiness(),
+                transport: Mutex::new(transport),
+                max_payload,
+                table: Mutex::new(dpf::Table::new()),
+                ports: ArcSwap::from_pointee(Vec::new()),
+                control: Mutex::new(()),
+                generations: Mutex::new(Vec::new()),
+                local_peers: Mutex::new(std::collections::HashMap::new()),
+                reach: Arc::new(AtomicUsize::new(HEADER_LEN)),
+                reaches: Mutex::new(std::collections::BTreeMap::new()),
+                backlog: Mutex::new(Outbox::default()),
+                has_backlog: AtomicBool::new(false),
+                stats: EngineStats::default(),
+                stop: AtomicBool::new(false),
+                threads: Mutex::new(Vec::new()),
+                budgets,
+                cursor: AtomicUsize::new(0),
+            }),
+        }
+    }
+
+    /// The budgets this engine enforces.
+    pub fn budgets(&self) -> Budgets {
+        self.inner.budgets
+    }
+
+    /// This engine's address.
+    pub fn local(&self) -> Addr {
+        self.inner.local
+    }
+
+    /// The engine's counters, with its transport's losses (this takes the
+    /// transport's lock for a moment).
+    pub fn counts(&self) -> EngineCounts {
+        let t = lock(&self.inner.transport).stats();
+        let s = &self.inner.stats;
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        EngineCounts {
+            frames_in: l(&s.frames_in),
+            unmatched: l(&s.unmatched),
+            malformed: l(&s.malformed),
+            frames_out: l(&s.frames_out),
+            send_errors: l(&s.send_errors),
+            transport_no_route: t.tx_no_route,
+            transport_queue_full: t.tx_queue_full,
+            transport_overruns: t.rx_overruns,
+            transport_not_unet: t.rx_dropped,
+            closed: l(&s.closed),
+        }
+    }
+
+    /// The port of endpoint `id`, if it exists (an id whose generation is
+    /// not the slot's current one names an endpoint that is gone).
+    pub fn port(&self, id: EndpointId) -> Option<Arc<Port>> {
+        self.inner
+            .ports
+            .load()
+            .get(usize::from(endpoint_slot(id)))
+            .and_then(Clone::clone)
+            .filter(|p| p.id == id)
+    }
+
+    /// The ids of the endpoints that exist now, in slot order.
+    pub fn endpoints(&self) -> Vec<EndpointId> {
+        self.inner
+            .ports
+            .load()
+            .iter()
+            .flatten()
+            .map(|p| p.id)
+            .collect()
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+    }
+}

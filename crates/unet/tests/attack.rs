@@ -1,0 +1,667 @@
+//! Attacks on the engine's resources and fairness: hostile applets and
+//! hostile client processes try to exhaust its memory, its connection slots
+//! and its threads' time. Each test reproduces one attack and asserts the
+//! budget that stops it (`unet::engine::Budgets`, `unet::daemon::ServeOptions`;
+//! docs/unet.md's trust model lists them with their defaults): the engine
+//! or daemon stays up, a well-behaved client keeps being served, and memory
+//! stays within the budget.
+//!
+//! | attack | test |
+//! |---|---|
+//! | an applet pushing frames forever grows the engine's heap | [`an_applet_pushing_frames_forever_stays_within_its_budget`] |
+//! | frames for an applet pile up in its inbox | [`an_applets_inbox_is_bounded_in_bytes`] |
+//! | one process takes every connection slot, or half-writes requests | [`one_process_cannot_take_every_connection_slot`] |
+//! | applets burning all their fuel starve the engine's threads | [`applets_burning_their_budget_do_not_starve_a_client`] |
+//! | one client commits unbounded shared memory | [`one_client_cannot_hold_unbounded_shared_memory`] |
+//!
+//! # How the children are made
+//!
+//! As in `tests/process.rs`: a test that needs another process re-executes
+//! this test binary with `--exact child_<role>` and `UNET_CHILD=<role>`
+//! (and `UNET_SOCKET=<path>` where it talks to the parent's daemon). The
+//! `child_*` tests return at once in a normal run. A child reports with
+//! lines containing `child: `, and takes commands from stdin. Memory is
+//! measured in children, from their own `/proc/self/status`, so that the
+//! other tests of this binary, running in parallel, do not disturb it.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::Receiver;
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use unet::client::Client;
+use unet::daemon::{self, ServeOptions};
+use unet::engine::Budgets;
+use unet::transport::LoopNet;
+use unet::{Config, Engine, applets};
+
+// ---------------------------------------------------------------------------
+// Helpers.
+
+/// A field of `/proc/self/status`, in bytes (the kernel reports kB).
+fn status_bytes(field: &str) -> u64 {
+    let s = std::fs::read_to_string("/proc/self/status").unwrap();
+    s.lines()
+        .find_map(|l| {
+            let rest = l.strip_prefix(field)?.strip_prefix(':')?;
+            rest.trim().strip_suffix("kB")?.trim().parse::<u64>().ok()
+        })
+        .unwrap_or_else(|| panic!("no {field} in /proc/self/status"))
+        * 1024
+}
+
+/// Limits this process's address space to what it maps now plus `more`
+/// bytes (`RLIMIT_AS`): an allocation past it fails, and Rust aborts.
+fn limit_address_space(more: u64) {
+    let limit = status_bytes("VmSize") + more;
+    let r = libc::rlimit {
+        rlim_cur: limit,
+        rlim_max: limit,
+    };
+    // SAFETY: setrlimit reads the struct it is given, nothing else.
+    let rc = unsafe { libc::setrlimit(libc::RLIMIT_AS, &r) };
+    assert_eq!(rc, 0, "setrlimit(RLIMIT_AS)");
+}
+
+/// Tests that time things, start daemons or load the CPU run one at a
+/// time.
+fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn loop_engine(budgets: Budgets) -> Engine {
+    let net = LoopNet::new();
+    Engine::with_budgets(
+        Box::new(net.attach("10.0.0.1:7000".parse().unwrap()).unwrap()),
+        budgets,
+    )
+}
+
+/// Whether this process is the child playing `role`.
+fn is_child(role: &str) -> bool {
+    std::env::var("UNET_CHILD").is_ok_and(|r| r == role)
+}
+
+fn tell(line: &str) {
+    println!("child: {line}");
+}
+
+/// A child process running `child_<role>`.
+struct Kid {
+    child: Child,
+    lines: Receiver<String>,
+}
+
+impl Kid {
+    fn spawn(role: &str, socket: Option<&PathBuf>) -> Kid {
+        let mut cmd = Command::new(std::env::current_exe().unwrap());
+        cmd.args([
+            &format!("child_{role}"),
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("UNET_CHILD", role)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped());
+        if let Some(p) = socket {
+            cmd.env("UNET_SOCKET", p);
+        }
+        let mut child = cmd.spawn().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if let Some(i) = line.find("child: ")
+                    && tx.send(line[i + 7..].to_string()).is_err()
+                {
+                    break;
+                }
+            }
+        });
+        Kid { child, lines }
+    }
+
+    /// The words after `word` in the child's next report starting with it.
+    fn expect(&mut self, word: &str, timeout: Duration) -> Vec<u64> {
+        let line = self
+            .lines
+            .recv_timeout(timeout)
+            .unwrap_or_else(|e| panic!("waiting for the child's \"{word}\": {e}"));
+        let rest = line
+            .strip_prefix(word)
+            .unwrap_or_else(|| panic!("the child said \"{line}\", not \"{word}\""));
+        rest.split_whitespace()
+            .filter_map(|w| w.parse().ok())
+            .collect()
+    }
+
+    fn say(&mut self, line: &str) {
+        let stdin = self.child.stdin.as_mut().unwrap();
+        writeln!(stdin, "{line}").unwrap();
+    }
+
+    /// Waits for the child to exit; panics unless it succeeded.
+    fn finish(mut self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                assert!(st.success(), "the child failed: {st}");
+                return;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("the child did not finish in {} s", timeout.as_secs());
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Kid {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn wait_line() {
+    let mut line = String::new();
+    std::io::stdin().read_line(&mut line).unwrap();
+}
+
+/// A child's report, as it said it.
+fn words(v: &[u64]) -> String {
+    v.iter().map(u64::to_string).collect::<Vec<_>>().join(" ")
+}
+
+fn median(v: &mut [Duration]) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+// ---------------------------------------------------------------------------
+// An applet that pushes frames forever.
+
+/// The applet's `doTx` calls `txPush` in a loop that only the engine ends.
+/// Without a budget every frame of an invocation stayed in the engine's
+/// heap (about 160 KiB each) until the invocation's fuel ran out, and under
+/// a 1 GiB address-space limit the engine died. With the budget an
+/// invocation pushes at most `push_frames` frames; each invocation traps and
+/// is counted as an overrun, and the heap stays within tens of MiB under
+/// `RLIMIT_AS` (the child would abort otherwise).
+#[test]
+fn an_applet_pushing_frames_forever_stays_within_its_budget() {
+    // Its child's CPU would disturb the tests that time things.
+    let _s = serial();
+    let mut kid = Kid::spawn("flood", None);
+    let v = kid.expect("flooded", Duration::from_secs(120));
+    kid.finish(Duration::from_secs(10));
+    let [grown, invocations, overruns, frames] = v[..] else {
+        panic!("the child reported {}", words(&v))
+    };
+    let b = Budgets::default();
+    eprintln!(
+        "2,000 invocations pushing forever: {frames} frames, peak memory +{} KiB",
+        grown >> 10
+    );
+    assert_eq!(invocations, 2000, "every descriptor was taken");
+    assert_eq!(overruns, invocations, "every invocation overran its budget");
+    assert!(
+        frames <= invocations * b.push_frames as u64,
+        "{frames} frames from {invocations} invocations"
+    );
+    assert!(
+        grown < 64 << 20,
+        "the engine's peak memory grew by {grown} bytes"
+    );
+}
+
+#[test]
+fn child_flood() {
+    if !is_child("flood") {
+        return;
+    }
+    // No throttle: this test is about memory, and runs 2,000 overrunning
+    // invocations back to back.
+    let engine = loop_engine(Budgets {
+        throttle: 0,
+        ..Budgets::default()
+    });
+    let mut a = engine
+        .create_endpoint(Config::default(), Some(applets::HOSTILE))
+        .unwrap();
+    let mut b = engine.create_endpoint(Config::default(), None).unwrap();
+    let ab = a.open_channel(engine.local(), b.id()).unwrap();
+    b.open_channel(engine.local(), a.id()).unwrap();
+    engine
+        .with_applet(a.id(), |ap| {
+            ap.set_static_int("mode", 1).unwrap();
+            ap.set_static_int("chan", i32::from(ab)).unwrap();
+            ap.set_static_int("len", 1000).unwrap();
+        })
+        .unwrap();
+    limit_address_space(768 << 20);
+    let before = status_bytes("VmHWM");
+    for _ in 0..2000 {
+        while a.send(ab, &[1; 8]).is_err() {
+            a.flush(1000);
+            while b.recv().is_some() {}
+        }
+        while b.recv().is_some() {}
+    }
+    while !a.flush(1000) {}
+    let grown = status_bytes("VmHWM") - before;
+    let c = a.counts();
+    tell(&format!(
+        "flooded {grown} {} {} {}",
+        c.tx_descriptors, c.applet_overruns, c.tx_frames
+    ));
+}
+
+// ---------------------------------------------------------------------------
+// An applet's inbox.
+
+/// Frames for an endpoint with an applet wait in its inbox for the thread
+/// that runs the applet. The inbox was bounded in frames only (1,024), so
+/// large messages held hundreds of MiB per endpoint; now it holds at most
+/// `inbox_bytes` (4 MiB), and what does not fit is counted as a full
+/// receive queue. Every message sent ends delivered or counted.
+#[test]
+fn an_applets_inbox_is_bounded_in_bytes() {
+    // Its child's CPU would disturb the tests that time things.
+    let _s = serial();
+    let mut kid = Kid::spawn("inbox", None);
+    let v = kid.expect("inbox", Duration::from_secs(120));
+    kid.finish(Duration::from_secs(10));
+    let [grown, sent, accounted, full] = v[..] else {
+        panic!("the child reported {}", words(&v))
+    };
+    eprintln!(
+        "inbox flooded with {sent} messages of 50 KB: {full} dropped as full, peak memory +{} KiB",
+        grown >> 10
+    );
+    assert_eq!(accounted, sent, "every message delivered or counted");
+    assert!(full > 0, "the inbox overflowed and the drops were counted");
+    assert!(
+        grown < 24 << 20,
+        "peak memory grew by {grown} bytes while the inbox held at most {} bytes",
+        Budgets::default().inbox_bytes
+    );
+}
+
+#[test]
+fn child_inbox() {
+    if !is_child("inbox") {
+        return;
+    }
+    const N: u64 = 2000;
+    const LEN: usize = 50_000;
+    let engine = loop_engine(Budgets::default());
+    let big = Config {
+        buffers: 64,
+        buffer_size: 65536,
+        tx_depth: 256,
+        rx_depth: 256,
+        free_depth: 64,
+    };
+    let mut b = engine
+        .create_endpoint(big, Some(applets::STANDARD))
+        .unwrap();
+    let mut a = engine.create_endpoint(Config::default(), None).unwrap();
+    let ab = a.open_channel(engine.local(), b.id()).unwrap();
+    b.open_channel(engine.local(), a.id()).unwrap();
+    // Room for the sending thread's stack and the 4 MiB inbox budget many
+    // times over, not for the 50 MB that 1,024 waiting frames held.
+    limit_address_space(256 << 20);
+    let before = status_bytes("VmHWM");
+    // Sent from another thread, so that every frame waits in b's inbox
+    // (b's thread, this one, does not receive until the end).
+    std::thread::spawn(move || {
+        let msg = vec![7u8; LEN];
+        for _ in 0..N {
+            while a.send(ab, &msg).is_err() {
+                a.flush(1000);
+            }
+        }
+        while !a.flush(1000) {}
+    })
+    .join()
+    .unwrap();
+    let grown = status_bytes("VmHWM") - before;
+    // Receive until nothing has come for 200 ms (each receive also runs
+    // the applet over what waits in the inbox).
+    let mut got = 0u64;
+    let mut quiet = Instant::now();
+    while quiet.elapsed() < Duration::from_millis(200) {
+        while let Some(m) = b.recv() {
+            assert_eq!(m.len(), LEN);
+            got += 1;
+            quiet = Instant::now();
+        }
+    }
+    let c = b.counts();
+    let accounted = c.rx_delivered
+        + c.rx_queue_full
+        + c.rx_no_buffer
+        + c.rx_too_long
+        + c.applet_drops
+        + c.applet_traps;
+    assert_eq!(got, c.rx_delivered, "every delivered message received");
+    tell(&format!(
+        "inbox {grown} {N} {accounted} {}",
+        c.rx_queue_full
+    ));
+}
+
+// ---------------------------------------------------------------------------
+// Connection slots.
+
+/// One process opened every connection slot (64), idle or with half a
+/// request written, and every other client was refused. Now a process
+/// holds at most `max_connections_per_peer` (8), the last `reserve` slots
+/// are kept for processes that hold none, and a request that does not
+/// arrive within `request_timeout` closes its connection; meanwhile a
+/// well-behaved client connects and is served promptly.
+#[test]
+fn one_process_cannot_take_every_connection_slot() {
+    let _s = serial();
+    let engine = loop_engine(Budgets::default());
+    engine.start(1).unwrap();
+    let path = std::env::temp_dir().join(format!("unet-attack-slots-{}.sock", std::process::id()));
+    let opts = ServeOptions {
+        request_timeout: Duration::from_millis(500),
+        ..ServeOptions::default()
+    };
+    let per_peer = opts.max_connections_per_peer as u64;
+    let server = daemon::serve_with(engine.clone(), &path, opts).unwrap();
+    let mut kid = Kid::spawn("slots", Some(&path));
+    let v = kid.expect("accepted", Duration::from_secs(30));
+    assert_eq!(v, [per_peer], "the hostile process got its share, no more");
+
+    // A well-behaved client: connects, and its requests are answered.
+    let client = Client::connect(&path).expect("a new client can connect");
+    let mut ep = client.create_endpoint(Config::default(), None).unwrap();
+    let mut times = Vec::new();
+    for _ in 0..200 {
+        let t = Instant::now();
+        let _ = ep.counts();
+        times.push(t.elapsed());
+    }
+    let max = *times.iter().max().unwrap();
+    let med = median(&mut times);
+    assert!(
+        med < Duration::from_millis(10),
+        "median request {} µs",
+        med.as_micros()
+    );
+    assert!(
+        max < Duration::from_secs(1),
+        "slowest request {} µs",
+        max.as_micros()
+    );
+
+    // The half-written requests time out and their connections close; the
+    // idle ones stay.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while server.connections() > (per_peer / 2 + 1) as usize {
+        assert!(
+            Instant::now() < deadline,
+            "{} connections still open",
+            server.connections()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(server.connections(), (per_peer / 2 + 1) as usize);
+    kid.say("exit");
+    kid.finish(Duration::from_secs(10));
+    drop(ep);
+    drop(client);
+    server.shutdown();
+    engine.stop();
+}
+
+#[test]
+fn child_slots() {
+    if !is_child("slots") {
+        return;
+    }
+    let path = std::env::var("UNET_SOCKET").unwrap();
+    let mut held = Vec::new();
+    for _ in 0..64 {
+        let Ok(mut s) = UnixStream::connect(&path) else {
+            continue;
+        };
+        // A refused connection gets an error reply and is closed at once;
+        // an accepted one says nothing until asked.
+        s.set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        let mut b = [0u8; 1];
+        // Any byte (a refusal) or an end of file: not held.
+        if s.read(&mut b).is_ok() {
+            continue;
+        }
+        held.push(s);
+    }
+    // Half of them start a request and never finish it.
+    for s in held.iter_mut().step_by(2) {
+        s.write_all(&[9, 0]).unwrap();
+    }
+    tell(&format!("accepted {}", held.len()));
+    wait_line();
+}
+
+// ---------------------------------------------------------------------------
+// The engine's threads.
+
+/// Applets whose `doTx` runs until its fuel is gone, on 64 endpoints fed
+/// without pause, while a well-behaved client sends 1,000 messages back and
+/// forth between two endpoints through the engine's two threads. An
+/// invocation's fuel now lasts about 50 µs, each endpoint gets a bounded
+/// time per round, and an applet that overruns is set aside for a while
+/// (`throttle`), so the client's round trips stay within 10 ms, median and
+/// 99th percentile (with 16 such endpoints they took 3.5-6 s when each
+/// invocation could burn 10 million units). Every hostile descriptor ends
+/// as a counted trap.
+#[test]
+fn applets_burning_their_budget_do_not_starve_a_client() {
+    let _s = serial();
+    let engine = loop_engine(Budgets::default());
+    let mut hostile = Vec::new();
+    for _ in 0..64 {
+        let mut h = engine
+            .create_endpoint(Config::default(), Some(applets::HOSTILE))
+            .unwrap();
+        h.set_drive(false);
+        let c = h.open_channel(engine.local(), h.id()).unwrap();
+        engine
+            .with_applet(h.id(), |ap| ap.set_static_int("mode", 2).unwrap())
+            .unwrap();
+        hostile.push((h, c));
+    }
+    let mut a = engine.create_endpoint(Config::default(), None).unwrap();
+    let mut b = engine.create_endpoint(Config::default(), None).unwrap();
+    a.set_drive(false);
+    b.set_drive(false);
+    let ab = a.open_channel(engine.local(), b.id()).unwrap();
+    let ba = b.open_channel(engine.local(), a.id()).unwrap();
+    engine.start(2).unwrap();
+
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let feeder = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                for (h, c) in &mut hostile {
+                    while h.send(*c, &[0; 16]).is_ok() {}
+                }
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            hostile
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+
+    let wait = |ep: &mut unet::Endpoint, what: &str| {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(m) = ep.recv() {
+                assert_eq!(m.len(), 8);
+                return;
+            }
+            assert!(Instant::now() < deadline, "{what} never arrived");
+            std::hint::spin_loop();
+        }
+    };
+    let mut times = Vec::new();
+    for i in 0..1000u64 {
+        let t = Instant::now();
+        a.send(ab, &i.to_le_bytes()).unwrap();
+        wait(&mut b, "the ping");
+        b.send(ba, &i.to_le_bytes()).unwrap();
+        wait(&mut a, "the pong");
+        times.push(t.elapsed());
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let hostile = feeder.join().unwrap();
+    engine.stop();
+
+    let (mut overruns, mut throttled, mut taken, mut traps) = (0, 0, 0, 0);
+    for (h, _) in &hostile {
+        let c = engine.port(h.id()).unwrap().counts();
+        overruns += c.applet_overruns;
+        throttled += c.applet_throttled;
+        taken += c.tx_descriptors;
+        traps += c.applet_traps;
+        assert_eq!(c.tx_frames, 0, "a burning applet sent a frame");
+    }
+    let max = *times.iter().max().unwrap();
+    let med = median(&mut times);
+    let p99 = times[times.len() * 99 / 100];
+    eprintln!(
+        "round trip under 64 burning applets: median {} µs, p99 {} µs, max {} µs over {} trips; {overruns} overruns, {throttled} throttles",
+        med.as_micros(),
+        p99.as_micros(),
+        max.as_micros(),
+        times.len()
+    );
+    assert!(overruns > 0 && throttled > 0, "the applets did burn");
+    assert_eq!(
+        taken, traps,
+        "every hostile descriptor taken ended as a counted trap"
+    );
+    assert_eq!(overruns, traps, "each trap was an overrun");
+    let bound = Duration::from_millis(10);
+    assert!(
+        med < bound && p99 < bound,
+        "round trips: median {} µs, 99th percentile {} µs; the bound is 10 ms",
+        med.as_micros(),
+        p99.as_micros()
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Shared memory.
+
+/// One client could hold 64 connections × 64 endpoints × up to 1 GiB of
+/// shared memory, every page it wrote committed. Now a connection's
+/// endpoints hold at most `max_memory_per_connection` and a process's at
+/// most `max_memory_per_peer` (here 16 and 32 MiB); past that creation is
+/// refused with the budget named, and the memory the hog could commit by
+/// writing every page (its `RssShmem`) stays within it.
+#[test]
+fn one_client_cannot_hold_unbounded_shared_memory() {
+    let _s = serial();
+    let engine = loop_engine(Budgets::default());
+    engine.start(1).unwrap();
+    let path = std::env::temp_dir().join(format!("unet-attack-mem-{}.sock", std::process::id()));
+    let opts = ServeOptions {
+        max_memory_per_connection: 16 << 20,
+        max_memory_per_peer: 32 << 20,
+        ..ServeOptions::default()
+    };
+    let server = daemon::serve_with(engine.clone(), &path, opts).unwrap();
+    let mut kid = Kid::spawn("hog", Some(&path));
+    let v = kid.expect("hogged", Duration::from_secs(60));
+    let [granted, refused, committed] = v[..] else {
+        panic!("the child reported {}", words(&v))
+    };
+    eprintln!(
+        "hog: {} KiB granted, {refused} endpoints refused, {} KiB committed",
+        granted >> 10,
+        committed >> 10
+    );
+    assert!(refused > 0, "creation past the budget was refused");
+    assert!(granted <= 32 << 20, "{granted} bytes granted");
+    assert!(
+        committed <= 32 << 20,
+        "the hog committed {committed} bytes of shared memory"
+    );
+    let held: u64 = engine
+        .endpoints()
+        .into_iter()
+        .filter_map(|id| engine.port(id))
+        .map(|p| p.layout().total as u64)
+        .sum();
+    assert_eq!(held, granted, "the engine holds what was granted");
+
+    // Another client is still served.
+    let client = Client::connect(&path).unwrap();
+    client.create_endpoint(Config::default(), None).unwrap();
+    kid.say("exit");
+    kid.finish(Duration::from_secs(10));
+    server.shutdown();
+    engine.stop();
+}
+
+#[test]
+fn child_hog() {
+    if !is_child("hog") {
+        return;
+    }
+    let path = std::env::var("UNET_SOCKET").unwrap();
+    let config = Config {
+        buffers: 1024,
+        buffer_size: 4096,
+        tx_depth: 256,
+        rx_depth: 256,
+        free_depth: 1024,
+    };
+    // Room for the 32 MiB budget and the connections, not for the 160 MiB
+    // of segments asked for.
+    limit_address_space(96 << 20);
+    let mut clients = Vec::new();
+    let mut eps = Vec::new();
+    let (mut granted, mut refused) = (0u64, 0u64);
+    for _ in 0..4 {
+        let c = Client::connect(&path).unwrap();
+        for _ in 0..10 {
+            match c.create_endpoint(config, None) {
+                Ok(ep) => {
+                    granted += ep.layout().total as u64;
+                    eps.push(ep);
+                }
+                Err(e) => {
+                    assert!(e.to_string().contains("budget"), "refused with {e}");
+                    refused += 1;
+                }
+            }
+        }
+        clients.push(c);
+    }
+    let before = status_bytes("RssShmem");
+    for ep in &mut eps {
+        let len = ep.layout().area_len;
+        for off in (0..len).step_by(4096) {
+            ep.write_area(off as u32, &[1]).unwrap();
+        }
+    }
+    let committed = status_bytes("RssShmem") - before;
+    tell(&format!("hogged {granted} {refused} {committed}"));
+    wait_line();
+}
