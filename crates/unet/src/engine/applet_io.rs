@@ -288,26 +288,37 @@ pub(super) fn fill_rxbuf(l: &mut Loaded, payload: Payload<'_>) -> bool {
 
 /// Runs `doTx` (`tx`) or `doRx` of the applet in `rx` with `args` under
 /// the invocation budgets; `None`: no applet. Returns the outcome and how
-/// long the invocation took. An invocation that overran a budget (out of
-/// fuel, out of time, or pushing past its frames or bytes) is counted and
-/// sets the endpoint aside ([`Budgets::throttle`]); the caller counts the
-/// trap.
+/// long the invocation took, measured only when `timed` (a thread shared by
+/// every endpoint, which spends [`Budgets::round_time`] per endpoint;
+/// otherwise zero: the application's own thread spends its own time, and
+/// two clock reads would be a good part of a small applet's cost). An
+/// invocation that overran a budget (out of fuel, out of time, or pushing
+/// past its frames or bytes) is counted and sets the endpoint aside
+/// ([`Budgets::throttle`]); the caller counts the trap.
 pub(super) fn invoke(
     rx: &mut RxSide,
     port: &Port,
     tx: bool,
     args: &[i32],
+    timed: bool,
 ) -> Option<(Result<jive::Outcome, jive::InvokeError>, Duration)> {
     let l = rx.applet.as_mut()?;
-    let start = Instant::now();
+    let start = timed.then(Instant::now);
     rx.io.begin();
     let m = if tx { &l.do_tx } else { &l.do_rx };
     let r = l.applet.call(m, args, Some(&mut rx.io));
-    let end = Instant::now();
-    let took = end.saturating_duration_since(start);
+    let took = start.map_or(Duration::ZERO, |s| s.elapsed());
     let out_of_fuel = matches!(&r, Err(jive::InvokeError::Trap(t))
         if matches!(t.kind, jive::TrapKind::FuelExhausted(_)));
     if rx.io.inv.overran || out_of_fuel {
+        let end = Instant::now();
+        // Untimed, the pause is based on the invocation's CPU time since
+        // its first time check, or on the time budget if none ran.
+        let took = match (start, rx.io.inv.cpu_start) {
+            (Some(_), _) => took,
+            (None, Some(c)) => thread_cpu_time().saturating_sub(c),
+            (None, None) => rx.io.budgets.applet_time,
+        };
         bump_shared(&port.stats.applet_overruns);
         rx.overruns_in_row = rx.overruns_in_row.saturating_add(1);
         let factor = rx.io.budgets.throttle;
@@ -341,7 +352,12 @@ pub(super) fn applet_trapped(rx: &mut RxSide, port: &Port) {
 
 /// Runs the applet's `doTx` for a checked descriptor; its frames join the
 /// transmit side's outbox. Returns the status and the invocation's time.
-pub(super) fn applet_tx(tx: &mut TxSide, port: &Port, d: TxDesc) -> (TxStatus, Duration) {
+pub(super) fn applet_tx(
+    tx: &mut TxSide,
+    port: &Port,
+    d: TxDesc,
+    timed: bool,
+) -> (TxStatus, Duration) {
     let mut guard = lock(&port.rx);
     let rx = &mut *guard;
     if rx.applet.is_none() {
@@ -359,7 +375,7 @@ pub(super) fn applet_tx(tx: &mut TxSide, port: &Port, d: TxDesc) -> (TxStatus, D
         return (status, Duration::ZERO);
     }
     let args = [d.len as i32, i32::from(d.chan), d.offset as i32];
-    let (r, took) = invoke(rx, port, true, &args).expect("the applet is installed");
+    let (r, took) = invoke(rx, port, true, &args, timed).expect("the applet is installed");
     let status = match r {
         Ok(o) if o.value.is_some_and(|v| v < 0) => {
             bump(&port.stats.applet_drops);

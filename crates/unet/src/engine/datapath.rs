@@ -261,7 +261,7 @@ impl Engine {
             enqueue(port, chan, f, tail, s);
             return;
         }
-        receive(port, &mut rx, chan, f, tail, made);
+        receive(port, &mut rx, chan, f, tail, made, false);
     }
 
     /// Runs the frames waiting in `port`'s inbox through its applet (or the
@@ -311,7 +311,7 @@ impl Engine {
                 let (start, len, _) = batch.frames.frames[i];
                 rx.batch_pos += 1;
                 let f = &batch.frames.bytes[start..start + len];
-                spent += receive(port, rx, batch.chans[i], f, None, &mut made);
+                spent += receive(port, rx, batch.chans[i], f, None, &mut made, shared);
                 n += 1;
                 if shared
                     && (spent > port.budgets.round_time
@@ -374,7 +374,8 @@ pub(super) fn enqueue(port: &Port, chan: u16, f: &[u8], tail: Option<&Tail>, s: 
 
 /// Receives one frame for `port` on `chan`, under its receive lock: checks
 /// the UDP checksum if it carries one, then runs `doRx` or the standard
-/// U-Net receive. Frames the applet makes go to `made`.
+/// U-Net receive. Frames the applet makes go to `made`. Returns the
+/// applet's time if `timed` (see [`invoke`]).
 pub(super) fn receive(
     port: &Port,
     rx: &mut RxSide,
@@ -382,6 +383,7 @@ pub(super) fn receive(
     f: &[u8],
     tail: Option<&Tail>,
     made: &mut Outbox,
+    timed: bool,
 ) -> Duration {
     let payload = Payload {
         head: &f[HEADER_LEN..],
@@ -398,7 +400,7 @@ pub(super) fn receive(
         Some(l) => {
             let r = if fill_rxbuf(l, payload) {
                 let args = [payload.len() as i32, i32::from(chan)];
-                invoke(rx, port, false, &args).and_then(|(r, t)| {
+                invoke(rx, port, false, &args, timed).and_then(|(r, t)| {
                     took = t;
                     r.ok()
                 })
@@ -456,7 +458,7 @@ pub(super) fn take_tx(tx: &mut TxSide, port: &Port, shared: bool) -> usize {
             bump(&stats.tx_closed);
             TxStatus::Closed
         } else if port.has_applet.load(Ordering::Acquire) {
-            let (status, took) = applet_tx(tx, port, d);
+            let (status, took) = applet_tx(tx, port, d, shared);
             spent += took;
             if shared
                 && (spent > port.budgets.round_time
