@@ -371,7 +371,7 @@ pub struct Budgets {
     pub applet_fuel: u64,
     /// Time of one invocation. The natives check it (after the first 256
     /// units of native work of an invocation, then every 256: a unit is a
-    /// call or 256 bytes moved; the thread's CPU time from the first check
+    /// call or 4 KiB moved; the thread's CPU time from the first check
     /// on, so time the system spends preempting it does not count), so an
     /// applet that loops through the natives traps once it is spent;
     /// compute between two natives is bounded by the fuel. Default 1 ms:
