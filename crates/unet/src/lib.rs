@@ -34,8 +34,9 @@
 //!
 //! Dependencies: `jive` (applets), `dpf` (the classifier), `ilp` (copy and
 //! checksum loops), `codecache` (through dpf), `arc-swap` (the engine's
-//! endpoint table, read per packet without a lock), `libc` (memfd, mmap,
-//! sockets), `thiserror`. Dev: `loom` (queue models), `proptest`, `rand`.
+//! endpoint table, read per packet without a lock), `bytemuck` (an applet's
+//! `byte[]`, `[i8]`, viewed as `[u8]` so that copies are one `memcpy`),
+//! `libc` (memfd, mmap, sockets), `thiserror`. Dev: `loom` (queue models), `proptest`, `rand`.
 //!
 //! ```
 //! use unet::{Config, Engine};

@@ -413,21 +413,18 @@ fn channel(chan: i32) -> Result<u16, NativeError> {
 // ---------------------------------------------------------------------------
 // Moving bytes between jive's `[i8]` and the host's `[u8]`.
 
-/// `dst[i] = src[i] as u8`, for equal lengths (vectorized by the compiler
-/// into a plain copy).
+/// `dst[i] = src[i] as u8`, for equal lengths: one `memcpy` of `src`
+/// viewed as bytes. (A conversion loop is vectorized where it is inlined,
+/// but a copy of 64 KiB through it runs at a fraction of `memcpy`'s speed.)
 #[inline]
 pub fn i8_to_u8(dst: &mut [u8], src: &[i8]) {
-    for (d, s) in dst.iter_mut().zip(src) {
-        *d = *s as u8;
-    }
+    dst.copy_from_slice(bytemuck::cast_slice(src));
 }
 
-/// `dst[i] = src[i] as i8`, for equal lengths.
+/// `dst[i] = src[i] as i8`, for equal lengths (one `memcpy`).
 #[inline]
 pub fn u8_to_i8(dst: &mut [i8], src: &[u8]) {
-    for (d, s) in dst.iter_mut().zip(src) {
-        *d = *s as i8;
-    }
+    bytemuck::cast_slice_mut(dst).copy_from_slice(src);
 }
 
 // ---------------------------------------------------------------------------

@@ -45,6 +45,7 @@ pub(super) struct Invocation {
 }
 
 impl Invocation {
+    #[inline]
     pub(super) fn new() -> Invocation {
         Invocation {
             frames: 0,
@@ -76,6 +77,7 @@ pub struct Io {
 
 impl Io {
     /// Starts an applet invocation's accounting.
+    #[inline]
     pub(super) fn begin(&mut self) {
         self.inv = Invocation::new();
     }
@@ -87,8 +89,30 @@ impl Io {
         HostError::OverBudget { what, limit }
     }
 
+    /// The time check of [`NativeHost::charge`], every `TIME_CHECK_EVERY`
+    /// units of native work.
+    #[cold]
+    #[inline(never)]
+    fn check_time(&mut self) -> Result<(), HostError> {
+        let inv = &mut self.inv;
+        inv.next_check = inv.work + TIME_CHECK_EVERY;
+        let limit = self.budgets.applet_time;
+        // The thread's CPU time from the first check on, so that an
+        // invocation preempted by the system is never charged for the time
+        // it waited. What ran before the first check is bounded otherwise:
+        // at most `TIME_CHECK_EVERY` units of native work (a native charges
+        // before it moves its bytes) and the fuel.
+        let cpu = thread_cpu_time();
+        let start = *inv.cpu_start.get_or_insert(cpu);
+        if cpu.saturating_sub(start) > limit {
+            return Err(self.over("time per invocation (µs)", limit.as_micros() as u64));
+        }
+        Ok(())
+    }
+
     /// The next valid buffer: a spare one, or one from the free queue
     /// (entries that are not buffer offsets are counted and skipped).
+    #[inline]
     pub(super) fn take_buffer(&mut self) -> Option<u32> {
         if let Some(b) = self.spare.pop() {
             return Some(b);
@@ -106,6 +130,7 @@ impl Io {
         }
     }
 
+    #[inline]
     pub(super) fn push_rx_desc(&mut self, d: RxDesc) -> Result<(), HostError> {
         match self.rx.push(d) {
             Ok(true) => {
@@ -121,6 +146,7 @@ impl Io {
     }
 
     /// The standard U-Net receive of `payload` on `chan`.
+    #[inline]
     pub(super) fn deliver_default(&mut self, chan: u16, payload: Payload<'_>) {
         let len = payload.len();
         if len <= INLINE_MAX {
@@ -201,6 +227,7 @@ impl NativeHost for Io {
     /// applet: counted, and its buffers kept for the next message (they are
     /// not lost to the application). The applet is not told (the natives
     /// are `void`, as in the paper).
+    #[inline]
     fn push_rx(&mut self, chan: u16, len: u32, body: RxBody<'_>) -> Result<(), HostError> {
         let d = match body {
             RxBody::Inline(p) => RxDesc::inline(chan, p),
@@ -216,27 +243,19 @@ impl NativeHost for Io {
     }
 
     /// Counts a native call moving `bytes` against the invocation's time
-    /// budget, reading the clock only every `TIME_CHECK_EVERY` units.
+    /// budget, reading the clock only every `TIME_CHECK_EVERY` units. The
+    /// count is inlined into every native; the reading is not.
+    #[inline]
     fn charge(&mut self, bytes: usize) -> Result<(), HostError> {
         let inv = &mut self.inv;
         inv.work += 1 + (bytes as u64 >> 12);
-        if inv.work >= inv.next_check {
-            inv.next_check = inv.work + TIME_CHECK_EVERY;
-            let limit = self.budgets.applet_time;
-            // The thread's CPU time from the first check on, so that an
-            // invocation preempted by the system is never charged for the
-            // time it waited. What ran before the first check is bounded
-            // otherwise: at most `TIME_CHECK_EVERY` units of native work (a
-            // native charges before it moves its bytes) and the fuel.
-            let cpu = thread_cpu_time();
-            let start = *inv.cpu_start.get_or_insert(cpu);
-            if cpu.saturating_sub(start) > limit {
-                return Err(self.over("time per invocation (µs)", limit.as_micros() as u64));
-            }
+        if inv.work < inv.next_check {
+            return Ok(());
         }
-        Ok(())
+        self.check_time()
     }
 
+    #[inline]
     fn transmit(&mut self, chan: u16, payload: &[i8]) -> Result<(), HostError> {
         if self.inv.frames >= self.budgets.push_frames {
             return Err(self.over(
@@ -268,6 +287,7 @@ impl NativeHost for Io {
 
 /// Copies `payload` into the applet's `RxBuf`, replacing the array with a
 /// larger one if it is too short (or was set to null by the applet).
+#[inline]
 pub(super) fn fill_rxbuf(l: &mut Loaded, payload: Payload<'_>) -> bool {
     let len = payload.len();
     if l.applet
@@ -297,6 +317,7 @@ pub(super) fn fill_rxbuf(l: &mut Loaded, payload: Payload<'_>) -> bool {
 /// invocation that overran a budget (out of fuel, out of time, or pushing
 /// past its frames or bytes) is counted and sets the endpoint aside
 /// ([`Budgets::throttle`]); the caller counts the trap.
+#[inline]
 pub(super) fn invoke(
     rx: &mut RxSide,
     port: &Port,
@@ -310,34 +331,55 @@ pub(super) fn invoke(
     let m = if tx { &l.do_tx } else { &l.do_rx };
     let r = l.applet.call(m, args, Some(&mut rx.io));
     let took = start.map_or(Duration::ZERO, |s| s.elapsed());
-    let out_of_fuel = matches!(&r, Err(jive::InvokeError::Trap(t))
-        if matches!(t.kind, jive::TrapKind::FuelExhausted(_)));
-    if rx.io.inv.overran || out_of_fuel {
-        let end = Instant::now();
-        // Untimed, the pause is based on the invocation's CPU time since
-        // its first time check, or on the time budget if none ran.
-        let took = match (start, rx.io.inv.cpu_start) {
-            (Some(_), _) => took,
-            (None, Some(c)) => thread_cpu_time().saturating_sub(c),
-            (None, None) => rx.io.budgets.applet_time,
-        };
-        bump_shared(&port.stats.applet_overruns);
-        rx.overruns_in_row = rx.overruns_in_row.saturating_add(1);
-        let factor = rx.io.budgets.throttle;
-        if factor > 0 {
-            let doubling = 1u32 << rx.overruns_in_row.min(11).saturating_sub(1);
-            let pause = took
-                .saturating_mul(factor)
-                .saturating_mul(doubling)
-                .min(THROTTLE_MAX);
-            let until = clock_ns(end) + pause.as_nanos() as u64;
-            port.throttle_until.store(until.max(1), Ordering::Relaxed);
-            bump_shared(&port.stats.applet_throttled);
-        }
-    } else {
+    if r.is_ok() && !rx.io.inv.overran {
         rx.overruns_in_row = 0;
+    } else {
+        ended_badly(rx, port, &r, start.is_some(), took);
     }
     Some((r, took))
+}
+
+/// After an invocation that trapped or overran: one that overran a budget
+/// (out of fuel, or refused by a native) is counted and sets its endpoint aside
+/// for [`Budgets::throttle`] times its time (doubling with each overrun in
+/// a row, at most [`THROTTLE_MAX`]). Untimed, the time is the invocation's
+/// CPU time since the natives' first time check, or the time budget if
+/// none ran.
+#[cold]
+#[inline(never)]
+fn ended_badly(
+    rx: &mut RxSide,
+    port: &Port,
+    r: &Result<jive::Outcome, jive::InvokeError>,
+    timed: bool,
+    took: Duration,
+) {
+    let out_of_fuel = matches!(r, Err(jive::InvokeError::Trap(t))
+        if matches!(t.kind, jive::TrapKind::FuelExhausted(_)));
+    if !rx.io.inv.overran && !out_of_fuel {
+        // An ordinary trap: counted by the caller, not an overrun.
+        rx.overruns_in_row = 0;
+        return;
+    }
+    let end = Instant::now();
+    let took = match (timed, rx.io.inv.cpu_start) {
+        (true, _) => took,
+        (false, Some(c)) => thread_cpu_time().saturating_sub(c),
+        (false, None) => rx.io.budgets.applet_time,
+    };
+    bump_shared(&port.stats.applet_overruns);
+    rx.overruns_in_row = rx.overruns_in_row.saturating_add(1);
+    let factor = rx.io.budgets.throttle;
+    if factor > 0 {
+        let doubling = 1u32 << rx.overruns_in_row.min(11).saturating_sub(1);
+        let pause = took
+            .saturating_mul(factor)
+            .saturating_mul(doubling)
+            .min(THROTTLE_MAX);
+        let until = clock_ns(end) + pause.as_nanos() as u64;
+        port.throttle_until.store(until.max(1), Ordering::Relaxed);
+        bump_shared(&port.stats.applet_throttled);
+    }
 }
 
 pub(super) fn applet_trapped(rx: &mut RxSide, port: &Port) {
@@ -354,6 +396,7 @@ pub(super) fn applet_trapped(rx: &mut RxSide, port: &Port) {
 
 /// Runs the applet's `doTx` for a checked descriptor; its frames join the
 /// transmit side's outbox. Returns the status and the invocation's time.
+#[inline]
 pub(super) fn applet_tx(
     tx: &mut TxSide,
     port: &Port,

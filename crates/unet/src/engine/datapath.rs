@@ -376,6 +376,7 @@ pub(super) fn enqueue(port: &Port, chan: u16, f: &[u8], tail: Option<&Tail>, s: 
 /// the UDP checksum if it carries one, then runs `doRx` or the standard
 /// U-Net receive. Frames the applet makes go to `made`. Returns the
 /// applet's time if `timed` (see [`invoke`]).
+#[inline]
 pub(super) fn receive(
     port: &Port,
     rx: &mut RxSide,
@@ -428,6 +429,7 @@ pub(super) fn receive(
 /// `shared`: the calling thread serves every endpoint, so an applet's
 /// descriptors stop once [`Budgets::round_time`] is spent or it overran
 /// (see [`Engine::service`]).
+#[inline]
 pub(super) fn take_tx(tx: &mut TxSide, port: &Port, shared: bool) -> usize {
     let (stats, layout) = (&*port.stats, &port.layout);
     let mut n = 0;

@@ -439,11 +439,13 @@ struct Payload<'a> {
 }
 
 impl Payload<'_> {
+    #[inline]
     fn len(&self) -> usize {
         self.head.len() + self.tail.map_or(0, |t| t.len)
     }
 
     /// Calls `f` on the pieces of bytes `[start, end)`, in order.
+    #[inline]
     fn pieces(&self, start: usize, end: usize, mut f: impl FnMut(&[u8])) {
         let h = self.head.len();
         if start < h {
@@ -458,6 +460,7 @@ impl Payload<'_> {
     }
 
     /// Copies bytes `[start, start + dst.len())` into `dst`.
+    #[inline]
     fn copy_to(&self, start: usize, dst: &mut [u8]) {
         let mut k = 0;
         self.pieces(start, start + dst.len(), |p| {
@@ -836,6 +839,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 /// A token of the calling thread (never 0).
+#[inline]
 fn thread_token() -> u64 {
     static NEXT: AtomicU64 = AtomicU64::new(1);
     thread_local! {
@@ -881,6 +885,7 @@ impl Port {
 
     /// Whether the calling thread is the one that runs this endpoint's
     /// application (the last to [`Port::claim`] it).
+    #[inline]
     fn is_owner(&self) -> bool {
         self.owner.load(Ordering::Relaxed) == thread_token()
     }
