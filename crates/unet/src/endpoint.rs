@@ -393,15 +393,24 @@ impl Endpoint {
     /// Whether channel `chan` was closed because its peer went away (the
     /// engine of this process, or the daemon, is asked only when its count
     /// of closed channels in the segment has moved).
+    #[inline]
     pub fn is_closed(&mut self, chan: u16) -> bool {
         let n = self.seg.closed_channels().load(Ordering::Acquire);
-        if n != self.closed_seen
-            && let Ok(c) = self.link.closed_channels(self.id)
-        {
+        if n != self.closed_seen {
+            self.refresh_closed(n);
+        }
+        !self.closed.is_empty() && self.closed.contains(&chan)
+    }
+
+    /// Asks the engine (or daemon) for the closed channels, once the
+    /// segment's count of them has moved to `n`.
+    #[cold]
+    #[inline(never)]
+    fn refresh_closed(&mut self, n: u32) {
+        if let Ok(c) = self.link.closed_channels(self.id) {
             self.closed = c;
             self.closed_seen = n;
         }
-        self.closed.contains(&chan)
     }
 
     /// Installs a filter (pcap syntax) delivering what it matches to `chan`.
@@ -491,7 +500,8 @@ impl Endpoint {
         self.seg
             .with_bytes_mut(self.layout.area + off as usize, len, fill);
         let n = self.tx.pushed();
-        self.push_tx(TxDesc {
+        // The channel was checked above.
+        self.push_tx_unchecked(TxDesc {
             len: len as u32,
             offset: off,
             chan,
@@ -513,6 +523,12 @@ impl Endpoint {
         if self.is_closed(desc.chan) {
             return Err(SendError::ChannelClosed { chan: desc.chan });
         }
+        self.push_tx_unchecked(desc)
+    }
+
+    /// [`Endpoint::push_tx`] for a channel its caller has just checked.
+    #[inline]
+    fn push_tx_unchecked(&mut self, desc: TxDesc) -> Result<(), SendError> {
         match self.tx.push(desc) {
             Ok(true) => {}
             Ok(false) => return Err(SendError::Full),

@@ -206,11 +206,13 @@ impl Segment {
 
     /// The count of closed channels in the header page
     /// ([`crate::layout::CLOSED_CHANNELS_AT`]).
+    #[inline]
     pub fn closed_channels(&self) -> &AtomicU32 {
         self.atomic(crate::layout::CLOSED_CHANNELS_AT)
     }
 
     /// The atomic `u32` at `off` (a queue index).
+    #[inline]
     fn atomic(&self, off: usize) -> &AtomicU32 {
         assert!(off % 4 == 0 && off + 4 <= self.len);
         // SAFETY: aligned, in range, and `AtomicU32` has the layout of a
