@@ -31,7 +31,7 @@ use std::net::UdpSocket;
 use std::os::unix::net::UnixDatagram;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
@@ -92,6 +92,12 @@ pub struct DemoArgs {
     /// null with the reason) instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Leave the two application threads where the scheduler puts them
+    /// instead of pinning them to two CPUs (by default the timing thread
+    /// runs on the first CPU the process may use and its partner on the
+    /// second).
+    #[arg(long)]
+    pub no_pin: bool,
 }
 
 /// The most round trips a cell may take: the applets' ping-pong counts them
@@ -101,6 +107,47 @@ pub const MAX_ROUNDS: u32 = i32::MAX as u32;
 /// Messages per burst of the bandwidth experiment, each burst acknowledged
 /// (Figure 6).
 pub const BURST: u32 = 25;
+
+/// The CPU the partner thread of each experiment (the echo or receiving
+/// application) pins itself to while [`measure`] has pinned the timing
+/// thread to another (`usize::MAX`: not pinned).
+static PARTNER_CPU: AtomicUsize = AtomicUsize::new(usize::MAX);
+
+/// Pins the calling thread, an experiment's partner thread, to its CPU
+/// (see [`Pinned`]).
+fn pin_partner() {
+    let cpu = PARTNER_CPU.load(Ordering::Relaxed);
+    if cpu != usize::MAX {
+        unet::affinity::pin(cpu);
+    }
+}
+
+/// The timing thread pinned to one CPU and the partner threads to another,
+/// for as long as it lives. Left to the scheduler, the two threads
+/// sometimes share one core, and a figure comes out 2-5x slower in some
+/// runs than in others ([`unet::affinity`]).
+struct Pinned {
+    cpus: [usize; 2],
+    old: unet::affinity::Mask,
+}
+
+impl Pinned {
+    /// Pins the calling thread to the first CPU the process may use and
+    /// names the second for partner threads; `None` with fewer than two.
+    fn new() -> Option<Pinned> {
+        let cpus = unet::affinity::two_cpus()?;
+        let old = unet::affinity::pin(cpus[0])?;
+        PARTNER_CPU.store(cpus[1], Ordering::Relaxed);
+        Some(Pinned { cpus, old })
+    }
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        PARTNER_CPU.store(usize::MAX, Ordering::Relaxed);
+        unet::affinity::restore(&self.old);
+    }
+}
 
 /// `--messages`: a positive multiple of [`BURST`], or the rule and the
 /// nearest count that keeps it.
@@ -513,6 +560,7 @@ fn rtt_endpoints(
     let echo = {
         let stop = stop.clone();
         std::thread::spawn(move || {
+            pin_partner();
             let mut buf = Vec::with_capacity(65536);
             while recv_into(&mut b, &mut buf, &stop).is_some() {
                 if send_all(&mut b, ba, &buf).is_err() {
@@ -600,6 +648,7 @@ fn rtt_ring(size: usize, b: Batching) -> Timing {
     let (s1, s2) = (seg.clone(), seg2.clone());
     let st = stop.clone();
     let echo = std::thread::spawn(move || {
+        pin_partner();
         let mut buf = vec![0u8; 65536];
         let mut wait = Backoff::default();
         loop {
@@ -745,6 +794,7 @@ fn rtt_datagram<S: Datagram>(
     let stop = Arc::new(AtomicBool::new(false));
     let st = stop.clone();
     let echo = std::thread::spawn(move || -> std::io::Result<()> {
+        pin_partner();
         let mut buf = vec![0u8; 65536];
         while let Some(n) = spin_recv(&b, &mut buf, &st)? {
             b.send(&buf[..n])?;
@@ -933,6 +983,7 @@ fn bandwidth(
     let receiver_done = Arc::new(AtomicBool::new(false));
     let done = SetOnDrop(receiver_done.clone());
     let recv = std::thread::spawn(move || -> Result<(u64, Duration, u64), String> {
+        pin_partner();
         let _done = done;
         let (mut got, mut bytes) = (0u64, 0u64);
         let start = Instant::now();
@@ -1456,6 +1507,7 @@ pub fn bench_unet(json: bool) -> ExitCode {
             messages: 200_000,
             netns: false,
             json,
+            no_pin: false,
         };
         match measure(&args) {
             Ok((doc, tables)) => {
@@ -1537,16 +1589,23 @@ fn measure(args: &DemoArgs) -> Result<(serde_json::Value, Vec<Table>), Box<dyn s
         _ => &[64, 1024, 4096, 16384],
     };
     let cells = SIZES.len() * 8 + bw_sizes.len() * (flows.len() + 1);
+    let pinned = if args.no_pin { None } else { Pinned::new() };
+    let placement = match (&pinned, args.no_pin) {
+        (Some(p), _) => format!("pinned to CPUs {} and {}", p.cpus[0], p.cpus[1]),
+        (None, true) => "placed by the scheduler (--no-pin)".to_owned(),
+        (None, false) => "placed by the scheduler (fewer than two CPUs to pin them to)".to_owned(),
+    };
     let intro = match &net.hosts {
         None => format!(
-            "fastpath demo: U-Net/SLE endpoints on the `{}` transport, two application threads",
+            "fastpath demo: U-Net/SLE endpoints on the `{}` transport, two application threads {placement}",
             t.name()
         ),
         Some(h) => {
             let [ha, hb] = h.hosts();
             format!(
                 "fastpath demo: U-Net/SLE endpoints on the `{}` transport, two application threads \
-                 in two network namespaces ({} {}, {} {}) joined by a veth pair (MTU {}), an engine each",
+                 {placement} in two network namespaces ({} {}, {} {}) joined by a veth pair (MTU {}), \
+                 an engine each",
                 t.name(),
                 ha.namespace,
                 ha.ip,
@@ -1592,7 +1651,8 @@ fn measure(args: &DemoArgs) -> Result<(serde_json::Value, Vec<Table>), Box<dyn s
     progress.finish();
 
     let tables = tables(&net, args, batching, &flows, lat_rows, bw_rows);
-    let doc = json_document(&net, args, batching, &tables);
+    let mut doc = json_document(&net, args, batching, &tables);
+    doc["cpus"] = json!(pinned.as_ref().map(|p| p.cpus));
     Ok((doc, tables))
 }
 

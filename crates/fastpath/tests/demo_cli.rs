@@ -120,8 +120,49 @@ fn json_on_loop_has_every_figure_or_a_reason() {
         ],
     );
     assert_eq!(doc["messages"], 25);
+    // The two threads ran pinned to the first two CPUs this process may
+    // use, and the document says which (null with only one).
+    let allowed = allowed_cpus();
+    if allowed.len() >= 2 {
+        assert_eq!(doc["cpus"], serde_json::json!([allowed[0], allowed[1]]));
+    } else {
+        assert!(doc["cpus"].is_null());
+    }
     // Progress went to standard error, not into the document.
     assert!(err.contains("fastpath demo:"), "{err}");
+}
+
+/// The CPUs this process may run on, from /proc (`Cpus_allowed_list`,
+/// e.g. `0-1,4`).
+fn allowed_cpus() -> Vec<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let list = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .unwrap()
+        .trim();
+    list.split(',')
+        .flat_map(|r| {
+            let (a, b) = r.split_once('-').unwrap_or((r, r));
+            a.parse::<u64>().unwrap()..=b.parse::<u64>().unwrap()
+        })
+        .collect()
+}
+
+#[test]
+fn no_pin_leaves_the_threads_to_the_scheduler_and_says_so() {
+    let (ok, out, err) = fastpath(&[
+        "demo",
+        "--rounds",
+        "5",
+        "--messages",
+        "25",
+        "--json",
+        "--no-pin",
+    ]);
+    assert!(ok, "{err}");
+    let doc: serde_json::Value = serde_json::from_str(&out).expect("stdout is one JSON document");
+    assert!(doc["cpus"].is_null(), "{}", doc["cpus"]);
 }
 
 /// The namespaces of process `pid` that `ip netns list` shows.

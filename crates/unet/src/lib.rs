@@ -29,7 +29,8 @@
 //! their natives check every offset against their own endpoint), and an
 //! application's shared memory is untrusted too (the engine copies each
 //! descriptor once and checks the copy; see [`shm`]). Neither can reach
-//! another endpoint or the engine. `unsafe` code lives in [`shm`] (the
+//! another endpoint or the engine. `unsafe` code lives in [`affinity`]
+//! (pinning a measurement's threads to CPUs), [`shm`] (the
 //! mapping) and the transports that map kernel rings.
 //!
 //! Dependencies: `jive` (applets), `dpf` (the classifier), `ilp` (copy and
@@ -53,6 +54,8 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+#[cfg(not(loom))]
+pub mod affinity;
 #[cfg(not(loom))]
 pub mod applets;
 #[cfg(not(loom))]

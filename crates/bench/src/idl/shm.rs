@@ -126,50 +126,13 @@ pub fn raw_reply_len(key: u16, len: usize) -> usize {
 }
 
 /// The first two CPUs this process may run on: the client's and the
-/// servers'. With [`PIN_ENV`] set, timing pins each side to its own,
-/// because the kernel tends
-/// to move a task woken by a futex onto its waker's CPU, where a spinning
-/// client and its server then share one core and every hand-off waits for
-/// a time slice (about 100 µs on a loaded machine).
+/// servers'. With [`PIN_ENV`] set, timing pins each side to its own
+/// ([`unet::affinity`]), because the kernel tends to move a task woken by
+/// a futex onto its waker's CPU, where a spinning client and its server
+/// then share one core and every hand-off waits for a time slice (about
+/// 100 µs on a loaded machine).
 pub fn cpus() -> Option<(usize, usize)> {
-    // SAFETY: `cpu_set_t` is plain data for which all zeroes is the empty
-    // set; `sched_getaffinity` writes at most `size_of::<cpu_set_t>()`
-    // bytes into it; `CPU_ISSET` reads it.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            return None;
-        }
-        let mut it = (0..libc::CPU_SETSIZE as usize).filter(|&c| libc::CPU_ISSET(c, &set));
-        Some((it.next()?, it.next()?))
-    }
-}
-
-/// Pins the calling thread to `cpu`; returns the mask it had.
-pub fn pin(cpu: usize) -> Option<libc::cpu_set_t> {
-    // SAFETY: as in `cpus`; `CPU_ZERO`/`CPU_SET` write only the set, and
-    // `sched_setaffinity` reads `size_of::<cpu_set_t>()` bytes of it.
-    unsafe {
-        let mut old: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, size_of::<libc::cpu_set_t>(), &mut old) != 0 {
-            return None;
-        }
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_ZERO(&mut set);
-        libc::CPU_SET(cpu, &mut set);
-        if libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set) != 0 {
-            return None;
-        }
-        Some(old)
-    }
-}
-
-/// Restores a mask [`pin`] returned.
-pub fn unpin(old: &libc::cpu_set_t) {
-    // SAFETY: `old` is a valid set of `size_of::<cpu_set_t>()` bytes.
-    unsafe {
-        libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), old);
-    }
+    unet::affinity::two_cpus().map(|[a, b]| (a, b))
 }
 
 /// The environment variable that asks the timed part to pin the client
@@ -230,7 +193,7 @@ impl Drop for Child2 {
 pub fn child_main() -> Option<i32> {
     let family = std::env::var(SERVE_ENV).ok()?;
     if let Some(cpu) = std::env::var(CPU_ENV).ok().and_then(|c| c.parse().ok()) {
-        pin(cpu);
+        unet::affinity::pin(cpu);
     }
     // SAFETY: the parent passed this descriptor for this purpose, and
     // nothing else in this process knows its number.

@@ -229,13 +229,13 @@ pub fn run(budget: Budget) -> Result<Timed, String> {
     // cores are busy with other work, a pinned side waits for its core's
     // time slice at every hand-off.
     let old = if std::env::var_os(super::shm::PIN_ENV).is_some() {
-        super::shm::cpus().and_then(|(c, _)| super::shm::pin(c))
+        super::shm::cpus().and_then(|(c, _)| unet::affinity::pin(c))
     } else {
         None
     };
     let r = run_pinned(budget);
     if let Some(old) = old {
-        super::shm::unpin(&old);
+        unet::affinity::restore(&old);
     }
     r
 }
