@@ -13,8 +13,9 @@
 //! instruction index and the method:
 //!
 //! * at generation: use of a register the backend keeps, of a register
-//!   released by `putreg`, or of a callee-saved register never claimed;
-//!   a branch to a label never placed; a local of another function;
+//!   released by `putreg`, or a read of a callee-saved register the
+//!   function never wrote or claimed; a branch to a label never placed; a
+//!   local of another function;
 //! * at execution: a read of a register before any write (after a call,
 //!   temporaries count as unwritten), division by zero and signed
 //!   overflow of division, runaway loops (a step limit), runaway
@@ -318,10 +319,13 @@ impl<C: CallConv + 'static> Backend for Reference<C> {
             } else if alloc.is_free(float, n) && alloc.was_released(float, n) {
                 Some("used after putreg released it")
             } else if alloc.is_free(float, n)
+                && !alloc.is_named(float, n)
                 && !float
                 && alloc.cfg.gpr(n) == crate::RegClass::CalleeSaved
             {
-                Some("callee-saved but never claimed with getreg or reserve")
+                // Written while free, it is saved like a claimed one; read
+                // before that, it holds the caller's value.
+                Some("callee-saved, read before this function wrote or claimed it")
             } else if alloc.cfg.gpr(n) == crate::RegClass::Unavailable && !float {
                 Some("unavailable in this function's RegConfig")
             } else {

@@ -356,17 +356,27 @@ impl RegAlloc {
         self.leaf
     }
 
+    /// The callee-saved registers `end` saves, as priority bits: those
+    /// `getreg` or `reserve` handed out, and those an instruction wrote
+    /// while free (a fixed name such as [`Reg::s`](crate::Reg::s) used
+    /// without `reserve`), so that no function overwrites its caller's.
+    #[inline(always)]
+    fn saved(&self) -> u32 {
+        self.used_callee | (self.named & self.callee)
+    }
+
     /// Whether the function uses a callee-saved register (the cheap test
     /// of [`used_callee_saved`](RegAlloc::used_callee_saved) being empty).
     #[inline(always)]
     pub fn uses_callee_saved(&self) -> bool {
-        self.used_callee != 0
+        self.saved() != 0
     }
 
-    /// Callee-saved registers touched so far (integer, float masks of
-    /// register numbers).
+    /// Callee-saved registers touched so far, which `end` saves (integer,
+    /// float masks of register numbers): claimed with `getreg` or
+    /// `reserve`, or written by an instruction while free.
     pub fn used_callee_saved(&self) -> [u16; 2] {
-        to_regs(self.used_callee)
+        to_regs(self.saved())
     }
 
     /// The callee-saved registers touched so far as the allocator keeps
@@ -376,7 +386,7 @@ impl RegAlloc {
     /// to key what it derives from that.
     #[inline(always)]
     pub(crate) fn used_callee_raw(&self) -> u32 {
-        self.used_callee
+        self.saved()
     }
 
     /// Float registers allocated as persistent, which call sites save.

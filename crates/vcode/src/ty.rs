@@ -242,8 +242,9 @@ impl<T: Type> Reg<T> {
 
     /// Fixed callee-saved register `S<k>` (persistent across calls).
     ///
-    /// A function must claim it with [`Func::reserve`](crate::Func::reserve)
-    /// before use, so that `end` saves and restores it.
+    /// `end` saves and restores it if the function writes it, claimed or
+    /// not; claim it with [`Func::reserve`](crate::Func::reserve) before
+    /// any `getreg` of its class, so that `getreg` does not hand it out.
     ///
     /// # Panics
     /// If `T` is a float type (the host ABI has no callee-saved float
