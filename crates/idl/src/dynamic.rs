@@ -625,11 +625,9 @@ impl DynClient<'_> {
             if r < 0 {
                 return Err(match ctx.err.take() {
                     Some(e) => e.into(),
-                    None => RtError::StringTooLong {
-                        len: too_long(plan, &self.slots),
-                        max: iface.limits.max_string_bytes,
+                    None => {
+                        marshal_refused(plan, &self.slots, r, iface.limits.max_string_bytes).into()
                     }
-                    .into(),
                 });
             }
             drop(ctx);
@@ -753,7 +751,7 @@ impl DynClient<'_> {
         let r = unsafe { (fo.marshal)(slots.as_mut_ptr(), rec, cp) };
         if r < 0 {
             let e = ctx.err.take();
-            return Err(self.refused_put(e, fo.key, slots));
+            return Err(self.refused_put(e, fo.key, r, slots));
         }
         drop(ctx);
         t.call(fo.key, r as usize)?;
@@ -771,17 +769,15 @@ impl DynClient<'_> {
         Ok(())
     }
 
-    /// Why `marshal` refused: the transport's error, or a string over
-    /// the per-string limit.
+    /// Why `marshal` refused with `r`: the transport's error, or
+    /// [`marshal_refused`].
     #[cold]
-    fn refused_put(&self, e: Option<RtError>, key: u16, slots: &[u64]) -> CallError {
+    fn refused_put(&self, e: Option<RtError>, key: u16, r: i64, slots: &[u64]) -> CallError {
         match (e, self.iface.plans.get(usize::from(key))) {
             (Some(e), _) => e.into(),
-            (None, Some(plan)) => RtError::StringTooLong {
-                len: too_long(plan, slots),
-                max: self.iface.limits.max_string_bytes,
+            (None, Some(plan)) => {
+                marshal_refused(plan, slots, r, self.iface.limits.max_string_bytes).into()
             }
-            .into(),
             (None, None) => self.iface.no_such_op(usize::from(key)),
         }
     }
@@ -823,13 +819,7 @@ impl DynClient<'_> {
         let r = unsafe { stubs.0.run(slots.as_mut_ptr(), rec, &mut ctx) }?;
         if r < 0 {
             return Err(ctx.err.take().map_or_else(
-                || {
-                    RtError::StringTooLong {
-                        len: too_long(plan, slots),
-                        max: iface.limits.max_string_bytes,
-                    }
-                    .into()
-                },
+                || marshal_refused(plan, slots, r, iface.limits.max_string_bytes).into(),
                 CallError::from,
             ));
         }
@@ -954,6 +944,30 @@ fn bad_reply(e: Option<RtError>) -> CallError {
         || RtError::Malformed("a bad descriptor or boolean in the reply").into(),
         CallError::from,
     )
+}
+
+/// Why `marshal` returned `r` without a transport error: a `size_is`
+/// sequence over what its length's type counts ([`codegen::ERR_COUNT`]),
+/// or a string or sequence over the per-string limit.
+#[cold]
+fn marshal_refused(plan: &OpPlan, slots: &[u64], r: i64, max_string_bytes: u32) -> RtError {
+    if r == codegen::ERR_COUNT
+        && let Some((v, len)) = plan.params().iter().find_map(|v| {
+            let len = *slots.get(v.slot as usize + 1)?;
+            (v.dir != Dir::Out && v.count_max.is_some_and(|m| len > u64::from(m)))
+                .then_some((v, len))
+        })
+    {
+        return RtError::CountTooLarge {
+            param: v.name.clone(),
+            len: len as usize,
+            max: v.count_max.unwrap_or(u32::MAX),
+        };
+    }
+    RtError::StringTooLong {
+        len: too_long(plan, slots),
+        max: max_string_bytes,
+    }
 }
 
 /// Bytes of the longest in or inout string or sequence in `slots`: the

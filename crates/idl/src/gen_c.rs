@@ -1141,6 +1141,37 @@ mod tests {
     use super::*;
     use crate::model::{Layout, Param, Pos, StructDef};
 
+    /// The C server's bound on a `size_is` count is the Rust stubs' and
+    /// the dynamic stubs' ([`Prim::count_max`]), spelled as C's macro.
+    #[test]
+    fn c_length_bounds_are_the_models() {
+        let value = |m: &str| -> u32 {
+            match m {
+                "INT8_MAX" => i8::MAX as u32,
+                "UINT8_MAX" => u8::MAX as u32,
+                "INT16_MAX" => i16::MAX as u32,
+                "UINT16_MAX" => u16::MAX as u32,
+                "INT32_MAX" => i32::MAX as u32,
+                "1" => 1,
+                other => panic!("{other}"),
+            }
+        };
+        for p in [
+            Prim::I8,
+            Prim::U8,
+            Prim::I16,
+            Prim::U16,
+            Prim::I32,
+            Prim::U32,
+            Prim::I64,
+            Prim::U64,
+            Prim::Bool,
+            Prim::Char,
+        ] {
+            assert_eq!(super::len_max(p).map(value), p.count_max(), "{p:?}");
+        }
+    }
+
     /// Lays out a record by docs/idl.md's rules (for hand-built models).
     fn layout(params: &[Param], ret: Option<&Type>, structs: &[StructDef]) -> Layout {
         fn size_align(t: &Type, structs: &[StructDef]) -> (u32, u32) {

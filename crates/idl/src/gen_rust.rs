@@ -577,6 +577,19 @@ impl Gen<'_> {
         }
         for &i in &puts {
             let p = &op.params[i];
+            if let Some(max) = op.count_max(i) {
+                // The length parameter does not travel: its type bounds
+                // the count, as C's does.
+                self.line(2, &format!("if {}.len() > {max} {{", p.name));
+                self.line(
+                    3,
+                    &format!(
+                        "return Err(::idl::rt::CallError::CountTooLarge {{ param: \"{}\".into(), len: {}.len(), max: {max} }});",
+                        p.name, p.name
+                    ),
+                );
+                self.line(2, "}");
+            }
             let d = fresh(&format!("{}_desc", p.name), &descs);
             descs.insert(d.clone());
             let f = if kind(&p.ty) == Kind::Str {
@@ -773,6 +786,17 @@ impl Gen<'_> {
                 (Dir::InOut, Kind::Seq) => {
                     self.line(2, &format!("let {n} = {st}.seq_mut(&{m}.{n})?;"));
                 }
+                _ => {}
+            }
+            if p.dir != Dir::Out
+                && let Some(max) = op.count_max(i)
+            {
+                // Checked on the private slice, not the shared descriptor.
+                self.line(2, &format!("if {n}.len() > {max} {{"));
+                self.line(3, "return Err(::idl::rt::Status::BadValue);");
+                self.line(2, "}");
+            }
+            match (p.dir, kind(&p.ty)) {
                 (Dir::In, Kind::Str) => {
                     self.line(2, &format!("let {n} = {st}.str(&{m}.{n})?;"));
                 }

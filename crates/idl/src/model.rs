@@ -49,6 +49,22 @@ pub enum Prim {
 }
 
 impl Prim {
+    /// The most elements a `size_is` length of this type can count, if
+    /// fewer than a descriptor's `u32` holds: every stub (Rust, C, dynamic)
+    /// refuses a sequence longer than that, the client before sending and
+    /// the server with `BadValue`.
+    pub fn count_max(self) -> Option<u32> {
+        match self {
+            Prim::I8 => Some(i8::MAX as u32),
+            Prim::U8 | Prim::Char => Some(u8::MAX as u32),
+            Prim::I16 => Some(i16::MAX as u32),
+            Prim::U16 => Some(u16::MAX as u32),
+            Prim::I32 => Some(i32::MAX as u32),
+            Prim::Bool => Some(1),
+            Prim::U32 | Prim::I64 | Prim::U64 => None,
+        }
+    }
+
     /// Size in bytes, which is also the alignment.
     pub fn size(self) -> u32 {
         match self {
@@ -259,6 +275,19 @@ pub struct Op {
     pub layout: Layout,
     /// Where it is declared.
     pub pos: Pos,
+}
+
+impl Op {
+    /// For `params[i]`, a sequence declared with `size_is(n)`: the most
+    /// elements `n`'s type can count ([`Prim::count_max`]), if fewer than
+    /// a `u32` holds.
+    pub fn count_max(&self, i: usize) -> Option<u32> {
+        let j = self.params.get(i)?.size_is?;
+        match self.params.get(j)?.ty {
+            Type::Prim(p) => p.count_max(),
+            _ => None,
+        }
+    }
 }
 
 /// An interface: a set of operations served by one server loop.

@@ -1502,3 +1502,161 @@ fn dyn_write(c: &mut idl::dynamic::DynClient<'_>, t: &mut Loop<'_>, op: usize, a
 fn dyn_dir(c: &mut idl::dynamic::DynClient<'_>, t: &mut Loop<'_>, op: usize, a: &mut [Value]) {
     std::hint::black_box(c.call(t, op, a).ok());
 }
+
+// ---------------------------------------------------------------------
+// size_is lengths of narrow types (tests/idl/counts.idl): a `size_is(n)`
+// length does not travel, its value is the sequence's length, so `n`'s
+// type bounds the count. The C stubs checked it (a C server answers
+// `BadValue` past `INT16_MAX` for a `short` length); the Rust and dynamic
+// stubs did not, so a Rust client could send 32,768 elements that a Rust
+// server took and a C server refused.
+
+#[allow(dead_code, clippy::all)]
+mod gen_counts {
+    include!("idl/counts.rs");
+}
+use gen_counts::counts;
+
+const COUNTS: &str = include_str!("idl/counts.idl");
+
+/// counts.idl with `long` lengths: the same records, so its clients send
+/// what counts.idl's clients may not.
+const COUNTS_WIDE: &str = "interface counts {
+    long clip([in] long k, [in, size_is(k)] long *v);
+    long tiny([in] long n, [in, out, size_is(n)] short *s);
+};";
+
+struct StaticCounts;
+
+impl counts::Server for StaticCounts {
+    fn clip(&mut self, v: &[i32]) -> i32 {
+        v.len() as i32
+    }
+    fn tiny(&mut self, s: &mut [i16]) -> i32 {
+        s.iter_mut().for_each(|x| *x += 1);
+        s.len() as i32
+    }
+}
+
+fn counts_static_loop(server: &mut StaticCounts) -> Loop<'_> {
+    Loop {
+        mem: Mem::new(),
+        serve: Box::new(move |m: &mut Mem, key, len| {
+            let mut side = Side(m);
+            let req = side.request(len);
+            counts::dispatch(server, key, req).map(|r| r.len)
+        }),
+    }
+}
+
+unsafe extern "C" fn h_clip(_: *mut std::ffi::c_void, _v: *const i32, n: u64) -> i32 {
+    n as i32
+}
+
+unsafe extern "C" fn h_tiny(_: *mut std::ffi::c_void, s: *mut i16, n: u64) -> i32 {
+    // SAFETY: the dynamic server passes `n` checked elements at `s`.
+    let s = unsafe { std::slice::from_raw_parts_mut(s, n as usize) };
+    s.iter_mut().for_each(|x| *x += 1);
+    n as i32
+}
+
+fn counts_server(iface: &Interface) -> idl::dynamic::DynServer<'_> {
+    // SAFETY: the handlers have the signatures docs/idl.md gives for the
+    // operations (the size_is lengths left out); they use no context.
+    unsafe {
+        iface
+            .server(&[
+                (
+                    "clip",
+                    Handler::new(h_clip as *const () as usize, std::ptr::null_mut()),
+                ),
+                (
+                    "tiny",
+                    Handler::new(h_tiny as *const () as usize, std::ptr::null_mut()),
+                ),
+            ])
+            .expect("server")
+    }
+}
+
+/// `tiny` with `n` shorts through the dynamic client of `iface`.
+fn dyn_tiny<T: ClientTransport>(iface: &Interface, t: &mut T, n: usize) -> Result<i32, CallError> {
+    let mut a = [Value::Seq(Seq::I16(vec![7; n]))];
+    let r = iface
+        .client()
+        .call(t, iface.op_index("tiny").expect("op"), &mut a)?;
+    match (r, &a[0]) {
+        (Value::I32(r), Value::Seq(Seq::I16(s))) => {
+            assert!(
+                s.iter().all(|&x| x == 8),
+                "the server's inout values came back"
+            );
+            Ok(r)
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn size_is_counts_past_the_length_type_are_refused_by_every_stub() {
+    let narrow = Interface::load(COUNTS, "counts").expect("counts.idl");
+    let wide = Interface::load(COUNTS_WIDE, "counts").expect("wide");
+    let count_too_large = |e: &RtError, param: &str, len: usize, max: u32| {
+        assert!(
+            matches!(e, RtError::CountTooLarge { param: p, len: l, max: m }
+                if p == param && *l == len && *m == max),
+            "{e}"
+        );
+        // The message names the parameter, its length and the bound.
+        let s = e.to_string();
+        assert!(
+            s.contains(&format!("`{param}` holds {len} elements")) && s.contains(&max.to_string()),
+            "{s}"
+        );
+    };
+    let transport = |e: CallError| match e {
+        CallError::Transport(e) => e,
+        other => panic!("{other}"),
+    };
+
+    // Clients refuse before sending: the static stubs and the dynamic ones.
+    let mut ss = StaticCounts;
+    let mut t = counts_static_loop(&mut ss);
+    let e = counts::clip(&mut t, &vec![1; 32_768]).expect_err("refused");
+    count_too_large(&e, "v", 32_768, 32_767);
+    assert_eq!(counts::clip(&mut t, &[1; 100]).expect("clip"), 100);
+    let mut s = vec![7i16; 256];
+    let e = counts::tiny(&mut t, &mut s).expect_err("refused");
+    count_too_large(&e, "s", 256, 255);
+    let mut s = vec![7i16; 255];
+    assert_eq!(counts::tiny(&mut t, &mut s).expect("tiny"), 255);
+    assert!(s.iter().all(|&x| x == 8));
+    let e = dyn_tiny(&narrow, &mut t, 256).expect_err("refused");
+    count_too_large(&transport(e), "s", 256, 255);
+    assert_eq!(dyn_tiny(&narrow, &mut t, 255).expect("tiny"), 255);
+    // The slot-level call too (the fast path's marshal).
+    let mut v = vec![7i16; 256];
+    let mut slots = [v.as_mut_ptr() as u64, 256, 0];
+    let tiny = narrow.op_index("tiny").expect("op");
+    // SAFETY: the slots are `tiny`'s: a pointer to 256 shorts and their
+    // count, then the return value's slot.
+    let e = unsafe { narrow.client().call_slots(&mut t, tiny, &mut slots) }.expect_err("refused");
+    count_too_large(&transport(e), "s", 256, 255);
+
+    // Servers answer BadValue to a client that sends more (one whose
+    // lengths are `long`): the static server and the dynamic one.
+    for engine in [Engine::Native, Engine::Reference] {
+        let idl = idl::parse(COUNTS).expect("counts.idl");
+        let iface = Interface::from_idl(&idl, "counts", Default::default(), engine).expect("load");
+        let server = counts_server(&iface);
+        let mut t = dyn_loop(&server);
+        assert_eq!(dyn_tiny(&wide, &mut t, 255).expect("tiny"), 255);
+        let e = transport(dyn_tiny(&wide, &mut t, 256).expect_err("refused"));
+        assert!(matches!(e, RtError::Status(Status::BadValue)), "{e}");
+    }
+    let mut ss = StaticCounts;
+    let mut t = counts_static_loop(&mut ss);
+    assert_eq!(dyn_tiny(&wide, &mut t, 255).expect("tiny"), 255);
+    let e = transport(dyn_tiny(&wide, &mut t, 256).expect_err("refused"));
+    assert!(matches!(e, RtError::Status(Status::BadValue)), "{e}");
+}

@@ -44,6 +44,7 @@ fn generated_code_is_current() {
         ("idl/pfs.idl", "tests/idl/pfs.rs"),
         ("tests/idl/every.idl", "tests/idl/every.rs"),
         ("tests/idl/names.idl", "tests/idl/names.rs"),
+        ("tests/idl/counts.idl", "tests/idl/counts.rs"),
     ] {
         let src = std::fs::read_to_string(root.join(idl_file)).expect("read idl");
         let model = idl::parse(&src).unwrap_or_else(|e| panic!("{}", e.render(&src)));

@@ -12,7 +12,7 @@
 //!   stores every in and inout value at its field with its width, copies
 //!   in strings and sequences into the string area (from offset 0 upward,
 //!   each aligned to its element) and writes their descriptors; returns the
-//!   request's length, or [`ERR_AREA`] / [`ERR_LONG`].
+//!   request's length, or [`ERR_PUT`] / [`ERR_LONG`] / [`ERR_COUNT`].
 //! - `unmarshal(slots: *mut u64, rec: *const u8, area: *mut u8, area_len: u64) -> i64`:
 //!   loads every inout and out value and the return value back into the
 //!   slots (scalars extended to 64 bits; aggregates copied to the memory
@@ -39,6 +39,9 @@ use vcode::{
 pub const ERR_PUT: i64 = -1;
 /// `marshal`: a string or sequence exceeds the per-string limit.
 pub const ERR_LONG: i64 = -2;
+/// `marshal`: a `size_is` sequence holds more elements than its length
+/// parameter's type counts.
+pub const ERR_COUNT: i64 = -5;
 /// `unmarshal`: a reply descriptor is out of the string area or misaligned.
 pub const ERR_REPLY_STRING: i64 = -3;
 /// `unmarshal`: a reply `boolean` is neither 0 nor 1.
@@ -218,7 +221,7 @@ pub fn marshal<B: Backend>(f: &mut Func<B>, p: &OpPlan, lim: &Limits) -> vcode::
     } else {
         pa
     };
-    let (err_put, err_long) = (f.genlabel(), f.genlabel());
+    let (err_put, err_long, err_count) = (f.genlabel(), f.genlabel(), f.genlabel());
     // Pass 1: the strings, through the transport's `put` (which may move
     // the message buffer: the record is fetched again after them).
     let mut descs = Vec::new();
@@ -229,6 +232,9 @@ pub fn marshal<B: Backend>(f: &mut Func<B>, p: &OpPlan, lim: &Limits) -> vcode::
         let (slot, esize) = (8 * v.slot as i32, esize.max(1));
         f.ld(pa, slots, slot);
         f.ld(t, slots, slot + 8);
+        if let Some(max) = v.count_max {
+            f.bgt(t, i64::from(max), err_count);
+        }
         f.bgt(t, i64::from(lim.max_string_bytes / esize), err_long);
         mul_const(f, t2, t, esize);
         let put = Callee::Native(super::native::put_thunk as *const () as usize);
@@ -307,7 +313,11 @@ pub fn marshal<B: Backend>(f: &mut Func<B>, p: &OpPlan, lim: &Limits) -> vcode::
     let r = t.cast::<L>();
     f.set(r, i64::from(p.op.layout.request_size));
     f.ret(r);
-    for (l, code) in [(err_put, ERR_PUT), (err_long, ERR_LONG)] {
+    for (l, code) in [
+        (err_put, ERR_PUT),
+        (err_long, ERR_LONG),
+        (err_count, ERR_COUNT),
+    ] {
         f.label(l);
         f.set(r, code);
         f.ret(r);
@@ -590,6 +600,9 @@ fn op_body<B: Backend>(
         }
         f.ldu(t, r.rec, foff);
         f.ldu(t2, r.rec, foff + 4);
+        if let Some(max) = v.count_max {
+            f.bgt(t2, i64::from(max), x.bad_value);
+        }
         f.bgt(t2, i64::from(lim.max_string_bytes / esize), x.bad_string);
         if ealign > 1 {
             f.and(t3, t, i64::from(ealign - 1));

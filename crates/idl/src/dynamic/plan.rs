@@ -58,6 +58,9 @@ pub struct ValuePlan {
     pub slot: u32,
     /// Byte offset of its field in the record.
     pub offset: u32,
+    /// For a sequence declared with `size_is(n)`: the most elements `n`'s
+    /// type can count ([`Op::count_max`]), which both stubs enforce.
+    pub count_max: Option<u32>,
 }
 
 /// One operation, laid out for the dynamic stubs.
@@ -174,6 +177,7 @@ pub fn plan(structs: &[StructDef], op: &Op) -> Option<OpPlan> {
             kind,
             slot,
             offset,
+            count_max: op.count_max(i),
         });
         slot += kind.slots();
     }
@@ -189,6 +193,7 @@ pub fn plan(structs: &[StructDef], op: &Op) -> Option<OpPlan> {
             kind,
             slot,
             offset,
+            count_max: None,
         });
         slot += kind.slots();
     }

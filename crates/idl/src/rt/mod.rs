@@ -108,6 +108,17 @@ pub enum CallError {
         /// The limit (`Limits::max_string_bytes`).
         max: u32,
     },
+    /// A `size_is` sequence longer than its length parameter's type can
+    /// count (a `short` length counts at most 32,767 elements).
+    #[error("`{param}` holds {len} elements, more than its size_is length can count ({max})")]
+    CountTooLarge {
+        /// The sequence parameter.
+        param: String,
+        /// Its length in elements.
+        len: usize,
+        /// The most its length parameter's type counts.
+        max: u32,
+    },
     /// More strings in one message than the limit.
     #[error("more than {max} strings in one message")]
     TooManyStrings {

@@ -663,7 +663,13 @@ pub mod every {
         out_data: &mut Vec<i64>,
     ) -> Result<u32, ::idl::rt::CallError> {
         t.begin();
+        if in_data.len() > 2147483647 {
+            return Err(::idl::rt::CallError::CountTooLarge { param: "in_data".into(), len: in_data.len(), max: 2147483647 });
+        }
         let in_data_desc = ::idl::rt::put_seq(t, in_data)?;
+        if buf.len() > 2147483647 {
+            return Err(::idl::rt::CallError::CountTooLarge { param: "buf".into(), len: buf.len(), max: 2147483647 });
+        }
         let buf_desc = ::idl::rt::put_seq(t, buf)?;
         let m_ = ::idl::rt::record::<SizedMsg>(t)?;
         m_.in_data = in_data_desc;
@@ -947,7 +953,13 @@ pub mod every {
     ) -> Result<::idl::rt::Reply, ::idl::rt::Status> {
         let (m_, mut st) = req.open::<SizedMsg>()?;
         let in_data = st.seq(&m_.in_data)?;
+        if in_data.len() > 2147483647 {
+            return Err(::idl::rt::Status::BadValue);
+        }
         let buf = st.seq_mut(&m_.buf)?;
+        if buf.len() > 2147483647 {
+            return Err(::idl::rt::Status::BadValue);
+        }
         let mut out_data = st.out_seq(0, 1);
         m_.ret = s.sized(in_data, buf, &mut out_data);
         m_.out_data = st.close_seq(out_data)?;
