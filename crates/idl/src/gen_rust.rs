@@ -158,6 +158,15 @@ struct Gen<'a> {
 }
 
 impl Gen<'_> {
+    /// The bound a stub checks on the count of sequence `op.params[i]`
+    /// ([`Op::count_check`]).
+    fn count_check(&self, op: &Op, i: usize) -> Option<u32> {
+        let Type::Sequence(e) = &op.params[i].ty else {
+            return None;
+        };
+        op.count_check(i, e.size(&self.idl.structs)?)
+    }
+
     fn line(&mut self, indent: usize, s: &str) {
         if !s.is_empty() {
             for _ in 0..indent {
@@ -577,7 +586,7 @@ impl Gen<'_> {
         }
         for &i in &puts {
             let p = &op.params[i];
-            if let Some(max) = op.count_max(i) {
+            if let Some(max) = self.count_check(op, i) {
                 // The length parameter does not travel: its type bounds
                 // the count, as C's does.
                 self.line(2, &format!("if {}.len() > {max} {{", p.name));
@@ -789,7 +798,7 @@ impl Gen<'_> {
                 _ => {}
             }
             if p.dir != Dir::Out
-                && let Some(max) = op.count_max(i)
+                && let Some(max) = self.count_check(op, i)
             {
                 // Checked on the private slice, not the shared descriptor.
                 self.line(2, &format!("if {n}.len() > {max} {{"));

@@ -288,6 +288,29 @@ impl Op {
             _ => None,
         }
     }
+
+    /// [`Op::count_max`] where a stub must check it: `None` when the
+    /// sequence's bytes, which a string area and the per-string limit
+    /// keep within a `u32`, already bound its count to that many
+    /// elements of `esize` bytes (an `int` count of `int` elements), so
+    /// that the common case costs no instruction.
+    pub fn count_check(&self, i: usize, esize: u32) -> Option<u32> {
+        let max = self.count_max(i)?;
+        (u64::from(max) < u64::from(u32::MAX) / u64::from(esize.max(1))).then_some(max)
+    }
+}
+
+impl Type {
+    /// Size in bytes of a value of this type (`None` for strings and
+    /// sequences, which travel as descriptors).
+    pub fn size(&self, structs: &[StructDef]) -> Option<u32> {
+        match self {
+            Type::Prim(p) => Some(p.size()),
+            Type::Struct(id) => structs.get(*id).map(|s| s.size),
+            Type::Array(e, n) => Some(e.size(structs)?.saturating_mul(*n)),
+            Type::String | Type::Sequence(_) => None,
+        }
+    }
 }
 
 /// An interface: a set of operations served by one server loop.
@@ -353,5 +376,33 @@ impl Default for Limits {
             max_string_bytes: 2 << 20,
             max_record: 4096,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// A count is checked where its length's type bounds it below what the
+    /// sequence's bytes (at most a `u32` of them) already do.
+    #[test]
+    fn counts_are_checked_where_the_bytes_do_not_bound_them() {
+        let idl = crate::parse(
+            "interface c {
+                void a([in] short k, [in, size_is(k)] long *v);
+                void b([in] long k, [in, size_is(k)] long *v);
+                void c([in] long k, [in, size_is(k)] octet *v);
+                void d([in] unsigned long k, [in, size_is(k)] octet *v);
+            };",
+        )
+        .unwrap();
+        let ops = &idl.interfaces[0].ops;
+        let check = |op: usize, esize| ops[op].count_check(1, esize);
+        assert_eq!(check(0, 4), Some(32_767));
+        // 2^31 - 1 ints are more bytes than a u32 counts: no check needed.
+        assert_eq!(ops[1].count_max(1), Some(i32::MAX as u32));
+        assert_eq!(check(1, 4), None);
+        assert_eq!(check(2, 1), Some(i32::MAX as u32));
+        assert_eq!(check(3, 1), None);
+        // Not a sequence with a length.
+        assert_eq!(ops[0].count_max(0), None);
     }
 }

@@ -59,7 +59,7 @@ pub struct ValuePlan {
     /// Byte offset of its field in the record.
     pub offset: u32,
     /// For a sequence declared with `size_is(n)`: the most elements `n`'s
-    /// type can count ([`Op::count_max`]), which both stubs enforce.
+    /// type can count, where the stubs must check it ([`Op::count_check`]).
     pub count_max: Option<u32>,
 }
 
@@ -177,7 +177,10 @@ pub fn plan(structs: &[StructDef], op: &Op) -> Option<OpPlan> {
             kind,
             slot,
             offset,
-            count_max: op.count_max(i),
+            count_max: match (&p.ty, kind) {
+                (Type::Sequence(_), Kind::Ind { esize, .. }) => op.count_check(i, esize),
+                _ => None,
+            },
         });
         slot += kind.slots();
     }

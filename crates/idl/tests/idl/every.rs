@@ -663,9 +663,6 @@ pub mod every {
         out_data: &mut Vec<i64>,
     ) -> Result<u32, ::idl::rt::CallError> {
         t.begin();
-        if in_data.len() > 2147483647 {
-            return Err(::idl::rt::CallError::CountTooLarge { param: "in_data".into(), len: in_data.len(), max: 2147483647 });
-        }
         let in_data_desc = ::idl::rt::put_seq(t, in_data)?;
         if buf.len() > 2147483647 {
             return Err(::idl::rt::CallError::CountTooLarge { param: "buf".into(), len: buf.len(), max: 2147483647 });
@@ -953,9 +950,6 @@ pub mod every {
     ) -> Result<::idl::rt::Reply, ::idl::rt::Status> {
         let (m_, mut st) = req.open::<SizedMsg>()?;
         let in_data = st.seq(&m_.in_data)?;
-        if in_data.len() > 2147483647 {
-            return Err(::idl::rt::Status::BadValue);
-        }
         let buf = st.seq_mut(&m_.buf)?;
         if buf.len() > 2147483647 {
             return Err(::idl::rt::Status::BadValue);

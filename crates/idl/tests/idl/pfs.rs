@@ -151,9 +151,6 @@ pub mod pfs {
         data: &[i32],
     ) -> Result<i32, ::idl::rt::CallError> {
         t.begin();
-        if data.len() > 2147483647 {
-            return Err(::idl::rt::CallError::CountTooLarge { param: "data".into(), len: data.len(), max: 2147483647 });
-        }
         let data_desc = ::idl::rt::put_seq(t, data)?;
         let m = ::idl::rt::record::<PfsWriteMsg>(t)?;
         m.handle = handle;
@@ -240,9 +237,6 @@ pub mod pfs {
     ) -> Result<::idl::rt::Reply, ::idl::rt::Status> {
         let (m, mut st) = req.open::<PfsWriteMsg>()?;
         let data = st.seq(&m.data)?;
-        if data.len() > 2147483647 {
-            return Err(::idl::rt::Status::BadValue);
-        }
         m.ret = s.pfs_write(m.handle, &mut m.pos, m.len, data);
         Ok(st.reply(::core::mem::size_of::<PfsWriteMsg>()))
     }
