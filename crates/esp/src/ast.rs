@@ -105,7 +105,8 @@ pub enum StmtKind {
     Alt(Vec<AltArm>),
     /// `assert(c);`
     Assert(Expr),
-    /// `#N`: names the next statement, or the end of its block.
+    /// `#N`: names the point where it stands (lowered to a no-op); a
+    /// specification's event for it is control reaching that point.
     Label(u32),
 }
 

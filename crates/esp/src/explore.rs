@@ -1344,7 +1344,10 @@ impl<'a> Explorer<'a> {
                 !self.listed(r, st) || !self.autos[r].step_candidates(&s.autos[r], st).is_empty()
             })
             .collect();
-        if viable.len() > 1 {
+        // Several viable arms is a choice; fewer viable arms than arms is a
+        // narrowing that ignores a partner the process-based `alt` would
+        // serve. Either way the runtime's refusals keep the `alt` fair.
+        if viable.len() > 1 || viable.len() < arms.len() {
             self.nondeterministic = true;
         }
         let mut waiting = Vec::new();

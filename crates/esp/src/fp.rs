@@ -19,8 +19,10 @@ pub enum Kind {
     /// A fast path of a specification, entered from the process-based code.
     FastPath {
         /// True when the path contains a nondeterministic choice (an `alt`
-        /// with more than one arm on the path): the runtime then refuses to
-        /// enter it now and then (§4.4).
+        /// with more than one viable arm, or one of several waiting
+        /// partners) or narrows an `alt` (leaves out an arm the path cannot
+        /// continue with): the runtime then refuses to enter it now and then
+        /// (§4.4).
         nondeterministic: bool,
     },
     /// The whole program as one product state machine (automata-based

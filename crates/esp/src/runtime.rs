@@ -36,9 +36,11 @@
 //! graph stored. A process is not checked again at the pc it left the path at
 //! until it has moved, so a path that aborts at once cannot loop (or until
 //! the next `run` retries it for external input that may have arrived: new
-//! input is a new situation). A path with
-//! a nondeterministic choice is refused on every `refuse_every`-th eligible
-//! entry, so that the process-based code's fairness holds (§4.4).
+//! input is a new situation). For fairness (§4.4) an eligible entry is
+//! refused right after the path aborted, and on every `refuse_every`-th
+//! eligible entry of a path that narrows an `alt` or makes a choice; a
+//! refused path is not entered again until each of its processes has run
+//! its start statement in the process-based code, whose `alt` is fair.
 //!
 //! ## Automata (§4.1)
 //! [`Backend::Automata`] runs the whole program's product machine
@@ -94,8 +96,9 @@ pub struct Options {
     pub spec: Option<Spec>,
     /// Limits of symbolic execution.
     pub explore: ExploreOptions,
-    /// A fast path with a nondeterministic choice is refused on every
-    /// `refuse_every`-th eligible entry (§4.4); 0 never refuses.
+    /// A fast path that narrows an `alt` or makes a choice is refused on
+    /// every `refuse_every`-th eligible entry, and any path on its first
+    /// eligible entry after an abort (§4.4); 0 never refuses.
     pub refuse_every: u32,
 }
 
@@ -900,8 +903,16 @@ struct FastPath {
     native: Option<NativeGraph>,
     procs: Vec<usize>,
     starts: Vec<Pc>,
+    /// The path narrows an `alt` or chooses among partners: refused on
+    /// every `refuse_every`-th eligible entry.
     nondeterministic: bool,
     eligible: u64,
+    /// It aborted last time: its next eligible entry is refused.
+    refuse_next: bool,
+    /// It was refused: not entered again until every one of its processes
+    /// has run its start statement in the process-based code (moved off it
+    /// or been made ready by new input).
+    owed: bool,
 }
 
 /// The automaton of [`Backend::Automata`].
@@ -1071,6 +1082,8 @@ impl Machine {
                     starts,
                     nondeterministic,
                     eligible: 0,
+                    refuse_next: false,
+                    owed: false,
                 });
             }
         }
@@ -1712,10 +1725,33 @@ impl Machine {
             if !eligible || !fpath.procs.contains(&p) {
                 continue;
             }
-            let fpath = &mut self.fast[fi];
-            if fpath.nondeterministic {
-                fpath.eligible += 1;
-                if self.refuse_every > 0 && fpath.eligible % u64::from(self.refuse_every) == 0 {
+            if self.refuse_every > 0 {
+                let fpath = &self.fast[fi];
+                if fpath.owed {
+                    // A refusal is paid when every process of the path has
+                    // run its start statement in the process-based code.
+                    let suppress = &self.suppress;
+                    if fpath
+                        .procs
+                        .iter()
+                        .zip(&fpath.starts)
+                        .any(|(&q, &start)| suppress[q] == start)
+                    {
+                        continue;
+                    }
+                    self.fast[fi].owed = false;
+                }
+                let fpath = &mut self.fast[fi];
+                let mut refuse = std::mem::take(&mut fpath.refuse_next);
+                if fpath.nondeterministic {
+                    fpath.eligible += 1;
+                    refuse |= fpath.eligible % u64::from(self.refuse_every) == 0;
+                }
+                if refuse {
+                    fpath.owed = true;
+                    for (&q, &start) in fpath.procs.iter().zip(&fpath.starts) {
+                        self.suppress[q] = start;
+                    }
                     self.stats.refusals += 1;
                     continue;
                 }
@@ -1767,7 +1803,12 @@ impl Machine {
         }
         match leave {
             Leave::Exit => self.stats.exits += 1,
-            Leave::Abort | Leave::Suspend { .. } => self.stats.aborts += 1,
+            Leave::Abort | Leave::Suspend { .. } => {
+                self.stats.aborts += 1;
+                // Entering again right away could keep the path's `alt`s
+                // narrowed for ever (each entry ending at the counter bound).
+                self.fast[fi].refuse_next = true;
+            }
         }
         Ok(())
     }

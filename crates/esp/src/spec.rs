@@ -677,7 +677,7 @@ impl Resolver<'_> {
                     many => Err(spec_err(
                         name.pos,
                         format!(
-                            "channel `{}` names {} statements of process `{}` (at {}); mark the one you mean with a `#N` label and name that",
+                            "channel `{}` names {} statements of process `{}` (at {}); put a `#N` label just before the one you mean and name `#N`: its event is control reaching that statement, before the communication (so it cannot be a `<=>` partner)",
                             name.name,
                             many.len(),
                             process.name,
@@ -763,7 +763,7 @@ impl Resolver<'_> {
             return Err(spec_err(
                 own.pos(),
                 format!(
-                    "`<=>` needs a channel statement, and `{}` is not one",
+                    "`<=>` needs a channel statement, and `{}` is not one (a `#N` label names a point, reached before any communication); name the statement by its channel or an alias of it",
                     own.show()
                 ),
             ));
@@ -773,7 +773,7 @@ impl Resolver<'_> {
             RawStmt::Label(..) => {
                 return Err(spec_err(
                     pos,
-                    "a `<=>` partner is an alias or a channel name (a `#N` label belongs to one process)",
+                    "a `<=>` partner is a channel statement of another process, named by its channel or an alias of it; a `#N` label names a point, not a communication",
                 ));
             }
             RawStmt::Name(name) => {
@@ -848,10 +848,23 @@ impl Resolver<'_> {
                     own.show()
                 ),
             )),
-            None => Err(spec_err(
-                pos,
-                format!("`{}` is not a channel statement", raw.show()),
-            )),
+            None => {
+                let node = &self.program.processes[q as usize].nodes[other.pc as usize];
+                let what = match node.label {
+                    Some(n) => format!(
+                        "`{}` names label #{n} of process `{}`, a point and not a communication",
+                        raw.show(),
+                        self.program.processes[q as usize].name
+                    ),
+                    None => format!("`{}` is not a channel statement", raw.show()),
+                };
+                Err(spec_err(
+                    pos,
+                    format!(
+                        "{what}; a `<=>` partner is a channel statement, named by its channel or an alias of it"
+                    ),
+                ))
+            }
         }
     }
 

@@ -1352,7 +1352,9 @@ fn filter_program_automata() {
 
 /// An `alt` on the path: the specification narrows its arms; with no arm
 /// ready the process blocks on the viable ones, and a partner arriving later
-/// completes one. More than one viable arm makes the path nondeterministic.
+/// completes one. More than one viable arm, or fewer viable arms than arms
+/// (a narrowing that ignores a partner the process-based `alt` would serve),
+/// marks the path for the runtime's refusals.
 #[test]
 fn alt_on_the_path() {
     let src = "
@@ -1376,7 +1378,8 @@ process B { var j; while (true) { j = j + 1; out(b, j); } }
             pcs,
         )
     };
-    // Only `a` can continue M's path, and B is not on it: b is never used.
+    // Only `a` can continue M's path, and B is not on it: b is never used,
+    // a narrowing, so the path is marked for refusals.
     let (p, g) = extract(
         src,
         "fastpath f { process M { statement a, b; start a; follows a*; } process A { start a; follows a*; } }",
@@ -1384,7 +1387,7 @@ process B { var j; while (true) { j = j + 1; out(b, j); } }
     assert_eq!(
         g.kind,
         Kind::FastPath {
-            nondeterministic: false
+            nondeterministic: true
         }
     );
     let (leave, out, pcs) = run(&g, &p);
@@ -1422,4 +1425,53 @@ process B { var j; while (true) { j = j + 1; out(b, j); } }
         m.nodes[pcs[0] as usize].kind,
         NodeKind::Alt { .. }
     ));
+}
+
+/// A specification may choose a different legal interleaving, never a
+/// behaviour the program does not have. Here the process-based code lets
+/// the reader `Sink` continue after the rendezvous, so its assertion stops
+/// the run before `Src` sends `3` on `o`; with `schedule downstream` and
+/// `Src` listed last, the path runs `Src` first, and `3` comes out before
+/// the same assertion stops the run. Both are interleavings of the program;
+/// with inputs that never fail the assertion, both send the same messages.
+#[test]
+fn a_specification_may_choose_another_legal_interleaving() {
+    use esp::runtime::{Backend, Machine, Options};
+    let src = "channel i(int) external in; channel c(int); channel o(int) external out;
+process Src { var x; while (true) { in(i, x); out(c, x); out(o, x); } }
+process Sink { var z; while (true) { in(c, z); assert(z < 3); } }";
+    let spec_text = "fastpath f { schedule downstream; process Sink { statement c; start c; follows c*; } process Src { statement i, c, o; start i; follows (c o i)*; } }";
+    let run = |backend: Backend, with_spec: bool, inputs: &[i64]| {
+        let program = esp::compile(src).unwrap();
+        let spec = with_spec.then(|| esp::spec::parse(spec_text, &program).unwrap());
+        let mut m = Machine::new(
+            program,
+            Options {
+                backend,
+                spec,
+                ..Options::default()
+            },
+        )
+        .unwrap();
+        for &v in inputs {
+            m.push("i", &[v]).unwrap();
+        }
+        let r = m.run();
+        let failed =
+            matches!(r, Err(esp::Error::AssertionFailed { ref process, .. }) if process == "Sink");
+        (failed, m.take_output("o").unwrap(), m.stats().entries)
+    };
+    for backend in [Backend::Interp, Backend::Native] {
+        let (failed, plain, _) = run(backend, false, &[1, 2, 3, 4]);
+        assert!(failed);
+        assert_eq!(plain, [1, 2]);
+        let (failed, fast, entries) = run(backend, true, &[1, 2, 3, 4]);
+        assert!(failed && entries > 0);
+        assert_eq!(fast, [1, 2, 3]);
+        // Where the interleaving does not show, the outputs agree.
+        let (failed, plain, _) = run(backend, false, &[1, 2, 0, 1]);
+        let (failed2, fast, _) = run(backend, true, &[1, 2, 0, 1]);
+        assert!(!failed && !failed2);
+        assert_eq!(plain, fast);
+    }
 }

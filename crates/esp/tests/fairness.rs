@@ -167,3 +167,244 @@ fn both_mechanisms_together_with_the_default_options() {
         }
     }
 }
+
+/// The program of a new user's that starved with a deterministic
+/// specification: `onlyA`'s path narrows `Merge`'s `alt` to the `a` arm, and
+/// every entry ended at the repetition bound and was followed at once by
+/// another, so `SrcB`'s message waited for the whole of `inA`.
+const MERGE: &str = "channel inA(int) external in; channel inB(int) external in; channel a(int); channel b(int); channel o(int,int) external out;
+process SrcA { var v; while (true) { in(inA, v); out(a, v); } }
+process SrcB { var v; while (true) { in(inB, v); out(b, v); } }
+process Merge { var v; while (true) { #1 alt { in(a, v) { out(o, 0, v); } in(b, v) { out(o, 1, v); } } } }";
+
+const ONLY_A: &str = "fastpath onlyA { process SrcA { statement inA, a as OA; start OA; follows (inA OA)*; } process Merge { statement a as MA, b, #1; start #1; follows (MA #1)*; } }";
+
+/// Where `SrcB`'s value comes out (0-based) among `o`'s messages.
+fn merge_position(
+    backend: Backend,
+    values: i64,
+    refuse_every: u32,
+) -> (usize, esp::runtime::Stats) {
+    let program = esp::compile(MERGE).unwrap();
+    let options = Options {
+        backend,
+        spec: Some(esp::spec::parse(ONLY_A, &program).unwrap()),
+        refuse_every,
+        ..Options::default()
+    };
+    let mut m = Machine::new(program, options).unwrap();
+    for v in 0..values {
+        m.push("inA", &[v]).unwrap();
+    }
+    m.push("inB", &[-1]).unwrap();
+    m.run().unwrap();
+    let o = m.take_output("o").unwrap();
+    assert_eq!(o.len() as i64, 2 * (values + 1));
+    (o.chunks(2).position(|t| t[0] == 1).unwrap(), m.stats())
+}
+
+#[test]
+fn a_narrowed_alt_on_a_deterministic_path_is_marked_for_refusals() {
+    let program = esp::compile(MERGE).unwrap();
+    let spec = esp::spec::parse(ONLY_A, &program).unwrap();
+    let g =
+        esp::explore::fast_path(&program, &spec.fastpaths[0], &ExploreOptions::default()).unwrap();
+    assert_eq!(
+        g.kind,
+        esp::fp::Kind::FastPath {
+            nondeterministic: true
+        }
+    );
+}
+
+#[test]
+fn the_merge_program_serves_b_within_the_bound_after_an_abort() {
+    let bound = ExploreOptions::default().counter_bound as usize;
+    for backend in [Backend::Interp, Backend::Native] {
+        let (at, stats) = merge_position(backend, 300_000, 8);
+        // The first entry ends at the repetition bound; the next eligible
+        // entry is refused, and the process-based `alt` (two arms) serves B
+        // within two of its executions.
+        assert!(
+            at <= bound + 1 + 2,
+            "{backend:?}: B came out after {at} values of A ({stats:?})"
+        );
+        assert!(
+            stats.entries > 0 && stats.refusals > 0,
+            "{backend:?}: {stats:?}"
+        );
+        // With refusals switched off B waits for all of A.
+        let (at, _) = merge_position(backend, 300_000, 0);
+        assert_eq!(at, 300_000, "{backend:?}: without refusals B should starve");
+    }
+}
+
+/// A random merge program: `n` sources stream `per` values each on `f0..`,
+/// `S` sends one value (-1) on `slow`, and `M` serves every channel with one
+/// `alt` whose arms come in a random order, some with extra local code and
+/// a `#N` inside.
+fn merge_program(rng: &mut esp::random::Rng, n: usize, per: i64) -> String {
+    let mut t = String::from("channel slow(int); channel log(int) external out;\n");
+    for i in 0..n {
+        t += &format!("channel f{i}(int);\n");
+        t += &format!(
+            "process F{i} {{ var k; while (k < {per}) {{ out(f{i}, k * {n} + {i}); k = k + 1; }} }}\n"
+        );
+    }
+    t += "process S { out(slow, -1); }\n";
+    let mut arms: Vec<String> = (0..n)
+        .map(|i| {
+            let extra = if rng.chance(50) { "y = y + x; " } else { "" };
+            format!("in(f{i}, x) {{ {extra}#{} out(log, x); }}", i + 2)
+        })
+        .collect();
+    arms.push("in(slow, x) { out(log, x); }".into());
+    for i in (1..arms.len()).rev() {
+        arms.swap(i, rng.below(i + 1));
+    }
+    t += &format!(
+        "process M {{ var x, y; while (true) {{ #1 alt {{ {} }} }} }}\n",
+        arms.join(" ")
+    );
+    t
+}
+
+/// A random specification over `M` and some sources that never lists `S`:
+/// its paths narrow `M`'s `alt` (and may choose among the sources' arms),
+/// repeat or exit after one message, and start at `#1` or at an arm.
+fn merge_spec(rng: &mut esp::random::Rng, n: usize) -> String {
+    let mut srcs: Vec<usize> = (0..n).filter(|_| rng.chance(60)).collect();
+    if srcs.is_empty() {
+        srcs.push(rng.below(n));
+    }
+    let mut t = String::from("fastpath r {\n");
+    if rng.chance(50) {
+        t += "  schedule downstream;\n";
+    }
+    let arms: Vec<String> = srcs.iter().map(|i| format!("M{i}")).collect();
+    let decl: Vec<String> = srcs.iter().map(|i| format!("f{i} as M{i}")).collect();
+    let slow = if rng.chance(50) { ", slow" } else { "" };
+    let choice = arms.join(" | ");
+    let (start, follows) = match rng.below(3) {
+        0 => ("#1".to_string(), format!("(({choice}) #1)*")),
+        1 => (format!("({choice})"), format!("(#1 ({choice}))*")),
+        _ => ("#1".to_string(), format!("({choice})")),
+    };
+    let start = if start.starts_with('(') {
+        arms[0].clone()
+    } else {
+        start
+    };
+    let exit = if !follows.ends_with('*') || rng.chance(50) {
+        " exit #1;"
+    } else {
+        ""
+    };
+    t += &format!(
+        "  process M {{ statement {}, #1{slow}; start {start}; follows {follows};{exit} }}\n",
+        decl.join(", ")
+    );
+    for &i in &srcs {
+        t +=
+            &format!("  process F{i} {{ statement f{i} as S{i}; start S{i}; follows (S{i})*; }}\n");
+    }
+    t += "}\n";
+    t
+}
+
+/// Random merge programs with random specifications: `S`, ready from the
+/// start and for ever (its partner `M` comes back to the `alt` after every
+/// message), is served within the bound docs/esp.md states: a path's entry
+/// runs at most `counter_bound` iterations of each repetition, and within
+/// `arms` refusals, which come at the first eligible entry after every
+/// abort and at every `refuse_every`-th eligible entry, the process-based
+/// `alt` takes `S`'s arm. So `S` is served before `M` has logged
+/// `arms * (refuse_every + 1) * (counters * (counter_bound + 1) + arms)`
+/// messages. Each program runs with refusals off too, and over the run at
+/// least one of them starves `S` there: the refusals, not the schedule, are
+/// what serves it. Half the programs' traces (on both backends) are judged
+/// by the model checker (`mc::accepts`): the refusals choose among the
+/// program's own schedules.
+#[test]
+fn random_merges_serve_a_process_ready_for_ever_within_the_bound() {
+    let count: u64 = std::env::var("ESP_FAIRNESS_PROGRAMS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(60);
+    let counter_bound = 40u64;
+    let refuse_every = 4u32;
+    let per = 5_000i64;
+    let mut starved_without = 0;
+    let mut entered = 0;
+    for seed in 0..count {
+        let mut rng = esp::random::Rng::new(seed);
+        let n = 1 + rng.below(3);
+        let text = merge_program(&mut rng, n, per);
+        let spec_text = merge_spec(&mut rng, n);
+        let program = esp::compile(&text).unwrap();
+        let spec = match esp::spec::parse(&spec_text, &program) {
+            Ok(s) => s,
+            Err(e) => panic!("seed {seed}: {e}\n{spec_text}"),
+        };
+        let counters = spec.fastpaths[0].procs.len();
+        let arms = n + 1;
+        let bound =
+            arms * (refuse_every as usize + 1) * (counters * (counter_bound as usize + 1) + arms);
+        assert!(
+            bound < n * per as usize / 2,
+            "seed {seed}: the stream is too short"
+        );
+        let backend = if seed % 2 == 0 {
+            Backend::Native
+        } else {
+            Backend::Interp
+        };
+        let run = |refuse_every: u32| {
+            let program = esp::compile(&text).unwrap();
+            let options = Options {
+                backend,
+                spec: Some(spec.clone()),
+                explore: ExploreOptions {
+                    counter_bound,
+                    ..ExploreOptions::default()
+                },
+                refuse_every,
+            };
+            let mut m = match Machine::new(program, options) {
+                Ok(m) => m,
+                Err(e) => panic!("seed {seed}: {e}\n{text}{spec_text}"),
+            };
+            let judge = seed % 4 < 2;
+            m.set_tracing(judge);
+            m.run().unwrap();
+            if judge {
+                // The schedule the refusals produce is one the program has.
+                let options = esp::mc::CheckOptions {
+                    max_states: 2_000_000,
+                    ..esp::mc::CheckOptions::default()
+                };
+                let program = esp::compile(&text).unwrap();
+                assert!(
+                    esp::mc::accepts(&program, &[], m.trace(), &options).unwrap(),
+                    "seed {seed}: the model checker rejects the trace"
+                );
+            }
+            let log = m.take_output("log").unwrap();
+            assert_eq!(log.len(), n * per as usize + 1, "seed {seed}");
+            (log.iter().position(|&v| v == -1).unwrap(), m.stats())
+        };
+        let (at, stats) = run(refuse_every);
+        assert!(
+            at <= bound,
+            "seed {seed}: S waited for {at} messages (bound {bound}, {stats:?})\n{text}{spec_text}"
+        );
+        entered += usize::from(stats.entries > 0);
+        let (at, _) = run(0);
+        starved_without += usize::from(at > bound);
+    }
+    assert!(
+        entered as u64 > count / 2,
+        "only {entered} of {count} programs entered a path"
+    );
+    assert!(starved_without > 0, "no program starved S without refusals");
+}

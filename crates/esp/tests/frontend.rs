@@ -929,7 +929,7 @@ fn alt_arms_are_statements_of_their_own() {
     let e = esp::spec::parse("fastpath f { process P { start c; } }", &p).unwrap_err();
     assert_eq!(
         e.to_string(),
-        "1:32: fast-path specification: channel `c` names 2 statements of process `P` (at 2:61, 2:85); mark the one you mean with a `#N` label and name that"
+        "1:32: fast-path specification: channel `c` names 2 statements of process `P` (at 2:61, 2:85); put a `#N` label just before the one you mean and name `#N`: its event is control reaching that statement, before the communication (so it cannot be a `<=>` partner)"
     );
 }
 
@@ -994,7 +994,7 @@ fn spec_errors_say_what_and_where() {
         ),
         (
             "fastpath f { process A { start #1 <=> mid; } process B { start mid; } }",
-            "1:32: `<=>` needs a channel statement, and `#1` is not one",
+            "1:32: `<=>` needs a channel statement, and `#1` is not one (a `#N` label names a point, reached before any communication); name the statement by its channel or an alias of it",
         ),
         (
             "fastpath f { process A { start mid <=> src; } process B { start mid; } }",
@@ -1014,7 +1014,7 @@ fn spec_errors_say_what_and_where() {
         ),
         (
             "fastpath f { process A { start mid <=> #1; } }",
-            "1:40: a `<=>` partner is an alias or a channel name (a `#N` label belongs to one process)",
+            "1:40: a `<=>` partner is a channel statement of another process, named by its channel or an alias of it; a `#N` label names a point, not a communication",
         ),
         (
             "fastpath f { process A { start src; follows ; } }",
@@ -1088,5 +1088,65 @@ fn schedule_chooses_the_policy_of_symbolic_execution() {
             "fastpath f {\n  schedule downstream;\n  process A { start src; follows mid yield B; }\n  process B { start mid; }\n}"
         ),
         "2:3: fast-path specification: fast path `f` uses `yield`, which only steers the default schedule: drop `schedule downstream;` or the `yield`s"
+    );
+}
+
+/// `#N` names a point, a no-op where the label stands, whose event is control
+/// reaching it. The advice of the ambiguous-channel error works: a label put
+/// just before the meant statement names it as an event, and the program
+/// runs the same with that specification. A label, directly or through an
+/// alias, is refused as a `<=>` partner with what to use instead.
+#[test]
+fn a_label_names_a_point_and_is_refused_as_a_partner() {
+    let text = "channel i(int) external in; channel c(int); channel o(int) external out;
+         process P { var x; while (true) { in(i, x); out(c, x); #1 out(c, x + 1); } }
+         process Q { var y; while (true) { in(c, y); #2 out(o, y); } }";
+    let p = compile(text);
+    let e = esp::spec::parse("fastpath f { process P { start c; } }", &p).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("put a `#N` label just before the one you mean"),
+        "{e}"
+    );
+    // The advice followed: `#1` stands for the second `out` as an event.
+    let s = spec(
+        &p,
+        "fastpath f { process P { statement i, #1; start i; follows #1; exit i; } process Q { statement c as QC, #2; start QC; follows (#2 QC)*; } }",
+    );
+    let pp = &s.fastpaths[0].procs[0];
+    let label_pc = p.processes[0]
+        .nodes
+        .iter()
+        .position(|n| n.label == Some(1))
+        .unwrap() as u32;
+    assert!(pp.stmts.contains(&StmtRef {
+        pc: label_pc,
+        arm: None
+    }));
+    let run = |spec: Option<esp::spec::Spec>| {
+        let mut m = esp::runtime::Machine::new(
+            compile(text),
+            esp::runtime::Options {
+                spec,
+                ..esp::runtime::Options::default()
+            },
+        )
+        .unwrap();
+        for v in 0..50 {
+            m.push("i", &[v * 10]).unwrap();
+        }
+        m.run().unwrap();
+        m.take_output("o").unwrap()
+    };
+    assert_eq!(run(Some(s)), run(None));
+    // An alias of a label as a partner: refused, saying what to use.
+    let e = esp::spec::parse(
+        "fastpath f { process P { statement #1 as TO; start i; } process Q { start c <=> TO; } }",
+        &p,
+    )
+    .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "1:81: fast-path specification: `TO` names label #1 of process `P`, a point and not a communication; a `<=>` partner is a channel statement, named by its channel or an alias of it"
     );
 }

@@ -470,3 +470,59 @@ fn check_stops_at_its_memory_budget_with_a_partial_report() {
         "{text}"
     );
 }
+
+/// A user's merge program whose deterministic specification narrows the
+/// `alt` to `inA`'s arm: with 300,000 values on `inA` and one on `inB`, B's
+/// value used to come out at line 300,001 (each entry ended at the
+/// repetition bound and the next began before the process-based `alt`
+/// ran). The entry after an abort is refused, so it comes out within the
+/// bound docs/esp.md states: one path entry of at most 65,536 iterations,
+/// then two executions of the two-armed `alt`.
+#[test]
+fn a_narrowing_fast_path_lets_the_other_arm_through_after_its_bound() {
+    let esp = scratch(
+        "merge.esp",
+        "channel inA(int) external in; channel inB(int) external in; channel a(int); channel b(int); channel o(int,int) external out;
+process SrcA { var v; while (true) { in(inA, v); out(a, v); } }
+process SrcB { var v; while (true) { in(inB, v); out(b, v); } }
+process Merge { var v; while (true) { #1 alt { in(a, v) { out(o, 0, v); } in(b, v) { out(o, 1, v); } } } }
+",
+    );
+    let fp = scratch(
+        "merge.fp",
+        "fastpath onlyA { process SrcA { statement inA, a as OA; start OA; follows (inA OA)*; } process Merge { statement a as MA, b, #1; start #1; follows (MA #1)*; } }",
+    );
+    let a: String = (1..=300_000).map(|v| format!("{v}\n")).collect();
+    let a = scratch("merge-a.txt", &a);
+    let b = scratch("merge-b.txt", "7\n");
+    for backend in ["native", "interp"] {
+        let (ok, out, err) = fastpath(
+            &[
+                "esp",
+                "run",
+                &esp,
+                "--fastpath",
+                &fp,
+                "--backend",
+                backend,
+                "--stats",
+                "--in",
+                &format!("inA={a}"),
+                "--in",
+                &format!("inB={b}"),
+            ],
+            "",
+        );
+        assert!(ok, "{err}");
+        assert_eq!(out.lines().count(), 300_001);
+        let line = 1 + out
+            .lines()
+            .position(|l| l == "o 1 7")
+            .expect("B's value comes out");
+        assert!(
+            line <= 65_536 + 1 + 2,
+            "{backend}: B's value came out at line {line}"
+        );
+        assert!(err.contains("1 refused for fairness"), "{err}");
+    }
+}
