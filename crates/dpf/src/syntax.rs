@@ -979,13 +979,48 @@ impl Parser {
                         });
                     }
                 }
-                let first = self.port_number()?;
-                let (first, last) = if q.addr == AddrKind::Portrange {
-                    self.expect(Tok::Minus, "\"-\" between the ports of a range")?;
-                    let last = self.port_number()?;
-                    (first.min(last), first.max(last))
-                } else {
-                    (first, first)
+                let range = q.addr == AddrKind::Portrange;
+                let column = self.col();
+                let (first, last, real, name) = match self.peek().clone() {
+                    Tok::Word(name) if !is_keyword(&name) => {
+                        self.pos += 1;
+                        let (first, last, real) = resolve_ports(&name, range, column)?;
+                        (first, last, real, name)
+                    }
+                    _ => {
+                        let first = self.port_number()?;
+                        // libpcap reads `portrange N` as the range N-N.
+                        let last = if range && *self.peek() == Tok::Minus {
+                            self.pos += 1;
+                            match self.peek().clone() {
+                                // `25-domain`: a number's transports are
+                                // all three, so the range's are too.
+                                Tok::Word(side) if !is_keyword(&side) => {
+                                    let c = self.col();
+                                    self.pos += 1;
+                                    resolve_port(&side, c)?.0
+                                }
+                                _ => self.port_number()?,
+                            }
+                        } else {
+                            first
+                        };
+                        (first, last, None, String::new())
+                    }
+                };
+                let (first, last) = (first.min(last), first.max(last));
+                // A name of one transport restricts the primitive to it,
+                // and may not be qualified by another (libpcap's rule).
+                let proto = match (proto, real) {
+                    (Some(q), Some(r)) if q != r => {
+                        return Err(Error::PortProtocol {
+                            column,
+                            name,
+                            proto: r.name(),
+                        });
+                    }
+                    (Some(q), _) => Some(q),
+                    (None, r) => r,
                 };
                 Ok(Primitive::Port {
                     proto,
@@ -1371,4 +1406,48 @@ impl Drop for Expr {
             detach(&mut e, &mut stack);
         }
     }
+}
+
+/// The ports a name stands for after `port` (a service name) or
+/// `portrange` (`name-name`, `name-N`: each side a service name or a
+/// number), as libpcap's `pcap_nametoport` and `pcap_nametoportrange`
+/// resolve them: (first, last, the one transport they are restricted to).
+/// The two sides of a range keep a restriction only if they share it.
+fn resolve_ports(
+    name: &str,
+    range: bool,
+    column: usize,
+) -> Result<(u16, u16, Option<Proto>), Error> {
+    if !range {
+        let (p, real) = resolve_port(name, column)?;
+        return Ok((p, p, real));
+    }
+    let Some((a, b)) = name.split_once('-') else {
+        return Err(Error::Syntax {
+            column,
+            expected: "a range of ports, N-M or name-name".into(),
+            found: format!("\"{name}\""),
+        });
+    };
+    let ((first, r1), (last, r2)) = (resolve_port(a, column)?, resolve_port(b, column)?);
+    Ok((first, last, if r1 == r2 { r1 } else { None }))
+}
+
+/// One side of a port range, or a port: a number (every transport) or a
+/// service name.
+fn resolve_port(side: &str, column: usize) -> Result<(u16, Option<Proto>), Error> {
+    if !side.is_empty() && side.bytes().all(|b| b.is_ascii_digit()) {
+        return side
+            .parse()
+            .map(|n| (n, None))
+            .map_err(|_| Error::BadNumber {
+                column,
+                text: side.to_string(),
+                reason: "a port number is at most 65535",
+            });
+    }
+    crate::services::resolve(side).ok_or_else(|| Error::UnknownPort {
+        column,
+        name: side.to_string(),
+    })
 }

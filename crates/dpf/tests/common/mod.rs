@@ -35,9 +35,20 @@ pub const NETS: [&str; 9] = [
     "10.0.0.2/32",
 ];
 /// The ports filters and packets draw from.
-pub const PORTS: [u16; 6] = [22, 53, 80, 443, 1024, 8080];
+pub const PORTS: [u16; 8] = [22, 53, 67, 68, 80, 443, 1024, 8080];
 /// Port ranges, as filter text.
-pub const RANGES: [&str; 4] = ["20-90", "1000-1100", "443-443", "9000-50"];
+pub const RANGES: [&str; 8] = [
+    "20-90",
+    "1000-1100",
+    "443-443",
+    "9000-50",
+    "80",
+    "ssh-http",
+    "domain-22",
+    "bootps-bootpc",
+];
+/// Service names filters draw from (`port NAME`).
+pub const PORT_NAMES: [&str; 4] = ["ssh", "http", "bootps", "domain"];
 
 /// A seeded random generator of filters and packets.
 pub struct Gen {
@@ -130,6 +141,20 @@ impl Gen {
             10..=12 => {
                 let proto = *self.pick(&["", "", "tcp ", "udp ", "sctp "]);
                 let dir = self.dir();
+                if self.chance(0.25) {
+                    // A service name, resolved through /etc/services: TCP
+                    // only (ssh, http), UDP only (bootps) or both (domain).
+                    // Only names the qualifier allows: `udp port http`
+                    // is an error of libpcap's and dpf's alike.
+                    let names: &[&str] = match proto {
+                        "tcp " => &["ssh", "http", "domain"],
+                        "udp " => &["bootps", "domain"],
+                        "sctp " => &["domain"],
+                        _ => &PORT_NAMES,
+                    };
+                    let name = *self.pick(names);
+                    return (format!("{proto}{dir}port {name}"), None);
+                }
                 let p = self.pick(&PORTS).to_string();
                 let next = self.pick(&PORTS).to_string();
                 (format!("{proto}{dir}port {p}"), Some(next))
@@ -137,10 +162,13 @@ impl Gen {
             13 => {
                 let proto = *self.pick(&["", "tcp ", "udp "]);
                 let dir = self.dir();
-                let r = *self.pick(&RANGES);
+                let r = match (proto, *self.pick(&RANGES)) {
+                    ("udp ", "ssh-http") | ("tcp ", "bootps-bootpc") => "80",
+                    (_, r) => r,
+                };
                 (
                     format!("{proto}{dir}portrange {r}"),
-                    Some(self.pick(&RANGES).to_string()),
+                    Some(self.pick(&RANGES[..4]).to_string()),
                 )
             }
             _ => (self.comparison(), None),
