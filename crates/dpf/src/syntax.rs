@@ -400,12 +400,6 @@ const UNSUPPORTED: &[&str] = &[
     "moprc",
     "mopdl",
     "sca",
-    "link",
-    "ppp",
-    "slip",
-    "fddi",
-    "tr",
-    "wlan",
     "type",
     "subtype",
     "dir",
@@ -445,7 +439,9 @@ const UNSUPPORTED: &[&str] = &[
 
 fn proto_keyword(w: &str) -> Option<Proto> {
     Some(match w {
-        "ether" => Proto::Ether,
+        // libpcap's lexer reads all seven as the link-layer qualifier
+        // (LINK in scanner.l): on Ethernet they mean the same.
+        "ether" | "link" | "ppp" | "slip" | "fddi" | "tr" | "wlan" => Proto::Ether,
         "ip" => Proto::Ip,
         "ip6" => Proto::Ip6,
         "arp" => Proto::Arp,
@@ -1073,6 +1069,23 @@ impl Parser {
                 if p == Proto::Ip {
                     Ok(Primitive::IpProto(n))
                 } else {
+                    // libpcap 1.10 silently truncates these; its later
+                    // releases refuse them, and so does dpf: a value up to
+                    // 1500 is an LLC DSAP (one byte), above an EtherType.
+                    let too_high = if n > 0xffff {
+                        Some("an EtherType is at most 65535")
+                    } else if (0x100..=1500).contains(&n) {
+                        Some("an LLC DSAP (a protocol of 1500 or below) is at most 255")
+                    } else {
+                        None
+                    };
+                    if let Some(reason) = too_high {
+                        return Err(Error::BadNumber {
+                            column,
+                            text: n.to_string(),
+                            reason,
+                        });
+                    }
                     if matches!(n, 0x06 | 0xe0 | 0xf0 | 0xfe | 0x809b | 0x80f3) {
                         return Err(Error::Unsupported {
                             column,

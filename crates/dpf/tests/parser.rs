@@ -32,6 +32,11 @@ fn primitives() {
         ("ether proto 0x800", "ether proto 0x0800"),
         ("ether proto \\arp", "ether proto 0x0806"),
         ("ether proto 66", "ether proto 0x0042"),
+        // libpcap's lexer reads link, ppp, slip, fddi, tr and wlan as
+        // ether: on Ethernet they are the same qualifier.
+        ("link proto 0x800", "ether proto 0x0800"),
+        ("wlan[5] = 1", "ether[5] = 1"),
+        ("ppp proto \\ip6", "ether proto 0x86dd"),
         ("ip proto 6", "ip proto 6"),
         ("ip proto \\udp", "ip proto 17"),
         ("ip proto tcp", "ip proto 6"),
@@ -200,6 +205,8 @@ fn rejections_name_the_column() {
         ("ether host 10.0.0.1", 1),
         ("ether", 6),
         ("ether proto 6", 13),
+        ("ether proto 1500", 13),
+        ("link proto 65536", 12),
         ("vlan", 1),
         ("len > 100", 1),
         ("ip and # comment", 8),
