@@ -909,35 +909,19 @@ impl Parser {
                             return Err(self.unexpected("a prefix length"));
                         }
                     };
-                    if parts.len() != 4 {
-                        return Err(Error::BadAddress {
-                            column,
-                            text,
-                            reason: "a network with a prefix length needs all four parts",
-                        });
-                    }
+                    // A partial network is promoted, as libpcap's
+                    // gen_mcode does: 192.168/16 is 192.168.0.0/16.
                     if len == 0 { 0 } else { u32::MAX << (32 - len) }
                 } else if self.is_word(0, "mask") {
                     self.pos += 1;
                     let c = self.col();
                     match self.bump().0 {
-                        Tok::Addr(m, _) if m.len() == 4 => {
-                            if parts.len() != 4 {
-                                return Err(Error::BadAddress {
-                                    column,
-                                    text,
-                                    reason: "a network with a mask needs all four parts",
-                                });
-                            }
-                            m.iter().fold(0u32, |a, &p| (a << 8) | p)
-                        }
-                        Tok::Addr(_, text) => {
-                            return Err(Error::BadAddress {
-                                column: c,
-                                text,
-                                reason: "a mask needs all four parts",
-                            });
-                        }
+                        // Both promoted, as libpcap's gen_mcode does:
+                        // 192.168 mask 255.255 is 192.168.0.0/16.
+                        Tok::Addr(m, _) => m
+                            .iter()
+                            .enumerate()
+                            .fold(0u32, |a, (i, &p)| a | (p << (24 - 8 * i))),
                         _ => {
                             self.pos -= 1;
                             return Err(self.unexpected("a netmask"));
