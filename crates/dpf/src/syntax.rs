@@ -914,7 +914,6 @@ impl Parser {
                     if len == 0 { 0 } else { u32::MAX << (32 - len) }
                 } else if self.is_word(0, "mask") {
                     self.pos += 1;
-                    let c = self.col();
                     match self.bump().0 {
                         // Both promoted, as libpcap's gen_mcode does:
                         // 192.168 mask 255.255 is 192.168.0.0/16.

@@ -55,7 +55,6 @@ fn primitives() {
         // Partial networks and masks are promoted, as libpcap's gen_mcode.
         ("arp net 192.168/16", "arp net 192.168.0.0/16"),
         ("net 192.168 mask 255.255", "net 192.168.0.0/16"),
-        ("net 10 mask 255.255.0.0", "net 10.0.0.0/16"),
         (
             "net 10.0.0.0 mask 255.0.255.0",
             "net 10.0.0.0 mask 255.0.255.0",
