@@ -118,6 +118,12 @@ pub enum Primitive {
     EtherProto(u32),
     /// `ip proto N` (also `\tcp`, `\udp`, `\icmp`, `\sctp`).
     IpProto(u32),
+    /// `ip6 proto N`: IPv6 with next header N, directly or behind a
+    /// fragment header (libpcap's `gen_proto` for `Q_IPV6`); `icmp6` is
+    /// `ip6 proto 58`.
+    Ip6Proto(u32),
+    /// `proto N` without a qualifier: `ip proto N or ip6 proto N`.
+    AnyProto(u32),
     /// `[ip|arp|rarp] [dir] host A.B.C.D`.
     Host {
         /// The protocol qualifier; `None` means IPv4, ARP and RARP.
@@ -437,6 +443,9 @@ const UNSUPPORTED: &[&str] = &[
     "byte",
 ];
 
+/// ICMPv6's next-header number.
+const IPPROTO_ICMPV6: u32 = 58;
+
 fn proto_keyword(w: &str) -> Option<Proto> {
     Some(match w {
         // libpcap's lexer reads all seven as the link-layer qualifier
@@ -750,10 +759,15 @@ impl Parser {
         }
         match w {
             "and" | "or" => Err(self.unexpected("a primitive, \"not\" or \"(\"")),
-            "proto" => Err(Error::Unsupported {
-                column,
-                feature: "\"proto\" without \"ip\" or \"ether\" before it".into(),
-            }),
+            "proto" => {
+                self.pos += 1;
+                let n = self.proto_number(Proto::Ip)?;
+                Ok((Expr::Prim(Primitive::AnyProto(n)), None))
+            }
+            "icmp6" if *self.peek_at(1) != Tok::LBrack => {
+                self.pos += 1;
+                Ok((Expr::Prim(Primitive::Ip6Proto(IPPROTO_ICMPV6)), None))
+            }
             "mask" => Err(self.unexpected("a primitive, \"not\" or \"(\"")),
             w if UNSUPPORTED.contains(&w) => Err(Error::Unsupported {
                 column,
@@ -1011,47 +1025,23 @@ impl Parser {
             }
             AddrKind::Proto => {
                 let p = q.proto.expect("proto qualifier").0;
-                if !matches!(p, Proto::Ip | Proto::Ether) {
+                if !matches!(p, Proto::Ip | Proto::Ip6 | Proto::Ether) {
                     return Err(Error::Unsupported {
                         column: q.addr_col,
-                        feature: format!("\"{} proto\" (only ip proto and ether proto)", p.name()),
+                        feature: format!(
+                            "\"{} proto\" (only ip proto, ip6 proto and ether proto)",
+                            p.name()
+                        ),
                     });
                 }
-                let (tok, _) = self.bump();
-                let n = match (&tok, p) {
-                    (Tok::Num(n, _), _) => *n,
-                    (Tok::Escaped(w) | Tok::Word(w), Proto::Ip) => match w.as_str() {
-                        "icmp" => 1,
-                        "tcp" => 6,
-                        "udp" => 17,
-                        "sctp" => 132,
-                        _ => {
-                            return Err(Error::NameNotResolved {
-                                column,
-                                name: w.clone(),
-                            });
-                        }
-                    },
-                    (Tok::Escaped(w) | Tok::Word(w), Proto::Ether) => match w.as_str() {
-                        "ip" => 0x800,
-                        "arp" => 0x806,
-                        "rarp" => 0x8035,
-                        "ip6" => 0x86dd,
-                        _ => {
-                            return Err(Error::NameNotResolved {
-                                column,
-                                name: w.clone(),
-                            });
-                        }
-                    },
-                    _ => {
-                        self.pos -= 1;
-                        return Err(self.unexpected("a protocol number"));
-                    }
-                };
+                let n = self.proto_number(p)?;
+                if p == Proto::Ip6 {
+                    return Ok(Primitive::Ip6Proto(n));
+                }
                 if p == Proto::Ip {
-                    Ok(Primitive::IpProto(n))
-                } else {
+                    return Ok(Primitive::IpProto(n));
+                }
+                {
                     // libpcap 1.10 silently truncates these; its later
                     // releases refuse them, and so does dpf: a value up to
                     // 1500 is an LLC DSAP (one byte), above an EtherType.
@@ -1080,6 +1070,41 @@ impl Parser {
                     Ok(Primitive::EtherProto(n))
                 }
             }
+        }
+    }
+
+    /// The value after `proto`: a number, or a name of the qualifier's
+    /// protocol (`\tcp` after `ip`, `ip6` or none, `\arp` after `ether`).
+    fn proto_number(&mut self, p: Proto) -> Result<u32, Error> {
+        let column = self.col();
+        let (tok, _) = self.bump();
+        let known = match (&tok, p) {
+            (Tok::Num(n, _), _) => return Ok(*n),
+            (Tok::Escaped(w) | Tok::Word(w), Proto::Ether) => match w.as_str() {
+                "ip" => Some(0x800),
+                "arp" => Some(0x806),
+                "rarp" => Some(0x8035),
+                "ip6" => Some(0x86dd),
+                _ => None,
+            },
+            (Tok::Escaped(w) | Tok::Word(w), _) => match w.as_str() {
+                "icmp" => Some(1),
+                "tcp" => Some(6),
+                "udp" => Some(17),
+                "sctp" => Some(132),
+                _ => None,
+            },
+            _ => {
+                self.pos -= 1;
+                return Err(self.unexpected("a protocol number"));
+            }
+        };
+        match (known, tok) {
+            (Some(n), _) => Ok(n),
+            (None, Tok::Escaped(name) | Tok::Word(name)) => {
+                Err(Error::NameNotResolved { column, name })
+            }
+            (None, _) => unreachable!("only names are looked up"),
         }
     }
 
@@ -1270,6 +1295,8 @@ impl fmt::Display for Primitive {
             Primitive::Proto(p) => write!(f, "{p}"),
             Primitive::EtherProto(n) => write!(f, "ether proto {n:#06x}"),
             Primitive::IpProto(n) => write!(f, "ip proto {n}"),
+            Primitive::Ip6Proto(n) => write!(f, "ip6 proto {n}"),
+            Primitive::AnyProto(n) => write!(f, "proto {n}"),
             Primitive::Host { proto, dir, addr } => {
                 write!(f, "{}host {}", prefix(proto, dir), quad(addr))
             }

@@ -100,8 +100,23 @@ impl Gen {
     fn primitive(&mut self) -> (String, Option<String>) {
         match self.rng.random_range(0..20) {
             0..=2 => (
-                self.pick(&["ip", "ip6", "arp", "rarp", "tcp", "udp", "icmp", "sctp"])
-                    .to_string(),
+                self.pick(&[
+                    "ip",
+                    "ip6",
+                    "arp",
+                    "rarp",
+                    "tcp",
+                    "udp",
+                    "icmp",
+                    "sctp",
+                    "icmp6",
+                    "ip6 proto 6",
+                    "ip6 proto \\udp",
+                    "ip6 proto 58",
+                    "proto 17",
+                    "proto \\tcp",
+                ])
+                .to_string(),
                 None,
             ),
             3 => {
