@@ -497,6 +497,14 @@ fn primitive(p: &Primitive) -> Cond {
         Primitive::Ip6Proto(n) => ip6_proto(n),
         // libpcap's gen_proto for Q_DEFAULT: IPv4 or IPv6.
         Primitive::AnyProto(n) => Cond::Or(vec![ip_proto(n), ip6_proto(n)]),
+        // libpcap's gen_bcmp: the last four bytes of the destination, then
+        // the first two (a frame shorter than 6 bytes fails the first load).
+        Primitive::Broadcast => Cond::And(vec![
+            eq(link(2, Size::W), 0xffff_ffff),
+            eq(link(0, Size::H), 0xffff),
+        ]),
+        // libpcap's gen_mac_multicast: `jset #1` on the first byte.
+        Primitive::Multicast => prim(link(0, Size::B), !0, Cmp::Set, 1),
         Primitive::EtherProto(n) if n > ETHERMTU => ether_type(n),
         // An 802.3 frame (length, not type, at 12) whose LLC DSAP is `n`.
         Primitive::EtherProto(n) => Cond::And(vec![

@@ -124,6 +124,10 @@ pub enum Primitive {
     Ip6Proto(u32),
     /// `proto N` without a qualifier: `ip proto N or ip6 proto N`.
     AnyProto(u32),
+    /// `[ether] broadcast`: the destination MAC is ff:ff:ff:ff:ff:ff.
+    Broadcast,
+    /// `[ether] multicast`: the destination MAC's group bit is set.
+    Multicast,
     /// `[ip|arp|rarp] [dir] host A.B.C.D`.
     Host {
         /// The protocol qualifier; `None` means IPv4, ARP and RARP.
@@ -746,6 +750,21 @@ impl Parser {
                     self.pos += 1;
                     return self.head(Some((proto, column)));
                 }
+                Tok::Word(n) if n == "broadcast" || n == "multicast" => {
+                    if proto != Proto::Ether {
+                        return Err(Error::Unsupported {
+                            column,
+                            feature: format!("\"{} {n}\"", proto.name()),
+                        });
+                    }
+                    let p = if n == "broadcast" {
+                        Primitive::Broadcast
+                    } else {
+                        Primitive::Multicast
+                    };
+                    self.pos += 2;
+                    return Ok((Expr::Prim(p), None));
+                }
                 _ => {}
             }
             self.pos += 1;
@@ -763,6 +782,16 @@ impl Parser {
                 self.pos += 1;
                 let n = self.proto_number(Proto::Ip)?;
                 Ok((Expr::Prim(Primitive::AnyProto(n)), None))
+            }
+            // libpcap's gen_broadcast and gen_multicast take Q_DEFAULT
+            // as the link layer on Ethernet.
+            "broadcast" => {
+                self.pos += 1;
+                Ok((Expr::Prim(Primitive::Broadcast), None))
+            }
+            "multicast" => {
+                self.pos += 1;
+                Ok((Expr::Prim(Primitive::Multicast), None))
             }
             "icmp6" if *self.peek_at(1) != Tok::LBrack => {
                 self.pos += 1;
@@ -1297,6 +1326,8 @@ impl fmt::Display for Primitive {
             Primitive::IpProto(n) => write!(f, "ip proto {n}"),
             Primitive::Ip6Proto(n) => write!(f, "ip6 proto {n}"),
             Primitive::AnyProto(n) => write!(f, "proto {n}"),
+            Primitive::Broadcast => write!(f, "ether broadcast"),
+            Primitive::Multicast => write!(f, "ether multicast"),
             Primitive::Host { proto, dir, addr } => {
                 write!(f, "{}host {}", prefix(proto, dir), quad(addr))
             }

@@ -115,6 +115,8 @@ impl Gen {
                     "ip6 proto 58",
                     "proto 17",
                     "proto \\tcp",
+                    "broadcast",
+                    "ether multicast",
                 ])
                 .to_string(),
                 None,
@@ -330,6 +332,10 @@ impl Gen {
 
     fn ethernet(&mut self, ethertype: u16) -> Vec<u8> {
         let mut f: Vec<u8> = (0..12).map(|_| self.rng.random()).collect();
+        if self.chance(0.1) {
+            // The broadcast destination (`broadcast` matches nothing else).
+            f[..6].fill(0xff);
+        }
         f.extend_from_slice(&ethertype.to_be_bytes());
         f
     }
