@@ -60,6 +60,25 @@ pub enum Error {
         /// The name.
         name: String,
     },
+    /// A port name the services database (`/etc/services`) does not know.
+    #[error("column {column}: unknown port \"{name}\" (not in /etc/services)")]
+    UnknownPort {
+        /// The name's column.
+        column: usize,
+        /// The name.
+        name: String,
+    },
+    /// A port name of one transport under another's qualifier
+    /// (`udp port smtp` where smtp is TCP only), as libpcap refuses it.
+    #[error("column {column}: port \"{name}\" is {proto} only")]
+    PortProtocol {
+        /// The name's column.
+        column: usize,
+        /// The name.
+        name: String,
+        /// The only transport the name has.
+        proto: &'static str,
+    },
     /// A value (number or address) with no qualifier before it to say what
     /// it is, and none to inherit from an earlier primitive.
     #[error("column {column}: {text:?} needs a qualifier such as host, net, port or proto")]
@@ -159,6 +178,8 @@ impl Error {
             | Error::BadNumber { column, .. }
             | Error::BadAddress { column, .. }
             | Error::NameNotResolved { column, .. }
+            | Error::UnknownPort { column, .. }
+            | Error::PortProtocol { column, .. }
             | Error::MissingQualifier { column, .. }
             | Error::BadQualifier { column, .. }
             | Error::Unsupported { column, .. }

@@ -309,22 +309,25 @@ fn ip_proto(p: u32) -> Cond {
     Cond::And(vec![ether_type(ETHERTYPE_IP), eq(link(23, Size::B), p)])
 }
 
-/// libpcap's `tcp`/`udp`/`sctp`: IPv4 protocol `p`, or IPv6 next header
-/// `p` directly or behind a fragment header.
-fn transport_abbrev(p: u32) -> Cond {
-    Cond::Or(vec![
-        ip_proto(p),
-        Cond::And(vec![
-            ether_type(ETHERTYPE_IPV6),
-            Cond::Or(vec![
-                eq(link(20, Size::B), p),
-                Cond::And(vec![
-                    eq(link(20, Size::B), IPPROTO_FRAGMENT),
-                    eq(link(54, Size::B), p),
-                ]),
+/// IPv6 with next header `p` directly or behind a fragment header
+/// (libpcap's `gen_proto` for `ip6 proto`).
+fn ip6_proto(p: u32) -> Cond {
+    Cond::And(vec![
+        ether_type(ETHERTYPE_IPV6),
+        Cond::Or(vec![
+            eq(link(20, Size::B), p),
+            Cond::And(vec![
+                eq(link(20, Size::B), IPPROTO_FRAGMENT),
+                eq(link(54, Size::B), p),
             ]),
         ]),
     ])
+}
+
+/// libpcap's `tcp`/`udp`/`sctp`: IPv4 protocol `p`, or IPv6 next header
+/// `p` directly or behind a fragment header.
+fn transport_abbrev(p: u32) -> Cond {
+    Cond::Or(vec![ip_proto(p), ip6_proto(p)])
 }
 
 fn proto_abbrev(p: Proto) -> Cond {
@@ -491,6 +494,17 @@ fn primitive(p: &Primitive) -> Cond {
     match *p {
         Primitive::Proto(p) => proto_abbrev(p),
         Primitive::IpProto(n) => ip_proto(n),
+        Primitive::Ip6Proto(n) => ip6_proto(n),
+        // libpcap's gen_proto for Q_DEFAULT: IPv4 or IPv6.
+        Primitive::AnyProto(n) => Cond::Or(vec![ip_proto(n), ip6_proto(n)]),
+        // libpcap's gen_bcmp: the last four bytes of the destination, then
+        // the first two (a frame shorter than 6 bytes fails the first load).
+        Primitive::Broadcast => Cond::And(vec![
+            eq(link(2, Size::W), 0xffff_ffff),
+            eq(link(0, Size::H), 0xffff),
+        ]),
+        // libpcap's gen_mac_multicast: `jset #1` on the first byte.
+        Primitive::Multicast => prim(link(0, Size::B), !0, Cmp::Set, 1),
         Primitive::EtherProto(n) if n > ETHERMTU => ether_type(n),
         // An 802.3 frame (length, not type, at 12) whose LLC DSAP is `n`.
         Primitive::EtherProto(n) => Cond::And(vec![

@@ -118,6 +118,16 @@ pub enum Primitive {
     EtherProto(u32),
     /// `ip proto N` (also `\tcp`, `\udp`, `\icmp`, `\sctp`).
     IpProto(u32),
+    /// `ip6 proto N`: IPv6 with next header N, directly or behind a
+    /// fragment header (libpcap's `gen_proto` for `Q_IPV6`); `icmp6` is
+    /// `ip6 proto 58`.
+    Ip6Proto(u32),
+    /// `proto N` without a qualifier: `ip proto N or ip6 proto N`.
+    AnyProto(u32),
+    /// `[ether] broadcast`: the destination MAC is ff:ff:ff:ff:ff:ff.
+    Broadcast,
+    /// `[ether] multicast`: the destination MAC's group bit is set.
+    Multicast,
     /// `[ip|arp|rarp] [dir] host A.B.C.D`.
     Host {
         /// The protocol qualifier; `None` means IPv4, ARP and RARP.
@@ -400,12 +410,6 @@ const UNSUPPORTED: &[&str] = &[
     "moprc",
     "mopdl",
     "sca",
-    "link",
-    "ppp",
-    "slip",
-    "fddi",
-    "tr",
-    "wlan",
     "type",
     "subtype",
     "dir",
@@ -443,9 +447,14 @@ const UNSUPPORTED: &[&str] = &[
     "byte",
 ];
 
+/// ICMPv6's next-header number.
+const IPPROTO_ICMPV6: u32 = 58;
+
 fn proto_keyword(w: &str) -> Option<Proto> {
     Some(match w {
-        "ether" => Proto::Ether,
+        // libpcap's lexer reads all seven as the link-layer qualifier
+        // (LINK in scanner.l): on Ethernet they mean the same.
+        "ether" | "link" | "ppp" | "slip" | "fddi" | "tr" | "wlan" => Proto::Ether,
         "ip" => Proto::Ip,
         "ip6" => Proto::Ip6,
         "arp" => Proto::Arp,
@@ -741,6 +750,21 @@ impl Parser {
                     self.pos += 1;
                     return self.head(Some((proto, column)));
                 }
+                Tok::Word(n) if n == "broadcast" || n == "multicast" => {
+                    if proto != Proto::Ether {
+                        return Err(Error::Unsupported {
+                            column,
+                            feature: format!("\"{} {n}\"", proto.name()),
+                        });
+                    }
+                    let p = if n == "broadcast" {
+                        Primitive::Broadcast
+                    } else {
+                        Primitive::Multicast
+                    };
+                    self.pos += 2;
+                    return Ok((Expr::Prim(p), None));
+                }
                 _ => {}
             }
             self.pos += 1;
@@ -754,10 +778,25 @@ impl Parser {
         }
         match w {
             "and" | "or" => Err(self.unexpected("a primitive, \"not\" or \"(\"")),
-            "proto" => Err(Error::Unsupported {
-                column,
-                feature: "\"proto\" without \"ip\" or \"ether\" before it".into(),
-            }),
+            "proto" => {
+                self.pos += 1;
+                let n = self.proto_number(Proto::Ip)?;
+                Ok((Expr::Prim(Primitive::AnyProto(n)), None))
+            }
+            // libpcap's gen_broadcast and gen_multicast take Q_DEFAULT
+            // as the link layer on Ethernet.
+            "broadcast" => {
+                self.pos += 1;
+                Ok((Expr::Prim(Primitive::Broadcast), None))
+            }
+            "multicast" => {
+                self.pos += 1;
+                Ok((Expr::Prim(Primitive::Multicast), None))
+            }
+            "icmp6" if *self.peek_at(1) != Tok::LBrack => {
+                self.pos += 1;
+                Ok((Expr::Prim(Primitive::Ip6Proto(IPPROTO_ICMPV6)), None))
+            }
             "mask" => Err(self.unexpected("a primitive, \"not\" or \"(\"")),
             w if UNSUPPORTED.contains(&w) => Err(Error::Unsupported {
                 column,
@@ -913,35 +952,18 @@ impl Parser {
                             return Err(self.unexpected("a prefix length"));
                         }
                     };
-                    if parts.len() != 4 {
-                        return Err(Error::BadAddress {
-                            column,
-                            text,
-                            reason: "a network with a prefix length needs all four parts",
-                        });
-                    }
+                    // A partial network is promoted, as libpcap's
+                    // gen_mcode does: 192.168/16 is 192.168.0.0/16.
                     if len == 0 { 0 } else { u32::MAX << (32 - len) }
                 } else if self.is_word(0, "mask") {
                     self.pos += 1;
-                    let c = self.col();
                     match self.bump().0 {
-                        Tok::Addr(m, _) if m.len() == 4 => {
-                            if parts.len() != 4 {
-                                return Err(Error::BadAddress {
-                                    column,
-                                    text,
-                                    reason: "a network with a mask needs all four parts",
-                                });
-                            }
-                            m.iter().fold(0u32, |a, &p| (a << 8) | p)
-                        }
-                        Tok::Addr(_, text) => {
-                            return Err(Error::BadAddress {
-                                column: c,
-                                text,
-                                reason: "a mask needs all four parts",
-                            });
-                        }
+                        // Both promoted, as libpcap's gen_mcode does:
+                        // 192.168 mask 255.255 is 192.168.0.0/16.
+                        Tok::Addr(m, _) => m
+                            .iter()
+                            .enumerate()
+                            .fold(0u32, |a, (i, &p)| a | (p << (24 - 8 * i))),
                         _ => {
                             self.pos -= 1;
                             return Err(self.unexpected("a netmask"));
@@ -979,13 +1001,48 @@ impl Parser {
                         });
                     }
                 }
-                let first = self.port_number()?;
-                let (first, last) = if q.addr == AddrKind::Portrange {
-                    self.expect(Tok::Minus, "\"-\" between the ports of a range")?;
-                    let last = self.port_number()?;
-                    (first.min(last), first.max(last))
-                } else {
-                    (first, first)
+                let range = q.addr == AddrKind::Portrange;
+                let column = self.col();
+                let (first, last, real, name) = match self.peek().clone() {
+                    Tok::Word(name) if !is_keyword(&name) => {
+                        self.pos += 1;
+                        let (first, last, real) = resolve_ports(&name, range, column)?;
+                        (first, last, real, name)
+                    }
+                    _ => {
+                        let first = self.port_number()?;
+                        // libpcap reads `portrange N` as the range N-N.
+                        let last = if range && *self.peek() == Tok::Minus {
+                            self.pos += 1;
+                            match self.peek().clone() {
+                                // `25-domain`: a number's transports are
+                                // all three, so the range's are too.
+                                Tok::Word(side) if !is_keyword(&side) => {
+                                    let c = self.col();
+                                    self.pos += 1;
+                                    resolve_port(&side, c)?.0
+                                }
+                                _ => self.port_number()?,
+                            }
+                        } else {
+                            first
+                        };
+                        (first, last, None, String::new())
+                    }
+                };
+                let (first, last) = (first.min(last), first.max(last));
+                // A name of one transport restricts the primitive to it,
+                // and may not be qualified by another (libpcap's rule).
+                let proto = match (proto, real) {
+                    (Some(q), Some(r)) if q != r => {
+                        return Err(Error::PortProtocol {
+                            column,
+                            name,
+                            proto: r.name(),
+                        });
+                    }
+                    (Some(q), _) => Some(q),
+                    (None, r) => r,
                 };
                 Ok(Primitive::Port {
                     proto,
@@ -997,47 +1054,40 @@ impl Parser {
             }
             AddrKind::Proto => {
                 let p = q.proto.expect("proto qualifier").0;
-                if !matches!(p, Proto::Ip | Proto::Ether) {
+                if !matches!(p, Proto::Ip | Proto::Ip6 | Proto::Ether) {
                     return Err(Error::Unsupported {
                         column: q.addr_col,
-                        feature: format!("\"{} proto\" (only ip proto and ether proto)", p.name()),
+                        feature: format!(
+                            "\"{} proto\" (only ip proto, ip6 proto and ether proto)",
+                            p.name()
+                        ),
                     });
                 }
-                let (tok, _) = self.bump();
-                let n = match (&tok, p) {
-                    (Tok::Num(n, _), _) => *n,
-                    (Tok::Escaped(w) | Tok::Word(w), Proto::Ip) => match w.as_str() {
-                        "icmp" => 1,
-                        "tcp" => 6,
-                        "udp" => 17,
-                        "sctp" => 132,
-                        _ => {
-                            return Err(Error::NameNotResolved {
-                                column,
-                                name: w.clone(),
-                            });
-                        }
-                    },
-                    (Tok::Escaped(w) | Tok::Word(w), Proto::Ether) => match w.as_str() {
-                        "ip" => 0x800,
-                        "arp" => 0x806,
-                        "rarp" => 0x8035,
-                        "ip6" => 0x86dd,
-                        _ => {
-                            return Err(Error::NameNotResolved {
-                                column,
-                                name: w.clone(),
-                            });
-                        }
-                    },
-                    _ => {
-                        self.pos -= 1;
-                        return Err(self.unexpected("a protocol number"));
-                    }
-                };
+                let n = self.proto_number(p)?;
+                if p == Proto::Ip6 {
+                    return Ok(Primitive::Ip6Proto(n));
+                }
                 if p == Proto::Ip {
-                    Ok(Primitive::IpProto(n))
-                } else {
+                    return Ok(Primitive::IpProto(n));
+                }
+                {
+                    // libpcap 1.10 silently truncates these; its later
+                    // releases refuse them, and so does dpf: a value up to
+                    // 1500 is an LLC DSAP (one byte), above an EtherType.
+                    let too_high = if n > 0xffff {
+                        Some("an EtherType is at most 65535")
+                    } else if (0x100..=1500).contains(&n) {
+                        Some("an LLC DSAP (a protocol of 1500 or below) is at most 255")
+                    } else {
+                        None
+                    };
+                    if let Some(reason) = too_high {
+                        return Err(Error::BadNumber {
+                            column,
+                            text: n.to_string(),
+                            reason,
+                        });
+                    }
                     if matches!(n, 0x06 | 0xe0 | 0xf0 | 0xfe | 0x809b | 0x80f3) {
                         return Err(Error::Unsupported {
                             column,
@@ -1049,6 +1099,41 @@ impl Parser {
                     Ok(Primitive::EtherProto(n))
                 }
             }
+        }
+    }
+
+    /// The value after `proto`: a number, or a name of the qualifier's
+    /// protocol (`\tcp` after `ip`, `ip6` or none, `\arp` after `ether`).
+    fn proto_number(&mut self, p: Proto) -> Result<u32, Error> {
+        let column = self.col();
+        let (tok, _) = self.bump();
+        let known = match (&tok, p) {
+            (Tok::Num(n, _), _) => return Ok(*n),
+            (Tok::Escaped(w) | Tok::Word(w), Proto::Ether) => match w.as_str() {
+                "ip" => Some(0x800),
+                "arp" => Some(0x806),
+                "rarp" => Some(0x8035),
+                "ip6" => Some(0x86dd),
+                _ => None,
+            },
+            (Tok::Escaped(w) | Tok::Word(w), _) => match w.as_str() {
+                "icmp" => Some(1),
+                "tcp" => Some(6),
+                "udp" => Some(17),
+                "sctp" => Some(132),
+                _ => None,
+            },
+            _ => {
+                self.pos -= 1;
+                return Err(self.unexpected("a protocol number"));
+            }
+        };
+        match (known, tok) {
+            (Some(n), _) => Ok(n),
+            (None, Tok::Escaped(name) | Tok::Word(name)) => {
+                Err(Error::NameNotResolved { column, name })
+            }
+            (None, _) => unreachable!("only names are looked up"),
         }
     }
 
@@ -1239,6 +1324,10 @@ impl fmt::Display for Primitive {
             Primitive::Proto(p) => write!(f, "{p}"),
             Primitive::EtherProto(n) => write!(f, "ether proto {n:#06x}"),
             Primitive::IpProto(n) => write!(f, "ip proto {n}"),
+            Primitive::Ip6Proto(n) => write!(f, "ip6 proto {n}"),
+            Primitive::AnyProto(n) => write!(f, "proto {n}"),
+            Primitive::Broadcast => write!(f, "ether broadcast"),
+            Primitive::Multicast => write!(f, "ether multicast"),
             Primitive::Host { proto, dir, addr } => {
                 write!(f, "{}host {}", prefix(proto, dir), quad(addr))
             }
@@ -1371,4 +1460,48 @@ impl Drop for Expr {
             detach(&mut e, &mut stack);
         }
     }
+}
+
+/// The ports a name stands for after `port` (a service name) or
+/// `portrange` (`name-name`, `name-N`: each side a service name or a
+/// number), as libpcap's `pcap_nametoport` and `pcap_nametoportrange`
+/// resolve them: (first, last, the one transport they are restricted to).
+/// The two sides of a range keep a restriction only if they share it.
+fn resolve_ports(
+    name: &str,
+    range: bool,
+    column: usize,
+) -> Result<(u16, u16, Option<Proto>), Error> {
+    if !range {
+        let (p, real) = resolve_port(name, column)?;
+        return Ok((p, p, real));
+    }
+    let Some((a, b)) = name.split_once('-') else {
+        return Err(Error::Syntax {
+            column,
+            expected: "a range of ports, N-M or name-name".into(),
+            found: format!("\"{name}\""),
+        });
+    };
+    let ((first, r1), (last, r2)) = (resolve_port(a, column)?, resolve_port(b, column)?);
+    Ok((first, last, if r1 == r2 { r1 } else { None }))
+}
+
+/// One side of a port range, or a port: a number (every transport) or a
+/// service name.
+fn resolve_port(side: &str, column: usize) -> Result<(u16, Option<Proto>), Error> {
+    if !side.is_empty() && side.bytes().all(|b| b.is_ascii_digit()) {
+        return side
+            .parse()
+            .map(|n| (n, None))
+            .map_err(|_| Error::BadNumber {
+                column,
+                text: side.to_string(),
+                reason: "a port number is at most 65535",
+            });
+    }
+    crate::services::resolve(side).ok_or_else(|| Error::UnknownPort {
+        column,
+        name: side.to_string(),
+    })
 }

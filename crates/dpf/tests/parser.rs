@@ -32,9 +32,20 @@ fn primitives() {
         ("ether proto 0x800", "ether proto 0x0800"),
         ("ether proto \\arp", "ether proto 0x0806"),
         ("ether proto 66", "ether proto 0x0042"),
+        // libpcap's lexer reads link, ppp, slip, fddi, tr and wlan as
+        // ether: on Ethernet they are the same qualifier.
+        ("link proto 0x800", "ether proto 0x0800"),
+        ("wlan[5] = 1", "ether[5] = 1"),
+        ("ppp proto \\ip6", "ether proto 0x86dd"),
         ("ip proto 6", "ip proto 6"),
         ("ip proto \\udp", "ip proto 17"),
         ("ip proto tcp", "ip proto 6"),
+        ("ip6 proto 6", "ip6 proto 6"),
+        ("ip6 proto \\sctp", "ip6 proto 132"),
+        ("icmp6", "ip6 proto 58"),
+        ("broadcast", "ether broadcast"),
+        ("link multicast", "ether multicast"),
+        ("proto \\udp", "proto 17"),
         ("host 10.0.0.1", "host 10.0.0.1"),
         ("src host 10.0.0.1", "src host 10.0.0.1"),
         ("dst 10.0.0.1", "dst host 10.0.0.1"),
@@ -47,6 +58,9 @@ fn primitives() {
         ("net 10", "net 10.0.0.0/8"),
         ("net 192.168", "net 192.168.0.0/16"),
         ("dst net 10.0.0.0 mask 255.255.0.0", "dst net 10.0.0.0/16"),
+        // Partial networks and masks are promoted, as libpcap's gen_mcode.
+        ("arp net 192.168/16", "arp net 192.168.0.0/16"),
+        ("net 192.168 mask 255.255", "net 192.168.0.0/16"),
         (
             "net 10.0.0.0 mask 255.0.255.0",
             "net 10.0.0.0 mask 255.0.255.0",
@@ -56,6 +70,8 @@ fn primitives() {
         ("udp src or dst port 53", "udp port 53"),
         ("portrange 90-20", "portrange 20-90"),
         ("sctp src portrange 1-2", "sctp src portrange 1-2"),
+        // libpcap reads a single port as a one-port range.
+        ("portrange 1", "portrange 1-1"),
         ("ip[9] = 6", "ip[9] = 6"),
         ("ip[9:1] == 6", "ip[9] = 6"),
         ("tcp[13] & 0x12 != 0", "tcp[13] & 0x12 != 0"),
@@ -180,8 +196,9 @@ fn rejections_name_the_column() {
         ("host foo", 6),
         ("foo", 1),
         ("port 70000", 6),
-        ("port http", 6),
-        ("portrange 1", 12),
+        ("port no-such-service", 6),
+        ("portrange 1-no-such-service", 13),
+        ("portrange 1-", 13),
         ("tcp host 10.0.0.1", 1),
         ("ip port 80", 1),
         ("ip6 host 10.0.0.1", 1),
@@ -197,6 +214,9 @@ fn rejections_name_the_column() {
         ("ether host 10.0.0.1", 1),
         ("ether", 6),
         ("ether proto 6", 13),
+        ("ether proto 1500", 13),
+        ("ip broadcast", 1),
+        ("link proto 65536", 12),
         ("vlan", 1),
         ("len > 100", 1),
         ("ip and # comment", 8),
@@ -222,6 +242,10 @@ fn errors_say_what_is_wrong() {
         msg("host foo")
     );
     assert!(msg("vlan").contains("not supported"));
+    assert_eq!(
+        msg("port no-such-service"),
+        "column 6: unknown port \"no-such-service\" (not in /etc/services)"
+    );
     assert!(msg("tcp host 10.0.0.1").contains("'tcp' modifier applied to host"));
     assert!(msg("net 10.0.0.1/8").contains("non-network bits"));
     assert!(msg("ip and").starts_with("column 7: syntax error"));
@@ -237,4 +261,28 @@ fn compile_lowers_what_parse_accepts() {
     pkt[23] = 17;
     assert!(!p.matches(&pkt));
     assert!(dpf::compile("ip proto").is_err());
+}
+
+/// Port names mean what libpcap makes of them through the services
+/// database: a name of TCP alone restricts the primitive to TCP, and
+/// refuses another transport's qualifier; a name of both means every
+/// transport. Checked against this host's `/etc/services` when it has the
+/// usual entries (smtp 25/tcp alone, domain 53 on both).
+#[test]
+fn port_names_follow_the_services_database() {
+    use dpf::services::resolve;
+    if resolve("smtp") != Some((25, Some(Proto::Tcp))) || resolve("domain") != Some((53, None)) {
+        eprintln!("skipped: /etc/services lacks the usual smtp and domain entries");
+        return;
+    }
+    assert_eq!(canon("port smtp"), "tcp port 25");
+    assert_eq!(canon("sctp port domain"), "sctp port 53");
+    assert_eq!(canon("port domain"), "port 53");
+    assert_eq!(canon("tcp portrange smtp-domain"), "tcp portrange 25-53");
+    // smtp is TCP, 53 every transport: the range is every transport's.
+    assert_eq!(canon("portrange smtp-53"), "portrange 25-53");
+    assert_eq!(canon("portrange 53-smtp"), "portrange 25-53");
+    assert_eq!(canon("portrange smtp-smtp"), "tcp portrange 25-25");
+    let e = dpf::parse("udp port smtp").unwrap_err();
+    assert_eq!(e.to_string(), "column 10: port \"smtp\" is tcp only");
 }

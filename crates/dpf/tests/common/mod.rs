@@ -35,9 +35,20 @@ pub const NETS: [&str; 9] = [
     "10.0.0.2/32",
 ];
 /// The ports filters and packets draw from.
-pub const PORTS: [u16; 6] = [22, 53, 80, 443, 1024, 8080];
+pub const PORTS: [u16; 8] = [22, 53, 67, 68, 80, 443, 1024, 8080];
 /// Port ranges, as filter text.
-pub const RANGES: [&str; 4] = ["20-90", "1000-1100", "443-443", "9000-50"];
+pub const RANGES: [&str; 8] = [
+    "20-90",
+    "1000-1100",
+    "443-443",
+    "9000-50",
+    "80",
+    "ssh-http",
+    "domain-22",
+    "bootps-bootpc",
+];
+/// Service names filters draw from (`port NAME`).
+pub const PORT_NAMES: [&str; 4] = ["ssh", "http", "bootps", "domain"];
 
 /// A seeded random generator of filters and packets.
 pub struct Gen {
@@ -89,8 +100,25 @@ impl Gen {
     fn primitive(&mut self) -> (String, Option<String>) {
         match self.rng.random_range(0..20) {
             0..=2 => (
-                self.pick(&["ip", "ip6", "arp", "rarp", "tcp", "udp", "icmp", "sctp"])
-                    .to_string(),
+                self.pick(&[
+                    "ip",
+                    "ip6",
+                    "arp",
+                    "rarp",
+                    "tcp",
+                    "udp",
+                    "icmp",
+                    "sctp",
+                    "icmp6",
+                    "ip6 proto 6",
+                    "ip6 proto \\udp",
+                    "ip6 proto 58",
+                    "proto 17",
+                    "proto \\tcp",
+                    "broadcast",
+                    "ether multicast",
+                ])
+                .to_string(),
                 None,
             ),
             3 => {
@@ -130,6 +158,20 @@ impl Gen {
             10..=12 => {
                 let proto = *self.pick(&["", "", "tcp ", "udp ", "sctp "]);
                 let dir = self.dir();
+                if self.chance(0.25) {
+                    // A service name, resolved through /etc/services: TCP
+                    // only (ssh, http), UDP only (bootps) or both (domain).
+                    // Only names the qualifier allows: `udp port http`
+                    // is an error of libpcap's and dpf's alike.
+                    let names: &[&str] = match proto {
+                        "tcp " => &["ssh", "http", "domain"],
+                        "udp " => &["bootps", "domain"],
+                        "sctp " => &["domain"],
+                        _ => &PORT_NAMES,
+                    };
+                    let name = *self.pick(names);
+                    return (format!("{proto}{dir}port {name}"), None);
+                }
                 let p = self.pick(&PORTS).to_string();
                 let next = self.pick(&PORTS).to_string();
                 (format!("{proto}{dir}port {p}"), Some(next))
@@ -137,10 +179,13 @@ impl Gen {
             13 => {
                 let proto = *self.pick(&["", "tcp ", "udp "]);
                 let dir = self.dir();
-                let r = *self.pick(&RANGES);
+                let r = match (proto, *self.pick(&RANGES)) {
+                    ("udp ", "ssh-http") | ("tcp ", "bootps-bootpc") => "80",
+                    (_, r) => r,
+                };
                 (
                     format!("{proto}{dir}portrange {r}"),
-                    Some(self.pick(&RANGES).to_string()),
+                    Some(self.pick(&RANGES[..4]).to_string()),
                 )
             }
             _ => (self.comparison(), None),
@@ -287,6 +332,10 @@ impl Gen {
 
     fn ethernet(&mut self, ethertype: u16) -> Vec<u8> {
         let mut f: Vec<u8> = (0..12).map(|_| self.rng.random()).collect();
+        if self.chance(0.1) {
+            // The broadcast destination (`broadcast` matches nothing else).
+            f[..6].fill(0xff);
+        }
         f.extend_from_slice(&ethertype.to_be_bytes());
         f
     }
