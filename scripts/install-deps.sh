@@ -3,6 +3,7 @@
 # are missing: a JDK (jive's test applets are compiled by javac and its
 # differential tests run HotSpot), valgrind (callgrind instruction counts),
 # libpcap (dpf's differential tests and benchmark peer, loaded at run time),
+# netbase (/etc/services: the port names dpf and libpcap read),
 # iproute2 (`ip`: unet's tests between two network namespaces), the idl
 # benchmark peers' code generators (protoc, capnp, flatc: crates/bench/build.rs),
 # gcc and g++ (idl's generated C and C++, compiled and run against Rust in its
@@ -67,6 +68,12 @@ have_cmd() {
     [[ -f $p && -x $p ]]
 }
 
+# The services database (a file) from which dpf, as libpcap does, reads
+# port names such as `port smtp`.
+have_services() {
+    [[ -f $root/etc/services ]]
+}
+
 # check NAME PACKAGE TEST...: record PACKAGE as needed unless TEST passes.
 need=()
 report=()
@@ -85,6 +92,7 @@ check "javac" openjdk-17-jdk-headless have_cmd javac
 check "java" openjdk-17-jdk-headless have_cmd java
 check "valgrind" valgrind have_cmd valgrind
 check "libpcap shared library" libpcap-dev have_libpcap
+check "/etc/services" netbase have_services
 check "ip" iproute2 have_cmd ip
 check "protoc" protobuf-compiler have_cmd protoc
 check "capnp" capnproto have_cmd capnp
