@@ -18,9 +18,8 @@ use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use codecache::{CodeCache, Config};
-use common::{Gen, hex};
+use common::{Gen, hex, libpcap_or_skip};
 use dpf::ir::Program;
-use dpf::pcap::Libpcap;
 use dpf::{Reader, Table};
 
 /// Packets run against each filter.
@@ -32,21 +31,6 @@ fn env_u64(name: &str, default: u64) -> u64 {
             .parse()
             .unwrap_or_else(|_| panic!("{name}={v:?} is not a number")),
         Err(_) => default,
-    }
-}
-
-fn libpcap_or_skip() -> Option<Libpcap> {
-    match Libpcap::load() {
-        Ok(p) => Some(p),
-        Err(e) if std::env::var("DPF_REQUIRE_LIBPCAP").as_deref() == Ok("1") => {
-            panic!("DPF_REQUIRE_LIBPCAP=1 but {e}")
-        }
-        Err(e) => {
-            eprintln!(
-                "skipped: {e} (install libpcap-dev, or set DPF_REQUIRE_LIBPCAP=1 to fail instead)"
-            );
-            None
-        }
     }
 }
 

@@ -26,9 +26,8 @@ use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use codecache::{CodeCache, Config};
-use common::{Gen, hex};
+use common::{Gen, hex, libpcap_or_skip};
 use dpf::ir::Program;
-use dpf::pcap::Libpcap;
 use dpf::{Reader, Table};
 use rand::Rng;
 
@@ -42,21 +41,6 @@ const COVERAGE_FLOOR: usize = 247;
 const SHARED_FRAMES: usize = 1_500;
 /// Frames carrying an expression's own constants, per expression.
 const PLANTED_FRAMES: usize = 4_000;
-
-fn libpcap_or_skip() -> Option<Libpcap> {
-    match Libpcap::load() {
-        Ok(p) => Some(p),
-        Err(e) if std::env::var("DPF_REQUIRE_LIBPCAP").as_deref() == Ok("1") => {
-            panic!("DPF_REQUIRE_LIBPCAP=1 but {e}")
-        }
-        Err(e) => {
-            eprintln!(
-                "skipped: {e} (install libpcap-dev, or set DPF_REQUIRE_LIBPCAP=1 to fail instead)"
-            );
-            None
-        }
-    }
-}
 
 /// The suite's expressions: (libpcap accepts it, the expression).
 fn suite() -> Vec<(bool, &'static str)> {

@@ -11,8 +11,26 @@
 
 #![allow(dead_code)]
 
+use dpf::pcap::Libpcap;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+
+/// libpcap, loaded; `None` (with the reason printed) when it is not
+/// installed, and a panic instead when `DPF_REQUIRE_LIBPCAP=1` (as in CI).
+pub fn libpcap_or_skip() -> Option<Libpcap> {
+    match Libpcap::load() {
+        Ok(p) => Some(p),
+        Err(e) if std::env::var("DPF_REQUIRE_LIBPCAP").as_deref() == Ok("1") => {
+            panic!("DPF_REQUIRE_LIBPCAP=1 but {e}")
+        }
+        Err(e) => {
+            eprintln!(
+                "skipped: {e} (install libpcap-dev, or set DPF_REQUIRE_LIBPCAP=1 to fail instead)"
+            );
+            None
+        }
+    }
+}
 
 /// The IPv4 hosts filters and packets draw from.
 pub const HOSTS: [[u8; 4]; 5] = [
