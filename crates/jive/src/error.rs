@@ -171,6 +171,9 @@ pub enum InvokeError {
     /// The method is a native or a class/instance initializer.
     #[error("{0} cannot be invoked by the host")]
     NotInvocable(String),
+    /// [`crate::Applet::call`] was given a method another applet resolved.
+    #[error("the method was resolved on another applet")]
+    ForeignMethod,
     /// No static field of that name, or not of the requested type.
     #[error("no static field {name:?} of type {expected}")]
     NoSuchField {

@@ -2175,6 +2175,12 @@ pub fn compile(prog: &Program) -> Result<Compiled, JitError> {
             "vcode has no native backend for this CPU".into(),
         ));
     }
+    if prog.max_frame > STACK_SLOTS {
+        return Err(JitError::Unsupported(format!(
+            "a method's frame takes {} slots, above the JIT's frame stack of {STACK_SLOTS}",
+            prog.max_frame
+        )));
+    }
     let key = fingerprint(prog);
     let meta = {
         let mut reg = registry();
@@ -2267,26 +2273,55 @@ impl Compiled {
         args: &[i32],
         limits: RunLimits,
     ) -> Result<Outcome, Trap> {
-        // The interpreter's internal errors, for the same misuses.
-        let internal = |what: &str, method: String| Trap {
-            kind: crate::interpreter::internal(what),
-            method,
-            bci: 0,
-        };
         let Some(Some(f)) = prog.funcs.get(usize::from(entry)) else {
-            return Err(internal("entry is not a bytecode method", String::new()));
+            return Err(internal_trap(
+                "entry is not a bytecode method",
+                String::new(),
+            ));
         };
-        if args.len() != usize::from(f.arg_slots)
-            || args.len() > usize::from(f.max_locals)
-            || usize::from(f.max_locals) + usize::from(f.max_stack) > STACK_SLOTS
-        {
-            return Err(internal("argument count", f.id.clone()));
+        if args.len() != usize::from(f.arg_slots) || args.len() > usize::from(f.max_locals) {
+            return Err(internal_trap("argument count", f.id.clone()));
         }
         if limits.max_depth > MAX_CALL_DEPTH {
-            return Err(internal("call depth above the JIT's limit", f.id.clone()));
+            return Err(internal_trap(
+                "call depth above the JIT's limit",
+                f.id.clone(),
+            ));
         }
         self.frames[..args.len()].copy_from_slice(args);
-        let metered = prog.metered();
+        let returns = prog.info.methods[usize::from(entry)].sig.ret.is_some();
+        self.enter(prog, st, fields, entry, returns, limits)
+    }
+
+    /// The frame stack's first slots, where [`Compiled::enter`] finds the
+    /// entry method's arguments (`this` first for an instance method).
+    #[inline]
+    pub(crate) fn args_mut(&mut self) -> &mut [i32; ARG_SLOTS] {
+        let slots: &mut [i32] = &mut self.frames;
+        slots
+            .first_chunk_mut()
+            .expect("the frame stack holds more than the argument slots")
+    }
+
+    /// Runs method `entry` on the arguments already in the frame stack
+    /// ([`Compiled::args_mut`]): [`Compiled::run`] without its checks, for
+    /// a caller that made them once ([`crate::Method`]): `entry` is a
+    /// bytecode method of `prog` whose arguments are in place, `returns`
+    /// says whether it returns a value, and `limits.max_depth` is at most
+    /// [`MAX_CALL_DEPTH`] ([`compile`] checked every method's frame against
+    /// the frame stack).
+    #[inline]
+    pub(crate) fn enter(
+        &mut self,
+        prog: &Program,
+        st: &mut State<'_>,
+        fields: *mut i32,
+        entry: u16,
+        returns: bool,
+        limits: RunLimits,
+    ) -> Result<Outcome, Trap> {
+        debug_assert!(limits.max_depth <= MAX_CALL_DEPTH);
+        debug_assert!(prog.max_frame <= STACK_SLOTS);
         let fuel = limits.fuel;
         let frames = self.frames.as_mut_ptr();
         let statics = st.statics.as_mut_ptr();
@@ -2312,28 +2347,47 @@ impl Compiled {
         let key = self.key;
         let status = THREAD
             .try_with(|cell| match cell.try_borrow_mut() {
-                Ok(mut slot) => {
-                    let thread = slot.get_or_insert_with(|| cache().register());
-                    execute(thread, key, prog, &mut ctx, entry)
-                }
+                Ok(mut slot) => match slot.as_mut() {
+                    Some(thread) => execute(thread, key, prog, &mut ctx, entry),
+                    None => execute(slot.insert(cache().register()), key, prog, &mut ctx, entry),
+                },
                 // A native of an applet running on this thread invokes
                 // another applet: a registration of its own for the nested
                 // invocation.
-                Err(_) => execute(&mut cache().register(), key, prog, &mut ctx, entry),
+                Err(_) => execute_registering(key, prog, &mut ctx, entry),
             })
-            .unwrap_or_else(|_| execute(&mut cache().register(), key, prog, &mut ctx, entry));
-        let status = status?;
-        if status == 0 {
-            let ret = prog.info.methods[usize::from(entry)].sig.ret.is_some();
-            return Ok(Outcome {
-                value: ret.then_some(ctx.result as i32),
-                fuel_used: if metered { fuel - ctx.fuel } else { 0 },
-            });
+            .unwrap_or_else(|_| execute_registering(key, prog, &mut ctx, entry));
+        match status {
+            Ok(0) => Ok(Outcome {
+                value: returns.then_some(ctx.result as i32),
+                fuel_used: if prog.metered() { fuel - ctx.fuel } else { 0 },
+            }),
+            Ok(site) => Err(self.trap(prog, site, ctx.trap, rt.pending.take(), limits)),
+            Err(what) => Err(Trap {
+                kind: TrapKind::Native(what),
+                method: String::new(),
+                bci: 0,
+            }),
         }
+    }
+
+    /// The trap that trap site `status` (counted from 1) reports, with the
+    /// values generated code stored (`trap`) and a runtime call's `pending`
+    /// trap.
+    #[cold]
+    #[inline(never)]
+    fn trap(
+        &self,
+        prog: &Program,
+        status: i32,
+        trap: [i64; 3],
+        pending: Option<TrapKind>,
+        limits: RunLimits,
+    ) -> Trap {
         let Some(site) = self.meta.sites.get(status as usize - 1) else {
-            return Err(internal("trap site", String::new()));
+            return internal_trap("trap site", String::new());
         };
-        let [a, b, c] = ctx.trap;
+        let [a, b, c] = trap;
         let kind = match site.kind {
             SiteKind::Array if a == 0 => TrapKind::NullPointer,
             SiteKind::Array => TrapKind::ArrayIndexOutOfBounds {
@@ -2345,7 +2399,7 @@ impl Compiled {
             SiteKind::NegSize => TrapKind::NegativeArraySize(a as i32),
             SiteKind::Fuel => TrapKind::FuelExhausted(limits.fuel),
             SiteKind::Depth => TrapKind::CallDepthExceeded(limits.max_depth),
-            SiteKind::Runtime => rt.pending.take().unwrap_or_else(|| {
+            SiteKind::Runtime => pending.unwrap_or_else(|| {
                 TrapKind::Native("internal error: a runtime call failed silently".into())
             }),
         };
@@ -2355,13 +2409,27 @@ impl Compiled {
             .and_then(Option::as_ref)
             .map(|f| f.id.clone())
             .unwrap_or_default();
-        Err(Trap {
+        Trap {
             kind,
             method,
             bci: site.bci,
-        })
+        }
     }
 }
+
+/// The interpreter's internal errors, for the same misuses.
+#[cold]
+fn internal_trap(what: &str, method: String) -> Trap {
+    Trap {
+        kind: crate::interpreter::internal(what),
+        method,
+        bci: 0,
+    }
+}
+
+/// The most argument slots an entry method has: [`crate::Method::MAX_ARGS`]
+/// and `this`.
+pub(crate) const ARG_SLOTS: usize = crate::Method::MAX_ARGS + 1;
 
 thread_local! {
     /// This thread's registration in the shared code cache, made at its
@@ -2387,36 +2455,20 @@ pub fn park() {
     });
 }
 
-/// Runs the code of `key` inside a scope of `thread`: the status it returns.
+/// Runs the code of `key` inside a scope of `thread`: the status it
+/// returns, or why it could not run.
+#[inline]
 fn execute(
     thread: &mut codecache::Thread,
     key: u64,
     prog: &Program,
     ctx: &mut Ctx,
     entry: u16,
-) -> Result<i32, Trap> {
-    let internal = |what: String| Trap {
-        kind: TrapKind::Native(format!("internal error: {what}")),
-        method: String::new(),
-        bci: 0,
-    };
+) -> Result<i32, String> {
     let scope = thread.enter();
     let code = match scope.lookup(key) {
         Some(e) => e,
-        None => {
-            // Evicted under memory pressure: compile again.
-            let mut func = Some(build(prog).map_err(|e| internal(e.to_string()))?.0);
-            scope
-                .get_or_build(key, 1, |e| match func.take() {
-                    Some(mut f) => f.end_in(e.mem()),
-                    None => Err(vcode::Error::new(
-                        0,
-                        "rebuild",
-                        vcode::ErrorKind::Unsupported("built twice"),
-                    )),
-                })
-                .map_err(|e| internal(e.to_string()))?
-        }
+        None => rebuild(&scope, key, prog)?,
     };
     // SAFETY: the code was generated by `build` for this program with the
     // signature `Entry` (the one `Compiler::new` gives `lambda`, so the
@@ -2430,8 +2482,39 @@ fn execute(
     Ok(run(ctx, i32::from(entry)))
 }
 
+/// [`execute`] on a registration of its own: for a thread whose own is in
+/// use (a native of an applet invokes another applet) or being destroyed.
+#[cold]
+#[inline(never)]
+fn execute_registering(key: u64, prog: &Program, ctx: &mut Ctx, entry: u16) -> Result<i32, String> {
+    execute(&mut cache().register(), key, prog, ctx, entry)
+}
+
+/// The code of `key` after the cache evicted it under memory pressure:
+/// compiled again and published.
+#[cold]
+#[inline(never)]
+fn rebuild<'s>(
+    scope: &'s codecache::Scope<'_>,
+    key: u64,
+    prog: &Program,
+) -> Result<&'s codecache::Entry, String> {
+    let mut func = Some(build(prog).map_err(|e| format!("internal error: {e}"))?.0);
+    scope
+        .get_or_build(key, 1, |e| match func.take() {
+            Some(mut f) => f.end_in(e.mem()),
+            None => Err(vcode::Error::new(
+                0,
+                "rebuild",
+                vcode::ErrorKind::Unsupported("built twice"),
+            )),
+        })
+        .map_err(|e| format!("internal error: {e}"))
+}
+
 /// The applet object's fields, for generated code (null before the
 /// constructor has made the object).
+#[inline]
 pub(crate) fn fields_of(heap: &mut Heap, instance: i32) -> *mut i32 {
     match heap.get_mut(instance) {
         Some(Object::Instance(v)) => v.as_mut_ptr(),

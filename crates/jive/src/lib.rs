@@ -132,7 +132,9 @@ pub fn check(bytes: &[u8], limits: &Limits) -> Result<Program, LoadError> {
     })
 }
 
-/// An int argument narrowed to a parameter's type, as the JVM passes it.
+/// An int argument narrowed to a parameter's type, as the JVM passes it
+/// (and a native's result to its declared type).
+#[inline]
 fn narrow(p: Prim, a: i32) -> i32 {
     match p {
         Prim::Boolean => a & 1,
@@ -142,11 +144,15 @@ fn narrow(p: Prim, a: i32) -> i32 {
     }
 }
 
-/// A method of an [`Applet`], resolved once by [`Applet::method`].
+/// A method of an [`Applet`], resolved once by [`Applet::method`], for
+/// that applet's [`Applet::call`] (another applet refuses it).
 #[derive(Debug, Clone, Copy)]
 pub struct Method {
-    idx: usize,
+    /// The [`Applet::id`] of the applet that resolved it.
+    applet: u64,
+    idx: u16,
     is_static: bool,
+    returns: bool,
     arity: usize,
     narrow: [Prim; Method::MAX_ARGS],
 }
@@ -155,6 +161,19 @@ impl Method {
     /// The most int parameters a method resolved for [`Applet::call`] may
     /// have (`invoke` takes any number).
     pub const MAX_ARGS: usize = 8;
+
+    /// Writes the invocation's argument slots (`this` first for an
+    /// instance method, then `args` narrowed to the parameters' types) to
+    /// `slots`; returns how many.
+    #[inline]
+    fn fill_args(&self, slots: &mut [i32; Method::MAX_ARGS + 1], this: i32, args: &[i32]) -> usize {
+        let first = usize::from(!self.is_static);
+        slots[0] = this;
+        for ((s, &p), &a) in slots[first..].iter_mut().zip(&self.narrow).zip(args) {
+            *s = narrow(p, a);
+        }
+        first + args.len()
+    }
 
     /// The number of int parameters (not counting `this`).
     pub fn arity(&self) -> usize {
@@ -187,6 +206,8 @@ pub struct StaticBytes(usize);
 
 /// A loaded, verified and instantiated applet.
 pub struct Applet {
+    /// Unique in the process: which [`Method`]s are this applet's.
+    id: u64,
     prog: Program,
     natives: Vec<NativeFn>,
     heap: Heap,
@@ -281,7 +302,9 @@ impl Applet {
                 .collect()
         };
         let (static_refs, instance_refs) = (refs(true), refs(false));
+        static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         let mut applet = Applet {
+            id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             statics: vec![0; usize::from(info.static_count)],
             instance: 0,
             heap: Heap::new(limits.heap_bytes),
@@ -419,9 +442,21 @@ impl Applet {
                 FieldType::Array(_) => return Err(InvokeError::NotIntArguments(m.id())),
             };
         }
+        // What the JIT's entry takes on trust (`jit::Compiled::enter`): a
+        // bytecode method whose argument slots are its parameters and `this`.
+        let slots = m.sig.params.len() + usize::from(!m.is_static);
+        let entry = u16::try_from(idx).ok().filter(|&e| {
+            matches!(self.prog.funcs.get(usize::from(e)), Some(Some(f))
+                if usize::from(f.arg_slots) == slots && f.max_locals >= f.arg_slots)
+        });
+        let Some(idx) = entry else {
+            return Err(InvokeError::NotInvocable(m.id()));
+        };
         Ok(Method {
+            applet: self.id,
             idx,
             is_static: m.is_static,
+            returns: m.sig.ret.is_some(),
             arity: m.sig.params.len(),
             narrow,
         })
@@ -430,31 +465,56 @@ impl Applet {
     /// Invokes a resolved method with int arguments, giving its natives
     /// `host` ([`Context::host`]). Same semantics as [`Applet::invoke`]:
     /// a trap ends only this invocation.
+    ///
+    /// This is the host's per-message call: on the JIT the arguments go
+    /// straight into the frame stack and the checks [`Applet::method`]
+    /// made are not repeated.
+    #[inline]
     pub fn call(
         &mut self,
         m: &Method,
         args: &[i32],
         host: Option<&mut dyn core::any::Any>,
     ) -> Result<Outcome, InvokeError> {
-        if args.len() != m.arity {
-            let info = &self.prog.info.methods[m.idx];
-            return Err(InvokeError::ArgumentCount {
-                method: info.id(),
-                expected: m.arity,
-                given: args.len(),
-            });
+        if args.len() != m.arity || m.applet != self.id {
+            return Err(self.refuse(m, args.len()));
         }
-        let mut full = [0i32; Method::MAX_ARGS + 1];
-        let mut n = 0;
-        if !m.is_static {
-            full[0] = self.instance;
-            n = 1;
+        let Some(jit) = self.jit.as_mut() else {
+            let mut full = [0i32; Method::MAX_ARGS + 1];
+            let n = m.fill_args(&mut full, self.instance, args);
+            return Ok(self.run_with(usize::from(m.idx), &full[..n], host)?);
+        };
+        m.fill_args(jit.args_mut(), self.instance, args);
+        let mut st = State {
+            heap: &mut self.heap,
+            statics: &mut self.statics,
+            natives: &self.natives,
+            host,
+        };
+        let limits = RunLimits {
+            fuel: self.limits.fuel.unwrap_or(u64::MAX),
+            max_depth: self.limits.max_call_depth,
+        };
+        let fields = jit::fields_of(st.heap, self.instance);
+        let r = jit.enter(&self.prog, &mut st, fields, m.idx, m.returns, limits);
+        if self.heap.needs_collect() {
+            self.collect();
         }
-        for (&p, &a) in m.narrow.iter().zip(args) {
-            full[n] = narrow(p, a);
-            n += 1;
+        Ok(r?)
+    }
+
+    /// Why [`Applet::call`] refuses `m` with `given` arguments.
+    #[cold]
+    #[inline(never)]
+    fn refuse(&self, m: &Method, given: usize) -> InvokeError {
+        if m.applet != self.id {
+            return InvokeError::ForeignMethod;
         }
-        Ok(self.run_with(m.idx, &full[..n], host)?)
+        InvokeError::ArgumentCount {
+            method: self.prog.info.methods[usize::from(m.idx)].id(),
+            expected: m.arity,
+            given,
+        }
     }
 
     /// Resolves a static `byte[]` field (e.g. `RxBuf`) once, for
@@ -467,6 +527,7 @@ impl Applet {
     /// The `byte[]` a static field refers to, to fill in place (the
     /// U-Net/SLE host writes each arriving packet into `RxBuf` this way
     /// instead of allocating a new array). `None` if the field is null.
+    #[inline]
     pub fn static_bytes_mut(&mut self, field: StaticBytes) -> Option<&mut [i8]> {
         let h = *self.statics.get(field.0)?;
         match self.heap.get_mut(h)? {

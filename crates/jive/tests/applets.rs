@@ -108,6 +108,51 @@ fn host_call_errors_say_what_is_wrong() {
 }
 
 #[test]
+fn a_resolved_method_is_called_on_its_own_applet_only_and_narrows_like_invoke() {
+    for r in RELEASES {
+        for engine in [Engine::Interpreter, Engine::Jit] {
+            let load_on = |name: &str, natives: &Natives| {
+                let mut a = load(r, name, natives, Limits::default())?;
+                a.set_engine(engine).expect("the engine runs the applet");
+                Some(a)
+            };
+            let (Some(mut a), Some(mut b)) = (
+                load_on("Counter", &counter_natives()),
+                load_on("Counter", &counter_natives()),
+            ) else {
+                return;
+            };
+            let bump = a.method("bump").unwrap();
+            assert_eq!(a.call(&bump, &[2], None).unwrap().value, Some(7));
+            // Another applet of the same class refuses it and is untouched.
+            assert_eq!(b.call(&bump, &[2], None), Err(InvokeError::ForeignMethod));
+            assert_eq!(b.invoke("bump", &[2]).unwrap().value, Some(7));
+            assert!(matches!(
+                a.call(&bump, &[], None),
+                Err(InvokeError::ArgumentCount {
+                    expected: 1,
+                    given: 0,
+                    ..
+                })
+            ));
+            assert_eq!(a.call(&bump, &[3], None).unwrap().value, Some(10));
+
+            let Some(mut arith) = load_on("Arith", &Natives::new()) else {
+                return;
+            };
+            let is_small = arith.method("isSmall").unwrap();
+            assert_eq!(arith.call(&is_small, &[300], None).unwrap().value, Some(0));
+            assert_eq!(arith.call(&is_small, &[260], None).unwrap().value, Some(1));
+            let add = arith.method("add").unwrap();
+            assert_eq!(
+                arith.call(&add, &[i32::MAX, 1], None).unwrap().value,
+                Some(i32::MIN)
+            );
+        }
+    }
+}
+
+#[test]
 fn the_constructor_runs_once_and_instance_state_persists() {
     for r in RELEASES {
         let Some(mut a) = load(r, "Counter", &counter_natives(), Limits::default()) else {
