@@ -191,7 +191,25 @@ fn make_trap(kind: TrapKind, f: &Func, pc: usize) -> Trap {
 /// What a native's result means for the caller: the value to push
 /// (narrowed to the declared type; `None` for `void`), or the trap. A
 /// returned array handle must name an array of the declared type.
+#[inline]
 pub(crate) fn native_result(
+    decl: &NativeDecl,
+    heap: &Heap,
+    result: Result<i32, NativeError>,
+) -> Result<Option<i32>, TrapKind> {
+    // The common case inline: an int-like or void result.
+    match (&result, decl.ret) {
+        (Ok(_), None) => Ok(None),
+        (&Ok(v), Some(FieldType::Prim(p))) => Ok(Some(crate::narrow(p, v))),
+        _ => native_result_checked(decl, heap, result),
+    }
+}
+
+/// [`native_result`] for a failed native or an array result, whose handle
+/// must name an array of the declared type.
+#[cold]
+#[inline(never)]
+fn native_result_checked(
     decl: &NativeDecl,
     heap: &Heap,
     result: Result<i32, NativeError>,
@@ -221,10 +239,8 @@ pub(crate) fn native_result(
         )));
     }
     Ok(decl.ret.map(|t| match t {
-        FieldType::Prim(Prim::Boolean) => v & 1,
-        FieldType::Prim(Prim::Byte) => i32::from(v as i8),
-        FieldType::Prim(Prim::Short) => i32::from(v as i16),
-        _ => v,
+        FieldType::Prim(p) => crate::narrow(p, v),
+        FieldType::Array(_) => v,
     }))
 }
 
