@@ -109,8 +109,17 @@ pub struct Participation {
 /// pending list is locked, before it waits for the lock.
 pub const MAX_SKIPS: u32 = 1024;
 
+/// The panic of [`Reclaimer::check`], out of the synchronization points'
+/// line.
+#[cold]
+#[inline(never)]
+fn another_reclaimers(theirs: u64, ours: u64) -> ! {
+    panic!("a participation of another reclaimer (registered with {theirs}, used with {ours})")
+}
+
 impl Participation {
     /// True while the thread is flagged out.
+    #[inline]
     pub fn is_out(&self) -> bool {
         self.p.out.load(Ordering::Relaxed)
     }
@@ -362,7 +371,9 @@ impl Reclaimer {
     /// Panics unless `me` was registered here.
     #[inline]
     fn check(&self, me: &Participation) {
-        assert_eq!(me.rec, self.id, "a participation of another reclaimer");
+        if me.rec != self.id {
+            another_reclaimers(me.rec, self.id);
+        }
     }
 
     /// Decrements every entry newer than the thread's stamp; returns the
