@@ -289,23 +289,44 @@ impl NativeHost for Io {
 /// larger one if it is too short (or was set to null by the applet).
 #[inline]
 pub(super) fn fill_rxbuf(l: &mut Loaded, payload: Payload<'_>) -> bool {
-    let len = payload.len();
-    if l.applet
+    if let Some(buf) = l
+        .applet
         .static_bytes_mut(l.rxbuf)
-        .is_none_or(|b| b.len() < len)
-        && l.applet.set_static_array("RxBuf", &vec![0; len]).is_err()
+        .filter(|b| b.len() >= payload.len())
+    {
+        copy_payload(buf, payload);
+        return true;
+    }
+    refill_rxbuf(l, payload)
+}
+
+/// [`fill_rxbuf`] when `RxBuf` is too short or null: a new array first.
+#[cold]
+#[inline(never)]
+fn refill_rxbuf(l: &mut Loaded, payload: Payload<'_>) -> bool {
+    if l.applet
+        .set_static_array("RxBuf", &vec![0; payload.len()])
+        .is_err()
     {
         return false;
     }
-    let Some(buf) = l.applet.static_bytes_mut(l.rxbuf) else {
-        return false;
-    };
+    match l.applet.static_bytes_mut(l.rxbuf) {
+        Some(buf) => {
+            copy_payload(buf, payload);
+            true
+        }
+        None => false,
+    }
+}
+
+/// Copies `payload` to the start of `buf` (at least as long).
+#[inline]
+fn copy_payload(buf: &mut [i8], payload: Payload<'_>) {
     let mut k = 0;
-    payload.pieces(0, len, |p| {
+    payload.pieces(0, payload.len(), |p| {
         natives::u8_to_i8(&mut buf[k..k + p.len()], p);
         k += p.len();
     });
-    true
 }
 
 /// Runs `doTx` (`tx`) or `doRx` of the applet in `rx` with `args` under
