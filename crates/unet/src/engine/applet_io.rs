@@ -5,6 +5,8 @@
 //! overrun throttles its endpoint. Loading an applet and resolving its
 //! natives live here too.
 
+use std::mem::ManuallyDrop;
+
 use super::*;
 
 /// The longest an endpoint is set aside after one overrun, whatever the
@@ -337,7 +339,10 @@ fn copy_payload(buf: &mut [i8], payload: Payload<'_>) {
 /// two clock reads would be a good part of a small applet's cost). An
 /// invocation that overran a budget (out of fuel, out of time, or pushing
 /// past its frames or bytes) is counted and sets the endpoint aside
-/// ([`Budgets::throttle`]); the caller counts the trap.
+/// ([`Budgets::throttle`]); the caller counts the trap. The outcome is the
+/// method's value (`None` for `void`), or `Err` if it trapped: all the
+/// engine needs, so that the trap's description is dropped here, on the
+/// rare path, instead of travelling with every invocation's result.
 #[inline]
 pub(super) fn invoke(
     rx: &mut RxSide,
@@ -345,19 +350,25 @@ pub(super) fn invoke(
     tx: bool,
     args: &[i32],
     timed: bool,
-) -> Option<(Result<jive::Outcome, jive::InvokeError>, Duration)> {
+) -> Option<(Result<Option<i32>, ()>, Duration)> {
     let l = rx.applet.as_mut()?;
     let start = timed.then(Instant::now);
     rx.io.begin();
     let m = if tx { &l.do_tx } else { &l.do_rx };
-    let r = l.applet.call(m, args, Some(&mut rx.io));
+    // The common outcome, `Ok`, owns nothing; kept from the automatic
+    // drop, which the compiler would otherwise call out of line on every
+    // invocation. The other outcomes are handed on, and dropped, whole.
+    let r = ManuallyDrop::new(l.applet.call(m, args, Some(&mut rx.io)));
     let took = start.map_or(Duration::ZERO, |s| s.elapsed());
-    if r.is_ok() && !rx.io.inv.overran {
+    let outcome = if let Ok(o) = &*r
+        && !rx.io.inv.overran
+    {
         rx.overruns_in_row = 0;
+        Ok(o.value)
     } else {
-        ended_badly(rx, port, &r, start.is_some(), took);
-    }
-    Some((r, took))
+        ended_badly(rx, port, ManuallyDrop::into_inner(r), start.is_some(), took)
+    };
+    Some((outcome, took))
 }
 
 /// After an invocation that trapped or overran: one that overran a budget
@@ -365,22 +376,23 @@ pub(super) fn invoke(
 /// for [`Budgets::throttle`] times its time (doubling with each overrun in
 /// a row, at most [`THROTTLE_MAX`]). Untimed, the time is the invocation's
 /// CPU time since the natives' first time check, or the time budget if
-/// none ran.
+/// none ran. Returns the outcome as [`invoke`] does.
 #[cold]
 #[inline(never)]
 fn ended_badly(
     rx: &mut RxSide,
     port: &Port,
-    r: &Result<jive::Outcome, jive::InvokeError>,
+    r: Result<jive::Outcome, jive::InvokeError>,
     timed: bool,
     took: Duration,
-) {
-    let out_of_fuel = matches!(r, Err(jive::InvokeError::Trap(t))
+) -> Result<Option<i32>, ()> {
+    let out_of_fuel = matches!(&r, Err(jive::InvokeError::Trap(t))
         if matches!(t.kind, jive::TrapKind::FuelExhausted(_)));
+    let outcome = r.map(|o| o.value).map_err(drop);
     if !rx.io.inv.overran && !out_of_fuel {
         // An ordinary trap: counted by the caller, not an overrun.
         rx.overruns_in_row = 0;
-        return;
+        return outcome;
     }
     let end = Instant::now();
     let took = match (timed, rx.io.inv.cpu_start) {
@@ -401,6 +413,7 @@ fn ended_badly(
         port.throttle_until.store(until.max(1), Ordering::Relaxed);
         bump_shared(&port.stats.applet_throttled);
     }
+    outcome
 }
 
 pub(super) fn applet_trapped(rx: &mut RxSide, port: &Port) {
@@ -443,7 +456,7 @@ pub(super) fn applet_tx(
     let args = [d.len as i32, i32::from(d.chan), d.offset as i32];
     let (r, took) = invoke(rx, port, true, &args, timed).expect("the applet is installed");
     let status = match r {
-        Ok(o) if o.value.is_some_and(|v| v < 0) => {
+        Ok(v) if v.is_some_and(|v| v < 0) => {
             bump(&port.stats.applet_drops);
             TxStatus::Dropped
         }

@@ -410,7 +410,7 @@ pub(super) fn receive(
             };
             match r {
                 None => applet_trapped(rx, port),
-                Some(o) if o.value.is_some_and(|v| v < 0) => bump(&port.stats.applet_drops),
+                Some(v) if v.is_some_and(|v| v < 0) => bump(&port.stats.applet_drops),
                 Some(_) => {}
             }
         }
