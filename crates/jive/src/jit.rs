@@ -2112,6 +2112,17 @@ pub fn cache_stats() -> codecache::Stats {
     cache().stats()
 }
 
+/// Evicts the oldest generation of compiled code from the shared cache, as
+/// the cache does by itself under memory pressure; returns how many
+/// entries. The applets whose code it was keep running: each compiles its
+/// code again at its next invocation, and a thread still running the old
+/// code finishes safely (it is freed after every thread's next
+/// synchronization point). For a host that gives memory back, and for
+/// tests of that path.
+pub fn evict_oldest() -> usize {
+    cache().evict_oldest()
+}
+
 /// The cache key of a program: a hash of everything its code depends on,
 /// so that applets loaded from the same class (with the same metering)
 /// share one compiled copy.

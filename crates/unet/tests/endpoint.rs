@@ -453,6 +453,71 @@ fn hot_swap_of_applet_and_filters_under_load() {
     );
 }
 
+/// The applets' compiled code evicted from the JIT's code cache again and
+/// again while messages flow through them (as memory pressure would):
+/// each invocation after an eviction compiles the code again, and no
+/// message is lost, duplicated, reordered, corrupted or trapped on.
+#[test]
+fn evicting_the_applets_code_under_load_loses_nothing() {
+    let e = engine();
+    let (mut a, mut b, ab, ba) = pair(&e, Config::default(), Some(unet::applets::STANDARD));
+    let total = 50_000u64;
+    let received = Arc::new(AtomicU64::new(0));
+    let r = received.clone();
+    let receiver = std::thread::spawn(move || {
+        let mut next = 0;
+        while next < total {
+            if let Some(m) = b.recv() {
+                assert_eq!(m.chan(), ba, "message on the wrong channel");
+                let v = m.to_vec();
+                assert_eq!(seq_of(&v), Some(next), "lost, duplicated or corrupt");
+                next += 1;
+                r.store(next, Ordering::Release);
+            }
+        }
+        b
+    });
+    let evictor = {
+        let received = received.clone();
+        std::thread::spawn(move || -> (usize, u32) {
+            let (mut evicted, mut rounds) = (0, 0);
+            while received.load(Ordering::Acquire) < total {
+                evicted += jive::jit::evict_oldest();
+                rounds += 1;
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            (evicted, rounds)
+        })
+    };
+    for seq in 0..total {
+        // A window keeps the receiver's buffers and queue from running out,
+        // so that nothing may be dropped at all.
+        while seq - received.load(Ordering::Acquire) > 64 {
+            std::hint::spin_loop();
+        }
+        let len = 8 + (seq as usize * 37) % 4000;
+        while let Err(unet::SendError::Full) = a.send(ab, &message(seq, len)) {
+            std::thread::yield_now();
+        }
+    }
+    let (evicted, rounds) = evictor.join().unwrap();
+    let mut b = receiver.join().unwrap();
+    // Code was evicted while the messages flowed (each eviction a
+    // recompilation at the next invocation).
+    assert!(evicted >= 2, "{evicted} entries evicted in {rounds} rounds");
+    eprintln!("{evicted} entries evicted in {rounds} rounds");
+    let c = b.counts();
+    assert_eq!(
+        (
+            c.rx_no_buffer,
+            c.rx_queue_full,
+            c.applet_traps,
+            c.applet_drops
+        ),
+        (0, 0, 0, 0)
+    );
+}
+
 /// The engine's per-round budget ([`unet::Budgets::round_time`]) shares
 /// the engine's own threads among endpoints; it does not apply to the
 /// thread that runs an endpoint's application, which may be the only one
