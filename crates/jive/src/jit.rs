@@ -2376,7 +2376,12 @@ impl Compiled {
             Ok(site) => Err(self.trap(prog, site, ctx.trap, rt.pending.take(), limits)),
             Err(what) => Err(Trap {
                 kind: TrapKind::Native(what),
-                method: String::new(),
+                method: prog
+                    .funcs
+                    .get(usize::from(entry))
+                    .and_then(Option::as_ref)
+                    .map(|f| f.id.clone())
+                    .unwrap_or_default(),
                 bci: 0,
             }),
         }
@@ -2502,7 +2507,9 @@ fn execute_registering(key: u64, prog: &Program, ctx: &mut Ctx, entry: u16) -> R
 }
 
 /// The code of `key` after the cache evicted it under memory pressure:
-/// compiled again and published.
+/// compiled again and published. Another eviction may unlink the new code
+/// before this thread looks it up (`codecache::Error::Retired`); it is then
+/// built again, a few times at most.
 #[cold]
 #[inline(never)]
 fn rebuild<'s>(
@@ -2510,17 +2517,27 @@ fn rebuild<'s>(
     key: u64,
     prog: &Program,
 ) -> Result<&'s codecache::Entry, String> {
-    let mut func = Some(build(prog).map_err(|e| format!("internal error: {e}"))?.0);
-    scope
-        .get_or_build(key, 1, |e| match func.take() {
+    const ATTEMPTS: usize = 8;
+    let mut last = None;
+    for _ in 0..ATTEMPTS {
+        let mut func = Some(build(prog).map_err(|e| format!("internal error: {e}"))?.0);
+        match scope.get_or_build(key, 1, |e| match func.take() {
             Some(mut f) => f.end_in(e.mem()),
             None => Err(vcode::Error::new(
                 0,
                 "rebuild",
                 vcode::ErrorKind::Unsupported("built twice"),
             )),
-        })
-        .map_err(|e| format!("internal error: {e}"))
+        }) {
+            Ok(e) => return Ok(e),
+            Err(e @ codecache::Error::Retired { .. }) => last = Some(e),
+            Err(e) => return Err(format!("internal error: {e}")),
+        }
+    }
+    Err(format!(
+        "internal error: the code was evicted {ATTEMPTS} times as soon as it was built ({})",
+        last.map(|e| e.to_string()).unwrap_or_default()
+    ))
 }
 
 /// The applet object's fields, for generated code (null before the

@@ -3,9 +3,10 @@
 //! (through `Applet::method` and `Applet::call`, a host's per-message path,
 //! and through `invoke`), while the main thread evicts the cache's oldest
 //! code again and again, as memory pressure would. Every invocation after
-//! an eviction compiles the code again; every result and the applets'
-//! state stay exactly what they would be without evictions, and the code
-//! the threads stop using is freed.
+//! an eviction compiles the code again (again, if it is evicted before the
+//! thread could look it up); every result and the applets' state stay
+//! exactly what they would be without evictions, and the code the threads
+//! stop using is freed.
 //!
 //! One test in this binary, so that nothing else touches the shared cache
 //! while it counts.
@@ -102,6 +103,16 @@ fn evicted_code_is_compiled_again_and_every_invocation_stays_exact() {
             std::thread::yield_now();
         }
         rounds_with_runs += 1;
+    }
+    // Then without pause, so that code is also evicted between the moment a
+    // thread publishes it again and the moment it looks it up.
+    let storm = Instant::now() + Duration::from_millis(500);
+    while Instant::now() < storm {
+        evicted += jive::jit::evict_oldest();
+        assert!(
+            !workers.iter().any(|w| w.is_finished()),
+            "a worker ended early"
+        );
     }
     stop.store(true, Ordering::Relaxed);
     for w in workers {
