@@ -1082,3 +1082,217 @@ fn natives_without_the_endpoint_trap() {
         "{msg}"
     );
 }
+
+// ---------------------------------------------------------------------------
+// The JIT against the interpreter.
+
+/// A small xorshift generator: the same stream on every run.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// A value in `lo..=hi`.
+    fn range(&mut self, lo: i64, hi: i64) -> i64 {
+        lo + (self.next() % (hi - lo + 1) as u64) as i64
+    }
+}
+
+/// One step of a random stream, applied alike to both engines' endpoints.
+#[derive(Debug, Clone)]
+enum Step {
+    Rx {
+        msg: Vec<u8>,
+        chan: i32,
+    },
+    Tx {
+        len: i32,
+        chan: i32,
+        off: i32,
+    },
+    /// Every buffer back on the free queue (in order), the receive and
+    /// transmit records emptied.
+    Refill,
+    /// The receive queue's capacity, and whether channel 2 is open.
+    Squeeze {
+        rx_capacity: usize,
+        chan2_open: bool,
+    },
+    /// The static ints by which the test applets (`Escape`, `Hostile`,
+    /// `Breakdown`) choose what to do, where the applet has them.
+    Fields(Vec<(&'static str, i32)>),
+}
+
+fn step(r: &mut Rng) -> Step {
+    // A good channel most of the time, a closed or invalid one sometimes.
+    let chan = |r: &mut Rng| match r.range(0, 9) {
+        0 => r.range(-1, 0) as i32,
+        1 => 3,
+        k => 1 + (k % 2) as i32,
+    };
+    match r.range(0, 29) {
+        0..=12 => {
+            // Mostly inline sizes and sizes of one to a few buffers; now and
+            // then one past RxBuf's length or empty.
+            let len = match r.range(0, 9) {
+                0 => 0,
+                1..=4 => r.range(1, 56),
+                5..=8 => r.range(57, 3 * i64::from(BUF) + 17),
+                _ => r.range(RXBUF as i64 - 2, RXBUF as i64 + 8),
+            } as usize;
+            Step::Rx {
+                msg: pattern(len, r.next() as u8),
+                chan: chan(r),
+            }
+        }
+        13..=25 => {
+            let (len, off) = if r.range(0, 3) == 0 {
+                // Anything, in or out of the area.
+                (
+                    r.range(-2, i64::from(AREA) + 16),
+                    r.range(-8, i64::from(AREA) + 8),
+                )
+            } else {
+                // A message in the area, starting at a buffer.
+                let off = r.range(0, i64::from(BUFFERS) - 1) * i64::from(BUF);
+                (r.range(0, i64::from(AREA) - off), off)
+            };
+            Step::Tx {
+                len: len as i32,
+                chan: chan(r),
+                off: off as i32,
+            }
+        }
+        26..=27 => Step::Refill,
+        28 => {
+            let edge = |r: &mut Rng| match r.range(0, 5) {
+                0 => -1,
+                1 => i32::MAX,
+                2 => r.range(0, 3) as i32,
+                _ => r.range(0, i64::from(AREA) + 8) as i32,
+            };
+            Step::Fields(vec![
+                ("mode", r.range(0, 12) as i32),
+                ("a", edge(r)),
+                ("b", edge(r)),
+                ("c", edge(r)),
+                ("chan", r.range(0, 3) as i32),
+                ("len", edge(r)),
+            ])
+        }
+        _ => Step::Squeeze {
+            rx_capacity: [0, 2, 64, 64][r.range(0, 3) as usize],
+            chan2_open: r.range(0, 2) != 0,
+        },
+    }
+}
+
+/// Runs `s` on one engine's applet and endpoint: the invocation's result,
+/// or `None` for a step that invokes nothing.
+fn run_step(
+    a: &mut Applet,
+    mock: &mut Mock,
+    s: &Step,
+) -> Option<Result<jive::Outcome, InvokeError>> {
+    match s {
+        Step::Rx { msg, chan } => {
+            let m = a.method("doRx").ok()?;
+            let field = a.static_bytes_field("RxBuf").ok()?;
+            let buf = a.static_bytes_mut(field)?;
+            if buf.len() < msg.len() {
+                return None;
+            }
+            for (d, s) in buf.iter_mut().zip(msg) {
+                *d = *s as i8;
+            }
+            Some(a.call(&m, &[msg.len() as i32, *chan], Some(mock)))
+        }
+        Step::Tx { len, chan, off } => {
+            let m = a.method("doTx").ok()?;
+            Some(a.call(&m, &[*len, *chan, *off], Some(mock)))
+        }
+        Step::Refill => {
+            mock.free = (0..BUFFERS).map(|i| i * BUF).collect();
+            mock.rx.clear();
+            mock.sent.clear();
+            None
+        }
+        Step::Squeeze {
+            rx_capacity,
+            chan2_open,
+        } => {
+            mock.rx_capacity = *rx_capacity;
+            mock.open = if *chan2_open { vec![1, 2] } else { vec![1] };
+            None
+        }
+        Step::Fields(fields) => {
+            for &(f, v) in fields {
+                // Applets without the field keep what they have.
+                let _ = a.set_static_int(f, v);
+            }
+            None
+        }
+    }
+}
+
+/// Every applet of [`applets::ALL`], on the JIT and on the interpreter,
+/// under the same random stream of receives and transmits (good and bad
+/// lengths, channels and offsets; free and receive queues running dry and
+/// full; a channel closing and opening): after every step the same result
+/// or trap (kind, method, bytecode index), the same fuel, and the same
+/// endpoint (area, queues, messages sent, reads of the area).
+#[test]
+fn every_applet_behaves_the_same_on_the_jit_and_the_interpreter() {
+    if !jive::jit::available() {
+        eprintln!("skipped: no native backend for this CPU, so no JIT to compare");
+        return;
+    }
+    // Constructors take the default fuel (Generate's builds its messages);
+    // invocations a little, so that the applets that loop until they run
+    // out (Hostile's floods) stay quick on the interpreter.
+    let limits = Limits::default();
+    for &(name, bytes) in applets::ALL {
+        let mut mocks = [Mock::new(), Mock::new()];
+        let mut applets = [jive::Engine::Jit, jive::Engine::Interpreter].map(|engine| {
+            let mock = &mut mocks[usize::from(engine == jive::Engine::Interpreter)];
+            let mut a = Applet::load_with_host(bytes, &bind::<Mock>(), limits, Some(mock))
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            a.set_engine(engine)
+                .unwrap_or_else(|e| panic!("{name} on {engine:?}: {e}"));
+            a.set_static_array("RxBuf", &vec![0u8; RXBUF]).unwrap();
+            a.set_run_limits(Some(50_000), limits.max_call_depth);
+            a
+        });
+        assert_eq!(applets[0].engine(), jive::Engine::Jit, "{name}");
+        assert_eq!(mocks[0], mocks[1], "{name}: after the constructors");
+        let mut r = Rng(0x9e37_79b9_7f4a_7c15 ^ name.len() as u64);
+        let (mut invoked, mut trapped, mut sent, mut received) = (0, 0, 0, 0);
+        for i in 0..1500 {
+            let s = step(&mut r);
+            let [a0, a1] = &mut applets;
+            let [m0, m1] = &mut mocks;
+            let jit = run_step(a0, m0, &s);
+            let interp = run_step(a1, m1, &s);
+            assert_eq!(jit, interp, "{name}, step {i} ({s:?}): results differ");
+            assert_eq!(m0, m1, "{name}, step {i} ({s:?}): endpoints differ");
+            invoked += usize::from(jit.is_some());
+            trapped += usize::from(matches!(jit, Some(Err(_))));
+            // The messages sent are only a record: compared, then dropped,
+            // so that an applet sending thousands per step stays cheap.
+            sent += m0.sent.len();
+            m0.sent.clear();
+            m1.sent.clear();
+            received = received.max(m0.rx.len());
+        }
+        assert!(invoked > 1000, "{name}: only {invoked} invocations");
+        eprintln!(
+            "{name}: {invoked} invocations, {trapped} trapped, {sent} messages sent, \
+             at most {received} receive descriptors queued"
+        );
+    }
+}
