@@ -1,258 +1,10 @@
-//! The JIT: verified, decoded methods compiled to native code through vcode
-//! in one pass, kept in the shared code cache.
-//!
-//! U-Net/SLE's JIVE had no compiler and blamed its interpreter for slow
-//! calls and field access (§3.3); vcode exists so that a verified applet
-//! becomes native code in microseconds. The compiler reads the decoded form
-//! ([`crate::decode`]), in which verification has already fixed the
-//! operand-stack depth and the type of every slot at every instruction, so
-//! every local and stack slot has a static home: one of a few registers, or
-//! its slot in a memory frame that mirrors the interpreter's. There is no
-//! run-time operand stack.
-//!
-//! # Shape of the code
-//!
-//! One vcode function per applet holds all of its methods. The function's
-//! entry takes the invocation context (`Ctx`) and a method index and
-//! dispatches through a jump table; methods call each other with `jal` to
-//! their labels (a direct `call`), and the trap exits, shared by every
-//! method, return from the whole function at once (vcode's epilogue
-//! restores the stack pointer from the frame pointer). Putting the methods
-//! in one function is what makes calls direct and recursion free of
-//! linking; an applet is loaded, replaced and retired as a whole, so one
-//! unit of code per applet loses nothing.
-//!
-//! Registers (vcode `getreg`): the frame pointer `FP` and the fuel counter
-//! `FUEL` in callee-saved registers, four scratch registers (`X`, `Y`,
-//! `Z`, and `W`, which may hold the value of one stack slot whose home is
-//! memory), and the rest as homes for the most used slots of each method
-//! (locals and stack positions, weighted by loop nesting). Other slots live
-//! at `FP + 4 × slot`. A call saves the caller's register homes in its
-//! frame, writes the arguments where the interpreter would have them (the
-//! start of the callee's frame), and advances `FP`; the callee loads its
-//! register-homed arguments.
-//!
-//! While compiling, the operand stack is a list of `Val`s: a constant, a
-//! reference to a slot's home (a local's, or its own), or the `W` register.
-//! `iload` and `iconst` emit nothing; an operation reads its operands where
-//! they are and writes its result into the home of its stack position. At
-//! branch targets every entry is in its own home.
-//!
-//! # Checks and traps
-//!
-//! Every check is a compare and a branch to an out-of-line stub that
-//! records the values the trap reports and jumps to the one exit, which
-//! returns a site number. The site table maps it back to the trap kind,
-//! method and bytecode index, so the host sees exactly the interpreter's
-//! [`Trap`]. Array handles index a directory kept by the heap
-//! ([`crate::heap`]), whose entry for `null` has length 0: the bounds check
-//! (`index <u length`) also catches `null`, and the exit tells the two
-//! apart.
-//!
-//! Fuel is charged where the interpreter charges it (taken back edges that
-//! decoding marks, calls, switches): `FUEL -= 1` and a branch on its
-//! borrow, one fused operation (vcode's `Countdown`). Calls check the depth
-//! (a counter in the native frame) and, unless the callee's frame provably
-//! fits in the caller's, the frame stack's end, exactly as the interpreter
-//! does.
-//!
-//! # The code cache
-//!
-//! The code lives in one process-wide `codecache::CodeCache` under a hash
-//! of everything it depends on, so applets loaded from one class share it;
-//! the last applet of a key to go retires it. Each thread that runs JIT
-//! code registers once (thread-local) and enters a scope per invocation;
-//! [`park`] flags an idle thread out. `docs/jive.md` ("The JIT") has the
-//! whole design and the safety argument.
+//! The compiler: decoded methods to one vcode function per applet.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
-
-use thiserror::Error;
-use vcode::ext::{Countdown, Indexed};
-use vcode::{Arg, Callee, Class, Func, I, L, Label, Leaf, Local, Operand, P, Reg, Ty, UL};
-
-use crate::decode::{Op, Program, Switch, successors};
-use crate::error::{Trap, TrapKind};
-use crate::heap::{DIR_DATA, DIR_LEN, DIR_MASK, Heap, Object};
-use crate::interpreter::{Outcome, RunLimits, STACK_SLOTS, State};
-use crate::natives::{Context, NativeError};
-use crate::subset::Prim;
-
-/// Why an applet could not be compiled.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub enum JitError {
-    /// The JIT cannot compile for this machine or these limits.
-    #[error("the JIT cannot run this applet: {0}")]
-    Unsupported(String),
-    /// vcode refused the generated code.
-    #[error("code generation failed: {0}")]
-    Codegen(String),
-    /// The code cache refused the code.
-    #[error("code cache: {0}")]
-    Cache(String),
-}
-
-/// Whether vcode has a native backend for this CPU, so that the JIT can run.
-pub fn available() -> bool {
-    cfg!(target_arch = "x86_64")
-}
-
-/// The deepest call chain the JIT runs: each level takes 16 bytes of the
-/// native stack (the return address and its alignment), so 16,384 levels
-/// take 256 KiB. Applets allowed deeper recursion run on the interpreter.
-pub const MAX_CALL_DEPTH: u32 = 16_384;
-
-// -- The invocation context -------------------------------------------------------
-
-/// What generated code reads and writes of the invocation, at fixed offsets.
-#[repr(C)]
-struct Ctx {
-    /// Base of the frame stack (`STACK_SLOTS` slots).
-    frames: *mut i32,
-    /// One past its end.
-    frames_end: *mut i32,
-    /// Static fields.
-    statics: *mut i32,
-    /// The applet object's fields.
-    fields: *mut i32,
-    /// The heap directory; runtime calls refresh it.
-    dir: *const u8,
-    /// Fuel on entry, fuel left on exit.
-    fuel: u64,
-    /// The call-depth limit.
-    max_depth: i64,
-    /// The returned value.
-    result: i64,
-    /// Values a trap reports (see [`SiteKind`]).
-    trap: [i64; 3],
-    /// The Rust side of runtime calls.
-    rt: *mut Runtime<'static, 'static>,
-}
-
-const C_FRAMES: i64 = 0;
-const C_FRAMES_END: i64 = 8;
-const C_STATICS: i64 = 16;
-const C_FIELDS: i64 = 24;
-const C_DIR: i64 = 32;
-const C_FUEL: i64 = 40;
-const C_MAX_DEPTH: i64 = 48;
-const C_RESULT: i64 = 56;
-const C_TRAP: i64 = 64;
-
-/// The Rust side of an invocation, for runtime calls.
-struct Runtime<'a, 'b> {
-    st: &'a mut State<'b>,
-    prog: &'a Program,
-    /// The trap a runtime call ended with.
-    pending: Option<TrapKind>,
-}
-
-/// Allocation (`newarray`): returns the handle, or -1 with the trap pending.
-extern "C" fn rt_newarray(ctx: *mut Ctx, prim: i64, len: i64) -> i64 {
-    // SAFETY: generated code passes the context it was entered with, which
-    // `Compiled::run` keeps alive and exclusively borrowed for the call;
-    // `rt` points to the `Runtime` on that function's stack.
-    let (ctx, rt) = unsafe { (&mut *ctx, &mut *(*ctx).rt) };
-    let p = match prim {
-        0 => Prim::Boolean,
-        1 => Prim::Byte,
-        2 => Prim::Short,
-        _ => Prim::Int,
-    };
-    let r = match rt.st.heap.alloc_array(p, len as i32) {
-        Ok(h) => i64::from(h),
-        Err(e) => {
-            rt.pending = Some(TrapKind::HeapLimitExceeded {
-                requested: e.requested,
-                in_use: e.in_use,
-                limit: e.limit,
-            });
-            -1
-        }
-    };
-    ctx.dir = rt.st.heap.directory().cast();
-    r
-}
-
-/// A native method: the arguments are `args[..k]`; returns the value
-/// (narrowed as the interpreter does), or `i64::MIN` with the trap pending.
-extern "C" fn rt_native(ctx: *mut Ctx, n: i64, args: *const i32) -> i64 {
-    // SAFETY: as in `rt_newarray`.
-    let (ctx, rt) = unsafe { (&mut *ctx, &mut *(*ctx).rt) };
-    let n = n as usize;
-    let (Some(decl), Some(native)) = (rt.prog.natives.get(n), rt.st.natives.get(n)) else {
-        rt.pending = Some(TrapKind::Native("internal error: native index".into()));
-        return i64::MIN;
-    };
-    // SAFETY: generated code passes the address of the native's arguments
-    // in the current frame, `params.len()` slots inside the frame stack.
-    let args = unsafe { core::slice::from_raw_parts(args, decl.params.len()) };
-    let st = &mut *rt.st;
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let mut cx = Context {
-            heap: &mut *st.heap,
-            host: st.host.as_deref_mut(),
-        };
-        native(&mut cx, args)
-    }))
-    .unwrap_or_else(|_| Err(NativeError("the native panicked".into())));
-    ctx.dir = st.heap.directory().cast();
-    match crate::interpreter::native_result(decl, st.heap, result) {
-        Ok(v) => i64::from(v.unwrap_or(0)),
-        Err(k) => {
-            rt.pending = Some(k);
-            i64::MIN
-        }
-    }
-}
-
-// -- Trap sites ---------------------------------------------------------------------
-
-/// What a trap site reports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum SiteKind {
-    /// A bounds check: `trap = [handle, index, length]`; handle 0 is `null`.
-    Array,
-    /// `null` dereferenced.
-    Null,
-    /// Division by zero.
-    DivZero,
-    /// `newarray` of `trap[0]` elements.
-    NegSize,
-    /// Out of fuel.
-    Fuel,
-    /// Call depth or frame stack.
-    Depth,
-    /// A runtime call's pending trap.
-    Runtime,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Site {
-    kind: SiteKind,
-    method: u16,
-    bci: u32,
-}
-
-/// A value a trap stub records: a register's, or a constant.
-#[derive(Debug, Clone, Copy)]
-enum Rec {
-    Reg(u8),
-    Const(i32),
-}
-
-struct Stub {
-    label: Label,
-    site: u32,
-    recs: [Option<Rec>; 3],
-}
-
-// -- The compiler -------------------------------------------------------------------
+use super::*;
 
 /// Where a slot lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Home {
+pub(super) enum Home {
     Reg(u8),
     /// Byte offset from `FP`.
     Mem(i32),
@@ -260,7 +12,7 @@ enum Home {
 
 /// An operand-stack entry at compile time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Val {
+pub(super) enum Val {
     Const(i32),
     /// The value in a slot's home: a local's, or the entry's own position.
     Slot(u16),
@@ -268,13 +20,13 @@ enum Val {
     W,
 }
 
-type R = Reg<I>;
+pub(super) type R = Reg<I>;
 
-fn r(n: u8) -> R {
+pub(super) fn r(n: u8) -> R {
     Reg::phys(n)
 }
 
-fn p(n: u8) -> Reg<P> {
+pub(super) fn p(n: u8) -> Reg<P> {
     Reg::phys(n)
 }
 
@@ -283,36 +35,36 @@ fn p(n: u8) -> Reg<P> {
 /// 32-bit result), so the register is already the zero-extended value. An
 /// index is used for addressing only after the unsigned bounds check, and a
 /// handle is never negative.
-fn ix(r: R) -> Reg<UL> {
+pub(super) fn ix(r: R) -> Reg<UL> {
     Reg::phys(r.num())
 }
 
-struct Regs {
-    fp: Reg<P>,
-    fuel: Reg<UL>,
-    x: u8,
-    y: u8,
-    z: u8,
-    w: u8,
-    homes: Vec<u8>,
+pub(super) struct Regs {
+    pub(super) fp: Reg<P>,
+    pub(super) fuel: Reg<UL>,
+    pub(super) x: u8,
+    pub(super) y: u8,
+    pub(super) z: u8,
+    pub(super) w: u8,
+    pub(super) homes: Vec<u8>,
 }
 
 /// vcode locals of the one native frame: per invocation, shared by all
 /// methods (calls between methods do not move the native frame pointer).
-struct Locals {
-    ctx: Local<P>,
-    dir: Local<P>,
-    statics: Local<P>,
-    fields: Local<P>,
-    frames_end: Local<P>,
-    depth: Local<L>,
-    trap: [Local<I>; 3],
-    tmp: [Local<I>; 4],
+pub(super) struct Locals {
+    pub(super) ctx: Local<P>,
+    pub(super) dir: Local<P>,
+    pub(super) statics: Local<P>,
+    pub(super) fields: Local<P>,
+    pub(super) frames_end: Local<P>,
+    pub(super) depth: Local<L>,
+    pub(super) trap: [Local<I>; 3],
+    pub(super) tmp: [Local<I>; 4],
 }
 
 /// What Z holds across ops, when it is a base pointer (see [`Compiler::op`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ZHolds {
+pub(super) enum ZHolds {
     Nothing,
     Statics,
     Fields,
@@ -326,53 +78,53 @@ enum ZHolds {
 /// move or shrink during an invocation, so this holds until the local is
 /// written, control merges, or a call reuses the tmp locals.
 #[derive(Debug, Clone, Copy)]
-struct Fact {
-    slot: usize,
-    checked: i32,
-    has_len: bool,
+pub(super) struct Fact {
+    pub(super) slot: usize,
+    pub(super) checked: i32,
+    pub(super) has_len: bool,
 }
 
-struct Compiler<'p> {
-    f: Func,
-    prog: &'p Program,
-    regs: Regs,
-    locals: Locals,
-    entries: Vec<Label>,
-    sites: Vec<Site>,
-    stubs: Vec<Stub>,
-    exit: Label,
-    metered: bool,
-    marks: Vec<(usize, Mark)>,
+pub(super) struct Compiler<'p> {
+    pub(super) f: Func,
+    pub(super) prog: &'p Program,
+    pub(super) regs: Regs,
+    pub(super) locals: Locals,
+    pub(super) entries: Vec<Label>,
+    pub(super) sites: Vec<Site>,
+    pub(super) stubs: Vec<Stub>,
+    pub(super) exit: Label,
+    pub(super) metered: bool,
+    pub(super) marks: Vec<(usize, Mark)>,
     // Per method:
-    method: u16,
-    bci: u32,
-    max_locals: u16,
-    frame: u16,
-    homes: Vec<Home>,
-    stack: Vec<Val>,
+    pub(super) method: u16,
+    pub(super) bci: u32,
+    pub(super) max_locals: u16,
+    pub(super) frame: u16,
+    pub(super) homes: Vec<Home>,
+    pub(super) stack: Vec<Val>,
     /// The method's ops and the stack depth before each.
-    code: Vec<Op>,
-    depth: Vec<Option<u16>>,
+    pub(super) code: Vec<Op>,
+    pub(super) depth: Vec<Option<u16>>,
     /// The local the op being compiled should put its result in
     /// ([`Compiler::dest`]), and the entry its result becomes.
-    hint: Option<u16>,
-    dest_val: Val,
-    facts: Vec<Option<Fact>>,
+    pub(super) hint: Option<u16>,
+    pub(super) dest_val: Val,
+    pub(super) facts: Vec<Option<Fact>>,
     /// The op being compiled, and the end of its block (the next branch
     /// target, exclusive).
-    op_index: usize,
-    block_end: usize,
-    z_holds: ZHolds,
-    fact_ptr: Vec<Local<P>>,
-    fact_len: Vec<Local<I>>,
+    pub(super) op_index: usize,
+    pub(super) block_end: usize,
+    pub(super) z_holds: ZHolds,
+    pub(super) fact_ptr: Vec<Local<P>>,
+    pub(super) fact_len: Vec<Local<I>>,
 }
 
-fn cg(e: vcode::Error) -> JitError {
+pub(super) fn cg(e: vcode::Error) -> JitError {
     JitError::Codegen(e.to_string())
 }
 
 /// The ops a (possibly fused) op stands for, in order.
-fn expand(op: Op) -> ([Op; 4], usize) {
+pub(super) fn expand(op: Op) -> ([Op; 4], usize) {
     use Op::*;
     let n = Nop;
     let (a, k) = match op {
@@ -407,7 +159,7 @@ fn expand(op: Op) -> ([Op; 4], usize) {
 }
 
 /// (pops, pushes) of a base op.
-fn effect(prog: &Program, op: Op) -> (usize, usize) {
+pub(super) fn effect(prog: &Program, op: Op) -> (usize, usize) {
     use Op::*;
     match op {
         Nop | Iinc(..) | Goto(_) | GotoBack(_) | Return => (0, 0),
@@ -456,7 +208,7 @@ fn effect(prog: &Program, op: Op) -> (usize, usize) {
 }
 
 /// The operand-stack depth before each op (`None`: unreachable).
-fn depths(prog: &Program, code: &[Op]) -> Vec<Option<u16>> {
+pub(super) fn depths(prog: &Program, code: &[Op]) -> Vec<Option<u16>> {
     let mut d = vec![None; code.len()];
     let mut work = vec![(0usize, 0u16)];
     while let Some((i, depth)) = work.pop() {
@@ -474,7 +226,7 @@ fn depths(prog: &Program, code: &[Op]) -> Vec<Option<u16>> {
 
 /// The JVM condition of a branch op, and whether it compares two values.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Cond {
+pub(super) enum Cond {
     Eq,
     Ne,
     Lt,
@@ -484,7 +236,7 @@ enum Cond {
 }
 
 impl Cond {
-    fn swap(self) -> Cond {
+    pub(super) fn swap(self) -> Cond {
         match self {
             Cond::Lt => Cond::Gt,
             Cond::Gt => Cond::Lt,
@@ -493,7 +245,7 @@ impl Cond {
             c => c,
         }
     }
-    fn not(self) -> Cond {
+    pub(super) fn not(self) -> Cond {
         match self {
             Cond::Eq => Cond::Ne,
             Cond::Ne => Cond::Eq,
@@ -503,7 +255,7 @@ impl Cond {
             Cond::Le => Cond::Gt,
         }
     }
-    fn eval(self, a: i32, b: i32) -> bool {
+    pub(super) fn eval(self, a: i32, b: i32) -> bool {
         match self {
             Cond::Eq => a == b,
             Cond::Ne => a != b,
@@ -518,7 +270,7 @@ impl Cond {
 /// The magic number and shift of signed division by `d >= 2` (Hacker's
 /// Delight, 2nd ed., §10-4, figure 10-1): `n / d` is
 /// `((mulhs(m, n) + (m < 0 ? n : 0)) >> s) + sign bit of that`.
-fn magic(d: i32) -> (i32, i32) {
+pub(super) fn magic(d: i32) -> (i32, i32) {
     const TWO31: u32 = 0x8000_0000;
     let ad = d.unsigned_abs();
     let t = TWO31 + ((d as u32) >> 31);
@@ -549,7 +301,7 @@ fn magic(d: i32) -> (i32, i32) {
 }
 
 /// (condition, compares two values, target, charges fuel when taken).
-fn branch(op: Op) -> Option<(Cond, bool, u32, bool)> {
+pub(super) fn branch(op: Op) -> Option<(Cond, bool, u32, bool)> {
     use Op::*;
     Some(match op {
         IfEq(t) => (Cond::Eq, false, t, false),
@@ -581,7 +333,7 @@ fn branch(op: Op) -> Option<(Cond, bool, u32, bool)> {
 }
 
 impl<'p> Compiler<'p> {
-    fn new(prog: &'p Program) -> Result<Compiler<'p>, JitError> {
+    pub(super) fn new(prog: &'p Program) -> Result<Compiler<'p>, JitError> {
         let mut f = Func::new();
         f.set_code_limit(4 << 20);
         f.name(format!("jive:{}", prog.info.name));
@@ -692,14 +444,14 @@ impl<'p> Compiler<'p> {
         })
     }
 
-    fn x(&self) -> R {
+    pub(super) fn x(&self) -> R {
         r(self.regs.x)
     }
-    fn w(&self) -> R {
+    pub(super) fn w(&self) -> R {
         r(self.regs.w)
     }
 
-    fn site(&mut self, kind: SiteKind) -> u32 {
+    pub(super) fn site(&mut self, kind: SiteKind) -> u32 {
         self.sites.push(Site {
             kind,
             method: self.method,
@@ -709,24 +461,24 @@ impl<'p> Compiler<'p> {
     }
 
     /// A new out-of-line trap stub for the current op.
-    fn stub(&mut self, kind: SiteKind, recs: [Option<Rec>; 3]) -> Label {
+    pub(super) fn stub(&mut self, kind: SiteKind, recs: [Option<Rec>; 3]) -> Label {
         let site = self.site(kind);
         let label = self.f.genlabel();
         self.stubs.push(Stub { label, site, recs });
         label
     }
 
-    fn home(&self, s: u16) -> Home {
+    pub(super) fn home(&self, s: u16) -> Home {
         self.homes[usize::from(s)]
     }
 
     /// The slot of stack position `j`.
-    fn pos_slot(&self, j: usize) -> u16 {
+    pub(super) fn pos_slot(&self, j: usize) -> u16 {
         self.max_locals + j as u16
     }
 
     /// The value `v` in a register: its home register, or loaded into `scratch`.
-    fn reg_of(&mut self, v: Val, scratch: u8) -> R {
+    pub(super) fn reg_of(&mut self, v: Val, scratch: u8) -> R {
         match v {
             Val::Const(c) => {
                 self.f.set(r(scratch), c);
@@ -743,7 +495,7 @@ impl<'p> Compiler<'p> {
         }
     }
 
-    fn opnd(&mut self, v: Val, scratch: u8) -> Operand<I> {
+    pub(super) fn opnd(&mut self, v: Val, scratch: u8) -> Operand<I> {
         match v {
             Val::Const(c) => Operand::Imm(i64::from(c)),
             v => Operand::Reg(self.reg_of(v, scratch)),
@@ -751,7 +503,7 @@ impl<'p> Compiler<'p> {
     }
 
     /// Writes `v` into slot `s`'s home.
-    fn put(&mut self, s: u16, v: Val) {
+    pub(super) fn put(&mut self, s: u16, v: Val) {
         if v == Val::Slot(s) {
             return;
         }
@@ -774,7 +526,7 @@ impl<'p> Compiler<'p> {
     }
 
     /// Stores `W` into the home of the entry that holds it, if any.
-    fn flush_w(&mut self) {
+    pub(super) fn flush_w(&mut self) {
         if let Some(j) = self.stack.iter().position(|&v| v == Val::W) {
             let s = self.pos_slot(j);
             self.put(s, Val::W);
@@ -783,7 +535,7 @@ impl<'p> Compiler<'p> {
     }
 
     /// Every entry into its own home (branch targets, calls).
-    fn sync(&mut self) {
+    pub(super) fn sync(&mut self) {
         for j in 0..self.stack.len() {
             let s = self.pos_slot(j);
             let v = self.stack[j];
@@ -794,7 +546,7 @@ impl<'p> Compiler<'p> {
         }
     }
 
-    fn pop(&mut self) -> Val {
+    pub(super) fn pop(&mut self) -> Val {
         self.stack.pop().unwrap_or(Val::Const(0))
     }
 
@@ -805,7 +557,7 @@ impl<'p> Compiler<'p> {
     /// When the next op stores the result into a local with a register home
     /// that no entry reads, the result goes straight there (`t = a + b` is
     /// one instruction, not an add and a move).
-    fn dest(&mut self) -> R {
+    pub(super) fn dest(&mut self) -> R {
         if let Some(n) = self.hint.take()
             && let Home::Reg(h) = self.home(n)
             && !self.stack.contains(&Val::Slot(n))
@@ -828,12 +580,12 @@ impl<'p> Compiler<'p> {
     }
 
     /// Pushes the result computed into `dest()`'s register.
-    fn push_result(&mut self, _rd: R) {
+    pub(super) fn push_result(&mut self, _rd: R) {
         self.stack.push(self.dest_val);
     }
 
     /// Before writing local `n`: entries that read it get their own copy.
-    fn detach_local(&mut self, n: u16) {
+    pub(super) fn detach_local(&mut self, n: u16) {
         for j in 0..self.stack.len() {
             if self.stack[j] == Val::Slot(n) {
                 let s = self.pos_slot(j);
@@ -843,7 +595,7 @@ impl<'p> Compiler<'p> {
         }
     }
 
-    fn charge(&mut self) {
+    pub(super) fn charge(&mut self) {
         if !self.metered {
             return;
         }
@@ -853,14 +605,14 @@ impl<'p> Compiler<'p> {
         self.f.dec_branch_borrow(self.regs.fuel, stub);
     }
 
-    fn ld_base(&mut self, into: u8, l: Local<P>) -> Reg<P> {
+    pub(super) fn ld_base(&mut self, into: u8, l: Local<P>) -> Reg<P> {
         self.f.ld_local(p(into), l);
         p(into)
     }
 
     // -- Operations ---------------------------------------------------------------
 
-    fn binop(&mut self, op: Op) {
+    pub(super) fn binop(&mut self, op: Op) {
         let b = self.pop();
         let a = self.pop();
         if let (Val::Const(x), Val::Const(y)) = (a, b)
@@ -916,7 +668,7 @@ impl<'p> Compiler<'p> {
 
     /// `idiv`/`irem`: a zero divisor traps, `MIN / -1` is `MIN` (and
     /// `MIN % -1` is 0), where x86's `idiv` would fault.
-    fn divide(&mut self, op: Op, a: Val, b: Val) {
+    pub(super) fn divide(&mut self, op: Op, a: Val, b: Val) {
         let (x, y) = (self.regs.x, self.regs.y);
         let rem = op == Op::Rem;
         if let Val::Const(d) = b
@@ -974,7 +726,7 @@ impl<'p> Compiler<'p> {
     /// `Y = n / d` for a constant `d >= 2`, without `idiv`: a shift for a
     /// power of two, else a multiply by a magic number and shifts (Hacker's
     /// Delight §10-4; `magic`). Uses Z.
-    fn div_by_const(&mut self, n: R, d: i32) {
+    pub(super) fn div_by_const(&mut self, n: R, d: i32) {
         let (y, z) = (self.regs.y, self.regs.z);
         let q = r(y);
         if d & (d - 1) == 0 {
@@ -1004,7 +756,7 @@ impl<'p> Compiler<'p> {
         self.f.add(q, q, t);
     }
 
-    fn unop(&mut self, op: Op) {
+    pub(super) fn unop(&mut self, op: Op) {
         let a = self.pop();
         if let Val::Const(c) = a {
             self.stack.push(Val::Const(match op {
@@ -1036,7 +788,7 @@ impl<'p> Compiler<'p> {
     /// The bounds check of `a[i]` (which also catches `null`); leaves the
     /// data address in `Z`. Returns the index register, or `None` for a
     /// constant index.
-    fn element(&mut self, a: Val, i: Val) -> (Option<R>, i32) {
+    pub(super) fn element(&mut self, a: Val, i: Val) -> (Option<R>, i32) {
         let (x, y, z) = (self.regs.x, self.regs.y, self.regs.z);
         let (ri, ci) = match i {
             Val::Const(c) => (None, c),
@@ -1133,7 +885,7 @@ impl<'p> Compiler<'p> {
 
     /// Whether local `n` is read again later in the current block (within
     /// a few dozen ops), so that a fact about it can pay for its stores.
-    fn read_again(&self, n: u16) -> bool {
+    pub(super) fn read_again(&self, n: u16) -> bool {
         let from = self.op_index + 1;
         let to = self.block_end.min(from + 48).min(self.code.len());
         self.code.get(from..to).is_some_and(|ops| {
@@ -1146,7 +898,7 @@ impl<'p> Compiler<'p> {
 
     /// The cache slot (tmp locals for the data address and length) of the
     /// array in local `n`.
-    fn fact_slot(&mut self, n: usize) -> usize {
+    pub(super) fn fact_slot(&mut self, n: usize) -> usize {
         if let Some(f) = self.facts[n] {
             return f.slot;
         }
@@ -1162,12 +914,12 @@ impl<'p> Compiler<'p> {
 
     /// Forgets what is known of arrays (at a block start or a call, which
     /// may reuse the cache slots).
-    fn forget(&mut self) {
+    pub(super) fn forget(&mut self) {
         self.z_holds = ZHolds::Nothing;
         self.facts.iter_mut().for_each(|f| *f = None);
     }
 
-    fn array_load(&mut self, mem: Ty, scale: u8) {
+    pub(super) fn array_load(&mut self, mem: Ty, scale: u8) {
         let i = self.pop();
         let a = self.pop();
         let (ri, ci) = self.element(a, i);
@@ -1187,7 +939,7 @@ impl<'p> Compiler<'p> {
         self.push_result(rd);
     }
 
-    fn array_store(&mut self, mem: Ty, scale: u8, boolean_mask: bool) {
+    pub(super) fn array_store(&mut self, mem: Ty, scale: u8, boolean_mask: bool) {
         let v = self.pop();
         let mut i = self.pop();
         let mut a = self.pop();
@@ -1232,13 +984,13 @@ impl<'p> Compiler<'p> {
     }
 
     /// Flushes `W` unless it is the popped value `v`.
-    fn flush_w_except(&mut self, v: Val) {
+    pub(super) fn flush_w_except(&mut self, v: Val) {
         if v != Val::W {
             self.flush_w();
         }
     }
 
-    fn cond_branch(&mut self, c: Cond, two: bool, t: u32, back: bool, labels: &[Label]) {
+    pub(super) fn cond_branch(&mut self, c: Cond, two: bool, t: u32, back: bool, labels: &[Label]) {
         let (b, a) = if two {
             let b = self.pop();
             (b, self.pop())
@@ -1278,7 +1030,7 @@ impl<'p> Compiler<'p> {
         }
     }
 
-    fn bcond(&mut self, c: Cond, a: R, b: Operand<I>, l: Label) {
+    pub(super) fn bcond(&mut self, c: Cond, a: R, b: Operand<I>, l: Label) {
         match c {
             Cond::Eq => self.f.beq(a, b, l),
             Cond::Ne => self.f.bne(a, b, l),
@@ -1289,7 +1041,7 @@ impl<'p> Compiler<'p> {
         }
     }
 
-    fn switch(&mut self, k: u32, labels: &[Label]) {
+    pub(super) fn switch(&mut self, k: u32, labels: &[Label]) {
         let key = self.pop();
         self.sync();
         let x = self.regs.x;
@@ -1333,7 +1085,7 @@ impl<'p> Compiler<'p> {
     }
 
     /// A binary search over sorted keys, linear below 8.
-    fn lookup(&mut self, rk: R, keys: &[i32], targets: &[u32], labels: &[Label]) {
+    pub(super) fn lookup(&mut self, rk: R, keys: &[i32], targets: &[u32], labels: &[Label]) {
         if keys.len() <= 8 {
             for (&k, &t) in keys.iter().zip(targets) {
                 self.f.beq(rk, k, labels[t as usize]);
@@ -1353,7 +1105,7 @@ impl<'p> Compiler<'p> {
 
     /// Saves the register homes that must survive a call: locals, and the
     /// entries below the arguments (already in their own homes).
-    fn saved_homes(&self, below: usize) -> Vec<(u8, i32)> {
+    pub(super) fn saved_homes(&self, below: usize) -> Vec<(u8, i32)> {
         let mut out = Vec::new();
         let n = usize::from(self.max_locals) + below;
         for s in 0..n {
@@ -1365,7 +1117,7 @@ impl<'p> Compiler<'p> {
     }
 
     /// Stores (`save`) or reloads the register homes `saved_homes` names.
-    fn move_homes(&mut self, homes: &[(u8, i32)], save: bool) {
+    pub(super) fn move_homes(&mut self, homes: &[(u8, i32)], save: bool) {
         for &(h, o) in homes {
             if save {
                 self.f.st(r(h), self.regs.fp, i64::from(o));
@@ -1377,7 +1129,7 @@ impl<'p> Compiler<'p> {
 
     /// The synced entries from stack position `first` up (a call's
     /// arguments) into their frame slots, where the callee reads them.
-    fn args_to_memory(&mut self, first: usize) {
+    pub(super) fn args_to_memory(&mut self, first: usize) {
         for j in first..self.stack.len() {
             let s = self.pos_slot(j);
             if let Home::Reg(h) = self.home(s) {
@@ -1386,7 +1138,7 @@ impl<'p> Compiler<'p> {
         }
     }
 
-    fn call(&mut self, m: u16) {
+    pub(super) fn call(&mut self, m: u16) {
         let prog = self.prog;
         let Some(Some(callee)) = prog.funcs.get(usize::from(m)) else {
             return;
@@ -1468,7 +1220,7 @@ impl<'p> Compiler<'p> {
 
     /// A runtime call: homes saved and restored around it, the directory
     /// reloaded after it (an allocation may move it).
-    fn runtime(&mut self, func: usize, args: &[Arg], below: usize) -> Reg<L> {
+    pub(super) fn runtime(&mut self, func: usize, args: &[Arg], below: usize) -> Reg<L> {
         let saves = self.saved_homes(below);
         self.move_homes(&saves, true);
         let x = Reg::<L>::phys(self.regs.x);
@@ -1481,7 +1233,7 @@ impl<'p> Compiler<'p> {
         x
     }
 
-    fn call_native(&mut self, n: u16) {
+    pub(super) fn call_native(&mut self, n: u16) {
         let Some(decl) = self.prog.natives.get(usize::from(n)) else {
             return;
         };
@@ -1516,7 +1268,7 @@ impl<'p> Compiler<'p> {
         }
     }
 
-    fn new_array(&mut self, prim: Prim) {
+    pub(super) fn new_array(&mut self, prim: Prim) {
         let n = self.pop();
         self.flush_w_except(n);
         let y = self.regs.y;
@@ -1551,7 +1303,7 @@ impl<'p> Compiler<'p> {
         self.push_result(rd);
     }
 
-    fn field(&mut self, k: u16, put: bool, instance: bool) {
+    pub(super) fn field(&mut self, k: u16, put: bool, instance: bool) {
         let (x, y, z) = (self.regs.x, self.regs.y, self.regs.z);
         let v = if put { Some(self.pop()) } else { None };
         if instance {
@@ -1600,7 +1352,7 @@ impl<'p> Compiler<'p> {
 
     /// Stack manipulation: the new entries from the old ones, with values
     /// that change position copied through the native frame's tmp locals.
-    fn shuffle(&mut self, pops: usize, order: &[usize]) {
+    pub(super) fn shuffle(&mut self, pops: usize, order: &[usize]) {
         self.flush_w();
         let base = self.stack.len() - pops;
         let old: Vec<Val> = self.stack[base..].to_vec();
@@ -1636,7 +1388,7 @@ impl<'p> Compiler<'p> {
         }
     }
 
-    fn op(&mut self, op: Op, labels: &[Label]) -> bool {
+    pub(super) fn op(&mut self, op: Op, labels: &[Label]) -> bool {
         use Op::*;
         // Which ops leave Z alone: field and array accesses (which set it),
         // and arithmetic and locals, which use only X, Y, W and homes.
@@ -1808,7 +1560,7 @@ impl<'p> Compiler<'p> {
     /// `while` put it at the top) becomes a copy of the test, so that each
     /// iteration takes one branch instead of a jump and a branch. Only for a
     /// test of locals and constants on an empty stack, which cannot trap.
-    fn rotate(&mut self, t: u32, labels: &[Label]) -> bool {
+    pub(super) fn rotate(&mut self, t: u32, labels: &[Label]) -> bool {
         let t = t as usize;
         if !self.rotatable(t) || !self.stack.is_empty() || t + 1 >= labels.len() {
             return false;
@@ -1828,7 +1580,7 @@ impl<'p> Compiler<'p> {
 
     /// Whether a jump to op `t` can copy it ([`Compiler::rotate`]): a
     /// forward, uncharged branch on locals and constants, on an empty stack.
-    fn rotatable(&self, t: usize) -> bool {
+    pub(super) fn rotatable(&self, t: usize) -> bool {
         let Some(&op) = self.code.get(t) else {
             return false;
         };
@@ -1844,7 +1596,7 @@ impl<'p> Compiler<'p> {
 
     /// Picks register homes for a method's slots: the most used, weighted
     /// by loop nesting.
-    fn assign_homes(&mut self, code: &[Op], depth: &[Option<u16>], frame: usize) {
+    pub(super) fn assign_homes(&mut self, code: &[Op], depth: &[Option<u16>], frame: usize) {
         let n = code.len();
         let mut nest = vec![0i32; n + 1];
         for (b, &o) in code.iter().enumerate() {
@@ -1893,7 +1645,7 @@ impl<'p> Compiler<'p> {
         }
     }
 
-    fn method(&mut self, m: usize) -> Result<(), JitError> {
+    pub(super) fn method(&mut self, m: usize) -> Result<(), JitError> {
         let prog = self.prog;
         let Some(func) = prog.funcs[m].as_ref() else {
             return Ok(());
@@ -2004,7 +1756,7 @@ impl<'p> Compiler<'p> {
         Ok(())
     }
 
-    fn reset_stack(&mut self, d: usize) {
+    pub(super) fn reset_stack(&mut self, d: usize) {
         self.stack.clear();
         for j in 0..d {
             let s = self.pos_slot(j);
@@ -2013,7 +1765,7 @@ impl<'p> Compiler<'p> {
     }
 
     /// The trap stubs and the shared exit.
-    fn finish(mut self) -> (Func, Meta) {
+    pub(super) fn finish(mut self) -> (Func, Meta) {
         let x = self.regs.x;
         let stubs = std::mem::take(&mut self.stubs);
         if !stubs.is_empty() {
@@ -2067,83 +1819,8 @@ impl<'p> Compiler<'p> {
     }
 }
 
-// -- Compiled applets in the shared code cache -------------------------------------
-
-/// What compiling an applet yields besides its code: the trap sites, and
-/// the listing's headings (body offset, method or bytecode index).
-#[derive(Debug)]
-struct Meta {
-    sites: Vec<Site>,
-    marks: Vec<(usize, Mark)>,
-    methods: Vec<String>,
-}
-
-/// A heading of the native listing, formatted only when it is printed.
-#[derive(Debug, Clone, Copy)]
-enum Mark {
-    Method(u16),
-    Bci(u32),
-    Traps,
-}
-
-/// Applets using each key, and what their compilation yielded.
-struct Shared {
-    users: usize,
-    meta: Arc<Meta>,
-}
-
-/// The code cache every JIT-compiled applet lives in (64 MiB; see
-/// `docs/codecache.md`).
-fn cache() -> &'static codecache::CodeCache {
-    static CACHE: OnceLock<codecache::CodeCache> = OnceLock::new();
-    CACHE.get_or_init(|| codecache::CodeCache::new(codecache::Config::default()))
-}
-
-fn registry() -> std::sync::MutexGuard<'static, HashMap<u64, Shared>> {
-    static REGISTRY: OnceLock<Mutex<HashMap<u64, Shared>>> = OnceLock::new();
-    REGISTRY
-        .get_or_init(|| Mutex::new(HashMap::new()))
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-}
-
-/// The shared code cache's statistics (live, pending and freed bytes, ...).
-pub fn cache_stats() -> codecache::Stats {
-    cache().stats()
-}
-
-/// Evicts the oldest generation of compiled code from the shared cache, as
-/// the cache does by itself under memory pressure; returns how many
-/// entries. The applets whose code it was keep running: each compiles its
-/// code again at its next invocation, and a thread still running the old
-/// code finishes safely (it is freed after every thread's next
-/// synchronization point). For a host that gives memory back, and for
-/// tests of that path.
-pub fn evict_oldest() -> usize {
-    cache().evict_oldest()
-}
-
-/// The cache key of a program: a hash of everything its code depends on,
-/// so that applets loaded from the same class (with the same metering)
-/// share one compiled copy.
-fn fingerprint(prog: &Program) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    prog.info.name.hash(&mut h);
-    for m in &prog.info.methods {
-        m.name.hash(&mut h);
-        m.descriptor.hash(&mut h);
-        m.is_static.hash(&mut h);
-    }
-    prog.funcs.hash(&mut h);
-    prog.switches.hash(&mut h);
-    prog.natives.hash(&mut h);
-    prog.metered().hash(&mut h);
-    h.finish()
-}
-
 /// Compiles `prog` into a function not yet placed in memory.
-fn build(prog: &Program) -> Result<(Func, Meta), JitError> {
+pub(super) fn build(prog: &Program) -> Result<(Func, Meta), JitError> {
     let mut c = Compiler::new(prog)?;
     for m in 0..prog.funcs.len() {
         c.method(m)?;
@@ -2156,398 +1833,6 @@ fn build(prog: &Program) -> Result<(Func, Meta), JitError> {
 pub fn compile_standalone(prog: &Program) -> Result<vcode::Code, JitError> {
     let (mut f, _) = build(prog)?;
     f.end().map_err(cg)
-}
-
-/// An applet's compiled code: a key in the shared cache, the trap sites,
-/// and this applet's frame stack. Invocations run in a scope of the calling
-/// thread's registration in the cache (`THREAD`). Dropping the last
-/// `Compiled` of a key retires the code; the cache frees it once every
-/// registered thread has passed a synchronization point (or is parked).
-pub struct Compiled {
-    key: u64,
-    meta: Arc<Meta>,
-    frames: Box<[i32]>,
-}
-
-impl core::fmt::Debug for Compiled {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("Compiled")
-            .field("key", &format_args!("{:#x}", self.key))
-            .field("sites", &self.meta.sites.len())
-            .finish_non_exhaustive()
-    }
-}
-
-/// Compiles a program (or shares the code of an identical one already
-/// compiled) and publishes it in the shared code cache.
-pub fn compile(prog: &Program) -> Result<Compiled, JitError> {
-    if !available() {
-        return Err(JitError::Unsupported(
-            "vcode has no native backend for this CPU".into(),
-        ));
-    }
-    if prog.max_frame > STACK_SLOTS {
-        return Err(JitError::Unsupported(format!(
-            "a method's frame takes {} slots, above the JIT's frame stack of {STACK_SLOTS}",
-            prog.max_frame
-        )));
-    }
-    let key = fingerprint(prog);
-    let meta = {
-        let mut reg = registry();
-        match reg.get_mut(&key) {
-            Some(s) => {
-                s.users += 1;
-                s.meta.clone()
-            }
-            None => {
-                let (f, meta) = build(prog)?;
-                publish(key, f)?;
-                let meta = Arc::new(meta);
-                reg.insert(
-                    key,
-                    Shared {
-                        users: 1,
-                        meta: meta.clone(),
-                    },
-                );
-                meta
-            }
-        }
-    };
-    Ok(Compiled {
-        key,
-        meta,
-        frames: vec![0; STACK_SLOTS].into_boxed_slice(),
-    })
-}
-
-fn publish(key: u64, mut f: Func) -> Result<(), JitError> {
-    cache()
-        .publish(key, 1, move |e| f.end_in(e.mem()))
-        .map_err(|e| JitError::Cache(e.to_string()))
-}
-
-impl Drop for Compiled {
-    fn drop(&mut self) {
-        let mut reg = registry();
-        if let Some(s) = reg.get_mut(&self.key) {
-            s.users -= 1;
-            if s.users == 0 {
-                reg.remove(&self.key);
-                cache().retire(self.key);
-            }
-        }
-    }
-}
-
-type Entry = extern "C" fn(*mut Ctx, i32) -> i32;
-
-impl Compiled {
-    /// The machine code with each method's name and each bytecode's index
-    /// beside its instructions.
-    pub fn listing(&self) -> Option<String> {
-        let mut t = cache().register();
-        let scope = t.enter();
-        let e = scope.lookup(self.key)?;
-        let marks: Vec<(usize, String)> = self
-            .meta
-            .marks
-            .iter()
-            .map(|&(at, m)| {
-                (
-                    at,
-                    match m {
-                        Mark::Method(k) => self
-                            .meta
-                            .methods
-                            .get(usize::from(k))
-                            .cloned()
-                            .unwrap_or_default(),
-                        Mark::Bci(b) => format!("bci {b}"),
-                        Mark::Traps => "trap exits".into(),
-                    },
-                )
-            })
-            .collect();
-        Some(e.code().disassemble_marked(&marks))
-    }
-
-    /// Runs method `entry` with `args`, as [`crate::interpreter::Machine::run`]
-    /// does: the same result, trap, fuel and effects.
-    pub(crate) fn run(
-        &mut self,
-        prog: &Program,
-        st: &mut State<'_>,
-        fields: *mut i32,
-        entry: u16,
-        args: &[i32],
-        limits: RunLimits,
-    ) -> Result<Outcome, Trap> {
-        let Some(Some(f)) = prog.funcs.get(usize::from(entry)) else {
-            return Err(internal_trap(
-                "entry is not a bytecode method",
-                String::new(),
-            ));
-        };
-        if args.len() != usize::from(f.arg_slots) || args.len() > usize::from(f.max_locals) {
-            return Err(internal_trap("argument count", f.id.clone()));
-        }
-        if limits.max_depth > MAX_CALL_DEPTH {
-            return Err(internal_trap(
-                "call depth above the JIT's limit",
-                f.id.clone(),
-            ));
-        }
-        self.frames[..args.len()].copy_from_slice(args);
-        let returns = prog.info.methods[usize::from(entry)].sig.ret.is_some();
-        self.enter(prog, st, fields, entry, returns, limits)
-    }
-
-    /// The frame stack's first slots, where [`Compiled::enter`] finds the
-    /// entry method's arguments (`this` first for an instance method).
-    #[inline]
-    pub(crate) fn args_mut(&mut self) -> &mut [i32; ARG_SLOTS] {
-        let slots: &mut [i32] = &mut self.frames;
-        slots
-            .first_chunk_mut()
-            .expect("the frame stack holds more than the argument slots")
-    }
-
-    /// Runs method `entry` on the arguments already in the frame stack
-    /// ([`Compiled::args_mut`]): [`Compiled::run`] without its checks, for
-    /// a caller that made them once ([`crate::Method`]): `entry` is a
-    /// bytecode method of `prog` whose arguments are in place, `returns`
-    /// says whether it returns a value, and `limits.max_depth` is at most
-    /// [`MAX_CALL_DEPTH`] ([`compile`] checked every method's frame against
-    /// the frame stack).
-    #[inline]
-    pub(crate) fn enter(
-        &mut self,
-        prog: &Program,
-        st: &mut State<'_>,
-        fields: *mut i32,
-        entry: u16,
-        returns: bool,
-        limits: RunLimits,
-    ) -> Result<Outcome, Trap> {
-        debug_assert!(limits.max_depth <= MAX_CALL_DEPTH);
-        debug_assert!(prog.max_frame <= STACK_SLOTS);
-        let fuel = limits.fuel;
-        let frames = self.frames.as_mut_ptr();
-        let statics = st.statics.as_mut_ptr();
-        let dir = st.heap.directory().cast();
-        let mut rt = Runtime {
-            st,
-            prog,
-            pending: None,
-        };
-        let mut ctx = Ctx {
-            frames,
-            // SAFETY: one past the end of the frame stack's allocation.
-            frames_end: unsafe { frames.add(STACK_SLOTS) },
-            statics,
-            fields,
-            dir,
-            fuel,
-            max_depth: i64::from(limits.max_depth),
-            result: 0,
-            trap: [0; 3],
-            rt: (&mut rt as *mut Runtime<'_, '_>).cast(),
-        };
-        let key = self.key;
-        let status = THREAD
-            .try_with(|cell| match cell.try_borrow_mut() {
-                Ok(mut slot) => match slot.as_mut() {
-                    Some(thread) => execute(thread, key, prog, &mut ctx, entry),
-                    None => execute(slot.insert(cache().register()), key, prog, &mut ctx, entry),
-                },
-                // A native of an applet running on this thread invokes
-                // another applet: a registration of its own for the nested
-                // invocation.
-                Err(_) => execute_registering(key, prog, &mut ctx, entry),
-            })
-            .unwrap_or_else(|_| execute_registering(key, prog, &mut ctx, entry));
-        match status {
-            Ok(0) => Ok(Outcome {
-                value: returns.then_some(ctx.result as i32),
-                fuel_used: if prog.metered() { fuel - ctx.fuel } else { 0 },
-            }),
-            Ok(site) => Err(self.trap(prog, site, ctx.trap, rt.pending.take(), limits)),
-            Err(what) => Err(Trap {
-                kind: TrapKind::Native(what),
-                method: prog
-                    .funcs
-                    .get(usize::from(entry))
-                    .and_then(Option::as_ref)
-                    .map(|f| f.id.clone())
-                    .unwrap_or_default(),
-                bci: 0,
-            }),
-        }
-    }
-
-    /// The trap that trap site `status` (counted from 1) reports, with the
-    /// values generated code stored (`trap`) and a runtime call's `pending`
-    /// trap.
-    #[cold]
-    #[inline(never)]
-    fn trap(
-        &self,
-        prog: &Program,
-        status: i32,
-        trap: [i64; 3],
-        pending: Option<TrapKind>,
-        limits: RunLimits,
-    ) -> Trap {
-        let Some(site) = self.meta.sites.get(status as usize - 1) else {
-            return internal_trap("trap site", String::new());
-        };
-        let [a, b, c] = trap;
-        let kind = match site.kind {
-            SiteKind::Array if a == 0 => TrapKind::NullPointer,
-            SiteKind::Array => TrapKind::ArrayIndexOutOfBounds {
-                index: b as i32,
-                length: c as i32,
-            },
-            SiteKind::Null => TrapKind::NullPointer,
-            SiteKind::DivZero => TrapKind::DivisionByZero,
-            SiteKind::NegSize => TrapKind::NegativeArraySize(a as i32),
-            SiteKind::Fuel => TrapKind::FuelExhausted(limits.fuel),
-            SiteKind::Depth => TrapKind::CallDepthExceeded(limits.max_depth),
-            SiteKind::Runtime => pending.unwrap_or_else(|| {
-                TrapKind::Native("internal error: a runtime call failed silently".into())
-            }),
-        };
-        let method = prog
-            .funcs
-            .get(usize::from(site.method))
-            .and_then(Option::as_ref)
-            .map(|f| f.id.clone())
-            .unwrap_or_default();
-        Trap {
-            kind,
-            method,
-            bci: site.bci,
-        }
-    }
-}
-
-/// The interpreter's internal errors, for the same misuses.
-#[cold]
-fn internal_trap(what: &str, method: String) -> Trap {
-    Trap {
-        kind: crate::interpreter::internal(what),
-        method,
-        bci: 0,
-    }
-}
-
-/// The most argument slots an entry method has: [`crate::Method::MAX_ARGS`]
-/// and `this`.
-pub(crate) const ARG_SLOTS: usize = crate::Method::MAX_ARGS + 1;
-
-thread_local! {
-    /// This thread's registration in the shared code cache, made at its
-    /// first invocation on the JIT and dropped (unregistered) when it exits.
-    /// Each invocation enters a scope of it: two synchronization points,
-    /// a load and a compare each.
-    static THREAD: core::cell::RefCell<Option<codecache::Thread>> =
-        const { core::cell::RefCell::new(None) };
-}
-
-/// Flags the calling thread out of the shared code cache until it next runs
-/// JIT code (the paper's system-call flag). A host thread that is about to
-/// block, or to stop running applets for a while, calls it so that code
-/// retired meanwhile is freed without waiting for the thread's next
-/// invocation. (A thread that exits leaves by itself.)
-pub fn park() {
-    let _ = THREAD.try_with(|cell| {
-        if let Ok(mut slot) = cell.try_borrow_mut()
-            && let Some(t) = slot.as_mut()
-        {
-            t.flag_out();
-        }
-    });
-}
-
-/// Runs the code of `key` inside a scope of `thread`: the status it
-/// returns, or why it could not run.
-#[inline]
-fn execute(
-    thread: &mut codecache::Thread,
-    key: u64,
-    prog: &Program,
-    ctx: &mut Ctx,
-    entry: u16,
-) -> Result<i32, String> {
-    let scope = thread.enter();
-    let code = match scope.lookup(key) {
-        Some(e) => e,
-        None => rebuild(&scope, key, prog)?,
-    };
-    // SAFETY: the code was generated by `build` for this program with the
-    // signature `Entry` (the one `Compiler::new` gives `lambda`, so the
-    // address is cast without `as_fn`'s check of it), and runs inside the
-    // scope that keeps it alive. It reads and writes only what `ctx`
-    // points to: the frame stack (exclusively borrowed by the caller), the
-    // statics and fields (borrowed from the applet), and heap elements
-    // through the directory, whose entries it bounds-checks; see "Safety"
-    // in docs/jive.md.
-    let run: Entry = unsafe { core::mem::transmute::<usize, Entry>(code.code().addr()) };
-    Ok(run(ctx, i32::from(entry)))
-}
-
-/// [`execute`] on a registration of its own: for a thread whose own is in
-/// use (a native of an applet invokes another applet) or being destroyed.
-#[cold]
-#[inline(never)]
-fn execute_registering(key: u64, prog: &Program, ctx: &mut Ctx, entry: u16) -> Result<i32, String> {
-    execute(&mut cache().register(), key, prog, ctx, entry)
-}
-
-/// The code of `key` after the cache evicted it under memory pressure:
-/// compiled again and published. Another eviction may unlink the new code
-/// before this thread looks it up (`codecache::Error::Retired`); it is then
-/// built again, a few times at most.
-#[cold]
-#[inline(never)]
-fn rebuild<'s>(
-    scope: &'s codecache::Scope<'_>,
-    key: u64,
-    prog: &Program,
-) -> Result<&'s codecache::Entry, String> {
-    const ATTEMPTS: usize = 8;
-    let mut last = None;
-    for _ in 0..ATTEMPTS {
-        let mut func = Some(build(prog).map_err(|e| format!("internal error: {e}"))?.0);
-        match scope.get_or_build(key, 1, |e| match func.take() {
-            Some(mut f) => f.end_in(e.mem()),
-            None => Err(vcode::Error::new(
-                0,
-                "rebuild",
-                vcode::ErrorKind::Unsupported("built twice"),
-            )),
-        }) {
-            Ok(e) => return Ok(e),
-            Err(e @ codecache::Error::Retired { .. }) => last = Some(e),
-            Err(e) => return Err(format!("internal error: {e}")),
-        }
-    }
-    Err(format!(
-        "internal error: the code was evicted {ATTEMPTS} times as soon as it was built ({})",
-        last.map(|e| e.to_string()).unwrap_or_default()
-    ))
-}
-
-/// The applet object's fields, for generated code (null before the
-/// constructor has made the object).
-#[inline]
-pub(crate) fn fields_of(heap: &mut Heap, instance: i32) -> *mut i32 {
-    match heap.get_mut(instance) {
-        Some(Object::Instance(v)) => v.as_mut_ptr(),
-        _ => core::ptr::null_mut(),
-    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,475 @@
+//! Compiled applets in the shared code cache, and running them: the
+//! registry of keys, compilation and publication, the per-thread
+//! registration, and the entry from `Applet::call` into generated code.
+
+use super::*;
+
+/// What compiling an applet yields besides its code: the trap sites, and
+/// the listing's headings (body offset, method or bytecode index).
+#[derive(Debug)]
+pub(super) struct Meta {
+    pub(super) sites: Vec<Site>,
+    pub(super) marks: Vec<(usize, Mark)>,
+    pub(super) methods: Vec<String>,
+}
+
+/// A heading of the native listing, formatted only when it is printed.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Mark {
+    Method(u16),
+    Bci(u32),
+    Traps,
+}
+
+/// Applets using each key, and what their compilation yielded.
+pub(super) struct Shared {
+    pub(super) users: usize,
+    pub(super) meta: Arc<Meta>,
+}
+
+/// The code cache every JIT-compiled applet lives in (64 MiB; see
+/// `docs/codecache.md`).
+pub(super) fn cache() -> &'static codecache::CodeCache {
+    static CACHE: OnceLock<codecache::CodeCache> = OnceLock::new();
+    CACHE.get_or_init(|| codecache::CodeCache::new(codecache::Config::default()))
+}
+
+pub(super) fn registry() -> std::sync::MutexGuard<'static, HashMap<u64, Shared>> {
+    static REGISTRY: OnceLock<Mutex<HashMap<u64, Shared>>> = OnceLock::new();
+    REGISTRY
+        .get_or_init(|| Mutex::new(HashMap::new()))
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+}
+
+/// The shared code cache's statistics (live, pending and freed bytes, ...).
+pub fn cache_stats() -> codecache::Stats {
+    cache().stats()
+}
+
+/// Evicts the oldest generation of compiled code from the shared cache, as
+/// the cache does by itself under memory pressure; returns how many
+/// entries. The applets whose code it was keep running: each compiles its
+/// code again at its next invocation, and a thread still running the old
+/// code finishes safely (it is freed after every thread's next
+/// synchronization point). For a host that gives memory back, and for
+/// tests of that path.
+pub fn evict_oldest() -> usize {
+    cache().evict_oldest()
+}
+
+/// The cache key of a program: a hash of everything its code depends on,
+/// so that applets loaded from the same class (with the same metering)
+/// share one compiled copy.
+pub(super) fn fingerprint(prog: &Program) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    prog.info.name.hash(&mut h);
+    for m in &prog.info.methods {
+        m.name.hash(&mut h);
+        m.descriptor.hash(&mut h);
+        m.is_static.hash(&mut h);
+    }
+    prog.funcs.hash(&mut h);
+    prog.switches.hash(&mut h);
+    prog.natives.hash(&mut h);
+    prog.metered().hash(&mut h);
+    h.finish()
+}
+
+/// An applet's compiled code: a key in the shared cache, the trap sites,
+/// and this applet's frame stack. Invocations run in a scope of the calling
+/// thread's registration in the cache (`THREAD`). Dropping the last
+/// `Compiled` of a key retires the code; the cache frees it once every
+/// registered thread has passed a synchronization point (or is parked).
+pub struct Compiled {
+    pub(super) key: u64,
+    pub(super) meta: Arc<Meta>,
+    pub(super) frames: Box<[i32]>,
+}
+
+impl core::fmt::Debug for Compiled {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Compiled")
+            .field("key", &format_args!("{:#x}", self.key))
+            .field("sites", &self.meta.sites.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Compiles a program (or shares the code of an identical one already
+/// compiled) and publishes it in the shared code cache.
+pub fn compile(prog: &Program) -> Result<Compiled, JitError> {
+    if !available() {
+        return Err(JitError::Unsupported(
+            "vcode has no native backend for this CPU".into(),
+        ));
+    }
+    if prog.max_frame > STACK_SLOTS {
+        return Err(JitError::Unsupported(format!(
+            "a method's frame takes {} slots, above the JIT's frame stack of {STACK_SLOTS}",
+            prog.max_frame
+        )));
+    }
+    let key = fingerprint(prog);
+    let meta = {
+        let mut reg = registry();
+        match reg.get_mut(&key) {
+            Some(s) => {
+                s.users += 1;
+                s.meta.clone()
+            }
+            None => {
+                let (f, meta) = build(prog)?;
+                publish(key, f)?;
+                let meta = Arc::new(meta);
+                reg.insert(
+                    key,
+                    Shared {
+                        users: 1,
+                        meta: meta.clone(),
+                    },
+                );
+                meta
+            }
+        }
+    };
+    Ok(Compiled {
+        key,
+        meta,
+        frames: vec![0; STACK_SLOTS].into_boxed_slice(),
+    })
+}
+
+pub(super) fn publish(key: u64, mut f: Func) -> Result<(), JitError> {
+    cache()
+        .publish(key, 1, move |e| f.end_in(e.mem()))
+        .map_err(|e| JitError::Cache(e.to_string()))
+}
+
+impl Drop for Compiled {
+    fn drop(&mut self) {
+        let mut reg = registry();
+        if let Some(s) = reg.get_mut(&self.key) {
+            s.users -= 1;
+            if s.users == 0 {
+                reg.remove(&self.key);
+                cache().retire(self.key);
+            }
+        }
+    }
+}
+
+pub(super) type Entry = extern "C" fn(*mut Ctx, i32) -> i32;
+
+impl Compiled {
+    /// The machine code with each method's name and each bytecode's index
+    /// beside its instructions.
+    pub fn listing(&self) -> Option<String> {
+        let mut t = cache().register();
+        let scope = t.enter();
+        let e = scope.lookup(self.key)?;
+        let marks: Vec<(usize, String)> = self
+            .meta
+            .marks
+            .iter()
+            .map(|&(at, m)| {
+                (
+                    at,
+                    match m {
+                        Mark::Method(k) => self
+                            .meta
+                            .methods
+                            .get(usize::from(k))
+                            .cloned()
+                            .unwrap_or_default(),
+                        Mark::Bci(b) => format!("bci {b}"),
+                        Mark::Traps => "trap exits".into(),
+                    },
+                )
+            })
+            .collect();
+        Some(e.code().disassemble_marked(&marks))
+    }
+
+    /// Runs method `entry` with `args`, as [`crate::interpreter::Machine::run`]
+    /// does: the same result, trap, fuel and effects.
+    pub(crate) fn run(
+        &mut self,
+        prog: &Program,
+        st: &mut State<'_>,
+        fields: *mut i32,
+        entry: u16,
+        args: &[i32],
+        limits: RunLimits,
+    ) -> Result<Outcome, Trap> {
+        let Some(Some(f)) = prog.funcs.get(usize::from(entry)) else {
+            return Err(internal_trap(
+                "entry is not a bytecode method",
+                String::new(),
+            ));
+        };
+        if args.len() != usize::from(f.arg_slots) || args.len() > usize::from(f.max_locals) {
+            return Err(internal_trap("argument count", f.id.clone()));
+        }
+        if limits.max_depth > MAX_CALL_DEPTH {
+            return Err(internal_trap(
+                "call depth above the JIT's limit",
+                f.id.clone(),
+            ));
+        }
+        self.frames[..args.len()].copy_from_slice(args);
+        let returns = prog.info.methods[usize::from(entry)].sig.ret.is_some();
+        self.enter(prog, st, fields, entry, returns, limits)
+    }
+
+    /// The frame stack's first slots, where [`Compiled::enter`] finds the
+    /// entry method's arguments (`this` first for an instance method).
+    #[inline]
+    pub(crate) fn args_mut(&mut self) -> &mut [i32; ARG_SLOTS] {
+        let slots: &mut [i32] = &mut self.frames;
+        slots
+            .first_chunk_mut()
+            .expect("the frame stack holds more than the argument slots")
+    }
+
+    /// Runs method `entry` on the arguments already in the frame stack
+    /// ([`Compiled::args_mut`]): [`Compiled::run`] without its checks, for
+    /// a caller that made them once ([`crate::Method`]): `entry` is a
+    /// bytecode method of `prog` whose arguments are in place, `returns`
+    /// says whether it returns a value, and `limits.max_depth` is at most
+    /// [`MAX_CALL_DEPTH`] ([`compile`] checked every method's frame against
+    /// the frame stack).
+    #[inline]
+    pub(crate) fn enter(
+        &mut self,
+        prog: &Program,
+        st: &mut State<'_>,
+        fields: *mut i32,
+        entry: u16,
+        returns: bool,
+        limits: RunLimits,
+    ) -> Result<Outcome, Trap> {
+        debug_assert!(limits.max_depth <= MAX_CALL_DEPTH);
+        debug_assert!(prog.max_frame <= STACK_SLOTS);
+        let fuel = limits.fuel;
+        let frames = self.frames.as_mut_ptr();
+        let statics = st.statics.as_mut_ptr();
+        let dir = st.heap.directory().cast();
+        let mut rt = Runtime {
+            st,
+            prog,
+            pending: None,
+        };
+        let mut ctx = Ctx {
+            frames,
+            // SAFETY: one past the end of the frame stack's allocation.
+            frames_end: unsafe { frames.add(STACK_SLOTS) },
+            statics,
+            fields,
+            dir,
+            fuel,
+            max_depth: i64::from(limits.max_depth),
+            result: 0,
+            trap: [0; 3],
+            rt: (&mut rt as *mut Runtime<'_, '_>).cast(),
+        };
+        let key = self.key;
+        let status = THREAD
+            .try_with(|cell| match cell.try_borrow_mut() {
+                Ok(mut slot) => match slot.as_mut() {
+                    Some(thread) => execute(thread, key, prog, &mut ctx, entry),
+                    None => execute(slot.insert(cache().register()), key, prog, &mut ctx, entry),
+                },
+                // A native of an applet running on this thread invokes
+                // another applet: a registration of its own for the nested
+                // invocation.
+                Err(_) => execute_registering(key, prog, &mut ctx, entry),
+            })
+            .unwrap_or_else(|_| execute_registering(key, prog, &mut ctx, entry));
+        match status {
+            Ok(0) => Ok(Outcome {
+                value: returns.then_some(ctx.result as i32),
+                fuel_used: if prog.metered() { fuel - ctx.fuel } else { 0 },
+            }),
+            Ok(site) => Err(self.trap(prog, site, ctx.trap, rt.pending.take(), limits)),
+            Err(what) => Err(Trap {
+                kind: TrapKind::Native(what),
+                method: prog
+                    .funcs
+                    .get(usize::from(entry))
+                    .and_then(Option::as_ref)
+                    .map(|f| f.id.clone())
+                    .unwrap_or_default(),
+                bci: 0,
+            }),
+        }
+    }
+
+    /// The trap that trap site `status` (counted from 1) reports, with the
+    /// values generated code stored (`trap`) and a runtime call's `pending`
+    /// trap.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn trap(
+        &self,
+        prog: &Program,
+        status: i32,
+        trap: [i64; 3],
+        pending: Option<TrapKind>,
+        limits: RunLimits,
+    ) -> Trap {
+        let Some(site) = self.meta.sites.get(status as usize - 1) else {
+            return internal_trap("trap site", String::new());
+        };
+        let [a, b, c] = trap;
+        let kind = match site.kind {
+            SiteKind::Array if a == 0 => TrapKind::NullPointer,
+            SiteKind::Array => TrapKind::ArrayIndexOutOfBounds {
+                index: b as i32,
+                length: c as i32,
+            },
+            SiteKind::Null => TrapKind::NullPointer,
+            SiteKind::DivZero => TrapKind::DivisionByZero,
+            SiteKind::NegSize => TrapKind::NegativeArraySize(a as i32),
+            SiteKind::Fuel => TrapKind::FuelExhausted(limits.fuel),
+            SiteKind::Depth => TrapKind::CallDepthExceeded(limits.max_depth),
+            SiteKind::Runtime => pending.unwrap_or_else(|| {
+                TrapKind::Native("internal error: a runtime call failed silently".into())
+            }),
+        };
+        let method = prog
+            .funcs
+            .get(usize::from(site.method))
+            .and_then(Option::as_ref)
+            .map(|f| f.id.clone())
+            .unwrap_or_default();
+        Trap {
+            kind,
+            method,
+            bci: site.bci,
+        }
+    }
+}
+
+/// The interpreter's internal errors, for the same misuses.
+#[cold]
+pub(super) fn internal_trap(what: &str, method: String) -> Trap {
+    Trap {
+        kind: crate::interpreter::internal(what),
+        method,
+        bci: 0,
+    }
+}
+
+/// The most argument slots an entry method has: [`crate::Method::MAX_ARGS`]
+/// and `this`.
+pub(crate) const ARG_SLOTS: usize = crate::Method::MAX_ARGS + 1;
+
+thread_local! {
+    /// This thread's registration in the shared code cache, made at its
+    /// first invocation on the JIT and dropped (unregistered) when it exits.
+    /// Each invocation enters a scope of it: two synchronization points,
+    /// a load and a compare each.
+    static THREAD: core::cell::RefCell<Option<codecache::Thread>> =
+        const { core::cell::RefCell::new(None) };
+}
+
+/// Flags the calling thread out of the shared code cache until it next runs
+/// JIT code (the paper's system-call flag). A host thread that is about to
+/// block, or to stop running applets for a while, calls it so that code
+/// retired meanwhile is freed without waiting for the thread's next
+/// invocation. (A thread that exits leaves by itself.)
+pub fn park() {
+    let _ = THREAD.try_with(|cell| {
+        if let Ok(mut slot) = cell.try_borrow_mut()
+            && let Some(t) = slot.as_mut()
+        {
+            t.flag_out();
+        }
+    });
+}
+
+/// Runs the code of `key` inside a scope of `thread`: the status it
+/// returns, or why it could not run.
+#[inline]
+pub(super) fn execute(
+    thread: &mut codecache::Thread,
+    key: u64,
+    prog: &Program,
+    ctx: &mut Ctx,
+    entry: u16,
+) -> Result<i32, String> {
+    let scope = thread.enter();
+    let code = match scope.lookup(key) {
+        Some(e) => e,
+        None => rebuild(&scope, key, prog)?,
+    };
+    // SAFETY: the code was generated by `build` for this program with the
+    // signature `Entry` (the one `Compiler::new` gives `lambda`, so the
+    // address is cast without `as_fn`'s check of it), and runs inside the
+    // scope that keeps it alive. It reads and writes only what `ctx`
+    // points to: the frame stack (exclusively borrowed by the caller), the
+    // statics and fields (borrowed from the applet), and heap elements
+    // through the directory, whose entries it bounds-checks; see "Safety"
+    // in docs/jive.md.
+    let run: Entry = unsafe { core::mem::transmute::<usize, Entry>(code.code().addr()) };
+    Ok(run(ctx, i32::from(entry)))
+}
+
+/// [`execute`] on a registration of its own: for a thread whose own is in
+/// use (a native of an applet invokes another applet) or being destroyed.
+#[cold]
+#[inline(never)]
+pub(super) fn execute_registering(
+    key: u64,
+    prog: &Program,
+    ctx: &mut Ctx,
+    entry: u16,
+) -> Result<i32, String> {
+    execute(&mut cache().register(), key, prog, ctx, entry)
+}
+
+/// The code of `key` after the cache evicted it under memory pressure:
+/// compiled again and published. Another eviction may unlink the new code
+/// before this thread looks it up (`codecache::Error::Retired`); it is then
+/// built again, a few times at most.
+#[cold]
+#[inline(never)]
+pub(super) fn rebuild<'s>(
+    scope: &'s codecache::Scope<'_>,
+    key: u64,
+    prog: &Program,
+) -> Result<&'s codecache::Entry, String> {
+    const ATTEMPTS: usize = 8;
+    let mut last = None;
+    for _ in 0..ATTEMPTS {
+        let mut func = Some(build(prog).map_err(|e| format!("internal error: {e}"))?.0);
+        match scope.get_or_build(key, 1, |e| match func.take() {
+            Some(mut f) => f.end_in(e.mem()),
+            None => Err(vcode::Error::new(
+                0,
+                "rebuild",
+                vcode::ErrorKind::Unsupported("built twice"),
+            )),
+        }) {
+            Ok(e) => return Ok(e),
+            Err(e @ codecache::Error::Retired { .. }) => last = Some(e),
+            Err(e) => return Err(format!("internal error: {e}")),
+        }
+    }
+    Err(format!(
+        "internal error: the code was evicted {ATTEMPTS} times as soon as it was built ({})",
+        last.map(|e| e.to_string()).unwrap_or_default()
+    ))
+}
+
+/// The applet object's fields, for generated code (null before the
+/// constructor has made the object).
+#[inline]
+pub(crate) fn fields_of(heap: &mut Heap, instance: i32) -> *mut i32 {
+    match heap.get_mut(instance) {
+        Some(Object::Instance(v)) => v.as_mut_ptr(),
+        _ => core::ptr::null_mut(),
+    }
+}

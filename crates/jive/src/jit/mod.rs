@@ -1,0 +1,125 @@
+//! The JIT: verified, decoded methods compiled to native code through vcode
+//! in one pass, kept in the shared code cache.
+//!
+//! U-Net/SLE's JIVE had no compiler and blamed its interpreter for slow
+//! calls and field access (§3.3); vcode exists so that a verified applet
+//! becomes native code in microseconds. The compiler reads the decoded form
+//! ([`crate::decode`]), in which verification has already fixed the
+//! operand-stack depth and the type of every slot at every instruction, so
+//! every local and stack slot has a static home: one of a few registers, or
+//! its slot in a memory frame that mirrors the interpreter's. There is no
+//! run-time operand stack.
+//!
+//! # Shape of the code
+//!
+//! One vcode function per applet holds all of its methods. The function's
+//! entry takes the invocation context (`Ctx`) and a method index and
+//! dispatches through a jump table; methods call each other with `jal` to
+//! their labels (a direct `call`), and the trap exits, shared by every
+//! method, return from the whole function at once (vcode's epilogue
+//! restores the stack pointer from the frame pointer). Putting the methods
+//! in one function is what makes calls direct and recursion free of
+//! linking; an applet is loaded, replaced and retired as a whole, so one
+//! unit of code per applet loses nothing.
+//!
+//! Registers (vcode `getreg`): the frame pointer `FP` and the fuel counter
+//! `FUEL` in callee-saved registers, four scratch registers (`X`, `Y`,
+//! `Z`, and `W`, which may hold the value of one stack slot whose home is
+//! memory), and the rest as homes for the most used slots of each method
+//! (locals and stack positions, weighted by loop nesting). Other slots live
+//! at `FP + 4 × slot`. A call saves the caller's register homes in its
+//! frame, writes the arguments where the interpreter would have them (the
+//! start of the callee's frame), and advances `FP`; the callee loads its
+//! register-homed arguments.
+//!
+//! While compiling, the operand stack is a list of `Val`s: a constant, a
+//! reference to a slot's home (a local's, or its own), or the `W` register.
+//! `iload` and `iconst` emit nothing; an operation reads its operands where
+//! they are and writes its result into the home of its stack position. At
+//! branch targets every entry is in its own home.
+//!
+//! # Checks and traps
+//!
+//! Every check is a compare and a branch to an out-of-line stub that
+//! records the values the trap reports and jumps to the one exit, which
+//! returns a site number. The site table maps it back to the trap kind,
+//! method and bytecode index, so the host sees exactly the interpreter's
+//! [`Trap`]. Array handles index a directory kept by the heap
+//! ([`crate::heap`]), whose entry for `null` has length 0: the bounds check
+//! (`index <u length`) also catches `null`, and the exit tells the two
+//! apart.
+//!
+//! Fuel is charged where the interpreter charges it (taken back edges that
+//! decoding marks, calls, switches): `FUEL -= 1` and a branch on its
+//! borrow, one fused operation (vcode's `Countdown`). Calls check the depth
+//! (a counter in the native frame) and, unless the callee's frame provably
+//! fits in the caller's, the frame stack's end, exactly as the interpreter
+//! does.
+//!
+//! # The code cache
+//!
+//! The code lives in one process-wide `codecache::CodeCache` under a hash
+//! of everything it depends on, so applets loaded from one class share it;
+//! the last applet of a key to go retires it. Each thread that runs JIT
+//! code registers once (thread-local) and enters a scope per invocation;
+//! [`park`] flags an idle thread out. `docs/jive.md` ("The JIT") has the
+//! whole design and the safety argument.
+//!
+//! # Modules
+//!
+//! `compiler` turns a program into code; `sites` describes the trap sites
+//! its checks report; `runtime` is the invocation context and the runtime
+//! calls generated code makes (the `unsafe` of reaching Rust from a context
+//! pointer); `exec` keeps compiled applets in the code cache and enters
+//! their code.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use thiserror::Error;
+use vcode::ext::{Countdown, Indexed};
+use vcode::{Arg, Callee, Class, Func, I, L, Label, Leaf, Local, Operand, P, Reg, Ty, UL};
+
+use crate::decode::{Op, Program, Switch, successors};
+use crate::error::{Trap, TrapKind};
+use crate::heap::{DIR_DATA, DIR_LEN, DIR_MASK, Heap, Object};
+use crate::interpreter::{Outcome, RunLimits, STACK_SLOTS, State};
+use crate::natives::{Context, NativeError};
+use crate::subset::Prim;
+
+/// Why an applet could not be compiled.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum JitError {
+    /// The JIT cannot compile for this machine or these limits.
+    #[error("the JIT cannot run this applet: {0}")]
+    Unsupported(String),
+    /// vcode refused the generated code.
+    #[error("code generation failed: {0}")]
+    Codegen(String),
+    /// The code cache refused the code.
+    #[error("code cache: {0}")]
+    Cache(String),
+}
+
+/// Whether vcode has a native backend for this CPU, so that the JIT can run.
+pub fn available() -> bool {
+    cfg!(target_arch = "x86_64")
+}
+
+/// The deepest call chain the JIT runs: each level takes 16 bytes of the
+/// native stack (the return address and its alignment), so 16,384 levels
+/// take 256 KiB. Applets allowed deeper recursion run on the interpreter.
+pub const MAX_CALL_DEPTH: u32 = 16_384;
+
+mod compiler;
+mod exec;
+mod runtime;
+mod sites;
+
+pub use compiler::compile_standalone;
+use compiler::*;
+pub(crate) use exec::fields_of;
+use exec::*;
+pub use exec::{Compiled, cache_stats, compile, evict_oldest, park};
+use runtime::*;
+use sites::*;

@@ -1,0 +1,108 @@
+//! The invocation context and the runtime calls generated code makes:
+//! `Ctx` at fixed offsets, and the `extern "C"` functions for allocation
+//! and natives, with the `unsafe` of reaching the Rust side from a context
+//! pointer.
+
+use super::*;
+
+/// What generated code reads and writes of the invocation, at fixed offsets.
+#[repr(C)]
+pub(super) struct Ctx {
+    /// Base of the frame stack (`STACK_SLOTS` slots).
+    pub(super) frames: *mut i32,
+    /// One past its end.
+    pub(super) frames_end: *mut i32,
+    /// Static fields.
+    pub(super) statics: *mut i32,
+    /// The applet object's fields.
+    pub(super) fields: *mut i32,
+    /// The heap directory; runtime calls refresh it.
+    pub(super) dir: *const u8,
+    /// Fuel on entry, fuel left on exit.
+    pub(super) fuel: u64,
+    /// The call-depth limit.
+    pub(super) max_depth: i64,
+    /// The returned value.
+    pub(super) result: i64,
+    /// Values a trap reports (see [`SiteKind`]).
+    pub(super) trap: [i64; 3],
+    /// The Rust side of runtime calls.
+    pub(super) rt: *mut Runtime<'static, 'static>,
+}
+
+pub(super) const C_FRAMES: i64 = 0;
+pub(super) const C_FRAMES_END: i64 = 8;
+pub(super) const C_STATICS: i64 = 16;
+pub(super) const C_FIELDS: i64 = 24;
+pub(super) const C_DIR: i64 = 32;
+pub(super) const C_FUEL: i64 = 40;
+pub(super) const C_MAX_DEPTH: i64 = 48;
+pub(super) const C_RESULT: i64 = 56;
+pub(super) const C_TRAP: i64 = 64;
+
+/// The Rust side of an invocation, for runtime calls.
+pub(super) struct Runtime<'a, 'b> {
+    pub(super) st: &'a mut State<'b>,
+    pub(super) prog: &'a Program,
+    /// The trap a runtime call ended with.
+    pub(super) pending: Option<TrapKind>,
+}
+
+/// Allocation (`newarray`): returns the handle, or -1 with the trap pending.
+pub(super) extern "C" fn rt_newarray(ctx: *mut Ctx, prim: i64, len: i64) -> i64 {
+    // SAFETY: generated code passes the context it was entered with, which
+    // `Compiled::run` keeps alive and exclusively borrowed for the call;
+    // `rt` points to the `Runtime` on that function's stack.
+    let (ctx, rt) = unsafe { (&mut *ctx, &mut *(*ctx).rt) };
+    let p = match prim {
+        0 => Prim::Boolean,
+        1 => Prim::Byte,
+        2 => Prim::Short,
+        _ => Prim::Int,
+    };
+    let r = match rt.st.heap.alloc_array(p, len as i32) {
+        Ok(h) => i64::from(h),
+        Err(e) => {
+            rt.pending = Some(TrapKind::HeapLimitExceeded {
+                requested: e.requested,
+                in_use: e.in_use,
+                limit: e.limit,
+            });
+            -1
+        }
+    };
+    ctx.dir = rt.st.heap.directory().cast();
+    r
+}
+
+/// A native method: the arguments are `args[..k]`; returns the value
+/// (narrowed as the interpreter does), or `i64::MIN` with the trap pending.
+pub(super) extern "C" fn rt_native(ctx: *mut Ctx, n: i64, args: *const i32) -> i64 {
+    // SAFETY: as in `rt_newarray`.
+    let (ctx, rt) = unsafe { (&mut *ctx, &mut *(*ctx).rt) };
+    let n = n as usize;
+    let (Some(decl), Some(native)) = (rt.prog.natives.get(n), rt.st.natives.get(n)) else {
+        rt.pending = Some(TrapKind::Native("internal error: native index".into()));
+        return i64::MIN;
+    };
+    // SAFETY: generated code passes the address of the native's arguments
+    // in the current frame, `params.len()` slots inside the frame stack.
+    let args = unsafe { core::slice::from_raw_parts(args, decl.params.len()) };
+    let st = &mut *rt.st;
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut cx = Context {
+            heap: &mut *st.heap,
+            host: st.host.as_deref_mut(),
+        };
+        native(&mut cx, args)
+    }))
+    .unwrap_or_else(|_| Err(NativeError("the native panicked".into())));
+    ctx.dir = st.heap.directory().cast();
+    match crate::interpreter::native_result(decl, st.heap, result) {
+        Ok(v) => i64::from(v.unwrap_or(0)),
+        Err(k) => {
+            rt.pending = Some(k);
+            i64::MIN
+        }
+    }
+}
