@@ -176,6 +176,17 @@ pub struct RunLimits {
     pub max_depth: u32,
 }
 
+impl RunLimits {
+    /// An applet's limits as one invocation applies them (no fuel limit:
+    /// `u64::MAX`, which metering never reaches).
+    pub(crate) fn of(limits: &crate::Limits) -> RunLimits {
+        RunLimits {
+            fuel: limits.fuel.unwrap_or(u64::MAX),
+            max_depth: limits.max_call_depth,
+        }
+    }
+}
+
 /// Builds a trap for the op before `pc` (out of line: traps are rare).
 #[cold]
 #[inline(never)]

@@ -371,10 +371,7 @@ impl Applet {
             natives: &self.natives,
             host,
         };
-        let limits = RunLimits {
-            fuel: self.limits.fuel.unwrap_or(u64::MAX),
-            max_depth: self.limits.max_call_depth,
-        };
+        let limits = RunLimits::of(&self.limits);
         debug_assert_eq!(self.prog.metered(), self.limits.fuel.is_some());
         let r = match self.jit.as_mut() {
             Some(jit) => {
@@ -504,10 +501,7 @@ impl Applet {
             natives: &self.natives,
             host,
         };
-        let limits = RunLimits {
-            fuel: self.limits.fuel.unwrap_or(u64::MAX),
-            max_depth: self.limits.max_call_depth,
-        };
+        let limits = RunLimits::of(&self.limits);
         let fields = jit::fields_of(st.heap, self.instance);
         let r = jit.enter(&self.prog, &mut st, fields, m.idx, m.returns, limits);
         if self.heap.needs_collect() {
