@@ -4,7 +4,7 @@
 use crate::arena::{AllocError, Arena, ArenaStats, CodePage};
 use crate::deletion::{DelayHistogram, Guard, Participation, Reclaimer};
 use crate::link::{Link, Links};
-use crate::table::{Map, Unlinked};
+use crate::table::{Map, Memo, Unlinked};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
@@ -757,13 +757,30 @@ impl<'t> Scope<'t> {
     #[inline]
     pub fn lookup(&self, key: u64) -> Option<&Entry> {
         let r = self.core.table.get(key, &self.guard);
+        self.count(r.is_some());
+        r
+    }
+
+    /// Counts a look-up in this thread's counters (its own: plain stores).
+    #[inline]
+    fn count(&self, hit: bool) {
         let c = self.counters;
         c.lookups
             .store(c.lookups.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-        if r.is_some() {
+        if hit {
             c.hits
                 .store(c.hits.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         }
+    }
+
+    /// [`Scope::lookup`], remembered in `memo` for the next look-up of
+    /// `key` (by any thread): while nothing has been retired since, that
+    /// one skips the table (`table::Map::get_memo`). For a caller that runs
+    /// the same code again and again, e.g. an applet on every message.
+    #[inline]
+    pub fn lookup_memo(&self, key: u64, memo: &mut Memo) -> Option<&Entry> {
+        let r = self.core.table.get_memo(key, &self.guard, memo);
+        self.count(r.is_some());
         r
     }
 

@@ -228,6 +228,12 @@ impl Reclaimer {
         }
     }
 
+    /// The global stamp now (`Acquire`): it moves at every retire.
+    #[inline]
+    pub fn stamp(&self) -> u64 {
+        self.stamp.load(Ordering::Acquire)
+    }
+
     /// Registers the calling thread: from now on it is counted in every
     /// retire until it flags out or unregisters.
     pub fn register(&self) -> Participation {

@@ -119,3 +119,4 @@ pub use arena::AllocError;
 #[cfg(not(loom))]
 pub use cache::{CodeCache, Config, Contention, Emit, Entry, Error, Scope, Sharing, Stats, Thread};
 pub use deletion::DelayHistogram;
+pub use table::Memo;

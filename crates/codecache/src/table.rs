@@ -92,10 +92,23 @@ struct Counts {
 /// A map from `u64` keys to owned values, read without locks. Values and
 /// old tables are retired into the map's [`Reclaimer`].
 pub struct Map<V: Send + 'static> {
+    /// Unique in the process: which map a [`Memo`] was filled by.
+    id: u64,
     cur: AtomicPtr<Table<V>>,
     write: Mutex<Counts>,
     contention: StatU64,
     rec: std::sync::Arc<Reclaimer>,
+}
+
+/// A look-up of [`Map::get_memo`] remembered for the next one: which map,
+/// key and stamp, and the value's address (0: none). Plain numbers, so
+/// that whatever holds one stays `Send`; it grants nothing by itself.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Memo {
+    map: u64,
+    key: u64,
+    stamp: u64,
+    val: usize,
 }
 
 /// A value taken out of a [`Map`]: unreachable for lookups that start
@@ -155,7 +168,9 @@ unsafe impl<V: Send + Sync + 'static> Send for Map<V> {}
 impl<V: Send + 'static> Map<V> {
     /// An empty map whose readers synchronize with `rec`.
     pub fn new(rec: std::sync::Arc<Reclaimer>) -> Self {
+        static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         Map {
+            id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             cur: AtomicPtr::new(Box::into_raw(Box::new(Table::new(MIN_SLOTS)))),
             write: Mutex::new(Counts { live: 0, used: 0 }),
             contention: StatU64::new(0),
@@ -184,6 +199,75 @@ impl<V: Send + 'static> Map<V> {
         // registered, not flagged out, and past no synchronization point
         // until the borrow ends.
         unsafe { self.get_unchecked(key) }
+    }
+
+    /// [`Map::get`], remembered in `memo` for the next look-up of `key`:
+    /// while nothing has been retired since (the reclaimer's stamp has not
+    /// moved), the next one returns the remembered value without probing
+    /// the table. A value found by an earlier look-up, even in an earlier
+    /// scope or on another thread, is then still alive for this scope.
+    #[inline]
+    pub fn get_memo<'g>(
+        &'g self,
+        key: u64,
+        guard: &'g Guard<'_>,
+        memo: &mut Memo,
+    ) -> Option<&'g V> {
+        self.memo_lookup::<false>(key, guard, memo)
+    }
+
+    /// [`Map::get_memo`] with the stamp read after the look-up instead of
+    /// before: wrong on purpose (a value unlinked and retired between the
+    /// two would be reused after it is freed), so that the loom model can
+    /// show it catches the difference.
+    #[cfg(loom)]
+    #[doc(hidden)]
+    pub fn get_memo_stamp_late<'g>(
+        &'g self,
+        key: u64,
+        guard: &'g Guard<'_>,
+        memo: &mut Memo,
+    ) -> Option<&'g V> {
+        self.memo_lookup::<true>(key, guard, memo)
+    }
+
+    #[inline(always)]
+    fn memo_lookup<'g, const LATE: bool>(
+        &'g self,
+        key: u64,
+        guard: &'g Guard<'_>,
+        memo: &mut Memo,
+    ) -> Option<&'g V> {
+        assert!(guard.is_of(&self.rec), "a guard of another reclaimer");
+        // Read before the look-up: a value retired after it was found
+        // moves the stamp past this one.
+        let stamp = self.rec.stamp();
+        if memo.val != 0 && memo.map == self.id && memo.key == key && memo.stamp == stamp {
+            // SAFETY: `memo.val` is a value this map held under `key` when a
+            // look-up inside a scope found it, after reading `stamp`. A value
+            // leaves the map by being unlinked, and is freed only after a
+            // retire that stores a stamp above `stamp` (its Release store
+            // follows the unlink, so a look-up after a read of that stamp
+            // cannot find the value), once every thread counted in that
+            // retire has passed a synchronization point that saw the new
+            // stamp. This thread reads `stamp` again now, so none of its
+            // synchronization points since saw a later one (one load of a
+            // location never goes back), and it was counted in any such
+            // retire: a thread flagged out or not registered then took the
+            // later stamp when it flagged in or registered, and would see it
+            // now. So the value is alive until this thread's next
+            // synchronization point, which `guard` (and `'g`) precedes.
+            return Some(unsafe { &*(memo.val as *const V) });
+        }
+        let v = self.get(key, guard);
+        let stamp = if LATE { self.rec.stamp() } else { stamp };
+        *memo = Memo {
+            map: self.id,
+            key,
+            stamp,
+            val: v.map_or(0, |v| core::ptr::from_ref(v) as usize),
+        };
+        v
     }
 
     /// [`Map::get`] without the guard's proof.
@@ -410,6 +494,43 @@ mod tests {
         drop(g);
         rec.unregister(&me);
         assert_eq!(rec.stats().pending_sets, 0);
+    }
+
+    #[test]
+    fn a_remembered_lookup_follows_replacements_removals_and_its_key_and_map() {
+        let map = Map::new(Arc::new(Reclaimer::new()));
+        let rec = map.reclaimer().clone();
+        let mut me = rec.register();
+        assert!(map.insert(1, Box::new(10u64)).is_none());
+        assert!(map.insert(2, Box::new(20u64)).is_none());
+        let mut memo = Memo::default();
+        let seen = |me: &mut crate::deletion::Participation, memo: &mut Memo, key: u64| {
+            let g = rec.enter(me);
+            map.get_memo(key, &g, memo).copied()
+        };
+        assert_eq!(seen(&mut me, &mut memo, 1), Some(10));
+        // Reused while nothing was retired.
+        let stamp = memo.stamp;
+        assert_eq!(seen(&mut me, &mut memo, 1), Some(10));
+        assert_eq!(memo.stamp, stamp);
+        // Another key is looked up.
+        assert_eq!(seen(&mut me, &mut memo, 2), Some(20));
+        // A replacement retires the old value: the new one is found.
+        drop(map.insert(2, Box::new(21u64)));
+        assert_eq!(seen(&mut me, &mut memo, 2), Some(21));
+        assert!(memo.stamp > stamp);
+        // A removal: gone.
+        drop(map.remove(2));
+        assert_eq!(seen(&mut me, &mut memo, 2), None);
+        // A memo of another map is not taken for this one's.
+        let other = Map::new(rec.clone());
+        assert!(other.insert(1, Box::new(99u64)).is_none());
+        assert_eq!(seen(&mut me, &mut memo, 1), Some(10));
+        {
+            let g = rec.enter(&mut me);
+            assert_eq!(other.get_memo(1, &g, &mut memo).copied(), Some(99));
+        }
+        rec.unregister(&me);
     }
 
     #[test]

@@ -7,7 +7,7 @@
 #![cfg(loom)]
 
 use codecache::deletion::Reclaimer;
-use codecache::table::Map;
+use codecache::table::{Map, Memo};
 use loom::cell::UnsafeCell;
 use loom::sync::Arc;
 use loom::thread;
@@ -181,4 +181,60 @@ fn a_lookup_racing_a_publication_sees_a_complete_entry() {
         retire(map.insert(7, Val::new(70)));
         reader.join().unwrap();
     });
+}
+
+/// A reader looks key 1 up in two scopes through one memo while the main
+/// thread removes it, retires it and passes a synchronization point; `late`
+/// reads the stamp after the look-up instead of before.
+fn memo_race(late: bool) {
+    model(move || {
+        let map = Arc::new(Map::<Val>::new(std::sync::Arc::new(Reclaimer::new())));
+        let rec = map.reclaimer().clone();
+        retire(map.insert(1, Val::new(10)));
+        let mut me = rec.register();
+        let mut other = rec.register();
+        let reader = {
+            let (rec, map) = (rec.clone(), map.clone());
+            thread::spawn(move || {
+                let mut memo = Memo::default();
+                for _ in 0..2 {
+                    let g = rec.enter(&mut me);
+                    let v = if late {
+                        map.get_memo_stamp_late(1, &g, &mut memo)
+                    } else {
+                        map.get_memo(1, &g, &mut memo)
+                    };
+                    if let Some(v) = v {
+                        assert_eq!(v.get(), 10);
+                    }
+                    drop(g);
+                }
+                rec.unregister(&me);
+            })
+        };
+        retire(map.remove(1));
+        drop(rec.enter(&mut other));
+        rec.unregister(&other);
+        reader.join().unwrap();
+    });
+}
+
+/// A remembered look-up (`Map::get_memo`) is reused only while nothing has
+/// been retired since: racing a remove, its retire and the other thread's
+/// synchronization points, the reader never reads a freed value, neither
+/// in the scope where it looked the value up nor in a later one that
+/// reuses the look-up.
+#[test]
+fn a_remembered_lookup_never_outlives_its_value() {
+    memo_race(false);
+}
+
+/// The same race with the stamp read after the look-up
+/// (`Map::get_memo_stamp_late`, wrong on purpose): the model finds the
+/// reader reusing a value that was retired between its look-up and that
+/// read, after the value was freed.
+#[test]
+#[should_panic]
+fn a_remembered_lookup_whose_stamp_is_read_late_is_caught() {
+    memo_race(true);
 }
