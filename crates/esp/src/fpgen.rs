@@ -1749,7 +1749,8 @@ fn neg_bit(n: &Expr) -> Option<&Expr> {
 
 /// True when `e` is always 0 or 1.
 fn zero_or_one(e: &Expr) -> bool {
-    opt::is_boolean(e) || matches!(e, Expr::Binary(BinOp::BitAnd, _, one) if **one == Expr::Const(1))
+    opt::is_boolean(e)
+        || matches!(e, Expr::Binary(BinOp::BitAnd, _, one) if **one == Expr::Const(1))
 }
 
 /// True when evaluating `e` straight into the home register of slot `s`
