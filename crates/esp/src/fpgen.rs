@@ -39,7 +39,11 @@
 //!   `-x` (so `i64::MIN / -1` wraps), `x % -1` is 0, and a zero divisor
 //!   (which graphs guard against, so it never happens) gives 0.
 //!   Conditional selections made by [`opt::select`] become conditional
-//!   moves.
+//!   moves, and so does the mask idiom `base op (k & -bit)` (`op` one of
+//!   `^`, `|`, `+`; `bit` always 0 or 1, as `x & 1` or a comparison):
+//!   `bit ? base op k : base`. The bit-by-bit CRC step
+//!   `crc = (crc >> 1) ^ (POLY & -(crc & 1))` is then a shift, an xor and
+//!   a conditional move deep on `crc` rather than four instructions.
 //!
 //! The return code is 0 for `Leave::Exit`, 1 for `Leave::Abort` and
 //! `2 + k` for `Leave::Suspend { resume: k }`.

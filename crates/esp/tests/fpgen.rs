@@ -967,7 +967,7 @@ fn mask_idiom_steps_compute_what_they_say() {
     #[cfg(target_arch = "x86_64")]
     assert!(
         code.listing().contains("cmov"),
-        "the mask idiom became a conditional move"
+        "the mask idiom did not become a conditional move"
     );
     let want = |vars: &[i64]| {
         let (x, k, mut s, mut t, mut u, mut w) =
