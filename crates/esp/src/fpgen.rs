@@ -8,8 +8,11 @@
 //!   registers are scratch for expressions; the other seven are *homes*,
 //!   given to the values the code touches most, weighted by loop nesting
 //!   (8× per level): process variables (slots of the flat variable array),
-//!   graph locals, repetition counters, and the `next`/`end` pointers of
-//!   the external ports. Callee-saved homes come first, so the hottest
+//!   graph locals, repetition counters, the `next`/`end` pointers of
+//!   the external ports, and constants read in loops that no instruction
+//!   takes as an immediate (beyond 32 bits signed: a CRC polynomial), set
+//!   once per entry and weighted a quarter of a variable's use, so they
+//!   take only registers the variables leave. Callee-saved homes come first, so the hottest
 //!   values survive host calls untouched. Other slots live in
 //!   `ctx.vars`, locals and counters in the stack frame.
 //! * **Entries.** The entry index is bounds-checked and dispatched through
@@ -194,6 +197,10 @@ enum Cand {
     Next(bool, u32),
     /// The `end` pointer of a channel's in port (`false`) or out port.
     End(bool, u32),
+    /// A constant that no instruction takes as an immediate (beyond 32
+    /// bits signed, such as a CRC polynomial), read inside a loop: in a
+    /// register it is set once per entry instead of once per use.
+    Const(i64),
 }
 
 // -- Analysis: loop depth and weights -----------------------------------------------------
@@ -279,6 +286,30 @@ fn weigh(w: &mut HashMap<Cand, u64>, c: Cand, by: u64) {
 
 fn weigh_expr(w: &mut HashMap<Cand, u64>, e: &Expr, by: u64) {
     e.for_each_var(&mut |v| weigh(w, Cand::Slot(v), by));
+    if by > 1 {
+        weigh_long_consts(w, e, by);
+    }
+}
+
+/// Weighs the constants of `e` that need a register of their own, a
+/// quarter of a variable's use each: a constant outside a register costs
+/// one `mov` beside the computation, a variable outside one a load (and a
+/// store, when written) in it.
+fn weigh_long_consts(w: &mut HashMap<Cand, u64>, e: &Expr, by: u64) {
+    match e {
+        Expr::Const(c) => {
+            if i32::try_from(*c).is_err() {
+                weigh(w, Cand::Const(*c), by / 4);
+            }
+        }
+        Expr::Var(_) => {}
+        Expr::Unary(_, a) => weigh_long_consts(w, a, by),
+        Expr::Binary(_, a, b) | Expr::And(a, b) | Expr::Or(a, b) => {
+            weigh_long_consts(w, a, by);
+            weigh_long_consts(w, b, by);
+        }
+        Expr::Call(_, args) => args.iter().for_each(|a| weigh_long_consts(w, a, by)),
+    }
 }
 
 fn weights(g: &Graph, depth: &[u32]) -> HashMap<Cand, u64> {
@@ -767,6 +798,7 @@ impl<'a> Gen<'a> {
                         self.load_slot_mem(*s, l(*r));
                     }
                 }
+                (Cand::Const(v), Home::Reg(r)) => self.f.set(l(*r), *v),
                 (Cand::Counter(k), _) => {
                     let bound = self.g.counters[*k as usize] as i64;
                     match h {
@@ -820,6 +852,11 @@ impl<'a> Gen<'a> {
                 && !callee_saved(r)
             {
                 self.load_slot_mem(s, l(r));
+            }
+            if let (Cand::Const(v), Home::Reg(r)) = (c, h)
+                && !callee_saved(r)
+            {
+                self.f.set(l(r), v);
             }
             if let (Cand::Counter(k), Home::Reg(r)) = (c, h)
                 && !callee_saved(r)
@@ -1380,10 +1417,14 @@ impl<'a> Gen<'a> {
         }
     }
 
-    /// A simple operand: a constant or a slot in a register.
+    /// A simple operand: a constant (in its register when it has one) or
+    /// a slot in a register.
     fn operand(&self, e: &Expr) -> Option<Operand<L>> {
         match e {
-            Expr::Const(c) => Some(Operand::Imm(*c)),
+            Expr::Const(c) => Some(match self.home(Cand::Const(*c)) {
+                Home::Reg(r) => Operand::Reg(l(r)),
+                Home::Mem => Operand::Imm(*c),
+            }),
             Expr::Var(s) => self.slot_reg(*s).map(Operand::Reg),
             _ => None,
         }
@@ -1411,7 +1452,10 @@ impl<'a> Gen<'a> {
             return self.gen_masked(&m, k, d);
         }
         match e {
-            Expr::Const(c) => self.f.set(d, *c),
+            Expr::Const(c) => match self.home(Cand::Const(*c)) {
+                Home::Reg(r) => self.f.mov(d, l(r)),
+                Home::Mem => self.f.set(d, *c),
+            },
             Expr::Var(s) => self.load_slot(*s, d),
             Expr::Unary(op, a) => {
                 self.emit_expr(a, d);

@@ -1009,6 +1009,87 @@ fn mask_idiom_steps_compute_what_they_say() {
 }
 
 #[test]
+fn a_long_constant_read_in_a_loop_is_set_once_per_entry() {
+    // A loop of CRC steps on `s` and an addition of a constant beyond 32
+    // bits to `t`, repeated until its counter runs out. With registers to
+    // spare, each long constant is set once at the entry, not once per
+    // use, and the values are the graph interpreter's.
+    let program = esp::compile(
+        "channel o(int, int, int, int, int, int) external out;
+         process P { var x, k, s, t, u, w;
+           while (true) { out(o, x, k, s, t, u, w); x = 0; k = 0; s = 0; t = 0; u = 0; w = 0; } }",
+    )
+    .unwrap();
+    let v = |n| Expr::Var(n);
+    let c = Expr::Const;
+    let bin = |op, a, b| Expr::Binary(op, Box::new(a), Box::new(b));
+    const POLY: i64 = 0xEDB8_8320;
+    const BIG: i64 = 0x1_2345_6789;
+    let step = Inst::Assign {
+        slot: 2,
+        value: bin(
+            BinOp::BitXor,
+            bin(BinOp::Shr, v(2), c(1)),
+            bin(
+                BinOp::BitAnd,
+                c(POLY),
+                Expr::Unary(UnOp::Neg, Box::new(bin(BinOp::BitAnd, v(2), c(1)))),
+            ),
+        ),
+    };
+    let mut g = one_block_graph(&program, vec![]);
+    let leave = g.blocks[0].clone();
+    g.blocks[0] = Block {
+        insts: vec![
+            step.clone(),
+            step.clone(),
+            step.clone(),
+            step,
+            Inst::Assign {
+                slot: 3,
+                value: bin(BinOp::Add, v(3), c(BIG)),
+            },
+        ],
+        term: Term::Count {
+            counter: 0,
+            next: 0,
+            over: 1,
+        },
+        note: String::new(),
+    };
+    g.blocks.push(leave);
+    g.counters = vec![100];
+    let at = program.processes[0]
+        .nodes
+        .iter()
+        .position(|n| matches!(n.kind, esp::ir::NodeKind::Comm { .. }))
+        .unwrap() as u32;
+    if let Term::Leave { pcs, .. } = &mut g.blocks[1].term {
+        pcs[0].1 = at;
+    }
+    let code = fpgen::compile(&g, &program).unwrap();
+    #[cfg(target_arch = "x86_64")]
+    {
+        let listing = code.listing().to_lowercase();
+        for (name, hex) in [("the polynomial", "edb88320h"), ("BIG", "123456789h")] {
+            assert_eq!(
+                listing.matches(hex).count(),
+                1,
+                "{name} is set once, at the entry\n{listing}"
+            );
+        }
+    }
+    let mut r = Rng(25);
+    for _ in 0..50 {
+        let vars: Vec<i64> = (0..6).map(|_| r.next() as i64).collect();
+        let want = interpret(&g, &program, 0, &vars, &[]).unwrap();
+        let got = native(&code, &program, 0, &vars, &[], Ports::Windows);
+        assert_eq!(got.vars, want.vars);
+        assert_eq!(got.leave, want.leave);
+    }
+}
+
+#[test]
 fn a_bad_graph_is_an_error_not_a_panic() {
     let program = program();
     let mut g = one_block_graph(
