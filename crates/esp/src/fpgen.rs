@@ -1628,7 +1628,18 @@ impl<'a> Gen<'a> {
         self.emit_expr(m.bit, cr);
         self.emit_expr(m.base, d);
         let t = self.take();
-        self.f.mov(t, d);
+        // `op` commutes: a long constant is set straight into `t` (one
+        // `mov` rather than a copy of `d` and a `mov` to vcode's scratch).
+        let k = match k {
+            Operand::Imm(c) if i32::try_from(c).is_err() => {
+                self.f.set(t, c);
+                Operand::Reg(d)
+            }
+            k => {
+                self.f.mov(t, d);
+                k
+            }
+        };
         match m.op {
             BinOp::Add => self.f.add(t, t, k),
             BinOp::BitOr => self.f.or(t, t, k),
