@@ -8,8 +8,11 @@
 //!   registers are scratch for expressions; the other seven are *homes*,
 //!   given to the values the code touches most, weighted by loop nesting
 //!   (8× per level): process variables (slots of the flat variable array),
-//!   graph locals, repetition counters, and the `next`/`end` pointers of
-//!   the external ports. Callee-saved homes come first, so the hottest
+//!   graph locals, repetition counters, the `next`/`end` pointers of
+//!   the external ports, and constants read in loops that no instruction
+//!   takes as an immediate (beyond 32 bits signed: a CRC polynomial), set
+//!   once per entry and weighted a quarter of a variable's use, so they
+//!   take only registers the variables leave. Callee-saved homes come first, so the hottest
 //!   values survive host calls untouched. Other slots live in
 //!   `ctx.vars`, locals and counters in the stack frame.
 //! * **Entries.** The entry index is bounds-checked and dispatched through
@@ -39,7 +42,11 @@
 //!   `-x` (so `i64::MIN / -1` wraps), `x % -1` is 0, and a zero divisor
 //!   (which graphs guard against, so it never happens) gives 0.
 //!   Conditional selections made by [`opt::select`] become conditional
-//!   moves.
+//!   moves, and so does the mask idiom `base op (k & -bit)` (`op` one of
+//!   `^`, `|`, `+`; `bit` always 0 or 1, as `x & 1` or a comparison):
+//!   `bit ? base op k : base`. The bit-by-bit CRC step
+//!   `crc = (crc >> 1) ^ (POLY & -(crc & 1))` is then a shift, an xor and
+//!   a conditional move deep on `crc` rather than four instructions.
 //!
 //! The return code is 0 for `Leave::Exit`, 1 for `Leave::Abort` and
 //! `2 + k` for `Leave::Suspend { resume: k }`.
@@ -190,6 +197,10 @@ enum Cand {
     Next(bool, u32),
     /// The `end` pointer of a channel's in port (`false`) or out port.
     End(bool, u32),
+    /// A constant that no instruction takes as an immediate (beyond 32
+    /// bits signed, such as a CRC polynomial), read inside a loop: in a
+    /// register it is set once per entry instead of once per use.
+    Const(i64),
 }
 
 // -- Analysis: loop depth and weights -----------------------------------------------------
@@ -275,6 +286,30 @@ fn weigh(w: &mut HashMap<Cand, u64>, c: Cand, by: u64) {
 
 fn weigh_expr(w: &mut HashMap<Cand, u64>, e: &Expr, by: u64) {
     e.for_each_var(&mut |v| weigh(w, Cand::Slot(v), by));
+    if by > 1 {
+        weigh_long_consts(w, e, by);
+    }
+}
+
+/// Weighs the constants of `e` that need a register of their own, a
+/// quarter of a variable's use each: a constant outside a register costs
+/// one `mov` beside the computation, a variable outside one a load (and a
+/// store, when written) in it.
+fn weigh_long_consts(w: &mut HashMap<Cand, u64>, e: &Expr, by: u64) {
+    match e {
+        Expr::Const(c) => {
+            if i32::try_from(*c).is_err() {
+                weigh(w, Cand::Const(*c), by / 4);
+            }
+        }
+        Expr::Var(_) => {}
+        Expr::Unary(_, a) => weigh_long_consts(w, a, by),
+        Expr::Binary(_, a, b) | Expr::And(a, b) | Expr::Or(a, b) => {
+            weigh_long_consts(w, a, by);
+            weigh_long_consts(w, b, by);
+        }
+        Expr::Call(_, args) => args.iter().for_each(|a| weigh_long_consts(w, a, by)),
+    }
 }
 
 fn weights(g: &Graph, depth: &[u32]) -> HashMap<Cand, u64> {
@@ -763,6 +798,7 @@ impl<'a> Gen<'a> {
                         self.load_slot_mem(*s, l(*r));
                     }
                 }
+                (Cand::Const(v), Home::Reg(r)) => self.f.set(l(*r), *v),
                 (Cand::Counter(k), _) => {
                     let bound = self.g.counters[*k as usize] as i64;
                     match h {
@@ -816,6 +852,11 @@ impl<'a> Gen<'a> {
                 && !callee_saved(r)
             {
                 self.load_slot_mem(s, l(r));
+            }
+            if let (Cand::Const(v), Home::Reg(r)) = (c, h)
+                && !callee_saved(r)
+            {
+                self.f.set(l(r), v);
             }
             if let (Cand::Counter(k), Home::Reg(r)) = (c, h)
                 && !callee_saved(r)
@@ -1315,6 +1356,17 @@ impl<'a> Gen<'a> {
 
     fn assign(&mut self, s: u32, e: &Expr) {
         if let Some(r) = self.slot_reg(s) {
+            // `s = base op (k & -bit)` in place: the bit is read before
+            // `s`'s register is written, `base` may read `s` first.
+            if let Some(m) = as_masked(e)
+                && safe_target(m.base, s)
+                && self.free.len() >= 2
+                && !e.has_call()
+                && let Some(k) = self.operand(m.k)
+                && !matches!(k, Operand::Reg(x) if x == r)
+            {
+                return self.gen_masked(&m, k, r);
+            }
             if safe_target(e, s) {
                 self.emit_expr(e, r);
                 return;
@@ -1335,6 +1387,7 @@ impl<'a> Gen<'a> {
                 && opt::pure(a)
                 && opt::pure(b)
                 && opt::as_select(e).is_none()
+                && as_masked(e).is_none()
             {
                 let t = self.take();
                 self.emit_expr(b, t);
@@ -1364,10 +1417,14 @@ impl<'a> Gen<'a> {
         }
     }
 
-    /// A simple operand: a constant or a slot in a register.
+    /// A simple operand: a constant (in its register when it has one) or
+    /// a slot in a register.
     fn operand(&self, e: &Expr) -> Option<Operand<L>> {
         match e {
-            Expr::Const(c) => Some(Operand::Imm(*c)),
+            Expr::Const(c) => Some(match self.home(Cand::Const(*c)) {
+                Home::Reg(r) => Operand::Reg(l(r)),
+                Home::Mem => Operand::Imm(*c),
+            }),
             Expr::Var(s) => self.slot_reg(*s).map(Operand::Reg),
             _ => None,
         }
@@ -1386,8 +1443,19 @@ impl<'a> Gen<'a> {
         {
             return self.gen_select(c, a, b, d);
         }
+        if let Some(m) = as_masked(e)
+            && self.free.len() >= 2
+            && !e.has_call()
+            && let Some(k) = self.operand(m.k)
+            && !matches!(k, Operand::Reg(r) if r == d)
+        {
+            return self.gen_masked(&m, k, d);
+        }
         match e {
-            Expr::Const(c) => self.f.set(d, *c),
+            Expr::Const(c) => match self.home(Cand::Const(*c)) {
+                Home::Reg(r) => self.f.mov(d, l(r)),
+                Home::Mem => self.f.set(d, *c),
+            },
             Expr::Var(s) => self.load_slot(*s, d),
             Expr::Unary(op, a) => {
                 self.emit_expr(a, d);
@@ -1550,6 +1618,38 @@ impl<'a> Gen<'a> {
         self.give(t);
     }
 
+    /// `d = base op (k & -bit)` with `bit` 0 or 1, as `bit ? base op k :
+    /// base`: the bit first (it may read `d`'s slot), then `base` into `d`,
+    /// `base op k` beside it and a conditional move. The bit no longer
+    /// waits for `base`, so a chain of such steps (a bit-by-bit CRC) is
+    /// three instructions deep per step instead of four.
+    fn gen_masked(&mut self, m: &Masked<'_>, k: Operand<L>, d: Reg<L>) {
+        let cr = self.take();
+        self.emit_expr(m.bit, cr);
+        self.emit_expr(m.base, d);
+        let t = self.take();
+        // `op` commutes: a long constant is set straight into `t` (one
+        // `mov` rather than a copy of `d` and a `mov` to vcode's scratch).
+        let k = match k {
+            Operand::Imm(c) if i32::try_from(c).is_err() => {
+                self.f.set(t, c);
+                Operand::Reg(d)
+            }
+            k => {
+                self.f.mov(t, d);
+                k
+            }
+        };
+        match m.op {
+            BinOp::Add => self.f.add(t, t, k),
+            BinOp::BitOr => self.f.or(t, t, k),
+            _ => self.f.xor(t, t, k),
+        }
+        self.f.select(d, cr, t, d);
+        self.give(t);
+        self.give(cr);
+    }
+
     fn gen_call(&mut self, func: u32, args: &[Expr], d: Reg<L>) {
         let k = args.len();
         let buf: Vec<Local<L>> = (0..k).map(|_| self.f.local::<L>()).collect();
@@ -1658,6 +1758,58 @@ impl<'a> Gen<'a> {
             }
         }
     }
+}
+
+/// The parts of `base op (k & -bit)` (either operand order at each level),
+/// `op` one of `^`, `|`, `+` and `bit` an expression that is always 0 or 1
+/// (a comparison, `!x`, `x & 1`), so that `-bit` is 0 or all ones: the
+/// mask idiom of branch-free code such as the bit-by-bit CRC step
+/// `(crc >> 1) ^ (POLY & -(crc & 1))`.
+struct Masked<'e> {
+    op: BinOp,
+    base: &'e Expr,
+    k: &'e Expr,
+    bit: &'e Expr,
+}
+
+fn as_masked(e: &Expr) -> Option<Masked<'_>> {
+    let Expr::Binary(op @ (BinOp::BitXor | BinOp::BitOr | BinOp::Add), x, y) = e else {
+        return None;
+    };
+    let (base, (k, bit)) = match masked(y) {
+        Some(kb) => (&**x, kb),
+        None => (&**y, masked(x)?),
+    };
+    (opt::pure(base) && opt::pure(k) && opt::pure(bit)).then_some(Masked {
+        op: *op,
+        base,
+        k,
+        bit,
+    })
+}
+
+/// `(k, bit)` of `k & -bit` or `-bit & k`, with `bit` 0 or 1.
+fn masked(m: &Expr) -> Option<(&Expr, &Expr)> {
+    let Expr::Binary(BinOp::BitAnd, p, q) = m else {
+        return None;
+    };
+    neg_bit(q)
+        .map(|b| (&**p, b))
+        .or_else(|| neg_bit(p).map(|b| (&**q, b)))
+}
+
+/// `bit` of `-bit`, with `bit` 0 or 1.
+fn neg_bit(n: &Expr) -> Option<&Expr> {
+    match n {
+        Expr::Unary(UnOp::Neg, b) if zero_or_one(b) => Some(b),
+        _ => None,
+    }
+}
+
+/// True when `e` is always 0 or 1.
+fn zero_or_one(e: &Expr) -> bool {
+    opt::is_boolean(e)
+        || matches!(e, Expr::Binary(BinOp::BitAnd, _, one) if **one == Expr::Const(1))
 }
 
 /// True when evaluating `e` straight into the home register of slot `s`

@@ -185,6 +185,29 @@ impl GraphGen<'_> {
                 let b = self.pure_expr(depth - 1, locals_ok);
                 opt::select(c, a, b)
             }
+            6 if self.r.chance(50) => {
+                // The mask idiom `base op (k & -bit)`, with `bit` 0 or 1,
+                // the operands of `op` and of `&` in either order.
+                let op = *self.r.pick(&[BinOp::BitXor, BinOp::BitOr, BinOp::Add]);
+                let bit = if self.r.chance(50) {
+                    Expr::Binary(BinOp::BitAnd, sub(self), Box::new(Expr::Const(1)))
+                } else {
+                    Expr::Binary(BinOp::Lt, sub(self), sub(self))
+                };
+                let neg = Expr::Unary(UnOp::Neg, Box::new(bit));
+                let k = self.pure_expr(0, locals_ok);
+                let mask = if self.r.chance(50) {
+                    Expr::Binary(BinOp::BitAnd, Box::new(k), Box::new(neg))
+                } else {
+                    Expr::Binary(BinOp::BitAnd, Box::new(neg), Box::new(k))
+                };
+                let base = self.pure_expr(depth - 1, locals_ok);
+                if self.r.chance(50) {
+                    Expr::Binary(op, Box::new(base), Box::new(mask))
+                } else {
+                    Expr::Binary(op, Box::new(mask), Box::new(base))
+                }
+            }
             _ => {
                 let op = *self.r.pick(&[
                     BinOp::Add,
@@ -871,6 +894,198 @@ fn division_never_traps() {
             &[a.wrapping_div(b), a.wrapping_rem(b), a.wrapping_neg(), 0],
             "{a} / {b}"
         );
+    }
+}
+
+#[test]
+fn mask_idiom_steps_compute_what_they_say() {
+    // `base op (k & -bit)` with `bit` 0 or 1 compiles to a conditional move
+    // (`bit ? base op k : base`); the bit may read the assigned variable,
+    // `k` may be a constant beyond 32 bits, a variable, or the assigned
+    // variable itself, and `op` is `^`, `|` or `+`.
+    let program = esp::compile(
+        "channel o(int, int, int, int, int, int) external out;
+         process P { var x, k, s, t, u, w;
+           while (true) { out(o, x, k, s, t, u, w); x = 0; k = 0; s = 0; t = 0; u = 0; w = 0; } }",
+    )
+    .unwrap();
+    let v = |n| Expr::Var(n);
+    let c = Expr::Const;
+    let bin = |op, a, b| Expr::Binary(op, Box::new(a), Box::new(b));
+    let neg = |e| Expr::Unary(UnOp::Neg, Box::new(e));
+    let low = |e| bin(BinOp::BitAnd, e, c(1));
+    const POLY: i64 = 0xEDB8_8320;
+    let mut insts = Vec::new();
+    // Eight CRC-32 steps on s: the bit and the base read s itself.
+    for _ in 0..8 {
+        insts.push(Inst::Assign {
+            slot: 2,
+            value: bin(
+                BinOp::BitXor,
+                bin(BinOp::Shr, v(2), c(1)),
+                bin(BinOp::BitAnd, c(POLY), neg(low(v(2)))),
+            ),
+        });
+    }
+    // t = (-(x < t) & k) + t: mask first, a comparison as the bit.
+    insts.push(Inst::Assign {
+        slot: 3,
+        value: bin(
+            BinOp::Add,
+            bin(BinOp::BitAnd, neg(bin(BinOp::Lt, v(0), v(3))), v(1)),
+            v(3),
+        ),
+    });
+    // u = (u >> 3) | (u & -(u & 1)): k is the assigned variable.
+    insts.push(Inst::Assign {
+        slot: 4,
+        value: bin(
+            BinOp::BitOr,
+            bin(BinOp::Shr, v(4), c(3)),
+            bin(BinOp::BitAnd, v(4), neg(low(v(4)))),
+        ),
+    });
+    // w = x ^ (k & -(w & 1)): the base does not read w.
+    insts.push(Inst::Assign {
+        slot: 5,
+        value: bin(
+            BinOp::BitXor,
+            v(0),
+            bin(BinOp::BitAnd, v(1), neg(low(v(5)))),
+        ),
+    });
+    let mut g = one_block_graph(&program, insts);
+    let at = program.processes[0]
+        .nodes
+        .iter()
+        .position(|n| matches!(n.kind, esp::ir::NodeKind::Comm { .. }))
+        .unwrap() as u32;
+    if let Term::Leave { pcs, .. } = &mut g.blocks[0].term {
+        pcs[0].1 = at;
+    }
+    let code = fpgen::compile(&g, &program).unwrap();
+    #[cfg(target_arch = "x86_64")]
+    assert!(
+        code.listing().contains("cmov"),
+        "the mask idiom did not become a conditional move"
+    );
+    let want = |vars: &[i64]| {
+        let (x, k, mut s, mut t, mut u, mut w) =
+            (vars[0], vars[1], vars[2], vars[3], vars[4], vars[5]);
+        for _ in 0..8 {
+            s = (s >> 1) ^ (POLY & (s & 1).wrapping_neg());
+        }
+        t = ((x < t) as i64).wrapping_neg() & k;
+        t = t.wrapping_add(vars[3]);
+        u = (u >> 3) | (u & (u & 1).wrapping_neg());
+        w = x ^ (k & (w & 1).wrapping_neg());
+        vec![x, k, s, t, u, w]
+    };
+    let mut r = Rng(24);
+    let edge = [0, 1, -1, 2, 3, i64::MIN, i64::MAX, POLY, 0xFFFF_FFFF];
+    for trial in 0..400 {
+        let vars: Vec<i64> = (0..6)
+            .map(|_| {
+                if trial < 100 {
+                    *r.pick(&edge)
+                } else {
+                    r.next() as i64
+                }
+            })
+            .collect();
+        let got = native(&code, &program, 0, &vars, &[], Ports::Windows);
+        assert_eq!(got.vars, want(&vars), "from {vars:?}");
+    }
+    // The CRC of one byte, from the register the reference computes it in.
+    let crc = |mut s: i64| {
+        for _ in 0..8 {
+            s = if s & 1 != 0 { (s >> 1) ^ POLY } else { s >> 1 };
+        }
+        s
+    };
+    let vars = vec![0, 0, 0xFFFF_FFFF ^ 0x31, 0, 0, 0];
+    let got = native(&code, &program, 0, &vars, &[], Ports::Windows);
+    assert_eq!(got.vars[2], crc(0xFFFF_FFFF ^ 0x31));
+}
+
+#[test]
+fn a_long_constant_read_in_a_loop_is_set_once_per_entry() {
+    // A loop of CRC steps on `s` and an addition of a constant beyond 32
+    // bits to `t`, repeated until its counter runs out. With registers to
+    // spare, each long constant is set once at the entry, not once per
+    // use, and the values are the graph interpreter's.
+    let program = esp::compile(
+        "channel o(int, int, int, int, int, int) external out;
+         process P { var x, k, s, t, u, w;
+           while (true) { out(o, x, k, s, t, u, w); x = 0; k = 0; s = 0; t = 0; u = 0; w = 0; } }",
+    )
+    .unwrap();
+    let v = |n| Expr::Var(n);
+    let c = Expr::Const;
+    let bin = |op, a, b| Expr::Binary(op, Box::new(a), Box::new(b));
+    const POLY: i64 = 0xEDB8_8320;
+    const BIG: i64 = 0x1_2345_6789;
+    let step = Inst::Assign {
+        slot: 2,
+        value: bin(
+            BinOp::BitXor,
+            bin(BinOp::Shr, v(2), c(1)),
+            bin(
+                BinOp::BitAnd,
+                c(POLY),
+                Expr::Unary(UnOp::Neg, Box::new(bin(BinOp::BitAnd, v(2), c(1)))),
+            ),
+        ),
+    };
+    let mut g = one_block_graph(&program, vec![]);
+    let leave = g.blocks[0].clone();
+    g.blocks[0] = Block {
+        insts: vec![
+            step.clone(),
+            step.clone(),
+            step.clone(),
+            step,
+            Inst::Assign {
+                slot: 3,
+                value: bin(BinOp::Add, v(3), c(BIG)),
+            },
+        ],
+        term: Term::Count {
+            counter: 0,
+            next: 0,
+            over: 1,
+        },
+        note: String::new(),
+    };
+    g.blocks.push(leave);
+    g.counters = vec![100];
+    let at = program.processes[0]
+        .nodes
+        .iter()
+        .position(|n| matches!(n.kind, esp::ir::NodeKind::Comm { .. }))
+        .unwrap() as u32;
+    if let Term::Leave { pcs, .. } = &mut g.blocks[1].term {
+        pcs[0].1 = at;
+    }
+    let code = fpgen::compile(&g, &program).unwrap();
+    #[cfg(target_arch = "x86_64")]
+    {
+        let listing = code.listing().to_lowercase();
+        for (name, hex) in [("the polynomial", "edb88320h"), ("BIG", "123456789h")] {
+            assert_eq!(
+                listing.matches(hex).count(),
+                1,
+                "{name} is set once, at the entry\n{listing}"
+            );
+        }
+    }
+    let mut r = Rng(25);
+    for _ in 0..50 {
+        let vars: Vec<i64> = (0..6).map(|_| r.next() as i64).collect();
+        let want = interpret(&g, &program, 0, &vars, &[]).unwrap();
+        let got = native(&code, &program, 0, &vars, &[], Ports::Windows);
+        assert_eq!(got.vars, want.vars);
+        assert_eq!(got.leave, want.leave);
     }
 }
 
