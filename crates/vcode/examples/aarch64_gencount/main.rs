@@ -15,8 +15,8 @@
 //! `{x64,a64}-branchy-{fixed,virtual}`; prints the instructions per function.
 
 use vcode::aarch64::A64;
-use vcode_kernels::workload;
 use vcode::{Func, X64};
+use vcode_kernels::workload;
 
 macro_rules! generator {
     ($name:ident, $b:ty, $w:ident) => {
