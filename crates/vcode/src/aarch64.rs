@@ -48,12 +48,12 @@
 //! around `fcvtzs`, so that every target computes the same values.
 
 use crate::abi::{ArgLoc, CallConv, ConvTables, InvokeError};
-use crate::backend::common::{fmt_code, note_ret, parallel_move};
 use crate::backend::{
     Arg, Backend, BinOp, Callee, Cond, LocalOp, MAX_CALL_ARGS, Src, Target, UnOp, check_call,
     param_local_ok, staging,
 };
 use crate::buf::{Buf, MAX_INSN};
+use crate::common::{fmt_code, note_ret, parallel_move};
 use crate::error::{Error, ErrorKind, Fault, FaultKind};
 use crate::mem::ExecMemory;
 use crate::regs::RegAlloc;
@@ -149,11 +149,11 @@ pub mod regfile {
     pub const FLOAT_ORDER: [u8; 15] = FIXED_FT;
 
     /// `bit` and the frame's save slots, the same on every target.
-    pub use crate::backend::common::slots::*;
+    pub use crate::slots::*;
 }
 
 // The roles of the register numbers agree with x86-64's (the shared
-// allocator's): checked in `backend::common`.
+// allocator's): checked in `common.rs`.
 
 /// Scratch integer registers (A64 numbers).
 const X9: u8 = 9;

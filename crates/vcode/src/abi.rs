@@ -115,10 +115,26 @@ pub struct ConvTables {
 }
 
 impl ConvTables {
-    /// Where each argument of types `tys` arrives, in order.
+    /// Where each argument of types `tys` arrives, in order: integers
+    /// and floats each in their own argument registers, each file
+    /// independently, then 8-byte stack slots in order.
     #[inline]
     pub fn layout<'a>(&'static self, tys: &'a [Ty]) -> impl Iterator<Item = ArgLoc> + 'a {
-        crate::backend::common::layout(self.int_args, self.float_args, tys)
+        let (int_args, float_args) = (self.int_args, self.float_args);
+        let (mut ni, mut nf, mut ns) = (0, 0, 0);
+        tys.iter().map(move |t| {
+            if t.is_float() {
+                if nf < float_args.len() {
+                    nf += 1;
+                    return ArgLoc::Reg(float_args[nf - 1]);
+                }
+            } else if ni < int_args.len() {
+                ni += 1;
+                return ArgLoc::Reg(int_args[ni - 1]);
+            }
+            ns += 1;
+            ArgLoc::Stack(ns - 1)
+        })
     }
 }
 

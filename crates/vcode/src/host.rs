@@ -10,7 +10,7 @@
 //! architecture: on an aarch64 host,
 //! [`aarch64::regfile`](crate::aarch64::regfile) (AAPCS64); on any other,
 //! [`x86_64::regfile`](crate::x86_64::regfile) (System V). The targets'
-//! register numbers play the same roles (`backend::common` checks it at
+//! register numbers play the same roles (`common.rs` checks it at
 //! compile time), so only the names differ.
 
 #[cfg(target_arch = "aarch64")]

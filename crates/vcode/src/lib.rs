@@ -30,7 +30,7 @@
 //!   fixups, prologue/epilogue and `end`, extensions) holding only its
 //!   encodings and its convention's tables ([`abi::ConvTables`]); what
 //!   the targets share (argument layout, frame slots, parallel moves, the
-//!   return-type check) is in `backend::common`, and the rest of the
+//!   return-type check) is in `common.rs` and `slots.rs`, and the rest of the
 //!   crate, the reference backend included, names no target
 //!   (`docs/vcode.md`, "The backend shape").
 //! * [`aarch64`]: the second target, A64 code for AAPCS64
@@ -80,6 +80,7 @@ pub mod aarch64;
 pub mod abi;
 pub mod backend;
 mod buf;
+mod common;
 pub mod debug;
 #[cfg(feature = "emu")]
 pub mod emu;
@@ -91,6 +92,7 @@ pub mod mem;
 pub mod reference;
 mod regs;
 mod sig;
+mod slots;
 mod ty;
 pub mod x86_64;
 

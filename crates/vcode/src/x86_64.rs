@@ -48,12 +48,12 @@
 //!   false and `!=` is true.
 
 use crate::abi::{ArgLoc, CallConv, ConvTables, InvokeError};
-use crate::backend::common::{fmt_code, note_ret, parallel_move};
 use crate::backend::{
     Arg, Backend, BinOp, Callee, Cond, LocalOp, MAX_CALL_ARGS, Src, Target, UnOp, check_call,
     param_local_ok, staging,
 };
 use crate::buf::Buf;
+use crate::common::{fmt_code, note_ret, parallel_move};
 use crate::error::{Error, ErrorKind};
 use crate::mem::ExecMemory;
 use crate::regs::RegAlloc;
@@ -152,7 +152,7 @@ pub mod regfile {
     pub const FLOAT_ORDER: [u8; 15] = FIXED_FT;
 
     /// `bit` and the frame's save slots, the same on every target.
-    pub use crate::backend::common::slots::*;
+    pub use crate::slots::*;
 }
 
 /// Float scratch register.

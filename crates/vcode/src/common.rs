@@ -1,72 +1,13 @@
 //! What the native backends share, so that a target's file holds only
-//! its encodings and its convention's tables: the argument layout of a
-//! register-argument convention ([`layout`]), the frame's save slots
-//! ([`slots`]), parallel moves, the return-type check, the agreement of
+//! its encodings and its convention's tables (with the argument layout,
+//! `ConvTables::layout` in `abi.rs`, and the frame's save slots,
+//! `slots.rs`): parallel moves, the return-type check, the agreement of
 //! every target's register roles with the shared allocator, and the
 //! debug form of a generated function.
 
-use crate::abi::ArgLoc;
 use crate::error::ErrorKind;
 use crate::sig::Signature;
 use crate::ty::Ty;
-
-/// The frame slots every native target uses, from the frame pointer
-/// down: the save slots of integer and float registers, the call-site
-/// slots of persistent float registers, then the locals. Each target's
-/// `regfile` re-exports them.
-pub mod slots {
-    /// A one-bit mask for register `n`.
-    pub const fn bit(n: u8) -> u16 {
-        1 << n
-    }
-
-    /// Frame offset (from the frame pointer) of the slot where the
-    /// prologue saves integer register `n` when it is callee-saved and
-    /// used.
-    pub const fn gpr_save_slot(n: u8) -> i32 {
-        -8 * (n as i32 + 1)
-    }
-    /// Frame offset of the 16-byte slot where the prologue saves float
-    /// register `n` when a [`RegConfig`](crate::RegConfig) makes it callee-saved.
-    pub const fn xmm_save_slot(n: u8) -> i32 {
-        -128 - 16 * (n as i32 + 1)
-    }
-    /// Frame offset of the slot where a call site keeps persistent float
-    /// register `n` (the conventions have no callee-saved float registers
-    /// vcode uses, so the caller saves them around the call).
-    pub const fn xmm_call_slot(n: u8) -> i32 {
-        -384 - 8 * (n as i32 + 1)
-    }
-    /// Bytes below the frame pointer taken by the save slots above;
-    /// locals start here.
-    pub const SAVE_AREA: i32 = 512;
-}
-
-/// The placement of arguments of types `tys` under a convention that
-/// passes integers in `int_args` and floats in `float_args`, each file
-/// independently and in order, and the rest in 8-byte stack slots in
-/// order (System V x86-64 and AAPCS64 alike).
-#[inline]
-pub(crate) fn layout<'a>(
-    int_args: &'static [u8],
-    float_args: &'static [u8],
-    tys: &'a [Ty],
-) -> impl Iterator<Item = ArgLoc> + 'a {
-    let (mut ni, mut nf, mut ns) = (0, 0, 0);
-    tys.iter().map(move |t| {
-        if t.is_float() {
-            if nf < float_args.len() {
-                nf += 1;
-                return ArgLoc::Reg(float_args[nf - 1]);
-            }
-        } else if ni < int_args.len() {
-            ni += 1;
-            return ArgLoc::Reg(int_args[ni - 1]);
-        }
-        ns += 1;
-        ArgLoc::Stack(ns - 1)
-    })
-}
 
 /// Orders `dst <- src` register moves so that none overwrites a source
 /// another still reads, breaking cycles through the scratch register

@@ -13,8 +13,6 @@
 //! module names neither: a target's module implements [`Backend`], and its
 //! calling convention ([`CallConv`]) is the target's too.
 
-pub(crate) mod common;
-
 use std::any::Any;
 
 use crate::abi::{CallConv, Invoke};
