@@ -67,7 +67,7 @@ use crate::ty::{AnyReg, Label, Ty, Value};
 /// The register file as data. vcode's register numbers (slots 0 to 15 per
 /// file, with the roles of the host's numbering; see the module
 /// documentation) and the A64 registers they stand for. It imports
-/// nothing.
+/// only the shared save slots (`slots.rs`).
 pub mod regfile {
     /// vcode's integer register numbers, named by the A64 register each
     /// stands for.

@@ -5,11 +5,11 @@
 //!
 //! 1. **Registers and classes**: [`regfile`], the register file as data
 //!    (numbers, names, the registers the backend keeps, callee-saved ones,
-//!    the fixed names, `getreg`'s order, save slots). It imports nothing;
+//!    the fixed names, `getreg`'s order, save slots, from `slots.rs`). It imports nothing else;
 //!    [`crate::host`] re-exports it for the allocator and `Reg::t`.
 //! 2. **Calling convention**: [`SysV`], the [`CallConv`] the target-neutral
-//!    parts of vcode (the reference backend, `lambda`) see, with the
-//!    argument layout and calls into native code with a run-time signature.
+//!    parts of vcode (the reference backend, `lambda`) see: its tables ([`ConvTables`](crate::abi::ConvTables)), the
+//!    calls into native code with a run-time signature.
 //! 3. **Encoders**: the backend's state ([`X64`]) and the byte-level
 //!    encoding helpers (REX/ModRM/SIB, immediates, moves, float constants).
 //! 4. **Instruction methods**: the [`Backend`] implementation, one method
@@ -68,7 +68,7 @@ use regfile::gpr::*;
 /// The register file as data: register numbers and names, the registers
 /// the backend keeps, the callee-saved ones, the fixed names `T<k>`/`S<k>`,
 /// the order in which `getreg` hands registers out, and the frame slots
-/// where they are saved. It imports nothing: the target-neutral allocator
+/// where they are saved. It imports only the shared save slots (`slots.rs`): the target-neutral allocator
 /// and [`Reg::t`](crate::Reg::t) read it as [`crate::host`] on an x86-64 host.
 pub mod regfile {
     /// x86-64 integer register numbers, as encoded in ModRM/REX.
