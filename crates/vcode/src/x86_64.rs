@@ -8,8 +8,9 @@
 //!    the fixed names, `getreg`'s order, save slots, from `slots.rs`). It imports nothing else;
 //!    [`crate::host`] re-exports it for the allocator and `Reg::t`.
 //! 2. **Calling convention**: [`SysV`], the [`CallConv`] the target-neutral
-//!    parts of vcode (the reference backend, `lambda`) see: its tables ([`ConvTables`](crate::abi::ConvTables)), the
-//!    calls into native code with a run-time signature.
+//!    parts of vcode (the reference backend, `lambda`) see: its tables
+//!    ([`ConvTables`]), and calls into native code with a run-time
+//!    signature.
 //! 3. **Encoders**: the backend's state ([`X64`]) and the byte-level
 //!    encoding helpers (REX/ModRM/SIB, immediates, moves, float constants).
 //! 4. **Instruction methods**: the [`Backend`] implementation, one method
