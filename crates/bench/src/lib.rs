@@ -33,6 +33,8 @@
 //! * `crossbeam-channel`: the thread pipelines of the esp suite ([`esp`]),
 //!   each filter an OS thread over zero-capacity channels.
 //! * `vcode`, `dpf`, `esp`: what is measured.
+//! * `vcode-kernels`: the vcode generation workload and the kernels
+//!   ([`workload`], [`kernel_code`]), shared with vcode's tests.
 //! * `criterion` (dev): the `benches/codegen.rs` harness.
 
 pub mod callgrind;
@@ -40,13 +42,13 @@ pub mod client;
 pub mod dpf;
 pub mod esp;
 pub mod idl;
-pub mod kernel_code;
 pub mod kernels;
 pub mod peers;
 pub mod unet;
-pub mod workload;
-#[cfg(test)]
-mod workload_tests;
+
+// The workload and the kernels live in `vcode-kernels`, which vcode's own
+// tests share; re-exported under their old paths.
+pub use vcode_kernels::{kernel_code, workload};
 
 /// Machine description for the report header (CPU model, cores).
 pub fn machine() -> String {

@@ -47,12 +47,13 @@
 //! values give `MIN`; see `docs/vcode.md`) with a few extra instructions
 //! around `fcvtzs`, so that every target computes the same values.
 
-use crate::abi::{ArgLoc, CallConv, InvokeError};
+use crate::abi::{ArgLoc, CallConv, ConvTables, InvokeError};
 use crate::backend::{
     Arg, Backend, BinOp, Callee, Cond, LocalOp, MAX_CALL_ARGS, Src, Target, UnOp, check_call,
     param_local_ok, staging,
 };
 use crate::buf::{Buf, MAX_INSN};
+use crate::common::{fmt_code, note_ret, parallel_move};
 use crate::error::{Error, ErrorKind, Fault, FaultKind};
 use crate::mem::ExecMemory;
 use crate::regs::RegAlloc;
@@ -66,7 +67,7 @@ use crate::ty::{AnyReg, Label, Ty, Value};
 /// The register file as data. vcode's register numbers (slots 0 to 15 per
 /// file, with the roles of the host's numbering; see the module
 /// documentation) and the A64 registers they stand for. It imports
-/// nothing.
+/// only the shared save slots (`slots.rs`).
 pub mod regfile {
     /// vcode's integer register numbers, named by the A64 register each
     /// stands for.
@@ -97,11 +98,13 @@ pub mod regfile {
     /// The A64 vector register of each vcode float number.
     pub const FPR_PHYS: [u8; 16] = [0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23];
 
-    const GPR_NAMES: [&str; 16] = [
+    /// The assembler names of the integer registers, by number.
+    pub const GPR_NAMES: [&str; 16] = [
         "x8", "x3", "x2", "x19", "sp", "x29", "x1", "x0", "x4", "x5", "x6", "x7", "x20", "x21",
         "x22", "x23",
     ];
-    const FPR_NAMES: [&str; 16] = [
+    /// The assembler names of the float registers, by number.
+    pub const FPR_NAMES: [&str; 16] = [
         "v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v16", "v17", "v18", "v19", "v20", "v21",
         "v22", "v23",
     ];
@@ -145,48 +148,12 @@ pub mod regfile {
     /// `getreg` order for float registers.
     pub const FLOAT_ORDER: [u8; 15] = FIXED_FT;
 
-    /// A one-bit mask for register `n`.
-    pub const fn bit(n: u8) -> u16 {
-        1 << n
-    }
-
-    /// Frame offset (from `x29`) where the prologue saves integer number `n`.
-    pub const fn gpr_save_slot(n: u8) -> i32 {
-        -8 * (n as i32 + 1)
-    }
-    /// Frame offset of the 16-byte slot where the prologue saves float
-    /// number `n` when a [`RegConfig`](crate::RegConfig) makes it callee-saved.
-    pub const fn xmm_save_slot(n: u8) -> i32 {
-        -128 - 16 * (n as i32 + 1)
-    }
-    /// Frame offset where a call site keeps persistent float number `n`.
-    pub const fn xmm_call_slot(n: u8) -> i32 {
-        -384 - 8 * (n as i32 + 1)
-    }
-    /// Bytes below `x29` taken by the save slots; locals start here.
-    pub const SAVE_AREA: i32 = 512;
+    /// `bit` and the frame's save slots, the same on every target.
+    pub use crate::slots::*;
 }
 
-// The allocator is shared with the host target: the roles must agree.
-const _: () = {
-    let h = [
-        crate::host::RESERVED_GPR == regfile::RESERVED_GPR,
-        crate::host::RESERVED_XMM == regfile::RESERVED_XMM,
-        crate::host::CALLEE_SAVED_GPR == regfile::CALLEE_SAVED_GPR,
-        crate::host::NUM_T == regfile::NUM_T,
-        crate::host::NUM_S == regfile::NUM_S,
-    ];
-    let mut i = 0;
-    while i < h.len() {
-        assert!(h[i]);
-        i += 1;
-    }
-    let mut k = 0;
-    while k < regfile::TEMP_ORDER.len() {
-        assert!(crate::host::TEMP_ORDER[k] == regfile::TEMP_ORDER[k]);
-        k += 1;
-    }
-};
+// The roles of the register numbers agree with x86-64's (the shared
+// allocator's): checked in `common.rs`.
 
 /// Scratch integer registers (A64 numbers).
 const X9: u8 = 9;
@@ -224,56 +191,27 @@ pub struct Aapcs64;
 
 /// AAPCS64 placement of arguments of the given types (vcode numbers).
 pub fn abi_layout(tys: &[Ty]) -> impl Iterator<Item = ArgLoc> + '_ {
-    let (mut ni, mut nf, mut ns) = (0, 0, 0);
-    tys.iter().map(move |t| {
-        if t.is_float() {
-            if nf < regfile::FLOAT_ARGS.len() {
-                nf += 1;
-                return ArgLoc::Reg(regfile::FLOAT_ARGS[nf - 1]);
-            }
-        } else if ni < regfile::INT_ARGS.len() {
-            ni += 1;
-            return ArgLoc::Reg(regfile::INT_ARGS[ni - 1]);
-        }
-        ns += 1;
-        ArgLoc::Stack(ns - 1)
-    })
+    TABLES.layout(tys)
 }
+
+/// The convention's tables, which [`CallConv`]'s methods and the
+/// argument layout read.
+const TABLES: ConvTables = ConvTables {
+    name: "AAPCS64",
+    int_args: &regfile::INT_ARGS,
+    float_args: &regfile::FLOAT_ARGS,
+    reserved: [regfile::RESERVED_GPR, regfile::RESERVED_XMM],
+    callee_saved: [regfile::CALLEE_SAVED_GPR, 0],
+    names: [&regfile::GPR_NAMES, &regfile::FPR_NAMES],
+};
 
 impl CallConv for Aapcs64 {
     fn get() -> &'static Self {
         &Aapcs64
     }
 
-    fn name(&self) -> &'static str {
-        "AAPCS64"
-    }
-
-    fn arg_locs(&self, params: &[Ty], out: &mut [ArgLoc]) {
-        for (o, loc) in out.iter_mut().zip(abi_layout(params)) {
-            *o = loc;
-        }
-    }
-
-    fn keeps_param(&self, ty: Ty, loc: ArgLoc) -> bool {
-        matches!(loc, ArgLoc::Reg(n)
-            if ty.is_float() || regfile::RESERVED_GPR & regfile::bit(n) == 0)
-    }
-
-    fn reg_name(&self, float: bool, n: u8) -> &'static str {
-        regfile::reg_name(float, n)
-    }
-
-    fn reserved(&self, float: bool) -> u16 {
-        if float {
-            regfile::RESERVED_XMM
-        } else {
-            regfile::RESERVED_GPR
-        }
-    }
-
-    fn callee_saved(&self, float: bool) -> u16 {
-        if float { 0 } else { regfile::CALLEE_SAVED_GPR }
+    fn tables(&self) -> &'static ConvTables {
+        &TABLES
     }
 
     fn check_call(&self, args: &[Value]) -> Result<(), InvokeError> {
@@ -829,31 +767,10 @@ impl A64 {
     /// Moves `src -> dst` pairs (A64 registers) at once, breaking cycles
     /// through a scratch register.
     fn parallel_move(&mut self, moves: &mut Vec<(u8, u8)>, float: bool) {
-        moves.retain(|&(d, s)| d != s);
-        let tmp = if float { V31 } else { X10 };
-        while !moves.is_empty() {
-            if let Some(i) =
-                (0..moves.len()).find(|&i| !moves.iter().any(|&(_, s)| s == moves[i].0))
-            {
-                let (d, s) = moves.swap_remove(i);
-                if float {
-                    self.fmov(Ty::D, d, s)
-                } else {
-                    self.mov(true, d, s)
-                }
-            } else {
-                let (_, s) = moves[0];
-                if float {
-                    self.fmov(Ty::D, tmp, s)
-                } else {
-                    self.mov(true, tmp, s)
-                }
-                for mv in moves.iter_mut() {
-                    if mv.1 == s {
-                        mv.1 = tmp;
-                    }
-                }
-            }
+        if float {
+            parallel_move(moves, V31, |d, s| self.fmov(Ty::D, d, s))
+        } else {
+            parallel_move(moves, X10, |d, s| self.mov(true, d, s))
         }
     }
 
@@ -1987,18 +1904,8 @@ impl A64 {
 
     fn emit_ret(&mut self, m: &'static str, ty: Ty, r: u8) {
         self.insn(m);
-        match self.ret_ty {
-            None => self.ret_ty = Some(ty),
-            Some(t) if t != ty => {
-                return self.buf.fail(
-                    m,
-                    ErrorKind::TypeMismatch {
-                        expected: t,
-                        found: ty,
-                    },
-                );
-            }
-            _ => {}
+        if let Err(kind) = note_ret(&mut self.ret_ty, ty) {
+            return self.buf.fail(m, kind);
         }
         match ty {
             Ty::V => {}
@@ -2330,13 +2237,16 @@ impl Code {
 
 impl std::fmt::Debug for Code {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("aarch64::Code")
-            .field("name", &self.name)
-            .field("addr", &format_args!("{:#x}", self.addr()))
-            .field("len", &self.code_len)
-            .field("sig", &self.sig)
-            .field("ret", &self.ret)
-            .finish()
+        let name = self.name.as_deref();
+        fmt_code(
+            f,
+            "aarch64::Code",
+            name,
+            self.addr(),
+            self.code_len,
+            &self.sig,
+            self.ret,
+        )
     }
 }
 

@@ -34,29 +34,50 @@ pub trait CallConv: Sync + std::fmt::Debug {
     where
         Self: Sized;
 
+    /// The convention's tables: its name, argument registers, and the
+    /// register file's reserved, callee-saved and named registers. The
+    /// methods below read them; a target supplies only the tables.
+    fn tables(&self) -> &'static ConvTables;
+
     /// The convention's name, e.g. `"System V x86-64"`.
-    fn name(&self) -> &'static str;
+    fn name(&self) -> &'static str {
+        self.tables().name
+    }
 
     /// Writes where each argument of a call with parameter types `params`
     /// arrives into `out[..params.len()]` (`out` is at least as long).
-    fn arg_locs(&self, params: &[Ty], out: &mut [ArgLoc]);
+    fn arg_locs(&self, params: &[Ty], out: &mut [ArgLoc]) {
+        for (o, loc) in out.iter_mut().zip(self.tables().layout(params)) {
+            *o = loc;
+        }
+    }
 
     /// True if a parameter of type `ty` arriving at `loc` stays in that
     /// register; false if it arrives on the stack or in a register the
     /// backend keeps for itself, so that `lambda` gives it a register from
     /// `getreg` and the backend copies it there.
-    fn keeps_param(&self, ty: Ty, loc: ArgLoc) -> bool;
+    fn keeps_param(&self, ty: Ty, loc: ArgLoc) -> bool {
+        let t = self.tables();
+        matches!(loc, ArgLoc::Reg(n) if t.reserved[ty.is_float() as usize] & (1 << n) == 0)
+    }
 
     /// The assembler name of register `n` (integer or float).
-    fn reg_name(&self, float: bool, n: u8) -> &'static str;
+    fn reg_name(&self, float: bool, n: u8) -> &'static str {
+        let names = self.tables().names[float as usize];
+        names.get(n as usize).copied().unwrap_or("?")
+    }
 
     /// The registers (a mask per file) that the native backend keeps for
     /// its own sequences: never handed out, never named by a client.
-    fn reserved(&self, float: bool) -> u16;
+    fn reserved(&self, float: bool) -> u16 {
+        self.tables().reserved[float as usize]
+    }
 
     /// The registers (a mask per file) that the convention makes
     /// callee-saved.
-    fn callee_saved(&self, float: bool) -> u16;
+    fn callee_saved(&self, float: bool) -> u16 {
+        self.tables().callee_saved[float as usize]
+    }
 
     /// Checks that [`call`](CallConv::call) can pass `args` (beyond the
     /// signature check of [`check_args`]).
@@ -70,6 +91,51 @@ pub trait CallConv: Sync + std::fmt::Debug {
     /// `args` (checked by [`check_args`] and [`check_call`](CallConv::check_call))
     /// and whose return type is `ret`, and calling it must be sound.
     unsafe fn call(&self, addr: usize, args: &[Value], ret: Ty) -> Value;
+}
+
+/// A calling convention as data, what [`CallConv`]'s methods read:
+/// integers and floats each in their own argument registers in order,
+/// the rest in 8-byte stack slots in order (System V x86-64 and AAPCS64
+/// alike), and the register file's roles, a mask per file (integer,
+/// float).
+#[derive(Debug)]
+pub struct ConvTables {
+    /// The convention's name, e.g. `"System V x86-64"`.
+    pub name: &'static str,
+    /// Integer argument registers, in order.
+    pub int_args: &'static [u8],
+    /// Float argument registers, in order.
+    pub float_args: &'static [u8],
+    /// The registers the native backend keeps for its own sequences.
+    pub reserved: [u16; 2],
+    /// The registers the convention makes callee-saved.
+    pub callee_saved: [u16; 2],
+    /// The assembler names of the registers, by number.
+    pub names: [&'static [&'static str; 16]; 2],
+}
+
+impl ConvTables {
+    /// Where each argument of types `tys` arrives, in order: integers
+    /// and floats each in their own argument registers, each file
+    /// independently, then 8-byte stack slots in order.
+    #[inline]
+    pub fn layout<'a>(&'static self, tys: &'a [Ty]) -> impl Iterator<Item = ArgLoc> + 'a {
+        let (int_args, float_args) = (self.int_args, self.float_args);
+        let (mut ni, mut nf, mut ns) = (0, 0, 0);
+        tys.iter().map(move |t| {
+            if t.is_float() {
+                if nf < float_args.len() {
+                    nf += 1;
+                    return ArgLoc::Reg(float_args[nf - 1]);
+                }
+            } else if ni < int_args.len() {
+                ni += 1;
+                return ArgLoc::Reg(int_args[ni - 1]);
+            }
+            ns += 1;
+            ArgLoc::Stack(ns - 1)
+        })
+    }
 }
 
 /// A Rust type that maps to a vcode type at the ABI boundary.

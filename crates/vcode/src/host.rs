@@ -6,8 +6,14 @@
 //! Both backends use this one description, so a program that runs on the
 //! reference backend allocates exactly the registers it gets natively. It
 //! is the host target's section 1 ("registers and classes"), kept in the
-//! target's file: on x86-64, [`x86_64::regfile`](crate::x86_64::regfile) (System
-//! V). A second target's file has a `regfile` module of the same shape, and
-//! this module chooses by the host's architecture.
+//! target's file, and this module re-exports the one of the host's
+//! architecture: on an aarch64 host,
+//! [`aarch64::regfile`](crate::aarch64::regfile) (AAPCS64); on any other,
+//! [`x86_64::regfile`](crate::x86_64::regfile) (System V). The targets'
+//! register numbers play the same roles (`common.rs` checks it at
+//! compile time), so only the names differ.
 
+#[cfg(target_arch = "aarch64")]
+pub use crate::aarch64::regfile::*;
+#[cfg(not(target_arch = "aarch64"))]
 pub use crate::x86_64::regfile::*;

@@ -2,7 +2,7 @@
 //!
 //! An implementation of VCODE (Dawson Engler, *VCODE: A Retargetable,
 //! Extensible, Very Fast Dynamic Code Generation System*, PLDI 1996) for
-//! x86-64. Clients generate code at run time through the interface of an
+//! x86-64 and aarch64. Clients generate code at run time through the interface of an
 //! idealized load-store RISC machine; each instruction method writes its
 //! machine code on the spot, with no intermediate representation and no
 //! later pass, so that generating an instruction costs a handful of host
@@ -27,11 +27,14 @@
 //! * [`Backend`] and [`CallConv`]: what a target implements. Each target is
 //!   one module of seven sections ([`x86_64`]: registers and classes,
 //!   calling convention, encoders, instruction methods, branches and
-//!   fixups, prologue/epilogue and `end`, extensions); the rest of the
+//!   fixups, prologue/epilogue and `end`, extensions) holding only its
+//!   encodings and its convention's tables ([`abi::ConvTables`]); what
+//!   the targets share (argument layout, frame slots, parallel moves, the
+//!   return-type check) is in `common.rs` and `slots.rs`, and the rest of the
 //!   crate, the reference backend included, names no target
 //!   (`docs/vcode.md`, "The backend shape").
 //! * [`aarch64`]: the second target, A64 code for AAPCS64
-//!   ([`aarch64::A64`], `Func::<A64>::with_backend()`); on this x86-64
+//!   ([`aarch64::A64`], `Func::<A64>::with_backend()`); on an x86-64
 //!   host its code runs under emulation (feature `emu`: `vcode::emu`, the
 //!   Unicorn emulator, and disassembly with yaxpeax-arm).
 //! * [`mem`]: executable memory, W^X, and the [`mem::ExecMemory`] trait a
@@ -77,6 +80,7 @@ pub mod aarch64;
 pub mod abi;
 pub mod backend;
 mod buf;
+mod common;
 pub mod debug;
 #[cfg(feature = "emu")]
 pub mod emu;
@@ -88,6 +92,7 @@ pub mod mem;
 pub mod reference;
 mod regs;
 mod sig;
+mod slots;
 mod ty;
 pub mod x86_64;
 

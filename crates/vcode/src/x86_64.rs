@@ -5,11 +5,12 @@
 //!
 //! 1. **Registers and classes**: [`regfile`], the register file as data
 //!    (numbers, names, the registers the backend keeps, callee-saved ones,
-//!    the fixed names, `getreg`'s order, save slots). It imports nothing;
+//!    the fixed names, `getreg`'s order, save slots, from `slots.rs`). It imports nothing else;
 //!    [`crate::host`] re-exports it for the allocator and `Reg::t`.
 //! 2. **Calling convention**: [`SysV`], the [`CallConv`] the target-neutral
-//!    parts of vcode (the reference backend, `lambda`) see, with the
-//!    argument layout and calls into native code with a run-time signature.
+//!    parts of vcode (the reference backend, `lambda`) see: its tables
+//!    ([`ConvTables`]), and calls into native code with a run-time
+//!    signature.
 //! 3. **Encoders**: the backend's state ([`X64`]) and the byte-level
 //!    encoding helpers (REX/ModRM/SIB, immediates, moves, float constants).
 //! 4. **Instruction methods**: the [`Backend`] implementation, one method
@@ -47,12 +48,13 @@
 //! * Float comparisons follow C: every ordered comparison with a NaN is
 //!   false and `!=` is true.
 
-use crate::abi::{ArgLoc, CallConv, InvokeError};
+use crate::abi::{ArgLoc, CallConv, ConvTables, InvokeError};
 use crate::backend::{
     Arg, Backend, BinOp, Callee, Cond, LocalOp, MAX_CALL_ARGS, Src, Target, UnOp, check_call,
     param_local_ok, staging,
 };
 use crate::buf::Buf;
+use crate::common::{fmt_code, note_ret, parallel_move};
 use crate::error::{Error, ErrorKind};
 use crate::mem::ExecMemory;
 use crate::regs::RegAlloc;
@@ -67,7 +69,7 @@ use regfile::gpr::*;
 /// The register file as data: register numbers and names, the registers
 /// the backend keeps, the callee-saved ones, the fixed names `T<k>`/`S<k>`,
 /// the order in which `getreg` hands registers out, and the frame slots
-/// where they are saved. It imports nothing: the target-neutral allocator
+/// where they are saved. It imports only the shared save slots (`slots.rs`): the target-neutral allocator
 /// and [`Reg::t`](crate::Reg::t) read it as [`crate::host`] on an x86-64 host.
 pub mod regfile {
     /// x86-64 integer register numbers, as encoded in ModRM/REX.
@@ -93,11 +95,13 @@ pub mod regfile {
 
     use gpr::*;
 
-    const GPR_NAMES: [&str; 16] = [
+    /// The assembler names of the integer registers, by number.
+    pub const GPR_NAMES: [&str; 16] = [
         "rax", "rcx", "rdx", "rbx", "rsp", "rbp", "rsi", "rdi", "r8", "r9", "r10", "r11", "r12",
         "r13", "r14", "r15",
     ];
-    const XMM_NAMES: [&str; 16] = [
+    /// The assembler names of the float registers, by number.
+    pub const XMM_NAMES: [&str; 16] = [
         "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",
         "xmm11", "xmm12", "xmm13", "xmm14", "xmm15",
     ];
@@ -148,29 +152,8 @@ pub mod regfile {
     /// registers that carry no argument first.
     pub const FLOAT_ORDER: [u8; 15] = FIXED_FT;
 
-    /// A one-bit mask for register `n`.
-    pub const fn bit(n: u8) -> u16 {
-        1 << n
-    }
-
-    /// Frame offset (from `rbp`) of the slot where the prologue saves integer
-    /// register `n` when it is callee-saved and used.
-    pub const fn gpr_save_slot(n: u8) -> i32 {
-        -8 * (n as i32 + 1)
-    }
-    /// Frame offset of the 16-byte slot where the prologue saves float
-    /// register `n` when a [`RegConfig`](crate::RegConfig) makes it callee-saved.
-    pub const fn xmm_save_slot(n: u8) -> i32 {
-        -128 - 16 * (n as i32 + 1)
-    }
-    /// Frame offset of the slot where a call site keeps persistent float
-    /// register `n` (the ABI has no callee-saved float registers, so the
-    /// caller saves them around the call).
-    pub const fn xmm_call_slot(n: u8) -> i32 {
-        -384 - 8 * (n as i32 + 1)
-    }
-    /// Bytes below `rbp` taken by the save slots above; locals start here.
-    pub const SAVE_AREA: i32 = 512;
+    /// `bit` and the frame's save slots, the same on every target.
+    pub use crate::slots::*;
 }
 
 /// Float scratch register.
@@ -190,36 +173,8 @@ impl CallConv for SysV {
         &SysV
     }
 
-    fn name(&self) -> &'static str {
-        "System V x86-64"
-    }
-
-    fn arg_locs(&self, params: &[Ty], out: &mut [ArgLoc]) {
-        for (o, loc) in out.iter_mut().zip(abi_layout(params)) {
-            *o = loc;
-        }
-    }
-
-    fn keeps_param(&self, ty: Ty, loc: ArgLoc) -> bool {
-        // rcx carries the fourth integer argument, but the backend keeps it
-        // for shift counts.
-        matches!(loc, ArgLoc::Reg(n) if ty.is_float() || n != RCX)
-    }
-
-    fn reg_name(&self, float: bool, n: u8) -> &'static str {
-        regfile::reg_name(float, n)
-    }
-
-    fn reserved(&self, float: bool) -> u16 {
-        if float {
-            regfile::RESERVED_XMM
-        } else {
-            regfile::RESERVED_GPR
-        }
-    }
-
-    fn callee_saved(&self, float: bool) -> u16 {
-        if float { 0 } else { regfile::CALLEE_SAVED_GPR }
+    fn tables(&self) -> &'static ConvTables {
+        &TABLES
     }
 
     fn check_call(&self, args: &[Value]) -> Result<(), InvokeError> {
@@ -239,6 +194,17 @@ impl CallConv for SysV {
         unsafe { call_native(addr, args, ret) }
     }
 }
+
+/// The convention's tables, which [`CallConv`]'s methods and the
+/// argument layout read.
+const TABLES: ConvTables = ConvTables {
+    name: "System V x86-64",
+    int_args: &regfile::INT_ARGS,
+    float_args: &regfile::FLOAT_ARGS,
+    reserved: [regfile::RESERVED_GPR, regfile::RESERVED_XMM],
+    callee_saved: [regfile::CALLEE_SAVED_GPR, 0],
+    names: [&regfile::GPR_NAMES, &regfile::XMM_NAMES],
+};
 
 /// Stack slots [`call_native`] can pass: enough for every call vcode
 /// accepts ([`MAX_CALL_ARGS`] arguments, at
@@ -358,20 +324,7 @@ pub unsafe fn call_native(addr: usize, args: &[Value], ret: Ty) -> Value {
 
 /// System V placement of arguments of the given types.
 pub(crate) fn abi_layout(tys: &[Ty]) -> impl Iterator<Item = ArgLoc> + '_ {
-    let (mut ni, mut nf, mut ns) = (0, 0, 0);
-    tys.iter().map(move |t| {
-        if t.is_float() {
-            if nf < regfile::FLOAT_ARGS.len() {
-                nf += 1;
-                return ArgLoc::Reg(regfile::FLOAT_ARGS[nf - 1]);
-            }
-        } else if ni < regfile::INT_ARGS.len() {
-            ni += 1;
-            return ArgLoc::Reg(regfile::INT_ARGS[ni - 1]);
-        }
-        ns += 1;
-        ArgLoc::Stack(ns - 1)
-    })
+    TABLES.layout(tys)
 }
 
 // ===========================================================================
@@ -992,33 +945,10 @@ impl X64 {
     /// Moves `src -> dst` pairs "at once" (destinations are distinct),
     /// breaking cycles through the scratch register.
     fn parallel_move(&mut self, moves: &mut Vec<(u8, u8)>, float: bool) {
-        moves.retain(|&(d, s)| d != s);
-        let tmp = if float { XTMP } else { R11 };
-        while !moves.is_empty() {
-            // A move whose destination no other pending move reads.
-            if let Some(i) =
-                (0..moves.len()).find(|&i| !moves.iter().any(|&(_, s)| s == moves[i].0))
-            {
-                let (d, s) = moves.swap_remove(i);
-                if float {
-                    self.fmov(d, s)
-                } else {
-                    self.mov(true, d, s)
-                }
-            } else {
-                // Only cycles remain: park one source in the scratch register.
-                let (_, s) = moves[0];
-                if float {
-                    self.fmov(tmp, s)
-                } else {
-                    self.mov(true, tmp, s)
-                }
-                for mv in moves.iter_mut() {
-                    if mv.1 == s {
-                        mv.1 = tmp;
-                    }
-                }
-            }
+        if float {
+            parallel_move(moves, XTMP, |d, s| self.fmov(d, s))
+        } else {
+            parallel_move(moves, R11, |d, s| self.mov(true, d, s))
         }
     }
 }
@@ -2269,18 +2199,8 @@ impl X64 {
     #[inline(always)]
     fn emit_ret(&mut self, m: &'static str, ty: Ty, r: u8) {
         self.buf.insn(m);
-        match self.ret_ty {
-            None => self.ret_ty = Some(ty),
-            Some(t) if t != ty => {
-                return self.buf.fail(
-                    m,
-                    ErrorKind::TypeMismatch {
-                        expected: t,
-                        found: ty,
-                    },
-                );
-            }
-            _ => {}
+        if let Err(kind) = note_ret(&mut self.ret_ty, ty) {
+            return self.buf.fail(m, kind);
         }
         match ty {
             Ty::V => {}
@@ -2771,13 +2691,8 @@ impl Code {
 
 impl std::fmt::Debug for Code {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Code")
-            .field("name", &self.name)
-            .field("addr", &format_args!("{:#x}", self.addr()))
-            .field("len", &self.code_len)
-            .field("sig", &self.sig)
-            .field("ret", &self.ret)
-            .finish()
+        let (name, len) = (self.name.as_deref(), self.code_len as usize);
+        fmt_code(f, "Code", name, self.addr(), len, self.sig, self.ret)
     }
 }
 

@@ -448,9 +448,7 @@ fn fnv(bytes: &[u8]) -> u64 {
     })
 }
 
-#[path = "../../bench/src/workload.rs"]
-#[allow(dead_code)]
-mod workload;
+use vcode_kernels::workload;
 
 /// Small functions are byte for byte what the backend generated before
 /// islands (hashes taken at `b1c674f`): the generation workload's

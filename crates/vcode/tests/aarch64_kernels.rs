@@ -7,7 +7,7 @@
 //! are printed for comparison, not asserted).
 //!
 //! The vcode kernels and their Rust references are `fastpath bench`'s own
-//! (`crates/bench/src/kernel_code.rs`, written once over the backend). The C kernels are compiled at test time; without
+//! (`crates/vcode-kernels/src/kernel_code.rs`, written once over the backend). The C kernels are compiled at test time; without
 //! `aarch64-linux-gnu-gcc` (Debian `gcc-aarch64-linux-gnu`,
 //! `scripts/install-deps.sh`) the comparison is skipped with a message.
 //! `cargo test -p vcode --features emu --test aarch64_kernels -- --nocapture`
@@ -20,12 +20,7 @@ use std::process::Command;
 use vcode::aarch64::{A64, Code};
 use vcode::{Func, Ty, Value};
 
-// fastpath-bench depends on vcode, so vcode cannot depend on it: the
-// kernels file is included by path (it uses nothing of its crate).
-#[allow(dead_code)]
-#[path = "../../bench/src/kernel_code.rs"]
-mod kernel_code;
-use kernel_code::{
+use vcode_kernels::kernel_code::{
     bsearch_rust, bsearch_vcode, cksum_rust, cksum_vcode, collatz_rust, collatz_vcode, sieve_rust,
     sieve_vcode,
 };

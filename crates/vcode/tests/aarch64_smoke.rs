@@ -96,9 +96,7 @@ fn bswap32x2_and_bswap16x4() {
     }
 }
 
-#[path = "../../bench/src/workload.rs"]
-#[allow(dead_code)]
-mod workload;
+use vcode_kernels::workload;
 
 /// The generation-cost workload (both register styles) runs under
 /// emulation as on the reference backend: same result, same buffer.

@@ -25,8 +25,8 @@
 //! of several widths, a forward branch and a backward branch.
 //!
 //! vcode's aarch64 generation count (`crates/vcode/examples/aarch64_gencount`)
-//! and its `aarch64_smoke` test include this file by path, so it uses
-//! nothing of this crate and keeps its tests in `workload_tests.rs`.
+//! and its `aarch64_smoke` and `aarch64_far` tests run it too; its own
+//! tests are in `workload_tests.rs`.
 
 use vcode::{Backend, Class, Func, I, L, Leaf, P, Reg};
 

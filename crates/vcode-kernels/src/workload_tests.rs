@@ -1,5 +1,5 @@
 //! Tests of [`crate::workload`], kept apart so that the workload file
-//! holds only the workload (vcode's aarch64 count includes it by path).
+//! holds only the workload.
 
 use crate::workload::*;
 use vcode::{Func, Invoke, Value};

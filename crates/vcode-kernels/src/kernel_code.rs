@@ -1,5 +1,6 @@
-//! The kernels of [`crate::kernels`] themselves: each in Rust, the
-//! reference, and as a vcode generator written once over the backend.
+//! The kernels of `fastpath bench codegen` (`fastpath_bench::kernels`)
+//! themselves: each in Rust, the reference, and as a vcode generator
+//! written once over the backend.
 //!
 //! Each vcode kernel is written as a good client would write it: pointer
 //! bumping instead of index arithmetic where the algorithm allows, and
@@ -7,8 +8,7 @@
 //! a data-dependent choice that rustc turns into one.
 //!
 //! vcode's aarch64 kernel test (`crates/vcode/tests/aarch64_kernels.rs`)
-//! includes this file by path (fastpath-bench depends on vcode, so vcode
-//! cannot depend on it), so it uses nothing of this crate.
+//! runs the same generators on the aarch64 backend under emulation.
 
 use vcode::ext::{OnesComplement, Select};
 use vcode::{Backend, Class, Func, I, L, Leaf, P, Reg, U, UL};
