@@ -449,6 +449,28 @@ const UNSUPPORTED: &[&str] = &[
 
 /// ICMPv6's next-header number.
 const IPPROTO_ICMPV6: u32 = 58;
+/// IGMP's protocol number (`igmp`).
+const IPPROTO_IGMP: u32 = 2;
+/// VRRP's protocol number, which CARP shares (`vrrp`, `carp`).
+const IPPROTO_VRRP: u32 = 112;
+
+/// The EtherType names libpcap 1.10 knows (its `eproto_db`) whose
+/// `ether proto` is a plain EtherType test (`lldp` and `slow` came after
+/// 1.10 and are not resolved). `\aarp` and `\atalk`
+/// (AppleTalk, also matched in 802.2 SNAP) and the LLC SAP names (`\iso`,
+/// `\stp`, `\ipx`, `\netbeui`) are expanded specially by libpcap and left
+/// out.
+fn plain_ethertype(name: &str) -> Option<u32> {
+    Some(match name {
+        "mopdl" => 0x6001,
+        "moprc" => 0x6002,
+        "decnet" => 0x6003,
+        "lat" => 0x6004,
+        "sca" => 0x6007,
+        "loopback" => 0x9000,
+        _ => return None,
+    })
+}
 
 fn proto_keyword(w: &str) -> Option<Proto> {
     Some(match w {
@@ -609,6 +631,17 @@ impl Parser {
             Ok(())
         } else {
             Err(self.unexpected(expected))
+        }
+    }
+
+    /// Whether the token after the current word makes it a qualifier or
+    /// a layer (`host`, `src`, `proto`, `[`...) rather than a protocol
+    /// name alone.
+    fn qualified_next(&self) -> bool {
+        match self.peek_at(1) {
+            Tok::LBrack => true,
+            Tok::Word(n) => is_head_word(n) || n == "proto",
+            _ => false,
         }
     }
 
@@ -792,6 +825,25 @@ impl Parser {
             "multicast" => {
                 self.pos += 1;
                 Ok((Expr::Prim(Primitive::Multicast), None))
+            }
+            // libpcap's gen_proto_abbrev: these five are an EtherType
+            // test alone, IGMP, VRRP and CARP `ip proto N`. Followed by a
+            // qualifier or an offset (`decnet host`, `vrrp[0]`) they stay
+            // unsupported, below.
+            "decnet" | "lat" | "mopdl" | "moprc" | "sca" if !self.qualified_next() => {
+                let feature = format!("the \"{w}\" primitive");
+                let t = plain_ethertype(w).ok_or(Error::Unsupported { column, feature })?;
+                self.pos += 1;
+                Ok((Expr::Prim(Primitive::EtherProto(t)), None))
+            }
+            "igmp" | "vrrp" | "carp" if !self.qualified_next() => {
+                self.pos += 1;
+                let n = if w == "igmp" {
+                    IPPROTO_IGMP
+                } else {
+                    IPPROTO_VRRP
+                };
+                Ok((Expr::Prim(Primitive::IpProto(n)), None))
             }
             "icmp6" if *self.peek_at(1) != Tok::LBrack => {
                 self.pos += 1;
@@ -1114,7 +1166,7 @@ impl Parser {
                 "arp" => Some(0x806),
                 "rarp" => Some(0x8035),
                 "ip6" => Some(0x86dd),
-                _ => None,
+                _ => plain_ethertype(w),
             },
             (Tok::Escaped(w) | Tok::Word(w), _) => match w.as_str() {
                 "icmp" => Some(1),

@@ -286,3 +286,43 @@ fn port_names_follow_the_services_database() {
     let e = dpf::parse("udp port smtp").unwrap_err();
     assert_eq!(e.to_string(), "column 10: port \"smtp\" is tcp only");
 }
+
+#[test]
+fn link_and_ip_protocol_abbreviations_are_libpcaps() {
+    // EtherType names libpcap 1.10 resolves to a plain EtherType test,
+    // after `ether proto` and as protocol names alone.
+    for (src, want) in [
+        ("ether proto \\decnet", "ether proto 0x6003"),
+        ("ether proto \\lat", "ether proto 0x6004"),
+        ("ether proto \\mopdl", "ether proto 0x6001"),
+        ("ether proto \\moprc", "ether proto 0x6002"),
+        ("ether proto \\sca", "ether proto 0x6007"),
+        ("ether proto loopback", "ether proto 0x9000"),
+        ("decnet", "ether proto 0x6003"),
+        ("lat or sca", "ether proto 0x6004 or ether proto 0x6007"),
+        ("igmp", "ip proto 2"),
+        ("vrrp", "ip proto 112"),
+        ("carp", "ip proto 112"),
+    ] {
+        assert_eq!(canon(src), want, "{src:?}");
+    }
+    // Qualified, they are DECnet addresses or protocol headers dpf leaves
+    // out; names that came after libpcap 1.10 or that it expands
+    // specially (AppleTalk, LLC SAPs) are not resolved.
+    for (src, col) in [
+        ("decnet host 10.1", 1),
+        ("vrrp[0] = 1", 1),
+        ("igmp proto 2", 1),
+        ("ether proto lldp", 13),
+        ("ether proto \\atalk", 13),
+        ("ether proto \\stp", 13),
+        ("aarp", 1),
+    ] {
+        assert_eq!(
+            column(src),
+            col,
+            "{src:?}: {}",
+            dpf::parse(src).unwrap_err()
+        );
+    }
+}
