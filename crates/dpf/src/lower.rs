@@ -503,6 +503,16 @@ fn primitive(p: &Primitive) -> Cond {
             eq(link(2, Size::W), 0xffff_ffff),
             eq(link(0, Size::H), 0xffff),
         ]),
+        // libpcap's gen_ehostop and gen_bcmp: the last four bytes of the
+        // address, then the first two; source at 6, destination at 0.
+        Primitive::EtherHost { dir, addr } => by_dir(dir, |is_src| {
+            let off = if is_src { 6 } else { 0 };
+            let [a, b, c, d, e, g] = addr;
+            Cond::And(vec![
+                eq(link(off + 2, Size::W), u32::from_be_bytes([c, d, e, g])),
+                eq(link(off, Size::H), u32::from(u16::from_be_bytes([a, b]))),
+            ])
+        }),
         // libpcap's gen_mac_multicast: `jset #1` on the first byte.
         Primitive::Multicast => prim(link(0, Size::B), !0, Cmp::Set, 1),
         Primitive::EtherProto(n) if n > ETHERMTU => ether_type(n),

@@ -128,6 +128,14 @@ pub enum Primitive {
     Broadcast,
     /// `[ether] multicast`: the destination MAC's group bit is set.
     Multicast,
+    /// `ether [dir] [host] MAC`: the source or destination MAC address
+    /// (libpcap's `gen_ehostop`, six bytes compared).
+    EtherHost {
+        /// The direction.
+        dir: Dir,
+        /// The address.
+        addr: [u8; 6],
+    },
     /// `[ip|arp|rarp] [dir] host A.B.C.D`.
     Host {
         /// The protocol qualifier; `None` means IPv4, ARP and RARP.
@@ -178,6 +186,8 @@ enum Tok {
     Num(u32, String),
     /// A dotted address (one to four decimal parts), with its text.
     Addr(Vec<u32>, String),
+    /// A MAC address, with its text.
+    Mac([u8; 6], String),
     LParen,
     RParen,
     LBrack,
@@ -200,7 +210,7 @@ impl Tok {
         match self {
             Tok::Word(w) => format!("{w:?}"),
             Tok::Escaped(w) => format!("\"\\{w}\""),
-            Tok::Num(_, t) | Tok::Addr(_, t) => format!("{t:?}"),
+            Tok::Num(_, t) | Tok::Addr(_, t) | Tok::Mac(_, t) => format!("{t:?}"),
             Tok::LParen => "\"(\"".into(),
             Tok::RParen => "\")\"".into(),
             Tok::LBrack => "\"[\"".into(),
@@ -249,6 +259,34 @@ fn parse_number(text: &str, column: usize) -> Result<u32, Error> {
     Ok(v as u32)
 }
 
+/// A MAC address as libpcap's scanner reads one: six groups of one or
+/// two hex digits separated by `:`, `-` or `.` (one kind), three groups
+/// of four separated by `.`, or twelve hex digits in a row.
+fn mac(text: &str) -> Option<[u8; 6]> {
+    let hex = |g: &str, widths: &[usize]| {
+        widths.contains(&g.len()) && g.chars().all(|c| c.is_ascii_hexdigit())
+    };
+    let digits: String = match [':', '-', '.'].iter().find(|&&sep| text.contains(sep)) {
+        Some(&sep) => {
+            let groups: Vec<&str> = text.split(sep).collect();
+            if groups.len() == 6 && groups.iter().all(|g| hex(g, &[1, 2])) {
+                groups.iter().map(|g| format!("{g:0>2}")).collect()
+            } else if sep == '.' && groups.len() == 3 && groups.iter().all(|g| hex(g, &[4])) {
+                groups.concat()
+            } else {
+                return None;
+            }
+        }
+        None if hex(text, &[12]) => text.to_string(),
+        None => return None,
+    };
+    let mut m = [0u8; 6];
+    for (i, b) in m.iter_mut().enumerate() {
+        *b = u8::from_str_radix(digits.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(m)
+}
+
 fn lex(src: &str) -> Result<(Vec<(Tok, usize)>, usize), Error> {
     let chars: Vec<char> = src.chars().collect();
     let mut toks = Vec::new();
@@ -262,6 +300,18 @@ fn lex(src: &str) -> Result<(Vec<(Tok, usize)>, usize), Error> {
             continue;
         }
         let two = |d: char| chars.get(i + 1) == Some(&d);
+        if c.is_ascii_hexdigit() && (i == 0 || !word_char(chars[i - 1])) {
+            let mut j = i;
+            while j < chars.len() && (word_char(chars[j]) || chars[j] == ':') {
+                j += 1;
+            }
+            let text: String = chars[i..j].iter().collect();
+            if let Some(m) = mac(&text) {
+                toks.push((Tok::Mac(m, text), column));
+                i = j;
+                continue;
+            }
+        }
         let (tok, len) = match c {
             '(' => (Tok::LParen, 1),
             ')' => (Tok::RParen, 1),
@@ -724,7 +774,7 @@ impl Parser {
         }
         if matches!(
             tok,
-            Tok::Num(..) | Tok::Addr(..) | Tok::Escaped(_) | Tok::Word(_)
+            Tok::Num(..) | Tok::Addr(..) | Tok::Mac(..) | Tok::Escaped(_) | Tok::Word(_)
         ) && !self.is_and(0)
             && !self.is_or(0)
         {
@@ -739,6 +789,13 @@ impl Parser {
                             .into(),
                     });
                 }
+                let Some(q) = q else {
+                    return Err(Error::MissingQualifier { column, text });
+                };
+                let p = self.value(q)?;
+                Ok((Expr::Prim(p), Some(q)))
+            }
+            Tok::Mac(_, text) => {
                 let Some(q) = q else {
                     return Err(Error::MissingQualifier { column, text });
                 };
@@ -925,12 +982,29 @@ impl Parser {
         match q.addr {
             AddrKind::Default | AddrKind::Host | AddrKind::Net => {
                 let net = q.addr == AddrKind::Net;
+                if let (Some(Proto::Ether), false, Tok::Mac(addr, _)) = (proto, net, self.peek()) {
+                    let addr = *addr;
+                    self.pos += 1;
+                    return Ok(Primitive::EtherHost { dir: q.dir, addr });
+                }
+                if let (Tok::Mac(_, text), false) = (self.peek(), proto == Some(Proto::Ether)) {
+                    // libpcap: "ethernet address used in non-ether expression".
+                    return Err(Error::BadAddress {
+                        column,
+                        text: text.clone(),
+                        reason: "a MAC address needs the ether qualifier (ether host, ether src)",
+                    });
+                }
                 match proto {
                     None | Some(Proto::Ip | Proto::Arp | Proto::Rarp) => {}
                     Some(Proto::Ether) => {
                         return Err(Error::Unsupported {
                             column: q.proto.unwrap().1,
-                            feature: "link-level (MAC) addresses".into(),
+                            feature: if net {
+                                "\"ether net\" (a link-level network)".into()
+                            } else {
+                                "a link-level host that is not a MAC address".into()
+                            },
                         });
                     }
                     Some(_) => return Err(bad_proto(if net { "net" } else { "host" })),
@@ -1380,6 +1454,10 @@ impl fmt::Display for Primitive {
             Primitive::AnyProto(n) => write!(f, "proto {n}"),
             Primitive::Broadcast => write!(f, "ether broadcast"),
             Primitive::Multicast => write!(f, "ether multicast"),
+            Primitive::EtherHost { dir, addr } => {
+                let a = addr.map(|b| format!("{b:02x}")).join(":");
+                write!(f, "{}host {a}", prefix(Some(Proto::Ether), dir))
+            }
             Primitive::Host { proto, dir, addr } => {
                 write!(f, "{}host {}", prefix(proto, dir), quad(addr))
             }

@@ -326,3 +326,51 @@ fn link_and_ip_protocol_abbreviations_are_libpcaps() {
         );
     }
 }
+
+#[test]
+fn mac_addresses_in_every_spelling_libpcap_reads() {
+    for (src, want) in [
+        ("ether host ab:cd:ef:0:0:1", "ether host ab:cd:ef:00:00:01"),
+        (
+            "ether src ab-cd-ef-00-00-02",
+            "ether src host ab:cd:ef:00:00:02",
+        ),
+        (
+            "ether dst host abcd.ef00.0003",
+            "ether dst host ab:cd:ef:00:00:03",
+        ),
+        ("ether dst abcdef000003", "ether dst host ab:cd:ef:00:00:03"),
+        (
+            "ether src or dst Ab.cD.ef.00.0.01",
+            "ether host ab:cd:ef:00:00:01",
+        ),
+        (
+            "ether src and dst 1:2:3:4:5:6",
+            "ether src and dst host 01:02:03:04:05:06",
+        ),
+        // A bare MAC inherits the qualifiers, as an IPv4 address does.
+        (
+            "ether src 0:0:0:0:0:1 or 0:0:0:0:0:2",
+            "ether src host 00:00:00:00:00:01 or ether src host 00:00:00:00:00:02",
+        ),
+    ] {
+        assert_eq!(canon(src), want, "{src:?}");
+    }
+    // libpcap: "ethernet address used in non-ether expression"; and the
+    // forms that are not a MAC stay errors.
+    for (src, col) in [
+        ("host ab:cd:ef:0:0:1", 6),
+        ("ip src 1:2:3:4:5:6", 8),
+        ("ether net ab:cd:ef:0:0:1", 1),
+        ("ether host ab:cd:ef:0:0", 1),
+        ("ether host ab:cd-ef:0:0:1", 1),
+        ("ether host 012345670123 or 1", 1),
+    ] {
+        assert_eq!(
+            column(src),
+            col,
+            "{src:?}: {}",
+            dpf::parse(src).unwrap_err()
+        );
+    }
+}

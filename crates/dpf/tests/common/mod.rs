@@ -65,6 +65,14 @@ pub const RANGES: [&str; 8] = [
     "domain-22",
     "bootps-bootpc",
 ];
+/// MAC addresses filters and frames draw from: unicast, IPv4 and IPv6
+/// multicast, broadcast.
+pub const MACS: [[u8; 6]; 4] = [
+    [0x00, 0x11, 0x22, 0x33, 0x44, 0x55],
+    [0x01, 0x00, 0x5e, 0x00, 0x00, 0x01],
+    [0x33, 0x33, 0x00, 0x00, 0x00, 0x01],
+    [0xff; 6],
+];
 /// Service names filters draw from (`port NAME`).
 pub const PORT_NAMES: [&str; 4] = ["ssh", "http", "bootps", "domain"];
 
@@ -72,6 +80,21 @@ pub const PORT_NAMES: [&str; 4] = ["ssh", "http", "bootps", "domain"];
 pub struct Gen {
     /// The random source.
     pub rng: StdRng,
+}
+
+/// A MAC address in one of the spellings libpcap reads.
+fn mac_text(m: [u8; 6], style: usize) -> String {
+    let h: Vec<String> = m.iter().map(|b| format!("{b:02x}")).collect();
+    match style % 4 {
+        0 => h.join(":"),
+        1 => h.join("-"),
+        2 => format!("{}{}.{}{}.{}{}", h[0], h[1], h[2], h[3], h[4], h[5]),
+        _ => m
+            .iter()
+            .map(|b| format!("{b:x}"))
+            .collect::<Vec<_>>()
+            .join("."),
+    }
 }
 
 fn quad(a: [u8; 4]) -> String {
@@ -135,10 +158,26 @@ impl Gen {
                     "proto \\tcp",
                     "broadcast",
                     "ether multicast",
+                    "igmp",
+                    "vrrp",
+                    "decnet",
+                    "ether proto \\lat",
                 ])
                 .to_string(),
                 None,
             ),
+            3 if self.chance(0.5) => {
+                let style = self.rng.random_range(0..4);
+                let m = mac_text(*self.pick(&MACS), style);
+                let dir = self.dir();
+                let kw = if dir.is_empty() || self.chance(0.5) {
+                    "host "
+                } else {
+                    ""
+                };
+                let next = mac_text(*self.pick(&MACS), style + 1);
+                (format!("ether {dir}{kw}{m}"), Some(next))
+            }
             3 => {
                 let p = *self.pick(&[
                     "0x800", "0x806", "0x86dd", "0x8035", "0x8100", "\\ip", "\\arp", "\\ip6",
@@ -345,11 +384,16 @@ impl Gen {
     }
 
     fn ip_proto(&mut self) -> u8 {
-        *self.pick(&[6, 6, 17, 17, 1, 132, 2, 47])
+        *self.pick(&[6, 6, 17, 17, 1, 132, 2, 47, 112])
     }
 
     fn ethernet(&mut self, ethertype: u16) -> Vec<u8> {
         let mut f: Vec<u8> = (0..12).map(|_| self.rng.random()).collect();
+        if self.chance(0.3) {
+            let at = *self.pick(&[0, 6]);
+            let m = *self.pick(&MACS);
+            f[at..at + 6].copy_from_slice(&m);
+        }
         if self.chance(0.1) {
             // The broadcast destination (`broadcast` matches nothing else).
             f[..6].fill(0xff);
