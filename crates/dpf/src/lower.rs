@@ -516,6 +516,12 @@ fn primitive(p: &Primitive) -> Cond {
         // libpcap's gen_mac_multicast: `jset #1` on the first byte.
         Primitive::Multicast => prim(link(0, Size::B), !0, Cmp::Set, 1),
         Primitive::EtherProto(n) if n > ETHERMTU => ether_type(n),
+        // libpcap's gen_llc_linktype for the ISO, IP and NetBEUI SAPs,
+        // which always use 802.2: DSAP and SSAP both `n`.
+        Primitive::EtherProto(n @ (0x06 | 0xf0 | 0xfe)) => Cond::And(vec![
+            not(prim(link(12, Size::H), !0, Cmp::Gt, ETHERMTU)),
+            eq(link(14, Size::H), n << 8 | n),
+        ]),
         // An 802.3 frame (length, not type, at 12) whose LLC DSAP is `n`.
         Primitive::EtherProto(n) => Cond::And(vec![
             not(prim(link(12, Size::H), !0, Cmp::Gt, ETHERMTU)),

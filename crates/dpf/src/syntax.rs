@@ -510,6 +510,17 @@ const IPPROTO_VRRP: u32 = 112;
 /// (AppleTalk, also matched in 802.2 SNAP) and the LLC SAP names (`\iso`,
 /// `\stp`, `\ipx`, `\netbeui`) are expanded specially by libpcap and left
 /// out.
+/// The LLC SAP names libpcap 1.10 resolves (its `llc_db`) that dpf
+/// implements; `\ipx` (four encapsulations) is left out.
+fn llc_sap(name: &str) -> Option<u32> {
+    Some(match name {
+        "iso" => 0xfe,
+        "stp" => 0x42,
+        "netbeui" => 0xf0,
+        _ => return None,
+    })
+}
+
 fn plain_ethertype(name: &str) -> Option<u32> {
     Some(match name {
         "mopdl" => 0x6001,
@@ -893,6 +904,13 @@ impl Parser {
                 self.pos += 1;
                 Ok((Expr::Prim(Primitive::EtherProto(t)), None))
             }
+            // libpcap's gen_proto_abbrev: gen_linktype of the LLC SAP.
+            "iso" | "stp" | "netbeui" if !self.qualified_next() => {
+                let feature = format!("the \"{w}\" primitive");
+                let t = llc_sap(w).ok_or(Error::Unsupported { column, feature })?;
+                self.pos += 1;
+                Ok((Expr::Prim(Primitive::EtherProto(t)), None))
+            }
             "igmp" | "vrrp" | "carp" if !self.qualified_next() => {
                 self.pos += 1;
                 let n = if w == "igmp" {
@@ -1214,11 +1232,11 @@ impl Parser {
                             reason,
                         });
                     }
-                    if matches!(n, 0x06 | 0xe0 | 0xf0 | 0xfe | 0x809b | 0x80f3) {
+                    if matches!(n, 0xe0 | 0x809b | 0x80f3) {
                         return Err(Error::Unsupported {
                             column,
                             feature: format!(
-                                "ether proto {n:#x} (libpcap expands the LLC SAPs and AppleTalk types specially)"
+                                "ether proto {n:#x} (libpcap expands IPX and the AppleTalk types specially)"
                             ),
                         });
                     }
@@ -1240,7 +1258,7 @@ impl Parser {
                 "arp" => Some(0x806),
                 "rarp" => Some(0x8035),
                 "ip6" => Some(0x86dd),
-                _ => plain_ethertype(w),
+                _ => plain_ethertype(w).or_else(|| llc_sap(w)),
             },
             (Tok::Escaped(w) | Tok::Word(w), _) => match w.as_str() {
                 "icmp" => Some(1),

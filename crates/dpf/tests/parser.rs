@@ -213,7 +213,7 @@ fn rejections_name_the_column() {
         ("ip[x] = 1", 4),
         ("ether host 10.0.0.1", 1),
         ("ether", 6),
-        ("ether proto 6", 13),
+        ("ether proto 0xe0", 13),
         ("ether proto 1500", 13),
         ("ip broadcast", 1),
         ("link proto 65536", 12),
@@ -303,6 +303,12 @@ fn link_and_ip_protocol_abbreviations_are_libpcaps() {
         ("igmp", "ip proto 2"),
         ("vrrp", "ip proto 112"),
         ("carp", "ip proto 112"),
+        // LLC SAPs: STP is a DSAP test, ISO and NetBEUI DSAP and SSAP.
+        ("ether proto \\stp", "ether proto 0x0042"),
+        ("stp", "ether proto 0x0042"),
+        ("ether proto \\iso", "ether proto 0x00fe"),
+        ("iso", "ether proto 0x00fe"),
+        ("netbeui", "ether proto 0x00f0"),
     ] {
         assert_eq!(canon(src), want, "{src:?}");
     }
@@ -315,8 +321,9 @@ fn link_and_ip_protocol_abbreviations_are_libpcaps() {
         ("igmp proto 2", 1),
         ("ether proto lldp", 13),
         ("ether proto \\atalk", 13),
-        ("ether proto \\stp", 13),
         ("aarp", 1),
+        ("iso proto 0x81", 1),
+        ("ether proto \\ipx", 13),
     ] {
         assert_eq!(
             column(src),

@@ -162,6 +162,8 @@ impl Gen {
                     "vrrp",
                     "decnet",
                     "ether proto \\lat",
+                    "iso",
+                    "stp",
                 ])
                 .to_string(),
                 None,
@@ -180,8 +182,20 @@ impl Gen {
             }
             3 => {
                 let p = *self.pick(&[
-                    "0x800", "0x806", "0x86dd", "0x8035", "0x8100", "\\ip", "\\arp", "\\ip6",
-                    "0x42", "170",
+                    "0x800",
+                    "0x806",
+                    "0x86dd",
+                    "0x8035",
+                    "0x8100",
+                    "\\ip",
+                    "\\arp",
+                    "\\ip6",
+                    "0x42",
+                    "170",
+                    "6",
+                    "0xfe",
+                    "\\netbeui",
+                    "\\stp",
                 ]);
                 (format!("ether proto {p}"), None)
             }
@@ -512,7 +526,11 @@ impl Gen {
                     .collect();
                 let mut f = self.ethernet(body.len() as u16);
                 f.extend(body);
-                f[14] = *self.pick(&[0x42, 0xaa, 0xe0, 0x06]);
+                f[14] = *self.pick(&[0x42, 0xaa, 0xe0, 0x06, 0xf0, 0xfe]);
+                // Mostly SSAP = DSAP, as the ISO, IP and NetBEUI SAPs need.
+                if self.chance(0.7) {
+                    f[15] = f[14];
+                }
                 f
             }
             16 => {
