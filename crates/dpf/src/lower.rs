@@ -542,6 +542,24 @@ fn primitive(p: &Primitive) -> Cond {
             range,
         } => port(proto, dir, first, last, range),
         Primitive::Compare(ref c) => compare(c),
+        // gen_vlan_tpid_test (802.1Q, 802.1ad, QinQ, in that order), then
+        // gen_vlan_vid_test on the tag's low 12 bits.
+        Primitive::Vlan { shift, id } => {
+            let at = 12 + 4 * shift;
+            let tpid = Cond::Or(
+                [0x8100, 0x88a8, 0x9100]
+                    .into_iter()
+                    .map(|t| eq(link(at, Size::H), t))
+                    .collect(),
+            );
+            match id {
+                None => tpid,
+                Some(id) => Cond::And(vec![
+                    tpid,
+                    masked_eq(link(at + 2, Size::H), 0x0fff, id.into()),
+                ]),
+            }
+        }
     }
 }
 

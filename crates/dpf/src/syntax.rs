@@ -172,6 +172,15 @@ pub enum Primitive {
     },
     /// A comparison of a packet field with a constant.
     Compare(Compare),
+    /// `vlan [id]`: an 802.1Q, 802.1ad or QinQ tag `4 * shift` bytes
+    /// into the frame (after `shift` earlier `vlan` primitives), with VLAN
+    /// id `id` if one is given.
+    Vlan {
+        /// The `vlan` primitives before this one.
+        shift: u32,
+        /// The VLAN id (12 bits).
+        id: Option<u16>,
+    },
 }
 
 // ---------------------------------------------------------------- lexer
@@ -595,6 +604,9 @@ struct Parser {
     depth: usize,
     /// The primitives parsed so far.
     primitives: usize,
+    /// The `vlan` primitives parsed so far: each shifts the link-layer
+    /// offsets of everything parsed after it by four bytes.
+    vlans: u32,
 }
 
 /// Parses a filter expression.
@@ -634,6 +646,7 @@ pub fn parse_with(src: &str, limits: &Limits) -> Result<Expr, Error> {
         limits: *limits,
         depth: 0,
         primitives: 0,
+        vlans: 0,
     };
     if p.peek() == &Tok::End {
         return Err(p.unexpected("a filter expression (an empty filter is not supported)"));
@@ -759,6 +772,14 @@ impl Parser {
             });
         }
         self.primitives += 1;
+        if self.vlans > 0 && !self.is_word(0, "vlan") {
+            return Err(Error::Unsupported {
+                column,
+                feature: "a primitive after \"vlan\" (libpcap shifts the offsets of \
+                          everything after it)"
+                    .into(),
+            });
+        }
         Ok(())
     }
 
@@ -910,6 +931,31 @@ impl Parser {
                 let t = llc_sap(w).ok_or(Error::Unsupported { column, feature })?;
                 self.pos += 1;
                 Ok((Expr::Prim(Primitive::EtherProto(t)), None))
+            }
+            // libpcap 1.10's gen_vlan without the kernel's VLAN
+            // extensions (as for a capture file): a TPID test, the VID,
+            // then every later link-layer offset moves four bytes on, so
+            // the n-th `vlan` (in text order, whatever the `and`, `or`
+            // and `not` around it) looks at the n-th tag.
+            "vlan" => {
+                self.pos += 1;
+                let id = match self.peek().clone() {
+                    Tok::Num(n, _) if n <= 0x0fff => {
+                        self.pos += 1;
+                        Some(n as u16)
+                    }
+                    Tok::Num(_, text) => {
+                        return Err(Error::BadNumber {
+                            column: self.col(),
+                            text,
+                            reason: "a VLAN id is at most 4095",
+                        });
+                    }
+                    _ => None,
+                };
+                let shift = self.vlans;
+                self.vlans += 1;
+                Ok((Expr::Prim(Primitive::Vlan { shift, id }), None))
             }
             "igmp" | "vrrp" | "carp" if !self.qualified_next() => {
                 self.pos += 1;
@@ -1472,6 +1518,8 @@ impl fmt::Display for Primitive {
             Primitive::AnyProto(n) => write!(f, "proto {n}"),
             Primitive::Broadcast => write!(f, "ether broadcast"),
             Primitive::Multicast => write!(f, "ether multicast"),
+            Primitive::Vlan { id: None, .. } => write!(f, "vlan"),
+            Primitive::Vlan { id: Some(id), .. } => write!(f, "vlan {id}"),
             Primitive::EtherHost { dir, addr } => {
                 let a = addr.map(|b| format!("{b:02x}")).join(":");
                 write!(f, "{}host {a}", prefix(Some(Proto::Ether), dir))

@@ -217,7 +217,8 @@ fn rejections_name_the_column() {
         ("ether proto 1500", 13),
         ("ip broadcast", 1),
         ("link proto 65536", 12),
-        ("vlan", 1),
+        ("vlan and ip", 10),
+        ("vlan 4096", 6),
         ("len > 100", 1),
         ("ip and # comment", 8),
         ("gateway 10.0.0.1", 1),
@@ -241,7 +242,8 @@ fn errors_say_what_is_wrong() {
         "{}",
         msg("host foo")
     );
-    assert!(msg("vlan").contains("not supported"));
+    assert!(msg("mpls").contains("not supported"));
+    assert!(msg("vlan and tcp").contains("after \"vlan\""));
     assert_eq!(
         msg("port no-such-service"),
         "column 6: unknown port \"no-such-service\" (not in /etc/services)"
@@ -372,6 +374,42 @@ fn mac_addresses_in_every_spelling_libpcap_reads() {
         ("ether host ab:cd:ef:0:0", 1),
         ("ether host ab:cd-ef:0:0:1", 1),
         ("ether host 012345670123 or 1", 1),
+    ] {
+        assert_eq!(
+            column(src),
+            col,
+            "{src:?}: {}",
+            dpf::parse(src).unwrap_err()
+        );
+    }
+}
+
+#[test]
+fn vlan_shifts_every_later_primitive_as_libpcap_does() {
+    // Each `vlan` looks four bytes further in than the one before it, in
+    // text order; dpf does not shift the other primitives and refuses any
+    // primitive after a `vlan` instead.
+    let e = dpf::parse("vlan 10 or not vlan").unwrap();
+    let Expr::Or(a, b) = &e else {
+        panic!("an or: {e}")
+    };
+    assert_eq!(
+        **a,
+        Expr::Prim(Primitive::Vlan {
+            shift: 0,
+            id: Some(10)
+        })
+    );
+    assert_eq!(
+        **b,
+        Expr::Not(Box::new(Expr::Prim(Primitive::Vlan { shift: 1, id: None })))
+    );
+    assert_eq!(canon("vlan and vlan 4095"), "vlan and vlan 4095");
+    assert_eq!(canon("tcp and vlan"), "tcp and vlan");
+    for (src, col) in [
+        ("vlan or ip", 9),
+        ("vlan 1 and port 80", 12),
+        ("vlan 1 or 2", 11),
     ] {
         assert_eq!(
             column(src),

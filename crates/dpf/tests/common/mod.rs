@@ -357,7 +357,21 @@ impl Gen {
 
     /// A random filter of the default depth.
     pub fn filter(&mut self) -> String {
-        self.expr(2)
+        let e = self.expr(2);
+        if !self.chance(0.15) {
+            return e;
+        }
+        // `vlan` last (dpf refuses a primitive after one), once or twice.
+        let mut f = format!("({e})");
+        for _ in 0..self.rng.random_range(1..=2) {
+            let op = *self.pick(&[" and ", " or ", " and not "]);
+            let id = match self.rng.random_range(0..3) {
+                0 => String::new(),
+                _ => format!(" {}", self.pick(&[1u16, 100, 4095, 0])),
+            };
+            f = format!("{f}{op}vlan{id}");
+        }
+        f
     }
 
     fn ipv4_addr(&mut self) -> [u8; 4] {
@@ -513,9 +527,29 @@ impl Gen {
                 f
             }
             13 | 14 => {
-                // 802.1Q: the IPv4 packet sits four bytes further in.
-                let mut f = self.ethernet(0x8100);
-                f.extend([0x00, self.rng.random(), 0x08, 0x00]);
+                // 802.1Q (or 802.1ad, QinQ), sometimes two tags: the IPv4
+                // packet sits four or eight bytes further in. The ids are
+                // those filters name, or random.
+                let tpid = |g: &mut Self| *g.pick(&[0x8100u16, 0x8100, 0x88a8, 0x9100]);
+                let first = tpid(self);
+                let mut f = self.ethernet(first);
+                for tag in 0..self.rng.random_range(1..=2) {
+                    let id: u16 = if self.chance(0.5) {
+                        *self.pick(&[1, 100, 4095, 0])
+                    } else {
+                        self.rng.random()
+                    };
+                    let next = if tag == 0 && self.chance(0.4) {
+                        tpid(self)
+                    } else {
+                        0x0800
+                    };
+                    f.extend(id.to_be_bytes());
+                    f.extend(next.to_be_bytes());
+                    if next == 0x0800 {
+                        break;
+                    }
+                }
                 f.extend(self.ipv4());
                 f
             }
