@@ -340,6 +340,8 @@ fn proto_abbrev(p: Proto) -> Cond {
         Proto::Udp => transport_abbrev(17),
         Proto::Sctp => transport_abbrev(132),
         Proto::Icmp => ip_proto(1),
+        Proto::Vrrp | Proto::Carp => ip_proto(112),
+        Proto::Icmp6 => ip6_proto(58),
         // The parser never makes `ether` alone a primitive.
         Proto::Ether => Cond::Const(true),
     }
@@ -351,6 +353,7 @@ fn ip_number(p: Proto) -> u32 {
         Proto::Udp => 17,
         Proto::Sctp => 132,
         Proto::Icmp => 1,
+        Proto::Vrrp | Proto::Carp => 112,
         _ => unreachable!("not a transport protocol"),
     }
 }
@@ -474,6 +477,34 @@ fn compare(c: &Compare) -> Cond {
         Proto::Arp => net(ETHERTYPE_ARP),
         Proto::Rarp => net(ETHERTYPE_RARP),
         Proto::Ip6 => net(ETHERTYPE_IPV6),
+        // gen_load for Q_ICMPV6 in 1.10: IPv6, next header 58 (no
+        // extension headers), the header at the fixed offset 14 + 40.
+        Proto::Icmp6 => Cond::And(vec![
+            ether_type(ETHERTYPE_IPV6),
+            eq(link(20, Size::B), 58),
+            relation(
+                link(54 + c.offset, c.size),
+                0,
+                54 + c.offset,
+                c.mask,
+                c.op,
+                c.value,
+            ),
+        ]),
+        // gen_load for Q_VRRP and Q_CARP: gen_proto_abbrev's `ip proto
+        // 112`, then as a transport header.
+        Proto::Vrrp | Proto::Carp => Cond::And(vec![
+            ip_proto(112),
+            not_fragment(),
+            rel(
+                Field {
+                    base: Base::Transport,
+                    offset: c.offset,
+                    size: c.size,
+                },
+                2,
+            ),
+        ]),
         Proto::Tcp | Proto::Udp | Proto::Sctp | Proto::Icmp => Cond::And(vec![
             ether_type(ETHERTYPE_IP),
             proto_abbrev(c.layer),

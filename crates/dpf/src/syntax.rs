@@ -57,6 +57,15 @@ pub enum Proto {
     Icmp,
     /// `sctp`, over IPv4 or IPv6.
     Sctp,
+    /// `vrrp`, only as the layer of a comparison (`vrrp[0]`): IPv4
+    /// protocol 112.
+    Vrrp,
+    /// `carp`, only as the layer of a comparison: IPv4 protocol 112, as
+    /// `vrrp`.
+    Carp,
+    /// `icmp6`, only as the layer of a comparison (`icmp6[0]`): IPv6 with
+    /// next header 58, the ICMPv6 header at the fixed offset 40.
+    Icmp6,
 }
 
 /// A direction qualifier.
@@ -966,7 +975,18 @@ impl Parser {
                 };
                 Ok((Expr::Prim(Primitive::IpProto(n)), None))
             }
-            "icmp6" if *self.peek_at(1) != Tok::LBrack => {
+            // libpcap's gen_load for these three layers.
+            "vrrp" | "carp" | "icmp6" if *self.peek_at(1) == Tok::LBrack => {
+                let layer = match w {
+                    "vrrp" => Proto::Vrrp,
+                    "carp" => Proto::Carp,
+                    _ => Proto::Icmp6,
+                };
+                self.pos += 1;
+                let c = self.compare(layer)?;
+                Ok((Expr::Prim(Primitive::Compare(c)), None))
+            }
+            "icmp6" => {
                 self.pos += 1;
                 Ok((Expr::Prim(Primitive::Ip6Proto(IPPROTO_ICMPV6)), None))
             }
@@ -1463,6 +1483,9 @@ impl Proto {
             Proto::Tcp => "tcp",
             Proto::Udp => "udp",
             Proto::Icmp => "icmp",
+            Proto::Vrrp => "vrrp",
+            Proto::Carp => "carp",
+            Proto::Icmp6 => "icmp6",
             Proto::Sctp => "sctp",
         }
     }

@@ -311,6 +311,10 @@ fn link_and_ip_protocol_abbreviations_are_libpcaps() {
         ("ether proto \\iso", "ether proto 0x00fe"),
         ("iso", "ether proto 0x00fe"),
         ("netbeui", "ether proto 0x00f0"),
+        // As comparison layers: IPv4 protocol 112, ICMPv6 at IPv6's 40.
+        ("vrrp[0] = 1", "vrrp[0] = 1"),
+        ("carp[1:2] & 0xff > 3", "carp[1:2] & 0xff > 3"),
+        ("icmp6[0] = 128", "icmp6[0] = 128"),
     ] {
         assert_eq!(canon(src), want, "{src:?}");
     }
@@ -319,7 +323,6 @@ fn link_and_ip_protocol_abbreviations_are_libpcaps() {
     // specially (AppleTalk, LLC SAPs) are not resolved.
     for (src, col) in [
         ("decnet host 10.1", 1),
-        ("vrrp[0] = 1", 1),
         ("igmp proto 2", 1),
         ("ether proto lldp", 13),
         ("ether proto \\atalk", 13),
