@@ -340,6 +340,8 @@ fn proto_abbrev(p: Proto) -> Cond {
         Proto::Udp => transport_abbrev(17),
         Proto::Sctp => transport_abbrev(132),
         Proto::Icmp => ip_proto(1),
+        Proto::Vrrp | Proto::Carp => ip_proto(112),
+        Proto::Icmp6 => ip6_proto(58),
         // The parser never makes `ether` alone a primitive.
         Proto::Ether => Cond::Const(true),
     }
@@ -351,6 +353,7 @@ fn ip_number(p: Proto) -> u32 {
         Proto::Udp => 17,
         Proto::Sctp => 132,
         Proto::Icmp => 1,
+        Proto::Vrrp | Proto::Carp => 112,
         _ => unreachable!("not a transport protocol"),
     }
 }
@@ -474,6 +477,34 @@ fn compare(c: &Compare) -> Cond {
         Proto::Arp => net(ETHERTYPE_ARP),
         Proto::Rarp => net(ETHERTYPE_RARP),
         Proto::Ip6 => net(ETHERTYPE_IPV6),
+        // gen_load for Q_ICMPV6 in 1.10: IPv6, next header 58 (no
+        // extension headers), the header at the fixed offset 14 + 40.
+        Proto::Icmp6 => Cond::And(vec![
+            ether_type(ETHERTYPE_IPV6),
+            eq(link(20, Size::B), 58),
+            relation(
+                link(54 + c.offset, c.size),
+                0,
+                54 + c.offset,
+                c.mask,
+                c.op,
+                c.value,
+            ),
+        ]),
+        // gen_load for Q_VRRP and Q_CARP: gen_proto_abbrev's `ip proto
+        // 112`, then as a transport header.
+        Proto::Vrrp | Proto::Carp => Cond::And(vec![
+            ip_proto(112),
+            not_fragment(),
+            rel(
+                Field {
+                    base: Base::Transport,
+                    offset: c.offset,
+                    size: c.size,
+                },
+                2,
+            ),
+        ]),
         Proto::Tcp | Proto::Udp | Proto::Sctp | Proto::Icmp => Cond::And(vec![
             ether_type(ETHERTYPE_IP),
             proto_abbrev(c.layer),
@@ -503,9 +534,25 @@ fn primitive(p: &Primitive) -> Cond {
             eq(link(2, Size::W), 0xffff_ffff),
             eq(link(0, Size::H), 0xffff),
         ]),
+        // libpcap's gen_ehostop and gen_bcmp: the last four bytes of the
+        // address, then the first two; source at 6, destination at 0.
+        Primitive::EtherHost { dir, addr } => by_dir(dir, |is_src| {
+            let off = if is_src { 6 } else { 0 };
+            let [a, b, c, d, e, g] = addr;
+            Cond::And(vec![
+                eq(link(off + 2, Size::W), u32::from_be_bytes([c, d, e, g])),
+                eq(link(off, Size::H), u32::from(u16::from_be_bytes([a, b]))),
+            ])
+        }),
         // libpcap's gen_mac_multicast: `jset #1` on the first byte.
         Primitive::Multicast => prim(link(0, Size::B), !0, Cmp::Set, 1),
         Primitive::EtherProto(n) if n > ETHERMTU => ether_type(n),
+        // libpcap's gen_llc_linktype for the ISO, IP and NetBEUI SAPs,
+        // which always use 802.2: DSAP and SSAP both `n`.
+        Primitive::EtherProto(n @ (0x06 | 0xf0 | 0xfe)) => Cond::And(vec![
+            not(prim(link(12, Size::H), !0, Cmp::Gt, ETHERMTU)),
+            eq(link(14, Size::H), n << 8 | n),
+        ]),
         // An 802.3 frame (length, not type, at 12) whose LLC DSAP is `n`.
         Primitive::EtherProto(n) => Cond::And(vec![
             not(prim(link(12, Size::H), !0, Cmp::Gt, ETHERMTU)),
@@ -526,6 +573,24 @@ fn primitive(p: &Primitive) -> Cond {
             range,
         } => port(proto, dir, first, last, range),
         Primitive::Compare(ref c) => compare(c),
+        // gen_vlan_tpid_test (802.1Q, 802.1ad, QinQ, in that order), then
+        // gen_vlan_vid_test on the tag's low 12 bits.
+        Primitive::Vlan { shift, id } => {
+            let at = 12 + 4 * shift;
+            let tpid = Cond::Or(
+                [0x8100, 0x88a8, 0x9100]
+                    .into_iter()
+                    .map(|t| eq(link(at, Size::H), t))
+                    .collect(),
+            );
+            match id {
+                None => tpid,
+                Some(id) => Cond::And(vec![
+                    tpid,
+                    masked_eq(link(at + 2, Size::H), 0x0fff, id.into()),
+                ]),
+            }
+        }
     }
 }
 

@@ -57,6 +57,15 @@ pub enum Proto {
     Icmp,
     /// `sctp`, over IPv4 or IPv6.
     Sctp,
+    /// `vrrp`, only as the layer of a comparison (`vrrp[0]`): IPv4
+    /// protocol 112.
+    Vrrp,
+    /// `carp`, only as the layer of a comparison: IPv4 protocol 112, as
+    /// `vrrp`.
+    Carp,
+    /// `icmp6`, only as the layer of a comparison (`icmp6[0]`): IPv6 with
+    /// next header 58, the ICMPv6 header at the fixed offset 40.
+    Icmp6,
 }
 
 /// A direction qualifier.
@@ -128,6 +137,14 @@ pub enum Primitive {
     Broadcast,
     /// `[ether] multicast`: the destination MAC's group bit is set.
     Multicast,
+    /// `ether [dir] [host] MAC`: the source or destination MAC address
+    /// (libpcap's `gen_ehostop`, six bytes compared).
+    EtherHost {
+        /// The direction.
+        dir: Dir,
+        /// The address.
+        addr: [u8; 6],
+    },
     /// `[ip|arp|rarp] [dir] host A.B.C.D`.
     Host {
         /// The protocol qualifier; `None` means IPv4, ARP and RARP.
@@ -164,6 +181,15 @@ pub enum Primitive {
     },
     /// A comparison of a packet field with a constant.
     Compare(Compare),
+    /// `vlan [id]`: an 802.1Q, 802.1ad or QinQ tag `4 * shift` bytes
+    /// into the frame (after `shift` earlier `vlan` primitives), with VLAN
+    /// id `id` if one is given.
+    Vlan {
+        /// The `vlan` primitives before this one.
+        shift: u32,
+        /// The VLAN id (12 bits).
+        id: Option<u16>,
+    },
 }
 
 // ---------------------------------------------------------------- lexer
@@ -178,6 +204,8 @@ enum Tok {
     Num(u32, String),
     /// A dotted address (one to four decimal parts), with its text.
     Addr(Vec<u32>, String),
+    /// A MAC address, with its text.
+    Mac([u8; 6], String),
     LParen,
     RParen,
     LBrack,
@@ -200,7 +228,7 @@ impl Tok {
         match self {
             Tok::Word(w) => format!("{w:?}"),
             Tok::Escaped(w) => format!("\"\\{w}\""),
-            Tok::Num(_, t) | Tok::Addr(_, t) => format!("{t:?}"),
+            Tok::Num(_, t) | Tok::Addr(_, t) | Tok::Mac(_, t) => format!("{t:?}"),
             Tok::LParen => "\"(\"".into(),
             Tok::RParen => "\")\"".into(),
             Tok::LBrack => "\"[\"".into(),
@@ -249,6 +277,34 @@ fn parse_number(text: &str, column: usize) -> Result<u32, Error> {
     Ok(v as u32)
 }
 
+/// A MAC address as libpcap's scanner reads one: six groups of one or
+/// two hex digits separated by `:`, `-` or `.` (one kind), three groups
+/// of four separated by `.`, or twelve hex digits in a row.
+fn mac(text: &str) -> Option<[u8; 6]> {
+    let hex = |g: &str, widths: &[usize]| {
+        widths.contains(&g.len()) && g.chars().all(|c| c.is_ascii_hexdigit())
+    };
+    let digits: String = match [':', '-', '.'].iter().find(|&&sep| text.contains(sep)) {
+        Some(&sep) => {
+            let groups: Vec<&str> = text.split(sep).collect();
+            if groups.len() == 6 && groups.iter().all(|g| hex(g, &[1, 2])) {
+                groups.iter().map(|g| format!("{g:0>2}")).collect()
+            } else if sep == '.' && groups.len() == 3 && groups.iter().all(|g| hex(g, &[4])) {
+                groups.concat()
+            } else {
+                return None;
+            }
+        }
+        None if hex(text, &[12]) => text.to_string(),
+        None => return None,
+    };
+    let mut m = [0u8; 6];
+    for (i, b) in m.iter_mut().enumerate() {
+        *b = u8::from_str_radix(digits.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(m)
+}
+
 fn lex(src: &str) -> Result<(Vec<(Tok, usize)>, usize), Error> {
     let chars: Vec<char> = src.chars().collect();
     let mut toks = Vec::new();
@@ -262,6 +318,18 @@ fn lex(src: &str) -> Result<(Vec<(Tok, usize)>, usize), Error> {
             continue;
         }
         let two = |d: char| chars.get(i + 1) == Some(&d);
+        if c.is_ascii_hexdigit() && (i == 0 || !word_char(chars[i - 1])) {
+            let mut j = i;
+            while j < chars.len() && (word_char(chars[j]) || chars[j] == ':') {
+                j += 1;
+            }
+            let text: String = chars[i..j].iter().collect();
+            if let Some(m) = mac(&text) {
+                toks.push((Tok::Mac(m, text), column));
+                i = j;
+                continue;
+            }
+        }
         let (tok, len) = match c {
             '(' => (Tok::LParen, 1),
             ')' => (Tok::RParen, 1),
@@ -449,6 +517,39 @@ const UNSUPPORTED: &[&str] = &[
 
 /// ICMPv6's next-header number.
 const IPPROTO_ICMPV6: u32 = 58;
+/// IGMP's protocol number (`igmp`).
+const IPPROTO_IGMP: u32 = 2;
+/// VRRP's protocol number, which CARP shares (`vrrp`, `carp`).
+const IPPROTO_VRRP: u32 = 112;
+
+/// The EtherType names libpcap 1.10 knows (its `eproto_db`) whose
+/// `ether proto` is a plain EtherType test (`lldp` and `slow` came after
+/// 1.10 and are not resolved). `\aarp` and `\atalk`
+/// (AppleTalk, also matched in 802.2 SNAP) and the LLC SAP names (`\iso`,
+/// `\stp`, `\ipx`, `\netbeui`) are expanded specially by libpcap and left
+/// out.
+/// The LLC SAP names libpcap 1.10 resolves (its `llc_db`) that dpf
+/// implements; `\ipx` (four encapsulations) is left out.
+fn llc_sap(name: &str) -> Option<u32> {
+    Some(match name {
+        "iso" => 0xfe,
+        "stp" => 0x42,
+        "netbeui" => 0xf0,
+        _ => return None,
+    })
+}
+
+fn plain_ethertype(name: &str) -> Option<u32> {
+    Some(match name {
+        "mopdl" => 0x6001,
+        "moprc" => 0x6002,
+        "decnet" => 0x6003,
+        "lat" => 0x6004,
+        "sca" => 0x6007,
+        "loopback" => 0x9000,
+        _ => return None,
+    })
+}
 
 fn proto_keyword(w: &str) -> Option<Proto> {
     Some(match w {
@@ -512,6 +613,9 @@ struct Parser {
     depth: usize,
     /// The primitives parsed so far.
     primitives: usize,
+    /// The `vlan` primitives parsed so far: each shifts the link-layer
+    /// offsets of everything parsed after it by four bytes.
+    vlans: u32,
 }
 
 /// Parses a filter expression.
@@ -551,6 +655,7 @@ pub fn parse_with(src: &str, limits: &Limits) -> Result<Expr, Error> {
         limits: *limits,
         depth: 0,
         primitives: 0,
+        vlans: 0,
     };
     if p.peek() == &Tok::End {
         return Err(p.unexpected("a filter expression (an empty filter is not supported)"));
@@ -612,6 +717,17 @@ impl Parser {
         }
     }
 
+    /// Whether the token after the current word makes it a qualifier or
+    /// a layer (`host`, `src`, `proto`, `[`...) rather than a protocol
+    /// name alone.
+    fn qualified_next(&self) -> bool {
+        match self.peek_at(1) {
+            Tok::LBrack => true,
+            Tok::Word(n) => is_head_word(n) || n == "proto",
+            _ => false,
+        }
+    }
+
     fn is_and(&self, n: usize) -> bool {
         matches!(self.peek_at(n), Tok::AndOp) || self.is_word(n, "and")
     }
@@ -665,6 +781,14 @@ impl Parser {
             });
         }
         self.primitives += 1;
+        if self.vlans > 0 && !self.is_word(0, "vlan") {
+            return Err(Error::Unsupported {
+                column,
+                feature: "a primitive after \"vlan\" (libpcap shifts the offsets of \
+                          everything after it)"
+                    .into(),
+            });
+        }
         Ok(())
     }
 
@@ -691,7 +815,7 @@ impl Parser {
         }
         if matches!(
             tok,
-            Tok::Num(..) | Tok::Addr(..) | Tok::Escaped(_) | Tok::Word(_)
+            Tok::Num(..) | Tok::Addr(..) | Tok::Mac(..) | Tok::Escaped(_) | Tok::Word(_)
         ) && !self.is_and(0)
             && !self.is_or(0)
         {
@@ -706,6 +830,13 @@ impl Parser {
                             .into(),
                     });
                 }
+                let Some(q) = q else {
+                    return Err(Error::MissingQualifier { column, text });
+                };
+                let p = self.value(q)?;
+                Ok((Expr::Prim(p), Some(q)))
+            }
+            Tok::Mac(_, text) => {
                 let Some(q) = q else {
                     return Err(Error::MissingQualifier { column, text });
                 };
@@ -793,7 +924,69 @@ impl Parser {
                 self.pos += 1;
                 Ok((Expr::Prim(Primitive::Multicast), None))
             }
-            "icmp6" if *self.peek_at(1) != Tok::LBrack => {
+            // libpcap's gen_proto_abbrev: these five are an EtherType
+            // test alone, IGMP, VRRP and CARP `ip proto N`. Followed by a
+            // qualifier or an offset (`decnet host`, `vrrp[0]`) they stay
+            // unsupported, below.
+            "decnet" | "lat" | "mopdl" | "moprc" | "sca" if !self.qualified_next() => {
+                let feature = format!("the \"{w}\" primitive");
+                let t = plain_ethertype(w).ok_or(Error::Unsupported { column, feature })?;
+                self.pos += 1;
+                Ok((Expr::Prim(Primitive::EtherProto(t)), None))
+            }
+            // libpcap's gen_proto_abbrev: gen_linktype of the LLC SAP.
+            "iso" | "stp" | "netbeui" if !self.qualified_next() => {
+                let feature = format!("the \"{w}\" primitive");
+                let t = llc_sap(w).ok_or(Error::Unsupported { column, feature })?;
+                self.pos += 1;
+                Ok((Expr::Prim(Primitive::EtherProto(t)), None))
+            }
+            // libpcap 1.10's gen_vlan without the kernel's VLAN
+            // extensions (as for a capture file): a TPID test, the VID,
+            // then every later link-layer offset moves four bytes on, so
+            // the n-th `vlan` (in text order, whatever the `and`, `or`
+            // and `not` around it) looks at the n-th tag.
+            "vlan" => {
+                self.pos += 1;
+                let id = match self.peek().clone() {
+                    Tok::Num(n, _) if n <= 0x0fff => {
+                        self.pos += 1;
+                        Some(n as u16)
+                    }
+                    Tok::Num(_, text) => {
+                        return Err(Error::BadNumber {
+                            column: self.col(),
+                            text,
+                            reason: "a VLAN id is at most 4095",
+                        });
+                    }
+                    _ => None,
+                };
+                let shift = self.vlans;
+                self.vlans += 1;
+                Ok((Expr::Prim(Primitive::Vlan { shift, id }), None))
+            }
+            "igmp" | "vrrp" | "carp" if !self.qualified_next() => {
+                self.pos += 1;
+                let n = if w == "igmp" {
+                    IPPROTO_IGMP
+                } else {
+                    IPPROTO_VRRP
+                };
+                Ok((Expr::Prim(Primitive::IpProto(n)), None))
+            }
+            // libpcap's gen_load for these three layers.
+            "vrrp" | "carp" | "icmp6" if *self.peek_at(1) == Tok::LBrack => {
+                let layer = match w {
+                    "vrrp" => Proto::Vrrp,
+                    "carp" => Proto::Carp,
+                    _ => Proto::Icmp6,
+                };
+                self.pos += 1;
+                let c = self.compare(layer)?;
+                Ok((Expr::Prim(Primitive::Compare(c)), None))
+            }
+            "icmp6" => {
                 self.pos += 1;
                 Ok((Expr::Prim(Primitive::Ip6Proto(IPPROTO_ICMPV6)), None))
             }
@@ -873,12 +1066,29 @@ impl Parser {
         match q.addr {
             AddrKind::Default | AddrKind::Host | AddrKind::Net => {
                 let net = q.addr == AddrKind::Net;
+                if let (Some(Proto::Ether), false, Tok::Mac(addr, _)) = (proto, net, self.peek()) {
+                    let addr = *addr;
+                    self.pos += 1;
+                    return Ok(Primitive::EtherHost { dir: q.dir, addr });
+                }
+                if let (Tok::Mac(_, text), false) = (self.peek(), proto == Some(Proto::Ether)) {
+                    // libpcap: "ethernet address used in non-ether expression".
+                    return Err(Error::BadAddress {
+                        column,
+                        text: text.clone(),
+                        reason: "a MAC address needs the ether qualifier (ether host, ether src)",
+                    });
+                }
                 match proto {
                     None | Some(Proto::Ip | Proto::Arp | Proto::Rarp) => {}
                     Some(Proto::Ether) => {
                         return Err(Error::Unsupported {
                             column: q.proto.unwrap().1,
-                            feature: "link-level (MAC) addresses".into(),
+                            feature: if net {
+                                "\"ether net\" (a link-level network)".into()
+                            } else {
+                                "a link-level host that is not a MAC address".into()
+                            },
                         });
                     }
                     Some(_) => return Err(bad_proto(if net { "net" } else { "host" })),
@@ -1088,11 +1298,11 @@ impl Parser {
                             reason,
                         });
                     }
-                    if matches!(n, 0x06 | 0xe0 | 0xf0 | 0xfe | 0x809b | 0x80f3) {
+                    if matches!(n, 0xe0 | 0x809b | 0x80f3) {
                         return Err(Error::Unsupported {
                             column,
                             feature: format!(
-                                "ether proto {n:#x} (libpcap expands the LLC SAPs and AppleTalk types specially)"
+                                "ether proto {n:#x} (libpcap expands IPX and the AppleTalk types specially)"
                             ),
                         });
                     }
@@ -1114,7 +1324,7 @@ impl Parser {
                 "arp" => Some(0x806),
                 "rarp" => Some(0x8035),
                 "ip6" => Some(0x86dd),
-                _ => None,
+                _ => plain_ethertype(w).or_else(|| llc_sap(w)),
             },
             (Tok::Escaped(w) | Tok::Word(w), _) => match w.as_str() {
                 "icmp" => Some(1),
@@ -1273,6 +1483,9 @@ impl Proto {
             Proto::Tcp => "tcp",
             Proto::Udp => "udp",
             Proto::Icmp => "icmp",
+            Proto::Vrrp => "vrrp",
+            Proto::Carp => "carp",
+            Proto::Icmp6 => "icmp6",
             Proto::Sctp => "sctp",
         }
     }
@@ -1328,6 +1541,12 @@ impl fmt::Display for Primitive {
             Primitive::AnyProto(n) => write!(f, "proto {n}"),
             Primitive::Broadcast => write!(f, "ether broadcast"),
             Primitive::Multicast => write!(f, "ether multicast"),
+            Primitive::Vlan { id: None, .. } => write!(f, "vlan"),
+            Primitive::Vlan { id: Some(id), .. } => write!(f, "vlan {id}"),
+            Primitive::EtherHost { dir, addr } => {
+                let a = addr.map(|b| format!("{b:02x}")).join(":");
+                write!(f, "{}host {a}", prefix(Some(Proto::Ether), dir))
+            }
             Primitive::Host { proto, dir, addr } => {
                 write!(f, "{}host {}", prefix(proto, dir), quad(addr))
             }

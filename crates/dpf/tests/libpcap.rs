@@ -247,6 +247,29 @@ fn every_truncation_of_typical_frames_agrees() {
     arp[14..22].copy_from_slice(&[0, 1, 8, 0, 6, 4, 0, 1]);
     arp[28..32].copy_from_slice(&[192, 168, 1, 1]);
     arp[38..42].copy_from_slice(&[10, 0, 0, 1]);
+    // VRRP over IPv4 with options, from 00:11:22:33:44:55 to broadcast.
+    let mut vrrp = vec![0u8; 14 + 24 + 0xb0];
+    vrrp[..6].fill(0xff);
+    vrrp[6..12].copy_from_slice(&[0x00, 0x11, 0x22, 0x33, 0x44, 0x55]);
+    vrrp[12] = 0x08;
+    vrrp[14] = 0x46;
+    vrrp[23] = 112;
+    vrrp[38..40].copy_from_slice(&[0x21, 0x01]);
+    vrrp[38 + 0xab] = 0xcd;
+    // An ICMPv6 echo request (type 128), a byte 0xcd at 0xab into it;
+    // the same behind two stacked VLAN tags (802.1ad 100, then 802.1Q 5);
+    // an 802.3 frame with the ISO SAPs.
+    let mut icmp6 = vec![0u8; 14 + 40 + 0xb0];
+    icmp6[12] = 0x86;
+    icmp6[13] = 0xdd;
+    icmp6[20] = 58;
+    icmp6[54] = 128;
+    icmp6[54 + 0xab] = 0xcd;
+    let mut tagged = icmp6.clone();
+    tagged.splice(12..12, [0x88, 0xa8, 0x00, 100, 0x81, 0x00, 0x00, 5]);
+    let mut llc = vec![0u8; 14 + 3];
+    llc[12..14].copy_from_slice(&3u16.to_be_bytes());
+    llc[14..17].copy_from_slice(&[0xfe, 0xfe, 0x03]);
     let filters = [
         "tcp",
         "udp or icmp",
@@ -265,6 +288,20 @@ fn every_truncation_of_typical_frames_agrees() {
         "ether proto 0x42",
         "ether[100] = 1 or not ether[100] = 1",
         "tcp and tcp[0:2] > 1000 or udp",
+        "vrrp[0] = 0x21",
+        "carp[0:2] & 0xff = 1",
+        "vrrp[0xab] == 0xcd",
+        "icmp6[0] = 128",
+        "icmp6[0xab] = 0xcd",
+        "vlan",
+        "vlan 100",
+        "vlan 100 and vlan 5",
+        "vlan and not vlan 6",
+        "ether src 00:11:22:33:44:55",
+        "ether dst host 0011.2233.4455 or ether src 0-11-22-33-44-55",
+        "ether host ff:ff:ff:ff:ff:ff",
+        "ether proto \\iso or netbeui",
+        "igmp or vrrp or decnet",
         // Regressions: each of these once disagreed with libpcap.
         "not (host 192.168.1.1 and 10.0.0.1)",
         "not ip[0:2] & 0 == 39498",
@@ -276,7 +313,7 @@ fn every_truncation_of_typical_frames_agrees() {
     for f in filters {
         let ours = dpf_compile(f).unwrap_or_else(|e| panic!("{f}: {e}"));
         let bpf = pcap.compile(f).unwrap_or_else(|e| panic!("{f}: {e}"));
-        for frame in [&tcp4, &frag6, &arp] {
+        for frame in [&tcp4, &frag6, &arp, &vrrp, &icmp6, &tagged, &llc] {
             for len in 0..=frame.len() {
                 let pkt = &frame[..len];
                 let want = bpf.matches(pkt);

@@ -234,3 +234,38 @@ fn a_table_of_many_distinct_keys_merges_and_classifies_on_a_small_stack() {
         assert_eq!(r.classify(&pkt[..n - 1]), Some(7));
     });
 }
+
+#[test]
+fn deep_arithmetic_gets_a_typed_error_on_a_small_stack() {
+    // `1+(1+(1+...)))` 100,000 deep, and the same in a comparison's value
+    // and offset: arithmetic is outside the subset, and the parser says so
+    // at its first operator without descending, within the default limits
+    // (too long) and with the length limit lifted.
+    let depth = 100_000;
+    let nest =
+        |pre: &str, post: &str| format!("{pre}{}1{}{post}", "1+(".repeat(depth), ")".repeat(depth));
+    let filters = [nest("", " = 1"), nest("ip[0] = ", ""), nest("ip[", "] = 1")];
+    let results = on_small_stack(move || {
+        let wide = dpf::syntax::Limits {
+            max_len: usize::MAX,
+            ..Default::default()
+        };
+        filters
+            .iter()
+            .map(|f| (dpf::parse(f).err(), dpf::syntax::parse_with(f, &wide).err()))
+            .collect::<Vec<_>>()
+    });
+    for (default, wide) in results {
+        assert!(
+            matches!(default, Some(Error::TooLong { .. })),
+            "{default:?}"
+        );
+        assert!(
+            matches!(
+                wide,
+                Some(Error::Unsupported { .. } | Error::TooDeep { .. })
+            ),
+            "{wide:?}"
+        );
+    }
+}

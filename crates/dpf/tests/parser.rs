@@ -213,11 +213,12 @@ fn rejections_name_the_column() {
         ("ip[x] = 1", 4),
         ("ether host 10.0.0.1", 1),
         ("ether", 6),
-        ("ether proto 6", 13),
+        ("ether proto 0xe0", 13),
         ("ether proto 1500", 13),
         ("ip broadcast", 1),
         ("link proto 65536", 12),
-        ("vlan", 1),
+        ("vlan and ip", 10),
+        ("vlan 4096", 6),
         ("len > 100", 1),
         ("ip and # comment", 8),
         ("gateway 10.0.0.1", 1),
@@ -241,7 +242,8 @@ fn errors_say_what_is_wrong() {
         "{}",
         msg("host foo")
     );
-    assert!(msg("vlan").contains("not supported"));
+    assert!(msg("mpls").contains("not supported"));
+    assert!(msg("vlan and tcp").contains("after \"vlan\""));
     assert_eq!(
         msg("port no-such-service"),
         "column 6: unknown port \"no-such-service\" (not in /etc/services)"
@@ -285,4 +287,138 @@ fn port_names_follow_the_services_database() {
     assert_eq!(canon("portrange smtp-smtp"), "tcp portrange 25-25");
     let e = dpf::parse("udp port smtp").unwrap_err();
     assert_eq!(e.to_string(), "column 10: port \"smtp\" is tcp only");
+}
+
+#[test]
+fn link_and_ip_protocol_abbreviations_are_libpcaps() {
+    // EtherType names libpcap 1.10 resolves to a plain EtherType test,
+    // after `ether proto` and as protocol names alone.
+    for (src, want) in [
+        ("ether proto \\decnet", "ether proto 0x6003"),
+        ("ether proto \\lat", "ether proto 0x6004"),
+        ("ether proto \\mopdl", "ether proto 0x6001"),
+        ("ether proto \\moprc", "ether proto 0x6002"),
+        ("ether proto \\sca", "ether proto 0x6007"),
+        ("ether proto loopback", "ether proto 0x9000"),
+        ("decnet", "ether proto 0x6003"),
+        ("lat or sca", "ether proto 0x6004 or ether proto 0x6007"),
+        ("igmp", "ip proto 2"),
+        ("vrrp", "ip proto 112"),
+        ("carp", "ip proto 112"),
+        // LLC SAPs: STP is a DSAP test, ISO and NetBEUI DSAP and SSAP.
+        ("ether proto \\stp", "ether proto 0x0042"),
+        ("stp", "ether proto 0x0042"),
+        ("ether proto \\iso", "ether proto 0x00fe"),
+        ("iso", "ether proto 0x00fe"),
+        ("netbeui", "ether proto 0x00f0"),
+        // As comparison layers: IPv4 protocol 112, ICMPv6 at IPv6's 40.
+        ("vrrp[0] = 1", "vrrp[0] = 1"),
+        ("carp[1:2] & 0xff > 3", "carp[1:2] & 0xff > 3"),
+        ("icmp6[0] = 128", "icmp6[0] = 128"),
+    ] {
+        assert_eq!(canon(src), want, "{src:?}");
+    }
+    // Qualified, they are DECnet addresses or protocol headers dpf leaves
+    // out; names that came after libpcap 1.10 or that it expands
+    // specially (AppleTalk, LLC SAPs) are not resolved.
+    for (src, col) in [
+        ("decnet host 10.1", 1),
+        ("igmp proto 2", 1),
+        ("ether proto lldp", 13),
+        ("ether proto \\atalk", 13),
+        ("aarp", 1),
+        ("iso proto 0x81", 1),
+        ("ether proto \\ipx", 13),
+    ] {
+        assert_eq!(
+            column(src),
+            col,
+            "{src:?}: {}",
+            dpf::parse(src).unwrap_err()
+        );
+    }
+}
+
+#[test]
+fn mac_addresses_in_every_spelling_libpcap_reads() {
+    for (src, want) in [
+        ("ether host ab:cd:ef:0:0:1", "ether host ab:cd:ef:00:00:01"),
+        (
+            "ether src ab-cd-ef-00-00-02",
+            "ether src host ab:cd:ef:00:00:02",
+        ),
+        (
+            "ether dst host abcd.ef00.0003",
+            "ether dst host ab:cd:ef:00:00:03",
+        ),
+        ("ether dst abcdef000003", "ether dst host ab:cd:ef:00:00:03"),
+        (
+            "ether src or dst Ab.cD.ef.00.0.01",
+            "ether host ab:cd:ef:00:00:01",
+        ),
+        (
+            "ether src and dst 1:2:3:4:5:6",
+            "ether src and dst host 01:02:03:04:05:06",
+        ),
+        // A bare MAC inherits the qualifiers, as an IPv4 address does.
+        (
+            "ether src 0:0:0:0:0:1 or 0:0:0:0:0:2",
+            "ether src host 00:00:00:00:00:01 or ether src host 00:00:00:00:00:02",
+        ),
+    ] {
+        assert_eq!(canon(src), want, "{src:?}");
+    }
+    // libpcap: "ethernet address used in non-ether expression"; and the
+    // forms that are not a MAC stay errors.
+    for (src, col) in [
+        ("host ab:cd:ef:0:0:1", 6),
+        ("ip src 1:2:3:4:5:6", 8),
+        ("ether net ab:cd:ef:0:0:1", 1),
+        ("ether host ab:cd:ef:0:0", 1),
+        ("ether host ab:cd-ef:0:0:1", 1),
+        ("ether host 012345670123 or 1", 1),
+    ] {
+        assert_eq!(
+            column(src),
+            col,
+            "{src:?}: {}",
+            dpf::parse(src).unwrap_err()
+        );
+    }
+}
+
+#[test]
+fn vlan_shifts_every_later_primitive_as_libpcap_does() {
+    // Each `vlan` looks four bytes further in than the one before it, in
+    // text order; dpf does not shift the other primitives and refuses any
+    // primitive after a `vlan` instead.
+    let e = dpf::parse("vlan 10 or not vlan").unwrap();
+    let Expr::Or(a, b) = &e else {
+        panic!("an or: {e}")
+    };
+    assert_eq!(
+        **a,
+        Expr::Prim(Primitive::Vlan {
+            shift: 0,
+            id: Some(10)
+        })
+    );
+    assert_eq!(
+        **b,
+        Expr::Not(Box::new(Expr::Prim(Primitive::Vlan { shift: 1, id: None })))
+    );
+    assert_eq!(canon("vlan and vlan 4095"), "vlan and vlan 4095");
+    assert_eq!(canon("tcp and vlan"), "tcp and vlan");
+    for (src, col) in [
+        ("vlan or ip", 9),
+        ("vlan 1 and port 80", 12),
+        ("vlan 1 or 2", 11),
+    ] {
+        assert_eq!(
+            column(src),
+            col,
+            "{src:?}: {}",
+            dpf::parse(src).unwrap_err()
+        );
+    }
 }

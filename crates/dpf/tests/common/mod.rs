@@ -65,6 +65,14 @@ pub const RANGES: [&str; 8] = [
     "domain-22",
     "bootps-bootpc",
 ];
+/// MAC addresses filters and frames draw from: unicast, IPv4 and IPv6
+/// multicast, broadcast.
+pub const MACS: [[u8; 6]; 4] = [
+    [0x00, 0x11, 0x22, 0x33, 0x44, 0x55],
+    [0x01, 0x00, 0x5e, 0x00, 0x00, 0x01],
+    [0x33, 0x33, 0x00, 0x00, 0x00, 0x01],
+    [0xff; 6],
+];
 /// Service names filters draw from (`port NAME`).
 pub const PORT_NAMES: [&str; 4] = ["ssh", "http", "bootps", "domain"];
 
@@ -72,6 +80,21 @@ pub const PORT_NAMES: [&str; 4] = ["ssh", "http", "bootps", "domain"];
 pub struct Gen {
     /// The random source.
     pub rng: StdRng,
+}
+
+/// A MAC address in one of the spellings libpcap reads.
+fn mac_text(m: [u8; 6], style: usize) -> String {
+    let h: Vec<String> = m.iter().map(|b| format!("{b:02x}")).collect();
+    match style % 4 {
+        0 => h.join(":"),
+        1 => h.join("-"),
+        2 => format!("{}{}.{}{}.{}{}", h[0], h[1], h[2], h[3], h[4], h[5]),
+        _ => m
+            .iter()
+            .map(|b| format!("{b:x}"))
+            .collect::<Vec<_>>()
+            .join("."),
+    }
 }
 
 fn quad(a: [u8; 4]) -> String {
@@ -135,14 +158,44 @@ impl Gen {
                     "proto \\tcp",
                     "broadcast",
                     "ether multicast",
+                    "igmp",
+                    "vrrp",
+                    "decnet",
+                    "ether proto \\lat",
+                    "iso",
+                    "stp",
                 ])
                 .to_string(),
                 None,
             ),
+            3 if self.chance(0.5) => {
+                let style = self.rng.random_range(0..4);
+                let m = mac_text(*self.pick(&MACS), style);
+                let dir = self.dir();
+                let kw = if dir.is_empty() || self.chance(0.5) {
+                    "host "
+                } else {
+                    ""
+                };
+                let next = mac_text(*self.pick(&MACS), style + 1);
+                (format!("ether {dir}{kw}{m}"), Some(next))
+            }
             3 => {
                 let p = *self.pick(&[
-                    "0x800", "0x806", "0x86dd", "0x8035", "0x8100", "\\ip", "\\arp", "\\ip6",
-                    "0x42", "170",
+                    "0x800",
+                    "0x806",
+                    "0x86dd",
+                    "0x8035",
+                    "0x8100",
+                    "\\ip",
+                    "\\arp",
+                    "\\ip6",
+                    "0x42",
+                    "170",
+                    "6",
+                    "0xfe",
+                    "\\netbeui",
+                    "\\stp",
                 ]);
                 (format!("ether proto {p}"), None)
             }
@@ -304,7 +357,21 @@ impl Gen {
 
     /// A random filter of the default depth.
     pub fn filter(&mut self) -> String {
-        self.expr(2)
+        let e = self.expr(2);
+        if !self.chance(0.15) {
+            return e;
+        }
+        // `vlan` last (dpf refuses a primitive after one), once or twice.
+        let mut f = format!("({e})");
+        for _ in 0..self.rng.random_range(1..=2) {
+            let op = *self.pick(&[" and ", " or ", " and not "]);
+            let id = match self.rng.random_range(0..3) {
+                0 => String::new(),
+                _ => format!(" {}", self.pick(&[1u16, 100, 4095, 0])),
+            };
+            f = format!("{f}{op}vlan{id}");
+        }
+        f
     }
 
     fn ipv4_addr(&mut self) -> [u8; 4] {
@@ -345,11 +412,16 @@ impl Gen {
     }
 
     fn ip_proto(&mut self) -> u8 {
-        *self.pick(&[6, 6, 17, 17, 1, 132, 2, 47])
+        *self.pick(&[6, 6, 17, 17, 1, 132, 2, 47, 112])
     }
 
     fn ethernet(&mut self, ethertype: u16) -> Vec<u8> {
         let mut f: Vec<u8> = (0..12).map(|_| self.rng.random()).collect();
+        if self.chance(0.3) {
+            let at = *self.pick(&[0, 6]);
+            let m = *self.pick(&MACS);
+            f[at..at + 6].copy_from_slice(&m);
+        }
         if self.chance(0.1) {
             // The broadcast destination (`broadcast` matches nothing else).
             f[..6].fill(0xff);
@@ -455,9 +527,29 @@ impl Gen {
                 f
             }
             13 | 14 => {
-                // 802.1Q: the IPv4 packet sits four bytes further in.
-                let mut f = self.ethernet(0x8100);
-                f.extend([0x00, self.rng.random(), 0x08, 0x00]);
+                // 802.1Q (or 802.1ad, QinQ), sometimes two tags: the IPv4
+                // packet sits four or eight bytes further in. The ids are
+                // those filters name, or random.
+                let tpid = |g: &mut Self| *g.pick(&[0x8100u16, 0x8100, 0x88a8, 0x9100]);
+                let first = tpid(self);
+                let mut f = self.ethernet(first);
+                for tag in 0..self.rng.random_range(1..=2) {
+                    let id: u16 = if self.chance(0.5) {
+                        *self.pick(&[1, 100, 4095, 0])
+                    } else {
+                        self.rng.random()
+                    };
+                    let next = if tag == 0 && self.chance(0.4) {
+                        tpid(self)
+                    } else {
+                        0x0800
+                    };
+                    f.extend(id.to_be_bytes());
+                    f.extend(next.to_be_bytes());
+                    if next == 0x0800 {
+                        break;
+                    }
+                }
                 f.extend(self.ipv4());
                 f
             }
@@ -468,7 +560,11 @@ impl Gen {
                     .collect();
                 let mut f = self.ethernet(body.len() as u16);
                 f.extend(body);
-                f[14] = *self.pick(&[0x42, 0xaa, 0xe0, 0x06]);
+                f[14] = *self.pick(&[0x42, 0xaa, 0xe0, 0x06, 0xf0, 0xfe]);
+                // Mostly SSAP = DSAP, as the ISO, IP and NetBEUI SAPs need.
+                if self.chance(0.7) {
+                    f[15] = f[14];
+                }
                 f
             }
             16 => {
