@@ -15,7 +15,9 @@ use idl::rt::shm;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let spin: u32 = match std::env::args().nth(1) {
-        Some(a) => a.parse().map_err(|_| format!("SPIN must be a number, not '{a}'"))?,
+        Some(a) => a
+            .parse()
+            .map_err(|_| format!("SPIN must be a number, not '{a}'"))?,
         None => 2000,
     };
     let config = shm::Config {
