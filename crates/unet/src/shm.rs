@@ -75,12 +75,7 @@ impl Segment {
     /// that it is sealed against resizing, so that it can never shrink
     /// under the mapping.
     pub fn map(fd: OwnedFd) -> std::io::Result<Segment> {
-        // SAFETY: fcntl F_GET_SEALS on a valid fd takes no argument.
-        let seals = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GET_SEALS) };
-        if seals < 0
-            || seals & (libc::F_SEAL_SHRINK | libc::F_SEAL_GROW)
-                != (libc::F_SEAL_SHRINK | libc::F_SEAL_GROW)
-        {
+        if !Segment::is_sealed(&fd) {
             return Err(std::io::Error::other(
                 "endpoint memfd is not sealed against resizing",
             ));
@@ -88,6 +83,16 @@ impl Segment {
         let len = File::from(fd.try_clone()?).metadata()?.len();
         let len = usize::try_from(len).map_err(|_| std::io::Error::other("segment too large"))?;
         Segment::map_fd(fd, len)
+    }
+
+    /// Whether `fd` is a `memfd` sealed against shrinking and growing (the
+    /// condition [`Segment::map`] checks), for a caller that reports it
+    /// with its own error.
+    pub fn is_sealed(fd: &OwnedFd) -> bool {
+        // SAFETY: fcntl F_GET_SEALS on a valid fd takes no argument.
+        let seals = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GET_SEALS) };
+        let need = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW;
+        seals >= 0 && seals & need == need
     }
 
     fn map_fd(fd: OwnedFd, len: usize) -> std::io::Result<Segment> {
@@ -118,6 +123,14 @@ impl Segment {
     /// The `memfd`, to hand to an application process.
     pub fn fd(&self) -> &OwnedFd {
         &self.fd
+    }
+
+    /// The mapping's first byte (page aligned; `len` bytes follow), for a
+    /// user that lays its own structure over the segment. Dereferencing it
+    /// is the caller's `unsafe`, under the rules of the module doc; the
+    /// pointer is valid as long as the segment.
+    pub fn as_ptr(&self) -> NonNull<u8> {
+        self.base
     }
 
     /// Length in bytes.

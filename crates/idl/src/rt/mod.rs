@@ -146,6 +146,11 @@ pub enum CallError {
     /// The peer closed the channel (or went away).
     #[error("the channel is closed")]
     Closed,
+    /// The peer's process exited (or was killed) without closing the
+    /// channel: a shared-memory side notices it within
+    /// [`shm::LIVENESS_CHECK`] of sleeping for the peer's next message.
+    #[error("the peer's process exited without closing the channel")]
+    PeerDied,
     /// No reply came within the transport's timeout.
     #[error("no reply within the timeout")]
     Timeout,

@@ -45,13 +45,15 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+use std::cell::Cell;
 use std::ffi::CString;
-use std::fs::File;
 use std::ops::Range;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU16, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
+
+use unet::shm::Segment;
 
 use super::{CallError, ClientTransport, ServerTransport, Status};
 use crate::model::Limits;
@@ -164,7 +166,8 @@ fn last(what: &'static str) -> ShmError {
     }
 }
 
-/// Creates a channel's sealed `memfd` with its header.
+/// Creates a channel's sealed `memfd` with its header (the segment is
+/// unet's [`Segment`]: created, sized and sealed there).
 pub fn create(config: &Config) -> Result<OwnedFd, ShmError> {
     if !(56..=u16::MAX as usize).contains(&config.capacity) {
         return Err(ShmError::Config(
@@ -180,17 +183,7 @@ pub fn create(config: &Config) -> Result<OwnedFd, ShmError> {
         .checked_add(area_len)
         .filter(|&t| t <= u32::MAX as usize)
         .ok_or(ShmError::Config("the string area must be below 4 GiB"))?;
-    let name = CString::new("fastpath-idl").map_err(|_| ShmError::Config("name"))?;
-    // SAFETY: `name` is a valid NUL-terminated string; the flags are valid.
-    let fd =
-        unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
-    if fd < 0 {
-        return Err(last("memfd_create"));
-    }
-    // SAFETY: `fd` was just returned by memfd_create and is owned by no one else.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    let file = File::from(fd.try_clone().map_err(io("dup"))?);
-    file.set_len(total as u64).map_err(io("ftruncate"))?;
+    let seg = Segment::create("fastpath-idl", total).map_err(io("memfd segment"))?;
     let h = Header {
         magic: MAGIC,
         version: VERSION,
@@ -206,13 +199,9 @@ pub fn create(config: &Config) -> Result<OwnedFd, ShmError> {
     // then eight `u32`), so its bytes are initialized.
     let bytes =
         unsafe { std::slice::from_raw_parts((&raw const h).cast::<u8>(), size_of::<Header>()) };
-    std::os::unix::fs::FileExt::write_all_at(&file, bytes, 0).map_err(io("write header"))?;
-    let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
-    // SAFETY: fcntl on a valid fd with an int argument.
-    if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, seals) } < 0 {
-        return Err(last("fcntl(F_ADD_SEALS)"));
-    }
-    Ok(fd)
+    // No one else has the segment yet: a plain write is the header.
+    seg.write_bytes(0, bytes);
+    seg.fd().try_clone().map_err(io("dup"))
 }
 
 /// A new channel's two ends, in this process (threads, tests).
@@ -260,36 +249,47 @@ pub unsafe fn fd_from_env(var: &str) -> Result<OwnedFd, ShmError> {
     Ok(unsafe { OwnedFd::from_raw_fd(n) })
 }
 
-/// One side's mapping of a channel, with the header's private copy.
-#[derive(Debug)]
-struct Map {
-    base: NonNull<u8>,
-    len: usize,
-    h: Header,
-    /// The mapping's `memfd`, kept for [`ServerEnd::fd`].
-    fd: OwnedFd,
+/// Which end of a channel a mapping is: the index of its liveness word and
+/// of its lock byte.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Side {
+    Client = 0,
+    Server = 1,
 }
 
-// SAFETY: the mapping is shared memory that this module accesses only with
-// atomics, volatile or byte copies, or hands out as views of plain data
-// whose every bit pattern is valid; all of that is sound from any thread.
-unsafe impl Send for Map {}
+impl Side {
+    fn peer(self) -> Side {
+        match self {
+            Side::Client => Side::Server,
+            Side::Server => Side::Client,
+        }
+    }
+}
+
+/// One side's mapping of a channel, with the header's private copy, its
+/// waiting policy and its watch on the peer.
+#[derive(Debug)]
+struct Map {
+    /// The mapped `memfd` (unet's segment: sealed, mapped, unmapped on drop).
+    seg: Segment,
+    h: Header,
+    wait: Waiting,
+    live: Liveness,
+}
 
 impl Map {
     /// Maps a channel's `memfd` after checking its seals, its header and
-    /// its size.
-    fn new(fd: OwnedFd) -> Result<Map, ShmError> {
-        // SAFETY: fcntl F_GET_SEALS on a valid fd takes no argument.
-        let seals = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GET_SEALS) };
-        let need = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW;
-        if seals < 0 || seals & need != need {
+    /// its size, as `side`, and announces the side to the peer.
+    fn new(fd: OwnedFd, side: Side) -> Result<Map, ShmError> {
+        if !Segment::is_sealed(&fd) {
             return Err(ShmError::NotSealed);
         }
-        let file = File::from(fd.try_clone().map_err(io("dup"))?);
-        let size = file.metadata().map_err(io("fstat"))?.len();
+        let seg = Segment::map(fd).map_err(io("mmap"))?;
         let mut raw = [0u8; size_of::<Header>()];
-        std::os::unix::fs::FileExt::read_exact_at(&file, &mut raw, 0)
-            .map_err(|_| ShmError::BadHeader("the file is shorter than a header"))?;
+        if seg.len() < PAGE {
+            return Err(ShmError::BadHeader("the file is shorter than a page"));
+        }
+        seg.read_bytes(0, &mut raw);
         // SAFETY: `raw` holds `size_of::<Header>()` bytes and `Header` is
         // plain data valid for any bits; an unaligned read copies it.
         let h: Header = unsafe { raw.as_ptr().cast::<Header>().read_unaligned() };
@@ -312,80 +312,69 @@ impl Map {
                 "the string area overlaps the message buffer",
             ));
         }
-        if (off + alen) as u64 > size {
+        if off + alen > seg.len() {
             return Err(ShmError::BadHeader("the string area exceeds the file"));
         }
         if h.max_strings == 0 {
             return Err(ShmError::BadHeader("max_strings is 0"));
         }
-        let len = off + alen;
-        // SAFETY: a fresh shared mapping of `len` bytes of a valid fd whose
-        // size is at least `len` (checked) and cannot shrink (sealed); the
-        // kernel chooses the address.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(last("mmap"));
-        }
-        let base = NonNull::new(p.cast::<u8>()).ok_or(ShmError::BadHeader("mmap returned null"))?;
+        let spin = h.spin.min(SPIN_MAX);
+        let live = Liveness::announce(&seg, side);
         Ok(Map {
-            base,
-            len,
-            h: Header {
-                spin: h.spin.min(SPIN_MAX),
-                ..h
-            },
-            fd,
+            seg,
+            h: Header { spin, ..h },
+            wait: Waiting::new(spin),
+            live,
         })
+    }
+
+    /// The atomic word at `off` of the header page or the descriptor line.
+    #[inline(always)]
+    fn word32(&self, off: usize) -> &AtomicU32 {
+        debug_assert!(off % 4 == 0 && off + 4 <= MSG);
+        // SAFETY: `off + 4 <= MSG < area_off <= len` (checked in `new`),
+        // 4-aligned in a page-aligned mapping; `AtomicU32` has the layout
+        // of a `u32` and is valid for any bits; it lives as long as `&self`
+        // (the segment is unmapped only when the map drops).
+        unsafe { &*self.seg.as_ptr().as_ptr().add(off).cast::<AtomicU32>() }
     }
 
     /// The state word.
     #[inline(always)]
     fn state(&self) -> &AtomicU32 {
-        // SAFETY: offset 4096 lies in the mapping (`new` checked the area,
-        // which follows it), is 4-aligned (the mapping is page aligned),
-        // and `AtomicU32` has the layout of a `u32` and is valid for any
-        // bits; it lives as long as `&self`.
-        unsafe { &*self.base.as_ptr().add(LINE).cast::<AtomicU32>() }
+        self.word32(LINE)
     }
 
     /// The key or status word.
     #[inline(always)]
     fn word(&self) -> &AtomicU16 {
-        // SAFETY: as for `state`, at offset 4100.
-        unsafe { &*self.base.as_ptr().add(LINE + 4).cast::<AtomicU16>() }
+        // SAFETY: as for `word32`, at offset 4100, 2-aligned.
+        unsafe { &*self.seg.as_ptr().as_ptr().add(LINE + 4).cast::<AtomicU16>() }
     }
 
     /// The record length word.
     #[inline(always)]
     fn len_word(&self) -> &AtomicU16 {
-        // SAFETY: as for `state`, at offset 4102.
-        unsafe { &*self.base.as_ptr().add(LINE + 6).cast::<AtomicU16>() }
+        // SAFETY: as for `word32`, at offset 4102, 2-aligned.
+        unsafe { &*self.seg.as_ptr().as_ptr().add(LINE + 6).cast::<AtomicU16>() }
     }
 
     #[inline(always)]
     fn msg(&self) -> NonNull<u8> {
         // SAFETY: offset 4104 plus `capacity` lies in the mapping (checked
         // in `new`), so the pointer is in bounds and not null.
-        unsafe { NonNull::new_unchecked(self.base.as_ptr().add(MSG)) }
+        unsafe { NonNull::new_unchecked(self.seg.as_ptr().as_ptr().add(MSG)) }
     }
 
     #[inline(always)]
     fn area(&self) -> NonNull<u8> {
         // SAFETY: `area_off + area_len` lies in the mapping (checked).
-        unsafe { NonNull::new_unchecked(self.base.as_ptr().add(self.h.area_off as usize)) }
+        unsafe { NonNull::new_unchecked(self.seg.as_ptr().as_ptr().add(self.h.area_off as usize)) }
     }
 
     /// Publishes `to` (a request or a reply) unless the channel is closed;
-    /// wakes the peer if it sleeps.
+    /// wakes the peer if it sleeps, and remembers that it did (the waiting
+    /// policy: a peer that slept is not running).
     #[inline(always)]
     fn post(&self, to: u32) -> Result<(), CallError> {
         let st = self.state();
@@ -399,30 +388,61 @@ impl Map {
                 Err(now) => s = now,
             }
         }
-        if s & WAITER != 0 {
+        let slept = s & WAITER != 0;
+        if slept {
             futex_wake(st);
         }
+        self.wait.woke.set(slept);
         Ok(())
     }
 
-    /// Waits until the state is `want` (spinning `spin` times, then
-    /// sleeping with the waiter bit set); [`CallError::Closed`] if it is
-    /// closed first, [`CallError::Timeout`] after `deadline`.
+    /// Waits until the state is `want`: polls while the waiting policy
+    /// says it pays ([`Waiting`]), then sleeps on the futex with the waiter
+    /// bit set. [`CallError::Closed`] if the channel closes first,
+    /// [`CallError::PeerDied`] if the peer's process is found gone
+    /// ([`Liveness`]), [`CallError::Timeout`] after `deadline`.
     #[inline(always)]
     fn wait_for(&self, want: u32, deadline: Option<Instant>) -> Result<(), CallError> {
         let st = self.state();
-        let mut spins = self.h.spin;
+        let (polls, probing) = self.wait.budget();
+        if polls > 0 {
+            let mut start: Option<Instant> = None;
+            let mut n = 0u32;
+            loop {
+                let s = st.load(Ordering::Acquire);
+                match s & !WAITER {
+                    x if x == want => {
+                        self.wait.spun(probing, true);
+                        return Ok(());
+                    }
+                    CLOSED => return Err(CallError::Closed),
+                    _ => {}
+                }
+                n += 1;
+                if n >= polls {
+                    break;
+                }
+                // The clock is read only once a wait outlasts the polls a
+                // quick answer takes, and then every 64 polls.
+                if n % 64 == 0 {
+                    let now = Instant::now();
+                    match start {
+                        None => start = Some(now),
+                        Some(t) if now.duration_since(t) >= SPIN_TIME => break,
+                        Some(_) => {}
+                    }
+                }
+                std::hint::spin_loop();
+            }
+            self.wait.spun(probing, false);
+        }
+        let mut checked = Instant::now();
         loop {
             let s = st.load(Ordering::Acquire);
             match s & !WAITER {
                 x if x == want => return Ok(()),
                 CLOSED => return Err(CallError::Closed),
                 _ => {}
-            }
-            if spins > 0 {
-                spins -= 1;
-                std::hint::spin_loop();
-                continue;
             }
             if s & WAITER == 0
                 && st
@@ -431,14 +451,29 @@ impl Map {
             {
                 continue;
             }
-            let left = match deadline {
-                None => None,
-                Some(d) => match d.checked_duration_since(Instant::now()) {
-                    Some(left) if !left.is_zero() => Some(left),
+            let mut sleep = self.live.watching(&self.seg).then_some(LIVENESS_CHECK);
+            if let Some(d) = deadline {
+                match d.checked_duration_since(Instant::now()) {
+                    Some(left) if !left.is_zero() => {
+                        sleep = Some(sleep.map_or(left, |s| s.min(left)));
+                    }
                     _ => return Err(CallError::Timeout),
-                },
-            };
-            futex_wait(st, s | WAITER, left)?;
+                }
+            }
+            futex_wait(st, s | WAITER, sleep)?;
+            if sleep.is_some() && checked.elapsed() >= LIVENESS_CHECK {
+                checked = Instant::now();
+                if !self.live.peer_alive(&self.seg) {
+                    // Re-read: a reply or a close posted just before the
+                    // peer died still counts.
+                    let s = st.load(Ordering::Acquire);
+                    return match s & !WAITER {
+                        x if x == want => Ok(()),
+                        CLOSED => Err(CallError::Closed),
+                        _ => Err(CallError::PeerDied),
+                    };
+                }
+            }
         }
     }
 
@@ -454,9 +489,206 @@ impl Map {
 impl Drop for Map {
     fn drop(&mut self) {
         self.close();
-        // SAFETY: unmaps exactly the mapping made in `new`; no reference
-        // into it outlives `self` (every view borrows the end that owns it).
-        unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };
+        // The segment unmaps itself when it drops, after this; the lock
+        // description closes with `live` (the lock goes with it).
+    }
+}
+
+/// The longest a side polls before it sleeps, whatever `spin` says: a
+/// little over the cost of sleeping and being woken on an idle machine
+/// (a futex-only round trip is two of those), so that a poll that fails
+/// costs at most about what sleeping at once would have.
+pub const SPIN_TIME: Duration = Duration::from_micros(10);
+
+/// How often a side that sleeps checks that its peer's process still
+/// exists: a peer that dies is noticed within this time (plus the time to
+/// finish the call in progress, on the server).
+pub const LIVENESS_CHECK: Duration = Duration::from_millis(50);
+
+/// The first and the largest number of waits between two probes (see
+/// [`Waiting`]).
+const PROBE_MIN: u32 = 16;
+const PROBE_MAX: u32 = 1024;
+
+/// When a side polls and when it goes to the futex at once.
+///
+/// Polling pays only while the peer is running, so that its answer comes
+/// within a few hundred nanoseconds; a peer that is not running (it slept
+/// and must be woken, or it waits for a core that our polling occupies)
+/// answers after a wake-up at best, and then polling burns the time the
+/// peer needs. So:
+/// - if the side's last post found the peer asleep on the futex (it had to
+///   wake it), the peer is not running: the side goes to the futex at once;
+/// - otherwise (the peer was polling, or working on the call) it polls for
+///   at most [`SPIN_TIME`] and at most `spin` times;
+/// - one wait in `probe` of the first kind polls anyway (a probe), so that
+///   two sides that sleep go back to polling when the machine has idle
+///   cores again: a probe answered in time resets `probe` to
+///   [`PROBE_MIN`], one that is not doubles it up to [`PROBE_MAX`].
+///
+/// On an idle machine both sides poll and a call costs no system call; on
+/// a machine whose cores are busy the first poll that times out puts both
+/// sides to sleeping, which costs what a futex-only round trip costs plus
+/// a failed probe (at most [`SPIN_TIME`]) every [`PROBE_MAX`] waits.
+#[derive(Debug)]
+struct Waiting {
+    /// At most this many polls per wait (0: always sleep).
+    spin: Cell<u32>,
+    /// Whether this side's last post woke the peer.
+    woke: Cell<bool>,
+    /// Waits between probes, and waits since the last.
+    probe: Cell<u32>,
+    since: Cell<u32>,
+}
+
+impl Waiting {
+    fn new(spin: u32) -> Waiting {
+        Waiting {
+            spin: Cell::new(spin),
+            woke: Cell::new(false),
+            probe: Cell::new(PROBE_MIN),
+            since: Cell::new(0),
+        }
+    }
+
+    /// How many polls this wait may make, and whether it is a probe.
+    #[inline(always)]
+    fn budget(&self) -> (u32, bool) {
+        let spin = self.spin.get();
+        if spin == 0 || !self.woke.get() {
+            return (spin, false);
+        }
+        let since = self.since.get() + 1;
+        if since >= self.probe.get() {
+            self.since.set(0);
+            (spin, true)
+        } else {
+            self.since.set(since);
+            (0, false)
+        }
+    }
+
+    /// Records how a wait's polling went.
+    #[inline(always)]
+    fn spun(&self, probing: bool, answered: bool) {
+        if probing {
+            self.probe.set(if answered {
+                PROBE_MIN
+            } else {
+                (self.probe.get() * 2).min(PROBE_MAX)
+            });
+        }
+    }
+}
+
+/// The watch on the peer's process: each side holds an open-file-description
+/// lock (`F_OFD_SETLK`) on one byte of the `memfd` (byte 0 the client,
+/// byte 1 the server), through a description of its own (the `memfd`
+/// reopened through `/proc/self/fd`), and sets its word at [`ATTACHED`]
+/// once it holds it. The kernel drops the lock when the last descriptor of
+/// that description closes, which is when the process exits, however it
+/// exits (`SIGKILL` included). A side whose peer has attached checks the
+/// peer's lock (`F_OFD_GETLK`) every [`LIVENESS_CHECK`] while it sleeps; no
+/// lock means the peer's process is gone without closing the channel.
+///
+/// No process id is involved, so neither pid reuse nor pid namespaces
+/// matter. A side that cannot take its lock (no `/proc`, another end of the
+/// same side already holds it) does not attach and is not watched; a peer
+/// that writes the attached word without holding the lock only gets its
+/// own channel declared dead.
+#[derive(Debug)]
+struct Liveness {
+    side: Side,
+    /// The description holding this side's lock (`None`: not attached).
+    lock: Option<OwnedFd>,
+}
+
+/// Offset of the two attached words in the header page: the client's,
+/// then the server's (`u32`, 1 once that side holds its lock).
+pub const ATTACHED: usize = 64;
+
+impl Liveness {
+    /// Takes this side's lock and sets its attached word.
+    fn announce(seg: &Segment, side: Side) -> Liveness {
+        let lock = reopen(seg.fd()).filter(|fd| ofd_lock(fd, side as i64, libc::F_OFD_SETLK));
+        if lock.is_some() {
+            attached(seg, side).store(1, Ordering::Release);
+        }
+        Liveness { side, lock }
+    }
+
+    /// Whether the peer attached and so can be watched.
+    fn watching(&self, seg: &Segment) -> bool {
+        attached(seg, self.side.peer()).load(Ordering::Acquire) != 0
+    }
+
+    /// Whether the peer's process still holds its lock (true if it never
+    /// attached, or if the check itself fails).
+    fn peer_alive(&self, seg: &Segment) -> bool {
+        if !self.watching(seg) {
+            return true;
+        }
+        // Query through our own description: our lock (on the other byte)
+        // cannot answer for the peer's. Without one, open a description
+        // for the query.
+        let probe;
+        let fd = match &self.lock {
+            Some(fd) => fd,
+            None => match reopen(seg.fd()) {
+                Some(fd) => {
+                    probe = fd;
+                    &probe
+                }
+                None => return true,
+            },
+        };
+        ofd_lock(fd, self.side.peer() as i64, libc::F_OFD_GETLK)
+    }
+}
+
+/// A side's attached word.
+fn attached(seg: &Segment, side: Side) -> &AtomicU32 {
+    // SAFETY: offsets 64 and 68 lie in the header page, inside the mapping
+    // (`Map::new` checked it holds at least a page), 4-aligned in a
+    // page-aligned mapping; `AtomicU32` is valid for any bits and lives as
+    // long as the segment's borrow.
+    unsafe {
+        &*seg
+            .as_ptr()
+            .as_ptr()
+            .add(ATTACHED + 4 * side as usize)
+            .cast::<AtomicU32>()
+    }
+}
+
+/// A new open file description of the `memfd` behind `fd` (a `dup` would
+/// share the description, and with it the lock).
+fn reopen(fd: &OwnedFd) -> Option<OwnedFd> {
+    let path = CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok()?;
+    // SAFETY: `path` is a valid NUL-terminated string; open returns a new
+    // descriptor or -1.
+    let n = unsafe { libc::open(path.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
+    // SAFETY: a descriptor just made, owned by no one else.
+    (n >= 0).then(|| unsafe { OwnedFd::from_raw_fd(n) })
+}
+
+/// `F_OFD_SETLK`: takes a write lock on byte `at`, true if taken.
+/// `F_OFD_GETLK`: true if another description holds a lock on byte `at`
+/// (and if the query fails, so that a failing check never declares a
+/// peer dead).
+fn ofd_lock(fd: &OwnedFd, at: i64, cmd: libc::c_int) -> bool {
+    // SAFETY: `flock` is plain data for which all zeroes is valid.
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = libc::F_WRLCK as libc::c_short;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    fl.l_start = at;
+    fl.l_len = 1;
+    // SAFETY: fcntl with a lock command on a valid descriptor and a valid
+    // `flock` (l_pid 0, as OFD locks require), which GETLK overwrites.
+    let r = unsafe { libc::fcntl(fd.as_raw_fd(), cmd, &mut fl) };
+    match cmd {
+        libc::F_OFD_GETLK => r < 0 || fl.l_type != libc::F_UNLCK as libc::c_short,
+        _ => r == 0,
     }
 }
 
@@ -526,7 +758,7 @@ impl ClientEnd {
     /// Maps a channel's `memfd`, checking its seals, header and size.
     pub fn from_fd(fd: OwnedFd) -> Result<ClientEnd, ShmError> {
         Ok(ClientEnd {
-            map: Map::new(fd)?,
+            map: Map::new(fd, Side::Client)?,
             used: 0,
             count: 0,
             timeout: None,
@@ -543,6 +775,7 @@ impl ClientEnd {
     /// Sets how many times a call polls for the reply before it sleeps.
     pub fn set_spin(&mut self, spin: u32) {
         self.map.h.spin = spin.min(SPIN_MAX);
+        self.map.wait.spin.set(self.map.h.spin);
     }
 
     /// The channel's limits, as its header gives them.
@@ -708,7 +941,7 @@ impl ServerEnd {
 
     /// Maps a channel's `memfd`, checking its seals, header and size.
     pub fn from_fd(fd: OwnedFd) -> Result<ServerEnd, ShmError> {
-        let map = Map::new(fd)?;
+        let map = Map::new(fd, Side::Server)?;
         let scratch = vec![0u8; map.h.area_len as usize];
         Ok(ServerEnd { map, scratch })
     }
@@ -716,17 +949,18 @@ impl ServerEnd {
     /// The channel's `memfd`, to hand to a client ([`inheritable`] for a
     /// child process, a `dup` for a thread).
     pub fn fd(&self) -> &OwnedFd {
-        &self.map.fd
+        self.map.seg.fd()
     }
 
     /// A client end of this channel, in this process.
     pub fn client(&self) -> Result<ClientEnd, ShmError> {
-        ClientEnd::from_fd(self.map.fd.try_clone().map_err(io("dup"))?)
+        ClientEnd::from_fd(self.map.seg.fd().try_clone().map_err(io("dup"))?)
     }
 
     /// Sets how many times the server polls for a request before it sleeps.
     pub fn set_spin(&mut self, spin: u32) {
         self.map.h.spin = spin.min(SPIN_MAX);
+        self.map.wait.spin.set(self.map.h.spin);
     }
 
     /// Serves raw calls with no stub (the benchmarks' baseline): `f` gets
@@ -821,6 +1055,7 @@ unsafe impl ServerTransport for ServerEnd {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs::File;
 
     #[test]
     fn header_is_checked() {
