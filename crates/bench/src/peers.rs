@@ -451,7 +451,7 @@ pub fn verify_all() -> Result<(), String> {
     Ok(())
 }
 
-/// The peers timed by [`crate::peers_section`].
+/// The peers timed by [`crate::PeerTimes`], in its order.
 pub const PEERS: [&str; 7] = [
     "vcode (getreg)",
     "vcode (fixed names)",

@@ -1,4 +1,4 @@
-//! Native code for fast paths and automata: an [`fp::Graph`] compiled
+//! Native code for fast paths and automata: an [`crate::fp::Graph`] compiled
 //! through vcode into one x86-64 function
 //! `extern "C" fn(ctx: *mut Ctx, entry: u32) -> u32`.
 //!
