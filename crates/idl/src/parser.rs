@@ -146,6 +146,9 @@ pub(crate) struct ParamDecl {
     /// Its direction, from attributes or a CORBA keyword, and where that
     /// was written; `None` if neither.
     pub dir: Option<(Dir, Pos)>,
+    /// Whether the direction is a CORBA keyword (`out T x`), whose values
+    /// need no pointer, rather than a MIDL attribute (`[out] T *x`).
+    pub keyword: bool,
     /// `size_is(n)`: the name and where it is written.
     pub size_is: Option<(String, Pos)>,
     /// The `[string]` attribute and where it is written.
@@ -668,6 +671,7 @@ impl Parser {
             Tok::Ident(w) if w == "inout" => Some(Dir::InOut),
             _ => None,
         };
+        let keyword = corba.is_some();
         if let Some(d) = corba {
             if dir.is_some() {
                 return Err(CompileError::syntax(
@@ -682,6 +686,7 @@ impl Parser {
         let decl = self.declarator("a parameter name")?;
         Ok(ParamDecl {
             dir,
+            keyword,
             size_is,
             string,
             ty,

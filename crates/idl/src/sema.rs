@@ -657,6 +657,26 @@ impl Checker<'_> {
                         "parameter `{pname}` has too many `*`: an out or inout value is `T *{pname}`"
                     ),
                 ));
+            } else if dir != Dir::In
+                && !pd.keyword
+                && d.stars == 0
+                && d.dims.is_empty()
+                && !matches!(ty, Type::String | Type::Sequence(_))
+            {
+                // As MIDL: an [out] or [in, out] value the server gives back
+                // is reached through a pointer; CORBA's `out T x` needs none,
+                // and neither do strings, sequences and arrays.
+                let (attrs, kw) = if dir == Dir::Out {
+                    ("[out]", "out")
+                } else {
+                    ("[in, out]", "inout")
+                };
+                return Err(CompileError::check(
+                    d.pos,
+                    format!(
+                        "{attrs} parameter `{pname}` of `{name}` is passed by value, so nothing could come back through it: declare it `T *{pname}`, or write `{kw} T {pname}` (CORBA)"
+                    ),
+                ));
             }
             if matches!(not_plain(&ty), Some("boolean")) && ty != Type::Prim(Prim::Bool) {
                 let t_pos = pd.ty.pos;

@@ -873,6 +873,14 @@ fn direction_and_size_is_errors() {
             "1:35: parameter `p` has too many `*`: an out or inout value is `T *p`",
         ),
         (
+            "interface i { void f([out] long v); };",
+            "1:33: [out] parameter `v` of `f` is passed by value, so nothing could come back through it: declare it `T *v`, or write `out T v` (CORBA)",
+        ),
+        (
+            "interface i { void f([in, out] short v); };",
+            "1:38: [in, out] parameter `v` of `f` is passed by value, so nothing could come back through it: declare it `T *v`, or write `inout T v` (CORBA)",
+        ),
+        (
             "interface i { void f([in, size_is(n)] long *d); };",
             "1:35: size_is(n): `f` has no parameter `n`",
         ),
@@ -1040,4 +1048,21 @@ fn large_interfaces() {
     assert_eq!(m.interfaces[0].ops.len(), 1000);
     assert_eq!(m.interfaces[0].ops[999].key, 999);
     assert_eq!(m.interfaces[0].ops[0].layout.request_size, 40);
+}
+
+/// An out value is reached through a pointer in MIDL's spelling, by the
+/// keyword alone in CORBA's; strings, sequences and arrays need no pointer
+/// in either.
+#[test]
+fn out_values_by_pointer_or_by_corba_keyword() {
+    for src in [
+        "interface i { void f([out] long *v, [in, out] short *w); };",
+        "interface i { void f(out long v, inout short w); };",
+        "interface i { void f([out] long a[4], [out] string u, [in, out] string t); };",
+        "interface i { void f([in, out] sequence<long> s, [out] sequence<octet> o); };",
+    ] {
+        if let Err(e) = idl::parse(src) {
+            panic!("{src}: {}", e.render(src));
+        }
+    }
 }
