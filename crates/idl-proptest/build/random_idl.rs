@@ -636,7 +636,8 @@ impl Writer {
     }
 
     /// MIDL: the direction in attributes; an inout or out scalar or struct
-    /// is a pointer (`[out] int *h`), or, CORBA's way, not; a `size_is`
+    /// is a pointer (`[out] int *h`; CORBA's keywords need none, MIDL's
+    /// attributes do), an inout or out string or sequence either; a `size_is`
     /// sequence is `T *p` in and inout, `T **p` out (pfs_get_direntries); a
     /// string is `string s` or `[string] char *s`; arrays are declarators
     /// as in C.
@@ -661,7 +662,11 @@ impl Writer {
         }
         let by_pointer = match p.dir {
             Dir::In => false,
-            _ => !matches!(f.resolve(&p.ty), Ty::Array(..)) && self.rng.chance(80),
+            _ => match f.resolve(&p.ty) {
+                Ty::Array(..) => false,
+                Ty::String | Ty::Seq(_) => self.rng.chance(80),
+                _ => true,
+            },
         };
         if p.ty == Ty::String && self.rng.chance(40) {
             attrs.push("string");
