@@ -238,10 +238,11 @@ impl Compiled {
     }
 
     /// Runs method `entry` on the arguments already in the frame stack
-    /// ([`Compiled::args_mut`]): [`Compiled::run`] without its checks, for
-    /// a caller that made them once ([`crate::Method`]): `entry` is a
-    /// bytecode method of `prog` whose arguments are in place, `returns`
-    /// says whether it returns a value, and `limits.max_depth` is at most
+    /// ([`Compiled::args_mut`]): [`Compiled::run`] without its argument
+    /// checks, for a caller that made them once ([`crate::Method`]: the
+    /// arguments are `entry`'s, and `returns` says whether it returns a
+    /// value). What memory safety rests on is checked again here: `entry`
+    /// is a bytecode method and `limits.max_depth` at most
     /// [`MAX_CALL_DEPTH`] ([`compile`] checked every method's frame against
     /// the frame stack).
     #[inline]
@@ -254,8 +255,19 @@ impl Compiled {
         returns: bool,
         limits: RunLimits,
     ) -> Result<Outcome, Trap> {
-        debug_assert!(limits.max_depth <= MAX_CALL_DEPTH);
         debug_assert!(prog.max_frame <= STACK_SLOTS);
+        // The two preconditions generated code relies on for memory safety
+        // (its dispatch indexes a table by `entry` unchecked, and each call
+        // level takes native stack) are checked here too, whatever the
+        // caller checked: a few instructions.
+        if !matches!(prog.funcs.get(usize::from(entry)), Some(Some(_)))
+            || limits.max_depth > MAX_CALL_DEPTH
+        {
+            return Err(internal_trap(
+                "entry or call depth out of the JIT's range",
+                String::new(),
+            ));
+        }
         let fuel = limits.fuel;
         let frames = self.frames.as_mut_ptr();
         let statics = st.statics.as_mut_ptr();
