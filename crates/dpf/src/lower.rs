@@ -471,6 +471,19 @@ fn port(proto: Option<Proto>, dir: Dir, first: u16, last: u16, range: bool) -> C
 fn compare(c: &Compare) -> Cond {
     let rel = |field, class| relation(field, class, c.offset, c.mask, c.op, c.value);
     let net = |ty| Cond::And(vec![ether_type(ty), rel(link(14 + c.offset, c.size), 1)]);
+    // `guards`, "not a fragment", then the field in the transport header.
+    let transport = |mut guards: Vec<Cond>| {
+        guards.push(not_fragment());
+        guards.push(rel(
+            Field {
+                base: Base::Transport,
+                offset: c.offset,
+                size: c.size,
+            },
+            2,
+        ));
+        Cond::And(guards)
+    };
     match c.layer {
         Proto::Ether => rel(link(c.offset, c.size), 0),
         Proto::Ip => net(ETHERTYPE_IP),
@@ -493,31 +506,10 @@ fn compare(c: &Compare) -> Cond {
         ]),
         // gen_load for Q_VRRP and Q_CARP: gen_proto_abbrev's `ip proto
         // 112`, then as a transport header.
-        Proto::Vrrp | Proto::Carp => Cond::And(vec![
-            ip_proto(112),
-            not_fragment(),
-            rel(
-                Field {
-                    base: Base::Transport,
-                    offset: c.offset,
-                    size: c.size,
-                },
-                2,
-            ),
-        ]),
-        Proto::Tcp | Proto::Udp | Proto::Sctp | Proto::Icmp => Cond::And(vec![
-            ether_type(ETHERTYPE_IP),
-            proto_abbrev(c.layer),
-            not_fragment(),
-            rel(
-                Field {
-                    base: Base::Transport,
-                    offset: c.offset,
-                    size: c.size,
-                },
-                2,
-            ),
-        ]),
+        Proto::Vrrp | Proto::Carp => transport(vec![ip_proto(112)]),
+        Proto::Tcp | Proto::Udp | Proto::Sctp | Proto::Icmp => {
+            transport(vec![ether_type(ETHERTYPE_IP), proto_abbrev(c.layer)])
+        }
     }
 }
 

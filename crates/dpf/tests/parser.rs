@@ -18,6 +18,18 @@ fn column(src: &str) -> usize {
         .unwrap_or_else(|| panic!("{src:?}: {e} has no column"))
 }
 
+/// Each filter is refused, with the error at its column.
+fn refused_at(cases: &[(&str, usize)]) {
+    for &(src, col) in cases {
+        assert_eq!(
+            column(src),
+            col,
+            "{src:?}: {}",
+            dpf::parse(src).unwrap_err()
+        );
+    }
+}
+
 #[test]
 fn primitives() {
     for (src, want) in [
@@ -183,7 +195,7 @@ fn numbers_are_decimal_hex_or_octal() {
 
 #[test]
 fn rejections_name_the_column() {
-    for (src, col) in [
+    refused_at(&[
         ("", 1),
         ("ip and", 7),
         ("ip tcp", 4),
@@ -224,14 +236,7 @@ fn rejections_name_the_column() {
         ("gateway 10.0.0.1", 1),
         ("tcp proto 6", 1),
         ("ip[70000] = 1", 4),
-    ] {
-        assert_eq!(
-            column(src),
-            col,
-            "{src:?}: {}",
-            dpf::parse(src).unwrap_err()
-        );
-    }
+    ]);
 }
 
 #[test]
@@ -321,7 +326,7 @@ fn link_and_ip_protocol_abbreviations_are_libpcaps() {
     // Qualified, they are DECnet addresses or protocol headers dpf leaves
     // out; names that came after libpcap 1.10 or that it expands
     // specially (AppleTalk, LLC SAPs) are not resolved.
-    for (src, col) in [
+    refused_at(&[
         ("decnet host 10.1", 1),
         ("igmp proto 2", 1),
         ("ether proto lldp", 13),
@@ -329,14 +334,7 @@ fn link_and_ip_protocol_abbreviations_are_libpcaps() {
         ("aarp", 1),
         ("iso proto 0x81", 1),
         ("ether proto \\ipx", 13),
-    ] {
-        assert_eq!(
-            column(src),
-            col,
-            "{src:?}: {}",
-            dpf::parse(src).unwrap_err()
-        );
-    }
+    ]);
 }
 
 #[test]
@@ -370,21 +368,14 @@ fn mac_addresses_in_every_spelling_libpcap_reads() {
     }
     // libpcap: "ethernet address used in non-ether expression"; and the
     // forms that are not a MAC stay errors.
-    for (src, col) in [
+    refused_at(&[
         ("host ab:cd:ef:0:0:1", 6),
         ("ip src 1:2:3:4:5:6", 8),
         ("ether net ab:cd:ef:0:0:1", 1),
         ("ether host ab:cd:ef:0:0", 1),
         ("ether host ab:cd-ef:0:0:1", 1),
         ("ether host 012345670123 or 1", 1),
-    ] {
-        assert_eq!(
-            column(src),
-            col,
-            "{src:?}: {}",
-            dpf::parse(src).unwrap_err()
-        );
-    }
+    ]);
 }
 
 #[test]
@@ -409,16 +400,9 @@ fn vlan_shifts_every_later_primitive_as_libpcap_does() {
     );
     assert_eq!(canon("vlan and vlan 4095"), "vlan and vlan 4095");
     assert_eq!(canon("tcp and vlan"), "tcp and vlan");
-    for (src, col) in [
+    refused_at(&[
         ("vlan or ip", 9),
         ("vlan 1 and port 80", 12),
         ("vlan 1 or 2", 11),
-    ] {
-        assert_eq!(
-            column(src),
-            col,
-            "{src:?}: {}",
-            dpf::parse(src).unwrap_err()
-        );
-    }
+    ]);
 }

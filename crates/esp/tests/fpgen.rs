@@ -897,18 +897,24 @@ fn division_never_traps() {
     }
 }
 
+/// A program of one process with six variables (`x k s t u w`, 0 to 5),
+/// for graphs written by hand over them.
+fn six_vars() -> Program {
+    esp::compile(
+        "channel o(int, int, int, int, int, int) external out;
+         process P { var x, k, s, t, u, w;
+           while (true) { out(o, x, k, s, t, u, w); x = 0; k = 0; s = 0; t = 0; u = 0; w = 0; } }",
+    )
+    .unwrap()
+}
+
 #[test]
 fn mask_idiom_steps_compute_what_they_say() {
     // `base op (k & -bit)` with `bit` 0 or 1 compiles to a conditional move
     // (`bit ? base op k : base`); the bit may read the assigned variable,
     // `k` may be a constant beyond 32 bits, a variable, or the assigned
     // variable itself, and `op` is `^`, `|` or `+`.
-    let program = esp::compile(
-        "channel o(int, int, int, int, int, int) external out;
-         process P { var x, k, s, t, u, w;
-           while (true) { out(o, x, k, s, t, u, w); x = 0; k = 0; s = 0; t = 0; u = 0; w = 0; } }",
-    )
-    .unwrap();
+    let program = six_vars();
     let v = |n| Expr::Var(n);
     let c = Expr::Const;
     let bin = |op, a, b| Expr::Binary(op, Box::new(a), Box::new(b));
@@ -1014,12 +1020,7 @@ fn a_long_constant_read_in_a_loop_is_set_once_per_entry() {
     // bits to `t`, repeated until its counter runs out. With registers to
     // spare, each long constant is set once at the entry, not once per
     // use, and the values are the graph interpreter's.
-    let program = esp::compile(
-        "channel o(int, int, int, int, int, int) external out;
-         process P { var x, k, s, t, u, w;
-           while (true) { out(o, x, k, s, t, u, w); x = 0; k = 0; s = 0; t = 0; u = 0; w = 0; } }",
-    )
-    .unwrap();
+    let program = six_vars();
     let v = |n| Expr::Var(n);
     let c = Expr::Const;
     let bin = |op, a, b| Expr::Binary(op, Box::new(a), Box::new(b));
