@@ -849,3 +849,98 @@ fn hotspot_cases_agree_on_both_engines() {
     eprintln!("Arith: {}", stats.summary());
     fail_on(&errors, "builds of Arith where the engines disagree");
 }
+
+/// Arguments for `FuelLoops`' methods: small loops (a few dozen trips,
+/// some none, traps at a random trip or none), and loops whose counter
+/// starts near `i32::MAX` or `i32::MIN` (counting to the edge without
+/// wrapping, or a trip count beyond 32 bits, which no budget here covers).
+fn fuel_loop_args(rng: &mut Rng) -> [i32; 3] {
+    let mut small = |lo: i64, hi: i64| lo + (rng.next() % (hi - lo) as u64) as i64;
+    match small(0, 8) {
+        0 => [i32::MAX - small(0, 6) as i32, i32::MAX, small(-3, 3) as i32],
+        1 => [i32::MIN + small(0, 6) as i32, i32::MIN, i32::MIN + small(0, 6) as i32],
+        2 => [i32::MIN, i32::MAX, i32::MIN],
+        3 => [small(5, 30) as i32, small(-10, 5) as i32, small(-5, 30) as i32],
+        _ => [
+            small(-12, 12) as i32,
+            small(-12, 30) as i32,
+            small(-12, 30) as i32,
+        ],
+    }
+}
+
+/// The JIT charges a counted loop's trip count once, at its entry, when the
+/// fuel left covers it, and runs the loop charge by charge otherwise; the
+/// interpreter charges every back edge. For every call, every budget from 0
+/// fuel up to two units past the first budget that does not run out (at
+/// most 400) must give the same outcome on both engines (value and fuel
+/// used, or trap kind, method and bci) and leave the same state (how far
+/// the loop's stores got before the trap). The loops of `FuelLoops` count
+/// up and down, trap in the middle, nest, run zero times, start near the
+/// ends of the int range; some (an early exit, a moving bound, a call) are
+/// not counted loops and keep their charge per iteration.
+#[test]
+fn counted_loops_run_out_of_fuel_where_the_interpreter_does() {
+    if classes("release8").is_none() {
+        return;
+    }
+    let mut errors = Vec::new();
+    let (mut calls, mut exhausted, mut traps, mut returned) = (0usize, 0usize, 0usize, 0usize);
+    for r in RELEASES {
+        let bytes = class_bytes(r, "FuelLoops").unwrap();
+        let name = format!("FuelLoops ({r})");
+        let mut pair = match Pair::load(&name, &bytes, &Natives::new(), Limits::default()) {
+            Ok(p) => p,
+            Err(e) => panic!("{e}"),
+        };
+        let mut rng = Rng::new(&name);
+        let methods: Vec<String> = int_methods(pair.interp.program())
+            .into_iter()
+            .filter(|(_, arity)| *arity == 3)
+            .map(|(m, _)| m)
+            .collect();
+        assert_eq!(methods.len(), 9, "{name}: methods {methods:?}");
+        'calls: for m in &methods {
+            for _ in 0..24 {
+                let args = fuel_loop_args(&mut rng);
+                let mut past = None;
+                for fuel in 0..400u64 {
+                    if past.is_some_and(|p| fuel > p + 2) {
+                        break;
+                    }
+                    if let Err(e) = pair.set_fuel(Some(fuel)) {
+                        errors.push(e);
+                        break 'calls;
+                    }
+                    let out = match pair.invoke(m, &args) {
+                        Ok(out) => out,
+                        Err(e) => {
+                            errors.push(format!("with {fuel} fuel: {e}"));
+                            break 'calls;
+                        }
+                    };
+                    calls += 1;
+                    match out {
+                        Err(InvokeError::Trap(Trap {
+                            kind: TrapKind::FuelExhausted(_),
+                            ..
+                        })) => exhausted += 1,
+                        Err(_) => {
+                            traps += 1;
+                            past.get_or_insert(fuel);
+                        }
+                        Ok(_) => {
+                            returned += 1;
+                            past.get_or_insert(fuel);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    eprintln!(
+        "FuelLoops: {calls} calls ({exhausted} out of fuel, {traps} other traps, {returned} returned)"
+    );
+    fail_on(&errors, "fuel budgets where the engines disagree");
+    assert!(exhausted > 1000 && traps > 30 && returned > 500);
+}

@@ -332,6 +332,158 @@ pub(super) fn branch(op: Op) -> Option<(Cond, bool, u32, bool)> {
     })
 }
 
+/// An innermost loop whose trip count is known when it is entered, so that
+/// its fuel can be charged once there ([`Compiler::versioned_loop`]):
+///
+/// - `head` is the loop's test, on an empty stack, of the counter against
+///   a constant or a local (a [`Compiler::rotatable`] op), leaving the loop
+///   to a target past `back`;
+/// - `back` is the one back edge, `counter += step; goto head`, with step
+///   1 (the loop runs while `counter < bound`) or -1 (while `counter >
+///   bound`);
+/// - no op between them writes the counter or the bound, charges fuel
+///   (back edges, calls, switches), returns, or branches out of the loop,
+///   and no branch from outside lands inside it.
+///
+/// Each pass of the body then ends in the back edge and moves the counter
+/// one step towards the bound, which it reaches without wrapping: the back
+/// edge is taken `max(0, bound - counter)` times (counting up) from the
+/// entry, the test sees the bound, and the loop leaves.
+pub(super) struct CountedLoop {
+    pub(super) head: usize,
+    pub(super) back: usize,
+    pub(super) counter: u16,
+    pub(super) step: i16,
+    /// A constant or a local (`Val::Slot`).
+    pub(super) bound: Val,
+}
+
+/// Loops longer than this many ops keep their per-iteration charge (the
+/// versioned loop is compiled twice).
+pub(super) const MAX_VERSIONED_OPS: usize = 64;
+
+/// The [`CountedLoop`]s of a method's code, in order.
+pub(super) fn counted_loops(prog: &Program, code: &[Op], depth: &[Option<u16>]) -> Vec<CountedLoop> {
+    let n = code.len();
+    // The lowest and highest index of an op that jumps to each op.
+    let (mut lo, mut hi) = (vec![usize::MAX; n + 1], vec![0usize; n + 1]);
+    for (i, &o) in code.iter().enumerate() {
+        successors(o, i, &prog.switches, |t| {
+            if t != i + 1 && t <= n {
+                lo[t] = lo[t].min(i);
+                hi[t] = hi[t].max(i);
+            }
+        });
+    }
+    let mut out: Vec<CountedLoop> = Vec::new();
+    for (b, &o) in code.iter().enumerate() {
+        let Op::IincGotoBack(counter, step, t) = o else {
+            continue;
+        };
+        let (t, counter) = (t as usize, u16::from(counter));
+        if t >= b || b - t > MAX_VERSIONED_OPS || !matches!(step, 1 | -1) {
+            continue;
+        }
+        if out.last().is_some_and(|l| l.back >= t) {
+            continue; // overlaps the previous loop
+        }
+        if let Some(lp) = counted_loop(prog, code, depth, t, b, counter, step, &lo, &hi) {
+            out.push(lp);
+        }
+    }
+    out
+}
+
+#[allow(clippy::too_many_arguments)]
+fn counted_loop(
+    prog: &Program,
+    code: &[Op],
+    depth: &[Option<u16>],
+    t: usize,
+    b: usize,
+    counter: u16,
+    step: i16,
+    lo: &[usize],
+    hi: &[usize],
+) -> Option<CountedLoop> {
+    use Op::*;
+    // The test: operands loaded from locals or constants, then a forward
+    // branch out of the loop.
+    if depth.get(t) != Some(&Some(0)) {
+        return None;
+    }
+    let (parts, k) = expand(code[t]);
+    let (c, two, exit, back) = branch(parts[k - 1])?;
+    if back || (exit as usize) <= b {
+        return None;
+    }
+    let val = |o: Op| match o {
+        Load(s) => Some(Val::Slot(s)),
+        Const(v) => Some(Val::Const(v)),
+        _ => None,
+    };
+    if !two || k != 3 {
+        return None;
+    }
+    let (a, z) = (val(parts[0])?, val(parts[1])?);
+    // The loop goes on while `counter stay bound`.
+    let (stay, bound) = if a == Val::Slot(counter) {
+        (c.not(), z)
+    } else if z == Val::Slot(counter) {
+        (c.not().swap(), a)
+    } else {
+        return None;
+    };
+    let bound = match (step, stay, bound) {
+        (_, _, Val::Slot(s)) if s == counter => return None,
+        (1, Cond::Lt, v) | (-1, Cond::Gt, v) => v,
+        _ => return None,
+    };
+    // One entry, at the test.
+    if (t + 1..=b).any(|j| lo[j] < t || hi[j] > b) {
+        return None;
+    }
+    for (j, &o) in code.iter().enumerate().take(b).skip(t + 1) {
+        if depth[j].is_none() {
+            continue;
+        }
+        if matches!(
+            o,
+            Call(_)
+                | CallNative(_)
+                | CallUnmetered(_)
+                | CallNativeUnmetered(_)
+                | TableSwitch(_)
+                | LookupSwitch(_)
+                | SwitchUnmetered(_)
+                | Return
+                | ReturnValue
+        ) {
+            return None;
+        }
+        let mut inside = true;
+        successors(o, j, &prog.switches, |s| inside &= s > t && s <= b);
+        if !inside {
+            return None;
+        }
+        let (parts, k) = expand(o);
+        for &p in &parts[..k] {
+            let writes = matches!(p, Store(s) | Iinc(s, _) if s == counter || Val::Slot(s) == bound);
+            let back = matches!(p, GotoBack(_)) || branch(p).is_some_and(|(.., back)| back);
+            if writes || back {
+                return None;
+            }
+        }
+    }
+    Some(CountedLoop {
+        head: t,
+        back: b,
+        counter,
+        step,
+        bound,
+    })
+}
+
 impl<'p> Compiler<'p> {
     pub(super) fn new(prog: &'p Program) -> Result<Compiler<'p>, JitError> {
         let mut f = Func::new();
@@ -1697,63 +1849,169 @@ impl<'p> Compiler<'p> {
         }
         self.stack.clear();
         let mut live = true;
-        for (i, &op) in code.iter().enumerate() {
-            let Some(d) = depth[i] else {
-                live = false;
-                continue;
-            };
-            if is_target[i] {
-                if live {
-                    self.sync();
+        let loops = if self.metered {
+            counted_loops(prog, code, &depth)
+        } else {
+            Vec::new()
+        };
+        let mut i = 0;
+        while i < code.len() {
+            match loops.iter().find(|l| l.head == i) {
+                Some(lp) => {
+                    self.versioned_loop(lp, &labels, &is_target, &align, &mut live);
+                    i = lp.back + 1;
                 }
-                if align[i] {
-                    self.f.align(32);
+                None => {
+                    self.emit(i, &labels, &is_target, &align, &mut live);
+                    i += 1;
                 }
-                self.f.label(labels[i]);
-                self.reset_stack(usize::from(d));
-                self.forget();
-                live = true;
-            } else if !live {
-                self.f.label(labels[i]);
-                self.reset_stack(usize::from(d));
-                self.forget();
-                live = true;
-            } else {
-                if align[i] {
-                    self.f.align(32);
-                }
-                self.f.label(labels[i]);
-            }
-            self.bci = func.bcis.get(i).copied().unwrap_or(0);
-            self.op_index = i;
-            if self.block_end <= i {
-                self.block_end = (i + 1..code.len())
-                    .find(|&j| is_target[j])
-                    .unwrap_or(code.len());
-            }
-            self.marks.push((self.f.code_offset(), Mark::Bci(self.bci)));
-            let (parts, k) = expand(op);
-            for j in 0..k {
-                // The op after this part, if control always goes on to it.
-                let next = if j + 1 < k {
-                    Some(parts[j + 1])
-                } else if i + 1 < code.len() && !is_target[i + 1] {
-                    Some(expand(code[i + 1]).0[0])
-                } else {
-                    None
-                };
-                self.hint = match next {
-                    Some(Op::Store(n)) => Some(n),
-                    _ => None,
-                };
-                if !self.op(parts[j], &labels) {
-                    live = false;
-                }
-                self.hint = None;
             }
         }
         self.f.label(labels[code.len()]);
         Ok(())
+    }
+
+    /// A [`CountedLoop`] in two versions: on entry, the trip count `N` is
+    /// computed from the counter and the bound; if the fuel left covers it,
+    /// `N` is charged at once and a copy of the loop without charges runs;
+    /// otherwise the loop as the interpreter runs it, charging each back
+    /// edge, so that it traps at the same back edge with the same effects
+    /// done. The loop leaves only through its test (or a trap, whose fuel
+    /// left nothing reports), and takes its back edge exactly `N` times, so
+    /// the fuel left after it is the interpreter's.
+    pub(super) fn versioned_loop(
+        &mut self,
+        lp: &CountedLoop,
+        labels: &[Label],
+        is_target: &[bool],
+        align: &[bool],
+        live: &mut bool,
+    ) {
+        let (t, b) = (lp.head, lp.back);
+        // The entry (from before the loop only: the back edges of both
+        // versions go to their own copies of the body).
+        if *live {
+            self.sync();
+        }
+        self.f.label(labels[t]);
+        self.reset_stack(0);
+        self.forget();
+        *live = true;
+        let metered = self.f.genlabel();
+        let fast = self.f.genlabel();
+        let (x, y) = (self.regs.x, self.regs.y);
+        let (xl, yl) = (Reg::<L>::phys(x), Reg::<L>::phys(y));
+        let rc = self.reg_of(Val::Slot(lp.counter), x);
+        self.f.cv::<I, L>(xl, rc);
+        match lp.bound {
+            Val::Slot(s) => {
+                let rb = self.reg_of(Val::Slot(s), y);
+                self.f.cv::<I, L>(yl, rb);
+            }
+            Val::Const(v) => self.f.set(yl, i64::from(v)),
+            Val::W => {}
+        }
+        // N = bound - counter counting up, counter - bound counting down
+        // (64-bit: no overflow); no charge if the loop does not run.
+        if lp.step > 0 {
+            self.f.sub(yl, yl, xl);
+        } else {
+            self.f.sub(yl, xl, yl);
+        }
+        self.f.ble(yl, 0, fast);
+        let n = Reg::<UL>::phys(y);
+        self.f.blt(self.regs.fuel, n, metered);
+        self.f.sub(self.regs.fuel, self.regs.fuel, n);
+        self.f.label(fast);
+        // The copy without charges, with labels of its own for the loop's ops.
+        let fast_labels: Vec<Label> = (0..labels.len())
+            .map(|j| {
+                if (t..=b).contains(&j) {
+                    self.f.genlabel()
+                } else {
+                    labels[j]
+                }
+            })
+            .collect();
+        self.metered = false;
+        self.block_end = 0;
+        for j in t..=b {
+            self.emit(j, &fast_labels, is_target, align, live);
+        }
+        self.metered = true;
+        // The metered loop, entered from the test only.
+        let mut metered_labels = labels.to_vec();
+        metered_labels[t] = metered;
+        self.block_end = 0;
+        for j in t..=b {
+            self.emit(j, &metered_labels, is_target, align, live);
+        }
+    }
+
+    /// Compiles op `i` of the method, with branch targets in `labels`
+    /// (a loop's two versions pass different labels for its ops).
+    pub(super) fn emit(
+        &mut self,
+        i: usize,
+        labels: &[Label],
+        is_target: &[bool],
+        align: &[bool],
+        live: &mut bool,
+    ) {
+        let Some(d) = self.depth[i] else {
+            *live = false;
+            return;
+        };
+        let op = self.code[i];
+        if is_target[i] {
+            if *live {
+                self.sync();
+            }
+            if align[i] {
+                self.f.align(32);
+            }
+            self.f.label(labels[i]);
+            self.reset_stack(usize::from(d));
+            self.forget();
+            *live = true;
+        } else if !*live {
+            self.f.label(labels[i]);
+            self.reset_stack(usize::from(d));
+            self.forget();
+            *live = true;
+        } else {
+            if align[i] {
+                self.f.align(32);
+            }
+            self.f.label(labels[i]);
+        }
+        let func = self.prog.funcs[usize::from(self.method)].as_ref();
+        self.bci = func.and_then(|f| f.bcis.get(i).copied()).unwrap_or(0);
+        self.op_index = i;
+        let n = self.code.len();
+        if self.block_end <= i {
+            self.block_end = (i + 1..n).find(|&j| is_target[j]).unwrap_or(n);
+        }
+        self.marks.push((self.f.code_offset(), Mark::Bci(self.bci)));
+        let (parts, k) = expand(op);
+        for j in 0..k {
+            // The op after this part, if control always goes on to it.
+            let next = if j + 1 < k {
+                Some(parts[j + 1])
+            } else if i + 1 < n && !is_target[i + 1] {
+                Some(expand(self.code[i + 1]).0[0])
+            } else {
+                None
+            };
+            self.hint = match next {
+                Some(Op::Store(n)) => Some(n),
+                _ => None,
+            };
+            if !self.op(parts[j], labels) {
+                *live = false;
+            }
+            self.hint = None;
+        }
     }
 
     pub(super) fn reset_stack(&mut self, d: usize) {
@@ -1853,6 +2111,61 @@ mod tests {
         }
         q >>= s;
         q.wrapping_add((q as u32 >> 31) as i32)
+    }
+
+    /// The counted loops of each method of a class the build compiled, by
+    /// method name (`None` without javac).
+    fn loops_of(class: &str) -> Option<Vec<(String, usize)>> {
+        let dir = std::path::Path::new(crate::APPLET_CLASSES?).join("release8");
+        let bytes = std::fs::read(dir.join(format!("{class}.class"))).ok()?;
+        let applet = crate::Applet::load(&bytes, &crate::Natives::new(), crate::Limits::default())
+            .unwrap_or_else(|e| panic!("{class}: {e}"));
+        let prog = applet.program();
+        let out = prog
+            .info
+            .methods
+            .iter()
+            .zip(&prog.funcs)
+            .filter_map(|(m, f)| {
+                let f = f.as_ref()?;
+                let depth = depths(prog, &f.code);
+                Some((m.name.clone(), counted_loops(prog, &f.code, &depth).len()))
+            })
+            .collect();
+        Some(out)
+    }
+
+    #[test]
+    fn counted_loops_are_the_innermost_loops_that_leave_only_through_their_test() {
+        let Some(fuel_loops) = loops_of("FuelLoops") else {
+            return;
+        };
+        let expected = [
+            ("up", 1),
+            ("down", 1),
+            ("upSwapped", 1),
+            ("nested", 1),
+            ("staticBound", 1),
+            ("breaks", 0),
+            ("movingBound", 0),
+            ("calls", 0),
+            // Not the second: `i > 0` is a test against a constant.
+            ("twoLoops", 2),
+        ];
+        for (name, n) in expected {
+            let found = fuel_loops.iter().find(|(m, _)| m == name).map(|&(_, k)| k);
+            assert_eq!(found, Some(n), "FuelLoops.{name}");
+        }
+        // Every loop of the benchmark suite's micro and fibonacci rows.
+        let bench = loops_of("Bench").unwrap_or_default();
+        for name in [
+            "nullLoop", "nullCall", "fieldRead", "fieldWrite", "arrayRead", "arrayWrite", "math",
+            "mathField", "mathArray", "fibonacci",
+        ] {
+            let want = if name == "nullCall" { 0 } else { 1 };
+            let found = bench.iter().find(|(m, _)| m == name).map(|&(_, k)| k);
+            assert_eq!(found, Some(want), "Bench.{name}");
+        }
     }
 
     #[test]

@@ -51,7 +51,12 @@
 //!
 //! Fuel is charged where the interpreter charges it (taken back edges that
 //! decoding marks, calls, switches): `FUEL -= 1` and a branch on its
-//! borrow, one fused operation (vcode's `Countdown`). Calls check the depth
+//! borrow, one fused operation (vcode's `Countdown`). A counted loop (an
+//! innermost loop `for (i = a; i < n; i++)` that leaves only through its
+//! test) is compiled twice: on entry, if the fuel left covers its trip
+//! count, the count is charged at once and a copy without charges runs;
+//! otherwise the loop charges each back edge and runs out where the
+//! interpreter does. Calls check the depth
 //! (a counter in the native frame) and, unless the callee's frame provably
 //! fits in the caller's, the frame stack's end, exactly as the interpreter
 //! does.
