@@ -72,8 +72,9 @@ impl Config {
     }
 }
 
-/// What went wrong.
-#[derive(Debug, thiserror::Error)]
+/// What went wrong. `Clone` and `Eq`, like the errors it wraps, so that a
+/// client can keep it as the typed source of its own error.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
     /// The builder failed (including running out of cache memory inside
     /// `end_in`, reported by vcode as a memory error).

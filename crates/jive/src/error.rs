@@ -1,5 +1,6 @@
 //! Typed errors of every jive phase: reading the class file, the subset check,
-//! verification, resource limits at load, native binding, and run-time traps.
+//! verification, resource limits at load, native binding, JIT compilation, and
+//! run-time traps.
 //!
 //! Every error says *what* went wrong and *where*: a byte offset into the class
 //! file, or a method (`name(descriptor)`) and a bytecode index (bci). Nothing in
@@ -92,7 +93,79 @@ pub enum LoadError {
     Instantiate(#[from] Trap),
     /// [`crate::Engine::Jit`] was asked for and the JIT cannot compile the applet.
     #[error(transparent)]
-    Jit(#[from] crate::jit::JitError),
+    Jit(#[from] JitError),
+}
+
+/// Why the JIT could not compile an applet ([`crate::jit`]). Each variant
+/// names the class and what refused it; a failure of vcode or of the code
+/// cache keeps their typed error as its source.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum JitError {
+    /// vcode has no native backend for this CPU.
+    #[error("the JIT cannot run {class} on {arch}: vcode has no native backend for it")]
+    NoBackend {
+        /// The class.
+        class: String,
+        /// The CPU architecture (`std::env::consts::ARCH`).
+        arch: &'static str,
+    },
+    /// A method's frame (locals and operand stack) exceeds the JIT's frame stack.
+    #[error(
+        "the JIT cannot run {method}: its frame takes {slots} slots, above the JIT's frame stack of {limit}"
+    )]
+    FrameTooLarge {
+        /// The method (`name(descriptor)`).
+        method: String,
+        /// Its `max_locals + max_stack`.
+        slots: usize,
+        /// The frame stack's size in slots.
+        limit: usize,
+    },
+    /// The applet's call-depth limit is above the deepest chain the JIT runs
+    /// ([`crate::jit::MAX_CALL_DEPTH`]).
+    #[error(
+        "the JIT cannot run {class}: its max_call_depth {requested} is above the JIT's {limit}"
+    )]
+    CallDepth {
+        /// The class.
+        class: String,
+        /// The applet's [`crate::Limits::max_call_depth`].
+        requested: u32,
+        /// The JIT's limit.
+        limit: u32,
+    },
+    /// The target leaves fewer temporary registers than the compiler needs
+    /// for its scratch registers and one slot home.
+    #[error(
+        "the JIT cannot compile {class}: the target has {available} temporary registers, the compiler needs {needed}"
+    )]
+    TooFewRegisters {
+        /// The class.
+        class: String,
+        /// Temporary registers vcode gave.
+        available: usize,
+        /// Registers needed.
+        needed: usize,
+    },
+    /// vcode refused the generated code (its error names the vcode
+    /// instruction and method).
+    #[error("generating code for {class}: {source}")]
+    Codegen {
+        /// The class.
+        class: String,
+        /// vcode's error.
+        source: vcode::Error,
+    },
+    /// The code cache refused the code.
+    #[error("publishing the code of {class} in the code cache (key {key:#018x}): {source}")]
+    Cache {
+        /// The class.
+        class: String,
+        /// The code's key (a hash of everything it depends on).
+        key: u64,
+        /// The code cache's error.
+        source: codecache::Error,
+    },
 }
 
 /// What went wrong in a trapped invocation.
@@ -185,4 +258,117 @@ pub enum InvokeError {
     /// The invocation trapped.
     #[error(transparent)]
     Trap(#[from] Trap),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each reason the JIT refuses an applet says what refused it and for
+    /// which class or method, and keeps vcode's or the code cache's error
+    /// typed, as its source, with that error's own where (instruction and
+    /// vcode method; key).
+    #[test]
+    fn jit_errors_name_what_and_where_and_keep_their_typed_source() {
+        use std::error::Error as _;
+        let vcode_error =
+            vcode::Error::new(17, "blt", vcode::ErrorKind::UnplacedLabel { label: 3 });
+        let cases: Vec<(JitError, &str)> = vec![
+            (
+                JitError::NoBackend {
+                    class: "RawUnet".into(),
+                    arch: "riscv64",
+                },
+                "the JIT cannot run RawUnet on riscv64: vcode has no native backend for it",
+            ),
+            (
+                JitError::FrameTooLarge {
+                    method: "doRx(II)V".into(),
+                    slots: 20_000,
+                    limit: 16_384,
+                },
+                "the JIT cannot run doRx(II)V: its frame takes 20000 slots, above the JIT's frame stack of 16384",
+            ),
+            (
+                JitError::CallDepth {
+                    class: "Bench".into(),
+                    requested: 20_000,
+                    limit: 16_384,
+                },
+                "the JIT cannot run Bench: its max_call_depth 20000 is above the JIT's 16384",
+            ),
+            (
+                JitError::TooFewRegisters {
+                    class: "Bench".into(),
+                    available: 3,
+                    needed: 5,
+                },
+                "the JIT cannot compile Bench: the target has 3 temporary registers, the compiler needs 5",
+            ),
+            (
+                JitError::Codegen {
+                    class: "Bench".into(),
+                    source: vcode_error.clone(),
+                },
+                "generating code for Bench: vcode: label L3 is used but never placed (instruction 17, in `blt`)",
+            ),
+            (
+                JitError::Cache {
+                    class: "Bench".into(),
+                    key: 0xabc,
+                    source: codecache::Error::Retired { key: 0xabc },
+                },
+                "publishing the code of Bench in the code cache (key 0x0000000000000abc): the code for key 2748 was retired as soon as it was built",
+            ),
+        ];
+        for (e, text) in &cases {
+            assert_eq!(e.to_string(), *text);
+            // Clone and Eq, as LoadError needs.
+            assert_eq!(e.clone(), *e);
+        }
+        let codegen = &cases[4].0;
+        let source = codegen.source().expect("Codegen has a source");
+        assert_eq!(source.downcast_ref::<vcode::Error>(), Some(&vcode_error));
+        let cache = &cases[5].0;
+        let source = cache.source().expect("Cache has a source");
+        assert!(matches!(
+            source.downcast_ref::<codecache::Error>(),
+            Some(codecache::Error::Retired { key: 0xabc })
+        ));
+        assert!(cases[0].0.source().is_none());
+    }
+
+    /// An applet whose call-depth limit is above the JIT's: the load on
+    /// `Engine::Jit` fails with the typed reason, naming the class.
+    #[test]
+    fn a_call_depth_above_the_jits_is_a_typed_load_error() {
+        let Some(dir) = crate::APPLET_CLASSES else {
+            return;
+        };
+        let p = std::path::Path::new(dir).join("release8/Bench.class");
+        let bytes = std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        let limits = crate::Limits {
+            max_call_depth: crate::jit::MAX_CALL_DEPTH + 1,
+            ..crate::Limits::default()
+        };
+        let r = crate::Applet::load_with_engine(
+            &bytes,
+            &crate::Natives::new(),
+            limits,
+            crate::Engine::Jit,
+        );
+        match r {
+            Err(LoadError::Jit(JitError::CallDepth {
+                class,
+                requested,
+                limit,
+            })) => {
+                assert_eq!(class, "Bench");
+                assert_eq!(requested, crate::jit::MAX_CALL_DEPTH + 1);
+                assert_eq!(limit, crate::jit::MAX_CALL_DEPTH);
+            }
+            Err(e) => panic!("expected the JIT's call-depth error, got: {e}"),
+            Ok(_) => panic!("expected the JIT's call-depth error, the applet loaded"),
+        }
+    }
 }

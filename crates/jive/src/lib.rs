@@ -78,12 +78,12 @@ pub mod subset;
 pub mod verifier;
 
 pub use crate::decode::Program;
+pub use crate::error::JitError;
 pub use crate::error::{
     ClassFormatError, InvokeError, LimitError, LoadError, SubsetError, Trap, TrapKind, VerifyError,
 };
 pub use crate::heap::Object;
 pub use crate::interpreter::Outcome;
-pub use crate::jit::JitError;
 pub use crate::limits::Limits;
 pub use crate::natives::{Arrays, Context, NativeError, NativeFn, Natives};
 
@@ -676,11 +676,11 @@ impl Applet {
 
     fn compile(&self) -> Result<jit::Compiled, JitError> {
         if self.limits.max_call_depth > jit::MAX_CALL_DEPTH {
-            return Err(JitError::Unsupported(format!(
-                "max_call_depth {} is above the JIT's {}",
-                self.limits.max_call_depth,
-                jit::MAX_CALL_DEPTH
-            )));
+            return Err(JitError::CallDepth {
+                class: self.prog.info.name.clone(),
+                requested: self.limits.max_call_depth,
+                limit: jit::MAX_CALL_DEPTH,
+            });
         }
         jit::compile(&self.prog)
     }

@@ -17,7 +17,7 @@
 //! guard against reads and writes outside the applet's memory.
 //!
 //! These tests need [`Engine::Jit`]: where the JIT cannot load the applet
-//! (before it lands, `jit::compile` returns `Unsupported`) they fail and say
+//! (`jit::compile` returns a `JitError`) they fail and say
 //! so. On a CPU without a vcode backend they are skipped.
 
 mod common;

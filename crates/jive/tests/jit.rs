@@ -858,9 +858,17 @@ fn fuel_loop_args(rng: &mut Rng) -> [i32; 3] {
     let mut small = |lo: i64, hi: i64| lo + (rng.next() % (hi - lo) as u64) as i64;
     match small(0, 8) {
         0 => [i32::MAX - small(0, 6) as i32, i32::MAX, small(-3, 3) as i32],
-        1 => [i32::MIN + small(0, 6) as i32, i32::MIN, i32::MIN + small(0, 6) as i32],
+        1 => [
+            i32::MIN + small(0, 6) as i32,
+            i32::MIN,
+            i32::MIN + small(0, 6) as i32,
+        ],
         2 => [i32::MIN, i32::MAX, i32::MIN],
-        3 => [small(5, 30) as i32, small(-10, 5) as i32, small(-5, 30) as i32],
+        3 => [
+            small(5, 30) as i32,
+            small(-10, 5) as i32,
+            small(-5, 30) as i32,
+        ],
         _ => [
             small(-12, 12) as i32,
             small(-12, 30) as i32,

@@ -119,8 +119,12 @@ pub(super) struct Compiler<'p> {
     pub(super) fact_len: Vec<Local<I>>,
 }
 
-pub(super) fn cg(e: vcode::Error) -> JitError {
-    JitError::Codegen(e.to_string())
+/// vcode's error while compiling `prog`, as a [`JitError`].
+pub(super) fn codegen_error(prog: &Program) -> impl Fn(vcode::Error) -> JitError + Copy + '_ {
+    move |source| JitError::Codegen {
+        class: prog.info.name.clone(),
+        source,
+    }
 }
 
 /// The ops a (possibly fused) op stands for, in order.
@@ -363,7 +367,11 @@ pub(super) struct CountedLoop {
 pub(super) const MAX_VERSIONED_OPS: usize = 64;
 
 /// The [`CountedLoop`]s of a method's code, in order.
-pub(super) fn counted_loops(prog: &Program, code: &[Op], depth: &[Option<u16>]) -> Vec<CountedLoop> {
+pub(super) fn counted_loops(
+    prog: &Program,
+    code: &[Op],
+    depth: &[Option<u16>],
+) -> Vec<CountedLoop> {
     let n = code.len();
     // The lowest and highest index of an op that jumps to each op.
     let (mut lo, mut hi) = (vec![usize::MAX; n + 1], vec![0usize; n + 1]);
@@ -468,7 +476,8 @@ fn counted_loop(
         }
         let (parts, k) = expand(o);
         for &p in &parts[..k] {
-            let writes = matches!(p, Store(s) | Iinc(s, _) if s == counter || Val::Slot(s) == bound);
+            let writes =
+                matches!(p, Store(s) | Iinc(s, _) if s == counter || Val::Slot(s) == bound);
             let back = matches!(p, GotoBack(_)) || branch(p).is_some_and(|(.., back)| back);
             if writes || back {
                 return None;
@@ -486,6 +495,7 @@ fn counted_loop(
 
 impl<'p> Compiler<'p> {
     pub(super) fn new(prog: &'p Program) -> Result<Compiler<'p>, JitError> {
+        let cg = codegen_error(prog);
         let mut f = Func::new();
         f.set_code_limit(4 << 20);
         f.name(format!("jive:{}", prog.info.name));
@@ -539,7 +549,11 @@ impl<'p> Compiler<'p> {
             temps.push(t.num());
         }
         if temps.len() < 5 {
-            return Err(JitError::Unsupported("too few registers".into()));
+            return Err(JitError::TooFewRegisters {
+                class: prog.info.name.clone(),
+                available: temps.len(),
+                needed: 5,
+            });
         }
         let regs = Regs {
             fp,
@@ -2090,7 +2104,7 @@ pub(super) fn build(prog: &Program) -> Result<(Func, Meta), JitError> {
 /// measuring the compiler alone (`jive-compile-count`, the benchmarks).
 pub fn compile_standalone(prog: &Program) -> Result<vcode::Code, JitError> {
     let (mut f, _) = build(prog)?;
-    f.end().map_err(cg)
+    f.end().map_err(codegen_error(prog))
 }
 
 #[cfg(test)]
@@ -2159,8 +2173,16 @@ mod tests {
         // Every loop of the benchmark suite's micro and fibonacci rows.
         let bench = loops_of("Bench").unwrap_or_default();
         for name in [
-            "nullLoop", "nullCall", "fieldRead", "fieldWrite", "arrayRead", "arrayWrite", "math",
-            "mathField", "mathArray", "fibonacci",
+            "nullLoop",
+            "nullCall",
+            "fieldRead",
+            "fieldWrite",
+            "arrayRead",
+            "arrayWrite",
+            "math",
+            "mathField",
+            "mathArray",
+            "fibonacci",
         ] {
             let want = if name == "nullCall" { 0 } else { 1 };
             let found = bench.iter().find(|(m, _)| m == name).map(|&(_, k)| k);

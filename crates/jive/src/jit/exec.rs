@@ -104,15 +104,19 @@ impl core::fmt::Debug for Compiled {
 /// compiled) and publishes it in the shared code cache.
 pub fn compile(prog: &Program) -> Result<Compiled, JitError> {
     if !available() {
-        return Err(JitError::Unsupported(
-            "vcode has no native backend for this CPU".into(),
-        ));
+        return Err(JitError::NoBackend {
+            class: prog.info.name.clone(),
+            arch: std::env::consts::ARCH,
+        });
     }
     if prog.max_frame > STACK_SLOTS {
-        return Err(JitError::Unsupported(format!(
-            "a method's frame takes {} slots, above the JIT's frame stack of {STACK_SLOTS}",
-            prog.max_frame
-        )));
+        let slots = |f: &crate::decode::Func| usize::from(f.max_locals) + usize::from(f.max_stack);
+        let widest = prog.funcs.iter().flatten().max_by_key(|f| slots(f));
+        return Err(JitError::FrameTooLarge {
+            method: widest.map(|f| f.id.clone()).unwrap_or_default(),
+            slots: prog.max_frame,
+            limit: STACK_SLOTS,
+        });
     }
     let key = fingerprint(prog);
     let meta = {
@@ -124,7 +128,11 @@ pub fn compile(prog: &Program) -> Result<Compiled, JitError> {
             }
             None => {
                 let (f, meta) = build(prog)?;
-                publish(key, f)?;
+                publish(key, f).map_err(|source| JitError::Cache {
+                    class: prog.info.name.clone(),
+                    key,
+                    source,
+                })?;
                 let meta = Arc::new(meta);
                 reg.insert(
                     key,
@@ -145,10 +153,8 @@ pub fn compile(prog: &Program) -> Result<Compiled, JitError> {
     })
 }
 
-pub(super) fn publish(key: u64, mut f: Func) -> Result<(), JitError> {
-    cache()
-        .publish(key, 1, move |e| f.end_in(e.mem()))
-        .map_err(|e| JitError::Cache(e.to_string()))
+pub(super) fn publish(key: u64, mut f: Func) -> Result<(), codecache::Error> {
+    cache().publish(key, 1, move |e| f.end_in(e.mem()))
 }
 
 impl Drop for Compiled {

@@ -81,30 +81,16 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use thiserror::Error;
 use vcode::ext::{Countdown, Indexed};
 use vcode::{Arg, Callee, Class, Func, I, L, Label, Leaf, Local, Operand, P, Reg, Ty, UL};
 
 use crate::decode::{Op, Program, Switch, successors};
+pub use crate::error::JitError;
 use crate::error::{Trap, TrapKind};
 use crate::heap::{DIR_DATA, DIR_LEN, DIR_MASK, Heap, Object};
 use crate::interpreter::{Outcome, RunLimits, STACK_SLOTS, State};
 use crate::natives::{Context, NativeError};
 use crate::subset::Prim;
-
-/// Why an applet could not be compiled.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub enum JitError {
-    /// The JIT cannot compile for this machine or these limits.
-    #[error("the JIT cannot run this applet: {0}")]
-    Unsupported(String),
-    /// vcode refused the generated code.
-    #[error("code generation failed: {0}")]
-    Codegen(String),
-    /// The code cache refused the code.
-    #[error("code cache: {0}")]
-    Cache(String),
-}
 
 /// Whether vcode has a native backend for this CPU, so that the JIT can run.
 pub fn available() -> bool {
