@@ -126,4 +126,28 @@ public class FuelLoops {
         }
         return s;
     }
+
+    /** Constant bounds: <, <= and >= (one more or less than the constant). */
+    static int constBounds(int from, int x, int bad) {
+        int s = 0;
+        for (int i = from; i < 37; i++) {
+            s += x / (i - bad);
+            arr[i & 7] = s;
+        }
+        for (int i = from; i <= 20; i++) {
+            sum += i;
+        }
+        for (int i = from; i >= -20; i--) {
+            count += i;
+        }
+        return s;
+    }
+
+    /** Never ends unmetered (i <= MAX_VALUE holds for every int): not a counted loop. */
+    static int forever(int from, int x, int y) {
+        for (int i = from; i <= 2147483647; i++) {
+            sum += x;
+        }
+        return y;
+    }
 }

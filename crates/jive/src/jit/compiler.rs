@@ -340,11 +340,12 @@ pub(super) fn branch(op: Op) -> Option<(Cond, bool, u32, bool)> {
 /// its fuel can be charged once there ([`Compiler::versioned_loop`]):
 ///
 /// - `head` is the loop's test, on an empty stack, of the counter against
-///   a constant or a local (a [`Compiler::rotatable`] op), leaving the loop
-///   to a target past `back`;
+///   a constant or a local (at most three ops: the pushes and a branch),
+///   leaving the loop to a target past `back`;
 /// - `back` is the one back edge, `counter += step; goto head`, with step
-///   1 (the loop runs while `counter < bound`) or -1 (while `counter >
-///   bound`);
+///   1 (the loop runs while `counter < bound`, or `<=` a constant below
+///   `i32::MAX`) or -1 (while `counter > bound`, or `>=` a constant above
+///   `i32::MIN`);
 /// - no op between them writes the counter or the bound, charges fuel
 ///   (back edges, calls, switches), returns, or branches out of the loop,
 ///   and no branch from outside lands inside it.
@@ -415,14 +416,9 @@ fn counted_loop(
     hi: &[usize],
 ) -> Option<CountedLoop> {
     use Op::*;
-    // The test: operands loaded from locals or constants, then a forward
-    // branch out of the loop.
+    // The test: at most three ops that push locals and constants, then a
+    // forward branch out of the loop (`javac`'s `i < n`, `i < 100`, `i > 0`).
     if depth.get(t) != Some(&Some(0)) {
-        return None;
-    }
-    let (parts, k) = expand(code[t]);
-    let (c, two, exit, back) = branch(parts[k - 1])?;
-    if back || (exit as usize) <= b {
         return None;
     }
     let val = |o: Op| match o {
@@ -430,10 +426,32 @@ fn counted_loop(
         Const(v) => Some(Val::Const(v)),
         _ => None,
     };
-    if !two || k != 3 {
+    let mut operands = Vec::new();
+    let mut test = None;
+    let mut body = t;
+    while test.is_none() {
+        if body >= b || body >= t + 3 {
+            return None;
+        }
+        let (parts, k) = expand(code[body]);
+        body += 1;
+        for (n, &p) in parts[..k].iter().enumerate() {
+            match branch(p) {
+                Some((c, two, exit, false)) if n + 1 == k => test = Some((c, two, exit)),
+                Some(_) => return None,
+                None => operands.push(val(p)?),
+            }
+        }
+    }
+    let (c, two, exit) = test?;
+    if (exit as usize) <= b {
         return None;
     }
-    let (a, z) = (val(parts[0])?, val(parts[1])?);
+    let (a, z) = match (two, operands.as_slice()) {
+        (true, &[a, z]) => (a, z),
+        (false, &[a]) => (a, Val::Const(0)),
+        _ => return None,
+    };
     // The loop goes on while `counter stay bound`.
     let (stay, bound) = if a == Val::Slot(counter) {
         (c.not(), z)
@@ -442,16 +460,21 @@ fn counted_loop(
     } else {
         return None;
     };
+    // As `counter < bound` (counting up) or `counter > bound` (down); a
+    // constant bound of `<=` or `>=` moves by one, unless the counter could
+    // never pass it (`i <= Integer.MAX_VALUE` never ends).
     let bound = match (step, stay, bound) {
         (_, _, Val::Slot(s)) if s == counter => return None,
         (1, Cond::Lt, v) | (-1, Cond::Gt, v) => v,
+        (1, Cond::Le, Val::Const(v)) if v < i32::MAX => Val::Const(v + 1),
+        (-1, Cond::Ge, Val::Const(v)) if v > i32::MIN => Val::Const(v - 1),
         _ => return None,
     };
     // One entry, at the test.
     if (t + 1..=b).any(|j| lo[j] < t || hi[j] > b) {
         return None;
     }
-    for (j, &o) in code.iter().enumerate().take(b).skip(t + 1) {
+    for (j, &o) in code.iter().enumerate().take(b).skip(body) {
         if depth[j].is_none() {
             continue;
         }
@@ -2163,8 +2186,9 @@ mod tests {
             ("breaks", 0),
             ("movingBound", 0),
             ("calls", 0),
-            // Not the second: `i > 0` is a test against a constant.
-            ("twoLoops", 2),
+            ("twoLoops", 3),
+            ("constBounds", 3),
+            ("forever", 0),
         ];
         for (name, n) in expected {
             let found = fuel_loops.iter().find(|(m, _)| m == name).map(|&(_, k)| k);

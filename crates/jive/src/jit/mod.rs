@@ -52,8 +52,8 @@
 //! Fuel is charged where the interpreter charges it (taken back edges that
 //! decoding marks, calls, switches): `FUEL -= 1` and a branch on its
 //! borrow, one fused operation (vcode's `Countdown`). A counted loop (an
-//! innermost loop `for (i = a; i < n; i++)` that leaves only through its
-//! test) is compiled twice: on entry, if the fuel left covers its trip
+//! innermost loop such as `for (i = a; i < n; i++)` or `i < 100` that
+//! leaves only through its test) is compiled twice: on entry, if the fuel left covers its trip
 //! count, the count is charged at once and a copy without charges runs;
 //! otherwise the loop charges each back edge and runs out where the
 //! interpreter does. Calls check the depth
