@@ -14,6 +14,11 @@
 //!   between rounds.
 //! - `hotspot_cases_agree_on_both_engines`: the calls of the HotSpot
 //!   differential test (`differential.rs`) of the `Arith` applet.
+//! - `counted_loops_run_out_of_fuel_where_the_interpreter_does` and
+//!   `random_programs_run_out_of_fuel_where_the_interpreter_does`: the loops
+//!   of `applets/src/FuelLoops.java` and every random program, on every fuel
+//!   budget around the point where each call runs out (the JIT charges a
+//!   counted loop's trip count at its entry when the fuel covers it).
 //!
 //! Every class runs twice on each engine: metered (a small fuel budget, so
 //! that loops that never end trap quickly) and unmetered. The unmetered twin
@@ -952,4 +957,104 @@ fn counted_loops_run_out_of_fuel_where_the_interpreter_does() {
     );
     fail_on(&errors, "fuel budgets where the engines disagree");
     assert!(exhausted > 1000 && traps > 30 && returned > 500);
+}
+
+/// The budgets tried for a call that uses `used` fuel: every budget up to
+/// one past it when that is at most 64 (so that each of its loops is
+/// entered with just enough fuel, and one unit less), else the last four
+/// below it, it, one past, and eight pseudo-random ones below.
+fn budgets_around(used: u64, rng: &mut Rng) -> Vec<u64> {
+    if used <= 64 {
+        return (0..=used + 1).collect();
+    }
+    let mut v: Vec<u64> = (used - 4..=used + 1).collect();
+    v.extend((0..8).map(|_| rng.next() % used));
+    v
+}
+
+/// The random programs of `random_programs_agree_on_both_engines` (nested
+/// loops with constant, argument and array-length bounds, `break`,
+/// `continue`, traps in the middle of loops, calls, natives), each call
+/// run on the budgets of [`budgets_around`] the fuel it uses: the same
+/// outcome and state on both engines on every budget, so the JIT runs out
+/// of fuel at the interpreter's point whether or not a loop's count was
+/// charged at its entry.
+#[test]
+fn random_programs_run_out_of_fuel_where_the_interpreter_does() {
+    let Some(dir) = jive::RANDOM_CLASSES else {
+        eprintln!("{SKIP_JAVAC}");
+        return;
+    };
+    let mut errors = Vec::new();
+    let (mut programs, mut calls, mut exhausted) = (0usize, 0usize, 0usize);
+    'classes: for f in sorted_class_files(Path::new(dir), false) {
+        let name = f.file_stem().unwrap().to_string_lossy().into_owned();
+        let bytes = std::fs::read(&f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        let limits = Limits {
+            fuel: Some(FUEL),
+            ..Limits::default()
+        };
+        let mut pair = match Pair::load(&name, &bytes, &random_natives(), limits) {
+            Ok(p) => p,
+            Err(e) => {
+                errors.push(e);
+                continue;
+            }
+        };
+        let prog = pair.interp.program().clone();
+        let mut rng = Rng::new(&format!("{name} fuel"));
+        for (m, arity) in int_methods(&prog) {
+            if !is_program(&prog, &m) {
+                continue;
+            }
+            programs += 1;
+            for args in arg_sets(&mut rng, arity, 2) {
+                let step = |pair: &mut Pair, fuel: u64| -> Result<Call, String> {
+                    pair.set_fuel(Some(fuel))?;
+                    pair.invoke(&m, &args).map_err(|e| {
+                        format!(
+                            "with {fuel} fuel: {e} (source: {})",
+                            random_source(&f).display()
+                        )
+                    })
+                };
+                let used = match step(&mut pair, FUEL) {
+                    Ok(Ok(out)) => out.fuel_used,
+                    Ok(Err(_)) => continue,
+                    Err(e) => {
+                        errors.push(e);
+                        continue 'classes;
+                    }
+                };
+                for fuel in budgets_around(used, &mut rng) {
+                    match step(&mut pair, fuel) {
+                        Ok(r) => {
+                            calls += 1;
+                            if matches!(
+                                r,
+                                Err(InvokeError::Trap(Trap {
+                                    kind: TrapKind::FuelExhausted(_),
+                                    ..
+                                }))
+                            ) {
+                                exhausted += 1;
+                            }
+                        }
+                        Err(e) => {
+                            errors.push(e);
+                            continue 'classes;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    eprintln!(
+        "{programs} random programs, {calls} calls on budgets around their fuel ({exhausted} out of fuel)"
+    );
+    fail_on(
+        &errors,
+        "random programs where the engines disagree on a budget",
+    );
+    assert!(programs >= MIN_PROGRAMS && exhausted > 10_000);
 }
