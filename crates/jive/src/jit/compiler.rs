@@ -1891,12 +1891,14 @@ impl<'p> Compiler<'p> {
         } else {
             Vec::new()
         };
-        let mut i = 0;
+        // The loops are disjoint and in order, so each head is met in turn.
+        let (mut i, mut next_loop) = (0, 0);
         while i < code.len() {
-            match loops.iter().find(|l| l.head == i) {
+            match loops.get(next_loop).filter(|l| l.head == i) {
                 Some(lp) => {
                     self.versioned_loop(lp, &labels, &is_target, &align, &mut live);
                     i = lp.back + 1;
+                    next_loop += 1;
                 }
                 None => {
                     self.emit(i, &labels, &is_target, &align, &mut live);
