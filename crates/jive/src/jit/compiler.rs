@@ -359,8 +359,15 @@ pub(super) struct CountedLoop {
     pub(super) back: usize,
     pub(super) counter: u16,
     pub(super) step: i16,
-    /// A constant or a local (`Val::Slot`).
-    pub(super) bound: Val,
+    pub(super) bound: Bound,
+}
+
+/// What a [`CountedLoop`]'s counter is compared with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Bound {
+    /// A local no op of the loop writes.
+    Local(u16),
+    Const(i32),
 }
 
 /// Loops longer than this many ops keep their per-iteration charge (the
@@ -465,9 +472,10 @@ fn counted_loop(
     // never pass it (`i <= Integer.MAX_VALUE` never ends).
     let bound = match (step, stay, bound) {
         (_, _, Val::Slot(s)) if s == counter => return None,
-        (1, Cond::Lt, v) | (-1, Cond::Gt, v) => v,
-        (1, Cond::Le, Val::Const(v)) if v < i32::MAX => Val::Const(v + 1),
-        (-1, Cond::Ge, Val::Const(v)) if v > i32::MIN => Val::Const(v - 1),
+        (1, Cond::Lt, Val::Slot(s)) | (-1, Cond::Gt, Val::Slot(s)) => Bound::Local(s),
+        (1, Cond::Lt, Val::Const(v)) | (-1, Cond::Gt, Val::Const(v)) => Bound::Const(v),
+        (1, Cond::Le, Val::Const(v)) if v < i32::MAX => Bound::Const(v + 1),
+        (-1, Cond::Ge, Val::Const(v)) if v > i32::MIN => Bound::Const(v - 1),
         _ => return None,
     };
     // One entry, at the test.
@@ -500,7 +508,7 @@ fn counted_loop(
         let (parts, k) = expand(o);
         for &p in &parts[..k] {
             let writes =
-                matches!(p, Store(s) | Iinc(s, _) if s == counter || Val::Slot(s) == bound);
+                matches!(p, Store(s) | Iinc(s, _) if s == counter || Bound::Local(s) == bound);
             let back = matches!(p, GotoBack(_)) || branch(p).is_some_and(|(.., back)| back);
             if writes || back {
                 return None;
@@ -1850,7 +1858,7 @@ impl<'p> Compiler<'p> {
         self.depth = depth.clone();
         self.facts = vec![None; usize::from(func.max_locals)];
         self.block_end = 0;
-        let labels: Vec<Label> = (0..=code.len()).map(|_| self.f.genlabel()).collect();
+        let mut labels: Vec<Label> = (0..=code.len()).map(|_| self.f.genlabel()).collect();
         let mut is_target = vec![false; code.len() + 1];
         for (i, &o) in code.iter().enumerate() {
             successors(o, i, &prog.switches, |t| {
@@ -1896,7 +1904,7 @@ impl<'p> Compiler<'p> {
         while i < code.len() {
             match loops.get(next_loop).filter(|l| l.head == i) {
                 Some(lp) => {
-                    self.versioned_loop(lp, &labels, &is_target, &align, &mut live);
+                    self.versioned_loop(lp, &mut labels, &is_target, &align, &mut live);
                     i = lp.back + 1;
                     next_loop += 1;
                 }
@@ -1921,14 +1929,14 @@ impl<'p> Compiler<'p> {
     pub(super) fn versioned_loop(
         &mut self,
         lp: &CountedLoop,
-        labels: &[Label],
+        labels: &mut [Label],
         is_target: &[bool],
         align: &[bool],
         live: &mut bool,
     ) {
         let (t, b) = (lp.head, lp.back);
         // The entry (from before the loop only: the back edges of both
-        // versions go to their own copies of the body).
+        // versions go to their own copies of the test).
         if *live {
             self.sync();
         }
@@ -1936,6 +1944,8 @@ impl<'p> Compiler<'p> {
         self.reset_stack(0);
         self.forget();
         *live = true;
+        self.bci = self.bci_of(t);
+        self.marks.push((self.f.code_offset(), Mark::Bci(self.bci)));
         let metered = self.f.genlabel();
         let fast = self.f.genlabel();
         let (x, y) = (self.regs.x, self.regs.y);
@@ -1943,12 +1953,11 @@ impl<'p> Compiler<'p> {
         let rc = self.reg_of(Val::Slot(lp.counter), x);
         self.f.cv::<I, L>(xl, rc);
         match lp.bound {
-            Val::Slot(s) => {
+            Bound::Local(s) => {
                 let rb = self.reg_of(Val::Slot(s), y);
                 self.f.cv::<I, L>(yl, rb);
             }
-            Val::Const(v) => self.f.set(yl, i64::from(v)),
-            Val::W => {}
+            Bound::Const(v) => self.f.set(yl, i64::from(v)),
         }
         // N = bound - counter counting up, counter - bound counting down
         // (64-bit: no overflow); no charge if the loop does not run.
@@ -1962,29 +1971,32 @@ impl<'p> Compiler<'p> {
         self.f.blt(self.regs.fuel, n, metered);
         self.f.sub(self.regs.fuel, self.regs.fuel, n);
         self.f.label(fast);
-        // The copy without charges, with labels of its own for the loop's ops.
-        let fast_labels: Vec<Label> = (0..labels.len())
-            .map(|j| {
-                if (t..=b).contains(&j) {
-                    self.f.genlabel()
-                } else {
-                    labels[j]
-                }
-            })
-            .collect();
+        // The copy without charges, with labels of its own for the loop's
+        // ops (no branch from outside lands in the loop but at its test).
+        let own: Vec<Label> = labels[t..=b].to_vec();
+        for l in &mut labels[t..=b] {
+            *l = self.f.genlabel();
+        }
         self.metered = false;
         self.block_end = 0;
         for j in t..=b {
-            self.emit(j, &fast_labels, is_target, align, live);
+            self.emit(j, labels, is_target, align, live);
         }
         self.metered = true;
-        // The metered loop, entered from the test only.
-        let mut metered_labels = labels.to_vec();
-        metered_labels[t] = metered;
+        // The metered loop, entered at its test from the entry only.
+        labels[t..=b].copy_from_slice(&own);
+        labels[t] = metered;
         self.block_end = 0;
         for j in t..=b {
-            self.emit(j, &metered_labels, is_target, align, live);
+            self.emit(j, labels, is_target, align, live);
         }
+        labels[t] = own[0];
+    }
+
+    /// The bytecode index of op `i` of the method being compiled.
+    pub(super) fn bci_of(&self, i: usize) -> u32 {
+        let func = self.prog.funcs[usize::from(self.method)].as_ref();
+        func.and_then(|f| f.bcis.get(i).copied()).unwrap_or(0)
     }
 
     /// Compiles op `i` of the method, with branch targets in `labels`
@@ -2024,8 +2036,7 @@ impl<'p> Compiler<'p> {
             }
             self.f.label(labels[i]);
         }
-        let func = self.prog.funcs[usize::from(self.method)].as_ref();
-        self.bci = func.and_then(|f| f.bcis.get(i).copied()).unwrap_or(0);
+        self.bci = self.bci_of(i);
         self.op_index = i;
         let n = self.code.len();
         if self.block_end <= i {
