@@ -16,10 +16,10 @@
 //! Code is generic over the vcode backend, so the reference backend runs
 //! exactly this client code as an oracle for the native backend.
 
-use crate::ir::{ACCEPT, Base, Cmp, Field, Node, NodeId, Program, REJECT, Size, Test};
+use crate::ir::{ACCEPT, Base, Cmp, Field, LoadBase, Node, NodeId, Op, Program, REJECT, Size, Test};
 use crate::merge::{Dispatch, MNodeId, Merged, Strategy};
 use vcode::ext::Bswap;
-use vcode::{Backend, Class, Func, Label, Leaf, P, Reg, UL};
+use vcode::{Backend, Class, Func, Label, Leaf, Local, P, Reg, UL};
 
 /// The registers of a classifier: the two parameters and four temporaries,
 /// all caller-saved, so the function needs no frame.
@@ -35,6 +35,9 @@ struct Regs {
     v: Reg<UL>,
     /// The transport header's address, once read on this path.
     tb: Reg<P>,
+    /// Scratch for computed values (`len`, arithmetic), which keep the
+    /// top of their stack in `v` and the rest in stack slots.
+    w: Reg<UL>,
 }
 
 /// What is known at a point of the code, from the tests that dominate it.
@@ -90,12 +93,19 @@ pub fn emit<B: Backend>(f: &mut Func<B>, m: &Merged) -> vcode::Result<()> {
         best: f.getreg(Class::Temp)?,
         v: f.getreg(Class::Temp)?,
         tb: f.getreg(Class::Temp)?,
+        w: f.getreg(Class::Temp)?,
     };
     f.set(r.best, u64::MAX);
     if let Some(root) = m.root {
         f.add(r.end, r.pkt, r.len.cast::<P>());
         let done = f.genlabel();
-        Gen { f, m, r }.node(root, done, Known::default());
+        Gen {
+            f,
+            m,
+            r,
+            slots: Vec::new(),
+        }
+        .node(root, done, Known::default());
         f.label(done);
     }
     f.ret(r.best);
@@ -125,6 +135,8 @@ struct Gen<'a, B: Backend> {
     f: &'a mut Func<B>,
     m: &'a Merged,
     r: Regs,
+    /// Stack slots of computed values' evaluation stacks, shared by all.
+    slots: Vec<Local<UL>>,
 }
 
 impl<B: Backend> Gen<'_, B> {
@@ -367,6 +379,12 @@ impl<B: Backend> Gen<'_, B> {
                     k.link = bound;
                 }
             }
+            // Computed values are never dispatched on; residuals test them
+            // through `value_test`.
+            Base::Value(_) => {
+                self.f.jmp(oob);
+                return;
+            }
             Base::Transport => {
                 if !k.tb {
                     let bound = need.max(15);
@@ -397,6 +415,7 @@ impl<B: Backend> Gen<'_, B> {
     /// Loads `field & mask` into `v` in `order`, with no bounds check.
     fn load_value(&mut self, field: Field, mask: u32, order: Order) {
         let (v, base) = match field.base {
+            Base::Value(_) => return,
             Base::Link => (self.r.v, self.r.pkt),
             Base::Transport => (self.r.v, self.r.tb),
         };
@@ -447,11 +466,154 @@ impl<B: Backend> Gen<'_, B> {
             };
             self.f.label(labels[i]);
             let mut here = k;
-            self.test(&test, &mut here, labels[then as usize], no);
+            if let Base::Value(v) = test.field.base {
+                match p.values.get(v as usize) {
+                    Some(ops) => self.value_test(ops, &test, labels[then as usize], no),
+                    None => self.f.jmp(no),
+                }
+            } else {
+                self.test(&test, &mut here, labels[then as usize], no);
+            }
             if els as usize != i + 1 {
                 self.f.jmp(labels[els as usize]);
             }
         }
+    }
+
+    /// A test of a computed value ([`Program::values`]): computes it into
+    /// `v` and branches to `then` if `t` holds; falls through if not;
+    /// jumps to `fail` if a load is out of bounds or a divisor zero, as
+    /// [`crate::ir::eval_value`] defines. Values are kept to 32 bits.
+    fn value_test(&mut self, ops: &[Op], t: &Test, then: Label, fail: Label) {
+        let Regs { pkt, len, v, w, .. } = self.r;
+        let mut depth = 0usize;
+        for &op in ops {
+            match op {
+                Op::Const(_) | Op::Len => {
+                    if depth > 0 {
+                        let slot = self.slot(depth - 1);
+                        self.f.st_local(v, slot);
+                    }
+                    match op {
+                        Op::Const(k) => self.f.set(v, u64::from(k)),
+                        _ => self.f.mov(v, len),
+                    }
+                    depth += 1;
+                }
+                Op::Load(base, size) => {
+                    // `w` = the address, computed without wrapping past 32
+                    // bits except where libpcap's `add x` wraps.
+                    match base {
+                        LoadBase::At(k) => self.f.add(w, v, u64::from(k)),
+                        LoadBase::Transport => {
+                            self.f.blt(len, 15, fail);
+                            self.f.lduc(w, pkt, 14);
+                            self.f.and(w, w, 0x0f);
+                            self.f.lsh(w, w, 2);
+                            self.f.add(w, w, v);
+                            self.f.and(w, w, u64::from(u32::MAX));
+                            self.f.add(w, w, 14);
+                        }
+                    }
+                    self.f.add(v, w, size as u64);
+                    self.f.bgt(v, len, fail);
+                    let at = w.cast::<P>();
+                    match size {
+                        Size::B => self.f.lduc(v, pkt, at),
+                        Size::H => {
+                            self.f.ldus(v, pkt, at);
+                            self.f.bswap16(v, v);
+                        }
+                        Size::W => {
+                            self.f.ldu(v, pkt, at);
+                            self.f.bswap32(v, v);
+                        }
+                    }
+                }
+                Op::Neg => {
+                    self.f.neg(v, v);
+                    self.f.and(v, v, u64::from(u32::MAX));
+                }
+                bin => {
+                    let Some(d) = depth.checked_sub(2) else {
+                        self.f.jmp(fail);
+                        return;
+                    };
+                    let slot = self.slot(d);
+                    self.f.ld_local(w, slot);
+                    match bin {
+                        Op::Add => self.f.add(v, w, v),
+                        Op::Sub => self.f.sub(v, w, v),
+                        Op::Mul => self.f.mul(v, w, v),
+                        Op::Div => {
+                            self.f.beq(v, 0, fail);
+                            self.f.div(v, w, v);
+                        }
+                        Op::Mod => {
+                            self.f.beq(v, 0, fail);
+                            self.f.rem(v, w, v);
+                        }
+                        Op::And => self.f.and(v, w, v),
+                        Op::Or => self.f.or(v, w, v),
+                        Op::Xor => self.f.xor(v, w, v),
+                        Op::Shl | Op::Shr => {
+                            // A count of 32 or more shifts everything out.
+                            let (zero, done) = (self.f.genlabel(), self.f.genlabel());
+                            self.f.bge(v, 32, zero);
+                            if op == Op::Shl {
+                                self.f.lsh(v, w, v);
+                            } else {
+                                self.f.rsh(v, w, v);
+                            }
+                            self.f.jmp(done);
+                            self.f.label(zero);
+                            self.f.set(v, 0);
+                            self.f.label(done);
+                        }
+                        _ => {
+                            let (yes, done) = (self.f.genlabel(), self.f.genlabel());
+                            if op == Op::Gt {
+                                self.f.bgt(w, v, yes);
+                            } else {
+                                self.f.bge(w, v, yes);
+                            }
+                            self.f.set(v, 0);
+                            self.f.jmp(done);
+                            self.f.label(yes);
+                            self.f.set(v, 1);
+                            self.f.label(done);
+                        }
+                    }
+                    if matches!(bin, Op::Add | Op::Sub | Op::Mul | Op::Shl) {
+                        self.f.and(v, v, u64::from(u32::MAX));
+                    }
+                    depth -= 1;
+                }
+            }
+        }
+        if depth != 1 {
+            self.f.jmp(fail);
+            return;
+        }
+        let k = u64::from(t.value);
+        match t.cmp {
+            Cmp::Eq => self.f.beq(v, k, then),
+            Cmp::Gt => self.f.bgt(v, k, then),
+            Cmp::Ge => self.f.bge(v, k, then),
+            Cmp::Set => {
+                self.f.and(v, v, k);
+                self.f.bne(v, 0, then);
+            }
+        }
+    }
+
+    /// Stack slot `i` of computed values, allocated on first use.
+    fn slot(&mut self, i: usize) -> Local<UL> {
+        while self.slots.len() <= i {
+            let l = self.f.local::<UL>();
+            self.slots.push(l);
+        }
+        self.slots[i]
     }
 
     /// Branches to `then` if `t` holds; falls through if not; jumps to
@@ -513,6 +675,7 @@ mod tests {
         Program {
             nodes,
             root: if n == 0 { ACCEPT } else { 2 },
+            values: Vec::new(),
         }
     }
 

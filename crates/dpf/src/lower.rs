@@ -48,8 +48,9 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
-use crate::ir::{ACCEPT, Base, Cmp, Field, Node, NodeId, Program, REJECT, Size, Test};
-use crate::syntax::{Compare, Dir, Expr, Primitive, Proto, RelOp};
+use crate::error::Error;
+use crate::ir::{ACCEPT, Base, Cmp, Field, LoadBase, Node, NodeId, Op, Program, REJECT, Size, Test};
+use crate::syntax::{Arith, ArithOp, Compare, Dir, Expr, Primitive, Proto, RelOp, Relation};
 
 /// What libpcap's optimizer knows a test by while it threads jumps (its
 /// first pass, before statements are simplified): the value in the
@@ -78,18 +79,24 @@ enum Key {
         cmp: Cmp,
         value: u32,
     },
+    /// A comparison of a computed value (`len`, arithmetic): the value
+    /// (an index into the program's values, equal for equal expressions,
+    /// as libpcap's value numbering makes them), the jump and its
+    /// constant.
+    Arith { value: u32, cmp: Cmp, k: u32 },
 }
 
 impl Key {
     fn cmp(&self) -> Cmp {
         match *self {
-            Key::Prim { cmp, .. } | Key::Raw { cmp, .. } => cmp,
+            Key::Prim { cmp, .. } | Key::Raw { cmp, .. } | Key::Arith { cmp, .. } => cmp,
         }
     }
 
     fn value(&self) -> u32 {
         match *self {
             Key::Prim { value, .. } | Key::Raw { value, .. } => value,
+            Key::Arith { k, .. } => k,
         }
     }
 
@@ -120,6 +127,7 @@ impl Key {
                     ..
                 },
             ) => class == c2 && offset == o2 && size == s2 && mask == m2,
+            (Key::Arith { value, .. }, Key::Arith { value: v2, .. }) => value == v2,
             _ => false,
         }
     }
@@ -152,6 +160,10 @@ struct Leaf {
     key: Key,
     invert: bool,
     late: Late,
+    /// libpcap's optimizer refuses the filter if this test is still
+    /// reachable after its first pass (a computed comparison with a
+    /// constant zero divisor or an oversized shift): the column and why.
+    poison: Option<(usize, &'static str)>,
 }
 
 /// A condition over tests, before it becomes a graph.
@@ -206,6 +218,7 @@ fn prim(field: Field, mask: u32, cmp: Cmp, value: u32) -> Cond {
         },
         invert: false,
         late: Late::Keep,
+        poison: None,
     })
 }
 
@@ -272,6 +285,7 @@ fn relation(
         key,
         invert: false,
         late: Late::Keep,
+        poison: None,
     };
     if mask == Some(0) {
         // `and #0` makes A the constant 0: the load dies, the jump folds.
@@ -513,7 +527,7 @@ fn compare(c: &Compare) -> Cond {
     }
 }
 
-fn primitive(p: &Primitive) -> Cond {
+fn primitive(p: &Primitive, values: &mut Values) -> Cond {
     match *p {
         Primitive::Proto(p) => proto_abbrev(p),
         Primitive::IpProto(n) => ip_proto(n),
@@ -565,6 +579,7 @@ fn primitive(p: &Primitive) -> Cond {
             range,
         } => port(proto, dir, first, last, range),
         Primitive::Compare(ref c) => compare(c),
+        Primitive::Relation(ref r) => relation_cond(r, values),
         // gen_vlan_tpid_test (802.1Q, 802.1ad, QinQ, in that order), then
         // gen_vlan_vid_test on the tag's low 12 bits.
         Primitive::Vlan { shift, id } => {
@@ -586,12 +601,247 @@ fn primitive(p: &Primitive) -> Cond {
     }
 }
 
+/// The computed values of one program ([`Program::values`]), each
+/// interned once: equal expressions are one value, as libpcap's value
+/// numbering makes them one.
+#[derive(Default)]
+struct Values {
+    list: Vec<Vec<Op>>,
+    index: HashMap<Vec<Op>, u32>,
+}
+
+impl Values {
+    fn intern(&mut self, ops: Vec<Op>) -> u32 {
+        if let Some(&i) = self.index.get(&ops) {
+            return i;
+        }
+        let i = self.list.len() as u32;
+        self.list.push(ops.clone());
+        self.index.insert(ops, i);
+        i
+    }
+}
+
+/// Where a load from `layer` reads, and libpcap's guards around it
+/// (`gen_load`): the index's own guards `inner`, then the layer's
+/// protocol tests; a transport layer is IPv4 first, then the index's
+/// guards, then its protocol and "not a fragment".
+fn load_guards(layer: Proto, inner: Vec<Cond>) -> (LoadBase, Vec<Cond>) {
+    let mut g = inner;
+    let base = match layer {
+        Proto::Ether => LoadBase::At(0),
+        Proto::Ip => {
+            g.push(ether_type(ETHERTYPE_IP));
+            LoadBase::At(14)
+        }
+        Proto::Arp => {
+            g.push(ether_type(ETHERTYPE_ARP));
+            LoadBase::At(14)
+        }
+        Proto::Rarp => {
+            g.push(ether_type(ETHERTYPE_RARP));
+            LoadBase::At(14)
+        }
+        Proto::Ip6 => {
+            g.push(ether_type(ETHERTYPE_IPV6));
+            LoadBase::At(14)
+        }
+        Proto::Icmp6 => {
+            g.push(ether_type(ETHERTYPE_IPV6));
+            g.push(eq(link(20, Size::B), 58));
+            LoadBase::At(54)
+        }
+        Proto::Vrrp | Proto::Carp => {
+            g.push(ip_proto(112));
+            g.push(not_fragment());
+            LoadBase::Transport
+        }
+        Proto::Tcp | Proto::Udp | Proto::Sctp | Proto::Icmp => {
+            g.insert(0, ether_type(ETHERTYPE_IP));
+            g.push(proto_abbrev(layer));
+            g.push(not_fragment());
+            LoadBase::Transport
+        }
+    };
+    (base, g)
+}
+
+/// An expression's steps as the IR computes them, and its loads' guards
+/// appended to `guards` in libpcap's order (an index's before its
+/// load's; of a binary operator, the left operand's alone).
+fn value_ops(a: &[Arith], guards: &mut Vec<Cond>) -> Vec<Op> {
+    let mut ops = Vec::with_capacity(a.len());
+    // The guards of each operand on the evaluation stack.
+    let mut pending: Vec<Vec<Cond>> = Vec::new();
+    for &x in a {
+        match x {
+            Arith::Num(n) => {
+                ops.push(Op::Const(n));
+                pending.push(Vec::new());
+            }
+            Arith::Len => {
+                ops.push(Op::Len);
+                pending.push(Vec::new());
+            }
+            Arith::Load(layer, size) => {
+                let inner = pending.pop().unwrap_or_default();
+                let (base, g) = load_guards(layer, inner);
+                ops.push(Op::Load(base, size));
+                pending.push(g);
+            }
+            Arith::Neg => ops.push(Op::Neg),
+            Arith::Bin(b) => {
+                // libpcap 1.10's `gen_arth` returns its left operand with
+                // the left operand's guards only: the right operand's
+                // protocol tests are dropped (`arp[0] + tcp[0]` reads the
+                // TCP field of an ARP packet), and so they are here.
+                pending.pop();
+                ops.push(match b {
+                    ArithOp::Add => Op::Add,
+                    ArithOp::Sub => Op::Sub,
+                    ArithOp::Mul => Op::Mul,
+                    ArithOp::Div => Op::Div,
+                    ArithOp::Mod => Op::Mod,
+                    ArithOp::And => Op::And,
+                    ArithOp::Or => Op::Or,
+                    ArithOp::Xor => Op::Xor,
+                    ArithOp::Shl => Op::Shl,
+                    ArithOp::Shr => Op::Shr,
+                });
+            }
+        }
+    }
+    guards.extend(pending.into_iter().flatten());
+    ops
+}
+
+/// Constant folding as libpcap's second pass does it, after the guards
+/// are taken: an operator on two constants is a constant (but a zero
+/// divisor stays, for [`Leaf::poison`]); a constant zero right operand
+/// makes `*` and `&` the constant 0, and a constant zero left operand
+/// makes `*`, `/`, `%`, `&`, `<<` and `>>` the constant 0 and `+`, `|`,
+/// `^` the right operand. The loads of an operand folded away die (their
+/// guards stay).
+fn fold_values(ops: Vec<Op>) -> Vec<Op> {
+    let mut out: Vec<Op> = Vec::with_capacity(ops.len());
+    let mut stack: Vec<(usize, Option<u32>)> = Vec::new();
+    for op in ops {
+        let (start, k) = match op {
+            Op::Const(k) => (out.len(), Some(k)),
+            Op::Len => (out.len(), None),
+            Op::Load(..) => (stack.pop().map_or(out.len(), |e| e.0), None),
+            Op::Neg => {
+                let (start, k) = stack.pop().unwrap_or((out.len(), None));
+                (start, k.map(u32::wrapping_neg))
+            }
+            bin => {
+                let (b_start, b) = stack.pop().unwrap_or((out.len(), None));
+                let (start, a) = stack.pop().unwrap_or((out.len(), None));
+                let k = match (a, b) {
+                    (Some(a), Some(b)) => {
+                        crate::ir::eval_value(&[Op::Const(a), Op::Const(b), bin], &[])
+                    }
+                    (_, Some(0)) if matches!(bin, Op::Mul | Op::And) => Some(0),
+                    // An accumulator known to be 0: `opt_stmt` makes these
+                    // the constant 0, and `0 + x`, `0 | x`, `0 ^ x` just x.
+                    (Some(0), _)
+                        if matches!(
+                            bin,
+                            Op::Mul | Op::Div | Op::Mod | Op::And | Op::Shl | Op::Shr
+                        ) =>
+                    {
+                        Some(0)
+                    }
+                    (Some(0), None) if matches!(bin, Op::Add | Op::Or | Op::Xor) => {
+                        out.drain(start..b_start);
+                        stack.push((start, None));
+                        continue;
+                    }
+                    _ => None,
+                };
+                (start, k)
+            }
+        };
+        match k {
+            Some(k) => {
+                out.truncate(start);
+                out.push(Op::Const(k));
+            }
+            None => out.push(op),
+        }
+        stack.push((start, k));
+    }
+    out
+}
+
+/// `lhs op rhs` as libpcap's `gen_relation` emits it and its optimizer
+/// leaves it: the loads' protocol guards, then one jump on the left
+/// side's value against the right side (a constant, or `X`). A jump
+/// against `X` becomes a test of one computed value: `lhs - rhs = 0` for
+/// equality, `lhs > rhs` (or `>=`) as 0 or 1 otherwise. Two constants
+/// are decided outright.
+fn relation_cond(r: &Relation, values: &mut Values) -> Cond {
+    let (cmp, negate) = match r.op {
+        RelOp::Eq => (Cmp::Eq, false),
+        RelOp::Ne => (Cmp::Eq, true),
+        RelOp::Gt => (Cmp::Gt, false),
+        RelOp::Le => (Cmp::Gt, true),
+        RelOp::Ge => (Cmp::Ge, false),
+        RelOp::Lt => (Cmp::Ge, true),
+    };
+    let mut guards = Vec::new();
+    let lhs = fold_values(value_ops(&r.lhs, &mut guards));
+    let rhs = fold_values(value_ops(&r.rhs, &mut guards));
+    let (ops, cmp, k) = match (&lhs[..], &rhs[..]) {
+        (&[Op::Const(a)], &[Op::Const(b)]) => {
+            let holds = match cmp {
+                Cmp::Eq => a == b,
+                Cmp::Gt => a > b,
+                _ => a >= b,
+            };
+            return Cond::Const(holds != negate);
+        }
+        (_, &[Op::Const(k)]) => (lhs, cmp, k),
+        _ => {
+            let mut ops = lhs;
+            ops.extend(rhs);
+            ops.push(match cmp {
+                Cmp::Eq => Op::Sub,
+                Cmp::Gt => Op::Gt,
+                _ => Op::Ge,
+            });
+            let k = u32::from(cmp != Cmp::Eq);
+            (ops, Cmp::Eq, k)
+        }
+    };
+    let value = values.intern(ops);
+    let field = Field {
+        base: Base::Value(value),
+        offset: 0,
+        size: Size::W,
+    };
+    let leaf = Cond::Test(Leaf {
+        test: Test {
+            field,
+            mask: !0,
+            cmp,
+            value: k,
+        },
+        key: Key::Arith { value, cmp, k },
+        invert: false,
+        late: Late::Keep,
+        poison: r.refused,
+    });
+    guards.push(if negate { not(leaf) } else { leaf });
+    Cond::And(guards)
+}
+
 /// The condition `e` stands for. An `and`/`or` chain is a left-deep
 /// tree: its spine is walked in a loop, and a run of one operator becomes
 /// one `Cond::And`/`Cond::Or` (which lowers to the same blocks as the
 /// nested pairs), so recursion is only into right operands and negations,
 /// whose depth the parser's nesting limit bounds.
-fn cond(e: &Expr) -> Cond {
+fn cond(e: &Expr, values: &mut Values) -> Cond {
     let mut spine: Vec<(bool, &Expr)> = Vec::new();
     let mut cur = e;
     let first = loop {
@@ -604,14 +854,14 @@ fn cond(e: &Expr) -> Cond {
                 spine.push((false, b));
                 cur = a;
             }
-            Expr::Not(a) => break not(cond(a)),
-            Expr::Prim(p) => break primitive(p),
+            Expr::Not(a) => break not(cond(a, values)),
+            Expr::Prim(p) => break primitive(p, values),
         }
     };
     let mut acc = first;
     let mut run: Option<bool> = None;
     for (and, right) in spine.into_iter().rev() {
-        let right = cond(right);
+        let right = cond(right, values);
         let same_run = match &mut acc {
             Cond::And(v) if run == Some(true) && and => Some(v),
             Cond::Or(v) if run == Some(false) && !and => Some(v),
@@ -1080,6 +1330,7 @@ impl FactTree {
         let mut k = *k;
         match &mut k {
             Key::Prim { value, .. } | Key::Raw { value, .. } => *value = 0,
+            Key::Arith { k, .. } => *k = 0,
         }
         k
     }
@@ -1237,12 +1488,37 @@ impl Builder {
 }
 
 /// Lowers a parsed filter to its decision graph.
+///
+/// A filter libpcap's optimizer refuses (see [`lower_checked`]) lowers
+/// all the same, to the program of the tests it keeps.
 pub fn lower(e: &Expr) -> Program {
+    lower_and_check(e).0
+}
+
+/// Lowers a parsed filter, or refuses it where libpcap's optimizer does:
+/// a computed comparison it still reaches after its first pass whose
+/// constant divisor folds to zero or whose constant shift count exceeds
+/// 31 ([`Error::Arithmetic`]).
+pub fn lower_checked(e: &Expr) -> Result<Program, Error> {
+    match lower_and_check(e) {
+        (p, None) => Ok(p),
+        (_, Some(err)) => Err(err),
+    }
+}
+
+fn lower_and_check(e: &Expr) -> (Program, Option<Error>) {
     let mut blocks = Blocks {
         blocks: vec![None, None],
     };
-    let root = blocks.lower(&cond(e), ACCEPT, REJECT);
+    let mut values = Values::default();
+    let root = blocks.lower(&cond(e, &mut values), ACCEPT, REJECT);
     blocks.optimize(root);
+    let refused = blocks
+        .levels(root)
+        .iter()
+        .flatten()
+        .find_map(|&id| blocks.blocks[id as usize].and_then(|b| b.leaf.poison))
+        .map(|(column, reason)| Error::Arithmetic { column, reason });
     // The second pass (`opt_loop(..., 1)`) folds constants without
     // moving edges; then identical blocks merge.
     let mut b = Builder {
@@ -1319,7 +1595,9 @@ pub fn lower(e: &Expr) -> Program {
             None => to,
         }
     };
-    finish(&b.nodes, root)
+    let mut p = finish(&b.nodes, root);
+    p.values = values.list;
+    (p, refused)
 }
 
 /// Renumbers a builder graph (children first) into a [`Program`] (root
@@ -1355,6 +1633,7 @@ fn finish(nodes: &[Node], root: NodeId) -> Program {
     Program {
         nodes: out,
         root: map[root as usize],
+        values: Vec::new(),
     }
 }
 
@@ -1384,11 +1663,11 @@ pub fn dump(p: &Program) -> String {
         let Node::Test { test, then, els } = node else {
             continue;
         };
-        let base = match test.field.base {
-            Base::Link => "ether",
-            Base::Transport => "tp",
+        let mut field = match test.field.base {
+            Base::Link => format!("ether[{}:{}]", test.field.offset, test.field.size as u8),
+            Base::Transport => format!("tp[{}:{}]", test.field.offset, test.field.size as u8),
+            Base::Value(i) => format!("value{i}"),
         };
-        let mut field = format!("{base}[{}:{}]", test.field.offset, test.field.size as u8);
         if test.mask != u32::MAX {
             field = format!("({field} & {:#x})", test.mask);
         }

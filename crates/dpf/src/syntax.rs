@@ -117,8 +117,71 @@ pub struct Compare {
     pub value: u32,
 }
 
-/// One primitive of the language.
+/// A binary arithmetic operator of a comparison.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ArithOp {
+    /// `+`.
+    Add,
+    /// `-`.
+    Sub,
+    /// `*`.
+    Mul,
+    /// `/`.
+    Div,
+    /// `%`.
+    Mod,
+    /// `&`.
+    And,
+    /// `|`.
+    Or,
+    /// `^`.
+    Xor,
+    /// `<<`.
+    Shl,
+    /// `>>`.
+    Shr,
+}
+
+/// One step of an arithmetic expression, in postfix order (an operand's
+/// steps come before its operator's, the left operand's before the
+/// right's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Arith {
+    /// A number (named values such as `tcp-syn` and `icmptype` are
+    /// numbers too).
+    Num(u32),
+    /// `len`: the length of the frame.
+    Len,
+    /// `layer[index:size]`: takes the index computed before it.
+    Load(Proto, Size),
+    /// A binary operator, on the two operands before it.
+    Bin(ArithOp),
+    /// Unary minus.
+    Neg,
+}
+
+/// A comparison of two arithmetic expressions, `lhs op rhs` (libpcap's
+/// `arth relop arth`), other than the plain field comparisons that
+/// [`Compare`] holds. Constants are folded as libpcap's optimizer folds
+/// them.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Relation {
+    /// The left side, in postfix order.
+    pub lhs: Vec<Arith>,
+    /// The operator.
+    pub op: RelOp,
+    /// The right side, in postfix order.
+    pub rhs: Vec<Arith>,
+    /// What libpcap's optimizer refuses in it, with the comparison's
+    /// column: a divisor its constant folding finds zero, a shift count
+    /// above 31. It does so only if the comparison is still reachable
+    /// after its first pass (a comparison under a contradiction is
+    /// dropped first), so [`crate::compile`] reports it only then.
+    pub refused: Option<(usize, &'static str)>,
+}
+
+/// One primitive of the language.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Primitive {
     /// A protocol name alone: `ip`, `ip6`, `arp`, `rarp`, `tcp`, `udp`,
     /// `icmp`, `sctp`.
@@ -181,6 +244,9 @@ pub enum Primitive {
     },
     /// A comparison of a packet field with a constant.
     Compare(Compare),
+    /// Any other comparison (`len >= 100`, `ip[2:2] - ((ip[0] & 0xf) <<
+    /// 2) > 40`), `less N` (`len <= N`) and `greater N` (`len >= N`).
+    Relation(Box<Relation>),
     /// `vlan [id]`: an 802.1Q, 802.1ad or QinQ tag `4 * shift` bytes
     /// into the frame (after `shift` earlier `vlan` primitives), with VLAN
     /// id `id` if one is given.
@@ -450,9 +516,6 @@ const UNSUPPORTED: &[&str] = &[
     "gateway",
     "broadcast",
     "multicast",
-    "less",
-    "greater",
-    "len",
     "vlan",
     "mpls",
     "pppoed",
@@ -805,6 +868,11 @@ impl Parser {
             self.depth -= 1;
             return Ok((Expr::Not(Box::new(e)), q));
         }
+        let arith_start = matches!(&tok, Tok::Word(w) if arith_word(w)) || self.is_layer(0);
+        if arith_start || self.relation_ahead() {
+            self.primitive(column)?;
+            return Ok((Expr::Prim(self.relation(column)?), None));
+        }
         if tok == Tok::LParen {
             self.enter(column)?;
             self.pos += 1;
@@ -823,13 +891,6 @@ impl Parser {
         }
         match tok {
             Tok::Num(_, text) | Tok::Addr(_, text) => {
-                if matches!(self.peek_at(1), Tok::Rel(_) | Tok::Amp | Tok::Arith(_)) {
-                    return Err(Error::Unsupported {
-                        column,
-                        feature: "a comparison with a constant on the left (write the packet field first)"
-                            .into(),
-                    });
-                }
                 let Some(q) = q else {
                     return Err(Error::MissingQualifier { column, text });
                 };
@@ -861,11 +922,6 @@ impl Parser {
     fn word_term(&mut self, w: &str, column: usize) -> Result<(Expr, Option<Qual>), Error> {
         if let Some(proto) = proto_keyword(w) {
             match self.peek_at(1) {
-                Tok::LBrack => {
-                    self.pos += 1;
-                    let c = self.compare(proto)?;
-                    return Ok((Expr::Prim(Primitive::Compare(c)), None));
-                }
                 Tok::Word(n) if n == "proto" => {
                     self.pos += 2;
                     let q = Qual {
@@ -975,16 +1031,25 @@ impl Parser {
                 };
                 Ok((Expr::Prim(Primitive::IpProto(n)), None))
             }
-            // libpcap's gen_load for these three layers.
-            "vrrp" | "carp" | "icmp6" if *self.peek_at(1) == Tok::LBrack => {
-                let layer = match w {
-                    "vrrp" => Proto::Vrrp,
-                    "carp" => Proto::Carp,
-                    _ => Proto::Icmp6,
+            // `less N` and `greater N` take a number only (libpcap's
+            // `LESS NUM`): `len <= N` and `len >= N`.
+            "less" | "greater" => {
+                self.pos += 1;
+                let n = match self.peek() {
+                    Tok::Num(n, _) => *n,
+                    _ => return Err(self.unexpected("a number")),
                 };
                 self.pos += 1;
-                let c = self.compare(layer)?;
-                Ok((Expr::Prim(Primitive::Compare(c)), None))
+                let op = if w == "less" { RelOp::Le } else { RelOp::Ge };
+                Ok((
+                    Expr::Prim(Primitive::Relation(Box::new(Relation {
+                        lhs: vec![Arith::Len],
+                        op,
+                        rhs: vec![Arith::Num(n)],
+                        refused: None,
+                    }))),
+                    None,
+                ))
             }
             "icmp6" => {
                 self.pos += 1;
@@ -1363,95 +1428,461 @@ impl Parser {
         }
     }
 
-    /// `layer "[" offset [":" size] "]" ["&" mask] relop value`; the
-    /// layer keyword has been consumed.
-    fn compare(&mut self, layer: Proto) -> Result<Compare, Error> {
-        self.expect(Tok::LBrack, "\"[\"")?;
-        let c = self.col();
-        let offset = match self.bump().0 {
-            Tok::Num(n, _) if n <= 0xffff => n,
-            Tok::Num(_, text) => {
-                return Err(Error::BadNumber {
-                    column: c,
-                    text,
-                    reason: "an offset is at most 65535",
-                });
+    /// Whether the term at the cursor is a comparison (`arth relop arth`)
+    /// rather than a boolean term: scanning ahead over tokens an
+    /// arithmetic expression can hold, a relational operator comes first
+    /// outside every parenthesis opened in the scan. A boolean
+    /// parenthesis shows itself by a boolean token, or a relation inside
+    /// it. The scan stops at the first token that settles it.
+    fn relation_ahead(&self) -> bool {
+        match self.peek() {
+            Tok::LParen | Tok::Minus | Tok::Num(..) => {}
+            Tok::Word(w) if arith_word(w) || self.is_layer(0) => {}
+            _ => return false,
+        }
+        let mut depth = 0usize;
+        let mut i = 0;
+        loop {
+            match self.peek_at(i) {
+                Tok::LParen | Tok::LBrack => depth += 1,
+                Tok::RParen | Tok::RBrack => match depth.checked_sub(1) {
+                    Some(d) => depth = d,
+                    None => return false,
+                },
+                Tok::Rel(_) => return depth == 0,
+                Tok::Num(..) | Tok::Arith(_) | Tok::Minus | Tok::Amp | Tok::Slash | Tok::Colon => {}
+                Tok::Word(w) if arith_word(w) || self.is_layer(i) => {}
+                _ => return false,
             }
-            _ => {
-                self.pos -= 1;
-                return Err(match self.peek() {
-                    Tok::Word(_) | Tok::LParen => Error::Unsupported {
-                        column: c,
-                        feature: "an offset that is not a number".into(),
-                    },
-                    _ => self.unexpected("an offset"),
-                });
-            }
-        };
-        let size = if *self.peek() == Tok::Colon {
-            self.pos += 1;
-            let c = self.col();
-            match self.bump().0 {
-                Tok::Num(1, _) => Size::B,
-                Tok::Num(2, _) => Size::H,
-                Tok::Num(4, _) => Size::W,
-                Tok::Num(_, text) => {
-                    return Err(Error::BadNumber {
-                        column: c,
-                        text,
-                        reason: "a field size must be 1, 2 or 4",
-                    });
-                }
-                _ => {
-                    self.pos -= 1;
-                    return Err(self.unexpected("a field size (1, 2 or 4)"));
-                }
-            }
-        } else {
-            Size::B
-        };
-        self.expect(Tok::RBrack, "\"]\"")?;
-        let mask = if *self.peek() == Tok::Amp {
-            self.pos += 1;
-            Some(self.constant("a mask")?)
-        } else {
-            None
-        };
+            i += 1;
+        }
+    }
+
+    /// Whether the token `n` ahead is a layer keyword followed by `[`.
+    fn is_layer(&self, n: usize) -> bool {
+        matches!(self.peek_at(n), Tok::Word(w) if layer_keyword(w).is_some())
+            && *self.peek_at(n + 1) == Tok::LBrack
+    }
+
+    /// `arth relop arth`, folded; a field compared with a constant becomes
+    /// a [`Compare`], which merges with other filters' tests.
+    fn relation(&mut self, column: usize) -> Result<Primitive, Error> {
+        let mut lhs = Vec::new();
+        self.arith(&mut lhs)?;
         let op = match self.peek() {
             Tok::Rel(op) => *op,
             _ => return Err(self.unexpected("a relational operator (=, !=, <, <=, >, >=)")),
         };
         self.pos += 1;
-        let value = self.constant("a number")?;
-        if let Tok::Arith(_) | Tok::Amp = self.peek() {
-            return Err(Error::Unsupported {
-                column: self.col(),
-                feature: "arithmetic on the right of a comparison".into(),
-            });
+        let mut rhs = Vec::new();
+        self.arith(&mut rhs)?;
+        let (lhs, refused_l) = fold(&lhs);
+        let (rhs, refused_r) = fold(&rhs);
+        let refused = refused_l.or(refused_r).map(|reason| (column, reason));
+        let field = match lhs[..] {
+            [Arith::Num(offset), Arith::Load(layer, size)] => Some((offset, layer, size, None)),
+            [
+                Arith::Num(offset),
+                Arith::Load(layer, size),
+                Arith::Num(m),
+                Arith::Bin(ArithOp::And),
+            ] => Some((offset, layer, size, Some(m))),
+            _ => None,
+        };
+        if let (Some((offset, layer, size, mask)), [Arith::Num(value)], None) =
+            (field, &rhs[..], refused)
+        {
+            if offset <= 0xffff {
+                return Ok(Primitive::Compare(Compare {
+                    layer,
+                    offset,
+                    size,
+                    mask,
+                    op,
+                    value: *value,
+                }));
+            }
         }
-        Ok(Compare {
-            layer,
-            offset,
-            size,
-            mask,
+        Ok(Primitive::Relation(Box::new(Relation {
+            lhs,
             op,
-            value,
-        })
+            rhs,
+            refused,
+        })))
     }
 
-    fn constant(&mut self, what: &str) -> Result<u32, Error> {
-        match self.peek() {
-            Tok::Num(n, _) => {
-                let n = *n;
-                self.pos += 1;
-                Ok(n)
-            }
-            Tok::LParen | Tok::Word(_) | Tok::LBrack => Err(Error::Unsupported {
-                column: self.col(),
-                feature: format!("an expression where {what} is expected (only constants)"),
-            }),
-            _ => Err(self.unexpected(what)),
+    /// One arithmetic expression, appended to `out` in postfix order, by
+    /// libpcap's precedences (`grammar.y`): `|` below `&` below `<<` `>>`
+    /// below `+` `-` below `*` `/`, all left-associative; unary minus
+    /// binds tightest. `%` and `^` have no precedence there, so yacc
+    /// shifts them: each takes the operand just before it and everything
+    /// after it as its right operand (`a + b % c + d` is `a + (b % (c +
+    /// d))`). Each level of parentheses, index brackets, unary minus, `%`
+    /// and `^` counts against the nesting limit; a flat chain is a loop.
+    fn arith(&mut self, out: &mut Vec<Arith>) -> Result<(), Error> {
+        self.arith_level(out, 0)
+    }
+
+    fn arith_level(&mut self, out: &mut Vec<Arith>, level: u8) -> Result<(), Error> {
+        if level == 5 {
+            return self.unary(out);
         }
+        self.arith_level(out, level + 1)?;
+        loop {
+            let op = match (level, self.peek()) {
+                (0, Tok::Arith("|")) => ArithOp::Or,
+                (1, Tok::Amp) => ArithOp::And,
+                (2, Tok::Arith("<<")) => ArithOp::Shl,
+                (2, Tok::Arith(">>")) => ArithOp::Shr,
+                (3, Tok::Arith("+")) => ArithOp::Add,
+                (3, Tok::Minus) => ArithOp::Sub,
+                (4, Tok::Arith("*")) => ArithOp::Mul,
+                (4, Tok::Slash) => ArithOp::Div,
+                _ => return Ok(()),
+            };
+            let column = self.col();
+            self.pos += 1;
+            let right = out.len();
+            self.arith_level(out, level + 1)?;
+            check_divisor(op, out[right], column)?;
+            out.push(Arith::Bin(op));
+        }
+    }
+
+    /// `-unary`, or an operand with an optional `% arth` or `^ arth`.
+    fn unary(&mut self, out: &mut Vec<Arith>) -> Result<(), Error> {
+        if *self.peek() == Tok::Minus {
+            self.enter(self.col())?;
+            self.pos += 1;
+            self.unary(out)?;
+            self.depth -= 1;
+            out.push(Arith::Neg);
+            return Ok(());
+        }
+        self.operand(out)?;
+        let op = match self.peek() {
+            Tok::Arith("%") => ArithOp::Mod,
+            Tok::Arith("^") => ArithOp::Xor,
+            _ => return Ok(()),
+        };
+        let column = self.col();
+        self.enter(column)?;
+        self.pos += 1;
+        let right = out.len();
+        self.arith(out)?;
+        self.depth -= 1;
+        check_divisor(op, out[right], column)?;
+        out.push(Arith::Bin(op));
+        Ok(())
+    }
+
+    /// A number, a named value, `len`, `layer[index[:size]]` or a
+    /// parenthesized expression.
+    fn operand(&mut self, out: &mut Vec<Arith>) -> Result<(), Error> {
+        let column = self.col();
+        match self.peek().clone() {
+            Tok::Num(n, _) => {
+                self.pos += 1;
+                out.push(Arith::Num(n));
+            }
+            Tok::LParen => {
+                self.enter(column)?;
+                self.pos += 1;
+                self.arith(out)?;
+                self.expect(Tok::RParen, "\")\"")?;
+                self.depth -= 1;
+            }
+            Tok::Word(w) if w == "len" => {
+                self.pos += 1;
+                out.push(Arith::Len);
+            }
+            Tok::Word(w) if named_value(&w).is_some() => {
+                self.pos += 1;
+                out.push(Arith::Num(named_value(&w).unwrap_or(0)));
+            }
+            Tok::Word(w) if self.is_layer(0) => {
+                let layer = layer_keyword(&w).unwrap_or(Proto::Ether);
+                self.pos += 2;
+                self.enter(column)?;
+                self.primitive(column)?;
+                self.arith(out)?;
+                let size = if *self.peek() == Tok::Colon {
+                    self.pos += 1;
+                    let c = self.col();
+                    match self.bump().0 {
+                        Tok::Num(1, _) => Size::B,
+                        Tok::Num(2, _) => Size::H,
+                        Tok::Num(4, _) => Size::W,
+                        Tok::Num(_, text) => {
+                            return Err(Error::BadNumber {
+                                column: c,
+                                text,
+                                reason: "a field size must be 1, 2 or 4",
+                            });
+                        }
+                        _ => {
+                            self.pos -= 1;
+                            return Err(self.unexpected("a field size (1, 2 or 4)"));
+                        }
+                    }
+                } else {
+                    Size::B
+                };
+                self.expect(Tok::RBrack, "\"]\"")?;
+                self.depth -= 1;
+                out.push(Arith::Load(layer, size));
+            }
+            Tok::Word(w) if UNSUPPORTED.contains(&w.as_str()) && *self.peek_at(1) == Tok::LBrack => {
+                return Err(Error::Unsupported {
+                    column,
+                    feature: format!("the \"{w}\" layer in a comparison"),
+                });
+            }
+            _ => return Err(self.unexpected("a number, len, a named value, a packet field or \"(\"")),
+        }
+        Ok(())
+    }
+}
+
+/// libpcap's code generator refuses a division or modulus whose right
+/// operand's code starts with the constant 0, and a shift whose right
+/// operand's starts with a constant above 31 (`gen_arth` looks at the
+/// first instruction only, so `x / (0 - y)` is refused too). `first` is
+/// the first postfix step of the right operand, its leftmost leaf.
+fn check_divisor(op: ArithOp, first: Arith, column: usize) -> Result<(), Error> {
+    let reason = match (op, first) {
+        (ArithOp::Div, Arith::Num(0)) => "division by zero",
+        (ArithOp::Mod, Arith::Num(0)) => "modulus by zero",
+        (ArithOp::Shl | ArithOp::Shr, Arith::Num(n)) if n > 31 => "shift by more than 31 bits",
+        _ => return Ok(()),
+    };
+    Err(Error::Arithmetic { column, reason })
+}
+
+/// The value of a binary operator on two constants, as libpcap's
+/// optimizer folds it (`fold_op`): 32-bit wrapping, a shift by 32 or more
+/// gives 0; `None` for a zero divisor, which it refuses.
+fn fold_op(op: ArithOp, a: u32, b: u32) -> Option<u32> {
+    Some(match op {
+        ArithOp::Add => a.wrapping_add(b),
+        ArithOp::Sub => a.wrapping_sub(b),
+        ArithOp::Mul => a.wrapping_mul(b),
+        ArithOp::Div => a.checked_div(b)?,
+        ArithOp::Mod => a.checked_rem(b)?,
+        ArithOp::And => a & b,
+        ArithOp::Or => a | b,
+        ArithOp::Xor => a ^ b,
+        ArithOp::Shl => a.checked_shl(b).unwrap_or(0),
+        ArithOp::Shr => a.checked_shr(b).unwrap_or(0),
+    })
+}
+
+/// Folds an expression's constants as libpcap's optimizer does: an
+/// operator on two constants becomes a constant, and what it refuses (a
+/// zero divisor, a constant shift count above 31 on a value that is not
+/// constant) is returned beside the steps, which keep that operator
+/// unfolded. A constant right operand of zero makes `*` and `&` the
+/// constant 0 only in lowering (which keeps the dead loads' protocol
+/// tests, as libpcap does). Iterative: a postfix walk with a stack of
+/// (start of the operand's steps, its constant value if any).
+fn fold(ops: &[Arith]) -> (Vec<Arith>, Option<&'static str>) {
+    let mut out: Vec<Arith> = Vec::with_capacity(ops.len());
+    let mut stack: Vec<(usize, Option<u32>)> = Vec::new();
+    let mut refused = None;
+    for &op in ops {
+        match op {
+            Arith::Num(n) => {
+                stack.push((out.len(), Some(n)));
+                out.push(op);
+            }
+            Arith::Len => {
+                stack.push((out.len(), None));
+                out.push(op);
+            }
+            Arith::Load(..) => {
+                let start = stack.pop().map_or(out.len(), |e| e.0);
+                stack.push((start, None));
+                out.push(op);
+            }
+            Arith::Neg => {
+                let (start, k) = stack.pop().unwrap_or((out.len(), None));
+                match k {
+                    Some(k) => {
+                        out.truncate(start);
+                        out.push(Arith::Num(k.wrapping_neg()));
+                        stack.push((start, Some(k.wrapping_neg())));
+                    }
+                    None => {
+                        out.push(op);
+                        stack.push((start, None));
+                    }
+                }
+            }
+            Arith::Bin(bin) => {
+                let (_, b) = stack.pop().unwrap_or((out.len(), None));
+                let (a_start, a) = stack.pop().unwrap_or((out.len(), None));
+                let folded = match (a, b) {
+                    (Some(a), Some(b)) => fold_op(bin, a, b),
+                    _ => None,
+                };
+                let why = match (bin, b) {
+                    (ArithOp::Div, Some(0)) => Some("division by zero"),
+                    (ArithOp::Mod, Some(0)) => Some("modulus by zero"),
+                    (ArithOp::Shl | ArithOp::Shr, Some(n)) if n > 31 && a.is_none() => {
+                        Some("shift by more than 31 bits")
+                    }
+                    _ => None,
+                };
+                refused = refused.or(why);
+                match folded {
+                    Some(k) => {
+                        out.truncate(a_start);
+                        out.push(Arith::Num(k));
+                        stack.push((a_start, Some(k)));
+                    }
+                    None => {
+                        out.push(op);
+                        stack.push((a_start, None));
+                    }
+                }
+            }
+        }
+    }
+    (out, refused)
+}
+
+/// libpcap's named values (its scanner's table): ICMP, ICMPv6 and TCP
+/// header offsets, ICMP and ICMPv6 types and the TCP flag bits.
+fn named_value(w: &str) -> Option<u32> {
+    Some(match w {
+        "icmptype" | "icmp6type" => 0,
+        "icmpcode" | "icmp6code" => 1,
+        "tcpflags" => 13,
+        "icmp-echoreply" => 0,
+        "icmp-unreach" => 3,
+        "icmp-sourcequench" => 4,
+        "icmp-redirect" => 5,
+        "icmp-echo" => 8,
+        "icmp-routeradvert" => 9,
+        "icmp-routersolicit" => 10,
+        "icmp-timxceed" => 11,
+        "icmp-paramprob" => 12,
+        "icmp-tstamp" => 13,
+        "icmp-tstampreply" => 14,
+        "icmp-ireq" => 15,
+        "icmp-ireqreply" => 16,
+        "icmp-maskreq" => 17,
+        "icmp-maskreply" => 18,
+        "icmp6-destinationunreach" => 1,
+        "icmp6-packettoobig" => 2,
+        "icmp6-timeexceeded" => 3,
+        "icmp6-parameterproblem" => 4,
+        "icmp6-echo" => 128,
+        "icmp6-echoreply" => 129,
+        "icmp6-multicastlistenerquery" => 130,
+        "icmp6-multicastlistenerreportv1" => 131,
+        "icmp6-multicastlistenerdone" => 132,
+        "icmp6-routersolicit" => 133,
+        "icmp6-routeradvert" => 134,
+        "icmp6-neighborsolicit" => 135,
+        "icmp6-neighboradvert" => 136,
+        "icmp6-redirect" => 137,
+        "icmp6-routerrenum" => 138,
+        "icmp6-nodeinformationquery" => 139,
+        "icmp6-nodeinformationresponse" => 140,
+        "icmp6-ineighbordiscoverysolicit" => 141,
+        "icmp6-ineighbordiscoveryadvert" => 142,
+        "icmp6-multicastlistenerreportv2" => 143,
+        "icmp6-homeagentdiscoveryrequest" => 144,
+        "icmp6-homeagentdiscoveryreply" => 145,
+        "icmp6-mobileprefixsolicit" => 146,
+        "icmp6-mobileprefixadvert" => 147,
+        "icmp6-certpathsolicit" => 148,
+        "icmp6-certpathadvert" => 149,
+        "icmp6-multicastrouteradvert" => 151,
+        "icmp6-multicastroutersolicit" => 152,
+        "icmp6-multicastrouterterm" => 153,
+        "tcp-fin" => 0x01,
+        "tcp-syn" => 0x02,
+        "tcp-rst" => 0x04,
+        "tcp-push" => 0x08,
+        "tcp-ack" => 0x10,
+        "tcp-urg" => 0x20,
+        "tcp-ece" => 0x40,
+        "tcp-cwr" => 0x80,
+        _ => return None,
+    })
+}
+
+/// A word that starts an arithmetic operand on its own.
+fn arith_word(w: &str) -> bool {
+    w == "len" || named_value(w).is_some()
+}
+
+/// The layer keywords a packet field can be read from (`tcp[...]`).
+fn layer_keyword(w: &str) -> Option<Proto> {
+    proto_keyword(w).or(match w {
+        "vrrp" => Some(Proto::Vrrp),
+        "carp" => Some(Proto::Carp),
+        "icmp6" => Some(Proto::Icmp6),
+        _ => None,
+    })
+}
+
+impl ArithOp {
+    /// The operator as written.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            ArithOp::Add => "+",
+            ArithOp::Sub => "-",
+            ArithOp::Mul => "*",
+            ArithOp::Div => "/",
+            ArithOp::Mod => "%",
+            ArithOp::And => "&",
+            ArithOp::Or => "|",
+            ArithOp::Xor => "^",
+            ArithOp::Shl => "<<",
+            ArithOp::Shr => ">>",
+        }
+    }
+}
+
+/// An expression's text, every operator parenthesized, from its postfix
+/// steps (a stack of texts: no recursion).
+pub fn arith_text(ops: &[Arith]) -> String {
+    let mut stack: Vec<String> = Vec::new();
+    for op in ops {
+        let t = match *op {
+            Arith::Num(n) => n.to_string(),
+            Arith::Len => "len".into(),
+            Arith::Load(layer, size) => {
+                let i = stack.pop().unwrap_or_default();
+                match size {
+                    Size::B => format!("{layer}[{i}]"),
+                    _ => format!("{layer}[{i}:{}]", size as u8),
+                }
+            }
+            Arith::Neg => format!("-({})", stack.pop().unwrap_or_default()),
+            Arith::Bin(b) => {
+                let r = stack.pop().unwrap_or_default();
+                let l = stack.pop().unwrap_or_default();
+                format!("({l} {} {r})", b.symbol())
+            }
+        };
+        stack.push(t);
+    }
+    stack.pop().unwrap_or_default()
+}
+
+impl fmt::Display for Relation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} {} {}",
+            arith_text(&self.lhs),
+            self.op,
+            arith_text(&self.rhs)
+        )
     }
 }
 
@@ -1465,7 +1896,11 @@ fn is_head_word(w: &str) -> bool {
 fn is_keyword(w: &str) -> bool {
     is_head_word(w)
         || proto_keyword(w).is_some()
-        || matches!(w, "and" | "or" | "not" | "proto" | "mask")
+        || matches!(
+            w,
+            "and" | "or" | "not" | "proto" | "mask" | "len" | "less" | "greater"
+        )
+        || named_value(w).is_some()
         || UNSUPPORTED.contains(&w)
 }
 
@@ -1578,6 +2013,7 @@ impl fmt::Display for Primitive {
                 }
             }
             Primitive::Compare(c) => write!(f, "{c}"),
+            Primitive::Relation(ref r) => write!(f, "{r}"),
         }
     }
 }

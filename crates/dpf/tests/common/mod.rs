@@ -259,8 +259,100 @@ impl Gen {
                     Some(self.pick(&RANGES[..4]).to_string()),
                 )
             }
+            14 | 15 => (self.arith_comparison(), None),
+            16 => (self.length_test(), None),
             _ => (self.comparison(), None),
         }
+    }
+
+    /// `len`, `less` and `greater` around the lengths frames have.
+    fn length_test(&mut self) -> String {
+        let n = *self.pick(&[0u32, 14, 34, 42, 54, 60, 64, 100, 1500]);
+        match self.rng.random_range(0..4) {
+            0 => format!("less {n}"),
+            1 => format!("greater {n}"),
+            _ => {
+                let op = *self.pick(&["=", "!=", "<", "<=", ">", ">="]);
+                format!("len {op} {n}")
+            }
+        }
+    }
+
+    /// An operand of an arithmetic expression: a number, a named value,
+    /// `len`, or a packet field whose index may itself be computed.
+    fn arith_operand(&mut self, depth: u32) -> String {
+        match self.rng.random_range(0..10) {
+            0 | 1 => self.rng.random_range(0..=40u32).to_string(),
+            2 => self
+                .pick(&[
+                    "0x45", "0xf", "6", "255", "1500", "0xffffffff", "icmptype", "icmpcode",
+                    "tcpflags", "tcp-syn", "tcp-ack", "tcp-fin", "icmp-echo", "icmp-echoreply",
+                    "icmp6type", "icmp6-echo",
+                ])
+                .to_string(),
+            3 => "len".into(),
+            _ => {
+                let layer = *self.pick(&[
+                    "ether", "ether", "ip", "ip", "ip6", "arp", "tcp", "tcp", "udp", "icmp",
+                    "icmp6", "vrrp",
+                ]);
+                let index = if depth > 0 && self.chance(0.3) {
+                    self.arith(depth - 1)
+                } else {
+                    self.rng.random_range(0..=30u32).to_string()
+                };
+                let size = *self.pick(&["", "", ":1", ":2", ":4"]);
+                format!("{layer}[{index}{size}]")
+            }
+        }
+    }
+
+    /// An arithmetic expression: a chain of operands joined by random
+    /// operators, unparenthesized (so libpcap's precedences decide), with
+    /// operands sometimes parenthesized or negated.
+    pub fn arith(&mut self, depth: u32) -> String {
+        let mut s = self.arith_operand(depth);
+        for _ in 0..self.rng.random_range(0..=2) {
+            let op = *self.pick(&["+", "-", "*", "/", "%", "&", "|", "^", "<<", ">>"]);
+            let rhs = if depth > 0 && self.chance(0.25) {
+                format!("({})", self.arith(depth - 1))
+            } else if matches!(op, "<<" | ">>") && self.chance(0.7) {
+                self.rng.random_range(0..=31u32).to_string()
+            } else {
+                self.arith_operand(depth)
+            };
+            s = format!("{s} {op} {rhs}");
+        }
+        if self.chance(0.1) {
+            s = format!("-{s}");
+        }
+        s
+    }
+
+    /// `arith relop arith`, or a named-value idiom.
+    pub fn arith_comparison(&mut self) -> String {
+        if self.chance(0.15) {
+            return self
+                .pick(&[
+                    "icmp[icmptype] = icmp-echo",
+                    "icmp[icmptype] != icmp-echo and icmp[icmptype] != icmp-echoreply",
+                    "tcp[tcpflags] & (tcp-syn|tcp-ack) != 0",
+                    "tcp[tcpflags] & tcp-syn != 0 and tcp[tcpflags] & tcp-ack = 0",
+                    "icmp6[icmp6type] = icmp6-echo",
+                    "ip[2:2] - ((ip[0] & 0xf) << 2) > 40",
+                    "tcp[((tcp[12] & 0xf0) >> 2):4] = 0x47455420",
+                    "ip[0] & 0xf != 5",
+                ])
+                .to_string();
+        }
+        let op = *self.pick(&["=", "==", "!=", "<", "<=", ">", ">="]);
+        let lhs = self.arith(1);
+        let rhs = if self.chance(0.5) {
+            self.rng.random_range(0..=64u32).to_string()
+        } else {
+            self.arith(1)
+        };
+        format!("{lhs} {op} {rhs}")
     }
 
     /// `layer[offset:size] [& mask] op value`.
