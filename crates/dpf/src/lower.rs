@@ -717,18 +717,32 @@ fn value_ops(a: &[Arith], guards: &mut Vec<Cond>) -> Vec<Op> {
 
 /// Constant folding as libpcap's second pass does it, after the guards
 /// are taken: an operator on two constants is a constant (but a zero
-/// divisor stays, for [`Leaf::poison`]); a constant zero right operand
+/// divisor stays, and is reported in `refused`, for [`Leaf::poison`]); a
+/// constant zero right operand
 /// makes `*` and `&` the constant 0, and a constant zero left operand
 /// makes `*`, `/`, `%`, `&`, `<<` and `>>` the constant 0 and `+`, `|`,
 /// `^` the right operand. The loads of an operand folded away die (their
 /// guards stay).
-fn fold_values(ops: Vec<Op>) -> Vec<Op> {
+fn fold_values(ops: Vec<Op>, refused: &mut Option<&'static str>) -> Vec<Op> {
     let mut out: Vec<Op> = Vec::with_capacity(ops.len());
     let mut stack: Vec<(usize, Option<u32>)> = Vec::new();
     for op in ops {
         let (start, k) = match op {
             Op::Const(k) => (out.len(), Some(k)),
             Op::Len => (out.len(), None),
+            Op::Load(LoadBase::At(at), size) => {
+                let (start, i) = stack.pop().unwrap_or((out.len(), None));
+                if let Some(i) = i {
+                    // A constant index makes the indexed load an absolute
+                    // one, its offset summed modulo 2^32 (`ip[-13]` is
+                    // frame byte 1).
+                    out.truncate(start);
+                    out.extend([Op::Const(0), Op::Load(LoadBase::At(i.wrapping_add(at)), size)]);
+                    stack.push((start, None));
+                    continue;
+                }
+                (start, None)
+            }
             Op::Load(..) => (stack.pop().map_or(out.len(), |e| e.0), None),
             Op::Neg => {
                 let (start, k) = stack.pop().unwrap_or((out.len(), None));
@@ -737,6 +751,16 @@ fn fold_values(ops: Vec<Op>) -> Vec<Op> {
             bin => {
                 let (b_start, b) = stack.pop().unwrap_or((out.len(), None));
                 let (start, a) = stack.pop().unwrap_or((out.len(), None));
+                // What `opt_stmt` refuses once the right operand is known.
+                let why = match (bin, b) {
+                    (Op::Div, Some(0)) => Some("division by zero"),
+                    (Op::Mod, Some(0)) => Some("modulus by zero"),
+                    (Op::Shl | Op::Shr, Some(n)) if n > 31 && a.is_none() => {
+                        Some("shift by more than 31 bits")
+                    }
+                    _ => None,
+                };
+                *refused = refused.or(why);
                 let k = match (a, b) {
                     (Some(a), Some(b)) => {
                         crate::ir::eval_value(&[Op::Const(a), Op::Const(b), bin], &[])
@@ -778,8 +802,7 @@ fn fold_values(ops: Vec<Op>) -> Vec<Op> {
 /// leaves it: the loads' protocol guards, then one jump on the left
 /// side's value against the right side (a constant, or `X`). A jump
 /// against `X` becomes a test of one computed value: `lhs - rhs = 0` for
-/// equality, `lhs > rhs` (or `>=`) as 0 or 1 otherwise. Two constants
-/// are decided outright.
+/// equality, `lhs > rhs` (or `>=`) as 0 or 1 otherwise.
 fn relation_cond(r: &Relation, values: &mut Values) -> Cond {
     let (cmp, negate) = match r.op {
         RelOp::Eq => (Cmp::Eq, false),
@@ -790,17 +813,32 @@ fn relation_cond(r: &Relation, values: &mut Values) -> Cond {
         RelOp::Lt => (Cmp::Ge, true),
     };
     let mut guards = Vec::new();
-    let lhs = fold_values(value_ops(&r.lhs, &mut guards));
-    let rhs = fold_values(value_ops(&r.rhs, &mut guards));
-    let (ops, cmp, k) = match (&lhs[..], &rhs[..]) {
+    let mut refused = None;
+    let lhs = fold_values(value_ops(&r.lhs, &mut guards), &mut refused);
+    let rhs = fold_values(value_ops(&r.rhs, &mut guards), &mut refused);
+    // Two constants. Written as two numbers, libpcap's first pass decides
+    // the jump (`opt_peep` on a constant accumulator and index register)
+    // and threads edges past it. Computed (`26 - 6`), they are constant
+    // only once its second pass folds the arithmetic: the block, loading
+    // nothing, stays where the first pass left it, after the tests before
+    // it, whose loads still reject a short packet.
+    let literal = matches!((&r.lhs[..], &r.rhs[..]), ([Arith::Num(_)], [Arith::Num(_)]));
+    let decided = match (&lhs[..], &rhs[..]) {
         (&[Op::Const(a)], &[Op::Const(b)]) => {
             let holds = match cmp {
                 Cmp::Eq => a == b,
                 Cmp::Gt => a > b,
                 _ => a >= b,
             };
-            return Cond::Const(holds != negate);
+            Some(if literal {
+                Late::Early(holds)
+            } else {
+                Late::Constant(holds)
+            })
         }
+        _ => None,
+    };
+    let (ops, cmp, k) = match (&lhs[..], &rhs[..]) {
         (_, &[Op::Const(k)]) => (lhs, cmp, k),
         _ => {
             let mut ops = lhs;
@@ -829,8 +867,8 @@ fn relation_cond(r: &Relation, values: &mut Values) -> Cond {
         },
         key: Key::Arith { value, cmp, k },
         invert: false,
-        late: Late::Keep,
-        poison: r.refused,
+        late: decided.unwrap_or(Late::Keep),
+        poison: refused.map(|reason| (r.column, reason)),
     });
     guards.push(if negate { not(leaf) } else { leaf });
     Cond::And(guards)
@@ -1684,7 +1722,59 @@ pub fn dump(p: &Program) -> String {
             node_name(*els)
         );
     }
+    for (i, ops) in p.values.iter().enumerate() {
+        let _ = writeln!(s, "value{i} = {}", value_text(ops));
+    }
     s
+}
+
+/// A computed value's text, every operator parenthesized: `len`,
+/// `ether[e:s]` for a load `e` bytes into the frame, `tp[e:s]` for one `e`
+/// bytes past the IPv4 header (the sum wrapping at 32 bits).
+fn value_text(ops: &[Op]) -> String {
+    let mut stack: Vec<String> = Vec::new();
+    for op in ops {
+        let sym = match *op {
+            Op::Const(k) => {
+                stack.push(format!("{k:#x}"));
+                continue;
+            }
+            Op::Len => {
+                stack.push("len".into());
+                continue;
+            }
+            Op::Load(base, size) => {
+                let i = stack.pop().unwrap_or_default();
+                stack.push(match base {
+                    LoadBase::At(0) => format!("ether[{i}:{}]", size as u8),
+                    LoadBase::At(k) => format!("ether[{k:#x} + {i}:{}]", size as u8),
+                    LoadBase::Transport => format!("tp[{i}:{}]", size as u8),
+                });
+                continue;
+            }
+            Op::Neg => {
+                let a = stack.pop().unwrap_or_default();
+                stack.push(format!("-({a})"));
+                continue;
+            }
+            Op::Add => "+",
+            Op::Sub => "-",
+            Op::Mul => "*",
+            Op::Div => "/",
+            Op::Mod => "%",
+            Op::And => "&",
+            Op::Or => "|",
+            Op::Xor => "^",
+            Op::Shl => "<<",
+            Op::Shr => ">>",
+            Op::Gt => ">",
+            Op::Ge => ">=",
+        };
+        let b = stack.pop().unwrap_or_default();
+        let a = stack.pop().unwrap_or_default();
+        stack.push(format!("({a} {sym} {b})"));
+    }
+    stack.pop().unwrap_or_default()
 }
 
 #[cfg(test)]

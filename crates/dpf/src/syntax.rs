@@ -162,8 +162,8 @@ pub enum Arith {
 
 /// A comparison of two arithmetic expressions, `lhs op rhs` (libpcap's
 /// `arth relop arth`), other than the plain field comparisons that
-/// [`Compare`] holds. Constants are folded as libpcap's optimizer folds
-/// them.
+/// [`Compare`] holds, as written (lowering folds constants as libpcap's
+/// optimizer does).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Relation {
     /// The left side, in postfix order.
@@ -172,12 +172,10 @@ pub struct Relation {
     pub op: RelOp,
     /// The right side, in postfix order.
     pub rhs: Vec<Arith>,
-    /// What libpcap's optimizer refuses in it, with the comparison's
-    /// column: a divisor its constant folding finds zero, a shift count
-    /// above 31. It does so only if the comparison is still reachable
-    /// after its first pass (a comparison under a contradiction is
-    /// dropped first), so [`crate::compile`] reports it only then.
-    pub refused: Option<(usize, &'static str)>,
+    /// The column the comparison starts at: lowering refuses it there if
+    /// libpcap's optimizer would (a divisor its constant folding finds
+    /// zero, a shift count above 31, in a comparison it still reaches).
+    pub column: usize,
 }
 
 /// One primitive of the language.
@@ -1046,7 +1044,7 @@ impl Parser {
                         lhs: vec![Arith::Len],
                         op,
                         rhs: vec![Arith::Num(n)],
-                        refused: None,
+                        column,
                     }))),
                     None,
                 ))
@@ -1464,8 +1462,12 @@ impl Parser {
             && *self.peek_at(n + 1) == Tok::LBrack
     }
 
-    /// `arth relop arth`, folded; a field compared with a constant becomes
-    /// a [`Compare`], which merges with other filters' tests.
+    /// `arth relop arth`. A field at a constant offset, maybe masked by a
+    /// constant, compared with a constant, all written as numbers (or
+    /// named values), is a [`Compare`], which merges with other filters'
+    /// tests; anything computed is a [`Relation`], folded in lowering as
+    /// libpcap's optimizer folds it (it folds written numbers earlier than
+    /// computed ones, which decides short packets' verdicts).
     fn relation(&mut self, column: usize) -> Result<Primitive, Error> {
         let mut lhs = Vec::new();
         self.arith(&mut lhs)?;
@@ -1476,9 +1478,6 @@ impl Parser {
         self.pos += 1;
         let mut rhs = Vec::new();
         self.arith(&mut rhs)?;
-        let (lhs, refused_l) = fold(&lhs);
-        let (rhs, refused_r) = fold(&rhs);
-        let refused = refused_l.or(refused_r).map(|reason| (column, reason));
         let field = match lhs[..] {
             [Arith::Num(offset), Arith::Load(layer, size)] => Some((offset, layer, size, None)),
             [
@@ -1489,9 +1488,7 @@ impl Parser {
             ] => Some((offset, layer, size, Some(m))),
             _ => None,
         };
-        if let (Some((offset, layer, size, mask)), [Arith::Num(value)], None) =
-            (field, &rhs[..], refused)
-        {
+        if let (Some((offset, layer, size, mask)), [Arith::Num(value)]) = (field, &rhs[..]) {
             if offset <= 0xffff {
                 return Ok(Primitive::Compare(Compare {
                     layer,
@@ -1507,7 +1504,7 @@ impl Parser {
             lhs,
             op,
             rhs,
-            refused,
+            column,
         })))
     }
 
@@ -1657,98 +1654,6 @@ fn check_divisor(op: ArithOp, first: Arith, column: usize) -> Result<(), Error> 
         _ => return Ok(()),
     };
     Err(Error::Arithmetic { column, reason })
-}
-
-/// The value of a binary operator on two constants, as libpcap's
-/// optimizer folds it (`fold_op`): 32-bit wrapping, a shift by 32 or more
-/// gives 0; `None` for a zero divisor, which it refuses.
-fn fold_op(op: ArithOp, a: u32, b: u32) -> Option<u32> {
-    Some(match op {
-        ArithOp::Add => a.wrapping_add(b),
-        ArithOp::Sub => a.wrapping_sub(b),
-        ArithOp::Mul => a.wrapping_mul(b),
-        ArithOp::Div => a.checked_div(b)?,
-        ArithOp::Mod => a.checked_rem(b)?,
-        ArithOp::And => a & b,
-        ArithOp::Or => a | b,
-        ArithOp::Xor => a ^ b,
-        ArithOp::Shl => a.checked_shl(b).unwrap_or(0),
-        ArithOp::Shr => a.checked_shr(b).unwrap_or(0),
-    })
-}
-
-/// Folds an expression's constants as libpcap's optimizer does: an
-/// operator on two constants becomes a constant, and what it refuses (a
-/// zero divisor, a constant shift count above 31 on a value that is not
-/// constant) is returned beside the steps, which keep that operator
-/// unfolded. A constant right operand of zero makes `*` and `&` the
-/// constant 0 only in lowering (which keeps the dead loads' protocol
-/// tests, as libpcap does). Iterative: a postfix walk with a stack of
-/// (start of the operand's steps, its constant value if any).
-fn fold(ops: &[Arith]) -> (Vec<Arith>, Option<&'static str>) {
-    let mut out: Vec<Arith> = Vec::with_capacity(ops.len());
-    let mut stack: Vec<(usize, Option<u32>)> = Vec::new();
-    let mut refused = None;
-    for &op in ops {
-        match op {
-            Arith::Num(n) => {
-                stack.push((out.len(), Some(n)));
-                out.push(op);
-            }
-            Arith::Len => {
-                stack.push((out.len(), None));
-                out.push(op);
-            }
-            Arith::Load(..) => {
-                let start = stack.pop().map_or(out.len(), |e| e.0);
-                stack.push((start, None));
-                out.push(op);
-            }
-            Arith::Neg => {
-                let (start, k) = stack.pop().unwrap_or((out.len(), None));
-                match k {
-                    Some(k) => {
-                        out.truncate(start);
-                        out.push(Arith::Num(k.wrapping_neg()));
-                        stack.push((start, Some(k.wrapping_neg())));
-                    }
-                    None => {
-                        out.push(op);
-                        stack.push((start, None));
-                    }
-                }
-            }
-            Arith::Bin(bin) => {
-                let (_, b) = stack.pop().unwrap_or((out.len(), None));
-                let (a_start, a) = stack.pop().unwrap_or((out.len(), None));
-                let folded = match (a, b) {
-                    (Some(a), Some(b)) => fold_op(bin, a, b),
-                    _ => None,
-                };
-                let why = match (bin, b) {
-                    (ArithOp::Div, Some(0)) => Some("division by zero"),
-                    (ArithOp::Mod, Some(0)) => Some("modulus by zero"),
-                    (ArithOp::Shl | ArithOp::Shr, Some(n)) if n > 31 && a.is_none() => {
-                        Some("shift by more than 31 bits")
-                    }
-                    _ => None,
-                };
-                refused = refused.or(why);
-                match folded {
-                    Some(k) => {
-                        out.truncate(a_start);
-                        out.push(Arith::Num(k));
-                        stack.push((a_start, Some(k)));
-                    }
-                    None => {
-                        out.push(op);
-                        stack.push((a_start, None));
-                    }
-                }
-            }
-        }
-    }
-    (out, refused)
 }
 
 /// libpcap's named values (its scanner's table): ICMP, ICMPv6 and TCP
