@@ -640,11 +640,15 @@ fn proto_keyword(w: &str) -> Option<Proto> {
 pub struct Limits {
     /// The longest filter text, in bytes.
     pub max_len: usize,
-    /// The deepest nesting of parentheses and negations (`not`, `!`): a
-    /// term inside `n` of them is at level `n`.
+    /// The deepest nesting of parentheses and negations (`not`, `!`), and
+    /// in arithmetic of parentheses, computed indexes (`ip[ip[0]]`), unary
+    /// minuses, `%` and `^` (each takes the rest of the expression): a term
+    /// inside `n` of them is at level `n`.
     pub max_nesting: usize,
     /// The most primitives (`tcp`, `host A`, `port N`, `ip[9] = 6`, and
-    /// each bare value that inherits qualifiers) in one filter.
+    /// each bare value that inherits qualifiers) in one filter; a
+    /// comparison with several packet loads counts one more per load
+    /// after the first.
     pub max_primitives: usize,
 }
 
@@ -677,6 +681,9 @@ struct Parser {
     /// The `vlan` primitives parsed so far: each shifts the link-layer
     /// offsets of everything parsed after it by four bytes.
     vlans: u32,
+    /// The packet loads of the comparison being parsed: each after the
+    /// first counts as one more primitive.
+    loads: usize,
 }
 
 /// Parses a filter expression.
@@ -717,6 +724,7 @@ pub fn parse_with(src: &str, limits: &Limits) -> Result<Expr, Error> {
         depth: 0,
         primitives: 0,
         vlans: 0,
+        loads: 0,
     };
     if p.peek() == &Tok::End {
         return Err(p.unexpected("a filter expression (an empty filter is not supported)"));
@@ -1469,6 +1477,7 @@ impl Parser {
     /// libpcap's optimizer folds it (it folds written numbers earlier than
     /// computed ones, which decides short packets' verdicts).
     fn relation(&mut self, column: usize) -> Result<Primitive, Error> {
+        self.loads = 0;
         let mut lhs = Vec::new();
         self.arith(&mut lhs)?;
         let op = match self.peek() {
@@ -1600,8 +1609,19 @@ impl Parser {
             Tok::Word(w) if self.is_layer(0) => {
                 let layer = layer_keyword(&w).unwrap_or(Proto::Ether);
                 self.pos += 2;
-                self.enter(column)?;
-                self.primitive(column)?;
+                // A computed index nests (`ip[ip[ip[...]]]`); a number
+                // alone does not.
+                let computed = !matches!(
+                    (self.peek(), self.peek_at(1)),
+                    (Tok::Num(..), Tok::Colon | Tok::RBrack)
+                );
+                if computed {
+                    self.enter(column)?;
+                }
+                if self.loads > 0 {
+                    self.primitive(column)?;
+                }
+                self.loads += 1;
                 self.arith(out)?;
                 let size = if *self.peek() == Tok::Colon {
                     self.pos += 1;
@@ -1626,7 +1646,9 @@ impl Parser {
                     Size::B
                 };
                 self.expect(Tok::RBrack, "\"]\"")?;
-                self.depth -= 1;
+                if computed {
+                    self.depth -= 1;
+                }
                 out.push(Arith::Load(layer, size));
             }
             Tok::Word(w) if UNSUPPORTED.contains(&w.as_str()) && *self.peek_at(1) == Tok::LBrack => {
