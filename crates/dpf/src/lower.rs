@@ -741,6 +741,29 @@ fn fold_values(ops: Vec<Op>, refused: &mut Option<&'static str>) -> Vec<Op> {
                     stack.push((start, None));
                     continue;
                 }
+                // `add #c; tax; ld [x + k]` becomes `tax; ld [x + (k + c)]`
+                // (libpcap's `opt_peep`): the constant moves into the
+                // offset, summed modulo 2^32, and the load's bounds check
+                // then takes it without wrapping (`ip[ip[15] - 37]` reads
+                // nothing).
+                let index = &out[start..];
+                let addend = match index {
+                    [rest @ .., Op::Const(c), Op::Add] if single_operand(rest) => {
+                        Some((*c, start..start + rest.len()))
+                    }
+                    [Op::Const(c), rest @ .., Op::Add] if single_operand(rest) => {
+                        Some((*c, start + 1..start + 1 + rest.len()))
+                    }
+                    _ => None,
+                };
+                if let Some((c, keep)) = addend {
+                    let kept: Vec<Op> = out[keep].to_vec();
+                    out.truncate(start);
+                    out.extend(kept);
+                    out.push(Op::Load(LoadBase::At(at.wrapping_add(c)), size));
+                    stack.push((start, None));
+                    continue;
+                }
                 (start, None)
             }
             Op::Load(..) => (stack.pop().map_or(out.len(), |e| e.0), None),
@@ -796,6 +819,20 @@ fn fold_values(ops: Vec<Op>, refused: &mut Option<&'static str>) -> Vec<Op> {
         stack.push((start, k));
     }
     out
+}
+
+/// Whether `ops` computes exactly one value (a whole operand).
+fn single_operand(ops: &[Op]) -> bool {
+    let mut depth = 0usize;
+    for op in ops {
+        match op {
+            Op::Const(_) | Op::Len => depth += 1,
+            Op::Load(..) | Op::Neg if depth > 0 => {}
+            _ if depth > 1 => depth -= 1,
+            _ => return false,
+        }
+    }
+    depth == 1
 }
 
 /// `lhs op rhs` as libpcap's `gen_relation` emits it and its optimizer
