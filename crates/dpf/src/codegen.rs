@@ -16,12 +16,14 @@
 //! Code is generic over the vcode backend, so the reference backend runs
 //! exactly this client code as an oracle for the native backend.
 
-use crate::ir::{ACCEPT, Base, Cmp, Field, LoadBase, Node, NodeId, Op, Program, REJECT, Size, Test};
+use crate::ir::{
+    ACCEPT, Base, Cmp, Field, LoadBase, Node, NodeId, Op, Program, REJECT, Size, Test,
+};
 use crate::merge::{Dispatch, MNodeId, Merged, Strategy};
 use vcode::ext::Bswap;
 use vcode::{Backend, Class, Func, Label, Leaf, Local, P, Reg, UL};
 
-/// The registers of a classifier: the two parameters and four temporaries,
+/// The registers of a classifier: the two parameters and five temporaries,
 /// all caller-saved, so the function needs no frame.
 #[derive(Clone, Copy)]
 struct Regs {
@@ -778,10 +780,7 @@ mod tests {
             "ip[ip[3]] = ip[3] and ether[12:2] - 0x800 = 0",
             "icmp6[icmp6type] = icmp6-echo",
         ];
-        let programs: Vec<Program> = filters
-            .iter()
-            .map(|f| crate::compile(f).unwrap())
-            .collect();
+        let programs: Vec<Program> = filters.iter().map(|f| crate::compile(f).unwrap()).collect();
         let analyses: Vec<_> = programs.iter().map(analyze).collect();
         let cands: Vec<_> = analyses
             .iter()

@@ -296,11 +296,13 @@ impl Program {
             match self.nodes[at as usize] {
                 Node::Reject => return false,
                 Node::Accept => return true,
-                Node::Test { test, then, els } => match self.load(&test.field, pkt).map(|v| test.holds(v)) {
-                    None => return false,
-                    Some(true) => at = then,
-                    Some(false) => at = els,
-                },
+                Node::Test { test, then, els } => {
+                    match self.load(&test.field, pkt).map(|v| test.holds(v)) {
+                        None => return false,
+                        Some(true) => at = then,
+                        Some(false) => at = els,
+                    }
+                }
             }
         }
     }

@@ -49,7 +49,9 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use crate::error::Error;
-use crate::ir::{ACCEPT, Base, Cmp, Field, LoadBase, Node, NodeId, Op, Program, REJECT, Size, Test};
+use crate::ir::{
+    ACCEPT, Base, Cmp, Field, LoadBase, Node, NodeId, Op, Program, REJECT, Size, Test,
+};
 use crate::syntax::{Arith, ArithOp, Compare, Dir, Expr, Primitive, Proto, RelOp, Relation};
 
 /// What libpcap's optimizer knows a test by while it threads jumps (its
@@ -737,7 +739,10 @@ fn fold_values(ops: Vec<Op>, refused: &mut Option<&'static str>) -> Vec<Op> {
                     // one, its offset summed modulo 2^32 (`ip[-13]` is
                     // frame byte 1).
                     out.truncate(start);
-                    out.extend([Op::Const(0), Op::Load(LoadBase::At(i.wrapping_add(at)), size)]);
+                    out.extend([
+                        Op::Const(0),
+                        Op::Load(LoadBase::At(i.wrapping_add(at)), size),
+                    ]);
                     stack.push((start, None));
                     continue;
                 }

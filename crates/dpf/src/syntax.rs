@@ -11,6 +11,12 @@
 //! `tcp port 80 or tcp port 443`. A protocol name or a comparison leaves
 //! no qualifier to inherit, so `tcp or 80` is an error, as in libpcap.
 //!
+//! Comparisons are libpcap's `arth relop arth`: arithmetic on both sides
+//! with its precedences, `len`, packet loads at computed offsets and its
+//! named values (`tcpflags`, `tcp-syn`, `icmp-echo`, ...); a packet field
+//! at a written offset compared with a written number stays a
+//! [`Compare`], anything else is a [`Relation`].
+//!
 //! Numbers are decimal, hexadecimal (`0x`) or octal (a leading `0`), and
 //! must fit in 32 bits. Names of hosts, networks, ports and protocols are
 //! not resolved; only the escaped protocol names after `ip proto` and
@@ -1651,13 +1657,19 @@ impl Parser {
                 }
                 out.push(Arith::Load(layer, size));
             }
-            Tok::Word(w) if UNSUPPORTED.contains(&w.as_str()) && *self.peek_at(1) == Tok::LBrack => {
+            Tok::Word(w)
+                if UNSUPPORTED.contains(&w.as_str()) && *self.peek_at(1) == Tok::LBrack =>
+            {
                 return Err(Error::Unsupported {
                     column,
                     feature: format!("the \"{w}\" layer in a comparison"),
                 });
             }
-            _ => return Err(self.unexpected("a number, len, a named value, a packet field or \"(\"")),
+            _ => {
+                return Err(
+                    self.unexpected("a number, len, a named value, a packet field or \"(\"")
+                );
+            }
         }
         Ok(())
     }

@@ -301,7 +301,12 @@ fn flat_arithmetic_chains_are_loops() {
             t.install(src, 1, 0)
                 .unwrap_or_else(|e| panic!("{}...: {e}", &src[..40]));
             pkt[23] = proto;
-            assert_eq!(t.reader().classify(&pkt), want.then_some(1), "{}", &src[..20]);
+            assert_eq!(
+                t.reader().classify(&pkt),
+                want.then_some(1),
+                "{}",
+                &src[..20]
+            );
         }
         let too_many = format!("len >= {}", vec!["ip[9]"; MAX_PRIMITIVES + 1].join("+"));
         assert!(matches!(

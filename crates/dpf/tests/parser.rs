@@ -251,20 +251,29 @@ fn rejections_name_the_column() {
 #[test]
 fn arithmetic_comparisons_follow_libpcaps_grammar() {
     for (src, want) in [
-        ("ip[2:2] - ((ip[0] & 0xf) << 2) > 40", "(ip[2:2] - ((ip[0] & 15) << 2)) > 40"),
+        (
+            "ip[2:2] - ((ip[0] & 0xf) << 2) > 40",
+            "(ip[2:2] - ((ip[0] & 15) << 2)) > 40",
+        ),
         ("len >= 100", "len >= 100"),
         ("less 200", "len <= 200"),
         ("greater 100", "len >= 100"),
         ("1 + 2 * 3 = ip[0]", "(1 + (2 * 3)) = ip[0]"),
         ("ip[0] + 1 | 2 = 3", "((ip[0] + 1) | 2) = 3"),
         ("ip[0] & 1 + 2 = 3", "(ip[0] & (1 + 2)) = 3"),
-        ("ip[0] + ip[1] % 3 + 1 = 0", "(ip[0] + (ip[1] % (3 + 1))) = 0"),
+        (
+            "ip[0] + ip[1] % 3 + 1 = 0",
+            "(ip[0] + (ip[1] % (3 + 1))) = 0",
+        ),
         ("ip[0] ^ 1 * 2 = 0", "(ip[0] ^ (1 * 2)) = 0"),
         ("-ip[0] = 1", "-(ip[0]) = 1"),
         ("- - 5 = ip[0]", "-(-(5)) = ip[0]"),
         ("ip[0] = -1", "ip[0] = -(1)"),
         ("tcp[ip[0] & 0xf] = 1", "tcp[(ip[0] & 15)] = 1"),
-        ("tcp[tcpflags] & (tcp-syn | tcp-ack) != 0", "(tcp[13] & (2 | 16)) != 0"),
+        (
+            "tcp[tcpflags] & (tcp-syn | tcp-ack) != 0",
+            "(tcp[13] & (2 | 16)) != 0",
+        ),
         ("icmp[icmptype] = icmp-echo", "icmp[0] = 8"),
         ("tcp[tcpflags] & tcp-syn != 0", "tcp[13] & 0x2 != 0"),
         ("icmp6[icmp6type] = icmp6-echo", "icmp6[0] = 128"),
@@ -286,10 +295,18 @@ fn arithmetic_comparisons_follow_libpcaps_grammar() {
     // A divisor or shift count that only folds to zero (or above 31) is
     // refused by libpcap's optimizer, so by compile, and only where the
     // comparison survives the optimizer's first pass.
-    for src in ["ip[0] / (1 - 1) > 1", "ip[0] >> (30 + 2) = 1", "tcp and ip[0] % (2 - 2) = 1"] {
+    for src in [
+        "ip[0] / (1 - 1) > 1",
+        "ip[0] >> (30 + 2) = 1",
+        "tcp and ip[0] % (2 - 2) = 1",
+    ] {
         assert!(dpf::parse(src).is_ok(), "{src}");
         let e = dpf::compile(src).unwrap_err();
-        assert_eq!(e.column(), Some(src.find("ip[0]").unwrap() + 1), "{src}: {e}");
+        assert_eq!(
+            e.column(),
+            Some(src.find("ip[0]").unwrap() + 1),
+            "{src}: {e}"
+        );
     }
     assert!(dpf::compile("udp and vrrp[0] / (1 - 1) > 1").is_ok());
 }

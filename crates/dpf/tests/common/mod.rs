@@ -294,9 +294,22 @@ impl Gen {
             0 | 1 => self.rng.random_range(0..=40u32).to_string(),
             2 => self
                 .pick(&[
-                    "0x45", "0xf", "6", "255", "1500", "0xffffffff", "icmptype", "icmpcode",
-                    "tcpflags", "tcp-syn", "tcp-ack", "tcp-fin", "icmp-echo", "icmp-echoreply",
-                    "icmp6type", "icmp6-echo",
+                    "0x45",
+                    "0xf",
+                    "6",
+                    "255",
+                    "1500",
+                    "0xffffffff",
+                    "icmptype",
+                    "icmpcode",
+                    "tcpflags",
+                    "tcp-syn",
+                    "tcp-ack",
+                    "tcp-fin",
+                    "icmp-echo",
+                    "icmp-echoreply",
+                    "icmp6type",
+                    "icmp6-echo",
                 ])
                 .to_string(),
             3 => "len".into(),
@@ -364,7 +377,11 @@ impl Gen {
         const LAYERS: [&str; 12] = [
             "ether", "ether", "ip", "ip", "ip6", "arp", "rarp", "tcp", "tcp", "udp", "icmp", "sctp",
         ];
-        let layers = if self.arith { &LAYERS[..7] } else { &LAYERS[..] };
+        let layers = if self.arith {
+            &LAYERS[..7]
+        } else {
+            &LAYERS[..]
+        };
         let layer = *self.pick(layers);
         let size = *self.pick(&[1u32, 1, 2, 2, 4]);
         let offset: u32 = match self.rng.random_range(0..10) {
