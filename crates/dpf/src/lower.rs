@@ -582,6 +582,14 @@ fn primitive(p: &Primitive, values: &mut Values) -> Cond {
         } => port(proto, dir, first, last, range),
         Primitive::Compare(ref c) => compare(c),
         Primitive::Relation(ref r) => relation_cond(r, values),
+        // gen_pppoes: the EtherType, then `ld [14]; and #0xffff; jeq #id`.
+        Primitive::Pppoes { id } => {
+            let ty = ether_type(0x8864);
+            match id {
+                None => ty,
+                Some(id) => Cond::And(vec![ty, masked_eq(link(14, Size::W), 0xffff, id.into())]),
+            }
+        }
         // gen_vlan_tpid_test (802.1Q, 802.1ad, QinQ, in that order), then
         // gen_vlan_vid_test on the tag's low 12 bits.
         Primitive::Vlan { shift, id } => {

@@ -251,6 +251,13 @@ pub enum Primitive {
     /// Any other comparison (`len >= 100`, `ip[2:2] - ((ip[0] & 0xf) <<
     /// 2) > 40`), `less N` (`len <= N`) and `greater N` (`len >= N`).
     Relation(Box<Relation>),
+    /// `pppoes [id]`: a PPPoE session frame (EtherType 0x8864), with
+    /// session id `id` if one is given. Nothing may follow it: libpcap
+    /// moves every later offset past the PPPoE header.
+    Pppoes {
+        /// The session id (16 bits).
+        id: Option<u16>,
+    },
     /// `vlan [id]`: an 802.1Q, 802.1ad or QinQ tag `4 * shift` bytes
     /// into the frame (after `shift` earlier `vlan` primitives), with VLAN
     /// id `id` if one is given.
@@ -522,8 +529,6 @@ const UNSUPPORTED: &[&str] = &[
     "multicast",
     "vlan",
     "mpls",
-    "pppoed",
-    "pppoes",
     "geneve",
     "vxlan",
     "icmp6",
@@ -690,6 +695,8 @@ struct Parser {
     /// The packet loads of the comparison being parsed: each after the
     /// first counts as one more primitive.
     loads: usize,
+    /// A `pppoes` was parsed: nothing may follow it.
+    pppoes: bool,
 }
 
 /// Parses a filter expression.
@@ -731,6 +738,7 @@ pub fn parse_with(src: &str, limits: &Limits) -> Result<Expr, Error> {
         primitives: 0,
         vlans: 0,
         loads: 0,
+        pppoes: false,
     };
     if p.peek() == &Tok::End {
         return Err(p.unexpected("a filter expression (an empty filter is not supported)"));
@@ -856,6 +864,14 @@ impl Parser {
             });
         }
         self.primitives += 1;
+        if self.pppoes {
+            return Err(Error::Unsupported {
+                column,
+                feature: "a primitive after \"pppoes\" (libpcap shifts the offsets of \
+                          everything after it)"
+                    .into(),
+            });
+        }
         if self.vlans > 0 && !self.is_word(0, "vlan") {
             return Err(Error::Unsupported {
                 column,
@@ -1033,6 +1049,32 @@ impl Parser {
                 let shift = self.vlans;
                 self.vlans += 1;
                 Ok((Expr::Prim(Primitive::Vlan { shift, id }), None))
+            }
+            // libpcap's gen_pppoed: an EtherType test.
+            "pppoed" => {
+                self.pos += 1;
+                Ok((Expr::Prim(Primitive::EtherProto(0x8863)), None))
+            }
+            // libpcap's gen_pppoes: the EtherType, then the session id in
+            // the low 16 bits of the four bytes at 14.
+            "pppoes" => {
+                self.pos += 1;
+                let id = match self.peek().clone() {
+                    Tok::Num(n, _) if n <= 0xffff => {
+                        self.pos += 1;
+                        Some(n as u16)
+                    }
+                    Tok::Num(_, text) => {
+                        return Err(Error::BadNumber {
+                            column: self.col(),
+                            text,
+                            reason: "a PPPoE session id is at most 65535",
+                        });
+                    }
+                    _ => None,
+                };
+                self.pppoes = true;
+                Ok((Expr::Prim(Primitive::Pppoes { id }), None))
             }
             "igmp" | "vrrp" | "carp" if !self.qualified_next() => {
                 self.pos += 1;
@@ -1837,7 +1879,16 @@ fn is_keyword(w: &str) -> bool {
         || proto_keyword(w).is_some()
         || matches!(
             w,
-            "and" | "or" | "not" | "proto" | "mask" | "len" | "less" | "greater"
+            "and"
+                | "or"
+                | "not"
+                | "proto"
+                | "mask"
+                | "len"
+                | "less"
+                | "greater"
+                | "pppoed"
+                | "pppoes"
         )
         || named_value(w).is_some()
         || UNSUPPORTED.contains(&w)
@@ -1917,6 +1968,8 @@ impl fmt::Display for Primitive {
             Primitive::Multicast => write!(f, "ether multicast"),
             Primitive::Vlan { id: None, .. } => write!(f, "vlan"),
             Primitive::Vlan { id: Some(id), .. } => write!(f, "vlan {id}"),
+            Primitive::Pppoes { id: None } => write!(f, "pppoes"),
+            Primitive::Pppoes { id: Some(id) } => write!(f, "pppoes {id}"),
             Primitive::EtherHost { dir, addr } => {
                 let a = addr.map(|b| format!("{b:02x}")).join(":");
                 write!(f, "{}host {a}", prefix(Some(Proto::Ether), dir))

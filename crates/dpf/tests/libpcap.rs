@@ -281,6 +281,10 @@ fn every_truncation_of_typical_frames_agrees() {
     icmp6[54 + 0xab] = 0xcd;
     let mut tagged = icmp6.clone();
     tagged.splice(12..12, [0x88, 0xa8, 0x00, 100, 0x81, 0x00, 0x00, 5]);
+    // A PPPoE session frame, session 1234.
+    let mut pppoe = vec![0u8; 14 + 8];
+    pppoe[12..14].copy_from_slice(&0x8864u16.to_be_bytes());
+    pppoe[14..18].copy_from_slice(&[0x11, 0x00, 0x04, 0xd2]);
     let mut llc = vec![0u8; 14 + 3];
     llc[12..14].copy_from_slice(&3u16.to_be_bytes());
     llc[14..17].copy_from_slice(&[0xfe, 0xfe, 0x03]);
@@ -328,6 +332,9 @@ fn every_truncation_of_typical_frames_agrees() {
         "ip[ip[0] & 0xf] > 0 or ip6[len % 7:2] = 0",
         "ether[12:2] - 0x800 = tcp[0] / 256",
         "not ip[1] * 2 + ip[2] % 3 - (ip[3] ^ 5) >= 9 << 1",
+        "pppoed or pppoes 1234",
+        "pppoes",
+        "not pppoes 0",
         // Regressions: each of these once disagreed with libpcap.
         "not (host 192.168.1.1 and 10.0.0.1)",
         "not ip[0:2] & 0 == 39498",
@@ -339,7 +346,7 @@ fn every_truncation_of_typical_frames_agrees() {
     for f in filters {
         let ours = dpf_compile(f).unwrap_or_else(|e| panic!("{f}: {e}"));
         let bpf = pcap.compile(f).unwrap_or_else(|e| panic!("{f}: {e}"));
-        for frame in [&tcp4, &frag6, &arp, &vrrp, &icmp6, &tagged, &llc] {
+        for frame in [&tcp4, &frag6, &arp, &vrrp, &icmp6, &tagged, &llc, &pppoe] {
             for len in 0..=frame.len() {
                 let pkt = &frame[..len];
                 let want = bpf.matches(pkt);

@@ -238,6 +238,8 @@ fn rejections_name_the_column() {
         ("(ip[0] + 1 > 2", 15),
         ("ip[0] + > 2", 9),
         ("igmp[0] = 1", 1),
+        ("pppoes and ip", 12),
+        ("pppoes 65536", 8),
         ("gateway 10.0.0.1", 1),
         ("tcp proto 6", 1),
     ]);
