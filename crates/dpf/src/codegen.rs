@@ -483,7 +483,7 @@ impl<B: Backend> Gen<'_, B> {
     }
 
     /// A test of a computed value ([`Program::values`]): computes it into
-    /// `v` and branches to `then` if `t` holds; falls through if not;
+    /// `v`, masks it, and branches to `then` if `t` holds; falls through if not;
     /// jumps to `fail` if a load is out of bounds or a divisor zero, as
     /// [`crate::ir::eval_value`] defines. Values are kept to 32 bits.
     fn value_test(&mut self, ops: &[Op], t: &Test, then: Label, fail: Label) {
@@ -507,14 +507,15 @@ impl<B: Backend> Gen<'_, B> {
                     // bits except where libpcap's `add x` wraps.
                     match base {
                         LoadBase::At(k) => self.f.add(w, v, u64::from(k)),
-                        LoadBase::Transport => {
-                            self.f.blt(len, 15, fail);
-                            self.f.lduc(w, pkt, 14);
+                        LoadBase::Transport(d) => {
+                            let ihl = 14 + d as usize;
+                            self.f.blt(len, ihl as u64 + 1, fail);
+                            self.f.lduc(w, pkt, ihl);
                             self.f.and(w, w, 0x0f);
                             self.f.lsh(w, w, 2);
                             self.f.add(w, w, v);
                             self.f.and(w, w, u64::from(u32::MAX));
-                            self.f.add(w, w, 14);
+                            self.f.add(w, w, ihl as u64);
                         }
                     }
                     self.f.add(v, w, size as u64);
@@ -596,6 +597,9 @@ impl<B: Backend> Gen<'_, B> {
         if depth != 1 {
             self.f.jmp(fail);
             return;
+        }
+        if t.mask != u32::MAX {
+            self.f.and(v, v, u64::from(t.mask));
         }
         let k = u64::from(t.value);
         match t.cmp {
@@ -779,6 +783,8 @@ mod tests {
             "-ip[1] * 3 ^ ip[2] | 7 != ip[3] - 1",
             "ip[ip[3]] = ip[3] and ether[12:2] - 0x800 = 0",
             "icmp6[icmp6type] = icmp6-echo",
+            // Behind a tag, transport fields are computed values, masked.
+            "vlan and tcp[13] & 0x12 = 0x12 and tcp dst port 80",
         ];
         let programs: Vec<Program> = filters.iter().map(|f| crate::compile(f).unwrap()).collect();
         let analyses: Vec<_> = programs.iter().map(analyze).collect();
@@ -807,7 +813,13 @@ mod tests {
         arith[15..18].copy_from_slice(&[7, 2, 33]);
         let mut zero = arith.clone();
         zero[16] = 0;
-        for frame in [&tcp, &icmp6, &arith, &zero, &vec![0x20u8; 120]] {
+        let mut tagged = packet(80);
+        tagged.splice(12..12, [0x81, 0x00, 0x00, 0x05]);
+        tagged[18] = 0x46;
+        tagged[18 + 24 + 13] = 0x12;
+        tagged.extend([0u8; 8]);
+        tagged[18 + 24 + 2..18 + 24 + 4].copy_from_slice(&80u16.to_be_bytes());
+        for frame in [&tcp, &icmp6, &arith, &zero, &tagged, &vec![0x20u8; 120]] {
             for cut in 0..=frame.len() {
                 let pkt = &frame[..cut];
                 let want = m.classify(pkt);

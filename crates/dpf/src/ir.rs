@@ -46,9 +46,11 @@ pub enum LoadBase {
     /// A fixed byte of the frame: the load reads at `index + k` (computed
     /// without wrapping, as BPF's indexed load checks its bounds).
     At(u32),
-    /// The IPv4 payload: the load reads at `14 + ((index + 4 * IHL) mod
-    /// 2^32)`, libpcap's `ldxb 4*([14]&0xf); add x; tax; ld [x + 14]`.
-    Transport,
+    /// The IPv4 payload `d` bytes further into the frame than usual
+    /// (behind `d / 4` VLAN tags): the load reads at `14 + d + ((index + 4
+    /// * IHL) mod 2^32)` with the IHL from byte `14 + d`, libpcap's `ldxb
+    /// 4*([14+d]&0xf); add x; tax; ld [x + 14 + d]`.
+    Transport(u32),
 }
 
 /// One step of a computed value, in postfix order over a stack of 32-bit
@@ -106,9 +108,9 @@ pub fn eval_value(ops: &[Op], pkt: &[u8]) -> Option<u32> {
                 let i = stack.pop()?;
                 let at = match base {
                     LoadBase::At(k) => u64::from(i) + u64::from(k),
-                    LoadBase::Transport => {
-                        let ihl = u32::from(*pkt.get(14)? & 0x0f);
-                        u64::from(i.wrapping_add(4 * ihl)) + 14
+                    LoadBase::Transport(d) => {
+                        let ihl = u32::from(*pkt.get(14 + d as usize)? & 0x0f);
+                        u64::from(i.wrapping_add(4 * ihl)) + 14 + u64::from(d)
                     }
                 };
                 let at = usize::try_from(at).ok()?;

@@ -74,7 +74,7 @@ enum Key {
     /// value, as do `tcp[k]`, `udp[k]`, `icmp[k]` and `sctp[k]` (class 2);
     /// `ether[k]` is class 0.
     Raw {
-        class: u8,
+        class: u32,
         offset: u32,
         size: Size,
         mask: Option<u32>,
@@ -254,7 +254,7 @@ fn masked_eq(field: Field, mask: u32, value: u32) -> Cond {
 /// the load for the key (see [`Key::Raw`]).
 fn relation(
     field: Field,
-    class: u8,
+    class: u32,
     offset: u32,
     mask: Option<u32>,
     op: RelOp,
@@ -513,7 +513,7 @@ fn compare(c: &Compare) -> Cond {
             eq(link(20, Size::B), 58),
             relation(
                 link(54 + c.offset, c.size),
-                0,
+                3,
                 54 + c.offset,
                 c.mask,
                 c.op,
@@ -581,7 +581,15 @@ fn primitive(p: &Primitive, values: &mut Values) -> Cond {
             range,
         } => port(proto, dir, first, last, range),
         Primitive::Compare(ref c) => compare(c),
-        Primitive::Relation(ref r) => relation_cond(r, values),
+        Primitive::Relation(ref r) => relation_cond(r, values, 0),
+        Primitive::Shifted { shift, ref inner } => {
+            let d = 4 * shift;
+            let c = match **inner {
+                Primitive::Relation(ref r) => relation_cond(r, values, d),
+                ref p => primitive(p, values),
+            };
+            shift_cond(c, shift, values)
+        }
         // gen_pppoes: the EtherType, then `ld [14]; and #0xffff; jeq #id`.
         Primitive::Pppoes { id } => {
             let ty = ether_type(0x8864);
@@ -636,41 +644,45 @@ impl Values {
 /// (`gen_load`): the index's own guards `inner`, then the layer's
 /// protocol tests; a transport layer is IPv4 first, then the index's
 /// guards, then its protocol and "not a fragment".
-fn load_guards(layer: Proto, inner: Vec<Cond>) -> (LoadBase, Vec<Cond>) {
+///
+/// The guards are built unshifted (the caller shifts them, see
+/// [`shift_cond`]); the load's base is `d` bytes further on (`d / 4` VLAN
+/// tags before it), except the link header's.
+fn load_guards(layer: Proto, inner: Vec<Cond>, d: u32) -> (LoadBase, Vec<Cond>) {
     let mut g = inner;
     let base = match layer {
         Proto::Ether => LoadBase::At(0),
         Proto::Ip => {
             g.push(ether_type(ETHERTYPE_IP));
-            LoadBase::At(14)
+            LoadBase::At(14 + d)
         }
         Proto::Arp => {
             g.push(ether_type(ETHERTYPE_ARP));
-            LoadBase::At(14)
+            LoadBase::At(14 + d)
         }
         Proto::Rarp => {
             g.push(ether_type(ETHERTYPE_RARP));
-            LoadBase::At(14)
+            LoadBase::At(14 + d)
         }
         Proto::Ip6 => {
             g.push(ether_type(ETHERTYPE_IPV6));
-            LoadBase::At(14)
+            LoadBase::At(14 + d)
         }
         Proto::Icmp6 => {
             g.push(ether_type(ETHERTYPE_IPV6));
             g.push(eq(link(20, Size::B), 58));
-            LoadBase::At(54)
+            LoadBase::At(54 + d)
         }
         Proto::Vrrp | Proto::Carp => {
             g.push(ip_proto(112));
             g.push(not_fragment());
-            LoadBase::Transport
+            LoadBase::Transport(d)
         }
         Proto::Tcp | Proto::Udp | Proto::Sctp | Proto::Icmp => {
             g.insert(0, ether_type(ETHERTYPE_IP));
             g.push(proto_abbrev(layer));
             g.push(not_fragment());
-            LoadBase::Transport
+            LoadBase::Transport(d)
         }
     };
     (base, g)
@@ -679,7 +691,7 @@ fn load_guards(layer: Proto, inner: Vec<Cond>) -> (LoadBase, Vec<Cond>) {
 /// An expression's steps as the IR computes them, and its loads' guards
 /// appended to `guards` in libpcap's order (an index's before its
 /// load's; of a binary operator, the left operand's alone).
-fn value_ops(a: &[Arith], guards: &mut Vec<Cond>) -> Vec<Op> {
+fn value_ops(a: &[Arith], guards: &mut Vec<Cond>, d: u32) -> Vec<Op> {
     let mut ops = Vec::with_capacity(a.len());
     // The guards of each operand on the evaluation stack.
     let mut pending: Vec<Vec<Cond>> = Vec::new();
@@ -695,7 +707,7 @@ fn value_ops(a: &[Arith], guards: &mut Vec<Cond>) -> Vec<Op> {
             }
             Arith::Load(layer, size) => {
                 let inner = pending.pop().unwrap_or_default();
-                let (base, g) = load_guards(layer, inner);
+                let (base, g) = load_guards(layer, inner, d);
                 ops.push(Op::Load(base, size));
                 pending.push(g);
             }
@@ -853,7 +865,7 @@ fn single_operand(ops: &[Op]) -> bool {
 /// side's value against the right side (a constant, or `X`). A jump
 /// against `X` becomes a test of one computed value: `lhs - rhs = 0` for
 /// equality, `lhs > rhs` (or `>=`) as 0 or 1 otherwise.
-fn relation_cond(r: &Relation, values: &mut Values) -> Cond {
+fn relation_cond(r: &Relation, values: &mut Values, d: u32) -> Cond {
     let (cmp, negate) = match r.op {
         RelOp::Eq => (Cmp::Eq, false),
         RelOp::Ne => (Cmp::Eq, true),
@@ -864,8 +876,8 @@ fn relation_cond(r: &Relation, values: &mut Values) -> Cond {
     };
     let mut guards = Vec::new();
     let mut refused = None;
-    let lhs = fold_values(value_ops(&r.lhs, &mut guards), &mut refused);
-    let rhs = fold_values(value_ops(&r.rhs, &mut guards), &mut refused);
+    let lhs = fold_values(value_ops(&r.lhs, &mut guards, d), &mut refused);
+    let rhs = fold_values(value_ops(&r.rhs, &mut guards, d), &mut refused);
     // Two constants. Written as two numbers, libpcap's first pass decides
     // the jump (`opt_peep` on a constant accumulator and index register)
     // and threads edges past it. Computed (`26 - 6`), they are constant
@@ -922,6 +934,53 @@ fn relation_cond(r: &Relation, values: &mut Values) -> Cond {
     });
     guards.push(if negate { not(leaf) } else { leaf });
     Cond::And(guards)
+}
+
+/// `c` as libpcap 1.10 generates it after `shift` `vlan` primitives
+/// (`gen_vlan_no_bpf_extensions` moves the link-layer type's and
+/// payload's offsets four bytes on per tag): every frame field from byte
+/// 12 on moves `4 * shift` bytes on, except those of `ether[...]`
+/// comparisons (the link header stays where it is, as do the MAC
+/// addresses before byte 12); a field behind the IPv4 header becomes a
+/// computed value read past the moved IHL byte (the trie's transport base
+/// is the unmoved one). Computed values were built moved.
+fn shift_cond(c: Cond, shift: u32, values: &mut Values) -> Cond {
+    let d = 4 * shift;
+    let mut c = c;
+    let mut stack: Vec<&mut Cond> = vec![&mut c];
+    while let Some(c) = stack.pop() {
+        match c {
+            Cond::Test(leaf) => {
+                let f = leaf.test.field;
+                let new = match f.base {
+                    Base::Link if f.offset >= 12 => Field {
+                        offset: f.offset + d,
+                        ..f
+                    },
+                    Base::Transport => Field {
+                        base: Base::Value(values.intern(vec![
+                            Op::Const(f.offset),
+                            Op::Load(LoadBase::Transport(d), f.size),
+                        ])),
+                        offset: 0,
+                        size: Size::W,
+                    },
+                    _ => continue,
+                };
+                match &mut leaf.key {
+                    Key::Raw { class: 0, .. } => continue,
+                    Key::Raw { class, .. } => *class += 4 * shift,
+                    Key::Prim { field, .. } => *field = new,
+                    Key::Arith { .. } => continue,
+                }
+                leaf.test.field = new;
+            }
+            Cond::Not(x) => stack.push(x),
+            Cond::And(v) | Cond::Or(v) => stack.extend(v.iter_mut()),
+            Cond::Const(_) => {}
+        }
+    }
+    c
 }
 
 /// The condition `e` stands for. An `and`/`or` chain is a left-deep
@@ -1798,7 +1857,8 @@ fn value_text(ops: &[Op]) -> String {
                 stack.push(match base {
                     LoadBase::At(0) => format!("ether[{i}:{}]", size as u8),
                     LoadBase::At(k) => format!("ether[{k:#x} + {i}:{}]", size as u8),
-                    LoadBase::Transport => format!("tp[{i}:{}]", size as u8),
+                    LoadBase::Transport(0) => format!("tp[{i}:{}]", size as u8),
+                    LoadBase::Transport(d) => format!("tp{d}[{i}:{}]", size as u8),
                 });
                 continue;
             }

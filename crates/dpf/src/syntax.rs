@@ -258,6 +258,15 @@ pub enum Primitive {
         /// The session id (16 bits).
         id: Option<u16>,
     },
+    /// A primitive after `shift` `vlan` primitives: libpcap reads its
+    /// link-layer type and payload `4 * shift` bytes further on (not its
+    /// MAC addresses, nor `ether[...]`). Printed as the primitive alone.
+    Shifted {
+        /// The `vlan` primitives before it.
+        shift: u32,
+        /// The primitive.
+        inner: Box<Primitive>,
+    },
     /// `vlan [id]`: an 802.1Q, 802.1ad or QinQ tag `4 * shift` bytes
     /// into the frame (after `shift` earlier `vlan` primitives), with VLAN
     /// id `id` if one is given.
@@ -872,14 +881,6 @@ impl Parser {
                     .into(),
             });
         }
-        if self.vlans > 0 && !self.is_word(0, "vlan") {
-            return Err(Error::Unsupported {
-                column,
-                feature: "a primitive after \"vlan\" (libpcap shifts the offsets of \
-                          everything after it)"
-                    .into(),
-            });
-        }
         Ok(())
     }
 
@@ -887,6 +888,24 @@ impl Parser {
     /// depth is at most the nesting limit (an `and`/`or` chain is a loop
     /// in [`Parser::expr`]).
     fn term(&mut self, q: Option<Qual>) -> Result<(Expr, Option<Qual>), Error> {
+        let shift = self.vlans;
+        let (mut e, q) = self.term_unshifted(q)?;
+        // Every primitive after a `vlan` reads its link-layer payload
+        // further on, whatever the `and`, `or` and `not` between them.
+        if let (Expr::Prim(p), true) = (&mut e, shift > 0) {
+            // (A parenthesized primitive comes back shifted already.)
+            if !matches!(p, Primitive::Vlan { .. } | Primitive::Shifted { .. }) {
+                let inner = std::mem::replace(p, Primitive::Broadcast);
+                *p = Primitive::Shifted {
+                    shift,
+                    inner: Box::new(inner),
+                };
+            }
+        }
+        Ok((e, q))
+    }
+
+    fn term_unshifted(&mut self, q: Option<Qual>) -> Result<(Expr, Option<Qual>), Error> {
         let column = self.col();
         let tok = self.peek().clone();
         if tok == Tok::NotOp || tok == Tok::Word("not".into()) {
@@ -1968,6 +1987,7 @@ impl fmt::Display for Primitive {
             Primitive::Multicast => write!(f, "ether multicast"),
             Primitive::Vlan { id: None, .. } => write!(f, "vlan"),
             Primitive::Vlan { id: Some(id), .. } => write!(f, "vlan {id}"),
+            Primitive::Shifted { ref inner, .. } => write!(f, "{inner}"),
             Primitive::Pppoes { id: None } => write!(f, "pppoes"),
             Primitive::Pppoes { id: Some(id) } => write!(f, "pppoes {id}"),
             Primitive::EtherHost { dir, addr } => {

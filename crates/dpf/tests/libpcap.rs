@@ -152,7 +152,14 @@ fn dpf_agrees_with_libpcap() {
         // A third of the filters with arithmetic, `len`, `less` and
         // `greater` (and nothing behind the IPv4 header).
         g.arith = g.rng.random_bool(1.0 / 3.0);
-        let filter = g.expr(depth);
+        let mut filter = g.expr(depth);
+        // A fifth behind `vlan`, which moves every later primitive's
+        // link-layer type and payload four bytes on.
+        if g.rng.random_bool(0.2) {
+            let id = ["", " 100", " 1", " 0"][g.rng.random_range(0..4)];
+            let op = ["and", "or", "and not"][g.rng.random_range(0..3)];
+            filter = format!("vlan{id} {op} ({filter})");
+        }
         let ours = dpf_compile(&filter);
         let theirs = pcap.compile(&filter);
         let bpf = match (&ours, theirs) {
@@ -279,6 +286,8 @@ fn every_truncation_of_typical_frames_agrees() {
     icmp6[20] = 58;
     icmp6[54] = 128;
     icmp6[54 + 0xab] = 0xcd;
+    let mut tagged_tcp = tcp4.clone();
+    tagged_tcp.splice(12..12, [0x81, 0x00, 0x00, 100]);
     let mut tagged = icmp6.clone();
     tagged.splice(12..12, [0x88, 0xa8, 0x00, 100, 0x81, 0x00, 0x00, 5]);
     // A PPPoE session frame, session 1234.
@@ -332,6 +341,14 @@ fn every_truncation_of_typical_frames_agrees() {
         "ip[ip[0] & 0xf] > 0 or ip6[len % 7:2] = 0",
         "ether[12:2] - 0x800 = tcp[0] / 256",
         "not ip[1] * 2 + ip[2] % 3 - (ip[3] ^ 5) >= 9 << 1",
+        "vlan and ip",
+        "vlan 100 and tcp port 80",
+        "vlan and tcp[13] & 0x12 = 0x12 and ip[0] & 0xf > 5",
+        "vlan or ether src 00:11:22:33:44:55 or ether[12:2] = 0x8100",
+        "vlan 100 and vlan 5 and icmp6 and icmp6[0] = 128",
+        "vlan and not host 10.0.0.1 and len > 60",
+        "vlan and tcp[tcpflags] & tcp-syn != 0 and ip[2:2] - ((ip[0] & 0xf) << 2) > 20",
+        "not vlan or ip6 or arp",
         "pppoed or pppoes 1234",
         "pppoes",
         "not pppoes 0",
@@ -346,7 +363,17 @@ fn every_truncation_of_typical_frames_agrees() {
     for f in filters {
         let ours = dpf_compile(f).unwrap_or_else(|e| panic!("{f}: {e}"));
         let bpf = pcap.compile(f).unwrap_or_else(|e| panic!("{f}: {e}"));
-        for frame in [&tcp4, &frag6, &arp, &vrrp, &icmp6, &tagged, &llc, &pppoe] {
+        for frame in [
+            &tcp4,
+            &frag6,
+            &arp,
+            &vrrp,
+            &icmp6,
+            &tagged,
+            &tagged_tcp,
+            &llc,
+            &pppoe,
+        ] {
             for len in 0..=frame.len() {
                 let pkt = &frame[..len];
                 let want = bpf.matches(pkt);

@@ -226,7 +226,6 @@ fn rejections_name_the_column() {
         ("ether proto 1500", 13),
         ("ip broadcast", 1),
         ("link proto 65536", 12),
-        ("vlan and ip", 10),
         ("vlan 4096", 6),
         ("ip and # comment", 8),
         ("ip[0] / 0 > 1", 7),
@@ -284,6 +283,7 @@ fn arithmetic_comparisons_follow_libpcaps_grammar() {
         ("ip[100] & 0 = 0", "ip[100] & 0x0 = 0"),
         ("ip[70000] = 1", "ip[70000] = 1"),
         ("(len > 1) and (tcp)", "len > 1 and tcp"),
+        ("vlan and ip[0] + 1 = 2", "vlan and (ip[0] + 1) = 2"),
         ("((ip[0]) > 1)", "ip[0] > 1"),
     ] {
         assert_eq!(canon(src), want, "{src}");
@@ -322,7 +322,7 @@ fn errors_say_what_is_wrong() {
         msg("host foo")
     );
     assert!(msg("mpls").contains("not supported"));
-    assert!(msg("vlan and tcp").contains("after \"vlan\""));
+    assert!(msg("pppoes and tcp").contains("after \"pppoes\""));
     assert_eq!(
         msg("port no-such-service"),
         "column 6: unknown port \"no-such-service\" (not in /etc/services)"
@@ -455,8 +455,8 @@ fn mac_addresses_in_every_spelling_libpcap_reads() {
 #[test]
 fn vlan_shifts_every_later_primitive_as_libpcap_does() {
     // Each `vlan` looks four bytes further in than the one before it, in
-    // text order; dpf does not shift the other primitives and refuses any
-    // primitive after a `vlan` instead.
+    // text order, and so does every other primitive after one, whatever
+    // the `and`, `or`, `not` and parentheses between them.
     let e = dpf::parse("vlan 10 or not vlan").unwrap();
     let Expr::Or(a, b) = &e else {
         panic!("an or: {e}")
@@ -474,9 +474,27 @@ fn vlan_shifts_every_later_primitive_as_libpcap_does() {
     );
     assert_eq!(canon("vlan and vlan 4095"), "vlan and vlan 4095");
     assert_eq!(canon("tcp and vlan"), "tcp and vlan");
-    refused_at(&[
-        ("vlan or ip", 9),
-        ("vlan 1 and port 80", 12),
-        ("vlan 1 or 2", 11),
-    ]);
+    let shifted = |shift, p| {
+        Expr::Prim(Primitive::Shifted {
+            shift,
+            inner: Box::new(p),
+        })
+    };
+    let e = dpf::parse("vlan or (ip) or vlan and not ip6").unwrap();
+    let Expr::And(left, right) = &e else {
+        panic!("an and: {e}")
+    };
+    assert_eq!(
+        **right,
+        Expr::Not(Box::new(shifted(2, Primitive::Proto(Proto::Ip6))))
+    );
+    let Expr::Or(left, _) = &**left else {
+        panic!("an or: {left}")
+    };
+    let Expr::Or(_, ip) = &**left else {
+        panic!("an or: {left}")
+    };
+    assert_eq!(**ip, shifted(1, Primitive::Proto(Proto::Ip)));
+    assert_eq!(canon("vlan 1 and port 80"), "vlan 1 and port 80");
+    refused_at(&[("vlan 1 or 2", 11)]);
 }
