@@ -476,7 +476,8 @@ impl Gen {
         if !self.chance(0.15) {
             return e;
         }
-        // `vlan` last (dpf refuses a primitive after one), once or twice.
+        // `vlan` last, once or twice (the differential test puts it
+        // first too).
         let mut f = format!("({e})");
         for _ in 0..self.rng.random_range(1..=2) {
             let op = *self.pick(&[" and ", " or ", " and not "]);
