@@ -47,9 +47,9 @@ pub enum LoadBase {
     /// without wrapping, as BPF's indexed load checks its bounds).
     At(u32),
     /// The IPv4 payload `d` bytes further into the frame than usual
-    /// (behind `d / 4` VLAN tags): the load reads at `14 + d + ((index + 4
-    /// * IHL) mod 2^32)` with the IHL from byte `14 + d`, libpcap's `ldxb
-    /// 4*([14+d]&0xf); add x; tax; ld [x + 14 + d]`.
+    /// (behind `d / 4` VLAN tags): the load reads at `14 + d + ((index +
+    /// 4 * IHL) mod 2^32)` with the IHL from byte `14 + d`, libpcap's
+    /// `ldxb 4*([14+d]&0xf); add x; tax; ld [x + 14 + d]`.
     Transport(u32),
 }
 

@@ -81,11 +81,16 @@ enum Key {
         cmp: Cmp,
         value: u32,
     },
-    /// A comparison of a computed value (`len`, arithmetic): the value
-    /// (an index into the program's values, equal for equal expressions,
-    /// as libpcap's value numbering makes them), the jump and its
-    /// constant.
-    Arith { value: u32, cmp: Cmp, k: u32 },
+    /// A comparison of a computed value (`len`, arithmetic): the left
+    /// side's value (the accumulator; equal for equal expressions, as
+    /// libpcap's value numbering makes them), the jump, and its operand:
+    /// the constant `k`, or the right side's value `x` (BPF's `jxx x`).
+    Arith {
+        a: u32,
+        cmp: Cmp,
+        k: u32,
+        x: Option<u32>,
+    },
 }
 
 impl Key {
@@ -129,7 +134,7 @@ impl Key {
                     ..
                 },
             ) => class == c2 && offset == o2 && size == s2 && mask == m2,
-            (Key::Arith { value, .. }, Key::Arith { value: v2, .. }) => value == v2,
+            (Key::Arith { a, .. }, Key::Arith { a: a2, .. }) => a == a2,
             _ => false,
         }
     }
@@ -626,9 +631,17 @@ fn primitive(p: &Primitive, values: &mut Values) -> Cond {
 struct Values {
     list: Vec<Vec<Op>>,
     index: HashMap<Vec<Op>, u32>,
+    /// The identities of the sides of comparisons, for [`Key::Arith`].
+    sides: HashMap<Vec<Op>, u32>,
 }
 
 impl Values {
+    /// A number equal for equal expressions, for a comparison's key.
+    fn side(&mut self, ops: &[Op]) -> u32 {
+        let next = self.sides.len() as u32;
+        *self.sides.entry(ops.to_vec()).or_insert(next)
+    }
+
     fn intern(&mut self, ops: Vec<Op>) -> u32 {
         if let Some(&i) = self.index.get(&ops) {
             return i;
@@ -766,16 +779,14 @@ fn fold_values(ops: Vec<Op>, refused: &mut Option<&'static str>) -> Vec<Op> {
                     stack.push((start, None));
                     continue;
                 }
-                // `add #c; tax; ld [x + k]` becomes `tax; ld [x + (k + c)]`
-                // (libpcap's `opt_peep`): the constant moves into the
+                // `ld #c; add x; tax; ld [x + k]` becomes `tax; ld [x + (k +
+                // c)]` (libpcap's `opt_peep`): the constant moves into the
                 // offset, summed modulo 2^32, and the load's bounds check
-                // then takes it without wrapping (`ip[ip[15] - 37]` reads
+                // then takes it without wrapping (`ip[-37 + ip[15]]` reads
                 // nothing).
+                // Only `c + e`: `e + c` keeps its `add #c`.
                 let index = &out[start..];
                 let addend = match index {
-                    [rest @ .., Op::Const(c), Op::Add] if single_operand(rest) => {
-                        Some((*c, start..start + rest.len()))
-                    }
                     [Op::Const(c), rest @ .., Op::Add] if single_operand(rest) => {
                         Some((*c, start + 1..start + 1 + rest.len()))
                     }
@@ -900,6 +911,15 @@ fn relation_cond(r: &Relation, values: &mut Values, d: u32) -> Cond {
         }
         _ => None,
     };
+    let a = values.side(&lhs);
+    let x = match rhs[..] {
+        [Op::Const(_)] => None,
+        _ => Some(values.side(&rhs)),
+    };
+    let (r_cmp, r_k) = match rhs[..] {
+        [Op::Const(k)] => (cmp, k),
+        _ => (cmp, 0),
+    };
     let (ops, cmp, k) = match (&lhs[..], &rhs[..]) {
         (_, &[Op::Const(k)]) => (lhs, cmp, k),
         _ => {
@@ -927,7 +947,12 @@ fn relation_cond(r: &Relation, values: &mut Values, d: u32) -> Cond {
             cmp,
             value: k,
         },
-        key: Key::Arith { value, cmp, k },
+        key: Key::Arith {
+            a,
+            cmp: r_cmp,
+            k: r_k,
+            x,
+        },
         invert: false,
         late: decided.unwrap_or(Late::Keep),
         poison: refused.map(|reason| (r.column, reason)),

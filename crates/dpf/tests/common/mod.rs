@@ -416,7 +416,8 @@ impl Gen {
             8 => Some(0xf0),
             9 => Some(0x12),
             10 => Some(0x1fff),
-            _ => Some(self.rng.random::<u32>() & max),
+            // Never 0 on a transport layer (above).
+            _ => Some(self.rng.random::<u32>() & max).filter(|&m| m != 0 || !transport),
         };
         let op = *self.pick(&["=", "==", "!=", "<", "<=", ">", ">="]);
         let value = match self.rng.random_range(0..8) {
