@@ -16,12 +16,14 @@
 //! Code is generic over the vcode backend, so the reference backend runs
 //! exactly this client code as an oracle for the native backend.
 
-use crate::ir::{ACCEPT, Base, Cmp, Field, Node, NodeId, Program, REJECT, Size, Test};
+use crate::ir::{
+    ACCEPT, Base, Cmp, Field, LoadBase, Node, NodeId, Op, Program, REJECT, Size, Test,
+};
 use crate::merge::{Dispatch, MNodeId, Merged, Strategy};
 use vcode::ext::Bswap;
-use vcode::{Backend, Class, Func, Label, Leaf, P, Reg, UL};
+use vcode::{Backend, Class, Func, Label, Leaf, Local, P, Reg, UL};
 
-/// The registers of a classifier: the two parameters and four temporaries,
+/// The registers of a classifier: the two parameters and five temporaries,
 /// all caller-saved, so the function needs no frame.
 #[derive(Clone, Copy)]
 struct Regs {
@@ -35,6 +37,9 @@ struct Regs {
     v: Reg<UL>,
     /// The transport header's address, once read on this path.
     tb: Reg<P>,
+    /// Scratch for computed values (`len`, arithmetic), which keep the
+    /// top of their stack in `v` and the rest in stack slots.
+    w: Reg<UL>,
 }
 
 /// What is known at a point of the code, from the tests that dominate it.
@@ -90,12 +95,19 @@ pub fn emit<B: Backend>(f: &mut Func<B>, m: &Merged) -> vcode::Result<()> {
         best: f.getreg(Class::Temp)?,
         v: f.getreg(Class::Temp)?,
         tb: f.getreg(Class::Temp)?,
+        w: f.getreg(Class::Temp)?,
     };
     f.set(r.best, u64::MAX);
     if let Some(root) = m.root {
         f.add(r.end, r.pkt, r.len.cast::<P>());
         let done = f.genlabel();
-        Gen { f, m, r }.node(root, done, Known::default());
+        Gen {
+            f,
+            m,
+            r,
+            slots: Vec::new(),
+        }
+        .node(root, done, Known::default());
         f.label(done);
     }
     f.ret(r.best);
@@ -125,6 +137,8 @@ struct Gen<'a, B: Backend> {
     f: &'a mut Func<B>,
     m: &'a Merged,
     r: Regs,
+    /// Stack slots of computed values' evaluation stacks, shared by all.
+    slots: Vec<Local<UL>>,
 }
 
 impl<B: Backend> Gen<'_, B> {
@@ -367,6 +381,12 @@ impl<B: Backend> Gen<'_, B> {
                     k.link = bound;
                 }
             }
+            // Computed values are never dispatched on; residuals test them
+            // through `value_test`.
+            Base::Value(_) => {
+                self.f.jmp(oob);
+                return;
+            }
             Base::Transport => {
                 if !k.tb {
                     let bound = need.max(15);
@@ -397,6 +417,7 @@ impl<B: Backend> Gen<'_, B> {
     /// Loads `field & mask` into `v` in `order`, with no bounds check.
     fn load_value(&mut self, field: Field, mask: u32, order: Order) {
         let (v, base) = match field.base {
+            Base::Value(_) => return,
             Base::Link => (self.r.v, self.r.pkt),
             Base::Transport => (self.r.v, self.r.tb),
         };
@@ -447,11 +468,158 @@ impl<B: Backend> Gen<'_, B> {
             };
             self.f.label(labels[i]);
             let mut here = k;
-            self.test(&test, &mut here, labels[then as usize], no);
+            if let Base::Value(v) = test.field.base {
+                match p.values.get(v as usize) {
+                    Some(ops) => self.value_test(ops, &test, labels[then as usize], no),
+                    None => self.f.jmp(no),
+                }
+            } else {
+                self.test(&test, &mut here, labels[then as usize], no);
+            }
             if els as usize != i + 1 {
                 self.f.jmp(labels[els as usize]);
             }
         }
+    }
+
+    /// A test of a computed value ([`Program::values`]): computes it into
+    /// `v`, masks it, and branches to `then` if `t` holds; falls through if not;
+    /// jumps to `fail` if a load is out of bounds or a divisor zero, as
+    /// [`crate::ir::eval_value`] defines. Values are kept to 32 bits.
+    fn value_test(&mut self, ops: &[Op], t: &Test, then: Label, fail: Label) {
+        let Regs { pkt, len, v, w, .. } = self.r;
+        let mut depth = 0usize;
+        for &op in ops {
+            match op {
+                Op::Const(_) | Op::Len => {
+                    if depth > 0 {
+                        let slot = self.slot(depth - 1);
+                        self.f.st_local(v, slot);
+                    }
+                    match op {
+                        Op::Const(k) => self.f.set(v, u64::from(k)),
+                        _ => self.f.mov(v, len),
+                    }
+                    depth += 1;
+                }
+                Op::Load(base, size) => {
+                    // `w` = the address, computed without wrapping past 32
+                    // bits except where libpcap's `add x` wraps.
+                    match base {
+                        LoadBase::At(k) => self.f.add(w, v, u64::from(k)),
+                        LoadBase::Transport(d) => {
+                            let ihl = 14 + d as usize;
+                            self.f.blt(len, ihl as u64 + 1, fail);
+                            self.f.lduc(w, pkt, ihl);
+                            self.f.and(w, w, 0x0f);
+                            self.f.lsh(w, w, 2);
+                            self.f.add(w, w, v);
+                            self.f.and(w, w, u64::from(u32::MAX));
+                            self.f.add(w, w, ihl as u64);
+                        }
+                    }
+                    self.f.add(v, w, size as u64);
+                    self.f.bgt(v, len, fail);
+                    let at = w.cast::<P>();
+                    match size {
+                        Size::B => self.f.lduc(v, pkt, at),
+                        Size::H => {
+                            self.f.ldus(v, pkt, at);
+                            self.f.bswap16(v, v);
+                        }
+                        Size::W => {
+                            self.f.ldu(v, pkt, at);
+                            self.f.bswap32(v, v);
+                        }
+                    }
+                }
+                Op::Neg => {
+                    self.f.neg(v, v);
+                    self.f.and(v, v, u64::from(u32::MAX));
+                }
+                bin => {
+                    let Some(d) = depth.checked_sub(2) else {
+                        self.f.jmp(fail);
+                        return;
+                    };
+                    let slot = self.slot(d);
+                    self.f.ld_local(w, slot);
+                    match bin {
+                        Op::Add => self.f.add(v, w, v),
+                        Op::Sub => self.f.sub(v, w, v),
+                        Op::Mul => self.f.mul(v, w, v),
+                        Op::Div => {
+                            self.f.beq(v, 0, fail);
+                            self.f.div(v, w, v);
+                        }
+                        Op::Mod => {
+                            self.f.beq(v, 0, fail);
+                            self.f.rem(v, w, v);
+                        }
+                        Op::And => self.f.and(v, w, v),
+                        Op::Or => self.f.or(v, w, v),
+                        Op::Xor => self.f.xor(v, w, v),
+                        Op::Shl | Op::Shr => {
+                            // A count of 32 or more shifts everything out.
+                            let (zero, done) = (self.f.genlabel(), self.f.genlabel());
+                            self.f.bge(v, 32, zero);
+                            if op == Op::Shl {
+                                self.f.lsh(v, w, v);
+                            } else {
+                                self.f.rsh(v, w, v);
+                            }
+                            self.f.jmp(done);
+                            self.f.label(zero);
+                            self.f.set(v, 0);
+                            self.f.label(done);
+                        }
+                        _ => {
+                            let (yes, done) = (self.f.genlabel(), self.f.genlabel());
+                            if op == Op::Gt {
+                                self.f.bgt(w, v, yes);
+                            } else {
+                                self.f.bge(w, v, yes);
+                            }
+                            self.f.set(v, 0);
+                            self.f.jmp(done);
+                            self.f.label(yes);
+                            self.f.set(v, 1);
+                            self.f.label(done);
+                        }
+                    }
+                    if matches!(bin, Op::Add | Op::Sub | Op::Mul | Op::Shl) {
+                        self.f.and(v, v, u64::from(u32::MAX));
+                    }
+                    depth -= 1;
+                }
+            }
+        }
+        if depth != 1 {
+            self.f.jmp(fail);
+            return;
+        }
+        if t.mask != u32::MAX {
+            self.f.and(v, v, u64::from(t.mask));
+        }
+        let k = u64::from(t.value);
+        match t.cmp {
+            Cmp::Eq => self.f.beq(v, k, then),
+            Cmp::Gt => self.f.bgt(v, k, then),
+            Cmp::Ge => self.f.bge(v, k, then),
+            Cmp::Set => {
+                self.f.and(v, v, k);
+                self.f.bne(v, 0, then);
+            }
+        }
+    }
+
+    /// Stack slot `i` of computed values, allocated on first use.
+    fn slot(&mut self, i: usize) -> Local<UL> {
+        while self.slots.len() <= i {
+            let l = self.f.local::<UL>();
+            self.slots.push(l);
+        }
+        self.slots[i]
     }
 
     /// Branches to `then` if `t` holds; falls through if not; jumps to
@@ -513,6 +681,7 @@ mod tests {
         Program {
             nodes,
             root: if n == 0 { ACCEPT } else { 2 },
+            values: Vec::new(),
         }
     }
 
@@ -595,5 +764,70 @@ mod tests {
             }
         }
         assert!(seen.linear > 0 && seen.binary > 0 && seen.table > 0 && seen.hash > 0);
+    }
+
+    /// Computed values (`len`, arithmetic, loads at computed offsets,
+    /// division by a loaded zero, shifts of 32 and more) in residuals:
+    /// the native and reference backends agree with the reference
+    /// evaluator on every truncation of frames that exercise them.
+    #[test]
+    fn computed_values_agree_with_the_reference_evaluator() {
+        let filters = [
+            "len >= 60",
+            "less 20 or greater 100",
+            "ip[2:2] - ((ip[0] & 0xf) << 2) > 20",
+            "tcp[((tcp[12] & 0xf0) >> 2):4] = 0x47455420",
+            "ether[len - 1] = 0x20",
+            "ip[1] / ip[2] = 3 or ip[1] % ip[2] = 1",
+            "ip[1] << ip[3] = 0 and ip[1] >> (ip[3] + 2) = 0",
+            "-ip[1] * 3 ^ ip[2] | 7 != ip[3] - 1",
+            "ip[ip[3]] = ip[3] and ether[12:2] - 0x800 = 0",
+            "icmp6[icmp6type] = icmp6-echo",
+            // Behind a tag, transport fields are computed values, masked.
+            "vlan and tcp[13] & 0x12 = 0x12 and tcp dst port 80",
+        ];
+        let programs: Vec<Program> = filters.iter().map(|f| crate::compile(f).unwrap()).collect();
+        let analyses: Vec<_> = programs.iter().map(analyze).collect();
+        let cands: Vec<_> = analyses
+            .iter()
+            .enumerate()
+            .map(|(i, a)| Candidate {
+                owner: i as u32,
+                analysis: a,
+            })
+            .collect();
+        let m = merge(&cands);
+        let native = generate(&mut Func::new(), &m).unwrap();
+        let reference = generate(&mut Func::<Reference>::with_backend(), &m).unwrap();
+        // SAFETY: the classifier reads `len` bytes from `pkt` at most.
+        let f = unsafe { native.as_fn::<extern "C" fn(*const u8, u64) -> u64>() }.unwrap();
+        let mut tcp = packet(80);
+        tcp.extend_from_slice(b"GET / HTTP/1.0");
+        tcp[16..18].copy_from_slice(&40u16.to_be_bytes());
+        tcp[46] = 0x50;
+        let mut icmp6 = vec![0u8; 70];
+        icmp6[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
+        icmp6[20] = 58;
+        icmp6[54] = 128;
+        let mut arith = packet(7);
+        arith[15..18].copy_from_slice(&[7, 2, 33]);
+        let mut zero = arith.clone();
+        zero[16] = 0;
+        let mut tagged = packet(80);
+        tagged.splice(12..12, [0x81, 0x00, 0x00, 0x05]);
+        tagged[18] = 0x46;
+        tagged[18 + 24 + 13] = 0x12;
+        tagged.extend([0u8; 8]);
+        tagged[18 + 24 + 2..18 + 24 + 4].copy_from_slice(&80u16.to_be_bytes());
+        for frame in [&tcp, &icmp6, &arith, &zero, &tagged, &vec![0x20u8; 120]] {
+            for cut in 0..=frame.len() {
+                let pkt = &frame[..cut];
+                let want = m.classify(pkt);
+                assert_eq!(owner(f(pkt.as_ptr(), pkt.len() as u64)), want, "{cut}");
+                assert_eq!(owner(run_ref(&reference, pkt)), want, "{cut}");
+                let alone = programs.iter().position(|p| p.matches(pkt));
+                assert_eq!(want, alone.map(|i| i as u32), "{cut}");
+            }
+        }
     }
 }

@@ -105,6 +105,15 @@ pub enum Error {
         /// The feature.
         feature: String,
     },
+    /// Arithmetic libpcap refuses: a division or modulus by a constant
+    /// zero, a shift by a constant above 31.
+    #[error("column {column}: {reason}")]
+    Arithmetic {
+        /// The column of the operator, or of the comparison.
+        column: usize,
+        /// What is wrong.
+        reason: &'static str,
+    },
     /// A filter longer than the parser's length limit
     /// ([`crate::syntax::Limits::max_len`], 64 KiB by default).
     #[error("the filter is {length} bytes long; the limit is {limit} bytes")]
@@ -183,6 +192,7 @@ impl Error {
             | Error::MissingQualifier { column, .. }
             | Error::BadQualifier { column, .. }
             | Error::Unsupported { column, .. }
+            | Error::Arithmetic { column, .. }
             | Error::TooDeep { column, .. }
             | Error::TooManyPrimitives { column, .. } => Some(*column),
             Error::InBatch { error, .. } => error.column(),

@@ -32,6 +32,118 @@ pub enum Base {
     /// nibble of the frame's byte 14 (the IHL). Reading that byte is
     /// itself a load, which aborts when the frame is shorter than 15 bytes.
     Transport,
+    /// Not a packet field but a value computed from the packet:
+    /// [`Program::values`]`[i]` (the arithmetic of a comparison such as
+    /// `ip[2:2] - ((ip[0] & 0xf) << 2) > 40`, or `len`). Its offset is 0
+    /// and its size [`Size::W`]. Such a test is never merged into the
+    /// decision trie: it stays in the filter's residual program.
+    Value(u32),
+}
+
+/// Where a computed load's index counts from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum LoadBase {
+    /// A fixed byte of the frame: the load reads at `index + k` (computed
+    /// without wrapping, as BPF's indexed load checks its bounds).
+    At(u32),
+    /// The IPv4 payload `d` bytes further into the frame than usual
+    /// (behind `d / 4` VLAN tags): the load reads at `14 + d + ((index +
+    /// 4 * IHL) mod 2^32)` with the IHL from byte `14 + d`, libpcap's
+    /// `ldxb 4*([14+d]&0xf); add x; tax; ld [x + 14 + d]`.
+    Transport(u32),
+}
+
+/// One step of a computed value, in postfix order over a stack of 32-bit
+/// unsigned integers (BPF's accumulator arithmetic: every result wraps
+/// modulo 2^32).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Op {
+    /// Pushes a constant.
+    Const(u32),
+    /// Pushes the frame's length.
+    Len,
+    /// Pops an index and pushes the big-endian field of `size` bytes at
+    /// the address it gives (see [`LoadBase`]); past the end of the frame,
+    /// the whole filter rejects the packet.
+    Load(LoadBase, Size),
+    /// Pops `b`, then `a`, and pushes `a + b`.
+    Add,
+    /// `a - b`.
+    Sub,
+    /// `a * b`.
+    Mul,
+    /// `a / b`; a zero `b` makes the whole filter reject the packet.
+    Div,
+    /// `a % b`; a zero `b` makes the whole filter reject the packet.
+    Mod,
+    /// `a & b`.
+    And,
+    /// `a | b`.
+    Or,
+    /// `a ^ b`.
+    Xor,
+    /// `a << b`, and 0 for a count of 32 or more (libpcap 1.10's
+    /// `bpf_filter`).
+    Shl,
+    /// `a >> b`, and 0 for a count of 32 or more.
+    Shr,
+    /// Pops `a` and pushes `-a` (modulo 2^32).
+    Neg,
+    /// `1` if `a > b` (unsigned), else `0`.
+    Gt,
+    /// `1` if `a >= b` (unsigned), else `0`.
+    Ge,
+}
+
+/// Computes a value of [`Program::values`] for `pkt`: `None` when a load
+/// is out of bounds or a divisor is zero (the filter then rejects the
+/// packet), or when `ops` is not a well-formed postfix sequence.
+pub fn eval_value(ops: &[Op], pkt: &[u8]) -> Option<u32> {
+    let mut stack: Vec<u32> = Vec::with_capacity(8);
+    for op in ops {
+        let v = match *op {
+            Op::Const(k) => k,
+            Op::Len => pkt.len() as u32,
+            Op::Load(base, size) => {
+                let i = stack.pop()?;
+                let at = match base {
+                    LoadBase::At(k) => u64::from(i) + u64::from(k),
+                    LoadBase::Transport(d) => {
+                        let ihl = u32::from(*pkt.get(14 + d as usize)? & 0x0f);
+                        u64::from(i.wrapping_add(4 * ihl)) + 14 + u64::from(d)
+                    }
+                };
+                let at = usize::try_from(at).ok()?;
+                let bytes = pkt.get(at..at.checked_add(size as usize)?)?;
+                bytes.iter().fold(0u32, |v, &b| (v << 8) | u32::from(b))
+            }
+            Op::Neg => stack.pop()?.wrapping_neg(),
+            bin => {
+                let b = stack.pop()?;
+                let a = stack.pop()?;
+                match bin {
+                    Op::Add => a.wrapping_add(b),
+                    Op::Sub => a.wrapping_sub(b),
+                    Op::Mul => a.wrapping_mul(b),
+                    Op::Div => a.checked_div(b)?,
+                    Op::Mod => a.checked_rem(b)?,
+                    Op::And => a & b,
+                    Op::Or => a | b,
+                    Op::Xor => a ^ b,
+                    Op::Shl => a.checked_shl(b).unwrap_or(0),
+                    Op::Shr => a.checked_shr(b).unwrap_or(0),
+                    Op::Gt => u32::from(a > b),
+                    Op::Ge => u32::from(a >= b),
+                    _ => unreachable!("unary and leaf operations are matched above"),
+                }
+            }
+        };
+        stack.push(v);
+    }
+    match stack[..] {
+        [v] => Some(v),
+        _ => None,
+    }
 }
 
 /// A packet field: where it is and how wide.
@@ -101,6 +213,9 @@ pub struct Program {
     pub nodes: Vec<Node>,
     /// Where evaluation starts.
     pub root: NodeId,
+    /// The computed values that tests on [`Base::Value`] read, each a
+    /// postfix sequence of [`Op`]s.
+    pub values: Vec<Vec<Op>>,
 }
 
 /// A node id that is always [`Node::Reject`].
@@ -110,12 +225,15 @@ pub const ACCEPT: NodeId = 1;
 
 impl Field {
     /// Reads this field of `pkt`, or `None` when any byte it needs (the IHL
-    /// byte included, for [`Base::Transport`]) lies past the end.
+    /// byte included, for [`Base::Transport`]) lies past the end. A
+    /// [`Base::Value`] is not a field of the packet: it reads through
+    /// [`Program::load`], and `None` here.
     #[inline]
     pub fn load(&self, pkt: &[u8]) -> Option<u32> {
         let base = match self.base {
             Base::Link => 0usize,
             Base::Transport => 14 + 4 * usize::from(*pkt.get(14)? & 0x0f),
+            Base::Value(_) => return None,
         };
         let at = base.checked_add(self.offset as usize)?;
         let bytes = pkt.get(at..at.checked_add(self.size as usize)?)?;
@@ -149,6 +267,7 @@ impl Program {
         Program {
             nodes: vec![Node::Reject, Node::Accept],
             root: ACCEPT,
+            values: Vec::new(),
         }
     }
 
@@ -157,6 +276,18 @@ impl Program {
         Program {
             nodes: vec![Node::Reject, Node::Accept],
             root: REJECT,
+            values: Vec::new(),
+        }
+    }
+
+    /// Reads `field` of `pkt` as this program's tests do: a packet field,
+    /// or one of [`Program::values`] computed; `None` when a load is out
+    /// of bounds or a divisor zero.
+    #[inline]
+    pub fn load(&self, field: &Field, pkt: &[u8]) -> Option<u32> {
+        match field.base {
+            Base::Value(i) => eval_value(self.values.get(i as usize)?, pkt),
+            _ => field.load(pkt),
         }
     }
 
@@ -167,11 +298,13 @@ impl Program {
             match self.nodes[at as usize] {
                 Node::Reject => return false,
                 Node::Accept => return true,
-                Node::Test { test, then, els } => match test.eval(pkt) {
-                    None => return false,
-                    Some(true) => at = then,
-                    Some(false) => at = els,
-                },
+                Node::Test { test, then, els } => {
+                    match self.load(&test.field, pkt).map(|v| test.holds(v)) {
+                        None => return false,
+                        Some(true) => at = then,
+                        Some(false) => at = els,
+                    }
+                }
             }
         }
     }
@@ -240,6 +373,7 @@ mod tests {
                 },
             ],
             root: 2,
+            values: Vec::new(),
         };
         assert!(!p.matches(&[0u8; 60]));
         assert!(p.matches(&[0u8; 101]));

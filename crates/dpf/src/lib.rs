@@ -61,5 +61,5 @@ pub fn parse(src: &str) -> Result<syntax::Expr, Error> {
 
 /// Parses a filter and lowers it to its decision graph (see [`lower`]).
 pub fn compile(src: &str) -> Result<ir::Program, Error> {
-    Ok(lower::lower(&syntax::parse(src)?))
+    lower::lower_checked(&syntax::parse(src)?)
 }

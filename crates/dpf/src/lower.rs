@@ -48,8 +48,11 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
-use crate::ir::{ACCEPT, Base, Cmp, Field, Node, NodeId, Program, REJECT, Size, Test};
-use crate::syntax::{Compare, Dir, Expr, Primitive, Proto, RelOp};
+use crate::error::Error;
+use crate::ir::{
+    ACCEPT, Base, Cmp, Field, LoadBase, Node, NodeId, Op, Program, REJECT, Size, Test,
+};
+use crate::syntax::{Arith, ArithOp, Compare, Dir, Expr, Primitive, Proto, RelOp, Relation};
 
 /// What libpcap's optimizer knows a test by while it threads jumps (its
 /// first pass, before statements are simplified): the value in the
@@ -71,25 +74,36 @@ enum Key {
     /// value, as do `tcp[k]`, `udp[k]`, `icmp[k]` and `sctp[k]` (class 2);
     /// `ether[k]` is class 0.
     Raw {
-        class: u8,
+        class: u32,
         offset: u32,
         size: Size,
         mask: Option<u32>,
         cmp: Cmp,
         value: u32,
     },
+    /// A comparison of a computed value (`len`, arithmetic): the left
+    /// side's value (the accumulator; equal for equal expressions, as
+    /// libpcap's value numbering makes them), the jump, and its operand:
+    /// the constant `k`, or the right side's value `x` (BPF's `jxx x`).
+    Arith {
+        a: u32,
+        cmp: Cmp,
+        k: u32,
+        x: Option<u32>,
+    },
 }
 
 impl Key {
     fn cmp(&self) -> Cmp {
         match *self {
-            Key::Prim { cmp, .. } | Key::Raw { cmp, .. } => cmp,
+            Key::Prim { cmp, .. } | Key::Raw { cmp, .. } | Key::Arith { cmp, .. } => cmp,
         }
     }
 
     fn value(&self) -> u32 {
         match *self {
             Key::Prim { value, .. } | Key::Raw { value, .. } => value,
+            Key::Arith { k, .. } => k,
         }
     }
 
@@ -120,6 +134,7 @@ impl Key {
                     ..
                 },
             ) => class == c2 && offset == o2 && size == s2 && mask == m2,
+            (Key::Arith { a, .. }, Key::Arith { a: a2, .. }) => a == a2,
             _ => false,
         }
     }
@@ -152,6 +167,10 @@ struct Leaf {
     key: Key,
     invert: bool,
     late: Late,
+    /// libpcap's optimizer refuses the filter if this test is still
+    /// reachable after its first pass (a computed comparison with a
+    /// constant zero divisor or an oversized shift): the column and why.
+    poison: Option<(usize, &'static str)>,
 }
 
 /// A condition over tests, before it becomes a graph.
@@ -206,6 +225,7 @@ fn prim(field: Field, mask: u32, cmp: Cmp, value: u32) -> Cond {
         },
         invert: false,
         late: Late::Keep,
+        poison: None,
     })
 }
 
@@ -239,7 +259,7 @@ fn masked_eq(field: Field, mask: u32, value: u32) -> Cond {
 /// the load for the key (see [`Key::Raw`]).
 fn relation(
     field: Field,
-    class: u8,
+    class: u32,
     offset: u32,
     mask: Option<u32>,
     op: RelOp,
@@ -272,6 +292,7 @@ fn relation(
         key,
         invert: false,
         late: Late::Keep,
+        poison: None,
     };
     if mask == Some(0) {
         // `and #0` makes A the constant 0: the load dies, the jump folds.
@@ -497,7 +518,7 @@ fn compare(c: &Compare) -> Cond {
             eq(link(20, Size::B), 58),
             relation(
                 link(54 + c.offset, c.size),
-                0,
+                3,
                 54 + c.offset,
                 c.mask,
                 c.op,
@@ -513,7 +534,7 @@ fn compare(c: &Compare) -> Cond {
     }
 }
 
-fn primitive(p: &Primitive) -> Cond {
+fn primitive(p: &Primitive, values: &mut Values) -> Cond {
     match *p {
         Primitive::Proto(p) => proto_abbrev(p),
         Primitive::IpProto(n) => ip_proto(n),
@@ -565,6 +586,23 @@ fn primitive(p: &Primitive) -> Cond {
             range,
         } => port(proto, dir, first, last, range),
         Primitive::Compare(ref c) => compare(c),
+        Primitive::Relation(ref r) => relation_cond(r, values, 0),
+        Primitive::Shifted { shift, ref inner } => {
+            let d = 4 * shift;
+            let c = match **inner {
+                Primitive::Relation(ref r) => relation_cond(r, values, d),
+                ref p => primitive(p, values),
+            };
+            shift_cond(c, shift, values)
+        }
+        // gen_pppoes: the EtherType, then `ld [14]; and #0xffff; jeq #id`.
+        Primitive::Pppoes { id } => {
+            let ty = ether_type(0x8864);
+            match id {
+                None => ty,
+                Some(id) => Cond::And(vec![ty, masked_eq(link(14, Size::W), 0xffff, id.into())]),
+            }
+        }
         // gen_vlan_tpid_test (802.1Q, 802.1ad, QinQ, in that order), then
         // gen_vlan_vid_test on the tag's low 12 bits.
         Primitive::Vlan { shift, id } => {
@@ -586,12 +624,396 @@ fn primitive(p: &Primitive) -> Cond {
     }
 }
 
+/// The computed values of one program ([`Program::values`]), each
+/// interned once: equal expressions are one value, as libpcap's value
+/// numbering makes them one.
+#[derive(Default)]
+struct Values {
+    list: Vec<Vec<Op>>,
+    index: HashMap<Vec<Op>, u32>,
+    /// The identities of the sides of comparisons, for [`Key::Arith`].
+    sides: HashMap<Vec<Op>, u32>,
+}
+
+impl Values {
+    /// A number equal for equal expressions, for a comparison's key.
+    fn side(&mut self, ops: &[Op]) -> u32 {
+        let next = self.sides.len() as u32;
+        *self.sides.entry(ops.to_vec()).or_insert(next)
+    }
+
+    fn intern(&mut self, ops: Vec<Op>) -> u32 {
+        if let Some(&i) = self.index.get(&ops) {
+            return i;
+        }
+        let i = self.list.len() as u32;
+        self.list.push(ops.clone());
+        self.index.insert(ops, i);
+        i
+    }
+}
+
+/// Where a load from `layer` reads, and libpcap's guards around it
+/// (`gen_load`): the index's own guards `inner`, then the layer's
+/// protocol tests; a transport layer is IPv4 first, then the index's
+/// guards, then its protocol and "not a fragment".
+///
+/// The guards are built unshifted (the caller shifts them, see
+/// [`shift_cond`]); the load's base is `d` bytes further on (`d / 4` VLAN
+/// tags before it), except the link header's.
+fn load_guards(layer: Proto, inner: Vec<Cond>, d: u32) -> (LoadBase, Vec<Cond>) {
+    let mut g = inner;
+    let base = match layer {
+        Proto::Ether => LoadBase::At(0),
+        Proto::Ip => {
+            g.push(ether_type(ETHERTYPE_IP));
+            LoadBase::At(14 + d)
+        }
+        Proto::Arp => {
+            g.push(ether_type(ETHERTYPE_ARP));
+            LoadBase::At(14 + d)
+        }
+        Proto::Rarp => {
+            g.push(ether_type(ETHERTYPE_RARP));
+            LoadBase::At(14 + d)
+        }
+        Proto::Ip6 => {
+            g.push(ether_type(ETHERTYPE_IPV6));
+            LoadBase::At(14 + d)
+        }
+        Proto::Icmp6 => {
+            g.push(ether_type(ETHERTYPE_IPV6));
+            g.push(eq(link(20, Size::B), 58));
+            LoadBase::At(54 + d)
+        }
+        Proto::Vrrp | Proto::Carp => {
+            g.push(ip_proto(112));
+            g.push(not_fragment());
+            LoadBase::Transport(d)
+        }
+        Proto::Tcp | Proto::Udp | Proto::Sctp | Proto::Icmp => {
+            g.insert(0, ether_type(ETHERTYPE_IP));
+            g.push(proto_abbrev(layer));
+            g.push(not_fragment());
+            LoadBase::Transport(d)
+        }
+    };
+    (base, g)
+}
+
+/// An expression's steps as the IR computes them, and its loads' guards
+/// appended to `guards` in libpcap's order (an index's before its
+/// load's; of a binary operator, the left operand's alone).
+fn value_ops(a: &[Arith], guards: &mut Vec<Cond>, d: u32) -> Vec<Op> {
+    let mut ops = Vec::with_capacity(a.len());
+    // The guards of each operand on the evaluation stack.
+    let mut pending: Vec<Vec<Cond>> = Vec::new();
+    for &x in a {
+        match x {
+            Arith::Num(n) => {
+                ops.push(Op::Const(n));
+                pending.push(Vec::new());
+            }
+            Arith::Len => {
+                ops.push(Op::Len);
+                pending.push(Vec::new());
+            }
+            Arith::Load(layer, size) => {
+                let inner = pending.pop().unwrap_or_default();
+                let (base, g) = load_guards(layer, inner, d);
+                ops.push(Op::Load(base, size));
+                pending.push(g);
+            }
+            Arith::Neg => ops.push(Op::Neg),
+            Arith::Bin(b) => {
+                // libpcap 1.10's `gen_arth` returns its left operand with
+                // the left operand's guards only: the right operand's
+                // protocol tests are dropped (`arp[0] + tcp[0]` reads the
+                // TCP field of an ARP packet), and so they are here.
+                pending.pop();
+                ops.push(match b {
+                    ArithOp::Add => Op::Add,
+                    ArithOp::Sub => Op::Sub,
+                    ArithOp::Mul => Op::Mul,
+                    ArithOp::Div => Op::Div,
+                    ArithOp::Mod => Op::Mod,
+                    ArithOp::And => Op::And,
+                    ArithOp::Or => Op::Or,
+                    ArithOp::Xor => Op::Xor,
+                    ArithOp::Shl => Op::Shl,
+                    ArithOp::Shr => Op::Shr,
+                });
+            }
+        }
+    }
+    guards.extend(pending.into_iter().flatten());
+    ops
+}
+
+/// Constant folding as libpcap's second pass does it, after the guards
+/// are taken: an operator on two constants is a constant (but a zero
+/// divisor stays, and is reported in `refused`, for [`Leaf::poison`]); a
+/// constant zero right operand
+/// makes `*` and `&` the constant 0, and a constant zero left operand
+/// makes `*`, `/`, `%`, `&`, `<<` and `>>` the constant 0 and `+`, `|`,
+/// `^` the right operand. The loads of an operand folded away die (their
+/// guards stay).
+fn fold_values(ops: Vec<Op>, refused: &mut Option<&'static str>) -> Vec<Op> {
+    let mut out: Vec<Op> = Vec::with_capacity(ops.len());
+    let mut stack: Vec<(usize, Option<u32>)> = Vec::new();
+    for op in ops {
+        let (start, k) = match op {
+            Op::Const(k) => (out.len(), Some(k)),
+            Op::Len => (out.len(), None),
+            Op::Load(LoadBase::At(at), size) => {
+                let (start, i) = stack.pop().unwrap_or((out.len(), None));
+                if let Some(i) = i {
+                    // A constant index makes the indexed load an absolute
+                    // one, its offset summed modulo 2^32 (`ip[-13]` is
+                    // frame byte 1).
+                    out.truncate(start);
+                    out.extend([
+                        Op::Const(0),
+                        Op::Load(LoadBase::At(i.wrapping_add(at)), size),
+                    ]);
+                    stack.push((start, None));
+                    continue;
+                }
+                // `ld #c; add x; tax; ld [x + k]` becomes `tax; ld [x + (k +
+                // c)]` (libpcap's `opt_peep`): the constant moves into the
+                // offset, summed modulo 2^32, and the load's bounds check
+                // then takes it without wrapping (`ip[-37 + ip[15]]` reads
+                // nothing).
+                // Only `c + e`: `e + c` keeps its `add #c`.
+                let index = &out[start..];
+                let addend = match index {
+                    [Op::Const(c), rest @ .., Op::Add] if single_operand(rest) => {
+                        Some((*c, start + 1..start + 1 + rest.len()))
+                    }
+                    _ => None,
+                };
+                if let Some((c, keep)) = addend {
+                    let kept: Vec<Op> = out[keep].to_vec();
+                    out.truncate(start);
+                    out.extend(kept);
+                    out.push(Op::Load(LoadBase::At(at.wrapping_add(c)), size));
+                    stack.push((start, None));
+                    continue;
+                }
+                (start, None)
+            }
+            Op::Load(..) => (stack.pop().map_or(out.len(), |e| e.0), None),
+            Op::Neg => {
+                let (start, k) = stack.pop().unwrap_or((out.len(), None));
+                (start, k.map(u32::wrapping_neg))
+            }
+            bin => {
+                let (b_start, b) = stack.pop().unwrap_or((out.len(), None));
+                let (start, a) = stack.pop().unwrap_or((out.len(), None));
+                // What `opt_stmt` refuses once the right operand is known.
+                let why = match (bin, b) {
+                    (Op::Div, Some(0)) => Some("division by zero"),
+                    (Op::Mod, Some(0)) => Some("modulus by zero"),
+                    (Op::Shl | Op::Shr, Some(n)) if n > 31 && a.is_none() => {
+                        Some("shift by more than 31 bits")
+                    }
+                    _ => None,
+                };
+                *refused = refused.or(why);
+                let k = match (a, b) {
+                    (Some(a), Some(b)) => {
+                        crate::ir::eval_value(&[Op::Const(a), Op::Const(b), bin], &[])
+                    }
+                    (_, Some(0)) if matches!(bin, Op::Mul | Op::And) => Some(0),
+                    // An accumulator known to be 0: `opt_stmt` makes these
+                    // the constant 0, and `0 + x`, `0 | x`, `0 ^ x` just x.
+                    (Some(0), _)
+                        if matches!(
+                            bin,
+                            Op::Mul | Op::Div | Op::Mod | Op::And | Op::Shl | Op::Shr
+                        ) =>
+                    {
+                        Some(0)
+                    }
+                    (Some(0), None) if matches!(bin, Op::Add | Op::Or | Op::Xor) => {
+                        out.drain(start..b_start);
+                        stack.push((start, None));
+                        continue;
+                    }
+                    _ => None,
+                };
+                (start, k)
+            }
+        };
+        match k {
+            Some(k) => {
+                out.truncate(start);
+                out.push(Op::Const(k));
+            }
+            None => out.push(op),
+        }
+        stack.push((start, k));
+    }
+    out
+}
+
+/// Whether `ops` computes exactly one value (a whole operand).
+fn single_operand(ops: &[Op]) -> bool {
+    let mut depth = 0usize;
+    for op in ops {
+        match op {
+            Op::Const(_) | Op::Len => depth += 1,
+            Op::Load(..) | Op::Neg if depth > 0 => {}
+            _ if depth > 1 => depth -= 1,
+            _ => return false,
+        }
+    }
+    depth == 1
+}
+
+/// `lhs op rhs` as libpcap's `gen_relation` emits it and its optimizer
+/// leaves it: the loads' protocol guards, then one jump on the left
+/// side's value against the right side (a constant, or `X`). A jump
+/// against `X` becomes a test of one computed value: `lhs - rhs = 0` for
+/// equality, `lhs > rhs` (or `>=`) as 0 or 1 otherwise.
+fn relation_cond(r: &Relation, values: &mut Values, d: u32) -> Cond {
+    let (cmp, negate) = match r.op {
+        RelOp::Eq => (Cmp::Eq, false),
+        RelOp::Ne => (Cmp::Eq, true),
+        RelOp::Gt => (Cmp::Gt, false),
+        RelOp::Le => (Cmp::Gt, true),
+        RelOp::Ge => (Cmp::Ge, false),
+        RelOp::Lt => (Cmp::Ge, true),
+    };
+    let mut guards = Vec::new();
+    let mut refused = None;
+    let lhs = fold_values(value_ops(&r.lhs, &mut guards, d), &mut refused);
+    let rhs = fold_values(value_ops(&r.rhs, &mut guards, d), &mut refused);
+    // Two constants. Written as two numbers, libpcap's first pass decides
+    // the jump (`opt_peep` on a constant accumulator and index register)
+    // and threads edges past it. Computed (`26 - 6`), they are constant
+    // only once its second pass folds the arithmetic: the block, loading
+    // nothing, stays where the first pass left it, after the tests before
+    // it, whose loads still reject a short packet.
+    let literal = matches!((&r.lhs[..], &r.rhs[..]), ([Arith::Num(_)], [Arith::Num(_)]));
+    let decided = match (&lhs[..], &rhs[..]) {
+        (&[Op::Const(a)], &[Op::Const(b)]) => {
+            let holds = match cmp {
+                Cmp::Eq => a == b,
+                Cmp::Gt => a > b,
+                _ => a >= b,
+            };
+            Some(if literal {
+                Late::Early(holds)
+            } else {
+                Late::Constant(holds)
+            })
+        }
+        _ => None,
+    };
+    let a = values.side(&lhs);
+    let x = match rhs[..] {
+        [Op::Const(_)] => None,
+        _ => Some(values.side(&rhs)),
+    };
+    let (r_cmp, r_k) = match rhs[..] {
+        [Op::Const(k)] => (cmp, k),
+        _ => (cmp, 0),
+    };
+    let (ops, cmp, k) = match (&lhs[..], &rhs[..]) {
+        (_, &[Op::Const(k)]) => (lhs, cmp, k),
+        _ => {
+            let mut ops = lhs;
+            ops.extend(rhs);
+            ops.push(match cmp {
+                Cmp::Eq => Op::Sub,
+                Cmp::Gt => Op::Gt,
+                _ => Op::Ge,
+            });
+            let k = u32::from(cmp != Cmp::Eq);
+            (ops, Cmp::Eq, k)
+        }
+    };
+    let value = values.intern(ops);
+    let field = Field {
+        base: Base::Value(value),
+        offset: 0,
+        size: Size::W,
+    };
+    let leaf = Cond::Test(Leaf {
+        test: Test {
+            field,
+            mask: !0,
+            cmp,
+            value: k,
+        },
+        key: Key::Arith {
+            a,
+            cmp: r_cmp,
+            k: r_k,
+            x,
+        },
+        invert: false,
+        late: decided.unwrap_or(Late::Keep),
+        poison: refused.map(|reason| (r.column, reason)),
+    });
+    guards.push(if negate { not(leaf) } else { leaf });
+    Cond::And(guards)
+}
+
+/// `c` as libpcap 1.10 generates it after `shift` `vlan` primitives
+/// (`gen_vlan_no_bpf_extensions` moves the link-layer type's and
+/// payload's offsets four bytes on per tag): every frame field from byte
+/// 12 on moves `4 * shift` bytes on, except those of `ether[...]`
+/// comparisons (the link header stays where it is, as do the MAC
+/// addresses before byte 12); a field behind the IPv4 header becomes a
+/// computed value read past the moved IHL byte (the trie's transport base
+/// is the unmoved one). Computed values were built moved.
+fn shift_cond(c: Cond, shift: u32, values: &mut Values) -> Cond {
+    let d = 4 * shift;
+    let mut c = c;
+    let mut stack: Vec<&mut Cond> = vec![&mut c];
+    while let Some(c) = stack.pop() {
+        match c {
+            Cond::Test(leaf) => {
+                let f = leaf.test.field;
+                let new = match f.base {
+                    Base::Link if f.offset >= 12 => Field {
+                        offset: f.offset + d,
+                        ..f
+                    },
+                    Base::Transport => Field {
+                        base: Base::Value(values.intern(vec![
+                            Op::Const(f.offset),
+                            Op::Load(LoadBase::Transport(d), f.size),
+                        ])),
+                        offset: 0,
+                        size: Size::W,
+                    },
+                    _ => continue,
+                };
+                match &mut leaf.key {
+                    Key::Raw { class: 0, .. } => continue,
+                    Key::Raw { class, .. } => *class += 4 * shift,
+                    Key::Prim { field, .. } => *field = new,
+                    Key::Arith { .. } => continue,
+                }
+                leaf.test.field = new;
+            }
+            Cond::Not(x) => stack.push(x),
+            Cond::And(v) | Cond::Or(v) => stack.extend(v.iter_mut()),
+            Cond::Const(_) => {}
+        }
+    }
+    c
+}
+
 /// The condition `e` stands for. An `and`/`or` chain is a left-deep
 /// tree: its spine is walked in a loop, and a run of one operator becomes
 /// one `Cond::And`/`Cond::Or` (which lowers to the same blocks as the
 /// nested pairs), so recursion is only into right operands and negations,
 /// whose depth the parser's nesting limit bounds.
-fn cond(e: &Expr) -> Cond {
+fn cond(e: &Expr, values: &mut Values) -> Cond {
     let mut spine: Vec<(bool, &Expr)> = Vec::new();
     let mut cur = e;
     let first = loop {
@@ -604,14 +1026,14 @@ fn cond(e: &Expr) -> Cond {
                 spine.push((false, b));
                 cur = a;
             }
-            Expr::Not(a) => break not(cond(a)),
-            Expr::Prim(p) => break primitive(p),
+            Expr::Not(a) => break not(cond(a, values)),
+            Expr::Prim(p) => break primitive(p, values),
         }
     };
     let mut acc = first;
     let mut run: Option<bool> = None;
     for (and, right) in spine.into_iter().rev() {
-        let right = cond(right);
+        let right = cond(right, values);
         let same_run = match &mut acc {
             Cond::And(v) if run == Some(true) && and => Some(v),
             Cond::Or(v) if run == Some(false) && !and => Some(v),
@@ -1080,6 +1502,7 @@ impl FactTree {
         let mut k = *k;
         match &mut k {
             Key::Prim { value, .. } | Key::Raw { value, .. } => *value = 0,
+            Key::Arith { k, .. } => *k = 0,
         }
         k
     }
@@ -1237,12 +1660,37 @@ impl Builder {
 }
 
 /// Lowers a parsed filter to its decision graph.
+///
+/// A filter libpcap's optimizer refuses (see [`lower_checked`]) lowers
+/// all the same, to the program of the tests it keeps.
 pub fn lower(e: &Expr) -> Program {
+    lower_and_check(e).0
+}
+
+/// Lowers a parsed filter, or refuses it where libpcap's optimizer does:
+/// a computed comparison it still reaches after its first pass whose
+/// constant divisor folds to zero or whose constant shift count exceeds
+/// 31 ([`Error::Arithmetic`]).
+pub fn lower_checked(e: &Expr) -> Result<Program, Error> {
+    match lower_and_check(e) {
+        (p, None) => Ok(p),
+        (_, Some(err)) => Err(err),
+    }
+}
+
+fn lower_and_check(e: &Expr) -> (Program, Option<Error>) {
     let mut blocks = Blocks {
         blocks: vec![None, None],
     };
-    let root = blocks.lower(&cond(e), ACCEPT, REJECT);
+    let mut values = Values::default();
+    let root = blocks.lower(&cond(e, &mut values), ACCEPT, REJECT);
     blocks.optimize(root);
+    let refused = blocks
+        .levels(root)
+        .iter()
+        .flatten()
+        .find_map(|&id| blocks.blocks[id as usize].and_then(|b| b.leaf.poison))
+        .map(|(column, reason)| Error::Arithmetic { column, reason });
     // The second pass (`opt_loop(..., 1)`) folds constants without
     // moving edges; then identical blocks merge.
     let mut b = Builder {
@@ -1319,7 +1767,9 @@ pub fn lower(e: &Expr) -> Program {
             None => to,
         }
     };
-    finish(&b.nodes, root)
+    let mut p = finish(&b.nodes, root);
+    p.values = values.list;
+    (p, refused)
 }
 
 /// Renumbers a builder graph (children first) into a [`Program`] (root
@@ -1355,6 +1805,7 @@ fn finish(nodes: &[Node], root: NodeId) -> Program {
     Program {
         nodes: out,
         root: map[root as usize],
+        values: Vec::new(),
     }
 }
 
@@ -1384,11 +1835,11 @@ pub fn dump(p: &Program) -> String {
         let Node::Test { test, then, els } = node else {
             continue;
         };
-        let base = match test.field.base {
-            Base::Link => "ether",
-            Base::Transport => "tp",
+        let mut field = match test.field.base {
+            Base::Link => format!("ether[{}:{}]", test.field.offset, test.field.size as u8),
+            Base::Transport => format!("tp[{}:{}]", test.field.offset, test.field.size as u8),
+            Base::Value(i) => format!("value{i}"),
         };
-        let mut field = format!("{base}[{}:{}]", test.field.offset, test.field.size as u8);
         if test.mask != u32::MAX {
             field = format!("({field} & {:#x})", test.mask);
         }
@@ -1405,7 +1856,60 @@ pub fn dump(p: &Program) -> String {
             node_name(*els)
         );
     }
+    for (i, ops) in p.values.iter().enumerate() {
+        let _ = writeln!(s, "value{i} = {}", value_text(ops));
+    }
     s
+}
+
+/// A computed value's text, every operator parenthesized: `len`,
+/// `ether[e:s]` for a load `e` bytes into the frame, `tp[e:s]` for one `e`
+/// bytes past the IPv4 header (the sum wrapping at 32 bits).
+fn value_text(ops: &[Op]) -> String {
+    let mut stack: Vec<String> = Vec::new();
+    for op in ops {
+        let sym = match *op {
+            Op::Const(k) => {
+                stack.push(format!("{k:#x}"));
+                continue;
+            }
+            Op::Len => {
+                stack.push("len".into());
+                continue;
+            }
+            Op::Load(base, size) => {
+                let i = stack.pop().unwrap_or_default();
+                stack.push(match base {
+                    LoadBase::At(0) => format!("ether[{i}:{}]", size as u8),
+                    LoadBase::At(k) => format!("ether[{k:#x} + {i}:{}]", size as u8),
+                    LoadBase::Transport(0) => format!("tp[{i}:{}]", size as u8),
+                    LoadBase::Transport(d) => format!("tp{d}[{i}:{}]", size as u8),
+                });
+                continue;
+            }
+            Op::Neg => {
+                let a = stack.pop().unwrap_or_default();
+                stack.push(format!("-({a})"));
+                continue;
+            }
+            Op::Add => "+",
+            Op::Sub => "-",
+            Op::Mul => "*",
+            Op::Div => "/",
+            Op::Mod => "%",
+            Op::And => "&",
+            Op::Or => "|",
+            Op::Xor => "^",
+            Op::Shl => "<<",
+            Op::Shr => ">>",
+            Op::Gt => ">",
+            Op::Ge => ">=",
+        };
+        let b = stack.pop().unwrap_or_default();
+        let a = stack.pop().unwrap_or_default();
+        stack.push(format!("({a} {sym} {b})"));
+    }
+    stack.pop().unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -176,6 +176,11 @@ fn necessary(p: &Program) -> Option<Vec<Atom>> {
 /// equality on `then`, and for a bit test (BPF's `jset`) "these bits are
 /// clear" on `else`, which is how libpcap tests the fragment offset.
 fn edge_atoms(t: &Test) -> (Option<Atom>, Option<Atom>) {
+    // A computed value is the program's own (its index means nothing in
+    // another filter): never an atom, always left in the residual.
+    if matches!(t.field.base, crate::ir::Base::Value(_)) {
+        return (None, None);
+    }
     let all = size_mask(t.field);
     let atom = |mask: u32, value: u32| {
         let mask = mask & all;
@@ -232,7 +237,9 @@ fn restrict(p: &Program, facts: &[Atom]) -> Program {
     let mut b = Builder::new();
     let mut memo: HashMap<NodeId, NodeId> = HashMap::new();
     let root = restrict_node(p, p.root, facts, &mut b, &mut memo);
-    b.finish(root)
+    let mut restricted = b.finish(root);
+    restricted.values = p.values.clone();
+    restricted
 }
 
 /// [`restrict`]'s walk, in the order of a depth-first postorder (then
@@ -340,6 +347,7 @@ impl Builder {
         Program {
             nodes,
             root: map(root),
+            values: Vec::new(),
         }
     }
 }

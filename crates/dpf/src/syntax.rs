@@ -11,6 +11,12 @@
 //! `tcp port 80 or tcp port 443`. A protocol name or a comparison leaves
 //! no qualifier to inherit, so `tcp or 80` is an error, as in libpcap.
 //!
+//! Comparisons are libpcap's `arth relop arth`: arithmetic on both sides
+//! with its precedences, `len`, packet loads at computed offsets and its
+//! named values (`tcpflags`, `tcp-syn`, `icmp-echo`, ...); a packet field
+//! at a written offset compared with a written number stays a
+//! [`Compare`], anything else is a [`Relation`].
+//!
 //! Numbers are decimal, hexadecimal (`0x`) or octal (a leading `0`), and
 //! must fit in 32 bits. Names of hosts, networks, ports and protocols are
 //! not resolved; only the escaped protocol names after `ip proto` and
@@ -117,8 +123,69 @@ pub struct Compare {
     pub value: u32,
 }
 
-/// One primitive of the language.
+/// A binary arithmetic operator of a comparison.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ArithOp {
+    /// `+`.
+    Add,
+    /// `-`.
+    Sub,
+    /// `*`.
+    Mul,
+    /// `/`.
+    Div,
+    /// `%`.
+    Mod,
+    /// `&`.
+    And,
+    /// `|`.
+    Or,
+    /// `^`.
+    Xor,
+    /// `<<`.
+    Shl,
+    /// `>>`.
+    Shr,
+}
+
+/// One step of an arithmetic expression, in postfix order (an operand's
+/// steps come before its operator's, the left operand's before the
+/// right's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Arith {
+    /// A number (named values such as `tcp-syn` and `icmptype` are
+    /// numbers too).
+    Num(u32),
+    /// `len`: the length of the frame.
+    Len,
+    /// `layer[index:size]`: takes the index computed before it.
+    Load(Proto, Size),
+    /// A binary operator, on the two operands before it.
+    Bin(ArithOp),
+    /// Unary minus.
+    Neg,
+}
+
+/// A comparison of two arithmetic expressions, `lhs op rhs` (libpcap's
+/// `arth relop arth`), other than the plain field comparisons that
+/// [`Compare`] holds, as written (lowering folds constants as libpcap's
+/// optimizer does).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Relation {
+    /// The left side, in postfix order.
+    pub lhs: Vec<Arith>,
+    /// The operator.
+    pub op: RelOp,
+    /// The right side, in postfix order.
+    pub rhs: Vec<Arith>,
+    /// The column the comparison starts at: lowering refuses it there if
+    /// libpcap's optimizer would (a divisor its constant folding finds
+    /// zero, a shift count above 31, in a comparison it still reaches).
+    pub column: usize,
+}
+
+/// One primitive of the language.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Primitive {
     /// A protocol name alone: `ip`, `ip6`, `arp`, `rarp`, `tcp`, `udp`,
     /// `icmp`, `sctp`.
@@ -181,6 +248,25 @@ pub enum Primitive {
     },
     /// A comparison of a packet field with a constant.
     Compare(Compare),
+    /// Any other comparison (`len >= 100`, `ip[2:2] - ((ip[0] & 0xf) <<
+    /// 2) > 40`), `less N` (`len <= N`) and `greater N` (`len >= N`).
+    Relation(Box<Relation>),
+    /// `pppoes [id]`: a PPPoE session frame (EtherType 0x8864), with
+    /// session id `id` if one is given. Nothing may follow it: libpcap
+    /// moves every later offset past the PPPoE header.
+    Pppoes {
+        /// The session id (16 bits).
+        id: Option<u16>,
+    },
+    /// A primitive after `shift` `vlan` primitives: libpcap reads its
+    /// link-layer type and payload `4 * shift` bytes further on (not its
+    /// MAC addresses, nor `ether[...]`). Printed as the primitive alone.
+    Shifted {
+        /// The `vlan` primitives before it.
+        shift: u32,
+        /// The primitive.
+        inner: Box<Primitive>,
+    },
     /// `vlan [id]`: an 802.1Q, 802.1ad or QinQ tag `4 * shift` bytes
     /// into the frame (after `shift` earlier `vlan` primitives), with VLAN
     /// id `id` if one is given.
@@ -450,13 +536,8 @@ const UNSUPPORTED: &[&str] = &[
     "gateway",
     "broadcast",
     "multicast",
-    "less",
-    "greater",
-    "len",
     "vlan",
     "mpls",
-    "pppoed",
-    "pppoes",
     "geneve",
     "vxlan",
     "icmp6",
@@ -579,11 +660,15 @@ fn proto_keyword(w: &str) -> Option<Proto> {
 pub struct Limits {
     /// The longest filter text, in bytes.
     pub max_len: usize,
-    /// The deepest nesting of parentheses and negations (`not`, `!`): a
-    /// term inside `n` of them is at level `n`.
+    /// The deepest nesting of parentheses and negations (`not`, `!`), and
+    /// in arithmetic of parentheses, computed indexes (`ip[ip[0]]`), unary
+    /// minuses, `%` and `^` (each takes the rest of the expression): a term
+    /// inside `n` of them is at level `n`.
     pub max_nesting: usize,
     /// The most primitives (`tcp`, `host A`, `port N`, `ip[9] = 6`, and
-    /// each bare value that inherits qualifiers) in one filter.
+    /// each bare value that inherits qualifiers) in one filter; a
+    /// comparison with several packet loads counts one more per load
+    /// after the first.
     pub max_primitives: usize,
 }
 
@@ -616,6 +701,11 @@ struct Parser {
     /// The `vlan` primitives parsed so far: each shifts the link-layer
     /// offsets of everything parsed after it by four bytes.
     vlans: u32,
+    /// The packet loads of the comparison being parsed: each after the
+    /// first counts as one more primitive.
+    loads: usize,
+    /// A `pppoes` was parsed: nothing may follow it.
+    pppoes: bool,
 }
 
 /// Parses a filter expression.
@@ -656,6 +746,8 @@ pub fn parse_with(src: &str, limits: &Limits) -> Result<Expr, Error> {
         depth: 0,
         primitives: 0,
         vlans: 0,
+        loads: 0,
+        pppoes: false,
     };
     if p.peek() == &Tok::End {
         return Err(p.unexpected("a filter expression (an empty filter is not supported)"));
@@ -781,10 +873,10 @@ impl Parser {
             });
         }
         self.primitives += 1;
-        if self.vlans > 0 && !self.is_word(0, "vlan") {
+        if self.pppoes {
             return Err(Error::Unsupported {
                 column,
-                feature: "a primitive after \"vlan\" (libpcap shifts the offsets of \
+                feature: "a primitive after \"pppoes\" (libpcap shifts the offsets of \
                           everything after it)"
                     .into(),
             });
@@ -796,6 +888,24 @@ impl Parser {
     /// depth is at most the nesting limit (an `and`/`or` chain is a loop
     /// in [`Parser::expr`]).
     fn term(&mut self, q: Option<Qual>) -> Result<(Expr, Option<Qual>), Error> {
+        let shift = self.vlans;
+        let (mut e, q) = self.term_unshifted(q)?;
+        // Every primitive after a `vlan` reads its link-layer payload
+        // further on, whatever the `and`, `or` and `not` between them.
+        if let (Expr::Prim(p), true) = (&mut e, shift > 0) {
+            // (A parenthesized primitive comes back shifted already.)
+            if !matches!(p, Primitive::Vlan { .. } | Primitive::Shifted { .. }) {
+                let inner = std::mem::replace(p, Primitive::Broadcast);
+                *p = Primitive::Shifted {
+                    shift,
+                    inner: Box::new(inner),
+                };
+            }
+        }
+        Ok((e, q))
+    }
+
+    fn term_unshifted(&mut self, q: Option<Qual>) -> Result<(Expr, Option<Qual>), Error> {
         let column = self.col();
         let tok = self.peek().clone();
         if tok == Tok::NotOp || tok == Tok::Word("not".into()) {
@@ -804,6 +914,11 @@ impl Parser {
             let (e, q) = self.term(q)?;
             self.depth -= 1;
             return Ok((Expr::Not(Box::new(e)), q));
+        }
+        let arith_start = matches!(&tok, Tok::Word(w) if arith_word(w)) || self.is_layer(0);
+        if arith_start || self.relation_ahead() {
+            self.primitive(column)?;
+            return Ok((Expr::Prim(self.relation(column)?), None));
         }
         if tok == Tok::LParen {
             self.enter(column)?;
@@ -823,13 +938,6 @@ impl Parser {
         }
         match tok {
             Tok::Num(_, text) | Tok::Addr(_, text) => {
-                if matches!(self.peek_at(1), Tok::Rel(_) | Tok::Amp | Tok::Arith(_)) {
-                    return Err(Error::Unsupported {
-                        column,
-                        feature: "a comparison with a constant on the left (write the packet field first)"
-                            .into(),
-                    });
-                }
                 let Some(q) = q else {
                     return Err(Error::MissingQualifier { column, text });
                 };
@@ -861,11 +969,6 @@ impl Parser {
     fn word_term(&mut self, w: &str, column: usize) -> Result<(Expr, Option<Qual>), Error> {
         if let Some(proto) = proto_keyword(w) {
             match self.peek_at(1) {
-                Tok::LBrack => {
-                    self.pos += 1;
-                    let c = self.compare(proto)?;
-                    return Ok((Expr::Prim(Primitive::Compare(c)), None));
-                }
                 Tok::Word(n) if n == "proto" => {
                     self.pos += 2;
                     let q = Qual {
@@ -966,6 +1069,32 @@ impl Parser {
                 self.vlans += 1;
                 Ok((Expr::Prim(Primitive::Vlan { shift, id }), None))
             }
+            // libpcap's gen_pppoed: an EtherType test.
+            "pppoed" => {
+                self.pos += 1;
+                Ok((Expr::Prim(Primitive::EtherProto(0x8863)), None))
+            }
+            // libpcap's gen_pppoes: the EtherType, then the session id in
+            // the low 16 bits of the four bytes at 14.
+            "pppoes" => {
+                self.pos += 1;
+                let id = match self.peek().clone() {
+                    Tok::Num(n, _) if n <= 0xffff => {
+                        self.pos += 1;
+                        Some(n as u16)
+                    }
+                    Tok::Num(_, text) => {
+                        return Err(Error::BadNumber {
+                            column: self.col(),
+                            text,
+                            reason: "a PPPoE session id is at most 65535",
+                        });
+                    }
+                    _ => None,
+                };
+                self.pppoes = true;
+                Ok((Expr::Prim(Primitive::Pppoes { id }), None))
+            }
             "igmp" | "vrrp" | "carp" if !self.qualified_next() => {
                 self.pos += 1;
                 let n = if w == "igmp" {
@@ -975,16 +1104,25 @@ impl Parser {
                 };
                 Ok((Expr::Prim(Primitive::IpProto(n)), None))
             }
-            // libpcap's gen_load for these three layers.
-            "vrrp" | "carp" | "icmp6" if *self.peek_at(1) == Tok::LBrack => {
-                let layer = match w {
-                    "vrrp" => Proto::Vrrp,
-                    "carp" => Proto::Carp,
-                    _ => Proto::Icmp6,
+            // `less N` and `greater N` take a number only (libpcap's
+            // `LESS NUM`): `len <= N` and `len >= N`.
+            "less" | "greater" => {
+                self.pos += 1;
+                let n = match self.peek() {
+                    Tok::Num(n, _) => *n,
+                    _ => return Err(self.unexpected("a number")),
                 };
                 self.pos += 1;
-                let c = self.compare(layer)?;
-                Ok((Expr::Prim(Primitive::Compare(c)), None))
+                let op = if w == "less" { RelOp::Le } else { RelOp::Ge };
+                Ok((
+                    Expr::Prim(Primitive::Relation(Box::new(Relation {
+                        lhs: vec![Arith::Len],
+                        op,
+                        rhs: vec![Arith::Num(n)],
+                        column,
+                    }))),
+                    None,
+                ))
             }
             "icmp6" => {
                 self.pos += 1;
@@ -1363,95 +1501,388 @@ impl Parser {
         }
     }
 
-    /// `layer "[" offset [":" size] "]" ["&" mask] relop value`; the
-    /// layer keyword has been consumed.
-    fn compare(&mut self, layer: Proto) -> Result<Compare, Error> {
-        self.expect(Tok::LBrack, "\"[\"")?;
-        let c = self.col();
-        let offset = match self.bump().0 {
-            Tok::Num(n, _) if n <= 0xffff => n,
-            Tok::Num(_, text) => {
-                return Err(Error::BadNumber {
-                    column: c,
-                    text,
-                    reason: "an offset is at most 65535",
-                });
+    /// Whether the term at the cursor is a comparison (`arth relop arth`)
+    /// rather than a boolean term: scanning ahead over tokens an
+    /// arithmetic expression can hold, a relational operator comes first
+    /// outside every parenthesis opened in the scan. A boolean
+    /// parenthesis shows itself by a boolean token, or a relation inside
+    /// it. The scan stops at the first token that settles it.
+    fn relation_ahead(&self) -> bool {
+        match self.peek() {
+            Tok::LParen | Tok::Minus | Tok::Num(..) => {}
+            Tok::Word(w) if arith_word(w) || self.is_layer(0) => {}
+            _ => return false,
+        }
+        let mut depth = 0usize;
+        let mut i = 0;
+        loop {
+            match self.peek_at(i) {
+                Tok::LParen | Tok::LBrack => depth += 1,
+                Tok::RParen | Tok::RBrack => match depth.checked_sub(1) {
+                    Some(d) => depth = d,
+                    None => return false,
+                },
+                Tok::Rel(_) => return depth == 0,
+                Tok::Num(..) | Tok::Arith(_) | Tok::Minus | Tok::Amp | Tok::Slash | Tok::Colon => {}
+                Tok::Word(w) if arith_word(w) || self.is_layer(i) => {}
+                _ => return false,
             }
-            _ => {
-                self.pos -= 1;
-                return Err(match self.peek() {
-                    Tok::Word(_) | Tok::LParen => Error::Unsupported {
-                        column: c,
-                        feature: "an offset that is not a number".into(),
-                    },
-                    _ => self.unexpected("an offset"),
-                });
-            }
-        };
-        let size = if *self.peek() == Tok::Colon {
-            self.pos += 1;
-            let c = self.col();
-            match self.bump().0 {
-                Tok::Num(1, _) => Size::B,
-                Tok::Num(2, _) => Size::H,
-                Tok::Num(4, _) => Size::W,
-                Tok::Num(_, text) => {
-                    return Err(Error::BadNumber {
-                        column: c,
-                        text,
-                        reason: "a field size must be 1, 2 or 4",
-                    });
-                }
-                _ => {
-                    self.pos -= 1;
-                    return Err(self.unexpected("a field size (1, 2 or 4)"));
-                }
-            }
-        } else {
-            Size::B
-        };
-        self.expect(Tok::RBrack, "\"]\"")?;
-        let mask = if *self.peek() == Tok::Amp {
-            self.pos += 1;
-            Some(self.constant("a mask")?)
-        } else {
-            None
-        };
+            i += 1;
+        }
+    }
+
+    /// Whether the token `n` ahead is a layer keyword followed by `[`.
+    fn is_layer(&self, n: usize) -> bool {
+        matches!(self.peek_at(n), Tok::Word(w) if layer_keyword(w).is_some())
+            && *self.peek_at(n + 1) == Tok::LBrack
+    }
+
+    /// `arth relop arth`. A field at a constant offset, maybe masked by a
+    /// constant, compared with a constant, all written as numbers (or
+    /// named values), is a [`Compare`], which merges with other filters'
+    /// tests; anything computed is a [`Relation`], folded in lowering as
+    /// libpcap's optimizer folds it (it folds written numbers earlier than
+    /// computed ones, which decides short packets' verdicts).
+    fn relation(&mut self, column: usize) -> Result<Primitive, Error> {
+        self.loads = 0;
+        let mut lhs = Vec::new();
+        self.arith(&mut lhs)?;
         let op = match self.peek() {
             Tok::Rel(op) => *op,
             _ => return Err(self.unexpected("a relational operator (=, !=, <, <=, >, >=)")),
         };
         self.pos += 1;
-        let value = self.constant("a number")?;
-        if let Tok::Arith(_) | Tok::Amp = self.peek() {
-            return Err(Error::Unsupported {
-                column: self.col(),
-                feature: "arithmetic on the right of a comparison".into(),
-            });
+        let mut rhs = Vec::new();
+        self.arith(&mut rhs)?;
+        let field = match lhs[..] {
+            [Arith::Num(offset), Arith::Load(layer, size)] => Some((offset, layer, size, None)),
+            [
+                Arith::Num(offset),
+                Arith::Load(layer, size),
+                Arith::Num(m),
+                Arith::Bin(ArithOp::And),
+            ] => Some((offset, layer, size, Some(m))),
+            _ => None,
+        };
+        if let (Some((offset, layer, size, mask)), [Arith::Num(value)]) = (field, &rhs[..]) {
+            if offset <= 0xffff {
+                return Ok(Primitive::Compare(Compare {
+                    layer,
+                    offset,
+                    size,
+                    mask,
+                    op,
+                    value: *value,
+                }));
+            }
         }
-        Ok(Compare {
-            layer,
-            offset,
-            size,
-            mask,
+        Ok(Primitive::Relation(Box::new(Relation {
+            lhs,
             op,
-            value,
-        })
+            rhs,
+            column,
+        })))
     }
 
-    fn constant(&mut self, what: &str) -> Result<u32, Error> {
-        match self.peek() {
-            Tok::Num(n, _) => {
-                let n = *n;
-                self.pos += 1;
-                Ok(n)
-            }
-            Tok::LParen | Tok::Word(_) | Tok::LBrack => Err(Error::Unsupported {
-                column: self.col(),
-                feature: format!("an expression where {what} is expected (only constants)"),
-            }),
-            _ => Err(self.unexpected(what)),
+    /// One arithmetic expression, appended to `out` in postfix order, by
+    /// libpcap's precedences (`grammar.y`): `|` below `&` below `<<` `>>`
+    /// below `+` `-` below `*` `/`, all left-associative; unary minus
+    /// binds tightest. `%` and `^` have no precedence there, so yacc
+    /// shifts them: each takes the operand just before it and everything
+    /// after it as its right operand (`a + b % c + d` is `a + (b % (c +
+    /// d))`). Each level of parentheses, index brackets, unary minus, `%`
+    /// and `^` counts against the nesting limit; a flat chain is a loop.
+    fn arith(&mut self, out: &mut Vec<Arith>) -> Result<(), Error> {
+        self.arith_level(out, 0)
+    }
+
+    fn arith_level(&mut self, out: &mut Vec<Arith>, level: u8) -> Result<(), Error> {
+        if level == 5 {
+            return self.unary(out);
         }
+        self.arith_level(out, level + 1)?;
+        loop {
+            let op = match (level, self.peek()) {
+                (0, Tok::Arith("|")) => ArithOp::Or,
+                (1, Tok::Amp) => ArithOp::And,
+                (2, Tok::Arith("<<")) => ArithOp::Shl,
+                (2, Tok::Arith(">>")) => ArithOp::Shr,
+                (3, Tok::Arith("+")) => ArithOp::Add,
+                (3, Tok::Minus) => ArithOp::Sub,
+                (4, Tok::Arith("*")) => ArithOp::Mul,
+                (4, Tok::Slash) => ArithOp::Div,
+                _ => return Ok(()),
+            };
+            let column = self.col();
+            self.pos += 1;
+            let right = out.len();
+            self.arith_level(out, level + 1)?;
+            check_divisor(op, out[right], column)?;
+            out.push(Arith::Bin(op));
+        }
+    }
+
+    /// `-unary`, or an operand with an optional `% arth` or `^ arth`.
+    fn unary(&mut self, out: &mut Vec<Arith>) -> Result<(), Error> {
+        if *self.peek() == Tok::Minus {
+            self.enter(self.col())?;
+            self.pos += 1;
+            self.unary(out)?;
+            self.depth -= 1;
+            out.push(Arith::Neg);
+            return Ok(());
+        }
+        self.operand(out)?;
+        let op = match self.peek() {
+            Tok::Arith("%") => ArithOp::Mod,
+            Tok::Arith("^") => ArithOp::Xor,
+            _ => return Ok(()),
+        };
+        let column = self.col();
+        self.enter(column)?;
+        self.pos += 1;
+        let right = out.len();
+        self.arith(out)?;
+        self.depth -= 1;
+        check_divisor(op, out[right], column)?;
+        out.push(Arith::Bin(op));
+        Ok(())
+    }
+
+    /// A number, a named value, `len`, `layer[index[:size]]` or a
+    /// parenthesized expression.
+    fn operand(&mut self, out: &mut Vec<Arith>) -> Result<(), Error> {
+        let column = self.col();
+        match self.peek().clone() {
+            Tok::Num(n, _) => {
+                self.pos += 1;
+                out.push(Arith::Num(n));
+            }
+            Tok::LParen => {
+                self.enter(column)?;
+                self.pos += 1;
+                self.arith(out)?;
+                self.expect(Tok::RParen, "\")\"")?;
+                self.depth -= 1;
+            }
+            Tok::Word(w) if w == "len" => {
+                self.pos += 1;
+                out.push(Arith::Len);
+            }
+            Tok::Word(w) if named_value(&w).is_some() => {
+                self.pos += 1;
+                out.push(Arith::Num(named_value(&w).unwrap_or(0)));
+            }
+            Tok::Word(w) if self.is_layer(0) => {
+                let layer = layer_keyword(&w).unwrap_or(Proto::Ether);
+                self.pos += 2;
+                // A computed index nests (`ip[ip[ip[...]]]`); a number
+                // alone does not.
+                let computed = !matches!(
+                    (self.peek(), self.peek_at(1)),
+                    (Tok::Num(..), Tok::Colon | Tok::RBrack)
+                );
+                if computed {
+                    self.enter(column)?;
+                }
+                if self.loads > 0 {
+                    self.primitive(column)?;
+                }
+                self.loads += 1;
+                self.arith(out)?;
+                let size = if *self.peek() == Tok::Colon {
+                    self.pos += 1;
+                    let c = self.col();
+                    match self.bump().0 {
+                        Tok::Num(1, _) => Size::B,
+                        Tok::Num(2, _) => Size::H,
+                        Tok::Num(4, _) => Size::W,
+                        Tok::Num(_, text) => {
+                            return Err(Error::BadNumber {
+                                column: c,
+                                text,
+                                reason: "a field size must be 1, 2 or 4",
+                            });
+                        }
+                        _ => {
+                            self.pos -= 1;
+                            return Err(self.unexpected("a field size (1, 2 or 4)"));
+                        }
+                    }
+                } else {
+                    Size::B
+                };
+                self.expect(Tok::RBrack, "\"]\"")?;
+                if computed {
+                    self.depth -= 1;
+                }
+                out.push(Arith::Load(layer, size));
+            }
+            Tok::Word(w)
+                if UNSUPPORTED.contains(&w.as_str()) && *self.peek_at(1) == Tok::LBrack =>
+            {
+                return Err(Error::Unsupported {
+                    column,
+                    feature: format!("the \"{w}\" layer in a comparison"),
+                });
+            }
+            _ => {
+                return Err(
+                    self.unexpected("a number, len, a named value, a packet field or \"(\"")
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+/// libpcap's code generator refuses a division or modulus whose right
+/// operand's code starts with the constant 0, and a shift whose right
+/// operand's starts with a constant above 31 (`gen_arth` looks at the
+/// first instruction only, so `x / (0 - y)` is refused too). `first` is
+/// the first postfix step of the right operand, its leftmost leaf.
+fn check_divisor(op: ArithOp, first: Arith, column: usize) -> Result<(), Error> {
+    let reason = match (op, first) {
+        (ArithOp::Div, Arith::Num(0)) => "division by zero",
+        (ArithOp::Mod, Arith::Num(0)) => "modulus by zero",
+        (ArithOp::Shl | ArithOp::Shr, Arith::Num(n)) if n > 31 => "shift by more than 31 bits",
+        _ => return Ok(()),
+    };
+    Err(Error::Arithmetic { column, reason })
+}
+
+/// libpcap's named values (its scanner's table): ICMP, ICMPv6 and TCP
+/// header offsets, ICMP and ICMPv6 types and the TCP flag bits.
+fn named_value(w: &str) -> Option<u32> {
+    Some(match w {
+        "icmptype" | "icmp6type" => 0,
+        "icmpcode" | "icmp6code" => 1,
+        "tcpflags" => 13,
+        "icmp-echoreply" => 0,
+        "icmp-unreach" => 3,
+        "icmp-sourcequench" => 4,
+        "icmp-redirect" => 5,
+        "icmp-echo" => 8,
+        "icmp-routeradvert" => 9,
+        "icmp-routersolicit" => 10,
+        "icmp-timxceed" => 11,
+        "icmp-paramprob" => 12,
+        "icmp-tstamp" => 13,
+        "icmp-tstampreply" => 14,
+        "icmp-ireq" => 15,
+        "icmp-ireqreply" => 16,
+        "icmp-maskreq" => 17,
+        "icmp-maskreply" => 18,
+        "icmp6-destinationunreach" => 1,
+        "icmp6-packettoobig" => 2,
+        "icmp6-timeexceeded" => 3,
+        "icmp6-parameterproblem" => 4,
+        "icmp6-echo" => 128,
+        "icmp6-echoreply" => 129,
+        "icmp6-multicastlistenerquery" => 130,
+        "icmp6-multicastlistenerreportv1" => 131,
+        "icmp6-multicastlistenerdone" => 132,
+        "icmp6-routersolicit" => 133,
+        "icmp6-routeradvert" => 134,
+        "icmp6-neighborsolicit" => 135,
+        "icmp6-neighboradvert" => 136,
+        "icmp6-redirect" => 137,
+        "icmp6-routerrenum" => 138,
+        "icmp6-nodeinformationquery" => 139,
+        "icmp6-nodeinformationresponse" => 140,
+        "icmp6-ineighbordiscoverysolicit" => 141,
+        "icmp6-ineighbordiscoveryadvert" => 142,
+        "icmp6-multicastlistenerreportv2" => 143,
+        "icmp6-homeagentdiscoveryrequest" => 144,
+        "icmp6-homeagentdiscoveryreply" => 145,
+        "icmp6-mobileprefixsolicit" => 146,
+        "icmp6-mobileprefixadvert" => 147,
+        "icmp6-certpathsolicit" => 148,
+        "icmp6-certpathadvert" => 149,
+        "icmp6-multicastrouteradvert" => 151,
+        "icmp6-multicastroutersolicit" => 152,
+        "icmp6-multicastrouterterm" => 153,
+        "tcp-fin" => 0x01,
+        "tcp-syn" => 0x02,
+        "tcp-rst" => 0x04,
+        "tcp-push" => 0x08,
+        "tcp-ack" => 0x10,
+        "tcp-urg" => 0x20,
+        "tcp-ece" => 0x40,
+        "tcp-cwr" => 0x80,
+        _ => return None,
+    })
+}
+
+/// A word that starts an arithmetic operand on its own.
+fn arith_word(w: &str) -> bool {
+    w == "len" || named_value(w).is_some()
+}
+
+/// The layer keywords a packet field can be read from (`tcp[...]`).
+fn layer_keyword(w: &str) -> Option<Proto> {
+    proto_keyword(w).or(match w {
+        "vrrp" => Some(Proto::Vrrp),
+        "carp" => Some(Proto::Carp),
+        "icmp6" => Some(Proto::Icmp6),
+        _ => None,
+    })
+}
+
+impl ArithOp {
+    /// The operator as written.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            ArithOp::Add => "+",
+            ArithOp::Sub => "-",
+            ArithOp::Mul => "*",
+            ArithOp::Div => "/",
+            ArithOp::Mod => "%",
+            ArithOp::And => "&",
+            ArithOp::Or => "|",
+            ArithOp::Xor => "^",
+            ArithOp::Shl => "<<",
+            ArithOp::Shr => ">>",
+        }
+    }
+}
+
+/// An expression's text, every operator parenthesized, from its postfix
+/// steps (a stack of texts: no recursion).
+pub fn arith_text(ops: &[Arith]) -> String {
+    let mut stack: Vec<String> = Vec::new();
+    for op in ops {
+        let t = match *op {
+            Arith::Num(n) => n.to_string(),
+            Arith::Len => "len".into(),
+            Arith::Load(layer, size) => {
+                let i = stack.pop().unwrap_or_default();
+                match size {
+                    Size::B => format!("{layer}[{i}]"),
+                    _ => format!("{layer}[{i}:{}]", size as u8),
+                }
+            }
+            Arith::Neg => format!("-({})", stack.pop().unwrap_or_default()),
+            Arith::Bin(b) => {
+                let r = stack.pop().unwrap_or_default();
+                let l = stack.pop().unwrap_or_default();
+                format!("({l} {} {r})", b.symbol())
+            }
+        };
+        stack.push(t);
+    }
+    stack.pop().unwrap_or_default()
+}
+
+impl fmt::Display for Relation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} {} {}",
+            arith_text(&self.lhs),
+            self.op,
+            arith_text(&self.rhs)
+        )
     }
 }
 
@@ -1465,7 +1896,20 @@ fn is_head_word(w: &str) -> bool {
 fn is_keyword(w: &str) -> bool {
     is_head_word(w)
         || proto_keyword(w).is_some()
-        || matches!(w, "and" | "or" | "not" | "proto" | "mask")
+        || matches!(
+            w,
+            "and"
+                | "or"
+                | "not"
+                | "proto"
+                | "mask"
+                | "len"
+                | "less"
+                | "greater"
+                | "pppoed"
+                | "pppoes"
+        )
+        || named_value(w).is_some()
         || UNSUPPORTED.contains(&w)
 }
 
@@ -1543,6 +1987,9 @@ impl fmt::Display for Primitive {
             Primitive::Multicast => write!(f, "ether multicast"),
             Primitive::Vlan { id: None, .. } => write!(f, "vlan"),
             Primitive::Vlan { id: Some(id), .. } => write!(f, "vlan {id}"),
+            Primitive::Shifted { ref inner, .. } => write!(f, "{inner}"),
+            Primitive::Pppoes { id: None } => write!(f, "pppoes"),
+            Primitive::Pppoes { id: Some(id) } => write!(f, "pppoes {id}"),
             Primitive::EtherHost { dir, addr } => {
                 let a = addr.map(|b| format!("{b:02x}")).join(":");
                 write!(f, "{}host {a}", prefix(Some(Proto::Ether), dir))
@@ -1578,6 +2025,7 @@ impl fmt::Display for Primitive {
                 }
             }
             Primitive::Compare(c) => write!(f, "{c}"),
+            Primitive::Relation(ref r) => write!(f, "{r}"),
         }
     }
 }

@@ -21,6 +21,7 @@ use codecache::{CodeCache, Config};
 use common::{Gen, hex, libpcap_or_skip};
 use dpf::ir::Program;
 use dpf::{Reader, Table};
+use rand::Rng;
 
 /// Packets run against each filter.
 const PACKETS_PER_FILTER: usize = 100;
@@ -82,7 +83,7 @@ fn dpf_verdicts(c: &Compiled, pkt: &[u8]) -> Vec<(&'static str, bool)> {
 struct Window<'p> {
     table: Table,
     reader: Reader,
-    filters: VecDeque<(dpf::FilterId, u32, Option<dpf::pcap::Bpf<'p>>)>,
+    filters: VecDeque<(dpf::FilterId, u32, Option<dpf::pcap::Bpf<'p>>, String)>,
     next_owner: u32,
 }
 
@@ -111,7 +112,15 @@ impl<'p> Window<'p> {
             .table
             .install(filter, owner, 0)
             .expect("compiles alone");
-        self.filters.push_back((id, owner, bpf));
+        self.filters.push_back((id, owner, bpf, filter.to_string()));
+    }
+
+    /// The text of the filter of `owner`, if still in the window.
+    fn text(&self, owner: Option<u32>) -> &str {
+        self.filters
+            .iter()
+            .find(|f| Some(f.1) == owner)
+            .map_or("", |f| f.3.as_str())
     }
 
     /// (libpcap's first match, dpf's), as owners.
@@ -140,7 +149,17 @@ fn dpf_agrees_with_libpcap() {
     let mut window = Window::new();
     let mut window_matched = 0u64;
     while done < pairs {
-        let filter = g.expr(depth);
+        // A third of the filters with arithmetic, `len`, `less` and
+        // `greater` (and nothing behind the IPv4 header).
+        g.arith = g.rng.random_bool(1.0 / 3.0);
+        let mut filter = g.expr(depth);
+        // A fifth behind `vlan`, which moves every later primitive's
+        // link-layer type and payload four bytes on.
+        if g.rng.random_bool(0.2) {
+            let id = ["", " 100", " 1", " 0"][g.rng.random_range(0..4)];
+            let op = ["and", "or", "and not"][g.rng.random_range(0..3)];
+            filter = format!("vlan{id} {op} ({filter})");
+        }
         let ours = dpf_compile(&filter);
         let theirs = pcap.compile(&filter);
         let bpf = match (&ours, theirs) {
@@ -167,9 +186,11 @@ fn dpf_agrees_with_libpcap() {
             window_matched += u64::from(first.is_some());
             if first != ours_first && failures.len() < 10 {
                 failures.push(format!(
-                    "a table of the last {} filters: libpcap in turn says owner {first:?}, dpf {ours_first:?}\n  packet {}",
+                    "a table of the last {} filters: libpcap in turn says owner {first:?}, dpf {ours_first:?}\n  packet {}\n  libpcap's {:?}\n  dpf's {:?}",
                     window.filters.len(),
-                    hex(&pkt)
+                    hex(&pkt),
+                    window.text(first),
+                    window.text(ours_first),
                 ));
             }
             let want = bpf.as_ref().is_some_and(|b| b.matches(&pkt));
@@ -265,8 +286,14 @@ fn every_truncation_of_typical_frames_agrees() {
     icmp6[20] = 58;
     icmp6[54] = 128;
     icmp6[54 + 0xab] = 0xcd;
+    let mut tagged_tcp = tcp4.clone();
+    tagged_tcp.splice(12..12, [0x81, 0x00, 0x00, 100]);
     let mut tagged = icmp6.clone();
     tagged.splice(12..12, [0x88, 0xa8, 0x00, 100, 0x81, 0x00, 0x00, 5]);
+    // A PPPoE session frame, session 1234.
+    let mut pppoe = vec![0u8; 14 + 8];
+    pppoe[12..14].copy_from_slice(&0x8864u16.to_be_bytes());
+    pppoe[14..18].copy_from_slice(&[0x11, 0x00, 0x04, 0xd2]);
     let mut llc = vec![0u8; 14 + 3];
     llc[12..14].copy_from_slice(&3u16.to_be_bytes());
     llc[14..17].copy_from_slice(&[0xfe, 0xfe, 0x03]);
@@ -302,6 +329,29 @@ fn every_truncation_of_typical_frames_agrees() {
         "ether host ff:ff:ff:ff:ff:ff",
         "ether proto \\iso or netbeui",
         "igmp or vrrp or decnet",
+        // Arithmetic, `len` and named values, including behind the IPv4
+        // header (which the random test leaves out).
+        "tcp[tcpflags] & (tcp-syn|tcp-ack) != 0",
+        "tcp[tcpflags] & tcp-syn != 0 and tcp[tcpflags] & tcp-ack = 0",
+        "tcp[((tcp[12] & 0xf0) >> 2):4] = 0",
+        "ip[2:2] - ((ip[0] & 0xf) << 2) - ((tcp[12] & 0xf0) >> 2) != 0",
+        "icmp[icmptype] = icmp-echo or icmp6[icmp6type] = icmp6-echo",
+        "len >= 60 and less 100",
+        "greater 58 or ether[len - 1] = 0",
+        "ip[ip[0] & 0xf] > 0 or ip6[len % 7:2] = 0",
+        "ether[12:2] - 0x800 = tcp[0] / 256",
+        "not ip[1] * 2 + ip[2] % 3 - (ip[3] ^ 5) >= 9 << 1",
+        "vlan and ip",
+        "vlan 100 and tcp port 80",
+        "vlan and tcp[13] & 0x12 = 0x12 and ip[0] & 0xf > 5",
+        "vlan or ether src 00:11:22:33:44:55 or ether[12:2] = 0x8100",
+        "vlan 100 and vlan 5 and icmp6 and icmp6[0] = 128",
+        "vlan and not host 10.0.0.1 and len > 60",
+        "vlan and tcp[tcpflags] & tcp-syn != 0 and ip[2:2] - ((ip[0] & 0xf) << 2) > 20",
+        "not vlan or ip6 or arp",
+        "pppoed or pppoes 1234",
+        "pppoes",
+        "not pppoes 0",
         // Regressions: each of these once disagreed with libpcap.
         "not (host 192.168.1.1 and 10.0.0.1)",
         "not ip[0:2] & 0 == 39498",
@@ -313,7 +363,17 @@ fn every_truncation_of_typical_frames_agrees() {
     for f in filters {
         let ours = dpf_compile(f).unwrap_or_else(|e| panic!("{f}: {e}"));
         let bpf = pcap.compile(f).unwrap_or_else(|e| panic!("{f}: {e}"));
-        for frame in [&tcp4, &frag6, &arp, &vrrp, &icmp6, &tagged, &llc] {
+        for frame in [
+            &tcp4,
+            &frag6,
+            &arp,
+            &vrrp,
+            &icmp6,
+            &tagged,
+            &tagged_tcp,
+            &llc,
+            &pppoe,
+        ] {
             for len in 0..=frame.len() {
                 let pkt = &frame[..len];
                 let want = bpf.matches(pkt);

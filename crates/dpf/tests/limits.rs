@@ -237,14 +237,23 @@ fn a_table_of_many_distinct_keys_merges_and_classifies_on_a_small_stack() {
 
 #[test]
 fn deep_arithmetic_gets_a_typed_error_on_a_small_stack() {
-    // `1+(1+(1+...)))` 100,000 deep, and the same in a comparison's value
-    // and offset: arithmetic is outside the subset, and the parser says so
-    // at its first operator without descending, within the default limits
-    // (too long) and with the length limit lifted.
+    // `1+(1+(1+...)))` 100,000 deep, in a comparison's left side, right
+    // side and packet offset, and 100,000 unary minuses and `%`s (each of
+    // which takes the rest of the expression): parentheses, brackets,
+    // unary minus, `%` and `^` count against the nesting limit, so the
+    // parser stops at the first level past 64 without descending, within
+    // the default limits (too long) and with the length limit lifted.
     let depth = 100_000;
     let nest =
         |pre: &str, post: &str| format!("{pre}{}1{}{post}", "1+(".repeat(depth), ")".repeat(depth));
-    let filters = [nest("", " = 1"), nest("ip[0] = ", ""), nest("ip[", "] = 1")];
+    let filters = [
+        nest("", " = 1"),
+        nest("ip[0] = ", ""),
+        nest("ip[", "] = 1"),
+        format!("{}1 = len", "-".repeat(depth)),
+        format!("{}1 = len", "1 % ".repeat(depth)),
+        format!("ip[0] = {}1", "1 ^ ".repeat(depth)),
+    ];
     let results = on_small_stack(move || {
         let wide = dpf::syntax::Limits {
             max_len: usize::MAX,
@@ -261,11 +270,54 @@ fn deep_arithmetic_gets_a_typed_error_on_a_small_stack() {
             "{default:?}"
         );
         assert!(
-            matches!(
-                wide,
-                Some(Error::Unsupported { .. } | Error::TooDeep { .. })
-            ),
+            matches!(wide, Some(Error::TooDeep { limit: 64, .. })),
             "{wide:?}"
         );
     }
+    // At the limit, the same shapes compile.
+    let at = format!("len = {}1{}", "1+(".repeat(63), ")".repeat(63));
+    assert!(dpf::compile(&at).is_ok());
+}
+
+/// A flat chain is a loop, not a recursion: `1+1+...` filling the 64 KiB
+/// limit parses, folds to one constant and installs on a small stack, and
+/// so does a chain of 4,000 packet loads (the loads count as
+/// primitives: one more is an error naming its column). With the length
+/// limit lifted, a chain of a million terms parses too.
+#[test]
+fn flat_arithmetic_chains_are_loops() {
+    on_small_stack(|| {
+        let ones = format!("len < {}1", "1+".repeat((MAX_FILTER_LEN - 10) / 2));
+        assert!(ones.len() <= MAX_FILTER_LEN);
+        let loads = format!("len >= {}", vec!["ip[9]"; 4000].join("+"));
+        let mut pkt = vec![0u8; 64];
+        pkt[12] = 0x08;
+        pkt[23] = 1;
+        // 64 < 32,763; 64 >= 4,000 protocol bytes of 1 fails, of 0 holds.
+        for (src, proto, want) in [(&ones, 1, true), (&loads, 1, false), (&loads, 0, true)] {
+            let e = dpf::parse(src).unwrap();
+            assert!(!e.to_string().is_empty());
+            let mut t = dpf::Table::new();
+            t.install(src, 1, 0)
+                .unwrap_or_else(|e| panic!("{}...: {e}", &src[..40]));
+            pkt[23] = proto;
+            assert_eq!(
+                t.reader().classify(&pkt),
+                want.then_some(1),
+                "{}",
+                &src[..20]
+            );
+        }
+        let too_many = format!("len >= {}", vec!["ip[9]"; MAX_PRIMITIVES + 1].join("+"));
+        assert!(matches!(
+            dpf::parse(&too_many),
+            Err(Error::TooManyPrimitives { .. })
+        ));
+        let wide = dpf::syntax::Limits {
+            max_len: usize::MAX,
+            ..Default::default()
+        };
+        let million = format!("len >= {}1", "1+".repeat(1_000_000));
+        assert!(dpf::syntax::parse_with(&million, &wide).is_ok());
+    });
 }

@@ -122,6 +122,7 @@ fn base_name(base: dpf::ir::Base) -> &'static str {
     match base {
         dpf::ir::Base::Link => "ether",
         dpf::ir::Base::Transport => "tp",
+        dpf::ir::Base::Value(_) => "value",
     }
 }
 

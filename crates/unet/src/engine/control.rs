@@ -411,7 +411,8 @@ impl Engine {
 
 /// The end of the last byte any test of `p` loads, with fields counted
 /// from the transport header taken at byte 34 (a 20-byte IPv4 header, as
-/// in every frame the engine builds).
+/// in every frame the engine builds); `usize::MAX` when a test computes
+/// its value (`len`, arithmetic), which may read anything.
 pub(super) fn program_reach(p: &dpf::ir::Program) -> usize {
     p.nodes
         .iter()
@@ -422,6 +423,9 @@ pub(super) fn program_reach(p: &dpf::ir::Program) -> usize {
                     dpf::ir::Base::Link => 0,
                     // The IHL byte is read too.
                     dpf::ir::Base::Transport => 34,
+                    // A computed value (`len`, a field at a computed
+                    // offset) may depend on every byte: the whole frame.
+                    dpf::ir::Base::Value(_) => return Some(usize::MAX),
                 };
                 Some((base + f.offset as usize + f.size as usize).max(15))
             }
