@@ -449,6 +449,23 @@ const RM_FRAG: &[[u64; 256]; 2] = &{
     t
 };
 
+/// The index fields of a SIB byte per index register, for a 1-byte
+/// (`[0]`) and a 2-byte (`[1]`) opcode: REX.X, and the SIB's index bits
+/// as an `xor` onto [`RM_FRAG`]'s SIB (whose index field is 100, none),
+/// where the SIB goes after the REX byte, the opcode and the ModRM byte.
+const X_FRAG: &[[u64; 16]; 2] = &{
+    let mut t = [[0u64; 16]; 2];
+    let mut x = 0;
+    while x < 16 {
+        let rex_x = ((x as u64) >> 3) << 1;
+        let idx = ((x as u64 & 7) << 3) ^ 0x20;
+        t[0][x] = rex_x | idx << 24;
+        t[1][x] = rex_x | idx << 32;
+        x += 1;
+    }
+    t
+};
+
 /// The index of a register pair in [`RR_FRAG`] and [`RM_FRAG`]: `(a & 15)
 /// << 4 | (b & 15)`, computed in a byte (the shift drops the high bits of
 /// `a` by itself), so that it is one shift, one `and` and one `or`.
@@ -565,44 +582,14 @@ impl X64 {
         disp: i32,
         byte_regs: bool,
     ) {
-        let Some(x) = index else {
-            return self.rm_base(pfx, w, opc, olen, reg, base, disp);
-        };
-        let rex = (w as u64) << 3
-            | ((reg as u64 >> 3) & 1) << 2
-            | ((x as u64 >> 3) & 1) << 1
-            | ((base as u64 >> 3) & 1);
         let _ = byte_regs; // REX is always present, as in `rr`.
-        let md: u64 = if disp == 0 && base & 7 != 5 {
-            0
-        } else if fits8(disp as i64) {
-            1
-        } else {
-            2
+        let xw = match index {
+            None => 0,
+            Some(x) => {
+                X_FRAG[olen - 1][x as usize & 15] | (scale_log2 as u64 & 3) << (8 * olen + 22)
+            }
         };
-        let sib = index.is_some() || base & 7 == 4;
-        let rmf = if sib { 4 } else { base as u64 & 7 };
-        let modrm = md << 6 | (reg as u64 & 7) << 3 | rmf;
-        let at = 8 * olen + 8;
-        let mut word = (0x40 | rex) | (opc as u64) << 8 | modrm << at;
-        let mut len = olen + 2;
-        if sib {
-            word |= ((scale_log2 as u64 & 3) << 6 | (x as u64 & 7) << 3 | (base as u64 & 7))
-                << (at + 8);
-            len += 1;
-        }
-        if md == 1 {
-            word |= (disp as u8 as u64) << (8 * len);
-            len += 1;
-        }
-        if pfx != 0 {
-            word = pfx as u64 | word << 8;
-            len += 1;
-        }
-        self.buf.put(word, len);
-        if md == 2 {
-            self.buf.put4(disp as u32);
-        }
+        self.rm_sib(pfx, w, opc, olen, reg, base, xw, disp)
     }
 
     /// `[pfx] REX opc modrm sib disp` for `[base + disp]`: the SIB byte is
@@ -612,10 +599,29 @@ impl X64 {
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     fn rm_base(&mut self, pfx: u8, w: bool, opc: u32, olen: usize, reg: u8, base: u8, disp: i32) {
+        self.rm_sib(pfx, w, opc, olen, reg, base, 0, disp)
+    }
+
+    /// [`rm_base`](X64::rm_base) with the index fields `xw` (from
+    /// [`X_FRAG`] and the scale, 0 for none) applied to the word: the
+    /// layout is the same, so an indexed access costs one more table read.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn rm_sib(
+        &mut self,
+        pfx: u8,
+        w: bool,
+        opc: u32,
+        olen: usize,
+        reg: u8,
+        base: u8,
+        xw: u64,
+        disp: i32,
+    ) {
         let f = RM_FRAG[olen - 1][pair(reg, base)];
         let bp = f >> 63;
         let at = 8 * olen + 8;
-        let mut word = (f & !(1 << 63)) | 0x40 | (w as u64) << 3 | (opc as u64) << 8;
+        let mut word = ((f & !(1 << 63)) ^ xw) | 0x40 | (w as u64) << 3 | (opc as u64) << 8;
         let mut len = olen + 3;
         if disp == 0 {
             // mod 00, or mod 01 with a disp8 of 0 for rbp/r13.
