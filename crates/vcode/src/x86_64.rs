@@ -427,7 +427,7 @@ const RR_FRAG: &[[u32; 256]; 2] = &{
     t
 };
 
-/// The register fields of [`X64::rm_base`] per register and base,
+/// The register fields of [`X64::rm_sib`] per register and base,
 /// indexed by `reg << 4 | base` for a 1-byte (`[0]`) and a 2-byte (`[1]`)
 /// opcode: the REX.R and REX.B bits, the ModRM byte (mod 00, rm 100: a
 /// SIB byte follows) and the SIB byte (no index, the base), each where it
@@ -543,11 +543,11 @@ impl X64 {
         }
     }
 
-    /// `[pfx] [REX] opc modrm sib? disp` for `[base + index + disp]`.
+    /// `[pfx] REX opc modrm sib disp` for `[base + index + disp]`.
     ///
-    /// Built like [`rr`](X64::rr): `REX opc modrm sib disp8` in one word,
-    /// shifted right by a byte when no REX is needed, and written with one
-    /// store (a 32-bit displacement takes a second).
+    /// Built like [`rr`](X64::rr): `REX opc modrm sib disp8` in one word
+    /// from tables (see [`rm_sib`](X64::rm_sib)), written with one store
+    /// when it fits in 8 bytes.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn rm(
@@ -592,19 +592,13 @@ impl X64 {
         self.rm_sib(pfx, w, opc, olen, reg, base, xw, disp)
     }
 
-    /// `[pfx] REX opc modrm sib disp` for `[base + disp]`: the SIB byte is
-    /// always written (`index` none), which is valid for every base, so the
-    /// layout is fixed and the register fields come from [`RM_FRAG`]; only
-    /// a zero displacement from `rbp`/`r13` still takes a `disp8` of 0.
-    #[inline(always)]
-    #[allow(clippy::too_many_arguments)]
-    fn rm_base(&mut self, pfx: u8, w: bool, opc: u32, olen: usize, reg: u8, base: u8, disp: i32) {
-        self.rm_sib(pfx, w, opc, olen, reg, base, 0, disp)
-    }
-
-    /// [`rm_base`](X64::rm_base) with the index fields `xw` (from
-    /// [`X_FRAG`] and the scale, 0 for none) applied to the word: the
-    /// layout is the same, so an indexed access costs one more table read.
+    /// `[pfx] REX opc modrm sib disp` for `[base + index * 2^scale +
+    /// disp]`, the index none when `xw` is 0: the SIB byte is always
+    /// written (index field 100 without an index), which is valid for every
+    /// base, so the layout is fixed and the register fields come from
+    /// [`RM_FRAG`], an index's fields (`xw`) from [`X_FRAG`] and the scale
+    /// applied onto it; only a zero displacement from `rbp`/`r13` still
+    /// takes a `disp8` of 0.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     fn rm_sib(
