@@ -1960,7 +1960,11 @@ impl A64 {
             pro.w(0xa9bf_7bfd); // stp x29, x30, [sp, #-16]!
             pro.w(0x9100_03fd); // mov x29, sp
             add_imm_to(&mut pro, true, SP, SP, -size);
-            for n in 0..16u8 {
+            // Only the register numbers saved in either file, in order.
+            let mut todo = saves[0] | saves[1];
+            while todo != 0 {
+                let n = todo.trailing_zeros() as u8;
+                todo &= todo - 1;
                 if saves[0] & (1 << n) != 0 {
                     let off = Src::I(regfile::gpr_save_slot(n) as i64);
                     mem_to(&mut pro, STR_X, g(n), FP, off);
