@@ -357,6 +357,12 @@ const fn ftype(ty: Ty) -> u32 {
 
 /// The `N:immr:imms` field of a logical immediate, if `v` (64-bit, or the
 /// low 32 bits when `!w`) is a rotated run of ones repeated.
+///
+/// Branch-free but for the two refusals (after Dougall Johnson's
+/// encoder): rotate the value right so that a run of ones starts at bit
+/// 0; the leading zeros and trailing ones of that are the element's zeros
+/// and ones, their sum its size, and the value is a logical immediate
+/// exactly when rotating it by the size leaves it unchanged.
 #[inline(always)]
 pub fn logical_imm(v: u64, w: bool) -> Option<u32> {
     let v = if w {
@@ -368,35 +374,19 @@ pub fn logical_imm(v: u64, w: bool) -> Option<u32> {
     if v == 0 || v == !0 {
         return None;
     }
-    let mut size = 64u32;
-    while size > 2 {
-        let half = size / 2;
-        let mask = (1u64 << half) - 1;
-        if v & mask != (v >> half) & mask {
-            break;
-        }
-        size = half;
+    // `v & (v + 1)` clears the ones at the bottom (a run that may wrap
+    // around the top): its lowest set bit starts a whole run.
+    let rotation = (v & v.wrapping_add(1)).trailing_zeros();
+    let normalized = v.rotate_right(rotation);
+    let zeros = normalized.leading_zeros();
+    let ones = (!normalized).trailing_zeros();
+    let size = zeros + ones;
+    if v.rotate_right(size & 63) != v {
+        return None;
     }
-    let mask = if size == 64 { !0 } else { (1u64 << size) - 1 };
-    let elt = v & mask;
-    let ones = elt.count_ones();
-    // elt = ROR(ones-run, r) within `size` bits: the run starts at bit
-    // `start`, either inside the element or wrapping around its top.
-    let tz = elt.trailing_zeros();
-    let start = if (elt >> tz) == (1u64 << ones) - 1 {
-        tz
-    } else {
-        let inv = !elt & mask;
-        let tzi = inv.trailing_zeros();
-        if (inv >> tzi) != (1u64 << (size - ones)) - 1 {
-            return None;
-        }
-        tzi + size - ones
-    };
-    let r = (size - start % size) % size;
-    let n = (size == 64) as u32;
-    let imms = ((!(size * 2 - 1)) & 0x3f) | (ones - 1);
-    Some(n << 12 | r << 6 | imms)
+    let imms = ((size << 1).wrapping_neg() | (ones - 1)) & 0x3f;
+    let immr = rotation.wrapping_neg() & (size - 1);
+    Some((size >> 6) << 12 | immr << 6 | imms)
 }
 
 /// The `imm8` of `fmov` (immediate) for float bits, if it has one.
@@ -485,48 +475,58 @@ fn movi_to(s: &mut impl Sink, w: bool, rd: u8, v: i64) {
     }
 }
 
-/// [`movi_to`] for values that need more than one `movz`/`movn`.
+/// [`movi_to`] for values that need more than one `movz`/`movn`: one
+/// `orr` of a logical immediate when that is shorter, else `movz` (or
+/// `movn` when more chunks are `0xffff` than 0) and a `movk` per other
+/// chunk. The chunks that need an instruction are found for all four at
+/// once (bit 15 of each 16-bit chunk of a mask, by a carry), not by a loop.
 #[inline(never)]
 fn movi_long(s: &mut impl Sink, w: bool, rd: u8, v: u64) {
-    let chunks: u32 = if w { 4 } else { 2 };
-    let ch = |i: u32| (v >> (16 * i)) & 0xffff;
-    let (mut zeros, mut ones) = (0, 0);
-    for i in 0..4 {
-        if i < chunks {
-            zeros += (ch(i) == 0) as u32;
-            ones += (ch(i) == 0xffff) as u32;
-        }
+    /// Bit 15 of each 16-bit chunk.
+    const H: u64 = 0x8000_8000_8000_8000;
+    /// Bit 15 of each chunk of `x` that is not 0.
+    #[inline(always)]
+    fn nonzero(x: u64) -> u64 {
+        // The low 15 bits plus 0x7fff carry into bit 15 unless all are 0
+        // (and never out of the chunk).
+        ((x & !H).wrapping_add(!H) | x) & H
     }
-    let need = chunks - zeros.max(ones);
-    if need > 1 {
+    let used = if w { H } else { H & 0xffff_ffff };
+    // The chunks a movz sequence writes (not 0), and a movn one (not 0xffff).
+    let by_movz = nonzero(v) & used;
+    let by_movn = nonzero(!v) & used;
+    // How many chunks each writes: the (at most four) flags summed into
+    // the top chunk by one multiply (`count_ones` is a software popcount
+    // on the baseline x86-64 target).
+    let count = |m: u64| ((m >> 15).wrapping_mul(0x0001_0001_0001_0001) >> 48) as u32;
+    let (nz, nn) = (count(by_movz), count(by_movn));
+    if nz.min(nn) > 1 {
         if let Some(imm) = logical_imm(v, w) {
             // orr rd, zr, #imm
             s.w(sf(w) | 0x3200_0000 | imm << 10 | (ZR as u32) << 5 | rd as u32);
             return;
         }
     }
-    let inverted = ones > zeros;
-    let skip = if inverted { 0xffff } else { 0 };
-    // All chunks skipped (0 or -1): one movz/movn of chunk 0.
-    let all = zeros.max(ones) == chunks;
-    let mut first = true;
-    for i in 0..chunks {
-        let c = ch(i);
-        if c == skip && !(all && i == 0) {
-            continue;
-        }
-        let word = if first {
-            first = false;
-            if inverted {
-                // movn: rd = !(imm << 16i)
-                sf(w) | 0x1280_0000 | i << 21 | ((!c & 0xffff) as u32) << 5
-            } else {
-                sf(w) | 0x5280_0000 | i << 21 | (c as u32) << 5
-            }
-        } else {
-            sf(w) | 0x7280_0000 | i << 21 | (c as u32) << 5
-        };
-        s.w(word | rd as u32);
+    let inverted = nn < nz;
+    // Every chunk skipped (0, or -1): one movz/movn of chunk 0.
+    let mut todo = if inverted { by_movn } else { by_movz };
+    if todo == 0 {
+        todo = 0x8000;
+    }
+    let i = todo.trailing_zeros() >> 4;
+    let c = (v >> (16 * i)) as u32 & 0xffff;
+    s.w(if inverted {
+        // movn: rd = !(imm << 16i)
+        sf(w) | 0x1280_0000 | i << 21 | (!c & 0xffff) << 5 | rd as u32
+    } else {
+        sf(w) | 0x5280_0000 | i << 21 | c << 5 | rd as u32
+    });
+    todo &= todo - 1;
+    while todo != 0 {
+        let i = todo.trailing_zeros() >> 4;
+        let c = (v >> (16 * i)) as u32 & 0xffff;
+        s.w(sf(w) | 0x7280_0000 | i << 21 | c << 5 | rd as u32);
+        todo &= todo - 1;
     }
 }
 
@@ -1960,7 +1960,11 @@ impl A64 {
             pro.w(0xa9bf_7bfd); // stp x29, x30, [sp, #-16]!
             pro.w(0x9100_03fd); // mov x29, sp
             add_imm_to(&mut pro, true, SP, SP, -size);
-            for n in 0..16u8 {
+            // Only the register numbers saved in either file, in order.
+            let mut todo = saves[0] | saves[1];
+            while todo != 0 {
+                let n = todo.trailing_zeros() as u8;
+                todo &= todo - 1;
                 if saves[0] & (1 << n) != 0 {
                     let off = Src::I(regfile::gpr_save_slot(n) as i64);
                     mem_to(&mut pro, STR_X, g(n), FP, off);
@@ -2380,6 +2384,170 @@ impl A64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The first implementation of [`logical_imm`] (a search for the
+    /// element size), the oracle of the branch-free one: the `N:immr:imms` field of a logical immediate, if `v` (64-bit, or the
+    /// low 32 bits when `!w`) is a rotated run of ones repeated.
+    fn logical_imm_by_search(v: u64, w: bool) -> Option<u32> {
+        let v = if w {
+            v
+        } else {
+            let x = v & 0xffff_ffff;
+            x | x << 32
+        };
+        if v == 0 || v == !0 {
+            return None;
+        }
+        let mut size = 64u32;
+        while size > 2 {
+            let half = size / 2;
+            let mask = (1u64 << half) - 1;
+            if v & mask != (v >> half) & mask {
+                break;
+            }
+            size = half;
+        }
+        let mask = if size == 64 { !0 } else { (1u64 << size) - 1 };
+        let elt = v & mask;
+        let ones = elt.count_ones();
+        // elt = ROR(ones-run, r) within `size` bits: the run starts at bit
+        // `start`, either inside the element or wrapping around its top.
+        let tz = elt.trailing_zeros();
+        let start = if (elt >> tz) == (1u64 << ones) - 1 {
+            tz
+        } else {
+            let inv = !elt & mask;
+            let tzi = inv.trailing_zeros();
+            if (inv >> tzi) != (1u64 << (size - ones)) - 1 {
+                return None;
+            }
+            tzi + size - ones
+        };
+        let r = (size - start % size) % size;
+        let n = (size == 64) as u32;
+        let imms = ((!(size * 2 - 1)) & 0x3f) | (ones - 1);
+        Some(n << 12 | r << 6 | imms)
+    }
+
+    /// The first implementation of [`movi_long`] (a loop over the chunks),
+    /// the oracle of the mask-based one.
+    fn movi_long_by_loop(s: &mut impl Sink, w: bool, rd: u8, v: u64) {
+        let chunks: u32 = if w { 4 } else { 2 };
+        let ch = |i: u32| (v >> (16 * i)) & 0xffff;
+        let (mut zeros, mut ones) = (0, 0);
+        for i in 0..4 {
+            if i < chunks {
+                zeros += (ch(i) == 0) as u32;
+                ones += (ch(i) == 0xffff) as u32;
+            }
+        }
+        let need = chunks - zeros.max(ones);
+        if need > 1 {
+            if let Some(imm) = logical_imm_by_search(v, w) {
+                // orr rd, zr, #imm
+                s.w(sf(w) | 0x3200_0000 | imm << 10 | (ZR as u32) << 5 | rd as u32);
+                return;
+            }
+        }
+        let inverted = ones > zeros;
+        let skip = if inverted { 0xffff } else { 0 };
+        // All chunks skipped (0 or -1): one movz/movn of chunk 0.
+        let all = zeros.max(ones) == chunks;
+        let mut first = true;
+        for i in 0..chunks {
+            let c = ch(i);
+            if c == skip && !(all && i == 0) {
+                continue;
+            }
+            let word = if first {
+                first = false;
+                if inverted {
+                    // movn: rd = !(imm << 16i)
+                    sf(w) | 0x1280_0000 | i << 21 | ((!c & 0xffff) as u32) << 5
+                } else {
+                    sf(w) | 0x5280_0000 | i << 21 | (c as u32) << 5
+                }
+            } else {
+                sf(w) | 0x7280_0000 | i << 21 | (c as u32) << 5
+            };
+            s.w(word | rd as u32);
+        }
+    }
+
+    /// Values of every shape the two encoders tell apart: each 16-bit
+    /// chunk 0, 0xffff, or another value; every rotated run in every
+    /// element size; random values.
+    fn immediates() -> Vec<u64> {
+        let mut vals = Vec::new();
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        for shape in 0..81u32 {
+            for _ in 0..8 {
+                let mut v = 0u64;
+                let mut k = shape;
+                for i in 0..4 {
+                    let c = match k % 3 {
+                        0 => 0,
+                        1 => 0xffff,
+                        _ => next() & 0xffff,
+                    };
+                    v |= c << (16 * i);
+                    k /= 3;
+                }
+                vals.push(v);
+            }
+        }
+        for size in [2u32, 4, 8, 16, 32, 64] {
+            for ones in 1..size {
+                for r in 0..size {
+                    let run = (1u64 << ones) - 1;
+                    let mask = if size == 64 { !0 } else { (1u64 << size) - 1 };
+                    let elt = if r == 0 {
+                        run
+                    } else {
+                        ((run >> r) | (run << (size - r))) & mask
+                    };
+                    let mut v = 0u64;
+                    let mut k = 0;
+                    while k < 64 {
+                        v |= elt << k;
+                        k += size;
+                    }
+                    vals.extend([v, v ^ 1, v ^ (1 << 63), !v]);
+                }
+            }
+        }
+        vals.extend((0..20_000).map(|_| next()));
+        vals.extend((0..2_000).map(|_| next() >> (next() % 64)));
+        vals
+    }
+
+    #[test]
+    fn logical_immediates_agree_with_the_search() {
+        for v in immediates() {
+            for w in [true, false] {
+                assert_eq!(logical_imm(v, w), logical_imm_by_search(v, w), "{v:#x} {w}");
+            }
+        }
+    }
+
+    #[test]
+    fn long_constants_are_the_same_instructions_as_by_the_loop() {
+        for v in immediates() {
+            for w in [true, false] {
+                let v = if w { v } else { v & 0xffff_ffff };
+                let (mut got, mut want) = (Vec::new(), Vec::new());
+                movi_long(&mut got, w, 9, v);
+                movi_long_by_loop(&mut want, w, 9, v);
+                assert_eq!(got, want, "{v:#x} {w}");
+            }
+        }
+    }
 
     #[test]
     fn logical_immediates_encode_as_the_architecture_does() {

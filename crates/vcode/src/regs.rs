@@ -280,22 +280,27 @@ pub struct RegAlloc {
     pub(crate) cfg: RegConfig,
     /// Allocatable (by the config).
     allocatable: u32,
-    /// Callee-saved (by the config).
+    /// Callee-saved (by the config; allocatable ones only).
     callee: u32,
-    /// Allocatable and currently free.
-    free: u32,
-    /// Callee-saved registers touched so far; `end` saves them.
-    used_callee: u32,
+    /// Allocated now (by `getreg` or a claim). The free registers are the
+    /// allocatable ones not held.
+    held: u32,
+    /// Allocated at some time in this function: with `callee`, the
+    /// registers `end` saves; with the free ones, those `putreg` released
+    /// and nobody took since. One `or` when a register is taken, instead
+    /// of a mask of each kept up to date on every `getreg` and `putreg`.
+    taken: u32,
     /// Float registers allocated persistent (register numbers); call
     /// sites save them.
     pub(crate) persist_xmm: u16,
-    /// Released by `putreg` and not handed out since.
-    released: u32,
     /// Registers written by an instruction of this function (calls and
-    /// extension instructions mark every register they name). `getreg`
-    /// never hands these out, so a fixed name the function has written
+    /// extension instructions mark every register they name), and, from
+    /// the start, every register that is not allocatable. `getreg` never
+    /// hands these out, so a fixed name the function has written
     /// ([`Reg::t`](crate::Reg::t)) cannot alias a register from `getreg`;
-    /// `putreg` clears the mark.
+    /// `putreg` clears the mark. Holding the unavailable registers here
+    /// makes `getreg`'s pool `!(held | named)` of the class, and
+    /// `putreg`'s check one test of `held`.
     named: u32,
     pub(crate) leaf: bool,
 }
@@ -303,15 +308,14 @@ pub struct RegAlloc {
 impl RegAlloc {
     pub(crate) fn new(cfg: RegConfig, leaf: bool) -> Self {
         let allocatable = to_prio(0, !cfg.unavail[0]) | to_prio(1, !cfg.unavail[1]);
-        let callee = to_prio(0, cfg.callee[0]) | to_prio(1, cfg.callee[1]);
+        let callee = (to_prio(0, cfg.callee[0]) | to_prio(1, cfg.callee[1])) & allocatable;
         RegAlloc {
             allocatable,
             callee,
-            free: allocatable,
-            used_callee: 0,
+            held: 0,
+            taken: 0,
             persist_xmm: 0,
-            released: 0,
-            named: 0,
+            named: !allocatable,
             leaf,
             cfg,
         }
@@ -343,7 +347,7 @@ impl RegAlloc {
     /// that `getreg` will not hand it out. Registers `getreg` never hands
     /// out (the backend's own) are never marked.
     pub fn is_named(&self, float: bool, n: u8) -> bool {
-        self.named & Self::pbit(float, n) != 0
+        self.named & self.allocatable & Self::pbit(float, n) != 0
     }
 
     /// The function's register classification.
@@ -362,7 +366,7 @@ impl RegAlloc {
     /// without `reserve`), so that no function overwrites its caller's.
     #[inline(always)]
     fn saved(&self) -> u32 {
-        self.used_callee | (self.named & self.callee)
+        (self.taken | self.named) & self.callee
     }
 
     /// Whether the function uses a callee-saved register (the cheap test
@@ -410,7 +414,7 @@ impl RegAlloc {
     #[inline(always)]
     pub(crate) fn try_claim(&mut self, float: bool, n: u8) -> bool {
         let b = Self::pbit(float, n);
-        if self.free & b == 0 {
+        if self.allocatable & !self.held & b == 0 {
             return false;
         }
         self.take(b);
@@ -429,19 +433,18 @@ impl RegAlloc {
     /// Takes the register of priority bit `b` (free) out of the pool.
     #[inline(always)]
     fn take(&mut self, b: u32) {
-        self.free &= !b;
-        self.released &= !b;
-        self.used_callee |= b & self.callee;
+        self.held |= b;
+        self.taken |= b;
     }
 
     /// True if `putreg` released `n` and nobody took it since.
     pub fn was_released(&self, float: bool, n: u8) -> bool {
-        self.released & Self::pbit(float, n) != 0
+        self.taken & self.allocatable & !self.held & Self::pbit(float, n) != 0
     }
 
     /// True if `n` is allocatable and not allocated.
     pub fn is_free(&self, float: bool, n: u8) -> bool {
-        self.free & Self::pbit(float, n) != 0
+        self.allocatable & !self.held & Self::pbit(float, n) != 0
     }
 
     /// The pool `getreg` draws from for `class`: allocatable, not
@@ -456,7 +459,7 @@ impl RegAlloc {
         } else {
             TEMP_P
         };
-        self.free & !self.named & mask
+        !(self.held | self.named) & mask
     }
 
     /// How many registers `getreg` would hand out for `class` now (the
@@ -506,11 +509,10 @@ impl RegAlloc {
     #[inline(always)]
     pub(crate) fn try_putreg(&mut self, float: bool, n: u8) -> bool {
         let b = Self::pbit(float, n);
-        if self.allocatable & !self.free & b == 0 {
+        if self.held & b == 0 {
             return false;
         }
-        self.free |= b;
-        self.released |= b;
+        self.held &= !b;
         self.named &= !b;
         if float {
             self.persist_xmm &= !bit(n);

@@ -427,7 +427,7 @@ const RR_FRAG: &[[u32; 256]; 2] = &{
     t
 };
 
-/// The register fields of [`X64::rm_base`] per register and base,
+/// The register fields of [`X64::rm_sib`] per register and base,
 /// indexed by `reg << 4 | base` for a 1-byte (`[0]`) and a 2-byte (`[1]`)
 /// opcode: the REX.R and REX.B bits, the ModRM byte (mod 00, rm 100: a
 /// SIB byte follows) and the SIB byte (no index, the base), each where it
@@ -445,6 +445,23 @@ const RM_FRAG: &[[u64; 256]; 2] = &{
         t[0][i] = rex | modrm << 16 | sib << 24 | bp << 63;
         t[1][i] = rex | modrm << 24 | sib << 32 | bp << 63;
         i += 1;
+    }
+    t
+};
+
+/// The index fields of a SIB byte per index register, for a 1-byte
+/// (`[0]`) and a 2-byte (`[1]`) opcode: REX.X, and the SIB's index bits
+/// as an `xor` onto [`RM_FRAG`]'s SIB (whose index field is 100, none),
+/// where the SIB goes after the REX byte, the opcode and the ModRM byte.
+const X_FRAG: &[[u64; 16]; 2] = &{
+    let mut t = [[0u64; 16]; 2];
+    let mut x = 0;
+    while x < 16 {
+        let rex_x = ((x as u64) >> 3) << 1;
+        let idx = ((x as u64 & 7) << 3) ^ 0x20;
+        t[0][x] = rex_x | idx << 24;
+        t[1][x] = rex_x | idx << 32;
+        x += 1;
     }
     t
 };
@@ -526,11 +543,11 @@ impl X64 {
         }
     }
 
-    /// `[pfx] [REX] opc modrm sib? disp` for `[base + index + disp]`.
+    /// `[pfx] REX opc modrm sib disp` for `[base + index + disp]`.
     ///
-    /// Built like [`rr`](X64::rr): `REX opc modrm sib disp8` in one word,
-    /// shifted right by a byte when no REX is needed, and written with one
-    /// store (a 32-bit displacement takes a second).
+    /// Built like [`rr`](X64::rr): `REX opc modrm sib disp8` in one word
+    /// from tables (see [`rm_sib`](X64::rm_sib)), written with one store
+    /// when it fits in 8 bytes.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn rm(
@@ -565,57 +582,40 @@ impl X64 {
         disp: i32,
         byte_regs: bool,
     ) {
-        let Some(x) = index else {
-            return self.rm_base(pfx, w, opc, olen, reg, base, disp);
-        };
-        let rex = (w as u64) << 3
-            | ((reg as u64 >> 3) & 1) << 2
-            | ((x as u64 >> 3) & 1) << 1
-            | ((base as u64 >> 3) & 1);
         let _ = byte_regs; // REX is always present, as in `rr`.
-        let md: u64 = if disp == 0 && base & 7 != 5 {
-            0
-        } else if fits8(disp as i64) {
-            1
-        } else {
-            2
+        let xw = match index {
+            None => 0,
+            Some(x) => {
+                X_FRAG[olen - 1][x as usize & 15] | (scale_log2 as u64 & 3) << (8 * olen + 22)
+            }
         };
-        let sib = index.is_some() || base & 7 == 4;
-        let rmf = if sib { 4 } else { base as u64 & 7 };
-        let modrm = md << 6 | (reg as u64 & 7) << 3 | rmf;
-        let at = 8 * olen + 8;
-        let mut word = (0x40 | rex) | (opc as u64) << 8 | modrm << at;
-        let mut len = olen + 2;
-        if sib {
-            word |= ((scale_log2 as u64 & 3) << 6 | (x as u64 & 7) << 3 | (base as u64 & 7))
-                << (at + 8);
-            len += 1;
-        }
-        if md == 1 {
-            word |= (disp as u8 as u64) << (8 * len);
-            len += 1;
-        }
-        if pfx != 0 {
-            word = pfx as u64 | word << 8;
-            len += 1;
-        }
-        self.buf.put(word, len);
-        if md == 2 {
-            self.buf.put4(disp as u32);
-        }
+        self.rm_sib(pfx, w, opc, olen, reg, base, xw, disp)
     }
 
-    /// `[pfx] REX opc modrm sib disp` for `[base + disp]`: the SIB byte is
-    /// always written (`index` none), which is valid for every base, so the
-    /// layout is fixed and the register fields come from [`RM_FRAG`]; only
-    /// a zero displacement from `rbp`/`r13` still takes a `disp8` of 0.
+    /// `[pfx] REX opc modrm sib disp` for `[base + index * 2^scale +
+    /// disp]`, the index none when `xw` is 0: the SIB byte is always
+    /// written (index field 100 without an index), which is valid for every
+    /// base, so the layout is fixed and the register fields come from
+    /// [`RM_FRAG`], an index's fields (`xw`) from [`X_FRAG`] and the scale
+    /// applied onto it; only a zero displacement from `rbp`/`r13` still
+    /// takes a `disp8` of 0.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
-    fn rm_base(&mut self, pfx: u8, w: bool, opc: u32, olen: usize, reg: u8, base: u8, disp: i32) {
+    fn rm_sib(
+        &mut self,
+        pfx: u8,
+        w: bool,
+        opc: u32,
+        olen: usize,
+        reg: u8,
+        base: u8,
+        xw: u64,
+        disp: i32,
+    ) {
         let f = RM_FRAG[olen - 1][pair(reg, base)];
         let bp = f >> 63;
         let at = 8 * olen + 8;
-        let mut word = (f & !(1 << 63)) | 0x40 | (w as u64) << 3 | (opc as u64) << 8;
+        let mut word = ((f & !(1 << 63)) ^ xw) | 0x40 | (w as u64) << 3 | (opc as u64) << 8;
         let mut len = olen + 3;
         if disp == 0 {
             // mod 00, or mod 01 with a disp8 of 0 for rbp/r13.

@@ -1574,6 +1574,118 @@ fn callee_saved_registers_a_function_writes_survive_its_call() {
     }
 }
 
+/// Callee-saved registers handed out by `getreg` (persistent ones of a
+/// function that is not a leaf) and released with `putreg` before `end`
+/// are saved too, beside fixed names written with and without `reserve`:
+/// the caller's `S` registers survive, on the target's backend as on the
+/// reference. `end` saves every callee-saved register the function ever
+/// took, not only those it still holds.
+#[test]
+fn callee_saved_registers_released_before_end_survive_the_call() {
+    /// Writes the S<k> of `writes` (reserving those of `reserves`) as
+    /// the test above does, then holds up to `gets` persistent registers
+    /// from `getreg`, the j-th set to `x + 7(j + 1)` and added up, and
+    /// releases them all. Returns the code and how many `getreg` handed out.
+    fn callee<B: Backend>(
+        writes: u8,
+        reserves: u8,
+        gets: usize,
+    ) -> vcode::Result<(B::Code, usize)> {
+        let mut f = Func::<B>::with_backend();
+        let p = f.lambda("%l", Leaf::No)?;
+        let x = p.get::<L>(0)?;
+        let acc = f.getreg::<L>(Class::Temp)?;
+        f.set(acc, 0);
+        for k in 0..host::NUM_S {
+            if writes & 1 << k == 0 {
+                continue;
+            }
+            let s = Reg::<L>::s(k);
+            if reserves & 1 << k != 0 {
+                f.reserve(s)?;
+            }
+            f.xor(s, x, k as i64);
+            f.mul(s, s, 2 * k as i64 + 3);
+            f.add(acc, acc, s);
+        }
+        let mut held = Vec::new();
+        for j in 0..gets {
+            // Exhausted when the fixed names took every callee-saved one.
+            let Ok(r) = f.getreg::<L>(Class::Persistent) else {
+                break;
+            };
+            f.add(r, x, 7 * (j as i64 + 1));
+            f.add(acc, acc, r);
+            held.push(r);
+        }
+        for &r in &held {
+            f.putreg(r);
+        }
+        f.ret(acc);
+        Ok((f.end()?, held.len()))
+    }
+    fn caller<B: Backend>(g: &B::Code) -> vcode::Result<B::Code> {
+        let mut f = Func::<B>::with_backend();
+        let p = f.lambda("%l", Leaf::No)?;
+        let x = p.get::<L>(0)?;
+        for k in 0..host::NUM_S {
+            let s = f.reserve(Reg::<L>::s(k))?;
+            f.set(s, 0x3c3c_0000 + 0x101 * k as i64);
+        }
+        let r = f.getreg::<L>(Class::Temp)?;
+        f.call(r, Callee::Code(g), &[Arg::Reg(x.any())]);
+        for k in 0..host::NUM_S {
+            f.mul(r, r, 31);
+            f.add(r, r, Reg::<L>::s(k));
+        }
+        f.ret(r);
+        f.end()
+    }
+    let want = |x: i64, writes: u8, got: usize| {
+        let mut r = (0..host::NUM_S)
+            .filter(|k| writes & 1 << k != 0)
+            .fold(0i64, |acc, k| {
+                acc.wrapping_add((x ^ k as i64).wrapping_mul(2 * k as i64 + 3))
+            });
+        for j in 0..got {
+            r = r.wrapping_add(x.wrapping_add(7 * (j as i64 + 1)));
+        }
+        for k in 0..host::NUM_S {
+            r = r
+                .wrapping_mul(31)
+                .wrapping_add(0x3c3c_0000 + 0x101 * k as i64);
+        }
+        r
+    };
+    let mut rng = Rng(0x9e75_ee5a_7ed1);
+    let all = (1u8 << host::NUM_S) - 1;
+    for case in 0..64 {
+        // The first case writes no fixed name, so getreg hands out
+        // callee-saved registers only.
+        let writes = if case == 0 { 0 } else { rng.next() as u8 & all };
+        let reserves = rng.next() as u8 & writes;
+        let gets = 1 + rng.below(3);
+        let x = rng.next() as i64 >> rng.below(40);
+        let (gn, got) = callee::<Native>(writes, reserves, gets).unwrap();
+        let (gr, got_ref) = callee::<Reference>(writes, reserves, gets).unwrap();
+        let what = format!(
+            "writes {writes:#07b}, reserved {reserves:#07b}, {got} of {gets} from getreg, x = {x}"
+        );
+        assert_eq!(got, got_ref, "getreg handed out: {what}");
+        let (cn, cr) = (
+            caller::<Native>(&gn).unwrap(),
+            caller::<Reference>(&gr).unwrap(),
+        );
+        // SAFETY: the generated functions take one long and call only
+        // each other.
+        let native = unsafe { Arch::run(&cn, &[Value::L(x)]) }.unwrap();
+        // SAFETY: the reference backend runs no native code here.
+        let reference = unsafe { cr.invoke(&[Value::L(x)]) }.unwrap();
+        assert_eq!(native, Value::L(want(x, writes, got)), "native: {what}");
+        assert_eq!(reference, native, "reference: {what}");
+    }
+}
+
 /// A register read before anything was written to it, and temporaries
 /// read after a call (which clobbers them).
 #[test]
