@@ -164,12 +164,13 @@ static int post(idl_channel *ch, uint32_t value)
 }
 
 /* How many polls this wait may make, and whether it is a probe: `spin`
- * while the peer was running at our last post; none while it was asleep,
- * except once every `probe` waits. */
+ * while the peer was running at our last post; none while it was asleep
+ * or after IDL_MISSES waits in a row whose polling ran out (a runnable
+ * peer that is not running), except once every `probe` waits. */
 static uint32_t budget(idl_channel *ch, bool *probing)
 {
     *probing = false;
-    if (ch->spin == 0 || !ch->woke)
+    if (ch->spin == 0 || !(ch->woke || ch->misses >= IDL_MISSES))
         return ch->spin;
     if (++ch->since >= ch->probe) {
         ch->since = 0;
@@ -196,6 +197,7 @@ static int await_state(idl_channel *ch, uint32_t want)
             if (v == want) {
                 if (probing)
                     ch->probe = IDL_PROBE_MIN;
+                ch->misses = 0;
                 return IDL_OK;
             }
             if (v == IDL_CLOSED)
@@ -215,6 +217,8 @@ static int await_state(idl_channel *ch, uint32_t want)
         }
         if (probing)
             ch->probe = ch->probe * 2 < IDL_PROBE_MAX ? ch->probe * 2 : IDL_PROBE_MAX;
+        if (ch->misses < IDL_MISSES)
+            ch->misses++;
     }
     const struct timespec check = {0, IDL_LIVENESS_CHECK_NS};
     uint64_t checked = now_ns();
@@ -286,6 +290,7 @@ static void attach(idl_channel *ch, int fd, unsigned char *base, size_t size,
     ch->woke = false;
     ch->probe = IDL_PROBE_MIN;
     ch->since = 0;
+    ch->misses = 0;
 }
 
 /* Maps `fd` after checking its seals, its header (a private copy) and its

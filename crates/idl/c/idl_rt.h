@@ -112,13 +112,15 @@ IDL_STATIC_ASSERT(IDL_ALIGNOF(idl_desc) == 4, "idl_desc is 4-aligned");
 
 /* Waiting (docs/idl.md, "Waiting"): a side polls at most `spin` times and
  * at most IDL_SPIN_TIME_NS, and not at all while its last post had to wake
- * the peer, except for one probe every `probe` waits (IDL_PROBE_MIN..MAX);
+ * the peer or after IDL_MISSES waits in a row whose polling ran out,
+ * except for one probe every `probe` waits (IDL_PROBE_MIN..MAX);
  * a side whose peer is attached sleeps at most IDL_LIVENESS_CHECK_NS at a
  * time and then checks the peer's lock. */
 #define IDL_SPIN_TIME_NS 10000u
 #define IDL_LIVENESS_CHECK_NS 50000000u
 #define IDL_PROBE_MIN 16u
 #define IDL_PROBE_MAX 1024u
+#define IDL_MISSES 2u /* polls in a row that ran out before a side sleeps at once */
 
 /* The header at offset 0 of the memfd (rt::shm's `Header`). */
 typedef struct idl_header {
@@ -160,6 +162,7 @@ typedef struct idl_channel {
     bool woke;                 /* this side's last post woke the peer */
     uint32_t probe;            /* waits between probes (IDL_PROBE_MIN..MAX) */
     uint32_t since;            /* waits since the last probe */
+    uint32_t misses;           /* waits in a row whose polling ran out */
 } idl_channel;
 
 /* The client and the server use the same channel type. */
