@@ -606,7 +606,7 @@ pub mod dynamic {
         /// functions' entry points called directly, the transport's string
         /// area begun only for an operation with in strings).
         #[inline]
-        fn run(&mut self, k: usize, _strings: bool) -> Result<(), Error> {
+        fn run(&mut self, k: usize) -> Result<(), Error> {
             let op = self.d.keys[k];
             let mut c = self.d.iface.client();
             // SAFETY: the slots hold the operation's values as the callers
@@ -634,7 +634,7 @@ pub mod dynamic {
         }
 
         fn null(&mut self) -> Result<(), Error> {
-            self.run(0, false)
+            self.run(0)
         }
 
         fn pfs_open(
@@ -650,7 +650,7 @@ pub mod dynamic {
             s[1] = fobj as u64;
             s[2] = flags as u64;
             s[3] = mode as u64;
-            self.run(1, false)?;
+            self.run(1)?;
             *handle = self.slots[4] as i32;
             Ok(self.slots[5] as i32)
         }
@@ -668,7 +668,7 @@ pub mod dynamic {
             s[2] = len as u64;
             s[3] = data.as_ptr() as u64;
             s[4] = data.len() as u64;
-            self.run(2, true)?;
+            self.run(2)?;
             *pos = self.slots[1] as i32;
             Ok(self.slots[5] as i32)
         }
@@ -684,7 +684,7 @@ pub mod dynamic {
             s[0] = handle as u64;
             s[1] = *pos as u64;
             s[2] = count as u64;
-            self.run(3, false)?;
+            self.run(3)?;
             self.out(3, data);
             *pos = self.slots[1] as i32;
             Ok(self.slots[5] as i32)
@@ -701,7 +701,7 @@ pub mod dynamic {
             s[0] = handle as u64;
             s[1] = offset as u64;
             s[2] = count as u64;
-            self.run(4, false)?;
+            self.run(4)?;
             self.out(3, data);
             Ok(self.slots[5] as i32)
         }
