@@ -13,12 +13,21 @@
 //! the time is at or below a twentieth of a cycle (see
 //! [`crate::bench_figures`]); the stub share of the IOzone time is a
 //! difference, n/a when within its noise or negative.
+//!
+//! The waiting section times null calls on an idle machine and with a busy
+//! thread on every core, under each waiting policy of the channel
+//! (futex only, adaptive, and fastpath's stubs over adaptive): medians, the
+//! cost a caller sees. A figure that came out impossible (too few valid
+//! batches, or fastpath's stubs faster than the raw channel under them) is
+//! remeasured, up to [`MAX_REMEASURES`] times, and the report says so.
 
 use std::process::ExitCode;
 
 use fastpath_bench::idl::{self, IDL4, count, server, timing};
 
-use crate::bench_figures::{Figure, MIN_NS_PER_OP, NotMeasured, best_figure, difference, ratio};
+use crate::bench_figures::{
+    Figure, MIN_NS_PER_OP, NotMeasured, best_figure, difference, median_figure, ratio,
+};
 use crate::bench_report::{Cell, Fmt, Report, Section, Target, col, verdict};
 
 /// fastpath's instructions over prost's (at most), the dynamic stubs' over
@@ -28,12 +37,22 @@ const TARGET_VS_PROST: f64 = 0.5;
 const TARGET_DYNAMIC: f64 = 1.5;
 const TARGET_NULL_VS_RAW: f64 = 1.2;
 const TARGET_IOZONE_VS_PROST: f64 = 1.1;
+/// Adaptive waiting's null call over a futex-only one with every core
+/// busy (at most).
+const TARGET_LOADED_VS_FUTEX: f64 = 2.0;
+/// How many times the waiting section is measured again when a figure
+/// came out impossible.
+pub const MAX_REMEASURES: u32 = 2;
 
 /// What a run measured: the callgrind counts (or why they were not
 /// taken) and the timings (or why they failed).
 pub struct Measured {
     pub counts: Result<Vec<count::Counts>, String>,
     pub timed: Result<timing::Timed, String>,
+    /// Null calls idle and loaded under each waiting policy, and how many
+    /// times they were measured again.
+    pub waiting: Result<timing::Waiting, String>,
+    pub waiting_remeasured: u32,
 }
 
 /// Runs the suite and prints the report.
@@ -51,11 +70,29 @@ pub fn run(json: bool, quick: bool) -> ExitCode {
         .map_err(|e| format!("cannot find this executable: {e}"))
         .and_then(|exe| count::measure(&exe));
     eprintln!("idl: timing round trips and IOzone");
+    let timed = timing::run(budget);
+    eprintln!("idl: timing null calls idle and with every core busy");
+    let mut waiting = timing::waiting(budget);
+    let mut waiting_remeasured = 0;
+    while waiting_remeasured < MAX_REMEASURES
+        && waiting
+            .as_ref()
+            .is_ok_and(|w| waiting_figures(w, budget.rounds).impossible())
+    {
+        waiting_remeasured += 1;
+        eprintln!(
+            "idl: remeasuring the waiting section: a figure came out impossible \
+             (attempt {waiting_remeasured} of {MAX_REMEASURES})"
+        );
+        waiting = timing::waiting(budget);
+    }
     let m = Measured {
         counts,
-        timed: timing::run(budget),
+        timed,
+        waiting,
+        waiting_remeasured,
     };
-    let failed = m.timed.is_err();
+    let failed = m.timed.is_err() || m.waiting.is_err();
     if let Err(e) = report(&m, budget, idl::fastpath_family::available(), quick).print(json) {
         eprintln!("fastpath bench idl: {e}");
         return ExitCode::FAILURE;
@@ -134,7 +171,133 @@ pub fn report(m: &Measured, budget: timing::Budget, have_fastpath: bool, quick: 
         Ok(t) => timed(&mut r, t, budget),
         Err(e) => r.notes.push(format!("round trips and IOzone FAILED: {e}")),
     }
+    match &m.waiting {
+        Ok(w) => waiting(&mut r, w, budget, m.waiting_remeasured),
+        Err(e) => r
+            .notes
+            .push(format!("null calls idle and loaded FAILED: {e}")),
+    }
     r
+}
+
+/// The waiting section's figures: per load, the medians of futex only,
+/// adaptive and fastpath, and fastpath's baseline (adaptive raw, unless
+/// impossible).
+struct WaitingFigures {
+    rows: Vec<[Figure; 3]>,
+    baselines: Vec<Figure>,
+}
+
+impl WaitingFigures {
+    /// Whether a figure came out impossible in a way a new measurement
+    /// may fix: too few valid batches, below resolution, or fastpath's
+    /// stubs faster than the raw channel they run on.
+    fn impossible(&self) -> bool {
+        let remeasurable = |f: &Figure| f.reason().is_some_and(NotMeasured::remeasurable);
+        self.rows.iter().flatten().any(remeasurable)
+            || self
+                .rows
+                .iter()
+                .zip(&self.baselines)
+                .any(|(r, b)| r[1].value().is_some() && b.value().is_none())
+    }
+}
+
+fn waiting_figures(w: &timing::Waiting, rounds: usize) -> WaitingFigures {
+    let mut rows = Vec::new();
+    let mut baselines = Vec::new();
+    for per_load in &w.ns {
+        let med = |p: usize| -> Figure {
+            if per_load[p].iter().all(|x| x.is_nan()) {
+                Figure::NotMeasured(NotMeasured::Unavailable(
+                    "fastpath's generated stubs are not in this build".into(),
+                ))
+            } else {
+                median_figure(&per_load[p], rounds, MIN_NS_PER_OP)
+            }
+        };
+        let row = [med(0), med(1), med(2)];
+        baselines.push(raw_baseline(row[1].clone(), Some(row[2].clone())));
+        rows.push(row);
+    }
+    WaitingFigures { rows, baselines }
+}
+
+/// Section 4: null calls idle and loaded under each waiting policy, and
+/// the targets of both.
+fn waiting(r: &mut Report, w: &timing::Waiting, budget: timing::Budget, remeasured: u32) {
+    let f = waiting_figures(w, budget.rounds);
+    let mut s = Section::new(
+        "waiting",
+        "Null calls on an idle and on a loaded machine, by waiting policy (idl::rt::shm)",
+        "machine",
+        vec![
+            col("futex_only_ns", "futex only ns", Fmt::Dec(0)),
+            col("adaptive_ns", "adaptive ns", Fmt::Dec(0)),
+            col(
+                "adaptive_over_futex_only",
+                "adaptive / futex only",
+                Fmt::Times,
+            ),
+            col("fastpath_ns", "fastpath ns", Fmt::Dec(0)),
+            col("fastpath_over_adaptive", "fastpath / adaptive", Fmt::Times),
+        ],
+    );
+    s.samples = Some(budget.rounds);
+    s.about = format!(
+        "ns per null call, median of {} interleaved batches ({} calls idle, {} loaded), each after a \
+         warm-up batch; the server is a child process. futex only = the raw channel with spin 0 (every \
+         wait sleeps); adaptive = the raw channel with the default budget (polls at most 10 µs, and not \
+         while the peer sleeps); fastpath = its generated stubs over the adaptive channel. loaded = {} \
+         busy threads of this process (one per CPU) running beside both sides.",
+        budget.rounds, w.batch[0], w.batch[1], w.busy
+    );
+    for (l, load) in timing::LOADS.iter().enumerate() {
+        let [fu, ad, fp] = &f.rows[l];
+        s.row(
+            *load,
+            vec![
+                Cell::Fig(fu.clone()),
+                Cell::Fig(ad.clone()),
+                Cell::Fig(ratio(ad, fu)),
+                Cell::Fig(fp.clone()),
+                Cell::Fig(ratio(fp, &f.baselines[l])),
+            ],
+        );
+    }
+    r.sections.push(s);
+    if remeasured > 0 {
+        r.notes.push(format!(
+            "waiting: measured {} times in all, a figure having come out impossible",
+            remeasured + 1
+        ));
+    }
+    let q = ratio(&f.rows[1][1], &f.rows[1][0]);
+    r.targets.push(Target {
+        what: format!(
+            "loaded null call: adaptive waiting at most {TARGET_LOADED_VS_FUTEX}x a futex-only round trip"
+        ),
+        verdict: verdict(&q, |v| v <= TARGET_LOADED_VS_FUTEX),
+        detail: format!(
+            "adaptive {} ns = {} futex only {} ns (medians)",
+            f.rows[1][1].cell(|v| format!("{v:.0}")),
+            q.cell(|v| format!("{v:.2}x")),
+            f.rows[1][0].cell(|v| format!("{v:.0}"))
+        ),
+    });
+    let q = ratio(&f.rows[0][2], &f.baselines[0]);
+    r.targets.push(Target {
+        what: format!(
+            "idle null call: fastpath at most {TARGET_NULL_VS_RAW}x the raw channel (medians)"
+        ),
+        verdict: verdict(&q, |v| v <= TARGET_NULL_VS_RAW),
+        detail: format!(
+            "fastpath {} ns = {} raw {} ns",
+            f.rows[0][2].cell(|v| format!("{v:.0}")),
+            q.cell(|v| format!("{v:.2}x")),
+            f.rows[0][1].cell(|v| format!("{v:.0}"))
+        ),
+    });
 }
 
 /// Section 1: Table 4 by callgrind, and its targets.
@@ -422,6 +585,25 @@ mod tests {
                 iozone: vec![vec![0.001, 0.001], vec![0.002, 0.002], vec![0.004, 0.004]],
                 pread: Err("no /dev/shm".into()),
             }),
+            waiting: Ok(timing::Waiting {
+                ns: vec![
+                    // Idle: futex only, adaptive, fastpath.
+                    vec![
+                        vec![30_000.0, 40_000.0],
+                        vec![400.0, 500.0],
+                        vec![440.0, 550.0],
+                    ],
+                    // Loaded: a lost fastpath batch.
+                    vec![
+                        vec![10_000.0, 12_000.0],
+                        vec![11_000.0, 14_000.0],
+                        vec![f64::NAN, 900.0],
+                    ],
+                ],
+                busy: 2,
+                batch: [10, 3],
+            }),
+            waiting_remeasured: 1,
         };
         let b = timing::Budget {
             rounds: 2,
@@ -459,6 +641,51 @@ mod tests {
                 .contains("measured slower than fastpath's stubs"),
             "{open}"
         );
+        let wt = &v["sections"]["waiting"]["rows"];
+        assert_eq!(wt[0]["name"], "idle");
+        assert_eq!(wt[0]["adaptive_ns"]["value"], 500.0);
+        assert_eq!(wt[0]["fastpath_over_adaptive"]["value"], 1.1);
+        assert_eq!(
+            wt[1]["adaptive_over_futex_only"]["value"],
+            14_000.0 / 12_000.0
+        );
+        assert_eq!(
+            wt[1]["fastpath_ns"]["reason"],
+            "1 valid samples of the 2 the median needs"
+        );
+        assert!(
+            waiting_figures(slow_raw.waiting.as_ref().unwrap(), 2).impossible(),
+            "a lost batch is remeasured"
+        );
+        let loaded = v["targets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| {
+                t["target"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("loaded null call")
+            })
+            .expect("the loaded target");
+        assert_eq!(loaded["verdict"], "PASS");
+        // fastpath's stubs faster than the raw channel under them: the raw
+        // figure is no baseline, and the section is measured again.
+        let fast = timing::Waiting {
+            ns: vec![
+                vec![
+                    vec![30_000.0, 30_000.0],
+                    vec![900.0, 900.0],
+                    vec![400.0, 400.0]
+                ];
+                2
+            ],
+            busy: 2,
+            batch: [10, 3],
+        };
+        let wf = waiting_figures(&fast, 2);
+        assert!(wf.baselines[0].value().is_none());
+        assert!(wf.impossible());
         let io = &v["sections"]["iozone"]["rows"];
         assert_eq!(io[1]["stub_share_percent"]["value"], 50.0);
         assert_eq!(io[1]["over_prost"]["value"], 2.0);

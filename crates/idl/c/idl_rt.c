@@ -10,10 +10,12 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/futex.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #define PAGE 4096u
@@ -33,16 +35,18 @@ const char *idl_strerror(int status)
     case IDL_E_PROTOCOL: return "the peer broke the channel's protocol";
     case IDL_E_SYSTEM: return "a system call failed";
     case IDL_E_HEADER: return "not an idl channel (magic, version, sizes or seals)";
+    case IDL_E_PEER_DIED: return "the peer's process is gone without closing the channel";
     default: return "unknown status";
     }
 }
 
 /* ---- futex ------------------------------------------------------------ */
 
-/* The memfd is shared between processes: no FUTEX_PRIVATE_FLAG. */
-static void futex_wait(_Atomic uint32_t *word, uint32_t expected)
+/* The memfd is shared between processes: no FUTEX_PRIVATE_FLAG. Sleeps
+ * while the word is `expected`, at most `timeout` (NULL: no limit). */
+static void futex_wait(_Atomic uint32_t *word, uint32_t expected, const struct timespec *timeout)
 {
-    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT, expected, NULL, NULL, 0);
+    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT, expected, timeout, NULL, 0);
 }
 
 static void futex_wake(_Atomic uint32_t *word)
@@ -54,12 +58,97 @@ static inline void cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
 #endif
 }
 
+static uint64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* ---- liveness (docs/idl.md, "Liveness"; rt::shm's `Liveness`) ---------- */
+
+/* F_OFD_SETLK: takes a write lock on byte `at`, true if taken.
+ * F_OFD_GETLK: true if another description holds a lock on byte `at`, and
+ * true if the query fails, so that a failing check never declares a peer
+ * dead. */
+static bool ofd_lock(int fd, int at, int cmd)
+{
+    struct flock fl;
+    memset(&fl, 0, sizeof fl); /* l_pid 0, as OFD locks require */
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = at;
+    fl.l_len = 1;
+    int r = fcntl(fd, cmd, &fl);
+    if (cmd == F_OFD_GETLK)
+        return r < 0 || fl.l_type != F_UNLCK;
+    return r == 0;
+}
+
+/* A new open file description of the channel's memfd (a dup would share
+ * the description, and with it the lock), or -1. */
+static int reopen(const idl_channel *ch)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", ch->fd);
+    return open(path, O_RDWR | O_CLOEXEC);
+}
+
+static _Atomic uint32_t *attached_word(const idl_channel *ch, int side)
+{
+    return (_Atomic uint32_t *)(ch->base + IDL_ATTACHED + 4u * (unsigned)side);
+}
+
+/* Makes the mapping `side` on its first call or wait: takes the side's
+ * lock through a description of its own and sets its attached word. A side
+ * that cannot take it (no /proc, the side already taken by another
+ * mapping) is not watched by its peer. */
+static void announce(idl_channel *ch, int side)
+{
+    ch->side = side;
+    int fd = reopen(ch);
+    if (fd >= 0 && !ofd_lock(fd, side, F_OFD_SETLK)) {
+        close(fd);
+        fd = -1;
+    }
+    ch->lock_fd = fd;
+    if (fd >= 0)
+        atomic_store_explicit(attached_word(ch, side), 1, memory_order_release);
+}
+
+/* Whether the peer attached and so can be watched. */
+static bool watching(const idl_channel *ch)
+{
+    return atomic_load_explicit(attached_word(ch, 1 - ch->side), memory_order_acquire) != 0;
+}
+
+/* Whether the peer's process still holds its lock (true if it never
+ * attached or the check fails). The query goes through our own
+ * description: our lock is on the other byte. */
+static bool peer_alive(const idl_channel *ch)
+{
+    if (!watching(ch))
+        return true;
+    int fd = ch->lock_fd >= 0 ? ch->lock_fd : reopen(ch);
+    if (fd < 0)
+        return true;
+    bool held = ofd_lock(fd, 1 - ch->side, F_OFD_GETLK);
+    if (fd != ch->lock_fd)
+        close(fd);
+    return held;
+}
+
+/* ---- posting and waiting ---------------------------------------------- */
+
 /* Posts `value` (a request or a reply): a compare-and-swap from the
  * current state with release order, unless the channel is closed; wakes
- * the peer if it sleeps (bit 31 of the replaced state). */
+ * the peer if it sleeps (bit 31 of the replaced state) and remembers that
+ * it did: a peer that slept is not running (the waiting policy). */
 static int post(idl_channel *ch, uint32_t value)
 {
     uint32_t s = atomic_load_explicit(ch->state, memory_order_relaxed);
@@ -68,17 +157,71 @@ static int post(idl_channel *ch, uint32_t value)
             return IDL_E_CLOSED;
     } while (!atomic_compare_exchange_weak_explicit(ch->state, &s, value, memory_order_release,
                                                     memory_order_relaxed));
-    if (s & IDL_WAITER)
+    ch->woke = (s & IDL_WAITER) != 0;
+    if (ch->woke)
         futex_wake(ch->state);
     return IDL_OK;
 }
 
+/* How many polls this wait may make, and whether it is a probe: `spin`
+ * while the peer was running at our last post; none while it was asleep
+ * or after IDL_MISSES waits in a row whose polling ran out (a runnable
+ * peer that is not running), except once every `probe` waits. */
+static uint32_t budget(idl_channel *ch, bool *probing)
+{
+    *probing = false;
+    if (ch->spin == 0 || !(ch->woke || ch->misses >= IDL_MISSES))
+        return ch->spin;
+    if (++ch->since >= ch->probe) {
+        ch->since = 0;
+        *probing = true;
+        return ch->spin;
+    }
+    return 0;
+}
+
 /* Waits (acquire) until the state, without the waiter bit, is `want`:
- * IDL_OK, or IDL_E_CLOSED. Polls `spin` times, then sets the waiter bit
- * and sleeps on the futex. */
+ * IDL_OK, IDL_E_CLOSED, or IDL_E_PEER_DIED. Polls while the waiting policy
+ * says it pays (`budget`, at most IDL_SPIN_TIME_NS), then sets the waiter
+ * bit and sleeps on the futex; a side whose peer attached wakes every
+ * IDL_LIVENESS_CHECK_NS to check the peer's lock. */
 static int await_state(idl_channel *ch, uint32_t want)
 {
-    uint32_t spins = ch->spin;
+    bool probing;
+    uint32_t polls = budget(ch, &probing);
+    if (polls > 0) {
+        uint64_t start = 0;
+        uint32_t n = 0;
+        for (;;) {
+            uint32_t v = atomic_load_explicit(ch->state, memory_order_acquire) & ~IDL_WAITER;
+            if (v == want) {
+                if (probing)
+                    ch->probe = IDL_PROBE_MIN;
+                ch->misses = 0;
+                return IDL_OK;
+            }
+            if (v == IDL_CLOSED)
+                return IDL_E_CLOSED;
+            if (++n >= polls)
+                break;
+            /* The clock is read only once a wait outlasts the polls a
+             * quick answer takes, and then every 64 polls. */
+            if (n % 64 == 0) {
+                uint64_t t = now_ns();
+                if (start == 0)
+                    start = t;
+                else if (t - start >= IDL_SPIN_TIME_NS)
+                    break;
+            }
+            cpu_relax();
+        }
+        if (probing)
+            ch->probe = ch->probe * 2 < IDL_PROBE_MAX ? ch->probe * 2 : IDL_PROBE_MAX;
+        if (ch->misses < IDL_MISSES)
+            ch->misses++;
+    }
+    const struct timespec check = {0, IDL_LIVENESS_CHECK_NS};
+    uint64_t checked = now_ns();
     for (;;) {
         uint32_t s = atomic_load_explicit(ch->state, memory_order_acquire);
         uint32_t v = s & ~IDL_WAITER;
@@ -86,16 +229,23 @@ static int await_state(idl_channel *ch, uint32_t want)
             return IDL_OK;
         if (v == IDL_CLOSED)
             return IDL_E_CLOSED;
-        if (spins > 0) {
-            spins--;
-            cpu_relax();
-            continue;
-        }
         if (!(s & IDL_WAITER) &&
             !atomic_compare_exchange_strong_explicit(ch->state, &s, s | IDL_WAITER,
                                                      memory_order_relaxed, memory_order_relaxed))
             continue;
-        futex_wait(ch->state, s | IDL_WAITER);
+        bool watch = watching(ch);
+        futex_wait(ch->state, s | IDL_WAITER, watch ? &check : NULL);
+        if (watch && now_ns() - checked >= IDL_LIVENESS_CHECK_NS) {
+            checked = now_ns();
+            if (!peer_alive(ch)) {
+                /* Re-read: a reply or a close posted just before the peer
+                 * died still counts. */
+                v = atomic_load_explicit(ch->state, memory_order_acquire) & ~IDL_WAITER;
+                if (v == want)
+                    return IDL_OK;
+                return v == IDL_CLOSED ? IDL_E_CLOSED : IDL_E_PEER_DIED;
+            }
+        }
     }
 }
 
@@ -135,6 +285,12 @@ static void attach(idl_channel *ch, int fd, unsigned char *base, size_t size,
     ch->spin = h->spin < SPIN_MAX ? h->spin : SPIN_MAX;
     ch->cursor = 0;
     ch->nstrings = 0;
+    ch->side = -1;
+    ch->lock_fd = -1;
+    ch->woke = false;
+    ch->probe = IDL_PROBE_MIN;
+    ch->since = 0;
+    ch->misses = 0;
 }
 
 /* Maps `fd` after checking its seals, its header (a private copy) and its
@@ -215,8 +371,11 @@ void idl_channel_unmap(idl_channel *ch)
     }
     if (ch->fd >= 0)
         close(ch->fd);
+    if (ch->lock_fd >= 0)
+        close(ch->lock_fd);
     ch->base = NULL;
     ch->fd = -1;
+    ch->lock_fd = -1;
 }
 
 /* ---- client ----------------------------------------------------------- */
@@ -249,6 +408,8 @@ int idl_client_call(idl_channel *ch, uint16_t key, uint32_t request_len, uint32_
 {
     if (request_len > ch->capacity || reply_len > ch->capacity)
         return IDL_E_LIMIT;
+    if (ch->side < 0)
+        announce(ch, IDL_SIDE_CLIENT);
     atomic_store_explicit(ch->word, key, memory_order_relaxed);
     atomic_store_explicit(ch->len, (uint16_t)request_len, memory_order_relaxed);
     int st = post(ch, IDL_REQUEST);
@@ -297,6 +458,8 @@ int idl_client_get(idl_channel *ch, idl_desc d, uint32_t size, uint32_t align, b
 
 int idl_server_wait(idl_channel *ch, uint16_t *key, uint32_t *len)
 {
+    if (ch->side < 0)
+        announce(ch, IDL_SIDE_SERVER);
     for (;;) {
         int st = await_state(ch, IDL_REQUEST);
         if (st != IDL_OK)

@@ -70,6 +70,7 @@ extern "C" {
 #define IDL_E_PROTOCOL 258 /* the peer broke the protocol: bad reply, unknown status */
 #define IDL_E_SYSTEM 259   /* a system call failed; errno says why */
 #define IDL_E_HEADER 260   /* the memfd is not an idl channel (magic, version, sizes, seals) */
+#define IDL_E_PEER_DIED 261 /* the peer's process is gone without closing the channel */
 
 /* A short, static description of a status or error code. */
 const char *idl_strerror(int status);
@@ -101,6 +102,25 @@ IDL_STATIC_ASSERT(IDL_ALIGNOF(idl_desc) == 4, "idl_desc is 4-aligned");
 #define IDL_REPLY 2u
 #define IDL_CLOSED 3u
 #define IDL_WAITER 0x80000000u
+
+/* Liveness (docs/idl.md, "Liveness"): the attached words in the header
+ * page, the client's then the server's; each side holds an OFD write lock
+ * on byte 0 (client) or 1 (server) of the memfd while its process lives. */
+#define IDL_ATTACHED 64u
+#define IDL_SIDE_CLIENT 0
+#define IDL_SIDE_SERVER 1
+
+/* Waiting (docs/idl.md, "Waiting"): a side polls at most `spin` times and
+ * at most IDL_SPIN_TIME_NS, and not at all while its last post had to wake
+ * the peer or after IDL_MISSES waits in a row whose polling ran out,
+ * except for one probe every `probe` waits (IDL_PROBE_MIN..MAX);
+ * a side whose peer is attached sleeps at most IDL_LIVENESS_CHECK_NS at a
+ * time and then checks the peer's lock. */
+#define IDL_SPIN_TIME_NS 10000u
+#define IDL_LIVENESS_CHECK_NS 50000000u
+#define IDL_PROBE_MIN 16u
+#define IDL_PROBE_MAX 1024u
+#define IDL_MISSES 2u /* polls in a row that ran out before a side sleeps at once */
 
 /* The header at offset 0 of the memfd (rt::shm's `Header`). */
 typedef struct idl_header {
@@ -137,6 +157,12 @@ typedef struct idl_channel {
     uint32_t spin;             /* polls before sleeping on the futex */
     uint32_t cursor;           /* client: next free byte of the string area */
     uint32_t nstrings;         /* client: strings put in this request */
+    int side;                  /* IDL_SIDE_*, or -1 before the first call or wait */
+    int lock_fd;               /* the description holding this side's lock, or -1 */
+    bool woke;                 /* this side's last post woke the peer */
+    uint32_t probe;            /* waits between probes (IDL_PROBE_MIN..MAX) */
+    uint32_t since;            /* waits since the last probe */
+    uint32_t misses;           /* waits in a row whose polling ran out */
 } idl_channel;
 
 /* The client and the server use the same channel type. */
@@ -153,7 +179,14 @@ int idl_channel_create(idl_channel *ch, uint32_t capacity, uint32_t area_len);
 /* Maps the channel in memfd `fd` (e.g. inherited from the process that
  * created it), checking its seals and a private copy of its header (magic,
  * version, sizes), as rt::shm does. On success the channel owns `fd`; on
- * failure it stays the caller's and `ch` is untouched. */
+ * failure it stays the caller's and `ch` is untouched.
+ *
+ * The mapping becomes a side at its first idl_client_call (the client) or
+ * idl_server_wait (the server): it then takes that side's liveness lock
+ * through a description of its own, so a process may create a channel,
+ * fork and let each process take one side. A process that forks after its
+ * side's first call shares the lock with its child (the lock goes only
+ * when both are gone). */
 int idl_channel_map(idl_channel *ch, int fd);
 
 /* Marks the channel closed (state 3) and wakes the peer: a server loop
@@ -181,7 +214,8 @@ int idl_client_put(idl_channel *ch, idl_desc *d, const void *src, uint32_t n,
 
 /* Posts the request (`key`, `request_len` bytes of the record), waits for
  * the reply and returns its status. IDL_E_PROTOCOL if the reply is shorter
- * than `reply_len` or its status word names no status. */
+ * than `reply_len` or its status word names no status; IDL_E_PEER_DIED if
+ * the server's process is gone without replying. */
 int idl_client_call(idl_channel *ch, uint16_t key, uint32_t request_len,
                     uint32_t reply_len);
 
@@ -195,8 +229,9 @@ int idl_client_get(idl_channel *ch, idl_desc d, uint32_t size, uint32_t align,
 
 /* ---- Server side (called by generated server stubs and loops) --------- */
 
-/* Waits for a request; returns IDL_OK with its key and length, or
- * IDL_E_CLOSED when the channel is closed. A request longer than the
+/* Waits for a request; returns IDL_OK with its key and length,
+ * IDL_E_CLOSED when the channel is closed, or IDL_E_PEER_DIED when the
+ * client's process is gone without closing it. A request longer than the
  * buffer is answered IDL_SHORT_MESSAGE here and not returned. */
 int idl_server_wait(idl_channel *ch, uint16_t *key, uint32_t *len);
 

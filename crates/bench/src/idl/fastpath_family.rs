@@ -601,33 +601,18 @@ pub mod dynamic {
 
     impl<T: ClientTransport> DynClient<T> {
         /// Marshals the slots, calls, unmarshals: operation `k` of
-        /// [`Dyn::keys`].
+        /// [`Dyn::keys`], through the library's slot-level call
+        /// ([`idl::dynamic::DynClient::call_slots`]: the generated
+        /// functions' entry points called directly, the transport's string
+        /// area begun only for an operation with in strings).
         #[inline]
-        fn run(&mut self, k: usize, strings: bool) -> Result<(), Error> {
+        fn run(&mut self, k: usize) -> Result<(), Error> {
             let op = self.d.keys[k];
-            if strings {
-                self.t.begin();
-            }
+            let mut c = self.d.iface.client();
             // SAFETY: the slots hold the operation's values as the callers
             // below set them (pointers valid for their lengths during the
             // call); the transport's buffer holds every record (8 KiB).
-            let n = unsafe { self.d.iface.marshal_slots(op, &mut self.slots, &mut self.t) }
-                .map_err(derr)?;
-            if n < 0 {
-                return Err(Error::TooLarge(0));
-            }
-            self.t.call(op as u16, n as usize).map_err(cerr)?;
-            // SAFETY: as above; the buffer now holds the reply.
-            let r = unsafe {
-                self.d
-                    .iface
-                    .unmarshal_slots(op, &mut self.slots, &mut self.t)
-            }
-            .map_err(derr)?;
-            if r < 0 {
-                return Err(Error::Decode("bad reply".into()));
-            }
-            Ok(())
+            unsafe { c.call_slots(&mut self.t, op, &mut self.slots) }.map_err(derr)
         }
 
         /// The reply's out array named by slots `s`, `s + 1`, copied.
@@ -649,7 +634,7 @@ pub mod dynamic {
         }
 
         fn null(&mut self) -> Result<(), Error> {
-            self.run(0, false)
+            self.run(0)
         }
 
         fn pfs_open(
@@ -665,7 +650,7 @@ pub mod dynamic {
             s[1] = fobj as u64;
             s[2] = flags as u64;
             s[3] = mode as u64;
-            self.run(1, false)?;
+            self.run(1)?;
             *handle = self.slots[4] as i32;
             Ok(self.slots[5] as i32)
         }
@@ -683,7 +668,7 @@ pub mod dynamic {
             s[2] = len as u64;
             s[3] = data.as_ptr() as u64;
             s[4] = data.len() as u64;
-            self.run(2, true)?;
+            self.run(2)?;
             *pos = self.slots[1] as i32;
             Ok(self.slots[5] as i32)
         }
@@ -699,7 +684,7 @@ pub mod dynamic {
             s[0] = handle as u64;
             s[1] = *pos as u64;
             s[2] = count as u64;
-            self.run(3, false)?;
+            self.run(3)?;
             self.out(3, data);
             *pos = self.slots[1] as i32;
             Ok(self.slots[5] as i32)
@@ -716,7 +701,7 @@ pub mod dynamic {
             s[0] = handle as u64;
             s[1] = offset as u64;
             s[2] = count as u64;
-            self.run(4, false)?;
+            self.run(4)?;
             self.out(3, data);
             Ok(self.slots[5] as i32)
         }

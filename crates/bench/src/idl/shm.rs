@@ -152,9 +152,15 @@ pub struct Child2 {
 impl Child2 {
     /// Starts this executable as the server of `family` on a new channel.
     pub fn spawn(family: &str) -> Result<Child2, String> {
+        Child2::spawn_with(family, &config())
+    }
+
+    /// The same on a channel of `config` (e.g. `spin` 0: a futex-only
+    /// channel, both sides reading the spin count from its header).
+    pub fn spawn_with(family: &str, config: &Config) -> Result<Child2, String> {
         // The parent holds the memfd and its client end only: a server end
         // closes the channel when dropped.
-        let memfd = shm::create(&config()).map_err(|e| e.to_string())?;
+        let memfd = shm::create(config).map_err(|e| e.to_string())?;
         let fd = shm::inheritable(&memfd).map_err(|e| e.to_string())?;
         let end = ClientEnd::from_fd(memfd).map_err(|e| e.to_string())?;
         let exe = std::env::current_exe().map_err(|e| e.to_string())?;

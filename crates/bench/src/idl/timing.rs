@@ -1,10 +1,17 @@
 //! Round trips between two processes over the shared-memory channel, and
-//! IOzone's reread (Table 3), for every family, interleaved in one run.
+//! IOzone's reread (Table 3), for every family, interleaved in one run; and
+//! null round trips under each waiting policy on an idle and on a loaded
+//! machine ([`waiting`]).
 
 use std::hint::black_box;
 use std::time::Instant;
 
-use idl::rt::shm::ClientEnd;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use idl::rt::shm::{ClientEnd, Config};
 
 use super::count::TABLE4_INTS;
 use super::server::{FILE_BYTES, PfsClient, READ_BYTES};
@@ -63,47 +70,52 @@ pub struct Running {
 
 /// The families of the timed tables, each with its server child started.
 pub fn start_all() -> Result<Vec<Running>, String> {
-    let mut v = Vec::new();
     let mut names: Vec<&'static str> = vec!["raw"];
     if super::fastpath_family::available() {
         names.push("fastpath");
     }
     names.extend(["hand-written", "prost", "capnp", "flatbuffers"]);
-    for name in names {
-        let mut child = Child2::spawn(name)?;
-        let end = child.end.take().ok_or("no client end")?;
-        let family = if name == "raw" {
-            Family::Raw(end)
-        } else {
-            let c: Box<dyn PfsClient> = match name {
-                "fastpath" => super::fastpath_family::shm_client(end)?,
-                "hand-written" => Box::new(hand::Client {
-                    wire: ShmWire { end },
-                }),
-                "prost" => Box::new(prost_peer::Client {
-                    wire: ShmWire { end },
-                }),
-                "capnp" => Box::new(capnp_peer::Client {
-                    wire: ShmWire { end },
-                }),
-                _ => Box::new(flat_peer::Client::new(ShmWire { end })),
-            };
-            Family::Stub(c)
+    names
+        .into_iter()
+        .map(|name| start(name, &super::shm::config()))
+        .collect()
+}
+
+/// The family `name` with its server child started on a channel of
+/// `config`, its results checked.
+pub fn start(name: &'static str, config: &Config) -> Result<Running, String> {
+    let mut child = Child2::spawn_with(name, config)?;
+    let end = child.end.take().ok_or("no client end")?;
+    let family = if name == "raw" {
+        Family::Raw(end)
+    } else {
+        let c: Box<dyn PfsClient> = match name {
+            "fastpath" => super::fastpath_family::shm_client(end)?,
+            "hand-written" => Box::new(hand::Client {
+                wire: ShmWire { end },
+            }),
+            "prost" => Box::new(prost_peer::Client {
+                wire: ShmWire { end },
+            }),
+            "capnp" => Box::new(capnp_peer::Client {
+                wire: ShmWire { end },
+            }),
+            _ => Box::new(flat_peer::Client::new(ShmWire { end })),
         };
-        let mut r = Running {
-            name,
-            family,
-            _child: child,
-            data: (0..TABLE4_INTS as i32).collect(),
-            out: Vec::new(),
-            buf: Vec::with_capacity(READ_BYTES),
-        };
-        if let Family::Stub(c) = &mut r.family {
-            super::server::check(c.as_mut())?;
-        }
-        v.push(r);
+        Family::Stub(c)
+    };
+    let mut r = Running {
+        name,
+        family,
+        _child: child,
+        data: (0..TABLE4_INTS as i32).collect(),
+        out: Vec::new(),
+        buf: Vec::with_capacity(READ_BYTES),
+    };
+    if let Family::Stub(c) = &mut r.family {
+        super::server::check(c.as_mut())?;
     }
-    Ok(v)
+    Ok(r)
 }
 
 impl Running {
@@ -273,4 +285,112 @@ fn run_pinned(budget: Budget) -> Result<Timed, String> {
         iozone: io,
         pread,
     })
+}
+
+/// The waiting policies compared by [`waiting`], in order: the raw channel
+/// with `spin` 0 (every wait sleeps on the futex), the raw channel with the
+/// default budget (adaptive waiting: docs/idl.md, "Waiting"), and
+/// fastpath's generated stubs over the default channel.
+pub const POLICIES: [&str; 3] = ["futex-only", "adaptive", "fastpath"];
+
+/// The machine states of [`waiting`], in order.
+pub const LOADS: [&str; 2] = ["idle", "loaded"];
+
+/// Null round trips on an idle machine and on one whose every core runs a
+/// busy thread.
+#[derive(Clone, Debug)]
+pub struct Waiting {
+    /// Per load, per policy: ns per call of each round's batch (NaN where
+    /// the policy did not run, e.g. fastpath's stubs not in the build).
+    pub ns: Vec<Vec<Vec<f64>>>,
+    /// Busy threads beside the loaded batches: one per CPU.
+    pub busy: usize,
+    /// Calls per batch, idle and loaded.
+    pub batch: [usize; 2],
+}
+
+/// Threads that keep every core busy until dropped.
+struct Busy {
+    stop: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Busy {
+    fn start(n: usize) -> Busy {
+        let stop = Arc::new(AtomicBool::new(false));
+        let threads = (0..n)
+            .map(|_| {
+                let stop = Arc::clone(&stop);
+                std::thread::spawn(move || {
+                    let mut x = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        for _ in 0..1000 {
+                            x = black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+                        }
+                    }
+                })
+            })
+            .collect();
+        // Let the scheduler spread them over the cores first.
+        std::thread::sleep(Duration::from_millis(20));
+        Busy { stop, threads }
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Times null calls under each of [`POLICIES`], idle and then with every
+/// core busy ([`LOADS`]), `budget.rounds` rounds, each server a child
+/// process. A loaded batch is a quarter of an idle one: a futex round
+/// trip on a busy machine costs tens of µs.
+pub fn waiting(budget: Budget) -> Result<Waiting, String> {
+    let futex = Config {
+        spin: 0,
+        ..super::shm::config()
+    };
+    let mut fams: Vec<Option<Running>> = vec![
+        Some(start("raw", &futex)?),
+        Some(start("raw", &super::shm::config())?),
+        if super::fastpath_family::available() {
+            Some(start("fastpath", &super::shm::config())?)
+        } else {
+            None
+        },
+    ];
+    if let Some(Some(Running {
+        family: Family::Raw(end),
+        ..
+    })) = fams.first_mut()
+    {
+        // The header says 0 too; the end's own budget is set alike.
+        end.set_spin(0);
+    }
+    let busy = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let batch = [budget.batch, budget.batch / 4 + 1];
+    let mut ns = vec![vec![Vec::new(); POLICIES.len()]; LOADS.len()];
+    for f in fams.iter_mut().flatten() {
+        f.time_call(0, batch[0] / 4 + 1)?;
+    }
+    for _ in 0..budget.rounds {
+        for (l, per_load) in ns.iter_mut().enumerate() {
+            let _load = (l == 1).then(|| Busy::start(busy));
+            for (p, f) in fams.iter_mut().enumerate() {
+                let Some(f) = f else {
+                    per_load[p].push(f64::NAN);
+                    continue;
+                };
+                // Wake the server (it sleeps while the others are timed).
+                f.time_call(0, batch[l] / 8 + 1)?;
+                per_load[p].push(f.time_call(0, batch[l])?);
+            }
+        }
+    }
+    Ok(Waiting { ns, busy, batch })
 }

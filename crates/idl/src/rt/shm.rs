@@ -510,6 +510,10 @@ pub const LIVENESS_CHECK: Duration = Duration::from_millis(50);
 const PROBE_MIN: u32 = 16;
 const PROBE_MAX: u32 = 1024;
 
+/// Waits in a row whose polling ran out before a side stops polling (see
+/// [`Waiting`]).
+const MISSES: u32 = 2;
+
 /// When a side polls and when it goes to the futex at once.
 ///
 /// Polling pays only while the peer is running, so that its answer comes
@@ -519,6 +523,12 @@ const PROBE_MAX: u32 = 1024;
 /// peer needs. So:
 /// - if the side's last post found the peer asleep on the futex (it had to
 ///   wake it), the peer is not running: the side goes to the futex at once;
+/// - so it does after [`MISSES`] waits in a row whose polling ran out: a
+///   peer that was runnable but not running (on a machine with more
+///   runnable tasks than cores a woken side often preempts its waker, which
+///   then has not reached its futex wait when the next post comes, so the
+///   post finds no sleeper) answers only once our polling leaves the core;
+///   one poll that runs out (a call that takes long) does not count;
 /// - otherwise (the peer was polling, or working on the call) it polls for
 ///   at most [`SPIN_TIME`] and at most `spin` times;
 /// - one wait in `probe` of the first kind polls anyway (a probe), so that
@@ -536,6 +546,8 @@ struct Waiting {
     spin: Cell<u32>,
     /// Whether this side's last post woke the peer.
     woke: Cell<bool>,
+    /// Waits in a row whose polling ran out unanswered.
+    misses: Cell<u32>,
     /// Waits between probes, and waits since the last.
     probe: Cell<u32>,
     since: Cell<u32>,
@@ -546,6 +558,7 @@ impl Waiting {
         Waiting {
             spin: Cell::new(spin),
             woke: Cell::new(false),
+            misses: Cell::new(0),
             probe: Cell::new(PROBE_MIN),
             since: Cell::new(0),
         }
@@ -555,7 +568,7 @@ impl Waiting {
     #[inline(always)]
     fn budget(&self) -> (u32, bool) {
         let spin = self.spin.get();
-        if spin == 0 || !self.woke.get() {
+        if spin == 0 || !(self.woke.get() || self.misses.get() >= MISSES) {
             return (spin, false);
         }
         let since = self.since.get() + 1;
@@ -571,6 +584,11 @@ impl Waiting {
     /// Records how a wait's polling went.
     #[inline(always)]
     fn spun(&self, probing: bool, answered: bool) {
+        self.misses.set(if answered {
+            0
+        } else {
+            self.misses.get().saturating_add(1)
+        });
         if probing {
             self.probe.set(if answered {
                 PROBE_MIN
@@ -1066,6 +1084,37 @@ mod tests {
             ClientEnd::from_fd(fd),
             Err(ShmError::BadHeader("wrong magic"))
         ));
+    }
+
+    #[test]
+    fn waiting_stops_polling_after_two_polls_ran_out_and_probes_back() {
+        let w = Waiting::new(2000);
+        // The peer is running: poll.
+        assert_eq!(w.budget(), (2000, false));
+        // One poll that ran out (a long call) changes nothing.
+        w.spun(false, false);
+        assert_eq!(w.budget(), (2000, false));
+        // Two in a row: the peer is not running, sleep at once...
+        w.spun(false, false);
+        for _ in 1..PROBE_MIN {
+            assert_eq!(w.budget(), (0, false));
+        }
+        // ...but probe every PROBE_MIN waits; a probe that ran out doubles
+        // the interval.
+        assert_eq!(w.budget(), (2000, true));
+        w.spun(true, false);
+        for _ in 1..2 * PROBE_MIN {
+            assert_eq!(w.budget(), (0, false));
+        }
+        assert_eq!(w.budget(), (2000, true));
+        // An answered probe: back to polling.
+        w.spun(true, true);
+        assert_eq!(w.budget(), (2000, false));
+        // An answered poll between two that ran out resets the count.
+        w.spun(false, false);
+        w.spun(false, true);
+        w.spun(false, false);
+        assert_eq!(w.budget(), (2000, false));
     }
 
     #[test]
