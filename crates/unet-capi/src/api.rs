@@ -18,7 +18,7 @@ use thiserror::Error;
 use unet::client::Client;
 use unet::daemon::Server;
 use unet::transport::LoopNet;
-use unet::wait::Backoff;
+use unet::wait::{Backoff, SPINS_BEFORE_YIELD};
 use unet::{Addr, Config, Endpoint, EngineError, PortCounts, SendError};
 
 /// The error codes a C caller sees (`UNET_E*` in `unet.h`); success is 0.
@@ -439,7 +439,11 @@ pub fn recv(id: u64, buf: &mut [u8], timeout: Option<Duration>) -> Result<(usize
             });
             return Ok((len, chan));
         }
+        // The clock is read at every 1024th poll while spinning (where a
+        // clock read can cost as much as the poll, e.g. without a vDSO)
+        // and at every poll once the wait yields its core.
         if let Some(t) = timeout
+            && (t.is_zero() || wait.now_and_then() || wait.polls() >= SPINS_BEFORE_YIELD)
             && start.elapsed() >= t
         {
             return Err(CapiError::TimedOut {
