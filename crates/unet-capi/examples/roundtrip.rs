@@ -30,8 +30,12 @@ use unet::wait::Backoff;
 fn rust_run(socket: &std::path::Path, rounds: usize, size: usize) -> u64 {
     let sc = Client::connect(socket).expect("connecting");
     let cc = Client::connect(socket).expect("connecting");
-    let mut s = sc.create_endpoint(Config::default(), None).expect("server endpoint");
-    let mut c = cc.create_endpoint(Config::default(), None).expect("client endpoint");
+    let mut s = sc
+        .create_endpoint(Config::default(), None)
+        .expect("server endpoint");
+    let mut c = cc
+        .create_endpoint(Config::default(), None)
+        .expect("client endpoint");
     let sch = s.open_channel(cc.local(), c.id()).expect("channel");
     let cch = c.open_channel(sc.local(), s.id()).expect("channel");
     let server = std::thread::spawn(move || {
@@ -118,7 +122,10 @@ fn median(v: &mut [u64]) -> u64 {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("--rust-client") {
-        let (rounds, size) = (args[3].parse().expect("ROUNDS"), args[4].parse().expect("SIZE"));
+        let (rounds, size) = (
+            args[3].parse().expect("ROUNDS"),
+            args[4].parse().expect("SIZE"),
+        );
         let m = rust_run(args[2].as_ref(), rounds, size);
         println!("rust: {rounds} round trips of {size} bytes: median {m} ns");
         return;
@@ -130,7 +137,10 @@ fn main() {
             .unwrap_or(d)
     };
     let (rounds, size, trials) = (arg(1, 5_000), arg(2, 64), arg(3, 5));
-    assert!(rounds > 0 && size > 0 && trials > 0, "ROUNDS, SIZE and TRIALS must be positive");
+    assert!(
+        rounds > 0 && size > 0 && trials > 0,
+        "ROUNDS, SIZE and TRIALS must be positive"
+    );
     let dir = Scratch::new("roundtrip");
     let exe = dir.0.join("echo");
     compile(&[&workspace().join("examples/c/echo.c")], &exe);

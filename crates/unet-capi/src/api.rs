@@ -121,7 +121,9 @@ pub enum CapiError {
         arg: &'static str,
     },
     /// A handle that is not open.
-    #[error("{func}: {kind} handle {id} is not open (never issued, already closed, or of another kind)")]
+    #[error(
+        "{func}: {kind} handle {id} is not open (never issued, already closed, or of another kind)"
+    )]
     BadHandle {
         /// The function.
         func: &'static str,
@@ -359,7 +361,9 @@ pub fn client_local(id: u64) -> Result<Addr, CapiError> {
 pub fn create_endpoint(id: u64, config: Config, applet: Option<&[u8]>) -> Result<u64, CapiError> {
     let func = "unet_endpoint_create";
     let c = client(func, id)?;
-    let ep = c.create_endpoint(config, applet).map_err(engine_err(func))?;
+    let ep = c
+        .create_endpoint(config, applet)
+        .map_err(engine_err(func))?;
     Ok(add_endpoint(ep))
 }
 
@@ -494,13 +498,12 @@ pub fn engine_serve(id: u64, path: &str) -> Result<(), CapiError> {
             why: "the engine already serves a socket".into(),
         });
     }
-    let s = unet::daemon::serve(st.engine.clone(), path.as_ref()).map_err(|e| {
-        CapiError::Invalid {
+    let s =
+        unet::daemon::serve(st.engine.clone(), path.as_ref()).map_err(|e| CapiError::Invalid {
             func,
             arg: "socket_path",
             why: format!("serving {path}: {e}"),
-        }
-    })?;
+        })?;
     *server = Some(s);
     Ok(())
 }

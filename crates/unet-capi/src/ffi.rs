@@ -173,7 +173,12 @@ fn null(func: &'static str, arg: &'static str) -> CapiError {
 ///
 /// # Safety
 /// `out` is NULL or valid for a write of `T`.
-unsafe fn put<T>(func: &'static str, arg: &'static str, out: *mut T, v: T) -> Result<(), CapiError> {
+unsafe fn put<T>(
+    func: &'static str,
+    arg: &'static str,
+    out: *mut T,
+    v: T,
+) -> Result<(), CapiError> {
     if out.is_null() {
         return Err(null(func, arg));
     }
@@ -612,7 +617,10 @@ pub unsafe extern "C" fn unet_engine_start(
 /// # Safety
 /// `socket_path` NULL or NUL-terminated.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn unet_engine_serve(engine: unet_engine, socket_path: *const c_char) -> c_int {
+pub unsafe extern "C" fn unet_engine_serve(
+    engine: unet_engine,
+    socket_path: *const c_char,
+) -> c_int {
     let f = "unet_engine_serve";
     api::guard(f, || {
         // SAFETY: the caller's contract, passed on.

@@ -33,7 +33,8 @@ fn cpath(p: &Path) -> CString {
 fn connect(p: &Path) -> unet_client {
     let mut c = unet_client { id: 0 };
     // SAFETY: a C string and a writable out-parameter.
-    assert_eq!(unsafe { unet_connect(cpath(p).as_ptr(), &mut c) }, OK, "{}", last_error());
+    let rc = unsafe { unet_connect(cpath(p).as_ptr(), &mut c) };
+    assert_eq!(rc, OK, "{}", last_error());
     c
 }
 
@@ -55,7 +56,8 @@ fn id(e: unet_endpoint) -> u32 {
 fn channel(from: unet_endpoint, engine: unet_addr, to: unet_endpoint) -> u16 {
     let mut c = 0;
     // SAFETY: a writable out-parameter.
-    assert_eq!(unsafe { unet_open_channel(from, engine, id(to), &mut c) }, OK, "{}", last_error());
+    let rc = unsafe { unet_open_channel(from, engine, id(to), &mut c) };
+    assert_eq!(rc, OK, "{}", last_error());
     c
 }
 
@@ -69,7 +71,16 @@ fn recv(e: unet_endpoint, cap: usize, timeout_ms: i32) -> (i32, Vec<u8>, usize, 
     let mut buf = vec![0u8; cap];
     let (mut len, mut chan) = (0usize, 0u16);
     // SAFETY: `buf` is writable for `cap` bytes; `len` and `chan` writable.
-    let rc = unsafe { unet_recv(e, buf.as_mut_ptr().cast(), cap, &mut len, &mut chan, timeout_ms) };
+    let rc = unsafe {
+        unet_recv(
+            e,
+            buf.as_mut_ptr().cast(),
+            cap,
+            &mut len,
+            &mut chan,
+            timeout_ms,
+        )
+    };
     let n = if rc == OK { len } else { 0 };
     buf.truncate(n);
     (rc, buf, len, chan)
@@ -93,14 +104,27 @@ fn pair(name: &str) -> Pair {
     let socket = dir.0.join("engine.sock");
     let daemon = Daemon::start(&socket, 1);
     let client = connect(&socket);
-    let mut engine = unet_addr { ip: [0; 4], port: 0 };
+    let mut engine = unet_addr {
+        ip: [0; 4],
+        port: 0,
+    };
     // SAFETY: a writable out-parameter.
     assert_eq!(unsafe { unet_client_local_addr(client, &mut engine) }, OK);
     assert_eq!((engine.ip, engine.port), ([10, 0, 0, 1], 7000));
     let (a, b) = (endpoint(client), endpoint(client));
     let ab = channel(a, engine, b);
     let ba = channel(b, engine, a);
-    Pair { _dir: dir, _daemon: daemon, socket, client, engine, a, b, ab, ba }
+    Pair {
+        _dir: dir,
+        _daemon: daemon,
+        socket,
+        client,
+        engine,
+        a,
+        b,
+        ab,
+        ba,
+    }
 }
 
 #[test]
@@ -116,7 +140,11 @@ fn messages_go_through_the_daemon_and_a_short_buffer_keeps_the_message() {
     assert_eq!(send(p.a, p.ab, &big), OK);
     let (rc, _, need, _) = recv(p.b, 16, 5000);
     assert_eq!((rc, need), (Code::NoSpace as i32, 5000));
-    assert!(last_error().contains("5000 bytes, the buffer 16"), "{}", last_error());
+    assert!(
+        last_error().contains("5000 bytes, the buffer 16"),
+        "{}",
+        last_error()
+    );
     let (rc, msg, _, chan) = recv(p.b, 5000, 0);
     assert_eq!((rc, chan), (OK, p.ba));
     assert_eq!(msg, big);
@@ -133,7 +161,11 @@ fn messages_go_through_the_daemon_and_a_short_buffer_keeps_the_message() {
     // SAFETY: a writable out-parameter.
     assert_eq!(unsafe { unet_endpoint_max_message(p.a, &mut max) }, OK);
     assert_eq!(send(p.a, p.ab, &vec![0; max + 1]), Code::TooLong as i32);
-    assert!(last_error().starts_with("unet_send: message of "), "{}", last_error());
+    assert!(
+        last_error().starts_with("unet_send: message of "),
+        "{}",
+        last_error()
+    );
 
     let mut c = unet_counts::default();
     // SAFETY: a writable out-parameter.
@@ -150,14 +182,18 @@ fn filters_and_applets_are_installed_through_the_c_api() {
     // A second channel of b, to a peer that does not exist; a filter
     // routes what reaches b to it (the daemon confines any filter to
     // frames addressed to b).
-    let nowhere = unet_addr { ip: [10, 9, 9, 9], port: 1 };
+    let nowhere = unet_addr {
+        ip: [10, 9, 9, 9],
+        port: 1,
+    };
     let mut side = 0;
     // SAFETY: a writable out-parameter.
     assert_eq!(unsafe { unet_open_channel(p.b, nowhere, 1, &mut side) }, OK);
     let mut fid = 0u64;
     let udp = CString::new("udp").unwrap();
     // SAFETY: a C string and a writable out-parameter.
-    assert_eq!(unsafe { unet_install_filter(p.b, side, udp.as_ptr(), 5, &mut fid) }, OK);
+    let rc = unsafe { unet_install_filter(p.b, side, udp.as_ptr(), 5, &mut fid) };
+    assert_eq!(rc, OK);
     assert_eq!(send(p.a, p.ab, b"to the side"), OK);
     assert_eq!(recv(p.b, 64, 5000).3, side);
     assert_eq!(unet_remove_filter(p.b, fid), OK);
@@ -169,25 +205,36 @@ fn filters_and_applets_are_installed_through_the_c_api() {
     // SAFETY: as above.
     let rc = unsafe { unet_install_filter(p.b, side, bad.as_ptr(), 5, &mut fid) };
     assert_eq!(rc, Code::Engine as i32);
-    assert!(last_error().starts_with("unet_install_filter: engine: filter: "), "{}", last_error());
+    assert!(
+        last_error().starts_with("unet_install_filter: engine: filter: "),
+        "{}",
+        last_error()
+    );
 
     // A built-in applet by name, set and taken off again; a class file
     // that is not one is the engine's verifier's error.
     let (mut bytes, mut len) = (std::ptr::null::<u8>(), 0usize);
     let name = CString::new("standardunet").unwrap();
     // SAFETY: a C string and writable out-parameters.
-    assert_eq!(unsafe { unet_applet_builtin(name.as_ptr(), &mut bytes, &mut len) }, OK);
+    let rc = unsafe { unet_applet_builtin(name.as_ptr(), &mut bytes, &mut len) };
+    assert_eq!(rc, OK);
     assert_eq!(len, unet::applets::STANDARD.len());
     // SAFETY: the library's static bytes, `len` long.
-    assert_eq!(unsafe { unet_set_applet(p.b, bytes, len) }, OK, "{}", last_error());
+    let rc = unsafe { unet_set_applet(p.b, bytes, len) };
+    assert_eq!(rc, OK, "{}", last_error());
     assert_eq!(send(p.a, p.ab, b"through the applet"), OK);
     assert_eq!(recv(p.b, 64, 5000).1, b"through the applet");
     // SAFETY: NULL with length 0 is standard U-Net.
     assert_eq!(unsafe { unet_set_applet(p.b, std::ptr::null(), 0) }, OK);
     let junk = [0xCAu8, 0xFE, 0xBA, 0xBE, 0];
     // SAFETY: `junk` is readable for its length.
-    assert_eq!(unsafe { unet_set_applet(p.b, junk.as_ptr(), junk.len()) }, Code::Engine as i32);
-    assert!(last_error().starts_with("unet_set_applet: engine: "), "{}", last_error());
+    let rc = unsafe { unet_set_applet(p.b, junk.as_ptr(), junk.len()) };
+    assert_eq!(rc, Code::Engine as i32);
+    assert!(
+        last_error().starts_with("unet_set_applet: engine: "),
+        "{}",
+        last_error()
+    );
     let nope = CString::new("NoSuchApplet").unwrap();
     // SAFETY: as above.
     let rc = unsafe { unet_applet_builtin(nope.as_ptr(), &mut bytes, &mut len) };
@@ -205,17 +252,33 @@ fn misuse_is_an_error_code_with_a_message_never_a_crash() {
         "unet_send: endpoint handle 0 is not open (never issued, already closed, or of another kind)"
     );
     // A client's handle is not an endpoint's.
-    assert_eq!(send(unet_endpoint { id: p.client.id }, 0, b"x"), Code::BadHandle as i32);
+    assert_eq!(
+        send(unet_endpoint { id: p.client.id }, 0, b"x"),
+        Code::BadHandle as i32
+    );
     // NULL out-parameters and buffers.
     // SAFETY: NULL pointers are what is being tested; nothing is written.
     unsafe {
-        assert_eq!(unet_endpoint_id(p.a, std::ptr::null_mut()), Code::Null as i32);
+        assert_eq!(
+            unet_endpoint_id(p.a, std::ptr::null_mut()),
+            Code::Null as i32
+        );
         assert_eq!(last_error(), "unet_endpoint_id: argument `out` is NULL");
         assert_eq!(unet_send(p.a, p.ab, std::ptr::null(), 3), Code::Null as i32);
         let mut len = 0;
-        let rc = unet_recv(p.b, std::ptr::null_mut(), 8, &mut len, std::ptr::null_mut(), 0);
+        let rc = unet_recv(
+            p.b,
+            std::ptr::null_mut(),
+            8,
+            &mut len,
+            std::ptr::null_mut(),
+            0,
+        );
         assert_eq!(rc, Code::Null as i32);
-        assert_eq!(unet_connect(std::ptr::null(), std::ptr::null_mut()), Code::Null as i32);
+        assert_eq!(
+            unet_connect(std::ptr::null(), std::ptr::null_mut()),
+            Code::Null as i32
+        );
         let mut c = unet_client { id: 0 };
         assert_eq!(unet_connect(std::ptr::null(), &mut c), Code::Null as i32);
         assert_eq!(last_error(), "unet_connect: argument `path` is NULL");
@@ -224,8 +287,12 @@ fn misuse_is_an_error_code_with_a_message_never_a_crash() {
     let bad = CString::new(b"/tmp/\xffsock".to_vec()).unwrap();
     let mut c = unet_client { id: 0 };
     // SAFETY: a C string and a writable out-parameter.
-    assert_eq!(unsafe { unet_connect(bad.as_ptr(), &mut c) }, Code::Invalid as i32);
-    assert_eq!(last_error(), "unet_connect: argument `path` is not UTF-8 (invalid byte at offset 5)");
+    let rc = unsafe { unet_connect(bad.as_ptr(), &mut c) };
+    assert_eq!(rc, Code::Invalid as i32);
+    assert_eq!(
+        last_error(),
+        "unet_connect: argument `path` is not UTF-8 (invalid byte at offset 5)"
+    );
     // Messages are per thread.
     let other = std::thread::spawn(last_error).join().unwrap();
     assert_eq!(other, "");
@@ -260,7 +327,10 @@ fn misuse_is_an_error_code_with_a_message_never_a_crash() {
 fn a_panic_inside_becomes_an_error_code() {
     let rc = api::guard("unet_test", || panic!("boom"));
     assert_eq!(rc, Code::Panic as i32);
-    assert_eq!(last_error(), "unet_test: internal error (a panic, caught): boom");
+    assert_eq!(
+        last_error(),
+        "unet_test: internal error (a panic, caught): boom"
+    );
 }
 
 #[test]
@@ -268,14 +338,24 @@ fn an_in_process_engine_serves_its_own_endpoints_and_a_socket() {
     let mut e = unet_engine { id: 0 };
     let addr = CString::new("10.0.0.2:7000").unwrap();
     // SAFETY: a C string and a writable out-parameter.
-    assert_eq!(unsafe { unet_engine_start(addr.as_ptr(), 0, &mut e) }, OK, "{}", last_error());
-    let mut local = unet_addr { ip: [0; 4], port: 0 };
+    let rc = unsafe { unet_engine_start(addr.as_ptr(), 0, &mut e) };
+    assert_eq!(rc, OK, "{}", last_error());
+    let mut local = unet_addr {
+        ip: [0; 4],
+        port: 0,
+    };
     // SAFETY: a writable out-parameter.
     assert_eq!(unsafe { unet_engine_local_addr(e, &mut local) }, OK);
     assert_eq!((local.ip, local.port), ([10, 0, 0, 2], 7000));
     let make = || {
         let mut ep = unet_endpoint { id: 0 };
-        let mut cfg = unet_config { buffers: 0, buffer_size: 0, tx_depth: 0, rx_depth: 0, free_depth: 0 };
+        let mut cfg = unet_config {
+            buffers: 0,
+            buffer_size: 0,
+            tx_depth: 0,
+            rx_depth: 0,
+            free_depth: 0,
+        };
         // SAFETY: writable out-parameters; a config read; no applet.
         unsafe {
             assert_eq!(unet_config_default(&mut cfg), OK);
@@ -296,7 +376,8 @@ fn an_in_process_engine_serves_its_own_endpoints_and_a_socket() {
     let dir = Scratch::new("inproc");
     let sock = dir.0.join("e.sock");
     // SAFETY: a C string.
-    assert_eq!(unsafe { unet_engine_serve(e, cpath(&sock).as_ptr()) }, OK, "{}", last_error());
+    let rc = unsafe { unet_engine_serve(e, cpath(&sock).as_ptr()) };
+    assert_eq!(rc, OK, "{}", last_error());
     let c = connect(&sock);
     let r = endpoint(c);
     let ar = channel(a, local, r);
@@ -320,6 +401,10 @@ fn an_in_process_engine_serves_its_own_endpoints_and_a_socket() {
 
     let bad = CString::new("10.0.0.2").unwrap();
     // SAFETY: as above.
-    assert_eq!(unsafe { unet_engine_start(bad.as_ptr(), 0, &mut e) }, Code::Invalid as i32);
-    assert!(last_error().starts_with("unet_engine_start: argument `addr`: `10.0.0.2` is not a.b.c.d:port"));
+    let rc = unsafe { unet_engine_start(bad.as_ptr(), 0, &mut e) };
+    assert_eq!(rc, Code::Invalid as i32);
+    assert!(
+        last_error()
+            .starts_with("unet_engine_start: argument `addr`: `10.0.0.2` is not a.b.c.d:port")
+    );
 }

@@ -57,7 +57,10 @@ fn the_c_echo_example_reports_a_missing_daemon_with_unets_message() {
     let exe = dir.0.join("echo");
     compile(&[&workspace().join("examples/c/echo.c")], &exe);
     let socket = dir.0.join("nobody.sock");
-    let out = Command::new(&exe).arg(&socket).output().expect("running echo");
+    let out = Command::new(&exe)
+        .arg(&socket)
+        .output()
+        .expect("running echo");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(

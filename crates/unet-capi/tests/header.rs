@@ -19,7 +19,9 @@ use std::process::Command;
 
 use support::{Scratch, compile, have_cc};
 use unet_capi::api::{CODES, Code};
-use unet_capi::ffi::{unet_addr, unet_client, unet_config, unet_counts, unet_endpoint, unet_engine};
+use unet_capi::ffi::{
+    unet_addr, unet_client, unet_config, unet_counts, unet_endpoint, unet_engine,
+};
 
 /// One exported function: name, C parameter types, C return type.
 struct Sig {
@@ -130,7 +132,9 @@ fn header_functions() -> BTreeSet<String> {
         if t.ends_with(';') {
             if let Some(p) = decl.find('(') {
                 let head = &decl[..p];
-                if let Some(n) = head.split(|c: char| !c.is_alphanumeric() && c != '_').last()
+                if let Some(n) = head
+                    .rsplit(|c: char| !c.is_alphanumeric() && c != '_')
+                    .next()
                     && n.starts_with("unet_")
                 {
                     names.insert(n.to_string());
@@ -146,7 +150,11 @@ fn header_functions() -> BTreeSet<String> {
 fn the_header_declares_exactly_the_exported_functions() {
     let rust: BTreeSet<String> = rust_signatures().into_iter().map(|s| s.name).collect();
     let c = header_functions();
-    assert!(rust.len() >= 20, "only {} functions found in src/ffi.rs", rust.len());
+    assert!(
+        rust.len() >= 20,
+        "only {} functions found in src/ffi.rs",
+        rust.len()
+    );
     let only_rust: Vec<_> = rust.difference(&c).collect();
     let only_c: Vec<_> = c.difference(&rust).collect();
     assert!(

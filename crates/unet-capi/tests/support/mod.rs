@@ -125,7 +125,9 @@ impl Daemon {
             .attach("10.0.0.1:7000".parse().expect("an address"))
             .expect("attaching to the loop network");
         let engine = unet::Engine::new(Box::new(port));
-        engine.start(threads).expect("starting the engine's threads");
+        engine
+            .start(threads)
+            .expect("starting the engine's threads");
         let server = unet::daemon::serve(engine.clone(), socket).expect("serving the daemon");
         Daemon {
             engine,
