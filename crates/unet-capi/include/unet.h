@@ -124,7 +124,8 @@ int unet_recv(unet_endpoint ep, void *buf, size_t cap, size_t *len,
               uint16_t *chan, int timeout_ms);
 
 /* An engine in this process on the `loop` transport ("a.b.c.d:port"),
- * with `threads` threads of its own (0: endpoints' calls drive it). */
+ * with `threads` threads of its own, at most 64 (0: endpoints' calls
+ * drive it). */
 int unet_engine_start(const char *addr, unsigned int threads, unet_engine *out);
 /* Serves the daemon's protocol on a Unix socket, as `fastpath engine`;
  * start the engine with threads for its clients to be served while this

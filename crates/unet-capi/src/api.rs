@@ -458,10 +458,20 @@ pub fn recv(id: u64, buf: &mut [u8], timeout: Option<Duration>) -> Result<(usize
     }
 }
 
+/// The most threads `unet_engine_start` gives an engine.
+pub const MAX_ENGINE_THREADS: usize = 64;
+
 /// Starts an engine in this process on the `loop` transport at `addr`, with
 /// `threads` threads of its own (0: the endpoints' calls drive it).
 pub fn engine_start(addr: Addr, threads: usize) -> Result<u64, CapiError> {
     let func = "unet_engine_start";
+    if threads > MAX_ENGINE_THREADS {
+        return Err(CapiError::Invalid {
+            func,
+            arg: "threads",
+            why: format!("{threads} threads; at most {MAX_ENGINE_THREADS}"),
+        });
+    }
     let net = LoopNet::new();
     let port = net.attach(addr).map_err(|e| CapiError::Invalid {
         func,
@@ -470,10 +480,14 @@ pub fn engine_start(addr: Addr, threads: usize) -> Result<u64, CapiError> {
     })?;
     let engine = unet::Engine::new(Box::new(port));
     if threads > 0 {
-        engine.start(threads).map_err(|e| CapiError::Engine {
-            func,
-            source: EngineError::Memory(e),
-        })?;
+        if let Err(e) = engine.start(threads) {
+            // The threads that did start would hold the engine forever.
+            engine.stop();
+            return Err(CapiError::Engine {
+                func,
+                source: EngineError::Memory(e),
+            });
+        }
     }
     let id = next_id();
     let st = Arc::new(EngineState {

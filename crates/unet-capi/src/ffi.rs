@@ -584,7 +584,7 @@ pub unsafe extern "C" fn unet_recv(
 }
 
 /// Starts an engine in this process on the `loop` transport at `addr`
-/// (`"a.b.c.d:port"`) with `threads` threads (0: the endpoints' own calls
+/// (`"a.b.c.d:port"`) with `threads` threads, at most 64 (0: the endpoints' own calls
 /// drive it).
 ///
 /// # Safety
