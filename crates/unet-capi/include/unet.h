@@ -45,6 +45,19 @@ extern "C" {
 typedef struct unet_client { uint64_t id; } unet_client;
 /* An endpoint, of a daemon's engine or of an in-process one. */
 typedef struct unet_endpoint { uint64_t id; } unet_endpoint;
+/* In place. `fill` writes the `len`-byte message straight into the
+ * endpoint's transmit region; `piece` is given each piece of a received
+ * message where it lies (the bytes inline in the descriptor, or each
+ * receive buffer's share), after which the buffers go back to the engine.
+ * The pointers are valid only during the call; the callbacks must return
+ * normally (no longjmp, no C++ exception). */
+typedef void (*unet_fill_fn)(void *ctx, void *buf, size_t len);
+typedef void (*unet_piece_fn)(void *ctx, const void *piece, size_t len);
+int unet_send_inplace(unet_endpoint ep, uint16_t chan, size_t len,
+                      unet_fill_fn fill, void *ctx);
+int unet_recv_inplace(unet_endpoint ep, unet_piece_fn piece, void *ctx,
+                      size_t *len, uint16_t *chan, int timeout_ms);
+
 /* An engine in this process on the `loop` transport. */
 typedef struct unet_engine { uint64_t id; } unet_engine;
 

@@ -404,6 +404,71 @@ pub fn send(id: u64, chan: u16, msg: &[u8]) -> Result<(), CapiError> {
     })
 }
 
+/// Sends a `len`-byte message that `fill` writes in place in the
+/// endpoint's transmit region (no copy).
+pub fn send_with(
+    id: u64,
+    chan: u16,
+    len: usize,
+    fill: impl FnOnce(&mut [u8]),
+) -> Result<(), CapiError> {
+    let func = "unet_send_inplace";
+    with_endpoint(func, id, |ep| {
+        ep.send_with(chan, len, fill)
+            .map_err(|source| CapiError::Send { func, source })
+    })
+}
+
+/// Receives the next message in place: calls `piece` on each of its
+/// pieces in order (the inline bytes, or each receive buffer's share), then
+/// gives its buffers back; its length and channel. Waits as [`recv`]. A
+/// message [`recv`] kept for want of room is handed over as one piece.
+pub fn recv_with(
+    id: u64,
+    timeout: Option<Duration>,
+    mut piece: impl FnMut(&[u8]),
+) -> Result<(usize, u16), CapiError> {
+    let st = endpoint("unet_recv_inplace", id)?;
+    let mut g = lock(&st);
+    let g = &mut *g;
+    if let Some((chan, msg)) = g.held.take() {
+        piece(&msg);
+        return Ok((msg.len(), chan));
+    }
+    let (m_len, chan) = wait_for(&mut g.ep, timeout, |m| {
+        m.read(&mut piece);
+        (m.len(), m.chan())
+    })?;
+    Ok((m_len, chan))
+}
+
+/// Waits up to `timeout` for the next message of `ep` and runs `f` on it.
+fn wait_for<R>(
+    ep: &mut Endpoint,
+    timeout: Option<Duration>,
+    f: impl FnOnce(&unet::Message<'_>) -> R,
+) -> Result<R, CapiError> {
+    let start = Instant::now();
+    let mut wait = Backoff::default();
+    loop {
+        if let Some(m) = ep.recv() {
+            return Ok(f(&m));
+        }
+        // The clock is read at every 1024th poll while spinning (where a
+        // clock read can cost as much as the poll, e.g. without a vDSO)
+        // and at every poll once the wait yields its core.
+        if let Some(t) = timeout
+            && (t.is_zero() || wait.now_and_then() || wait.polls() >= SPINS_BEFORE_YIELD)
+            && start.elapsed() >= t
+        {
+            return Err(CapiError::TimedOut {
+                ms: t.as_millis() as u64,
+            });
+        }
+        wait.snooze();
+    }
+}
+
 /// Receives the next message into `buf`: its length and channel. Waits up
 /// to `timeout` (`None`: without limit; zero: one poll). A message longer
 /// than `buf` is kept for the next call and reported as
@@ -424,38 +489,24 @@ pub fn recv(id: u64, buf: &mut [u8], timeout: Option<Duration>) -> Result<(usize
         g.held = None;
         return Ok((n, chan));
     }
-    let start = Instant::now();
-    let mut wait = Backoff::default();
-    loop {
-        if let Some(m) = g.ep.recv() {
-            let (len, chan) = (m.len(), m.chan());
-            if len > buf.len() {
-                g.held = Some((chan, m.to_vec()));
-                return Err(CapiError::NoSpace {
-                    need: len,
-                    cap: buf.len(),
-                });
-            }
-            let mut at = 0;
-            m.read(|p| {
-                buf[at..at + p.len()].copy_from_slice(p);
-                at += p.len();
-            });
-            return Ok((len, chan));
+    let cap = buf.len();
+    let got = wait_for(&mut g.ep, timeout, |m| {
+        let (len, chan) = (m.len(), m.chan());
+        if len > cap {
+            return Err((chan, m.to_vec()));
         }
-        // The clock is read at every 1024th poll while spinning (where a
-        // clock read can cost as much as the poll, e.g. without a vDSO)
-        // and at every poll once the wait yields its core.
-        if let Some(t) = timeout
-            && (t.is_zero() || wait.now_and_then() || wait.polls() >= SPINS_BEFORE_YIELD)
-            && start.elapsed() >= t
-        {
-            return Err(CapiError::TimedOut {
-                ms: t.as_millis() as u64,
-            });
-        }
-        wait.snooze();
-    }
+        let mut at = 0;
+        m.read(|p| {
+            buf[at..at + p.len()].copy_from_slice(p);
+            at += p.len();
+        });
+        Ok((len, chan))
+    })?;
+    got.map_err(|(chan, msg)| {
+        let need = msg.len();
+        g.held = Some((chan, msg));
+        CapiError::NoSpace { need, cap }
+    })
 }
 
 /// The most threads `unet_engine_start` gives an engine.

@@ -165,6 +165,18 @@ impl From<unet_addr> for Addr {
     }
 }
 
+/// Called by `unet_recv_inplace` on each piece of a message, in order, in
+/// the endpoint's memory (valid only during the call). It must return
+/// normally (no `longjmp`, no C++ exception).
+pub type unet_piece_fn =
+    Option<unsafe extern "C" fn(ctx: *mut c_void, piece: *const c_void, len: usize)>;
+
+/// Called by `unet_send_inplace` once, to write the `len`-byte message at
+/// `buf` in the endpoint's transmit region (valid only during the call).
+/// It must return normally.
+pub type unet_fill_fn =
+    Option<unsafe extern "C" fn(ctx: *mut c_void, buf: *mut c_void, len: usize)>;
+
 fn null(func: &'static str, arg: &'static str) -> CapiError {
     CapiError::Null { func, arg }
 }
@@ -528,6 +540,69 @@ pub unsafe extern "C" fn unet_send(
         // SAFETY: the caller's contract, passed on.
         let m = unsafe { bytes(f, "msg", msg, len) }?;
         api::send(ep.id, chan, m)
+    })
+}
+
+/// Sends a `len`-byte message that `fill(ctx, buf, len)` writes in place
+/// in the endpoint's transmit region (no copy).
+///
+/// # Safety
+/// `fill` NULL or a function as [`unet_fill_fn`] says, which may be given
+/// `ctx`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn unet_send_inplace(
+    ep: unet_endpoint,
+    chan: u16,
+    len: usize,
+    fill: unet_fill_fn,
+    ctx: *mut c_void,
+) -> c_int {
+    let f = "unet_send_inplace";
+    api::guard(f, || {
+        let fill = fill.ok_or(null(f, "fill"))?;
+        api::send_with(ep.id, chan, len, |buf| {
+            // SAFETY: `buf` is `len` writable bytes of the transmit region,
+            // alive for the call; `fill` and `ctx` by the caller's contract.
+            unsafe { fill(ctx, buf.as_mut_ptr().cast(), buf.len()) }
+        })
+    })
+}
+
+/// Receives the next message in place: calls `piece(ctx, bytes, n)` on
+/// each of its pieces in order (the bytes inline in the descriptor, or
+/// each receive buffer's share), then gives its buffers back to the
+/// engine. Its length to `*len`, its channel to `*chan` (NULL: not
+/// wanted). Waits as `unet_recv`.
+///
+/// # Safety
+/// `piece` NULL or a function as [`unet_piece_fn`] says, which may be given
+/// `ctx`; `len` NULL or writable; `chan` NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn unet_recv_inplace(
+    ep: unet_endpoint,
+    piece: unet_piece_fn,
+    ctx: *mut c_void,
+    len: *mut usize,
+    chan: *mut u16,
+    timeout_ms: c_int,
+) -> c_int {
+    let f = "unet_recv_inplace";
+    api::guard(f, || {
+        need(f, "len", len)?;
+        let piece = piece.ok_or(null(f, "piece"))?;
+        let timeout = u64::try_from(timeout_ms).ok().map(Duration::from_millis);
+        let (n, c) = api::recv_with(ep.id, timeout, |p| {
+            // SAFETY: `p` is readable for its length during the call;
+            // `piece` and `ctx` by the caller's contract.
+            unsafe { piece(ctx, p.as_ptr().cast(), p.len()) }
+        })?;
+        // SAFETY: the caller's contract, passed on.
+        unsafe { put(f, "len", len, n)? };
+        if !chan.is_null() {
+            // SAFETY: as above.
+            unsafe { put(f, "chan", chan, c)? };
+        }
+        Ok(())
     })
 }
 

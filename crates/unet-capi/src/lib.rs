@@ -5,7 +5,7 @@
 //! ([`unet::client`]) or starts an engine in its own process on the `loop`
 //! transport, creates endpoints, opens channels, installs dpf filters and
 //! JIVE applets, sends and receives (copying between its buffers and the
-//! endpoint's), and reads counters:
+//! endpoint's, or in place through a callback), and reads counters:
 //!
 //! ```c
 //! unet_client c;

@@ -417,3 +417,103 @@ fn an_in_process_engine_serves_its_own_endpoints_and_a_socket() {
             .starts_with("unet_engine_start: argument `addr`: `10.0.0.2` is not a.b.c.d:port")
     );
 }
+
+/// Writes `len` bytes of the pattern `i * 7` (the fill callback).
+unsafe extern "C" fn fill_pattern(
+    _ctx: *mut std::ffi::c_void,
+    buf: *mut std::ffi::c_void,
+    len: usize,
+) {
+    // SAFETY: the library gives `len` writable bytes at `buf`.
+    let b = unsafe { std::slice::from_raw_parts_mut(buf.cast::<u8>(), len) };
+    for (i, x) in b.iter_mut().enumerate() {
+        *x = (i * 7) as u8;
+    }
+}
+
+/// Appends each piece, as its own Vec, to the `Vec<Vec<u8>>` at `ctx`.
+unsafe extern "C" fn collect_piece(
+    ctx: *mut std::ffi::c_void,
+    piece: *const std::ffi::c_void,
+    len: usize,
+) {
+    // SAFETY: `ctx` is the test's `Vec<Vec<u8>>`; the library gives `len`
+    // readable bytes at `piece`.
+    unsafe {
+        let v = &mut *ctx.cast::<Vec<Vec<u8>>>();
+        v.push(std::slice::from_raw_parts(piece.cast::<u8>(), len).to_vec());
+    }
+}
+
+#[test]
+fn messages_are_written_and_read_in_place() {
+    let p = pair("inplace");
+    let pattern: Vec<u8> = (0..5000usize).map(|i| (i * 7) as u8).collect();
+    // SAFETY: a fill function that writes exactly the bytes it is given.
+    let rc =
+        unsafe { unet_send_inplace(p.a, p.ab, 5000, Some(fill_pattern), std::ptr::null_mut()) };
+    assert_eq!(rc, OK, "{}", last_error());
+    let mut pieces: Vec<Vec<u8>> = Vec::new();
+    let (mut len, mut chan) = (0usize, 0u16);
+    // SAFETY: `collect_piece` is given `pieces` as its context.
+    let rc = unsafe {
+        unet_recv_inplace(
+            p.b,
+            Some(collect_piece),
+            (&raw mut pieces).cast(),
+            &mut len,
+            &mut chan,
+            5000,
+        )
+    };
+    assert_eq!((rc, len, chan), (OK, 5000, p.ba), "{}", last_error());
+    // 5000 bytes in 4096-byte receive buffers: two pieces, read in place.
+    assert_eq!(pieces.iter().map(Vec::len).collect::<Vec<_>>(), [4096, 904]);
+    assert_eq!(pieces.concat(), pattern);
+
+    // A short message comes inline: one piece. One that did not fit a
+    // copying receive's buffer is handed over whole.
+    assert_eq!(send(p.a, p.ab, b"inline"), OK);
+    pieces.clear();
+    // SAFETY: as above.
+    let rc = unsafe {
+        unet_recv_inplace(
+            p.b,
+            Some(collect_piece),
+            (&raw mut pieces).cast(),
+            &mut len,
+            &mut chan,
+            5000,
+        )
+    };
+    assert_eq!((rc, pieces.concat()), (OK, b"inline".to_vec()));
+    assert_eq!(send(p.a, p.ab, &pattern), OK);
+    assert_eq!(recv(p.b, 10, 5000).0, Code::NoSpace as i32);
+    pieces.clear();
+    // SAFETY: as above.
+    let rc = unsafe {
+        unet_recv_inplace(
+            p.b,
+            Some(collect_piece),
+            (&raw mut pieces).cast(),
+            &mut len,
+            &mut chan,
+            0,
+        )
+    };
+    assert_eq!((rc, len, pieces.len()), (OK, 5000, 1));
+    assert_eq!(pieces.concat(), pattern);
+
+    // NULL callbacks are refused; nothing is sent.
+    // SAFETY: NULL callbacks are what is tested.
+    unsafe {
+        assert_eq!(
+            unet_send_inplace(p.a, p.ab, 8, None, std::ptr::null_mut()),
+            Code::Null as i32
+        );
+        assert_eq!(last_error(), "unet_send_inplace: argument `fill` is NULL");
+        let rc = unet_recv_inplace(p.b, None, std::ptr::null_mut(), &mut len, &mut chan, 0);
+        assert_eq!(rc, Code::Null as i32);
+    }
+    assert_eq!(recv(p.b, 64, 0).0, Code::TimedOut as i32);
+}

@@ -92,6 +92,34 @@ fn rust_signatures() -> Vec<Sig> {
     out
 }
 
+/// Every callback type in `src/ffi.rs` (`pub type unet_x_fn =
+/// Option<unsafe extern "C" fn(..)>`): name and C parameter types.
+fn rust_callbacks() -> Vec<(String, Vec<String>)> {
+    let src = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/ffi.rs"))
+        .expect("reading src/ffi.rs");
+    let mut out = Vec::new();
+    let mut rest = src.as_str();
+    while let Some(at) = rest.find("pub type ") {
+        rest = &rest[at + "pub type ".len()..];
+        let end = rest.find(';').expect("the end of the type alias");
+        let def = &rest[..end];
+        let (name, ty) = def.split_once('=').expect("`name = type`");
+        let ty = ty.trim();
+        let params = ty
+            .strip_prefix("Option<unsafe extern \"C\" fn(")
+            .and_then(|t| t.strip_suffix(")>"))
+            .unwrap_or_else(|| panic!("src/ffi.rs: `{ty}` is not an optional C callback"));
+        let params = params
+            .split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .map(|p| c_type(p.split_once(':').expect("`name: type`").1))
+            .collect();
+        out.push((name.trim().to_string(), params));
+    }
+    out
+}
+
 fn header() -> String {
     std::fs::read_to_string(support::include_dir().join("unet.h")).expect("reading unet.h")
 }
@@ -197,6 +225,16 @@ fn the_header_matches_the_rust_signatures_layouts_and_codes() {
             n = s.name
         );
     }
+    let callbacks = rust_callbacks();
+    assert_eq!(callbacks.len(), 2, "unet_fill_fn and unet_piece_fn");
+    for (name, params) in &callbacks {
+        // A cast null pointer is no null pointer constant: assigning one of
+        // the header's type to the derived type is checked like any other.
+        c += &format!(
+            "typedef void (*{name}_rust)({});\nstatic {name}_rust const alias_{name} = ({name})0;\n",
+            params.join(", ")
+        );
+    }
     macro_rules! layout {
         ($t:ident: $($f:ident),*) => {{
             c += &format!(
@@ -235,7 +273,11 @@ fn the_header_matches_the_rust_signatures_layouts_and_codes() {
     for s in &sigs {
         c += &format!("        (void (*)(void))p_{},\n", s.name);
     }
-    c += "    };\n    size_t n = 0;\n    for (size_t i = 0; i < sizeof all / sizeof *all; i++)\n        n += all[i] != NULL;\n    printf(\"%zu\\n\", n);\n    return 0;\n}\n";
+    c += "    };\n";
+    for (name, _) in &callbacks {
+        c += &format!("    (void)alias_{name};\n");
+    }
+    c += "    size_t n = 0;\n    for (size_t i = 0; i < sizeof all / sizeof *all; i++)\n        n += all[i] != NULL;\n    printf(\"%zu\\n\", n);\n    return 0;\n}\n";
 
     let dir = Scratch::new("header");
     let src = dir.0.join("check.c");
