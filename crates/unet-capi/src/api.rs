@@ -7,6 +7,8 @@
 //! kind of object is an error ([`CapiError::BadHandle`]) rather than a read
 //! of freed memory. Numbers are not reused (a 64-bit counter).
 
+#![forbid(unsafe_code)]
+
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::CString;
