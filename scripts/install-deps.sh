@@ -7,7 +7,8 @@
 # iproute2 (`ip`: unet's tests between two network namespaces), the idl
 # benchmark peers' code generators (protoc, capnp, flatc: crates/bench/build.rs),
 # gcc and g++ (idl's generated C and C++, compiled and run against Rust in its
-# tests), cmake and libclang (vcode's aarch64 emulation, feature `emu`), and
+# tests; `cc`, which gcc provides, builds unet-capi's C example and header
+# check), cmake and libclang (vcode's aarch64 emulation, feature `emu`), and
 # gcc-aarch64-linux-gnu (the aarch64 kernels compared with gcc -O2).
 # Needs root and apt-get; elsewhere it says what to install and carries on,
 # and the tests that need a missing package skip with a printed reason.
@@ -98,6 +99,7 @@ check "protoc" protobuf-compiler have_cmd protoc
 check "capnp" capnproto have_cmd capnp
 check "flatc" flatbuffers-compiler have_cmd flatc
 check "gcc" gcc have_cmd gcc
+check "cc" gcc have_cmd cc
 check "g++" g++ have_cmd g++
 # vcode's feature `emu` (the aarch64 backend under emulation) builds the
 # Unicorn emulator from C source: cmake, and libclang for its bindings.

@@ -20,6 +20,8 @@ export UNET_REQUIRE_NETNS="${UNET_REQUIRE_NETNS:-1}"
 # idl's C interop tests compile generated C with gcc; in CI its absence
 # is a failure, not a skip.
 export IDL_REQUIRE_GCC="${IDL_REQUIRE_GCC:-1}"
+# unet-capi's C example and header check compile C with cc; likewise.
+export UNET_CAPI_REQUIRE_CC="${UNET_CAPI_REQUIRE_CC:-1}"
 # With the fastpath CLI's `bench` feature (its benchmark suites) and its
 # `aarch64` feature, which turns on vcode's `emu` for the whole build: the
 # aarch64 backend's tests under emulation (the regression table, 10,000

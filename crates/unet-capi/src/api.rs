@@ -1,0 +1,629 @@
+//! The C API's behaviour in safe Rust: the handle table, the error codes
+//! and messages, and each operation on Rust types. [`crate::ffi`] only
+//! turns C pointers into these types and back.
+//!
+//! A handle is a number, never a pointer: the table maps it to its object,
+//! so a handle that was never issued, was already closed, or names another
+//! kind of object is an error ([`CapiError::BadHandle`]) rather than a read
+//! of freed memory. Numbers are not reused (a 64-bit counter).
+
+#![forbid(unsafe_code)]
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::time::{Duration, Instant};
+
+use thiserror::Error;
+use unet::client::Client;
+use unet::daemon::Server;
+use unet::transport::LoopNet;
+use unet::wait::{Backoff, SPINS_BEFORE_YIELD};
+use unet::{Addr, Config, Endpoint, EngineError, PortCounts, SendError};
+
+/// The error codes a C caller sees (`UNET_E*` in `unet.h`); success is 0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(i32)]
+pub enum Code {
+    /// `UNET_ENULL`: a required pointer argument was NULL.
+    Null = -1,
+    /// `UNET_EBADHANDLE`: the handle is not open (never issued, already
+    /// closed, or a handle of another kind).
+    BadHandle = -2,
+    /// `UNET_EINVAL`: an argument's value is invalid (not UTF-8, a bad
+    /// address, an unknown name).
+    Invalid = -3,
+    /// `UNET_EENGINE`: the engine refused the operation or could not be
+    /// reached (filter syntax, applet verification, budgets, a broken
+    /// connection).
+    Engine = -4,
+    /// `UNET_EAGAIN`: the transmit queue is full for now.
+    Again = -5,
+    /// `UNET_ETOOLONG`: the message exceeds the endpoint's largest message.
+    TooLong = -6,
+    /// `UNET_ECLOSED`: the channel's peer endpoint went away.
+    Closed = -7,
+    /// `UNET_ETIMEDOUT`: no message arrived within the timeout.
+    TimedOut = -8,
+    /// `UNET_ENOSPC`: the caller's buffer is smaller than the message.
+    NoSpace = -9,
+    /// `UNET_ECORRUPT`: the engine published a queue index no correct
+    /// engine could have.
+    Corrupt = -10,
+    /// `UNET_EPANIC`: a bug inside the library (a Rust panic, caught).
+    Panic = -11,
+}
+
+/// Every code, for [`strerror`] and the header check.
+pub const CODES: [Code; 11] = [
+    Code::Null,
+    Code::BadHandle,
+    Code::Invalid,
+    Code::Engine,
+    Code::Again,
+    Code::TooLong,
+    Code::Closed,
+    Code::TimedOut,
+    Code::NoSpace,
+    Code::Corrupt,
+    Code::Panic,
+];
+
+/// A fixed, NUL-terminated description of `code` (for `unet_strerror`).
+pub fn strerror(code: i32) -> &'static std::ffi::CStr {
+    match code {
+        0 => c"success",
+        -1 => c"a required pointer argument is NULL",
+        -2 => c"the handle is not open (never issued, already closed, or of another kind)",
+        -3 => c"an argument's value is invalid",
+        -4 => c"the engine refused the operation or could not be reached",
+        -5 => c"the transmit queue is full; try again once the engine has taken earlier messages",
+        -6 => c"the message exceeds the endpoint's largest message",
+        -7 => c"the channel is closed: its peer endpoint went away",
+        -8 => c"no message arrived within the timeout",
+        -9 => c"the buffer is smaller than the message; it stays queued for the next receive",
+        -10 => c"the endpoint's queue is corrupt",
+        -11 => c"internal error in the unet library",
+        _ => c"unknown unet error code",
+    }
+}
+
+/// The kinds of handle, named in [`CapiError::BadHandle`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// `unet_client`.
+    Client,
+    /// `unet_endpoint`.
+    Endpoint,
+    /// `unet_engine`.
+    Engine,
+}
+
+impl std::fmt::Display for Kind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Kind::Client => "client",
+            Kind::Endpoint => "endpoint",
+            Kind::Engine => "engine",
+        })
+    }
+}
+
+/// Why a C API call failed; its message is what `unet_last_error` gives.
+#[derive(Debug, Error)]
+pub enum CapiError {
+    /// A required pointer was NULL.
+    #[error("{func}: argument `{arg}` is NULL")]
+    Null {
+        /// The function.
+        func: &'static str,
+        /// The argument.
+        arg: &'static str,
+    },
+    /// A handle that is not open.
+    #[error(
+        "{func}: {kind} handle {id} is not open (never issued, already closed, or of another kind)"
+    )]
+    BadHandle {
+        /// The function.
+        func: &'static str,
+        /// The kind the function takes.
+        kind: Kind,
+        /// The handle's number.
+        id: u64,
+    },
+    /// A string argument that is not UTF-8.
+    #[error("{func}: argument `{arg}` is not UTF-8 (invalid byte at offset {offset})")]
+    Utf8 {
+        /// The function.
+        func: &'static str,
+        /// The argument.
+        arg: &'static str,
+        /// The byte offset of the first invalid byte.
+        offset: usize,
+    },
+    /// Another invalid argument value.
+    #[error("{func}: argument `{arg}`: {why}")]
+    Invalid {
+        /// The function.
+        func: &'static str,
+        /// The argument.
+        arg: &'static str,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// The engine's error.
+    #[error("{func}: {source}")]
+    Engine {
+        /// The function.
+        func: &'static str,
+        /// The engine's typed error.
+        source: EngineError,
+    },
+    /// The endpoint's send error.
+    #[error("{func}: {source}")]
+    Send {
+        /// The function.
+        func: &'static str,
+        /// The endpoint's typed error.
+        source: SendError,
+    },
+    /// No message within the timeout.
+    #[error("unet_recv: no message arrived within {ms} ms")]
+    TimedOut {
+        /// The timeout.
+        ms: u64,
+    },
+    /// The caller's buffer is too small for the next message.
+    #[error(
+        "unet_recv: the next message has {need} bytes, the buffer {cap}; it stays queued for the next unet_recv"
+    )]
+    NoSpace {
+        /// The message's length.
+        need: usize,
+        /// The buffer's capacity.
+        cap: usize,
+    },
+    /// A panic inside the library, caught at the boundary.
+    #[error("{func}: internal error (a panic, caught): {msg}")]
+    Panic {
+        /// The function.
+        func: &'static str,
+        /// The panic's message.
+        msg: String,
+    },
+}
+
+impl CapiError {
+    /// Its code.
+    pub fn code(&self) -> Code {
+        match self {
+            CapiError::Null { .. } => Code::Null,
+            CapiError::BadHandle { .. } => Code::BadHandle,
+            CapiError::Utf8 { .. } | CapiError::Invalid { .. } => Code::Invalid,
+            CapiError::Engine { .. } => Code::Engine,
+            CapiError::Send { source, .. } => match source {
+                SendError::TooLong { .. } => Code::TooLong,
+                SendError::Full => Code::Again,
+                SendError::Corrupt => Code::Corrupt,
+                SendError::ChannelClosed { .. } => Code::Closed,
+            },
+            CapiError::TimedOut { .. } => Code::TimedOut,
+            CapiError::NoSpace { .. } => Code::NoSpace,
+            CapiError::Panic { .. } => Code::Panic,
+        }
+    }
+}
+
+thread_local! {
+    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+}
+
+/// Records `e` as this thread's last error and returns its code.
+pub fn fail(e: CapiError) -> i32 {
+    let msg = e.to_string().replace('\0', "\\0");
+    let c = CString::new(msg).unwrap_or_default();
+    LAST_ERROR.with(|l| *l.borrow_mut() = c);
+    e.code() as i32
+}
+
+/// This thread's last error message ("" before the first failure); the
+/// pointer stays valid until this thread's next failing call.
+pub fn last_error() -> *const std::ffi::c_char {
+    LAST_ERROR.with(|l| l.borrow().as_ptr())
+}
+
+/// Runs `f`, turning a panic into [`CapiError::Panic`] and an error into
+/// its code; 0 on success.
+pub fn guard(func: &'static str, f: impl FnOnce() -> Result<(), CapiError>) -> i32 {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(Ok(())) => 0,
+        Ok(Err(e)) => fail(e),
+        Err(p) => {
+            let msg = p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic without a message".into());
+            fail(CapiError::Panic { func, msg })
+        }
+    }
+}
+
+/// An endpoint as the C API holds it: the endpoint and a message that did
+/// not fit the caller's buffer, kept for the next receive.
+struct EndpointState {
+    ep: Endpoint,
+    held: Option<(u16, Vec<u8>)>,
+}
+
+/// An in-process engine on the `loop` transport, and its daemon if it
+/// serves one.
+struct EngineState {
+    engine: unet::Engine,
+    // Kept so the transport's network lives as long as the engine.
+    _net: LoopNet,
+    server: Mutex<Option<Server>>,
+}
+
+#[derive(Default)]
+struct Table {
+    clients: HashMap<u64, Client>,
+    endpoints: HashMap<u64, Arc<Mutex<EndpointState>>>,
+    engines: HashMap<u64, Arc<EngineState>>,
+}
+
+static NEXT: AtomicU64 = AtomicU64::new(1);
+static TABLE: RwLock<Option<Table>> = RwLock::new(None);
+
+fn next_id() -> u64 {
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+fn with_table<R>(f: impl FnOnce(&Table) -> R) -> R {
+    let t = TABLE.read().unwrap_or_else(|p| p.into_inner());
+    match &*t {
+        Some(t) => f(t),
+        None => f(&Table::default()),
+    }
+}
+
+fn with_table_mut<R>(f: impl FnOnce(&mut Table) -> R) -> R {
+    let mut t = TABLE.write().unwrap_or_else(|p| p.into_inner());
+    f(t.get_or_insert_with(Table::default))
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn engine_err(func: &'static str) -> impl FnOnce(EngineError) -> CapiError {
+    move |source| CapiError::Engine { func, source }
+}
+
+fn client(func: &'static str, id: u64) -> Result<Client, CapiError> {
+    with_table(|t| t.clients.get(&id).cloned()).ok_or(CapiError::BadHandle {
+        func,
+        kind: Kind::Client,
+        id,
+    })
+}
+
+fn endpoint(func: &'static str, id: u64) -> Result<Arc<Mutex<EndpointState>>, CapiError> {
+    with_table(|t| t.endpoints.get(&id).cloned()).ok_or(CapiError::BadHandle {
+        func,
+        kind: Kind::Endpoint,
+        id,
+    })
+}
+
+fn engine(func: &'static str, id: u64) -> Result<Arc<EngineState>, CapiError> {
+    with_table(|t| t.engines.get(&id).cloned()).ok_or(CapiError::BadHandle {
+        func,
+        kind: Kind::Engine,
+        id,
+    })
+}
+
+fn add_endpoint(ep: Endpoint) -> u64 {
+    let id = next_id();
+    let st = Arc::new(Mutex::new(EndpointState { ep, held: None }));
+    with_table_mut(|t| t.endpoints.insert(id, st));
+    id
+}
+
+/// Connects to the daemon at `path`; the client's handle.
+pub fn connect(path: &str) -> Result<u64, CapiError> {
+    let c = Client::connect(path).map_err(engine_err("unet_connect"))?;
+    let id = next_id();
+    with_table_mut(|t| t.clients.insert(id, c));
+    Ok(id)
+}
+
+/// Closes a client handle. Its endpoints stay open (and keep the
+/// connection) until each is closed.
+pub fn disconnect(id: u64) -> Result<(), CapiError> {
+    with_table_mut(|t| t.clients.remove(&id))
+        .map(drop)
+        .ok_or(CapiError::BadHandle {
+            func: "unet_disconnect",
+            kind: Kind::Client,
+            id,
+        })
+}
+
+/// The client's engine's address.
+pub fn client_local(id: u64) -> Result<Addr, CapiError> {
+    Ok(client("unet_client_local_addr", id)?.local())
+}
+
+/// Creates an endpoint on the client's engine.
+pub fn create_endpoint(id: u64, config: Config, applet: Option<&[u8]>) -> Result<u64, CapiError> {
+    let func = "unet_endpoint_create";
+    let c = client(func, id)?;
+    let ep = c
+        .create_endpoint(config, applet)
+        .map_err(engine_err(func))?;
+    Ok(add_endpoint(ep))
+}
+
+/// Closes an endpoint handle (the endpoint is removed from its engine once
+/// no call on another thread is still using it).
+pub fn close_endpoint(id: u64) -> Result<(), CapiError> {
+    with_table_mut(|t| t.endpoints.remove(&id))
+        .map(drop)
+        .ok_or(CapiError::BadHandle {
+            func: "unet_endpoint_close",
+            kind: Kind::Endpoint,
+            id,
+        })
+}
+
+/// Runs `f` on the endpoint `id`.
+pub fn with_endpoint<R>(
+    func: &'static str,
+    id: u64,
+    f: impl FnOnce(&mut Endpoint) -> Result<R, CapiError>,
+) -> Result<R, CapiError> {
+    let st = endpoint(func, id)?;
+    let mut g = lock(&st);
+    f(&mut g.ep)
+}
+
+/// The endpoint's counters.
+pub fn counts(id: u64) -> Result<PortCounts, CapiError> {
+    with_endpoint("unet_endpoint_counts", id, |ep| Ok(ep.counts()))
+}
+
+/// Sends a copy of `msg` on `chan`.
+pub fn send(id: u64, chan: u16, msg: &[u8]) -> Result<(), CapiError> {
+    let func = "unet_send";
+    with_endpoint(func, id, |ep| {
+        ep.send(chan, msg)
+            .map_err(|source| CapiError::Send { func, source })
+    })
+}
+
+/// Sends a `len`-byte message that `fill` writes in place in the
+/// endpoint's transmit region (no copy).
+pub fn send_with(
+    id: u64,
+    chan: u16,
+    len: usize,
+    fill: impl FnOnce(&mut [u8]),
+) -> Result<(), CapiError> {
+    let func = "unet_send_inplace";
+    with_endpoint(func, id, |ep| {
+        ep.send_with(chan, len, fill)
+            .map_err(|source| CapiError::Send { func, source })
+    })
+}
+
+/// Receives the next message in place: calls `piece` on each of its
+/// pieces in order (the inline bytes, or each receive buffer's share), then
+/// gives its buffers back; its length and channel. Waits as [`recv`]. A
+/// message [`recv`] kept for want of room is handed over as one piece.
+pub fn recv_with(
+    id: u64,
+    timeout: Option<Duration>,
+    mut piece: impl FnMut(&[u8]),
+) -> Result<(usize, u16), CapiError> {
+    let st = endpoint("unet_recv_inplace", id)?;
+    let mut g = lock(&st);
+    let g = &mut *g;
+    if let Some((chan, msg)) = g.held.take() {
+        piece(&msg);
+        return Ok((msg.len(), chan));
+    }
+    let (m_len, chan) = wait_for(&mut g.ep, timeout, |m| {
+        m.read(&mut piece);
+        (m.len(), m.chan())
+    })?;
+    Ok((m_len, chan))
+}
+
+/// Waits up to `timeout` for the next message of `ep` and runs `f` on it.
+fn wait_for<R>(
+    ep: &mut Endpoint,
+    timeout: Option<Duration>,
+    f: impl FnOnce(&unet::Message<'_>) -> R,
+) -> Result<R, CapiError> {
+    let start = Instant::now();
+    let mut wait = Backoff::default();
+    loop {
+        if let Some(m) = ep.recv() {
+            return Ok(f(&m));
+        }
+        // The clock is read at every 1024th poll while spinning (where a
+        // clock read can cost as much as the poll, e.g. without a vDSO)
+        // and at every poll once the wait yields its core.
+        if let Some(t) = timeout
+            && (t.is_zero() || wait.now_and_then() || wait.polls() >= SPINS_BEFORE_YIELD)
+            && start.elapsed() >= t
+        {
+            return Err(CapiError::TimedOut {
+                ms: t.as_millis() as u64,
+            });
+        }
+        wait.snooze();
+    }
+}
+
+/// Receives the next message into `buf`: its length and channel. Waits up
+/// to `timeout` (`None`: without limit; zero: one poll). A message longer
+/// than `buf` is kept for the next call and reported as
+/// [`CapiError::NoSpace`].
+pub fn recv(id: u64, buf: &mut [u8], timeout: Option<Duration>) -> Result<(usize, u16), CapiError> {
+    let st = endpoint("unet_recv", id)?;
+    let mut g = lock(&st);
+    let g = &mut *g;
+    if let Some((chan, msg)) = &g.held {
+        if msg.len() > buf.len() {
+            return Err(CapiError::NoSpace {
+                need: msg.len(),
+                cap: buf.len(),
+            });
+        }
+        let (chan, n) = (*chan, msg.len());
+        buf[..n].copy_from_slice(msg);
+        g.held = None;
+        return Ok((n, chan));
+    }
+    let cap = buf.len();
+    let got = wait_for(&mut g.ep, timeout, |m| {
+        let (len, chan) = (m.len(), m.chan());
+        if len > cap {
+            return Err((chan, m.to_vec()));
+        }
+        let mut at = 0;
+        m.read(|p| {
+            buf[at..at + p.len()].copy_from_slice(p);
+            at += p.len();
+        });
+        Ok((len, chan))
+    })?;
+    got.map_err(|(chan, msg)| {
+        let need = msg.len();
+        g.held = Some((chan, msg));
+        CapiError::NoSpace { need, cap }
+    })
+}
+
+/// The most threads `unet_engine_start` gives an engine.
+pub const MAX_ENGINE_THREADS: usize = 64;
+
+/// Starts an engine in this process on the `loop` transport at `addr`, with
+/// `threads` threads of its own (0: the endpoints' calls drive it).
+pub fn engine_start(addr: Addr, threads: usize) -> Result<u64, CapiError> {
+    let func = "unet_engine_start";
+    if threads > MAX_ENGINE_THREADS {
+        return Err(CapiError::Invalid {
+            func,
+            arg: "threads",
+            why: format!("{threads} threads; at most {MAX_ENGINE_THREADS}"),
+        });
+    }
+    let net = LoopNet::new();
+    let port = net.attach(addr).map_err(|e| CapiError::Invalid {
+        func,
+        arg: "addr",
+        why: e.to_string(),
+    })?;
+    let engine = unet::Engine::new(Box::new(port));
+    if threads > 0 {
+        if let Err(e) = engine.start(threads) {
+            // The threads that did start would hold the engine forever.
+            engine.stop();
+            return Err(CapiError::Engine {
+                func,
+                source: EngineError::Memory(e),
+            });
+        }
+    }
+    let id = next_id();
+    let st = Arc::new(EngineState {
+        engine,
+        _net: net,
+        server: Mutex::new(None),
+    });
+    with_table_mut(|t| t.engines.insert(id, st));
+    Ok(id)
+}
+
+/// Serves the daemon's protocol for engine `id` on the Unix socket `path`
+/// (as `fastpath engine --socket PATH` does), until the engine stops.
+pub fn engine_serve(id: u64, path: &str) -> Result<(), CapiError> {
+    let func = "unet_engine_serve";
+    let st = engine(func, id)?;
+    let mut server = lock(&st.server);
+    if server.is_some() {
+        return Err(CapiError::Invalid {
+            func,
+            arg: "engine",
+            why: "the engine already serves a socket".into(),
+        });
+    }
+    let s =
+        unet::daemon::serve(st.engine.clone(), path.as_ref()).map_err(|e| CapiError::Invalid {
+            func,
+            arg: "socket_path",
+            why: format!("serving {path}: {e}"),
+        })?;
+    *server = Some(s);
+    Ok(())
+}
+
+/// The in-process engine's address.
+pub fn engine_local(id: u64) -> Result<Addr, CapiError> {
+    Ok(engine("unet_engine_local_addr", id)?.engine.local())
+}
+
+/// Creates an endpoint on the in-process engine `id`.
+pub fn engine_create_endpoint(
+    id: u64,
+    config: Config,
+    applet: Option<&[u8]>,
+) -> Result<u64, CapiError> {
+    let func = "unet_engine_endpoint_create";
+    let st = engine(func, id)?;
+    let ep = st
+        .engine
+        .create_endpoint(config, applet)
+        .map_err(engine_err(func))?;
+    Ok(add_endpoint(ep))
+}
+
+/// Stops the in-process engine `id`: its daemon, if any, then its threads.
+/// Its endpoints stay valid handles until closed (an endpoint with no
+/// threads behind it drives the engine from its own calls).
+pub fn engine_stop(id: u64) -> Result<(), CapiError> {
+    let st = with_table_mut(|t| t.engines.remove(&id)).ok_or(CapiError::BadHandle {
+        func: "unet_engine_stop",
+        kind: Kind::Engine,
+        id,
+    })?;
+    if let Some(s) = lock(&st.server).take() {
+        s.shutdown();
+    }
+    st.engine.stop();
+    Ok(())
+}
+
+/// The built-in applet called `name` (its class name, e.g. `StandardUnet`,
+/// ignoring ASCII case: `unet::applets::ALL`).
+pub fn builtin_applet(name: &str) -> Result<&'static [u8], CapiError> {
+    unet::applets::by_name(name).ok_or_else(|| CapiError::Invalid {
+        func: "unet_applet_builtin",
+        arg: "name",
+        why: format!(
+            "no built-in applet `{name}` (there are: {})",
+            unet::applets::ALL
+                .iter()
+                .map(|(n, _)| *n)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    })
+}
