@@ -10,13 +10,13 @@
 use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use fastpath_bench::dpf::{filter, mbuff, packets, run_jit, table, to_ebpf};
+use fastpath_bench::dpf::{filter, filters, mbuff, packets, run_jit, table, to_ebpf};
 
 fn classify(c: &mut Criterion) {
     let pcap = dpf::pcap::Libpcap::load().ok();
     let mut g = c.benchmark_group("classify");
     for n in [10usize, 100, 1000, 10_000] {
-        let filters: Vec<String> = (0..n).map(filter).collect();
+        let filters = filters(n);
         let pkts = packets(n, 256);
         let table = table(n);
         let mut reader = table.reader();
