@@ -339,25 +339,26 @@ pub struct Budget {
 
 impl Budget {
     /// The paper's 100,000 trials per peer cell (rounded to whole rounds),
-    /// ten times as many for dpf, so that a round lasts most of a
-    /// millisecond: in the 60 to 130 µs a round of 15,000 took, re-warming
-    /// the classifier's value table after the peers' columns had evicted it
-    /// (and any interrupt on this shared machine) weighed as much as the
-    /// classifications.
+    /// ten times as many for dpf, in 21 rounds: a dpf sample of 50,000
+    /// classifications lasts a quarter of a millisecond (after its untimed
+    /// warming pass), short enough that the scheduler's preemptions on this
+    /// shared 2-core machine hit a minority of the rounds, which the median
+    /// then ignores (7 rounds of 150,000 left N = 10 with 2 or more rounds
+    /// preempted and a median no better than noise).
     pub const DEFAULT: Budget = Budget {
         sizes: &[10, 100, 1000, 10_000],
         trials: 105_000,
         dpf_trials: 1_050_000,
-        rounds: 7,
+        rounds: 21,
         installs: 21,
     };
-    /// A smoke run of the same rows in a second or two: a tenth of the
-    /// trials, 5 rounds.
+    /// A smoke run of the same rows in a few seconds: a tenth of the
+    /// trials, 7 rounds.
     pub const QUICK: Budget = Budget {
         sizes: &[10, 100, 1000, 10_000],
         trials: 10_500,
         dpf_trials: 105_000,
-        rounds: 5,
+        rounds: 7,
         installs: 5,
     };
 
