@@ -17,7 +17,9 @@
 //! exactly this client code as an oracle for the native backend.
 
 use crate::ir::{ACCEPT, Base, Cmp, Field, Node, NodeId, Program, REJECT, Size, Test};
-use crate::merge::{Dispatch, MNodeId, Merged, Strategy};
+use crate::merge::{Dispatch, Key, MNodeId, Merged, Strategy};
+use std::cmp::Reverse;
+use std::collections::HashMap;
 use vcode::ext::Bswap;
 use vcode::{Backend, Class, Func, Label, Leaf, P, Reg, UL};
 
@@ -121,14 +123,31 @@ impl Merged {
     }
 }
 
+/// The most single-constant dispatches between a value table's arm and
+/// its filter.
+const MAX_TAIL: usize = 4;
+
+/// See [`Gen::straight`].
+struct Straight<'a> {
+    tail: Vec<(Key, u32)>,
+    rank: u32,
+    residual: Option<&'a Program>,
+}
+
 /// A dispatch emitted as a value table (see [`Gen::value_table`]).
 struct ValueTable<'a> {
     /// The key of the first slot.
     min: u32,
     /// One `best` word per key from `min` on.
     words: Vec<u64>,
+    /// The tests between every arm of the table and its filter, tested
+    /// once: `field & mask == value`.
+    tail: Vec<(Key, u32)>,
     /// The residual every filter of the table shares, tested once.
     residual: Option<&'a Program>,
+    /// The arms outside the table (their key, their subtree), compared
+    /// first.
+    exceptions: Vec<(u32, MNodeId)>,
     /// The register that holds the table's address, then the slot's word.
     reg: Reg<P>,
 }
@@ -270,7 +289,7 @@ impl<'a, B: Backend> Gen<'a, B> {
             );
             let size = d.key.field.size;
             if let Some(t) = table {
-                self.emit_value_table(&t, inside, arms_end);
+                self.emit_value_table(d, &t, inside, arms_end);
                 if n.wild.is_none() {
                     self.f.jmp(cont);
                 }
@@ -295,44 +314,95 @@ impl<'a, B: Backend> Gen<'a, B> {
         }
     }
 
-    /// A value table for `d`, if it can be one, reached with `k` known:
-    /// every arm leads straight to one filter (no further dispatch, no
-    /// wild child), the keys are dense (a jump table's) or, more than four
-    /// of them, span at most eight slots per key (a sparse key set too: a
-    /// slot is eight bytes of data, where a hash or binary-search dispatch
-    /// is code for every arm), and either no filter has a residual
-    /// or all have the same one reading only frame-relative fields (the
-    /// TPID test of `vlan V`), which is then emitted once. A register must
-    /// be free for the table: `best` when nothing has matched yet and no
-    /// residual is shared, else `tb` when the transport header's address
-    /// is not yet needed on this path.
-    fn value_table(&self, d: &Dispatch, k: Known) -> Option<ValueTable<'a>> {
+    /// Where an arm's subtree leads when it is one filter behind at most
+    /// [`MAX_TAIL`] more single-constant dispatches: those `(key, value)`
+    /// tests, the filter's rank and its residual. `None` for any other
+    /// shape (more than one arm, a wild child, leaves on the way, several
+    /// filters where the first has a residual).
+    fn straight(&self, id: MNodeId) -> Option<Straight<'a>> {
         let m: &'a Merged = self.m;
-        let (&(min, _), &(max, _)) = (d.arms.first()?, d.arms.last()?);
+        let mut id = id;
+        let mut tail = Vec::new();
+        loop {
+            let c = &m.nodes[id as usize];
+            if c.wild.is_some() {
+                return None;
+            }
+            match &c.dispatch {
+                None => {
+                    let &rank = c.leaves.first()?;
+                    let residual = m.entries[rank as usize].residual.as_ref();
+                    if residual.is_some() && c.leaves.len() != 1 {
+                        return None;
+                    }
+                    return Some(Straight {
+                        tail,
+                        rank,
+                        residual,
+                    });
+                }
+                Some(d) if c.leaves.is_empty() && d.arms.len() == 1 && tail.len() < MAX_TAIL => {
+                    tail.push((d.key, d.arms[0].0));
+                    id = d.arms[0].1;
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// A value table for `d`, if it can be one, reached with `k` known.
+    ///
+    /// The table covers the arms that lead [`Gen::straight`] to one filter
+    /// each with the same tail of tests and the same residual (none, or
+    /// one that reads only frame-relative fields, such as the TPID test of
+    /// `vlan V`); at most four other arms (`10.0.0.1`'s ports beside a
+    /// thousand hosts behind `port 80`) are compared first, as exceptions.
+    /// The table's keys are dense (a jump table's) or, more than four of
+    /// them, span at most eight slots per key: a slot is eight bytes of
+    /// data, where a jump table, hash or binary search has code for every
+    /// arm, and a frame touches one slot. A register must be free for the
+    /// table: `best` when nothing has matched yet and no residual is
+    /// shared, else `tb` when the transport header's address is not yet
+    /// needed on this path.
+    fn value_table(&self, d: &Dispatch, k: Known) -> Option<ValueTable<'a>> {
+        let shapes: Vec<Option<Straight<'a>>> = d.arms.iter().map(|a| self.straight(a.1)).collect();
+        // The commonest shape is the table's (of equally common ones, the
+        // first arm's, so that the code does not depend on hashing).
+        type Shape<'s, 'p> = (&'s [(Key, u32)], Option<&'p Program>);
+        let mut count: HashMap<Shape<'_, 'a>, (usize, Reverse<usize>)> = HashMap::new();
+        for (i, s) in shapes.iter().enumerate() {
+            if let Some(s) = s {
+                count
+                    .entry((&s.tail[..], s.residual))
+                    .or_insert((0, Reverse(i)))
+                    .0 += 1;
+            }
+        }
+        let (&(tail, residual), &(n, _)) = count.iter().max_by_key(|e| *e.1)?;
+        if n < 5 || d.arms.len() - n > 4 || residual.is_some_and(|p| !link_only(p)) {
+            return None;
+        }
+        let fits = |s: &Option<Straight<'a>>| {
+            s.as_ref()
+                .is_some_and(|s| s.tail == tail && s.residual == residual)
+        };
+        let mut keys = d.arms.iter().zip(&shapes).filter(|(_, s)| fits(s));
+        let min = keys.next()?.0.0;
+        let max = keys.last().map_or(min, |a| a.0.0);
         let len = u64::from(max - min) + 1;
-        let dense = matches!(d.strategy, Strategy::Table { .. });
-        let sparse = d.arms.len() > 4 && len <= 8 * d.arms.len() as u64 + 64 && len <= 1 << 16;
-        if !dense && !sparse {
+        let dense = len <= 2 * n as u64 + 8;
+        if len > 1 << 16 || (!dense && len > 8 * n as u64 + 64) {
             return None;
         }
         let mut words = vec![u64::MAX; len as usize];
-        let mut shared: Option<&'a Program> = None;
-        for (i, &(key, child)) in d.arms.iter().enumerate() {
-            let c = &m.nodes[child as usize];
-            if c.dispatch.is_some() || c.wild.is_some() {
-                return None;
+        let mut exceptions = Vec::new();
+        for (&(key, child), s) in d.arms.iter().zip(&shapes) {
+            match s {
+                Some(st) if fits(s) => words[(key - min) as usize] = self.m.best(st.rank),
+                _ => exceptions.push((key, child)),
             }
-            let &rank = c.leaves.first()?;
-            let residual = m.entries[rank as usize].residual.as_ref();
-            match (i, residual, shared) {
-                (_, None, None) => {}
-                (0, Some(p), None) if c.leaves.len() == 1 && link_only(p) => shared = Some(p),
-                (_, Some(p), Some(s)) if c.leaves.len() == 1 && p == s => {}
-                _ => return None,
-            }
-            words[(key - min) as usize] = m.best(rank);
         }
-        let reg = if !k.found && shared.is_none() {
+        let reg = if !k.found && residual.is_none() {
             self.r.best.cast::<P>()
         } else if !k.tb {
             self.r.tb
@@ -342,17 +412,34 @@ impl<'a, B: Backend> Gen<'a, B> {
         Some(ValueTable {
             min,
             words,
-            residual: shared,
+            tail: tail.to_vec(),
+            residual,
+            exceptions,
             reg,
         })
     }
 
     /// The code of a value table, the dispatch's key loaded into `v` (as
-    /// its value): the slot's word, `rank << 32 | owner` or all ones in a
-    /// gap, replaces `best` when it ranks better (and the shared residual,
-    /// if any, accepts), with no branch on the key. Continues at `done`.
-    fn emit_value_table(&mut self, t: &ValueTable<'_>, inside: Known, done: Label) {
+    /// its value), with `inside` known: the exceptions' compares, the
+    /// shared tail's tests, the key loaded again (in bounds: loaded
+    /// before), then the slot's word, `rank << 32 | owner` or all ones in
+    /// a gap, replaces `best` when it ranks better (and the shared
+    /// residual, if any, accepts), with no branch on the key. Continues at
+    /// `done`.
+    fn emit_value_table(&mut self, d: &Dispatch, t: &ValueTable<'_>, inside: Known, done: Label) {
         let (v, best, w) = (self.r.v, self.r.best, t.reg);
+        let labels: Vec<Label> = t.exceptions.iter().map(|_| self.f.genlabel()).collect();
+        for (&(key, _), &l) in t.exceptions.iter().zip(&labels) {
+            self.f.beq(v, u64::from(key), l);
+        }
+        let mut k = inside;
+        if !t.tail.is_empty() {
+            for &(key, value) in &t.tail {
+                self.load(key.field, key.mask, &mut k, done, 0, Order::Wire);
+                self.f.bne(v, wire(key.field.size, value), done);
+            }
+            self.load_value(d.key.field, d.key.mask, Order::Value);
+        }
         let bytes: Vec<u8> = t.words.iter().flat_map(|w| w.to_le_bytes()).collect();
         let table = self.f.data(&bytes);
         self.f.sub(v, v, u64::from(t.min));
@@ -364,9 +451,9 @@ impl<'a, B: Backend> Gen<'a, B> {
         if let Some(p) = t.residual {
             self.f.beq(wu, u64::MAX, done);
             let yes = self.f.genlabel();
-            let mut k = inside;
-            k.tb = false;
-            self.residual(p, k, yes, done);
+            let mut kr = k;
+            kr.tb = false;
+            self.residual(p, kr, yes, done);
             self.f.label(yes);
         }
         if wu != best {
@@ -374,6 +461,13 @@ impl<'a, B: Backend> Gen<'a, B> {
             // all ones never wins).
             self.f.bge(wu, best, done);
             self.f.mov(best, wu);
+        }
+        if !t.exceptions.is_empty() {
+            self.f.jmp(done);
+            for (&(_, child), &l) in t.exceptions.iter().zip(&labels) {
+                self.f.label(l);
+                self.node(child, done, inside);
+            }
         }
     }
 

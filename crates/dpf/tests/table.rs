@@ -185,13 +185,22 @@ fn endpoint_tables_with_catch_alls_agree_with_each_filter_alone() {
             (0..n).map(|i| (endpoint(i), i as u32, 0)).collect();
         // Catch-alls with no atom, ranked below everything (tested at the
         // end of the root's chain) and, once, above it.
-        for (k, src) in ["multicast", "tcp dst portrange 6000-6063", "icmp6", "ether proto \\arp"]
-            .iter()
-            .enumerate()
+        for (k, src) in [
+            "multicast",
+            "tcp dst portrange 6000-6063",
+            "icmp6",
+            "ether proto \\arp",
+        ]
+        .iter()
+        .enumerate()
         {
             sources.push((src.to_string(), (n + k) as u32, 0));
         }
-        sources.push(("ether[0] & 1 != 0 and vlan".into(), 99_999, if n == 200 { 1 } else { -1 }));
+        sources.push((
+            "ether[0] & 1 != 0 and vlan".into(),
+            99_999,
+            if n == 200 { 1 } else { -1 },
+        ));
         let mut table = Table::new();
         let ids = table
             .install_many(sources.iter().map(|(s, o, p)| (s.as_str(), *o, *p)))
@@ -207,9 +216,18 @@ fn endpoint_tables_with_catch_alls_agree_with_each_filter_alone() {
             let i = g.rng.random_range(0..n);
             let pkt = endpoint_frame(&mut g, i);
             matched += expected(&model, &pkt).is_some() as usize;
-            check(&table, &mut reader, &model, &pkt, &format!("{n} endpoint filters"));
+            check(
+                &table,
+                &mut reader,
+                &model,
+                &pkt,
+                &format!("{n} endpoint filters"),
+            );
         }
-        assert!(matched > 300, "{n} endpoint filters: only {matched} frames matched");
+        assert!(
+            matched > 300,
+            "{n} endpoint filters: only {matched} frames matched"
+        );
     }
 }
 
