@@ -1,5 +1,5 @@
 //! Criterion benchmarks of dpf (the VCODE paper's §4.2): classifying a
-//! TCP/IP packet destined for one of N filters with dpf's merged native
+//! frame destined for one of N filters of `fastpath_bench::dpf`'s mix with dpf's merged native
 //! classifier, with libpcap's BPF interpreter running the filters in turn,
 //! and with rbpf's JIT running them in turn; and installing one filter
 //! into a table of 1,000.

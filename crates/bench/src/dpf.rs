@@ -1,5 +1,7 @@
-//! The dpf suite: the paper's §4.2 experiment (TCP/IP packets destined for
-//! one of N filters, N = 10 as in the paper, then 100, 1,000 and 10,000),
+//! The dpf suite: the paper's §4.2 experiment (frames destined for one of
+//! N filters, N = 10 as in the paper, then 100, 1,000 and 10,000; the
+//! filters a mix of the paper's TCP/IP filter and libpcap's other
+//! primitives, see [`filter`], plus the [`CATCH_ALL`] filters),
 //! dpf's merged native classifier against the filters run one after
 //! another by libpcap's BPF interpreter (the role MPF and PATHFINDER play
 //! in the paper) and by rbpf's JIT, plus the cost of installing one filter
@@ -51,7 +53,9 @@ fn low(i: usize) -> (u8, u8) {
 /// paper's `tcp dst port P and dst host 10.0.0.1`; the others use the
 /// primitives dpf took from libpcap later: a partial network, `ip6 proto`
 /// with a protocol name, a MAC address, a VLAN id, an EtherType name with
-/// an ARP host, a port name, a single-port `portrange`.
+/// an ARP host, a port name. (A `portrange` is among the [`CATCH_ALL`]
+/// filters: a range has no equality to merge on, so many of them would
+/// be tested one after another.)
 pub fn filter(i: usize) -> String {
     let (hi, lo) = low(i);
     let p = port(i);

@@ -388,7 +388,7 @@ impl<'a, B: Backend> Gen<'a, B> {
         };
         let mut keys = d.arms.iter().zip(&shapes).filter(|(_, s)| fits(s));
         let min = keys.next()?.0.0;
-        let max = keys.last().map_or(min, |a| a.0.0);
+        let max = keys.next_back().map_or(min, |a| a.0.0);
         let len = u64::from(max - min) + 1;
         let dense = len <= 2 * n as u64 + 8;
         if len > 1 << 16 || (!dense && len > 8 * n as u64 + 64) {

@@ -182,14 +182,14 @@ mod tests {
     fn measured() -> Measured {
         let row = |n: usize, dpf: f64| Row {
             n,
-            dpf: vec![dpf, dpf + 0.1, dpf - 0.1, dpf, dpf],
-            dpf_single: vec![dpf * 2.0; 5],
+            dpf: vec![dpf, dpf + 0.1, dpf - 0.1, dpf, dpf, dpf + 0.1, dpf],
+            dpf_single: vec![dpf * 2.0; 7],
             pcap: vec![],
-            rbpf: vec![f64::NAN, 50.0, f64::NAN, 51.0, 49.0],
+            rbpf: vec![f64::NAN, 50.0, f64::NAN, 51.0, 49.0, f64::NAN, 50.0],
         };
         Measured {
             pcap_missing: Some("libpcap.so.0.8: not found".into()),
-            rows: vec![row(10, 3.0), row(10_000, 4.5)],
+            rows: vec![row(10, 3.0), row(10_000, 3.3)],
             install_us: vec![300.0, 310.0, 290.0, 305.0, 295.0],
             code_bytes: 12345,
         }
@@ -213,11 +213,11 @@ mod tests {
         };
         assert_eq!(
             rbpf,
-            &Figure::NotMeasured(NotMeasured::TooFewSamples { got: 3, want: 5 })
+            &Figure::NotMeasured(NotMeasured::TooFewSamples { got: 4, want: 7 })
         );
         let text = r.text();
         assert!(
-            text.contains("3 valid samples of the 5 the median needs"),
+            text.contains("4 valid samples of the 7 the median needs"),
             "{text}"
         );
         let json: serde_json::Value = serde_json::from_str(&r.json().unwrap()).unwrap();
@@ -227,10 +227,13 @@ mod tests {
         assert!(row["rbpf_ns_per_pkt"]["value"].is_null());
         assert_eq!(
             row["rbpf_ns_per_pkt"]["reason"],
-            "3 valid samples of the 5 the median needs"
+            "4 valid samples of the 7 the median needs"
         );
         assert!(row["rbpf_over_dpf"]["value"].is_null());
+        // Flat (3.3 / 3.0 = 1.1); the libpcap target has no verdict
+        // without libpcap.
         assert_eq!(json["targets"][0]["verdict"], "PASS");
+        assert!(json["targets"][1]["verdict"].is_null(), "{json}");
         assert_eq!(json["sections"]["install"]["rows"][0]["code_bytes"], 12345);
     }
 }
