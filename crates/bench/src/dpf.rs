@@ -49,18 +49,19 @@ fn low(i: usize) -> (u8, u8) {
 
 /// The filter of endpoint `i`: a cycle of eight classes, as a tcpdump user
 /// writes them for one endpoint each, every class a dispatch the merged
-/// classifier must keep flat as the table grows. Two in eight are the
+/// classifier must keep flat as the table grows. One in eight is the
 /// paper's `tcp dst port P and dst host 10.0.0.1`; the others use the
-/// primitives dpf took from libpcap later: a partial network, `ip6 proto`
-/// with a protocol name, a MAC address, a VLAN id, an EtherType name with
-/// an ARP host, a port name. (A `portrange` is among the [`CATCH_ALL`]
-/// filters: a range has no equality to merge on, so many of them would
-/// be tested one after another.)
+/// primitives dpf took from libpcap later: a one-port `portrange`, a
+/// partial network, `ip6 proto` with a protocol name, a MAC address, a
+/// VLAN id, an EtherType name with an ARP host, a port name. (A range of
+/// many ports is among the [`CATCH_ALL`] filters: it has no equality to
+/// merge on, so many of them would be tested one after another.)
 pub fn filter(i: usize) -> String {
     let (hi, lo) = low(i);
     let p = port(i);
     match i % CLASSES {
-        0 | 1 => format!("tcp dst port {p} and dst host 10.0.0.1"),
+        0 => format!("tcp dst port {p} and dst host 10.0.0.1"),
+        1 => format!("tcp dst portrange {p} and dst host 10.0.0.1"),
         2 => format!("udp dst port {p} and dst net 10.1"),
         3 => format!("ip6 proto \\tcp and dst port {p}"),
         4 => format!("ether dst 02:00:5e:00:{hi:02x}:{lo:02x}"),

@@ -115,13 +115,15 @@ fn merged_tables_of_1_to_10000_filters_agree_with_each_filter_alone() {
 /// The endpoint filter `i` of a table as a tcpdump user fills it, in a
 /// cycle of classes that each become one dispatch of many arms: value
 /// tables (dense and sparse keys), one residual shared by every arm
-/// (`vlan V`), a transport test behind an address.
+/// (`vlan V`), a transport test behind an address, one-port ranges among
+/// ports.
 fn endpoint(i: usize) -> String {
     let j = i / 8;
     let (hi, lo) = (j >> 8, j & 0xff);
     let port = 1000 + 3 * i;
     match i % 8 {
-        0 | 1 => format!("tcp dst port {port} and dst host 10.0.0.1"),
+        0 => format!("tcp dst port {port} and dst host 10.0.0.1"),
+        1 => format!("tcp dst portrange {port} and dst host 10.0.0.1"),
         2 => format!("udp dst port {port} and dst net 10.1"),
         3 => format!("ip6 proto \\tcp and dst port {port}"),
         4 => format!("ether dst 02:00:5e:00:{hi:02x}:{lo:02x}"),

@@ -79,8 +79,8 @@ pub fn report(m: &Measured, budget: Budget, quick: bool) -> Report {
     );
     s.samples = Some(budget.rounds);
     s.about = format!(
-        "N endpoint filters in a cycle of eight classes (two in eight the paper's `tcp dst port P and dst host \
-         10.0.0.1`; then `udp dst port P and dst net 10.1`, `ip6 proto \\tcp and dst port P`, `ether dst MAC`, \
+        "N endpoint filters in a cycle of eight classes (the paper's `tcp dst port P and dst host 10.0.0.1`, \
+         `tcp dst portrange P and dst host 10.0.0.1`, `udp dst port P and dst net 10.1`, `ip6 proto \\tcp and dst port P`, `ether dst MAC`, \
          `vlan V`, `ether proto \\arp and arp dst host A`, `tcp dst port http and dst host A`), then {} catch-all \
          filters ranked below them ({}); 15 frames in 16 each for an endpoint filter drawn uniformly, 1 in 16 for a \
          catch-all. dpf: the merged native classifier; the peers run the same filters one after another until one \
