@@ -18,6 +18,11 @@
 //!   which is `None` when that restriction is the constant "accept" (as it
 //!   is for the usual `tcp dst port 80 and dst host ...` conjunctions).
 //!
+//! Before the atoms are sought, `x >= v` followed by `x > v` on the same
+//! masked field (a one-port `portrange v`, as libpcap lowers it) is read as
+//! `x == v` followed by `x > v`: the same load, the same outcome on every
+//! frame, and an equality that can be an atom.
+//!
 //! A filter matches exactly when its atoms hold and its residual accepts.
 //! That is exact even under libpcap's abort-on-short-load rule: an atom
 //! that cannot be loaded fails, and the program could not have accepted
@@ -777,7 +782,7 @@ mod tests {
             let a = analyze(&p);
             assert_eq!(a, analyze(&crate::compile(port).unwrap()), "{range}");
             assert!(a.residual.is_none(), "{range}");
-            let mut frame = vec![0u8; 64];
+            let mut frame = [0u8; 64];
             frame[12..14].copy_from_slice(&[8, 0]);
             frame[14] = 0x45;
             frame[30..34].copy_from_slice(&[10, 0, 0, 1]);
