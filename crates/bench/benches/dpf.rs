@@ -1,5 +1,5 @@
 //! Criterion benchmarks of dpf (the VCODE paper's §4.2): classifying a
-//! TCP/IP packet destined for one of N filters with dpf's merged native
+//! frame destined for one of N filters of `fastpath_bench::dpf`'s mix with dpf's merged native
 //! classifier, with libpcap's BPF interpreter running the filters in turn,
 //! and with rbpf's JIT running them in turn; and installing one filter
 //! into a table of 1,000.
@@ -10,13 +10,13 @@
 use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use fastpath_bench::dpf::{filter, mbuff, packets, run_jit, table, to_ebpf};
+use fastpath_bench::dpf::{filter, filters, mbuff, packets, run_jit, table, to_ebpf};
 
 fn classify(c: &mut Criterion) {
     let pcap = dpf::pcap::Libpcap::load().ok();
     let mut g = c.benchmark_group("classify");
     for n in [10usize, 100, 1000, 10_000] {
-        let filters: Vec<String> = (0..n).map(filter).collect();
+        let filters = filters(n);
         let pkts = packets(n, 256);
         let table = table(n);
         let mut reader = table.reader();

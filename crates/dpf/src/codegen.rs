@@ -19,7 +19,9 @@
 use crate::ir::{
     ACCEPT, Base, Cmp, Field, LoadBase, Node, NodeId, Op, Program, REJECT, Size, Test,
 };
-use crate::merge::{Dispatch, MNodeId, Merged, Strategy};
+use crate::merge::{Dispatch, Key, MNodeId, Merged, Strategy};
+use std::cmp::Reverse;
+use std::collections::HashMap;
 use vcode::ext::Bswap;
 use vcode::{Backend, Class, Func, Label, Leaf, Local, P, Reg, UL};
 
@@ -133,6 +135,44 @@ impl Merged {
     }
 }
 
+/// The most single-constant dispatches between a value table's arm and
+/// its filter.
+const MAX_TAIL: usize = 4;
+
+/// See [`Gen::straight`].
+struct Straight<'a> {
+    tail: Vec<(Key, u32)>,
+    rank: u32,
+    residual: Option<&'a Program>,
+}
+
+/// A dispatch emitted as a value table (see [`Gen::value_table`]).
+struct ValueTable<'a> {
+    /// The key of the first slot.
+    min: u32,
+    /// One `best` word per key from `min` on.
+    words: Vec<u64>,
+    /// The tests between every arm of the table and its filter, tested
+    /// once: `field & mask == value`.
+    tail: Vec<(Key, u32)>,
+    /// The residual every filter of the table shares, tested once.
+    residual: Option<&'a Program>,
+    /// The arms outside the table (their key, their subtree), compared
+    /// first.
+    exceptions: Vec<(u32, MNodeId)>,
+    /// The register that holds the table's address, then the slot's word.
+    reg: Reg<P>,
+}
+
+/// Whether every test of `p` reads a field relative to the frame (so
+/// testing it never needs `tb`).
+fn link_only(p: &Program) -> bool {
+    p.nodes.iter().all(|n| match n {
+        Node::Test { test, .. } => test.field.base == Base::Link,
+        _ => true,
+    })
+}
+
 struct Gen<'a, B: Backend> {
     f: &'a mut Func<B>,
     m: &'a Merged,
@@ -141,40 +181,91 @@ struct Gen<'a, B: Backend> {
     slots: Vec<Local<UL>>,
 }
 
-impl<B: Backend> Gen<'_, B> {
-    /// The code of trie node `id`, continuing at `cont`. An arm recurses
-    /// (one level per atom, at most `merge::MAX_ATOMS`); the wild chain
-    /// (one node per distinct key) is a loop.
-    fn node(&mut self, id: MNodeId, cont: Label, mut k: Known) {
+impl<'a, B: Backend> Gen<'a, B> {
+    /// The code of trie node `id`, continuing at `cont`.
+    ///
+    /// Leaves ranked below every filter of the node's dispatch and wild
+    /// chain (a catch-all such as `multicast`, with no atom to merge on,
+    /// sits at the root with the lowest precedence) are tested last, at
+    /// the end of the chain: by then a better match has usually been
+    /// found, and one comparison of ranks skips them. Tested first, they
+    /// would run for every frame and leave "a match may exist" behind,
+    /// which rules out the value tables below.
+    fn node(&mut self, id: MNodeId, cont: Label, k: Known) {
+        let n = &self.m.nodes[id as usize];
+        let rest = n.dispatch.as_ref().map(|d| {
+            let arms = d.arms.iter().map(|a| self.m.nodes[a.1 as usize].min_rank);
+            let wild = n.wild.map(|w| self.m.nodes[w as usize].min_rank);
+            arms.chain(wild).min().unwrap_or(u32::MAX)
+        });
+        let later = match rest {
+            Some(rest) => n.leaves.partition_point(|&r| r < rest),
+            None => n.leaves.len(),
+        };
+        if later == n.leaves.len() {
+            return self.chain(id, cont, k, later);
+        }
+        let tail = self.f.genlabel();
+        if k.found {
+            self.f.ble(self.r.best, rank_bound(n.min_rank), cont);
+        }
+        self.chain(id, tail, k, later);
+        self.f.label(tail);
+        // Every path of the chain ends here, with at least what held at its
+        // start (`tb` is only ever clobbered below a point where it was not
+        // yet loaded).
+        let mut kt = k;
+        kt.found = true;
+        let ranks = n.leaves[later..].to_vec();
+        let after = self.f.genlabel();
+        self.leaves(&ranks, kt, after);
+        self.f.label(after);
+        self.f.jmp(cont);
+    }
+
+    /// Tests the leaves `ranks` (ascending) in turn, jumping to `after` at
+    /// the first match; falls through when none matches.
+    fn leaves(&mut self, ranks: &[u32], mut k: Known, after: Label) {
+        for &rank in ranks {
+            if k.found {
+                self.f.ble(self.r.best, rank_bound(rank), after);
+            }
+            let residual = &self.m.entries[rank as usize].residual;
+            match residual {
+                None => {
+                    self.f.set(self.r.best, self.m.best(rank));
+                    self.f.jmp(after);
+                    return;
+                }
+                Some(p) => {
+                    let (yes, no) = (self.f.genlabel(), self.f.genlabel());
+                    self.residual(p, k, yes, no);
+                    self.f.label(yes);
+                    self.f.set(self.r.best, self.m.best(rank));
+                    self.f.jmp(after);
+                    self.f.label(no);
+                }
+            }
+            k.found = true;
+        }
+    }
+
+    /// [`Gen::node`] without the deferred leaves: the node's first `leaves`
+    /// leaves, its dispatch, then its wild chain (a loop: one node per
+    /// distinct key), each arm recursing (one level per atom, at most
+    /// `merge::MAX_ATOMS`).
+    fn chain(&mut self, id: MNodeId, cont: Label, mut k: Known, leaves: usize) {
         let mut id = id;
+        let mut leaves = leaves;
         loop {
             let n = &self.m.nodes[id as usize];
             if k.found {
                 self.f.ble(self.r.best, rank_bound(n.min_rank), cont);
             }
-            if !n.leaves.is_empty() {
+            if leaves > 0 {
                 let after = self.f.genlabel();
-                for &rank in &n.leaves {
-                    if k.found {
-                        self.f.ble(self.r.best, rank_bound(rank), after);
-                    }
-                    let residual = &self.m.entries[rank as usize].residual;
-                    match residual {
-                        None => {
-                            self.f.set(self.r.best, self.m.best(rank));
-                            break;
-                        }
-                        Some(p) => {
-                            let (yes, no) = (self.f.genlabel(), self.f.genlabel());
-                            self.residual(p, k, yes, no);
-                            self.f.label(yes);
-                            self.f.set(self.r.best, self.m.best(rank));
-                            self.f.jmp(after);
-                            self.f.label(no);
-                        }
-                    }
-                    k.found = true;
-                }
+                let ranks = n.leaves[..leaves].to_vec();
+                self.leaves(&ranks, k, after);
                 self.f.label(after);
                 k.found = true;
             }
@@ -196,7 +287,9 @@ impl<B: Backend> Gen<'_, B> {
                 .min()
                 .unwrap_or(0);
             let mut inside = k;
+            let table = self.value_table(d, k);
             let order = match (&d.strategy, d.arms.len()) {
+                _ if table.is_some() => Order::Value,
                 (_, 1) | (Strategy::Linear, _) => Order::Wire,
                 _ => Order::Value,
             };
@@ -209,23 +302,8 @@ impl<B: Backend> Gen<'_, B> {
                 order,
             );
             let size = d.key.field.size;
-            if let Some(words) = self.value_table(d, k) {
-                // Dense keys leading straight to a match, with nothing matched
-                // yet: the result is a load from a table placed with the code
-                // (`u64::MAX` in the gaps), with no branch on the key.
-                let (v, best) = (self.r.v, self.r.best);
-                let Strategy::Table { min, len } = d.strategy else {
-                    unreachable!("value_table checks the strategy")
-                };
-                let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
-                let table = self.f.data(&bytes);
-                self.f.sub(v, v, u64::from(min));
-                self.f.bge(v, u64::from(len), arms_end);
-                self.f.lsh(v, v, 3);
-                // `best` is all ones here (nothing matched on this path), so
-                // it can hold the table's address until the load replaces it.
-                self.f.addr_data(best.cast::<P>(), table);
-                self.f.ld(best, best.cast::<P>(), v.cast::<P>());
+            if let Some(t) = table {
+                self.emit_value_table(d, &t, inside, arms_end);
                 if n.wild.is_none() {
                     self.f.jmp(cont);
                 }
@@ -246,32 +324,165 @@ impl<B: Backend> Gen<'_, B> {
             self.f.label(arms_end);
             k.found = true;
             id = w;
+            leaves = self.m.nodes[w as usize].leaves.len();
         }
     }
 
-    /// The words of a value table for `d`, if it can be one: a dense
-    /// dispatch (jump-table strategy) whose every arm leads straight to a
-    /// filter with no residual, reached with nothing matched yet.
-    fn value_table(&self, d: &Dispatch, k: Known) -> Option<Vec<u64>> {
-        let Strategy::Table { min, len } = d.strategy else {
+    /// Where an arm's subtree leads when it is one filter behind at most
+    /// [`MAX_TAIL`] more single-constant dispatches: those `(key, value)`
+    /// tests, the filter's rank and its residual. `None` for any other
+    /// shape (more than one arm, a wild child, leaves on the way, several
+    /// filters where the first has a residual).
+    fn straight(&self, id: MNodeId) -> Option<Straight<'a>> {
+        let m: &'a Merged = self.m;
+        let mut id = id;
+        let mut tail = Vec::new();
+        loop {
+            let c = &m.nodes[id as usize];
+            if c.wild.is_some() {
+                return None;
+            }
+            match &c.dispatch {
+                None => {
+                    let &rank = c.leaves.first()?;
+                    let residual = m.entries[rank as usize].residual.as_ref();
+                    if residual.is_some() && c.leaves.len() != 1 {
+                        return None;
+                    }
+                    return Some(Straight {
+                        tail,
+                        rank,
+                        residual,
+                    });
+                }
+                Some(d) if c.leaves.is_empty() && d.arms.len() == 1 && tail.len() < MAX_TAIL => {
+                    tail.push((d.key, d.arms[0].0));
+                    id = d.arms[0].1;
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// A value table for `d`, if it can be one, reached with `k` known.
+    ///
+    /// The table covers the arms that lead [`Gen::straight`] to one filter
+    /// each with the same tail of tests and the same residual (none, or
+    /// one that reads only frame-relative fields, such as the TPID test of
+    /// `vlan V`); at most four other arms (`10.0.0.1`'s ports beside a
+    /// thousand hosts behind `port 80`) are compared first, as exceptions.
+    /// The table's keys are dense (a jump table's) or, more than four of
+    /// them, span at most eight slots per key: a slot is eight bytes of
+    /// data, where a jump table, hash or binary search has code for every
+    /// arm, and a frame touches one slot. A register must be free for the
+    /// table: `best` when nothing has matched yet and no residual is
+    /// shared, else `tb` when the transport header's address is not yet
+    /// needed on this path.
+    fn value_table(&self, d: &Dispatch, k: Known) -> Option<ValueTable<'a>> {
+        let shapes: Vec<Option<Straight<'a>>> = d.arms.iter().map(|a| self.straight(a.1)).collect();
+        // The commonest shape is the table's (of equally common ones, the
+        // first arm's, so that the code does not depend on hashing).
+        type Shape<'s, 'p> = (&'s [(Key, u32)], Option<&'p Program>);
+        let mut count: HashMap<Shape<'_, 'a>, (usize, Reverse<usize>)> = HashMap::new();
+        for (i, s) in shapes.iter().enumerate() {
+            if let Some(s) = s {
+                count
+                    .entry((&s.tail[..], s.residual))
+                    .or_insert((0, Reverse(i)))
+                    .0 += 1;
+            }
+        }
+        let (&(tail, residual), &(n, _)) = count.iter().max_by_key(|e| *e.1)?;
+        if n < 5 || d.arms.len() - n > 4 || residual.is_some_and(|p| !link_only(p)) {
             return None;
+        }
+        let fits = |s: &Option<Straight<'a>>| {
+            s.as_ref()
+                .is_some_and(|s| s.tail == tail && s.residual == residual)
         };
-        if k.found {
+        let mut keys = d.arms.iter().zip(&shapes).filter(|(_, s)| fits(s));
+        let min = keys.next()?.0.0;
+        let max = keys.next_back().map_or(min, |a| a.0.0);
+        let len = u64::from(max - min) + 1;
+        let dense = len <= 2 * n as u64 + 8;
+        if len > 1 << 16 || (!dense && len > 8 * n as u64 + 64) {
             return None;
         }
         let mut words = vec![u64::MAX; len as usize];
-        for &(key, child) in &d.arms {
-            let c = &self.m.nodes[child as usize];
-            if c.dispatch.is_some() || c.wild.is_some() {
-                return None;
+        let mut exceptions = Vec::new();
+        for (&(key, child), s) in d.arms.iter().zip(&shapes) {
+            match s {
+                Some(st) if fits(s) => words[(key - min) as usize] = self.m.best(st.rank),
+                _ => exceptions.push((key, child)),
             }
-            let &rank = c.leaves.first()?;
-            if self.m.entries[rank as usize].residual.is_some() {
-                return None;
-            }
-            words[(key - min) as usize] = self.m.best(rank);
         }
-        Some(words)
+        let reg = if !k.found && residual.is_none() {
+            self.r.best.cast::<P>()
+        } else if !k.tb {
+            self.r.tb
+        } else {
+            return None;
+        };
+        Some(ValueTable {
+            min,
+            words,
+            tail: tail.to_vec(),
+            residual,
+            exceptions,
+            reg,
+        })
+    }
+
+    /// The code of a value table, the dispatch's key loaded into `v` (as
+    /// its value), with `inside` known: the exceptions' compares, the
+    /// shared tail's tests, the key loaded again (in bounds: loaded
+    /// before), then the slot's word, `rank << 32 | owner` or all ones in
+    /// a gap, replaces `best` when it ranks better (and the shared
+    /// residual, if any, accepts), with no branch on the key. Continues at
+    /// `done`.
+    fn emit_value_table(&mut self, d: &Dispatch, t: &ValueTable<'_>, inside: Known, done: Label) {
+        let (v, best, w) = (self.r.v, self.r.best, t.reg);
+        let labels: Vec<Label> = t.exceptions.iter().map(|_| self.f.genlabel()).collect();
+        for (&(key, _), &l) in t.exceptions.iter().zip(&labels) {
+            self.f.beq(v, u64::from(key), l);
+        }
+        let mut k = inside;
+        if !t.tail.is_empty() {
+            for &(key, value) in &t.tail {
+                self.load(key.field, key.mask, &mut k, done, 0, Order::Wire);
+                self.f.bne(v, wire(key.field.size, value), done);
+            }
+            self.load_value(d.key.field, d.key.mask, Order::Value);
+        }
+        let bytes: Vec<u8> = t.words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        let table = self.f.data(&bytes);
+        self.f.sub(v, v, u64::from(t.min));
+        self.f.bge(v, t.words.len() as u64, done);
+        self.f.lsh(v, v, 3);
+        self.f.addr_data(w, table);
+        let wu = w.cast::<UL>();
+        self.f.ld(wu, w, v.cast::<P>());
+        if let Some(p) = t.residual {
+            self.f.beq(wu, u64::MAX, done);
+            let yes = self.f.genlabel();
+            let mut kr = k;
+            kr.tb = false;
+            self.residual(p, kr, yes, done);
+            self.f.label(yes);
+        }
+        if wu != best {
+            // Ranks compare as the words do (`rank << 32 | owner`; a gap's
+            // all ones never wins).
+            self.f.bge(wu, best, done);
+            self.f.mov(best, wu);
+        }
+        if !t.exceptions.is_empty() {
+            self.f.jmp(done);
+            for (&(_, child), &l) in t.exceptions.iter().zip(&labels) {
+                self.f.label(l);
+                self.node(child, done, inside);
+            }
+        }
     }
 
     /// Jumps to `labels[i]` when `v` holds `arms[i].0`, else to `miss`.

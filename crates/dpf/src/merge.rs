@@ -18,6 +18,11 @@
 //!   which is `None` when that restriction is the constant "accept" (as it
 //!   is for the usual `tcp dst port 80 and dst host ...` conjunctions).
 //!
+//! Before the atoms are sought, `x >= v` followed by `x > v` on the same
+//! masked field (a one-port `portrange v`, as libpcap lowers it) is read as
+//! `x == v` followed by `x > v`: the same load, the same outcome on every
+//! frame, and an equality that can be an atom.
+//!
 //! A filter matches exactly when its atoms hold and its residual accepts.
 //! That is exact even under libpcap's abort-on-short-load rule: an atom
 //! that cannot be loaded fails, and the program could not have accepted
@@ -93,6 +98,8 @@ pub fn analyze(p: &Program) -> Analysis {
         never: true,
     };
     let mut atoms: Vec<Atom> = Vec::new();
+    // Restricting by no facts rewrites one-value ranges as equalities.
+    let p = &restrict(p, &[]);
     let mut prog = p.clone();
     loop {
         let Some(found) = necessary(&prog) else {
@@ -295,7 +302,35 @@ fn restrict_node(
                 let Node::Test { test, then, els } = p.nodes[id as usize] else {
                     unreachable!("only tests are built")
                 };
-                let n = b.test(test, memo[&then], memo[&els]);
+                let (t, e) = (memo[&then], memo[&els]);
+                // `x >= v` then `x > v` on the same masked field (a
+                // one-port `portrange`): `x == v` leads where `x > v`
+                // failed, and `x > v` decides the rest, so that the
+                // equality becomes an atom. The same load, so the same
+                // verdict on a short frame.
+                let n = match b.nodes.get(t as usize) {
+                    Some(&Node::Test {
+                        test: inner,
+                        then: it,
+                        els: ie,
+                    }) if t > ACCEPT
+                        && test.cmp == Cmp::Ge
+                        && inner.cmp == Cmp::Gt
+                        && (inner.field, inner.mask, inner.value)
+                            == (test.field, test.mask, test.value) =>
+                    {
+                        let rest = b.test(inner, it, e);
+                        b.test(
+                            Test {
+                                cmp: Cmp::Eq,
+                                ..test
+                            },
+                            ie,
+                            rest,
+                        )
+                    }
+                    _ => b.test(test, t, e),
+                };
                 memo.insert(id, n);
             }
         }
@@ -732,4 +767,47 @@ pub struct MergeStats {
     pub hash: usize,
     /// Filters with a residual program.
     pub residuals: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A one-port range is an equality for merging: `portrange 4000`
+    /// behind an address family and a host merges on its port like
+    /// `port 4000`, and means what the program means on every frame,
+    /// short ones included.
+    #[test]
+    fn a_one_port_range_is_an_atom() {
+        for (range, port) in [
+            ("ip and udp dst portrange 4000", "ip and udp dst port 4000"),
+            (
+                "tcp dst portrange 4000-4000 and dst host 10.0.0.1",
+                "tcp dst port 4000 and dst host 10.0.0.1",
+            ),
+        ] {
+            let p = crate::compile(range).unwrap();
+            let a = analyze(&p);
+            assert_eq!(a, analyze(&crate::compile(port).unwrap()), "{range}");
+            assert!(a.residual.is_none(), "{range}");
+            let mut frame = [0u8; 64];
+            frame[12..14].copy_from_slice(&[8, 0]);
+            frame[14] = 0x45;
+            frame[30..34].copy_from_slice(&[10, 0, 0, 1]);
+            for (proto, dst) in [(17u8, 4000u16), (6, 4000), (17, 3999), (17, 4001), (6, 80)] {
+                frame[23] = proto;
+                frame[36..38].copy_from_slice(&dst.to_be_bytes());
+                for cut in [64, 38, 37, 36, 24, 14] {
+                    let f = &frame[..cut];
+                    let merged = a.atoms.iter().all(|t| {
+                        t.key
+                            .field
+                            .load(f)
+                            .is_some_and(|x| x & t.key.mask == t.value)
+                    });
+                    assert_eq!(merged, p.matches(f), "{range}: {proto} {dst} cut {cut}");
+                }
+            }
+        }
+    }
 }

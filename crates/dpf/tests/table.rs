@@ -112,6 +112,127 @@ fn merged_tables_of_1_to_10000_filters_agree_with_each_filter_alone() {
     }
 }
 
+/// The endpoint filter `i` of a table as a tcpdump user fills it, in a
+/// cycle of classes that each become one dispatch of many arms: value
+/// tables (dense and sparse keys), one residual shared by every arm
+/// (`vlan V`), a transport test behind an address, one-port ranges among
+/// ports.
+fn endpoint(i: usize) -> String {
+    let j = i / 8;
+    let (hi, lo) = (j >> 8, j & 0xff);
+    let port = 1000 + 3 * i;
+    match i % 8 {
+        0 => format!("tcp dst port {port} and dst host 10.0.0.1"),
+        1 => format!("tcp dst portrange {port} and dst host 10.0.0.1"),
+        2 => format!("udp dst port {port} and dst net 10.1"),
+        3 => format!("ip6 proto \\tcp and dst port {port}"),
+        4 => format!("ether dst 02:00:5e:00:{hi:02x}:{lo:02x}"),
+        5 => format!("vlan {}", 1 + j % 4094),
+        6 => format!("ether proto \\arp and arp dst host 10.2.{hi}.{lo}"),
+        _ => format!("tcp dst port http and dst host 10.3.{hi}.{lo}"),
+    }
+}
+
+/// A frame close to endpoint filter `i`'s: its own, or one field off.
+fn endpoint_frame(g: &mut Gen, i: usize) -> Vec<u8> {
+    let j = i / 8;
+    let (hi, lo) = ((j >> 8) as u8, j as u8);
+    let port = (1000 + 3 * i) as u16 + g.rng.random_range(0..2u16);
+    let mut p = vec![0u8; 78];
+    p[..6].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
+    let ipv4 = |p: &mut [u8], dst: [u8; 4], proto: u8, port: u16| {
+        p[12..14].copy_from_slice(&[8, 0]);
+        p[14] = 0x45;
+        p[23] = proto;
+        p[30..34].copy_from_slice(&dst);
+        p[36..38].copy_from_slice(&port.to_be_bytes());
+    };
+    match i % 8 {
+        0 | 1 => ipv4(&mut p, [10, 0, 0, 1], 6, port),
+        2 => ipv4(&mut p, [10, 1, hi, lo], 17, port),
+        3 => {
+            p[12..14].copy_from_slice(&[0x86, 0xdd]);
+            p[20] = 6;
+            p[56..58].copy_from_slice(&port.to_be_bytes());
+        }
+        4 => {
+            p[..6].copy_from_slice(&[2, 0, 0x5e, 0, hi, lo.wrapping_add(port as u8 & 1)]);
+            ipv4(&mut p, [10, 9, 9, 9], 6, 9);
+        }
+        5 => {
+            let tpid = [0x8100u16, 0x88a8, 0x9100, 0x0800][g.rng.random_range(0..4)];
+            p[12..14].copy_from_slice(&tpid.to_be_bytes());
+            let vid = 1 + (j % 4094) as u16 + (port & 1);
+            p[14..16].copy_from_slice(&vid.to_be_bytes());
+        }
+        6 => {
+            p[12..14].copy_from_slice(&[8, 6]);
+            p[38..42].copy_from_slice(&[10, 2, hi, lo.wrapping_add(port as u8 & 1)]);
+        }
+        _ => ipv4(&mut p, [10, 3, hi, lo], 6, 80 + (port & 1)),
+    }
+    if g.rng.random_bool(0.1) {
+        p[0] |= 1;
+    }
+    let cut = [78, 78, 78, 57, 42, 38, 37, 16, 15, 14, 6][g.rng.random_range(0..11)];
+    p.truncate(cut);
+    p
+}
+
+#[test]
+fn endpoint_tables_with_catch_alls_agree_with_each_filter_alone() {
+    let mut g = Gen::new(0xe9d);
+    for n in [9, 200, 2000] {
+        let mut sources: Vec<(String, u32, i32)> =
+            (0..n).map(|i| (endpoint(i), i as u32, 0)).collect();
+        // Catch-alls with no atom, ranked below everything (tested at the
+        // end of the root's chain) and, once, above it.
+        for (k, src) in [
+            "multicast",
+            "tcp dst portrange 6000-6063",
+            "icmp6",
+            "ether proto \\arp",
+        ]
+        .iter()
+        .enumerate()
+        {
+            sources.push((src.to_string(), (n + k) as u32, 0));
+        }
+        sources.push((
+            "ether[0] & 1 != 0 and vlan".into(),
+            99_999,
+            if n == 200 { 1 } else { -1 },
+        ));
+        let mut table = Table::new();
+        let ids = table
+            .install_many(sources.iter().map(|(s, o, p)| (s.as_str(), *o, *p)))
+            .unwrap();
+        let model: Model = sources
+            .iter()
+            .zip(ids)
+            .map(|((s, o, p), id)| (id, *o, *p, dpf::compile(s).unwrap()))
+            .collect();
+        let mut reader = table.reader();
+        let mut matched = 0;
+        for _ in 0..1500 {
+            let i = g.rng.random_range(0..n);
+            let pkt = endpoint_frame(&mut g, i);
+            matched += expected(&model, &pkt).is_some() as usize;
+            check(
+                &table,
+                &mut reader,
+                &model,
+                &pkt,
+                &format!("{n} endpoint filters"),
+            );
+        }
+        assert!(
+            matched > 300,
+            "{n} endpoint filters: only {matched} frames matched"
+        );
+    }
+}
+
 #[test]
 fn installs_and_removals_keep_the_classifier_exact() {
     let mut g = Gen::new(7);
