@@ -301,7 +301,17 @@ pub struct A64 {
     /// Prologue and epilogue bytes, built by `end` (kept for their capacity).
     pro: Vec<u8>,
     epi: Vec<u8>,
+    /// What `pro` and `epi` were built for (the frame, its saves and
+    /// size; [`NO_FRAME_KEY`] when they are not to be reused), and their
+    /// lengths before padding.
+    frame_key: u64,
+    frame_lens: (usize, usize),
+    /// This backend's run of the thread's executable arena.
+    slab: crate::mem::Slab,
 }
+
+/// A [`A64::frame_key`] no frame has.
+const NO_FRAME_KEY: u64 = u64::MAX;
 
 /// A64 condition codes.
 const EQ: u8 = 0;
@@ -835,6 +845,9 @@ impl Backend for A64 {
             flags: None,
             pro: Vec::with_capacity(64),
             epi: Vec::with_capacity(64),
+            frame_key: NO_FRAME_KEY,
+            frame_lens: (0, 0),
+            slab: crate::mem::Slab::default(),
         }
     }
 
@@ -1395,12 +1408,12 @@ impl Backend for A64 {
         name: Option<String>,
         mem: Option<&dyn ExecMemory>,
     ) -> Result<Code, Error> {
-        let _ = mem;
-        self.link(alloc, *sig, name)
+        self.link(alloc, *sig, name, mem)
     }
 }
 
 const NOP: u32 = 0xd503_201f;
+const RET: u32 = 0xd65f_03c0;
 
 impl A64 {
     /// True if `(off, id)` names a parameter kept in its stack slot. Out
@@ -1920,75 +1933,11 @@ impl A64 {
         self.last_ret = Some(at);
     }
 
-    fn link(
-        &mut self,
-        alloc: &RegAlloc,
-        sig: Signature,
-        name: Option<String>,
-    ) -> Result<Code, Error> {
-        if let Some(e) = self.buf.err.take() {
-            return Err(e);
-        }
+    /// Points every pending branch at its label, and every return at the
+    /// epilogue at `epi_at` (or, without a frame, makes it a `ret`).
+    #[inline(always)]
+    fn patch_fixups(&mut self, frame: bool, epi_at: u32) -> Result<(), Error> {
         let err = Error::new;
-        // A body ending in `b epilogue` falls through instead.
-        if let Some(at) = self.last_ret {
-            if at + 4 == self.buf.pos() {
-                self.buf.truncate(at);
-                self.fixups.pop();
-                for l in self.labels.iter_mut() {
-                    if *l != UNPLACED && *l as usize > at {
-                        *l = at as u32;
-                    }
-                }
-            }
-        }
-        let body_len = self.buf.pos();
-        let mut saves = alloc.used_callee_saved();
-        match self.ret_ty {
-            // The result register carries the value out: never restored.
-            Some(Ty::F | Ty::D) => saves[1] &= !1,
-            Some(Ty::V) | None => {}
-            Some(_) => saves[0] &= !regfile::bit(regfile::gpr::X0),
-        }
-        let frame = self.frame || saves != [0, 0] || self.locals > 0;
-        let mut pro = std::mem::take(&mut self.pro);
-        let mut epi = std::mem::take(&mut self.epi);
-        pro.clear();
-        epi.clear();
-        if frame {
-            let size = ((regfile::SAVE_AREA + self.locals + 15) & !15) as i64;
-            pro.w(0xa9bf_7bfd); // stp x29, x30, [sp, #-16]!
-            pro.w(0x9100_03fd); // mov x29, sp
-            add_imm_to(&mut pro, true, SP, SP, -size);
-            // Only the register numbers saved in either file, in order.
-            let mut todo = saves[0] | saves[1];
-            while todo != 0 {
-                let n = todo.trailing_zeros() as u8;
-                todo &= todo - 1;
-                if saves[0] & (1 << n) != 0 {
-                    let off = Src::I(regfile::gpr_save_slot(n) as i64);
-                    mem_to(&mut pro, STR_X, g(n), FP, off);
-                    mem_to(&mut epi, LDR_X, g(n), FP, off);
-                }
-                if saves[1] & (1 << n) != 0 {
-                    let off = Src::I(regfile::xmm_save_slot(n) as i64);
-                    mem_to(&mut pro, STR_Q, v(n), FP, off);
-                    mem_to(&mut epi, LDR_Q, v(n), FP, off);
-                }
-            }
-            epi.w(0x9100_03bf); // mov sp, x29
-            epi.w(0xa8c1_7bfd); // ldp x29, x30, [sp], #16
-        }
-        epi.w(0xd65f_03c0); // ret
-        while pro.len() % self.align != 0 {
-            pro.w(NOP);
-        }
-        let epi_at = body_len as u32;
-        let epi_len = epi.len();
-        let pool_at = (body_len + epi_len + 7) & !7;
-        while body_len + epi.len() < pool_at {
-            epi.w(0); // udf
-        }
         for i in 0..self.fixups.len() {
             let f = self.fixups[i];
             if f.kind == FIX_DONE {
@@ -2019,7 +1968,7 @@ impl A64 {
             let word =
                 u32::from_le_bytes(self.buf.bytes()[at..at + 4].try_into().unwrap_or([0; 4]));
             if f.label == EPILOGUE && !frame {
-                self.buf.patch4(at, 0xd65f_03c0); // the epilogue is a bare ret
+                self.buf.patch4(at, RET); // the epilogue is a bare ret
                 continue;
             }
             let rel = target as i64 - f.at as i64;
@@ -2039,6 +1988,134 @@ impl A64 {
             };
             self.buf.patch4(at, patched);
         }
+        Ok(())
+    }
+
+    fn link(
+        &mut self,
+        alloc: &RegAlloc,
+        sig: Signature,
+        name: Option<String>,
+        mem: Option<&dyn ExecMemory>,
+    ) -> Result<Code, Error> {
+        if let Some(e) = self.buf.err.take() {
+            return Err(e);
+        }
+        let end_index = self.buf.index().wrapping_add(1);
+        let err = Error::new;
+        // A body ending in `b epilogue` falls through instead.
+        if let Some(at) = self.last_ret {
+            if at + 4 == self.buf.pos() {
+                self.buf.truncate(at);
+                self.fixups.pop();
+                for l in self.labels.iter_mut() {
+                    if *l != UNPLACED && *l as usize > at {
+                        *l = at as u32;
+                    }
+                }
+            }
+        }
+        let body_len = self.buf.pos();
+        let mut saves = alloc.used_callee_saved();
+        match self.ret_ty {
+            // The result register carries the value out: never restored.
+            Some(Ty::F | Ty::D) => saves[1] &= !1,
+            Some(Ty::V) | None => {}
+            Some(_) => saves[0] &= !regfile::bit(regfile::gpr::X0),
+        }
+        let frame = self.frame || saves != [0, 0] || self.locals > 0;
+        // The common case: no frame, constants, jump tables or alignment,
+        // in this backend's run of the default memory. The code is the
+        // body and a `ret`, written straight into the run's writable view
+        // (dual-mapped: nothing to seal); every return returns in place.
+        let simple = !frame
+            && self.pool.is_empty()
+            && self.pool_refs.is_empty()
+            && self.tables.is_empty()
+            && self.align == 1
+            && mem.is_none();
+        if simple {
+            self.patch_fixups(false, body_len as u32)?;
+            let len = (body_len + 4).next_multiple_of(8);
+            if let Some(r) = self.slab.reserve(len) {
+                // The run's bytes are fresh zeroes (a run is never reused),
+                // so the padding after the `ret` needs no writing.
+                crate::mem::copy_to(r.out, self.buf.bytes());
+                r.out[body_len..body_len + 4].copy_from_slice(&RET.to_le_bytes());
+                let code = Code {
+                    block: r.into_block(),
+                    start: 0,
+                    image_len: len,
+                    prologue: 0,
+                    body: body_len,
+                    code_len: body_len + 4,
+                    sig,
+                    ret: self.ret_ty.unwrap_or(Ty::V),
+                    name,
+                };
+                sync_icache(code.addr(), code.code_len);
+                return Ok(code);
+            }
+        }
+        // The prologue and epilogue depend only on the frame, the saved
+        // registers and the frame's size: the last function's are reused
+        // when those are the same (as they are for most functions of one
+        // client). The key is unset while the buffers are out of `self`,
+        // so that an error return (which drops them) cannot leave a stale key.
+        let size = if frame {
+            ((regfile::SAVE_AREA + self.locals + 15) & !15) as u32
+        } else {
+            0
+        };
+        let key = if frame {
+            1 | u64::from(saves[0]) << 1 | u64::from(saves[1]) << 17 | u64::from(size) << 33
+        } else {
+            0
+        };
+        let mut pro = std::mem::take(&mut self.pro);
+        let mut epi = std::mem::take(&mut self.epi);
+        if std::mem::replace(&mut self.frame_key, NO_FRAME_KEY) == key {
+            pro.truncate(self.frame_lens.0);
+            epi.truncate(self.frame_lens.1);
+        } else {
+            pro.clear();
+            epi.clear();
+            if frame {
+                pro.w(0xa9bf_7bfd); // stp x29, x30, [sp, #-16]!
+                pro.w(0x9100_03fd); // mov x29, sp
+                add_imm_to(&mut pro, true, SP, SP, -i64::from(size));
+                // Only the register numbers saved in either file, in order.
+                let mut todo = saves[0] | saves[1];
+                while todo != 0 {
+                    let n = todo.trailing_zeros() as u8;
+                    todo &= todo - 1;
+                    if saves[0] & (1 << n) != 0 {
+                        let off = Src::I(regfile::gpr_save_slot(n) as i64);
+                        mem_to(&mut pro, STR_X, g(n), FP, off);
+                        mem_to(&mut epi, LDR_X, g(n), FP, off);
+                    }
+                    if saves[1] & (1 << n) != 0 {
+                        let off = Src::I(regfile::xmm_save_slot(n) as i64);
+                        mem_to(&mut pro, STR_Q, v(n), FP, off);
+                        mem_to(&mut epi, LDR_Q, v(n), FP, off);
+                    }
+                }
+                epi.w(0x9100_03bf); // mov sp, x29
+                epi.w(0xa8c1_7bfd); // ldp x29, x30, [sp], #16
+            }
+            epi.w(RET);
+            self.frame_lens = (pro.len(), epi.len());
+        }
+        while pro.len() & (self.align - 1) != 0 {
+            pro.w(NOP);
+        }
+        let epi_at = body_len as u32;
+        let epi_len = epi.len();
+        let pool_at = (body_len + epi_len + 7) & !7;
+        while body_len + epi.len() < pool_at {
+            epi.w(0); // udf
+        }
+        self.patch_fixups(frame, epi_at)?;
         for r in &self.pool_refs {
             let slot_at = pool_at as i64 + 8 * (r.slot - self.pool_base) as i64;
             let at = r.at as usize;
@@ -2065,29 +2142,34 @@ impl A64 {
             self.buf.patch4(f.at as usize, target.wrapping_sub(table));
         }
         let total = pro.len() + body_len + epi.len() + self.pool.len();
-        // The code starts at a multiple of `align` in memory (the buffer
-        // is 8-byte aligned; up to 56 more bytes place it).
-        let slack = self.align.max(8) - 8;
-        let mut words = vec![0u64; (total + slack).div_ceil(8)];
-        let start =
-            (words.as_ptr() as usize).next_multiple_of(self.align.max(8)) - words.as_ptr() as usize;
-        {
-            // SAFETY: a u64 buffer viewed as its bytes.
-            let bytes = unsafe {
-                std::slice::from_raw_parts_mut(words.as_mut_ptr() as *mut u8, words.len() * 8)
-            };
-            let mut at = start;
-            for part in [&pro[..], self.buf.bytes(), &epi[..], &self.pool[..]] {
-                bytes[at..at + part.len()].copy_from_slice(part);
-                at += part.len();
-            }
-        }
+        // The image is a whole number of 8-byte words (the constants are
+        // 8-byte slots) starting at a multiple of `align` (at least 8) in
+        // memory: the block is taken with room to move the start there.
+        let align = self.align.max(8);
+        let len = total.next_multiple_of(8) + (align - 8);
+        let parts = [&pro[..], self.buf.bytes(), &epi[..], &self.pool[..]];
+        let block = match mem {
+            None => match self.slab.reserve(len) {
+                // The common case: written straight into this backend's run
+                // of the thread's arena (dual-mapped: nothing to seal).
+                Some(r) => {
+                    let start = r.exec.next_multiple_of(align) - r.exec;
+                    write_image(r.out, start, parts, false);
+                    Ok((r.into_block(), start))
+                }
+                None => fill_block(self.slab.alloc(len), len, align, parts),
+            },
+            Some(m) => fill_block(m.alloc(len), len, align, parts),
+        };
+        let (block, start) = block.map_err(|kind| Error::new(end_index, "end", kind))?;
         let pro_len = pro.len();
         self.pro = pro;
         self.epi = epi;
+        self.frame_key = key;
         let code = Code {
-            words,
+            block,
             start,
+            image_len: len - (align - 8),
             prologue: pro_len,
             body: body_len,
             code_len: pro_len + body_len + epi_len,
@@ -2098,6 +2180,43 @@ impl A64 {
         sync_icache(code.addr(), code.code_len);
         Ok(code)
     }
+}
+
+/// Writes `parts` one after the other into `out` from `start`, and if
+/// `zero`, zeroes the rest (the padding before and after the image; a
+/// [`Slab`](crate::mem::Slab)'s run is fresh zeroes already, never reused).
+#[inline(always)]
+fn write_image(out: &mut [u8], start: usize, parts: [&[u8]; 4], zero: bool) {
+    if zero {
+        out[..start].fill(0);
+    }
+    let mut at = start;
+    for part in parts {
+        crate::mem::copy_to(&mut out[at..], part);
+        at += part.len();
+    }
+    if zero {
+        out[at..].fill(0);
+    }
+}
+
+/// Writes `parts` into a block of `len` bytes taken from an allocator
+/// (the client's [`ExecMemory`], or a mapping of its own where the
+/// default arena has no runs), at the first multiple of `align` in it,
+/// and seals it: the block and where the image starts in it.
+#[cold]
+#[inline(never)]
+fn fill_block(
+    block: Result<crate::mem::ExecBlock, ErrorKind>,
+    len: usize,
+    align: usize,
+    parts: [&[u8]; 4],
+) -> Result<(crate::mem::ExecBlock, usize), ErrorKind> {
+    let mut block = block?;
+    let exec = block.addr();
+    let start = exec.next_multiple_of(align) - exec;
+    block.fill_with(len, |out| write_image(out, start, parts, true))?;
+    Ok((block, start))
 }
 
 /// Makes freshly written code visible to instruction fetch: on an aarch64
@@ -2122,9 +2241,11 @@ fn sync_icache(addr: usize, len: usize) {
 /// constants after it, in memory of this process. On this x86-64 host it
 /// runs under emulation ([`Invoke`](crate::Invoke) with the `emu` feature).
 pub struct Code {
-    words: Vec<u64>,
-    /// Where the code starts in `words` (bytes; for `align`).
+    block: crate::mem::ExecBlock,
+    /// Where the code starts in `block` (bytes; for `align`).
     start: usize,
+    /// Bytes of code and constants, to a multiple of 8.
+    image_len: usize,
     prologue: usize,
     body: usize,
     code_len: usize,
@@ -2136,7 +2257,7 @@ pub struct Code {
 impl Code {
     /// The entry address (of the code in this process's memory).
     pub fn addr(&self) -> usize {
-        self.words.as_ptr() as usize + self.start
+        self.block.addr() + self.start
     }
 
     /// Bytes of machine code (prologue, body, epilogue; without constants).
@@ -2166,11 +2287,7 @@ impl Code {
 
     /// Code and constants, as placed in memory.
     pub fn image(&self) -> &[u8] {
-        // SAFETY: a u64 buffer viewed as its bytes.
-        let all = unsafe {
-            std::slice::from_raw_parts(self.words.as_ptr() as *const u8, self.words.len() * 8)
-        };
-        &all[self.start..]
+        &self.block.bytes()[self.start..self.start + self.image_len]
     }
 
     /// The machine code bytes.
