@@ -17,7 +17,8 @@
 //!    function outgrows `b.cond`'s and `ldr`'s ±1 MiB; jump tables.
 //! 6. **Prologue, epilogue and `end`**: parameter moves, `ret`, the frame
 //!    (its size known at `end`), saves, constants, instruction-cache
-//!    maintenance, and [`Code`].
+//!    maintenance, and [`Code`], written straight into the backend's run
+//!    of the executable arena (or the client's memory with `end_in`).
 //! 7. **Extensions**: native encoders (`rev`, `cnt`, `fsqrt`, `csel`,
 //!    `fmin`/`fmax`) for the `ext` tables.
 //!
@@ -861,6 +862,7 @@ impl Backend for A64 {
         Aapcs64::get()
     }
 
+    #[inline]
     fn begin(&mut self, sig: &Signature, params: &[AnyReg], moves: bool) {
         self.enter(sig, params, moves)
     }
@@ -1418,6 +1420,22 @@ impl Backend for A64 {
     }
 }
 
+/// The error of fixup `f`: its label unplaced (or, if not `known`, not
+/// one of the function's labels), or if `far`, its target out of the
+/// branch's reach.
+#[cold]
+#[inline(never)]
+fn fixup_error(f: Fixup, known: bool, far: bool) -> Error {
+    let label = f.label;
+    let kind = match far {
+        true if f.kind < 6 => FAR_BRANCH,
+        true => ErrorKind::Unsupported("aarch64: a branch beyond b's ±128 MiB"),
+        false if known => ErrorKind::UnplacedLabel { label },
+        false => ErrorKind::UnknownLabel { label },
+    };
+    Error::new(f.index, f.method(), kind)
+}
+
 const NOP: u32 = 0xd503_201f;
 const RET: u32 = 0xd65f_03c0;
 
@@ -1868,6 +1886,9 @@ impl A64 {
 // ===========================================================================
 
 impl A64 {
+    /// Resets the per-function state; inlined into `lambda` (a dozen
+    /// stores), with the parameter moves out of line.
+    #[inline(always)]
     fn enter(&mut self, sig: &Signature, params: &[AnyReg], moves: bool) {
         self.buf.reset();
         self.labels.clear();
@@ -1890,37 +1911,46 @@ impl A64 {
         self.align = 1;
         self.flags = None;
         if moves {
-            self.buf.reserve("lambda", 16 * params.len());
-            for (i, (&r, loc)) in params.iter().zip(abi_layout(sig.params())).enumerate() {
-                match loc {
-                    // Kept in its stack slot: read through the frame pointer.
-                    ArgLoc::Stack(_) if r.n == crate::Params::IN_MEMORY => {
-                        self.frame = true;
-                        self.param_mem |= 1 << i;
-                    }
-                    ArgLoc::Reg(n) if n != r.n => {
-                        if r.ty.is_float() {
-                            self.fmov(Ty::D, v(r.n), v(n))
-                        } else {
-                            self.mov(true, g(r.n), g(n))
-                        }
-                    }
-                    ArgLoc::Reg(_) => {}
-                    ArgLoc::Stack(slot) => {
-                        self.frame = true;
-                        let off = Src::I(16 + 8 * slot as i64);
-                        match r.ty {
-                            Ty::F => self.mem(LDR_S, v(r.n), FP, off),
-                            Ty::D => self.mem(LDR_D, v(r.n), FP, off),
-                            _ => self.mem(LDR_X, g(r.n), FP, off),
-                        }
-                    }
-                }
-            }
-            self.buf.rebase();
+            self.move_params(sig, params);
         }
     }
 
+    /// Copies the parameters that arrive elsewhere (on the stack, or in a
+    /// register the backend keeps) into their registers. Out of line:
+    /// `enter` is inlined into `lambda`, and most signatures need no moves.
+    #[inline(never)]
+    fn move_params(&mut self, sig: &Signature, params: &[AnyReg]) {
+        self.buf.reserve("lambda", 16 * params.len());
+        for (i, (&r, loc)) in params.iter().zip(abi_layout(sig.params())).enumerate() {
+            match loc {
+                // Kept in its stack slot: read through the frame pointer.
+                ArgLoc::Stack(_) if r.n == crate::Params::IN_MEMORY => {
+                    self.frame = true;
+                    self.param_mem |= 1 << i;
+                }
+                ArgLoc::Reg(n) if n != r.n => {
+                    if r.ty.is_float() {
+                        self.fmov(Ty::D, v(r.n), v(n))
+                    } else {
+                        self.mov(true, g(r.n), g(n))
+                    }
+                }
+                ArgLoc::Reg(_) => {}
+                ArgLoc::Stack(slot) => {
+                    self.frame = true;
+                    let off = Src::I(16 + 8 * slot as i64);
+                    match r.ty {
+                        Ty::F => self.mem(LDR_S, v(r.n), FP, off),
+                        Ty::D => self.mem(LDR_D, v(r.n), FP, off),
+                        _ => self.mem(LDR_X, g(r.n), FP, off),
+                    }
+                }
+            }
+        }
+        self.buf.rebase();
+    }
+
+    #[inline(always)]
     fn emit_ret(&mut self, m: &'static str, ty: Ty, r: u8) {
         self.insn(m);
         if let Err(kind) = note_ret(&mut self.ret_ty, ty) {
@@ -1940,59 +1970,43 @@ impl A64 {
     }
 
     /// Points every pending branch at its label, and every return at the
-    /// epilogue at `epi_at` (or, without a frame, makes it a `ret`).
+    /// epilogue at `epi_at` (or, without a frame, makes it a `ret`). The
+    /// loop reads and patches each word once; the errors are built out of
+    /// line.
     #[inline(always)]
     fn patch_fixups(&mut self, frame: bool, epi_at: u32) -> Result<(), Error> {
-        let err = Error::new;
-        for i in 0..self.fixups.len() {
-            let f = self.fixups[i];
+        let (fixups, labels, buf) = (&self.fixups, &self.labels, &mut self.buf);
+        for f in fixups {
             if f.kind == FIX_DONE {
                 continue;
             }
+            let at = f.at as usize;
             let target = if f.label == EPILOGUE {
+                if !frame {
+                    buf.patch4(at, RET); // the epilogue is a bare ret
+                    continue;
+                }
                 epi_at
             } else {
-                match self.labels.get(f.label as usize) {
+                match labels.get(f.label as usize) {
                     Some(&p) if p != UNPLACED => p,
-                    Some(_) => {
-                        return Err(err(
-                            f.index,
-                            f.method(),
-                            ErrorKind::UnplacedLabel { label: f.label },
-                        ));
-                    }
-                    None => {
-                        return Err(err(
-                            f.index,
-                            f.method(),
-                            ErrorKind::UnknownLabel { label: f.label },
-                        ));
-                    }
+                    found => return Err(fixup_error(*f, found.is_some(), false)),
                 }
             };
-            let at = f.at as usize;
-            let word =
-                u32::from_le_bytes(self.buf.bytes()[at..at + 4].try_into().unwrap_or([0; 4]));
-            if f.label == EPILOGUE && !frame {
-                self.buf.patch4(at, RET); // the epilogue is a bare ret
-                continue;
-            }
             let rel = target as i64 - f.at as i64;
+            let word = buf.read4(at);
             // Islands keep forward b.conds within reach, and the code size
             // limit (DEFAULT_LIMIT) keeps b within its ±128 MiB; checked
             // all the same, so that no limit makes wrong code.
             let patched = if f.kind < 6 {
-                imm19_word(word, rel).ok_or_else(|| err(f.index, f.method(), FAR_BRANCH))?
-            } else if fits(rel, 26) {
-                word | ((rel >> 2) as u32 & 0x03ff_ffff)
+                imm19_word(word, rel)
             } else {
-                return Err(err(
-                    f.index,
-                    f.method(),
-                    ErrorKind::Unsupported("aarch64: a branch beyond b's ±128 MiB"),
-                ));
+                fits(rel, 26).then_some(word | ((rel >> 2) as u32 & 0x03ff_ffff))
             };
-            self.buf.patch4(at, patched);
+            match patched {
+                Some(w) => buf.patch4(at, w),
+                None => return Err(fixup_error(*f, true, true)),
+            }
         }
         Ok(())
     }
@@ -2244,7 +2258,9 @@ fn sync_icache(addr: usize, len: usize) {
 }
 
 /// A function generated by the aarch64 backend: its A64 code, with the
-/// constants after it, in memory of this process. On this x86-64 host it
+/// constants after it, in executable memory of this process (a block of
+/// the default arena, or of the client's memory with `end_in`, released
+/// when the `Code` is dropped). On this x86-64 host it
 /// runs under emulation ([`Invoke`](crate::Invoke) with the `emu` feature).
 pub struct Code {
     block: crate::mem::ExecBlock,

@@ -296,3 +296,36 @@ fn frames_reused_across_functions_match_fresh_ones() {
         assert_eq!(v, Ok(Value::I(15 + i as i32)), "function {i}");
     }
 }
+
+/// `end_in` places the code in the client's executable memory: the
+/// function lies inside a block of that allocator (a separate
+/// `vcode::mem::Arena`, not the backend's own run), starts at the
+/// alignment `align` asked for, is the same bytes as `end` writes, and
+/// runs.
+#[test]
+fn end_in_places_code_in_the_clients_memory() {
+    fn build(f: &mut Func<A64>, mem: Option<&vcode::mem::Arena>) -> vcode::aarch64::Code {
+        let p = f.lambda("%i", Leaf::Yes).unwrap();
+        let x = p.get::<I>(0).unwrap();
+        f.align(64);
+        f.mul(x, x, 0x1234_5678);
+        f.add(x, x, 1);
+        f.ret(x);
+        match mem {
+            Some(m) => f.end_in(m).unwrap(),
+            None => f.end().unwrap(),
+        }
+    }
+    let arena = vcode::mem::Arena::new();
+    let mut f = Func::<A64>::with_backend();
+    let own = build(&mut f, None);
+    let theirs = build(&mut f, Some(&arena));
+    // A second block of the client's arena follows the first in its chunk.
+    let next = vcode::mem::ExecMemory::alloc(&arena, 8).unwrap();
+    assert!(theirs.addr() < next.addr() && next.addr() - theirs.addr() < 4096);
+    assert_eq!(theirs.addr() % 64, 0);
+    assert_eq!(theirs.bytes(), own.bytes());
+    // SAFETY: the generated code computes on its argument only.
+    let v = unsafe { theirs.invoke(&[Value::I(2)]) };
+    assert_eq!(v, Ok(Value::I(2i32.wrapping_mul(0x1234_5678) + 1)));
+}
