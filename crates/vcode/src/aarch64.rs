@@ -294,6 +294,8 @@ pub struct A64 {
     frame: bool,
     ret_ty: Option<Ty>,
     last_ret: Option<usize>,
+    /// The position of the label placed last (0 when none is).
+    last_place: u32,
     align: usize,
     /// After a `select`: (the position just past it, the A64 register it
     /// compared with 0, its width), while the flags still hold that
@@ -848,6 +850,7 @@ impl Backend for A64 {
             frame: false,
             ret_ty: None,
             last_ret: None,
+            last_place: 0,
             align: 1,
             flags: None,
             pro: Vec::with_capacity(64),
@@ -1849,7 +1852,10 @@ impl A64 {
         self.flags = None;
         let pos = self.buf.pos() as u32;
         match self.labels.get_mut(l.0 as usize) {
-            Some(p) if *p == UNPLACED => *p = pos,
+            Some(p) if *p == UNPLACED => {
+                *p = pos;
+                self.last_place = pos;
+            }
             Some(_) => self.buf.fail(m, ErrorKind::LabelPlacedTwice { label: l.0 }),
             None => self.buf.fail(m, ErrorKind::UnknownLabel { label: l.0 }),
         }
@@ -1908,6 +1914,7 @@ impl A64 {
         self.frame = false;
         self.ret_ty = None;
         self.last_ret = None;
+        self.last_place = 0;
         self.align = 1;
         self.flags = None;
         if moves {
@@ -2028,9 +2035,13 @@ impl A64 {
             if at + 4 == self.buf.pos() {
                 self.buf.truncate(at);
                 self.fixups.pop();
-                for l in self.labels.iter_mut() {
-                    if *l != UNPLACED && *l as usize > at {
-                        *l = at as u32;
+                // Labels placed after the jump (at the end) move back to
+                // where it was; only when one was placed there at all.
+                if self.last_place as usize > at {
+                    for l in self.labels.iter_mut() {
+                        if *l != UNPLACED && *l as usize > at {
+                            *l = at as u32;
+                        }
                     }
                 }
             }
