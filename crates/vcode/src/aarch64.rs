@@ -17,7 +17,8 @@
 //!    function outgrows `b.cond`'s and `ldr`'s ±1 MiB; jump tables.
 //! 6. **Prologue, epilogue and `end`**: parameter moves, `ret`, the frame
 //!    (its size known at `end`), saves, constants, instruction-cache
-//!    maintenance, and [`Code`].
+//!    maintenance, and [`Code`], written straight into the backend's run
+//!    of the executable arena (or the client's memory with `end_in`).
 //! 7. **Extensions**: native encoders (`rev`, `cnt`, `fsqrt`, `csel`,
 //!    `fmin`/`fmax`) for the `ext` tables.
 //!
@@ -293,6 +294,8 @@ pub struct A64 {
     frame: bool,
     ret_ty: Option<Ty>,
     last_ret: Option<usize>,
+    /// The position of the label placed last (0 when none is).
+    last_place: u32,
     align: usize,
     /// After a `select`: (the position just past it, the A64 register it
     /// compared with 0, its width), while the flags still hold that
@@ -301,7 +304,17 @@ pub struct A64 {
     /// Prologue and epilogue bytes, built by `end` (kept for their capacity).
     pro: Vec<u8>,
     epi: Vec<u8>,
+    /// What `pro` and `epi` were built for (the frame, its saves and
+    /// size; [`NO_FRAME_KEY`] when they are not to be reused), and their
+    /// lengths before padding.
+    frame_key: u64,
+    frame_lens: (usize, usize),
+    /// This backend's run of the thread's executable arena.
+    slab: crate::mem::Slab,
 }
+
+/// A [`A64::frame_key`] no frame has.
+const NO_FRAME_KEY: u64 = u64::MAX;
 
 /// A64 condition codes.
 const EQ: u8 = 0;
@@ -452,7 +465,7 @@ impl Sink for Buf {
 }
 
 /// `movz`/`movn`/`movk` (or one `orr` of a logical immediate) for any
-/// value: one `movz` or `movn` inline, longer sequences out of line.
+/// value: one `movz` or `movn`, else [`movi_long`].
 #[inline(always)]
 fn movi_to(s: &mut impl Sink, w: bool, rd: u8, v: i64) {
     let mask = if w { !0u64 } else { 0xffff_ffff };
@@ -480,7 +493,13 @@ fn movi_to(s: &mut impl Sink, w: bool, rd: u8, v: i64) {
 /// `movn` when more chunks are `0xffff` than 0) and a `movk` per other
 /// chunk. The chunks that need an instruction are found for all four at
 /// once (bit 15 of each 16-bit chunk of a mask, by a carry), not by a loop.
-#[inline(never)]
+///
+/// Inline: a client's immediates are mostly literals, and inlined into
+/// its code this folds to the stores of the finished words (out of line
+/// it cost about 125 host instructions a call, a tenth of a workload
+/// function's generation). A run-time value pays the same work without
+/// the call.
+#[inline(always)]
 fn movi_long(s: &mut impl Sink, w: bool, rd: u8, v: u64) {
     /// Bit 15 of each 16-bit chunk.
     const H: u64 = 0x8000_8000_8000_8000;
@@ -831,10 +850,14 @@ impl Backend for A64 {
             frame: false,
             ret_ty: None,
             last_ret: None,
+            last_place: 0,
             align: 1,
             flags: None,
             pro: Vec::with_capacity(64),
             epi: Vec::with_capacity(64),
+            frame_key: NO_FRAME_KEY,
+            frame_lens: (0, 0),
+            slab: crate::mem::Slab::default(),
         }
     }
 
@@ -842,6 +865,7 @@ impl Backend for A64 {
         Aapcs64::get()
     }
 
+    #[inline]
     fn begin(&mut self, sig: &Signature, params: &[AnyReg], moves: bool) {
         self.enter(sig, params, moves)
     }
@@ -1395,12 +1419,28 @@ impl Backend for A64 {
         name: Option<String>,
         mem: Option<&dyn ExecMemory>,
     ) -> Result<Code, Error> {
-        let _ = mem;
-        self.link(alloc, *sig, name)
+        self.link(alloc, *sig, name, mem)
     }
 }
 
+/// The error of fixup `f`: its label unplaced (or, if not `known`, not
+/// one of the function's labels), or if `far`, its target out of the
+/// branch's reach.
+#[cold]
+#[inline(never)]
+fn fixup_error(f: Fixup, known: bool, far: bool) -> Error {
+    let label = f.label;
+    let kind = match far {
+        true if f.kind < 6 => FAR_BRANCH,
+        true => ErrorKind::Unsupported("aarch64: a branch beyond b's ±128 MiB"),
+        false if known => ErrorKind::UnplacedLabel { label },
+        false => ErrorKind::UnknownLabel { label },
+    };
+    Error::new(f.index, f.method(), kind)
+}
+
 const NOP: u32 = 0xd503_201f;
+const RET: u32 = 0xd65f_03c0;
 
 impl A64 {
     /// True if `(off, id)` names a parameter kept in its stack slot. Out
@@ -1812,7 +1852,10 @@ impl A64 {
         self.flags = None;
         let pos = self.buf.pos() as u32;
         match self.labels.get_mut(l.0 as usize) {
-            Some(p) if *p == UNPLACED => *p = pos,
+            Some(p) if *p == UNPLACED => {
+                *p = pos;
+                self.last_place = pos;
+            }
             Some(_) => self.buf.fail(m, ErrorKind::LabelPlacedTwice { label: l.0 }),
             None => self.buf.fail(m, ErrorKind::UnknownLabel { label: l.0 }),
         }
@@ -1849,6 +1892,9 @@ impl A64 {
 // ===========================================================================
 
 impl A64 {
+    /// Resets the per-function state; inlined into `lambda` (a dozen
+    /// stores), with the parameter moves out of line.
+    #[inline(always)]
     fn enter(&mut self, sig: &Signature, params: &[AnyReg], moves: bool) {
         self.buf.reset();
         self.labels.clear();
@@ -1868,40 +1914,50 @@ impl A64 {
         self.frame = false;
         self.ret_ty = None;
         self.last_ret = None;
+        self.last_place = 0;
         self.align = 1;
         self.flags = None;
         if moves {
-            self.buf.reserve("lambda", 16 * params.len());
-            for (i, (&r, loc)) in params.iter().zip(abi_layout(sig.params())).enumerate() {
-                match loc {
-                    // Kept in its stack slot: read through the frame pointer.
-                    ArgLoc::Stack(_) if r.n == crate::Params::IN_MEMORY => {
-                        self.frame = true;
-                        self.param_mem |= 1 << i;
-                    }
-                    ArgLoc::Reg(n) if n != r.n => {
-                        if r.ty.is_float() {
-                            self.fmov(Ty::D, v(r.n), v(n))
-                        } else {
-                            self.mov(true, g(r.n), g(n))
-                        }
-                    }
-                    ArgLoc::Reg(_) => {}
-                    ArgLoc::Stack(slot) => {
-                        self.frame = true;
-                        let off = Src::I(16 + 8 * slot as i64);
-                        match r.ty {
-                            Ty::F => self.mem(LDR_S, v(r.n), FP, off),
-                            Ty::D => self.mem(LDR_D, v(r.n), FP, off),
-                            _ => self.mem(LDR_X, g(r.n), FP, off),
-                        }
-                    }
-                }
-            }
-            self.buf.rebase();
+            self.move_params(sig, params);
         }
     }
 
+    /// Copies the parameters that arrive elsewhere (on the stack, or in a
+    /// register the backend keeps) into their registers. Out of line:
+    /// `enter` is inlined into `lambda`, and most signatures need no moves.
+    #[inline(never)]
+    fn move_params(&mut self, sig: &Signature, params: &[AnyReg]) {
+        self.buf.reserve("lambda", 16 * params.len());
+        for (i, (&r, loc)) in params.iter().zip(abi_layout(sig.params())).enumerate() {
+            match loc {
+                // Kept in its stack slot: read through the frame pointer.
+                ArgLoc::Stack(_) if r.n == crate::Params::IN_MEMORY => {
+                    self.frame = true;
+                    self.param_mem |= 1 << i;
+                }
+                ArgLoc::Reg(n) if n != r.n => {
+                    if r.ty.is_float() {
+                        self.fmov(Ty::D, v(r.n), v(n))
+                    } else {
+                        self.mov(true, g(r.n), g(n))
+                    }
+                }
+                ArgLoc::Reg(_) => {}
+                ArgLoc::Stack(slot) => {
+                    self.frame = true;
+                    let off = Src::I(16 + 8 * slot as i64);
+                    match r.ty {
+                        Ty::F => self.mem(LDR_S, v(r.n), FP, off),
+                        Ty::D => self.mem(LDR_D, v(r.n), FP, off),
+                        _ => self.mem(LDR_X, g(r.n), FP, off),
+                    }
+                }
+            }
+        }
+        self.buf.rebase();
+    }
+
+    #[inline(always)]
     fn emit_ret(&mut self, m: &'static str, ty: Ty, r: u8) {
         self.insn(m);
         if let Err(kind) = note_ret(&mut self.ret_ty, ty) {
@@ -1920,24 +1976,72 @@ impl A64 {
         self.last_ret = Some(at);
     }
 
+    /// Points every pending branch at its label, and every return at the
+    /// epilogue at `epi_at` (or, without a frame, makes it a `ret`). The
+    /// loop reads and patches each word once; the errors are built out of
+    /// line.
+    #[inline(always)]
+    fn patch_fixups(&mut self, frame: bool, epi_at: u32) -> Result<(), Error> {
+        let (fixups, labels, buf) = (&self.fixups, &self.labels, &mut self.buf);
+        for f in fixups {
+            if f.kind == FIX_DONE {
+                continue;
+            }
+            let at = f.at as usize;
+            let target = if f.label == EPILOGUE {
+                if !frame {
+                    buf.patch4(at, RET); // the epilogue is a bare ret
+                    continue;
+                }
+                epi_at
+            } else {
+                match labels.get(f.label as usize) {
+                    Some(&p) if p != UNPLACED => p,
+                    found => return Err(fixup_error(*f, found.is_some(), false)),
+                }
+            };
+            let rel = target as i64 - f.at as i64;
+            let word = buf.read4(at);
+            // Islands keep forward b.conds within reach, and the code size
+            // limit (DEFAULT_LIMIT) keeps b within its ±128 MiB; checked
+            // all the same, so that no limit makes wrong code.
+            let patched = if f.kind < 6 {
+                imm19_word(word, rel)
+            } else {
+                fits(rel, 26).then_some(word | ((rel >> 2) as u32 & 0x03ff_ffff))
+            };
+            match patched {
+                Some(w) => buf.patch4(at, w),
+                None => return Err(fixup_error(*f, true, true)),
+            }
+        }
+        Ok(())
+    }
+
     fn link(
         &mut self,
         alloc: &RegAlloc,
         sig: Signature,
         name: Option<String>,
+        mem: Option<&dyn ExecMemory>,
     ) -> Result<Code, Error> {
         if let Some(e) = self.buf.err.take() {
             return Err(e);
         }
+        let end_index = self.buf.index().wrapping_add(1);
         let err = Error::new;
         // A body ending in `b epilogue` falls through instead.
         if let Some(at) = self.last_ret {
             if at + 4 == self.buf.pos() {
                 self.buf.truncate(at);
                 self.fixups.pop();
-                for l in self.labels.iter_mut() {
-                    if *l != UNPLACED && *l as usize > at {
-                        *l = at as u32;
+                // Labels placed after the jump (at the end) move back to
+                // where it was; only when one was placed there at all.
+                if self.last_place as usize > at {
+                    for l in self.labels.iter_mut() {
+                        if *l != UNPLACED && *l as usize > at {
+                            *l = at as u32;
+                        }
                     }
                 }
             }
@@ -1951,36 +2055,89 @@ impl A64 {
             Some(_) => saves[0] &= !regfile::bit(regfile::gpr::X0),
         }
         let frame = self.frame || saves != [0, 0] || self.locals > 0;
+        // The common case: no frame, constants, jump tables or alignment,
+        // in this backend's run of the default memory. The code is the
+        // body and a `ret`, written straight into the run's writable view
+        // (dual-mapped: nothing to seal); every return returns in place.
+        let simple = !frame
+            && self.pool.is_empty()
+            && self.pool_refs.is_empty()
+            && self.tables.is_empty()
+            && self.align == 1
+            && mem.is_none();
+        if simple {
+            self.patch_fixups(false, body_len as u32)?;
+            let len = (body_len + 4).next_multiple_of(8);
+            if let Some(r) = self.slab.reserve(len) {
+                // The run's bytes are fresh zeroes (a run is never reused),
+                // so the padding after the `ret` needs no writing.
+                crate::mem::copy_to(r.out, self.buf.bytes());
+                r.out[body_len..body_len + 4].copy_from_slice(&RET.to_le_bytes());
+                let code = Code {
+                    block: r.into_block(),
+                    start: 0,
+                    image_len: len,
+                    prologue: 0,
+                    body: body_len,
+                    code_len: body_len + 4,
+                    sig,
+                    ret: self.ret_ty.unwrap_or(Ty::V),
+                    name,
+                };
+                sync_icache(code.addr(), code.code_len);
+                return Ok(code);
+            }
+        }
+        // The prologue and epilogue depend only on the frame, the saved
+        // registers and the frame's size: the last function's are reused
+        // when those are the same (as they are for most functions of one
+        // client). The key is unset while the buffers are out of `self`,
+        // so that an error return (which drops them) cannot leave a stale key.
+        let size = if frame {
+            ((regfile::SAVE_AREA + self.locals + 15) & !15) as u32
+        } else {
+            0
+        };
+        let key = if frame {
+            1 | u64::from(saves[0]) << 1 | u64::from(saves[1]) << 17 | u64::from(size) << 33
+        } else {
+            0
+        };
         let mut pro = std::mem::take(&mut self.pro);
         let mut epi = std::mem::take(&mut self.epi);
-        pro.clear();
-        epi.clear();
-        if frame {
-            let size = ((regfile::SAVE_AREA + self.locals + 15) & !15) as i64;
-            pro.w(0xa9bf_7bfd); // stp x29, x30, [sp, #-16]!
-            pro.w(0x9100_03fd); // mov x29, sp
-            add_imm_to(&mut pro, true, SP, SP, -size);
-            // Only the register numbers saved in either file, in order.
-            let mut todo = saves[0] | saves[1];
-            while todo != 0 {
-                let n = todo.trailing_zeros() as u8;
-                todo &= todo - 1;
-                if saves[0] & (1 << n) != 0 {
-                    let off = Src::I(regfile::gpr_save_slot(n) as i64);
-                    mem_to(&mut pro, STR_X, g(n), FP, off);
-                    mem_to(&mut epi, LDR_X, g(n), FP, off);
+        if std::mem::replace(&mut self.frame_key, NO_FRAME_KEY) == key {
+            pro.truncate(self.frame_lens.0);
+            epi.truncate(self.frame_lens.1);
+        } else {
+            pro.clear();
+            epi.clear();
+            if frame {
+                pro.w(0xa9bf_7bfd); // stp x29, x30, [sp, #-16]!
+                pro.w(0x9100_03fd); // mov x29, sp
+                add_imm_to(&mut pro, true, SP, SP, -i64::from(size));
+                // Only the register numbers saved in either file, in order.
+                let mut todo = saves[0] | saves[1];
+                while todo != 0 {
+                    let n = todo.trailing_zeros() as u8;
+                    todo &= todo - 1;
+                    if saves[0] & (1 << n) != 0 {
+                        let off = Src::I(regfile::gpr_save_slot(n) as i64);
+                        mem_to(&mut pro, STR_X, g(n), FP, off);
+                        mem_to(&mut epi, LDR_X, g(n), FP, off);
+                    }
+                    if saves[1] & (1 << n) != 0 {
+                        let off = Src::I(regfile::xmm_save_slot(n) as i64);
+                        mem_to(&mut pro, STR_Q, v(n), FP, off);
+                        mem_to(&mut epi, LDR_Q, v(n), FP, off);
+                    }
                 }
-                if saves[1] & (1 << n) != 0 {
-                    let off = Src::I(regfile::xmm_save_slot(n) as i64);
-                    mem_to(&mut pro, STR_Q, v(n), FP, off);
-                    mem_to(&mut epi, LDR_Q, v(n), FP, off);
-                }
+                epi.w(0x9100_03bf); // mov sp, x29
+                epi.w(0xa8c1_7bfd); // ldp x29, x30, [sp], #16
             }
-            epi.w(0x9100_03bf); // mov sp, x29
-            epi.w(0xa8c1_7bfd); // ldp x29, x30, [sp], #16
+            epi.w(RET);
+            self.frame_lens = (pro.len(), epi.len());
         }
-        epi.w(0xd65f_03c0); // ret
-        while pro.len() % self.align != 0 {
+        while pro.len() & (self.align - 1) != 0 {
             pro.w(NOP);
         }
         let epi_at = body_len as u32;
@@ -1989,56 +2146,7 @@ impl A64 {
         while body_len + epi.len() < pool_at {
             epi.w(0); // udf
         }
-        for i in 0..self.fixups.len() {
-            let f = self.fixups[i];
-            if f.kind == FIX_DONE {
-                continue;
-            }
-            let target = if f.label == EPILOGUE {
-                epi_at
-            } else {
-                match self.labels.get(f.label as usize) {
-                    Some(&p) if p != UNPLACED => p,
-                    Some(_) => {
-                        return Err(err(
-                            f.index,
-                            f.method(),
-                            ErrorKind::UnplacedLabel { label: f.label },
-                        ));
-                    }
-                    None => {
-                        return Err(err(
-                            f.index,
-                            f.method(),
-                            ErrorKind::UnknownLabel { label: f.label },
-                        ));
-                    }
-                }
-            };
-            let at = f.at as usize;
-            let word =
-                u32::from_le_bytes(self.buf.bytes()[at..at + 4].try_into().unwrap_or([0; 4]));
-            if f.label == EPILOGUE && !frame {
-                self.buf.patch4(at, 0xd65f_03c0); // the epilogue is a bare ret
-                continue;
-            }
-            let rel = target as i64 - f.at as i64;
-            // Islands keep forward b.conds within reach, and the code size
-            // limit (DEFAULT_LIMIT) keeps b within its ±128 MiB; checked
-            // all the same, so that no limit makes wrong code.
-            let patched = if f.kind < 6 {
-                imm19_word(word, rel).ok_or_else(|| err(f.index, f.method(), FAR_BRANCH))?
-            } else if fits(rel, 26) {
-                word | ((rel >> 2) as u32 & 0x03ff_ffff)
-            } else {
-                return Err(err(
-                    f.index,
-                    f.method(),
-                    ErrorKind::Unsupported("aarch64: a branch beyond b's ±128 MiB"),
-                ));
-            };
-            self.buf.patch4(at, patched);
-        }
+        self.patch_fixups(frame, epi_at)?;
         for r in &self.pool_refs {
             let slot_at = pool_at as i64 + 8 * (r.slot - self.pool_base) as i64;
             let at = r.at as usize;
@@ -2065,29 +2173,34 @@ impl A64 {
             self.buf.patch4(f.at as usize, target.wrapping_sub(table));
         }
         let total = pro.len() + body_len + epi.len() + self.pool.len();
-        // The code starts at a multiple of `align` in memory (the buffer
-        // is 8-byte aligned; up to 56 more bytes place it).
-        let slack = self.align.max(8) - 8;
-        let mut words = vec![0u64; (total + slack).div_ceil(8)];
-        let start =
-            (words.as_ptr() as usize).next_multiple_of(self.align.max(8)) - words.as_ptr() as usize;
-        {
-            // SAFETY: a u64 buffer viewed as its bytes.
-            let bytes = unsafe {
-                std::slice::from_raw_parts_mut(words.as_mut_ptr() as *mut u8, words.len() * 8)
-            };
-            let mut at = start;
-            for part in [&pro[..], self.buf.bytes(), &epi[..], &self.pool[..]] {
-                bytes[at..at + part.len()].copy_from_slice(part);
-                at += part.len();
-            }
-        }
+        // The image is a whole number of 8-byte words (the constants are
+        // 8-byte slots) starting at a multiple of `align` (at least 8) in
+        // memory: the block is taken with room to move the start there.
+        let align = self.align.max(8);
+        let len = total.next_multiple_of(8) + (align - 8);
+        let parts = [&pro[..], self.buf.bytes(), &epi[..], &self.pool[..]];
+        let block = match mem {
+            None => match self.slab.reserve(len) {
+                // The common case: written straight into this backend's run
+                // of the thread's arena (dual-mapped: nothing to seal).
+                Some(r) => {
+                    let start = r.exec.next_multiple_of(align) - r.exec;
+                    write_image(r.out, start, parts, false);
+                    Ok((r.into_block(), start))
+                }
+                None => fill_block(self.slab.alloc(len), len, align, parts),
+            },
+            Some(m) => fill_block(m.alloc(len), len, align, parts),
+        };
+        let (block, start) = block.map_err(|kind| Error::new(end_index, "end", kind))?;
         let pro_len = pro.len();
         self.pro = pro;
         self.epi = epi;
+        self.frame_key = key;
         let code = Code {
-            words,
+            block,
             start,
+            image_len: len - (align - 8),
             prologue: pro_len,
             body: body_len,
             code_len: pro_len + body_len + epi_len,
@@ -2098,6 +2211,43 @@ impl A64 {
         sync_icache(code.addr(), code.code_len);
         Ok(code)
     }
+}
+
+/// Writes `parts` one after the other into `out` from `start`, and if
+/// `zero`, zeroes the rest (the padding before and after the image; a
+/// [`Slab`](crate::mem::Slab)'s run is fresh zeroes already, never reused).
+#[inline(always)]
+fn write_image(out: &mut [u8], start: usize, parts: [&[u8]; 4], zero: bool) {
+    if zero {
+        out[..start].fill(0);
+    }
+    let mut at = start;
+    for part in parts {
+        crate::mem::copy_to(&mut out[at..], part);
+        at += part.len();
+    }
+    if zero {
+        out[at..].fill(0);
+    }
+}
+
+/// Writes `parts` into a block of `len` bytes taken from an allocator
+/// (the client's [`ExecMemory`], or a mapping of its own where the
+/// default arena has no runs), at the first multiple of `align` in it,
+/// and seals it: the block and where the image starts in it.
+#[cold]
+#[inline(never)]
+fn fill_block(
+    block: Result<crate::mem::ExecBlock, ErrorKind>,
+    len: usize,
+    align: usize,
+    parts: [&[u8]; 4],
+) -> Result<(crate::mem::ExecBlock, usize), ErrorKind> {
+    let mut block = block?;
+    let exec = block.addr();
+    let start = exec.next_multiple_of(align) - exec;
+    block.fill_with(len, |out| write_image(out, start, parts, true))?;
+    Ok((block, start))
 }
 
 /// Makes freshly written code visible to instruction fetch: on an aarch64
@@ -2119,12 +2269,16 @@ fn sync_icache(addr: usize, len: usize) {
 }
 
 /// A function generated by the aarch64 backend: its A64 code, with the
-/// constants after it, in memory of this process. On this x86-64 host it
+/// constants after it, in executable memory of this process (a block of
+/// the default arena, or of the client's memory with `end_in`, released
+/// when the `Code` is dropped). On this x86-64 host it
 /// runs under emulation ([`Invoke`](crate::Invoke) with the `emu` feature).
 pub struct Code {
-    words: Vec<u64>,
-    /// Where the code starts in `words` (bytes; for `align`).
+    block: crate::mem::ExecBlock,
+    /// Where the code starts in `block` (bytes; for `align`).
     start: usize,
+    /// Bytes of code and constants, to a multiple of 8.
+    image_len: usize,
     prologue: usize,
     body: usize,
     code_len: usize,
@@ -2136,7 +2290,7 @@ pub struct Code {
 impl Code {
     /// The entry address (of the code in this process's memory).
     pub fn addr(&self) -> usize {
-        self.words.as_ptr() as usize + self.start
+        self.block.addr() + self.start
     }
 
     /// Bytes of machine code (prologue, body, epilogue; without constants).
@@ -2166,11 +2320,7 @@ impl Code {
 
     /// Code and constants, as placed in memory.
     pub fn image(&self) -> &[u8] {
-        // SAFETY: a u64 buffer viewed as its bytes.
-        let all = unsafe {
-            std::slice::from_raw_parts(self.words.as_ptr() as *const u8, self.words.len() * 8)
-        };
-        &all[self.start..]
+        &self.block.bytes()[self.start..self.start + self.image_len]
     }
 
     /// The machine code bytes.
