@@ -595,6 +595,20 @@ fn primitive(p: &Primitive, values: &mut Values) -> Cond {
             };
             shift_cond(c, shift, values)
         }
+        // libpcap's gen_llc on Ethernet: a length (not a type) at 12 and
+        // DSAP/SSAP not 0xffff (Netware's raw 802.3); then, for a kind,
+        // its control byte (the LLC header's third byte) under its mask.
+        Primitive::Llc(kind) => {
+            let mut tests = vec![
+                not(prim(link(12, Size::H), !0, Cmp::Gt, ETHERMTU)),
+                not(eq(link(14, Size::H), 0xffff)),
+            ];
+            if let Some(k) = kind {
+                let (mask, value) = k.control();
+                tests.push(masked_eq(link(16, Size::B), mask.into(), value.into()));
+            }
+            Cond::And(tests)
+        }
         // gen_pppoes: the EtherType, then `ld [14]; and #0xffff; jeq #id`.
         Primitive::Pppoes { id } => {
             let ty = ether_type(0x8864);

@@ -267,6 +267,11 @@ pub enum Primitive {
         /// The primitive.
         inner: Box<Primitive>,
     },
+    /// `llc [kind]`: an 802.3 frame (a length, not a type, at 12) whose
+    /// DSAP and SSAP are not both 0xff (Netware's raw 802.3), with an LLC
+    /// control byte of the given kind if one is named (libpcap's
+    /// `gen_llc`, `gen_llc_i/s/u` and `gen_llc_s/u_subtype`).
+    Llc(Option<LlcKind>),
     /// `vlan [id]`: an 802.1Q, 802.1ad or QinQ tag `4 * shift` bytes
     /// into the frame (after `shift` earlier `vlan` primitives), with VLAN
     /// id `id` if one is given.
@@ -276,6 +281,111 @@ pub enum Primitive {
         /// The VLAN id (12 bits).
         id: Option<u16>,
     },
+}
+
+/// The LLC frame kinds `llc` names: the three formats (information,
+/// supervisory, unnumbered) and the commands of the last two, as libpcap
+/// 1.10 spells them (`llc_s_subtypes`, `llc_u_subtypes`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LlcKind {
+    /// `i`: an information frame (control bit 0 clear).
+    I,
+    /// `s`: a supervisory frame (control bits 1..0 = 01).
+    S,
+    /// `u`: an unnumbered frame (control bits 1..0 = 11).
+    U,
+    /// `rr`: receive ready.
+    Rr,
+    /// `rnr`: receive not ready.
+    Rnr,
+    /// `rej`: reject.
+    Rej,
+    /// `ui`: unnumbered information.
+    Ui,
+    /// `ua`: unnumbered acknowledgement.
+    Ua,
+    /// `disc`: disconnect.
+    Disc,
+    /// `dm`: disconnected mode.
+    Dm,
+    /// `sabme`: set asynchronous balanced mode extended.
+    Sabme,
+    /// `test`: test.
+    Test,
+    /// `xid`: exchange identification.
+    Xid,
+    /// `frmr`: frame reject.
+    Frmr,
+}
+
+impl LlcKind {
+    const ALL: [LlcKind; 14] = [
+        LlcKind::I,
+        LlcKind::S,
+        LlcKind::U,
+        LlcKind::Rr,
+        LlcKind::Rnr,
+        LlcKind::Rej,
+        LlcKind::Ui,
+        LlcKind::Ua,
+        LlcKind::Disc,
+        LlcKind::Dm,
+        LlcKind::Sabme,
+        LlcKind::Test,
+        LlcKind::Xid,
+        LlcKind::Frmr,
+    ];
+
+    /// The name as written after `llc`.
+    pub fn name(self) -> &'static str {
+        match self {
+            LlcKind::I => "i",
+            LlcKind::S => "s",
+            LlcKind::U => "u",
+            LlcKind::Rr => "rr",
+            LlcKind::Rnr => "rnr",
+            LlcKind::Rej => "rej",
+            LlcKind::Ui => "ui",
+            LlcKind::Ua => "ua",
+            LlcKind::Disc => "disc",
+            LlcKind::Dm => "dm",
+            LlcKind::Sabme => "sabme",
+            LlcKind::Test => "test",
+            LlcKind::Xid => "xid",
+            LlcKind::Frmr => "frmr",
+        }
+    }
+
+    /// The kind a name stands for; libpcap compares the name ignoring
+    /// case.
+    pub fn from_name(name: &str) -> Option<LlcKind> {
+        LlcKind::ALL
+            .into_iter()
+            .find(|k| k.name().eq_ignore_ascii_case(name))
+    }
+
+    /// The test on the control byte (the third LLC byte) as `(mask,
+    /// value)`: `control & mask == value`. Supervisory commands are
+    /// compared under 0x0f and unnumbered ones under 0xef (the poll/final
+    /// bit ignored), as libpcap does.
+    pub fn control(self) -> (u8, u8) {
+        match self {
+            LlcKind::I => (0x01, 0x00),
+            LlcKind::S => (0x03, 0x01),
+            LlcKind::U => (0x03, 0x03),
+            LlcKind::Rr => (0x0f, 0x01),
+            LlcKind::Rnr => (0x0f, 0x05),
+            LlcKind::Rej => (0x0f, 0x09),
+            LlcKind::Ui => (0xef, 0x03),
+            LlcKind::Ua => (0xef, 0x63),
+            LlcKind::Disc => (0xef, 0x43),
+            LlcKind::Dm => (0xef, 0x0f),
+            LlcKind::Sabme => (0xef, 0x6f),
+            LlcKind::Test => (0xef, 0xe3),
+            LlcKind::Xid => (0xef, 0xaf),
+            LlcKind::Frmr => (0xef, 0x87),
+        }
+    }
 }
 
 // ---------------------------------------------------------------- lexer
@@ -573,7 +683,6 @@ const UNSUPPORTED: &[&str] = &[
     "ruleset",
     "action",
     "protochain",
-    "llc",
     "ra",
     "ta",
     "addr1",
@@ -1068,6 +1177,29 @@ impl Parser {
                 let shift = self.vlans;
                 self.vlans += 1;
                 Ok((Expr::Prim(Primitive::Vlan { shift, id }), None))
+            }
+            // libpcap's `LLC` and `LLC ID` productions: any name after
+            // `llc` is its frame kind (`rnr` is a keyword of libpcap's
+            // scanner with its own production, the same meaning).
+            "llc" => {
+                self.pos += 1;
+                let kind = match self.peek().clone() {
+                    Tok::Word(name) if name == "rnr" || !is_keyword(&name) => {
+                        let at = self.col();
+                        let kind =
+                            LlcKind::from_name(&name).ok_or_else(|| Error::BadQualifier {
+                                column: at,
+                                message: format!(
+                                    "unknown LLC type name \"{name}\" (expected i, s, u, rr, rnr, \
+                                 rej, ui, ua, disc, dm, sabme, test, xid or frmr)"
+                                ),
+                            })?;
+                        self.pos += 1;
+                        Some(kind)
+                    }
+                    _ => None,
+                };
+                Ok((Expr::Prim(Primitive::Llc(kind)), None))
             }
             // libpcap's gen_pppoed: an EtherType test.
             "pppoed" => {
@@ -1908,6 +2040,7 @@ fn is_keyword(w: &str) -> bool {
                 | "greater"
                 | "pppoed"
                 | "pppoes"
+                | "llc"
         )
         || named_value(w).is_some()
         || UNSUPPORTED.contains(&w)
@@ -1988,6 +2121,8 @@ impl fmt::Display for Primitive {
             Primitive::Vlan { id: None, .. } => write!(f, "vlan"),
             Primitive::Vlan { id: Some(id), .. } => write!(f, "vlan {id}"),
             Primitive::Shifted { ref inner, .. } => write!(f, "{inner}"),
+            Primitive::Llc(None) => write!(f, "llc"),
+            Primitive::Llc(Some(k)) => write!(f, "llc {}", k.name()),
             Primitive::Pppoes { id: None } => write!(f, "pppoes"),
             Primitive::Pppoes { id: Some(id) } => write!(f, "pppoes {id}"),
             Primitive::EtherHost { dir, addr } => {

@@ -297,6 +297,13 @@ fn every_truncation_of_typical_frames_agrees() {
     let mut llc = vec![0u8; 14 + 3];
     llc[12..14].copy_from_slice(&3u16.to_be_bytes());
     llc[14..17].copy_from_slice(&[0xfe, 0xfe, 0x03]);
+    // The same behind an 802.1Q tag (VLAN 5), an RNR with the poll bit
+    // set (an S frame), and Netware's raw 802.3 (DSAP and SSAP 0xff).
+    let mut tagged_llc = llc.clone();
+    tagged_llc.splice(12..12, [0x81, 0x00, 0x00, 5]);
+    tagged_llc[20] = 0x15;
+    let mut netware = llc.clone();
+    netware[14..16].copy_from_slice(&[0xff, 0xff]);
     let filters = [
         "tcp",
         "udp or icmp",
@@ -352,6 +359,12 @@ fn every_truncation_of_typical_frames_agrees() {
         "pppoed or pppoes 1234",
         "pppoes",
         "not pppoes 0",
+        "llc",
+        "llc u or llc ui",
+        "not llc i and not llc s",
+        "vlan 5 and llc rnr",
+        "vlan and (llc s or llc)",
+        "llc rr or llc xid or ether[16] = 0x15",
         // Regressions: each of these once disagreed with libpcap.
         "not (host 192.168.1.1 and 10.0.0.1)",
         "not ip[0:2] & 0 == 39498",
@@ -372,6 +385,8 @@ fn every_truncation_of_typical_frames_agrees() {
             &tagged,
             &tagged_tcp,
             &llc,
+            &tagged_llc,
+            &netware,
             &pppoe,
         ] {
             for len in 0..=frame.len() {

@@ -498,3 +498,29 @@ fn vlan_shifts_every_later_primitive_as_libpcap_does() {
     assert_eq!(canon("vlan 1 and port 80"), "vlan 1 and port 80");
     refused_at(&[("vlan 1 or 2", 11)]);
 }
+
+/// `llc` alone and with each of libpcap's frame kinds (its names compared
+/// ignoring case, `rnr` too though libpcap's scanner makes it a keyword),
+/// printed back in their canonical spelling; an unknown kind is refused at
+/// its column, and anything that is not a name ends the primitive.
+#[test]
+fn llc_takes_libpcaps_frame_kinds() {
+    use dpf::syntax::LlcKind;
+    assert_eq!(dpf::parse("llc").unwrap(), Expr::Prim(Primitive::Llc(None)));
+    assert_eq!(
+        dpf::parse("llc RNR").unwrap(),
+        Expr::Prim(Primitive::Llc(Some(LlcKind::Rnr)))
+    );
+    for kind in [
+        "i", "s", "u", "rr", "rnr", "rej", "ui", "ua", "disc", "dm", "sabme", "test", "xid", "frmr",
+    ] {
+        assert_eq!(canon(&format!("llc {kind}")), format!("llc {kind}"));
+    }
+    assert_eq!(canon("llc and ip"), "llc and ip");
+    assert_eq!(canon("not llc u or llc i"), "not llc u or llc i");
+    // After a `vlan`, the LLC header is four bytes further in.
+    assert_eq!(canon("vlan and llc s"), "vlan and llc s");
+    refused_at(&[("llc foo", 5), ("llc ip", 5), ("llc 3", 5), ("host llc", 6)]);
+    let e = dpf::parse("llc sabm").unwrap_err().to_string();
+    assert!(e.contains("unknown LLC type name \"sabm\""), "{e}");
+}

@@ -6,7 +6,8 @@
 //! both generators, so that a healthy fraction of (filter, packet) pairs
 //! match. Packets cover IPv4 with and without options (IHL 5 to 15),
 //! fragments, TCP/UDP/ICMP/SCTP, IPv6 with and without a fragment header,
-//! ARP and RARP, 802.1Q tags, 802.3/LLC frames, garbage, and truncation at
+//! ARP and RARP, 802.1Q tags, 802.3/LLC frames (I, S and U control bytes,
+//! Netware raw 802.3), PPPoE discovery and session, garbage, and truncation at
 //! the lengths where filters' loads begin to fail.
 
 #![allow(dead_code)]
@@ -171,6 +172,22 @@ impl Gen {
                     "ether proto \\lat",
                     "iso",
                     "stp",
+                    "llc",
+                    "llc i",
+                    "llc s",
+                    "llc u",
+                    "llc rr",
+                    "llc rnr",
+                    "llc rej",
+                    "llc ui",
+                    "llc ua",
+                    "llc disc",
+                    "llc dm",
+                    "llc sabme",
+                    "llc test",
+                    "llc xid",
+                    "llc frmr",
+                    "pppoed",
                 ])
                 .to_string(),
                 None,
@@ -626,7 +643,7 @@ impl Gen {
 
     /// A complete (untruncated) frame.
     pub fn frame(&mut self) -> Vec<u8> {
-        match self.rng.random_range(0..20) {
+        match self.rng.random_range(0..22) {
             0..=7 => {
                 let mut f = self.ethernet(0x0800);
                 f.extend(self.ipv4());
@@ -682,6 +699,55 @@ impl Gen {
                 if self.chance(0.7) {
                     f[15] = f[14];
                 }
+                // Netware's raw 802.3 (DSAP and SSAP 0xff), which `llc`
+                // excludes.
+                if self.chance(0.1) {
+                    f[14] = 0xff;
+                    f[15] = 0xff;
+                }
+                // The control byte: an I frame, an S or U command (`llc
+                // rr` ... `llc frmr`), the poll/final bit sometimes set,
+                // or random.
+                if self.chance(0.8) {
+                    let c = *self.pick(&[
+                        0x00u8, 0x02, 0x01, 0x05, 0x09, 0x03, 0x63, 0x43, 0x0f, 0x6f, 0xe3, 0xaf,
+                        0x87, 0x0d,
+                    ]);
+                    let pf = if self.chance(0.3) { 0x10 } else { 0 };
+                    f[16] = c | pf;
+                }
+                f
+            }
+            20 | 21 => {
+                // PPPoE discovery (0x8863) or session (0x8864): version
+                // and type, code, session id, length, then a payload
+                // (PPP's IPv4 protocol number and an IPv4 packet in a
+                // session).
+                let session = self.chance(0.6);
+                let mut f = self.ethernet(if session { 0x8864 } else { 0x8863 });
+                let code = if session {
+                    0
+                } else {
+                    *self.pick(&[0x09u8, 0x07, 0x19, 0x65, 0xa7])
+                };
+                let id: u16 = if self.chance(0.5) {
+                    *self.pick(&[1, 27, 0x1234, 0xffff])
+                } else {
+                    self.rng.random()
+                };
+                f.extend([0x11, code]);
+                f.extend(id.to_be_bytes());
+                let body = if session {
+                    let mut b = vec![0x00, 0x21];
+                    b.extend(self.ipv4());
+                    b
+                } else {
+                    (0..self.rng.random_range(0..30))
+                        .map(|_| self.rng.random())
+                        .collect()
+                };
+                f.extend((body.len() as u16).to_be_bytes());
+                f.extend(body);
                 f
             }
             16 => {
