@@ -5,7 +5,10 @@
 //! `_Static_assert`, or C++'s `static_assert` when a C++ program includes
 //! the header), so that a C client calls a Rust server and the reverse over the channel of
 //! `crates/idl/c/idl_rt.h` (IDL4 §4: client stubs, server stubs and a
-//! server loop kept in plain C so that users can edit it).
+//! server loop kept in plain C so that users can edit it). The copies and
+//! checks of each call, and their order, are the operation's plan
+//! ([`crate::model::plan`]), which the Rust generator and the dynamic stubs
+//! follow too.
 //!
 //! The C convention (docs/idl.md, "Generated C"):
 //! - every client stub returns an `int` status (`IDL_OK`, a wire status

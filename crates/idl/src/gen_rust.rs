@@ -20,6 +20,10 @@
 //! - `dispatch`, a `match` on the key (dense keys: a jump table), and
 //!   `serve`, a readable server loop to copy and edit.
 //!
+//! The copies and checks of each call, and their order, are the
+//! operation's plan ([`crate::model::plan`]), which the C generator and the
+//! dynamic stubs follow too.
+//!
 //! A `size_is` length parameter has no field and no Rust parameter: a slice
 //! knows its length. Structs become `#[repr(C)]` structs with their
 //! padding spelled out as `_padN` fields (so that every byte is a field and
