@@ -16,7 +16,7 @@
 //! Values are compared as `Value` trees (integers, booleans, strings and
 //! lists), so nothing relies on the generated types deriving traits.
 
-use crate::random_idl::{Dir, Iface, Op, Param, Ty};
+use crate::random_idl::{Dir, Iface, Int, Op, Param, Ty};
 use std::fmt::Write as _;
 
 /// The Rust path of the generated module of `f`'s interface, relative to
@@ -68,6 +68,19 @@ fn server_param_ty(f: &Iface, p: &Param) -> String {
         (Dir::InOut, Ty::Seq(e)) => format!("&mut [{}]", rust_ty(f, e)),
         (Dir::Out, Ty::Seq(e)) => format!("&mut idl::rt::OutSeq<'_, {}>", rust_ty(f, e)),
         (_, _) => format!("&mut {}", rust_ty(f, ty)),
+    }
+}
+
+/// For a `size_is` sequence whose length's type counts fewer elements than
+/// the per-string limit holds: that many (a stub refuses more).
+fn count_bound(op: &Op, p: &Param) -> Option<u32> {
+    let len = op.params.get(p.size_is?)?;
+    match len.ty {
+        Ty::Int(Int::I8) => Some(i8::MAX as u32),
+        Ty::Int(Int::U8 | Int::Char) => Some(u8::MAX as u32),
+        Ty::Int(Int::I16) => Some(i16::MAX as u32),
+        Ty::Int(Int::U16) => Some(u16::MAX as u32),
+        _ => None,
     }
 }
 
@@ -249,8 +262,9 @@ fn recorder_method(out: &mut String, f: &Iface, op: &Op) {
             (Dir::Out, Ty::Seq(e)) => {
                 let _ = writeln!(
                     out,
-                    "        let v_{a}: Vec<{}> = crate::seq(rng, {big}, {a}.capacity());",
-                    rust_ty(f, e)
+                    "        let v_{a}: Vec<{}> = crate::seq(rng, {big}, {a}.capacity(){});",
+                    rust_ty(f, e),
+                    count_bound(op, p).map_or(String::new(), |m| format!(".min({m})"))
                 );
                 let _ = writeln!(out, "        crate::answer_out_seq({a}, &v_{a});");
                 answered.push(format!("v_{a}.value()"));
@@ -322,7 +336,13 @@ fn client_call(out: &mut String, f: &Iface, op: &Op) {
                     Some(k) => format!("big == Some({k})"),
                     None => "false".into(),
                 };
-                draw(f, &p.ty, &big)
+                match (f.resolve(&p.ty), count_bound(op, p)) {
+                    (Ty::Seq(e), Some(m)) => format!(
+                        "crate::seq(rng, {big}, crate::elems::<{}>(lim).min({m}))",
+                        rust_ty(f, e)
+                    ),
+                    _ => draw(f, &p.ty, &big),
+                }
             }
         };
         let m = if p.dir == Dir::In { "" } else { "mut " };

@@ -350,10 +350,19 @@ impl<'r> Gen<'r> {
     /// `[out] int *n` for an out one, `[in, out] int *n` for an inout one.
     /// `n` comes before the sequence (as in pfs_write) or after it.
     fn push_size_is(&mut self, params: &mut Vec<Param>, name: String, dir: Dir, ty: Ty) {
-        let len_ty = Ty::Int(
-            self.rng
-                .pick(&[Int::I32, Int::I32, Int::U32, Int::I64, Int::U64]),
-        );
+        let len_ty = Ty::Int(self.rng.pick(&[
+            Int::I32,
+            Int::I32,
+            Int::U32,
+            Int::I64,
+            Int::U64,
+            // Narrow lengths bound the count below what the bytes do:
+            // every stub must refuse a longer sequence alike.
+            Int::I8,
+            Int::U8,
+            Int::I16,
+            Int::U16,
+        ]));
         let len_name = format!("{name}_n");
         // An inout sequence's length may be [in] or [in, out].
         let len_dir = if dir == Dir::InOut && self.rng.chance(50) {

@@ -6,7 +6,8 @@
 //! §3.3), so a dynamic client talks to a static server and the reverse.
 //!
 //! - [`Interface::load`] parses the text, lays out every operation
-//!   ([`OpPlan`]) and generates, per operation, `marshal` and `unmarshal`
+//!   ([`OpPlan`], from the plan the static stubs follow:
+//!   [`crate::model::plan`]) and generates, per operation, `marshal` and `unmarshal`
 //!   (module `codegen`): straight-line stores and loads of each value at
 //!   its record offset with its width, over a flat array of 64-bit slots
 //!   (a scripting host's natural form), with strings and sequences put

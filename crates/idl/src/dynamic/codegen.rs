@@ -600,9 +600,6 @@ fn op_body<B: Backend>(
         }
         f.ldu(t, r.rec, foff);
         f.ldu(t2, r.rec, foff + 4);
-        if let Some(max) = v.count_max {
-            f.bgt(t2, i64::from(max), x.bad_value);
-        }
         f.bgt(t2, i64::from(lim.max_string_bytes / esize), x.bad_string);
         if ealign > 1 {
             f.and(t3, t, i64::from(ealign - 1));
@@ -612,6 +609,12 @@ fn op_body<B: Backend>(
         mul_const(f, t3, t2, esize);
         f.add(prev, t, t3);
         f.bgt(prev, r.alen, x.bad_string);
+        // The plan's order: the descriptor, then its count (a bad
+        // descriptor is `BadString` whatever its count), as the generated
+        // Rust and C servers check.
+        if let Some(max) = v.count_max {
+            f.bgt(t2, i64::from(max), x.bad_value);
+        }
         let (off, cnt) = (f.local::<UL>(), f.local::<UL>());
         f.st_local(t, off);
         f.st_local(t2, cnt);
