@@ -30,6 +30,7 @@
 use std::collections::HashSet;
 use std::fmt::Write as _;
 
+use crate::model::plan::{OpPlan, plan};
 use crate::model::{Dir, Field, Idl, Interface, Op, Prim, Slot, Type};
 
 /// The C run time's header, `idl_rt.h`, which every generated header
@@ -244,18 +245,20 @@ fn chan_name(vs: &[Val<'_>]) -> String {
     taken(vs).fresh("c")
 }
 
-/// The largest value of an integer type, if below `u32::MAX` (a length
-/// must fit it).
-fn len_max(p: Prim) -> Option<&'static str> {
-    match p {
-        Prim::I8 => Some("INT8_MAX"),
-        Prim::U8 | Prim::Char => Some("UINT8_MAX"),
-        Prim::I16 => Some("INT16_MAX"),
-        Prim::U16 => Some("UINT16_MAX"),
-        Prim::I32 => Some("INT32_MAX"),
-        Prim::Bool => Some("1"),
-        Prim::U32 | Prim::I64 | Prim::U64 => None,
-    }
+/// A plan's count bound ([`crate::model::plan::Check::Count`]) as C
+/// spells it: the limit macro of the length's type it is.
+fn c_max(max: u32) -> String {
+    const MACROS: [(u32, &str); 5] = [
+        (i8::MAX as u32, "INT8_MAX"),
+        (u8::MAX as u32, "UINT8_MAX"),
+        (i16::MAX as u32, "INT16_MAX"),
+        (u16::MAX as u32, "UINT16_MAX"),
+        (i32::MAX as u32, "INT32_MAX"),
+    ];
+    MACROS
+        .iter()
+        .find(|(v, _)| *v == max)
+        .map_or_else(|| max.to_string(), |(_, m)| (*m).to_string())
 }
 
 struct Gen<'a> {
@@ -263,6 +266,21 @@ struct Gen<'a> {
 }
 
 impl Gen<'_> {
+    /// The operation's plan ([`crate::model::plan`]), which both stubs
+    /// follow; for a model that did not pass the front end's checks, an
+    /// `#error` naming the operation instead of its stub.
+    fn plan(&self, c: &mut String, op: &Op) -> Option<OpPlan> {
+        let p = plan(&self.idl.structs, op);
+        if p.is_none() {
+            line!(
+                c,
+                "#error \"operation {}: its layout lacks a field for a value\"",
+                op.name
+            );
+        }
+        p
+    }
+
     /// A C declarator of `inner` with type `ty` (`int32_t (*p)[4]`).
     fn decl(&self, ty: &Type, inner: &str) -> String {
         match ty {
@@ -624,6 +642,7 @@ impl Gen<'_> {
     }
 
     fn client_stub(&self, c: &mut String, iface: &Interface, op: &Op) {
+        let Some(pl) = self.plan(c, op) else { return };
         let vs = vals(op);
         let name = Self::op_name(iface, op);
         let up = name.to_ascii_uppercase();
@@ -771,7 +790,10 @@ impl Gen<'_> {
                             && vs[j].dir != Dir::In
                             && let Type::Prim(lp) = vs[j].ty
                         {
-                            if let Some(max) = len_max(*lp) {
+                            if let Slot::Param(i) = f.slot
+                                && let Some(max) = OpPlan::count(&pl.reply_checks, i)
+                            {
+                                let max = c_max(max);
                                 line!(c, "    if ({d}.len > {max})");
                                 line!(c, "        return IDL_E_PROTOCOL;");
                             }
@@ -814,6 +836,7 @@ impl Gen<'_> {
     }
 
     fn server_stub(&self, c: &mut String, iface: &Interface, op: &Op) {
+        let Some(pl) = self.plan(c, op) else { return };
         let vs = vals(op);
         let name = Self::op_name(iface, op);
         let up = name.to_ascii_uppercase();
@@ -899,7 +922,8 @@ impl Gen<'_> {
                             && let Type::Prim(lp) = vs[j].ty
                         {
                             let lname = fresh(&mut names, vs[j].name.clone());
-                            if let Some(max) = len_max(*lp) {
+                            if let Some(max) = OpPlan::count(&pl.server_checks, vi) {
+                                let max = c_max(max);
                                 descs.push(format!(
                                     "if ({cnt} > {max})\n        return IDL_BAD_VALUE;"
                                 ));
@@ -1141,35 +1165,13 @@ mod tests {
     use super::*;
     use crate::model::{Layout, Param, Pos, StructDef};
 
-    /// The C server's bound on a `size_is` count is the Rust stubs' and
-    /// the dynamic stubs' ([`Prim::count_max`]), spelled as C's macro.
+    /// A count bound is spelled as the limit macro of its length's type.
     #[test]
-    fn c_length_bounds_are_the_models() {
-        let value = |m: &str| -> u32 {
-            match m {
-                "INT8_MAX" => i8::MAX as u32,
-                "UINT8_MAX" => u8::MAX as u32,
-                "INT16_MAX" => i16::MAX as u32,
-                "UINT16_MAX" => u16::MAX as u32,
-                "INT32_MAX" => i32::MAX as u32,
-                "1" => 1,
-                other => panic!("{other}"),
-            }
-        };
-        for p in [
-            Prim::I8,
-            Prim::U8,
-            Prim::I16,
-            Prim::U16,
-            Prim::I32,
-            Prim::U32,
-            Prim::I64,
-            Prim::U64,
-            Prim::Bool,
-            Prim::Char,
-        ] {
-            assert_eq!(super::len_max(p).map(value), p.count_max(), "{p:?}");
-        }
+    fn count_bounds_are_spelled_as_c_limits() {
+        assert_eq!(c_max(i16::MAX as u32), "INT16_MAX");
+        assert_eq!(c_max(u8::MAX as u32), "UINT8_MAX");
+        assert_eq!(c_max(i32::MAX as u32), "INT32_MAX");
+        assert_eq!(c_max(1), "1");
     }
 
     /// Lays out a record by docs/idl.md's rules (for hand-built models).

@@ -29,6 +29,7 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use crate::error::CompileError;
+use crate::model::plan::{Check, OpPlan, plan};
 use crate::model::{Dir, Idl, Interface, Op, Param, Prim, Slot, Type};
 
 /// The Rust source for `idl`: the structs and constants at the top level,
@@ -158,13 +159,21 @@ struct Gen<'a> {
 }
 
 impl Gen<'_> {
-    /// The bound a stub checks on the count of sequence `op.params[i]`
-    /// ([`Op::count_check`]).
-    fn count_check(&self, op: &Op, i: usize) -> Option<u32> {
-        let Type::Sequence(e) = &op.params[i].ty else {
-            return None;
-        };
-        op.count_check(i, e.size(&self.idl.structs)?)
+    /// The operation's plan ([`crate::model::plan`]), which every stub
+    /// follows; for a model that did not pass the front end's checks, a
+    /// `compile_error!` naming the operation instead of its stub.
+    fn plan(&mut self, op: &Op) -> Option<OpPlan> {
+        let p = plan(&self.idl.structs, op);
+        if p.is_none() {
+            self.line(
+                1,
+                &format!(
+                    "compile_error!(\"operation `{}`: its layout lacks a field for a value\");",
+                    op.name
+                ),
+            );
+        }
+        p
     }
 
     fn line(&mut self, indent: usize, s: &str) {
@@ -461,12 +470,11 @@ impl Gen<'_> {
             .filter(|(_, p)| p.length_of.is_none())
     }
 
-    /// Params in record order (in, inout, out), without lengths.
-    fn record_order(op: &Op) -> Vec<usize> {
-        op.layout
-            .fields
-            .iter()
-            .filter_map(|f| match f.slot {
+    /// The parameters among the plan's values `vs` (in plan order), as
+    /// indices into [`Op::params`].
+    fn params(pl: &OpPlan, vs: &[usize]) -> Vec<usize> {
+        vs.iter()
+            .filter_map(|&v| match pl.values[v].slot {
                 Slot::Param(i) => Some(i),
                 Slot::Ret => None,
             })
@@ -549,12 +557,12 @@ impl Gen<'_> {
     }
 
     fn client_stub(&mut self, op: &Op) {
+        let Some(pl) = self.plan(op) else { return };
         let taken: HashSet<String> = op.params.iter().map(|p| p.name.clone()).collect();
         let t = fresh("t", &taken);
         let m = fresh("m", &taken);
         let ret = fresh("ret", &taken);
         let msg = Self::msg(op);
-        let order = Self::record_order(op);
         let mut args = vec![format!("{t}: &mut T")];
         for (_, p) in Self::visible(op) {
             args.push(format!("{}: {}", p.name, self.client_ty(p)));
@@ -576,17 +584,16 @@ impl Gen<'_> {
         let mut descs = taken.clone();
         descs.extend([t.clone(), m.clone(), ret.clone()]);
         let mut desc_of = vec![String::new(); op.params.len()];
-        let puts: Vec<usize> = order
-            .iter()
-            .copied()
-            .filter(|&i| op.params[i].dir != Dir::Out && op.params[i].ty.is_indirect())
+        let puts: Vec<usize> = Self::params(&pl, &pl.request)
+            .into_iter()
+            .filter(|&i| pl.values[i].repr.indirect())
             .collect();
         if !puts.is_empty() {
             self.line(2, &format!("{t}.begin();"));
         }
         for &i in &puts {
             let p = &op.params[i];
-            if let Some(max) = self.count_check(op, i) {
+            if let Some(max) = OpPlan::count(&pl.client_checks, i) {
                 // The length parameter does not travel: its type bounds
                 // the count, as C's does.
                 self.line(2, &format!("if {}.len() > {max} {{", p.name));
@@ -610,11 +617,7 @@ impl Gen<'_> {
             desc_of[i] = d;
         }
         // Store the request's fields.
-        let stores: Vec<usize> = order
-            .iter()
-            .copied()
-            .filter(|&i| op.params[i].dir != Dir::Out)
-            .collect();
+        let stores = Self::params(&pl, &pl.request);
         if !stores.is_empty() {
             self.line(2, &format!("let {m} = ::idl::rt::record::<{msg}>({t})?;"));
             for &i in &stores {
@@ -631,9 +634,8 @@ impl Gen<'_> {
             }
         }
         // Call, then load the results.
-        let loads: Vec<usize> = order
-            .iter()
-            .copied()
+        let loads: Vec<usize> = Self::params(&pl, &pl.reply)
+            .into_iter()
             .filter(|&i| {
                 let p = &op.params[i];
                 p.dir != Dir::In && !(p.dir == Dir::InOut && kind(&p.ty) == Kind::Seq)
@@ -656,6 +658,16 @@ impl Gen<'_> {
                     let d = fresh(&format!("{n}_desc"), &descs);
                     descs.insert(d.clone());
                     self.line(2, &format!("let {d} = ::idl::rt::once(&{m}.{n});"));
+                    if let Some(max) = OpPlan::count(&pl.reply_checks, i) {
+                        // More elements than the length's type counts: C's
+                        // client cannot hold that count, so neither takes it.
+                        self.line(2, &format!("if {d}.len > {max} {{"));
+                        self.line(
+                            3,
+                            "return Err(::idl::rt::CallError::Malformed(\"a count exceeds its size_is length's type\"));",
+                        );
+                        self.line(2, "}");
+                    }
                     let f = if kind(&p.ty) == Kind::Str {
                         "read_string"
                     } else {
@@ -676,7 +688,7 @@ impl Gen<'_> {
         for s in later {
             self.line(2, &s);
         }
-        for &i in &order {
+        for i in Self::params(&pl, &pl.request) {
             let p = &op.params[i];
             if p.dir == Dir::InOut && kind(&p.ty) == Kind::Seq {
                 self.line(
@@ -736,6 +748,7 @@ impl Gen<'_> {
     }
 
     fn server_stub(&mut self, op: &Op, names: &Names) {
+        let Some(pl) = self.plan(op) else { return };
         let mut taken: HashSet<String> = op.params.iter().map(|p| p.name.clone()).collect();
         let s = fresh("s", &taken);
         taken.insert(s.clone());
@@ -748,8 +761,8 @@ impl Gen<'_> {
         let ret = fresh("ret", &taken);
         taken.insert(ret.clone());
         let msg = Self::msg(op);
-        let order = Self::record_order(op);
-        let uses_strings = order.iter().any(|&i| op.params[i].ty.is_indirect());
+        let order = Self::params(&pl, &pl.record);
+        let uses_strings = order.iter().any(|&i| pl.values[i].repr.indirect());
         let uses_m = !op.layout.fields.is_empty();
         self.line(0, "");
         self.line(
@@ -783,67 +796,60 @@ impl Gen<'_> {
             st.clone()
         };
         self.line(2, &format!("let ({mb}, {stb}) = {req}.open::<{msg}>()?;"));
-        // In and inout descriptors in record order, each read once.
+        // The plan's checks, in its order: in and inout descriptors in
+        // record order (each read once) with their counts, then booleans.
         let mut in_of = vec![String::new(); op.params.len()];
-        for &i in &order {
+        for c in &pl.server_checks {
+            let i = c.value();
             let p = &op.params[i];
             let n = &p.name;
-            match (p.dir, kind(&p.ty)) {
-                (Dir::In, Kind::Seq) => {
+            match (*c, p.dir) {
+                (Check::Seq { .. }, Dir::In) => {
                     self.line(2, &format!("let {n} = {st}.seq(&{m}.{n})?;"));
                 }
-                (Dir::InOut, Kind::Seq) => {
+                (Check::Seq { .. }, _) => {
                     self.line(2, &format!("let {n} = {st}.seq_mut(&{m}.{n})?;"));
                 }
-                _ => {}
-            }
-            if p.dir != Dir::Out
-                && let Some(max) = self.count_check(op, i)
-            {
-                // Checked on the private slice, not the shared descriptor.
-                self.line(2, &format!("if {n}.len() > {max} {{"));
-                self.line(3, "return Err(::idl::rt::Status::BadValue);");
-                self.line(2, "}");
-            }
-            match (p.dir, kind(&p.ty)) {
-                (Dir::In, Kind::Str) => {
+                (Check::Count { max, .. }, _) => {
+                    // Checked on the private slice, not the shared descriptor.
+                    self.line(2, &format!("if {n}.len() > {max} {{"));
+                    self.line(3, "return Err(::idl::rt::Status::BadValue);");
+                    self.line(2, "}");
+                }
+                (Check::Str { .. }, Dir::In) => {
                     self.line(2, &format!("let {n} = {st}.str(&{m}.{n})?;"));
                 }
-                (Dir::InOut, Kind::Str) => {
+                (Check::Str { .. }, _) => {
                     let v = fresh(&format!("{n}_in"), &taken);
                     taken.insert(v.clone());
                     self.line(2, &format!("let {v} = {st}.str(&{m}.{n})?;"));
                     in_of[i] = v;
                 }
-                _ => {}
+                (Check::Bool { .. }, _) => {}
             }
         }
-        // Booleans: checked copies.
+        // Booleans: checked copies of the in and inout ones; the out ones
+        // start false.
         for &i in &order {
             let p = &op.params[i];
             if kind(&p.ty) != Kind::Bool {
                 continue;
             }
             let n = &p.name;
+            let checked = pl.server_checks.contains(&Check::Bool { value: i });
             match p.dir {
-                Dir::In => self.line(2, &format!("let {n} = ::idl::rt::request_bool(&{m}.{n})?;")),
-                Dir::InOut => self.line(
+                Dir::In if checked => {
+                    self.line(2, &format!("let {n} = ::idl::rt::request_bool(&{m}.{n})?;"))
+                }
+                Dir::InOut if checked => self.line(
                     2,
                     &format!("let mut {n} = ::idl::rt::request_bool(&{m}.{n})?;"),
                 ),
-                Dir::Out => self.line(2, &format!("let mut {n} = false;")),
+                _ => self.line(2, &format!("let mut {n} = false;")),
             }
         }
         // Writers of the out strings (and inout strings' new values).
-        let outs: Vec<usize> = order
-            .iter()
-            .copied()
-            .filter(|&i| {
-                let p = &op.params[i];
-                p.dir != Dir::In
-                    && (kind(&p.ty) == Kind::Str || (p.dir == Dir::Out && kind(&p.ty) == Kind::Seq))
-            })
-            .collect();
+        let outs = Self::params(&pl, &pl.writers);
         for (k, &i) in outs.iter().enumerate() {
             let p = &op.params[i];
             let n = &p.name;

@@ -3,9 +3,12 @@
 //! listing) reads. It is the contract between the stages: a value of
 //! [`Idl`] has passed every static check, and each operation carries its
 //! message [`Layout`] (IDL4 §3.2, direct stack transfer), so that no back
-//! end decides a byte offset on its own.
+//! end decides a byte offset on its own; [`plan`] derives from it, per
+//! operation, the copies and checks every stub makes.
 
 use std::fmt;
+
+pub mod plan;
 
 /// A place in an IDL source: 1-based line and column.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]

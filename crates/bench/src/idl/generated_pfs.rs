@@ -273,6 +273,9 @@ pub mod pfs {
         m.count = count;
         let m = ::idl::rt::invoke::<ReadMsg>(t)?;
         let data_desc = ::idl::rt::once(&m.data);
+        if data_desc.len > 2147483647 {
+            return Err(::idl::rt::CallError::Malformed("a count exceeds its size_is length's type"));
+        }
         let ret = m.ret;
         ::idl::rt::read_vec(t, data_desc, data)?;
         Ok(ret)

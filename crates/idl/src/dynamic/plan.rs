@@ -2,7 +2,13 @@
 //! value the caller passes (the parameters less the `size_is` lengths, then
 //! the return value), its kind, its slot in the caller's slot array, its
 //! field in the record, and the argument it becomes in a handler call.
+//!
+//! All of it comes from the operation's [`crate::model::plan::OpPlan`],
+//! which the Rust and C generators follow too: this module only numbers
+//! the caller's slots and spells the representations as the code
+//! generator wants them.
 
+use crate::model::plan::{Repr, plan as model_plan};
 use crate::model::{Dir, Op, Prim, Slot, StructDef, Type};
 
 /// How one value is represented by the generated code.
@@ -59,7 +65,8 @@ pub struct ValuePlan {
     /// Byte offset of its field in the record.
     pub offset: u32,
     /// For a sequence declared with `size_is(n)`: the most elements `n`'s
-    /// type can count, where the stubs must check it ([`Op::count_check`]).
+    /// type can count, where the stubs must check it (the plan's
+    /// [`Check::Count`](crate::model::plan::Check::Count)).
     pub count_max: Option<u32>,
 }
 
@@ -104,104 +111,61 @@ impl OpPlan {
     }
 }
 
-/// Size and alignment of a type in C layout (indirect values: their
-/// descriptor).
-pub fn size_align(structs: &[StructDef], ty: &Type) -> (u32, u32) {
-    match ty {
-        Type::Prim(p) => (p.size(), p.size()),
-        Type::Struct(id) => structs.get(*id).map_or((0, 1), |s| (s.size, s.align)),
-        Type::Array(t, n) => {
-            let (s, a) = size_align(structs, t);
-            (s.saturating_mul(*n), a)
-        }
-        Type::String | Type::Sequence(_) => (8, 4),
-    }
-}
+pub use crate::model::plan::{field_offsets, size_align};
 
-/// The offsets of a struct's fields in C layout (natural alignment, in
-/// declaration order).
-pub fn field_offsets(structs: &[StructDef], s: &StructDef) -> Vec<u32> {
-    let mut off = 0u32;
-    s.fields
-        .iter()
-        .map(|(_, t)| {
-            let (size, align) = size_align(structs, t);
-            off = off.next_multiple_of(align.max(1));
-            let at = off;
-            off += size;
-            at
-        })
-        .collect()
-}
-
-/// The representation of a value of type `ty`.
-pub fn kind_of(structs: &[StructDef], ty: &Type) -> Kind {
-    match ty {
-        Type::Prim(p) => Kind::Prim(*p),
-        Type::String => Kind::Ind {
+/// The dynamic stubs' spelling of the model's [`Repr`]: a boolean is a
+/// primitive whose slot the generated code checks and normalises.
+fn kind(r: Repr) -> Kind {
+    match r {
+        Repr::Prim(p) => Kind::Prim(p),
+        Repr::Bool => Kind::Prim(Prim::Bool),
+        Repr::Agg { size, align } => Kind::Agg { size, align },
+        Repr::Str => Kind::Ind {
             esize: 1,
             ealign: 1,
             string: true,
         },
-        Type::Sequence(e) => {
-            let (esize, ealign) = size_align(structs, e);
-            Kind::Ind {
-                esize,
-                ealign,
-                string: false,
-            }
-        }
-        Type::Struct(_) | Type::Array(..) => {
-            let (size, align) = size_align(structs, ty);
-            Kind::Agg { size, align }
-        }
+        Repr::Seq { esize, ealign } => Kind::Ind {
+            esize,
+            ealign,
+            string: false,
+        },
     }
 }
 
-/// Lays out `op` for the dynamic stubs. `None` if the model's layout lacks
-/// a field for a value (a model that did not pass the front end's checks).
+/// Lays out `op` for the dynamic stubs, from the operation's plan
+/// ([`crate::model::plan`]): the same fields, record order and count
+/// bounds as the generated Rust and C stubs. `None` if the model's layout
+/// lacks a field for a value (a model that did not pass the front end's
+/// checks).
 pub fn plan(structs: &[StructDef], op: &Op) -> Option<OpPlan> {
+    let model = model_plan(structs, op)?;
     let mut values = Vec::new();
+    // The model's value index -> ours (size_is lengths have none).
+    let mut ours = vec![usize::MAX; model.values.len()];
     let mut slot = 0;
-    for (i, p) in op.params.iter().enumerate() {
-        if p.length_of.is_some() {
+    for (k, v) in model.values.iter().enumerate() {
+        if v.length_of.is_some() {
             continue;
         }
-        let kind = kind_of(structs, &p.ty);
-        let offset = op.layout.field(Slot::Param(i))?.offset;
+        let kind = kind(v.repr);
+        ours[k] = values.len();
         values.push(ValuePlan {
-            name: p.name.clone(),
-            param: Some(i),
-            dir: p.dir,
-            ty: p.ty.clone(),
-            kind,
-            slot,
-            offset,
-            count_max: match (&p.ty, kind) {
-                (Type::Sequence(_), Kind::Ind { esize, .. }) => op.count_check(i, esize),
-                _ => None,
+            name: v.name.clone(),
+            param: match v.slot {
+                Slot::Param(i) => Some(i),
+                Slot::Ret => None,
             },
-        });
-        slot += kind.slots();
-    }
-    let has_ret = op.ret.is_some();
-    if let Some(t) = &op.ret {
-        let kind = kind_of(structs, t);
-        let offset = op.layout.field(Slot::Ret)?.offset;
-        values.push(ValuePlan {
-            name: "return".into(),
-            param: None,
-            dir: Dir::Out,
-            ty: t.clone(),
+            dir: v.dir,
+            ty: v.ty.clone(),
             kind,
             slot,
-            offset,
-            count_max: None,
+            offset: v.offset()?,
+            count_max: v.count_max,
         });
         slot += kind.slots();
     }
-    let mut rec_order: Vec<usize> = (0..values.len()).collect();
-    rec_order.sort_by_key(|&i| values[i].offset);
+    let rec_order = model.record.iter().map(|&k| ours[k]).collect();
     let aggregates = values.iter().any(|v| match &v.ty {
         Type::Struct(_) | Type::Array(..) => true,
         Type::Sequence(e) => !matches!(**e, Type::Prim(_)),
@@ -210,7 +174,7 @@ pub fn plan(structs: &[StructDef], op: &Op) -> Option<OpPlan> {
     Some(OpPlan {
         op: op.clone(),
         values,
-        has_ret,
+        has_ret: model.has_ret,
         slots: slot,
         rec_order,
         aggregates,

@@ -461,6 +461,9 @@ pub mod kinds {
         let m_ = ::idl::rt::invoke::<SeqsMsg>(t)?;
         let c_desc = ::idl::rt::once(&m_.c);
         let e_desc = ::idl::rt::once(&m_.e);
+        if e_desc.len > 32767 {
+            return Err(::idl::rt::CallError::Malformed("a count exceeds its size_is length's type"));
+        }
         let ret = m_.ret;
         ::idl::rt::read_vec(t, c_desc, c)?;
         ::idl::rt::read_vec(t, e_desc, e)?;
