@@ -694,8 +694,11 @@ impl DynClient<'_> {
         // refusal (unknown operation, too few slots, a record over the
         // buffer, the reference backend) takes the general path, which
         // says why.
-        let fo = match self.iface.fast.get(op) {
-            Some(fo) if slots.len() >= fo.slots && fo.size <= t.capacity() => *fo,
+        // The record is read in place (not copied): a borrow of the
+        // interface, not of `self`.
+        let iface = self.iface;
+        let fo = match iface.fast.get(op) {
+            Some(fo) if slots.len() >= fo.slots && fo.size <= t.capacity() => fo,
             _ => {
                 // SAFETY: the caller's contract.
                 return unsafe { self.call_slots_general(t, op, slots) };
@@ -734,7 +737,7 @@ impl DynClient<'_> {
     unsafe fn call_slots_strings<T: ClientTransport>(
         &mut self,
         t: &mut T,
-        fo: FastOp,
+        fo: &FastOp,
         slots: &mut [u64],
     ) -> Result<(), CallError> {
         if fo.in_strings {
@@ -754,7 +757,10 @@ impl DynClient<'_> {
             let e = ctx.err.take();
             return Err(self.refused_put(e, fo.key, r, slots));
         }
-        drop(ctx);
+        // A thunk that fails makes the generated code return a negative
+        // value, so on success `err` is `None`: nothing to drop, and the
+        // drop's test of it is skipped.
+        std::mem::forget(ctx);
         t.call(fo.key, r as usize)?;
         let rec = t.buf().as_ptr();
         let mut ctx = ClientCtx {
@@ -767,6 +773,8 @@ impl DynClient<'_> {
         if r < 0 {
             return Err(bad_reply(ctx.err.take()));
         }
+        // As after `marshal`: `err` is `None`.
+        std::mem::forget(ctx);
         Ok(())
     }
 

@@ -579,6 +579,9 @@ pub mod dynamic {
     /// The slot-level dynamic client.
     pub struct DynClient<T> {
         d: Dyn,
+        /// The library's client, made once (as a caller keeps it): making
+        /// and dropping one per call would count its two empty `Vec`s.
+        c: idl::dynamic::DynClient<'static>,
         /// The transport.
         pub t: T,
         slots: [u64; 8],
@@ -589,6 +592,7 @@ pub mod dynamic {
         pub fn new(d: Dyn, t: T) -> DynClient<T> {
             DynClient {
                 d,
+                c: d.iface.client(),
                 t,
                 slots: [0; 8],
             }
@@ -608,11 +612,10 @@ pub mod dynamic {
         #[inline]
         fn run(&mut self, k: usize) -> Result<(), Error> {
             let op = self.d.keys[k];
-            let mut c = self.d.iface.client();
             // SAFETY: the slots hold the operation's values as the callers
             // below set them (pointers valid for their lengths during the
             // call); the transport's buffer holds every record (8 KiB).
-            unsafe { c.call_slots(&mut self.t, op, &mut self.slots) }.map_err(derr)
+            unsafe { self.c.call_slots(&mut self.t, op, &mut self.slots) }.map_err(derr)
         }
 
         /// The reply's out array named by slots `s`, `s + 1`, copied.
