@@ -162,7 +162,7 @@ fn dpf_json_has_every_table_size_and_the_install_cost() {
             ("install", &["install one filter into 1,000"]),
         ],
     );
-    assert_eq!(v["sections"]["classify"]["samples"], 5);
+    assert_eq!(v["sections"]["classify"]["samples"], 7);
     let row = &v["sections"]["classify"]["rows"][0];
     for key in [
         "dpf_ns_per_pkt",
@@ -174,7 +174,7 @@ fn dpf_json_has_every_table_size_and_the_install_cost() {
     ] {
         assert!(row[key].is_object(), "{key}: {row}");
     }
-    assert_eq!(v["targets"].as_array().unwrap().len(), 2);
+    assert_eq!(v["targets"].as_array().unwrap().len(), 3);
 }
 
 #[cfg(feature = "bench")]
