@@ -524,3 +524,44 @@ fn libpcap_programs_reading_an_unset_x_are_recognised() {
         assert_eq!(reads_unset_x(bpf.insns()), None, "{ok}\n{}", bpf.image());
     }
 }
+
+/// A zero divisor libpcap only finds after the accumulator's zero: in
+/// `0 % (e * 0)` its optimizer turns `e * 0` into the constant 0 a pass
+/// after making the modulus of a known-zero accumulator the constant 0, so
+/// it accepts the filter; with a left operand it does not know, or a
+/// divisor it knows at once, it refuses "modulus by zero". dpf accepts and
+/// refuses exactly the same filters.
+#[test]
+fn a_zero_divisor_is_refused_exactly_when_libpcap_refuses_it() {
+    let Some(pcap) = libpcap_or_skip() else {
+        return;
+    };
+    let cases = [
+        (
+            "not icmp6type % ip6[28:1] * icmptype <= ip[ether[24]] or not ether src and dst host 33:33:00:00:00:01",
+            true,
+        ),
+        ("icmp6type % ip6[28:1] * icmptype <= 3", true),
+        ("0 / (ip[1] & 0) = 0", true),
+        ("0 % 0 = 0", false),
+        ("ip[1] % ip[2] * 0 > 1", false),
+        ("5 % (ip[1] * 0) > 1", false),
+        ("0 % (2 - 2) = 0", false),
+    ];
+    for (filter, accepted) in cases {
+        let theirs = pcap.compile(filter);
+        assert_eq!(
+            theirs.is_ok(),
+            accepted,
+            "libpcap on {filter}: {}",
+            theirs.err().map(|e| e.to_string()).unwrap_or_default()
+        );
+        let ours = dpf::compile(filter);
+        assert_eq!(
+            ours.is_ok(),
+            accepted,
+            "dpf on {filter}: {}",
+            ours.err().map(|e| e.to_string()).unwrap_or_default()
+        );
+    }
+}
