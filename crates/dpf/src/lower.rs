@@ -936,7 +936,8 @@ fn relation_cond(r: &Relation, values: &mut Values, d: u32) -> Cond {
     };
     let mut guards = Vec::new();
     let mut refused = None;
-    let lhs = fold_values(value_ops(&r.lhs, &mut guards, d), &mut refused);
+    let lhs_ops = value_ops(&r.lhs, &mut guards, d);
+    let lhs = fold_values(lhs_ops.clone(), &mut refused);
     let rhs = fold_values(value_ops(&r.rhs, &mut guards, d), &mut refused);
     // Two constants. Written as two numbers, libpcap's first pass decides
     // the jump (`opt_peep` on a constant accumulator and index register)
@@ -960,7 +961,14 @@ fn relation_cond(r: &Relation, values: &mut Values, d: u32) -> Cond {
         }
         _ => None,
     };
-    let a = values.side(&lhs);
+    // The accumulator's identity in libpcap's first pass, which folds
+    // nothing: a left side that only the second pass makes a constant
+    // (`9 >> 24`) is not the same value as that constant written out, so
+    // a pull-up does not move a later `0 = arp[6:4]` above its guard.
+    let a = match lhs[..] {
+        [Op::Const(_)] => values.side(&lhs_ops),
+        _ => values.side(&lhs),
+    };
     let x = match rhs[..] {
         [Op::Const(_)] => None,
         _ => Some(values.side(&rhs)),

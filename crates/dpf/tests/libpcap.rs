@@ -565,3 +565,39 @@ fn a_zero_divisor_is_refused_exactly_when_libpcap_refuses_it() {
         );
     }
 }
+
+/// A comparison whose left side only libpcap's second pass folds to a
+/// constant (`9 >> 24`) is not the same accumulator value as that
+/// constant written out: the first pass's pull-up does not move a later
+/// `0 = arp[6:4]` above its ARP test, so a short non-ARP frame matches.
+/// Written as `0 >= 28`, libpcap does move it, and the load past the
+/// frame's end rejects.
+#[test]
+fn a_side_folded_late_is_not_the_constant_written_out() {
+    let Some(pcap) = libpcap_or_skip() else {
+        return;
+    };
+    // 19 bytes, Ethernet type 0x0005 (802.3 length), a Netware raw frame.
+    let pkt = [
+        0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x5c, 0xe0, 0xf6, 0xc1, 0xbb, 0x19, 0x00, 0x05, 0xff,
+        0xff, 0x05, 0xc1, 0x4b,
+    ];
+    for (filter, matches) in [
+        ("9 >> 24 >= 28 || (not 0 = arp[6:4])", true),
+        (
+            "9 >> 24 >= 28 || (not icmptype = -arp[6:4] >> arp[0] - ether[9:1]) and ! llc rej",
+            true,
+        ),
+        ("0 >= 28 || (not 0 = arp[6:4])", false),
+    ] {
+        let bpf = pcap.compile(filter).expect("libpcap compiles it");
+        assert_eq!(bpf.matches(&pkt), matches, "libpcap on {filter}");
+        let ours = dpf::compile(filter).expect("dpf compiles it");
+        assert_eq!(
+            ours.matches(&pkt),
+            matches,
+            "dpf on {filter}:\n{}",
+            dpf::dump(&ours)
+        );
+    }
+}
