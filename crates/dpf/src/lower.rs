@@ -775,7 +775,15 @@ fn value_ops(a: &[Arith], guards: &mut Vec<Cond>, d: u32) -> Vec<Op> {
 fn fold_values(ops: Vec<Op>, refused: &mut Option<&'static str>) -> Vec<Op> {
     let mut out: Vec<Op> = Vec::with_capacity(ops.len());
     let mut stack: Vec<(usize, Option<u32>)> = Vec::new();
+    // For a constant operand on the stack (by its start in `out`): the
+    // optimizer pass in which libpcap first knows it. Folding two
+    // constants is known at once; `e * 0` and `e & 0` (with `e` not
+    // constant) only a pass after their zero (the X operand becomes an
+    // immediate first), which decides whether `0 % (e * 0)` folds the
+    // accumulator's 0 first or sees the zero divisor.
+    let mut known_in: std::collections::HashMap<usize, u32> = std::collections::HashMap::new();
     for op in ops {
+        let mut pass = 0;
         let (start, k) = match op {
             Op::Const(k) => (out.len(), Some(k)),
             Op::Len => (out.len(), None),
@@ -790,6 +798,7 @@ fn fold_values(ops: Vec<Op>, refused: &mut Option<&'static str>) -> Vec<Op> {
                         Op::Const(0),
                         Op::Load(LoadBase::At(i.wrapping_add(at)), size),
                     ]);
+                    known_in.insert(start, 0);
                     stack.push((start, None));
                     continue;
                 }
@@ -811,6 +820,7 @@ fn fold_values(ops: Vec<Op>, refused: &mut Option<&'static str>) -> Vec<Op> {
                     out.truncate(start);
                     out.extend(kept);
                     out.push(Op::Load(LoadBase::At(at.wrapping_add(c)), size));
+                    known_in.insert(start, 0);
                     stack.push((start, None));
                     continue;
                 }
@@ -819,13 +829,21 @@ fn fold_values(ops: Vec<Op>, refused: &mut Option<&'static str>) -> Vec<Op> {
             Op::Load(..) => (stack.pop().map_or(out.len(), |e| e.0), None),
             Op::Neg => {
                 let (start, k) = stack.pop().unwrap_or((out.len(), None));
+                pass = known_in.get(&start).copied().unwrap_or(0);
                 (start, k.map(u32::wrapping_neg))
             }
             bin => {
                 let (b_start, b) = stack.pop().unwrap_or((out.len(), None));
                 let (start, a) = stack.pop().unwrap_or((out.len(), None));
+                let a_pass = known_in.get(&start).copied().unwrap_or(0);
+                let b_pass = known_in.get(&b_start).copied().unwrap_or(0);
+                // An accumulator known to be 0 before the right operand
+                // is: `opt_stmt` makes `*`, `/`, `%`, `&`, `<<` and `>>`
+                // the constant 0 without looking at the right operand.
+                let zero_first = a == Some(0) && b.is_some() && a_pass < b_pass;
                 // What `opt_stmt` refuses once the right operand is known.
                 let why = match (bin, b) {
+                    _ if zero_first => None,
                     (Op::Div, Some(0)) => Some("division by zero"),
                     (Op::Mod, Some(0)) => Some("modulus by zero"),
                     (Op::Shl | Op::Shr, Some(n)) if n > 31 && a.is_none() => {
@@ -834,11 +852,25 @@ fn fold_values(ops: Vec<Op>, refused: &mut Option<&'static str>) -> Vec<Op> {
                     _ => None,
                 };
                 *refused = refused.or(why);
+                pass = a_pass.max(b_pass);
                 let k = match (a, b) {
+                    (Some(0), Some(_))
+                        if zero_first
+                            && matches!(
+                                bin,
+                                Op::Mul | Op::Div | Op::Mod | Op::And | Op::Shl | Op::Shr
+                            ) =>
+                    {
+                        pass = a_pass;
+                        Some(0)
+                    }
                     (Some(a), Some(b)) => {
                         crate::ir::eval_value(&[Op::Const(a), Op::Const(b), bin], &[])
                     }
-                    (_, Some(0)) if matches!(bin, Op::Mul | Op::And) => Some(0),
+                    (_, Some(0)) if matches!(bin, Op::Mul | Op::And) => {
+                        pass = b_pass + 1;
+                        Some(0)
+                    }
                     // An accumulator known to be 0: `opt_stmt` makes these
                     // the constant 0, and `0 + x`, `0 | x`, `0 ^ x` just x.
                     (Some(0), _)
@@ -847,10 +879,12 @@ fn fold_values(ops: Vec<Op>, refused: &mut Option<&'static str>) -> Vec<Op> {
                             Op::Mul | Op::Div | Op::Mod | Op::And | Op::Shl | Op::Shr
                         ) =>
                     {
+                        pass = a_pass;
                         Some(0)
                     }
                     (Some(0), None) if matches!(bin, Op::Add | Op::Or | Op::Xor) => {
                         out.drain(start..b_start);
+                        known_in.insert(start, 0);
                         stack.push((start, None));
                         continue;
                     }
@@ -866,6 +900,7 @@ fn fold_values(ops: Vec<Op>, refused: &mut Option<&'static str>) -> Vec<Op> {
             }
             None => out.push(op),
         }
+        known_in.insert(start, pass);
         stack.push((start, k));
     }
     out
@@ -901,7 +936,8 @@ fn relation_cond(r: &Relation, values: &mut Values, d: u32) -> Cond {
     };
     let mut guards = Vec::new();
     let mut refused = None;
-    let lhs = fold_values(value_ops(&r.lhs, &mut guards, d), &mut refused);
+    let lhs_ops = value_ops(&r.lhs, &mut guards, d);
+    let lhs = fold_values(lhs_ops.clone(), &mut refused);
     let rhs = fold_values(value_ops(&r.rhs, &mut guards, d), &mut refused);
     // Two constants. Written as two numbers, libpcap's first pass decides
     // the jump (`opt_peep` on a constant accumulator and index register)
@@ -925,7 +961,14 @@ fn relation_cond(r: &Relation, values: &mut Values, d: u32) -> Cond {
         }
         _ => None,
     };
-    let a = values.side(&lhs);
+    // The accumulator's identity in libpcap's first pass, which folds
+    // nothing: a left side that only the second pass makes a constant
+    // (`9 >> 24`) is not the same value as that constant written out, so
+    // a pull-up does not move a later `0 = arp[6:4]` above its guard.
+    let a = match lhs[..] {
+        [Op::Const(_)] => values.side(&lhs_ops),
+        _ => values.side(&lhs),
+    };
     let x = match rhs[..] {
         [Op::Const(_)] => None,
         _ => Some(values.side(&rhs)),
