@@ -18,6 +18,10 @@
 //!
 //! Without gcc the tests print why and pass, unless `IDL_REQUIRE_GCC=1`.
 
+mod support;
+
+use support::have_gcc;
+
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output};
@@ -35,22 +39,6 @@ const KINDS_IDL: &str = include_str!("c/kinds.idl");
 
 fn manifest() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// Whether gcc runs; without it a test returns early, or fails if
-/// `IDL_REQUIRE_GCC=1`.
-fn have_gcc(test: &str) -> bool {
-    let ok = Command::new("gcc")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        if std::env::var("IDL_REQUIRE_GCC").is_ok_and(|v| v == "1") {
-            panic!("{test}: gcc is not installed and IDL_REQUIRE_GCC=1");
-        }
-        eprintln!("{test}: skipped: gcc is not installed");
-    }
-    ok
 }
 
 fn have_valgrind() -> bool {

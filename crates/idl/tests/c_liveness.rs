@@ -28,40 +28,11 @@ use std::time::{Duration, Instant};
 use idl::rt::shm::{self, ClientEnd, Config, LIVENESS_CHECK, ServerEnd};
 use idl::rt::{CallError, ServerTransport, Status};
 
-const ROLE: &str = "IDL_LIVE_CHILD";
-const FD: &str = "IDL_LIVE_FD";
-/// The held call's key (`live_test.c`'s `KEY_HOLD`).
-const KEY_HOLD: u16 = 9;
+mod support;
+
+use support::{BOUND, FD, KEY_HOLD, ROLE, config, have_gcc, within};
 /// `IDL_E_PEER_DIED` of `idl_rt.h`.
 const IDL_E_PEER_DIED: i32 = 261;
-/// How long a waiting side may take to notice: far above the 50 ms
-/// checks, so that a loaded machine does not fail the test; the old
-/// behaviour was waiting for ever.
-const BOUND: Duration = Duration::from_secs(20);
-
-fn config() -> Config {
-    Config {
-        area: 4096,
-        ..Config::default()
-    }
-}
-
-/// Whether gcc runs; without it a test returns early, or fails if
-/// `IDL_REQUIRE_GCC=1`.
-fn have_gcc(test: &str) -> bool {
-    let ok = Command::new("gcc")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        if std::env::var("IDL_REQUIRE_GCC").is_ok_and(|v| v == "1") {
-            panic!("{test}: gcc is not installed and IDL_REQUIRE_GCC=1");
-        }
-        eprintln!("{test}: skipped: gcc is not installed");
-    }
-    ok
-}
-
 /// `tests/c/live_test.c` with the C run time, built once per test run into
 /// cargo's temp directory for integration tests.
 fn live_test() -> &'static Path {
@@ -187,19 +158,6 @@ impl Drop for Peer {
             let _ = c.wait();
         }
     }
-}
-
-/// Runs `f` on a thread; its result and how long it took, or a panic if it
-/// takes over [`BOUND`].
-fn within<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> (T, Duration) {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let t = Instant::now();
-        let r = f();
-        let _ = tx.send((r, t.elapsed()));
-    });
-    rx.recv_timeout(BOUND)
-        .expect("the waiting side returned within the bound")
 }
 
 fn report(case: &str, took: Duration) {
@@ -383,29 +341,6 @@ fn child_peer() {
     // SAFETY: the parent passed this descriptor for this purpose, and
     // nothing else in this process knows its number.
     let fd = unsafe { shm::fd_from_env(FD) }.expect("inherited channel");
-    match role.as_str() {
-        "idle-client" | "holding-client" => {
-            let mut c = ClientEnd::from_fd(fd).expect("client end");
-            c.call_raw(1, &[]).expect("first call");
-            println!("child: called");
-            if role == "holding-client" {
-                // The server holds it until the parent has killed us.
-                let _ = c.call_raw(KEY_HOLD, &[]);
-            }
-            std::thread::sleep(Duration::from_secs(60));
-        }
-        "server" => {
-            let mut s = ServerEnd::from_fd(fd).expect("server end");
-            println!("child: serving");
-            loop {
-                let (key, len) = s.wait().expect("a request");
-                if key == KEY_HOLD {
-                    println!("child: holding");
-                    std::thread::sleep(Duration::from_secs(60));
-                }
-                s.reply(Status::Ok, len, 0..0).expect("reply");
-            }
-        }
-        other => panic!("unknown role {other}"),
-    }
+    let Err(_) = support::rust_peer(&role, fd);
+    panic!("unknown role {role}");
 }

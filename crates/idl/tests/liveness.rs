@@ -14,24 +14,14 @@ use std::io::{BufRead, BufReader};
 use std::os::fd::AsRawFd;
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use idl::rt::shm::{self, ClientEnd, Config, LIVENESS_CHECK, ServerEnd};
+use idl::rt::shm::{self, ClientEnd, LIVENESS_CHECK, ServerEnd};
 use idl::rt::{CallError, ServerTransport, Status};
 
-const ROLE: &str = "IDL_LIVE_CHILD";
-const FD: &str = "IDL_LIVE_FD";
+mod support;
 
-/// The key a client child calls when the call must never be answered by
-/// the server before the child is dead.
-const KEY_HOLD: u16 = 9;
-
-fn config() -> Config {
-    Config {
-        area: 4096,
-        ..Config::default()
-    }
-}
+use support::{FD, KEY_HOLD, ROLE, config, within};
 
 /// Starts this executable as the peer `role` on the channel `fd`.
 fn spawn(role: &str, fd: &std::os::fd::OwnedFd) -> (Child, BufReader<ChildStdout>) {
@@ -68,19 +58,6 @@ fn expect_line(out: &mut BufReader<ChildStdout>, what: &str) {
 fn kill(mut child: Child) {
     child.kill().expect("SIGKILL the child");
     child.wait().expect("reap the child");
-}
-
-/// Runs `f` on a thread; its result and how long it took, or a panic if it
-/// takes over 20 s (the old behaviour: waiting for ever).
-fn within<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> (T, Duration) {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let t = Instant::now();
-        let r = f();
-        let _ = tx.send((r, t.elapsed()));
-    });
-    rx.recv_timeout(Duration::from_secs(20))
-        .expect("the waiting side returned within 20 s")
 }
 
 #[test]
@@ -184,29 +161,8 @@ fn child_peer() {
     // SAFETY: the parent passed this descriptor for this purpose, and
     // nothing else in this process knows its number.
     let fd = unsafe { shm::fd_from_env(FD) }.expect("inherited channel");
+    let Err(fd) = support::rust_peer(&role, fd);
     match role.as_str() {
-        "idle-client" | "holding-client" => {
-            let mut c = ClientEnd::from_fd(fd).expect("client end");
-            c.call_raw(1, &[]).expect("first call");
-            println!("child: called");
-            if role == "holding-client" {
-                // The server holds it until the parent has killed us.
-                let _ = c.call_raw(KEY_HOLD, &[]);
-            }
-            std::thread::sleep(Duration::from_secs(60));
-        }
-        "server" => {
-            let mut s = ServerEnd::from_fd(fd).expect("server end");
-            println!("child: serving");
-            loop {
-                let (key, len) = s.wait().expect("a request");
-                if key == KEY_HOLD {
-                    println!("child: holding");
-                    std::thread::sleep(Duration::from_secs(60));
-                }
-                s.reply(Status::Ok, len, 0..0).expect("reply");
-            }
-        }
         "closer" => {
             let c = ClientEnd::from_fd(fd).expect("client end");
             c.close();
