@@ -918,6 +918,23 @@ impl Parser {
         }
     }
 
+    /// The optional number after `vlan` or `pppoes`: taken if present and
+    /// at most `max`, refused with `reason` if larger.
+    fn optional_id(&mut self, max: u32, reason: &'static str) -> Result<Option<u16>, Error> {
+        match self.peek().clone() {
+            Tok::Num(n, _) if n <= max => {
+                self.pos += 1;
+                Ok(Some(n as u16))
+            }
+            Tok::Num(_, text) => Err(Error::BadNumber {
+                column: self.col(),
+                text,
+                reason,
+            }),
+            _ => Ok(None),
+        }
+    }
+
     /// Whether the token after the current word makes it a qualifier or
     /// a layer (`host`, `src`, `proto`, `[`...) rather than a protocol
     /// name alone.
@@ -1160,20 +1177,7 @@ impl Parser {
             // and `not` around it) looks at the n-th tag.
             "vlan" => {
                 self.pos += 1;
-                let id = match self.peek().clone() {
-                    Tok::Num(n, _) if n <= 0x0fff => {
-                        self.pos += 1;
-                        Some(n as u16)
-                    }
-                    Tok::Num(_, text) => {
-                        return Err(Error::BadNumber {
-                            column: self.col(),
-                            text,
-                            reason: "a VLAN id is at most 4095",
-                        });
-                    }
-                    _ => None,
-                };
+                let id = self.optional_id(0x0fff, "a VLAN id is at most 4095")?;
                 let shift = self.vlans;
                 self.vlans += 1;
                 Ok((Expr::Prim(Primitive::Vlan { shift, id }), None))
@@ -1210,20 +1214,7 @@ impl Parser {
             // the low 16 bits of the four bytes at 14.
             "pppoes" => {
                 self.pos += 1;
-                let id = match self.peek().clone() {
-                    Tok::Num(n, _) if n <= 0xffff => {
-                        self.pos += 1;
-                        Some(n as u16)
-                    }
-                    Tok::Num(_, text) => {
-                        return Err(Error::BadNumber {
-                            column: self.col(),
-                            text,
-                            reason: "a PPPoE session id is at most 65535",
-                        });
-                    }
-                    _ => None,
-                };
+                let id = self.optional_id(0xffff, "a PPPoE session id is at most 65535")?;
                 self.pppoes = true;
                 Ok((Expr::Prim(Primitive::Pppoes { id }), None))
             }
