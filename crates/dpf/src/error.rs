@@ -97,6 +97,19 @@ pub enum Error {
         /// What is wrong.
         message: String,
     },
+    /// `ip broadcast`, which needs the capture's netmask (libpcap's
+    /// `gen_broadcast` compares the destination's host part with all ones
+    /// and all zeros under it). dpf is given no netmask, like
+    /// `pcap_compile` with `PCAP_NETMASK_UNKNOWN`, and refuses it as
+    /// libpcap then does.
+    #[error(
+        "column {column}: netmask not known, so 'ip broadcast' not supported \
+         (dpf is given no netmask; write the address, e.g. \"ip dst host 10.1.255.255\")"
+    )]
+    NetmaskUnknown {
+        /// The column of `ip`.
+        column: usize,
+    },
     /// A pcap-filter(7) feature that this subset deliberately leaves out.
     #[error("column {column}: {feature} is not supported by dpf's pcap-filter subset")]
     Unsupported {
@@ -192,6 +205,7 @@ impl Error {
             | Error::MissingQualifier { column, .. }
             | Error::BadQualifier { column, .. }
             | Error::Unsupported { column, .. }
+            | Error::NetmaskUnknown { column }
             | Error::Arithmetic { column, .. }
             | Error::TooDeep { column, .. }
             | Error::TooManyPrimitives { column, .. } => Some(*column),

@@ -559,6 +559,18 @@ fn primitive(p: &Primitive, values: &mut Values) -> Cond {
         }),
         // libpcap's gen_mac_multicast: `jset #1` on the first byte.
         Primitive::Multicast => prim(link(0, Size::B), !0, Cmp::Set, 1),
+        // libpcap's gen_multicast for `ip`: the destination's first byte
+        // (offset 16 of the IPv4 header) at least 224.
+        Primitive::IpMulticast => Cond::And(vec![
+            ether_type(ETHERTYPE_IP),
+            prim(link(30, Size::B), !0, Cmp::Ge, 224),
+        ]),
+        // libpcap's gen_multicast for `ip6`: the destination's first byte
+        // (offset 24 of the IPv6 header) is 0xff.
+        Primitive::Ip6Multicast => Cond::And(vec![
+            ether_type(ETHERTYPE_IPV6),
+            eq(link(38, Size::B), 0xff),
+        ]),
         Primitive::EtherProto(n) if n > ETHERMTU => ether_type(n),
         // libpcap's gen_llc_linktype for the ISO, IP and NetBEUI SAPs,
         // which always use 802.2: DSAP and SSAP both `n`.

@@ -204,6 +204,12 @@ pub enum Primitive {
     Broadcast,
     /// `[ether] multicast`: the destination MAC's group bit is set.
     Multicast,
+    /// `ip multicast`: IPv4 whose destination's first byte is at least
+    /// 224 (libpcap's `gen_multicast` for `ip`: 224.0.0.0/4 and the
+    /// reserved 240.0.0.0/4 above it).
+    IpMulticast,
+    /// `ip6 multicast`: IPv6 whose destination's first byte is 0xff.
+    Ip6Multicast,
     /// `ether [dir] [host] MAC`: the source or destination MAC address
     /// (libpcap's `gen_ehostop`, six bytes compared).
     EtherHost {
@@ -1111,16 +1117,21 @@ impl Parser {
                     return self.head(Some((proto, column)));
                 }
                 Tok::Word(n) if n == "broadcast" || n == "multicast" => {
-                    if proto != Proto::Ether {
-                        return Err(Error::Unsupported {
-                            column,
-                            feature: format!("\"{} {n}\"", proto.name()),
-                        });
-                    }
-                    let p = if n == "broadcast" {
-                        Primitive::Broadcast
-                    } else {
-                        Primitive::Multicast
+                    let p = match (proto, n.as_str()) {
+                        (Proto::Ether, "broadcast") => Primitive::Broadcast,
+                        (Proto::Ether, _) => Primitive::Multicast,
+                        (Proto::Ip, "multicast") => Primitive::IpMulticast,
+                        (Proto::Ip6, "multicast") => Primitive::Ip6Multicast,
+                        // libpcap's gen_broadcast needs the capture's
+                        // netmask for `ip broadcast`; dpf is given none,
+                        // as pcap_compile is given PCAP_NETMASK_UNKNOWN.
+                        (Proto::Ip, _) => return Err(Error::NetmaskUnknown { column }),
+                        _ => {
+                            return Err(Error::Unsupported {
+                                column,
+                                feature: format!("\"{} {n}\"", proto.name()),
+                            });
+                        }
                     };
                     self.pos += 2;
                     return Ok((Expr::Prim(p), None));
@@ -2109,6 +2120,8 @@ impl fmt::Display for Primitive {
             Primitive::AnyProto(n) => write!(f, "proto {n}"),
             Primitive::Broadcast => write!(f, "ether broadcast"),
             Primitive::Multicast => write!(f, "ether multicast"),
+            Primitive::IpMulticast => write!(f, "ip multicast"),
+            Primitive::Ip6Multicast => write!(f, "ip6 multicast"),
             Primitive::Vlan { id: None, .. } => write!(f, "vlan"),
             Primitive::Vlan { id: Some(id), .. } => write!(f, "vlan {id}"),
             Primitive::Shifted { ref inner, .. } => write!(f, "{inner}"),

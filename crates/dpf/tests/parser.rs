@@ -57,6 +57,8 @@ fn primitives() {
         ("icmp6", "ip6 proto 58"),
         ("broadcast", "ether broadcast"),
         ("link multicast", "ether multicast"),
+        ("ip multicast", "ip multicast"),
+        ("ip6 multicast", "ip6 multicast"),
         ("proto \\udp", "proto 17"),
         ("host 10.0.0.1", "host 10.0.0.1"),
         ("src host 10.0.0.1", "src host 10.0.0.1"),
@@ -330,6 +332,14 @@ fn errors_say_what_is_wrong() {
     assert!(msg("tcp host 10.0.0.1").contains("'tcp' modifier applied to host"));
     assert!(msg("net 10.0.0.1/8").contains("non-network bits"));
     assert!(msg("ip and").starts_with("column 7: syntax error"));
+    assert!(
+        msg("tcp and ip broadcast")
+            .starts_with("column 9: netmask not known, so 'ip broadcast' not supported")
+    );
+    assert!(matches!(
+        dpf::parse("ip broadcast"),
+        Err(dpf::Error::NetmaskUnknown { column: 1 })
+    ));
 }
 
 #[test]

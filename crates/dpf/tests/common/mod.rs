@@ -166,6 +166,8 @@ impl Gen {
                     "proto \\tcp",
                     "broadcast",
                     "ether multicast",
+                    "ip multicast",
+                    "ip6 multicast",
                     "igmp",
                     "vrrp",
                     "decnet",
@@ -616,6 +618,12 @@ impl Gen {
         h[7] = 64;
         for b in &mut h[8..40] {
             *b = self.rng.random();
+        }
+        // About one destination in five multicast (ff00::/8) for `ip6
+        // multicast`, decided by a byte already drawn so the stream of
+        // random numbers is the same as without it.
+        if h[25] < 0x33 {
+            h[24] = 0xff;
         }
         if self.chance(0.3) {
             h[6] = 44;
