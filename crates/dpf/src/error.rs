@@ -60,6 +60,16 @@ pub enum Error {
         /// The name.
         name: String,
     },
+    /// An IP protocol name (after `ip proto`, `ip6 proto`, `proto`) the
+    /// protocols database (`/etc/protocols`) does not know; libpcap's
+    /// "unknown ip proto".
+    #[error("column {column}: unknown ip proto \"{name}\" (not in /etc/protocols)")]
+    UnknownProtocol {
+        /// The name's column.
+        column: usize,
+        /// The name.
+        name: String,
+    },
     /// A port name the services database (`/etc/services`) does not know.
     #[error("column {column}: unknown port \"{name}\" (not in /etc/services)")]
     UnknownPort {
@@ -201,6 +211,7 @@ impl Error {
             | Error::BadAddress { column, .. }
             | Error::NameNotResolved { column, .. }
             | Error::UnknownPort { column, .. }
+            | Error::UnknownProtocol { column, .. }
             | Error::PortProtocol { column, .. }
             | Error::MissingQualifier { column, .. }
             | Error::BadQualifier { column, .. }

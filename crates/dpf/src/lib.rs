@@ -45,6 +45,7 @@ pub mod ir;
 pub mod lower;
 pub mod merge;
 pub mod pcap;
+pub mod protocols;
 pub mod services;
 pub mod syntax;
 pub mod table;

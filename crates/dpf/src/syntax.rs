@@ -1093,6 +1093,16 @@ impl Parser {
                 let p = self.value(q)?;
                 Ok((Expr::Prim(p), Some(q)))
             }
+            // A bare protocol name after `ip proto N or`: libpcap's
+            // inherited id, looked up in the protocols database.
+            Tok::Word(w)
+                if !is_keyword(&w)
+                    && matches!(q, Some(Qual { addr: AddrKind::Proto, proto, .. }) if proto.is_none_or(|(p, _)| p != Proto::Ether)) =>
+            {
+                let q = q.expect("matched above");
+                let p = self.value(q)?;
+                Ok((Expr::Prim(p), Some(q)))
+            }
             Tok::Word(w) => self.word_term(&w, column),
             _ => Err(self.unexpected("a primitive, \"not\" or \"(\"")),
         }
@@ -1149,10 +1159,18 @@ impl Parser {
         }
         match w {
             "and" | "or" => Err(self.unexpected("a primitive, \"not\" or \"(\"")),
+            // libpcap's Q_PROTO with Q_DEFAULT: a bare value after it
+            // inherits `proto` (`proto 6 or 17`).
             "proto" => {
                 self.pos += 1;
-                let n = self.proto_number(Proto::Ip)?;
-                Ok((Expr::Prim(Primitive::AnyProto(n)), None))
+                let q = Qual {
+                    proto: None,
+                    dir: Dir::SrcOrDst,
+                    addr: AddrKind::Proto,
+                    addr_col: column,
+                };
+                let p = self.value(q)?;
+                Ok((Expr::Prim(p), Some(q)))
             }
             // libpcap's gen_broadcast and gen_multicast take Q_DEFAULT
             // as the link layer on Ethernet.
@@ -1535,7 +1553,9 @@ impl Parser {
                 })
             }
             AddrKind::Proto => {
-                let p = q.proto.expect("proto qualifier").0;
+                let Some((p, _)) = q.proto else {
+                    return Ok(Primitive::AnyProto(self.proto_number(Proto::Ip)?));
+                };
                 if !matches!(p, Proto::Ip | Proto::Ip6 | Proto::Ether) {
                     return Err(Error::Unsupported {
                         column: q.addr_col,
@@ -1603,6 +1623,20 @@ impl Parser {
                 "tcp" => Some(6),
                 "udp" => Some(17),
                 "sctp" => Some(132),
+                // Any other keyword is one in libpcap's scanner too, where
+                // it is a syntax error; an escaped name or any other word
+                // is libpcap's pcap_nametoproto.
+                _ if matches!(tok, Tok::Escaped(_)) || !is_keyword(w) => {
+                    match crate::protocols::resolve(w) {
+                        Some(n) => Some(n.into()),
+                        None => {
+                            return Err(Error::UnknownProtocol {
+                                column,
+                                name: w.clone(),
+                            });
+                        }
+                    }
+                }
                 _ => None,
             },
             _ => {

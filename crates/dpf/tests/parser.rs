@@ -379,6 +379,41 @@ fn port_names_follow_the_services_database() {
 }
 
 #[test]
+fn ip_protocol_names_follow_the_protocols_database() {
+    // libpcap's pcap_nametoproto: /etc/protocols, after `ip proto`,
+    // `ip6 proto` and `proto`, escaped or not (unless a keyword), and as
+    // a bare value inheriting `ip proto` or `ip6 proto`.
+    if dpf::protocols::resolve("gre").is_none() {
+        eprintln!("no gre in /etc/protocols: skipped");
+        return;
+    }
+    for (src, want) in [
+        ("ip proto gre", "ip proto 47"),
+        ("ip proto \\gre", "ip proto 47"),
+        ("ip proto \\igmp", "ip proto 2"),
+        ("ip6 proto ipv6-icmp", "ip6 proto 58"),
+        ("proto \\gre", "proto 47"),
+        ("ip proto 6 or gre", "ip proto 6 or ip proto 47"),
+        ("ip6 proto 6 or ipv6-icmp", "ip6 proto 6 or ip6 proto 58"),
+        ("proto 6 or gre", "proto 6 or proto 47"),
+        ("proto \\gre or 6", "proto 47 or proto 6"),
+    ] {
+        assert_eq!(canon(src), want, "{src:?}");
+    }
+    let e = dpf::parse("ip proto 6 or nosuchproto").unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "column 15: unknown ip proto \"nosuchproto\" (not in /etc/protocols)"
+    );
+    assert!(matches!(
+        dpf::parse("proto \\nosuch"),
+        Err(dpf::Error::UnknownProtocol { column: 7, .. })
+    ));
+    // Keywords stay keywords, as in libpcap's scanner.
+    assert!(dpf::parse("ip proto igmp").is_err());
+}
+
+#[test]
 fn link_and_ip_protocol_abbreviations_are_libpcaps() {
     // EtherType names libpcap 1.10 resolves to a plain EtherType test,
     // after `ether proto` and as protocol names alone.
