@@ -1126,6 +1126,14 @@ impl Parser {
                     self.pos += 1;
                     return self.head(Some((proto, column)));
                 }
+                // `ip protochain`, `ip6 protochain`: left out, as alone.
+                Tok::Word(n) if n == "protochain" => {
+                    self.pos += 1;
+                    return Err(Error::Unsupported {
+                        column: self.col(),
+                        feature: "the \"protochain\" primitive or qualifier".into(),
+                    });
+                }
                 Tok::Word(n) if n == "broadcast" || n == "multicast" => {
                     let p = match (proto, n.as_str()) {
                         (Proto::Ether, "broadcast") => Primitive::Broadcast,

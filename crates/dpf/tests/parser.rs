@@ -414,6 +414,24 @@ fn ip_protocol_names_follow_the_protocols_database() {
 }
 
 #[test]
+fn protochain_is_left_out_by_name() {
+    // libpcap's protochain is a loop over IPv6 extension headers, which a
+    // loop-free classifier cannot express (docs/dpf.md).
+    for (src, col) in [
+        ("protochain 6", 1),
+        ("ip6 protochain \\tcp", 5),
+        ("tcp or ip protochain 17", 11),
+    ] {
+        let e = dpf::parse(src).unwrap_err();
+        assert!(
+            matches!(e, dpf::Error::Unsupported { column, .. } if column == col)
+                && e.to_string().contains("\"protochain\""),
+            "{src:?}: {e}"
+        );
+    }
+}
+
+#[test]
 fn link_and_ip_protocol_abbreviations_are_libpcaps() {
     // EtherType names libpcap 1.10 resolves to a plain EtherType test,
     // after `ether proto` and as protocol names alone.
