@@ -3,7 +3,8 @@
 # are missing: a JDK (jive's test applets are compiled by javac and its
 # differential tests run HotSpot), valgrind (callgrind instruction counts),
 # libpcap (dpf's differential tests and benchmark peer, loaded at run time),
-# netbase (/etc/services: the port names dpf and libpcap read),
+# netbase (/etc/services and /etc/protocols: the port and protocol names
+# dpf and libpcap read),
 # iproute2 (`ip`: unet's tests between two network namespaces), the idl
 # benchmark peers' code generators (protoc, capnp, flatc: crates/bench/build.rs),
 # gcc and g++ (idl's generated C and C++, compiled and run against Rust in its
@@ -69,10 +70,11 @@ have_cmd() {
     [[ -f $p && -x $p ]]
 }
 
-# The services database (a file) from which dpf, as libpcap does, reads
-# port names such as `port smtp`.
-have_services() {
-    [[ -f $root/etc/services ]]
+# A database of netbase's (a file): /etc/services, from which dpf, as
+# libpcap does, reads port names such as `port smtp`, and /etc/protocols,
+# from which it reads protocol names such as `ip proto gre`.
+have_file() {
+    [[ -f $root/$1 ]]
 }
 
 # check NAME PACKAGE TEST...: record PACKAGE as needed unless TEST passes.
@@ -93,7 +95,8 @@ check "javac" openjdk-17-jdk-headless have_cmd javac
 check "java" openjdk-17-jdk-headless have_cmd java
 check "valgrind" valgrind have_cmd valgrind
 check "libpcap shared library" libpcap-dev have_libpcap
-check "/etc/services" netbase have_services
+check "/etc/services" netbase have_file etc/services
+check "/etc/protocols" netbase have_file etc/protocols
 check "ip" iproute2 have_cmd ip
 check "protoc" protobuf-compiler have_cmd protoc
 check "capnp" capnproto have_cmd capnp

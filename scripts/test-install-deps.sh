@@ -55,9 +55,11 @@ expect missing "libpcap shared library" "mkdir -p usr/include/pcap $P && touch u
 expect missing "libpcap shared library" "mkdir -p $P && touch $P/libpcap.so.2"
 expect ok "libpcap shared library" "mkdir -p $P && touch $P/libpcap.so.0.8"
 expect ok "libpcap shared library" "mkdir -p $P && touch $P/libpcap.so.1"
-# The services database: a file, not a directory of that name.
+# The services and protocols databases: files, not directories of that name.
 expect missing "/etc/services" "mkdir -p etc/services"
 expect ok "/etc/services" "mkdir -p etc && touch etc/services"
+expect missing "/etc/protocols" "mkdir -p etc/protocols"
+expect ok "/etc/protocols" "mkdir -p etc && touch etc/protocols"
 # Commands: an executable file, not a directory or a file without x bits.
 expect missing "javac" "mkdir -p bin/javac"
 expect missing "javac" "touch bin/javac"
