@@ -2624,6 +2624,19 @@ mod tests {
         }
     }
 
+    /// The 64-bit value whose every `size`-bit element is `run` (ones in
+    /// the low bits) rotated right by `r`: a logical immediate as the
+    /// architecture's DecodeBitMasks builds it.
+    fn replicated(run: u64, r: u32, size: u32) -> u64 {
+        let mask = if size == 64 { !0 } else { (1u64 << size) - 1 };
+        let elt = if r == 0 {
+            run
+        } else {
+            ((run >> r) | (run << (size - r))) & mask
+        };
+        (0..64).step_by(size as usize).fold(0, |v, k| v | elt << k)
+    }
+
     /// Values of every shape the two encoders tell apart: each 16-bit
     /// chunk 0, 0xffff, or another value; every rotated run in every
     /// element size; random values.
@@ -2655,19 +2668,7 @@ mod tests {
         for size in [2u32, 4, 8, 16, 32, 64] {
             for ones in 1..size {
                 for r in 0..size {
-                    let run = (1u64 << ones) - 1;
-                    let mask = if size == 64 { !0 } else { (1u64 << size) - 1 };
-                    let elt = if r == 0 {
-                        run
-                    } else {
-                        ((run >> r) | (run << (size - r))) & mask
-                    };
-                    let mut v = 0u64;
-                    let mut k = 0;
-                    while k < 64 {
-                        v |= elt << k;
-                        k += size;
-                    }
+                    let v = replicated((1u64 << ones) - 1, r, size);
                     vals.extend([v, v ^ 1, v ^ (1 << 63), !v]);
                 }
             }
@@ -2723,38 +2724,14 @@ mod tests {
             let size = 1u32 << len;
             let s = imms & (size - 1);
             let r = immr & (size - 1);
-            let run = (1u64 << (s + 1)) - 1;
-            let mask = if size == 64 { !0 } else { (1u64 << size) - 1 };
-            let elt = if r == 0 {
-                run
-            } else {
-                ((run >> r) | (run << (size - r))) & mask
-            };
-            let mut v = 0u64;
-            let mut k = 0;
-            while k < 64 {
-                v |= elt << k;
-                k += size;
-            }
+            let v = replicated((1u64 << (s + 1)) - 1, r, size);
             if w { v } else { v & 0xffff_ffff }
         };
         let mut rng = 0x1234_5678u64;
         for size in [2u32, 4, 8, 16, 32, 64] {
             for ones in 1..size {
                 for r in 0..size {
-                    let mask = if size == 64 { !0 } else { (1u64 << size) - 1 };
-                    let run = (1u64 << ones) - 1;
-                    let elt = if r == 0 {
-                        run
-                    } else {
-                        ((run >> r) | (run << (size - r))) & mask
-                    };
-                    let mut v = 0u64;
-                    let mut k = 0;
-                    while k < 64 {
-                        v |= elt << k;
-                        k += size;
-                    }
+                    let v = replicated((1u64 << ones) - 1, r, size);
                     let enc = logical_imm(v, true).expect("encodable");
                     assert_eq!(decode(enc, true), v, "{v:#x}");
                     if size <= 32 {
