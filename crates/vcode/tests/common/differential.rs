@@ -1480,6 +1480,90 @@ fn reference_reports_unallocated_registers() {
     );
 }
 
+/// Writes `S<k>` for each bit `k` of `writes` (reserving those of
+/// `reserves` first) with `(x ^ k) * (2k + 3)`, and adds each to `acc`: the
+/// callee half of the callee-saved tests below; [`s_writes_sum`] is what it
+/// adds up.
+fn write_s<B: Backend>(
+    f: &mut Func<B>,
+    x: Reg<L>,
+    acc: Reg<L>,
+    writes: u8,
+    reserves: u8,
+) -> vcode::Result<()> {
+    for k in 0..host::NUM_S {
+        if writes & 1 << k == 0 {
+            continue;
+        }
+        let s = Reg::<L>::s(k);
+        if reserves & 1 << k != 0 {
+            f.reserve(s)?;
+        }
+        f.xor(s, x, k as i64);
+        f.mul(s, s, 2 * k as i64 + 3);
+        f.add(acc, acc, s);
+    }
+    Ok(())
+}
+
+/// What [`write_s`] adds to its accumulator for `x`.
+fn s_writes_sum(x: i64, writes: u8) -> i64 {
+    (0..host::NUM_S)
+        .filter(|k| writes & 1 << k != 0)
+        .fold(0i64, |acc, k| {
+            acc.wrapping_add((x ^ k as i64).wrapping_mul(2 * k as i64 + 3))
+        })
+}
+
+/// Holds `base + step * k` in every `S<k>`, calls `g` with its argument,
+/// and folds the S registers after the call into `g`'s result
+/// (`r = r * 31 + S<k>` in order): a caller whose result shows any S
+/// register `g` failed to keep. [`s_guard_fold`] is the same fold.
+fn s_guard_caller<B: Backend>(g: &B::Code, base: i64, step: i64) -> vcode::Result<B::Code> {
+    let mut f = Func::<B>::with_backend();
+    let p = f.lambda("%l", Leaf::No)?;
+    let x = p.get::<L>(0)?;
+    for k in 0..host::NUM_S {
+        let s = f.reserve(Reg::<L>::s(k))?;
+        f.set(s, base + step * k as i64);
+    }
+    let r = f.getreg::<L>(Class::Temp)?;
+    f.call(r, Callee::Code(g), &[Arg::Reg(x.any())]);
+    for k in 0..host::NUM_S {
+        f.mul(r, r, 31);
+        f.add(r, r, Reg::<L>::s(k));
+    }
+    f.ret(r);
+    f.end()
+}
+
+/// [`s_guard_caller`]'s result when `g` returned `r` and kept every S.
+fn s_guard_fold(mut r: i64, base: i64, step: i64) -> i64 {
+    for k in 0..host::NUM_S {
+        r = r.wrapping_mul(31).wrapping_add(base + step * k as i64);
+    }
+    r
+}
+
+/// Runs `g` (on each backend) under [`s_guard_caller`] with `x`: the
+/// native result and the reference's.
+fn run_under_guard(
+    gn: &<Native as Backend>::Code,
+    gr: &<Reference as Backend>::Code,
+    base: i64,
+    step: i64,
+    x: i64,
+) -> (Value, Value) {
+    let cn = s_guard_caller::<Native>(gn, base, step).unwrap();
+    let cr = s_guard_caller::<Reference>(gr, base, step).unwrap();
+    // SAFETY: the generated functions take one long and call only
+    // each other.
+    let native = unsafe { Arch::run(&cn, &[Value::L(x)]) }.unwrap();
+    // SAFETY: the reference backend runs no native code here.
+    let reference = unsafe { cr.invoke(&[Value::L(x)]) }.unwrap();
+    (native, reference)
+}
+
 /// The callee-saved registers of the fixed names (`Reg::s`): a function
 /// that writes some, reserving some of them first and not the others,
 /// leaves its caller's as they were, on the target's backend as on the
@@ -1496,53 +1580,12 @@ fn callee_saved_registers_a_function_writes_survive_its_call() {
         let x = p.get::<L>(0)?;
         let acc = f.getreg::<L>(Class::Temp)?;
         f.set(acc, 0);
-        for k in 0..host::NUM_S {
-            if writes & 1 << k == 0 {
-                continue;
-            }
-            let s = Reg::<L>::s(k);
-            if reserves & 1 << k != 0 {
-                f.reserve(s)?;
-            }
-            f.xor(s, x, k as i64);
-            f.mul(s, s, 2 * k as i64 + 3);
-            f.add(acc, acc, s);
-        }
+        write_s(&mut f, x, acc, writes, reserves)?;
         f.ret(acc);
         f.end()
     }
-    /// Holds distinct values in every S<k>, calls `g`, and folds the S
-    /// registers after the call into its result.
-    fn caller<B: Backend>(g: &B::Code) -> vcode::Result<B::Code> {
-        let mut f = Func::<B>::with_backend();
-        let p = f.lambda("%l", Leaf::No)?;
-        let x = p.get::<L>(0)?;
-        for k in 0..host::NUM_S {
-            let s = f.reserve(Reg::<L>::s(k))?;
-            f.set(s, 0x5a5a_0000 + 0x111 * k as i64);
-        }
-        let r = f.getreg::<L>(Class::Temp)?;
-        f.call(r, Callee::Code(g), &[Arg::Reg(x.any())]);
-        for k in 0..host::NUM_S {
-            f.mul(r, r, 31);
-            f.add(r, r, Reg::<L>::s(k));
-        }
-        f.ret(r);
-        f.end()
-    }
-    let want = |x: i64, writes: u8| {
-        let mut r = (0..host::NUM_S)
-            .filter(|k| writes & 1 << k != 0)
-            .fold(0i64, |acc, k| {
-                acc.wrapping_add((x ^ k as i64).wrapping_mul(2 * k as i64 + 3))
-            });
-        for k in 0..host::NUM_S {
-            r = r
-                .wrapping_mul(31)
-                .wrapping_add(0x5a5a_0000 + 0x111 * k as i64);
-        }
-        r
-    };
+    let (base, step) = (0x5a5a_0000, 0x111);
+    let want = |x: i64, writes: u8| s_guard_fold(s_writes_sum(x, writes), base, step);
     let mut rng = Rng(0xca11_ee5a_7ed0);
     let all = (1u8 << host::NUM_S) - 1;
     for case in 0..64 {
@@ -1559,16 +1602,8 @@ fn callee_saved_registers_a_function_writes_survive_its_call() {
         let x = rng.next() as i64 >> rng.below(40);
         let gn = callee::<Native>(writes, reserves).unwrap();
         let gr = callee::<Reference>(writes, reserves).unwrap();
-        let (cn, cr) = (
-            caller::<Native>(&gn).unwrap(),
-            caller::<Reference>(&gr).unwrap(),
-        );
         let what = format!("writes {writes:#07b}, reserved {reserves:#07b}, x = {x}");
-        // SAFETY: the generated functions take one long and call only
-        // each other.
-        let native = unsafe { Arch::run(&cn, &[Value::L(x)]) }.unwrap();
-        // SAFETY: the reference backend runs no native code here.
-        let reference = unsafe { cr.invoke(&[Value::L(x)]) }.unwrap();
+        let (native, reference) = run_under_guard(&gn, &gr, base, step, x);
         assert_eq!(native, Value::L(want(x, writes)), "native: {what}");
         assert_eq!(reference, native, "reference: {what}");
     }
@@ -1596,18 +1631,7 @@ fn callee_saved_registers_released_before_end_survive_the_call() {
         let x = p.get::<L>(0)?;
         let acc = f.getreg::<L>(Class::Temp)?;
         f.set(acc, 0);
-        for k in 0..host::NUM_S {
-            if writes & 1 << k == 0 {
-                continue;
-            }
-            let s = Reg::<L>::s(k);
-            if reserves & 1 << k != 0 {
-                f.reserve(s)?;
-            }
-            f.xor(s, x, k as i64);
-            f.mul(s, s, 2 * k as i64 + 3);
-            f.add(acc, acc, s);
-        }
+        write_s(&mut f, x, acc, writes, reserves)?;
         let mut held = Vec::new();
         for j in 0..gets {
             // Exhausted when the fixed names took every callee-saved one.
@@ -1624,38 +1648,12 @@ fn callee_saved_registers_released_before_end_survive_the_call() {
         f.ret(acc);
         Ok((f.end()?, held.len()))
     }
-    fn caller<B: Backend>(g: &B::Code) -> vcode::Result<B::Code> {
-        let mut f = Func::<B>::with_backend();
-        let p = f.lambda("%l", Leaf::No)?;
-        let x = p.get::<L>(0)?;
-        for k in 0..host::NUM_S {
-            let s = f.reserve(Reg::<L>::s(k))?;
-            f.set(s, 0x3c3c_0000 + 0x101 * k as i64);
-        }
-        let r = f.getreg::<L>(Class::Temp)?;
-        f.call(r, Callee::Code(g), &[Arg::Reg(x.any())]);
-        for k in 0..host::NUM_S {
-            f.mul(r, r, 31);
-            f.add(r, r, Reg::<L>::s(k));
-        }
-        f.ret(r);
-        f.end()
-    }
+    let (base, step) = (0x3c3c_0000, 0x101);
     let want = |x: i64, writes: u8, got: usize| {
-        let mut r = (0..host::NUM_S)
-            .filter(|k| writes & 1 << k != 0)
-            .fold(0i64, |acc, k| {
-                acc.wrapping_add((x ^ k as i64).wrapping_mul(2 * k as i64 + 3))
-            });
-        for j in 0..got {
-            r = r.wrapping_add(x.wrapping_add(7 * (j as i64 + 1)));
-        }
-        for k in 0..host::NUM_S {
-            r = r
-                .wrapping_mul(31)
-                .wrapping_add(0x3c3c_0000 + 0x101 * k as i64);
-        }
-        r
+        let r = (0..got).fold(s_writes_sum(x, writes), |r, j| {
+            r.wrapping_add(x.wrapping_add(7 * (j as i64 + 1)))
+        });
+        s_guard_fold(r, base, step)
     };
     let mut rng = Rng(0x9e75_ee5a_7ed1);
     let all = (1u8 << host::NUM_S) - 1;
@@ -1672,15 +1670,7 @@ fn callee_saved_registers_released_before_end_survive_the_call() {
             "writes {writes:#07b}, reserved {reserves:#07b}, {got} of {gets} from getreg, x = {x}"
         );
         assert_eq!(got, got_ref, "getreg handed out: {what}");
-        let (cn, cr) = (
-            caller::<Native>(&gn).unwrap(),
-            caller::<Reference>(&gr).unwrap(),
-        );
-        // SAFETY: the generated functions take one long and call only
-        // each other.
-        let native = unsafe { Arch::run(&cn, &[Value::L(x)]) }.unwrap();
-        // SAFETY: the reference backend runs no native code here.
-        let reference = unsafe { cr.invoke(&[Value::L(x)]) }.unwrap();
+        let (native, reference) = run_under_guard(&gn, &gr, base, step, x);
         assert_eq!(native, Value::L(want(x, writes, got)), "native: {what}");
         assert_eq!(reference, native, "reference: {what}");
     }
