@@ -445,6 +445,27 @@ unsafe extern "C" fn collect_piece(
     }
 }
 
+/// Receives the next message on `ep` in place (waiting up to `timeout_ms`),
+/// each piece copied out by `collect_piece`: the return code, the pieces,
+/// the message's length and its channel.
+fn recv_pieces(ep: unet_endpoint, timeout_ms: i32) -> (i32, Vec<Vec<u8>>, usize, u16) {
+    let mut pieces: Vec<Vec<u8>> = Vec::new();
+    let (mut len, mut chan) = (0usize, 0u16);
+    // SAFETY: `collect_piece` is given `pieces` as its context, and `len`
+    // and `chan` are valid for writes.
+    let rc = unsafe {
+        unet_recv_inplace(
+            ep,
+            Some(collect_piece),
+            (&raw mut pieces).cast(),
+            &mut len,
+            &mut chan,
+            timeout_ms,
+        )
+    };
+    (rc, pieces, len, chan)
+}
+
 #[test]
 fn messages_are_written_and_read_in_place() {
     let p = pair("inplace");
@@ -453,19 +474,7 @@ fn messages_are_written_and_read_in_place() {
     let rc =
         unsafe { unet_send_inplace(p.a, p.ab, 5000, Some(fill_pattern), std::ptr::null_mut()) };
     assert_eq!(rc, OK, "{}", last_error());
-    let mut pieces: Vec<Vec<u8>> = Vec::new();
-    let (mut len, mut chan) = (0usize, 0u16);
-    // SAFETY: `collect_piece` is given `pieces` as its context.
-    let rc = unsafe {
-        unet_recv_inplace(
-            p.b,
-            Some(collect_piece),
-            (&raw mut pieces).cast(),
-            &mut len,
-            &mut chan,
-            5000,
-        )
-    };
+    let (rc, pieces, len, chan) = recv_pieces(p.b, 5000);
     assert_eq!((rc, len, chan), (OK, 5000, p.ba), "{}", last_error());
     // 5000 bytes in 4096-byte receive buffers: two pieces, read in place.
     assert_eq!(pieces.iter().map(Vec::len).collect::<Vec<_>>(), [4096, 904]);
@@ -474,33 +483,11 @@ fn messages_are_written_and_read_in_place() {
     // A short message comes inline: one piece. One that did not fit a
     // copying receive's buffer is handed over whole.
     assert_eq!(send(p.a, p.ab, b"inline"), OK);
-    pieces.clear();
-    // SAFETY: as above.
-    let rc = unsafe {
-        unet_recv_inplace(
-            p.b,
-            Some(collect_piece),
-            (&raw mut pieces).cast(),
-            &mut len,
-            &mut chan,
-            5000,
-        )
-    };
+    let (rc, pieces, _, _) = recv_pieces(p.b, 5000);
     assert_eq!((rc, pieces.concat()), (OK, b"inline".to_vec()));
     assert_eq!(send(p.a, p.ab, &pattern), OK);
     assert_eq!(recv(p.b, 10, 5000).0, Code::NoSpace as i32);
-    pieces.clear();
-    // SAFETY: as above.
-    let rc = unsafe {
-        unet_recv_inplace(
-            p.b,
-            Some(collect_piece),
-            (&raw mut pieces).cast(),
-            &mut len,
-            &mut chan,
-            0,
-        )
-    };
+    let (rc, pieces, len, _) = recv_pieces(p.b, 0);
     assert_eq!((rc, len, pieces.len()), (OK, 5000, 1));
     assert_eq!(pieces.concat(), pattern);
 
@@ -512,6 +499,7 @@ fn messages_are_written_and_read_in_place() {
             Code::Null as i32
         );
         assert_eq!(last_error(), "unet_send_inplace: argument `fill` is NULL");
+        let (mut len, mut chan) = (0usize, 0u16);
         let rc = unet_recv_inplace(p.b, None, std::ptr::null_mut(), &mut len, &mut chan, 0);
         assert_eq!(rc, Code::Null as i32);
     }
