@@ -904,7 +904,11 @@ impl Machine {
                         self.suppress[q] = start;
                     }
                     self.stats.refusals += 1;
-                    continue;
+                    // The process-based code runs this statement now: another
+                    // path starting here must not take the refused entry (it
+                    // could narrow the same `alt`, and the refusal would
+                    // serve no one).
+                    return Ok(false);
                 }
             }
             self.enter(fi)?;

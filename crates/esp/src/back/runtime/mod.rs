@@ -39,9 +39,11 @@
 //! the next `run` retries it for external input that may have arrived: new
 //! input is a new situation). For fairness (§4.4) an eligible entry is
 //! refused right after the path aborted, and on every `refuse_every`-th
-//! eligible entry of a path that narrows an `alt` or makes a choice; a
+//! eligible entry of a path that narrows an `alt` or makes a choice. A
+//! refused entry runs the statement in the process-based code, whose `alt`
+//! is fair, at once (no other path starting there takes it), and the
 //! refused path is not entered again until each of its processes has run
-//! its start statement in the process-based code, whose `alt` is fair.
+//! its start statement in the process-based code.
 //!
 //! ## Automata (§4.1)
 //! [`Backend::Automata`] runs the whole program's product machine
