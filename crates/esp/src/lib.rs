@@ -15,7 +15,10 @@
 //!   ([`fp`]), optimized ([`opt`]) and compiled through vcode ([`fpgen`]).
 //!   The process-based code enters a fast path where its start statements
 //!   are reached and takes over wherever the path aborts or exits, so a
-//!   specification is only a hint: it never changes what a program does.
+//!   specification is only a hint: every run with it is an execution the
+//!   program has without it. It may choose another legal interleaving
+//!   (which arm an `alt` takes, how far other processes got when an
+//!   assertion stops the run), never a behaviour the program does not have.
 //! * **automata-based** (§4.1): the whole program's product state machine,
 //!   for filter programs, from the same symbolic execution.
 //!

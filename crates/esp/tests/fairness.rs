@@ -445,3 +445,51 @@ fn random_merges_serve_a_process_ready_for_ever_within_the_bound() {
     );
     assert!(starved_without > 0, "no program starved S without refusals");
 }
+
+/// A path over one process whose loop reads and writes external channels
+/// only, through statements the specification does not list: no
+/// repetition counts its trips and no rendezvous lies on them.
+const EXTERNAL_LOOP: &str =
+    "channel inA(int) external in; channel w(int); channel o(int) external out;
+process M { var x; #1 while (true) { alt { in(inA, x) { out(o, x); } in(w, x) { out(o, -1); } } } }
+process W { out(w, -1); }";
+
+/// `M` enters the path at `#1`, before its loop, and loops there on `inA`:
+/// the `w` arm is narrowed away (`W` is outside the path). The loop gets a
+/// counter, so the path aborts after `counter_bound` trips and the
+/// process-based `alt` serves `W` within its two arms; without the counter
+/// `W` waited for all 300,000 values.
+#[test]
+fn a_loop_over_unlisted_external_messages_is_counted() {
+    let bound = ExploreOptions::default().counter_bound as usize;
+    for backend in [Backend::Interp, Backend::Native] {
+        let program = esp::compile(EXTERNAL_LOOP).unwrap();
+        let spec = esp::spec::parse(
+            "fastpath f { process M { statement #1; start #1; } }",
+            &program,
+        )
+        .unwrap();
+        let options = Options {
+            backend,
+            spec: Some(spec),
+            ..Options::default()
+        };
+        let mut m = Machine::new(program, options).unwrap();
+        for v in 0..300_000 {
+            m.push("inA", &[v]).unwrap();
+        }
+        m.run().unwrap();
+        let o = m.take_output("o").unwrap();
+        assert_eq!(o.len(), 300_001);
+        let at = o.iter().position(|&v| v == -1).unwrap();
+        let stats = m.stats();
+        assert!(
+            at <= bound + 2,
+            "{backend:?}: W came out after {at} values ({stats:?})"
+        );
+        assert_eq!((stats.entries, stats.aborts), (1, 1), "{backend:?}");
+        // Every value of `inA` comes out once, in order.
+        let a: Vec<i64> = o.iter().copied().filter(|&v| v >= 0).collect();
+        assert!(a.iter().copied().eq(0..300_000), "{backend:?}");
+    }
+}

@@ -1,7 +1,7 @@
 //! Random programs on every backend, with and without random fast-path
 //! specifications, judged against the reference interpreter and the model
-//! checker. Specifications are hints: they must never change what a
-//! program does.
+//! checker. Specifications are hints: every run with one must be an
+//! execution the program has without it (the same one, for Kahn programs).
 //!
 //! - Kahn programs (no `alt`, one reader and one writer per channel) are
 //!   deterministic: every backend must produce exactly the interpreter's

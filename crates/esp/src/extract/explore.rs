@@ -47,11 +47,12 @@
 //! ([`PathAutomaton::signature`]). Both only merge states that behave alike.
 //!
 //! Beyond the counters of the repetition operators (one per `*` and `+`,
-//! §4.4), a cycle of the graph that goes through an
-//! internal rendezvous but through no repetition counter (possible when the
-//! processes loop over statements the specification does not list) gets a
-//! counter of its own with the same bound, so that no fast path can run
-//! unboundedly long and starve a process outside it (§4.4).
+//! §4.4), a cycle of the graph that goes through a channel operation (an
+//! internal rendezvous or an external message) but through no repetition
+//! counter (possible when the processes loop over statements the
+//! specification does not list) gets a counter of its own with the same
+//! bound, so that no fast path can run unboundedly long and starve a
+//! process outside it (§4.4).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
@@ -348,8 +349,9 @@ struct CState {
 /// What an automaton state can do next ([`PathAutomaton::signature`]).
 type Signature = BTreeMap<u32, BTreeSet<u32>>;
 
-/// A block whose `Jump` completes an internal rendezvous; it gets a loop
-/// counter if it lies on a cycle without one.
+/// A block whose `Jump` completes a channel operation (an internal
+/// rendezvous or an external message); it gets a loop counter if it lies on
+/// a cycle without one.
 struct Hook {
     block: BlockId,
     pcs: Vec<(ProcId, Pc)>,
@@ -1191,9 +1193,17 @@ impl<'a> Explorer<'a> {
         } else {
             vec![o]
         };
+        let pcs = self.pcs(&post);
         for o in outs {
             let mut st = o.s;
             self.apply_yields(&mut st, &o.yields);
+            // A loop over external messages alone (through statements the
+            // specification does not list) is counted like one through a
+            // rendezvous: it must not run for as long as input lasts.
+            self.hooks.push(Hook {
+                block: o.open,
+                pcs: pcs.clone(),
+            });
             self.goto(o.open, st)?;
         }
         Ok(())
@@ -1329,8 +1339,9 @@ impl<'a> Explorer<'a> {
 
     // --- fairness of unlisted loops ----------------------------------------
 
-    /// Gives every rendezvous that lies on a cycle without a repetition
-    /// counter a shared loop counter (see the module documentation).
+    /// Gives every channel operation (rendezvous or external message) that
+    /// lies on a cycle without a repetition counter a shared loop counter
+    /// (see the module documentation).
     fn count_loops(&mut self, bounds: &mut Vec<u64>) {
         if self.hooks.is_empty() {
             return;
