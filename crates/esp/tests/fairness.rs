@@ -493,3 +493,109 @@ fn a_loop_over_unlisted_external_messages_is_counted() {
         assert!(a.iter().copied().eq(0..300_000), "{backend:?}");
     }
 }
+
+/// A host with unlimited input for the graph interpreter: every external
+/// in channel always has a message (until `cap` messages, so that a path
+/// that never ends would still stop the test), every message is counted.
+struct Unlimited {
+    arity: Vec<usize>,
+    messages: u64,
+    cap: u64,
+}
+
+impl esp::fp::Io for Unlimited {
+    fn recv(&mut self, chan: esp::ir::ChanId, dst: &mut [i64]) -> bool {
+        if self.messages >= self.cap || dst.len() != self.arity[chan as usize] {
+            return false;
+        }
+        self.messages += 1;
+        for (k, d) in dst.iter_mut().enumerate() {
+            *d = (self.messages as i64 + k as i64) % 37;
+        }
+        true
+    }
+    fn send(&mut self, _chan: esp::ir::ChanId, _src: &[i64]) {
+        self.messages += 1;
+    }
+    fn call(&mut self, f: esp::ir::ExternId, args: &[i64]) -> i64 {
+        let (name, _) = esp::random::EXTERNS[f as usize % esp::random::EXTERNS.len()];
+        esp::random::host(name, args)
+    }
+}
+
+/// The first half of the bound, for every specification: one entry of a
+/// path is bounded even when input never runs out. Random programs with
+/// `alt` and random specifications (`esp::random`), each path extracted
+/// with a counter bound of 3 and optimized as the runtime does, run on the
+/// graph interpreter from their entry with unlimited input: each leaves
+/// after at most `(counters * (counter_bound + 1) + 1) * io` external
+/// messages, where `io` is the number of blocks that receive or send one.
+/// Every cycle of a graph passes a counter (a repetition's, or the loop
+/// counter of a cycle through a channel operation), so between two counts
+/// a run meets each of those blocks at most once, and over the bound of any
+/// counter it aborts.
+#[test]
+fn random_paths_leave_within_their_counters_with_unlimited_input() {
+    let count: u64 = std::env::var("ESP_FAIRNESS_PROGRAMS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map_or(300, |n: u64| 5 * n);
+    let counter_bound = 3u64;
+    let options = ExploreOptions {
+        counter_bound,
+        ..ExploreOptions::default()
+    };
+    let generate = esp::random::GenOptions {
+        kind: esp::random::Kind::Alt,
+        ..esp::random::GenOptions::default()
+    };
+    let mut paths = 0;
+    let mut looped = 0;
+    for seed in 0..count {
+        let text = esp::random::program(seed, &generate);
+        let program = esp::compile(&text).unwrap_or_else(|e| panic!("seed {seed}: {e}\n{text}"));
+        let spec_text = esp::random::spec(&program, seed);
+        let spec = esp::spec::parse(&spec_text, &program)
+            .unwrap_or_else(|e| panic!("seed {seed}: {e}\n{text}{spec_text}"));
+        let layout = esp::ir::Layout::of(&program);
+        for fpath in &spec.fastpaths {
+            let Ok(mut g) = esp::explore::fast_path(&program, fpath, &options) else {
+                continue;
+            };
+            esp::opt::optimize(&program, &mut g);
+            let io_blocks = g
+                .blocks
+                .iter()
+                .filter(|b| {
+                    matches!(
+                        b.term,
+                        esp::fp::Term::Recv { .. } | esp::fp::Term::Send { .. }
+                    )
+                })
+                .count() as u64;
+            let bound = (g.counters.len() as u64 * (counter_bound + 1) + 1) * io_blocks;
+            let mut io = Unlimited {
+                arity: program.channels.iter().map(|c| c.arity as usize).collect(),
+                messages: 0,
+                cap: bound + 1_000,
+            };
+            let mut vars = vec![0i64; layout.slots as usize];
+            let mut pcs = vec![u32::MAX; program.processes.len()];
+            esp::fp::run(&g, 0, &mut vars, &mut pcs, &mut io)
+                .unwrap_or_else(|e| panic!("seed {seed}: {e}\n{text}{spec_text}"));
+            assert!(
+                io.messages <= bound,
+                "seed {seed}, path {}: {} messages in one entry (bound {bound})\n{text}{spec_text}",
+                g.name,
+                io.messages
+            );
+            paths += 1;
+            looped += u64::from(io.messages > io_blocks);
+        }
+    }
+    assert!(
+        paths as u64 > count / 2,
+        "only {paths} paths from {count} programs"
+    );
+    assert!(looped > 0, "no path looped: the test shows nothing");
+}
