@@ -270,9 +270,7 @@ pub enum AsmError {
         label: u32,
     },
     /// A jump's distance does not fit the 16-bit offset.
-    #[error(
-        "the jump at instruction {at} to instruction {target} is farther than 32767 instructions"
-    )]
+    #[error("the jump at instruction {at} to instruction {target} does not fit a 32-bit offset")]
     TooFar {
         /// The jump's index.
         at: usize,
@@ -524,19 +522,94 @@ impl Asm {
     }
 
     /// Resolves every jump and returns the program.
+    ///
+    /// A jump whose distance does not fit the 16-bit offset is relaxed:
+    /// an unconditional one becomes the 32-bit `gotol` (`JMP32 | JA` with
+    /// the offset in the immediate, Linux 6.4 and later), a conditional
+    /// one `if cond goto +1; goto +1; gotol target` (two more slots). Only
+    /// jumps made through labels are relocated: a jump appended with
+    /// [`Asm::raw`] must not cross a relaxed one.
     pub fn finish(mut self) -> Result<Vec<Insn>, AsmError> {
-        if self.insns.is_empty() || self.insns.len() > MAX_INSNS {
-            return Err(AsmError::Length {
-                len: self.insns.len(),
-            });
-        }
+        let mut targets = Vec::with_capacity(self.fixups.len());
         for &(at, label) in &self.fixups {
             let target =
                 self.labels[label.0 as usize].ok_or(AsmError::Unbound { at, label: label.0 })?;
-            let off = target as i64 - at as i64 - 1;
-            self.insns[at].off = i16::try_from(off).map_err(|_| AsmError::TooFar { at, target })?;
+            let conditional = self.insns[at].code & 0xf0 != op::JA;
+            targets.push((at, target, conditional));
         }
-        Ok(self.insns)
+        // long[k]: fixup k takes the three-slot form. Growing one jump only
+        // lengthens others, so marking until nothing changes terminates.
+        let mut long = vec![false; targets.len()];
+        let mut extra = vec![0usize; self.insns.len() + 1];
+        loop {
+            let mut grown = vec![0usize; self.insns.len() + 1];
+            for (k, &(at, _, _)) in targets.iter().enumerate() {
+                if long[k] {
+                    grown[at + 1] += 2;
+                }
+            }
+            let mut acc = 0;
+            for (e, g) in extra.iter_mut().zip(&grown) {
+                acc += g;
+                *e = acc;
+            }
+            let pos = |i: usize| i + extra[i];
+            let mut changed = false;
+            for (k, &(at, target, conditional)) in targets.iter().enumerate() {
+                let off = pos(target) as i64 - pos(at) as i64 - 1;
+                if conditional && !long[k] && i16::try_from(off).is_err() {
+                    long[k] = true;
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        let pos = |i: usize| i + extra[i];
+        let end = pos(self.insns.len());
+        if end == 0 || end > MAX_INSNS {
+            return Err(AsmError::Length { len: end });
+        }
+        let mut relaxed: Vec<Option<(usize, bool)>> = vec![None; self.insns.len()];
+        for (k, &(at, target, _)) in targets.iter().enumerate() {
+            relaxed[at] = Some((target, long[k]));
+        }
+        let mut out = Vec::with_capacity(end);
+        for (i, insn) in self.insns.iter_mut().enumerate() {
+            let Some((target, long)) = relaxed[i] else {
+                out.push(*insn);
+                continue;
+            };
+            let here = pos(i);
+            let far = |from: usize| -> Result<i32, AsmError> {
+                i32::try_from(pos(target) as i64 - from as i64 - 1)
+                    .map_err(|_| AsmError::TooFar { at: i, target })
+            };
+            if long {
+                insn.off = 1;
+                out.push(*insn);
+                out.push(Insn::new(op::JMP | op::JA, Reg::R0, Reg::R0, 1, 0));
+                out.push(Insn::new(
+                    op::JMP32 | op::JA,
+                    Reg::R0,
+                    Reg::R0,
+                    0,
+                    far(here + 2)?,
+                ));
+            } else {
+                let off = far(here)?;
+                match i16::try_from(off) {
+                    Ok(o) => {
+                        insn.off = o;
+                        out.push(*insn);
+                    }
+                    // Only an unconditional jump is left long here.
+                    Err(_) => out.push(Insn::new(op::JMP32 | op::JA, Reg::R0, Reg::R0, 0, off)),
+                }
+            }
+        }
+        Ok(out)
     }
 }
 
@@ -602,21 +675,23 @@ mod tests {
     }
 
     #[test]
-    fn a_jump_past_the_offset_range_is_refused() {
+    fn jumps_past_the_offset_range_are_relaxed() {
         let mut a = Asm::new();
         let far = a.new_label();
-        a.ja(far);
+        a.ja(far); // 0
+        a.jmp(Cond::Set, Reg::R1, Src::Imm(4), far); // 1, relaxed to 1, 2, 3
         for _ in 0..40_000 {
             a.mov64(Reg::R0, Src::Imm(0));
         }
         a.bind(far).unwrap();
         a.exit();
-        assert_eq!(
-            a.finish(),
-            Err(AsmError::TooFar {
-                at: 0,
-                target: 40_001
-            })
-        );
+        let p = a.finish().unwrap();
+        assert_eq!(p.len(), 40_000 + 5);
+        // gotol: JMP32 | JA with the offset in the immediate.
+        assert_eq!((p[0].code, p[0].off, p[0].imm), (0x06, 0, 40_003));
+        assert_eq!((p[1].code, p[1].off), (0x45, 1));
+        assert_eq!((p[2].code, p[2].off), (0x05, 1));
+        assert_eq!((p[3].code, p[3].imm), (0x06, 40_000));
+        assert_eq!(p[40_004].code, 0x95);
     }
 }

@@ -250,3 +250,34 @@ fn an_unknown_interface_is_named_in_the_error() {
     let err = ebpf::ifindex("no-such-if0").unwrap_err();
     assert!(err.to_string().contains("no-such-if0"), "{err}");
 }
+
+#[test]
+fn jumps_farther_than_the_16_bit_offset_run_in_the_kernel() {
+    if !kernel("jumps_farther_than_the_16_bit_offset_run_in_the_kernel") {
+        return;
+    }
+    // if ethertype == IPv4 goto drop (40,000 instructions away), else pass
+    // after running through them.
+    let mut a = Asm::new();
+    let (pass, drop) = (a.new_label(), a.new_label());
+    a.ldx(Width::W, Reg::R2, Reg::R1, xdp_md::DATA);
+    a.ldx(Width::W, Reg::R3, Reg::R1, xdp_md::DATA_END);
+    a.mov64(Reg::R4, Src::Reg(Reg::R2));
+    a.alu64(Alu::Add, Reg::R4, Src::Imm(14));
+    a.jmp(Cond::Gt, Reg::R4, Src::Reg(Reg::R3), pass);
+    a.ldx(Width::H, Reg::R5, Reg::R2, 12);
+    a.be(Reg::R5, 16);
+    a.jmp(Cond::Eq, Reg::R5, Src::Imm(0x0800), drop);
+    for _ in 0..40_000 {
+        a.mov64(Reg::R0, Src::Imm(0));
+    }
+    a.ja(pass);
+    a.bind(drop).unwrap();
+    a.ret(xdp::DROP as i32);
+    a.bind(pass).unwrap();
+    a.ret(xdp::PASS as i32);
+    let p = Program::load_xdp(&a.finish().unwrap(), "far").unwrap();
+    let run = |t| p.test_run(&TestRun::new(&frame(t, 60))).unwrap().verdict;
+    assert_eq!(run(0x0800), xdp::DROP);
+    assert_eq!(run(0x86dd), xdp::PASS);
+}
