@@ -134,7 +134,7 @@ impl Umem {
         let at = usize::try_from(addr).ok()?;
         let end = at.checked_add(len)?;
         let frame_end = (at / self.frame_size + 1) * self.frame_size;
-        (end <= frame_end && end <= self.map.len).then_some((at, end))
+        (at < self.map.len && end <= frame_end && end <= self.map.len).then_some((at, end))
     }
 }
 
