@@ -59,13 +59,16 @@
 //! through the `ebpf` crate.
 
 use std::net::Ipv4Addr;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, RawFd};
 
 use super::packet::{Neighbors, acceptable};
 use super::{Transport, TransportError, TransportStats, check_frame_len};
 use crate::frame::{Addr, ETH_DST, ETH_SRC, IP_DST, IP_SRC, MacAddr};
 
+mod program;
 mod sys;
+
+use program::Program;
 
 /// Bytes the kernel keeps before every received frame in its UMEM frame
 /// (`XDP_PACKET_HEADROOM`).
@@ -394,11 +397,9 @@ impl XdpTransport {
                 tx_free,
             });
         }
-        let fds: Vec<(u32, RawFd)> = queues
-            .iter()
-            .map(|q| (q.id, q.sock.as_raw_fd()))
-            .collect();
-        let program = Program::attach(ifname, link.index, &fds, config.mode)?;
+        let fds: Vec<_> = queues.iter().map(|q| (q.id, q.sock.as_fd())).collect();
+        let program = Program::attach(ifname, link.index, addr, &fds, config.mode)?;
+        drop(fds);
         Ok(XdpTransport {
             program,
             queues,
@@ -615,28 +616,3 @@ impl Transport for XdpTransport {
     }
 }
 
-/// The XDP program on the interface and its socket map; detached when
-/// dropped.
-struct Program {
-    mode: XdpMode,
-}
-
-impl Program {
-    /// Loads the program that redirects each queue's frames to its socket
-    /// and attaches it to `ifindex` in `mode` (`Auto`: driver, else
-    /// generic).
-    fn attach(
-        ifname: &str,
-        _ifindex: u32,
-        _sockets: &[(u32, RawFd)],
-        mode: XdpMode,
-    ) -> Result<Program, TransportError> {
-        let _ = ifname;
-        Ok(Program { mode })
-    }
-
-    /// Where it runs.
-    fn mode(&self) -> XdpMode {
-        self.mode
-    }
-}
