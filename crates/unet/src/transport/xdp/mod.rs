@@ -70,6 +70,11 @@ mod sys;
 
 use program::Program;
 
+/// The environment variable that turns an unavailable `xdp` transport
+/// ([`TransportError::XdpUnavailable`]) into a test failure instead of a
+/// skip; CI sets it to `1` (it runs as root).
+pub const REQUIRE_ENV: &str = "UNET_REQUIRE_XDP";
+
 /// Bytes the kernel keeps before every received frame in its UMEM frame
 /// (`XDP_PACKET_HEADROOM`).
 const XDP_HEADROOM: usize = 256;

@@ -27,6 +27,9 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+/// How long a bind waits for a queue that a closed socket still holds.
+const BUSY_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// One `mmap`ed region, unmapped on drop.
 struct Mapping {
     ptr: NonNull<u8>,
@@ -385,10 +388,17 @@ impl Socket {
         let tx = map_ring(raw, &off.tx, g.tx_ring, libc::XDP_PGOFF_TX_RING as u64)
             .map_err(step("map the transmit ring"))?;
         let mut copying = Copying::Zero;
-        for (mode, flag) in [
+        // A socket that was bound to the queue and has just closed holds
+        // it until the kernel's deferred release runs (an RCU grace
+        // period): `EBUSY` for a moment. Wait that long, not longer.
+        let busy_until = std::time::Instant::now() + BUSY_WAIT;
+        let mut modes = [
             (Copying::Zero, libc::XDP_ZEROCOPY),
             (Copying::Copy, libc::XDP_COPY),
-        ] {
+        ]
+        .into_iter()
+        .peekable();
+        while let Some(&(mode, flag)) = modes.peek() {
             let sxdp = libc::sockaddr_xdp {
                 sxdp_family: libc::AF_XDP as u16,
                 sxdp_flags: libc::XDP_USE_NEED_WAKEUP | flag,
@@ -409,6 +419,10 @@ impl Socket {
                 break;
             }
             let e = io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::EBUSY) && std::time::Instant::now() < busy_until {
+                std::thread::sleep(std::time::Duration::from_millis(2));
+                continue;
+            }
             // Zero-copy refused (no driver support): try copy mode.
             let unsupported = matches!(
                 e.raw_os_error(),
@@ -416,10 +430,15 @@ impl Socket {
             );
             if mode == Copying::Copy || !unsupported {
                 return Err(OpenError {
-                    step: "bind the socket to the interface's queue",
+                    step: if e.raw_os_error() == Some(libc::EBUSY) {
+                        "bind the socket to the interface's queue (another AF_XDP socket holds it)"
+                    } else {
+                        "bind the socket to the interface's queue"
+                    },
                     source: e,
                 });
             }
+            modes.next();
         }
         Ok(Socket {
             rx,
