@@ -167,3 +167,83 @@ impl Program {
         self.mode
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frame::{FrameHeader, HEADER_LEN};
+
+    /// The program, run in the kernel (`BPF_PROG_TEST_RUN`) with a
+    /// verdict in place of the redirect: unet frames to the address and
+    /// port are admitted, everything else passes to the stack. Skipped
+    /// (with the reason printed) where bpf(2) is unusable, unless
+    /// `UNET_REQUIRE_XDP=1`.
+    #[test]
+    fn the_program_admits_the_engines_frames_and_passes_the_rest() {
+        if let Err(why) = ebpf::probe() {
+            if std::env::var(super::super::REQUIRE_ENV).as_deref() == Ok("1") {
+                panic!("bpf(2) is unusable: {why}");
+            }
+            eprintln!("SKIP the_program_admits_the_engines_frames_and_passes_the_rest: {why}");
+            return;
+        }
+        let me: Addr = "10.77.1.1:7000".parse().unwrap();
+        let peer: Addr = "10.77.1.2:7001".parse().unwrap();
+        const ADMIT: u32 = xdp::TX; // any verdict but PASS
+        let run = |prog: &ebpf::Program, f: &[u8]| {
+            prog.test_run(&ebpf::TestRun::new(f)).unwrap().verdict
+        };
+        let mut f = vec![0u8; HEADER_LEN + 4];
+        FrameHeader::new(peer, me, 1, 2).write(4, &mut f).unwrap();
+        for to in [me, Addr::new(std::net::Ipv4Addr::UNSPECIFIED, 7000)] {
+            let insns = admit_insns(to, OnMatch::Verdict(ADMIT));
+            let prog = ebpf::Program::load_xdp(&insns, "unet_admit_test").unwrap();
+            assert_eq!(run(&prog, &f), ADMIT, "a unet frame to {to}");
+            let mut other_port = f.clone();
+            other_port[UDP_DST_PORT + 1] ^= 1;
+            let mut tcp = f.clone();
+            tcp[IP_PROTO] = 6;
+            let mut arp = f.clone();
+            arp[ETH_TYPE + 1] = 0x06;
+            let mut frag = f.clone();
+            frag[IP_FRAG + 1] = 1;
+            let mut more_frags = f.clone();
+            more_frags[IP_FRAG] |= 0x20;
+            let mut options = f.clone();
+            options[IP] = 0x46;
+            for (what, g) in [
+                ("another port", &other_port),
+                ("TCP", &tcp),
+                ("ARP", &arp),
+                ("a fragment", &frag),
+                ("a first fragment", &more_frags),
+                ("IP options", &options),
+                ("a frame cut before the port", &f[..UDP_DST_PORT + 1].to_vec()),
+            ] {
+                assert_eq!(run(&prog, g), xdp::PASS, "{what}");
+            }
+            // Don't-fragment is not fragmentation.
+            let mut df = f.clone();
+            df[IP_FRAG] = 0x40;
+            assert_eq!(run(&prog, &df), ADMIT);
+        }
+        let mut other_host = f.clone();
+        other_host[IP_DST + 3] = 9;
+        let prog = ebpf::Program::load_xdp(
+            &admit_insns(me, OnMatch::Verdict(ADMIT)),
+            "unet_admit_test",
+        )
+        .unwrap();
+        assert_eq!(run(&prog, &other_host), xdp::PASS);
+        // A high first octet, whose word has its sign bit set.
+        let far: Addr = "200.1.2.3:7000".parse().unwrap();
+        let mut g = vec![0u8; HEADER_LEN + 4];
+        FrameHeader::new(peer, far, 1, 2).write(4, &mut g).unwrap();
+        let prog = ebpf::Program::load_xdp(
+            &admit_insns(far, OnMatch::Verdict(ADMIT)),
+            "unet_admit_test",
+        )
+        .unwrap();
+        assert_eq!(run(&prog, &g), ADMIT);
+    }
+}
