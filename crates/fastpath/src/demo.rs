@@ -313,8 +313,8 @@ fn pair_netns(
                     Box::new(p)
                 }
                 TransportArg::Xdp => {
-                    let mut x = XdpTransport::open(&me.ifname, me.addr(port))
-                        .map_err(|e| e.to_string())?;
+                    let mut x =
+                        XdpTransport::open(&me.ifname, me.addr(port)).map_err(|e| e.to_string())?;
                     x.add_neighbor(peer.ip, peer.mac);
                     Box::new(x)
                 }
@@ -1845,9 +1845,19 @@ fn compare_transports(
         vec![
             COMPARED
                 .iter()
-                .map(|t| Column::new(t.name(), &format!("{key}{}", t.name()), figures::Format::Sig))
+                .map(|t| {
+                    Column::new(
+                        t.name(),
+                        &format!("{key}{}", t.name()),
+                        figures::Format::Sig,
+                    )
+                })
                 .collect(),
-            vec![Column::new("xdp/udp", &format!("{key}xdp_per_udp"), figures::Format::Ratio)],
+            vec![Column::new(
+                "xdp/udp",
+                &format!("{key}xdp_per_udp"),
+                figures::Format::Ratio,
+            )],
         ]
     };
     let note = format!(

@@ -98,8 +98,8 @@ fn engine(via: Via, hosts: &TwoHosts, me: usize) -> Engine {
             Box::new(p)
         }
         Via::Xdp => {
-            let mut x = XdpTransport::open(&host.ifname, host.addr(PORT))
-                .expect("open the xdp transport");
+            let mut x =
+                XdpTransport::open(&host.ifname, host.addr(PORT)).expect("open the xdp transport");
             x.add_neighbor(peer.ip, peer.mac);
             Box::new(x)
         }

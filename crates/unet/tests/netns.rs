@@ -669,7 +669,9 @@ fn xdp_leaves_other_traffic_to_the_kernels_stack() {
     })
     .expect("enter A");
     let mut buf = [0u8; 64];
-    let (n, _) = sock.recv_from(&mut buf).expect("the datagram reached B's stack");
+    let (n, _) = sock
+        .recv_from(&mut buf)
+        .expect("the datagram reached B's stack");
     assert_eq!(&buf[..n], b"to the stack");
     let got = x.recv(64, &mut |f| panic!("the transport got {} bytes", f.len()));
     assert_eq!(got.expect("recv"), 0);

@@ -36,7 +36,10 @@ fn skip(test: &str, why: &str) {
     if std::env::var(xdp::REQUIRE_ENV).as_deref() == Ok("1") {
         panic!("{test}: {why} (and {}=1)", xdp::REQUIRE_ENV);
     }
-    eprintln!("\nSKIP {test}: {why} (set {}=1 to fail instead)", xdp::REQUIRE_ENV);
+    eprintln!(
+        "\nSKIP {test}: {why} (set {}=1 to fail instead)",
+        xdp::REQUIRE_ENV
+    );
 }
 
 #[test]
@@ -108,7 +111,15 @@ fn an_interface_without_driver_xdp_is_refused_in_driver_mode_naming_the_driver()
     // A bridge device is Ethernet without XDP in its driver (only the
     // kernel's generic hook); it goes with the namespace.
     let made = Command::new("ip")
-        .args(["-n", &a.namespace, "link", "add", "fpbridge0", "type", "bridge"])
+        .args([
+            "-n",
+            &a.namespace,
+            "link",
+            "add",
+            "fpbridge0",
+            "type",
+            "bridge",
+        ])
         .status()
         .expect("run ip");
     assert!(made.success(), "ip link add fpbridge0 type bridge");
@@ -121,11 +132,19 @@ fn an_interface_without_driver_xdp_is_refused_in_driver_mode_naming_the_driver()
         .run(|| XdpTransport::open_with("fpbridge0", a.addr(7000), &config).map(|t| t.mode()))
         .expect("enter the namespace");
     match r {
-        Err(e @ TransportError::XdpUnavailable { missing: XdpMissing::Driver, .. }) => {
+        Err(
+            e @ TransportError::XdpUnavailable {
+                missing: XdpMissing::Driver,
+                ..
+            },
+        ) => {
             assert!(e.to_string().contains("cannot run on fpbridge0"), "{e}");
             assert!(e.to_string().contains("driver"), "{e}");
         }
-        other => panic!("expected a missing driver, got {:?}", other.map_err(|e| e.to_string())),
+        other => panic!(
+            "expected a missing driver, got {:?}",
+            other.map_err(|e| e.to_string())
+        ),
     }
     // Auto falls back to the generic hook on the same device.
     let mode = a
@@ -144,11 +163,20 @@ fn bad_sizes_and_names_are_refused_before_any_system_call() {
             ..XdpConfig::default()
         };
         let e = XdpTransport::open_with("lo", addr(), &config).unwrap_err();
-        assert!(matches!(e, TransportError::Config { kind: "xdp", .. }), "{e}");
-        assert!(e.to_string().contains("power of two from 64 to 32768"), "{e}");
+        assert!(
+            matches!(e, TransportError::Config { kind: "xdp", .. }),
+            "{e}"
+        );
+        assert!(
+            e.to_string().contains("power of two from 64 to 32768"),
+            "{e}"
+        );
     }
     for name in ["", "a-name-that-is-far-too-long", "nul\0"] {
         let e = XdpTransport::open(name, addr()).unwrap_err();
-        assert!(matches!(e, TransportError::Config { kind: "xdp", .. }), "{e}");
+        assert!(
+            matches!(e, TransportError::Config { kind: "xdp", .. }),
+            "{e}"
+        );
     }
 }

@@ -620,4 +620,3 @@ impl Transport for XdpTransport {
         self.queues.first().map(|q| q.sock.as_raw_fd())
     }
 }
-

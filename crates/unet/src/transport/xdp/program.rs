@@ -46,20 +46,40 @@ pub(super) fn admit_insns(addr: Addr, on_match: OnMatch<'_>) -> Vec<Insn> {
     a.alu64(ebpf::Alu::Add, Reg::R4, Src::Imm((UDP_DST_PORT + 2) as i32));
     a.jmp(Cond::Gt, Reg::R4, Src::Reg(Reg::R3), pass);
     a.ldx(Width::H, Reg::R5, Reg::R2, ETH_TYPE as i16);
-    a.jmp32(Cond::Ne, Reg::R5, Src::Imm(h(ETHERTYPE_IPV4.to_be_bytes())), pass);
+    a.jmp32(
+        Cond::Ne,
+        Reg::R5,
+        Src::Imm(h(ETHERTYPE_IPV4.to_be_bytes())),
+        pass,
+    );
     a.ldx(Width::B, Reg::R5, Reg::R2, IP as i16);
-    a.jmp32(Cond::Ne, Reg::R5, Src::Imm(i32::from(IPV4_VERSION_IHL)), pass);
+    a.jmp32(
+        Cond::Ne,
+        Reg::R5,
+        Src::Imm(i32::from(IPV4_VERSION_IHL)),
+        pass,
+    );
     a.ldx(Width::B, Reg::R5, Reg::R2, IP_PROTO as i16);
     a.jmp32(Cond::Ne, Reg::R5, Src::Imm(i32::from(IPPROTO_UDP)), pass);
     // More fragments, or a fragment offset: not a whole datagram.
     a.ldx(Width::H, Reg::R5, Reg::R2, IP_FRAG as i16);
-    a.jmp32(Cond::Set, Reg::R5, Src::Imm(h(0x3fffu16.to_be_bytes())), pass);
+    a.jmp32(
+        Cond::Set,
+        Reg::R5,
+        Src::Imm(h(0x3fffu16.to_be_bytes())),
+        pass,
+    );
     if !addr.ip.is_unspecified() {
         a.ldx(Width::W, Reg::R5, Reg::R2, IP_DST as i16);
         a.jmp32(Cond::Ne, Reg::R5, Src::Imm(w(addr.ip.octets())), pass);
     }
     a.ldx(Width::H, Reg::R5, Reg::R2, UDP_DST_PORT as i16);
-    a.jmp32(Cond::Ne, Reg::R5, Src::Imm(h(addr.port.to_be_bytes())), pass);
+    a.jmp32(
+        Cond::Ne,
+        Reg::R5,
+        Src::Imm(h(addr.port.to_be_bytes())),
+        pass,
+    );
     match on_match {
         OnMatch::Redirect(xsks) => {
             a.ldx(Width::W, Reg::R2, Reg::R1, xdp_md::RX_QUEUE_INDEX);
@@ -123,8 +143,9 @@ impl Program {
             xsks.set_xsk(q, fd)
                 .map_err(|e| fail(format!("put queue {q}'s socket in the map"), e))?;
         }
-        let prog = ebpf::Program::load_xdp(&admit_insns(addr, OnMatch::Redirect(&xsks)), "unet_admit")
-            .map_err(|e| fail("load the XDP program".into(), e))?;
+        let prog =
+            ebpf::Program::load_xdp(&admit_insns(addr, OnMatch::Redirect(&xsks)), "unet_admit")
+                .map_err(|e| fail("load the XDP program".into(), e))?;
         let tries: &[(XdpMode, ebpf::XdpMode)] = match mode {
             XdpMode::Auto => &[
                 (XdpMode::Driver, ebpf::XdpMode::Driver),
@@ -190,9 +211,8 @@ mod tests {
         let me: Addr = "10.77.1.1:7000".parse().unwrap();
         let peer: Addr = "10.77.1.2:7001".parse().unwrap();
         const ADMIT: u32 = xdp::TX; // any verdict but PASS
-        let run = |prog: &ebpf::Program, f: &[u8]| {
-            prog.test_run(&ebpf::TestRun::new(f)).unwrap().verdict
-        };
+        let run =
+            |prog: &ebpf::Program, f: &[u8]| prog.test_run(&ebpf::TestRun::new(f)).unwrap().verdict;
         let mut f = vec![0u8; HEADER_LEN + 4];
         FrameHeader::new(peer, me, 1, 2).write(4, &mut f).unwrap();
         for to in [me, Addr::new(std::net::Ipv4Addr::UNSPECIFIED, 7000)] {
@@ -218,7 +238,10 @@ mod tests {
                 ("a fragment", &frag),
                 ("a first fragment", &more_frags),
                 ("IP options", &options),
-                ("a frame cut before the port", &f[..UDP_DST_PORT + 1].to_vec()),
+                (
+                    "a frame cut before the port",
+                    &f[..UDP_DST_PORT + 1].to_vec(),
+                ),
             ] {
                 assert_eq!(run(&prog, g), xdp::PASS, "{what}");
             }
@@ -229,11 +252,9 @@ mod tests {
         }
         let mut other_host = f.clone();
         other_host[IP_DST + 3] = 9;
-        let prog = ebpf::Program::load_xdp(
-            &admit_insns(me, OnMatch::Verdict(ADMIT)),
-            "unet_admit_test",
-        )
-        .unwrap();
+        let prog =
+            ebpf::Program::load_xdp(&admit_insns(me, OnMatch::Verdict(ADMIT)), "unet_admit_test")
+                .unwrap();
         assert_eq!(run(&prog, &other_host), xdp::PASS);
         // A high first octet, whose word has its sign bit set.
         let far: Addr = "200.1.2.3:7000".parse().unwrap();

@@ -309,7 +309,9 @@ fn map_ring<T: Copy>(
     if words.iter().any(|&w| w % 4 != 0 || w as usize + 4 > len)
         || off.desc as usize % std::mem::align_of::<T>() != 0
     {
-        return Err(io::Error::other("the kernel's ring offsets lie outside the ring"));
+        return Err(io::Error::other(
+            "the kernel's ring offsets lie outside the ring",
+        ));
     }
     Ok(Ring {
         map,
@@ -349,7 +351,11 @@ impl Socket {
             .map_err(step("register the UMEM (XDP_UMEM_REG)"))?;
         for (opt, size, what) in [
             (libc::XDP_UMEM_FILL_RING, g.rx_ring, "size the fill ring"),
-            (libc::XDP_UMEM_COMPLETION_RING, g.tx_ring, "size the completion ring"),
+            (
+                libc::XDP_UMEM_COMPLETION_RING,
+                g.tx_ring,
+                "size the completion ring",
+            ),
             (libc::XDP_RX_RING, g.rx_ring, "size the receive ring"),
             (libc::XDP_TX_RING, g.tx_ring, "size the transmit ring"),
         ] {
@@ -381,8 +387,13 @@ impl Socket {
         }
         let fill = map_ring(raw, &off.fr, g.rx_ring, libc::XDP_UMEM_PGOFF_FILL_RING)
             .map_err(step("map the fill ring"))?;
-        let comp = map_ring(raw, &off.cr, g.tx_ring, libc::XDP_UMEM_PGOFF_COMPLETION_RING)
-            .map_err(step("map the completion ring"))?;
+        let comp = map_ring(
+            raw,
+            &off.cr,
+            g.tx_ring,
+            libc::XDP_UMEM_PGOFF_COMPLETION_RING,
+        )
+        .map_err(step("map the completion ring"))?;
         let rx = map_ring(raw, &off.rx, g.rx_ring, libc::XDP_PGOFF_RX_RING as u64)
             .map_err(step("map the receive ring"))?;
         let tx = map_ring(raw, &off.tx, g.tx_ring, libc::XDP_PGOFF_TX_RING as u64)
@@ -558,13 +569,7 @@ const ETHTOOL_GCHANNELS: u32 = 0x3c;
 /// name must be 1 to 15 bytes without NUL (checked by the caller).
 pub(super) fn link(ifname: &str) -> Result<Link, OpenError> {
     // SAFETY: plain system call; the result is checked.
-    let raw = unsafe {
-        libc::socket(
-            libc::AF_INET,
-            libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
-            0,
-        )
-    };
+    let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
     if raw < 0 {
         return Err(step("create a socket to query the interface")(
             io::Error::last_os_error(),
@@ -637,7 +642,10 @@ mod tests {
         assert_eq!(u.len(), 8192);
         assert_eq!(u.frame(0, 2048).map(<[u8]>::len), Some(2048));
         assert_eq!(u.frame(2048 + 100, 1948).map(<[u8]>::len), Some(1948));
-        assert!(u.frame(2048 + 100, 1949).is_none(), "crosses into the next frame");
+        assert!(
+            u.frame(2048 + 100, 1949).is_none(),
+            "crosses into the next frame"
+        );
         assert!(u.frame(3 * 2048, 2049).is_none(), "past the UMEM");
         assert!(u.frame(4 * 2048, 0).is_none(), "no frame 4");
         assert!(u.frame(u64::MAX, 1).is_none());
