@@ -54,7 +54,7 @@
 //! Ethernet header, at most a UMEM frame (4 KiB) less the kernel's 256
 //! bytes of headroom.
 //!
-//! All `unsafe` of this transport is in [`sys`] (socket, UMEM, ring
+//! All `unsafe` of this transport is in the `sys` module (socket, UMEM, ring
 //! mappings, interface `ioctl`s); the XDP program is built and attached
 //! through the `ebpf` crate.
 
@@ -616,6 +616,8 @@ impl Transport for XdpTransport {
         st
     }
 
+    /// The first queue's socket (with several queues, a frame on another
+    /// queue does not wake a poller of this one).
     fn poll_fd(&self) -> Option<RawFd> {
         self.queues.first().map(|q| q.sock.as_raw_fd())
     }
