@@ -677,3 +677,63 @@ fn xdp_leaves_other_traffic_to_the_kernels_stack() {
     assert_eq!(got.expect("recv"), 0);
     assert_eq!(x.stats().rx_dropped, 0);
 }
+
+/// One socket per receive queue: on a veth pair made with three queues
+/// the transport binds three (and two when asked for two); more than the
+/// interface has is refused, naming both counts.
+#[test]
+fn xdp_opens_a_socket_for_every_receive_queue() {
+    let test = "xdp_opens_a_socket_for_every_receive_queue";
+    let Some(hosts) = hosts_or_skip(test) else {
+        return;
+    };
+    if !xdp_or_skip(&hosts, test) {
+        return;
+    }
+    let a = &hosts.hosts()[0];
+    let ip = |args: &[&str]| {
+        let ok = Command::new("ip")
+            .args(["-n", &a.namespace])
+            .args(args)
+            .status()
+            .expect("run ip");
+        assert!(ok.success(), "ip {args:?}");
+    };
+    // A second pair inside host A's namespace, deleted with it.
+    ip(&[
+        "link",
+        "add",
+        "mq0",
+        "numtxqueues",
+        "3",
+        "numrxqueues",
+        "3",
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "mq1",
+        "numtxqueues",
+        "3",
+        "numrxqueues",
+        "3",
+    ]);
+    ip(&["link", "set", "mq0", "up"]);
+    ip(&["link", "set", "mq1", "up"]);
+    let open = |queues| {
+        let config = unet::transport::XdpConfig {
+            queues,
+            ..Default::default()
+        };
+        a.run(|| XdpTransport::open_with("mq0", a.addr(PORT), &config).map(|t| t.queues()))
+            .expect("enter host A")
+    };
+    assert_eq!(open(None).expect("every queue"), 3);
+    assert_eq!(open(Some(2)).expect("two queues"), 2);
+    let e = open(Some(4)).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("4 queues asked for, interface mq0 has 3 receive queues"),
+        "{e}"
+    );
+}
