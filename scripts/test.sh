@@ -17,8 +17,12 @@ export UNET_SOAK_SECS=${UNET_SOAK_SECS:-60}
 # unet's multi-host tests (two network namespaces and a veth pair) need
 # root and `ip`; in CI their absence is a failure, not a skip.
 export UNET_REQUIRE_NETNS="${UNET_REQUIRE_NETNS:-1}"
-# ... and over the `xdp` transport (AF_XDP sockets fed by an XDP program
-# on the veth pair) they need AF_XDP and XDP besides; likewise a failure.
+# The eBPF tests (crates/ebpf, dpf's XDP lowering and its differential
+# against the native classifier and libpcap) load and test-run XDP programs,
+# and unet's multi-host tests run over the `xdp` transport (AF_XDP sockets
+# fed by an XDP program on the veth pair) too: both need root, bpf(2) and
+# AF_XDP; in CI their absence is a failure, not a skip.
+export UNET_REQUIRE_XDP="${UNET_REQUIRE_XDP:-1}"
 export UNET_REQUIRE_XDP="${UNET_REQUIRE_XDP:-1}"
 # idl's C interop tests compile generated C with gcc; in CI its absence
 # is a failure, not a skip.

@@ -33,6 +33,9 @@
 //! * `crossbeam-channel`: the thread pipelines of the esp suite ([`esp`]),
 //!   each filter an OS thread over zero-capacity channels.
 //! * `vcode`, `dpf`, `esp`: what is measured.
+//! * `ebpf`: the dpf suite's kernel section ([`dpf_kernel`]) loads and
+//!   test-runs dpf's XDP program and the classic filters it is compared
+//!   with through bpf(2).
 //! * `vcode-kernels`: the vcode generation workload and the kernels
 //!   ([`workload`], [`kernel_code`]), shared with vcode's tests.
 //! * `criterion` (dev): the `benches/codegen.rs` harness.
@@ -40,6 +43,7 @@
 pub mod callgrind;
 pub mod client;
 pub mod dpf;
+pub mod dpf_kernel;
 pub mod esp;
 pub mod idl;
 pub mod kernels;

@@ -11,6 +11,7 @@
 //! | filter program representation and its reference semantics | [`ir`] |
 //! | merging a table into one decision structure; its reference evaluator | [`merge`] |
 //! | native code for the merged structure, through vcode | [`codegen`] |
+//! | the merged table lowered to an XDP program; attached and kept in step | [`ebpf`] |
 //! | the filter table: install, remove, publish | [`table`] |
 //! | libpcap loaded at run time: the differential oracle and benchmark peer | [`pcap`] |
 //! | reading pcap and pcapng captures with libpcap's leniency | [`capture`] |
@@ -35,11 +36,13 @@
 //! Dependencies: `vcode` (the native code), `codecache` (where the
 //! classifier is published and safely replaced), `arc-swap` (the merged
 //! structure published beside the code, for the reference evaluator),
-//! `thiserror` (errors), and `libloading`, which loads libpcap at run time
+//! `thiserror` (errors), `ebpf` (the kernel interface the XDP lowering
+//! loads and attaches through), and `libloading`, which loads libpcap at run time
 //! in [`pcap`] so that the crate builds and runs without it.
 
 pub mod capture;
 pub mod codegen;
+pub mod ebpf;
 mod error;
 pub mod ir;
 pub mod lower;

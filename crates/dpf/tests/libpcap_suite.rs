@@ -11,6 +11,11 @@
 //! with broadcast and multicast MACs, truncated. Every expression libpcap
 //! rejects, dpf must reject.
 //!
+//! Where bpf(2) is usable (root), dpf's table lowered to an XDP program
+//! ([`dpf::ebpf`]) runs in the kernel by `BPF_PROG_TEST_RUN` on every
+//! frame XDP can carry (14 bytes or more) and must agree too; elsewhere
+//! that part is skipped with a printed reason, unless `UNET_REQUIRE_XDP=1`.
+//!
 //! The test prints the coverage (expressions dpf accepts, out of those
 //! libpcap accepts) and fails if it falls below [`COVERAGE_FLOOR`]: a
 //! primitive that stops parsing is a regression. `DPF_SUITE_VERBOSE=1`
@@ -27,6 +32,7 @@ use std::time::Instant;
 
 use codecache::{CodeCache, Config};
 use common::{Gen, hex, libpcap_or_skip};
+use dpf::ebpf::{OnAccept, XdpProgram};
 use dpf::ir::Program;
 use dpf::{Reader, Table};
 use rand::Rng;
@@ -65,11 +71,30 @@ fn new_table() -> Table {
     Table::with_cache(Arc::clone(cache), KEY.fetch_add(1, Ordering::Relaxed))
 }
 
+/// Whether bpf(2) can load and test-run XDP programs here; the reason
+/// is printed once when not, and `UNET_REQUIRE_XDP=1` makes it a failure.
+fn xdp_usable() -> bool {
+    static USABLE: OnceLock<bool> = OnceLock::new();
+    *USABLE.get_or_init(|| match ebpf::probe() {
+        Ok(()) => true,
+        Err(why) if std::env::var("UNET_REQUIRE_XDP").as_deref() == Ok("1") => {
+            panic!("UNET_REQUIRE_XDP=1 but bpf(2) is unusable: {why}")
+        }
+        Err(why) => {
+            eprintln!("the eBPF verdicts are skipped: {why}");
+            false
+        }
+    })
+}
+
 /// One expression as dpf compiles it, with every path that gives a verdict.
 struct Compiled {
     program: Program,
     table: Table,
     reader: RefCell<Reader>,
+    /// The table lowered to XDP, where bpf(2) is usable: accepted frames
+    /// return `XDP_TX`.
+    xdp: Option<XdpProgram>,
 }
 
 fn dpf_compile(filter: &str) -> Result<Compiled, dpf::Error> {
@@ -77,22 +102,38 @@ fn dpf_compile(filter: &str) -> Result<Compiled, dpf::Error> {
     let mut table = new_table();
     table.install(filter, 1, 0)?;
     let reader = RefCell::new(table.reader());
+    let xdp = xdp_usable().then(|| {
+        XdpProgram::load(
+            table.classifier().merged(),
+            &OnAccept::Return(ebpf::xdp::TX),
+        )
+        .unwrap_or_else(|e| panic!("«{filter}»: the kernel refused even the fallback: {e}"))
+    });
     Ok(Compiled {
         program,
         table,
         reader,
+        xdp,
     })
 }
 
-fn dpf_verdicts(c: &Compiled, pkt: &[u8]) -> [(&'static str, bool); 3] {
-    [
+fn dpf_verdicts(c: &Compiled, pkt: &[u8]) -> Vec<(&'static str, bool)> {
+    let mut v = vec![
         ("reference", c.program.matches(pkt)),
         (
             "merged",
             c.table.classifier().classify_reference(pkt) == Some(1),
         ),
         ("native", c.reader.borrow_mut().classify(pkt) == Some(1)),
-    ]
+    ];
+    if let Some(x) = c.xdp.as_ref().filter(|_| pkt.len() >= 14) {
+        let out = x
+            .program()
+            .test_run(&ebpf::TestRun::new(pkt))
+            .unwrap_or_else(|e| panic!("BPF_PROG_TEST_RUN on {}: {e}", hex(pkt)));
+        v.push(("eBPF", out.verdict == ebpf::xdp::TX));
+    }
+    v
 }
 
 /// The constants an expression names, to be planted in frames.
@@ -306,6 +347,7 @@ fn libpcap_suite_agrees_and_coverage_holds() {
     let mut g = Gen::new(0x11b_9ca9);
     let shared: Vec<Vec<u8>> = (0..SHARED_FRAMES).map(|_| g.packet()).collect();
     let (mut total, mut accepted, mut pairs, mut matched) = (0usize, 0usize, 0u64, 0u64);
+    let mut kernel_pairs = 0u64;
     let mut host_refused = Vec::new();
     let mut uniform = Vec::new();
     let mut failures = Vec::new();
@@ -339,6 +381,9 @@ fn libpcap_suite_agrees_and_coverage_holds() {
             }
         };
         accepted += 1;
+        if let Some(why) = ours.xdp.as_ref().and_then(|x| x.fallback()) {
+            failures.push(format!("«{expr}» was not lowered to eBPF: {why}"));
+        }
         let bpf = match pcap.compile(expr) {
             Ok(b) => Some(b),
             // libpcap's optimizer proved the expression matches nothing.
@@ -363,6 +408,7 @@ fn libpcap_suite_agrees_and_coverage_holds() {
             hits += usize::from(want);
             pairs += 1;
             for (who, got) in dpf_verdicts(&ours, pkt) {
+                kernel_pairs += u64::from(who == "eBPF");
                 if got != want && !disagreed {
                     disagreed = true;
                     failures.push(format!(
@@ -384,7 +430,8 @@ fn libpcap_suite_agrees_and_coverage_holds() {
     }
     eprintln!(
         "libpcap {} suite: dpf accepts {accepted} of {total} expressions ({:.0}%), \
-         identical on {pairs} (expression, frame) pairs, {:.1}% matching, {:.2?}",
+         identical on {pairs} (expression, frame) pairs ({kernel_pairs} of them run in the kernel \
+         as eBPF too), {:.1}% matching, {:.2?}",
         pcap.version(),
         100.0 * accepted as f64 / total as f64,
         100.0 * matched as f64 / pairs.max(1) as f64,

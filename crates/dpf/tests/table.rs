@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{Gen, HOSTS, PORTS, hex};
+use common::{Gen, hex};
 use dpf::ir::Program;
 use dpf::{FilterId, Reader, Table};
 use rand::Rng;
@@ -38,30 +38,13 @@ fn check(table: &Table, reader: &mut Reader, model: &Model, pkt: &[u8], what: &s
     );
 }
 
-/// A filter of the shape endpoints install: one service on one host.
-fn service(g: &mut Gen) -> String {
-    let port = if g.rng.random_bool(0.5) {
-        PORTS[g.rng.random_range(0..PORTS.len())]
-    } else {
-        g.rng.random_range(1000..1400)
-    };
-    let h = HOSTS[g.rng.random_range(0..HOSTS.len())];
-    let host = format!("{}.{}.{}.{}", h[0], h[1], h[2], h[3]);
-    match g.rng.random_range(0..4) {
-        0 => format!("tcp dst port {port} and dst host {host}"),
-        1 => format!("udp dst port {port}"),
-        2 => format!("ip dst host {host} and tcp port {port}"),
-        _ => format!("tcp and dst port {port}"),
-    }
-}
-
 fn random_table(g: &mut Gen, n: usize) -> (Table, Model) {
     let mut table = Table::new();
     let mut model = Model::new();
     let mut sources = Vec::new();
     for owner in 0..n as u32 {
         let src = if g.rng.random_bool(0.6) {
-            service(g)
+            g.service()
         } else {
             g.filter()
         };
@@ -243,7 +226,7 @@ fn installs_and_removals_keep_the_classifier_exact() {
     for step in 0..300 {
         if model.is_empty() || g.rng.random_bool(0.65) {
             let src = if g.rng.random_bool(0.5) {
-                service(&mut g)
+                g.service()
             } else {
                 g.filter()
             };

@@ -248,8 +248,16 @@ impl Helper {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Label(u32);
 
+impl Label {
+    /// The label's number: labels of one [`Asm`] are numbered 0, 1, ...
+    /// in the order [`Asm::new_label`] made them.
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
 /// Why [`Asm::bind`] or [`Asm::finish`] failed.
-#[derive(Debug, Error, PartialEq, Eq)]
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
 pub enum AsmError {
     /// A label was bound a second time.
     #[error("label {label} bound twice (first at instruction {first}, again at {again})")]

@@ -370,8 +370,13 @@ pub enum ProgType {
     /// `BPF_PROG_TYPE_XDP`, expected attach type `BPF_XDP`.
     Xdp,
     /// `BPF_PROG_TYPE_SOCKET_FILTER` (what a classic BPF socket filter
-    /// becomes in the kernel); its context is a `struct __sk_buff`.
+    /// becomes in the kernel); its context is a `struct __sk_buff`. In a
+    /// test run its packet starts at the network header.
     SocketFilter,
+    /// `BPF_PROG_TYPE_SCHED_CLS` (a tc classifier): a `struct __sk_buff`
+    /// context like a socket filter's, the legacy packet loads allowed, and
+    /// in a test run the packet starts at the link header.
+    SchedCls,
 }
 
 /// A loaded program, unloaded when dropped and no link runs it.
@@ -395,6 +400,7 @@ impl Program {
         let (ptype, attach) = match kind {
             ProgType::Xdp => (6, 37),
             ProgType::SocketFilter => (1, 0),
+            ProgType::SchedCls => (3, 0),
         };
         let license = c"GPL";
         match sys::prog_load(ptype, attach, insns, license, name, None) {

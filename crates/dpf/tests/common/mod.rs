@@ -775,6 +775,23 @@ impl Gen {
         }
     }
 
+    /// A filter of the shape endpoints install: one service on one host.
+    pub fn service(&mut self) -> String {
+        let port = if self.rng.random_bool(0.5) {
+            PORTS[self.rng.random_range(0..PORTS.len())]
+        } else {
+            self.rng.random_range(1000..1400)
+        };
+        let h = HOSTS[self.rng.random_range(0..HOSTS.len())];
+        let host = format!("{}.{}.{}.{}", h[0], h[1], h[2], h[3]);
+        match self.rng.random_range(0..4) {
+            0 => format!("tcp dst port {port} and dst host {host}"),
+            1 => format!("udp dst port {port}"),
+            2 => format!("ip dst host {host} and tcp port {port}"),
+            _ => format!("tcp and dst port {port}"),
+        }
+    }
+
     /// A frame, truncated at an interesting length a third of the time.
     pub fn packet(&mut self) -> Vec<u8> {
         let mut f = self.frame();
