@@ -23,7 +23,6 @@ export UNET_REQUIRE_NETNS="${UNET_REQUIRE_NETNS:-1}"
 # fed by an XDP program on the veth pair) too: both need root, bpf(2) and
 # AF_XDP; in CI their absence is a failure, not a skip.
 export UNET_REQUIRE_XDP="${UNET_REQUIRE_XDP:-1}"
-export UNET_REQUIRE_XDP="${UNET_REQUIRE_XDP:-1}"
 # idl's C interop tests compile generated C with gcc; in CI its absence
 # is a failure, not a skip.
 export IDL_REQUIRE_GCC="${IDL_REQUIRE_GCC:-1}"
