@@ -19,7 +19,9 @@ export UNET_SOAK_SECS=${UNET_SOAK_SECS:-60}
 export UNET_REQUIRE_NETNS="${UNET_REQUIRE_NETNS:-1}"
 # The eBPF tests (crates/ebpf, dpf's XDP lowering and its differential
 # against the native classifier and libpcap) load and test-run XDP programs,
-# which needs root and bpf(2); in CI their absence is a failure, not a skip.
+# and unet's multi-host tests run over the `xdp` transport (AF_XDP sockets
+# fed by an XDP program on the veth pair) too: both need root, bpf(2) and
+# AF_XDP; in CI their absence is a failure, not a skip.
 export UNET_REQUIRE_XDP="${UNET_REQUIRE_XDP:-1}"
 # idl's C interop tests compile generated C with gcc; in CI its absence
 # is a failure, not a skip.

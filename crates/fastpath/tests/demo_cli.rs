@@ -231,3 +231,66 @@ fn a_signal_during_a_netns_run_removes_the_namespaces() {
         assert_eq!(namespaces_of(pid), Vec::<String>::new(), "{err}");
     }
 }
+
+#[test]
+fn the_raw_frame_transports_need_netns_and_say_so() {
+    for t in ["packet", "xdp"] {
+        let (ok, out, err) = fastpath(&["demo", "--transport", t]);
+        assert!(!ok);
+        assert!(out.is_empty(), "{out}");
+        assert!(
+            err.contains(&format!(
+                "the {t} transport sends raw frames on a network interface: add --netns"
+            )),
+            "{err}"
+        );
+    }
+}
+
+/// Over `xdp` between two namespaces, the demo adds the comparison of the
+/// three transports that cross the veth pair, every cell a number or null
+/// with a reason. Root only (skipped with the reason otherwise, unless
+/// `UNET_REQUIRE_NETNS=1`).
+#[test]
+fn the_xdp_demo_sets_udp_packet_and_xdp_side_by_side() {
+    if !netns_available("the_xdp_demo_sets_udp_packet_and_xdp_side_by_side") {
+        return;
+    }
+    let (ok, out, err) = fastpath(&[
+        "demo",
+        "--transport",
+        "xdp",
+        "--netns",
+        "--rounds",
+        "5",
+        "--messages",
+        "25",
+        "--json",
+    ]);
+    assert!(ok, "{err}");
+    let doc: serde_json::Value = serde_json::from_str(&out).expect("stdout is one JSON document");
+    assert_eq!(doc["transport"], "xdp");
+    assert_eq!(doc["netns"]["mtu"], 3504);
+    check_cells(&doc["latency"], "latency", 5, &["unet", "udp"]);
+    check_cells(&doc["bandwidth"], "bandwidth", 3, &["unet_app_ack"]);
+    check_cells(
+        &doc["transports_latency"],
+        "transports_latency",
+        3,
+        &["rtt_udp", "rtt_packet", "rtt_xdp", "rtt_xdp_per_udp"],
+    );
+    check_cells(
+        &doc["transports_bandwidth"],
+        "transports_bandwidth",
+        3,
+        &["bw_udp", "bw_packet", "bw_xdp", "bw_xdp_per_udp"],
+    );
+    // The 3,072-byte row stands where no frame would hold 4,096 bytes.
+    let sizes: Vec<u64> = doc["latency"]["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["bytes"].as_u64().unwrap())
+        .collect();
+    assert_eq!(sizes, [0, 56, 57, 1024, 3072]);
+}

@@ -14,7 +14,7 @@
 //! | the natives applets call, each checking every offset | [`natives`] | §2's list |
 //! | the paper's evaluation applets, compiled from `applets/unet` | [`applets`] | §5, Figures 2, 5, 6 |
 //! | Ethernet/IPv4/UDP frames with a unet header | [`frame`] | RFC 791, 768, 1071, 1624 |
-//! | transports: in-process `loop`, kernel `udp`, `packet` (`AF_PACKET`) | [`transport`] | |
+//! | transports: in-process `loop`, kernel `udp`, `packet` (`AF_PACKET`), `xdp` (`AF_XDP`, past the kernel's stack) | [`transport`] | |
 //! | the engine as a daemon for applications in other processes | [`daemon`], [`client`] | §2 (protection) |
 //! | two hosts on one machine: network namespaces joined by a veth pair | [`netns`] | ip-netns(8), setns(2) |
 //! | an application thread's wait between empty polls: spin, then yield | [`wait`] | |
@@ -37,7 +37,8 @@
 //! checksum loops), `codecache` (through dpf), `arc-swap` (the engine's
 //! endpoint table, read per packet without a lock), `bytemuck` (an applet's
 //! `byte[]`, `[i8]`, viewed as `[u8]` so that copies are one `memcpy`),
-//! `libc` (memfd, mmap, sockets), `thiserror`. Dev: `loom` (queue models), `proptest`, `rand`.
+//! `libc` (memfd, mmap, sockets), `ebpf` (the workspace's bpf(2) layer: the
+//! XDP program and socket map that feed the `xdp` transport), `thiserror`. Dev: `loom` (queue models), `proptest`, `rand`.
 //!
 //! ```
 //! use unet::{Config, Engine};

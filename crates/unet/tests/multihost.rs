@@ -1,7 +1,7 @@
 //! Multi-host: two engines on two hosts, each host a network
 //! namespace of its own, joined by a veth pair ([`unet::netns::TwoHosts`]).
-//! Over the `udp` and the `packet` transports, two applications, one per
-//! host, each with an endpoint on its host's engine:
+//! Over the `udp`, `packet` and `xdp` transports, two applications, one
+//! per host, each with an endpoint on its host's engine:
 //!
 //! 1. play ping-pong: 1,000 round trips, each message checked when it
 //!    arrives and when it comes back;
@@ -12,8 +12,8 @@
 //!    arrives once, in order, intact (a sequence number and an FNV-1a of
 //!    the payload in the payload); the engines' counters must show no drop
 //!    of any kind;
-//! 3. do both once more over `udp` with the standard U-Net applet
-//!    (`unet::applets::STANDARD`) on both endpoints.
+//! 3. do both once more over `udp` and over `xdp` with the standard U-Net
+//!    applet (`unet::applets::STANDARD`) on both endpoints.
 //!
 //! Messages are 8 to 1,400 bytes: inline (≤ 56 bytes), one buffer and two
 //! buffers at the receiver (buffers of 1 KiB), and every frame fits the
@@ -25,17 +25,19 @@
 //!
 //! The tests need root and `ip` (iproute2). Without them they print why
 //! and pass, unless `UNET_REQUIRE_NETNS=1`, which makes that a failure.
+//! The `xdp` tests need AF_XDP and XDP on veth besides; without them they
+//! print why and pass, unless `UNET_REQUIRE_XDP=1`.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{Meet, OnPanic, PHASE_LIMIT, meeting};
+use common::{Meet, OnPanic, PHASE_LIMIT, meeting, xdp_or_skip};
 
 use unet::frame::HEADER_LEN;
 use unet::netns::TwoHosts;
-use unet::transport::{PacketTransport, Transport, UdpTransport};
+use unet::transport::{PacketTransport, Transport, UdpTransport, XdpTransport};
 use unet::{Config, Endpoint, Engine, EngineCounts, PortCounts, SendError};
 
 /// Round trips in the ping-pong.
@@ -81,6 +83,7 @@ fn hosts_or_skip(test: &str) -> Option<TwoHosts> {
 enum Via {
     Udp,
     Packet,
+    Xdp,
 }
 
 /// Host `me`'s engine on `via`, made on a thread inside its namespace.
@@ -93,6 +96,12 @@ fn engine(via: Via, hosts: &TwoHosts, me: usize) -> Engine {
                 .expect("open the packet transport");
             p.add_neighbor(peer.ip, peer.mac);
             Box::new(p)
+        }
+        Via::Xdp => {
+            let mut x =
+                XdpTransport::open(&host.ifname, host.addr(PORT)).expect("open the xdp transport");
+            x.add_neighbor(peer.ip, peer.mac);
+            Box::new(x)
         }
     };
     // The longest message's frame fits the transport and the link (the
@@ -529,5 +538,50 @@ fn udp_engines_with_the_standard_applet_on_both_endpoints() {
     let (a, b) = ping_pong(&hosts, Via::Udp, applet);
     check_ping_pong(&a, &b);
     let (a, (b, acks)) = bulk(&hosts, Via::Udp, applet);
+    check_bulk(&a, &b, acks);
+}
+
+#[test]
+fn xdp_engines_in_two_namespaces_play_ping_pong() {
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let test = "xdp_engines_in_two_namespaces_play_ping_pong";
+    let Some(hosts) = hosts_or_skip(test) else {
+        return;
+    };
+    if !xdp_or_skip(&hosts, test) {
+        return;
+    }
+    let (a, b) = ping_pong(&hosts, Via::Xdp, None);
+    check_ping_pong(&a, &b);
+}
+
+#[test]
+fn xdp_engines_in_two_namespaces_move_100k_messages_without_loss() {
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let test = "xdp_engines_in_two_namespaces_move_100k_messages_without_loss";
+    let Some(hosts) = hosts_or_skip(test) else {
+        return;
+    };
+    if !xdp_or_skip(&hosts, test) {
+        return;
+    }
+    let (a, (b, acks)) = bulk(&hosts, Via::Xdp, None);
+    check_bulk(&a, &b, acks);
+}
+
+#[test]
+fn xdp_engines_with_the_standard_applet_on_both_endpoints() {
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let test = "xdp_engines_with_the_standard_applet_on_both_endpoints";
+    let Some(hosts) = hosts_or_skip(test) else {
+        return;
+    };
+    if !xdp_or_skip(&hosts, test) {
+        return;
+    }
+    let applet = Some(unet::applets::STANDARD);
+    let (a, b) = ping_pong(&hosts, Via::Xdp, applet);
+    check_ping_pong(&a, &b);
+    let (a, (b, acks)) = bulk(&hosts, Via::Xdp, applet);
     check_bulk(&a, &b, acks);
 }

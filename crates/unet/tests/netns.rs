@@ -1,5 +1,5 @@
 //! Two hosts in two network namespaces joined by a veth pair
-//! ([`unet::netns::TwoHosts`]), talking over the `udp` and the `packet`
+//! ([`unet::netns::TwoHosts`]), talking over the `udp`, `packet` and `xdp`
 //! transports directly (no engine: `tests/multihost.rs` runs engines): a
 //! ping-pong of 1,000 frames and a 100,000-frame one-way transfer paced by
 //! a window of acknowledgements, in which every frame must arrive once, in
@@ -12,6 +12,8 @@
 //!
 //! The tests need root and `ip` (iproute2). Without them they print why
 //! and pass, unless `UNET_REQUIRE_NETNS=1`, which makes that a failure.
+//! The `xdp` tests need AF_XDP and XDP on veth besides; without them they
+//! print why and pass, unless `UNET_REQUIRE_XDP=1`.
 
 use std::path::Path;
 use std::process::Command;
@@ -19,13 +21,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{Meet, OnPanic, PHASE_LIMIT, meeting};
+use common::{Meet, OnPanic, PHASE_LIMIT, meeting, xdp_or_skip};
 
 use unet::frame::{
     Addr, FLAG_UDP_CHECKSUM, FrameHeader, HEADER_LEN, set_udp_checksum, verify_udp_checksum,
 };
 use unet::netns::{IFNAMES, NETNS_DIR, TwoHosts};
-use unet::transport::{PacketTransport, Transport, TransportStats, UdpTransport};
+use unet::transport::{
+    PacketTransport, Transport, TransportStats, UdpTransport, XdpMode, XdpTransport,
+};
 
 /// Frames in the ping-pong.
 const PINGS: u64 = 1_000;
@@ -170,6 +174,8 @@ enum Via {
     /// `packet`; `true`: the peers' MACs are given with `add_neighbor`,
     /// `false`: the transport finds them (broadcast, then learning).
     Packet(bool),
+    /// `xdp`; `true`: the peers' MACs are given, as for `packet`.
+    Xdp(bool),
 }
 
 /// Opens host `me`'s transport (on a thread inside its namespace); for
@@ -193,6 +199,17 @@ fn open(via: Via, hosts: &TwoHosts, me: usize, meet: &Meet<u64>) -> Box<dyn Tran
                 p.add_neighbor(peer.ip, peer.mac);
             }
             Box::new(p)
+        }
+        Via::Xdp(given) => {
+            let mut x = XdpTransport::open(&host.ifname, addr).expect("open the xdp transport");
+            assert_eq!(x.max_frame(), 1514, "MTU 1500 + Ethernet header");
+            assert_eq!(x.mac(), host.mac, "the MAC TwoHosts gave the veth end");
+            // veth runs XDP in its driver; its AF_XDP sockets copy.
+            assert_eq!((x.mode(), x.zero_copy()), (XdpMode::Driver, false));
+            if given {
+                x.add_neighbor(peer.ip, peer.mac);
+            }
+            Box::new(x)
         }
     };
     meet.swap(0);
@@ -583,4 +600,140 @@ fn packet_transport_counts_and_drops_frames_it_cannot_classify() {
         .expect("enter the namespaces");
     assert_eq!(s0.tx_frames, 2);
     assert_eq!((s1.rx_frames, s1.rx_dropped), (1, 1));
+}
+
+#[test]
+fn xdp_ping_pong_between_namespaces_learns_the_peers_mac() {
+    let test = "xdp_ping_pong_between_namespaces_learns_the_peers_mac";
+    let Some(hosts) = hosts_or_skip(test) else {
+        return;
+    };
+    if !xdp_or_skip(&hosts, test) {
+        return;
+    }
+    let [a, b] = ping_pong(&hosts, Via::Xdp(false));
+    assert_eq!((a.tx_frames, a.rx_frames), (PINGS, PINGS));
+    assert_eq!((b.tx_frames, b.rx_frames), (PINGS, PINGS));
+    // As with `packet`: one broadcast, then the learned MAC.
+    assert_eq!((a.tx_broadcast, b.tx_broadcast), (1, 0), "{a:?} {b:?}");
+    assert_eq!(
+        a.rx_dropped + b.rx_dropped + a.rx_overruns + b.rx_overruns,
+        0
+    );
+}
+
+#[test]
+fn xdp_bulk_transfer_between_namespaces_loses_nothing() {
+    let test = "xdp_bulk_transfer_between_namespaces_loses_nothing";
+    let Some(hosts) = hosts_or_skip(test) else {
+        return;
+    };
+    if !xdp_or_skip(&hosts, test) {
+        return;
+    }
+    let [a, b] = bulk(&hosts, Via::Xdp(true));
+    assert_eq!((a.tx_frames, b.rx_frames), (BULK, BULK));
+    assert_eq!(a.rx_frames, b.tx_frames, "every acknowledgement arrived");
+    assert_eq!(a.tx_broadcast + b.tx_broadcast, 0);
+    assert_eq!(b.rx_overruns + b.rx_dropped, 0);
+}
+
+/// The XDP program takes only the engine's frames: the kernel's stack
+/// still gets the rest, so a UDP socket on another port of the same host
+/// receives while the `xdp` transport runs, and the transport never sees
+/// that datagram.
+#[test]
+fn xdp_leaves_other_traffic_to_the_kernels_stack() {
+    let test = "xdp_leaves_other_traffic_to_the_kernels_stack";
+    let Some(hosts) = hosts_or_skip(test) else {
+        return;
+    };
+    if !xdp_or_skip(&hosts, test) {
+        return;
+    }
+    let [ha, hb] = hosts.hosts();
+    let mut x = hb
+        .run(|| XdpTransport::open(&hb.ifname, hb.addr(PORT)))
+        .expect("enter B")
+        .expect("open the xdp transport");
+    let sock = hb
+        .run(|| std::net::UdpSocket::bind((hb.ip, PORT + 1)))
+        .expect("enter B")
+        .expect("bind a UDP socket beside the transport");
+    sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    // From A's kernel stack: its ARP request for B must reach B's stack
+    // too, or the datagram never leaves.
+    ha.run(|| {
+        let s = std::net::UdpSocket::bind((ha.ip, 0)).expect("bind in A");
+        s.send_to(b"to the stack", (hb.ip, PORT + 1)).expect("send");
+    })
+    .expect("enter A");
+    let mut buf = [0u8; 64];
+    let (n, _) = sock
+        .recv_from(&mut buf)
+        .expect("the datagram reached B's stack");
+    assert_eq!(&buf[..n], b"to the stack");
+    let got = x.recv(64, &mut |f| panic!("the transport got {} bytes", f.len()));
+    assert_eq!(got.expect("recv"), 0);
+    assert_eq!(x.stats().rx_dropped, 0);
+}
+
+/// One socket per receive queue: on a veth pair made with three queues
+/// the transport binds three (and two when asked for two); more than the
+/// interface has is refused, naming both counts.
+#[test]
+fn xdp_opens_a_socket_for_every_receive_queue() {
+    let test = "xdp_opens_a_socket_for_every_receive_queue";
+    let Some(hosts) = hosts_or_skip(test) else {
+        return;
+    };
+    if !xdp_or_skip(&hosts, test) {
+        return;
+    }
+    let a = &hosts.hosts()[0];
+    let ip = |args: &[&str]| {
+        let ok = Command::new("ip")
+            .args(["-n", &a.namespace])
+            .args(args)
+            .status()
+            .expect("run ip");
+        assert!(ok.success(), "ip {args:?}");
+    };
+    // A second pair inside host A's namespace, deleted with it.
+    ip(&[
+        "link",
+        "add",
+        "mq0",
+        "numtxqueues",
+        "3",
+        "numrxqueues",
+        "3",
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "mq1",
+        "numtxqueues",
+        "3",
+        "numrxqueues",
+        "3",
+    ]);
+    ip(&["link", "set", "mq0", "up"]);
+    ip(&["link", "set", "mq1", "up"]);
+    let open = |queues| {
+        let config = unet::transport::XdpConfig {
+            queues,
+            ..Default::default()
+        };
+        a.run(|| XdpTransport::open_with("mq0", a.addr(PORT), &config).map(|t| t.queues()))
+            .expect("enter host A")
+    };
+    assert_eq!(open(None).expect("every queue"), 3);
+    assert_eq!(open(Some(2)).expect("two queues"), 2);
+    let e = open(Some(4)).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("4 queues asked for, interface mq0 has 3 receive queues"),
+        "{e}"
+    );
 }

@@ -9,6 +9,7 @@
 //! | `loop` | [`loopnet`] | in-process: frames copied between the ports of a [`LoopNet`] hub (the embedded default) |
 //! | `udp` | [`udp`] | kernel UDP sockets, batched with `sendmmsg`/`recvmmsg`; the header is rebuilt on arrival |
 //! | `packet` | [`packet`] | raw frames on a network interface through `AF_PACKET` with `PACKET_MMAP` rings |
+//! | `xdp` | [`xdp`] | raw frames on a network interface through `AF_XDP` sockets fed by an XDP program, past the kernel's stack |
 //!
 //! # The contract of [`Transport::send`]
 //!
@@ -33,10 +34,12 @@ use crate::frame::{Addr, HEADER_LEN};
 pub mod loopnet;
 pub mod packet;
 pub mod udp;
+pub mod xdp;
 
 pub use loopnet::{LoopConfig, LoopNet, LoopPort};
 pub use packet::{PacketConfig, PacketTransport};
 pub use udp::UdpTransport;
+pub use xdp::{XdpConfig, XdpMissing, XdpMode, XdpTransport};
 
 /// A way to send and receive unet frames.
 pub trait Transport: Send {
@@ -56,7 +59,7 @@ pub trait Transport: Send {
     /// Largest frame (header + payload) this transport carries.
     fn max_frame(&self) -> usize;
 
-    /// Short name: "loop", "udp" or "packet".
+    /// Short name: "loop", "udp", "packet" or "xdp".
     fn kind(&self) -> &'static str;
 
     /// The transport's counters.
@@ -144,9 +147,21 @@ pub enum TransportError {
     /// `LoopNet::attach` for an address that is attached already.
     #[error("address {0} is already attached to this loop network")]
     AddressInUse(Addr),
-    /// A transport name other than `loop`, `udp` or `packet`.
-    #[error("unknown transport {0:?} (expected loop, udp or packet)")]
+    /// A transport name other than `loop`, `udp`, `packet` or `xdp`.
+    #[error("unknown transport {0:?} (expected loop, udp, packet or xdp)")]
     UnknownKind(String),
+    /// The `xdp` transport cannot work on an interface: what is missing
+    /// (privilege, kernel or driver support), and the refusal.
+    #[error("the xdp transport cannot run on {ifname}: {missing}: {source}")]
+    XdpUnavailable {
+        /// The interface.
+        ifname: String,
+        /// What is missing.
+        missing: XdpMissing,
+        /// The system's refusal.
+        #[source]
+        source: io::Error,
+    },
     /// A configuration the transport cannot use.
     #[error("invalid {kind} transport configuration: {what}")]
     Config {
@@ -205,18 +220,21 @@ pub enum Kind {
     Udp,
     /// `packet`: `AF_PACKET` on an interface.
     Packet,
+    /// `xdp`: `AF_XDP` sockets on an interface.
+    Xdp,
 }
 
 impl Kind {
     /// Every kind, in the order above.
-    pub const ALL: [Kind; 3] = [Kind::Loop, Kind::Udp, Kind::Packet];
+    pub const ALL: [Kind; 4] = [Kind::Loop, Kind::Udp, Kind::Packet, Kind::Xdp];
 
-    /// The name: "loop", "udp" or "packet".
+    /// The name: "loop", "udp", "packet" or "xdp".
     pub fn as_str(self) -> &'static str {
         match self {
             Kind::Loop => "loop",
             Kind::Udp => "udp",
             Kind::Packet => "packet",
+            Kind::Xdp => "xdp",
         }
     }
 }
@@ -263,6 +281,15 @@ pub enum TransportConfig {
         /// Ring sizes and options.
         config: PacketConfig,
     },
+    /// `AF_XDP` sockets on interface `ifname`, answering for `addr`.
+    Xdp {
+        /// The interface, e.g. "veth0".
+        ifname: String,
+        /// This engine's address on that interface's network.
+        addr: Addr,
+        /// Ring sizes and options.
+        config: XdpConfig,
+    },
 }
 
 impl TransportConfig {
@@ -272,6 +299,7 @@ impl TransportConfig {
             TransportConfig::Loop { .. } => Kind::Loop,
             TransportConfig::Udp { .. } => Kind::Udp,
             TransportConfig::Packet { .. } => Kind::Packet,
+            TransportConfig::Xdp { .. } => Kind::Xdp,
         }
     }
 
@@ -285,6 +313,11 @@ impl TransportConfig {
                 addr,
                 config,
             } => Box::new(PacketTransport::open_with(ifname, *addr, config)?),
+            TransportConfig::Xdp {
+                ifname,
+                addr,
+                config,
+            } => Box::new(XdpTransport::open_with(ifname, *addr, config)?),
         })
     }
 }
@@ -301,7 +334,7 @@ mod tests {
         }
         let e = "tcp".parse::<Kind>().unwrap_err();
         assert!(matches!(&e, TransportError::UnknownKind(s) if s == "tcp"));
-        assert!(e.to_string().contains("loop, udp or packet"));
+        assert!(e.to_string().contains("loop, udp, packet or xdp"));
         assert!("Loop".parse::<Kind>().is_err());
     }
 

@@ -164,9 +164,9 @@ struct Ring {
     next: usize,
 }
 
-/// The neighbour table: IPv4 address to MAC.
+/// The neighbour table: IPv4 address to MAC (the `xdp` transport's too).
 #[derive(Debug)]
-struct Neighbors {
+pub(super) struct Neighbors {
     ifname: String,
     /// `true`: given by `add_neighbor` (never replaced by learning).
     table: HashMap<Ipv4Addr, (MacAddr, bool)>,
@@ -180,7 +180,20 @@ struct Neighbors {
 }
 
 impl Neighbors {
-    fn resolve(&mut self, ip: Ipv4Addr) -> Option<MacAddr> {
+    /// An empty table for interface `ifname` (whose ARP cache it reads).
+    pub(super) fn new(ifname: &str) -> Neighbors {
+        Neighbors {
+            ifname: ifname.to_string(),
+            table: HashMap::new(),
+            last_tx: None,
+            last_rx: None,
+            arp_read: None,
+        }
+    }
+
+    /// The MAC of `ip`: given, learned, from the ARP cache, or a group
+    /// MAC; `None` when unknown.
+    pub(super) fn resolve(&mut self, ip: Ipv4Addr) -> Option<MacAddr> {
         if let Some((_, m)) = self.last_tx.filter(|&(i, _)| i == ip) {
             return Some(m);
         }
@@ -207,7 +220,8 @@ impl Neighbors {
         mac
     }
 
-    fn learn(&mut self, ip: Ipv4Addr, mac: MacAddr) {
+    /// Learns `ip`'s MAC from a frame it sent (unless given).
+    pub(super) fn learn(&mut self, ip: Ipv4Addr, mac: MacAddr) {
         if self.last_rx == Some((ip, mac)) {
             return;
         }
@@ -220,6 +234,24 @@ impl Neighbors {
             Some(&(m, false)) if m == mac => {}
             _ => self.insert_learned(ip, mac),
         }
+    }
+
+    /// Sets `ip`'s MAC, never replaced by learning.
+    pub(super) fn give(&mut self, ip: Ipv4Addr, mac: MacAddr) {
+        self.table.insert(ip, (mac, true));
+        self.last_tx = None;
+    }
+
+    /// Forgets `ip`.
+    pub(super) fn forget(&mut self, ip: Ipv4Addr) {
+        self.table.remove(&ip);
+        self.last_tx = None;
+        self.last_rx = None;
+    }
+
+    /// The MAC known for `ip` (given or learned), if any.
+    pub(super) fn get(&self, ip: Ipv4Addr) -> Option<MacAddr> {
+        self.table.get(&ip).map(|&(m, _)| m)
     }
 
     fn insert_learned(&mut self, ip: Ipv4Addr, mac: MacAddr) {
@@ -587,13 +619,7 @@ impl PacketTransport {
             mac: MacAddr(mac),
             mtu,
             local: addr,
-            neighbors: Neighbors {
-                ifname: ifname.to_string(),
-                table: HashMap::new(),
-                last_tx: None,
-                last_rx: None,
-                arp_read: None,
-            },
+            neighbors: Neighbors::new(ifname),
             reservation,
             stats: TransportStats::default(),
             overruns: Cell::new(0),
@@ -628,20 +654,17 @@ impl PacketTransport {
 
     /// Sets the MAC of neighbour `ip`; it is never replaced by learning.
     pub fn add_neighbor(&mut self, ip: Ipv4Addr, mac: MacAddr) {
-        self.neighbors.table.insert(ip, (mac, true));
-        self.neighbors.last_tx = None;
+        self.neighbors.give(ip, mac);
     }
 
     /// Forgets neighbour `ip`.
     pub fn remove_neighbor(&mut self, ip: Ipv4Addr) {
-        self.neighbors.table.remove(&ip);
-        self.neighbors.last_tx = None;
-        self.neighbors.last_rx = None;
+        self.neighbors.forget(ip);
     }
 
     /// The MAC known for `ip` (given or learned), if any.
     pub fn neighbor(&self, ip: Ipv4Addr) -> Option<MacAddr> {
-        self.neighbors.table.get(&ip).map(|&(m, _)| m)
+        self.neighbors.get(ip)
     }
 
     fn kick(&mut self) -> std::io::Result<()> {
@@ -711,7 +734,7 @@ fn reserve(addr: Addr) -> Option<OwnedFd> {
 
 /// Whether an arriving frame is one the engine can classify: at least the
 /// unet header, IPv4 with a 20-byte header, protocol UDP.
-fn acceptable(frame: &[u8]) -> bool {
+pub(super) fn acceptable(frame: &[u8]) -> bool {
     frame.len() >= HEADER_LEN
         && u16::from_be_bytes([frame[ETH_TYPE], frame[ETH_TYPE + 1]]) == ETHERTYPE_IPV4
         && frame[IP] == IPV4_VERSION_IHL

@@ -43,3 +43,33 @@ impl<T> Meet<T> {
             .expect("the other host failed or is stuck")
     }
 }
+
+/// Whether the `xdp` transport can run on host A's end of `hosts`' veth
+/// pair: it opens one there and closes it again. When it cannot for want
+/// of privilege, kernel or driver support, prints `SKIP <test>: <reason>`
+/// and returns `false`, unless `UNET_REQUIRE_XDP=1`, which makes that a
+/// failure; any other error fails the test.
+#[allow(dead_code)]
+pub fn xdp_or_skip(hosts: &unet::netns::TwoHosts, test: &str) -> bool {
+    use std::io::Write as _;
+    use unet::transport::{TransportError, XdpTransport};
+    let a = &hosts.hosts()[0];
+    let opened = a
+        .run(|| XdpTransport::open(&a.ifname, a.addr(7999)).map(drop))
+        .expect("enter host A's namespace");
+    match opened {
+        Ok(()) => true,
+        Err(e @ TransportError::XdpUnavailable { .. }) => {
+            if std::env::var(unet::transport::xdp::REQUIRE_ENV).as_deref() == Ok("1") {
+                panic!("{test}: {e} (and {}=1)", unet::transport::xdp::REQUIRE_ENV);
+            }
+            let line = format!(
+                "\nSKIP {test}: {e} (set {}=1 to fail instead)\n",
+                unet::transport::xdp::REQUIRE_ENV
+            );
+            let _ = std::io::stderr().write_all(line.as_bytes());
+            false
+        }
+        Err(e) => panic!("{test}: open the xdp transport: {e}"),
+    }
+}

@@ -1,0 +1,624 @@
+//! `xdp`: whole Ethernet frames through `AF_XDP` sockets, the Linux
+//! kernel's bypass of its own network stack (`Documentation/networking/
+//! af_xdp.rst`). U-Net's point (§2) was to take the kernel off the data
+//! path; this is as far as Linux lets a user-level engine go without
+//! owning the driver.
+//!
+//! * **Receive.** An XDP program attached to the interface (driver mode
+//!   where the driver has it, else the kernel's generic SKB mode) runs on
+//!   every arriving frame before the kernel builds a socket buffer, and
+//!   redirects it into the `AF_XDP` socket of the queue it arrived on
+//!   (`bpf_redirect_map` into an `XSKMAP` indexed by `rx_queue_index`);
+//!   what it does not redirect goes on to the kernel's stack
+//!   (`XDP_PASS`). There is one socket per receive queue of the interface
+//!   ([`XdpConfig::queues`]), each with its own UMEM: a region of frames
+//!   shared with the kernel, whose fill ring gives the kernel empty
+//!   frames and whose receive ring gives back full ones. The engine
+//!   classifies each frame *in place* in the UMEM (the `recv` callback
+//!   gets a slice of it) and copies it once, into the endpoint's buffers
+//!   (or its applet's inbox); the frame then goes straight back on the
+//!   fill ring, so that every receive frame not being classified at that
+//!   moment is the kernel's (the fill ring is kept full). A frame whose
+//!   descriptor lies outside its UMEM frame, or that is not IPv4/UDP with
+//!   a 20-byte header and at least the unet header, is dropped and
+//!   counted ([`TransportStats::rx_dropped`]); frames the kernel could
+//!   not place (receive ring full, no fill frame, too long for a frame)
+//!   are counted from `XDP_STATISTICS` as [`TransportStats::rx_overruns`].
+//! * **Transmit.** Each frame is copied into a free transmit frame of the
+//!   first queue's UMEM, with the interface's MAC as source and the
+//!   peer's MAC (the `packet` transport's neighbour table: given, learned
+//!   from frames received, the ARP cache, else broadcast) as destination,
+//!   and queued on the transmit ring; one `sendto` per batch kicks the
+//!   ring, only when the kernel's need-wakeup flag asks for it
+//!   (`XDP_USE_NEED_WAKEUP`). Transmit frames come back on the completion
+//!   ring once the kernel is done with them, which the transport drains
+//!   before each batch and on every receive poll, so that the free list
+//!   is full again between bursts.
+//! * **Why one copy, not zero.** An endpoint's buffer area is its own
+//!   `memfd`, mapped by its application; a UMEM is one region per socket
+//!   that the kernel fills with *any* frame the program redirects, before
+//!   anyone has classified it. Receiving into the endpoint's buffers
+//!   directly would need one socket and one UMEM per endpoint and a
+//!   program that classifies in the kernel (dpf's filters lowered to
+//!   eBPF), and would still hand the application memory the kernel
+//!   writes frames of other senders into until the free queue returns
+//!   it; and applets take their frames in the engine's inbox, not in the
+//!   endpoint's buffers. So the engine classifies in the UMEM and copies
+//!   once, the same one copy as `packet`'s ring.
+//!
+//! Driver mode with copying sockets is what a veth pair gives (veth runs
+//! native XDP but has no AF_XDP zero-copy); on a NIC whose driver has
+//! zero-copy support the sockets bind in zero-copy mode
+//! ([`XdpTransport::zero_copy`]) and the frames are DMAed into the UMEM.
+//! Frames are single-buffer: the largest is the interface's MTU plus the
+//! Ethernet header, at most a UMEM frame (4 KiB) less the kernel's 256
+//! bytes of headroom.
+//!
+//! All `unsafe` of this transport is in the `sys` module (socket, UMEM, ring
+//! mappings, interface `ioctl`s); the XDP program is built and attached
+//! through the `ebpf` crate.
+
+use std::net::Ipv4Addr;
+use std::os::fd::{AsFd, AsRawFd, RawFd};
+
+use super::packet::{Neighbors, acceptable};
+use super::{Transport, TransportError, TransportStats, check_frame_len};
+use crate::frame::{Addr, ETH_DST, ETH_SRC, IP_DST, IP_SRC, MacAddr};
+
+mod program;
+mod sys;
+
+use program::Program;
+
+/// The environment variable that turns an unavailable `xdp` transport
+/// ([`TransportError::XdpUnavailable`]) into a test failure instead of a
+/// skip; CI sets it to `1` (it runs as root).
+pub const REQUIRE_ENV: &str = "UNET_REQUIRE_XDP";
+
+/// Bytes the kernel keeps before every received frame in its UMEM frame
+/// (`XDP_PACKET_HEADROOM`).
+const XDP_HEADROOM: usize = 256;
+/// Ethernet header bytes.
+const ETH_HLEN: usize = 14;
+/// How many `sendto` kicks one batch makes at most while the kernel says
+/// "again" (copy mode sends 32 frames per kick).
+const KICKS: usize = 64;
+
+/// Where the XDP program runs.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
+pub enum XdpMode {
+    /// Driver mode if the driver has it, else generic (SKB) mode.
+    #[default]
+    Auto,
+    /// In the driver, before the kernel allocates a socket buffer
+    /// (`XDP_FLAGS_DRV_MODE`); an error if the driver cannot.
+    Driver,
+    /// The kernel's generic hook, after the socket buffer is built
+    /// (`XDP_FLAGS_SKB_MODE`): every driver has it.
+    Generic,
+}
+
+impl std::fmt::Display for XdpMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            XdpMode::Auto => "auto",
+            XdpMode::Driver => "driver",
+            XdpMode::Generic => "generic (SKB)",
+        })
+    }
+}
+
+/// Sizes and options of an [`XdpTransport`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct XdpConfig {
+    /// How many of the interface's receive queues get a socket, from queue
+    /// 0; `None`: every one (`ETHTOOL_GCHANNELS`, or 1 when the driver does
+    /// not say).
+    pub queues: Option<u32>,
+    /// Receive frames per socket: the depth of its fill and receive rings
+    /// (a power of two, 64 to 32,768). Default 2,048.
+    pub rx_frames: u32,
+    /// Transmit frames of the sending socket: the depth of its transmit
+    /// and completion rings (a power of two, 64 to 32,768). Default 1,024.
+    pub tx_frames: u32,
+    /// Where the program runs. Default [`XdpMode::Auto`].
+    pub mode: XdpMode,
+}
+
+impl Default for XdpConfig {
+    fn default() -> Self {
+        XdpConfig {
+            queues: None,
+            rx_frames: 2048,
+            tx_frames: 1024,
+            mode: XdpMode::Auto,
+        }
+    }
+}
+
+/// What an interface or the system lacks for the `xdp` transport
+/// ([`TransportError::XdpUnavailable`]).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum XdpMissing {
+    /// The privilege: `AF_XDP` sockets need `CAP_NET_RAW`, loading and
+    /// attaching the program `CAP_BPF` and `CAP_NET_ADMIN` (root has them).
+    Privilege,
+    /// Kernel support for `AF_XDP` sockets (`CONFIG_XDP_SOCKETS`) or for
+    /// XDP programs (`CONFIG_BPF_SYSCALL`).
+    Kernel,
+    /// XDP support in the interface's driver, in the mode asked for.
+    Driver,
+}
+
+impl std::fmt::Display for XdpMissing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            XdpMissing::Privilege => {
+                "no privilege (AF_XDP sockets need CAP_NET_RAW, XDP programs CAP_BPF and \
+                 CAP_NET_ADMIN; run as root)"
+            }
+            XdpMissing::Kernel => {
+                "no kernel support (AF_XDP sockets need CONFIG_XDP_SOCKETS, XDP programs \
+                 CONFIG_BPF_SYSCALL)"
+            }
+            XdpMissing::Driver => "no XDP support in the interface's driver",
+        })
+    }
+}
+
+/// One socket and the transport's side of its rings.
+struct Queue {
+    sock: sys::Socket,
+    /// The queue's number on the interface.
+    id: u32,
+    /// Our producer index of the fill ring.
+    fill_prod: u32,
+    /// Our consumer index of the receive ring.
+    rx_cons: u32,
+    /// Our producer index of the transmit ring.
+    tx_prod: u32,
+    /// Our consumer index of the completion ring.
+    comp_cons: u32,
+    /// UMEM addresses of transmit frames that are ours.
+    tx_free: Vec<u64>,
+}
+
+impl Queue {
+    /// Puts completed transmit frames back on the free list.
+    fn reclaim(&mut self) {
+        let ready = self.sock.comp.producer().wrapping_sub(self.comp_cons);
+        for i in 0..ready {
+            let addr = self.sock.comp.read(self.comp_cons.wrapping_add(i));
+            self.tx_free.push(addr);
+        }
+        if ready > 0 {
+            self.comp_cons = self.comp_cons.wrapping_add(ready);
+            self.sock.comp.set_consumer(self.comp_cons);
+        }
+    }
+
+    /// Frames on the transmit ring the kernel has not taken yet.
+    fn tx_pending(&self) -> u32 {
+        self.tx_prod.wrapping_sub(self.sock.tx.consumer())
+    }
+
+    /// Kicks the transmit ring while the kernel asks for it and frames
+    /// wait; an error only for a failure that is not "busy, later".
+    fn kick(&mut self) -> std::io::Result<()> {
+        for _ in 0..KICKS {
+            if self.tx_pending() == 0 || !self.sock.tx.needs_wakeup() {
+                return Ok(());
+            }
+            match self.sock.kick_tx() {
+                Ok(()) => {}
+                Err(e) => match e.raw_os_error() {
+                    // The kernel sent a batch and more wait: kick again.
+                    Some(libc::EAGAIN) | Some(libc::EINTR) => {}
+                    // The device is busy or out of buffers: a later kick
+                    // (the next send or receive poll) sends the rest.
+                    Some(libc::EBUSY) | Some(libc::ENOBUFS) => return Ok(()),
+                    _ => return Err(e),
+                },
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Raw frames on an interface through `AF_XDP` sockets: the `xdp`
+/// [`Transport`].
+pub struct XdpTransport {
+    /// Declared first: the program is detached before the sockets close.
+    program: Program,
+    queues: Vec<Queue>,
+    /// The queue the next receive poll starts at.
+    next: usize,
+    ifname: String,
+    ifindex: u32,
+    mac: MacAddr,
+    mtu: usize,
+    max_frame: usize,
+    local: Addr,
+    neighbors: Neighbors,
+    stats: TransportStats,
+}
+
+impl std::fmt::Debug for XdpTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("XdpTransport")
+            .field("ifname", &self.ifname)
+            .field("ifindex", &self.ifindex)
+            .field("mac", &self.mac)
+            .field("mtu", &self.mtu)
+            .field("local", &self.local)
+            .field("queues", &self.queues.len())
+            .field("mode", &self.program.mode())
+            .field("stats", &self.stats)
+            .finish()
+    }
+}
+
+/// Checks a ring depth: a power of two from 64 to 32,768.
+fn check_depth(what: &str, n: u32) -> Result<(), TransportError> {
+    if n.is_power_of_two() && (64..=32768).contains(&n) {
+        Ok(())
+    } else {
+        Err(TransportError::Config {
+            kind: "xdp",
+            what: format!("{what} must be a power of two from 64 to 32768, not {n}"),
+        })
+    }
+}
+
+/// The UMEM frame size for an MTU: 2 KiB when the largest frame and the
+/// kernel's headroom fit, else 4 KiB (a page, the largest frame the
+/// kernel takes without huge pages).
+fn frame_size(mtu: usize) -> usize {
+    if mtu + ETH_HLEN + XDP_HEADROOM <= 2048 {
+        2048
+    } else {
+        4096
+    }
+}
+
+impl XdpTransport {
+    /// Opens the transport on interface `ifname` for address `addr` with
+    /// the default [`XdpConfig`]. Needs root (see [`XdpMissing`]).
+    pub fn open(ifname: &str, addr: Addr) -> Result<Self, TransportError> {
+        Self::open_with(ifname, addr, &XdpConfig::default())
+    }
+
+    /// Opens the transport with the given sizes and options: a socket per
+    /// queue, then the program that feeds them.
+    pub fn open_with(ifname: &str, addr: Addr, config: &XdpConfig) -> Result<Self, TransportError> {
+        let bytes = ifname.as_bytes();
+        if bytes.is_empty() || bytes.len() >= libc::IFNAMSIZ || bytes.contains(&0) {
+            return Err(TransportError::Config {
+                kind: "xdp",
+                what: format!(
+                    "interface name {ifname:?} must be 1 to {} bytes without NUL",
+                    libc::IFNAMSIZ - 1
+                ),
+            });
+        }
+        check_depth("rx_frames", config.rx_frames)?;
+        check_depth("tx_frames", config.tx_frames)?;
+        let unavailable = |missing, source| TransportError::XdpUnavailable {
+            ifname: ifname.to_string(),
+            missing,
+            source,
+        };
+        // The socket first: it tells whether the kernel and the caller can
+        // do AF_XDP at all, before the interface is looked at.
+        let probe = sys::xdp_socket().map_err(|e| match e.raw_os_error() {
+            Some(libc::EPERM) | Some(libc::EACCES) => unavailable(XdpMissing::Privilege, e),
+            Some(libc::EAFNOSUPPORT) | Some(libc::EINVAL) => unavailable(XdpMissing::Kernel, e),
+            _ => TransportError::Io {
+                op: format!("create an AF_XDP socket for {ifname}"),
+                source: e,
+            },
+        })?;
+        let link = sys::link(ifname).map_err(|e| TransportError::Io {
+            op: format!("{} of {ifname}", e.step),
+            source: e.source,
+        })?;
+        if link.hw_type != libc::ARPHRD_ETHER {
+            return Err(TransportError::Config {
+                kind: "xdp",
+                what: format!(
+                    "interface {ifname} is not Ethernet (hardware type {})",
+                    link.hw_type
+                ),
+            });
+        }
+        let mtu = link.mtu.min(65535);
+        if mtu + ETH_HLEN < crate::frame::HEADER_LEN {
+            return Err(TransportError::Config {
+                kind: "xdp",
+                what: format!("interface {ifname} has an MTU of {mtu}, too small for unet"),
+            });
+        }
+        let n = match config.queues {
+            None => link.queues,
+            Some(q) if q >= 1 && q <= link.queues => q,
+            Some(q) => {
+                return Err(TransportError::Config {
+                    kind: "xdp",
+                    what: format!(
+                        "{q} queues asked for, interface {ifname} has {} receive queues",
+                        link.queues
+                    ),
+                });
+            }
+        };
+        let fsize = frame_size(mtu);
+        let mut queues = Vec::with_capacity(n as usize);
+        let mut probe = Some(probe);
+        for id in 0..n {
+            let fd = match probe.take() {
+                Some(fd) => fd,
+                None => sys::xdp_socket().map_err(|e| TransportError::Io {
+                    op: format!("create the AF_XDP socket of queue {id} of {ifname}"),
+                    source: e,
+                })?,
+            };
+            // Only the first socket sends: the others get no transmit
+            // frames and the smallest transmit rings.
+            let tx_frames = if id == 0 { config.tx_frames } else { 0 };
+            let g = sys::Geometry {
+                frame_size: fsize,
+                rx_frames: config.rx_frames,
+                tx_frames,
+                rx_ring: config.rx_frames,
+                tx_ring: tx_frames.max(64),
+            };
+            let mut sock = sys::Socket::open(fd, link.index, id, g).map_err(|e| {
+                match e.source.raw_os_error() {
+                    Some(libc::EPERM) | Some(libc::EACCES) => {
+                        unavailable(XdpMissing::Privilege, e.source)
+                    }
+                    _ => TransportError::Io {
+                        op: format!("{} (queue {id} of {ifname})", e.step),
+                        source: e.source,
+                    },
+                }
+            })?;
+            // Every receive frame goes on the fill ring (it has room for
+            // all of them).
+            for i in 0..config.rx_frames {
+                sock.fill.write(i, u64::from(i) * fsize as u64);
+            }
+            sock.fill.set_producer(config.rx_frames);
+            let tx_free = (0..tx_frames)
+                .map(|i| u64::from(config.rx_frames + i) * fsize as u64)
+                .collect();
+            queues.push(Queue {
+                sock,
+                id,
+                fill_prod: config.rx_frames,
+                rx_cons: 0,
+                tx_prod: 0,
+                comp_cons: 0,
+                tx_free,
+            });
+        }
+        let fds: Vec<_> = queues.iter().map(|q| (q.id, q.sock.as_fd())).collect();
+        let program = Program::attach(ifname, link.index, addr, &fds, config.mode)?;
+        drop(fds);
+        Ok(XdpTransport {
+            program,
+            queues,
+            next: 0,
+            ifname: ifname.to_string(),
+            ifindex: link.index,
+            mac: MacAddr(link.mac),
+            mtu,
+            max_frame: (mtu + ETH_HLEN).min(fsize - XDP_HEADROOM),
+            local: addr,
+            neighbors: Neighbors::new(ifname),
+            stats: TransportStats::default(),
+        })
+    }
+
+    /// The interface's MAC address (the source of every frame sent).
+    pub fn mac(&self) -> MacAddr {
+        self.mac
+    }
+
+    /// The interface's name.
+    pub fn ifname(&self) -> &str {
+        &self.ifname
+    }
+
+    /// The interface's MTU.
+    pub fn mtu(&self) -> usize {
+        self.mtu
+    }
+
+    /// How many queues (and sockets) the transport serves.
+    pub fn queues(&self) -> usize {
+        self.queues.len()
+    }
+
+    /// Where the program runs: [`XdpMode::Driver`] or [`XdpMode::Generic`].
+    pub fn mode(&self) -> XdpMode {
+        self.program.mode()
+    }
+
+    /// Whether the sockets are bound in zero-copy mode (the driver DMAs
+    /// frames into the UMEM) rather than copy mode.
+    pub fn zero_copy(&self) -> bool {
+        self.queues
+            .iter()
+            .all(|q| q.sock.copying == sys::Copying::Zero)
+    }
+
+    /// Sets the MAC of neighbour `ip`; it is never replaced by learning.
+    pub fn add_neighbor(&mut self, ip: Ipv4Addr, mac: MacAddr) {
+        self.neighbors.give(ip, mac);
+    }
+
+    /// Forgets neighbour `ip`.
+    pub fn remove_neighbor(&mut self, ip: Ipv4Addr) {
+        self.neighbors.forget(ip);
+    }
+
+    /// The MAC known for `ip` (given or learned), if any.
+    pub fn neighbor(&self, ip: Ipv4Addr) -> Option<MacAddr> {
+        self.neighbors.get(ip)
+    }
+}
+
+impl Transport for XdpTransport {
+    fn send(&mut self, frames: &[&[u8]]) -> Result<usize, TransportError> {
+        let max = self.max_frame;
+        let q = &mut self.queues[0];
+        q.reclaim();
+        let mut queued = 0u32;
+        for (i, f) in frames.iter().enumerate() {
+            if let Err(e) = check_frame_len(f, max, "xdp") {
+                if i == 0 {
+                    self.stats.tx_rejected += 1;
+                    return Err(e);
+                }
+                break;
+            }
+            let Some(addr) = q.tx_free.pop() else {
+                break; // every transmit frame is in flight
+            };
+            let dst_ip = Ipv4Addr::new(f[IP_DST], f[IP_DST + 1], f[IP_DST + 2], f[IP_DST + 3]);
+            let dst_mac = match self.neighbors.resolve(dst_ip) {
+                Some(m) => m,
+                None => {
+                    self.stats.tx_broadcast += 1;
+                    MacAddr::BROADCAST
+                }
+            };
+            let Some(buf) = q.sock.umem.frame_mut(addr, f.len()) else {
+                // Not reached: transmit frames are whole UMEM frames and
+                // `max_frame` is below the frame size.
+                q.tx_free.push(addr);
+                break;
+            };
+            buf.copy_from_slice(f);
+            buf[ETH_DST..ETH_DST + 6].copy_from_slice(&dst_mac.0);
+            buf[ETH_SRC..ETH_SRC + 6].copy_from_slice(&self.mac.0);
+            let desc = libc::xdp_desc {
+                addr,
+                len: f.len() as u32,
+                options: 0,
+            };
+            q.sock.tx.write(q.tx_prod.wrapping_add(queued), desc);
+            queued += 1;
+            self.stats.tx_bytes += f.len() as u64;
+        }
+        if queued > 0 {
+            q.tx_prod = q.tx_prod.wrapping_add(queued);
+            q.sock.tx.set_producer(q.tx_prod);
+            self.stats.tx_frames += u64::from(queued);
+        }
+        if let Err(source) = q.kick() {
+            return if queued == 0 {
+                self.stats.tx_rejected += 1;
+                Err(TransportError::Io {
+                    op: format!("send the transmit ring of {}", self.ifname),
+                    source,
+                })
+            } else {
+                Ok(queued as usize)
+            };
+        }
+        Ok(queued as usize)
+    }
+
+    fn recv(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> Result<usize, TransportError> {
+        let nq = self.queues.len();
+        let mut delivered = 0;
+        let mut budget = max;
+        for k in 0..nq {
+            let qi = (self.next + k) % nq;
+            let q = &mut self.queues[qi];
+            // Frames the last send left on the ring go out now, and their
+            // frames come back.
+            if q.tx_prod != q.comp_cons {
+                let _ = q.kick();
+                q.reclaim();
+            }
+            if budget == 0 {
+                continue;
+            }
+            let ready = q.sock.rx.producer().wrapping_sub(q.rx_cons);
+            if ready == 0 {
+                if q.sock.fill.needs_wakeup() {
+                    q.sock.wake_rx();
+                }
+                continue;
+            }
+            let take = ready.min(budget as u32);
+            let mask = !(q.sock.umem.frame_size() as u64 - 1);
+            for i in 0..take {
+                let d = q.sock.rx.read(q.rx_cons.wrapping_add(i));
+                match q.sock.umem.frame(d.addr, d.len as usize) {
+                    Some(frame) if acceptable(frame) => {
+                        let ip = Ipv4Addr::new(
+                            frame[IP_SRC],
+                            frame[IP_SRC + 1],
+                            frame[IP_SRC + 2],
+                            frame[IP_SRC + 3],
+                        );
+                        let mut m = [0u8; 6];
+                        m.copy_from_slice(&frame[ETH_SRC..ETH_SRC + 6]);
+                        self.neighbors.learn(ip, MacAddr(m));
+                        // Classified in place; the engine copies it once.
+                        f(frame);
+                        self.stats.rx_frames += 1;
+                        self.stats.rx_bytes += frame.len() as u64;
+                        delivered += 1;
+                    }
+                    _ => self.stats.rx_dropped += 1,
+                }
+                // The frame goes straight back to the kernel (the fill
+                // ring holds every receive frame, so it has room).
+                q.sock
+                    .fill
+                    .write(q.fill_prod.wrapping_add(i), d.addr & mask);
+            }
+            q.rx_cons = q.rx_cons.wrapping_add(take);
+            q.sock.rx.set_consumer(q.rx_cons);
+            q.fill_prod = q.fill_prod.wrapping_add(take);
+            q.sock.fill.set_producer(q.fill_prod);
+            budget -= take as usize;
+        }
+        self.next = (self.next + 1) % nq;
+        Ok(delivered)
+    }
+
+    fn local(&self) -> Addr {
+        self.local
+    }
+
+    fn max_frame(&self) -> usize {
+        self.max_frame
+    }
+
+    fn kind(&self) -> &'static str {
+        "xdp"
+    }
+
+    fn stats(&self) -> TransportStats {
+        let mut st = self.stats;
+        for q in &self.queues {
+            if let Some(k) = q.sock.statistics() {
+                st.rx_overruns += k.rx_dropped + k.rx_ring_full;
+                st.tx_rejected += k.tx_invalid_descs;
+            }
+        }
+        st
+    }
+
+    /// The first queue's socket (with several queues, a frame on another
+    /// queue does not wake a poller of this one).
+    fn poll_fd(&self) -> Option<RawFd> {
+        self.queues.first().map(|q| q.sock.as_raw_fd())
+    }
+}

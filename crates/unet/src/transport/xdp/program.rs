@@ -1,0 +1,270 @@
+//! The XDP program that feeds the `xdp` transport's sockets: it admits the
+//! frames the engine can take, unfragmented IPv4/UDP with a 20-byte header
+//! to the transport's address and port (the `packet` transport's socket
+//! filter, in eBPF), into the socket of the queue they arrived on
+//! (`bpf_redirect_map(xsks, ctx->rx_queue_index, XDP_PASS)`), and passes
+//! everything else to the kernel's stack, so that ARP, ICMP and the
+//! host's other traffic keep working while the engine runs.
+//!
+//! Every load from the frame comes after one bounds check of the whole
+//! header against `data_end` (the verifier's rule), and there are no
+//! loops. Built with the `ebpf` crate's assembler, loaded and attached
+//! through its bpf(2) wrapper (an `XdpLink`, detached when dropped).
+
+use std::os::fd::BorrowedFd;
+
+use ebpf::{Asm, Cond, Helper, Insn, Map, Reg, Src, Width, xdp, xdp_md};
+
+use super::{XdpMissing, XdpMode};
+use crate::frame::{Addr, ETH_TYPE, ETHERTYPE_IPV4, IP, IP_DST, IP_FRAG, IP_PROTO, IPPROTO_UDP};
+use crate::frame::{IPV4_VERSION_IHL, UDP_DST_PORT};
+use crate::transport::TransportError;
+
+/// What the program does with a frame it admits.
+#[derive(Copy, Clone, Debug)]
+pub(super) enum OnMatch<'a> {
+    /// Redirect it into the socket map, at the frame's receive queue.
+    Redirect(&'a Map),
+    /// Return this verdict (for test runs, where no socket exists).
+    #[cfg_attr(not(test), allow(dead_code))]
+    Verdict(u32),
+}
+
+/// The program's instructions for address `addr` (any destination address
+/// when it is 0.0.0.0).
+pub(super) fn admit_insns(addr: Addr, on_match: OnMatch<'_>) -> Vec<Insn> {
+    // A 16- or 32-bit load reads the frame's bytes in the machine's order;
+    // constants are compared in that order, with 32-bit compares so that
+    // no sign extension of the immediate gets in the way.
+    let h = |bytes: [u8; 2]| i32::from(u16::from_ne_bytes(bytes));
+    let w = |bytes: [u8; 4]| i32::from_ne_bytes(bytes);
+    let mut a = Asm::new();
+    let pass = a.new_label();
+    a.ldx(Width::W, Reg::R2, Reg::R1, xdp_md::DATA);
+    a.ldx(Width::W, Reg::R3, Reg::R1, xdp_md::DATA_END);
+    a.mov64(Reg::R4, Src::Reg(Reg::R2));
+    a.alu64(ebpf::Alu::Add, Reg::R4, Src::Imm((UDP_DST_PORT + 2) as i32));
+    a.jmp(Cond::Gt, Reg::R4, Src::Reg(Reg::R3), pass);
+    a.ldx(Width::H, Reg::R5, Reg::R2, ETH_TYPE as i16);
+    a.jmp32(
+        Cond::Ne,
+        Reg::R5,
+        Src::Imm(h(ETHERTYPE_IPV4.to_be_bytes())),
+        pass,
+    );
+    a.ldx(Width::B, Reg::R5, Reg::R2, IP as i16);
+    a.jmp32(
+        Cond::Ne,
+        Reg::R5,
+        Src::Imm(i32::from(IPV4_VERSION_IHL)),
+        pass,
+    );
+    a.ldx(Width::B, Reg::R5, Reg::R2, IP_PROTO as i16);
+    a.jmp32(Cond::Ne, Reg::R5, Src::Imm(i32::from(IPPROTO_UDP)), pass);
+    // More fragments, or a fragment offset: not a whole datagram.
+    a.ldx(Width::H, Reg::R5, Reg::R2, IP_FRAG as i16);
+    a.jmp32(
+        Cond::Set,
+        Reg::R5,
+        Src::Imm(h(0x3fffu16.to_be_bytes())),
+        pass,
+    );
+    if !addr.ip.is_unspecified() {
+        a.ldx(Width::W, Reg::R5, Reg::R2, IP_DST as i16);
+        a.jmp32(Cond::Ne, Reg::R5, Src::Imm(w(addr.ip.octets())), pass);
+    }
+    a.ldx(Width::H, Reg::R5, Reg::R2, UDP_DST_PORT as i16);
+    a.jmp32(
+        Cond::Ne,
+        Reg::R5,
+        Src::Imm(h(addr.port.to_be_bytes())),
+        pass,
+    );
+    match on_match {
+        OnMatch::Redirect(xsks) => {
+            a.ldx(Width::W, Reg::R2, Reg::R1, xdp_md::RX_QUEUE_INDEX);
+            a.ld_map_fd(Reg::R1, std::os::fd::AsRawFd::as_raw_fd(&xsks.fd()));
+            a.mov64(Reg::R3, Src::Imm(xdp::PASS as i32));
+            a.call(Helper::REDIRECT_MAP);
+            a.exit();
+        }
+        OnMatch::Verdict(v) => a.ret(v as i32),
+    }
+    a.bind(pass).expect("the label is bound once");
+    a.ret(xdp::PASS as i32);
+    a.finish()
+        .expect("a fixed program of 30 instructions assembles")
+}
+
+/// The socket map, the loaded program and its link on the interface;
+/// dropping it detaches the program (the link goes first).
+pub(super) struct Program {
+    _link: ebpf::XdpLink,
+    _prog: ebpf::Program,
+    _xsks: Map,
+    mode: XdpMode,
+}
+
+/// What is missing, from a bpf(2) refusal's errno.
+fn missing(e: &ebpf::Error) -> Option<XdpMissing> {
+    match e.errno() {
+        Some(libc::EPERM) | Some(libc::EACCES) => Some(XdpMissing::Privilege),
+        Some(libc::ENOSYS) => Some(XdpMissing::Kernel),
+        _ => None,
+    }
+}
+
+impl Program {
+    /// Makes the socket map with `sockets` (queue, socket) in it, loads
+    /// the program for `addr` and attaches it to `ifindex`: in driver mode,
+    /// or, for [`XdpMode::Auto`] when the driver refuses, in generic mode.
+    pub(super) fn attach(
+        ifname: &str,
+        ifindex: u32,
+        addr: Addr,
+        sockets: &[(u32, BorrowedFd<'_>)],
+        mode: XdpMode,
+    ) -> Result<Program, TransportError> {
+        let fail = |what: String, e: ebpf::Error| match missing(&e) {
+            Some(m) => TransportError::XdpUnavailable {
+                ifname: ifname.to_string(),
+                missing: m,
+                source: std::io::Error::other(e.to_string()),
+            },
+            None => TransportError::Io {
+                op: format!("{what} for {ifname}"),
+                source: std::io::Error::other(e.to_string()),
+            },
+        };
+        let queues = sockets.iter().map(|&(q, _)| q + 1).max().unwrap_or(1);
+        let xsks = Map::xsk(queues, "unet_xsks")
+            .map_err(|e| fail("create the socket map (XSKMAP)".into(), e))?;
+        for &(q, fd) in sockets {
+            xsks.set_xsk(q, fd)
+                .map_err(|e| fail(format!("put queue {q}'s socket in the map"), e))?;
+        }
+        let prog =
+            ebpf::Program::load_xdp(&admit_insns(addr, OnMatch::Redirect(&xsks)), "unet_admit")
+                .map_err(|e| fail("load the XDP program".into(), e))?;
+        let tries: &[(XdpMode, ebpf::XdpMode)] = match mode {
+            XdpMode::Auto => &[
+                (XdpMode::Driver, ebpf::XdpMode::Driver),
+                (XdpMode::Generic, ebpf::XdpMode::Skb),
+            ],
+            XdpMode::Driver => &[(XdpMode::Driver, ebpf::XdpMode::Driver)],
+            XdpMode::Generic => &[(XdpMode::Generic, ebpf::XdpMode::Skb)],
+        };
+        let mut last = None;
+        for &(m, em) in tries {
+            match ebpf::XdpLink::attach(&prog, ifindex, em) {
+                Ok(link) => {
+                    return Ok(Program {
+                        _link: link,
+                        _prog: prog,
+                        _xsks: xsks,
+                        mode: m,
+                    });
+                }
+                Err(e) => last = Some((m, e)),
+            }
+        }
+        let (m, e) = last.expect("at least one mode is tried");
+        Err(match missing(&e) {
+            Some(mi) => TransportError::XdpUnavailable {
+                ifname: ifname.to_string(),
+                missing: mi,
+                source: std::io::Error::other(e.to_string()),
+            },
+            None => TransportError::XdpUnavailable {
+                ifname: ifname.to_string(),
+                missing: XdpMissing::Driver,
+                source: std::io::Error::other(format!("attach in {m} mode: {e}")),
+            },
+        })
+    }
+
+    /// Where the program runs.
+    pub(super) fn mode(&self) -> XdpMode {
+        self.mode
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frame::{FrameHeader, HEADER_LEN};
+
+    /// The program, run in the kernel (`BPF_PROG_TEST_RUN`) with a
+    /// verdict in place of the redirect: unet frames to the address and
+    /// port are admitted, everything else passes to the stack. Skipped
+    /// (with the reason printed) where bpf(2) is unusable, unless
+    /// `UNET_REQUIRE_XDP=1`.
+    #[test]
+    fn the_program_admits_the_engines_frames_and_passes_the_rest() {
+        if let Err(why) = ebpf::probe() {
+            if std::env::var(super::super::REQUIRE_ENV).as_deref() == Ok("1") {
+                panic!("bpf(2) is unusable: {why}");
+            }
+            eprintln!("SKIP the_program_admits_the_engines_frames_and_passes_the_rest: {why}");
+            return;
+        }
+        let me: Addr = "10.77.1.1:7000".parse().unwrap();
+        let peer: Addr = "10.77.1.2:7001".parse().unwrap();
+        const ADMIT: u32 = xdp::TX; // any verdict but PASS
+        let run =
+            |prog: &ebpf::Program, f: &[u8]| prog.test_run(&ebpf::TestRun::new(f)).unwrap().verdict;
+        let mut f = vec![0u8; HEADER_LEN + 4];
+        FrameHeader::new(peer, me, 1, 2).write(4, &mut f).unwrap();
+        for to in [me, Addr::new(std::net::Ipv4Addr::UNSPECIFIED, 7000)] {
+            let insns = admit_insns(to, OnMatch::Verdict(ADMIT));
+            let prog = ebpf::Program::load_xdp(&insns, "unet_admit_test").unwrap();
+            assert_eq!(run(&prog, &f), ADMIT, "a unet frame to {to}");
+            let mut other_port = f.clone();
+            other_port[UDP_DST_PORT + 1] ^= 1;
+            let mut tcp = f.clone();
+            tcp[IP_PROTO] = 6;
+            let mut arp = f.clone();
+            arp[ETH_TYPE + 1] = 0x06;
+            let mut frag = f.clone();
+            frag[IP_FRAG + 1] = 1;
+            let mut more_frags = f.clone();
+            more_frags[IP_FRAG] |= 0x20;
+            let mut options = f.clone();
+            options[IP] = 0x46;
+            for (what, g) in [
+                ("another port", &other_port),
+                ("TCP", &tcp),
+                ("ARP", &arp),
+                ("a fragment", &frag),
+                ("a first fragment", &more_frags),
+                ("IP options", &options),
+                (
+                    "a frame cut before the port",
+                    &f[..UDP_DST_PORT + 1].to_vec(),
+                ),
+            ] {
+                assert_eq!(run(&prog, g), xdp::PASS, "{what}");
+            }
+            // Don't-fragment is not fragmentation.
+            let mut df = f.clone();
+            df[IP_FRAG] = 0x40;
+            assert_eq!(run(&prog, &df), ADMIT);
+        }
+        let mut other_host = f.clone();
+        other_host[IP_DST + 3] = 9;
+        let prog =
+            ebpf::Program::load_xdp(&admit_insns(me, OnMatch::Verdict(ADMIT)), "unet_admit_test")
+                .unwrap();
+        assert_eq!(run(&prog, &other_host), xdp::PASS);
+        // A high first octet, whose word has its sign bit set.
+        let far: Addr = "200.1.2.3:7000".parse().unwrap();
+        let mut g = vec![0u8; HEADER_LEN + 4];
+        FrameHeader::new(peer, far, 1, 2).write(4, &mut g).unwrap();
+        let prog = ebpf::Program::load_xdp(
+            &admit_insns(far, OnMatch::Verdict(ADMIT)),
+            "unet_admit_test",
+        )
+        .unwrap();
+        assert_eq!(run(&prog, &g), ADMIT);
+    }
+}

@@ -1,0 +1,182 @@
+//! What the `xdp` transport says when it cannot run: the error names what
+//! is missing (privilege, driver support) or what is wrong (a ring depth),
+//! as a typed [`TransportError`], never a panic.
+//!
+//! The privilege test runs as root by re-running itself as user `nobody`;
+//! the driver test needs root and a network namespace (in which it makes
+//! a bridge device: Ethernet, with no XDP in its driver). Without root they print why and pass, unless
+//! `UNET_REQUIRE_XDP=1`.
+
+use std::os::unix::process::CommandExt as _;
+use std::process::Command;
+
+use unet::Addr;
+use unet::netns::TwoHosts;
+use unet::transport::{TransportError, XdpConfig, XdpMissing, XdpMode, XdpTransport, xdp};
+
+/// Set in the re-run child: it is the unprivileged side.
+const CHILD_ENV: &str = "UNET_XDP_UNPRIVILEGED_CHILD";
+
+fn addr() -> Addr {
+    "10.77.0.1:7000".parse().unwrap()
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(2) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+fn skip(test: &str, why: &str) {
+    if std::env::var(xdp::REQUIRE_ENV).as_deref() == Ok("1") {
+        panic!("{test}: {why} (and {}=1)", xdp::REQUIRE_ENV);
+    }
+    eprintln!(
+        "\nSKIP {test}: {why} (set {}=1 to fail instead)",
+        xdp::REQUIRE_ENV
+    );
+}
+
+#[test]
+fn without_privilege_the_error_names_it() {
+    if !is_root() {
+        // Not root: this process is the unprivileged one.
+        let e = XdpTransport::open("lo", addr()).unwrap_err();
+        assert!(
+            matches!(
+                &e,
+                TransportError::XdpUnavailable { ifname, missing: XdpMissing::Privilege, .. }
+                    if ifname == "lo"
+            ),
+            "{e}"
+        );
+        assert!(e.to_string().contains("no privilege"), "{e}");
+        assert!(e.to_string().contains("run as root"), "{e}");
+        if std::env::var(CHILD_ENV).is_ok() {
+            println!("checked unprivileged");
+        }
+        return;
+    }
+    // Root: the same check as user nobody, in a child.
+    let out = Command::new(std::env::current_exe().expect("the test binary"))
+        .args([
+            "--exact",
+            "without_privilege_the_error_names_it",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .env(CHILD_ENV, "1")
+        .uid(65534)
+        .gid(65534)
+        .output();
+    match out {
+        Ok(o) => {
+            let text = String::from_utf8_lossy(&o.stdout);
+            assert!(
+                o.status.success() && text.contains("checked unprivileged"),
+                "the unprivileged child: {}\n{}",
+                text,
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+        // The binary may be out of nobody's reach (a private target
+        // directory): that is this machine, not the transport.
+        Err(e) => skip(
+            "without_privilege_the_error_names_it",
+            &format!("cannot run the test binary as nobody: {e}"),
+        ),
+    }
+}
+
+#[test]
+fn an_interface_without_driver_xdp_is_refused_in_driver_mode_naming_the_driver() {
+    let test = "an_interface_without_driver_xdp_is_refused_in_driver_mode_naming_the_driver";
+    if !is_root() {
+        return skip(test, "not running as root");
+    }
+    let Some(hosts) = TwoHosts::for_test(test).expect("the namespaces") else {
+        return;
+    };
+    let a = &hosts.hosts()[0];
+    let config = XdpConfig {
+        mode: XdpMode::Driver,
+        ..XdpConfig::default()
+    };
+    // A bridge device is Ethernet without XDP in its driver (only the
+    // kernel's generic hook); it goes with the namespace.
+    let made = Command::new("ip")
+        .args([
+            "-n",
+            &a.namespace,
+            "link",
+            "add",
+            "fpbridge0",
+            "type",
+            "bridge",
+        ])
+        .status()
+        .expect("run ip");
+    assert!(made.success(), "ip link add fpbridge0 type bridge");
+    let up = Command::new("ip")
+        .args(["-n", &a.namespace, "link", "set", "fpbridge0", "up"])
+        .status()
+        .expect("run ip");
+    assert!(up.success());
+    let r = a
+        .run(|| XdpTransport::open_with("fpbridge0", a.addr(7000), &config).map(|t| t.mode()))
+        .expect("enter the namespace");
+    match r {
+        Err(
+            e @ TransportError::XdpUnavailable {
+                missing: XdpMissing::Driver,
+                ..
+            },
+        ) => {
+            assert!(e.to_string().contains("cannot run on fpbridge0"), "{e}");
+            assert!(e.to_string().contains("driver"), "{e}");
+        }
+        other => panic!(
+            "expected a missing driver, got {:?}",
+            other.map_err(|e| e.to_string())
+        ),
+    }
+    // Auto falls back to the generic hook on the same device.
+    let mode = a
+        .run(|| XdpTransport::open("fpbridge0", a.addr(7000)).map(|t| t.mode()))
+        .expect("enter the namespace")
+        .expect("generic mode on the bridge device");
+    assert_eq!(mode, XdpMode::Generic);
+}
+
+#[test]
+fn bad_sizes_and_names_are_refused_before_any_system_call() {
+    for (rx, tx) in [(1000, 1024), (2048, 32), (65536, 1024)] {
+        let config = XdpConfig {
+            rx_frames: rx,
+            tx_frames: tx,
+            ..XdpConfig::default()
+        };
+        let e = XdpTransport::open_with("lo", addr(), &config).unwrap_err();
+        assert!(
+            matches!(e, TransportError::Config { kind: "xdp", .. }),
+            "{e}"
+        );
+        assert!(
+            e.to_string().contains("power of two from 64 to 32768"),
+            "{e}"
+        );
+    }
+    for name in ["", "a-name-that-is-far-too-long", "nul\0"] {
+        let e = XdpTransport::open(name, addr()).unwrap_err();
+        assert!(
+            matches!(e, TransportError::Config { kind: "xdp", .. }),
+            "{e}"
+        );
+    }
+}
