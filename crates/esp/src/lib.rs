@@ -57,6 +57,7 @@ pub mod hostfn;
 pub mod interp;
 pub mod ir;
 pub mod lex;
+mod linear;
 pub mod mc;
 pub mod native;
 pub mod opt;

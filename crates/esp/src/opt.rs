@@ -1728,6 +1728,9 @@ pub fn optimize(program: &Program, g: &mut Graph) {
             break;
         }
     }
+    if crate::linear::linearize(g) {
+        basic(g);
+    }
     if sink(program, &layout, &lv, g) {
         basic(g);
     }

@@ -1091,6 +1091,58 @@ fn a_long_constant_read_in_a_loop_is_set_once_per_entry() {
 }
 
 #[test]
+fn a_byte_of_crc_steps_is_one_assignment_of_the_first_value() {
+    // Eight bit-by-bit CRC steps (a byte) compose to one affine map over
+    // GF(2): the optimizer writes it as one assignment whose terms all read
+    // the CRC's first value (`crc >> 8` and one masked column per byte
+    // bit), so the chain on the CRC is the terms' xors instead of eight
+    // dependent steps. The values are the unoptimized graph's.
+    let program = six_vars();
+    let v = |n| Expr::Var(n);
+    let c = Expr::Const;
+    let bin = |op, a, b| Expr::Binary(op, Box::new(a), Box::new(b));
+    let step = Inst::Assign {
+        slot: 2,
+        value: bin(
+            BinOp::BitXor,
+            bin(BinOp::Shr, v(2), c(1)),
+            bin(
+                BinOp::BitAnd,
+                c(0xEDB8_8320),
+                Expr::Unary(UnOp::Neg, Box::new(bin(BinOp::BitAnd, v(2), c(1)))),
+            ),
+        ),
+    };
+    let mut insts = vec![Inst::Assign {
+        slot: 2,
+        value: bin(BinOp::BitXor, v(2), v(0)),
+    }];
+    insts.extend(std::iter::repeat_n(step, 8));
+    let original = one_block_graph(&program, insts);
+    let mut g = original.clone();
+    opt::optimize(&program, &mut g);
+    let crc_writes = g.blocks[0]
+        .insts
+        .iter()
+        .filter(|i| matches!(i, Inst::Assign { slot: 2, .. }))
+        .count();
+    assert_eq!(crc_writes, 2, "the xor with the byte, then one assignment");
+    let code = fpgen::compile(&g, &program).unwrap();
+    let mut r = Rng(31);
+    for _ in 0..200 {
+        let mut vars: Vec<i64> = (0..6).map(|_| r.next() as i64).collect();
+        vars[0] &= 0xFF;
+        if r.chance(50) {
+            vars[2] &= 0xFFFF_FFFF;
+        }
+        let want = interpret(&original, &program, 0, &vars, &[]).unwrap();
+        let got = native(&code, &program, 0, &vars, &[], Ports::Windows);
+        assert_eq!(got.vars, want.vars);
+        assert_eq!(got.leave, want.leave);
+    }
+}
+
+#[test]
 fn a_bad_graph_is_an_error_not_a_panic() {
     let program = program();
     let mut g = one_block_graph(
