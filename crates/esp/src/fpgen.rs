@@ -28,7 +28,13 @@
 //!   ends after it; caller-saved homes are saved to their memory homes and
 //!   reloaded.
 //! * **Counters** count down from their bound: one `sub`/`jb` per `Count`
-//!   when in a register.
+//!   when in a register. Past the bound, a stub resets the count-down so
+//!   that a later `Count` borrows again; when no `Count` of that counter is
+//!   reachable from the bound's target (an abort), the `jb` goes there
+//!   directly and there is no stub.
+//! * **Range tests**: a condition `x == c1 || x == c2 || ...` over a
+//!   contiguous range of constants (or its negation with `!=` and `&&`) is
+//!   one unsigned comparison of `x - lo` with the span, one branch.
 //! * **Leaves** share one tail per set of moved processes: a `Leave` puts
 //!   its row number in a register and jumps to the tail, which writes the
 //!   ports back, stores the register homes of the slots live at some leave
@@ -993,8 +999,14 @@ impl<'a> Gen<'a> {
             } => {
                 // Past its bound a counter stays past it: the stub resets
                 // the count-down to 0, so the next `Count` borrows again.
-                let stub = self.f.genlabel();
+                // When no `Count` of the counter can follow (the usual
+                // `over`: an abort), the borrow goes to `over` directly.
                 let over_l = lab(self, *over);
+                let stub = if self.counts_again(*counter, *over) {
+                    self.f.genlabel()
+                } else {
+                    over_l
+                };
                 match self.home(Cand::Counter(*counter)) {
                     Home::Reg(r) => self.f.dec_branch_borrow(ul(r), stub),
                     Home::Mem => {
@@ -1002,16 +1014,36 @@ impl<'a> Gen<'a> {
                         self.f.dec_local_branch_borrow(loc, stub);
                     }
                 }
-                self.cold.push(Cold::Over {
-                    at: stub,
-                    counter: *counter,
-                    over: over_l,
-                });
+                if stub != over_l {
+                    self.cold.push(Cold::Over {
+                        at: stub,
+                        counter: *counter,
+                        over: over_l,
+                    });
+                }
                 jump_unless_fall(self, *next);
             }
             Term::Leave { pcs, why } => self.leave(b, pcs, *why),
         }
         Ok(())
+    }
+
+    /// True when a `Count` of `counter` is reachable from block `from`
+    /// (its count-down must then be reset past the bound).
+    fn counts_again(&self, counter: u32, from: BlockId) -> bool {
+        let mut seen = vec![false; self.g.blocks.len()];
+        let mut todo = vec![from];
+        while let Some(b) = todo.pop() {
+            if std::mem::replace(&mut seen[b as usize], true) {
+                continue;
+            }
+            let t = &self.g.blocks[b as usize].term;
+            if matches!(t, Term::Count { counter: c, .. } if *c == counter) {
+                return true;
+            }
+            todo.extend(opt::successors(t));
+        }
+        false
     }
 
     fn leave(&mut self, b: BlockId, pcs: &[(ProcId, u32)], why: Leave) {
@@ -1727,6 +1759,24 @@ impl<'a> Gen<'a> {
                 }
                 self.give(t);
             }
+            Expr::And(..) | Expr::Or(..) if range_test(cond).is_some() => {
+                // `x == lo || ... || x == hi` over a contiguous range (and
+                // its negation `x != lo && ...`): one unsigned comparison
+                // of `x - lo` with `hi - lo`, one branch.
+                let (x, lo, span, inside) = range_test(cond).expect("matched");
+                let t = self.take();
+                self.emit_expr(x, t);
+                if lo != 0 {
+                    self.f.sub(t, t, Operand::Imm(lo));
+                }
+                let u = t.cast::<UL>();
+                if inside == when {
+                    self.f.ble(u, Operand::Imm(span), target);
+                } else {
+                    self.f.bgt(u, Operand::Imm(span), target);
+                }
+                self.give(t);
+            }
             Expr::And(a, b) | Expr::Or(a, b) => {
                 let and = matches!(cond, Expr::And(..));
                 let skip = self.f.genlabel();
@@ -1758,6 +1808,48 @@ impl<'a> Gen<'a> {
             }
         }
     }
+}
+
+/// `cond` as a test of one pure expression against a contiguous range of
+/// at least two constants: `x == c1 || x == c2 || ...` (then `inside` is
+/// true) or `x != c1 && x != c2 && ...` (false), the constants being
+/// `lo..=lo + span` in any order, each once, all within 32-bit immediates.
+fn range_test(cond: &Expr) -> Option<(&Expr, i64, i64, bool)> {
+    fn leaves<'e>(e: &'e Expr, or: bool, out: &mut Vec<(&'e Expr, i64)>) -> bool {
+        match (e, or) {
+            (Expr::Or(a, b), true) | (Expr::And(a, b), false) => {
+                leaves(a, or, out) && leaves(b, or, out)
+            }
+            (Expr::Binary(op, a, b), _) if *op == if or { BinOp::Eq } else { BinOp::Ne } => {
+                match (&**a, &**b) {
+                    (x, Expr::Const(c)) | (Expr::Const(c), x) if opt::pure(x) => {
+                        out.push((x, *c));
+                        true
+                    }
+                    _ => false,
+                }
+            }
+            _ => false,
+        }
+    }
+    let or = matches!(cond, Expr::Or(..));
+    let mut tests = Vec::new();
+    if !leaves(cond, or, &mut tests) || tests.len() < 2 {
+        return None;
+    }
+    let x = tests[0].0;
+    if tests.iter().any(|(y, _)| *y != x) {
+        return None;
+    }
+    let mut cs: Vec<i64> = tests.iter().map(|t| t.1).collect();
+    cs.sort_unstable();
+    let (lo, hi) = (cs[0], *cs.last().expect("two or more"));
+    let fits = |c: i64| i32::try_from(c).is_ok();
+    let contiguous = cs.windows(2).all(|w| w[0].checked_add(1) == Some(w[1]));
+    if !contiguous || !fits(lo) || !fits(hi - lo) || lo == i64::from(i32::MIN) {
+        return None;
+    }
+    Some((x, lo, hi - lo, or))
 }
 
 /// The parts of `base op (k & -bit)` (either operand order at each level),

@@ -1143,6 +1143,123 @@ fn a_byte_of_crc_steps_is_one_assignment_of_the_first_value() {
 }
 
 #[test]
+fn a_test_against_a_contiguous_range_is_one_comparison() {
+    // `x == 126 || x == 125` (and `x != 3 && x != 4 && x != 5`) compiles to
+    // one unsigned comparison of `x - lo` with the range's span: one branch
+    // instead of one per constant. Values at and around both ranges, and at
+    // the extremes where `x - lo` wraps, take the interpreter's way.
+    let program = six_vars();
+    let v = |n| Expr::Var(n);
+    let c = Expr::Const;
+    let bin = |op, a, b| Expr::Binary(op, Box::new(a), Box::new(b));
+    let flag = |slot, k| Inst::Assign { slot, value: c(k) };
+    let pes = Expr::Or(
+        Box::new(bin(BinOp::Eq, v(0), c(126))),
+        Box::new(bin(BinOp::Eq, c(125), v(0))),
+    );
+    let outside = Expr::And(
+        Box::new(Expr::And(
+            Box::new(bin(BinOp::Ne, v(1), c(5))),
+            Box::new(bin(BinOp::Ne, v(1), c(3))),
+        )),
+        Box::new(bin(BinOp::Ne, v(1), c(4))),
+    );
+    let mut g = one_block_graph(&program, vec![]);
+    let leave = g.blocks[0].term.clone();
+    let block = |insts, term| Block {
+        insts,
+        term,
+        note: String::new(),
+    };
+    g.blocks = vec![
+        block(
+            vec![],
+            Term::Branch {
+                cond: pes,
+                then: 1,
+                els: 2,
+            },
+        ),
+        block(vec![flag(4, 1)], Term::Jump(2)),
+        block(
+            vec![],
+            Term::Branch {
+                cond: outside,
+                then: 3,
+                els: 4,
+            },
+        ),
+        block(vec![flag(5, 1)], leave.clone()),
+        block(vec![flag(5, 2)], leave),
+    ];
+    let code = fpgen::compile(&g, &program).unwrap();
+    #[cfg(target_arch = "x86_64")]
+    {
+        // `x - 125` compared with 1, `y - 3` with 2; never 126, 4 or 5.
+        let listing = code.listing().to_lowercase();
+        for k in [",7eh", ",4", ",5"] {
+            assert!(
+                !listing.lines().any(|l| l.trim_end().ends_with(k)),
+                "no comparison with each constant ({k})\n{listing}"
+            );
+        }
+    }
+    let mut xs: Vec<i64> = (-3..10).chain(120..132).collect();
+    xs.extend([i64::MIN, i64::MIN + 1, i64::MAX, i64::MAX - 1, -125, -126]);
+    for &x in &xs {
+        for &y in &xs {
+            let vars = vec![x, y, 0, 0, 0, 0];
+            let want = interpret(&g, &program, 0, &vars, &[]).unwrap();
+            let got = native(&code, &program, 0, &vars, &[], Ports::Windows);
+            assert_eq!(got.vars, want.vars, "x = {x}, y = {y}");
+        }
+    }
+}
+
+#[test]
+fn a_counter_whose_bound_leads_out_of_the_path_needs_no_reset() {
+    // Past its bound a count-down is reset so that the next `Count` borrows
+    // again; when the bound's target leaves the graph with no `Count` of
+    // that counter on the way, the borrow branches there directly, with no
+    // reset stub. Counted: the loop runs to its bound, then leaves with the
+    // interpreter's values.
+    let program = six_vars();
+    let v = |n| Expr::Var(n);
+    let c = Expr::Const;
+    let bin = |op, a, b| Expr::Binary(op, Box::new(a), Box::new(b));
+    let mut g = one_block_graph(&program, vec![]);
+    let leave = g.blocks[0].clone();
+    g.blocks[0] = Block {
+        insts: vec![Inst::Assign {
+            slot: 1,
+            value: bin(BinOp::Add, v(1), c(1)),
+        }],
+        term: Term::Count {
+            counter: 0,
+            next: 0,
+            over: 1,
+        },
+        note: String::new(),
+    };
+    g.blocks.push(leave);
+    g.counters = vec![1000];
+    let code = fpgen::compile(&g, &program).unwrap();
+    #[cfg(target_arch = "x86_64")]
+    {
+        // One zeroing: the leave's row number (a reset of the count-down
+        // would be a second).
+        let listing = code.listing().to_lowercase();
+        assert_eq!(listing.matches("xor").count(), 1, "no reset stub\n{listing}");
+    }
+    let vars = vec![0, 5, 0, 0, 0, 0];
+    let want = interpret(&g, &program, 0, &vars, &[]).unwrap();
+    let got = native(&code, &program, 0, &vars, &[], Ports::Windows);
+    assert_eq!(got.vars, want.vars);
+    assert_eq!(got.leave, want.leave);
+    assert_eq!(got.vars[1], 5 + 1001);
+}
+
+#[test]
 fn a_bad_graph_is_an_error_not_a_panic() {
     let program = program();
     let mut g = one_block_graph(
