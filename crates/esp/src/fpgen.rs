@@ -35,6 +35,11 @@
 //! * **Range tests**: a condition `x == c1 || x == c2 || ...` over a
 //!   contiguous range of constants (or its negation with `!=` and `&&`) is
 //!   one unsigned comparison of `x - lo` with the span, one branch.
+//! * **Shared instructions.** An instruction of 24 or more expression
+//!   nodes without host calls that occurs in more than one block (symbolic
+//!   execution copies a process's step into every control state it runs
+//!   in) is emitted once, after the blocks, as a subroutine that each
+//!   occurrence enters with `jal` and that returns with `ret_link`.
 //! * **Leaves** share one tail per set of moved processes: a `Leave` puts
 //!   its row number in a register and jumps to the tail, which writes the
 //!   ports back, stores the register homes of the slots live at some leave
@@ -478,6 +483,9 @@ struct Gen<'a> {
     leave_live: Vec<Bits>,
     ports: Vec<(bool, u32)>,
     out_of_scratch: bool,
+    /// Instructions emitted once, as subroutines (see [`OUTLINE_NODES`]),
+    /// by their debug text; each with its label.
+    outlined: HashMap<String, Label>,
 }
 
 impl<'a> Gen<'a> {
@@ -512,6 +520,7 @@ impl<'a> Gen<'a> {
             leave_live,
             ports: Vec::new(),
             out_of_scratch: false,
+            outlined: HashMap::new(),
         })
     }
 
@@ -558,6 +567,27 @@ impl<'a> Gen<'a> {
             self.load_homes(Some(e));
             self.f.jmp(self.labels[e as usize]);
         }
+        // Large instructions that occur more than once become subroutines.
+        let mut seen: HashMap<String, usize> = HashMap::new();
+        let mut first: Vec<(String, &Inst)> = Vec::new();
+        for i in g.blocks.iter().flat_map(|b| &b.insts) {
+            if outlinable(i) {
+                let key = format!("{i:?}");
+                let n = seen.entry(key.clone()).or_insert(0);
+                *n += 1;
+                if *n == 1 {
+                    first.push((key, i));
+                }
+            }
+        }
+        let mut subs: Vec<(Label, &Inst)> = Vec::new();
+        for (key, i) in first {
+            if seen[&key] >= 2 {
+                let label = self.f.genlabel();
+                self.outlined.insert(key, label);
+                subs.push((label, i));
+            }
+        }
         // Blocks, hot ones first.
         let order = self.layout_order();
         for (pos, &b) in order.iter().enumerate() {
@@ -568,6 +598,16 @@ impl<'a> Gen<'a> {
         for c in std::mem::take(&mut self.cold) {
             self.cold_path(c);
         }
+        // Subroutines: the shared instructions, entered with `jal`.
+        let outlined = std::mem::take(&mut self.outlined);
+        for (label, i) in subs {
+            self.f.label(label);
+            self.marks
+                .push((self.f.code_offset(), "shared instruction".to_string()));
+            self.inst(i);
+            self.f.ret_link();
+        }
+        self.outlined = outlined;
         // Leave tails.
         for gi in 0..self.groups.len() {
             self.leave_tail(gi);
@@ -950,13 +990,9 @@ impl<'a> Gen<'a> {
         };
         self.marks.push((self.f.code_offset(), note));
         for i in &blk.insts {
-            match i {
-                Inst::Assign { slot, value } => self.assign(*slot, value),
-                Inst::Eval(e) => {
-                    let t = self.take();
-                    self.emit_expr(e, t);
-                    self.give(t);
-                }
+            match self.outlined.get(&format!("{i:?}")) {
+                Some(&sub) => self.f.jal(sub),
+                None => self.inst(i),
             }
         }
         let lab = |s: &Self, x: BlockId| s.labels[x as usize];
@@ -1026,6 +1062,17 @@ impl<'a> Gen<'a> {
             Term::Leave { pcs, why } => self.leave(b, pcs, *why),
         }
         Ok(())
+    }
+
+    fn inst(&mut self, i: &Inst) {
+        match i {
+            Inst::Assign { slot, value } => self.assign(*slot, value),
+            Inst::Eval(e) => {
+                let t = self.take();
+                self.emit_expr(e, t);
+                self.give(t);
+            }
+        }
     }
 
     /// True when a `Count` of `counter` is reachable from block `from`
@@ -1808,6 +1855,34 @@ impl<'a> Gen<'a> {
             }
         }
     }
+}
+
+/// The expression nodes from which an instruction that occurs more than
+/// once in a graph is emitted once, as a subroutine that each occurrence
+/// enters with `jal` (a call and a return: two instructions and a
+/// correctly predicted return, against a dozen or more instructions of
+/// the copy). Symbolic execution puts a process's code into every control
+/// state in which it runs; a large step (the CRC of a byte, after
+/// [`crate::linear`]) is then shared instead of duplicated.
+const OUTLINE_NODES: usize = 24;
+
+/// True when `i` is large enough to share, and may run inside a
+/// subroutine: no host call (a call needs the frame's stack alignment,
+/// which the subroutine's return address breaks).
+fn outlinable(i: &Inst) -> bool {
+    let e = match i {
+        Inst::Assign { value, .. } => value,
+        Inst::Eval(e) => e,
+    };
+    fn nodes(e: &Expr) -> usize {
+        match e {
+            Expr::Const(_) | Expr::Var(_) => 1,
+            Expr::Unary(_, a) => 1 + nodes(a),
+            Expr::Binary(_, a, b) | Expr::And(a, b) | Expr::Or(a, b) => 1 + nodes(a) + nodes(b),
+            Expr::Call(_, args) => 1 + args.iter().map(nodes).sum::<usize>(),
+        }
+    }
+    !e.has_call() && nodes(e) >= OUTLINE_NODES
 }
 
 /// `cond` as a test of one pure expression against a contiguous range of

@@ -1260,6 +1260,66 @@ fn a_counter_whose_bound_leads_out_of_the_path_needs_no_reset() {
 }
 
 #[test]
+fn a_large_instruction_in_several_blocks_is_emitted_once() {
+    // The same large step in three blocks (as symbolic execution copies a
+    // process's step into each control state it runs in) is one
+    // subroutine, entered from each; a small one stays inline. The values
+    // are the interpreter's on every way through.
+    let program = six_vars();
+    let v = |n| Expr::Var(n);
+    let c = Expr::Const;
+    let bin = |op, a, b| Expr::Binary(op, Box::new(a), Box::new(b));
+    // 25 nodes: ((((s ^ 0x1234567) + t) ...) six times.
+    let mut big = v(2);
+    for k in 0..6 {
+        big = bin(
+            BinOp::Add,
+            bin(BinOp::BitXor, big, c(0x0123_4567 + k)),
+            v(3),
+        );
+    }
+    let big = Inst::Assign { slot: 2, value: big };
+    let small = Inst::Assign {
+        slot: 4,
+        value: bin(BinOp::Add, v(4), c(0x7654_321)),
+    };
+    let mut g = one_block_graph(&program, vec![]);
+    let leave = g.blocks[0].term.clone();
+    let block = |insts, term| Block {
+        insts,
+        term,
+        note: String::new(),
+    };
+    g.blocks = vec![
+        block(
+            vec![big.clone(), small.clone()],
+            Term::Branch {
+                cond: bin(BinOp::Lt, v(0), c(0)),
+                then: 1,
+                els: 2,
+            },
+        ),
+        block(vec![big.clone(), small.clone()], leave.clone()),
+        block(vec![small, big], leave),
+    ];
+    let code = fpgen::compile(&g, &program).unwrap();
+    #[cfg(target_arch = "x86_64")]
+    {
+        let listing = code.listing().to_lowercase();
+        assert_eq!(listing.matches("123456ch").count(), 1, "one copy\n{listing}");
+        assert_eq!(listing.matches("7654321h").count(), 3, "inline\n{listing}");
+    }
+    let mut r = Rng(41);
+    for _ in 0..100 {
+        let vars: Vec<i64> = (0..6).map(|_| r.next() as i64).collect();
+        let want = interpret(&g, &program, 0, &vars, &[]).unwrap();
+        let got = native(&code, &program, 0, &vars, &[], Ports::Windows);
+        assert_eq!(got.vars, want.vars);
+        assert_eq!(got.leave, want.leave);
+    }
+}
+
+#[test]
 fn a_bad_graph_is_an_error_not_a_panic() {
     let program = program();
     let mut g = one_block_graph(
