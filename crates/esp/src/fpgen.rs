@@ -486,6 +486,8 @@ struct Gen<'a> {
     /// Instructions emitted once, as subroutines (see [`OUTLINE_NODES`]),
     /// by their debug text; each with its label.
     outlined: HashMap<String, Label>,
+    /// The frame slot of a shared slow path's site index.
+    site: Option<Local<L>>,
 }
 
 impl<'a> Gen<'a> {
@@ -521,6 +523,7 @@ impl<'a> Gen<'a> {
             ports: Vec::new(),
             out_of_scratch: false,
             outlined: HashMap::new(),
+            site: None,
         })
     }
 
@@ -595,8 +598,47 @@ impl<'a> Gen<'a> {
             self.block(b, fall)?;
         }
         // Slow paths.
+        // Slow paths of receives (sends) of the same channel into the same
+        // slots (from the same operands) are one, shared by their sites.
+        type RecvGroup = ((u32, Vec<u32>), Vec<(Label, Label, Label)>);
+        type SendGroup = ((u32, Vec<IrOperand>), Vec<(Label, Label)>);
+        let mut recvs: Vec<RecvGroup> = Vec::new();
+        let mut sends: Vec<SendGroup> = Vec::new();
         for c in std::mem::take(&mut self.cold) {
-            self.cold_path(c);
+            match c {
+                Cold::Over { .. } => self.cold_path(c),
+                Cold::Recv {
+                    at,
+                    chan,
+                    slots,
+                    got,
+                    empty,
+                } => {
+                    let key = (chan, slots);
+                    match recvs.iter_mut().find(|g| g.0 == key) {
+                        Some(g) => g.1.push((at, got, empty)),
+                        None => recvs.push((key, vec![(at, got, empty)])),
+                    }
+                }
+                Cold::Send {
+                    at,
+                    chan,
+                    args,
+                    next,
+                } => {
+                    let key = (chan, args);
+                    match sends.iter_mut().find(|g| g.0 == key) {
+                        Some(g) => g.1.push((at, next)),
+                        None => sends.push((key, vec![(at, next)])),
+                    }
+                }
+            }
+        }
+        for ((chan, slots), sites) in recvs {
+            self.recv_slow(chan, &slots, &sites);
+        }
+        for ((chan, args), sites) in sends {
+            self.send_slow(chan, &args, &sites);
         }
         // Subroutines: the shared instructions, entered with `jal`.
         let outlined = std::mem::take(&mut self.outlined);
@@ -1345,81 +1387,138 @@ impl<'a> Gen<'a> {
                 }
                 self.f.jmp(over);
             }
-            Cold::Recv {
-                at,
-                chan,
-                slots,
-                got,
-                empty,
-            } => {
-                self.f.label(at);
-                self.marks.push((
-                    self.f.code_offset(),
-                    format!("recv slow path (channel {chan})"),
-                ));
-                self.before_call();
-                let (host, func, dst) = (p(SCRATCH[0]), p(SCRATCH[1]), p(SCRATCH[2]));
-                self.f.ld(host, self.ctx, Ctx::OFFSETS[4]);
-                self.f.ld(func, self.ctx, Ctx::OFFSETS[6]);
-                let dst = self.msg_addr(slots.len(), dst.cast::<L>());
-                let res = u(SCRATCH[0]);
-                self.f.call(
-                    res,
-                    Callee::Reg(func.num()),
-                    &[
-                        Arg::Reg(host.any()),
-                        Arg::Imm(Ty::U, chan as i64),
-                        Arg::Reg(dst.any()),
-                    ],
-                );
-                let keep = l(SCRATCH[0]);
-                self.after_call_keeping(keep);
-                self.f.beq(res, 0, empty);
-                let k = slots.len();
-                let v = self.take();
-                for (i, &s) in slots.iter().enumerate() {
-                    let loc = self.msg_slot(k, i);
-                    self.f.ld_local(v, loc);
-                    self.store_slot(s, v);
-                }
-                self.give(v);
-                self.f.jmp(got);
-            }
-            Cold::Send {
-                at,
-                chan,
-                args,
-                next,
-            } => {
-                self.f.label(at);
-                self.marks.push((
-                    self.f.code_offset(),
-                    format!("send slow path (channel {chan})"),
-                ));
-                let k = args.len();
-                let v = l(SCRATCH[0]);
-                for (i, a) in args.iter().enumerate() {
-                    let r = self.operand_reg(a, v);
-                    let loc = self.msg_slot(k, i);
-                    self.f.st_local(r, loc);
-                }
-                self.before_call();
-                let (host, func, src) = (p(SCRATCH[0]), p(SCRATCH[1]), p(SCRATCH[2]));
-                self.f.ld(host, self.ctx, Ctx::OFFSETS[4]);
-                self.f.ld(func, self.ctx, Ctx::OFFSETS[7]);
-                let src = self.msg_addr(k, src.cast::<L>());
-                self.f.callv(
-                    Callee::Reg(func.num()),
-                    &[
-                        Arg::Reg(host.any()),
-                        Arg::Imm(Ty::U, chan as i64),
-                        Arg::Reg(src.any()),
-                    ],
-                );
-                self.after_call();
-                self.f.jmp(next);
+            Cold::Recv { .. } | Cold::Send { .. } => {
+                unreachable!("slow paths of channels are grouped by emit")
             }
         }
+    }
+
+    /// The slot that holds which site entered a shared slow path.
+    fn site_local(&mut self) -> Local<L> {
+        match self.site {
+            Some(loc) => loc,
+            None => {
+                let loc = self.f.local::<L>();
+                self.site = Some(loc);
+                loc
+            }
+        }
+    }
+
+    /// The entry of a slow path shared by `sites` (their `at` labels):
+    /// each site's stub puts its index in the first scratch register and
+    /// jumps to it, and the shared code saves the index in the frame; a
+    /// single site enters at its own label.
+    fn slow_entry(&mut self, sites: &[Label], what: String) {
+        let shared = self.f.genlabel();
+        if sites.len() > 1 {
+            for (k, &at) in sites.iter().enumerate() {
+                self.f.label(at);
+                self.f.set(l(SCRATCH[0]), k as i64);
+                self.f.jmp(shared);
+            }
+        } else {
+            self.f.label(sites[0]);
+        }
+        self.f.label(shared);
+        self.marks.push((self.f.code_offset(), what));
+        if sites.len() > 1 {
+            let loc = self.site_local();
+            self.f.st_local(l(SCRATCH[0]), loc);
+        }
+    }
+
+    /// Goes on to the target of the site that entered the slow path.
+    fn dispatch(&mut self, targets: &[Label]) {
+        if let [only] = targets {
+            self.f.jmp(*only);
+            return;
+        }
+        let t = self.take();
+        let loc = self.site_local();
+        self.f.ld_local(t, loc);
+        let (last, rest) = targets.split_last().expect("two or more sites");
+        for (k, &target) in rest.iter().enumerate() {
+            self.f.beq(t, k as i64, target);
+        }
+        self.f.jmp(*last);
+        self.give(t);
+    }
+
+    /// The slow path of the receives at `sites` (`at`, `got`, `empty`):
+    /// the host's `recv` into the message buffer, then the fields into the
+    /// slots.
+    fn recv_slow(&mut self, chan: u32, slots: &[u32], sites: &[(Label, Label, Label)]) {
+        let at: Vec<Label> = sites.iter().map(|s| s.0).collect();
+        self.slow_entry(&at, format!("recv slow path (channel {chan})"));
+        self.before_call();
+        let (host, func, dst) = (p(SCRATCH[0]), p(SCRATCH[1]), p(SCRATCH[2]));
+        self.f.ld(host, self.ctx, Ctx::OFFSETS[4]);
+        self.f.ld(func, self.ctx, Ctx::OFFSETS[6]);
+        let dst = self.msg_addr(slots.len(), dst.cast::<L>());
+        let res = u(SCRATCH[0]);
+        self.f.call(
+            res,
+            Callee::Reg(func.num()),
+            &[
+                Arg::Reg(host.any()),
+                Arg::Imm(Ty::U, chan as i64),
+                Arg::Reg(dst.any()),
+            ],
+        );
+        let keep = l(SCRATCH[0]);
+        self.after_call_keeping(keep);
+        let empties: Vec<Label> = sites.iter().map(|s| s.2).collect();
+        let empty = if sites.len() > 1 {
+            self.f.genlabel()
+        } else {
+            empties[0]
+        };
+        self.f.beq(res, 0, empty);
+        let k = slots.len();
+        let v = self.take();
+        for (i, &s) in slots.iter().enumerate() {
+            let loc = self.msg_slot(k, i);
+            self.f.ld_local(v, loc);
+            self.store_slot(s, v);
+        }
+        self.give(v);
+        let gots: Vec<Label> = sites.iter().map(|s| s.1).collect();
+        self.dispatch(&gots);
+        if sites.len() > 1 {
+            self.f.label(empty);
+            self.dispatch(&empties);
+        }
+    }
+
+    /// The slow path of the sends at `sites` (`at`, `next`): the fields
+    /// into the message buffer, then the host's `send`.
+    fn send_slow(&mut self, chan: u32, args: &[IrOperand], sites: &[(Label, Label)]) {
+        let at: Vec<Label> = sites.iter().map(|s| s.0).collect();
+        self.slow_entry(&at, format!("send slow path (channel {chan})"));
+        let k = args.len();
+        let v = l(SCRATCH[0]);
+        for (i, a) in args.iter().enumerate() {
+            let r = self.operand_reg(a, v);
+            let loc = self.msg_slot(k, i);
+            self.f.st_local(r, loc);
+        }
+        self.before_call();
+        let (host, func, src) = (p(SCRATCH[0]), p(SCRATCH[1]), p(SCRATCH[2]));
+        self.f.ld(host, self.ctx, Ctx::OFFSETS[4]);
+        self.f.ld(func, self.ctx, Ctx::OFFSETS[7]);
+        let src = self.msg_addr(k, src.cast::<L>());
+        self.f.callv(
+            Callee::Reg(func.num()),
+            &[
+                Arg::Reg(host.any()),
+                Arg::Imm(Ty::U, chan as i64),
+                Arg::Reg(src.any()),
+            ],
+        );
+        self.after_call();
+        let nexts: Vec<Label> = sites.iter().map(|s| s.1).collect();
+        self.dispatch(&nexts);
     }
 
     /// [`after_call`](Self::after_call) with the free list arranged so that

@@ -1320,6 +1320,81 @@ fn a_large_instruction_in_several_blocks_is_emitted_once() {
 }
 
 #[test]
+fn receives_and_sends_alike_share_one_slow_path() {
+    // Two receives from `inA` into the same slot and two sends of it on
+    // `outA`, in a loop (as symbolic execution repeats a process's channel
+    // statement in each control state): one slow path per channel, entered
+    // from each site, going back to the site's own successor. With ports of
+    // a few messages and with no ports at all (every operation through the
+    // slow path), the messages taken and sent, the leave and the live
+    // variables are the interpreter's.
+    let program = program();
+    let chan = |name: &str| program.channels.iter().position(|c| c.name == name).unwrap() as u32;
+    let (in_a, out_a) = (chan("inA"), chan("outA"));
+    let mut g = one_block_graph(&program, vec![]);
+    let leave = g.blocks[0].term.clone();
+    let block = |insts, term| Block {
+        insts,
+        term,
+        note: String::new(),
+    };
+    let add = |slot: u32, k| Inst::Assign {
+        slot,
+        value: Expr::Binary(BinOp::Add, Box::new(Expr::Var(0)), Box::new(Expr::Const(k))),
+    };
+    let recv = |got, empty| Term::Recv {
+        chan: in_a,
+        slots: vec![0],
+        got,
+        empty,
+    };
+    let send = |next| Term::Send {
+        chan: out_a,
+        args: vec![Operand::Var(0)],
+        next,
+    };
+    g.blocks = vec![
+        block(vec![], recv(1, 5)),
+        block(vec![add(0, 1)], send(2)),
+        block(vec![], recv(3, 6)),
+        block(vec![add(0, 2)], send(4)),
+        block(
+            vec![],
+            Term::Count {
+                counter: 0,
+                next: 0,
+                over: 5,
+            },
+        ),
+        block(vec![], leave.clone()),
+        block(vec![], leave),
+    ];
+    // The two empty sites leave differently: which one the shared slow
+    // path went back to is seen in the leave.
+    if let Term::Leave { why, .. } = &mut g.blocks[6].term {
+        *why = Leave::Abort;
+    }
+    g.counters = vec![1000];
+    let code = fpgen::compile(&g, &program).unwrap();
+    let listing = code.listing();
+    assert_eq!(listing.matches("recv slow path").count(), 1, "{listing}");
+    assert_eq!(listing.matches("send slow path").count(), 1, "{listing}");
+    let lv = Liveness::of(&program);
+    let mut r = Rng(53);
+    for n in 0..40 {
+        let mut input = random_input(&mut r, &program);
+        input[in_a as usize] = (0..n % 9).map(|_| r.below(100) as i64).collect();
+        let vars: Vec<i64> = (0..Layout::of(&program).slots).map(|_| r.below(50) as i64).collect();
+        let want = live_view(&program, &lv, &interpret(&g, &program, 0, &vars, &input).unwrap());
+        assert_eq!(want.leave, if n % 9 % 2 == 0 { Leave::Exit } else { Leave::Abort });
+        for ports in [Ports::Windows, Ports::Callbacks] {
+            let got = live_view(&program, &lv, &native(&code, &program, 0, &vars, &input, ports));
+            assert_eq!(got, want, "{n} messages, {ports:?}\n{listing}");
+        }
+    }
+}
+
+#[test]
 fn a_bad_graph_is_an_error_not_a_panic() {
     let program = program();
     let mut g = one_block_graph(
