@@ -33,6 +33,28 @@
 //! * [`filters`]: the paper's four filter programs (Table 1) and their plain
 //!   Rust reference chains.
 //!
+//! ## Source layout
+//!
+//! The modules are grouped in three directories by stage; each module is
+//! public at the crate root (`esp::spec`, `esp::runtime`, ...), and the
+//! dependencies run one way, front end → extraction → back ends:
+//!
+//! * `front/`, the front end: [`lex`], [`parse`] and [`ast`], [`sema`]
+//!   (names, static checks, lowering to [`ir`]), [`spec`] (specification
+//!   files, with the [`spec::Schedule`] they choose) and [`hostfn`] (host
+//!   functions written as ESP expressions).
+//! * `extract/`, the fast-path extraction: [`path`] (path expressions to
+//!   automata), [`explore`] (symbolic execution), [`fp`] (the extracted
+//!   graphs and their reference interpreter) and [`opt`].
+//! * `back/`, the back ends: [`interp`] and [`native`] (process-based),
+//!   [`fpgen`] (graphs to native code), [`automata`] (the whole program's
+//!   product machine), [`abi`] (the context generated code receives) and
+//!   [`runtime`] (the scheduler: its host trampolines, its static tables and
+//!   the machine, one file each).
+//!
+//! [`ir`], [`error`], [`mc`], [`random`] and [`filters`] are shared by all
+//! stages and stay at the top.
+//!
 //! The language, the specification syntax, the extraction and the fairness
 //! rules are described in `docs/esp.md`.
 //!
@@ -45,28 +67,19 @@
 //! The parser, the symbolic execution and the code generation are written
 //! here: they are what the paper is about.
 
-pub mod abi;
-pub mod ast;
-pub mod error;
-pub mod explore;
-pub mod filters;
-pub mod fp;
-pub mod fpgen;
-pub mod hostfn;
+mod back;
+mod extract;
+mod front;
 
-pub mod interp;
+pub mod error;
+pub mod filters;
 pub mod ir;
-pub mod lex;
-mod linear;
 pub mod mc;
-pub mod native;
-pub mod opt;
-pub mod parse;
-pub mod path;
 pub mod random;
-pub mod runtime;
-pub mod sema;
-pub mod spec;
+
+pub use back::{abi, automata, fpgen, interp, native, runtime};
+pub use extract::{explore, fp, opt, path};
+pub use front::{ast, hostfn, lex, parse, sema, spec};
 
 pub use error::{Error, Result};
 pub use sema::compile;

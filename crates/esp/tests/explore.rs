@@ -19,10 +19,11 @@
 
 use std::collections::VecDeque;
 
-use esp::explore::{self, ExploreOptions, Schedule};
+use esp::explore::{self, ExploreOptions};
 use esp::fp::{self, Graph, Io, Kind, Leave, Term};
 use esp::ir::{ChanId, ChanKind, Comm, ExternId, Layout, NodeKind, Pc, Program};
 use esp::runtime::Event;
+use esp::spec::Schedule;
 
 const FIGURE2: &str = include_str!("../programs/figure2.esp");
 const FIGURE5: &str = include_str!("../programs/figure5.fp");
@@ -822,7 +823,7 @@ fn state_limit_is_an_error() {
     );
     assert!(e.to_string().contains("more than 5 control states"), "{e}");
     let chain = esp::compile(CHAIN).unwrap();
-    let e = explore::automaton(&chain, &small).unwrap_err();
+    let e = esp::automata::automaton(&chain, &small).unwrap_err();
     assert!(
         matches!(e, esp::Error::StateLimit { ref what, limit: 5 } if what == "automaton"),
         "{e}"
@@ -832,7 +833,7 @@ fn state_limit_is_an_error() {
 #[test]
 fn automaton_rejects_alt() {
     let (p, _) = figure2();
-    let e = explore::automaton(&p, &ExploreOptions::default()).unwrap_err();
+    let e = esp::automata::automaton(&p, &ExploreOptions::default()).unwrap_err();
     assert!(matches!(e, esp::Error::Unsupported { .. }), "{e}");
     assert!(e.to_string().contains("alt"), "{e}");
 }
@@ -881,7 +882,7 @@ fn automaton_of_a_filter_chain_with(schedule: Schedule) {
         automaton_schedule: schedule,
         ..ExploreOptions::default()
     };
-    let g = explore::automaton(&p, &options).unwrap();
+    let g = esp::automata::automaton(&p, &options).unwrap();
     assert_eq!(g.kind, Kind::Automaton);
     assert_eq!(g.procs, vec![0, 1, 2]);
     assert!(g.counters.is_empty());
@@ -928,7 +929,7 @@ process A { var i; while (i < 3) { i = i + 1; out(c, 10 / (3 - i)); } }
 process B { var x, n; while (n < 2) { in(c, x); n = n + 1; assert(x > 0); out(o, x); } }
 ";
     let p = esp::compile(src).unwrap();
-    let g = explore::automaton(&p, &ExploreOptions::default()).unwrap();
+    let g = esp::automata::automaton(&p, &ExploreOptions::default()).unwrap();
     let mut h = Host::new(&p, no_host);
     let mut vars = vec![0; Layout::of(&p).slots as usize];
     let mut pcs = vec![0; 2];
@@ -1307,8 +1308,8 @@ fn filter_program_automata() {
     };
     for (k, src) in programs.iter().enumerate() {
         let p = esp::compile(src).unwrap();
-        let g =
-            explore::automaton(&p, &options).unwrap_or_else(|e| panic!("program {}: {e}", k + 1));
+        let g = esp::automata::automaton(&p, &options)
+            .unwrap_or_else(|e| panic!("program {}: {e}", k + 1));
         let mut h = Host::new(&p, no_host);
         let mut vars = vec![0; Layout::of(&p).slots as usize];
         let mut pcs = vec![0; p.processes.len()];

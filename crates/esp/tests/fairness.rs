@@ -182,13 +182,14 @@ const ONLY_A: &str = "fastpath onlyA { process SrcA { statement inA, a as OA; st
 /// Where `SrcB`'s value comes out (0-based) among `o`'s messages.
 fn merge_position(
     backend: Backend,
+    spec: &str,
     values: i64,
     refuse_every: u32,
 ) -> (usize, esp::runtime::Stats) {
     let program = esp::compile(MERGE).unwrap();
     let options = Options {
         backend,
-        spec: Some(esp::spec::parse(ONLY_A, &program).unwrap()),
+        spec: Some(esp::spec::parse(spec, &program).unwrap()),
         refuse_every,
         ..Options::default()
     };
@@ -221,7 +222,7 @@ fn a_narrowed_alt_on_a_deterministic_path_is_marked_for_refusals() {
 fn the_merge_program_serves_b_within_the_bound_after_an_abort() {
     let bound = ExploreOptions::default().counter_bound as usize;
     for backend in [Backend::Interp, Backend::Native] {
-        let (at, stats) = merge_position(backend, 300_000, 8);
+        let (at, stats) = merge_position(backend, ONLY_A, 300_000, 8);
         // The first entry ends at the repetition bound; the next eligible
         // entry is refused, and the process-based `alt` (two arms) serves B
         // within two of its executions.
@@ -234,8 +235,33 @@ fn the_merge_program_serves_b_within_the_bound_after_an_abort() {
             "{backend:?}: {stats:?}"
         );
         // With refusals switched off B waits for all of A.
-        let (at, _) = merge_position(backend, 300_000, 0);
+        let (at, _) = merge_position(backend, ONLY_A, 300_000, 0);
         assert_eq!(at, 300_000, "{backend:?}: without refusals B should starve");
+    }
+}
+
+/// Several paths that start at the same statement and narrow the same
+/// `alt`: a refusal of one is not an entry of the next. The refused
+/// statement runs in the process-based code, so `B` is served within the
+/// bound of one path however many there are (it waited for three entries,
+/// 196,612 values, with two copies of `onlyA` when the next path took the
+/// refused entry).
+#[test]
+fn a_refused_entry_is_not_taken_by_another_path_at_the_same_statement() {
+    let bound = ExploreOptions::default().counter_bound as usize;
+    for copies in [2, 3] {
+        let spec: String = (0..copies)
+            .map(|k| ONLY_A.replace("onlyA", &format!("onlyA{k}")))
+            .collect::<Vec<_>>()
+            .join("\n");
+        for backend in [Backend::Interp, Backend::Native] {
+            let (at, stats) = merge_position(backend, &spec, 300_000, 8);
+            assert!(
+                at <= bound + 1 + 2,
+                "{backend:?}, {copies} paths: B came out after {at} values of A ({stats:?})"
+            );
+            assert!(stats.refusals > 0, "{backend:?}: {stats:?}");
+        }
     }
 }
 
@@ -270,56 +296,67 @@ fn merge_program(rng: &mut esp::random::Rng, n: usize, per: i64) -> String {
 }
 
 /// A random specification over `M` and some sources that never lists `S`:
-/// its paths narrow `M`'s `alt` (and may choose among the sources' arms),
-/// repeat or exit after one message, and start at `#1` or at an arm.
-fn merge_spec(rng: &mut esp::random::Rng, n: usize) -> String {
-    let mut srcs: Vec<usize> = (0..n).filter(|_| rng.chance(60)).collect();
-    if srcs.is_empty() {
-        srcs.push(rng.below(n));
+/// one to three paths, each of which narrows `M`'s `alt` (and may choose
+/// among the sources' arms), repeats or exits after one message, and starts
+/// at `#1` or at an arm; several paths may start at the same statement.
+/// Returns the text, the number of paths and the most processes in one.
+fn merge_spec(rng: &mut esp::random::Rng, n: usize) -> (String, usize, usize) {
+    let paths = 1 + rng.below(3);
+    let mut t = String::new();
+    let mut most = 0;
+    for b in 0..paths {
+        let mut srcs: Vec<usize> = (0..n).filter(|_| rng.chance(60)).collect();
+        if srcs.is_empty() {
+            srcs.push(rng.below(n));
+        }
+        most = most.max(1 + srcs.len());
+        t += &format!("fastpath r{b} {{\n");
+        if rng.chance(50) {
+            t += "  schedule downstream;\n";
+        }
+        let arms: Vec<String> = srcs.iter().map(|i| format!("M{i}")).collect();
+        let decl: Vec<String> = srcs.iter().map(|i| format!("f{i} as M{i}")).collect();
+        let slow = if rng.chance(50) { ", slow" } else { "" };
+        let choice = arms.join(" | ");
+        let (start, follows) = match rng.below(3) {
+            0 => ("#1".to_string(), format!("(({choice}) #1)*")),
+            1 => (format!("({choice})"), format!("(#1 ({choice}))*")),
+            _ => ("#1".to_string(), format!("({choice})")),
+        };
+        let start = if start.starts_with('(') {
+            arms[0].clone()
+        } else {
+            start
+        };
+        let exit = if !follows.ends_with('*') || rng.chance(50) {
+            " exit #1;"
+        } else {
+            ""
+        };
+        t += &format!(
+            "  process M {{ statement {}, #1{slow}; start {start}; follows {follows};{exit} }}\n",
+            decl.join(", ")
+        );
+        for &i in &srcs {
+            t += &format!(
+                "  process F{i} {{ statement f{i} as S{i}; start S{i}; follows (S{i})*; }}\n"
+            );
+        }
+        t += "}\n";
     }
-    let mut t = String::from("fastpath r {\n");
-    if rng.chance(50) {
-        t += "  schedule downstream;\n";
-    }
-    let arms: Vec<String> = srcs.iter().map(|i| format!("M{i}")).collect();
-    let decl: Vec<String> = srcs.iter().map(|i| format!("f{i} as M{i}")).collect();
-    let slow = if rng.chance(50) { ", slow" } else { "" };
-    let choice = arms.join(" | ");
-    let (start, follows) = match rng.below(3) {
-        0 => ("#1".to_string(), format!("(({choice}) #1)*")),
-        1 => (format!("({choice})"), format!("(#1 ({choice}))*")),
-        _ => ("#1".to_string(), format!("({choice})")),
-    };
-    let start = if start.starts_with('(') {
-        arms[0].clone()
-    } else {
-        start
-    };
-    let exit = if !follows.ends_with('*') || rng.chance(50) {
-        " exit #1;"
-    } else {
-        ""
-    };
-    t += &format!(
-        "  process M {{ statement {}, #1{slow}; start {start}; follows {follows};{exit} }}\n",
-        decl.join(", ")
-    );
-    for &i in &srcs {
-        t +=
-            &format!("  process F{i} {{ statement f{i} as S{i}; start S{i}; follows (S{i})*; }}\n");
-    }
-    t += "}\n";
-    t
+    (t, paths, most)
 }
 
 /// Random merge programs with random specifications: `S`, ready from the
 /// start and for ever (its partner `M` comes back to the `alt` after every
 /// message), is served within the bound docs/esp.md states: a path's entry
-/// runs at most `counter_bound` iterations of each repetition, and within
-/// `arms` refusals, which come at the first eligible entry after every
-/// abort and at every `refuse_every`-th eligible entry, the process-based
-/// `alt` takes `S`'s arm. So `S` is served before `M` has logged
-/// `arms * (refuse_every + 1) * (counters * (counter_bound + 1) + arms)`
+/// runs at most `counter_bound` iterations of each repetition; each refusal
+/// runs the `alt` in the process-based code, which takes `S`'s arm within
+/// `arms` executions; refusals come at the first eligible entry after every
+/// abort and at every `refuse_every`-th eligible entry of each of the
+/// `paths` paths, so at most `paths * refuse_every` entries come between
+/// two of them. So `S` is served before `M` has logged
+/// `arms * (paths * refuse_every + 1) * (counters * (counter_bound + 1) + arms)`
 /// messages. Each program runs with refusals off too, and over the run at
 /// least one of them starves `S` there: the refusals, not the schedule, are
 /// what serves it. Half the programs' traces (on both backends) are judged
@@ -333,23 +370,23 @@ fn random_merges_serve_a_process_ready_for_ever_within_the_bound() {
         .unwrap_or(60);
     let counter_bound = 40u64;
     let refuse_every = 4u32;
-    let per = 5_000i64;
+    let per = 10_000i64;
     let mut starved_without = 0;
     let mut entered = 0;
     for seed in 0..count {
         let mut rng = esp::random::Rng::new(seed);
         let n = 1 + rng.below(3);
         let text = merge_program(&mut rng, n, per);
-        let spec_text = merge_spec(&mut rng, n);
+        let (spec_text, paths, counters) = merge_spec(&mut rng, n);
         let program = esp::compile(&text).unwrap();
         let spec = match esp::spec::parse(&spec_text, &program) {
             Ok(s) => s,
             Err(e) => panic!("seed {seed}: {e}\n{spec_text}"),
         };
-        let counters = spec.fastpaths[0].procs.len();
         let arms = n + 1;
-        let bound =
-            arms * (refuse_every as usize + 1) * (counters * (counter_bound as usize + 1) + arms);
+        let bound = arms
+            * (paths * refuse_every as usize + 1)
+            * (counters * (counter_bound as usize + 1) + arms);
         assert!(
             bound < n * per as usize / 2,
             "seed {seed}: the stream is too short"

@@ -1513,7 +1513,7 @@ fn filter_program_fast_paths_and_automata_agree_everywhere() {
             );
         }
         if i < 2 {
-            let g = esp::explore::automaton(&program, &Default::default()).unwrap();
+            let g = esp::automata::automaton(&program, &Default::default()).unwrap();
             check_real(
                 &program,
                 &g,
@@ -1568,7 +1568,7 @@ fn random_program_fast_paths_agree_everywhere() {
             }
         }
         if kind == random::Kind::Kahn
-            && let Ok(g) = esp::explore::automaton(&program, &explore)
+            && let Ok(g) = esp::automata::automaton(&program, &explore)
         {
             check_real(
                 &program,

@@ -1065,7 +1065,7 @@ fn an_empty_specification_has_no_fast_paths() {
 
 #[test]
 fn schedule_chooses_the_policy_of_symbolic_execution() {
-    use esp::explore::Schedule;
+    use esp::spec::Schedule;
     let p = compile(PIPE);
     let body = "process A { start src; } process B { start mid; }";
     let default = spec(&p, &format!("fastpath f {{ {body} }}"));

@@ -651,7 +651,7 @@ fn dump(file: &Path, spec: Option<&Path>, automaton: bool) -> Result<ExitCode, S
     let options = esp::explore::ExploreOptions::default();
     let mut graphs = Vec::new();
     if automaton {
-        graphs.push(esp::explore::automaton(&program, &options).map_err(|e| e.to_string())?);
+        graphs.push(esp::automata::automaton(&program, &options).map_err(|e| e.to_string())?);
     } else if let Some(spec) = spec {
         let spec = load_spec(spec, &program)?;
         for fp in &spec.fastpaths {

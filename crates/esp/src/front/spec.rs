@@ -25,7 +25,33 @@ pub struct FastPath {
     pub procs: Vec<ProcSpec>,
     /// How symbolic execution schedules the processes: the default policy
     /// of §3 (with the elements' `yield`s), or `schedule downstream;`.
-    pub schedule: crate::explore::Schedule,
+    pub schedule: Schedule,
+}
+
+/// How symbolic execution picks the running process: a fast path follows
+/// the one its specification names ([`FastPath::schedule`]), the automaton
+/// the one of its options (`ExploreOptions::automaton_schedule` in
+/// [`crate::explore`]).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub enum Schedule {
+    /// The default policy (§3): a FIFO ready list, the running process
+    /// continues until it blocks, the reader of a rendezvous continues.
+    /// The control state includes the ready list's order, and on a chain
+    /// of filters whose rates depend on the data the product of the
+    /// processes' positions is large (programs 3 and 4 of Table 1 have
+    /// over a million control states).
+    Fifo,
+    /// The ready process declared last runs, preempting the running one at
+    /// a statement boundary when a later-declared process becomes ready.
+    /// Any interleaving at statement boundaries is an execution of the
+    /// program (a process's local statements touch only its own variables),
+    /// so this is as legal as the default; on a chain declared from source
+    /// to sink it drains each message through the chain before the source
+    /// reads the next, which keeps the control states few (thousands for
+    /// programs 3 and 4). The automaton's default: it is the schedule of
+    /// Proebsting and Watterson's filter fusion, where the consumer pulls.
+    #[default]
+    DownstreamFirst,
 }
 
 /// The part of a fast path for one process.
@@ -552,7 +578,7 @@ impl Resolver<'_> {
             });
         }
         let schedule = match fp.downstream {
-            None => crate::explore::Schedule::Fifo,
+            None => Schedule::Fifo,
             Some(at) => {
                 let yields = procs.iter().any(|p| {
                     let mut any = p.start.yield_to.is_some()
@@ -572,7 +598,7 @@ impl Resolver<'_> {
                         ),
                     ));
                 }
-                crate::explore::Schedule::DownstreamFirst
+                Schedule::DownstreamFirst
             }
         };
         Ok(FastPath {

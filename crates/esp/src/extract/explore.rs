@@ -1,5 +1,6 @@
 //! Extraction by symbolic execution (§4.2-§4.4): fast paths from a
-//! specification, and the whole program's automaton (§4.1).
+//! specification, and the symbolic execution of the whole program that
+//! [`crate::automata`] turns into its automaton (§4.1).
 //!
 //! Symbolic execution follows the *control* of the processes, never their
 //! data: a control state is each process's program counter and status
@@ -61,7 +62,7 @@ use crate::ir::{
     StmtRef, UnOp,
 };
 use crate::path::PathAutomaton;
-use crate::spec::{Element, FastPath, Regex};
+use crate::spec::{Element, FastPath, Regex, Schedule};
 
 /// Limits of symbolic execution.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -72,7 +73,7 @@ pub struct ExploreOptions {
     /// The bound of every repetition counter (§4.4): a fast path aborts
     /// when a repetition starts more iterations than this in one entry.
     pub counter_bound: u64,
-    /// The schedule [`automaton`] follows (fast paths always follow the
+    /// The schedule [`automaton`](crate::automata::automaton) follows (fast paths always follow the
     /// default policy and the specification's `yield`s).
     pub automaton_schedule: Schedule,
 }
@@ -85,29 +86,6 @@ impl Default for ExploreOptions {
             automaton_schedule: Schedule::DownstreamFirst,
         }
     }
-}
-
-/// How the automaton's symbolic execution picks the running process.
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
-pub enum Schedule {
-    /// The default policy (§3): a FIFO ready list, the running process
-    /// continues until it blocks, the reader of a rendezvous continues.
-    /// The control state includes the ready list's order, and on a chain
-    /// of filters whose rates depend on the data the product of the
-    /// processes' positions is large (programs 3 and 4 of Table 1 have
-    /// over a million control states).
-    Fifo,
-    /// The ready process declared last runs, preempting the running one at
-    /// a statement boundary when a later-declared process becomes ready.
-    /// Any interleaving at statement boundaries is an execution of the
-    /// program (a process's local statements touch only its own variables),
-    /// so this is as legal as the default; on a chain declared from source
-    /// to sink it drains each message through the chain before the source
-    /// reads the next, which keeps the control states few (thousands for
-    /// programs 3 and 4). The automaton's default: it is the schedule of
-    /// Proebsting and Watterson's filter fusion, where the consumer pulls.
-    #[default]
-    DownstreamFirst,
 }
 
 /// Extracts the fast path `fp` of `program` (§4.2).
@@ -140,46 +118,6 @@ pub fn fast_path(program: &Program, fp: &FastPath, options: &ExploreOptions) -> 
     let mut x = Explorer::new(program, fp.name.clone(), procs, autos, options, false);
     x.schedule = fp.schedule;
     x.counters = counters;
-    x.run(start)
-}
-
-/// The automaton of the whole program (§4.1): symbolic execution of every
-/// process from the program's start under the default policy.
-///
-/// A process whose external input is empty blocks on it; when no process is
-/// ready and some wait for input, the graph leaves with
-/// [`Leave::Suspend`]` { resume: k }`, and `entries[k]` continues from that
-/// state with those processes ready again (in declaration order). An
-/// assertion or division that would fail, and a state in which every
-/// process has halted or is blocked on an internal channel, leave with
-/// [`Leave::Abort`]: the process-based code goes on from there. Programs
-/// with `alt` are [`Error::Unsupported`].
-pub fn automaton(program: &Program, options: &ExploreOptions) -> Result<Graph> {
-    for p in &program.processes {
-        if let Some(n) = p
-            .nodes
-            .iter()
-            .find(|n| matches!(n.kind, NodeKind::Alt { .. }))
-        {
-            return Err(Error::Unsupported {
-                backend: "automaton",
-                msg: format!(
-                    "process {} uses alt at {}: automata-based compilation handles only programs without alt",
-                    p.name, n.pos
-                ),
-            });
-        }
-    }
-    let procs: Vec<ProcId> = (0..program.processes.len() as ProcId).collect();
-    let start: Vec<Pc> = program.processes.iter().map(|p| p.entry).collect();
-    let x = Explorer::new(
-        program,
-        "automaton".into(),
-        procs,
-        Vec::new(),
-        options,
-        true,
-    );
     x.run(start)
 }
 
@@ -421,7 +359,7 @@ struct Hook {
 /// combinations are enumerated.
 const MAX_PREDICATED: usize = 8;
 
-struct Explorer<'a> {
+pub(crate) struct Explorer<'a> {
     program: &'a Program,
     layout: Layout,
     name: String,
@@ -463,7 +401,7 @@ struct Outcome {
 }
 
 impl<'a> Explorer<'a> {
-    fn new(
+    pub(crate) fn new(
         program: &'a Program,
         name: String,
         procs: Vec<ProcId>,
@@ -524,7 +462,7 @@ impl<'a> Explorer<'a> {
         }
     }
 
-    fn run(mut self, start: Vec<Pc>) -> Result<Graph> {
+    pub(crate) fn run(mut self, start: Vec<Pc>) -> Result<Graph> {
         let n = self.procs.len();
         for (i, &pc) in start.iter().enumerate() {
             let p = &self.program.processes[self.procs[i] as usize];

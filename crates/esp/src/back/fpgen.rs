@@ -1962,7 +1962,7 @@ impl<'a> Gen<'a> {
 /// correctly predicted return, against a dozen or more instructions of
 /// the copy). Symbolic execution puts a process's code into every control
 /// state in which it runs; a large step (the CRC of a byte, after
-/// [`crate::linear`]) is then shared instead of duplicated.
+/// the optimizer's strength reduction) is then shared instead of duplicated.
 const OUTLINE_NODES: usize = 24;
 
 /// True when `i` is large enough to share, and may run inside a
