@@ -1249,7 +1249,11 @@ fn a_counter_whose_bound_leads_out_of_the_path_needs_no_reset() {
         // One zeroing: the leave's row number (a reset of the count-down
         // would be a second).
         let listing = code.listing().to_lowercase();
-        assert_eq!(listing.matches("xor").count(), 1, "no reset stub\n{listing}");
+        assert_eq!(
+            listing.matches("xor").count(),
+            1,
+            "no reset stub\n{listing}"
+        );
     }
     let vars = vec![0, 5, 0, 0, 0, 0];
     let want = interpret(&g, &program, 0, &vars, &[]).unwrap();
@@ -1278,7 +1282,10 @@ fn a_large_instruction_in_several_blocks_is_emitted_once() {
             v(3),
         );
     }
-    let big = Inst::Assign { slot: 2, value: big };
+    let big = Inst::Assign {
+        slot: 2,
+        value: big,
+    };
     let small = Inst::Assign {
         slot: 4,
         value: bin(BinOp::Add, v(4), c(0x7654_321)),
@@ -1306,7 +1313,11 @@ fn a_large_instruction_in_several_blocks_is_emitted_once() {
     #[cfg(target_arch = "x86_64")]
     {
         let listing = code.listing().to_lowercase();
-        assert_eq!(listing.matches("123456ch").count(), 1, "one copy\n{listing}");
+        assert_eq!(
+            listing.matches("123456ch").count(),
+            1,
+            "one copy\n{listing}"
+        );
         assert_eq!(listing.matches("7654321h").count(), 3, "inline\n{listing}");
     }
     let mut r = Rng(41);
@@ -1329,7 +1340,13 @@ fn receives_and_sends_alike_share_one_slow_path() {
     // slow path), the messages taken and sent, the leave and the live
     // variables are the interpreter's.
     let program = program();
-    let chan = |name: &str| program.channels.iter().position(|c| c.name == name).unwrap() as u32;
+    let chan = |name: &str| {
+        program
+            .channels
+            .iter()
+            .position(|c| c.name == name)
+            .unwrap() as u32
+    };
     let (in_a, out_a) = (chan("inA"), chan("outA"));
     let mut g = one_block_graph(&program, vec![]);
     let leave = g.blocks[0].term.clone();
@@ -1384,11 +1401,28 @@ fn receives_and_sends_alike_share_one_slow_path() {
     for n in 0..40 {
         let mut input = random_input(&mut r, &program);
         input[in_a as usize] = (0..n % 9).map(|_| r.below(100) as i64).collect();
-        let vars: Vec<i64> = (0..Layout::of(&program).slots).map(|_| r.below(50) as i64).collect();
-        let want = live_view(&program, &lv, &interpret(&g, &program, 0, &vars, &input).unwrap());
-        assert_eq!(want.leave, if n % 9 % 2 == 0 { Leave::Exit } else { Leave::Abort });
+        let vars: Vec<i64> = (0..Layout::of(&program).slots)
+            .map(|_| r.below(50) as i64)
+            .collect();
+        let want = live_view(
+            &program,
+            &lv,
+            &interpret(&g, &program, 0, &vars, &input).unwrap(),
+        );
+        assert_eq!(
+            want.leave,
+            if n % 9 % 2 == 0 {
+                Leave::Exit
+            } else {
+                Leave::Abort
+            }
+        );
         for ports in [Ports::Windows, Ports::Callbacks] {
-            let got = live_view(&program, &lv, &native(&code, &program, 0, &vars, &input, ports));
+            let got = live_view(
+                &program,
+                &lv,
+                &native(&code, &program, 0, &vars, &input, ports),
+            );
             assert_eq!(got, want, "{n} messages, {ports:?}\n{listing}");
         }
     }

@@ -389,7 +389,10 @@ fn linearize_insts(insts: &mut Vec<Inst>) -> bool {
         if run.len() >= 2 {
             let new = expr_of(&map, &Expr::Var(v));
             if size(&new) <= old {
-                insts[last] = Inst::Assign { slot: v, value: new };
+                insts[last] = Inst::Assign {
+                    slot: v,
+                    value: new,
+                };
                 for &r in run[..run.len() - 1].iter().rev() {
                     insts.remove(r);
                 }
@@ -489,7 +492,13 @@ mod tests {
         };
         // Two runs of four, split by a read of the CRC; a write of another
         // variable inside a run does not split it.
-        let mut insts = vec![crc_step(), crc_step(), other.clone(), crc_step(), crc_step()];
+        let mut insts = vec![
+            crc_step(),
+            crc_step(),
+            other.clone(),
+            crc_step(),
+            crc_step(),
+        ];
         insts.push(read.clone());
         insts.extend(vec![crc_step(); 4]);
         let before = insts.clone();
@@ -537,7 +546,11 @@ mod tests {
         }
         let a = || v(0);
         match r {
-            0 => bin(BinOp::BitXor, random_step(s, depth - 1), random_step(s, depth - 1)),
+            0 => bin(
+                BinOp::BitXor,
+                random_step(s, depth - 1),
+                random_step(s, depth - 1),
+            ),
             1 => bin(BinOp::BitAnd, random_step(s, depth - 1), c(xorshift(s))),
             2 => bin(BinOp::BitOr, c(xorshift(s)), random_step(s, depth - 1)),
             3 => bin(BinOp::Shl, random_step(s, depth - 1), c(xorshift(s) & 127)),
@@ -575,8 +588,12 @@ mod tests {
             // The composed map agrees with the steps on every input.
             let mut map = Affine::identity();
             for i in &insts {
-                let Inst::Assign { value, .. } = i else { unreachable!() };
-                map = affine_of(value, 0).expect("affine by construction").after(&map);
+                let Inst::Assign { value, .. } = i else {
+                    unreachable!()
+                };
+                map = affine_of(value, 0)
+                    .expect("affine by construction")
+                    .after(&map);
             }
             let rebuilt = expr_of(&map, &v(0));
             let mut out = insts.clone();
