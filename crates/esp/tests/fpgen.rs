@@ -1288,7 +1288,7 @@ fn a_large_instruction_in_several_blocks_is_emitted_once() {
     };
     let small = Inst::Assign {
         slot: 4,
-        value: bin(BinOp::Add, v(4), c(0x7654_321)),
+        value: bin(BinOp::Add, v(4), c(0x0765_4321)),
     };
     let mut g = one_block_graph(&program, vec![]);
     let leave = g.blocks[0].term.clone();
