@@ -689,8 +689,8 @@ pub fn scheduler_instructions() -> usize {
 }
 
 /// The instructions reachable from `entry` by branches (see
-/// [`rust_instructions`]); the targets of its direct calls are pushed on
-/// `calls`.
+/// [`rust_instructions`]); the targets of its direct calls and tail calls
+/// are pushed on `calls`.
 fn function_instructions(entry: usize, calls: &mut Vec<usize>) -> usize {
     use iced_x86::{Decoder, DecoderOptions, FlowControl};
     const WINDOW: usize = 64 << 10;
@@ -723,14 +723,19 @@ fn function_instructions(entry: usize, calls: &mut Vec<usize>) -> usize {
             match ins.flow_control() {
                 FlowControl::Call => calls.push(target),
                 FlowControl::Next | FlowControl::IndirectCall => {}
+                // A branch out of the window is a tail call.
                 FlowControl::ConditionalBranch => {
                     if inside(target) {
                         todo.push(target - entry);
+                    } else {
+                        calls.push(target);
                     }
                 }
                 FlowControl::UnconditionalBranch => {
                     if inside(target) {
                         todo.push(target - entry);
+                    } else {
+                        calls.push(target);
                     }
                     break;
                 }
