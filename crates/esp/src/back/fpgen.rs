@@ -488,6 +488,8 @@ struct Gen<'a> {
     outlined: HashMap<String, Label>,
     /// The frame slot of a shared slow path's site index.
     site: Option<Local<L>>,
+    /// Per counter: the blocks from which one of its `Count`s is reachable.
+    reaches_count: HashMap<u32, Vec<bool>>,
 }
 
 impl<'a> Gen<'a> {
@@ -524,6 +526,7 @@ impl<'a> Gen<'a> {
             out_of_scratch: false,
             outlined: HashMap::new(),
             site: None,
+            reaches_count: HashMap::new(),
         })
     }
 
@@ -1118,21 +1121,34 @@ impl<'a> Gen<'a> {
     }
 
     /// True when a `Count` of `counter` is reachable from block `from`
-    /// (its count-down must then be reset past the bound).
-    fn counts_again(&self, counter: u32, from: BlockId) -> bool {
-        let mut seen = vec![false; self.g.blocks.len()];
-        let mut todo = vec![from];
-        while let Some(b) = todo.pop() {
-            if std::mem::replace(&mut seen[b as usize], true) {
-                continue;
+    /// (its count-down must then be reset past the bound). The blocks
+    /// that reach one are found once per counter, backwards from its
+    /// `Count`s.
+    fn counts_again(&mut self, counter: u32, from: BlockId) -> bool {
+        if !self.reaches_count.contains_key(&counter) {
+            let g = self.g;
+            let n = g.blocks.len();
+            let mut preds: Vec<Vec<BlockId>> = vec![Vec::new(); n];
+            for (b, blk) in g.blocks.iter().enumerate() {
+                for s in opt::successors(&blk.term) {
+                    preds[s as usize].push(b as BlockId);
+                }
             }
-            let t = &self.g.blocks[b as usize].term;
-            if matches!(t, Term::Count { counter: c, .. } if *c == counter) {
-                return true;
+            let mut reach = vec![false; n];
+            let mut todo: Vec<BlockId> = (0..n as BlockId)
+                .filter(|&b| {
+                    matches!(g.blocks[b as usize].term,
+                        Term::Count { counter: c, .. } if c == counter)
+                })
+                .collect();
+            while let Some(b) = todo.pop() {
+                if !std::mem::replace(&mut reach[b as usize], true) {
+                    todo.extend(&preds[b as usize]);
+                }
             }
-            todo.extend(opt::successors(t));
+            self.reaches_count.insert(counter, reach);
         }
-        false
+        self.reaches_count[&counter][from as usize]
     }
 
     fn leave(&mut self, b: BlockId, pcs: &[(ProcId, u32)], why: Leave) {
