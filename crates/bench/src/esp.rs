@@ -657,12 +657,47 @@ pub mod go {
 /// its calls) to every reachable instruction. Jumps further than 64 KiB
 /// from the entry, or before it, are taken as tail calls and not followed.
 pub fn rust_instructions(f: fused::Loop) -> usize {
+    function_instructions(f as usize, &mut Vec::new())
+}
+
+/// The machine instructions of the process-based scheduler: the functions
+/// [`esp::runtime::scheduler_functions`] lists that are reachable from the
+/// first (the machine's run loop) through direct calls, each counted as
+/// [`rust_instructions`] counts a function (its branches followed, and so
+/// the helpers the compiler inlined into it). Calls to any other function
+/// (the standard library's, allocation, formatting of errors) are not
+/// followed: they are not the scheduler's.
+pub fn scheduler_instructions() -> usize {
+    let listed = esp::runtime::scheduler_functions();
+    let Some(&run) = listed.first() else {
+        return 0;
+    };
+    let mut done = vec![run];
+    let mut todo = vec![run];
+    let mut total = 0;
+    while let Some(f) = todo.pop() {
+        let mut calls = Vec::new();
+        total += function_instructions(f, &mut calls);
+        for c in calls {
+            if listed.contains(&c) && !done.contains(&c) {
+                done.push(c);
+                todo.push(c);
+            }
+        }
+    }
+    total
+}
+
+/// The instructions reachable from `entry` by branches (see
+/// [`rust_instructions`]); the targets of its direct calls and tail calls
+/// are pushed on `calls`.
+fn function_instructions(entry: usize, calls: &mut Vec<usize>) -> usize {
     use iced_x86::{Decoder, DecoderOptions, FlowControl};
     const WINDOW: usize = 64 << 10;
-    let entry = f as usize;
     let window = mapped_len(entry, WINDOW);
-    // SAFETY: `f` points into this executable's text segment, which stays
-    // mapped for the life of the process, and `mapped_len` found `window`
+    // SAFETY: `entry` is the address of a function of this executable (a
+    // function pointer), in its text segment, which stays mapped for the
+    // life of the process, and `mapped_len` found `window`
     // bytes from `entry` inside one readable mapping of /proc/self/maps.
     let code = unsafe { std::slice::from_raw_parts(entry as *const u8, window) };
     let mut seen = vec![false; window];
@@ -686,15 +721,21 @@ pub fn rust_instructions(f: fused::Loop) -> usize {
             let target = ins.near_branch_target() as usize;
             let inside = |t: usize| t >= entry && t < entry + window;
             match ins.flow_control() {
-                FlowControl::Next | FlowControl::Call | FlowControl::IndirectCall => {}
+                FlowControl::Call => calls.push(target),
+                FlowControl::Next | FlowControl::IndirectCall => {}
+                // A branch out of the window is a tail call.
                 FlowControl::ConditionalBranch => {
                     if inside(target) {
                         todo.push(target - entry);
+                    } else {
+                        calls.push(target);
                     }
                 }
                 FlowControl::UnconditionalBranch => {
                     if inside(target) {
                         todo.push(target - entry);
+                    } else {
+                        calls.push(target);
                     }
                     break;
                 }
@@ -805,6 +846,10 @@ pub struct ProgramResult {
     pub timed: Vec<(Variant, Timed)>,
     /// The process-based code's instructions (for the size ratios).
     pub process_size: Option<usize>,
+    /// The instructions of the scheduler the process-based code returns to
+    /// at every channel operation ([`scheduler_instructions`]); the same
+    /// code serves the fast-path variant.
+    pub scheduler_size: usize,
 }
 
 /// The variants, in table order.
@@ -1042,5 +1087,6 @@ pub fn measure(program: usize, budget: Budget, go: &Result<go::Peer, String>) ->
         output_bytes: expected.len(),
         timed,
         process_size,
+        scheduler_size: scheduler_instructions(),
     }
 }

@@ -1091,6 +1091,344 @@ fn a_long_constant_read_in_a_loop_is_set_once_per_entry() {
 }
 
 #[test]
+fn a_byte_of_crc_steps_is_one_assignment_of_the_first_value() {
+    // Eight bit-by-bit CRC steps (a byte) compose to one affine map over
+    // GF(2): the optimizer writes it as one assignment whose terms all read
+    // the CRC's first value (`crc >> 8` and one masked column per byte
+    // bit), so the chain on the CRC is the terms' xors instead of eight
+    // dependent steps. The values are the unoptimized graph's.
+    let program = six_vars();
+    let v = |n| Expr::Var(n);
+    let c = Expr::Const;
+    let bin = |op, a, b| Expr::Binary(op, Box::new(a), Box::new(b));
+    let step = Inst::Assign {
+        slot: 2,
+        value: bin(
+            BinOp::BitXor,
+            bin(BinOp::Shr, v(2), c(1)),
+            bin(
+                BinOp::BitAnd,
+                c(0xEDB8_8320),
+                Expr::Unary(UnOp::Neg, Box::new(bin(BinOp::BitAnd, v(2), c(1)))),
+            ),
+        ),
+    };
+    let mut insts = vec![Inst::Assign {
+        slot: 2,
+        value: bin(BinOp::BitXor, v(2), v(0)),
+    }];
+    insts.extend(std::iter::repeat_n(step, 8));
+    let original = one_block_graph(&program, insts);
+    let mut g = original.clone();
+    opt::optimize(&program, &mut g);
+    let crc_writes = g.blocks[0]
+        .insts
+        .iter()
+        .filter(|i| matches!(i, Inst::Assign { slot: 2, .. }))
+        .count();
+    assert_eq!(crc_writes, 2, "the xor with the byte, then one assignment");
+    let code = fpgen::compile(&g, &program).unwrap();
+    let mut r = Rng(31);
+    for _ in 0..200 {
+        let mut vars: Vec<i64> = (0..6).map(|_| r.next() as i64).collect();
+        vars[0] &= 0xFF;
+        if r.chance(50) {
+            vars[2] &= 0xFFFF_FFFF;
+        }
+        let want = interpret(&original, &program, 0, &vars, &[]).unwrap();
+        let got = native(&code, &program, 0, &vars, &[], Ports::Windows);
+        assert_eq!(got.vars, want.vars);
+        assert_eq!(got.leave, want.leave);
+    }
+}
+
+#[test]
+fn a_test_against_a_contiguous_range_is_one_comparison() {
+    // `x == 126 || x == 125` (and `x != 3 && x != 4 && x != 5`) compiles to
+    // one unsigned comparison of `x - lo` with the range's span: one branch
+    // instead of one per constant. Values at and around both ranges, and at
+    // the extremes where `x - lo` wraps, take the interpreter's way.
+    let program = six_vars();
+    let v = |n| Expr::Var(n);
+    let c = Expr::Const;
+    let bin = |op, a, b| Expr::Binary(op, Box::new(a), Box::new(b));
+    let flag = |slot, k| Inst::Assign { slot, value: c(k) };
+    let pes = Expr::Or(
+        Box::new(bin(BinOp::Eq, v(0), c(126))),
+        Box::new(bin(BinOp::Eq, c(125), v(0))),
+    );
+    let outside = Expr::And(
+        Box::new(Expr::And(
+            Box::new(bin(BinOp::Ne, v(1), c(5))),
+            Box::new(bin(BinOp::Ne, v(1), c(3))),
+        )),
+        Box::new(bin(BinOp::Ne, v(1), c(4))),
+    );
+    let mut g = one_block_graph(&program, vec![]);
+    let leave = g.blocks[0].term.clone();
+    let block = |insts, term| Block {
+        insts,
+        term,
+        note: String::new(),
+    };
+    g.blocks = vec![
+        block(
+            vec![],
+            Term::Branch {
+                cond: pes,
+                then: 1,
+                els: 2,
+            },
+        ),
+        block(vec![flag(4, 1)], Term::Jump(2)),
+        block(
+            vec![],
+            Term::Branch {
+                cond: outside,
+                then: 3,
+                els: 4,
+            },
+        ),
+        block(vec![flag(5, 1)], leave.clone()),
+        block(vec![flag(5, 2)], leave),
+    ];
+    let code = fpgen::compile(&g, &program).unwrap();
+    #[cfg(target_arch = "x86_64")]
+    {
+        // `x - 125` compared with 1, `y - 3` with 2; never 126, 4 or 5.
+        let listing = code.listing().to_lowercase();
+        for k in [",7eh", ",4", ",5"] {
+            assert!(
+                !listing.lines().any(|l| l.trim_end().ends_with(k)),
+                "no comparison with each constant ({k})\n{listing}"
+            );
+        }
+    }
+    let mut xs: Vec<i64> = (-3..10).chain(120..132).collect();
+    xs.extend([i64::MIN, i64::MIN + 1, i64::MAX, i64::MAX - 1, -125, -126]);
+    for &x in &xs {
+        for &y in &xs {
+            let vars = vec![x, y, 0, 0, 0, 0];
+            let want = interpret(&g, &program, 0, &vars, &[]).unwrap();
+            let got = native(&code, &program, 0, &vars, &[], Ports::Windows);
+            assert_eq!(got.vars, want.vars, "x = {x}, y = {y}");
+        }
+    }
+}
+
+#[test]
+fn a_counter_whose_bound_leads_out_of_the_path_needs_no_reset() {
+    // Past its bound a count-down is reset so that the next `Count` borrows
+    // again; when the bound's target leaves the graph with no `Count` of
+    // that counter on the way, the borrow branches there directly, with no
+    // reset stub. Counted: the loop runs to its bound, then leaves with the
+    // interpreter's values.
+    let program = six_vars();
+    let v = |n| Expr::Var(n);
+    let c = Expr::Const;
+    let bin = |op, a, b| Expr::Binary(op, Box::new(a), Box::new(b));
+    let mut g = one_block_graph(&program, vec![]);
+    let leave = g.blocks[0].clone();
+    g.blocks[0] = Block {
+        insts: vec![Inst::Assign {
+            slot: 1,
+            value: bin(BinOp::Add, v(1), c(1)),
+        }],
+        term: Term::Count {
+            counter: 0,
+            next: 0,
+            over: 1,
+        },
+        note: String::new(),
+    };
+    g.blocks.push(leave);
+    g.counters = vec![1000];
+    let code = fpgen::compile(&g, &program).unwrap();
+    #[cfg(target_arch = "x86_64")]
+    {
+        // One zeroing: the leave's row number (a reset of the count-down
+        // would be a second).
+        let listing = code.listing().to_lowercase();
+        assert_eq!(
+            listing.matches("xor").count(),
+            1,
+            "no reset stub\n{listing}"
+        );
+    }
+    let vars = vec![0, 5, 0, 0, 0, 0];
+    let want = interpret(&g, &program, 0, &vars, &[]).unwrap();
+    let got = native(&code, &program, 0, &vars, &[], Ports::Windows);
+    assert_eq!(got.vars, want.vars);
+    assert_eq!(got.leave, want.leave);
+    assert_eq!(got.vars[1], 5 + 1001);
+}
+
+#[test]
+fn a_large_instruction_in_several_blocks_is_emitted_once() {
+    // The same large step in three blocks (as symbolic execution copies a
+    // process's step into each control state it runs in) is one
+    // subroutine, entered from each; a small one stays inline. The values
+    // are the interpreter's on every way through.
+    let program = six_vars();
+    let v = |n| Expr::Var(n);
+    let c = Expr::Const;
+    let bin = |op, a, b| Expr::Binary(op, Box::new(a), Box::new(b));
+    // 25 nodes: ((((s ^ 0x1234567) + t) ...) six times.
+    let mut big = v(2);
+    for k in 0..6 {
+        big = bin(
+            BinOp::Add,
+            bin(BinOp::BitXor, big, c(0x0123_4567 + k)),
+            v(3),
+        );
+    }
+    let big = Inst::Assign {
+        slot: 2,
+        value: big,
+    };
+    let small = Inst::Assign {
+        slot: 4,
+        value: bin(BinOp::Add, v(4), c(0x0765_4321)),
+    };
+    let mut g = one_block_graph(&program, vec![]);
+    let leave = g.blocks[0].term.clone();
+    let block = |insts, term| Block {
+        insts,
+        term,
+        note: String::new(),
+    };
+    g.blocks = vec![
+        block(
+            vec![big.clone(), small.clone()],
+            Term::Branch {
+                cond: bin(BinOp::Lt, v(0), c(0)),
+                then: 1,
+                els: 2,
+            },
+        ),
+        block(vec![big.clone(), small.clone()], leave.clone()),
+        block(vec![small, big], leave),
+    ];
+    let code = fpgen::compile(&g, &program).unwrap();
+    #[cfg(target_arch = "x86_64")]
+    {
+        let listing = code.listing().to_lowercase();
+        assert_eq!(
+            listing.matches("123456ch").count(),
+            1,
+            "one copy\n{listing}"
+        );
+        assert_eq!(listing.matches("7654321h").count(), 3, "inline\n{listing}");
+    }
+    let mut r = Rng(41);
+    for _ in 0..100 {
+        let vars: Vec<i64> = (0..6).map(|_| r.next() as i64).collect();
+        let want = interpret(&g, &program, 0, &vars, &[]).unwrap();
+        let got = native(&code, &program, 0, &vars, &[], Ports::Windows);
+        assert_eq!(got.vars, want.vars);
+        assert_eq!(got.leave, want.leave);
+    }
+}
+
+#[test]
+fn receives_and_sends_alike_share_one_slow_path() {
+    // Two receives from `inA` into the same slot and two sends of it on
+    // `outA`, in a loop (as symbolic execution repeats a process's channel
+    // statement in each control state): one slow path per channel, entered
+    // from each site, going back to the site's own successor. With ports of
+    // a few messages and with no ports at all (every operation through the
+    // slow path), the messages taken and sent, the leave and the live
+    // variables are the interpreter's.
+    let program = program();
+    let chan = |name: &str| {
+        program
+            .channels
+            .iter()
+            .position(|c| c.name == name)
+            .unwrap() as u32
+    };
+    let (in_a, out_a) = (chan("inA"), chan("outA"));
+    let mut g = one_block_graph(&program, vec![]);
+    let leave = g.blocks[0].term.clone();
+    let block = |insts, term| Block {
+        insts,
+        term,
+        note: String::new(),
+    };
+    let add = |slot: u32, k| Inst::Assign {
+        slot,
+        value: Expr::Binary(BinOp::Add, Box::new(Expr::Var(0)), Box::new(Expr::Const(k))),
+    };
+    let recv = |got, empty| Term::Recv {
+        chan: in_a,
+        slots: vec![0],
+        got,
+        empty,
+    };
+    let send = |next| Term::Send {
+        chan: out_a,
+        args: vec![Operand::Var(0)],
+        next,
+    };
+    g.blocks = vec![
+        block(vec![], recv(1, 5)),
+        block(vec![add(0, 1)], send(2)),
+        block(vec![], recv(3, 6)),
+        block(vec![add(0, 2)], send(4)),
+        block(
+            vec![],
+            Term::Count {
+                counter: 0,
+                next: 0,
+                over: 5,
+            },
+        ),
+        block(vec![], leave.clone()),
+        block(vec![], leave),
+    ];
+    // The two empty sites leave differently: which one the shared slow
+    // path went back to is seen in the leave.
+    if let Term::Leave { why, .. } = &mut g.blocks[6].term {
+        *why = Leave::Abort;
+    }
+    g.counters = vec![1000];
+    let code = fpgen::compile(&g, &program).unwrap();
+    let listing = code.listing();
+    assert_eq!(listing.matches("recv slow path").count(), 1, "{listing}");
+    assert_eq!(listing.matches("send slow path").count(), 1, "{listing}");
+    let lv = Liveness::of(&program);
+    let mut r = Rng(53);
+    for n in 0..40 {
+        let mut input = random_input(&mut r, &program);
+        input[in_a as usize] = (0..n % 9).map(|_| r.below(100) as i64).collect();
+        let vars: Vec<i64> = (0..Layout::of(&program).slots)
+            .map(|_| r.below(50) as i64)
+            .collect();
+        let want = live_view(
+            &program,
+            &lv,
+            &interpret(&g, &program, 0, &vars, &input).unwrap(),
+        );
+        assert_eq!(
+            want.leave,
+            if n % 9 % 2 == 0 {
+                Leave::Exit
+            } else {
+                Leave::Abort
+            }
+        );
+        for ports in [Ports::Windows, Ports::Callbacks] {
+            let got = live_view(
+                &program,
+                &lv,
+                &native(&code, &program, 0, &vars, &input, ports),
+            );
+            assert_eq!(got, want, "{n} messages, {ports:?}\n{listing}");
+        }
+    }
+}
+
+#[test]
 fn a_bad_graph_is_an_error_not_a_panic() {
     let program = program();
     let mut g = one_block_graph(

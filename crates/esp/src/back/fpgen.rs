@@ -28,7 +28,18 @@
 //!   ends after it; caller-saved homes are saved to their memory homes and
 //!   reloaded.
 //! * **Counters** count down from their bound: one `sub`/`jb` per `Count`
-//!   when in a register.
+//!   when in a register. Past the bound, a stub resets the count-down so
+//!   that a later `Count` borrows again; when no `Count` of that counter is
+//!   reachable from the bound's target (an abort), the `jb` goes there
+//!   directly and there is no stub.
+//! * **Range tests**: a condition `x == c1 || x == c2 || ...` over a
+//!   contiguous range of constants (or its negation with `!=` and `&&`) is
+//!   one unsigned comparison of `x - lo` with the span, one branch.
+//! * **Shared instructions.** An instruction of 24 or more expression
+//!   nodes without host calls that occurs in more than one block (symbolic
+//!   execution copies a process's step into every control state it runs
+//!   in) is emitted once, after the blocks, as a subroutine that each
+//!   occurrence enters with `jal` and that returns with `ret_link`.
 //! * **Leaves** share one tail per set of moved processes: a `Leave` puts
 //!   its row number in a register and jumps to the tail, which writes the
 //!   ports back, stores the register homes of the slots live at some leave
@@ -472,6 +483,13 @@ struct Gen<'a> {
     leave_live: Vec<Bits>,
     ports: Vec<(bool, u32)>,
     out_of_scratch: bool,
+    /// Instructions emitted once, as subroutines (see [`OUTLINE_NODES`]),
+    /// by their debug text; each with its label.
+    outlined: HashMap<String, Label>,
+    /// The frame slot of a shared slow path's site index.
+    site: Option<Local<L>>,
+    /// Per counter: the blocks from which one of its `Count`s is reachable.
+    reaches_count: HashMap<u32, Vec<bool>>,
 }
 
 impl<'a> Gen<'a> {
@@ -506,6 +524,9 @@ impl<'a> Gen<'a> {
             leave_live,
             ports: Vec::new(),
             out_of_scratch: false,
+            outlined: HashMap::new(),
+            site: None,
+            reaches_count: HashMap::new(),
         })
     }
 
@@ -552,6 +573,27 @@ impl<'a> Gen<'a> {
             self.load_homes(Some(e));
             self.f.jmp(self.labels[e as usize]);
         }
+        // Large instructions that occur more than once become subroutines.
+        let mut seen: HashMap<String, usize> = HashMap::new();
+        let mut first: Vec<(String, &Inst)> = Vec::new();
+        for i in g.blocks.iter().flat_map(|b| &b.insts) {
+            if outlinable(i) {
+                let key = format!("{i:?}");
+                let n = seen.entry(key.clone()).or_insert(0);
+                *n += 1;
+                if *n == 1 {
+                    first.push((key, i));
+                }
+            }
+        }
+        let mut subs: Vec<(Label, &Inst)> = Vec::new();
+        for (key, i) in first {
+            if seen[&key] >= 2 {
+                let label = self.f.genlabel();
+                self.outlined.insert(key, label);
+                subs.push((label, i));
+            }
+        }
         // Blocks, hot ones first.
         let order = self.layout_order();
         for (pos, &b) in order.iter().enumerate() {
@@ -559,9 +601,58 @@ impl<'a> Gen<'a> {
             self.block(b, fall)?;
         }
         // Slow paths.
+        // Slow paths of receives (sends) of the same channel into the same
+        // slots (from the same operands) are one, shared by their sites.
+        type RecvGroup = ((u32, Vec<u32>), Vec<(Label, Label, Label)>);
+        type SendGroup = ((u32, Vec<IrOperand>), Vec<(Label, Label)>);
+        let mut recvs: Vec<RecvGroup> = Vec::new();
+        let mut sends: Vec<SendGroup> = Vec::new();
         for c in std::mem::take(&mut self.cold) {
-            self.cold_path(c);
+            match c {
+                Cold::Over { .. } => self.cold_path(c),
+                Cold::Recv {
+                    at,
+                    chan,
+                    slots,
+                    got,
+                    empty,
+                } => {
+                    let key = (chan, slots);
+                    match recvs.iter_mut().find(|g| g.0 == key) {
+                        Some(g) => g.1.push((at, got, empty)),
+                        None => recvs.push((key, vec![(at, got, empty)])),
+                    }
+                }
+                Cold::Send {
+                    at,
+                    chan,
+                    args,
+                    next,
+                } => {
+                    let key = (chan, args);
+                    match sends.iter_mut().find(|g| g.0 == key) {
+                        Some(g) => g.1.push((at, next)),
+                        None => sends.push((key, vec![(at, next)])),
+                    }
+                }
+            }
         }
+        for ((chan, slots), sites) in recvs {
+            self.recv_slow(chan, &slots, &sites);
+        }
+        for ((chan, args), sites) in sends {
+            self.send_slow(chan, &args, &sites);
+        }
+        // Subroutines: the shared instructions, entered with `jal`.
+        let outlined = std::mem::take(&mut self.outlined);
+        for (label, i) in subs {
+            self.f.label(label);
+            self.marks
+                .push((self.f.code_offset(), "shared instruction".to_string()));
+            self.inst(i);
+            self.f.ret_link();
+        }
+        self.outlined = outlined;
         // Leave tails.
         for gi in 0..self.groups.len() {
             self.leave_tail(gi);
@@ -944,13 +1035,9 @@ impl<'a> Gen<'a> {
         };
         self.marks.push((self.f.code_offset(), note));
         for i in &blk.insts {
-            match i {
-                Inst::Assign { slot, value } => self.assign(*slot, value),
-                Inst::Eval(e) => {
-                    let t = self.take();
-                    self.emit_expr(e, t);
-                    self.give(t);
-                }
+            match self.outlined.get(&format!("{i:?}")) {
+                Some(&sub) => self.f.jal(sub),
+                None => self.inst(i),
             }
         }
         let lab = |s: &Self, x: BlockId| s.labels[x as usize];
@@ -993,8 +1080,14 @@ impl<'a> Gen<'a> {
             } => {
                 // Past its bound a counter stays past it: the stub resets
                 // the count-down to 0, so the next `Count` borrows again.
-                let stub = self.f.genlabel();
+                // When no `Count` of the counter can follow (the usual
+                // `over`: an abort), the borrow goes to `over` directly.
                 let over_l = lab(self, *over);
+                let stub = if self.counts_again(*counter, *over) {
+                    self.f.genlabel()
+                } else {
+                    over_l
+                };
                 match self.home(Cand::Counter(*counter)) {
                     Home::Reg(r) => self.f.dec_branch_borrow(ul(r), stub),
                     Home::Mem => {
@@ -1002,16 +1095,60 @@ impl<'a> Gen<'a> {
                         self.f.dec_local_branch_borrow(loc, stub);
                     }
                 }
-                self.cold.push(Cold::Over {
-                    at: stub,
-                    counter: *counter,
-                    over: over_l,
-                });
+                if stub != over_l {
+                    self.cold.push(Cold::Over {
+                        at: stub,
+                        counter: *counter,
+                        over: over_l,
+                    });
+                }
                 jump_unless_fall(self, *next);
             }
             Term::Leave { pcs, why } => self.leave(b, pcs, *why),
         }
         Ok(())
+    }
+
+    fn inst(&mut self, i: &Inst) {
+        match i {
+            Inst::Assign { slot, value } => self.assign(*slot, value),
+            Inst::Eval(e) => {
+                let t = self.take();
+                self.emit_expr(e, t);
+                self.give(t);
+            }
+        }
+    }
+
+    /// True when a `Count` of `counter` is reachable from block `from`
+    /// (its count-down must then be reset past the bound). The blocks
+    /// that reach one are found once per counter, backwards from its
+    /// `Count`s.
+    fn counts_again(&mut self, counter: u32, from: BlockId) -> bool {
+        if !self.reaches_count.contains_key(&counter) {
+            let g = self.g;
+            let n = g.blocks.len();
+            let mut preds: Vec<Vec<BlockId>> = vec![Vec::new(); n];
+            for (b, blk) in g.blocks.iter().enumerate() {
+                for s in opt::successors(&blk.term) {
+                    preds[s as usize].push(b as BlockId);
+                }
+            }
+            let mut reach = vec![false; n];
+            let mut todo: Vec<BlockId> = (0..n as BlockId)
+                .filter(|&b| {
+                    matches!(g.blocks[b as usize].term,
+                        Term::Count { counter: c, .. } if c == counter)
+                })
+                .collect();
+            while let Some(b) = todo.pop() {
+                if !std::mem::replace(&mut reach[b as usize], true) {
+                    todo.extend(&preds[b as usize]);
+                }
+            }
+            self.reaches_count.insert(counter, reach);
+        }
+        self.reaches_count[&counter][from as usize]
     }
 
     fn leave(&mut self, b: BlockId, pcs: &[(ProcId, u32)], why: Leave) {
@@ -1266,81 +1403,138 @@ impl<'a> Gen<'a> {
                 }
                 self.f.jmp(over);
             }
-            Cold::Recv {
-                at,
-                chan,
-                slots,
-                got,
-                empty,
-            } => {
-                self.f.label(at);
-                self.marks.push((
-                    self.f.code_offset(),
-                    format!("recv slow path (channel {chan})"),
-                ));
-                self.before_call();
-                let (host, func, dst) = (p(SCRATCH[0]), p(SCRATCH[1]), p(SCRATCH[2]));
-                self.f.ld(host, self.ctx, Ctx::OFFSETS[4]);
-                self.f.ld(func, self.ctx, Ctx::OFFSETS[6]);
-                let dst = self.msg_addr(slots.len(), dst.cast::<L>());
-                let res = u(SCRATCH[0]);
-                self.f.call(
-                    res,
-                    Callee::Reg(func.num()),
-                    &[
-                        Arg::Reg(host.any()),
-                        Arg::Imm(Ty::U, chan as i64),
-                        Arg::Reg(dst.any()),
-                    ],
-                );
-                let keep = l(SCRATCH[0]);
-                self.after_call_keeping(keep);
-                self.f.beq(res, 0, empty);
-                let k = slots.len();
-                let v = self.take();
-                for (i, &s) in slots.iter().enumerate() {
-                    let loc = self.msg_slot(k, i);
-                    self.f.ld_local(v, loc);
-                    self.store_slot(s, v);
-                }
-                self.give(v);
-                self.f.jmp(got);
-            }
-            Cold::Send {
-                at,
-                chan,
-                args,
-                next,
-            } => {
-                self.f.label(at);
-                self.marks.push((
-                    self.f.code_offset(),
-                    format!("send slow path (channel {chan})"),
-                ));
-                let k = args.len();
-                let v = l(SCRATCH[0]);
-                for (i, a) in args.iter().enumerate() {
-                    let r = self.operand_reg(a, v);
-                    let loc = self.msg_slot(k, i);
-                    self.f.st_local(r, loc);
-                }
-                self.before_call();
-                let (host, func, src) = (p(SCRATCH[0]), p(SCRATCH[1]), p(SCRATCH[2]));
-                self.f.ld(host, self.ctx, Ctx::OFFSETS[4]);
-                self.f.ld(func, self.ctx, Ctx::OFFSETS[7]);
-                let src = self.msg_addr(k, src.cast::<L>());
-                self.f.callv(
-                    Callee::Reg(func.num()),
-                    &[
-                        Arg::Reg(host.any()),
-                        Arg::Imm(Ty::U, chan as i64),
-                        Arg::Reg(src.any()),
-                    ],
-                );
-                self.after_call();
-                self.f.jmp(next);
+            Cold::Recv { .. } | Cold::Send { .. } => {
+                unreachable!("slow paths of channels are grouped by emit")
             }
         }
+    }
+
+    /// The slot that holds which site entered a shared slow path.
+    fn site_local(&mut self) -> Local<L> {
+        match self.site {
+            Some(loc) => loc,
+            None => {
+                let loc = self.f.local::<L>();
+                self.site = Some(loc);
+                loc
+            }
+        }
+    }
+
+    /// The entry of a slow path shared by `sites` (their `at` labels):
+    /// each site's stub puts its index in the first scratch register and
+    /// jumps to it, and the shared code saves the index in the frame; a
+    /// single site enters at its own label.
+    fn slow_entry(&mut self, sites: &[Label], what: String) {
+        let shared = self.f.genlabel();
+        if sites.len() > 1 {
+            for (k, &at) in sites.iter().enumerate() {
+                self.f.label(at);
+                self.f.set(l(SCRATCH[0]), k as i64);
+                self.f.jmp(shared);
+            }
+        } else {
+            self.f.label(sites[0]);
+        }
+        self.f.label(shared);
+        self.marks.push((self.f.code_offset(), what));
+        if sites.len() > 1 {
+            let loc = self.site_local();
+            self.f.st_local(l(SCRATCH[0]), loc);
+        }
+    }
+
+    /// Goes on to the target of the site that entered the slow path.
+    fn dispatch(&mut self, targets: &[Label]) {
+        if let [only] = targets {
+            self.f.jmp(*only);
+            return;
+        }
+        let t = self.take();
+        let loc = self.site_local();
+        self.f.ld_local(t, loc);
+        let (last, rest) = targets.split_last().expect("two or more sites");
+        for (k, &target) in rest.iter().enumerate() {
+            self.f.beq(t, k as i64, target);
+        }
+        self.f.jmp(*last);
+        self.give(t);
+    }
+
+    /// The slow path of the receives at `sites` (`at`, `got`, `empty`):
+    /// the host's `recv` into the message buffer, then the fields into the
+    /// slots.
+    fn recv_slow(&mut self, chan: u32, slots: &[u32], sites: &[(Label, Label, Label)]) {
+        let at: Vec<Label> = sites.iter().map(|s| s.0).collect();
+        self.slow_entry(&at, format!("recv slow path (channel {chan})"));
+        self.before_call();
+        let (host, func, dst) = (p(SCRATCH[0]), p(SCRATCH[1]), p(SCRATCH[2]));
+        self.f.ld(host, self.ctx, Ctx::OFFSETS[4]);
+        self.f.ld(func, self.ctx, Ctx::OFFSETS[6]);
+        let dst = self.msg_addr(slots.len(), dst.cast::<L>());
+        let res = u(SCRATCH[0]);
+        self.f.call(
+            res,
+            Callee::Reg(func.num()),
+            &[
+                Arg::Reg(host.any()),
+                Arg::Imm(Ty::U, chan as i64),
+                Arg::Reg(dst.any()),
+            ],
+        );
+        let keep = l(SCRATCH[0]);
+        self.after_call_keeping(keep);
+        let empties: Vec<Label> = sites.iter().map(|s| s.2).collect();
+        let empty = if sites.len() > 1 {
+            self.f.genlabel()
+        } else {
+            empties[0]
+        };
+        self.f.beq(res, 0, empty);
+        let k = slots.len();
+        let v = self.take();
+        for (i, &s) in slots.iter().enumerate() {
+            let loc = self.msg_slot(k, i);
+            self.f.ld_local(v, loc);
+            self.store_slot(s, v);
+        }
+        self.give(v);
+        let gots: Vec<Label> = sites.iter().map(|s| s.1).collect();
+        self.dispatch(&gots);
+        if sites.len() > 1 {
+            self.f.label(empty);
+            self.dispatch(&empties);
+        }
+    }
+
+    /// The slow path of the sends at `sites` (`at`, `next`): the fields
+    /// into the message buffer, then the host's `send`.
+    fn send_slow(&mut self, chan: u32, args: &[IrOperand], sites: &[(Label, Label)]) {
+        let at: Vec<Label> = sites.iter().map(|s| s.0).collect();
+        self.slow_entry(&at, format!("send slow path (channel {chan})"));
+        let k = args.len();
+        let v = l(SCRATCH[0]);
+        for (i, a) in args.iter().enumerate() {
+            let r = self.operand_reg(a, v);
+            let loc = self.msg_slot(k, i);
+            self.f.st_local(r, loc);
+        }
+        self.before_call();
+        let (host, func, src) = (p(SCRATCH[0]), p(SCRATCH[1]), p(SCRATCH[2]));
+        self.f.ld(host, self.ctx, Ctx::OFFSETS[4]);
+        self.f.ld(func, self.ctx, Ctx::OFFSETS[7]);
+        let src = self.msg_addr(k, src.cast::<L>());
+        self.f.callv(
+            Callee::Reg(func.num()),
+            &[
+                Arg::Reg(host.any()),
+                Arg::Imm(Ty::U, chan as i64),
+                Arg::Reg(src.any()),
+            ],
+        );
+        self.after_call();
+        let nexts: Vec<Label> = sites.iter().map(|s| s.1).collect();
+        self.dispatch(&nexts);
     }
 
     /// [`after_call`](Self::after_call) with the free list arranged so that
@@ -1727,6 +1921,24 @@ impl<'a> Gen<'a> {
                 }
                 self.give(t);
             }
+            Expr::And(..) | Expr::Or(..) if range_test(cond).is_some() => {
+                // `x == lo || ... || x == hi` over a contiguous range (and
+                // its negation `x != lo && ...`): one unsigned comparison
+                // of `x - lo` with `hi - lo`, one branch.
+                let (x, lo, span, inside) = range_test(cond).expect("matched");
+                let t = self.take();
+                self.emit_expr(x, t);
+                if lo != 0 {
+                    self.f.sub(t, t, Operand::Imm(lo));
+                }
+                let u = t.cast::<UL>();
+                if inside == when {
+                    self.f.ble(u, Operand::Imm(span), target);
+                } else {
+                    self.f.bgt(u, Operand::Imm(span), target);
+                }
+                self.give(t);
+            }
             Expr::And(a, b) | Expr::Or(a, b) => {
                 let and = matches!(cond, Expr::And(..));
                 let skip = self.f.genlabel();
@@ -1758,6 +1970,76 @@ impl<'a> Gen<'a> {
             }
         }
     }
+}
+
+/// The expression nodes from which an instruction that occurs more than
+/// once in a graph is emitted once, as a subroutine that each occurrence
+/// enters with `jal` (a call and a return: two instructions and a
+/// correctly predicted return, against a dozen or more instructions of
+/// the copy). Symbolic execution puts a process's code into every control
+/// state in which it runs; a large step (the CRC of a byte, after
+/// the optimizer's strength reduction) is then shared instead of duplicated.
+const OUTLINE_NODES: usize = 24;
+
+/// True when `i` is large enough to share, and may run inside a
+/// subroutine: no host call (a call needs the frame's stack alignment,
+/// which the subroutine's return address breaks).
+fn outlinable(i: &Inst) -> bool {
+    let e = match i {
+        Inst::Assign { value, .. } => value,
+        Inst::Eval(e) => e,
+    };
+    fn nodes(e: &Expr) -> usize {
+        match e {
+            Expr::Const(_) | Expr::Var(_) => 1,
+            Expr::Unary(_, a) => 1 + nodes(a),
+            Expr::Binary(_, a, b) | Expr::And(a, b) | Expr::Or(a, b) => 1 + nodes(a) + nodes(b),
+            Expr::Call(_, args) => 1 + args.iter().map(nodes).sum::<usize>(),
+        }
+    }
+    !e.has_call() && nodes(e) >= OUTLINE_NODES
+}
+
+/// `cond` as a test of one pure expression against a contiguous range of
+/// at least two constants: `x == c1 || x == c2 || ...` (then `inside` is
+/// true) or `x != c1 && x != c2 && ...` (false), the constants being
+/// `lo..=lo + span` in any order, each once, all within 32-bit immediates.
+fn range_test(cond: &Expr) -> Option<(&Expr, i64, i64, bool)> {
+    fn leaves<'e>(e: &'e Expr, or: bool, out: &mut Vec<(&'e Expr, i64)>) -> bool {
+        match (e, or) {
+            (Expr::Or(a, b), true) | (Expr::And(a, b), false) => {
+                leaves(a, or, out) && leaves(b, or, out)
+            }
+            (Expr::Binary(op, a, b), _) if *op == if or { BinOp::Eq } else { BinOp::Ne } => {
+                match (&**a, &**b) {
+                    (x, Expr::Const(c)) | (Expr::Const(c), x) if opt::pure(x) => {
+                        out.push((x, *c));
+                        true
+                    }
+                    _ => false,
+                }
+            }
+            _ => false,
+        }
+    }
+    let or = matches!(cond, Expr::Or(..));
+    let mut tests = Vec::new();
+    if !leaves(cond, or, &mut tests) || tests.len() < 2 {
+        return None;
+    }
+    let x = tests[0].0;
+    if tests.iter().any(|(y, _)| *y != x) {
+        return None;
+    }
+    let mut cs: Vec<i64> = tests.iter().map(|t| t.1).collect();
+    cs.sort_unstable();
+    let (lo, hi) = (cs[0], *cs.last().expect("two or more"));
+    let fits = |c: i64| i32::try_from(c).is_ok();
+    let contiguous = cs.windows(2).all(|w| w[0].checked_add(1) == Some(w[1]));
+    if !contiguous || !fits(lo) || !fits(hi - lo) || lo == i64::from(i32::MIN) {
+        return None;
+    }
+    Some((x, lo, hi - lo, or))
 }
 
 /// The parts of `base op (k & -bit)` (either operand order at each level),

@@ -25,6 +25,10 @@
 //!   values decide branches (a loop counter `k < 8` from `k = 0`, a flag
 //!   that alternates), within a budget, so those branches disappear.
 //! * **Dead-code elimination** with the propagated liveness.
+//! * **Strength reduction of xor-linear runs** (`linear`): consecutive
+//!   assignments to one variable that are affine over GF(2) in it alone
+//!   (the bit-by-bit CRC of a byte) become one assignment whose terms all
+//!   read the first value, side by side, instead of a chain of steps.
 //! * **Lazy execution** (sinking): an assignment whose value only some
 //!   successors need moves to those successors (edges are split when
 //!   needed), so the assignments that mimic message passing end up only on
@@ -1727,6 +1731,9 @@ pub fn optimize(program: &Program, g: &mut Graph) {
         if !changed {
             break;
         }
+    }
+    if super::linear::linearize(g) {
+        basic(g);
     }
     if sink(program, &layout, &lv, g) {
         basic(g);

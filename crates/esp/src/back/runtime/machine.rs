@@ -1050,6 +1050,41 @@ impl Machine {
     }
 }
 
+/// The addresses of the scheduler's functions, its run loop first: what
+/// the process-based code returns to at every channel operation (see
+/// [`super::scheduler_functions`]).
+pub(super) fn scheduler_functions() -> Vec<usize> {
+    vec![
+        Machine::run as *const () as usize,
+        Machine::idle_status as *const () as usize,
+        Machine::retry_external as *const () as usize,
+        Machine::may_have_input as *const () as usize,
+        Machine::unwait as *const () as usize,
+        Machine::set_pc as *const () as usize,
+        Machine::run_process as *const () as usize,
+        Machine::exec as *const () as usize,
+        Machine::fault_error as *const () as usize,
+        Machine::transfer as *const () as usize,
+        Machine::gather as *const () as usize,
+        Machine::scatter as *const () as usize,
+        Machine::attempt as *const () as usize,
+        Machine::comm as *const () as usize,
+        Machine::alt as *const () as usize,
+        Machine::try_enter as *const () as usize,
+        Machine::enter as *const () as usize,
+        Machine::run_automaton as *const () as usize,
+        run_native_graph as *const () as usize,
+        Host::call as *const () as usize,
+        Host::recv as *const () as usize,
+        Host::send as *const () as usize,
+        Host::take_error_slow as *const () as usize,
+        Host::reopen_in as *const () as usize,
+        Host::reopen_out as *const () as usize,
+        Host::sync_in as *const () as usize,
+        Host::sync_out as *const () as usize,
+    ]
+}
+
 /// Runs a compiled graph from `entry` over the machine's state with the
 /// external ports open.
 fn run_native_graph(

@@ -77,6 +77,18 @@ use crate::spec::Spec;
 
 pub use machine::Machine;
 
+/// The addresses of the scheduler's functions (the run loop first, then
+/// the functions of the rendezvous, the ready list, the external channels
+/// and the fast-path entry that it may call), for counting the machine
+/// instructions of the code that the process-based code returns to at
+/// every channel operation (`fastpath bench esp`'s size column: the
+/// paper's ESP code contained its context switches, ours calls them). A
+/// function the compiler inlined everywhere still has an address here; a
+/// count should follow direct calls from the first and take only these.
+pub fn scheduler_functions() -> Vec<usize> {
+    machine::scheduler_functions()
+}
+
 /// Which code runs the program.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Default)]
 pub enum Backend {
