@@ -11,6 +11,8 @@ pub(super) struct Meta {
     pub(super) sites: Vec<Site>,
     pub(super) marks: Vec<(usize, Mark)>,
     pub(super) methods: Vec<String>,
+    /// Which of the context's bases the code reads.
+    pub(super) uses: Uses,
 }
 
 /// A heading of the native listing, formatted only when it is printed.
@@ -89,6 +91,9 @@ pub struct Compiled {
     pub(super) memo: codecache::Memo,
     pub(super) meta: Arc<Meta>,
     pub(super) frames: Box<[i32]>,
+    /// Whether the code reads the applet object's fields (`meta.uses`, kept
+    /// here to spare invocations of code that does not the look-up).
+    pub(super) reads_fields: bool,
 }
 
 impl core::fmt::Debug for Compiled {
@@ -148,6 +153,7 @@ pub fn compile(prog: &Program) -> Result<Compiled, JitError> {
     Ok(Compiled {
         key,
         memo: codecache::Memo::default(),
+        reads_fields: meta.uses.fields,
         meta,
         frames: vec![0; STACK_SLOTS].into_boxed_slice(),
     })
@@ -533,12 +539,18 @@ pub(super) fn rebuild<'s>(
     ))
 }
 
-/// The applet object's fields, for generated code (null before the
-/// constructor has made the object).
-#[inline]
-pub(crate) fn fields_of(heap: &mut Heap, instance: i32) -> *mut i32 {
-    match heap.get_mut(instance) {
-        Some(Object::Instance(v)) => v.as_mut_ptr(),
-        _ => core::ptr::null_mut(),
+impl Compiled {
+    /// The applet object's fields, for generated code: null before the
+    /// constructor has made the object, and for code that reads no field
+    /// (which then never reads the pointer).
+    #[inline]
+    pub(crate) fn fields(&self, heap: &mut Heap, instance: i32) -> *mut i32 {
+        if !self.reads_fields {
+            return core::ptr::null_mut();
+        }
+        match heap.get_mut(instance) {
+            Some(Object::Instance(v)) => v.as_mut_ptr(),
+            _ => core::ptr::null_mut(),
+        }
     }
 }
