@@ -2266,6 +2266,29 @@ mod tests {
         Some(out)
     }
 
+    /// The bases of the context a class's code reads (`None` without javac).
+    fn uses_of(class: &str) -> Option<Uses> {
+        let dir = std::path::Path::new(crate::APPLET_CLASSES?).join("release8");
+        let bytes = std::fs::read(dir.join(format!("{class}.class"))).ok()?;
+        let applet = crate::Applet::load(&bytes, &crate::Natives::new(), crate::Limits::default())
+            .unwrap_or_else(|e| panic!("{class}: {e}"));
+        Some(Uses::of(applet.program()))
+    }
+
+    /// The entry copies a base only for code that reads it: `Arith` (static
+    /// methods over statics and arrays, recursing) reads no instance field,
+    /// `Counter` reads every kind.
+    #[test]
+    fn the_entry_copies_the_bases_the_code_reads() {
+        let Some(arith) = uses_of("Arith") else {
+            return;
+        };
+        let u = |u: Uses| (u.dir, u.statics, u.fields, u.calls);
+        assert_eq!(u(arith), (true, true, false, true), "Arith");
+        let counter = uses_of("Counter").expect("Counter");
+        assert_eq!(u(counter), (true, true, true, true), "Counter");
+    }
+
     #[test]
     fn counted_loops_are_the_innermost_loops_that_leave_only_through_their_test() {
         let Some(fuel_loops) = loops_of("FuelLoops") else {

@@ -332,36 +332,9 @@ impl Compiled {
                 fuel_used: if prog.metered() { fuel - ctx.fuel } else { 0 },
             });
         }
-        Err(self.failed(prog, entry, status, ctx.trap, rt.pending.take(), failed, limits))
-    }
-
-    /// The trap of an invocation that did not return normally: trap site
-    /// `status`'s, or why the code could not run (`failed`).
-    #[cold]
-    #[inline(never)]
-    #[allow(clippy::too_many_arguments)]
-    fn failed(
-        &self,
-        prog: &Program,
-        entry: u16,
-        status: i32,
-        trap: [i64; 3],
-        pending: Option<TrapKind>,
-        failed: Option<String>,
-        limits: RunLimits,
-    ) -> Trap {
         match failed {
-            None => self.trap(prog, status, trap, pending, limits),
-            Some(what) => Trap {
-                kind: TrapKind::Native(what),
-                method: prog
-                    .funcs
-                    .get(usize::from(entry))
-                    .and_then(Option::as_ref)
-                    .map(|f| f.id.clone())
-                    .unwrap_or_default(),
-                bci: 0,
-            },
+            Some(what) => Err(not_run(prog, entry, what)),
+            None => Err(self.trap(prog, status, ctx.trap, rt.pending.take(), limits)),
         }
     }
 
@@ -408,6 +381,22 @@ impl Compiled {
             method,
             bci: site.bci,
         }
+    }
+}
+
+/// The trap of an invocation whose code could not run (`what`: why).
+#[cold]
+#[inline(never)]
+fn not_run(prog: &Program, entry: u16, what: String) -> Trap {
+    Trap {
+        kind: TrapKind::Native(what),
+        method: prog
+            .funcs
+            .get(usize::from(entry))
+            .and_then(Option::as_ref)
+            .map(|f| f.id.clone())
+            .unwrap_or_default(),
+        bci: 0,
     }
 }
 
