@@ -2270,9 +2270,9 @@ mod tests {
     fn uses_of(class: &str) -> Option<Uses> {
         let dir = std::path::Path::new(crate::APPLET_CLASSES?).join("release8");
         let bytes = std::fs::read(dir.join(format!("{class}.class"))).ok()?;
-        let applet = crate::Applet::load(&bytes, &crate::Natives::new(), crate::Limits::default())
+        let prog = crate::check(&bytes, &crate::Limits::default())
             .unwrap_or_else(|e| panic!("{class}: {e}"));
-        Some(Uses::of(applet.program()))
+        Some(Uses::of(&prog))
     }
 
     /// The entry copies a base only for code that reads it: `Arith` (static
