@@ -704,6 +704,22 @@ impl Thread {
         }
     }
 
+    /// [`Thread::enter`] for a short scope entered again and again (an
+    /// applet invoked per message): entering is a synchronization point,
+    /// leaving is not ([`crate::deletion::Reclaimer::enter_brief`]). Code
+    /// retired while the scope runs is freed after the thread's next
+    /// synchronization point (its next scope, [`Thread::flag_out`] or its
+    /// exit) instead of at the scope's end.
+    #[inline]
+    pub fn enter_brief(&mut self) -> Scope<'_> {
+        let me = self.me.as_mut().expect("registered");
+        Scope {
+            guard: self.core.rec.enter_brief(me),
+            core: &self.core,
+            counters: &self.counters,
+        }
+    }
+
     /// Runs `f` flagged out (the paper's system-call flag): for a blocking
     /// call, a wait or an idle poll. The thread is counted in no deletion
     /// while `f` runs, and it cannot touch cached code (the handle is

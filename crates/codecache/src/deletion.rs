@@ -22,6 +22,10 @@
 //! pointer into the cache, which the borrow checker enforces in
 //! [`crate::Thread`]).
 //!
+//! A brief scope ([`Reclaimer::enter_brief`]) has one synchronization
+//! point, at its entry: nothing below depends on the exit's, which only
+//! frees earlier what a thread's next synchronization point frees anyway.
+//!
 //! ## Why each step is correct
 //!
 //! Every change of a thread's stamp or flag and every retire happens under
@@ -462,6 +466,9 @@ impl Drop for Reclaimer {
 pub struct Guard<'a> {
     rec: &'a Reclaimer,
     me: &'a Participation,
+    /// Whether dropping the guard is a synchronization point
+    /// ([`Reclaimer::enter_brief`]: it is not).
+    exit_sync: bool,
 }
 
 impl Reclaimer {
@@ -473,7 +480,33 @@ impl Reclaimer {
             self.flag_in(me);
         }
         self.sync(me);
-        Guard { rec: self, me }
+        Guard {
+            rec: self,
+            me,
+            exit_sync: true,
+        }
+    }
+
+    /// [`Reclaimer::enter`] for a short scope whose end is not a
+    /// synchronization point: only entering is one. For a thread that
+    /// enters scopes in a tight loop (an applet invoked per message), where
+    /// the exit's load and compare would be a good part of the scope's
+    /// cost. Safety does not rest on synchronization points, only deletion
+    /// does: a set retired while the scope runs counts this thread (it is
+    /// registered and not flagged out) and is freed after its next
+    /// synchronization point instead of at the scope's end (the next
+    /// scope's entry, [`Reclaimer::flag_out`], or unregistering).
+    #[inline]
+    pub fn enter_brief<'a>(&'a self, me: &'a mut Participation) -> Guard<'a> {
+        if me.is_out() {
+            self.flag_in(me);
+        }
+        self.sync(me);
+        Guard {
+            rec: self,
+            me,
+            exit_sync: false,
+        }
     }
 }
 
@@ -488,6 +521,8 @@ impl Guard<'_> {
 impl Drop for Guard<'_> {
     #[inline]
     fn drop(&mut self) {
-        self.rec.sync(self.me);
+        if self.exit_sync {
+            self.rec.sync(self.me);
+        }
     }
 }

@@ -59,6 +59,28 @@ fn retired_code_stays_alive_while_a_scope_may_use_it() {
     assert_eq!(s.arena.live, 0);
 }
 
+/// A brief scope's end is no synchronization point: code retired while
+/// it runs stays pending after it ends, and the thread's next scope entry
+/// frees it.
+#[test]
+fn code_retired_during_a_brief_scope_is_freed_at_the_next_entry() {
+    let cache = CodeCache::new(Config::default());
+    cache.publish(1, 1, value_fn(1, 1, 0)).unwrap();
+    let mut a = cache.register();
+    let sa = a.enter_brief();
+    assert_eq!(call(&sa, 1), Some((5 + tag(1, 1), 1)));
+    assert!(cache.retire(1));
+    drop(sa);
+    let s = cache.stats();
+    assert_eq!((s.pending_sets, s.freed_sets), (1, 0));
+    assert!(s.bytes_pending > 0);
+    let sa = a.enter_brief();
+    assert!(sa.lookup(1).is_none());
+    let s = cache.stats();
+    assert_eq!((s.pending_sets, s.bytes_pending, s.freed_sets), (0, 0, 1));
+    assert_eq!(s.arena.live, 0);
+}
+
 #[test]
 fn a_flagged_out_thread_never_delays_deletion() {
     let cache = CodeCache::new(Config::default());

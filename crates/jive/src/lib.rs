@@ -145,7 +145,7 @@ fn narrow(p: Prim, a: i32) -> i32 {
 }
 
 /// [`narrow`] to `p` as `((a & mask) << shift) >> shift`.
-const fn narrowing(p: Prim) -> (i32, u32) {
+pub(crate) const fn narrowing(p: Prim) -> (i32, u32) {
     match p {
         Prim::Boolean => (1, 0),
         Prim::Byte => (-1, 24),
@@ -375,7 +375,7 @@ impl Applet {
         debug_assert_eq!(self.prog.metered(), self.limits.fuel.is_some());
         let r = match self.jit.as_mut() {
             Some(jit) => {
-                let fields = jit::fields_of(st.heap, self.instance);
+                let fields = jit.fields(st.heap, self.instance);
                 jit.run(&self.prog, &mut st, fields, entry, args, limits)
             }
             None => self.machine.run(&self.prog, &mut st, entry, args, limits),
@@ -502,7 +502,7 @@ impl Applet {
             host,
         };
         let limits = RunLimits::of(&self.limits);
-        let fields = jit::fields_of(st.heap, self.instance);
+        let fields = jit.fields(st.heap, self.instance);
         let r = jit.enter(&self.prog, &mut st, fields, m.idx, m.returns, limits);
         if self.heap.needs_collect() {
             self.collect();

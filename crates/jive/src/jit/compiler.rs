@@ -62,6 +62,55 @@ pub(super) struct Locals {
     pub(super) tmp: [Local<I>; 4],
 }
 
+/// Which of the context's base pointers a program's code reads, so that
+/// the entry copies into the native frame only those (a few instructions
+/// of every invocation). A base the entry did not copy is still read
+/// correctly, through the context ([`Compiler::ld_base`]); `calls` also
+/// decides whether the entry sets up the depth counter, which only method
+/// calls use.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Uses {
+    pub(super) dir: bool,
+    pub(super) statics: bool,
+    pub(super) fields: bool,
+    pub(super) calls: bool,
+}
+
+impl Uses {
+    /// What `prog`'s ops read, over every method and every op a fused op
+    /// stands for.
+    pub(super) fn of(prog: &Program) -> Uses {
+        use Op::*;
+        let mut u = Uses::default();
+        for f in prog.funcs.iter().flatten() {
+            for &op in f.code.iter() {
+                let (parts, k) = expand(op);
+                for &o in &parts[..k] {
+                    match o {
+                        IALoad | BALoad | SALoad | IAStore | BAStore | SAStore | ArrayLength => {
+                            u.dir = true
+                        }
+                        GetStatic(_) | PutStatic(_) => u.statics = true,
+                        GetField(_) | PutField(_) => u.fields = true,
+                        Call(_) | CallUnmetered(_) => u.calls = true,
+                        _ => {}
+                    }
+                }
+            }
+        }
+        u
+    }
+}
+
+/// A base pointer of the context that generated code reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Base {
+    Dir,
+    Statics,
+    Fields,
+    FramesEnd,
+}
+
 /// What Z holds across ops, when it is a base pointer (see [`Compiler::op`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum ZHolds {
@@ -89,6 +138,8 @@ pub(super) struct Compiler<'p> {
     pub(super) prog: &'p Program,
     pub(super) regs: Regs,
     pub(super) locals: Locals,
+    /// The bases the entry copied into `locals`.
+    pub(super) uses: Uses,
     pub(super) entries: Vec<Label>,
     pub(super) sites: Vec<Site>,
     pub(super) stubs: Vec<Stub>,
@@ -545,25 +596,31 @@ impl<'p> Compiler<'p> {
             trap: [f.local(), f.local(), f.local()],
             tmp: [f.local(), f.local(), f.local(), f.local()],
         };
-        // The entry: copy the context into the native frame's locals.
+        // The entry: copy the context's base pointers that the code reads
+        // into the native frame's locals.
+        let uses = Uses::of(prog);
         f.st_local(ctx_in, locals.ctx);
         f.ld(fp, ctx_in, C_FRAMES);
         f.ld(fuel, ctx_in, C_FUEL);
         let t = f.getreg::<P>(Class::Temp).map_err(cg)?;
-        for (off, l) in [
-            (C_DIR, locals.dir),
-            (C_STATICS, locals.statics),
-            (C_FIELDS, locals.fields),
-            (C_FRAMES_END, locals.frames_end),
+        for (off, l, used) in [
+            (C_DIR, locals.dir, uses.dir),
+            (C_STATICS, locals.statics, uses.statics),
+            (C_FIELDS, locals.fields, uses.fields),
+            (C_FRAMES_END, locals.frames_end, uses.calls),
         ] {
-            f.ld(t, ctx_in, off);
-            f.st_local(t, l);
+            if used {
+                f.ld(t, ctx_in, off);
+                f.st_local(t, l);
+            }
         }
         // Depth left: calls from depth d trap when d >= max_depth.
-        let tl = t.cast::<L>();
-        f.ld(tl, ctx_in, C_MAX_DEPTH);
-        f.sub(tl, tl, 1);
-        f.st_local(tl, locals.depth);
+        if uses.calls {
+            let tl = t.cast::<L>();
+            f.ld(tl, ctx_in, C_MAX_DEPTH);
+            f.sub(tl, tl, 1);
+            f.st_local(tl, locals.depth);
+        }
         // Dispatch on the method index.
         let idx = f.getreg::<UL>(Class::Temp).map_err(cg)?;
         f.cv::<I, UL>(idx, idx_in);
@@ -616,6 +673,7 @@ impl<'p> Compiler<'p> {
             prog,
             regs,
             locals,
+            uses,
             entries,
             sites: Vec::new(),
             stubs: Vec::new(),
@@ -802,8 +860,21 @@ impl<'p> Compiler<'p> {
         self.f.dec_branch_borrow(self.regs.fuel, stub);
     }
 
-    pub(super) fn ld_base(&mut self, into: u8, l: Local<P>) -> Reg<P> {
-        self.f.ld_local(p(into), l);
+    /// Loads a base pointer of the context into register `into`: from the
+    /// native frame if the entry copied it there, else through the context.
+    pub(super) fn ld_base(&mut self, into: u8, b: Base) -> Reg<P> {
+        let (l, off, copied) = match b {
+            Base::Dir => (self.locals.dir, C_DIR, self.uses.dir),
+            Base::Statics => (self.locals.statics, C_STATICS, self.uses.statics),
+            Base::Fields => (self.locals.fields, C_FIELDS, self.uses.fields),
+            Base::FramesEnd => (self.locals.frames_end, C_FRAMES_END, self.uses.calls),
+        };
+        if copied {
+            self.f.ld_local(p(into), l);
+        } else {
+            self.f.ld_local(p(into), self.locals.ctx);
+            self.f.ld(p(into), p(into), off);
+        }
         p(into)
     }
 
@@ -1044,7 +1115,7 @@ impl<'p> Compiler<'p> {
         } else {
             y
         };
-        let dir = self.ld_base(base, self.locals.dir);
+        let dir = self.ld_base(base, Base::Dir);
         // Z = the length (entry of handle h at dir + 8h).
         self.f.ldx(r(z), Ty::I, dir, ix(ra), 8, DIR_LEN);
         let len = r(z).cast::<vcode::U>();
@@ -1059,7 +1130,7 @@ impl<'p> Compiler<'p> {
             self.f.st_local(r(z), self.fact_len[k]);
         }
         let dir = if base == z {
-            self.ld_base(z, self.locals.dir)
+            self.ld_base(z, Base::Dir)
         } else {
             dir
         };
@@ -1156,7 +1227,7 @@ impl<'p> Compiler<'p> {
             }
             self.flush_w_except(v);
             let ra = self.reg_of(a, x);
-            let dir = self.ld_base(z, self.locals.dir);
+            let dir = self.ld_base(z, Base::Dir);
             self.f.ldx(r(z), Ty::I, dir, ix(ra), 8, DIR_MASK);
             let rv = self.reg_of(v, w);
             self.f.and(r(w), rv, r(z));
@@ -1347,6 +1418,13 @@ impl<'p> Compiler<'p> {
         let (x, y, z) = (self.regs.x, self.regs.y, self.regs.z);
         // Depth.
         let deep = self.stub(SiteKind::Depth, [None; 3]);
+        if !self.uses.calls {
+            // `Uses::of` saw every call, so this cannot happen; if it did,
+            // the depth counter was never set up and the call must not run.
+            debug_assert!(false, "a call Uses::of did not see");
+            self.f.jmp(deep);
+            return;
+        }
         let d = Reg::<L>::phys(y);
         self.f.ld_local(d, self.locals.depth);
         self.f.ble(d, 0, deep);
@@ -1377,7 +1455,7 @@ impl<'p> Compiler<'p> {
         let off = i64::from(self.max_locals) + first as i64;
         let need = i64::from(callee.max_locals) + i64::from(callee.max_stack);
         if off + need > i64::from(self.frame) {
-            let end = self.ld_base(z, self.locals.frames_end);
+            let end = self.ld_base(z, Base::FramesEnd);
             let top = p(x);
             self.f.add(top, self.regs.fp, 4 * (off + need));
             self.f.bgt(top.cast::<UL>(), end.cast::<UL>(), deep);
@@ -1423,10 +1501,12 @@ impl<'p> Compiler<'p> {
         let x = Reg::<L>::phys(self.regs.x);
         self.f.call(x, Callee::Native(func), args);
         self.move_homes(&saves, false);
-        let z = p(self.regs.z);
-        self.f.ld_local(z, self.locals.ctx);
-        self.f.ld(z, z, C_DIR);
-        self.f.st_local(z, self.locals.dir);
+        if self.uses.dir {
+            let z = p(self.regs.z);
+            self.f.ld_local(z, self.locals.ctx);
+            self.f.ld(z, z, C_DIR);
+            self.f.st_local(z, self.locals.dir);
+        }
         x
     }
 
@@ -1525,12 +1605,12 @@ impl<'p> Compiler<'p> {
         let base = if self.z_holds == want {
             p(z)
         } else {
-            let l = if instance {
-                self.locals.fields
+            let b = if instance {
+                Base::Fields
             } else {
-                self.locals.statics
+                Base::Statics
             };
-            self.ld_base(z, l)
+            self.ld_base(z, b)
         };
         self.z_holds = want;
         let off = 4 * i64::from(k);
@@ -1738,7 +1818,7 @@ impl<'p> Compiler<'p> {
                 let npe = self.stub(SiteKind::Null, [None; 3]);
                 self.f.beq(ra, 0, npe);
                 let z = self.regs.z;
-                let dir = self.ld_base(z, self.locals.dir);
+                let dir = self.ld_base(z, Base::Dir);
                 let rd = self.dest();
                 self.f.ldx(rd, Ty::I, dir, ix(ra), 8, DIR_LEN);
                 self.push_result(rd);
@@ -2122,6 +2202,7 @@ impl<'p> Compiler<'p> {
                 sites,
                 marks,
                 methods,
+                uses: self.uses,
             },
         )
     }
@@ -2183,6 +2264,29 @@ mod tests {
             })
             .collect();
         Some(out)
+    }
+
+    /// The bases of the context a class's code reads (`None` without javac).
+    fn uses_of(class: &str) -> Option<Uses> {
+        let dir = std::path::Path::new(crate::APPLET_CLASSES?).join("release8");
+        let bytes = std::fs::read(dir.join(format!("{class}.class"))).ok()?;
+        let prog = crate::check(&bytes, &crate::Limits::default())
+            .unwrap_or_else(|e| panic!("{class}: {e}"));
+        Some(Uses::of(&prog))
+    }
+
+    /// The entry copies a base only for code that reads it: `Arith` (static
+    /// methods over statics and arrays, recursing) reads no instance field,
+    /// `Counter` reads every kind.
+    #[test]
+    fn the_entry_copies_the_bases_the_code_reads() {
+        let Some(arith) = uses_of("Arith") else {
+            return;
+        };
+        let u = |u: Uses| (u.dir, u.statics, u.fields, u.calls);
+        assert_eq!(u(arith), (true, true, false, true), "Arith");
+        let counter = uses_of("Counter").expect("Counter");
+        assert_eq!(u(counter), (true, true, true, true), "Counter");
     }
 
     #[test]

@@ -11,6 +11,8 @@ pub(super) struct Meta {
     pub(super) sites: Vec<Site>,
     pub(super) marks: Vec<(usize, Mark)>,
     pub(super) methods: Vec<String>,
+    /// Which of the context's bases the code reads.
+    pub(super) uses: Uses,
 }
 
 /// A heading of the native listing, formatted only when it is printed.
@@ -89,6 +91,9 @@ pub struct Compiled {
     pub(super) memo: codecache::Memo,
     pub(super) meta: Arc<Meta>,
     pub(super) frames: Box<[i32]>,
+    /// Whether the code reads the applet object's fields (`meta.uses`, kept
+    /// here to spare invocations of code that does not the look-up).
+    pub(super) reads_fields: bool,
 }
 
 impl core::fmt::Debug for Compiled {
@@ -148,6 +153,7 @@ pub fn compile(prog: &Program) -> Result<Compiled, JitError> {
     Ok(Compiled {
         key,
         memo: codecache::Memo::default(),
+        reads_fields: meta.uses.fields,
         meta,
         frames: vec![0; STACK_SLOTS].into_boxed_slice(),
     })
@@ -300,40 +306,35 @@ impl Compiled {
             key: self.key,
             memo: &mut self.memo,
         };
+        let mut failed = None;
         let status = THREAD
             .try_with(|cell| match cell.try_borrow_mut() {
                 Ok(mut slot) => match slot.as_mut() {
-                    Some(thread) => execute(thread, &mut code, prog, &mut ctx, entry),
+                    Some(thread) => execute(thread, &mut code, prog, &mut ctx, entry, &mut failed),
                     None => execute(
                         slot.insert(cache().register()),
                         &mut code,
                         prog,
                         &mut ctx,
                         entry,
+                        &mut failed,
                     ),
                 },
                 // A native of an applet running on this thread invokes
                 // another applet: a registration of its own for the nested
                 // invocation.
-                Err(_) => execute_registering(&mut code, prog, &mut ctx, entry),
+                Err(_) => execute_registering(&mut code, prog, &mut ctx, entry, &mut failed),
             })
-            .unwrap_or_else(|_| execute_registering(&mut code, prog, &mut ctx, entry));
-        match status {
-            Ok(0) => Ok(Outcome {
+            .unwrap_or_else(|_| execute_registering(&mut code, prog, &mut ctx, entry, &mut failed));
+        if status == 0 {
+            return Ok(Outcome {
                 value: returns.then_some(ctx.result as i32),
                 fuel_used: if prog.metered() { fuel - ctx.fuel } else { 0 },
-            }),
-            Ok(site) => Err(self.trap(prog, site, ctx.trap, rt.pending.take(), limits)),
-            Err(what) => Err(Trap {
-                kind: TrapKind::Native(what),
-                method: prog
-                    .funcs
-                    .get(usize::from(entry))
-                    .and_then(Option::as_ref)
-                    .map(|f| f.id.clone())
-                    .unwrap_or_default(),
-                bci: 0,
-            }),
+            });
+        }
+        match failed {
+            Some(what) => Err(not_run(prog, entry, what)),
+            None => Err(self.trap(prog, status, ctx.trap, rt.pending.take(), limits)),
         }
     }
 
@@ -383,6 +384,22 @@ impl Compiled {
     }
 }
 
+/// The trap of an invocation whose code could not run (`what`: why).
+#[cold]
+#[inline(never)]
+fn not_run(prog: &Program, entry: u16, what: String) -> Trap {
+    Trap {
+        kind: TrapKind::Native(what),
+        method: prog
+            .funcs
+            .get(usize::from(entry))
+            .and_then(Option::as_ref)
+            .map(|f| f.id.clone())
+            .unwrap_or_default(),
+        bci: 0,
+    }
+}
+
 /// The interpreter's internal errors, for the same misuses.
 #[cold]
 pub(super) fn internal_trap(what: &str, method: String) -> Trap {
@@ -400,8 +417,8 @@ pub(crate) const ARG_SLOTS: usize = crate::Method::MAX_ARGS + 1;
 thread_local! {
     /// This thread's registration in the shared code cache, made at its
     /// first invocation on the JIT and dropped (unregistered) when it exits.
-    /// Each invocation enters a scope of it: two synchronization points,
-    /// a load and a compare each.
+    /// Each invocation enters a brief scope of it: one synchronization
+    /// point, a load and a compare.
     static THREAD: core::cell::RefCell<Option<codecache::Thread>> =
         const { core::cell::RefCell::new(None) };
 }
@@ -428,8 +445,9 @@ pub(super) struct Code<'a> {
     memo: &'a mut codecache::Memo,
 }
 
-/// Runs `code` inside a scope of `thread`: the status it returns, or why
-/// it could not run.
+/// Runs `code` inside a brief scope of `thread` (entering it is the one
+/// synchronization point: see `codecache::Thread::enter_brief`): the
+/// status the code returns, or -1 with why it could not run in `failed`.
 #[inline]
 pub(super) fn execute(
     thread: &mut codecache::Thread,
@@ -437,11 +455,18 @@ pub(super) fn execute(
     prog: &Program,
     ctx: &mut Ctx,
     entry: u16,
-) -> Result<i32, String> {
-    let scope = thread.enter();
+    failed: &mut Option<String>,
+) -> i32 {
+    let scope = thread.enter_brief();
     let code = match scope.lookup_memo(code.key, code.memo) {
         Some(e) => e,
-        None => rebuild(&scope, code.key, prog)?,
+        None => match rebuild(&scope, code.key, prog) {
+            Ok(e) => e,
+            Err(what) => {
+                *failed = Some(what);
+                return -1;
+            }
+        },
     };
     // SAFETY: the code was generated by `build` for this program with the
     // signature `Entry` (the one `Compiler::new` gives `lambda`, so the
@@ -452,7 +477,7 @@ pub(super) fn execute(
     // through the directory, whose entries it bounds-checks; see "Safety"
     // in docs/jive.md.
     let run: Entry = unsafe { core::mem::transmute::<usize, Entry>(code.code().addr()) };
-    Ok(run(ctx, i32::from(entry)))
+    run(ctx, i32::from(entry))
 }
 
 /// [`execute`] on a registration of its own: for a thread whose own is in
@@ -464,8 +489,9 @@ pub(super) fn execute_registering(
     prog: &Program,
     ctx: &mut Ctx,
     entry: u16,
-) -> Result<i32, String> {
-    execute(&mut cache().register(), code, prog, ctx, entry)
+    failed: &mut Option<String>,
+) -> i32 {
+    execute(&mut cache().register(), code, prog, ctx, entry, failed)
 }
 
 /// The code of `key` after the cache evicted it under memory pressure:
@@ -502,12 +528,18 @@ pub(super) fn rebuild<'s>(
     ))
 }
 
-/// The applet object's fields, for generated code (null before the
-/// constructor has made the object).
-#[inline]
-pub(crate) fn fields_of(heap: &mut Heap, instance: i32) -> *mut i32 {
-    match heap.get_mut(instance) {
-        Some(Object::Instance(v)) => v.as_mut_ptr(),
-        _ => core::ptr::null_mut(),
+impl Compiled {
+    /// The applet object's fields, for generated code: null before the
+    /// constructor has made the object, and for code that reads no field
+    /// (which then never reads the pointer).
+    #[inline]
+    pub(crate) fn fields(&self, heap: &mut Heap, instance: i32) -> *mut i32 {
+        if !self.reads_fields {
+            return core::ptr::null_mut();
+        }
+        match heap.get_mut(instance) {
+            Some(Object::Instance(v)) => v.as_mut_ptr(),
+            _ => core::ptr::null_mut(),
+        }
     }
 }

@@ -109,7 +109,6 @@ mod sites;
 
 pub use compiler::compile_standalone;
 use compiler::*;
-pub(crate) use exec::fields_of;
 use exec::*;
 pub use exec::{Compiled, cache_stats, compile, evict_oldest, park};
 use runtime::*;

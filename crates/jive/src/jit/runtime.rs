@@ -77,13 +77,18 @@ pub(super) extern "C" fn rt_newarray(ctx: *mut Ctx, prim: i64, len: i64) -> i64 
 
 /// A native method: the arguments are `args[..k]`; returns the value
 /// (narrowed as the interpreter does), or `i64::MIN` with the trap pending.
+///
+/// The common outcome, an `int`-like or `void` native that succeeded, is
+/// handled here without building the interpreter's `Option` result;
+/// failures and array results go through [`crate::interpreter::native_result`]
+/// out of line, so that they are checked and reported exactly as the
+/// interpreter does.
 pub(super) extern "C" fn rt_native(ctx: *mut Ctx, n: i64, args: *const i32) -> i64 {
     // SAFETY: as in `rt_newarray`.
     let (ctx, rt) = unsafe { (&mut *ctx, &mut *(*ctx).rt) };
     let n = n as usize;
     let (Some(decl), Some(native)) = (rt.prog.natives.get(n), rt.st.natives.get(n)) else {
-        rt.pending = Some(TrapKind::Native("internal error: native index".into()));
-        return i64::MIN;
+        return native_failed(rt, TrapKind::Native("internal error: native index".into()));
     };
     // SAFETY: generated code passes the address of the native's arguments
     // in the current frame, `params.len()` slots inside the frame stack.
@@ -95,14 +100,42 @@ pub(super) extern "C" fn rt_native(ctx: *mut Ctx, n: i64, args: *const i32) -> i
             host: st.host.as_deref_mut(),
         };
         native(&mut cx, args)
-    }))
-    .unwrap_or_else(|_| Err(NativeError("the native panicked".into())));
+    }));
     ctx.dir = st.heap.directory().cast();
-    match crate::interpreter::native_result(decl, st.heap, result) {
-        Ok(v) => i64::from(v.unwrap_or(0)),
-        Err(k) => {
-            rt.pending = Some(k);
-            i64::MIN
+    match (result, decl.ret) {
+        (Ok(Ok(_)), None) => 0,
+        (Ok(Ok(v)), Some(crate::subset::FieldType::Prim(p))) => {
+            let (mask, shift) = crate::narrowing(p);
+            i64::from(((v & mask) << shift) >> shift)
         }
+        (result, _) => native_checked(rt, n, result),
     }
+}
+
+/// [`rt_native`]'s failures and array results: checked as the interpreter
+/// checks them.
+#[cold]
+#[inline(never)]
+fn native_checked(
+    rt: &mut Runtime<'_, '_>,
+    n: usize,
+    result: std::thread::Result<Result<i32, NativeError>>,
+) -> i64 {
+    let result = result.unwrap_or_else(|_| Err(NativeError("the native panicked".into())));
+    let Some(decl) = rt.prog.natives.get(n) else {
+        return native_failed(rt, TrapKind::Native("internal error: native index".into()));
+    };
+    match crate::interpreter::native_result(decl, rt.st.heap, result) {
+        Ok(v) => i64::from(v.unwrap_or(0)),
+        Err(k) => native_failed(rt, k),
+    }
+}
+
+/// Records the trap a native call ends with; returns [`rt_native`]'s mark
+/// of it.
+#[cold]
+#[inline(never)]
+fn native_failed(rt: &mut Runtime<'_, '_>, k: TrapKind) -> i64 {
+    rt.pending = Some(k);
+    i64::MIN
 }
