@@ -80,6 +80,7 @@ impl Engine {
             tx: CacheLine(Mutex::new(TxSide {
                 tx: Consumer::new(txq),
                 framer: framer()?,
+                next: Outbox::default(),
             })),
             has_applet: AtomicBool::new(rx.applet.is_some()),
             rx: CacheLine(Mutex::new(rx)),

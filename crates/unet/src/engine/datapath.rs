@@ -30,11 +30,13 @@ impl Engine {
         };
         let taken = take_tx(&mut tx, port, shared);
         if taken > 0 {
-            let mut out = outbox();
-            std::mem::swap(&mut out, &mut tx.framer.out);
             // Delivered with the transmit side still locked: the next
             // descriptors of this endpoint wait until these have arrived.
-            self.pump(out);
+            // The frames are pumped from the framer's outbox in place, with
+            // the transmit side's own scratch outbox for the frames their
+            // delivery makes: no outbox changes hands per message.
+            let TxSide { framer, next, .. } = &mut *tx;
+            self.pump(&mut framer.out, next);
             // Only now, with every byte of these messages copied (a frame
             // to an endpoint of this engine reads the rest of its message
             // from the sender's buffer area during delivery), do the
@@ -68,7 +70,7 @@ impl Engine {
             })
             .unwrap_or(0);
         drop(t);
-        self.pump(made);
+        self.pump_owned(made);
         n + backlog
     }
 
@@ -135,15 +137,29 @@ impl Engine {
         self.inner.stop.store(false, Ordering::Release);
     }
 
-    /// Sends or delivers every frame of `out`, and the frames that
-    /// delivering them makes, round after round.
-    pub(super) fn pump(&self, mut out: Outbox) {
+    /// [`Engine::pump`] of an outbox from the thread's spares, which it
+    /// goes back to.
+    pub(super) fn pump_owned(&self, mut out: Outbox) {
         // Most polls find nothing: return the outbox untouched.
         if out.is_empty() {
             recycle(out);
             return;
         }
         let mut next = outbox();
+        self.pump(&mut out, &mut next);
+        recycle(out);
+        recycle(next);
+    }
+
+    /// Sends or delivers every frame of `out`, and the frames that
+    /// delivering them makes (in `next`, a scratch outbox), round after
+    /// round. Both are empty when it returns (frames left after
+    /// [`PUMP_ROUNDS`] rounds go to the engine's backlog).
+    pub(super) fn pump(&self, out: &mut Outbox, next: &mut Outbox) {
+        if out.is_empty() {
+            return;
+        }
+        let (mut out, mut next) = (out, next);
         for _ in 0..PUMP_ROUNDS {
             if out.is_empty() {
                 break;
@@ -151,7 +167,7 @@ impl Engine {
             let mut remote: Vec<&[u8]> = Vec::new();
             for (f, tail) in out.iter() {
                 if frame::peek_dst(f) == Some(self.inner.local) {
-                    self.deliver(f, tail, &mut next);
+                    self.deliver(f, tail, next);
                 } else {
                     // Only frames to this engine leave part of their
                     // payload behind.
@@ -162,15 +178,15 @@ impl Engine {
             if !remote.is_empty() {
                 self.send_remote(&remote);
             }
+            out.clear();
             std::mem::swap(&mut out, &mut next);
-            next.clear();
         }
         if !out.is_empty() {
-            lock(&self.inner.backlog).append(&out);
+            lock(&self.inner.backlog).append(out);
             self.inner.has_backlog.store(true, Ordering::Release);
         }
-        recycle(out);
-        recycle(next);
+        out.trim();
+        next.trim();
     }
 
     /// Pumps the frames an earlier pump left.
@@ -186,7 +202,7 @@ impl Engine {
             std::mem::replace(&mut *b, outbox())
         };
         let n = out.frames.len();
-        self.pump(out);
+        self.pump_owned(out);
         n
     }
 
@@ -326,7 +342,7 @@ impl Engine {
             rx.batch = batch;
         }
         drop(guard);
-        self.pump(made);
+        self.pump_owned(made);
         n
     }
 

@@ -516,6 +516,16 @@ impl Outbox {
         self.frames.is_empty()
     }
 
+    /// Empties an outbox kept for reuse, and gives its memory back if a
+    /// burst grew it past [`OUTBOX_KEEP`].
+    fn trim(&mut self) {
+        if self.bytes.len() > OUTBOX_KEEP {
+            *self = Outbox::default();
+        } else {
+            self.clear();
+        }
+    }
+
     fn iter(&self) -> impl Iterator<Item = (&[u8], Option<&Tail>)> {
         self.frames
             .iter()
@@ -740,6 +750,9 @@ fn frame_parts<'a>(
 struct TxSide {
     tx: Consumer<TxDesc, ShmQueue>,
     framer: Framer,
+    /// The frames that delivering the framer's frames makes (an applet's
+    /// replies), for [`Engine::pump`]'s next round.
+    next: Outbox,
 }
 
 /// The receive side of a port: the receive and free queues, the applet
