@@ -235,13 +235,20 @@ impl Engine {
             return;
         };
         let (slot, chan) = ((owner >> 16) as u16, owner as u16);
-        // A reference through the table's guard, not a clone: no atomic
+        // A reference while the table is pinned, not a clone: no atomic
         // write to the port's reference count per frame.
-        let ports = self.inner.ports.load();
-        let Some(port) = ports.get(usize::from(slot)).and_then(Option::as_ref) else {
-            bump_shared(&s.unmatched);
-            return;
-        };
+        self.inner.ports.with(|ports| {
+            match ports.get(usize::from(slot)).and_then(Option::as_ref) {
+                Some(port) => self.deliver_to(port, chan, f, tail, made),
+                None => bump_shared(&s.unmatched),
+            }
+        })
+    }
+
+    /// [`Engine::deliver`] once the frame's endpoint is found.
+    #[inline]
+    fn deliver_to(&self, port: &Port, chan: u16, f: &[u8], tail: Option<&Tail>, made: &mut Outbox) {
+        let s = &self.inner.stats;
         if f.len() < HEADER_LEN {
             bump_shared(&s.malformed);
             return;

@@ -50,7 +50,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use arc_swap::ArcSwap;
 use thiserror::Error;
 
 use crate::frame::{
@@ -65,6 +64,7 @@ use crate::transport::Transport;
 mod applet_io;
 mod control;
 mod datapath;
+mod ports;
 
 pub use applet_io::Io;
 use applet_io::*;
@@ -504,6 +504,7 @@ impl Outbox {
         }
     }
 
+    #[inline]
     fn clear(&mut self) {
         self.used = 0;
         self.frames.clear();
@@ -518,12 +519,19 @@ impl Outbox {
 
     /// Empties an outbox kept for reuse, and gives its memory back if a
     /// burst grew it past [`OUTBOX_KEEP`].
+    #[inline]
     fn trim(&mut self) {
         if self.bytes.len() > OUTBOX_KEEP {
-            *self = Outbox::default();
+            self.shrink();
         } else {
             self.clear();
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn shrink(&mut self) {
+        *self = Outbox::default();
     }
 
     fn iter(&self) -> impl Iterator<Item = (&[u8], Option<&Tail>)> {
@@ -851,14 +859,23 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// A token of the calling thread (never 0).
+/// A token of the calling thread (never 0). The thread-local starts at 0
+/// with a constant initialiser and no destructor, so reading it is one
+/// load; the first call on a thread takes a fresh token.
 #[inline]
 fn thread_token() -> u64 {
-    static NEXT: AtomicU64 = AtomicU64::new(1);
     thread_local! {
-        static TOKEN: u64 = NEXT.fetch_add(1, Ordering::Relaxed);
+        static TOKEN: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
     }
-    TOKEN.with(|t| *t)
+    TOKEN.with(|t| match t.get() {
+        0 => {
+            static NEXT: AtomicU64 = AtomicU64::new(1);
+            let me = NEXT.fetch_add(1, Ordering::Relaxed);
+            t.set(me);
+            me
+        }
+        me => me,
+    })
 }
 
 /// Nanoseconds since the first call in this process (never 0 after it).
@@ -953,7 +970,7 @@ struct Inner {
     max_payload: u32,
     table: Mutex<dpf::Table>,
     /// The endpoints, indexed by slot.
-    ports: ArcSwap<Vec<Option<Arc<Port>>>>,
+    ports: ports::Ports,
     control: Mutex<()>,
     /// The last generation each slot was given (0: never used); a slot at
     /// `u16::MAX` is retired, so that no id is handed out twice.
@@ -1028,7 +1045,7 @@ impl Engine {
                 transport: Mutex::new(transport),
                 max_payload,
                 table: Mutex::new(dpf::Table::new()),
-                ports: ArcSwap::from_pointee(Vec::new()),
+                ports: ports::Ports::new(),
                 control: Mutex::new(()),
                 generations: Mutex::new(Vec::new()),
                 local_peers: Mutex::new(std::collections::HashMap::new()),
@@ -1078,23 +1095,19 @@ impl Engine {
     /// The port of endpoint `id`, if it exists (an id whose generation is
     /// not the slot's current one names an endpoint that is gone).
     pub fn port(&self, id: EndpointId) -> Option<Arc<Port>> {
-        self.inner
-            .ports
-            .load()
-            .get(usize::from(endpoint_slot(id)))
-            .and_then(Clone::clone)
-            .filter(|p| p.id == id)
+        self.inner.ports.with(|ports| {
+            ports
+                .get(usize::from(endpoint_slot(id)))
+                .and_then(Clone::clone)
+                .filter(|p| p.id == id)
+        })
     }
 
     /// The ids of the endpoints that exist now, in slot order.
     pub fn endpoints(&self) -> Vec<EndpointId> {
         self.inner
             .ports
-            .load()
-            .iter()
-            .flatten()
-            .map(|p| p.id)
-            .collect()
+            .with(|ports| ports.iter().flatten().map(|p| p.id).collect())
     }
 }
 
