@@ -37,7 +37,9 @@
 //! Dependencies: `jive` (applets), `dpf` (the classifier), `ilp` (copy and
 //! checksum loops), `codecache` (through dpf), `crossbeam-epoch` (the
 //! engine's endpoint table, read per packet without a lock or a reference
-//! count), `bytemuck` (an applet's
+//! count), `crossbeam-channel` (an applet's inbox: a bounded
+//! lock-free queue between the threads that deliver and the endpoint's
+//! own), `bytemuck` (an applet's
 //! `byte[]`, `[i8]`, viewed as `[u8]` so that copies are one `memcpy`),
 //! `libc` (memfd, mmap, sockets), `thiserror`. Dev: `loom` (queue models), `proptest`, `rand`.
 //!

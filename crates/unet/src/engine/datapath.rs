@@ -279,7 +279,7 @@ impl Engine {
         }
         // Frames still waiting for an applet removed since keep their
         // place: this one waits behind them.
-        if port.pending.load(Ordering::Acquire) {
+        if !port.inbox.is_empty() {
             drop(rx);
             enqueue(port, chan, f, tail, s);
             return;
@@ -290,14 +290,16 @@ impl Engine {
     /// Runs the frames waiting in `port`'s inbox through its applet (or the
     /// standard receive, if the applet was removed since), in order, on
     /// this thread; returns how many. Called by the endpoint's receive
-    /// calls and by the engine's threads; one thread drains at a time.
+    /// calls and by the engine's threads; one thread drains at a time (the
+    /// holder of the receive lock), and it runs every frame waiting: a
+    /// batch per wake-up.
     ///
     /// Like [`Engine::service`], a thread shared by every endpoint runs an
     /// applet's frames within [`Budgets::round_time`] and not while it is
-    /// throttled (the rest stays ahead of the inbox for a later round); the
-    /// application's own thread drains everything waiting.
+    /// throttled (the rest stays in the inbox, in order, for a later
+    /// round); the application's own thread drains everything waiting.
     pub fn drain(&self, port: &Port) -> usize {
-        if !port.pending.load(Ordering::Acquire) {
+        if port.inbox.is_empty() {
             return 0;
         }
         let shared = !port.is_owner();
@@ -307,46 +309,28 @@ impl Engine {
         let Ok(mut guard) = port.rx.try_lock() else {
             return 0;
         };
+        if port.closed.load(Ordering::Acquire) {
+            // Removed: what is left is counted as lost to the closing.
+            let n = port.inbox.clear();
+            bump_shared_by(&self.inner.stats.closed, n);
+            return 0;
+        }
         let mut made = outbox();
         let mut n = 0;
         // The applet time this round has spent on this endpoint.
         let mut spent = Duration::ZERO;
         let rx = &mut *guard;
-        'round: loop {
-            if rx.batch_pos == rx.batch.chans.len() {
-                rx.batch.frames.clear();
-                rx.batch.chans.clear();
-                rx.batch_pos = 0;
-                let mut inbox = lock(&port.inbox);
-                if inbox.chans.is_empty() {
-                    // Under the inbox's lock, so that a frame enqueued now
-                    // sets it again.
-                    port.pending.store(false, Ordering::Release);
-                    break;
-                }
-                // The two buffers trade places and keep their capacity:
-                // no allocation per frame on either thread.
-                std::mem::swap(&mut *inbox, &mut rx.batch);
+        while let Some(w) = port.inbox.pop() {
+            spent += receive(port, rx, w.chan, &w.frame, None, &mut made, shared);
+            port.inbox.recycle(w.frame);
+            n += 1;
+            if shared
+                && (spent > port.budgets.round_time
+                    || port.throttle_until.load(Ordering::Relaxed) != 0)
+            {
+                // The rest waits in the inbox for a later round.
+                break;
             }
-            let batch = std::mem::take(&mut rx.batch);
-            while rx.batch_pos < batch.chans.len() {
-                let i = rx.batch_pos;
-                let (start, len, _) = batch.frames.frames[i];
-                rx.batch_pos += 1;
-                let f = &batch.frames.bytes[start..start + len];
-                spent += receive(port, rx, batch.chans[i], f, None, &mut made, shared);
-                n += 1;
-                if shared
-                    && (spent > port.budgets.round_time
-                        || port.throttle_until.load(Ordering::Relaxed) != 0)
-                {
-                    // The rest waits, ahead of the inbox, for a later round
-                    // (`pending` stays set).
-                    rx.batch = batch;
-                    break 'round;
-                }
-            }
-            rx.batch = batch;
         }
         drop(guard);
         self.pump_owned(made);
@@ -376,23 +360,30 @@ impl Engine {
 /// budget of frames or bytes ([`Budgets::inbox_frames`],
 /// [`Budgets::inbox_bytes`]).
 pub(super) fn enqueue(port: &Port, chan: u16, f: &[u8], tail: Option<&Tail>, s: &EngineStats) {
-    let mut inbox = lock(&port.inbox);
     if port.closed.load(Ordering::Acquire) {
-        drop(inbox);
         bump_shared(&s.closed);
         return;
     }
     let len = f.len() + tail.map_or(0, |t| t.len);
-    if inbox.chans.len() >= port.budgets.inbox_frames
-        || inbox.frames.used + len > port.budgets.inbox_bytes
-    {
-        drop(inbox);
+    let pushed = port.inbox.push(chan, len, |buf| {
+        buf.extend_from_slice(f);
+        if let Some(t) = tail {
+            buf.resize(len, 0);
+            t.seg.read_bytes(t.at, &mut buf[f.len()..]);
+        }
+    });
+    if pushed.is_err() {
         bump_shared(&port.stats.rx_queue_full);
         return;
     }
-    inbox.frames.push_whole(f, tail);
-    inbox.chans.push(chan);
-    port.pending.store(true, Ordering::Release);
+    // Pairs with the fence of the endpoint's removal, between its setting
+    // `closed` and its emptying of the inbox: if that emptying may have
+    // missed this frame, `closed` is seen here, and the inbox is emptied
+    // (and counted) again.
+    std::sync::atomic::fence(Ordering::SeqCst);
+    if port.closed.load(Ordering::Relaxed) {
+        bump_shared_by(&s.closed, port.inbox.clear());
+    }
 }
 
 /// Receives one frame for `port` on `chan`, under its receive lock: checks

@@ -64,6 +64,7 @@ use crate::transport::Transport;
 mod applet_io;
 mod control;
 mod datapath;
+mod inbox;
 mod ports;
 
 pub use applet_io::Io;
@@ -237,6 +238,14 @@ fn bump_shared(c: &AtomicU64) {
     c.fetch_add(1, Ordering::Relaxed);
 }
 
+/// Counts `n` events of the engine, from any thread.
+#[inline]
+fn bump_shared_by(c: &AtomicU64, n: u64) {
+    if n > 0 {
+        c.fetch_add(n, Ordering::Relaxed);
+    }
+}
+
 /// What the engine counts for itself. With [`PortCounts`] this accounts
 /// for every message the engine takes: each frame is delivered, or dropped
 /// and counted under exactly one of the reasons below or an endpoint's.
@@ -381,7 +390,8 @@ pub struct Budgets {
     /// drops the invocation's message.
     pub applet_time: Duration,
     /// Frames an applet's inbox holds while they wait for its thread.
-    /// Default 1,024.
+    /// Default 1,024; at most 65,536 whatever the value (the inbox's
+    /// slots are allocated with the endpoint).
     pub inbox_frames: usize,
     /// Bytes the frames in an applet's inbox hold together. Default 4 MiB:
     /// a burst of the paper's bandwidth experiment (25 messages of up to
@@ -767,24 +777,12 @@ struct TxSide {
 /// (which `doTx` reaches through this lock too), its trap policy.
 struct RxSide {
     io: Io,
-    /// The inbox's frames being run (traded with the inbox by `drain`).
-    batch: Inbox,
     applet: Option<Loaded>,
     policy: TrapPolicy,
     traps_since_install: u64,
     /// Invocations in a row that overran a budget (each doubles the
     /// throttle, up to [`THROTTLE_MAX`]).
     overruns_in_row: u32,
-    /// Frames of `batch` already run: a drain that spent its round's time
-    /// leaves the rest here, ahead of the inbox.
-    batch_pos: usize,
-}
-
-/// Frames waiting for an applet's `doRx`, with the channel each arrived on.
-#[derive(Debug, Default)]
-struct Inbox {
-    frames: Outbox,
-    chans: Vec<u16>,
 }
 
 /// The engine's side of one endpoint.
@@ -803,13 +801,11 @@ pub struct Port {
     /// application thread (its receive calls) or the engine's threads. So
     /// an applet runs on the thread of its own endpoint, and its heap and
     /// interpreter state stay in that core's cache, instead of moving to
-    /// whichever thread delivered the frame.
-    inbox: CacheLine<Mutex<Inbox>>,
-    /// Whether `inbox` holds frames (changed under its lock).
-    pending: AtomicBool,
-    /// Set when the endpoint is removed (under the receive side's lock and
-    /// the inbox's): frames that reach it from then on are counted as
-    /// [`EngineCounts::closed`], not delivered.
+    /// whichever thread delivered the frame. Lock-free (see `inbox.rs`).
+    inbox: CacheLine<inbox::Inbox>,
+    /// Set when the endpoint is removed (under the receive side's lock,
+    /// before its inbox is emptied): frames that reach it from then on are
+    /// counted as [`EngineCounts::closed`], not delivered.
     closed: AtomicBool,
     /// The thread that last drove this endpoint from its application
     /// ([`Port::claim`]): frames for its applet that arrive on that thread
