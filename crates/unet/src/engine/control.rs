@@ -62,6 +62,7 @@ impl Engine {
                     ..budgets
                 },
                 inv: Invocation::new(),
+                unpublished: false,
             },
             applet: None,
             policy: TrapPolicy::Keep,

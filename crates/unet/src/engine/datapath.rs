@@ -285,6 +285,7 @@ impl Engine {
             return;
         }
         receive(port, &mut rx, chan, f, tail, made, false);
+        rx.io.publish();
     }
 
     /// Runs the frames waiting in `port`'s inbox through its applet (or the
@@ -324,6 +325,12 @@ impl Engine {
             spent += receive(port, rx, w.chan, &w.frame, None, &mut made, shared);
             port.inbox.recycle(w.frame);
             n += 1;
+            // The batch's descriptors are published together, at most
+            // `PUBLISH_EVERY` frames apart so the application sees the
+            // first ones while the rest run.
+            if n % PUBLISH_EVERY == 0 {
+                rx.io.publish();
+            }
             if shared
                 && (spent > port.budgets.round_time
                     || port.throttle_until.load(Ordering::Relaxed) != 0)
@@ -332,6 +339,7 @@ impl Engine {
                 break;
             }
         }
+        rx.io.publish();
         drop(guard);
         self.pump_owned(made);
         n

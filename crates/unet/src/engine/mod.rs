@@ -950,6 +950,9 @@ const ILP_MIN_COPY: usize = 512;
 /// How many transmit descriptors one service of a queue takes at most
 /// before it delivers them (bounds the outbox and the latency of others).
 const TX_BUDGET: usize = 32;
+/// How many frames of an inbox a drain runs between two publications of
+/// the receive and free queues.
+const PUBLISH_EVERY: usize = 16;
 /// How many frames one poll of the transport takes at most.
 const RX_BUDGET: usize = 32;
 /// How many rounds of applet-made frames one pump follows before it leaves
