@@ -387,9 +387,16 @@ mod tests {
         let (mut p, mut c) = (Producer::new(&m), Consumer::new(&m));
         assert_eq!(p.push_unpublished(1), Ok(true));
         assert_eq!(p.push_unpublished(2), Ok(true));
-        assert_eq!(c.pop(), Ok(None), "nothing is the consumer's before publish");
+        assert_eq!(
+            c.pop(),
+            Ok(None),
+            "nothing is the consumer's before publish"
+        );
         p.publish();
-        assert_eq!((c.pop(), c.pop(), c.pop()), (Ok(Some(1)), Ok(Some(2)), Ok(None)));
+        assert_eq!(
+            (c.pop(), c.pop(), c.pop()),
+            (Ok(Some(1)), Ok(Some(2)), Ok(None))
+        );
         // The free slots count the unpublished ones as taken.
         for v in 3..=6 {
             assert_eq!(p.push_unpublished(v), Ok(true));

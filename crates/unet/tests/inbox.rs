@@ -67,7 +67,8 @@ fn frames_from_many_threads_arrive_once_in_order_or_are_counted() {
             let (sent_all, got_all) = (sent_all.clone(), got_all.clone());
             std::thread::spawn(move || {
                 for seq in 0..per_sender {
-                    while sent_all.load(Ordering::Relaxed) > got_all.load(Ordering::Relaxed) + WINDOW
+                    while sent_all.load(Ordering::Relaxed)
+                        > got_all.load(Ordering::Relaxed) + WINDOW
                     {
                         std::thread::yield_now();
                     }

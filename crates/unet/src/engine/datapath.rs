@@ -237,12 +237,12 @@ impl Engine {
         let (slot, chan) = ((owner >> 16) as u16, owner as u16);
         // A reference while the table is pinned, not a clone: no atomic
         // write to the port's reference count per frame.
-        self.inner.ports.with(|ports| {
-            match ports.get(usize::from(slot)).and_then(Option::as_ref) {
+        self.inner.ports.with(
+            |ports| match ports.get(usize::from(slot)).and_then(Option::as_ref) {
                 Some(port) => self.deliver_to(port, chan, f, tail, made),
                 None => bump_shared(&s.unmatched),
-            }
-        })
+            },
+        )
     }
 
     /// [`Engine::deliver`] once the frame's endpoint is found.

@@ -32,10 +32,14 @@ use crossbeam_channel::{Receiver, Sender, TrySendError};
 /// The most frames an inbox holds, whatever its budget says (its slots are
 /// allocated when the endpoint is made).
 pub(super) const FRAMES_MAX: usize = 1 << 16;
-/// Frame buffers up to this size are kept for reuse.
-pub(super) const SPARE_BYTES: usize = 2048;
-/// How many spare frame buffers an inbox keeps.
-pub(super) const SPARES: usize = 64;
+/// Frame buffers up to this size are kept for reuse: a frame of the
+/// largest message of a default endpoint (14 buffers of 4 KiB) with its
+/// header, so that a burst does not allocate on the delivering thread and
+/// free on the draining one per frame.
+pub(super) const SPARE_BYTES: usize = (64 << 10) + 64;
+/// How many spare frame buffers an inbox keeps (at most about 2 MiB, half
+/// the default inbox byte budget).
+pub(super) const SPARES: usize = 32;
 
 /// A frame waiting for the applet, with the channel it arrived on.
 pub(super) struct Waiting {
