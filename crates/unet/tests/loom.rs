@@ -154,8 +154,8 @@ fn a_batch_published_at_once_is_seen_whole_and_in_order() {
                     assert_eq!(v, next);
                     if v % 2 == 1 {
                         // The first of a batch: its second was published
-                        // with it.
-                        assert_eq!(c.available().expect("consistent"), 1);
+                        // with it (and the next batch may be too).
+                        assert!(c.available().expect("consistent") >= 1);
                     }
                     next += 1;
                 }
