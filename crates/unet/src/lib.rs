@@ -31,11 +31,15 @@
 //! descriptor once and checks the copy; see [`shm`]). Neither can reach
 //! another endpoint or the engine. `unsafe` code lives in [`affinity`]
 //! (pinning a measurement's threads to CPUs), [`shm`] (the
-//! mapping) and the transports that map kernel rings.
+//! mapping), the engine's endpoint table (`engine/ports.rs`, epoch-based
+//! reclamation) and the transports that map kernel rings.
 //!
 //! Dependencies: `jive` (applets), `dpf` (the classifier), `ilp` (copy and
-//! checksum loops), `codecache` (through dpf), `arc-swap` (the engine's
-//! endpoint table, read per packet without a lock), `bytemuck` (an applet's
+//! checksum loops), `codecache` (through dpf), `crossbeam-epoch` (the
+//! engine's endpoint table, read per packet without a lock or a reference
+//! count), `crossbeam-channel` (an applet's inbox: a bounded
+//! lock-free queue between the threads that deliver and the endpoint's
+//! own), `bytemuck` (an applet's
 //! `byte[]`, `[i8]`, viewed as `[u8]` so that copies are one `memcpy`),
 //! `libc` (memfd, mmap, sockets), `ebpf` (the workspace's bpf(2) layer: the
 //! XDP program and socket map that feed the `xdp` transport), `thiserror`. Dev: `loom` (queue models), `proptest`, `rand`.

@@ -105,6 +105,20 @@ impl<T: Copy, M: QueueMem<T>> Producer<T, M> {
     /// Pushes `v`. `Ok(false)` if the queue is full.
     #[inline]
     pub fn push(&mut self, v: T) -> Result<bool, Corrupt> {
+        let pushed = self.push_unpublished(v)?;
+        if pushed {
+            self.publish();
+        }
+        Ok(pushed)
+    }
+
+    /// Writes `v` into the next slot without telling the consumer: it sees
+    /// the item, and every one written before it, at the next
+    /// [`Producer::publish`] or [`Producer::push`]. `Ok(false)` if the
+    /// queue is full. The engine writes a batch of receive descriptors
+    /// this way and publishes them with one store.
+    #[inline]
+    pub fn push_unpublished(&mut self, v: T) -> Result<bool, Corrupt> {
         if self.head.wrapping_sub(self.tail) == self.mem.depth() {
             self.refresh()?;
             if self.head.wrapping_sub(self.tail) == self.mem.depth() {
@@ -113,8 +127,14 @@ impl<T: Copy, M: QueueMem<T>> Producer<T, M> {
         }
         self.mem.write(self.head & (self.mem.depth() - 1), v);
         self.head = self.head.wrapping_add(1);
-        self.mem.head().store(self.head, Ordering::Release);
         Ok(true)
+    }
+
+    /// Publishes the producer index: every item written so far is the
+    /// consumer's (one release store).
+    #[inline]
+    pub fn publish(&mut self) {
+        self.mem.head().store(self.head, Ordering::Release);
     }
 
     /// How many pushed items the consumer has taken, in all (wrapping).
@@ -359,6 +379,29 @@ mod tests {
             m.slots.iter().map(Cell::get).collect::<Vec<_>>(),
             [0, 1, 2, 3]
         );
+    }
+
+    #[test]
+    fn unpublished_pushes_appear_together_at_publish() {
+        let m = mem(4, 0);
+        let (mut p, mut c) = (Producer::new(&m), Consumer::new(&m));
+        assert_eq!(p.push_unpublished(1), Ok(true));
+        assert_eq!(p.push_unpublished(2), Ok(true));
+        assert_eq!(
+            c.pop(),
+            Ok(None),
+            "nothing is the consumer's before publish"
+        );
+        p.publish();
+        assert_eq!(
+            (c.pop(), c.pop(), c.pop()),
+            (Ok(Some(1)), Ok(Some(2)), Ok(None))
+        );
+        // The free slots count the unpublished ones as taken.
+        for v in 3..=6 {
+            assert_eq!(p.push_unpublished(v), Ok(true));
+        }
+        assert_eq!(p.push_unpublished(7), Ok(false));
     }
 
     #[test]

@@ -127,3 +127,41 @@ fn completion_status_is_published_with_the_consumer_index() {
         t.join().unwrap();
     });
 }
+
+/// The engine's receive descriptors: a batch written without publishing,
+/// then one release store of the producer index. The consumer sees none or
+/// all of a batch's items, in order, and never a slot still being written.
+#[test]
+fn a_batch_published_at_once_is_seen_whole_and_in_order() {
+    loom::model(|| {
+        let q = Q::new(4, u32::MAX - 1);
+        let mut p = Producer::new(q.clone());
+        let mut c = Consumer::new(q);
+        let t = thread::spawn(move || {
+            for batch in [[1, 2], [3, 4]] {
+                for v in batch {
+                    while !p.push_unpublished(v).expect("a correct consumer") {
+                        thread::yield_now();
+                    }
+                }
+                p.publish();
+            }
+        });
+        let mut next = 1;
+        while next <= 4 {
+            match c.pop().expect("a correct producer") {
+                Some(v) => {
+                    assert_eq!(v, next);
+                    if v % 2 == 1 {
+                        // The first of a batch: its second was published
+                        // with it (and the next batch may be too).
+                        assert!(c.available().expect("consistent") >= 1);
+                    }
+                    next += 1;
+                }
+                None => thread::yield_now(),
+            }
+        }
+        t.join().unwrap();
+    });
+}

@@ -75,9 +75,26 @@ pub struct Io {
     pub(super) budgets: Budgets,
     /// The running (or last) applet invocation.
     pub(super) inv: Invocation,
+    /// Whether receive descriptors were written and not yet published, or
+    /// free-queue entries taken and not yet given back ([`Io::publish`]).
+    pub(super) unpublished: bool,
 }
 
 impl Io {
+    /// Publishes the receive descriptors written and the free-queue
+    /// entries taken since the last call: one store on each queue per
+    /// batch of frames, not per descriptor or buffer. Every path that
+    /// receives frames ends with it (a delivery, a drain, a `doTx`, an
+    /// applet's constructor).
+    #[inline]
+    pub(super) fn publish(&mut self) {
+        if self.unpublished {
+            self.unpublished = false;
+            self.rx.publish();
+            self.free.publish();
+        }
+    }
+
     /// Starts an applet invocation's accounting.
     #[inline]
     pub(super) fn begin(&mut self) {
@@ -120,7 +137,13 @@ impl Io {
             return Some(b);
         }
         loop {
-            match self.free.pop() {
+            let entry = self.free.peek();
+            if let Ok(Some(_)) = entry {
+                // Given back to the application at the next `publish`.
+                self.free.take();
+                self.unpublished = true;
+            }
+            match entry {
                 Ok(Some(off)) if self.layout.is_buffer(off) => return Some(off),
                 Ok(Some(_)) => bump(&self.stats.free_invalid),
                 Ok(None) => return None,
@@ -134,8 +157,9 @@ impl Io {
 
     #[inline]
     pub(super) fn push_rx_desc(&mut self, d: RxDesc) -> Result<(), HostError> {
-        match self.rx.push(d) {
+        match self.rx.push_unpublished(d) {
             Ok(true) => {
+                self.unpublished = true;
                 bump(&self.stats.rx_delivered);
                 Ok(())
             }
@@ -469,6 +493,7 @@ pub(super) fn applet_tx(
         std::mem::swap(&mut rx.io.framer.out, &mut tx.framer.out);
     }
     let r = invoke(rx, port, true, &args, timed);
+    rx.io.publish();
     if lend {
         std::mem::swap(&mut rx.io.framer.out, &mut tx.framer.out);
     }
@@ -502,7 +527,10 @@ pub(super) fn load_applet(bytes: &[u8], io: &mut Io) -> Result<Loaded, EngineErr
     // JIT's compilation.
     io.begin();
     io.inv.next_check = u64::MAX;
-    let mut applet = jive::Applet::load_with_host(bytes, &natives_table(), limits, Some(io))?;
+    let loaded = jive::Applet::load_with_host(bytes, &natives_table(), limits, Some(&mut *io));
+    // What the constructor received is the application's now.
+    io.publish();
+    let mut applet = loaded?;
     let shape = |e: jive::InvokeError| EngineError::AppletShape(e.to_string());
     let do_tx = applet.method("doTx").map_err(shape)?;
     let do_rx = applet.method("doRx").map_err(shape)?;

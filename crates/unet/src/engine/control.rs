@@ -49,7 +49,6 @@ impl Engine {
             })
         };
         let mut rx = RxSide {
-            batch: Inbox::default(),
             io: Io {
                 seg: seg.clone(),
                 layout,
@@ -63,12 +62,12 @@ impl Engine {
                     ..budgets
                 },
                 inv: Invocation::new(),
+                unpublished: false,
             },
             applet: None,
             policy: TrapPolicy::Keep,
             traps_since_install: 0,
             overruns_in_row: 0,
-            batch_pos: 0,
         };
         if let Some(bytes) = applet {
             rx.applet = Some(load_applet(bytes, &mut rx.io)?);
@@ -80,11 +79,11 @@ impl Engine {
             tx: CacheLine(Mutex::new(TxSide {
                 tx: Consumer::new(txq),
                 framer: framer()?,
+                next: Outbox::default(),
             })),
             has_applet: AtomicBool::new(rx.applet.is_some()),
             rx: CacheLine(Mutex::new(rx)),
-            inbox: CacheLine(Mutex::new(Inbox::default())),
-            pending: AtomicBool::new(false),
+            inbox: CacheLine(inbox::Inbox::new(budgets.inbox_frames, budgets.inbox_bytes)),
             closed: AtomicBool::new(false),
             owner: AtomicU64::new(0),
             filters: Mutex::new(Vec::new()),
@@ -182,22 +181,16 @@ impl Engine {
         rx.applet = None;
         // Frames waiting for the applet, or delivered from now on by a
         // thread that found the port before it left the table, are counted
-        // as lost to the closing.
-        let mut inbox = lock(&port.inbox);
+        // as lost to the closing. The fence pairs with the one a producer
+        // makes between its push and its reading of `closed` (see
+        // `inbox.rs`): a frame pushed and not seen here is seen there.
         port.closed.store(true, Ordering::Release);
-        // The rest of a batch a drain left for a later round waits too.
-        let waiting = (inbox.chans.len() + rx.batch.chans.len() - rx.batch_pos) as u64;
-        inbox.chans.clear();
-        inbox.frames.clear();
-        rx.batch.chans.clear();
-        rx.batch.frames.clear();
-        rx.batch_pos = 0;
-        port.pending.store(false, Ordering::Release);
+        std::sync::atomic::fence(Ordering::SeqCst);
+        let waiting = port.inbox.clear();
         self.inner
             .stats
             .closed
             .fetch_add(waiting, Ordering::Relaxed);
-        drop(inbox);
         drop(rx);
         let peers_of = lock(&self.inner.local_peers).remove(&id);
         for (owner, tag) in peers_of.into_iter().flatten() {

@@ -30,11 +30,13 @@ impl Engine {
         };
         let taken = take_tx(&mut tx, port, shared);
         if taken > 0 {
-            let mut out = outbox();
-            std::mem::swap(&mut out, &mut tx.framer.out);
             // Delivered with the transmit side still locked: the next
             // descriptors of this endpoint wait until these have arrived.
-            self.pump(out);
+            // The frames are pumped from the framer's outbox in place, with
+            // the transmit side's own scratch outbox for the frames their
+            // delivery makes: no outbox changes hands per message.
+            let TxSide { framer, next, .. } = &mut *tx;
+            self.pump(&mut framer.out, next);
             // Only now, with every byte of these messages copied (a frame
             // to an endpoint of this engine reads the rest of its message
             // from the sender's buffer area during delivery), do the
@@ -68,7 +70,7 @@ impl Engine {
             })
             .unwrap_or(0);
         drop(t);
-        self.pump(made);
+        self.pump_owned(made);
         n + backlog
     }
 
@@ -135,15 +137,29 @@ impl Engine {
         self.inner.stop.store(false, Ordering::Release);
     }
 
-    /// Sends or delivers every frame of `out`, and the frames that
-    /// delivering them makes, round after round.
-    pub(super) fn pump(&self, mut out: Outbox) {
+    /// [`Engine::pump`] of an outbox from the thread's spares, which it
+    /// goes back to.
+    pub(super) fn pump_owned(&self, mut out: Outbox) {
         // Most polls find nothing: return the outbox untouched.
         if out.is_empty() {
             recycle(out);
             return;
         }
         let mut next = outbox();
+        self.pump(&mut out, &mut next);
+        recycle(out);
+        recycle(next);
+    }
+
+    /// Sends or delivers every frame of `out`, and the frames that
+    /// delivering them makes (in `next`, a scratch outbox), round after
+    /// round. Both are empty when it returns (frames left after
+    /// [`PUMP_ROUNDS`] rounds go to the engine's backlog).
+    pub(super) fn pump(&self, out: &mut Outbox, next: &mut Outbox) {
+        if out.is_empty() {
+            return;
+        }
+        let (mut out, mut next) = (out, next);
         for _ in 0..PUMP_ROUNDS {
             if out.is_empty() {
                 break;
@@ -151,7 +167,7 @@ impl Engine {
             let mut remote: Vec<&[u8]> = Vec::new();
             for (f, tail) in out.iter() {
                 if frame::peek_dst(f) == Some(self.inner.local) {
-                    self.deliver(f, tail, &mut next);
+                    self.deliver(f, tail, next);
                 } else {
                     // Only frames to this engine leave part of their
                     // payload behind.
@@ -162,15 +178,15 @@ impl Engine {
             if !remote.is_empty() {
                 self.send_remote(&remote);
             }
+            out.clear();
             std::mem::swap(&mut out, &mut next);
-            next.clear();
         }
         if !out.is_empty() {
-            lock(&self.inner.backlog).append(&out);
+            lock(&self.inner.backlog).append(out);
             self.inner.has_backlog.store(true, Ordering::Release);
         }
-        recycle(out);
-        recycle(next);
+        out.trim();
+        next.trim();
     }
 
     /// Pumps the frames an earlier pump left.
@@ -186,7 +202,7 @@ impl Engine {
             std::mem::replace(&mut *b, outbox())
         };
         let n = out.frames.len();
-        self.pump(out);
+        self.pump_owned(out);
         n
     }
 
@@ -219,13 +235,20 @@ impl Engine {
             return;
         };
         let (slot, chan) = ((owner >> 16) as u16, owner as u16);
-        // A reference through the table's guard, not a clone: no atomic
+        // A reference while the table is pinned, not a clone: no atomic
         // write to the port's reference count per frame.
-        let ports = self.inner.ports.load();
-        let Some(port) = ports.get(usize::from(slot)).and_then(Option::as_ref) else {
-            bump_shared(&s.unmatched);
-            return;
-        };
+        self.inner.ports.with(
+            |ports| match ports.get(usize::from(slot)).and_then(Option::as_ref) {
+                Some(port) => self.deliver_to(port, chan, f, tail, made),
+                None => bump_shared(&s.unmatched),
+            },
+        )
+    }
+
+    /// [`Engine::deliver`] once the frame's endpoint is found.
+    #[inline]
+    fn deliver_to(&self, port: &Port, chan: u16, f: &[u8], tail: Option<&Tail>, made: &mut Outbox) {
+        let s = &self.inner.stats;
         if f.len() < HEADER_LEN {
             bump_shared(&s.malformed);
             return;
@@ -256,25 +279,28 @@ impl Engine {
         }
         // Frames still waiting for an applet removed since keep their
         // place: this one waits behind them.
-        if port.pending.load(Ordering::Acquire) {
+        if !port.inbox.is_empty() {
             drop(rx);
             enqueue(port, chan, f, tail, s);
             return;
         }
         receive(port, &mut rx, chan, f, tail, made, false);
+        rx.io.publish();
     }
 
     /// Runs the frames waiting in `port`'s inbox through its applet (or the
     /// standard receive, if the applet was removed since), in order, on
     /// this thread; returns how many. Called by the endpoint's receive
-    /// calls and by the engine's threads; one thread drains at a time.
+    /// calls and by the engine's threads; one thread drains at a time (the
+    /// holder of the receive lock), and it runs every frame waiting: a
+    /// batch per wake-up.
     ///
     /// Like [`Engine::service`], a thread shared by every endpoint runs an
     /// applet's frames within [`Budgets::round_time`] and not while it is
-    /// throttled (the rest stays ahead of the inbox for a later round); the
-    /// application's own thread drains everything waiting.
+    /// throttled (the rest stays in the inbox, in order, for a later
+    /// round); the application's own thread drains everything waiting.
     pub fn drain(&self, port: &Port) -> usize {
-        if !port.pending.load(Ordering::Acquire) {
+        if port.inbox.is_empty() {
             return 0;
         }
         let shared = !port.is_owner();
@@ -284,49 +310,38 @@ impl Engine {
         let Ok(mut guard) = port.rx.try_lock() else {
             return 0;
         };
+        if port.closed.load(Ordering::Acquire) {
+            // Removed: what is left is counted as lost to the closing.
+            let n = port.inbox.clear();
+            bump_shared_by(&self.inner.stats.closed, n);
+            return 0;
+        }
         let mut made = outbox();
         let mut n = 0;
         // The applet time this round has spent on this endpoint.
         let mut spent = Duration::ZERO;
         let rx = &mut *guard;
-        'round: loop {
-            if rx.batch_pos == rx.batch.chans.len() {
-                rx.batch.frames.clear();
-                rx.batch.chans.clear();
-                rx.batch_pos = 0;
-                let mut inbox = lock(&port.inbox);
-                if inbox.chans.is_empty() {
-                    // Under the inbox's lock, so that a frame enqueued now
-                    // sets it again.
-                    port.pending.store(false, Ordering::Release);
-                    break;
-                }
-                // The two buffers trade places and keep their capacity:
-                // no allocation per frame on either thread.
-                std::mem::swap(&mut *inbox, &mut rx.batch);
+        while let Some(w) = port.inbox.pop() {
+            spent += receive(port, rx, w.chan, &w.frame, None, &mut made, shared);
+            port.inbox.recycle(w.frame);
+            n += 1;
+            // The batch's descriptors are published together, at most
+            // `PUBLISH_EVERY` frames apart so the application sees the
+            // first ones while the rest run.
+            if n % PUBLISH_EVERY == 0 {
+                rx.io.publish();
             }
-            let batch = std::mem::take(&mut rx.batch);
-            while rx.batch_pos < batch.chans.len() {
-                let i = rx.batch_pos;
-                let (start, len, _) = batch.frames.frames[i];
-                rx.batch_pos += 1;
-                let f = &batch.frames.bytes[start..start + len];
-                spent += receive(port, rx, batch.chans[i], f, None, &mut made, shared);
-                n += 1;
-                if shared
-                    && (spent > port.budgets.round_time
-                        || port.throttle_until.load(Ordering::Relaxed) != 0)
-                {
-                    // The rest waits, ahead of the inbox, for a later round
-                    // (`pending` stays set).
-                    rx.batch = batch;
-                    break 'round;
-                }
+            if shared
+                && (spent > port.budgets.round_time
+                    || port.throttle_until.load(Ordering::Relaxed) != 0)
+            {
+                // The rest waits in the inbox for a later round.
+                break;
             }
-            rx.batch = batch;
         }
+        rx.io.publish();
         drop(guard);
-        self.pump(made);
+        self.pump_owned(made);
         n
     }
 
@@ -353,23 +368,30 @@ impl Engine {
 /// budget of frames or bytes ([`Budgets::inbox_frames`],
 /// [`Budgets::inbox_bytes`]).
 pub(super) fn enqueue(port: &Port, chan: u16, f: &[u8], tail: Option<&Tail>, s: &EngineStats) {
-    let mut inbox = lock(&port.inbox);
     if port.closed.load(Ordering::Acquire) {
-        drop(inbox);
         bump_shared(&s.closed);
         return;
     }
     let len = f.len() + tail.map_or(0, |t| t.len);
-    if inbox.chans.len() >= port.budgets.inbox_frames
-        || inbox.frames.used + len > port.budgets.inbox_bytes
-    {
-        drop(inbox);
+    let pushed = port.inbox.push(chan, len, |buf| {
+        buf.extend_from_slice(f);
+        if let Some(t) = tail {
+            buf.resize(len, 0);
+            t.seg.read_bytes(t.at, &mut buf[f.len()..]);
+        }
+    });
+    if pushed.is_err() {
         bump_shared(&port.stats.rx_queue_full);
         return;
     }
-    inbox.frames.push_whole(f, tail);
-    inbox.chans.push(chan);
-    port.pending.store(true, Ordering::Release);
+    // Pairs with the fence of the endpoint's removal, between its setting
+    // `closed` and its emptying of the inbox: if that emptying may have
+    // missed this frame, `closed` is seen here, and the inbox is emptied
+    // (and counted) again.
+    std::sync::atomic::fence(Ordering::SeqCst);
+    if port.closed.load(Ordering::Relaxed) {
+        bump_shared_by(&s.closed, port.inbox.clear());
+    }
 }
 
 /// Receives one frame for `port` on `chan`, under its receive lock: checks

@@ -50,7 +50,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use arc_swap::ArcSwap;
 use thiserror::Error;
 
 use crate::frame::{
@@ -65,6 +64,8 @@ use crate::transport::Transport;
 mod applet_io;
 mod control;
 mod datapath;
+mod inbox;
+mod ports;
 
 pub use applet_io::Io;
 use applet_io::*;
@@ -237,6 +238,14 @@ fn bump_shared(c: &AtomicU64) {
     c.fetch_add(1, Ordering::Relaxed);
 }
 
+/// Counts `n` events of the engine, from any thread.
+#[inline]
+fn bump_shared_by(c: &AtomicU64, n: u64) {
+    if n > 0 {
+        c.fetch_add(n, Ordering::Relaxed);
+    }
+}
+
 /// What the engine counts for itself. With [`PortCounts`] this accounts
 /// for every message the engine takes: each frame is delivered, or dropped
 /// and counted under exactly one of the reasons below or an endpoint's.
@@ -381,7 +390,8 @@ pub struct Budgets {
     /// drops the invocation's message.
     pub applet_time: Duration,
     /// Frames an applet's inbox holds while they wait for its thread.
-    /// Default 1,024.
+    /// Default 1,024; at most 65,536 whatever the value (the inbox's
+    /// slots are allocated with the endpoint).
     pub inbox_frames: usize,
     /// Bytes the frames in an applet's inbox hold together. Default 4 MiB:
     /// a burst of the paper's bandwidth experiment (25 messages of up to
@@ -504,6 +514,7 @@ impl Outbox {
         }
     }
 
+    #[inline]
     fn clear(&mut self) {
         self.used = 0;
         self.frames.clear();
@@ -514,6 +525,23 @@ impl Outbox {
 
     fn is_empty(&self) -> bool {
         self.frames.is_empty()
+    }
+
+    /// Empties an outbox kept for reuse, and gives its memory back if a
+    /// burst grew it past [`OUTBOX_KEEP`].
+    #[inline]
+    fn trim(&mut self) {
+        if self.bytes.len() > OUTBOX_KEEP {
+            self.shrink();
+        } else {
+            self.clear();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn shrink(&mut self) {
+        *self = Outbox::default();
     }
 
     fn iter(&self) -> impl Iterator<Item = (&[u8], Option<&Tail>)> {
@@ -740,30 +768,21 @@ fn frame_parts<'a>(
 struct TxSide {
     tx: Consumer<TxDesc, ShmQueue>,
     framer: Framer,
+    /// The frames that delivering the framer's frames makes (an applet's
+    /// replies), for [`Engine::pump`]'s next round.
+    next: Outbox,
 }
 
 /// The receive side of a port: the receive and free queues, the applet
 /// (which `doTx` reaches through this lock too), its trap policy.
 struct RxSide {
     io: Io,
-    /// The inbox's frames being run (traded with the inbox by `drain`).
-    batch: Inbox,
     applet: Option<Loaded>,
     policy: TrapPolicy,
     traps_since_install: u64,
     /// Invocations in a row that overran a budget (each doubles the
     /// throttle, up to [`THROTTLE_MAX`]).
     overruns_in_row: u32,
-    /// Frames of `batch` already run: a drain that spent its round's time
-    /// leaves the rest here, ahead of the inbox.
-    batch_pos: usize,
-}
-
-/// Frames waiting for an applet's `doRx`, with the channel each arrived on.
-#[derive(Debug, Default)]
-struct Inbox {
-    frames: Outbox,
-    chans: Vec<u16>,
 }
 
 /// The engine's side of one endpoint.
@@ -782,13 +801,11 @@ pub struct Port {
     /// application thread (its receive calls) or the engine's threads. So
     /// an applet runs on the thread of its own endpoint, and its heap and
     /// interpreter state stay in that core's cache, instead of moving to
-    /// whichever thread delivered the frame.
-    inbox: CacheLine<Mutex<Inbox>>,
-    /// Whether `inbox` holds frames (changed under its lock).
-    pending: AtomicBool,
-    /// Set when the endpoint is removed (under the receive side's lock and
-    /// the inbox's): frames that reach it from then on are counted as
-    /// [`EngineCounts::closed`], not delivered.
+    /// whichever thread delivered the frame. Lock-free (see `inbox.rs`).
+    inbox: CacheLine<inbox::Inbox>,
+    /// Set when the endpoint is removed (under the receive side's lock,
+    /// before its inbox is emptied): frames that reach it from then on are
+    /// counted as [`EngineCounts::closed`], not delivered.
     closed: AtomicBool,
     /// The thread that last drove this endpoint from its application
     /// ([`Port::claim`]): frames for its applet that arrive on that thread
@@ -838,14 +855,23 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// A token of the calling thread (never 0).
+/// A token of the calling thread (never 0). The thread-local starts at 0
+/// with a constant initialiser and no destructor, so reading it is one
+/// load; the first call on a thread takes a fresh token.
 #[inline]
 fn thread_token() -> u64 {
-    static NEXT: AtomicU64 = AtomicU64::new(1);
     thread_local! {
-        static TOKEN: u64 = NEXT.fetch_add(1, Ordering::Relaxed);
+        static TOKEN: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
     }
-    TOKEN.with(|t| *t)
+    TOKEN.with(|t| match t.get() {
+        0 => {
+            static NEXT: AtomicU64 = AtomicU64::new(1);
+            let me = NEXT.fetch_add(1, Ordering::Relaxed);
+            t.set(me);
+            me
+        }
+        me => me,
+    })
 }
 
 /// Nanoseconds since the first call in this process (never 0 after it).
@@ -924,6 +950,9 @@ const ILP_MIN_COPY: usize = 512;
 /// How many transmit descriptors one service of a queue takes at most
 /// before it delivers them (bounds the outbox and the latency of others).
 const TX_BUDGET: usize = 32;
+/// How many frames of an inbox a drain runs between two publications of
+/// the receive and free queues.
+const PUBLISH_EVERY: usize = 16;
 /// How many frames one poll of the transport takes at most.
 const RX_BUDGET: usize = 32;
 /// How many rounds of applet-made frames one pump follows before it leaves
@@ -940,7 +969,7 @@ struct Inner {
     max_payload: u32,
     table: Mutex<dpf::Table>,
     /// The endpoints, indexed by slot.
-    ports: ArcSwap<Vec<Option<Arc<Port>>>>,
+    ports: ports::Ports,
     control: Mutex<()>,
     /// The last generation each slot was given (0: never used); a slot at
     /// `u16::MAX` is retired, so that no id is handed out twice.
@@ -1015,7 +1044,7 @@ impl Engine {
                 transport: Mutex::new(transport),
                 max_payload,
                 table: Mutex::new(dpf::Table::new()),
-                ports: ArcSwap::from_pointee(Vec::new()),
+                ports: ports::Ports::new(),
                 control: Mutex::new(()),
                 generations: Mutex::new(Vec::new()),
                 local_peers: Mutex::new(std::collections::HashMap::new()),
@@ -1065,23 +1094,19 @@ impl Engine {
     /// The port of endpoint `id`, if it exists (an id whose generation is
     /// not the slot's current one names an endpoint that is gone).
     pub fn port(&self, id: EndpointId) -> Option<Arc<Port>> {
-        self.inner
-            .ports
-            .load()
-            .get(usize::from(endpoint_slot(id)))
-            .and_then(Clone::clone)
-            .filter(|p| p.id == id)
+        self.inner.ports.with(|ports| {
+            ports
+                .get(usize::from(endpoint_slot(id)))
+                .and_then(Clone::clone)
+                .filter(|p| p.id == id)
+        })
     }
 
     /// The ids of the endpoints that exist now, in slot order.
     pub fn endpoints(&self) -> Vec<EndpointId> {
         self.inner
             .ports
-            .load()
-            .iter()
-            .flatten()
-            .map(|p| p.id)
-            .collect()
+            .with(|ports| ports.iter().flatten().map(|p| p.id).collect())
     }
 }
 
