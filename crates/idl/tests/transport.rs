@@ -161,6 +161,46 @@ fn closing_the_server_wakes_a_waiting_client() {
     assert!(matches!(r, Err(CallError::Closed)), "{r:?}");
 }
 
+/// A server that answers and then goes away at once (a one-shot server,
+/// a server process that exits after its last reply) must not take its
+/// answer with it: the client still gets the reply it was waiting for, and
+/// only its next call finds the channel closed. The client sleeps on the
+/// futex (`spin: 0`), so the server's close lands before the client reads
+/// the state: without the `REPLY_CLOSED` bit the close replaced the reply.
+#[test]
+fn a_reply_posted_just_before_the_server_closes_reaches_the_client() {
+    for round in 0..50u8 {
+        let (mut c, mut s) = shm::pair(&Config {
+            spin: 0,
+            area: 4096,
+            ..Config::default()
+        })
+        .expect("channel");
+        std::thread::spawn(move || {
+            let (key, len) = s.wait().expect("the request");
+            // SAFETY: the message buffer holds `capacity >= len` bytes,
+            // ours until `reply`.
+            let buf = unsafe { std::slice::from_raw_parts_mut(s.buf().as_ptr(), len) };
+            buf[0] = buf[0].wrapping_add(key as u8);
+            s.reply(Status::Ok, len, 0..0).expect("the reply posts");
+            drop(s); // closes the channel, the client not yet awake
+        });
+        let r = within(move || {
+            let first = c.call_raw(7, &[round, 2, 3]).map(<[u8]>::to_vec);
+            let second = c.call_raw(7, &[round]).map(<[u8]>::to_vec);
+            (first, second)
+        });
+        match r {
+            (Ok(rec), Err(CallError::Closed)) => assert_eq!(rec, [round + 7, 2, 3]),
+            (first, second) => panic!(
+                "round {round}: the reply before the close: {}; the call after it: {}",
+                first.map_or_else(|e| e.to_string(), |r| format!("{} bytes", r.len())),
+                second.map_or_else(|e| e.to_string(), |r| format!("{} bytes", r.len()))
+            ),
+        }
+    }
+}
+
 #[test]
 fn a_late_reply_times_out_and_closes() {
     let (mut c, mut s) = shm::pair(&Config {
