@@ -347,6 +347,108 @@ fn bad_headers_are_rejected() {
     ));
 }
 
+/// The channel's segment is unet's (`unet::shm::Segment`: memfd creation,
+/// sealing and mapping in one place): a segment unet makes, given a
+/// channel's header, is a channel both ends map, with the seals a channel
+/// has; and `rt::shm` makes no memfd, seal or mapping of its own.
+#[test]
+fn the_channel_segment_is_unets() {
+    let cfg = Config {
+        area: 4096,
+        ..Config::default()
+    };
+    let fd = shm::create(&cfg).expect("channel");
+    let file = std::fs::File::from(fd.try_clone().expect("dup"));
+    let len = file.metadata().expect("fstat").len() as usize;
+    let mut header = [0u8; 64];
+    std::os::unix::fs::FileExt::read_exact_at(&file, &mut header, 0).expect("header");
+    let seg = unet::shm::Segment::create("idl-test", len).expect("unet segment");
+    seg.write_bytes(0, &header);
+    let seals = |fd: &OwnedFd| {
+        // SAFETY: F_GET_SEALS on a valid descriptor reads its seals.
+        unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GET_SEALS) }
+    };
+    assert_eq!(seals(seg.fd()), seals(&fd), "a channel's seals are unet's");
+    let (mut c, mut s) = (
+        ClientEnd::from_fd(seg.fd().try_clone().expect("dup")).expect("client end"),
+        ServerEnd::from_fd(seg.fd().try_clone().expect("dup")).expect("server end"),
+    );
+    let t = std::thread::spawn(move || {
+        s.serve_raw(|key, buf, len| {
+            buf[0] ^= key as u8;
+            len
+        })
+    });
+    assert_eq!(c.call_raw(3, &[1, 2]).expect("call"), &[2, 2]);
+    drop(c);
+    within(move || t.join().expect("server").expect("ends cleanly"));
+
+    let src = include_str!("../src/rt/shm.rs");
+    for own in ["memfd_create", "F_ADD_SEALS", "libc::mmap", "libc::munmap"] {
+        assert!(
+            !src.contains(own),
+            "rt/shm.rs calls {own} itself instead of going through unet::shm::Segment"
+        );
+    }
+}
+
+/// This thread's CPU time.
+fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: writes the calling thread's CPU clock into `ts`.
+    let r = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(r, 0, "clock_gettime");
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// The Rust run time's waiting policy: a client whose server takes 20 ms
+/// per call polls at most about `SPIN_TIME` per call before it sleeps,
+/// whatever the channel's spin count allows (here the most, 2^20 polls,
+/// which a fixed-count rule spends in full, about 20 ms of CPU per call).
+/// The C run time's twin is `c_liveness`'s
+/// `a_c_client_stops_polling_a_server_that_does_not_answer_soon`.
+#[test]
+fn a_rust_client_stops_polling_a_server_that_does_not_answer_soon() {
+    const CALLS: u32 = 20;
+    const WORK: Duration = Duration::from_millis(20);
+    let (mut c, mut s) = shm::pair(&Config {
+        spin: 1 << 20,
+        area: 4096,
+        ..Config::default()
+    })
+    .expect("channel");
+    let server = std::thread::spawn(move || {
+        s.serve_raw(|_, _, len| {
+            std::thread::sleep(WORK);
+            len
+        })
+    });
+    let cpu = within(move || {
+        let t = thread_cpu();
+        for _ in 0..CALLS {
+            c.call_raw(2, &[]).expect("call");
+        }
+        thread_cpu() - t
+    });
+    within(move || server.join().expect("server").expect("ends cleanly"));
+    eprintln!(
+        "Rust client: {} us of CPU over {CALLS} calls of {} ms each",
+        cpu.as_micros(),
+        WORK.as_millis()
+    );
+    // Polling the whole wait would be CALLS * WORK = 400 ms of CPU; the
+    // policy's polls are 20 * 10 us. The bound leaves room for the system
+    // calls and a loaded machine's scheduling.
+    assert!(
+        cpu < Duration::from_millis(100),
+        "the Rust client spent {} us of CPU waiting: it polled instead of sleeping",
+        cpu.as_micros()
+    );
+}
+
 // ------------------------------------------------------------ hostile clients
 
 /// A server of every kind of parameter whose results depend only on the
