@@ -256,9 +256,9 @@ unsafe fn answer_raw(
         match &v.ty {
             Type::String if inout => {
                 let n = g.count.unwrap_or_else(|| {
+                    let q = g.count_ptr.expect("an inout string's count");
                     // SAFETY: the count word of the value's room.
-                    let (q, _) = g.count_ptr.expect("an inout string's count");
-                    u64::from(unsafe { *(q as *const u32) })
+                    unsafe { get_count(q) }
                 });
                 // SAFETY: the room holds the old value's `n` bytes.
                 let s = unsafe { std::slice::from_raw_parts_mut(g.ptr as *mut u8, n as usize) };
