@@ -127,6 +127,7 @@ pub fn harness(f: &Iface) -> String {
         struct_impls(&mut out, f, i);
     }
     recorder(&mut out, f);
+    filler(&mut out, f);
     for op in &f.ops {
         client_call(&mut out, f, op);
     }
@@ -149,6 +150,26 @@ fn struct_impls(out: &mut String, f: &Iface, s: usize) {
         let _ = writeln!(out, "            ..Default::default()");
     }
     let _ = writeln!(out, "        }}\n    }}\n}}\n");
+    let _ = writeln!(out, "impl crate::Fill for {path} {{");
+    let _ = writeln!(
+        out,
+        "    fn fill_out(a: &mut crate::Answers) -> Self {{\n        {path} {{"
+    );
+    for (name, _) in fields {
+        let _ = writeln!(out, "            {name}: crate::Fill::fill_out(a),");
+    }
+    if f.has_padding(s) {
+        let _ = writeln!(out, "            ..Default::default()");
+    }
+    let _ = writeln!(out, "        }}\n    }}");
+    let _ = writeln!(
+        out,
+        "    fn fill_inout(&mut self, a: &mut crate::Answers) {{"
+    );
+    for (name, _) in fields {
+        let _ = writeln!(out, "        crate::Fill::fill_inout(&mut self.{name}, a);");
+    }
+    let _ = writeln!(out, "    }}\n}}\n");
     let _ = writeln!(out, "impl crate::ToValue for {path} {{");
     let _ = writeln!(out, "    fn value(&self) -> crate::Value {{");
     let list: Vec<String> = fields
@@ -293,6 +314,66 @@ fn recorder_method(out: &mut String, f: &Iface, op: &Op) {
         let _ = writeln!(out, "        ret");
     }
     let _ = writeln!(out, "    }}\n");
+}
+
+/// The server of the differential test: answers every call by the
+/// [`Answers`](crate) rule of the library, which the C and dynamic servers
+/// of that test follow too.
+fn filler(out: &mut String, f: &Iface) {
+    let iface = iface_path(f);
+    let _ = writeln!(
+        out,
+        "/// The server of `{}` that answers by `crate::Answers`.\npub struct Filler;\n",
+        f.name
+    );
+    let _ = writeln!(
+        out,
+        "#[allow(unused_variables)]\nimpl {iface}::Server for Filler {{"
+    );
+    for op in &f.ops {
+        let args: Vec<String> = valued(op)
+            .map(|(_, p)| format!("{}: {}", arg(p), server_param_ty(f, p)))
+            .collect();
+        let ret = op
+            .ret
+            .as_ref()
+            .map_or(String::new(), |t| format!(" -> {}", rust_ty(f, t)));
+        let _ = writeln!(
+            out,
+            "    fn {}(&mut self, {}){ret} {{",
+            op.name,
+            args.join(", ")
+        );
+        let _ = writeln!(out, "        let a = &mut crate::Answers::current();");
+        for (_, p) in valued(op).filter(|(_, p)| p.dir != Dir::In) {
+            let x = arg(p);
+            let line = match (p.dir, f.resolve(&p.ty)) {
+                (Dir::InOut, Ty::String) => format!("crate::fill_inout_str({x}, a);"),
+                (_, Ty::String) => format!("crate::fill_out_str({x}, a);"),
+                (Dir::InOut, Ty::Seq(_)) => {
+                    format!("for x in {x}.iter_mut() {{ crate::Fill::fill_inout(x, a); }}")
+                }
+                (_, Ty::Seq(_)) => format!("crate::fill_out_seq({x}, a);"),
+                (Dir::InOut, _) => format!("crate::Fill::fill_inout({x}, a);"),
+                (_, _) => format!("*{x} = crate::Fill::fill_out(a);"),
+            };
+            let _ = writeln!(out, "        {line}");
+        }
+        if op.ret.is_some() {
+            let _ = writeln!(out, "        crate::Fill::fill_out(a)");
+        }
+        let _ = writeln!(out, "    }}\n");
+    }
+    let _ = writeln!(out, "}}\n");
+    let _ = writeln!(
+        out,
+        "/// Serves `{}` on `t` by `crate::Answers` until the client hangs up.",
+        f.name
+    );
+    let _ = writeln!(
+        out,
+        "pub fn serve_answers<T: idl::rt::ServerTransport + ?Sized>(t: &mut T) -> Result<(), idl::rt::CallError> {{\n    {iface}::serve(&mut Filler, t)\n}}\n"
+    );
 }
 
 /// The name of a parameter in the harness (the IDL name may be a Rust

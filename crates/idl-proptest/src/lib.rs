@@ -81,8 +81,8 @@ impl fmt::Debug for Value {
 }
 
 /// The first place where `a` and `b` differ, as a path (`[3][1]`) and
-/// both values there.
-fn difference(path: &str, a: &Value, b: &Value) -> Option<String> {
+/// both values there; `None` if they are equal.
+pub fn difference(path: &str, a: &Value, b: &Value) -> Option<String> {
     match (a, b) {
         (Value::List(xs), Value::List(ys)) => {
             let inner = xs
@@ -406,6 +406,127 @@ pub fn answer_out_seq<T: idl::rt::Plain>(out: &mut idl::rt::OutSeq<'_, T>, v: &[
     let _ = out.extend_from_slice(v);
 }
 
+// The answer rule of `tests/differential.rs`: the generated Rust server
+// (each harness's `Filler`), the C server and the dynamic server all answer
+// a request by this rule, so that their replies must agree value by value.
+
+/// The number of the request the differential test is sending; every
+/// server seeds its answers from it ([`Answers::current`]).
+pub static CURRENT_REQUEST: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// The answers to one request, drawn in one order by every server: for
+/// each inout and out parameter in declaration order (`size_is` lengths
+/// left out), then the return value:
+///
+/// - an integer, `char` or `boolean`: an out value is the next draw (cut to
+///   its width; a `boolean` its low bit), an inout value the old one
+///   xor'ed with it;
+/// - a struct, its fields in order; an array, its elements in order;
+/// - an inout sequence keeps its length, each element as an inout value;
+///   an out sequence gets `draw % 4` elements, each as an out value;
+/// - an inout string keeps its length, each byte `b'a' + (old + draw) % 26`;
+///   an out string gets `draw % 5` bytes, each `b'a' + draw % 26`.
+pub struct Answers(Rng);
+
+impl Answers {
+    /// The answers to the request numbered [`CURRENT_REQUEST`].
+    pub fn current() -> Answers {
+        let n = CURRENT_REQUEST.load(std::sync::atomic::Ordering::Relaxed);
+        Answers(Rng::fork(0xa115_3e25, n))
+    }
+
+    /// The next draw.
+    pub fn draw(&mut self) -> u64 {
+        self.0.next_u64()
+    }
+
+    /// An out string's text.
+    pub fn out_string(&mut self) -> String {
+        let n = self.draw() % 5;
+        (0..n)
+            .map(|_| char::from(b'a' + (self.draw() % 26) as u8))
+            .collect()
+    }
+
+    /// An inout string's new byte for the old byte `old`.
+    pub fn inout_byte(&mut self, old: u8) -> u8 {
+        b'a' + (u64::from(old).wrapping_add(self.draw()) % 26) as u8
+    }
+
+    /// An out sequence's length.
+    pub fn out_len(&mut self) -> usize {
+        (self.draw() % 4) as usize
+    }
+}
+
+/// A value the [`Answers`] rule writes.
+pub trait Fill: Sized {
+    /// A new out value.
+    fn fill_out(a: &mut Answers) -> Self;
+    /// An inout value's new value, from its old one.
+    fn fill_inout(&mut self, a: &mut Answers);
+}
+
+macro_rules! fill_ints {
+    ($($t:ty),*) => {$(
+        impl Fill for $t {
+            fn fill_out(a: &mut Answers) -> Self {
+                a.draw() as $t
+            }
+            fn fill_inout(&mut self, a: &mut Answers) {
+                *self ^= a.draw() as $t;
+            }
+        }
+    )*};
+}
+fill_ints!(i8, u8, i16, u16, i32, u32, i64, u64);
+
+impl Fill for bool {
+    fn fill_out(a: &mut Answers) -> Self {
+        a.draw() & 1 == 1
+    }
+    fn fill_inout(&mut self, a: &mut Answers) {
+        *self ^= a.draw() & 1 == 1;
+    }
+}
+
+impl<T: Fill, const N: usize> Fill for [T; N] {
+    fn fill_out(a: &mut Answers) -> Self {
+        std::array::from_fn(|_| T::fill_out(a))
+    }
+    fn fill_inout(&mut self, a: &mut Answers) {
+        self.iter_mut().for_each(|x| x.fill_inout(a));
+    }
+}
+
+/// Answers an inout string by the [`Answers`] rule.
+pub fn fill_inout_str(w: &mut idl::rt::OutStr<'_>, a: &mut Answers) {
+    let new: String = w
+        .as_bytes()
+        .to_vec()
+        .into_iter()
+        .map(|b| char::from(a.inout_byte(b)))
+        .collect();
+    w.clear();
+    let _ = w.push_str(&new);
+}
+
+/// Answers an out string by the [`Answers`] rule.
+pub fn fill_out_str(w: &mut idl::rt::OutStr<'_>, a: &mut Answers) {
+    let _ = w.push_str(&a.out_string());
+}
+
+/// Answers an out sequence by the [`Answers`] rule.
+pub fn fill_out_seq<T: idl::rt::Plain + Fill>(w: &mut idl::rt::OutSeq<'_, T>, a: &mut Answers) {
+    for _ in 0..a.out_len() {
+        let _ = w.push(T::fill_out(a));
+    }
+}
+
+/// A harness's server by the [`Answers`] rule: `(transport)`; serves until
+/// the client hangs up.
+pub type ServeAnswers = fn(&mut (dyn ServerTransport + 'static)) -> Result<(), CallError>;
+
 /// A harness's client driver: `(transport, seed, calls, lim, seen)`;
 /// makes `calls` calls of random operations with values from `seed`
 /// (strings and sequences of at most `lim` bytes) and checks each against
@@ -436,6 +557,9 @@ pub struct Case {
     /// Serves the interface on a server transport until the client hangs
     /// up, answering with random values and reporting every call.
     pub serve: Serve,
+    /// Serves the interface answering by the [`Answers`] rule (the
+    /// differential test's Rust server).
+    pub serve_answers: ServeAnswers,
 }
 
 include!(concat!(env!("OUT_DIR"), "/cases.rs"));

@@ -1,7 +1,8 @@
-//! The three servers of one interface refuse the same requests with the
-//! same status: the generated Rust server (the build's harness), the
-//! dynamic server (`idl::dynamic`, loaded from the same IDL text at run
-//! time) and the generated C server (`idl::gen_c`, compiled with gcc).
+//! The three servers of one interface answer the same requests alike:
+//! the generated Rust server (the build's harness), the dynamic server
+//! (`idl::dynamic`, loaded from the same IDL text at run time) and the
+//! generated C server (`idl::gen_c`, compiled with gcc into a shared
+//! library and served in this process).
 //!
 //! For each random interface of the build, the same requests go to all
 //! three, each over its own shared-memory channel. The requests are drawn
@@ -11,25 +12,35 @@
 //! not UTF-8, a descriptor outside the string area, a sequence of one more
 //! element than its `size_is` length's type counts. The first failing
 //! check names the status, so the three must answer the same status for
-//! every request. A request that passes every check reaches the
-//! implementation, which differs on purpose (the Rust harness answers
-//! random values, the dynamic handler does nothing, the C server has no
-//! implementation and answers `ServerFailed`): those answers count as
-//! "passed" and are compared as such; the values themselves are compared
-//! by `random_interfaces` (Rust) and `idl`'s `c_interop` tests (C).
+//! every request.
+//!
+//! A request that passes every check reaches the implementation, and all
+//! three implementations answer by one rule, [`idl_proptest::Answers`]
+//! (seeded by the request's number, reading the inout values it changes):
+//! the Rust server is each harness's `Filler`, the dynamic server's
+//! handler and the C server's functions are one Rust function each that
+//! reads its arguments by the conventions of docs/idl.md ("The handler
+//! conventions", "Generated C"). So the replies must also agree value by
+//! value: every inout and out value and the return value, read from the
+//! reply record and the string area, compared field by field.
 //!
 //! Environment: `IDL_PROPTEST_RUN_SEED` (the requests),
 //! `IDL_DIFF_REQUESTS` (per interface, 150 by default), `IDL_PROPTEST_ONLY`
 //! (one interface by name). Without gcc the C server is left out, unless
-//! `IDL_REQUIRE_GCC=1`.
+//! `IDL_REQUIRE_GCC=1`. The dynamic server covers the interfaces whose
+//! handlers it can call (`idl::dynamic::GenError::TooManyArgs` otherwise);
+//! the test prints how many.
 
 use idl::model::plan::{OpPlan, Repr, plan};
-use idl::rt::shm::{self, ClientEnd, ServerEnd};
+use idl::model::{Dir, Prim, StructDef, Type};
+use idl::rt::shm::{self, ClientEnd};
 use idl::rt::{CallError, ClientTransport, Status};
-use idl_proptest::{CASES, Case, Rng, channel_config};
-use std::os::fd::AsRawFd;
+use idl_proptest::{Answers, CASES, CURRENT_REQUEST, Case, Rng, Value, channel_config, difference};
+use std::ffi::{CString, c_int, c_void};
+use std::os::fd::IntoRawFd;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
+use std::sync::atomic::Ordering;
 
 const DEFAULT_RUN_SEED: u64 = 0xd1ff_5eed;
 const DEFAULT_REQUESTS: usize = 150;
@@ -44,33 +55,538 @@ fn env_u64(name: &str) -> Option<u64> {
     Some(n.unwrap_or_else(|e| panic!("{name}={v} is not a number: {e}")))
 }
 
-/// What a server answered, with the answers of a request that reached the
-/// implementation folded into one.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Answer {
-    /// The request passed every check.
-    Passed,
-    /// A check refused it with this status.
-    Refused(Status),
+/// What a server answered: the reply's values (inout, out and return, in
+/// declaration order, each with its name), or the status that refused it.
+type Answer = Result<Vec<(String, Value)>, Status>;
+
+/// The status of an answer, for reports and the tally.
+fn status(a: &Answer) -> Status {
+    match a {
+        Ok(_) => Status::Ok,
+        Err(s) => *s,
+    }
 }
 
-impl std::fmt::Display for Answer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Answer::Passed => f.write_str("passed the checks"),
-            Answer::Refused(s) => write!(f, "refused: {s}"),
+/// Where `a` and `b` differ, if they do: the status, or the first value.
+fn disagreement(a: &Answer, b: &Answer) -> Option<String> {
+    match (a, b) {
+        (Ok(x), Ok(y)) => x
+            .iter()
+            .zip(y)
+            .find_map(|((name, u), (_, v))| difference("", u, v).map(|d| format!("`{name}`{d}"))),
+        _ if status(a) != status(b) => Some(format!("{} vs {}", status(a), status(b))),
+        _ => None,
+    }
+}
+
+/// Size and alignment of a value of `ty` in the record (C's rules).
+fn size_align(structs: &[StructDef], ty: &Type) -> (usize, usize) {
+    match ty {
+        Type::Prim(p) => (p.size() as usize, p.size() as usize),
+        Type::Struct(id) => (structs[*id].size as usize, structs[*id].align as usize),
+        Type::Array(e, n) => {
+            let (size, align) = size_align(structs, e);
+            (size * *n as usize, align)
+        }
+        Type::String | Type::Sequence(_) => (8, 4),
+    }
+}
+
+/// Each field of struct `id` with its offset.
+fn fields(structs: &[StructDef], id: usize) -> Vec<(usize, &Type)> {
+    let mut off = 0usize;
+    structs[id]
+        .fields
+        .iter()
+        .map(|(_, ty)| {
+            let (size, align) = size_align(structs, ty);
+            off = off.next_multiple_of(align);
+            let at = off;
+            off += size;
+            (at, ty)
+        })
+        .collect()
+}
+
+/// The value of type `ty` (not a string or sequence) in `b`.
+fn decode(structs: &[StructDef], ty: &Type, b: &[u8]) -> Value {
+    match ty {
+        Type::Prim(Prim::Bool) => match b[0] {
+            0 => Value::Bool(false),
+            1 => Value::Bool(true),
+            // Not a boolean: shown as the byte it is.
+            x => Value::Int(i128::from(x)),
+        },
+        Type::Prim(p) => {
+            let w = p.size() as usize;
+            let mut raw = [0u8; 16];
+            raw[..w].copy_from_slice(&b[..w]);
+            let u = u128::from_le_bytes(raw);
+            let shift = 128 - 8 * w as u32;
+            Value::Int(if p.signed() {
+                ((u << shift) as i128) >> shift
+            } else {
+                u as i128
+            })
+        }
+        Type::Struct(id) => Value::List(
+            fields(structs, *id)
+                .into_iter()
+                .map(|(at, fty)| decode(structs, fty, &b[at..]))
+                .collect(),
+        ),
+        Type::Array(e, n) => {
+            let (size, _) = size_align(structs, e);
+            Value::List(
+                (0..*n as usize)
+                    .map(|i| decode(structs, e, &b[i * size..]))
+                    .collect(),
+            )
+        }
+        Type::String | Type::Sequence(_) => unreachable!("a descriptor, decoded by `reply`"),
+    }
+}
+
+/// The reply's values of `p` on the client end `c`: from the record `rec`
+/// and, for strings and sequences, the string area.
+fn reply(c: &ClientEnd, p: &OpPlan, structs: &[StructDef], rec: &[u8]) -> Answer {
+    let mut out = Vec::new();
+    for v in p.values.iter().filter(|v| v.dir != Dir::In) {
+        let Some(at) = v.offset() else { continue };
+        let at = at as usize;
+        let value = match &v.ty {
+            Type::String | Type::Sequence(_) => {
+                let off = u32::from_ne_bytes(rec[at..at + 4].try_into().expect("4 bytes"));
+                let n = u32::from_ne_bytes(rec[at + 4..at + 8].try_into().expect("4 bytes"));
+                let esize = match &v.ty {
+                    Type::Sequence(e) => size_align(structs, e).0,
+                    _ => 1,
+                };
+                let bytes = match c.reply_bytes(off, n as usize * esize) {
+                    Ok(b) => b,
+                    Err(_) => return Err(Status::BadString),
+                };
+                match &v.ty {
+                    Type::Sequence(e) => Value::List(
+                        (0..n as usize)
+                            .map(|i| decode(structs, e, &bytes[i * esize..]))
+                            .collect(),
+                    ),
+                    _ => Value::Str(String::from_utf8_lossy(bytes).into_owned()),
+                }
+            }
+            ty => decode(structs, ty, &rec[at..]),
+        };
+        out.push((v.name.clone(), value));
+    }
+    Ok(out)
+}
+
+// ---- the answer rule over raw memory (the C and dynamic servers)
+
+/// Writes the answer to a value of type `ty` (not a string or sequence)
+/// into `b` by the [`Answers`] rule: an out value from the draws, an inout
+/// value (`inout`) xor'ed with them.
+fn fill(structs: &[StructDef], ty: &Type, b: &mut [u8], a: &mut Answers, inout: bool) {
+    match ty {
+        Type::Prim(Prim::Bool) => {
+            let d = (a.draw() & 1) as u8;
+            b[0] = if inout { b[0] ^ d } else { d };
+        }
+        Type::Prim(p) => {
+            let d = a.draw().to_le_bytes();
+            for (x, y) in b[..p.size() as usize].iter_mut().zip(d) {
+                *x = if inout { *x ^ y } else { y };
+            }
+        }
+        Type::Struct(id) => {
+            for (at, fty) in fields(structs, *id) {
+                fill(structs, fty, &mut b[at..], a, inout);
+            }
+        }
+        Type::Array(e, n) => {
+            let (size, _) = size_align(structs, e);
+            for i in 0..*n as usize {
+                fill(structs, e, &mut b[i * size..], a, inout);
+            }
+        }
+        Type::String | Type::Sequence(_) => unreachable!("written by `answer_raw`"),
+    }
+}
+
+/// Where one value's arguments are, in a handler's or a C function's
+/// arguments.
+#[derive(Clone, Copy, Default)]
+struct Args {
+    /// Its elements, or the value (an in scalar, unused).
+    ptr: u64,
+    /// The count of an in or inout string or sequence, passed by value.
+    count: Option<u64>,
+    /// Where the count goes (an out string or sequence) or is (an inout
+    /// string), and its width in bytes.
+    count_ptr: Option<(u64, usize)>,
+    /// An out string's or sequence's room, in elements.
+    cap: u64,
+}
+
+/// Answers one call of `p` whose arguments are `args` (by value index),
+/// by the [`Answers`] rule, writing through the pointers; returns the
+/// return value's bits when it is a scalar the caller returns.
+///
+/// # Safety
+///
+/// Every pointer in `args` is what the server passes for that value: room
+/// for the value's bytes, an out string's or sequence's room of at least
+/// 3 elements, its count's word of the given width.
+unsafe fn answer_raw(
+    p: &OpPlan,
+    structs: &[StructDef],
+    args: &[Args],
+    ret_ptr: Option<u64>,
+) -> u64 {
+    let mut a = Answers::current();
+    let mut ret = 0;
+    for (i, v) in p.values.iter().enumerate() {
+        if v.dir == Dir::In || v.length_of.is_some() {
+            continue;
+        }
+        let is_ret = p.ret() == Some(i);
+        let inout = v.dir == Dir::InOut && !is_ret;
+        let g = args[i];
+        match &v.ty {
+            Type::String if inout => {
+                let n = g.count.unwrap_or_else(|| {
+                    let q = g.count_ptr.expect("an inout string's count");
+                    // SAFETY: the count word of the value's room.
+                    unsafe { get_count(q) }
+                });
+                // SAFETY: the room holds the old value's `n` bytes.
+                let s = unsafe { std::slice::from_raw_parts_mut(g.ptr as *mut u8, n as usize) };
+                for x in s {
+                    *x = a.inout_byte(*x);
+                }
+            }
+            Type::String => {
+                // What does not fit the room is left out, and the count
+                // says more than the room: the stub answers `Overflow`, as
+                // the Rust writer does.
+                let t = a.out_string();
+                let fits = t.len().min(g.cap as usize);
+                // SAFETY: the room holds `cap` bytes; the count word is
+                // the room's.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(t.as_ptr(), g.ptr as *mut u8, fits);
+                    put_count(g.count_ptr.expect("an out string's count"), t.len() as u64);
+                }
+            }
+            Type::Sequence(e) => {
+                let (size, _) = size_align(structs, e);
+                let (n, fits) = if inout {
+                    let n = g.count.expect("an inout sequence's count") as usize;
+                    (n, n)
+                } else {
+                    let n = a.out_len();
+                    (n, n.min(g.cap as usize))
+                };
+                // The elements past an out room's end are drawn and left
+                // out (the stub answers `Overflow`, as the Rust writer does).
+                let mut tmp = vec![0u8; n * size];
+                if inout {
+                    // SAFETY: the inout sequence's own `n` elements.
+                    tmp.copy_from_slice(unsafe {
+                        std::slice::from_raw_parts(g.ptr as *const u8, n * size)
+                    });
+                }
+                for k in 0..n {
+                    fill(structs, e, &mut tmp[k * size..], &mut a, inout);
+                }
+                // SAFETY: `fits` elements: the inout sequence's own, or at
+                // most the out room's capacity.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(tmp.as_ptr(), g.ptr as *mut u8, fits * size);
+                }
+                if !inout {
+                    // SAFETY: the room's count word.
+                    unsafe { put_count(g.count_ptr.expect("an out sequence's count"), n as u64) };
+                }
+            }
+            ty => {
+                let (size, _) = size_align(structs, ty);
+                match (is_ret, ret_ptr) {
+                    (true, None) => {
+                        let mut b = [0u8; 8];
+                        fill(structs, ty, &mut b, &mut a, false);
+                        ret = u64::from_le_bytes(b);
+                    }
+                    (true, Some(q)) => {
+                        // SAFETY: the return value's room.
+                        let b = unsafe { std::slice::from_raw_parts_mut(q as *mut u8, size) };
+                        fill(structs, ty, b, &mut a, false);
+                    }
+                    (false, _) => {
+                        // SAFETY: the value's field in the record.
+                        let b = unsafe { std::slice::from_raw_parts_mut(g.ptr as *mut u8, size) };
+                        fill(structs, ty, b, &mut a, inout);
+                    }
+                }
+            }
+        }
+    }
+    ret
+}
+
+/// Writes `n` into the count word `(ptr, width)`.
+///
+/// # Safety
+///
+/// `ptr` points at a writable, aligned word of `width` bytes.
+unsafe fn put_count((ptr, width): (u64, usize), n: u64) {
+    // SAFETY: the caller's promise.
+    unsafe {
+        match width {
+            1 => *(ptr as *mut u8) = n as u8,
+            2 => *(ptr as *mut u16) = n as u16,
+            4 => *(ptr as *mut u32) = n as u32,
+            _ => *(ptr as *mut u64) = n,
         }
     }
 }
 
-fn answer(r: Result<&[u8], CallError>) -> Answer {
-    match r {
-        Ok(_)
-        | Err(CallError::Status(Status::ServerFailed))
-        | Err(CallError::Status(Status::Overflow)) => Answer::Passed,
-        Err(CallError::Status(s)) => Answer::Refused(s),
-        Err(e) => panic!("not a status: {e}"),
+// ---- the dynamic server's handler (docs/idl.md, "The handler conventions")
+
+/// What a dynamic handler needs to read its arguments: the operation.
+struct DynOp<'a> {
+    plan: &'a OpPlan,
+    structs: &'a [StructDef],
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn dyn_handler(
+    ctx: *mut c_void,
+    a0: u64,
+    a1: u64,
+    a2: u64,
+    a3: u64,
+    a4: u64,
+    a5: u64,
+    a6: u64,
+    a7: u64,
+    a8: u64,
+) -> u64 {
+    // SAFETY: the context registered with this handler is a `DynOp` that
+    // outlives the server.
+    let op = unsafe { &*(ctx as *const DynOp<'_>) };
+    let regs = [a0, a1, a2, a3, a4, a5, a6, a7, a8];
+    let mut k = 0;
+    let mut next = || {
+        let r = regs[k];
+        k += 1;
+        r
+    };
+    let p = op.plan;
+    let mut args = vec![Args::default(); p.values.len()];
+    for (i, v) in p.values.iter().enumerate() {
+        if v.length_of.is_some() || p.ret() == Some(i) {
+            continue;
+        }
+        args[i] = match (v.dir, v.repr) {
+            (Dir::Out, Repr::Str | Repr::Seq { .. }) => {
+                let (ptr, len) = (next(), next());
+                Args {
+                    ptr,
+                    count: None,
+                    count_ptr: Some((len, 4)),
+                    // SAFETY: the room's count word holds its capacity on
+                    // entry.
+                    cap: unsafe { get_count((len, 4)) },
+                }
+            }
+            (_, Repr::Str | Repr::Seq { .. }) => Args {
+                ptr: next(),
+                count: Some(next()),
+                ..Args::default()
+            },
+            _ => Args {
+                ptr: next(),
+                ..Args::default()
+            },
+        };
     }
+    let ret_ptr = p
+        .ret()
+        .filter(|&r| matches!(p.values[r].repr, Repr::Agg { .. }))
+        .map(|_| next());
+    // SAFETY: the dynamic server passes these pointers (docs/idl.md).
+    unsafe { answer_raw(p, op.structs, &args, ret_ptr) }
+}
+
+// ---- the C server's functions (docs/idl.md, "Generated C")
+
+/// What a C server function needs to read its arguments: the operations.
+struct COps<'a> {
+    plans: &'a [OpPlan],
+    structs: &'a [StructDef],
+}
+
+/// The C arguments of operation `p`'s server function after `self`, as
+/// value indices (`usize::MAX`: the return value's pointer) and roles.
+#[derive(Clone, Copy)]
+enum CArg {
+    /// Unused (an in value).
+    Skip,
+    /// The value's pointer.
+    Ptr(usize),
+    /// The value's count, by value, of this width.
+    Count(usize, usize),
+    /// The pointer to the value's count, of this width.
+    CountPtr(usize, usize),
+    /// A room's capacity, of the value.
+    Cap(usize),
+    /// The return value's pointer.
+    Ret,
+}
+
+fn c_args(p: &OpPlan) -> Vec<CArg> {
+    let mut out = Vec::new();
+    for (i, v) in p.values.iter().enumerate() {
+        if p.ret() == Some(i) {
+            out.push(CArg::Ret);
+            continue;
+        }
+        if let Some(seq) = v.length_of {
+            let width = match v.ty {
+                Type::Prim(p) => p.size() as usize,
+                _ => unreachable!("a length is an integer"),
+            };
+            out.push(match v.dir {
+                Dir::In => CArg::Count(seq, width),
+                _ => CArg::CountPtr(seq, width),
+            });
+            continue;
+        }
+        match (v.dir, v.repr) {
+            (Dir::In, Repr::Str) => out.extend([CArg::Skip, CArg::Skip]),
+            (Dir::In, Repr::Seq { .. }) if v.size_is.is_none() => {
+                out.extend([CArg::Skip, CArg::Skip]);
+            }
+            (Dir::In, _) => out.push(CArg::Skip),
+            (_, Repr::Str) => out.extend([CArg::Ptr(i), CArg::CountPtr(i, 4), CArg::Cap(i)]),
+            (Dir::InOut, Repr::Seq { .. }) if v.size_is.is_none() => {
+                out.extend([CArg::Ptr(i), CArg::Count(i, 4)]);
+            }
+            (Dir::InOut, Repr::Seq { .. }) => out.push(CArg::Ptr(i)),
+            (_, Repr::Seq { .. }) if v.size_is.is_none() => {
+                out.extend([CArg::Ptr(i), CArg::CountPtr(i, 4), CArg::Cap(i)]);
+            }
+            (_, Repr::Seq { .. }) => out.extend([CArg::Ptr(i), CArg::Cap(i)]),
+            _ => out.push(CArg::Ptr(i)),
+        }
+    }
+    out
+}
+
+/// The most arguments a C server function of a random interface takes
+/// after `self` (8 parameters of 3 arguments, their lengths, the return).
+const C_MAX_ARGS: usize = 30;
+
+/// Operation `K`'s C server function: reads the arguments the C stub
+/// passes (the operation's [`c_args`]) and answers by the rule.
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn c_function<const K: usize>(
+    this: *mut c_void,
+    a0: u64,
+    a1: u64,
+    a2: u64,
+    a3: u64,
+    a4: u64,
+    a5: u64,
+    a6: u64,
+    a7: u64,
+    a8: u64,
+    a9: u64,
+    a10: u64,
+    a11: u64,
+    a12: u64,
+    a13: u64,
+    a14: u64,
+    a15: u64,
+    a16: u64,
+    a17: u64,
+    a18: u64,
+    a19: u64,
+    a20: u64,
+    a21: u64,
+    a22: u64,
+    a23: u64,
+    a24: u64,
+    a25: u64,
+    a26: u64,
+    a27: u64,
+    a28: u64,
+    a29: u64,
+) -> c_int {
+    let regs: [u64; C_MAX_ARGS] = [
+        a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19,
+        a20, a21, a22, a23, a24, a25, a26, a27, a28, a29,
+    ];
+    // SAFETY: `self` of the C server is the `COps` the test passed, which
+    // outlives the server.
+    let ops = unsafe { &*(this as *const COps<'_>) };
+    let p = &ops.plans[K];
+    let mut args = vec![Args::default(); p.values.len()];
+    let mut ret_ptr = None;
+    for (arg, &r) in c_args(p).iter().zip(&regs) {
+        match *arg {
+            CArg::Skip => {}
+            CArg::Cap(i) => args[i].cap = r & 0xffff_ffff,
+            CArg::Ptr(i) => args[i].ptr = r,
+            // Above its type's width, an argument's bits are the caller's.
+            CArg::Count(i, w) => args[i].count = Some(r & (u64::MAX >> (64 - 8 * w))),
+            CArg::CountPtr(i, w) => {
+                args[i].count_ptr = Some((r, w));
+                if p.values[i].dir == Dir::InOut {
+                    // SAFETY: an inout length's word, of width `w`.
+                    args[i].count = Some(unsafe { get_count((r, w)) });
+                }
+            }
+            CArg::Ret => ret_ptr = Some(r),
+        }
+    }
+    // SAFETY: the C stub passes these pointers (docs/idl.md).
+    unsafe { answer_raw(p, ops.structs, &args, ret_ptr) };
+    0
+}
+
+/// Reads the count word `(ptr, width)`.
+///
+/// # Safety
+///
+/// `ptr` points at a readable, aligned word of `width` bytes.
+unsafe fn get_count((ptr, width): (u64, usize)) -> u64 {
+    // SAFETY: the caller's promise.
+    unsafe {
+        match width {
+            1 => u64::from(*(ptr as *const u8)),
+            2 => u64::from(*(ptr as *const u16)),
+            4 => u64::from(*(ptr as *const u32)),
+            _ => *(ptr as *const u64),
+        }
+    }
+}
+
+/// The C server functions of operations 0 to 7 (a random interface has
+/// at most 8).
+fn c_functions() -> [usize; 8] {
+    [
+        c_function::<0> as *const () as usize,
+        c_function::<1> as *const () as usize,
+        c_function::<2> as *const () as usize,
+        c_function::<3> as *const () as usize,
+        c_function::<4> as *const () as usize,
+        c_function::<5> as *const () as usize,
+        c_function::<6> as *const () as usize,
+        c_function::<7> as *const () as usize,
+    ]
 }
 
 /// One request: its key, its record, and what goes into the string area
@@ -158,8 +674,9 @@ fn request(rng: &mut Rng, key: u16, p: &OpPlan, request_size: usize, area: u32) 
     }
 }
 
-/// Sends `r` on `c`: the area parts, the descriptors, the call.
-fn send(c: &mut ClientEnd, r: &Request) -> Answer {
+/// Sends `r` (of the operation planned by `p`) on `c`: the area parts,
+/// the descriptors, the call; the reply's values or its status.
+fn send(c: &mut ClientEnd, r: &Request, p: &OpPlan, structs: &[StructDef]) -> Answer {
     c.begin();
     let mut offs = Vec::new();
     for (bytes, align) in &r.area {
@@ -177,7 +694,14 @@ fn send(c: &mut ClientEnd, r: &Request) -> Answer {
         rec[at..at + 4].copy_from_slice(&off.to_ne_bytes());
         rec[at + 4..at + 8].copy_from_slice(&n.to_ne_bytes());
     }
-    answer(c.call_raw(r.key, &rec))
+    match c.call_raw(r.key, &rec) {
+        Ok(b) => {
+            let b = b.to_vec();
+            reply(c, p, structs, &b)
+        }
+        Err(CallError::Status(s)) => Err(s),
+        Err(e) => panic!("not a status: {e}"),
+    }
 }
 
 /// Whether gcc runs; without it the C server is left out, or the test
@@ -203,44 +727,25 @@ impl Drop for TempDir {
     }
 }
 
-/// Compiles `case`'s C server (no implementation: every operation that
-/// passes the checks answers `ServerFailed`) into `dir`.
-fn c_server(dir: &Path, case: &Case, text: &str) -> PathBuf {
+/// Compiles `case`'s C server into a shared library in `dir`.
+fn c_library(dir: &Path, case: &Case, text: &str) -> PathBuf {
     let idl = idl::parse(text).expect("a random IDL the build compiled");
     let (h, c) = idl::gen_c::generate(&idl, case.name);
-    let serve = h
-        .find("_serve(idl_server *s, const ")
-        .expect("the header declares a serve function");
-    let start = h[..serve].rfind(' ').map_or(0, |i| i + 1);
-    let iface = &h[start..serve];
-    let main = format!(
-        "#include <stdlib.h>\n#include \"{name}.h\"\n\
-         int main(int argc, char **argv)\n{{\n\
-         \x20   static const {iface}_impl impl;\n\
-         \x20   idl_channel ch;\n\
-         \x20   if (argc < 2 || idl_channel_map(&ch, atoi(argv[1])) != IDL_OK)\n\
-         \x20       return 2;\n\
-         \x20   int st = {iface}_serve(&ch, &impl, NULL);\n\
-         \x20   idl_channel_unmap(&ch);\n\
-         \x20   return st == IDL_OK ? 0 : 1;\n}}\n",
-        name = case.name
-    );
     std::fs::write(dir.join(format!("{}.h", case.name)), h).expect("write");
     std::fs::write(dir.join(format!("{}.c", case.name)), c).expect("write");
-    let main_c = dir.join(format!("{}_main.c", case.name));
-    std::fs::write(&main_c, main).expect("write");
     let rt = Path::new(env!("CARGO_MANIFEST_DIR")).join("../idl/c");
-    let exe = dir.join(case.name);
+    let lib = dir.join(format!("lib{}.so", case.name));
     let out = Command::new("gcc")
-        .args(["-std=c11", "-Wall", "-Werror", "-O1", "-I"])
+        .args([
+            "-std=c11", "-Wall", "-Werror", "-O1", "-shared", "-fPIC", "-I",
+        ])
         .arg(&rt)
         .arg("-I")
         .arg(dir)
-        .arg(&main_c)
         .arg(dir.join(format!("{}.c", case.name)))
         .arg(rt.join("idl_rt.c"))
         .arg("-o")
-        .arg(&exe)
+        .arg(&lib)
         .output()
         .expect("run gcc");
     assert!(
@@ -249,77 +754,210 @@ fn c_server(dir: &Path, case: &Case, text: &str) -> PathBuf {
         case.idl_path,
         String::from_utf8_lossy(&out.stderr)
     );
-    exe
+    lib
 }
 
-fn spawn_c(exe: &Path, fd: &std::os::fd::OwnedFd) -> Child {
-    let inherited = shm::inheritable(fd).expect("an inheritable memfd");
-    let child = Command::new(exe)
-        .arg(inherited.as_raw_fd().to_string())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn the C server");
-    drop(inherited);
-    child
+/// A C server library loaded into this process: its channel functions and
+/// the interface's server loop.
+struct CServer {
+    handle: *mut c_void,
+    map: unsafe extern "C" fn(*mut c_void, c_int) -> c_int,
+    unmap: unsafe extern "C" fn(*mut c_void),
+    serve: unsafe extern "C" fn(*mut c_void, *const usize, *mut c_void) -> c_int,
 }
 
-extern "C" fn nothing() {}
+impl CServer {
+    /// Loads `lib` and finds the server loop of `iface` (its C name).
+    fn load(lib: &Path, iface: &str) -> CServer {
+        let path = CString::new(lib.as_os_str().as_encoded_bytes()).expect("a path");
+        // SAFETY: a library gcc just built from the generated C and the C
+        // run time; its initializers are C's (none).
+        let handle = unsafe { libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+        assert!(!handle.is_null(), "dlopen {}", lib.display());
+        let sym = |name: &str| {
+            let n = CString::new(name).expect("a name");
+            // SAFETY: a symbol of the open library.
+            let f = unsafe { libc::dlsym(handle, n.as_ptr()) };
+            assert!(!f.is_null(), "{}: no symbol {name}", lib.display());
+            f
+        };
+        let (map, unmap, serve) = (
+            sym("idl_channel_map"),
+            sym("idl_channel_unmap"),
+            sym(&format!("{iface}_serve")),
+        );
+        // SAFETY: the run time's and the generated code's signatures
+        // (idl_rt.h: `int idl_channel_map(idl_channel *, int)`, `void
+        // idl_channel_unmap(idl_channel *)`; `int <iface>_serve(idl_server
+        // *, const <iface>_impl *, void *)`, the table being one function
+        // pointer per operation).
+        unsafe {
+            CServer {
+                handle,
+                map: std::mem::transmute::<
+                    *mut c_void,
+                    unsafe extern "C" fn(*mut c_void, c_int) -> c_int,
+                >(map),
+                unmap: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut c_void)>(unmap),
+                serve: std::mem::transmute::<
+                    *mut c_void,
+                    unsafe extern "C" fn(*mut c_void, *const usize, *mut c_void) -> c_int,
+                >(serve),
+            }
+        }
+    }
 
-/// Runs `requests` requests of `case` against the three servers; the
-/// disagreements, one line each.
+    /// Serves the channel `fd` until the client closes it, answering with
+    /// [`c_function`]s for `ops`.
+    fn serve(&self, fd: std::os::fd::OwnedFd, ops: &COps<'_>) {
+        let table: Vec<usize> = c_functions()[..ops.plans.len()].to_vec();
+        // Room for an `idl_channel` (a few pointers and words), aligned.
+        let mut ch = vec![0u64; 64];
+        let chp = ch.as_mut_ptr().cast::<c_void>();
+        // SAFETY: `ch` is zeroed room for the channel struct; the C run
+        // time owns `fd` from here (closed by unmap).
+        let st = unsafe { (self.map)(chp, fd.into_raw_fd()) };
+        assert_eq!(st, 0, "idl_channel_map");
+        // SAFETY: the table has one function per operation with the
+        // arguments the stubs pass (each `c_function` reads them as
+        // `c_args` says); `ops` outlives the loop.
+        let st = unsafe {
+            (self.serve)(
+                chp,
+                table.as_ptr(),
+                (ops as *const COps<'_>).cast_mut().cast(),
+            )
+        };
+        assert_eq!(st, 0, "the C server loop ends cleanly");
+        // SAFETY: the channel mapped above.
+        unsafe { (self.unmap)(chp) };
+    }
+}
+
+impl Drop for CServer {
+    fn drop(&mut self) {
+        // SAFETY: nothing of the library runs any more.
+        unsafe { libc::dlclose(self.handle) };
+    }
+}
+
+// SAFETY: the library's functions may run on any thread (one channel per
+// thread); the handle is only closed on drop.
+unsafe impl Sync for CServer {}
+
+/// Checks that the C server functions' arguments, as [`c_args`] reads
+/// them, are as many as the generated header declares.
+fn check_c_args(h: &str, iface: &str, plans: &[OpPlan]) {
+    let table = &h[h
+        .find(&format!("typedef struct {iface}_impl {{"))
+        .expect("the impl table")..];
+    let lines: Vec<&str> = table.lines().skip(1).take(plans.len()).collect();
+    for (p, line) in plans.iter().zip(lines) {
+        let params = line[line.find("(void *self").expect("a function pointer")..]
+            .matches(',')
+            .count();
+        assert_eq!(
+            c_args(p).len(),
+            params,
+            "the test reads the C server function `{}` with another number of arguments than it has",
+            line.trim()
+        );
+        assert!(
+            params <= C_MAX_ARGS,
+            "{}: over {C_MAX_ARGS} arguments",
+            line.trim()
+        );
+    }
+}
+
+/// The C name of an interface's server loop in the header `h`.
+fn c_iface(h: &str) -> &str {
+    let serve = h
+        .find("_serve(idl_server *s, const ")
+        .expect("the header declares a serve function");
+    let start = h[..serve].rfind(' ').map_or(0, |i| i + 1);
+    &h[start..serve]
+}
+
+/// What one interface's run found: disagreements (one line each), whether
+/// it had a dynamic server, and the requests answered with values.
+struct Run {
+    disagreements: Vec<String>,
+    dynamic: bool,
+    compared: usize,
+}
+
+/// Runs `requests` requests of `case` against the three servers.
 fn differ(
     case: &Case,
     seed: u64,
     requests: usize,
-    c_exe: Option<&Path>,
+    c_lib: Option<&Path>,
     tally: &mut std::collections::BTreeMap<String, usize>,
-) -> (Vec<String>, bool) {
+) -> Run {
     let text = std::fs::read_to_string(case.idl_path).expect("the build's IDL file");
     let idl = idl::parse(&text).expect("a random IDL the build compiled");
     let iface = &idl.interfaces[0];
+    let structs = &idl.structs[..];
     let plans: Vec<OpPlan> = iface
         .ops
         .iter()
-        .map(|op| plan(&idl.structs, op).expect("a checked operation plans"))
+        .map(|op| plan(structs, op).expect("a checked operation plans"))
         .collect();
     let dynamic =
         idl::dynamic::Interface::load(&text, &iface.name).expect("the dynamic stubs load");
+    let dyn_ops: Vec<DynOp<'_>> = plans.iter().map(|plan| DynOp { plan, structs }).collect();
     let handlers: Vec<(&str, idl::dynamic::Handler)> = iface
         .ops
         .iter()
-        .map(|op| {
-            // SAFETY: `nothing` takes no arguments and returns nothing:
-            // under the C calling convention a caller's extra arguments
-            // are ignored, and the stubs read a value return's register
-            // as some bits of its type, any of which is valid.
+        .zip(&dyn_ops)
+        .map(|(op, ctx)| {
+            // SAFETY: `dyn_handler` reads its arguments by the handler
+            // conventions for the operation its context plans; the
+            // context outlives the server.
             let h = unsafe {
-                idl::dynamic::Handler::new(nothing as *const () as usize, std::ptr::null_mut())
+                idl::dynamic::Handler::new(
+                    dyn_handler as *const () as usize,
+                    (ctx as *const DynOp<'_>).cast_mut().cast(),
+                )
             };
             (op.name.as_str(), h)
         })
         .collect();
-    // SAFETY: see the handlers above; they have no context. An operation
-    // with more arguments than the dynamic stubs pass in registers has no
-    // dynamic server (a typed error): its interface runs without one.
+    // SAFETY: see the handlers above. An operation with more arguments
+    // than the dynamic stubs pass in registers has no dynamic server (a
+    // typed error): its interface runs without one.
     let dyn_server = unsafe { dynamic.server(&handlers) }.ok();
+    let c_ops = COps {
+        plans: &plans,
+        structs,
+    };
+    let c_server = c_lib.map(|lib| {
+        let (h, _) = idl::gen_c::generate(&idl, case.name);
+        check_c_args(&h, c_iface(&h), &plans);
+        CServer::load(lib, c_iface(&h))
+    });
 
     let (mut rust_c, mut rust_s) = shm::pair(&channel_config()).expect("a channel");
     let (mut dyn_c, mut dyn_s) = shm::pair(&channel_config()).expect("a channel");
-    let mut c_side = c_exe.map(|exe| {
+    let mut c_side = c_server.as_ref().map(|_| {
         let fd = shm::create(&channel_config()).expect("a channel");
         let client = ClientEnd::from_fd(fd.try_clone().expect("dup")).expect("a client end");
-        (client, spawn_c(exe, &fd))
+        (client, fd)
     });
+    let c_fd = c_side.as_mut().map(|(_, fd)| fd.try_clone().expect("dup"));
     let area = rust_c.area_len() as u32;
     let mut out = Vec::new();
+    let mut compared = 0;
     std::thread::scope(|sc| {
-        let (tx, rx) = std::sync::mpsc::channel();
-        let rust = sc.spawn(move || (case.serve)(&mut rust_s as &mut ServerEnd, 1, tx));
-        let drain = sc.spawn(move || rx.iter().count());
+        let rust = sc.spawn(move || (case.serve_answers)(&mut rust_s));
         let dynt = dyn_server
             .as_ref()
             .map(|d| sc.spawn(|| d.serve(&mut dyn_s)));
+        let ct = c_server
+            .as_ref()
+            .zip(c_fd)
+            .map(|(s, fd)| sc.spawn(|| s.serve(fd, &c_ops)));
         let mut rng = Rng::new(seed);
         for n in 0..requests {
             let k = rng.below(plans.len());
@@ -331,47 +969,45 @@ fn differ(
                 iface.ops[k].layout.request_size as usize,
                 area,
             );
-            let a = send(&mut rust_c, &r);
-            let d = dynt.is_some().then(|| send(&mut dyn_c, &r));
-            let c = c_side.as_mut().map(|(c, _)| send(c, &r));
-            *tally.entry(a.to_string()).or_default() += 1;
-            if d.is_some_and(|d| d != a) || c.is_some_and(|c| c != a) {
-                out.push(format!(
-                    "request {n}, `{}` ({}): Rust server {a}{}{}",
-                    iface.ops[k].name,
-                    r.what,
-                    d.map(|d| format!(", dynamic {d}")).unwrap_or_default(),
-                    c.map(|c| format!(", C {c}")).unwrap_or_default()
-                ));
+            CURRENT_REQUEST.store(seed ^ n as u64, Ordering::Relaxed);
+            let a = send(&mut rust_c, &r, p, structs);
+            let d = dynt.is_some().then(|| send(&mut dyn_c, &r, p, structs));
+            let c = c_side.as_mut().map(|(c, _)| send(c, &r, p, structs));
+            *tally.entry(status(&a).to_string()).or_default() += 1;
+            compared += usize::from(a.is_ok());
+            for (who, other) in [("dynamic", &d), ("C", &c)] {
+                if let Some(why) = other.as_ref().and_then(|o| disagreement(&a, o)) {
+                    out.push(format!(
+                        "request {n}, `{}` ({}): the Rust and {who} servers differ: {why}",
+                        iface.ops[k].name, r.what,
+                    ));
+                }
             }
         }
         drop(rust_c);
         drop(dyn_c);
+        drop(c_side);
         rust.join()
             .expect("the Rust server thread")
             .expect("the Rust server ends cleanly");
-        drain.join().expect("the report drain");
         if let Some(t) = dynt {
             t.join()
                 .expect("the dynamic server thread")
                 .expect("the dynamic server ends cleanly");
         }
+        if let Some(t) = ct {
+            t.join().expect("the C server thread");
+        }
     });
-    if let Some((client, child)) = c_side {
-        drop(client);
-        let o = child.wait_with_output().expect("wait for the C server");
-        assert!(
-            o.status.success(),
-            "{}: the C server failed: {}",
-            case.name,
-            String::from_utf8_lossy(&o.stderr)
-        );
+    Run {
+        disagreements: out,
+        dynamic: dyn_server.is_some(),
+        compared,
     }
-    (out, dyn_server.is_some())
 }
 
 #[test]
-fn rust_c_and_dynamic_servers_refuse_the_same_requests() {
+fn rust_c_and_dynamic_servers_answer_the_same_requests_alike() {
     let seed = env_u64("IDL_PROPTEST_RUN_SEED").unwrap_or(DEFAULT_RUN_SEED);
     let requests = env_u64("IDL_DIFF_REQUESTS").map_or(DEFAULT_REQUESTS, |n| n as usize);
     let only = std::env::var("IDL_PROPTEST_ONLY").ok();
@@ -382,6 +1018,7 @@ fn rust_c_and_dynamic_servers_refuse_the_same_requests() {
     let mut failures = Vec::new();
     let mut ran = 0;
     let mut dynamic = 0;
+    let mut compared = 0;
     let mut tally = std::collections::BTreeMap::new();
     for (i, case) in CASES.iter().enumerate() {
         if only.as_deref().is_some_and(|o| o != case.name) {
@@ -389,26 +1026,28 @@ fn rust_c_and_dynamic_servers_refuse_the_same_requests() {
         }
         ran += 1;
         let text = std::fs::read_to_string(case.idl_path).expect("the build's IDL file");
-        let exe = gcc.then(|| c_server(&dir.0, case, &text));
+        let lib = gcc.then(|| c_library(&dir.0, case, &text));
         let mut r = Rng::fork(seed, i as u64);
-        let (d, with_dynamic) = differ(case, r.next_u64(), requests, exe.as_deref(), &mut tally);
-        dynamic += usize::from(with_dynamic);
-        if !d.is_empty() {
+        let run = differ(case, r.next_u64(), requests, lib.as_deref(), &mut tally);
+        dynamic += usize::from(run.dynamic);
+        compared += run.compared;
+        if !run.disagreements.is_empty() {
             failures.push(format!(
                 "{} ({}), {} of {requests} requests:\n  {}",
                 case.name,
                 case.idl_path,
-                d.len(),
-                d.join("\n  ")
+                run.disagreements.len(),
+                run.disagreements.join("\n  ")
             ));
         }
     }
     eprintln!(
-        "{ran} interfaces, {requests} requests each, servers: Rust, dynamic ({dynamic} interfaces){}",
+        "{ran} interfaces, {requests} requests each; servers: Rust, dynamic ({dynamic} of {ran} interfaces){}; \
+         {compared} replies compared value by value",
         if gcc { ", C" } else { " (no gcc: C left out)" }
     );
-    for (answer, n) in &tally {
-        eprintln!("  {n:5} {answer}");
+    for (status, n) in &tally {
+        eprintln!("  {n:5} {status}");
     }
     assert!(
         failures.is_empty(),

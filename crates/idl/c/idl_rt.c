@@ -153,7 +153,7 @@ static int post(idl_channel *ch, uint32_t value)
 {
     uint32_t s = atomic_load_explicit(ch->state, memory_order_relaxed);
     do {
-        if ((s & ~IDL_WAITER) == IDL_CLOSED)
+        if ((s & ~IDL_WAITER) == IDL_CLOSED || (s & IDL_REPLY_CLOSED))
             return IDL_E_CLOSED;
     } while (!atomic_compare_exchange_weak_explicit(ch->state, &s, value, memory_order_release,
                                                     memory_order_relaxed));
@@ -180,6 +180,19 @@ static uint32_t budget(idl_channel *ch, bool *probing)
     return 0;
 }
 
+/* What a wait for `want` makes of the state word `s`: 1 the wanted state,
+ * -1 closed, 0 keep waiting. A reply posted before the close still counts
+ * (IDL_REPLY_CLOSED). */
+static int settled(uint32_t s, uint32_t want)
+{
+    uint32_t v = s & ~(IDL_WAITER | IDL_REPLY_CLOSED);
+    if (v == want)
+        return 1;
+    if (v == IDL_CLOSED || (s & IDL_REPLY_CLOSED))
+        return -1;
+    return 0;
+}
+
 /* Waits (acquire) until the state, without the waiter bit, is `want`:
  * IDL_OK, IDL_E_CLOSED, or IDL_E_PEER_DIED. Polls while the waiting policy
  * says it pays (`budget`, at most IDL_SPIN_TIME_NS), then sets the waiter
@@ -193,14 +206,14 @@ static int await_state(idl_channel *ch, uint32_t want)
         uint64_t start = 0;
         uint32_t n = 0;
         for (;;) {
-            uint32_t v = atomic_load_explicit(ch->state, memory_order_acquire) & ~IDL_WAITER;
-            if (v == want) {
+            int v = settled(atomic_load_explicit(ch->state, memory_order_acquire), want);
+            if (v > 0) {
                 if (probing)
                     ch->probe = IDL_PROBE_MIN;
                 ch->misses = 0;
                 return IDL_OK;
             }
-            if (v == IDL_CLOSED)
+            if (v < 0)
                 return IDL_E_CLOSED;
             if (++n >= polls)
                 break;
@@ -224,10 +237,10 @@ static int await_state(idl_channel *ch, uint32_t want)
     uint64_t checked = now_ns();
     for (;;) {
         uint32_t s = atomic_load_explicit(ch->state, memory_order_acquire);
-        uint32_t v = s & ~IDL_WAITER;
-        if (v == want)
+        int v = settled(s, want);
+        if (v > 0)
             return IDL_OK;
-        if (v == IDL_CLOSED)
+        if (v < 0)
             return IDL_E_CLOSED;
         if (!(s & IDL_WAITER) &&
             !atomic_compare_exchange_strong_explicit(ch->state, &s, s | IDL_WAITER,
@@ -240,10 +253,10 @@ static int await_state(idl_channel *ch, uint32_t want)
             if (!peer_alive(ch)) {
                 /* Re-read: a reply or a close posted just before the peer
                  * died still counts. */
-                v = atomic_load_explicit(ch->state, memory_order_acquire) & ~IDL_WAITER;
-                if (v == want)
+                v = settled(atomic_load_explicit(ch->state, memory_order_acquire), want);
+                if (v > 0)
                     return IDL_OK;
-                return v == IDL_CLOSED ? IDL_E_CLOSED : IDL_E_PEER_DIED;
+                return v < 0 ? IDL_E_CLOSED : IDL_E_PEER_DIED;
             }
         }
     }
@@ -358,8 +371,17 @@ int idl_channel_map(idl_channel *ch, int fd)
 
 void idl_channel_close(idl_channel *ch)
 {
-    uint32_t old = atomic_exchange_explicit(ch->state, IDL_CLOSED, memory_order_acq_rel);
-    if (old & IDL_WAITER)
+    /* A posted reply stays for the client to take: a server that answers
+     * and then goes away must not take its last answer with it. */
+    uint32_t s = atomic_load_explicit(ch->state, memory_order_relaxed);
+    uint32_t closed;
+    do {
+        closed = (s & ~(IDL_WAITER | IDL_REPLY_CLOSED)) == IDL_REPLY
+                     ? IDL_REPLY | IDL_REPLY_CLOSED
+                     : IDL_CLOSED;
+    } while (!atomic_compare_exchange_weak_explicit(ch->state, &s, closed, memory_order_acq_rel,
+                                                    memory_order_relaxed));
+    if (s & IDL_WAITER)
         futex_wake(ch->state);
 }
 

@@ -101,6 +101,10 @@ IDL_STATIC_ASSERT(IDL_ALIGNOF(idl_desc) == 4, "idl_desc is 4-aligned");
 #define IDL_REQUEST 1u
 #define IDL_REPLY 2u
 #define IDL_CLOSED 3u
+/* Or'ed into IDL_REPLY by a side that closed the channel before the client
+ * took that reply: the client still takes it; every later post or wait
+ * finds the channel closed. */
+#define IDL_REPLY_CLOSED 0x40000000u
 #define IDL_WAITER 0x80000000u
 
 /* Liveness (docs/idl.md, "Liveness"): the attached words in the header
@@ -190,7 +194,8 @@ int idl_channel_create(idl_channel *ch, uint32_t capacity, uint32_t area_len);
 int idl_channel_map(idl_channel *ch, int fd);
 
 /* Marks the channel closed (state 3) and wakes the peer: a server loop
- * returns, a waiting client gets IDL_E_CLOSED. */
+ * returns, a waiting client gets IDL_E_CLOSED. A posted reply stays for
+ * the client to take (IDL_REPLY | IDL_REPLY_CLOSED). */
 void idl_channel_close(idl_channel *ch);
 
 /* Closes the channel (as dropping an rt::shm end does), unmaps it and

@@ -10,6 +10,10 @@
 //! | C server | Rust client | between calls, mid-call |
 //! | C client | Rust server | mid-call |
 //!
+//! and, with both runtimes, a server that replies and closes the channel
+//! at once leaves its last reply for the client (C server and Rust client,
+//! Rust server and C client).
+//!
 //! A Rust side gets [`CallError::PeerDied`], a C side `IDL_E_PEER_DIED`
 //! (261). The C side is `tests/c/live_test.c` on the C run time, compiled
 //! with gcc at test time (without gcc the tests print why and pass, unless
@@ -311,8 +315,6 @@ fn a_c_client_stops_polling_a_server_that_does_not_answer_soon() {
             std::thread::sleep(WORK);
             server.reply(Status::Ok, 0, 0..0).expect("reply");
         }
-        // Kept open until the client has read its last reply: closing
-        // replaces the state word, reply and all.
         server
     });
     let cpu: u64 = client.expect("cpu").parse().expect("a number of µs");
@@ -330,6 +332,77 @@ fn a_c_client_stops_polling_a_server_that_does_not_answer_soon() {
         cpu < 100_000,
         "the C client spent {cpu} µs of CPU waiting: it polled instead of sleeping"
     );
+}
+
+/// `IDL_E_CLOSED` of `idl_rt.h`.
+const IDL_E_CLOSED: i32 = 256;
+
+/// The channel the close tests use: no polling, so that the client sleeps
+/// on the futex and the server's close lands before it reads the state.
+fn sleeping() -> Config {
+    Config {
+        spin: 0,
+        ..config()
+    }
+}
+
+/// The C run time's close keeps a posted reply: a C server that answers
+/// one call and closes the channel at once (its process then exits) still
+/// answers it; the Rust client's next call finds the channel closed.
+#[test]
+fn a_c_server_that_closes_right_after_replying_still_answers() {
+    if !have_gcc("a_c_server_that_closes_right_after_replying_still_answers") {
+        return;
+    }
+    for round in 0..10u8 {
+        let fd = shm::create(&sleeping()).expect("channel");
+        let mut peer = Peer::c("server", &fd, &["once"]);
+        let mut client = ClientEnd::from_fd(fd).expect("client end");
+        let (r, _) = within(move || {
+            let first = client.call_raw(5, &[round, 1]).map(<[u8]>::to_vec);
+            let second = client.call_raw(5, &[round]).map(|_| ());
+            (first, second)
+        });
+        match r {
+            (Ok(rec), Err(CallError::Closed)) => assert_eq!(rec, [round + 5, 1]),
+            (first, second) => panic!(
+                "round {round}: the reply before the close: {}; the call after it: {}",
+                first.map_or_else(|e| e.to_string(), |r| format!("{} bytes", r.len())),
+                second.map_or_else(|e| e.to_string(), |()| "answered".into())
+            ),
+        }
+        let status = peer
+            .child
+            .take()
+            .expect("a running peer")
+            .wait()
+            .expect("the C server exits");
+        assert!(status.success(), "the C server: {status}");
+    }
+}
+
+/// The Rust run time's close keeps a posted reply for a C client: the C
+/// client gets the reply of a Rust server that closed right after posting
+/// it, and `IDL_E_CLOSED` on its next call.
+#[test]
+fn a_c_client_gets_the_reply_of_a_rust_server_that_closed_right_after() {
+    if !have_gcc("a_c_client_gets_the_reply_of_a_rust_server_that_closed_right_after") {
+        return;
+    }
+    for _ in 0..10 {
+        let mut server = ServerEnd::create(&sleeping()).expect("channel");
+        let client = Peer::c("client", server.fd(), &["last"]);
+        let (key, _) = server.wait().expect("the C client's call");
+        assert_eq!(key, 1);
+        server.reply(Status::Ok, 0, 0..0).expect("reply");
+        drop(server);
+        assert_eq!(client.expect("returned"), "0", "the C client's call");
+        assert_eq!(
+            client.expect("again"),
+            IDL_E_CLOSED.to_string(),
+            "the C client's call after the close"
+        );
+    }
 }
 
 /// The Rust peer's side, in the child process.

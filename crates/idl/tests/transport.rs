@@ -161,6 +161,46 @@ fn closing_the_server_wakes_a_waiting_client() {
     assert!(matches!(r, Err(CallError::Closed)), "{r:?}");
 }
 
+/// A server that answers and then goes away at once (a one-shot server,
+/// a server process that exits after its last reply) must not take its
+/// answer with it: the client still gets the reply it was waiting for, and
+/// only its next call finds the channel closed. The client sleeps on the
+/// futex (`spin: 0`), so the server's close lands before the client reads
+/// the state: without the `REPLY_CLOSED` bit the close replaced the reply.
+#[test]
+fn a_reply_posted_just_before_the_server_closes_reaches_the_client() {
+    for round in 0..50u8 {
+        let (mut c, mut s) = shm::pair(&Config {
+            spin: 0,
+            area: 4096,
+            ..Config::default()
+        })
+        .expect("channel");
+        std::thread::spawn(move || {
+            let (key, len) = s.wait().expect("the request");
+            // SAFETY: the message buffer holds `capacity >= len` bytes,
+            // ours until `reply`.
+            let buf = unsafe { std::slice::from_raw_parts_mut(s.buf().as_ptr(), len) };
+            buf[0] = buf[0].wrapping_add(key as u8);
+            s.reply(Status::Ok, len, 0..0).expect("the reply posts");
+            drop(s); // closes the channel, the client not yet awake
+        });
+        let r = within(move || {
+            let first = c.call_raw(7, &[round, 2, 3]).map(<[u8]>::to_vec);
+            let second = c.call_raw(7, &[round]).map(<[u8]>::to_vec);
+            (first, second)
+        });
+        match r {
+            (Ok(rec), Err(CallError::Closed)) => assert_eq!(rec, [round + 7, 2, 3]),
+            (first, second) => panic!(
+                "round {round}: the reply before the close: {}; the call after it: {}",
+                first.map_or_else(|e| e.to_string(), |r| format!("{} bytes", r.len())),
+                second.map_or_else(|e| e.to_string(), |r| format!("{} bytes", r.len()))
+            ),
+        }
+    }
+}
+
 #[test]
 fn a_late_reply_times_out_and_closes() {
     let (mut c, mut s) = shm::pair(&Config {
@@ -305,6 +345,108 @@ fn bad_headers_are_rejected() {
         }),
         Err(ShmError::Config(_))
     ));
+}
+
+/// The channel's segment is unet's (`unet::shm::Segment`: memfd creation,
+/// sealing and mapping in one place): a segment unet makes, given a
+/// channel's header, is a channel both ends map, with the seals a channel
+/// has; and `rt::shm` makes no memfd, seal or mapping of its own.
+#[test]
+fn the_channel_segment_is_unets() {
+    let cfg = Config {
+        area: 4096,
+        ..Config::default()
+    };
+    let fd = shm::create(&cfg).expect("channel");
+    let file = std::fs::File::from(fd.try_clone().expect("dup"));
+    let len = file.metadata().expect("fstat").len() as usize;
+    let mut header = [0u8; 64];
+    std::os::unix::fs::FileExt::read_exact_at(&file, &mut header, 0).expect("header");
+    let seg = unet::shm::Segment::create("idl-test", len).expect("unet segment");
+    seg.write_bytes(0, &header);
+    let seals = |fd: &OwnedFd| {
+        // SAFETY: F_GET_SEALS on a valid descriptor reads its seals.
+        unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GET_SEALS) }
+    };
+    assert_eq!(seals(seg.fd()), seals(&fd), "a channel's seals are unet's");
+    let (mut c, mut s) = (
+        ClientEnd::from_fd(seg.fd().try_clone().expect("dup")).expect("client end"),
+        ServerEnd::from_fd(seg.fd().try_clone().expect("dup")).expect("server end"),
+    );
+    let t = std::thread::spawn(move || {
+        s.serve_raw(|key, buf, len| {
+            buf[0] ^= key as u8;
+            len
+        })
+    });
+    assert_eq!(c.call_raw(3, &[1, 2]).expect("call"), &[2, 2]);
+    drop(c);
+    within(move || t.join().expect("server").expect("ends cleanly"));
+
+    let src = include_str!("../src/rt/shm.rs");
+    for own in ["memfd_create", "F_ADD_SEALS", "libc::mmap", "libc::munmap"] {
+        assert!(
+            !src.contains(own),
+            "rt/shm.rs calls {own} itself instead of going through unet::shm::Segment"
+        );
+    }
+}
+
+/// This thread's CPU time.
+fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: writes the calling thread's CPU clock into `ts`.
+    let r = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(r, 0, "clock_gettime");
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// The Rust run time's waiting policy: a client whose server takes 20 ms
+/// per call polls at most about `SPIN_TIME` per call before it sleeps,
+/// whatever the channel's spin count allows (here the most, 2^20 polls,
+/// which a fixed-count rule spends in full, about 20 ms of CPU per call).
+/// The C run time's twin is `c_liveness`'s
+/// `a_c_client_stops_polling_a_server_that_does_not_answer_soon`.
+#[test]
+fn a_rust_client_stops_polling_a_server_that_does_not_answer_soon() {
+    const CALLS: u32 = 20;
+    const WORK: Duration = Duration::from_millis(20);
+    let (mut c, mut s) = shm::pair(&Config {
+        spin: 1 << 20,
+        area: 4096,
+        ..Config::default()
+    })
+    .expect("channel");
+    let server = std::thread::spawn(move || {
+        s.serve_raw(|_, _, len| {
+            std::thread::sleep(WORK);
+            len
+        })
+    });
+    let cpu = within(move || {
+        let t = thread_cpu();
+        for _ in 0..CALLS {
+            c.call_raw(2, &[]).expect("call");
+        }
+        thread_cpu() - t
+    });
+    within(move || server.join().expect("server").expect("ends cleanly"));
+    eprintln!(
+        "Rust client: {} us of CPU over {CALLS} calls of {} ms each",
+        cpu.as_micros(),
+        WORK.as_millis()
+    );
+    // Polling the whole wait would be CALLS * WORK = 400 ms of CPU; the
+    // policy's polls are 20 * 10 us. The bound leaves room for the system
+    // calls and a loaded machine's scheduling.
+    assert!(
+        cpu < Duration::from_millis(100),
+        "the Rust client spent {} us of CPU waiting: it polled instead of sleeping",
+        cpu.as_micros()
+    );
 }
 
 // ------------------------------------------------------------ hostile clients

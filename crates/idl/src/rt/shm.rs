@@ -7,7 +7,8 @@
 //! offset      what
 //! 0           header (written once by the creator, copied once by each side)
 //! 4096        state: u32   the futex word: 0 idle, 1 request, 2 reply, 3 closed;
-//!                          bit 31: a waiter sleeps on the futex
+//!                          bit 31: a waiter sleeps on the futex;
+//!                          bit 30 with 2: closed after that reply
 //! 4100        word: u16    request: the key; reply: the status
 //! 4102        len: u16     bytes of the record
 //! 4104        the record: `capacity` bytes (the first 56 in the descriptor line)
@@ -75,8 +76,28 @@ pub const REQUEST: u32 = 1;
 pub const REPLY: u32 = 2;
 /// `state`: a side closed the channel.
 pub const CLOSED: u32 = 3;
+/// `state` bit: a side closed the channel after the server posted a reply
+/// the client may not have taken yet (`REPLY | REPLY_CLOSED`): the client
+/// still takes that reply; every later post or wait finds the channel
+/// closed.
+pub const REPLY_CLOSED: u32 = 1 << 30;
 /// `state` bit: a side sleeps on the futex and must be woken.
 pub const WAITER: u32 = 1 << 31;
+
+/// What a wait for `want` makes of the state word `s`: `Some(true)` the
+/// wanted state, `Some(false)` closed, `None` keep waiting. A reply posted
+/// before the close still counts (`REPLY_CLOSED`).
+#[inline(always)]
+fn settled(s: u32, want: u32) -> Option<bool> {
+    let v = s & !(WAITER | REPLY_CLOSED);
+    if v == want {
+        Some(true)
+    } else if v == CLOSED || s & REPLY_CLOSED != 0 {
+        Some(false)
+    } else {
+        None
+    }
+}
 
 const PAGE: usize = 4096;
 const SPIN_MAX: u32 = 1 << 20;
@@ -380,7 +401,7 @@ impl Map {
         let st = self.state();
         let mut s = st.load(Ordering::Relaxed);
         loop {
-            if s & !WAITER == CLOSED {
+            if s & !WAITER == CLOSED || s & REPLY_CLOSED != 0 {
                 return Err(CallError::Closed);
             }
             match st.compare_exchange_weak(s, to, Ordering::Release, Ordering::Relaxed) {
@@ -409,14 +430,13 @@ impl Map {
             let mut start: Option<Instant> = None;
             let mut n = 0u32;
             loop {
-                let s = st.load(Ordering::Acquire);
-                match s & !WAITER {
-                    x if x == want => {
+                match settled(st.load(Ordering::Acquire), want) {
+                    Some(true) => {
                         self.wait.spun(probing, true);
                         return Ok(());
                     }
-                    CLOSED => return Err(CallError::Closed),
-                    _ => {}
+                    Some(false) => return Err(CallError::Closed),
+                    None => {}
                 }
                 n += 1;
                 if n >= polls {
@@ -439,10 +459,10 @@ impl Map {
         let mut checked = Instant::now();
         loop {
             let s = st.load(Ordering::Acquire);
-            match s & !WAITER {
-                x if x == want => return Ok(()),
-                CLOSED => return Err(CallError::Closed),
-                _ => {}
+            match settled(s, want) {
+                Some(true) => return Ok(()),
+                Some(false) => return Err(CallError::Closed),
+                None => {}
             }
             if s & WAITER == 0
                 && st
@@ -466,22 +486,35 @@ impl Map {
                 if !self.live.peer_alive(&self.seg) {
                     // Re-read: a reply or a close posted just before the
                     // peer died still counts.
-                    let s = st.load(Ordering::Acquire);
-                    return match s & !WAITER {
-                        x if x == want => Ok(()),
-                        CLOSED => Err(CallError::Closed),
-                        _ => Err(CallError::PeerDied),
+                    return match settled(st.load(Ordering::Acquire), want) {
+                        Some(true) => Ok(()),
+                        Some(false) => Err(CallError::Closed),
+                        None => Err(CallError::PeerDied),
                     };
                 }
             }
         }
     }
 
-    /// Marks the channel closed and wakes the peer.
+    /// Marks the channel closed and wakes the peer. A posted reply stays
+    /// for the client to take (`REPLY | REPLY_CLOSED`): a server that
+    /// answers and then goes away must not take its last answer with it.
     fn close(&self) {
-        let old = self.state().swap(CLOSED, Ordering::AcqRel);
-        if old & WAITER != 0 {
-            futex_wake(self.state());
+        let st = self.state();
+        let mut s = st.load(Ordering::Relaxed);
+        loop {
+            let closed = if s & !(WAITER | REPLY_CLOSED) == REPLY {
+                REPLY | REPLY_CLOSED
+            } else {
+                CLOSED
+            };
+            match st.compare_exchange_weak(s, closed, Ordering::AcqRel, Ordering::Relaxed) {
+                Ok(_) => break,
+                Err(now) => s = now,
+            }
+        }
+        if s & WAITER != 0 {
+            futex_wake(st);
         }
     }
 }

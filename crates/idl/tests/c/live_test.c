@@ -8,8 +8,12 @@
  *                              print "child: returned STATUS" and exit
  *   live_test client FD slow N make N calls of key 2, print "child: cpu US"
  *                              (this process's CPU time over them, in µs)
+ *   live_test client FD last   call key 1, print "child: returned STATUS",
+ *                              call again, print "child: again STATUS"
  *   live_test server FD        print "child: serving", serve until the wait
  *                              fails, print "child: ended STATUS" and exit
+ *   live_test server FD once   answer one call (adding its key to the first
+ *                              byte), then close the channel at once
  */
 #include "idl_rt.h"
 
@@ -52,6 +56,32 @@ static int slow(idl_channel *ch, int n)
     printf("child: cpu %lld\n", cpu_us() - t0);
     fflush(stdout);
     return 0;
+}
+
+static int last(idl_channel *ch)
+{
+    idl_client_begin(ch, 0);
+    say("returned", idl_client_call(ch, 1, 0, 0));
+    idl_client_begin(ch, 0);
+    say("again", idl_client_call(ch, 1, 0, 0));
+    return 0;
+}
+
+static int once(idl_channel *ch)
+{
+    uint16_t key;
+    uint32_t len;
+    int st = idl_server_wait(ch, &key, &len);
+    if (st != IDL_OK || len == 0) {
+        say("ended", st);
+        return 1;
+    }
+    unsigned char *msg = (unsigned char *)ch->base + IDL_MSG;
+    msg[0] = (unsigned char)(msg[0] + key);
+    st = idl_server_reply(ch, IDL_OK, len);
+    if (st != IDL_OK)
+        say("ended", st);
+    return st != IDL_OK; /* main closes the channel now */
 }
 
 static int client(idl_channel *ch, int hold)
@@ -101,7 +131,7 @@ int main(int argc, char **argv)
 {
     idl_channel ch;
     if (argc < 3) {
-        fprintf(stderr, "usage: live_test client FD idle|hold|slow N | server FD\n");
+        fprintf(stderr, "usage: live_test client FD idle|hold|last|slow N | server FD [once]\n");
         return 2;
     }
     int st = idl_channel_map(&ch, atoi(argv[2]));
@@ -112,6 +142,10 @@ int main(int argc, char **argv)
     int rc;
     if (strcmp(argv[1], "client") == 0 && argc >= 5 && strcmp(argv[3], "slow") == 0)
         rc = slow(&ch, atoi(argv[4]));
+    else if (strcmp(argv[1], "client") == 0 && argc >= 4 && strcmp(argv[3], "last") == 0)
+        rc = last(&ch);
+    else if (strcmp(argv[1], "server") == 0 && argc >= 4 && strcmp(argv[3], "once") == 0)
+        rc = once(&ch);
     else if (strcmp(argv[1], "client") == 0)
         rc = client(&ch, argc >= 4 && strcmp(argv[3], "hold") == 0);
     else if (strcmp(argv[1], "server") == 0)
