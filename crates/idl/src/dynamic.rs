@@ -1064,7 +1064,7 @@ impl DynServer<'_> {
         }
         let buf = t.buf().as_ptr();
         let (area, alen) = t.area();
-        let scratch = t.scratch().as_ptr();
+        let mut ctx = native::DispatchCtx::new(t.scratch().as_ptr());
         let alen = alen.min(u32::MAX as usize) as u64;
         // SAFETY: the transport's contract (`ServerTransport`): the buffer
         // holds `cap` bytes (at least the operation's record, checked
@@ -1078,7 +1078,7 @@ impl DynServer<'_> {
                 len.min(cap) as u64,
                 area.as_ptr(),
                 alen,
-                scratch,
+                &mut ctx,
             )
         }?;
         if r as u16 == Status::Ok as u16 {

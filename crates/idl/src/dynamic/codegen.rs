@@ -51,9 +51,20 @@ pub const ERR_REPLY_BOOL: i64 = -4;
 /// stores; larger ones by a call to [`copy_bytes`](super::native::copy_bytes).
 pub const INLINE_COPY: u32 = 256;
 
-/// Register arguments a handler call can take besides the context (the
-/// registers left once the record and string-area pointers are kept).
+/// Register arguments a handler call gets besides the context (the
+/// registers left once the record and string-area pointers are kept);
+/// arguments past them are passed through the private spill area
+/// ([`SPILL_SLOTS`]) as the C convention's further arguments.
 pub const MAX_HANDLER_REGS: usize = 9;
+
+/// Arguments a handler call can take besides the context: vcode's limit
+/// on a call's arguments ([`vcode::MAX_PARAMS`]) less the context.
+pub const MAX_HANDLER_ARGS: usize = vcode::MAX_PARAMS - 1;
+
+/// 64-bit words of the spill area that follows the scratch pointer in the
+/// dispatch's private context ([`DispatchCtx`](super::native::DispatchCtx)):
+/// one per handler argument past the registers.
+pub const SPILL_SLOTS: usize = MAX_HANDLER_ARGS;
 
 /// A handler as the generated dispatch calls it: a C function and the
 /// context pointer passed as its first argument.
@@ -71,14 +82,15 @@ pub enum GenError {
     /// vcode refused the code.
     #[error(transparent)]
     Vcode(#[from] vcode::Error),
-    /// An operation whose handler call needs more registers than there are.
+    /// An operation whose handler call needs more arguments than a call
+    /// can pass.
     #[error(
-        "operation `{op}`: its handler takes {needed} register arguments; the dynamic dispatch passes at most {MAX_HANDLER_REGS}"
+        "operation `{op}`: its handler takes {needed} arguments besides the context; a call passes at most {MAX_HANDLER_ARGS}"
     )]
     TooManyArgs {
         /// The operation.
         op: String,
-        /// Register arguments it needs.
+        /// Arguments it needs besides the context.
         needed: usize,
     },
 }
@@ -444,6 +456,8 @@ struct InRegion<'a> {
     v: &'a ValuePlan,
     off: Local<UL>,
     cnt: Local<UL>,
+    /// A string's private copy's address (set when it is copied).
+    ptr: Local<UL>,
 }
 
 /// The dispatch function's registers.
@@ -453,9 +467,10 @@ struct Regs {
     alen: Reg<UL>,
     rec: Reg<P>,
     area: Reg<P>,
-    /// Where the server's private copy of the in strings goes (a local:
-    /// it is needed only for strings).
-    scratch: Local<P>,
+    /// The dispatch's private context ([`DispatchCtx`](super::native::DispatchCtx):
+    /// the scratch pointer, then the spill area), kept in a local: it is
+    /// needed only for strings and spilled arguments.
+    ctx: Local<P>,
     /// Every other integer register: scratch, then handler arguments.
     pool: Vec<Reg<UL>>,
 }
@@ -487,10 +502,10 @@ pub fn dispatch<B: Backend>(
         a.get::<P>(3)?,
         a.get::<UL>(4)?,
     );
-    let scratch0 = a.get::<P>(5)?;
-    let scratch = f.local::<P>();
-    f.st_local(scratch0, scratch);
-    f.putreg(scratch0);
+    let ctx0 = a.get::<P>(5)?;
+    let ctx = f.local::<P>();
+    f.st_local(ctx0, ctx);
+    f.putreg(ctx0);
     let rec = keep(f, rec0)?;
     let area = keep(f, area0)?;
     // Scratch and argument registers: as many as the largest handler
@@ -500,7 +515,7 @@ pub fn dispatch<B: Backend>(
         .iter()
         .zip(handlers)
         .filter(|(_, h)| h.is_some())
-        .map(|(p, _)| handler_regs(p))
+        .map(|(p, _)| handler_regs(p).min(MAX_HANDLER_REGS))
         .max()
         .unwrap_or(0)
         .saturating_sub(3)
@@ -524,7 +539,7 @@ pub fn dispatch<B: Backend>(
         alen,
         rec,
         area,
-        scratch,
+        ctx,
         pool,
     };
     let x = Exits {
@@ -559,6 +574,83 @@ pub fn dispatch<B: Backend>(
         f.ret(t);
     }
     Ok(f.end()?)
+}
+
+/// Where one handler argument comes from.
+enum ArgSrc {
+    /// An in scalar, loaded from its field (a `boolean` normalised).
+    Prim(Prim, i32),
+    /// The address of a record field (inout and out values, and an out
+    /// string's count word).
+    RecAddr(i32),
+    /// An in or inout string's or sequence's elements: a string in the
+    /// private scratch copy, a sequence in the area, at the checked offset.
+    InPtr { off: Local<UL>, string: bool },
+    /// A checked count or capacity kept in the server's stack.
+    Local(Local<UL>),
+    /// An out string's or sequence's room in the area.
+    AreaPtr(Local<UL>),
+}
+
+/// The handler's arguments besides the context, in order, with their C
+/// types (see the module documentation and docs/idl.md).
+fn handler_args(p: &OpPlan, ins: &[InRegion<'_>], regions: &[OutRegion<'_>]) -> Vec<(Ty, ArgSrc)> {
+    let mut out = Vec::new();
+    for v in &p.values {
+        let foff = v.offset as i32;
+        match (v.dir, v.kind) {
+            (_, Kind::Prim(_)) if v.param.is_none() => {}
+            (Dir::In, Kind::Prim(pr)) => out.push((arg_ty(pr), ArgSrc::Prim(pr, foff))),
+            (_, Kind::Prim(_) | Kind::Agg { .. }) => out.push((Ty::P, ArgSrc::RecAddr(foff))),
+            (Dir::In | Dir::InOut, Kind::Ind { string, .. }) => {
+                if let Some(s) = ins.iter().find(|s| std::ptr::eq(s.v, v)) {
+                    let off = if string { s.ptr } else { s.off };
+                    out.push((Ty::P, ArgSrc::InPtr { off, string }));
+                    out.push((Ty::UL, ArgSrc::Local(s.cnt)));
+                }
+            }
+            (Dir::Out, Kind::Ind { .. }) => {
+                if let Some(o) = regions.iter().find(|o| std::ptr::eq(o.v, v)) {
+                    out.push((Ty::P, ArgSrc::AreaPtr(o.off)));
+                    out.push((Ty::P, ArgSrc::RecAddr(foff + 4)));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Computes the argument `src` into `a`.
+fn arg_value<B: Backend>(f: &mut Func<B>, r: &Regs, src: &ArgSrc, a: Reg<UL>) {
+    match *src {
+        ArgSrc::Prim(pr, foff) => match pr {
+            Prim::I32 => {
+                f.ld(i32v(a), r.rec, foff);
+                f.cv::<I, L>(a.cast(), i32v(a));
+            }
+            Prim::U32 => f.ldu(a, r.rec, foff),
+            Prim::Bool => {
+                // Checked before; taken again from the record, so
+                // anything but 0 or 1 now is a client racing its own
+                // request: keep the handler's bool valid.
+                f.lduc(a, r.rec, foff);
+                f.and(a, a, 1);
+            }
+            _ => load_prim(f, pr, a, r.rec, foff),
+        },
+        ArgSrc::RecAddr(foff) => f.add(pv(a), r.rec, i64::from(foff)),
+        ArgSrc::InPtr { off, string: false } => {
+            f.ld_local(a, off);
+            f.add(pv(a), r.area, pv(a));
+        }
+        // The private copy's address, kept when the string was copied.
+        ArgSrc::InPtr { off, string: true } => f.ld_local(a, off),
+        ArgSrc::Local(l) => f.ld_local(a, l),
+        ArgSrc::AreaPtr(off) => {
+            f.ld_local(a, off);
+            f.add(pv(a), r.area, pv(a));
+        }
+    }
 }
 
 /// Register arguments of `p`'s handler call besides the context.
@@ -615,10 +707,10 @@ fn op_body<B: Backend>(
         if let Some(max) = v.count_max {
             f.bgt(t2, i64::from(max), x.bad_value);
         }
-        let (off, cnt) = (f.local::<UL>(), f.local::<UL>());
+        let (off, cnt, ptr) = (f.local::<UL>(), f.local::<UL>(), f.local::<UL>());
         f.st_local(t, off);
         f.st_local(t2, cnt);
-        ins.push(InRegion { v, off, cnt });
+        ins.push(InRegion { v, off, cnt, ptr });
     }
     for v in p.in_record_order().filter(|v| v.dir != Dir::Out) {
         if v.kind == Kind::Prim(Prim::Bool) {
@@ -681,8 +773,10 @@ fn op_body<B: Backend>(
         if let Kind::Ind { string: true, .. } = s.v.kind {
             let (dst, src, ok) = (pv(t), pv(t3), u32v(prev));
             f.ld_local(t2, s.off);
-            f.ld_local(dst, r.scratch);
+            f.ld_local(dst, r.ctx);
+            f.ld(dst, dst, 0);
             f.add(dst, dst, pv(t2));
+            f.st_local(t, s.ptr);
             f.add(src, r.area, pv(t2));
             f.ld_local(t2, s.cnt);
             let copy = Callee::Native(super::native::str_in as *const () as usize);
@@ -727,83 +821,59 @@ fn op_body<B: Backend>(
     }
     // The handler's arguments: the context, then each value in
     // declaration order, then a non-scalar return value's place.
+    let srcs = handler_args(p, &ins, &regions);
+    if srcs.len() > MAX_HANDLER_ARGS {
+        return Err(GenError::TooManyArgs {
+            op: p.op.name.clone(),
+            needed: srcs.len(),
+        });
+    }
     // Caller-saved registers first: a callee-saved one costs a save.
     let saved = |x: &Reg<UL>| vcode::host::CALLEE_SAVED_GPR & (1 << x.num()) != 0;
-    let avail: Vec<Reg<UL>> = r
+    let mut avail: Vec<Reg<UL>> = r
         .pool
         .iter()
         .copied()
         .filter(|x| !saved(x))
         .chain([r.key, r.len, r.alen])
         .chain(r.pool.iter().copied().filter(saved))
+        .take(MAX_HANDLER_REGS)
         .collect();
-    let needed = handler_regs(p);
-    if needed > avail.len().min(MAX_HANDLER_REGS) {
-        return Err(GenError::TooManyArgs {
-            op: p.op.name.clone(),
-            needed,
-        });
-    }
+    // Past the registers, the arguments go through the private spill area
+    // (computed and stored first, while every register is free), passed
+    // from memory: one register holds the area's address at the call.
+    let spill_base = if srcs.len() > avail.len() {
+        avail.pop().map(pv)
+    } else {
+        None
+    };
+    let in_regs = if spill_base.is_some() {
+        avail.len()
+    } else {
+        srcs.len()
+    };
     let mut args = vec![Arg::Imm(Ty::P, h.ctx as i64)];
-    let mut next = avail.into_iter();
-    let mut take = || next.next().unwrap_or(r.pool[0]);
-    for v in &p.values {
-        let foff = v.offset as i32;
-        match (v.dir, v.kind) {
-            (_, Kind::Prim(_)) if v.param.is_none() => {}
-            (Dir::In, Kind::Prim(pr)) => {
-                let a = take();
-                match pr {
-                    Prim::I32 => f.ld(i32v(a), r.rec, foff),
-                    Prim::U32 => f.ld(u32v(a), r.rec, foff),
-                    Prim::Bool => {
-                        // Checked above; taken again from the record, so
-                        // anything but 0 or 1 now is a client racing its
-                        // own request: keep the handler's bool valid.
-                        f.lduc(a, r.rec, foff);
-                        f.and(a, a, 1);
-                    }
-                    _ => load_prim(f, pr, a, r.rec, foff),
-                }
-                args.push(Arg::Reg(AnyReg {
-                    ty: arg_ty(pr),
-                    n: a.num(),
-                }));
-            }
-            (_, Kind::Prim(_) | Kind::Agg { .. }) => {
-                let a = pv(take());
-                f.add(a, r.rec, i64::from(foff));
-                args.push(a.into());
-            }
-            (Dir::In | Dir::InOut, Kind::Ind { string, .. }) => {
-                let Some(s) = ins.iter().find(|s| std::ptr::eq(s.v, v)) else {
-                    continue;
-                };
-                let (a, n) = (take(), take());
-                f.ld_local(a, s.off);
-                if string {
-                    f.ld_local(pv(n), r.scratch);
-                    f.add(pv(a), pv(n), pv(a));
-                } else {
-                    f.add(pv(a), r.area, pv(a));
-                }
-                f.ld_local(n, s.cnt);
-                args.push(pv(a).into());
-                args.push(n.into());
-            }
-            (Dir::Out, Kind::Ind { .. }) => {
-                let Some(o) = regions.iter().find(|o| std::ptr::eq(o.v, v)) else {
-                    continue;
-                };
-                let (a, lp) = (take(), take());
-                f.ld_local(a, o.off);
-                f.add(pv(a), r.area, pv(a));
-                f.add(pv(lp), r.rec, i64::from(foff + 4));
-                args.push(pv(a).into());
-                args.push(pv(lp).into());
-            }
+    if let Some(sb) = spill_base {
+        let v = avail.first().copied().unwrap_or(t);
+        f.ld_local(sb, r.ctx);
+        for (k, (ty, src)) in srcs.iter().enumerate().skip(in_regs) {
+            arg_value(f, r, src, v);
+            let off = (8 + 8 * (k - in_regs)) as i32;
+            f.st(v, sb, off);
+            args.push(Arg::Mem {
+                ty: *ty,
+                base: sb.num(),
+                off,
+            });
         }
     }
+    let mut reg_args = Vec::new();
+    for ((ty, src), a) in srcs.iter().zip(avail.iter().copied()).take(in_regs) {
+        arg_value(f, r, src, a);
+        reg_args.push(Arg::Reg(AnyReg { ty: *ty, n: a.num() }));
+    }
+    // Register arguments first, in order, then the spilled ones.
+    args.splice(1..1, reg_args);
     let callee = Callee::Native(h.addr);
     match p.ret() {
         Some(ValuePlan {
@@ -827,8 +897,7 @@ fn op_body<B: Backend>(
         if let (Dir::InOut, Kind::Ind { string: true, .. }) = (s.v.dir, s.v.kind) {
             let (dst, src) = (pv(t), pv(t3));
             f.ld_local(t2, s.off);
-            f.ld_local(src, r.scratch);
-            f.add(src, src, pv(t2));
+            f.ld_local(src.cast::<UL>(), s.ptr);
             f.add(dst, r.area, pv(t2));
             f.ld_local(t2, s.cnt);
             let copy = Callee::Native(super::native::copy_bytes as *const () as usize);

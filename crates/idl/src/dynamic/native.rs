@@ -129,10 +129,34 @@ pub(crate) unsafe extern "C" fn zero_bytes(dst: *mut u8, n: u64) {
     unsafe { std::ptr::write_bytes(dst, 0, n as usize) }
 }
 
+/// The dispatch's private context, in the server's own memory (never the
+/// shared segment: a spilled pointer there could be rewritten by the client
+/// between its store and the handler call): the scratch memory for in
+/// strings, then room for the handler arguments past the registers.
+#[repr(C)]
+pub(crate) struct DispatchCtx {
+    /// The server's private scratch memory, as long as the string area.
+    pub scratch: *mut u8,
+    /// Spilled handler arguments (written by the generated code before
+    /// they are read; never read by Rust).
+    pub spill: [std::mem::MaybeUninit<u64>; super::codegen::SPILL_SLOTS],
+}
+
+impl DispatchCtx {
+    /// A context for one dispatch with `scratch` as its scratch memory.
+    #[inline(always)]
+    pub(crate) fn new(scratch: *mut u8) -> DispatchCtx {
+        DispatchCtx {
+            scratch,
+            spill: [std::mem::MaybeUninit::uninit(); super::codegen::SPILL_SLOTS],
+        }
+    }
+}
+
 /// `marshal` and `unmarshal` as native function pointers.
 pub(crate) type StubFn = unsafe extern "C" fn(*mut u64, *mut u8, *mut ClientCtx<'static>) -> i64;
 /// `dispatch` as a native function pointer.
-type DispatchFn = unsafe extern "C" fn(u64, *mut u8, u64, *mut u8, u64, *mut u8) -> u64;
+type DispatchFn = unsafe extern "C" fn(u64, *mut u8, u64, *mut u8, u64, *mut DispatchCtx) -> u64;
 
 /// A generated `marshal` or `unmarshal` function: native code and its
 /// entry point, or the reference backend's recording.
@@ -285,7 +309,8 @@ impl Dispatch {
     ///
     /// # Safety
     /// `rec` is valid for the largest record of the interface, `area` for
-    /// `alen` bytes, `scratch` (private) for `alen` bytes, and the
+    /// `alen` bytes, `ctx` is private and its scratch valid for `alen`
+    /// bytes, and the
     /// registered handlers are sound for the arguments the generated code
     /// passes them (docs/idl.md).
     #[inline(always)]
@@ -296,14 +321,14 @@ impl Dispatch {
         len: u64,
         area: *mut u8,
         alen: u64,
-        scratch: *mut u8,
+        ctx: *mut DispatchCtx,
     ) -> Result<u64, InvokeError> {
         match self.f {
             // SAFETY: the function's contract; the generated code checks
             // every descriptor before it uses it.
-            Some(f) => Ok(unsafe { f(key, rec, len, area, alen, scratch) }),
+            Some(f) => Ok(unsafe { f(key, rec, len, area, alen, ctx) }),
             // SAFETY: as above.
-            None => unsafe { self.run_reference(key, rec, len, area, alen, scratch) },
+            None => unsafe { self.run_reference(key, rec, len, area, alen, ctx) },
         }
     }
 
@@ -319,7 +344,7 @@ impl Dispatch {
         len: u64,
         area: *mut u8,
         alen: u64,
-        scratch: *mut u8,
+        ctx: *mut DispatchCtx,
     ) -> Result<u64, InvokeError> {
         let Code::Reference(c) = &self.code else {
             return Err(InvokeError::Arity {
@@ -333,7 +358,7 @@ impl Dispatch {
             V::UL(len),
             V::P(area as usize),
             V::UL(alen),
-            V::P(scratch as usize),
+            V::P(ctx as usize),
         ];
         // SAFETY: as for `run`.
         match unsafe { c.invoke(&args) }? {
