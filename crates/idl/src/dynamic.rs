@@ -160,6 +160,9 @@ pub struct Interface {
     /// Per operation, what [`DynClient::call_slots`] needs, in one place
     /// (native engine only; empty on the reference backend).
     fast: Vec<FastOp>,
+    /// Per operation, the generated whole call over an `rt::shm` channel
+    /// (`codegen::shm_call`; native x86-64 only, else empty).
+    shm: Vec<native::ShmStub>,
 }
 
 /// An operation's native client entry points and the facts about it
@@ -182,6 +185,8 @@ struct FastOp {
     /// transport's thunks, which need the context; without, it is given
     /// none.
     strings: bool,
+    /// The whole call over an `rt::shm` channel (`None` off x86-64).
+    shm: Option<native::ShmFn>,
 }
 
 impl std::fmt::Debug for Interface {
@@ -265,10 +270,26 @@ impl Interface {
                 out
             }
         };
+        let shm = match engine {
+            Engine::Native if crate::rt::shm::ClientEnd::gen_supported() => {
+                let mut f = Func::new();
+                let mut out = Vec::new();
+                for p in &plans {
+                    out.push(
+                        codegen::shm_call(&mut f, p, &limits)
+                            .and_then(native::ShmStub::new)
+                            .map_err(cg(p))?,
+                    );
+                }
+                out
+            }
+            _ => Vec::new(),
+        };
         let fast = plans
             .iter()
             .zip(&stubs)
-            .map_while(|(p, (m, u))| {
+            .enumerate()
+            .map_while(|(k, (p, (m, u)))| {
                 Some(FastOp {
                     marshal: m.native_fn()?,
                     unmarshal: u.native_fn()?,
@@ -277,6 +298,7 @@ impl Interface {
                     key: p.op.key,
                     in_strings: p.op.layout.in_strings > 0,
                     strings: p.values.iter().any(|v| matches!(v.kind, Kind::Ind { .. })),
+                    shm: shm.get(k).map(native::ShmStub::entry),
                 })
             })
             .collect::<Vec<_>>();
@@ -293,6 +315,7 @@ impl Interface {
             plans,
             stubs,
             fast,
+            shm,
         })
     }
 
@@ -343,6 +366,13 @@ impl Interface {
     /// disassembled (or listed, on the reference backend).
     pub fn listing(&self, op: usize) -> Option<(String, String)> {
         self.stubs.get(op).map(|(m, u)| (m.listing(), u.listing()))
+    }
+
+    /// The generated whole call of operation `op` over an `rt::shm`
+    /// channel (`shm_call`), disassembled; `None` off x86-64 or on the
+    /// reference backend.
+    pub fn shm_listing(&self, op: usize) -> Option<String> {
+        self.shm.get(op).map(native::ShmStub::listing)
     }
 
     /// Runs operation `op`'s generated `marshal` on raw slots: the
@@ -610,6 +640,23 @@ impl DynClient<'_> {
         if plan.aggregates {
             self.fill_aggregates(plan, args);
         }
+        if let (Some(sc), Some(end)) = (iface.shm.get(op), t.as_shm()) {
+            // SAFETY: the slots were just built from `args` and the
+            // scratch, which outlive the call; the record fits the
+            // channel's buffer (checked above).
+            let r = unsafe { (sc.entry())(self.slots.as_mut_ptr(), end.gen_view()) };
+            if r != 0 {
+                return Err(shm_error(
+                    plan,
+                    end,
+                    r,
+                    &self.slots,
+                    iface.limits.max_string_bytes,
+                ));
+            }
+            // The strings' bytes stay valid while `t` is not used again.
+            return self.results(plan, args);
+        }
         if lay.in_strings > 0 {
             t.begin();
         }
@@ -656,6 +703,14 @@ impl DynClient<'_> {
         // Results: the slots now name the reply's values; the bytes of
         // strings and sequences stay valid while `ctx` borrows the
         // transport.
+        let ret = self.results(plan, args);
+        drop(ctx);
+        ret
+    }
+
+    /// The out and inout values and the return value the slots name after
+    /// a call, written back into `args`.
+    fn results(&self, plan: &OpPlan, args: &mut [Value]) -> Result<Value, CallError> {
         for (v, a) in plan.params().iter().zip(args.iter_mut()) {
             match (v.dir, v.kind) {
                 (Dir::In, _) => {}
@@ -666,12 +721,10 @@ impl DynClient<'_> {
                 }
             }
         }
-        let ret = match plan.ret() {
+        Ok(match plan.ret() {
             Some(v) => self.read_back(v, Value::Void)?,
             None => Value::Void,
-        };
-        drop(ctx);
-        Ok(ret)
+        })
     }
     /// Calls operation `op` with its values already in slot form (the
     /// slot-level API of a host whose values are slots: an FFI array, a
@@ -704,6 +757,11 @@ impl DynClient<'_> {
                 return unsafe { self.call_slots_general(t, op, slots) };
             }
         };
+        if let (Some(sc), Some(end)) = (fo.shm, t.as_shm()) {
+            // SAFETY: the caller's contract; the record fits the channel's
+            // buffer (checked above).
+            return unsafe { self.call_shm(end, fo.key, sc, slots) };
+        }
         if fo.strings {
             // SAFETY: the caller's contract.
             return unsafe { self.call_slots_strings(t, fo, slots) };
@@ -776,6 +834,47 @@ impl DynClient<'_> {
         // As after `marshal`: `err` is `None`.
         std::mem::forget(ctx);
         Ok(())
+    }
+
+    /// The whole call of operation `key` in its generated code over a
+    /// shared-memory channel's client end.
+    ///
+    /// # Safety
+    /// As [`DynClient::call_slots`]; `sc` is the operation's `shm_call`,
+    /// and its record fits the end's buffer.
+    #[inline(always)]
+    unsafe fn call_shm(
+        &self,
+        end: &mut crate::rt::shm::ClientEnd,
+        key: u16,
+        sc: native::ShmFn,
+        slots: &mut [u64],
+    ) -> Result<(), CallError> {
+        // SAFETY: the function's contract: the slots hold the operation's
+        // values; the generated code touches the slots, the channel's
+        // mapping through the end's `GenClient` (offsets checked against
+        // the header copy's limits), and the end itself only through the
+        // out-of-line wait, which it borrows for the call.
+        let r = unsafe { sc(slots.as_mut_ptr(), end.gen_view()) };
+        if r == 0 {
+            return Ok(());
+        }
+        Err(self.shm_refused(end, key, r, slots))
+    }
+
+    /// Why `shm_call` returned `r`.
+    #[cold]
+    fn shm_refused(
+        &self,
+        end: &mut crate::rt::shm::ClientEnd,
+        key: u16,
+        r: i64,
+        slots: &[u64],
+    ) -> CallError {
+        let Some(plan) = self.iface.plans.get(usize::from(key)) else {
+            return self.iface.no_such_op(usize::from(key));
+        };
+        shm_error(plan, end, r, slots, self.iface.limits.max_string_bytes)
     }
 
     /// Why `marshal` refused with `r`: the transport's error, or
@@ -943,6 +1042,76 @@ impl DynClient<'_> {
             }
         })
     }
+}
+
+/// The error of `shm_call`'s code `r` for `plan` over `end`.
+#[cold]
+fn shm_error(
+    plan: &OpPlan,
+    end: &mut crate::rt::shm::ClientEnd,
+    r: i64,
+    slots: &[u64],
+    max_string_bytes: u32,
+) -> CallError {
+    use codegen::*;
+    match r {
+        ERR_LONG | ERR_COUNT => marshal_refused(plan, slots, r, max_string_bytes).into(),
+        ERR_CHANNEL_PUT => put_refusal(plan, slots, end).into(),
+        ERR_CLOSED => RtError::Closed.into(),
+        ERR_WAIT => end
+            .take_gen_error()
+            .unwrap_or(RtError::Malformed("the wait failed without an error"))
+            .into(),
+        ERR_REPLY_LONG => {
+            RtError::Malformed("the reply is longer than the message buffer").into()
+        }
+        ERR_REPLY_STRING => {
+            RtError::Malformed("a reply's descriptor lies outside the string area").into()
+        }
+        ERR_REPLY_BOOL => RtError::Malformed("a boolean other than 0 or 1").into(),
+        r if r <= ERR_STATUS && r > ERR_STATUS - 0x1_0000 => {
+            match crate::rt::Status::from_wire((ERR_STATUS - r) as u16) {
+                Some(s) if s != crate::rt::Status::Ok => RtError::Status(s).into(),
+                _ => RtError::Malformed("unknown status word").into(),
+            }
+        }
+        _ => RtError::Malformed("an unknown code from the generated call").into(),
+    }
+}
+
+/// Which of `ClientEnd::put`'s checks refused one of the call's strings,
+/// replayed in its order: the per-string limit, strings per message, room
+/// in the area.
+#[cold]
+fn put_refusal(plan: &OpPlan, slots: &[u64], end: &crate::rt::shm::ClientEnd) -> RtError {
+    let lim = end.limits();
+    let size = end.area_len();
+    let (mut used, mut count) = (0usize, 0u32);
+    for v in plan.in_record_order().filter(|v| v.dir != Dir::Out) {
+        let Kind::Ind { esize, ealign, .. } = v.kind else {
+            continue;
+        };
+        let n = slots.get(v.slot as usize + 1).copied().unwrap_or(0) as usize;
+        let len = n.saturating_mul(esize.max(1) as usize);
+        if len > lim.max_string_bytes as usize {
+            return RtError::StringTooLong {
+                len,
+                max: lim.max_string_bytes,
+            };
+        }
+        if count >= lim.max_strings {
+            return RtError::TooManyStrings {
+                max: lim.max_strings,
+            };
+        }
+        let at = used.next_multiple_of(ealign.max(1) as usize);
+        if at > size || len > size - at {
+            return RtError::AreaFull { len, at, size };
+        }
+        used = at + len;
+        count += 1;
+    }
+    RtError::Malformed("a string the channel refused")
 }
 
 /// A reply `unmarshal` refused: the transport's error, or a bad
@@ -1137,5 +1306,108 @@ impl DynServer<'_> {
                 Err(e) => return Err(e.into()),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rt::shm;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    /// A raw server on its own thread: answers every request after
+    /// `delay` (read before each reply); ends when the channel closes.
+    fn raw_server(
+        mut s: shm::ServerEnd,
+        delay_us: &'static AtomicU32,
+    ) -> std::thread::JoinHandle<()> {
+        std::thread::spawn(move || {
+            while let Ok((_, len)) = s.wait() {
+                let d = delay_us.load(Ordering::Relaxed);
+                if d > 0 {
+                    std::thread::sleep(std::time::Duration::from_micros(u64::from(d)));
+                }
+                if s.reply(crate::rt::Status::Ok, len, 0..0).is_err() {
+                    return;
+                }
+            }
+        })
+    }
+
+    #[test]
+    fn the_generated_call_follows_the_waiting_rule() {
+        let iface = Interface::load("interface w { long f(in long x); };", "w").expect("load");
+        assert!(iface.fast[0].shm.is_some(), "the generated call");
+        let listing = iface.shm_listing(0).expect("listing");
+        assert!(listing.contains("xchg"), "the post is an atomic exchange");
+        static DELAY: AtomicU32 = AtomicU32::new(0);
+        let (mut c, s) = shm::pair(&shm::Config::default()).expect("pair");
+        let server = raw_server(s, &DELAY);
+        let mut client = iface.client();
+        let mut slots = [5u64, 0];
+        // SAFETY: one long in, the return value's slot; no pointer.
+        let call = |client: &mut DynClient<'_>, c: &mut shm::ClientEnd, slots: &mut [u64; 2]| unsafe {
+            client.call_slots(c, 0, slots).expect("call")
+        };
+        // The generated code polls inline exactly when the rule's state
+        // says a poll answered at once changes nothing: no wake-up
+        // recorded, no poll run out since the last answered one. (What
+        // the state is after a quick call depends on the scheduler; that
+        // the flag follows it does not.)
+        let follows = |c: &shm::ClientEnd| {
+            let (woke, misses, quiet) = c.waiting_state();
+            assert_eq!(quiet == 1, !woke && misses == 0, "{woke} {misses} {quiet}");
+        };
+        for _ in 0..50 {
+            call(&mut client, &mut c, &mut slots);
+            follows(&c);
+        }
+        // A slow server (far over the polling time): every wait ends with
+        // its polling run out or with the server woken, so the next call
+        // waits out of line, where the rule is followed.
+        DELAY.store(2000, Ordering::Relaxed);
+        for _ in 0..3 {
+            call(&mut client, &mut c, &mut slots);
+            follows(&c);
+            assert_eq!(c.waiting_state().2, 0);
+        }
+        DELAY.store(0, Ordering::Relaxed);
+        for _ in 0..100 {
+            call(&mut client, &mut c, &mut slots);
+            follows(&c);
+        }
+        drop(c);
+        server.join().expect("server");
+    }
+
+    #[test]
+    fn the_generated_call_wakes_a_sleeping_server() {
+        let iface = Interface::load("interface w { void f(); };", "w").expect("load");
+        static DELAY: AtomicU32 = AtomicU32::new(0);
+        let (mut c, mut s) = shm::pair(&shm::Config::default()).expect("pair");
+        // A server that never polls: it sleeps on the futex at once.
+        s.set_spin(0);
+        let server = raw_server(s, &DELAY);
+        let mut client = iface.client();
+        let mut woken = 0;
+        for _ in 0..20 {
+            // Give the server time to fall asleep before the post (on a
+            // loaded machine it may not have: then it is not woken).
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            // SAFETY: no values.
+            unsafe { client.call_slots(&mut c, 0, &mut []) }.expect("call");
+            // A post that found it asleep woke it (else the call would
+            // not have returned: the server sleeps without a timeout
+            // until the client's liveness check) and the rule recorded
+            // it: the next wait is out of line.
+            let (woke, _, quiet) = c.waiting_state();
+            if woke {
+                woken += 1;
+                assert_eq!(quiet, 0);
+            }
+        }
+        assert!(woken > 0, "the server was never found asleep");
+        drop(c);
+        server.join().expect("server");
     }
 }

@@ -1179,3 +1179,71 @@ fn c_and_rust_servers_refuse_alike() {
         .expect("the Rust server loop");
     check_output("the C server", &child.wait_with_output().expect("wait"));
 }
+
+#[test]
+fn dynamic_client_c_server_pfs() {
+    // The dynamic stubs (loaded from the same IDL text at run time) make
+    // each call in their generated code, transport included, against the
+    // C server: the same shared-memory protocol, the same answers as the
+    // local model.
+    if !have_gcc("dynamic_client_c_server_pfs") {
+        return;
+    }
+    use idl::dynamic::{Interface, Seq, Value};
+    let dir = TempDir::new("pfs-d2c");
+    let exe = build(&dir, "pfs", PFS_IDL, "pfs_test.c");
+    let iface = Interface::load(PFS_IDL, "pfs").expect("the dynamic stubs load");
+    let op = |name: &str| iface.op_index(name).expect("a pfs operation");
+    let (open, write, dir_op) = (op("pfs_open"), op("pfs_write"), op("pfs_get_direntries"));
+    if cfg!(target_arch = "x86_64") {
+        assert!(iface.shm_listing(write).is_some(), "the generated call");
+    }
+    rust_client_against(&exe, |c| {
+        let mut dynamic = iface.client();
+        let mut local = Pfs::new();
+        let mut rng = Rng(0x0dd_ba11_cafe_f00d);
+        for k in 0..100 {
+            let (client, fobj) = (rng.next() as i32, rng.next() as i32);
+            let (flags, mode) = (rng.below(8) as i32 - 1, rng.below(512) as i32);
+            let mut h_l = 0;
+            let mut a = [
+                Value::I32(client),
+                Value::I32(fobj),
+                Value::I32(flags),
+                Value::I32(mode),
+                Value::Void,
+            ];
+            let r = dynamic.call(c, open, &mut a).expect("pfs_open");
+            let want = Pfs::open(client, fobj, flags, mode, &mut h_l);
+            assert!(r == Value::I32(want) && a[4] == Value::I32(h_l), "call {k}");
+
+            let n = if k % 5 == 4 { 4096 } else { rng.below(300) as usize };
+            let words: Vec<i32> = (0..n).map(|_| rng.next() as i32).collect();
+            let mut pos_l = rng.below(FILE_WORDS as u64) as i32;
+            let len = n as i32 * 4;
+            let mut a = [
+                Value::I32(h_l),
+                Value::I32(pos_l),
+                Value::I32(len),
+                Value::Seq(Seq::I32(words.clone())),
+            ];
+            let r = dynamic.call(c, write, &mut a).expect("pfs_write");
+            let want = local.write(h_l, &mut pos_l, len, &words);
+            assert!(r == Value::I32(want) && a[1] == Value::I32(pos_l), "call {k}");
+
+            let count = rng.below(2000) as i32;
+            let mut pos_l = rng.below(FILE_WORDS as u64) as i32;
+            let mut a = [
+                Value::I32(h_l),
+                Value::I32(pos_l),
+                Value::I32(count),
+                Value::Void,
+            ];
+            let r = dynamic.call(c, dir_op, &mut a).expect("pfs_get_direntries");
+            let mut want = Vec::new();
+            let r_l = local.read(h_l, &mut pos_l, count, usize::MAX, |w| want.push(w));
+            assert!(r == Value::I32(r_l) && a[1] == Value::I32(pos_l), "call {k}");
+            assert!(a[3] == Value::Seq(Seq::I32(want)), "call {k}: the entries");
+        }
+    });
+}

@@ -916,3 +916,291 @@ fn op_body<B: Backend>(
     f.ret(t);
     Ok(())
 }
+
+/// `shm_call`: the request's transport step refused a string (the
+/// channel's per-string limit, its strings per message, or its area:
+/// which one is worked out again by the caller, off the hot path).
+pub const ERR_CHANNEL_PUT: i64 = -6;
+/// `shm_call`: the channel is closed (by either side).
+pub const ERR_CLOSED: i64 = -7;
+/// `shm_call`: the out-of-line wait failed; its error is kept in the
+/// client end.
+pub const ERR_WAIT: i64 = -8;
+/// `shm_call`: the reply is longer than the message buffer.
+pub const ERR_REPLY_LONG: i64 = -9;
+/// `shm_call`: the reply's status is not `Ok`; the code is
+/// `ERR_STATUS - status`.
+pub const ERR_STATUS: i64 = -0x1_0000;
+
+/// Generates `shm_call(slots: *mut u64, ch: *mut GenClient) -> i64` for `p`:
+/// one function that makes the whole call on an `rt::shm` channel, the
+/// protocol of `rt/shm.rs` spelled out in vcode:
+///
+/// 1. **marshal**, as [`marshal`] does, but with in strings and sequences
+///    copied into the channel's string area directly (the checks of
+///    `ClientEnd::put`: the per-string limit, strings per message, room in
+///    the area; any refusal is [`ERR_CHANNEL_PUT`]);
+/// 2. **post**: the key and the length into the descriptor line, then the
+///    state word exchanged for `REQUEST` (`swap32`, a full barrier: the
+///    record is visible before the state). A closed channel is
+///    [`ERR_CLOSED`] (checked before the exchange, and after it a close
+///    that raced it is put back);
+/// 3. **wait**: when the waiting rule is quiet ([`GenClient::quiet`]:
+///    polling allowed, nothing to record) one inline poll of the state;
+///    otherwise, or if the reply is not there yet, or if the post found
+///    the server asleep (it is woken there), one call of the out-of-line
+///    [`gen_wait`](crate::rt::shm::gen_wait), which follows the adaptive
+///    rule, the timeout and the liveness watch of `rt::shm` exactly;
+/// 4. **take**: the status and the reply's length (`ERR_STATUS - status`,
+///    [`ERR_REPLY_LONG`]);
+/// 5. **unmarshal**, as [`unmarshal`] does, with the reply's string
+///    descriptors checked against the channel's area and per-string limit
+///    inline (`ClientEnd::reply_bytes`'s checks; [`ERR_REPLY_STRING`]).
+///
+/// Returns 0 or a negative code; the codes of [`marshal`] and
+/// [`unmarshal`] keep their meaning. Native x86-64 only (the atomic
+/// exchange), which `Atomic::atomic_available` tells.
+pub fn shm_call<B: Backend>(
+    f: &mut Func<B>,
+    p: &OpPlan,
+    lim: &Limits,
+) -> vcode::Result<B::Code> {
+    use crate::rt::shm::{CLOSED, GenClient as G, REPLY, REQUEST, WAITER};
+    use vcode::ext::Atomic;
+    const REC: i32 = 8;
+    let ins: Vec<&ValuePlan> = p.in_record_order().filter(|v| v.dir != Dir::Out).collect();
+    let outs: Vec<&ValuePlan> = p.in_record_order().filter(|v| v.dir != Dir::In).collect();
+    let a = f.lambda("%p%p", Leaf::No)?;
+    f.name(format!("idl_shm_call_{}", p.op.name));
+    let slots = keep(f, a.get::<P>(0)?)?;
+    let ch = keep(f, a.get::<P>(1)?)?;
+    let line = f.getreg::<P>(Class::Persistent)?;
+    f.ld(line, ch, G::LINE);
+    let t = f.getreg::<UL>(Class::Temp)?;
+    let t2 = f.getreg::<UL>(Class::Temp)?;
+    let t3 = f.getreg::<UL>(Class::Temp)?;
+    let pa = f.getreg::<P>(Class::Temp)?;
+    let pb = f.getreg::<P>(Class::Temp)?;
+    let (err_long, err_count, err_chan) = (f.genlabel(), f.genlabel(), f.genlabel());
+    let (err_closed, err_wait, err_rlong, err_status) =
+        (f.genlabel(), f.genlabel(), f.genlabel(), f.genlabel());
+    let (err_str, err_bool) = (f.genlabel(), f.genlabel());
+    // 1. The strings, straight into the area (`used` is its first free
+    // byte; the request starts it empty).
+    let mut descs = Vec::new();
+    let used = f.local::<UL>();
+    let nstr = ins
+        .iter()
+        .filter(|v| matches!(v.kind, Kind::Ind { .. }))
+        .count();
+    if nstr > 0 {
+        f.set(t, 0);
+        f.st_local(t, used);
+        // Strings per message: the k-th string needs k < max_strings.
+        f.ld(t, ch, G::MAX_STRINGS);
+        f.blt(t, nstr as i64, err_chan);
+    }
+    for v in &ins {
+        let Kind::Ind { esize, ealign, .. } = v.kind else {
+            continue;
+        };
+        let (slot, esize) = (8 * v.slot as i32, esize.max(1));
+        f.ld(t, slots, slot + 8);
+        if let Some(max) = v.count_max {
+            f.bgt(t, i64::from(max), err_count);
+        }
+        f.bgt(t, i64::from(lim.max_string_bytes / esize), err_long);
+        mul_const(f, t2, t, esize);
+        // The channel's per-string limit.
+        f.ld(t3, ch, G::MAX_STRING_BYTES);
+        f.bgt(t2, t3, err_chan);
+        // at = used rounded up to the element's alignment.
+        f.ld_local(t, used);
+        if ealign > 1 {
+            f.add(t, t, i64::from(ealign - 1));
+            f.and(t, t, !i64::from(ealign - 1));
+        }
+        // Room: at <= area_len and bytes <= area_len - at.
+        f.ld(t3, ch, G::AREA_LEN);
+        f.bgt(t, t3, err_chan);
+        f.sub(t3, t3, t);
+        f.bgt(t2, t3, err_chan);
+        let d = f.local::<UL>();
+        f.st_local(t, d);
+        f.add(t3, t, t2);
+        f.st_local(t3, used);
+        f.ld(pb, ch, G::AREA);
+        f.add(pb, pb, pv(t));
+        f.ld(pa, slots, slot);
+        let copy = Callee::Native(super::native::copy_bytes as *const () as usize);
+        f.callv(copy, &[pb.into(), pa.into(), t2.into()]);
+        // The descriptor: offset in the low word, count in the high.
+        f.ld_local(t, d);
+        f.ld(t2, slots, slot + 8);
+        f.lsh(t2, t2, 32);
+        f.or(t2, t2, t);
+        f.st_local(t2, d);
+        descs.push((v.offset, d));
+    }
+    // Every in and inout value at its field, with its width.
+    for v in &ins {
+        let (slot, foff) = (8 * v.slot as i32, REC + v.offset as i32);
+        match v.kind {
+            Kind::Prim(Prim::Bool) => {
+                f.ld(t, slots, slot);
+                f.not(t, t);
+                f.xor(t, t, 1);
+                f.stc(t, line, foff);
+            }
+            Kind::Prim(pr) => match pr.size() {
+                1 => {
+                    f.lduc(t, slots, slot);
+                    f.stc(t, line, foff);
+                }
+                2 => {
+                    f.ldus(t, slots, slot);
+                    f.sts(t, line, foff);
+                }
+                4 => {
+                    f.ld(u32v(t), slots, slot);
+                    f.st(u32v(t), line, foff);
+                }
+                _ => {
+                    f.ld(t, slots, slot);
+                    f.st(t, line, foff);
+                }
+            },
+            Kind::Agg { size, .. } => {
+                f.ld(pa, slots, slot);
+                if size <= INLINE_COPY {
+                    copy_fixed(f, t, line, foff, pa, 0, size);
+                } else {
+                    f.add(pb, line, i64::from(foff));
+                    let copy = Callee::Native(super::native::copy_bytes as *const () as usize);
+                    f.callv(
+                        copy,
+                        &[pb.into(), pa.into(), Arg::Imm(Ty::UL, i64::from(size))],
+                    );
+                }
+            }
+            Kind::Ind { .. } => {
+                if let Some((_, d)) = descs.iter().find(|(o, _)| *o == v.offset) {
+                    f.ld_local(t, *d);
+                    f.st(t, line, foff);
+                }
+            }
+        }
+    }
+    // 2. Post: the key and the length (one 32-bit store of both words),
+    // then the state.
+    f.set(
+        t,
+        u64::from(p.op.key) | u64::from(p.op.layout.request_size as u16) << 16,
+    );
+    f.st(u32v(t), line, 4);
+    f.ldu(t, line, 0);
+    f.and(t, t, !i64::from(WAITER));
+    f.beq(t, i64::from(CLOSED), err_closed);
+    f.set(t, u64::from(REQUEST));
+    f.swap32(t, line, 0);
+    f.and(t2, t, !i64::from(WAITER));
+    let closed_race = f.genlabel();
+    f.beq(t2, i64::from(CLOSED), closed_race);
+    // 3. Wait.
+    let (slow, take) = (f.genlabel(), f.genlabel());
+    f.rsh(t, t, 31);
+    f.bne(t, 0, slow);
+    f.ld(t2, ch, G::QUIET);
+    f.beq(t2, 0, slow);
+    f.ldu(t2, line, 0);
+    f.and(t2, t2, !i64::from(WAITER));
+    f.beq(t2, i64::from(REPLY), take);
+    f.label(slow);
+    // `t` is 1 when the post found the server asleep, else 0.
+    let wait = Callee::Native(crate::rt::shm::gen_wait as *const () as usize);
+    f.call(t.cast::<L>(), wait, &[ch.into(), t.into()]);
+    f.bne(t.cast::<L>(), 0, err_wait);
+    // 4. Take: the status, then the length.
+    f.label(take);
+    f.ldus(t, line, 4);
+    f.bne(t, Status::Ok as i64, err_status);
+    f.ldus(t, line, 6);
+    f.ld(t2, ch, G::CAPACITY);
+    f.bgt(t, t2, err_rlong);
+    // 5. Unmarshal.
+    for v in outs {
+        let (slot, foff) = (8 * v.slot as i32, REC + v.offset as i32);
+        match v.kind {
+            Kind::Prim(pr) => {
+                load_prim(f, pr, t, line, foff);
+                if pr == Prim::Bool {
+                    f.bgt(t, 1, err_bool);
+                }
+                f.st(t, slots, slot);
+            }
+            Kind::Agg { size, .. } => {
+                f.ld(pa, slots, slot);
+                if size <= INLINE_COPY {
+                    copy_fixed(f, t, pa, 0, line, foff, size);
+                } else {
+                    f.add(pb, line, i64::from(foff));
+                    let copy = Callee::Native(super::native::copy_bytes as *const () as usize);
+                    f.callv(
+                        copy,
+                        &[pa.into(), pb.into(), Arg::Imm(Ty::UL, i64::from(size))],
+                    );
+                }
+            }
+            Kind::Ind { esize, ealign, .. } => {
+                // The descriptor is read once: the count goes to its slot
+                // before its bytes are checked against the area.
+                f.ldu(t, line, foff);
+                f.ldu(t2, line, foff + 4);
+                if ealign > 1 {
+                    f.and(t3, t, i64::from(ealign - 1));
+                    f.bne(t3, 0, err_str);
+                }
+                f.st(t2, slots, slot + 8);
+                mul_const(f, t3, t2, esize.max(1));
+                f.ld(t2, ch, G::MAX_STRING_BYTES);
+                f.bgt(t3, t2, err_str);
+                f.ld(t2, ch, G::AREA_LEN);
+                f.bgt(t, t2, err_str);
+                f.sub(t2, t2, t);
+                f.bgt(t3, t2, err_str);
+                f.ld(pa, ch, G::AREA);
+                f.add(pa, pa, pv(t));
+                f.st(pa, slots, slot);
+            }
+        }
+    }
+    let r = t.cast::<L>();
+    f.set(r, 0);
+    f.ret(r);
+    // A close that raced the exchange: closed is final, put it back.
+    f.label(closed_race);
+    f.set(t, u64::from(CLOSED));
+    f.swap32(t, line, 0);
+    f.jmp(err_closed);
+    // `t` holds the status as read (not read again: the server may
+    // change it meanwhile).
+    f.label(err_status);
+    f.neg(r, r);
+    f.add(r, r, ERR_STATUS);
+    f.ret(r);
+    for (l, code) in [
+        (err_long, ERR_LONG),
+        (err_count, ERR_COUNT),
+        (err_chan, ERR_CHANNEL_PUT),
+        (err_closed, ERR_CLOSED),
+        (err_wait, ERR_WAIT),
+        (err_rlong, ERR_REPLY_LONG),
+        (err_str, ERR_REPLY_STRING),
+        (err_bool, ERR_REPLY_BOOL),
+    ] {
+        f.label(l);
+        f.set(r, code);
+        f.ret(r);
+    }
+    f.end()
+}

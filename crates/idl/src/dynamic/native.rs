@@ -158,6 +158,36 @@ pub(crate) type StubFn = unsafe extern "C" fn(*mut u64, *mut u8, *mut ClientCtx<
 /// `dispatch` as a native function pointer.
 type DispatchFn = unsafe extern "C" fn(u64, *mut u8, u64, *mut u8, u64, *mut DispatchCtx) -> u64;
 
+/// `shm_call` as a native function pointer.
+pub(crate) type ShmFn = unsafe extern "C" fn(*mut u64, *mut crate::rt::shm::GenClient) -> i64;
+
+/// A generated `shm_call` (native code only).
+pub(crate) struct ShmStub {
+    f: ShmFn,
+    /// Keeps the code alive.
+    code: vcode::Code,
+}
+
+impl ShmStub {
+    /// Wraps native code.
+    pub(crate) fn new(code: vcode::Code) -> vcode::Result<ShmStub> {
+        // SAFETY: `codegen::shm_call` begins with "%p%p" and returns an
+        // `l`; `as_fn` checks that again.
+        let f = unsafe { code.as_fn::<ShmFn>()? };
+        Ok(ShmStub { f, code })
+    }
+
+    /// The entry point, valid while this lives.
+    pub(crate) fn entry(&self) -> ShmFn {
+        self.f
+    }
+
+    /// The disassembly.
+    pub(crate) fn listing(&self) -> String {
+        self.code.disassemble()
+    }
+}
+
 /// A generated `marshal` or `unmarshal` function: native code and its
 /// entry point, or the reference backend's recording.
 pub(crate) struct Stub {

@@ -262,6 +262,12 @@ pub unsafe trait ClientTransport {
     /// within the per-string limit. The server may write them while the
     /// caller reads: copy them once, rely on nothing read twice.
     fn reply_bytes(&self, off: u32, len: usize) -> Result<&[u8], CallError>;
+    /// The transport as a shared-memory channel's client end, if it is
+    /// one: the dynamic stubs then run the whole call (post, wait, take)
+    /// in their generated code ([`crate::dynamic`]). `None` by default.
+    fn as_shm(&mut self) -> Option<&mut shm::ClientEnd> {
+        None
+    }
 }
 
 /// The server's side of a transport: waits for requests, holds the

@@ -581,6 +581,15 @@ impl Waiting {
         }
     }
 
+    /// Whether a wait answered at its first poll changes nothing here:
+    /// polling is allowed without a probe ([`Waiting::budget`] has no
+    /// effect) and no poll ran out since the last answered one
+    /// ([`Waiting::spun`] of an answered poll keeps the state). The
+    /// generated client code polls once inline only then.
+    fn quiet(&self) -> bool {
+        self.spin.get() > 0 && !self.woke.get() && self.misses.get() == 0
+    }
+
     /// Records how a wait's polling went.
     #[inline(always)]
     fn spun(&self, probing: bool, answered: bool) {
@@ -760,10 +769,107 @@ fn futex_wake(word: &AtomicU32) {
     };
 }
 
+/// What the dynamic stubs' generated client code reads to make a whole
+/// call on the channel itself (`crate::dynamic`'s `shm_call`): the
+/// addresses and the limits of the private header copy, and whether the
+/// waiting rule lets it take a reply found at its first poll without
+/// telling [`Waiting`]. The generated code reads it at these offsets
+/// ([`GenClient::LINE`] ...); it is the first field of [`ClientEnd`], so
+/// that the out-of-line wait gets the end back from its address.
+#[repr(C)]
+#[derive(Debug)]
+pub(crate) struct GenClient {
+    /// The descriptor line: the state word; the key or status at +4, the
+    /// record length at +6, the record at +8.
+    pub line: *mut u8,
+    /// The string area.
+    pub area: *mut u8,
+    /// Its length.
+    pub area_len: u64,
+    /// The header's per-string limit and strings per message.
+    pub max_string_bytes: u64,
+    pub max_strings: u64,
+    /// Bytes of the message buffer.
+    pub capacity: u64,
+    /// 1 when a wait answered at its first poll leaves [`Waiting`] as it
+    /// is (polling allowed, the last post woke no one, no poll ran out
+    /// since the last answered one): then the generated code polls once
+    /// inline and calls [`gen_wait`] only if the reply is not there yet.
+    pub quiet: u64,
+}
+
+// SAFETY: the pointers address the mapping of the `ClientEnd` this view
+// is the first field of, which owns the mapping and moves with it; the
+// view is used only through `&mut` of that end (one thread at a time).
+unsafe impl Send for GenClient {}
+
+impl GenClient {
+    /// Offsets of the fields, for the generated code.
+    pub const LINE: i32 = 0;
+    pub const AREA: i32 = 8;
+    pub const AREA_LEN: i32 = 16;
+    pub const MAX_STRING_BYTES: i32 = 24;
+    pub const MAX_STRINGS: i32 = 32;
+    pub const CAPACITY: i32 = 40;
+    pub const QUIET: i32 = 48;
+
+    fn new(map: &Map) -> GenClient {
+        GenClient {
+            // SAFETY: offset LINE lies in the mapping (checked in `Map::new`).
+            line: unsafe { map.seg.as_ptr().as_ptr().add(LINE) },
+            area: map.area().as_ptr(),
+            area_len: u64::from(map.h.area_len),
+            max_string_bytes: u64::from(map.h.max_string_bytes),
+            max_strings: u64::from(map.h.max_strings),
+            capacity: u64::from(map.h.capacity),
+            quiet: u64::from(map.wait.quiet()),
+        }
+    }
+}
+
+/// The generated client code's out-of-line wait for the reply of the
+/// request it posted: wakes the server first if the post found it asleep
+/// (`woke`), records that for the waiting rule, then waits as
+/// [`ClientTransport::call`] does (the adaptive rule, the timeout, the
+/// peer's liveness). 0 when the reply is there; -1 with the error kept in
+/// the end ([`ClientEnd::take_gen_error`]).
+///
+/// # Safety
+/// `end` is the [`GenClient`] of a live [`ClientEnd`] (its first field)
+/// that the running generated call borrows mutably.
+pub(crate) unsafe extern "C" fn gen_wait(end: *mut GenClient, woke: u64) -> i64 {
+    // SAFETY: the function's contract: `GenClient` is the first field of
+    // the `#[repr(C)]` `ClientEnd`, so the addresses are the same.
+    let end = unsafe { &mut *end.cast::<ClientEnd>() };
+    let m = &end.map;
+    if woke != 0 {
+        futex_wake(m.state());
+    }
+    m.wait.woke.set(woke != 0);
+    let deadline = end.timeout.map(|t| Instant::now() + t);
+    let r = match m.wait_for(REPLY, deadline) {
+        Ok(()) => 0,
+        Err(e) => {
+            if matches!(e, CallError::Timeout) {
+                m.close();
+            }
+            end.gen_err = Some(e);
+            -1
+        }
+    };
+    end.view.quiet = u64::from(end.map.wait.quiet());
+    r
+}
+
 /// The client's end of a channel: a [`ClientTransport`] for the generated
 /// client stubs. Dropping it closes the channel.
+#[repr(C)]
 #[derive(Debug)]
 pub struct ClientEnd {
+    /// First: the generated code's view (see [`GenClient`]).
+    view: GenClient,
+    /// The error of the last out-of-line wait that failed.
+    gen_err: Option<CallError>,
     map: Map,
     /// The end of the last string put, in the string area.
     used: usize,
@@ -775,8 +881,11 @@ pub struct ClientEnd {
 impl ClientEnd {
     /// Maps a channel's `memfd`, checking its seals, header and size.
     pub fn from_fd(fd: OwnedFd) -> Result<ClientEnd, ShmError> {
+        let map = Map::new(fd, Side::Client)?;
         Ok(ClientEnd {
-            map: Map::new(fd, Side::Client)?,
+            view: GenClient::new(&map),
+            gen_err: None,
+            map,
             used: 0,
             count: 0,
             timeout: None,
@@ -794,6 +903,35 @@ impl ClientEnd {
     pub fn set_spin(&mut self, spin: u32) {
         self.map.h.spin = spin.min(SPIN_MAX);
         self.map.wait.spin.set(self.map.h.spin);
+        self.view.quiet = u64::from(self.map.wait.quiet());
+    }
+
+    /// The generated code's view of the channel (its address is what the
+    /// dynamic stubs' `shm_call` takes).
+    pub(crate) fn gen_view(&mut self) -> *mut GenClient {
+        &mut self.view
+    }
+
+    /// The waiting rule's state, for tests: whether the last post woke
+    /// the server, polls run out in a row, and the generated code's flag.
+    #[cfg(test)]
+    pub(crate) fn waiting_state(&self) -> (bool, u32, u64) {
+        (
+            self.map.wait.woke.get(),
+            self.map.wait.misses.get(),
+            self.view.quiet,
+        )
+    }
+
+    /// The error the last failed out-of-line wait kept.
+    pub(crate) fn take_gen_error(&mut self) -> Option<CallError> {
+        self.gen_err.take()
+    }
+
+    /// Whether the generated code runs calls on this end itself: the
+    /// host's code generator has the atomic exchange the protocol needs.
+    pub(crate) fn gen_supported() -> bool {
+        cfg!(target_arch = "x86_64")
     }
 
     /// The channel's limits, as its header gives them.
@@ -914,6 +1052,7 @@ unsafe impl ClientTransport for ClientEnd {
             }
             Err(e) => return Err(e),
         }
+        self.view.quiet = u64::from(m.wait.quiet());
         let status = m.word().load(Ordering::Relaxed);
         let n = m.len_word().load(Ordering::Relaxed) as usize;
         match Status::from_wire(status) {
@@ -924,6 +1063,11 @@ unsafe impl ClientTransport for ClientEnd {
             Some(s) => Err(CallError::Status(s)),
             None => Err(CallError::Malformed("unknown status word")),
         }
+    }
+
+    #[inline(always)]
+    fn as_shm(&mut self) -> Option<&mut ClientEnd> {
+        Some(self)
     }
 
     #[inline]
