@@ -497,9 +497,18 @@ impl Interface {
                 &self.limits,
             )?),
         };
+        let shm = match dispatch.native_addr() {
+            Some(addr) if crate::rt::shm::ServerEnd::gen_supported() => Some(
+                codegen::shm_serve(&mut Func::new(), addr)
+                    .and_then(native::ServeStub::new)
+                    .map_err(GenError::from)?,
+            ),
+            _ => None,
+        };
         Ok(DynServer {
             iface: self,
             dispatch,
+            shm,
             max_record: self.max_record(),
         })
     }
@@ -1170,6 +1179,9 @@ fn too_long(plan: &OpPlan, slots: &[u64]) -> usize {
 pub struct DynServer<'a> {
     iface: &'a Interface,
     dispatch: Dispatch,
+    /// The dispatch-and-reply loop over an `rt::shm` channel
+    /// (`codegen::shm_serve`; native x86-64 only).
+    shm: Option<native::ServeStub>,
     /// Bytes of the largest record.
     max_record: usize,
 }
@@ -1295,8 +1307,86 @@ impl DynServer<'_> {
         }
     }
 
-    /// Serves requests until the client closes the channel.
+    /// The generated dispatch-and-reply loop over an `rt::shm` channel,
+    /// disassembled (`None` off x86-64 or on the reference backend).
+    pub fn shm_listing(&self) -> Option<String> {
+        self.shm.as_ref().map(native::ServeStub::listing)
+    }
+
+    /// The generated loop for `end`, if there is one and the channel's
+    /// buffer holds every record of the interface.
+    fn shm_loop(&self, end: &mut crate::rt::shm::ServerEnd) -> Option<native::ServeFn> {
+        let s = self.shm.as_ref()?;
+        (end.capacity() >= self.max_record && end.capacity() <= usize::from(u16::MAX))
+            .then_some(s.f)
+    }
+
+    /// Serves, in the generated loop, the requests that are waiting on a
+    /// shared-memory channel, and returns when none is (`Ok(true)`), or
+    /// when the channel is closed (`Ok(false)`); it never blocks. For a
+    /// host that waits for requests itself (and for a loopback in one
+    /// thread). Without a generated loop (the reference backend, another
+    /// host, a buffer too small for some record) it serves nothing and
+    /// says so: [`CallError::Transport`] of `Malformed`.
+    pub fn serve_ready(&self, end: &mut crate::rt::shm::ServerEnd) -> Result<bool, CallError> {
+        let f = self
+            .shm_loop(end)
+            .ok_or(RtError::Malformed("no generated server loop for this channel"))?;
+        let mut dctx = native::DispatchCtx::new(ServerTransport::scratch(end).as_ptr());
+        let g = end.gen_view();
+        // SAFETY: `g` is the end's view, borrowed with the end for the
+        // call; the dispatch context is this frame's, private, with the
+        // scratch of the area's length; the generated loop takes a request
+        // only when the state says one is posted, and every record fits
+        // the buffer (checked above); the handlers were vouched for in
+        // `Interface::server`.
+        let r = unsafe {
+            (*g).dctx = (&mut dctx as *mut native::DispatchCtx).cast();
+            let r = f(g, 0);
+            (*g).dctx = std::ptr::null_mut();
+            r
+        };
+        Ok(r == codegen::SERVE_BLOCK)
+    }
+
+    /// [`DynServer::serve`] on a shared-memory channel in the generated
+    /// loop: it returns here only to block for the next request.
+    fn serve_shm(
+        &self,
+        end: &mut crate::rt::shm::ServerEnd,
+        f: native::ServeFn,
+    ) -> Result<(), CallError> {
+        let mut dctx = native::DispatchCtx::new(ServerTransport::scratch(end).as_ptr());
+        let g = end.gen_view();
+        // SAFETY: as in `serve_ready`; the context outlives the loop and
+        // is cleared before it ends.
+        unsafe { (*g).dctx = (&mut dctx as *mut native::DispatchCtx).cast() };
+        let mut waited = 0;
+        let r = loop {
+            // SAFETY: as in `serve_ready`; with `waited` set, the wait
+            // just returned with a request posted.
+            match unsafe { f(g, waited) } {
+                codegen::SERVE_BLOCK => match end.wait_request() {
+                    Ok(()) => waited = 1,
+                    Err(RtError::Closed) => break Ok(()),
+                    Err(e) => break Err(e.into()),
+                },
+                _ => break Ok(()),
+            }
+        };
+        // SAFETY: the view is the end's; nothing runs the loop now.
+        unsafe { (*end.gen_view()).dctx = std::ptr::null_mut() };
+        r
+    }
+
+    /// Serves requests until the client closes the channel (over a
+    /// shared-memory channel, in the generated loop).
     pub fn serve<T: ServerTransport + ?Sized>(&self, t: &mut T) -> Result<(), CallError> {
+        if let Some(end) = t.as_shm()
+            && let Some(f) = self.shm_loop(end)
+        {
+            return self.serve_shm(end, f);
+        }
         loop {
             match t.wait() {
                 Ok((key, len)) => {

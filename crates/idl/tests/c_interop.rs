@@ -1247,3 +1247,105 @@ fn dynamic_client_c_server_pfs() {
         }
     });
 }
+
+// ---- C client, dynamic server ----------------------------------------------
+
+/// The dynamic server's handlers for pfs (docs/idl.md's conventions),
+/// over the same model as the generated Rust server.
+mod dyn_pfs {
+    use super::Pfs;
+
+    pub unsafe extern "C" fn open(
+        _: *mut Pfs,
+        client: i32,
+        fobj: i32,
+        flags: i32,
+        mode: i32,
+        handle: *mut i32,
+    ) -> i32 {
+        // SAFETY: a pointer into the received record.
+        Pfs::open(client, fobj, flags, mode, unsafe { &mut *handle })
+    }
+
+    pub unsafe extern "C" fn write(
+        ctx: *mut Pfs,
+        handle: i32,
+        pos: *mut i32,
+        len: i32,
+        data: *const i32,
+        n: u64,
+    ) -> i32 {
+        // SAFETY: the registered model; a pointer into the record; `n`
+        // checked elements in the area.
+        unsafe {
+            let data = if n == 0 {
+                &[][..]
+            } else {
+                std::slice::from_raw_parts(data, n as usize)
+            };
+            (*ctx).write(handle, &mut *pos, len, data)
+        }
+    }
+
+    pub unsafe extern "C" fn dir(
+        ctx: *mut Pfs,
+        handle: i32,
+        pos: *mut i32,
+        count: i32,
+        data: *mut i32,
+        n: *mut u32,
+    ) -> i32 {
+        // SAFETY: as above; `data` has room for `*n` elements.
+        unsafe {
+            let room = *n as usize;
+            let mut k = 0usize;
+            let r = (*ctx).read(handle, &mut *pos, count, room, |w| {
+                *data.add(k) = w;
+                k += 1;
+            });
+            *n = k as u32;
+            r
+        }
+    }
+}
+
+#[test]
+fn c_client_dynamic_server_pfs() {
+    // The dynamic server (loaded from the IDL text at run time) serves the
+    // C client in its generated dispatch-and-reply loop.
+    if !have_gcc("c_client_dynamic_server_pfs") {
+        return;
+    }
+    use idl::dynamic::{Handler, Interface};
+    let dir = TempDir::new("pfs-c2d");
+    let exe = build(&dir, "pfs", PFS_IDL, "pfs_test.c");
+    let iface: &'static Interface = Box::leak(Box::new(
+        Interface::load(PFS_IDL, "pfs").expect("the dynamic stubs load"),
+    ));
+    let model: *mut Pfs = Box::leak(Box::new(Pfs::new()));
+    let h = |f: usize| {
+        // SAFETY: each handler has its operation's C signature; the model
+        // is leaked, so it outlives the server.
+        unsafe { Handler::new(f, model.cast()) }
+    };
+    // SAFETY: as above.
+    let server = unsafe {
+        iface.server(&[
+            ("pfs_open", h(dyn_pfs::open as *const () as usize)),
+            ("pfs_write", h(dyn_pfs::write as *const () as usize)),
+            ("pfs_get_direntries", h(dyn_pfs::dir as *const () as usize)),
+        ])
+    }
+    .expect("the dynamic server");
+    if cfg!(target_arch = "x86_64") {
+        assert!(server.shm_listing().is_some(), "the generated loop");
+    }
+    let server: &'static idl::dynamic::DynServer<'static> = Box::leak(Box::new(server));
+    let end = ServerEnd::create(&Config::default()).expect("create a channel");
+    c_client_against(&exe, "200", end, move |mut s| {
+        server.serve(&mut s).map_err(|e| match e {
+            idl::dynamic::CallError::Transport(e) => e,
+            e => CallError::Malformed(Box::leak(e.to_string().into_boxed_str())),
+        })
+    });
+}

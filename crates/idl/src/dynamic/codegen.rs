@@ -1204,3 +1204,126 @@ pub fn shm_call<B: Backend>(
     }
     f.end()
 }
+
+/// `shm_serve`: no request is waiting (or the waiting rule wants its
+/// wait recorded): the caller blocks out of line, then calls again with
+/// `waited` set.
+pub const SERVE_BLOCK: i64 = 1;
+/// `shm_serve`: the channel is closed.
+pub const SERVE_CLOSED: i64 = -1;
+
+/// Generates `shm_serve(ch: *mut GenServer, waited: u64) -> i64`, the
+/// server's dispatch-and-reply loop on an `rt::shm` channel around the
+/// generated `dispatch` at address `dispatch`:
+///
+/// 1. **take**: unless `waited` (the caller's out-of-line wait saw a
+///    request), a request is taken only when the waiting rule is quiet
+///    and the state says `REQUEST` at the first look; otherwise it returns
+///    [`SERVE_BLOCK`]. A length over the message buffer is answered
+///    `ShortMessage` (as `ServerEnd::wait` does);
+/// 2. **dispatch**: one call of the generated dispatch (every check of the
+///    plan, the handler called directly) on the record in place;
+/// 3. **reply**: its `status | len << 16` as the status and length words
+///    (one 32-bit store), then the state exchanged for `REPLY`; a client
+///    found asleep is woken, and a post the waiting rule must record is
+///    recorded, by the out-of-line [`gen_posted`](crate::rt::shm::gen_posted);
+///    a closed channel is [`SERVE_CLOSED`];
+/// 4. back to 1.
+///
+/// Native x86-64 only (the atomic exchange). The caller makes sure the
+/// channel's buffer holds every record of the interface.
+pub fn shm_serve<B: Backend>(f: &mut Func<B>, dispatch: usize) -> vcode::Result<B::Code> {
+    use crate::rt::shm::{CLOSED, GenServer as G, REPLY, REQUEST, WAITER};
+    use vcode::ext::Atomic;
+    let a = f.lambda("%p%ul", Leaf::No)?;
+    f.name("idl_shm_serve");
+    let ch = keep(f, a.get::<P>(0)?)?;
+    let waited = a.get::<UL>(1)?;
+    let line = f.getreg::<P>(Class::Persistent)?;
+    f.ld(line, ch, G::LINE);
+    let t = f.getreg::<UL>(Class::Temp)?;
+    let t2 = f.getreg::<UL>(Class::Temp)?;
+    let rec = f.getreg::<P>(Class::Temp)?;
+    let (top, take, block, short, reply, posted) = (
+        f.genlabel(),
+        f.genlabel(),
+        f.genlabel(),
+        f.genlabel(),
+        f.genlabel(),
+        f.genlabel(),
+    );
+    let (closed, closed_race) = (f.genlabel(), f.genlabel());
+    f.bne(waited, 0, take);
+    f.putreg(waited);
+    // 1. Take.
+    f.label(top);
+    f.ld(t, ch, G::QUIET);
+    f.beq(t, 0, block);
+    f.ldu(t, line, 0);
+    f.and(t, t, !i64::from(WAITER));
+    f.bne(t, i64::from(REQUEST), block);
+    f.label(take);
+    f.ldus(t2, line, 6);
+    f.ld(t, ch, G::CAPACITY);
+    f.bgt(t2, t, short);
+    f.ldus(t, line, 4);
+    f.add(rec, line, 8);
+    // 2. Dispatch.
+    let r = t.cast::<L>();
+    f.call(
+        r,
+        Callee::Native(dispatch),
+        &[
+            t.into(),
+            rec.into(),
+            t2.into(),
+            Arg::Mem {
+                ty: Ty::P,
+                base: ch.num(),
+                off: G::AREA,
+            },
+            Arg::Mem {
+                ty: Ty::UL,
+                base: ch.num(),
+                off: G::AREA_LEN,
+            },
+            Arg::Mem {
+                ty: Ty::P,
+                base: ch.num(),
+                off: G::DCTX,
+            },
+        ],
+    );
+    f.jmp(reply);
+    f.label(short);
+    f.set(t, Status::ShortMessage as u64);
+    // 3. Reply: status and length, then the state.
+    f.label(reply);
+    f.st(u32v(t), line, 4);
+    f.ldu(t, line, 0);
+    f.and(t, t, !i64::from(WAITER));
+    f.beq(t, i64::from(CLOSED), closed);
+    f.set(t, u64::from(REPLY));
+    f.swap32(t, line, 0);
+    f.and(t2, t, !i64::from(WAITER));
+    f.beq(t2, i64::from(CLOSED), closed_race);
+    f.rsh(t, t, 31);
+    f.bne(t, 0, posted);
+    f.ld(t2, ch, G::QUIET);
+    f.bne(t2, 0, top);
+    f.label(posted);
+    // `t` is 1 when the client slept, else 0.
+    let post = Callee::Native(crate::rt::shm::gen_posted as *const () as usize);
+    f.callv(post, &[ch.into(), t.into()]);
+    f.jmp(top);
+    f.label(block);
+    f.set(r, SERVE_BLOCK);
+    f.ret(r);
+    f.label(closed_race);
+    f.set(t, u64::from(CLOSED));
+    f.swap32(t, line, 0);
+    f.label(closed);
+    f.set(r, SERVE_CLOSED);
+    f.ret(r);
+    f.end()
+}

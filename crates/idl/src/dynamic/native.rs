@@ -188,6 +188,31 @@ impl ShmStub {
     }
 }
 
+/// `shm_serve` as a native function pointer.
+pub(crate) type ServeFn = unsafe extern "C" fn(*mut crate::rt::shm::GenServer, u64) -> i64;
+
+/// A generated `shm_serve` (native code only).
+pub(crate) struct ServeStub {
+    pub(crate) f: ServeFn,
+    /// Keeps the code alive.
+    code: vcode::Code,
+}
+
+impl ServeStub {
+    /// Wraps native code.
+    pub(crate) fn new(code: vcode::Code) -> vcode::Result<ServeStub> {
+        // SAFETY: `codegen::shm_serve` begins with "%p%ul" and returns an
+        // `l`; `as_fn` checks that again.
+        let f = unsafe { code.as_fn::<ServeFn>()? };
+        Ok(ServeStub { f, code })
+    }
+
+    /// The disassembly.
+    pub(crate) fn listing(&self) -> String {
+        self.code.disassemble()
+    }
+}
+
 /// A generated `marshal` or `unmarshal` function: native code and its
 /// entry point, or the reference backend's recording.
 pub(crate) struct Stub {
@@ -325,6 +350,12 @@ impl Dispatch {
     /// The generated code, listed.
     pub(crate) fn listing(&self) -> String {
         self.code.listing()
+    }
+
+    /// The native entry point's address (`None` on the reference
+    /// backend), valid while this lives.
+    pub(crate) fn native_addr(&self) -> Option<usize> {
+        self.f.map(|f| f as usize)
     }
 
     /// Wraps the reference backend's recording.

@@ -306,6 +306,13 @@ pub unsafe trait ServerTransport {
     /// it; one that copies sends just those).
     fn reply(&mut self, status: Status, len: usize, strings: Range<u32>) -> Result<(), CallError>;
 
+    /// The transport as a shared-memory channel's server end, if it is
+    /// one: the dynamic server then runs its dispatch-and-reply loop in
+    /// generated code ([`crate::dynamic`]). `None` by default.
+    fn as_shm(&mut self) -> Option<&mut shm::ServerEnd> {
+        None
+    }
+
     /// The checked view of the request that [`ServerTransport::wait`]
     /// returned, for a server stub.
     fn request(&mut self, len: usize) -> Request<'_> {

@@ -1085,10 +1085,80 @@ unsafe impl ClientTransport for ClientEnd {
     }
 }
 
+/// What the dynamic server's generated loop (`crate::dynamic`'s
+/// `shm_serve`) reads: as [`GenClient`], for the server's side, and the
+/// dispatch's private context (set by the loop's caller).
+#[repr(C)]
+#[derive(Debug)]
+pub(crate) struct GenServer {
+    /// The descriptor line (see [`GenClient::line`]).
+    pub line: *mut u8,
+    /// The string area and its length.
+    pub area: *mut u8,
+    pub area_len: u64,
+    /// Bytes of the message buffer.
+    pub capacity: u64,
+    /// As [`GenClient::quiet`], for the wait for a request.
+    pub quiet: u64,
+    /// The dispatch's private context (scratch pointer and spill area),
+    /// in the memory of the loop's caller; null when no loop runs.
+    pub dctx: *mut u8,
+}
+
+// SAFETY: as for `GenClient`: the pointers address the mapping of the
+// `ServerEnd` this view is the first field of (and, while a loop runs,
+// that loop's own context); used only through `&mut` of that end.
+unsafe impl Send for GenServer {}
+
+impl GenServer {
+    /// Offsets of the fields, for the generated code.
+    pub const LINE: i32 = 0;
+    pub const AREA: i32 = 8;
+    pub const AREA_LEN: i32 = 16;
+    pub const CAPACITY: i32 = 24;
+    pub const QUIET: i32 = 32;
+    pub const DCTX: i32 = 40;
+
+    fn new(map: &Map) -> GenServer {
+        GenServer {
+            // SAFETY: offset LINE lies in the mapping (checked in `Map::new`).
+            line: unsafe { map.seg.as_ptr().as_ptr().add(LINE) },
+            area: map.area().as_ptr(),
+            area_len: u64::from(map.h.area_len),
+            capacity: u64::from(map.h.capacity),
+            quiet: u64::from(map.wait.quiet()),
+            dctx: std::ptr::null_mut(),
+        }
+    }
+}
+
+/// The generated server loop's out-of-line step after a reply it posted
+/// found the client asleep (`woke`: wakes it) or the waiting rule not
+/// quiet: records the post for the rule, as [`ServerTransport::reply`]
+/// does. Returns 0.
+///
+/// # Safety
+/// `end` is the [`GenServer`] of a live [`ServerEnd`] (its first field)
+/// that the running loop borrows mutably.
+pub(crate) unsafe extern "C" fn gen_posted(end: *mut GenServer, woke: u64) -> i64 {
+    // SAFETY: the function's contract: `GenServer` is the first field of
+    // the `#[repr(C)]` `ServerEnd`.
+    let end = unsafe { &mut *end.cast::<ServerEnd>() };
+    if woke != 0 {
+        futex_wake(end.map.state());
+    }
+    end.map.wait.woke.set(woke != 0);
+    end.view.quiet = u64::from(end.map.wait.quiet());
+    0
+}
+
 /// The server's end of a channel: a [`ServerTransport`] for the generated
 /// server loop. Dropping it closes the channel.
+#[repr(C)]
 #[derive(Debug)]
 pub struct ServerEnd {
+    /// First: the generated loop's view (see [`GenServer`]).
+    view: GenServer,
     map: Map,
     /// Private memory of the area's size for in strings (allocated zeroed:
     /// the system maps its pages when first written).
@@ -1105,7 +1175,31 @@ impl ServerEnd {
     pub fn from_fd(fd: OwnedFd) -> Result<ServerEnd, ShmError> {
         let map = Map::new(fd, Side::Server)?;
         let scratch = vec![0u8; map.h.area_len as usize];
-        Ok(ServerEnd { map, scratch })
+        Ok(ServerEnd {
+            view: GenServer::new(&map),
+            map,
+            scratch,
+        })
+    }
+
+    /// Whether the dynamic server runs its loop on this end in generated
+    /// code (see [`ClientEnd::gen_supported`]).
+    pub(crate) fn gen_supported() -> bool {
+        cfg!(target_arch = "x86_64")
+    }
+
+    /// The generated loop's view of the channel.
+    pub(crate) fn gen_view(&mut self) -> *mut GenServer {
+        &mut self.view
+    }
+
+    /// Waits for a request as [`ServerTransport::wait`] does (the waiting
+    /// rule, the client's liveness) without taking it: the generated loop
+    /// takes it.
+    pub(crate) fn wait_request(&mut self) -> Result<(), CallError> {
+        let r = self.map.wait_for(REQUEST, None);
+        self.view.quiet = u64::from(self.map.wait.quiet());
+        r
     }
 
     /// The channel's `memfd`, to hand to a client ([`inheritable`] for a
@@ -1123,6 +1217,7 @@ impl ServerEnd {
     pub fn set_spin(&mut self, spin: u32) {
         self.map.h.spin = spin.min(SPIN_MAX);
         self.map.wait.spin.set(self.map.h.spin);
+        self.view.quiet = u64::from(self.map.wait.quiet());
     }
 
     /// Serves raw calls with no stub (the benchmarks' baseline): `f` gets
@@ -1164,7 +1259,9 @@ impl ServerEnd {
 unsafe impl ServerTransport for ServerEnd {
     fn wait(&mut self) -> Result<(u16, usize), CallError> {
         loop {
-            self.map.wait_for(REQUEST, None)?;
+            let r = self.map.wait_for(REQUEST, None);
+            self.view.quiet = u64::from(self.map.wait.quiet());
+            r?;
             let key = self.map.word().load(Ordering::Relaxed);
             let len = self.map.len_word().load(Ordering::Relaxed) as usize;
             if len <= self.capacity() {
@@ -1210,7 +1307,14 @@ unsafe impl ServerTransport for ServerEnd {
         };
         self.map.word().store(status as u16, Ordering::Relaxed);
         self.map.len_word().store(len as u16, Ordering::Relaxed);
-        self.map.post(REPLY)
+        let r = self.map.post(REPLY);
+        self.view.quiet = u64::from(self.map.wait.quiet());
+        r
+    }
+
+    #[inline(always)]
+    fn as_shm(&mut self) -> Option<&mut ServerEnd> {
+        Some(self)
     }
 }
 
