@@ -841,6 +841,16 @@ pub(crate) unsafe extern "C" fn gen_wait(end: *mut GenClient, woke: u64) -> i64 
     // SAFETY: the function's contract: `GenClient` is the first field of
     // the `#[repr(C)]` `ClientEnd`, so the addresses are the same.
     let end = unsafe { &mut *end.cast::<ClientEnd>() };
+    if let Some(Loopback(serve, arg)) = end.loopback {
+        // SAFETY: `set_loopback`'s contract.
+        unsafe { serve(arg) };
+        let s = end.map.state().load(Ordering::Acquire) & !WAITER;
+        if s == REPLY {
+            return 0;
+        }
+        end.gen_err = Some(CallError::Malformed("the loopback answered nothing"));
+        return -1;
+    }
     let m = &end.map;
     if woke != 0 {
         futex_wake(m.state());
@@ -861,6 +871,15 @@ pub(crate) unsafe extern "C" fn gen_wait(end: *mut GenClient, woke: u64) -> i64 
     r
 }
 
+/// A loopback's server step and its argument (see
+/// [`ClientEnd::set_loopback`]).
+#[derive(Clone, Copy, Debug)]
+struct Loopback(unsafe fn(*mut ()), *mut ());
+
+// SAFETY: `set_loopback`'s contract: the step is sound to call on any
+// thread the end moves to.
+unsafe impl Send for Loopback {}
+
 /// The client's end of a channel: a [`ClientTransport`] for the generated
 /// client stubs. Dropping it closes the channel.
 #[repr(C)]
@@ -870,6 +889,8 @@ pub struct ClientEnd {
     view: GenClient,
     /// The error of the last out-of-line wait that failed.
     gen_err: Option<CallError>,
+    /// See [`ClientEnd::set_loopback`].
+    loopback: Option<Loopback>,
     map: Map,
     /// The end of the last string put, in the string area.
     used: usize,
@@ -885,6 +906,7 @@ impl ClientEnd {
         Ok(ClientEnd {
             view: GenClient::new(&map),
             gen_err: None,
+            loopback: None,
             map,
             used: 0,
             count: 0,
@@ -910,6 +932,21 @@ impl ClientEnd {
     /// dynamic stubs' `shm_call` takes).
     pub(crate) fn gen_view(&mut self) -> *mut GenClient {
         &mut self.view
+    }
+
+    /// Makes this end a loopback for a client and a server in one thread
+    /// (the benchmarks' instruction counts): where the dynamic stubs'
+    /// generated call would block for the reply, it calls `serve(arg)`
+    /// instead, which answers the posted request on the channel's server
+    /// end (e.g. [`crate::dynamic::DynServer::serve_ready`]), and takes
+    /// the reply. `None` restores waiting.
+    ///
+    /// # Safety
+    /// `serve(arg)` is sound to call whenever a call on this end waits,
+    /// for as long as the loopback is set, on whichever thread the end is
+    /// moved to.
+    pub unsafe fn set_loopback(&mut self, serve: Option<(unsafe fn(*mut ()), *mut ())>) {
+        self.loopback = serve.map(|(f, a)| Loopback(f, a));
     }
 
     /// The waiting rule's state, for tests: whether the last post woke
