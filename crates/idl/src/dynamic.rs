@@ -1071,9 +1071,7 @@ fn shm_error(
             .take_gen_error()
             .unwrap_or(RtError::Malformed("the wait failed without an error"))
             .into(),
-        ERR_REPLY_LONG => {
-            RtError::Malformed("the reply is longer than the message buffer").into()
-        }
+        ERR_REPLY_LONG => RtError::Malformed("the reply is longer than the message buffer").into(),
         ERR_REPLY_STRING => {
             RtError::Malformed("a reply's descriptor lies outside the string area").into()
         }
@@ -1321,32 +1319,39 @@ impl DynServer<'_> {
             .then_some(s.f)
     }
 
-    /// Serves, in the generated loop, the requests that are waiting on a
-    /// shared-memory channel, and returns when none is (`Ok(true)`), or
-    /// when the channel is closed (`Ok(false)`); it never blocks. For a
-    /// host that waits for requests itself (and for a loopback in one
-    /// thread). Without a generated loop (the reference backend, another
-    /// host, a buffer too small for some record) it serves nothing and
-    /// says so: [`CallError::Transport`] of `Malformed`.
-    pub fn serve_ready(&self, end: &mut crate::rt::shm::ServerEnd) -> Result<bool, CallError> {
-        let f = self
-            .shm_loop(end)
-            .ok_or(RtError::Malformed("no generated server loop for this channel"))?;
-        let mut dctx = native::DispatchCtx::new(ServerTransport::scratch(end).as_ptr());
+    /// Makes `client` a loopback of this server in one thread (the
+    /// benchmarks' instruction counts, tests): `end` is the server end of
+    /// `client`'s channel, and where a call on `client` would block for
+    /// its reply, the generated loop runs once on `end` instead (no Rust
+    /// between the client's generated call and the server's generated
+    /// loop). `end` and the dispatch's private context are leaked: the
+    /// loopback lives as long as the process.
+    pub fn loopback(
+        &'static self,
+        client: &mut crate::rt::shm::ClientEnd,
+        end: crate::rt::shm::ServerEnd,
+    ) -> Result<(), CallError> {
+        let end: &'static mut crate::rt::shm::ServerEnd = Box::leak(Box::new(end));
+        let f = self.shm_loop(end).ok_or(RtError::Malformed(
+            "no generated server loop for this channel",
+        ))?;
+        let dctx: &'static mut native::DispatchCtx = Box::leak(Box::new(native::DispatchCtx::new(
+            ServerTransport::scratch(end).as_ptr(),
+        )));
         let g = end.gen_view();
-        // SAFETY: `g` is the end's view, borrowed with the end for the
-        // call; the dispatch context is this frame's, private, with the
-        // scratch of the area's length; the generated loop takes a request
-        // only when the state says one is posted, and every record fits
-        // the buffer (checked above); the handlers were vouched for in
-        // `Interface::server`.
-        let r = unsafe {
-            (*g).dctx = (&mut dctx as *mut native::DispatchCtx).cast();
-            let r = f(g, 0);
-            (*g).dctx = std::ptr::null_mut();
-            r
-        };
-        Ok(r == codegen::SERVE_BLOCK)
+        // SAFETY: `g` is the leaked end's view, used from now on only by
+        // the loopback's calls (on `client`'s thread, one at a time); the
+        // context is leaked too; the generated loop takes a request only
+        // when one is posted, and every record fits the buffer (checked);
+        // the handlers were vouched for in `Interface::server`. The loop's
+        // signature is the loopback's, its first argument the view.
+        unsafe {
+            (*g).dctx = (dctx as *mut native::DispatchCtx).cast();
+            let step: crate::rt::shm::LoopbackFn =
+                std::mem::transmute::<native::ServeFn, crate::rt::shm::LoopbackFn>(f);
+            client.set_loopback(Some((step, g.cast())));
+        }
+        Ok(())
     }
 
     /// [`DynServer::serve`] on a shared-memory channel in the generated
@@ -1358,13 +1363,13 @@ impl DynServer<'_> {
     ) -> Result<(), CallError> {
         let mut dctx = native::DispatchCtx::new(ServerTransport::scratch(end).as_ptr());
         let g = end.gen_view();
-        // SAFETY: as in `serve_ready`; the context outlives the loop and
-        // is cleared before it ends.
+        // SAFETY: as in `loopback`; the context outlives the loop and is
+        // cleared before it ends.
         unsafe { (*g).dctx = (&mut dctx as *mut native::DispatchCtx).cast() };
         let mut waited = 0;
         let r = loop {
-            // SAFETY: as in `serve_ready`; with `waited` set, the wait
-            // just returned with a request posted.
+            // SAFETY: as in `loopback`; with `waited` set, the wait just
+            // returned with a request posted.
             match unsafe { f(g, waited) } {
                 codegen::SERVE_BLOCK => match end.wait_request() {
                     Ok(()) => waited = 1,

@@ -1217,7 +1217,11 @@ fn dynamic_client_c_server_pfs() {
             let want = Pfs::open(client, fobj, flags, mode, &mut h_l);
             assert!(r == Value::I32(want) && a[4] == Value::I32(h_l), "call {k}");
 
-            let n = if k % 5 == 4 { 4096 } else { rng.below(300) as usize };
+            let n = if k % 5 == 4 {
+                4096
+            } else {
+                rng.below(300) as usize
+            };
             let words: Vec<i32> = (0..n).map(|_| rng.next() as i32).collect();
             let mut pos_l = rng.below(FILE_WORDS as u64) as i32;
             let len = n as i32 * 4;
@@ -1229,7 +1233,10 @@ fn dynamic_client_c_server_pfs() {
             ];
             let r = dynamic.call(c, write, &mut a).expect("pfs_write");
             let want = local.write(h_l, &mut pos_l, len, &words);
-            assert!(r == Value::I32(want) && a[1] == Value::I32(pos_l), "call {k}");
+            assert!(
+                r == Value::I32(want) && a[1] == Value::I32(pos_l),
+                "call {k}"
+            );
 
             let count = rng.below(2000) as i32;
             let mut pos_l = rng.below(FILE_WORDS as u64) as i32;
@@ -1242,7 +1249,10 @@ fn dynamic_client_c_server_pfs() {
             let r = dynamic.call(c, dir_op, &mut a).expect("pfs_get_direntries");
             let mut want = Vec::new();
             let r_l = local.read(h_l, &mut pos_l, count, usize::MAX, |w| want.push(w));
-            assert!(r == Value::I32(r_l) && a[1] == Value::I32(pos_l), "call {k}");
+            assert!(
+                r == Value::I32(r_l) && a[1] == Value::I32(pos_l),
+                "call {k}"
+            );
             assert!(a[3] == Value::Seq(Seq::I32(want)), "call {k}: the entries");
         }
     });

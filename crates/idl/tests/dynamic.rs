@@ -1068,17 +1068,44 @@ struct Gen {
 #[allow(clippy::too_many_arguments)]
 extern "C" fn generic(
     ctx: *mut Gen,
-    a0: u64, a1: u64, a2: u64, a3: u64, a4: u64, a5: u64, a6: u64, a7: u64,
-    a8: u64, a9: u64, a10: u64, a11: u64, a12: u64, a13: u64, a14: u64, a15: u64,
-    a16: u64, a17: u64, a18: u64, a19: u64, a20: u64, a21: u64, a22: u64, a23: u64,
-    a24: u64, a25: u64, a26: u64, a27: u64, a28: u64, a29: u64, a30: u64,
+    a0: u64,
+    a1: u64,
+    a2: u64,
+    a3: u64,
+    a4: u64,
+    a5: u64,
+    a6: u64,
+    a7: u64,
+    a8: u64,
+    a9: u64,
+    a10: u64,
+    a11: u64,
+    a12: u64,
+    a13: u64,
+    a14: u64,
+    a15: u64,
+    a16: u64,
+    a17: u64,
+    a18: u64,
+    a19: u64,
+    a20: u64,
+    a21: u64,
+    a22: u64,
+    a23: u64,
+    a24: u64,
+    a25: u64,
+    a26: u64,
+    a27: u64,
+    a28: u64,
+    a29: u64,
+    a30: u64,
 ) -> u64 {
     use idl::dynamic::Kind;
     // SAFETY: the context registered for this operation.
     let g = unsafe { &mut *ctx };
     let args = [
-        a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18,
-        a19, a20, a21, a22, a23, a24, a25, a26, a27, a28, a29, a30,
+        a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19,
+        a20, a21, a22, a23, a24, a25, a26, a27, a28, a29, a30,
     ];
     let mut next = args.iter().copied();
     let mut ret = 0;
@@ -1677,14 +1704,41 @@ static MANY_SEEN: std::sync::Mutex<Vec<u64>> = std::sync::Mutex::new(Vec::new())
 #[allow(clippy::too_many_arguments)]
 extern "C" fn many_args(
     _ctx: *mut u8,
-    a0: u64, a1: u64, a2: u64, a3: u64, a4: u64, a5: u64, a6: u64, a7: u64,
-    a8: u64, a9: u64, a10: u64, a11: u64, a12: u64, a13: u64, a14: u64, a15: u64,
-    a16: u64, a17: u64, a18: u64, a19: u64, a20: u64, a21: u64, a22: u64, a23: u64,
-    a24: u64, a25: u64, a26: u64, a27: u64, a28: u64, a29: u64, a30: u64,
+    a0: u64,
+    a1: u64,
+    a2: u64,
+    a3: u64,
+    a4: u64,
+    a5: u64,
+    a6: u64,
+    a7: u64,
+    a8: u64,
+    a9: u64,
+    a10: u64,
+    a11: u64,
+    a12: u64,
+    a13: u64,
+    a14: u64,
+    a15: u64,
+    a16: u64,
+    a17: u64,
+    a18: u64,
+    a19: u64,
+    a20: u64,
+    a21: u64,
+    a22: u64,
+    a23: u64,
+    a24: u64,
+    a25: u64,
+    a26: u64,
+    a27: u64,
+    a28: u64,
+    a29: u64,
+    a30: u64,
 ) -> i64 {
     let all = vec![
-        a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18,
-        a19, a20, a21, a22, a23, a24, a25, a26, a27, a28, a29, a30,
+        a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19,
+        a20, a21, a22, a23, a24, a25, a26, a27, a28, a29, a30,
     ];
     *MANY_SEEN.lock().unwrap_or_else(|e| e.into_inner()) = all;
     // The one operation registered with it ends with an out string: its
@@ -1754,7 +1808,10 @@ fn handler_arguments_past_the_registers_are_passed_on_the_stack() {
         assert_eq!(unsafe { *(seen[18] as *const i32) }, 77, "{engine:?}");
         // The out string's room and its count word: the text written there
         // came back.
-        assert!(args[17] == Value::Str("ok".into()), "{engine:?}: the out string");
+        assert!(
+            args[17] == Value::Str("ok".into()),
+            "{engine:?}: the out string"
+        );
         assert_eq!(args[16], Value::I32(77), "{engine:?}");
     }
 }

@@ -185,8 +185,7 @@ fn the_dynamic_server_loop_notices_a_client_killed_between_calls() {
     // The dynamic server's generated loop answers the child's first call,
     // then blocks out of line with the liveness watch.
     let iface: &'static idl::dynamic::Interface = Box::leak(Box::new(
-        idl::dynamic::Interface::load("interface h { void k0(); void k1(); };", "h")
-            .expect("load"),
+        idl::dynamic::Interface::load("interface h { void k0(); void k1(); };", "h").expect("load"),
     ));
     extern "C" fn nothing(_: *mut u8) {}
     // SAFETY: `nothing` takes the context of a void operation.

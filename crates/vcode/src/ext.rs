@@ -1798,7 +1798,9 @@ impl<B: Backend> Atomic for Func<B> {
         if self.backend().aarch64().is_some() {
             return self.fail(
                 M,
-                crate::ErrorKind::Unsupported("swap32: native x86-64 and the reference backend only"),
+                crate::ErrorKind::Unsupported(
+                    "swap32: native x86-64 and the reference backend only",
+                ),
             );
         }
         let t = match self.getreg::<crate::UL>(crate::Class::Temp) {

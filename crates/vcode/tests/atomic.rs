@@ -5,7 +5,7 @@
 //! word never lose or duplicate one.
 
 use vcode::ext::Atomic;
-use vcode::{Class, Func, Leaf, Reference, P, UL};
+use vcode::{Class, Func, Leaf, P, Reference, UL};
 
 type SwapFn = unsafe extern "C" fn(*mut u32, u64) -> u64;
 

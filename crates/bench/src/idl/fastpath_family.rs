@@ -565,28 +565,10 @@ pub mod dynamic {
         }
     }
 
-    /// The server end of a loopback channel and the dynamic server that
-    /// answers on it.
-    struct LoopServerEnd {
-        end: ServerEnd,
-        server: &'static DynServer<'static>,
-    }
-
-    /// The loopback's server step: serves the posted request in the
-    /// dynamic server's generated loop.
-    ///
-    /// # Safety
-    /// `arg` is the leaked [`LoopServerEnd`] of [`shm_loopback`], used by
-    /// nothing else while its client end waits.
-    unsafe fn serve_step(arg: *mut ()) {
-        // SAFETY: the function's contract.
-        let s = unsafe { &mut *arg.cast::<LoopServerEnd>() };
-        let _ = s.server.serve_ready(&mut s.end);
-    }
-
     /// A channel in one thread: its client end, a loopback whose waits run
-    /// `d`'s server loop on the server end (leaked with it: the counter
-    /// keeps its subjects for the process's lifetime).
+    /// `d`'s generated server loop on the server end
+    /// (`DynServer::loopback`, which leaks it: the counter keeps its
+    /// subjects for the process's lifetime).
     pub fn shm_loopback(d: Dyn) -> Result<ClientEnd, String> {
         let config = idl::rt::shm::Config {
             capacity: 8192,
@@ -594,13 +576,9 @@ pub mod dynamic {
             ..Default::default()
         };
         let (mut client, end) = idl::rt::shm::pair(&config).map_err(|e| e.to_string())?;
-        let s: *mut LoopServerEnd = Box::leak(Box::new(LoopServerEnd {
-            end,
-            server: d.server,
-        }));
-        // SAFETY: `serve_step`'s contract: `s` is leaked and used only by
-        // the client end's waits, on the thread that makes its calls.
-        unsafe { client.set_loopback(Some((serve_step, s.cast()))) };
+        d.server
+            .loopback(&mut client, end)
+            .map_err(|e| e.to_string())?;
         Ok(client)
     }
 

@@ -870,7 +870,10 @@ fn op_body<B: Backend>(
     let mut reg_args = Vec::new();
     for ((ty, src), a) in srcs.iter().zip(avail.iter().copied()).take(in_regs) {
         arg_value(f, r, src, a);
-        reg_args.push(Arg::Reg(AnyReg { ty: *ty, n: a.num() }));
+        reg_args.push(Arg::Reg(AnyReg {
+            ty: *ty,
+            n: a.num(),
+        }));
     }
     // Register arguments first, in order, then the spilled ones.
     args.splice(1..1, reg_args);
@@ -960,11 +963,7 @@ pub const ERR_STATUS: i64 = -0x1_0000;
 /// Returns 0 or a negative code; the codes of [`marshal`] and
 /// [`unmarshal`] keep their meaning. Native x86-64 only (the atomic
 /// exchange), which `Atomic::atomic_available` tells.
-pub fn shm_call<B: Backend>(
-    f: &mut Func<B>,
-    p: &OpPlan,
-    lim: &Limits,
-) -> vcode::Result<B::Code> {
+pub fn shm_call<B: Backend>(f: &mut Func<B>, p: &OpPlan, lim: &Limits) -> vcode::Result<B::Code> {
     use crate::rt::shm::{CLOSED, GenClient as G, REPLY, REQUEST, WAITER};
     use vcode::ext::Atomic;
     const REC: i32 = 8;
@@ -1244,6 +1243,11 @@ pub fn shm_serve<B: Backend>(f: &mut Func<B>, dispatch: usize) -> vcode::Result<
     let t = f.getreg::<UL>(Class::Temp)?;
     let t2 = f.getreg::<UL>(Class::Temp)?;
     let rec = f.getreg::<P>(Class::Temp)?;
+    let (area, alen, dctx) = (
+        f.getreg::<P>(Class::Temp)?,
+        f.getreg::<UL>(Class::Temp)?,
+        f.getreg::<P>(Class::Temp)?,
+    );
     let (top, take, block, short, reply, posted) = (
         f.genlabel(),
         f.genlabel(),
@@ -1268,6 +1272,9 @@ pub fn shm_serve<B: Backend>(f: &mut Func<B>, dispatch: usize) -> vcode::Result<
     f.bgt(t2, t, short);
     f.ldus(t, line, 4);
     f.add(rec, line, 8);
+    f.ld(area, ch, G::AREA);
+    f.ld(alen, ch, G::AREA_LEN);
+    f.ld(dctx, ch, G::DCTX);
     // 2. Dispatch.
     let r = t.cast::<L>();
     f.call(
@@ -1277,21 +1284,9 @@ pub fn shm_serve<B: Backend>(f: &mut Func<B>, dispatch: usize) -> vcode::Result<
             t.into(),
             rec.into(),
             t2.into(),
-            Arg::Mem {
-                ty: Ty::P,
-                base: ch.num(),
-                off: G::AREA,
-            },
-            Arg::Mem {
-                ty: Ty::UL,
-                base: ch.num(),
-                off: G::AREA_LEN,
-            },
-            Arg::Mem {
-                ty: Ty::P,
-                base: ch.num(),
-                off: G::DCTX,
-            },
+            area.into(),
+            alen.into(),
+            dctx.into(),
         ],
     );
     f.jmp(reply);

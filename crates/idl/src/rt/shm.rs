@@ -843,7 +843,7 @@ pub(crate) unsafe extern "C" fn gen_wait(end: *mut GenClient, woke: u64) -> i64 
     let end = unsafe { &mut *end.cast::<ClientEnd>() };
     if let Some(Loopback(serve, arg)) = end.loopback {
         // SAFETY: `set_loopback`'s contract.
-        unsafe { serve(arg) };
+        unsafe { serve(arg, 0) };
         let s = end.map.state().load(Ordering::Acquire) & !WAITER;
         if s == REPLY {
             return 0;
@@ -874,7 +874,11 @@ pub(crate) unsafe extern "C" fn gen_wait(end: *mut GenClient, woke: u64) -> i64 
 /// A loopback's server step and its argument (see
 /// [`ClientEnd::set_loopback`]).
 #[derive(Clone, Copy, Debug)]
-struct Loopback(unsafe fn(*mut ()), *mut ());
+struct Loopback(LoopbackFn, *mut ());
+
+/// A loopback's server step (see [`ClientEnd::set_loopback`]): called
+/// with its argument and 0.
+pub type LoopbackFn = unsafe extern "C" fn(*mut (), u64) -> i64;
 
 // SAFETY: `set_loopback`'s contract: the step is sound to call on any
 // thread the end moves to.
@@ -937,15 +941,16 @@ impl ClientEnd {
     /// Makes this end a loopback for a client and a server in one thread
     /// (the benchmarks' instruction counts): where the dynamic stubs'
     /// generated call would block for the reply, it calls `serve(arg)`
-    /// instead, which answers the posted request on the channel's server
-    /// end (e.g. [`crate::dynamic::DynServer::serve_ready`]), and takes
+    /// instead (with 0 as its second argument), which answers the posted
+    /// request on the channel's server end (e.g. the dynamic server's
+    /// generated loop: [`crate::dynamic::DynServer::loopback`]), and takes
     /// the reply. `None` restores waiting.
     ///
     /// # Safety
     /// `serve(arg)` is sound to call whenever a call on this end waits,
     /// for as long as the loopback is set, on whichever thread the end is
     /// moved to.
-    pub unsafe fn set_loopback(&mut self, serve: Option<(unsafe fn(*mut ()), *mut ())>) {
+    pub unsafe fn set_loopback(&mut self, serve: Option<(LoopbackFn, *mut ())>) {
         self.loopback = serve.map(|(f, a)| Loopback(f, a));
     }
 
