@@ -1788,8 +1788,8 @@ fn handler_arguments_past_the_registers_are_passed_on_the_stack() {
             .unwrap_or_else(|e| panic!("{engine:?}: {e}"));
         let seen = MANY_SEEN.lock().unwrap_or_else(|e| e.into_inner()).clone();
         // In longs: the value, as C's int (the low 32 bits).
-        for k in 0..14 {
-            assert_eq!(seen[k] as u32 as i32, -1000 - k as i32, "{engine:?}: x{k}");
+        for (k, &x) in seen.iter().enumerate().take(14) {
+            assert_eq!(x as u32 as i32, -1000 - k as i32, "{engine:?}: x{k}");
         }
         // The string: its private copy and length; the sequence: its
         // elements in the area and count.
