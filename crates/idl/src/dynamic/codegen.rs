@@ -682,6 +682,7 @@ fn op_body<B: Backend>(
     }
     // Descriptors of in and inout strings: once, into private locals.
     let mut ins = Vec::new();
+    let mut saved: Option<(Local<UL>, Local<UL>)> = None;
     for v in p.in_record_order().filter(|v| v.dir != Dir::Out) {
         let Kind::Ind { esize, ealign, .. } = v.kind else {
             continue;
@@ -710,6 +711,36 @@ fn op_body<B: Backend>(
         let (off, cnt, ptr) = (f.local::<UL>(), f.local::<UL>(), f.local::<UL>());
         f.st_local(t, off);
         f.st_local(t2, cnt);
+        if let Kind::Ind { string: true, .. } = v.kind {
+            // The plan's order: a string's text is checked right after its
+            // descriptor, before the next descriptor. Copied into the
+            // server's private scratch memory (same offset) and checked to
+            // be UTF-8 there, so that the handler's text cannot change
+            // under it. A call: the running end and the area's length are
+            // kept in the stack across it.
+            let (saved_prev, saved_alen) = match saved {
+                Some(x) => x,
+                None => {
+                    let x = (f.local::<UL>(), f.local::<UL>());
+                    f.st_local(r.alen, x.1);
+                    saved = Some(x);
+                    x
+                }
+            };
+            f.st_local(prev, saved_prev);
+            // `t` holds the offset, `t2` the length; `prev` is free now.
+            let (dst, src, ok) = (pv(prev), pv(t3), u32v(t));
+            f.add(src, r.area, pv(t));
+            f.ld_local(dst, r.ctx);
+            f.ld(dst, dst, 0);
+            f.add(dst, dst, pv(t));
+            f.st_local(prev, ptr);
+            let copy = Callee::Native(super::native::str_in as *const () as usize);
+            f.call(ok, copy, &[dst.into(), src.into(), t2.into()]);
+            f.beq(ok, 0, x.bad_value);
+            f.ld_local(prev, saved_prev);
+            f.ld_local(r.alen, saved_alen);
+        }
         ins.push(InRegion { v, off, cnt, ptr });
     }
     for v in p.in_record_order().filter(|v| v.dir != Dir::Out) {
@@ -763,25 +794,6 @@ fn op_body<B: Backend>(
             f.st_local(t, off);
             f.st_local(t3, cap);
             regions.push(OutRegion { v, off, cap });
-        }
-    }
-    // In and inout strings: copied into the server's private scratch
-    // memory (same offset) and checked to be UTF-8 there, so that the
-    // handler's text cannot change under it. A call: only the persistent
-    // registers and the locals survive.
-    for s in &ins {
-        if let Kind::Ind { string: true, .. } = s.v.kind {
-            let (dst, src, ok) = (pv(t), pv(t3), u32v(prev));
-            f.ld_local(t2, s.off);
-            f.ld_local(dst, r.ctx);
-            f.ld(dst, dst, 0);
-            f.add(dst, dst, pv(t2));
-            f.st_local(t, s.ptr);
-            f.add(src, r.area, pv(t2));
-            f.ld_local(t2, s.cnt);
-            let copy = Callee::Native(super::native::str_in as *const () as usize);
-            f.call(ok, copy, &[dst.into(), src.into(), t2.into()]);
-            f.beq(ok, 0, x.bad_value);
         }
     }
     // Out scalars and aggregates start zeroed: the client's bytes there
