@@ -44,7 +44,7 @@ mod native;
 mod plan;
 mod value;
 
-pub use codegen::{GenError, MAX_HANDLER_REGS};
+pub use codegen::{GenError, MAX_HANDLER_ARGS, MAX_HANDLER_REGS};
 pub use plan::{Kind, OpPlan, ValuePlan};
 pub use value::{Seq, Value};
 

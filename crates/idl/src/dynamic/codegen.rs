@@ -8,23 +8,27 @@
 //!
 //! Signatures of the generated functions:
 //!
-//! - `marshal(slots: *const u64, rec: *mut u8, area: *mut u8, area_len: u64) -> i64`:
+//! - `marshal(slots: *const u64, rec: *mut u8, ctx: *mut ClientCtx) -> i64`:
 //!   stores every in and inout value at its field with its width, copies
 //!   in strings and sequences into the string area (from offset 0 upward,
 //!   each aligned to its element) and writes their descriptors; returns the
 //!   request's length, or [`ERR_PUT`] / [`ERR_LONG`] / [`ERR_COUNT`].
-//! - `unmarshal(slots: *mut u64, rec: *const u8, area: *mut u8, area_len: u64) -> i64`:
+//! - `unmarshal(slots: *mut u64, rec: *const u8, ctx: *mut ClientCtx) -> i64`:
 //!   loads every inout and out value and the return value back into the
 //!   slots (scalars extended to 64 bits; aggregates copied to the memory
 //!   their slot points to; strings and sequences as (pointer into the
 //!   string area, count), after checking the server's descriptor); returns
 //!   0, or [`ERR_REPLY_STRING`] / [`ERR_REPLY_BOOL`].
-//! - `dispatch(key: u64, rec: *mut u8, len: u64, area: *mut u8, area_len: u64) -> u64`:
+//! - `shm_call(slots, ch) -> i64` and `shm_serve(ch, waited) -> i64`: the
+//!   whole call, and the server's dispatch-and-reply loop, over an
+//!   `rt::shm` channel (see [`shm_call`] and [`shm_serve`]).
+//! - `dispatch(key: u64, rec: *mut u8, len: u64, area: *mut u8, area_len: u64, ctx: *mut DispatchCtx) -> u64`:
 //!   bound check and jump table on the key, then for the operation the
 //!   static server stubs' checks (short message, descriptors once, in
 //!   range, aligned, in order, within the per-string limit; booleans;
 //!   strings UTF-8), then one C call of the registered handler with the
-//!   arguments in registers and out/inout values as pointers into the
+//!   arguments in registers (past nine, on the stack, through the spill
+//!   area of the private `ctx`) and out/inout values as pointers into the
 //!   record in place; returns `status | reply_len << 16`.
 
 use super::plan::{Kind, OpPlan, ValuePlan};
@@ -54,7 +58,7 @@ pub const INLINE_COPY: u32 = 256;
 /// Register arguments a handler call gets besides the context (the
 /// registers left once the record and string-area pointers are kept);
 /// arguments past them are passed through the private spill area
-/// ([`SPILL_SLOTS`]) as the C convention's further arguments.
+/// as the C convention's further arguments.
 pub const MAX_HANDLER_REGS: usize = 9;
 
 /// Arguments a handler call can take besides the context: vcode's limit
