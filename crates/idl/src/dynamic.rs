@@ -44,7 +44,7 @@ mod native;
 mod plan;
 mod value;
 
-pub use codegen::{GenError, MAX_HANDLER_REGS};
+pub use codegen::{GenError, MAX_HANDLER_ARGS, MAX_HANDLER_REGS};
 pub use plan::{Kind, OpPlan, ValuePlan};
 pub use value::{Seq, Value};
 
@@ -160,6 +160,9 @@ pub struct Interface {
     /// Per operation, what [`DynClient::call_slots`] needs, in one place
     /// (native engine only; empty on the reference backend).
     fast: Vec<FastOp>,
+    /// Per operation, the generated whole call over an `rt::shm` channel
+    /// (`codegen::shm_call`; native x86-64 only, else empty).
+    shm: Vec<native::ShmStub>,
 }
 
 /// An operation's native client entry points and the facts about it
@@ -182,6 +185,8 @@ struct FastOp {
     /// transport's thunks, which need the context; without, it is given
     /// none.
     strings: bool,
+    /// The whole call over an `rt::shm` channel (`None` off x86-64).
+    shm: Option<native::ShmFn>,
 }
 
 impl std::fmt::Debug for Interface {
@@ -265,10 +270,26 @@ impl Interface {
                 out
             }
         };
+        let shm = match engine {
+            Engine::Native if crate::rt::shm::ClientEnd::gen_supported() => {
+                let mut f = Func::new();
+                let mut out = Vec::new();
+                for p in &plans {
+                    out.push(
+                        codegen::shm_call(&mut f, p, &limits)
+                            .and_then(native::ShmStub::new)
+                            .map_err(cg(p))?,
+                    );
+                }
+                out
+            }
+            _ => Vec::new(),
+        };
         let fast = plans
             .iter()
             .zip(&stubs)
-            .map_while(|(p, (m, u))| {
+            .enumerate()
+            .map_while(|(k, (p, (m, u)))| {
                 Some(FastOp {
                     marshal: m.native_fn()?,
                     unmarshal: u.native_fn()?,
@@ -277,6 +298,7 @@ impl Interface {
                     key: p.op.key,
                     in_strings: p.op.layout.in_strings > 0,
                     strings: p.values.iter().any(|v| matches!(v.kind, Kind::Ind { .. })),
+                    shm: shm.get(k).map(native::ShmStub::entry),
                 })
             })
             .collect::<Vec<_>>();
@@ -293,6 +315,7 @@ impl Interface {
             plans,
             stubs,
             fast,
+            shm,
         })
     }
 
@@ -343,6 +366,13 @@ impl Interface {
     /// disassembled (or listed, on the reference backend).
     pub fn listing(&self, op: usize) -> Option<(String, String)> {
         self.stubs.get(op).map(|(m, u)| (m.listing(), u.listing()))
+    }
+
+    /// The generated whole call of operation `op` over an `rt::shm`
+    /// channel (`shm_call`), disassembled; `None` off x86-64 or on the
+    /// reference backend.
+    pub fn shm_listing(&self, op: usize) -> Option<String> {
+        self.shm.get(op).map(native::ShmStub::listing)
     }
 
     /// Runs operation `op`'s generated `marshal` on raw slots: the
@@ -467,9 +497,18 @@ impl Interface {
                 &self.limits,
             )?),
         };
+        let shm = match dispatch.native_addr() {
+            Some(addr) if crate::rt::shm::ServerEnd::gen_supported() => Some(
+                codegen::shm_serve(&mut Func::new(), addr)
+                    .and_then(native::ServeStub::new)
+                    .map_err(GenError::from)?,
+            ),
+            _ => None,
+        };
         Ok(DynServer {
             iface: self,
             dispatch,
+            shm,
             max_record: self.max_record(),
         })
     }
@@ -610,6 +649,23 @@ impl DynClient<'_> {
         if plan.aggregates {
             self.fill_aggregates(plan, args);
         }
+        if let (Some(sc), Some(end)) = (iface.shm.get(op), t.as_shm()) {
+            // SAFETY: the slots were just built from `args` and the
+            // scratch, which outlive the call; the record fits the
+            // channel's buffer (checked above).
+            let r = unsafe { (sc.entry())(self.slots.as_mut_ptr(), end.gen_view()) };
+            if r != 0 {
+                return Err(shm_error(
+                    plan,
+                    end,
+                    r,
+                    &self.slots,
+                    iface.limits.max_string_bytes,
+                ));
+            }
+            // The strings' bytes stay valid while `t` is not used again.
+            return self.results(plan, args);
+        }
         if lay.in_strings > 0 {
             t.begin();
         }
@@ -656,6 +712,14 @@ impl DynClient<'_> {
         // Results: the slots now name the reply's values; the bytes of
         // strings and sequences stay valid while `ctx` borrows the
         // transport.
+        let ret = self.results(plan, args);
+        drop(ctx);
+        ret
+    }
+
+    /// The out and inout values and the return value the slots name after
+    /// a call, written back into `args`.
+    fn results(&self, plan: &OpPlan, args: &mut [Value]) -> Result<Value, CallError> {
         for (v, a) in plan.params().iter().zip(args.iter_mut()) {
             match (v.dir, v.kind) {
                 (Dir::In, _) => {}
@@ -666,12 +730,10 @@ impl DynClient<'_> {
                 }
             }
         }
-        let ret = match plan.ret() {
+        Ok(match plan.ret() {
             Some(v) => self.read_back(v, Value::Void)?,
             None => Value::Void,
-        };
-        drop(ctx);
-        Ok(ret)
+        })
     }
     /// Calls operation `op` with its values already in slot form (the
     /// slot-level API of a host whose values are slots: an FFI array, a
@@ -704,6 +766,11 @@ impl DynClient<'_> {
                 return unsafe { self.call_slots_general(t, op, slots) };
             }
         };
+        if let (Some(sc), Some(end)) = (fo.shm, t.as_shm()) {
+            // SAFETY: the caller's contract; the record fits the channel's
+            // buffer (checked above).
+            return unsafe { self.call_shm(end, fo.key, sc, slots) };
+        }
         if fo.strings {
             // SAFETY: the caller's contract.
             return unsafe { self.call_slots_strings(t, fo, slots) };
@@ -776,6 +843,47 @@ impl DynClient<'_> {
         // As after `marshal`: `err` is `None`.
         std::mem::forget(ctx);
         Ok(())
+    }
+
+    /// The whole call of operation `key` in its generated code over a
+    /// shared-memory channel's client end.
+    ///
+    /// # Safety
+    /// As [`DynClient::call_slots`]; `sc` is the operation's `shm_call`,
+    /// and its record fits the end's buffer.
+    #[inline(always)]
+    unsafe fn call_shm(
+        &self,
+        end: &mut crate::rt::shm::ClientEnd,
+        key: u16,
+        sc: native::ShmFn,
+        slots: &mut [u64],
+    ) -> Result<(), CallError> {
+        // SAFETY: the function's contract: the slots hold the operation's
+        // values; the generated code touches the slots, the channel's
+        // mapping through the end's `GenClient` (offsets checked against
+        // the header copy's limits), and the end itself only through the
+        // out-of-line wait, which it borrows for the call.
+        let r = unsafe { sc(slots.as_mut_ptr(), end.gen_view()) };
+        if r == 0 {
+            return Ok(());
+        }
+        Err(self.shm_refused(end, key, r, slots))
+    }
+
+    /// Why `shm_call` returned `r`.
+    #[cold]
+    fn shm_refused(
+        &self,
+        end: &mut crate::rt::shm::ClientEnd,
+        key: u16,
+        r: i64,
+        slots: &[u64],
+    ) -> CallError {
+        let Some(plan) = self.iface.plans.get(usize::from(key)) else {
+            return self.iface.no_such_op(usize::from(key));
+        };
+        shm_error(plan, end, r, slots, self.iface.limits.max_string_bytes)
     }
 
     /// Why `marshal` refused with `r`: the transport's error, or
@@ -945,6 +1053,74 @@ impl DynClient<'_> {
     }
 }
 
+/// The error of `shm_call`'s code `r` for `plan` over `end`.
+#[cold]
+fn shm_error(
+    plan: &OpPlan,
+    end: &mut crate::rt::shm::ClientEnd,
+    r: i64,
+    slots: &[u64],
+    max_string_bytes: u32,
+) -> CallError {
+    use codegen::*;
+    match r {
+        ERR_LONG | ERR_COUNT => marshal_refused(plan, slots, r, max_string_bytes).into(),
+        ERR_CHANNEL_PUT => put_refusal(plan, slots, end).into(),
+        ERR_CLOSED => RtError::Closed.into(),
+        ERR_WAIT => end
+            .take_gen_error()
+            .unwrap_or(RtError::Malformed("the wait failed without an error"))
+            .into(),
+        ERR_REPLY_LONG => RtError::Malformed("the reply is longer than the message buffer").into(),
+        ERR_REPLY_STRING => {
+            RtError::Malformed("a reply's descriptor lies outside the string area").into()
+        }
+        ERR_REPLY_BOOL => RtError::Malformed("a boolean other than 0 or 1").into(),
+        r if r <= ERR_STATUS && r > ERR_STATUS - 0x1_0000 => {
+            match crate::rt::Status::from_wire((ERR_STATUS - r) as u16) {
+                Some(s) if s != crate::rt::Status::Ok => RtError::Status(s).into(),
+                _ => RtError::Malformed("unknown status word").into(),
+            }
+        }
+        _ => RtError::Malformed("an unknown code from the generated call").into(),
+    }
+}
+
+/// Which of `ClientEnd::put`'s checks refused one of the call's strings,
+/// replayed in its order: the per-string limit, strings per message, room
+/// in the area.
+#[cold]
+fn put_refusal(plan: &OpPlan, slots: &[u64], end: &crate::rt::shm::ClientEnd) -> RtError {
+    let lim = end.limits();
+    let size = end.area_len();
+    let (mut used, mut count) = (0usize, 0u32);
+    for v in plan.in_record_order().filter(|v| v.dir != Dir::Out) {
+        let Kind::Ind { esize, ealign, .. } = v.kind else {
+            continue;
+        };
+        let n = slots.get(v.slot as usize + 1).copied().unwrap_or(0) as usize;
+        let len = n.saturating_mul(esize.max(1) as usize);
+        if len > lim.max_string_bytes as usize {
+            return RtError::StringTooLong {
+                len,
+                max: lim.max_string_bytes,
+            };
+        }
+        if count >= lim.max_strings {
+            return RtError::TooManyStrings {
+                max: lim.max_strings,
+            };
+        }
+        let at = used.next_multiple_of(ealign.max(1) as usize);
+        if at > size || len > size - at {
+            return RtError::AreaFull { len, at, size };
+        }
+        used = at + len;
+        count += 1;
+    }
+    RtError::Malformed("a string the channel refused")
+}
+
 /// A reply `unmarshal` refused: the transport's error, or a bad
 /// descriptor or boolean.
 #[cold]
@@ -1001,6 +1177,9 @@ fn too_long(plan: &OpPlan, slots: &[u64]) -> usize {
 pub struct DynServer<'a> {
     iface: &'a Interface,
     dispatch: Dispatch,
+    /// The dispatch-and-reply loop over an `rt::shm` channel
+    /// (`codegen::shm_serve`; native x86-64 only).
+    shm: Option<native::ServeStub>,
     /// Bytes of the largest record.
     max_record: usize,
 }
@@ -1064,7 +1243,7 @@ impl DynServer<'_> {
         }
         let buf = t.buf().as_ptr();
         let (area, alen) = t.area();
-        let scratch = t.scratch().as_ptr();
+        let mut ctx = native::DispatchCtx::new(t.scratch().as_ptr());
         let alen = alen.min(u32::MAX as usize) as u64;
         // SAFETY: the transport's contract (`ServerTransport`): the buffer
         // holds `cap` bytes (at least the operation's record, checked
@@ -1078,7 +1257,7 @@ impl DynServer<'_> {
                 len.min(cap) as u64,
                 area.as_ptr(),
                 alen,
-                scratch,
+                &mut ctx,
             )
         }?;
         if r as u16 == Status::Ok as u16 {
@@ -1126,8 +1305,93 @@ impl DynServer<'_> {
         }
     }
 
-    /// Serves requests until the client closes the channel.
+    /// The generated dispatch-and-reply loop over an `rt::shm` channel,
+    /// disassembled (`None` off x86-64 or on the reference backend).
+    pub fn shm_listing(&self) -> Option<String> {
+        self.shm.as_ref().map(native::ServeStub::listing)
+    }
+
+    /// The generated loop for `end`, if there is one and the channel's
+    /// buffer holds every record of the interface.
+    fn shm_loop(&self, end: &mut crate::rt::shm::ServerEnd) -> Option<native::ServeFn> {
+        let s = self.shm.as_ref()?;
+        (end.capacity() >= self.max_record && end.capacity() <= usize::from(u16::MAX))
+            .then_some(s.f)
+    }
+
+    /// Makes `client` a loopback of this server in one thread (the
+    /// benchmarks' instruction counts, tests): `end` is the server end of
+    /// `client`'s channel, and where a call on `client` would block for
+    /// its reply, the generated loop runs once on `end` instead (no Rust
+    /// between the client's generated call and the server's generated
+    /// loop). `end` and the dispatch's private context are leaked: the
+    /// loopback lives as long as the process.
+    pub fn loopback(
+        &'static self,
+        client: &mut crate::rt::shm::ClientEnd,
+        end: crate::rt::shm::ServerEnd,
+    ) -> Result<(), CallError> {
+        let end: &'static mut crate::rt::shm::ServerEnd = Box::leak(Box::new(end));
+        let f = self.shm_loop(end).ok_or(RtError::Malformed(
+            "no generated server loop for this channel",
+        ))?;
+        let dctx: &'static mut native::DispatchCtx = Box::leak(Box::new(native::DispatchCtx::new(
+            ServerTransport::scratch(end).as_ptr(),
+        )));
+        let g = end.gen_view();
+        // SAFETY: `g` is the leaked end's view, used from now on only by
+        // the loopback's calls (on `client`'s thread, one at a time); the
+        // context is leaked too; the generated loop takes a request only
+        // when one is posted, and every record fits the buffer (checked);
+        // the handlers were vouched for in `Interface::server`. The loop's
+        // signature is the loopback's, its first argument the view.
+        unsafe {
+            (*g).dctx = (dctx as *mut native::DispatchCtx).cast();
+            let step: crate::rt::shm::LoopbackFn =
+                std::mem::transmute::<native::ServeFn, crate::rt::shm::LoopbackFn>(f);
+            client.set_loopback(Some((step, g.cast())));
+        }
+        Ok(())
+    }
+
+    /// [`DynServer::serve`] on a shared-memory channel in the generated
+    /// loop: it returns here only to block for the next request.
+    fn serve_shm(
+        &self,
+        end: &mut crate::rt::shm::ServerEnd,
+        f: native::ServeFn,
+    ) -> Result<(), CallError> {
+        let mut dctx = native::DispatchCtx::new(ServerTransport::scratch(end).as_ptr());
+        let g = end.gen_view();
+        // SAFETY: as in `loopback`; the context outlives the loop and is
+        // cleared before it ends.
+        unsafe { (*g).dctx = (&mut dctx as *mut native::DispatchCtx).cast() };
+        let mut waited = 0;
+        let r = loop {
+            // SAFETY: as in `loopback`; with `waited` set, the wait just
+            // returned with a request posted.
+            match unsafe { f(g, waited) } {
+                codegen::SERVE_BLOCK => match end.wait_request() {
+                    Ok(()) => waited = 1,
+                    Err(RtError::Closed) => break Ok(()),
+                    Err(e) => break Err(e.into()),
+                },
+                _ => break Ok(()),
+            }
+        };
+        // SAFETY: the view is the end's; nothing runs the loop now.
+        unsafe { (*end.gen_view()).dctx = std::ptr::null_mut() };
+        r
+    }
+
+    /// Serves requests until the client closes the channel (over a
+    /// shared-memory channel, in the generated loop).
     pub fn serve<T: ServerTransport + ?Sized>(&self, t: &mut T) -> Result<(), CallError> {
+        if let Some(end) = t.as_shm()
+            && let Some(f) = self.shm_loop(end)
+        {
+            return self.serve_shm(end, f);
+        }
         loop {
             match t.wait() {
                 Ok((key, len)) => {
@@ -1137,5 +1401,108 @@ impl DynServer<'_> {
                 Err(e) => return Err(e.into()),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rt::shm;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    /// A raw server on its own thread: answers every request after
+    /// `delay` (read before each reply); ends when the channel closes.
+    fn raw_server(
+        mut s: shm::ServerEnd,
+        delay_us: &'static AtomicU32,
+    ) -> std::thread::JoinHandle<()> {
+        std::thread::spawn(move || {
+            while let Ok((_, len)) = s.wait() {
+                let d = delay_us.load(Ordering::Relaxed);
+                if d > 0 {
+                    std::thread::sleep(std::time::Duration::from_micros(u64::from(d)));
+                }
+                if s.reply(crate::rt::Status::Ok, len, 0..0).is_err() {
+                    return;
+                }
+            }
+        })
+    }
+
+    #[test]
+    fn the_generated_call_follows_the_waiting_rule() {
+        let iface = Interface::load("interface w { long f(in long x); };", "w").expect("load");
+        assert!(iface.fast[0].shm.is_some(), "the generated call");
+        let listing = iface.shm_listing(0).expect("listing");
+        assert!(listing.contains("xchg"), "the post is an atomic exchange");
+        static DELAY: AtomicU32 = AtomicU32::new(0);
+        let (mut c, s) = shm::pair(&shm::Config::default()).expect("pair");
+        let server = raw_server(s, &DELAY);
+        let mut client = iface.client();
+        let mut slots = [5u64, 0];
+        // SAFETY: one long in, the return value's slot; no pointer.
+        let call = |client: &mut DynClient<'_>, c: &mut shm::ClientEnd, slots: &mut [u64; 2]| unsafe {
+            client.call_slots(c, 0, slots).expect("call")
+        };
+        // The generated code polls inline exactly when the rule's state
+        // says a poll answered at once changes nothing: no wake-up
+        // recorded, no poll run out since the last answered one. (What
+        // the state is after a quick call depends on the scheduler; that
+        // the flag follows it does not.)
+        let follows = |c: &shm::ClientEnd| {
+            let (woke, misses, quiet) = c.waiting_state();
+            assert_eq!(quiet == 1, !woke && misses == 0, "{woke} {misses} {quiet}");
+        };
+        for _ in 0..50 {
+            call(&mut client, &mut c, &mut slots);
+            follows(&c);
+        }
+        // A slow server (far over the polling time): every wait ends with
+        // its polling run out or with the server woken, so the next call
+        // waits out of line, where the rule is followed.
+        DELAY.store(2000, Ordering::Relaxed);
+        for _ in 0..3 {
+            call(&mut client, &mut c, &mut slots);
+            follows(&c);
+            assert_eq!(c.waiting_state().2, 0);
+        }
+        DELAY.store(0, Ordering::Relaxed);
+        for _ in 0..100 {
+            call(&mut client, &mut c, &mut slots);
+            follows(&c);
+        }
+        drop(c);
+        server.join().expect("server");
+    }
+
+    #[test]
+    fn the_generated_call_wakes_a_sleeping_server() {
+        let iface = Interface::load("interface w { void f(); };", "w").expect("load");
+        static DELAY: AtomicU32 = AtomicU32::new(0);
+        let (mut c, mut s) = shm::pair(&shm::Config::default()).expect("pair");
+        // A server that never polls: it sleeps on the futex at once.
+        s.set_spin(0);
+        let server = raw_server(s, &DELAY);
+        let mut client = iface.client();
+        let mut woken = 0;
+        for _ in 0..20 {
+            // Give the server time to fall asleep before the post (on a
+            // loaded machine it may not have: then it is not woken).
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            // SAFETY: no values.
+            unsafe { client.call_slots(&mut c, 0, &mut []) }.expect("call");
+            // A post that found it asleep woke it (else the call would
+            // not have returned: the server sleeps without a timeout
+            // until the client's liveness check) and the rule recorded
+            // it: the next wait is out of line.
+            let (woke, _, quiet) = c.waiting_state();
+            if woke {
+                woken += 1;
+                assert_eq!(quiet, 0);
+            }
+        }
+        assert!(woken > 0, "the server was never found asleep");
+        drop(c);
+        server.join().expect("server");
     }
 }

@@ -1179,3 +1179,183 @@ fn c_and_rust_servers_refuse_alike() {
         .expect("the Rust server loop");
     check_output("the C server", &child.wait_with_output().expect("wait"));
 }
+
+#[test]
+fn dynamic_client_c_server_pfs() {
+    // The dynamic stubs (loaded from the same IDL text at run time) make
+    // each call in their generated code, transport included, against the
+    // C server: the same shared-memory protocol, the same answers as the
+    // local model.
+    if !have_gcc("dynamic_client_c_server_pfs") {
+        return;
+    }
+    use idl::dynamic::{Interface, Seq, Value};
+    let dir = TempDir::new("pfs-d2c");
+    let exe = build(&dir, "pfs", PFS_IDL, "pfs_test.c");
+    let iface = Interface::load(PFS_IDL, "pfs").expect("the dynamic stubs load");
+    let op = |name: &str| iface.op_index(name).expect("a pfs operation");
+    let (open, write, dir_op) = (op("pfs_open"), op("pfs_write"), op("pfs_get_direntries"));
+    if cfg!(target_arch = "x86_64") {
+        assert!(iface.shm_listing(write).is_some(), "the generated call");
+    }
+    rust_client_against(&exe, |c| {
+        let mut dynamic = iface.client();
+        let mut local = Pfs::new();
+        let mut rng = Rng(0x0dd_ba11_cafe_f00d);
+        for k in 0..100 {
+            let (client, fobj) = (rng.next() as i32, rng.next() as i32);
+            let (flags, mode) = (rng.below(8) as i32 - 1, rng.below(512) as i32);
+            let mut h_l = 0;
+            let mut a = [
+                Value::I32(client),
+                Value::I32(fobj),
+                Value::I32(flags),
+                Value::I32(mode),
+                Value::Void,
+            ];
+            let r = dynamic.call(c, open, &mut a).expect("pfs_open");
+            let want = Pfs::open(client, fobj, flags, mode, &mut h_l);
+            assert!(r == Value::I32(want) && a[4] == Value::I32(h_l), "call {k}");
+
+            let n = if k % 5 == 4 {
+                4096
+            } else {
+                rng.below(300) as usize
+            };
+            let words: Vec<i32> = (0..n).map(|_| rng.next() as i32).collect();
+            let mut pos_l = rng.below(FILE_WORDS as u64) as i32;
+            let len = n as i32 * 4;
+            let mut a = [
+                Value::I32(h_l),
+                Value::I32(pos_l),
+                Value::I32(len),
+                Value::Seq(Seq::I32(words.clone())),
+            ];
+            let r = dynamic.call(c, write, &mut a).expect("pfs_write");
+            let want = local.write(h_l, &mut pos_l, len, &words);
+            assert!(
+                r == Value::I32(want) && a[1] == Value::I32(pos_l),
+                "call {k}"
+            );
+
+            let count = rng.below(2000) as i32;
+            let mut pos_l = rng.below(FILE_WORDS as u64) as i32;
+            let mut a = [
+                Value::I32(h_l),
+                Value::I32(pos_l),
+                Value::I32(count),
+                Value::Void,
+            ];
+            let r = dynamic.call(c, dir_op, &mut a).expect("pfs_get_direntries");
+            let mut want = Vec::new();
+            let r_l = local.read(h_l, &mut pos_l, count, usize::MAX, |w| want.push(w));
+            assert!(
+                r == Value::I32(r_l) && a[1] == Value::I32(pos_l),
+                "call {k}"
+            );
+            assert!(a[3] == Value::Seq(Seq::I32(want)), "call {k}: the entries");
+        }
+    });
+}
+
+// ---- C client, dynamic server ----------------------------------------------
+
+/// The dynamic server's handlers for pfs (docs/idl.md's conventions),
+/// over the same model as the generated Rust server.
+mod dyn_pfs {
+    use super::Pfs;
+
+    pub unsafe extern "C" fn open(
+        _: *mut Pfs,
+        client: i32,
+        fobj: i32,
+        flags: i32,
+        mode: i32,
+        handle: *mut i32,
+    ) -> i32 {
+        // SAFETY: a pointer into the received record.
+        Pfs::open(client, fobj, flags, mode, unsafe { &mut *handle })
+    }
+
+    pub unsafe extern "C" fn write(
+        ctx: *mut Pfs,
+        handle: i32,
+        pos: *mut i32,
+        len: i32,
+        data: *const i32,
+        n: u64,
+    ) -> i32 {
+        // SAFETY: the registered model; a pointer into the record; `n`
+        // checked elements in the area.
+        unsafe {
+            let data = if n == 0 {
+                &[][..]
+            } else {
+                std::slice::from_raw_parts(data, n as usize)
+            };
+            (*ctx).write(handle, &mut *pos, len, data)
+        }
+    }
+
+    pub unsafe extern "C" fn dir(
+        ctx: *mut Pfs,
+        handle: i32,
+        pos: *mut i32,
+        count: i32,
+        data: *mut i32,
+        n: *mut u32,
+    ) -> i32 {
+        // SAFETY: as above; `data` has room for `*n` elements.
+        unsafe {
+            let room = *n as usize;
+            let mut k = 0usize;
+            let r = (*ctx).read(handle, &mut *pos, count, room, |w| {
+                *data.add(k) = w;
+                k += 1;
+            });
+            *n = k as u32;
+            r
+        }
+    }
+}
+
+#[test]
+fn c_client_dynamic_server_pfs() {
+    // The dynamic server (loaded from the IDL text at run time) serves the
+    // C client in its generated dispatch-and-reply loop.
+    if !have_gcc("c_client_dynamic_server_pfs") {
+        return;
+    }
+    use idl::dynamic::{Handler, Interface};
+    let dir = TempDir::new("pfs-c2d");
+    let exe = build(&dir, "pfs", PFS_IDL, "pfs_test.c");
+    let iface: &'static Interface = Box::leak(Box::new(
+        Interface::load(PFS_IDL, "pfs").expect("the dynamic stubs load"),
+    ));
+    let model: *mut Pfs = Box::leak(Box::new(Pfs::new()));
+    let h = |f: usize| {
+        // SAFETY: each handler has its operation's C signature; the model
+        // is leaked, so it outlives the server.
+        unsafe { Handler::new(f, model.cast()) }
+    };
+    // SAFETY: as above.
+    let server = unsafe {
+        iface.server(&[
+            ("pfs_open", h(dyn_pfs::open as *const () as usize)),
+            ("pfs_write", h(dyn_pfs::write as *const () as usize)),
+            ("pfs_get_direntries", h(dyn_pfs::dir as *const () as usize)),
+        ])
+    }
+    .expect("the dynamic server");
+    if cfg!(target_arch = "x86_64") {
+        assert!(server.shm_listing().is_some(), "the generated loop");
+    }
+    let server: &'static idl::dynamic::DynServer<'static> = Box::leak(Box::new(server));
+    let end = ServerEnd::create(&Config::default()).expect("create a channel");
+    c_client_against(&exe, "200", end, move |mut s| {
+        server.serve(&mut s).map_err(|e| match e {
+            idl::dynamic::CallError::Transport(e) => e,
+            e => CallError::Malformed(Box::leak(e.to_string().into_boxed_str())),
+        })
+    });
+}

@@ -642,21 +642,27 @@ fn limits_are_typed_errors() {
     }
     let mut a = [Value::Str("x".repeat(16))];
     assert!(iface.client().call(&mut t, 0, &mut a).is_ok());
-    // A handler of more register arguments than the dispatch passes.
+    // A handler of more arguments than a call passes (the context and 31).
+    let wide: String = (0..16)
+        .map(|k| format!("in sequence<long> s{k}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let wide = idl::parse(&format!("interface w {{ void wide({wide}); }};")).expect("parse");
+    let wide = Interface::from_idl(&wide, "w", Default::default(), Engine::Native).expect("load");
     extern "C" fn nothing() {}
     // SAFETY: never called: generating the server fails.
     let r = unsafe {
-        iface.server(&[(
-            "many",
+        wide.server(&[(
+            "wide",
             Handler::new(nothing as *const () as usize, std::ptr::null_mut()),
         )])
     };
     match r {
         Err(idl::dynamic::LoadError::Dispatch(idl::dynamic::GenError::TooManyArgs {
             op,
-            needed: 10,
+            needed: 32,
         })) => {
-            assert_eq!(op, "many")
+            assert_eq!(op, "wide")
         }
         other => panic!("{:?}", other.map(|_| ())),
     }
@@ -1056,9 +1062,9 @@ struct Gen {
     seen: Vec<Vec<u8>>,
 }
 
-/// The generic handler: `ctx`, then up to nine register arguments (the
-/// most the dynamic dispatch passes); arguments past those the operation
-/// takes are not read as values.
+/// The generic handler: `ctx`, then the C convention's most arguments
+/// (registers, then the stack); arguments past those the operation takes
+/// are not read as values.
 #[allow(clippy::too_many_arguments)]
 extern "C" fn generic(
     ctx: *mut Gen,
@@ -1071,11 +1077,36 @@ extern "C" fn generic(
     a6: u64,
     a7: u64,
     a8: u64,
+    a9: u64,
+    a10: u64,
+    a11: u64,
+    a12: u64,
+    a13: u64,
+    a14: u64,
+    a15: u64,
+    a16: u64,
+    a17: u64,
+    a18: u64,
+    a19: u64,
+    a20: u64,
+    a21: u64,
+    a22: u64,
+    a23: u64,
+    a24: u64,
+    a25: u64,
+    a26: u64,
+    a27: u64,
+    a28: u64,
+    a29: u64,
+    a30: u64,
 ) -> u64 {
     use idl::dynamic::Kind;
     // SAFETY: the context registered for this operation.
     let g = unsafe { &mut *ctx };
-    let args = [a0, a1, a2, a3, a4, a5, a6, a7, a8];
+    let args = [
+        a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19,
+        a20, a21, a22, a23, a24, a25, a26, a27, a28, a29, a30,
+    ];
     let mut next = args.iter().copied();
     let mut ret = 0;
     for (j, v) in g.plan.values.clone().iter().enumerate() {
@@ -1659,4 +1690,128 @@ fn size_is_counts_past_the_length_type_are_refused_by_every_stub() {
     assert_eq!(dyn_tiny(&wide, &mut t, 255).expect("tiny"), 255);
     let e = transport(dyn_tiny(&wide, &mut t, 256).expect_err("refused"));
     assert!(matches!(e, RtError::Status(Status::BadValue)), "{e}");
+}
+
+// ---------------------------------------------------------------------
+// Handlers with more arguments than the dispatch passes in registers.
+
+/// What `many_args` saw: its 31 arguments after the context.
+static MANY_SEEN: std::sync::Mutex<Vec<u64>> = std::sync::Mutex::new(Vec::new());
+
+/// A handler of the C convention's most arguments: it records them all
+/// (the ones past the operation's are whatever the stack holds there and
+/// are not compared) and answers the sum of its in longs.
+#[allow(clippy::too_many_arguments)]
+extern "C" fn many_args(
+    _ctx: *mut u8,
+    a0: u64,
+    a1: u64,
+    a2: u64,
+    a3: u64,
+    a4: u64,
+    a5: u64,
+    a6: u64,
+    a7: u64,
+    a8: u64,
+    a9: u64,
+    a10: u64,
+    a11: u64,
+    a12: u64,
+    a13: u64,
+    a14: u64,
+    a15: u64,
+    a16: u64,
+    a17: u64,
+    a18: u64,
+    a19: u64,
+    a20: u64,
+    a21: u64,
+    a22: u64,
+    a23: u64,
+    a24: u64,
+    a25: u64,
+    a26: u64,
+    a27: u64,
+    a28: u64,
+    a29: u64,
+    a30: u64,
+) -> i64 {
+    let all = vec![
+        a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19,
+        a20, a21, a22, a23, a24, a25, a26, a27, a28, a29, a30,
+    ];
+    *MANY_SEEN.lock().unwrap_or_else(|e| e.into_inner()) = all;
+    // The one operation registered with it ends with an out string: its
+    // room and its count word are the last two arguments (19 and 20).
+    // SAFETY: the room has capacity `*a20` bytes (at least 2: the area is
+    // far larger than the record).
+    unsafe {
+        let n = a20 as *mut u32;
+        if *n >= 2 {
+            std::ptr::copy_nonoverlapping(b"ok".as_ptr(), a19 as *mut u8, 2);
+            *n = 2;
+        }
+    }
+    0
+}
+
+#[test]
+fn handler_arguments_past_the_registers_are_passed_on_the_stack() {
+    // 14 in longs (one value each), an in string and an in sequence (two
+    // each), an inout long and an out string (a pointer each, two): 22
+    // arguments besides the context, past the dispatch's nine registers.
+    let longs: String = (0..14).map(|k| format!("in long x{k}, ")).collect();
+    let src = format!(
+        "interface m {{ void many({longs}in string s, in sequence<short> q, inout long io, out string o); }};"
+    );
+    let idl = idl::parse(&src).expect("parse");
+    for engine in [Engine::Native, Engine::Reference] {
+        let iface = Interface::from_idl(&idl, "m", Default::default(), engine).expect("load");
+        // SAFETY: `many_args` takes the context and 31 integer arguments,
+        // at least the operation's (docs/idl.md's handler conventions).
+        let server = unsafe {
+            iface.server(&[(
+                "many",
+                Handler::new(many_args as *const () as usize, std::ptr::null_mut()),
+            )])
+        }
+        .expect("a server for a handler of 22 arguments");
+        let mut t = dyn_loop(&server);
+        let mut args: Vec<Value> = (0..14).map(|k| Value::I32(-1000 - k)).collect();
+        args.push(Value::Str("héllo".into()));
+        args.push(Value::Seq(Seq::I16(vec![7, -8, 9])));
+        args.push(Value::I32(77));
+        args.push(Value::Void);
+        iface
+            .client()
+            .call(&mut t, 0, &mut args)
+            .unwrap_or_else(|e| panic!("{engine:?}: {e}"));
+        let seen = MANY_SEEN.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        // In longs: the value, as C's int (the low 32 bits).
+        for (k, &x) in seen.iter().enumerate().take(14) {
+            assert_eq!(x as u32 as i32, -1000 - k as i32, "{engine:?}: x{k}");
+        }
+        // The string: its private copy and length; the sequence: its
+        // elements in the area and count.
+        // SAFETY: pointers the dispatch passed, valid for these lengths
+        // until the next request (none came since).
+        let (s, q) = unsafe {
+            (
+                std::slice::from_raw_parts(seen[14] as *const u8, seen[15] as usize).to_vec(),
+                std::slice::from_raw_parts(seen[16] as *const i16, seen[17] as usize).to_vec(),
+            )
+        };
+        assert_eq!(s, "héllo".as_bytes(), "{engine:?}");
+        assert_eq!(q, [7, -8, 9], "{engine:?}");
+        // The inout long: a pointer to its field, holding the value sent.
+        // SAFETY: a pointer into the loop's record.
+        assert_eq!(unsafe { *(seen[18] as *const i32) }, 77, "{engine:?}");
+        // The out string's room and its count word: the text written there
+        // came back.
+        assert!(
+            args[17] == Value::Str("ok".into()),
+            "{engine:?}: the out string"
+        );
+        assert_eq!(args[16], Value::I32(77), "{engine:?}");
+    }
 }

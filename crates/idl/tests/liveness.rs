@@ -141,6 +141,81 @@ fn the_client_notices_a_server_killed_mid_call() {
 }
 
 #[test]
+fn a_dynamic_client_notices_a_server_killed_mid_call() {
+    // The dynamic stubs' generated code makes the whole call; its wait for
+    // the reply is the channel's own, with the liveness watch.
+    let ops: String = (0..=KEY_HOLD).map(|k| format!("void k{k}(); ")).collect();
+    let iface: &'static idl::dynamic::Interface = Box::leak(Box::new(
+        idl::dynamic::Interface::load(&format!("interface h {{ {ops}}};"), "h").expect("load"),
+    ));
+    assert!(
+        iface.shm_listing(usize::from(KEY_HOLD)).is_some(),
+        "the generated call"
+    );
+    let fd = shm::create(&config()).expect("channel");
+    let (child, mut out) = spawn("server", &fd);
+    let mut client = ClientEnd::from_fd(fd).expect("client end");
+    expect_line(&mut out, "serving");
+    iface
+        .client()
+        .call(&mut client, 1, &mut [])
+        .expect("answered");
+    let waiter = std::thread::spawn(move || {
+        within(move || {
+            iface
+                .client()
+                .call(&mut client, usize::from(KEY_HOLD), &mut [])
+                .map(|_| ())
+        })
+    });
+    expect_line(&mut out, "holding");
+    kill(child);
+    let (r, _) = waiter.join().expect("client thread");
+    assert!(
+        matches!(
+            r,
+            Err(idl::dynamic::CallError::Transport(CallError::PeerDied))
+        ),
+        "{r:?}"
+    );
+}
+
+#[test]
+fn the_dynamic_server_loop_notices_a_client_killed_between_calls() {
+    // The dynamic server's generated loop answers the child's first call,
+    // then blocks out of line with the liveness watch.
+    let iface: &'static idl::dynamic::Interface = Box::leak(Box::new(
+        idl::dynamic::Interface::load("interface h { void k0(); void k1(); };", "h").expect("load"),
+    ));
+    extern "C" fn nothing(_: *mut u8) {}
+    // SAFETY: `nothing` takes the context of a void operation.
+    let server = unsafe {
+        iface.server(&[(
+            "k1",
+            idl::dynamic::Handler::new(nothing as *const () as usize, std::ptr::null_mut()),
+        )])
+    }
+    .expect("server");
+    let server: &'static idl::dynamic::DynServer<'static> = Box::leak(Box::new(server));
+    if cfg!(target_arch = "x86_64") {
+        assert!(server.shm_listing().is_some(), "the generated loop");
+    }
+    let mut end = ServerEnd::create(&config()).expect("channel");
+    let (child, mut out) = spawn("idle-client", end.fd());
+    let t = std::thread::spawn(move || server.serve(&mut end));
+    expect_line(&mut out, "called");
+    kill(child);
+    let (r, _) = within(move || t.join().expect("server thread"));
+    assert!(
+        matches!(
+            r,
+            Err(idl::dynamic::CallError::Transport(CallError::PeerDied))
+        ),
+        "{r:?}"
+    );
+}
+
+#[test]
 fn a_closed_channel_is_closed_not_dead() {
     // A peer that closes and then exits is reported as closed: the state
     // word says so before the lock is gone.

@@ -1750,3 +1750,71 @@ impl<B: Backend> LocalCompare for Func<B> {
         self.putreg(t);
     }
 }
+
+/// An atomic exchange on shared memory, for generated code that follows a
+/// protocol with another thread or process through a word they both
+/// write (idl's shared-memory channel posts requests and replies with it).
+/// Hand-written rather than a table entry, since it takes an address.
+pub trait Atomic {
+    /// Whether [`swap32`](Atomic::swap32) is atomic on this backend
+    /// (native x86-64). Elsewhere it records an `Unsupported` error
+    /// (aarch64) or has its single-threaded meaning (the reference
+    /// backend), and a client keeps another path for the protocol.
+    fn atomic_available(&mut self) -> bool;
+    /// Atomically `v, *(u32 *)(base + off) = *(u32 *)(base + off), v`: the
+    /// low 32 bits of `v` are stored, and `v` receives the old word
+    /// zero-extended. x86-64: `xchg [base + disp32], v` (locked by the
+    /// processor, a full barrier: no load or store moves across it).
+    /// Reference backend: a load and a store through a temporary (one
+    /// thread runs its code). aarch64: not mapped (`Unsupported`).
+    fn swap32(&mut self, v: Reg<crate::UL>, base: Reg<P>, off: i32);
+}
+
+impl<B: Backend> Atomic for Func<B> {
+    fn atomic_available(&mut self) -> bool {
+        self.backend().x86().is_some()
+    }
+
+    fn swap32(&mut self, v: Reg<crate::UL>, base: Reg<P>, off: i32) {
+        const M: &str = "swap32";
+        self.check_regs(M, &[(false, v.num()), (false, base.num())]);
+        if let Some(x) = self.backend().x86() {
+            x.insn(M);
+            // [REX] 87 /r with mod 10 (disp32), a SIB byte when the base
+            // is rsp or r12; a 32-bit operand (no REX.W).
+            let (r, b) = (v.num(), base.num());
+            let rex = (r >> 3) << 2 | (b >> 3);
+            if rex != 0 {
+                x.buf.put1(0x40 | rex);
+            }
+            x.buf.put1(0x87);
+            x.buf.put1(0x80 | (r & 7) << 3 | (b & 7));
+            if b & 7 == 4 {
+                x.buf.put1(0x24);
+            }
+            x.buf.put4(off as u32);
+            return;
+        }
+        if self.backend().aarch64().is_some() {
+            return self.fail(
+                M,
+                crate::ErrorKind::Unsupported(
+                    "swap32: native x86-64 and the reference backend only",
+                ),
+            );
+        }
+        let t = match self.getreg::<crate::UL>(crate::Class::Temp) {
+            Ok(t) => t,
+            Err(_) => {
+                return self.fail(
+                    M,
+                    crate::ErrorKind::Unsupported("swap32 needs a free temporary register here"),
+                );
+            }
+        };
+        self.ldu(t, base, off as i64);
+        self.st(Reg::<crate::U>::phys(v.num()), base, off as i64);
+        self.mov(v, t);
+        self.putreg(t);
+    }
+}

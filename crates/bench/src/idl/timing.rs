@@ -51,7 +51,7 @@ impl Budget {
 /// A family in a child process: the raw channel, or a client over it.
 pub enum Family {
     /// No stub: `call_raw` with the bytes fastpath's stubs would move.
-    Raw(ClientEnd),
+    Raw(Box<ClientEnd>),
     /// A stub family.
     Stub(Box<dyn PfsClient>),
 }
@@ -87,7 +87,7 @@ pub fn start(name: &'static str, config: &Config) -> Result<Running, String> {
     let mut child = Child2::spawn_with(name, config)?;
     let end = child.end.take().ok_or("no client end")?;
     let family = if name == "raw" {
-        Family::Raw(end)
+        Family::Raw(Box::new(end))
     } else {
         let c: Box<dyn PfsClient> = match name {
             "fastpath" => super::fastpath_family::shm_client(end)?,

@@ -8,23 +8,27 @@
 //!
 //! Signatures of the generated functions:
 //!
-//! - `marshal(slots: *const u64, rec: *mut u8, area: *mut u8, area_len: u64) -> i64`:
+//! - `marshal(slots: *const u64, rec: *mut u8, ctx: *mut ClientCtx) -> i64`:
 //!   stores every in and inout value at its field with its width, copies
 //!   in strings and sequences into the string area (from offset 0 upward,
 //!   each aligned to its element) and writes their descriptors; returns the
 //!   request's length, or [`ERR_PUT`] / [`ERR_LONG`] / [`ERR_COUNT`].
-//! - `unmarshal(slots: *mut u64, rec: *const u8, area: *mut u8, area_len: u64) -> i64`:
+//! - `unmarshal(slots: *mut u64, rec: *const u8, ctx: *mut ClientCtx) -> i64`:
 //!   loads every inout and out value and the return value back into the
 //!   slots (scalars extended to 64 bits; aggregates copied to the memory
 //!   their slot points to; strings and sequences as (pointer into the
 //!   string area, count), after checking the server's descriptor); returns
 //!   0, or [`ERR_REPLY_STRING`] / [`ERR_REPLY_BOOL`].
-//! - `dispatch(key: u64, rec: *mut u8, len: u64, area: *mut u8, area_len: u64) -> u64`:
+//! - `shm_call(slots, ch) -> i64` and `shm_serve(ch, waited) -> i64`: the
+//!   whole call, and the server's dispatch-and-reply loop, over an
+//!   `rt::shm` channel (see [`shm_call`] and [`shm_serve`]).
+//! - `dispatch(key: u64, rec: *mut u8, len: u64, area: *mut u8, area_len: u64, ctx: *mut DispatchCtx) -> u64`:
 //!   bound check and jump table on the key, then for the operation the
 //!   static server stubs' checks (short message, descriptors once, in
 //!   range, aligned, in order, within the per-string limit; booleans;
 //!   strings UTF-8), then one C call of the registered handler with the
-//!   arguments in registers and out/inout values as pointers into the
+//!   arguments in registers (past nine, on the stack, through the spill
+//!   area of the private `ctx`) and out/inout values as pointers into the
 //!   record in place; returns `status | reply_len << 16`.
 
 use super::plan::{Kind, OpPlan, ValuePlan};
@@ -51,9 +55,20 @@ pub const ERR_REPLY_BOOL: i64 = -4;
 /// stores; larger ones by a call to [`copy_bytes`](super::native::copy_bytes).
 pub const INLINE_COPY: u32 = 256;
 
-/// Register arguments a handler call can take besides the context (the
-/// registers left once the record and string-area pointers are kept).
+/// Register arguments a handler call gets besides the context (the
+/// registers left once the record and string-area pointers are kept);
+/// arguments past them are passed through the private spill area
+/// as the C convention's further arguments.
 pub const MAX_HANDLER_REGS: usize = 9;
+
+/// Arguments a handler call can take besides the context: vcode's limit
+/// on a call's arguments ([`vcode::MAX_PARAMS`]) less the context.
+pub const MAX_HANDLER_ARGS: usize = vcode::MAX_PARAMS - 1;
+
+/// 64-bit words of the spill area that follows the scratch pointer in the
+/// dispatch's private context ([`DispatchCtx`](super::native::DispatchCtx)):
+/// one per handler argument past the registers.
+pub const SPILL_SLOTS: usize = MAX_HANDLER_ARGS;
 
 /// A handler as the generated dispatch calls it: a C function and the
 /// context pointer passed as its first argument.
@@ -71,14 +86,15 @@ pub enum GenError {
     /// vcode refused the code.
     #[error(transparent)]
     Vcode(#[from] vcode::Error),
-    /// An operation whose handler call needs more registers than there are.
+    /// An operation whose handler call needs more arguments than a call
+    /// can pass.
     #[error(
-        "operation `{op}`: its handler takes {needed} register arguments; the dynamic dispatch passes at most {MAX_HANDLER_REGS}"
+        "operation `{op}`: its handler takes {needed} arguments besides the context; a call passes at most {MAX_HANDLER_ARGS}"
     )]
     TooManyArgs {
         /// The operation.
         op: String,
-        /// Register arguments it needs.
+        /// Arguments it needs besides the context.
         needed: usize,
     },
 }
@@ -444,6 +460,8 @@ struct InRegion<'a> {
     v: &'a ValuePlan,
     off: Local<UL>,
     cnt: Local<UL>,
+    /// A string's private copy's address (set when it is copied).
+    ptr: Local<UL>,
 }
 
 /// The dispatch function's registers.
@@ -453,9 +471,10 @@ struct Regs {
     alen: Reg<UL>,
     rec: Reg<P>,
     area: Reg<P>,
-    /// Where the server's private copy of the in strings goes (a local:
-    /// it is needed only for strings).
-    scratch: Local<P>,
+    /// The dispatch's private context ([`DispatchCtx`](super::native::DispatchCtx):
+    /// the scratch pointer, then the spill area), kept in a local: it is
+    /// needed only for strings and spilled arguments.
+    ctx: Local<P>,
     /// Every other integer register: scratch, then handler arguments.
     pool: Vec<Reg<UL>>,
 }
@@ -487,10 +506,10 @@ pub fn dispatch<B: Backend>(
         a.get::<P>(3)?,
         a.get::<UL>(4)?,
     );
-    let scratch0 = a.get::<P>(5)?;
-    let scratch = f.local::<P>();
-    f.st_local(scratch0, scratch);
-    f.putreg(scratch0);
+    let ctx0 = a.get::<P>(5)?;
+    let ctx = f.local::<P>();
+    f.st_local(ctx0, ctx);
+    f.putreg(ctx0);
     let rec = keep(f, rec0)?;
     let area = keep(f, area0)?;
     // Scratch and argument registers: as many as the largest handler
@@ -500,7 +519,7 @@ pub fn dispatch<B: Backend>(
         .iter()
         .zip(handlers)
         .filter(|(_, h)| h.is_some())
-        .map(|(p, _)| handler_regs(p))
+        .map(|(p, _)| handler_regs(p).min(MAX_HANDLER_REGS))
         .max()
         .unwrap_or(0)
         .saturating_sub(3)
@@ -524,7 +543,7 @@ pub fn dispatch<B: Backend>(
         alen,
         rec,
         area,
-        scratch,
+        ctx,
         pool,
     };
     let x = Exits {
@@ -561,6 +580,83 @@ pub fn dispatch<B: Backend>(
     Ok(f.end()?)
 }
 
+/// Where one handler argument comes from.
+enum ArgSrc {
+    /// An in scalar, loaded from its field (a `boolean` normalised).
+    Prim(Prim, i32),
+    /// The address of a record field (inout and out values, and an out
+    /// string's count word).
+    RecAddr(i32),
+    /// An in or inout string's or sequence's elements: a string in the
+    /// private scratch copy, a sequence in the area, at the checked offset.
+    InPtr { off: Local<UL>, string: bool },
+    /// A checked count or capacity kept in the server's stack.
+    Local(Local<UL>),
+    /// An out string's or sequence's room in the area.
+    AreaPtr(Local<UL>),
+}
+
+/// The handler's arguments besides the context, in order, with their C
+/// types (see the module documentation and docs/idl.md).
+fn handler_args(p: &OpPlan, ins: &[InRegion<'_>], regions: &[OutRegion<'_>]) -> Vec<(Ty, ArgSrc)> {
+    let mut out = Vec::new();
+    for v in &p.values {
+        let foff = v.offset as i32;
+        match (v.dir, v.kind) {
+            (_, Kind::Prim(_)) if v.param.is_none() => {}
+            (Dir::In, Kind::Prim(pr)) => out.push((arg_ty(pr), ArgSrc::Prim(pr, foff))),
+            (_, Kind::Prim(_) | Kind::Agg { .. }) => out.push((Ty::P, ArgSrc::RecAddr(foff))),
+            (Dir::In | Dir::InOut, Kind::Ind { string, .. }) => {
+                if let Some(s) = ins.iter().find(|s| std::ptr::eq(s.v, v)) {
+                    let off = if string { s.ptr } else { s.off };
+                    out.push((Ty::P, ArgSrc::InPtr { off, string }));
+                    out.push((Ty::UL, ArgSrc::Local(s.cnt)));
+                }
+            }
+            (Dir::Out, Kind::Ind { .. }) => {
+                if let Some(o) = regions.iter().find(|o| std::ptr::eq(o.v, v)) {
+                    out.push((Ty::P, ArgSrc::AreaPtr(o.off)));
+                    out.push((Ty::P, ArgSrc::RecAddr(foff + 4)));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Computes the argument `src` into `a`.
+fn arg_value<B: Backend>(f: &mut Func<B>, r: &Regs, src: &ArgSrc, a: Reg<UL>) {
+    match *src {
+        ArgSrc::Prim(pr, foff) => match pr {
+            Prim::I32 => {
+                f.ld(i32v(a), r.rec, foff);
+                f.cv::<I, L>(a.cast(), i32v(a));
+            }
+            Prim::U32 => f.ldu(a, r.rec, foff),
+            Prim::Bool => {
+                // Checked before; taken again from the record, so
+                // anything but 0 or 1 now is a client racing its own
+                // request: keep the handler's bool valid.
+                f.lduc(a, r.rec, foff);
+                f.and(a, a, 1);
+            }
+            _ => load_prim(f, pr, a, r.rec, foff),
+        },
+        ArgSrc::RecAddr(foff) => f.add(pv(a), r.rec, i64::from(foff)),
+        ArgSrc::InPtr { off, string: false } => {
+            f.ld_local(a, off);
+            f.add(pv(a), r.area, pv(a));
+        }
+        // The private copy's address, kept when the string was copied.
+        ArgSrc::InPtr { off, string: true } => f.ld_local(a, off),
+        ArgSrc::Local(l) => f.ld_local(a, l),
+        ArgSrc::AreaPtr(off) => {
+            f.ld_local(a, off);
+            f.add(pv(a), r.area, pv(a));
+        }
+    }
+}
+
 /// Register arguments of `p`'s handler call besides the context.
 fn handler_regs(p: &OpPlan) -> usize {
     p.values
@@ -590,6 +686,7 @@ fn op_body<B: Backend>(
     }
     // Descriptors of in and inout strings: once, into private locals.
     let mut ins = Vec::new();
+    let mut saved: Option<(Local<UL>, Local<UL>)> = None;
     for v in p.in_record_order().filter(|v| v.dir != Dir::Out) {
         let Kind::Ind { esize, ealign, .. } = v.kind else {
             continue;
@@ -615,10 +712,40 @@ fn op_body<B: Backend>(
         if let Some(max) = v.count_max {
             f.bgt(t2, i64::from(max), x.bad_value);
         }
-        let (off, cnt) = (f.local::<UL>(), f.local::<UL>());
+        let (off, cnt, ptr) = (f.local::<UL>(), f.local::<UL>(), f.local::<UL>());
         f.st_local(t, off);
         f.st_local(t2, cnt);
-        ins.push(InRegion { v, off, cnt });
+        if let Kind::Ind { string: true, .. } = v.kind {
+            // The plan's order: a string's text is checked right after its
+            // descriptor, before the next descriptor. Copied into the
+            // server's private scratch memory (same offset) and checked to
+            // be UTF-8 there, so that the handler's text cannot change
+            // under it. A call: the running end and the area's length are
+            // kept in the stack across it.
+            let (saved_prev, saved_alen) = match saved {
+                Some(x) => x,
+                None => {
+                    let x = (f.local::<UL>(), f.local::<UL>());
+                    f.st_local(r.alen, x.1);
+                    saved = Some(x);
+                    x
+                }
+            };
+            f.st_local(prev, saved_prev);
+            // `t` holds the offset, `t2` the length; `prev` is free now.
+            let (dst, src, ok) = (pv(prev), pv(t3), u32v(t));
+            f.add(src, r.area, pv(t));
+            f.ld_local(dst, r.ctx);
+            f.ld(dst, dst, 0);
+            f.add(dst, dst, pv(t));
+            f.st_local(prev, ptr);
+            let copy = Callee::Native(super::native::str_in as *const () as usize);
+            f.call(ok, copy, &[dst.into(), src.into(), t2.into()]);
+            f.beq(ok, 0, x.bad_value);
+            f.ld_local(prev, saved_prev);
+            f.ld_local(r.alen, saved_alen);
+        }
+        ins.push(InRegion { v, off, cnt, ptr });
     }
     for v in p.in_record_order().filter(|v| v.dir != Dir::Out) {
         if v.kind == Kind::Prim(Prim::Bool) {
@@ -673,23 +800,6 @@ fn op_body<B: Backend>(
             regions.push(OutRegion { v, off, cap });
         }
     }
-    // In and inout strings: copied into the server's private scratch
-    // memory (same offset) and checked to be UTF-8 there, so that the
-    // handler's text cannot change under it. A call: only the persistent
-    // registers and the locals survive.
-    for s in &ins {
-        if let Kind::Ind { string: true, .. } = s.v.kind {
-            let (dst, src, ok) = (pv(t), pv(t3), u32v(prev));
-            f.ld_local(t2, s.off);
-            f.ld_local(dst, r.scratch);
-            f.add(dst, dst, pv(t2));
-            f.add(src, r.area, pv(t2));
-            f.ld_local(t2, s.cnt);
-            let copy = Callee::Native(super::native::str_in as *const () as usize);
-            f.call(ok, copy, &[dst.into(), src.into(), t2.into()]);
-            f.beq(ok, 0, x.bad_value);
-        }
-    }
     // Out scalars and aggregates start zeroed: the client's bytes there
     // are not values of their types.
     for v in p
@@ -727,83 +837,62 @@ fn op_body<B: Backend>(
     }
     // The handler's arguments: the context, then each value in
     // declaration order, then a non-scalar return value's place.
+    let srcs = handler_args(p, &ins, &regions);
+    if srcs.len() > MAX_HANDLER_ARGS {
+        return Err(GenError::TooManyArgs {
+            op: p.op.name.clone(),
+            needed: srcs.len(),
+        });
+    }
     // Caller-saved registers first: a callee-saved one costs a save.
     let saved = |x: &Reg<UL>| vcode::host::CALLEE_SAVED_GPR & (1 << x.num()) != 0;
-    let avail: Vec<Reg<UL>> = r
+    let mut avail: Vec<Reg<UL>> = r
         .pool
         .iter()
         .copied()
         .filter(|x| !saved(x))
         .chain([r.key, r.len, r.alen])
         .chain(r.pool.iter().copied().filter(saved))
+        .take(MAX_HANDLER_REGS)
         .collect();
-    let needed = handler_regs(p);
-    if needed > avail.len().min(MAX_HANDLER_REGS) {
-        return Err(GenError::TooManyArgs {
-            op: p.op.name.clone(),
-            needed,
-        });
-    }
+    // Past the registers, the arguments go through the private spill area
+    // (computed and stored first, while every register is free), passed
+    // from memory: one register holds the area's address at the call.
+    let spill_base = if srcs.len() > avail.len() {
+        avail.pop().map(pv)
+    } else {
+        None
+    };
+    let in_regs = if spill_base.is_some() {
+        avail.len()
+    } else {
+        srcs.len()
+    };
     let mut args = vec![Arg::Imm(Ty::P, h.ctx as i64)];
-    let mut next = avail.into_iter();
-    let mut take = || next.next().unwrap_or(r.pool[0]);
-    for v in &p.values {
-        let foff = v.offset as i32;
-        match (v.dir, v.kind) {
-            (_, Kind::Prim(_)) if v.param.is_none() => {}
-            (Dir::In, Kind::Prim(pr)) => {
-                let a = take();
-                match pr {
-                    Prim::I32 => f.ld(i32v(a), r.rec, foff),
-                    Prim::U32 => f.ld(u32v(a), r.rec, foff),
-                    Prim::Bool => {
-                        // Checked above; taken again from the record, so
-                        // anything but 0 or 1 now is a client racing its
-                        // own request: keep the handler's bool valid.
-                        f.lduc(a, r.rec, foff);
-                        f.and(a, a, 1);
-                    }
-                    _ => load_prim(f, pr, a, r.rec, foff),
-                }
-                args.push(Arg::Reg(AnyReg {
-                    ty: arg_ty(pr),
-                    n: a.num(),
-                }));
-            }
-            (_, Kind::Prim(_) | Kind::Agg { .. }) => {
-                let a = pv(take());
-                f.add(a, r.rec, i64::from(foff));
-                args.push(a.into());
-            }
-            (Dir::In | Dir::InOut, Kind::Ind { string, .. }) => {
-                let Some(s) = ins.iter().find(|s| std::ptr::eq(s.v, v)) else {
-                    continue;
-                };
-                let (a, n) = (take(), take());
-                f.ld_local(a, s.off);
-                if string {
-                    f.ld_local(pv(n), r.scratch);
-                    f.add(pv(a), pv(n), pv(a));
-                } else {
-                    f.add(pv(a), r.area, pv(a));
-                }
-                f.ld_local(n, s.cnt);
-                args.push(pv(a).into());
-                args.push(n.into());
-            }
-            (Dir::Out, Kind::Ind { .. }) => {
-                let Some(o) = regions.iter().find(|o| std::ptr::eq(o.v, v)) else {
-                    continue;
-                };
-                let (a, lp) = (take(), take());
-                f.ld_local(a, o.off);
-                f.add(pv(a), r.area, pv(a));
-                f.add(pv(lp), r.rec, i64::from(foff + 4));
-                args.push(pv(a).into());
-                args.push(pv(lp).into());
-            }
+    if let Some(sb) = spill_base {
+        let v = avail.first().copied().unwrap_or(t);
+        f.ld_local(sb, r.ctx);
+        for (k, (ty, src)) in srcs.iter().enumerate().skip(in_regs) {
+            arg_value(f, r, src, v);
+            let off = (8 + 8 * (k - in_regs)) as i32;
+            f.st(v, sb, off);
+            args.push(Arg::Mem {
+                ty: *ty,
+                base: sb.num(),
+                off,
+            });
         }
     }
+    let mut reg_args = Vec::new();
+    for ((ty, src), a) in srcs.iter().zip(avail.iter().copied()).take(in_regs) {
+        arg_value(f, r, src, a);
+        reg_args.push(Arg::Reg(AnyReg {
+            ty: *ty,
+            n: a.num(),
+        }));
+    }
+    // Register arguments first, in order, then the spilled ones.
+    args.splice(1..1, reg_args);
     let callee = Callee::Native(h.addr);
     match p.ret() {
         Some(ValuePlan {
@@ -827,8 +916,7 @@ fn op_body<B: Backend>(
         if let (Dir::InOut, Kind::Ind { string: true, .. }) = (s.v.dir, s.v.kind) {
             let (dst, src) = (pv(t), pv(t3));
             f.ld_local(t2, s.off);
-            f.ld_local(src, r.scratch);
-            f.add(src, src, pv(t2));
+            f.ld_local(src.cast::<UL>(), s.ptr);
             f.add(dst, r.area, pv(t2));
             f.ld_local(t2, s.cnt);
             let copy = Callee::Native(super::native::copy_bytes as *const () as usize);
@@ -846,4 +934,407 @@ fn op_body<B: Backend>(
     f.set(t, Status::Ok as u64 | u64::from(lay.size) << 16);
     f.ret(t);
     Ok(())
+}
+
+/// `shm_call`: the request's transport step refused a string (the
+/// channel's per-string limit, its strings per message, or its area:
+/// which one is worked out again by the caller, off the hot path).
+pub const ERR_CHANNEL_PUT: i64 = -6;
+/// `shm_call`: the channel is closed (by either side).
+pub const ERR_CLOSED: i64 = -7;
+/// `shm_call`: the out-of-line wait failed; its error is kept in the
+/// client end.
+pub const ERR_WAIT: i64 = -8;
+/// `shm_call`: the reply is longer than the message buffer.
+pub const ERR_REPLY_LONG: i64 = -9;
+/// `shm_call`: the reply's status is not `Ok`; the code is
+/// `ERR_STATUS - status`.
+pub const ERR_STATUS: i64 = -0x1_0000;
+
+/// Generates `shm_call(slots: *mut u64, ch: *mut GenClient) -> i64` for `p`:
+/// one function that makes the whole call on an `rt::shm` channel, the
+/// protocol of `rt/shm.rs` spelled out in vcode:
+///
+/// 1. **marshal**, as [`marshal`] does, but with in strings and sequences
+///    copied into the channel's string area directly (the checks of
+///    `ClientEnd::put`: the per-string limit, strings per message, room in
+///    the area; any refusal is [`ERR_CHANNEL_PUT`]);
+/// 2. **post**: the key and the length into the descriptor line, then the
+///    state word exchanged for `REQUEST` (`swap32`, a full barrier: the
+///    record is visible before the state). A closed channel is
+///    [`ERR_CLOSED`] (checked before the exchange, and after it a close
+///    that raced it is put back);
+/// 3. **wait**: when the waiting rule is quiet ([`GenClient::quiet`]:
+///    polling allowed, nothing to record) one inline poll of the state;
+///    otherwise, or if the reply is not there yet, or if the post found
+///    the server asleep (it is woken there), one call of the out-of-line
+///    [`gen_wait`](crate::rt::shm::gen_wait), which follows the adaptive
+///    rule, the timeout and the liveness watch of `rt::shm` exactly;
+/// 4. **take**: the status and the reply's length (`ERR_STATUS - status`,
+///    [`ERR_REPLY_LONG`]);
+/// 5. **unmarshal**, as [`unmarshal`] does, with the reply's string
+///    descriptors checked against the channel's area and per-string limit
+///    inline (`ClientEnd::reply_bytes`'s checks; [`ERR_REPLY_STRING`]).
+///
+/// Returns 0 or a negative code; the codes of [`marshal`] and
+/// [`unmarshal`] keep their meaning. Native x86-64 only (the atomic
+/// exchange), which `Atomic::atomic_available` tells.
+pub fn shm_call<B: Backend>(f: &mut Func<B>, p: &OpPlan, lim: &Limits) -> vcode::Result<B::Code> {
+    use crate::rt::shm::{CLOSED, GenClient as G, REPLY, REQUEST, WAITER};
+    use vcode::ext::Atomic;
+    const REC: i32 = 8;
+    let ins: Vec<&ValuePlan> = p.in_record_order().filter(|v| v.dir != Dir::Out).collect();
+    let outs: Vec<&ValuePlan> = p.in_record_order().filter(|v| v.dir != Dir::In).collect();
+    let a = f.lambda("%p%p", Leaf::No)?;
+    f.name(format!("idl_shm_call_{}", p.op.name));
+    let slots = keep(f, a.get::<P>(0)?)?;
+    let ch = keep(f, a.get::<P>(1)?)?;
+    let line = f.getreg::<P>(Class::Persistent)?;
+    f.ld(line, ch, G::LINE);
+    let t = f.getreg::<UL>(Class::Temp)?;
+    let t2 = f.getreg::<UL>(Class::Temp)?;
+    let t3 = f.getreg::<UL>(Class::Temp)?;
+    let pa = f.getreg::<P>(Class::Temp)?;
+    let pb = f.getreg::<P>(Class::Temp)?;
+    let (err_long, err_count, err_chan) = (f.genlabel(), f.genlabel(), f.genlabel());
+    let (err_closed, err_wait, err_rlong, err_status) =
+        (f.genlabel(), f.genlabel(), f.genlabel(), f.genlabel());
+    let (err_str, err_bool) = (f.genlabel(), f.genlabel());
+    // 1. The strings, straight into the area (`used` is its first free
+    // byte; the request starts it empty).
+    let mut descs = Vec::new();
+    let used = f.local::<UL>();
+    let nstr = ins
+        .iter()
+        .filter(|v| matches!(v.kind, Kind::Ind { .. }))
+        .count();
+    if nstr > 0 {
+        f.set(t, 0);
+        f.st_local(t, used);
+        // Strings per message: the k-th string needs k < max_strings.
+        f.ld(t, ch, G::MAX_STRINGS);
+        f.blt(t, nstr as i64, err_chan);
+    }
+    for v in &ins {
+        let Kind::Ind { esize, ealign, .. } = v.kind else {
+            continue;
+        };
+        let (slot, esize) = (8 * v.slot as i32, esize.max(1));
+        f.ld(t, slots, slot + 8);
+        if let Some(max) = v.count_max {
+            f.bgt(t, i64::from(max), err_count);
+        }
+        f.bgt(t, i64::from(lim.max_string_bytes / esize), err_long);
+        mul_const(f, t2, t, esize);
+        // The channel's per-string limit.
+        f.ld(t3, ch, G::MAX_STRING_BYTES);
+        f.bgt(t2, t3, err_chan);
+        // at = used rounded up to the element's alignment.
+        f.ld_local(t, used);
+        if ealign > 1 {
+            f.add(t, t, i64::from(ealign - 1));
+            f.and(t, t, !i64::from(ealign - 1));
+        }
+        // Room: at <= area_len and bytes <= area_len - at.
+        f.ld(t3, ch, G::AREA_LEN);
+        f.bgt(t, t3, err_chan);
+        f.sub(t3, t3, t);
+        f.bgt(t2, t3, err_chan);
+        let d = f.local::<UL>();
+        f.st_local(t, d);
+        f.add(t3, t, t2);
+        f.st_local(t3, used);
+        f.ld(pb, ch, G::AREA);
+        f.add(pb, pb, pv(t));
+        f.ld(pa, slots, slot);
+        let copy = Callee::Native(super::native::copy_bytes as *const () as usize);
+        f.callv(copy, &[pb.into(), pa.into(), t2.into()]);
+        // The descriptor: offset in the low word, count in the high.
+        f.ld_local(t, d);
+        f.ld(t2, slots, slot + 8);
+        f.lsh(t2, t2, 32);
+        f.or(t2, t2, t);
+        f.st_local(t2, d);
+        descs.push((v.offset, d));
+    }
+    // Every in and inout value at its field, with its width.
+    for v in &ins {
+        let (slot, foff) = (8 * v.slot as i32, REC + v.offset as i32);
+        match v.kind {
+            Kind::Prim(Prim::Bool) => {
+                f.ld(t, slots, slot);
+                f.not(t, t);
+                f.xor(t, t, 1);
+                f.stc(t, line, foff);
+            }
+            Kind::Prim(pr) => match pr.size() {
+                1 => {
+                    f.lduc(t, slots, slot);
+                    f.stc(t, line, foff);
+                }
+                2 => {
+                    f.ldus(t, slots, slot);
+                    f.sts(t, line, foff);
+                }
+                4 => {
+                    f.ld(u32v(t), slots, slot);
+                    f.st(u32v(t), line, foff);
+                }
+                _ => {
+                    f.ld(t, slots, slot);
+                    f.st(t, line, foff);
+                }
+            },
+            Kind::Agg { size, .. } => {
+                f.ld(pa, slots, slot);
+                if size <= INLINE_COPY {
+                    copy_fixed(f, t, line, foff, pa, 0, size);
+                } else {
+                    f.add(pb, line, i64::from(foff));
+                    let copy = Callee::Native(super::native::copy_bytes as *const () as usize);
+                    f.callv(
+                        copy,
+                        &[pb.into(), pa.into(), Arg::Imm(Ty::UL, i64::from(size))],
+                    );
+                }
+            }
+            Kind::Ind { .. } => {
+                if let Some((_, d)) = descs.iter().find(|(o, _)| *o == v.offset) {
+                    f.ld_local(t, *d);
+                    f.st(t, line, foff);
+                }
+            }
+        }
+    }
+    // 2. Post: the key and the length (one 32-bit store of both words),
+    // then the state.
+    f.set(
+        t,
+        u64::from(p.op.key) | u64::from(p.op.layout.request_size as u16) << 16,
+    );
+    f.st(u32v(t), line, 4);
+    f.ldu(t, line, 0);
+    f.and(t, t, !i64::from(WAITER));
+    f.beq(t, i64::from(CLOSED), err_closed);
+    f.set(t, u64::from(REQUEST));
+    f.swap32(t, line, 0);
+    f.and(t2, t, !i64::from(WAITER));
+    let closed_race = f.genlabel();
+    f.beq(t2, i64::from(CLOSED), closed_race);
+    // 3. Wait.
+    let (slow, take) = (f.genlabel(), f.genlabel());
+    f.rsh(t, t, 31);
+    f.bne(t, 0, slow);
+    f.ld(t2, ch, G::QUIET);
+    f.beq(t2, 0, slow);
+    f.ldu(t2, line, 0);
+    f.and(t2, t2, !i64::from(WAITER));
+    f.beq(t2, i64::from(REPLY), take);
+    f.label(slow);
+    // `t` is 1 when the post found the server asleep, else 0.
+    let wait = Callee::Native(crate::rt::shm::gen_wait as *const () as usize);
+    f.call(t.cast::<L>(), wait, &[ch.into(), t.into()]);
+    f.bne(t.cast::<L>(), 0, err_wait);
+    // 4. Take: the status, then the length.
+    f.label(take);
+    f.ldus(t, line, 4);
+    f.bne(t, Status::Ok as i64, err_status);
+    f.ldus(t, line, 6);
+    f.ld(t2, ch, G::CAPACITY);
+    f.bgt(t, t2, err_rlong);
+    // 5. Unmarshal.
+    for v in outs {
+        let (slot, foff) = (8 * v.slot as i32, REC + v.offset as i32);
+        match v.kind {
+            Kind::Prim(pr) => {
+                load_prim(f, pr, t, line, foff);
+                if pr == Prim::Bool {
+                    f.bgt(t, 1, err_bool);
+                }
+                f.st(t, slots, slot);
+            }
+            Kind::Agg { size, .. } => {
+                f.ld(pa, slots, slot);
+                if size <= INLINE_COPY {
+                    copy_fixed(f, t, pa, 0, line, foff, size);
+                } else {
+                    f.add(pb, line, i64::from(foff));
+                    let copy = Callee::Native(super::native::copy_bytes as *const () as usize);
+                    f.callv(
+                        copy,
+                        &[pa.into(), pb.into(), Arg::Imm(Ty::UL, i64::from(size))],
+                    );
+                }
+            }
+            Kind::Ind { esize, ealign, .. } => {
+                // The descriptor is read once: the count goes to its slot
+                // before its bytes are checked against the area.
+                f.ldu(t, line, foff);
+                f.ldu(t2, line, foff + 4);
+                if ealign > 1 {
+                    f.and(t3, t, i64::from(ealign - 1));
+                    f.bne(t3, 0, err_str);
+                }
+                f.st(t2, slots, slot + 8);
+                mul_const(f, t3, t2, esize.max(1));
+                f.ld(t2, ch, G::MAX_STRING_BYTES);
+                f.bgt(t3, t2, err_str);
+                f.ld(t2, ch, G::AREA_LEN);
+                f.bgt(t, t2, err_str);
+                f.sub(t2, t2, t);
+                f.bgt(t3, t2, err_str);
+                f.ld(pa, ch, G::AREA);
+                f.add(pa, pa, pv(t));
+                f.st(pa, slots, slot);
+            }
+        }
+    }
+    let r = t.cast::<L>();
+    f.set(r, 0);
+    f.ret(r);
+    // A close that raced the exchange: closed is final, put it back.
+    f.label(closed_race);
+    f.set(t, u64::from(CLOSED));
+    f.swap32(t, line, 0);
+    f.jmp(err_closed);
+    // `t` holds the status as read (not read again: the server may
+    // change it meanwhile).
+    f.label(err_status);
+    f.neg(r, r);
+    f.add(r, r, ERR_STATUS);
+    f.ret(r);
+    for (l, code) in [
+        (err_long, ERR_LONG),
+        (err_count, ERR_COUNT),
+        (err_chan, ERR_CHANNEL_PUT),
+        (err_closed, ERR_CLOSED),
+        (err_wait, ERR_WAIT),
+        (err_rlong, ERR_REPLY_LONG),
+        (err_str, ERR_REPLY_STRING),
+        (err_bool, ERR_REPLY_BOOL),
+    ] {
+        f.label(l);
+        f.set(r, code);
+        f.ret(r);
+    }
+    f.end()
+}
+
+/// `shm_serve`: no request is waiting (or the waiting rule wants its
+/// wait recorded): the caller blocks out of line, then calls again with
+/// `waited` set.
+pub const SERVE_BLOCK: i64 = 1;
+/// `shm_serve`: the channel is closed.
+pub const SERVE_CLOSED: i64 = -1;
+
+/// Generates `shm_serve(ch: *mut GenServer, waited: u64) -> i64`, the
+/// server's dispatch-and-reply loop on an `rt::shm` channel around the
+/// generated `dispatch` at address `dispatch`:
+///
+/// 1. **take**: unless `waited` (the caller's out-of-line wait saw a
+///    request), a request is taken only when the waiting rule is quiet
+///    and the state says `REQUEST` at the first look; otherwise it returns
+///    [`SERVE_BLOCK`]. A length over the message buffer is answered
+///    `ShortMessage` (as `ServerEnd::wait` does);
+/// 2. **dispatch**: one call of the generated dispatch (every check of the
+///    plan, the handler called directly) on the record in place;
+/// 3. **reply**: its `status | len << 16` as the status and length words
+///    (one 32-bit store), then the state exchanged for `REPLY`; a client
+///    found asleep is woken, and a post the waiting rule must record is
+///    recorded, by the out-of-line [`gen_posted`](crate::rt::shm::gen_posted);
+///    a closed channel is [`SERVE_CLOSED`];
+/// 4. back to 1.
+///
+/// Native x86-64 only (the atomic exchange). The caller makes sure the
+/// channel's buffer holds every record of the interface.
+pub fn shm_serve<B: Backend>(f: &mut Func<B>, dispatch: usize) -> vcode::Result<B::Code> {
+    use crate::rt::shm::{CLOSED, GenServer as G, REPLY, REQUEST, WAITER};
+    use vcode::ext::Atomic;
+    let a = f.lambda("%p%ul", Leaf::No)?;
+    f.name("idl_shm_serve");
+    let ch = keep(f, a.get::<P>(0)?)?;
+    let waited = a.get::<UL>(1)?;
+    let line = f.getreg::<P>(Class::Persistent)?;
+    f.ld(line, ch, G::LINE);
+    let t = f.getreg::<UL>(Class::Temp)?;
+    let t2 = f.getreg::<UL>(Class::Temp)?;
+    let rec = f.getreg::<P>(Class::Temp)?;
+    let (area, alen, dctx) = (
+        f.getreg::<P>(Class::Temp)?,
+        f.getreg::<UL>(Class::Temp)?,
+        f.getreg::<P>(Class::Temp)?,
+    );
+    let (top, take, block, short, reply, posted) = (
+        f.genlabel(),
+        f.genlabel(),
+        f.genlabel(),
+        f.genlabel(),
+        f.genlabel(),
+        f.genlabel(),
+    );
+    let (closed, closed_race) = (f.genlabel(), f.genlabel());
+    f.bne(waited, 0, take);
+    f.putreg(waited);
+    // 1. Take.
+    f.label(top);
+    f.ld(t, ch, G::QUIET);
+    f.beq(t, 0, block);
+    f.ldu(t, line, 0);
+    f.and(t, t, !i64::from(WAITER));
+    f.bne(t, i64::from(REQUEST), block);
+    f.label(take);
+    f.ldus(t2, line, 6);
+    f.ld(t, ch, G::CAPACITY);
+    f.bgt(t2, t, short);
+    f.ldus(t, line, 4);
+    f.add(rec, line, 8);
+    f.ld(area, ch, G::AREA);
+    f.ld(alen, ch, G::AREA_LEN);
+    f.ld(dctx, ch, G::DCTX);
+    // 2. Dispatch.
+    let r = t.cast::<L>();
+    f.call(
+        r,
+        Callee::Native(dispatch),
+        &[
+            t.into(),
+            rec.into(),
+            t2.into(),
+            area.into(),
+            alen.into(),
+            dctx.into(),
+        ],
+    );
+    f.jmp(reply);
+    f.label(short);
+    f.set(t, Status::ShortMessage as u64);
+    // 3. Reply: status and length, then the state.
+    f.label(reply);
+    f.st(u32v(t), line, 4);
+    f.ldu(t, line, 0);
+    f.and(t, t, !i64::from(WAITER));
+    f.beq(t, i64::from(CLOSED), closed);
+    f.set(t, u64::from(REPLY));
+    f.swap32(t, line, 0);
+    f.and(t2, t, !i64::from(WAITER));
+    f.beq(t2, i64::from(CLOSED), closed_race);
+    f.rsh(t, t, 31);
+    f.bne(t, 0, posted);
+    f.ld(t2, ch, G::QUIET);
+    f.bne(t2, 0, top);
+    f.label(posted);
+    // `t` is 1 when the client slept, else 0.
+    let post = Callee::Native(crate::rt::shm::gen_posted as *const () as usize);
+    f.callv(post, &[ch.into(), t.into()]);
+    f.jmp(top);
+    f.label(block);
+    f.set(r, SERVE_BLOCK);
+    f.ret(r);
+    f.label(closed_race);
+    f.set(t, u64::from(CLOSED));
+    f.swap32(t, line, 0);
+    f.label(closed);
+    f.set(r, SERVE_CLOSED);
+    f.ret(r);
+    f.end()
 }

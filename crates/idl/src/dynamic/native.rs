@@ -129,10 +129,89 @@ pub(crate) unsafe extern "C" fn zero_bytes(dst: *mut u8, n: u64) {
     unsafe { std::ptr::write_bytes(dst, 0, n as usize) }
 }
 
+/// The dispatch's private context, in the server's own memory (never the
+/// shared segment: a spilled pointer there could be rewritten by the client
+/// between its store and the handler call): the scratch memory for in
+/// strings, then room for the handler arguments past the registers.
+#[repr(C)]
+pub(crate) struct DispatchCtx {
+    /// The server's private scratch memory, as long as the string area.
+    pub scratch: *mut u8,
+    /// Spilled handler arguments (written by the generated code before
+    /// they are read; never read by Rust).
+    pub spill: [std::mem::MaybeUninit<u64>; super::codegen::SPILL_SLOTS],
+}
+
+impl DispatchCtx {
+    /// A context for one dispatch with `scratch` as its scratch memory.
+    #[inline(always)]
+    pub(crate) fn new(scratch: *mut u8) -> DispatchCtx {
+        DispatchCtx {
+            scratch,
+            spill: [std::mem::MaybeUninit::uninit(); super::codegen::SPILL_SLOTS],
+        }
+    }
+}
+
 /// `marshal` and `unmarshal` as native function pointers.
 pub(crate) type StubFn = unsafe extern "C" fn(*mut u64, *mut u8, *mut ClientCtx<'static>) -> i64;
 /// `dispatch` as a native function pointer.
-type DispatchFn = unsafe extern "C" fn(u64, *mut u8, u64, *mut u8, u64, *mut u8) -> u64;
+type DispatchFn = unsafe extern "C" fn(u64, *mut u8, u64, *mut u8, u64, *mut DispatchCtx) -> u64;
+
+/// `shm_call` as a native function pointer.
+pub(crate) type ShmFn = unsafe extern "C" fn(*mut u64, *mut crate::rt::shm::GenClient) -> i64;
+
+/// A generated `shm_call` (native code only).
+pub(crate) struct ShmStub {
+    f: ShmFn,
+    /// Keeps the code alive.
+    code: vcode::Code,
+}
+
+impl ShmStub {
+    /// Wraps native code.
+    pub(crate) fn new(code: vcode::Code) -> vcode::Result<ShmStub> {
+        // SAFETY: `codegen::shm_call` begins with "%p%p" and returns an
+        // `l`; `as_fn` checks that again.
+        let f = unsafe { code.as_fn::<ShmFn>()? };
+        Ok(ShmStub { f, code })
+    }
+
+    /// The entry point, valid while this lives.
+    pub(crate) fn entry(&self) -> ShmFn {
+        self.f
+    }
+
+    /// The disassembly.
+    pub(crate) fn listing(&self) -> String {
+        self.code.disassemble()
+    }
+}
+
+/// `shm_serve` as a native function pointer.
+pub(crate) type ServeFn = unsafe extern "C" fn(*mut crate::rt::shm::GenServer, u64) -> i64;
+
+/// A generated `shm_serve` (native code only).
+pub(crate) struct ServeStub {
+    pub(crate) f: ServeFn,
+    /// Keeps the code alive.
+    code: vcode::Code,
+}
+
+impl ServeStub {
+    /// Wraps native code.
+    pub(crate) fn new(code: vcode::Code) -> vcode::Result<ServeStub> {
+        // SAFETY: `codegen::shm_serve` begins with "%p%ul" and returns an
+        // `l`; `as_fn` checks that again.
+        let f = unsafe { code.as_fn::<ServeFn>()? };
+        Ok(ServeStub { f, code })
+    }
+
+    /// The disassembly.
+    pub(crate) fn listing(&self) -> String {
+        self.code.disassemble()
+    }
+}
 
 /// A generated `marshal` or `unmarshal` function: native code and its
 /// entry point, or the reference backend's recording.
@@ -273,6 +352,12 @@ impl Dispatch {
         self.code.listing()
     }
 
+    /// The native entry point's address (`None` on the reference
+    /// backend), valid while this lives.
+    pub(crate) fn native_addr(&self) -> Option<usize> {
+        self.f.map(|f| f as usize)
+    }
+
     /// Wraps the reference backend's recording.
     pub(crate) fn reference(code: RefCode) -> Dispatch {
         Dispatch {
@@ -285,7 +370,8 @@ impl Dispatch {
     ///
     /// # Safety
     /// `rec` is valid for the largest record of the interface, `area` for
-    /// `alen` bytes, `scratch` (private) for `alen` bytes, and the
+    /// `alen` bytes, `ctx` is private and its scratch valid for `alen`
+    /// bytes, and the
     /// registered handlers are sound for the arguments the generated code
     /// passes them (docs/idl.md).
     #[inline(always)]
@@ -296,14 +382,14 @@ impl Dispatch {
         len: u64,
         area: *mut u8,
         alen: u64,
-        scratch: *mut u8,
+        ctx: *mut DispatchCtx,
     ) -> Result<u64, InvokeError> {
         match self.f {
             // SAFETY: the function's contract; the generated code checks
             // every descriptor before it uses it.
-            Some(f) => Ok(unsafe { f(key, rec, len, area, alen, scratch) }),
+            Some(f) => Ok(unsafe { f(key, rec, len, area, alen, ctx) }),
             // SAFETY: as above.
-            None => unsafe { self.run_reference(key, rec, len, area, alen, scratch) },
+            None => unsafe { self.run_reference(key, rec, len, area, alen, ctx) },
         }
     }
 
@@ -319,7 +405,7 @@ impl Dispatch {
         len: u64,
         area: *mut u8,
         alen: u64,
-        scratch: *mut u8,
+        ctx: *mut DispatchCtx,
     ) -> Result<u64, InvokeError> {
         let Code::Reference(c) = &self.code else {
             return Err(InvokeError::Arity {
@@ -333,7 +419,7 @@ impl Dispatch {
             V::UL(len),
             V::P(area as usize),
             V::UL(alen),
-            V::P(scratch as usize),
+            V::P(ctx as usize),
         ];
         // SAFETY: as for `run`.
         match unsafe { c.invoke(&args) }? {

@@ -262,6 +262,12 @@ pub unsafe trait ClientTransport {
     /// within the per-string limit. The server may write them while the
     /// caller reads: copy them once, rely on nothing read twice.
     fn reply_bytes(&self, off: u32, len: usize) -> Result<&[u8], CallError>;
+    /// The transport as a shared-memory channel's client end, if it is
+    /// one: the dynamic stubs then run the whole call (post, wait, take)
+    /// in their generated code ([`crate::dynamic`]). `None` by default.
+    fn as_shm(&mut self) -> Option<&mut shm::ClientEnd> {
+        None
+    }
 }
 
 /// The server's side of a transport: waits for requests, holds the
@@ -299,6 +305,13 @@ pub unsafe trait ServerTransport {
     /// and out strings occupy (a transport that shares the area ignores
     /// it; one that copies sends just those).
     fn reply(&mut self, status: Status, len: usize, strings: Range<u32>) -> Result<(), CallError>;
+
+    /// The transport as a shared-memory channel's server end, if it is
+    /// one: the dynamic server then runs its dispatch-and-reply loop in
+    /// generated code ([`crate::dynamic`]). `None` by default.
+    fn as_shm(&mut self) -> Option<&mut shm::ServerEnd> {
+        None
+    }
 
     /// The checked view of the request that [`ServerTransport::wait`]
     /// returned, for a server stub.

@@ -614,6 +614,15 @@ impl Waiting {
         }
     }
 
+    /// Whether a wait answered at its first poll changes nothing here:
+    /// polling is allowed without a probe ([`Waiting::budget`] has no
+    /// effect) and no poll ran out since the last answered one
+    /// ([`Waiting::spun`] of an answered poll keeps the state). The
+    /// generated client code polls once inline only then.
+    fn quiet(&self) -> bool {
+        self.spin.get() > 0 && !self.woke.get() && self.misses.get() == 0
+    }
+
     /// Records how a wait's polling went.
     #[inline(always)]
     fn spun(&self, probing: bool, answered: bool) {
@@ -793,10 +802,132 @@ fn futex_wake(word: &AtomicU32) {
     };
 }
 
+/// What the dynamic stubs' generated client code reads to make a whole
+/// call on the channel itself (`crate::dynamic`'s `shm_call`): the
+/// addresses and the limits of the private header copy, and whether the
+/// waiting rule lets it take a reply found at its first poll without
+/// telling [`Waiting`]. The generated code reads it at these offsets
+/// ([`GenClient::LINE`] ...); it is the first field of [`ClientEnd`], so
+/// that the out-of-line wait gets the end back from its address.
+#[repr(C)]
+#[derive(Debug)]
+pub(crate) struct GenClient {
+    /// The descriptor line: the state word; the key or status at +4, the
+    /// record length at +6, the record at +8.
+    pub line: *mut u8,
+    /// The string area.
+    pub area: *mut u8,
+    /// Its length.
+    pub area_len: u64,
+    /// The header's per-string limit and strings per message.
+    pub max_string_bytes: u64,
+    pub max_strings: u64,
+    /// Bytes of the message buffer.
+    pub capacity: u64,
+    /// 1 when a wait answered at its first poll leaves [`Waiting`] as it
+    /// is (polling allowed, the last post woke no one, no poll ran out
+    /// since the last answered one): then the generated code polls once
+    /// inline and calls [`gen_wait`] only if the reply is not there yet.
+    pub quiet: u64,
+}
+
+// SAFETY: the pointers address the mapping of the `ClientEnd` this view
+// is the first field of, which owns the mapping and moves with it; the
+// view is used only through `&mut` of that end (one thread at a time).
+unsafe impl Send for GenClient {}
+
+impl GenClient {
+    /// Offsets of the fields, for the generated code.
+    pub const LINE: i32 = 0;
+    pub const AREA: i32 = 8;
+    pub const AREA_LEN: i32 = 16;
+    pub const MAX_STRING_BYTES: i32 = 24;
+    pub const MAX_STRINGS: i32 = 32;
+    pub const CAPACITY: i32 = 40;
+    pub const QUIET: i32 = 48;
+
+    fn new(map: &Map) -> GenClient {
+        GenClient {
+            // SAFETY: offset LINE lies in the mapping (checked in `Map::new`).
+            line: unsafe { map.seg.as_ptr().as_ptr().add(LINE) },
+            area: map.area().as_ptr(),
+            area_len: u64::from(map.h.area_len),
+            max_string_bytes: u64::from(map.h.max_string_bytes),
+            max_strings: u64::from(map.h.max_strings),
+            capacity: u64::from(map.h.capacity),
+            quiet: u64::from(map.wait.quiet()),
+        }
+    }
+}
+
+/// The generated client code's out-of-line wait for the reply of the
+/// request it posted: wakes the server first if the post found it asleep
+/// (`woke`), records that for the waiting rule, then waits as
+/// [`ClientTransport::call`] does (the adaptive rule, the timeout, the
+/// peer's liveness). 0 when the reply is there; -1 with the error kept in
+/// the end ([`ClientEnd::take_gen_error`]).
+///
+/// # Safety
+/// `end` is the [`GenClient`] of a live [`ClientEnd`] (its first field)
+/// that the running generated call borrows mutably.
+pub(crate) unsafe extern "C" fn gen_wait(end: *mut GenClient, woke: u64) -> i64 {
+    // SAFETY: the function's contract: `GenClient` is the first field of
+    // the `#[repr(C)]` `ClientEnd`, so the addresses are the same.
+    let end = unsafe { &mut *end.cast::<ClientEnd>() };
+    if let Some(Loopback(serve, arg)) = end.loopback {
+        // SAFETY: `set_loopback`'s contract.
+        unsafe { serve(arg, 0) };
+        let s = end.map.state().load(Ordering::Acquire) & !WAITER;
+        if s == REPLY {
+            return 0;
+        }
+        end.gen_err = Some(CallError::Malformed("the loopback answered nothing"));
+        return -1;
+    }
+    let m = &end.map;
+    if woke != 0 {
+        futex_wake(m.state());
+    }
+    m.wait.woke.set(woke != 0);
+    let deadline = end.timeout.map(|t| Instant::now() + t);
+    let r = match m.wait_for(REPLY, deadline) {
+        Ok(()) => 0,
+        Err(e) => {
+            if matches!(e, CallError::Timeout) {
+                m.close();
+            }
+            end.gen_err = Some(e);
+            -1
+        }
+    };
+    end.view.quiet = u64::from(end.map.wait.quiet());
+    r
+}
+
+/// A loopback's server step and its argument (see
+/// [`ClientEnd::set_loopback`]).
+#[derive(Clone, Copy, Debug)]
+struct Loopback(LoopbackFn, *mut ());
+
+/// A loopback's server step (see [`ClientEnd::set_loopback`]): called
+/// with its argument and 0.
+pub type LoopbackFn = unsafe extern "C" fn(*mut (), u64) -> i64;
+
+// SAFETY: `set_loopback`'s contract: the step is sound to call on any
+// thread the end moves to.
+unsafe impl Send for Loopback {}
+
 /// The client's end of a channel: a [`ClientTransport`] for the generated
 /// client stubs. Dropping it closes the channel.
+#[repr(C)]
 #[derive(Debug)]
 pub struct ClientEnd {
+    /// First: the generated code's view (see [`GenClient`]).
+    view: GenClient,
+    /// The error of the last out-of-line wait that failed.
+    gen_err: Option<CallError>,
+    /// See [`ClientEnd::set_loopback`].
+    loopback: Option<Loopback>,
     map: Map,
     /// The end of the last string put, in the string area.
     used: usize,
@@ -808,8 +939,12 @@ pub struct ClientEnd {
 impl ClientEnd {
     /// Maps a channel's `memfd`, checking its seals, header and size.
     pub fn from_fd(fd: OwnedFd) -> Result<ClientEnd, ShmError> {
+        let map = Map::new(fd, Side::Client)?;
         Ok(ClientEnd {
-            map: Map::new(fd, Side::Client)?,
+            view: GenClient::new(&map),
+            gen_err: None,
+            loopback: None,
+            map,
             used: 0,
             count: 0,
             timeout: None,
@@ -827,6 +962,51 @@ impl ClientEnd {
     pub fn set_spin(&mut self, spin: u32) {
         self.map.h.spin = spin.min(SPIN_MAX);
         self.map.wait.spin.set(self.map.h.spin);
+        self.view.quiet = u64::from(self.map.wait.quiet());
+    }
+
+    /// The generated code's view of the channel (its address is what the
+    /// dynamic stubs' `shm_call` takes).
+    pub(crate) fn gen_view(&mut self) -> *mut GenClient {
+        &mut self.view
+    }
+
+    /// Makes this end a loopback for a client and a server in one thread
+    /// (the benchmarks' instruction counts): where the dynamic stubs'
+    /// generated call would block for the reply, it calls `serve(arg)`
+    /// instead (with 0 as its second argument), which answers the posted
+    /// request on the channel's server end (e.g. the dynamic server's
+    /// generated loop: [`crate::dynamic::DynServer::loopback`]), and takes
+    /// the reply. `None` restores waiting.
+    ///
+    /// # Safety
+    /// `serve(arg)` is sound to call whenever a call on this end waits,
+    /// for as long as the loopback is set, on whichever thread the end is
+    /// moved to.
+    pub unsafe fn set_loopback(&mut self, serve: Option<(LoopbackFn, *mut ())>) {
+        self.loopback = serve.map(|(f, a)| Loopback(f, a));
+    }
+
+    /// The waiting rule's state, for tests: whether the last post woke
+    /// the server, polls run out in a row, and the generated code's flag.
+    #[cfg(test)]
+    pub(crate) fn waiting_state(&self) -> (bool, u32, u64) {
+        (
+            self.map.wait.woke.get(),
+            self.map.wait.misses.get(),
+            self.view.quiet,
+        )
+    }
+
+    /// The error the last failed out-of-line wait kept.
+    pub(crate) fn take_gen_error(&mut self) -> Option<CallError> {
+        self.gen_err.take()
+    }
+
+    /// Whether the generated code runs calls on this end itself: the
+    /// host's code generator has the atomic exchange the protocol needs.
+    pub(crate) fn gen_supported() -> bool {
+        cfg!(target_arch = "x86_64")
     }
 
     /// The channel's limits, as its header gives them.
@@ -947,6 +1127,7 @@ unsafe impl ClientTransport for ClientEnd {
             }
             Err(e) => return Err(e),
         }
+        self.view.quiet = u64::from(m.wait.quiet());
         let status = m.word().load(Ordering::Relaxed);
         let n = m.len_word().load(Ordering::Relaxed) as usize;
         match Status::from_wire(status) {
@@ -957,6 +1138,11 @@ unsafe impl ClientTransport for ClientEnd {
             Some(s) => Err(CallError::Status(s)),
             None => Err(CallError::Malformed("unknown status word")),
         }
+    }
+
+    #[inline(always)]
+    fn as_shm(&mut self) -> Option<&mut ClientEnd> {
+        Some(self)
     }
 
     #[inline]
@@ -974,10 +1160,80 @@ unsafe impl ClientTransport for ClientEnd {
     }
 }
 
+/// What the dynamic server's generated loop (`crate::dynamic`'s
+/// `shm_serve`) reads: as [`GenClient`], for the server's side, and the
+/// dispatch's private context (set by the loop's caller).
+#[repr(C)]
+#[derive(Debug)]
+pub(crate) struct GenServer {
+    /// The descriptor line (see [`GenClient::line`]).
+    pub line: *mut u8,
+    /// The string area and its length.
+    pub area: *mut u8,
+    pub area_len: u64,
+    /// Bytes of the message buffer.
+    pub capacity: u64,
+    /// As [`GenClient::quiet`], for the wait for a request.
+    pub quiet: u64,
+    /// The dispatch's private context (scratch pointer and spill area),
+    /// in the memory of the loop's caller; null when no loop runs.
+    pub dctx: *mut u8,
+}
+
+// SAFETY: as for `GenClient`: the pointers address the mapping of the
+// `ServerEnd` this view is the first field of (and, while a loop runs,
+// that loop's own context); used only through `&mut` of that end.
+unsafe impl Send for GenServer {}
+
+impl GenServer {
+    /// Offsets of the fields, for the generated code.
+    pub const LINE: i32 = 0;
+    pub const AREA: i32 = 8;
+    pub const AREA_LEN: i32 = 16;
+    pub const CAPACITY: i32 = 24;
+    pub const QUIET: i32 = 32;
+    pub const DCTX: i32 = 40;
+
+    fn new(map: &Map) -> GenServer {
+        GenServer {
+            // SAFETY: offset LINE lies in the mapping (checked in `Map::new`).
+            line: unsafe { map.seg.as_ptr().as_ptr().add(LINE) },
+            area: map.area().as_ptr(),
+            area_len: u64::from(map.h.area_len),
+            capacity: u64::from(map.h.capacity),
+            quiet: u64::from(map.wait.quiet()),
+            dctx: std::ptr::null_mut(),
+        }
+    }
+}
+
+/// The generated server loop's out-of-line step after a reply it posted
+/// found the client asleep (`woke`: wakes it) or the waiting rule not
+/// quiet: records the post for the rule, as [`ServerTransport::reply`]
+/// does. Returns 0.
+///
+/// # Safety
+/// `end` is the [`GenServer`] of a live [`ServerEnd`] (its first field)
+/// that the running loop borrows mutably.
+pub(crate) unsafe extern "C" fn gen_posted(end: *mut GenServer, woke: u64) -> i64 {
+    // SAFETY: the function's contract: `GenServer` is the first field of
+    // the `#[repr(C)]` `ServerEnd`.
+    let end = unsafe { &mut *end.cast::<ServerEnd>() };
+    if woke != 0 {
+        futex_wake(end.map.state());
+    }
+    end.map.wait.woke.set(woke != 0);
+    end.view.quiet = u64::from(end.map.wait.quiet());
+    0
+}
+
 /// The server's end of a channel: a [`ServerTransport`] for the generated
 /// server loop. Dropping it closes the channel.
+#[repr(C)]
 #[derive(Debug)]
 pub struct ServerEnd {
+    /// First: the generated loop's view (see [`GenServer`]).
+    view: GenServer,
     map: Map,
     /// Private memory of the area's size for in strings (allocated zeroed:
     /// the system maps its pages when first written).
@@ -994,7 +1250,31 @@ impl ServerEnd {
     pub fn from_fd(fd: OwnedFd) -> Result<ServerEnd, ShmError> {
         let map = Map::new(fd, Side::Server)?;
         let scratch = vec![0u8; map.h.area_len as usize];
-        Ok(ServerEnd { map, scratch })
+        Ok(ServerEnd {
+            view: GenServer::new(&map),
+            map,
+            scratch,
+        })
+    }
+
+    /// Whether the dynamic server runs its loop on this end in generated
+    /// code (see [`ClientEnd::gen_supported`]).
+    pub(crate) fn gen_supported() -> bool {
+        cfg!(target_arch = "x86_64")
+    }
+
+    /// The generated loop's view of the channel.
+    pub(crate) fn gen_view(&mut self) -> *mut GenServer {
+        &mut self.view
+    }
+
+    /// Waits for a request as [`ServerTransport::wait`] does (the waiting
+    /// rule, the client's liveness) without taking it: the generated loop
+    /// takes it.
+    pub(crate) fn wait_request(&mut self) -> Result<(), CallError> {
+        let r = self.map.wait_for(REQUEST, None);
+        self.view.quiet = u64::from(self.map.wait.quiet());
+        r
     }
 
     /// The channel's `memfd`, to hand to a client ([`inheritable`] for a
@@ -1012,6 +1292,7 @@ impl ServerEnd {
     pub fn set_spin(&mut self, spin: u32) {
         self.map.h.spin = spin.min(SPIN_MAX);
         self.map.wait.spin.set(self.map.h.spin);
+        self.view.quiet = u64::from(self.map.wait.quiet());
     }
 
     /// Serves raw calls with no stub (the benchmarks' baseline): `f` gets
@@ -1053,7 +1334,9 @@ impl ServerEnd {
 unsafe impl ServerTransport for ServerEnd {
     fn wait(&mut self) -> Result<(u16, usize), CallError> {
         loop {
-            self.map.wait_for(REQUEST, None)?;
+            let r = self.map.wait_for(REQUEST, None);
+            self.view.quiet = u64::from(self.map.wait.quiet());
+            r?;
             let key = self.map.word().load(Ordering::Relaxed);
             let len = self.map.len_word().load(Ordering::Relaxed) as usize;
             if len <= self.capacity() {
@@ -1099,7 +1382,14 @@ unsafe impl ServerTransport for ServerEnd {
         };
         self.map.word().store(status as u16, Ordering::Relaxed);
         self.map.len_word().store(len as u16, Ordering::Relaxed);
-        self.map.post(REPLY)
+        let r = self.map.post(REPLY);
+        self.view.quiet = u64::from(self.map.wait.quiet());
+        r
+    }
+
+    #[inline(always)]
+    fn as_shm(&mut self) -> Option<&mut ServerEnd> {
+        Some(self)
     }
 }
 
