@@ -980,7 +980,7 @@ pub const ERR_STATUS: i64 = -0x1_0000;
 /// [`unmarshal`] keep their meaning. Native x86-64 only (the atomic
 /// exchange), which `Atomic::atomic_available` tells.
 pub fn shm_call<B: Backend>(f: &mut Func<B>, p: &OpPlan, lim: &Limits) -> vcode::Result<B::Code> {
-    use crate::rt::shm::{CLOSED, GenClient as G, REPLY, REQUEST, WAITER};
+    use crate::rt::shm::{CLOSED, GenClient as G, REPLY, REPLY_CLOSED, REQUEST, WAITER};
     use vcode::ext::Atomic;
     const REC: i32 = 8;
     let ins: Vec<&ValuePlan> = p.in_record_order().filter(|v| v.dir != Dir::Out).collect();
@@ -1113,13 +1113,19 @@ pub fn shm_call<B: Backend>(f: &mut Func<B>, p: &OpPlan, lim: &Limits) -> vcode:
         u64::from(p.op.key) | u64::from(p.op.layout.request_size as u16) << 16,
     );
     f.st(u32v(t), line, 4);
+    // A channel closed, or closed after a reply this end has taken
+    // (`REPLY_CLOSED`), takes no more requests.
     f.ldu(t, line, 0);
+    f.and(t2, t, i64::from(REPLY_CLOSED));
+    f.bne(t2, 0, err_closed);
     f.and(t, t, !i64::from(WAITER));
     f.beq(t, i64::from(CLOSED), err_closed);
     f.set(t, u64::from(REQUEST));
     f.swap32(t, line, 0);
-    f.and(t2, t, !i64::from(WAITER));
     let closed_race = f.genlabel();
+    f.and(t2, t, i64::from(REPLY_CLOSED));
+    f.bne(t2, 0, closed_race);
+    f.and(t2, t, !i64::from(WAITER));
     f.beq(t2, i64::from(CLOSED), closed_race);
     // 3. Wait.
     let (slow, take) = (f.genlabel(), f.genlabel());
