@@ -43,8 +43,8 @@
 //!   that the kernel fills with *any* frame the program redirects, before
 //!   anyone has classified it. Receiving into the endpoint's buffers
 //!   directly would need one socket and one UMEM per endpoint and a
-//!   program that classifies in the kernel (dpf's filters lowered to
-//!   eBPF), and would still hand the application memory the kernel
+//!   program that tells endpoints apart in the kernel (the lowered table
+//!   only says whether some filter accepts), and would still hand the application memory the kernel
 //!   writes frames of other senders into until the free queue returns
 //!   it; and applets take their frames in the engine's inbox, not in the
 //!   endpoint's buffers. So the engine classifies in the UMEM and copies
