@@ -115,6 +115,11 @@ impl Engine {
     /// reads; a frame built before and classified after loses nothing but
     /// the new filter's verdict, as if it had been classified a moment
     /// earlier.
+    ///
+    /// Once the table is published the transport follows it
+    /// ([`Transport::filters_changed`]; `xdp` swaps in the program built
+    /// from it) before this returns; if it cannot, the filter is removed
+    /// again and the error returned.
     pub(super) fn install(
         &self,
         filter: dpf::Prepared,
@@ -129,16 +134,41 @@ impl Engine {
             reaches.insert(fid, reach);
         }
         self.publish_reach(&reaches);
-        Ok(installed?)
+        let fid = installed?;
+        if let Err(e) = self.sync_transport() {
+            // The transport still filters by the table without this
+            // filter: take it out again so that the two agree.
+            let _ = lock(&self.inner.table).remove(fid);
+            reaches.remove(&fid);
+            self.publish_reach(&reaches);
+            let _ = self.sync_transport();
+            return Err(e.into());
+        }
+        Ok(fid)
     }
 
-    /// Removes filter `fid` from the table and its reach.
+    /// Removes filter `fid` from the table and its reach, then has the
+    /// transport follow the table before returning (`xdp`: once this
+    /// returns, the kernel redirects none of the filter's frames to the
+    /// engine any more; see `docs/unet.md`). An error from the transport
+    /// leaves the filter removed from the table, so that the engine
+    /// delivers none of its frames whatever the kernel sends.
     pub(super) fn uninstall(&self, fid: dpf::FilterId) -> Result<(), EngineError> {
         lock(&self.inner.table).remove(fid)?;
         let mut reaches = lock(&self.inner.reaches);
         reaches.remove(&fid);
         self.publish_reach(&reaches);
+        drop(reaches);
+        self.sync_transport()?;
         Ok(())
+    }
+
+    /// Hands the transport the table's published classifier. Lock order:
+    /// the table's lock is let go before the transport's is taken (a
+    /// receiving thread classifies under the transport's lock).
+    fn sync_transport(&self) -> Result<(), crate::transport::TransportError> {
+        let classifier = lock(&self.inner.table).classifier();
+        lock(&self.inner.transport).filters_changed(&classifier)
     }
 
     pub(super) fn publish_reach(&self, reaches: &std::collections::BTreeMap<dpf::FilterId, usize>) {

@@ -112,6 +112,10 @@ pub enum EngineError {
     /// could not be reached.
     #[error("engine: {0}")]
     Remote(String),
+    /// The transport could not follow a change of the filter table (the
+    /// `xdp` transport could not load or swap in its kernel program).
+    #[error("transport: {0}")]
+    Transport(#[from] crate::transport::TransportError),
 }
 
 /// What the engine counts for one endpoint. Every message that does not

@@ -80,6 +80,18 @@ pub trait Transport: Send {
     fn readiness(&self) -> Option<Readiness> {
         None
     }
+
+    /// Tells the transport that the engine's filter table changed (a
+    /// filter was installed or removed), with the classifier just
+    /// published. The engine calls it after every change, before the
+    /// change returns, and never concurrently with itself. A transport
+    /// that filters in the kernel (`xdp`: the program that decides which
+    /// frames leave the kernel's stack) rebuilds its filter from it; the
+    /// others ignore it.
+    fn filters_changed(&mut self, classifier: &dpf::Classifier) -> Result<(), TransportError> {
+        let _ = classifier;
+        Ok(())
+    }
 }
 
 /// See [`Transport::readiness`].

@@ -7,10 +7,14 @@
 //! * **Receive.** An XDP program attached to the interface (driver mode
 //!   where the driver has it, else the kernel's generic SKB mode) runs on
 //!   every arriving frame before the kernel builds a socket buffer, and
-//!   redirects it into the `AF_XDP` socket of the queue it arrived on
-//!   (`bpf_redirect_map` into an `XSKMAP` indexed by `rx_queue_index`);
-//!   what it does not redirect goes on to the kernel's stack
-//!   (`XDP_PASS`). There is one socket per receive queue of the interface
+//!   redirects the frames the engine's dpf table accepts into the
+//!   `AF_XDP` socket of the queue they arrived on (`bpf_redirect_map` into
+//!   an `XSKMAP` indexed by `rx_queue_index`); what it does not redirect
+//!   goes on to the kernel's stack (`XDP_PASS`). The program is the table
+//!   lowered to eBPF, rebuilt and swapped in atomically on every install
+//!   and removal ([`Transport::filters_changed`]); before the first, or
+//!   when the table cannot be lowered, a fixed program admits every unet
+//!   frame to the transport's address and port. There is one socket per receive queue of the interface
 //!   ([`XdpConfig::queues`]), each with its own UMEM: a region of frames
 //!   shared with the kernel, whose fill ring gives the kernel empty
 //!   frames and whose receive ring gives back full ones. The engine
@@ -39,8 +43,8 @@
 //!   that the kernel fills with *any* frame the program redirects, before
 //!   anyone has classified it. Receiving into the endpoint's buffers
 //!   directly would need one socket and one UMEM per endpoint and a
-//!   program that classifies in the kernel (dpf's filters lowered to
-//!   eBPF), and would still hand the application memory the kernel
+//!   program that tells endpoints apart in the kernel (the lowered table
+//!   only says whether some filter accepts), and would still hand the application memory the kernel
 //!   writes frames of other senders into until the free queue returns
 //!   it; and applets take their frames in the engine's inbox, not in the
 //!   endpoint's buffers. So the engine classifies in the UMEM and copies
@@ -445,6 +449,14 @@ impl XdpTransport {
         self.program.mode()
     }
 
+    /// Why the engine's filter table runs on the fixed program that admits
+    /// every unet frame to this address rather than on its own lowering
+    /// (the table cannot be lowered, or the verifier refused it); `None`
+    /// when it runs on its own, or before any filter was installed.
+    pub fn program_fallback(&self) -> Option<&str> {
+        self.program.fallback()
+    }
+
     /// Whether the sockets are bound in zero-copy mode (the driver DMAs
     /// frames into the UMEM) rather than copy mode.
     pub fn zero_copy(&self) -> bool {
@@ -620,5 +632,19 @@ impl Transport for XdpTransport {
     /// queue does not wake a poller of this one).
     fn poll_fd(&self) -> Option<RawFd> {
         self.queues.first().map(|q| q.sock.as_raw_fd())
+    }
+
+    /// Rebuilds the XDP program from the engine's table and swaps it in
+    /// (see the module docs, "Receive").
+    fn filters_changed(&mut self, classifier: &dpf::Classifier) -> Result<(), TransportError> {
+        self.program
+            .sync(classifier)
+            .map_err(|e| TransportError::Io {
+                op: format!(
+                    "load and attach the XDP program built from the filter table on {}",
+                    self.ifname
+                ),
+                source: std::io::Error::other(e.to_string()),
+            })
     }
 }

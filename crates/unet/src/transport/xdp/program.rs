@@ -1,17 +1,26 @@
-//! The XDP program that feeds the `xdp` transport's sockets: it admits the
-//! frames the engine can take, unfragmented IPv4/UDP with a 20-byte header
-//! to the transport's address and port (the `packet` transport's socket
-//! filter, in eBPF), into the socket of the queue they arrived on
-//! (`bpf_redirect_map(xsks, ctx->rx_queue_index, XDP_PASS)`), and passes
-//! everything else to the kernel's stack, so that ARP, ICMP and the
-//! host's other traffic keep working while the engine runs.
+//! The XDP program that feeds the `xdp` transport's sockets.
 //!
-//! Every load from the frame comes after one bounds check of the whole
-//! header against `data_end` (the verifier's rule), and there are no
-//! loops. Built with the `ebpf` crate's assembler, loaded and attached
-//! through its bpf(2) wrapper (an `XdpLink`, detached when dropped).
+//! Once the engine has filters, it is the engine's dpf table lowered to
+//! eBPF (`dpf::ebpf`): a frame some installed filter accepts goes into the
+//! socket of the queue it arrived on (`bpf_redirect_map(xsks,
+//! ctx->rx_queue_index, XDP_PASS)`), every other frame to the kernel's
+//! stack (`XDP_PASS`), so that ARP, ICMP, the host's other traffic and
+//! unet frames no endpoint waits for stay with the kernel. Each change of
+//! the table rebuilds it and swaps it in atomically with `BPF_LINK_UPDATE`
+//! ([`Program::sync`]): every frame meets the old program or the new one.
+//!
+//! Before the first change, and whenever the table cannot be lowered (or
+//! the verifier refuses it), the program is a fixed one: it admits every
+//! frame the engine can take, unfragmented IPv4/UDP with a 20-byte header
+//! to the transport's address and port (the `packet` transport's socket
+//! filter, in eBPF), and passes the rest. Every load from the frame comes
+//! after one bounds check of the whole header against `data_end` (the
+//! verifier's rule), and there are no loops. Built with the `ebpf` crate's
+//! assembler, loaded and attached through its bpf(2) wrapper (an
+//! `XdpLink`, detached when dropped).
 
 use std::os::fd::BorrowedFd;
+use std::sync::Arc;
 
 use ebpf::{Asm, Cond, Helper, Insn, Map, Reg, Src, Width, xdp, xdp_md};
 
@@ -99,10 +108,23 @@ pub(super) fn admit_insns(addr: Addr, on_match: OnMatch<'_>) -> Vec<Insn> {
 /// The socket map, the loaded program and its link on the interface;
 /// dropping it detaches the program (the link goes first).
 pub(super) struct Program {
-    _link: ebpf::XdpLink,
-    _prog: ebpf::Program,
-    _xsks: Map,
+    link: ebpf::XdpLink,
+    /// The program attached now: the fixed one, or the table's.
+    _prog: Attached,
+    xsks: Arc<Map>,
+    addr: Addr,
     mode: XdpMode,
+    /// The version and filter count of the classifier the attached
+    /// program was built from (`None`: the fixed program, before any).
+    built_from: Option<(u64, usize)>,
+    /// Why the table runs on the fixed program, if it does.
+    fallback: Option<String>,
+}
+
+/// A loaded program kept alive while it is attached.
+enum Attached {
+    Fixed(ebpf::Program),
+    Table(dpf::ebpf::XdpProgram),
 }
 
 /// What is missing, from a bpf(2) refusal's errno.
@@ -137,8 +159,10 @@ impl Program {
             },
         };
         let queues = sockets.iter().map(|&(q, _)| q + 1).max().unwrap_or(1);
-        let xsks = Map::xsk(queues, "unet_xsks")
-            .map_err(|e| fail("create the socket map (XSKMAP)".into(), e))?;
+        let xsks = Arc::new(
+            Map::xsk(queues, "unet_xsks")
+                .map_err(|e| fail("create the socket map (XSKMAP)".into(), e))?,
+        );
         for &(q, fd) in sockets {
             xsks.set_xsk(q, fd)
                 .map_err(|e| fail(format!("put queue {q}'s socket in the map"), e))?;
@@ -159,10 +183,13 @@ impl Program {
             match ebpf::XdpLink::attach(&prog, ifindex, em) {
                 Ok(link) => {
                     return Ok(Program {
-                        _link: link,
-                        _prog: prog,
-                        _xsks: xsks,
+                        link,
+                        _prog: Attached::Fixed(prog),
+                        xsks,
+                        addr,
                         mode: m,
+                        built_from: None,
+                        fallback: None,
                     });
                 }
                 Err(e) => last = Some((m, e)),
@@ -186,6 +213,52 @@ impl Program {
     /// Where the program runs.
     pub(super) fn mode(&self) -> XdpMode {
         self.mode
+    }
+
+    /// Why the engine's table runs on the fixed admitting program rather
+    /// than its own lowering, if it does.
+    pub(super) fn fallback(&self) -> Option<&str> {
+        self.fallback.as_deref()
+    }
+
+    /// Rebuilds the program from `classifier` and swaps it in atomically,
+    /// unless it was built from that version already. When the table lost
+    /// a filter, also waits until no run of the old program is left in
+    /// the kernel (see [`super::sys::wait_for_program_runs`]), so that
+    /// once this returns no frame the old program admitted is still on
+    /// its way to a socket. On error the attached program stays.
+    pub(super) fn sync(&mut self, classifier: &dpf::Classifier) -> Result<(), ebpf::Error> {
+        let filters = classifier.merged().entries.len();
+        let version = classifier.version();
+        if self.built_from.is_some_and(|(v, _)| v == version) {
+            return Ok(());
+        }
+        let on_accept = dpf::ebpf::OnAccept::Redirect(self.xsks.clone());
+        let table = dpf::ebpf::XdpProgram::load(classifier.merged(), &on_accept)?;
+        let (next, fallback) = match table.fallback() {
+            None => (Attached::Table(table), None),
+            // The every-frame program would take ARP and the host's own
+            // traffic from the kernel: admit what the engine can take.
+            Some(why) => {
+                let fixed = ebpf::Program::load_xdp(
+                    &admit_insns(self.addr, OnMatch::Redirect(&self.xsks)),
+                    "unet_admit",
+                )?;
+                (Attached::Fixed(fixed), Some(why.to_string()))
+            }
+        };
+        self.link.update(match &next {
+            Attached::Fixed(p) => p,
+            Attached::Table(t) => t.program(),
+        })?;
+        let shrank = self.built_from.is_none_or(|(_, n)| filters < n);
+        self._prog = next;
+        self.built_from = Some((version, filters));
+        self.fallback = fallback;
+        if shrank {
+            super::sys::wait_for_program_runs();
+        }
+        Ok(())
     }
 }
 

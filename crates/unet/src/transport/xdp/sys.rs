@@ -1,6 +1,7 @@
 //! The `unsafe` half of the `xdp` transport: an `AF_XDP` socket, its UMEM
 //! (the frame memory shared with the kernel), the four rings mapped from
-//! the socket, and the interface queries (index, MAC, MTU, queue count).
+//! the socket, the interface queries (index, MAC, MTU, queue count), and
+//! the wait for an XDP program's last runs (`membarrier`).
 //! Everything here follows the kernel's `Documentation/networking/af_xdp.rst`
 //! and `include/uapi/linux/if_xdp.h` (whose structs and constants `libc`
 //! 0.2.191 carries: `sockaddr_xdp`, `xdp_umem_reg`, `xdp_mmap_offsets`,
@@ -630,6 +631,27 @@ pub(super) fn link(ifname: &str) -> Result<Link, OpenError> {
         mtu,
         queues,
     })
+}
+
+/// `MEMBARRIER_CMD_GLOBAL` (`linux/membarrier.h`).
+const MEMBARRIER_CMD_GLOBAL: libc::c_int = 1;
+/// How long to wait where the kernel will not wait for us: far longer
+/// than one NAPI poll or one generic-XDP receive runs.
+const PROGRAM_RUN_BOUND: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// Waits until every run of an XDP program that began before the call has
+/// finished, and with it the redirects it made: XDP programs run inside
+/// RCU read-side sections (softirq, and the redirect's flush at the end
+/// of the same poll), and `membarrier(MEMBARRIER_CMD_GLOBAL)` waits for an
+/// RCU grace period (`synchronize_rcu`). A kernel that refuses it
+/// (`nohz_full`, or no `membarrier`) gets a sleep of 20 ms instead.
+pub(super) fn wait_for_program_runs() {
+    // SAFETY: membarrier(2) takes a command and two integer flags and
+    // reads or writes no memory of this process.
+    let r = unsafe { libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) };
+    if r != 0 {
+        std::thread::sleep(PROGRAM_RUN_BOUND);
+    }
 }
 
 #[cfg(test)]
