@@ -1815,3 +1815,45 @@ fn handler_arguments_past_the_registers_are_passed_on_the_stack() {
         assert_eq!(args[16], Value::I32(77), "{engine:?}");
     }
 }
+
+/// A server that replies and closes at once leaves the reply to the
+/// client (`REPLY | REPLY_CLOSED`); the generated call takes it, and its
+/// next call finds the channel closed instead of posting over the mark
+/// and waiting for a server that has gone (which liveness then reports
+/// as dead, the wrong error).
+#[test]
+fn the_generated_call_takes_a_reply_posted_before_the_close_and_then_stops() {
+    use idl::rt::shm;
+    const T: &str = "interface t { void ping(); };";
+    for round in 0..20 {
+        let (mut client, mut server_end) = shm::pair(&shm::Config {
+            spin: 0,
+            area: 4096,
+            ..shm::Config::default()
+        })
+        .expect("shm pair");
+        std::thread::spawn(move || {
+            server_end.wait().expect("the request");
+            server_end
+                .reply(Status::Ok, 0, 0..0)
+                .expect("the reply posts");
+            drop(server_end); // closes, the client perhaps not yet awake
+        });
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let iface = Interface::load(T, "t").expect("load");
+            let ping = iface.op_index("ping").expect("op");
+            let mut c = iface.client();
+            let first = c.call(&mut client, ping, &mut []).map(|_| ());
+            let second = c.call(&mut client, ping, &mut []).map(|_| ());
+            let _ = tx.send((first, second));
+        });
+        match rx.recv_timeout(std::time::Duration::from_secs(20)) {
+            Ok((Ok(()), Err(CallError::Transport(RtError::Closed)))) => {}
+            Ok((first, second)) => panic!(
+                "round {round}: the reply before the close: {first:?}; the call after it: {second:?}"
+            ),
+            Err(_) => panic!("round {round}: the second call hung on a closed channel"),
+        }
+    }
+}
