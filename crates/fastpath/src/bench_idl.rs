@@ -405,8 +405,14 @@ fn instructions(r: &mut Report, counts: &Result<Vec<count::Counts>, String>) {
             r.targets.push(Target {
                 what: format!("{op}: dynamic stubs at most {TARGET_DYNAMIC}x the static ones"),
                 verdict: verdict(&q, |v| v <= TARGET_DYNAMIC),
+                // The two families are not counted over the same carrier:
+                // the dynamic stubs make the whole call, the shm channel's
+                // protocol included, in generated code, so they are counted
+                // over that channel in one thread; the static stubs over
+                // `FpLoop`, which has no protocol. Say so beside the ratio.
                 detail: format!(
-                    "dynamic {} = {} the static {}",
+                    "dynamic {} = {} the static {} (dynamic counted with the shm \
+                     channel's protocol, static over a carrier without one)",
                     total(dy, k).cell(|v| format!("{v:.0}")),
                     q.cell(|v| format!("{v:.2}x")),
                     total(st, k).cell(|v| format!("{v:.0}"))
