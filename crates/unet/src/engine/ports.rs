@@ -93,7 +93,7 @@ impl Drop for Ports {
         // out and dropped here, once; tables swapped out earlier are the
         // epoch's to drop.
         unsafe {
-            let t = std::mem::replace(&mut self.table, Atomic::null());
+            let t = std::mem::take(&mut self.table);
             drop(t.into_owned());
         }
     }
