@@ -51,10 +51,12 @@
 use crate::abi::{ArgLoc, CallConv, ConvTables, InvokeError};
 use crate::backend::{
     Arg, Backend, BinOp, Callee, Cond, LocalOp, MAX_CALL_ARGS, Src, Target, UnOp, check_call,
-    param_local_ok, staging,
+    param_local_ok,
 };
 use crate::buf::{Buf, MAX_INSN};
-use crate::common::{fmt_code, note_ret, parallel_move};
+use crate::common::{
+    ArgEmit, CallLayout, fmt_code, move_params, note_ret, parallel_move, place_args,
+};
 use crate::error::{Error, ErrorKind, Fault, FaultKind};
 use crate::mem::ExecMemory;
 use crate::regs::RegAlloc;
@@ -827,6 +829,64 @@ impl A64 {
 // 4. Instruction methods
 // ===========================================================================
 
+/// The encodings of a call's argument placement and of the entry's
+/// parameter moves (the order is shared, `common.rs`).
+impl ArgEmit for A64 {
+    #[inline]
+    fn store_arg(&mut self, a: Arg, disp: i32) {
+        let off = Src::I(disp as i64);
+        match a {
+            Arg::Reg(r) if r.ty.is_float() => self.mem(STR_D, v(r.n), SP, off),
+            Arg::Reg(r) => self.mem(STR_X, g(r.n), SP, off),
+            Arg::Imm(_, val) => {
+                self.movi(true, IP1, val);
+                self.mem(STR_X, IP1, SP, off);
+            }
+            Arg::Mem { ty, base, off: at } => {
+                // The value's bits, zero-extended, through ip1.
+                let op = if ty.size() == 8 { LDR_X } else { LDR_W };
+                self.mem(op, IP1, g(base), Src::I(at as i64));
+                self.mem(STR_X, IP1, SP, off);
+            }
+        }
+    }
+
+    fn move_args(&mut self, moves: &mut Vec<(u8, u8)>, float: bool) {
+        let phys = if float { v } else { g };
+        for mv in moves.iter_mut() {
+            *mv = (phys(mv.0), phys(mv.1));
+        }
+        self.parallel_move(moves, float)
+    }
+
+    #[inline]
+    fn imm_arg(&mut self, m: &'static str, ty: Ty, d: u8, val: i64) {
+        if ty.is_float() {
+            self.fconst(m, ty, v(d), val as u64);
+        } else {
+            self.movi(ty.is_64(), g(d), val);
+        }
+    }
+
+    #[inline]
+    fn load_slot(&mut self, ty: Ty, d: u8, frame: bool, disp: i32) {
+        let (base, off) = (if frame { FP } else { SP }, Src::I(disp as i64));
+        match ty {
+            Ty::F => self.mem(LDR_S, v(d), base, off),
+            Ty::D => self.mem(LDR_D, v(d), base, off),
+            _ => self.mem(LDR_X, g(d), base, off),
+        }
+    }
+
+    fn move_reg(&mut self, ty: Ty, d: u8, s: u8) {
+        if ty.is_float() {
+            self.fmov(Ty::D, v(d), v(s))
+        } else {
+            self.mov(true, g(d), g(s))
+        }
+    }
+}
+
 impl Backend for A64 {
     type Code = Code;
 
@@ -1235,11 +1295,6 @@ impl Backend for A64 {
         }
         self.reserve(m, 40 * args.len() + 8 * 16 + 96);
         self.frame = true;
-        let mut tys = [Ty::V; crate::ty::MAX_PARAMS];
-        for (t, a) in tys.iter_mut().zip(args) {
-            *t = a.ty();
-        }
-        let tys = &tys[..args.len()];
         // The callee's address first, before argument moves clobber it.
         match callee {
             Callee::Native(a) => self.movi(true, X9, a as i64),
@@ -1259,70 +1314,12 @@ impl Backend for A64 {
         // Arguments from memory bound for a register are copied first into
         // slots above the stack arguments, and reloaded after the register
         // moves: their base registers may be destinations of those moves.
-        let (stack, staged) = staging(args, abi_layout(tys));
-        let reserve = (8 * (stack + staged) as i64 + 15) & !15;
+        let lay = CallLayout::new(&TABLES, args);
+        let reserve = lay.reserve() as i64;
         if reserve > 0 {
             add_imm_to(&mut self.buf, true, SP, SP, -reserve);
         }
-        let mut stage = stack;
-        for (a, loc) in args.iter().zip(abi_layout(tys)) {
-            let off = match loc {
-                ArgLoc::Stack(slot) => Src::I(8 * slot as i64),
-                ArgLoc::Reg(_) if matches!(a, Arg::Mem { .. }) => {
-                    stage += 1;
-                    Src::I(8 * (stage - 1) as i64)
-                }
-                ArgLoc::Reg(_) => continue,
-            };
-            match *a {
-                Arg::Reg(r) if r.ty.is_float() => self.mem(STR_D, v(r.n), SP, off),
-                Arg::Reg(r) => self.mem(STR_X, g(r.n), SP, off),
-                Arg::Imm(_, val) => {
-                    self.movi(true, IP1, val);
-                    self.mem(STR_X, IP1, SP, off);
-                }
-                Arg::Mem { ty, base, off: at } => {
-                    // The value's bits, zero-extended, through ip1.
-                    let op = if ty.size() == 8 { LDR_X } else { LDR_W };
-                    self.mem(op, IP1, g(base), Src::I(at as i64));
-                    self.mem(STR_X, IP1, SP, off);
-                }
-            }
-        }
-        let mut gmoves: Vec<(u8, u8)> = Vec::new();
-        let mut fmoves: Vec<(u8, u8)> = Vec::new();
-        for (a, loc) in args.iter().zip(abi_layout(tys)) {
-            if let (Arg::Reg(r), ArgLoc::Reg(d)) = (*a, loc) {
-                if r.ty.is_float() {
-                    fmoves.push((v(d), v(r.n)))
-                } else {
-                    gmoves.push((g(d), g(r.n)))
-                }
-            }
-        }
-        self.parallel_move(&mut gmoves, false);
-        self.parallel_move(&mut fmoves, true);
-        for (a, loc) in args.iter().zip(abi_layout(tys)) {
-            if let (Arg::Imm(t, val), ArgLoc::Reg(d)) = (*a, loc) {
-                if t.is_float() {
-                    self.fconst(m, t, v(d), val as u64);
-                } else {
-                    self.movi(t.is_64(), g(d), val);
-                }
-            }
-        }
-        let mut stage = stack;
-        for (a, loc) in args.iter().zip(abi_layout(tys)) {
-            if let (Arg::Mem { ty, .. }, ArgLoc::Reg(d)) = (*a, loc) {
-                let off = Src::I(8 * stage as i64);
-                stage += 1;
-                match ty {
-                    Ty::F => self.mem(LDR_S, v(d), SP, off),
-                    Ty::D => self.mem(LDR_D, v(d), SP, off),
-                    _ => self.mem(LDR_X, g(d), SP, off),
-                }
-            }
-        }
+        place_args(self, m, args, &lay);
         self.put(0xd63f_0000 | (X9 as u32) << 5); // blr x9
         if reserve > 0 {
             add_imm_to(&mut self.buf, true, SP, SP, reserve);
@@ -1928,32 +1925,9 @@ impl A64 {
     #[inline(never)]
     fn move_params(&mut self, sig: &Signature, params: &[AnyReg]) {
         self.buf.reserve("lambda", 16 * params.len());
-        for (i, (&r, loc)) in params.iter().zip(abi_layout(sig.params())).enumerate() {
-            match loc {
-                // Kept in its stack slot: read through the frame pointer.
-                ArgLoc::Stack(_) if r.n == crate::Params::IN_MEMORY => {
-                    self.frame = true;
-                    self.param_mem |= 1 << i;
-                }
-                ArgLoc::Reg(n) if n != r.n => {
-                    if r.ty.is_float() {
-                        self.fmov(Ty::D, v(r.n), v(n))
-                    } else {
-                        self.mov(true, g(r.n), g(n))
-                    }
-                }
-                ArgLoc::Reg(_) => {}
-                ArgLoc::Stack(slot) => {
-                    self.frame = true;
-                    let off = Src::I(16 + 8 * slot as i64);
-                    match r.ty {
-                        Ty::F => self.mem(LDR_S, v(r.n), FP, off),
-                        Ty::D => self.mem(LDR_D, v(r.n), FP, off),
-                        _ => self.mem(LDR_X, g(r.n), FP, off),
-                    }
-                }
-            }
-        }
+        let (frame, param_mem) = move_params(self, &TABLES, sig, params);
+        self.frame |= frame;
+        self.param_mem = param_mem;
         self.buf.rebase();
     }
 

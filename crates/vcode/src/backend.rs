@@ -311,23 +311,6 @@ pub(crate) fn param_slot_off(slot: usize) -> i32 {
     16 + 8 * slot as i32
 }
 
-/// The stack slots a call's arguments take, and the staging slots above
-/// them for its arguments from memory bound for a register.
-pub(crate) fn staging(
-    args: &[Arg],
-    locs: impl Iterator<Item = crate::abi::ArgLoc>,
-) -> (usize, usize) {
-    let (mut stack, mut staged) = (0, 0);
-    for (a, loc) in args.iter().zip(locs) {
-        match loc {
-            crate::abi::ArgLoc::Stack(_) => stack += 1,
-            crate::abi::ArgLoc::Reg(_) if matches!(a, Arg::Mem { .. }) => staged += 1,
-            crate::abi::ArgLoc::Reg(_) => {}
-        }
-    }
-    (stack, staged)
-}
-
 /// True if `(off, id)` names a parameter kept in its stack slot: a
 /// [`PARAM_LOCAL`] number whose parameter is in `param_mem` (a bit per
 /// index), at a stack slot's offset.

@@ -5,9 +5,11 @@
 //! every target's register roles with the shared allocator, and the
 //! debug form of a generated function.
 
+use crate::abi::{ArgLoc, ConvTables};
+use crate::backend::{Arg, param_slot_off};
 use crate::error::ErrorKind;
 use crate::sig::Signature;
-use crate::ty::Ty;
+use crate::ty::{AnyReg, MAX_PARAMS, Ty};
 
 /// Orders `dst <- src` register moves so that none overwrites a source
 /// another still reads, breaking cycles through the scratch register
@@ -98,3 +100,142 @@ const _: () = {
         k += 1;
     }
 };
+
+/// The encodings a target supplies for the target-neutral parts of a
+/// call ([`place_args`]) and of a function's entry ([`move_params`]).
+/// Register numbers are vcode's (the convention's tables'); a target
+/// maps them to its own.
+pub(crate) trait ArgEmit {
+    /// Stores argument `a` into the 8-byte slot `disp` bytes above the
+    /// stack pointer (a value from memory goes through a scratch
+    /// register, zero-extended).
+    fn store_arg(&mut self, a: Arg, disp: i32);
+    /// Moves `dst <- src` register pairs of one file at once.
+    fn move_args(&mut self, moves: &mut Vec<(u8, u8)>, float: bool);
+    /// Sets register `d` to the bits `v` of an immediate of type `ty`.
+    fn imm_arg(&mut self, m: &'static str, ty: Ty, d: u8, v: i64);
+    /// Loads register `d` (of type `ty`'s file) from the 8-byte slot
+    /// `disp` bytes above the frame pointer (`frame`) or the stack
+    /// pointer.
+    fn load_slot(&mut self, ty: Ty, d: u8, frame: bool, disp: i32);
+    /// `d <- s` in type `ty`'s file, the whole register.
+    fn move_reg(&mut self, ty: Ty, d: u8, s: u8);
+}
+
+/// Where a call's arguments go: their locations by the convention, the
+/// stack slots they take, and the staging slots above those for the
+/// arguments from memory bound for a register (reloaded after the
+/// register moves, whose destinations may be their base registers).
+pub(crate) struct CallLayout {
+    locs: [ArgLoc; MAX_PARAMS],
+    stack: usize,
+    staged: usize,
+}
+
+impl CallLayout {
+    /// The layout of `args` (at most [`MAX_PARAMS`], as `check_call`
+    /// ensures) by the convention `t`.
+    #[inline]
+    pub(crate) fn new(t: &'static ConvTables, args: &[Arg]) -> CallLayout {
+        let mut tys = [Ty::V; MAX_PARAMS];
+        for (t, a) in tys.iter_mut().zip(args) {
+            *t = a.ty();
+        }
+        let mut lay = CallLayout {
+            locs: [ArgLoc::Stack(0); MAX_PARAMS],
+            stack: 0,
+            staged: 0,
+        };
+        let n = args.len().min(MAX_PARAMS);
+        for ((o, loc), a) in lay.locs.iter_mut().zip(t.layout(&tys[..n])).zip(args) {
+            *o = loc;
+            match loc {
+                ArgLoc::Stack(_) => lay.stack += 1,
+                ArgLoc::Reg(_) if matches!(a, Arg::Mem { .. }) => lay.staged += 1,
+                ArgLoc::Reg(_) => {}
+            }
+        }
+        lay
+    }
+
+    /// Bytes the call reserves below the stack pointer for its stack and
+    /// staging slots, 16-byte aligned.
+    pub(crate) fn reserve(&self) -> i32 {
+        (8 * (self.stack + self.staged) as i32 + 15) & !15
+    }
+}
+
+/// Puts a call's arguments where `lay` says, once the target has
+/// reserved [`CallLayout::reserve`] bytes below the stack pointer:
+/// stack arguments and staged values first (destinations are memory, so
+/// order does not matter), then a parallel move per register file,
+/// immediates, and the staged values' reloads.
+pub(crate) fn place_args<E: ArgEmit>(e: &mut E, m: &'static str, args: &[Arg], lay: &CallLayout) {
+    let locs = &lay.locs[..args.len().min(MAX_PARAMS)];
+    let mut stage = lay.stack;
+    for (a, &loc) in args.iter().zip(locs) {
+        let disp = match loc {
+            ArgLoc::Stack(slot) => 8 * slot as i32,
+            ArgLoc::Reg(_) if matches!(a, Arg::Mem { .. }) => {
+                stage += 1;
+                8 * (stage - 1) as i32
+            }
+            ArgLoc::Reg(_) => continue,
+        };
+        e.store_arg(*a, disp);
+    }
+    let mut gmoves: Vec<(u8, u8)> = Vec::new();
+    let mut fmoves: Vec<(u8, u8)> = Vec::new();
+    for (a, &loc) in args.iter().zip(locs) {
+        if let (Arg::Reg(r), ArgLoc::Reg(d)) = (*a, loc) {
+            if r.ty.is_float() {
+                fmoves.push((d, r.n))
+            } else {
+                gmoves.push((d, r.n))
+            }
+        }
+    }
+    e.move_args(&mut gmoves, false);
+    e.move_args(&mut fmoves, true);
+    for (a, &loc) in args.iter().zip(locs) {
+        if let (Arg::Imm(t, v), ArgLoc::Reg(d)) = (*a, loc) {
+            e.imm_arg(m, t, d, v);
+        }
+    }
+    let mut stage = lay.stack;
+    for (a, &loc) in args.iter().zip(locs) {
+        if let (Arg::Mem { ty, .. }, ArgLoc::Reg(d)) = (*a, loc) {
+            e.load_slot(ty, d, false, 8 * stage as i32);
+            stage += 1;
+        }
+    }
+}
+
+/// Copies the parameters that arrive elsewhere (on the stack, or in a
+/// register the backend keeps) into the registers `params` gives them,
+/// by the convention `t`. Returns whether the function needs a frame and
+/// the parameters kept in their stack slots (a bit per index), read
+/// later through the frame pointer.
+pub(crate) fn move_params<E: ArgEmit>(
+    e: &mut E,
+    t: &'static ConvTables,
+    sig: &Signature,
+    params: &[AnyReg],
+) -> (bool, u32) {
+    let (mut frame, mut param_mem) = (false, 0);
+    for (i, (&r, loc)) in params.iter().zip(t.layout(sig.params())).enumerate() {
+        match loc {
+            ArgLoc::Stack(_) if r.n == crate::Params::IN_MEMORY => {
+                frame = true;
+                param_mem |= 1 << i;
+            }
+            ArgLoc::Reg(n) if n != r.n => e.move_reg(r.ty, r.n, n),
+            ArgLoc::Reg(_) => {}
+            ArgLoc::Stack(slot) => {
+                frame = true;
+                e.load_slot(r.ty, r.n, true, param_slot_off(slot));
+            }
+        }
+    }
+    (frame, param_mem)
+}

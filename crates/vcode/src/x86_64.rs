@@ -51,10 +51,12 @@
 use crate::abi::{ArgLoc, CallConv, ConvTables, InvokeError};
 use crate::backend::{
     Arg, Backend, BinOp, Callee, Cond, LocalOp, MAX_CALL_ARGS, Src, Target, UnOp, check_call,
-    param_local_ok, staging,
+    param_local_ok,
 };
 use crate::buf::Buf;
-use crate::common::{fmt_code, note_ret, parallel_move};
+use crate::common::{
+    ArgEmit, CallLayout, fmt_code, move_params, note_ret, parallel_move, place_args,
+};
 use crate::error::{Error, ErrorKind};
 use crate::mem::ExecMemory;
 use crate::regs::RegAlloc;
@@ -953,6 +955,62 @@ impl X64 {
     }
 }
 
+/// The encodings of a call's argument placement and of the entry's
+/// parameter moves (the order is shared, `common.rs`).
+impl ArgEmit for X64 {
+    #[inline]
+    fn store_arg(&mut self, a: Arg, disp: i32) {
+        match a {
+            Arg::Reg(r) if r.ty.is_float() => {
+                self.rm(0xf2, false, 0x110f, 2, r.n, RSP, None, disp, false)
+            }
+            Arg::Reg(r) => self.rm(0, true, 0x89, 1, r.n, RSP, None, disp, false),
+            Arg::Imm(_, v) => {
+                self.movi(true, R11, v);
+                self.rm(0, true, 0x89, 1, R11, RSP, None, disp, false);
+            }
+            Arg::Mem { ty, base, off } => {
+                // mov r11(d), [base + off]: the value's bits, zero-extended.
+                self.rm(0, ty.size() == 8, 0x8b, 1, R11, base, None, off, false);
+                self.rm(0, true, 0x89, 1, R11, RSP, None, disp, false);
+            }
+        }
+    }
+
+    fn move_args(&mut self, moves: &mut Vec<(u8, u8)>, float: bool) {
+        self.parallel_move(moves, float)
+    }
+
+    #[inline]
+    fn imm_arg(&mut self, _m: &'static str, ty: Ty, d: u8, v: i64) {
+        if ty.is_float() {
+            // The bits through r11: movd/movq xmm, r11.
+            self.movi(true, R11, v);
+            self.rr(0x66, ty == Ty::D, 0x6e0f, 2, d, R11, false);
+        } else {
+            self.movi(ty.is_64(), d, v);
+        }
+    }
+
+    #[inline]
+    fn load_slot(&mut self, ty: Ty, d: u8, frame: bool, disp: i32) {
+        let base = if frame { RBP } else { RSP };
+        match ty {
+            Ty::F => self.rm(0xf3, false, 0x100f, 2, d, base, None, disp, false),
+            Ty::D => self.rm(0xf2, false, 0x100f, 2, d, base, None, disp, false),
+            _ => self.rm(0, true, 0x8b, 1, d, base, None, disp, false),
+        }
+    }
+
+    fn move_reg(&mut self, ty: Ty, d: u8, s: u8) {
+        if ty.is_float() {
+            self.fmov(d, s)
+        } else {
+            self.mov(true, d, s)
+        }
+    }
+}
+
 /// The multi-byte `nop` forms Intel and AMD recommend, of 1 to 8 bytes.
 const NOPS: [&[u8]; 8] = [
     &[0x90],
@@ -1331,111 +1389,30 @@ impl Backend for X64 {
         // load, a store and a reload (~26), plus saves.
         self.buf.reserve(m, 32 * args.len() + 16 * 16 + 64);
         self.frame = true;
-        let mut tys = [Ty::V; crate::ty::MAX_PARAMS];
-        for (t, a) in tys.iter_mut().zip(args) {
-            *t = a.ty();
-        }
-        let tys = &tys[..args.len()];
         // The callee address first, before argument moves clobber its register.
         match callee {
             Callee::Native(a) => self.movi(true, RAX, a as i64),
             Callee::Code(c) => self.movi(true, RAX, c.addr() as i64),
             Callee::Reg(r) => self.mov(true, RAX, r),
         }
-        // Stack arguments: destinations are memory, so order does not matter.
-        // They go in an area reserved below rsp for this call (16-byte
-        // aligned) and released after it, so that a call is right wherever
-        // rsp is: in the body, or in a subroutine entered by `jal`, where
-        // [rsp] holds the subroutine's return address.
-        //
-        // Arguments from memory bound for a register are copied first into
-        // slots above the stack arguments, and reloaded after the register
-        // moves: their base registers may be destinations of those moves.
-        let (stack, staged) = staging(args, abi_layout(tys));
-        let reserve = (8 * (stack + staged) as i32 + 15) & !15;
-        if reserve > 0 {
-            self.alu_ri(Alu::Sub, true, RSP, reserve);
-        }
-        let mut stage = stack;
-        for (a, loc) in args.iter().zip(abi_layout(tys)) {
-            let disp = match loc {
-                ArgLoc::Stack(slot) => 8 * slot as i32,
-                ArgLoc::Reg(_) if matches!(a, Arg::Mem { .. }) => {
-                    stage += 1;
-                    8 * (stage - 1) as i32
-                }
-                ArgLoc::Reg(_) => continue,
-            };
-            match *a {
-                Arg::Reg(r) if r.ty.is_float() => {
-                    self.rm(0xf2, false, 0x110f, 2, r.n, RSP, None, disp, false)
-                }
-                Arg::Reg(r) => self.rm(0, true, 0x89, 1, r.n, RSP, None, disp, false),
-                Arg::Imm(_, v) => {
-                    self.movi(true, R11, v);
-                    self.rm(0, true, 0x89, 1, R11, RSP, None, disp, false);
-                }
-                Arg::Mem { ty, base, off } => {
-                    // mov r11(d), [base + off]: the value's bits, zero-extended.
-                    self.rm(0, ty.size() == 8, 0x8b, 1, R11, base, None, off, false);
-                    self.rm(0, true, 0x89, 1, R11, RSP, None, disp, false);
-                }
-            }
-        }
         // Persistent float registers: the callee may clobber every xmm.
         let persist = alloc.persist_xmm;
         for n in 0..16u8 {
             if persist & (1 << n) != 0 {
-                self.rm(
-                    0xf2,
-                    false,
-                    0x110f,
-                    2,
-                    n,
-                    RBP,
-                    None,
-                    regfile::xmm_call_slot(n),
-                    false,
-                );
+                let slot = regfile::xmm_call_slot(n);
+                self.rm(0xf2, false, 0x110f, 2, n, RBP, None, slot, false);
             }
         }
-        // Register arguments: a parallel move per register file.
-        let mut gmoves: Vec<(u8, u8)> = Vec::new();
-        let mut fmoves: Vec<(u8, u8)> = Vec::new();
-        for (a, loc) in args.iter().zip(abi_layout(tys)) {
-            if let (Arg::Reg(r), ArgLoc::Reg(d)) = (*a, loc) {
-                if r.ty.is_float() {
-                    fmoves.push((d, r.n))
-                } else {
-                    gmoves.push((d, r.n))
-                }
-            }
+        // The stack arguments go in an area reserved below rsp for this
+        // call (16-byte aligned) and released after it, so that a call is
+        // right wherever rsp is: in the body, or in a subroutine entered by
+        // `jal`, where [rsp] holds the subroutine's return address.
+        let lay = CallLayout::new(&TABLES, args);
+        let reserve = lay.reserve();
+        if reserve > 0 {
+            self.alu_ri(Alu::Sub, true, RSP, reserve);
         }
-        self.parallel_move(&mut gmoves, false);
-        self.parallel_move(&mut fmoves, true);
-        for (a, loc) in args.iter().zip(abi_layout(tys)) {
-            if let (Arg::Imm(t, v), ArgLoc::Reg(d)) = (*a, loc) {
-                if t.is_float() {
-                    // The bits through r11: movd/movq xmm, r11.
-                    self.movi(true, R11, v);
-                    self.rr(0x66, t == Ty::D, 0x6e0f, 2, d, R11, false);
-                } else {
-                    self.movi(t.is_64(), d, v);
-                }
-            }
-        }
-        let mut stage = stack;
-        for (a, loc) in args.iter().zip(abi_layout(tys)) {
-            if let (Arg::Mem { ty, .. }, ArgLoc::Reg(d)) = (*a, loc) {
-                let disp = 8 * stage as i32;
-                stage += 1;
-                match ty {
-                    Ty::F => self.rm(0xf3, false, 0x100f, 2, d, RSP, None, disp, false),
-                    Ty::D => self.rm(0xf2, false, 0x100f, 2, d, RSP, None, disp, false),
-                    _ => self.rm(0, true, 0x8b, 1, d, RSP, None, disp, false),
-                }
-            }
-        }
+        place_args(self, m, args, &lay);
         self.rr(0, false, 0xff, 1, 2, RAX, false); // call rax
         if reserve > 0 {
             self.alu_ri(Alu::Add, true, RSP, reserve);
@@ -2173,26 +2150,9 @@ impl X64 {
     #[inline(never)]
     fn move_params(&mut self, sig: &Signature, params: &[AnyReg]) {
         self.buf.reserve("lambda", 16 * params.len());
-        for (i, (&r, loc)) in params.iter().zip(abi_layout(sig.params())).enumerate() {
-            match loc {
-                // Kept in its stack slot: read through rbp.
-                ArgLoc::Stack(_) if r.n == crate::Params::IN_MEMORY => {
-                    self.frame = true;
-                    self.param_mem |= 1 << i;
-                }
-                ArgLoc::Reg(n) if n != r.n => self.mov(true, r.n, n),
-                ArgLoc::Reg(_) => {}
-                ArgLoc::Stack(slot) => {
-                    self.frame = true;
-                    let disp = 16 + 8 * slot as i32;
-                    match r.ty {
-                        Ty::F => self.rm(0xf3, false, 0x100f, 2, r.n, RBP, None, disp, false),
-                        Ty::D => self.rm(0xf2, false, 0x100f, 2, r.n, RBP, None, disp, false),
-                        _ => self.rm(0, true, 0x8b, 1, r.n, RBP, None, disp, false),
-                    }
-                }
-            }
-        }
+        let (frame, param_mem) = move_params(self, &TABLES, sig, params);
+        self.frame |= frame;
+        self.param_mem = param_mem;
         self.buf.rebase();
     }
 
