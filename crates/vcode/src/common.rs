@@ -6,9 +6,10 @@
 //! debug form of a generated function.
 
 use crate::abi::{ArgLoc, ConvTables};
-use crate::backend::{Arg, param_slot_off};
+use crate::backend::{Arg, param_local_ok, param_slot_off};
 use crate::error::ErrorKind;
 use crate::sig::Signature;
+use crate::slots::SAVE_AREA;
 use crate::ty::{AnyReg, MAX_PARAMS, Ty};
 
 /// Orders `dst <- src` register moves so that none overwrites a source
@@ -49,25 +50,6 @@ pub(crate) fn note_ret(ret_ty: &mut Option<Ty>, ty: Ty) -> Result<(), ErrorKind>
         _ => {}
     }
     Ok(())
-}
-
-/// The debug form of a generated function, the same on every target.
-pub(crate) fn fmt_code(
-    f: &mut std::fmt::Formatter<'_>,
-    title: &str,
-    name: Option<&str>,
-    addr: usize,
-    len: usize,
-    sig: &Signature,
-    ret: Ty,
-) -> std::fmt::Result {
-    f.debug_struct(title)
-        .field("name", &name)
-        .field("addr", &format_args!("{addr:#x}"))
-        .field("len", &len)
-        .field("sig", sig)
-        .field("ret", &ret)
-        .finish()
 }
 
 // The register allocator, the fixed names and `lambda` are shared by
@@ -238,4 +220,117 @@ pub(crate) fn move_params<E: ArgEmit>(
         }
     }
     (frame, param_mem)
+}
+
+/// The per-function state every native backend keeps beside its buffer
+/// and labels: the constants and data placed after the code, the locals,
+/// the parameters kept in memory, whether the function needs a frame,
+/// its return type, the last label placed, the largest alignment asked
+/// for, and the backend's run of executable memory. `lambda` resets it
+/// ([`FuncState::reset`], inline).
+pub(crate) struct FuncState {
+    /// Constants and data in 8-byte slots (a target may number them from
+    /// a base: aarch64 places them in islands as it goes).
+    pub(crate) pool: Vec<u8>,
+    /// Bytes of locals below the save area.
+    pub(crate) locals: i32,
+    pub(crate) nlocals: u32,
+    /// The parameters (a bit per index) kept in their incoming stack
+    /// slots, which [`PARAM_LOCAL`](crate::backend::PARAM_LOCAL) locals
+    /// may name.
+    pub(crate) param_mem: u32,
+    /// True once the function needs a frame (a local, a call, a
+    /// parameter read from its stack slot).
+    pub(crate) frame: bool,
+    /// The type of the function's first `ret`.
+    pub(crate) ret_ty: Option<Ty>,
+    /// The position of the label placed last (0 when none is).
+    pub(crate) last_place: u32,
+    /// The largest alignment a body position was padded to (`align`).
+    pub(crate) align: usize,
+    /// This backend's run of the thread's executable arena (batch
+    /// allocation: no thread-local lookup per function).
+    pub(crate) slab: crate::mem::Slab,
+}
+
+impl FuncState {
+    pub(crate) fn new() -> FuncState {
+        FuncState {
+            pool: Vec::new(),
+            locals: 0,
+            nlocals: 0,
+            param_mem: 0,
+            frame: false,
+            ret_ty: None,
+            last_place: 0,
+            align: 1,
+            slab: crate::mem::Slab::default(),
+        }
+    }
+
+    /// Forgets the previous function (the pool keeps its capacity).
+    #[inline(always)]
+    pub(crate) fn reset(&mut self) {
+        self.pool.clear();
+        self.locals = 0;
+        self.nlocals = 0;
+        self.param_mem = 0;
+        self.frame = false;
+        self.ret_ty = None;
+        self.last_place = 0;
+        self.align = 1;
+    }
+
+    /// A new local of type `ty` below the save area, aligned to its size:
+    /// its frame offset and number.
+    #[inline]
+    pub(crate) fn local(&mut self, ty: Ty) -> (i32, u32) {
+        let size = ty.size().max(1) as i32;
+        self.locals = (self.locals + size + size - 1) & !(size - 1);
+        self.nlocals += 1;
+        (-SAVE_AREA - self.locals, self.nlocals - 1)
+    }
+
+    /// True if `(off, id)` is one of this function's locals.
+    #[inline(always)]
+    pub(crate) fn local_ok(&self, off: i32, id: u32) -> bool {
+        id < self.nlocals && off >= -SAVE_AREA - self.locals && off <= -SAVE_AREA
+    }
+
+    /// True if `(off, id)` is a parameter kept in its stack slot. Out of
+    /// line: the common path of a local's use checks only the function's
+    /// own locals.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn param_local_ok(&self, off: i32, id: u32) -> bool {
+        param_local_ok(self.param_mem, off, id)
+    }
+
+    /// Appends `bytes` to the pool in whole 8-byte slots: the first
+    /// slot's number, counted from `base`.
+    pub(crate) fn data(&mut self, base: u32, bytes: &[u8]) -> u32 {
+        let slot = base + (self.pool.len() / 8) as u32;
+        self.pool.extend_from_slice(bytes);
+        self.pool.resize(self.pool.len().next_multiple_of(8), 0);
+        slot
+    }
+
+    /// Records `ty` as the return type at the first `ret`, refuses a
+    /// later `ret` of another type.
+    #[inline(always)]
+    pub(crate) fn note_ret(&mut self, ty: Ty) -> Result<(), ErrorKind> {
+        note_ret(&mut self.ret_ty, ty)
+    }
+
+    /// Checks an `align` to `n` bytes (a power of two up to 64) and
+    /// records it: the boundary to pad to, at least `insn` (the target's
+    /// instruction size).
+    pub(crate) fn align(&mut self, n: usize, insn: usize) -> Result<usize, ErrorKind> {
+        if !n.is_power_of_two() || n > 64 {
+            return Err(ErrorKind::Unsupported("align: a power of two up to 64"));
+        }
+        let n = n.max(insn);
+        self.align = self.align.max(n);
+        Ok(n)
+    }
 }

@@ -80,6 +80,7 @@ pub mod aarch64;
 pub mod abi;
 pub mod backend;
 mod buf;
+pub mod code;
 mod common;
 pub mod debug;
 #[cfg(feature = "emu")]
