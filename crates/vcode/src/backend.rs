@@ -7,9 +7,10 @@
 //! sees instructions as an operation, a [`Ty`] and physical register
 //! numbers; it never sees the client's Rust types.
 //!
-//! Two backends exist: [`X64`](crate::x86_64::X64), which writes x86-64
-//! machine code, and [`Reference`](crate::reference::Reference), which
-//! records the instructions and executes them, checking everything. This
+//! Three backends exist: [`X64`](crate::x86_64::X64) and
+//! [`A64`](crate::aarch64::A64), which write x86-64 and A64 machine code,
+//! and [`Reference`](crate::reference::Reference), which records the
+//! instructions and executes them, checking everything. This
 //! module names neither: a target's module implements [`Backend`], and its
 //! calling convention ([`CallConv`]) is the target's too.
 

@@ -1,9 +1,13 @@
 //! What the native backends share, so that a target's file holds only
 //! its encodings and its convention's tables (with the argument layout,
-//! `ConvTables::layout` in `abi.rs`, and the frame's save slots,
-//! `slots.rs`): parallel moves, the return-type check, the agreement of
-//! every target's register roles with the shared allocator, and the
-//! debug form of a generated function.
+//! `ConvTables::layout` in `abi.rs`, the frame's save slots, `slots.rs`,
+//! and the generated function, `code.rs`): parallel moves, the
+//! return-type check, the order of a call's argument placement and of
+//! the entry's parameter moves ([`CallLayout`], [`place_args`],
+//! [`move_params`], with the target's encodings behind [`ArgEmit`]), the
+//! per-function state ([`FuncState`]: locals, constant pool, alignment,
+//! frame, return type), and the agreement of every target's register
+//! roles with the shared allocator.
 
 use crate::abi::{ArgLoc, ConvTables};
 use crate::backend::{Arg, param_local_ok, param_slot_off};
