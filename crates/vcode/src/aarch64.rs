@@ -51,10 +51,10 @@
 use crate::abi::{ArgLoc, CallConv, ConvTables, InvokeError};
 use crate::backend::{
     Arg, Backend, BinOp, Callee, Cond, LocalOp, MAX_CALL_ARGS, Src, Target, UnOp, check_call,
-    param_local_ok, staging,
 };
 use crate::buf::{Buf, MAX_INSN};
-use crate::common::{fmt_code, note_ret, parallel_move};
+use crate::code::Parts;
+use crate::common::{ArgEmit, CallLayout, FuncState, move_params, parallel_move, place_args};
 use crate::error::{Error, ErrorKind, Fault, FaultKind};
 use crate::mem::ExecMemory;
 use crate::regs::RegAlloc;
@@ -267,10 +267,10 @@ pub struct A64 {
     fixups: Vec<Fixup>,
     /// Jump-table entries (`at` is the 4-byte entry, relative to `table`).
     tables: Vec<(Fixup, u32)>,
-    /// Constants and data not placed yet (in 8-byte slots, numbered from
-    /// `pool_base`), for the next island or the end of the code, and the
-    /// `ldr`-literal and `adr` instructions that refer to them.
-    pool: Vec<u8>,
+    /// The `ldr`-literal and `adr` instructions that refer to the pool's
+    /// constants and data (`st.pool`: not placed yet, in 8-byte slots
+    /// numbered from `pool_base`, for the next island or the end of the
+    /// code).
     pool_refs: Vec<PoolRef>,
     /// The slot number of `pool`'s first byte: earlier slots are placed.
     pool_base: u32,
@@ -286,17 +286,10 @@ pub struct A64 {
     scan: usize,
     /// At least the number of veneers the next island needs.
     veneers: u32,
-    locals: i32,
-    nlocals: u32,
-    /// The parameters (a bit per index) kept in their incoming stack
-    /// slots, which [`PARAM_LOCAL`](crate::backend::PARAM_LOCAL) locals may name.
-    param_mem: u32,
-    frame: bool,
-    ret_ty: Option<Ty>,
+    /// The state every native target keeps: pool, locals, frame, return
+    /// type, alignment, executable memory.
+    st: FuncState,
     last_ret: Option<usize>,
-    /// The position of the label placed last (0 when none is).
-    last_place: u32,
-    align: usize,
     /// After a `select`: (the position just past it, the A64 register it
     /// compared with 0, its width), while the flags still hold that
     /// comparison (see [`A64::select`]).
@@ -309,8 +302,6 @@ pub struct A64 {
     /// lengths before padding.
     frame_key: u64,
     frame_lens: (usize, usize),
-    /// This backend's run of the thread's executable arena.
-    slab: crate::mem::Slab,
 }
 
 /// A [`A64::frame_key`] no frame has.
@@ -719,8 +710,8 @@ impl A64 {
     }
 
     fn pool_const(&mut self, bits: u64) -> u32 {
-        let slot = self.pool_base + (self.pool.len() / 8) as u32;
-        self.pool.extend_from_slice(&bits.to_le_bytes());
+        let slot = self.pool_base + (self.st.pool.len() / 8) as u32;
+        self.st.pool.extend_from_slice(&bits.to_le_bytes());
         slot
     }
 
@@ -827,6 +818,64 @@ impl A64 {
 // 4. Instruction methods
 // ===========================================================================
 
+/// The encodings of a call's argument placement and of the entry's
+/// parameter moves (the order is shared, `common.rs`).
+impl ArgEmit for A64 {
+    #[inline]
+    fn store_arg(&mut self, a: Arg, disp: i32) {
+        let off = Src::I(disp as i64);
+        match a {
+            Arg::Reg(r) if r.ty.is_float() => self.mem(STR_D, v(r.n), SP, off),
+            Arg::Reg(r) => self.mem(STR_X, g(r.n), SP, off),
+            Arg::Imm(_, val) => {
+                self.movi(true, IP1, val);
+                self.mem(STR_X, IP1, SP, off);
+            }
+            Arg::Mem { ty, base, off: at } => {
+                // The value's bits, zero-extended, through ip1.
+                let op = if ty.size() == 8 { LDR_X } else { LDR_W };
+                self.mem(op, IP1, g(base), Src::I(at as i64));
+                self.mem(STR_X, IP1, SP, off);
+            }
+        }
+    }
+
+    fn move_args(&mut self, moves: &mut Vec<(u8, u8)>, float: bool) {
+        let phys = if float { v } else { g };
+        for mv in moves.iter_mut() {
+            *mv = (phys(mv.0), phys(mv.1));
+        }
+        self.parallel_move(moves, float)
+    }
+
+    #[inline]
+    fn imm_arg(&mut self, m: &'static str, ty: Ty, d: u8, val: i64) {
+        if ty.is_float() {
+            self.fconst(m, ty, v(d), val as u64);
+        } else {
+            self.movi(ty.is_64(), g(d), val);
+        }
+    }
+
+    #[inline]
+    fn load_slot(&mut self, ty: Ty, d: u8, frame: bool, disp: i32) {
+        let (base, off) = (if frame { FP } else { SP }, Src::I(disp as i64));
+        match ty {
+            Ty::F => self.mem(LDR_S, v(d), base, off),
+            Ty::D => self.mem(LDR_D, v(d), base, off),
+            _ => self.mem(LDR_X, g(d), base, off),
+        }
+    }
+
+    fn move_reg(&mut self, ty: Ty, d: u8, s: u8) {
+        if ty.is_float() {
+            self.fmov(Ty::D, v(d), v(s))
+        } else {
+            self.mov(true, g(d), g(s))
+        }
+    }
+}
+
 impl Backend for A64 {
     type Code = Code;
 
@@ -836,7 +885,6 @@ impl Backend for A64 {
             labels: Vec::new(),
             fixups: Vec::new(),
             tables: Vec::new(),
-            pool: Vec::new(),
             pool_refs: Vec::new(),
             pool_base: 0,
             placed: Vec::new(),
@@ -844,20 +892,13 @@ impl Backend for A64 {
             cond_scan: 0,
             scan: 0,
             veneers: 0,
-            locals: 0,
-            nlocals: 0,
-            param_mem: 0,
-            frame: false,
-            ret_ty: None,
+            st: FuncState::new(),
             last_ret: None,
-            last_place: 0,
-            align: 1,
             flags: None,
             pro: Vec::with_capacity(64),
             epi: Vec::with_capacity(64),
             frame_key: NO_FRAME_KEY,
             frame_lens: (0, 0),
-            slab: crate::mem::Slab::default(),
         }
     }
 
@@ -1175,18 +1216,15 @@ impl Backend for A64 {
     }
 
     fn local(&mut self, ty: Ty) -> (i32, u32) {
-        let size = ty.size().max(1) as i32;
-        self.locals = (self.locals + size + size - 1) & !(size - 1);
-        self.nlocals += 1;
-        (-regfile::SAVE_AREA - self.locals, self.nlocals - 1)
+        self.st.local(ty)
     }
 
     fn local_op(&mut self, m: &'static str, op: LocalOp, ty: Ty, r: u8, off: i32, id: u32) {
         self.insn(m);
-        if !self.local_ok(off, id) && !self.param_local_ok(off, id) {
+        if !self.st.local_ok(off, id) && !self.st.param_local_ok(off, id) {
             return self.buf.fail(m, ErrorKind::UnknownLocal { id });
         }
-        self.frame = true;
+        self.st.frame = true;
         match op {
             LocalOp::Load => self.load_at(ty, ty, r, FP, Src::I(off as i64)),
             LocalOp::Store => self.store_at(ty, r, FP, Src::I(off as i64)),
@@ -1227,19 +1265,14 @@ impl Backend for A64 {
     ) {
         self.insn(m);
         let sig = match &callee {
-            Callee::Code(c) => Some(&c.sig),
+            Callee::Code(c) => Some(c.sig),
             Callee::Native(_) | Callee::Reg(_) => None,
         };
         if let Err(kind) = check_call(alloc.leaf, sig, args) {
             return self.buf.fail(m, kind);
         }
         self.reserve(m, 40 * args.len() + 8 * 16 + 96);
-        self.frame = true;
-        let mut tys = [Ty::V; crate::ty::MAX_PARAMS];
-        for (t, a) in tys.iter_mut().zip(args) {
-            *t = a.ty();
-        }
-        let tys = &tys[..args.len()];
+        self.st.frame = true;
         // The callee's address first, before argument moves clobber it.
         match callee {
             Callee::Native(a) => self.movi(true, X9, a as i64),
@@ -1259,70 +1292,12 @@ impl Backend for A64 {
         // Arguments from memory bound for a register are copied first into
         // slots above the stack arguments, and reloaded after the register
         // moves: their base registers may be destinations of those moves.
-        let (stack, staged) = staging(args, abi_layout(tys));
-        let reserve = (8 * (stack + staged) as i64 + 15) & !15;
+        let lay = CallLayout::new(&TABLES, args);
+        let reserve = lay.reserve() as i64;
         if reserve > 0 {
             add_imm_to(&mut self.buf, true, SP, SP, -reserve);
         }
-        let mut stage = stack;
-        for (a, loc) in args.iter().zip(abi_layout(tys)) {
-            let off = match loc {
-                ArgLoc::Stack(slot) => Src::I(8 * slot as i64),
-                ArgLoc::Reg(_) if matches!(a, Arg::Mem { .. }) => {
-                    stage += 1;
-                    Src::I(8 * (stage - 1) as i64)
-                }
-                ArgLoc::Reg(_) => continue,
-            };
-            match *a {
-                Arg::Reg(r) if r.ty.is_float() => self.mem(STR_D, v(r.n), SP, off),
-                Arg::Reg(r) => self.mem(STR_X, g(r.n), SP, off),
-                Arg::Imm(_, val) => {
-                    self.movi(true, IP1, val);
-                    self.mem(STR_X, IP1, SP, off);
-                }
-                Arg::Mem { ty, base, off: at } => {
-                    // The value's bits, zero-extended, through ip1.
-                    let op = if ty.size() == 8 { LDR_X } else { LDR_W };
-                    self.mem(op, IP1, g(base), Src::I(at as i64));
-                    self.mem(STR_X, IP1, SP, off);
-                }
-            }
-        }
-        let mut gmoves: Vec<(u8, u8)> = Vec::new();
-        let mut fmoves: Vec<(u8, u8)> = Vec::new();
-        for (a, loc) in args.iter().zip(abi_layout(tys)) {
-            if let (Arg::Reg(r), ArgLoc::Reg(d)) = (*a, loc) {
-                if r.ty.is_float() {
-                    fmoves.push((v(d), v(r.n)))
-                } else {
-                    gmoves.push((g(d), g(r.n)))
-                }
-            }
-        }
-        self.parallel_move(&mut gmoves, false);
-        self.parallel_move(&mut fmoves, true);
-        for (a, loc) in args.iter().zip(abi_layout(tys)) {
-            if let (Arg::Imm(t, val), ArgLoc::Reg(d)) = (*a, loc) {
-                if t.is_float() {
-                    self.fconst(m, t, v(d), val as u64);
-                } else {
-                    self.movi(t.is_64(), g(d), val);
-                }
-            }
-        }
-        let mut stage = stack;
-        for (a, loc) in args.iter().zip(abi_layout(tys)) {
-            if let (Arg::Mem { ty, .. }, ArgLoc::Reg(d)) = (*a, loc) {
-                let off = Src::I(8 * stage as i64);
-                stage += 1;
-                match ty {
-                    Ty::F => self.mem(LDR_S, v(d), SP, off),
-                    Ty::D => self.mem(LDR_D, v(d), SP, off),
-                    _ => self.mem(LDR_X, g(d), SP, off),
-                }
-            }
-        }
+        place_args(self, m, args, &lay);
         self.put(0xd63f_0000 | (X9 as u32) << 5); // blr x9
         if reserve > 0 {
             add_imm_to(&mut self.buf, true, SP, SP, reserve);
@@ -1360,13 +1335,10 @@ impl Backend for A64 {
 
     fn align(&mut self, m: &'static str, n: usize) {
         self.insn(m);
-        if !n.is_power_of_two() || n > 64 {
-            return self
-                .buf
-                .fail(m, ErrorKind::Unsupported("align: a power of two up to 64"));
-        }
-        let n = n.max(4);
-        self.align = self.align.max(n);
+        let n = match self.st.align(n, 4) {
+            Ok(n) => n,
+            Err(kind) => return self.buf.fail(m, kind),
+        };
         while self.buf.pos() % n != 0 {
             self.put(NOP);
         }
@@ -1377,17 +1349,14 @@ impl Backend for A64 {
             // The next island grows by the data: it may have to come now.
             self.plan("data", bytes.len() + 8);
         }
-        let slot = self.pool_base + (self.pool.len() / 8) as u32;
-        self.pool.extend_from_slice(bytes);
-        self.pool.resize(self.pool.len().next_multiple_of(8), 0);
-        slot
+        self.st.data(self.pool_base, bytes)
     }
 
     fn addr_data(&mut self, m: &'static str, rd: u8, data: u32) {
         self.insn(m);
         let rd = g(rd);
         if data >= self.pool_base {
-            if (data - self.pool_base) as usize * 8 >= self.pool.len() {
+            if (data - self.pool_base) as usize * 8 >= self.st.pool.len() {
                 return self.buf.fail(m, ErrorKind::UnknownData { data });
             }
             self.pool_ref(m, data);
@@ -1419,7 +1388,7 @@ impl Backend for A64 {
         name: Option<String>,
         mem: Option<&dyn ExecMemory>,
     ) -> Result<Code, Error> {
-        self.link(alloc, *sig, name, mem)
+        self.link(alloc, sig, name, mem)
     }
 }
 
@@ -1441,20 +1410,6 @@ fn fixup_error(f: Fixup, known: bool, far: bool) -> Error {
 
 const NOP: u32 = 0xd503_201f;
 const RET: u32 = 0xd65f_03c0;
-
-impl A64 {
-    /// True if `(off, id)` names a parameter kept in its stack slot. Out
-    /// of line: `local_op`'s common path checks only the function's locals.
-    #[cold]
-    #[inline(never)]
-    fn param_local_ok(&self, off: i32, id: u32) -> bool {
-        param_local_ok(self.param_mem, off, id)
-    }
-
-    fn local_ok(&self, off: i32, id: u32) -> bool {
-        id < self.nlocals && off >= -regfile::SAVE_AREA - self.locals && off <= -regfile::SAVE_AREA
-    }
-}
 
 // ===========================================================================
 // 5. Branches and fixups
@@ -1655,7 +1610,7 @@ impl A64 {
     #[inline(always)]
     fn arm(&mut self, at: u32) {
         self.pending = at;
-        let room = ARM_SLACK.saturating_sub(self.pool.len());
+        let room = ARM_SLACK.saturating_sub(self.st.pool.len());
         if self.buf.budget() as usize * PER_INSN > room {
             self.buf.cap((room / PER_INSN) as u32);
         }
@@ -1700,7 +1655,8 @@ impl A64 {
         };
         self.pending = oldest;
         let limit = oldest as usize + REACH - MARGIN;
-        let used = self.buf.pos() + self.pool.len() + 4 * self.veneers as usize + extra + PER_INSN;
+        let used =
+            self.buf.pos() + self.st.pool.len() + 4 * self.veneers as usize + extra + PER_INSN;
         if used > limit {
             self.island(m, extra);
         } else {
@@ -1727,7 +1683,7 @@ impl A64 {
         let nv = (self.cond_scan..end)
             .filter(|&i| self.open(self.fixups[i]))
             .count();
-        self.buf.reserve(m, 8 + 4 * nv + self.pool.len());
+        self.buf.reserve(m, 8 + 4 * nv + self.st.pool.len());
         let start = self.buf.pos();
         self.put(0x1400_0000); // b over (patched below)
         for i in self.cond_scan..end {
@@ -1749,13 +1705,13 @@ impl A64 {
             });
             self.put(0x1400_0000); // b label
         }
-        if !self.pool.is_empty() {
+        if !self.st.pool.is_empty() {
             if self.buf.pos() % 8 != 0 {
                 self.put(0); // udf: 8-byte slots, as at the end
             }
             let pool_at = self.buf.pos();
             self.placed.push((self.pool_base, pool_at as u32));
-            for c in self.pool.chunks_exact(8) {
+            for c in self.st.pool.chunks_exact(8) {
                 let word = u64::from_le_bytes(c.try_into().unwrap_or([0; 8]));
                 self.buf.put(word, 8);
             }
@@ -1768,8 +1724,8 @@ impl A64 {
                     None => self.buf.fail_at(r.index, r.method, FAR_CONSTANT),
                 }
             }
-            self.pool_base += (self.pool.len() / 8) as u32;
-            self.pool.clear();
+            self.pool_base += (self.st.pool.len() / 8) as u32;
+            self.st.pool.clear();
         }
         self.pool_refs.clear();
         let over = self.buf.pos() - start;
@@ -1818,7 +1774,7 @@ impl A64 {
     fn emit_jump(&mut self, m: &'static str, link: bool, t: Target) {
         self.insn(m);
         if link {
-            self.frame = true;
+            self.st.frame = true;
             // x30 survives: a subroutine may itself jal.
             self.put(0xf81f_0ffe); // str x30, [sp, #-16]!
         }
@@ -1854,7 +1810,7 @@ impl A64 {
         match self.labels.get_mut(l.0 as usize) {
             Some(p) if *p == UNPLACED => {
                 *p = pos;
-                self.last_place = pos;
+                self.st.last_place = pos;
             }
             Some(_) => self.buf.fail(m, ErrorKind::LabelPlacedTwice { label: l.0 }),
             None => self.buf.fail(m, ErrorKind::UnknownLabel { label: l.0 }),
@@ -1900,7 +1856,6 @@ impl A64 {
         self.labels.clear();
         self.fixups.clear();
         self.tables.clear();
-        self.pool.clear();
         self.pool_refs.clear();
         self.pool_base = 0;
         self.placed.clear();
@@ -1908,14 +1863,8 @@ impl A64 {
         self.cond_scan = 0;
         self.scan = 0;
         self.veneers = 0;
-        self.locals = 0;
-        self.nlocals = 0;
-        self.param_mem = 0;
-        self.frame = false;
-        self.ret_ty = None;
+        self.st.reset();
         self.last_ret = None;
-        self.last_place = 0;
-        self.align = 1;
         self.flags = None;
         if moves {
             self.move_params(sig, params);
@@ -1928,39 +1877,16 @@ impl A64 {
     #[inline(never)]
     fn move_params(&mut self, sig: &Signature, params: &[AnyReg]) {
         self.buf.reserve("lambda", 16 * params.len());
-        for (i, (&r, loc)) in params.iter().zip(abi_layout(sig.params())).enumerate() {
-            match loc {
-                // Kept in its stack slot: read through the frame pointer.
-                ArgLoc::Stack(_) if r.n == crate::Params::IN_MEMORY => {
-                    self.frame = true;
-                    self.param_mem |= 1 << i;
-                }
-                ArgLoc::Reg(n) if n != r.n => {
-                    if r.ty.is_float() {
-                        self.fmov(Ty::D, v(r.n), v(n))
-                    } else {
-                        self.mov(true, g(r.n), g(n))
-                    }
-                }
-                ArgLoc::Reg(_) => {}
-                ArgLoc::Stack(slot) => {
-                    self.frame = true;
-                    let off = Src::I(16 + 8 * slot as i64);
-                    match r.ty {
-                        Ty::F => self.mem(LDR_S, v(r.n), FP, off),
-                        Ty::D => self.mem(LDR_D, v(r.n), FP, off),
-                        _ => self.mem(LDR_X, g(r.n), FP, off),
-                    }
-                }
-            }
-        }
+        let (frame, param_mem) = move_params(self, &TABLES, sig, params);
+        self.st.frame |= frame;
+        self.st.param_mem = param_mem;
         self.buf.rebase();
     }
 
     #[inline(always)]
     fn emit_ret(&mut self, m: &'static str, ty: Ty, r: u8) {
         self.insn(m);
-        if let Err(kind) = note_ret(&mut self.ret_ty, ty) {
+        if let Err(kind) = self.st.note_ret(ty) {
             return self.buf.fail(m, kind);
         }
         match ty {
@@ -2021,7 +1947,7 @@ impl A64 {
     fn link(
         &mut self,
         alloc: &RegAlloc,
-        sig: Signature,
+        sig: &'static Signature,
         name: Option<String>,
         mem: Option<&dyn ExecMemory>,
     ) -> Result<Code, Error> {
@@ -2037,7 +1963,7 @@ impl A64 {
                 self.fixups.pop();
                 // Labels placed after the jump (at the end) move back to
                 // where it was; only when one was placed there at all.
-                if self.last_place as usize > at {
+                if self.st.last_place as usize > at {
                     for l in self.labels.iter_mut() {
                         if *l != UNPLACED && *l as usize > at {
                             *l = at as u32;
@@ -2048,43 +1974,41 @@ impl A64 {
         }
         let body_len = self.buf.pos();
         let mut saves = alloc.used_callee_saved();
-        match self.ret_ty {
+        match self.st.ret_ty {
             // The result register carries the value out: never restored.
             Some(Ty::F | Ty::D) => saves[1] &= !1,
             Some(Ty::V) | None => {}
             Some(_) => saves[0] &= !regfile::bit(regfile::gpr::X0),
         }
-        let frame = self.frame || saves != [0, 0] || self.locals > 0;
+        let frame = self.st.frame || saves != [0, 0] || self.st.locals > 0;
         // The common case: no frame, constants, jump tables or alignment,
         // in this backend's run of the default memory. The code is the
         // body and a `ret`, written straight into the run's writable view
         // (dual-mapped: nothing to seal); every return returns in place.
         let simple = !frame
-            && self.pool.is_empty()
+            && self.st.pool.is_empty()
             && self.pool_refs.is_empty()
             && self.tables.is_empty()
-            && self.align == 1
+            && self.st.align == 1
             && mem.is_none();
         if simple {
             self.patch_fixups(false, body_len as u32)?;
             let len = (body_len + 4).next_multiple_of(8);
-            if let Some(r) = self.slab.reserve(len) {
+            if let Some(r) = self.st.slab.reserve(len) {
                 // The run's bytes are fresh zeroes (a run is never reused),
                 // so the padding after the `ret` needs no writing.
                 crate::mem::copy_to(r.out, self.buf.bytes());
                 r.out[body_len..body_len + 4].copy_from_slice(&RET.to_le_bytes());
-                let code = Code {
-                    block: r.into_block(),
+                let parts = Parts {
                     start: 0,
                     image_len: len,
                     prologue: 0,
                     body: body_len,
                     code_len: body_len + 4,
-                    sig,
-                    ret: self.ret_ty.unwrap_or(Ty::V),
-                    name,
                 };
-                sync_icache(code.addr(), code.code_len);
+                let ret = self.st.ret_ty.unwrap_or(Ty::V);
+                let code = Code::new(r.into_block(), parts, sig, name, ret);
+                sync_icache(code.addr(), code.len());
                 return Ok(code);
             }
         }
@@ -2094,7 +2018,7 @@ impl A64 {
         // client). The key is unset while the buffers are out of `self`,
         // so that an error return (which drops them) cannot leave a stale key.
         let size = if frame {
-            ((regfile::SAVE_AREA + self.locals + 15) & !15) as u32
+            ((regfile::SAVE_AREA + self.st.locals + 15) & !15) as u32
         } else {
             0
         };
@@ -2137,7 +2061,7 @@ impl A64 {
             epi.w(RET);
             self.frame_lens = (pro.len(), epi.len());
         }
-        while pro.len() & (self.align - 1) != 0 {
+        while pro.len() & (self.st.align - 1) != 0 {
             pro.w(NOP);
         }
         let epi_at = body_len as u32;
@@ -2172,15 +2096,15 @@ impl A64 {
             };
             self.buf.patch4(f.at as usize, target.wrapping_sub(table));
         }
-        let total = pro.len() + body_len + epi.len() + self.pool.len();
+        let total = pro.len() + body_len + epi.len() + self.st.pool.len();
         // The image is a whole number of 8-byte words (the constants are
         // 8-byte slots) starting at a multiple of `align` (at least 8) in
         // memory: the block is taken with room to move the start there.
-        let align = self.align.max(8);
+        let align = self.st.align.max(8);
         let len = total.next_multiple_of(8) + (align - 8);
-        let parts = [&pro[..], self.buf.bytes(), &epi[..], &self.pool[..]];
+        let parts = [&pro[..], self.buf.bytes(), &epi[..], &self.st.pool[..]];
         let block = match mem {
-            None => match self.slab.reserve(len) {
+            None => match self.st.slab.reserve(len) {
                 // The common case: written straight into this backend's run
                 // of the thread's arena (dual-mapped: nothing to seal).
                 Some(r) => {
@@ -2188,7 +2112,7 @@ impl A64 {
                     write_image(r.out, start, parts, false);
                     Ok((r.into_block(), start))
                 }
-                None => fill_block(self.slab.alloc(len), len, align, parts),
+                None => fill_block(self.st.slab.alloc(len), len, align, parts),
             },
             Some(m) => fill_block(m.alloc(len), len, align, parts),
         };
@@ -2197,18 +2121,15 @@ impl A64 {
         self.pro = pro;
         self.epi = epi;
         self.frame_key = key;
-        let code = Code {
-            block,
+        let parts = Parts {
             start,
             image_len: len - (align - 8),
             prologue: pro_len,
             body: body_len,
             code_len: pro_len + body_len + epi_len,
-            sig,
-            ret: self.ret_ty.unwrap_or(Ty::V),
-            name,
         };
-        sync_icache(code.addr(), code.code_len);
+        let code = Code::new(block, parts, sig, name, self.st.ret_ty.unwrap_or(Ty::V));
+        sync_icache(code.addr(), code.len());
         Ok(code)
     }
 }
@@ -2268,83 +2189,24 @@ fn sync_icache(addr: usize, len: usize) {
     let _ = (addr, len);
 }
 
-/// A function generated by the aarch64 backend: its A64 code, with the
-/// constants after it, in executable memory of this process (a block of
-/// the default arena, or of the client's memory with `end_in`, released
-/// when the `Code` is dropped). On this x86-64 host it
-/// runs under emulation ([`Invoke`](crate::Invoke) with the `emu` feature).
-pub struct Code {
-    block: crate::mem::ExecBlock,
-    /// Where the code starts in `block` (bytes; for `align`).
-    start: usize,
-    /// Bytes of code and constants, to a multiple of 8.
-    image_len: usize,
-    prologue: usize,
-    body: usize,
-    code_len: usize,
-    pub(crate) sig: Signature,
-    ret: Ty,
-    name: Option<String>,
-}
+/// A function generated by the aarch64 backend (its accessors are
+/// [`crate::code::Code`]'s). Dropping it frees the code.
+pub type Code = crate::code::Code<A64>;
 
 impl Code {
-    /// The entry address (of the code in this process's memory).
-    pub fn addr(&self) -> usize {
-        self.block.addr() + self.start
-    }
-
-    /// Bytes of machine code (prologue, body, epilogue; without constants).
-    pub fn len(&self) -> usize {
-        self.code_len
-    }
-
-    /// True if the function has no code (never).
-    pub fn is_empty(&self) -> bool {
-        self.code_len == 0
-    }
-
-    /// The parameter types.
-    pub fn signature(&self) -> &Signature {
-        &self.sig
-    }
-
-    /// The return type.
-    pub fn ret_type(&self) -> Ty {
-        self.ret
-    }
-
-    /// The name given with [`Func::name`](crate::Func::name), if any.
-    pub fn name(&self) -> Option<&str> {
-        self.name.as_deref()
-    }
-
-    /// Code and constants, as placed in memory.
-    pub fn image(&self) -> &[u8] {
-        &self.block.bytes()[self.start..self.start + self.image_len]
-    }
-
-    /// The machine code bytes.
-    pub fn bytes(&self) -> &[u8] {
-        &self.image()[..self.code_len]
-    }
-
-    /// Offsets of the body and the epilogue in [`bytes`](Code::bytes).
-    pub fn parts(&self) -> (usize, usize) {
-        (self.prologue, self.prologue + self.body)
-    }
-
     /// The instruction words, one per line with its offset, the parts marked.
     pub fn listing(&self) -> String {
+        let (pro, epi) = self.parts();
         let mut s = String::new();
         for (i, w) in self.bytes().chunks_exact(4).enumerate() {
             let at = 4 * i;
             if at == 0 {
                 s.push_str("; prologue\n");
             }
-            if at == self.prologue {
+            if at == pro {
                 s.push_str("; body\n");
             }
-            if at == self.prologue + self.body {
+            if at == epi {
                 s.push_str("; epilogue\n");
             }
             let w = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
@@ -2366,10 +2228,7 @@ impl Code {
     /// offsets (as given by [`Func::code_offset`](crate::Func::code_offset)).
     pub fn disassemble_marked(&self, marks: &[(usize, String)]) -> String {
         use yaxpeax_arch::{Decoder, U8Reader};
-        let mut all: Vec<(usize, &str)> = vec![(0, "prologue")];
-        all.extend(marks.iter().map(|(at, t)| (self.prologue + at, t.as_str())));
-        all.push((self.prologue + self.body, "epilogue"));
-        all.sort_by_key(|m| m.0);
+        let all = self.headings(marks);
         let dec = yaxpeax_arm::armv8::a64::InstDecoder::default();
         let mut s = String::new();
         let base = self.addr();
@@ -2391,16 +2250,7 @@ impl Code {
 
 impl std::fmt::Debug for Code {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let name = self.name.as_deref();
-        fmt_code(
-            f,
-            "aarch64::Code",
-            name,
-            self.addr(),
-            self.code_len,
-            &self.sig,
-            self.ret,
-        )
+        self.fmt_titled(f, "aarch64::Code")
     }
 }
 
@@ -2410,7 +2260,7 @@ impl crate::Invoke for Code {
     }
 
     fn ret_type(&self) -> Ty {
-        self.ret
+        Code::ret_type(self)
     }
 
     unsafe fn invoke(&self, args: &[Value]) -> Result<Value, InvokeError> {
@@ -2419,7 +2269,7 @@ impl crate::Invoke for Code {
         #[cfg(feature = "emu")]
         {
             // SAFETY: the caller vouches for running this code.
-            unsafe { crate::emu::call(self.addr(), args, self.ret) }.map_err(|e| {
+            unsafe { crate::emu::call(self.addr(), args, Code::ret_type(self)) }.map_err(|e| {
                 InvokeError::Fault(Fault {
                     index: 0,
                     method: "invoke",

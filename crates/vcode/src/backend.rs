@@ -7,9 +7,10 @@
 //! sees instructions as an operation, a [`Ty`] and physical register
 //! numbers; it never sees the client's Rust types.
 //!
-//! Two backends exist: [`X64`](crate::x86_64::X64), which writes x86-64
-//! machine code, and [`Reference`](crate::reference::Reference), which
-//! records the instructions and executes them, checking everything. This
+//! Three backends exist: [`X64`](crate::x86_64::X64) and
+//! [`A64`](crate::aarch64::A64), which write x86-64 and A64 machine code,
+//! and [`Reference`](crate::reference::Reference), which records the
+//! instructions and executes them, checking everything. This
 //! module names neither: a target's module implements [`Backend`], and its
 //! calling convention ([`CallConv`]) is the target's too.
 
@@ -309,23 +310,6 @@ pub const PARAM_LOCAL: u32 = 1 << 31;
 /// the return address (x86-64) or link register (aarch64).
 pub(crate) fn param_slot_off(slot: usize) -> i32 {
     16 + 8 * slot as i32
-}
-
-/// The stack slots a call's arguments take, and the staging slots above
-/// them for its arguments from memory bound for a register.
-pub(crate) fn staging(
-    args: &[Arg],
-    locs: impl Iterator<Item = crate::abi::ArgLoc>,
-) -> (usize, usize) {
-    let (mut stack, mut staged) = (0, 0);
-    for (a, loc) in args.iter().zip(locs) {
-        match loc {
-            crate::abi::ArgLoc::Stack(_) => stack += 1,
-            crate::abi::ArgLoc::Reg(_) if matches!(a, Arg::Mem { .. }) => staged += 1,
-            crate::abi::ArgLoc::Reg(_) => {}
-        }
-    }
-    (stack, staged)
 }
 
 /// True if `(off, id)` names a parameter kept in its stack slot: a

@@ -1,13 +1,20 @@
 //! What the native backends share, so that a target's file holds only
 //! its encodings and its convention's tables (with the argument layout,
-//! `ConvTables::layout` in `abi.rs`, and the frame's save slots,
-//! `slots.rs`): parallel moves, the return-type check, the agreement of
-//! every target's register roles with the shared allocator, and the
-//! debug form of a generated function.
+//! `ConvTables::layout` in `abi.rs`, the frame's save slots, `slots.rs`,
+//! and the generated function, `code.rs`): parallel moves, the
+//! return-type check, the order of a call's argument placement and of
+//! the entry's parameter moves ([`CallLayout`], [`place_args`],
+//! [`move_params`], with the target's encodings behind [`ArgEmit`]), the
+//! per-function state ([`FuncState`]: locals, constant pool, alignment,
+//! frame, return type), and the agreement of every target's register
+//! roles with the shared allocator.
 
+use crate::abi::{ArgLoc, ConvTables};
+use crate::backend::{Arg, param_local_ok, param_slot_off};
 use crate::error::ErrorKind;
 use crate::sig::Signature;
-use crate::ty::Ty;
+use crate::slots::SAVE_AREA;
+use crate::ty::{AnyReg, MAX_PARAMS, Ty};
 
 /// Orders `dst <- src` register moves so that none overwrites a source
 /// another still reads, breaking cycles through the scratch register
@@ -49,25 +56,6 @@ pub(crate) fn note_ret(ret_ty: &mut Option<Ty>, ty: Ty) -> Result<(), ErrorKind>
     Ok(())
 }
 
-/// The debug form of a generated function, the same on every target.
-pub(crate) fn fmt_code(
-    f: &mut std::fmt::Formatter<'_>,
-    title: &str,
-    name: Option<&str>,
-    addr: usize,
-    len: usize,
-    sig: &Signature,
-    ret: Ty,
-) -> std::fmt::Result {
-    f.debug_struct(title)
-        .field("name", &name)
-        .field("addr", &format_args!("{addr:#x}"))
-        .field("len", &len)
-        .field("sig", sig)
-        .field("ret", &ret)
-        .finish()
-}
-
 // The register allocator, the fixed names and `lambda` are shared by
 // every target: each target's register numbers must play the same roles.
 const _: () = {
@@ -98,3 +86,255 @@ const _: () = {
         k += 1;
     }
 };
+
+/// The encodings a target supplies for the target-neutral parts of a
+/// call ([`place_args`]) and of a function's entry ([`move_params`]).
+/// Register numbers are vcode's (the convention's tables'); a target
+/// maps them to its own.
+pub(crate) trait ArgEmit {
+    /// Stores argument `a` into the 8-byte slot `disp` bytes above the
+    /// stack pointer (a value from memory goes through a scratch
+    /// register, zero-extended).
+    fn store_arg(&mut self, a: Arg, disp: i32);
+    /// Moves `dst <- src` register pairs of one file at once.
+    fn move_args(&mut self, moves: &mut Vec<(u8, u8)>, float: bool);
+    /// Sets register `d` to the bits `v` of an immediate of type `ty`.
+    fn imm_arg(&mut self, m: &'static str, ty: Ty, d: u8, v: i64);
+    /// Loads register `d` (of type `ty`'s file) from the 8-byte slot
+    /// `disp` bytes above the frame pointer (`frame`) or the stack
+    /// pointer.
+    fn load_slot(&mut self, ty: Ty, d: u8, frame: bool, disp: i32);
+    /// `d <- s` in type `ty`'s file, the whole register.
+    fn move_reg(&mut self, ty: Ty, d: u8, s: u8);
+}
+
+/// Where a call's arguments go: their locations by the convention, the
+/// stack slots they take, and the staging slots above those for the
+/// arguments from memory bound for a register (reloaded after the
+/// register moves, whose destinations may be their base registers).
+pub(crate) struct CallLayout {
+    locs: [ArgLoc; MAX_PARAMS],
+    stack: usize,
+    staged: usize,
+}
+
+impl CallLayout {
+    /// The layout of `args` (at most [`MAX_PARAMS`], as `check_call`
+    /// ensures) by the convention `t`.
+    #[inline]
+    pub(crate) fn new(t: &'static ConvTables, args: &[Arg]) -> CallLayout {
+        let mut tys = [Ty::V; MAX_PARAMS];
+        for (t, a) in tys.iter_mut().zip(args) {
+            *t = a.ty();
+        }
+        let mut lay = CallLayout {
+            locs: [ArgLoc::Stack(0); MAX_PARAMS],
+            stack: 0,
+            staged: 0,
+        };
+        let n = args.len().min(MAX_PARAMS);
+        for ((o, loc), a) in lay.locs.iter_mut().zip(t.layout(&tys[..n])).zip(args) {
+            *o = loc;
+            match loc {
+                ArgLoc::Stack(_) => lay.stack += 1,
+                ArgLoc::Reg(_) if matches!(a, Arg::Mem { .. }) => lay.staged += 1,
+                ArgLoc::Reg(_) => {}
+            }
+        }
+        lay
+    }
+
+    /// Bytes the call reserves below the stack pointer for its stack and
+    /// staging slots, 16-byte aligned.
+    pub(crate) fn reserve(&self) -> i32 {
+        (8 * (self.stack + self.staged) as i32 + 15) & !15
+    }
+}
+
+/// Puts a call's arguments where `lay` says, once the target has
+/// reserved [`CallLayout::reserve`] bytes below the stack pointer:
+/// stack arguments and staged values first (destinations are memory, so
+/// order does not matter), then a parallel move per register file,
+/// immediates, and the staged values' reloads.
+pub(crate) fn place_args<E: ArgEmit>(e: &mut E, m: &'static str, args: &[Arg], lay: &CallLayout) {
+    let locs = &lay.locs[..args.len().min(MAX_PARAMS)];
+    let mut stage = lay.stack;
+    for (a, &loc) in args.iter().zip(locs) {
+        let disp = match loc {
+            ArgLoc::Stack(slot) => 8 * slot as i32,
+            ArgLoc::Reg(_) if matches!(a, Arg::Mem { .. }) => {
+                stage += 1;
+                8 * (stage - 1) as i32
+            }
+            ArgLoc::Reg(_) => continue,
+        };
+        e.store_arg(*a, disp);
+    }
+    let mut gmoves: Vec<(u8, u8)> = Vec::new();
+    let mut fmoves: Vec<(u8, u8)> = Vec::new();
+    for (a, &loc) in args.iter().zip(locs) {
+        if let (Arg::Reg(r), ArgLoc::Reg(d)) = (*a, loc) {
+            if r.ty.is_float() {
+                fmoves.push((d, r.n))
+            } else {
+                gmoves.push((d, r.n))
+            }
+        }
+    }
+    e.move_args(&mut gmoves, false);
+    e.move_args(&mut fmoves, true);
+    for (a, &loc) in args.iter().zip(locs) {
+        if let (Arg::Imm(t, v), ArgLoc::Reg(d)) = (*a, loc) {
+            e.imm_arg(m, t, d, v);
+        }
+    }
+    let mut stage = lay.stack;
+    for (a, &loc) in args.iter().zip(locs) {
+        if let (Arg::Mem { ty, .. }, ArgLoc::Reg(d)) = (*a, loc) {
+            e.load_slot(ty, d, false, 8 * stage as i32);
+            stage += 1;
+        }
+    }
+}
+
+/// Copies the parameters that arrive elsewhere (on the stack, or in a
+/// register the backend keeps) into the registers `params` gives them,
+/// by the convention `t`. Returns whether the function needs a frame and
+/// the parameters kept in their stack slots (a bit per index), read
+/// later through the frame pointer.
+pub(crate) fn move_params<E: ArgEmit>(
+    e: &mut E,
+    t: &'static ConvTables,
+    sig: &Signature,
+    params: &[AnyReg],
+) -> (bool, u32) {
+    let (mut frame, mut param_mem) = (false, 0);
+    for (i, (&r, loc)) in params.iter().zip(t.layout(sig.params())).enumerate() {
+        match loc {
+            ArgLoc::Stack(_) if r.n == crate::Params::IN_MEMORY => {
+                frame = true;
+                param_mem |= 1 << i;
+            }
+            ArgLoc::Reg(n) if n != r.n => e.move_reg(r.ty, r.n, n),
+            ArgLoc::Reg(_) => {}
+            ArgLoc::Stack(slot) => {
+                frame = true;
+                e.load_slot(r.ty, r.n, true, param_slot_off(slot));
+            }
+        }
+    }
+    (frame, param_mem)
+}
+
+/// The per-function state every native backend keeps beside its buffer
+/// and labels: the constants and data placed after the code, the locals,
+/// the parameters kept in memory, whether the function needs a frame,
+/// its return type, the last label placed, the largest alignment asked
+/// for, and the backend's run of executable memory. `lambda` resets it
+/// ([`FuncState::reset`], inline).
+pub(crate) struct FuncState {
+    /// Constants and data in 8-byte slots (a target may number them from
+    /// a base: aarch64 places them in islands as it goes).
+    pub(crate) pool: Vec<u8>,
+    /// Bytes of locals below the save area.
+    pub(crate) locals: i32,
+    pub(crate) nlocals: u32,
+    /// The parameters (a bit per index) kept in their incoming stack
+    /// slots, which [`PARAM_LOCAL`](crate::backend::PARAM_LOCAL) locals
+    /// may name.
+    pub(crate) param_mem: u32,
+    /// True once the function needs a frame (a local, a call, a
+    /// parameter read from its stack slot).
+    pub(crate) frame: bool,
+    /// The type of the function's first `ret`.
+    pub(crate) ret_ty: Option<Ty>,
+    /// The position of the label placed last (0 when none is).
+    pub(crate) last_place: u32,
+    /// The largest alignment a body position was padded to (`align`).
+    pub(crate) align: usize,
+    /// This backend's run of the thread's executable arena (batch
+    /// allocation: no thread-local lookup per function).
+    pub(crate) slab: crate::mem::Slab,
+}
+
+impl FuncState {
+    pub(crate) fn new() -> FuncState {
+        FuncState {
+            pool: Vec::new(),
+            locals: 0,
+            nlocals: 0,
+            param_mem: 0,
+            frame: false,
+            ret_ty: None,
+            last_place: 0,
+            align: 1,
+            slab: crate::mem::Slab::default(),
+        }
+    }
+
+    /// Forgets the previous function (the pool keeps its capacity).
+    #[inline(always)]
+    pub(crate) fn reset(&mut self) {
+        self.pool.clear();
+        self.locals = 0;
+        self.nlocals = 0;
+        self.param_mem = 0;
+        self.frame = false;
+        self.ret_ty = None;
+        self.last_place = 0;
+        self.align = 1;
+    }
+
+    /// A new local of type `ty` below the save area, aligned to its size:
+    /// its frame offset and number.
+    #[inline]
+    pub(crate) fn local(&mut self, ty: Ty) -> (i32, u32) {
+        let size = ty.size().max(1) as i32;
+        self.locals = (self.locals + size + size - 1) & !(size - 1);
+        self.nlocals += 1;
+        (-SAVE_AREA - self.locals, self.nlocals - 1)
+    }
+
+    /// True if `(off, id)` is one of this function's locals.
+    #[inline(always)]
+    pub(crate) fn local_ok(&self, off: i32, id: u32) -> bool {
+        id < self.nlocals && off >= -SAVE_AREA - self.locals && off <= -SAVE_AREA
+    }
+
+    /// True if `(off, id)` is a parameter kept in its stack slot. Out of
+    /// line: the common path of a local's use checks only the function's
+    /// own locals.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn param_local_ok(&self, off: i32, id: u32) -> bool {
+        param_local_ok(self.param_mem, off, id)
+    }
+
+    /// Appends `bytes` to the pool in whole 8-byte slots: the first
+    /// slot's number, counted from `base`.
+    pub(crate) fn data(&mut self, base: u32, bytes: &[u8]) -> u32 {
+        let slot = base + (self.pool.len() / 8) as u32;
+        self.pool.extend_from_slice(bytes);
+        self.pool.resize(self.pool.len().next_multiple_of(8), 0);
+        slot
+    }
+
+    /// Records `ty` as the return type at the first `ret`, refuses a
+    /// later `ret` of another type.
+    #[inline(always)]
+    pub(crate) fn note_ret(&mut self, ty: Ty) -> Result<(), ErrorKind> {
+        note_ret(&mut self.ret_ty, ty)
+    }
+
+    /// Checks an `align` to `n` bytes (a power of two up to 64) and
+    /// records it: the boundary to pad to, at least `insn` (the target's
+    /// instruction size).
+    pub(crate) fn align(&mut self, n: usize, insn: usize) -> Result<usize, ErrorKind> {
+        if !n.is_power_of_two() || n > 64 {
+            return Err(ErrorKind::Unsupported("align: a power of two up to 64"));
+        }
+        let n = n.max(insn);
+        self.align = self.align.max(n);
+        Ok(n)
+    }
+}

@@ -29,8 +29,10 @@
 //!   calling convention, encoders, instruction methods, branches and
 //!   fixups, prologue/epilogue and `end`, extensions) holding only its
 //!   encodings and its convention's tables ([`abi::ConvTables`]); what
-//!   the targets share (argument layout, frame slots, parallel moves, the
-//!   return-type check) is in `common.rs` and `slots.rs`, and the rest of the
+//!   the targets share (argument layout, frame slots, a call's argument
+//!   placement and the entry's parameter moves, the per-function state,
+//!   parallel moves, the return-type check, the generated function
+//!   [`code::Code`]) is in `common.rs`, `slots.rs` and `code.rs`, and the rest of the
 //!   crate, the reference backend included, names no target
 //!   (`docs/vcode.md`, "The backend shape").
 //! * [`aarch64`]: the second target, A64 code for AAPCS64
@@ -80,6 +82,7 @@ pub mod aarch64;
 pub mod abi;
 pub mod backend;
 mod buf;
+pub mod code;
 mod common;
 pub mod debug;
 #[cfg(feature = "emu")]

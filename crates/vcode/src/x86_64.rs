@@ -51,10 +51,10 @@
 use crate::abi::{ArgLoc, CallConv, ConvTables, InvokeError};
 use crate::backend::{
     Arg, Backend, BinOp, Callee, Cond, LocalOp, MAX_CALL_ARGS, Src, Target, UnOp, check_call,
-    param_local_ok, staging,
 };
 use crate::buf::Buf;
-use crate::common::{fmt_code, note_ret, parallel_move};
+use crate::code::Parts;
+use crate::common::{ArgEmit, CallLayout, FuncState, move_params, parallel_move, place_args};
 use crate::error::{Error, ErrorKind};
 use crate::mem::ExecMemory;
 use crate::regs::RegAlloc;
@@ -344,32 +344,20 @@ pub struct X64 {
     /// The first forward references whose instruction index does not fit
     /// in a chain's tail word (see [`TAIL`]): `(label, index, kind)`.
     far_firsts: Vec<(u32, u32, u8)>,
-    /// The position of the last label placed.
-    last_place: u32,
     /// The chain of `jmp epilogue` rel32 fields (see [`LabelSlot::head`]).
     ret_head: u32,
     /// Jump-table slots (`at` is the slot), filled with absolute addresses.
     tables: Vec<Fixup>,
-    /// Float constants placed after the code, and the rip-relative
-    /// displacements that refer to them.
-    pool: Vec<u8>,
+    /// The rip-relative displacements that refer to the constant pool
+    /// (placed after the code).
     pool_refs: Vec<(u32, u32)>,
-    locals: i32,
-    nlocals: u32,
-    /// The parameters (a bit per index) kept in their incoming stack
-    /// slots, which [`PARAM_LOCAL`] locals may name.
-    param_mem: u32,
-    frame: bool,
-    ret_ty: Option<Ty>,
+    /// The state every native target keeps: pool, locals, frame, return
+    /// type, alignment, executable memory.
+    st: FuncState,
     /// Start of the last `jmp epilogue` and the chain of returns before
     /// it (what its rel32 field links to), for `end` to drop the jump if
     /// it ends the body.
     last_ret: Option<(usize, u32)>,
-    /// The largest alignment a body position was padded to (`align`).
-    align: usize,
-    /// This backend's run of the default executable memory (batch
-    /// allocation: no thread-local lookup per function).
-    slab: crate::mem::Slab,
     /// The frames written lately, for `end` to copy rather than derive.
     frames: Box<[FrameSlot; FRAME_SLOTS]>,
 }
@@ -667,11 +655,11 @@ impl X64 {
 
     fn pool_const(&mut self, bits: u64) -> u32 {
         let b = bits.to_le_bytes();
-        if let Some(i) = self.pool.chunks_exact(8).position(|c| c == b) {
+        if let Some(i) = self.st.pool.chunks_exact(8).position(|c| c == b) {
             return i as u32;
         }
-        self.pool.extend_from_slice(&b);
-        (self.pool.len() / 8 - 1) as u32
+        self.st.pool.extend_from_slice(&b);
+        (self.st.pool.len() / 8 - 1) as u32
     }
 
     /// `mov rd, rs` (32- or 64-bit).
@@ -953,6 +941,62 @@ impl X64 {
     }
 }
 
+/// The encodings of a call's argument placement and of the entry's
+/// parameter moves (the order is shared, `common.rs`).
+impl ArgEmit for X64 {
+    #[inline]
+    fn store_arg(&mut self, a: Arg, disp: i32) {
+        match a {
+            Arg::Reg(r) if r.ty.is_float() => {
+                self.rm(0xf2, false, 0x110f, 2, r.n, RSP, None, disp, false)
+            }
+            Arg::Reg(r) => self.rm(0, true, 0x89, 1, r.n, RSP, None, disp, false),
+            Arg::Imm(_, v) => {
+                self.movi(true, R11, v);
+                self.rm(0, true, 0x89, 1, R11, RSP, None, disp, false);
+            }
+            Arg::Mem { ty, base, off } => {
+                // mov r11(d), [base + off]: the value's bits, zero-extended.
+                self.rm(0, ty.size() == 8, 0x8b, 1, R11, base, None, off, false);
+                self.rm(0, true, 0x89, 1, R11, RSP, None, disp, false);
+            }
+        }
+    }
+
+    fn move_args(&mut self, moves: &mut Vec<(u8, u8)>, float: bool) {
+        self.parallel_move(moves, float)
+    }
+
+    #[inline]
+    fn imm_arg(&mut self, _m: &'static str, ty: Ty, d: u8, v: i64) {
+        if ty.is_float() {
+            // The bits through r11: movd/movq xmm, r11.
+            self.movi(true, R11, v);
+            self.rr(0x66, ty == Ty::D, 0x6e0f, 2, d, R11, false);
+        } else {
+            self.movi(ty.is_64(), d, v);
+        }
+    }
+
+    #[inline]
+    fn load_slot(&mut self, ty: Ty, d: u8, frame: bool, disp: i32) {
+        let base = if frame { RBP } else { RSP };
+        match ty {
+            Ty::F => self.rm(0xf3, false, 0x100f, 2, d, base, None, disp, false),
+            Ty::D => self.rm(0xf2, false, 0x100f, 2, d, base, None, disp, false),
+            _ => self.rm(0, true, 0x8b, 1, d, base, None, disp, false),
+        }
+    }
+
+    fn move_reg(&mut self, ty: Ty, d: u8, s: u8) {
+        if ty.is_float() {
+            self.fmov(d, s)
+        } else {
+            self.mov(true, d, s)
+        }
+    }
+}
+
 /// The multi-byte `nop` forms Intel and AMD recommend, of 1 to 8 bytes.
 const NOPS: [&[u8]; 8] = [
     &[0x90],
@@ -987,19 +1031,11 @@ impl Backend for X64 {
             labels: Vec::new(),
             pending: 0,
             far_firsts: Vec::new(),
-            last_place: 0,
             ret_head: NO_LINK,
             tables: Vec::new(),
-            pool: Vec::new(),
             pool_refs: Vec::new(),
-            locals: 0,
-            nlocals: 0,
-            param_mem: 0,
-            frame: false,
-            ret_ty: None,
+            st: FuncState::new(),
             last_ret: None,
-            align: 1,
-            slab: crate::mem::Slab::default(),
             frames: Box::new([FrameSlot::EMPTY; FRAME_SLOTS]),
         }
     }
@@ -1270,19 +1306,13 @@ impl Backend for X64 {
     }
 
     fn local(&mut self, ty: Ty) -> (i32, u32) {
-        let size = ty.size().max(1) as i32;
-        self.locals = (self.locals + size + size - 1) & !(size - 1);
-        self.nlocals += 1;
-        (-regfile::SAVE_AREA - self.locals, self.nlocals - 1)
+        self.st.local(ty)
     }
 
     #[inline(always)]
     fn local_op(&mut self, m: &'static str, op: LocalOp, ty: Ty, r: u8, off: i32, id: u32) {
         self.buf.insn(m);
-        if id >= self.nlocals
-            || off < -regfile::SAVE_AREA - self.locals
-            || off > -regfile::SAVE_AREA
-        {
+        if !self.st.local_ok(off, id) {
             return self.param_local_op(m, op, ty, r, off, id);
         }
         self.local_at(op, ty, r, off);
@@ -1330,112 +1360,31 @@ impl Backend for X64 {
         // Worst case: per argument a movabs and a store (~20 bytes), or a
         // load, a store and a reload (~26), plus saves.
         self.buf.reserve(m, 32 * args.len() + 16 * 16 + 64);
-        self.frame = true;
-        let mut tys = [Ty::V; crate::ty::MAX_PARAMS];
-        for (t, a) in tys.iter_mut().zip(args) {
-            *t = a.ty();
-        }
-        let tys = &tys[..args.len()];
+        self.st.frame = true;
         // The callee address first, before argument moves clobber its register.
         match callee {
             Callee::Native(a) => self.movi(true, RAX, a as i64),
             Callee::Code(c) => self.movi(true, RAX, c.addr() as i64),
             Callee::Reg(r) => self.mov(true, RAX, r),
         }
-        // Stack arguments: destinations are memory, so order does not matter.
-        // They go in an area reserved below rsp for this call (16-byte
-        // aligned) and released after it, so that a call is right wherever
-        // rsp is: in the body, or in a subroutine entered by `jal`, where
-        // [rsp] holds the subroutine's return address.
-        //
-        // Arguments from memory bound for a register are copied first into
-        // slots above the stack arguments, and reloaded after the register
-        // moves: their base registers may be destinations of those moves.
-        let (stack, staged) = staging(args, abi_layout(tys));
-        let reserve = (8 * (stack + staged) as i32 + 15) & !15;
-        if reserve > 0 {
-            self.alu_ri(Alu::Sub, true, RSP, reserve);
-        }
-        let mut stage = stack;
-        for (a, loc) in args.iter().zip(abi_layout(tys)) {
-            let disp = match loc {
-                ArgLoc::Stack(slot) => 8 * slot as i32,
-                ArgLoc::Reg(_) if matches!(a, Arg::Mem { .. }) => {
-                    stage += 1;
-                    8 * (stage - 1) as i32
-                }
-                ArgLoc::Reg(_) => continue,
-            };
-            match *a {
-                Arg::Reg(r) if r.ty.is_float() => {
-                    self.rm(0xf2, false, 0x110f, 2, r.n, RSP, None, disp, false)
-                }
-                Arg::Reg(r) => self.rm(0, true, 0x89, 1, r.n, RSP, None, disp, false),
-                Arg::Imm(_, v) => {
-                    self.movi(true, R11, v);
-                    self.rm(0, true, 0x89, 1, R11, RSP, None, disp, false);
-                }
-                Arg::Mem { ty, base, off } => {
-                    // mov r11(d), [base + off]: the value's bits, zero-extended.
-                    self.rm(0, ty.size() == 8, 0x8b, 1, R11, base, None, off, false);
-                    self.rm(0, true, 0x89, 1, R11, RSP, None, disp, false);
-                }
-            }
-        }
         // Persistent float registers: the callee may clobber every xmm.
         let persist = alloc.persist_xmm;
         for n in 0..16u8 {
             if persist & (1 << n) != 0 {
-                self.rm(
-                    0xf2,
-                    false,
-                    0x110f,
-                    2,
-                    n,
-                    RBP,
-                    None,
-                    regfile::xmm_call_slot(n),
-                    false,
-                );
+                let slot = regfile::xmm_call_slot(n);
+                self.rm(0xf2, false, 0x110f, 2, n, RBP, None, slot, false);
             }
         }
-        // Register arguments: a parallel move per register file.
-        let mut gmoves: Vec<(u8, u8)> = Vec::new();
-        let mut fmoves: Vec<(u8, u8)> = Vec::new();
-        for (a, loc) in args.iter().zip(abi_layout(tys)) {
-            if let (Arg::Reg(r), ArgLoc::Reg(d)) = (*a, loc) {
-                if r.ty.is_float() {
-                    fmoves.push((d, r.n))
-                } else {
-                    gmoves.push((d, r.n))
-                }
-            }
+        // The stack arguments go in an area reserved below rsp for this
+        // call (16-byte aligned) and released after it, so that a call is
+        // right wherever rsp is: in the body, or in a subroutine entered by
+        // `jal`, where [rsp] holds the subroutine's return address.
+        let lay = CallLayout::new(&TABLES, args);
+        let reserve = lay.reserve();
+        if reserve > 0 {
+            self.alu_ri(Alu::Sub, true, RSP, reserve);
         }
-        self.parallel_move(&mut gmoves, false);
-        self.parallel_move(&mut fmoves, true);
-        for (a, loc) in args.iter().zip(abi_layout(tys)) {
-            if let (Arg::Imm(t, v), ArgLoc::Reg(d)) = (*a, loc) {
-                if t.is_float() {
-                    // The bits through r11: movd/movq xmm, r11.
-                    self.movi(true, R11, v);
-                    self.rr(0x66, t == Ty::D, 0x6e0f, 2, d, R11, false);
-                } else {
-                    self.movi(t.is_64(), d, v);
-                }
-            }
-        }
-        let mut stage = stack;
-        for (a, loc) in args.iter().zip(abi_layout(tys)) {
-            if let (Arg::Mem { ty, .. }, ArgLoc::Reg(d)) = (*a, loc) {
-                let disp = 8 * stage as i32;
-                stage += 1;
-                match ty {
-                    Ty::F => self.rm(0xf3, false, 0x100f, 2, d, RSP, None, disp, false),
-                    Ty::D => self.rm(0xf2, false, 0x100f, 2, d, RSP, None, disp, false),
-                    _ => self.rm(0, true, 0x8b, 1, d, RSP, None, disp, false),
-                }
-            }
-        }
+        place_args(self, m, args, &lay);
         self.rr(0, false, 0xff, 1, 2, RAX, false); // call rax
         if reserve > 0 {
             self.alu_ri(Alu::Add, true, RSP, reserve);
@@ -1486,15 +1435,12 @@ impl Backend for X64 {
     }
 
     fn data(&mut self, bytes: &[u8]) -> u32 {
-        let slot = (self.pool.len() / 8) as u32;
-        self.pool.extend_from_slice(bytes);
-        self.pool.resize(self.pool.len().next_multiple_of(8), 0);
-        slot
+        self.st.data(0, bytes)
     }
 
     fn addr_data(&mut self, m: &'static str, rd: u8, data: u32) {
         self.buf.insn(m);
-        if data as usize * 8 >= self.pool.len() {
+        if data as usize * 8 >= self.st.pool.len() {
             return self.buf.fail(m, ErrorKind::UnknownData { data });
         }
         // lea rd, [rip + data]
@@ -1809,7 +1755,7 @@ impl X64 {
     fn emit_jump(&mut self, m: &'static str, link: bool, t: Target) {
         self.buf.insn(m);
         if link {
-            self.frame = true;
+            self.st.frame = true;
         }
         match t {
             Target::Label(l) => {
@@ -1852,7 +1798,7 @@ impl X64 {
             Some(w) if *w & UNPLACED != 0 => {
                 let head = *w & NO_REF;
                 *w = pos;
-                self.last_place = pos;
+                self.st.last_place = pos;
                 if head != NO_REF {
                     self.pending -= 1;
                     self.resolve(head, pos);
@@ -1866,12 +1812,9 @@ impl X64 {
     #[inline(always)]
     fn emit_align(&mut self, m: &'static str, n: usize) {
         self.buf.insn(m);
-        if !n.is_power_of_two() || n > 64 {
-            return self
-                .buf
-                .fail(m, ErrorKind::Unsupported("align: a power of two up to 64"));
+        if let Err(kind) = self.st.align(n, 1) {
+            return self.buf.fail(m, kind);
         }
-        self.align = self.align.max(n);
         let pad = self.buf.pos().next_multiple_of(n) - self.buf.pos();
         self.buf.reserve(m, pad + 8);
         let mut nops = Vec::with_capacity(pad);
@@ -2127,18 +2070,11 @@ impl X64 {
         self.labels.clear();
         self.pending = 0;
         self.far_firsts.clear();
-        self.last_place = 0;
         self.ret_head = NO_LINK;
         self.tables.clear();
-        self.pool.clear();
         self.pool_refs.clear();
-        self.locals = 0;
-        self.nlocals = 0;
-        self.param_mem = 0;
-        self.frame = false;
-        self.ret_ty = None;
+        self.st.reset();
         self.last_ret = None;
-        self.align = 1;
         if moves {
             self.move_params(sig, params);
         }
@@ -2147,7 +2083,7 @@ impl X64 {
     /// A load, store or address of the slot at `off` from `rbp`.
     #[inline(always)]
     fn local_at(&mut self, op: LocalOp, ty: Ty, r: u8, off: i32) {
-        self.frame = true;
+        self.st.frame = true;
         match op {
             LocalOp::Load => self.load_at(ty, ty, r, RBP, None, off),
             LocalOp::Store => self.store_at(ty, r, RBP, None, off),
@@ -2161,7 +2097,7 @@ impl X64 {
     #[cold]
     #[inline(never)]
     fn param_local_op(&mut self, m: &'static str, op: LocalOp, ty: Ty, r: u8, off: i32, id: u32) {
-        if !param_local_ok(self.param_mem, off, id) {
+        if !self.st.param_local_ok(off, id) {
             return self.buf.fail(m, ErrorKind::UnknownLocal { id });
         }
         self.local_at(op, ty, r, off);
@@ -2173,33 +2109,16 @@ impl X64 {
     #[inline(never)]
     fn move_params(&mut self, sig: &Signature, params: &[AnyReg]) {
         self.buf.reserve("lambda", 16 * params.len());
-        for (i, (&r, loc)) in params.iter().zip(abi_layout(sig.params())).enumerate() {
-            match loc {
-                // Kept in its stack slot: read through rbp.
-                ArgLoc::Stack(_) if r.n == crate::Params::IN_MEMORY => {
-                    self.frame = true;
-                    self.param_mem |= 1 << i;
-                }
-                ArgLoc::Reg(n) if n != r.n => self.mov(true, r.n, n),
-                ArgLoc::Reg(_) => {}
-                ArgLoc::Stack(slot) => {
-                    self.frame = true;
-                    let disp = 16 + 8 * slot as i32;
-                    match r.ty {
-                        Ty::F => self.rm(0xf3, false, 0x100f, 2, r.n, RBP, None, disp, false),
-                        Ty::D => self.rm(0xf2, false, 0x100f, 2, r.n, RBP, None, disp, false),
-                        _ => self.rm(0, true, 0x8b, 1, r.n, RBP, None, disp, false),
-                    }
-                }
-            }
-        }
+        let (frame, param_mem) = move_params(self, &TABLES, sig, params);
+        self.st.frame |= frame;
+        self.st.param_mem = param_mem;
         self.buf.rebase();
     }
 
     #[inline(always)]
     fn emit_ret(&mut self, m: &'static str, ty: Ty, r: u8) {
         self.buf.insn(m);
-        if let Err(kind) = note_ret(&mut self.ret_ty, ty) {
+        if let Err(kind) = self.st.note_ret(ty) {
             return self.buf.fail(m, kind);
         }
         match ty {
@@ -2233,7 +2152,7 @@ impl X64 {
         // patched already): the jump is the head of the chain of returns,
         // and the rest of the chain is the head before it.
         if let Some((at, rest)) = self.last_ret {
-            if at + 5 == self.buf.pos() && self.last_place as usize <= at {
+            if at + 5 == self.buf.pos() && self.st.last_place as usize <= at {
                 debug_assert_eq!(self.ret_head as usize, at + 1);
                 self.ret_head = rest;
                 self.buf.truncate(at);
@@ -2243,16 +2162,18 @@ impl X64 {
         // this backend's run of the default memory. The code is written
         // straight into the run's writable view (dual-mapped: nothing to
         // seal), and the block is built straight into the `Code`.
-        let simple =
-            self.pool.is_empty() && self.tables.is_empty() && self.align == 1 && mem.is_none();
+        let simple = self.st.pool.is_empty()
+            && self.tables.is_empty()
+            && self.st.align == 1
+            && mem.is_none();
         if !simple {
             return self.link_general(alloc, sig, name, mem);
         }
         // Inline: no frame (nothing saved, no locals, no stack parameters).
         // The code is the body and a `ret`.
-        if !self.frame && !alloc.uses_callee_saved() && self.locals == 0 {
+        if !self.st.frame && !alloc.uses_callee_saved() && self.st.locals == 0 {
             let body_len = self.buf.pos();
-            if let Some(r) = self.slab.reserve(body_len + 1) {
+            if let Some(r) = self.st.slab.reserve(body_len + 1) {
                 // Every return returns in place.
                 let mut h = self.ret_head;
                 while h != NO_LINK {
@@ -2264,8 +2185,8 @@ impl X64 {
                 crate::mem::copy_to(r.out, self.buf.bytes());
                 r.out[body_len] = 0xc3;
                 let lay = Layout::plain(body_len);
-                let ret = self.ret_ty.unwrap_or(Ty::V);
-                return Ok(Code::new(r.into_block(), lay, sig, name, ret));
+                let ret = self.st.ret_ty.unwrap_or(Ty::V);
+                return Ok(code(r.into_block(), lay, sig, name, ret));
             }
             return self.link_general(alloc, sig, name, mem);
         }
@@ -2286,7 +2207,7 @@ impl X64 {
         name: Option<String>,
     ) -> Result<Code, Error> {
         let size = self.frame_size();
-        let float_ret = matches!(self.ret_ty, Some(Ty::F | Ty::D));
+        let float_ret = matches!(self.st.ret_ty, Some(Ty::F | Ty::D));
         let key = u64::from(alloc.used_callee_raw()) | u64::from(size | u32::from(float_ret)) << 32;
         let at = FrameSlot::index(key);
         if self.frames[at].key != key {
@@ -2296,14 +2217,14 @@ impl X64 {
             }
         }
         let slot = &self.frames[at];
-        if !(self.frame || slot.saves != [0, 0] || self.locals > 0) {
+        if !(self.st.frame || slot.saves != [0, 0] || self.st.locals > 0) {
             // Only xmm0 was touched, and it carries a float result out.
             return self.link_general(alloc, sig, name, None);
         }
         let body_len = self.buf.pos();
         let (pro_len, epi_len) = (usize::from(slot.pro_len), usize::from(slot.epi_len));
         let total = pro_len + body_len + epi_len;
-        let Some(r) = self.slab.reserve(total) else {
+        let Some(r) = self.st.slab.reserve(total) else {
             return self.link_general(alloc, sig, name, None);
         };
         // Every return jumps to the epilogue.
@@ -2320,8 +2241,8 @@ impl X64 {
         crate::mem::copy_to(body, self.buf.bytes());
         crate::mem::copy_short(epi, &slot.epi[..epi_len]);
         let lay = Layout::framed(slot.saves, size, pro_len, body_len, epi_len);
-        let ret = self.ret_ty.unwrap_or(Ty::V);
-        Ok(Code::new(r.into_block(), lay, sig, name, ret))
+        let ret = self.st.ret_ty.unwrap_or(Ty::V);
+        Ok(code(r.into_block(), lay, sig, name, ret))
     }
 
     /// `end` for every other function: constants, jump tables,
@@ -2341,19 +2262,19 @@ impl X64 {
         }
         let end_index = self.buf.index().wrapping_add(1);
         let lay = self.layout(alloc);
-        let ret = self.ret_ty.unwrap_or(Ty::V);
-        let (body, pool) = (self.buf.bytes(), &self.pool[..]);
+        let ret = self.st.ret_ty.unwrap_or(Ty::V);
+        let (body, pool) = (self.buf.bytes(), &self.st.pool[..]);
         let (tables, labels) = (&self.tables[..], &self.labels[..]);
         if mem.is_none() {
-            if let Some(r) = self.slab.reserve(lay.total) {
+            if let Some(r) = self.st.slab.reserve(lay.total) {
                 write_code(r.out, r.exec, lay, body, pool, tables, labels);
-                return Ok(Code::new(r.into_block(), lay, sig, name, ret));
+                return Ok(code(r.into_block(), lay, sig, name, ret));
             }
         }
         let err = |kind| Error::new(end_index, "end", kind);
         let mut block = match mem {
             Some(m) => m.alloc(lay.total),
-            None => self.slab.alloc(lay.total),
+            None => self.st.slab.alloc(lay.total),
         }
         .map_err(err)?;
         let exec = block.addr();
@@ -2362,7 +2283,7 @@ impl X64 {
                 write_code(out, exec, lay, body, pool, tables, labels)
             })
             .map_err(err)?;
-        Ok(Code::new(block, lay, sig, name, ret))
+        Ok(code(block, lay, sig, name, ret))
     }
 
     /// The error of a jump table naming a label that is not placed.
@@ -2392,7 +2313,7 @@ impl X64 {
     #[inline(always)]
     fn saves(&self, alloc: &RegAlloc) -> [u16; 2] {
         let mut saves = alloc.used_callee_saved();
-        if matches!(self.ret_ty, Some(Ty::F | Ty::D)) {
+        if matches!(self.st.ret_ty, Some(Ty::F | Ty::D)) {
             // xmm0 carries the result out: restoring it (when a RegConfig
             // makes it callee-saved) would overwrite the return value.
             saves[1] &= !1;
@@ -2404,7 +2325,7 @@ impl X64 {
     /// multiple of 16.
     #[inline(always)]
     fn frame_size(&self) -> u32 {
-        ((regfile::SAVE_AREA + self.locals + 15) & !15) as u32
+        ((regfile::SAVE_AREA + self.st.locals + 15) & !15) as u32
     }
 
     /// Decides the frame and where each part goes, and backpatches the
@@ -2414,19 +2335,19 @@ impl X64 {
     fn layout(&mut self, alloc: &RegAlloc) -> Layout {
         let body_len = self.buf.pos();
         let saves = self.saves(alloc);
-        let frame = self.frame || saves != [0, 0] || self.locals > 0;
+        let frame = self.st.frame || saves != [0, 0] || self.st.locals > 0;
         // Prologue, padded so that body positions keep the alignment
         // `align` (a power of two) asked for; body; epilogue; constants,
         // 8-byte aligned.
         let (pro_len, epi_len) = if frame { frame_lens(saves) } else { (0, 1) };
-        let pro_total = (pro_len + self.align - 1) & !(self.align - 1);
+        let pro_total = (pro_len + self.st.align - 1) & !(self.st.align - 1);
         let code_len = pro_total + body_len + epi_len;
         // Body-relative, as the rip-relative references are.
         let pool_at = (body_len + epi_len + 7) & !7;
-        let total = if self.pool.is_empty() {
+        let total = if self.st.pool.is_empty() {
             code_len
         } else {
-            pro_total + pool_at + self.pool.len()
+            pro_total + pool_at + self.st.pool.len()
         };
         // Backpatch the returns (every label's references were patched
         // when it was placed).
@@ -2571,128 +2492,49 @@ fn write_code(
     }
 }
 
-/// A function generated by the x86-64 backend. Dropping it frees the code.
-///
-/// Small (its signature is a reference to the one `lambda` interned, its
-/// lengths `u32`: code positions are `u32` throughout the backend), since
-/// `end` hands it back by value.
-pub struct Code {
+/// A function generated by the x86-64 backend (its accessors are
+/// [`crate::code::Code`]'s). Dropping it frees the code.
+pub type Code = crate::code::Code<X64>;
+
+/// The function in `block`, laid out as `lay`; registered in the perf map
+/// if that is on.
+#[inline(always)]
+fn code(
     block: crate::mem::ExecBlock,
-    pub(crate) sig: &'static Signature,
+    lay: Layout,
+    sig: &'static Signature,
     name: Option<String>,
-    prologue: u32,
-    body: u32,
-    code_len: u32,
     ret: Ty,
+) -> Code {
+    crate::debug::register(block.addr(), lay.code_len, name.as_deref());
+    let parts = Parts {
+        start: 0,
+        image_len: lay.total,
+        prologue: lay.pro_total,
+        body: lay.body_len,
+        code_len: lay.code_len,
+    };
+    Code::new(block, parts, sig, name, ret)
 }
 
 impl Code {
-    /// The function in `block`, laid out as `lay`; registered in the perf
-    /// map if that is on.
-    #[inline(always)]
-    fn new(
-        block: crate::mem::ExecBlock,
-        lay: Layout,
-        sig: &'static Signature,
-        name: Option<String>,
-        ret: Ty,
-    ) -> Code {
-        crate::debug::register(block.addr(), lay.code_len, name.as_deref());
-        Code {
-            block,
-            sig,
-            name,
-            prologue: lay.pro_total as u32,
-            body: lay.body_len as u32,
-            code_len: lay.code_len as u32,
-            ret,
-        }
-    }
-
-    /// The entry address.
-    pub fn addr(&self) -> usize {
-        self.block.addr()
-    }
-
-    /// Bytes of machine code (prologue, body, epilogue; without constants).
-    pub fn len(&self) -> usize {
-        self.code_len as usize
-    }
-
-    /// True if the function has no code (never: it has at least a `ret`).
-    pub fn is_empty(&self) -> bool {
-        self.code_len == 0
-    }
-
-    /// The parameter types.
-    pub fn signature(&self) -> &Signature {
-        self.sig
-    }
-
-    /// The return type (`Ty::V` if the function never returns a value).
-    pub fn ret_type(&self) -> Ty {
-        self.ret
-    }
-
-    /// The name given with [`Func::name`](crate::Func::name), if any.
-    pub fn name(&self) -> Option<&str> {
-        self.name.as_deref()
-    }
-
-    /// The machine code bytes.
-    pub fn bytes(&self) -> &[u8] {
-        &self.block.bytes()[..self.code_len as usize]
-    }
-
-    /// The code as a typed function pointer, after checking that `F`'s
-    /// parameter and return types are the ones the function was generated
-    /// with.
-    ///
-    /// # Safety
-    /// Generated code can do anything its instructions say: the caller
-    /// vouches that running it is sound (its loads and stores touch valid
-    /// memory, its calls reach real functions), and that the pointer is
-    /// not called after this `Code` is dropped.
-    pub unsafe fn as_fn<F: crate::abi::FnSig>(&self) -> crate::Result<F> {
-        F::check(self.sig.params(), self.ret).map_err(|kind| Error::new(0, "as_fn", kind))?;
-        // SAFETY: `F` is a function pointer type (FnSig is only implemented
-        // for `extern "C" fn` types) whose signature matches the generated
-        // code; the caller vouches for the rest.
-        Ok(unsafe { F::from_addr(self.addr()) })
-    }
-
     /// A listing of the machine code, with the vcode function's parts marked.
     pub fn disassemble(&self) -> String {
-        crate::debug::disassemble(
-            self.bytes(),
-            self.addr() as u64,
-            &[
-                (0, "prologue"),
-                (self.prologue as usize, "body"),
-                ((self.prologue + self.body) as usize, "epilogue"),
-            ],
-        )
+        self.disassemble_marked(&[(0, "body".to_string())])
     }
-}
 
-impl Code {
     /// [`Code::disassemble`] with the client's own headings: `marks` are
     /// (body offset as given by [`Func::code_offset`](crate::Func::code_offset), title),
     /// in increasing order.
     pub fn disassemble_marked(&self, marks: &[(usize, String)]) -> String {
-        let mut all: Vec<(usize, &str)> = vec![(0, "prologue")];
-        let (pro, body) = (self.prologue as usize, self.body as usize);
-        all.extend(marks.iter().map(|(at, t)| (pro + at, t.as_str())));
-        all.push((pro + body, "epilogue"));
-        all.sort_by_key(|m| m.0);
+        let all = self.headings(marks);
         crate::debug::disassemble(self.bytes(), self.addr() as u64, &all)
     }
 }
 
 impl std::fmt::Debug for Code {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let (name, len) = (self.name.as_deref(), self.code_len as usize);
-        fmt_code(f, "Code", name, self.addr(), len, self.sig, self.ret)
+        self.fmt_titled(f, "Code")
     }
 }
 
@@ -2702,7 +2544,7 @@ impl crate::Invoke for Code {
     }
 
     fn ret_type(&self) -> Ty {
-        self.ret
+        Code::ret_type(self)
     }
 
     unsafe fn invoke(&self, args: &[crate::Value]) -> Result<crate::Value, crate::InvokeError> {
@@ -2710,7 +2552,7 @@ impl crate::Invoke for Code {
         SysV.check_call(args)?;
         // SAFETY: the caller vouches for running this code (trait contract);
         // the argument types were checked against the signature.
-        Ok(unsafe { call_native(self.addr(), args, self.ret) })
+        Ok(unsafe { call_native(self.addr(), args, Code::ret_type(self)) })
     }
 }
 
@@ -2743,18 +2585,13 @@ impl X64 {
         self.jump_to(FIX_COUNTDOWN, Some(0x02), label);
     }
 
-    /// True if `(off, id)` names a local of the function being generated.
-    fn local_ok(&self, off: i32, id: u32) -> bool {
-        id < self.nlocals && off >= -regfile::SAVE_AREA - self.locals && off <= -regfile::SAVE_AREA
-    }
-
     /// `sub qword [rbp + off], 1; jb label`: a countdown kept in a stack
     /// local ([`Countdown::dec_local_branch_borrow`](crate::ext::Countdown::dec_local_branch_borrow)).
     pub(crate) fn countdown_local(&mut self, m: &'static str, off: i32, id: u32, label: u32) {
-        if !self.local_ok(off, id) {
+        if !self.st.local_ok(off, id) {
             return self.buf.fail(m, ErrorKind::UnknownLocal { id });
         }
-        self.frame = true;
+        self.st.frame = true;
         self.rm(0, true, 0x83, 1, 5, RBP, None, off, false);
         self.buf.put1(1);
         self.jump_to(FIX_COUNTDOWN, Some(0x02), label);
@@ -2771,10 +2608,10 @@ impl X64 {
         (off, id): (i32, u32),
         label: u32,
     ) {
-        if !self.local_ok(off, id) {
+        if !self.st.local_ok(off, id) {
             return self.buf.fail(m, ErrorKind::UnknownLocal { id });
         }
-        self.frame = true;
+        self.st.frame = true;
         self.rm(0, ty.is_64(), 0x3b, 1, r, RBP, None, off, false);
         self.jump_to(c as u8, Some(jcc(c, ty.is_signed())), label);
     }
