@@ -200,6 +200,69 @@ fn keep<B: Backend>(f: &mut Func<B>, r: Reg<P>) -> vcode::Result<Reg<P>> {
     Ok(s)
 }
 
+/// Stores every in and inout value of `ins` from the caller's `slots` at
+/// its field of the record at `rec.0 + rec.1`, with its width: a boolean
+/// as 0 or 1, an aggregate copied (inline up to `INLINE_COPY` bytes), a
+/// string or sequence as the descriptor `descs` keeps for its field.
+/// `(t, pa, pb)` are scratch registers (a value, two pointers).
+fn store_ins<B: Backend>(
+    f: &mut Func<B>,
+    ins: &[&ValuePlan],
+    descs: &[(u32, Local<UL>)],
+    slots: Reg<P>,
+    (rec, base): (Reg<P>, i32),
+    (t, pa, pb): (Reg<UL>, Reg<P>, Reg<P>),
+) {
+    for v in ins {
+        let (slot, foff) = (8 * v.slot as i32, base + v.offset as i32);
+        match v.kind {
+            Kind::Prim(Prim::Bool) => {
+                f.ld(t, slots, slot);
+                f.not(t, t);
+                f.xor(t, t, 1);
+                f.stc(t, rec, foff);
+            }
+            Kind::Prim(pr) => match pr.size() {
+                1 => {
+                    f.lduc(t, slots, slot);
+                    f.stc(t, rec, foff);
+                }
+                2 => {
+                    f.ldus(t, slots, slot);
+                    f.sts(t, rec, foff);
+                }
+                4 => {
+                    f.ld(u32v(t), slots, slot);
+                    f.st(u32v(t), rec, foff);
+                }
+                _ => {
+                    f.ld(t, slots, slot);
+                    f.st(t, rec, foff);
+                }
+            },
+            Kind::Agg { size, .. } => {
+                f.ld(pa, slots, slot);
+                if size <= INLINE_COPY {
+                    copy_fixed(f, t, rec, foff, pa, 0, size);
+                } else {
+                    f.add(pb, rec, i64::from(foff));
+                    let copy = Callee::Native(super::native::copy_bytes as *const () as usize);
+                    f.callv(
+                        copy,
+                        &[pb.into(), pa.into(), Arg::Imm(Ty::UL, i64::from(size))],
+                    );
+                }
+            }
+            Kind::Ind { .. } => {
+                if let Some((_, d)) = descs.iter().find(|(o, _)| *o == v.offset) {
+                    f.ld_local(t, *d);
+                    f.st(t, rec, foff);
+                }
+            }
+        }
+    }
+}
+
 /// Generates `marshal` for `p` (see the module documentation).
 pub fn marshal<B: Backend>(f: &mut Func<B>, p: &OpPlan, lim: &Limits) -> vcode::Result<B::Code> {
     let ins: Vec<&ValuePlan> = p.in_record_order().filter(|v| v.dir != Dir::Out).collect();
@@ -278,54 +341,7 @@ pub fn marshal<B: Backend>(f: &mut Func<B>, p: &OpPlan, lim: &Limits) -> vcode::
         f.call(rec, buf, &[ctx.into()]);
     }
     // Pass 2: every in and inout value at its field, with its width.
-    for v in ins {
-        let (slot, foff) = (8 * v.slot as i32, v.offset as i32);
-        match v.kind {
-            Kind::Prim(Prim::Bool) => {
-                f.ld(t, slots, slot);
-                f.not(t, t);
-                f.xor(t, t, 1);
-                f.stc(t, rec, foff);
-            }
-            Kind::Prim(pr) => match pr.size() {
-                1 => {
-                    f.lduc(t, slots, slot);
-                    f.stc(t, rec, foff);
-                }
-                2 => {
-                    f.ldus(t, slots, slot);
-                    f.sts(t, rec, foff);
-                }
-                4 => {
-                    f.ld(u32v(t), slots, slot);
-                    f.st(u32v(t), rec, foff);
-                }
-                _ => {
-                    f.ld(t, slots, slot);
-                    f.st(t, rec, foff);
-                }
-            },
-            Kind::Agg { size, .. } => {
-                f.ld(pa, slots, slot);
-                if size <= INLINE_COPY {
-                    copy_fixed(f, t, rec, foff, pa, 0, size);
-                } else {
-                    f.add(pb, rec, i64::from(foff));
-                    let copy = Callee::Native(super::native::copy_bytes as *const () as usize);
-                    f.callv(
-                        copy,
-                        &[pb.into(), pa.into(), Arg::Imm(Ty::UL, i64::from(size))],
-                    );
-                }
-            }
-            Kind::Ind { .. } => {
-                if let Some((_, d)) = descs.iter().find(|(o, _)| *o == v.offset) {
-                    f.ld_local(t, *d);
-                    f.st(t, rec, foff);
-                }
-            }
-        }
-    }
+    store_ins(f, &ins, &descs, slots, (rec, 0), (t, pa, pb));
     let r = t.cast::<L>();
     f.set(r, i64::from(p.op.layout.request_size));
     f.ret(r);
@@ -1058,54 +1074,7 @@ pub fn shm_call<B: Backend>(f: &mut Func<B>, p: &OpPlan, lim: &Limits) -> vcode:
         descs.push((v.offset, d));
     }
     // Every in and inout value at its field, with its width.
-    for v in &ins {
-        let (slot, foff) = (8 * v.slot as i32, REC + v.offset as i32);
-        match v.kind {
-            Kind::Prim(Prim::Bool) => {
-                f.ld(t, slots, slot);
-                f.not(t, t);
-                f.xor(t, t, 1);
-                f.stc(t, line, foff);
-            }
-            Kind::Prim(pr) => match pr.size() {
-                1 => {
-                    f.lduc(t, slots, slot);
-                    f.stc(t, line, foff);
-                }
-                2 => {
-                    f.ldus(t, slots, slot);
-                    f.sts(t, line, foff);
-                }
-                4 => {
-                    f.ld(u32v(t), slots, slot);
-                    f.st(u32v(t), line, foff);
-                }
-                _ => {
-                    f.ld(t, slots, slot);
-                    f.st(t, line, foff);
-                }
-            },
-            Kind::Agg { size, .. } => {
-                f.ld(pa, slots, slot);
-                if size <= INLINE_COPY {
-                    copy_fixed(f, t, line, foff, pa, 0, size);
-                } else {
-                    f.add(pb, line, i64::from(foff));
-                    let copy = Callee::Native(super::native::copy_bytes as *const () as usize);
-                    f.callv(
-                        copy,
-                        &[pb.into(), pa.into(), Arg::Imm(Ty::UL, i64::from(size))],
-                    );
-                }
-            }
-            Kind::Ind { .. } => {
-                if let Some((_, d)) = descs.iter().find(|(o, _)| *o == v.offset) {
-                    f.ld_local(t, *d);
-                    f.st(t, line, foff);
-                }
-            }
-        }
-    }
+    store_ins(f, &ins, &descs, slots, (line, REC), (t, pa, pb));
     // 2. Post: the key and the length (one 32-bit store of both words),
     // then the state.
     f.set(
