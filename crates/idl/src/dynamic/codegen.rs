@@ -200,6 +200,46 @@ fn keep<B: Backend>(f: &mut Func<B>, r: Reg<P>) -> vcode::Result<Reg<P>> {
     Ok(s)
 }
 
+/// Loads an out or inout value of fixed size (`Kind::Prim` or
+/// `Kind::Agg`) from its field at `rec.0 + rec.1` to the caller's `slots`:
+/// a scalar into its slot (a boolean other than 0 or 1 branches to
+/// `err_bool`), an aggregate copied to where its slot points (inline up to
+/// `INLINE_COPY` bytes). `(t, pa, pb)` are scratch registers.
+fn load_fixed_out<B: Backend>(
+    f: &mut Func<B>,
+    v: &ValuePlan,
+    slots: Reg<P>,
+    (rec, foff): (Reg<P>, i32),
+    (t, pa, pb): (Reg<UL>, Reg<P>, Reg<P>),
+    err_bool: Label,
+) {
+    let slot = 8 * v.slot as i32;
+    match v.kind {
+        Kind::Prim(pr) => {
+            load_prim(f, pr, t, rec, foff);
+            if pr == Prim::Bool {
+                f.bgt(t, 1, err_bool);
+            }
+            f.st(t, slots, slot);
+        }
+        Kind::Agg { size, .. } => {
+            f.ld(pa, slots, slot);
+            if size <= INLINE_COPY {
+                copy_fixed(f, t, pa, 0, rec, foff, size);
+            } else {
+                f.add(pb, rec, i64::from(foff));
+                let copy = Callee::Native(super::native::copy_bytes as *const () as usize);
+                f.callv(
+                    copy,
+                    &[pa.into(), pb.into(), Arg::Imm(Ty::UL, i64::from(size))],
+                );
+            }
+        }
+        // Strings and sequences: each caller reads their descriptors.
+        Kind::Ind { .. } => {}
+    }
+}
+
 /// Stores every in and inout value of `ins` from the caller's `slots` at
 /// its field of the record at `rec.0 + rec.1`, with its width: a boolean
 /// as 0 or 1, an aggregate copied (inline up to `INLINE_COPY` bytes), a
@@ -402,25 +442,8 @@ pub fn unmarshal<B: Backend>(f: &mut Func<B>, p: &OpPlan) -> vcode::Result<B::Co
     for v in outs {
         let (slot, foff) = (8 * v.slot as i32, v.offset as i32);
         match v.kind {
-            Kind::Prim(pr) => {
-                load_prim(f, pr, t, rec, foff);
-                if pr == Prim::Bool {
-                    f.bgt(t, 1, err_bool);
-                }
-                f.st(t, slots, slot);
-            }
-            Kind::Agg { size, .. } => {
-                f.ld(pa, slots, slot);
-                if size <= INLINE_COPY {
-                    copy_fixed(f, t, pa, 0, rec, foff, size);
-                } else {
-                    f.add(pb, rec, i64::from(foff));
-                    let copy = Callee::Native(super::native::copy_bytes as *const () as usize);
-                    f.callv(
-                        copy,
-                        &[pa.into(), pb.into(), Arg::Imm(Ty::UL, i64::from(size))],
-                    );
-                }
+            Kind::Prim(_) | Kind::Agg { .. } => {
+                load_fixed_out(f, v, slots, (rec, foff), (t, pa, pb), err_bool);
             }
             Kind::Ind { esize, ealign, .. } => {
                 // The descriptor is read once: the count goes to its slot
@@ -1121,25 +1144,8 @@ pub fn shm_call<B: Backend>(f: &mut Func<B>, p: &OpPlan, lim: &Limits) -> vcode:
     for v in outs {
         let (slot, foff) = (8 * v.slot as i32, REC + v.offset as i32);
         match v.kind {
-            Kind::Prim(pr) => {
-                load_prim(f, pr, t, line, foff);
-                if pr == Prim::Bool {
-                    f.bgt(t, 1, err_bool);
-                }
-                f.st(t, slots, slot);
-            }
-            Kind::Agg { size, .. } => {
-                f.ld(pa, slots, slot);
-                if size <= INLINE_COPY {
-                    copy_fixed(f, t, pa, 0, line, foff, size);
-                } else {
-                    f.add(pb, line, i64::from(foff));
-                    let copy = Callee::Native(super::native::copy_bytes as *const () as usize);
-                    f.callv(
-                        copy,
-                        &[pa.into(), pb.into(), Arg::Imm(Ty::UL, i64::from(size))],
-                    );
-                }
+            Kind::Prim(_) | Kind::Agg { .. } => {
+                load_fixed_out(f, v, slots, (line, foff), (t, pa, pb), err_bool);
             }
             Kind::Ind { esize, ealign, .. } => {
                 // The descriptor is read once: the count goes to its slot
