@@ -236,6 +236,31 @@ impl Neighbors {
         }
     }
 
+    /// Learns the sender of an accepted frame: its IPv4 source address and
+    /// Ethernet source MAC (see [`Neighbors::learn`]).
+    pub(super) fn learn_sender(&mut self, frame: &[u8]) {
+        let ip = Ipv4Addr::new(
+            frame[IP_SRC],
+            frame[IP_SRC + 1],
+            frame[IP_SRC + 2],
+            frame[IP_SRC + 3],
+        );
+        let mut m = [0u8; 6];
+        m.copy_from_slice(&frame[ETH_SRC..ETH_SRC + 6]);
+        self.learn(ip, MacAddr(m));
+    }
+
+    /// The MAC of the IPv4 destination a frame carries (see
+    /// [`Neighbors::resolve`]); `None` when unknown.
+    pub(super) fn resolve_dst(&mut self, frame: &[u8]) -> Option<MacAddr> {
+        self.resolve(Ipv4Addr::new(
+            frame[IP_DST],
+            frame[IP_DST + 1],
+            frame[IP_DST + 2],
+            frame[IP_DST + 3],
+        ))
+    }
+
     /// Sets `ip`'s MAC, never replaced by learning.
     pub(super) fn give(&mut self, ip: Ipv4Addr, mac: MacAddr) {
         self.table.insert(ip, (mac, true));
@@ -768,8 +793,7 @@ impl Transport for PacketTransport {
                     break;
                 }
             }
-            let dst_ip = Ipv4Addr::new(f[IP_DST], f[IP_DST + 1], f[IP_DST + 2], f[IP_DST + 3]);
-            let dst_mac = match self.neighbors.resolve(dst_ip) {
+            let dst_mac = match self.neighbors.resolve_dst(f) {
                 Some(m) => m,
                 None => {
                     self.stats.tx_broadcast += 1;
@@ -852,15 +876,7 @@ impl Transport for PacketTransport {
                     std::slice::from_raw_parts(self.map.slot_ptr(&rx, rx.next, 0).add(mac), snaplen)
                 };
                 if acceptable(frame) {
-                    let ip = Ipv4Addr::new(
-                        frame[IP_SRC],
-                        frame[IP_SRC + 1],
-                        frame[IP_SRC + 2],
-                        frame[IP_SRC + 3],
-                    );
-                    let mut m = [0u8; 6];
-                    m.copy_from_slice(&frame[ETH_SRC..ETH_SRC + 6]);
-                    self.neighbors.learn(ip, MacAddr(m));
+                    self.neighbors.learn_sender(frame);
                     f(frame);
                     self.stats.rx_frames += 1;
                     self.stats.rx_bytes += snaplen as u64;

@@ -67,7 +67,7 @@ use std::os::fd::{AsFd, AsRawFd, RawFd};
 
 use super::packet::{Neighbors, acceptable};
 use super::{Transport, TransportError, TransportStats, check_frame_len};
-use crate::frame::{Addr, ETH_DST, ETH_SRC, IP_DST, IP_SRC, MacAddr};
+use crate::frame::{Addr, ETH_DST, ETH_SRC, MacAddr};
 
 mod program;
 mod sys;
@@ -498,8 +498,7 @@ impl Transport for XdpTransport {
             let Some(addr) = q.tx_free.pop() else {
                 break; // every transmit frame is in flight
             };
-            let dst_ip = Ipv4Addr::new(f[IP_DST], f[IP_DST + 1], f[IP_DST + 2], f[IP_DST + 3]);
-            let dst_mac = match self.neighbors.resolve(dst_ip) {
+            let dst_mac = match self.neighbors.resolve_dst(f) {
                 Some(m) => m,
                 None => {
                     self.stats.tx_broadcast += 1;
@@ -572,15 +571,7 @@ impl Transport for XdpTransport {
                 let d = q.sock.rx.read(q.rx_cons.wrapping_add(i));
                 match q.sock.umem.frame(d.addr, d.len as usize) {
                     Some(frame) if acceptable(frame) => {
-                        let ip = Ipv4Addr::new(
-                            frame[IP_SRC],
-                            frame[IP_SRC + 1],
-                            frame[IP_SRC + 2],
-                            frame[IP_SRC + 3],
-                        );
-                        let mut m = [0u8; 6];
-                        m.copy_from_slice(&frame[ETH_SRC..ETH_SRC + 6]);
-                        self.neighbors.learn(ip, MacAddr(m));
+                        self.neighbors.learn_sender(frame);
                         // Classified in place; the engine copies it once.
                         f(frame);
                         self.stats.rx_frames += 1;
