@@ -210,7 +210,9 @@ fn recorder(out: &mut String, f: &Iface) {
     let _ = writeln!(out, "}}\n");
 }
 
-fn recorder_method(out: &mut String, f: &Iface, op: &Op) {
+/// Writes the first line of `op`'s method in a generated `Server` impl:
+/// its name, its parameters with their server-side types, its return type.
+fn server_method_head(out: &mut String, f: &Iface, op: &Op) {
     let args: Vec<String> = valued(op)
         .map(|(_, p)| format!("{}: {}", arg(p), server_param_ty(f, p)))
         .collect();
@@ -224,6 +226,10 @@ fn recorder_method(out: &mut String, f: &Iface, op: &Op) {
         op.name,
         args.join(", ")
     );
+}
+
+fn recorder_method(out: &mut String, f: &Iface, op: &Op) {
+    server_method_head(out, f, op);
     let received: Vec<&Param> = valued(op)
         .map(|(_, p)| p)
         .filter(|p| p.dir != Dir::Out)
@@ -331,19 +337,7 @@ fn filler(out: &mut String, f: &Iface) {
         "#[allow(unused_variables)]\nimpl {iface}::Server for Filler {{"
     );
     for op in &f.ops {
-        let args: Vec<String> = valued(op)
-            .map(|(_, p)| format!("{}: {}", arg(p), server_param_ty(f, p)))
-            .collect();
-        let ret = op
-            .ret
-            .as_ref()
-            .map_or(String::new(), |t| format!(" -> {}", rust_ty(f, t)));
-        let _ = writeln!(
-            out,
-            "    fn {}(&mut self, {}){ret} {{",
-            op.name,
-            args.join(", ")
-        );
+        server_method_head(out, f, op);
         let _ = writeln!(out, "        let a = &mut crate::Answers::current();");
         for (_, p) in valued(op).filter(|(_, p)| p.dir != Dir::In) {
             let x = arg(p);
