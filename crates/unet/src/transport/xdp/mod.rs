@@ -73,6 +73,7 @@ mod program;
 mod sys;
 
 use program::Program;
+pub use program::ProgramCounts;
 
 /// The environment variable that turns an unavailable `xdp` transport
 /// ([`TransportError::XdpUnavailable`]) into a test failure instead of a
@@ -455,6 +456,14 @@ impl XdpTransport {
     /// when it runs on its own, or before any filter was installed.
     pub fn program_fallback(&self) -> Option<&str> {
         self.program.fallback()
+    }
+
+    /// A handle on the counts of program swaps and grace-period waits,
+    /// which stays readable once the transport belongs to an engine: a
+    /// batch of removals (an endpoint closing with all its filters) is one
+    /// swap and one wait.
+    pub fn program_counts(&self) -> ProgramCounts {
+        self.program.counts().clone()
     }
 
     /// Whether the sockets are bound in zero-copy mode (the driver DMAs

@@ -21,6 +21,7 @@
 
 use std::os::fd::BorrowedFd;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use ebpf::{Asm, Cond, Helper, Insn, Map, Reg, Src, Width, xdp, xdp_md};
 
@@ -105,6 +106,27 @@ pub(super) fn admit_insns(addr: Addr, on_match: OnMatch<'_>) -> Vec<Insn> {
         .expect("a fixed program of 30 instructions assembles")
 }
 
+/// How often the program was swapped, and how often a swap waited for the
+/// old program's last runs (an RCU grace period); a handle that stays
+/// readable after the transport has moved into an engine
+/// ([`super::XdpTransport::program_counts`]).
+#[derive(Clone, Debug, Default)]
+pub struct ProgramCounts(Arc<[AtomicU64; 2]>);
+
+impl ProgramCounts {
+    /// Programs swapped in on the interface's link (`BPF_LINK_UPDATE`),
+    /// one per change of the filter table the transport followed.
+    pub fn swaps(&self) -> u64 {
+        self.0[0].load(Ordering::Relaxed)
+    }
+
+    /// Waits for the old program's last runs (each an RCU grace period,
+    /// milliseconds): one per swap that removed filters, however many.
+    pub fn grace_periods(&self) -> u64 {
+        self.0[1].load(Ordering::Relaxed)
+    }
+}
+
 /// The socket map, the loaded program and its link on the interface;
 /// dropping it detaches the program (the link goes first).
 pub(super) struct Program {
@@ -119,6 +141,7 @@ pub(super) struct Program {
     built_from: Option<(u64, usize)>,
     /// Why the table runs on the fixed program, if it does.
     fallback: Option<String>,
+    counts: ProgramCounts,
 }
 
 /// A loaded program kept alive while it is attached.
@@ -190,6 +213,7 @@ impl Program {
                         mode: m,
                         built_from: None,
                         fallback: None,
+                        counts: ProgramCounts::default(),
                     });
                 }
                 Err(e) => last = Some((m, e)),
@@ -219,6 +243,11 @@ impl Program {
     /// than its own lowering, if it does.
     pub(super) fn fallback(&self) -> Option<&str> {
         self.fallback.as_deref()
+    }
+
+    /// The swap counts' handle.
+    pub(super) fn counts(&self) -> &ProgramCounts {
+        &self.counts
     }
 
     /// Rebuilds the program from `classifier` and swaps it in atomically,
@@ -251,12 +280,14 @@ impl Program {
             Attached::Fixed(p) => p,
             Attached::Table(t) => t.program(),
         })?;
+        self.counts.0[0].fetch_add(1, Ordering::Relaxed);
         let shrank = self.built_from.is_none_or(|(_, n)| filters < n);
         self._prog = next;
         self.built_from = Some((version, filters));
         self.fallback = fallback;
         if shrank {
             super::sys::wait_for_program_runs();
+            self.counts.0[1].fetch_add(1, Ordering::Relaxed);
         }
         Ok(())
     }
