@@ -15,7 +15,9 @@
 //!   and removal ([`Transport::filters_changed`]); before the first, or
 //!   when the table cannot be lowered, a fixed program admits every unet
 //!   frame to the transport's address and port. There is one socket per receive queue of the interface
-//!   ([`XdpConfig::queues`]), each with its own UMEM: a region of frames
+//!   ([`XdpConfig::queues`]), watched together by one epoll descriptor
+//!   when there are several ([`Transport::poll_fd`] wakes for a frame on
+//!   any queue), each with its own UMEM: a region of frames
 //!   shared with the kernel, whose fill ring gives the kernel empty
 //!   frames and whose receive ring gives back full ones. The engine
 //!   classifies each frame *in place* in the UMEM (the `recv` callback
@@ -184,6 +186,8 @@ struct Queue {
     tx_prod: u32,
     /// Our consumer index of the completion ring.
     comp_cons: u32,
+    /// Frames delivered from this queue.
+    rx_frames: u64,
     /// UMEM addresses of transmit frames that are ours.
     tx_free: Vec<u64>,
 }
@@ -236,6 +240,9 @@ pub struct XdpTransport {
     /// Declared first: the program is detached before the sockets close.
     program: Program,
     queues: Vec<Queue>,
+    /// With several queues, the descriptor that polls readable while any
+    /// queue's socket does ([`Transport::poll_fd`]).
+    epoll: Option<sys::Epoll>,
     /// The queue the next receive poll starts at.
     next: usize,
     ifname: String,
@@ -404,15 +411,26 @@ impl XdpTransport {
                 rx_cons: 0,
                 tx_prod: 0,
                 comp_cons: 0,
+                rx_frames: 0,
                 tx_free,
             });
         }
         let fds: Vec<_> = queues.iter().map(|q| (q.id, q.sock.as_fd())).collect();
         let program = Program::attach(ifname, link.index, addr, &fds, config.mode)?;
         drop(fds);
+        let epoll = if queues.len() > 1 {
+            let fds: Vec<_> = queues.iter().map(|q| q.sock.as_raw_fd()).collect();
+            Some(sys::Epoll::new(&fds).map_err(|e| TransportError::Io {
+                op: format!("watch the sockets of the {} queues of {ifname} (epoll)", fds.len()),
+                source: e,
+            })?)
+        } else {
+            None
+        };
         Ok(XdpTransport {
             program,
             queues,
+            epoll,
             next: 0,
             ifname: ifname.to_string(),
             ifindex: link.index,
@@ -443,6 +461,11 @@ impl XdpTransport {
     /// How many queues (and sockets) the transport serves.
     pub fn queues(&self) -> usize {
         self.queues.len()
+    }
+
+    /// Frames delivered from each queue, in queue order.
+    pub fn rx_frames_by_queue(&self) -> Vec<u64> {
+        self.queues.iter().map(|q| q.rx_frames).collect()
     }
 
     /// Where the program runs: [`XdpMode::Driver`] or [`XdpMode::Generic`].
@@ -584,6 +607,7 @@ impl Transport for XdpTransport {
                         // Classified in place; the engine copies it once.
                         f(frame);
                         self.stats.rx_frames += 1;
+                        q.rx_frames += 1;
                         self.stats.rx_bytes += frame.len() as u64;
                         delivered += 1;
                     }
@@ -628,10 +652,13 @@ impl Transport for XdpTransport {
         st
     }
 
-    /// The first queue's socket (with several queues, a frame on another
-    /// queue does not wake a poller of this one).
+    /// The socket, with one queue; with several, an epoll descriptor over
+    /// all their sockets, readable while any of them has a frame.
     fn poll_fd(&self) -> Option<RawFd> {
-        self.queues.first().map(|q| q.sock.as_raw_fd())
+        match &self.epoll {
+            Some(ep) => Some(ep.as_raw_fd()),
+            None => self.queues.first().map(|q| q.sock.as_raw_fd()),
+        }
     }
 
     /// Rebuilds the XDP program from the engine's table and swaps it in

@@ -535,6 +535,43 @@ impl AsRawFd for Socket {
     }
 }
 
+/// An epoll instance watching several sockets for input, level-triggered:
+/// its own descriptor polls readable while any of theirs does, so that a
+/// poller of the transport wakes for a frame on any queue. A socket that
+/// closes leaves it by itself.
+pub(super) struct Epoll(OwnedFd);
+
+impl Epoll {
+    /// Watches `fds` for `EPOLLIN`.
+    pub(super) fn new(fds: &[RawFd]) -> io::Result<Epoll> {
+        // SAFETY: plain system call; the result is checked.
+        let raw = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if raw < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `raw` is a fresh descriptor nobody else owns.
+        let ep = Epoll(unsafe { OwnedFd::from_raw_fd(raw) });
+        for (i, &fd) in fds.iter().enumerate() {
+            let mut ev = libc::epoll_event {
+                events: libc::EPOLLIN as u32,
+                u64: i as u64,
+            };
+            // SAFETY: `ev` is a valid event the kernel reads; both
+            // descriptors are open.
+            if unsafe { libc::epoll_ctl(raw, libc::EPOLL_CTL_ADD, fd, &mut ev) } != 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        Ok(ep)
+    }
+}
+
+impl AsRawFd for Epoll {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0.as_raw_fd()
+    }
+}
+
 /// What the transport needs to know of an interface.
 #[derive(Copy, Clone, Debug)]
 pub(super) struct Link {
