@@ -142,6 +142,19 @@ pub(super) struct Program {
     /// Why the table runs on the fixed program, if it does.
     fallback: Option<String>,
     counts: ProgramCounts,
+    /// Programs are loaded with `BPF_F_XDP_HAS_FRAGS` (the sockets take
+    /// multi-buffer frames).
+    frags: bool,
+}
+
+/// Loads the fixed admitting program, frags-aware when `frags`.
+fn load_fixed(addr: Addr, xsks: &Map, frags: bool) -> Result<ebpf::Program, ebpf::Error> {
+    let insns = admit_insns(addr, OnMatch::Redirect(xsks));
+    if frags {
+        ebpf::Program::load_xdp_frags(&insns, "unet_admit")
+    } else {
+        ebpf::Program::load_xdp(&insns, "unet_admit")
+    }
 }
 
 /// A loaded program kept alive while it is attached.
@@ -169,6 +182,7 @@ impl Program {
         addr: Addr,
         sockets: &[(u32, BorrowedFd<'_>)],
         mode: XdpMode,
+        frags: bool,
     ) -> Result<Program, TransportError> {
         let fail = |what: String, e: ebpf::Error| match missing(&e) {
             Some(m) => TransportError::XdpUnavailable {
@@ -190,9 +204,8 @@ impl Program {
             xsks.set_xsk(q, fd)
                 .map_err(|e| fail(format!("put queue {q}'s socket in the map"), e))?;
         }
-        let prog =
-            ebpf::Program::load_xdp(&admit_insns(addr, OnMatch::Redirect(&xsks)), "unet_admit")
-                .map_err(|e| fail("load the XDP program".into(), e))?;
+        let prog = load_fixed(addr, &xsks, frags)
+            .map_err(|e| fail("load the XDP program".into(), e))?;
         let tries: &[(XdpMode, ebpf::XdpMode)] = match mode {
             XdpMode::Auto => &[
                 (XdpMode::Driver, ebpf::XdpMode::Driver),
@@ -214,6 +227,7 @@ impl Program {
                         built_from: None,
                         fallback: None,
                         counts: ProgramCounts::default(),
+                        frags,
                     });
                 }
                 Err(e) => last = Some((m, e)),
@@ -263,16 +277,13 @@ impl Program {
             return Ok(());
         }
         let on_accept = dpf::ebpf::OnAccept::Redirect(self.xsks.clone());
-        let table = dpf::ebpf::XdpProgram::load(classifier.merged(), &on_accept)?;
+        let table = dpf::ebpf::XdpProgram::load_with(classifier.merged(), &on_accept, self.frags)?;
         let (next, fallback) = match table.fallback() {
             None => (Attached::Table(table), None),
             // The every-frame program would take ARP and the host's own
             // traffic from the kernel: admit what the engine can take.
             Some(why) => {
-                let fixed = ebpf::Program::load_xdp(
-                    &admit_insns(self.addr, OnMatch::Redirect(&self.xsks)),
-                    "unet_admit",
-                )?;
+                let fixed = load_fixed(self.addr, &self.xsks, self.frags)?;
                 (Attached::Fixed(fixed), Some(why.to_string()))
             }
         };

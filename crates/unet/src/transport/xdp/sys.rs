@@ -229,6 +229,10 @@ pub(super) struct Geometry {
     pub rx_ring: u32,
     /// Slots of the transmit and completion rings (at least `tx_frames`).
     pub tx_ring: u32,
+    /// Bind with `XDP_USE_SG`: a frame larger than a UMEM frame comes and
+    /// goes as a chain of descriptors, all but the last marked
+    /// `XDP_PKT_CONTD` (Linux 6.6 in copy mode).
+    pub multi_buffer: bool,
 }
 
 /// How a socket was bound.
@@ -413,7 +417,9 @@ impl Socket {
         while let Some(&(mode, flag)) = modes.peek() {
             let sxdp = libc::sockaddr_xdp {
                 sxdp_family: libc::AF_XDP as u16,
-                sxdp_flags: libc::XDP_USE_NEED_WAKEUP | flag,
+                sxdp_flags: libc::XDP_USE_NEED_WAKEUP
+                    | flag
+                    | if g.multi_buffer { libc::XDP_USE_SG } else { 0 },
                 sxdp_ifindex: ifindex,
                 sxdp_queue_id: queue,
                 sxdp_shared_umem_fd: 0,
@@ -444,6 +450,9 @@ impl Socket {
                 return Err(OpenError {
                     step: if e.raw_os_error() == Some(libc::EBUSY) {
                         "bind the socket to the interface's queue (another AF_XDP socket holds it)"
+                    } else if g.multi_buffer {
+                        "bind the socket to the interface's queue with multi-buffer frames \
+                         (XDP_USE_SG, which needs Linux 6.6)"
                     } else {
                         "bind the socket to the interface's queue"
                     },
