@@ -405,7 +405,12 @@ impl Program {
         Program::load_flags(kind, insns, name, 0)
     }
 
-    fn load_flags(kind: ProgType, insns: &[Insn], name: &str, flags: u32) -> Result<Program, Error> {
+    fn load_flags(
+        kind: ProgType,
+        insns: &[Insn],
+        name: &str,
+        flags: u32,
+    ) -> Result<Program, Error> {
         let frags = flags & BPF_F_XDP_HAS_FRAGS != 0;
         let (ptype, attach) = match kind {
             ProgType::Xdp => (6, 37),

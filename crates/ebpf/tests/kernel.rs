@@ -297,5 +297,8 @@ fn a_frags_program_takes_frames_larger_than_a_page() {
     let out = frags.test_run(&TestRun::new(&frame(0x0800, 9000))).unwrap();
     assert_eq!(out.verdict, xdp::DROP);
     let arp = frame(0x0806, 60);
-    assert_eq!(frags.test_run(&TestRun::new(&arp)).unwrap().verdict, xdp::PASS);
+    assert_eq!(
+        frags.test_run(&TestRun::new(&arp)).unwrap().verdict,
+        xdp::PASS
+    );
 }

@@ -671,7 +671,9 @@ fn xdp_engines_carry_16k_messages_in_multi_buffer_frames() {
                 recv(&mut ep, chan, &mut msg, "16 KiB message", abort);
                 assert!(msg == message(seq, 16_384), "16 KiB message {seq} differs");
             }
-            send(&mut ep, chan, 4, |b| b.copy_from_slice(&(w + 1).to_le_bytes()));
+            send(&mut ep, chan, 4, |b| {
+                b.copy_from_slice(&(w + 1).to_le_bytes())
+            });
         }
         assert!(ep.flush(1 << 20), "the last acknowledgement was not taken");
         seen(&mut ep)

@@ -783,7 +783,8 @@ fn xdp_poll_fd_wakes_for_a_frame_on_any_queue() {
     for (i, sock) in flows.iter().enumerate() {
         let mut f = Vec::new();
         data_frame(&mut f, a_addr, b_addr, i as u64);
-        sock.send_to(&f[14 + 20 + 8..], (hb.ip, PORT)).expect("send from A");
+        sock.send_to(&f[14 + 20 + 8..], (hb.ip, PORT))
+            .expect("send from A");
         assert!(readable(5000), "flow {i}'s frame woke no poller");
         let mut got = 0;
         while got == 0 {

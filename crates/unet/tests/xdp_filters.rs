@@ -32,9 +32,9 @@ mod common;
 use common::{PHASE_LIMIT, xdp_or_skip};
 
 use unet::frame::{Addr, EndpointId, FrameHeader, HEADER_LEN};
-use unet::transport::xdp::ProgramCounts;
 use unet::netns::TwoHosts;
 use unet::transport::XdpTransport;
+use unet::transport::xdp::ProgramCounts;
 use unet::{Config, Endpoint, Engine};
 
 /// The port of B's engine and of A's sending socket.
@@ -246,8 +246,11 @@ fn an_endpoint_with_several_filters_goes_in_one_program_swap() {
                 ep.install_filter(chan, &format!("udp and udp src port {port}"), 1)
                     .expect("install a filter");
             }
-            ep.open_channel(b_addr, other.id()).expect("a local channel");
-            other.open_channel(b_addr, ep.id()).expect("a local channel");
+            ep.open_channel(b_addr, other.id())
+                .expect("a local channel");
+            other
+                .open_channel(b_addr, ep.id())
+                .expect("a local channel");
             let s = UdpSocket::bind((hb.ip, PORT)).expect("bind a kernel socket in B");
             s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
             (engine, counts, ep, other, s)

@@ -445,7 +445,10 @@ impl XdpTransport {
         let epoll = if queues.len() > 1 {
             let fds: Vec<_> = queues.iter().map(|q| q.sock.as_raw_fd()).collect();
             Some(sys::Epoll::new(&fds).map_err(|e| TransportError::Io {
-                op: format!("watch the sockets of the {} queues of {ifname} (epoll)", fds.len()),
+                op: format!(
+                    "watch the sockets of the {} queues of {ifname} (epoll)",
+                    fds.len()
+                ),
                 source: e,
             })?)
         } else {
@@ -592,7 +595,9 @@ impl Transport for XdpTransport {
                         0
                     },
                 };
-                q.sock.tx.write(q.tx_prod.wrapping_add(descs + k as u32), desc);
+                q.sock
+                    .tx
+                    .write(q.tx_prod.wrapping_add(descs + k as u32), desc);
             }
             if !written {
                 break;

@@ -204,8 +204,8 @@ impl Program {
             xsks.set_xsk(q, fd)
                 .map_err(|e| fail(format!("put queue {q}'s socket in the map"), e))?;
         }
-        let prog = load_fixed(addr, &xsks, frags)
-            .map_err(|e| fail("load the XDP program".into(), e))?;
+        let prog =
+            load_fixed(addr, &xsks, frags).map_err(|e| fail("load the XDP program".into(), e))?;
         let tries: &[(XdpMode, ebpf::XdpMode)] = match mode {
             XdpMode::Auto => &[
                 (XdpMode::Driver, ebpf::XdpMode::Driver),
