@@ -188,8 +188,30 @@ impl XdpProgram {
     /// [`Fallback`]), loads [`accept_all`] instead. An error only when the
     /// kernel refuses even that (no privilege, no bpf(2)).
     pub fn load(m: &Merged, on_accept: &OnAccept) -> Result<XdpProgram, ebpf::Error> {
+        XdpProgram::load_with(m, on_accept, false)
+    }
+
+    /// [`XdpProgram::load`], loaded with `BPF_F_XDP_HAS_FRAGS` when
+    /// `frags` ([`ebpf::Program::load_xdp_frags`]). The lowered code is
+    /// the same: its packet pointers then cover a multi-buffer frame's
+    /// first buffer (a page less the driver's headroom), so a filter that
+    /// tests a byte past it finds the frame too short there and does not
+    /// accept it; headers, all the engine's filters read, always lie in
+    /// the first buffer.
+    pub fn load_with(
+        m: &Merged,
+        on_accept: &OnAccept,
+        frags: bool,
+    ) -> Result<XdpProgram, ebpf::Error> {
+        let load = |insns: &[ebpf::Insn], name: &str| {
+            if frags {
+                ebpf::Program::load_xdp_frags(insns, name)
+            } else {
+                ebpf::Program::load_xdp(insns, name)
+            }
+        };
         let fallback = match lower(m, on_accept) {
-            Ok(insns) => match ebpf::Program::load_xdp(&insns, "dpf_table") {
+            Ok(insns) => match load(&insns, "dpf_table") {
                 Ok(program) => {
                     return Ok(XdpProgram {
                         program,
@@ -201,7 +223,7 @@ impl XdpProgram {
             },
             Err(e) => Fallback::Lowering(e),
         };
-        let program = ebpf::Program::load_xdp(&accept_all(on_accept), "dpf_all")?;
+        let program = load(&accept_all(on_accept), "dpf_all")?;
         Ok(XdpProgram {
             program,
             fallback: Some(fallback),

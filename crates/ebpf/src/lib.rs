@@ -386,7 +386,12 @@ pub struct Program {
     kind: ProgType,
     name: String,
     len: usize,
+    frags: bool,
 }
+
+/// `BPF_F_XDP_HAS_FRAGS`: the XDP program copes with multi-buffer frames
+/// (its direct packet access sees the first buffer only).
+const BPF_F_XDP_HAS_FRAGS: u32 = 1 << 5;
 
 /// The size of the verifier log buffer tried first, and the largest.
 const LOG_START: usize = 64 * 1024;
@@ -397,19 +402,30 @@ impl Program {
     /// verifier the load is repeated with a log, returned in
     /// [`Error::Verifier`].
     pub fn load(kind: ProgType, insns: &[Insn], name: &str) -> Result<Program, Error> {
+        Program::load_flags(kind, insns, name, 0)
+    }
+
+    fn load_flags(
+        kind: ProgType,
+        insns: &[Insn],
+        name: &str,
+        flags: u32,
+    ) -> Result<Program, Error> {
+        let frags = flags & BPF_F_XDP_HAS_FRAGS != 0;
         let (ptype, attach) = match kind {
             ProgType::Xdp => (6, 37),
             ProgType::SocketFilter => (1, 0),
             ProgType::SchedCls => (3, 0),
         };
         let license = c"GPL";
-        match sys::prog_load(ptype, attach, insns, license, name, None) {
+        match sys::prog_load(ptype, attach, flags, insns, license, name, None) {
             Ok(fd) => {
                 return Ok(Program {
                     fd,
                     kind,
                     name: name.to_string(),
                     len: insns.len(),
+                    frags,
                 });
             }
             Err(e) if !matches!(e.raw_os_error(), Some(libc::EACCES) | Some(libc::EINVAL)) => {
@@ -420,13 +436,14 @@ impl Program {
         let mut size = LOG_START;
         loop {
             let mut log = vec![0u8; size];
-            match sys::prog_load(ptype, attach, insns, license, name, Some(&mut log)) {
+            match sys::prog_load(ptype, attach, flags, insns, license, name, Some(&mut log)) {
                 Ok(fd) => {
                     return Ok(Program {
                         fd,
                         kind,
                         name: name.to_string(),
                         len: insns.len(),
+                        frags,
                     });
                 }
                 Err(e) if e.raw_os_error() == Some(libc::ENOSPC) && size < LOG_MAX => size *= 4,
@@ -445,6 +462,21 @@ impl Program {
     /// Loads an XDP program.
     pub fn load_xdp(insns: &[Insn], name: &str) -> Result<Program, Error> {
         Program::load(ProgType::Xdp, insns, name)
+    }
+
+    /// Loads an XDP program that copes with multi-buffer frames
+    /// (`BPF_F_XDP_HAS_FRAGS`, Linux 5.18): a driver then hands it frames
+    /// larger than a page, its packet pointers covering the first buffer
+    /// only (veth attaches a program without it only while the peer's MTU
+    /// fits one page), and an `AF_XDP` socket bound with `XDP_USE_SG`
+    /// receives them as chains of descriptors.
+    pub fn load_xdp_frags(insns: &[Insn], name: &str) -> Result<Program, Error> {
+        Program::load_flags(ProgType::Xdp, insns, name, BPF_F_XDP_HAS_FRAGS)
+    }
+
+    /// Whether it was loaded with [`Program::load_xdp_frags`].
+    pub fn has_frags(&self) -> bool {
+        self.frags
     }
 
     /// The program's kind.

@@ -241,11 +241,13 @@ pub fn map_delete(map: &MapFd, key: &[u8]) -> io::Result<()> {
     bpf(BPF_MAP_DELETE_ELEM, &mut attr).map(drop)
 }
 
-/// `BPF_PROG_LOAD`; with a `log`, the verifier writes its log there
-/// (level 1) and the call fails with `ENOSPC` when it does not fit.
+/// `BPF_PROG_LOAD` with `prog_flags` (`BPF_F_*`); with a `log`, the
+/// verifier writes its log there (level 1) and the call fails with
+/// `ENOSPC` when it does not fit.
 pub fn prog_load(
     prog_type: u32,
     expected_attach_type: u32,
+    prog_flags: u32,
     insns: &[Insn],
     license: &CStr,
     name: &str,
@@ -267,6 +269,7 @@ pub fn prog_load(
         log_level,
         log_size,
         log_buf,
+        prog_flags,
         prog_name: name16(name),
         expected_attach_type,
         ..Default::default()

@@ -281,3 +281,24 @@ fn jumps_farther_than_the_16_bit_offset_run_in_the_kernel() {
     assert_eq!(run(0x0800), xdp::DROP);
     assert_eq!(run(0x86dd), xdp::PASS);
 }
+
+/// A program loaded with `BPF_F_XDP_HAS_FRAGS` passes the verifier and
+/// says so, and runs on a frame larger than a page (which the kernel's
+/// test run builds as a multi-buffer frame, the program's packet pointers
+/// covering the first buffer).
+#[test]
+fn a_frags_program_takes_frames_larger_than_a_page() {
+    if !kernel("a_frags_program_takes_frames_larger_than_a_page") {
+        return;
+    }
+    let plain = Program::load_xdp(&drop_ipv4(), "drop_ipv4").unwrap();
+    let frags = Program::load_xdp_frags(&drop_ipv4(), "drop_ipv4_mb").unwrap();
+    assert!(frags.has_frags() && !plain.has_frags());
+    let out = frags.test_run(&TestRun::new(&frame(0x0800, 9000))).unwrap();
+    assert_eq!(out.verdict, xdp::DROP);
+    let arp = frame(0x0806, 60);
+    assert_eq!(
+        frags.test_run(&TestRun::new(&arp)).unwrap().verdict,
+        xdp::PASS
+    );
+}

@@ -223,19 +223,9 @@ struct Net {
 
 /// The veth MTU with `--netns`: the largest bandwidth message (16 KiB) and
 /// the one-byte trailer of the token applet fit one frame, so that the
-/// `packet` transport (which does not fragment) runs every cell.
+/// `packet` and `xdp` transports (which do not fragment; `xdp` carries
+/// such a frame in several UMEM frames) run every cell.
 const NETNS_MTU: u32 = 16_500;
-
-/// The veth MTU with `--transport xdp --netns`: the largest with which
-/// veth runs XDP in its driver (a frame in one page with the kernel's
-/// headroom and its `skb_shared_info`: 4096 - 258 - 320 - 14 bytes) for a
-/// program without multi-buffer support; AF_XDP frames are single-buffer,
-/// at most a 4 KiB UMEM frame less 256 bytes of headroom.
-const XDP_NETNS_MTU: u32 = 3504;
-
-/// Message sizes of the latency table over `xdp`: [`SIZES`] with 3,072 in
-/// place of 4,096, which no frame on its veth pair holds.
-const XDP_SIZES: [usize; 5] = [0, 56, 57, 1024, 3072];
 
 /// The `packet` transport's rings for the demo's jumbo frames (32 KiB
 /// slots): room for a few bursts of the largest messages each way.
@@ -1613,7 +1603,7 @@ fn measure_transports(
     args: &DemoArgs,
 ) -> Result<(serde_json::Value, Vec<Table>), Box<dyn std::error::Error>> {
     remove_namespaces_on_signal()?;
-    let hosts = TwoHosts::with_mtu(XDP_NETNS_MTU)?;
+    let hosts = TwoHosts::with_mtu(NETNS_MTU)?;
     let pinned = if args.no_pin { None } else { Pinned::new() };
     if !args.json {
         let [ha, hb] = hosts.hosts();
@@ -1670,12 +1660,7 @@ fn measure(args: &DemoArgs) -> Result<(serde_json::Value, Vec<Table>), Box<dyn s
         (_, true) => {
             unet::netns::available().map_err(|e| format!("--netns: {e}"))?;
             remove_namespaces_on_signal()?;
-            let mtu = if t == TransportArg::Xdp {
-                XDP_NETNS_MTU
-            } else {
-                NETNS_MTU
-            };
-            Some(TwoHosts::with_mtu(mtu)?)
+            Some(TwoHosts::with_mtu(NETNS_MTU)?)
         }
         (_, false) => None,
     };
@@ -1693,17 +1678,12 @@ fn measure(args: &DemoArgs) -> Result<(serde_json::Value, Vec<Table>), Box<dyn s
         Flow::Generate,
     ];
     // 64 KiB messages only on `loop`: a UDP datagram, or a frame on the
-    // veth pair, is smaller; over `xdp` a frame is at most 3,518 bytes.
+    // veth pair, is smaller.
     let bw_sizes: &[usize] = match t {
         TransportArg::Loop => &[64, 1024, 4096, 16384, 65536],
-        TransportArg::Xdp => &XDP_BW_SIZES,
         _ => &[64, 1024, 4096, 16384],
     };
-    let sizes: &[usize] = if t == TransportArg::Xdp {
-        &XDP_SIZES
-    } else {
-        &SIZES
-    };
+    let sizes: &[usize] = &SIZES;
     let compare = t == TransportArg::Xdp;
     let cells = sizes.len() * 8
         + bw_sizes.len() * (flows.len() + 1)
@@ -1782,13 +1762,9 @@ fn measure(args: &DemoArgs) -> Result<(serde_json::Value, Vec<Table>), Box<dyn s
     Ok((doc, tables))
 }
 
-/// Bandwidth message sizes over `xdp`: as on the other veth transports,
-/// with 3,072 in place of the sizes no frame on its veth pair holds.
-const XDP_BW_SIZES: [usize; 3] = [64, 1024, 3072];
-
 /// The transports the comparison sets side by side, and its sizes.
 const COMPARED: [TransportArg; 3] = [TransportArg::Udp, TransportArg::Packet, TransportArg::Xdp];
-const COMPARE_SIZES: [usize; 3] = [64, 1024, 3072];
+const COMPARE_SIZES: [usize; 3] = [64, 1024, 4096];
 
 /// Cells of the comparison: a round trip and a bandwidth per transport
 /// and size.

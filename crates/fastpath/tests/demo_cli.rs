@@ -270,9 +270,11 @@ fn the_xdp_demo_sets_udp_packet_and_xdp_side_by_side() {
     assert!(ok, "{err}");
     let doc: serde_json::Value = serde_json::from_str(&out).expect("stdout is one JSON document");
     assert_eq!(doc["transport"], "xdp");
-    assert_eq!(doc["netns"]["mtu"], 3504);
+    // The same veth MTU as udp and packet: xdp carries a 16 KiB message
+    // in one multi-buffer frame.
+    assert_eq!(doc["netns"]["mtu"], 16_500);
     check_cells(&doc["latency"], "latency", 5, &["unet", "udp"]);
-    check_cells(&doc["bandwidth"], "bandwidth", 3, &["unet_app_ack"]);
+    check_cells(&doc["bandwidth"], "bandwidth", 4, &["unet_app_ack"]);
     check_cells(
         &doc["transports_latency"],
         "transports_latency",
@@ -285,12 +287,17 @@ fn the_xdp_demo_sets_udp_packet_and_xdp_side_by_side() {
         3,
         &["bw_udp", "bw_packet", "bw_xdp", "bw_xdp_per_udp"],
     );
-    // The 3,072-byte row stands where no frame would hold 4,096 bytes.
-    let sizes: Vec<u64> = doc["latency"]["rows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["bytes"].as_u64().unwrap())
-        .collect();
-    assert_eq!(sizes, [0, 56, 57, 1024, 3072]);
+    // The same message sizes as udp and packet.
+    let sizes = |table: &str| -> Vec<u64> {
+        doc[table]["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["bytes"].as_u64().unwrap())
+            .collect()
+    };
+    assert_eq!(sizes("latency"), [0, 56, 57, 1024, 4096]);
+    assert_eq!(sizes("bandwidth"), [64, 1024, 4096, 16384]);
+    let big = &doc["bandwidth"]["rows"][3]["unet_app_ack"];
+    assert!(big["value"].as_f64().is_some(), "16 KiB over xdp: {big}");
 }

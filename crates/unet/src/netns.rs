@@ -253,6 +253,8 @@ impl Host {
 pub struct TwoHosts {
     hosts: [Host; 2],
     mtu: u32,
+    /// Transmit and receive queues of each veth end.
+    queues: u32,
     /// How many of the namespaces may exist (a half-made pair deletes
     /// what it made).
     made: usize,
@@ -319,6 +321,15 @@ impl TwoHosts {
     /// so that a `packet` transport carries larger messages). If a step
     /// fails, what was made is deleted and the error names the step.
     pub fn with_mtu(mtu: u32) -> Result<TwoHosts, NetnsError> {
+        Self::with_mtu_and_queues(mtu, 1)
+    }
+
+    /// Creates the two hosts with a veth MTU of `mtu` and `queues`
+    /// transmit and receive queues on each end (at least 1): veth hands a
+    /// frame to the receive queue numbered as the transmit queue the
+    /// sender's kernel picked for its flow, so that different flows land
+    /// on different queues.
+    pub fn with_mtu_and_queues(mtu: u32, queues: u32) -> Result<TwoHosts, NetnsError> {
         available().map_err(NetnsError::Unavailable)?;
         remove_stale();
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
@@ -338,6 +349,7 @@ impl TwoHosts {
         let mut pair = TwoHosts {
             hosts: [host(0, 'a'), host(1, 'b')],
             mtu,
+            queues: queues.max(1),
             made: 0,
         };
         pair.build()?;
@@ -354,30 +366,18 @@ impl TwoHosts {
         add_namespace(&a.namespace)?;
         self.made = 2;
         add_namespace(&b.namespace)?;
-        let mtu = self.mtu.to_string();
+        let (mtu, queues) = (self.mtu.to_string(), self.queues.to_string());
         let (mac_a, mac_b) = (a.mac.to_string(), b.mac.to_string());
-        ip(&[
-            "-n",
-            &a.namespace,
-            "link",
-            "add",
-            &a.ifname,
-            "address",
-            &mac_a,
-            "mtu",
-            &mtu,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            &b.ifname,
-            "address",
-            &mac_b,
-            "mtu",
-            &mtu,
-            "netns",
-            &b.namespace,
-        ])?;
+        let mut args: Vec<&str> = vec!["-n", &a.namespace, "link", "add"];
+        for (h, mac) in [(a, &mac_a), (b, &mac_b)] {
+            if h == b {
+                args.extend(["type", "veth", "peer", "name"]);
+            }
+            args.extend([h.ifname.as_str(), "address", mac, "mtu", &mtu]);
+            args.extend(["numtxqueues", &queues, "numrxqueues", &queues]);
+        }
+        args.extend(["netns", &b.namespace]);
+        ip(&args)?;
         for h in [a, b] {
             let ns = h.namespace.as_str();
             let cidr = format!("{}/24", h.ip);
@@ -392,7 +392,17 @@ impl TwoHosts {
     /// <reason>` to standard error when this machine cannot make them; with
     /// [`REQUIRE_ENV`]` = 1` that is an error instead.
     pub fn for_test(test: &str) -> Result<Option<TwoHosts>, NetnsError> {
-        match TwoHosts::create() {
+        Self::for_test_with(test, DEFAULT_MTU, 1)
+    }
+
+    /// [`TwoHosts::for_test`] with a veth MTU of `mtu` and `queues` queues
+    /// on each end ([`TwoHosts::with_mtu_and_queues`]).
+    pub fn for_test_with(
+        test: &str,
+        mtu: u32,
+        queues: u32,
+    ) -> Result<Option<TwoHosts>, NetnsError> {
+        match TwoHosts::with_mtu_and_queues(mtu, queues) {
             Ok(h) => Ok(Some(h)),
             Err(e) if std::env::var(REQUIRE_ENV).as_deref() == Ok("1") => Err(e),
             Err(e) => {
@@ -413,6 +423,11 @@ impl TwoHosts {
     /// The veth pair's MTU.
     pub fn mtu(&self) -> u32 {
         self.mtu
+    }
+
+    /// The transmit and receive queues of each veth end.
+    pub fn queues(&self) -> u32 {
+        self.queues
     }
 
     /// Runs `fa` in host A and `fb` in host B at once, each on a thread of

@@ -13,7 +13,10 @@
 //!    the payload in the payload); the engines' counters must show no drop
 //!    of any kind;
 //! 3. do both once more over `udp` and over `xdp` with the standard U-Net
-//!    applet (`unet::applets::STANDARD`) on both endpoints.
+//!    applet (`unet::applets::STANDARD`) on both endpoints;
+//! 4. over `xdp` on a veth pair with an MTU of 16,500, carry messages of
+//!    up to 16 KiB, each in one frame of several UMEM frames (multi-buffer
+//!    `AF_XDP`): round trips, then windows of 16 KiB messages one way.
 //!
 //! Messages are 8 to 1,400 bytes: inline (≤ 56 bytes), one buffer and two
 //! buffers at the receiver (buffers of 1 KiB), and every frame fits the
@@ -123,11 +126,12 @@ fn endpoint(
     hosts: &TwoHosts,
     me: usize,
     applet: Option<&[u8]>,
+    config: Config,
     meet: &Meet<u32>,
 ) -> (Endpoint, u16) {
     let engine = engine(via, hosts, me);
     let mut ep = engine
-        .create_endpoint(config(), applet)
+        .create_endpoint(config, applet)
         .expect("create the endpoint");
     assert_eq!(engine.has_applet(ep.id()), applet.is_some());
     let peer_id = meet.swap(ep.id());
@@ -160,18 +164,30 @@ fn two_applications<A: Send, B: Send>(
     a: impl FnOnce(Endpoint, u16, &AtomicBool) -> A + Send,
     b: impl FnOnce(Endpoint, u16, &AtomicBool) -> B + Send,
 ) -> (A, B) {
+    two_applications_with(hosts, via, applet, config(), a, b)
+}
+
+/// [`two_applications`] with endpoints of configuration `config`.
+fn two_applications_with<A: Send, B: Send>(
+    hosts: &TwoHosts,
+    via: Via,
+    applet: Option<&[u8]>,
+    config: Config,
+    a: impl FnOnce(Endpoint, u16, &AtomicBool) -> A + Send,
+    b: impl FnOnce(Endpoint, u16, &AtomicBool) -> B + Send,
+) -> (A, B) {
     let abort = &AtomicBool::new(false);
     let (ma, mb) = meeting();
     hosts
         .run_both(
             move || {
                 let _guard = OnPanic(abort);
-                let (ep, chan) = endpoint(via, hosts, 0, applet, &ma);
+                let (ep, chan) = endpoint(via, hosts, 0, applet, config, &ma);
                 a(ep, chan, abort)
             },
             move || {
                 let _guard = OnPanic(abort);
-                let (ep, chan) = endpoint(via, hosts, 1, applet, &mb);
+                let (ep, chan) = endpoint(via, hosts, 1, applet, config, &mb);
                 b(ep, chan, abort)
             },
         )
@@ -584,4 +600,98 @@ fn xdp_engines_with_the_standard_applet_on_both_endpoints() {
     check_ping_pong(&a, &b);
     let (a, (b, acks)) = bulk(&hosts, Via::Xdp, applet);
     check_bulk(&a, &b, acks);
+}
+
+/// The veth MTU of the large-message test: a 16 KiB message and its
+/// headers in one frame, as `fastpath demo --netns` has it.
+const JUMBO_MTU: u32 = 16_500;
+/// The message sizes of the large-message round trips: one byte past a
+/// 4 KiB UMEM frame's worth, a few frames, and 16 KiB (five UMEM frames).
+const JUMBO_SIZES: [usize; 4] = [4_097, 9_000, 16_384, 1_200];
+
+#[test]
+fn xdp_engines_carry_16k_messages_in_multi_buffer_frames() {
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let test = "xdp_engines_carry_16k_messages_in_multi_buffer_frames";
+    let Some(hosts) = TwoHosts::for_test_with(test, JUMBO_MTU, 1)
+        .unwrap_or_else(|e| panic!("{test}: {e} (and UNET_REQUIRE_NETNS=1)"))
+    else {
+        return;
+    };
+    if !xdp_or_skip(&hosts, test) {
+        return;
+    }
+    // 2 KiB buffers: up to 28 KiB a message.
+    let config = Config {
+        buffers: 512,
+        buffer_size: 2048,
+        tx_depth: 64,
+        rx_depth: 64,
+        free_depth: 512,
+    };
+    const ROUNDS: u32 = 200;
+    const WINDOWS: u32 = 8;
+    const PER_WINDOW: u32 = 16;
+    let message = |seq: u32, len: usize| {
+        let mut m = vec![0u8; len];
+        fill(seq, &mut m);
+        m
+    };
+    let size = |seq: u32| JUMBO_SIZES[seq as usize % JUMBO_SIZES.len()];
+    let a = |mut ep: Endpoint, chan: u16, abort: &AtomicBool| {
+        assert!(ep.max_message() >= 16_384, "{} bytes", ep.max_message());
+        let mut echo = Vec::new();
+        for seq in 0..ROUNDS {
+            let msg = message(seq, size(seq));
+            send(&mut ep, chan, msg.len(), |b| b.copy_from_slice(&msg));
+            recv(&mut ep, chan, &mut echo, "echo", abort);
+            assert!(echo == msg, "echo {seq} of {} bytes differs", msg.len());
+        }
+        // Windows of 16 KiB messages one way, each acknowledged.
+        for w in 0..WINDOWS {
+            for i in 0..PER_WINDOW {
+                let msg = message(w * PER_WINDOW + i, 16_384);
+                send(&mut ep, chan, msg.len(), |b| b.copy_from_slice(&msg));
+            }
+            recv(&mut ep, chan, &mut echo, "acknowledgement", abort);
+            assert_eq!(echo, (w + 1).to_le_bytes());
+        }
+        seen(&mut ep)
+    };
+    let b = |mut ep: Endpoint, chan: u16, abort: &AtomicBool| {
+        let mut msg = Vec::new();
+        for seq in 0..ROUNDS {
+            recv(&mut ep, chan, &mut msg, "message", abort);
+            assert!(msg == message(seq, size(seq)), "message {seq} differs");
+            send(&mut ep, chan, msg.len(), |b| b.copy_from_slice(&msg));
+        }
+        for w in 0..WINDOWS {
+            for i in 0..PER_WINDOW {
+                let seq = w * PER_WINDOW + i;
+                recv(&mut ep, chan, &mut msg, "16 KiB message", abort);
+                assert!(msg == message(seq, 16_384), "16 KiB message {seq} differs");
+            }
+            send(&mut ep, chan, 4, |b| {
+                b.copy_from_slice(&(w + 1).to_le_bytes())
+            });
+        }
+        assert!(ep.flush(1 << 20), "the last acknowledgement was not taken");
+        seen(&mut ep)
+    };
+    let (sa, sb) = two_applications_with(&hosts, Via::Xdp, None, config, a, b);
+    let n = u64::from(ROUNDS + WINDOWS * PER_WINDOW);
+    for (who, s, out, inn) in [
+        ("A", &sa, n, u64::from(ROUNDS + WINDOWS)),
+        ("B", &sb, u64::from(ROUNDS + WINDOWS), n),
+    ] {
+        assert_eq!(losses(s), 0, "{who} lost messages");
+        // One frame a message: the engine does not fragment, and a
+        // message the transport could not carry would have failed.
+        assert_eq!(
+            (s.engine.frames_out, s.engine.frames_in),
+            (out, inn),
+            "{who}: frames out and in"
+        );
+        assert_eq!(s.engine.transport_not_unet, 0, "{who}: frames dropped");
+    }
 }

@@ -737,3 +737,68 @@ fn xdp_opens_a_socket_for_every_receive_queue() {
         "{e}"
     );
 }
+
+/// With several queues, the transport's poll descriptor wakes for a frame
+/// on any of them: on a veth pair with two queues each way, datagrams of
+/// 32 flows from A (each its own source port, which A's kernel spreads
+/// over its two transmit queues, and veth hands to B's receive queue of
+/// the same number) each make B's descriptor readable, and both queues
+/// deliver some.
+#[test]
+fn xdp_poll_fd_wakes_for_a_frame_on_any_queue() {
+    let test = "xdp_poll_fd_wakes_for_a_frame_on_any_queue";
+    let Some(hosts) = TwoHosts::for_test_with(test, unet::netns::DEFAULT_MTU, 2)
+        .unwrap_or_else(|e| panic!("{test}: {e} (and UNET_REQUIRE_NETNS=1)"))
+    else {
+        return;
+    };
+    if !xdp_or_skip(&hosts, test) {
+        return;
+    }
+    let [ha, hb] = hosts.hosts();
+    let (a_addr, b_addr) = (ha.addr(PORT), hb.addr(PORT));
+    let mut x = hb
+        .run(|| XdpTransport::open(&hb.ifname, b_addr))
+        .expect("enter B")
+        .expect("open the xdp transport");
+    assert_eq!(x.queues(), 2);
+    let fd = x.poll_fd().expect("a poll descriptor");
+    let readable = |ms| {
+        let mut p = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        unsafe { libc::poll(&mut p, 1, ms) == 1 && p.revents & libc::POLLIN != 0 }
+    };
+    assert!(!readable(0), "nothing has arrived yet");
+    let flows: Vec<_> = ha
+        .run(|| {
+            (0..32)
+                .map(|i| std::net::UdpSocket::bind((ha.ip, PORT + 1 + i)).expect("bind in A"))
+                .collect()
+        })
+        .expect("enter A");
+    for (i, sock) in flows.iter().enumerate() {
+        let mut f = Vec::new();
+        data_frame(&mut f, a_addr, b_addr, i as u64);
+        sock.send_to(&f[14 + 20 + 8..], (hb.ip, PORT))
+            .expect("send from A");
+        assert!(readable(5000), "flow {i}'s frame woke no poller");
+        let mut got = 0;
+        while got == 0 {
+            got = x.recv(64, &mut |_| {}).expect("recv");
+        }
+        assert_eq!(got, 1, "flow {i}");
+        assert!(!readable(0), "flow {i}: nothing is left");
+    }
+    let by_queue = x.rx_frames_by_queue();
+    assert_eq!(by_queue.iter().sum::<u64>(), 32);
+    assert!(
+        by_queue.iter().all(|&n| n > 0),
+        "A's kernel put all 32 flows on one queue ({} and {})",
+        by_queue[0],
+        by_queue[1]
+    );
+}

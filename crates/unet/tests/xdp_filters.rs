@@ -12,7 +12,11 @@
 //! * installing a filter brings its frames to the engine before the call
 //!   returns, and removing it gives them back to the kernel;
 //! * once the channel closes (its endpoint goes), its frames go to the
-//!   kernel's stack, not the engine.
+//!   kernel's stack, not the engine;
+//! * an endpoint that goes with several filters, taking with it the
+//!   channel of another endpoint whose peer it was, costs one program swap
+//!   and one wait for the old program's last runs, not one per filter,
+//!   and none of those filters' frames reaches the engine afterwards.
 //!
 //! The tests need root, `ip` and AF_XDP with XDP on veth; without them
 //! they print why and pass, unless `UNET_REQUIRE_NETNS=1` or
@@ -30,6 +34,7 @@ use common::{PHASE_LIMIT, xdp_or_skip};
 use unet::frame::{Addr, EndpointId, FrameHeader, HEADER_LEN};
 use unet::netns::TwoHosts;
 use unet::transport::XdpTransport;
+use unet::transport::xdp::ProgramCounts;
 use unet::{Config, Endpoint, Engine};
 
 /// The port of B's engine and of A's sending socket.
@@ -70,6 +75,17 @@ fn kernel_gets(sock: &UdpSocket, what: &str) -> (Vec<u8>, std::net::SocketAddr) 
         .recv_from(&mut buf)
         .unwrap_or_else(|e| panic!("{what}: the kernel's socket got nothing: {e}"));
     (buf[..n].to_vec(), from)
+}
+
+/// A small endpoint's configuration.
+fn small() -> Config {
+    Config {
+        buffers: 8,
+        buffer_size: 1024,
+        tx_depth: 8,
+        rx_depth: 8,
+        free_depth: 8,
+    }
 }
 
 /// Frames the engine has taken from its transport, after a few polls.
@@ -199,4 +215,67 @@ fn the_xdp_program_follows_the_engines_filter_table() {
         before,
         "the engine saw a frame of the closed channel"
     );
+}
+
+#[test]
+fn an_endpoint_with_several_filters_goes_in_one_program_swap() {
+    let test = "an_endpoint_with_several_filters_goes_in_one_program_swap";
+    let Some(hosts) = TwoHosts::for_test(test)
+        .unwrap_or_else(|e| panic!("{test}: {e} (and UNET_REQUIRE_NETNS=1)"))
+    else {
+        return;
+    };
+    if !xdp_or_skip(&hosts, test) {
+        return;
+    }
+    let [ha, hb] = hosts.hosts();
+    let (a_addr, b_addr) = (ha.addr(PORT), hb.addr(PORT));
+    // B: endpoint `ep` with a channel to A's endpoint and three more
+    // filters on it, and a channel each way with a second endpoint of the
+    // same engine: six filters, all going when `ep` goes.
+    let (engine, counts, ep, mut other, kernel) = hb
+        .run(|| {
+            let mut x = XdpTransport::open(&hb.ifname, b_addr).expect("open the xdp transport");
+            x.add_neighbor(ha.ip, ha.mac);
+            let counts: ProgramCounts = x.program_counts();
+            let engine = Engine::new(Box::new(x));
+            let mut ep = engine.create_endpoint(small(), None).expect("endpoint");
+            let mut other = engine.create_endpoint(small(), None).expect("endpoint");
+            let chan = ep.open_channel(a_addr, A_EP).expect("open the channel");
+            for port in [PORT + 2, PORT + 3, PORT + 4] {
+                ep.install_filter(chan, &format!("udp and udp src port {port}"), 1)
+                    .expect("install a filter");
+            }
+            ep.open_channel(b_addr, other.id())
+                .expect("a local channel");
+            other
+                .open_channel(b_addr, ep.id())
+                .expect("a local channel");
+            let s = UdpSocket::bind((hb.ip, PORT)).expect("bind a kernel socket in B");
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            (engine, counts, ep, other, s)
+        })
+        .expect("enter B");
+    let a_side = ha
+        .run(|| UdpSocket::bind((ha.ip, PORT + 3)).expect("bind in A"))
+        .expect("enter A");
+    let (swaps, waits) = (counts.swaps(), counts.grace_periods());
+    assert!(swaps >= 6, "each install swapped the program ({swaps})");
+
+    let id = ep.id();
+    drop(ep);
+    assert_eq!(
+        (counts.swaps() - swaps, counts.grace_periods() - waits),
+        (1, 1),
+        "six filters went in one swap and one grace period"
+    );
+    // The other endpoint's channel to it closed with it.
+    assert_eq!(engine.closed_channels(other.id()).unwrap(), vec![0]);
+    // None of the removed filters' frames reaches the engine any more.
+    let before = engine_frames_in(&engine, &mut other);
+    let late = datagram(ha.addr(PORT + 3), b_addr, id, 4);
+    a_side.send_to(&late, (hb.ip, PORT)).unwrap();
+    let (got, from) = kernel_gets(&kernel, "a frame of a removed filter");
+    assert_eq!((got, from.port()), (late, PORT + 3));
+    assert_eq!(engine_frames_in(&engine, &mut other), before);
 }

@@ -154,13 +154,38 @@ impl Engine {
     /// leaves the filter removed from the table, so that the engine
     /// delivers none of its frames whatever the kernel sends.
     pub(super) fn uninstall(&self, fid: dpf::FilterId) -> Result<(), EngineError> {
-        lock(&self.inner.table).remove(fid)?;
+        self.uninstall_all(&[fid])
+    }
+
+    /// Removes every filter of `fids` from the table and their reaches,
+    /// then has the transport follow the table once (`xdp`: one program
+    /// swap and one wait for the old program's last runs, however many
+    /// filters go) before returning. A filter the table does not have is
+    /// skipped and its error returned after the others are gone; an error
+    /// from the transport leaves them all removed, as `uninstall` does.
+    pub(super) fn uninstall_all(&self, fids: &[dpf::FilterId]) -> Result<(), EngineError> {
+        if fids.is_empty() {
+            return Ok(());
+        }
+        let mut missing = None;
+        let mut table = lock(&self.inner.table);
+        for &fid in fids {
+            if let Err(e) = table.remove(fid) {
+                missing.get_or_insert(e);
+            }
+        }
+        drop(table);
         let mut reaches = lock(&self.inner.reaches);
-        reaches.remove(&fid);
+        for fid in fids {
+            reaches.remove(fid);
+        }
         self.publish_reach(&reaches);
         drop(reaches);
         self.sync_transport()?;
-        Ok(())
+        match missing {
+            Some(e) => Err(e.into()),
+            None => Ok(()),
+        }
     }
 
     /// Hands the transport the table's published classifier. Lock order:
@@ -202,10 +227,20 @@ impl Engine {
         let mut next: Vec<Option<Arc<Port>>> = ports.as_ref().clone();
         next[slot] = None;
         self.inner.ports.store(Arc::new(next));
-        let filters: Vec<_> = lock(&port.filters).drain(..).flatten().flatten().collect();
-        for f in filters {
-            let _ = self.uninstall(f);
-        }
+        // Its filters, and those of the channels of this engine's other
+        // endpoints whose peer it was, go in one change of the table.
+        let mut filters: Vec<_> = lock(&port.filters).drain(..).flatten().flatten().collect();
+        let peers_of = lock(&self.inner.local_peers).remove(&id);
+        let peers: Vec<_> = peers_of
+            .into_iter()
+            .flatten()
+            .filter_map(|(owner, tag)| {
+                let p = self.port(owner)?;
+                filters.extend(take_channel_filters(&p, tag)?);
+                Some((p, tag))
+            })
+            .collect();
+        let _ = self.uninstall_all(&filters);
         port.has_applet.store(false, Ordering::Release);
         let mut rx = lock(&port.rx);
         rx.applet = None;
@@ -222,34 +257,10 @@ impl Engine {
             .closed
             .fetch_add(waiting, Ordering::Relaxed);
         drop(rx);
-        let peers_of = lock(&self.inner.local_peers).remove(&id);
-        for (owner, tag) in peers_of.into_iter().flatten() {
-            if let Some(p) = self.port(owner) {
-                self.close_channel(&p, tag);
-            }
+        for (p, tag) in peers {
+            mark_channel_closed(&p, tag);
         }
         Ok(())
-    }
-
-    /// Closes channel `tag` of `port` (under the control lock): removes its
-    /// filters, marks it closed on both sides, and tells the application
-    /// through the segment's count of closed channels.
-    pub(super) fn close_channel(&self, port: &Port, tag: u16) {
-        let mut filters = lock(&port.filters);
-        let Some(Some(fids)) = filters.get_mut(usize::from(tag)) else {
-            return;
-        };
-        for f in std::mem::take(fids) {
-            let _ = self.uninstall(f);
-        }
-        lock(&port.closed_chans).push(tag);
-        drop(filters);
-        // Lock order: transmit side, then receive side.
-        let mut tx = lock(&port.tx);
-        tx.framer.close_channel(tag);
-        lock(&port.rx).io.framer.close_channel(tag);
-        drop(tx);
-        port.seg.closed_channels().fetch_add(1, Ordering::Release);
     }
 
     /// The tags of endpoint `id`'s channels that were closed because their
@@ -456,4 +467,27 @@ pub(super) fn program_reach(p: &dpf::ir::Program) -> usize {
         })
         .max()
         .unwrap_or(0)
+}
+
+/// The first half of closing channel `tag` of `port` (under the control
+/// lock): takes its filters out of the port and returns them, for the
+/// caller to remove from the table, with other closings' in one change;
+/// `None` when the channel is not open.
+fn take_channel_filters(port: &Port, tag: u16) -> Option<Vec<dpf::FilterId>> {
+    let mut filters = lock(&port.filters);
+    let fids = filters.get_mut(usize::from(tag))?.as_mut()?;
+    Some(std::mem::take(fids))
+}
+
+/// The second half, once the filters are out of the table: marks the
+/// channel closed on both sides and tells the application through the
+/// segment's count of closed channels.
+fn mark_channel_closed(port: &Port, tag: u16) {
+    lock(&port.closed_chans).push(tag);
+    // Lock order: transmit side, then receive side.
+    let mut tx = lock(&port.tx);
+    tx.framer.close_channel(tag);
+    lock(&port.rx).io.framer.close_channel(tag);
+    drop(tx);
+    port.seg.closed_channels().fetch_add(1, Ordering::Release);
 }

@@ -15,7 +15,9 @@
 //!   and removal ([`Transport::filters_changed`]); before the first, or
 //!   when the table cannot be lowered, a fixed program admits every unet
 //!   frame to the transport's address and port. There is one socket per receive queue of the interface
-//!   ([`XdpConfig::queues`]), each with its own UMEM: a region of frames
+//!   ([`XdpConfig::queues`]), watched together by one epoll descriptor
+//!   when there are several ([`Transport::poll_fd`] wakes for a frame on
+//!   any queue), each with its own UMEM: a region of frames
 //!   shared with the kernel, whose fill ring gives the kernel empty
 //!   frames and whose receive ring gives back full ones. The engine
 //!   classifies each frame *in place* in the UMEM (the `recv` callback
@@ -54,9 +56,19 @@
 //! native XDP but has no AF_XDP zero-copy); on a NIC whose driver has
 //! zero-copy support the sockets bind in zero-copy mode
 //! ([`XdpTransport::zero_copy`]) and the frames are DMAed into the UMEM.
-//! Frames are single-buffer: the largest is the interface's MTU plus the
-//! Ethernet header, at most a UMEM frame (4 KiB) less the kernel's 256
-//! bytes of headroom.
+//! * **Large frames.** The largest frame is the interface's MTU plus the
+//!   Ethernet header. Up to an MTU of 1,778 a frame fits a 2 KiB UMEM
+//!   frame with the kernel's 256 bytes of headroom; above it the UMEM
+//!   frames are 4 KiB (a page) and the transport is multi-buffer: the
+//!   sockets are bound with `XDP_USE_SG` and the programs loaded with
+//!   `BPF_F_XDP_HAS_FRAGS` (which veth needs to run a program in its
+//!   driver above an MTU of 3,504), so a frame larger than a UMEM frame
+//!   arrives as a chain of descriptors, all but the last marked
+//!   `XDP_PKT_CONTD`, and leaves as one. A chain is gathered into the
+//!   queue's scratch buffer before the engine classifies and copies it (a
+//!   second copy, for frames larger than a UMEM frame only: the `recv`
+//!   callback takes one slice); a frame is split over as many transmit
+//!   frames as it needs (at most 17 in copy mode, 68 KiB).
 //!
 //! All `unsafe` of this transport is in the `sys` module (socket, UMEM, ring
 //! mappings, interface `ioctl`s); the XDP program is built and attached
@@ -73,6 +85,7 @@ mod program;
 mod sys;
 
 use program::Program;
+pub use program::ProgramCounts;
 
 /// The environment variable that turns an unavailable `xdp` transport
 /// ([`TransportError::XdpUnavailable`]) into a test failure instead of a
@@ -183,6 +196,14 @@ struct Queue {
     tx_prod: u32,
     /// Our consumer index of the completion ring.
     comp_cons: u32,
+    /// Frames delivered from this queue.
+    rx_frames: u64,
+    /// The fragments so far of a multi-buffer frame whose last descriptor
+    /// has not been read yet (it may come in a later poll).
+    partial: Vec<u8>,
+    /// A fragment of that frame was bad (outside its UMEM frame, or the
+    /// frame grew past the largest): the rest of it is dropped.
+    partial_bad: bool,
     /// UMEM addresses of transmit frames that are ours.
     tx_free: Vec<u64>,
 }
@@ -235,6 +256,9 @@ pub struct XdpTransport {
     /// Declared first: the program is detached before the sockets close.
     program: Program,
     queues: Vec<Queue>,
+    /// With several queues, the descriptor that polls readable while any
+    /// queue's socket does ([`Transport::poll_fd`]).
+    epoll: Option<sys::Epoll>,
     /// The queue the next receive poll starts at.
     next: usize,
     ifname: String,
@@ -356,6 +380,11 @@ impl XdpTransport {
             }
         };
         let fsize = frame_size(mtu);
+        // Above 2 KiB frames the sockets and programs take multi-buffer
+        // frames: a frame larger than a UMEM frame (a page) comes as a
+        // chain of them, and veth attaches a program in its driver above
+        // an MTU of 3,504 only if it copes with such frames.
+        let multi_buffer = fsize > 2048;
         let mut queues = Vec::with_capacity(n as usize);
         let mut probe = Some(probe);
         for id in 0..n {
@@ -375,6 +404,7 @@ impl XdpTransport {
                 tx_frames,
                 rx_ring: config.rx_frames,
                 tx_ring: tx_frames.max(64),
+                multi_buffer,
             };
             let mut sock = sys::Socket::open(fd, link.index, id, g).map_err(|e| {
                 match e.source.raw_os_error() {
@@ -403,21 +433,41 @@ impl XdpTransport {
                 rx_cons: 0,
                 tx_prod: 0,
                 comp_cons: 0,
+                rx_frames: 0,
+                partial: Vec::new(),
+                partial_bad: false,
                 tx_free,
             });
         }
         let fds: Vec<_> = queues.iter().map(|q| (q.id, q.sock.as_fd())).collect();
-        let program = Program::attach(ifname, link.index, addr, &fds, config.mode)?;
+        let program = Program::attach(ifname, link.index, addr, &fds, config.mode, multi_buffer)?;
         drop(fds);
+        let epoll = if queues.len() > 1 {
+            let fds: Vec<_> = queues.iter().map(|q| q.sock.as_raw_fd()).collect();
+            Some(sys::Epoll::new(&fds).map_err(|e| TransportError::Io {
+                op: format!(
+                    "watch the sockets of the {} queues of {ifname} (epoll)",
+                    fds.len()
+                ),
+                source: e,
+            })?)
+        } else {
+            None
+        };
         Ok(XdpTransport {
             program,
             queues,
+            epoll,
             next: 0,
             ifname: ifname.to_string(),
             ifindex: link.index,
             mac: MacAddr(link.mac),
             mtu,
-            max_frame: (mtu + ETH_HLEN).min(fsize - XDP_HEADROOM),
+            max_frame: if multi_buffer {
+                mtu + ETH_HLEN
+            } else {
+                (mtu + ETH_HLEN).min(fsize - XDP_HEADROOM)
+            },
             local: addr,
             neighbors: Neighbors::new(ifname),
             stats: TransportStats::default(),
@@ -444,6 +494,11 @@ impl XdpTransport {
         self.queues.len()
     }
 
+    /// Frames delivered from each queue, in queue order.
+    pub fn rx_frames_by_queue(&self) -> Vec<u64> {
+        self.queues.iter().map(|q| q.rx_frames).collect()
+    }
+
     /// Where the program runs: [`XdpMode::Driver`] or [`XdpMode::Generic`].
     pub fn mode(&self) -> XdpMode {
         self.program.mode()
@@ -455,6 +510,14 @@ impl XdpTransport {
     /// when it runs on its own, or before any filter was installed.
     pub fn program_fallback(&self) -> Option<&str> {
         self.program.fallback()
+    }
+
+    /// A handle on the counts of program swaps and grace-period waits,
+    /// which stays readable once the transport belongs to an engine: a
+    /// batch of removals (an endpoint closing with all its filters) is one
+    /// swap and one wait.
+    pub fn program_counts(&self) -> ProgramCounts {
+        self.program.counts().clone()
     }
 
     /// Whether the sockets are bound in zero-copy mode (the driver DMAs
@@ -486,7 +549,8 @@ impl Transport for XdpTransport {
         let max = self.max_frame;
         let q = &mut self.queues[0];
         q.reclaim();
-        let mut queued = 0u32;
+        let chunk = q.sock.umem.frame_size();
+        let (mut sent, mut descs) = (0u32, 0u32);
         for (i, f) in frames.iter().enumerate() {
             if let Err(e) = check_frame_len(f, max, "xdp") {
                 if i == 0 {
@@ -495,9 +559,12 @@ impl Transport for XdpTransport {
                 }
                 break;
             }
-            let Some(addr) = q.tx_free.pop() else {
-                break; // every transmit frame is in flight
-            };
+            // A frame larger than a UMEM frame (multi-buffer sockets only:
+            // elsewhere `max_frame` is below it) goes as a chain.
+            let pieces = f.len().div_ceil(chunk);
+            if q.tx_free.len() < pieces {
+                break; // its transmit frames are in flight
+            }
             let dst_mac = match self.neighbors.resolve_dst(f) {
                 Some(m) => m,
                 None => {
@@ -505,45 +572,63 @@ impl Transport for XdpTransport {
                     MacAddr::BROADCAST
                 }
             };
-            let Some(buf) = q.sock.umem.frame_mut(addr, f.len()) else {
-                // Not reached: transmit frames are whole UMEM frames and
-                // `max_frame` is below the frame size.
-                q.tx_free.push(addr);
+            let at = q.tx_free.len() - pieces;
+            let mut written = true;
+            for (k, part) in f.chunks(chunk).enumerate() {
+                let addr = q.tx_free[at + k];
+                let Some(buf) = q.sock.umem.frame_mut(addr, part.len()) else {
+                    // Not reached: transmit frames are whole UMEM frames.
+                    written = false;
+                    break;
+                };
+                buf.copy_from_slice(part);
+                if k == 0 {
+                    buf[ETH_DST..ETH_DST + 6].copy_from_slice(&dst_mac.0);
+                    buf[ETH_SRC..ETH_SRC + 6].copy_from_slice(&self.mac.0);
+                }
+                let desc = libc::xdp_desc {
+                    addr,
+                    len: part.len() as u32,
+                    options: if k + 1 < pieces {
+                        libc::XDP_PKT_CONTD
+                    } else {
+                        0
+                    },
+                };
+                q.sock
+                    .tx
+                    .write(q.tx_prod.wrapping_add(descs + k as u32), desc);
+            }
+            if !written {
                 break;
-            };
-            buf.copy_from_slice(f);
-            buf[ETH_DST..ETH_DST + 6].copy_from_slice(&dst_mac.0);
-            buf[ETH_SRC..ETH_SRC + 6].copy_from_slice(&self.mac.0);
-            let desc = libc::xdp_desc {
-                addr,
-                len: f.len() as u32,
-                options: 0,
-            };
-            q.sock.tx.write(q.tx_prod.wrapping_add(queued), desc);
-            queued += 1;
+            }
+            q.tx_free.truncate(at);
+            descs += pieces as u32;
+            sent += 1;
             self.stats.tx_bytes += f.len() as u64;
         }
-        if queued > 0 {
-            q.tx_prod = q.tx_prod.wrapping_add(queued);
+        if descs > 0 {
+            q.tx_prod = q.tx_prod.wrapping_add(descs);
             q.sock.tx.set_producer(q.tx_prod);
-            self.stats.tx_frames += u64::from(queued);
+            self.stats.tx_frames += u64::from(sent);
         }
         if let Err(source) = q.kick() {
-            return if queued == 0 {
+            return if sent == 0 {
                 self.stats.tx_rejected += 1;
                 Err(TransportError::Io {
                     op: format!("send the transmit ring of {}", self.ifname),
                     source,
                 })
             } else {
-                Ok(queued as usize)
+                Ok(sent as usize)
             };
         }
-        Ok(queued as usize)
+        Ok(sent as usize)
     }
 
     fn recv(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> Result<usize, TransportError> {
         let nq = self.queues.len();
+        let max_frame = self.max_frame;
         let mut delivered = 0;
         let mut budget = max;
         for k in 0..nq {
@@ -567,18 +652,40 @@ impl Transport for XdpTransport {
             }
             let take = ready.min(budget as u32);
             let mask = !(q.sock.umem.frame_size() as u64 - 1);
+            let mut deliver = |frame: Option<&[u8]>, count: &mut u64| match frame {
+                Some(frame) if acceptable(frame) => {
+                    self.neighbors.learn_sender(frame);
+                    // Classified in place; the engine copies it once.
+                    f(frame);
+                    self.stats.rx_frames += 1;
+                    self.stats.rx_bytes += frame.len() as u64;
+                    *count += 1;
+                    delivered += 1;
+                }
+                _ => self.stats.rx_dropped += 1,
+            };
             for i in 0..take {
                 let d = q.sock.rx.read(q.rx_cons.wrapping_add(i));
-                match q.sock.umem.frame(d.addr, d.len as usize) {
-                    Some(frame) if acceptable(frame) => {
-                        self.neighbors.learn_sender(frame);
-                        // Classified in place; the engine copies it once.
-                        f(frame);
-                        self.stats.rx_frames += 1;
-                        self.stats.rx_bytes += frame.len() as u64;
-                        delivered += 1;
+                let more = d.options & libc::XDP_PKT_CONTD != 0;
+                let piece = q.sock.umem.frame(d.addr, d.len as usize);
+                if !more && q.partial.is_empty() && !q.partial_bad {
+                    deliver(piece, &mut q.rx_frames);
+                } else {
+                    // A fragment of a multi-buffer frame: gathered in the
+                    // queue's scratch buffer, a second copy for frames
+                    // larger than a UMEM frame only.
+                    match piece {
+                        Some(p) if !q.partial_bad && q.partial.len() + p.len() <= max_frame => {
+                            q.partial.extend_from_slice(p)
+                        }
+                        _ => q.partial_bad = true,
                     }
-                    _ => self.stats.rx_dropped += 1,
+                    if !more {
+                        let whole = (!q.partial_bad).then_some(&q.partial[..]);
+                        deliver(whole, &mut q.rx_frames);
+                        q.partial.clear();
+                        q.partial_bad = false;
+                    }
                 }
                 // The frame goes straight back to the kernel (the fill
                 // ring holds every receive frame, so it has room).
@@ -619,10 +726,13 @@ impl Transport for XdpTransport {
         st
     }
 
-    /// The first queue's socket (with several queues, a frame on another
-    /// queue does not wake a poller of this one).
+    /// The socket, with one queue; with several, an epoll descriptor over
+    /// all their sockets, readable while any of them has a frame.
     fn poll_fd(&self) -> Option<RawFd> {
-        self.queues.first().map(|q| q.sock.as_raw_fd())
+        match &self.epoll {
+            Some(ep) => Some(ep.as_raw_fd()),
+            None => self.queues.first().map(|q| q.sock.as_raw_fd()),
+        }
     }
 
     /// Rebuilds the XDP program from the engine's table and swaps it in

@@ -21,6 +21,7 @@
 
 use std::os::fd::BorrowedFd;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use ebpf::{Asm, Cond, Helper, Insn, Map, Reg, Src, Width, xdp, xdp_md};
 
@@ -105,6 +106,27 @@ pub(super) fn admit_insns(addr: Addr, on_match: OnMatch<'_>) -> Vec<Insn> {
         .expect("a fixed program of 30 instructions assembles")
 }
 
+/// How often the program was swapped, and how often a swap waited for the
+/// old program's last runs (an RCU grace period); a handle that stays
+/// readable after the transport has moved into an engine
+/// ([`super::XdpTransport::program_counts`]).
+#[derive(Clone, Debug, Default)]
+pub struct ProgramCounts(Arc<[AtomicU64; 2]>);
+
+impl ProgramCounts {
+    /// Programs swapped in on the interface's link (`BPF_LINK_UPDATE`),
+    /// one per change of the filter table the transport followed.
+    pub fn swaps(&self) -> u64 {
+        self.0[0].load(Ordering::Relaxed)
+    }
+
+    /// Waits for the old program's last runs (each an RCU grace period,
+    /// milliseconds): one per swap that removed filters, however many.
+    pub fn grace_periods(&self) -> u64 {
+        self.0[1].load(Ordering::Relaxed)
+    }
+}
+
 /// The socket map, the loaded program and its link on the interface;
 /// dropping it detaches the program (the link goes first).
 pub(super) struct Program {
@@ -119,6 +141,20 @@ pub(super) struct Program {
     built_from: Option<(u64, usize)>,
     /// Why the table runs on the fixed program, if it does.
     fallback: Option<String>,
+    counts: ProgramCounts,
+    /// Programs are loaded with `BPF_F_XDP_HAS_FRAGS` (the sockets take
+    /// multi-buffer frames).
+    frags: bool,
+}
+
+/// Loads the fixed admitting program, frags-aware when `frags`.
+fn load_fixed(addr: Addr, xsks: &Map, frags: bool) -> Result<ebpf::Program, ebpf::Error> {
+    let insns = admit_insns(addr, OnMatch::Redirect(xsks));
+    if frags {
+        ebpf::Program::load_xdp_frags(&insns, "unet_admit")
+    } else {
+        ebpf::Program::load_xdp(&insns, "unet_admit")
+    }
 }
 
 /// A loaded program kept alive while it is attached.
@@ -146,6 +182,7 @@ impl Program {
         addr: Addr,
         sockets: &[(u32, BorrowedFd<'_>)],
         mode: XdpMode,
+        frags: bool,
     ) -> Result<Program, TransportError> {
         let fail = |what: String, e: ebpf::Error| match missing(&e) {
             Some(m) => TransportError::XdpUnavailable {
@@ -168,8 +205,7 @@ impl Program {
                 .map_err(|e| fail(format!("put queue {q}'s socket in the map"), e))?;
         }
         let prog =
-            ebpf::Program::load_xdp(&admit_insns(addr, OnMatch::Redirect(&xsks)), "unet_admit")
-                .map_err(|e| fail("load the XDP program".into(), e))?;
+            load_fixed(addr, &xsks, frags).map_err(|e| fail("load the XDP program".into(), e))?;
         let tries: &[(XdpMode, ebpf::XdpMode)] = match mode {
             XdpMode::Auto => &[
                 (XdpMode::Driver, ebpf::XdpMode::Driver),
@@ -190,6 +226,8 @@ impl Program {
                         mode: m,
                         built_from: None,
                         fallback: None,
+                        counts: ProgramCounts::default(),
+                        frags,
                     });
                 }
                 Err(e) => last = Some((m, e)),
@@ -221,6 +259,11 @@ impl Program {
         self.fallback.as_deref()
     }
 
+    /// The swap counts' handle.
+    pub(super) fn counts(&self) -> &ProgramCounts {
+        &self.counts
+    }
+
     /// Rebuilds the program from `classifier` and swaps it in atomically,
     /// unless it was built from that version already. When the table lost
     /// a filter, also waits until no run of the old program is left in
@@ -234,16 +277,13 @@ impl Program {
             return Ok(());
         }
         let on_accept = dpf::ebpf::OnAccept::Redirect(self.xsks.clone());
-        let table = dpf::ebpf::XdpProgram::load(classifier.merged(), &on_accept)?;
+        let table = dpf::ebpf::XdpProgram::load_with(classifier.merged(), &on_accept, self.frags)?;
         let (next, fallback) = match table.fallback() {
             None => (Attached::Table(table), None),
             // The every-frame program would take ARP and the host's own
             // traffic from the kernel: admit what the engine can take.
             Some(why) => {
-                let fixed = ebpf::Program::load_xdp(
-                    &admit_insns(self.addr, OnMatch::Redirect(&self.xsks)),
-                    "unet_admit",
-                )?;
+                let fixed = load_fixed(self.addr, &self.xsks, self.frags)?;
                 (Attached::Fixed(fixed), Some(why.to_string()))
             }
         };
@@ -251,12 +291,14 @@ impl Program {
             Attached::Fixed(p) => p,
             Attached::Table(t) => t.program(),
         })?;
+        self.counts.0[0].fetch_add(1, Ordering::Relaxed);
         let shrank = self.built_from.is_none_or(|(_, n)| filters < n);
         self._prog = next;
         self.built_from = Some((version, filters));
         self.fallback = fallback;
         if shrank {
             super::sys::wait_for_program_runs();
+            self.counts.0[1].fetch_add(1, Ordering::Relaxed);
         }
         Ok(())
     }

@@ -229,6 +229,10 @@ pub(super) struct Geometry {
     pub rx_ring: u32,
     /// Slots of the transmit and completion rings (at least `tx_frames`).
     pub tx_ring: u32,
+    /// Bind with `XDP_USE_SG`: a frame larger than a UMEM frame comes and
+    /// goes as a chain of descriptors, all but the last marked
+    /// `XDP_PKT_CONTD` (Linux 6.6 in copy mode).
+    pub multi_buffer: bool,
 }
 
 /// How a socket was bound.
@@ -413,7 +417,9 @@ impl Socket {
         while let Some(&(mode, flag)) = modes.peek() {
             let sxdp = libc::sockaddr_xdp {
                 sxdp_family: libc::AF_XDP as u16,
-                sxdp_flags: libc::XDP_USE_NEED_WAKEUP | flag,
+                sxdp_flags: libc::XDP_USE_NEED_WAKEUP
+                    | flag
+                    | if g.multi_buffer { libc::XDP_USE_SG } else { 0 },
                 sxdp_ifindex: ifindex,
                 sxdp_queue_id: queue,
                 sxdp_shared_umem_fd: 0,
@@ -444,6 +450,9 @@ impl Socket {
                 return Err(OpenError {
                     step: if e.raw_os_error() == Some(libc::EBUSY) {
                         "bind the socket to the interface's queue (another AF_XDP socket holds it)"
+                    } else if g.multi_buffer {
+                        "bind the socket to the interface's queue with multi-buffer frames \
+                         (XDP_USE_SG, which needs Linux 6.6)"
                     } else {
                         "bind the socket to the interface's queue"
                     },
@@ -532,6 +541,43 @@ impl AsFd for Socket {
 impl AsRawFd for Socket {
     fn as_raw_fd(&self) -> RawFd {
         self.fd.as_raw_fd()
+    }
+}
+
+/// An epoll instance watching several sockets for input, level-triggered:
+/// its own descriptor polls readable while any of theirs does, so that a
+/// poller of the transport wakes for a frame on any queue. A socket that
+/// closes leaves it by itself.
+pub(super) struct Epoll(OwnedFd);
+
+impl Epoll {
+    /// Watches `fds` for `EPOLLIN`.
+    pub(super) fn new(fds: &[RawFd]) -> io::Result<Epoll> {
+        // SAFETY: plain system call; the result is checked.
+        let raw = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if raw < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `raw` is a fresh descriptor nobody else owns.
+        let ep = Epoll(unsafe { OwnedFd::from_raw_fd(raw) });
+        for (i, &fd) in fds.iter().enumerate() {
+            let mut ev = libc::epoll_event {
+                events: libc::EPOLLIN as u32,
+                u64: i as u64,
+            };
+            // SAFETY: `ev` is a valid event the kernel reads; both
+            // descriptors are open.
+            if unsafe { libc::epoll_ctl(raw, libc::EPOLL_CTL_ADD, fd, &mut ev) } != 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        Ok(ep)
+    }
+}
+
+impl AsRawFd for Epoll {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0.as_raw_fd()
     }
 }
 
