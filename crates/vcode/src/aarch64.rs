@@ -2218,13 +2218,12 @@ impl A64 {
         // in this backend's run of the default memory. The code is the
         // body and a `ret`, written straight into the run's writable view
         // (dual-mapped: nothing to seal); every return returns in place.
-        let simple = !frame
-            && self.st.pool.is_empty()
+        let plain = self.st.pool.is_empty()
             && self.pool_refs.is_empty()
             && self.tables.is_empty()
             && self.st.align == 1
             && mem.is_none();
-        if simple {
+        if plain && !frame {
             self.patch_returns(false, body_len as u32)?;
             let len = (body_len + 4).next_multiple_of(8);
             if let Some(r) = self.st.slab.reserve(len) {
@@ -2260,6 +2259,37 @@ impl A64 {
         } else {
             0
         };
+        // With a frame and nothing else, and the frame of the last
+        // function: the prologue, the body and the epilogue copied
+        // straight into the run (its bytes are fresh zeroes, so the
+        // padding to a whole word needs no writing).
+        let (pro_len, epi_len) = self.frame_lens;
+        if plain && self.frame_key == key && pro_len <= 64 && epi_len <= 64 {
+            let total = pro_len + body_len + epi_len;
+            let len = total.next_multiple_of(8);
+            // The general path, if the run has no room, finds the returns
+            // patched as it would patch them.
+            self.patch_returns(true, body_len as u32)?;
+            self.ret_head = NO_LINK;
+            if let Some(r) = self.st.slab.reserve(len) {
+                let (pro, rest) = r.out.split_at_mut(pro_len);
+                let (body, epi) = rest.split_at_mut(body_len);
+                crate::mem::copy_short(pro, &self.pro[..pro_len]);
+                crate::mem::copy_to(body, self.buf.bytes());
+                crate::mem::copy_short(epi, &self.epi[..epi_len]);
+                let parts = Parts {
+                    start: 0,
+                    image_len: len,
+                    prologue: pro_len,
+                    body: body_len,
+                    code_len: total,
+                };
+                let ret = self.st.ret_ty.unwrap_or(Ty::V);
+                let code = Code::new(r.into_block(), parts, sig, name, ret);
+                sync_icache(code.addr(), code.len());
+                return Ok(code);
+            }
+        }
         let mut pro = std::mem::take(&mut self.pro);
         let mut epi = std::mem::take(&mut self.epi);
         if std::mem::replace(&mut self.frame_key, NO_FRAME_KEY) == key {

@@ -288,6 +288,8 @@ fn frames_reused_across_functions_match_fresh_ones() {
         let code = build(&mut f, saves, locals, i as i32);
         let fresh = build(&mut Func::<A64>::with_backend(), saves, locals, i as i32);
         assert_eq!(code.bytes(), fresh.bytes(), "function {i} ({saves} saves)");
+        assert_eq!(code.image(), fresh.image(), "function {i} ({saves} saves)");
+        assert_eq!(code.parts(), fresh.parts(), "function {i} ({saves} saves)");
         kept.push(code);
     }
     for (i, code) in kept.iter().enumerate() {
