@@ -383,12 +383,15 @@ const fn ftype(ty: Ty) -> u32 {
 /// exactly when rotating it by the size leaves it unchanged.
 #[inline(always)]
 pub fn logical_imm(v: u64, w: bool) -> Option<u32> {
-    let v = if w {
-        v
-    } else {
-        let x = v & 0xffff_ffff;
-        x | x << 32
-    };
+    let mask = if w { !0 } else { 0xffff_ffff };
+    let x = v & mask;
+    // The common masks first: a run of ones from bit 0 (`0xff`,
+    // `0x7fff_ffff`), of the element the width gives, not rotated.
+    if x & x.wrapping_add(1) == 0 && x != 0 && x != mask {
+        let ones = 64 - x.leading_zeros();
+        return Some((w as u32) << 12 | (ones - 1));
+    }
+    let v = if w { v } else { x | x << 32 };
     if v == 0 || v == !0 {
         return None;
     }
@@ -471,11 +474,24 @@ impl Sink for Buf {
 
 /// `movz`/`movn`/`movk` (or one `orr` of a logical immediate) for any
 /// value: one `movz` or `movn`, else [`movi_long`].
+///
+/// A compiler's constants are mostly small: a value in the low 16 bits
+/// (one `movz`) or its complement there (one `movn`, small negative
+/// numbers) is tested first, in a compare each, before the search for a
+/// single chunk elsewhere. Literal values fold either way.
 #[inline(always)]
 fn movi_to(s: &mut impl Sink, w: bool, rd: u8, v: i64) {
     let mask = if w { !0u64 } else { 0xffff_ffff };
     let v = v as u64 & mask;
     let nv = !v & mask;
+    if v < 0x1_0000 {
+        return s.w(sf(w) | 0x5280_0000 | (v as u32) << 5 | rd as u32);
+    }
+    // (32-bit `0xffff_0000` is `movz` of its high chunk, as the search
+    // finds it.)
+    if nv < 0x1_0000 && (w || nv != 0xffff) {
+        return s.w(sf(w) | 0x1280_0000 | (nv as u32) << 5 | rd as u32);
+    }
     // One 16-bit chunk (at any position) set, the rest 0 (or, for movn, 1).
     // The lowest nonzero chunk's bit position (0 for 0).
     let tz = if v == 0 { 0 } else { v.trailing_zeros() & !15 };
@@ -585,6 +601,10 @@ fn mem_long(s: &mut impl Sink, op: MemOp, rt: u8, base: u8, off: i64) {
 /// `add`/`sub` (immediate) of any value: `rd = rn + v`; `sp` allowed.
 #[inline(always)]
 fn add_imm_to(s: &mut impl Sink, w: bool, rd: u8, rn: u8, v: i64) {
+    // The common case first: a small positive value, one `add`.
+    if (v as u64) < 4096 {
+        return s.w(sf(w) | 0x1100_0000 | (v as u32) << 10 | (rn as u32) << 5 | rd as u32);
+    }
     let (sub, m) = if v < 0 {
         (true, v.unsigned_abs())
     } else {
@@ -2870,6 +2890,102 @@ mod tests {
         assert_eq!(fmov_imm8(Ty::F, 1.0f32.to_bits() as u64), Some(0x70));
         assert_eq!(fmov_imm8(Ty::D, (-2.5f64).to_bits()), Some(0x84));
         assert_eq!(fmov_imm8(Ty::D, 0.1f64.to_bits()), None);
+    }
+
+    /// The first implementation of [`movi_to`] (the chunk search before
+    /// the small-value tests), the oracle of the one with them.
+    fn movi_by_search(s: &mut impl Sink, w: bool, rd: u8, v: i64) {
+        let mask = if w { !0u64 } else { 0xffff_ffff };
+        let v = v as u64 & mask;
+        let nv = !v & mask;
+        let tz = if v == 0 { 0 } else { v.trailing_zeros() & !15 };
+        let tzn = if nv == 0 {
+            0
+        } else {
+            nv.trailing_zeros() & !15
+        };
+        if v >> tz < 0x1_0000 {
+            s.w(sf(w) | 0x5280_0000 | (tz / 16) << 21 | ((v >> tz) as u32) << 5 | rd as u32);
+        } else if nv >> tzn < 0x1_0000 {
+            s.w(sf(w) | 0x1280_0000 | (tzn / 16) << 21 | ((nv >> tzn) as u32) << 5 | rd as u32);
+        } else {
+            movi_long_by_loop(s, w, rd, v);
+        }
+    }
+
+    /// The first implementation of [`add_imm_to`] (without the test for
+    /// a small positive value first), its oracle.
+    fn add_imm_by_cases(s: &mut impl Sink, w: bool, rd: u8, rn: u8, v: i64) {
+        let (sub, m) = if v < 0 {
+            (true, v.unsigned_abs())
+        } else {
+            (false, v as u64)
+        };
+        let base = sf(w) | if sub { 0x5100_0000 } else { 0x1100_0000 };
+        if m < 4096 {
+            s.w(base | (m as u32) << 10 | (rn as u32) << 5 | rd as u32);
+        } else if m < (1 << 24) {
+            s.w(base | 1 << 22 | ((m >> 12) as u32) << 10 | (rn as u32) << 5 | rd as u32);
+            if m & 0xfff != 0 {
+                s.w(base | ((m & 0xfff) as u32) << 10 | (rd as u32) << 5 | rd as u32);
+            }
+        } else if rn == SP || rd == SP {
+            movi_by_search(s, true, IP0, v);
+            s.w(0x8b20_6000 | (IP0 as u32) << 16 | (rn as u32) << 5 | rd as u32);
+        } else {
+            movi_by_search(s, w, IP0, v);
+            s.w(sf(w) | 0x0b00_0000 | (IP0 as u32) << 16 | (rn as u32) << 5 | rd as u32);
+        }
+    }
+
+    /// Values at every boundary of the fast paths for small immediates:
+    /// around the 16-bit `movz`/`movn` range, the 12-bit `add` range and
+    /// the low-ones masks of every length, in both widths, with the
+    /// values beside each.
+    fn boundaries() -> Vec<u64> {
+        let mut vals = Vec::new();
+        for base in [
+            0u64,
+            0xfff,
+            0x1000,
+            0xffff,
+            0x1_0000,
+            0xffff_ffff,
+            1 << 32,
+            1 << 63,
+        ] {
+            for d in 0..3u64 {
+                for b in [base.wrapping_add(d), base.wrapping_sub(d)] {
+                    vals.extend([b, b.wrapping_neg(), !b, b & 0xffff_ffff, !b & 0xffff_ffff]);
+                }
+            }
+        }
+        for ones in 1..=64u32 {
+            let m = if ones == 64 { !0 } else { (1u64 << ones) - 1 };
+            for v in [m, m - 1, m + 1, m << 1, m ^ 1 << 63, m & 0xffff_ffff] {
+                vals.extend([v, !v]);
+            }
+        }
+        vals
+    }
+
+    #[test]
+    fn small_immediates_take_the_same_instructions_as_the_search() {
+        for v in boundaries().into_iter().chain(immediates()) {
+            for w in [true, false] {
+                assert_eq!(logical_imm(v, w), logical_imm_by_search(v, w), "{v:#x} {w}");
+                let (mut got, mut want) = (Vec::new(), Vec::new());
+                movi_to(&mut got, w, 9, v as i64);
+                movi_by_search(&mut want, w, 9, v as i64);
+                assert_eq!(got, want, "movi {v:#x} {w}");
+                for (rd, rn) in [(9, 10), (SP, SP), (9, SP)] {
+                    let (mut got, mut want) = (Vec::new(), Vec::new());
+                    add_imm_to(&mut got, w, rd, rn, v as i64);
+                    add_imm_by_cases(&mut want, w, rd, rn, v as i64);
+                    assert_eq!(got, want, "add {v:#x} {w} {rd} {rn}");
+                }
+            }
+        }
     }
 
     #[test]
