@@ -12,9 +12,11 @@
 //!    `movz`/`movn`/`movk` for any 64-bit immediate, loads and stores of
 //!    every width with any offset, float moves and constants.
 //! 4. **Instruction methods**: the [`Backend`] implementation.
-//! 5. **Branches and fixups**: `b.cond` (19-bit), `b`/`bl` (26-bit),
-//!    backpatched at `end`; islands of veneers and constants where a
-//!    function outgrows `b.cond`'s and `ldr`'s ±1 MiB; jump tables.
+//! 5. **Branches and fixups**: `b.cond` (19-bit), `b`/`bl` (26-bit);
+//!    forward references chained through their own offset fields and
+//!    patched when their label is placed, returns at `end`; islands of
+//!    veneers and constants where a function outgrows `b.cond`'s and
+//!    `ldr`'s ±1 MiB; jump tables.
 //! 6. **Prologue, epilogue and `end`**: parameter moves, `ret`, the frame
 //!    (its size known at `end`), saves, constants, instruction-cache
 //!    maintenance, and [`Code`], written straight into the backend's run
@@ -263,8 +265,21 @@ pub const DEFAULT_LIMIT: usize = 64 << 20;
 /// The aarch64 backend's per-function state.
 pub struct A64 {
     pub(crate) buf: Buf,
-    labels: Vec<u32>,
-    fixups: Vec<Fixup>,
+    /// One word per label (see [`UNPLACED`]): its position once placed,
+    /// until then the newest forward reference to it, the head of a chain
+    /// threaded through the code, and its first reference (for errors).
+    labels: Vec<u64>,
+    /// The labels referenced and not placed yet.
+    open_labels: u32,
+    /// First references past [`TAIL_INDEX`] instructions: (label, index,
+    /// kind).
+    far_firsts: Vec<(u32, u32, u8)>,
+    /// The newest return (`b epilogue`), the head of the chain of returns,
+    /// or [`NO_LINK`].
+    ret_head: u32,
+    /// No label before this one has a pending forward reference
+    /// (`recount` and `island` start their scan here).
+    label_scan: usize,
     /// Jump-table entries (`at` is the 4-byte entry, relative to `table`).
     tables: Vec<(Fixup, u32)>,
     /// The `ldr`-literal and `adr` instructions that refer to the pool's
@@ -280,16 +295,15 @@ pub struct A64 {
     /// The oldest position that may need an island (a forward `b.cond`
     /// or a constant's use), or [`NONE`]; see section 5.
     pending: u32,
-    /// No fixup before this one is a forward `b.cond` to an unplaced label.
-    cond_scan: usize,
-    /// The fixups before this one are counted in `veneers`.
-    scan: usize,
-    /// At least the number of veneers the next island needs.
+    /// At least the number of veneers the next island needs: the labels
+    /// with a pending forward `b.cond` when last counted, plus every
+    /// forward `b.cond` since.
     veneers: u32,
     /// The state every native target keeps: pool, locals, frame, return
     /// type, alignment, executable memory.
     st: FuncState,
-    last_ret: Option<usize>,
+    /// The last return's position and the chain of returns before it.
+    last_ret: Option<(usize, u32)>,
     /// After a `select`: (the position just past it, the A64 register it
     /// compared with 0, its width), while the flags still hold that
     /// comparison (see [`A64::select`]).
@@ -369,12 +383,15 @@ const fn ftype(ty: Ty) -> u32 {
 /// exactly when rotating it by the size leaves it unchanged.
 #[inline(always)]
 pub fn logical_imm(v: u64, w: bool) -> Option<u32> {
-    let v = if w {
-        v
-    } else {
-        let x = v & 0xffff_ffff;
-        x | x << 32
-    };
+    let mask = if w { !0 } else { 0xffff_ffff };
+    let x = v & mask;
+    // The common masks first: a run of ones from bit 0 (`0xff`,
+    // `0x7fff_ffff`), of the element the width gives, not rotated.
+    if x & x.wrapping_add(1) == 0 && x != 0 && x != mask {
+        let ones = 64 - x.leading_zeros();
+        return Some((w as u32) << 12 | (ones - 1));
+    }
+    let v = if w { v } else { x | x << 32 };
     if v == 0 || v == !0 {
         return None;
     }
@@ -457,11 +474,24 @@ impl Sink for Buf {
 
 /// `movz`/`movn`/`movk` (or one `orr` of a logical immediate) for any
 /// value: one `movz` or `movn`, else [`movi_long`].
+///
+/// A compiler's constants are mostly small: a value in the low 16 bits
+/// (one `movz`) or its complement there (one `movn`, small negative
+/// numbers) is tested first, in a compare each, before the search for a
+/// single chunk elsewhere. Literal values fold either way.
 #[inline(always)]
 fn movi_to(s: &mut impl Sink, w: bool, rd: u8, v: i64) {
     let mask = if w { !0u64 } else { 0xffff_ffff };
     let v = v as u64 & mask;
     let nv = !v & mask;
+    if v < 0x1_0000 {
+        return s.w(sf(w) | 0x5280_0000 | (v as u32) << 5 | rd as u32);
+    }
+    // (32-bit `0xffff_0000` is `movz` of its high chunk, as the search
+    // finds it.)
+    if nv < 0x1_0000 && (w || nv != 0xffff) {
+        return s.w(sf(w) | 0x1280_0000 | (nv as u32) << 5 | rd as u32);
+    }
     // One 16-bit chunk (at any position) set, the rest 0 (or, for movn, 1).
     // The lowest nonzero chunk's bit position (0 for 0).
     let tz = if v == 0 { 0 } else { v.trailing_zeros() & !15 };
@@ -571,6 +601,10 @@ fn mem_long(s: &mut impl Sink, op: MemOp, rt: u8, base: u8, off: i64) {
 /// `add`/`sub` (immediate) of any value: `rd = rn + v`; `sp` allowed.
 #[inline(always)]
 fn add_imm_to(s: &mut impl Sink, w: bool, rd: u8, rn: u8, v: i64) {
+    // The common case first: a small positive value, one `add`.
+    if (v as u64) < 4096 {
+        return s.w(sf(w) | 0x1100_0000 | (v as u32) << 10 | (rn as u32) << 5 | rd as u32);
+    }
     let (sub, m) = if v < 0 {
         (true, v.unsigned_abs())
     } else {
@@ -633,6 +667,7 @@ impl A64 {
     }
 
     /// `cmp rn, #v` or `cmp rn, rm` (via `ip0` for other immediates).
+    #[inline(always)]
     fn cmp(&mut self, w: bool, rn: u8, b: Src) {
         match b {
             Src::I(v) => {
@@ -883,14 +918,15 @@ impl Backend for A64 {
         A64 {
             buf: Buf::new(DEFAULT_LIMIT),
             labels: Vec::new(),
-            fixups: Vec::new(),
+            open_labels: 0,
+            far_firsts: Vec::new(),
+            ret_head: NO_LINK,
+            label_scan: 0,
             tables: Vec::new(),
             pool_refs: Vec::new(),
             pool_base: 0,
             placed: Vec::new(),
             pending: NONE,
-            cond_scan: 0,
-            scan: 0,
             veneers: 0,
             st: FuncState::new(),
             last_ret: None,
@@ -1244,6 +1280,7 @@ impl Backend for A64 {
         self.emit_branch(m, c, ty, a, b, l)
     }
 
+    #[inline(always)]
     fn jump(&mut self, m: &'static str, link: bool, t: Target) {
         self.emit_jump(m, link, t)
     }
@@ -1318,8 +1355,9 @@ impl Backend for A64 {
         self.resync(m);
     }
 
+    #[inline(always)]
     fn genlabel(&mut self) -> Label {
-        self.labels.push(UNPLACED);
+        self.labels.push(NEW_LABEL);
         Label(self.labels.len() as u32 - 1)
     }
 
@@ -1392,22 +1430,6 @@ impl Backend for A64 {
     }
 }
 
-/// The error of fixup `f`: its label unplaced (or, if not `known`, not
-/// one of the function's labels), or if `far`, its target out of the
-/// branch's reach.
-#[cold]
-#[inline(never)]
-fn fixup_error(f: Fixup, known: bool, far: bool) -> Error {
-    let label = f.label;
-    let kind = match far {
-        true if f.kind < 6 => FAR_BRANCH,
-        true => ErrorKind::Unsupported("aarch64: a branch beyond b's ±128 MiB"),
-        false if known => ErrorKind::UnplacedLabel { label },
-        false => ErrorKind::UnknownLabel { label },
-    };
-    Error::new(f.index, f.method(), kind)
-}
-
 const NOP: u32 = 0xd503_201f;
 const RET: u32 = 0xd65f_03c0;
 
@@ -1415,12 +1437,36 @@ const RET: u32 = 0xd65f_03c0;
 // 5. Branches and fixups
 // ===========================================================================
 
-/// Label number of the shared epilogue.
-const EPILOGUE: u32 = u32::MAX;
-/// The position of a label not placed yet.
-const UNPLACED: u32 = u32::MAX;
+/// A label's word, low half: once placed, its position (bit 31 clear:
+/// code positions stay below 2 GiB, see [`Buf::new`]); until then this
+/// bit, set, and in the low 31 bits the newest forward reference to it
+/// ([`NO_REF`] when there is none yet). The references form a chain
+/// threaded through the code itself: the offset field of each unresolved
+/// `b`, `bl` or `b.cond` holds the distance in words back to the previous
+/// reference (0 for the oldest). A forward branch is then a read and a
+/// write of the label's word and one store of the branch with its link,
+/// and no record; placing the label walks its chain once and patches
+/// every reference, so `end` has nothing left to backpatch but the
+/// returns. The high half holds the first reference's kind (bits 27..32)
+/// and instruction index (bits 0..27), for the error of a label used and
+/// never placed; an index too large for 27 bits is kept in
+/// [`A64::far_firsts`] under the kind [`FAR`].
+const UNPLACED: u32 = 1 << 31;
+/// The low bits of an unplaced label's word when nothing refers to it.
+const NO_REF: u32 = UNPLACED - 1;
+/// A new label: unplaced, without references.
+const NEW_LABEL: u64 = (UNPLACED | NO_REF) as u64;
+const TAIL_INDEX: u32 = (1 << 27) - 1;
+const FAR: u8 = 31;
+/// The end of the chain of returns.
+const NO_LINK: u32 = u32::MAX;
+/// The largest link a `b.cond`'s 19-bit field holds (and the largest
+/// forward distance in words it reaches).
+const COND_LINK: u32 = (1 << 18) - 1;
+/// The largest link or forward distance in words of `b`/`bl`'s field.
+const B_LINK: u32 = (1 << 25) - 1;
 
-/// A pending branch to a label, patched at `end`.
+/// A jump-table entry to fill with a label's offset at `end`.
 #[derive(Clone, Copy, Debug)]
 struct Fixup {
     at: u32,
@@ -1429,30 +1475,51 @@ struct Fixup {
     kind: u8,
 }
 
-/// Fixup kinds besides the six conditions (`Cond as u8`), which are
-/// `b.cond` (19-bit). The others are `b`/`bl` (26-bit) but for
-/// `FIX_TABLE` (a 32-bit table entry) and `FIX_DONE` (a `b.cond` already
-/// pointed at its veneer in an island; the veneer, `FIX_VENEER + cond`,
-/// carries the label and the branch's method).
+/// Reference kinds besides the six conditions (`Cond as u8`, a `b.cond`):
+/// `b`, `bl`, a return's `b epilogue`, a jump-table entry.
 const FIX_JMP: u8 = 6;
 const FIX_JAL: u8 = 7;
-const FIX_RET: u8 = 8;
 const FIX_TABLE: u8 = 9;
-const FIX_VENEER: u8 = 10;
-const FIX_DONE: u8 = 16;
+
+/// The client method of a reference of kind `kind`.
+fn kind_method(kind: u8) -> &'static str {
+    match kind {
+        FIX_JMP => "jmp",
+        FIX_JAL => "jal",
+        FIX_TABLE => "jump_table",
+        k => Cond::ALL[k as usize].name(),
+    }
+}
 
 impl Fixup {
     fn method(self) -> &'static str {
-        match self.kind {
-            FIX_JMP => "jmp",
-            FIX_JAL => "jal",
-            FIX_RET => "ret",
-            FIX_TABLE => "jump_table",
-            FIX_DONE => "branch",
-            k if k >= FIX_VENEER => Cond::ALL[(k - FIX_VENEER) as usize].name(),
-            k => Cond::ALL[k as usize].name(),
-        }
+        kind_method(self.kind)
     }
+}
+
+/// True if `word` is a `b` or `bl` (a 26-bit field), false for a `b.cond`.
+#[inline(always)]
+fn is_b(word: u32) -> bool {
+    word >> 26 & 0x1f == 0b00101
+}
+
+/// The high half of a label's word for its first reference, of kind
+/// `kind`: the kind and the instruction index.
+#[inline(always)]
+fn first_ref(buf: &Buf, far_firsts: &mut Vec<(u32, u32, u8)>, kind: u8, label: u32) -> u64 {
+    let index = buf.index();
+    if index > TAIL_INDEX {
+        return far_first(far_firsts, kind, label, index);
+    }
+    u64::from((kind as u32) << 27 | index) << 32
+}
+
+/// [`first_ref`] past 2^27 instructions: the index is kept aside.
+#[cold]
+#[inline(never)]
+fn far_first(far_firsts: &mut Vec<(u32, u32, u8)>, kind: u8, label: u32, index: u32) -> u64 {
+    far_firsts.push((label, index, kind));
+    u64::from((FAR as u32) << 27) << 32
 }
 
 /// A use of a pool slot: the `ldr` (literal) or `adr` at `at`, from
@@ -1527,40 +1594,170 @@ const FAR_CONSTANT: ErrorKind =
 impl A64 {
     /// `b.cc label` (or `b label` when `cc` is `None`), from the current
     /// position. Backward, the distance is known: beyond `b.cond`'s ±1 MiB,
-    /// the inverted condition over a `b`. Forward, a fixup; the first
-    /// forward `b.cond` with nothing pending arms the island deadline.
+    /// the inverted condition over a `b`. Forward, the branch is linked
+    /// into the label's chain; a forward `b.cond` counts towards the next
+    /// island's veneers, and the first with nothing pending arms the
+    /// island's deadline.
     #[inline(always)]
     fn jump_to(&mut self, kind: u8, cc: Option<u8>, label: u32) {
-        let pos = self.buf.pos() as i64;
-        match self.labels.get(label as usize).copied() {
-            Some(t) if t != UNPLACED => {
-                let rel = t as i64 - pos;
-                match cc {
-                    None => self.put(0x1400_0000 | ((rel >> 2) as u32 & 0x03ff_ffff)),
-                    Some(c) if fits(rel, 19) => {
-                        self.put(0x5400_0000 | ((rel >> 2) as u32 & 0x7ffff) << 5 | c as u32)
-                    }
-                    Some(c) => {
-                        // Out of b.cond's range: the inverted condition over a b.
-                        self.put(0x5400_0000 | 2 << 5 | (c ^ 1) as u32);
-                        let rel = rel - 4;
-                        self.put(0x1400_0000 | ((rel >> 2) as u32 & 0x03ff_ffff));
-                    }
+        let pos = self.buf.pos() as u32;
+        let A64 {
+            labels,
+            buf,
+            open_labels,
+            far_firsts,
+            ..
+        } = self;
+        let Some(w) = labels.get_mut(label as usize) else {
+            return self.unknown_label(kind, cc, label);
+        };
+        let lo = *w as u32;
+        if lo & UNPLACED == 0 {
+            let rel = lo as i64 - pos as i64;
+            match cc {
+                None => buf.put4(0x1400_0000 | ((rel >> 2) as u32 & 0x03ff_ffff)),
+                Some(c) if fits(rel, 19) => {
+                    buf.put4(0x5400_0000 | ((rel >> 2) as u32 & 0x7ffff) << 5 | c as u32)
+                }
+                Some(c) => {
+                    // Out of b.cond's range: the inverted condition over a b.
+                    buf.put4(0x5400_0000 | 2 << 5 | (c ^ 1) as u32);
+                    let rel = rel - 4;
+                    buf.put4(0x1400_0000 | ((rel >> 2) as u32 & 0x03ff_ffff));
                 }
             }
-            _ => {
-                self.fix(kind, label);
-                match cc {
-                    None => self.put(0x1400_0000),
-                    Some(c) => {
-                        if self.pending == NONE {
-                            self.arm(self.buf.pos() as u32);
-                        }
-                        self.put(0x5400_0000 | c as u32);
-                    }
+            return;
+        }
+        // Forward: link the branch into the label's chain.
+        let head = lo & NO_REF;
+        let (high, link) = if head == NO_REF {
+            *open_labels += 1;
+            (first_ref(buf, far_firsts, kind, label), 0)
+        } else {
+            (*w & !0xffff_ffff, pos.wrapping_sub(head) >> 2)
+        };
+        if link > if cc.is_some() { COND_LINK } else { B_LINK } {
+            return self.far_link(kind, cc, label);
+        }
+        *w = high | u64::from(UNPLACED | pos);
+        match cc {
+            None => buf.put4(0x1400_0000 | link),
+            Some(c) => {
+                buf.put4(0x5400_0000 | link << 5 | c as u32);
+                self.veneers += 1;
+                if self.pending == NONE {
+                    self.arm(pos);
                 }
             }
         }
+    }
+
+    /// A forward branch whose label's previous reference is too far back
+    /// for a link in its field: a `b.cond` becomes the inverted condition
+    /// over a `b` (whose field reaches 64 times as far); a `b` that far is
+    /// beyond any target `b` reaches.
+    #[cold]
+    #[inline(never)]
+    fn far_link(&mut self, kind: u8, cc: Option<u8>, label: u32) {
+        match cc {
+            Some(c) => {
+                self.put(0x5400_0000 | 2 << 5 | (c ^ 1) as u32);
+                self.jump_to(kind, None, label);
+            }
+            None => {
+                self.buf.fail(
+                    kind_method(kind),
+                    ErrorKind::Unsupported("aarch64: a branch beyond b's ±128 MiB"),
+                );
+                self.put(0x1400_0000);
+            }
+        }
+    }
+
+    /// A jump to a label this function never made: recorded as the error,
+    /// and the jump written (to nowhere) so that the code stays in step.
+    #[cold]
+    #[inline(never)]
+    fn unknown_label(&mut self, kind: u8, cc: Option<u8>, label: u32) {
+        self.buf
+            .fail(kind_method(kind), ErrorKind::UnknownLabel { label });
+        self.put(match cc {
+            None => 0x1400_0000,
+            Some(c) => 0x5400_0000 | c as u32,
+        });
+    }
+
+    /// Patches every branch of the chain starting at `head` to `target`
+    /// (forward: every link points back). The walk stops at a link of 0,
+    /// or one that would lead before the start of the code (over code
+    /// overwritten after a `CodeTooLarge`).
+    #[inline]
+    fn resolve(&mut self, m: &'static str, mut at: u32, target: u32) {
+        loop {
+            let word = self.buf.read4(at as usize);
+            let rel = target.wrapping_sub(at) >> 2;
+            let (link, patched, reach) = if is_b(word) {
+                (
+                    word & 0x03ff_ffff,
+                    word & 0xfc00_0000 | rel & 0x03ff_ffff,
+                    B_LINK,
+                )
+            } else {
+                let field = (rel & 0x7ffff) << 5;
+                (word >> 5 & 0x7ffff, word & 0xff00_001f | field, COND_LINK)
+            };
+            if rel > reach {
+                // Islands keep forward b.conds within reach, and the code
+                // size limit b's; checked all the same, so that no limit
+                // makes wrong code.
+                self.far_target(m, reach);
+            }
+            self.buf.patch4(at as usize, patched);
+            if link == 0 || link > at >> 2 {
+                return;
+            }
+            at -= link << 2;
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn far_target(&mut self, m: &'static str, reach: u32) {
+        let kind = if reach == COND_LINK {
+            FAR_BRANCH
+        } else {
+            ErrorKind::Unsupported("aarch64: a branch beyond b's ±128 MiB")
+        };
+        self.buf.fail(m, kind);
+    }
+
+    /// The error of a label referenced and never placed: the first such
+    /// reference in program order, as its branch's method names it.
+    #[cold]
+    #[inline(never)]
+    fn unplaced_error(&self) -> Error {
+        let (index, kind, label) = self
+            .labels
+            .iter()
+            .enumerate()
+            .filter(|&(_, &w)| (w as u32) & UNPLACED != 0 && w as u32 != UNPLACED | NO_REF)
+            .map(|(label, &w)| {
+                let label = label as u32;
+                let (kind, index) = ((w >> 59) as u8, (w >> 32) as u32 & TAIL_INDEX);
+                if kind == FAR {
+                    let &(_, index, kind) = self
+                        .far_firsts
+                        .iter()
+                        .find(|f| f.0 == label)
+                        .expect("a far first reference is recorded");
+                    (index, kind, label)
+                } else {
+                    (index, kind, label)
+                }
+            })
+            .min()
+            .expect("a pending label");
+        Error::new(index, kind_method(kind), ErrorKind::UnplacedLabel { label })
     }
 
     /// Starts an instruction: spends one unit of the buffer's budget. When
@@ -1623,87 +1820,138 @@ impl A64 {
     /// is what the instruction being started writes and adds to the
     /// island beyond [`PER_INSN`].
     ///
-    /// The island's size is bounded by the pool and `veneers`, an upper
-    /// bound on the forward `b.cond`s to unplaced labels, counted once per
-    /// fixup; a branch whose label is placed by the deadline needs no
-    /// veneer. Each call counts only the new fixups, so the work is
-    /// constant per fixup; the checks come closer together as the deadline
-    /// nears, a few hundred per MiB of code while anything is pending.
+    /// The deadline first comes from bounds kept on the hot path: the
+    /// oldest pending use may since have been resolved, and `veneers`
+    /// counts every forward `b.cond` since the last count. When that
+    /// deadline is reached, `recount` walks the chains of the labels still
+    /// open for the real oldest use and the real number of veneers, and
+    /// only if those say so is the island placed. A count comes at most
+    /// about once per MiB of code while anything is pending.
     fn plan(&mut self, m: &'static str, extra: usize) {
-        while let Some(&f) = self.fixups.get(self.cond_scan) {
-            if self.open(f) {
-                break;
-            }
-            self.cond_scan += 1;
+        if self.within_reach(extra) {
+            return;
         }
-        self.scan = self.scan.max(self.cond_scan);
-        for i in self.scan..self.fixups.len() {
-            self.veneers += self.open(self.fixups[i]) as u32;
+        self.recount();
+        if self.pending != NONE && !self.within_reach(extra) {
+            self.island(m, extra);
         }
-        self.scan = self.fixups.len();
-        let branch = self.fixups.get(self.cond_scan).map(|f| f.at);
-        if branch.is_none() {
-            self.veneers = 0;
-        }
-        let oldest = match (branch, self.pool_refs.first().map(|r| r.at)) {
-            (Some(a), Some(b)) => a.min(b),
-            (Some(a), None) | (None, Some(a)) => a,
-            (None, None) => {
-                self.pending = NONE;
-                return;
-            }
-        };
-        self.pending = oldest;
-        let limit = oldest as usize + REACH - MARGIN;
+    }
+
+    /// True if the code and the island may grow by another instruction
+    /// (and `extra`) before the oldest pending use's deadline; the budget
+    /// then runs out at the last instruction that may still place the
+    /// island.
+    fn within_reach(&mut self, extra: usize) -> bool {
+        let limit = self.pending as usize + REACH - MARGIN;
         let used =
             self.buf.pos() + self.st.pool.len() + 4 * self.veneers as usize + extra + PER_INSN;
         if used > limit {
-            self.island(m, extra);
-        } else {
-            let n = (limit - used) / PER_INSN + 1;
-            self.buf.cap(n.min(u32::MAX as usize) as u32);
+            return false;
+        }
+        let n = (limit - used) / PER_INSN + 1;
+        self.buf.cap(n.min(u32::MAX as usize) as u32);
+        true
+    }
+
+    /// The open labels from `label_scan` on whose chains hold a `b.cond`:
+    /// calls `each` with the label and the position of its oldest
+    /// `b.cond`. Moves `label_scan` past the placed labels it starts at.
+    fn open_conds(&mut self, mut each: impl FnMut(u32, u32)) {
+        while self
+            .labels
+            .get(self.label_scan)
+            .is_some_and(|&w| (w as u32) & UNPLACED == 0)
+        {
+            self.label_scan += 1;
+        }
+        for (label, &w) in self.labels.iter().enumerate().skip(self.label_scan) {
+            let lo = w as u32;
+            if lo & UNPLACED == 0 || lo == UNPLACED | NO_REF {
+                continue;
+            }
+            let (mut at, mut oldest) = (lo & NO_REF, None);
+            loop {
+                let word = self.buf.read4(at as usize);
+                let link = if is_b(word) {
+                    word & 0x03ff_ffff
+                } else {
+                    oldest = Some(at);
+                    word >> 5 & 0x7ffff
+                };
+                if link == 0 || link > at >> 2 {
+                    break;
+                }
+                at -= link << 2;
+            }
+            if let Some(at) = oldest {
+                each(label as u32, at);
+            }
         }
     }
 
-    /// True for a forward `b.cond` whose label is not placed.
-    #[inline]
-    fn open(&self, f: Fixup) -> bool {
-        f.kind < 6 && self.labels.get(f.label as usize) == Some(&UNPLACED)
+    /// Sets `pending` to the oldest use still pending (a forward `b.cond`
+    /// to a label not placed, or a constant's use) and `veneers` to the
+    /// labels such `b.cond`s go to, or `pending` to [`NONE`].
+    #[cold]
+    #[inline(never)]
+    fn recount(&mut self) {
+        let (mut oldest, mut n) = (self.pool_refs.first().map_or(NONE, |r| r.at), 0);
+        self.open_conds(|_, at| {
+            oldest = oldest.min(at);
+            n += 1;
+        });
+        self.pending = oldest;
+        self.veneers = n;
     }
 
     /// Emits an island at the current position: `b over`, a veneer `b
-    /// label` for each forward `b.cond` whose label is not placed (the
-    /// `b.cond` now branches to it; the veneer is a 26-bit fixup), the
-    /// pending constants and data (their uses patched now), and `over:`.
-    /// Nothing is pending afterwards.
+    /// label` for each label that a forward `b.cond` goes to (the
+    /// `b.cond`s now branch to it; the veneer takes their place in the
+    /// label's chain), the pending constants and data (their uses patched
+    /// now), and `over:`. Nothing is pending afterwards.
     #[cold]
     #[inline(never)]
     fn island(&mut self, m: &'static str, extra: usize) {
-        let end = self.fixups.len();
-        let nv = (self.cond_scan..end)
-            .filter(|&i| self.open(self.fixups[i]))
-            .count();
-        self.buf.reserve(m, 8 + 4 * nv + self.st.pool.len());
+        let mut open = Vec::new();
+        self.open_conds(|label, _| open.push(label));
+        self.buf.reserve(m, 8 + 4 * open.len() + self.st.pool.len());
         let start = self.buf.pos();
         self.put(0x1400_0000); // b over (patched below)
-        for i in self.cond_scan..end {
-            let f = self.fixups[i];
-            if !self.open(f) {
-                continue;
+        for label in open {
+            // The veneer heads the chain of the label's `b`s and `bl`s;
+            // its `b.cond`s leave the chain for the veneer.
+            let veneer = self.buf.pos() as u32;
+            self.put(0x1400_0000);
+            let w = self.labels[label as usize];
+            let mut at = w as u32 & NO_REF;
+            let mut kept = veneer;
+            loop {
+                let word = self.buf.read4(at as usize);
+                let rel = veneer - at;
+                let link = if is_b(word) {
+                    let word_kept = self.buf.read4(kept as usize);
+                    let back = (kept - at) >> 2;
+                    self.buf
+                        .patch4(kept as usize, word_kept & 0xfc00_0000 | back & 0x03ff_ffff);
+                    kept = at;
+                    word & 0x03ff_ffff
+                } else {
+                    if rel >> 2 > COND_LINK {
+                        self.far_target(m, COND_LINK);
+                    }
+                    let field = ((rel >> 2) & 0x7ffff) << 5;
+                    self.buf.patch4(at as usize, word & 0xff00_001f | field);
+                    word >> 5 & 0x7ffff
+                };
+                if link == 0 || link > at >> 2 {
+                    break;
+                }
+                at -= link << 2;
             }
-            let at = self.buf.pos();
-            match imm19_word(self.buf.read4(f.at as usize), at as i64 - f.at as i64) {
-                Some(w) => self.buf.patch4(f.at as usize, w),
-                None => self.buf.fail_at(f.index, f.method(), FAR_BRANCH),
-            }
-            self.fixups[i].kind = FIX_DONE;
-            self.fixups.push(Fixup {
-                at: at as u32,
-                label: f.label,
-                index: f.index,
-                kind: FIX_VENEER + f.kind,
-            });
-            self.put(0x1400_0000); // b label
+            // The last `b` kept ends the chain.
+            let word_kept = self.buf.read4(kept as usize);
+            self.buf.patch4(kept as usize, word_kept & 0xfc00_0000);
+            self.labels[label as usize] = w & !0xffff_ffff | u64::from(UNPLACED | veneer);
         }
         if !self.st.pool.is_empty() {
             if self.buf.pos() % 8 != 0 {
@@ -1730,23 +1978,22 @@ impl A64 {
         self.pool_refs.clear();
         let over = self.buf.pos() - start;
         self.buf.patch4(start, 0x1400_0000 | (over >> 2) as u32);
-        self.cond_scan = self.fixups.len();
-        self.scan = self.cond_scan;
         self.veneers = 0;
         self.pending = NONE;
         self.buf.refill(m, extra);
     }
 
-    fn fix(&mut self, kind: u8, label: u32) {
-        let index = self.buf.index();
-        self.fixups.push(Fixup {
-            at: self.buf.pos() as u32,
-            label,
-            index,
-            kind,
-        });
+    /// `bl label`: as [`A64::jump_to`] for `b`.
+    #[inline(always)]
+    fn bl_to(&mut self, label: u32) {
+        let at = self.buf.pos();
+        self.jump_to(FIX_JAL, None, label);
+        // The same word with the link bit: bl.
+        let word = self.buf.read4(at);
+        self.buf.patch4(at, word | 0x8000_0000);
     }
 
+    #[inline(always)]
     fn emit_branch(&mut self, m: &'static str, c: Cond, ty: Ty, a: u8, b: Src, l: Label) {
         self.insn(m);
         let kind = c as u8;
@@ -1771,6 +2018,7 @@ impl A64 {
         self.jump_to(kind, Some(cc_int(c, ty.is_signed())), l.0);
     }
 
+    #[inline(always)]
     fn emit_jump(&mut self, m: &'static str, link: bool, t: Target) {
         self.insn(m);
         if link {
@@ -1781,8 +2029,7 @@ impl A64 {
         match t {
             Target::Label(l) => {
                 if link {
-                    self.fix(FIX_JAL, l.0);
-                    self.put(0x9400_0000); // bl
+                    self.bl_to(l.0);
                 } else {
                     self.jump_to(FIX_JMP, None, l.0);
                 }
@@ -1802,15 +2049,21 @@ impl A64 {
         }
     }
 
+    #[inline(always)]
     fn emit_place(&mut self, m: &'static str, l: Label) {
-        self.insn(m);
+        self.buf.insn_no_code();
         // A branch may arrive here with other flags.
         self.flags = None;
         let pos = self.buf.pos() as u32;
         match self.labels.get_mut(l.0 as usize) {
-            Some(p) if *p == UNPLACED => {
-                *p = pos;
+            Some(w) if (*w as u32) & UNPLACED != 0 => {
+                let head = *w as u32 & NO_REF;
+                *w = u64::from(pos);
                 self.st.last_place = pos;
+                if head != NO_REF {
+                    self.open_labels -= 1;
+                    self.resolve(m, head, pos);
+                }
             }
             Some(_) => self.buf.fail(m, ErrorKind::LabelPlacedTwice { label: l.0 }),
             None => self.buf.fail(m, ErrorKind::UnknownLabel { label: l.0 }),
@@ -1854,14 +2107,15 @@ impl A64 {
     fn enter(&mut self, sig: &Signature, params: &[AnyReg], moves: bool) {
         self.buf.reset();
         self.labels.clear();
-        self.fixups.clear();
+        self.open_labels = 0;
+        self.far_firsts.clear();
+        self.ret_head = NO_LINK;
+        self.label_scan = 0;
         self.tables.clear();
         self.pool_refs.clear();
         self.pool_base = 0;
         self.placed.clear();
         self.pending = NONE;
-        self.cond_scan = 0;
-        self.scan = 0;
         self.veneers = 0;
         self.st.reset();
         self.last_ret = None;
@@ -1896,52 +2150,54 @@ impl A64 {
             _ if g(r) == 0 => {}
             _ => self.mov(ty.is_64(), 0, g(r)),
         }
-        let at = self.buf.pos();
-        self.fix(FIX_RET, EPILOGUE);
-        self.put(0x1400_0000);
-        self.last_ret = Some(at);
+        // b epilogue, linked into the chain of returns.
+        let at = self.buf.pos() as u32;
+        let link = if self.ret_head == NO_LINK {
+            0
+        } else {
+            (at - self.ret_head) >> 2
+        };
+        if link > 0x03ff_ffff {
+            self.far_target(m, B_LINK);
+        }
+        self.put(0x1400_0000 | link & 0x03ff_ffff);
+        self.last_ret = Some((at as usize, self.ret_head));
+        self.ret_head = at;
     }
 
-    /// Points every pending branch at its label, and every return at the
-    /// epilogue at `epi_at` (or, without a frame, makes it a `ret`). The
-    /// loop reads and patches each word once; the errors are built out of
-    /// line.
+    /// Points every return at the epilogue at `epi_at`, or without a frame
+    /// makes it a `ret`.
     #[inline(always)]
-    fn patch_fixups(&mut self, frame: bool, epi_at: u32) -> Result<(), Error> {
-        let (fixups, labels, buf) = (&self.fixups, &self.labels, &mut self.buf);
-        for f in fixups {
-            if f.kind == FIX_DONE {
-                continue;
-            }
-            let at = f.at as usize;
-            let target = if f.label == EPILOGUE {
-                if !frame {
-                    buf.patch4(at, RET); // the epilogue is a bare ret
-                    continue;
+    fn patch_returns(&mut self, frame: bool, epi_at: u32) -> Result<(), Error> {
+        let mut at = self.ret_head;
+        while at != NO_LINK {
+            let link = self.buf.read4(at as usize) & 0x03ff_ffff;
+            if frame {
+                let rel = (epi_at - at) >> 2;
+                if rel > B_LINK {
+                    return Err(self.far_return());
                 }
-                epi_at
+                self.buf.patch4(at as usize, 0x1400_0000 | rel);
             } else {
-                match labels.get(f.label as usize) {
-                    Some(&p) if p != UNPLACED => p,
-                    found => return Err(fixup_error(*f, found.is_some(), false)),
-                }
-            };
-            let rel = target as i64 - f.at as i64;
-            let word = buf.read4(at);
-            // Islands keep forward b.conds within reach, and the code size
-            // limit (DEFAULT_LIMIT) keeps b within its ±128 MiB; checked
-            // all the same, so that no limit makes wrong code.
-            let patched = if f.kind < 6 {
-                imm19_word(word, rel)
-            } else {
-                fits(rel, 26).then_some(word | ((rel >> 2) as u32 & 0x03ff_ffff))
-            };
-            match patched {
-                Some(w) => buf.patch4(at, w),
-                None => return Err(fixup_error(*f, true, true)),
+                self.buf.patch4(at as usize, RET); // the epilogue is a bare ret
             }
+            if link == 0 {
+                break;
+            }
+            at -= link << 2;
         }
         Ok(())
+    }
+
+    /// The error of a return beyond `b`'s reach of the epilogue.
+    #[cold]
+    #[inline(never)]
+    fn far_return(&self) -> Error {
+        Error::new(
+            self.buf.index().wrapping_add(1),
+            "end",
+            ErrorKind::Unsupported("aarch64: a branch beyond b's ±128 MiB"),
+        )
     }
 
     fn link(
@@ -1954,22 +2210,19 @@ impl A64 {
         if let Some(e) = self.buf.err.take() {
             return Err(e);
         }
+        if self.open_labels != 0 {
+            return Err(self.unplaced_error());
+        }
         let end_index = self.buf.index().wrapping_add(1);
         let err = Error::new;
-        // A body ending in `b epilogue` falls through instead.
-        if let Some(at) = self.last_ret {
-            if at + 4 == self.buf.pos() {
+        // A body ending in `b epilogue` falls through instead, unless a
+        // label was placed after it (branches to it are patched already):
+        // the jump is the head of the chain of returns, and the rest of
+        // the chain is the head before it.
+        if let Some((at, rest)) = self.last_ret {
+            if at + 4 == self.buf.pos() && self.st.last_place as usize <= at {
+                self.ret_head = rest;
                 self.buf.truncate(at);
-                self.fixups.pop();
-                // Labels placed after the jump (at the end) move back to
-                // where it was; only when one was placed there at all.
-                if self.st.last_place as usize > at {
-                    for l in self.labels.iter_mut() {
-                        if *l != UNPLACED && *l as usize > at {
-                            *l = at as u32;
-                        }
-                    }
-                }
             }
         }
         let body_len = self.buf.pos();
@@ -1985,14 +2238,13 @@ impl A64 {
         // in this backend's run of the default memory. The code is the
         // body and a `ret`, written straight into the run's writable view
         // (dual-mapped: nothing to seal); every return returns in place.
-        let simple = !frame
-            && self.st.pool.is_empty()
+        let plain = self.st.pool.is_empty()
             && self.pool_refs.is_empty()
             && self.tables.is_empty()
             && self.st.align == 1
             && mem.is_none();
-        if simple {
-            self.patch_fixups(false, body_len as u32)?;
+        if plain && !frame {
+            self.patch_returns(false, body_len as u32)?;
             let len = (body_len + 4).next_multiple_of(8);
             if let Some(r) = self.st.slab.reserve(len) {
                 // The run's bytes are fresh zeroes (a run is never reused),
@@ -2027,6 +2279,37 @@ impl A64 {
         } else {
             0
         };
+        // With a frame and nothing else, and the frame of the last
+        // function: the prologue, the body and the epilogue copied
+        // straight into the run (its bytes are fresh zeroes, so the
+        // padding to a whole word needs no writing).
+        let (pro_len, epi_len) = self.frame_lens;
+        if plain && self.frame_key == key && pro_len <= 64 && epi_len <= 64 {
+            let total = pro_len + body_len + epi_len;
+            let len = total.next_multiple_of(8);
+            // The general path, if the run has no room, finds the returns
+            // patched as it would patch them.
+            self.patch_returns(true, body_len as u32)?;
+            self.ret_head = NO_LINK;
+            if let Some(r) = self.st.slab.reserve(len) {
+                let (pro, rest) = r.out.split_at_mut(pro_len);
+                let (body, epi) = rest.split_at_mut(body_len);
+                crate::mem::copy_short(pro, &self.pro[..pro_len]);
+                crate::mem::copy_to(body, self.buf.bytes());
+                crate::mem::copy_short(epi, &self.epi[..epi_len]);
+                let parts = Parts {
+                    start: 0,
+                    image_len: len,
+                    prologue: pro_len,
+                    body: body_len,
+                    code_len: total,
+                };
+                let ret = self.st.ret_ty.unwrap_or(Ty::V);
+                let code = Code::new(r.into_block(), parts, sig, name, ret);
+                sync_icache(code.addr(), code.len());
+                return Ok(code);
+            }
+        }
         let mut pro = std::mem::take(&mut self.pro);
         let mut epi = std::mem::take(&mut self.epi);
         if std::mem::replace(&mut self.frame_key, NO_FRAME_KEY) == key {
@@ -2070,7 +2353,7 @@ impl A64 {
         while body_len + epi.len() < pool_at {
             epi.w(0); // udf
         }
-        self.patch_fixups(frame, epi_at)?;
+        self.patch_returns(frame, epi_at)?;
         for r in &self.pool_refs {
             let slot_at = pool_at as i64 + 8 * (r.slot - self.pool_base) as i64;
             let at = r.at as usize;
@@ -2080,8 +2363,8 @@ impl A64 {
             self.buf.patch4(at, patched);
         }
         for &(f, table) in &self.tables {
-            let target = match self.labels.get(f.label as usize) {
-                Some(&p) if p != UNPLACED => p,
+            let target = match self.labels.get(f.label as usize).map(|&w| w as u32) {
+                Some(p) if p & UNPLACED == 0 => p,
                 found => {
                     let label = f.label;
                     return Err(err(
@@ -2607,6 +2890,102 @@ mod tests {
         assert_eq!(fmov_imm8(Ty::F, 1.0f32.to_bits() as u64), Some(0x70));
         assert_eq!(fmov_imm8(Ty::D, (-2.5f64).to_bits()), Some(0x84));
         assert_eq!(fmov_imm8(Ty::D, 0.1f64.to_bits()), None);
+    }
+
+    /// The first implementation of [`movi_to`] (the chunk search before
+    /// the small-value tests), the oracle of the one with them.
+    fn movi_by_search(s: &mut impl Sink, w: bool, rd: u8, v: i64) {
+        let mask = if w { !0u64 } else { 0xffff_ffff };
+        let v = v as u64 & mask;
+        let nv = !v & mask;
+        let tz = if v == 0 { 0 } else { v.trailing_zeros() & !15 };
+        let tzn = if nv == 0 {
+            0
+        } else {
+            nv.trailing_zeros() & !15
+        };
+        if v >> tz < 0x1_0000 {
+            s.w(sf(w) | 0x5280_0000 | (tz / 16) << 21 | ((v >> tz) as u32) << 5 | rd as u32);
+        } else if nv >> tzn < 0x1_0000 {
+            s.w(sf(w) | 0x1280_0000 | (tzn / 16) << 21 | ((nv >> tzn) as u32) << 5 | rd as u32);
+        } else {
+            movi_long_by_loop(s, w, rd, v);
+        }
+    }
+
+    /// The first implementation of [`add_imm_to`] (without the test for
+    /// a small positive value first), its oracle.
+    fn add_imm_by_cases(s: &mut impl Sink, w: bool, rd: u8, rn: u8, v: i64) {
+        let (sub, m) = if v < 0 {
+            (true, v.unsigned_abs())
+        } else {
+            (false, v as u64)
+        };
+        let base = sf(w) | if sub { 0x5100_0000 } else { 0x1100_0000 };
+        if m < 4096 {
+            s.w(base | (m as u32) << 10 | (rn as u32) << 5 | rd as u32);
+        } else if m < (1 << 24) {
+            s.w(base | 1 << 22 | ((m >> 12) as u32) << 10 | (rn as u32) << 5 | rd as u32);
+            if m & 0xfff != 0 {
+                s.w(base | ((m & 0xfff) as u32) << 10 | (rd as u32) << 5 | rd as u32);
+            }
+        } else if rn == SP || rd == SP {
+            movi_by_search(s, true, IP0, v);
+            s.w(0x8b20_6000 | (IP0 as u32) << 16 | (rn as u32) << 5 | rd as u32);
+        } else {
+            movi_by_search(s, w, IP0, v);
+            s.w(sf(w) | 0x0b00_0000 | (IP0 as u32) << 16 | (rn as u32) << 5 | rd as u32);
+        }
+    }
+
+    /// Values at every boundary of the fast paths for small immediates:
+    /// around the 16-bit `movz`/`movn` range, the 12-bit `add` range and
+    /// the low-ones masks of every length, in both widths, with the
+    /// values beside each.
+    fn boundaries() -> Vec<u64> {
+        let mut vals = Vec::new();
+        for base in [
+            0u64,
+            0xfff,
+            0x1000,
+            0xffff,
+            0x1_0000,
+            0xffff_ffff,
+            1 << 32,
+            1 << 63,
+        ] {
+            for d in 0..3u64 {
+                for b in [base.wrapping_add(d), base.wrapping_sub(d)] {
+                    vals.extend([b, b.wrapping_neg(), !b, b & 0xffff_ffff, !b & 0xffff_ffff]);
+                }
+            }
+        }
+        for ones in 1..=64u32 {
+            let m = if ones == 64 { !0 } else { (1u64 << ones) - 1 };
+            for v in [m, m - 1, m + 1, m << 1, m ^ 1 << 63, m & 0xffff_ffff] {
+                vals.extend([v, !v]);
+            }
+        }
+        vals
+    }
+
+    #[test]
+    fn small_immediates_take_the_same_instructions_as_the_search() {
+        for v in boundaries().into_iter().chain(immediates()) {
+            for w in [true, false] {
+                assert_eq!(logical_imm(v, w), logical_imm_by_search(v, w), "{v:#x} {w}");
+                let (mut got, mut want) = (Vec::new(), Vec::new());
+                movi_to(&mut got, w, 9, v as i64);
+                movi_by_search(&mut want, w, 9, v as i64);
+                assert_eq!(got, want, "movi {v:#x} {w}");
+                for (rd, rn) in [(9, 10), (SP, SP), (9, SP)] {
+                    let (mut got, mut want) = (Vec::new(), Vec::new());
+                    add_imm_to(&mut got, w, rd, rn, v as i64);
+                    add_imm_by_cases(&mut want, w, rd, rn, v as i64);
+                    assert_eq!(got, want, "add {v:#x} {w} {rd} {rn}");
+                }
+            }
+        }
     }
 
     #[test]

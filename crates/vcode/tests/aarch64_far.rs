@@ -598,3 +598,93 @@ fn random_long_functions_agree_with_the_reference() {
         }
     }
 }
+
+/// A label's chain of forward references across an island: its `b.cond`s
+/// go to one veneer, which takes their place in the chain beside the
+/// label's `b`s (kept, and patched when the label is placed), and a
+/// `b.cond` after the island joins the same chain.
+#[test]
+fn chains_keep_their_jumps_across_an_island() {
+    fn build<B: Backend>() -> B::Code {
+        let mut f = Func::<B>::with_backend();
+        let p = f.lambda("%l", Leaf::Yes).unwrap();
+        let x = p.get::<L>(0).unwrap();
+        let c = f.getreg::<L>(Class::Temp).unwrap();
+        f.set(c, 0);
+        let out = f.genlabel();
+        let jump_if = |f: &mut Func<B>, k: i64| {
+            let skip = f.genlabel();
+            f.bne(x, k, skip);
+            f.jmp(out);
+            f.label(skip);
+        };
+        jump_if(&mut f, 0);
+        f.beq(x, 1, out);
+        jump_if(&mut f, 2);
+        f.blt(x, -5, out);
+        fill(&mut f, c, FILL);
+        f.beq(x, 3, out);
+        f.ret(c);
+        f.label(out);
+        f.add(c, c, 1_000_000);
+        f.add(c, c, x);
+        f.ret(c);
+        f.end().unwrap()
+    }
+    let (a64, rf) = (build::<A64>(), build::<Ref>());
+    // Both b.conds before the island share its one veneer.
+    let b = a64.bytes();
+    let (body, _) = a64.parts();
+    let conds: Vec<usize> = (body..body + 64)
+        .step_by(4)
+        .filter(|&at| word(b, at) & 0xff00_0010 == 0x5400_0000 && word(b, at) & 15 != 1)
+        .collect();
+    assert_eq!(conds.len(), 2, "b.eq and b.lt");
+    let veneer = target(b, conds[0]);
+    assert_eq!(target(b, conds[1]), veneer);
+    assert!(veneer - body > MIB - 1024 && veneer - body < MIB);
+    for x in [-6, 0, 1, 2, 3, 4] {
+        same(&a64, &rf, &[Value::L(x)]);
+    }
+}
+
+/// A forward `b.cond` whose label's previous reference lies farther back
+/// than its 19-bit field can link (here the veneer of an island more than
+/// 1 MiB before) becomes the inverted condition over a `b`.
+#[test]
+fn a_forward_branch_beyond_its_links_reach() {
+    fn build<B: Backend>() -> B::Code {
+        let mut f = Func::<B>::with_backend();
+        let p = f.lambda("%l", Leaf::Yes).unwrap();
+        let x = p.get::<L>(0).unwrap();
+        let c = f.getreg::<L>(Class::Temp).unwrap();
+        f.set(c, 0);
+        let out = f.genlabel();
+        f.beq(x, 0, out);
+        fill(&mut f, c, 2 * FILL);
+        f.beq(x, 1, out);
+        f.ret(c);
+        f.label(out);
+        f.add(c, c, 1_000_000);
+        f.add(c, c, x);
+        f.ret(c);
+        f.end().unwrap()
+    }
+    let (a64, rf) = (build::<A64>(), build::<Ref>());
+    let b = a64.bytes();
+    let (_, epi) = a64.parts();
+    // The second branch: cmp x0, #1; b.ne .+8; b out, just before the
+    // first return (b to the epilogue) and the label's code.
+    let at = (0..epi / 4)
+        .map(|i| 4 * i)
+        .rev()
+        .find(|&at| word(b, at) == 0xf100_041f)
+        .expect("cmp x0, #1");
+    assert_eq!(word(b, at + 4), 0x5400_0041, "b.ne .+8");
+    assert_eq!(word(b, at + 8) >> 26, 0b000101, "b");
+    // The return is `mov x0, c` and `b epilogue`.
+    assert_eq!(target(b, at + 8), at + 20, "to the label, past the return");
+    for x in [0, 1, 2] {
+        same(&a64, &rf, &[Value::L(x)]);
+    }
+}

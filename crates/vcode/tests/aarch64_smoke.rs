@@ -288,6 +288,8 @@ fn frames_reused_across_functions_match_fresh_ones() {
         let code = build(&mut f, saves, locals, i as i32);
         let fresh = build(&mut Func::<A64>::with_backend(), saves, locals, i as i32);
         assert_eq!(code.bytes(), fresh.bytes(), "function {i} ({saves} saves)");
+        assert_eq!(code.image(), fresh.image(), "function {i} ({saves} saves)");
+        assert_eq!(code.parts(), fresh.parts(), "function {i} ({saves} saves)");
         kept.push(code);
     }
     for (i, code) in kept.iter().enumerate() {
@@ -328,4 +330,101 @@ fn end_in_places_code_in_the_clients_memory() {
     // SAFETY: the generated code computes on its argument only.
     let v = unsafe { theirs.invoke(&[Value::I(2)]) };
     assert_eq!(v, Ok(Value::I(2i32.wrapping_mul(0x1234_5678) + 1)));
+}
+
+/// Forward references are chained through the code until their label is
+/// placed: chains of length 0, 1, 2 and many, of `b.cond`s of every
+/// condition, `b`s and `bl`s, for two labels whose chains interleave, each
+/// land on their own label (the code agrees with the reference backend
+/// for every argument that takes a different branch).
+#[test]
+fn forward_reference_chains_of_any_length() {
+    use vcode::{Backend, Class, Label};
+    fn build<B: Backend>(n: i64) -> B::Code {
+        let mut f = Func::<B>::with_backend();
+        let p = f.lambda("%l", Leaf::No).unwrap();
+        let x = p.get::<L>(0).unwrap();
+        let r = f.getreg::<L>(Class::Temp).unwrap();
+        let ls: [Label; 2] = [f.genlabel(), f.genlabel()];
+        let (sub, after) = (f.genlabel(), f.genlabel());
+        let unused = f.genlabel();
+        for i in 0..n {
+            let l = ls[(i % 2) as usize];
+            match i % 4 {
+                // b.cond: x == i, by a condition that says so.
+                0 => f.beq(x, i, l),
+                1 => {
+                    let skip = f.genlabel();
+                    f.blt(x, i, skip);
+                    f.ble(x, i, l);
+                    f.label(skip);
+                }
+                // b, behind a b.cond to a label of its own.
+                2 => {
+                    let skip = f.genlabel();
+                    f.bne(x, i, skip);
+                    f.jmp(l);
+                    f.label(skip);
+                }
+                // bl to the subroutine, then b.
+                _ => {
+                    let skip = f.genlabel();
+                    f.bne(x, i, skip);
+                    f.jal(sub);
+                    f.jmp(l);
+                    f.label(skip);
+                }
+            }
+        }
+        f.set(r, -1);
+        f.ret(r);
+        f.label(unused);
+        f.label(ls[0]);
+        f.set(r, 100);
+        f.add(r, r, x);
+        f.ret(r);
+        f.label(ls[1]);
+        f.set(r, 200);
+        f.add(r, r, x);
+        f.jmp(after);
+        // The subroutine: x += 1000, back by the link register.
+        f.label(sub);
+        f.add(x, x, 1000);
+        f.ret_link();
+        f.label(after);
+        f.ret(r);
+        f.end().unwrap()
+    }
+    for n in [0, 1, 2, 3, 4, 9, 200] {
+        let (a64, rf) = (build::<A64>(n), build::<Ref>(n));
+        for x in -1..=n {
+            let args = [Value::L(x)];
+            // SAFETY: the generated code computes on its argument.
+            let (got, want) = unsafe { (a64.invoke(&args), rf.invoke(&args)) };
+            assert_eq!(got, want, "n={n} x={x}");
+        }
+    }
+}
+
+/// A label used and never placed is reported at its first reference,
+/// however long its chain, with that reference's method.
+#[test]
+fn an_unplaced_label_names_its_first_reference() {
+    let mut f = Func::<A64>::with_backend();
+    let p = f.lambda("%l", Leaf::Yes).unwrap();
+    let x = p.get::<L>(0).unwrap();
+    let (placed, never) = (f.genlabel(), f.genlabel());
+    f.beq(x, 1, placed); // 0
+    f.bgt(x, 2, never); // 1: the first reference
+    for _ in 0..10 {
+        f.jmp(never);
+        f.blt(x, 3, never);
+    }
+    f.label(placed);
+    f.ret(x);
+    let e = f.end().unwrap_err();
+    assert_eq!(
+        (e.index(), e.method(), e.kind()),
+        (1, "bgt", &vcode::ErrorKind::UnplacedLabel { label: 1 })
+    );
 }

@@ -11,20 +11,67 @@
 //! ```
 //!
 //! Modes: `x64-fixed`, `x64-virtual`, `x64-empty`, `a64-fixed`,
-//! `a64-virtual`, `a64-empty`, and the branch-heavy variant
-//! `{x64,a64}-branchy-{fixed,virtual}`; prints the instructions per function.
+//! `a64-virtual`, `a64-empty`, the branch-heavy variant
+//! `{x64,a64}-branchy-{fixed,virtual}`, the empty function with a frame
+//! `{x64,a64}-empty-framed`, and `{x64,a64}-imm`, 96 instructions whose
+//! immediates are run-time values (see [`imm`]); prints the instructions
+//! per function.
 
 use vcode::aarch64::A64;
-use vcode::{Func, X64};
+use vcode::{Backend, Func, I, L, Leaf, Reg, X64};
 use vcode_kernels::workload;
+
+/// The immediates of [`imm`], of the ranges a compiler's constants
+/// mostly fall in: small positive and negative values, masks of low ones,
+/// one 16-bit chunk, and a few that need two or more instructions.
+const IMMEDIATES: [i64; 12] = [
+    1,
+    7,
+    -1,
+    -100,
+    0xff,
+    15,
+    0x1000,
+    0xffff,
+    -0x8000,
+    0x7fff_ffff,
+    0x1234_0000,
+    0x1234_5678,
+];
+
+/// 96 instructions with immediates the compiler cannot fold (a client
+/// that compiles a program's constants): each of [`IMMEDIATES`] in a
+/// 64-bit `set`, `add`, `and`, `or`, `xor` and `mul`, and a 32-bit `set`
+/// and `sub`, with the fixed names, and a return.
+#[inline(always)]
+fn imm<B: Backend>(f: &mut Func<B>) -> vcode::Result<B::Code> {
+    let k = std::hint::black_box(&IMMEDIATES);
+    f.lambda("%p%i", Leaf::Yes)?;
+    let (a, b, c) = (Reg::<L>::t(0), Reg::<L>::t(1), Reg::<I>::t(2));
+    for &v in k {
+        f.set(a, v);
+        f.add(a, a, v);
+        f.and(b, a, v);
+        f.or(b, b, v);
+        f.xor(a, b, v);
+        f.mul(b, b, v);
+        f.set(c, v as i32);
+        f.sub(c, c, v as i32);
+    }
+    f.ret(c);
+    f.end()
+}
 
 macro_rules! generator {
     ($name:ident, $b:ty, $w:ident) => {
+        generator!($name, $b, workload::$w);
+    };
+    ($name:ident, $b:ty, $($w:ident)::+) => {
         /// One workload function, generated (the callgrind toggle).
         #[inline(never)]
         #[unsafe(no_mangle)]
         pub fn $name(f: &mut Func<$b>) -> vcode::Result<<$b as vcode::Backend>::Code> {
-            workload::$w(f)
+            $($w)::+(f)
         }
     };
 }
@@ -34,10 +81,14 @@ generator!(vcode_gen_x64_empty, X64, empty);
 generator!(vcode_gen_a64_fixed, A64, mixed_fixed);
 generator!(vcode_gen_a64_virtual, A64, mixed_virtual);
 generator!(vcode_gen_a64_empty, A64, empty);
+generator!(vcode_gen_x64_empty_framed, X64, empty_framed);
+generator!(vcode_gen_a64_empty_framed, A64, empty_framed);
 generator!(vcode_gen_x64_branchy_fixed, X64, branchy_fixed);
 generator!(vcode_gen_x64_branchy_virtual, X64, branchy_virtual);
 generator!(vcode_gen_a64_branchy_fixed, A64, branchy_fixed);
 generator!(vcode_gen_a64_branchy_virtual, A64, branchy_virtual);
+generator!(vcode_gen_x64_imm, X64, self::imm);
+generator!(vcode_gen_a64_imm, A64, self::imm);
 
 fn run<B: vcode::Backend>(
     n: usize,
@@ -66,6 +117,10 @@ fn main() -> vcode::Result<()> {
         "x64-branchy-virtual" => run(n, vcode_gen_x64_branchy_virtual)?,
         "a64-branchy-fixed" => run(n, vcode_gen_a64_branchy_fixed)?,
         "a64-branchy-virtual" => run(n, vcode_gen_a64_branchy_virtual)?,
+        "x64-empty-framed" => run(n, vcode_gen_x64_empty_framed)?,
+        "a64-empty-framed" => run(n, vcode_gen_a64_empty_framed)?,
+        "x64-imm" => run(n, vcode_gen_x64_imm)?,
+        "a64-imm" => run(n, vcode_gen_a64_imm)?,
         m => {
             eprintln!("aarch64_gencount: unknown mode {m}");
             std::process::exit(2);
@@ -73,8 +128,11 @@ fn main() -> vcode::Result<()> {
     }
     let (v, x, e) = workload::instruction_counts()?;
     let b = workload::branchy_count()?;
+    let mut r = Func::<vcode::Reference>::with_backend();
+    let (ef, i) = (workload::empty_framed(&mut r)?.len(), imm(&mut r)?.len());
     println!(
-        "{mode}: {n} functions; vcode instructions per function: virtual {v}, fixed {x}, empty {e}, branchy {b}"
+        "{mode}: {n} functions; vcode instructions per function: virtual {v}, fixed {x}, empty {e}, \
+         empty with a frame {ef}, branchy {b}, imm {i}"
     );
     Ok(())
 }
