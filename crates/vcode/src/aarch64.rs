@@ -48,7 +48,7 @@
 //! values give `MIN`; see `docs/vcode.md`) with a few extra instructions
 //! around `fcvtzs`, so that every target computes the same values.
 
-use crate::abi::{ArgLoc, CallConv, ConvTables, InvokeError};
+use crate::abi::{CallConv, ConvTables, InvokeError};
 use crate::backend::{
     Arg, Backend, BinOp, Callee, Cond, LocalOp, MAX_CALL_ARGS, Src, Target, UnOp, check_call,
 };
@@ -110,11 +110,10 @@ pub mod regfile {
         "v22", "v23",
     ];
 
-    /// The assembler name of the A64 register behind vcode number `n`.
-    pub fn reg_name(float: bool, n: u8) -> &'static str {
-        let names = if float { &FPR_NAMES } else { &GPR_NAMES };
-        names.get(n as usize).copied().unwrap_or("?")
-    }
+    /// The names of both files (integer, float), as
+    /// [`host::reg_name`](crate::host::reg_name) and the convention's
+    /// tables read them.
+    pub const NAMES: [&[&str; 16]; 2] = [&GPR_NAMES, &FPR_NAMES];
 
     /// Integer argument registers (`x0..x7`), in order.
     pub const INT_ARGS: [u8; 8] = [X0, X1, X2, X3, X4, X5, X6, X7];
@@ -190,11 +189,6 @@ fn v(n: u8) -> u8 {
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
 pub struct Aapcs64;
 
-/// AAPCS64 placement of arguments of the given types (vcode numbers).
-pub fn abi_layout(tys: &[Ty]) -> impl Iterator<Item = ArgLoc> + '_ {
-    TABLES.layout(tys)
-}
-
 /// The convention's tables, which [`CallConv`]'s methods and the
 /// argument layout read.
 const TABLES: ConvTables = ConvTables {
@@ -203,7 +197,7 @@ const TABLES: ConvTables = ConvTables {
     float_args: &regfile::FLOAT_ARGS,
     reserved: [regfile::RESERVED_GPR, regfile::RESERVED_XMM],
     callee_saved: [regfile::CALLEE_SAVED_GPR, 0],
-    names: [&regfile::GPR_NAMES, &regfile::FPR_NAMES],
+    names: regfile::NAMES,
 };
 
 impl CallConv for Aapcs64 {

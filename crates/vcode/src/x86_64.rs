@@ -106,11 +106,10 @@ pub mod regfile {
         "xmm11", "xmm12", "xmm13", "xmm14", "xmm15",
     ];
 
-    /// The assembler name of a physical register.
-    pub fn reg_name(float: bool, n: u8) -> &'static str {
-        let names = if float { &XMM_NAMES } else { &GPR_NAMES };
-        names.get(n as usize).copied().unwrap_or("?")
-    }
+    /// The names of both files (integer, float), as
+    /// [`host::reg_name`](crate::host::reg_name) and the convention's
+    /// tables read them.
+    pub const NAMES: [&[&str; 16]; 2] = [&GPR_NAMES, &XMM_NAMES];
 
     /// Integer argument registers, in order.
     pub const INT_ARGS: [u8; 6] = [RDI, RSI, RDX, RCX, R8, R9];
@@ -203,7 +202,7 @@ const TABLES: ConvTables = ConvTables {
     float_args: &regfile::FLOAT_ARGS,
     reserved: [regfile::RESERVED_GPR, regfile::RESERVED_XMM],
     callee_saved: [regfile::CALLEE_SAVED_GPR, 0],
-    names: [&regfile::GPR_NAMES, &regfile::XMM_NAMES],
+    names: regfile::NAMES,
 };
 
 /// Stack slots [`call_native`] can pass: enough for every call vcode
@@ -278,7 +277,7 @@ pub unsafe fn call_native(addr: usize, args: &[Value], ret: Ty) -> Value {
     let mut g = [0u64; 6];
     let mut x = [0f64; 8];
     let mut s = [0u64; STACK_SLOTS];
-    for (a, loc) in args.iter().zip(abi_layout(&tys[..args.len()])) {
+    for (a, loc) in args.iter().zip(TABLES.layout(&tys[..args.len()])) {
         match loc {
             ArgLoc::Reg(n) if a.ty().is_float() => x[n as usize] = f64::from_bits(a.bits()),
             ArgLoc::Reg(n) => {
@@ -320,11 +319,6 @@ pub unsafe fn call_native(addr: usize, args: &[Value], ret: Ty) -> Value {
         };
         Value::from_bits(ret, bits)
     }
-}
-
-/// System V placement of arguments of the given types.
-pub(crate) fn abi_layout(tys: &[Ty]) -> impl Iterator<Item = ArgLoc> + '_ {
-    TABLES.layout(tys)
 }
 
 // ===========================================================================
@@ -2778,13 +2772,13 @@ mod tests {
                 for n in 0..16u8 {
                     if saves[0] & (1 << n) != 0 {
                         let (r, slot) =
-                            (regfile::reg_name(false, n), num(-regfile::gpr_save_slot(n)));
+                            (SysV.reg_name(false, n), num(-regfile::gpr_save_slot(n)));
                         want.push(format!("mov     [rbp-{slot}],{r}"));
                         restores.push(format!("mov     {r},[rbp-{slot}]"));
                     }
                     if saves[1] & (1 << n) != 0 {
                         let (r, slot) =
-                            (regfile::reg_name(true, n), num(-regfile::xmm_save_slot(n)));
+                            (SysV.reg_name(true, n), num(-regfile::xmm_save_slot(n)));
                         want.push(format!("movdqu  [rbp-{slot}],{r}"));
                         restores.push(format!("movdqu  {r},[rbp-{slot}]"));
                     }
