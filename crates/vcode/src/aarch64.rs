@@ -54,7 +54,9 @@ use crate::backend::{
 };
 use crate::buf::{Buf, MAX_INSN};
 use crate::code::Parts;
-use crate::common::{ArgEmit, CallLayout, FuncState, move_params, parallel_move, place_args};
+use crate::common::{
+    ArgEmit, CallLayout, FuncState, move_params, native_backend_methods, parallel_move, place_args,
+};
 use crate::error::{Error, ErrorKind, Fault, FaultKind};
 use crate::mem::ExecMemory;
 use crate::regs::RegAlloc;
@@ -896,27 +898,9 @@ impl Backend for A64 {
         }
     }
 
-    fn conv(&self) -> &'static dyn CallConv {
-        Aapcs64::get()
-    }
-
-    #[inline]
-    fn begin(&mut self, sig: &Signature, params: &[AnyReg], moves: bool) {
-        self.enter(sig, params, moves)
-    }
-
-    fn code_offset(&self) -> usize {
-        self.buf.pos()
-    }
-
-    fn next_index(&self) -> u32 {
-        self.buf.index().wrapping_add(1)
-    }
-
-    fn fail(&mut self, method: &'static str, kind: ErrorKind) {
-        self.buf
-            .fail_at(self.buf.index().wrapping_add(1), method, kind);
-    }
+    // The convention (section 2), entry and `end` (section 6), errors,
+    // locals: shared.
+    native_backend_methods!(Aapcs64);
 
     // -- arithmetic ----------------------------------------------------------
 
@@ -1209,10 +1193,6 @@ impl Backend for A64 {
         self.store_at(mem, rs, g(base), off);
     }
 
-    fn local(&mut self, ty: Ty) -> (i32, u32) {
-        self.st.local(ty)
-    }
-
     fn local_op(&mut self, m: &'static str, op: LocalOp, ty: Ty, r: u8, off: i32, id: u32) {
         self.insn(m);
         if !self.st.local_ok(off, id) && !self.st.param_local_ok(off, id) {
@@ -1373,16 +1353,6 @@ impl Backend for A64 {
 
     fn jump_table(&mut self, m: &'static str, idx: u8, targets: &[Label]) {
         self.emit_jump_table(m, idx, targets)
-    }
-
-    fn finish(
-        &mut self,
-        alloc: &RegAlloc,
-        sig: &'static Signature,
-        name: Option<String>,
-        mem: Option<&dyn ExecMemory>,
-    ) -> Result<Code, Error> {
-        self.link(alloc, sig, name, mem)
     }
 }
 

@@ -39,6 +39,61 @@ pub(crate) fn parallel_move(moves: &mut Vec<(u8, u8)>, tmp: u8, mut mov: impl Fn
     }
 }
 
+/// The [`Backend`](crate::Backend) methods every native target writes
+/// alike, for a backend with the fields `buf` ([`Buf`](crate::buf::Buf))
+/// and `st` ([`FuncState`]) and the inherent methods `enter` (section 6:
+/// the per-function reset and the parameter moves, inline into `lambda`)
+/// and `link` (`end`): its convention `$conv`, the code offset and the
+/// next instruction's index, an error between instructions, a new local,
+/// the entry and `end`. A target writes `native_backend_methods!(Conv);`
+/// in its `impl Backend` and the instruction methods beside it.
+macro_rules! native_backend_methods {
+    ($conv:ty) => {
+        fn conv(&self) -> &'static dyn $crate::abi::CallConv {
+            <$conv as $crate::abi::CallConv>::get()
+        }
+
+        // Inline (into `lambda`): a dozen stores, not worth a call.
+        #[inline]
+        fn begin(
+            &mut self,
+            sig: &$crate::sig::Signature,
+            params: &[$crate::ty::AnyReg],
+            moves: bool,
+        ) {
+            self.enter(sig, params, moves)
+        }
+
+        fn code_offset(&self) -> usize {
+            self.buf.pos()
+        }
+
+        fn next_index(&self) -> u32 {
+            self.buf.next_index()
+        }
+
+        fn fail(&mut self, method: &'static str, kind: $crate::error::ErrorKind) {
+            self.buf.fail_next(method, kind)
+        }
+
+        fn local(&mut self, ty: $crate::ty::Ty) -> (i32, u32) {
+            self.st.local(ty)
+        }
+
+        #[inline]
+        fn finish(
+            &mut self,
+            alloc: &$crate::regs::RegAlloc,
+            sig: &'static $crate::sig::Signature,
+            name: Option<String>,
+            mem: Option<&dyn $crate::mem::ExecMemory>,
+        ) -> Result<Self::Code, $crate::error::Error> {
+            self.link(alloc, sig, name, mem)
+        }
+    };
+}
+pub(crate) use native_backend_methods;
+
 /// Records `ty` as the function's return type at its first `ret`, and
 /// refuses a later `ret` of another type.
 #[inline(always)]

@@ -22,5 +22,8 @@ pub use crate::x86_64::regfile::*;
 /// past the file: what errors and debug output print. Read from the
 /// host's register file, so no target writes it.
 pub fn reg_name(float: bool, n: u8) -> &'static str {
-    NAMES[float as usize].get(n as usize).copied().unwrap_or("?")
+    NAMES[float as usize]
+        .get(n as usize)
+        .copied()
+        .unwrap_or("?")
 }

@@ -54,7 +54,9 @@ use crate::backend::{
 };
 use crate::buf::Buf;
 use crate::code::Parts;
-use crate::common::{ArgEmit, CallLayout, FuncState, move_params, parallel_move, place_args};
+use crate::common::{
+    ArgEmit, CallLayout, FuncState, move_params, native_backend_methods, parallel_move, place_args,
+};
 use crate::error::{Error, ErrorKind};
 use crate::mem::ExecMemory;
 use crate::regs::RegAlloc;
@@ -1034,33 +1036,9 @@ impl Backend for X64 {
         }
     }
 
-    // -- the convention (section 2), entry (section 6), errors -------------
-
-    fn conv(&self) -> &'static dyn CallConv {
-        SysV::get()
-    }
-
-    // Inline (into `lambda`): a dozen stores, not worth a call.
-    #[inline]
-    fn begin(&mut self, sig: &Signature, params: &[AnyReg], moves: bool) {
-        self.enter(sig, params, moves)
-    }
-
-    fn code_offset(&self) -> usize {
-        self.buf.pos()
-    }
-
-    fn next_index(&self) -> u32 {
-        self.buf.index().wrapping_add(1)
-    }
-
-    fn fail(&mut self, method: &'static str, kind: ErrorKind) {
-        // Called between instructions (getreg, putreg, reserve, extension
-        // checks): the error is at the next instruction, as on the
-        // reference backend.
-        self.buf
-            .fail_at(self.buf.index().wrapping_add(1), method, kind);
-    }
+    // The convention (section 2), entry and `end` (section 6), errors,
+    // locals: shared.
+    native_backend_methods!(SysV);
 
     // -- arithmetic ----------------------------------------------------------
 
@@ -1299,10 +1277,6 @@ impl Backend for X64 {
         self.store_at(mem, rs, base, index, disp);
     }
 
-    fn local(&mut self, ty: Ty) -> (i32, u32) {
-        self.st.local(ty)
-    }
-
     #[inline(always)]
     fn local_op(&mut self, m: &'static str, op: LocalOp, ty: Ty, r: u8, off: i32, id: u32) {
         self.buf.insn(m);
@@ -1443,19 +1417,6 @@ impl Backend for X64 {
 
     fn jump_table(&mut self, m: &'static str, idx: u8, targets: &[Label]) {
         self.emit_jump_table(m, idx, targets)
-    }
-
-    // -- end (section 6) -----------------------------------------------------
-
-    #[inline]
-    fn finish(
-        &mut self,
-        alloc: &RegAlloc,
-        sig: &'static Signature,
-        name: Option<String>,
-        mem: Option<&dyn ExecMemory>,
-    ) -> Result<Code, Error> {
-        self.link(alloc, sig, name, mem)
     }
 }
 
@@ -2771,14 +2732,12 @@ mod tests {
                 let mut restores = Vec::new();
                 for n in 0..16u8 {
                     if saves[0] & (1 << n) != 0 {
-                        let (r, slot) =
-                            (SysV.reg_name(false, n), num(-regfile::gpr_save_slot(n)));
+                        let (r, slot) = (SysV.reg_name(false, n), num(-regfile::gpr_save_slot(n)));
                         want.push(format!("mov     [rbp-{slot}],{r}"));
                         restores.push(format!("mov     {r},[rbp-{slot}]"));
                     }
                     if saves[1] & (1 << n) != 0 {
-                        let (r, slot) =
-                            (SysV.reg_name(true, n), num(-regfile::xmm_save_slot(n)));
+                        let (r, slot) = (SysV.reg_name(true, n), num(-regfile::xmm_save_slot(n)));
                         want.push(format!("movdqu  [rbp-{slot}],{r}"));
                         restores.push(format!("movdqu  {r},[rbp-{slot}]"));
                     }
