@@ -817,6 +817,16 @@ impl A64 {
 /// The encodings of a call's argument placement and of the entry's
 /// parameter moves (the order is shared, `common.rs`).
 impl ArgEmit for A64 {
+    #[inline(always)]
+    fn buf(&mut self) -> &mut Buf {
+        &mut self.buf
+    }
+
+    #[inline(always)]
+    fn st(&mut self) -> &mut FuncState {
+        &mut self.st
+    }
+
     #[inline]
     fn store_arg(&mut self, a: Arg, disp: i32) {
         let off = Src::I(disp as i64);
@@ -1831,20 +1841,8 @@ impl A64 {
         self.last_ret = None;
         self.flags = None;
         if moves {
-            self.move_params(sig, params);
+            move_params(self, &TABLES, sig, params);
         }
-    }
-
-    /// Copies the parameters that arrive elsewhere (on the stack, or in a
-    /// register the backend keeps) into their registers. Out of line:
-    /// `enter` is inlined into `lambda`, and most signatures need no moves.
-    #[inline(never)]
-    fn move_params(&mut self, sig: &Signature, params: &[AnyReg]) {
-        self.buf.reserve("lambda", 16 * params.len());
-        let (frame, param_mem) = move_params(self, &TABLES, sig, params);
-        self.st.frame |= frame;
-        self.st.param_mem = param_mem;
-        self.buf.rebase();
     }
 
     #[inline(always)]

@@ -11,6 +11,7 @@
 
 use crate::abi::{ArgLoc, ConvTables};
 use crate::backend::{Arg, param_local_ok, param_slot_off};
+use crate::buf::Buf;
 use crate::error::ErrorKind;
 use crate::sig::Signature;
 use crate::slots::SAVE_AREA;
@@ -147,6 +148,10 @@ const _: () = {
 /// Register numbers are vcode's (the convention's tables'); a target
 /// maps them to its own.
 pub(crate) trait ArgEmit {
+    /// The backend's code buffer.
+    fn buf(&mut self) -> &mut Buf;
+    /// The backend's per-function state.
+    fn st(&mut self) -> &mut FuncState;
     /// Stores argument `a` into the 8-byte slot `disp` bytes above the
     /// stack pointer (a value from memory goes through a scratch
     /// register, zero-extended).
@@ -254,15 +259,19 @@ pub(crate) fn place_args<E: ArgEmit>(e: &mut E, m: &'static str, args: &[Arg], l
 
 /// Copies the parameters that arrive elsewhere (on the stack, or in a
 /// register the backend keeps) into the registers `params` gives them,
-/// by the convention `t`. Returns whether the function needs a frame and
-/// the parameters kept in their stack slots (a bit per index), read
-/// later through the frame pointer.
+/// by the convention `t`, at the start of the body; notes in the
+/// per-function state whether that needs a frame and the parameters kept
+/// in their stack slots (a bit per index), read later through the frame
+/// pointer. Out of line: a target's `enter` is inlined into `lambda`,
+/// and most signatures need no moves.
+#[inline(never)]
 pub(crate) fn move_params<E: ArgEmit>(
     e: &mut E,
     t: &'static ConvTables,
     sig: &Signature,
     params: &[AnyReg],
-) -> (bool, u32) {
+) {
+    e.buf().reserve("lambda", 16 * params.len());
     let (mut frame, mut param_mem) = (false, 0);
     for (i, (&r, loc)) in params.iter().zip(t.layout(sig.params())).enumerate() {
         match loc {
@@ -278,7 +287,10 @@ pub(crate) fn move_params<E: ArgEmit>(
             }
         }
     }
-    (frame, param_mem)
+    let st = e.st();
+    st.frame |= frame;
+    st.param_mem = param_mem;
+    e.buf().rebase();
 }
 
 /// The per-function state every native backend keeps beside its buffer
