@@ -1935,14 +1935,8 @@ impl A64 {
             }
         }
         let body_len = self.buf.pos();
-        let mut saves = alloc.used_callee_saved();
-        match self.st.ret_ty {
-            // The result register carries the value out: never restored.
-            Some(Ty::F | Ty::D) => saves[1] &= !1,
-            Some(Ty::V) | None => {}
-            Some(_) => saves[0] &= !regfile::bit(regfile::gpr::X0),
-        }
-        let frame = self.st.frame || saves != [0, 0] || self.st.locals > 0;
+        let saves = self.st.saves(alloc, regfile::gpr::X0);
+        let frame = self.st.needs_frame(saves);
         // The common case: no frame, constants, jump tables or alignment,
         // in this backend's run of the default memory. The code is the
         // body and a `ret`, written straight into the run's writable view
@@ -1979,11 +1973,7 @@ impl A64 {
         // when those are the same (as they are for most functions of one
         // client). The key is unset while the buffers are out of `self`,
         // so that an error return (which drops them) cannot leave a stale key.
-        let size = if frame {
-            ((regfile::SAVE_AREA + self.st.locals + 15) & !15) as u32
-        } else {
-            0
-        };
+        let size = if frame { self.st.frame_size() } else { 0 };
         let key = if frame {
             1 | u64::from(saves[0]) << 1 | u64::from(saves[1]) << 17 | u64::from(size) << 33
         } else {

@@ -13,8 +13,9 @@ use crate::abi::{ArgLoc, ConvTables};
 use crate::backend::{Arg, param_local_ok, param_slot_off};
 use crate::buf::Buf;
 use crate::error::ErrorKind;
+use crate::regs::RegAlloc;
 use crate::sig::Signature;
-use crate::slots::SAVE_AREA;
+use crate::slots::{SAVE_AREA, bit};
 use crate::ty::{AnyReg, MAX_PARAMS, Ty};
 
 /// Orders `dst <- src` register moves so that none overwrites a source
@@ -391,6 +392,37 @@ impl FuncState {
     #[inline(always)]
     pub(crate) fn note_ret(&mut self, ty: Ty) -> Result<(), ErrorKind> {
         note_ret(&mut self.ret_ty, ty)
+    }
+
+    /// The callee-saved registers the frame saves (integer, float): those
+    /// the allocator says the function claimed or wrote, but the register
+    /// that carries the result out (`ret_gpr`, the convention's integer
+    /// result register by vcode number, or float 0), which a restore
+    /// would overwrite when a [`RegConfig`](crate::RegConfig) makes it
+    /// callee-saved.
+    #[inline(always)]
+    pub(crate) fn saves(&self, alloc: &RegAlloc, ret_gpr: u8) -> [u16; 2] {
+        let mut saves = alloc.used_callee_saved();
+        match self.ret_ty {
+            Some(Ty::F | Ty::D) => saves[1] &= !1,
+            Some(Ty::V) | None => {}
+            Some(_) => saves[0] &= !bit(ret_gpr),
+        }
+        saves
+    }
+
+    /// True if the function needs a frame: it saves `saves`, has locals,
+    /// or needs one for a call, a `jal` or a parameter in its stack slot.
+    #[inline(always)]
+    pub(crate) fn needs_frame(&self, saves: [u16; 2]) -> bool {
+        self.frame || saves != [0, 0] || self.locals > 0
+    }
+
+    /// The bytes the prologue reserves below the frame pointer: the save
+    /// area and the locals, to a multiple of 16.
+    #[inline(always)]
+    pub(crate) fn frame_size(&self) -> u32 {
+        ((SAVE_AREA + self.locals + 15) & !15) as u32
     }
 
     /// Checks an `align` to `n` bytes (a power of two up to 64) and

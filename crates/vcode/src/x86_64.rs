@@ -2159,18 +2159,18 @@ impl X64 {
         sig: &'static Signature,
         name: Option<String>,
     ) -> Result<Code, Error> {
-        let size = self.frame_size();
+        let size = self.st.frame_size();
         let float_ret = matches!(self.st.ret_ty, Some(Ty::F | Ty::D));
         let key = u64::from(alloc.used_callee_raw()) | u64::from(size | u32::from(float_ret)) << 32;
         let at = FrameSlot::index(key);
         if self.frames[at].key != key {
-            match FrameSlot::fill(key, self.saves(alloc), size) {
+            match FrameSlot::fill(key, self.st.saves(alloc, RAX), size) {
                 Some(slot) => self.frames[at] = slot,
                 None => return self.link_general(alloc, sig, name, None),
             }
         }
         let slot = &self.frames[at];
-        if !(self.st.frame || slot.saves != [0, 0] || self.st.locals > 0) {
+        if !self.st.needs_frame(slot.saves) {
             // Only xmm0 was touched, and it carries a float result out.
             return self.link_general(alloc, sig, name, None);
         }
@@ -2262,33 +2262,14 @@ impl X64 {
         Ok(())
     }
 
-    /// The callee-saved registers the frame saves (integer, `xmm`).
-    #[inline(always)]
-    fn saves(&self, alloc: &RegAlloc) -> [u16; 2] {
-        let mut saves = alloc.used_callee_saved();
-        if matches!(self.st.ret_ty, Some(Ty::F | Ty::D)) {
-            // xmm0 carries the result out: restoring it (when a RegConfig
-            // makes it callee-saved) would overwrite the return value.
-            saves[1] &= !1;
-        }
-        saves
-    }
-
-    /// The bytes `sub rsp` reserves: the save area and the locals, to a
-    /// multiple of 16.
-    #[inline(always)]
-    fn frame_size(&self) -> u32 {
-        ((regfile::SAVE_AREA + self.st.locals + 15) & !15) as u32
-    }
-
     /// Decides the frame and where each part goes, and backpatches the
     /// returns and the constants' references in the body (which does not
     /// move: its position in the block is known before the block is).
     #[inline(always)]
     fn layout(&mut self, alloc: &RegAlloc) -> Layout {
         let body_len = self.buf.pos();
-        let saves = self.saves(alloc);
-        let frame = self.st.frame || saves != [0, 0] || self.st.locals > 0;
+        let saves = self.st.saves(alloc, RAX);
+        let frame = self.st.needs_frame(saves);
         // Prologue, padded so that body positions keep the alignment
         // `align` (a power of two) asked for; body; epilogue; constants,
         // 8-byte aligned.
@@ -2324,7 +2305,7 @@ impl X64 {
         Layout {
             frame: frame.then(|| FrameLayout {
                 saves,
-                size: self.frame_size(),
+                size: self.st.frame_size(),
             }),
             pro_len,
             pro_total,
