@@ -55,7 +55,8 @@ use crate::backend::{
 use crate::buf::{Buf, MAX_INSN};
 use crate::code::Parts;
 use crate::common::{
-    ArgEmit, CallLayout, FuncState, move_params, native_backend_methods, parallel_move, place_args,
+    ArgEmit, CallLayout, FuncState, label_error, move_params, native_backend_methods,
+    parallel_move, place_args,
 };
 use crate::error::{Error, ErrorKind, Fault, FaultKind};
 use crate::mem::ExecMemory;
@@ -1372,12 +1373,10 @@ impl Backend for A64 {
 #[cold]
 #[inline(never)]
 fn fixup_error(f: Fixup, known: bool, far: bool) -> Error {
-    let label = f.label;
     let kind = match far {
+        false => return label_error(f.index, f.method(), f.label, known),
         true if f.kind < 6 => FAR_BRANCH,
         true => ErrorKind::Unsupported("aarch64: a branch beyond b's ±128 MiB"),
-        false if known => ErrorKind::UnplacedLabel { label },
-        false => ErrorKind::UnknownLabel { label },
     };
     Error::new(f.index, f.method(), kind)
 }
@@ -2034,17 +2033,7 @@ impl A64 {
         for &(f, table) in &self.tables {
             let target = match self.labels.get(f.label as usize) {
                 Some(&p) if p != UNPLACED => p,
-                found => {
-                    let label = f.label;
-                    return Err(err(
-                        f.index,
-                        f.method(),
-                        match found {
-                            Some(_) => ErrorKind::UnplacedLabel { label },
-                            None => ErrorKind::UnknownLabel { label },
-                        },
-                    ));
-                }
+                found => return Err(fixup_error(f, found.is_some(), false)),
             };
             self.buf.patch4(f.at as usize, target.wrapping_sub(table));
         }

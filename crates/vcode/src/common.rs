@@ -12,7 +12,7 @@
 use crate::abi::{ArgLoc, ConvTables};
 use crate::backend::{Arg, param_local_ok, param_slot_off};
 use crate::buf::Buf;
-use crate::error::ErrorKind;
+use crate::error::{Error, ErrorKind};
 use crate::regs::RegAlloc;
 use crate::sig::Signature;
 use crate::slots::{SAVE_AREA, bit};
@@ -95,6 +95,39 @@ macro_rules! native_backend_methods {
     };
 }
 pub(crate) use native_backend_methods;
+
+/// The error `end` reports for a reference to `label` by instruction
+/// `index` (client method `method`: a branch, a jump, a jump table's
+/// entry): the label is not placed, or, if not `known`, is none of the
+/// function's labels.
+#[cold]
+#[inline(never)]
+pub(crate) fn label_error(index: u32, method: &'static str, label: u32, known: bool) -> Error {
+    let kind = if known {
+        ErrorKind::UnplacedLabel { label }
+    } else {
+        ErrorKind::UnknownLabel { label }
+    };
+    Error::new(index, method, kind)
+}
+
+/// Checks at `end` that every jump-table entry, `(label, instruction
+/// index, method)`, names a placed label (`placed(label)`: `None` for a
+/// label the function never made): the first that does not is the error.
+#[cold]
+#[inline(never)]
+pub(crate) fn check_tables(
+    entries: impl IntoIterator<Item = (u32, u32, &'static str)>,
+    placed: impl Fn(u32) -> Option<bool>,
+) -> Result<(), Error> {
+    for (label, index, method) in entries {
+        match placed(label) {
+            Some(true) => {}
+            found => return Err(label_error(index, method, label, found.is_some())),
+        }
+    }
+    Ok(())
+}
 
 /// Records `ty` as the function's return type at its first `ret`, and
 /// refuses a later `ret` of another type.

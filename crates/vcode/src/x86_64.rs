@@ -55,7 +55,8 @@ use crate::backend::{
 use crate::buf::Buf;
 use crate::code::Parts;
 use crate::common::{
-    ArgEmit, CallLayout, FuncState, move_params, native_backend_methods, parallel_move, place_args,
+    ArgEmit, CallLayout, FuncState, check_tables, move_params, native_backend_methods,
+    parallel_move, place_args,
 };
 use crate::error::{Error, ErrorKind};
 use crate::mem::ExecMemory;
@@ -2211,7 +2212,11 @@ impl X64 {
         mem: Option<&dyn ExecMemory>,
     ) -> Result<Code, Error> {
         if !self.tables.is_empty() {
-            self.check_tables()?;
+            let entries = self.tables.iter().map(|f| (f.label, f.index, f.method()));
+            let labels = &self.labels;
+            check_tables(entries, |l| {
+                labels.get(l as usize).map(|&w| w & UNPLACED == 0)
+            })?;
         }
         let end_index = self.buf.index().wrapping_add(1);
         let lay = self.layout(alloc);
@@ -2237,29 +2242,6 @@ impl X64 {
             })
             .map_err(err)?;
         Ok(code(block, lay, sig, name, ret))
-    }
-
-    /// The error of a jump table naming a label that is not placed.
-    #[cold]
-    #[inline(never)]
-    fn check_tables(&self) -> Result<(), Error> {
-        for f in &self.tables {
-            match self.labels.get(f.label as usize).copied() {
-                Some(p) if p & UNPLACED == 0 => {}
-                found => {
-                    let label = f.label;
-                    return Err(Error::new(
-                        f.index,
-                        f.method(),
-                        match found {
-                            Some(_) => ErrorKind::UnplacedLabel { label },
-                            None => ErrorKind::UnknownLabel { label },
-                        },
-                    ));
-                }
-            }
-        }
-        Ok(())
     }
 
     /// Decides the frame and where each part goes, and backpatches the
