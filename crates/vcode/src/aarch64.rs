@@ -248,6 +248,35 @@ impl CallConv for Aapcs64 {
             Value::from_bits(ret, 0)
         }
     }
+
+    /// Runs generated code under emulation, reporting a fault of the run
+    /// (an unmapped access, an undefined instruction) as the error.
+    unsafe fn run(&self, addr: usize, args: &[Value], ret: Ty) -> Result<Value, InvokeError> {
+        self.check_call(args)?;
+        #[cfg(feature = "emu")]
+        {
+            // SAFETY: forwarded from the caller (the trait's contract).
+            unsafe { crate::emu::call(addr, args, ret) }.map_err(|e| {
+                InvokeError::Fault(Fault {
+                    index: 0,
+                    method: "invoke",
+                    kind: FaultKind::Unsupported(e.0),
+                })
+            })
+        }
+        #[cfg(not(feature = "emu"))]
+        {
+            // check_call refused: never reached.
+            let _ = (addr, ret);
+            Err(InvokeError::Fault(Fault {
+                index: 0,
+                method: "invoke",
+                kind: FaultKind::Unsupported(
+                    "aarch64 code runs only under emulation (vcode's feature `emu`)",
+                ),
+            }))
+        }
+    }
 }
 
 // ===========================================================================
@@ -885,6 +914,7 @@ impl ArgEmit for A64 {
 
 impl Backend for A64 {
     type Code = Code;
+    type Conv = Aapcs64;
 
     fn new() -> Self {
         A64 {
@@ -909,9 +939,8 @@ impl Backend for A64 {
         }
     }
 
-    // The convention (section 2), entry and `end` (section 6), errors,
-    // locals: shared.
-    native_backend_methods!(Aapcs64);
+    // Entry and `end` (section 6), errors, locals: shared.
+    native_backend_methods!();
 
     // -- arithmetic ----------------------------------------------------------
 
@@ -2192,34 +2221,6 @@ impl Code {
 impl std::fmt::Debug for Code {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         self.fmt_titled(f, "aarch64::Code")
-    }
-}
-
-impl crate::Invoke for Code {
-    fn params(&self) -> &[Ty] {
-        self.sig.params()
-    }
-
-    fn ret_type(&self) -> Ty {
-        Code::ret_type(self)
-    }
-
-    unsafe fn invoke(&self, args: &[Value]) -> Result<Value, InvokeError> {
-        crate::abi::check_args(self.sig.params(), args)?;
-        Aapcs64.check_call(args)?;
-        #[cfg(feature = "emu")]
-        {
-            // SAFETY: the caller vouches for running this code.
-            unsafe { crate::emu::call(self.addr(), args, Code::ret_type(self)) }.map_err(|e| {
-                InvokeError::Fault(Fault {
-                    index: 0,
-                    method: "invoke",
-                    kind: FaultKind::Unsupported(e.0),
-                })
-            })
-        }
-        #[cfg(not(feature = "emu"))]
-        unreachable!("check_call refuses without emulation")
     }
 }
 

@@ -45,16 +45,12 @@ pub(crate) fn parallel_move(moves: &mut Vec<(u8, u8)>, tmp: u8, mut mov: impl Fn
 /// alike, for a backend with the fields `buf` ([`Buf`](crate::buf::Buf))
 /// and `st` ([`FuncState`]) and the inherent methods `enter` (section 6:
 /// the per-function reset and the parameter moves, inline into `lambda`)
-/// and `link` (`end`): its convention `$conv`, the code offset and the
-/// next instruction's index, an error between instructions, a new local,
-/// the entry and `end`. A target writes `native_backend_methods!(Conv);`
-/// in its `impl Backend` and the instruction methods beside it.
+/// and `link` (`end`): the code offset and the next instruction's index,
+/// an error between instructions, a new local, the entry and `end`. A
+/// target writes `native_backend_methods!();` in its `impl Backend` and
+/// the instruction methods beside it.
 macro_rules! native_backend_methods {
-    ($conv:ty) => {
-        fn conv(&self) -> &'static dyn $crate::abi::CallConv {
-            <$conv as $crate::abi::CallConv>::get()
-        }
-
+    () => {
         // Inline (into `lambda`): a dozen stores, not worth a call.
         #[inline]
         fn begin(

@@ -1031,6 +1031,7 @@ fn push_nops(out: &mut Vec<u8>, mut n: usize) {
 
 impl Backend for X64 {
     type Code = Code;
+    type Conv = SysV;
 
     fn new() -> Self {
         X64 {
@@ -1047,9 +1048,8 @@ impl Backend for X64 {
         }
     }
 
-    // The convention (section 2), entry and `end` (section 6), errors,
-    // locals: shared.
-    native_backend_methods!(SysV);
+    // Entry and `end` (section 6), errors, locals: shared.
+    native_backend_methods!();
 
     // -- arithmetic ----------------------------------------------------------
 
@@ -2451,24 +2451,6 @@ impl Code {
 impl std::fmt::Debug for Code {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         self.fmt_titled(f, "Code")
-    }
-}
-
-impl crate::Invoke for Code {
-    fn params(&self) -> &[Ty] {
-        self.sig.params()
-    }
-
-    fn ret_type(&self) -> Ty {
-        Code::ret_type(self)
-    }
-
-    unsafe fn invoke(&self, args: &[crate::Value]) -> Result<crate::Value, crate::InvokeError> {
-        crate::abi::check_args(self.sig.params(), args)?;
-        SysV.check_call(args)?;
-        // SAFETY: the caller vouches for running this code (trait contract);
-        // the argument types were checked against the signature.
-        Ok(unsafe { call_native(self.addr(), args, Code::ret_type(self)) })
     }
 }
 
