@@ -50,13 +50,13 @@
 
 use crate::abi::{CallConv, ConvTables, InvokeError};
 use crate::backend::{
-    Arg, Backend, BinOp, Callee, Cond, LocalOp, MAX_CALL_ARGS, Src, Target, UnOp, check_call,
+    Arg, Backend, BinOp, Callee, Cond, LocalOp, MAX_CALL_ARGS, Src, Target, UnOp,
 };
 use crate::buf::{Buf, MAX_INSN};
 use crate::code::Parts;
 use crate::common::{
-    ArgEmit, CallLayout, FuncState, label_error, move_params, native_backend_methods,
-    parallel_move, place_args,
+    ArgEmit, CallEmit, FuncState, emit_call, label_error, move_params, native_backend_methods,
+    parallel_move,
 };
 use crate::error::{Error, ErrorKind, Fault, FaultKind};
 use crate::mem::ExecMemory;
@@ -912,6 +912,54 @@ impl ArgEmit for A64 {
     }
 }
 
+/// The encodings of a call (its order is shared, `common.rs`): through
+/// `x9`, with the link register kept on the stack across it (so that a
+/// subroutine entered by `jal` may call) and the stack arguments below it.
+impl CallEmit for A64 {
+    fn call_reserve(&mut self, m: &'static str, nargs: usize) {
+        self.reserve(m, 40 * nargs + 8 * 16 + 96);
+    }
+
+    fn call_resync(&mut self, m: &'static str) {
+        self.resync(m);
+    }
+
+    fn load_callee(&mut self, t: Target) {
+        match t {
+            Target::Reg(r) => self.mov(true, X9, g(r)),
+            Target::Addr(a) => self.movi(true, X9, a as i64),
+            Target::Label(_) => {}
+        }
+    }
+
+    fn save_float(&mut self, n: u8, disp: i32) {
+        self.mem(STR_D, v(n), FP, Src::I(disp as i64));
+    }
+
+    fn enter_call(&mut self, reserve: i32) {
+        self.put(0xf81f_0ffe); // str x30, [sp, #-16]!
+        if reserve > 0 {
+            add_imm_to(&mut self.buf, true, SP, SP, -i64::from(reserve));
+        }
+    }
+
+    fn make_call(&mut self, reserve: i32) {
+        self.put(0xd63f_0000 | (X9 as u32) << 5); // blr x9
+        if reserve > 0 {
+            add_imm_to(&mut self.buf, true, SP, SP, i64::from(reserve));
+        }
+        self.put(0xf841_07fe); // ldr x30, [sp], #16
+    }
+
+    fn take_result(&mut self, r: AnyReg) {
+        if r.ty.is_float() {
+            self.fmov(r.ty, v(r.n), 0)
+        } else {
+            self.mov(r.ty.is_64(), g(r.n), 0)
+        }
+    }
+}
+
 impl Backend for A64 {
     type Code = Code;
     type Conv = Aapcs64;
@@ -1278,58 +1326,7 @@ impl Backend for A64 {
         alloc: &RegAlloc,
     ) {
         self.insn(m);
-        let sig = match &callee {
-            Callee::Code(c) => Some(c.sig),
-            Callee::Native(_) | Callee::Reg(_) => None,
-        };
-        if let Err(kind) = check_call(alloc.leaf, sig, args) {
-            return self.buf.fail(m, kind);
-        }
-        self.reserve(m, 40 * args.len() + 8 * 16 + 96);
-        self.st.frame = true;
-        // The callee's address first, before argument moves clobber it.
-        match callee {
-            Callee::Native(a) => self.movi(true, X9, a as i64),
-            Callee::Code(c) => self.movi(true, X9, c.addr() as i64),
-            Callee::Reg(r) => self.mov(true, X9, g(r)),
-        }
-        // Persistent float registers: the callee may clobber v16..v23.
-        let persist = alloc.persist_xmm;
-        for n in 0..16u8 {
-            if persist & (1 << n) != 0 {
-                self.mem(STR_D, v(n), FP, Src::I(regfile::xmm_call_slot(n) as i64));
-            }
-        }
-        // The link register survives calls, so that a subroutine entered
-        // by `jal` may call.
-        self.put(0xf81f_0ffe); // str x30, [sp, #-16]!
-        // Arguments from memory bound for a register are copied first into
-        // slots above the stack arguments, and reloaded after the register
-        // moves: their base registers may be destinations of those moves.
-        let lay = CallLayout::new(&TABLES, args);
-        let reserve = lay.reserve() as i64;
-        if reserve > 0 {
-            add_imm_to(&mut self.buf, true, SP, SP, -reserve);
-        }
-        place_args(self, m, args, &lay);
-        self.put(0xd63f_0000 | (X9 as u32) << 5); // blr x9
-        if reserve > 0 {
-            add_imm_to(&mut self.buf, true, SP, SP, reserve);
-        }
-        self.put(0xf841_07fe); // ldr x30, [sp], #16
-        if let Some(r) = ret {
-            match r.ty {
-                Ty::F | Ty::D => self.fmov(r.ty, v(r.n), 0),
-                Ty::V => {}
-                t => self.mov(t.is_64(), g(r.n), 0),
-            }
-        }
-        for n in 0..16u8 {
-            if persist & (1 << n) != 0 && ret.is_none_or(|r| !(r.ty.is_float() && r.n == n)) {
-                self.mem(LDR_D, v(n), FP, Src::I(regfile::xmm_call_slot(n) as i64));
-            }
-        }
-        self.resync(m);
+        emit_call(self, m, &TABLES, callee, args, ret, alloc);
     }
 
     fn genlabel(&mut self) -> Label {

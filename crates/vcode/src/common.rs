@@ -10,12 +10,13 @@
 //! roles with the shared allocator.
 
 use crate::abi::{ArgLoc, ConvTables};
-use crate::backend::{Arg, param_local_ok, param_slot_off};
+use crate::backend::{Arg, Backend, Callee, Target, check_call, param_local_ok, param_slot_off};
 use crate::buf::Buf;
+use crate::code::Code;
 use crate::error::{Error, ErrorKind};
 use crate::regs::RegAlloc;
 use crate::sig::Signature;
-use crate::slots::{SAVE_AREA, bit};
+use crate::slots::{SAVE_AREA, bit, xmm_call_slot};
 use crate::ty::{AnyReg, MAX_PARAMS, Ty};
 
 /// Orders `dst <- src` register moves so that none overwrites a source
@@ -196,6 +197,92 @@ pub(crate) trait ArgEmit {
     fn load_slot(&mut self, ty: Ty, d: u8, frame: bool, disp: i32);
     /// `d <- s` in type `ty`'s file, the whole register.
     fn move_reg(&mut self, ty: Ty, d: u8, s: u8);
+}
+
+/// What a call's shared sequence ([`emit_call`]) needs from a target
+/// beyond [`ArgEmit`]: room, the callee's address in the target's call
+/// register, a float register's save, the stack adjustment around the
+/// call and the call itself, and the result's move.
+pub(crate) trait CallEmit: ArgEmit + Backend<Code = Code<Self>> {
+    /// Makes room for the code of a call with `nargs` arguments (and
+    /// anything the target must place before it).
+    fn call_reserve(&mut self, m: &'static str, nargs: usize);
+    /// Ends the call's long sequence: the instruction budget resynchronised.
+    fn call_resync(&mut self, m: &'static str);
+    /// Puts the callee's address ([`Target::Addr`]) or the address in a
+    /// `p` register ([`Target::Reg`]) into the register the call goes
+    /// through, before the argument moves may clobber it.
+    fn load_callee(&mut self, t: Target);
+    /// Stores float register `n` (8 bytes) in the frame, `disp` bytes
+    /// from the frame pointer (restored by [`ArgEmit::load_slot`]).
+    fn save_float(&mut self, n: u8, disp: i32);
+    /// Reserves `reserve` bytes below the stack pointer (none if 0) for
+    /// the stack arguments, after saving what the target keeps across a
+    /// call (aarch64: the link register).
+    fn enter_call(&mut self, reserve: i32);
+    /// Calls through the callee's register and undoes
+    /// [`enter_call`](CallEmit::enter_call).
+    fn make_call(&mut self, reserve: i32);
+    /// Moves the call's result (of type `r.ty`, not `v`) into `r`.
+    fn take_result(&mut self, r: AnyReg);
+}
+
+/// A call, in the order every target writes it: the checks, the
+/// callee's address, the persistent float registers saved (the
+/// conventions have no callee-saved float registers vcode uses), the
+/// arguments placed by the convention `t` ([`place_args`]), the call,
+/// the result, and the float registers restored (but the result's). The
+/// target has started the instruction.
+#[inline]
+pub(crate) fn emit_call<E: CallEmit>(
+    e: &mut E,
+    m: &'static str,
+    t: &'static ConvTables,
+    callee: Callee<'_, Code<E>>,
+    args: &[Arg],
+    ret: Option<AnyReg>,
+    alloc: &RegAlloc,
+) {
+    let sig = match &callee {
+        Callee::Code(c) => Some(c.sig),
+        Callee::Native(_) | Callee::Reg(_) => None,
+    };
+    if let Err(kind) = check_call(alloc.leaf, sig, args) {
+        return e.buf().fail(m, kind);
+    }
+    e.call_reserve(m, args.len());
+    e.st().frame = true;
+    e.load_callee(match callee {
+        Callee::Native(a) => Target::Addr(a),
+        Callee::Code(c) => Target::Addr(c.addr()),
+        Callee::Reg(r) => Target::Reg(r),
+    });
+    let persist = alloc.persist_xmm;
+    for n in 0..16u8 {
+        if persist & (1 << n) != 0 {
+            e.save_float(n, xmm_call_slot(n));
+        }
+    }
+    // The stack arguments go in an area reserved below the stack pointer
+    // for this call (16-byte aligned) and released after it, so that a
+    // call is right wherever the stack pointer is: in the body, or in a
+    // subroutine entered by `jal`.
+    let lay = CallLayout::new(t, args);
+    let reserve = lay.reserve();
+    e.enter_call(reserve);
+    place_args(e, m, args, &lay);
+    e.make_call(reserve);
+    if let Some(r) = ret {
+        if r.ty != Ty::V {
+            e.take_result(r);
+        }
+    }
+    for n in 0..16u8 {
+        if persist & (1 << n) != 0 && ret.is_none_or(|r| !(r.ty.is_float() && r.n == n)) {
+            e.load_slot(Ty::D, n, true, xmm_call_slot(n));
+        }
+    }
+    e.call_resync(m);
 }
 
 /// Where a call's arguments go: their locations by the convention, the

@@ -50,13 +50,13 @@
 
 use crate::abi::{ArgLoc, CallConv, ConvTables, InvokeError};
 use crate::backend::{
-    Arg, Backend, BinOp, Callee, Cond, LocalOp, MAX_CALL_ARGS, Src, Target, UnOp, check_call,
+    Arg, Backend, BinOp, Callee, Cond, LocalOp, MAX_CALL_ARGS, Src, Target, UnOp,
 };
 use crate::buf::Buf;
 use crate::code::Parts;
 use crate::common::{
-    ArgEmit, CallLayout, FuncState, check_tables, move_params, native_backend_methods,
-    parallel_move, place_args,
+    ArgEmit, CallEmit, FuncState, check_tables, emit_call, move_params, native_backend_methods,
+    parallel_move,
 };
 use crate::error::{Error, ErrorKind};
 use crate::mem::ExecMemory;
@@ -1004,6 +1004,53 @@ impl ArgEmit for X64 {
     }
 }
 
+/// The encodings of a call (its order is shared, `common.rs`): through
+/// `rax`, with the stack arguments below `rsp`.
+impl CallEmit for X64 {
+    fn call_reserve(&mut self, m: &'static str, nargs: usize) {
+        // Worst case: per argument a movabs and a store (~20 bytes), or a
+        // load, a store and a reload (~26), plus saves.
+        self.buf.reserve(m, 32 * nargs + 16 * 16 + 64);
+    }
+
+    fn call_resync(&mut self, m: &'static str) {
+        self.buf.resync(m);
+    }
+
+    fn load_callee(&mut self, t: Target) {
+        match t {
+            Target::Reg(r) => self.mov(true, RAX, r),
+            Target::Addr(a) => self.movi(true, RAX, a as i64),
+            Target::Label(_) => {}
+        }
+    }
+
+    fn save_float(&mut self, n: u8, disp: i32) {
+        self.rm(0xf2, false, 0x110f, 2, n, RBP, None, disp, false); // movsd
+    }
+
+    fn enter_call(&mut self, reserve: i32) {
+        if reserve > 0 {
+            self.alu_ri(Alu::Sub, true, RSP, reserve);
+        }
+    }
+
+    fn make_call(&mut self, reserve: i32) {
+        self.rr(0, false, 0xff, 1, 2, RAX, false); // call rax
+        if reserve > 0 {
+            self.alu_ri(Alu::Add, true, RSP, reserve);
+        }
+    }
+
+    fn take_result(&mut self, r: AnyReg) {
+        if r.ty.is_float() {
+            self.fmov(r.n, 0)
+        } else {
+            self.mov(r.ty.is_64(), r.n, RAX)
+        }
+    }
+}
+
 /// The multi-byte `nop` forms Intel and AMD recommend, of 1 to 8 bytes.
 const NOPS: [&[u8]; 8] = [
     &[0x90],
@@ -1329,68 +1376,7 @@ impl Backend for X64 {
         alloc: &RegAlloc,
     ) {
         self.buf.insn(m);
-        let sig = match &callee {
-            Callee::Code(c) => Some(c.sig),
-            Callee::Native(_) | Callee::Reg(_) => None,
-        };
-        if let Err(kind) = check_call(alloc.leaf, sig, args) {
-            return self.buf.fail(m, kind);
-        }
-        // Worst case: per argument a movabs and a store (~20 bytes), or a
-        // load, a store and a reload (~26), plus saves.
-        self.buf.reserve(m, 32 * args.len() + 16 * 16 + 64);
-        self.st.frame = true;
-        // The callee address first, before argument moves clobber its register.
-        match callee {
-            Callee::Native(a) => self.movi(true, RAX, a as i64),
-            Callee::Code(c) => self.movi(true, RAX, c.addr() as i64),
-            Callee::Reg(r) => self.mov(true, RAX, r),
-        }
-        // Persistent float registers: the callee may clobber every xmm.
-        let persist = alloc.persist_xmm;
-        for n in 0..16u8 {
-            if persist & (1 << n) != 0 {
-                let slot = regfile::xmm_call_slot(n);
-                self.rm(0xf2, false, 0x110f, 2, n, RBP, None, slot, false);
-            }
-        }
-        // The stack arguments go in an area reserved below rsp for this
-        // call (16-byte aligned) and released after it, so that a call is
-        // right wherever rsp is: in the body, or in a subroutine entered by
-        // `jal`, where [rsp] holds the subroutine's return address.
-        let lay = CallLayout::new(&TABLES, args);
-        let reserve = lay.reserve();
-        if reserve > 0 {
-            self.alu_ri(Alu::Sub, true, RSP, reserve);
-        }
-        place_args(self, m, args, &lay);
-        self.rr(0, false, 0xff, 1, 2, RAX, false); // call rax
-        if reserve > 0 {
-            self.alu_ri(Alu::Add, true, RSP, reserve);
-        }
-        if let Some(r) = ret {
-            match r.ty {
-                Ty::F | Ty::D => self.fmov(r.n, 0),
-                Ty::V => {}
-                t => self.mov(t.is_64(), r.n, RAX),
-            }
-        }
-        for n in 0..16u8 {
-            if persist & (1 << n) != 0 && ret.is_none_or(|r| !(r.ty.is_float() && r.n == n)) {
-                self.rm(
-                    0xf2,
-                    false,
-                    0x100f,
-                    2,
-                    n,
-                    RBP,
-                    None,
-                    regfile::xmm_call_slot(n),
-                    false,
-                );
-            }
-        }
-        self.buf.resync(m);
+        emit_call(self, m, &TABLES, callee, args, ret, alloc);
     }
 
     #[inline(always)]
