@@ -11,14 +11,18 @@
 //!    encoders: data processing (register, immediate, logical immediates),
 //!    `movz`/`movn`/`movk` for any 64-bit immediate, loads and stores of
 //!    every width with any offset, float moves and constants.
-//! 4. **Instruction methods**: the [`Backend`] implementation.
+//!    With them, the encodings the shared sequences of `common.rs` call
+//!    (a call's argument placement, the entry's parameter moves, a call).
+//! 4. **Instruction methods**: the [`Backend`] implementation (the
+//!    methods every native target writes alike are shared).
 //! 5. **Branches and fixups**: `b.cond` (19-bit), `b`/`bl` (26-bit),
 //!    backpatched at `end`; islands of veneers and constants where a
 //!    function outgrows `b.cond`'s and `ldr`'s ±1 MiB; jump tables.
-//! 6. **Prologue, epilogue and `end`**: parameter moves, `ret`, the frame
-//!    (its size known at `end`), saves, constants, instruction-cache
-//!    maintenance, and [`Code`], written straight into the backend's run
-//!    of the executable arena (or the client's memory with `end_in`).
+//! 6. **Prologue, epilogue and `end`**: the per-function reset, `ret`,
+//!    the frame's encoding, constants, instruction-cache maintenance, the
+//!    code written straight into the backend's run of the executable
+//!    arena (or the client's memory with `end_in`), and [`Code`]'s
+//!    listing and disassembly.
 //! 7. **Extensions**: native encoders (`rev`, `cnt`, `fsqrt`, `csel`,
 //!    `fmin`/`fmax`) for the `ext` tables.
 //!

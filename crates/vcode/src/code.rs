@@ -1,9 +1,10 @@
 //! A generated function, on every native target: [`Code`], generic over
 //! the backend that wrote it (`x86_64::Code` is `Code<X64>`,
-//! `aarch64::Code` is `Code<A64>`). Its accessors and its typed
-//! function pointer are the same for every target; each target's module
-//! adds what depends on its encoding (disassembly, listing) and how the
-//! code runs ([`Invoke`](crate::Invoke): natively, or under emulation).
+//! `aarch64::Code` is `Code<A64>`). Its accessors, its typed function
+//! pointer and how it runs with run-time arguments
+//! ([`Invoke`](crate::Invoke), by the backend's convention: natively, or
+//! under emulation) are the same for every target; each target's module
+//! adds what depends on its encoding (disassembly, listing).
 
 use std::marker::PhantomData;
 

@@ -1,13 +1,22 @@
 //! What the native backends share, so that a target's file holds only
 //! its encodings and its convention's tables (with the argument layout,
 //! `ConvTables::layout` in `abi.rs`, the frame's save slots, `slots.rs`,
-//! and the generated function, `code.rs`): parallel moves, the
-//! return-type check, the order of a call's argument placement and of
-//! the entry's parameter moves ([`CallLayout`], [`place_args`],
-//! [`move_params`], with the target's encodings behind [`ArgEmit`]), the
-//! per-function state ([`FuncState`]: locals, constant pool, alignment,
-//! frame, return type), and the agreement of every target's register
-//! roles with the shared allocator.
+//! the register names, `host.rs`, and the generated function and how it
+//! runs, `code.rs`):
+//!
+//! * the [`Backend`] methods every native target writes alike
+//!   ([`native_backend_methods!`]: code offset, instruction index, errors
+//!   between instructions, locals, entry, `end`);
+//! * the order of a call ([`emit_call`], the target's encodings behind
+//!   [`CallEmit`]), of its argument placement and of the entry's
+//!   parameter moves ([`CallLayout`], [`place_args`], [`move_params`],
+//!   behind [`ArgEmit`]), and parallel moves;
+//! * the per-function state ([`FuncState`]: locals, constant pool,
+//!   alignment, return type and its check, and the frame: whether there
+//!   is one, the registers it saves, its size);
+//! * the errors of labels at `end` ([`label_error`], [`check_tables`]);
+//! * the agreement of every target's register roles with the shared
+//!   allocator.
 
 use crate::abi::{ArgLoc, ConvTables};
 use crate::backend::{Arg, Backend, Callee, Target, check_call, param_local_ok, param_slot_off};

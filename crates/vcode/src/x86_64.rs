@@ -12,17 +12,21 @@
 //!    ([`ConvTables`]), and calls into native code with a run-time
 //!    signature.
 //! 3. **Encoders**: the backend's state ([`X64`]) and the byte-level
-//!    encoding helpers (REX/ModRM/SIB, immediates, moves, float constants).
+//!    encoding helpers (REX/ModRM/SIB, immediates, moves, float
+//!    constants), with the encodings the shared sequences of `common.rs`
+//!    call (a call's argument placement, the entry's parameter moves, a
+//!    call).
 //! 4. **Instruction methods**: the [`Backend`] implementation, one method
 //!    per vcode instruction: arithmetic, `set`, conversions, loads, stores,
-//!    locals, calls, data. Branches, entry and exit delegate to 5 and 6.
+//!    locals, calls, data (the methods every native target writes alike
+//!    are shared). Branches, entry and exit delegate to 5 and 6.
 //! 5. **Branches and fixups**: labels, branches, jumps, jump tables, and
 //!    the forward references, chained through their rel32 fields and
 //!    patched when their label is placed (`end` patches the returns and
 //!    the jump tables).
-//! 6. **Prologue, epilogue and `end`**: the moves of parameters at entry,
-//!    returns, and `end` (frame, saves, backpatching, constants, linking
-//!    into executable memory), and [`Code`].
+//! 6. **Prologue, epilogue and `end`**: the per-function reset, returns,
+//!    and `end` (the frame's encoding, backpatching, constants, linking
+//!    into executable memory), and [`Code`]'s disassembly.
 //! 7. **Extensions**: the native encoders the `ext` tables use.
 //!
 //! The calling convention is System V. Registers `rax`, `rcx`, `r11` and
