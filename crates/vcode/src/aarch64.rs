@@ -59,8 +59,7 @@ use crate::backend::{
 use crate::buf::{Buf, MAX_INSN};
 use crate::code::Parts;
 use crate::common::{
-    ArgEmit, CallEmit, FuncState, emit_call, label_error, move_params, native_backend_methods,
-    parallel_move,
+    ArgEmit, CallEmit, FuncState, emit_call, label_error, native_backend_methods, parallel_move,
 };
 use crate::error::{Error, ErrorKind, Fault, FaultKind};
 use crate::mem::ExecMemory;
@@ -1287,10 +1286,9 @@ impl Backend for A64 {
 
     fn local_op(&mut self, m: &'static str, op: LocalOp, ty: Ty, r: u8, off: i32, id: u32) {
         self.insn(m);
-        if !self.st.local_ok(off, id) && !self.st.param_local_ok(off, id) {
-            return self.buf.fail(m, ErrorKind::UnknownLocal { id });
+        if let Err(kind) = self.st.use_local(off, id) {
+            return self.buf.fail(m, kind);
         }
-        self.st.frame = true;
         match op {
             LocalOp::Load => self.load_at(ty, ty, r, FP, Src::I(off as i64)),
             LocalOp::Store => self.store_at(ty, r, FP, Src::I(off as i64)),
@@ -1851,11 +1849,11 @@ impl A64 {
 // ===========================================================================
 
 impl A64 {
-    /// Resets the per-function state; inlined into `lambda` (a dozen
-    /// stores), with the parameter moves out of line.
+    /// Resets this target's own per-function state (the shared `begin`
+    /// resets the buffer and [`FuncState`] and moves the parameters);
+    /// inlined into `lambda` (a dozen stores).
     #[inline(always)]
-    fn enter(&mut self, sig: &Signature, params: &[AnyReg], moves: bool) {
-        self.buf.reset();
+    fn enter(&mut self) {
         self.labels.clear();
         self.fixups.clear();
         self.tables.clear();
@@ -1866,12 +1864,8 @@ impl A64 {
         self.cond_scan = 0;
         self.scan = 0;
         self.veneers = 0;
-        self.st.reset();
         self.last_ret = None;
         self.flags = None;
-        if moves {
-            move_params(self, &TABLES, sig, params);
-        }
     }
 
     #[inline(always)]

@@ -54,9 +54,10 @@ pub(crate) fn parallel_move(moves: &mut Vec<(u8, u8)>, tmp: u8, mut mov: impl Fn
 /// The [`Backend`](crate::Backend) methods every native target writes
 /// alike, for a backend with the fields `buf` ([`Buf`](crate::buf::Buf))
 /// and `st` ([`FuncState`]) and the inherent methods `enter` (section 6:
-/// the per-function reset and the parameter moves, inline into `lambda`)
-/// and `link` (`end`): the code offset and the next instruction's index,
-/// an error between instructions, a new local, the entry and `end`. A
+/// the reset of the target's own per-function state, inline into
+/// `lambda`) and `link` (`end`): the code offset and the next
+/// instruction's index, an error between instructions, a new local, the
+/// entry (resets, parameter moves) and `end`. A
 /// target writes `native_backend_methods!();` in its `impl Backend` and
 /// the instruction methods beside it.
 macro_rules! native_backend_methods {
@@ -69,7 +70,13 @@ macro_rules! native_backend_methods {
             params: &[$crate::ty::AnyReg],
             moves: bool,
         ) {
-            self.enter(sig, params, moves)
+            self.buf.reset();
+            self.st.reset();
+            self.enter();
+            if moves {
+                let t = <Self::Conv as $crate::abi::CallConv>::get().tables();
+                $crate::common::move_params(self, t, sig, params);
+            }
         }
 
         fn code_offset(&self) -> usize {
@@ -486,6 +493,19 @@ impl FuncState {
         self.locals = (self.locals + size + size - 1) & !(size - 1);
         self.nlocals += 1;
         (-SAVE_AREA - self.locals, self.nlocals - 1)
+    }
+
+    /// Checks a use of the local `(off, id)`: one of the function's own,
+    /// or a parameter kept in its stack slot (checked out of line), and
+    /// notes that the function needs a frame; `UnknownLocal` for any other
+    /// handle.
+    #[inline(always)]
+    pub(crate) fn use_local(&mut self, off: i32, id: u32) -> Result<(), ErrorKind> {
+        if !self.local_ok(off, id) && !self.param_local_ok(off, id) {
+            return Err(ErrorKind::UnknownLocal { id });
+        }
+        self.frame = true;
+        Ok(())
     }
 
     /// True if `(off, id)` is one of this function's locals.

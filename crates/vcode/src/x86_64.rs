@@ -59,8 +59,7 @@ use crate::backend::{
 use crate::buf::Buf;
 use crate::code::Parts;
 use crate::common::{
-    ArgEmit, CallEmit, FuncState, check_tables, emit_call, move_params, native_backend_methods,
-    parallel_move,
+    ArgEmit, CallEmit, FuncState, check_tables, emit_call, native_backend_methods, parallel_move,
 };
 use crate::error::{Error, ErrorKind};
 use crate::mem::ExecMemory;
@@ -1342,10 +1341,14 @@ impl Backend for X64 {
     #[inline(always)]
     fn local_op(&mut self, m: &'static str, op: LocalOp, ty: Ty, r: u8, off: i32, id: u32) {
         self.buf.insn(m);
-        if !self.st.local_ok(off, id) {
-            return self.param_local_op(m, op, ty, r, off, id);
+        if let Err(kind) = self.st.use_local(off, id) {
+            return self.buf.fail(m, kind);
         }
-        self.local_at(op, ty, r, off);
+        match op {
+            LocalOp::Load => self.load_at(ty, ty, r, RBP, None, off),
+            LocalOp::Store => self.store_at(ty, r, RBP, None, off),
+            LocalOp::Addr => self.rm(0, true, 0x8d, 1, r, RBP, None, off, false),
+        }
     }
 
     // -- returns, branches, jumps (sections 5 and 6) -------------------------
@@ -2020,43 +2023,18 @@ impl FrameSlot {
 }
 
 impl X64 {
+    /// Resets this target's own per-function state (the shared `begin`
+    /// resets the buffer and [`FuncState`] and moves the parameters);
+    /// inlined into `lambda`.
     #[inline(always)]
-    fn enter(&mut self, sig: &Signature, params: &[AnyReg], moves: bool) {
-        self.buf.reset();
+    fn enter(&mut self) {
         self.labels.clear();
         self.pending = 0;
         self.far_firsts.clear();
         self.ret_head = NO_LINK;
         self.tables.clear();
         self.pool_refs.clear();
-        self.st.reset();
         self.last_ret = None;
-        if moves {
-            move_params(self, &TABLES, sig, params);
-        }
-    }
-
-    /// A load, store or address of the slot at `off` from `rbp`.
-    #[inline(always)]
-    fn local_at(&mut self, op: LocalOp, ty: Ty, r: u8, off: i32) {
-        self.st.frame = true;
-        match op {
-            LocalOp::Load => self.load_at(ty, ty, r, RBP, None, off),
-            LocalOp::Store => self.store_at(ty, r, RBP, None, off),
-            LocalOp::Addr => self.rm(0, true, 0x8d, 1, r, RBP, None, off, false),
-        }
-    }
-
-    /// `local_op` of a handle that is none of this function's own locals:
-    /// a parameter kept in its stack slot, or an error. Out of line, so
-    /// that the common path checks only the function's locals.
-    #[cold]
-    #[inline(never)]
-    fn param_local_op(&mut self, m: &'static str, op: LocalOp, ty: Ty, r: u8, off: i32, id: u32) {
-        if !self.st.param_local_ok(off, id) {
-            return self.buf.fail(m, ErrorKind::UnknownLocal { id });
-        }
-        self.local_at(op, ty, r, off);
     }
 
     #[inline(always)]
