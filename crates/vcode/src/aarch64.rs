@@ -1929,6 +1929,7 @@ impl A64 {
         Ok(())
     }
 
+    #[inline]
     fn link(
         &mut self,
         alloc: &RegAlloc,
