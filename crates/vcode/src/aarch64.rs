@@ -1286,8 +1286,8 @@ impl Backend for A64 {
 
     fn local_op(&mut self, m: &'static str, op: LocalOp, ty: Ty, r: u8, off: i32, id: u32) {
         self.insn(m);
-        if let Err(kind) = self.st.use_local(off, id) {
-            return self.buf.fail(m, kind);
+        if !self.st.use_local(off, id) {
+            return self.buf.fail(m, ErrorKind::UnknownLocal { id });
         }
         match op {
             LocalOp::Load => self.load_at(ty, ty, r, FP, Src::I(off as i64)),
