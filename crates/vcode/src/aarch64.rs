@@ -11,16 +11,20 @@
 //!    encoders: data processing (register, immediate, logical immediates),
 //!    `movz`/`movn`/`movk` for any 64-bit immediate, loads and stores of
 //!    every width with any offset, float moves and constants.
-//! 4. **Instruction methods**: the [`Backend`] implementation.
+//!    With them, the encodings the shared sequences of `common.rs` call
+//!    (a call's argument placement, the entry's parameter moves, a call).
+//! 4. **Instruction methods**: the [`Backend`] implementation (the
+//!    methods every native target writes alike are shared).
 //! 5. **Branches and fixups**: `b.cond` (19-bit), `b`/`bl` (26-bit);
 //!    forward references chained through their own offset fields and
 //!    patched when their label is placed, returns at `end`; islands of
 //!    veneers and constants where a function outgrows `b.cond`'s and
 //!    `ldr`'s ±1 MiB; jump tables.
-//! 6. **Prologue, epilogue and `end`**: parameter moves, `ret`, the frame
-//!    (its size known at `end`), saves, constants, instruction-cache
-//!    maintenance, and [`Code`], written straight into the backend's run
-//!    of the executable arena (or the client's memory with `end_in`).
+//! 6. **Prologue, epilogue and `end`**: the per-function reset, `ret`,
+//!    the frame (its size known at `end`) and its encoding, constants,
+//!    instruction-cache maintenance, the code written straight into the
+//!    backend's run of the executable arena (or the client's memory with
+//!    `end_in`), and [`Code`]'s listing and disassembly.
 //! 7. **Extensions**: native encoders (`rev`, `cnt`, `fsqrt`, `csel`,
 //!    `fmin`/`fmax`) for the `ext` tables.
 //!
@@ -50,13 +54,15 @@
 //! values give `MIN`; see `docs/vcode.md`) with a few extra instructions
 //! around `fcvtzs`, so that every target computes the same values.
 
-use crate::abi::{ArgLoc, CallConv, ConvTables, InvokeError};
+use crate::abi::{CallConv, ConvTables, InvokeError};
 use crate::backend::{
-    Arg, Backend, BinOp, Callee, Cond, LocalOp, MAX_CALL_ARGS, Src, Target, UnOp, check_call,
+    Arg, Backend, BinOp, Callee, Cond, LocalOp, MAX_CALL_ARGS, Src, Target, UnOp,
 };
 use crate::buf::{Buf, MAX_INSN};
 use crate::code::Parts;
-use crate::common::{ArgEmit, CallLayout, FuncState, move_params, parallel_move, place_args};
+use crate::common::{
+    ArgEmit, CallEmit, FuncState, emit_call, label_error, native_backend_methods, parallel_move,
+};
 use crate::error::{Error, ErrorKind, Fault, FaultKind};
 use crate::mem::ExecMemory;
 use crate::regs::RegAlloc;
@@ -112,11 +118,10 @@ pub mod regfile {
         "v22", "v23",
     ];
 
-    /// The assembler name of the A64 register behind vcode number `n`.
-    pub fn reg_name(float: bool, n: u8) -> &'static str {
-        let names = if float { &FPR_NAMES } else { &GPR_NAMES };
-        names.get(n as usize).copied().unwrap_or("?")
-    }
+    /// The names of both files (integer, float), as
+    /// [`host::reg_name`](crate::host::reg_name) and the convention's
+    /// tables read them.
+    pub const NAMES: [&[&str; 16]; 2] = [&GPR_NAMES, &FPR_NAMES];
 
     /// Integer argument registers (`x0..x7`), in order.
     pub const INT_ARGS: [u8; 8] = [X0, X1, X2, X3, X4, X5, X6, X7];
@@ -192,11 +197,6 @@ fn v(n: u8) -> u8 {
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
 pub struct Aapcs64;
 
-/// AAPCS64 placement of arguments of the given types (vcode numbers).
-pub fn abi_layout(tys: &[Ty]) -> impl Iterator<Item = ArgLoc> + '_ {
-    TABLES.layout(tys)
-}
-
 /// The convention's tables, which [`CallConv`]'s methods and the
 /// argument layout read.
 const TABLES: ConvTables = ConvTables {
@@ -205,7 +205,7 @@ const TABLES: ConvTables = ConvTables {
     float_args: &regfile::FLOAT_ARGS,
     reserved: [regfile::RESERVED_GPR, regfile::RESERVED_XMM],
     callee_saved: [regfile::CALLEE_SAVED_GPR, 0],
-    names: [&regfile::GPR_NAMES, &regfile::FPR_NAMES],
+    names: regfile::NAMES,
 };
 
 impl CallConv for Aapcs64 {
@@ -251,6 +251,35 @@ impl CallConv for Aapcs64 {
             // check_call refused: never reached.
             let _ = (addr, args);
             Value::from_bits(ret, 0)
+        }
+    }
+
+    /// Runs generated code under emulation, reporting a fault of the run
+    /// (an unmapped access, an undefined instruction) as the error.
+    unsafe fn run(&self, addr: usize, args: &[Value], ret: Ty) -> Result<Value, InvokeError> {
+        self.check_call(args)?;
+        #[cfg(feature = "emu")]
+        {
+            // SAFETY: forwarded from the caller (the trait's contract).
+            unsafe { crate::emu::call(addr, args, ret) }.map_err(|e| {
+                InvokeError::Fault(Fault {
+                    index: 0,
+                    method: "invoke",
+                    kind: FaultKind::Unsupported(e.0),
+                })
+            })
+        }
+        #[cfg(not(feature = "emu"))]
+        {
+            // check_call refused: never reached.
+            let _ = (addr, ret);
+            Err(InvokeError::Fault(Fault {
+                index: 0,
+                method: "invoke",
+                kind: FaultKind::Unsupported(
+                    "aarch64 code runs only under emulation (vcode's feature `emu`)",
+                ),
+            }))
         }
     }
 }
@@ -856,6 +885,16 @@ impl A64 {
 /// The encodings of a call's argument placement and of the entry's
 /// parameter moves (the order is shared, `common.rs`).
 impl ArgEmit for A64 {
+    #[inline(always)]
+    fn buf(&mut self) -> &mut Buf {
+        &mut self.buf
+    }
+
+    #[inline(always)]
+    fn st(&mut self) -> &mut FuncState {
+        &mut self.st
+    }
+
     #[inline]
     fn store_arg(&mut self, a: Arg, disp: i32) {
         let off = Src::I(disp as i64);
@@ -911,8 +950,57 @@ impl ArgEmit for A64 {
     }
 }
 
+/// The encodings of a call (its order is shared, `common.rs`): through
+/// `x9`, with the link register kept on the stack across it (so that a
+/// subroutine entered by `jal` may call) and the stack arguments below it.
+impl CallEmit for A64 {
+    fn call_reserve(&mut self, m: &'static str, nargs: usize) {
+        self.reserve(m, 40 * nargs + 8 * 16 + 96);
+    }
+
+    fn call_resync(&mut self, m: &'static str) {
+        self.resync(m);
+    }
+
+    fn load_callee(&mut self, t: Target) {
+        match t {
+            Target::Reg(r) => self.mov(true, X9, g(r)),
+            Target::Addr(a) => self.movi(true, X9, a as i64),
+            Target::Label(_) => {}
+        }
+    }
+
+    fn save_float(&mut self, n: u8, disp: i32) {
+        self.mem(STR_D, v(n), FP, Src::I(disp as i64));
+    }
+
+    fn enter_call(&mut self, reserve: i32) {
+        self.put(0xf81f_0ffe); // str x30, [sp, #-16]!
+        if reserve > 0 {
+            add_imm_to(&mut self.buf, true, SP, SP, -i64::from(reserve));
+        }
+    }
+
+    fn make_call(&mut self, reserve: i32) {
+        self.put(0xd63f_0000 | (X9 as u32) << 5); // blr x9
+        if reserve > 0 {
+            add_imm_to(&mut self.buf, true, SP, SP, i64::from(reserve));
+        }
+        self.put(0xf841_07fe); // ldr x30, [sp], #16
+    }
+
+    fn take_result(&mut self, r: AnyReg) {
+        if r.ty.is_float() {
+            self.fmov(r.ty, v(r.n), 0)
+        } else {
+            self.mov(r.ty.is_64(), g(r.n), 0)
+        }
+    }
+}
+
 impl Backend for A64 {
     type Code = Code;
+    type Conv = Aapcs64;
 
     fn new() -> Self {
         A64 {
@@ -938,27 +1026,8 @@ impl Backend for A64 {
         }
     }
 
-    fn conv(&self) -> &'static dyn CallConv {
-        Aapcs64::get()
-    }
-
-    #[inline]
-    fn begin(&mut self, sig: &Signature, params: &[AnyReg], moves: bool) {
-        self.enter(sig, params, moves)
-    }
-
-    fn code_offset(&self) -> usize {
-        self.buf.pos()
-    }
-
-    fn next_index(&self) -> u32 {
-        self.buf.index().wrapping_add(1)
-    }
-
-    fn fail(&mut self, method: &'static str, kind: ErrorKind) {
-        self.buf
-            .fail_at(self.buf.index().wrapping_add(1), method, kind);
-    }
+    // Entry and `end` (section 6), errors, locals: shared.
+    native_backend_methods!();
 
     // -- arithmetic ----------------------------------------------------------
 
@@ -1251,16 +1320,11 @@ impl Backend for A64 {
         self.store_at(mem, rs, g(base), off);
     }
 
-    fn local(&mut self, ty: Ty) -> (i32, u32) {
-        self.st.local(ty)
-    }
-
     fn local_op(&mut self, m: &'static str, op: LocalOp, ty: Ty, r: u8, off: i32, id: u32) {
         self.insn(m);
-        if !self.st.local_ok(off, id) && !self.st.param_local_ok(off, id) {
+        if !self.st.use_local(off, id) {
             return self.buf.fail(m, ErrorKind::UnknownLocal { id });
         }
-        self.st.frame = true;
         match op {
             LocalOp::Load => self.load_at(ty, ty, r, FP, Src::I(off as i64)),
             LocalOp::Store => self.store_at(ty, r, FP, Src::I(off as i64)),
@@ -1301,58 +1365,7 @@ impl Backend for A64 {
         alloc: &RegAlloc,
     ) {
         self.insn(m);
-        let sig = match &callee {
-            Callee::Code(c) => Some(c.sig),
-            Callee::Native(_) | Callee::Reg(_) => None,
-        };
-        if let Err(kind) = check_call(alloc.leaf, sig, args) {
-            return self.buf.fail(m, kind);
-        }
-        self.reserve(m, 40 * args.len() + 8 * 16 + 96);
-        self.st.frame = true;
-        // The callee's address first, before argument moves clobber it.
-        match callee {
-            Callee::Native(a) => self.movi(true, X9, a as i64),
-            Callee::Code(c) => self.movi(true, X9, c.addr() as i64),
-            Callee::Reg(r) => self.mov(true, X9, g(r)),
-        }
-        // Persistent float registers: the callee may clobber v16..v23.
-        let persist = alloc.persist_xmm;
-        for n in 0..16u8 {
-            if persist & (1 << n) != 0 {
-                self.mem(STR_D, v(n), FP, Src::I(regfile::xmm_call_slot(n) as i64));
-            }
-        }
-        // The link register survives calls, so that a subroutine entered
-        // by `jal` may call.
-        self.put(0xf81f_0ffe); // str x30, [sp, #-16]!
-        // Arguments from memory bound for a register are copied first into
-        // slots above the stack arguments, and reloaded after the register
-        // moves: their base registers may be destinations of those moves.
-        let lay = CallLayout::new(&TABLES, args);
-        let reserve = lay.reserve() as i64;
-        if reserve > 0 {
-            add_imm_to(&mut self.buf, true, SP, SP, -reserve);
-        }
-        place_args(self, m, args, &lay);
-        self.put(0xd63f_0000 | (X9 as u32) << 5); // blr x9
-        if reserve > 0 {
-            add_imm_to(&mut self.buf, true, SP, SP, reserve);
-        }
-        self.put(0xf841_07fe); // ldr x30, [sp], #16
-        if let Some(r) = ret {
-            match r.ty {
-                Ty::F | Ty::D => self.fmov(r.ty, v(r.n), 0),
-                Ty::V => {}
-                t => self.mov(t.is_64(), g(r.n), 0),
-            }
-        }
-        for n in 0..16u8 {
-            if persist & (1 << n) != 0 && ret.is_none_or(|r| !(r.ty.is_float() && r.n == n)) {
-                self.mem(LDR_D, v(n), FP, Src::I(regfile::xmm_call_slot(n) as i64));
-            }
-        }
-        self.resync(m);
+        emit_call(self, m, &TABLES, callee, args, ret, alloc);
     }
 
     #[inline(always)]
@@ -1417,16 +1430,6 @@ impl Backend for A64 {
 
     fn jump_table(&mut self, m: &'static str, idx: u8, targets: &[Label]) {
         self.emit_jump_table(m, idx, targets)
-    }
-
-    fn finish(
-        &mut self,
-        alloc: &RegAlloc,
-        sig: &'static Signature,
-        name: Option<String>,
-        mem: Option<&dyn ExecMemory>,
-    ) -> Result<Code, Error> {
-        self.link(alloc, sig, name, mem)
     }
 }
 
@@ -2101,11 +2104,11 @@ impl A64 {
 // ===========================================================================
 
 impl A64 {
-    /// Resets the per-function state; inlined into `lambda` (a dozen
-    /// stores), with the parameter moves out of line.
+    /// Resets this target's own per-function state (the shared `begin`
+    /// resets the buffer and [`FuncState`] and moves the parameters);
+    /// inlined into `lambda` (a dozen stores).
     #[inline(always)]
-    fn enter(&mut self, sig: &Signature, params: &[AnyReg], moves: bool) {
-        self.buf.reset();
+    fn enter(&mut self) {
         self.labels.clear();
         self.open_labels = 0;
         self.far_firsts.clear();
@@ -2117,24 +2120,8 @@ impl A64 {
         self.placed.clear();
         self.pending = NONE;
         self.veneers = 0;
-        self.st.reset();
         self.last_ret = None;
         self.flags = None;
-        if moves {
-            self.move_params(sig, params);
-        }
-    }
-
-    /// Copies the parameters that arrive elsewhere (on the stack, or in a
-    /// register the backend keeps) into their registers. Out of line:
-    /// `enter` is inlined into `lambda`, and most signatures need no moves.
-    #[inline(never)]
-    fn move_params(&mut self, sig: &Signature, params: &[AnyReg]) {
-        self.buf.reserve("lambda", 16 * params.len());
-        let (frame, param_mem) = move_params(self, &TABLES, sig, params);
-        self.st.frame |= frame;
-        self.st.param_mem = param_mem;
-        self.buf.rebase();
     }
 
     #[inline(always)]
@@ -2200,6 +2187,7 @@ impl A64 {
         )
     }
 
+    #[inline]
     fn link(
         &mut self,
         alloc: &RegAlloc,
@@ -2226,14 +2214,8 @@ impl A64 {
             }
         }
         let body_len = self.buf.pos();
-        let mut saves = alloc.used_callee_saved();
-        match self.st.ret_ty {
-            // The result register carries the value out: never restored.
-            Some(Ty::F | Ty::D) => saves[1] &= !1,
-            Some(Ty::V) | None => {}
-            Some(_) => saves[0] &= !regfile::bit(regfile::gpr::X0),
-        }
-        let frame = self.st.frame || saves != [0, 0] || self.st.locals > 0;
+        let saves = self.st.saves(alloc, regfile::gpr::X0);
+        let frame = self.st.needs_frame(saves);
         // The common case: no frame, constants, jump tables or alignment,
         // in this backend's run of the default memory. The code is the
         // body and a `ret`, written straight into the run's writable view
@@ -2269,11 +2251,7 @@ impl A64 {
         // when those are the same (as they are for most functions of one
         // client). The key is unset while the buffers are out of `self`,
         // so that an error return (which drops them) cannot leave a stale key.
-        let size = if frame {
-            ((regfile::SAVE_AREA + self.st.locals + 15) & !15) as u32
-        } else {
-            0
-        };
+        let size = if frame { self.st.frame_size() } else { 0 };
         let key = if frame {
             1 | u64::from(saves[0]) << 1 | u64::from(saves[1]) << 17 | u64::from(size) << 33
         } else {
@@ -2365,17 +2343,7 @@ impl A64 {
         for &(f, table) in &self.tables {
             let target = match self.labels.get(f.label as usize).map(|&w| w as u32) {
                 Some(p) if p & UNPLACED == 0 => p,
-                found => {
-                    let label = f.label;
-                    return Err(err(
-                        f.index,
-                        f.method(),
-                        match found {
-                            Some(_) => ErrorKind::UnplacedLabel { label },
-                            None => ErrorKind::UnknownLabel { label },
-                        },
-                    ));
-                }
+                found => return Err(label_error(f.index, f.method(), f.label, found.is_some())),
             };
             self.buf.patch4(f.at as usize, target.wrapping_sub(table));
         }
@@ -2534,34 +2502,6 @@ impl Code {
 impl std::fmt::Debug for Code {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         self.fmt_titled(f, "aarch64::Code")
-    }
-}
-
-impl crate::Invoke for Code {
-    fn params(&self) -> &[Ty] {
-        self.sig.params()
-    }
-
-    fn ret_type(&self) -> Ty {
-        Code::ret_type(self)
-    }
-
-    unsafe fn invoke(&self, args: &[Value]) -> Result<Value, InvokeError> {
-        crate::abi::check_args(self.sig.params(), args)?;
-        Aapcs64.check_call(args)?;
-        #[cfg(feature = "emu")]
-        {
-            // SAFETY: the caller vouches for running this code.
-            unsafe { crate::emu::call(self.addr(), args, Code::ret_type(self)) }.map_err(|e| {
-                InvokeError::Fault(Fault {
-                    index: 0,
-                    method: "invoke",
-                    kind: FaultKind::Unsupported(e.0),
-                })
-            })
-        }
-        #[cfg(not(feature = "emu"))]
-        unreachable!("check_call refuses without emulation")
     }
 }
 

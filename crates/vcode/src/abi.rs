@@ -91,6 +91,19 @@ pub trait CallConv: Sync + std::fmt::Debug {
     /// `args` (checked by [`check_args`] and [`check_call`](CallConv::check_call))
     /// and whose return type is `ret`, and calling it must be sound.
     unsafe fn call(&self, addr: usize, args: &[Value], ret: Ty) -> Value;
+
+    /// Runs generated code at `addr` for [`Invoke::invoke`]: refuses
+    /// what [`check_call`](CallConv::check_call) refuses, then calls it.
+    /// A target whose code can fault without stopping the process (code
+    /// run under emulation) reports the fault here instead.
+    ///
+    /// # Safety
+    /// As for [`call`](CallConv::call).
+    unsafe fn run(&self, addr: usize, args: &[Value], ret: Ty) -> Result<Value, InvokeError> {
+        self.check_call(args)?;
+        // SAFETY: forwarded from the caller (this method's contract).
+        Ok(unsafe { self.call(addr, args, ret) })
+    }
 }
 
 /// A calling convention as data, what [`CallConv`]'s methods read:

@@ -333,12 +333,18 @@ pub trait Backend: Sized + 'static {
     /// What `end` gives back.
     type Code: Invoke;
 
+    /// The calling convention and register file the backend's code
+    /// follows: `lambda` assigns parameters by it, and a native target's
+    /// [`Code`](crate::code::Code) runs by it.
+    type Conv: CallConv + 'static;
+
     /// A fresh backend, ready for `begin`.
     fn new() -> Self;
 
-    /// The calling convention and register file the backend's code follows
-    /// (`lambda` assigns parameters by it).
-    fn conv(&self) -> &'static dyn CallConv;
+    /// [`Backend::Conv`], as the target-neutral parts of vcode see it.
+    fn conv(&self) -> &'static dyn CallConv {
+        Self::Conv::get()
+    }
 
     /// Starts a function with `sig` whose parameters have been given the
     /// registers `params` (by [`CallConv::arg_locs`] and `getreg`). When

@@ -201,6 +201,20 @@ impl Buf {
         self.issued.wrapping_sub(self.budget).wrapping_sub(1)
     }
 
+    /// The index the next instruction will have.
+    #[inline(always)]
+    pub fn next_index(&self) -> u32 {
+        self.index().wrapping_add(1)
+    }
+
+    /// Records an error found between instructions (`getreg`, `putreg`,
+    /// `reserve`, an extension's checks) at the next instruction, as the
+    /// reference backend numbers it, unless one is recorded.
+    #[cold]
+    pub fn fail_next(&mut self, method: &'static str, kind: ErrorKind) {
+        self.fail_at(self.next_index(), method, kind);
+    }
+
     /// Records an error at the current instruction, unless one is recorded.
     #[cold]
     pub fn fail(&mut self, method: &'static str, kind: ErrorKind) {

@@ -17,3 +17,13 @@
 pub use crate::aarch64::regfile::*;
 #[cfg(not(target_arch = "aarch64"))]
 pub use crate::x86_64::regfile::*;
+
+/// The assembler name of the host's register `n` (integer or float), `?`
+/// past the file: what errors and debug output print. Read from the
+/// host's register file, so no target writes it.
+pub fn reg_name(float: bool, n: u8) -> &'static str {
+    NAMES[float as usize]
+        .get(n as usize)
+        .copied()
+        .unwrap_or("?")
+}

@@ -29,10 +29,13 @@
 //!   calling convention, encoders, instruction methods, branches and
 //!   fixups, prologue/epilogue and `end`, extensions) holding only its
 //!   encodings and its convention's tables ([`abi::ConvTables`]); what
-//!   the targets share (argument layout, frame slots, a call's argument
-//!   placement and the entry's parameter moves, the per-function state,
-//!   parallel moves, the return-type check, the generated function
-//!   [`code::Code`]) is in `common.rs`, `slots.rs` and `code.rs`, and the rest of the
+//!   the targets share (argument layout, frame slots, register names,
+//!   the order of a call, its argument placement and the entry's
+//!   parameter moves, the per-function state with the frame's
+//!   bookkeeping, the `Backend` methods every target writes alike, label
+//!   errors, parallel moves, the return-type check, the generated
+//!   function [`code::Code`] and how it runs) is in `common.rs`,
+//!   `slots.rs`, `host.rs` and `code.rs`, and the rest of the
 //!   crate, the reference backend included, names no target
 //!   (`docs/vcode.md`, "The backend shape").
 //! * [`aarch64`]: the second target, A64 code for AAPCS64

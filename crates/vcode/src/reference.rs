@@ -228,13 +228,10 @@ impl<C> Reference<C> {
 
 impl<C: CallConv + 'static> Backend for Reference<C> {
     type Code = RefCode;
+    type Conv = C;
 
     fn new() -> Self {
         Reference::default()
-    }
-
-    fn conv(&self) -> &'static dyn CallConv {
-        C::get()
     }
 
     fn begin(&mut self, sig: &Signature, params: &[AnyReg], _moves: bool) {

@@ -12,17 +12,21 @@
 //!    ([`ConvTables`]), and calls into native code with a run-time
 //!    signature.
 //! 3. **Encoders**: the backend's state ([`X64`]) and the byte-level
-//!    encoding helpers (REX/ModRM/SIB, immediates, moves, float constants).
+//!    encoding helpers (REX/ModRM/SIB, immediates, moves, float
+//!    constants), with the encodings the shared sequences of `common.rs`
+//!    call (a call's argument placement, the entry's parameter moves, a
+//!    call).
 //! 4. **Instruction methods**: the [`Backend`] implementation, one method
 //!    per vcode instruction: arithmetic, `set`, conversions, loads, stores,
-//!    locals, calls, data. Branches, entry and exit delegate to 5 and 6.
+//!    locals, calls, data (the methods every native target writes alike
+//!    are shared). Branches, entry and exit delegate to 5 and 6.
 //! 5. **Branches and fixups**: labels, branches, jumps, jump tables, and
 //!    the forward references, chained through their rel32 fields and
 //!    patched when their label is placed (`end` patches the returns and
 //!    the jump tables).
-//! 6. **Prologue, epilogue and `end`**: the moves of parameters at entry,
-//!    returns, and `end` (frame, saves, backpatching, constants, linking
-//!    into executable memory), and [`Code`].
+//! 6. **Prologue, epilogue and `end`**: the per-function reset, returns,
+//!    and `end` (the frame's encoding, backpatching, constants, linking
+//!    into executable memory), and [`Code`]'s disassembly.
 //! 7. **Extensions**: the native encoders the `ext` tables use.
 //!
 //! The calling convention is System V. Registers `rax`, `rcx`, `r11` and
@@ -50,11 +54,13 @@
 
 use crate::abi::{ArgLoc, CallConv, ConvTables, InvokeError};
 use crate::backend::{
-    Arg, Backend, BinOp, Callee, Cond, LocalOp, MAX_CALL_ARGS, Src, Target, UnOp, check_call,
+    Arg, Backend, BinOp, Callee, Cond, LocalOp, MAX_CALL_ARGS, Src, Target, UnOp,
 };
 use crate::buf::Buf;
 use crate::code::Parts;
-use crate::common::{ArgEmit, CallLayout, FuncState, move_params, parallel_move, place_args};
+use crate::common::{
+    ArgEmit, CallEmit, FuncState, check_tables, emit_call, native_backend_methods, parallel_move,
+};
 use crate::error::{Error, ErrorKind};
 use crate::mem::ExecMemory;
 use crate::regs::RegAlloc;
@@ -106,11 +112,10 @@ pub mod regfile {
         "xmm11", "xmm12", "xmm13", "xmm14", "xmm15",
     ];
 
-    /// The assembler name of a physical register.
-    pub fn reg_name(float: bool, n: u8) -> &'static str {
-        let names = if float { &XMM_NAMES } else { &GPR_NAMES };
-        names.get(n as usize).copied().unwrap_or("?")
-    }
+    /// The names of both files (integer, float), as
+    /// [`host::reg_name`](crate::host::reg_name) and the convention's
+    /// tables read them.
+    pub const NAMES: [&[&str; 16]; 2] = [&GPR_NAMES, &XMM_NAMES];
 
     /// Integer argument registers, in order.
     pub const INT_ARGS: [u8; 6] = [RDI, RSI, RDX, RCX, R8, R9];
@@ -203,7 +208,7 @@ const TABLES: ConvTables = ConvTables {
     float_args: &regfile::FLOAT_ARGS,
     reserved: [regfile::RESERVED_GPR, regfile::RESERVED_XMM],
     callee_saved: [regfile::CALLEE_SAVED_GPR, 0],
-    names: [&regfile::GPR_NAMES, &regfile::XMM_NAMES],
+    names: regfile::NAMES,
 };
 
 /// Stack slots [`call_native`] can pass: enough for every call vcode
@@ -278,7 +283,7 @@ pub unsafe fn call_native(addr: usize, args: &[Value], ret: Ty) -> Value {
     let mut g = [0u64; 6];
     let mut x = [0f64; 8];
     let mut s = [0u64; STACK_SLOTS];
-    for (a, loc) in args.iter().zip(abi_layout(&tys[..args.len()])) {
+    for (a, loc) in args.iter().zip(TABLES.layout(&tys[..args.len()])) {
         match loc {
             ArgLoc::Reg(n) if a.ty().is_float() => x[n as usize] = f64::from_bits(a.bits()),
             ArgLoc::Reg(n) => {
@@ -320,11 +325,6 @@ pub unsafe fn call_native(addr: usize, args: &[Value], ret: Ty) -> Value {
         };
         Value::from_bits(ret, bits)
     }
-}
-
-/// System V placement of arguments of the given types.
-pub(crate) fn abi_layout(tys: &[Ty]) -> impl Iterator<Item = ArgLoc> + '_ {
-    TABLES.layout(tys)
 }
 
 // ===========================================================================
@@ -944,6 +944,16 @@ impl X64 {
 /// The encodings of a call's argument placement and of the entry's
 /// parameter moves (the order is shared, `common.rs`).
 impl ArgEmit for X64 {
+    #[inline(always)]
+    fn buf(&mut self) -> &mut Buf {
+        &mut self.buf
+    }
+
+    #[inline(always)]
+    fn st(&mut self) -> &mut FuncState {
+        &mut self.st
+    }
+
     #[inline]
     fn store_arg(&mut self, a: Arg, disp: i32) {
         match a {
@@ -997,6 +1007,53 @@ impl ArgEmit for X64 {
     }
 }
 
+/// The encodings of a call (its order is shared, `common.rs`): through
+/// `rax`, with the stack arguments below `rsp`.
+impl CallEmit for X64 {
+    fn call_reserve(&mut self, m: &'static str, nargs: usize) {
+        // Worst case: per argument a movabs and a store (~20 bytes), or a
+        // load, a store and a reload (~26), plus saves.
+        self.buf.reserve(m, 32 * nargs + 16 * 16 + 64);
+    }
+
+    fn call_resync(&mut self, m: &'static str) {
+        self.buf.resync(m);
+    }
+
+    fn load_callee(&mut self, t: Target) {
+        match t {
+            Target::Reg(r) => self.mov(true, RAX, r),
+            Target::Addr(a) => self.movi(true, RAX, a as i64),
+            Target::Label(_) => {}
+        }
+    }
+
+    fn save_float(&mut self, n: u8, disp: i32) {
+        self.rm(0xf2, false, 0x110f, 2, n, RBP, None, disp, false); // movsd
+    }
+
+    fn enter_call(&mut self, reserve: i32) {
+        if reserve > 0 {
+            self.alu_ri(Alu::Sub, true, RSP, reserve);
+        }
+    }
+
+    fn make_call(&mut self, reserve: i32) {
+        self.rr(0, false, 0xff, 1, 2, RAX, false); // call rax
+        if reserve > 0 {
+            self.alu_ri(Alu::Add, true, RSP, reserve);
+        }
+    }
+
+    fn take_result(&mut self, r: AnyReg) {
+        if r.ty.is_float() {
+            self.fmov(r.n, 0)
+        } else {
+            self.mov(r.ty.is_64(), r.n, RAX)
+        }
+    }
+}
+
 /// The multi-byte `nop` forms Intel and AMD recommend, of 1 to 8 bytes.
 const NOPS: [&[u8]; 8] = [
     &[0x90],
@@ -1024,6 +1081,7 @@ fn push_nops(out: &mut Vec<u8>, mut n: usize) {
 
 impl Backend for X64 {
     type Code = Code;
+    type Conv = SysV;
 
     fn new() -> Self {
         X64 {
@@ -1040,33 +1098,8 @@ impl Backend for X64 {
         }
     }
 
-    // -- the convention (section 2), entry (section 6), errors -------------
-
-    fn conv(&self) -> &'static dyn CallConv {
-        SysV::get()
-    }
-
-    // Inline (into `lambda`): a dozen stores, not worth a call.
-    #[inline]
-    fn begin(&mut self, sig: &Signature, params: &[AnyReg], moves: bool) {
-        self.enter(sig, params, moves)
-    }
-
-    fn code_offset(&self) -> usize {
-        self.buf.pos()
-    }
-
-    fn next_index(&self) -> u32 {
-        self.buf.index().wrapping_add(1)
-    }
-
-    fn fail(&mut self, method: &'static str, kind: ErrorKind) {
-        // Called between instructions (getreg, putreg, reserve, extension
-        // checks): the error is at the next instruction, as on the
-        // reference backend.
-        self.buf
-            .fail_at(self.buf.index().wrapping_add(1), method, kind);
-    }
+    // Entry and `end` (section 6), errors, locals: shared.
+    native_backend_methods!();
 
     // -- arithmetic ----------------------------------------------------------
 
@@ -1305,10 +1338,6 @@ impl Backend for X64 {
         self.store_at(mem, rs, base, index, disp);
     }
 
-    fn local(&mut self, ty: Ty) -> (i32, u32) {
-        self.st.local(ty)
-    }
-
     #[inline(always)]
     fn local_op(&mut self, m: &'static str, op: LocalOp, ty: Ty, r: u8, off: i32, id: u32) {
         self.buf.insn(m);
@@ -1350,68 +1379,7 @@ impl Backend for X64 {
         alloc: &RegAlloc,
     ) {
         self.buf.insn(m);
-        let sig = match &callee {
-            Callee::Code(c) => Some(c.sig),
-            Callee::Native(_) | Callee::Reg(_) => None,
-        };
-        if let Err(kind) = check_call(alloc.leaf, sig, args) {
-            return self.buf.fail(m, kind);
-        }
-        // Worst case: per argument a movabs and a store (~20 bytes), or a
-        // load, a store and a reload (~26), plus saves.
-        self.buf.reserve(m, 32 * args.len() + 16 * 16 + 64);
-        self.st.frame = true;
-        // The callee address first, before argument moves clobber its register.
-        match callee {
-            Callee::Native(a) => self.movi(true, RAX, a as i64),
-            Callee::Code(c) => self.movi(true, RAX, c.addr() as i64),
-            Callee::Reg(r) => self.mov(true, RAX, r),
-        }
-        // Persistent float registers: the callee may clobber every xmm.
-        let persist = alloc.persist_xmm;
-        for n in 0..16u8 {
-            if persist & (1 << n) != 0 {
-                let slot = regfile::xmm_call_slot(n);
-                self.rm(0xf2, false, 0x110f, 2, n, RBP, None, slot, false);
-            }
-        }
-        // The stack arguments go in an area reserved below rsp for this
-        // call (16-byte aligned) and released after it, so that a call is
-        // right wherever rsp is: in the body, or in a subroutine entered by
-        // `jal`, where [rsp] holds the subroutine's return address.
-        let lay = CallLayout::new(&TABLES, args);
-        let reserve = lay.reserve();
-        if reserve > 0 {
-            self.alu_ri(Alu::Sub, true, RSP, reserve);
-        }
-        place_args(self, m, args, &lay);
-        self.rr(0, false, 0xff, 1, 2, RAX, false); // call rax
-        if reserve > 0 {
-            self.alu_ri(Alu::Add, true, RSP, reserve);
-        }
-        if let Some(r) = ret {
-            match r.ty {
-                Ty::F | Ty::D => self.fmov(r.n, 0),
-                Ty::V => {}
-                t => self.mov(t.is_64(), r.n, RAX),
-            }
-        }
-        for n in 0..16u8 {
-            if persist & (1 << n) != 0 && ret.is_none_or(|r| !(r.ty.is_float() && r.n == n)) {
-                self.rm(
-                    0xf2,
-                    false,
-                    0x100f,
-                    2,
-                    n,
-                    RBP,
-                    None,
-                    regfile::xmm_call_slot(n),
-                    false,
-                );
-            }
-        }
-        self.buf.resync(m);
+        emit_call(self, m, &TABLES, callee, args, ret, alloc);
     }
 
     #[inline(always)]
@@ -1449,19 +1417,6 @@ impl Backend for X64 {
 
     fn jump_table(&mut self, m: &'static str, idx: u8, targets: &[Label]) {
         self.emit_jump_table(m, idx, targets)
-    }
-
-    // -- end (section 6) -----------------------------------------------------
-
-    #[inline]
-    fn finish(
-        &mut self,
-        alloc: &RegAlloc,
-        sig: &'static Signature,
-        name: Option<String>,
-        mem: Option<&dyn ExecMemory>,
-    ) -> Result<Code, Error> {
-        self.link(alloc, sig, name, mem)
     }
 }
 
@@ -2064,20 +2019,18 @@ impl FrameSlot {
 }
 
 impl X64 {
+    /// Resets this target's own per-function state (the shared `begin`
+    /// resets the buffer and [`FuncState`] and moves the parameters);
+    /// inlined into `lambda`.
     #[inline(always)]
-    fn enter(&mut self, sig: &Signature, params: &[AnyReg], moves: bool) {
-        self.buf.reset();
+    fn enter(&mut self) {
         self.labels.clear();
         self.pending = 0;
         self.far_firsts.clear();
         self.ret_head = NO_LINK;
         self.tables.clear();
         self.pool_refs.clear();
-        self.st.reset();
         self.last_ret = None;
-        if moves {
-            self.move_params(sig, params);
-        }
     }
 
     /// A load, store or address of the slot at `off` from `rbp`.
@@ -2093,26 +2046,15 @@ impl X64 {
 
     /// `local_op` of a handle that is none of this function's own locals:
     /// a parameter kept in its stack slot, or an error. Out of line, so
-    /// that the common path checks only the function's locals.
+    /// that the common path checks only the function's locals (with the
+    /// shared check inline there, the template client paid 7% more).
     #[cold]
     #[inline(never)]
     fn param_local_op(&mut self, m: &'static str, op: LocalOp, ty: Ty, r: u8, off: i32, id: u32) {
-        if !self.st.param_local_ok(off, id) {
+        if !self.st.use_local(off, id) {
             return self.buf.fail(m, ErrorKind::UnknownLocal { id });
         }
         self.local_at(op, ty, r, off);
-    }
-
-    /// Copies the parameters that arrive elsewhere (on the stack, or in a
-    /// register the backend keeps) into their registers. Out of line:
-    /// `enter` is inlined into `lambda`, and most signatures need no moves.
-    #[inline(never)]
-    fn move_params(&mut self, sig: &Signature, params: &[AnyReg]) {
-        self.buf.reserve("lambda", 16 * params.len());
-        let (frame, param_mem) = move_params(self, &TABLES, sig, params);
-        self.st.frame |= frame;
-        self.st.param_mem = param_mem;
-        self.buf.rebase();
     }
 
     #[inline(always)]
@@ -2206,18 +2148,18 @@ impl X64 {
         sig: &'static Signature,
         name: Option<String>,
     ) -> Result<Code, Error> {
-        let size = self.frame_size();
+        let size = self.st.frame_size();
         let float_ret = matches!(self.st.ret_ty, Some(Ty::F | Ty::D));
         let key = u64::from(alloc.used_callee_raw()) | u64::from(size | u32::from(float_ret)) << 32;
         let at = FrameSlot::index(key);
         if self.frames[at].key != key {
-            match FrameSlot::fill(key, self.saves(alloc), size) {
+            match FrameSlot::fill(key, self.st.saves(alloc, RAX), size) {
                 Some(slot) => self.frames[at] = slot,
                 None => return self.link_general(alloc, sig, name, None),
             }
         }
         let slot = &self.frames[at];
-        if !(self.st.frame || slot.saves != [0, 0] || self.st.locals > 0) {
+        if !self.st.needs_frame(slot.saves) {
             // Only xmm0 was touched, and it carries a float result out.
             return self.link_general(alloc, sig, name, None);
         }
@@ -2258,7 +2200,11 @@ impl X64 {
         mem: Option<&dyn ExecMemory>,
     ) -> Result<Code, Error> {
         if !self.tables.is_empty() {
-            self.check_tables()?;
+            let entries = self.tables.iter().map(|f| (f.label, f.index, f.method()));
+            let labels = &self.labels;
+            check_tables(entries, |l| {
+                labels.get(l as usize).map(|&w| w & UNPLACED == 0)
+            })?;
         }
         let end_index = self.buf.index().wrapping_add(1);
         let lay = self.layout(alloc);
@@ -2286,56 +2232,14 @@ impl X64 {
         Ok(code(block, lay, sig, name, ret))
     }
 
-    /// The error of a jump table naming a label that is not placed.
-    #[cold]
-    #[inline(never)]
-    fn check_tables(&self) -> Result<(), Error> {
-        for f in &self.tables {
-            match self.labels.get(f.label as usize).copied() {
-                Some(p) if p & UNPLACED == 0 => {}
-                found => {
-                    let label = f.label;
-                    return Err(Error::new(
-                        f.index,
-                        f.method(),
-                        match found {
-                            Some(_) => ErrorKind::UnplacedLabel { label },
-                            None => ErrorKind::UnknownLabel { label },
-                        },
-                    ));
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// The callee-saved registers the frame saves (integer, `xmm`).
-    #[inline(always)]
-    fn saves(&self, alloc: &RegAlloc) -> [u16; 2] {
-        let mut saves = alloc.used_callee_saved();
-        if matches!(self.st.ret_ty, Some(Ty::F | Ty::D)) {
-            // xmm0 carries the result out: restoring it (when a RegConfig
-            // makes it callee-saved) would overwrite the return value.
-            saves[1] &= !1;
-        }
-        saves
-    }
-
-    /// The bytes `sub rsp` reserves: the save area and the locals, to a
-    /// multiple of 16.
-    #[inline(always)]
-    fn frame_size(&self) -> u32 {
-        ((regfile::SAVE_AREA + self.st.locals + 15) & !15) as u32
-    }
-
     /// Decides the frame and where each part goes, and backpatches the
     /// returns and the constants' references in the body (which does not
     /// move: its position in the block is known before the block is).
     #[inline(always)]
     fn layout(&mut self, alloc: &RegAlloc) -> Layout {
         let body_len = self.buf.pos();
-        let saves = self.saves(alloc);
-        let frame = self.st.frame || saves != [0, 0] || self.st.locals > 0;
+        let saves = self.st.saves(alloc, RAX);
+        let frame = self.st.needs_frame(saves);
         // Prologue, padded so that body positions keep the alignment
         // `align` (a power of two) asked for; body; epilogue; constants,
         // 8-byte aligned.
@@ -2371,7 +2275,7 @@ impl X64 {
         Layout {
             frame: frame.then(|| FrameLayout {
                 saves,
-                size: self.frame_size(),
+                size: self.st.frame_size(),
             }),
             pro_len,
             pro_total,
@@ -2535,24 +2439,6 @@ impl Code {
 impl std::fmt::Debug for Code {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         self.fmt_titled(f, "Code")
-    }
-}
-
-impl crate::Invoke for Code {
-    fn params(&self) -> &[Ty] {
-        self.sig.params()
-    }
-
-    fn ret_type(&self) -> Ty {
-        Code::ret_type(self)
-    }
-
-    unsafe fn invoke(&self, args: &[crate::Value]) -> Result<crate::Value, crate::InvokeError> {
-        crate::abi::check_args(self.sig.params(), args)?;
-        SysV.check_call(args)?;
-        // SAFETY: the caller vouches for running this code (trait contract);
-        // the argument types were checked against the signature.
-        Ok(unsafe { call_native(self.addr(), args, Code::ret_type(self)) })
     }
 }
 
@@ -2777,14 +2663,12 @@ mod tests {
                 let mut restores = Vec::new();
                 for n in 0..16u8 {
                     if saves[0] & (1 << n) != 0 {
-                        let (r, slot) =
-                            (regfile::reg_name(false, n), num(-regfile::gpr_save_slot(n)));
+                        let (r, slot) = (SysV.reg_name(false, n), num(-regfile::gpr_save_slot(n)));
                         want.push(format!("mov     [rbp-{slot}],{r}"));
                         restores.push(format!("mov     {r},[rbp-{slot}]"));
                     }
                     if saves[1] & (1 << n) != 0 {
-                        let (r, slot) =
-                            (regfile::reg_name(true, n), num(-regfile::xmm_save_slot(n)));
+                        let (r, slot) = (SysV.reg_name(true, n), num(-regfile::xmm_save_slot(n)));
                         want.push(format!("movdqu  [rbp-{slot}],{r}"));
                         restores.push(format!("movdqu  {r},[rbp-{slot}]"));
                     }
