@@ -30,6 +30,29 @@ pub(super) struct Ctx {
     pub(super) rt: *mut Runtime<'static, 'static>,
 }
 
+impl Ctx {
+    /// The context of an applet whose frame stack is `frames`
+    /// (`STACK_SLOTS` slots, owned by the same `Compiled`, whose heap
+    /// allocation never moves): its bounds set for good, every other word
+    /// written by each invocation before it runs.
+    pub(super) fn new(frames: &mut [i32]) -> Ctx {
+        debug_assert_eq!(frames.len(), STACK_SLOTS);
+        let range = frames.as_mut_ptr_range();
+        Ctx {
+            frames: range.start,
+            frames_end: range.end,
+            statics: core::ptr::null_mut(),
+            fields: core::ptr::null_mut(),
+            dir: core::ptr::null(),
+            fuel: 0,
+            max_depth: 0,
+            result: 0,
+            trap: [0; 3],
+            rt: core::ptr::null_mut(),
+        }
+    }
+}
+
 pub(super) const C_FRAMES: i64 = 0;
 pub(super) const C_FRAMES_END: i64 = 8;
 pub(super) const C_STATICS: i64 = 16;
