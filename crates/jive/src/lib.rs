@@ -157,8 +157,8 @@ pub(crate) const fn narrowing(p: Prim) -> (i32, u32) {
 /// A JIT invocation's trap as the error [`Applet::call_value`] returns.
 #[cold]
 #[inline(never)]
-fn trapped(t: Box<Trap>) -> Box<InvokeError> {
-    Box::new(InvokeError::Trap(*t))
+fn trapped(t: Trap) -> Box<InvokeError> {
+    Box::new(InvokeError::Trap(t))
 }
 
 /// A method of an [`Applet`], resolved once by [`Applet::method`], for
@@ -499,7 +499,10 @@ impl Applet {
         match self.call_jit(m, args, host) {
             Ok(Ok(v)) => {
                 let limits = RunLimits::of(&self.limits);
-                let fuel_used = self.jit.as_ref().map_or(0, |j| j.fuel_used(&self.prog, limits));
+                let fuel_used = self
+                    .jit
+                    .as_ref()
+                    .map_or(0, |j| j.fuel_used(&self.prog, limits));
                 Ok(Outcome {
                     value: m.returns.then_some(v),
                     fuel_used,
@@ -527,7 +530,7 @@ impl Applet {
         }
         match self.call_jit(m, args, host) {
             Ok(Ok(v)) => Ok(m.returns.then_some(v)),
-            Ok(Err(t)) => Err(trapped(t)),
+            Ok(Err(t)) => Err(trapped(*t)),
             Err(host) => match self.call_interpreted(m, args, host) {
                 Ok(o) => Ok(o.value),
                 Err(t) => Err(Box::new(t.into())),

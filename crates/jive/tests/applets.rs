@@ -159,7 +159,9 @@ fn call_value_returns_what_call_returns_and_the_same_errors() {
             let Some(mut arith) = load(r, "Arith", &Natives::new(), Limits::default()) else {
                 return;
             };
-            arith.set_engine(engine).expect("the engine runs the applet");
+            arith
+                .set_engine(engine)
+                .expect("the engine runs the applet");
             let div = arith.method("div").unwrap();
             assert_eq!(arith.call_value(&div, &[7, 2], None), Ok(Some(3)));
             assert_eq!(arith.call(&div, &[7, 2], None).unwrap().value, Some(3));
@@ -169,7 +171,10 @@ fn call_value_returns_what_call_returns_and_the_same_errors() {
             let by_zero = arith.call(&div, &[7, 0], None).unwrap_err();
             assert!(matches!(&by_zero, InvokeError::Trap(t)
                 if t.kind == TrapKind::DivisionByZero && t.method.starts_with("div")));
-            assert_eq!(arith.call_value(&div, &[7, 0], None), Err(Box::new(by_zero)));
+            assert_eq!(
+                arith.call_value(&div, &[7, 0], None),
+                Err(Box::new(by_zero))
+            );
             // The applet runs on after it.
             assert_eq!(arith.call_value(&div, &[-9, 3], None), Ok(Some(-3)));
             // Refusals, as `call` refuses.

@@ -705,9 +705,9 @@ fn stub_natives(prog: &Program) -> Natives {
         // `short`, `boolean`) must then be narrowed alike on both engines.
         natives.register(&n.name, &n.descriptor, move |cx, args| match alloc {
             Some(p) => cx.new_array(p, args[0]),
-            None => Ok(args
-                .iter()
-                .fold(0x1357_9bdf, |h: i32, &a| h.rotate_left(5) ^ a.wrapping_mul(0x0101_0101))),
+            None => Ok(args.iter().fold(0x1357_9bdf, |h: i32, &a| {
+                h.rotate_left(5) ^ a.wrapping_mul(0x0101_0101)
+            })),
         });
     }
     natives

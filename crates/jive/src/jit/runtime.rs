@@ -175,7 +175,11 @@ pub(super) extern "C" fn rt_native(ctx: *mut Ctx, n: i64, args: *const i32, shap
     match result {
         Ok(Ok(_)) if shape & NativeShape::VOID != 0 => 0,
         Ok(Ok(v)) if shape & NativeShape::CHECKED == 0 => {
-            let v = if shape & NativeShape::BOOLEAN != 0 { v & 1 } else { v };
+            let v = if shape & NativeShape::BOOLEAN != 0 {
+                v & 1
+            } else {
+                v
+            };
             let shift = (shape >> NativeShape::SHIFT) as u32 & 31;
             i64::from((v << shift) >> shift)
         }
