@@ -25,7 +25,10 @@
 //! binds the natives and instantiates (running `<clinit>` and the
 //! constructor); [`Applet::invoke`] calls a method by name with int
 //! arguments; [`Applet::set_static_array`] hands the applet a byte array such
-//! as `RxBuf`. [`check`] does everything short of binding and instantiating,
+//! as `RxBuf`. A host that invokes one method per packet resolves it once
+//! ([`Applet::method`]) and calls it with [`Applet::call`], or with
+//! [`Applet::call_value`], whose value or boxed error comes back in two
+//! registers. [`check`] does everything short of binding and instantiating,
 //! for tools that only verify.
 //!
 //! Errors are typed ([`LoadError`], [`InvokeError`], [`Trap`]) and say where:
