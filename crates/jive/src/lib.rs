@@ -25,7 +25,10 @@
 //! binds the natives and instantiates (running `<clinit>` and the
 //! constructor); [`Applet::invoke`] calls a method by name with int
 //! arguments; [`Applet::set_static_array`] hands the applet a byte array such
-//! as `RxBuf`. [`check`] does everything short of binding and instantiating,
+//! as `RxBuf`. A host that invokes one method per packet resolves it once
+//! ([`Applet::method`]) and calls it with [`Applet::call`], or with
+//! [`Applet::call_value`], whose value or boxed error comes back in two
+//! registers. [`check`] does everything short of binding and instantiating,
 //! for tools that only verify.
 //!
 //! Errors are typed ([`LoadError`], [`InvokeError`], [`Trap`]) and say where:
@@ -152,6 +155,13 @@ pub(crate) const fn narrowing(p: Prim) -> (i32, u32) {
         Prim::Short => (-1, 16),
         Prim::Int => (-1, 0),
     }
+}
+
+/// A JIT invocation's trap as the error [`Applet::call_value`] returns.
+#[cold]
+#[inline(never)]
+fn trapped(t: Trap) -> Box<InvokeError> {
+    Box::new(InvokeError::Trap(t))
 }
 
 /// A method of an [`Applet`], resolved once by [`Applet::method`], for
@@ -476,9 +486,9 @@ impl Applet {
     /// `host` ([`Context::host`]). Same semantics as [`Applet::invoke`]:
     /// a trap ends only this invocation.
     ///
-    /// This is the host's per-message call: on the JIT the arguments go
-    /// straight into the frame stack and the checks [`Applet::method`]
-    /// made are not repeated.
+    /// On the JIT the arguments go straight into the frame stack and the
+    /// checks [`Applet::method`] made are not repeated. A host that needs
+    /// only the value, once per message, calls [`Applet::call_value`].
     #[inline]
     pub fn call(
         &mut self,
@@ -489,10 +499,60 @@ impl Applet {
         if args.len() != m.arity || m.applet != self.id {
             return Err(self.refuse(m, args.len()));
         }
+        match self.call_jit(m, args, host) {
+            Ok(Ok(v)) => {
+                let limits = RunLimits::of(&self.limits);
+                let fuel_used = self
+                    .jit
+                    .as_ref()
+                    .map_or(0, |j| j.fuel_used(&self.prog, limits));
+                Ok(Outcome {
+                    value: m.returns.then_some(v),
+                    fuel_used,
+                })
+            }
+            Ok(Err(t)) => Err(InvokeError::Trap(*t)),
+            Err(host) => Ok(self.call_interpreted(m, args, host)?),
+        }
+    }
+
+    /// [`Applet::call`] without the fuel count: the method's value (`None`
+    /// for `void`), or why the invocation failed. This is the host's
+    /// per-message call: both outcomes fit two registers, so the common
+    /// one comes back without a `Result` written to memory and read again
+    /// (the error, rare, is boxed).
+    #[inline]
+    pub fn call_value(
+        &mut self,
+        m: &Method,
+        args: &[i32],
+        host: Option<&mut dyn core::any::Any>,
+    ) -> Result<Option<i32>, Box<InvokeError>> {
+        if args.len() != m.arity || m.applet != self.id {
+            return Err(Box::new(self.refuse(m, args.len())));
+        }
+        match self.call_jit(m, args, host) {
+            Ok(Ok(v)) => Ok(m.returns.then_some(v)),
+            Ok(Err(t)) => Err(trapped(*t)),
+            Err(host) => match self.call_interpreted(m, args, host) {
+                Ok(o) => Ok(o.value),
+                Err(t) => Err(Box::new(t.into())),
+            },
+        }
+    }
+
+    /// [`Applet::call`] on the JIT, the arguments checked: the value the
+    /// method returned (0 for `void`) or its trap; `Err(host)` if the
+    /// interpreter runs this applet.
+    #[inline(always)]
+    fn call_jit<'h>(
+        &mut self,
+        m: &Method,
+        args: &[i32],
+        host: Option<&'h mut dyn core::any::Any>,
+    ) -> Result<Result<i32, Box<Trap>>, Option<&'h mut dyn core::any::Any>> {
         let Some(jit) = self.jit.as_mut() else {
-            let mut full = [0i32; Method::MAX_ARGS + 1];
-            let n = m.fill_args(&mut full, self.instance, args);
-            return Ok(self.run_with(usize::from(m.idx), &full[..n], host)?);
+            return Err(host);
         };
         m.fill_args(jit.args_mut(), self.instance, args);
         let mut st = State {
@@ -503,11 +563,23 @@ impl Applet {
         };
         let limits = RunLimits::of(&self.limits);
         let fields = jit.fields(st.heap, self.instance);
-        let r = jit.enter(&self.prog, &mut st, fields, m.idx, m.returns, limits);
+        let r = jit.enter(&self.prog, &mut st, fields, m.idx, limits);
         if self.heap.needs_collect() {
             self.collect();
         }
-        Ok(r?)
+        Ok(r)
+    }
+
+    /// [`Applet::call`] on the interpreter, the arguments checked.
+    fn call_interpreted(
+        &mut self,
+        m: &Method,
+        args: &[i32],
+        host: Option<&mut dyn core::any::Any>,
+    ) -> Result<Outcome, Trap> {
+        let mut full = [0i32; Method::MAX_ARGS + 1];
+        let n = m.fill_args(&mut full, self.instance, args);
+        self.run_with(usize::from(m.idx), &full[..n], host)
     }
 
     /// Why [`Applet::call`] refuses `m` with `given` arguments.

@@ -153,6 +153,48 @@ fn a_resolved_method_is_called_on_its_own_applet_only_and_narrows_like_invoke() 
 }
 
 #[test]
+fn call_value_returns_what_call_returns_and_the_same_errors() {
+    for r in RELEASES {
+        for engine in [Engine::Interpreter, Engine::Jit] {
+            let Some(mut arith) = load(r, "Arith", &Natives::new(), Limits::default()) else {
+                return;
+            };
+            arith
+                .set_engine(engine)
+                .expect("the engine runs the applet");
+            let div = arith.method("div").unwrap();
+            assert_eq!(arith.call_value(&div, &[7, 2], None), Ok(Some(3)));
+            assert_eq!(arith.call(&div, &[7, 2], None).unwrap().value, Some(3));
+            let small = arith.method("isSmall").unwrap();
+            assert_eq!(arith.call_value(&small, &[260], None), Ok(Some(1)));
+            // A trap: the same error, with its method and bytecode index.
+            let by_zero = arith.call(&div, &[7, 0], None).unwrap_err();
+            assert!(matches!(&by_zero, InvokeError::Trap(t)
+                if t.kind == TrapKind::DivisionByZero && t.method.starts_with("div")));
+            assert_eq!(
+                arith.call_value(&div, &[7, 0], None),
+                Err(Box::new(by_zero))
+            );
+            // The applet runs on after it.
+            assert_eq!(arith.call_value(&div, &[-9, 3], None), Ok(Some(-3)));
+            // Refusals, as `call` refuses.
+            assert_eq!(
+                arith.call_value(&div, &[1], None).unwrap_err().to_string(),
+                arith.call(&div, &[1], None).unwrap_err().to_string()
+            );
+            let Some(other) = load(r, "Arith", &Natives::new(), Limits::default()) else {
+                return;
+            };
+            let foreign = other.method("div").unwrap();
+            assert_eq!(
+                arith.call_value(&foreign, &[1, 1], None),
+                Err(Box::new(InvokeError::ForeignMethod))
+            );
+        }
+    }
+}
+
+#[test]
 fn the_constructor_runs_once_and_instance_state_persists() {
     for r in RELEASES {
         let Some(mut a) = load(r, "Counter", &counter_natives(), Limits::default()) else {

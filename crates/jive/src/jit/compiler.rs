@@ -1533,6 +1533,7 @@ impl<'p> Compiler<'p> {
                 Arg::Reg(ctx.any()),
                 Arg::Imm(Ty::L, i64::from(n)),
                 Arg::Reg(args_at.any()),
+                Arg::Imm(Ty::L, NativeShape::of(decl).bits()),
             ],
             first,
         );

@@ -91,10 +91,25 @@ pub struct Compiled {
     pub(super) memo: codecache::Memo,
     pub(super) meta: Arc<Meta>,
     pub(super) frames: Box<[i32]>,
+    /// The invocation context, kept from one invocation to the next: the
+    /// frame stack's bounds are written once, here, and an invocation
+    /// writes only the words that can differ ([`Compiled::enter`]).
+    pub(super) ctx: Ctx,
     /// Whether the code reads the applet object's fields (`meta.uses`, kept
     /// here to spare invocations of code that does not the look-up).
     pub(super) reads_fields: bool,
 }
+
+// SAFETY: the raw pointers of `ctx` are dereferenced only by generated
+// code and the runtime calls it makes, during `Compiled::enter`, which
+// holds `&mut self` (and so the frame stack they point into) and rewrites
+// every pointer that does not point into `self` (statics, fields,
+// directory, runtime) before it runs the code. Between invocations they
+// are plain numbers, so moving a `Compiled` to another thread, or sharing
+// `&Compiled` (which reaches only `listing`), touches nothing through them.
+unsafe impl Send for Compiled {}
+// SAFETY: as for `Send`: `&Compiled` never reads through `ctx`.
+unsafe impl Sync for Compiled {}
 
 impl core::fmt::Debug for Compiled {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
@@ -150,12 +165,15 @@ pub fn compile(prog: &Program) -> Result<Compiled, JitError> {
             }
         }
     };
+    let mut frames = vec![0; STACK_SLOTS].into_boxed_slice();
+    let ctx = Ctx::new(&mut frames);
     Ok(Compiled {
         key,
         memo: codecache::Memo::default(),
         reads_fields: meta.uses.fields,
         meta,
-        frames: vec![0; STACK_SLOTS].into_boxed_slice(),
+        frames,
+        ctx,
     })
 }
 
@@ -236,7 +254,13 @@ impl Compiled {
         }
         self.frames[..args.len()].copy_from_slice(args);
         let returns = prog.info.methods[usize::from(entry)].sig.ret.is_some();
-        self.enter(prog, st, fields, entry, returns, limits)
+        match self.enter(prog, st, fields, entry, limits) {
+            Ok(v) => Ok(Outcome {
+                value: returns.then_some(v),
+                fuel_used: self.fuel_used(prog, limits),
+            }),
+            Err(t) => Err(*t),
+        }
     }
 
     /// The frame stack's first slots, where [`Compiled::enter`] finds the
@@ -249,14 +273,29 @@ impl Compiled {
             .expect("the frame stack holds more than the argument slots")
     }
 
+    /// The fuel the last invocation ([`Compiled::enter`]) used, as the
+    /// interpreter counts it: 0 for unmetered code.
+    #[inline]
+    pub(crate) fn fuel_used(&self, prog: &Program, limits: RunLimits) -> u64 {
+        if prog.metered() {
+            limits.fuel - self.ctx.fuel
+        } else {
+            0
+        }
+    }
+
     /// Runs method `entry` on the arguments already in the frame stack
     /// ([`Compiled::args_mut`]): [`Compiled::run`] without its argument
     /// checks, for a caller that made them once ([`crate::Method`]: the
-    /// arguments are `entry`'s, and `returns` says whether it returns a
-    /// value). What memory safety rests on is checked again here: `entry`
-    /// is a bytecode method and `limits.max_depth` at most
-    /// [`MAX_CALL_DEPTH`] ([`compile`] checked every method's frame against
-    /// the frame stack).
+    /// arguments are `entry`'s). What memory safety rests on is checked
+    /// again here: `entry` is a bytecode method and `limits.max_depth` at
+    /// most [`MAX_CALL_DEPTH`] ([`compile`] checked every method's frame
+    /// against the frame stack).
+    ///
+    /// Returns the value the method returned (0 for `void`), or its trap.
+    /// Both fit two registers, so that the common outcome travels back to
+    /// the host without a `Result` written to memory; the fuel left stays
+    /// in the context ([`Compiled::fuel_used`]).
     #[inline]
     pub(crate) fn enter(
         &mut self,
@@ -264,9 +303,8 @@ impl Compiled {
         st: &mut State<'_>,
         fields: *mut i32,
         entry: u16,
-        returns: bool,
         limits: RunLimits,
-    ) -> Result<Outcome, Trap> {
+    ) -> Result<i32, Box<Trap>> {
         debug_assert!(prog.max_frame <= STACK_SLOTS);
         // The two preconditions generated code relies on for memory safety
         // (its dispatch indexes a table by `entry` unchecked, and each call
@@ -275,13 +313,11 @@ impl Compiled {
         if !matches!(prog.funcs.get(usize::from(entry)), Some(Some(_)))
             || limits.max_depth > MAX_CALL_DEPTH
         {
-            return Err(internal_trap(
+            return Err(Box::new(internal_trap(
                 "entry or call depth out of the JIT's range",
                 String::new(),
-            ));
+            )));
         }
-        let fuel = limits.fuel;
-        let frames = self.frames.as_mut_ptr();
         let statics = st.statics.as_mut_ptr();
         let dir = st.heap.directory().cast();
         let mut rt = Runtime {
@@ -289,19 +325,17 @@ impl Compiled {
             prog,
             pending: None,
         };
-        let mut ctx = Ctx {
-            frames,
-            // SAFETY: one past the end of the frame stack's allocation.
-            frames_end: unsafe { frames.add(STACK_SLOTS) },
-            statics,
-            fields,
-            dir,
-            fuel,
-            max_depth: i64::from(limits.max_depth),
-            result: 0,
-            trap: [0; 3],
-            rt: (&mut rt as *mut Runtime<'_, '_>).cast(),
-        };
+        // The frame stack's bounds were written when the context was made
+        // (`Ctx::new`); everything else that can differ between two
+        // invocations is written here. `result` and `trap` are written by
+        // the code before the host reads them.
+        let ctx = &mut self.ctx;
+        ctx.statics = statics;
+        ctx.fields = fields;
+        ctx.dir = dir;
+        ctx.fuel = limits.fuel;
+        ctx.max_depth = i64::from(limits.max_depth);
+        ctx.rt = (&mut rt as *mut Runtime<'_, '_>).cast();
         let mut code = Code {
             key: self.key,
             memo: &mut self.memo,
@@ -310,12 +344,12 @@ impl Compiled {
         let status = THREAD
             .try_with(|cell| match cell.try_borrow_mut() {
                 Ok(mut slot) => match slot.as_mut() {
-                    Some(thread) => execute(thread, &mut code, prog, &mut ctx, entry, &mut failed),
+                    Some(thread) => execute(thread, &mut code, prog, ctx, entry, &mut failed),
                     None => execute(
                         slot.insert(cache().register()),
                         &mut code,
                         prog,
-                        &mut ctx,
+                        ctx,
                         entry,
                         &mut failed,
                     ),
@@ -323,19 +357,33 @@ impl Compiled {
                 // A native of an applet running on this thread invokes
                 // another applet: a registration of its own for the nested
                 // invocation.
-                Err(_) => execute_registering(&mut code, prog, &mut ctx, entry, &mut failed),
+                Err(_) => execute_registering(&mut code, prog, ctx, entry, &mut failed),
             })
-            .unwrap_or_else(|_| execute_registering(&mut code, prog, &mut ctx, entry, &mut failed));
+            .unwrap_or_else(|_| execute_registering(&mut code, prog, ctx, entry, &mut failed));
         if status == 0 {
-            return Ok(Outcome {
-                value: returns.then_some(ctx.result as i32),
-                fuel_used: if prog.metered() { fuel - ctx.fuel } else { 0 },
-            });
+            return Ok(self.ctx.result as i32);
         }
-        match failed {
-            Some(what) => Err(not_run(prog, entry, what)),
-            None => Err(self.trap(prog, status, ctx.trap, rt.pending.take(), limits)),
-        }
+        let pending = rt.pending.take();
+        Err(self.failure(prog, entry, status, failed, pending, limits))
+    }
+
+    /// The trap of an invocation that did not return normally: the code
+    /// could not run (`failed`: why), or trap site `status` was taken.
+    #[cold]
+    #[inline(never)]
+    fn failure(
+        &self,
+        prog: &Program,
+        entry: u16,
+        status: i32,
+        failed: Option<String>,
+        pending: Option<TrapKind>,
+        limits: RunLimits,
+    ) -> Box<Trap> {
+        Box::new(match failed {
+            Some(what) => not_run(prog, entry, what),
+            None => self.trap(prog, status, self.ctx.trap, pending, limits),
+        })
     }
 
     /// The trap that trap site `status` (counted from 1) reports, with the

@@ -13,7 +13,9 @@
 //! # Shape of the code
 //!
 //! One vcode function per applet holds all of its methods. The function's
-//! entry takes the invocation context (`Ctx`) and a method index and
+//! entry takes the invocation context (`Ctx`, kept in the applet's
+//! `Compiled`: the frame stack's bounds are written once, and an
+//! invocation writes only the words that can differ) and a method index and
 //! dispatches through a jump table; methods call each other with `jal` to
 //! their labels (a direct `call`), and the trap exits, shared by every
 //! method, return from the whole function at once (vcode's epilogue

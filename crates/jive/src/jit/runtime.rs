@@ -30,6 +30,29 @@ pub(super) struct Ctx {
     pub(super) rt: *mut Runtime<'static, 'static>,
 }
 
+impl Ctx {
+    /// The context of an applet whose frame stack is `frames`
+    /// (`STACK_SLOTS` slots, owned by the same `Compiled`, whose heap
+    /// allocation never moves): its bounds set for good, every other word
+    /// written by each invocation before it runs.
+    pub(super) fn new(frames: &mut [i32]) -> Ctx {
+        debug_assert_eq!(frames.len(), STACK_SLOTS);
+        let range = frames.as_mut_ptr_range();
+        Ctx {
+            frames: range.start,
+            frames_end: range.end,
+            statics: core::ptr::null_mut(),
+            fields: core::ptr::null_mut(),
+            dir: core::ptr::null(),
+            fuel: 0,
+            max_depth: 0,
+            result: 0,
+            trap: [0; 3],
+            rt: core::ptr::null_mut(),
+        }
+    }
+}
+
 pub(super) const C_FRAMES: i64 = 0;
 pub(super) const C_FRAMES_END: i64 = 8;
 pub(super) const C_STATICS: i64 = 16;
@@ -75,25 +98,72 @@ pub(super) extern "C" fn rt_newarray(ctx: *mut Ctx, prim: i64, len: i64) -> i64 
     r
 }
 
-/// A native method: the arguments are `args[..k]`; returns the value
-/// (narrowed as the interpreter does), or `i64::MIN` with the trap pending.
+/// What generated code tells [`rt_native`] about the native it calls, as
+/// one immediate: the number of argument slots, and how the result comes
+/// back. The code is compiled from the program whose declarations these
+/// are (the cache key covers them), so the runtime call reads neither the
+/// declaration nor its type; see [`NativeShape::of`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct NativeShape(i64);
+
+impl NativeShape {
+    /// Bits 0-7: the argument slots. Bits 8-15: the narrowing shift of an
+    /// int-like result (24 for `byte`, 16 for `short`, 0 otherwise).
+    const SHIFT: u32 = 8;
+    /// A `boolean` result: bit 0 kept.
+    const BOOLEAN: i64 = 1 << 16;
+    /// A `void` native: the result is 0.
+    const VOID: i64 = 1 << 17;
+    /// An array result, or anything else the interpreter's
+    /// `native_result` checks: out of line.
+    const CHECKED: i64 = 1 << 18;
+
+    /// The shape of native `decl`.
+    pub(super) fn of(decl: &crate::decode::NativeDecl) -> NativeShape {
+        use crate::subset::FieldType;
+        let k = decl.params.len() as i64;
+        debug_assert!(k < 256, "a native has at most 255 argument slots");
+        NativeShape(
+            k | match decl.ret {
+                None => Self::VOID,
+                Some(FieldType::Prim(p)) => {
+                    let (mask, shift) = crate::narrowing(p);
+                    (i64::from(shift) << Self::SHIFT) | if mask == 1 { Self::BOOLEAN } else { 0 }
+                }
+                Some(FieldType::Array(_)) => Self::CHECKED,
+            },
+        )
+    }
+
+    /// The immediate generated code passes.
+    pub(super) fn bits(self) -> i64 {
+        self.0
+    }
+}
+
+/// A native method: native `n` of the program, its `shape`
+/// ([`NativeShape`]) compiled into the call, its arguments at `args`;
+/// returns the value (narrowed as the interpreter does), or `i64::MIN`
+/// with the trap pending.
 ///
 /// The common outcome, an `int`-like or `void` native that succeeded, is
 /// handled here without building the interpreter's `Option` result;
 /// failures and array results go through [`crate::interpreter::native_result`]
 /// out of line, so that they are checked and reported exactly as the
 /// interpreter does.
-pub(super) extern "C" fn rt_native(ctx: *mut Ctx, n: i64, args: *const i32) -> i64 {
+pub(super) extern "C" fn rt_native(ctx: *mut Ctx, n: i64, args: *const i32, shape: i64) -> i64 {
     // SAFETY: as in `rt_newarray`.
     let (ctx, rt) = unsafe { (&mut *ctx, &mut *(*ctx).rt) };
     let n = n as usize;
-    let (Some(decl), Some(native)) = (rt.prog.natives.get(n), rt.st.natives.get(n)) else {
+    let st = &mut *rt.st;
+    let Some(native) = st.natives.get(n) else {
         return native_failed(rt, TrapKind::Native("internal error: native index".into()));
     };
     // SAFETY: generated code passes the address of the native's arguments
-    // in the current frame, `params.len()` slots inside the frame stack.
-    let args = unsafe { core::slice::from_raw_parts(args, decl.params.len()) };
-    let st = &mut *rt.st;
+    // in the current frame: as many slots as its declaration has
+    // parameters (the low byte of `shape`, compiled in from that
+    // declaration), inside the frame stack.
+    let args = unsafe { core::slice::from_raw_parts(args, (shape & 0xff) as usize) };
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let mut cx = Context {
             heap: &mut *st.heap,
@@ -102,13 +172,18 @@ pub(super) extern "C" fn rt_native(ctx: *mut Ctx, n: i64, args: *const i32) -> i
         native(&mut cx, args)
     }));
     ctx.dir = st.heap.directory().cast();
-    match (result, decl.ret) {
-        (Ok(Ok(_)), None) => 0,
-        (Ok(Ok(v)), Some(crate::subset::FieldType::Prim(p))) => {
-            let (mask, shift) = crate::narrowing(p);
-            i64::from(((v & mask) << shift) >> shift)
+    match result {
+        Ok(Ok(_)) if shape & NativeShape::VOID != 0 => 0,
+        Ok(Ok(v)) if shape & NativeShape::CHECKED == 0 => {
+            let v = if shape & NativeShape::BOOLEAN != 0 {
+                v & 1
+            } else {
+                v
+            };
+            let shift = (shape >> NativeShape::SHIFT) as u32 & 31;
+            i64::from((v << shift) >> shift)
         }
-        (result, _) => native_checked(rt, n, result),
+        result => native_checked(rt, n, result),
     }
 }
 

@@ -5,8 +5,6 @@
 //! overrun throttles its endpoint. Loading an applet and resolving its
 //! natives live here too.
 
-use std::mem::ManuallyDrop;
-
 use super::*;
 
 /// The longest an endpoint is set aside after one overrun, whatever the
@@ -379,18 +377,15 @@ pub(super) fn invoke(
     let start = timed.then(Instant::now);
     rx.io.begin();
     let m = if tx { &l.do_tx } else { &l.do_rx };
-    // The common outcome, `Ok`, owns nothing; kept from the automatic
-    // drop, which the compiler would otherwise call out of line on every
-    // invocation. The other outcomes are handed on, and dropped, whole.
-    let r = ManuallyDrop::new(l.applet.call(m, args, Some(&mut rx.io)));
+    // The value and the boxed error come back in two registers.
+    let r = l.applet.call_value(m, args, Some(&mut rx.io));
     let took = start.map_or(Duration::ZERO, |s| s.elapsed());
-    let outcome = if let Ok(o) = &*r
-        && !rx.io.inv.overran
-    {
-        rx.overruns_in_row = 0;
-        Ok(o.value)
-    } else {
-        ended_badly(rx, port, ManuallyDrop::into_inner(r), start.is_some(), took)
+    let outcome = match r {
+        Ok(v) if !rx.io.inv.overran => {
+            rx.overruns_in_row = 0;
+            Ok(v)
+        }
+        r => ended_badly(rx, port, r, start.is_some(), took),
     };
     Some((outcome, took))
 }
@@ -406,13 +401,16 @@ pub(super) fn invoke(
 fn ended_badly(
     rx: &mut RxSide,
     port: &Port,
-    r: Result<jive::Outcome, jive::InvokeError>,
+    r: Result<Option<i32>, Box<jive::InvokeError>>,
     timed: bool,
     took: Duration,
 ) -> Result<Option<i32>, ()> {
-    let out_of_fuel = matches!(&r, Err(jive::InvokeError::Trap(t))
-        if matches!(t.kind, jive::TrapKind::FuelExhausted(_)));
-    let outcome = r.map(|o| o.value).map_err(drop);
+    let out_of_fuel = match &r {
+        Err(e) => matches!(&**e, jive::InvokeError::Trap(t)
+            if matches!(t.kind, jive::TrapKind::FuelExhausted(_))),
+        Ok(_) => false,
+    };
+    let outcome = r.map_err(drop);
     if !rx.io.inv.overran && !out_of_fuel {
         // An ordinary trap: counted by the caller, not an overrun.
         rx.overruns_in_row = 0;
