@@ -118,6 +118,23 @@ impl Message<'_> {
     /// gives each back with [`Endpoint::give_buffer`] (receive buffers
     /// managed by hand, e.g. to send one on in place before giving it
     /// back).
+    ///
+    /// ```
+    /// use unet::{Config, Engine};
+    /// let net = unet::transport::LoopNet::new();
+    /// let engine = Engine::new(Box::new(net.attach("10.0.0.1:7000".parse()?)?));
+    /// let mut a = engine.create_endpoint(Config::default(), None)?;
+    /// let mut b = engine.create_endpoint(Config::default(), None)?;
+    /// let ab = a.open_channel(engine.local(), b.id())?;
+    /// b.open_channel(engine.local(), a.id())?;
+    /// a.send(ab, &[7u8; 5000])?;
+    /// let d = b.recv().expect("delivered").into_desc();
+    /// assert_eq!((d.len, d.nbufs), (5000, 2)); // b holds both buffers
+    /// for i in 0..usize::from(d.nbufs) {
+    ///     assert!(b.give_buffer(d.offset(i)));
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn into_desc(self) -> RxDesc {
         let desc = self.desc;
         // Nothing to release but the buffers, which the caller now holds.
