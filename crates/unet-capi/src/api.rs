@@ -20,7 +20,7 @@ use thiserror::Error;
 use unet::client::Client;
 use unet::daemon::Server;
 use unet::transport::LoopNet;
-use unet::wait::{Backoff, SPINS_BEFORE_YIELD};
+use unet::wait::{Backoff, Spins};
 use unet::{
     Addr, ChannelOptions, Config, Endpoint, EngineCounts, EngineError, PortCounts, RxDesc,
     SendError, TxDesc, TxStatus,
@@ -302,6 +302,9 @@ struct EndpointState {
     /// Whether the count of transmit descriptors pushed has wrapped past
     /// 2³² (so that every number is a descriptor pushed at some time).
     tx_wrapped: bool,
+    /// How long a receive spins before it yields, learnt from the
+    /// receives before it.
+    spins: Spins,
 }
 
 impl EndpointState {
@@ -395,6 +398,7 @@ fn add_endpoint(ep: Endpoint) -> u64 {
         held: None,
         lent: vec![0; words],
         tx_wrapped: false,
+        spins: Spins::default(),
     }));
     with_table_mut(|t| t.endpoints.insert(id, st));
     id
@@ -531,7 +535,7 @@ pub fn recv_with(
         release(&mut g.ep, &d);
         return Ok((d.len as usize, d.chan));
     }
-    let (m_len, chan) = wait_for(func, &mut g.ep, timeout, |m| {
+    let (m_len, chan) = wait_for(func, &mut g.ep, &mut g.spins, timeout, |m| {
         m.read(&mut piece);
         (m.len(), m.chan())
     })?;
@@ -547,11 +551,11 @@ struct Wait {
 }
 
 impl Wait {
-    fn new(timeout: Option<Duration>) -> Wait {
+    fn new(timeout: Option<Duration>, backoff: Backoff) -> Wait {
         Wait {
             start: Instant::now(),
             timeout,
-            backoff: Backoff::default(),
+            backoff,
         }
     }
 
@@ -562,9 +566,7 @@ impl Wait {
     /// core.
     fn snooze(&mut self, func: &'static str, what: &'static str) -> Result<(), CapiError> {
         if let Some(t) = self.timeout
-            && (t.is_zero()
-                || self.backoff.now_and_then()
-                || self.backoff.polls() >= SPINS_BEFORE_YIELD)
+            && (t.is_zero() || self.backoff.now_and_then() || self.backoff.yielding())
             && self.start.elapsed() >= t
         {
             return Err(CapiError::TimedOut {
@@ -579,15 +581,20 @@ impl Wait {
 }
 
 /// Waits up to `timeout` for the next message of `ep` and runs `f` on it.
+/// The wait spins as long as `spins` has learnt pays, then yields its
+/// core (see [`Spins`]: on a machine whose cores are shared, a receive
+/// that spins holds the core its peer or the engine needs).
 fn wait_for<R>(
     func: &'static str,
     ep: &mut Endpoint,
+    spins: &mut Spins,
     timeout: Option<Duration>,
     f: impl FnOnce(unet::Message<'_>) -> R,
 ) -> Result<R, CapiError> {
-    let mut wait = Wait::new(timeout);
+    let mut wait = Wait::new(timeout, spins.backoff());
     loop {
         if let Some(m) = ep.recv() {
+            spins.learn(&wait.backoff);
             return Ok(f(m));
         }
         wait.snooze(func, "no message arrived")?;
@@ -622,7 +629,7 @@ pub fn recv(id: u64, buf: &mut [u8], timeout: Option<Duration>) -> Result<(usize
         release(&mut g.ep, &d);
         return Ok((need, d.chan));
     }
-    let got = wait_for(func, &mut g.ep, timeout, |m| {
+    let got = wait_for(func, &mut g.ep, &mut g.spins, timeout, |m| {
         let (len, chan) = (m.len(), m.chan());
         if len > cap {
             // Kept, buffers and all, for the next receive.
@@ -771,7 +778,7 @@ pub fn tx_pushed(id: u64) -> Result<u32, CapiError> {
 pub fn flush(id: u64, timeout: Option<Duration>) -> Result<(), CapiError> {
     let func = "unet_flush";
     with_endpoint(func, id, |ep| {
-        let mut wait = Wait::new(timeout);
+        let mut wait = Wait::new(timeout, Backoff::default());
         while !ep.flush(1) {
             wait.snooze(
                 func,
@@ -791,7 +798,7 @@ pub fn recv_desc(id: u64, timeout: Option<Duration>) -> Result<RxDesc, CapiError
     let g = &mut *g;
     let d = match g.held.take() {
         Some(d) => d,
-        None => wait_for(func, &mut g.ep, timeout, |m| m.into_desc())?,
+        None => wait_for(func, &mut g.ep, &mut g.spins, timeout, |m| m.into_desc())?,
     };
     for i in 0..usize::from(d.nbufs) {
         let (w, b) = g.bit(d.offset(i));
