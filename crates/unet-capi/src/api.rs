@@ -12,8 +12,8 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::CString;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
 use std::time::{Duration, Instant};
 
 use thiserror::Error;
@@ -334,7 +334,7 @@ struct EngineState {
 #[derive(Default)]
 struct Table {
     clients: HashMap<u64, Client>,
-    endpoints: HashMap<u64, Arc<Mutex<EndpointState>>>,
+    endpoints: HashMap<u64, Arc<EndpointEntry>>,
     engines: HashMap<u64, Arc<EngineState>>,
 }
 
@@ -374,12 +374,56 @@ fn client(func: &'static str, id: u64) -> Result<Client, CapiError> {
     })
 }
 
-fn endpoint(func: &'static str, id: u64) -> Result<Arc<Mutex<EndpointState>>, CapiError> {
-    with_table(|t| t.endpoints.get(&id).cloned()).ok_or(CapiError::BadHandle {
+/// An endpoint handle's object: its state, behind a lock that a waiting
+/// receive holds for its wait, and whether the handle was closed (looked
+/// at without the lock).
+struct EndpointEntry {
+    closed: AtomicBool,
+    state: Mutex<EndpointState>,
+}
+
+/// How many endpoint handles a thread keeps in [`RECENT`].
+const RECENT_MAX: usize = 16;
+
+thread_local! {
+    /// The endpoint handles this thread used last. A call finds its
+    /// handle here without taking the table's lock: that lock's counter
+    /// is written by every call of every thread, so two threads of a
+    /// process calling at each message (an echo server and a client)
+    /// passed its cache line between their cores twice per call. The
+    /// references are weak, so a thread that keeps a handle here keeps
+    /// no closed endpoint alive.
+    static RECENT: RefCell<Vec<(u64, Weak<EndpointEntry>)>> = const { RefCell::new(Vec::new()) };
+}
+
+fn endpoint(func: &'static str, id: u64) -> Result<Arc<EndpointEntry>, CapiError> {
+    let cached = RECENT.with(|r| {
+        let mut r = r.borrow_mut();
+        let i = r.iter().position(|(k, _)| *k == id)?;
+        match r[i].1.upgrade() {
+            Some(e) if !e.closed.load(Ordering::Acquire) => Some(e),
+            _ => {
+                r.swap_remove(i);
+                None
+            }
+        }
+    });
+    if let Some(e) = cached {
+        return Ok(e);
+    }
+    let e = with_table(|t| t.endpoints.get(&id).cloned()).ok_or(CapiError::BadHandle {
         func,
         kind: Kind::Endpoint,
         id,
-    })
+    })?;
+    RECENT.with(|r| {
+        let mut r = r.borrow_mut();
+        if r.len() >= RECENT_MAX {
+            r.remove(0);
+        }
+        r.push((id, Arc::downgrade(&e)));
+    });
+    Ok(e)
 }
 
 fn engine(func: &'static str, id: u64) -> Result<Arc<EngineState>, CapiError> {
@@ -393,13 +437,16 @@ fn engine(func: &'static str, id: u64) -> Result<Arc<EngineState>, CapiError> {
 fn add_endpoint(ep: Endpoint) -> u64 {
     let id = next_id();
     let words = ep.layout().config.buffers.div_ceil(64) as usize;
-    let st = Arc::new(Mutex::new(EndpointState {
-        ep,
-        held: None,
-        lent: vec![0; words],
-        tx_wrapped: false,
-        spins: Spins::default(),
-    }));
+    let st = Arc::new(EndpointEntry {
+        closed: AtomicBool::new(false),
+        state: Mutex::new(EndpointState {
+            ep,
+            held: None,
+            lent: vec![0; words],
+            tx_wrapped: false,
+            spins: Spins::default(),
+        }),
+    });
     with_table_mut(|t| t.endpoints.insert(id, st));
     id
 }
@@ -442,13 +489,14 @@ pub fn create_endpoint(id: u64, config: Config, applet: Option<&[u8]>) -> Result
 /// Closes an endpoint handle (the endpoint is removed from its engine once
 /// no call on another thread is still using it).
 pub fn close_endpoint(id: u64) -> Result<(), CapiError> {
-    with_table_mut(|t| t.endpoints.remove(&id))
-        .map(drop)
-        .ok_or(CapiError::BadHandle {
-            func: "unet_endpoint_close",
-            kind: Kind::Endpoint,
-            id,
-        })
+    let e = with_table_mut(|t| t.endpoints.remove(&id)).ok_or(CapiError::BadHandle {
+        func: "unet_endpoint_close",
+        kind: Kind::Endpoint,
+        id,
+    })?;
+    // Threads that keep the handle in RECENT see it closed from now on.
+    e.closed.store(true, Ordering::Release);
+    Ok(())
 }
 
 /// Runs `f` on the endpoint `id`.
@@ -458,7 +506,7 @@ pub fn with_endpoint<R>(
     f: impl FnOnce(&mut Endpoint) -> Result<R, CapiError>,
 ) -> Result<R, CapiError> {
     let st = endpoint(func, id)?;
-    let mut g = lock(&st);
+    let mut g = lock(&st.state);
     f(&mut g.ep)
 }
 
@@ -485,7 +533,7 @@ pub fn send_with(
     fill: impl FnOnce(&mut [u8]),
 ) -> Result<(), CapiError> {
     let st = endpoint(func, id)?;
-    let mut g = lock(&st);
+    let mut g = lock(&st.state);
     g.ep.send_with(chan, len, fill)
         .map_err(|source| CapiError::Send { func, source })?;
     g.pushed_one();
@@ -528,7 +576,7 @@ pub fn recv_with(
 ) -> Result<(usize, u16), CapiError> {
     let func = "unet_recv_inplace";
     let st = endpoint(func, id)?;
-    let mut g = lock(&st);
+    let mut g = lock(&st.state);
     let g = &mut *g;
     if let Some(d) = g.held.take() {
         read_desc(&g.ep, &d, &mut piece);
@@ -608,7 +656,7 @@ fn wait_for<R>(
 pub fn recv(id: u64, buf: &mut [u8], timeout: Option<Duration>) -> Result<(usize, u16), CapiError> {
     let func = "unet_recv";
     let st = endpoint(func, id)?;
-    let mut g = lock(&st);
+    let mut g = lock(&st.state);
     let g = &mut *g;
     let cap = buf.len();
     let copy = |ep: &Endpoint, d: &RxDesc, buf: &mut [u8]| {
@@ -716,7 +764,7 @@ pub fn write_area<'a>(
 pub fn push_tx(id: u64, chan: u16, off: u32, len: u32) -> Result<u32, CapiError> {
     let func = "unet_push_tx";
     let st = endpoint(func, id)?;
-    let mut g = lock(&st);
+    let mut g = lock(&st.state);
     let max = g.ep.layout().config.max_message();
     if len > max {
         return Err(CapiError::Send {
@@ -745,7 +793,7 @@ pub fn push_tx(id: u64, chan: u16, off: u32, len: u32) -> Result<u32, CapiError>
 pub fn tx_status(id: u64, n: u32) -> Result<TxStatus, CapiError> {
     let func = "unet_tx_status";
     let st = endpoint(func, id)?;
-    let g = lock(&st);
+    let g = lock(&st.state);
     let (pushed, depth) = (g.ep.tx_pushed(), g.ep.layout().config.tx_depth);
     let age = pushed.wrapping_sub(n);
     let known = if g.tx_wrapped {
@@ -794,7 +842,7 @@ pub fn flush(id: u64, timeout: Option<Duration>) -> Result<(), CapiError> {
 pub fn recv_desc(id: u64, timeout: Option<Duration>) -> Result<RxDesc, CapiError> {
     let func = "unet_recv_desc";
     let st = endpoint(func, id)?;
-    let mut g = lock(&st);
+    let mut g = lock(&st.state);
     let g = &mut *g;
     let d = match g.held.take() {
         Some(d) => d,
@@ -812,7 +860,7 @@ pub fn recv_desc(id: u64, timeout: Option<Duration>) -> Result<RxDesc, CapiError
 pub fn give_buffer(id: u64, off: u32) -> Result<(), CapiError> {
     let func = "unet_give_buffer";
     let st = endpoint(func, id)?;
-    let mut g = lock(&st);
+    let mut g = lock(&st.state);
     let l = *g.ep.layout();
     if !l.is_buffer(off) {
         return Err(CapiError::Range {
@@ -857,7 +905,7 @@ pub fn poll_engine(id: u64) -> Result<(), CapiError> {
 /// Messages waiting in the receive queue (and one kept by [`recv`]).
 pub fn pending(id: u64) -> Result<usize, CapiError> {
     let st = endpoint("unet_pending", id)?;
-    let mut g = lock(&st);
+    let mut g = lock(&st.state);
     Ok(g.ep.pending() + usize::from(g.held.is_some()))
 }
 
