@@ -8,7 +8,8 @@
 //! slice (milliseconds) per message; after [`SPINS_BEFORE_YIELD`] empty
 //! polls it yields at each further one. (crossbeam's `Backoff` yields
 //! after about a hundred spins, which would put a system call into every
-//! sub-microsecond round trip on an idle machine.)
+//! sub-microsecond round trip on an idle machine.) A thread that waits
+//! again and again can let [`Spins`] learn how long spinning pays.
 
 /// Empty polls a waiting thread spins through before it yields its core
 /// at each further poll.
