@@ -397,7 +397,9 @@ thread_local! {
 }
 
 fn endpoint(func: &'static str, id: u64) -> Result<Arc<EndpointEntry>, CapiError> {
-    let cached = RECENT.with(|r| {
+    // A thread whose thread-locals are being destroyed (a call from a
+    // pthread key's destructor) finds its handles in the table.
+    let cached = RECENT.try_with(|r| {
         let mut r = r.borrow_mut();
         let i = r.iter().position(|(k, _)| *k == id)?;
         match r[i].1.upgrade() {
@@ -408,6 +410,7 @@ fn endpoint(func: &'static str, id: u64) -> Result<Arc<EndpointEntry>, CapiError
             }
         }
     });
+    let cached = cached.ok().flatten();
     if let Some(e) = cached {
         return Ok(e);
     }
@@ -416,7 +419,7 @@ fn endpoint(func: &'static str, id: u64) -> Result<Arc<EndpointEntry>, CapiError
         kind: Kind::Endpoint,
         id,
     })?;
-    RECENT.with(|r| {
+    let _ = RECENT.try_with(|r| {
         let mut r = r.borrow_mut();
         if r.len() >= RECENT_MAX {
             r.remove(0);
