@@ -11,7 +11,9 @@
 //! neither shares the daemon's process: two connections to the daemon, an
 //! endpoint on each, a server thread echoing every message, and a client
 //! sending ROUNDS messages of SIZE bytes (default 2,000 of 64) one at a
-//! time after 100 warm-up rounds, timing each round trip. The two
+//! time after 100 warm-up rounds, timing each round trip. Every wait
+//! spins for as long as it has learnt pays and then yields its core
+//! (`unet::wait::Spins`, as `unet_recv` waits). The two
 //! alternate for TRIALS runs each (default 15); the table gives each run's
 //! median, then the median and the lowest of those (the least disturbed
 //! run on a shared machine) and the ratios C / Rust of both.
@@ -25,7 +27,7 @@ use std::time::Instant;
 use support::{Daemon, Scratch, compile, workspace};
 use unet::Config;
 use unet::client::Client;
-use unet::wait::Backoff;
+use unet::wait::Spins;
 
 /// One Rust run: the median round trip in nanoseconds.
 fn rust_run(socket: &std::path::Path, rounds: usize, size: usize) -> u64 {
@@ -41,10 +43,12 @@ fn rust_run(socket: &std::path::Path, rounds: usize, size: usize) -> u64 {
     let cch = c.open_channel(sc.local(), s.id()).expect("channel");
     let server = std::thread::spawn(move || {
         let mut buf = Vec::new();
+        let mut spins = Spins::default();
         loop {
-            let mut wait = Backoff::default();
+            let mut wait = spins.backoff();
             let m = loop {
                 if let Some(m) = s.recv() {
+                    spins.learn(&wait);
                     break m;
                 }
                 wait.snooze();
@@ -61,15 +65,17 @@ fn rust_run(socket: &std::path::Path, rounds: usize, size: usize) -> u64 {
     let mut out = vec![0u8; size];
     let mut rtt = Vec::with_capacity(rounds);
     let warmup = rounds.min(100);
+    let mut spins = Spins::default();
     for i in 0..warmup + rounds {
         for (j, b) in out.iter_mut().enumerate() {
             *b = (i * 31 + j) as u8;
         }
         let t0 = Instant::now();
         c.send(cch, &out).expect("send");
-        let mut wait = Backoff::default();
+        let mut wait = spins.backoff();
         let m = loop {
             if let Some(m) = c.recv() {
+                spins.learn(&wait);
                 break m;
             }
             wait.snooze();

@@ -40,6 +40,19 @@ extern "C" {
 #define UNET_ENOSPC (-9)      /* buffer smaller than the message (it stays queued) */
 #define UNET_ECORRUPT (-10)   /* the endpoint's queue is corrupt */
 #define UNET_EPANIC (-11)     /* internal error in the library (caught) */
+#define UNET_ERANGE (-12)     /* offset, length or descriptor number outside the area or queue */
+#define UNET_ENOTHELD (-13)   /* buffer given back that the application does not hold */
+
+/* What the engine did with a transmit descriptor (unet_tx_status). */
+#define UNET_TX_PENDING 0  /* not yet taken by the engine */
+#define UNET_TX_SENT 1     /* sent (or handed to the applet, which completed) */
+#define UNET_TX_REJECTED 2 /* malformed: length, offset or channel */
+#define UNET_TX_DROPPED 3  /* the applet trapped, or the transport refused it */
+#define UNET_TX_CLOSED 4   /* not sent: the channel's peer went away */
+
+/* Receive descriptors: the most bytes inline, the most buffers. */
+#define UNET_INLINE_MAX 56
+#define UNET_RX_BUFFERS_MAX 14
 
 /* A connection to a `fastpath engine --socket PATH` daemon. */
 typedef struct unet_client { uint64_t id; } unet_client;
@@ -95,6 +108,46 @@ typedef struct unet_counts {
     uint64_t applet_throttled;
 } unet_counts;
 
+/* An endpoint's layout: where its buffers lie (unet_endpoint_layout). */
+typedef struct unet_layout {
+    unet_config config;   /* its sizes */
+    uint32_t max_message; /* longest message one descriptor carries (14 buffers) */
+    uint64_t area_len;    /* bytes in the buffer area */
+    uint64_t tx_region;   /* [0, tx_region): unet_send's transmit region; the
+                           * buffers after it are the engine's, for reception */
+} unet_layout;
+
+/* A received message's descriptor (unet_recv_desc): inline (nbufs 0, the
+ * bytes in data) or in nbufs buffers of the area, in order, each but the
+ * last full. */
+typedef struct unet_rx_desc {
+    uint32_t len;  /* bytes */
+    uint16_t chan; /* the channel it arrived on */
+    uint16_t nbufs;
+    uint32_t offsets[UNET_RX_BUFFERS_MAX]; /* the buffers' offsets in the area */
+    uint8_t data[UNET_INLINE_MAX];         /* the message, if inline */
+} unet_rx_desc;
+
+/* A channel's options (unet_open_channel_with). */
+typedef struct unet_channel_options {
+    uint32_t checksum; /* 1: frames carry a UDP checksum, checked by the
+                        * receiver; 0: none; other values: UNET_EINVAL */
+} unet_channel_options;
+
+/* An in-process engine's own counters (unet_engine_counts). */
+typedef struct unet_engine_counters {
+    uint64_t frames_in;            /* frames received from the transport */
+    uint64_t unmatched;            /* matched no filter, or endpoint gone */
+    uint64_t malformed;            /* failed the header check */
+    uint64_t frames_out;           /* handed to the transport */
+    uint64_t send_errors;          /* the transport refused or failed to send */
+    uint64_t transport_no_route;   /* no port at the destination (loop) */
+    uint64_t transport_queue_full; /* destination queue full (loop) */
+    uint64_t transport_overruns;   /* lost before the transport saw them */
+    uint64_t transport_not_unet;   /* not unet frames */
+    uint64_t closed;               /* their endpoint closed */
+} unet_engine_counters;
+
 /* Errors. */
 const char *unet_strerror(int code);
 const char *unet_last_error(void);
@@ -118,6 +171,11 @@ int unet_endpoint_max_message(unet_endpoint ep, size_t *out);
 int unet_endpoint_counts(unet_endpoint ep, unet_counts *out);
 int unet_open_channel(unet_endpoint ep, unet_addr remote, uint32_t remote_ep,
                       uint16_t *chan);
+/* With options; opts NULL: the defaults (as unet_open_channel). */
+int unet_open_channel_with(unet_endpoint ep, unet_addr remote, uint32_t remote_ep,
+                           const unet_channel_options *opts, uint16_t *chan);
+/* Whether channel chan was closed because its peer went away (1) or not (0). */
+int unet_is_closed(unet_endpoint ep, uint16_t chan, int *closed);
 /* A dpf filter (pcap syntax) delivering what it matches to `chan`. */
 int unet_install_filter(unet_endpoint ep, uint16_t chan, const char *filter,
                         int32_t priority, uint64_t *filter_id);
@@ -136,6 +194,40 @@ int unet_send(unet_endpoint ep, uint16_t chan, const void *msg, size_t len);
 int unet_recv(unet_endpoint ep, void *buf, size_t cap, size_t *len,
               uint16_t *chan, int timeout_ms);
 
+/* Descriptors and buffers by hand (U-Net's own interface). The buffer
+ * area is mapped in this process: unet_endpoint_area gives its address,
+ * valid until the endpoint is closed; descriptors name offsets in it. */
+int unet_endpoint_layout(unet_endpoint ep, unet_layout *out);
+int unet_endpoint_area(unet_endpoint ep, void **base, size_t *len);
+/* Copies len bytes into the area at offset (UNET_ERANGE outside it). */
+int unet_write_area(unet_endpoint ep, uint32_t offset, const void *data, size_t len);
+/* Queues the len bytes at offset in the area on channel chan; the
+ * descriptor's number to *seq (NULL: not wanted). The bytes must stay
+ * as they are until its status is no longer UNET_TX_PENDING. */
+int unet_push_tx(unet_endpoint ep, uint16_t chan, uint32_t offset, uint32_t len,
+                 uint32_t *seq);
+/* UNET_TX_* of descriptor seq; only the last tx_depth pushed have one
+ * (UNET_ERANGE otherwise). */
+int unet_tx_status(unet_endpoint ep, uint32_t seq, int *status);
+/* Descriptors pushed in all (wrapping): the number the next one gets. */
+int unet_tx_pushed(unet_endpoint ep, uint32_t *out);
+/* Waits (as unet_recv) until the engine has taken every pushed descriptor. */
+int unet_flush(unet_endpoint ep, int timeout_ms);
+/* The next message's descriptor, waiting as unet_recv; its buffers are
+ * the application's until each is given back with unet_give_buffer. */
+int unet_recv_desc(unet_endpoint ep, unet_rx_desc *out, int timeout_ms);
+/* UNET_ERANGE: no buffer starts at offset; UNET_ENOTHELD: the
+ * application does not hold it (never handed out, or given back). */
+int unet_give_buffer(unet_endpoint ep, uint32_t offset);
+/* Messages waiting to be received. */
+int unet_pending(unet_endpoint ep, size_t *out);
+/* Receive descriptors the engine published malformed (skipped). */
+int unet_endpoint_bad_descriptors(unet_endpoint ep, uint64_t *out);
+/* Whether the endpoint's calls drive an in-process engine (nonzero, the
+ * default); the engine work they would drive, done now. */
+int unet_set_drive(unet_endpoint ep, int drive);
+int unet_poll_engine(unet_endpoint ep);
+
 /* An engine in this process on the `loop` transport ("a.b.c.d:port"),
  * with `threads` threads of its own, at most 64 (0: endpoints' calls
  * drive it). */
@@ -145,6 +237,8 @@ int unet_engine_start(const char *addr, unsigned int threads, unet_engine *out);
  * process makes no calls. */
 int unet_engine_serve(unet_engine engine, const char *socket_path);
 int unet_engine_local_addr(unet_engine engine, unet_addr *out);
+/* Its own counters. (The daemon's protocol does not carry a daemon's.) */
+int unet_engine_counts(unet_engine engine, unet_engine_counters *out);
 int unet_engine_endpoint_create(unet_engine engine, const unet_config *config,
                                 const uint8_t *applet, size_t applet_len,
                                 unet_endpoint *out);

@@ -12,16 +12,19 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::CString;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
 use std::time::{Duration, Instant};
 
 use thiserror::Error;
 use unet::client::Client;
 use unet::daemon::Server;
 use unet::transport::LoopNet;
-use unet::wait::{Backoff, SPINS_BEFORE_YIELD};
-use unet::{Addr, Config, Endpoint, EngineError, PortCounts, SendError};
+use unet::wait::{Backoff, Spins};
+use unet::{
+    Addr, ChannelOptions, Config, Endpoint, EngineCounts, EngineError, PortCounts, RxDesc,
+    SendError, TxDesc, TxStatus,
+};
 
 /// The error codes a C caller sees (`UNET_E*` in `unet.h`); success is 0.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,10 +57,17 @@ pub enum Code {
     Corrupt = -10,
     /// `UNET_EPANIC`: a bug inside the library (a Rust panic, caught).
     Panic = -11,
+    /// `UNET_ERANGE`: an offset, a length or a descriptor number lies
+    /// outside the endpoint's buffer area or transmit queue.
+    Range = -12,
+    /// `UNET_ENOTHELD`: a buffer given back that is not the
+    /// application's: no receive handed it out, or it was given back
+    /// already.
+    NotHeld = -13,
 }
 
 /// Every code, for [`strerror`] and the header check.
-pub const CODES: [Code; 11] = [
+pub const CODES: [Code; 13] = [
     Code::Null,
     Code::BadHandle,
     Code::Invalid,
@@ -69,6 +79,8 @@ pub const CODES: [Code; 11] = [
     Code::NoSpace,
     Code::Corrupt,
     Code::Panic,
+    Code::Range,
+    Code::NotHeld,
 ];
 
 /// A fixed, NUL-terminated description of `code` (for `unet_strerror`).
@@ -86,6 +98,8 @@ pub fn strerror(code: i32) -> &'static std::ffi::CStr {
         -9 => c"the buffer is smaller than the message; it stays queued for the next receive",
         -10 => c"the endpoint's queue is corrupt",
         -11 => c"internal error in the unet library",
+        -12 => c"an offset, length or descriptor number lies outside the endpoint's buffer area or transmit queue",
+        -13 => c"the buffer is not the application's to give back: never handed out by a receive, or given back already",
         _ => c"unknown unet error code",
     }
 }
@@ -170,11 +184,33 @@ pub enum CapiError {
         /// The endpoint's typed error.
         source: SendError,
     },
-    /// No message within the timeout.
-    #[error("unet_recv: no message arrived within {ms} ms")]
+    /// What was waited for did not happen within the timeout.
+    #[error("{func}: {what} within {ms} ms")]
     TimedOut {
+        /// The function.
+        func: &'static str,
+        /// What did not happen.
+        what: &'static str,
         /// The timeout.
         ms: u64,
+    },
+    /// An offset, length or descriptor number out of range.
+    #[error("{func}: {why}")]
+    Range {
+        /// The function.
+        func: &'static str,
+        /// What lies where, and the range it should lie in.
+        why: String,
+    },
+    /// A buffer given back that the application does not hold.
+    #[error(
+        "{func}: the buffer at offset {offset} is not the application's to give back: no unet_recv_desc handed it out, or it was given back already"
+    )]
+    NotHeld {
+        /// The function.
+        func: &'static str,
+        /// The buffer's offset in the buffer area.
+        offset: u32,
     },
     /// The caller's buffer is too small for the next message.
     #[error(
@@ -212,6 +248,8 @@ impl CapiError {
             },
             CapiError::TimedOut { .. } => Code::TimedOut,
             CapiError::NoSpace { .. } => Code::NoSpace,
+            CapiError::Range { .. } => Code::Range,
+            CapiError::NotHeld { .. } => Code::NotHeld,
             CapiError::Panic { .. } => Code::Panic,
         }
     }
@@ -252,11 +290,36 @@ pub fn guard(func: &'static str, f: impl FnOnce() -> Result<(), CapiError>) -> i
     }
 }
 
-/// An endpoint as the C API holds it: the endpoint and a message that did
-/// not fit the caller's buffer, kept for the next receive.
+/// An endpoint as the C API holds it.
 struct EndpointState {
     ep: Endpoint,
-    held: Option<(u16, Vec<u8>)>,
+    /// A message that did not fit a `unet_recv` caller's buffer, kept for
+    /// the next receive, its buffers still held (by the library).
+    held: Option<RxDesc>,
+    /// The receive buffers `unet_recv_desc` handed to the application and
+    /// it has not given back: one bit per buffer of the area.
+    lent: Vec<u64>,
+    /// Whether the count of transmit descriptors pushed has wrapped past
+    /// 2³² (so that every number is a descriptor pushed at some time).
+    tx_wrapped: bool,
+    /// How long a receive spins before it yields, learnt from the
+    /// receives before it.
+    spins: Spins,
+}
+
+impl EndpointState {
+    /// The bit of the buffer at `off` (a buffer's start) in `lent`.
+    fn bit(&self, off: u32) -> (usize, u64) {
+        let i = (off / self.ep.layout().config.buffer_size) as usize;
+        (i / 64, 1 << (i % 64))
+    }
+
+    /// Notes a push: the count of pushes wraps to 0 after 2³² of them.
+    fn pushed_one(&mut self) {
+        if self.ep.tx_pushed() == 0 {
+            self.tx_wrapped = true;
+        }
+    }
 }
 
 /// An in-process engine on the `loop` transport, and its daemon if it
@@ -271,7 +334,7 @@ struct EngineState {
 #[derive(Default)]
 struct Table {
     clients: HashMap<u64, Client>,
-    endpoints: HashMap<u64, Arc<Mutex<EndpointState>>>,
+    endpoints: HashMap<u64, Arc<EndpointEntry>>,
     engines: HashMap<u64, Arc<EngineState>>,
 }
 
@@ -311,12 +374,59 @@ fn client(func: &'static str, id: u64) -> Result<Client, CapiError> {
     })
 }
 
-fn endpoint(func: &'static str, id: u64) -> Result<Arc<Mutex<EndpointState>>, CapiError> {
-    with_table(|t| t.endpoints.get(&id).cloned()).ok_or(CapiError::BadHandle {
+/// An endpoint handle's object: its state, behind a lock that a waiting
+/// receive holds for its wait, and whether the handle was closed (looked
+/// at without the lock).
+struct EndpointEntry {
+    closed: AtomicBool,
+    state: Mutex<EndpointState>,
+}
+
+/// How many endpoint handles a thread keeps in [`RECENT`].
+const RECENT_MAX: usize = 16;
+
+thread_local! {
+    /// The endpoint handles this thread used last. A call finds its
+    /// handle here without taking the table's lock: that lock's counter
+    /// is written by every call of every thread, so two threads of a
+    /// process calling at each message (an echo server and a client)
+    /// passed its cache line between their cores twice per call. The
+    /// references are weak, so a thread that keeps a handle here keeps
+    /// no closed endpoint alive.
+    static RECENT: RefCell<Vec<(u64, Weak<EndpointEntry>)>> = const { RefCell::new(Vec::new()) };
+}
+
+fn endpoint(func: &'static str, id: u64) -> Result<Arc<EndpointEntry>, CapiError> {
+    // A thread whose thread-locals are being destroyed (a call from a
+    // pthread key's destructor) finds its handles in the table.
+    let cached = RECENT.try_with(|r| {
+        let mut r = r.borrow_mut();
+        let i = r.iter().position(|(k, _)| *k == id)?;
+        match r[i].1.upgrade() {
+            Some(e) if !e.closed.load(Ordering::Acquire) => Some(e),
+            _ => {
+                r.swap_remove(i);
+                None
+            }
+        }
+    });
+    let cached = cached.ok().flatten();
+    if let Some(e) = cached {
+        return Ok(e);
+    }
+    let e = with_table(|t| t.endpoints.get(&id).cloned()).ok_or(CapiError::BadHandle {
         func,
         kind: Kind::Endpoint,
         id,
-    })
+    })?;
+    let _ = RECENT.try_with(|r| {
+        let mut r = r.borrow_mut();
+        if r.len() >= RECENT_MAX {
+            r.remove(0);
+        }
+        r.push((id, Arc::downgrade(&e)));
+    });
+    Ok(e)
 }
 
 fn engine(func: &'static str, id: u64) -> Result<Arc<EngineState>, CapiError> {
@@ -329,7 +439,17 @@ fn engine(func: &'static str, id: u64) -> Result<Arc<EngineState>, CapiError> {
 
 fn add_endpoint(ep: Endpoint) -> u64 {
     let id = next_id();
-    let st = Arc::new(Mutex::new(EndpointState { ep, held: None }));
+    let words = ep.layout().config.buffers.div_ceil(64) as usize;
+    let st = Arc::new(EndpointEntry {
+        closed: AtomicBool::new(false),
+        state: Mutex::new(EndpointState {
+            ep,
+            held: None,
+            lent: vec![0; words],
+            tx_wrapped: false,
+            spins: Spins::default(),
+        }),
+    });
     with_table_mut(|t| t.endpoints.insert(id, st));
     id
 }
@@ -372,13 +492,14 @@ pub fn create_endpoint(id: u64, config: Config, applet: Option<&[u8]>) -> Result
 /// Closes an endpoint handle (the endpoint is removed from its engine once
 /// no call on another thread is still using it).
 pub fn close_endpoint(id: u64) -> Result<(), CapiError> {
-    with_table_mut(|t| t.endpoints.remove(&id))
-        .map(drop)
-        .ok_or(CapiError::BadHandle {
-            func: "unet_endpoint_close",
-            kind: Kind::Endpoint,
-            id,
-        })
+    let e = with_table_mut(|t| t.endpoints.remove(&id)).ok_or(CapiError::BadHandle {
+        func: "unet_endpoint_close",
+        kind: Kind::Endpoint,
+        id,
+    })?;
+    // Threads that keep the handle in RECENT see it closed from now on.
+    e.closed.store(true, Ordering::Release);
+    Ok(())
 }
 
 /// Runs `f` on the endpoint `id`.
@@ -388,7 +509,7 @@ pub fn with_endpoint<R>(
     f: impl FnOnce(&mut Endpoint) -> Result<R, CapiError>,
 ) -> Result<R, CapiError> {
     let st = endpoint(func, id)?;
-    let mut g = lock(&st);
+    let mut g = lock(&st.state);
     f(&mut g.ep)
 }
 
@@ -399,75 +520,135 @@ pub fn counts(id: u64) -> Result<PortCounts, CapiError> {
 
 /// Sends a copy of `msg` on `chan`.
 pub fn send(id: u64, chan: u16, msg: &[u8]) -> Result<(), CapiError> {
-    let func = "unet_send";
-    with_endpoint(func, id, |ep| {
-        ep.send(chan, msg)
-            .map_err(|source| CapiError::Send { func, source })
+    send_with("unet_send", id, chan, msg.len(), |buf| {
+        buf.copy_from_slice(msg)
     })
 }
 
 /// Sends a `len`-byte message that `fill` writes in place in the
-/// endpoint's transmit region (no copy).
+/// endpoint's transmit region (no copy), for the C function `func`.
+/// `fill` is called only once `len` is known to fit.
 pub fn send_with(
+    func: &'static str,
     id: u64,
     chan: u16,
     len: usize,
     fill: impl FnOnce(&mut [u8]),
 ) -> Result<(), CapiError> {
-    let func = "unet_send_inplace";
-    with_endpoint(func, id, |ep| {
-        ep.send_with(chan, len, fill)
-            .map_err(|source| CapiError::Send { func, source })
-    })
+    let st = endpoint(func, id)?;
+    let mut g = lock(&st.state);
+    g.ep.send_with(chan, len, fill)
+        .map_err(|source| CapiError::Send { func, source })?;
+    g.pushed_one();
+    Ok(())
+}
+
+/// Calls `f` on each piece of the message `d` of `ep` in order, where it
+/// lies: its inline bytes, or each buffer's share.
+fn read_desc(ep: &Endpoint, d: &RxDesc, mut f: impl FnMut(&[u8])) {
+    if d.nbufs == 0 {
+        f(&d.data[..d.len as usize]);
+        return;
+    }
+    let (area, bs) = (ep.layout().area, ep.layout().config.buffer_size as usize);
+    let mut left = d.len as usize;
+    for i in 0..usize::from(d.nbufs) {
+        let n = left.min(bs);
+        ep.segment()
+            .with_bytes(area + d.offset(i) as usize, n, &mut f);
+        left -= n;
+    }
+}
+
+/// Gives the buffers of the message `d` back to the engine.
+fn release(ep: &mut Endpoint, d: &RxDesc) {
+    for i in 0..usize::from(d.nbufs) {
+        ep.give_buffer(d.offset(i));
+    }
 }
 
 /// Receives the next message in place: calls `piece` on each of its
 /// pieces in order (the inline bytes, or each receive buffer's share), then
 /// gives its buffers back; its length and channel. Waits as [`recv`]. A
-/// message [`recv`] kept for want of room is handed over as one piece.
+/// message [`recv`] kept for want of room is handed over the same way
+/// (it stays in its receive buffers).
 pub fn recv_with(
     id: u64,
     timeout: Option<Duration>,
     mut piece: impl FnMut(&[u8]),
 ) -> Result<(usize, u16), CapiError> {
-    let st = endpoint("unet_recv_inplace", id)?;
-    let mut g = lock(&st);
+    let func = "unet_recv_inplace";
+    let st = endpoint(func, id)?;
+    let mut g = lock(&st.state);
     let g = &mut *g;
-    if let Some((chan, msg)) = g.held.take() {
-        piece(&msg);
-        return Ok((msg.len(), chan));
+    if let Some(d) = g.held.take() {
+        read_desc(&g.ep, &d, &mut piece);
+        release(&mut g.ep, &d);
+        return Ok((d.len as usize, d.chan));
     }
-    let (m_len, chan) = wait_for(&mut g.ep, timeout, |m| {
+    let (m_len, chan) = wait_for(func, &mut g.ep, &mut g.spins, timeout, |m| {
         m.read(&mut piece);
         (m.len(), m.chan())
     })?;
     Ok((m_len, chan))
 }
 
-/// Waits up to `timeout` for the next message of `ep` and runs `f` on it.
-fn wait_for<R>(
-    ep: &mut Endpoint,
+/// A wait of up to a timeout (`None`: without limit; zero: one poll)
+/// between a C call's polls: spin, then yield ([`Backoff`]).
+struct Wait {
+    start: Instant,
     timeout: Option<Duration>,
-    f: impl FnOnce(&unet::Message<'_>) -> R,
-) -> Result<R, CapiError> {
-    let start = Instant::now();
-    let mut wait = Backoff::default();
-    loop {
-        if let Some(m) = ep.recv() {
-            return Ok(f(&m));
+    backoff: Backoff,
+}
+
+impl Wait {
+    fn new(timeout: Option<Duration>, backoff: Backoff) -> Wait {
+        Wait {
+            start: Instant::now(),
+            timeout,
+            backoff,
         }
-        // The clock is read at every 1024th poll while spinning (where a
-        // clock read can cost as much as the poll, e.g. without a vDSO)
-        // and at every poll once the wait yields its core.
-        if let Some(t) = timeout
-            && (t.is_zero() || wait.now_and_then() || wait.polls() >= SPINS_BEFORE_YIELD)
-            && start.elapsed() >= t
+    }
+
+    /// After an empty poll: the timeout error if it has passed, else
+    /// waits before the next poll. The clock is read at every 1024th poll
+    /// while spinning (where a clock read can cost as much as the poll,
+    /// e.g. without a vDSO) and at every poll once the wait yields its
+    /// core.
+    fn snooze(&mut self, func: &'static str, what: &'static str) -> Result<(), CapiError> {
+        if let Some(t) = self.timeout
+            && (t.is_zero() || self.backoff.now_and_then() || self.backoff.yielding())
+            && self.start.elapsed() >= t
         {
             return Err(CapiError::TimedOut {
+                func,
+                what,
                 ms: t.as_millis() as u64,
             });
         }
-        wait.snooze();
+        self.backoff.snooze();
+        Ok(())
+    }
+}
+
+/// Waits up to `timeout` for the next message of `ep` and runs `f` on it.
+/// The wait spins as long as `spins` has learnt pays, then yields its
+/// core (see [`Spins`]: on a machine whose cores are shared, a receive
+/// that spins holds the core its peer or the engine needs).
+fn wait_for<R>(
+    func: &'static str,
+    ep: &mut Endpoint,
+    spins: &mut Spins,
+    timeout: Option<Duration>,
+    f: impl FnOnce(unet::Message<'_>) -> R,
+) -> Result<R, CapiError> {
+    let mut wait = Wait::new(timeout, spins.backoff());
+    loop {
+        if let Some(m) = ep.recv() {
+            spins.learn(&wait.backoff);
+            return Ok(f(m));
+        }
+        wait.snooze(func, "no message arrived")?;
     }
 }
 
@@ -476,26 +657,34 @@ fn wait_for<R>(
 /// than `buf` is kept for the next call and reported as
 /// [`CapiError::NoSpace`].
 pub fn recv(id: u64, buf: &mut [u8], timeout: Option<Duration>) -> Result<(usize, u16), CapiError> {
-    let st = endpoint("unet_recv", id)?;
-    let mut g = lock(&st);
+    let func = "unet_recv";
+    let st = endpoint(func, id)?;
+    let mut g = lock(&st.state);
     let g = &mut *g;
-    if let Some((chan, msg)) = &g.held {
-        if msg.len() > buf.len() {
-            return Err(CapiError::NoSpace {
-                need: msg.len(),
-                cap: buf.len(),
-            });
-        }
-        let (chan, n) = (*chan, msg.len());
-        buf[..n].copy_from_slice(msg);
-        g.held = None;
-        return Ok((n, chan));
-    }
     let cap = buf.len();
-    let got = wait_for(&mut g.ep, timeout, |m| {
+    let copy = |ep: &Endpoint, d: &RxDesc, buf: &mut [u8]| {
+        let mut at = 0;
+        read_desc(ep, d, |p| {
+            buf[at..at + p.len()].copy_from_slice(p);
+            at += p.len();
+        });
+    };
+    if let Some(d) = &g.held {
+        let need = d.len as usize;
+        if need > cap {
+            return Err(CapiError::NoSpace { need, cap });
+        }
+        let d = *d;
+        g.held = None;
+        copy(&g.ep, &d, buf);
+        release(&mut g.ep, &d);
+        return Ok((need, d.chan));
+    }
+    let got = wait_for(func, &mut g.ep, &mut g.spins, timeout, |m| {
         let (len, chan) = (m.len(), m.chan());
         if len > cap {
-            return Err((chan, m.to_vec()));
+            // Kept, buffers and all, for the next receive.
+            return Err(m.into_desc());
         }
         let mut at = 0;
         m.read(|p| {
@@ -504,10 +693,248 @@ pub fn recv(id: u64, buf: &mut [u8], timeout: Option<Duration>) -> Result<(usize
         });
         Ok((len, chan))
     })?;
-    got.map_err(|(chan, msg)| {
-        let need = msg.len();
-        g.held = Some((chan, msg));
-        CapiError::NoSpace { need, cap }
+    got.map_err(|d| {
+        g.held = Some(d);
+        CapiError::NoSpace {
+            need: d.len as usize,
+            cap,
+        }
+    })
+}
+
+/// The endpoint's layout and the transmit region `unet_send` uses: its
+/// config, largest message per descriptor, buffer area length, transmit
+/// region length.
+pub fn layout(id: u64) -> Result<(Config, u32, u64, u64), CapiError> {
+    with_endpoint("unet_endpoint_layout", id, |ep| {
+        let l = ep.layout();
+        Ok((
+            l.config,
+            l.config.max_message(),
+            l.area_len as u64,
+            ep.tx_region(),
+        ))
+    })
+}
+
+/// The address and length of the endpoint's buffer area in this process
+/// (its mapping lives as long as the endpoint).
+pub fn area(id: u64) -> Result<(*mut u8, usize), CapiError> {
+    with_endpoint("unet_endpoint_area", id, |ep| {
+        let l = ep.layout();
+        let base = ep.segment().as_ptr().as_ptr().wrapping_add(l.area);
+        Ok((base, l.area_len))
+    })
+}
+
+/// Checks that `[off, off + len)` lies in the buffer area of `ep`.
+fn in_area(func: &'static str, ep: &Endpoint, off: u32, len: u64) -> Result<(), CapiError> {
+    let area = ep.layout().area_len as u64;
+    if u64::from(off)
+        .checked_add(len)
+        .is_some_and(|end| end <= area)
+    {
+        Ok(())
+    } else {
+        Err(CapiError::Range {
+            func,
+            why: format!(
+                "{len} bytes at offset {off} do not lie in the buffer area ({area} bytes, offsets 0 to {})",
+                area - 1
+            ),
+        })
+    }
+}
+
+/// Copies into the buffer area at `off` the `len` bytes `src` gives,
+/// once they are known to fit (`src` is not called otherwise).
+pub fn write_area<'a>(
+    id: u64,
+    off: u32,
+    len: usize,
+    src: impl FnOnce() -> Result<&'a [u8], CapiError>,
+) -> Result<(), CapiError> {
+    let func = "unet_write_area";
+    with_endpoint(func, id, |ep| {
+        in_area(func, ep, off, len as u64)?;
+        ep.write_area(off, src()?)
+            .map_err(|source| CapiError::Send { func, source })
+    })
+}
+
+/// Pushes a transmit descriptor for the `len` bytes at `off` in the
+/// buffer area, on `chan`; its number (for [`tx_status`]).
+pub fn push_tx(id: u64, chan: u16, off: u32, len: u32) -> Result<u32, CapiError> {
+    let func = "unet_push_tx";
+    let st = endpoint(func, id)?;
+    let mut g = lock(&st.state);
+    let max = g.ep.layout().config.max_message();
+    if len > max {
+        return Err(CapiError::Send {
+            func,
+            source: SendError::TooLong {
+                len: len as usize,
+                max: max as usize,
+            },
+        });
+    }
+    in_area(func, &g.ep, off, u64::from(len))?;
+    let n = g.ep.tx_pushed();
+    g.ep.push_tx(TxDesc {
+        len,
+        offset: off,
+        chan,
+        ..TxDesc::default()
+    })
+    .map_err(|source| CapiError::Send { func, source })?;
+    g.pushed_one();
+    Ok(n)
+}
+
+/// The status of transmit descriptor number `n`: only the last `tx_depth`
+/// pushed have one (the slot of an older one has been reused).
+pub fn tx_status(id: u64, n: u32) -> Result<TxStatus, CapiError> {
+    let func = "unet_tx_status";
+    let st = endpoint(func, id)?;
+    let g = lock(&st.state);
+    let (pushed, depth) = (g.ep.tx_pushed(), g.ep.layout().config.tx_depth);
+    let age = pushed.wrapping_sub(n);
+    let known = if g.tx_wrapped {
+        depth
+    } else {
+        depth.min(pushed)
+    };
+    if age == 0 || age > known {
+        let why = if known == 0 {
+            format!("descriptor {n}: none has been pushed yet")
+        } else {
+            format!(
+                "descriptor {n}: only the last {known} pushed have a status (numbers {} to {})",
+                pushed.wrapping_sub(known),
+                pushed.wrapping_sub(1)
+            )
+        };
+        return Err(CapiError::Range { func, why });
+    }
+    Ok(g.ep.tx_status(n))
+}
+
+/// How many transmit descriptors were pushed, in all (wrapping).
+pub fn tx_pushed(id: u64) -> Result<u32, CapiError> {
+    with_endpoint("unet_tx_pushed", id, |ep| Ok(ep.tx_pushed()))
+}
+
+/// Waits up to `timeout` until the engine has taken every pushed transmit
+/// descriptor (driving it, if this endpoint's calls drive its engine).
+pub fn flush(id: u64, timeout: Option<Duration>) -> Result<(), CapiError> {
+    let func = "unet_flush";
+    with_endpoint(func, id, |ep| {
+        let mut wait = Wait::new(timeout, Backoff::default());
+        while !ep.flush(1) {
+            wait.snooze(
+                func,
+                "the engine has not taken every pushed transmit descriptor",
+            )?;
+        }
+        Ok(())
+    })
+}
+
+/// Takes the next message's receive descriptor, waiting as [`recv`]; its
+/// buffers are the application's until given back with [`give_buffer`].
+pub fn recv_desc(id: u64, timeout: Option<Duration>) -> Result<RxDesc, CapiError> {
+    let func = "unet_recv_desc";
+    let st = endpoint(func, id)?;
+    let mut g = lock(&st.state);
+    let g = &mut *g;
+    let d = match g.held.take() {
+        Some(d) => d,
+        None => wait_for(func, &mut g.ep, &mut g.spins, timeout, |m| m.into_desc())?,
+    };
+    for i in 0..usize::from(d.nbufs) {
+        let (w, b) = g.bit(d.offset(i));
+        g.lent[w] |= b;
+    }
+    Ok(d)
+}
+
+/// Gives the buffer at `off`, which [`recv_desc`] handed out, back to the
+/// engine.
+pub fn give_buffer(id: u64, off: u32) -> Result<(), CapiError> {
+    let func = "unet_give_buffer";
+    let st = endpoint(func, id)?;
+    let mut g = lock(&st.state);
+    let l = *g.ep.layout();
+    if !l.is_buffer(off) {
+        return Err(CapiError::Range {
+            func,
+            why: format!(
+                "offset {off} is not the start of a buffer (the area has {} buffers of {} bytes)",
+                l.config.buffers, l.config.buffer_size
+            ),
+        });
+    }
+    let (w, b) = g.bit(off);
+    if g.lent[w] & b == 0 {
+        return Err(CapiError::NotHeld { func, offset: off });
+    }
+    if !g.ep.give_buffer(off) {
+        return Err(CapiError::Send {
+            func,
+            source: SendError::Full,
+        });
+    }
+    g.lent[w] &= !b;
+    Ok(())
+}
+
+/// Whether the endpoint's calls drive its engine (see
+/// [`Endpoint::set_drive`]).
+pub fn set_drive(id: u64, drive: bool) -> Result<(), CapiError> {
+    with_endpoint("unet_set_drive", id, |ep| {
+        ep.set_drive(drive);
+        Ok(())
+    })
+}
+
+/// Does the engine work the endpoint's calls drive ([`Endpoint::poll_engine`]).
+pub fn poll_engine(id: u64) -> Result<(), CapiError> {
+    with_endpoint("unet_poll_engine", id, |ep| {
+        ep.poll_engine();
+        Ok(())
+    })
+}
+
+/// Messages waiting in the receive queue (and one kept by [`recv`]).
+pub fn pending(id: u64) -> Result<usize, CapiError> {
+    let st = endpoint("unet_pending", id)?;
+    let mut g = lock(&st.state);
+    Ok(g.ep.pending() + usize::from(g.held.is_some()))
+}
+
+/// Whether channel `chan` was closed because its peer went away.
+pub fn is_closed(id: u64, chan: u16) -> Result<bool, CapiError> {
+    with_endpoint("unet_is_closed", id, |ep| Ok(ep.is_closed(chan)))
+}
+
+/// Receive descriptors that were not well formed and were skipped.
+pub fn bad_descriptors(id: u64) -> Result<u64, CapiError> {
+    with_endpoint("unet_endpoint_bad_descriptors", id, |ep| {
+        Ok(ep.bad_descriptors())
+    })
+}
+
+/// Opens a channel with options.
+pub fn open_channel_with(
+    id: u64,
+    remote: Addr,
+    remote_ep: u32,
+    opts: ChannelOptions,
+) -> Result<u16, CapiError> {
+    let func = "unet_open_channel_with";
+    with_endpoint(func, id, |ep| {
+        ep.open_channel_with(remote, remote_ep, opts)
+            .map_err(engine_err(func))
     })
 }
 
@@ -573,6 +1000,11 @@ pub fn engine_serve(id: u64, path: &str) -> Result<(), CapiError> {
         })?;
     *server = Some(s);
     Ok(())
+}
+
+/// The in-process engine's own counters.
+pub fn engine_counts(id: u64) -> Result<EngineCounts, CapiError> {
+    Ok(engine("unet_engine_counts", id)?.engine.counts())
 }
 
 /// The in-process engine's address.

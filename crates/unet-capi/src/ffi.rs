@@ -15,7 +15,8 @@ use std::ffi::{CStr, c_char, c_int, c_uint, c_void};
 use std::time::Duration;
 
 use crate::api::{self, CapiError};
-use unet::{Addr, Config, PortCounts};
+use unet::layout::{INLINE_MAX, RX_BUFFERS_MAX};
+use unet::{Addr, ChannelOptions, Config, EngineCounts, PortCounts, RxDesc};
 
 /// A connection to a `fastpath engine` daemon (0 is never a handle).
 #[repr(C)]
@@ -102,6 +103,113 @@ pub struct unet_counts {
     pub applet_overruns: u64,
     /// Times the endpoint was set aside after an overrun.
     pub applet_throttled: u64,
+}
+
+/// An endpoint's layout (`unet::layout::Layout`) and the transmit region
+/// `unet_send` allocates from.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct unet_layout {
+    /// Its sizes.
+    pub config: unet_config,
+    /// The longest message one descriptor carries: 14 buffers.
+    pub max_message: u32,
+    /// Bytes in the buffer area (`buffers * buffer_size`).
+    pub area_len: u64,
+    /// Bytes `[0, tx_region)` of the area are `unet_send`'s transmit
+    /// region; the buffers after it are the engine's, for reception.
+    pub tx_region: u64,
+}
+
+/// A received message's descriptor (`unet::RxDesc`, its buffer offsets
+/// decoded): inline (`nbufs == 0`, the bytes in `data`) or in `nbufs`
+/// buffers of the area, each but the last full.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct unet_rx_desc {
+    /// The message's length in bytes.
+    pub len: u32,
+    /// The channel it arrived on.
+    pub chan: u16,
+    /// Buffers holding it; 0 if inline.
+    pub nbufs: u16,
+    /// The buffers' offsets in the buffer area, `nbufs` of them.
+    pub offsets: [u32; RX_BUFFERS_MAX],
+    /// The message, if inline.
+    pub data: [u8; INLINE_MAX],
+}
+
+impl From<RxDesc> for unet_rx_desc {
+    fn from(d: RxDesc) -> Self {
+        let mut out = unet_rx_desc {
+            len: d.len,
+            chan: d.chan,
+            nbufs: d.nbufs,
+            offsets: [0; RX_BUFFERS_MAX],
+            data: [0; INLINE_MAX],
+        };
+        if d.nbufs == 0 {
+            out.data = d.data;
+        } else {
+            for (i, o) in out.offsets.iter_mut().enumerate().take(d.nbufs.into()) {
+                *o = d.offset(i);
+            }
+        }
+        out
+    }
+}
+
+/// A channel's options (`unet::ChannelOptions`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct unet_channel_options {
+    /// 1: frames carry a UDP checksum, computed while copying, and the
+    /// receiver checks it; 0: none. Other values are refused.
+    pub checksum: u32,
+}
+
+/// An in-process engine's own counters (`unet::EngineCounts`, same
+/// fields in order).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct unet_engine_counters {
+    /// Frames received from the transport.
+    pub frames_in: u64,
+    /// Frames that matched no filter, or whose endpoint is gone.
+    pub unmatched: u64,
+    /// Frames that failed the header check.
+    pub malformed: u64,
+    /// Frames handed to the transport.
+    pub frames_out: u64,
+    /// Frames the transport refused or failed to send.
+    pub send_errors: u64,
+    /// Frames the transport could not route.
+    pub transport_no_route: u64,
+    /// Frames dropped at a full destination queue.
+    pub transport_queue_full: u64,
+    /// Frames lost before the transport saw them.
+    pub transport_overruns: u64,
+    /// Frames that were not unet frames.
+    pub transport_not_unet: u64,
+    /// Frames dropped because their endpoint closed.
+    pub closed: u64,
+}
+
+impl From<EngineCounts> for unet_engine_counters {
+    fn from(c: EngineCounts) -> Self {
+        unet_engine_counters {
+            frames_in: c.frames_in,
+            unmatched: c.unmatched,
+            malformed: c.malformed,
+            frames_out: c.frames_out,
+            send_errors: c.send_errors,
+            transport_no_route: c.transport_no_route,
+            transport_queue_full: c.transport_queue_full,
+            transport_overruns: c.transport_overruns,
+            transport_not_unet: c.transport_not_unet,
+            closed: c.closed,
+        }
+    }
 }
 
 impl From<PortCounts> for unet_counts {
@@ -245,7 +353,14 @@ unsafe fn bytes<'a>(
     if p.is_null() {
         return Err(null(func, arg));
     }
-    // SAFETY: non-NULL and valid for `len` bytes by the caller's contract.
+    if len > isize::MAX as usize {
+        return Err(CapiError::Range {
+            func,
+            why: format!("argument `{arg}`: a length of {len} bytes is more than any object holds"),
+        });
+    }
+    // SAFETY: non-NULL and valid for `len` bytes by the caller's contract
+    // (a length no object can have was refused above).
     Ok(unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) })
 }
 
@@ -537,9 +652,17 @@ pub unsafe extern "C" fn unet_send(
 ) -> c_int {
     let f = "unet_send";
     api::guard(f, || {
-        // SAFETY: the caller's contract, passed on.
-        let m = unsafe { bytes(f, "msg", msg, len) }?;
-        api::send(ep.id, chan, m)
+        if len > 0 && msg.is_null() {
+            return Err(null(f, "msg"));
+        }
+        // The bytes are read only once `len` is known to fit the endpoint,
+        // so a length no buffer has is an error, not a read past `msg`.
+        api::send_with(f, ep.id, chan, len, |buf| {
+            // SAFETY: `buf` is `len` writable bytes of the transmit region
+            // and `msg` `len` readable bytes by the caller's contract;
+            // `copy` allows the two to overlap (a `msg` in the area).
+            unsafe { std::ptr::copy(msg.cast::<u8>(), buf.as_mut_ptr(), buf.len()) }
+        })
     })
 }
 
@@ -560,7 +683,7 @@ pub unsafe extern "C" fn unet_send_inplace(
     let f = "unet_send_inplace";
     api::guard(f, || {
         let fill = fill.ok_or(null(f, "fill"))?;
-        api::send_with(ep.id, chan, len, |buf| {
+        api::send_with(f, ep.id, chan, len, |buf| {
             // SAFETY: `buf` is `len` writable bytes of the transmit region,
             // alive for the call; `fill` and `ctx` by the caller's contract.
             unsafe { fill(ctx, buf.as_mut_ptr().cast(), buf.len()) }
@@ -590,7 +713,7 @@ pub unsafe extern "C" fn unet_recv_inplace(
     api::guard(f, || {
         need(f, "len", len)?;
         let piece = piece.ok_or(null(f, "piece"))?;
-        let timeout = u64::try_from(timeout_ms).ok().map(Duration::from_millis);
+        let timeout = timeout(timeout_ms);
         let (n, c) = api::recv_with(ep.id, timeout, |p| {
             // SAFETY: `p` is readable for its length during the call;
             // `piece` and `ctx` by the caller's contract.
@@ -627,16 +750,20 @@ pub unsafe extern "C" fn unet_recv(
     let f = "unet_recv";
     api::guard(f, || {
         need(f, "len", len)?;
+        // No message is longer than LONGEST, so no more of `buf` is ever
+        // written, and a `cap` larger than any object is never a slice.
+        let cap = cap.min(LONGEST);
         let out: &mut [u8] = if cap == 0 {
             &mut []
         } else if buf.is_null() {
             return Err(null(f, "buf"));
         } else {
             // SAFETY: non-NULL and `cap` writable bytes by the caller's
-            // contract; no other reference to them exists during the call.
+            // contract (`cap` no more than the caller's); no other
+            // reference to them exists during the call.
             unsafe { std::slice::from_raw_parts_mut(buf.cast::<u8>(), cap) }
         };
-        let timeout = u64::try_from(timeout_ms).ok().map(Duration::from_millis);
+        let timeout = timeout(timeout_ms);
         match api::recv(ep.id, out, timeout) {
             Ok((n, c)) => {
                 // SAFETY: the caller's contract, passed on.
@@ -656,6 +783,299 @@ pub unsafe extern "C" fn unet_recv(
             }
         }
     })
+}
+
+/// The longest message any endpoint receives: 14 buffers of the largest
+/// buffer size.
+const LONGEST: usize = RX_BUFFERS_MAX * 65536;
+
+/// Writes the endpoint's layout to `out`: its sizes, the longest message
+/// a descriptor carries, the buffer area's length, and the transmit
+/// region `unet_send` uses.
+///
+/// # Safety
+/// `out` NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn unet_endpoint_layout(ep: unet_endpoint, out: *mut unet_layout) -> c_int {
+    let f = "unet_endpoint_layout";
+    api::guard(f, || {
+        need(f, "out", out)?;
+        let (config, max_message, area_len, tx_region) = api::layout(ep.id)?;
+        let l = unet_layout {
+            config: config.into(),
+            max_message,
+            area_len,
+            tx_region,
+        };
+        // SAFETY: the caller's contract, passed on.
+        unsafe { put(f, "out", out, l) }
+    })
+}
+
+/// The endpoint's buffer area, mapped in this process: its first byte to
+/// `*base`, its length to `*len`. Offsets in descriptors are from `base`.
+/// Valid until the endpoint is closed.
+///
+/// # Safety
+/// `base`, `len` NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn unet_endpoint_area(
+    ep: unet_endpoint,
+    base: *mut *mut c_void,
+    len: *mut usize,
+) -> c_int {
+    let f = "unet_endpoint_area";
+    api::guard(f, || {
+        need(f, "base", base)?;
+        need(f, "len", len)?;
+        let (p, n) = api::area(ep.id)?;
+        // SAFETY: the caller's contract, passed on.
+        unsafe {
+            put(f, "base", base, p.cast())?;
+            put(f, "len", len, n)
+        }
+    })
+}
+
+/// Copies the `len` bytes at `data` into the buffer area at `offset` (for
+/// `unet_push_tx`). `UNET_ERANGE` if they do not lie in the area.
+///
+/// # Safety
+/// `data` NULL or `len` readable bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn unet_write_area(
+    ep: unet_endpoint,
+    offset: u32,
+    data: *const c_void,
+    len: usize,
+) -> c_int {
+    let f = "unet_write_area";
+    api::guard(f, || {
+        // SAFETY: the caller's contract, passed on; read only once the
+        // range is known to lie in the area.
+        api::write_area(ep.id, offset, len, || unsafe {
+            bytes(f, "data", data, len)
+        })
+    })
+}
+
+/// Pushes a transmit descriptor for the `len` bytes at `offset` in the
+/// buffer area, on channel `chan`; its number to `*seq` (NULL: not
+/// wanted), for `unet_tx_status`.
+///
+/// # Safety
+/// `seq` NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn unet_push_tx(
+    ep: unet_endpoint,
+    chan: u16,
+    offset: u32,
+    len: u32,
+    seq: *mut u32,
+) -> c_int {
+    let f = "unet_push_tx";
+    api::guard(f, || {
+        let n = api::push_tx(ep.id, chan, offset, len)?;
+        if !seq.is_null() {
+            // SAFETY: the caller's contract, passed on.
+            unsafe { put(f, "seq", seq, n)? };
+        }
+        Ok(())
+    })
+}
+
+/// What the engine did with transmit descriptor number `seq`
+/// (`UNET_TX_*`) to `*status`; only the last `tx_depth` pushed have one
+/// (`UNET_ERANGE` for another number).
+///
+/// # Safety
+/// `status` NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn unet_tx_status(ep: unet_endpoint, seq: u32, status: *mut c_int) -> c_int {
+    let f = "unet_tx_status";
+    api::guard(f, || {
+        need(f, "status", status)?;
+        let s = api::tx_status(ep.id, seq)?;
+        // SAFETY: the caller's contract, passed on.
+        unsafe { put(f, "status", status, s as u16 as c_int) }
+    })
+}
+
+/// How many transmit descriptors were pushed, in all (wrapping at 2³²):
+/// the number the next one gets.
+///
+/// # Safety
+/// `out` NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn unet_tx_pushed(ep: unet_endpoint, out: *mut u32) -> c_int {
+    let f = "unet_tx_pushed";
+    api::guard(f, || {
+        let n = api::tx_pushed(ep.id)?;
+        // SAFETY: the caller's contract, passed on.
+        unsafe { put(f, "out", out, n) }
+    })
+}
+
+/// Waits up to `timeout_ms` (0: one look; negative: no limit) until the
+/// engine has taken every pushed transmit descriptor.
+#[unsafe(no_mangle)]
+pub extern "C" fn unet_flush(ep: unet_endpoint, timeout_ms: c_int) -> c_int {
+    api::guard("unet_flush", || api::flush(ep.id, timeout(timeout_ms)))
+}
+
+/// Takes the next message's descriptor into `*out`, waiting as
+/// `unet_recv`. Its buffers are the application's, to read (and write) in
+/// place through `unet_endpoint_area`, until it gives each back with
+/// `unet_give_buffer`.
+///
+/// # Safety
+/// `out` NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn unet_recv_desc(
+    ep: unet_endpoint,
+    out: *mut unet_rx_desc,
+    timeout_ms: c_int,
+) -> c_int {
+    let f = "unet_recv_desc";
+    api::guard(f, || {
+        need(f, "out", out)?;
+        let d = api::recv_desc(ep.id, timeout(timeout_ms))?;
+        // SAFETY: the caller's contract, passed on.
+        unsafe { put(f, "out", out, d.into()) }
+    })
+}
+
+/// Gives the buffer at `offset`, which `unet_recv_desc` handed out, back to
+/// the engine. `UNET_ERANGE` if no buffer starts there, `UNET_ENOTHELD` if
+/// the application does not hold it (never handed out, or given back).
+#[unsafe(no_mangle)]
+pub extern "C" fn unet_give_buffer(ep: unet_endpoint, offset: u32) -> c_int {
+    api::guard("unet_give_buffer", || api::give_buffer(ep.id, offset))
+}
+
+/// Whether the endpoint's calls drive an engine in this process (nonzero,
+/// the default) or leave it to the engine's threads (0).
+#[unsafe(no_mangle)]
+pub extern "C" fn unet_set_drive(ep: unet_endpoint, drive: c_int) -> c_int {
+    api::guard("unet_set_drive", || api::set_drive(ep.id, drive != 0))
+}
+
+/// Does the engine work the endpoint's calls drive (its transmit queue,
+/// its applet's waiting frames, the transport), without sending or
+/// receiving; nothing for a daemon's endpoint.
+#[unsafe(no_mangle)]
+pub extern "C" fn unet_poll_engine(ep: unet_endpoint) -> c_int {
+    api::guard("unet_poll_engine", || api::poll_engine(ep.id))
+}
+
+/// How many messages wait to be received.
+///
+/// # Safety
+/// `out` NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn unet_pending(ep: unet_endpoint, out: *mut usize) -> c_int {
+    let f = "unet_pending";
+    api::guard(f, || {
+        need(f, "out", out)?;
+        let n = api::pending(ep.id)?;
+        // SAFETY: the caller's contract, passed on.
+        unsafe { put(f, "out", out, n) }
+    })
+}
+
+/// Whether channel `chan` was closed because its peer went away (1) or
+/// not (0), to `*closed`.
+///
+/// # Safety
+/// `closed` NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn unet_is_closed(ep: unet_endpoint, chan: u16, closed: *mut c_int) -> c_int {
+    let f = "unet_is_closed";
+    api::guard(f, || {
+        need(f, "closed", closed)?;
+        let c = api::is_closed(ep.id, chan)?;
+        // SAFETY: the caller's contract, passed on.
+        unsafe { put(f, "closed", closed, c_int::from(c)) }
+    })
+}
+
+/// Receive descriptors the engine published that were not well formed
+/// and were skipped, to `*out`.
+///
+/// # Safety
+/// `out` NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn unet_endpoint_bad_descriptors(ep: unet_endpoint, out: *mut u64) -> c_int {
+    let f = "unet_endpoint_bad_descriptors";
+    api::guard(f, || {
+        need(f, "out", out)?;
+        let n = api::bad_descriptors(ep.id)?;
+        // SAFETY: the caller's contract, passed on.
+        unsafe { put(f, "out", out, n) }
+    })
+}
+
+/// `unet_open_channel` with options (`opts` NULL: the defaults).
+///
+/// # Safety
+/// `opts` NULL or readable; `chan` NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn unet_open_channel_with(
+    ep: unet_endpoint,
+    remote: unet_addr,
+    remote_ep: u32,
+    opts: *const unet_channel_options,
+    chan: *mut u16,
+) -> c_int {
+    let f = "unet_open_channel_with";
+    api::guard(f, || {
+        need(f, "chan", chan)?;
+        let o = if opts.is_null() {
+            ChannelOptions::default()
+        } else {
+            // SAFETY: non-NULL and readable by the caller's contract.
+            let o = unsafe { opts.read() };
+            let checksum = match o.checksum {
+                0 => false,
+                1 => true,
+                v => {
+                    return Err(CapiError::Invalid {
+                        func: f,
+                        arg: "opts",
+                        why: format!("field `checksum` is {v}; it must be 0 or 1"),
+                    });
+                }
+            };
+            ChannelOptions { checksum }
+        };
+        let c = api::open_channel_with(ep.id, remote.into(), remote_ep, o)?;
+        // SAFETY: the caller's contract, passed on.
+        unsafe { put(f, "chan", chan, c) }
+    })
+}
+
+/// The in-process engine's own counters (frames in and out, drops by
+/// reason), to `*out`.
+///
+/// # Safety
+/// `out` NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn unet_engine_counts(
+    engine: unet_engine,
+    out: *mut unet_engine_counters,
+) -> c_int {
+    let f = "unet_engine_counts";
+    api::guard(f, || {
+        need(f, "out", out)?;
+        let c = api::engine_counts(engine.id)?;
+        // SAFETY: the caller's contract, passed on.
+        unsafe { put(f, "out", out, c.into()) }
+    })
+}
+
+/// A C timeout in milliseconds: negative is none.
+fn timeout(ms: c_int) -> Option<Duration> {
+    u64::try_from(ms).ok().map(Duration::from_millis)
 }
 
 /// Starts an engine in this process on the `loop` transport at `addr`

@@ -5,7 +5,10 @@
 //! ([`unet::client`]) or starts an engine in its own process on the `loop`
 //! transport, creates endpoints, opens channels, installs dpf filters and
 //! JIVE applets, sends and receives (copying between its buffers and the
-//! endpoint's, or in place through a callback), and reads counters:
+//! endpoint's, in place through a callback, or by hand: the buffer area
+//! mapped in its process, transmit descriptors it pushes and receive
+//! descriptors whose buffers it gives back), and reads an endpoint's or
+//! an in-process engine's counters:
 //!
 //! ```c
 //! unet_client c;
@@ -26,8 +29,11 @@
 //!   or made-up handle, or one of another kind, is `UNET_EBADHANDLE`.
 //! - NULL where a pointer is required is `UNET_ENULL`; a receive buffer
 //!   smaller than the message is `UNET_ENOSPC` and the message stays
-//!   queued; no Rust panic crosses the boundary (each function catches
-//!   them: `UNET_EPANIC`).
+//!   queued; an offset, length or descriptor number outside the
+//!   endpoint's area or queue is `UNET_ERANGE` (checked before any byte
+//!   is read); a buffer given back that no receive handed out, or given
+//!   back twice, is `UNET_ENOTHELD`; no Rust panic crosses the boundary
+//!   (each function catches them: `UNET_EPANIC`).
 //! - Calls on one endpoint from several threads are serialized; a
 //!   receive that waits holds its endpoint for the wait.
 //!

@@ -18,9 +18,12 @@ use std::path::Path;
 use std::process::Command;
 
 use support::{Scratch, compile, have_cc};
+use unet::TxStatus;
+use unet::layout::{INLINE_MAX, RX_BUFFERS_MAX};
 use unet_capi::api::{CODES, Code};
 use unet_capi::ffi::{
-    unet_addr, unet_client, unet_config, unet_counts, unet_endpoint, unet_engine,
+    unet_addr, unet_channel_options, unet_client, unet_config, unet_counts, unet_endpoint,
+    unet_engine, unet_engine_counters, unet_layout, unet_rx_desc,
 };
 
 /// One exported function: name, C parameter types, C return type.
@@ -192,7 +195,7 @@ fn the_header_declares_exactly_the_exported_functions() {
 }
 
 /// The header's name for each code.
-const CODE_NAMES: [(Code, &str); 11] = [
+const CODE_NAMES: [(Code, &str); 13] = [
     (Code::Null, "UNET_ENULL"),
     (Code::BadHandle, "UNET_EBADHANDLE"),
     (Code::Invalid, "UNET_EINVAL"),
@@ -204,6 +207,17 @@ const CODE_NAMES: [(Code, &str); 11] = [
     (Code::NoSpace, "UNET_ENOSPC"),
     (Code::Corrupt, "UNET_ECORRUPT"),
     (Code::Panic, "UNET_EPANIC"),
+    (Code::Range, "UNET_ERANGE"),
+    (Code::NotHeld, "UNET_ENOTHELD"),
+];
+
+/// The header's name for each transmit status.
+const TX_STATUS_NAMES: [(TxStatus, &str); 5] = [
+    (TxStatus::Pending, "UNET_TX_PENDING"),
+    (TxStatus::Sent, "UNET_TX_SENT"),
+    (TxStatus::Rejected, "UNET_TX_REJECTED"),
+    (TxStatus::Dropped, "UNET_TX_DROPPED"),
+    (TxStatus::Closed, "UNET_TX_CLOSED"),
 ];
 
 #[test]
@@ -259,6 +273,26 @@ fn the_header_matches_the_rust_signatures_layouts_and_codes() {
         size_of::<unet_counts>(),
         15 * 8,
         "unet_counts has every PortCounts field"
+    );
+    layout!(unet_layout: config, max_message, area_len, tx_region);
+    layout!(unet_rx_desc: len, chan, nbufs, offsets, data);
+    layout!(unet_channel_options: checksum);
+    layout!(unet_engine_counters: frames_in, unmatched, malformed, frames_out, send_errors,
+        transport_no_route, transport_queue_full, transport_overruns, transport_not_unet, closed);
+    assert_eq!(
+        size_of::<unet_engine_counters>(),
+        size_of::<unet::EngineCounts>(),
+        "unet_engine_counters has every EngineCounts field"
+    );
+    for (status, name) in TX_STATUS_NAMES {
+        assert_eq!(TxStatus::from_u16(status as u16), status);
+        c += &format!(
+            "_Static_assert({name} == {}, \"{name} differs from the engine's status\");\n",
+            status as u16
+        );
+    }
+    c += &format!(
+        "_Static_assert(UNET_INLINE_MAX == {INLINE_MAX} && UNET_RX_BUFFERS_MAX == {RX_BUFFERS_MAX}, \"descriptor sizes\");\n"
     );
     assert_eq!(CODE_NAMES.len(), CODES.len());
     c += "_Static_assert(UNET_OK == 0, \"UNET_OK\");\n";

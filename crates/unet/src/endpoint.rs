@@ -112,6 +112,35 @@ impl Message<'_> {
         self.read(|p| v.extend_from_slice(p));
         v
     }
+
+    /// Its receive descriptor, keeping its buffers: they are not given
+    /// back when the message goes, but stay the application's until it
+    /// gives each back with [`Endpoint::give_buffer`] (receive buffers
+    /// managed by hand, e.g. to send one on in place before giving it
+    /// back).
+    ///
+    /// ```
+    /// use unet::{Config, Engine};
+    /// let net = unet::transport::LoopNet::new();
+    /// let engine = Engine::new(Box::new(net.attach("10.0.0.1:7000".parse()?)?));
+    /// let mut a = engine.create_endpoint(Config::default(), None)?;
+    /// let mut b = engine.create_endpoint(Config::default(), None)?;
+    /// let ab = a.open_channel(engine.local(), b.id())?;
+    /// b.open_channel(engine.local(), a.id())?;
+    /// a.send(ab, &[7u8; 5000])?;
+    /// let d = b.recv().expect("delivered").into_desc();
+    /// assert_eq!((d.len, d.nbufs), (5000, 2)); // b holds both buffers
+    /// for i in 0..usize::from(d.nbufs) {
+    ///     assert!(b.give_buffer(d.offset(i)));
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn into_desc(self) -> RxDesc {
+        let desc = self.desc;
+        // Nothing to release but the buffers, which the caller now holds.
+        std::mem::forget(self);
+        desc
+    }
 }
 
 impl Drop for Message<'_> {
@@ -342,6 +371,15 @@ impl Endpoint {
     /// Its layout.
     pub fn layout(&self) -> &Layout {
         &self.layout
+    }
+
+    /// The transmit region [`Endpoint::send`] allocates from: bytes
+    /// `[0, tx_region())` of the buffer area (the first half of the
+    /// buffers; the rest are given to the engine for reception at
+    /// creation). Descriptors pushed by hand ([`Endpoint::push_tx`]) name
+    /// bytes elsewhere, or here if the application never calls `send`.
+    pub fn tx_region(&self) -> u64 {
+        self.region
     }
 
     /// The largest message it sends: 14 buffers, or less if the transmit

@@ -17,7 +17,7 @@
 //! | transports: in-process `loop`, kernel `udp`, `packet` (`AF_PACKET`), `xdp` (`AF_XDP`, past the kernel's stack) | [`transport`] | |
 //! | the engine as a daemon for applications in other processes | [`daemon`], [`client`] | §2 (protection) |
 //! | two hosts on one machine: network namespaces joined by a veth pair | [`netns`] | ip-netns(8), setns(2) |
-//! | an application thread's wait between empty polls: spin, then yield | [`wait`] | |
+//! | an application thread's wait between empty polls: spin (as long as spinning pays), then yield | [`wait`] | |
 //!
 //! Entry points: [`Engine::new`] on a transport, [`Engine::create_endpoint`]
 //! for an application in this process (the default: the application's
