@@ -14,6 +14,8 @@
  * - NULL for a required pointer is UNET_ENULL. Non-NULL pointers must be
  *   valid for the lengths given (this the library cannot check).
  * - Calls on one endpoint from several threads are serialized.
+ * - An endpoint call from inside an in-place callback is UNET_EDEADLK
+ *   (the callback's endpoint is held while it runs).
  *
  * Kept in step with crates/unet-capi/src/ffi.rs by tests/header.rs.
  */
@@ -42,6 +44,7 @@ extern "C" {
 #define UNET_EPANIC (-11)     /* internal error in the library (caught) */
 #define UNET_ERANGE (-12)     /* offset, length or descriptor number outside the area or queue */
 #define UNET_ENOTHELD (-13)   /* buffer given back that the application does not hold */
+#define UNET_EDEADLK (-14)    /* endpoint call from inside an in-place callback */
 
 /* What the engine did with a transmit descriptor (unet_tx_status). */
 #define UNET_TX_PENDING 0  /* not yet taken by the engine */

@@ -64,10 +64,14 @@ pub enum Code {
     /// application's: no receive handed it out, or it was given back
     /// already.
     NotHeld = -13,
+    /// `UNET_EDEADLK`: an endpoint call made from inside a callback of
+    /// `unet_send_inplace` or `unet_recv_inplace`, while this thread holds
+    /// an endpoint for the callback.
+    Deadlock = -14,
 }
 
 /// Every code, for [`strerror`] and the header check.
-pub const CODES: [Code; 13] = [
+pub const CODES: [Code; 14] = [
     Code::Null,
     Code::BadHandle,
     Code::Invalid,
@@ -81,6 +85,7 @@ pub const CODES: [Code; 13] = [
     Code::Panic,
     Code::Range,
     Code::NotHeld,
+    Code::Deadlock,
 ];
 
 /// A fixed, NUL-terminated description of `code` (for `unet_strerror`).
@@ -100,6 +105,7 @@ pub fn strerror(code: i32) -> &'static std::ffi::CStr {
         -11 => c"internal error in the unet library",
         -12 => c"an offset, length or descriptor number lies outside the endpoint's buffer area or transmit queue",
         -13 => c"the buffer is not the application's to give back: never handed out by a receive, or given back already",
+        -14 => c"an endpoint call from inside an in-place send or receive callback, which holds an endpoint: it would deadlock",
         _ => c"unknown unet error code",
     }
 }
@@ -212,6 +218,14 @@ pub enum CapiError {
         /// The buffer's offset in the buffer area.
         offset: u32,
     },
+    /// An endpoint call from inside an in-place callback.
+    #[error(
+        "{func}: called from inside a callback of unet_send_inplace or unet_recv_inplace, which holds an endpoint for the callback; the call would wait on itself (or on another thread's callback), so make it after the callback returns"
+    )]
+    Reentered {
+        /// The function.
+        func: &'static str,
+    },
     /// The caller's buffer is too small for the next message.
     #[error(
         "unet_recv: the next message has {need} bytes, the buffer {cap}; it stays queued for the next unet_recv"
@@ -250,6 +264,7 @@ impl CapiError {
             CapiError::NoSpace { .. } => Code::NoSpace,
             CapiError::Range { .. } => Code::Range,
             CapiError::NotHeld { .. } => Code::NotHeld,
+            CapiError::Reentered { .. } => Code::Deadlock,
             CapiError::Panic { .. } => Code::Panic,
         }
     }
@@ -382,6 +397,52 @@ struct EndpointEntry {
     state: Mutex<EndpointState>,
 }
 
+thread_local! {
+    /// How many endpoints this thread holds locked: more than zero only
+    /// while an in-place callback runs (every other call takes and
+    /// releases one endpoint without calling out).
+    static HOLDING: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// An endpoint's state, locked by this thread; counted in [`HOLDING`]
+/// while it lives.
+struct Held<'a>(MutexGuard<'a, EndpointState>);
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        let _ = HOLDING.try_with(|h| h.set(h.get() - 1));
+    }
+}
+
+impl std::ops::Deref for Held<'_> {
+    type Target = EndpointState;
+    fn deref(&self) -> &EndpointState {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Held<'_> {
+    fn deref_mut(&mut self) -> &mut EndpointState {
+        &mut self.0
+    }
+}
+
+impl EndpointEntry {
+    /// Locks the endpoint for `func`, or refuses if this thread already
+    /// holds one: that happens only inside an in-place callback, where
+    /// waiting would deadlock, on this endpoint's own lock or, two threads
+    /// each in a callback calling the other's endpoint, on each other's.
+    fn lock(&self, func: &'static str) -> Result<Held<'_>, CapiError> {
+        // A thread whose thread-locals are being destroyed holds nothing.
+        if HOLDING.try_with(|h| h.get()).unwrap_or(0) > 0 {
+            return Err(CapiError::Reentered { func });
+        }
+        let g = lock(&self.state);
+        let _ = HOLDING.try_with(|h| h.set(h.get() + 1));
+        Ok(Held(g))
+    }
+}
+
 /// How many endpoint handles a thread keeps in [`RECENT`].
 const RECENT_MAX: usize = 16;
 
@@ -509,7 +570,7 @@ pub fn with_endpoint<R>(
     f: impl FnOnce(&mut Endpoint) -> Result<R, CapiError>,
 ) -> Result<R, CapiError> {
     let st = endpoint(func, id)?;
-    let mut g = lock(&st.state);
+    let mut g = st.lock(func)?;
     f(&mut g.ep)
 }
 
@@ -536,7 +597,7 @@ pub fn send_with(
     fill: impl FnOnce(&mut [u8]),
 ) -> Result<(), CapiError> {
     let st = endpoint(func, id)?;
-    let mut g = lock(&st.state);
+    let mut g = st.lock(func)?;
     g.ep.send_with(chan, len, fill)
         .map_err(|source| CapiError::Send { func, source })?;
     g.pushed_one();
@@ -579,7 +640,7 @@ pub fn recv_with(
 ) -> Result<(usize, u16), CapiError> {
     let func = "unet_recv_inplace";
     let st = endpoint(func, id)?;
-    let mut g = lock(&st.state);
+    let mut g = st.lock(func)?;
     let g = &mut *g;
     if let Some(d) = g.held.take() {
         read_desc(&g.ep, &d, &mut piece);
@@ -659,7 +720,7 @@ fn wait_for<R>(
 pub fn recv(id: u64, buf: &mut [u8], timeout: Option<Duration>) -> Result<(usize, u16), CapiError> {
     let func = "unet_recv";
     let st = endpoint(func, id)?;
-    let mut g = lock(&st.state);
+    let mut g = st.lock(func)?;
     let g = &mut *g;
     let cap = buf.len();
     let copy = |ep: &Endpoint, d: &RxDesc, buf: &mut [u8]| {
@@ -767,7 +828,7 @@ pub fn write_area<'a>(
 pub fn push_tx(id: u64, chan: u16, off: u32, len: u32) -> Result<u32, CapiError> {
     let func = "unet_push_tx";
     let st = endpoint(func, id)?;
-    let mut g = lock(&st.state);
+    let mut g = st.lock(func)?;
     let max = g.ep.layout().config.max_message();
     if len > max {
         return Err(CapiError::Send {
@@ -796,7 +857,7 @@ pub fn push_tx(id: u64, chan: u16, off: u32, len: u32) -> Result<u32, CapiError>
 pub fn tx_status(id: u64, n: u32) -> Result<TxStatus, CapiError> {
     let func = "unet_tx_status";
     let st = endpoint(func, id)?;
-    let g = lock(&st.state);
+    let g = st.lock(func)?;
     let (pushed, depth) = (g.ep.tx_pushed(), g.ep.layout().config.tx_depth);
     let age = pushed.wrapping_sub(n);
     let known = if g.tx_wrapped {
@@ -845,7 +906,7 @@ pub fn flush(id: u64, timeout: Option<Duration>) -> Result<(), CapiError> {
 pub fn recv_desc(id: u64, timeout: Option<Duration>) -> Result<RxDesc, CapiError> {
     let func = "unet_recv_desc";
     let st = endpoint(func, id)?;
-    let mut g = lock(&st.state);
+    let mut g = st.lock(func)?;
     let g = &mut *g;
     let d = match g.held.take() {
         Some(d) => d,
@@ -863,7 +924,7 @@ pub fn recv_desc(id: u64, timeout: Option<Duration>) -> Result<RxDesc, CapiError
 pub fn give_buffer(id: u64, off: u32) -> Result<(), CapiError> {
     let func = "unet_give_buffer";
     let st = endpoint(func, id)?;
-    let mut g = lock(&st.state);
+    let mut g = st.lock(func)?;
     let l = *g.ep.layout();
     if !l.is_buffer(off) {
         return Err(CapiError::Range {
@@ -908,7 +969,7 @@ pub fn poll_engine(id: u64) -> Result<(), CapiError> {
 /// Messages waiting in the receive queue (and one kept by [`recv`]).
 pub fn pending(id: u64) -> Result<usize, CapiError> {
     let st = endpoint("unet_pending", id)?;
-    let mut g = lock(&st.state);
+    let mut g = st.lock("unet_pending")?;
     Ok(g.ep.pending() + usize::from(g.held.is_some()))
 }
 

@@ -35,7 +35,9 @@
 //!   back twice, is `UNET_ENOTHELD`; no Rust panic crosses the boundary
 //!   (each function catches them: `UNET_EPANIC`).
 //! - Calls on one endpoint from several threads are serialized; a
-//!   receive that waits holds its endpoint for the wait.
+//!   receive that waits holds its endpoint for the wait, and an in-place
+//!   callback holds its endpoint while it runs: an endpoint call from
+//!   inside one is refused (`UNET_EDEADLK`) rather than left to deadlock.
 //!
 //! All `unsafe` is in [`ffi`]; the behaviour is in [`api`], in safe Rust.
 //! The header is written by hand (cbindgen is not in this environment's

@@ -550,3 +550,95 @@ fn a_closed_handle_is_refused_while_a_call_still_uses_its_endpoint() {
     assert_eq!(send(p.a, p.ab, b"after"), Code::BadHandle as i32);
     let _ = p.b;
 }
+
+/// What `call_inside` saw: the codes of endpoint calls made from inside an
+/// in-place callback, on the endpoint being used and on another one.
+struct Nested {
+    own: unet_endpoint,
+    other: unet_endpoint,
+    chan: u16,
+    codes: Vec<i32>,
+    message: String,
+}
+
+/// An in-place callback (a fill or a piece callback: the same three
+/// arguments) that calls the C API on its own endpoint and on another.
+unsafe extern "C" fn call_inside(
+    ctx: *mut std::ffi::c_void,
+    _buf: *mut std::ffi::c_void,
+    _len: usize,
+) {
+    // SAFETY: `ctx` is the test's `Nested`.
+    let n = unsafe { &mut *ctx.cast::<Nested>() };
+    n.codes.push(send(n.own, n.chan, b"nested"));
+    n.message = last_error();
+    n.codes.push(recv(n.other, 64, 0).0);
+    let mut c = unet_counts::default();
+    // SAFETY: a writable out-parameter.
+    n.codes.push(unsafe { unet_endpoint_counts(n.own, &mut c) });
+}
+
+unsafe extern "C" fn call_inside_piece(
+    ctx: *mut std::ffi::c_void,
+    _p: *const std::ffi::c_void,
+    len: usize,
+) {
+    // SAFETY: the same context and callback contract as `call_inside`.
+    unsafe { call_inside(ctx, std::ptr::null_mut(), len) }
+}
+
+#[test]
+fn an_endpoint_call_inside_an_in_place_callback_is_refused_not_a_deadlock() {
+    let p = pair("nested");
+    let mut n = Nested {
+        own: p.a,
+        other: p.b,
+        chan: p.ab,
+        codes: Vec::new(),
+        message: String::new(),
+    };
+    // SAFETY: `call_inside` is given `n` as its context.
+    let rc = unsafe { unet_send_inplace(p.a, p.ab, 8, Some(call_inside), (&raw mut n).cast()) };
+    assert_eq!(rc, OK, "{}", last_error());
+    let refused = Code::Deadlock as i32;
+    assert_eq!(n.codes, [refused, refused, refused]);
+    assert!(
+        n.message
+            .starts_with("unet_send: called from inside a callback of unet_send_inplace"),
+        "{}",
+        n.message
+    );
+    // The outer send went out whole, and nothing of the refused calls did.
+    let (rc, pieces, len, _) = {
+        let (mut len, mut chan) = (0usize, 0u16);
+        let mut m = Nested {
+            own: p.b,
+            other: p.a,
+            chan: p.ab,
+            codes: Vec::new(),
+            message: String::new(),
+        };
+        // SAFETY: `call_inside_piece` is given `m` as its context; `len`
+        // and `chan` are writable.
+        let rc = unsafe {
+            unet_recv_inplace(
+                p.b,
+                Some(call_inside_piece),
+                (&raw mut m).cast(),
+                &mut len,
+                &mut chan,
+                2000,
+            )
+        };
+        (rc, m.codes, len, chan)
+    };
+    assert_eq!(rc, OK, "{}", last_error());
+    assert_eq!(len, 8);
+    assert_eq!(pieces, [refused, refused, refused]);
+    assert_eq!(recv(p.b, 64, 0).0, Code::TimedOut as i32);
+    // Outside a callback the same calls work again.
+    assert_eq!(send(p.a, p.ab, b"after"), OK);
+    let (rc, msg, _, _) = recv(p.b, 64, 2000);
+    assert_eq!(rc, OK, "{}", last_error());
+    assert_eq!(msg, b"after");
+}

@@ -195,7 +195,7 @@ fn the_header_declares_exactly_the_exported_functions() {
 }
 
 /// The header's name for each code.
-const CODE_NAMES: [(Code, &str); 13] = [
+const CODE_NAMES: [(Code, &str); 14] = [
     (Code::Null, "UNET_ENULL"),
     (Code::BadHandle, "UNET_EBADHANDLE"),
     (Code::Invalid, "UNET_EINVAL"),
@@ -209,6 +209,7 @@ const CODE_NAMES: [(Code, &str); 13] = [
     (Code::Panic, "UNET_EPANIC"),
     (Code::Range, "UNET_ERANGE"),
     (Code::NotHeld, "UNET_ENOTHELD"),
+    (Code::Deadlock, "UNET_EDEADLK"),
 ];
 
 /// The header's name for each transmit status.
