@@ -3,7 +3,14 @@
 //!
 //! How it counts. Every family runs over a single-threaded loopback
 //! carrier whose `call` runs the server's dispatch directly (no wait, no
-//! second thread). The harness wraps each call in [`idlb_call`], and every
+//! second thread): `fastpath` over `FpLoop` and the peers over
+//! [`Loopback`], carriers without a channel protocol (as IDL4's counts,
+//! whose IPC is the kernel's); `fastpath over shm` and `fastpath dynamic`
+//! over an `idl::rt::shm` channel whose client end is a loopback (the
+//! client posts by the channel's protocol and its wait runs the server's
+//! loop once on the server end: take, dispatch, reply, look for a next
+//! request), so that the static and the dynamic stubs are compared over
+//! the same protocol. The harness wraps each call in [`idlb_call`], and every
 //! server stub calls its method through [`super::server::idlb_method`].
 //! This executable re-runs itself under
 //!
@@ -152,6 +159,9 @@ const CAP: usize = 8192;
 pub fn subjects() -> Vec<Box<dyn Subject>> {
     let mut v: Vec<Box<dyn Subject>> = Vec::new();
     if let Some(fp) = super::fastpath_family::count_subject() {
+        v.push(fp);
+    }
+    if let Some(fp) = super::fastpath_family::shm_count_subject() {
         v.push(fp);
     }
     v.push(Box::new(WireSubject::new(hand::Client {
