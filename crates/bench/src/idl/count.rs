@@ -208,6 +208,16 @@ pub struct Counts {
 /// Runs this executable under callgrind as the counted child and returns
 /// each family's counts, or why they could not be taken.
 pub fn measure(exe: &Path) -> Result<Vec<Counts>, String> {
+    measure_with(exe, std::env::args_os().skip(1))
+}
+
+/// [`measure`] of `exe` run with `args` (the command line that reaches
+/// [`super::child_dispatch`], e.g. `bench idl`), for callers that are not
+/// that executable (a test of the built program).
+pub fn measure_with<A: AsRef<std::ffi::OsStr>>(
+    exe: &Path,
+    args: impl IntoIterator<Item = A>,
+) -> Result<Vec<Counts>, String> {
     match Command::new("valgrind").arg("--version").output() {
         Ok(o) if o.status.success() => {}
         _ => return Err("valgrind is not installed (scripts/install-deps.sh)".into()),
@@ -222,7 +232,7 @@ pub fn measure(exe: &Path) -> Result<Vec<Counts>, String> {
         .arg("--combine-dumps=yes")
         .arg(format!("--callgrind-out-file={}", file.display()))
         .arg(exe)
-        .args(std::env::args_os().skip(1))
+        .args(args)
         .env(COUNT_ENV, "1")
         .output()
         .map_err(|e| format!("running valgrind: {e}"))?;
