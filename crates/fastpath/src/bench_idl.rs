@@ -421,8 +421,8 @@ fn instructions(r: &mut Report, counts: &Result<Vec<count::Counts>, String>) {
                 ),
                 verdict: verdict(&q, |v| v <= TARGET_DYNAMIC),
                 detail: format!(
-                    "dynamic {} = {} the static stubs' {} over the same shm channel \
-                     (static over FpLoop, without the channel's protocol: {fp})",
+                    "dynamic {} = {} the static stubs' {} over the same shm channel; \
+                     static over FpLoop, without the channel's protocol: {fp}",
                     total(dy, k).cell(|v| format!("{v:.0}")),
                     q.cell(|v| format!("{v:.2}x")),
                     total(sh, k).cell(|v| format!("{v:.0}"))

@@ -460,4 +460,3 @@ fn dynamic_stubs_count_at_most_one_and_a_half_times_the_static_ones_over_shm() {
         );
     }
 }
-
