@@ -415,3 +415,48 @@ fn idl_json_has_every_call_and_family() {
         ),
     }
 }
+
+/// The dynamic stubs' instructions against the static ones' over the same
+/// shared-memory channel in one thread (Table 4's "fastpath over shm" and
+/// "fastpath dynamic" columns): callgrind's counts are exact, so this is
+/// not a timed test. At most 1.5x on each of Table 4's calls. Skipped,
+/// saying so, where valgrind is missing, unless `IDL_REQUIRE_VALGRIND=1`.
+#[cfg(feature = "bench")]
+#[test]
+fn dynamic_stubs_count_at_most_one_and_a_half_times_the_static_ones_over_shm() {
+    use fastpath_bench::idl::count;
+    let have = std::process::Command::new("valgrind")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !have {
+        assert!(
+            std::env::var("IDL_REQUIRE_VALGRIND").ok().as_deref() != Some("1"),
+            "IDL_REQUIRE_VALGRIND=1 but valgrind is not installed (scripts/install-deps.sh)"
+        );
+        eprintln!(
+            "skipped: valgrind is not installed (scripts/install-deps.sh); \
+             IDL_REQUIRE_VALGRIND=1 makes this a failure"
+        );
+        return;
+    }
+    let exe = std::path::Path::new(env!("CARGO_BIN_EXE_fastpath"));
+    let counts = count::measure_with(exe, ["bench", "idl"]).expect("callgrind counts");
+    let find = |n: &str| {
+        counts
+            .iter()
+            .find(|c| c.name == n)
+            .unwrap_or_else(|| panic!("no family {n} among the counted"))
+    };
+    let (st, dy) = (find("fastpath over shm"), find("fastpath dynamic"));
+    for (k, op) in count::OPS.iter().enumerate().skip(1) {
+        let total = |c: &count::Counts| c.dirs[k].0 + c.dirs[k].1;
+        let (s, d) = (total(st), total(dy));
+        assert!(s > 0 && d > 0, "{op}: static {s}, dynamic {d} instructions");
+        assert!(
+            2 * d <= 3 * s,
+            "{op}: the dynamic stubs take {d} instructions, over 1.5x the static ones' {s} \
+             over the same channel"
+        );
+    }
+}

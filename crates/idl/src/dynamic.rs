@@ -497,11 +497,15 @@ impl Interface {
                 &self.limits,
             )?),
         };
-        let shm = match dispatch.native_addr() {
-            Some(addr) if crate::rt::shm::ServerEnd::gen_supported() => Some(
-                codegen::shm_serve(&mut Func::new(), addr)
-                    .and_then(native::ServeStub::new)
-                    .map_err(GenError::from)?,
+        let shm = match self.engine {
+            Engine::Native if crate::rt::shm::ServerEnd::gen_supported() => Some(
+                native::ServeStub::new(codegen::shm_serve(
+                    &mut Func::new(),
+                    &self.plans,
+                    &table,
+                    &self.limits,
+                )?)
+                .map_err(GenError::from)?,
             ),
             _ => None,
         };
@@ -771,6 +775,26 @@ impl DynClient<'_> {
             // buffer (checked above).
             return unsafe { self.call_shm(end, fo.key, sc, slots) };
         }
+        // SAFETY: the caller's contract; `fo` is checked above.
+        unsafe { self.call_slots_native(t, fo, slots) }
+    }
+
+    /// [`DynClient::call_slots`] of a native operation over a transport
+    /// the generated call does not drive itself: `marshal`, the
+    /// transport's call, `unmarshal`. Out of line, so that the call over a
+    /// shared-memory channel (the generated call alone) keeps a small
+    /// frame where it is inlined.
+    ///
+    /// # Safety
+    /// As [`DynClient::call_slots`]; `fo` is the operation's, and checked
+    /// against the slots and the buffer.
+    #[inline(never)]
+    unsafe fn call_slots_native<T: ClientTransport>(
+        &mut self,
+        t: &mut T,
+        fo: &FastOp,
+        slots: &mut [u64],
+    ) -> Result<(), CallError> {
         if fo.strings {
             // SAFETY: the caller's contract.
             return unsafe { self.call_slots_strings(t, fo, slots) };

@@ -3,7 +3,14 @@
 //!
 //! How it counts. Every family runs over a single-threaded loopback
 //! carrier whose `call` runs the server's dispatch directly (no wait, no
-//! second thread). The harness wraps each call in [`idlb_call`], and every
+//! second thread): `fastpath` over `FpLoop` and the peers over
+//! [`Loopback`], carriers without a channel protocol (as IDL4's counts,
+//! whose IPC is the kernel's); `fastpath over shm` and `fastpath dynamic`
+//! over an `idl::rt::shm` channel whose client end is a loopback (the
+//! client posts by the channel's protocol and its wait runs the server's
+//! loop once on the server end: take, dispatch, reply, look for a next
+//! request), so that the static and the dynamic stubs are compared over
+//! the same protocol. The harness wraps each call in [`idlb_call`], and every
 //! server stub calls its method through [`super::server::idlb_method`].
 //! This executable re-runs itself under
 //!
@@ -154,6 +161,9 @@ pub fn subjects() -> Vec<Box<dyn Subject>> {
     if let Some(fp) = super::fastpath_family::count_subject() {
         v.push(fp);
     }
+    if let Some(fp) = super::fastpath_family::shm_count_subject() {
+        v.push(fp);
+    }
     v.push(Box::new(WireSubject::new(hand::Client {
         wire: Loopback::new(hand::Server::default(), CAP),
     })));
@@ -198,6 +208,16 @@ pub struct Counts {
 /// Runs this executable under callgrind as the counted child and returns
 /// each family's counts, or why they could not be taken.
 pub fn measure(exe: &Path) -> Result<Vec<Counts>, String> {
+    measure_with(exe, std::env::args_os().skip(1))
+}
+
+/// [`measure`] of `exe` run with `args` (the command line that reaches
+/// [`super::child_dispatch`], e.g. `bench idl`), for callers that are not
+/// that executable (a test of the built program).
+pub fn measure_with<A: AsRef<std::ffi::OsStr>>(
+    exe: &Path,
+    args: impl IntoIterator<Item = A>,
+) -> Result<Vec<Counts>, String> {
     match Command::new("valgrind").arg("--version").output() {
         Ok(o) if o.status.success() => {}
         _ => return Err("valgrind is not installed (scripts/install-deps.sh)".into()),
@@ -212,7 +232,7 @@ pub fn measure(exe: &Path) -> Result<Vec<Counts>, String> {
         .arg("--combine-dumps=yes")
         .arg(format!("--callgrind-out-file={}", file.display()))
         .arg(exe)
-        .args(std::env::args_os().skip(1))
+        .args(args)
         .env(COUNT_ENV, "1")
         .output()
         .map_err(|e| format!("running valgrind: {e}"))?;

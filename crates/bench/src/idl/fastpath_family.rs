@@ -395,6 +395,53 @@ pub fn count_subject() -> Option<Box<dyn Subject>> {
     ))
 }
 
+/// The generated (static) stubs over a shared-memory channel in one
+/// thread, for the counter: the client's `call` posts the request on the
+/// channel, and where it would wait for the reply its loopback step runs
+/// the generated server loop (`pfs::serve`) once on the channel's server
+/// end, over [`ServerEnd::posted`]: it takes the request, dispatches it,
+/// replies, looks for a next request and, finding none, returns; the
+/// client's wait then finds the reply. So this column pays the channel's
+/// protocol (the exchanges, the state checks, the waiting rule's
+/// bookkeeping, the look for a next request) as the dynamic column does,
+/// where the `fastpath` column's [`FpLoop`] has none.
+pub fn shm_count_subject() -> Option<Box<dyn Subject>> {
+    let config = idl::rt::shm::Config {
+        capacity: 8192,
+        area: 64 << 10,
+        ..Default::default()
+    };
+    let (mut client, end) = idl::rt::shm::pair(&config).ok()?;
+    // Leaked: the counter keeps its subjects for the process's lifetime.
+    let server: &'static mut (FpServer, ServerEnd) =
+        Box::leak(Box::new((FpServer::default(), end)));
+    // SAFETY: the step's argument is the leaked pair, used from now on
+    // only by the step, which runs on the client's thread inside its
+    // calls, one at a time.
+    unsafe {
+        client.set_loopback(Some((
+            static_step,
+            (server as *mut (FpServer, ServerEnd)).cast(),
+        )))
+    };
+    Some(loop_subject("fastpath over shm", FpClient { t: client }))
+}
+
+/// The loopback step of [`shm_count_subject`]: the generated server loop
+/// over the requests posted on the end.
+///
+/// # Safety
+/// `arg` is the subject's leaked `(FpServer, ServerEnd)`, not otherwise
+/// borrowed while the step runs.
+unsafe extern "C" fn static_step(arg: *mut (), _: u64) -> i64 {
+    // SAFETY: the function's contract.
+    let (server, end) = unsafe { &mut *arg.cast::<(FpServer, ServerEnd)>() };
+    match pfs::serve(server, &mut end.posted()) {
+        Ok(()) => 0,
+        Err(_) => -1,
+    }
+}
+
 /// The dynamic stubs for the counter: a shared-memory channel in one
 /// thread whose client end is a loopback ([`dynamic::shm_loopback`]): the
 /// dynamic client's generated call posts the request, and where it would
@@ -771,6 +818,24 @@ mod tests {
             dynamic::shm_loopback(d).unwrap(),
         ))
         .unwrap();
+    }
+
+    #[test]
+    fn generated_stubs_over_the_shm_loopback() {
+        let (mut client, end) = idl::rt::shm::pair(&idl::rt::shm::Config {
+            capacity: 8192,
+            area: 64 << 10,
+            ..Default::default()
+        })
+        .unwrap();
+        let mut server = (FpServer::default(), end);
+        // SAFETY: `server` outlives the client's calls below and is used
+        // only through the step meanwhile.
+        unsafe { client.set_loopback(Some((static_step, (&raw mut server).cast()))) };
+        let mut c = FpClient { t: client };
+        super::super::server::check(&mut c).unwrap();
+        // SAFETY: no call runs now.
+        unsafe { c.t.set_loopback(None) };
     }
 
     #[test]

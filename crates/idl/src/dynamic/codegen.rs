@@ -20,8 +20,9 @@
 //!   string area, count), after checking the server's descriptor); returns
 //!   0, or [`ERR_REPLY_STRING`] / [`ERR_REPLY_BOOL`].
 //! - `shm_call(slots, ch) -> i64` and `shm_serve(ch, waited) -> i64`: the
-//!   whole call, and the server's dispatch-and-reply loop, over an
-//!   `rt::shm` channel (see [`shm_call`] and [`shm_serve`]).
+//!   whole call, and the server's dispatch-and-reply loop with the
+//!   dispatch in line, over an `rt::shm` channel (see [`shm_call`] and
+//!   [`shm_serve`]).
 //! - `dispatch(key: u64, rec: *mut u8, len: u64, area: *mut u8, area_len: u64, ctx: *mut DispatchCtx) -> u64`:
 //!   bound check and jump table on the key, then for the operation the
 //!   static server stubs' checks (short message, descriptors once, in
@@ -510,12 +511,53 @@ struct Regs {
     alen: Reg<UL>,
     rec: Reg<P>,
     area: Reg<P>,
-    /// The dispatch's private context ([`DispatchCtx`](super::native::DispatchCtx):
-    /// the scratch pointer, then the spill area), kept in a local: it is
-    /// needed only for strings and spilled arguments.
-    ctx: Local<P>,
+    /// Where the dispatch's private context is
+    /// ([`DispatchCtx`](super::native::DispatchCtx): the scratch pointer,
+    /// then the spill area): it is needed only for strings and spilled
+    /// arguments, so it is kept in memory.
+    ctx: CtxAt,
     /// Every other integer register: scratch, then handler arguments.
     pool: Vec<Reg<UL>>,
+}
+
+/// Where the dispatch's private context pointer is kept.
+#[derive(Clone, Copy)]
+enum CtxAt {
+    /// In a stack local (the standalone dispatch: its sixth parameter).
+    Local(Local<P>),
+    /// In a field of a structure whose address a persistent register
+    /// holds (the server loop: its view of the channel).
+    Field(Reg<P>, i32),
+}
+
+impl Regs {
+    /// Loads the private context's address into `dst`.
+    fn load_ctx<B: Backend>(&self, f: &mut Func<B>, dst: Reg<P>) {
+        match self.ctx {
+            CtxAt::Local(l) => f.ld_local(dst, l),
+            CtxAt::Field(base, off) => f.ld(dst, base, off),
+        }
+    }
+}
+
+/// How the dispatch's code ends with its result (`status | reply_len <<
+/// 16`) in `Regs::pool[0]`: it returns it (the standalone dispatch), or
+/// jumps to the server loop's reply.
+#[derive(Clone, Copy)]
+enum Finish {
+    Ret,
+    Jump(Label),
+}
+
+impl Finish {
+    /// Ends a path with `v` (in `r`, which is `Regs::pool[0]`).
+    fn finish<B: Backend>(self, f: &mut Func<B>, r: Reg<UL>, v: u64) {
+        f.set(r, v);
+        match self {
+            Finish::Ret => f.ret(r),
+            Finish::Jump(l) => f.jmp(l),
+        }
+    }
 }
 
 /// The labels that answer a refused request with its status.
@@ -551,9 +593,28 @@ pub fn dispatch<B: Backend>(
     f.putreg(ctx0);
     let rec = keep(f, rec0)?;
     let area = keep(f, area0)?;
-    // Scratch and argument registers: as many as the largest handler
-    // call needs beyond the three parameter registers freed by then (the
-    // callee-saved ones among them cost a save each), at least three.
+    let r = Regs {
+        key,
+        len,
+        alen,
+        rec,
+        area,
+        ctx: CtxAt::Local(ctx),
+        pool: dispatch_pool(f, plans, handlers)?,
+    };
+    dispatch_body(f, plans, handlers, lim, &r, Finish::Ret)?;
+    Ok(f.end()?)
+}
+
+/// The dispatch's scratch and argument registers: as many as the largest
+/// handler call needs beyond the three registers of the key, the length
+/// and the area's length (free by then; the callee-saved ones among them
+/// cost a save each), at least three.
+fn dispatch_pool<B: Backend>(
+    f: &mut Func<B>,
+    plans: &[OpPlan],
+    handlers: &[Option<HandlerRef>],
+) -> Result<Vec<Reg<UL>>, GenError> {
     let want = plans
         .iter()
         .zip(handlers)
@@ -576,15 +637,20 @@ pub fn dispatch<B: Backend>(
             needed: 3,
         });
     }
-    let r = Regs {
-        key,
-        len,
-        alen,
-        rec,
-        area,
-        ctx,
-        pool,
-    };
+    Ok(pool)
+}
+
+/// The dispatch's code, from the key's bound check to every path's end
+/// (`fin`): the jump table, each operation's checks and handler call, and
+/// the refusals' statuses.
+fn dispatch_body<B: Backend>(
+    f: &mut Func<B>,
+    plans: &[OpPlan],
+    handlers: &[Option<HandlerRef>],
+    lim: &Limits,
+    r: &Regs,
+    fin: Finish,
+) -> Result<(), GenError> {
     let x = Exits {
         short: f.genlabel(),
         bad_string: f.genlabel(),
@@ -599,7 +665,7 @@ pub fn dispatch<B: Backend>(
     for (k, p) in plans.iter().enumerate() {
         f.label(labels[k]);
         match handlers.get(k).copied().flatten() {
-            Some(h) => op_body(f, p, h, lim, &r, &x)?,
+            Some(h) => op_body(f, p, h, lim, r, &x, fin)?,
             None => f.jmp(x.failed),
         }
     }
@@ -613,10 +679,9 @@ pub fn dispatch<B: Backend>(
         (x.failed, Status::ServerFailed),
     ] {
         f.label(l);
-        f.set(t, s as u64);
-        f.ret(t);
+        fin.finish(f, t, s as u64);
     }
-    Ok(f.end()?)
+    Ok(())
 }
 
 /// Where one handler argument comes from.
@@ -716,6 +781,7 @@ fn op_body<B: Backend>(
     lim: &Limits,
     r: &Regs,
     x: &Exits,
+    fin: Finish,
 ) -> Result<(), GenError> {
     // Scratch: three pool registers and the key's (dead after the jump).
     let (t, t2, t3, prev) = (r.pool[0], r.pool[1], r.pool[2], r.key);
@@ -774,7 +840,7 @@ fn op_body<B: Backend>(
             // `t` holds the offset, `t2` the length; `prev` is free now.
             let (dst, src, ok) = (pv(prev), pv(t3), u32v(t));
             f.add(src, r.area, pv(t));
-            f.ld_local(dst, r.ctx);
+            r.load_ctx(f, dst);
             f.ld(dst, dst, 0);
             f.add(dst, dst, pv(t));
             f.st_local(prev, ptr);
@@ -910,7 +976,7 @@ fn op_body<B: Backend>(
     let mut args = vec![Arg::Imm(Ty::P, h.ctx as i64)];
     if let Some(sb) = spill_base {
         let v = avail.first().copied().unwrap_or(t);
-        f.ld_local(sb, r.ctx);
+        r.load_ctx(f, sb);
         for (k, (ty, src)) in srcs.iter().enumerate().skip(in_regs) {
             arg_value(f, r, src, v);
             let off = (8 + 8 * (k - in_regs)) as i32;
@@ -970,8 +1036,7 @@ fn op_body<B: Backend>(
         f.ld_local(t2, o.off);
         f.st(u32v(t2), r.rec, foff);
     }
-    f.set(t, Status::Ok as u64 | u64::from(lay.size) << 16);
-    f.ret(t);
+    fin.finish(f, t, Status::Ok as u64 | u64::from(lay.size) << 16);
     Ok(())
 }
 
@@ -1019,7 +1084,7 @@ pub const ERR_STATUS: i64 = -0x1_0000;
 /// [`unmarshal`] keep their meaning. Native x86-64 only (the atomic
 /// exchange), which `Atomic::atomic_available` tells.
 pub fn shm_call<B: Backend>(f: &mut Func<B>, p: &OpPlan, lim: &Limits) -> vcode::Result<B::Code> {
-    use crate::rt::shm::{CLOSED, GenClient as G, REPLY, REPLY_CLOSED, REQUEST, WAITER};
+    use crate::rt::shm::{CLOSED, GenClient as G, REPLY, REQUEST};
     use vcode::ext::Atomic;
     const REC: i32 = 8;
     let ins: Vec<&ValuePlan> = p.in_record_order().filter(|v| v.dir != Dir::Out).collect();
@@ -1106,19 +1171,18 @@ pub fn shm_call<B: Backend>(f: &mut Func<B>, p: &OpPlan, lim: &Limits) -> vcode:
     );
     f.st(u32v(t), line, 4);
     // A channel closed, or closed after a reply this end has taken
-    // (`REPLY_CLOSED`), takes no more requests.
+    // (`REPLY_CLOSED`), takes no more requests: with the waiter bit off,
+    // IDLE, REQUEST and REPLY are below CLOSED, and any value with
+    // REPLY_CLOSED is above it (so is a value no side writes: the peer's
+    // garbage is taken for a close). One unsigned compare.
     f.ldu(t, line, 0);
-    f.and(t2, t, i64::from(REPLY_CLOSED));
-    f.bne(t2, 0, err_closed);
-    f.and(t, t, !i64::from(WAITER));
-    f.beq(t, i64::from(CLOSED), err_closed);
+    f.and(t, t, i64::from(!WAITER_BIT));
+    f.bge(t, i64::from(CLOSED), err_closed);
     f.set(t, u64::from(REQUEST));
     f.swap32(t, line, 0);
     let closed_race = f.genlabel();
-    f.and(t2, t, i64::from(REPLY_CLOSED));
-    f.bne(t2, 0, closed_race);
-    f.and(t2, t, !i64::from(WAITER));
-    f.beq(t2, i64::from(CLOSED), closed_race);
+    f.and(t2, t, i64::from(!WAITER_BIT));
+    f.bge(t2, i64::from(CLOSED), closed_race);
     // 3. Wait.
     let (slow, take) = (f.genlabel(), f.genlabel());
     f.rsh(t, t, 31);
@@ -1126,7 +1190,7 @@ pub fn shm_call<B: Backend>(f: &mut Func<B>, p: &OpPlan, lim: &Limits) -> vcode:
     f.ld(t2, ch, G::QUIET);
     f.beq(t2, 0, slow);
     f.ldu(t2, line, 0);
-    f.and(t2, t2, !i64::from(WAITER));
+    f.and(t2, t2, i64::from(!WAITER_BIT));
     f.beq(t2, i64::from(REPLY), take);
     f.label(slow);
     // `t` is 1 when the post found the server asleep, else 0.
@@ -1209,43 +1273,54 @@ pub const SERVE_BLOCK: i64 = 1;
 pub const SERVE_CLOSED: i64 = -1;
 
 /// Generates `shm_serve(ch: *mut GenServer, waited: u64) -> i64`, the
-/// server's dispatch-and-reply loop on an `rt::shm` channel around the
-/// generated `dispatch` at address `dispatch`:
+/// server's dispatch-and-reply loop on an `rt::shm` channel, with the
+/// dispatch of `plans` (as [`dispatch`] generates it, the handlers
+/// `handlers`) inlined into it: one function, one frame.
 ///
 /// 1. **take**: unless `waited` (the caller's out-of-line wait saw a
 ///    request), a request is taken only when the waiting rule is quiet
 ///    and the state says `REQUEST` at the first look; otherwise it returns
 ///    [`SERVE_BLOCK`]. A length over the message buffer is answered
 ///    `ShortMessage` (as `ServerEnd::wait` does);
-/// 2. **dispatch**: one call of the generated dispatch (every check of the
-///    plan, the handler called directly) on the record in place;
-/// 3. **reply**: its `status | len << 16` as the status and length words
-///    (one 32-bit store), then the state exchanged for `REPLY`; a client
-///    found asleep is woken, and a post the waiting rule must record is
-///    recorded, by the out-of-line [`gen_posted`](crate::rt::shm::gen_posted);
-///    a closed channel is [`SERVE_CLOSED`];
-/// 4. back to 1.
+/// 2. **dispatch**: the key's bound check and jump table, then the
+///    operation's checks (every check of the plan) and its handler,
+///    called directly, on the record in place, as [`dispatch`] does; each
+///    path ends with `status | len << 16` and goes to the reply;
+/// 3. **reply**: that value as the status and length words (one 32-bit
+///    store), then the state exchanged for `REPLY`; a client found asleep
+///    is woken, and a post the waiting rule must record is recorded, by
+///    the out-of-line [`gen_posted`](crate::rt::shm::gen_posted); a
+///    closed channel is [`SERVE_CLOSED`];
+/// 4. back to 1 (the quiet flag just read needs no second look).
 ///
 /// Native x86-64 only (the atomic exchange). The caller makes sure the
 /// channel's buffer holds every record of the interface.
-pub fn shm_serve<B: Backend>(f: &mut Func<B>, dispatch: usize) -> vcode::Result<B::Code> {
-    use crate::rt::shm::{CLOSED, GenServer as G, REPLY, REQUEST, WAITER};
+pub fn shm_serve<B: Backend>(
+    f: &mut Func<B>,
+    plans: &[OpPlan],
+    handlers: &[Option<HandlerRef>],
+    lim: &Limits,
+) -> Result<B::Code, GenError> {
+    use crate::rt::shm::{CLOSED, GenServer as G, REPLY, REQUEST};
     use vcode::ext::Atomic;
+    // The descriptor line relative to the record, which starts 8 bytes
+    // into it: the state word, the key or status, the length.
+    const STATE: i32 = -8;
+    const WORD: i32 = -4;
+    const LEN: i32 = -2;
     let a = f.lambda("%p%ul", Leaf::No)?;
     f.name("idl_shm_serve");
     let ch = keep(f, a.get::<P>(0)?)?;
     let waited = a.get::<UL>(1)?;
-    let line = f.getreg::<P>(Class::Persistent)?;
-    f.ld(line, ch, G::LINE);
-    let t = f.getreg::<UL>(Class::Temp)?;
-    let t2 = f.getreg::<UL>(Class::Temp)?;
-    let rec = f.getreg::<P>(Class::Temp)?;
-    let (area, alen, dctx) = (
-        f.getreg::<P>(Class::Temp)?,
-        f.getreg::<UL>(Class::Temp)?,
-        f.getreg::<P>(Class::Temp)?,
-    );
-    let (top, take, block, short, reply, posted) = (
+    // Persistent: the view, the record and the string area (the handlers
+    // are called with them live).
+    let rec = f.getreg::<P>(Class::Persistent)?;
+    f.ld(rec, ch, G::LINE);
+    f.add(rec, rec, 8);
+    let area = f.getreg::<P>(Class::Persistent)?;
+    f.ld(area, ch, G::AREA);
+    let (top, poll, take, block, short, reply, posted) = (
+        f.genlabel(),
         f.genlabel(),
         f.genlabel(),
         f.genlabel(),
@@ -1256,66 +1331,72 @@ pub fn shm_serve<B: Backend>(f: &mut Func<B>, dispatch: usize) -> vcode::Result<
     let (closed, closed_race) = (f.genlabel(), f.genlabel());
     f.bne(waited, 0, take);
     f.putreg(waited);
-    // 1. Take.
+    let key = f.getreg::<UL>(Class::Temp)?;
+    let len = f.getreg::<UL>(Class::Temp)?;
+    let alen = f.getreg::<UL>(Class::Temp)?;
+    let r = Regs {
+        key,
+        len,
+        alen,
+        rec,
+        area,
+        ctx: CtxAt::Field(ch, G::DCTX),
+        pool: dispatch_pool(f, plans, handlers)?,
+    };
+    let res = r.pool[0];
+    // 1. Take. The state word is a `u32` (zero-extended), so masking the
+    // waiter bit off is an `and` with an immediate.
     f.label(top);
-    f.ld(t, ch, G::QUIET);
-    f.beq(t, 0, block);
-    f.ldu(t, line, 0);
-    f.and(t, t, !i64::from(WAITER));
-    f.bne(t, i64::from(REQUEST), block);
+    f.ld(key, ch, G::QUIET);
+    f.beq(key, 0, block);
+    f.label(poll);
+    f.ldu(key, rec, STATE);
+    f.and(key, key, i64::from(!WAITER_BIT));
+    f.bne(key, i64::from(REQUEST), block);
     f.label(take);
-    f.ldus(t2, line, 6);
-    f.ld(t, ch, G::CAPACITY);
-    f.bgt(t2, t, short);
-    f.ldus(t, line, 4);
-    f.add(rec, line, 8);
-    f.ld(area, ch, G::AREA);
+    f.ldus(len, rec, LEN);
+    f.ld(alen, ch, G::CAPACITY);
+    f.bgt(len, alen, short);
+    f.ldus(key, rec, WORD);
     f.ld(alen, ch, G::AREA_LEN);
-    f.ld(dctx, ch, G::DCTX);
-    // 2. Dispatch.
-    let r = t.cast::<L>();
-    f.call(
-        r,
-        Callee::Native(dispatch),
-        &[
-            t.into(),
-            rec.into(),
-            t2.into(),
-            area.into(),
-            alen.into(),
-            dctx.into(),
-        ],
-    );
-    f.jmp(reply);
+    // 2. Dispatch, in line.
+    dispatch_body(f, plans, handlers, lim, &r, Finish::Jump(reply))?;
     f.label(short);
-    f.set(t, Status::ShortMessage as u64);
+    f.set(res, Status::ShortMessage as u64);
     // 3. Reply: status and length, then the state.
     f.label(reply);
-    f.st(u32v(t), line, 4);
-    f.ldu(t, line, 0);
-    f.and(t, t, !i64::from(WAITER));
+    let (t, t2) = (key, len);
+    f.st(u32v(res), rec, WORD);
+    f.ldu(t, rec, STATE);
+    f.and(t, t, i64::from(!WAITER_BIT));
     f.beq(t, i64::from(CLOSED), closed);
     f.set(t, u64::from(REPLY));
-    f.swap32(t, line, 0);
-    f.and(t2, t, !i64::from(WAITER));
+    f.swap32(t, rec, STATE);
+    f.and(t2, t, i64::from(!WAITER_BIT));
     f.beq(t2, i64::from(CLOSED), closed_race);
     f.rsh(t, t, 31);
     f.bne(t, 0, posted);
     f.ld(t2, ch, G::QUIET);
-    f.bne(t2, 0, top);
+    f.bne(t2, 0, poll);
     f.label(posted);
     // `t` is 1 when the client slept, else 0.
     let post = Callee::Native(crate::rt::shm::gen_posted as *const () as usize);
     f.callv(post, &[ch.into(), t.into()]);
     f.jmp(top);
     f.label(block);
-    f.set(r, SERVE_BLOCK);
-    f.ret(r);
+    let out = t.cast::<L>();
+    f.set(out, SERVE_BLOCK);
+    f.ret(out);
     f.label(closed_race);
     f.set(t, u64::from(CLOSED));
-    f.swap32(t, line, 0);
+    f.swap32(t, rec, STATE);
     f.label(closed);
-    f.set(r, SERVE_CLOSED);
-    f.ret(r);
-    f.end()
+    f.set(out, SERVE_CLOSED);
+    f.ret(out);
+    Ok(f.end()?)
 }
+
+/// The state word's waiter bit as a `u32`: the generated code loads the
+/// state zero-extended, so `!WAITER_BIT` (0x7fff_ffff) masks it off with
+/// an immediate (the 64-bit `!WAITER` would need a register).
+const WAITER_BIT: u32 = crate::rt::shm::WAITER;

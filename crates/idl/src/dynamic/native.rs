@@ -352,12 +352,6 @@ impl Dispatch {
         self.code.listing()
     }
 
-    /// The native entry point's address (`None` on the reference
-    /// backend), valid while this lives.
-    pub(crate) fn native_addr(&self) -> Option<usize> {
-        self.f.map(|f| f as usize)
-    }
-
     /// Wraps the reference backend's recording.
     pub(crate) fn reference(code: RefCode) -> Dispatch {
         Dispatch {
