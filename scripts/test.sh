@@ -28,6 +28,9 @@ export UNET_REQUIRE_XDP="${UNET_REQUIRE_XDP:-1}"
 export IDL_REQUIRE_GCC="${IDL_REQUIRE_GCC:-1}"
 # unet-capi's C example and header check compile C with cc; likewise.
 export UNET_CAPI_REQUIRE_CC="${UNET_CAPI_REQUIRE_CC:-1}"
+# The exact count of the idl stubs (dynamic against static over the same
+# shared-memory channel) runs under callgrind, which install-deps installs.
+export IDL_REQUIRE_VALGRIND="${IDL_REQUIRE_VALGRIND:-1}"
 # With the fastpath CLI's `bench` feature (its benchmark suites) and its
 # `aarch64` feature, which turns on vcode's `emu` for the whole build: the
 # aarch64 backend's tests under emulation (the regression table, 10,000
