@@ -41,7 +41,8 @@ pub struct CLoop {
 #[repr(C)]
 struct PfsImpl {
     pfs_open: unsafe extern "C" fn(*mut c_void, i32, i32, i32, i32, *mut i32, *mut i32) -> c_int,
-    pfs_write: unsafe extern "C" fn(*mut c_void, i32, *mut i32, i32, i32, *const i32, *mut i32) -> c_int,
+    pfs_write:
+        unsafe extern "C" fn(*mut c_void, i32, *mut i32, i32, i32, *const i32, *mut i32) -> c_int,
     pfs_get_direntries: unsafe extern "C" fn(
         *mut c_void,
         i32,
@@ -53,7 +54,8 @@ struct PfsImpl {
         *mut i32,
     ) -> c_int,
     null_call: unsafe extern "C" fn(*mut c_void) -> c_int,
-    read: unsafe extern "C" fn(*mut c_void, i32, i32, i32, *mut i32, *mut u8, u32, *mut i32) -> c_int,
+    read:
+        unsafe extern "C" fn(*mut c_void, i32, i32, i32, *mut i32, *mut u8, u32, *mut i32) -> c_int,
 }
 
 // The generated stubs (`src/idl/c/pfs_bench.h`) and the carrier
@@ -97,7 +99,12 @@ unsafe extern "C" {
         ret: *mut i32,
     ) -> c_int;
     fn idlb_c_loop_call(c: *mut IdlClient, key: u16, request_len: u32, reply_len: u32) -> c_int;
-    fn idlb_c_pfs_loop(impl_: *const PfsImpl, this: *mut c_void, capacity: u32, area: u32) -> *mut CLoop;
+    fn idlb_c_pfs_loop(
+        impl_: *const PfsImpl,
+        this: *mut c_void,
+        capacity: u32,
+        area: u32,
+    ) -> *mut CLoop;
     fn idlb_c_empty_loop(
         method: unsafe extern "C" fn(*mut c_void),
         this: *mut c_void,
@@ -168,8 +175,14 @@ unsafe extern "C" fn s_direntries(
     ret: *mut i32,
 ) -> c_int {
     // SAFETY: see `s_open`.
-    let (pfs, pos, ret, data_size) =
-        unsafe { (&mut *this.cast::<Pfs>(), &mut *pos, &mut *ret, &mut *data_size) };
+    let (pfs, pos, ret, data_size) = unsafe {
+        (
+            &mut *this.cast::<Pfs>(),
+            &mut *pos,
+            &mut *ret,
+            &mut *data_size,
+        )
+    };
     method(&mut || {
         let n = Pfs::direntries_len(count).min(cap as usize);
         // SAFETY: the room holds `cap >= n` elements.
@@ -346,7 +359,15 @@ impl PfsClient for CClient {
         let mut ret = 0;
         // SAFETY: the loop is live; `data` holds `n` elements.
         status(unsafe {
-            pfs_write(self.l.client(), handle, pos, len, n, data.as_ptr(), &mut ret)
+            pfs_write(
+                self.l.client(),
+                handle,
+                pos,
+                len,
+                n,
+                data.as_ptr(),
+                &mut ret,
+            )
         })?;
         Ok(ret)
     }
@@ -361,7 +382,15 @@ impl PfsClient for CClient {
         let (mut n, mut p, mut ret) = (0, std::ptr::null_mut(), 0);
         // SAFETY: the loop is live; the out pointers are ours.
         status(unsafe {
-            pfs_get_direntries(self.l.client(), handle, pos, count, &mut n, &mut p, &mut ret)
+            pfs_get_direntries(
+                self.l.client(),
+                handle,
+                pos,
+                count,
+                &mut n,
+                &mut p,
+                &mut ret,
+            )
         })?;
         // SAFETY: the stub returned `IDL_OK`: `p` holds `n` elements of
         // the string area, valid until the next call.
@@ -378,7 +407,17 @@ impl PfsClient for CClient {
     ) -> Result<i32, Error> {
         let (mut n, mut p, mut ret) = (0, std::ptr::null_mut(), 0);
         // SAFETY: as `pfs_get_direntries`.
-        status(unsafe { pfs_read(self.l.client(), handle, offset, count, &mut n, &mut p, &mut ret) })?;
+        status(unsafe {
+            pfs_read(
+                self.l.client(),
+                handle,
+                offset,
+                count,
+                &mut n,
+                &mut p,
+                &mut ret,
+            )
+        })?;
         // SAFETY: as `pfs_get_direntries`.
         unsafe { copy_out(p, n, data) };
         Ok(ret)
