@@ -12,6 +12,13 @@
 //! - `Recorder::op`: the server's method; it turns `a` and `b` into
 //!   [`Value`]s, draws new values for `b`, `c` and the result, and sends
 //!   both lists through the `seen` channel before it returns.
+//! - `refusal_op(t, rng, lim, c, k)`: draws `a` and `b` with strings and
+//!   sequences around the per-string limit `lim` and the counts of their
+//!   `size_is` lengths' types, calls the C client stub through `c` (the
+//!   stub's arguments as words: the values' addresses, copies of what it
+//!   may change) and then the Rust client stub, and returns both results
+//!   with the lengths and values sent (`crate::Refusal`), for the
+//!   differential test to hold against the plan.
 //!
 //! Values are compared as `Value` trees (integers, booleans, strings and
 //! lists), so nothing relies on the generated types deriving traits.
@@ -611,8 +618,13 @@ fn refusal_call(out: &mut String, f: &Iface, op: &Op) {
             if p.dir == Dir::In {
                 words.push(format!("{count} as u64"));
             } else {
-                let _ = writeln!(out, "    let mut {cn}: {lt} = {count} as {lt};");
-                words.push(format!("crate::addr(&mut {cn} as *mut {lt})"));
+                let init = if count == "0" {
+                    "0".to_string()
+                } else {
+                    format!("{count} as {lt}")
+                };
+                let _ = writeln!(out, "    let mut {cn}: {lt} = {init};");
+                words.push(format!("crate::addr_mut(&mut {cn})"));
             }
             continue;
         }
@@ -630,15 +642,15 @@ fn refusal_call(out: &mut String, f: &Iface, op: &Op) {
                     "    let mut cp_{nm}: u64 = crate::addr({cn}.as_ptr());"
                 );
                 let _ = writeln!(out, "    let mut cl_{nm}: u32 = {cn}.len() as u32;");
-                words.push(format!("crate::addr(&mut cp_{nm} as *mut u64)"));
-                words.push(format!("crate::addr(&mut cl_{nm} as *mut u32)"));
+                words.push(format!("crate::addr_mut(&mut cp_{nm})"));
+                words.push(format!("crate::addr_mut(&mut cl_{nm})"));
             }
             (Dir::Out, Ty::String | Ty::Seq(_)) => {
                 let _ = writeln!(out, "    let mut cp_{nm}: u64 = 0;");
-                words.push(format!("crate::addr(&mut cp_{nm} as *mut u64)"));
+                words.push(format!("crate::addr_mut(&mut cp_{nm})"));
                 if no_len {
                     let _ = writeln!(out, "    let mut cl_{nm}: u32 = 0;");
-                    words.push(format!("crate::addr(&mut cl_{nm} as *mut u32)"));
+                    words.push(format!("crate::addr_mut(&mut cl_{nm})"));
                 }
             }
             (Dir::In, Ty::Seq(_)) => {
@@ -653,11 +665,12 @@ fn refusal_call(out: &mut String, f: &Iface, op: &Op) {
                     "    let mut {cn}: Vec<{}> = {a}.clone();",
                     elem_ty(f, p)
                 );
-                words.push(format!("crate::addr({cn}.as_mut_ptr())"));
+                words.push(format!("crate::addr_mut({cn}.as_mut_ptr())"));
                 if no_len {
                     words.push(format!("{cn}.len() as u64"));
                 }
             }
+            (Dir::In, Ty::Int(Int::U64)) => words.push(a),
             (Dir::In, Ty::Int(_) | Ty::Bool) => words.push(format!("{a} as u64")),
             (Dir::In, _) => words.push(format!("crate::addr(&{a})")),
             (_, _) => {
@@ -666,7 +679,7 @@ fn refusal_call(out: &mut String, f: &Iface, op: &Op) {
                     "    let mut {cn}: {} = {a}.clone();",
                     rust_ty(f, &p.ty)
                 );
-                words.push(format!("crate::addr(&mut {cn})"));
+                words.push(format!("crate::addr_mut(&mut {cn})"));
             }
         }
     }
@@ -676,7 +689,7 @@ fn refusal_call(out: &mut String, f: &Iface, op: &Op) {
             "    let mut c_return: {} = crate::Arb::arb(rng);",
             rust_ty(f, rt)
         );
-        words.push("crate::addr(&mut c_return)".into());
+        words.push("crate::addr_mut(&mut c_return)".into());
     }
     let cond = if expressible.is_empty() {
         "true".to_string()

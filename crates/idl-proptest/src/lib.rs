@@ -622,8 +622,15 @@ pub fn c_string(rng: &mut Rng, s: &str) -> Vec<u8> {
     b
 }
 
-/// An address as a word of [`Refusal`]'s C arguments.
+/// An address as a word of [`Refusal`]'s C arguments: of a value the C
+/// stub reads.
 pub fn addr<T: ?Sized>(p: *const T) -> u64 {
+    p.cast::<u8>() as usize as u64
+}
+
+/// An address as a word of [`Refusal`]'s C arguments: of a value the C
+/// stub may write.
+pub fn addr_mut<T: ?Sized>(p: *mut T) -> u64 {
     p.cast::<u8>() as usize as u64
 }
 

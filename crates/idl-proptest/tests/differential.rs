@@ -1449,11 +1449,8 @@ fn refusals(
     let chp = ch.as_mut_ptr().cast::<c_void>();
     // SAFETY: zeroed room for the channel struct; the C run time owns the
     // fd from here (closed by unmap).
-    assert_eq!(
-        unsafe { map(chp, c_fd.into_raw_fd()) },
-        0,
-        "idl_channel_map"
-    );
+    let mapped = unsafe { map(chp, c_fd.into_raw_fd()) };
+    assert_eq!(mapped, 0, "idl_channel_map");
     let area = rust_c.area_len();
     let (rust_sent, c_sent, dyn_sent) = (
         Arc::new(AtomicUsize::new(0)),
