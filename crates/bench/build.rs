@@ -8,6 +8,16 @@
 //!
 //! The three compilers are system packages (protobuf-compiler, capnproto,
 //! flatbuffers-compiler) that `scripts/install-deps.sh` installs.
+//!
+//! It also compiles the C family of the suite's instruction counts into a
+//! static library `idlb_c` (the `cc` crate, with the system's C compiler):
+//! `src/idl/c/pfs_bench.c`, `idl::gen_c`'s stubs of `pfs_bench.idl` (kept
+//! current by a test, as `generated_pfs.rs` is), the C runtime
+//! `crates/idl/c/idl_rt.c`, and `src/idl/c/loop.c`, the loopback carrier.
+//! The stubs are compiled through `src/idl/c/pfs_bench_loop.c`, which
+//! defines `idl_client_call` as the carrier's `idlb_c_loop_call` before it
+//! includes them, so that a call runs the server's dispatch in place
+//! instead of posting and waiting on the channel.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -19,6 +29,7 @@ fn main() {
         println!("cargo:rerun-if-changed={}", dir.join(f).display());
     }
     println!("cargo:rerun-if-changed=build.rs");
+    compile_c_family();
 
     if let Err(e) = prost_build::Config::new().compile_protos(&[dir.join("pfs.proto")], &[dir]) {
         fail("protoc", "protobuf-compiler", &e.to_string());
@@ -47,6 +58,34 @@ fn main() {
             &String::from_utf8_lossy(&o.stderr),
         ),
         Err(e) => fail("flatc", "flatbuffers-compiler", &e.to_string()),
+    }
+}
+
+/// The static library `idlb_c`: the generated C stubs of `pfs_bench.idl`
+/// over the loopback carrier, and the C runtime.
+fn compile_c_family() {
+    let dir = Path::new("src/idl/c");
+    let rt = Path::new("../idl/c");
+    for f in [
+        dir.join("pfs_bench.h"),
+        dir.join("pfs_bench.c"),
+        dir.join("pfs_bench_loop.c"),
+        dir.join("loop.c"),
+        rt.join("idl_rt.h"),
+        rt.join("idl_rt.c"),
+    ] {
+        println!("cargo:rerun-if-changed={}", f.display());
+    }
+    let mut b = cc::Build::new();
+    b.std("c11")
+        .include(dir)
+        .include(rt)
+        .warnings_into_errors(true)
+        .file(rt.join("idl_rt.c"))
+        .file(dir.join("pfs_bench_loop.c"))
+        .file(dir.join("loop.c"));
+    if let Err(e) = b.try_compile("idlb_c") {
+        fail("cc", "gcc", &e.to_string());
     }
 }
 

@@ -105,7 +105,7 @@ fn main() {
         );
         let _ = writeln!(
             table,
-            "    Case {{ name: {name:?}, idl_path: {path:?}, drive: {name}::drive::<dyn ClientTransport>, serve: {name}::serve::<dyn ServerTransport>, serve_answers: {name}::serve_answers::<dyn ServerTransport> }},",
+            "    Case {{ name: {name:?}, idl_path: {path:?}, drive: {name}::drive::<dyn ClientTransport>, serve: {name}::serve::<dyn ServerTransport>, serve_answers: {name}::serve_answers::<dyn ServerTransport>, refusal: {name}::refusal::<dyn ClientTransport> }},",
             name = f.name,
             path = idl_path.display().to_string(),
         );

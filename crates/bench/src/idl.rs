@@ -6,7 +6,9 @@
 //!   over protobuf (prost), Cap'n Proto (capnp) and FlatBuffers, from the
 //!   schemas in `crates/bench/peers/idl/` (generated in `build.rs`);
 //! * [`hand`]: a hand-written minimal stub;
-//! * [`fastpath_family`]: fastpath's generated stubs (`idl::gen_rust`).
+//! * [`fastpath_family`]: fastpath's generated stubs (`idl::gen_rust`);
+//! * [`c_family`]: fastpath's generated C stubs (`idl::gen_c`), compiled
+//!   by `build.rs` (instruction counts only).
 //!
 //! [`count`] counts instructions with callgrind (Table 4); [`timing`]
 //! times round trips between two processes over `idl::rt::shm` and IOzone's
@@ -14,6 +16,7 @@
 //! with ratios (or `--json`); `cargo bench -p fastpath-bench --bench idl`
 //! is the criterion version.
 
+pub mod c_family;
 pub mod capnp_peer;
 pub mod count;
 pub mod fastpath_family;

@@ -12,6 +12,13 @@
 //! - `Recorder::op`: the server's method; it turns `a` and `b` into
 //!   [`Value`]s, draws new values for `b`, `c` and the result, and sends
 //!   both lists through the `seen` channel before it returns.
+//! - `refusal_op(t, rng, lim, c, k)`: draws `a` and `b` with strings and
+//!   sequences around the per-string limit `lim` and the counts of their
+//!   `size_is` lengths' types, calls the C client stub through `c` (the
+//!   stub's arguments as words: the values' addresses, copies of what it
+//!   may change) and then the Rust client stub, and returns both results
+//!   with the lengths and values sent (`crate::Refusal`), for the
+//!   differential test to hold against the plan.
 //!
 //! Values are compared as `Value` trees (integers, booleans, strings and
 //! lists), so nothing relies on the generated types deriving traits.
@@ -132,6 +139,10 @@ pub fn harness(f: &Iface) -> String {
         client_call(&mut out, f, op);
     }
     driver(&mut out, f);
+    for op in &f.ops {
+        refusal_call(&mut out, f, op);
+    }
+    refusal(&mut out, f);
     out
 }
 
@@ -513,5 +524,220 @@ fn driver(out: &mut String, f: &Iface) {
         out,
         "    {}::serve(&mut Recorder::new(seed, seen), t)\n}}",
         iface_path(f)
+    );
+}
+
+/// The C element type's Rust twin of a sequence or string parameter.
+fn elem_ty(f: &Iface, p: &Param) -> String {
+    match f.resolve(&p.ty) {
+        Ty::Seq(e) => rust_ty(f, e),
+        _ => "u8".into(),
+    }
+}
+
+/// `refusal_<op>`: one call of `op` with values around the per-string
+/// limit, through the C client stub (`c`) and then the Rust one (`t`),
+/// with the same values; the C stub gets copies of what it may change.
+///
+/// The C arguments follow the C stub's parameters (docs/idl.md,
+/// "Generated C"): every declared parameter in order, `size_is` lengths
+/// included; a string or sequence without `size_is` is a pointer and a
+/// `uint32_t` length (by value when in, and for an inout sequence;
+/// through a pointer otherwise); out strings and sequences come back as
+/// a pointer into the area; the return value through a last pointer.
+fn refusal_call(out: &mut String, f: &Iface, op: &Op) {
+    let _ = writeln!(
+        out,
+        "#[allow(unused_mut, unused_variables, clippy::clone_on_copy)]\n\
+         fn refusal_{}<T: idl::rt::ClientTransport + ?Sized>(t: &mut T, rng: &mut crate::Rng, lim: usize, c: &mut dyn FnMut(usize, &[u64]) -> i32, k: usize) -> crate::Refusal {{",
+        op.name
+    );
+    let _ = writeln!(out, "    let mut lens: Vec<(usize, usize)> = Vec::new();");
+    // The values, as the Rust stub takes them.
+    let mut call_args = Vec::new();
+    let mut expressible = Vec::new();
+    for (i, p) in valued(op) {
+        let a = arg(p);
+        let ty = rust_ty(f, &p.ty);
+        let indirect = is_indirect(f, p);
+        let value = match (p.dir, f.resolve(&p.ty)) {
+            (Dir::Out, Ty::String) => "String::new()".to_string(),
+            (Dir::Out, Ty::Seq(_)) => "Vec::new()".to_string(),
+            (Dir::Out, _) => "crate::Arb::arb(rng)".to_string(),
+            (_, Ty::String) => "crate::hostile_string(rng, lim)".to_string(),
+            (_, Ty::Seq(e)) => format!(
+                "crate::hostile_seq::<{}>(rng, lim, {})",
+                rust_ty(f, e),
+                match count_bound(op, p) {
+                    Some(m) => format!("Some({m})"),
+                    None => "None".into(),
+                }
+            ),
+            _ => "crate::Arb::arb(rng)".to_string(),
+        };
+        let _ = writeln!(out, "    let mut {a}: {ty} = {value};");
+        if p.dir != Dir::Out && indirect {
+            let _ = writeln!(out, "    lens.push(({i}, {a}.len()));");
+        }
+        if let (Some(m), Dir::In | Dir::InOut) = (count_bound(op, p), p.dir) {
+            expressible.push(format!("{a}.len() <= {m}"));
+        }
+        call_args.push(match (p.dir, indirect) {
+            (Dir::In, false) => a,
+            (Dir::In, true) => format!("&{a}"),
+            (_, _) => format!("&mut {a}"),
+        });
+    }
+    // What the Rust stub gets, in comparable form (for the dynamic client).
+    let sent: Vec<String> = valued(op)
+        .filter(|(_, p)| p.dir != Dir::Out)
+        .map(|(i, p)| format!("({i}, {}.value())", arg(p)))
+        .collect();
+    let _ = writeln!(
+        out,
+        "    let values: Vec<(usize, crate::Value)> = vec![{}];",
+        sent.join(", ")
+    );
+    // The C side's copies and the words.
+    let mut words = Vec::new();
+    for (i, p) in op.params.iter().enumerate() {
+        let a = arg(p);
+        let (cn, nm) = (format!("c_{}", p.name), &p.name);
+        if p.is_length {
+            let seq = op
+                .params
+                .iter()
+                .find(|q| q.size_is == Some(i))
+                .expect("a length has its sequence");
+            let count = if seq.dir == Dir::Out {
+                "0".to_string()
+            } else {
+                format!("{}.len()", arg(seq))
+            };
+            let lt = rust_ty(f, &p.ty);
+            if p.dir == Dir::In {
+                words.push(format!("{count} as u64"));
+            } else {
+                let init = if count == "0" {
+                    "0".to_string()
+                } else {
+                    format!("{count} as {lt}")
+                };
+                let _ = writeln!(out, "    let mut {cn}: {lt} = {init};");
+                words.push(format!("crate::addr_mut(&mut {cn})"));
+            }
+            continue;
+        }
+        let no_len = p.size_is.is_none();
+        match (p.dir, f.resolve(&p.ty)) {
+            (Dir::In, Ty::String) => {
+                let _ = writeln!(out, "    let {cn} = crate::c_string(rng, &{a});");
+                words.push(format!("crate::addr({cn}.as_ptr())"));
+                words.push(format!("{cn}.len() as u64"));
+            }
+            (Dir::InOut, Ty::String) => {
+                let _ = writeln!(out, "    let {cn} = crate::c_string(rng, &{a});");
+                let _ = writeln!(
+                    out,
+                    "    let mut cp_{nm}: u64 = crate::addr({cn}.as_ptr());"
+                );
+                let _ = writeln!(out, "    let mut cl_{nm}: u32 = {cn}.len() as u32;");
+                words.push(format!("crate::addr_mut(&mut cp_{nm})"));
+                words.push(format!("crate::addr_mut(&mut cl_{nm})"));
+            }
+            (Dir::Out, Ty::String | Ty::Seq(_)) => {
+                let _ = writeln!(out, "    let mut cp_{nm}: u64 = 0;");
+                words.push(format!("crate::addr_mut(&mut cp_{nm})"));
+                if no_len {
+                    let _ = writeln!(out, "    let mut cl_{nm}: u32 = 0;");
+                    words.push(format!("crate::addr_mut(&mut cl_{nm})"));
+                }
+            }
+            (Dir::In, Ty::Seq(_)) => {
+                words.push(format!("crate::addr({a}.as_ptr())"));
+                if no_len {
+                    words.push(format!("{a}.len() as u64"));
+                }
+            }
+            (Dir::InOut, Ty::Seq(_)) => {
+                let _ = writeln!(
+                    out,
+                    "    let mut {cn}: Vec<{}> = {a}.clone();",
+                    elem_ty(f, p)
+                );
+                words.push(format!("crate::addr_mut({cn}.as_mut_ptr())"));
+                if no_len {
+                    words.push(format!("{cn}.len() as u64"));
+                }
+            }
+            (Dir::In, Ty::Int(Int::U64)) => words.push(a),
+            (Dir::In, Ty::Int(_) | Ty::Bool) => words.push(format!("{a} as u64")),
+            (Dir::In, _) => words.push(format!("crate::addr(&{a})")),
+            (_, _) => {
+                let _ = writeln!(
+                    out,
+                    "    let mut {cn}: {} = {a}.clone();",
+                    rust_ty(f, &p.ty)
+                );
+                words.push(format!("crate::addr_mut(&mut {cn})"));
+            }
+        }
+    }
+    if let Some(rt) = &op.ret {
+        let _ = writeln!(
+            out,
+            "    let mut c_return: {} = crate::Arb::arb(rng);",
+            rust_ty(f, rt)
+        );
+        words.push("crate::addr_mut(&mut c_return)".into());
+    }
+    let cond = if expressible.is_empty() {
+        "true".to_string()
+    } else {
+        expressible.join(" && ")
+    };
+    let _ = writeln!(
+        out,
+        "    let c_status = ({cond}).then(|| c(k, &[{}]));",
+        words.join(", ")
+    );
+    let _ = writeln!(
+        out,
+        "    let rust = {}::{}(t, {}).map(|_| ());",
+        iface_path(f),
+        op.name,
+        call_args.join(", ")
+    );
+    let _ = writeln!(
+        out,
+        "    crate::Refusal {{ rust, c: c_status, lens, values }}\n}}\n"
+    );
+}
+
+/// `refusal`: [`refusal_call`] of operation `k`.
+fn refusal(out: &mut String, f: &Iface) {
+    let _ = writeln!(
+        out,
+        "/// One call of operation `k` of `{}` through the C client stub (`c`) and the\n\
+         /// Rust one (`t`) with the same values, around the per-string limit `lim`.",
+        f.name
+    );
+    let _ = writeln!(
+        out,
+        "pub fn refusal<T: idl::rt::ClientTransport + ?Sized>(t: &mut T, k: usize, rng: &mut crate::Rng, lim: usize, c: &mut dyn FnMut(usize, &[u64]) -> i32) -> crate::Refusal {{"
+    );
+    let _ = writeln!(out, "    match k {{");
+    for (k, op) in f.ops.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "        {k} => refusal_{}(t, rng, lim, c, {k}),",
+            op.name
+        );
+    }
+    let _ = writeln!(
+        out,
+        "        _ => panic!(\"{} has {} operations\"),\n    }}\n}}",
+        f.name,
+        f.ops.len()
     );
 }

@@ -545,6 +545,138 @@ pub type Drive = fn(
 pub type Serve =
     fn(&mut (dyn ServerTransport + 'static), u64, Sender<Seen>) -> Result<(), CallError>;
 
+// ---- refusals before sending (tests/differential.rs)
+
+/// What one call of [`Case::refusal`] did: the Rust client stub's
+/// result, the C client stub's status (`None` where the C API cannot
+/// express the values: a `size_is` sequence longer than its length's type
+/// counts), and the element count of each in and inout string and sequence
+/// (by parameter index), from which the test works out what the
+/// operation's plan says the clients must do.
+pub struct Refusal {
+    /// The Rust client stub's result.
+    pub rust: Result<(), CallError>,
+    /// The C client stub's status, if it was called.
+    pub c: Option<i32>,
+    /// `(parameter index, elements)` of each in and inout string and
+    /// sequence, in declaration order.
+    pub lens: Vec<(usize, usize)>,
+    /// `(parameter index, value)` of each in and inout parameter as the
+    /// Rust stub got it (`size_is` lengths left out), for a third client.
+    pub values: Vec<(usize, Value)>,
+}
+
+/// A harness's refusal probe: `(transport, operation, rng, lim, c)`; one
+/// call of the operation with values drawn from `rng` around the
+/// per-string limit `lim` (bytes): first through the C client stub by
+/// `c(operation, words)` (the stub's arguments after the channel, each an
+/// integer or an address, in its C order), then through the Rust client
+/// stub on the transport, with the same values.
+pub type RefusalProbe = fn(
+    &mut (dyn ClientTransport + 'static),
+    usize,
+    &mut Rng,
+    usize,
+    &mut dyn FnMut(usize, &[u64]) -> i32,
+) -> Refusal;
+
+/// A length in elements for an in or inout string or sequence of the
+/// refusal probe: short more than half the time, else up to the
+/// per-string limit (`max` elements fit it) or just over it, or, where a
+/// `size_is` length's type counts fewer (`bound`), around that bound.
+fn hostile_len(rng: &mut Rng, max: usize, bound: Option<u32>) -> usize {
+    match (rng.below(16), bound) {
+        (0..=8, _) => rng.below(9),
+        (12 | 13, Some(b)) if (b as usize) < max => b as usize - 1 + rng.below(3),
+        (9..=12, _) => max.saturating_sub(rng.below(3)),
+        _ => max + 1 + rng.below(3),
+    }
+}
+
+/// A string for the refusal probe: ASCII letters, its length by
+/// [`hostile_len`] around `lim` bytes.
+pub fn hostile_string(rng: &mut Rng, lim: usize) -> String {
+    let n = hostile_len(rng, lim, None);
+    (0..n)
+        .map(|_| char::from(b'a' + rng.below(26) as u8))
+        .collect()
+}
+
+/// A sequence for the refusal probe: its length by [`hostile_len`] around
+/// `lim` bytes and the count `bound` of its `size_is` length's type.
+pub fn hostile_seq<T: Arb>(rng: &mut Rng, lim: usize, bound: Option<u32>) -> Vec<T> {
+    let n = hostile_len(rng, elems::<T>(lim), bound);
+    (0..n).map(|_| T::arb(rng)).collect()
+}
+
+/// The bytes the C client sends for the string `s`: the same bytes, but
+/// now and then one made 0xff, so that they are not UTF-8 (which the C
+/// API carries and Rust's `&str` cannot; the client checks no UTF-8, so
+/// whether it sends must not change).
+pub fn c_string(rng: &mut Rng, s: &str) -> Vec<u8> {
+    let mut b = s.as_bytes().to_vec();
+    if !b.is_empty() && rng.chance(12) {
+        let at = rng.below(b.len());
+        b[at] = 0xff;
+    }
+    b
+}
+
+/// An address as a word of [`Refusal`]'s C arguments: of a value the C
+/// stub reads.
+pub fn addr<T: ?Sized>(p: *const T) -> u64 {
+    p.cast::<u8>() as usize as u64
+}
+
+/// An address as a word of [`Refusal`]'s C arguments: of a value the C
+/// stub may write.
+pub fn addr_mut<T: ?Sized>(p: *mut T) -> u64 {
+    p.cast::<u8>() as usize as u64
+}
+
+/// A server transport that counts the requests it hands to its server:
+/// how the refusal probe tells a call the client sent from one it refused.
+pub struct Counting<T> {
+    /// The transport.
+    pub inner: T,
+    /// Requests received so far.
+    pub received: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+// SAFETY: every method but `wait`'s count is the inner transport's, so
+// its guarantees are the inner transport's.
+unsafe impl<T: ServerTransport> ServerTransport for Counting<T> {
+    fn wait(&mut self) -> Result<(u16, usize), CallError> {
+        let r = self.inner.wait()?;
+        self.received
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(r)
+    }
+    fn buf(&mut self) -> std::ptr::NonNull<u8> {
+        self.inner.buf()
+    }
+    fn capacity(&self) -> usize {
+        self.inner.capacity()
+    }
+    fn area(&mut self) -> (std::ptr::NonNull<u8>, usize) {
+        self.inner.area()
+    }
+    fn scratch(&mut self) -> std::ptr::NonNull<u8> {
+        self.inner.scratch()
+    }
+    fn max_string_bytes(&self) -> u32 {
+        self.inner.max_string_bytes()
+    }
+    fn reply(
+        &mut self,
+        status: idl::rt::Status,
+        len: usize,
+        strings: std::ops::Range<u32>,
+    ) -> Result<(), CallError> {
+        self.inner.reply(status, len, strings)
+    }
+}
+
 /// One random interface: its IDL and its harness's entry points.
 pub struct Case {
     /// The interface's name (and the IDL file's stem).
@@ -560,6 +692,9 @@ pub struct Case {
     /// Serves the interface answering by the [`Answers`] rule (the
     /// differential test's Rust server).
     pub serve_answers: ServeAnswers,
+    /// One call through the C and the Rust client stubs with the same
+    /// values (the differential test's refusals).
+    pub refusal: RefusalProbe,
 }
 
 include!(concat!(env!("OUT_DIR"), "/cases.rs"));

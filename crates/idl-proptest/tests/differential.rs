@@ -1,4 +1,5 @@
-//! The three servers of one interface answer the same requests alike:
+//! The three servers of one interface answer the same requests alike, and
+//! the Rust and C clients refuse the same calls before sending:
 //! the generated Rust server (the build's harness), the dynamic server
 //! (`idl::dynamic`, loaded from the same IDL text at run time) and the
 //! generated C server (`idl::gen_c`, compiled with gcc into a shared
@@ -24,9 +25,31 @@
 //! value: every inout and out value and the return value, read from the
 //! reply record and the string area, compared field by field.
 //!
+//! The clients refuse alike too: for each random interface, random calls
+//! go through the generated C client stub (driven by a C harness the test
+//! generates, `idlh_call`, compiled into the same library), the generated
+//! Rust client stub with the same values (the build's harness,
+//! `refusal`: the C stub gets the Rust values' addresses, and copies of
+//! what it may change) and the dynamic client (`DynClient::call`, the same
+//! values as `idl::dynamic::Value`s), each over its own channel to a Rust
+//! server that counts what it receives, on a channel with small limits (1,536 bytes
+//! per string, 3 strings per message, a 4 KiB string area). Strings and
+//! sequences are drawn around the per-string limit and, for a `size_is`
+//! length's type that counts fewer elements, around that count; the C
+//! client's in strings are now and then not UTF-8 (its API carries them;
+//! the Rust one's cannot). Each call must be sent, or refused before
+//! sending, as the operation's plan says (its client checks, then the
+//! transport's limits in record order), by all three clients, with the
+//! matching error (`CallError::CountTooLarge`, `StringTooLong`,
+//! `TooManyStrings`, `AreaFull`; C's `IDL_E_LIMIT`). A `size_is` sequence
+//! longer than its length's type counts cannot be passed to the C stub
+//! (the count is that type); those calls go to the other two only.
+//! Booleans out of range reach neither typed client (`bool` in both).
+//!
 //! Environment: `IDL_PROPTEST_RUN_SEED` (the requests),
-//! `IDL_DIFF_REQUESTS` (per interface, 150 by default), `IDL_PROPTEST_ONLY`
-//! (one interface by name). Without gcc the C server is left out, unless
+//! `IDL_DIFF_REQUESTS` (per interface, 150 by default),
+//! `IDL_REFUSAL_CALLS` (per interface, 60 by default), `IDL_PROPTEST_ONLY`
+//! (one interface by name). Without gcc the C server and client are left out, unless
 //! `IDL_REQUIRE_GCC=1`. The dynamic server covers every interface whose
 //! handlers a call can reach (`idl::dynamic::GenError::TooManyArgs`
 //! otherwise: past 31 arguments, which no random interface has); the test
@@ -45,6 +68,7 @@ use std::sync::atomic::Ordering;
 
 const DEFAULT_RUN_SEED: u64 = 0xd1ff_5eed;
 const DEFAULT_REQUESTS: usize = 150;
+const DEFAULT_REFUSAL_CALLS: usize = 60;
 
 fn env_u64(name: &str) -> Option<u64> {
     let v = std::env::var(name).ok()?;
@@ -760,12 +784,15 @@ impl Drop for TempDir {
     }
 }
 
-/// Compiles `case`'s C server into a shared library in `dir`.
+/// Compiles `case`'s generated C stubs, the C run time and the C client
+/// harness ([`c_client_harness`]) into a shared library in `dir`.
 fn c_library(dir: &Path, case: &Case, text: &str) -> PathBuf {
     let idl = idl::parse(text).expect("a random IDL the build compiled");
     let (h, c) = idl::gen_c::generate(&idl, case.name);
     std::fs::write(dir.join(format!("{}.h", case.name)), h).expect("write");
     std::fs::write(dir.join(format!("{}.c", case.name)), c).expect("write");
+    let harness = dir.join(format!("{}_client.c", case.name));
+    std::fs::write(&harness, c_client_harness(&idl, case.name)).expect("write");
     let rt = Path::new(env!("CARGO_MANIFEST_DIR")).join("../idl/c");
     let lib = dir.join(format!("lib{}.so", case.name));
     let out = Command::new("gcc")
@@ -776,6 +803,7 @@ fn c_library(dir: &Path, case: &Case, text: &str) -> PathBuf {
         .arg("-I")
         .arg(dir)
         .arg(dir.join(format!("{}.c", case.name)))
+        .arg(&harness)
         .arg(rt.join("idl_rt.c"))
         .arg("-o")
         .arg(&lib)
@@ -788,6 +816,43 @@ fn c_library(dir: &Path, case: &Case, text: &str) -> PathBuf {
         String::from_utf8_lossy(&out.stderr)
     );
     lib
+}
+
+/// The C libraries of every case, built once for both tests (gcc is the
+/// slow part) and each loaded once for the process's life, so that their
+/// directory can go at once: a later `dlopen` of the same path finds the
+/// loaded library by its name. `None` without gcc.
+fn c_libraries() -> Option<&'static Vec<PathBuf>> {
+    static LIBS: std::sync::OnceLock<Option<Vec<PathBuf>>> = std::sync::OnceLock::new();
+    LIBS.get_or_init(|| {
+        if !have_gcc() {
+            return None;
+        }
+        let dir =
+            TempDir(std::env::temp_dir().join(format!("idl-differential-{}", std::process::id())));
+        std::fs::create_dir_all(&dir.0).expect("create the temp dir");
+        let only = std::env::var("IDL_PROPTEST_ONLY").ok();
+        let libs = CASES
+            .iter()
+            .map(|case| {
+                if only.as_deref().is_some_and(|o| o != case.name) {
+                    return PathBuf::new();
+                }
+                let text = std::fs::read_to_string(case.idl_path).expect("the build's IDL file");
+                let lib = c_library(&dir.0, case, &text);
+                let path = CString::new(lib.as_os_str().as_encoded_bytes()).expect("a path");
+                // SAFETY: a library gcc just built from the generated C, the
+                // harness and the C run time; no initializers. It stays
+                // loaded (the handle is never closed).
+                let handle =
+                    unsafe { libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+                assert!(!handle.is_null(), "dlopen {}", lib.display());
+                lib
+            })
+            .collect();
+        Some(libs)
+    })
+    .as_ref()
 }
 
 /// A C server library loaded into this process: its channel functions and
@@ -1044,10 +1109,8 @@ fn rust_c_and_dynamic_servers_answer_the_same_requests_alike() {
     let seed = env_u64("IDL_PROPTEST_RUN_SEED").unwrap_or(DEFAULT_RUN_SEED);
     let requests = env_u64("IDL_DIFF_REQUESTS").map_or(DEFAULT_REQUESTS, |n| n as usize);
     let only = std::env::var("IDL_PROPTEST_ONLY").ok();
-    let gcc = have_gcc();
-    let dir =
-        TempDir(std::env::temp_dir().join(format!("idl-differential-{}", std::process::id())));
-    std::fs::create_dir_all(&dir.0).expect("create the temp dir");
+    let libs = c_libraries();
+    let gcc = libs.is_some();
     let mut failures = Vec::new();
     let mut ran = 0;
     let mut dynamic = 0;
@@ -1058,8 +1121,7 @@ fn rust_c_and_dynamic_servers_answer_the_same_requests_alike() {
             continue;
         }
         ran += 1;
-        let text = std::fs::read_to_string(case.idl_path).expect("the build's IDL file");
-        let lib = gcc.then(|| c_library(&dir.0, case, &text));
+        let lib = libs.map(|l| l[i].clone());
         let mut r = Rng::fork(seed, i as u64);
         let run = differ(case, r.next_u64(), requests, lib.as_deref(), &mut tally);
         dynamic += usize::from(run.dynamic);
@@ -1085,6 +1147,490 @@ fn rust_c_and_dynamic_servers_answer_the_same_requests_alike() {
     assert!(
         failures.is_empty(),
         "the servers disagree (IDL_PROPTEST_RUN_SEED={seed:#x}):\n{}",
+        failures.join("\n")
+    );
+}
+
+// ---- refusals before sending: the Rust and the C client stubs
+
+/// Whether each argument of operation `op`'s C client stub after the
+/// channel is an address (`true`) or an integer (docs/idl.md, "Generated
+/// C"): declared parameters in order, `size_is` lengths included; a
+/// string or sequence without `size_is` takes a `uint32_t` length after
+/// its pointer, by value when in and for an inout sequence, else through
+/// a pointer; the return value through a last pointer.
+fn c_client_args(op: &idl::model::Op) -> Vec<bool> {
+    let mut out = Vec::new();
+    for p in &op.params {
+        match (&p.ty, p.dir) {
+            (Type::Prim(_), d) => out.push(d != Dir::In),
+            (Type::Struct(_) | Type::Array(..), _) => out.push(true),
+            (ty, d) => {
+                out.push(true);
+                if p.size_is.is_none() {
+                    out.push(match d {
+                        Dir::In => false,
+                        Dir::InOut => *ty == Type::String,
+                        Dir::Out => true,
+                    });
+                }
+            }
+        }
+    }
+    if op.ret.is_some() {
+        out.push(true);
+    }
+    out
+}
+
+/// The C client harness of an interface: `idlh_call(c, k, a)` calls
+/// operation `k`'s generated client stub on the channel `c` with the
+/// words `a` as its arguments ([`c_client_args`]: an integer converted to
+/// the parameter's type, an address as a `void *`, which C converts to
+/// the parameter's pointer type), and returns the stub's status.
+fn c_client_harness(idl: &idl::model::Idl, stem: &str) -> String {
+    let iface = &idl.interfaces[0];
+    let mut c = format!(
+        "/* The C client harness of {stem}: generated by tests/differential.rs. */\n\
+         #include \"{stem}.h\"\n\n\
+         int idlh_call(idl_client *c, int k, const uint64_t *a);\n\n\
+         int idlh_call(idl_client *c, int k, const uint64_t *a)\n{{\n    switch (k) {{\n"
+    );
+    for (k, op) in iface.ops.iter().enumerate() {
+        // The C stub's name (idl::gen_c): the interface's name and `_`
+        // before the operation's, unless the operation's starts with them.
+        let prefix = format!("{}_", iface.name);
+        let name = if op.name.starts_with(&prefix) {
+            op.name.clone()
+        } else {
+            format!("{prefix}{}", op.name)
+        };
+        let args: Vec<String> = c_client_args(op)
+            .iter()
+            .enumerate()
+            .map(|(i, &ptr)| {
+                if ptr {
+                    format!("(void *)(uintptr_t)a[{i}]")
+                } else {
+                    format!("a[{i}]")
+                }
+            })
+            .collect();
+        let mut call = vec!["c".to_string()];
+        call.extend(args);
+        c.push_str(&format!(
+            "    case {k}:\n        return {name}({});\n",
+            call.join(", ")
+        ));
+    }
+    c.push_str("    default:\n        return -1;\n    }\n}\n");
+    c
+}
+
+/// What an operation's plan says a client does with the values of one
+/// call: send it, or refuse it before sending for the first check that
+/// fails, in record order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Expect {
+    /// Every check passes: the request goes to the server.
+    Send,
+    /// A `size_is` sequence longer than its length's type counts
+    /// (`CallError::CountTooLarge`).
+    Count,
+    /// A string or sequence over the per-string limit
+    /// (`CallError::StringTooLong`).
+    TooLong,
+    /// More strings than the message may carry (`CallError::TooManyStrings`).
+    TooMany,
+    /// The string area has no room (`CallError::AreaFull`).
+    AreaFull,
+}
+
+impl std::fmt::Display for Expect {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Expect::Send => "sent",
+            Expect::Count => "refused: count over its length's type",
+            Expect::TooLong => "refused: over the per-string limit",
+            Expect::TooMany => "refused: too many strings",
+            Expect::AreaFull => "refused: string area full",
+        })
+    }
+}
+
+/// What the plan `p` expects of a call whose in and inout strings and
+/// sequences have `lens` elements, on a channel of `limits` and an
+/// `area`-byte string area: the client's checks ([`OpPlan::client_checks`])
+/// and the transport's `put` of each in record order.
+fn expect(p: &OpPlan, lens: &[(usize, usize)], limits: &idl::Limits, area: usize) -> Expect {
+    let (mut used, mut strings) = (0usize, 0u32);
+    for &i in &p.request {
+        let (esize, ealign) = match p.values[i].repr {
+            Repr::Str => (1, 1),
+            Repr::Seq { esize, ealign } => (esize as usize, ealign as usize),
+            _ => continue,
+        };
+        let n = lens
+            .iter()
+            .find(|(j, _)| *j == i)
+            .map(|&(_, n)| n)
+            .expect("the probe reports every in string and sequence");
+        if OpPlan::count(&p.client_checks, i).is_some_and(|max| n > max as usize) {
+            return Expect::Count;
+        }
+        let bytes = n * esize;
+        if bytes > limits.max_string_bytes as usize {
+            return Expect::TooLong;
+        }
+        if strings >= limits.max_strings {
+            return Expect::TooMany;
+        }
+        let at = used.next_multiple_of(ealign.max(1));
+        if at > area || bytes > area - at {
+            return Expect::AreaFull;
+        }
+        used = at + bytes;
+        strings += 1;
+    }
+    Expect::Send
+}
+
+/// The dynamic client's form of `v`, a value of type `ty`.
+fn to_dyn(structs: &[StructDef], ty: &Type, v: &Value) -> idl::dynamic::Value {
+    use idl::dynamic::{Seq, Value as D};
+    let int = |v: &Value| match v {
+        Value::Int(x) => *x,
+        _ => panic!("an integer's value"),
+    };
+    let list = |v: &Value| match v {
+        Value::List(xs) => xs.clone(),
+        _ => panic!("a list's value"),
+    };
+    match (ty, v) {
+        (Type::Prim(Prim::Bool), Value::Bool(b)) => D::Bool(*b),
+        (Type::Prim(p), v) => {
+            let x = int(v);
+            match p {
+                Prim::I8 => D::I8(x as i8),
+                Prim::U8 => D::U8(x as u8),
+                Prim::Char => D::Char(x as u8),
+                Prim::I16 => D::I16(x as i16),
+                Prim::U16 => D::U16(x as u16),
+                Prim::I32 => D::I32(x as i32),
+                Prim::U32 => D::U32(x as u32),
+                Prim::I64 => D::I64(x as i64),
+                Prim::U64 => D::U64(x as u64),
+                Prim::Bool => panic!("a boolean's value"),
+            }
+        }
+        (Type::String, Value::Str(s)) => D::Str(s.clone()),
+        (Type::Sequence(e) | Type::Array(e, _), v) => {
+            let xs = list(v);
+            D::Seq(match &**e {
+                Type::Prim(Prim::I8) => Seq::I8(xs.iter().map(|x| int(x) as i8).collect()),
+                Type::Prim(Prim::U8 | Prim::Char) => {
+                    Seq::U8(xs.iter().map(|x| int(x) as u8).collect())
+                }
+                Type::Prim(Prim::I16) => Seq::I16(xs.iter().map(|x| int(x) as i16).collect()),
+                Type::Prim(Prim::U16) => Seq::U16(xs.iter().map(|x| int(x) as u16).collect()),
+                Type::Prim(Prim::I32) => Seq::I32(xs.iter().map(|x| int(x) as i32).collect()),
+                Type::Prim(Prim::U32) => Seq::U32(xs.iter().map(|x| int(x) as u32).collect()),
+                Type::Prim(Prim::I64) => Seq::I64(xs.iter().map(|x| int(x) as i64).collect()),
+                Type::Prim(Prim::U64) => Seq::U64(xs.iter().map(|x| int(x) as u64).collect()),
+                e => Seq::Values(xs.iter().map(|x| to_dyn(structs, e, x)).collect()),
+            })
+        }
+        (Type::Struct(id), v) => D::Struct(
+            structs[*id]
+                .fields
+                .iter()
+                .zip(list(v))
+                .map(|((_, fty), x)| to_dyn(structs, fty, &x))
+                .collect(),
+        ),
+        (ty, v) => panic!("a value {v:?} of no form of {ty:?}"),
+    }
+}
+
+/// What a Rust client stub's error says it refused, if it refused.
+fn rust_refusal(e: &CallError) -> Option<Expect> {
+    match e {
+        CallError::CountTooLarge { .. } => Some(Expect::Count),
+        CallError::StringTooLong { .. } => Some(Expect::TooLong),
+        CallError::TooManyStrings { .. } => Some(Expect::TooMany),
+        CallError::AreaFull { .. } => Some(Expect::AreaFull),
+        _ => None,
+    }
+}
+
+/// The C run time's status for a request over a limit (idl_rt.h).
+const IDL_E_LIMIT: i32 = 257;
+
+/// The limits of the refusal channels: small, so that strings over the
+/// per-string limit, a full area and too many strings are cheap to reach.
+fn refusal_config() -> shm::Config {
+    shm::Config {
+        area: 4096,
+        limits: idl::Limits {
+            max_strings: 3,
+            max_string_bytes: 1536,
+            ..idl::Limits::default()
+        },
+        ..shm::Config::default()
+    }
+}
+
+/// Runs `calls` probes of `case` (C library `lib`): each call's values
+/// through the C and the Rust client stubs; returns the disagreements
+/// with the plan (one line each) and tallies the expectations met.
+fn refusals(
+    case: &Case,
+    seed: u64,
+    calls: usize,
+    lib: &Path,
+    tally: &mut std::collections::BTreeMap<String, usize>,
+) -> Vec<String> {
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicUsize;
+
+    let text = std::fs::read_to_string(case.idl_path).expect("the build's IDL file");
+    let idl = idl::parse(&text).expect("a random IDL the build compiled");
+    let iface = &idl.interfaces[0];
+    let plans: Vec<OpPlan> = iface
+        .ops
+        .iter()
+        .map(|op| plan(&idl.structs, op).expect("a checked operation plans"))
+        .collect();
+    let arity: Vec<usize> = iface.ops.iter().map(|op| c_client_args(op).len()).collect();
+
+    let path = CString::new(lib.as_os_str().as_encoded_bytes()).expect("a path");
+    // SAFETY: the library `c_libraries` built and keeps loaded.
+    let handle = unsafe { libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+    assert!(!handle.is_null(), "dlopen {}", lib.display());
+    let sym = |name: &str| {
+        let n = CString::new(name).expect("a name");
+        // SAFETY: a symbol of the open library.
+        let f = unsafe { libc::dlsym(handle, n.as_ptr()) };
+        assert!(!f.is_null(), "{}: no symbol {name}", lib.display());
+        f
+    };
+    // SAFETY: the run time's and the harness's signatures (idl_rt.h;
+    // `c_client_harness`).
+    let (map, unmap, call) = unsafe {
+        (
+            std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut c_void, c_int) -> c_int>(
+                sym("idl_channel_map"),
+            ),
+            std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut c_void)>(sym(
+                "idl_channel_unmap",
+            )),
+            std::mem::transmute::<
+                *mut c_void,
+                unsafe extern "C" fn(*mut c_void, c_int, *const u64) -> c_int,
+            >(sym("idlh_call")),
+        )
+    };
+
+    let config = refusal_config();
+    let dynamic = idl::dynamic::Interface::from_idl(
+        &idl,
+        &iface.name,
+        config.limits,
+        idl::dynamic::Engine::Native,
+    )
+    .expect("the dynamic stubs load");
+    let mut dyn_client = dynamic.client();
+    let (mut dyn_c, dyn_s) = shm::pair(&config).expect("a channel");
+    let (mut rust_c, rust_s) = shm::pair(&config).expect("a channel");
+    let c_fd = shm::create(&config).expect("a channel");
+    let c_s = shm::ServerEnd::from_fd(c_fd.try_clone().expect("dup")).expect("a server end");
+    // Room for an `idl_channel` (a few pointers and words), aligned.
+    let mut ch = vec![0u64; 64];
+    let chp = ch.as_mut_ptr().cast::<c_void>();
+    // SAFETY: zeroed room for the channel struct; the C run time owns the
+    // fd from here (closed by unmap).
+    let mapped = unsafe { map(chp, c_fd.into_raw_fd()) };
+    assert_eq!(mapped, 0, "idl_channel_map");
+    let area = rust_c.area_len();
+    let (rust_sent, c_sent, dyn_sent) = (
+        Arc::new(AtomicUsize::new(0)),
+        Arc::new(AtomicUsize::new(0)),
+        Arc::new(AtomicUsize::new(0)),
+    );
+    let mut out = Vec::new();
+    std::thread::scope(|sc| {
+        let mut rs = idl_proptest::Counting {
+            inner: rust_s,
+            received: rust_sent.clone(),
+        };
+        let mut cs = idl_proptest::Counting {
+            inner: c_s,
+            received: c_sent.clone(),
+        };
+        let mut ds = idl_proptest::Counting {
+            inner: dyn_s,
+            received: dyn_sent.clone(),
+        };
+        let rt = sc.spawn(move || (case.serve_answers)(&mut rs));
+        let ct = sc.spawn(move || (case.serve_answers)(&mut cs));
+        let dt = sc.spawn(move || (case.serve_answers)(&mut ds));
+        let mut rng = Rng::new(seed);
+        for n in 0..calls {
+            // (The servers' answers do not matter here, so the request
+            // number they draw them from, which the other test sets, is
+            // left alone.)
+            let k = rng.below(plans.len());
+            let before = (
+                rust_sent.load(Ordering::SeqCst),
+                c_sent.load(Ordering::SeqCst),
+                dyn_sent.load(Ordering::SeqCst),
+            );
+            let mut words_ok = true;
+            let mut c_call = |k: usize, words: &[u64]| {
+                words_ok = words.len() == arity[k];
+                if !words_ok {
+                    return -1;
+                }
+                // SAFETY: the words are the C stub's arguments in its order
+                // (checked: as many), addresses of live values of the C
+                // types' layouts (the probe's); the channel is mapped.
+                unsafe { call(chp, k as c_int, words.as_ptr()) }
+            };
+            let mut probe_rng = Rng::fork(seed, n as u64);
+            let r = (case.refusal)(&mut rust_c, k, &mut probe_rng, 1536, &mut c_call);
+            assert!(
+                words_ok,
+                "{}: the probe passes another number of arguments than the C stub of `{}` takes",
+                case.name, iface.ops[k].name
+            );
+            // The dynamic client, with the values the Rust stub got (its
+            // `Value`s carry what Rust's types carry).
+            let op_model = &iface.ops[k];
+            let mut args: Vec<idl::dynamic::Value> = op_model
+                .params
+                .iter()
+                .enumerate()
+                .filter(|(_, p)| p.length_of.is_none())
+                .map(|(i, p)| match r.values.iter().find(|(j, _)| *j == i) {
+                    Some((_, v)) => to_dyn(&idl.structs, &p.ty, v),
+                    None => idl::dynamic::Value::Void,
+                })
+                .collect();
+            let dyn_r = dyn_client.call(&mut dyn_c, k, &mut args);
+            let want = expect(&plans[k], &r.lens, &config.limits, area);
+            let sent = (
+                rust_sent.load(Ordering::SeqCst) > before.0,
+                c_sent.load(Ordering::SeqCst) > before.1,
+                dyn_sent.load(Ordering::SeqCst) > before.2,
+            );
+            let dyn_outcome = match &dyn_r {
+                _ if sent.2 => Some(Expect::Send),
+                Err(idl::dynamic::CallError::Transport(e)) => rust_refusal(e),
+                _ => None,
+            };
+            if dyn_outcome != Some(want) {
+                let how = match &dyn_r {
+                    Ok(_) => "ok".to_string(),
+                    Err(e) => e.to_string(),
+                };
+                out.push(format!(
+                    "call {n}, `{}` ({:?} elements): the plan says {want}; the dynamic client {} ({how})",
+                    op_model.name,
+                    r.lens,
+                    if sent.2 { "sent it" } else { "did not send it" },
+                ));
+            }
+            // Sent, or refused for a reason its error names; `None`
+            // (neither) is always a disagreement.
+            let rust = match &r.rust {
+                _ if sent.0 => Some(Expect::Send),
+                Err(e) => rust_refusal(e),
+                Ok(()) => None,
+            };
+            let op = &iface.ops[k].name;
+            if rust != Some(want) {
+                let how = match &r.rust {
+                    Ok(()) => "ok".to_string(),
+                    Err(e) => e.to_string(),
+                };
+                out.push(format!(
+                    "call {n}, `{op}` ({:?} elements): the plan says {want}; the Rust client {} ({how})",
+                    r.lens,
+                    if sent.0 { "sent it" } else { "did not send it" },
+                ));
+            }
+            match r.c {
+                None => *tally.entry("C: not expressible".into()).or_default() += 1,
+                Some(st) => {
+                    let refused = !sent.1 && st == IDL_E_LIMIT;
+                    if refused != (want != Expect::Send) || sent.1 == refused {
+                        out.push(format!(
+                            "call {n}, `{op}` ({:?} elements): the plan says {want}; the C client {} (status {st})",
+                            r.lens,
+                            if sent.1 { "sent it" } else { "did not send it" },
+                        ));
+                    }
+                }
+            }
+            *tally.entry(want.to_string()).or_default() += 1;
+        }
+        drop(rust_c);
+        drop(dyn_c);
+        // SAFETY: the channel mapped above; closing it ends the server.
+        unsafe { unmap(chp) };
+        dt.join()
+            .expect("the dynamic client's server thread")
+            .expect("it ends cleanly");
+        rt.join()
+            .expect("the Rust client's server thread")
+            .expect("it ends cleanly");
+        ct.join()
+            .expect("the C client's server thread")
+            .expect("it ends cleanly");
+    });
+    // SAFETY: opened above; `c_libraries` keeps its own handle.
+    unsafe { libc::dlclose(handle) };
+    out
+}
+
+#[test]
+fn rust_c_and_dynamic_clients_refuse_the_same_calls_before_sending() {
+    let Some(libs) = c_libraries() else {
+        eprintln!("no gcc: the C client left out");
+        return;
+    };
+    let seed = env_u64("IDL_PROPTEST_RUN_SEED").unwrap_or(DEFAULT_RUN_SEED);
+    let calls = env_u64("IDL_REFUSAL_CALLS").map_or(DEFAULT_REFUSAL_CALLS, |n| n as usize);
+    let only = std::env::var("IDL_PROPTEST_ONLY").ok();
+    let mut failures = Vec::new();
+    let mut tally = std::collections::BTreeMap::new();
+    let mut ran = 0;
+    for (i, case) in CASES.iter().enumerate() {
+        if only.as_deref().is_some_and(|o| o != case.name) {
+            continue;
+        }
+        ran += 1;
+        let mut r = Rng::fork(seed ^ 0x2ef0_5a15, i as u64);
+        let d = refusals(case, r.next_u64(), calls, &libs[i], &mut tally);
+        if !d.is_empty() {
+            failures.push(format!(
+                "{} ({}), {} of {calls} calls:\n  {}",
+                case.name,
+                case.idl_path,
+                d.len(),
+                d.join("\n  ")
+            ));
+        }
+    }
+    eprintln!(
+        "{ran} interfaces, {calls} calls each through the Rust, the C and the dynamic client stubs:"
+    );
+    for (what, n) in &tally {
+        eprintln!("  {n:5} {what}");
+    }
+    assert!(
+        failures.is_empty(),
+        "the clients and the plan disagree (IDL_PROPTEST_RUN_SEED={seed:#x}):\n{}",
         failures.join("\n")
     );
 }

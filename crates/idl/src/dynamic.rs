@@ -1110,9 +1110,13 @@ fn shm_error(
     }
 }
 
-/// Which of `ClientEnd::put`'s checks refused one of the call's strings,
-/// replayed in its order: the per-string limit, strings per message, room
-/// in the area.
+/// Why the channel refused the call's strings, replayed in the plan's
+/// order, which the static stubs follow: for each in or inout string or
+/// sequence in record order, its count against its `size_is` length's
+/// type, then `ClientEnd::put`'s checks (the per-string limit, strings per
+/// message, room in the area). The generated call checks the strings per
+/// message once before the first string, so the replay, not the code it
+/// returned, names the first check that fails.
 #[cold]
 fn put_refusal(plan: &OpPlan, slots: &[u64], end: &crate::rt::shm::ClientEnd) -> RtError {
     let lim = end.limits();
@@ -1123,6 +1127,15 @@ fn put_refusal(plan: &OpPlan, slots: &[u64], end: &crate::rt::shm::ClientEnd) ->
             continue;
         };
         let n = slots.get(v.slot as usize + 1).copied().unwrap_or(0) as usize;
+        if let Some(max) = v.count_max
+            && n > max as usize
+        {
+            return RtError::CountTooLarge {
+                param: v.name.clone(),
+                len: n,
+                max,
+            };
+        }
         let len = n.saturating_mul(esize.max(1) as usize);
         if len > lim.max_string_bytes as usize {
             return RtError::StringTooLong {
@@ -1161,7 +1174,7 @@ fn bad_reply(e: Option<RtError>) -> CallError {
 #[cold]
 fn marshal_refused(plan: &OpPlan, slots: &[u64], r: i64, max_string_bytes: u32) -> RtError {
     if r == codegen::ERR_COUNT
-        && let Some((v, len)) = plan.params().iter().find_map(|v| {
+        && let Some((v, len)) = plan.in_record_order().find_map(|v| {
             let len = *slots.get(v.slot as usize + 1)?;
             (v.dir != Dir::Out && v.count_max.is_some_and(|m| len > u64::from(m)))
                 .then_some((v, len))

@@ -179,6 +179,9 @@ pub fn subjects() -> Vec<Box<dyn Subject>> {
     if let Some(d) = super::fastpath_family::dynamic_subject() {
         v.push(d);
     }
+    if let Some(c) = super::c_family::count_subject() {
+        v.push(c);
+    }
     v
 }
 
