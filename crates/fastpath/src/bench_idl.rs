@@ -340,7 +340,8 @@ fn instructions(r: &mut Report, counts: &Result<Vec<count::Counts>, String>) {
          Carriers: fastpath over FpLoop (no channel protocol, as IDL4's counts); fastpath over shm and \
          fastpath dynamic over an idl::rt::shm channel in one thread (post, wait, take, reply by the \
          channel's protocol; the client's wait runs the server loop once), with FpLoop's empty call \
-         subtracted; the peers over a byte-buffer loopback.",
+         subtracted; the C stubs over loop.c's channel (the C twin of FpLoop, its own empty call \
+         subtracted); the peers over a byte-buffer loopback.",
         count::TABLE4_INTS
     );
     let find = |n: &str| counts.iter().find(|c| c.name == n);
