@@ -182,6 +182,93 @@ fn an_extra_filter_routes_frames_to_a_channel() {
     assert_eq!(b.recv().unwrap().chan(), ba);
 }
 
+/// A message to an endpoint of the same engine goes without a frame, by
+/// the verdict its channel keeps for the filter table's current version
+/// (while no filter reads a byte that differs between two messages of a
+/// channel). Every change of the table reaches that verdict at once: a
+/// filter installed above a channel's own takes the very next message, its
+/// removal (or its endpoint's) gives the next one back, a peer's filter
+/// installed after a message found none lets the next one through, and
+/// while some filter reads the message or its length each message is
+/// classified by itself.
+#[test]
+fn a_channels_kept_verdict_follows_every_change_of_the_table() {
+    let e = engine();
+    let (mut a, mut b, ab, ba) = pair(&e, Config::default(), None);
+    let (aid, bid) = (endpoint_slot(a.id()), endpoint_slot(b.id()));
+    let side = b.open_channel("10.9.9.9:1".parse().unwrap(), 1).unwrap();
+    let mut to_b = |a: &mut Endpoint, b: &mut Endpoint, m: &[u8]| {
+        a.send(ab, m).unwrap();
+        let got = b.recv().expect("delivered to b");
+        assert_eq!(got.to_vec(), m);
+        got.chan()
+    };
+    for _ in 0..3 {
+        assert_eq!(to_b(&mut a, &mut b, b"kept"), ba);
+    }
+
+    // Another endpoint's filter above b's takes the next message; its
+    // removal, then its endpoint's, gives the next one back.
+    let stolen = format!("udp and udp[8:2] = {bid} and udp[10:2] = {aid}");
+    let mut c = e.create_endpoint(Config::default(), None).unwrap();
+    let ca = c.open_channel(e.local(), a.id()).unwrap();
+    let f = c.install_filter(ca, &stolen, 5).unwrap();
+    a.send(ab, b"to c").unwrap();
+    assert_eq!(c.recv().map(|m| (m.chan(), m.to_vec())), Some((ca, b"to c".to_vec())));
+    assert!(b.recv().is_none());
+    c.remove_filter(f).unwrap();
+    assert_eq!(to_b(&mut a, &mut b, b"back"), ba);
+    c.install_filter(ca, &stolen, 5).unwrap();
+    a.send(ab, b"to c again").unwrap();
+    assert_eq!(c.recv().map(|m| m.to_vec()), Some(b"to c again".to_vec()));
+    drop(c);
+    assert_eq!(to_b(&mut a, &mut b, b"back again"), ba);
+
+    // A filter on the message's first byte (UDP byte 20): each message
+    // goes by its own byte, an empty one (the load past its end) by b's
+    // channel filter.
+    let first = b
+        .install_filter(side, &format!("udp and udp[8:2] = {bid} and udp[20] = 7"), 5)
+        .unwrap();
+    for (m, chan) in [
+        (&[7u8, 1][..], side),
+        (&[8, 1], ba),
+        (&[7], side),
+        (&[], ba),
+        (&[7; 56], side),
+    ] {
+        assert_eq!(to_b(&mut a, &mut b, m), chan, "message {m:?}");
+    }
+    b.remove_filter(first).unwrap();
+    assert_eq!(to_b(&mut a, &mut b, &[7]), ba);
+
+    // A filter on the IPv4 total length (the message's length + 40).
+    let ten = b
+        .install_filter(side, &format!("udp and udp[8:2] = {bid} and ip[2:2] = 50"), 5)
+        .unwrap();
+    for (len, chan) in [(10, side), (9, ba), (10, side), (1000, ba)] {
+        assert_eq!(to_b(&mut a, &mut b, &message(1, len)), chan, "{len} bytes");
+    }
+    b.remove_filter(ten).unwrap();
+    assert_eq!(to_b(&mut a, &mut b, &message(1, 10)), ba);
+
+    // A channel to an endpoint that opened none back matches no filter
+    // until it does.
+    let mut d = e.create_endpoint(Config::default(), None).unwrap();
+    let ad = a.open_channel(e.local(), d.id()).unwrap();
+    let unmatched = e.counts().unmatched;
+    a.send(ad, b"nobody yet").unwrap();
+    assert!(d.recv().is_none());
+    assert_eq!(e.counts().unmatched, unmatched + 1);
+    let da = d.open_channel(e.local(), a.id()).unwrap();
+    a.send(ad, b"now d").unwrap();
+    assert_eq!(d.recv().map(|m| (m.chan(), m.to_vec())), Some((da, b"now d".to_vec())));
+    assert_eq!(e.counts().unmatched, unmatched + 1);
+    let sent = 3 + 1 + 1 + 1 + 1 + 5 + 1 + 4 + 1 + 2;
+    assert_eq!(a.counts().tx_frames, sent);
+    assert_eq!(a.counts().tx_descriptors, sent);
+}
+
 /// A message to an endpoint of the same engine carries in its frame only
 /// the bytes that installed filters can read; delivery copies the rest
 /// from the sender's buffer area. A filter that reads deep into the
