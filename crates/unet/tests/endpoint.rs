@@ -197,7 +197,7 @@ fn a_channels_kept_verdict_follows_every_change_of_the_table() {
     let (mut a, mut b, ab, ba) = pair(&e, Config::default(), None);
     let (aid, bid) = (endpoint_slot(a.id()), endpoint_slot(b.id()));
     let side = b.open_channel("10.9.9.9:1".parse().unwrap(), 1).unwrap();
-    let mut to_b = |a: &mut Endpoint, b: &mut Endpoint, m: &[u8]| {
+    let to_b = |a: &mut Endpoint, b: &mut Endpoint, m: &[u8]| {
         a.send(ab, m).unwrap();
         let got = b.recv().expect("delivered to b");
         assert_eq!(got.to_vec(), m);
@@ -267,6 +267,99 @@ fn a_channels_kept_verdict_follows_every_change_of_the_table() {
     let sent = 3 + 1 + 1 + 1 + 1 + 5 + 1 + 4 + 1 + 2;
     assert_eq!(a.counts().tx_frames, sent);
     assert_eq!(a.counts().tx_descriptors, sent);
+}
+
+/// A channel that keeps its verdict keeps its peer's port with it; the
+/// peer's removal lets go of it at once (the channel is closed), so that
+/// two endpoints that sent to each other leave nothing behind, whichever
+/// goes first, and an engine dropped with both still open takes both.
+/// (Endpoint tables replaced by a removal hold their ports until the
+/// threads have moved on: `gone` pins the calling thread until they are.)
+#[test]
+fn kept_verdicts_hold_no_port_past_its_removal() {
+    let gone = |p: &std::sync::Weak<unet::engine::Port>| {
+        let e = engine();
+        (0..100_000).any(|_| {
+            e.endpoints();
+            p.upgrade().is_none()
+        })
+    };
+    for b_first in [true, false] {
+        let e = engine();
+        let (mut a, mut b, ab, ba) = pair(&e, Config::default(), None);
+        a.send(ab, b"to b").unwrap();
+        b.send(ba, b"to a").unwrap();
+        assert!(a.recv().is_some() && b.recv().is_some());
+        let (pa, pb) = (
+            Arc::downgrade(&e.port(a.id()).unwrap()),
+            Arc::downgrade(&e.port(b.id()).unwrap()),
+        );
+        let (first, second, left, went) = if b_first {
+            (b, a, &pa, &pb)
+        } else {
+            (a, b, &pb, &pa)
+        };
+        drop(first);
+        assert!(gone(went), "the removed endpoint's port is let go");
+        assert!(left.upgrade().is_some());
+        drop(second);
+        assert!(gone(left));
+    }
+    let e = engine();
+    let (a, b) = (
+        e.create_port(Config::default(), None).unwrap(),
+        e.create_port(Config::default(), None).unwrap(),
+    );
+    let ab = e.open_channel(a.id(), e.local(), b.id(), Default::default()).unwrap();
+    let ba = e.open_channel(b.id(), e.local(), a.id(), Default::default()).unwrap();
+    for (from, chan) in [(&a, ab), (&b, ba)] {
+        let mut ep = Endpoint::from_parts(
+            from.id(),
+            from.segment().clone(),
+            *from.layout(),
+            Box::new(Driver(e.clone(), from.clone())),
+        );
+        ep.send(chan, b"kept").unwrap();
+    }
+    assert_eq!((a.counts().tx_frames, b.counts().rx_delivered), (1, 1));
+    let (pa, pb) = (Arc::downgrade(&a), Arc::downgrade(&b));
+    drop((a, b, e));
+    assert!(gone(&pa) && gone(&pb));
+}
+
+/// An application's side driving an engine of this process without
+/// removing its port when dropped (a daemon's client, in effect).
+struct Driver(Engine, Arc<unet::engine::Port>);
+
+impl unet::endpoint::Control for Driver {
+    fn open_channel(
+        &mut self,
+        _: u32,
+        _: unet::Addr,
+        _: u32,
+        _: unet::ChannelOptions,
+    ) -> Result<u16, unet::EngineError> {
+        unreachable!()
+    }
+    fn install_filter(&mut self, _: u32, _: u16, _: &str, _: i32) -> Result<dpf::FilterId, unet::EngineError> {
+        unreachable!()
+    }
+    fn remove_filter(&mut self, _: u32, _: dpf::FilterId) -> Result<(), unet::EngineError> {
+        unreachable!()
+    }
+    fn set_applet(&mut self, _: u32, _: Option<&[u8]>) -> Result<(), unet::EngineError> {
+        unreachable!()
+    }
+    fn counts(&mut self, _: u32) -> Result<unet::PortCounts, unet::EngineError> {
+        Ok(self.1.counts())
+    }
+    fn closed_channels(&mut self, _: u32) -> Result<Vec<u16>, unet::EngineError> {
+        Ok(Vec::new())
+    }
+    fn drive_tx(&mut self) {
+        self.0.service(&self.1);
+    }
+    fn close(&mut self, _: u32) {}
 }
 
 /// A message to an endpoint of the same engine carries in its frame only

@@ -339,7 +339,7 @@ impl Engine {
             checksum: opts.checksum,
             local: remote == local,
             closed: false,
-            verdict: (0, None),
+            verdict: Kept::default(),
         };
         if remote == local {
             lock(&self.inner.local_peers)

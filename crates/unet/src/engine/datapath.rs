@@ -36,7 +36,9 @@ impl Engine {
             // the transmit side's own scratch outbox for the frames their
             // delivery makes: no outbox changes hands per message.
             let TxSide { framer, next, .. } = &mut *tx;
-            self.pump(&mut framer.out, next);
+            if !framer.out.is_empty() {
+                self.pump(&mut framer.out, next);
+            }
             // Only now, with every byte of these messages copied (a frame
             // to an endpoint of this engine reads the rest of its message
             // from the sender's buffer area during delivery), do the
@@ -560,24 +562,30 @@ impl Engine {
         if version == 0 {
             return false;
         }
-        let owner = if ch.verdict.0 == version {
-            ch.verdict.1
-        } else {
+        if ch.verdict.version != version {
             // Classified as the frame would be: the channel's header with
             // this message's lengths (no filter reads past the header).
             let mut hdr = ch.template;
             frame::patch_lengths(&mut hdr, d.len as usize);
-            let v = self.classify(&hdr);
-            ch.verdict = (version, v);
-            v
-        };
-        let template = &ch.template;
-        let Some(owner) = owner else {
+            let owner = self.classify(&hdr);
+            // The peer's whole id, generation included, is in the header:
+            // its port is kept if the verdict names it.
+            let be16 = |at: usize| u16::from_be_bytes([hdr[at], hdr[at + 1]]);
+            let peer = endpoint_id(be16(frame::UNET_DST_EP), be16(frame::UNET_DST_GEN));
+            let peer = owner
+                .filter(|o| (o >> 16) as u16 == endpoint_slot(peer))
+                .and_then(|_| self.port(peer));
+            ch.verdict = Kept {
+                version,
+                owner,
+                peer,
+            };
+        }
+        let Some(owner) = ch.verdict.owner else {
             bump_shared(&port.stats.tx_frames);
             bump_shared(&s.unmatched);
             return true;
         };
-        let (slot, chan) = ((owner >> 16) as u16, owner as u16);
         let payload = Payload {
             head: &[],
             tail: Some(Rest {
@@ -586,8 +594,14 @@ impl Engine {
                 len: d.len as usize,
             }),
         };
+        let chan = owner as u16;
+        if let Some(dst) = &ch.verdict.peer {
+            return self.deliver_local(port, dst, chan, payload);
+        }
+        let template = &ch.template;
         self.inner.ports.with(|ports| {
-            let Some(dst) = ports.get(usize::from(slot)).and_then(Option::as_ref) else {
+            let slot = usize::from((owner >> 16) as u16);
+            let Some(dst) = ports.get(slot).and_then(Option::as_ref) else {
                 bump_shared(&port.stats.tx_frames);
                 bump_shared(&s.unmatched);
                 return true;
@@ -603,22 +617,30 @@ impl Engine {
                 bump_shared(&s.unmatched);
                 return true;
             }
-            if dst.has_applet.load(Ordering::Acquire) {
-                return false;
-            }
-            let mut rx = lock(&dst.rx);
-            if dst.closed.load(Ordering::Acquire) {
-                bump_shared(&port.stats.tx_frames);
-                bump_shared(&s.closed);
-                return true;
-            }
-            if !dst.inbox.is_empty() {
-                return false;
-            }
-            bump_shared(&port.stats.tx_frames);
-            rx.io.deliver_default(chan, payload);
-            rx.io.publish();
-            true
+            self.deliver_local(port, dst, chan, payload)
         })
+    }
+
+    /// The end of [`Engine::deliver_direct`], once the endpoint `dst` is
+    /// found and its generation checked: the receive side's checks and the
+    /// standard receive of `payload` on `chan`, for `port`'s frame.
+    #[inline]
+    fn deliver_local(&self, port: &Port, dst: &Port, chan: u16, payload: Payload<'_>) -> bool {
+        if dst.has_applet.load(Ordering::Acquire) {
+            return false;
+        }
+        let mut rx = lock(&dst.rx);
+        if dst.closed.load(Ordering::Acquire) {
+            bump_shared(&port.stats.tx_frames);
+            bump_shared(&self.inner.stats.closed);
+            return true;
+        }
+        if !dst.inbox.is_empty() {
+            return false;
+        }
+        bump_shared(&port.stats.tx_frames);
+        rx.io.deliver_default(chan, payload);
+        rx.io.publish();
+        true
     }
 }

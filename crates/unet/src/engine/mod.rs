@@ -343,11 +343,24 @@ struct Channel {
     /// Whether it was closed because its peer went away: sending on it
     /// fails, and its filters are gone.
     closed: bool,
-    /// The filter table's verdict on the channel's frames (the owner they
-    /// go to, if any) and the version of [`Inner::verdicts`] it was taken
-    /// under: the transmit side's cache, valid while that version is
-    /// current (a version is never 0).
-    verdict: (u64, Option<u32>),
+    /// The filter table's verdict on the channel's frames: the transmit
+    /// side's cache (see [`Kept`]).
+    verdict: Kept,
+}
+
+/// The verdict a channel to an endpoint of this engine keeps: the owner
+/// the filter table gives its frames (if any) and the version of
+/// [`Inner::verdicts`] it was taken under, valid while that version is
+/// current (a version is never 0). When the owner is the channel's peer,
+/// its port too, so that delivery needs no look-up in the endpoint table:
+/// the channel is closed, and this reference let go under the transmit
+/// side's lock, when the peer goes away (and the version changes before,
+/// as its filters are removed).
+#[derive(Debug, Clone, Default)]
+struct Kept {
+    version: u64,
+    owner: Option<u32>,
+    peer: Option<Arc<Port>>,
 }
 
 /// An installed applet and its resolved entry points.
@@ -687,6 +700,14 @@ impl Framer {
     fn close_channel(&mut self, tag: u16) {
         if let Some(Some(c)) = self.channels.get_mut(usize::from(tag)) {
             c.closed = true;
+            c.verdict = Kept::default();
+        }
+    }
+
+    /// Lets go of every verdict kept (and the peers' ports they hold).
+    fn forget_verdicts(&mut self) {
+        for c in self.channels.iter_mut().flatten() {
+            c.verdict = Kept::default();
         }
     }
 
@@ -1159,5 +1180,11 @@ impl Engine {
 impl Drop for Inner {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Release);
+        // Two endpoints still open that send to each other keep each
+        // other's port in their channels' verdicts: let go of them, so that
+        // the ports (and their shared memory) go with the engine.
+        for p in self.ports.load_full().iter().flatten() {
+            lock(&p.tx).framer.forget_verdicts();
+        }
     }
 }
