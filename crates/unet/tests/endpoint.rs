@@ -182,6 +182,56 @@ fn an_extra_filter_routes_frames_to_a_channel() {
     assert_eq!(b.recv().unwrap().chan(), ba);
 }
 
+/// The transmit region is a ring freed in order as the engine takes
+/// descriptors: exactly the messages taken give their bytes back, and a
+/// descriptor the application placed outside the region itself frees
+/// nothing beyond the messages pushed before it.
+#[test]
+fn the_transmit_region_frees_exactly_what_the_engine_has_taken() {
+    let e = engine();
+    let (mut a, mut b, ab, _) = pair(&e, Config::default(), None);
+    a.set_drive(false);
+    b.set_drive(false);
+    let port = e.port(a.id()).unwrap();
+    let len = 16384;
+    // The first half of the buffer area: 256 buffers of 4 KiB, 64 messages.
+    assert_eq!(a.layout().config.buffers as usize / 2 * 4096 / len, 64);
+    let (mut next, mut got) = (0u64, 0u64);
+    let mut fill = |a: &mut Endpoint| {
+        let mut n = 0;
+        while a.send(ab, &message(next, len)).is_ok() {
+            next += 1;
+            n += 1;
+        }
+        n
+    };
+    let mut take = |b: &mut Endpoint| {
+        assert_eq!(e.service(&port), 32, "one service takes 32 descriptors");
+        while let Some(m) = b.recv() {
+            if m.len() == len {
+                assert_eq!(seq_of(&m.to_vec()), Some(got));
+                got += 1;
+            }
+        }
+    };
+    assert_eq!(fill(&mut a), 64);
+    let own = (a.layout().area_len - 4096) as u32;
+    a.write_area(own, b"placed by the application").unwrap();
+    let d = TxDesc { len: 25, offset: own, chan: ab, ..TxDesc::default() };
+    a.push_tx(d).unwrap();
+    take(&mut b); // messages 0 to 31
+    assert_eq!(fill(&mut a), 32);
+    take(&mut b); // 32 to 63
+    assert_eq!(fill(&mut a), 32);
+    take(&mut b); // the application's own descriptor, then 64 to 94
+    assert_eq!(fill(&mut a), 31);
+    take(&mut b);
+    take(&mut b);
+    assert_eq!(e.service(&port), 0);
+    assert_eq!(fill(&mut a), 64);
+    assert_eq!(got, next - 64);
+}
+
 /// A message to an endpoint of the same engine goes without a frame, by
 /// the verdict its channel keeps for the filter table's current version
 /// (while no filter reads a byte that differs between two messages of a
