@@ -217,7 +217,12 @@ fn the_transmit_region_frees_exactly_what_the_engine_has_taken() {
     assert_eq!(fill(&mut a), 64);
     let own = (a.layout().area_len - 4096) as u32;
     a.write_area(own, b"placed by the application").unwrap();
-    let d = TxDesc { len: 25, offset: own, chan: ab, ..TxDesc::default() };
+    let d = TxDesc {
+        len: 25,
+        offset: own,
+        chan: ab,
+        ..TxDesc::default()
+    };
     a.push_tx(d).unwrap();
     take(&mut b); // messages 0 to 31
     assert_eq!(fill(&mut a), 32);
@@ -264,7 +269,10 @@ fn a_channels_kept_verdict_follows_every_change_of_the_table() {
     let ca = c.open_channel(e.local(), a.id()).unwrap();
     let f = c.install_filter(ca, &stolen, 5).unwrap();
     a.send(ab, b"to c").unwrap();
-    assert_eq!(c.recv().map(|m| (m.chan(), m.to_vec())), Some((ca, b"to c".to_vec())));
+    assert_eq!(
+        c.recv().map(|m| (m.chan(), m.to_vec())),
+        Some((ca, b"to c".to_vec()))
+    );
     assert!(b.recv().is_none());
     c.remove_filter(f).unwrap();
     assert_eq!(to_b(&mut a, &mut b, b"back"), ba);
@@ -278,7 +286,11 @@ fn a_channels_kept_verdict_follows_every_change_of_the_table() {
     // goes by its own byte, an empty one (the load past its end) by b's
     // channel filter.
     let first = b
-        .install_filter(side, &format!("udp and udp[8:2] = {bid} and udp[20] = 7"), 5)
+        .install_filter(
+            side,
+            &format!("udp and udp[8:2] = {bid} and udp[20] = 7"),
+            5,
+        )
         .unwrap();
     for (m, chan) in [
         (&[7u8, 1][..], side),
@@ -294,7 +306,11 @@ fn a_channels_kept_verdict_follows_every_change_of_the_table() {
 
     // A filter on the IPv4 total length (the message's length + 40).
     let ten = b
-        .install_filter(side, &format!("udp and udp[8:2] = {bid} and ip[2:2] = 50"), 5)
+        .install_filter(
+            side,
+            &format!("udp and udp[8:2] = {bid} and ip[2:2] = 50"),
+            5,
+        )
         .unwrap();
     for (len, chan) in [(10, side), (9, ba), (10, side), (1000, ba)] {
         assert_eq!(to_b(&mut a, &mut b, &message(1, len)), chan, "{len} bytes");
@@ -312,7 +328,10 @@ fn a_channels_kept_verdict_follows_every_change_of_the_table() {
     assert_eq!(e.counts().unmatched, unmatched + 1);
     let da = d.open_channel(e.local(), a.id()).unwrap();
     a.send(ad, b"now d").unwrap();
-    assert_eq!(d.recv().map(|m| (m.chan(), m.to_vec())), Some((da, b"now d".to_vec())));
+    assert_eq!(
+        d.recv().map(|m| (m.chan(), m.to_vec())),
+        Some((da, b"now d".to_vec()))
+    );
     assert_eq!(e.counts().unmatched, unmatched + 1);
     let sent = 3 + 1 + 1 + 1 + 1 + 5 + 1 + 4 + 1 + 2;
     assert_eq!(a.counts().tx_frames, sent);
@@ -360,8 +379,12 @@ fn kept_verdicts_hold_no_port_past_its_removal() {
         e.create_port(Config::default(), None).unwrap(),
         e.create_port(Config::default(), None).unwrap(),
     );
-    let ab = e.open_channel(a.id(), e.local(), b.id(), Default::default()).unwrap();
-    let ba = e.open_channel(b.id(), e.local(), a.id(), Default::default()).unwrap();
+    let ab = e
+        .open_channel(a.id(), e.local(), b.id(), Default::default())
+        .unwrap();
+    let ba = e
+        .open_channel(b.id(), e.local(), a.id(), Default::default())
+        .unwrap();
     for (from, chan) in [(&a, ab), (&b, ba)] {
         let mut ep = Endpoint::from_parts(
             from.id(),
@@ -391,7 +414,13 @@ impl unet::endpoint::Control for Driver {
     ) -> Result<u16, unet::EngineError> {
         unreachable!()
     }
-    fn install_filter(&mut self, _: u32, _: u16, _: &str, _: i32) -> Result<dpf::FilterId, unet::EngineError> {
+    fn install_filter(
+        &mut self,
+        _: u32,
+        _: u16,
+        _: &str,
+        _: i32,
+    ) -> Result<dpf::FilterId, unet::EngineError> {
         unreachable!()
     }
     fn remove_filter(&mut self, _: u32, _: dpf::FilterId) -> Result<(), unet::EngineError> {

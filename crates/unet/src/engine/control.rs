@@ -128,7 +128,9 @@ impl Engine {
     ) -> Result<dpf::FilterId, EngineError> {
         let footprint = program_footprint(filter.program());
         let mut footprints = lock(&self.inner.footprints);
-        self.inner.reach.fetch_max(footprint.reach, Ordering::AcqRel);
+        self.inner
+            .reach
+            .fetch_max(footprint.reach, Ordering::AcqRel);
         let installed = lock(&self.inner.table).install_prepared(filter, owner, priority);
         if let Ok(fid) = installed {
             footprints.of.insert(fid, footprint);
@@ -548,13 +550,13 @@ mod tests {
     #[test]
     fn lengths_checksums_payload_and_computed_values_vary_per_message() {
         for (src, reach) in [
-            ("ip[2:2] = 100", 18),          // IPv4 total length
-            ("ip[10:2] = 0", 26),           // IPv4 header checksum
-            ("udp[4:2] = 20", 40),          // UDP length
-            ("udp[6:2] = 0", 42),           // UDP checksum
-            ("udp[20] = 7", 55),            // the first byte of the message
-            ("ether[53:2] = 0", 55),        // straddles header and message
-            ("len > 100", usize::MAX),      // the frame's length
+            ("ip[2:2] = 100", 18),                               // IPv4 total length
+            ("ip[10:2] = 0", 26),                                // IPv4 header checksum
+            ("udp[4:2] = 20", 40),                               // UDP length
+            ("udp[6:2] = 0", 42),                                // UDP checksum
+            ("udp[20] = 7", 55),                                 // the first byte of the message
+            ("ether[53:2] = 0", 55),                             // straddles header and message
+            ("len > 100", usize::MAX),                           // the frame's length
             ("ip[2:2] - ((ip[0] & 0xf) << 2) > 40", usize::MAX), // arithmetic
         ] {
             assert_eq!(
