@@ -33,7 +33,7 @@
 //! length, a checksum, the message), such a message needs no frame at all:
 //! the table's verdict on its channel's header, kept by the channel for the
 //! table's current version, is its verdict, and the standard receive copies
-//! it straight from the sender's buffer area ([`Engine::deliver_direct`]).
+//! it straight from the sender's buffer area (`Engine::deliver_direct`).
 //!
 //! **Order and progress.** Frames an applet makes while it runs are queued
 //! and sent after it returns, so an applet never runs inside another
