@@ -504,9 +504,9 @@ impl Endpoint {
             return Err(SendError::ChannelClosed { chan });
         }
         let (off, end) = self.alloc(len)?;
-        if self.tx.space().map_err(|_| SendError::Corrupt)? == 0 {
+        if !self.tx.has_space().map_err(|_| SendError::Corrupt)? {
             self.kick();
-            if self.tx.space().map_err(|_| SendError::Corrupt)? == 0 {
+            if !self.tx.has_space().map_err(|_| SendError::Corrupt)? {
                 return Err(SendError::Full);
             }
         }
