@@ -16,7 +16,6 @@
 //! receive queue is empty. An engine with threads of its own
 //! ([`crate::Engine::start`]) makes that unnecessary but harmless.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -165,9 +164,18 @@ pub struct Endpoint {
     /// Bytes of the region allocated and freed, since creation.
     alloc_head: u64,
     alloc_tail: u64,
-    /// For each pushed descriptor still in flight: its push number and the
-    /// allocation end it frees.
-    inflight: VecDeque<(u32, u64)>,
+    /// The largest message it sends ([`Endpoint::max_message`]).
+    max_message: usize,
+    /// For each push number `n` (wrapping) of the last `ends.len()`: the
+    /// region's allocation end once descriptor `n` completes, that is
+    /// `alloc_head` just after it was pushed (descriptors complete in
+    /// order). Twice the transmit queue's depth: at most a depth of
+    /// descriptors is in flight, so the entry of the last one completed is
+    /// never overwritten before it is read.
+    ends: Box<[u64]>,
+    /// The transmit queue's consumer index when the region was last
+    /// reclaimed.
+    reclaimed: u32,
     /// Receive descriptors that were not well formed (skipped).
     bad_rx: u64,
     /// The engine's count of closed channels when `closed` was last read
@@ -333,17 +341,21 @@ impl Endpoint {
         let (txq, rxq, freeq) = queues(&seg, &layout);
         let bs = u64::from(layout.config.buffer_size);
         let tx_buffers = u64::from(layout.config.buffers.div_ceil(2));
+        let tx = Producer::new(txq);
+        let region = tx_buffers * bs;
         let mut ep = Endpoint {
             id,
             seg,
             layout,
-            tx: Producer::new(txq),
             rx: Consumer::new(rxq),
             free: Producer::new(freeq),
-            region: tx_buffers * bs,
+            region,
             alloc_head: 0,
             alloc_tail: 0,
-            inflight: VecDeque::new(),
+            max_message: (layout.config.max_message() as usize).min(region as usize),
+            ends: vec![0; 2 * layout.config.tx_depth as usize].into_boxed_slice(),
+            reclaimed: tx.pushed(),
+            tx,
             bad_rx: 0,
             closed_seen: 0,
             closed: Vec::new(),
@@ -386,7 +398,7 @@ impl Endpoint {
     /// region is smaller. (The engine also drops, as `TxStatus::Dropped`, a
     /// message longer than its transport carries.)
     pub fn max_message(&self) -> usize {
-        (self.layout.config.max_message() as usize).min(self.region as usize)
+        self.max_message
     }
 
     /// The engine's counters for this endpoint (all zero if the engine
@@ -474,24 +486,25 @@ impl Endpoint {
     /// Frees the transmit region of every descriptor the engine has taken.
     fn reclaim(&mut self) -> Result<(), SendError> {
         let done = self.tx.consumed().map_err(|_| SendError::Corrupt)?;
-        while let Some(&(n, end)) = self.inflight.front() {
-            // `n` was pushed before `done` was read iff it is among the
-            // `done` first pushes (wrapping arithmetic on push numbers).
-            if done.wrapping_sub(n) as i32 > 0 {
-                self.alloc_tail = end;
-                self.inflight.pop_front();
-            } else {
-                break;
-            }
+        if done != self.reclaimed {
+            // The allocation end after the last descriptor taken: every
+            // earlier one is taken too.
+            let mask = self.ends.len() - 1;
+            self.alloc_tail = self.ends[done.wrapping_sub(1) as usize & mask];
+            self.reclaimed = done;
         }
         Ok(())
     }
 
-    /// Allocates `len` bytes of the transmit region; its offset.
+    /// Allocates `len` bytes of the transmit region; its offset and the
+    /// allocation's end.
+    #[inline]
     fn alloc(&mut self, len: usize) -> Result<(u32, u64), SendError> {
-        let max = self.max_message();
-        if len > max {
-            return Err(SendError::TooLong { len, max });
+        if len > self.max_message {
+            return Err(SendError::TooLong {
+                len,
+                max: self.max_message,
+            });
         }
         let need = (len as u64).div_ceil(64).max(1) * 64;
         for attempt in 0..2 {
@@ -529,25 +542,24 @@ impl Endpoint {
             return Err(SendError::ChannelClosed { chan });
         }
         let (off, end) = self.alloc(len)?;
-        if self.tx.space().map_err(|_| SendError::Corrupt)? == 0 {
+        if !self.tx.has_space().map_err(|_| SendError::Corrupt)? {
             self.kick();
-            if self.tx.space().map_err(|_| SendError::Corrupt)? == 0 {
+            if !self.tx.has_space().map_err(|_| SendError::Corrupt)? {
                 return Err(SendError::Full);
             }
         }
         self.seg
             .with_bytes_mut(self.layout.area + off as usize, len, fill);
-        let n = self.tx.pushed();
         // The channel was checked above.
-        self.push_tx_unchecked(TxDesc {
-            len: len as u32,
-            offset: off,
-            chan,
-            ..TxDesc::default()
-        })?;
-        self.alloc_head = end;
-        self.inflight.push_back((n, end));
-        Ok(())
+        self.push_tx_unchecked(
+            TxDesc {
+                len: len as u32,
+                offset: off,
+                chan,
+                ..TxDesc::default()
+            },
+            end,
+        )
     }
 
     /// Pushes a transmit descriptor naming bytes the application placed in
@@ -561,17 +573,23 @@ impl Endpoint {
         if self.is_closed(desc.chan) {
             return Err(SendError::ChannelClosed { chan: desc.chan });
         }
-        self.push_tx_unchecked(desc)
+        self.push_tx_unchecked(desc, self.alloc_head)
     }
 
-    /// [`Endpoint::push_tx`] for a channel its caller has just checked.
+    /// [`Endpoint::push_tx`] for a channel its caller has just checked:
+    /// the transmit region is allocated up to `end` once it is pushed (its
+    /// completion frees the region up to there).
     #[inline]
-    fn push_tx_unchecked(&mut self, desc: TxDesc) -> Result<(), SendError> {
+    fn push_tx_unchecked(&mut self, desc: TxDesc, end: u64) -> Result<(), SendError> {
+        let n = self.tx.pushed();
         match self.tx.push(desc) {
             Ok(true) => {}
             Ok(false) => return Err(SendError::Full),
             Err(_) => return Err(SendError::Corrupt),
         }
+        let mask = self.ends.len() - 1;
+        self.ends[n as usize & mask] = end;
+        self.alloc_head = end;
         self.kick();
         Ok(())
     }

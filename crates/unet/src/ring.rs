@@ -102,6 +102,18 @@ impl<T: Copy, M: QueueMem<T>> Producer<T, M> {
         Ok(self.mem.depth() - self.head.wrapping_sub(self.tail))
     }
 
+    /// Whether a slot is free for the next push. The consumer's index is
+    /// read (and checked) only when the one read last says the queue is
+    /// full, so a producer that keeps ahead of a full queue never touches
+    /// the consumer's line.
+    #[inline]
+    pub fn has_space(&mut self) -> Result<bool, Corrupt> {
+        if self.head.wrapping_sub(self.tail) == self.mem.depth() {
+            self.refresh()?;
+        }
+        Ok(self.head.wrapping_sub(self.tail) < self.mem.depth())
+    }
+
     /// Pushes `v`. `Ok(false)` if the queue is full.
     #[inline]
     pub fn push(&mut self, v: T) -> Result<bool, Corrupt> {
@@ -379,6 +391,24 @@ mod tests {
             m.slots.iter().map(Cell::get).collect::<Vec<_>>(),
             [0, 1, 2, 3]
         );
+    }
+
+    #[test]
+    fn has_space_reads_the_consumer_only_when_full() {
+        let m = mem(2, 0);
+        let (mut p, mut c) = (Producer::new(&m), Consumer::new(&m));
+        assert_eq!(p.has_space(), Ok(true));
+        p.push(1).unwrap();
+        p.push(2).unwrap();
+        // The consumer's index is read once the queue looks full: a freed
+        // slot is then seen, a corrupt index caught.
+        assert_eq!(c.pop(), Ok(Some(1)));
+        assert_eq!(p.has_space(), Ok(true), "the freed slot is seen");
+        p.push(3).unwrap();
+        m.tail.store(9, Ordering::Release);
+        assert!(p.has_space().is_err());
+        m.tail.store(1, Ordering::Release);
+        assert_eq!(p.has_space(), Ok(false));
     }
 
     #[test]

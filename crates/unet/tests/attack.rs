@@ -461,13 +461,26 @@ fn child_slots() {
 
 /// Applets whose `doTx` runs until its fuel is gone, on 64 endpoints fed
 /// without pause, while a well-behaved client sends 1,000 messages back and
-/// forth between two endpoints through the engine's two threads. An
-/// invocation's fuel now lasts about 50 µs, each endpoint gets a bounded
-/// time per round, and an applet that overruns is set aside for a while
-/// (`throttle`), so the client's round trips stay within 10 ms, median and
-/// 99th percentile (with 16 such endpoints they took 3.5-6 s when each
-/// invocation could burn 10 million units). Every hostile descriptor ends
-/// as a counted trap.
+/// forth between two endpoints through the engine's two threads. Every
+/// hostile descriptor ends as a counted trap.
+///
+/// What the client may rely on is measured in the scheduler's own work, so
+/// that the bound holds on a loaded machine as on an idle one: for each
+/// message, the hostile invocations (each one whole fuel budget burnt) that
+/// completed while it was certainly still on its way, counted from just
+/// after its send to the last poll that did not find it (a lower bound of
+/// the work done while it waited, whatever the test's own thread lost to
+/// the system's scheduler). An engine thread serves the client within one
+/// pass over the other endpoints: between two of its visits to an
+/// endpoint it visits each other one at most twice (the rest of one round
+/// and the start of the next, which begins one endpoint further), and a
+/// visit runs at most one invocation of an applet that overruns, which is
+/// then set aside (`throttle`) and stops the round's turn (`round_time`).
+/// So at most 2 threads x 2 visits x 64 endpoints = 256 invocations pass
+/// before a message is taken, which its delivery follows at once. Without
+/// the round budget and the throttle a visit runs up to 32 invocations,
+/// and the median message waited for 1,496 (p99 3,821); without the fuel
+/// limit an invocation never ends and the client's message never arrives.
 #[test]
 fn applets_burning_their_budget_do_not_starve_a_client() {
     let _s = serial();
@@ -484,6 +497,12 @@ fn applets_burning_their_budget_do_not_starve_a_client() {
             .unwrap();
         hostile.push((h, c));
     }
+    let ports: Vec<_> = hostile
+        .iter()
+        .map(|(h, _)| engine.port(h.id()).unwrap())
+        .collect();
+    // Hostile invocations so far: each takes one descriptor and traps.
+    let burnt = || ports.iter().map(|p| p.counts().tx_descriptors).sum::<u64>();
     let mut a = engine.create_endpoint(Config::default(), None).unwrap();
     let mut b = engine.create_endpoint(Config::default(), None).unwrap();
     a.set_drive(false);
@@ -507,24 +526,32 @@ fn applets_burning_their_budget_do_not_starve_a_client() {
     };
     std::thread::sleep(Duration::from_millis(300));
 
-    let wait = |ep: &mut unet::Endpoint, what: &str| {
+    // Waits for the next message at `ep`, sent when `burnt()` was at least
+    // `sent`; the hostile invocations completed while it was certainly
+    // still on its way.
+    let wait = |ep: &mut unet::Endpoint, sent: u64, what: &str| {
         let deadline = Instant::now() + Duration::from_secs(20);
+        let mut waiting = sent;
         loop {
+            let before = burnt();
             if let Some(m) = ep.recv() {
                 assert_eq!(m.len(), 8);
-                return;
+                return waiting - sent;
             }
+            waiting = before;
             assert!(Instant::now() < deadline, "{what} never arrived");
             std::hint::spin_loop();
         }
     };
-    let mut times = Vec::new();
+    let (mut passed, mut times) = (Vec::new(), Vec::new());
     for i in 0..1000u64 {
         let t = Instant::now();
         a.send(ab, &i.to_le_bytes()).unwrap();
-        wait(&mut b, "the ping");
+        let sent = burnt();
+        passed.push(wait(&mut b, sent, "the ping"));
         b.send(ba, &i.to_le_bytes()).unwrap();
-        wait(&mut a, "the pong");
+        let sent = burnt();
+        passed.push(wait(&mut a, sent, "the pong"));
         times.push(t.elapsed());
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -540,15 +567,19 @@ fn applets_burning_their_budget_do_not_starve_a_client() {
         traps += c.applet_traps;
         assert_eq!(c.tx_frames, 0, "a burning applet sent a frame");
     }
-    let max = *times.iter().max().unwrap();
-    let med = median(&mut times);
-    let p99 = times[times.len() * 99 / 100];
+    passed.sort_unstable();
+    let (med, p99, max) = (
+        passed[passed.len() / 2],
+        passed[passed.len() * 99 / 100],
+        passed[passed.len() - 1],
+    );
     eprintln!(
-        "round trip under 64 burning applets: median {} µs, p99 {} µs, max {} µs over {} trips; {overruns} overruns, {throttled} throttles",
-        med.as_micros(),
-        p99.as_micros(),
-        max.as_micros(),
-        times.len()
+        "hostile invocations passing a message under 64 burning applets: median {med}, p99 {p99}, \
+         max {max} over {} messages; round trip median {} µs, max {} µs (not a bound: the \
+         machine's load decides it); {overruns} overruns, {throttled} throttles",
+        passed.len(),
+        median(&mut times).as_micros(),
+        times.iter().max().unwrap().as_micros(),
     );
     assert!(overruns > 0 && throttled > 0, "the applets did burn");
     assert_eq!(
@@ -556,12 +587,11 @@ fn applets_burning_their_budget_do_not_starve_a_client() {
         "every hostile descriptor taken ended as a counted trap"
     );
     assert_eq!(overruns, traps, "each trap was an overrun");
-    let bound = Duration::from_millis(10);
+    let bound = 2 * 2 * hostile.len() as u64;
     assert!(
-        med < bound && p99 < bound,
-        "round trips: median {} µs, 99th percentile {} µs; the bound is 10 ms",
-        med.as_micros(),
-        p99.as_micros()
+        med <= bound && p99 <= bound,
+        "hostile invocations passing a message: median {med}, 99th percentile {p99}; \
+         the bound is {bound} (two visits of each hostile endpoint by each engine thread)"
     );
 }
 

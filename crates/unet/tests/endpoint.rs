@@ -182,6 +182,265 @@ fn an_extra_filter_routes_frames_to_a_channel() {
     assert_eq!(b.recv().unwrap().chan(), ba);
 }
 
+/// The transmit region is a ring freed in order as the engine takes
+/// descriptors: exactly the messages taken give their bytes back, and a
+/// descriptor the application placed outside the region itself frees
+/// nothing beyond the messages pushed before it.
+#[test]
+fn the_transmit_region_frees_exactly_what_the_engine_has_taken() {
+    let e = engine();
+    let (mut a, mut b, ab, _) = pair(&e, Config::default(), None);
+    a.set_drive(false);
+    b.set_drive(false);
+    let port = e.port(a.id()).unwrap();
+    let len = 16384;
+    // The first half of the buffer area: 256 buffers of 4 KiB, 64 messages.
+    assert_eq!(a.layout().config.buffers as usize / 2 * 4096 / len, 64);
+    let (mut next, mut got) = (0u64, 0u64);
+    let mut fill = |a: &mut Endpoint| {
+        let mut n = 0;
+        while a.send(ab, &message(next, len)).is_ok() {
+            next += 1;
+            n += 1;
+        }
+        n
+    };
+    let mut take = |b: &mut Endpoint| {
+        assert_eq!(e.service(&port), 32, "one service takes 32 descriptors");
+        while let Some(m) = b.recv() {
+            if m.len() == len {
+                assert_eq!(seq_of(&m.to_vec()), Some(got));
+                got += 1;
+            }
+        }
+    };
+    assert_eq!(fill(&mut a), 64);
+    let own = (a.layout().area_len - 4096) as u32;
+    a.write_area(own, b"placed by the application").unwrap();
+    let d = TxDesc {
+        len: 25,
+        offset: own,
+        chan: ab,
+        ..TxDesc::default()
+    };
+    a.push_tx(d).unwrap();
+    take(&mut b); // messages 0 to 31
+    assert_eq!(fill(&mut a), 32);
+    take(&mut b); // 32 to 63
+    assert_eq!(fill(&mut a), 32);
+    take(&mut b); // the application's own descriptor, then 64 to 94
+    assert_eq!(fill(&mut a), 31);
+    take(&mut b);
+    take(&mut b);
+    assert_eq!(e.service(&port), 0);
+    assert_eq!(fill(&mut a), 64);
+    assert_eq!(got, next - 64);
+}
+
+/// A message to an endpoint of the same engine goes without a frame, by
+/// the verdict its channel keeps for the filter table's current version
+/// (while no filter reads a byte that differs between two messages of a
+/// channel). Every change of the table reaches that verdict at once: a
+/// filter installed above a channel's own takes the very next message, its
+/// removal (or its endpoint's) gives the next one back, a peer's filter
+/// installed after a message found none lets the next one through, and
+/// while some filter reads the message or its length each message is
+/// classified by itself.
+#[test]
+fn a_channels_kept_verdict_follows_every_change_of_the_table() {
+    let e = engine();
+    let (mut a, mut b, ab, ba) = pair(&e, Config::default(), None);
+    let (aid, bid) = (endpoint_slot(a.id()), endpoint_slot(b.id()));
+    let side = b.open_channel("10.9.9.9:1".parse().unwrap(), 1).unwrap();
+    let to_b = |a: &mut Endpoint, b: &mut Endpoint, m: &[u8]| {
+        a.send(ab, m).unwrap();
+        let got = b.recv().expect("delivered to b");
+        assert_eq!(got.to_vec(), m);
+        got.chan()
+    };
+    for _ in 0..3 {
+        assert_eq!(to_b(&mut a, &mut b, b"kept"), ba);
+    }
+
+    // Another endpoint's filter above b's takes the next message; its
+    // removal, then its endpoint's, gives the next one back.
+    let stolen = format!("udp and udp[8:2] = {bid} and udp[10:2] = {aid}");
+    let mut c = e.create_endpoint(Config::default(), None).unwrap();
+    let ca = c.open_channel(e.local(), a.id()).unwrap();
+    let f = c.install_filter(ca, &stolen, 5).unwrap();
+    a.send(ab, b"to c").unwrap();
+    assert_eq!(
+        c.recv().map(|m| (m.chan(), m.to_vec())),
+        Some((ca, b"to c".to_vec()))
+    );
+    assert!(b.recv().is_none());
+    c.remove_filter(f).unwrap();
+    assert_eq!(to_b(&mut a, &mut b, b"back"), ba);
+    c.install_filter(ca, &stolen, 5).unwrap();
+    a.send(ab, b"to c again").unwrap();
+    assert_eq!(c.recv().map(|m| m.to_vec()), Some(b"to c again".to_vec()));
+    drop(c);
+    assert_eq!(to_b(&mut a, &mut b, b"back again"), ba);
+
+    // A filter on the message's first byte (UDP byte 20): each message
+    // goes by its own byte, an empty one (the load past its end) by b's
+    // channel filter.
+    let first = b
+        .install_filter(
+            side,
+            &format!("udp and udp[8:2] = {bid} and udp[20] = 7"),
+            5,
+        )
+        .unwrap();
+    for (m, chan) in [
+        (&[7u8, 1][..], side),
+        (&[8, 1], ba),
+        (&[7], side),
+        (&[], ba),
+        (&[7; 56], side),
+    ] {
+        assert_eq!(to_b(&mut a, &mut b, m), chan, "message {m:?}");
+    }
+    b.remove_filter(first).unwrap();
+    assert_eq!(to_b(&mut a, &mut b, &[7]), ba);
+
+    // A filter on the IPv4 total length (the message's length + 40).
+    let ten = b
+        .install_filter(
+            side,
+            &format!("udp and udp[8:2] = {bid} and ip[2:2] = 50"),
+            5,
+        )
+        .unwrap();
+    for (len, chan) in [(10, side), (9, ba), (10, side), (1000, ba)] {
+        assert_eq!(to_b(&mut a, &mut b, &message(1, len)), chan, "{len} bytes");
+    }
+    b.remove_filter(ten).unwrap();
+    assert_eq!(to_b(&mut a, &mut b, &message(1, 10)), ba);
+
+    // A channel to an endpoint that opened none back matches no filter
+    // until it does.
+    let mut d = e.create_endpoint(Config::default(), None).unwrap();
+    let ad = a.open_channel(e.local(), d.id()).unwrap();
+    let unmatched = e.counts().unmatched;
+    a.send(ad, b"nobody yet").unwrap();
+    assert!(d.recv().is_none());
+    assert_eq!(e.counts().unmatched, unmatched + 1);
+    let da = d.open_channel(e.local(), a.id()).unwrap();
+    a.send(ad, b"now d").unwrap();
+    assert_eq!(
+        d.recv().map(|m| (m.chan(), m.to_vec())),
+        Some((da, b"now d".to_vec()))
+    );
+    assert_eq!(e.counts().unmatched, unmatched + 1);
+    let sent = 3 + 1 + 1 + 1 + 1 + 5 + 1 + 4 + 1 + 2;
+    assert_eq!(a.counts().tx_frames, sent);
+    assert_eq!(a.counts().tx_descriptors, sent);
+}
+
+/// A channel that keeps its verdict keeps its peer's port with it; the
+/// peer's removal lets go of it at once (the channel is closed), so that
+/// two endpoints that sent to each other leave nothing behind, whichever
+/// goes first, and an engine dropped with both still open takes both.
+/// (Endpoint tables replaced by a removal hold their ports until the
+/// threads have moved on: `gone` pins the calling thread until they are.)
+#[test]
+fn kept_verdicts_hold_no_port_past_its_removal() {
+    let gone = |p: &std::sync::Weak<unet::engine::Port>| {
+        let e = engine();
+        (0..100_000).any(|_| {
+            e.endpoints();
+            p.upgrade().is_none()
+        })
+    };
+    for b_first in [true, false] {
+        let e = engine();
+        let (mut a, mut b, ab, ba) = pair(&e, Config::default(), None);
+        a.send(ab, b"to b").unwrap();
+        b.send(ba, b"to a").unwrap();
+        assert!(a.recv().is_some() && b.recv().is_some());
+        let (pa, pb) = (
+            Arc::downgrade(&e.port(a.id()).unwrap()),
+            Arc::downgrade(&e.port(b.id()).unwrap()),
+        );
+        let (first, second, left, went) = if b_first {
+            (b, a, &pa, &pb)
+        } else {
+            (a, b, &pb, &pa)
+        };
+        drop(first);
+        assert!(gone(went), "the removed endpoint's port is let go");
+        assert!(left.upgrade().is_some());
+        drop(second);
+        assert!(gone(left));
+    }
+    let e = engine();
+    let (a, b) = (
+        e.create_port(Config::default(), None).unwrap(),
+        e.create_port(Config::default(), None).unwrap(),
+    );
+    let ab = e
+        .open_channel(a.id(), e.local(), b.id(), Default::default())
+        .unwrap();
+    let ba = e
+        .open_channel(b.id(), e.local(), a.id(), Default::default())
+        .unwrap();
+    for (from, chan) in [(&a, ab), (&b, ba)] {
+        let mut ep = Endpoint::from_parts(
+            from.id(),
+            from.segment().clone(),
+            *from.layout(),
+            Box::new(Driver(e.clone(), from.clone())),
+        );
+        ep.send(chan, b"kept").unwrap();
+    }
+    assert_eq!((a.counts().tx_frames, b.counts().rx_delivered), (1, 1));
+    let (pa, pb) = (Arc::downgrade(&a), Arc::downgrade(&b));
+    drop((a, b, e));
+    assert!(gone(&pa) && gone(&pb));
+}
+
+/// An application's side driving an engine of this process without
+/// removing its port when dropped (a daemon's client, in effect).
+struct Driver(Engine, Arc<unet::engine::Port>);
+
+impl unet::endpoint::Control for Driver {
+    fn open_channel(
+        &mut self,
+        _: u32,
+        _: unet::Addr,
+        _: u32,
+        _: unet::ChannelOptions,
+    ) -> Result<u16, unet::EngineError> {
+        unreachable!()
+    }
+    fn install_filter(
+        &mut self,
+        _: u32,
+        _: u16,
+        _: &str,
+        _: i32,
+    ) -> Result<dpf::FilterId, unet::EngineError> {
+        unreachable!()
+    }
+    fn remove_filter(&mut self, _: u32, _: dpf::FilterId) -> Result<(), unet::EngineError> {
+        unreachable!()
+    }
+    fn set_applet(&mut self, _: u32, _: Option<&[u8]>) -> Result<(), unet::EngineError> {
+        unreachable!()
+    }
+    fn counts(&mut self, _: u32) -> Result<unet::PortCounts, unet::EngineError> {
+        Ok(self.1.counts())
+    }
+    fn closed_channels(&mut self, _: u32) -> Result<Vec<u16>, unet::EngineError> {
+        Ok(Vec::new())
+    }
+    fn drive_tx(&mut self) {
+        self.0.service(&self.1);
+    }
+    fn close(&mut self, _: u32) {}
+}
+
 /// A message to an endpoint of the same engine carries in its frame only
 /// the bytes that installed filters can read; delivery copies the rest
 /// from the sender's buffer area. A filter that reads deep into the

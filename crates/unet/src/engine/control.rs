@@ -126,21 +126,23 @@ impl Engine {
         owner: u32,
         priority: i32,
     ) -> Result<dpf::FilterId, EngineError> {
-        let reach = program_reach(filter.program());
-        let mut reaches = lock(&self.inner.reaches);
-        self.inner.reach.fetch_max(reach, Ordering::AcqRel);
+        let footprint = program_footprint(filter.program());
+        let mut footprints = lock(&self.inner.footprints);
+        self.inner
+            .reach
+            .fetch_max(footprint.reach, Ordering::AcqRel);
         let installed = lock(&self.inner.table).install_prepared(filter, owner, priority);
         if let Ok(fid) = installed {
-            reaches.insert(fid, reach);
+            footprints.of.insert(fid, footprint);
         }
-        self.publish_reach(&reaches);
+        self.publish_footprints(&mut footprints);
         let fid = installed?;
         if let Err(e) = self.sync_transport() {
             // The transport still filters by the table without this
             // filter: take it out again so that the two agree.
             let _ = lock(&self.inner.table).remove(fid);
-            reaches.remove(&fid);
-            self.publish_reach(&reaches);
+            footprints.of.remove(&fid);
+            self.publish_footprints(&mut footprints);
             let _ = self.sync_transport();
             return Err(e.into());
         }
@@ -175,12 +177,12 @@ impl Engine {
             }
         }
         drop(table);
-        let mut reaches = lock(&self.inner.reaches);
+        let mut footprints = lock(&self.inner.footprints);
         for fid in fids {
-            reaches.remove(fid);
+            footprints.of.remove(fid);
         }
-        self.publish_reach(&reaches);
-        drop(reaches);
+        self.publish_footprints(&mut footprints);
+        drop(footprints);
         self.sync_transport()?;
         match missing {
             Some(e) => Err(e.into()),
@@ -196,9 +198,28 @@ impl Engine {
         lock(&self.inner.transport).filters_changed(&classifier)
     }
 
-    pub(super) fn publish_reach(&self, reaches: &std::collections::BTreeMap<dpf::FilterId, usize>) {
-        let r = reaches.values().copied().max().unwrap_or(0).max(HEADER_LEN);
+    /// Publishes what the installed filters' footprints allow, after every
+    /// change of the table (under the footprints' lock): the engine's
+    /// reach, and the version the transmit path's per-channel verdicts are
+    /// valid for ([`Inner::verdicts`]): a new one, so that a verdict taken
+    /// with an earlier table is never used again, or 0 if some filter's
+    /// verdict on a channel's frame may depend on its message.
+    pub(super) fn publish_footprints(&self, footprints: &mut Footprints) {
+        let r = footprints
+            .of
+            .values()
+            .map(|f| f.reach)
+            .max()
+            .unwrap_or(0)
+            .max(HEADER_LEN);
         self.inner.reach.store(r, Ordering::Release);
+        footprints.changes += 1;
+        let version = if footprints.of.values().all(|f| f.per_channel) {
+            footprints.changes
+        } else {
+            0
+        };
+        self.inner.verdicts.store(version, Ordering::Release);
     }
 
     pub(super) fn port_or_err(&self, id: EndpointId) -> Result<Arc<Port>, EngineError> {
@@ -331,6 +352,7 @@ impl Engine {
             checksum: opts.checksum,
             local: remote == local,
             closed: false,
+            verdict: Kept::default(),
         };
         if remote == local {
             lock(&self.inner.local_peers)
@@ -443,30 +465,135 @@ impl Engine {
     }
 }
 
-/// The end of the last byte any test of `p` loads, with fields counted
-/// from the transport header taken at byte 34 (a 20-byte IPv4 header, as
-/// in every frame the engine builds); `usize::MAX` when a test computes
-/// its value (`len`, arithmetic), which may read anything.
-pub(super) fn program_reach(p: &dpf::ir::Program) -> usize {
-    p.nodes
-        .iter()
-        .filter_map(|n| match n {
-            dpf::ir::Node::Test { test, .. } => {
-                let f = test.field;
-                let base = match f.base {
-                    dpf::ir::Base::Link => 0,
-                    // The IHL byte is read too.
-                    dpf::ir::Base::Transport => 34,
-                    // A computed value (`len`, a field at a computed
-                    // offset) may depend on every byte: the whole frame.
-                    dpf::ir::Base::Value(_) => return Some(usize::MAX),
+/// What the engine needs to know of the bytes a filter loads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Footprint {
+    /// The end of the last byte any of its tests loads, with fields
+    /// counted from the transport header taken at byte 34 (a 20-byte IPv4
+    /// header, as in every frame the engine builds); `usize::MAX` when a
+    /// test computes its value (`len`, arithmetic), which may read
+    /// anything.
+    pub(super) reach: usize,
+    /// Whether every byte it loads is one that all frames of one channel of
+    /// this engine share ([`per_channel_byte`]): then its verdict on such a
+    /// frame is the same for every message sent on the channel.
+    pub(super) per_channel: bool,
+}
+
+/// The footprints of the installed filters, and how many times the table
+/// has changed (the versions [`Engine::publish_footprints`] hands out).
+#[derive(Debug, Default)]
+pub(super) struct Footprints {
+    pub(super) of: std::collections::BTreeMap<dpf::FilterId, Footprint>,
+    pub(super) changes: u64,
+}
+
+/// Whether byte `at` of a frame the engine builds for a channel is the same
+/// for every message on it: a header byte other than the IPv4 total length
+/// and header checksum and the UDP length and checksum, which follow the
+/// message (the payload, from byte 54 on, is the message itself).
+pub(super) fn per_channel_byte(at: usize) -> bool {
+    const VARIES: [usize; 4] = [
+        frame::IP_TOTAL_LEN,
+        frame::IP_CSUM,
+        frame::UDP_LEN,
+        frame::UDP_CSUM,
+    ];
+    at < HEADER_LEN && !VARIES.iter().any(|&v| at == v || at == v + 1)
+}
+
+/// The footprint of `p` (see [`Footprint`]).
+pub(super) fn program_footprint(p: &dpf::ir::Program) -> Footprint {
+    let mut fp = Footprint {
+        reach: 0,
+        per_channel: true,
+    };
+    for n in &p.nodes {
+        let dpf::ir::Node::Test { test, .. } = n else {
+            continue;
+        };
+        let f = test.field;
+        let start = match f.base {
+            dpf::ir::Base::Link => 0,
+            // The IHL byte (14) is read too, and is the same for every
+            // frame the engine builds (0x45: the transport header at 34).
+            dpf::ir::Base::Transport => 34,
+            // A computed value (`len`, a field at a computed offset) may
+            // depend on every byte: the whole frame.
+            dpf::ir::Base::Value(_) => {
+                return Footprint {
+                    reach: usize::MAX,
+                    per_channel: false,
                 };
-                Some((base + f.offset as usize + f.size as usize).max(15))
             }
-            _ => None,
-        })
-        .max()
-        .unwrap_or(0)
+        } + f.offset as usize;
+        let end = start + f.size as usize;
+        fp.reach = fp.reach.max(end.max(15));
+        fp.per_channel &= (start..end).all(per_channel_byte);
+    }
+    fp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn footprint(src: &str) -> Footprint {
+        program_footprint(dpf::Table::prepare(src).expect("parses").program())
+    }
+
+    #[test]
+    fn a_channel_filter_reads_only_bytes_its_channel_fixes() {
+        let fp = footprint(
+            "udp and src host 10.0.0.1 and udp src port 7000 and dst host 10.0.0.1 \
+             and udp dst port 7000 and udp[8:2] = 1 and udp[10:2] = 2 \
+             and udp[14:2] = 1 and udp[16:2] = 1",
+        );
+        assert_eq!(
+            fp,
+            Footprint {
+                reach: 52,
+                per_channel: true
+            }
+        );
+    }
+
+    #[test]
+    fn lengths_checksums_payload_and_computed_values_vary_per_message() {
+        for (src, reach) in [
+            ("ip[2:2] = 100", 18),                               // IPv4 total length
+            ("ip[10:2] = 0", 26),                                // IPv4 header checksum
+            ("udp[4:2] = 20", 40),                               // UDP length
+            ("udp[6:2] = 0", 42),                                // UDP checksum
+            ("udp[20] = 7", 55),                                 // the first byte of the message
+            ("ether[53:2] = 0", 55),                             // straddles header and message
+            ("len > 100", usize::MAX),                           // the frame's length
+            ("ip[2:2] - ((ip[0] & 0xf) << 2) > 40", usize::MAX), // arithmetic
+        ] {
+            assert_eq!(
+                footprint(src),
+                Footprint {
+                    reach,
+                    per_channel: false
+                },
+                "{src}"
+            );
+        }
+    }
+
+    #[test]
+    fn header_fields_around_the_varying_ones_stay_per_channel() {
+        for src in [
+            "ip[0:2] = 0x4500", // version, IHL, type of service
+            "ip[4:4] = 0x4000", // identification, flags, fragment offset
+            "ip[8:2] = 0x4011", // time to live, protocol
+            "ip[12:4] = 0",     // source address
+            "udp[0:4] = 0",     // ports
+            "ether[52:2] = 0",  // the last header field
+        ] {
+            assert!(footprint(src).per_channel, "{src}");
+        }
+    }
 }
 
 /// The first half of closing channel `tag` of `port` (under the control

@@ -28,7 +28,7 @@ impl Engine {
         let Ok(mut tx) = port.tx.try_lock() else {
             return 0;
         };
-        let taken = take_tx(&mut tx, port, shared);
+        let taken = self.take_tx(&mut tx, port, shared);
         if taken > 0 {
             // Delivered with the transmit side still locked: the next
             // descriptors of this endpoint wait until these have arrived.
@@ -36,7 +36,9 @@ impl Engine {
             // the transmit side's own scratch outbox for the frames their
             // delivery makes: no outbox changes hands per message.
             let TxSide { framer, next, .. } = &mut *tx;
-            self.pump(&mut framer.out, next);
+            if !framer.out.is_empty() {
+                self.pump(&mut framer.out, next);
+            }
             // Only now, with every byte of these messages copied (a frame
             // to an endpoint of this engine reads the rest of its message
             // from the sender's buffer area during delivery), do the
@@ -410,7 +412,7 @@ pub(super) fn receive(
 ) -> Duration {
     let payload = Payload {
         head: &f[HEADER_LEN..],
-        tail,
+        tail: tail.map(Tail::rest),
     };
     let flags = u16::from_be_bytes([f[frame::UNET_FLAGS], f[frame::UNET_FLAGS + 1]]);
     if flags & frame::FLAG_UDP_CHECKSUM != 0 && !matches!(frame::verify_udp_checksum(f), Ok(true)) {
@@ -445,70 +447,200 @@ pub(super) fn receive(
     took
 }
 
-/// Takes up to [`TX_BUDGET`] transmit descriptors of `port`, making their
-/// frames in the transmit side's outbox.
-///
-/// `shared`: the calling thread serves every endpoint, so an applet's
-/// descriptors stop once [`Budgets::round_time`] is spent or it overran
-/// (see [`Engine::service`]).
-#[inline]
-pub(super) fn take_tx(tx: &mut TxSide, port: &Port, shared: bool) -> usize {
-    let (stats, layout) = (&*port.stats, &port.layout);
-    let mut n = 0;
-    // The applet time this round has spent on this endpoint.
-    let mut spent = Duration::ZERO;
-    let mut done = false;
-    while n < TX_BUDGET && !done {
-        let d = match tx.tx.peek() {
-            Ok(Some(d)) => d,
-            Ok(None) => break,
-            Err(_) => {
-                bump_shared(&stats.queue_corrupt);
-                break;
-            }
-        };
-        n += 1;
-        bump(&stats.tx_descriptors);
-        // `d` is a private copy: everything below checks and uses it, never
-        // the shared slot again.
-        let chan = tx.framer.channel_closed(d.chan);
-        let status = if d.len > tx.framer.max_message
-            || !layout.in_area(d.offset, d.len)
-            || chan.is_none()
-        {
-            bump(&stats.tx_rejected);
-            TxStatus::Rejected
-        } else if chan == Some(true) {
-            bump(&stats.tx_closed);
-            TxStatus::Closed
-        } else if port.has_applet.load(Ordering::Acquire) {
-            let (status, took) = applet_tx(tx, port, d, shared);
-            spent += took;
-            if shared
-                && (spent > port.budgets.round_time
-                    || port.throttle_until.load(Ordering::Relaxed) != 0)
+impl Engine {
+    /// Takes up to [`TX_BUDGET`] transmit descriptors of `port`, delivering
+    /// each to an endpoint of this engine at once where
+    /// [`Engine::deliver_direct`] can, and otherwise making its frames in
+    /// the transmit side's outbox.
+    ///
+    /// `shared`: the calling thread serves every endpoint, so an applet's
+    /// descriptors stop once [`Budgets::round_time`] is spent or it overran
+    /// (see [`Engine::service`]).
+    #[inline]
+    pub(super) fn take_tx(&self, tx: &mut TxSide, port: &Port, shared: bool) -> usize {
+        let (stats, layout) = (&*port.stats, &port.layout);
+        let mut n = 0;
+        // The applet time this round has spent on this endpoint.
+        let mut spent = Duration::ZERO;
+        let mut done = false;
+        while n < TX_BUDGET && !done {
+            let d = match tx.tx.peek() {
+                Ok(Some(d)) => d,
+                Ok(None) => break,
+                Err(_) => {
+                    bump_shared(&stats.queue_corrupt);
+                    break;
+                }
+            };
+            n += 1;
+            bump(&stats.tx_descriptors);
+            // `d` is a private copy: everything below checks and uses it,
+            // never the shared slot again.
+            let chan = tx.framer.channel_closed(d.chan);
+            let status = if d.len > tx.framer.max_message
+                || !layout.in_area(d.offset, d.len)
+                || chan.is_none()
             {
-                // This round's time for the endpoint is spent, or its applet
-                // overran: the rest waits for a later round.
-                done = true;
-            }
-            status
-        } else {
-            match tx
-                .framer
-                .transmit_from(&port.seg, layout.area + d.offset as usize, d.chan, d.len)
-            {
-                Ok(()) => TxStatus::Sent,
-                Err(_) => TxStatus::Dropped,
-            }
-        };
-        tx.tx.write_front(TxDesc {
-            status: status as u16,
-            ..d
-        });
-        // Taken, not yet completed: [`Engine::service`] publishes the
-        // consumer index after the frames are delivered.
-        tx.tx.take();
+                bump(&stats.tx_rejected);
+                TxStatus::Rejected
+            } else if chan == Some(true) {
+                bump(&stats.tx_closed);
+                TxStatus::Closed
+            } else if port.has_applet.load(Ordering::Acquire) {
+                let (status, took) = applet_tx(tx, port, d, shared);
+                spent += took;
+                if shared
+                    && (spent > port.budgets.round_time
+                        || port.throttle_until.load(Ordering::Relaxed) != 0)
+                {
+                    // This round's time for the endpoint is spent, or its
+                    // applet overran: the rest waits for a later round.
+                    done = true;
+                }
+                status
+            } else if self.deliver_direct(tx, port, d) {
+                TxStatus::Sent
+            } else {
+                match tx.framer.transmit_from(
+                    &port.seg,
+                    layout.area + d.offset as usize,
+                    d.chan,
+                    d.len,
+                ) {
+                    Ok(()) => TxStatus::Sent,
+                    Err(_) => TxStatus::Dropped,
+                }
+            };
+            tx.tx.write_front(TxDesc {
+                status: status as u16,
+                ..d
+            });
+            // Taken, not yet completed: [`Engine::service`] publishes the
+            // consumer index after the frames are delivered.
+            tx.tx.take();
+        }
+        n
     }
-    n
+
+    /// Delivers the message of a checked descriptor `d` of `port` without
+    /// building its frame, if it goes to an endpoint of this engine that
+    /// takes it the standard U-Net way; whether it did (if not, nothing was
+    /// done or counted, and the caller makes the frame).
+    ///
+    /// This is the delivery [`Engine::deliver`] would make of the frame,
+    /// step by step: the filter table's verdict on the frame, the
+    /// endpoint it names, the generation check, the receive side's checks,
+    /// the standard receive, with every outcome counted the same way. What
+    /// it saves is the frame: the verdict is the one the channel's cache
+    /// holds for the table's current version ([`Inner::verdicts`]: while
+    /// no installed filter loads a byte that differs between two messages
+    /// of a channel, the table's verdict on the channel's header is its
+    /// verdict on each of its frames), and the message is copied once,
+    /// straight from the sender's buffer area into the receive descriptor
+    /// or buffers (no filter reads it, so no private copy of it need be
+    /// classified).
+    ///
+    /// It declines (and the frame is built and pumped as before) for a
+    /// channel to another engine, a checksummed or closed channel, while
+    /// some filter reads per-message bytes, for an endpoint with an applet
+    /// or with frames still waiting in its inbox, and once this service's
+    /// outbox holds a frame: a channel's messages then all go through the
+    /// outbox, in order.
+    #[inline]
+    fn deliver_direct(&self, tx: &mut TxSide, port: &Port, d: TxDesc) -> bool {
+        let s = &self.inner.stats;
+        if !tx.framer.out.is_empty() {
+            return false;
+        }
+        let Some(Some(ch)) = tx.framer.channels.get_mut(usize::from(d.chan)) else {
+            return false;
+        };
+        if !ch.local || ch.checksum || ch.closed {
+            return false;
+        }
+        let version = self.inner.verdicts.load(Ordering::Acquire);
+        if version == 0 {
+            return false;
+        }
+        if ch.verdict.version != version {
+            // Classified as the frame would be: the channel's header with
+            // this message's lengths (no filter reads past the header).
+            let mut hdr = ch.template;
+            frame::patch_lengths(&mut hdr, d.len as usize);
+            let owner = self.classify(&hdr);
+            // The peer's whole id, generation included, is in the header:
+            // its port is kept if the verdict names it.
+            let be16 = |at: usize| u16::from_be_bytes([hdr[at], hdr[at + 1]]);
+            let peer = endpoint_id(be16(frame::UNET_DST_EP), be16(frame::UNET_DST_GEN));
+            let peer = owner
+                .filter(|o| (o >> 16) as u16 == endpoint_slot(peer))
+                .and_then(|_| self.port(peer));
+            ch.verdict = Kept {
+                version,
+                owner,
+                peer,
+            };
+        }
+        let Some(owner) = ch.verdict.owner else {
+            bump_shared(&port.stats.tx_frames);
+            bump_shared(&s.unmatched);
+            return true;
+        };
+        let payload = Payload {
+            head: &[],
+            tail: Some(Rest {
+                seg: &port.seg,
+                at: port.layout.area + d.offset as usize,
+                len: d.len as usize,
+            }),
+        };
+        let chan = owner as u16;
+        if let Some(dst) = &ch.verdict.peer {
+            return self.deliver_local(port, dst, chan, payload);
+        }
+        let template = &ch.template;
+        self.inner.ports.with(|ports| {
+            let slot = usize::from((owner >> 16) as u16);
+            let Some(dst) = ports.get(slot).and_then(Option::as_ref) else {
+                bump_shared(&port.stats.tx_frames);
+                bump_shared(&s.unmatched);
+                return true;
+            };
+            // As in `deliver_to`: the table may be from before the slot
+            // changed hands.
+            let dst_gen = u16::from_be_bytes([
+                template[frame::UNET_DST_GEN],
+                template[frame::UNET_DST_GEN + 1],
+            ]);
+            if dst_gen != endpoint_generation(dst.id) {
+                bump_shared(&port.stats.tx_frames);
+                bump_shared(&s.unmatched);
+                return true;
+            }
+            self.deliver_local(port, dst, chan, payload)
+        })
+    }
+
+    /// The end of [`Engine::deliver_direct`], once the endpoint `dst` is
+    /// found and its generation checked: the receive side's checks and the
+    /// standard receive of `payload` on `chan`, for `port`'s frame.
+    #[inline]
+    fn deliver_local(&self, port: &Port, dst: &Port, chan: u16, payload: Payload<'_>) -> bool {
+        if dst.has_applet.load(Ordering::Acquire) {
+            return false;
+        }
+        let mut rx = lock(&dst.rx);
+        if dst.closed.load(Ordering::Acquire) {
+            bump_shared(&port.stats.tx_frames);
+            bump_shared(&self.inner.stats.closed);
+            return true;
+        }
+        if !dst.inbox.is_empty() {
+            return false;
+        }
+        bump_shared(&port.stats.tx_frames);
+        rx.io.deliver_default(chan, payload);
+        rx.io.publish();
+        true
+    }
 }

@@ -28,7 +28,12 @@
 //! queue (at most 14), whose offsets the descriptor lists. A message
 //! between two endpoints of this engine is copied once: its frame carries
 //! only the bytes a filter can read (the engine's reach), and delivery
-//! copies the rest from the sender's buffer area.
+//! copies the rest from the sender's buffer area. While no installed
+//! filter reads a byte that differs between two messages of a channel (a
+//! length, a checksum, the message), such a message needs no frame at all:
+//! the table's verdict on its channel's header, kept by the channel for the
+//! table's current version, is its verdict, and the standard receive copies
+//! it straight from the sender's buffer area (`Engine::deliver_direct`).
 //!
 //! **Order and progress.** Frames an applet makes while it runs are queued
 //! and sent after it returns, so an applet never runs inside another
@@ -338,6 +343,24 @@ struct Channel {
     /// Whether it was closed because its peer went away: sending on it
     /// fails, and its filters are gone.
     closed: bool,
+    /// The filter table's verdict on the channel's frames: the transmit
+    /// side's cache (see [`Kept`]).
+    verdict: Kept,
+}
+
+/// The verdict a channel to an endpoint of this engine keeps: the owner
+/// the filter table gives its frames (if any) and the version of
+/// [`Inner::verdicts`] it was taken under, valid while that version is
+/// current (a version is never 0). When the owner is the channel's peer,
+/// its port too, so that delivery needs no look-up in the endpoint table:
+/// the channel is closed, and this reference let go under the transmit
+/// side's lock, when the peer goes away (and the version changes before,
+/// as its filters are removed).
+#[derive(Debug, Clone, Default)]
+struct Kept {
+    version: u64,
+    owner: Option<u32>,
+    peer: Option<Arc<Port>>,
 }
 
 /// An installed applet and its resolved entry points.
@@ -444,12 +467,33 @@ struct Tail {
     len: usize,
 }
 
+impl Tail {
+    fn rest(&self) -> Rest<'_> {
+        Rest {
+            seg: &self.seg,
+            at: self.at,
+            len: self.len,
+        }
+    }
+}
+
+/// Bytes of a message read from where its sending application put them:
+/// a [`Tail`], or a whole message delivered without a frame (see
+/// [`Engine::deliver_direct`]).
+#[derive(Clone, Copy)]
+struct Rest<'a> {
+    seg: &'a Segment,
+    /// Offset of the bytes in `seg`.
+    at: usize,
+    len: usize,
+}
+
 /// A frame's payload as delivery sees it: the bytes in the frame, then the
-/// tail's, if any.
+/// rest, if any.
 #[derive(Clone, Copy)]
 struct Payload<'a> {
     head: &'a [u8],
-    tail: Option<&'a Tail>,
+    tail: Option<Rest<'a>>,
 }
 
 impl Payload<'_> {
@@ -656,6 +700,14 @@ impl Framer {
     fn close_channel(&mut self, tag: u16) {
         if let Some(Some(c)) = self.channels.get_mut(usize::from(tag)) {
             c.closed = true;
+            c.verdict = Kept::default();
+        }
+    }
+
+    /// Lets go of every verdict kept (and the peers' ports they hold).
+    fn forget_verdicts(&mut self) {
+        for c in self.channels.iter_mut().flatten() {
+            c.verdict = Kept::default();
         }
     }
 
@@ -990,8 +1042,17 @@ struct Inner {
     /// frame, since every field it loads lies inside the prefix or past
     /// the end of both.
     reach: Arc<AtomicUsize>,
-    /// Each installed filter's reach.
-    reaches: Mutex<std::collections::BTreeMap<dpf::FilterId, usize>>,
+    /// Each installed filter's footprint (see [`control::Footprint`]).
+    footprints: Mutex<control::Footprints>,
+    /// The version of the filter table that the transmit path's verdicts
+    /// cached per channel are valid for, or 0 when they are not valid at
+    /// all: some installed filter loads a byte that differs between two
+    /// messages of one channel (a length, a checksum, the message).
+    /// Changed after every change of the table (see
+    /// [`Engine::publish_footprints`]); a local channel's frame whose
+    /// verdict was taken under this version needs no classification, since
+    /// the table would say of it what it said of the channel's header.
+    verdicts: AtomicU64,
     /// Frames a pump left after [`PUMP_ROUNDS`] rounds, for the next poll.
     backlog: Mutex<Outbox>,
     has_backlog: AtomicBool,
@@ -1053,7 +1114,9 @@ impl Engine {
                 generations: Mutex::new(Vec::new()),
                 local_peers: Mutex::new(std::collections::HashMap::new()),
                 reach: Arc::new(AtomicUsize::new(HEADER_LEN)),
-                reaches: Mutex::new(std::collections::BTreeMap::new()),
+                footprints: Mutex::new(control::Footprints::default()),
+                // No verdict is cached before the first change of the table.
+                verdicts: AtomicU64::new(0),
                 backlog: Mutex::new(Outbox::default()),
                 has_backlog: AtomicBool::new(false),
                 stats: EngineStats::default(),
@@ -1117,5 +1180,11 @@ impl Engine {
 impl Drop for Inner {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Release);
+        // Two endpoints still open that send to each other keep each
+        // other's port in their channels' verdicts: let go of them, so that
+        // the ports (and their shared memory) go with the engine.
+        for p in self.ports.load_full().iter().flatten() {
+            lock(&p.tx).framer.forget_verdicts();
+        }
     }
 }
