@@ -392,7 +392,21 @@ pub struct Case {
     pub receiver: Receiver,
     /// Receive descriptors the receiving endpoint gets per message.
     pub delivered: u64,
+    /// Whether every message goes through a frame ([`FRAMING_FILTER`]
+    /// installed): a message to an endpoint of the same engine without an
+    /// applet is otherwise delivered without one, while a message to an
+    /// applet's endpoint always is framed, so the cases compared with the
+    /// applet's cases are framed too.
+    pub framed: bool,
 }
+
+/// A filter that never matches the benchmark's frames and reads the IPv4
+/// total length, a byte that differs between messages of one channel: while
+/// it is installed the engine keeps no per-channel verdict, so every
+/// message is framed and classified as before the frameless delivery. It
+/// reads only header bytes, so frames carry no more bytes than without it;
+/// it is installed on the sending endpoint, which receives nothing.
+pub const FRAMING_FILTER: &str = "ip[2:2] = 1";
 
 /// Calls of the measured native per `doRx` in the `Breakdown` applet's
 /// modes 1 to 3 (written out, not looped).
@@ -424,6 +438,7 @@ pub const CASES: &[Case] = &[
         size: SMALL,
         receiver: Receiver::Standard,
         delivered: 1,
+        framed: false,
     },
     Case {
         name: "path-1000",
@@ -431,6 +446,23 @@ pub const CASES: &[Case] = &[
         size: LARGE,
         receiver: Receiver::Standard,
         delivered: 1,
+        framed: false,
+    },
+    Case {
+        name: "path-40-framed",
+        toggle: TOGGLE_PATH,
+        size: SMALL,
+        receiver: Receiver::Standard,
+        delivered: 1,
+        framed: true,
+    },
+    Case {
+        name: "path-1000-framed",
+        toggle: TOGGLE_PATH,
+        size: LARGE,
+        receiver: Receiver::Standard,
+        delivered: 1,
+        framed: true,
     },
     Case {
         name: "standard-40",
@@ -438,6 +470,7 @@ pub const CASES: &[Case] = &[
         size: SMALL,
         receiver: Receiver::StandardApplet,
         delivered: 1,
+        framed: true,
     },
     Case {
         name: "standard-1000",
@@ -445,6 +478,7 @@ pub const CASES: &[Case] = &[
         size: LARGE,
         receiver: Receiver::StandardApplet,
         delivered: 1,
+        framed: true,
     },
     Case {
         name: "deliver",
@@ -452,6 +486,7 @@ pub const CASES: &[Case] = &[
         size: SMALL,
         receiver: Receiver::Standard,
         delivered: 1,
+        framed: true,
     },
     Case {
         name: "dorx",
@@ -459,6 +494,7 @@ pub const CASES: &[Case] = &[
         size: SMALL,
         receiver: Receiver::Breakdown(0),
         delivered: 0,
+        framed: true,
     },
     Case {
         name: "null",
@@ -466,6 +502,7 @@ pub const CASES: &[Case] = &[
         size: SMALL,
         receiver: Receiver::Breakdown(1),
         delivered: 0,
+        framed: true,
     },
     Case {
         name: "getbuf",
@@ -473,6 +510,7 @@ pub const CASES: &[Case] = &[
         size: SMALL,
         receiver: Receiver::Breakdown(2),
         delivered: 0,
+        framed: true,
     },
     Case {
         name: "push",
@@ -480,6 +518,7 @@ pub const CASES: &[Case] = &[
         size: SMALL,
         receiver: Receiver::Breakdown(3),
         delivered: CALLS_PER_RX,
+        framed: true,
     },
 ];
 
@@ -555,6 +594,10 @@ pub fn run_case(case: &Case, n: usize) -> Result<CaseRun, String> {
         Receiver::Breakdown(_) => (None, Some(unet::applets::BREAKDOWN)),
     };
     let mut p = pair(applet_a, applet_b).map_err(|e| format!("set-up: {e}"))?;
+    if case.framed {
+        p.a.install_filter(p.ab, FRAMING_FILTER, 0)
+            .map_err(|e| format!("installing the framing filter: {e}"))?;
+    }
     if let Receiver::Breakdown(mode) = case.receiver {
         let id = p.b.id();
         p.b.engine()
@@ -707,17 +750,27 @@ pub fn report(totals: &[(&str, u64)], n: usize) -> Option<Vec<Row>> {
             "path-1000 / N",
         ),
         row(
-            "standard applet on both endpoints, 40 B: added per message (doTx + doRx)",
-            per("standard-40")? - per("path-40")?,
-            "(standard-40 - path-40) / N",
+            "U-Net path, 40 B, no applet, through a frame (as to an applet's endpoint)",
+            per("path-40-framed")?,
+            "path-40-framed / N",
         ),
         row(
-            "standard applet on both endpoints, 1000 B: added per message (doTx + doRx)",
-            per("standard-1000")? - per("path-1000")?,
-            "(standard-1000 - path-1000) / N",
+            "U-Net path, 1000 B, no applet, through a frame",
+            per("path-1000-framed")?,
+            "path-1000-framed / N",
         ),
         row(
-            "send + engine + standard U-Net delivery, 40 B (recv not counted)",
+            "standard applet on both endpoints, 40 B: added per message over the framed path (doTx + doRx)",
+            per("standard-40")? - per("path-40-framed")?,
+            "(standard-40 - path-40-framed) / N",
+        ),
+        row(
+            "standard applet on both endpoints, 1000 B: added per message over the framed path (doTx + doRx)",
+            per("standard-1000")? - per("path-1000-framed")?,
+            "(standard-1000 - path-1000-framed) / N",
+        ),
+        row(
+            "send + engine + standard U-Net delivery through a frame, 40 B (recv not counted)",
             per("deliver")?,
             "deliver / N",
         ),
@@ -727,7 +780,7 @@ pub fn report(totals: &[(&str, u64)], n: usize) -> Option<Vec<Row>> {
             "dorx / N",
         ),
         row(
-            "invoking doRx (fill RxBuf, call, return) in place of the standard delivery",
+            "invoking doRx (fill RxBuf, call, return) in place of the standard delivery through a frame",
             (dorx - t("deliver")?) / n,
             "(dorx - deliver) / N",
         ),
@@ -795,6 +848,8 @@ mod tests {
         let totals = [
             ("path-40", 1000),
             ("path-1000", 2000),
+            ("path-40-framed", 1500),
+            ("path-1000-framed", 2500),
             ("standard-40", 5000),
             ("standard-1000", 9000),
             ("deliver", 600),
@@ -808,7 +863,7 @@ mod tests {
         assert_eq!(
             v,
             [
-                100.0, 200.0, 400.0, 700.0, 60.0, 90.0, 30.0, 7.0, 11.0, 13.0
+                100.0, 200.0, 150.0, 250.0, 350.0, 650.0, 60.0, 90.0, 30.0, 7.0, 11.0, 13.0
             ]
         );
         assert!(report(&totals[1..], n).is_none());

@@ -9,6 +9,8 @@
 //! # one case by hand (N defaults to 16384):
 //! valgrind --tool=callgrind --toggle-collect=unet_count_path target/release/unet-count path-40 16384
 //! valgrind --tool=callgrind --toggle-collect=unet_count_path target/release/unet-count path-1000 16384
+//! valgrind --tool=callgrind --toggle-collect=unet_count_path target/release/unet-count path-40-framed 16384
+//! valgrind --tool=callgrind --toggle-collect=unet_count_path target/release/unet-count path-1000-framed 16384
 //! valgrind --tool=callgrind --toggle-collect=unet_count_path target/release/unet-count standard-40 16384
 //! valgrind --tool=callgrind --toggle-collect=unet_count_path target/release/unet-count standard-1000 16384
 //! valgrind --tool=callgrind --toggle-collect=unet_count_send target/release/unet-count deliver 16384
@@ -34,14 +36,21 @@
 //! - **The whole path** (`path-40`, `path-1000`, toggle `unet_count_path`):
 //!   `a.send` (which runs the engine: take the descriptor, make the frame,
 //!   classify it with dpf, deliver it) then `b.recv` and a copy of the
-//!   message out, no applet. `standard-*` is the same with the standard
-//!   U-Net applet on both endpoints; its difference from `path-*` is what
-//!   `doTx` and `doRx` (and their natives) add per message.
+//!   message out, no applet: between two endpoints of one engine the
+//!   message goes without a frame (docs/unet.md). `path-*-framed` is the
+//!   same path with [`FRAMING_FILTER`](fastpath_bench::unet::FRAMING_FILTER)
+//!   installed, which makes the engine build and classify a frame for every
+//!   message, as it does for every message to an applet's endpoint.
+//!   `standard-*` (framed too) is the path with the standard U-Net applet
+//!   on both endpoints; its difference from `path-*-framed` is what `doTx`
+//!   and `doRx` (and their natives) add per message, and the difference
+//!   `path-*-framed` − `path-*` is the frame the applet path still needs.
 //! - **Invoking doRx** (`dorx` − `deliver`, toggle `unet_count_send`): the
 //!   toggle covers the send alone, which includes the receiving endpoint's
 //!   handling of the frame (the engine delivers inside the send), while the
 //!   receiving application drains its queue between sends, outside the
-//!   count. In `deliver`, `b` has no applet and the engine delivers the
+//!   count. Every case here is framed, so that they differ only in the
+//!   receiver. In `deliver`, `b` has no applet and the engine delivers the
 //!   message inline the standard U-Net way; in `dorx`, `b` runs the
 //!   `Breakdown` applet (`applets/unet/Breakdown.java`) in mode 0, whose
 //!   `doRx` returns at once. The difference is what handing a message to an
@@ -92,8 +101,8 @@ fn main() -> ExitCode {
         "list" => {
             for c in CASES {
                 println!(
-                    "{:<14} --toggle-collect={}  ({} B, receiver: {:?})",
-                    c.name, c.toggle, c.size, c.receiver
+                    "{:<16} --toggle-collect={}  ({} B, receiver: {:?}, framed: {})",
+                    c.name, c.toggle, c.size, c.receiver, c.framed
                 );
             }
             ExitCode::SUCCESS
@@ -135,7 +144,7 @@ fn all(n: usize) -> ExitCode {
     };
     let mut totals = Vec::new();
     for c in CASES {
-        eprint!("callgrind {:<14} ", c.name);
+        eprint!("callgrind {:<16} ", c.name);
         match callgrind(&exe, c, n) {
             Ok(ir) => {
                 eprintln!("{ir} instructions in {}", c.toggle);
@@ -158,7 +167,7 @@ fn all(n: usize) -> ExitCode {
     print!("{}", table(&rows));
     println!("\nTotals (instructions in the toggled function over N messages):");
     for (name, ir) in &totals {
-        println!("  {name:<14} {ir}");
+        println!("  {name:<16} {ir}");
     }
     ExitCode::SUCCESS
 }
