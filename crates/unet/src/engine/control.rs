@@ -534,6 +534,29 @@ pub(super) fn program_footprint(p: &dpf::ir::Program) -> Footprint {
     fp
 }
 
+/// The first half of closing channel `tag` of `port` (under the control
+/// lock): takes its filters out of the port and returns them, for the
+/// caller to remove from the table, with other closings' in one change;
+/// `None` when the channel is not open.
+fn take_channel_filters(port: &Port, tag: u16) -> Option<Vec<dpf::FilterId>> {
+    let mut filters = lock(&port.filters);
+    let fids = filters.get_mut(usize::from(tag))?.as_mut()?;
+    Some(std::mem::take(fids))
+}
+
+/// The second half, once the filters are out of the table: marks the
+/// channel closed on both sides and tells the application through the
+/// segment's count of closed channels.
+fn mark_channel_closed(port: &Port, tag: u16) {
+    lock(&port.closed_chans).push(tag);
+    // Lock order: transmit side, then receive side.
+    let mut tx = lock(&port.tx);
+    tx.framer.close_channel(tag);
+    lock(&port.rx).io.framer.close_channel(tag);
+    drop(tx);
+    port.seg.closed_channels().fetch_add(1, Ordering::Release);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -594,27 +617,4 @@ mod tests {
             assert!(footprint(src).per_channel, "{src}");
         }
     }
-}
-
-/// The first half of closing channel `tag` of `port` (under the control
-/// lock): takes its filters out of the port and returns them, for the
-/// caller to remove from the table, with other closings' in one change;
-/// `None` when the channel is not open.
-fn take_channel_filters(port: &Port, tag: u16) -> Option<Vec<dpf::FilterId>> {
-    let mut filters = lock(&port.filters);
-    let fids = filters.get_mut(usize::from(tag))?.as_mut()?;
-    Some(std::mem::take(fids))
-}
-
-/// The second half, once the filters are out of the table: marks the
-/// channel closed on both sides and tells the application through the
-/// segment's count of closed channels.
-fn mark_channel_closed(port: &Port, tag: u16) {
-    lock(&port.closed_chans).push(tag);
-    // Lock order: transmit side, then receive side.
-    let mut tx = lock(&port.tx);
-    tx.framer.close_channel(tag);
-    lock(&port.rx).io.framer.close_channel(tag);
-    drop(tx);
-    port.seg.closed_channels().fetch_add(1, Ordering::Release);
 }
