@@ -379,6 +379,16 @@ pub enum Receiver {
     Breakdown(i32),
 }
 
+impl std::fmt::Display for Receiver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Receiver::Standard => f.write_str("no applet"),
+            Receiver::StandardApplet => f.write_str("the standard applet on both endpoints"),
+            Receiver::Breakdown(mode) => write!(f, "Breakdown mode {mode}"),
+        }
+    }
+}
+
 /// One counted run: a set-up, a message size and a toggle point.
 #[derive(Clone, Copy, Debug)]
 pub struct Case {

@@ -101,8 +101,16 @@ fn main() -> ExitCode {
         "list" => {
             for c in CASES {
                 println!(
-                    "{:<16} --toggle-collect={}  ({} B, receiver: {:?}, framed: {})",
-                    c.name, c.toggle, c.size, c.receiver, c.framed
+                    "{:<16} --toggle-collect={}  ({} B, receiver: {}, {})",
+                    c.name,
+                    c.toggle,
+                    c.size,
+                    c.receiver,
+                    if c.framed {
+                        "framed"
+                    } else {
+                        "frameless where it can be"
+                    }
                 );
             }
             ExitCode::SUCCESS
@@ -115,8 +123,13 @@ fn main() -> ExitCode {
             Some(c) => match run_case(c, n) {
                 Ok(r) => {
                     println!(
-                        "{}: {} counted messages after {WARM_UP} warm-up, {} descriptors received; receiver {:?}",
-                        c.name, r.counted, r.received, r.counts
+                        "{}: {} counted messages after {WARM_UP} warm-up, {} descriptors received; the receiver delivered {}, trapped {}, dropped {}",
+                        c.name,
+                        r.counted,
+                        r.received,
+                        r.counts.rx_delivered,
+                        r.counts.applet_traps,
+                        r.counts.applet_drops
                     );
                     ExitCode::SUCCESS
                 }
