@@ -412,6 +412,7 @@ impl Map {
         let slept = s & WAITER != 0;
         if slept {
             futex_wake(st);
+            self.wait.count(|c| c.wakes += 1);
         }
         self.wait.woke.set(slept);
         Ok(())
@@ -455,7 +456,9 @@ impl Map {
                 std::hint::spin_loop();
             }
             self.wait.spun(probing, false);
+            self.wait.count(|c| c.ran_out += 1);
         }
+        self.wait.count(|c| c.sleeps += 1);
         let mut checked = Instant::now();
         loop {
             let s = st.load(Ordering::Acquire);
@@ -584,6 +587,26 @@ struct Waiting {
     /// Waits between probes, and waits since the last.
     probe: Cell<u32>,
     since: Cell<u32>,
+    /// What the waits did (counted off the quick path only).
+    counts: Cell<WaitCounts>,
+}
+
+/// What a side's waits did since its end was made: the waiting rule's
+/// observable record ([`ClientEnd::wait_counts`],
+/// [`ServerEnd::wait_counts`]). Counted only where a wait leaves the quick
+/// path (a poll answered costs nothing here), so a wait answered while
+/// polling is the calls made minus `sleeps`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WaitCounts {
+    /// Waits that were not answered while polling and went to the futex
+    /// (they set the waiter bit and slept, or found the answer on the way).
+    pub sleeps: u64,
+    /// Waits whose polling ran out unanswered (a subset of `sleeps`).
+    pub ran_out: u64,
+    /// Waits that polled as a probe while the rule had the side sleeping.
+    pub probes: u64,
+    /// Posts that found the peer asleep and woke it.
+    pub wakes: u64,
 }
 
 impl Waiting {
@@ -594,6 +617,7 @@ impl Waiting {
             misses: Cell::new(0),
             probe: Cell::new(PROBE_MIN),
             since: Cell::new(0),
+            counts: Cell::new(WaitCounts::default()),
         }
     }
 
@@ -623,6 +647,15 @@ impl Waiting {
         self.spin.get() > 0 && !self.woke.get() && self.misses.get() == 0
     }
 
+    /// Counts a wait that went to the futex (after its polling ran out if
+    /// it polled), a probe, or a post that woke the peer.
+    #[cold]
+    fn count(&self, f: impl FnOnce(&mut WaitCounts)) {
+        let mut c = self.counts.get();
+        f(&mut c);
+        self.counts.set(c);
+    }
+
     /// Records how a wait's polling went.
     #[inline(always)]
     fn spun(&self, probing: bool, answered: bool) {
@@ -632,6 +665,7 @@ impl Waiting {
             self.misses.get().saturating_add(1)
         });
         if probing {
+            self.count(|c| c.probes += 1);
             self.probe.set(if answered {
                 PROBE_MIN
             } else {
@@ -902,6 +936,7 @@ fn gen_wait_reply(end: &mut ClientEnd, woke: u64) -> i64 {
     let m = &end.map;
     if woke != 0 {
         futex_wake(m.state());
+        m.wait.count(|c| c.wakes += 1);
     }
     m.wait.woke.set(woke != 0);
     let deadline = end.timeout.map(|t| Instant::now() + t);
@@ -1014,6 +1049,12 @@ impl ClientEnd {
             self.map.wait.misses.get(),
             self.view.quiet,
         )
+    }
+
+    /// What this end's waits for a reply did so far (the waiting rule's
+    /// record; see [`WaitCounts`]).
+    pub fn wait_counts(&self) -> WaitCounts {
+        self.map.wait.counts.get()
     }
 
     /// The error the last failed out-of-line wait kept.
@@ -1248,6 +1289,7 @@ pub(crate) unsafe extern "C" fn gen_posted(end: *mut GenServer, woke: u64) -> i6
     let end = unsafe { &mut *end.cast::<ServerEnd>() };
     if woke != 0 {
         futex_wake(end.map.state());
+        end.map.wait.count(|c| c.wakes += 1);
     }
     end.map.wait.woke.set(woke != 0);
     end.view.quiet = u64::from(end.map.wait.quiet());
@@ -1302,6 +1344,11 @@ impl ServerEnd {
         let r = self.map.wait_for(REQUEST, None);
         self.view.quiet = u64::from(self.map.wait.quiet());
         r
+    }
+
+    /// What this end's waits for a request did so far (see [`WaitCounts`]).
+    pub fn wait_counts(&self) -> WaitCounts {
+        self.map.wait.counts.get()
     }
 
     /// The channel's `memfd`, to hand to a client ([`inheritable`] for a
