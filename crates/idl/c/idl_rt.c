@@ -147,8 +147,7 @@ static bool peer_alive(const idl_channel *ch)
 
 /* Posts `value` (a request or a reply): a compare-and-swap from the
  * current state with release order, unless the channel is closed; wakes
- * the peer if it sleeps (bit 31 of the replaced state) and remembers that
- * it did: a peer that slept is not running (the waiting policy). */
+ * the peer if it sleeps (bit 31 of the replaced state). */
 static int post(idl_channel *ch, uint32_t value)
 {
     uint32_t s = atomic_load_explicit(ch->state, memory_order_relaxed);
@@ -157,27 +156,51 @@ static int post(idl_channel *ch, uint32_t value)
             return IDL_E_CLOSED;
     } while (!atomic_compare_exchange_weak_explicit(ch->state, &s, value, memory_order_release,
                                                     memory_order_relaxed));
-    ch->woke = (s & IDL_WAITER) != 0;
-    if (ch->woke)
+    if (s & IDL_WAITER) {
         futex_wake(ch->state);
+        ch->counts.wakes++;
+    }
     return IDL_OK;
 }
 
-/* How many polls this wait may make, and whether it is a probe: `spin`
- * while the peer was running at our last post; none while it was asleep
- * or after IDL_MISSES waits in a row whose polling ran out (a runnable
- * peer that is not running), except once every `probe` waits. */
-static uint32_t budget(idl_channel *ch, bool *probing)
+/* The waiting rule (rt::wait::WaitRule, step for step; docs/idl.md,
+ * "Waiting"): a side polls on every wait until IDL_MISSES waits in a row
+ * ran out; then it sleeps at once except one probe in `gap` waits. */
+void idl_wait_rule_init(idl_wait_rule *r, uint32_t spin)
 {
-    *probing = false;
-    if (ch->spin == 0 || !(ch->woke || ch->misses >= IDL_MISSES))
-        return ch->spin;
-    if (++ch->since >= ch->probe) {
-        ch->since = 0;
-        *probing = true;
-        return ch->spin;
+    r->spin = spin;
+    r->misses = 0;
+    r->gap = IDL_PROBE_MIN;
+    r->since = 0;
+}
+
+uint32_t idl_wait_budget(idl_wait_rule *r, bool *probe)
+{
+    *probe = false;
+    if (r->spin == 0 || r->misses < IDL_MISSES)
+        return r->spin;
+    if (++r->since >= r->gap) {
+        r->since = 0;
+        *probe = true;
+        return r->spin;
     }
     return 0;
+}
+
+void idl_wait_polled(idl_wait_rule *r, bool probe, bool answered)
+{
+    if (answered) {
+        if (r->misses != 0) {
+            r->misses = 0;
+            r->gap = IDL_PROBE_MIN;
+            r->since = 0;
+        }
+        return;
+    }
+    if (r->misses < UINT32_MAX)
+        r->misses++;
+    if (probe)
+        r->gap = r->gap * 2 < IDL_PROBE_MAX ? r->gap * 2 : IDL_PROBE_MAX;
 }
 
 /* What a wait for `want` makes of the state word `s`: 1 the wanted state,
@@ -194,23 +217,23 @@ static int settled(uint32_t s, uint32_t want)
 }
 
 /* Waits (acquire) until the state, without the waiter bit, is `want`:
- * IDL_OK, IDL_E_CLOSED, or IDL_E_PEER_DIED. Polls while the waiting policy
- * says it pays (`budget`, at most IDL_SPIN_TIME_NS), then sets the waiter
+ * IDL_OK, IDL_E_CLOSED, or IDL_E_PEER_DIED. Polls while the waiting rule
+ * says it pays (idl_wait_budget, at most IDL_SPIN_TIME_NS), then sets the waiter
  * bit and sleeps on the futex; a side whose peer attached wakes every
  * IDL_LIVENESS_CHECK_NS to check the peer's lock. */
 static int await_state(idl_channel *ch, uint32_t want)
 {
     bool probing;
-    uint32_t polls = budget(ch, &probing);
+    uint32_t polls = idl_wait_budget(&ch->wait, &probing);
     if (polls > 0) {
+        if (probing)
+            ch->counts.probes++;
         uint64_t start = 0;
         uint32_t n = 0;
         for (;;) {
             int v = settled(atomic_load_explicit(ch->state, memory_order_acquire), want);
             if (v > 0) {
-                if (probing)
-                    ch->probe = IDL_PROBE_MIN;
-                ch->misses = 0;
+                idl_wait_polled(&ch->wait, probing, true);
                 return IDL_OK;
             }
             if (v < 0)
@@ -228,11 +251,10 @@ static int await_state(idl_channel *ch, uint32_t want)
             }
             cpu_relax();
         }
-        if (probing)
-            ch->probe = ch->probe * 2 < IDL_PROBE_MAX ? ch->probe * 2 : IDL_PROBE_MAX;
-        if (ch->misses < IDL_MISSES)
-            ch->misses++;
+        idl_wait_polled(&ch->wait, probing, false);
+        ch->counts.ran_out++;
     }
+    ch->counts.sleeps++;
     const struct timespec check = {0, IDL_LIVENESS_CHECK_NS};
     uint64_t checked = now_ns();
     for (;;) {
@@ -295,15 +317,12 @@ static void attach(idl_channel *ch, int fd, unsigned char *base, size_t size,
     ch->strings_len = h->area_len;
     ch->max_strings = h->max_strings;
     ch->max_string_bytes = h->max_string_bytes;
-    ch->spin = h->spin < SPIN_MAX ? h->spin : SPIN_MAX;
+    idl_wait_rule_init(&ch->wait, h->spin < SPIN_MAX ? h->spin : SPIN_MAX);
+    memset(&ch->counts, 0, sizeof ch->counts);
     ch->cursor = 0;
     ch->nstrings = 0;
     ch->side = -1;
     ch->lock_fd = -1;
-    ch->woke = false;
-    ch->probe = IDL_PROBE_MIN;
-    ch->since = 0;
-    ch->misses = 0;
 }
 
 /* Maps `fd` after checking its seals, its header (a private copy) and its
@@ -367,6 +386,11 @@ int idl_channel_create(idl_channel *ch, uint32_t capacity, uint32_t area_len)
 int idl_channel_map(idl_channel *ch, int fd)
 {
     return map_fd(ch, fd);
+}
+
+idl_wait_counts idl_channel_wait_counts(const idl_channel *ch)
+{
+    return ch->counts;
 }
 
 void idl_channel_close(idl_channel *ch)

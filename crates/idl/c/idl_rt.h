@@ -114,17 +114,45 @@ IDL_STATIC_ASSERT(IDL_ALIGNOF(idl_desc) == 4, "idl_desc is 4-aligned");
 #define IDL_SIDE_CLIENT 0
 #define IDL_SIDE_SERVER 1
 
-/* Waiting (docs/idl.md, "Waiting"): a side polls at most `spin` times and
- * at most IDL_SPIN_TIME_NS, and not at all while its last post had to wake
- * the peer or after IDL_MISSES waits in a row whose polling ran out,
- * except for one probe every `probe` waits (IDL_PROBE_MIN..MAX);
- * a side whose peer is attached sleeps at most IDL_LIVENESS_CHECK_NS at a
+/* Waiting (docs/idl.md, "Waiting"; rt::wait::WaitRule, the same rule): a
+ * side polls at most `spin` times and at most IDL_SPIN_TIME_NS on every
+ * wait until IDL_MISSES waits in a row ran out unanswered; it then sleeps
+ * at once except for one probe (a wait that polls) every `gap` waits,
+ * IDL_PROBE_MIN first, doubled after each probe that runs out up to
+ * IDL_PROBE_MAX; any answered poll makes it poll on every wait again.
+ * A side whose peer is attached sleeps at most IDL_LIVENESS_CHECK_NS at a
  * time and then checks the peer's lock. */
 #define IDL_SPIN_TIME_NS 10000u
 #define IDL_LIVENESS_CHECK_NS 50000000u
-#define IDL_PROBE_MIN 16u
-#define IDL_PROBE_MAX 1024u
-#define IDL_MISSES 2u /* polls in a row that ran out before a side sleeps at once */
+#define IDL_PROBE_MIN 4u
+#define IDL_PROBE_MAX 32u
+#define IDL_MISSES 2u /* waits in a row whose polling ran out before a side sleeps */
+
+/* One side's waiting rule (rt::wait::WaitRule). */
+typedef struct idl_wait_rule {
+    uint32_t spin;   /* polls per wait at most (0: always sleep) */
+    uint32_t misses; /* waits in a row whose polling ran out */
+    uint32_t gap;    /* while sleeping: waits between probes (IDL_PROBE_MIN..MAX) */
+    uint32_t since;  /* while sleeping: waits since the last probe */
+} idl_wait_rule;
+
+/* What a side's waits did (rt::shm::WaitCounts): waits that went to the
+ * futex, waits whose polling ran out, probes, posts that woke the peer. */
+typedef struct idl_wait_counts {
+    uint64_t sleeps;
+    uint64_t ran_out;
+    uint64_t probes;
+    uint64_t wakes;
+} idl_wait_counts;
+
+/* A rule that polls, at most `spin` times per wait. */
+void idl_wait_rule_init(idl_wait_rule *r, uint32_t spin);
+/* The polls the next wait may make (0: sleep at once); `*probe` tells
+ * whether it is a sleeping side's probe. */
+uint32_t idl_wait_budget(idl_wait_rule *r, bool *probe);
+/* Records how a wait that polled went: `answered` if the peer's message
+ * came before its polls or its time ran out. */
+void idl_wait_polled(idl_wait_rule *r, bool probe, bool answered);
 
 /* The header at offset 0 of the memfd (rt::shm's `Header`). */
 typedef struct idl_header {
@@ -158,15 +186,12 @@ typedef struct idl_channel {
     uint32_t strings_len;      /* its bytes */
     uint32_t max_strings;      /* from the header's private copy */
     uint32_t max_string_bytes;
-    uint32_t spin;             /* polls before sleeping on the futex */
     uint32_t cursor;           /* client: next free byte of the string area */
     uint32_t nstrings;         /* client: strings put in this request */
     int side;                  /* IDL_SIDE_*, or -1 before the first call or wait */
     int lock_fd;               /* the description holding this side's lock, or -1 */
-    bool woke;                 /* this side's last post woke the peer */
-    uint32_t probe;            /* waits between probes (IDL_PROBE_MIN..MAX) */
-    uint32_t since;            /* waits since the last probe */
-    uint32_t misses;           /* waits in a row whose polling ran out */
+    idl_wait_rule wait;        /* the waiting rule */
+    idl_wait_counts counts;    /* what this side's waits did */
 } idl_channel;
 
 /* The client and the server use the same channel type. */
@@ -197,6 +222,9 @@ int idl_channel_map(idl_channel *ch, int fd);
  * returns, a waiting client gets IDL_E_CLOSED. A posted reply stays for
  * the client to take (IDL_REPLY | IDL_REPLY_CLOSED). */
 void idl_channel_close(idl_channel *ch);
+
+/* What this side's waits did so far (see idl_wait_counts). */
+idl_wait_counts idl_channel_wait_counts(const idl_channel *ch);
 
 /* Closes the channel (as dropping an rt::shm end does), unmaps it and
  * closes its fd. */

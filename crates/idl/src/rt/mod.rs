@@ -20,6 +20,7 @@ use std::ptr::NonNull;
 
 pub mod shm;
 pub mod unet;
+pub mod wait;
 
 /// Bytes of a record that travel inline, in the descriptor's cache line.
 pub const INLINE: usize = 56;

@@ -56,6 +56,7 @@ use std::time::{Duration, Instant};
 
 use unet::shm::Segment;
 
+use super::wait::{Budget, WaitRule};
 use super::{CallError, ClientTransport, ServerTransport, Status};
 use crate::model::Limits;
 
@@ -394,8 +395,7 @@ impl Map {
     }
 
     /// Publishes `to` (a request or a reply) unless the channel is closed;
-    /// wakes the peer if it sleeps, and remembers that it did (the waiting
-    /// policy: a peer that slept is not running).
+    /// wakes the peer if it sleeps.
     #[inline(always)]
     fn post(&self, to: u32) -> Result<(), CallError> {
         let st = self.state();
@@ -414,7 +414,6 @@ impl Map {
             futex_wake(st);
             self.wait.count(|c| c.wakes += 1);
         }
-        self.wait.woke.set(slept);
         Ok(())
     }
 
@@ -426,14 +425,15 @@ impl Map {
     #[inline(always)]
     fn wait_for(&self, want: u32, deadline: Option<Instant>) -> Result<(), CallError> {
         let st = self.state();
-        let (polls, probing) = self.wait.budget();
-        if polls > 0 {
+        let b = self.wait.budget();
+        if b.polls > 0 {
+            let polls = b.polls;
             let mut start: Option<Instant> = None;
             let mut n = 0u32;
             loop {
                 match settled(st.load(Ordering::Acquire), want) {
                     Some(true) => {
-                        self.wait.spun(probing, true);
+                        self.wait.spun(b, true);
                         return Ok(());
                     }
                     Some(false) => return Err(CallError::Closed),
@@ -455,7 +455,7 @@ impl Map {
                 }
                 std::hint::spin_loop();
             }
-            self.wait.spun(probing, false);
+            self.wait.spun(b, false);
             self.wait.count(|c| c.ran_out += 1);
         }
         self.wait.count(|c| c.sleeps += 1);
@@ -541,52 +541,12 @@ pub const SPIN_TIME: Duration = Duration::from_micros(10);
 /// finish the call in progress, on the server).
 pub const LIVENESS_CHECK: Duration = Duration::from_millis(50);
 
-/// The first and the largest number of waits between two probes (see
-/// [`Waiting`]).
-const PROBE_MIN: u32 = 16;
-const PROBE_MAX: u32 = 1024;
-
-/// Waits in a row whose polling ran out before a side stops polling (see
-/// [`Waiting`]).
-const MISSES: u32 = 2;
-
-/// When a side polls and when it goes to the futex at once.
-///
-/// Polling pays only while the peer is running, so that its answer comes
-/// within a few hundred nanoseconds; a peer that is not running (it slept
-/// and must be woken, or it waits for a core that our polling occupies)
-/// answers after a wake-up at best, and then polling burns the time the
-/// peer needs. So:
-/// - if the side's last post found the peer asleep on the futex (it had to
-///   wake it), the peer is not running: the side goes to the futex at once;
-/// - so it does after [`MISSES`] waits in a row whose polling ran out: a
-///   peer that was runnable but not running (on a machine with more
-///   runnable tasks than cores a woken side often preempts its waker, which
-///   then has not reached its futex wait when the next post comes, so the
-///   post finds no sleeper) answers only once our polling leaves the core;
-///   one poll that runs out (a call that takes long) does not count;
-/// - otherwise (the peer was polling, or working on the call) it polls for
-///   at most [`SPIN_TIME`] and at most `spin` times;
-/// - one wait in `probe` of the first kind polls anyway (a probe), so that
-///   two sides that sleep go back to polling when the machine has idle
-///   cores again: a probe answered in time resets `probe` to
-///   [`PROBE_MIN`], one that is not doubles it up to [`PROBE_MAX`].
-///
-/// On an idle machine both sides poll and a call costs no system call; on
-/// a machine whose cores are busy the first poll that times out puts both
-/// sides to sleeping, which costs what a futex-only round trip costs plus
-/// a failed probe (at most [`SPIN_TIME`]) every [`PROBE_MAX`] waits.
+/// A side's waiting rule ([`WaitRule`]: when it polls and when it goes to
+/// the futex at once) and the record of what its waits did. Interior
+/// mutability: the map is shared by `&self` between posting and waiting.
 #[derive(Debug)]
 struct Waiting {
-    /// At most this many polls per wait (0: always sleep).
-    spin: Cell<u32>,
-    /// Whether this side's last post woke the peer.
-    woke: Cell<bool>,
-    /// Waits in a row whose polling ran out unanswered.
-    misses: Cell<u32>,
-    /// Waits between probes, and waits since the last.
-    probe: Cell<u32>,
-    since: Cell<u32>,
+    rule: Cell<WaitRule>,
     /// What the waits did (counted off the quick path only).
     counts: Cell<WaitCounts>,
 }
@@ -594,8 +554,8 @@ struct Waiting {
 /// What a side's waits did since its end was made: the waiting rule's
 /// observable record ([`ClientEnd::wait_counts`],
 /// [`ServerEnd::wait_counts`]). Counted only where a wait leaves the quick
-/// path (a poll answered costs nothing here), so a wait answered while
-/// polling is the calls made minus `sleeps`.
+/// path (a poll answered costs nothing here), so the waits answered while
+/// polling are the calls made minus `sleeps`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct WaitCounts {
     /// Waits that were not answered while polling and went to the futex
@@ -603,7 +563,7 @@ pub struct WaitCounts {
     pub sleeps: u64,
     /// Waits whose polling ran out unanswered (a subset of `sleeps`).
     pub ran_out: u64,
-    /// Waits that polled as a probe while the rule had the side sleeping.
+    /// Waits that polled as a sleeping side's probe.
     pub probes: u64,
     /// Posts that found the peer asleep and woke it.
     pub wakes: u64,
@@ -612,43 +572,43 @@ pub struct WaitCounts {
 impl Waiting {
     fn new(spin: u32) -> Waiting {
         Waiting {
-            spin: Cell::new(spin),
-            woke: Cell::new(false),
-            misses: Cell::new(0),
-            probe: Cell::new(PROBE_MIN),
-            since: Cell::new(0),
+            rule: Cell::new(WaitRule::new(spin)),
             counts: Cell::new(WaitCounts::default()),
         }
     }
 
-    /// How many polls this wait may make, and whether it is a probe.
+    /// What this wait may do ([`WaitRule::budget`]). A side that polls
+    /// without a probe leaves the rule unchanged, so only the other
+    /// outcomes are stored back.
     #[inline(always)]
-    fn budget(&self) -> (u32, bool) {
-        let spin = self.spin.get();
-        if spin == 0 || !(self.woke.get() || self.misses.get() >= MISSES) {
-            return (spin, false);
+    fn budget(&self) -> Budget {
+        let mut r = self.rule.get();
+        let b = r.budget();
+        if b.probe || b.polls == 0 {
+            self.rule.set(r);
+            if b.probe {
+                self.count(|c| c.probes += 1);
+            }
         }
-        let since = self.since.get() + 1;
-        if since >= self.probe.get() {
-            self.since.set(0);
-            (spin, true)
-        } else {
-            self.since.set(since);
-            (0, false)
-        }
+        b
     }
 
-    /// Whether a wait answered at its first poll changes nothing here:
-    /// polling is allowed without a probe ([`Waiting::budget`] has no
-    /// effect) and no poll ran out since the last answered one
-    /// ([`Waiting::spun`] of an answered poll keeps the state). The
-    /// generated client code polls once inline only then.
+    /// See [`WaitRule::quiet`].
+    #[inline(always)]
     fn quiet(&self) -> bool {
-        self.spin.get() > 0 && !self.woke.get() && self.misses.get() == 0
+        self.rule.get().quiet()
+    }
+
+    /// Sets the most polls per wait.
+    fn set_spin(&self, spin: u32) {
+        let mut r = self.rule.get();
+        r.set_spin(spin);
+        self.rule.set(r);
     }
 
     /// Counts a wait that went to the futex (after its polling ran out if
-    /// it polled), a probe, or a post that woke the peer.
+    /// it polled), a probe, or a post that woke the peer: the record of
+    /// [`WaitCounts`], off the quick path.
     #[cold]
     fn count(&self, f: impl FnOnce(&mut WaitCounts)) {
         let mut c = self.counts.get();
@@ -656,22 +616,16 @@ impl Waiting {
         self.counts.set(c);
     }
 
-    /// Records how a wait's polling went.
+    /// Records how a wait's polling went ([`WaitRule::polled`]). A quiet
+    /// rule's answered poll changes nothing and stores nothing.
     #[inline(always)]
-    fn spun(&self, probing: bool, answered: bool) {
-        self.misses.set(if answered {
-            0
-        } else {
-            self.misses.get().saturating_add(1)
-        });
-        if probing {
-            self.count(|c| c.probes += 1);
-            self.probe.set(if answered {
-                PROBE_MIN
-            } else {
-                (self.probe.get() * 2).min(PROBE_MAX)
-            });
+    fn spun(&self, b: Budget, answered: bool) {
+        let mut r = self.rule.get();
+        if answered && !b.probe && r.quiet() {
+            return;
         }
+        r.polled(b, answered);
+        self.rule.set(r);
     }
 }
 
@@ -858,10 +812,11 @@ pub(crate) struct GenClient {
     pub max_strings: u64,
     /// Bytes of the message buffer.
     pub capacity: u64,
-    /// 1 when a wait answered at its first poll leaves [`Waiting`] as it
-    /// is (polling allowed, the last post woke no one, no poll ran out
-    /// since the last answered one): then the generated code polls once
-    /// inline and calls [`gen_wait`] only if the reply is not there yet.
+    /// 1 when a wait answered at its first poll leaves the waiting rule as
+    /// it is ([`WaitRule::quiet`]: polling allowed, no poll ran out since
+    /// the last answered one): then the generated code polls once inline
+    /// and calls [`gen_wait`] only if the reply is not there yet (or if its
+    /// post found the server asleep: [`gen_wait`] wakes it).
     pub quiet: u64,
 }
 
@@ -896,7 +851,7 @@ impl GenClient {
 
 /// The generated client code's out-of-line wait for the reply of the
 /// request it posted: wakes the server first if the post found it asleep
-/// (`woke`), records that for the waiting rule, then waits as
+/// (`woke`), then waits as
 /// [`ClientTransport::call`] does (the adaptive rule, the timeout, the
 /// peer's liveness). 0 when the reply is there; -1 with the error kept in
 /// the end ([`ClientEnd::take_gen_error`]).
@@ -938,7 +893,6 @@ fn gen_wait_reply(end: &mut ClientEnd, woke: u64) -> i64 {
         futex_wake(m.state());
         m.wait.count(|c| c.wakes += 1);
     }
-    m.wait.woke.set(woke != 0);
     let deadline = end.timeout.map(|t| Instant::now() + t);
     let r = match m.wait_for(REPLY, deadline) {
         Ok(()) => 0,
@@ -1011,7 +965,7 @@ impl ClientEnd {
     /// Sets how many times a call polls for the reply before it sleeps.
     pub fn set_spin(&mut self, spin: u32) {
         self.map.h.spin = spin.min(SPIN_MAX);
-        self.map.wait.spin.set(self.map.h.spin);
+        self.map.wait.set_spin(self.map.h.spin);
         self.view.quiet = u64::from(self.map.wait.quiet());
     }
 
@@ -1040,15 +994,10 @@ impl ClientEnd {
         self.loopback = serve.map(|(f, a)| Loopback(f, a));
     }
 
-    /// The waiting rule's state, for tests: whether the last post woke
-    /// the server, polls run out in a row, and the generated code's flag.
+    /// The waiting rule's state and the generated code's flag, for tests.
     #[cfg(test)]
-    pub(crate) fn waiting_state(&self) -> (bool, u32, u64) {
-        (
-            self.map.wait.woke.get(),
-            self.map.wait.misses.get(),
-            self.view.quiet,
-        )
+    pub(crate) fn waiting_state(&self) -> (WaitRule, u64) {
+        (self.map.wait.rule.get(), self.view.quiet)
     }
 
     /// What this end's waits for a reply did so far (the waiting rule's
@@ -1277,8 +1226,8 @@ impl GenServer {
 
 /// The generated server loop's out-of-line step after a reply it posted
 /// found the client asleep (`woke`: wakes it) or the waiting rule not
-/// quiet: records the post for the rule, as [`ServerTransport::reply`]
-/// does. Returns 0.
+/// quiet: wakes the client as [`ServerTransport::reply`] does, and
+/// refreshes the quiet flag. Returns 0.
 ///
 /// # Safety
 /// `end` is the [`GenServer`] of a live [`ServerEnd`] (its first field)
@@ -1291,7 +1240,6 @@ pub(crate) unsafe extern "C" fn gen_posted(end: *mut GenServer, woke: u64) -> i6
         futex_wake(end.map.state());
         end.map.wait.count(|c| c.wakes += 1);
     }
-    end.map.wait.woke.set(woke != 0);
     end.view.quiet = u64::from(end.map.wait.quiet());
     0
 }
@@ -1365,7 +1313,7 @@ impl ServerEnd {
     /// Sets how many times the server polls for a request before it sleeps.
     pub fn set_spin(&mut self, spin: u32) {
         self.map.h.spin = spin.min(SPIN_MAX);
-        self.map.wait.spin.set(self.map.h.spin);
+        self.map.wait.set_spin(self.map.h.spin);
         self.view.quiet = u64::from(self.map.wait.quiet());
     }
 
@@ -1543,35 +1491,32 @@ mod tests {
         ));
     }
 
+    /// The channel's `Waiting` stores back only what changed: it must make
+    /// the same choices as the pure rule, and count each probe, whatever
+    /// the outcomes.
     #[test]
-    fn waiting_stops_polling_after_two_polls_ran_out_and_probes_back() {
+    fn a_sides_waiting_follows_the_pure_rule_step_for_step() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(26);
         let w = Waiting::new(2000);
-        // The peer is running: poll.
-        assert_eq!(w.budget(), (2000, false));
-        // One poll that ran out (a long call) changes nothing.
-        w.spun(false, false);
-        assert_eq!(w.budget(), (2000, false));
-        // Two in a row: the peer is not running, sleep at once...
-        w.spun(false, false);
-        for _ in 1..PROBE_MIN {
-            assert_eq!(w.budget(), (0, false));
+        let mut pure = WaitRule::new(2000);
+        let mut probes = 0;
+        for i in 0..20_000 {
+            // Runs of answered and of unanswered polls, of random lengths.
+            let answered = (i / 40) % 2 == 0 && rng.random_range(0..8) != 0
+                || (i / 40) % 2 == 1 && rng.random_range(0..8) == 0;
+            let (b, p) = (w.budget(), pure.budget());
+            assert_eq!(b, p, "wait {i}");
+            if b.polls > 0 {
+                w.spun(b, answered);
+                pure.polled(p, answered);
+                probes += u64::from(b.probe);
+            }
+            assert_eq!(w.rule.get(), pure, "wait {i}");
+            assert_eq!(w.quiet(), pure.quiet());
         }
-        // ...but probe every PROBE_MIN waits; a probe that ran out doubles
-        // the interval.
-        assert_eq!(w.budget(), (2000, true));
-        w.spun(true, false);
-        for _ in 1..2 * PROBE_MIN {
-            assert_eq!(w.budget(), (0, false));
-        }
-        assert_eq!(w.budget(), (2000, true));
-        // An answered probe: back to polling.
-        w.spun(true, true);
-        assert_eq!(w.budget(), (2000, false));
-        // An answered poll between two that ran out resets the count.
-        w.spun(false, false);
-        w.spun(false, true);
-        w.spun(false, false);
-        assert_eq!(w.budget(), (2000, false));
+        assert!(probes > 0);
+        assert_eq!(w.counts.get().probes, probes);
     }
 
     #[test]
