@@ -332,8 +332,10 @@ impl Drop for Peer {
     }
 }
 
-#[test]
-fn a_client_polls_again_within_a_few_calls_once_its_server_answers_at_once() {
+/// A new channel with the busy peer serving it in a child process pinned
+/// to the second of two CPUs; the channel's descriptor and the CPU left
+/// for the client.
+fn busy_channel() -> (std::os::fd::OwnedFd, Peer, Option<usize>) {
     let fd = shm::create(&Config {
         area: 4096,
         ..Config::default()
@@ -349,53 +351,101 @@ fn a_client_polls_again_within_a_few_calls_once_its_server_answers_at_once() {
     if let Some([_, server]) = cpus {
         cmd.env(PEER_CPU, server.to_string());
     }
-    let _peer = Peer(cmd.spawn().expect("spawn the busy peer"));
+    let peer = Peer(cmd.spawn().expect("spawn the busy peer"));
     drop(inherit);
-    let (counts, fast) = std::thread::spawn(move || {
-        if let Some([client, _]) = cpus {
-            unet::affinity::pin(client);
+    (fd, peer, cpus.map(|[client, _]| client))
+}
+
+/// The first field of /proc/loadavg, for the reports.
+fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split(' ').next().map(str::to_string))
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// What both clients must show: the slow calls slept (a poll runs out
+/// long before the answer; one is answered only if the client's process
+/// was descheduled mid-poll for longer than the server took, hence the
+/// tenth allowed), and after them few calls slept.
+/// With the server always polling, a probe is answered unless the
+/// server's process is descheduled at that moment; once one is, the
+/// client polls until two polls in a row run out. Half the calls is far
+/// above what a loaded machine's preemptions cost, and far below what a
+/// rule that probes hundreds of waits apart sleeps (the rule before this
+/// test slept on 933 of them).
+fn check(client: &str, slow: u64, fast: u64) {
+    eprintln!(
+        "{client} client: {slow} of {SLOW_CALLS} slow calls and {fast} of {FAST_CALLS} \
+         fast calls slept on the futex (load average {})",
+        load()
+    );
+    assert!(
+        slow >= SLOW_CALLS - SLOW_CALLS / 10,
+        "only {slow} of {SLOW_CALLS} slow calls of the {client} client slept"
+    );
+    assert!(
+        fast <= FAST_CALLS / 2,
+        "{fast} of {FAST_CALLS} calls of the {client} client after the slow phase slept \
+         on the futex: it did not go back to polling a server that answers at once"
+    );
+}
+
+#[test]
+fn a_rust_client_polls_again_within_a_few_calls_once_its_server_answers_at_once() {
+    let (fd, _peer, cpu) = busy_channel();
+    let (slow, fast) = std::thread::spawn(move || {
+        if let Some(cpu) = cpu {
+            unet::affinity::pin(cpu);
         }
         let mut c = ClientEnd::from_fd(fd).expect("client end");
         c.set_timeout(Some(Duration::from_secs(20)));
         for _ in 0..SLOW_CALLS {
             c.call_raw(SLOW, &[]).expect("slow call");
         }
-        let before = c.wait_counts();
+        let before = c.wait_counts().sleeps;
         for _ in 0..FAST_CALLS {
             c.call_raw(2, &[]).expect("fast call");
         }
-        let after = c.wait_counts();
+        let after = c.wait_counts().sleeps;
         c.close();
-        (before, after.sleeps - before.sleeps)
+        (before, after - before)
     })
     .join()
     .expect("client thread");
-    eprintln!(
-        "slow phase: {SLOW_CALLS} calls, {} slept, {} ran out, {} probes; \
-         fast phase: {fast} of {FAST_CALLS} calls slept (load average {})",
-        counts.sleeps,
-        counts.ran_out,
-        counts.probes,
-        std::fs::read_to_string("/proc/loadavg")
-            .unwrap_or_default()
-            .split(' ')
-            .next()
-            .unwrap_or("unknown")
-    );
-    // Every slow call slept: its polling (if any) ran out long before the
-    // answer.
-    assert_eq!(
-        counts.sleeps, SLOW_CALLS,
-        "every slow call went to the futex"
-    );
-    // With the server always polling, a probe is answered unless the
-    // server's process is descheduled at that moment; once one is, the
-    // client polls until two polls in a row run out. Half the calls is far
-    // above what a loaded machine's preemptions cost, and far below what a
-    // rule that probes hundreds of waits apart sleeps.
+    check("Rust", slow, fast);
+}
+
+#[test]
+fn a_c_client_polls_again_within_a_few_calls_once_its_server_answers_at_once() {
+    if !have_gcc("a_c_client_polls_again_within_a_few_calls_once_its_server_answers_at_once") {
+        return;
+    }
+    let (fd, _peer, cpu) = busy_channel();
+    let inherit = shm::inheritable(&fd).expect("inheritable duplicate");
+    drop(fd);
+    let out = Command::new(wait_rule_test())
+        .arg("client")
+        .arg(inherit.as_raw_fd().to_string())
+        .arg(cpu.map_or(-1, |c| c as i64).to_string())
+        .arg(SLOW_CALLS.to_string())
+        .arg(FAST_CALLS.to_string())
+        .stdin(Stdio::null())
+        .output()
+        .expect("run the C client");
+    drop(inherit);
+    let text = String::from_utf8_lossy(&out.stdout);
     assert!(
-        fast <= FAST_CALLS / 2,
-        "{fast} of {FAST_CALLS} calls after the slow phase slept on the futex: \
-         the client did not go back to polling a server that answers at once"
+        out.status.success(),
+        "the C client failed: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
     );
+    let n: Vec<u64> = text
+        .split_whitespace()
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    let [slow, fast] = n[..] else {
+        panic!("the C client printed {text}");
+    };
+    check("C", slow, fast);
 }

@@ -541,9 +541,18 @@ pub const SPIN_TIME: Duration = Duration::from_micros(10);
 /// finish the call in progress, on the server).
 pub const LIVENESS_CHECK: Duration = Duration::from_millis(50);
 
-/// A side's waiting rule ([`WaitRule`]: when it polls and when it goes to
-/// the futex at once) and the record of what its waits did. Interior
-/// mutability: the map is shared by `&self` between posting and waiting.
+/// A side's waiting rule and the record of what its waits did. The rule
+/// ([`WaitRule`], documented in [`crate::rt::wait`]): the side polls on
+/// every wait (at most `spin` polls and [`SPIN_TIME`]) until
+/// [`WaitRule::MISSES`] waits in a row ran out unanswered; it then goes to
+/// the futex at once except on a probe, one wait in `gap`, where `gap`
+/// starts at [`WaitRule::PROBE_MIN`] and doubles after each probe that
+/// runs out up to [`WaitRule::PROBE_MAX`]; any answered poll makes it poll
+/// on every wait again. Whether a post found the peer asleep does not
+/// enter. On an idle machine a side so polls again within `PROBE_MAX`
+/// waits of its peer running again; with the cores busy it polls on one
+/// wait in `PROBE_MAX`. Interior mutability: the map is shared by `&self`
+/// between posting and waiting.
 #[derive(Debug)]
 struct Waiting {
     rule: Cell<WaitRule>,
