@@ -4,32 +4,32 @@
 //! path; this is as far as Linux lets a user-level engine go without
 //! owning the driver.
 //!
-//! * **Receive.** An XDP program attached to the interface (driver mode
-//!   where the driver has it, before the kernel builds a socket buffer;
-//!   else, and with one socket on veth, the kernel's generic SKB mode)
-//!   runs on every arriving frame, and redirects the frames the engine's dpf table accepts into the
-//!   `AF_XDP` socket of the queue they arrived on (`bpf_redirect_map` into
-//!   an `XSKMAP` indexed by `rx_queue_index`); what it does not redirect
-//!   goes on to the kernel's stack (`XDP_PASS`). The program is the table
-//!   lowered to eBPF, rebuilt and swapped in atomically on every install
-//!   and removal ([`Transport::filters_changed`]); before the first, or
-//!   when the table cannot be lowered, a fixed program admits every unet
-//!   frame to the transport's address and port. There is one socket per receive queue of the interface
-//!   ([`XdpConfig::queues`]), watched together by one epoll descriptor
-//!   when there are several ([`Transport::poll_fd`] wakes for a frame on
-//!   any queue), each with its own UMEM: a region of frames
-//!   shared with the kernel, whose fill ring gives the kernel empty
-//!   frames and whose receive ring gives back full ones. The engine
-//!   classifies each frame *in place* in the UMEM (the `recv` callback
-//!   gets a slice of it) and copies it once, into the endpoint's buffers
-//!   (or its applet's inbox); the frame then goes straight back on the
-//!   fill ring, so that every receive frame not being classified at that
-//!   moment is the kernel's (the fill ring is kept full). A frame whose
-//!   descriptor lies outside its UMEM frame, or that is not IPv4/UDP with
-//!   a 20-byte header and at least the unet header, is dropped and
-//!   counted ([`TransportStats::rx_dropped`]); frames the kernel could
-//!   not place (receive ring full, no fill frame, too long for a frame)
-//!   are counted from `XDP_STATISTICS` as [`TransportStats::rx_overruns`].
+//! * **Receive.** An XDP program attached to the interface (driver mode where
+//!   the driver has it, before the kernel builds a socket buffer; else, and
+//!   with one socket on veth, the kernel's generic SKB mode) runs on every
+//!   arriving frame, and redirects the frames the engine's dpf table accepts
+//!   into the `AF_XDP` socket of the queue they arrived on
+//!   (`bpf_redirect_map` into an `XSKMAP` indexed by `rx_queue_index`); what
+//!   it does not redirect goes on to the kernel's stack (`XDP_PASS`). The
+//!   program is the table lowered to eBPF, rebuilt and swapped in atomically
+//!   on every install and removal ([`Transport::filters_changed`]); before
+//!   the first, or when the table cannot be lowered, a fixed program admits
+//!   every unet frame to the transport's address and port. There is one
+//!   socket per receive queue of the interface ([`XdpConfig::queues`]),
+//!   watched together by one epoll descriptor when there are several
+//!   ([`Transport::poll_fd`] wakes for a frame on any queue), each with its
+//!   own UMEM: a region of frames shared with the kernel, whose fill ring
+//!   gives the kernel empty frames and whose receive ring gives back full
+//!   ones. The engine classifies each frame *in place* in the UMEM (the
+//!   `recv` callback gets a slice of it) and copies it once, into the
+//!   endpoint's buffers (or its applet's inbox); the frame then goes straight
+//!   back on the fill ring, so that every receive frame not being classified
+//!   at that moment is the kernel's (the fill ring is kept full). A frame
+//!   whose descriptor lies outside its UMEM frame, or that is not IPv4/UDP
+//!   with a 20-byte header and at least the unet header, is dropped and
+//!   counted ([`TransportStats::rx_dropped`]); frames the kernel could not
+//!   place (receive ring full, no fill frame, too long for a frame) are
+//!   counted from `XDP_STATISTICS` as [`TransportStats::rx_overruns`].
 //! * **Transmit.** Each frame is copied into a free transmit frame of the
 //!   first queue's UMEM, with the interface's MAC as source and the
 //!   peer's MAC (the `packet` transport's neighbour table: given, learned
@@ -55,9 +55,9 @@
 //! Copying sockets are what a veth pair gives (veth runs native XDP but
 //! has no AF_XDP zero-copy), and there [`XdpMode::Auto`] takes the generic
 //! hook when it has one socket, measured faster ([`VETH_GENERIC_WHY`]);
-//! on a NIC whose driver has
-//! zero-copy support the sockets bind in zero-copy mode
-//! ([`XdpTransport::zero_copy`]) and the frames are DMAed into the UMEM.
+//! on a NIC whose driver has zero-copy support the sockets bind in
+//! zero-copy mode ([`XdpTransport::zero_copy`]) and the frames are DMAed
+//! into the UMEM.
 //! * **Large frames.** The largest frame is the interface's MTU plus the
 //!   Ethernet header. Up to an MTU of 1,778 a frame fits a 2 KiB UMEM
 //!   frame with the kernel's 256 bytes of headroom; above it the UMEM
@@ -133,15 +133,15 @@ impl std::fmt::Display for XdpMode {
 
 /// Why [`XdpMode::Auto`] attaches in generic mode on a veth interface
 /// (with one socket).
+///
 /// veth runs XDP programs in its driver, but its sockets are copy mode
 /// either way, and both hooks copy a transmitted frame twice in the
 /// kernel (into a page with XDP's headroom, then into the receiver's
 /// UMEM); the driver hook adds veth's own receive ring and NAPI poll in
 /// between, where the generic hook takes the frame straight from the
-/// receive backlog. Measured between two namespaces (round trip of two
-/// engines, alternating the modes): generic faster at every size, by
-/// about 0.1 to 0.5 µs at 64 B, 0.2 to 0.8 µs at 1 KiB and 0.5 to
-/// 1.5 µs at 4 KiB.
+/// receive backlog. Between two namespaces the round trip of two engines
+/// was shorter at the generic hook at every size measured, 64 B to 4 KiB
+/// (docs/benchmarks.md, "Where an `xdp` round trip goes on veth").
 pub const VETH_GENERIC_WHY: &str = "veth: both hooks copy each frame in the kernel, and the \
      generic hook skips veth's receive ring and NAPI poll (a faster round trip)";
 
