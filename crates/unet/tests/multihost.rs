@@ -14,7 +14,10 @@
 //!    of any kind;
 //! 3. do both once more over `udp` and over `xdp` with the standard U-Net
 //!    applet (`unet::applets::STANDARD`) on both endpoints;
-//! 4. over `xdp` on a veth pair with an MTU of 16,500, carry messages of
+//! 4. play the ping-pong over `xdp` once more with the program in veth's
+//!    driver (`XdpMode::Driver`; the other `xdp` tests take the generic
+//!    hook, which `XdpMode::Auto` prefers on veth);
+//! 5. over `xdp` on a veth pair with an MTU of 16,500, carry messages of
 //!    up to 16 KiB, each in one frame of several UMEM frames (multi-buffer
 //!    `AF_XDP`): round trips, then windows of 16 KiB messages one way.
 //!
@@ -40,7 +43,7 @@ use common::{Meet, OnPanic, PHASE_LIMIT, meeting, xdp_or_skip};
 
 use unet::frame::HEADER_LEN;
 use unet::netns::TwoHosts;
-use unet::transport::{PacketTransport, Transport, UdpTransport, XdpTransport};
+use unet::transport::{PacketTransport, Transport, UdpTransport, XdpConfig, XdpMode, XdpTransport};
 use unet::{Config, Endpoint, Engine, EngineCounts, PortCounts, SendError};
 
 /// Round trips in the ping-pong.
@@ -87,6 +90,9 @@ enum Via {
     Udp,
     Packet,
     Xdp,
+    /// `xdp` with the program in veth's driver ([`XdpMode::Driver`]) rather
+    /// than the generic hook [`XdpMode::Auto`] takes on veth.
+    XdpDriver,
 }
 
 /// Host `me`'s engine on `via`, made on a thread inside its namespace.
@@ -103,6 +109,17 @@ fn engine(via: Via, hosts: &TwoHosts, me: usize) -> Engine {
         Via::Xdp => {
             let mut x =
                 XdpTransport::open(&host.ifname, host.addr(PORT)).expect("open the xdp transport");
+            x.add_neighbor(peer.ip, peer.mac);
+            Box::new(x)
+        }
+        Via::XdpDriver => {
+            let config = XdpConfig {
+                mode: XdpMode::Driver,
+                ..XdpConfig::default()
+            };
+            let mut x = XdpTransport::open_with(&host.ifname, host.addr(PORT), &config)
+                .expect("open the xdp transport in driver mode");
+            assert_eq!(x.mode(), XdpMode::Driver, "{}", x.mode_reason());
             x.add_neighbor(peer.ip, peer.mac);
             Box::new(x)
         }
@@ -568,6 +585,20 @@ fn xdp_engines_in_two_namespaces_play_ping_pong() {
         return;
     }
     let (a, b) = ping_pong(&hosts, Via::Xdp, None);
+    check_ping_pong(&a, &b);
+}
+
+#[test]
+fn xdp_engines_with_the_program_in_veths_driver_play_ping_pong() {
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let test = "xdp_engines_with_the_program_in_veths_driver_play_ping_pong";
+    let Some(hosts) = hosts_or_skip(test) else {
+        return;
+    };
+    if !xdp_or_skip(&hosts, test) {
+        return;
+    }
+    let (a, b) = ping_pong(&hosts, Via::XdpDriver, None);
     check_ping_pong(&a, &b);
 }
 

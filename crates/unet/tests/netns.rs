@@ -204,8 +204,10 @@ fn open(via: Via, hosts: &TwoHosts, me: usize, meet: &Meet<u64>) -> Box<dyn Tran
             let mut x = XdpTransport::open(&host.ifname, addr).expect("open the xdp transport");
             assert_eq!(x.max_frame(), 1514, "MTU 1500 + Ethernet header");
             assert_eq!(x.mac(), host.mac, "the MAC TwoHosts gave the veth end");
-            // veth runs XDP in its driver; its AF_XDP sockets copy.
-            assert_eq!((x.mode(), x.zero_copy()), (XdpMode::Driver, false));
+            // veth runs XDP in its driver too, but with one socket the
+            // transport takes the generic hook (faster there); its AF_XDP
+            // sockets copy either way.
+            assert_eq!((x.mode(), x.zero_copy()), (XdpMode::Generic, false));
             if given {
                 x.add_neighbor(peer.ip, peer.mac);
             }
@@ -762,6 +764,8 @@ fn xdp_poll_fd_wakes_for_a_frame_on_any_queue() {
         .expect("enter B")
         .expect("open the xdp transport");
     assert_eq!(x.queues(), 2);
+    // veth's driver: only its NAPI instance tells the queues apart.
+    assert_eq!(x.mode(), XdpMode::Driver, "{}", x.mode_reason());
     let fd = x.poll_fd().expect("a poll descriptor");
     let readable = |ms| {
         let mut p = libc::pollfd {

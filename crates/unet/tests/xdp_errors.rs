@@ -1,10 +1,12 @@
 //! What the `xdp` transport says when it cannot run: the error names what
 //! is missing (privilege, driver support) or what is wrong (a ring depth),
-//! as a typed [`TransportError`], never a panic.
+//! as a typed [`TransportError`], never a panic; and where its program
+//! runs (driver or generic hook) and why.
 //!
 //! The privilege test runs as root by re-running itself as user `nobody`;
-//! the driver test needs root and a network namespace (in which it makes
-//! a bridge device: Ethernet, with no XDP in its driver). Without root they print why and pass, unless
+//! the driver tests need root and a network namespace (in which one makes
+//! a bridge device: Ethernet, with no XDP in its driver; the other opens
+//! the transport on veth in each mode). Without root they print why and pass, unless
 //! `UNET_REQUIRE_XDP=1`.
 
 use std::os::unix::process::CommandExt as _;
@@ -146,12 +148,64 @@ fn an_interface_without_driver_xdp_is_refused_in_driver_mode_naming_the_driver()
             other.map_err(|e| e.to_string())
         ),
     }
-    // Auto falls back to the generic hook on the same device.
-    let mode = a
-        .run(|| XdpTransport::open("fpbridge0", a.addr(7000)).map(|t| t.mode()))
+    // Auto falls back to the generic hook on the same device, and says
+    // that the driver refused.
+    let (mode, why) = a
+        .run(|| {
+            XdpTransport::open("fpbridge0", a.addr(7000))
+                .map(|t| (t.mode(), t.mode_reason().to_string()))
+        })
         .expect("enter the namespace")
         .expect("generic mode on the bridge device");
     assert_eq!(mode, XdpMode::Generic);
+    assert!(
+        why.starts_with("generic (SKB) mode: fpbridge0 refused driver mode ("),
+        "{why}"
+    );
+}
+
+#[test]
+fn on_veth_auto_takes_the_generic_hook_and_says_why_while_driver_mode_stays_available() {
+    let test = "on_veth_auto_takes_the_generic_hook_and_says_why_while_driver_mode_stays_available";
+    if !is_root() {
+        return skip(test, "not running as root");
+    }
+    let Some(hosts) = TwoHosts::for_test(test).expect("the namespaces") else {
+        return;
+    };
+    let a = &hosts.hosts()[0];
+    let open = |mode| {
+        let config = XdpConfig {
+            mode,
+            ..XdpConfig::default()
+        };
+        a.run(|| {
+            XdpTransport::open_with(&a.ifname, a.addr(7000), &config)
+                .map(|t| (t.mode(), t.mode_reason().to_string()))
+        })
+        .expect("enter the namespace")
+    };
+    match open(XdpMode::Auto) {
+        Ok((mode, why)) => {
+            assert_eq!(mode, XdpMode::Generic, "{why}");
+            assert_eq!(
+                why,
+                format!("generic (SKB) mode: {}", xdp::VETH_GENERIC_WHY)
+            );
+        }
+        Err(e @ TransportError::XdpUnavailable { .. }) => return skip(test, &e.to_string()),
+        Err(e) => panic!("{test}: {e}"),
+    }
+    let (mode, why) = open(XdpMode::Driver).expect("veth runs XDP in its driver");
+    assert_eq!(
+        (mode, why.as_str()),
+        (XdpMode::Driver, "driver mode: asked for")
+    );
+    let (mode, why) = open(XdpMode::Generic).expect("the generic hook");
+    assert_eq!(
+        (mode, why.as_str()),
+        (XdpMode::Generic, "generic (SKB) mode: asked for")
+    );
 }
 
 #[test]

@@ -4,32 +4,32 @@
 //! path; this is as far as Linux lets a user-level engine go without
 //! owning the driver.
 //!
-//! * **Receive.** An XDP program attached to the interface (driver mode
-//!   where the driver has it, else the kernel's generic SKB mode) runs on
-//!   every arriving frame before the kernel builds a socket buffer, and
-//!   redirects the frames the engine's dpf table accepts into the
-//!   `AF_XDP` socket of the queue they arrived on (`bpf_redirect_map` into
-//!   an `XSKMAP` indexed by `rx_queue_index`); what it does not redirect
-//!   goes on to the kernel's stack (`XDP_PASS`). The program is the table
-//!   lowered to eBPF, rebuilt and swapped in atomically on every install
-//!   and removal ([`Transport::filters_changed`]); before the first, or
-//!   when the table cannot be lowered, a fixed program admits every unet
-//!   frame to the transport's address and port. There is one socket per receive queue of the interface
-//!   ([`XdpConfig::queues`]), watched together by one epoll descriptor
-//!   when there are several ([`Transport::poll_fd`] wakes for a frame on
-//!   any queue), each with its own UMEM: a region of frames
-//!   shared with the kernel, whose fill ring gives the kernel empty
-//!   frames and whose receive ring gives back full ones. The engine
-//!   classifies each frame *in place* in the UMEM (the `recv` callback
-//!   gets a slice of it) and copies it once, into the endpoint's buffers
-//!   (or its applet's inbox); the frame then goes straight back on the
-//!   fill ring, so that every receive frame not being classified at that
-//!   moment is the kernel's (the fill ring is kept full). A frame whose
-//!   descriptor lies outside its UMEM frame, or that is not IPv4/UDP with
-//!   a 20-byte header and at least the unet header, is dropped and
-//!   counted ([`TransportStats::rx_dropped`]); frames the kernel could
-//!   not place (receive ring full, no fill frame, too long for a frame)
-//!   are counted from `XDP_STATISTICS` as [`TransportStats::rx_overruns`].
+//! * **Receive.** An XDP program attached to the interface (driver mode where
+//!   the driver has it, before the kernel builds a socket buffer; else, and
+//!   with one socket on veth, the kernel's generic SKB mode) runs on every
+//!   arriving frame, and redirects the frames the engine's dpf table accepts
+//!   into the `AF_XDP` socket of the queue they arrived on
+//!   (`bpf_redirect_map` into an `XSKMAP` indexed by `rx_queue_index`); what
+//!   it does not redirect goes on to the kernel's stack (`XDP_PASS`). The
+//!   program is the table lowered to eBPF, rebuilt and swapped in atomically
+//!   on every install and removal ([`Transport::filters_changed`]); before
+//!   the first, or when the table cannot be lowered, a fixed program admits
+//!   every unet frame to the transport's address and port. There is one
+//!   socket per receive queue of the interface ([`XdpConfig::queues`]),
+//!   watched together by one epoll descriptor when there are several
+//!   ([`Transport::poll_fd`] wakes for a frame on any queue), each with its
+//!   own UMEM: a region of frames shared with the kernel, whose fill ring
+//!   gives the kernel empty frames and whose receive ring gives back full
+//!   ones. The engine classifies each frame *in place* in the UMEM (the
+//!   `recv` callback gets a slice of it) and copies it once, into the
+//!   endpoint's buffers (or its applet's inbox); the frame then goes straight
+//!   back on the fill ring, so that every receive frame not being classified
+//!   at that moment is the kernel's (the fill ring is kept full). A frame
+//!   whose descriptor lies outside its UMEM frame, or that is not IPv4/UDP
+//!   with a 20-byte header and at least the unet header, is dropped and
+//!   counted ([`TransportStats::rx_dropped`]); frames the kernel could not
+//!   place (receive ring full, no fill frame, too long for a frame) are
+//!   counted from `XDP_STATISTICS` as [`TransportStats::rx_overruns`].
 //! * **Transmit.** Each frame is copied into a free transmit frame of the
 //!   first queue's UMEM, with the interface's MAC as source and the
 //!   peer's MAC (the `packet` transport's neighbour table: given, learned
@@ -52,10 +52,12 @@
 //!   endpoint's buffers. So the engine classifies in the UMEM and copies
 //!   once, the same one copy as `packet`'s ring.
 //!
-//! Driver mode with copying sockets is what a veth pair gives (veth runs
-//! native XDP but has no AF_XDP zero-copy); on a NIC whose driver has
-//! zero-copy support the sockets bind in zero-copy mode
-//! ([`XdpTransport::zero_copy`]) and the frames are DMAed into the UMEM.
+//! Copying sockets are what a veth pair gives (veth runs native XDP but
+//! has no AF_XDP zero-copy), and there [`XdpMode::Auto`] takes the generic
+//! hook when it has one socket, measured faster ([`VETH_GENERIC_WHY`]);
+//! on a NIC whose driver has zero-copy support the sockets bind in
+//! zero-copy mode ([`XdpTransport::zero_copy`]) and the frames are DMAed
+//! into the UMEM.
 //! * **Large frames.** The largest frame is the interface's MTU plus the
 //!   Ethernet header. Up to an MTU of 1,778 a frame fits a 2 KiB UMEM
 //!   frame with the kernel's 256 bytes of headroom; above it the UMEM
@@ -104,7 +106,11 @@ const KICKS: usize = 64;
 /// Where the XDP program runs.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
 pub enum XdpMode {
-    /// Driver mode if the driver has it, else generic (SKB) mode.
+    /// Driver mode if the driver has it, else generic (SKB) mode; with
+    /// one socket on a veth interface generic mode first (see
+    /// [`VETH_GENERIC_WHY`]; with several, veth's driver, since only its
+    /// NAPI instance records which receive queue a frame came to).
+    /// [`XdpTransport::mode_reason`] says which and why.
     #[default]
     Auto,
     /// In the driver, before the kernel allocates a socket buffer
@@ -124,6 +130,20 @@ impl std::fmt::Display for XdpMode {
         })
     }
 }
+
+/// Why [`XdpMode::Auto`] attaches in generic mode on a veth interface
+/// (with one socket).
+///
+/// veth runs XDP programs in its driver, but its sockets are copy mode
+/// either way, and both hooks copy a transmitted frame twice in the
+/// kernel (into a page with XDP's headroom, then into the receiver's
+/// UMEM); the driver hook adds veth's own receive ring and NAPI poll in
+/// between, where the generic hook takes the frame straight from the
+/// receive backlog. Between two namespaces the round trip of two engines
+/// was shorter at the generic hook at every size measured, 64 B to 4 KiB
+/// (docs/benchmarks.md, "Where an `xdp` round trip goes on veth").
+pub const VETH_GENERIC_WHY: &str = "veth: both hooks copy each frame in the kernel, and the \
+     generic hook skips veth's receive ring and NAPI poll (a faster round trip)";
 
 /// Sizes and options of an [`XdpTransport`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -261,6 +281,8 @@ pub struct XdpTransport {
     epoll: Option<sys::Epoll>,
     /// The queue the next receive poll starts at.
     next: usize,
+    /// Why the program runs where it does ([`XdpTransport::mode_reason`]).
+    mode_reason: String,
     ifname: String,
     ifindex: u32,
     mac: MacAddr,
@@ -281,6 +303,7 @@ impl std::fmt::Debug for XdpTransport {
             .field("local", &self.local)
             .field("queues", &self.queues.len())
             .field("mode", &self.program.mode())
+            .field("mode_reason", &self.mode_reason)
             .field("stats", &self.stats)
             .finish()
     }
@@ -439,9 +462,35 @@ impl XdpTransport {
                 tx_free,
             });
         }
+        // One socket on veth: the generic hook (faster). With several,
+        // veth's driver: without its NAPI instance veth records no receive
+        // queue, and the generic hook would see every frame on queue 0.
+        let veth_generic = link.driver == "veth" && n == 1;
+        let order: &[XdpMode] = match config.mode {
+            XdpMode::Auto if veth_generic => &[XdpMode::Generic, XdpMode::Driver],
+            XdpMode::Auto => &[XdpMode::Driver, XdpMode::Generic],
+            XdpMode::Driver => &[XdpMode::Driver],
+            XdpMode::Generic => &[XdpMode::Generic],
+        };
         let fds: Vec<_> = queues.iter().map(|q| (q.id, q.sock.as_fd())).collect();
-        let program = Program::attach(ifname, link.index, addr, &fds, config.mode, multi_buffer)?;
+        let (program, refused) =
+            Program::attach(ifname, link.index, addr, &fds, order, multi_buffer)?;
         drop(fds);
+        let chosen = program.mode();
+        let mode_reason = match (config.mode, refused) {
+            (XdpMode::Auto, Some((m, why))) => {
+                format!("{chosen} mode: {ifname} refused {m} mode ({why})")
+            }
+            (XdpMode::Auto, None) if veth_generic => {
+                format!("{chosen} mode: {VETH_GENERIC_WHY}")
+            }
+            (XdpMode::Auto, None) if link.driver == "veth" => format!(
+                "{chosen} mode: the driver has it, and with {n} queues on veth the generic \
+                 hook would see every frame on queue 0"
+            ),
+            (XdpMode::Auto, None) => format!("{chosen} mode: the driver has it"),
+            (_, _) => format!("{chosen} mode: asked for"),
+        };
         let epoll = if queues.len() > 1 {
             let fds: Vec<_> = queues.iter().map(|q| q.sock.as_raw_fd()).collect();
             Some(sys::Epoll::new(&fds).map_err(|e| TransportError::Io {
@@ -459,6 +508,7 @@ impl XdpTransport {
             queues,
             epoll,
             next: 0,
+            mode_reason,
             ifname: ifname.to_string(),
             ifindex: link.index,
             mac: MacAddr(link.mac),
@@ -502,6 +552,13 @@ impl XdpTransport {
     /// Where the program runs: [`XdpMode::Driver`] or [`XdpMode::Generic`].
     pub fn mode(&self) -> XdpMode {
         self.program.mode()
+    }
+
+    /// Where the program runs and why, in words: asked for, the driver
+    /// has it, the interface refused the first mode tried (with the
+    /// kernel's refusal), or [`VETH_GENERIC_WHY`].
+    pub fn mode_reason(&self) -> &str {
+        &self.mode_reason
     }
 
     /// Why the engine's filter table runs on the fixed program that admits

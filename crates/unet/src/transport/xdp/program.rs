@@ -174,16 +174,18 @@ fn missing(e: &ebpf::Error) -> Option<XdpMissing> {
 
 impl Program {
     /// Makes the socket map with `sockets` (queue, socket) in it, loads
-    /// the program for `addr` and attaches it to `ifindex`: in driver mode,
-    /// or, for [`XdpMode::Auto`] when the driver refuses, in generic mode.
+    /// the program for `addr` and attaches it to `ifindex` in the first of
+    /// `order`'s modes ([`XdpMode::Driver`] or [`XdpMode::Generic`]) that
+    /// the interface takes. Returns the program and, when an earlier mode
+    /// of `order` was refused, that mode and the kernel's refusal.
     pub(super) fn attach(
         ifname: &str,
         ifindex: u32,
         addr: Addr,
         sockets: &[(u32, BorrowedFd<'_>)],
-        mode: XdpMode,
+        order: &[XdpMode],
         frags: bool,
-    ) -> Result<Program, TransportError> {
+    ) -> Result<(Program, Option<(XdpMode, String)>), TransportError> {
         let fail = |what: String, e: ebpf::Error| match missing(&e) {
             Some(m) => TransportError::XdpUnavailable {
                 ifname: ifname.to_string(),
@@ -206,19 +208,18 @@ impl Program {
         }
         let prog =
             load_fixed(addr, &xsks, frags).map_err(|e| fail("load the XDP program".into(), e))?;
-        let tries: &[(XdpMode, ebpf::XdpMode)] = match mode {
-            XdpMode::Auto => &[
-                (XdpMode::Driver, ebpf::XdpMode::Driver),
-                (XdpMode::Generic, ebpf::XdpMode::Skb),
-            ],
-            XdpMode::Driver => &[(XdpMode::Driver, ebpf::XdpMode::Driver)],
-            XdpMode::Generic => &[(XdpMode::Generic, ebpf::XdpMode::Skb)],
-        };
+        let mut refused = None;
         let mut last = None;
-        for &(m, em) in tries {
+        for &m in order {
+            let em = match m {
+                XdpMode::Driver => ebpf::XdpMode::Driver,
+                XdpMode::Generic => ebpf::XdpMode::Skb,
+                // Not a mode of its own: the caller resolves it to an order.
+                XdpMode::Auto => continue,
+            };
             match ebpf::XdpLink::attach(&prog, ifindex, em) {
                 Ok(link) => {
-                    return Ok(Program {
+                    let program = Program {
                         link,
                         _prog: Attached::Fixed(prog),
                         xsks,
@@ -228,12 +229,23 @@ impl Program {
                         fallback: None,
                         counts: ProgramCounts::default(),
                         frags,
-                    });
+                    };
+                    return Ok((program, refused));
                 }
-                Err(e) => last = Some((m, e)),
+                Err(e) => {
+                    if refused.is_none() {
+                        refused = Some((m, e.to_string()));
+                    }
+                    last = Some((m, e));
+                }
             }
         }
-        let (m, e) = last.expect("at least one mode is tried");
+        let Some((m, e)) = last else {
+            return Err(TransportError::Config {
+                kind: "xdp",
+                what: format!("no attach mode to try on {ifname}"),
+            });
+        };
         Err(match missing(&e) {
             Some(mi) => TransportError::XdpUnavailable {
                 ifname: ifname.to_string(),

@@ -582,7 +582,7 @@ impl AsRawFd for Epoll {
 }
 
 /// What the transport needs to know of an interface.
-#[derive(Copy, Clone, Debug)]
+#[derive(Clone, Debug)]
 pub(super) struct Link {
     pub index: u32,
     pub mac: [u8; 6],
@@ -591,6 +591,54 @@ pub(super) struct Link {
     /// Receive queues (`ETHTOOL_GCHANNELS`: combined plus receive-only
     /// channels), or 1 when the driver does not say.
     pub queues: u32,
+    /// The driver's name (`ETHTOOL_GDRVINFO`, e.g. `veth`), or empty when
+    /// the driver does not say.
+    pub driver: String,
+}
+
+/// `struct ethtool_drvinfo` of `linux/ethtool.h`.
+#[repr(C)]
+struct EthtoolDrvinfo {
+    cmd: u32,
+    driver: [u8; 32],
+    version: [u8; 32],
+    fw_version: [u8; 32],
+    bus_info: [u8; 32],
+    erom_version: [u8; 32],
+    reserved2: [u8; 12],
+    n_priv_flags: u32,
+    n_stats: u32,
+    testinfo_len: u32,
+    eedump_len: u32,
+    regdump_len: u32,
+}
+
+/// `ETHTOOL_GDRVINFO`.
+const ETHTOOL_GDRVINFO: u32 = 0x3;
+
+impl EthtoolDrvinfo {
+    fn new() -> Self {
+        EthtoolDrvinfo {
+            cmd: ETHTOOL_GDRVINFO,
+            driver: [0; 32],
+            version: [0; 32],
+            fw_version: [0; 32],
+            bus_info: [0; 32],
+            erom_version: [0; 32],
+            reserved2: [0; 12],
+            n_priv_flags: 0,
+            n_stats: 0,
+            testinfo_len: 0,
+            eedump_len: 0,
+            regdump_len: 0,
+        }
+    }
+
+    /// The driver's name: the bytes before the first NUL.
+    fn driver(&self) -> String {
+        let end = self.driver.iter().position(|&b| b == 0).unwrap_or(32);
+        String::from_utf8_lossy(&self.driver[..end]).into_owned()
+    }
 }
 
 /// `struct ethtool_channels` of `linux/ethtool.h`.
@@ -611,7 +659,7 @@ struct EthtoolChannels {
 /// `ETHTOOL_GCHANNELS`.
 const ETHTOOL_GCHANNELS: u32 = 0x3c;
 
-/// Reads interface `ifname`'s index, MAC, MTU and queue count with
+/// Reads interface `ifname`'s index, MAC, MTU, queue count and driver with
 /// `ioctl`s on a throwaway socket of the calling thread's namespace. The
 /// name must be 1 to 15 bytes without NUL (checked by the caller).
 pub(super) fn link(ifname: &str) -> Result<Link, OpenError> {
@@ -670,12 +718,20 @@ pub(super) fn link(ifname: &str) -> Result<Link, OpenError> {
         Ok(()) => (ch.combined_count + ch.rx_count).max(1),
         Err(_) => 1,
     };
+    let mut info = EthtoolDrvinfo::new();
+    let mut r = req();
+    r.ifr_ifru.ifru_data = (&raw mut info).cast();
+    let driver = match ioctl(libc::SIOCETHTOOL, &mut r) {
+        Ok(()) => info.driver(),
+        Err(_) => String::new(),
+    };
     Ok(Link {
         index,
         mac,
         hw_type: hw.sa_family,
         mtu,
         queues,
+        driver,
     })
 }
 
@@ -724,5 +780,16 @@ mod tests {
     #[test]
     fn ethtool_channels_has_the_kernels_layout() {
         assert_eq!(size_of::<EthtoolChannels>(), 36);
+    }
+
+    #[test]
+    fn ethtool_drvinfo_has_the_kernels_layout_and_names_the_driver() {
+        assert_eq!(size_of::<EthtoolDrvinfo>(), 196);
+        let mut info = EthtoolDrvinfo::new();
+        assert_eq!(info.driver(), "");
+        info.driver[..4].copy_from_slice(b"veth");
+        assert_eq!(info.driver(), "veth");
+        info.driver = [b'x'; 32];
+        assert_eq!(info.driver().len(), 32, "no NUL: all 32 bytes");
     }
 }

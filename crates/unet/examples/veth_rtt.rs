@@ -1,0 +1,156 @@
+//! Round trips of one message between two U-Net endpoints across a veth
+//! pair, one engine in each of two network namespaces, over `udp` or
+//! `xdp`, for a fixed time: the loop that docs/benchmarks.md profiles
+//! ("Where an `xdp` round trip goes on veth"; run `perf record -a -g`
+//! while it runs). Both application threads spin on their endpoints (a
+//! receive polls the engine, which polls the transport), pinned to two
+//! CPUs like `fastpath demo`'s. Needs root.
+//!
+//! ```sh
+//! cargo build --release -p unet --example veth_rtt
+//! sudo target/release/examples/veth_rtt <udp|xdp|xdp-driver|xdp-generic> [bytes] [seconds] [mtu]
+//! ```
+//!
+//! `xdp` attaches in [`XdpMode::Auto`] (the generic hook on veth),
+//! `xdp-driver` and `xdp-generic` in the mode named. Prints the median,
+//! 10th and 90th percentile of the means of batches of 100 round trips.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use unet::netns::{Host, TwoHosts};
+use unet::transport::{Transport, UdpTransport, XdpConfig, XdpMode, XdpTransport};
+use unet::{Config, Endpoint, Engine};
+
+/// Round trips per timed batch.
+const BATCH: usize = 100;
+
+/// Spins until a message arrives (into `buf`); `false` once `stop`.
+fn recv(ep: &mut Endpoint, buf: &mut Vec<u8>, stop: &AtomicBool) -> bool {
+    loop {
+        if let Some(m) = ep.recv() {
+            buf.clear();
+            m.read(|p| buf.extend_from_slice(p));
+            return true;
+        }
+        if stop.load(Ordering::Relaxed) {
+            return false;
+        }
+        std::hint::spin_loop();
+    }
+}
+
+/// Sends `msg` on `chan`, driving the engine while the queue is full.
+fn send(ep: &mut Endpoint, chan: u16, msg: &[u8]) -> Result<(), unet::SendError> {
+    loop {
+        match ep.send_with(chan, msg.len(), |b| b.copy_from_slice(msg)) {
+            Err(unet::SendError::Full) => {
+                ep.poll_engine();
+            }
+            r => return r,
+        }
+    }
+}
+
+/// Host `me`'s endpoint on `kind`, made inside its namespace.
+fn endpoint(kind: &str, me: &Host, peer: &Host) -> Result<Endpoint, String> {
+    let made = me.run(|| -> Result<Endpoint, String> {
+        let transport: Box<dyn Transport> = match kind {
+            "udp" => Box::new(UdpTransport::bind(me.addr(0)).map_err(|e| e.to_string())?),
+            _ => {
+                let mode = match kind {
+                    "xdp-driver" => XdpMode::Driver,
+                    "xdp-generic" => XdpMode::Generic,
+                    _ => XdpMode::Auto,
+                };
+                let config = XdpConfig {
+                    mode,
+                    ..XdpConfig::default()
+                };
+                let mut x = XdpTransport::open_with(&me.ifname, me.addr(7000), &config)
+                    .map_err(|e| e.to_string())?;
+                x.add_neighbor(peer.ip, peer.mac);
+                eprintln!("{}: {}", me.namespace, x.mode_reason());
+                Box::new(x)
+            }
+        };
+        Engine::new(transport)
+            .create_endpoint(Config::default(), None)
+            .map_err(|e| e.to_string())
+    });
+    made.map_err(|e| e.to_string())?
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().collect();
+    let kind = args.get(1).map_or("xdp", String::as_str);
+    if !["udp", "xdp", "xdp-driver", "xdp-generic"].contains(&kind) {
+        return Err(format!("transport {kind}: udp, xdp, xdp-driver or xdp-generic").into());
+    }
+    let size: usize = args.get(2).map_or(Ok(1024), |s| s.parse())?;
+    let secs: f64 = args.get(3).map_or(Ok(5.0), |s| s.parse())?;
+    let mtu: u32 = args.get(4).map_or(Ok(16_500), |s| s.parse())?;
+    let hosts = TwoHosts::with_mtu(mtu)?;
+    let [ha, hb] = hosts.hosts();
+    let mut a = endpoint(kind, ha, hb)?;
+    let mut b = endpoint(kind, hb, ha)?;
+    let local = |ep: &Endpoint| ep.engine().map(Engine::local).ok_or("no engine");
+    let (la, lb) = (local(&a)?, local(&b)?);
+    let ab = a.open_channel(lb, b.id())?;
+    let ba = b.open_channel(la, a.id())?;
+    let cpus = unet::affinity::two_cpus();
+    if let Some(c) = cpus {
+        unet::affinity::pin(c[0]);
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let echo = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            if let Some(c) = cpus {
+                unet::affinity::pin(c[1]);
+            }
+            let mut buf = Vec::new();
+            while recv(&mut b, &mut buf, &stop) {
+                if send(&mut b, ba, &buf).is_err() {
+                    break;
+                }
+            }
+        })
+    };
+    let msg = vec![0x5au8; size];
+    let mut buf = Vec::new();
+    let never = AtomicBool::new(false);
+    let mut round_trip = || -> Result<(), Box<dyn std::error::Error>> {
+        send(&mut a, ab, &msg)?;
+        recv(&mut a, &mut buf, &never);
+        if buf.len() != size {
+            return Err(format!("echo of {size} bytes came back with {}", buf.len()).into());
+        }
+        Ok(())
+    };
+    for _ in 0..1000 {
+        round_trip()?;
+    }
+    let mut batches = Vec::new();
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs_f64(secs) {
+        let t = Instant::now();
+        for _ in 0..BATCH {
+            round_trip()?;
+        }
+        batches.push(t.elapsed().as_secs_f64() * 1e6 / BATCH as f64);
+    }
+    stop.store(true, Ordering::Relaxed);
+    echo.join().map_err(|_| "the echo thread panicked")?;
+    batches.sort_by(f64::total_cmp);
+    let at = |q: f64| batches[((batches.len() - 1) as f64 * q) as usize];
+    println!(
+        "{kind} {size} B: {} round trips in {secs} s, batch means (µs): median {:.2}, p10 {:.2}, p90 {:.2}",
+        batches.len() * BATCH,
+        at(0.5),
+        at(0.1),
+        at(0.9)
+    );
+    Ok(())
+}
