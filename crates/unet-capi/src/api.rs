@@ -42,7 +42,8 @@ pub enum Code {
     /// reached (filter syntax, applet verification, budgets, a broken
     /// connection).
     Engine = -4,
-    /// `UNET_EAGAIN`: the transmit queue is full for now.
+    /// `UNET_EAGAIN`: try again later: the transmit queue is full for now,
+    /// or the daemon's budget of engine-counter reads is spent for now.
     Again = -5,
     /// `UNET_ETOOLONG`: the message exceeds the endpoint's largest message.
     TooLong = -6,
@@ -96,7 +97,7 @@ pub fn strerror(code: i32) -> &'static std::ffi::CStr {
         -2 => c"the handle is not open (never issued, already closed, or of another kind)",
         -3 => c"an argument's value is invalid",
         -4 => c"the engine refused the operation or could not be reached",
-        -5 => c"the transmit queue is full; try again once the engine has taken earlier messages",
+        -5 => c"try again later: the transmit queue is full (until the engine takes earlier messages), or the daemon's budget of engine-counter reads is spent (until it refills)",
         -6 => c"the message exceeds the endpoint's largest message",
         -7 => c"the channel is closed: its peer endpoint went away",
         -8 => c"no message arrived within the timeout",
@@ -253,6 +254,11 @@ impl CapiError {
             CapiError::Null { .. } => Code::Null,
             CapiError::BadHandle { .. } => Code::BadHandle,
             CapiError::Utf8 { .. } | CapiError::Invalid { .. } => Code::Invalid,
+            // The daemon's budget of counter reads refills: try again.
+            CapiError::Engine {
+                source: EngineError::Refused(unet::daemon::Refusal::CountsBudget { .. }),
+                ..
+            } => Code::Again,
             CapiError::Engine { .. } => Code::Engine,
             CapiError::Send { source, .. } => match source {
                 SendError::TooLong { .. } => Code::TooLong,
@@ -1061,6 +1067,16 @@ pub fn engine_serve(id: u64, path: &str) -> Result<(), CapiError> {
         })?;
     *server = Some(s);
     Ok(())
+}
+
+/// The own counters of the engine the client `id` is connected to, within
+/// the daemon's budget of reads for this process.
+pub fn client_engine_counts(id: u64) -> Result<EngineCounts, CapiError> {
+    let func = "unet_client_engine_counts";
+    client(func, id)?
+        .engine_counts(&[])
+        .map(|c| c.engine)
+        .map_err(engine_err(func))
 }
 
 /// The in-process engine's own counters.
