@@ -264,10 +264,7 @@ fn call(
         }
         Ok((STATUS_REFUSED, body, _)) => Err(match Refusal::decode(&body) {
             Some(r) => EngineError::Refused(r),
-            None => remote(format_args!(
-                "malformed refusal of {} bytes",
-                body.len()
-            )),
+            None => remote(format_args!("malformed refusal of {} bytes", body.len())),
         }),
         Ok((_, body, _)) => Err(EngineError::Remote(
             String::from_utf8_lossy(&body).into_owned(),

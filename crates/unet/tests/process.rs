@@ -969,7 +969,12 @@ fn malformed_requests_get_errors_and_others_are_served() {
             let op = rng.random_range(0..12);
             let (st, _) = raw_call(&mut s, op, &body);
             assert!(
-                [daemon::STATUS_OK, daemon::STATUS_ERR, daemon::STATUS_REFUSED].contains(&st),
+                [
+                    daemon::STATUS_OK,
+                    daemon::STATUS_ERR,
+                    daemon::STATUS_REFUSED
+                ]
+                .contains(&st),
                 "status {st}"
             );
         }
@@ -1056,7 +1061,10 @@ fn a_client_reads_the_engines_totals_and_its_own_endpoints_only() {
     assert_eq!(got.engine, rig.engine.counts());
     assert_eq!(got.endpoints.len(), 1);
     assert_eq!(got.endpoints[0].0, a.id());
-    assert_eq!(got.endpoints[0].1, rig.engine.port(a.id()).unwrap().counts());
+    assert_eq!(
+        got.endpoints[0].1,
+        rig.engine.port(a.id()).unwrap().counts()
+    );
     assert_eq!(got.endpoints[0].1.tx_frames, 5);
     // The totals alone.
     assert!(ca.engine_counts(&[]).unwrap().endpoints.is_empty());

@@ -312,11 +312,7 @@ struct Bucket {
 impl PeerUse {
     /// Takes one engine-counter read from the budget of `per_second`, or
     /// says how long until one is allowed.
-    fn take_count(
-        &mut self,
-        per_second: u32,
-        now: std::time::Instant,
-    ) -> Result<(), Refusal> {
+    fn take_count(&mut self, per_second: u32, now: std::time::Instant) -> Result<(), Refusal> {
         let rate = f64::from(per_second);
         let b = self.counts.get_or_insert(Bucket {
             tokens: rate,
