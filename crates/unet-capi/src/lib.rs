@@ -7,8 +7,9 @@
 //! JIVE applets, sends and receives (copying between its buffers and the
 //! endpoint's, in place through a callback, or by hand: the buffer area
 //! mapped in its process, transmit descriptors it pushes and receive
-//! descriptors whose buffers it gives back), and reads an endpoint's or
-//! an in-process engine's counters:
+//! descriptors whose buffers it gives back), and reads an endpoint's
+//! counters and its engine's own (an in-process engine's, or a daemon's
+//! within the daemon's budget of reads):
 //!
 //! ```c
 //! unet_client c;

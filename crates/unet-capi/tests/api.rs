@@ -686,8 +686,7 @@ fn closing_a_handle_removes_its_endpoint_though_threads_remember_it() {
     assert_eq!(inside.close, OK);
     wait_gone(&p._daemon, idb, "closed inside a call");
     // Closed while no call holds it.
-    // SAFETY: plain handle.
-    assert_eq!(unsafe { unet_endpoint_close(p.a) }, OK);
+    assert_eq!(unet_endpoint_close(p.a), OK);
     wait_gone(&p._daemon, ida, "closed while another thread remembers it");
     done.0.send(()).unwrap();
     other.join().unwrap();
