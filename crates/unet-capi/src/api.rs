@@ -670,8 +670,7 @@ pub fn send_with(
     len: usize,
     fill: impl FnOnce(&mut [u8]),
 ) -> Result<(), CapiError> {
-    with_entry(func, id, |st| {
-        let mut g = st.lock(func)?;
+    with_state(func, id, |g| {
         g.ep.send_with(chan, len, fill)
             .map_err(|source| CapiError::Send { func, source })?;
         g.pushed_one();
@@ -714,9 +713,7 @@ pub fn recv_with(
     mut piece: impl FnMut(&[u8]),
 ) -> Result<(usize, u16), CapiError> {
     let func = "unet_recv_inplace";
-    with_entry(func, id, |st| {
-        let mut g = st.lock(func)?;
-        let g = &mut *g;
+    with_state(func, id, |g| {
         if let Some(d) = g.held.take() {
             read_desc(&g.ep, &d, &mut piece);
             release(&mut g.ep, &d);
@@ -799,9 +796,7 @@ fn wait_for<R>(
 /// [`CapiError::NoSpace`].
 pub fn recv(id: u64, buf: &mut [u8], timeout: Option<Duration>) -> Result<(usize, u16), CapiError> {
     let func = "unet_recv";
-    with_entry(func, id, |st| {
-        let mut g = st.lock(func)?;
-        let g = &mut *g;
+    with_state(func, id, |g| {
         let cap = buf.len();
         let copy = |ep: &Endpoint, d: &RxDesc, buf: &mut [u8]| {
             let mut at = 0;
@@ -908,8 +903,7 @@ pub fn write_area<'a>(
 /// buffer area, on `chan`; its number (for [`tx_status`]).
 pub fn push_tx(id: u64, chan: u16, off: u32, len: u32) -> Result<u32, CapiError> {
     let func = "unet_push_tx";
-    with_entry(func, id, |st| {
-        let mut g = st.lock(func)?;
+    with_state(func, id, |g| {
         let max = g.ep.layout().config.max_message();
         if len > max {
             return Err(CapiError::Send {
@@ -938,8 +932,7 @@ pub fn push_tx(id: u64, chan: u16, off: u32, len: u32) -> Result<u32, CapiError>
 /// pushed have one (the slot of an older one has been reused).
 pub fn tx_status(id: u64, n: u32) -> Result<TxStatus, CapiError> {
     let func = "unet_tx_status";
-    with_entry(func, id, |st| {
-        let g = st.lock(func)?;
+    with_state(func, id, |g| {
         let (pushed, depth) = (g.ep.tx_pushed(), g.ep.layout().config.tx_depth);
         let age = pushed.wrapping_sub(n);
         let known = if g.tx_wrapped {
@@ -988,9 +981,7 @@ pub fn flush(id: u64, timeout: Option<Duration>) -> Result<(), CapiError> {
 /// buffers are the application's until given back with [`give_buffer`].
 pub fn recv_desc(id: u64, timeout: Option<Duration>) -> Result<RxDesc, CapiError> {
     let func = "unet_recv_desc";
-    with_entry(func, id, |st| {
-        let mut g = st.lock(func)?;
-        let g = &mut *g;
+    with_state(func, id, |g| {
         let d = match g.held.take() {
             Some(d) => d,
             None => wait_for(func, &mut g.ep, &mut g.spins, timeout, |m| m.into_desc())?,
@@ -1007,8 +998,7 @@ pub fn recv_desc(id: u64, timeout: Option<Duration>) -> Result<RxDesc, CapiError
 /// engine.
 pub fn give_buffer(id: u64, off: u32) -> Result<(), CapiError> {
     let func = "unet_give_buffer";
-    with_entry(func, id, |st| {
-        let mut g = st.lock(func)?;
+    with_state(func, id, |g| {
         let l = *g.ep.layout();
         if !l.is_buffer(off) {
             return Err(CapiError::Range {
@@ -1053,8 +1043,7 @@ pub fn poll_engine(id: u64) -> Result<(), CapiError> {
 
 /// Messages waiting in the receive queue (and one kept by [`recv`]).
 pub fn pending(id: u64) -> Result<usize, CapiError> {
-    with_entry("unet_pending", id, |st| {
-        let mut g = st.lock("unet_pending")?;
+    with_state("unet_pending", id, |g| {
         Ok(g.ep.pending() + usize::from(g.held.is_some()))
     })
 }
