@@ -35,7 +35,8 @@ extern "C" {
 #define UNET_EBADHANDLE (-2)  /* handle not open: never issued, closed, other kind */
 #define UNET_EINVAL (-3)      /* an argument's value is invalid (UTF-8, address, name) */
 #define UNET_EENGINE (-4)     /* the engine refused (filter, applet, budget) or is unreachable */
-#define UNET_EAGAIN (-5)      /* transmit queue full for now: try again */
+#define UNET_EAGAIN (-5)      /* for now: try again (transmit queue full; the
+                               * daemon's budget of engine-counter reads spent) */
 #define UNET_ETOOLONG (-6)    /* message longer than the endpoint's largest */
 #define UNET_ECLOSED (-7)     /* the channel's peer endpoint went away */
 #define UNET_ETIMEDOUT (-8)   /* no message within the timeout */
@@ -137,7 +138,8 @@ typedef struct unet_channel_options {
                         * receiver; 0: none; other values: UNET_EINVAL */
 } unet_channel_options;
 
-/* An in-process engine's own counters (unet_engine_counts). */
+/* An engine's own counters: an in-process engine's (unet_engine_counts)
+ * or a daemon's (unet_client_engine_counts). */
 typedef struct unet_engine_counters {
     uint64_t frames_in;            /* frames received from the transport */
     uint64_t unmatched;            /* matched no filter, or endpoint gone */
@@ -162,6 +164,11 @@ int unet_config_default(unet_config *out);
 int unet_connect(const char *path, unet_client *out);
 int unet_disconnect(unet_client client); /* endpoints stay open until closed */
 int unet_client_local_addr(unet_client client, unet_addr *out);
+/* The daemon's engine's own counters (totals over every client; a
+ * client reads its own endpoints' with unet_endpoint_counts, never
+ * another's). A process may read them 100 times a second by default,
+ * UNET_EAGAIN past it (unet_last_error says when to try again). */
+int unet_client_engine_counts(unet_client client, unet_engine_counters *out);
 /* config NULL: defaults; applet NULL with length 0: standard U-Net. */
 int unet_endpoint_create(unet_client client, const unet_config *config,
                          const uint8_t *applet, size_t applet_len,
@@ -240,7 +247,7 @@ int unet_engine_start(const char *addr, unsigned int threads, unet_engine *out);
  * process makes no calls. */
 int unet_engine_serve(unet_engine engine, const char *socket_path);
 int unet_engine_local_addr(unet_engine engine, unet_addr *out);
-/* Its own counters. (The daemon's protocol does not carry a daemon's.) */
+/* Its own counters (a daemon's: unet_client_engine_counts). */
 int unet_engine_counts(unet_engine engine, unet_engine_counters *out);
 int unet_engine_endpoint_create(unet_engine engine, const unet_config *config,
                                 const uint8_t *applet, size_t applet_len,

@@ -13,10 +13,12 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::CString;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::{Duration, Instant};
 
 use thiserror::Error;
+
+use crate::lock::{CallGuard, CallLock};
 use unet::client::Client;
 use unet::daemon::Server;
 use unet::transport::LoopNet;
@@ -42,7 +44,8 @@ pub enum Code {
     /// reached (filter syntax, applet verification, budgets, a broken
     /// connection).
     Engine = -4,
-    /// `UNET_EAGAIN`: the transmit queue is full for now.
+    /// `UNET_EAGAIN`: try again later: the transmit queue is full for now,
+    /// or the daemon's budget of engine-counter reads is spent for now.
     Again = -5,
     /// `UNET_ETOOLONG`: the message exceeds the endpoint's largest message.
     TooLong = -6,
@@ -96,7 +99,7 @@ pub fn strerror(code: i32) -> &'static std::ffi::CStr {
         -2 => c"the handle is not open (never issued, already closed, or of another kind)",
         -3 => c"an argument's value is invalid",
         -4 => c"the engine refused the operation or could not be reached",
-        -5 => c"the transmit queue is full; try again once the engine has taken earlier messages",
+        -5 => c"try again later: the transmit queue is full (until the engine takes earlier messages), or the daemon's budget of engine-counter reads is spent (until it refills)",
         -6 => c"the message exceeds the endpoint's largest message",
         -7 => c"the channel is closed: its peer endpoint went away",
         -8 => c"no message arrived within the timeout",
@@ -253,6 +256,11 @@ impl CapiError {
             CapiError::Null { .. } => Code::Null,
             CapiError::BadHandle { .. } => Code::BadHandle,
             CapiError::Utf8 { .. } | CapiError::Invalid { .. } => Code::Invalid,
+            // The daemon's budget of counter reads refills: try again.
+            CapiError::Engine {
+                source: EngineError::Refused(unet::daemon::Refusal::CountsBudget { .. }),
+                ..
+            } => Code::Again,
             CapiError::Engine { .. } => Code::Engine,
             CapiError::Send { source, .. } => match source {
                 SendError::TooLong { .. } => Code::TooLong,
@@ -391,10 +399,13 @@ fn client(func: &'static str, id: u64) -> Result<Client, CapiError> {
 
 /// An endpoint handle's object: its state, behind a lock that a waiting
 /// receive holds for its wait, and whether the handle was closed (looked
-/// at without the lock).
+/// at without the lock). The state goes (`None`) when the handle is
+/// closed, so that the endpoint leaves its engine then, whoever still
+/// holds the entry itself ([`RECENT`] of any thread).
 struct EndpointEntry {
+    id: u64,
     closed: AtomicBool,
-    state: Mutex<EndpointState>,
+    state: CallLock<Option<EndpointState>>,
 }
 
 thread_local! {
@@ -406,24 +417,36 @@ thread_local! {
 
 /// An endpoint's state, locked by this thread; counted in [`HOLDING`]
 /// while it lives.
-struct Held<'a>(MutexGuard<'a, EndpointState>);
+struct Held<'a> {
+    guard: CallGuard<'a, Option<EndpointState>>,
+    entry: &'a EndpointEntry,
+}
 
 impl Drop for Held<'_> {
     fn drop(&mut self) {
         let _ = HOLDING.try_with(|h| h.set(h.get() - 1));
+        // A handle closed while this call held it: its endpoint goes now
+        // (the close could not take the lock).
+        if self.entry.closed.load(Ordering::SeqCst) {
+            *self.guard = None;
+        }
     }
 }
 
 impl std::ops::Deref for Held<'_> {
     type Target = EndpointState;
     fn deref(&self) -> &EndpointState {
-        &self.0
+        self.guard
+            .as_ref()
+            .expect("EndpointEntry::lock checked the state")
     }
 }
 
 impl std::ops::DerefMut for Held<'_> {
     fn deref_mut(&mut self) -> &mut EndpointState {
-        &mut self.0
+        self.guard
+            .as_mut()
+            .expect("EndpointEntry::lock checked the state")
     }
 }
 
@@ -437,9 +460,20 @@ impl EndpointEntry {
         if HOLDING.try_with(|h| h.get()).unwrap_or(0) > 0 {
             return Err(CapiError::Reentered { func });
         }
-        let g = lock(&self.state);
+        let guard = self.state.lock();
+        if guard.is_none() {
+            return Err(self.bad(func));
+        }
         let _ = HOLDING.try_with(|h| h.set(h.get() + 1));
-        Ok(Held(g))
+        Ok(Held { guard, entry: self })
+    }
+
+    fn bad(&self, func: &'static str) -> CapiError {
+        CapiError::BadHandle {
+            func,
+            kind: Kind::Endpoint,
+            id: self.id,
+        }
     }
 }
 
@@ -448,46 +482,73 @@ const RECENT_MAX: usize = 16;
 
 thread_local! {
     /// The endpoint handles this thread used last. A call finds its
-    /// handle here without taking the table's lock: that lock's counter
-    /// is written by every call of every thread, so two threads of a
-    /// process calling at each message (an echo server and a client)
-    /// passed its cache line between their cores twice per call. The
-    /// references are weak, so a thread that keeps a handle here keeps
-    /// no closed endpoint alive.
-    static RECENT: RefCell<Vec<(u64, Weak<EndpointEntry>)>> = const { RefCell::new(Vec::new()) };
+    /// handle here without the table's lock, whose counter every call of
+    /// every thread would write (two threads of a process calling at each
+    /// message, an echo server and a client, passed its cache line
+    /// between their cores twice per call), and uses the entry where it
+    /// lies, without a reference count to raise and lower. The entries
+    /// are strong references, but a closed handle's endpoint does not
+    /// live on in them: closing takes the endpoint out of its entry.
+    static RECENT: RefCell<Vec<(u64, Arc<EndpointEntry>)>> = const { RefCell::new(Vec::new()) };
 }
 
-fn endpoint(func: &'static str, id: u64) -> Result<Arc<EndpointEntry>, CapiError> {
-    // A thread whose thread-locals are being destroyed (a call from a
-    // pthread key's destructor) finds its handles in the table.
-    let cached = RECENT.try_with(|r| {
-        let mut r = r.borrow_mut();
-        let i = r.iter().position(|(k, _)| *k == id)?;
-        match r[i].1.upgrade() {
-            Some(e) if !e.closed.load(Ordering::Acquire) => Some(e),
-            _ => {
-                r.swap_remove(i);
-                None
+/// Runs `f` on the entry of endpoint handle `id`.
+fn with_entry<R>(
+    func: &'static str,
+    id: u64,
+    f: impl FnOnce(&EndpointEntry) -> Result<R, CapiError>,
+) -> Result<R, CapiError> {
+    let mut f = Some(f);
+    // Found among this thread's recent handles, and open: `f` runs on it
+    // there. (A thread whose thread-locals are being destroyed, a call
+    // from a pthread key's destructor, finds its handles in the table.)
+    let hit = RECENT.try_with(|r| {
+        let r = r.try_borrow().ok()?;
+        let (_, e) = r.iter().rev().find(|(k, _)| *k == id)?;
+        if e.closed.load(Ordering::Acquire) {
+            return None;
+        }
+        let f = f.take()?;
+        Some(f(e))
+    });
+    if let Ok(Some(r)) = hit {
+        return r;
+    }
+    let found = with_table(|t| t.endpoints.get(&id).cloned());
+    // Remembered (and a closed handle forgotten), unless this thread is
+    // inside a call that is using the list (an in-place callback).
+    let _ = RECENT.try_with(|r| {
+        if let Ok(mut r) = r.try_borrow_mut() {
+            r.retain(|(k, _)| *k != id);
+            if let Some(e) = &found {
+                if r.len() >= RECENT_MAX {
+                    r.remove(0);
+                }
+                r.push((id, e.clone()));
             }
         }
     });
-    let cached = cached.ok().flatten();
-    if let Some(e) = cached {
-        return Ok(e);
-    }
-    let e = with_table(|t| t.endpoints.get(&id).cloned()).ok_or(CapiError::BadHandle {
+    let e = found.ok_or(CapiError::BadHandle {
         func,
         kind: Kind::Endpoint,
         id,
     })?;
-    let _ = RECENT.try_with(|r| {
-        let mut r = r.borrow_mut();
-        if r.len() >= RECENT_MAX {
-            r.remove(0);
-        }
-        r.push((id, Arc::downgrade(&e)));
-    });
-    Ok(e)
+    let f = f
+        .take()
+        .expect("`f` runs at most once: it did not on the fast path");
+    f(&e)
+}
+
+/// Runs `f` on endpoint `id`'s state, locked for `func`.
+fn with_state<R>(
+    func: &'static str,
+    id: u64,
+    f: impl FnOnce(&mut EndpointState) -> Result<R, CapiError>,
+) -> Result<R, CapiError> {
+    with_entry(func, id, |e| {
+        let mut g = e.lock(func)?;
+        f(&mut g)
+    })
 }
 
 fn engine(func: &'static str, id: u64) -> Result<Arc<EngineState>, CapiError> {
@@ -502,14 +563,15 @@ fn add_endpoint(ep: Endpoint) -> u64 {
     let id = next_id();
     let words = ep.layout().config.buffers.div_ceil(64) as usize;
     let st = Arc::new(EndpointEntry {
+        id,
         closed: AtomicBool::new(false),
-        state: Mutex::new(EndpointState {
+        state: CallLock::new(Some(EndpointState {
             ep,
             held: None,
             lent: vec![0; words],
             tx_wrapped: false,
             spins: Spins::default(),
-        }),
+        })),
     });
     with_table_mut(|t| t.endpoints.insert(id, st));
     id
@@ -558,8 +620,22 @@ pub fn close_endpoint(id: u64) -> Result<(), CapiError> {
         kind: Kind::Endpoint,
         id,
     })?;
-    // Threads that keep the handle in RECENT see it closed from now on.
-    e.closed.store(true, Ordering::Release);
+    // Threads that keep the handle in RECENT see it closed from now on,
+    // and a call that holds it now takes the endpoint out as it ends.
+    e.closed.store(true, Ordering::SeqCst);
+    // The endpoint goes now unless a call holds it: for a call that is
+    // ending (it looked at `closed` before the store above), the lock is
+    // tried again for a few yields; a call that waits (a receive) takes
+    // the endpoint out itself when it ends.
+    for _ in 0..64 {
+        match e.state.try_lock() {
+            Some(mut g) => {
+                *g = None;
+                break;
+            }
+            None => std::thread::yield_now(),
+        }
+    }
     Ok(())
 }
 
@@ -569,9 +645,7 @@ pub fn with_endpoint<R>(
     id: u64,
     f: impl FnOnce(&mut Endpoint) -> Result<R, CapiError>,
 ) -> Result<R, CapiError> {
-    let st = endpoint(func, id)?;
-    let mut g = st.lock(func)?;
-    f(&mut g.ep)
+    with_state(func, id, |g| f(&mut g.ep))
 }
 
 /// The endpoint's counters.
@@ -596,12 +670,12 @@ pub fn send_with(
     len: usize,
     fill: impl FnOnce(&mut [u8]),
 ) -> Result<(), CapiError> {
-    let st = endpoint(func, id)?;
-    let mut g = st.lock(func)?;
-    g.ep.send_with(chan, len, fill)
-        .map_err(|source| CapiError::Send { func, source })?;
-    g.pushed_one();
-    Ok(())
+    with_state(func, id, |g| {
+        g.ep.send_with(chan, len, fill)
+            .map_err(|source| CapiError::Send { func, source })?;
+        g.pushed_one();
+        Ok(())
+    })
 }
 
 /// Calls `f` on each piece of the message `d` of `ep` in order, where it
@@ -639,25 +713,26 @@ pub fn recv_with(
     mut piece: impl FnMut(&[u8]),
 ) -> Result<(usize, u16), CapiError> {
     let func = "unet_recv_inplace";
-    let st = endpoint(func, id)?;
-    let mut g = st.lock(func)?;
-    let g = &mut *g;
-    if let Some(d) = g.held.take() {
-        read_desc(&g.ep, &d, &mut piece);
-        release(&mut g.ep, &d);
-        return Ok((d.len as usize, d.chan));
-    }
-    let (m_len, chan) = wait_for(func, &mut g.ep, &mut g.spins, timeout, |m| {
-        m.read(&mut piece);
-        (m.len(), m.chan())
-    })?;
-    Ok((m_len, chan))
+    with_state(func, id, |g| {
+        if let Some(d) = g.held.take() {
+            read_desc(&g.ep, &d, &mut piece);
+            release(&mut g.ep, &d);
+            return Ok((d.len as usize, d.chan));
+        }
+        let (m_len, chan) = wait_for(func, &mut g.ep, &mut g.spins, timeout, |m| {
+            m.read(&mut piece);
+            (m.len(), m.chan())
+        })?;
+        Ok((m_len, chan))
+    })
 }
 
 /// A wait of up to a timeout (`None`: without limit; zero: one poll)
-/// between a C call's polls: spin, then yield ([`Backoff`]).
+/// between a C call's polls: spin, then yield ([`Backoff`]). The timeout
+/// runs from the first empty poll, so that a call whose first poll finds
+/// what it waits for (a receive in a busy exchange) reads no clock.
 struct Wait {
-    start: Instant,
+    start: Option<Instant>,
     timeout: Option<Duration>,
     backoff: Backoff,
 }
@@ -665,27 +740,29 @@ struct Wait {
 impl Wait {
     fn new(timeout: Option<Duration>, backoff: Backoff) -> Wait {
         Wait {
-            start: Instant::now(),
+            start: None,
             timeout,
             backoff,
         }
     }
 
     /// After an empty poll: the timeout error if it has passed, else
-    /// waits before the next poll. The clock is read at every 1024th poll
-    /// while spinning (where a clock read can cost as much as the poll,
-    /// e.g. without a vDSO) and at every poll once the wait yields its
-    /// core.
+    /// waits before the next poll. The clock is read at the first empty
+    /// poll, then at every 1024th while spinning (where a clock read can
+    /// cost as much as the poll, e.g. without a vDSO) and at every poll
+    /// once the wait yields its core.
     fn snooze(&mut self, func: &'static str, what: &'static str) -> Result<(), CapiError> {
         if let Some(t) = self.timeout
             && (t.is_zero() || self.backoff.now_and_then() || self.backoff.yielding())
-            && self.start.elapsed() >= t
         {
-            return Err(CapiError::TimedOut {
-                func,
-                what,
-                ms: t.as_millis() as u64,
-            });
+            let now = Instant::now();
+            if now.saturating_duration_since(*self.start.get_or_insert(now)) >= t {
+                return Err(CapiError::TimedOut {
+                    func,
+                    what,
+                    ms: t.as_millis() as u64,
+                });
+            }
         }
         self.backoff.snooze();
         Ok(())
@@ -719,47 +796,46 @@ fn wait_for<R>(
 /// [`CapiError::NoSpace`].
 pub fn recv(id: u64, buf: &mut [u8], timeout: Option<Duration>) -> Result<(usize, u16), CapiError> {
     let func = "unet_recv";
-    let st = endpoint(func, id)?;
-    let mut g = st.lock(func)?;
-    let g = &mut *g;
-    let cap = buf.len();
-    let copy = |ep: &Endpoint, d: &RxDesc, buf: &mut [u8]| {
-        let mut at = 0;
-        read_desc(ep, d, |p| {
-            buf[at..at + p.len()].copy_from_slice(p);
-            at += p.len();
-        });
-    };
-    if let Some(d) = &g.held {
-        let need = d.len as usize;
-        if need > cap {
-            return Err(CapiError::NoSpace { need, cap });
+    with_state(func, id, |g| {
+        let cap = buf.len();
+        let copy = |ep: &Endpoint, d: &RxDesc, buf: &mut [u8]| {
+            let mut at = 0;
+            read_desc(ep, d, |p| {
+                buf[at..at + p.len()].copy_from_slice(p);
+                at += p.len();
+            });
+        };
+        if let Some(d) = &g.held {
+            let need = d.len as usize;
+            if need > cap {
+                return Err(CapiError::NoSpace { need, cap });
+            }
+            let d = *d;
+            g.held = None;
+            copy(&g.ep, &d, buf);
+            release(&mut g.ep, &d);
+            return Ok((need, d.chan));
         }
-        let d = *d;
-        g.held = None;
-        copy(&g.ep, &d, buf);
-        release(&mut g.ep, &d);
-        return Ok((need, d.chan));
-    }
-    let got = wait_for(func, &mut g.ep, &mut g.spins, timeout, |m| {
-        let (len, chan) = (m.len(), m.chan());
-        if len > cap {
-            // Kept, buffers and all, for the next receive.
-            return Err(m.into_desc());
-        }
-        let mut at = 0;
-        m.read(|p| {
-            buf[at..at + p.len()].copy_from_slice(p);
-            at += p.len();
-        });
-        Ok((len, chan))
-    })?;
-    got.map_err(|d| {
-        g.held = Some(d);
-        CapiError::NoSpace {
-            need: d.len as usize,
-            cap,
-        }
+        let got = wait_for(func, &mut g.ep, &mut g.spins, timeout, |m| {
+            let (len, chan) = (m.len(), m.chan());
+            if len > cap {
+                // Kept, buffers and all, for the next receive.
+                return Err(m.into_desc());
+            }
+            let mut at = 0;
+            m.read(|p| {
+                buf[at..at + p.len()].copy_from_slice(p);
+                at += p.len();
+            });
+            Ok((len, chan))
+        })?;
+        got.map_err(|d| {
+            g.held = Some(d);
+            CapiError::NoSpace {
+                need: d.len as usize,
+                cap,
+            }
+        })
     })
 }
 
@@ -827,57 +903,57 @@ pub fn write_area<'a>(
 /// buffer area, on `chan`; its number (for [`tx_status`]).
 pub fn push_tx(id: u64, chan: u16, off: u32, len: u32) -> Result<u32, CapiError> {
     let func = "unet_push_tx";
-    let st = endpoint(func, id)?;
-    let mut g = st.lock(func)?;
-    let max = g.ep.layout().config.max_message();
-    if len > max {
-        return Err(CapiError::Send {
-            func,
-            source: SendError::TooLong {
-                len: len as usize,
-                max: max as usize,
-            },
-        });
-    }
-    in_area(func, &g.ep, off, u64::from(len))?;
-    let n = g.ep.tx_pushed();
-    g.ep.push_tx(TxDesc {
-        len,
-        offset: off,
-        chan,
-        ..TxDesc::default()
+    with_state(func, id, |g| {
+        let max = g.ep.layout().config.max_message();
+        if len > max {
+            return Err(CapiError::Send {
+                func,
+                source: SendError::TooLong {
+                    len: len as usize,
+                    max: max as usize,
+                },
+            });
+        }
+        in_area(func, &g.ep, off, u64::from(len))?;
+        let n = g.ep.tx_pushed();
+        g.ep.push_tx(TxDesc {
+            len,
+            offset: off,
+            chan,
+            ..TxDesc::default()
+        })
+        .map_err(|source| CapiError::Send { func, source })?;
+        g.pushed_one();
+        Ok(n)
     })
-    .map_err(|source| CapiError::Send { func, source })?;
-    g.pushed_one();
-    Ok(n)
 }
 
 /// The status of transmit descriptor number `n`: only the last `tx_depth`
 /// pushed have one (the slot of an older one has been reused).
 pub fn tx_status(id: u64, n: u32) -> Result<TxStatus, CapiError> {
     let func = "unet_tx_status";
-    let st = endpoint(func, id)?;
-    let g = st.lock(func)?;
-    let (pushed, depth) = (g.ep.tx_pushed(), g.ep.layout().config.tx_depth);
-    let age = pushed.wrapping_sub(n);
-    let known = if g.tx_wrapped {
-        depth
-    } else {
-        depth.min(pushed)
-    };
-    if age == 0 || age > known {
-        let why = if known == 0 {
-            format!("descriptor {n}: none has been pushed yet")
+    with_state(func, id, |g| {
+        let (pushed, depth) = (g.ep.tx_pushed(), g.ep.layout().config.tx_depth);
+        let age = pushed.wrapping_sub(n);
+        let known = if g.tx_wrapped {
+            depth
         } else {
-            format!(
-                "descriptor {n}: only the last {known} pushed have a status (numbers {} to {})",
-                pushed.wrapping_sub(known),
-                pushed.wrapping_sub(1)
-            )
+            depth.min(pushed)
         };
-        return Err(CapiError::Range { func, why });
-    }
-    Ok(g.ep.tx_status(n))
+        if age == 0 || age > known {
+            let why = if known == 0 {
+                format!("descriptor {n}: none has been pushed yet")
+            } else {
+                format!(
+                    "descriptor {n}: only the last {known} pushed have a status (numbers {} to {})",
+                    pushed.wrapping_sub(known),
+                    pushed.wrapping_sub(1)
+                )
+            };
+            return Err(CapiError::Range { func, why });
+        }
+        Ok(g.ep.tx_status(n))
+    })
 }
 
 /// How many transmit descriptors were pushed, in all (wrapping).
@@ -905,48 +981,47 @@ pub fn flush(id: u64, timeout: Option<Duration>) -> Result<(), CapiError> {
 /// buffers are the application's until given back with [`give_buffer`].
 pub fn recv_desc(id: u64, timeout: Option<Duration>) -> Result<RxDesc, CapiError> {
     let func = "unet_recv_desc";
-    let st = endpoint(func, id)?;
-    let mut g = st.lock(func)?;
-    let g = &mut *g;
-    let d = match g.held.take() {
-        Some(d) => d,
-        None => wait_for(func, &mut g.ep, &mut g.spins, timeout, |m| m.into_desc())?,
-    };
-    for i in 0..usize::from(d.nbufs) {
-        let (w, b) = g.bit(d.offset(i));
-        g.lent[w] |= b;
-    }
-    Ok(d)
+    with_state(func, id, |g| {
+        let d = match g.held.take() {
+            Some(d) => d,
+            None => wait_for(func, &mut g.ep, &mut g.spins, timeout, |m| m.into_desc())?,
+        };
+        for i in 0..usize::from(d.nbufs) {
+            let (w, b) = g.bit(d.offset(i));
+            g.lent[w] |= b;
+        }
+        Ok(d)
+    })
 }
 
 /// Gives the buffer at `off`, which [`recv_desc`] handed out, back to the
 /// engine.
 pub fn give_buffer(id: u64, off: u32) -> Result<(), CapiError> {
     let func = "unet_give_buffer";
-    let st = endpoint(func, id)?;
-    let mut g = st.lock(func)?;
-    let l = *g.ep.layout();
-    if !l.is_buffer(off) {
-        return Err(CapiError::Range {
-            func,
-            why: format!(
-                "offset {off} is not the start of a buffer (the area has {} buffers of {} bytes)",
-                l.config.buffers, l.config.buffer_size
-            ),
-        });
-    }
-    let (w, b) = g.bit(off);
-    if g.lent[w] & b == 0 {
-        return Err(CapiError::NotHeld { func, offset: off });
-    }
-    if !g.ep.give_buffer(off) {
-        return Err(CapiError::Send {
-            func,
-            source: SendError::Full,
-        });
-    }
-    g.lent[w] &= !b;
-    Ok(())
+    with_state(func, id, |g| {
+        let l = *g.ep.layout();
+        if !l.is_buffer(off) {
+            return Err(CapiError::Range {
+                func,
+                why: format!(
+                    "offset {off} is not the start of a buffer (the area has {} buffers of {} bytes)",
+                    l.config.buffers, l.config.buffer_size
+                ),
+            });
+        }
+        let (w, b) = g.bit(off);
+        if g.lent[w] & b == 0 {
+            return Err(CapiError::NotHeld { func, offset: off });
+        }
+        if !g.ep.give_buffer(off) {
+            return Err(CapiError::Send {
+                func,
+                source: SendError::Full,
+            });
+        }
+        g.lent[w] &= !b;
+        Ok(())
+    })
 }
 
 /// Whether the endpoint's calls drive its engine (see
@@ -968,9 +1043,9 @@ pub fn poll_engine(id: u64) -> Result<(), CapiError> {
 
 /// Messages waiting in the receive queue (and one kept by [`recv`]).
 pub fn pending(id: u64) -> Result<usize, CapiError> {
-    let st = endpoint("unet_pending", id)?;
-    let mut g = st.lock("unet_pending")?;
-    Ok(g.ep.pending() + usize::from(g.held.is_some()))
+    with_state("unet_pending", id, |g| {
+        Ok(g.ep.pending() + usize::from(g.held.is_some()))
+    })
 }
 
 /// Whether channel `chan` was closed because its peer went away.
@@ -1061,6 +1136,16 @@ pub fn engine_serve(id: u64, path: &str) -> Result<(), CapiError> {
         })?;
     *server = Some(s);
     Ok(())
+}
+
+/// The own counters of the engine the client `id` is connected to, within
+/// the daemon's budget of reads for this process.
+pub fn client_engine_counts(id: u64) -> Result<EngineCounts, CapiError> {
+    let func = "unet_client_engine_counts";
+    client(func, id)?
+        .engine_counts(&[])
+        .map(|c| c.engine)
+        .map_err(engine_err(func))
 }
 
 /// The in-process engine's own counters.

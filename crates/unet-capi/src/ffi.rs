@@ -168,8 +168,9 @@ pub struct unet_channel_options {
     pub checksum: u32,
 }
 
-/// An in-process engine's own counters (`unet::EngineCounts`, same
-/// fields in order).
+/// An engine's own counters (`unet::EngineCounts`, same fields in
+/// order): an in-process engine's (`unet_engine_counts`) or a daemon's
+/// (`unet_client_engine_counts`).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct unet_engine_counters {
@@ -1068,6 +1069,29 @@ pub unsafe extern "C" fn unet_engine_counts(
     api::guard(f, || {
         need(f, "out", out)?;
         let c = api::engine_counts(engine.id)?;
+        // SAFETY: the caller's contract, passed on.
+        unsafe { put(f, "out", out, c.into()) }
+    })
+}
+
+/// The own counters of the engine the client is connected to (a
+/// `fastpath engine` daemon's), to `*out`: the same totals
+/// `unet_engine_counts` gives of an in-process engine. The daemon allows a
+/// process a budget of such reads a second (100 by default);
+/// past it the call is `UNET_EAGAIN`, and `unet_last_error` says when to
+/// try again.
+///
+/// # Safety
+/// `out` NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn unet_client_engine_counts(
+    client: unet_client,
+    out: *mut unet_engine_counters,
+) -> c_int {
+    let f = "unet_client_engine_counts";
+    api::guard(f, || {
+        need(f, "out", out)?;
+        let c = api::client_engine_counts(client.id)?;
         // SAFETY: the caller's contract, passed on.
         unsafe { put(f, "out", out, c.into()) }
     })

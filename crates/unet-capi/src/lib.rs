@@ -7,8 +7,9 @@
 //! JIVE applets, sends and receives (copying between its buffers and the
 //! endpoint's, in place through a callback, or by hand: the buffer area
 //! mapped in its process, transmit descriptors it pushes and receive
-//! descriptors whose buffers it gives back), and reads an endpoint's or
-//! an in-process engine's counters:
+//! descriptors whose buffers it gives back), and reads an endpoint's
+//! counters and its engine's own (an in-process engine's, or a daemon's
+//! within the daemon's budget of reads):
 //!
 //! ```c
 //! unet_client c;
@@ -39,7 +40,9 @@
 //!   callback holds its endpoint while it runs: an endpoint call from
 //!   inside one is refused (`UNET_EDEADLK`) rather than left to deadlock.
 //!
-//! All `unsafe` is in [`ffi`]; the behaviour is in [`api`], in safe Rust.
+//! All `unsafe` is in [`ffi`] and in [`lock`] (an endpoint's lock, taken
+//! with one atomic operation a call); the behaviour is in [`api`], in
+//! safe Rust.
 //! The header is written by hand (cbindgen is not in this environment's
 //! crate registry); `tests/header.rs` compiles and links a C file that
 //! takes every function's address with the prototype derived from the
@@ -48,3 +51,4 @@
 
 pub mod api;
 pub mod ffi;
+pub mod lock;

@@ -642,3 +642,52 @@ fn an_endpoint_call_inside_an_in_place_callback_is_refused_not_a_deadlock() {
     assert_eq!(rc, OK, "{}", last_error());
     assert_eq!(msg, b"after");
 }
+
+/// Waits until the daemon's engine no longer has endpoint `id`.
+fn wait_gone(daemon: &Daemon, id: u32, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while daemon.engine.port(id).is_some() {
+        assert!(
+            Instant::now() < deadline,
+            "{what}: endpoint {id} is still in the engine"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+#[test]
+fn closing_a_handle_removes_its_endpoint_though_threads_remember_it() {
+    let p = pair("close-remembered");
+    let (ida, idb) = (id(p.a), id(p.b));
+    // Another thread uses both handles, so that its list of recent
+    // handles holds their entries, and stays alive holding them.
+    let (used, done) = (std::sync::mpsc::channel(), std::sync::mpsc::channel::<()>());
+    let (a, b, ab) = (p.a, p.b, p.ab);
+    let other = std::thread::spawn(move || {
+        assert_eq!(send(a, ab, b"from the other thread"), OK);
+        assert_eq!(recv(b, 64, 5000).0, OK);
+        used.0.send(()).unwrap();
+        done.1.recv().unwrap();
+        // Closed on the main thread: closed here too.
+        assert_eq!(send(a, ab, b"late"), Code::BadHandle as i32);
+        assert_eq!(recv(b, 64, 0).0, Code::BadHandle as i32);
+    });
+    used.1.recv().unwrap();
+    // Closed from inside a call that holds it: it goes when the call ends.
+    let mut inside = Inside {
+        ep: p.b,
+        close: 1,
+        after: 1,
+    };
+    // SAFETY: `close_inside` is given `inside` as its context.
+    let rc =
+        unsafe { unet_send_inplace(p.b, p.ba, 8, Some(close_inside), (&raw mut inside).cast()) };
+    assert_eq!(rc, OK, "{}", last_error());
+    assert_eq!(inside.close, OK);
+    wait_gone(&p._daemon, idb, "closed inside a call");
+    // Closed while no call holds it.
+    assert_eq!(unet_endpoint_close(p.a), OK);
+    wait_gone(&p._daemon, ida, "closed while another thread remembers it");
+    done.0.send(()).unwrap();
+    other.join().unwrap();
+}

@@ -8,6 +8,8 @@
 //! engine never drives the engine from its calls; its control operations
 //! (channels, filters, applets, counters, close) travel over the
 //! connection, which the [`Client`] and all its endpoints share. The
+//! engine's own counters ([`Client::engine_counts`]) come the same way,
+//! within the daemon's budget of reads for this process. The
 //! application trusts the engine as far as the segment goes: a mapped
 //! `memfd` must be sealed against resizing ([`Segment::map`]) and its
 //! header must describe a valid layout that fits it
@@ -20,9 +22,12 @@ use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::daemon::proto::{MAX_FRAME, PROTOCOL_VERSION, Request, STATUS_OK, counts_from_bytes};
+use crate::daemon::proto::{
+    COUNTERS, ENGINE_COUNTERS, MAX_FRAME, PROTOCOL_VERSION, Refusal, Request, STATUS_OK,
+    STATUS_REFUSED, counts_from_bytes, engine_counts_from_bytes,
+};
 use crate::endpoint::{Control, Endpoint};
-use crate::engine::{ChannelOptions, EngineError, PortCounts};
+use crate::engine::{ChannelOptions, EngineCounts, EngineError, PortCounts};
 use crate::frame::{Addr, EndpointId};
 use crate::layout::{Config, Layout};
 use crate::shm::Segment;
@@ -153,6 +158,60 @@ impl Client {
     }
 }
 
+/// The counters a client may read of a daemon's engine
+/// ([`Client::engine_counts`]): the engine's own totals, and the counters of
+/// the endpoints of the client's it named.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteCounts {
+    /// The engine's own counters, summed over all its endpoints and clients.
+    pub engine: EngineCounts,
+    /// Each endpoint named, with its counters, in the order named.
+    pub endpoints: Vec<(EndpointId, PortCounts)>,
+}
+
+impl Client {
+    /// The engine's own counters and those of `endpoints` (ids of
+    /// endpoints created through this client; empty for the totals
+    /// alone), read at one moment by the daemon. An id this connection
+    /// does not own is refused ([`EngineError::Refused`] with
+    /// [`Refusal::NotYours`]) and nothing is read; past the daemon's
+    /// budget of reads for this process
+    /// ([`crate::daemon::ServeOptions::max_engine_counts_per_second`]) the
+    /// read is refused with [`Refusal::CountsBudget`], which says when to
+    /// try again.
+    pub fn engine_counts(&self, endpoints: &[EndpointId]) -> Result<RemoteCounts, EngineError> {
+        if endpoints.len() > crate::daemon::proto::MAX_COUNTS_ENDPOINTS {
+            return Err(remote(format_args!(
+                "{} endpoints named; one request names at most {}",
+                endpoints.len(),
+                crate::daemon::proto::MAX_COUNTS_ENDPOINTS
+            )));
+        }
+        let (b, _) = call(
+            &self.conn,
+            &Request::EngineCounts {
+                ids: endpoints.to_vec(),
+            },
+        )?;
+        let head = 8 * ENGINE_COUNTERS;
+        let each = 8 * COUNTERS;
+        if b.len() != head + each * endpoints.len() {
+            return Err(remote(format_args!(
+                "malformed EngineCounts reply of {} bytes for {} endpoints",
+                b.len(),
+                endpoints.len()
+            )));
+        }
+        let engine = engine_counts_from_bytes(&b[..head]).expect("length checked");
+        let endpoints = endpoints
+            .iter()
+            .zip(b[head..].chunks_exact(each))
+            .map(|(&id, c)| (id, counts_from_bytes(c).expect("length checked")))
+            .collect();
+        Ok(RemoteCounts { engine, endpoints })
+    }
+}
+
 /// Closes an endpoint the engine made but this process could not use.
 struct CloseOnError {
     link: Option<Remote>,
@@ -203,6 +262,10 @@ fn call(
             };
             Ok((body, fd))
         }
+        Ok((STATUS_REFUSED, body, _)) => Err(match Refusal::decode(&body) {
+            Some(r) => EngineError::Refused(r),
+            None => remote(format_args!("malformed refusal of {} bytes", body.len())),
+        }),
         Ok((_, body, _)) => Err(EngineError::Remote(
             String::from_utf8_lossy(&body).into_owned(),
         )),

@@ -245,6 +245,10 @@ struct Rig {
 
 impl Rig {
     fn new(tag: &str) -> Rig {
+        Rig::with(tag, daemon::ServeOptions::default())
+    }
+
+    fn with(tag: &str, opts: daemon::ServeOptions) -> Rig {
         let net = LoopNet::new();
         let engine = Engine::new(Box::new(
             net.attach("10.0.0.1:7000".parse().unwrap()).unwrap(),
@@ -252,7 +256,7 @@ impl Rig {
         engine.start(1).expect("an engine thread");
         let path =
             std::env::temp_dir().join(format!("unet-process-{tag}-{}.sock", std::process::id()));
-        let server = daemon::serve(engine.clone(), &path).unwrap();
+        let server = daemon::serve_with(engine.clone(), &path, opts).unwrap();
         Rig {
             engine,
             server: Some(server),
@@ -436,7 +440,8 @@ fn raw_call(s: &mut UnixStream, op: u8, payload: &[u8]) -> (u8, String) {
 }
 
 /// Every operation naming endpoint `id`, by hand: OpenChannel,
-/// InstallFilter, RemoveFilter, SetApplet, Counts, CloseEndpoint.
+/// InstallFilter, RemoveFilter, SetApplet, Counts, CloseEndpoint,
+/// ClosedChannels, EngineCounts.
 fn ops_on(id: u32) -> Vec<(u8, Vec<u8>)> {
     let i = id.to_le_bytes();
     let mut filter = [
@@ -464,7 +469,19 @@ fn ops_on(id: u32) -> Vec<(u8, Vec<u8>)> {
         (6, [&i[..], &[0]].concat()),
         (7, i.to_vec()),
         (8, i.to_vec()),
+        (9, i.to_vec()),
+        // EngineCounts naming it (one id).
+        (10, [&1u16.to_le_bytes()[..], &i[..]].concat()),
     ]
+}
+
+/// The typed refusal of a request naming endpoint `id`, which the caller
+/// does not own, as [`raw_call`] gives it.
+fn not_yours(id: u32) -> (u8, String) {
+    (
+        daemon::STATUS_REFUSED,
+        String::from_utf8_lossy(&daemon::Refusal::NotYours { id }.encode()).into_owned(),
+    )
 }
 
 // ---------------------------------------------------------------------------
@@ -641,12 +658,7 @@ fn child_hostile() {
     // Another process's endpoint is out of reach, whatever the operation.
     let mut raw = UnixStream::connect(client.path()).unwrap();
     for (op, payload) in ops_on(peer) {
-        let (status, text) = raw_call(&mut raw, op, &payload);
-        assert_eq!(
-            (status, text.as_str()),
-            (1, &*format!("endpoint {peer} is not yours")),
-            "op {op}"
-        );
+        assert_eq!(raw_call(&mut raw, op, &payload), not_yours(peer), "op {op}");
     }
     tell("isolation ok");
 
@@ -910,11 +922,7 @@ fn malformed_requests_get_errors_and_others_are_served() {
     // own process, one that does not exist; none is touched.
     for id in [ge.id(), q.id(), 4000] {
         for (op, payload) in ops_on(id) {
-            assert_eq!(
-                raw_call(&mut raw, op, &payload),
-                (1, format!("endpoint {id} is not yours")),
-                "op {op}"
-            );
+            assert_eq!(raw_call(&mut raw, op, &payload), not_yours(id), "op {op}");
         }
     }
     // Its own endpoint works, and its requests go on after all that.
@@ -958,9 +966,17 @@ fn malformed_requests_get_errors_and_others_are_served() {
         for _ in 0..200 {
             let mut body = vec![0u8; rng.random_range(0..40)];
             rng.fill(&mut body[..]);
-            let op = rng.random_range(0..10);
+            let op = rng.random_range(0..12);
             let (st, _) = raw_call(&mut s, op, &body);
-            assert!(st == 0 || st == 1);
+            assert!(
+                [
+                    daemon::STATUS_OK,
+                    daemon::STATUS_ERR,
+                    daemon::STATUS_REFUSED
+                ]
+                .contains(&st),
+                "status {st}"
+            );
         }
         s.write_all(&100u32.to_le_bytes()).unwrap();
         s.write_all(&[3; 10]).unwrap();
@@ -1001,4 +1017,155 @@ fn malformed_requests_get_errors_and_others_are_served() {
     let mut expected = vec![ge.id(), q.id()];
     expected.sort();
     assert_eq!(live, expected);
+}
+
+// ---------------------------------------------------------------------------
+// The engine's counters through the daemon: what a client may read, and
+// how often.
+
+/// Waits until `ep` has `n` messages and returns them.
+fn recv_n(ep: &mut Endpoint, n: usize, deadline: Instant) -> Vec<Vec<u8>> {
+    let mut got = Vec::new();
+    while got.len() < n {
+        match ep.recv() {
+            Some(m) => got.push(m.to_vec()),
+            None => {
+                check_deadline(deadline, || format!("{} of {n} messages", got.len()));
+                std::thread::yield_now();
+            }
+        }
+    }
+    got
+}
+
+#[test]
+fn a_client_reads_the_engines_totals_and_its_own_endpoints_only() {
+    let _s = serial();
+    let rig = Rig::new("engine-counts");
+    let (ca, cb) = (
+        Client::connect(&rig.path).unwrap(),
+        Client::connect(&rig.path).unwrap(),
+    );
+    let mut a = ca.create_endpoint(Config::default(), None).unwrap();
+    let mut b = cb.create_endpoint(Config::default(), None).unwrap();
+    let ab = a.open_channel(ca.local(), b.id()).unwrap();
+    b.open_channel(cb.local(), a.id()).unwrap();
+    for i in 0..5u8 {
+        a.send(ab, &[i; 40]).unwrap();
+    }
+    recv_n(&mut b, 5, Instant::now() + Duration::from_secs(10));
+
+    // Its own endpoint's counters and the engine's totals, as the engine
+    // has them.
+    let got = ca.engine_counts(&[a.id()]).unwrap();
+    assert_eq!(got.engine, rig.engine.counts());
+    assert_eq!(got.endpoints.len(), 1);
+    assert_eq!(got.endpoints[0].0, a.id());
+    assert_eq!(
+        got.endpoints[0].1,
+        rig.engine.port(a.id()).unwrap().counts()
+    );
+    assert_eq!(got.endpoints[0].1.tx_frames, 5);
+    // The totals alone.
+    assert!(ca.engine_counts(&[]).unwrap().endpoints.is_empty());
+
+    // Another connection's endpoint, alone or beside one's own, and an id
+    // no endpoint has: the same typed refusal, naming the first such id,
+    // and nothing is read.
+    let refused = |ids: &[u32], id: u32| match ca.engine_counts(ids) {
+        Err(unet::EngineError::Refused(daemon::Refusal::NotYours { id: got })) => {
+            assert_eq!(got, id, "{ids:?}")
+        }
+        other => panic!("{ids:?}: {other:?}"),
+    };
+    refused(&[b.id()], b.id());
+    refused(&[a.id(), b.id()], b.id());
+    refused(&[4000, a.id()], 4000);
+    // b's owner reads b's.
+    let got = cb.engine_counts(&[b.id()]).unwrap();
+    assert_eq!(got.endpoints[0].1.rx_delivered, 5);
+    drop((a, b, ca, cb));
+}
+
+#[test]
+fn a_flood_of_counter_reads_stays_within_the_process_budget() {
+    let _s = serial();
+    let per_second = 4;
+    let rig = Rig::with(
+        "counts-flood",
+        daemon::ServeOptions {
+            max_engine_counts_per_second: per_second,
+            ..daemon::ServeOptions::default()
+        },
+    );
+    let mut raw = UnixStream::connect(&rig.path).unwrap();
+    raw.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let start = Instant::now();
+    let (mut ok, mut refused) = (0u32, 0u32);
+    let mut last_refusal = start;
+    for _ in 0..2000 {
+        let (st, body) = {
+            raw.write_all(&raw_frame(10, &0u16.to_le_bytes())).unwrap();
+            raw_reply(&mut raw).unwrap()
+        };
+        match st {
+            daemon::STATUS_OK => {
+                assert_eq!(body.len(), 8 * daemon::ENGINE_COUNTERS);
+                ok += 1;
+            }
+            daemon::STATUS_REFUSED => {
+                match daemon::Refusal::decode(&body) {
+                    Some(daemon::Refusal::CountsBudget {
+                        per_second: p,
+                        retry_ms,
+                    }) => {
+                        assert_eq!(p, per_second);
+                        assert!((1..=1000 / per_second).contains(&retry_ms), "{retry_ms}");
+                    }
+                    other => panic!("{other:?}"),
+                }
+                refused += 1;
+                last_refusal = Instant::now();
+            }
+            _ => panic!("status {st}: {}", String::from_utf8_lossy(&body)),
+        }
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    eprintln!("{ok} reads served, {refused} refused in {elapsed:.3} s");
+    // A second's worth at once, then the rate: never more.
+    assert!(ok >= per_second, "the first second's worth is served");
+    assert!(
+        f64::from(ok) <= f64::from(per_second) * (1.0 + elapsed) + 1.0,
+        "{ok} reads in {elapsed:.3} s over a budget of {per_second} a second"
+    );
+    assert!(refused > 0);
+
+    // The budget is the process's: another connection of it finds it spent,
+    // unless the budget had time to refill.
+    let other = Client::connect(&rig.path).unwrap();
+    match other.engine_counts(&[]) {
+        Err(unet::EngineError::Refused(daemon::Refusal::CountsBudget { .. })) => {}
+        Ok(_) => assert!(
+            last_refusal.elapsed() >= Duration::from_millis(u64::from(1000 / per_second)),
+            "a second connection of the flooding process read at once"
+        ),
+        Err(e) => panic!("{e}"),
+    }
+    // Another process's is its own.
+    let mut kid = rig.spawn("counts", 0);
+    assert_eq!(kid.expect("counts", Duration::from_secs(30)), "ok");
+    kid.finish();
+    // The flooding connection is still served.
+    assert_eq!(raw_call(&mut raw, 1, &[]).0, daemon::STATUS_OK);
+}
+
+#[test]
+fn child_counts() {
+    let Some((client, _)) = child("counts") else {
+        return;
+    };
+    match client.engine_counts(&[]) {
+        Ok(_) => tell("counts ok"),
+        Err(e) => tell(&format!("counts {e}")),
+    }
 }

@@ -419,6 +419,41 @@ static void closing(struct app *a, struct app *b, uint16_t ab) {
     EXPECT(unet_engine_counts((unet_engine){a->c.id}, &ec), UNET_EBADHANDLE);
 }
 
+/* The daemon's engine's own counters, read through a client: the totals
+ * move with this application's traffic; a flood of reads meets the
+ * daemon's budget for this process (UNET_EAGAIN, saying when to try
+ * again) and the connection goes on. */
+static void daemon_counters(struct app *a) {
+    unet_engine_counters before, after;
+    OK(unet_client_engine_counts(a->c, &before));
+    EXPECT(unet_client_engine_counts(a->c, NULL), UNET_ENULL);
+    EXPECT(unet_client_engine_counts((unet_client){a->ep.id}, &after), UNET_EBADHANDLE);
+    SAYS("unet_client_engine_counts: client handle");
+    /* Two frames to an address nobody attached: the engine hands them to
+     * the loop network, which has no route for them. */
+    unet_addr nowhere = {{10, 9, 9, 9}, 1};
+    uint16_t out;
+    OK(unet_open_channel(a->ep, nowhere, 1, &out));
+    OK(unet_send(a->ep, out, "nowhere", 7));
+    OK(unet_send(a->ep, out, "nowhere", 7));
+    OK(unet_flush(a->ep, 10000));
+    OK(unet_client_engine_counts(a->c, &after));
+    TRUE(after.frames_out == before.frames_out + 2);
+    TRUE(after.transport_no_route == before.transport_no_route + 2);
+    /* The budget: 100 reads a second by default, a second's worth at once. */
+    long served = 0;
+    int rc;
+    while ((rc = unet_client_engine_counts(a->c, &after)) == UNET_OK && served < 1000000)
+        served++;
+    EXPECT(rc, UNET_EAGAIN);
+    SAYS("budget of 100 reads a second is spent; try again in ");
+    TRUE(served >= 98); /* two were read above, the rest of the second's worth here */
+    uint32_t n;
+    OK(unet_tx_pushed(a->ep, &n));
+    unet_addr engine;
+    OK(unet_client_local_addr(a->c, &engine));
+}
+
 /* An in-process engine without threads: its counters, and an endpoint
  * whose calls do not drive it until told. */
 static void in_process(void) {
@@ -479,6 +514,7 @@ int main(int argc, char **argv) {
     round_trips(&a, &b, ab, ba);
     channel_options(&a, &b, ab, ba, engine);
     closing(&a, &b, ab);
+    daemon_counters(&a);
     in_process();
 
     OK(unet_endpoint_close(a.ep));

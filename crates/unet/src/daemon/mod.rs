@@ -15,8 +15,9 @@
 //! Every request and every reply is one frame: a `u32` length (little
 //! endian) counting the bytes after it, then those bytes. A request's bytes
 //! are an operation code ([`Op`]) and its fields; a reply's are a status
-//! byte (`0` ok, `1` error) and, on success, the operation's result, or on
-//! error a UTF-8 message. All integers are little endian; an IPv4 address
+//! byte (`0` ok, `1` error, `2` refused) and, on success, the operation's
+//! result, on error a UTF-8 message, or on a refusal a typed [`Refusal`]
+//! (a kind byte and its `u32` fields: [`Refusal::encode`]). All integers are little endian; an IPv4 address
 //! is its 4 bytes in network order. `bytes` is a `u32` length and that many
 //! bytes; `opt bytes` is a byte `0` (none) or `1` followed by `bytes`.
 //!
@@ -31,6 +32,7 @@
 //! | 7 `Counts` | `u32` id | [`COUNTERS`] × `u64`: the fields of [`PortCounts`] in declaration order |
 //! | 8 `CloseEndpoint` | `u32` id | — |
 //! | 9 `ClosedChannels` | `u32` id | `u16` tag of each channel closed because its peer went away, in the order they closed |
+//! | 10 `EngineCounts` | `u16` n, n × `u32` endpoint id (at most [`MAX_COUNTS_ENDPOINTS`]) | [`ENGINE_COUNTERS`] × `u64`: the fields of [`EngineCounts`](crate::EngineCounts) in declaration order; then, for each id in order, [`COUNTERS`] × `u64` as for `Counts` |
 //!
 //! An endpoint id is a [`crate::frame::EndpointId`]: the endpoint's slot in
 //! the low 16 bits, the slot's generation in the high 16 bits. An engine
@@ -50,8 +52,13 @@
 //!   skipped safely). Nothing a client sends panics the daemon or touches
 //!   another connection.
 //! - **Isolation.** A connection owns the endpoints it created; a request
-//!   naming any other id is refused with "endpoint N is not yours", whether
-//!   or not N exists. A filter installed through the daemon is confined to
+//!   naming any other id is refused ([`Refusal::NotYours`]: "endpoint N
+//!   is not yours"), whether or not N exists. What a client may read of
+//!   the counters follows: the counters of its own endpoints (`Counts`,
+//!   and `EngineCounts` for the ids it names, all of which must be its
+//!   own, or nothing is read) and the engine's own totals (frames in and
+//!   out, drops by reason, summed over every endpoint and client), never
+//!   another connection's per-endpoint figures. A filter installed through the daemon is confined to
 //!   frames addressed to the caller's endpoint (it is installed as
 //!   `(text) and (udp[8:2] = slot and udp[14:2] = generation)`), so no
 //!   process can take another's traffic, nor the traffic of an endpoint
@@ -61,7 +68,14 @@
 //!   endpoints and [`ServeOptions::max_memory_per_connection`] bytes of
 //!   shared memory, a process [`ServeOptions::max_memory_per_peer`] over
 //!   all its connections; past either, `CreateEndpoint` is refused naming
-//!   the budget. The daemon serves at most
+//!   the budget. Reading the engine's own counters takes the transport's
+//!   lock, which the engine's threads take to send and receive, so a
+//!   process may do it ([`Op::EngineCounts`]) at most
+//!   [`ServeOptions::max_engine_counts_per_second`] times a second over
+//!   all its connections (a token bucket holding a second's worth);
+//!   past it the request is refused ([`Refusal::CountsBudget`], with the
+//!   wait until the next read) without touching the engine. The daemon
+//!   serves at most
 //!   [`ServeOptions::max_connections`] at once, at most
 //!   [`ServeOptions::max_connections_per_peer`] of one process, and keeps
 //!   the last [`ServeOptions::reserve`] slots for processes that hold
@@ -209,6 +223,12 @@ pub struct ServeOptions {
     pub max_memory_per_connection: u64,
     /// The same, over all the connections of one process. Default 1 GiB.
     pub max_memory_per_peer: u64,
+    /// Reads of the engine's own counters (`EngineCounts`) one process
+    /// may make a second, over all its connections, and at most that many
+    /// at once (each takes the transport's lock, which the data path
+    /// takes too); past it the request is refused with
+    /// [`Refusal::CountsBudget`]. 0 refuses every read. Default 100.
+    pub max_engine_counts_per_second: u32,
     /// Called on every [`Event`], from the daemon's threads.
     pub on_event: Option<EventHook>,
 }
@@ -224,6 +244,7 @@ impl Default for ServeOptions {
             max_endpoints: 64,
             max_memory_per_connection: 256 << 20,
             max_memory_per_peer: 1 << 30,
+            max_engine_counts_per_second: 100,
             on_event: None,
         }
     }
@@ -240,6 +261,10 @@ impl std::fmt::Debug for ServeOptions {
             .field("max_endpoints", &self.max_endpoints)
             .field("max_memory_per_connection", &self.max_memory_per_connection)
             .field("max_memory_per_peer", &self.max_memory_per_peer)
+            .field(
+                "max_engine_counts_per_second",
+                &self.max_engine_counts_per_second,
+            )
             .field("on_event", &self.on_event.is_some())
             .finish()
     }
@@ -271,14 +296,64 @@ struct PeerUse {
     connections: usize,
     /// Bytes of shared memory of its endpoints.
     memory: u64,
+    /// Its reads of the engine's counters: the budget left and when it
+    /// was last counted (`None`: full).
+    counts: Option<Bucket>,
+}
+
+/// A token bucket: `tokens` at `at`, refilling at the budget's rate up to
+/// a second's worth.
+#[derive(Clone, Copy)]
+struct Bucket {
+    tokens: f64,
+    at: std::time::Instant,
+}
+
+impl PeerUse {
+    /// Takes one engine-counter read from the budget of `per_second`, or
+    /// says how long until one is allowed.
+    fn take_count(&mut self, per_second: u32, now: std::time::Instant) -> Result<(), Refusal> {
+        let rate = f64::from(per_second);
+        let b = self.counts.get_or_insert(Bucket {
+            tokens: rate,
+            at: now,
+        });
+        b.tokens = (b.tokens + now.saturating_duration_since(b.at).as_secs_f64() * rate).min(rate);
+        b.at = now;
+        if b.tokens >= 1.0 {
+            b.tokens -= 1.0;
+            return Ok(());
+        }
+        let retry_ms = if per_second == 0 {
+            u32::MAX
+        } else {
+            ((1.0 - b.tokens) / rate * 1000.0).ceil() as u32
+        };
+        Err(Refusal::CountsBudget {
+            per_second,
+            retry_ms,
+        })
+    }
+
+    /// Whether it holds nothing the daemon must remember: no connection,
+    /// and a counts budget that has refilled (forgetting a spent one would
+    /// let a process refill it by reconnecting).
+    fn idle(&self, per_second: u32, now: std::time::Instant) -> bool {
+        self.connections == 0
+            && self.counts.is_none_or(|b| {
+                b.tokens + now.saturating_duration_since(b.at).as_secs_f64() * f64::from(per_second)
+                    >= f64::from(per_second)
+            })
+    }
 }
 
 impl Conns {
     /// A connection of `pid` closed.
-    fn leave(&mut self, pid: Option<u32>) {
+    fn leave(&mut self, pid: Option<u32>, opts: &ServeOptions) {
+        let now = std::time::Instant::now();
         if let Some(p) = self.peers.get_mut(&pid) {
             p.connections = p.connections.saturating_sub(1);
-            if p.connections == 0 {
+            if p.idle(opts.max_engine_counts_per_second, now) {
                 self.peers.remove(&pid);
             }
         }
@@ -519,6 +594,9 @@ fn accept_loop(shared: &Arc<Shared>) {
         let pid = peer_pid(&stream);
         let mut conns = lock(&shared.conns);
         conns.threads.retain(|t| !t.is_finished());
+        let now = std::time::Instant::now();
+        let rate = shared.opts.max_engine_counts_per_second;
+        conns.peers.retain(|_, p| !p.idle(rate, now));
         if let Some(msg) = conns.refusal(pid, &shared.opts) {
             drop(conns);
             // A refused client that does not read must not hold this thread.
@@ -548,14 +626,14 @@ fn accept_loop(shared: &Arc<Shared>) {
                 .run(stream);
                 let mut c = lock(&s.conns);
                 c.live.remove(&conn);
-                c.leave(pid);
+                c.leave(pid, &s.opts);
             });
         match spawned {
             Ok(t) => conns.threads.push(t),
             Err(_) => {
                 // The stream went with the closure; drop the second handle.
                 conns.live.remove(&conn);
-                conns.leave(pid);
+                conns.leave(pid, &shared.opts);
             }
         }
     }
@@ -705,6 +783,25 @@ struct Session<'a> {
 /// with it.
 type Reply = (Vec<u8>, Option<EndpointId>);
 
+/// A failed request: an error message, or a typed refusal.
+#[derive(Debug)]
+enum Failure {
+    Message(String),
+    Refused(Refusal),
+}
+
+impl From<String> for Failure {
+    fn from(s: String) -> Failure {
+        Failure::Message(s)
+    }
+}
+
+impl From<Refusal> for Failure {
+    fn from(r: Refusal) -> Failure {
+        Failure::Refused(r)
+    }
+}
+
 impl Session<'_> {
     fn run(mut self, mut stream: UnixStream) {
         let timeout = self.shared.opts.request_timeout;
@@ -725,7 +822,12 @@ impl Session<'_> {
             let sent = match self.handle(&body) {
                 Ok((payload, None)) => stream.write_all(&reply_frame(STATUS_OK, &payload)),
                 Ok((payload, Some(id))) => self.send_endpoint(&stream, id, &payload),
-                Err(msg) => stream.write_all(&reply_frame(STATUS_ERR, msg.as_bytes())),
+                Err(Failure::Message(msg)) => {
+                    stream.write_all(&reply_frame(STATUS_ERR, msg.as_bytes()))
+                }
+                Err(Failure::Refused(r)) => {
+                    stream.write_all(&reply_frame(STATUS_REFUSED, &r.encode()))
+                }
             };
             if sent.is_err() {
                 break;
@@ -819,15 +921,24 @@ impl Session<'_> {
         }
     }
 
-    fn mine(&self, id: EndpointId) -> Result<(), String> {
+    fn mine(&self, id: EndpointId) -> Result<(), Refusal> {
         if self.owned.contains(&id) {
             Ok(())
         } else {
-            Err(format!("endpoint {id} is not yours"))
+            Err(Refusal::NotYours { id })
         }
     }
 
-    fn handle(&mut self, body: &[u8]) -> Result<Reply, String> {
+    /// Takes one engine-counter read from this process's budget.
+    fn take_count(&self) -> Result<(), Refusal> {
+        let mut conns = lock(&self.shared.conns);
+        conns.peers.entry(self.pid).or_default().take_count(
+            self.shared.opts.max_engine_counts_per_second,
+            std::time::Instant::now(),
+        )
+    }
+
+    fn handle(&mut self, body: &[u8]) -> Result<Reply, Failure> {
         let req = Request::decode(body).map_err(|e| e.to_string())?;
         let engine = &self.shared.engine;
         let err = |e: EngineError| e.to_string();
@@ -844,7 +955,8 @@ impl Session<'_> {
                     return Err(format!(
                         "this connection holds {} endpoints, the limit",
                         self.owned.len()
-                    ));
+                    )
+                    .into());
                 }
                 let size = crate::layout::Layout::new(config)
                     .map_err(|e| err(e.into()))?
@@ -854,7 +966,7 @@ impl Session<'_> {
                     Ok(p) => p,
                     Err(e) => {
                         self.release(size);
-                        return Err(err(e));
+                        return Err(err(e).into());
                     }
                 };
                 let id = port.id();
@@ -918,6 +1030,19 @@ impl Session<'_> {
                 let tags = engine.closed_channels(id).map_err(err)?;
                 (tags.iter().flat_map(|t| t.to_le_bytes()).collect(), None)
             }
+            Request::EngineCounts { ids } => {
+                // Every id is checked before anything is read or charged.
+                for &id in &ids {
+                    self.mine(id)?;
+                }
+                self.take_count()?;
+                let mut v = engine_counts_to_bytes(&engine.counts());
+                for &id in &ids {
+                    let port = engine.port(id).ok_or_else(|| format!("no endpoint {id}"))?;
+                    v.extend_from_slice(&counts_to_bytes(&port.counts()));
+                }
+                (v, None)
+            }
         })
     }
 }
@@ -977,6 +1102,11 @@ mod tests {
             },
             Request::Counts { id: 4 },
             Request::Close { id: 5 },
+            Request::ClosedChannels { id: 6 },
+            Request::EngineCounts { ids: vec![] },
+            Request::EngineCounts {
+                ids: vec![1, 0x0002_0007, u32::MAX],
+            },
         ]
     }
 
@@ -1077,7 +1207,18 @@ mod tests {
             })
         );
         assert_eq!(Request::decode(&[0]), Err(ProtocolError::UnknownOp(0)));
-        assert_eq!(Request::decode(&[10]), Err(ProtocolError::UnknownOp(10)));
+        assert_eq!(Request::decode(&[11]), Err(ProtocolError::UnknownOp(11)));
+        // More endpoint ids than a request may name.
+        let n = MAX_COUNTS_ENDPOINTS as u16 + 1;
+        let mut b = vec![Op::EngineCounts as u8];
+        b.extend_from_slice(&n.to_le_bytes());
+        assert!(matches!(
+            Request::decode(&b),
+            Err(ProtocolError::FieldTooLarge {
+                field: "endpoint count",
+                ..
+            })
+        ));
     }
 
     #[test]
@@ -1123,6 +1264,73 @@ mod tests {
         );
         assert_eq!(counts_from_bytes(&b), Some(c));
         assert_eq!(counts_from_bytes(&b[1..]), None);
+    }
+
+    #[test]
+    fn engine_counts_and_refusals_round_trip_field_by_field() {
+        let c = crate::EngineCounts {
+            frames_in: 1,
+            unmatched: 2,
+            malformed: 3,
+            frames_out: 4,
+            send_errors: 5,
+            transport_no_route: 6,
+            transport_queue_full: 7,
+            transport_overruns: 8,
+            transport_not_unet: 9,
+            closed: 10,
+        };
+        let b = engine_counts_to_bytes(&c);
+        assert_eq!(b.len(), 8 * ENGINE_COUNTERS);
+        assert_eq!(&b[24..32], &4u64.to_le_bytes(), "frames_out is the fourth");
+        assert_eq!(engine_counts_from_bytes(&b), Some(c));
+        assert_eq!(engine_counts_from_bytes(&b[8..]), None);
+        for r in [
+            Refusal::NotYours { id: 0x0003_0009 },
+            Refusal::CountsBudget {
+                per_second: 100,
+                retry_ms: 7,
+            },
+        ] {
+            let b = r.encode();
+            assert_eq!(Refusal::decode(&b), Some(r));
+            assert_eq!(Refusal::decode(&b[..b.len() - 1]), None);
+            assert_eq!(Refusal::decode(&[b.as_slice(), &[0]].concat()), None);
+        }
+        assert_eq!(Refusal::decode(&[3, 0, 0, 0, 0]), None);
+        assert_eq!(
+            Refusal::NotYours { id: 7 }.to_string(),
+            "endpoint 7 is not yours"
+        );
+    }
+
+    #[test]
+    fn the_counts_budget_holds_a_second_and_refills_at_its_rate() {
+        let t0 = std::time::Instant::now();
+        let mut p = PeerUse::default();
+        for _ in 0..3 {
+            assert_eq!(p.take_count(3, t0), Ok(()));
+        }
+        assert_eq!(
+            p.take_count(3, t0),
+            Err(Refusal::CountsBudget {
+                per_second: 3,
+                retry_ms: 334
+            })
+        );
+        assert!(!p.idle(3, t0), "a spent budget is remembered");
+        let later = t0 + std::time::Duration::from_millis(340);
+        assert_eq!(p.take_count(3, later), Ok(()));
+        assert!(p.take_count(3, later).is_err());
+        // Ten seconds idle refill it to a second's worth, no more.
+        let much_later = later + std::time::Duration::from_secs(10);
+        assert!(p.idle(3, much_later));
+        for _ in 0..3 {
+            assert_eq!(p.take_count(3, much_later), Ok(()));
+        }
+        assert!(p.take_count(3, much_later).is_err());
+        // A budget of 0 refuses every read.
+        assert!(PeerUse::default().take_count(0, t0).is_err());
     }
 
     #[test]
@@ -1181,7 +1389,7 @@ mod tests {
         }
 
         #[test]
-        fn arbitrary_bodies_of_each_op_never_panic(op in 0u8..10, rest in proptest::collection::vec(any::<u8>(), 0..48)) {
+        fn arbitrary_bodies_of_each_op_never_panic(op in 0u8..12, rest in proptest::collection::vec(any::<u8>(), 0..48)) {
             let mut b = vec![op];
             b.extend_from_slice(&rest);
             let _ = Request::decode(&b);

@@ -1,6 +1,7 @@
 //! The daemon's wire protocol: the frames, the operations and their
-//! fields ([`Op`], `Request`), the version, the limits and the `Counts`
-//! reply's layout ([`COUNTERS`]). Both sides use it: the server in
+//! fields ([`Op`], `Request`), the version, the limits, the typed
+//! refusals ([`Refusal`]) and the layouts of the `Counts` and
+//! `EngineCounts` replies ([`COUNTERS`], [`ENGINE_COUNTERS`]). Both sides use it: the server in
 //! [`crate::daemon`], the client in [`crate::client`]. The protocol's
 //! description, operation by operation, is the daemon's module doc.
 
@@ -8,12 +9,12 @@ use std::net::Ipv4Addr;
 
 use thiserror::Error;
 
-use crate::engine::PortCounts;
+use crate::engine::{EngineCounts, PortCounts};
 use crate::frame::{Addr, EndpointId};
 use crate::layout::Config;
 
 /// The protocol version [`Op::Info`] reports.
-pub const PROTOCOL_VERSION: u16 = 3;
+pub const PROTOCOL_VERSION: u16 = 4;
 
 /// The largest applet a request carries: jive's default limit on a class
 /// file (`jive::Limits::default().max_class_bytes`).
@@ -21,6 +22,9 @@ pub const MAX_APPLET: usize = 1 << 20;
 
 /// The longest filter text a request carries.
 pub const MAX_FILTER: usize = 64 * 1024;
+
+/// The most endpoints one `EngineCounts` request names.
+pub const MAX_COUNTS_ENDPOINTS: usize = 256;
 
 /// The largest frame (the bytes after the length) either side accepts:
 /// an applet and its request's fixed fields.
@@ -30,6 +34,72 @@ pub const MAX_FRAME: usize = MAX_APPLET + 64;
 pub const STATUS_OK: u8 = 0;
 /// A reply's status byte: the request was refused; a UTF-8 message follows.
 pub const STATUS_ERR: u8 = 1;
+/// A reply's status byte: the request was understood and refused for a
+/// reason the client can act on; a [`Refusal`] follows
+/// ([`Refusal::encode`]).
+pub const STATUS_REFUSED: u8 = 2;
+
+/// Why the daemon refused a well-formed request, typed so that a client
+/// can tell it from other errors (a reply with [`STATUS_REFUSED`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum Refusal {
+    /// The request named an endpoint this connection does not own:
+    /// another connection's, or one that does not exist (the two are not
+    /// told apart, so that no client learns which ids are live).
+    #[error("endpoint {id} is not yours")]
+    NotYours {
+        /// The endpoint named.
+        id: EndpointId,
+    },
+    /// The process has spent its budget of engine-counter reads
+    /// (`EngineCounts`); the budget refills at `per_second` reads a second.
+    #[error(
+        "engine counters: this process's budget of {per_second} reads a second is spent; try again in {retry_ms} ms"
+    )]
+    CountsBudget {
+        /// The budget: reads a second, and at most that many at once.
+        per_second: u32,
+        /// When the next read will be allowed, in milliseconds from the reply.
+        retry_ms: u32,
+    },
+}
+
+impl Refusal {
+    /// Its bytes after the status: a kind (`1` not yours, `2` counts
+    /// budget) and the kind's `u32` fields (the endpoint id; the budget
+    /// and the wait).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(9);
+        match *self {
+            Refusal::NotYours { id } => {
+                v.push(1);
+                v.extend_from_slice(&id.to_le_bytes());
+            }
+            Refusal::CountsBudget {
+                per_second,
+                retry_ms,
+            } => {
+                v.push(2);
+                v.extend_from_slice(&per_second.to_le_bytes());
+                v.extend_from_slice(&retry_ms.to_le_bytes());
+            }
+        }
+        v
+    }
+
+    /// The inverse of [`Refusal::encode`]; `None` for any other bytes.
+    pub fn decode(b: &[u8]) -> Option<Refusal> {
+        let u = |i: usize| Some(u32::from_le_bytes(b.get(i..i + 4)?.try_into().ok()?));
+        match (b.first()?, b.len()) {
+            (1, 5) => Some(Refusal::NotYours { id: u(1)? }),
+            (2, 9) => Some(Refusal::CountsBudget {
+                per_second: u(1)?,
+                retry_ms: u(5)?,
+            }),
+            _ => None,
+        }
+    }
+}
 
 /// The operations of the protocol, by their code (the request's first byte).
 #[repr(u8)]
@@ -53,6 +123,8 @@ pub enum Op {
     CloseEndpoint = 8,
     /// The channels of an endpoint closed because their peer went away.
     ClosedChannels = 9,
+    /// The engine's own counters, and those of endpoints of the caller's.
+    EngineCounts = 10,
 }
 
 impl Op {
@@ -68,6 +140,7 @@ impl Op {
             7 => Op::Counts,
             8 => Op::CloseEndpoint,
             9 => Op::ClosedChannels,
+            10 => Op::EngineCounts,
             _ => return None,
         })
     }
@@ -84,6 +157,7 @@ impl Op {
             Op::Counts => "Counts",
             Op::CloseEndpoint => "CloseEndpoint",
             Op::ClosedChannels => "ClosedChannels",
+            Op::EngineCounts => "EngineCounts",
         }
     }
 }
@@ -192,6 +266,9 @@ pub(crate) enum Request<'a> {
     },
     ClosedChannels {
         id: EndpointId,
+    },
+    EngineCounts {
+        ids: Vec<EndpointId>,
     },
 }
 
@@ -353,6 +430,21 @@ impl<'a> Request<'a> {
             Op::ClosedChannels => Request::ClosedChannels {
                 id: f.u32("endpoint id")?,
             },
+            Op::EngineCounts => {
+                let n = f.u16("endpoint count")?;
+                if usize::from(n) > MAX_COUNTS_ENDPOINTS {
+                    return Err(ProtocolError::FieldTooLarge {
+                        op: op.name(),
+                        field: "endpoint count",
+                        len: u64::from(n),
+                        max: MAX_COUNTS_ENDPOINTS,
+                    });
+                }
+                let ids = (0..n)
+                    .map(|_| f.u32("endpoint id"))
+                    .collect::<Result<_, _>>()?;
+                Request::EngineCounts { ids }
+            }
         };
         f.end()?;
         Ok(req)
@@ -436,6 +528,13 @@ impl<'a> Request<'a> {
                 v.push(Op::ClosedChannels as u8);
                 v.extend_from_slice(&id.to_le_bytes());
             }
+            Request::EngineCounts { ids } => {
+                v.push(Op::EngineCounts as u8);
+                v.extend_from_slice(&(ids.len() as u16).to_le_bytes());
+                for id in ids {
+                    v.extend_from_slice(&id.to_le_bytes());
+                }
+            }
         }
         let len = (v.len() - 4) as u32;
         v[..4].copy_from_slice(&len.to_le_bytes());
@@ -493,6 +592,50 @@ pub(crate) fn counts_from_bytes(b: &[u8]) -> Option<PortCounts> {
         queue_corrupt: v(12),
         applet_overruns: v(13),
         applet_throttled: v(14),
+    })
+}
+
+/// The number of counters of the engine's own in an `EngineCounts` reply.
+pub const ENGINE_COUNTERS: usize = 10;
+
+/// The fields of [`EngineCounts`] in declaration order (the start of the
+/// `EngineCounts` reply).
+pub(crate) fn engine_counts_to_bytes(c: &EngineCounts) -> Vec<u8> {
+    [
+        c.frames_in,
+        c.unmatched,
+        c.malformed,
+        c.frames_out,
+        c.send_errors,
+        c.transport_no_route,
+        c.transport_queue_full,
+        c.transport_overruns,
+        c.transport_not_unet,
+        c.closed,
+    ]
+    .iter()
+    .flat_map(|v| v.to_le_bytes())
+    .collect()
+}
+
+/// The inverse of [`engine_counts_to_bytes`]; `None` unless `b` holds
+/// exactly [`ENGINE_COUNTERS`] values.
+pub(crate) fn engine_counts_from_bytes(b: &[u8]) -> Option<EngineCounts> {
+    if b.len() != 8 * ENGINE_COUNTERS {
+        return None;
+    }
+    let v = |i: usize| u64::from_le_bytes(b[8 * i..8 * i + 8].try_into().expect("8 bytes"));
+    Some(EngineCounts {
+        frames_in: v(0),
+        unmatched: v(1),
+        malformed: v(2),
+        frames_out: v(3),
+        send_errors: v(4),
+        transport_no_route: v(5),
+        transport_queue_full: v(6),
+        transport_overruns: v(7),
+        transport_not_unet: v(8),
+        closed: v(9),
     })
 }
 

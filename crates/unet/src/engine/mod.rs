@@ -117,6 +117,11 @@ pub enum EngineError {
     /// could not be reached.
     #[error("engine: {0}")]
     Remote(String),
+    /// An engine in another process refused the request for a reason
+    /// the client can act on (an endpoint that is not its own, a spent
+    /// budget).
+    #[error("engine: {0}")]
+    Refused(#[from] crate::daemon::Refusal),
     /// The transport could not follow a change of the filter table (the
     /// `xdp` transport could not load or swap in its kernel program).
     #[error("transport: {0}")]
