@@ -39,6 +39,12 @@ pub(super) fn ix(r: R) -> Reg<UL> {
     Reg::phys(r.num())
 }
 
+/// Whether integer register `h` is one the host's calling convention makes
+/// callee-saved (a function called from generated code keeps it).
+pub(super) fn callee_saved(h: u8) -> bool {
+    h < 16 && vcode::host::CALLEE_SAVED_GPR & (1 << h) != 0
+}
+
 pub(super) struct Regs {
     pub(super) fp: Reg<P>,
     pub(super) fuel: Reg<UL>,
@@ -1493,10 +1499,17 @@ impl<'p> Compiler<'p> {
         }
     }
 
-    /// A runtime call: homes saved and restored around it, the directory
-    /// reloaded after it (an allocation may move it).
+    /// A runtime call: the caller-saved homes saved and restored around it,
+    /// the directory reloaded after it (an allocation may move it).
+    ///
+    /// The callee-saved homes stay in their registers: the runtime function
+    /// keeps them (the C calling convention), and nothing it does reads the
+    /// frame stack's slots of this method (a native reads its arguments,
+    /// which [`Compiler::args_to_memory`] stored; the heap is collected
+    /// only between invocations, so no slot is a root the runtime scans).
     pub(super) fn runtime(&mut self, func: usize, args: &[Arg], below: usize) -> Reg<L> {
-        let saves = self.saved_homes(below);
+        let mut saves = self.saved_homes(below);
+        saves.retain(|&(h, _)| !callee_saved(h));
         self.move_homes(&saves, true);
         let x = Reg::<L>::phys(self.regs.x);
         self.f.call(x, Callee::Native(func), args);
@@ -1917,8 +1930,26 @@ impl<'p> Compiler<'p> {
         }
         let mut order: Vec<usize> = (0..frame).filter(|&s| weight[s] > 0).collect();
         order.sort_by_key(|&s| (core::cmp::Reverse(weight[s]), s));
+        // A method that calls the runtime (natives, `newarray`) gives its
+        // most used slots the callee-saved homes first: the runtime keeps
+        // those, so a call spills and reloads only the caller-saved ones
+        // ([`Compiler::runtime`]). Other methods take the caller-saved
+        // homes first (the order of `regs.homes`).
+        let calls_runtime = code.iter().any(|&o| {
+            let (parts, k) = expand(o);
+            parts[..k].iter().any(|p| {
+                matches!(
+                    p,
+                    Op::CallNative(_) | Op::CallNativeUnmetered(_) | Op::NewArray(_)
+                )
+            })
+        });
+        let mut regs = self.regs.homes.clone();
+        if calls_runtime {
+            regs.sort_by_key(|&h| !callee_saved(h));
+        }
         self.homes = (0..frame).map(|s| Home::Mem(4 * s as i32)).collect();
-        for (&s, &h) in order.iter().zip(&self.regs.homes) {
+        for (&s, &h) in order.iter().zip(&regs) {
             self.homes[s] = Home::Reg(h);
         }
     }
