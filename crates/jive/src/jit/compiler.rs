@@ -1540,13 +1540,14 @@ impl<'p> Compiler<'p> {
         let ctx = p(self.regs.z);
         self.f.ld_local(ctx, self.locals.ctx);
         let fail = self.stub(SiteKind::Runtime, [None; 3]);
+        let shape = NativeShape::of(decl);
         let res = self.runtime(
-            rt_native as *const () as usize,
+            shape.entry(),
             &[
                 Arg::Reg(ctx.any()),
                 Arg::Imm(Ty::L, i64::from(n)),
                 Arg::Reg(args_at.any()),
-                Arg::Imm(Ty::L, NativeShape::of(decl).bits()),
+                Arg::Imm(Ty::L, shape.bits()),
             ],
             first,
         );
