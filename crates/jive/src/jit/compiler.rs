@@ -581,6 +581,78 @@ fn counted_loop(
     })
 }
 
+/// How much each slot of a method's frame (`max_locals` locals, then the
+/// operand stack) would gain from a register home: its uses, weighted by
+/// loop nesting. Slots of weight 0 are never read or written.
+pub(super) fn slot_weights(
+    prog: &Program,
+    max_locals: u16,
+    code: &[Op],
+    depth: &[Option<u16>],
+    frame: usize,
+) -> Vec<u64> {
+    let n = code.len();
+    let mut nest = vec![0i32; n + 1];
+    for (b, &o) in code.iter().enumerate() {
+        successors(o, b, &prog.switches, |t| {
+            if t <= b {
+                nest[t] += 1;
+                nest[b + 1] -= 1;
+            }
+        });
+    }
+    let mut weight = vec![0u64; frame];
+    let mut level = 0i32;
+    for i in 0..n {
+        level += nest[i];
+        let w = 8u64.saturating_pow(level.clamp(0, 6) as u32);
+        let (parts, k) = expand(code[i]);
+        let Some(mut d) = depth[i].map(usize::from) else {
+            continue;
+        };
+        for &o in &parts[..k] {
+            match o {
+                Op::Load(s) | Op::Store(s) | Op::Iinc(s, _) => {
+                    if let Some(x) = weight.get_mut(usize::from(s)) {
+                        *x += w;
+                    }
+                }
+                _ => {}
+            }
+            let (po, pu) = effect(prog, o);
+            d = d.saturating_sub(po);
+            // A result whose home is memory waits in W, so stack slots
+            // need registers less than locals do.
+            for j in d..d + pu {
+                if let Some(x) = weight.get_mut(usize::from(max_locals) + j) {
+                    *x += w.div_ceil(16);
+                }
+            }
+            d += pu;
+        }
+    }
+    weight
+}
+
+/// The most register homes any method of `prog` can use: its slots of
+/// non-zero weight ([`slot_weights`]). The compiler claims no more, so that
+/// the entry saves no callee-saved register that no method uses.
+pub(super) fn homes_wanted(prog: &Program) -> usize {
+    prog.funcs
+        .iter()
+        .flatten()
+        .map(|func| {
+            let frame = usize::from(func.max_locals) + usize::from(func.max_stack);
+            let depth = depths(prog, &func.code);
+            slot_weights(prog, func.max_locals, &func.code, &depth, frame)
+                .iter()
+                .filter(|&&w| w > 0)
+                .count()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
 impl<'p> Compiler<'p> {
     pub(super) fn new(prog: &'p Program) -> Result<Compiler<'p>, JitError> {
         let cg = codegen_error(prog);
@@ -638,8 +710,15 @@ impl<'p> Compiler<'p> {
         f.putreg(t);
         f.putreg(ctx_in);
         f.putreg(idx_in);
+        // X, Y, Z, W and the homes: no more homes than a method can use
+        // (and at least one), taken in vcode's order, caller-saved
+        // registers first, so that a program with few live slots leaves
+        // callee-saved registers unclaimed and the entry does not save them.
+        let wanted = 4 + homes_wanted(prog).max(1);
         let mut temps = Vec::new();
-        while let Ok(t) = f.getreg::<I>(Class::Temp) {
+        while temps.len() < wanted
+            && let Ok(t) = f.getreg::<I>(Class::Temp)
+        {
             temps.push(t.num());
         }
         if temps.len() < 5 {
@@ -1889,46 +1968,7 @@ impl<'p> Compiler<'p> {
     /// Picks register homes for a method's slots: the most used, weighted
     /// by loop nesting.
     pub(super) fn assign_homes(&mut self, code: &[Op], depth: &[Option<u16>], frame: usize) {
-        let n = code.len();
-        let mut nest = vec![0i32; n + 1];
-        for (b, &o) in code.iter().enumerate() {
-            successors(o, b, &self.prog.switches, |t| {
-                if t <= b {
-                    nest[t] += 1;
-                    nest[b + 1] -= 1;
-                }
-            });
-        }
-        let mut weight = vec![0u64; frame];
-        let mut level = 0i32;
-        for i in 0..n {
-            level += nest[i];
-            let w = 8u64.saturating_pow(level.clamp(0, 6) as u32);
-            let (parts, k) = expand(code[i]);
-            let Some(mut d) = depth[i].map(usize::from) else {
-                continue;
-            };
-            for &o in &parts[..k] {
-                match o {
-                    Op::Load(s) | Op::Store(s) | Op::Iinc(s, _) => {
-                        if let Some(x) = weight.get_mut(usize::from(s)) {
-                            *x += w;
-                        }
-                    }
-                    _ => {}
-                }
-                let (po, pu) = effect(self.prog, o);
-                d = d.saturating_sub(po);
-                // A result whose home is memory waits in W, so stack slots
-                // need registers less than locals do.
-                for j in d..d + pu {
-                    if let Some(x) = weight.get_mut(usize::from(self.max_locals) + j) {
-                        *x += w.div_ceil(16);
-                    }
-                }
-                d += pu;
-            }
-        }
+        let weight = slot_weights(self.prog, self.max_locals, code, depth, frame);
         let mut order: Vec<usize> = (0..frame).filter(|&s| weight[s] > 0).collect();
         order.sort_by_key(|&s| (core::cmp::Reverse(weight[s]), s));
         // A method that calls the runtime (natives, `newarray`) gives its
@@ -2320,6 +2360,40 @@ mod tests {
         assert_eq!(u(arith), (true, true, false, true), "Arith");
         let counter = uses_of("Counter").expect("Counter");
         assert_eq!(u(counter), (true, true, true, true), "Counter");
+    }
+
+    /// The compiler claims as many register homes as the busiest method of
+    /// a program can use, caller-saved registers first, so that a program
+    /// of small methods leaves callee-saved registers unclaimed (and its
+    /// entry does not save them); a program with more live slots than
+    /// registers takes every one.
+    #[test]
+    fn the_compiler_claims_only_the_homes_a_method_can_use() {
+        if crate::APPLET_CLASSES.is_none() || !crate::jit::available() {
+            return;
+        }
+        let homes = |class: (&str, &str)| {
+            let dir = std::path::Path::new(crate::APPLET_CLASSES.unwrap()).join(class.0);
+            let class = class.1;
+            let bytes = std::fs::read(dir.join(format!("{class}.class"))).expect(class);
+            let prog = crate::check(&bytes, &crate::Limits::default())
+                .unwrap_or_else(|e| panic!("{class}: {e}"));
+            let c = Compiler::new(&prog).unwrap_or_else(|e| panic!("{class}: {e}"));
+            let callee = c.regs.homes.iter().filter(|&&h| callee_saved(h)).count();
+            (homes_wanted(&prog), c.regs.homes.len(), callee)
+        };
+        // The Figure 7 probe (`applets/unet/Breakdown.java`): `doRx` uses 4
+        // slots, so 4 homes, two of them callee-saved (x86-64 has two
+        // caller-saved registers left for homes after the four scratch
+        // registers); the fifth callee-saved register stays unclaimed.
+        assert_eq!(homes(("unet", "Breakdown")), (4, 4, 2), "Breakdown");
+        // `NativeHomes.keep` has more live ints than there are registers.
+        let (wanted, claimed, callee) = homes(("release8", "NativeHomes"));
+        assert!(
+            wanted > claimed,
+            "NativeHomes wants {wanted}, claimed {claimed}"
+        );
+        assert_eq!((claimed, callee), (5, 3), "NativeHomes");
     }
 
     #[test]
