@@ -142,6 +142,8 @@ pub(super) struct Fact {
 pub(super) struct Compiler<'p> {
     pub(super) f: Func,
     pub(super) prog: &'p Program,
+    /// Each method's [`Analysis`], taken by [`Compiler::method`].
+    pub(super) analyses: Vec<Option<Analysis>>,
     pub(super) regs: Regs,
     pub(super) locals: Locals,
     /// The bases the entry copied into `locals`.
@@ -634,21 +636,37 @@ pub(super) fn slot_weights(
     weight
 }
 
-/// The most register homes any method of `prog` can use: its slots of
-/// non-zero weight ([`slot_weights`]). The compiler claims no more, so that
-/// the entry saves no callee-saved register that no method uses.
-pub(super) fn homes_wanted(prog: &Program) -> usize {
+/// What the compiler knows of a method before it emits code: the stack
+/// depth at each op ([`depths`]) and each frame slot's weight
+/// ([`slot_weights`]). Computed once per method, in [`Compiler::new`], which
+/// needs the weights to decide how many homes to claim.
+pub(super) struct Analysis {
+    pub(super) depth: Vec<Option<u16>>,
+    pub(super) weight: Vec<u64>,
+}
+
+/// The [`Analysis`] of every bytecode method of `prog`, by method index.
+pub(super) fn analyze(prog: &Program) -> Vec<Option<Analysis>> {
     prog.funcs
         .iter()
-        .flatten()
-        .map(|func| {
+        .map(|f| {
+            let func = f.as_ref()?;
             let frame = usize::from(func.max_locals) + usize::from(func.max_stack);
             let depth = depths(prog, &func.code);
-            slot_weights(prog, func.max_locals, &func.code, &depth, frame)
-                .iter()
-                .filter(|&&w| w > 0)
-                .count()
+            let weight = slot_weights(prog, func.max_locals, &func.code, &depth, frame);
+            Some(Analysis { depth, weight })
         })
+        .collect()
+}
+
+/// The most register homes any method can use: its slots of non-zero
+/// weight. The compiler claims no more, so that the entry saves no
+/// callee-saved register that no method uses.
+pub(super) fn homes_wanted(analyses: &[Option<Analysis>]) -> usize {
+    analyses
+        .iter()
+        .flatten()
+        .map(|a| a.weight.iter().filter(|&&w| w > 0).count())
         .max()
         .unwrap_or(0)
 }
@@ -714,7 +732,8 @@ impl<'p> Compiler<'p> {
         // (and at least one), taken in vcode's order, caller-saved
         // registers first, so that a program with few live slots leaves
         // callee-saved registers unclaimed and the entry does not save them.
-        let wanted = 4 + homes_wanted(prog).max(1);
+        let analyses = analyze(prog);
+        let wanted = 4 + homes_wanted(&analyses).max(1);
         let mut temps = Vec::new();
         while temps.len() < wanted
             && let Ok(t) = f.getreg::<I>(Class::Temp)
@@ -756,6 +775,7 @@ impl<'p> Compiler<'p> {
         Ok(Compiler {
             f,
             prog,
+            analyses,
             regs,
             locals,
             uses,
@@ -1967,8 +1987,7 @@ impl<'p> Compiler<'p> {
 
     /// Picks register homes for a method's slots: the most used, weighted
     /// by loop nesting.
-    pub(super) fn assign_homes(&mut self, code: &[Op], depth: &[Option<u16>], frame: usize) {
-        let weight = slot_weights(self.prog, self.max_locals, code, depth, frame);
+    pub(super) fn assign_homes(&mut self, code: &[Op], weight: &[u64], frame: usize) {
         let mut order: Vec<usize> = (0..frame).filter(|&s| weight[s] > 0).collect();
         order.sort_by_key(|&s| (core::cmp::Reverse(weight[s]), s));
         // A method that calls the runtime (natives, `newarray`) gives its
@@ -2005,10 +2024,19 @@ impl<'p> Compiler<'p> {
         let frame = usize::from(func.max_locals) + usize::from(func.max_stack);
         self.frame = frame as u16;
         let code = &func.code;
-        let depth = depths(prog, code);
-        self.assign_homes(code, &depth, frame);
+        // The analysis `new` made (made again if a method were compiled
+        // twice).
+        let Analysis { depth, weight } = match self.analyses.get_mut(m).and_then(Option::take) {
+            Some(a) => a,
+            None => {
+                let depth = depths(prog, code);
+                let weight = slot_weights(prog, func.max_locals, code, &depth, frame);
+                Analysis { depth, weight }
+            }
+        };
+        self.assign_homes(code, &weight, frame);
         self.code = code.to_vec();
-        self.depth = depth.clone();
+        self.depth = depth;
         self.facts = vec![None; usize::from(func.max_locals)];
         self.block_end = 0;
         let mut labels: Vec<Label> = (0..=code.len()).map(|_| self.f.genlabel()).collect();
@@ -2048,7 +2076,7 @@ impl<'p> Compiler<'p> {
         self.stack.clear();
         let mut live = true;
         let loops = if self.metered {
-            counted_loops(prog, code, &depth)
+            counted_loops(prog, code, &self.depth)
         } else {
             Vec::new()
         };
@@ -2380,7 +2408,7 @@ mod tests {
                 .unwrap_or_else(|e| panic!("{class}: {e}"));
             let c = Compiler::new(&prog).unwrap_or_else(|e| panic!("{class}: {e}"));
             let callee = c.regs.homes.iter().filter(|&&h| callee_saved(h)).count();
-            (homes_wanted(&prog), c.regs.homes.len(), callee)
+            (homes_wanted(&analyze(&prog)), c.regs.homes.len(), callee)
         };
         // The Figure 7 probe (`applets/unet/Breakdown.java`): `doRx` uses 4
         // slots, so 4 homes, two of them callee-saved (x86-64 has two
