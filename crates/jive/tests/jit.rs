@@ -824,9 +824,9 @@ fn applets_agree_on_both_engines() {
     }
     eprintln!("{} applets: {}", ran.len(), stats.summary());
     fail_on(&errors, "applets where the engines disagree");
-    // Arith, Bench, Counter, NarrowNatives, RawUnet, Traps, Victim in both
-    // builds; the 7 endpoint applets.
-    assert!(ran.len() >= 21, "only these applets ran: {ran:?}");
+    // Arith, Bench, Counter, NarrowNatives, NativeHomes, RawUnet, Traps,
+    // Victim in both builds; the 7 endpoint applets.
+    assert!(ran.len() >= 23, "only these applets ran: {ran:?}");
 }
 
 #[test]

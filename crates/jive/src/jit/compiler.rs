@@ -39,6 +39,12 @@ pub(super) fn ix(r: R) -> Reg<UL> {
     Reg::phys(r.num())
 }
 
+/// Whether integer register `h` is one the host's calling convention makes
+/// callee-saved (a function called from generated code keeps it).
+pub(super) fn callee_saved(h: u8) -> bool {
+    h < 16 && vcode::host::CALLEE_SAVED_GPR & (1 << h) != 0
+}
+
 pub(super) struct Regs {
     pub(super) fp: Reg<P>,
     pub(super) fuel: Reg<UL>,
@@ -136,6 +142,8 @@ pub(super) struct Fact {
 pub(super) struct Compiler<'p> {
     pub(super) f: Func,
     pub(super) prog: &'p Program,
+    /// Each method's [`Analysis`], taken by [`Compiler::method`].
+    pub(super) analyses: Vec<Option<Analysis>>,
     pub(super) regs: Regs,
     pub(super) locals: Locals,
     /// The bases the entry copied into `locals`.
@@ -575,6 +583,94 @@ fn counted_loop(
     })
 }
 
+/// How much each slot of a method's frame (`max_locals` locals, then the
+/// operand stack) would gain from a register home: its uses, weighted by
+/// loop nesting. Slots of weight 0 are never read or written.
+pub(super) fn slot_weights(
+    prog: &Program,
+    max_locals: u16,
+    code: &[Op],
+    depth: &[Option<u16>],
+    frame: usize,
+) -> Vec<u64> {
+    let n = code.len();
+    let mut nest = vec![0i32; n + 1];
+    for (b, &o) in code.iter().enumerate() {
+        successors(o, b, &prog.switches, |t| {
+            if t <= b {
+                nest[t] += 1;
+                nest[b + 1] -= 1;
+            }
+        });
+    }
+    let mut weight = vec![0u64; frame];
+    let mut level = 0i32;
+    for i in 0..n {
+        level += nest[i];
+        let w = 8u64.saturating_pow(level.clamp(0, 6) as u32);
+        let (parts, k) = expand(code[i]);
+        let Some(mut d) = depth[i].map(usize::from) else {
+            continue;
+        };
+        for &o in &parts[..k] {
+            match o {
+                Op::Load(s) | Op::Store(s) | Op::Iinc(s, _) => {
+                    if let Some(x) = weight.get_mut(usize::from(s)) {
+                        *x += w;
+                    }
+                }
+                _ => {}
+            }
+            let (po, pu) = effect(prog, o);
+            d = d.saturating_sub(po);
+            // A result whose home is memory waits in W, so stack slots
+            // need registers less than locals do.
+            for j in d..d + pu {
+                if let Some(x) = weight.get_mut(usize::from(max_locals) + j) {
+                    *x += w.div_ceil(16);
+                }
+            }
+            d += pu;
+        }
+    }
+    weight
+}
+
+/// What the compiler knows of a method before it emits code: the stack
+/// depth at each op ([`depths`]) and each frame slot's weight
+/// ([`slot_weights`]). Computed once per method, in [`Compiler::new`], which
+/// needs the weights to decide how many homes to claim.
+pub(super) struct Analysis {
+    pub(super) depth: Vec<Option<u16>>,
+    pub(super) weight: Vec<u64>,
+}
+
+/// The [`Analysis`] of every bytecode method of `prog`, by method index.
+pub(super) fn analyze(prog: &Program) -> Vec<Option<Analysis>> {
+    prog.funcs
+        .iter()
+        .map(|f| {
+            let func = f.as_ref()?;
+            let frame = usize::from(func.max_locals) + usize::from(func.max_stack);
+            let depth = depths(prog, &func.code);
+            let weight = slot_weights(prog, func.max_locals, &func.code, &depth, frame);
+            Some(Analysis { depth, weight })
+        })
+        .collect()
+}
+
+/// The most register homes any method can use: its slots of non-zero
+/// weight. The compiler claims no more, so that the entry saves no
+/// callee-saved register that no method uses.
+pub(super) fn homes_wanted(analyses: &[Option<Analysis>]) -> usize {
+    analyses
+        .iter()
+        .flatten()
+        .map(|a| a.weight.iter().filter(|&&w| w > 0).count())
+        .max()
+        .unwrap_or(0)
+}
+
 impl<'p> Compiler<'p> {
     pub(super) fn new(prog: &'p Program) -> Result<Compiler<'p>, JitError> {
         let cg = codegen_error(prog);
@@ -632,8 +728,16 @@ impl<'p> Compiler<'p> {
         f.putreg(t);
         f.putreg(ctx_in);
         f.putreg(idx_in);
+        // X, Y, Z, W and the homes: no more homes than a method can use
+        // (and at least one), taken in vcode's order, caller-saved
+        // registers first, so that a program with few live slots leaves
+        // callee-saved registers unclaimed and the entry does not save them.
+        let analyses = analyze(prog);
+        let wanted = 4 + homes_wanted(&analyses).max(1);
         let mut temps = Vec::new();
-        while let Ok(t) = f.getreg::<I>(Class::Temp) {
+        while temps.len() < wanted
+            && let Ok(t) = f.getreg::<I>(Class::Temp)
+        {
             temps.push(t.num());
         }
         if temps.len() < 5 {
@@ -671,6 +775,7 @@ impl<'p> Compiler<'p> {
         Ok(Compiler {
             f,
             prog,
+            analyses,
             regs,
             locals,
             uses,
@@ -1493,10 +1598,17 @@ impl<'p> Compiler<'p> {
         }
     }
 
-    /// A runtime call: homes saved and restored around it, the directory
-    /// reloaded after it (an allocation may move it).
+    /// A runtime call: the caller-saved homes saved and restored around it,
+    /// the directory reloaded after it (an allocation may move it).
+    ///
+    /// The callee-saved homes stay in their registers: the runtime function
+    /// keeps them (the C calling convention), and nothing it does reads the
+    /// frame stack's slots of this method (a native reads its arguments,
+    /// which [`Compiler::args_to_memory`] stored; the heap is collected
+    /// only between invocations, so no slot is a root the runtime scans).
     pub(super) fn runtime(&mut self, func: usize, args: &[Arg], below: usize) -> Reg<L> {
-        let saves = self.saved_homes(below);
+        let mut saves = self.saved_homes(below);
+        saves.retain(|&(h, _)| !callee_saved(h));
         self.move_homes(&saves, true);
         let x = Reg::<L>::phys(self.regs.x);
         self.f.call(x, Callee::Native(func), args);
@@ -1527,13 +1639,14 @@ impl<'p> Compiler<'p> {
         let ctx = p(self.regs.z);
         self.f.ld_local(ctx, self.locals.ctx);
         let fail = self.stub(SiteKind::Runtime, [None; 3]);
+        let shape = NativeShape::of(decl);
         let res = self.runtime(
-            rt_native as *const () as usize,
+            shape.entry(),
             &[
                 Arg::Reg(ctx.any()),
                 Arg::Imm(Ty::L, i64::from(n)),
                 Arg::Reg(args_at.any()),
-                Arg::Imm(Ty::L, NativeShape::of(decl).bits()),
+                Arg::Imm(Ty::L, shape.bits()),
             ],
             first,
         );
@@ -1874,51 +1987,29 @@ impl<'p> Compiler<'p> {
 
     /// Picks register homes for a method's slots: the most used, weighted
     /// by loop nesting.
-    pub(super) fn assign_homes(&mut self, code: &[Op], depth: &[Option<u16>], frame: usize) {
-        let n = code.len();
-        let mut nest = vec![0i32; n + 1];
-        for (b, &o) in code.iter().enumerate() {
-            successors(o, b, &self.prog.switches, |t| {
-                if t <= b {
-                    nest[t] += 1;
-                    nest[b + 1] -= 1;
-                }
-            });
-        }
-        let mut weight = vec![0u64; frame];
-        let mut level = 0i32;
-        for i in 0..n {
-            level += nest[i];
-            let w = 8u64.saturating_pow(level.clamp(0, 6) as u32);
-            let (parts, k) = expand(code[i]);
-            let Some(mut d) = depth[i].map(usize::from) else {
-                continue;
-            };
-            for &o in &parts[..k] {
-                match o {
-                    Op::Load(s) | Op::Store(s) | Op::Iinc(s, _) => {
-                        if let Some(x) = weight.get_mut(usize::from(s)) {
-                            *x += w;
-                        }
-                    }
-                    _ => {}
-                }
-                let (po, pu) = effect(self.prog, o);
-                d = d.saturating_sub(po);
-                // A result whose home is memory waits in W, so stack slots
-                // need registers less than locals do.
-                for j in d..d + pu {
-                    if let Some(x) = weight.get_mut(usize::from(self.max_locals) + j) {
-                        *x += w.div_ceil(16);
-                    }
-                }
-                d += pu;
-            }
-        }
+    pub(super) fn assign_homes(&mut self, code: &[Op], weight: &[u64], frame: usize) {
         let mut order: Vec<usize> = (0..frame).filter(|&s| weight[s] > 0).collect();
         order.sort_by_key(|&s| (core::cmp::Reverse(weight[s]), s));
+        // A method that calls the runtime (natives, `newarray`) gives its
+        // most used slots the callee-saved homes first: the runtime keeps
+        // those, so a call spills and reloads only the caller-saved ones
+        // ([`Compiler::runtime`]). Other methods take the caller-saved
+        // homes first (the order of `regs.homes`).
+        let calls_runtime = code.iter().any(|&o| {
+            let (parts, k) = expand(o);
+            parts[..k].iter().any(|p| {
+                matches!(
+                    p,
+                    Op::CallNative(_) | Op::CallNativeUnmetered(_) | Op::NewArray(_)
+                )
+            })
+        });
+        let mut regs = self.regs.homes.clone();
+        if calls_runtime {
+            regs.sort_by_key(|&h| !callee_saved(h));
+        }
         self.homes = (0..frame).map(|s| Home::Mem(4 * s as i32)).collect();
-        for (&s, &h) in order.iter().zip(&self.regs.homes) {
+        for (&s, &h) in order.iter().zip(&regs) {
             self.homes[s] = Home::Reg(h);
         }
     }
@@ -1933,10 +2024,19 @@ impl<'p> Compiler<'p> {
         let frame = usize::from(func.max_locals) + usize::from(func.max_stack);
         self.frame = frame as u16;
         let code = &func.code;
-        let depth = depths(prog, code);
-        self.assign_homes(code, &depth, frame);
+        // The analysis `new` made (made again if a method were compiled
+        // twice).
+        let Analysis { depth, weight } = match self.analyses.get_mut(m).and_then(Option::take) {
+            Some(a) => a,
+            None => {
+                let depth = depths(prog, code);
+                let weight = slot_weights(prog, func.max_locals, code, &depth, frame);
+                Analysis { depth, weight }
+            }
+        };
+        self.assign_homes(code, &weight, frame);
         self.code = code.to_vec();
-        self.depth = depth.clone();
+        self.depth = depth;
         self.facts = vec![None; usize::from(func.max_locals)];
         self.block_end = 0;
         let mut labels: Vec<Label> = (0..=code.len()).map(|_| self.f.genlabel()).collect();
@@ -1976,7 +2076,7 @@ impl<'p> Compiler<'p> {
         self.stack.clear();
         let mut live = true;
         let loops = if self.metered {
-            counted_loops(prog, code, &depth)
+            counted_loops(prog, code, &self.depth)
         } else {
             Vec::new()
         };
@@ -2288,6 +2388,40 @@ mod tests {
         assert_eq!(u(arith), (true, true, false, true), "Arith");
         let counter = uses_of("Counter").expect("Counter");
         assert_eq!(u(counter), (true, true, true, true), "Counter");
+    }
+
+    /// The compiler claims as many register homes as the busiest method of
+    /// a program can use, caller-saved registers first, so that a program
+    /// of small methods leaves callee-saved registers unclaimed (and its
+    /// entry does not save them); a program with more live slots than
+    /// registers takes every one.
+    #[test]
+    fn the_compiler_claims_only_the_homes_a_method_can_use() {
+        if crate::APPLET_CLASSES.is_none() || !crate::jit::available() {
+            return;
+        }
+        let homes = |class: (&str, &str)| {
+            let dir = std::path::Path::new(crate::APPLET_CLASSES.unwrap()).join(class.0);
+            let class = class.1;
+            let bytes = std::fs::read(dir.join(format!("{class}.class"))).expect(class);
+            let prog = crate::check(&bytes, &crate::Limits::default())
+                .unwrap_or_else(|e| panic!("{class}: {e}"));
+            let c = Compiler::new(&prog).unwrap_or_else(|e| panic!("{class}: {e}"));
+            let callee = c.regs.homes.iter().filter(|&&h| callee_saved(h)).count();
+            (homes_wanted(&analyze(&prog)), c.regs.homes.len(), callee)
+        };
+        // The Figure 7 probe (`applets/unet/Breakdown.java`): `doRx` uses 4
+        // slots, so 4 homes, two of them callee-saved (x86-64 has two
+        // caller-saved registers left for homes after the four scratch
+        // registers); the fifth callee-saved register stays unclaimed.
+        assert_eq!(homes(("unet", "Breakdown")), (4, 4, 2), "Breakdown");
+        // `NativeHomes.keep` has more live ints than there are registers.
+        let (wanted, claimed, callee) = homes(("release8", "NativeHomes"));
+        assert!(
+            wanted > claimed,
+            "NativeHomes wants {wanted}, claimed {claimed}"
+        );
+        assert_eq!((claimed, callee), (5, 3), "NativeHomes");
     }
 
     #[test]

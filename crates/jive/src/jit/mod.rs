@@ -27,12 +27,16 @@
 //! Registers (vcode `getreg`): the frame pointer `FP` and the fuel counter
 //! `FUEL` in callee-saved registers, four scratch registers (`X`, `Y`,
 //! `Z`, and `W`, which may hold the value of one stack slot whose home is
-//! memory), and the rest as homes for the most used slots of each method
-//! (locals and stack positions, weighted by loop nesting). Other slots live
-//! at `FP + 4 × slot`. A call saves the caller's register homes in its
-//! frame, writes the arguments where the interpreter would have them (the
-//! start of the callee's frame), and advances `FP`; the callee loads its
-//! register-homed arguments.
+//! memory), and as homes for the most used slots of each method (locals and
+//! stack positions, weighted by loop nesting) as many more as the busiest
+//! method can use, caller-saved first, so that the entry saves only the
+//! callee-saved registers some method uses. Other slots live at
+//! `FP + 4 × slot`. A call saves the caller's register homes in its frame,
+//! writes the arguments where the interpreter would have them (the start of
+//! the callee's frame), and advances `FP`; the callee loads its
+//! register-homed arguments. A runtime call (a native, `newarray`) saves
+//! only the caller-saved homes, and a method that makes one gives its most
+//! used slots the callee-saved homes first.
 //!
 //! While compiling, the operand stack is a list of `Val`s: a constant, a
 //! reference to a slot's home (a local's, or its own), or the `W` register.

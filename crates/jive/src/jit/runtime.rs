@@ -139,6 +139,20 @@ impl NativeShape {
     pub(super) fn bits(self) -> i64 {
         self.0
     }
+
+    /// The runtime function generated code calls for a native of this
+    /// shape: [`rt_native_int`] for an `int` result (no narrowing),
+    /// [`rt_native_void`] for none, [`rt_native`] for the rest. Each gives
+    /// the value [`rt_native`] would.
+    pub(super) fn entry(self) -> usize {
+        if self.0 >> Self::SHIFT == 0 {
+            rt_native_int as *const () as usize
+        } else if self.0 >> Self::SHIFT == Self::VOID >> Self::SHIFT {
+            rt_native_void as *const () as usize
+        } else {
+            rt_native as *const () as usize
+        }
+    }
 }
 
 /// A native method: native `n` of the program, its `shape`
@@ -150,8 +164,38 @@ impl NativeShape {
 /// handled here without building the interpreter's `Option` result;
 /// failures and array results go through [`crate::interpreter::native_result`]
 /// out of line, so that they are checked and reported exactly as the
-/// interpreter does.
+/// interpreter does. The two most common shapes have entry points of their
+/// own, which generated code calls instead ([`NativeShape::entry`]):
+/// [`rt_native_int`] and [`rt_native_void`].
 pub(super) extern "C" fn rt_native(ctx: *mut Ctx, n: i64, args: *const i32, shape: i64) -> i64 {
+    native_call(ctx, n, args, shape)
+}
+
+/// [`rt_native`] for a native declared to return `int`: the value needs no
+/// narrowing, so the shape's tests are compiled out.
+pub(super) extern "C" fn rt_native_int(ctx: *mut Ctx, n: i64, args: *const i32, shape: i64) -> i64 {
+    debug_assert_eq!(shape >> NativeShape::SHIFT, 0, "an int native");
+    native_call(ctx, n, args, shape & 0xff)
+}
+
+/// [`rt_native`] for a `void` native: its value is 0.
+pub(super) extern "C" fn rt_native_void(
+    ctx: *mut Ctx,
+    n: i64,
+    args: *const i32,
+    shape: i64,
+) -> i64 {
+    debug_assert_eq!(
+        shape >> NativeShape::SHIFT,
+        NativeShape::VOID >> NativeShape::SHIFT
+    );
+    native_call(ctx, n, args, (shape & 0xff) | NativeShape::VOID)
+}
+
+/// The body of the native entry points; `shape` is a constant where an
+/// entry point fixes it, so that the tests on it fold away.
+#[inline(always)]
+fn native_call(ctx: *mut Ctx, n: i64, args: *const i32, shape: i64) -> i64 {
     // SAFETY: as in `rt_newarray`.
     let (ctx, rt) = unsafe { (&mut *ctx, &mut *(*ctx).rt) };
     let n = n as usize;
