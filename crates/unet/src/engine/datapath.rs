@@ -510,7 +510,7 @@ pub(super) fn receive(
 /// checked, on its payload alone: `doRx` sees `RxBuf` filled with the
 /// payload and the same arguments whether or not the message came in a
 /// frame ([`Engine::deliver_kept`] delivers without one).
-#[inline]
+#[inline(always)]
 pub(super) fn receive_payload(
     port: &Port,
     rx: &mut RxSide,
