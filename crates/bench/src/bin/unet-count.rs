@@ -13,6 +13,8 @@
 //! valgrind --tool=callgrind --toggle-collect=unet_count_path target/release/unet-count path-1000-framed 16384
 //! valgrind --tool=callgrind --toggle-collect=unet_count_path target/release/unet-count standard-40 16384
 //! valgrind --tool=callgrind --toggle-collect=unet_count_path target/release/unet-count standard-1000 16384
+//! valgrind --tool=callgrind --toggle-collect=unet_count_path target/release/unet-count standard-40-framed 16384
+//! valgrind --tool=callgrind --toggle-collect=unet_count_path target/release/unet-count standard-1000-framed 16384
 //! valgrind --tool=callgrind --toggle-collect=unet_count_send target/release/unet-count deliver 16384
 //! valgrind --tool=callgrind --toggle-collect=unet_count_send target/release/unet-count dorx 16384
 //! valgrind --tool=callgrind --toggle-collect=unet_count_send target/release/unet-count null 16384
@@ -41,10 +43,16 @@
 //!   same path with [`FRAMING_FILTER`](fastpath_bench::unet::FRAMING_FILTER)
 //!   installed, which makes the engine build and classify a frame for every
 //!   message, as it does for every message to an applet's endpoint.
-//!   `standard-*` (framed too) is the path with the standard U-Net applet
-//!   on both endpoints; its difference from `path-*-framed` is what `doTx`
-//!   and `doRx` (and their natives) add per message, and the difference
-//!   `path-*-framed` − `path-*` is the frame the applet path still needs.
+//!   `standard-*` is the path with the standard U-Net applet on both
+//!   endpoints, also without a frame (`doRx` gets the message straight from
+//!   the sender's buffer area when the sender has no applet; the frames
+//!   `doTx` pushes are delivered with the channel's kept verdict, not
+//!   classified); its difference from `path-*` is what `doTx` and `doRx`
+//!   (and their natives) add per message, what a user pays.
+//!   `standard-*-framed` is it with the framing filter, as every applet
+//!   message went before; its difference from `path-*-framed` is the
+//!   applet's cost through a frame, and `standard-*-framed` −
+//!   `standard-*` what the frameless delivery saves.
 //! - **Invoking doRx** (`dorx` − `deliver`, toggle `unet_count_send`): the
 //!   toggle covers the send alone, which includes the receiving endpoint's
 //!   handling of the frame (the engine delivers inside the send), while the

@@ -39,6 +39,7 @@ impl Engine {
             let pipeline =
                 |steps: &[ilp::Step]| ilp::Pipeline::new(steps).map_err(EngineError::from);
             Ok(Framer {
+                id,
                 channels: Vec::new(),
                 reach: self.inner.reach.clone(),
                 out: Outbox::default(),

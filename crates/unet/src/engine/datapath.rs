@@ -37,7 +37,7 @@ impl Engine {
             // delivery makes: no outbox changes hands per message.
             let TxSide { framer, next, .. } = &mut *tx;
             if !framer.out.is_empty() {
-                self.pump(&mut framer.out, next);
+                self.pump_sent(port, framer, next);
             }
             // Only now, with every byte of these messages copied (a frame
             // to an endpoint of this engine reads the rest of its message
@@ -189,6 +189,60 @@ impl Engine {
         }
         out.trim();
         next.trim();
+    }
+
+    /// [`Engine::pump`] of the frames `port`'s transmit side made (in
+    /// `framer.out`; `next` is the scratch outbox): in the first round, a
+    /// frame `port` sent on a channel to an endpoint of this engine (an
+    /// applet's `txPush` in `doTx`, or a message [`Engine::deliver_direct`]
+    /// left to the outbox) is delivered with the channel's kept verdict,
+    /// as [`Engine::deliver_kept`] delivers a message, instead of being
+    /// classified; the others as [`Engine::pump`] delivers them. The
+    /// frames their delivery makes follow in later rounds, as in
+    /// [`Engine::pump`].
+    ///
+    /// A frame's channel is its tag ([`sent_on`]), honoured only if it
+    /// names `port`: tags are never reused and a channel's header never
+    /// changes but to close, and the channels are read under the transmit
+    /// side's lock, which every change of them takes.
+    pub(super) fn pump_sent(&self, port: &Port, framer: &mut Framer, next: &mut Outbox) {
+        let version = self.inner.verdicts.load(Ordering::Acquire);
+        let mine = u64::from(port.id);
+        let Framer { channels, out, .. } = framer;
+        let mut remote: Vec<&[u8]> = Vec::new();
+        for (f, tail, tag) in out.tagged() {
+            if frame::peek_dst(f) != Some(self.inner.local) {
+                // Only frames to this engine leave part of their payload
+                // behind.
+                debug_assert!(tail.is_none());
+                remote.push(f);
+                continue;
+            }
+            if version != 0
+                && tag >> 16 == mine
+                && let Some((hdr, head)) = f.split_first_chunk::<HEADER_LEN>()
+                && let Some(Some(ch)) = channels.get_mut((tag & 0xffff) as usize)
+                && ch.local
+                && !ch.checksum
+                && !ch.closed
+            {
+                let payload = Payload {
+                    head,
+                    tail: tail.map(Tail::rest),
+                };
+                self.keep(ch, version, payload.len());
+                self.deliver_kept(port, &ch.verdict, hdr, false, payload, next);
+                continue;
+            }
+            self.deliver(f, tail, next);
+        }
+        if !remote.is_empty() {
+            self.send_remote(&remote);
+        }
+        out.clear();
+        // The frames those deliveries made, with the emptied outbox as the
+        // scratch one.
+        self.pump(next, out);
     }
 
     /// Pumps the frames an earlier pump left.
@@ -370,16 +424,46 @@ impl Engine {
 /// budget of frames or bytes ([`Budgets::inbox_frames`],
 /// [`Budgets::inbox_bytes`]).
 pub(super) fn enqueue(port: &Port, chan: u16, f: &[u8], tail: Option<&Tail>, s: &EngineStats) {
+    match f.split_first_chunk::<HEADER_LEN>() {
+        Some((hdr, head)) => {
+            let payload = Payload {
+                head,
+                tail: tail.map(Tail::rest),
+            };
+            enqueue_parts(port, chan, hdr, false, payload, s);
+        }
+        // Never: frames shorter than a header are counted as malformed
+        // before delivery.
+        None => bump_shared(&s.malformed),
+    }
+}
+
+/// [`enqueue`] of the frame made of the header `hdr` and `payload`; its
+/// lengths patched to the payload's first if `patch` (`hdr` is then a
+/// channel's header, [`Channel::template`]).
+pub(super) fn enqueue_parts(
+    port: &Port,
+    chan: u16,
+    hdr: &[u8; HEADER_LEN],
+    patch: bool,
+    payload: Payload<'_>,
+    s: &EngineStats,
+) {
     if port.closed.load(Ordering::Acquire) {
         bump_shared(&s.closed);
         return;
     }
-    let len = f.len() + tail.map_or(0, |t| t.len);
+    let len = HEADER_LEN + payload.len();
     let pushed = port.inbox.push(chan, len, |buf| {
-        buf.extend_from_slice(f);
-        if let Some(t) = tail {
+        buf.extend_from_slice(hdr);
+        if patch && let Some(h) = buf.first_chunk_mut::<HEADER_LEN>() {
+            frame::patch_lengths(h, payload.len());
+        }
+        buf.extend_from_slice(payload.head);
+        if payload.tail.is_some() {
+            let at = buf.len();
             buf.resize(len, 0);
-            t.seg.read_bytes(t.at, &mut buf[f.len()..]);
+            payload.copy_to(payload.head.len(), &mut buf[at..]);
         }
     });
     if pushed.is_err() {
@@ -419,6 +503,22 @@ pub(super) fn receive(
         bump(&port.stats.rx_bad_checksum);
         return Duration::ZERO;
     }
+    receive_payload(port, rx, chan, payload, made, timed)
+}
+
+/// The end of [`receive`], once the frame's checksum (if it has one) is
+/// checked, on its payload alone: `doRx` sees `RxBuf` filled with the
+/// payload and the same arguments whether or not the message came in a
+/// frame ([`Engine::deliver_kept`] delivers without one).
+#[inline(always)]
+pub(super) fn receive_payload(
+    port: &Port,
+    rx: &mut RxSide,
+    chan: u16,
+    payload: Payload<'_>,
+    made: &mut Outbox,
+    timed: bool,
+) -> Duration {
     let mut took = Duration::ZERO;
     match rx.applet.as_mut() {
         None => rx.io.deliver_default(chan, payload),
@@ -523,36 +623,37 @@ impl Engine {
     }
 
     /// Delivers the message of a checked descriptor `d` of `port` without
-    /// building its frame, if it goes to an endpoint of this engine that
-    /// takes it the standard U-Net way; whether it did (if not, nothing was
-    /// done or counted, and the caller makes the frame).
+    /// building its frame, if it goes to an endpoint of this engine; whether
+    /// it did (if not, nothing was done or counted, and the caller makes
+    /// the frame).
     ///
     /// This is the delivery [`Engine::deliver`] would make of the frame,
     /// step by step: the filter table's verdict on the frame, the
     /// endpoint it names, the generation check, the receive side's checks,
-    /// the standard receive, with every outcome counted the same way. What
-    /// it saves is the frame: the verdict is the one the channel's cache
-    /// holds for the table's current version ([`Inner::verdicts`]: while
-    /// no installed filter loads a byte that differs between two messages
-    /// of a channel, the table's verdict on the channel's header is its
-    /// verdict on each of its frames), and the message is copied once,
-    /// straight from the sender's buffer area into the receive descriptor
-    /// or buffers (no filter reads it, so no private copy of it need be
-    /// classified).
+    /// the applet's `doRx` or the standard receive, with every outcome
+    /// counted the same way. What it saves is the frame: the verdict is the
+    /// one the channel's cache holds for the table's current version
+    /// ([`Inner::verdicts`]: while no installed filter loads a byte that
+    /// differs between two messages of a channel, the table's verdict on
+    /// the channel's header is its verdict on each of its frames), and the
+    /// message is copied once, straight from the sender's buffer area into
+    /// the receive descriptor or buffers, or into the applet's `RxBuf`, or
+    /// into its inbox (no filter reads it, so no private copy of it need
+    /// be classified).
     ///
     /// It declines (and the frame is built and pumped as before) for a
     /// channel to another engine, a checksummed or closed channel, while
-    /// some filter reads per-message bytes, for an endpoint with an applet
-    /// or with frames still waiting in its inbox, and once this service's
+    /// some filter reads per-message bytes, and once this service's
     /// outbox holds a frame: a channel's messages then all go through the
-    /// outbox, in order.
+    /// outbox, in order, and the frames an applet's `doRx` makes here join
+    /// that outbox, behind which the next messages wait.
     #[inline]
     fn deliver_direct(&self, tx: &mut TxSide, port: &Port, d: TxDesc) -> bool {
-        let s = &self.inner.stats;
-        if !tx.framer.out.is_empty() {
+        let Framer { channels, out, .. } = &mut tx.framer;
+        if !out.is_empty() {
             return false;
         }
-        let Some(Some(ch)) = tx.framer.channels.get_mut(usize::from(d.chan)) else {
+        let Some(Some(ch)) = channels.get_mut(usize::from(d.chan)) else {
             return false;
         };
         if !ch.local || ch.checksum || ch.closed {
@@ -562,30 +663,6 @@ impl Engine {
         if version == 0 {
             return false;
         }
-        if ch.verdict.version != version {
-            // Classified as the frame would be: the channel's header with
-            // this message's lengths (no filter reads past the header).
-            let mut hdr = ch.template;
-            frame::patch_lengths(&mut hdr, d.len as usize);
-            let owner = self.classify(&hdr);
-            // The peer's whole id, generation included, is in the header:
-            // its port is kept if the verdict names it.
-            let be16 = |at: usize| u16::from_be_bytes([hdr[at], hdr[at + 1]]);
-            let peer = endpoint_id(be16(frame::UNET_DST_EP), be16(frame::UNET_DST_GEN));
-            let peer = owner
-                .filter(|o| (o >> 16) as u16 == endpoint_slot(peer))
-                .and_then(|_| self.port(peer));
-            ch.verdict = Kept {
-                version,
-                owner,
-                peer,
-            };
-        }
-        let Some(owner) = ch.verdict.owner else {
-            bump_shared(&port.stats.tx_frames);
-            bump_shared(&s.unmatched);
-            return true;
-        };
         let payload = Payload {
             head: &[],
             tail: Some(Rest {
@@ -594,53 +671,132 @@ impl Engine {
                 len: d.len as usize,
             }),
         };
-        let chan = owner as u16;
-        if let Some(dst) = &ch.verdict.peer {
-            return self.deliver_local(port, dst, chan, payload);
+        self.keep(ch, version, d.len as usize);
+        self.deliver_kept(port, &ch.verdict, &ch.template, true, payload, out);
+        true
+    }
+
+    /// Makes sure channel `ch` (to an endpoint of this engine, without a
+    /// checksum, open) keeps its verdict under the table's `version` (not
+    /// 0), taking it now if the one it holds is from an earlier version:
+    /// classified as its frame would be, the channel's header with a
+    /// `len`-byte message's lengths (no filter reads past the header, nor
+    /// a byte that differs between two messages of a channel).
+    #[inline]
+    fn keep(&self, ch: &mut Channel, version: u64, len: usize) {
+        if ch.verdict.version != version {
+            self.take_verdict(ch, version, len);
         }
-        let template = &ch.template;
+    }
+
+    #[inline(never)]
+    fn take_verdict(&self, ch: &mut Channel, version: u64, len: usize) {
+        let mut hdr = ch.template;
+        frame::patch_lengths(&mut hdr, len);
+        let owner = self.classify(&hdr);
+        // The peer's whole id, generation included, is in the header: its
+        // port is kept if the verdict names it.
+        let be16 = |at: usize| u16::from_be_bytes([hdr[at], hdr[at + 1]]);
+        let peer = endpoint_id(be16(frame::UNET_DST_EP), be16(frame::UNET_DST_GEN));
+        let peer = owner
+            .filter(|o| (o >> 16) as u16 == endpoint_slot(peer))
+            .and_then(|_| self.port(peer));
+        ch.verdict = Kept {
+            version,
+            owner,
+            peer,
+        };
+    }
+
+    /// Delivers `port`'s message `payload` on a channel whose verdict is
+    /// `kept` (see [`Engine::keep`]), without classifying it: the endpoint
+    /// the verdict names, the generation check, then
+    /// [`Engine::deliver_local`]. `hdr` is the message's frame header, or
+    /// the channel's header with the lengths still to patch (`template`).
+    /// A message sent without a frame (`template`) is counted as sent here;
+    /// a frame was counted when it was made. Frames an applet makes go to
+    /// `made`.
+    #[inline(always)]
+    fn deliver_kept(
+        &self,
+        port: &Port,
+        kept: &Kept,
+        hdr: &[u8; HEADER_LEN],
+        template: bool,
+        payload: Payload<'_>,
+        made: &mut Outbox,
+    ) {
+        let s = &self.inner.stats;
+        if template {
+            bump_shared(&port.stats.tx_frames);
+        }
+        let Some(owner) = kept.owner else {
+            bump_shared(&s.unmatched);
+            return;
+        };
+        let chan = owner as u16;
+        if let Some(dst) = &kept.peer {
+            return self.deliver_local(dst, chan, hdr, template, payload, made);
+        }
         self.inner.ports.with(|ports| {
             let slot = usize::from((owner >> 16) as u16);
             let Some(dst) = ports.get(slot).and_then(Option::as_ref) else {
-                bump_shared(&port.stats.tx_frames);
                 bump_shared(&s.unmatched);
-                return true;
+                return;
             };
             // As in `deliver_to`: the table may be from before the slot
             // changed hands.
-            let dst_gen = u16::from_be_bytes([
-                template[frame::UNET_DST_GEN],
-                template[frame::UNET_DST_GEN + 1],
-            ]);
+            let dst_gen =
+                u16::from_be_bytes([hdr[frame::UNET_DST_GEN], hdr[frame::UNET_DST_GEN + 1]]);
             if dst_gen != endpoint_generation(dst.id) {
-                bump_shared(&port.stats.tx_frames);
                 bump_shared(&s.unmatched);
-                return true;
+                return;
             }
-            self.deliver_local(port, dst, chan, payload)
+            self.deliver_local(dst, chan, hdr, template, payload, made)
         })
     }
 
-    /// The end of [`Engine::deliver_direct`], once the endpoint `dst` is
-    /// found and its generation checked: the receive side's checks and the
-    /// standard receive of `payload` on `chan`, for `port`'s frame.
+    /// The end of [`Engine::deliver_kept`] once the endpoint `dst` is found
+    /// and its generation checked, as [`Engine::deliver_to`] ends for a
+    /// frame: to the inbox if `dst`'s applet runs on another thread (or
+    /// this thread's applets have made frames past the inbox budget, or
+    /// frames wait there), else the receive side's checks and `doRx` or
+    /// the standard receive of `payload` on `chan`, at once.
     #[inline]
-    fn deliver_local(&self, port: &Port, dst: &Port, chan: u16, payload: Payload<'_>) -> bool {
-        if dst.has_applet.load(Ordering::Acquire) {
-            return false;
+    fn deliver_local(
+        &self,
+        dst: &Port,
+        chan: u16,
+        hdr: &[u8; HEADER_LEN],
+        template: bool,
+        payload: Payload<'_>,
+        made: &mut Outbox,
+    ) {
+        let s = &self.inner.stats;
+        if dst.has_applet.load(Ordering::Acquire)
+            && (dst.owner.load(Ordering::Relaxed) != thread_token()
+                || made.used >= dst.budgets.inbox_bytes)
+        {
+            return enqueue_parts(dst, chan, hdr, template, payload, s);
         }
         let mut rx = lock(&dst.rx);
         if dst.closed.load(Ordering::Acquire) {
-            bump_shared(&port.stats.tx_frames);
-            bump_shared(&self.inner.stats.closed);
-            return true;
+            bump_shared(&s.closed);
+            return;
         }
+        // Frames still waiting for an applet removed since keep their
+        // place: this message waits behind them.
         if !dst.inbox.is_empty() {
-            return false;
+            drop(rx);
+            return enqueue_parts(dst, chan, hdr, template, payload, s);
         }
-        bump_shared(&port.stats.tx_frames);
-        rx.io.deliver_default(chan, payload);
+        if rx.applet.is_none() {
+            // The standard receive, inline: most messages to an endpoint
+            // of this engine take it.
+            rx.io.deliver_default(chan, payload);
+        } else {
+            receive_payload(dst, &mut rx, chan, payload, made, false);
+        }
         rx.io.publish();
-        true
     }
 }

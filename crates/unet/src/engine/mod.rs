@@ -540,22 +540,32 @@ impl Payload<'_> {
 pub(crate) struct Outbox {
     bytes: Vec<u8>,
     used: usize,
-    /// Each frame's start and length in `bytes`, and its index in `tails`
-    /// (`NO_TAIL`: none), so that most frames need no drop.
-    frames: Vec<(usize, usize, u32)>,
+    /// Each frame's start and length in `bytes`, its index in `tails`
+    /// (`NO_TAIL`: none), so that most frames need no drop, and the
+    /// endpoint and channel that sent it ([`sent_on`]).
+    frames: Vec<(usize, usize, u32, u64)>,
     tails: Vec<Tail>,
 }
 
 const NO_TAIL: u32 = u32::MAX;
 
+/// The tag of a frame sent by endpoint `id` on its channel `chan`: the
+/// transmit side delivers a frame so tagged with its channel's kept
+/// verdict ([`Engine::pump_sent`]), and only if the tag names its own
+/// endpoint, wherever the frame went through before.
+#[inline]
+fn sent_on(id: EndpointId, chan: u16) -> u64 {
+    (u64::from(id) << 16) | u64::from(chan)
+}
+
 impl Outbox {
-    fn push_frame(&mut self, len: usize) -> &mut [u8] {
+    fn push_frame(&mut self, len: usize, chan: u64) -> &mut [u8] {
         let start = self.used;
         if self.bytes.len() < start + len {
             self.bytes.resize(start + len, 0);
         }
         self.used = start + len;
-        self.frames.push((start, len, NO_TAIL));
+        self.frames.push((start, len, NO_TAIL, chan));
         &mut self.bytes[start..start + len]
     }
 
@@ -598,25 +608,30 @@ impl Outbox {
     }
 
     fn iter(&self) -> impl Iterator<Item = (&[u8], Option<&Tail>)> {
+        self.tagged().map(|(f, t, _)| (f, t))
+    }
+
+    /// [`Outbox::iter`] with each frame's channel tag ([`sent_on`]).
+    fn tagged(&self) -> impl Iterator<Item = (&[u8], Option<&Tail>, u64)> {
         self.frames
             .iter()
-            .map(|&(s, l, t)| (&self.bytes[s..s + l], self.tails.get(t as usize)))
+            .map(|&(s, l, t, c)| (&self.bytes[s..s + l], self.tails.get(t as usize), c))
     }
 
     /// Appends a whole frame: `f` and then its tail's bytes.
-    fn push_whole(&mut self, f: &[u8], tail: Option<&Tail>) {
+    fn push_whole(&mut self, f: &[u8], tail: Option<&Tail>, chan: u64) {
         let n = f.len() + tail.map_or(0, |t| t.len);
-        let buf = self.push_frame(n);
+        let buf = self.push_frame(n, chan);
         buf[..f.len()].copy_from_slice(f);
         if let Some(t) = tail {
             t.seg.read_bytes(t.at, &mut buf[f.len()..]);
         }
     }
 
-    /// Appends every frame of `other`, whole.
+    /// Appends every frame of `other`, whole, with its channel tag.
     fn append(&mut self, other: &Outbox) {
-        for (f, t) in other.iter() {
-            self.push_whole(f, t);
+        for (f, t, c) in other.tagged() {
+            self.push_whole(f, t, c);
         }
     }
 }
@@ -658,6 +673,8 @@ fn recycle(mut o: Outbox) {
 /// side (for an applet's `txPush` in `doRx`) each hold one, so that neither
 /// takes the other's lock to send.
 struct Framer {
+    /// The endpoint whose frames it makes (their tags, [`sent_on`]).
+    id: EndpointId,
     channels: Vec<Option<Channel>>,
     /// The engine's reach (see `Inner::reach`).
     reach: Arc<AtomicUsize>,
@@ -675,6 +692,7 @@ impl Framer {
     /// caller writes.
     fn frame(&mut self, chan: u16, len: u32) -> Result<(bool, &mut [u8]), HostError> {
         frame_parts(
+            self.id,
             &self.channels,
             &mut self.out,
             &self.stats,
@@ -729,6 +747,7 @@ impl Framer {
         len: u32,
     ) -> Result<(), HostError> {
         let Framer {
+            id,
             channels,
             reach,
             out,
@@ -749,6 +768,7 @@ impl Framer {
                 .max(ILP_MIN_COPY);
             if (len as usize) > carried {
                 let (_, buf) = frame_parts(
+                    *id,
                     channels,
                     out,
                     stats,
@@ -766,7 +786,7 @@ impl Framer {
                 return Ok(());
             }
         }
-        let (want_sum, buf) = frame_parts(channels, out, stats, *max_message, chan, len, len)?;
+        let (want_sum, buf) = frame_parts(*id, channels, out, stats, *max_message, chan, len, len)?;
         let (hdr, body) = buf
             .split_first_chunk_mut::<HEADER_LEN>()
             .expect("a frame holds its header");
@@ -790,7 +810,9 @@ impl Framer {
 /// borrowing the others: a frame for a `len`-byte message of which the
 /// first `carried` bytes follow the header (the caller keeps the rest as a
 /// [`Tail`]).
+#[allow(clippy::too_many_arguments)]
 fn frame_parts<'a>(
+    id: EndpointId,
     channels: &[Option<Channel>],
     out: &'a mut Outbox,
     stats: &PortStats,
@@ -812,7 +834,7 @@ fn frame_parts<'a>(
             max: max_message,
         });
     }
-    let buf = out.push_frame(HEADER_LEN + carried.min(len) as usize);
+    let buf = out.push_frame(HEADER_LEN + carried.min(len) as usize, sent_on(id, chan));
     let (hdr, _) = buf
         .split_first_chunk_mut::<HEADER_LEN>()
         .expect("a frame holds its header");
