@@ -24,7 +24,7 @@ use thiserror::Error;
 use crate::engine::{ChannelOptions, Engine, EngineError, Port, PortCounts};
 use crate::frame::{Addr, EndpointId};
 use crate::layout::{Config, INLINE_MAX, Layout, RX_BUFFERS_MAX, RxDesc, TxDesc, TxStatus};
-use crate::ring::{Consumer, Producer};
+use crate::ring::{Consumer, Producer, QueueMem};
 use crate::shm::{Segment, ShmQueue, queues};
 
 /// Why a message was not queued for sending. Nothing was queued.
@@ -94,15 +94,7 @@ impl Message<'_> {
             f(&self.desc.data[..self.len()]);
             return;
         }
-        let bs = self.ep.layout.config.buffer_size as usize;
-        let mut left = self.len();
-        for off in self.buffers() {
-            let n = left.min(bs);
-            self.ep
-                .seg
-                .with_bytes(self.ep.layout.area + off as usize, n, &mut f);
-            left -= n;
-        }
+        self.ep.read_buffers(&self.desc, f);
     }
 
     /// A copy of the message.
@@ -147,6 +139,89 @@ impl Drop for Message<'_> {
         for i in 0..usize::from(self.desc.nbufs) {
             let off = self.desc.offset(i);
             self.ep.give_buffer(off);
+        }
+    }
+}
+
+/// One received message, read in place ([`Endpoint::recv_ref`]): a
+/// borrow of the endpoint until it is dropped. An inline message (≤ 56
+/// bytes) is read from its slot of the receive queue, which stays the
+/// application's (the engine writes no descriptor into it) until the
+/// message is dropped; a message in buffers is read from its buffers, which
+/// are given back to the engine when it is dropped, as [`Message`]'s are.
+///
+/// Only the descriptor's fixed part (length, channel, number of buffers),
+/// and for a message in buffers the whole descriptor, is copied into
+/// private memory and checked; an inline message's bytes are read in
+/// place, as a message in buffers always is.
+pub struct MessageRef<'a> {
+    ep: &'a mut Endpoint,
+    len: u32,
+    chan: u16,
+    body: Body,
+}
+
+/// Where a [`MessageRef`]'s bytes are.
+enum Body {
+    /// Inline in receive queue slot `.0`, the front one, not yet freed.
+    Inline(u32),
+    /// In the buffers this private copy of its (well formed) descriptor
+    /// names; its slot is already freed.
+    Buffers(RxDesc),
+}
+
+impl MessageRef<'_> {
+    /// The channel it arrived on.
+    pub fn chan(&self) -> u16 {
+        self.chan
+    }
+
+    /// Its length in bytes.
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    /// Whether it is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Whether it came inline in the descriptor (≤ 56 bytes).
+    pub fn is_inline(&self) -> bool {
+        matches!(self.body, Body::Inline(_))
+    }
+
+    /// Calls `f` on each piece of the message in order, in place: the
+    /// inline bytes in their receive queue slot (one piece), or each
+    /// buffer's share.
+    #[inline]
+    pub fn read(&self, mut f: impl FnMut(&[u8])) {
+        match &self.body {
+            Body::Inline(i) => self.ep.rx.mem().with_rx_inline(*i, self.len(), f),
+            Body::Buffers(d) => self.ep.read_buffers(d, &mut f),
+        }
+    }
+
+    /// A copy of the message.
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(self.len());
+        self.read(|p| v.extend_from_slice(p));
+        v
+    }
+}
+
+impl Drop for MessageRef<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        match &self.body {
+            // The slot goes back to the engine only now.
+            Body::Inline(_) => self.ep.rx.advance(),
+            Body::Buffers(d) => {
+                for i in 0..usize::from(d.nbufs) {
+                    let off = d.offset(i);
+                    self.ep.give_buffer(off);
+                }
+            }
         }
     }
 }
@@ -671,6 +746,103 @@ impl Endpoint {
             self.link.drive_rx();
         }
         None
+    }
+
+    /// The next received message, if any, read in place rather than
+    /// copied out ([`MessageRef`]); otherwise as [`Endpoint::recv`], which
+    /// copies each 64-byte receive descriptor into the [`Message`] it
+    /// returns. While the message is held, its receive queue slot stays the
+    /// application's: the engine delivers into the other slots, and once
+    /// they are full counts what it cannot deliver as a full receive queue,
+    /// so hold a message briefly.
+    ///
+    /// ```
+    /// use unet::{Config, Engine};
+    /// let net = unet::transport::LoopNet::new();
+    /// let engine = Engine::new(Box::new(net.attach("10.0.0.1:7000".parse()?)?));
+    /// let mut a = engine.create_endpoint(Config::default(), None)?;
+    /// let mut b = engine.create_endpoint(Config::default(), None)?;
+    /// let ab = a.open_channel(engine.local(), b.id())?;
+    /// b.open_channel(engine.local(), a.id())?;
+    /// a.send(ab, b"in place")?;
+    /// let msg = b.recv_ref().expect("delivered");
+    /// assert!(msg.is_inline());
+    /// let mut got = Vec::new();
+    /// msg.read(|p| got.extend_from_slice(p));
+    /// assert_eq!(got, b"in place");
+    /// drop(msg); // the slot is the engine's again
+    /// assert!(b.recv_ref().is_none());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// The message borrows the endpoint, so it cannot outlive it, nor be
+    /// held across another call on it:
+    ///
+    /// ```compile_fail
+    /// use unet::{Config, Engine};
+    /// let net = unet::transport::LoopNet::new();
+    /// let engine = Engine::new(Box::new(net.attach("10.0.0.1:7000".parse()?)?));
+    /// let mut b = engine.create_endpoint(Config::default(), None)?;
+    /// let msg = b.recv_ref().expect("delivered");
+    /// drop(b);
+    /// msg.read(|_| {});
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn recv_ref(&mut self) -> Option<MessageRef<'_>> {
+        for round in 0..2 {
+            loop {
+                let i = match self.rx.front() {
+                    Ok(Some(i)) => i,
+                    Ok(None) | Err(_) => break,
+                };
+                // The fixed part, copied once and checked here.
+                let (len, chan, nbufs) = self.rx.mem().read_rx_head(i);
+                if nbufs == 0 {
+                    if len as usize <= INLINE_MAX {
+                        return Some(MessageRef {
+                            ep: self,
+                            len,
+                            chan,
+                            body: Body::Inline(i),
+                        });
+                    }
+                    self.rx.advance();
+                    self.bad_rx += 1;
+                    continue;
+                }
+                // In buffers: a private copy of the whole descriptor,
+                // checked as `recv` checks it.
+                let d: RxDesc = self.rx.mem().read(i);
+                self.rx.advance();
+                if self.well_formed(&d) {
+                    return Some(MessageRef {
+                        ep: self,
+                        len: d.len,
+                        chan: d.chan,
+                        body: Body::Buffers(d),
+                    });
+                }
+                self.bad_rx += 1;
+            }
+            if round == 1 || !self.drive {
+                break;
+            }
+            self.link.drive_rx();
+        }
+        None
+    }
+
+    /// Calls `f` on each buffer's share of the message of a well-formed
+    /// descriptor `d` in buffers, in place.
+    fn read_buffers(&self, d: &RxDesc, mut f: impl FnMut(&[u8])) {
+        let bs = self.layout.config.buffer_size as usize;
+        let mut left = d.len as usize;
+        for i in 0..usize::from(d.nbufs) {
+            let n = left.min(bs);
+            self.seg
+                .with_bytes(self.layout.area + d.offset(i) as usize, n, &mut f);
+            left -= n;
+        }
     }
 
     /// Does the engine work this endpoint's calls drive, without sending or
