@@ -89,7 +89,7 @@ pub mod transport;
 pub mod wait;
 
 #[cfg(not(loom))]
-pub use crate::endpoint::{Endpoint, Message, MessageRef, SendError};
+pub use crate::endpoint::{Endpoint, GIVE_BACK, Message, MessageRef, SendError};
 #[cfg(not(loom))]
 pub use crate::engine::{
     Budgets, ChannelOptions, Engine, EngineCounts, EngineError, PortCounts, TrapPolicy,

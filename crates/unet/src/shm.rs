@@ -22,7 +22,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-use crate::layout::{Header, INLINE_MAX, Layout, QueueLayout, RxDesc, TxDesc};
+use crate::layout::{Header, INLINE_MAX, Layout, QueueLayout, RX_BUFFERS_MAX, RxDesc, TxDesc};
 use crate::ring::QueueMem;
 use crate::sync::AtomicU32;
 
@@ -310,6 +310,27 @@ impl ShmQueue {
                 (&raw mut (*p).data).cast::<u8>(),
                 len,
             ));
+        }
+    }
+
+    /// Writes a receive descriptor naming `offsets` (at most
+    /// `RX_BUFFERS_MAX`) for a `len`-byte message on `chan` into slot `i` of
+    /// this receive queue, in place: its fixed part and the offsets, each
+    /// little-endian; the slot's bytes past them keep what they held.
+    #[inline]
+    pub fn write_rx_buffers(&self, i: u32, chan: u16, len: u32, offsets: &[u32]) {
+        assert!(offsets.len() <= RX_BUFFERS_MAX, "too many buffers");
+        let p = self.rx_slot(i);
+        // SAFETY: as for `write_rx_inline`; the offsets take `4 *
+        // offsets.len() <= INLINE_MAX` bytes of the slot's `data` field.
+        unsafe {
+            (&raw mut (*p).len).write_volatile(len);
+            (&raw mut (*p).chan).write_volatile(chan);
+            (&raw mut (*p).nbufs).write_volatile(offsets.len() as u16);
+            let data = (&raw mut (*p).data).cast::<[u8; 4]>();
+            for (k, o) in offsets.iter().enumerate() {
+                data.add(k).write_volatile(o.to_le_bytes());
+            }
         }
     }
 

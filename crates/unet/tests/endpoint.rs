@@ -843,3 +843,35 @@ fn messages_received_in_place_match_and_give_their_buffers_back() {
     assert_eq!((c.rx_delivered, c.rx_no_buffer), (seq, 0));
     assert_eq!(b.bad_descriptors(), 0);
 }
+
+/// The buffers of received messages go back to the engine a batch at a
+/// time ([`unet::GIVE_BACK`]), and every one gathered goes before the
+/// receiver finds its queue empty: the free queue's producer index, as
+/// the engine reads it, moves by whole batches while messages wait, and
+/// catches up once none does.
+#[test]
+fn buffers_of_received_messages_go_back_in_batches_and_before_the_receiver_waits() {
+    use unet::ring::QueueMem;
+    let e = engine();
+    let (mut a, mut b, ab, _) = pair(&e, Config::default(), None);
+    let (_, _, free) = unet::shm::queues(b.segment(), b.layout());
+    let given = || QueueMem::<u32>::head(&free).load(Ordering::Acquire);
+    let start = given();
+    let batch = unet::GIVE_BACK as u32;
+    for seq in 0..u64::from(batch + 3) {
+        a.send(ab, &message(seq, 100)).unwrap();
+    }
+    for seq in 0..u64::from(batch - 1) {
+        let m = b.recv_ref().expect("delivered");
+        assert_eq!(seq_of(&m.to_vec()), Some(seq));
+    }
+    assert_eq!(given(), start, "gathered, not yet given");
+    drop(b.recv().expect("delivered"));
+    assert_eq!(given(), start + batch, "a whole batch at once");
+    for seq in u64::from(batch)..u64::from(batch + 3) {
+        assert_eq!(seq_of(&b.recv().expect("delivered").to_vec()), Some(seq));
+    }
+    assert_eq!(given(), start + batch);
+    assert!(b.recv_ref().is_none());
+    assert_eq!(given(), start + batch + 3, "all given before waiting");
+}

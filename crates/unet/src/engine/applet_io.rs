@@ -181,10 +181,16 @@ impl Io {
         payload: Payload<'_>,
     ) -> Result<(), HostError> {
         let len = payload.len();
-        let pushed = self.rx.push_unpublished_with(|q, i| {
+        self.push_rx_with(|q, i| {
             q.write_rx_inline(i, chan, len, |dst| payload.copy_to(0, dst));
-        });
-        match pushed {
+        })
+    }
+
+    /// [`Io::push_rx_desc`] of a descriptor that `write` writes in place in
+    /// slot `i` of the receive queue `q`.
+    #[inline]
+    fn push_rx_with(&mut self, write: impl FnOnce(&ShmQueue, u32)) -> Result<(), HostError> {
+        match self.rx.push_unpublished_with(write) {
             Ok(true) => {
                 self.unpublished = true;
                 bump(&self.stats.rx_delivered);
@@ -233,11 +239,12 @@ impl Io {
                 at += p.len();
             });
         }
+        let offs = &offs[..n];
         if self
-            .push_rx_desc(RxDesc::buffers(chan, len as u32, &offs[..n]))
+            .push_rx_with(|q, i| q.write_rx_buffers(i, chan, len as u32, offs))
             .is_err()
         {
-            self.spare.extend_from_slice(&offs[..n]);
+            self.spare.extend_from_slice(offs);
             bump(&self.stats.rx_queue_full);
         }
     }
