@@ -855,11 +855,8 @@ impl Endpoint {
     /// ```
     pub fn recv_ref(&mut self) -> Option<MessageRef<'_>> {
         for round in 0..2 {
-            loop {
-                let i = match self.rx.front() {
-                    Ok(Some(i)) => i,
-                    Ok(None) | Err(_) => break,
-                };
+            // A corrupt producer index reads as an empty queue, as in `recv`.
+            while let Ok(Some(i)) = self.rx.front() {
                 // The fixed part, copied once and checked here.
                 let (len, chan, nbufs) = self.rx.mem().read_rx_head(i);
                 if nbufs == 0 {
