@@ -536,7 +536,7 @@ impl Endpoint {
     /// Whether channel `chan` was closed because its peer went away (the
     /// engine of this process, or the daemon, is asked only when its count
     /// of closed channels in the segment has moved).
-    #[inline]
+    #[inline(always)]
     pub fn is_closed(&mut self, chan: u16) -> bool {
         let n = self.seg.closed_channels().load(Ordering::Acquire);
         if n != self.closed_seen {
