@@ -63,13 +63,31 @@ pub fn pair(applet_a: Option<&[u8]>, applet_b: Option<&[u8]>) -> Result<Pair, Bo
     Ok(Pair { a, b, ab, ba })
 }
 
-/// Sends `msg` from `a` on `chan`, then receives it at `b` and copies it
-/// out into `buf`, all in this thread; the length received, or `None` if
-/// the send failed or nothing arrived. The engine's work (take the
-/// descriptor, make the frame, classify it with dpf, run the applets,
+/// Sends `msg` from `a` on `chan`, then receives it at `b` in place
+/// ([`Endpoint::recv_ref`], as a client that wants the short path does) and
+/// copies it out into `buf`, all in this thread; the length received, or
+/// `None` if the send failed or nothing arrived. The engine's work (take
+/// the descriptor, make the frame, classify it with dpf, run the applets,
 /// deliver) happens inside the send.
 #[inline]
 pub fn one_way(
+    a: &mut Endpoint,
+    chan: u16,
+    b: &mut Endpoint,
+    msg: &[u8],
+    buf: &mut Vec<u8>,
+) -> Option<usize> {
+    a.send(chan, msg).ok()?;
+    let m = b.recv_ref()?;
+    buf.clear();
+    m.read(|p| buf.extend_from_slice(p));
+    Some(buf.len())
+}
+
+/// [`one_way`] with the copying receive ([`Endpoint::recv`], which copies
+/// the receive descriptor out before the message is read).
+#[inline]
+pub fn one_way_copying(
     a: &mut Endpoint,
     chan: u16,
     b: &mut Endpoint,
@@ -93,7 +111,7 @@ fn recv_into(ep: &mut Endpoint, buf: &mut Vec<u8>, stop: &AtomicBool) -> Option<
     let mut wait = Backoff::default();
     let mut since: Option<Instant> = None;
     loop {
-        if let Some(m) = ep.recv() {
+        if let Some(m) = ep.recv_ref() {
             buf.clear();
             m.read(|p| buf.extend_from_slice(p));
             return Some(m.chan());
@@ -351,6 +369,18 @@ pub fn unet_count_path(p: &mut Pair, msg: &[u8], buf: &mut Vec<u8>) -> Option<us
     one_way(&mut p.a, p.ab, &mut p.b, msg, buf)
 }
 
+/// The callgrind toggle of the whole path with the copying receive
+/// ([`one_way_copying`]).
+pub const TOGGLE_PATH_COPYING: &str = "unet_count_path_copying";
+
+/// The whole path of one message with the copying receive; the toggle
+/// point [`TOGGLE_PATH_COPYING`].
+#[unsafe(no_mangle)]
+#[inline(never)]
+pub fn unet_count_path_copying(p: &mut Pair, msg: &[u8], buf: &mut Vec<u8>) -> Option<usize> {
+    one_way_copying(&mut p.a, p.ab, &mut p.b, msg, buf)
+}
+
 /// One send and the receiving endpoint's engine work (its applet runs on
 /// its own side, when it polls); the toggle point [`TOGGLE_SEND`].
 #[unsafe(no_mangle)]
@@ -548,6 +578,14 @@ pub const CASES: &[Case] = &[
         delivered: CALLS_PER_RX,
         framed: true,
     },
+    Case {
+        name: "path-40-copying",
+        toggle: TOGGLE_PATH_COPYING,
+        size: SMALL,
+        receiver: Receiver::Standard,
+        delivered: 1,
+        framed: false,
+    },
 ];
 
 /// The case named `name`.
@@ -645,11 +683,13 @@ pub fn run_case(case: &Case, n: usize) -> Result<CaseRun, String> {
     };
     for i in 0..WARM_UP + n {
         let counted = i >= WARM_UP;
-        if case.toggle == TOGGLE_PATH {
-            let got = if counted {
-                unet_count_path(&mut p, &msg, &mut buf)
-            } else {
-                one_way(&mut p.a, p.ab, &mut p.b, &msg, &mut buf)
+        if case.toggle == TOGGLE_PATH || case.toggle == TOGGLE_PATH_COPYING {
+            let copying = case.toggle == TOGGLE_PATH_COPYING;
+            let got = match (counted, copying) {
+                (true, false) => unet_count_path(&mut p, &msg, &mut buf),
+                (true, true) => unet_count_path_copying(&mut p, &msg, &mut buf),
+                (false, false) => one_way(&mut p.a, p.ab, &mut p.b, &msg, &mut buf),
+                (false, true) => one_way_copying(&mut p.a, p.ab, &mut p.b, &msg, &mut buf),
             };
             match got {
                 Some(len) if len == case.size => run.received += 1,
@@ -768,9 +808,14 @@ pub fn report(totals: &[(&str, u64)], n: usize) -> Option<Vec<Row>> {
     let dorx = t("dorx")?;
     Some(vec![
         row(
-            "U-Net path, 40 B, no applet (send, engine, dpf, deliver, recv, copy out)",
+            "U-Net path, 40 B, no applet (send, engine, dpf, deliver, recv in place, copy out)",
             per("path-40")?,
             "path-40 / N",
+        ),
+        row(
+            "U-Net path, 40 B, no applet, the copying recv (the descriptor copied out, then read)",
+            per("path-40-copying")?,
+            "path-40-copying / N",
         ),
         row(
             "U-Net path, 1000 B, no applet",
@@ -902,14 +947,15 @@ mod tests {
             ("null", 900 + 8 * 10 * 7),
             ("getbuf", 900 + 8 * 10 * 11),
             ("push", 900 + 8 * 10 * 13),
+            ("path-40-copying", 1100),
         ];
         let rows = report(&totals, n).unwrap();
         let v: Vec<f64> = rows.iter().map(|r| r.instructions).collect();
         assert_eq!(
             v,
             [
-                100.0, 200.0, 150.0, 250.0, 300.0, 600.0, 350.0, 650.0, 100.0, 60.0, 90.0, 30.0,
-                7.0, 11.0, 13.0
+                100.0, 110.0, 200.0, 150.0, 250.0, 300.0, 600.0, 350.0, 650.0, 100.0, 60.0, 90.0,
+                30.0, 7.0, 11.0, 13.0
             ]
         );
         assert!(report(&totals[1..], n).is_none());

@@ -326,12 +326,12 @@ fn pair_netns(
     Ok(Pair { a, b, ab, ba })
 }
 
-/// Receives the next message into `buf`, waiting ([`Backoff`]); `None`
-/// when `stop`.
+/// Receives the next message into `buf` (read in place, `recv_ref`),
+/// waiting ([`Backoff`]); `None` when `stop`.
 fn recv_into(ep: &mut Endpoint, buf: &mut Vec<u8>, stop: &AtomicBool) -> Option<u16> {
     let mut wait = Backoff::default();
     loop {
-        if let Some(m) = ep.recv() {
+        if let Some(m) = ep.recv_ref() {
             buf.clear();
             m.read(|p| buf.extend_from_slice(p));
             return Some(m.chan());

@@ -24,7 +24,7 @@ use thiserror::Error;
 use crate::engine::{ChannelOptions, Engine, EngineError, Port, PortCounts};
 use crate::frame::{Addr, EndpointId};
 use crate::layout::{Config, INLINE_MAX, Layout, RX_BUFFERS_MAX, RxDesc, TxDesc, TxStatus};
-use crate::ring::{Consumer, Producer};
+use crate::ring::{Consumer, Producer, QueueMem};
 use crate::shm::{Segment, ShmQueue, queues};
 
 /// Why a message was not queued for sending. Nothing was queued.
@@ -55,7 +55,7 @@ pub enum SendError {
 }
 
 /// One received message. Dropping it gives its buffers back to the engine
-/// (through the free queue).
+/// (through the free queue, a few at a time: see [`GIVE_BACK`]).
 pub struct Message<'a> {
     ep: &'a mut Endpoint,
     desc: RxDesc,
@@ -94,15 +94,7 @@ impl Message<'_> {
             f(&self.desc.data[..self.len()]);
             return;
         }
-        let bs = self.ep.layout.config.buffer_size as usize;
-        let mut left = self.len();
-        for off in self.buffers() {
-            let n = left.min(bs);
-            self.ep
-                .seg
-                .with_bytes(self.ep.layout.area + off as usize, n, &mut f);
-            left -= n;
-        }
+        self.ep.read_buffers(&self.desc, f);
     }
 
     /// A copy of the message.
@@ -146,10 +138,98 @@ impl Drop for Message<'_> {
     fn drop(&mut self) {
         for i in 0..usize::from(self.desc.nbufs) {
             let off = self.desc.offset(i);
-            self.ep.give_buffer(off);
+            self.ep.give_back(off);
         }
     }
 }
+
+/// One received message, read in place ([`Endpoint::recv_ref`]): a
+/// borrow of the endpoint until it is dropped. An inline message (≤ 56
+/// bytes) is read from its slot of the receive queue, which stays the
+/// application's (the engine writes no descriptor into it) until the
+/// message is dropped; a message in buffers is read from its buffers, which
+/// are given back to the engine when it is dropped, as [`Message`]'s are.
+///
+/// Only the descriptor's fixed part (length, channel, number of buffers),
+/// and for a message in buffers the whole descriptor, is copied into
+/// private memory and checked; an inline message's bytes are read in
+/// place, as a message in buffers always is.
+pub struct MessageRef<'a> {
+    ep: &'a mut Endpoint,
+    len: u32,
+    chan: u16,
+    body: Body,
+}
+
+/// Where a [`MessageRef`]'s bytes are.
+enum Body {
+    /// Inline in receive queue slot `.0`, the front one, not yet freed.
+    Inline(u32),
+    /// In the buffers this private copy of its (well formed) descriptor
+    /// names; its slot is already freed.
+    Buffers(RxDesc),
+}
+
+impl MessageRef<'_> {
+    /// The channel it arrived on.
+    pub fn chan(&self) -> u16 {
+        self.chan
+    }
+
+    /// Its length in bytes.
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    /// Whether it is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Whether it came inline in the descriptor (≤ 56 bytes).
+    pub fn is_inline(&self) -> bool {
+        matches!(self.body, Body::Inline(_))
+    }
+
+    /// Calls `f` on each piece of the message in order, in place: the
+    /// inline bytes in their receive queue slot (one piece), or each
+    /// buffer's share.
+    #[inline]
+    pub fn read(&self, mut f: impl FnMut(&[u8])) {
+        match &self.body {
+            Body::Inline(i) => self.ep.rx.mem().with_rx_inline(*i, self.len(), f),
+            Body::Buffers(d) => self.ep.read_buffers(d, &mut f),
+        }
+    }
+
+    /// A copy of the message.
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(self.len());
+        self.read(|p| v.extend_from_slice(p));
+        v
+    }
+}
+
+impl Drop for MessageRef<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        match &self.body {
+            // The slot goes back to the engine only now.
+            Body::Inline(_) => self.ep.rx.advance(),
+            Body::Buffers(d) => self.ep.give_back_all(d),
+        }
+    }
+}
+
+/// The most buffers of received messages an endpoint gathers before it
+/// gives them back to the engine through the free queue: a receiver then
+/// publishes the free queue once per 8 buffers, and the engine reads its
+/// producer index and slots once per 8 (two cache lines crossing cores per
+/// buffer otherwise). An endpoint with fewer than 64 receive buffers
+/// gathers an eighth of them; a receiver that finds its receive queue
+/// empty gives back what it gathered before it waits, so the engine runs
+/// short of buffers only while the application has messages to read.
+pub const GIVE_BACK: usize = 8;
 
 /// An endpoint, as its application sees it.
 pub struct Endpoint {
@@ -183,6 +263,16 @@ pub struct Endpoint {
     closed_seen: u32,
     /// The channels closed because their peer went away.
     closed: Vec<u16>,
+    /// Buffers of received messages dropped since the free queue was last
+    /// published, given back together ([`Endpoint::give_back`]): one
+    /// publication, and one cache line the engine reads, per batch rather
+    /// than per buffer.
+    given: [u32; GIVE_BACK],
+    /// How many of `given` hold a buffer.
+    gathered: usize,
+    /// How many buffers `given` gathers before they go: [`GIVE_BACK`], or
+    /// fewer for an endpoint with few receive buffers.
+    give_batch: usize,
     link: Box<dyn Control>,
     drive: bool,
 }
@@ -359,6 +449,9 @@ impl Endpoint {
             bad_rx: 0,
             closed_seen: 0,
             closed: Vec::new(),
+            given: [0; GIVE_BACK],
+            gathered: 0,
+            give_batch: (layout.config.buffers as usize / 2 / 8).clamp(1, GIVE_BACK),
             link,
             drive: true,
         };
@@ -443,7 +536,7 @@ impl Endpoint {
     /// Whether channel `chan` was closed because its peer went away (the
     /// engine of this process, or the daemon, is asked only when its count
     /// of closed channels in the segment has moved).
-    #[inline]
+    #[inline(always)]
     pub fn is_closed(&mut self, chan: u16) -> bool {
         let n = self.seg.closed_channels().load(Ordering::Acquire);
         if n != self.closed_seen {
@@ -627,11 +720,56 @@ impl Endpoint {
         false
     }
 
-    /// Gives a buffer to the engine for reception. Returns false if the
-    /// free queue is full (the buffer is then lost to reception until given
-    /// again).
+    /// Gives a buffer to the engine for reception, now (after any gathered
+    /// from received messages). Returns false if the free queue is full
+    /// (the buffer is then lost to reception until given again).
     pub fn give_buffer(&mut self, off: u32) -> bool {
+        self.give_gathered();
         matches!(self.free.push(off), Ok(true))
+    }
+
+    /// Gives a buffer of a received message back: gathered, and given with
+    /// the others once [`GIVE_BACK`] of them are (see there).
+    #[inline]
+    fn give_back(&mut self, off: u32) {
+        // `gathered < give_batch <= GIVE_BACK` between calls.
+        self.given[self.gathered] = off;
+        self.gathered += 1;
+        if self.gathered >= self.give_batch {
+            self.give_all_gathered();
+        }
+    }
+
+    /// [`Endpoint::give_back`] of each buffer of a message in buffers
+    /// (out of line: the inline message's drop stays small).
+    #[inline(never)]
+    fn give_back_all(&mut self, d: &RxDesc) {
+        for i in 0..usize::from(d.nbufs) {
+            self.give_back(d.offset(i));
+        }
+    }
+
+    /// Gives every gathered buffer to the engine, with one publication. A
+    /// buffer that finds the free queue full (only an application that
+    /// gives buffers it does not own can fill it) is lost to reception, as
+    /// with [`Endpoint::give_buffer`].
+    #[inline]
+    fn give_gathered(&mut self) {
+        if self.gathered > 0 {
+            self.give_all_gathered();
+        }
+    }
+
+    /// [`Endpoint::give_gathered`] once there are some.
+    #[inline(never)]
+    fn give_all_gathered(&mut self) {
+        for &off in &self.given[..self.gathered] {
+            if !matches!(self.free.push_unpublished(off), Ok(true)) {
+                break;
+            }
+        }
+        self.free.publish();
+        self.gathered = 0;
     }
 
     /// Whether a receive descriptor is well formed for this layout.
@@ -662,9 +800,11 @@ impl Endpoint {
                     Ok(None) | Err(_) => break,
                 }
             }
-            // Run the frames waiting for this endpoint's applet and poll the
-            // transport (each a flag check when there is nothing: see
-            // `Transport::readiness`).
+            // Nothing to read: the engine gets the gathered buffers before
+            // this receiver waits. Then run the frames waiting for this
+            // endpoint's applet and poll the transport (each a flag check
+            // when there is nothing: see `Transport::readiness`).
+            self.give_gathered();
             if round == 1 || !self.drive {
                 break;
             }
@@ -673,12 +813,109 @@ impl Endpoint {
         None
     }
 
+    /// The next received message, if any, read in place rather than
+    /// copied out ([`MessageRef`]); otherwise as [`Endpoint::recv`], which
+    /// copies each 64-byte receive descriptor into the [`Message`] it
+    /// returns. While the message is held, its receive queue slot stays the
+    /// application's: the engine delivers into the other slots, and once
+    /// they are full counts what it cannot deliver as a full receive queue,
+    /// so hold a message briefly.
+    ///
+    /// ```
+    /// use unet::{Config, Engine};
+    /// let net = unet::transport::LoopNet::new();
+    /// let engine = Engine::new(Box::new(net.attach("10.0.0.1:7000".parse()?)?));
+    /// let mut a = engine.create_endpoint(Config::default(), None)?;
+    /// let mut b = engine.create_endpoint(Config::default(), None)?;
+    /// let ab = a.open_channel(engine.local(), b.id())?;
+    /// b.open_channel(engine.local(), a.id())?;
+    /// a.send(ab, b"in place")?;
+    /// let msg = b.recv_ref().expect("delivered");
+    /// assert!(msg.is_inline());
+    /// let mut got = Vec::new();
+    /// msg.read(|p| got.extend_from_slice(p));
+    /// assert_eq!(got, b"in place");
+    /// drop(msg); // the slot is the engine's again
+    /// assert!(b.recv_ref().is_none());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// The message borrows the endpoint, so it cannot outlive it, nor be
+    /// held across another call on it:
+    ///
+    /// ```compile_fail
+    /// use unet::{Config, Engine};
+    /// let net = unet::transport::LoopNet::new();
+    /// let engine = Engine::new(Box::new(net.attach("10.0.0.1:7000".parse()?)?));
+    /// let mut b = engine.create_endpoint(Config::default(), None)?;
+    /// let msg = b.recv_ref().expect("delivered");
+    /// drop(b);
+    /// msg.read(|_| {});
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn recv_ref(&mut self) -> Option<MessageRef<'_>> {
+        for round in 0..2 {
+            // A corrupt producer index reads as an empty queue, as in `recv`.
+            while let Ok(Some(i)) = self.rx.front() {
+                // The fixed part, copied once and checked here.
+                let (len, chan, nbufs) = self.rx.mem().read_rx_head(i);
+                if nbufs == 0 {
+                    if len as usize <= INLINE_MAX {
+                        return Some(MessageRef {
+                            ep: self,
+                            len,
+                            chan,
+                            body: Body::Inline(i),
+                        });
+                    }
+                    self.rx.advance();
+                    self.bad_rx += 1;
+                    continue;
+                }
+                // In buffers: a private copy of the whole descriptor,
+                // checked as `recv` checks it.
+                let d: RxDesc = self.rx.mem().read(i);
+                self.rx.advance();
+                if self.well_formed(&d) {
+                    return Some(MessageRef {
+                        ep: self,
+                        len: d.len,
+                        chan: d.chan,
+                        body: Body::Buffers(d),
+                    });
+                }
+                self.bad_rx += 1;
+            }
+            self.give_gathered();
+            if round == 1 || !self.drive {
+                break;
+            }
+            self.link.drive_rx();
+        }
+        None
+    }
+
+    /// Calls `f` on each buffer's share of the message of a well-formed
+    /// descriptor `d` in buffers, in place.
+    #[inline]
+    fn read_buffers(&self, d: &RxDesc, mut f: impl FnMut(&[u8])) {
+        let bs = self.layout.config.buffer_size as usize;
+        let mut left = d.len as usize;
+        for i in 0..usize::from(d.nbufs) {
+            let n = left.min(bs);
+            self.seg
+                .with_bytes(self.layout.area + d.offset(i) as usize, n, &mut f);
+            left -= n;
+        }
+    }
+
     /// Does the engine work this endpoint's calls drive, without sending or
     /// receiving: its transmit queue, the frames waiting for its applet, the
     /// transport. For an application whose applet works on its own (e.g.
     /// token flow control whose acknowledgements never reach the
     /// application) while the application waits.
     pub fn poll_engine(&mut self) {
+        self.give_gathered();
         self.link.drive_tx();
         self.link.drive_rx();
     }

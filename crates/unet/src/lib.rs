@@ -23,7 +23,8 @@
 //! for an application in this process (the default: the application's
 //! calls drive the engine), or [`daemon::serve`] and [`client::Client`] for
 //! applications in other processes; then [`Endpoint::open_channel`],
-//! [`Endpoint::send`] and [`Endpoint::recv`].
+//! [`Endpoint::send`] and [`Endpoint::recv`] (or [`Endpoint::recv_ref`],
+//! which reads a message in place instead of copying its descriptor out).
 //!
 //! Trust: applets are untrusted bytecode (verified and metered by jive;
 //! their natives check every offset against their own endpoint), and an
@@ -89,7 +90,7 @@ pub mod transport;
 pub mod wait;
 
 #[cfg(not(loom))]
-pub use crate::endpoint::{Endpoint, Message, SendError};
+pub use crate::endpoint::{Endpoint, GIVE_BACK, Message, MessageRef, SendError};
 #[cfg(not(loom))]
 pub use crate::engine::{
     Budgets, ChannelOptions, Engine, EngineCounts, EngineError, PortCounts, TrapPolicy,

@@ -142,6 +142,25 @@ impl<T: Copy, M: QueueMem<T>> Producer<T, M> {
         Ok(true)
     }
 
+    /// [`Producer::push_unpublished`] of an item that `write` builds in
+    /// place: it is called with the queue's memory and the index of the
+    /// next slot (`< depth`), and writes that slot (e.g. a receive
+    /// descriptor whose message is copied straight into the slot, not
+    /// built in private memory and copied in whole). `Ok(false)`, and
+    /// `write` is not called, if the queue is full.
+    #[inline]
+    pub fn push_unpublished_with(&mut self, write: impl FnOnce(&M, u32)) -> Result<bool, Corrupt> {
+        if self.head.wrapping_sub(self.tail) == self.mem.depth() {
+            self.refresh()?;
+            if self.head.wrapping_sub(self.tail) == self.mem.depth() {
+                return Ok(false);
+            }
+        }
+        write(&self.mem, self.head & (self.mem.depth() - 1));
+        self.head = self.head.wrapping_add(1);
+        Ok(true)
+    }
+
     /// Publishes the producer index: every item written so far is the
     /// consumer's (one release store).
     #[inline]
@@ -228,6 +247,21 @@ impl<T: Copy, M: QueueMem<T>> Consumer<T, M> {
         Ok(Some(self.mem.read(self.tail & (self.mem.depth() - 1))))
     }
 
+    /// The index (`< depth`) of the front item's slot, without taking it
+    /// or copying it: for a consumer that reads the item in place (through
+    /// [`Consumer::mem`]) and frees the slot with [`Consumer::advance`]
+    /// once done. Until then the producer does not write that slot.
+    #[inline]
+    pub fn front(&mut self) -> Result<Option<u32>, Corrupt> {
+        if self.head == self.tail {
+            self.refresh()?;
+            if self.head == self.tail {
+                return Ok(None);
+            }
+        }
+        Ok(Some(self.tail & (self.mem.depth() - 1)))
+    }
+
     /// Overwrites the front item before it is taken (the engine's
     /// completion status of a transmit descriptor). Only after a `peek`
     /// that returned an item.
@@ -307,6 +341,12 @@ mod tests {
         }
         fn write(&self, i: u32, v: u64) {
             self.slots[i as usize].set(v)
+        }
+    }
+
+    impl Mem {
+        fn read_slot(&self, i: u32) -> u64 {
+            self.slots[i as usize].get()
         }
     }
 
@@ -432,6 +472,36 @@ mod tests {
             assert_eq!(p.push_unpublished(v), Ok(true));
         }
         assert_eq!(p.push_unpublished(7), Ok(false));
+    }
+
+    #[test]
+    fn in_place_writes_and_reads_keep_the_slot_until_advance() {
+        let m = mem(2, u32::MAX);
+        let (mut p, mut c) = (Producer::new(&m), Consumer::new(&m));
+        assert_eq!(p.push_unpublished_with(|q, i| q.write(i, 10)), Ok(true));
+        assert_eq!(
+            c.front(),
+            Ok(None),
+            "nothing is the consumer's before publish"
+        );
+        p.publish();
+        let i = c.front().unwrap().expect("published");
+        // The index wraps: slot `u32::MAX mod 2`.
+        assert_eq!((i, m.read_slot(i)), (1, 10));
+        assert_eq!(p.push_unpublished_with(|q, i| q.write(i, 11)), Ok(true));
+        // The front slot is still the consumer's: the queue is full and
+        // the producer's writer is not called.
+        let mut called = false;
+        assert_eq!(p.push_unpublished_with(|_, _| called = true), Ok(false));
+        assert!(!called);
+        assert_eq!(m.read_slot(i), 10, "the slot read in place is untouched");
+        c.advance();
+        assert_eq!(p.push_unpublished_with(|q, i| q.write(i, 12)), Ok(true));
+        p.publish();
+        assert_eq!(
+            (c.pop(), c.pop(), c.pop()),
+            (Ok(Some(11)), Ok(Some(12)), Ok(None))
+        );
     }
 
     #[test]

@@ -22,7 +22,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-use crate::layout::{Header, Layout, QueueLayout, RxDesc, TxDesc};
+use crate::layout::{Header, INLINE_MAX, Layout, QueueLayout, RX_BUFFERS_MAX, RxDesc, TxDesc};
 use crate::ring::QueueMem;
 use crate::sync::AtomicU32;
 
@@ -247,6 +247,8 @@ impl Drop for Segment {
 pub struct ShmQueue {
     seg: Arc<Segment>,
     q: QueueLayout,
+    /// The size of a slot in bytes.
+    slot: usize,
     /// The producer and consumer indices, checked once in `new`.
     head: NonNull<AtomicU32>,
     tail: NonNull<AtomicU32>,
@@ -264,7 +266,103 @@ impl ShmQueue {
         assert!(q.slots() + q.depth as usize * slot <= seg.len && q.depth.is_power_of_two());
         let head = NonNull::from(seg.atomic(q.head()));
         let tail = NonNull::from(seg.atomic(q.tail()));
-        ShmQueue { seg, q, head, tail }
+        ShmQueue {
+            seg,
+            q,
+            slot,
+            head,
+            tail,
+        }
+    }
+
+    /// The receive descriptor slot `i` (masked to the depth), after
+    /// checking that this queue's slots are receive descriptors: the
+    /// pointer is then in range, as `new` checked every slot of that size.
+    #[inline]
+    fn rx_slot(&self, i: u32) -> *mut RxDesc {
+        assert_eq!(self.slot, size_of::<RxDesc>(), "not a receive queue");
+        self.slot_ptr::<RxDesc>(i & (self.q.depth - 1))
+    }
+
+    /// Writes an inline receive descriptor for a `len`-byte message on
+    /// `chan` into slot `i` of this receive queue, in place: its fixed part
+    /// (`len`, `chan`, no buffers), then `fill` writes the message into the
+    /// slot's first `len` inline bytes (`len <= INLINE_MAX`), e.g. straight
+    /// from the sender's buffer area. The slot's inline bytes past `len`
+    /// keep what they held (bytes of this endpoint's own earlier
+    /// descriptors). The same caveat as [`Segment::with_bytes_mut`]: `fill`
+    /// only writes.
+    #[inline]
+    pub fn write_rx_inline(&self, i: u32, chan: u16, len: usize, fill: impl FnOnce(&mut [u8])) {
+        assert!(len <= INLINE_MAX, "inline message too long");
+        let p = self.rx_slot(i);
+        // SAFETY: `p` is an aligned receive descriptor slot inside the
+        // mapping (`rx_slot`), whose fields are plain data valid for any
+        // bits; the stores are volatile, like `write_once`'s, and the view
+        // covers `len <= INLINE_MAX` bytes of its `data` field, which lives
+        // as long as `self.seg`. The consumer does not read the slot until
+        // the producer index is published after this call.
+        unsafe {
+            (&raw mut (*p).len).write_volatile(len as u32);
+            (&raw mut (*p).chan).write_volatile(chan);
+            (&raw mut (*p).nbufs).write_volatile(0);
+            fill(std::slice::from_raw_parts_mut(
+                (&raw mut (*p).data).cast::<u8>(),
+                len,
+            ));
+        }
+    }
+
+    /// Writes a receive descriptor naming `offsets` (at most
+    /// `RX_BUFFERS_MAX`) for a `len`-byte message on `chan` into slot `i` of
+    /// this receive queue, in place: its fixed part and the offsets, each
+    /// little-endian; the slot's bytes past them keep what they held.
+    #[inline]
+    pub fn write_rx_buffers(&self, i: u32, chan: u16, len: u32, offsets: &[u32]) {
+        assert!(offsets.len() <= RX_BUFFERS_MAX, "too many buffers");
+        let p = self.rx_slot(i);
+        // SAFETY: as for `write_rx_inline`; the offsets take `4 *
+        // offsets.len() <= INLINE_MAX` bytes of the slot's `data` field.
+        unsafe {
+            (&raw mut (*p).len).write_volatile(len);
+            (&raw mut (*p).chan).write_volatile(chan);
+            (&raw mut (*p).nbufs).write_volatile(offsets.len() as u16);
+            let data = (&raw mut (*p).data).cast::<[u8; 4]>();
+            for (k, o) in offsets.iter().enumerate() {
+                data.add(k).write_volatile(o.to_le_bytes());
+            }
+        }
+    }
+
+    /// The fixed part of the receive descriptor in slot `i`: its length,
+    /// channel and number of buffers, each read once (volatile) into
+    /// private memory, for the caller to check.
+    #[inline]
+    pub fn read_rx_head(&self, i: u32) -> (u32, u16, u16) {
+        let p = self.rx_slot(i);
+        // SAFETY: as for `write_rx_inline`: an aligned slot in the mapping,
+        // fields valid for any bits, each read once.
+        unsafe {
+            (
+                (&raw const (*p).len).read_volatile(),
+                (&raw const (*p).chan).read_volatile(),
+                (&raw const (*p).nbufs).read_volatile(),
+            )
+        }
+    }
+
+    /// Runs `f` on a view of the first `len` inline bytes (`len <=
+    /// INLINE_MAX`) of the receive descriptor in slot `i`, in place. The
+    /// same caveat as [`Segment::with_bytes`]: the bytes are read once,
+    /// never checked and then relied on.
+    #[inline]
+    pub fn with_rx_inline<R>(&self, i: u32, len: usize, f: impl FnOnce(&[u8]) -> R) -> R {
+        assert!(len <= INLINE_MAX, "inline message too long");
+        let p = self.rx_slot(i);
+        // SAFETY: the view covers `len <= INLINE_MAX` bytes of the slot's
+        // `data` field, inside the mapping (`rx_slot`), which lives as long
+        // as `self.seg`; any byte value is valid.
+        f(unsafe { std::slice::from_raw_parts((&raw const (*p).data).cast::<u8>(), len) })
     }
 
     #[inline]

@@ -964,3 +964,99 @@ fn applets_come_and_go_under_a_frameless_stream() {
     });
     assert!(swaps >= 3, "{swaps} swaps");
 }
+
+/// A message read in place keeps its receive queue slot until it is
+/// dropped: the engine delivers into the other slots, counts what finds
+/// the queue full, and never writes over the message being read.
+#[test]
+fn a_message_received_in_place_keeps_its_slot_until_dropped() {
+    let e = engine();
+    let config = Config {
+        rx_depth: 4,
+        ..Config::default()
+    };
+    let (mut a, mut b, ab, _) = pair(&e, config, None);
+    let first = message(0, 40);
+    a.send(ab, &first).unwrap();
+    let m = b.recv_ref().expect("delivered");
+    assert!(m.is_inline());
+    assert_eq!((m.chan(), m.len()), (0, 40));
+    // Four more: three fill the other slots, the fourth would go into the
+    // held one (slot 0 again) and is counted as a full receive queue.
+    for seq in 1..=4 {
+        a.send(ab, &message(seq, 40)).unwrap();
+    }
+    assert_eq!(m.to_vec(), first, "the held slot was not written");
+    drop(m);
+    for seq in 1..=3 {
+        let m = b.recv_ref().expect("delivered");
+        assert_eq!(seq_of(&m.to_vec()), Some(seq));
+    }
+    assert!(b.recv_ref().is_none());
+    let c = b.counts();
+    assert_eq!((c.rx_delivered, c.rx_queue_full), (4, 1));
+    // The slots freed as the messages went: the queue takes four again.
+    for seq in 5..=8 {
+        a.send(ab, &message(seq, 40)).unwrap();
+    }
+    for seq in 5..=8 {
+        assert_eq!(seq_of(&b.recv().expect("delivered").to_vec()), Some(seq));
+    }
+}
+
+/// `recv_ref` gives what `recv` gives, inline and in buffers, and the
+/// buffers of a message read in place go back to the engine when it is
+/// dropped: more messages than there are receive buffers all arrive.
+#[test]
+fn messages_received_in_place_match_and_give_their_buffers_back() {
+    let e = engine();
+    let (mut a, mut b, ab, _) = pair(&e, Config::default(), None);
+    let rx_buffers = u64::from(Config::default().buffers / 2);
+    let mut seq = 0;
+    for len in [0, 1, 55, 56, 57, 4095, 4096, 4097, 14 * 4096] {
+        for _ in 0..(2 * rx_buffers / 14).max(3) {
+            let m = message(seq, len);
+            a.send(ab, &m).unwrap();
+            let got = b.recv_ref().expect("delivered");
+            assert_eq!(got.is_inline(), len <= INLINE_MAX, "{len} bytes");
+            assert_eq!(got.len(), len);
+            assert_eq!(got.to_vec(), m, "{len} bytes, message {seq}");
+            seq += 1;
+        }
+    }
+    let c = b.counts();
+    assert_eq!((c.rx_delivered, c.rx_no_buffer), (seq, 0));
+    assert_eq!(b.bad_descriptors(), 0);
+}
+
+/// The buffers of received messages go back to the engine a batch at a
+/// time ([`unet::GIVE_BACK`]), and every one gathered goes before the
+/// receiver finds its queue empty: the free queue's producer index, as
+/// the engine reads it, moves by whole batches while messages wait, and
+/// catches up once none does.
+#[test]
+fn buffers_of_received_messages_go_back_in_batches_and_before_the_receiver_waits() {
+    use unet::ring::QueueMem;
+    let e = engine();
+    let (mut a, mut b, ab, _) = pair(&e, Config::default(), None);
+    let (_, _, free) = unet::shm::queues(b.segment(), b.layout());
+    let given = || QueueMem::<u32>::head(&free).load(Ordering::Acquire);
+    let start = given();
+    let batch = unet::GIVE_BACK as u32;
+    for seq in 0..u64::from(batch + 3) {
+        a.send(ab, &message(seq, 100)).unwrap();
+    }
+    for seq in 0..u64::from(batch - 1) {
+        let m = b.recv_ref().expect("delivered");
+        assert_eq!(seq_of(&m.to_vec()), Some(seq));
+    }
+    assert_eq!(given(), start, "gathered, not yet given");
+    drop(b.recv().expect("delivered"));
+    assert_eq!(given(), start + batch, "a whole batch at once");
+    for seq in u64::from(batch)..u64::from(batch + 3) {
+        assert_eq!(seq_of(&b.recv().expect("delivered").to_vec()), Some(seq));
+    }
+    assert_eq!(given(), start + batch);
+    assert!(b.recv_ref().is_none());
+    assert_eq!(given(), start + batch + 3, "all given before waiting");
+}

@@ -9,6 +9,7 @@
 //! # one case by hand (N defaults to 16384):
 //! valgrind --tool=callgrind --toggle-collect=unet_count_path target/release/unet-count path-40 16384
 //! valgrind --tool=callgrind --toggle-collect=unet_count_path target/release/unet-count path-1000 16384
+//! valgrind --tool=callgrind --toggle-collect=unet_count_path_copying target/release/unet-count path-40-copying 16384
 //! valgrind --tool=callgrind --toggle-collect=unet_count_path target/release/unet-count path-40-framed 16384
 //! valgrind --tool=callgrind --toggle-collect=unet_count_path target/release/unet-count path-1000-framed 16384
 //! valgrind --tool=callgrind --toggle-collect=unet_count_path target/release/unet-count standard-40 16384
@@ -37,9 +38,12 @@
 //!
 //! - **The whole path** (`path-40`, `path-1000`, toggle `unet_count_path`):
 //!   `a.send` (which runs the engine: take the descriptor, make the frame,
-//!   classify it with dpf, deliver it) then `b.recv` and a copy of the
-//!   message out, no applet: between two endpoints of one engine the
-//!   message goes without a frame (docs/unet.md). `path-*-framed` is the
+//!   classify it with dpf, deliver it) then `b.recv_ref` (the message read
+//!   in place in its receive queue slot) and a copy of the message out, no
+//!   applet: between two endpoints of one engine the message goes without
+//!   a frame (docs/unet.md). `path-40-copying` (toggle
+//!   `unet_count_path_copying`) is `path-40` with the copying `b.recv`,
+//!   which copies the 64-byte receive descriptor out first. `path-*-framed` is the
 //!   same path with [`FRAMING_FILTER`](fastpath_bench::unet::FRAMING_FILTER)
 //!   installed, which makes the engine build and classify a frame for every
 //!   message, as it does for every message to an applet's endpoint.

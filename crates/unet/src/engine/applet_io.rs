@@ -169,20 +169,47 @@ impl Io {
         }
     }
 
+    /// [`Io::push_rx_desc`] of an inline descriptor for `payload` (at most
+    /// [`INLINE_MAX`] bytes) on `chan`, written in place in its slot: the
+    /// message is copied once, from the frame or the sender's buffer area
+    /// straight into the receive queue, not into a descriptor built in
+    /// private memory and then copied into the slot whole.
+    #[inline]
+    pub(super) fn push_rx_inline(
+        &mut self,
+        chan: u16,
+        payload: Payload<'_>,
+    ) -> Result<(), HostError> {
+        let len = payload.len();
+        self.push_rx_with(|q, i| {
+            q.write_rx_inline(i, chan, len, |dst| payload.copy_to(0, dst));
+        })
+    }
+
+    /// [`Io::push_rx_desc`] of a descriptor that `write` writes in place in
+    /// slot `i` of the receive queue `q`.
+    #[inline]
+    fn push_rx_with(&mut self, write: impl FnOnce(&ShmQueue, u32)) -> Result<(), HostError> {
+        match self.rx.push_unpublished_with(write) {
+            Ok(true) => {
+                self.unpublished = true;
+                bump(&self.stats.rx_delivered);
+                Ok(())
+            }
+            Ok(false) => Err(HostError::RxQueueFull),
+            Err(_) => {
+                bump_shared(&self.stats.queue_corrupt);
+                Err(HostError::RxQueueFull)
+            }
+        }
+    }
+
     /// The standard U-Net receive of `payload` on `chan`.
     #[inline]
     pub(super) fn deliver_default(&mut self, chan: u16, payload: Payload<'_>) {
         let len = payload.len();
         if len <= INLINE_MAX {
-            let d = match payload.tail {
-                None => RxDesc::inline(chan, payload.head),
-                Some(_) => {
-                    let mut inline = [0u8; INLINE_MAX];
-                    payload.copy_to(0, &mut inline[..len]);
-                    RxDesc::inline(chan, &inline[..len])
-                }
-            };
-            if self.push_rx_desc(d).is_err() {
+            if self.push_rx_inline(chan, payload).is_err() {
                 bump(&self.stats.rx_queue_full);
             }
             return;
@@ -212,11 +239,12 @@ impl Io {
                 at += p.len();
             });
         }
+        let offs = &offs[..n];
         if self
-            .push_rx_desc(RxDesc::buffers(chan, len as u32, &offs[..n]))
+            .push_rx_with(|q, i| q.write_rx_buffers(i, chan, len as u32, offs))
             .is_err()
         {
-            self.spare.extend_from_slice(&offs[..n]);
+            self.spare.extend_from_slice(offs);
             bump(&self.stats.rx_queue_full);
         }
     }
