@@ -247,8 +247,8 @@ fn waiting(r: &mut Report, w: &timing::Waiting, budget: timing::Budget, remeasur
     s.about = format!(
         "ns per null call, median of {} interleaved batches ({} calls idle, {} loaded), each after a \
          warm-up batch; the server is a child process. futex only = the raw channel with spin 0 (every \
-         wait sleeps); adaptive = the raw channel with the default budget (polls at most 10 µs; after two \
-         polls in a row ran out, only on probes 4 to 32 waits apart until one is answered); fastpath = its generated stubs over the adaptive channel. loaded = {} \
+         wait sleeps); adaptive = the raw channel with the default budget (polls at most 10 µs, 200 µs for a \
+         wake-up; after two polls in a row ran out, only on probes 4 to 32 waits apart until one is answered); fastpath = its generated stubs over the adaptive channel. loaded = {} \
          busy threads of this process (one per CPU) running beside both sides.",
         budget.rounds, w.batch[0], w.batch[1], w.busy
     );

@@ -159,6 +159,7 @@ static int post(idl_channel *ch, uint32_t value)
     if (s & IDL_WAITER) {
         futex_wake(ch->state);
         ch->counts.wakes++;
+        ch->woke = true;
     }
     return IDL_OK;
 }
@@ -225,7 +226,14 @@ static int await_state(idl_channel *ch, uint32_t want)
 {
     bool probing;
     uint32_t polls = idl_wait_budget(&ch->wait, &probing);
+    bool woke = ch->woke;
+    ch->woke = false;
     if (polls > 0) {
+        uint64_t limit = IDL_SPIN_TIME_NS;
+        if (probing || woke) {
+            polls = polls > UINT32_MAX / IDL_PROBE_STRETCH ? UINT32_MAX : polls * IDL_PROBE_STRETCH;
+            limit = IDL_PROBE_TIME_NS;
+        }
         if (probing)
             ch->counts.probes++;
         uint64_t start = 0;
@@ -246,7 +254,7 @@ static int await_state(idl_channel *ch, uint32_t want)
                 uint64_t t = now_ns();
                 if (start == 0)
                     start = t;
-                else if (t - start >= IDL_SPIN_TIME_NS)
+                else if (t - start >= limit)
                     break;
             }
             cpu_relax();
@@ -319,6 +327,7 @@ static void attach(idl_channel *ch, int fd, unsigned char *base, size_t size,
     ch->max_string_bytes = h->max_string_bytes;
     idl_wait_rule_init(&ch->wait, h->spin < SPIN_MAX ? h->spin : SPIN_MAX);
     memset(&ch->counts, 0, sizeof ch->counts);
+    ch->woke = false;
     ch->cursor = 0;
     ch->nstrings = 0;
     ch->side = -1;

@@ -123,6 +123,11 @@ IDL_STATIC_ASSERT(IDL_ALIGNOF(idl_desc) == 4, "idl_desc is 4-aligned");
  * A side whose peer is attached sleeps at most IDL_LIVENESS_CHECK_NS at a
  * time and then checks the peer's lock. */
 #define IDL_SPIN_TIME_NS 10000u
+/* A probe, and a wait whose own post woke the peer, poll for the peer's
+ * wake-up: at most IDL_PROBE_TIME_NS and IDL_PROBE_STRETCH times `spin`
+ * polls (rt::wait::PROBE_TIME, PROBE_STRETCH, Budget::long). */
+#define IDL_PROBE_TIME_NS 200000u
+#define IDL_PROBE_STRETCH 32u
 #define IDL_LIVENESS_CHECK_NS 50000000u
 #define IDL_PROBE_MIN 4u
 #define IDL_PROBE_MAX 32u
@@ -192,6 +197,7 @@ typedef struct idl_channel {
     int lock_fd;               /* the description holding this side's lock, or -1 */
     idl_wait_rule wait;        /* the waiting rule */
     idl_wait_counts counts;    /* what this side's waits did */
+    bool woke;                 /* its last post woke the peer: the next wait polls for the wake-up */
 } idl_channel;
 
 /* The client and the server use the same channel type. */

@@ -56,7 +56,7 @@ use std::time::{Duration, Instant};
 
 use unet::shm::Segment;
 
-use super::wait::{Budget, WaitRule};
+use super::wait::{Budget, PROBE_STRETCH, PROBE_TIME, WaitRule};
 use super::{CallError, ClientTransport, ServerTransport, Status};
 use crate::model::Limits;
 
@@ -412,7 +412,7 @@ impl Map {
         let slept = s & WAITER != 0;
         if slept {
             futex_wake(st);
-            self.wait.count(|c| c.wakes += 1);
+            self.wait.woke();
         }
         Ok(())
     }
@@ -426,8 +426,13 @@ impl Map {
     fn wait_for(&self, want: u32, deadline: Option<Instant>) -> Result<(), CallError> {
         let st = self.state();
         let b = self.wait.budget();
+        let woke = self.wait.woke.replace(false);
         if b.polls > 0 {
-            let polls = b.polls;
+            let (polls, limit) = if b.long(woke) {
+                (b.polls.saturating_mul(PROBE_STRETCH), PROBE_TIME)
+            } else {
+                (b.polls, SPIN_TIME)
+            };
             let mut start: Option<Instant> = None;
             let mut n = 0u32;
             loop {
@@ -449,7 +454,7 @@ impl Map {
                     let now = Instant::now();
                     match start {
                         None => start = Some(now),
-                        Some(t) if now.duration_since(t) >= SPIN_TIME => break,
+                        Some(t) if now.duration_since(t) >= limit => break,
                         Some(_) => {}
                     }
                 }
@@ -548,14 +553,17 @@ pub const LIVENESS_CHECK: Duration = Duration::from_millis(50);
 /// the futex at once except on a probe, one wait in `gap`, where `gap`
 /// starts at [`WaitRule::PROBE_MIN`] and doubles after each probe that
 /// runs out up to [`WaitRule::PROBE_MAX`]; any answered poll makes it poll
-/// on every wait again. Whether a post found the peer asleep does not
-/// enter. On an idle machine a side so polls again within `PROBE_MAX`
+/// on every wait again. A probe, and a wait whose post woke the peer,
+/// poll up to [`PROBE_TIME`] ([`Budget::long`]). On an idle machine a side so polls again within `PROBE_MAX`
 /// waits of its peer running again; with the cores busy it polls on one
 /// wait in `PROBE_MAX`. Interior mutability: the map is shared by `&self`
 /// between posting and waiting.
 #[derive(Debug)]
 struct Waiting {
     rule: Cell<WaitRule>,
+    /// Whether this side's last post woke the peer: its next wait then
+    /// polls for the wake-up ([`Budget::long`]).
+    woke: Cell<bool>,
     /// What the waits did (counted off the quick path only).
     counts: Cell<WaitCounts>,
 }
@@ -582,6 +590,7 @@ impl Waiting {
     fn new(spin: u32) -> Waiting {
         Waiting {
             rule: Cell::new(WaitRule::new(spin)),
+            woke: Cell::new(false),
             counts: Cell::new(WaitCounts::default()),
         }
     }
@@ -613,6 +622,14 @@ impl Waiting {
         let mut r = self.rule.get();
         r.set_spin(spin);
         self.rule.set(r);
+    }
+
+    /// Records a post that woke the peer: counted, and the next wait
+    /// polls for the wake-up.
+    #[cold]
+    fn woke(&self) {
+        self.woke.set(true);
+        self.count(|c| c.wakes += 1);
     }
 
     /// Counts a wait that went to the futex (after its polling ran out if
@@ -900,7 +917,7 @@ fn gen_wait_reply(end: &mut ClientEnd, woke: u64) -> i64 {
     let m = &end.map;
     if woke != 0 {
         futex_wake(m.state());
-        m.wait.count(|c| c.wakes += 1);
+        m.wait.woke();
     }
     let deadline = end.timeout.map(|t| Instant::now() + t);
     let r = match m.wait_for(REPLY, deadline) {
@@ -1247,7 +1264,7 @@ pub(crate) unsafe extern "C" fn gen_posted(end: *mut GenServer, woke: u64) -> i6
     let end = unsafe { &mut *end.cast::<ServerEnd>() };
     if woke != 0 {
         futex_wake(end.map.state());
-        end.map.wait.count(|c| c.wakes += 1);
+        end.map.wait.woke();
     }
     end.view.quiet = u64::from(end.map.wait.quiet());
     0

@@ -22,16 +22,25 @@
 //! - any poll answered in time (a probe's included) makes the side poll
 //!   again on every wait, with `gap` back at its least.
 //!
-//! Whether the post found the peer asleep does not enter: a peer that
-//! slept and is woken answers within a wake-up when a core is free (then
-//! polling for it pays), and a side that went to the futex at once for
-//! that reason would make its peer's next post find it asleep in turn, so
-//! that two sides that once slept would keep each other sleeping.
+//! How long a wait that polls may poll depends on what it waits for
+//! ([`Budget::long`]): a plain wait polls at most `SPIN_TIME` (10 µs),
+//! about what sleeping and being woken costs on an idle machine; a
+//! **probe**, and a wait whose own post had to wake the peer, poll up to
+//! [`PROBE_TIME`], long enough to cover the peer's wake-up. A woken peer
+//! answers within a wake-up when a core is free, and on a virtual machine
+//! an idle core's wake-up can take tens of microseconds, past `SPIN_TIME`:
+//! a side that polled only that long after waking its peer would count a
+//! miss on every such wait, and two sides that once slept would keep each
+//! other sleeping, each one's probe answered but its next waits running
+//! out before the other, just woken, answers (a side that went to the
+//! futex at once *because* its post woke the peer is the same trap). On a
+//! busy machine a sleeping side polls only on its probes, so the longer
+//! bound costs at most `PROBE_TIME / PROBE_MAX` per wait there.
 //!
 //! So on an idle machine a side polls from at most `PROBE_MAX` waits after
 //! its peer runs again; on a machine whose cores are busy it polls on at
 //! most one wait in `PROBE_MAX` (plus the first few probes), each costing
-//! at most `SPIN_TIME`.
+//! at most [`PROBE_TIME`].
 //!
 //! ```
 //! use idl::rt::wait::WaitRule;
@@ -53,6 +62,15 @@
 //! assert!(!r.sleeping());
 //! ```
 
+/// The longest a probe, or a wait whose post woke the peer, polls
+/// ([`Budget::long`]): long enough to cover the peer's wake-up on a
+/// virtual machine's idle core (see the module documentation).
+pub const PROBE_TIME: std::time::Duration = std::time::Duration::from_micros(200);
+
+/// A long wait's poll count over a plain wait's `spin`, so that its time
+/// bound, [`PROBE_TIME`], is what ends it.
+pub const PROBE_STRETCH: u32 = 32;
+
 /// What one wait may do: poll up to `polls` times (0: sleep at once), and
 /// whether this wait is a probe of a sleeping side.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,6 +79,17 @@ pub struct Budget {
     pub polls: u32,
     /// Whether it is a sleeping side's probe.
     pub probe: bool,
+}
+
+impl Budget {
+    /// Whether this wait polls for a wake-up: up to [`PROBE_TIME`] and
+    /// `polls * PROBE_STRETCH` polls, rather than `SPIN_TIME` and
+    /// `polls`. True for a probe and for a wait whose own post found the
+    /// peer asleep and woke it (`woke`).
+    #[inline(always)]
+    pub const fn long(&self, woke: bool) -> bool {
+        self.probe || woke
+    }
 }
 
 /// One side's waiting rule (see the module documentation).
@@ -230,6 +259,83 @@ mod tests {
         assert!(until[probe + 1..].chars().all(|c| c == 'P'), "{until}");
         assert!(r.quiet());
         assert_eq!(r, WaitRule::new(2000));
+    }
+
+    /// Two sides of a channel, each running the rule, over `calls` null
+    /// calls on a machine where a side that sleeps answers `wake` after
+    /// it is woken (a side that polls answers at once), a plain wait polls
+    /// `short` and a long one ([`Budget::long`]) `long`, both starting
+    /// asleep (as after a loaded phase). Per call: whether any wait of
+    /// that call slept.
+    fn two_sides(calls: usize, wake: u32, short: u32, long: u32) -> Vec<bool> {
+        let mut rule = [WaitRule::new(2000), WaitRule::new(2000)];
+        for r in &mut rule {
+            for _ in 0..200 {
+                let b = r.budget();
+                if b.polls > 0 {
+                    r.polled(b, false);
+                }
+            }
+            assert!(r.sleeping());
+        }
+        // Side 0 the client, 1 the server; `asleep[i]`: side i sleeps on
+        // the futex; `pending`: the server's wait for the next request
+        // (its budget and whether its post woke the client).
+        let mut asleep = [true, true];
+        let mut pending: Option<(Budget, bool)> = None;
+        let mut slept = Vec::new();
+        let limit = |b: Budget, woke: bool| if b.long(woke) { long } else { short };
+        for _ in 0..calls {
+            let mut any = false;
+            // The client posts its request; the server's wait ends.
+            let client_woke_server = match pending.take() {
+                Some((b, woke)) if b.polls > 0 => {
+                    let answered = (if asleep[0] { wake } else { 0 }) <= limit(b, woke);
+                    rule[1].polled(b, answered);
+                    asleep[1] = !answered;
+                    !answered
+                }
+                _ => {
+                    asleep[1] = true;
+                    true
+                }
+            };
+            any |= asleep[1];
+            // The client waits for the reply.
+            let b = rule[0].budget();
+            asleep[0] = if b.polls > 0 {
+                let answered =
+                    (if client_woke_server { wake } else { 0 }) <= limit(b, client_woke_server);
+                rule[0].polled(b, answered);
+                !answered
+            } else {
+                true
+            };
+            any |= asleep[0];
+            // The server posts its reply and waits for the next request.
+            let server_woke_client = asleep[0];
+            pending = Some((rule[1].budget(), server_woke_client));
+            slept.push(any);
+        }
+        slept
+    }
+
+    /// After a loaded phase, on an idle machine whose wake-ups take longer
+    /// than a plain wait polls (a virtual machine's idle core), both sides
+    /// poll again within a few probes and then never sleep.
+    #[test]
+    fn two_sleeping_sides_poll_again_when_a_wake_up_outlasts_a_plain_poll() {
+        for wake in [5, 20, 40, 150] {
+            let slept = two_sides(1000, wake, 10, 200);
+            let last = slept.iter().rposition(|&s| s).unwrap_or(0);
+            assert!(
+                last < 2 * WaitRule::PROBE_MAX as usize,
+                "wake-up {wake}: the last call that slept is call {last}"
+            );
+        }
+        // A wake-up longer than even a long poll: they keep sleeping, and
+        // no rule of polling could help (the answer comes after a sleep).
+        assert!(two_sides(1000, 400, 10, 200)[900..].iter().all(|&s| s));
     }
 
     #[test]
