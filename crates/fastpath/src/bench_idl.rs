@@ -141,7 +141,9 @@ fn reciprocal(f: &Figure, k: f64) -> Figure {
 /// so fastpath's stubs faster than raw by more than their spreads means the
 /// raw figure measured something else (a server asleep, a descheduled
 /// batch) and every "/ raw" of the call would be off.
-fn raw_baseline(raw: Figure, fastpath: Option<Figure>) -> Figure {
+/// `unit` names the figures' unit once multiplied by `scale` (`("ns",
+/// 1.0)` for ns per call, `("µs", 1e6)` for seconds of a run).
+fn raw_baseline(raw: Figure, fastpath: Option<Figure>, (unit, scale): (&str, f64)) -> Figure {
     match (&raw, fastpath) {
         (
             Figure::Value {
@@ -153,7 +155,9 @@ fn raw_baseline(raw: Figure, fastpath: Option<Figure>) -> Figure {
                 spread: fs,
             }),
         ) if f + fs < r - rs => Figure::NotMeasured(NotMeasured::Unavailable(format!(
-            "the raw channel ({r:.0} ns) measured slower than fastpath's stubs over the same bytes ({f:.0} ns)"
+            "the raw channel ({:.0} {unit}) measured slower than fastpath's stubs over the same bytes ({:.0} {unit})",
+            r * scale,
+            f * scale
         ))),
         _ => raw,
     }
@@ -217,7 +221,11 @@ fn waiting_figures(w: &timing::Waiting, rounds: usize) -> WaitingFigures {
             }
         };
         let row = [med(0), med(1), med(2)];
-        baselines.push(raw_baseline(row[1].clone(), Some(row[2].clone())));
+        baselines.push(raw_baseline(
+            row[1].clone(),
+            Some(row[2].clone()),
+            ("ns", 1.0),
+        ));
         rows.push(row);
     }
     WaitingFigures { rows, baselines }
@@ -459,7 +467,7 @@ fn timed(r: &mut Report, t: &timing::Timed, budget: timing::Budget) {
     );
     let ns = |i: usize, k: usize| best_figure(&t.ns[i][k], budget.rounds, MIN_NS_PER_OP);
     let fastpath = t.names.iter().position(|n| *n == "fastpath");
-    let raw = |k: usize| raw_baseline(ns(0, k), fastpath.map(|i| ns(i, k)));
+    let raw = |k: usize| raw_baseline(ns(0, k), fastpath.map(|i| ns(i, k)), ("ns", 1.0));
     for (k, call) in timing::CALLS.iter().enumerate() {
         let mut cells = Vec::new();
         for i in 0..t.names.len() {
@@ -509,7 +517,11 @@ fn timed(r: &mut Report, t: &timing::Timed, budget: timing::Budget) {
     );
     // Seconds per run: a run reads at least a byte per ns.
     let secs = |v: &[f64]| best_figure(v, runs, MIN_NS_PER_OP * 1e-9);
-    let raw = raw_baseline(secs(&t.iozone[0]), fastpath.map(|i| secs(&t.iozone[i])));
+    let raw = raw_baseline(
+        secs(&t.iozone[0]),
+        fastpath.map(|i| secs(&t.iozone[i])),
+        ("µs", 1e6),
+    );
     let prost = t
         .names
         .iter()
@@ -646,6 +658,8 @@ mod tests {
         let mut slow_raw = m;
         if let Ok(t) = &mut slow_raw.timed {
             t.ns[0][1] = vec![5000.0, 5000.0];
+            // And an IOzone run of the raw channel far slower than fastpath's.
+            t.iozone[0] = vec![1.0; t.iozone[0].len()];
         }
         let v2: serde_json::Value =
             serde_json::from_str(&report(&slow_raw, b, true, true).json().unwrap()).unwrap();
@@ -657,6 +671,16 @@ mod tests {
                 .unwrap()
                 .contains("measured slower than fastpath's stubs"),
             "{open}"
+        );
+        // The IOzone baseline's reason gives its runs' times in µs (a
+        // run lasts well under a millisecond), not seconds rounded to 0.
+        let io_raw = v2["sections"]["iozone"]["rows"][0]["mb_per_s"]["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert!(
+            io_raw.contains("(1000000 µs) measured slower") && !io_raw.contains(" 0 "),
+            "{io_raw}"
         );
         let wt = &v["sections"]["waiting"]["rows"];
         assert_eq!(wt[0]["name"], "idle");
