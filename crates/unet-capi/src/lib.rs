@@ -40,9 +40,8 @@
 //!   callback holds its endpoint while it runs: an endpoint call from
 //!   inside one is refused (`UNET_EDEADLK`) rather than left to deadlock.
 //!
-//! All `unsafe` is in [`ffi`] and in [`lock`] (an endpoint's lock, taken
-//! with one atomic operation a call); the behaviour is in [`api`], in
-//! safe Rust.
+//! All `unsafe` is in [`ffi`]; the behaviour is in [`api`], in safe Rust
+//! ([`lock`] is an endpoint's lock).
 //! The header is written by hand (cbindgen is not in this environment's
 //! crate registry); `tests/header.rs` compiles and links a C file that
 //! takes every function's address with the prototype derived from the

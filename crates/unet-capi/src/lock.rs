@@ -1,104 +1,45 @@
-//! The lock of one endpoint handle's state: a flag taken with one atomic
-//! compare-and-swap and given back with a plain release store.
+//! The lock of one endpoint handle's state: a `std::sync::Mutex` whose
+//! poisoning is ignored.
 //!
 //! Every C API call on an endpoint takes its lock, so that calls from
-//! several threads are serialized. `std::sync::Mutex` costs two atomic
-//! read-modify-writes a call (a compare-and-swap to lock, a swap to
-//! unlock, which must learn whether to wake a sleeper), and on this
-//! machine's cores each costs more than the rest of the call's
-//! bookkeeping. Here unlocking is a store: a thread that finds the lock
-//! taken does not sleep on a futex to be woken but spins briefly, then
-//! yields, then sleeps in short naps until the holder lets go. That wait
-//! is rare (two threads calling on one endpoint at once) and bounded by
-//! the holder's call, a receive's timeout included.
+//! several threads are serialized. A lock of our own that gives the lock
+//! back with a plain store (one atomic read-modify-write a call instead of
+//! the mutex's two) was tried: callgrind counted no fewer instructions a
+//! call and the round trip against the daemon on the idle machine moved
+//! by less than its runs' spread (docs/benchmarks.md, "The C API's cost
+//! per call, counted"), while a waiter had to spin and nap instead of
+//! sleeping until it is woken; the standard mutex stays.
 //!
 //! No poisoning: a call that panics (caught at the C boundary) leaves the
 //! state as the panic found it, as the C API's callers were served before
 //! with the poison ignored.
 
-use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::sync::{Mutex, MutexGuard, TryLockError};
 
 /// A value behind a [`CallLock`].
-pub struct CallLock<T> {
-    locked: AtomicBool,
-    value: UnsafeCell<T>,
-}
-
-// SAFETY: the value is reached only through a `CallGuard`, and at most one
-// exists at a time (`locked` is taken by a successful compare-and-swap and
-// given back only when that guard drops), so sharing the lock between
-// threads shares the value as a `Mutex` does: it needs `T: Send` only.
-unsafe impl<T: Send> Sync for CallLock<T> {}
+pub struct CallLock<T>(Mutex<T>);
 
 /// The lock, held; it is given back when this drops.
-pub struct CallGuard<'a, T> {
-    lock: &'a CallLock<T>,
-}
+pub type CallGuard<'a, T> = MutexGuard<'a, T>;
 
 impl<T> CallLock<T> {
     /// `value`, unlocked.
     pub const fn new(value: T) -> CallLock<T> {
-        CallLock {
-            locked: AtomicBool::new(false),
-            value: UnsafeCell::new(value),
-        }
+        CallLock(Mutex::new(value))
     }
 
     /// The lock, if no one holds it.
     pub fn try_lock(&self) -> Option<CallGuard<'_, T>> {
-        // Looked at before the compare-and-swap, so that a waiter does not
-        // take the line from the holder for nothing.
-        (!self.locked.load(Ordering::Relaxed)
-            && self
-                .locked
-                .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-                .is_ok())
-        // (`then`, not `then_some`: a guard made and dropped on failure
-        // would give back a lock someone else holds.)
-        .then(|| CallGuard { lock: self })
-    }
-
-    /// The lock, waiting for it: spins, then yields, then naps of 50 µs.
-    pub fn lock(&self) -> CallGuard<'_, T> {
-        let mut tries = 0u32;
-        loop {
-            if let Some(g) = self.try_lock() {
-                return g;
-            }
-            tries = tries.saturating_add(1);
-            if tries < 64 {
-                std::hint::spin_loop();
-            } else if tries < 1024 {
-                std::thread::yield_now();
-            } else {
-                std::thread::sleep(Duration::from_micros(50));
-            }
+        match self.0.try_lock() {
+            Ok(g) => Some(g),
+            Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
+            Err(TryLockError::WouldBlock) => None,
         }
     }
-}
 
-impl<T> Drop for CallGuard<'_, T> {
-    fn drop(&mut self) {
-        self.lock.locked.store(false, Ordering::Release);
-    }
-}
-
-impl<T> std::ops::Deref for CallGuard<'_, T> {
-    type Target = T;
-    fn deref(&self) -> &T {
-        // SAFETY: this guard holds the lock (see `Sync` above): no other
-        // reference to the value exists while it lives.
-        unsafe { &*self.lock.value.get() }
-    }
-}
-
-impl<T> std::ops::DerefMut for CallGuard<'_, T> {
-    fn deref_mut(&mut self) -> &mut T {
-        // SAFETY: as for `deref`; `&mut self` makes this the only use of
-        // the guard.
-        unsafe { &mut *self.lock.value.get() }
+    /// The lock, sleeping until it is free.
+    pub fn lock(&self) -> CallGuard<'_, T> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
