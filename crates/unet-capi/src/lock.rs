@@ -4,8 +4,8 @@
 //! Every C API call on an endpoint takes its lock, so that calls from
 //! several threads are serialized. A lock of our own that gives the lock
 //! back with a plain store (one atomic read-modify-write a call instead of
-//! the mutex's two) was tried: callgrind counted no fewer instructions a
-//! call and the round trip against the daemon on the idle machine moved
+//! the mutex's two) was tried: callgrind counted about as many
+//! instructions a call and the round trip against the daemon on the idle machine moved
 //! by less than its runs' spread (docs/benchmarks.md, "The C API's cost
 //! per call, counted"), while a waiter had to spin and nap instead of
 //! sleeping until it is woken; the standard mutex stays.
