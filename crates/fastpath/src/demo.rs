@@ -1839,7 +1839,7 @@ fn compare_transports(
     let note = format!(
         "U-Net endpoints without applets, an engine in each namespace, on one veth pair (MTU {mtu}); \
          udp: kernel UDP sockets; packet: AF_PACKET rings; xdp: AF_XDP sockets fed by an XDP program \
-         at the kernel's generic hook (faster on veth than in its driver), past the kernel's stack; \
+         at the kernel's generic hook (veth's driver hook adds a ring and a NAPI poll), past the kernel's stack; \
          every application thread polls its endpoint, and with it its engine, spinning (yielding after \
          {spins} empty polls) alike on every transport (udp: a recvmmsg per poll)",
         spins = unet::wait::SPINS_BEFORE_YIELD

@@ -54,7 +54,7 @@
 //!
 //! Copying sockets are what a veth pair gives (veth runs native XDP but
 //! has no AF_XDP zero-copy), and there [`XdpMode::Auto`] takes the generic
-//! hook when it has one socket, measured faster ([`VETH_GENERIC_WHY`]);
+//! hook when it has one socket ([`VETH_GENERIC_WHY`]);
 //! on a NIC whose driver has zero-copy support the sockets bind in
 //! zero-copy mode ([`XdpTransport::zero_copy`]) and the frames are DMAed
 //! into the UMEM.
@@ -140,10 +140,11 @@ impl std::fmt::Display for XdpMode {
 /// UMEM); the driver hook adds veth's own receive ring and NAPI poll in
 /// between, where the generic hook takes the frame straight from the
 /// receive backlog. Between two namespaces the round trip of two engines
-/// was shorter at the generic hook at every size measured, 64 B to 4 KiB
-/// (docs/benchmarks.md, "Where an `xdp` round trip goes on veth").
+/// was shorter at the generic hook at every size measured, 64 B to 4 KiB,
+/// on the loaded machine, and the same within its runs' spread on the idle
+/// one (docs/benchmarks.md, "Where an `xdp` round trip goes on veth").
 pub const VETH_GENERIC_WHY: &str = "veth: both hooks copy each frame in the kernel, and the \
-     generic hook skips veth's receive ring and NAPI poll (a faster round trip)";
+     generic hook skips veth's receive ring and NAPI poll";
 
 /// Sizes and options of an [`XdpTransport`].
 #[derive(Clone, Debug, PartialEq, Eq)]
