@@ -41,30 +41,7 @@ const IDL_E_PEER_DIED: i32 = 261;
 /// cargo's temp directory for integration tests.
 fn live_test() -> &'static Path {
     static EXE: OnceLock<PathBuf> = OnceLock::new();
-    EXE.get_or_init(|| {
-        let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
-        let exe = dir.join(format!("live_test-{}", std::process::id()));
-        let rt = manifest.join("c");
-        let out = Command::new("gcc")
-            .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-O1", "-I"])
-            .arg(&rt)
-            .arg(manifest.join("tests/c/live_test.c"))
-            .arg(rt.join("idl_rt.c"))
-            .arg("-o")
-            .arg(&exe)
-            .output()
-            .expect("run gcc");
-        assert!(
-            out.status.success(),
-            "gcc failed on live_test.c:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        // One name for every run, replaced whole (a rename is atomic).
-        let fixed = dir.join("live_test");
-        std::fs::rename(&exe, &fixed).expect("rename the executable");
-        fixed
-    })
+    EXE.get_or_init(|| support::build_c_test("live_test"))
 }
 
 /// A child process and its stdout lines, read on a thread so that a wait

@@ -151,27 +151,7 @@ fn a_load_that_answers_now_and_then_still_keeps_polling_rare() {
 /// `tests/c/wait_rule_test.c` with the C run time, built once per test run.
 fn wait_rule_test() -> &'static Path {
     static EXE: OnceLock<PathBuf> = OnceLock::new();
-    EXE.get_or_init(|| {
-        let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
-        let exe = dir.join(format!("wait_rule_test-{}", std::process::id()));
-        let rt = manifest.join("c");
-        let out = Command::new("gcc")
-            .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-O1", "-I"])
-            .arg(&rt)
-            .arg(manifest.join("tests/c/wait_rule_test.c"))
-            .arg(rt.join("idl_rt.c"))
-            .arg("-o")
-            .arg(&exe)
-            .output()
-            .expect("run gcc");
-        assert!(
-            out.status.success(),
-            "gcc failed on wait_rule_test.c:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        exe
-    })
+    EXE.get_or_init(|| support::build_c_test("wait_rule_test"))
 }
 
 /// The C rule's choices for `script`.

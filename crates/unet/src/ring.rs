@@ -131,15 +131,7 @@ impl<T: Copy, M: QueueMem<T>> Producer<T, M> {
     /// this way and publishes them with one store.
     #[inline]
     pub fn push_unpublished(&mut self, v: T) -> Result<bool, Corrupt> {
-        if self.head.wrapping_sub(self.tail) == self.mem.depth() {
-            self.refresh()?;
-            if self.head.wrapping_sub(self.tail) == self.mem.depth() {
-                return Ok(false);
-            }
-        }
-        self.mem.write(self.head & (self.mem.depth() - 1), v);
-        self.head = self.head.wrapping_add(1);
-        Ok(true)
+        self.push_unpublished_with(|m, i| m.write(i, v))
     }
 
     /// [`Producer::push_unpublished`] of an item that `write` builds in

@@ -1,5 +1,6 @@
-//! What idl's process-level tests share: whether gcc runs, and the Rust
-//! peer of the liveness tests (`tests/liveness.rs`, `tests/c_liveness.rs`).
+//! What idl's process-level tests share: whether gcc runs, a C test
+//! program built with the C run time, and the Rust peer of the liveness
+//! tests (`tests/liveness.rs`, `tests/c_liveness.rs`).
 //!
 //! A liveness test's peer is the test executable re-run with `--exact
 //! child_peer` and [`ROLE`] naming what it does on the channel whose
@@ -10,6 +11,7 @@
 #![allow(dead_code)]
 
 use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -51,6 +53,32 @@ pub fn have_gcc(test: &str) -> bool {
         eprintln!("{test}: skipped: gcc is not installed");
     }
     ok
+}
+
+/// `tests/c/{name}.c` compiled with the C run time (`c/idl_rt.c`) into
+/// cargo's temp directory for integration tests; panics with gcc's
+/// message if it does not compile. Each caller keeps the path in a
+/// `OnceLock`, so a test binary builds each program once.
+pub fn build_c_test(name: &str) -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let exe = dir.join(format!("{name}-{}", std::process::id()));
+    let rt = manifest.join("c");
+    let out = Command::new("gcc")
+        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-O1", "-I"])
+        .arg(&rt)
+        .arg(manifest.join(format!("tests/c/{name}.c")))
+        .arg(rt.join("idl_rt.c"))
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .expect("run gcc");
+    assert!(
+        out.status.success(),
+        "gcc failed on {name}.c:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    exe
 }
 
 /// Runs `f` on a thread; its result and how long it took, or a panic if it

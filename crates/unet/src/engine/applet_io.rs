@@ -6,6 +6,7 @@
 //! natives live here too.
 
 use super::*;
+use crate::ring::Corrupt;
 
 /// The longest an endpoint is set aside after one overrun, whatever the
 /// overrun's length.
@@ -155,7 +156,16 @@ impl Io {
 
     #[inline]
     pub(super) fn push_rx_desc(&mut self, d: RxDesc) -> Result<(), HostError> {
-        match self.rx.push_unpublished(d) {
+        let pushed = self.rx.push_unpublished(d);
+        self.rx_pushed(pushed)
+    }
+
+    /// What a push onto the receive queue came to: counted as delivered,
+    /// or refused as a full queue (counted as corrupt if the queue's
+    /// indices were).
+    #[inline]
+    fn rx_pushed(&mut self, pushed: Result<bool, Corrupt>) -> Result<(), HostError> {
+        match pushed {
             Ok(true) => {
                 self.unpublished = true;
                 bump(&self.stats.rx_delivered);
@@ -190,18 +200,8 @@ impl Io {
     /// slot `i` of the receive queue `q`.
     #[inline]
     fn push_rx_with(&mut self, write: impl FnOnce(&ShmQueue, u32)) -> Result<(), HostError> {
-        match self.rx.push_unpublished_with(write) {
-            Ok(true) => {
-                self.unpublished = true;
-                bump(&self.stats.rx_delivered);
-                Ok(())
-            }
-            Ok(false) => Err(HostError::RxQueueFull),
-            Err(_) => {
-                bump_shared(&self.stats.queue_corrupt);
-                Err(HostError::RxQueueFull)
-            }
-        }
+        let pushed = self.rx.push_unpublished_with(write);
+        self.rx_pushed(pushed)
     }
 
     /// The standard U-Net receive of `payload` on `chan`.
