@@ -554,10 +554,10 @@ pub const LIVENESS_CHECK: Duration = Duration::from_millis(50);
 /// starts at [`WaitRule::PROBE_MIN`] and doubles after each probe that
 /// runs out up to [`WaitRule::PROBE_MAX`]; any answered poll makes it poll
 /// on every wait again. A probe, and a wait whose post woke the peer,
-/// poll up to [`PROBE_TIME`] ([`Budget::long`]). On an idle machine a side so polls again within `PROBE_MAX`
-/// waits of its peer running again; with the cores busy it polls on one
-/// wait in `PROBE_MAX`. Interior mutability: the map is shared by `&self`
-/// between posting and waiting.
+/// poll up to [`PROBE_TIME`] ([`Budget::long`]). On an idle machine a side
+/// so polls again within `PROBE_MAX` waits of its peer running again; with
+/// the cores busy it polls on one wait in `PROBE_MAX`. Interior
+/// mutability: the map is shared by `&self` between posting and waiting.
 #[derive(Debug)]
 struct Waiting {
     rule: Cell<WaitRule>,
