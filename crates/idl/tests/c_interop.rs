@@ -79,24 +79,7 @@ fn build(dir: &TempDir, stem: &str, idl_src: &str, main: &str) -> PathBuf {
     std::fs::write(dir.0.join(format!("{stem}.h")), h).expect("write the header");
     std::fs::write(dir.0.join(format!("{stem}.c")), c).expect("write the source");
     let exe = dir.0.join(main.trim_end_matches(".c"));
-    let rt = manifest().join("c");
-    let out = Command::new("gcc")
-        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-O1", "-g", "-I"])
-        .arg(&rt)
-        .arg("-I")
-        .arg(&dir.0)
-        .arg(manifest().join("tests/c").join(main))
-        .arg(dir.0.join(format!("{stem}.c")))
-        .arg(rt.join("idl_rt.c"))
-        .arg("-o")
-        .arg(&exe)
-        .output()
-        .expect("run gcc");
-    assert!(
-        out.status.success(),
-        "gcc failed on {main} with {stem}.c:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    support::gcc_with_rt(main, &[dir.0.join(format!("{stem}.c"))], &exe);
     exe
 }
 

@@ -55,29 +55,46 @@ pub fn have_gcc(test: &str) -> bool {
     ok
 }
 
-/// `tests/c/{name}.c` compiled with the C run time (`c/idl_rt.c`) into
-/// cargo's temp directory for integration tests; panics with gcc's
-/// message if it does not compile. Each caller keeps the path in a
-/// `OnceLock`, so a test binary builds each program once.
-pub fn build_c_test(name: &str) -> PathBuf {
+/// Compiles `tests/c/{main}` with the C run time (`c/idl_rt.c`) and the
+/// sources `extra` (each one's directory on the include path, for the
+/// header generated beside it) into `exe`, warnings as errors: generated
+/// and test C must compile cleanly. Panics with gcc's message if it does
+/// not compile.
+pub fn gcc_with_rt(main: &str, extra: &[PathBuf], exe: &Path) {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
-    let exe = dir.join(format!("{name}-{}", std::process::id()));
     let rt = manifest.join("c");
-    let out = Command::new("gcc")
-        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-O1", "-I"])
-        .arg(&rt)
-        .arg(manifest.join(format!("tests/c/{name}.c")))
+    let mut gcc = Command::new("gcc");
+    gcc.args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-O1", "-g", "-I"])
+        .arg(&rt);
+    for dir in extra.iter().filter_map(|src| src.parent()) {
+        gcc.arg("-I").arg(dir);
+    }
+    let out = gcc
+        .arg(manifest.join("tests/c").join(main))
+        .args(extra)
         .arg(rt.join("idl_rt.c"))
         .arg("-o")
-        .arg(&exe)
+        .arg(exe)
         .output()
         .expect("run gcc");
+    let with: String = extra
+        .iter()
+        .map(|src| format!(" with {}", src.display()))
+        .collect();
     assert!(
         out.status.success(),
-        "gcc failed on {name}.c:\n{}",
+        "gcc failed on {main}{with}:\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// `tests/c/{name}.c` compiled with the C run time ([`gcc_with_rt`]) into
+/// cargo's temp directory for integration tests. Each caller keeps the
+/// path in a `OnceLock`, so a test binary builds each program once.
+pub fn build_c_test(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let exe = dir.join(format!("{name}-{}", std::process::id()));
+    gcc_with_rt(&format!("{name}.c"), &[], &exe);
     exe
 }
 
