@@ -19,6 +19,8 @@
 //                                    array, bad channel
 //   6  Got = newAlignedArray(a)      negative size, beyond the heap budget
 //   7..11                            natives 1..5 with a null array
+//   12 c = getFreeBuffer()           the free queue's next buffer, or -1
+//   13 c = getFreeBufferLength()     the buffer size
 //
 // A native that returns normally lets the attempt return 0, so a test can
 // tell an escape that did not trap.
@@ -58,6 +60,8 @@ public class Escape {
             case 9: txPush(null, a, b, c); break;
             case 10: dmaRxd(null, a, b); break;
             case 11: dmaRxdPayload(null, a, b); break;
+            case 12: c = getFreeBuffer(); break;
+            case 13: c = getFreeBufferLength(); break;
             default: return -1;
         }
         return 0;
@@ -69,4 +73,6 @@ public class Escape {
     static native void txPush(byte[] txarray, int txoff, int chan, int len);
     static native void dmaRxd(int[] offsets, int chan, int len);
     static native void dmaRxdPayload(byte[] payload, int chan, int len);
+    static native int getFreeBuffer();
+    static native int getFreeBufferLength();
 }

@@ -657,6 +657,11 @@ pub struct NativeDecl {
     pub params: Vec<FieldType>,
     /// Return type.
     pub ret: Option<FieldType>,
+    /// The runtime entry of the native's fast form, if the table it was
+    /// bound from gives it one ([`crate::Natives::set_fast`]); 0 if not.
+    /// The JIT calls it in place of the ordinary entry, and the code cache
+    /// key covers it (the program's natives are hashed whole).
+    pub(crate) fast: usize,
 }
 
 /// A decoded applet class, ready to instantiate.
@@ -751,6 +756,7 @@ pub fn decode_with(
                 descriptor: m.descriptor.clone(),
                 params: m.sig.params.clone(),
                 ret: m.sig.ret,
+                fast: 0,
             });
         } else {
             native_index.push(None);

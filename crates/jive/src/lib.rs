@@ -88,7 +88,7 @@ pub use crate::error::{
 pub use crate::heap::Object;
 pub use crate::interpreter::Outcome;
 pub use crate::limits::Limits;
-pub use crate::natives::{Arrays, Context, NativeError, NativeFn, Natives};
+pub use crate::natives::{Arrays, Context, FastError, FastNative, NativeError, NativeFn, Natives};
 
 use crate::classfile::ClassFile;
 use crate::heap::Heap;
@@ -298,14 +298,15 @@ impl Applet {
 
     /// Instantiates on `engine`, which also runs the initializers.
     fn instantiate_on(
-        prog: Program,
+        mut prog: Program,
         natives: &Natives,
         limits: Limits,
         mut host: Option<&mut dyn core::any::Any>,
         engine: Engine,
     ) -> Result<Applet, LoadError> {
         let mut bound = Vec::with_capacity(prog.natives.len());
-        for n in &prog.natives {
+        for n in &mut prog.natives {
+            n.fast = natives.fast(&n.name, &n.descriptor).map_or(0, |f| f.entry);
             match natives.get(&n.name, &n.descriptor) {
                 Some(f) => bound.push(f.clone()),
                 None => {

@@ -9,6 +9,21 @@
 //! handles) and a [`Context`] through which the native reads and writes the
 //! applet's arrays, every access bounds-checked. A native that fails returns a
 //! [`NativeError`], which ends the invocation with a trap.
+//!
+//! # Fast forms
+//!
+//! A native that only reads or writes its host's state may also have a
+//! **fast form** ([`FastNative`], [`Natives::set_fast`]): a function of the
+//! host value, typed (no `dyn Any` downcast per call), the applet's arrays
+//! and the arguments, which the JIT calls straight from generated code
+//! through an entry of its own, without building a [`Context`] or calling
+//! through the closure's `Arc<dyn Fn>`. The fast form does the whole call
+//! or declines it having changed nothing (`None`), and then the ordinary
+//! native runs: the fast form handles the common case (the budget's count
+//! without a clock reading, a queue with room) and leaves every rare one
+//! to the closure. The interpreter always calls the closure; both must give
+//! the same results, effects and traps, which a host makes sure of by
+//! sharing the checks' code between the two forms (`unet`'s natives do).
 
 use core::any::Any;
 use std::collections::HashMap;
@@ -29,10 +44,68 @@ pub struct NativeError(pub String);
 /// is ignored for `void` natives.
 pub type NativeFn = Arc<dyn Fn(&mut Context<'_>, &[i32]) -> Result<i32, NativeError> + Send + Sync>;
 
+/// The fast form of a native ([module docs](self#fast-forms)), for a host
+/// value of type [`FastNative::Host`].
+///
+/// [`FastNative::call`] gets the arguments (one `i32` per parameter slot,
+/// as the closure does) and returns `None` to decline the call, having
+/// changed nothing (no state of the host or the arrays, no budget
+/// charged), or `Some` of what the ordinary native returns for the same
+/// call: the value, or the error that becomes its trap. It must not
+/// allocate in the applet's heap ([`Arrays::new_array`]); natives that
+/// allocate have no fast form.
+pub trait FastNative: 'static {
+    /// The host value the fast form acts on; an invocation whose host value
+    /// is of another type (or has none) calls the ordinary native.
+    type Host: Any;
+    /// The fast form of the call `args`.
+    fn call(
+        host: &mut Self::Host,
+        arrays: Arrays<'_>,
+        args: &[i32],
+    ) -> Option<Result<i32, NativeError>>;
+}
+
+/// What [`Natives::set_fast`] recorded for the JIT: the runtime entry of a
+/// native's fast form, and the host type it is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct FastEntry {
+    /// The address of the runtime function generated code calls.
+    pub(crate) entry: usize,
+    /// The fast form's host type.
+    pub(crate) host: core::any::TypeId,
+}
+
+/// Why [`Natives::set_fast`] refused a fast form.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum FastError {
+    /// No ordinary native is bound with that name and descriptor.
+    #[error("no native {name}{descriptor} is bound to give a fast form")]
+    Unbound {
+        /// The name.
+        name: String,
+        /// The descriptor.
+        descriptor: String,
+    },
+    /// The table's fast forms are for another host type: one table's fast
+    /// forms share one host type, which an invocation checks once.
+    #[error("the table's fast forms are for host type {table}, not {given}")]
+    HostType {
+        /// The host type of the table's fast forms.
+        table: &'static str,
+        /// The host type of the refused one.
+        given: &'static str,
+    },
+}
+
 /// A table of native bindings, keyed by name and descriptor.
 #[derive(Clone, Default)]
 pub struct Natives {
     map: HashMap<(String, String), NativeFn>,
+    /// The fast forms of some of them ([`Natives::set_fast`]).
+    fast: HashMap<(String, String), FastEntry>,
+    /// The host type all fast forms share, and its name.
+    fast_host: Option<(core::any::TypeId, &'static str)>,
 }
 
 impl core::fmt::Debug for Natives {
@@ -74,8 +147,9 @@ impl Natives {
     where
         F: Fn(&mut Context<'_>, &[i32]) -> Result<i32, NativeError> + Send + Sync + 'static,
     {
-        self.map
-            .insert((name.to_owned(), descriptor.to_owned()), Arc::new(f));
+        let key = (name.to_owned(), descriptor.to_owned());
+        self.fast.remove(&key);
+        self.map.insert(key, Arc::new(f));
         self
     }
 
@@ -91,6 +165,57 @@ impl Natives {
     /// The binding for `name` and `descriptor`, if any.
     pub fn get(&self, name: &str, descriptor: &str) -> Option<&NativeFn> {
         self.map.get(&(name.to_owned(), descriptor.to_owned()))
+    }
+
+    /// Gives the native bound as `name` with `descriptor` the fast form `F`
+    /// (see [`FastNative`]), which the JIT calls in place of the closure;
+    /// the closure stays bound, for the interpreter and for every call `F`
+    /// declines. Re-binding the native ([`Natives::register`]) drops its
+    /// fast form. All fast forms of one table are for one host type.
+    pub fn set_fast<F: FastNative>(
+        &mut self,
+        name: &str,
+        descriptor: &str,
+    ) -> Result<&mut Natives, FastError> {
+        let key = (name.to_owned(), descriptor.to_owned());
+        if !self.map.contains_key(&key) {
+            return Err(FastError::Unbound {
+                name: key.0,
+                descriptor: key.1,
+            });
+        }
+        let host = core::any::TypeId::of::<F::Host>();
+        let host_name = core::any::type_name::<F::Host>();
+        match self.fast_host {
+            Some((t, _)) if t == host => {}
+            Some((_, table)) => {
+                return Err(FastError::HostType {
+                    table,
+                    given: host_name,
+                });
+            }
+            None => self.fast_host = Some((host, host_name)),
+        }
+        let entry = crate::jit::fast_entry::<F>();
+        self.fast.insert(key, FastEntry { entry, host });
+        Ok(self)
+    }
+
+    /// Builder form of [`Natives::set_fast`].
+    pub fn with_fast<F: FastNative>(
+        mut self,
+        name: &str,
+        descriptor: &str,
+    ) -> Result<Natives, FastError> {
+        self.set_fast::<F>(name, descriptor)?;
+        Ok(self)
+    }
+
+    /// The fast form of `name` with `descriptor`, if it has one.
+    pub(crate) fn fast(&self, name: &str, descriptor: &str) -> Option<FastEntry> {
+        self.fast
+            .get(&(name.to_owned(), descriptor.to_owned()))
+            .copied()
     }
 }
 
@@ -160,7 +285,7 @@ fn host_missing<T>() -> String {
 /// ([`Context::split`]). Every access is checked: a null, dangling or
 /// wrongly typed handle is an error.
 pub struct Arrays<'a> {
-    heap: &'a mut Heap,
+    pub(crate) heap: &'a mut Heap,
 }
 
 impl<'a> Arrays<'a> {

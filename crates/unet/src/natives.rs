@@ -73,6 +73,17 @@ pub trait NativeHost: 'static {
         let _ = bytes;
         Ok(())
     }
+    /// [`NativeHost::charge`] where it needs no more than the count: counts
+    /// the call and returns `true` if `charge` would have returned `Ok`
+    /// having done only that, else returns `false` having counted nothing
+    /// (the clock is due, or the budget spent), and the native's ordinary
+    /// form then runs and charges. The natives' fast forms call it
+    /// ([`bind`]); the default declines, so that a host that overrides
+    /// `charge` alone never has a call go uncharged.
+    fn try_charge(&mut self, bytes: usize) -> bool {
+        let _ = bytes;
+        false
+    }
 }
 
 /// The body of a receive descriptor pushed by `dmaRxd` or `dmaRxdPayload`.
@@ -196,145 +207,295 @@ pub fn dump_names() -> impl Iterator<Item = (&'static str, &'static str)> {
 /// Binds the paper's eight natives ([`NATIVES`]) for endpoints of host type
 /// `H`: every native but `newAlignedArray` needs the invocation's host value
 /// to be an `H`, and traps if it is missing or of another type.
+///
+/// The seven that act on the endpoint also get fast forms
+/// ([`jive::FastNative`]): the JIT calls them with the host value typed and
+/// no [`Context`], and they run the same checks and moves as the ordinary
+/// natives (the same function, [`EndpointNative::run`]), declining only
+/// when the budget's count needs the clock ([`NativeHost::try_charge`]).
 pub fn bind<H: NativeHost>() -> Natives {
-    Natives::new()
-        .with("doHtoLDMA", "([BIII)V", do_h_to_l_dma::<H>)
-        .with("doLtoHDMA", "([BIII)V", do_l_to_h_dma::<H>)
-        .with("txPush", "([BIII)V", tx_push::<H>)
-        .with("dmaRxd", "([III)V", dma_rxd::<H>)
-        .with("dmaRxdPayload", "([BII)V", dma_rxd_payload::<H>)
-        .with("getFreeBuffer", "()I", get_free_buffer::<H>)
-        .with("getFreeBufferLength", "()I", get_free_buffer_length::<H>)
-        .with("newAlignedArray", "(I)[B", new_aligned_array)
+    let mut t = Natives::new();
+    register::<H, DoHtoLDma>(&mut t);
+    register::<H, DoLtoHDma>(&mut t);
+    register::<H, TxPush>(&mut t);
+    register::<H, DmaRxd>(&mut t);
+    register::<H, DmaRxdPayload>(&mut t);
+    register::<H, GetFreeBuffer>(&mut t);
+    register::<H, GetFreeBufferLength>(&mut t);
+    t.register("newAlignedArray", "(I)[B", new_aligned_array);
+    t
+}
+
+/// Binds `N` with its ordinary and fast forms.
+fn register<H: NativeHost, N: EndpointNative>(t: &mut Natives) {
+    t.register(N::NAME, N::DESCRIPTOR, ordinary::<H, N>);
+    // Cannot fail: the native was bound just above, and every fast form of
+    // the table is for `H`.
+    let _ = t.set_fast::<Fast<H, N>>(N::NAME, N::DESCRIPTOR);
+}
+
+/// A native that acts on the endpoint: what it charges against the
+/// invocation's budget, and the call itself once charged. Its ordinary form
+/// ([`ordinary`]) and its fast form ([`Fast`]) differ only in how they find
+/// the host value and how they charge, so that the two cannot drift apart.
+trait EndpointNative: 'static {
+    /// The name it is bound with.
+    const NAME: &'static str;
+    /// Its descriptor.
+    const DESCRIPTOR: &'static str;
+    /// Its argument slots.
+    const ARGS: usize;
+    /// The bytes it charges for ([`NativeHost::charge`]), from arguments
+    /// not yet checked.
+    fn cost(args: &[i32]) -> usize;
+    /// The call, charged: every check, then the move.
+    fn run<H: NativeHost>(
+        host: &mut H,
+        arrays: Arrays<'_>,
+        args: &[i32],
+    ) -> Result<i32, NativeError>;
+}
+
+/// The ordinary form of `N`: the host value through [`Context::split`],
+/// the budget through [`NativeHost::charge`].
+fn ordinary<H: NativeHost, N: EndpointNative>(
+    cx: &mut Context<'_>,
+    args: &[i32],
+) -> Result<i32, NativeError> {
+    if args.len() != N::ARGS {
+        return Err(arity(N::ARGS, args.len()));
+    }
+    let (host, arrays) = cx.split::<H>()?;
+    host.charge(N::cost(args)).map_err(refused)?;
+    N::run(host, arrays, args)
+}
+
+/// The fast form of `N` for host type `H` ([`jive::FastNative`]).
+struct Fast<H, N>(core::marker::PhantomData<fn() -> (H, N)>);
+
+impl<H: NativeHost, N: EndpointNative> jive::FastNative for Fast<H, N> {
+    type Host = H;
+
+    /// [`ordinary`], with the host given typed; declines (having done
+    /// nothing) where the ordinary form's charge would read the clock or
+    /// the arguments' count is wrong, so that the ordinary form makes the
+    /// check, charges and reports.
+    #[inline]
+    fn call(host: &mut H, arrays: Arrays<'_>, args: &[i32]) -> Option<Result<i32, NativeError>> {
+        if args.len() != N::ARGS || !host.try_charge(N::cost(args)) {
+            return None;
+        }
+        Some(N::run(host, arrays, args))
+    }
 }
 
 // ---------------------------------------------------------------------------
 // The natives.
 
 /// `doHtoLDMA(byte[] txarray, int txoff, int useroff, int len)`.
-fn do_h_to_l_dma<H: NativeHost>(cx: &mut Context<'_>, args: &[i32]) -> Result<i32, NativeError> {
-    let &[array, txoff, useroff, len] = args else {
-        return Err(arity(4, args.len()));
-    };
-    let (host, arrays) = cx.split::<H>()?;
-    host.charge(len.max(0) as usize).map_err(refused)?;
-    let array = byte_array(arrays, array, "txarray")?;
-    let dst = array_range(array, "txarray", "txoff", txoff, len)?;
-    let off = area_range(host.area_len(), "useroff", useroff, len)?;
-    host.read_area(off, dst);
-    Ok(0)
+struct DoHtoLDma;
+
+impl EndpointNative for DoHtoLDma {
+    const NAME: &'static str = "doHtoLDMA";
+    const DESCRIPTOR: &'static str = "([BIII)V";
+    const ARGS: usize = 4;
+    fn cost(args: &[i32]) -> usize {
+        args[3].max(0) as usize
+    }
+    #[inline]
+    fn run<H: NativeHost>(
+        host: &mut H,
+        arrays: Arrays<'_>,
+        args: &[i32],
+    ) -> Result<i32, NativeError> {
+        let &[array, txoff, useroff, len] = args else {
+            return Err(arity(4, args.len()));
+        };
+        let array = byte_array(arrays, array, "txarray")?;
+        let dst = array_range(array, "txarray", "txoff", txoff, len)?;
+        let off = area_range(host.area_len(), "useroff", useroff, len)?;
+        host.read_area(off, dst);
+        Ok(0)
+    }
 }
 
 /// `doLtoHDMA(byte[] rxarray, int rxoff, int useroff, int len)`.
-fn do_l_to_h_dma<H: NativeHost>(cx: &mut Context<'_>, args: &[i32]) -> Result<i32, NativeError> {
-    let &[array, rxoff, useroff, len] = args else {
-        return Err(arity(4, args.len()));
-    };
-    let (host, arrays) = cx.split::<H>()?;
-    host.charge(len.max(0) as usize).map_err(refused)?;
-    let array = byte_array(arrays, array, "rxarray")?;
-    let src = array_range(array, "rxarray", "rxoff", rxoff, len)?;
-    let off = area_range(host.area_len(), "useroff", useroff, len)?;
-    host.write_area(off, src);
-    Ok(0)
+struct DoLtoHDma;
+
+impl EndpointNative for DoLtoHDma {
+    const NAME: &'static str = "doLtoHDMA";
+    const DESCRIPTOR: &'static str = "([BIII)V";
+    const ARGS: usize = 4;
+    fn cost(args: &[i32]) -> usize {
+        args[3].max(0) as usize
+    }
+    #[inline]
+    fn run<H: NativeHost>(
+        host: &mut H,
+        arrays: Arrays<'_>,
+        args: &[i32],
+    ) -> Result<i32, NativeError> {
+        let &[array, rxoff, useroff, len] = args else {
+            return Err(arity(4, args.len()));
+        };
+        let array = byte_array(arrays, array, "rxarray")?;
+        let src = array_range(array, "rxarray", "rxoff", rxoff, len)?;
+        let off = area_range(host.area_len(), "useroff", useroff, len)?;
+        host.write_area(off, src);
+        Ok(0)
+    }
 }
 
 /// `txPush(byte[] txarray, int txoff, int chan, int len)`.
-fn tx_push<H: NativeHost>(cx: &mut Context<'_>, args: &[i32]) -> Result<i32, NativeError> {
-    let &[array, txoff, chan, len] = args else {
-        return Err(arity(4, args.len()));
-    };
-    let (host, arrays) = cx.split::<H>()?;
-    host.charge(len.max(0) as usize).map_err(refused)?;
-    let array = byte_array(arrays, array, "txarray")?;
-    let src = array_range(array, "txarray", "txoff", txoff, len)?;
-    let chan = channel(chan)?;
-    let max = host.max_message();
-    if len as u32 > max {
-        return Err(too_long(len, max));
+struct TxPush;
+
+impl EndpointNative for TxPush {
+    const NAME: &'static str = "txPush";
+    const DESCRIPTOR: &'static str = "([BIII)V";
+    const ARGS: usize = 4;
+    fn cost(args: &[i32]) -> usize {
+        args[3].max(0) as usize
     }
-    host.transmit(chan, src).map_err(refused)?;
-    Ok(0)
+    #[inline]
+    fn run<H: NativeHost>(
+        host: &mut H,
+        arrays: Arrays<'_>,
+        args: &[i32],
+    ) -> Result<i32, NativeError> {
+        let &[array, txoff, chan, len] = args else {
+            return Err(arity(4, args.len()));
+        };
+        let array = byte_array(arrays, array, "txarray")?;
+        let src = array_range(array, "txarray", "txoff", txoff, len)?;
+        let chan = channel(chan)?;
+        let max = host.max_message();
+        if len as u32 > max {
+            return Err(too_long(len, max));
+        }
+        host.transmit(chan, src).map_err(refused)?;
+        Ok(0)
+    }
 }
 
 /// `dmaRxd(int[] offsets, int chan, int len)`.
-fn dma_rxd<H: NativeHost>(cx: &mut Context<'_>, args: &[i32]) -> Result<i32, NativeError> {
-    let &[offsets, chan, len] = args else {
-        return Err(arity(3, args.len()));
-    };
-    let (host, arrays) = cx.split::<H>()?;
-    host.charge(0).map_err(refused)?;
-    if offsets == 0 {
-        return Err(null_array("offsets"));
+struct DmaRxd;
+
+impl EndpointNative for DmaRxd {
+    const NAME: &'static str = "dmaRxd";
+    const DESCRIPTOR: &'static str = "([III)V";
+    const ARGS: usize = 3;
+    fn cost(_: &[i32]) -> usize {
+        0
     }
-    let offsets = arrays
-        .into_ints(offsets)
-        .map_err(|e| bad_array("offsets", e))?;
-    if offsets.len() != RX_OFFSETS {
-        return Err(offsets_length(offsets.len()));
-    }
-    let size = u64::from(host.buffer_size());
-    let area = u64::from(host.area_len());
-    if len < 0 || len as u64 > RX_OFFSETS as u64 * size {
-        return Err(rx_too_long(len, size));
-    }
-    let chan = channel(chan)?;
-    // `size` > 0 here unless len == 0, which needs no buffers.
-    let n = (len as u64).div_ceil(size.max(1)) as usize;
-    let mut checked = [0u32; RX_OFFSETS];
-    for (i, (&o, c)) in offsets.iter().zip(&mut checked).take(n).enumerate() {
-        if o < 0 || (o as u64) % size != 0 || o as u64 + size > area {
-            return Err(bad_offset(i, o, size, area));
+    #[inline]
+    fn run<H: NativeHost>(
+        host: &mut H,
+        arrays: Arrays<'_>,
+        args: &[i32],
+    ) -> Result<i32, NativeError> {
+        let &[offsets, chan, len] = args else {
+            return Err(arity(3, args.len()));
+        };
+        if offsets == 0 {
+            return Err(null_array("offsets"));
         }
-        *c = o as u32;
+        let offsets = arrays
+            .into_ints(offsets)
+            .map_err(|e| bad_array("offsets", e))?;
+        if offsets.len() != RX_OFFSETS {
+            return Err(offsets_length(offsets.len()));
+        }
+        let size = u64::from(host.buffer_size());
+        let area = u64::from(host.area_len());
+        if len < 0 || len as u64 > RX_OFFSETS as u64 * size {
+            return Err(rx_too_long(len, size));
+        }
+        let chan = channel(chan)?;
+        // `size` > 0 here unless len == 0, which needs no buffers.
+        let n = (len as u64).div_ceil(size.max(1)) as usize;
+        let mut checked = [0u32; RX_OFFSETS];
+        for (i, (&o, c)) in offsets.iter().zip(&mut checked).take(n).enumerate() {
+            if o < 0 || (o as u64) % size != 0 || o as u64 + size > area {
+                return Err(bad_offset(i, o, size, area));
+            }
+            *c = o as u32;
+        }
+        host.push_rx(chan, len as u32, RxBody::Buffers(&checked[..n]))
+            .map_err(refused)?;
+        Ok(0)
     }
-    host.push_rx(chan, len as u32, RxBody::Buffers(&checked[..n]))
-        .map_err(refused)?;
-    Ok(0)
 }
 
 /// `dmaRxdPayload(byte[] payload, int chan, int len)`.
-fn dma_rxd_payload<H: NativeHost>(cx: &mut Context<'_>, args: &[i32]) -> Result<i32, NativeError> {
-    let &[payload, chan, len] = args else {
-        return Err(arity(3, args.len()));
-    };
-    let (host, arrays) = cx.split::<H>()?;
-    host.charge(len.max(0) as usize).map_err(refused)?;
-    let payload = byte_array(arrays, payload, "payload")?;
-    if len < 0 || len as usize > INLINE_MAX {
-        return Err(inline_too_long(len));
+struct DmaRxdPayload;
+
+impl EndpointNative for DmaRxdPayload {
+    const NAME: &'static str = "dmaRxdPayload";
+    const DESCRIPTOR: &'static str = "([BII)V";
+    const ARGS: usize = 3;
+    fn cost(args: &[i32]) -> usize {
+        args[2].max(0) as usize
     }
-    if len as usize > payload.len() {
-        return Err(past_payload(len, payload.len()));
+    #[inline]
+    fn run<H: NativeHost>(
+        host: &mut H,
+        arrays: Arrays<'_>,
+        args: &[i32],
+    ) -> Result<i32, NativeError> {
+        let &[payload, chan, len] = args else {
+            return Err(arity(3, args.len()));
+        };
+        let payload = byte_array(arrays, payload, "payload")?;
+        if len < 0 || len as usize > INLINE_MAX {
+            return Err(inline_too_long(len));
+        }
+        if len as usize > payload.len() {
+            return Err(past_payload(len, payload.len()));
+        }
+        // The payload's bytes as the host's `u8`s, in place (the descriptor
+        // push copies them once).
+        let src: &[u8] = bytemuck::cast_slice(&payload[..len as usize]);
+        let chan = channel(chan)?;
+        host.push_rx(chan, len as u32, RxBody::Inline(src))
+            .map_err(refused)?;
+        Ok(0)
     }
-    // The payload's bytes as the host's `u8`s, in place (the descriptor
-    // push copies them once).
-    let src: &[u8] = bytemuck::cast_slice(&payload[..len as usize]);
-    let chan = channel(chan)?;
-    host.push_rx(chan, len as u32, RxBody::Inline(src))
-        .map_err(refused)?;
-    Ok(0)
 }
 
 /// `getFreeBuffer()`.
-fn get_free_buffer<H: NativeHost>(cx: &mut Context<'_>, _: &[i32]) -> Result<i32, NativeError> {
-    let host = cx.host::<H>()?;
-    host.charge(0).map_err(refused)?;
-    match host.pop_free() {
-        None => Ok(-1),
-        Some(off) => i32::try_from(off).map_err(|_| huge_offset(off)),
+struct GetFreeBuffer;
+
+impl EndpointNative for GetFreeBuffer {
+    const NAME: &'static str = "getFreeBuffer";
+    const DESCRIPTOR: &'static str = "()I";
+    const ARGS: usize = 0;
+    fn cost(_: &[i32]) -> usize {
+        0
+    }
+    #[inline]
+    fn run<H: NativeHost>(host: &mut H, _: Arrays<'_>, _: &[i32]) -> Result<i32, NativeError> {
+        match host.pop_free() {
+            None => Ok(-1),
+            Some(off) => i32::try_from(off).map_err(|_| huge_offset(off)),
+        }
     }
 }
 
 /// `getFreeBufferLength()`.
-fn get_free_buffer_length<H: NativeHost>(
-    cx: &mut Context<'_>,
-    _: &[i32],
-) -> Result<i32, NativeError> {
-    let host = cx.host::<H>()?;
-    host.charge(0).map_err(refused)?;
-    let size = host.buffer_size();
-    i32::try_from(size).map_err(|_| huge_buffer(size))
+struct GetFreeBufferLength;
+
+impl EndpointNative for GetFreeBufferLength {
+    const NAME: &'static str = "getFreeBufferLength";
+    const DESCRIPTOR: &'static str = "()I";
+    const ARGS: usize = 0;
+    fn cost(_: &[i32]) -> usize {
+        0
+    }
+    #[inline]
+    fn run<H: NativeHost>(host: &mut H, _: Arrays<'_>, _: &[i32]) -> Result<i32, NativeError> {
+        let size = host.buffer_size();
+        i32::try_from(size).map_err(|_| huge_buffer(size))
+    }
 }
 
 /// `newAlignedArray(int nbytes)`. jive arrays have no address an applet can

@@ -1640,8 +1640,15 @@ impl<'p> Compiler<'p> {
         self.f.ld_local(ctx, self.locals.ctx);
         let fail = self.stub(SiteKind::Runtime, [None; 3]);
         let shape = NativeShape::of(decl);
+        // A native with a fast form ([`crate::FastNative`]) is called
+        // through that form's entry, which takes the same arguments.
+        let entry = if decl.fast != 0 {
+            decl.fast
+        } else {
+            shape.entry()
+        };
         let res = self.runtime(
-            shape.entry(),
+            entry,
             &[
                 Arg::Reg(ctx.any()),
                 Arg::Imm(Ty::L, i64::from(n)),

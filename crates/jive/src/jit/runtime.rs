@@ -69,6 +69,22 @@ pub(super) struct Runtime<'a, 'b> {
     pub(super) prog: &'a Program,
     /// The trap a runtime call ended with.
     pub(super) pending: Option<TrapKind>,
+    /// Whether the invocation's host value is of the type its fast
+    /// natives are for: found out by the first fast call
+    /// ([`rt_native_fast`]), kept for the rest of the invocation (its host
+    /// value cannot change while it runs).
+    pub(super) host: FastHost,
+}
+
+/// What [`Runtime::host`] knows of the invocation's host value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum FastHost {
+    /// No fast native has looked yet.
+    Unknown,
+    /// It is a value of the fast natives' host type.
+    Typed,
+    /// There is none, or it is of another type: the ordinary natives run.
+    Other,
 }
 
 /// Allocation (`newarray`): returns the handle, or -1 with the trap pending.
@@ -192,6 +208,109 @@ pub(super) extern "C" fn rt_native_void(
     native_call(ctx, n, args, (shape & 0xff) | NativeShape::VOID)
 }
 
+/// The runtime entry of fast form `F` ([`crate::FastNative`]), which
+/// generated code calls for the native in place of [`rt_native`], with the
+/// same arguments and meaning of the result.
+///
+/// Where [`native_call`] builds a [`Context`] and calls the closure through
+/// its `Arc<dyn Fn>`, and the closure finds its host through `dyn Any`'s
+/// virtual `type_id`, this entry checks the host value's type once per
+/// invocation ([`Runtime::host`]) and calls `F` directly, inlined here. If
+/// `F` declines the call (it changed nothing), or the host value is not an
+/// `F::Host`, the ordinary native runs as through [`rt_native`].
+pub(super) extern "C" fn rt_native_fast<F: FastNative>(
+    ctx: *mut Ctx,
+    n: i64,
+    args: *const i32,
+    shape: i64,
+) -> i64 {
+    // SAFETY: as in `rt_newarray`; `rt` is not used after the calls below
+    // that reach it again through `ctx`.
+    let rt = unsafe { &mut *(*ctx).rt };
+    if rt.host != FastHost::Typed {
+        return fast_host_unknown::<F>(ctx, n, args, shape);
+    }
+    let Some(host) = rt.st.host.as_deref_mut() else {
+        return native_slow(ctx, n, args, shape);
+    };
+    let host: *mut dyn core::any::Any = host;
+    // SAFETY: `rt.host` is `Typed`: a fast call of this invocation found
+    // the host value to be an `F::Host` (`is`, in `typed_host`), and the
+    // invocation's host value is the same reference from its start to its
+    // end (`State::host`, which nothing replaces while the code runs).
+    // Every fast form of the applet is for the same host type
+    // (`Natives::set_fast` refuses another), so the value is an `F::Host`
+    // now: the cast drops the vtable of a pointer whose data part is a
+    // valid `F::Host`, borrowed exclusively for this call (reborrowed from
+    // `State::host`, which nothing else uses meanwhile).
+    let host = unsafe { &mut *host.cast::<F::Host>() };
+    // SAFETY: as in `native_call`: `shape`'s low byte is the number of the
+    // native's argument slots, which generated code stored at `args`.
+    let slots = unsafe { core::slice::from_raw_parts(args, (shape & 0xff) as usize) };
+    let arrays = crate::natives::Arrays {
+        heap: &mut *rt.st.heap,
+    };
+    let fast = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        F::call(host, arrays, slots)
+    }));
+    match fast {
+        Ok(Some(Ok(v))) if shape & NativeShape::CHECKED == 0 => narrowed(v, shape),
+        Ok(None) => native_slow(ctx, n, args, shape),
+        Ok(Some(result)) => native_checked(rt, n as usize, Ok(result)),
+        Err(panic) => native_checked(rt, n as usize, Err(panic)),
+    }
+}
+
+/// [`rt_native_fast`] whose invocation's host value has not been looked
+/// at yet (its first fast call), or is not of the fast form's type.
+#[cold]
+#[inline(never)]
+fn fast_host_unknown<F: FastNative>(ctx: *mut Ctx, n: i64, args: *const i32, shape: i64) -> i64 {
+    // SAFETY: as in `rt_newarray`; not used after the calls below.
+    let rt = unsafe { &mut *(*ctx).rt };
+    if rt.host == FastHost::Unknown {
+        rt.host = typed_host::<F::Host>(rt);
+        if rt.host == FastHost::Typed {
+            return rt_native_fast::<F>(ctx, n, args, shape);
+        }
+    }
+    native_slow(ctx, n, args, shape)
+}
+
+/// The ordinary native, for a call its fast form declined: out of line,
+/// so that the fast entry saves no registers for it.
+#[inline(never)]
+fn native_slow(ctx: *mut Ctx, n: i64, args: *const i32, shape: i64) -> i64 {
+    native_call(ctx, n, args, shape)
+}
+
+/// The value of an int-like or `void` native that returned `v`, as its
+/// `shape` says (see [`NativeShape`]).
+#[inline(always)]
+fn narrowed(v: i32, shape: i64) -> i64 {
+    if shape & NativeShape::VOID != 0 {
+        return 0;
+    }
+    let v = if shape & NativeShape::BOOLEAN != 0 {
+        v & 1
+    } else {
+        v
+    };
+    let shift = (shape >> NativeShape::SHIFT) as u32 & 31;
+    i64::from((v << shift) >> shift)
+}
+
+/// Whether the invocation's host value is an `H` (one virtual `type_id`
+/// call, once per invocation).
+#[cold]
+#[inline(never)]
+fn typed_host<H: core::any::Any>(rt: &mut Runtime<'_, '_>) -> FastHost {
+    match rt.st.host.as_deref() {
+        Some(h) if h.is::<H>() => FastHost::Typed,
+        _ => FastHost::Other,
+    }
+}
+
 /// The body of the native entry points; `shape` is a constant where an
 /// entry point fixes it, so that the tests on it fold away.
 #[inline(always)]
@@ -216,17 +335,20 @@ fn native_call(ctx: *mut Ctx, n: i64, args: *const i32, shape: i64) -> i64 {
         native(&mut cx, args)
     }));
     ctx.dir = st.heap.directory().cast();
+    native_value(rt, n, shape, result)
+}
+
+/// What a native call that returned `result` gives generated code: the
+/// value narrowed as its `shape` says, or [`rt_native`]'s mark of a trap.
+#[inline(always)]
+fn native_value(
+    rt: &mut Runtime<'_, '_>,
+    n: usize,
+    shape: i64,
+    result: std::thread::Result<Result<i32, NativeError>>,
+) -> i64 {
     match result {
-        Ok(Ok(_)) if shape & NativeShape::VOID != 0 => 0,
-        Ok(Ok(v)) if shape & NativeShape::CHECKED == 0 => {
-            let v = if shape & NativeShape::BOOLEAN != 0 {
-                v & 1
-            } else {
-                v
-            };
-            let shift = (shape >> NativeShape::SHIFT) as u32 & 31;
-            i64::from((v << shift) >> shift)
-        }
+        Ok(Ok(v)) if shape & NativeShape::CHECKED == 0 => narrowed(v, shape),
         result => native_checked(rt, n, result),
     }
 }
@@ -257,4 +379,10 @@ fn native_checked(
 fn native_failed(rt: &mut Runtime<'_, '_>, k: TrapKind) -> i64 {
     rt.pending = Some(k);
     i64::MIN
+}
+
+/// The address of [`rt_native_fast`] for fast form `F`, which
+/// [`crate::Natives::set_fast`] records for the JIT.
+pub(crate) fn fast_entry<F: FastNative>() -> usize {
+    rt_native_fast::<F> as *const () as usize
 }

@@ -1,0 +1,338 @@
+//! The natives' fast forms against their ordinary forms: the JIT calls a
+//! native's fast form ([`jive::FastNative`], bound by [`unet::natives::bind`])
+//! and the interpreter the ordinary closure, so one applet run on both
+//! engines, against two copies of one endpoint, under one stream of
+//! random and adversarial calls, must give the same values, the same
+//! traps (kind and message) and leave the two endpoints and applets the
+//! same after every call: the area, the queues, the messages sent, the
+//! budget's count and its clock readings.
+//!
+//! The host charges like the engine's (`Io`): a work count, a clock
+//! reading every few units, and a budget that runs out mid-stream, after
+//! which every native call traps as over budget.
+
+#![cfg(target_arch = "x86_64")]
+
+use std::collections::VecDeque;
+
+use jive::{Applet, Engine, InvokeError, Limits, Object};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use unet::applets;
+use unet::natives::{HostError, NativeHost, RxBody, bind};
+
+const BUF: u32 = 512;
+const BUFFERS: u32 = 8;
+const AREA: u32 = BUF * BUFFERS;
+/// Work units between two clock readings (the engine's is 256).
+const CHECK_EVERY: u64 = 8;
+
+/// A receive descriptor as the endpoint recorded it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Rx {
+    Inline(u16, Vec<u8>),
+    Buffers(u16, u32, Vec<u32>),
+}
+
+/// An endpoint that counts what it is charged as the engine's does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Counting {
+    area: Vec<u8>,
+    free: VecDeque<u32>,
+    rx: Vec<Rx>,
+    rx_capacity: usize,
+    sent: Vec<(u16, Vec<u8>)>,
+    open: Vec<u16>,
+    max_message: u32,
+    /// Work units charged, and where the next clock reading is due.
+    work: u64,
+    next_check: u64,
+    /// Clock readings made, and the work the budget allows.
+    checks: u64,
+    budget: u64,
+}
+
+impl Counting {
+    fn new(rng: &mut StdRng) -> Counting {
+        Counting {
+            area: (0..AREA).map(|i| (i * 7 + 3) as u8).collect(),
+            free: (0..BUFFERS).map(|i| i * BUF).collect(),
+            rx: Vec::new(),
+            rx_capacity: rng.random_range(0..12),
+            sent: Vec::new(),
+            open: vec![1, 2],
+            max_message: 1000,
+            work: 0,
+            next_check: CHECK_EVERY,
+            checks: 0,
+            budget: rng.random_range(20..200),
+        }
+    }
+}
+
+impl NativeHost for Counting {
+    fn buffer_size(&self) -> u32 {
+        BUF
+    }
+    fn area_len(&self) -> u32 {
+        AREA
+    }
+    fn read_area(&self, off: u32, dst: &mut [i8]) {
+        unet::natives::u8_to_i8(dst, &self.area[off as usize..off as usize + dst.len()]);
+    }
+    fn write_area(&mut self, off: u32, src: &[i8]) {
+        unet::natives::i8_to_u8(&mut self.area[off as usize..off as usize + src.len()], src);
+    }
+    fn pop_free(&mut self) -> Option<u32> {
+        self.free.pop_front()
+    }
+    fn push_rx(&mut self, chan: u16, len: u32, body: RxBody<'_>) -> Result<(), HostError> {
+        if self.rx.len() >= self.rx_capacity {
+            return Err(HostError::RxQueueFull);
+        }
+        self.rx.push(match body {
+            RxBody::Inline(b) => Rx::Inline(chan, b.to_vec()),
+            RxBody::Buffers(o) => Rx::Buffers(chan, len, o.to_vec()),
+        });
+        Ok(())
+    }
+    fn transmit(&mut self, chan: u16, payload: &[i8]) -> Result<(), HostError> {
+        if !self.open.contains(&chan) {
+            return Err(HostError::NoSuchChannel(chan));
+        }
+        self.sent
+            .push((chan, payload.iter().map(|&b| b as u8).collect()));
+        Ok(())
+    }
+    fn max_message(&self) -> u32 {
+        self.max_message
+    }
+    fn charge(&mut self, bytes: usize) -> Result<(), HostError> {
+        self.work += 1 + (bytes as u64 >> 12);
+        if self.work < self.next_check {
+            return Ok(());
+        }
+        // The clock reading: the budget is checked here only, as the
+        // engine checks its time budget.
+        self.next_check = self.work + CHECK_EVERY;
+        self.checks += 1;
+        if self.work > self.budget {
+            return Err(HostError::OverBudget {
+                what: "work units",
+                limit: self.budget,
+            });
+        }
+        Ok(())
+    }
+    fn try_charge(&mut self, bytes: usize) -> bool {
+        let work = self.work + 1 + (bytes as u64 >> 12);
+        if work >= self.next_check {
+            return false;
+        }
+        self.work = work;
+        true
+    }
+}
+
+/// Escape (`applets/unet/Escape.java`) on `engine` for `host`.
+fn load(engine: Engine) -> Applet {
+    let mut a = Applet::load_with_engine(
+        applets::ESCAPE,
+        &bind::<Counting>(),
+        Limits::default(),
+        engine,
+    )
+    .expect("Escape loads");
+    assert_eq!(a.engine(), engine);
+    a.set_static_array("RxBuf", &[0; 64]).unwrap();
+    a
+}
+
+/// An argument from the edges and the middle of every range the natives check.
+fn arg(rng: &mut StdRng) -> i32 {
+    const EDGES: &[i32] = &[
+        0,
+        1,
+        2,
+        3,
+        -1,
+        8,
+        55,
+        56,
+        57,
+        255,
+        256,
+        257,
+        511,
+        512,
+        513,
+        1000,
+        1001,
+        4095,
+        4096,
+        4097,
+        7168,
+        7169,
+        65535,
+        65536,
+        i32::MAX,
+        i32::MIN,
+        0x7fff_fe00,
+    ];
+    if rng.random_bool(0.6) {
+        EDGES[rng.random_range(0..EDGES.len())]
+    } else {
+        rng.random_range(-64..5000)
+    }
+}
+
+/// What one call left behind on one engine: its outcome (the value, or
+/// the trap's kind and message) and the applet's statics.
+#[derive(Debug, PartialEq)]
+struct After {
+    outcome: Result<Option<i32>, String>,
+    c: i32,
+    buf: Option<Vec<i8>>,
+    got: Option<usize>,
+}
+
+fn call(a: &mut Applet, host: &mut Counting, tx: bool) -> After {
+    let m = a.method(if tx { "doTx" } else { "doRx" }).unwrap();
+    let args: &[i32] = if tx { &[0, 1, 0] } else { &[0, 1] };
+    let outcome = match a.call(&m, args, Some(host)) {
+        Ok(o) => Ok(o.value),
+        Err(InvokeError::Trap(t)) => Err(format!("{:?} at {} bci {}", t.kind, t.method, t.bci)),
+        Err(e) => Err(format!("{e}")),
+    };
+    let buf = match a.static_array("Buf") {
+        Some(Object::Bytes(v)) => Some(v.clone()),
+        _ => None,
+    };
+    let got = a.static_array("Got").and_then(Object::array_len);
+    After {
+        outcome,
+        c: a.static_int("c").unwrap(),
+        buf,
+        got,
+    }
+}
+
+/// One stream: `calls` random attempts on both engines, compared after
+/// each. Returns how many went through a native that did not trap.
+fn stream(seed: u64, calls: usize) -> usize {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut hi = Counting::new(&mut rng);
+    let mut hj = hi.clone();
+    let mut ai = load(Engine::Interpreter);
+    let mut aj = load(Engine::Jit);
+    let mut ok = 0;
+    for step in 0..calls {
+        let mode = rng.random_range(1..=14);
+        let (a, b, c) = (arg(&mut rng), arg(&mut rng), arg(&mut rng));
+        let buf_len = match rng.random_range(0..6) {
+            0 => Some(0),
+            1 => Some(rng.random_range(1..64)),
+            2 => Some(1024),
+            _ => None,
+        };
+        let offsets = match rng.random_range(0..4) {
+            0 => Some(
+                (0..if rng.random_bool(0.8) { 14 } else { 13 })
+                    .map(|_| {
+                        if rng.random_bool(0.7) {
+                            (rng.random_range(0..BUFFERS + 2) * BUF) as i32
+                        } else {
+                            arg(&mut rng)
+                        }
+                    })
+                    .collect::<Vec<i32>>(),
+            ),
+            _ => None,
+        };
+        if rng.random_bool(0.05) {
+            // The application gives buffers back, or the queue runs dry.
+            for h in [&mut hi, &mut hj] {
+                if h.free.is_empty() {
+                    h.free.extend((0..BUFFERS).map(|i| i * BUF));
+                } else {
+                    h.free.clear();
+                }
+            }
+        }
+        for app in [&mut ai, &mut aj] {
+            app.set_static_int("mode", mode).unwrap();
+            app.set_static_int("a", a).unwrap();
+            app.set_static_int("b", b).unwrap();
+            app.set_static_int("c", c).unwrap();
+            if let Some(n) = buf_len {
+                let bytes: Vec<u8> = (0..n).map(|i| (i * 13 + 1) as u8).collect();
+                app.set_static_array("Buf", &bytes).unwrap();
+            }
+            if let Some(o) = &offsets {
+                app.set_static_int_array("Offsets", o).unwrap();
+            }
+        }
+        let tx = rng.random_bool(0.5);
+        let i = call(&mut ai, &mut hi, tx);
+        let j = call(&mut aj, &mut hj, tx);
+        let what =
+            format!("seed {seed} step {step}: mode {mode}, ({a}, {b}, {c}), buf {buf_len:?}");
+        assert_eq!(i, j, "{what}: interpreter and JIT differ");
+        assert_eq!(hi, hj, "{what}: the endpoints differ");
+        if i.outcome == Ok(Some(0)) && mode != 14 {
+            ok += 1;
+        }
+    }
+    assert!(hi.checks > 0, "seed {seed}: the clock was never read");
+    ok
+}
+
+#[test]
+fn fast_forms_give_the_ordinary_natives_results_effects_and_traps() {
+    if !jive::jit::available() {
+        return;
+    }
+    let mut ok = 0;
+    for seed in 0..40 {
+        ok += stream(seed, 300);
+    }
+    // The streams exercise the successful paths too, not only the traps.
+    assert!(ok > 1000, "only {ok} calls succeeded");
+}
+
+#[test]
+fn a_budget_spent_mid_stream_traps_at_the_same_call_on_both_engines() {
+    if !jive::jit::available() {
+        return;
+    }
+    let mut rng = StdRng::seed_from_u64(7);
+    let mut hi = Counting::new(&mut rng);
+    hi.budget = 50;
+    let mut hj = hi.clone();
+    let mut ai = load(Engine::Interpreter);
+    let mut aj = load(Engine::Jit);
+    let mut first_trap = None;
+    for step in 0..100 {
+        for app in [&mut ai, &mut aj] {
+            app.set_static_int("mode", 13).unwrap();
+        }
+        let i = call(&mut ai, &mut hi, false);
+        let j = call(&mut aj, &mut hj, false);
+        assert_eq!(i, j, "step {step}");
+        assert_eq!(hi, hj, "step {step}");
+        if let Err(trap) = &i.outcome
+            && first_trap.is_none()
+        {
+            first_trap = Some(step);
+            assert!(
+                trap.contains(
+                    "getFreeBufferLength()I: the applet exceeded its budget of 50 work units"
+                ),
+                "{trap}"
+            );
+        }
+    }
+    // 50 units allowed; the first clock reading past them is the 56th
+    // call's (one every 8 units), which traps.
+    assert_eq!(first_trap, Some(55));
+}
