@@ -324,7 +324,6 @@ impl Compiled {
             st,
             prog,
             pending: None,
-            host: FastHost::Unknown,
         };
         // The frame stack's bounds were written when the context was made
         // (`Ctx::new`); everything else that can differ between two

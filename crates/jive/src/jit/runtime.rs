@@ -28,6 +28,11 @@ pub(super) struct Ctx {
     pub(super) trap: [i64; 3],
     /// The Rust side of runtime calls.
     pub(super) rt: *mut Runtime<'static, 'static>,
+    /// The last host value a fast native found to be of its host type
+    /// ([`rt_native_fast`]), kept from one invocation to the next: a host
+    /// value with the same address and vtable is of that type too. Never
+    /// dereferenced through this copy.
+    pub(super) host_seen: *const dyn core::any::Any,
 }
 
 impl Ctx {
@@ -49,6 +54,7 @@ impl Ctx {
             result: 0,
             trap: [0; 3],
             rt: core::ptr::null_mut(),
+            host_seen: core::ptr::null::<()>() as *const dyn core::any::Any,
         }
     }
 }
@@ -69,22 +75,6 @@ pub(super) struct Runtime<'a, 'b> {
     pub(super) prog: &'a Program,
     /// The trap a runtime call ended with.
     pub(super) pending: Option<TrapKind>,
-    /// Whether the invocation's host value is of the type its fast
-    /// natives are for: found out by the first fast call
-    /// ([`rt_native_fast`]), kept for the rest of the invocation (its host
-    /// value cannot change while it runs).
-    pub(super) host: FastHost,
-}
-
-/// What [`Runtime::host`] knows of the invocation's host value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum FastHost {
-    /// No fast native has looked yet.
-    Unknown,
-    /// It is a value of the fast natives' host type.
-    Typed,
-    /// There is none, or it is of another type: the ordinary natives run.
-    Other,
 }
 
 /// Allocation (`newarray`): returns the handle, or -1 with the trap pending.
@@ -227,22 +217,24 @@ pub(super) extern "C" fn rt_native_fast<F: FastNative>(
     // SAFETY: as in `rt_newarray`; `rt` is not used after the calls below
     // that reach it again through `ctx`.
     let rt = unsafe { &mut *(*ctx).rt };
-    if rt.host != FastHost::Typed {
-        return fast_host_unknown::<F>(ctx, n, args, shape);
-    }
     let Some(host) = rt.st.host.as_deref_mut() else {
         return native_slow(ctx, n, args, shape);
     };
     let host: *mut dyn core::any::Any = host;
-    // SAFETY: `rt.host` is `Typed`: a fast call of this invocation found
-    // the host value to be an `F::Host` (`is`, in `typed_host`), and the
-    // invocation's host value is the same reference from its start to its
-    // end (`State::host`, which nothing replaces while the code runs).
-    // Every fast form of the applet is for the same host type
-    // (`Natives::set_fast` refuses another), so the value is an `F::Host`
-    // now: the cast drops the vtable of a pointer whose data part is a
-    // valid `F::Host`, borrowed exclusively for this call (reborrowed from
-    // `State::host`, which nothing else uses meanwhile).
+    // SAFETY: as in `rt_newarray` (a plain read of a word of the context).
+    let seen = unsafe { (*ctx).host_seen };
+    if !core::ptr::eq(host, seen) {
+        return fast_host_new::<F>(ctx, n, args, shape);
+    }
+    // SAFETY: `host` has the address and vtable of `host_seen`, which
+    // `fast_host_new` stored only after `is::<F::Host>()` called that
+    // vtable's `type_id` and found `F::Host`'s: a pointer with that vtable
+    // points to an `F::Host` (every fast form compiled into this code is
+    // for one host type, `Natives::set_fast` refuses another, and a
+    // `Compiled` and its context belong to one applet and its table). The
+    // cast drops the vtable of a pointer reborrowed from `State::host`,
+    // valid and exclusive for this call, which nothing else uses
+    // meanwhile.
     let host = unsafe { &mut *host.cast::<F::Host>() };
     // SAFETY: as in `native_call`: `shape`'s low byte is the number of the
     // native's argument slots, which generated code stored at `args`.
@@ -261,20 +253,25 @@ pub(super) extern "C" fn rt_native_fast<F: FastNative>(
     }
 }
 
-/// [`rt_native_fast`] whose invocation's host value has not been looked
-/// at yet (its first fast call), or is not of the fast form's type.
+/// [`rt_native_fast`] with a host value other than the last it saw (the
+/// applet's first fast call, or another endpoint's): one virtual
+/// `type_id` call; a value of the fast form's host type is remembered
+/// ([`Ctx::host_seen`]) and the call made fast, any other goes to the
+/// ordinary native.
 #[cold]
 #[inline(never)]
-fn fast_host_unknown<F: FastNative>(ctx: *mut Ctx, n: i64, args: *const i32, shape: i64) -> i64 {
+fn fast_host_new<F: FastNative>(ctx: *mut Ctx, n: i64, args: *const i32, shape: i64) -> i64 {
     // SAFETY: as in `rt_newarray`; not used after the calls below.
     let rt = unsafe { &mut *(*ctx).rt };
-    if rt.host == FastHost::Unknown {
-        rt.host = typed_host::<F::Host>(rt);
-        if rt.host == FastHost::Typed {
-            return rt_native_fast::<F>(ctx, n, args, shape);
+    match rt.st.host.as_deref() {
+        Some(h) if h.is::<F::Host>() => {
+            // SAFETY: as in `rt_newarray` (a plain write of a word of the
+            // context); the pointer is kept as a number, never dereferenced.
+            unsafe { (*ctx).host_seen = h as *const dyn core::any::Any };
+            rt_native_fast::<F>(ctx, n, args, shape)
         }
+        _ => native_slow(ctx, n, args, shape),
     }
-    native_slow(ctx, n, args, shape)
 }
 
 /// The ordinary native, for a call its fast form declined: out of line,
@@ -288,6 +285,11 @@ fn native_slow(ctx: *mut Ctx, n: i64, args: *const i32, shape: i64) -> i64 {
 /// `shape` says (see [`NativeShape`]).
 #[inline(always)]
 fn narrowed(v: i32, shape: i64) -> i64 {
+    // The two common shapes first: an `int` (no narrowing) and a `void`.
+    let kind = shape >> NativeShape::SHIFT;
+    if kind == 0 {
+        return i64::from(v);
+    }
     if shape & NativeShape::VOID != 0 {
         return 0;
     }
@@ -298,17 +300,6 @@ fn narrowed(v: i32, shape: i64) -> i64 {
     };
     let shift = (shape >> NativeShape::SHIFT) as u32 & 31;
     i64::from((v << shift) >> shift)
-}
-
-/// Whether the invocation's host value is an `H` (one virtual `type_id`
-/// call, once per invocation).
-#[cold]
-#[inline(never)]
-fn typed_host<H: core::any::Any>(rt: &mut Runtime<'_, '_>) -> FastHost {
-    match rt.st.host.as_deref() {
-        Some(h) if h.is::<H>() => FastHost::Typed,
-        _ => FastHost::Other,
-    }
 }
 
 /// The body of the native entry points; `shape` is a constant where an

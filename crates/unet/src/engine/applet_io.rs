@@ -154,12 +154,6 @@ impl Io {
         }
     }
 
-    #[inline]
-    pub(super) fn push_rx_desc(&mut self, d: RxDesc) -> Result<(), HostError> {
-        let pushed = self.rx.push_unpublished(d);
-        self.rx_pushed(pushed)
-    }
-
     /// What a push onto the receive queue came to: counted as delivered,
     /// or refused as a full queue (counted as corrupt if the queue's
     /// indices were).
@@ -179,7 +173,7 @@ impl Io {
         }
     }
 
-    /// [`Io::push_rx_desc`] of an inline descriptor for `payload` (at most
+    /// [`Io::push_rx_with`] of an inline descriptor for `payload` (at most
     /// [`INLINE_MAX`] bytes) on `chan`, written in place in its slot: the
     /// message is copied once, from the frame or the sender's buffer area
     /// straight into the receive queue, not into a descriptor built in
@@ -196,8 +190,9 @@ impl Io {
         })
     }
 
-    /// [`Io::push_rx_desc`] of a descriptor that `write` writes in place in
-    /// slot `i` of the receive queue `q`.
+    /// Pushes onto the receive queue a descriptor that `write` writes in
+    /// place in slot `i` of the queue `q` (unpublished until
+    /// [`Io::publish`]), counting it as [`Io::rx_pushed`] says.
     #[inline]
     fn push_rx_with(&mut self, write: impl FnOnce(&ShmQueue, u32)) -> Result<(), HostError> {
         let pushed = self.rx.push_unpublished_with(write);
@@ -279,13 +274,19 @@ impl NativeHost for Io {
     /// applet: counted, and its buffers kept for the next message (they are
     /// not lost to the application). The applet is not told (the natives
     /// are `void`, as in the paper).
+    ///
+    /// The descriptor is written in place in the queue's slot, as the
+    /// standard delivery writes it ([`Io::push_rx_inline`]), not built in
+    /// private memory and copied into the slot whole.
     #[inline]
     fn push_rx(&mut self, chan: u16, len: u32, body: RxBody<'_>) -> Result<(), HostError> {
-        let d = match body {
-            RxBody::Inline(p) => RxDesc::inline(chan, p),
-            RxBody::Buffers(o) => RxDesc::buffers(chan, len, o),
+        let pushed = match body {
+            RxBody::Inline(p) => self.push_rx_with(|q, i| {
+                q.write_rx_inline(i, chan, p.len(), |dst| dst.copy_from_slice(p));
+            }),
+            RxBody::Buffers(o) => self.push_rx_with(|q, i| q.write_rx_buffers(i, chan, len, o)),
         };
-        if self.push_rx_desc(d).is_err() {
+        if pushed.is_err() {
             bump(&self.stats.rx_queue_full);
             if let RxBody::Buffers(o) = body {
                 self.spare.extend_from_slice(o);
