@@ -204,8 +204,9 @@ pub(super) extern "C" fn rt_native_void(
 ///
 /// Where [`native_call`] builds a [`Context`] and calls the closure through
 /// its `Arc<dyn Fn>`, and the closure finds its host through `dyn Any`'s
-/// virtual `type_id`, this entry checks the host value's type once per
-/// invocation ([`Runtime::host`]) and calls `F` directly, inlined here. If
+/// virtual `type_id`, this entry compares the host value with the last
+/// one found to be of `F`'s host type ([`Ctx::host_seen`]) and calls `F`
+/// directly, inlined here. If
 /// `F` declines the call (it changed nothing), or the host value is not an
 /// `F::Host`, the ordinary native runs as through [`rt_native`].
 pub(super) extern "C" fn rt_native_fast<F: FastNative>(
