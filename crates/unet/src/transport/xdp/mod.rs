@@ -162,7 +162,8 @@ pub struct XdpConfig {
     /// 2,048 frames of 4 KiB (8 MiB, a frame's bytes at the same offset
     /// of every page) those writes missed the caches; with 512 a burst of
     /// 25 frames of 1 KiB took 5% less time in the sender's `sendto`
-    /// (which on veth runs the receiver's copy too), as little as with 64
+    /// (which on veth runs the receiver's copy too), as little as with 64,
+    /// and a 1 KiB round trip 0.3 to 0.5 µs less at its 10th percentile
     /// (docs/benchmarks.md, "Where an `xdp` burst goes on veth"). 512 still
     /// holds 25 of the largest (16 KiB) frames of the demo's bursts four
     /// times over, and a receiver that stops polling for 0.7 ms at 1.4 µs a
