@@ -1,19 +1,26 @@
-//! Round trips of one message between two U-Net endpoints across a veth
-//! pair, one engine in each of two network namespaces, over `udp` or
-//! `xdp`, for a fixed time: the loop that docs/benchmarks.md profiles
-//! ("Where an `xdp` round trip goes on veth"; run `perf record -a -g`
+//! Round trips of one message, or bursts of 25 with an acknowledgement,
+//! between two U-Net endpoints across a veth pair, one engine in each of
+//! two network namespaces, over `udp` or `xdp`, for a fixed time: the
+//! loops that docs/benchmarks.md profiles ("Where an `xdp` round trip goes
+//! on veth", "Where an `xdp` burst goes on veth"; run `perf record -g -p`
 //! while it runs). Both application threads spin on their endpoints (a
 //! receive polls the engine, which polls the transport), pinned to two
 //! CPUs like `fastpath demo`'s. Needs root.
 //!
 //! ```sh
 //! cargo build --release -p unet --example veth_rtt
-//! sudo target/release/examples/veth_rtt <udp|xdp|xdp-driver|xdp-generic> [bytes] [seconds] [mtu]
+//! sudo target/release/examples/veth_rtt <udp|xdp|xdp-driver|xdp-generic> [bytes] [seconds] [mtu] [rtt|bw] [rx_frames]
 //! ```
 //!
 //! `xdp` attaches in [`XdpMode::Auto`] (the generic hook on veth),
-//! `xdp-driver` and `xdp-generic` in the mode named. Prints the median,
-//! 10th and 90th percentile of the means of batches of 100 round trips.
+//! `xdp-driver` and `xdp-generic` in the mode named. `rtt` (the default)
+//! prints the median, 10th and 90th percentile of the means of batches of
+//! 100 round trips; `bw` runs `fastpath demo`'s bandwidth experiment (the
+//! same endpoints, 8 KiB buffers; 25 messages sent in place, the engine
+//! driven once, the receiver reading in place and acknowledging every 25)
+//! and prints the same percentiles of the bandwidth of batches of 40
+//! bursts, with the time per message. `rx_frames` sets the `xdp` sockets'
+//! receive frames (`XdpConfig::rx_frames`; its default otherwise).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -53,8 +60,15 @@ fn send(ep: &mut Endpoint, chan: u16, msg: &[u8]) -> Result<(), unet::SendError>
     }
 }
 
-/// Host `me`'s endpoint on `kind`, made inside its namespace.
-fn endpoint(kind: &str, me: &Host, peer: &Host) -> Result<Endpoint, String> {
+/// Host `me`'s endpoint on `kind` with `config`, made inside its namespace.
+/// `rx_frames`: the `xdp` sockets' receive frames, if not the default.
+fn endpoint(
+    kind: &str,
+    me: &Host,
+    peer: &Host,
+    config: Config,
+    rx_frames: Option<u32>,
+) -> Result<Endpoint, String> {
     let made = me.run(|| -> Result<Endpoint, String> {
         let transport: Box<dyn Transport> = match kind {
             "udp" => Box::new(UdpTransport::bind(me.addr(0)).map_err(|e| e.to_string())?),
@@ -66,6 +80,7 @@ fn endpoint(kind: &str, me: &Host, peer: &Host) -> Result<Endpoint, String> {
                 };
                 let config = XdpConfig {
                     mode,
+                    rx_frames: rx_frames.unwrap_or(XdpConfig::default().rx_frames),
                     ..XdpConfig::default()
                 };
                 let mut x = XdpTransport::open_with(&me.ifname, me.addr(7000), &config)
@@ -76,7 +91,7 @@ fn endpoint(kind: &str, me: &Host, peer: &Host) -> Result<Endpoint, String> {
             }
         };
         Engine::new(transport)
-            .create_endpoint(Config::default(), None)
+            .create_endpoint(config, None)
             .map_err(|e| e.to_string())
     });
     made.map_err(|e| e.to_string())?
@@ -91,10 +106,25 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let size: usize = args.get(2).map_or(Ok(1024), |s| s.parse())?;
     let secs: f64 = args.get(3).map_or(Ok(5.0), |s| s.parse())?;
     let mtu: u32 = args.get(4).map_or(Ok(16_500), |s| s.parse())?;
+    let bw = match args.get(5).map_or("rtt", String::as_str) {
+        "rtt" => false,
+        "bw" => true,
+        other => return Err(format!("experiment {other}: rtt or bw").into()),
+    };
+    let rx_frames: Option<u32> = args.get(6).map(|s| s.parse()).transpose()?;
+    let config = if bw {
+        // `fastpath demo`'s bandwidth endpoints.
+        Config {
+            buffer_size: 8192,
+            ..Config::default()
+        }
+    } else {
+        Config::default()
+    };
     let hosts = TwoHosts::with_mtu(mtu)?;
     let [ha, hb] = hosts.hosts();
-    let mut a = endpoint(kind, ha, hb)?;
-    let mut b = endpoint(kind, hb, ha)?;
+    let mut a = endpoint(kind, ha, hb, config, rx_frames)?;
+    let mut b = endpoint(kind, hb, ha, config, rx_frames)?;
     let local = |ep: &Endpoint| ep.engine().map(Engine::local).ok_or("no engine");
     let (la, lb) = (local(&a)?, local(&b)?);
     let ab = a.open_channel(lb, b.id())?;
@@ -102,6 +132,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let cpus = unet::affinity::two_cpus();
     if let Some(c) = cpus {
         unet::affinity::pin(c[0]);
+    }
+    if bw {
+        return bandwidth(kind, a, b, ab, ba, cpus, size, secs);
     }
     let stop = Arc::new(AtomicBool::new(false));
     let echo = {
@@ -149,6 +182,115 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "{kind} {size} B: {} round trips in {secs} s, batch means (µs): median {:.2}, p10 {:.2}, p90 {:.2}",
         batches.len() * BATCH,
         at(0.5),
+        at(0.1),
+        at(0.9)
+    );
+    Ok(())
+}
+
+/// Bursts per timed batch of the bandwidth loop.
+const BURSTS: usize = 40;
+
+/// Messages per burst, each burst acknowledged (`fastpath demo`'s
+/// `BURST`).
+const BURST: u32 = 25;
+
+/// `fastpath demo`'s bandwidth experiment (`bandwidth()` in
+/// `crates/fastpath/src/demo.rs`, its `AppAck` flow) for `secs` seconds:
+/// `a` sends bursts of 25 `size`-byte messages in place and drives its
+/// engine once per burst, `b`'s thread reads each message in place and
+/// acknowledges every 25th with the count received; `a` waits for it.
+#[allow(clippy::too_many_arguments)]
+fn bandwidth(
+    kind: &str,
+    mut a: Endpoint,
+    mut b: Endpoint,
+    ab: u16,
+    ba: u16,
+    cpus: Option<[usize; 2]>,
+    size: usize,
+    secs: f64,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let receiver = {
+        let stop = stop.clone();
+        std::thread::spawn(move || -> Result<u64, String> {
+            if let Some(c) = cpus {
+                unet::affinity::pin(c[1]);
+            }
+            let mut got = 0u32;
+            loop {
+                let arrived = b.recv().map(|m| {
+                    let mut n = 0;
+                    m.read(|p| n += p.len());
+                    n
+                });
+                match arrived {
+                    Some(n) if n != size => {
+                        return Err(format!("a message of {n} bytes, not {size}"));
+                    }
+                    Some(_) => {
+                        got = got.wrapping_add(1);
+                        if got % BURST == 0 {
+                            send(&mut b, ba, &got.to_le_bytes()).map_err(|e| e.to_string())?;
+                        }
+                    }
+                    None if stop.load(Ordering::Relaxed) => return Ok(u64::from(got)),
+                    None => std::hint::spin_loop(),
+                }
+            }
+        })
+    };
+    let never = AtomicBool::new(false);
+    let mut ack = Vec::new();
+    let mut sent = 0u32;
+    let mut burst = || -> Result<(), Box<dyn std::error::Error>> {
+        a.set_drive(false);
+        for _ in 0..BURST {
+            loop {
+                match a.send_with(ab, size, |_| ()) {
+                    Err(unet::SendError::Full) => a.poll_engine(),
+                    r => break r?,
+                }
+            }
+        }
+        sent = sent.wrapping_add(BURST);
+        a.set_drive(true);
+        a.poll_engine();
+        loop {
+            recv(&mut a, &mut ack, &never);
+            let count = ack.first_chunk::<4>().map_or(0, |c| u32::from_le_bytes(*c));
+            if count == sent {
+                return Ok(());
+            }
+        }
+    };
+    for _ in 0..100 {
+        burst()?;
+    }
+    let mut rates = Vec::new();
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs_f64(secs) {
+        let t = Instant::now();
+        for _ in 0..BURSTS {
+            burst()?;
+        }
+        let bytes = (BURSTS * BURST as usize * size) as f64;
+        rates.push(bytes / t.elapsed().as_secs_f64() / 1e9);
+    }
+    stop.store(true, Ordering::Relaxed);
+    receiver
+        .join()
+        .map_err(|_| "the receiving thread panicked")??;
+    rates.sort_by(f64::total_cmp);
+    let at = |q: f64| rates[((rates.len() - 1) as f64 * q) as usize];
+    let per_msg = |gbs: f64| size as f64 / gbs / 1e3;
+    println!(
+        "{kind} {size} B bursts of {BURST}: {} messages in {secs} s, batch bandwidth (GB/s): \
+         median {:.4} ({:.2} µs a message), p10 {:.4}, p90 {:.4}",
+        rates.len() * BURSTS * BURST as usize,
+        at(0.5),
+        per_msg(at(0.5)),
         at(0.1),
         at(0.9)
     );
