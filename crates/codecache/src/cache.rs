@@ -720,6 +720,21 @@ impl Thread {
         }
     }
 
+    /// The code `memo` remembers for `key`, without entering a scope
+    /// ([`crate::table::Map::get_pinned`]): found only while nothing has
+    /// been retired since the memo was filled (by [`Scope::lookup_memo`])
+    /// and this thread is flagged in and synchronized at that stamp, so
+    /// that the scope's entry would have had nothing to do. It stays alive
+    /// while the thread is borrowed. `None`: enter a scope
+    /// ([`Thread::enter_brief`]) and look up through the memo, which also
+    /// frees what was retired meanwhile. Not counted as a look-up in
+    /// [`Stats::lookups`] (nothing is looked up).
+    #[inline]
+    pub fn lookup_pinned(&mut self, key: u64, memo: &Memo) -> Option<&Entry> {
+        let me = self.me.as_mut()?;
+        self.core.table.get_pinned(me, key, memo)
+    }
+
     /// Runs `f` flagged out (the paper's system-call flag): for a blocking
     /// call, a wait or an idle poll. The thread is counted in no deletion
     /// while `f` runs, and it cannot touch cached code (the handle is

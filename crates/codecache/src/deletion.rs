@@ -238,6 +238,20 @@ impl Reclaimer {
         self.stamp.load(Ordering::Acquire)
     }
 
+    /// Whether `me` (registered here) is flagged in and its last
+    /// synchronization point saw `stamp`, and `stamp` is the global stamp
+    /// now (the load of [`Reclaimer::stamp`]): a synchronization point
+    /// now would find nothing to do, so skipping it delays no deletion.
+    /// For [`crate::table::Map::get_pinned`], which skips the scope's
+    /// entry on that condition.
+    #[inline]
+    pub fn is_current(&self, me: &Participation, stamp: u64) -> bool {
+        me.rec == self.id
+            && self.stamp() == stamp
+            && me.p.stamp.load(Ordering::Relaxed) == stamp
+            && !me.is_out()
+    }
+
     /// Registers the calling thread: from now on it is counted in every
     /// retire until it flags out or unregisters.
     pub fn register(&self) -> Participation {

@@ -24,7 +24,7 @@
 //! shard; `RwLock<HashMap>` and `Mutex<HashMap>` block outright. The
 //! benchmark compares all three against this table.
 
-use crate::deletion::{Garbage, Guard, Reclaimer};
+use crate::deletion::{Garbage, Guard, Participation, Reclaimer};
 use crate::sync::{AtomicPtr, AtomicU64, Mutex, Ordering, StatU64, lock};
 
 /// Tag of a slot never used: ends a probe chain.
@@ -214,6 +214,55 @@ impl<V: Send + 'static> Map<V> {
         memo: &mut Memo,
     ) -> Option<&'g V> {
         self.memo_lookup::<false>(key, guard, memo)
+    }
+
+    /// The value `memo` remembers for `key`, without entering a scope:
+    /// for a thread that runs the same code again and again (an applet on
+    /// every message) and would otherwise enter a scope and reuse the memo
+    /// each time. Returns it only where that scope's entry would have
+    /// nothing to do and the memo would be reused: the reclaimer's stamp is
+    /// the memo's, and `me` is flagged in and its last synchronization
+    /// point saw that stamp ([`Reclaimer::is_current`]). `None` otherwise:
+    /// the caller enters a scope and looks up as usual, which passes the
+    /// synchronization point that frees what was retired meanwhile, so
+    /// deletion is as prompt as with a scope per call.
+    ///
+    /// The value stays alive while `me` is borrowed: no synchronization
+    /// point of this thread can pass, and the thread is counted in every
+    /// retire (it is registered and flagged in).
+    #[inline]
+    pub fn get_pinned<'p>(
+        &'p self,
+        me: &'p mut Participation,
+        key: u64,
+        memo: &Memo,
+    ) -> Option<&'p V> {
+        if memo.val == 0
+            || memo.map != self.id
+            || memo.key != key
+            || !self.rec.is_current(me, memo.stamp)
+        {
+            return None;
+        }
+        // SAFETY: `memo.val` is a value this map held under `key` when a
+        // look-up inside a scope found it, after reading `memo.stamp`
+        // (`Map::get_memo`, with `Acquire`). A value leaves the map by being
+        // unlinked, and is freed only after a retire that stores a stamp
+        // above `memo.stamp` (`Release`, after the unlink), once every
+        // thread counted in that retire has passed a synchronization point
+        // that saw the new stamp. This thread read the stamp just now and
+        // found `memo.stamp`, and its last synchronization point saw the
+        // same, so none of its synchronization points saw a later one (one
+        // location's loads never go back), and it was counted in any such
+        // retire: it is flagged in now, and a thread flagged out at that
+        // retire, or registered after it, took the later stamp when it
+        // flagged in or registered and would have seen it now. So the value
+        // is alive until this thread's next synchronization point, which
+        // the borrow of `me` (and `'p`) precedes. This is
+        // `Map::get_memo`'s argument with the scope's guard replaced by the
+        // borrow of the participation, the guard's only part that matters
+        // for it.
+        Some(unsafe { &*(memo.val as *const V) })
     }
 
     /// [`Map::get_memo`] with the stamp read after the look-up instead of

@@ -261,3 +261,62 @@ fn a_remembered_lookup_whose_stamp_is_read_late_is_caught() {
 fn a_remembered_lookup_in_brief_scopes_whose_stamp_is_read_late_is_caught() {
     memo_race(true, true);
 }
+
+/// A reader runs three invocations through one memo, each first trying
+/// the remembered value without a scope (`Map::get_pinned`) and, where
+/// that refuses, entering a brief scope and looking up through the memo,
+/// while the main thread removes key 1, retires it and passes a
+/// synchronization point. `park` flags the reader out between its first
+/// and second invocation, as `jive::park` does.
+fn pinned_race(park: bool) {
+    model(move || {
+        let map = Arc::new(Map::<Val>::new(std::sync::Arc::new(Reclaimer::new())));
+        let rec = map.reclaimer().clone();
+        retire(map.insert(1, Val::new(10)));
+        let mut me = rec.register();
+        let mut other = rec.register();
+        let reader = {
+            let (rec, map) = (rec.clone(), map.clone());
+            thread::spawn(move || {
+                let mut memo = Memo::default();
+                for i in 0..3 {
+                    if let Some(v) = map.get_pinned(&mut me, 1, &memo) {
+                        assert_eq!(v.get(), 10);
+                    } else {
+                        let g = rec.enter_brief(&mut me);
+                        if let Some(v) = map.get_memo(1, &g, &mut memo) {
+                            assert_eq!(v.get(), 10);
+                        }
+                    }
+                    if park && i == 0 {
+                        rec.flag_out(&me);
+                    }
+                }
+                rec.unregister(&me);
+            })
+        };
+        retire(map.remove(1));
+        drop(rec.enter(&mut other));
+        rec.unregister(&other);
+        reader.join().unwrap();
+    });
+}
+
+/// The remembered value taken without a scope (the JIT's invocation of an
+/// applet while nothing was retired): racing the remove, its retire and
+/// the other thread's synchronization point, the reader never reads it
+/// freed, and it is freed once both threads are gone.
+#[test]
+fn a_pinned_lookup_never_outlives_its_value() {
+    pinned_race(false);
+}
+
+/// The same with the reader flagged out after its first invocation: a
+/// flagged-out thread is not counted in the retire, so the value it
+/// remembered may be freed at once; `get_pinned` refuses it (the thread
+/// is out, or flagged in at the later stamp) and the reader looks up
+/// again.
+#[test]
+fn a_pinned_lookup_after_a_flag_out_never_outlives_its_value() {
+    pinned_race(true);
+}
