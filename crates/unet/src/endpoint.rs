@@ -643,7 +643,7 @@ impl Endpoint {
     /// Sends `msg` on channel `chan`: copies it into the transmit region
     /// and pushes a descriptor.
     pub fn send(&mut self, chan: u16, msg: &[u8]) -> Result<(), SendError> {
-        self.send_with(chan, msg.len(), |buf| buf.copy_from_slice(msg))
+        self.send_with(chan, msg.len(), |buf| crate::shm::copy_small(buf, msg))
     }
 
     /// Sends a `len`-byte message that `fill` writes in place in the buffer

@@ -535,7 +535,7 @@ impl Payload<'_> {
     fn copy_to(&self, start: usize, dst: &mut [u8]) {
         let mut k = 0;
         self.pieces(start, start + dst.len(), |p| {
-            dst[k..k + p.len()].copy_from_slice(p);
+            crate::shm::copy_small(&mut dst[k..k + p.len()], p);
             k += p.len();
         });
     }
