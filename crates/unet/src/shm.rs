@@ -504,3 +504,28 @@ pub fn queues(seg: &Arc<Segment>, layout: &Layout) -> (ShmQueue, ShmQueue, ShmQu
         ShmQueue::new(seg.clone(), layout.free, 4),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::copy_small;
+
+    #[test]
+    fn copy_small_copies_every_length_exactly() {
+        let src: Vec<u8> = (0..200u8)
+            .map(|b| b.wrapping_mul(7).wrapping_add(3))
+            .collect();
+        for n in 0..=130 {
+            // A destination with guard bytes on both sides, none touched.
+            let mut buf = vec![0xeeu8; n + 2];
+            copy_small(&mut buf[1..=n], &src[5..5 + n]);
+            assert_eq!(&buf[1..=n], &src[5..5 + n], "length {n}");
+            assert_eq!((buf[0], buf[n + 1]), (0xee, 0xee), "length {n}");
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "lengths differ")]
+    fn copy_small_refuses_different_lengths() {
+        copy_small(&mut [0u8; 3], &[1, 2]);
+    }
+}
