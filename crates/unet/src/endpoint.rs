@@ -880,7 +880,29 @@ impl Endpoint {
     /// msg.read(|_| {});
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
+    #[inline]
     pub fn recv_ref(&mut self) -> Option<MessageRef<'_>> {
+        // The short path in the caller: an inline message at the front
+        // (its fixed part read once and checked, as below). Everything
+        // else, from the start, out of line.
+        if let Ok(Some(i)) = self.rx.front() {
+            let (len, chan, nbufs) = self.rx.mem().read_rx_head(i);
+            if nbufs == 0 && len as usize <= INLINE_MAX {
+                return Some(MessageRef {
+                    ep: self,
+                    len,
+                    chan,
+                    body: Body::Inline(i),
+                });
+            }
+        }
+        self.recv_ref_slow()
+    }
+
+    /// [`Endpoint::recv_ref`] but for its short path: messages in buffers,
+    /// descriptors that are not well formed, an empty queue.
+    #[inline(never)]
+    fn recv_ref_slow(&mut self) -> Option<MessageRef<'_>> {
         for round in 0..2 {
             // A corrupt producer index reads as an empty queue, as in `recv`.
             while let Ok(Some(i)) = self.rx.front() {
