@@ -165,9 +165,12 @@ pub struct MessageRef<'a> {
 enum Body {
     /// Inline in receive queue slot `.0`, the front one, not yet freed.
     Inline(u32),
-    /// In the buffers this private copy of its (well formed) descriptor
-    /// names; its slot is already freed.
-    Buffers(RxDesc),
+    /// In the buffers that the private copy of its (well formed)
+    /// descriptor in [`Endpoint::held`] names; its slot is already freed.
+    /// The copy is kept in the endpoint, not here: a 64-byte aligned
+    /// descriptor made every `Option<MessageRef>` 192 bytes, moved with a
+    /// `memcpy` on each return, inline messages included.
+    Buffers,
 }
 
 impl MessageRef<'_> {
@@ -198,7 +201,7 @@ impl MessageRef<'_> {
     pub fn read(&self, mut f: impl FnMut(&[u8])) {
         match &self.body {
             Body::Inline(i) => self.ep.rx.mem().with_rx_inline(*i, self.len(), f),
-            Body::Buffers(d) => self.ep.read_buffers(d, &mut f),
+            Body::Buffers => self.ep.read_buffers(&self.ep.held, &mut f),
         }
     }
 
@@ -216,7 +219,7 @@ impl Drop for MessageRef<'_> {
         match &self.body {
             // The slot goes back to the engine only now.
             Body::Inline(_) => self.ep.rx.advance(),
-            Body::Buffers(d) => self.ep.give_back_all(d),
+            Body::Buffers => self.ep.give_back_held(),
         }
     }
 }
@@ -244,6 +247,9 @@ pub struct Endpoint {
     /// Bytes of the region allocated and freed, since creation.
     alloc_head: u64,
     alloc_tail: u64,
+    /// `alloc_head % region`, kept as it moves: two divisions per message
+    /// (some 25 cycles each) otherwise.
+    alloc_pos: u64,
     /// The largest message it sends ([`Endpoint::max_message`]).
     max_message: usize,
     /// For each push number `n` (wrapping) of the last `ends.len()`: the
@@ -273,6 +279,10 @@ pub struct Endpoint {
     /// How many buffers `given` gathers before they go: [`GIVE_BACK`], or
     /// fewer for an endpoint with few receive buffers.
     give_batch: usize,
+    /// The private, checked copy of the descriptor of the message in
+    /// buffers that a [`MessageRef`] reads (valid while one borrows the
+    /// endpoint with [`Body::Buffers`]).
+    held: RxDesc,
     link: Box<dyn Control>,
     drive: bool,
 }
@@ -348,6 +358,9 @@ impl Control for Embedded {
         self.engine.remove_filter(id, filter)
     }
     fn set_applet(&mut self, id: EndpointId, applet: Option<&[u8]>) -> Result<(), EngineError> {
+        // The thread that sets an applet runs it from now on (`drive_tx`
+        // claims only an endpoint with an applet).
+        self.port.claim();
         self.engine.set_applet(id, applet)
     }
     fn counts(&mut self, _id: EndpointId) -> Result<PortCounts, EngineError> {
@@ -357,7 +370,11 @@ impl Control for Embedded {
         self.engine.closed_channels(id)
     }
     fn drive_tx(&mut self) {
-        self.port.claim();
+        // Which thread runs the application matters only to an applet
+        // (see `Port::claim`): the thread-local token is not read per
+        // message of an endpoint without one. `drive_rx` and `set_applet`
+        // claim in any case.
+        self.port.claim_if_applet();
         self.engine.service(&self.port);
     }
     fn drive_rx(&mut self) {
@@ -442,6 +459,7 @@ impl Endpoint {
             region,
             alloc_head: 0,
             alloc_tail: 0,
+            alloc_pos: 0,
             max_message: (layout.config.max_message() as usize).min(region as usize),
             ends: vec![0; 2 * layout.config.tx_depth as usize].into_boxed_slice(),
             reclaimed: tx.pushed(),
@@ -452,6 +470,7 @@ impl Endpoint {
             given: [0; GIVE_BACK],
             gathered: 0,
             give_batch: (layout.config.buffers as usize / 2 / 8).clamp(1, GIVE_BACK),
+            held: RxDesc::default(),
             link,
             drive: true,
         };
@@ -589,10 +608,11 @@ impl Endpoint {
         Ok(())
     }
 
-    /// Allocates `len` bytes of the transmit region; its offset and the
-    /// allocation's end.
+    /// Allocates `len` bytes of the transmit region: its offset, and the
+    /// allocation's end and its position in the region (`alloc_head` and
+    /// `alloc_pos` once it is pushed).
     #[inline]
-    fn alloc(&mut self, len: usize) -> Result<(u32, u64), SendError> {
+    fn alloc(&mut self, len: usize) -> Result<(u32, u64, u64), SendError> {
         if len > self.max_message {
             return Err(SendError::TooLong {
                 len,
@@ -601,14 +621,17 @@ impl Endpoint {
         }
         let need = (len as u64).div_ceil(64).max(1) * 64;
         for attempt in 0..2 {
-            let pos = self.alloc_head % self.region;
-            let start = if pos + need > self.region {
-                self.alloc_head + (self.region - pos)
+            let pos = self.alloc_pos;
+            // Past the region's end: start again at its beginning.
+            let (start, off) = if pos + need > self.region {
+                (self.alloc_head + (self.region - pos), 0)
             } else {
-                self.alloc_head
+                (self.alloc_head, pos)
             };
             if start + need - self.alloc_tail <= self.region {
-                return Ok(((start % self.region) as u32, start + need));
+                let next = off + need;
+                let next = if next == self.region { 0 } else { next };
+                return Ok((off as u32, start + need, next));
             }
             if attempt == 0 {
                 self.reclaim()?;
@@ -620,7 +643,7 @@ impl Endpoint {
     /// Sends `msg` on channel `chan`: copies it into the transmit region
     /// and pushes a descriptor.
     pub fn send(&mut self, chan: u16, msg: &[u8]) -> Result<(), SendError> {
-        self.send_with(chan, msg.len(), |buf| buf.copy_from_slice(msg))
+        self.send_with(chan, msg.len(), |buf| crate::shm::copy_small(buf, msg))
     }
 
     /// Sends a `len`-byte message that `fill` writes in place in the buffer
@@ -634,7 +657,7 @@ impl Endpoint {
         if self.is_closed(chan) {
             return Err(SendError::ChannelClosed { chan });
         }
-        let (off, end) = self.alloc(len)?;
+        let (off, end, pos) = self.alloc(len)?;
         if !self.tx.has_space().map_err(|_| SendError::Corrupt)? {
             self.kick();
             if !self.tx.has_space().map_err(|_| SendError::Corrupt)? {
@@ -652,6 +675,7 @@ impl Endpoint {
                 ..TxDesc::default()
             },
             end,
+            pos,
         )
     }
 
@@ -666,14 +690,15 @@ impl Endpoint {
         if self.is_closed(desc.chan) {
             return Err(SendError::ChannelClosed { chan: desc.chan });
         }
-        self.push_tx_unchecked(desc, self.alloc_head)
+        self.push_tx_unchecked(desc, self.alloc_head, self.alloc_pos)
     }
 
     /// [`Endpoint::push_tx`] for a channel its caller has just checked:
-    /// the transmit region is allocated up to `end` once it is pushed (its
-    /// completion frees the region up to there).
+    /// the transmit region is allocated up to `end` (at `pos` in the
+    /// region) once it is pushed (its completion frees the region up to
+    /// there).
     #[inline]
-    fn push_tx_unchecked(&mut self, desc: TxDesc, end: u64) -> Result<(), SendError> {
+    fn push_tx_unchecked(&mut self, desc: TxDesc, end: u64, pos: u64) -> Result<(), SendError> {
         let n = self.tx.pushed();
         match self.tx.push(desc) {
             Ok(true) => {}
@@ -683,6 +708,7 @@ impl Endpoint {
         let mask = self.ends.len() - 1;
         self.ends[n as usize & mask] = end;
         self.alloc_head = end;
+        self.alloc_pos = pos;
         self.kick();
         Ok(())
     }
@@ -740,12 +766,13 @@ impl Endpoint {
         }
     }
 
-    /// [`Endpoint::give_back`] of each buffer of a message in buffers
-    /// (out of line: the inline message's drop stays small).
+    /// [`Endpoint::give_back`] of each buffer of the message in buffers
+    /// that a [`MessageRef`] held (`held`; out of line: the inline
+    /// message's drop stays small).
     #[inline(never)]
-    fn give_back_all(&mut self, d: &RxDesc) {
-        for i in 0..usize::from(d.nbufs) {
-            self.give_back(d.offset(i));
+    fn give_back_held(&mut self) {
+        for i in 0..usize::from(self.held.nbufs) {
+            self.give_back(self.held.offset(i));
         }
     }
 
@@ -853,7 +880,29 @@ impl Endpoint {
     /// msg.read(|_| {});
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
+    #[inline]
     pub fn recv_ref(&mut self) -> Option<MessageRef<'_>> {
+        // The short path in the caller: an inline message at the front
+        // (its fixed part read once and checked, as below). Everything
+        // else, from the start, out of line.
+        if let Ok(Some(i)) = self.rx.front() {
+            let (len, chan, nbufs) = self.rx.mem().read_rx_head(i);
+            if nbufs == 0 && len as usize <= INLINE_MAX {
+                return Some(MessageRef {
+                    ep: self,
+                    len,
+                    chan,
+                    body: Body::Inline(i),
+                });
+            }
+        }
+        self.recv_ref_slow()
+    }
+
+    /// [`Endpoint::recv_ref`] but for its short path: messages in buffers,
+    /// descriptors that are not well formed, an empty queue.
+    #[inline(never)]
+    fn recv_ref_slow(&mut self) -> Option<MessageRef<'_>> {
         for round in 0..2 {
             // A corrupt producer index reads as an empty queue, as in `recv`.
             while let Ok(Some(i)) = self.rx.front() {
@@ -877,11 +926,12 @@ impl Endpoint {
                 let d: RxDesc = self.rx.mem().read(i);
                 self.rx.advance();
                 if self.well_formed(&d) {
+                    self.held = d;
                     return Some(MessageRef {
                         ep: self,
                         len: d.len,
                         chan: d.chan,
-                        body: Body::Buffers(d),
+                        body: Body::Buffers,
                     });
                 }
                 self.bad_rx += 1;

@@ -178,7 +178,7 @@ impl Io {
     /// message is copied once, from the frame or the sender's buffer area
     /// straight into the receive queue, not into a descriptor built in
     /// private memory and then copied into the slot whole.
-    #[inline]
+    #[inline(always)]
     pub(super) fn push_rx_inline(
         &mut self,
         chan: u16,

@@ -21,14 +21,16 @@ impl Engine {
     /// applies: it spends its own time, and may be the only thread that
     /// ever drives the endpoint, so it takes every descriptor it can.
     pub fn service(&self, port: &Port) -> usize {
-        let shared = !port.is_owner();
-        if shared && port.has_applet.load(Ordering::Relaxed) && port.throttled() {
+        // Only an applet's descriptors depend on the thread: its token (a
+        // thread-local) is read for an endpoint with one, not per message
+        // of one without.
+        if port.has_applet.load(Ordering::Relaxed) && !port.is_owner() && port.throttled() {
             return 0;
         }
         let Ok(mut tx) = port.tx.try_lock() else {
             return 0;
         };
-        let taken = self.take_tx(&mut tx, port, shared);
+        let taken = self.take_tx(&mut tx, port);
         if taken > 0 {
             // Delivered with the transmit side still locked: the next
             // descriptors of this endpoint wait until these have arrived.
@@ -553,13 +555,16 @@ impl Engine {
     /// [`Engine::deliver_direct`] can, and otherwise making its frames in
     /// the transmit side's outbox.
     ///
-    /// `shared`: the calling thread serves every endpoint, so an applet's
-    /// descriptors stop once [`Budgets::round_time`] is spent or it overran
-    /// (see [`Engine::service`]).
+    /// On a thread that serves every endpoint (not the endpoint's
+    /// application's, [`Port::claim`]) an applet's descriptors stop once
+    /// [`Budgets::round_time`] is spent or it overran (see
+    /// [`Engine::service`]); which thread this is, is asked at the first
+    /// applet descriptor.
     #[inline]
-    pub(super) fn take_tx(&self, tx: &mut TxSide, port: &Port, shared: bool) -> usize {
+    pub(super) fn take_tx(&self, tx: &mut TxSide, port: &Port) -> usize {
         let (stats, layout) = (&*port.stats, &port.layout);
         let mut n = 0;
+        let mut shared: Option<bool> = None;
         // The applet time this round has spent on this endpoint.
         let mut spent = Duration::ZERO;
         let mut done = false;
@@ -587,6 +592,7 @@ impl Engine {
                 bump(&stats.tx_closed);
                 TxStatus::Closed
             } else if port.has_applet.load(Ordering::Acquire) {
+                let shared = *shared.get_or_insert_with(|| !port.is_owner());
                 let (status, took) = applet_tx(tx, port, d, shared);
                 spent += took;
                 if shared
@@ -728,7 +734,8 @@ impl Engine {
     ) {
         let s = &self.inner.stats;
         if template {
-            bump_shared(&port.stats.tx_frames);
+            // Under the transmit lock: `tx_direct` is this side's alone.
+            bump(&port.stats.tx_direct);
         }
         let Some(owner) = kept.owner else {
             bump_shared(&s.unmatched);
@@ -762,7 +769,11 @@ impl Engine {
     /// this thread's applets have made frames past the inbox budget, or
     /// frames wait there), else the receive side's checks and `doRx` or
     /// the standard receive of `payload` on `chan`, at once.
-    #[inline]
+    ///
+    /// Out of line, so that the receive lock and the inline descriptor's
+    /// push are inlined into it (inlined into the service, the service's
+    /// size made the compiler call both instead).
+    #[inline(never)]
     fn deliver_local(
         &self,
         dst: &Port,
@@ -792,8 +803,16 @@ impl Engine {
         }
         if rx.applet.is_none() {
             // The standard receive, inline: most messages to an endpoint
-            // of this engine take it.
-            rx.io.deliver_default(chan, payload);
+            // of this engine take it. A message that fits the descriptor
+            // (the short path) is written straight into its slot here, as
+            // `deliver_default` writes it, without that call's frame.
+            if payload.len() <= INLINE_MAX {
+                if rx.io.push_rx_inline(chan, payload).is_err() {
+                    bump(&rx.io.stats.rx_queue_full);
+                }
+            } else {
+                rx.io.deliver_default(chan, payload);
+            }
         } else {
             receive_payload(dst, &mut rx, chan, payload, made, false);
         }

@@ -141,14 +141,22 @@ pub enum EngineError {
 pub struct PortStats {
     /// Transmit descriptors taken.
     pub tx_descriptors: AtomicU64,
-    /// Frames sent for this endpoint (by the engine or its applet).
+    /// Frames sent for this endpoint (by the engine or its applet), but
+    /// for those counted in `tx_direct`; [`PortCounts::tx_frames`] is the
+    /// sum of both.
     pub tx_frames: AtomicU64,
     /// Transmit descriptors rejected as malformed (length, offset, channel).
     pub tx_rejected: AtomicU64,
     /// Transmit descriptors on a channel closed because its peer went
     /// away (not sent; completed as [`TxStatus::Closed`]).
     pub tx_closed: AtomicU64,
-    _line: [u64; 4],
+    /// Messages sent to an endpoint of this engine without a frame
+    /// (`Engine::deliver_direct`), counted under the transmit lock with
+    /// [`bump`]: `tx_frames` is changed from both sides (an applet's
+    /// `txPush` runs under the receive lock), so it needs a read-modify-write,
+    /// which the message path without applet no longer pays.
+    pub tx_direct: AtomicU64,
+    _line: [u64; 3],
     /// Messages delivered to the receive queue.
     pub rx_delivered: AtomicU64,
     /// Arriving messages dropped: no free buffer.
@@ -216,7 +224,7 @@ impl PortStats {
         let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
         PortCounts {
             tx_descriptors: l(&self.tx_descriptors),
-            tx_frames: l(&self.tx_frames),
+            tx_frames: l(&self.tx_frames) + l(&self.tx_direct),
             tx_rejected: l(&self.tx_rejected),
             tx_closed: l(&self.tx_closed),
             rx_delivered: l(&self.rx_delivered),
@@ -527,7 +535,7 @@ impl Payload<'_> {
     fn copy_to(&self, start: usize, dst: &mut [u8]) {
         let mut k = 0;
         self.pieces(start, start + dst.len(), |p| {
-            dst[k..k + p.len()].copy_from_slice(p);
+            crate::shm::copy_small(&mut dst[k..k + p.len()], p);
             k += p.len();
         });
     }
@@ -989,6 +997,16 @@ impl Port {
         let me = thread_token();
         if self.owner.load(Ordering::Relaxed) != me {
             self.owner.store(me, Ordering::Relaxed);
+        }
+    }
+
+    /// [`Port::claim`] if the endpoint has an applet (the only case in
+    /// which the owner matters: an applet's frames skip the inbox on its
+    /// thread, and its work is bounded on the others).
+    #[inline]
+    pub fn claim_if_applet(&self) {
+        if self.has_applet.load(Ordering::Relaxed) {
+            self.claim();
         }
     }
 
