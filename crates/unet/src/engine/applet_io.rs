@@ -386,12 +386,29 @@ fn refill_rxbuf(l: &mut Loaded, payload: Payload<'_>) -> bool {
     }
 }
 
-/// Copies `payload` to the start of `buf` (at least as long).
+/// Copies `payload` to the start of `buf` (at least as long): the bytes
+/// reinterpreted as `i8` in place (`bytemuck`, the same bits) and moved by
+/// [`crate::shm::copy_small`], so that a message that fits a receive
+/// descriptor is a few vector moves instead of a `memcpy` call.
+/// A payload all in the frame (the common case) is copied here; one with
+/// a rest in a segment out of line.
 #[inline]
 fn copy_payload(buf: &mut [i8], payload: Payload<'_>) {
+    let buf: &mut [u8] = bytemuck::cast_slice_mut(buf);
+    if payload.tail.is_none() {
+        let n = payload.head.len();
+        crate::shm::copy_small(&mut buf[..n], payload.head);
+        return;
+    }
+    copy_pieces(buf, payload);
+}
+
+/// [`copy_payload`] of a payload with a rest outside the frame.
+#[inline(never)]
+fn copy_pieces(buf: &mut [u8], payload: Payload<'_>) {
     let mut k = 0;
     payload.pieces(0, payload.len(), |p| {
-        natives::u8_to_i8(&mut buf[k..k + p.len()], p);
+        crate::shm::copy_small(&mut buf[k..k + p.len()], p);
         k += p.len();
     });
 }
