@@ -341,25 +341,13 @@ impl Compiled {
             memo: &mut self.memo,
         };
         let mut failed = None;
-        let status = THREAD
-            .try_with(|cell| match cell.try_borrow_mut() {
-                Ok(mut slot) => match slot.as_mut() {
-                    Some(thread) => execute(thread, &mut code, prog, ctx, entry, &mut failed),
-                    None => execute(
-                        slot.insert(cache().register()),
-                        &mut code,
-                        prog,
-                        ctx,
-                        entry,
-                        &mut failed,
-                    ),
-                },
-                // A native of an applet running on this thread invokes
-                // another applet: a registration of its own for the nested
-                // invocation.
-                Err(_) => execute_registering(&mut code, prog, ctx, entry, &mut failed),
-            })
-            .unwrap_or_else(|_| execute_registering(&mut code, prog, ctx, entry, &mut failed));
+        let status = with_thread(|thread| match thread {
+            Some(thread) => execute(thread, &mut code, prog, ctx, entry, &mut failed),
+            // A native of an applet running on this thread invokes another
+            // applet (this thread's registration is in use), or the thread
+            // is exiting: a registration of its own for this invocation.
+            None => execute_registering(&mut code, prog, ctx, entry, &mut failed),
+        });
         if status == 0 {
             return Ok(self.ctx.result as i32);
         }
@@ -464,11 +452,108 @@ pub(crate) const ARG_SLOTS: usize = crate::Method::MAX_ARGS + 1;
 
 thread_local! {
     /// This thread's registration in the shared code cache, made at its
-    /// first invocation on the JIT and dropped (unregistered) when it exits.
-    /// Each invocation enters a brief scope of it: one synchronization
-    /// point, a load and a compare.
-    static THREAD: core::cell::RefCell<Option<codecache::Thread>> =
-        const { core::cell::RefCell::new(None) };
+    /// first invocation on the JIT ([`with_thread`]): a `Box` leaked here,
+    /// freed (unregistered) by [`OWNER`] when the thread exits. Besides a
+    /// registration's address the cell holds one of three markers: `null`
+    /// (none made yet), [`TAKEN`] (in use by an invocation on this thread)
+    /// and [`GONE`] (the thread is exiting). A `Cell` of a pointer has no
+    /// destructor, so reaching it is one thread-pointer-relative load, and
+    /// taking the registration out of it (and putting it back) is all the
+    /// exclusion an invocation needs: no `RefCell` borrow flag and no lazy
+    /// state check of a thread-local with a destructor per invocation.
+    static THREAD: core::cell::Cell<*mut codecache::Thread> =
+        const { core::cell::Cell::new(core::ptr::null_mut()) };
+    /// Frees this thread's registration when the thread exits.
+    static OWNER: Owner = const { Owner };
+}
+
+/// [`THREAD`]'s marker while an invocation on this thread uses the
+/// registration (not an address: unaligned).
+const TAKEN: *mut codecache::Thread = core::ptr::without_provenance_mut(1);
+/// [`THREAD`]'s marker once the thread's registration is freed.
+const GONE: *mut codecache::Thread = core::ptr::without_provenance_mut(2);
+
+/// Whether `p`, read from [`THREAD`], is a registration's address.
+#[inline(always)]
+fn is_registration(p: *mut codecache::Thread) -> bool {
+    p.addr() > GONE.addr()
+}
+
+/// The owner of the registration [`THREAD`] points to, dropped at thread
+/// exit.
+struct Owner;
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        let p = THREAD.replace(GONE);
+        if is_registration(p) {
+            // SAFETY: `p` came from `Box::into_raw` in `register_here` and
+            // was in the cell, so no invocation holds it (an invocation
+            // takes it out, leaving `TAKEN`, and puts it back, even when
+            // unwinding: `PutBack`); the cell now holds `GONE`, so nothing
+            // takes it again.
+            drop(unsafe { Box::from_raw(p) });
+        }
+        // `TAKEN` cannot be seen here (a thread's destructors do not run
+        // inside one of its invocations); were it, the registration would
+        // be leaked rather than freed under its user.
+    }
+}
+
+/// Puts the registration taken out of [`THREAD`] back, on return or
+/// while unwinding.
+struct PutBack(*mut codecache::Thread);
+
+impl Drop for PutBack {
+    #[inline(always)]
+    fn drop(&mut self) {
+        THREAD.set(self.0);
+    }
+}
+
+/// Runs `run` on this thread's registration, made at the thread's first
+/// invocation; on `None` where it is in use (a native of an applet invokes
+/// another applet) or gone (the thread is exiting).
+#[inline(always)]
+fn with_thread(run: impl FnOnce(Option<&mut codecache::Thread>) -> i32) -> i32 {
+    let mut p = THREAD.replace(TAKEN);
+    if !is_registration(p) {
+        match first_registration(p) {
+            Some(made) => p = made,
+            None => {
+                THREAD.set(p);
+                return run(None);
+            }
+        }
+    }
+    let back = PutBack(p);
+    // SAFETY: `p` came from `Box::into_raw` (`register_here`) and is freed
+    // only by `Owner` after the cell holds `GONE`; it was in the cell (or
+    // was just made), which holds `TAKEN` until `back` puts it back, so
+    // this is the one reference to the registration (a nested invocation
+    // or `park` on this thread sees `TAKEN` and leaves it alone) and it
+    // lives while `back` does.
+    let status = run(Some(unsafe { &mut *back.0 }));
+    drop(back);
+    status
+}
+
+/// A registration for a thread whose [`THREAD`] held `p` (not one):
+/// made here if the thread has none yet; `None` if its registration is in
+/// use or the thread is exiting.
+#[cold]
+#[inline(never)]
+fn first_registration(p: *mut codecache::Thread) -> Option<*mut codecache::Thread> {
+    if p.is_null() { register_here() } else { None }
+}
+
+/// Makes this thread's registration and arranges for it to be freed at
+/// exit: its address, or `None` if the thread is already exiting.
+#[cold]
+#[inline(never)]
+fn register_here() -> Option<*mut codecache::Thread> {
+    OWNER.try_with(|_| ()).ok()?;
+    Some(Box::into_raw(Box::new(cache().register())))
 }
 
 /// Flags the calling thread out of the shared code cache until it next runs
@@ -477,13 +562,14 @@ thread_local! {
 /// retired meanwhile is freed without waiting for the thread's next
 /// invocation. (A thread that exits leaves by itself.)
 pub fn park() {
-    let _ = THREAD.try_with(|cell| {
-        if let Ok(mut slot) = cell.try_borrow_mut()
-            && let Some(t) = slot.as_mut()
-        {
-            t.flag_out();
-        }
-    });
+    let p = THREAD.replace(TAKEN);
+    let back = PutBack(p);
+    if is_registration(p) {
+        // SAFETY: as in `with_thread`: taken out of the cell until `back`
+        // puts it back.
+        unsafe { (*back.0).flag_out() };
+    }
+    drop(back);
 }
 
 /// Which code an invocation runs: the applet's key in the cache, and its
