@@ -505,7 +505,7 @@ pub(super) fn applet_tx(
     d: TxDesc,
     timed: bool,
 ) -> (TxStatus, Duration) {
-    let mut guard = lock(&port.rx);
+    let mut guard = port.rx.lock();
     let rx = &mut *guard;
     if rx.applet.is_none() {
         // Uninstalled since the flag was read: send as standard U-Net.
