@@ -110,12 +110,6 @@ impl<T> SideLock<T> {
             futex_wait(&self.state, CONTENDED);
         }
     }
-
-    /// The value, through exclusive access to the lock (no locking).
-    #[allow(dead_code)]
-    pub(crate) fn get_mut(&mut self) -> &mut T {
-        self.value.get_mut()
-    }
 }
 
 impl<T: Default> Default for SideLock<T> {
