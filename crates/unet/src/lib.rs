@@ -33,7 +33,8 @@
 //! another endpoint or the engine. `unsafe` code lives in [`affinity`]
 //! (pinning a measurement's threads to CPUs), [`shm`] (the
 //! mapping), the engine's endpoint table (`engine/ports.rs`, epoch-based
-//! reclamation) and the transports that map kernel rings.
+//! reclamation), the lock of an endpoint's two sides (`engine/side_lock.rs`,
+//! a futex lock) and the transports that map kernel rings.
 //!
 //! Dependencies: `jive` (applets), `dpf` (the classifier), `ilp` (copy and
 //! checksum loops), `codecache` (through dpf), `crossbeam-epoch` (the

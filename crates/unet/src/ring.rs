@@ -156,6 +156,33 @@ impl<T: Copy, M: QueueMem<T>> Producer<T, M> {
         Ok(true)
     }
 
+    /// The index (`< depth`) of the next slot to write, or `None` if the
+    /// queue is full: the first half of [`Producer::push_unpublished_with`]
+    /// for a caller that writes the slot itself (through
+    /// [`Producer::mem`]) and then calls [`Producer::filled`]. Unlike a
+    /// closure passed to `push_unpublished_with`, which the compiler may
+    /// leave a call with a frame of its own, the write stays in the
+    /// caller's body.
+    #[inline(always)]
+    pub fn next_slot(&mut self) -> Result<Option<u32>, Corrupt> {
+        if self.head.wrapping_sub(self.tail) == self.mem.depth() {
+            self.refresh()?;
+            if self.head.wrapping_sub(self.tail) == self.mem.depth() {
+                return Ok(None);
+            }
+        }
+        Ok(Some(self.head & (self.mem.depth() - 1)))
+    }
+
+    /// Counts the slot [`Producer::next_slot`] returned as written
+    /// (unpublished until [`Producer::publish`]). Only after a `next_slot`
+    /// that returned a slot.
+    #[inline(always)]
+    pub fn filled(&mut self) {
+        debug_assert!(self.head.wrapping_sub(self.tail) < self.mem.depth());
+        self.head = self.head.wrapping_add(1);
+    }
+
     /// Publishes the producer index: every item written so far is the
     /// consumer's (one release store).
     #[inline]
@@ -182,6 +209,7 @@ impl<T: Copy, M: QueueMem<T>> Producer<T, M> {
     }
 
     /// The queue's memory.
+    #[inline]
     pub fn mem(&self) -> &M {
         &self.mem
     }

@@ -278,7 +278,7 @@ impl ShmQueue {
     /// The receive descriptor slot `i` (masked to the depth), after
     /// checking that this queue's slots are receive descriptors: the
     /// pointer is then in range, as `new` checked every slot of that size.
-    #[inline]
+    #[inline(always)]
     fn rx_slot(&self, i: u32) -> *mut RxDesc {
         assert_eq!(self.slot, size_of::<RxDesc>(), "not a receive queue");
         self.slot_ptr::<RxDesc>(i & (self.q.depth - 1))

@@ -185,9 +185,21 @@ impl Io {
         payload: Payload<'_>,
     ) -> Result<(), HostError> {
         let len = payload.len();
-        self.push_rx_with(|q, i| {
-            q.write_rx_inline(i, chan, len, |dst| payload.copy_to(0, dst));
-        })
+        // Written without a closure around the slot's write (as
+        // `push_rx_with` would take): the compiler kept that closure a call
+        // with a frame of its own, 54 instructions per message.
+        let pushed = match self.rx.next_slot() {
+            Ok(Some(i)) => {
+                self.rx
+                    .mem()
+                    .write_rx_inline(i, chan, len, |dst| payload.copy_to(0, dst));
+                self.rx.filled();
+                Ok(true)
+            }
+            Ok(None) => Ok(false),
+            Err(e) => Err(e),
+        };
+        self.rx_pushed(pushed)
     }
 
     /// Pushes onto the receive queue a descriptor that `write` writes in
@@ -522,7 +534,7 @@ pub(super) fn applet_tx(
     d: TxDesc,
     timed: bool,
 ) -> (TxStatus, Duration) {
-    let mut guard = lock(&port.rx);
+    let mut guard = port.rx.lock();
     let rx = &mut *guard;
     if rx.applet.is_none() {
         // Uninstalled since the flag was read: send as standard U-Net.

@@ -77,13 +77,13 @@ impl Engine {
             id,
             seg,
             layout,
-            tx: CacheLine(Mutex::new(TxSide {
+            tx: CacheLine(SideLock::new(TxSide {
                 tx: Consumer::new(txq),
                 framer: framer()?,
                 next: Outbox::default(),
             })),
             has_applet: AtomicBool::new(rx.applet.is_some()),
-            rx: CacheLine(Mutex::new(rx)),
+            rx: CacheLine(SideLock::new(rx)),
             inbox: CacheLine(inbox::Inbox::new(budgets.inbox_frames, budgets.inbox_bytes)),
             closed: AtomicBool::new(false),
             owner: AtomicU64::new(0),
@@ -264,7 +264,7 @@ impl Engine {
             .collect();
         let _ = self.uninstall_all(&filters);
         port.has_applet.store(false, Ordering::Release);
-        let mut rx = lock(&port.rx);
+        let mut rx = port.rx.lock();
         rx.applet = None;
         // Frames waiting for the applet, or delivered from now on by a
         // thread that found the port before it left the table, are counted
@@ -367,9 +367,9 @@ impl Engine {
         }
         filters[slot] = Some(vec![fid]);
         // Lock order: transmit side, then receive side.
-        let mut tx = lock(&port.tx);
+        let mut tx = port.tx.lock();
         tx.framer.set_channel(tag, Some(ch.clone()));
-        lock(&port.rx).io.framer.set_channel(tag, Some(ch));
+        port.rx.lock().io.framer.set_channel(tag, Some(ch));
         Ok(tag)
     }
 
@@ -428,7 +428,7 @@ impl Engine {
     /// old one stays. Messages in flight see the old applet or the new one.
     pub fn set_applet(&self, id: EndpointId, applet: Option<&[u8]>) -> Result<(), EngineError> {
         let port = self.port_or_err(id)?;
-        let mut rx = lock(&port.rx);
+        let mut rx = port.rx.lock();
         let loaded = match applet {
             Some(bytes) => Some(load_applet(bytes, &mut rx.io)?),
             None => None,
@@ -443,7 +443,7 @@ impl Engine {
 
     /// Sets endpoint `id`'s policy for applets that trap.
     pub fn set_trap_policy(&self, id: EndpointId, policy: TrapPolicy) -> Result<(), EngineError> {
-        lock(&self.port_or_err(id)?.rx).policy = policy;
+        self.port_or_err(id)?.rx.lock().policy = policy;
         Ok(())
     }
 
@@ -455,7 +455,7 @@ impl Engine {
         f: impl FnOnce(&mut jive::Applet) -> R,
     ) -> Option<R> {
         let port = self.port(id)?;
-        let mut rx = lock(&port.rx);
+        let mut rx = port.rx.lock();
         rx.applet.as_mut().map(|l| f(&mut l.applet))
     }
 
@@ -551,9 +551,9 @@ fn take_channel_filters(port: &Port, tag: u16) -> Option<Vec<dpf::FilterId>> {
 fn mark_channel_closed(port: &Port, tag: u16) {
     lock(&port.closed_chans).push(tag);
     // Lock order: transmit side, then receive side.
-    let mut tx = lock(&port.tx);
+    let mut tx = port.tx.lock();
     tx.framer.close_channel(tag);
-    lock(&port.rx).io.framer.close_channel(tag);
+    port.rx.lock().io.framer.close_channel(tag);
     drop(tx);
     port.seg.closed_channels().fetch_add(1, Ordering::Release);
 }

@@ -27,7 +27,7 @@ impl Engine {
         if port.has_applet.load(Ordering::Relaxed) && !port.is_owner() && port.throttled() {
             return 0;
         }
-        let Ok(mut tx) = port.tx.try_lock() else {
+        let Some(mut tx) = port.tx.try_lock() else {
             return 0;
         };
         let taken = self.take_tx(&mut tx, port);
@@ -330,7 +330,7 @@ impl Engine {
             enqueue(port, chan, f, tail, s);
             return;
         }
-        let mut rx = lock(&port.rx);
+        let mut rx = port.rx.lock();
         if port.closed.load(Ordering::Acquire) {
             bump_shared(&s.closed);
             return;
@@ -365,7 +365,7 @@ impl Engine {
         if shared && port.has_applet.load(Ordering::Relaxed) && port.throttled() {
             return 0;
         }
-        let Ok(mut guard) = port.rx.try_lock() else {
+        let Some(mut guard) = port.rx.try_lock() else {
             return 0;
         };
         if port.closed.load(Ordering::Acquire) {
@@ -790,7 +790,7 @@ impl Engine {
         {
             return enqueue_parts(dst, chan, hdr, template, payload, s);
         }
-        let mut rx = lock(&dst.rx);
+        let mut rx = dst.rx.lock();
         if dst.closed.load(Ordering::Acquire) {
             bump_shared(&s.closed);
             return;

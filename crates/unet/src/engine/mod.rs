@@ -71,9 +71,11 @@ mod control;
 mod datapath;
 mod inbox;
 mod ports;
+mod side_lock;
 
 pub use applet_io::Io;
 use applet_io::*;
+use side_lock::SideLock;
 
 /// Errors of the engine's control operations. A failed operation leaves
 /// the engine, its filters and its endpoints as they were.
@@ -882,8 +884,8 @@ pub struct Port {
     id: EndpointId,
     seg: Arc<Segment>,
     layout: Layout,
-    tx: CacheLine<Mutex<TxSide>>,
-    rx: CacheLine<Mutex<RxSide>>,
+    tx: CacheLine<SideLock<TxSide>>,
+    rx: CacheLine<SideLock<RxSide>>,
     /// Whether `rx` holds an applet, so that transmit takes the receive
     /// side's lock only when an applet's `doTx` needs it.
     has_applet: AtomicBool,
@@ -1229,7 +1231,7 @@ impl Drop for Inner {
         // other's port in their channels' verdicts: let go of them, so that
         // the ports (and their shared memory) go with the engine.
         for p in self.ports.load_full().iter().flatten() {
-            lock(&p.tx).framer.forget_verdicts();
+            p.tx.lock().framer.forget_verdicts();
         }
     }
 }
