@@ -33,15 +33,15 @@
 //! another endpoint or the engine. `unsafe` code lives in [`affinity`]
 //! (pinning a measurement's threads to CPUs), [`shm`] (the
 //! mapping), the engine's endpoint table (`engine/ports.rs`, epoch-based
-//! reclamation), the lock of an endpoint's two sides (`engine/side_lock.rs`,
-//! a futex lock) and the transports that map kernel rings.
+//! reclamation) and the transports that map kernel rings.
 //!
 //! Dependencies: `jive` (applets), `dpf` (the classifier), `ilp` (copy and
 //! checksum loops), `codecache` (through dpf), `crossbeam-epoch` (the
 //! engine's endpoint table, read per packet without a lock or a reference
 //! count), `crossbeam-channel` (an applet's inbox: a bounded
 //! lock-free queue between the threads that deliver and the endpoint's
-//! own), `bytemuck` (an applet's
+//! own), `parking_lot` (the lock of an endpoint's transmit and receive
+//! sides, without poisoning), `bytemuck` (an applet's
 //! `byte[]`, `[i8]`, viewed as `[u8]` so that copies are one `memcpy`),
 //! `libc` (memfd, mmap, sockets), `ebpf` (the workspace's bpf(2) layer: the
 //! XDP program and socket map that feed the `xdp` transport), `thiserror`. Dev: `loom` (queue models), `proptest`, `rand`.
