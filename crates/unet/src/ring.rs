@@ -270,6 +270,28 @@ impl<T: Copy, M: QueueMem<T>> Consumer<T, M> {
         Ok(Some(self.mem.read(self.tail & (self.mem.depth() - 1))))
     }
 
+    /// [`Consumer::peek`] after reading the producer's index whatever the
+    /// index read last says: the first item of a pass that takes the
+    /// items pushed so far (then [`Consumer::peek_seen`]).
+    #[inline]
+    pub fn peek_fresh(&mut self) -> Result<Option<T>, Corrupt> {
+        self.refresh()?;
+        Ok(self.peek_seen())
+    }
+
+    /// [`Consumer::peek`] of the items already seen: `None` once they are
+    /// all taken, without reading the producer's index again. For a
+    /// consumer that takes a batch per pass ([`Consumer::peek_fresh`]
+    /// first): what the producer pushed during the pass waits for the
+    /// next one.
+    #[inline]
+    pub fn peek_seen(&mut self) -> Option<T> {
+        if self.head == self.tail {
+            return None;
+        }
+        Some(self.mem.read(self.tail & (self.mem.depth() - 1)))
+    }
+
     /// The index (`< depth`) of the front item's slot, without taking it
     /// or copying it: for a consumer that reads the item in place (through
     /// [`Consumer::mem`]) and frees the slot with [`Consumer::advance`]
@@ -525,6 +547,32 @@ mod tests {
             (c.pop(), c.pop(), c.pop()),
             (Ok(Some(11)), Ok(Some(12)), Ok(None))
         );
+    }
+
+    #[test]
+    fn a_pass_takes_what_was_pushed_before_it_and_reads_the_index_once() {
+        let m = mem(4, 0);
+        let (mut p, mut c) = (Producer::new(&m), Consumer::new(&m));
+        p.push(1).unwrap();
+        assert_eq!(c.peek(), Ok(Some(1)));
+        c.take();
+        // Pushed after the consumer last read the index: a pass that
+        // starts now reads it again, whatever its cached copy says.
+        p.push(2).unwrap();
+        p.push(3).unwrap();
+        assert_eq!(c.peek_fresh(), Ok(Some(2)));
+        c.take();
+        p.push(4).unwrap();
+        // The rest of the pass goes only as far as the index it read.
+        assert_eq!(c.peek_seen(), Some(3));
+        c.take();
+        assert_eq!(c.peek_seen(), None, "4 waits for the next pass");
+        assert_eq!(c.peek_fresh(), Ok(Some(4)));
+        c.take();
+        assert_eq!(c.peek_fresh(), Ok(None));
+        // A producer index beyond the queue's depth is corruption.
+        (&m).head().store(100, Ordering::Release);
+        assert!(c.peek_fresh().is_err());
     }
 
     #[test]

@@ -569,7 +569,17 @@ impl Engine {
         let mut spent = Duration::ZERO;
         let mut done = false;
         while n < TX_BUDGET && !done {
-            let d = match tx.tx.peek() {
+            // The producer's index is read once per pass, at its first
+            // descriptor: what the application pushes meanwhile is taken
+            // by the next pass (the engine's next poll, or the
+            // application's next send), which saves a read of the shared
+            // index and its check per pass of one message.
+            let next = if n == 0 {
+                tx.tx.peek_fresh()
+            } else {
+                Ok(tx.tx.peek_seen())
+            };
+            let d = match next {
                 Ok(Some(d)) => d,
                 Ok(None) => break,
                 Err(_) => {
