@@ -51,9 +51,9 @@ pub type NativeFn = Arc<dyn Fn(&mut Context<'_>, &[i32]) -> Result<i32, NativeEr
 /// as the closure does) and returns `None` to decline the call, having
 /// changed nothing (no state of the host or the arrays, no budget
 /// charged), or `Some` of what the ordinary native returns for the same
-/// call: the value, or the error that becomes its trap. It must not
-/// allocate in the applet's heap ([`Arrays::new_array`]); natives that
-/// allocate have no fast form.
+/// call: the value, or the error that becomes its trap. It may allocate
+/// in the applet's heap ([`Arrays::new_array`]) as the closure may: the
+/// JIT's entry takes the heap's directory again after every call.
 pub trait FastNative: 'static {
     /// The host value the fast form acts on; an invocation whose host value
     /// is of another type (or has none) calls the ordinary native.

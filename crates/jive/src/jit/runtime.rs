@@ -246,6 +246,12 @@ pub(super) extern "C" fn rt_native_fast<F: FastNative>(
     let fast = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         F::call(host, arrays, slots)
     }));
+    // A fast form is safe code with the applet's arrays in hand: one that
+    // allocates may move the heap's directory, which generated code reads
+    // through the context, so the context takes it again, as after an
+    // ordinary native (`native_call`).
+    // SAFETY: as in `rt_newarray` (a plain write of a word of the context).
+    unsafe { (*ctx).dir = rt.st.heap.directory().cast() };
     match fast {
         Ok(Some(Ok(v))) if shape & NativeShape::CHECKED == 0 => narrowed(v, shape),
         Ok(None) => native_slow(ctx, n, args, shape),
