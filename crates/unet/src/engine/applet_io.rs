@@ -313,7 +313,7 @@ impl NativeHost for Io {
     #[inline]
     fn charge(&mut self, bytes: usize) -> Result<(), HostError> {
         let inv = &mut self.inv;
-        inv.work += 1 + (bytes as u64 >> 12);
+        inv.work += work_units(bytes);
         if inv.work < inv.next_check {
             return Ok(());
         }
@@ -326,7 +326,7 @@ impl NativeHost for Io {
     #[inline]
     fn try_charge(&mut self, bytes: usize) -> bool {
         let inv = &mut self.inv;
-        let work = inv.work + 1 + (bytes as u64 >> 12);
+        let work = inv.work + work_units(bytes);
         if work >= inv.next_check {
             return false;
         }
@@ -396,6 +396,15 @@ fn refill_rxbuf(l: &mut Loaded, payload: Payload<'_>) -> bool {
         }
         None => false,
     }
+}
+
+/// The units of work a native call that moves `bytes` charges against the
+/// invocation's budget: one, and one more per 4 KiB. [`Io::charge`] and
+/// its clockless form [`Io::try_charge`] (a native's fast form) charge the
+/// same.
+#[inline(always)]
+fn work_units(bytes: usize) -> u64 {
+    1 + (bytes as u64 >> 12)
 }
 
 /// Copies `payload` to the start of `buf` (at least as long): the bytes
