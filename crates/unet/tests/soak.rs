@@ -95,6 +95,9 @@ fn check(m: &[u8], me: u32) -> Result<(u32, u64), String> {
 /// An endpoint a client thread owns, with its channels: tag -> peer id.
 struct Mine {
     ep: Endpoint,
+    /// The engine it lives on: ids are unique per engine only, so the live
+    /// list is keyed by both.
+    engine: usize,
     /// Its port in the engine, for its counts.
     port: Arc<Port>,
     chans: HashMap<u16, u32>,
@@ -197,6 +200,7 @@ fn client(w: &World, seed: u64) {
             w.live.lock().unwrap().push((e, ep.id()));
             mine.push(Mine {
                 ep,
+                engine: e,
                 port,
                 chans: HashMap::new(),
                 filters: Vec::new(),
@@ -213,8 +217,8 @@ fn client(w: &World, seed: u64) {
                     w.fail(format!("endpoint {} never drained", m.ep.id()));
                 }
                 drain(w, &mut m);
-                let id = m.ep.id();
-                w.live.lock().unwrap().retain(|&(_, i)| i != id);
+                let key = (m.engine, m.ep.id());
+                w.live.lock().unwrap().retain(|&live| live != key);
                 let port = m.port.clone();
                 drop(m);
                 w.settle(port);
