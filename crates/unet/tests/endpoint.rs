@@ -343,15 +343,27 @@ fn a_channels_kept_verdict_follows_every_change_of_the_table() {
 /// two endpoints that sent to each other leave nothing behind, whichever
 /// goes first, and an engine dropped with both still open takes both.
 /// (Endpoint tables replaced by a removal hold their ports until the
-/// threads have moved on: `gone` pins the calling thread until they are.)
+/// threads have moved on: `gone` pins and unpins the calling thread until
+/// they are. Other tests of this binary pin threads of their own in
+/// parallel, and one descheduled while pinned holds everyone's reclamation
+/// back, so `gone` allows ten seconds rather than a count of tries.)
 #[test]
 fn kept_verdicts_hold_no_port_past_its_removal() {
     let gone = |p: &std::sync::Weak<unet::engine::Port>| {
         let e = engine();
-        (0..100_000).any(|_| {
-            e.endpoints();
-            p.upgrade().is_none()
-        })
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            for _ in 0..1000 {
+                e.endpoints();
+                if p.upgrade().is_none() {
+                    return true;
+                }
+            }
+            if std::time::Instant::now() > deadline {
+                return false;
+            }
+            std::thread::yield_now();
+        }
     };
     for b_first in [true, false] {
         let e = engine();

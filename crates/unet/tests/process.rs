@@ -562,25 +562,41 @@ fn a_hostile_process_cannot_hurt_others() {
     let _s = serial();
     let rig = Rig::new("hostile");
     let mut pair = Pair::new(&rig.engine);
-    let mut kid = rig.spawn("hostile", pair.a.id());
+    // The hostile process's peer: `c` takes its messages on a channel of
+    // their own, and sends it some, so that the engine also writes into its
+    // queues. The good pair is no peer of it: whatever it does, the pair
+    // loses nothing. (A peer shares its receive queue with whoever it opened
+    // channels to, so a flood from a peer can fill it while it is
+    // descheduled; such drops are counted, and checked only to be the peer's
+    // own.)
+    let mut c = rig.engine.create_endpoint(Config::default(), None).unwrap();
+    c.set_drive(false);
+    let mut kid = rig.spawn("hostile", c.id());
     let h: u32 = kid
         .expect("ready", Duration::from_secs(10))
         .parse()
         .unwrap();
-    // `a` takes the hostile endpoint's messages on a channel of their own,
-    // and sends it some, so that the engine also writes into its queues.
-    let ah = pair.a.open_channel(rig.engine.local(), h).unwrap();
+    let ch = c.open_channel(rig.engine.local(), h).unwrap();
     kid.say("go");
     assert_eq!(kid.expect("isolation", Duration::from_secs(10)), "ok");
 
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut hostile_done = false;
-    let mut to_hostile = 0u64;
+    let (mut to_hostile, mut from_hostile) = (0u64, 0u64);
+    let drain = |c: &mut Endpoint, from: &mut u64| {
+        let mut progress = false;
+        while let Some(m) = c.recv() {
+            drop(m);
+            *from += 1;
+            progress = true;
+        }
+        progress
+    };
     while pair.sink.received < 100_000 || !hostile_done {
         let before = pair.src.sent;
-        let progress = pair.step(u64::MAX);
-        if pair.src.sent / 256 != before / 256 && pair.a.send(ah, &message(to_hostile, 300)).is_ok()
-        {
+        let mut progress = pair.step(u64::MAX);
+        progress |= drain(&mut c, &mut from_hostile);
+        if pair.src.sent / 256 != before / 256 && c.send(ch, &message(to_hostile, 300)).is_ok() {
             to_hostile += 1;
         }
         if !hostile_done && kid.lines.try_recv().is_ok_and(|l| l == "done") {
@@ -597,6 +613,7 @@ fn a_hostile_process_cannot_hurt_others() {
     let sent = pair.src.sent;
     while pair.sink.received < sent {
         pair.step(sent);
+        drain(&mut c, &mut from_hostile);
         check_deadline(deadline, || {
             format!("{} of {sent} good messages received", pair.sink.received)
         });
@@ -606,9 +623,10 @@ fn a_hostile_process_cannot_hurt_others() {
         .port(h)
         .expect("the hostile endpoint lives until its process exits")
         .counts();
+    let cc = c.counts();
     eprintln!(
-        "hostile endpoint's counters: {hc:?}; {} of its messages reached a",
-        pair.others
+        "hostile endpoint's counters: {hc:?}; {from_hostile} of its messages reached its peer, \
+         whose counters are {cc:?}; {to_hostile} sent to it"
     );
     assert!(
         hc.tx_rejected > 0,
@@ -622,8 +640,9 @@ fn a_hostile_process_cannot_hurt_others() {
     kid.finish();
     rig.wait_removed(h, Instant::now() + Duration::from_secs(5));
 
-    // The good pair lost nothing and never saw a bad descriptor; the engine
-    // (whose thread alone moves their traffic) still runs.
+    // The good pair lost nothing and never saw a bad descriptor, nor a
+    // message from the hostile process; the engine (whose thread alone
+    // moves their traffic) still runs.
     let (ac, bc) = (pair.a.counts(), pair.b.counts());
     for c in [&ac, &bc] {
         assert_eq!(
@@ -634,10 +653,23 @@ fn a_hostile_process_cannot_hurt_others() {
                 c.queue_corrupt,
                 c.free_invalid
             ),
-            (0, 0, 0, 0, 0)
+            (0, 0, 0, 0, 0),
+            "{c:?}"
         );
     }
+    assert_eq!(
+        pair.others, 0,
+        "messages reached the good pair from elsewhere"
+    );
     assert_eq!(pair.a.bad_descriptors() + pair.b.bad_descriptors(), 0);
+    // Its peer's own queues were never corrupted either: what it lost, if
+    // anything, is counted as drops of arriving frames.
+    assert_eq!(
+        (cc.tx_rejected, cc.queue_corrupt, cc.free_invalid),
+        (0, 0, 0),
+        "{cc:?}"
+    );
+    assert_eq!(c.bad_descriptors(), 0);
     assert!(sent >= 100_000);
     pair.exchange(1000, Instant::now() + Duration::from_secs(5));
 }
