@@ -878,18 +878,21 @@ impl Transport for XdpTransport {
     /// transport. Completed transmit frames are not a reason to poll: the
     /// next send takes them back when it needs them.
     fn readiness(&self) -> Option<Readiness> {
-        let watch: Vec<_> = self
-            .queues
-            .iter()
-            .map(|q| (q.sock.rx.words(), q.sock.tx.words(), q.sock.fill.words()))
-            .collect();
-        Some(std::sync::Arc::new(move || {
-            watch.iter().any(|(rx, tx, fill)| {
-                rx.producer() != rx.consumer()
-                    || tx.producer() != tx.consumer()
-                    || fill.needs_wakeup()
-            })
-        }))
+        let watch = |q: &Queue| (q.sock.rx.words(), q.sock.tx.words(), q.sock.fill.words());
+        let ready = |(rx, tx, fill): &(sys::RingWords, sys::RingWords, sys::RingWords)| {
+            rx.producer() != rx.consumer() || tx.producer() != tx.consumer() || fill.needs_wakeup()
+        };
+        Some(match &self.queues[..] {
+            // One queue (veth's usual): no loop.
+            [q] => {
+                let w = watch(q);
+                std::sync::Arc::new(move || ready(&w))
+            }
+            qs => {
+                let ws: Vec<_> = qs.iter().map(watch).collect();
+                std::sync::Arc::new(move || ws.iter().any(ready))
+            }
+        })
     }
 
     /// The socket, with one queue; with several, an epoll descriptor over

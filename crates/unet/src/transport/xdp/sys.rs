@@ -182,10 +182,10 @@ impl<T: Copy> Ring<T> {
     /// that reads them without the ring ([`RingWords`]).
     pub(super) fn words(&self) -> RingWords {
         RingWords {
-            map: self.map.clone(),
-            producer: self.producer,
-            consumer: self.consumer,
-            flags: self.flags,
+            producer: NonNull::from(self.word(self.producer)),
+            consumer: NonNull::from(self.word(self.consumer)),
+            flags: NonNull::from(self.word(self.flags)),
+            _map: self.map.clone(),
         }
     }
 
@@ -250,20 +250,28 @@ impl<T: Copy> Ring<T> {
 
 /// A ring's producer, consumer and flags words, read from any thread
 /// without the [`Ring`] (a lock-free readiness test): loads only, each
-/// with the ordering of the `Ring`'s own.
+/// with the ordering of the `Ring`'s own. The words' addresses are taken
+/// once, so a read is one load.
 pub(super) struct RingWords {
-    map: Arc<RingMap>,
-    producer: usize,
-    consumer: usize,
-    flags: usize,
+    producer: NonNull<AtomicU32>,
+    consumer: NonNull<AtomicU32>,
+    flags: NonNull<AtomicU32>,
+    /// Keeps the words mapped.
+    _map: Arc<RingMap>,
 }
 
+// SAFETY: the pointers are to atomic words of the mapping that `_map`
+// keeps alive, and are only loaded from (atomically), from any thread.
+unsafe impl Send for RingWords {}
+// SAFETY: as for `Send`: shared use is atomic loads only.
+unsafe impl Sync for RingWords {}
+
 impl RingWords {
-    fn word(&self, at: usize) -> &AtomicU32 {
-        // SAFETY: as in `Ring::word`: `at` is one of the kernel's offsets
-        // for this ring, checked against the mapping in `map_ring`, and
-        // the mapping lives while `self` holds it.
-        unsafe { AtomicU32::from_ptr(self.map.0.ptr.as_ptr().add(at).cast()) }
+    fn word(&self, at: NonNull<AtomicU32>) -> &AtomicU32 {
+        // SAFETY: `at` is one of this ring's words (`Ring::word`: the
+        // kernel's offset, checked against the mapping in `map_ring`),
+        // which lives while `self` holds `_map`.
+        unsafe { at.as_ref() }
     }
 
     /// The producer index.
