@@ -774,7 +774,9 @@ impl Transport for XdpTransport {
         let mut delivered = 0;
         let mut budget = max;
         for k in 0..nq {
-            let qi = (self.next + k) % nq;
+            // `next < nq` and `k < nq`: a subtraction, not a division.
+            let qi = self.next + k;
+            let qi = if qi >= nq { qi - nq } else { qi };
             let q = &mut self.queues[qi];
             // Frames the last send left on the ring go out now, and their
             // frames come back.
@@ -841,7 +843,11 @@ impl Transport for XdpTransport {
             q.sock.fill.set_producer(q.fill_prod);
             budget -= take as usize;
         }
-        self.next = (self.next + 1) % nq;
+        self.next = if self.next + 1 == nq {
+            0
+        } else {
+            self.next + 1
+        };
         Ok(delivered)
     }
 
