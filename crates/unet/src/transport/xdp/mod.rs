@@ -30,16 +30,23 @@
 //!   counted ([`TransportStats::rx_dropped`]); frames the kernel could not
 //!   place (receive ring full, no fill frame, too long for a frame) are
 //!   counted from `XDP_STATISTICS` as [`TransportStats::rx_overruns`].
-//! * **Transmit.** Each frame is copied into a free transmit frame of the
+//! * **Transmit.** Each frame goes into a free transmit frame of the
 //!   first queue's UMEM, with the interface's MAC as source and the
 //!   peer's MAC (the `packet` transport's neighbour table: given, learned
 //!   from frames received, the ARP cache, else broadcast) as destination,
-//!   and queued on the transmit ring; one `sendto` per batch kicks the
+//!   and is queued on the transmit ring; one `sendto` per batch kicks the
 //!   ring, only when the kernel's need-wakeup flag asks for it
-//!   (`XDP_USE_NEED_WAKEUP`). Transmit frames come back on the completion
-//!   ring once the kernel is done with them, which the transport drains
-//!   before each batch and on every receive poll, so that the free list
-//!   is full again between bursts.
+//!   (`XDP_USE_NEED_WAKEUP`). The engine builds its frames to other
+//!   engines straight in the transmit frame ([`Transport::send_built`]:
+//!   the frame is lent, and stays on the free list until the engine says
+//!   it is whole) and kicks once a pass ([`Transport::flush`]); frames
+//!   handed to [`Transport::send`] are copied in. Transmit frames come
+//!   back on the completion ring once the kernel is done with them, which
+//!   the transport drains before each batch, when a lent frame finds the
+//!   free list empty, and on every receive poll that runs.
+//! * **Readiness.** [`Transport::readiness`] reads the rings' index and
+//!   flags words (mapped, shared with the kernel) without the transport,
+//!   so that an engine's empty poll takes no lock.
 //! * **Why one copy, not zero.** An endpoint's buffer area is its own
 //!   `memfd`, mapped by its application; a UMEM is one region per socket
 //!   that the kernel fills with *any* frame the program redirects, before
