@@ -623,10 +623,7 @@ impl Engine {
                 status
             } else if let Some(sent) = self.transmit_built(tx, port, d, &mut lent) {
                 sent
-            } else if {
-                self.flush_lent(&mut lent);
-                self.deliver_direct(tx, port, d)
-            } {
+            } else if self.flush_lent(&mut lent) && self.deliver_direct(tx, port, d) {
                 TxStatus::Sent
             } else {
                 match tx.framer.transmit_from(
@@ -693,14 +690,16 @@ impl Engine {
     }
 
     /// Sends what the pass built in the transport's memory, and lets the
-    /// transport go.
+    /// transport go; always `true` (so that it can precede a step in a
+    /// condition).
     #[inline]
-    fn flush_lent(&self, lent: &mut Option<MutexGuard<'_, Box<dyn Transport>>>) {
+    fn flush_lent(&self, lent: &mut Option<MutexGuard<'_, Box<dyn Transport>>>) -> bool {
         if let Some(mut t) = lent.take() {
             // On an error the frames stay queued for the transport's next
             // flush, send or receive poll.
             let _ = t.flush();
         }
+        true
     }
 
     /// Delivers the message of a checked descriptor `d` of `port` without
