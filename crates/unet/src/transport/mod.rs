@@ -120,7 +120,8 @@ pub trait Transport: Send {
 
     /// A test, callable from any thread without the transport, that is
     /// false only when [`recv`](Transport::recv) certainly has nothing
-    /// (`loop`: its queue is empty). Threads that poll an engine often
+    /// (`loop`: its queue is empty; `xdp`: its rings hold nothing to take
+    /// and nothing to kick). Threads that poll an engine often
     /// check it first, so that they do not fight over the transport's lock
     /// for nothing. `None`: the transport cannot tell without a system call.
     fn readiness(&self) -> Option<Readiness> {
