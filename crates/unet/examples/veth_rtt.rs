@@ -9,7 +9,7 @@
 //!
 //! ```sh
 //! cargo build --release -p unet --example veth_rtt
-//! sudo target/release/examples/veth_rtt <udp|xdp|xdp-driver|xdp-generic> [bytes] [seconds] [mtu] [rtt|bw] [rx_frames]
+//! sudo target/release/examples/veth_rtt <udp|xdp|xdp-driver|xdp-generic> [bytes] [seconds] [mtu] [rtt|bw|count] [rx_frames]
 //! ```
 //!
 //! `xdp` attaches in [`XdpMode::Auto`] (the generic hook on veth),
@@ -21,6 +21,12 @@
 //! and prints the same percentiles of the bandwidth of batches of 40
 //! bursts, with the time per message. `rx_frames` sets the `xdp` sockets'
 //! receive frames (`XdpConfig::rx_frames`; its default otherwise).
+//! `count` makes `seconds` round trips on one thread, which drives both
+//! endpoints in turn, for callgrind:
+//! `valgrind --tool=callgrind --toggle-collect='*counted*' veth_rtt xdp 1024 2000 16500 count`
+//! counts the user-space instructions of the round trips alone, and
+//! `--toggle-collect='*idle_polls*'` those of as many receive polls that
+//! find nothing.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -46,6 +52,56 @@ fn recv(ep: &mut Endpoint, buf: &mut Vec<u8>, stop: &AtomicBool) -> bool {
         }
         std::hint::spin_loop();
     }
+}
+
+/// `n` round trips of `msg` on the calling thread, which drives both
+/// endpoints in turn: what `callgrind --toggle-collect='*counted*'`
+/// counts, the user-space instructions of both directions of a round trip
+/// without the spinning of two threads (on veth the kernel's `sendto`
+/// delivers the frame before it returns, so a receive rarely polls in
+/// vain). Returns the receive polls that found nothing.
+#[inline(never)]
+fn counted(
+    a: &mut Endpoint,
+    b: &mut Endpoint,
+    ab: u16,
+    ba: u16,
+    msg: &[u8],
+    n: usize,
+) -> Result<u64, Box<dyn std::error::Error>> {
+    let mut polls = 0u64;
+    let mut buf = Vec::with_capacity(msg.len());
+    let mut take = |ep: &mut Endpoint, buf: &mut Vec<u8>| loop {
+        if let Some(m) = ep.recv() {
+            buf.clear();
+            m.read(|p| buf.extend_from_slice(p));
+            return;
+        }
+        polls += 1;
+    };
+    for _ in 0..n {
+        send(a, ab, msg)?;
+        take(b, &mut buf);
+        send(b, ba, &buf)?;
+        take(a, &mut buf);
+        if buf.len() != msg.len() {
+            return Err(format!("a reply of {} bytes", buf.len()).into());
+        }
+    }
+    Ok(polls)
+}
+
+/// `n` receive polls of an endpoint to which nothing comes: what one
+/// empty poll costs (`callgrind --toggle-collect='*idle_polls*'`), the
+/// spinning receiver's loop between two messages.
+#[inline(never)]
+fn idle_polls(ep: &mut Endpoint, n: usize) -> Result<(), Box<dyn std::error::Error>> {
+    for _ in 0..n {
+        if ep.recv().is_some() {
+            return Err("a message came to the idle endpoint".into());
+        }
+    }
+    Ok(())
 }
 
 /// Sends `msg` on `chan`, driving the engine while the queue is full.
@@ -106,10 +162,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let size: usize = args.get(2).map_or(Ok(1024), |s| s.parse())?;
     let secs: f64 = args.get(3).map_or(Ok(5.0), |s| s.parse())?;
     let mtu: u32 = args.get(4).map_or(Ok(16_500), |s| s.parse())?;
-    let bw = match args.get(5).map_or("rtt", String::as_str) {
-        "rtt" => false,
-        "bw" => true,
-        other => return Err(format!("experiment {other}: rtt or bw").into()),
+    let (bw, count) = match args.get(5).map_or("rtt", String::as_str) {
+        "rtt" => (false, false),
+        "bw" => (true, false),
+        "count" => (false, true),
+        other => return Err(format!("experiment {other}: rtt, bw or count").into()),
     };
     let rx_frames: Option<u32> = args.get(6).map(|s| s.parse()).transpose()?;
     let config = if bw {
@@ -135,6 +192,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     if bw {
         return bandwidth(kind, a, b, ab, ba, cpus, size, secs);
+    }
+    if count {
+        let msg = vec![0x5au8; size];
+        counted(&mut a, &mut b, ab, ba, &msg, 100)?;
+        let n = secs as usize;
+        let polls = counted(&mut a, &mut b, ab, ba, &msg, n)?;
+        println!(
+            "{kind} {size} B: {n} round trips on one thread, {:.2} empty polls a round trip",
+            polls as f64 / n as f64
+        );
+        idle_polls(&mut a, n)?;
+        return Ok(());
     }
     let stop = Arc::new(AtomicBool::new(false));
     let echo = {

@@ -28,7 +28,8 @@ use unet::frame::{
 };
 use unet::netns::{IFNAMES, NETNS_DIR, TwoHosts};
 use unet::transport::{
-    PacketTransport, Transport, TransportStats, UdpTransport, XdpMode, XdpTransport,
+    Built, PacketTransport, Transport, TransportError, TransportStats, UdpTransport, XdpMode,
+    XdpTransport,
 };
 
 /// Frames in the ping-pong.
@@ -805,4 +806,165 @@ fn xdp_poll_fd_wakes_for_a_frame_on_any_queue() {
         by_queue[0],
         by_queue[1]
     );
+}
+
+/// Frames built straight in the transport's UMEM transmit frames
+/// (`Transport::send_built`): a length it cannot carry is refused before
+/// anything is lent; a frame the builder gives up is never sent and its
+/// transmit frame is not lost (200 given up, with 64 transmit frames, then
+/// 300 more sent); and frames built in lent frames and frames sent whole
+/// leave in the order of the calls, each once, intact.
+#[test]
+fn xdp_frames_built_in_lent_umem_frames_arrive_and_given_up_ones_never_leave() {
+    let test = "xdp_frames_built_in_lent_umem_frames_arrive_and_given_up_ones_never_leave";
+    let Some(hosts) = hosts_or_skip(test) else {
+        return;
+    };
+    if !xdp_or_skip(&hosts, test) {
+        return;
+    }
+    let [ha, hb] = hosts.hosts();
+    let (a, b) = (ha.addr(PORT), hb.addr(PORT));
+    let config = unet::transport::XdpConfig {
+        tx_frames: 64,
+        ..Default::default()
+    };
+    let mut xa = ha
+        .run(|| XdpTransport::open_with(&ha.ifname, a, &config))
+        .expect("enter A")
+        .expect("open A's xdp transport");
+    let mut xb = hb
+        .run(|| XdpTransport::open(&hb.ifname, b))
+        .expect("enter B")
+        .expect("open B's xdp transport");
+    xa.add_neighbor(hb.ip, hb.mac);
+    assert!(xa.lends());
+    let mut called = false;
+    let e = xa
+        .send_built(HEADER_LEN - 1, &mut |_| {
+            called = true;
+            true
+        })
+        .unwrap_err();
+    assert!(matches!(e, TransportError::FrameTooShort { .. }), "{e}");
+    let e = xa
+        .send_built(xa.max_frame() + 1, &mut |_| {
+            called = true;
+            true
+        })
+        .unwrap_err();
+    assert!(matches!(e, TransportError::FrameTooLarge { .. }), "{e}");
+    assert!(!called, "no memory is lent for a length that is refused");
+    let mut f = Vec::new();
+    for k in 0..200 {
+        data_frame(&mut f, a, b, 1_000_000 + k);
+        let r = xa.send_built(f.len(), &mut |buf| {
+            buf.copy_from_slice(&f);
+            false
+        });
+        assert_eq!(r.expect("lent"), Built::Abandoned, "frame {k}");
+    }
+    xa.flush().expect("flush");
+    assert_eq!(xa.stats().tx_frames, 0, "a frame given up is not counted");
+    let mut got: Vec<Vec<u8>> = Vec::new();
+    let take = |xb: &mut XdpTransport, got: &mut Vec<Vec<u8>>| {
+        xb.recv(64, &mut |fr| got.push(fr.to_vec())).expect("recv")
+    };
+    for seq in 0..300 {
+        data_frame(&mut f, a, b, seq);
+        if seq % 2 == 0 {
+            let r = xa.send_built(f.len(), &mut |buf| {
+                buf.copy_from_slice(&f);
+                true
+            });
+            assert_eq!(r.expect("lent"), Built::Queued, "frame {seq}");
+        } else {
+            assert_eq!(xa.send(&[&f]).expect("send"), 1, "frame {seq}");
+        }
+        if seq % 5 == 4 {
+            xa.flush().expect("flush");
+            take(&mut xb, &mut got);
+        }
+    }
+    xa.flush().expect("flush");
+    let deadline = Instant::now() + PHASE_LIMIT;
+    while got.len() < 300 && Instant::now() < deadline {
+        if take(&mut xb, &mut got) == 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    assert_eq!(got.len(), 300, "{:?} {:?}", xa.stats(), xb.stats());
+    for (seq, fr) in got.iter().enumerate() {
+        check_data(fr, a, b, seq as u64).unwrap_or_else(|e| panic!("{e}"));
+    }
+    let (sa, sb) = (xa.stats(), xb.stats());
+    assert_eq!((sa.tx_frames, sa.tx_rejected, sa.tx_broadcast), (300, 2, 0));
+    assert_eq!((sb.rx_frames, sb.rx_dropped, sb.rx_overruns), (300, 0, 0));
+}
+
+/// The transport's lock-free readiness test (`Transport::readiness`),
+/// which lets an empty poll skip the engine's transport lock: false while
+/// a receive poll would find nothing; true while a frame waits on the
+/// transmit ring for a kick, and while a frame waits on the receive ring,
+/// before any poll; false again once a poll (or a flush) did the work. It
+/// holds the rings' words only, and outlives the transport harmlessly.
+#[test]
+fn xdp_readiness_is_false_only_when_a_poll_would_find_nothing() {
+    let test = "xdp_readiness_is_false_only_when_a_poll_would_find_nothing";
+    let Some(hosts) = hosts_or_skip(test) else {
+        return;
+    };
+    if !xdp_or_skip(&hosts, test) {
+        return;
+    }
+    let [ha, hb] = hosts.hosts();
+    let (a, b) = (ha.addr(PORT), hb.addr(PORT));
+    let mut xa = ha
+        .run(|| XdpTransport::open(&ha.ifname, a))
+        .expect("enter A")
+        .expect("open A's xdp transport");
+    let mut xb = hb
+        .run(|| XdpTransport::open(&hb.ifname, b))
+        .expect("enter B")
+        .expect("open B's xdp transport");
+    xa.add_neighbor(hb.ip, hb.mac);
+    let ra = xa.readiness().expect("xdp has a lock-free readiness test");
+    let rb = xb.readiness().expect("xdp has a lock-free readiness test");
+    assert!(!ra() && !rb(), "nothing sent, nothing arrived");
+    assert_eq!(xb.recv(64, &mut |_| {}).expect("recv"), 0);
+    let mut f = Vec::new();
+    data_frame(&mut f, a, b, 0);
+    let r = xa.send_built(f.len(), &mut |buf| {
+        buf.copy_from_slice(&f);
+        true
+    });
+    assert_eq!(r.expect("lent"), Built::Queued);
+    assert!(ra(), "a frame waits on A's transmit ring for a kick");
+    xa.flush().expect("flush");
+    assert!(
+        !ra(),
+        "the kernel took the frame (copy mode sends in the call)"
+    );
+    // The test runs on another thread than the transport's user.
+    let rb2 = rb.clone();
+    let seen = std::thread::spawn(move || {
+        let deadline = Instant::now() + PHASE_LIMIT;
+        while !rb2() {
+            assert!(Instant::now() < deadline, "the frame never showed");
+            std::thread::yield_now();
+        }
+    });
+    seen.join().expect("B's readiness turned true");
+    assert!(rb(), "the frame waits on B's receive ring");
+    let mut got = Vec::new();
+    assert_eq!(
+        xb.recv(64, &mut |fr| got.push(fr.to_vec())).expect("recv"),
+        1
+    );
+    check_data(&got[0], a, b, 0).unwrap_or_else(|e| panic!("{e}"));
+    assert!(!rb(), "the poll took it");
+    // A's poll reclaims the completed frame: not a reason to poll.
+    assert!(!ra());
+    drop(xb);
+    assert!(!rb(), "the test outlives the transport");
 }

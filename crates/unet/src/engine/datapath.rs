@@ -568,6 +568,12 @@ impl Engine {
         // The applet time this round has spent on this endpoint.
         let mut spent = Duration::ZERO;
         let mut done = false;
+        // The transport, locked at the first frame built in its memory
+        // ([`Framer::transmit_built`]) and held for the pass's next ones,
+        // then flushed once: let go before anything that may run an
+        // applet (its natives may ask the engine for its counters, which
+        // take this lock).
+        let mut lent: Option<MutexGuard<'_, Box<dyn Transport>>> = None;
         while n < TX_BUDGET && !done {
             // The producer's index is read once per pass, at its first
             // descriptor: what the application pushes meanwhile is taken
@@ -602,6 +608,7 @@ impl Engine {
                 bump(&stats.tx_closed);
                 TxStatus::Closed
             } else if port.has_applet.load(Ordering::Acquire) {
+                self.flush_lent(&mut lent);
                 let shared = *shared.get_or_insert_with(|| !port.is_owner());
                 let (status, took) = applet_tx(tx, port, d, shared);
                 spent += took;
@@ -614,7 +621,9 @@ impl Engine {
                     done = true;
                 }
                 status
-            } else if self.deliver_direct(tx, port, d) {
+            } else if let Some(sent) = self.transmit_built(tx, port, d, &mut lent) {
+                sent
+            } else if self.flush_lent(&mut lent) && self.deliver_direct(tx, port, d) {
                 TxStatus::Sent
             } else {
                 match tx.framer.transmit_from(
@@ -635,7 +644,62 @@ impl Engine {
             // consumer index after the frames are delivered.
             tx.tx.take();
         }
+        self.flush_lent(&mut lent);
         n
+    }
+
+    /// [`Framer::transmit_built`] of a checked descriptor `d` of `port`,
+    /// with the transport `lent` (locked here if not yet): the status of
+    /// its frame, or `None` where it does not apply (the caller then
+    /// delivers it directly or makes its frame in the outbox). Only while
+    /// the outbox is empty, so that a frame built in the transport's
+    /// memory never overtakes one made earlier in this pass.
+    #[inline]
+    fn transmit_built<'a>(
+        &'a self,
+        tx: &mut TxSide,
+        port: &Port,
+        d: TxDesc,
+        lent: &mut Option<MutexGuard<'a, Box<dyn Transport>>>,
+    ) -> Option<TxStatus> {
+        if !self.inner.lends || !tx.framer.out.is_empty() {
+            return None;
+        }
+        // Not for a channel to this engine: no lock taken for it.
+        match tx.framer.channels.get(usize::from(d.chan)) {
+            Some(Some(ch)) if !ch.local => {}
+            _ => return None,
+        }
+        let t = lent.get_or_insert_with(|| lock(&self.inner.transport));
+        let at = port.layout.area + d.offset as usize;
+        let r = tx
+            .framer
+            .transmit_built(&mut ***t, &port.seg, at, d.chan, d.len)?;
+        let s = &self.inner.stats;
+        Some(match r {
+            Ok(()) => {
+                s.frames_out.fetch_add(1, Ordering::Relaxed);
+                TxStatus::Sent
+            }
+            Err(BuiltError::Refused) => {
+                s.send_errors.fetch_add(1, Ordering::Relaxed);
+                TxStatus::Sent
+            }
+            Err(BuiltError::Copy) => TxStatus::Dropped,
+        })
+    }
+
+    /// Sends what the pass built in the transport's memory, and lets the
+    /// transport go; always `true` (so that it can precede a step in a
+    /// condition).
+    #[inline]
+    fn flush_lent(&self, lent: &mut Option<MutexGuard<'_, Box<dyn Transport>>>) -> bool {
+        if let Some(mut t) = lent.take() {
+            // On an error the frames stay queued for the transport's next
+            // flush, send or receive poll.
+            let _ = t.flush();
+        }
+        true
     }
 
     /// Delivers the message of a checked descriptor `d` of `port` without

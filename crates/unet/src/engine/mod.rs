@@ -64,7 +64,7 @@ use crate::layout::{Config, INLINE_MAX, Layout, RX_BUFFERS_MAX, RxDesc, TxDesc, 
 use crate::natives::{self, HostError, NativeHost, RxBody};
 use crate::ring::{Consumer, Producer};
 use crate::shm::{Segment, ShmQueue, queues};
-use crate::transport::Transport;
+use crate::transport::{Built, Transport};
 
 mod applet_io;
 mod control;
@@ -825,6 +825,94 @@ impl Framer {
     }
 }
 
+impl Framer {
+    /// [`Framer::transmit_from`] of a message on `chan` to another engine,
+    /// with its frame built straight in memory the transport lends
+    /// ([`Transport::send_built`]: `xdp`'s UMEM transmit frames), so that
+    /// the frame is written once, not built here and copied again by the
+    /// transport. The same header and the same ilp loop as
+    /// `transmit_from`; counted the same (a frame made), and the frame is
+    /// queued on the transport, which [`Transport::flush`] sends.
+    ///
+    /// `None`, with nothing done or counted, where it does not apply and
+    /// the caller makes the frame in the outbox as before: a channel to
+    /// an endpoint of this engine, or none, or closed, or a message too
+    /// long (the outbox's path reports those), or a transport that lends
+    /// nothing. `Some(Err)`: the frame was not sent, the copy having
+    /// failed (the lent memory went back to the transport unsent) or the
+    /// transport having refused its length.
+    fn transmit_built(
+        &mut self,
+        t: &mut dyn Transport,
+        seg: &Segment,
+        at: usize,
+        chan: u16,
+        len: u32,
+    ) -> Option<Result<(), BuiltError>> {
+        let Framer {
+            channels,
+            stats,
+            max_message,
+            copy,
+            copy_sum,
+            ..
+        } = self;
+        let ch = channels.get(usize::from(chan)).and_then(Option::as_ref)?;
+        if ch.local || ch.closed || len > *max_message {
+            return None;
+        }
+        let (template, want_sum) = (&ch.template, ch.checksum);
+        let built = t.send_built(HEADER_LEN + len as usize, &mut |buf| {
+            let Some((hdr, body)) = buf.split_first_chunk_mut::<HEADER_LEN>() else {
+                return false;
+            };
+            *hdr = *template;
+            frame::patch_lengths(hdr, len as usize);
+            if !want_sum && (len as usize) < ILP_MIN_COPY {
+                seg.read_bytes(at, body);
+                return true;
+            }
+            let p = if want_sum { &*copy_sum } else { &*copy };
+            let mut st = ilp::State::new();
+            if seg
+                .with_bytes(at, len as usize, |src| p.run(src, body, &mut st))
+                .is_err()
+            {
+                return false;
+            }
+            if want_sum {
+                let c = frame::udp_checksum_with_payload_sum(hdr, u32::from(st.sum));
+                hdr[frame::UDP_CSUM..frame::UDP_CSUM + 2].copy_from_slice(&c.to_be_bytes());
+            }
+            true
+        });
+        match built {
+            Ok(Built::NotLent) => None,
+            Ok(Built::Queued) => {
+                bump_shared(&stats.tx_frames);
+                Some(Ok(()))
+            }
+            Ok(Built::Abandoned) => Some(Err(BuiltError::Copy)),
+            Err(_) => {
+                // Made, as the outbox's path counts it, then refused.
+                bump_shared(&stats.tx_frames);
+                Some(Err(BuiltError::Refused))
+            }
+        }
+    }
+}
+
+/// Why [`Framer::transmit_built`] sent no frame.
+#[derive(Debug)]
+enum BuiltError {
+    /// The copy of the message failed: no frame was made, and the memory
+    /// lent went back to the transport unsent.
+    Copy,
+    /// The transport refused the frame it was to build (counted as a
+    /// send error, as a refusal of [`Transport::send`] is).
+    Refused,
+}
+
 /// [`Framer::frame`] on the fields it needs, so that a caller may keep
 /// borrowing the others: a frame for a `len`-byte message of which the
 /// first `carried` bytes follow the header (the caller keeps the rest as a
@@ -1078,6 +1166,10 @@ struct Inner {
     transport: Mutex<Box<dyn Transport>>,
     /// The transport's lock-free "may have frames" test, if it has one.
     readiness: Option<crate::transport::Readiness>,
+    /// Whether the transport lends memory to build frames in
+    /// ([`Transport::lends`]): if not, a transmit pass never takes its
+    /// lock to ask.
+    lends: bool,
     max_payload: u32,
     table: Mutex<dpf::Table>,
     /// The endpoints, indexed by slot.
@@ -1162,6 +1254,7 @@ impl Engine {
                 id: NEXT_ENGINE.fetch_add(1, Ordering::Relaxed),
                 local,
                 readiness: transport.readiness(),
+                lends: transport.lends(),
                 transport: Mutex::new(transport),
                 max_payload,
                 table: Mutex::new(dpf::Table::new()),

@@ -23,6 +23,21 @@
 //! and the caller drops it and goes on with `frames[1..]`. A bad frame in
 //! the middle of a batch therefore ends the batch before it (`Ok(i)`), and
 //! the next call reports it.
+//!
+//! # Frames built in the transport's memory
+//!
+//! A transport whose frames leave from memory of its own (`xdp`: a UMEM
+//! transmit frame) can lend that memory for one frame
+//! ([`Transport::send_built`]), so that the engine writes the frame there
+//! instead of into its outbox, and the transport does not copy it again.
+//! The transport checks the length first, lends memory it owns and nothing
+//! else, and queues the frame only if the builder says it finished: a
+//! builder that gives up ([`Built::Abandoned`]) leaves the memory the
+//! transport's, nothing sent, nothing counted. Frames so queued, and those
+//! of [`Transport::send`], leave in the order of the calls; they go out at
+//! the next [`Transport::flush`], `send` or `recv` at the latest. The
+//! other transports lend nothing ([`Built::NotLent`], the default) and the
+//! engine builds the frame in its outbox and calls `send`, as before.
 
 use std::fmt;
 use std::io;
@@ -49,6 +64,37 @@ pub trait Transport: Send {
     /// [`max_frame`](Transport::max_frame) is an error for that frame only.
     fn send(&mut self, frames: &[&[u8]]) -> Result<usize, TransportError>;
 
+    /// Lends memory of the transport's own for one frame of `len` bytes
+    /// (header included), which `build` writes whole (every byte: the
+    /// memory holds an earlier frame's bytes) and then returns `true` to
+    /// queue it or `false` to give it up; see the module documentation.
+    /// `Err(e)`: `len` is refused as [`send`](Transport::send) refuses a
+    /// frame (too short, too large), `build` is not called. The default
+    /// lends nothing.
+    fn send_built(
+        &mut self,
+        len: usize,
+        build: &mut dyn FnMut(&mut [u8]) -> bool,
+    ) -> Result<Built, TransportError> {
+        let _ = (len, build);
+        Ok(Built::NotLent)
+    }
+
+    /// Whether [`send_built`](Transport::send_built) may lend memory at
+    /// all, asked once when the engine takes the transport: if not, the
+    /// engine never asks per frame. The default: no.
+    fn lends(&self) -> bool {
+        false
+    }
+
+    /// Sends the frames [`send_built`](Transport::send_built) queued that
+    /// have not gone yet (`xdp`: one kick of the transmit ring for all of
+    /// them); an error leaves them queued for the next `flush`, `send` or
+    /// `recv`. The default has nothing to do.
+    fn flush(&mut self) -> Result<(), TransportError> {
+        Ok(())
+    }
+
     /// Receives up to `max` frames without blocking, calling `f` on each
     /// complete Ethernet frame; returns how many.
     fn recv(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> Result<usize, TransportError>;
@@ -74,7 +120,8 @@ pub trait Transport: Send {
 
     /// A test, callable from any thread without the transport, that is
     /// false only when [`recv`](Transport::recv) certainly has nothing
-    /// (`loop`: its queue is empty). Threads that poll an engine often
+    /// (`loop`: its queue is empty; `xdp`: its rings hold nothing to take
+    /// and nothing to kick). Threads that poll an engine often
     /// check it first, so that they do not fight over the transport's lock
     /// for nothing. `None`: the transport cannot tell without a system call.
     fn readiness(&self) -> Option<Readiness> {
@@ -92,6 +139,21 @@ pub trait Transport: Send {
         let _ = classifier;
         Ok(())
     }
+}
+
+/// What [`Transport::send_built`] did with a frame.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Built {
+    /// Built in the transport's memory and queued: counted as handed to
+    /// the network, out at the next [`Transport::flush`] at the latest.
+    Queued,
+    /// The builder gave up: nothing was queued or counted, and the memory
+    /// lent is the transport's again.
+    Abandoned,
+    /// The transport lent nothing (it has no such memory, none is free
+    /// right now, or the frame needs more than one piece of it): the caller
+    /// builds the frame elsewhere and [`send`](Transport::send)s it.
+    NotLent,
 }
 
 /// See [`Transport::readiness`].
@@ -210,14 +272,15 @@ pub(crate) fn check_frame_len(
     max: usize,
     kind: &'static str,
 ) -> Result<(), TransportError> {
-    if frame.len() < HEADER_LEN {
-        Err(TransportError::FrameTooShort { len: frame.len() })
-    } else if frame.len() > max {
-        Err(TransportError::FrameTooLarge {
-            len: frame.len(),
-            max,
-            kind,
-        })
+    check_len(frame.len(), max, kind)
+}
+
+/// [`check_frame_len`] of a frame not written yet, by its length.
+pub(crate) fn check_len(len: usize, max: usize, kind: &'static str) -> Result<(), TransportError> {
+    if len < HEADER_LEN {
+        Err(TransportError::FrameTooShort { len })
+    } else if len > max {
+        Err(TransportError::FrameTooLarge { len, max, kind })
     } else {
         Ok(())
     }

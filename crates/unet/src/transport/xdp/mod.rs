@@ -30,16 +30,23 @@
 //!   counted ([`TransportStats::rx_dropped`]); frames the kernel could not
 //!   place (receive ring full, no fill frame, too long for a frame) are
 //!   counted from `XDP_STATISTICS` as [`TransportStats::rx_overruns`].
-//! * **Transmit.** Each frame is copied into a free transmit frame of the
+//! * **Transmit.** Each frame goes into a free transmit frame of the
 //!   first queue's UMEM, with the interface's MAC as source and the
 //!   peer's MAC (the `packet` transport's neighbour table: given, learned
 //!   from frames received, the ARP cache, else broadcast) as destination,
-//!   and queued on the transmit ring; one `sendto` per batch kicks the
+//!   and is queued on the transmit ring; one `sendto` per batch kicks the
 //!   ring, only when the kernel's need-wakeup flag asks for it
-//!   (`XDP_USE_NEED_WAKEUP`). Transmit frames come back on the completion
-//!   ring once the kernel is done with them, which the transport drains
-//!   before each batch and on every receive poll, so that the free list
-//!   is full again between bursts.
+//!   (`XDP_USE_NEED_WAKEUP`). The engine builds its frames to other
+//!   engines straight in the transmit frame ([`Transport::send_built`]:
+//!   the frame is lent, and stays on the free list until the engine says
+//!   it is whole) and kicks once a pass ([`Transport::flush`]); frames
+//!   handed to [`Transport::send`] are copied in. Transmit frames come
+//!   back on the completion ring once the kernel is done with them, which
+//!   the transport drains before each batch, when a lent frame finds the
+//!   free list empty, and on every receive poll that runs.
+//! * **Readiness.** [`Transport::readiness`] reads the rings' index and
+//!   flags words (mapped, shared with the kernel) without the transport,
+//!   so that an engine's empty poll takes no lock.
 //! * **Why one copy, not zero.** An endpoint's buffer area is its own
 //!   `memfd`, mapped by its application; a UMEM is one region per socket
 //!   that the kernel fills with *any* frame the program redirects, before
@@ -80,7 +87,9 @@ use std::net::Ipv4Addr;
 use std::os::fd::{AsFd, AsRawFd, RawFd};
 
 use super::packet::{Neighbors, acceptable};
-use super::{Transport, TransportError, TransportStats, check_frame_len};
+use super::{
+    Built, Readiness, Transport, TransportError, TransportStats, check_frame_len, check_len,
+};
 use crate::frame::{Addr, ETH_DST, ETH_SRC, MacAddr};
 
 mod program;
@@ -697,13 +706,84 @@ impl Transport for XdpTransport {
         Ok(sent as usize)
     }
 
+    /// Lends a free transmit frame of the first queue's UMEM (see the
+    /// module docs, "Transmit"): the frame is the transport's until
+    /// `build` says it is done, and goes back on the free list (it never
+    /// left it) if `build` gives up. A frame larger than one UMEM frame is
+    /// not lent (it would be a chain): the engine sends it whole.
+    fn send_built(
+        &mut self,
+        len: usize,
+        build: &mut dyn FnMut(&mut [u8]) -> bool,
+    ) -> Result<Built, TransportError> {
+        if let Err(e) = check_len(len, self.max_frame, "xdp") {
+            self.stats.tx_rejected += 1;
+            return Err(e);
+        }
+        let q = &mut self.queues[0];
+        if len > q.sock.umem.frame_size() {
+            return Ok(Built::NotLent);
+        }
+        if q.tx_free.is_empty() {
+            q.reclaim();
+        }
+        let Some(&addr) = q.tx_free.last() else {
+            return Ok(Built::NotLent); // its transmit frames are in flight
+        };
+        let Some(buf) = q.sock.umem.frame_mut(addr, len) else {
+            // Not reached: transmit frames are whole UMEM frames.
+            return Ok(Built::NotLent);
+        };
+        if !build(buf) {
+            // Still on the free list: nothing to give back.
+            return Ok(Built::Abandoned);
+        }
+        let dst_mac = match self.neighbors.resolve_dst(buf) {
+            Some(m) => m,
+            None => {
+                self.stats.tx_broadcast += 1;
+                MacAddr::BROADCAST
+            }
+        };
+        buf[ETH_DST..ETH_DST + 6].copy_from_slice(&dst_mac.0);
+        buf[ETH_SRC..ETH_SRC + 6].copy_from_slice(&self.mac.0);
+        q.tx_free.pop();
+        let desc = libc::xdp_desc {
+            addr,
+            len: len as u32,
+            options: 0,
+        };
+        q.sock.tx.write(q.tx_prod, desc);
+        q.tx_prod = q.tx_prod.wrapping_add(1);
+        q.sock.tx.set_producer(q.tx_prod);
+        self.stats.tx_frames += 1;
+        self.stats.tx_bytes += len as u64;
+        Ok(Built::Queued)
+    }
+
+    fn lends(&self) -> bool {
+        true
+    }
+
+    /// Kicks the transmit ring once for the frames
+    /// [`send_built`](Transport::send_built) queued, if the kernel asks.
+    fn flush(&mut self) -> Result<(), TransportError> {
+        let q = &mut self.queues[0];
+        q.kick().map_err(|source| TransportError::Io {
+            op: format!("send the transmit ring of {}", self.ifname),
+            source,
+        })
+    }
+
     fn recv(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> Result<usize, TransportError> {
         let nq = self.queues.len();
         let max_frame = self.max_frame;
         let mut delivered = 0;
         let mut budget = max;
         for k in 0..nq {
-            let qi = (self.next + k) % nq;
+            // `next < nq` and `k < nq`: a subtraction, not a division.
+            let qi = self.next + k;
+            let qi = if qi >= nq { qi - nq } else { qi };
             let q = &mut self.queues[qi];
             // Frames the last send left on the ring go out now, and their
             // frames come back.
@@ -770,7 +850,11 @@ impl Transport for XdpTransport {
             q.sock.fill.set_producer(q.fill_prod);
             budget -= take as usize;
         }
-        self.next = (self.next + 1) % nq;
+        self.next = if self.next + 1 == nq {
+            0
+        } else {
+            self.next + 1
+        };
         Ok(delivered)
     }
 
@@ -795,6 +879,33 @@ impl Transport for XdpTransport {
             }
         }
         st
+    }
+
+    /// False only when no queue has a frame on its receive ring, none has
+    /// frames on its transmit ring that the kernel has not taken (which a
+    /// receive poll kicks), and no fill ring asks to be woken: a receive
+    /// poll would then do nothing but find that out, under the engine's
+    /// transport lock. Reads the rings' index and flags words alone (two
+    /// of them written by this transport, under that lock, after the
+    /// slots they cover), so an empty poll takes no lock and calls no
+    /// transport. Completed transmit frames are not a reason to poll: the
+    /// next send takes them back when it needs them.
+    fn readiness(&self) -> Option<Readiness> {
+        let watch = |q: &Queue| (q.sock.rx.words(), q.sock.tx.words(), q.sock.fill.words());
+        let ready = |(rx, tx, fill): &(sys::RingWords, sys::RingWords, sys::RingWords)| {
+            rx.producer() != rx.consumer() || tx.producer() != tx.consumer() || fill.needs_wakeup()
+        };
+        Some(match &self.queues[..] {
+            // One queue (veth's usual): no loop.
+            [q] => {
+                let w = watch(q);
+                std::sync::Arc::new(move || ready(&w))
+            }
+            qs => {
+                let ws: Vec<_> = qs.iter().map(watch).collect();
+                std::sync::Arc::new(move || ws.iter().any(ready))
+            }
+        })
     }
 
     /// The socket, with one queue; with several, an epoll descriptor over

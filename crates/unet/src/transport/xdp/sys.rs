@@ -26,6 +26,7 @@ use std::io;
 use std::mem::{size_of, zeroed};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 /// How long a bind waits for a queue that a closed socket still holds.
@@ -82,6 +83,18 @@ impl Drop for Mapping {
         unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
     }
 }
+
+/// A ring's mapping, shared between its [`Ring`] and the [`RingWords`]
+/// that a readiness test reads from other threads.
+struct RingMap(Mapping);
+
+// SAFETY: through a shared `RingMap` only the ring's index and flags words
+// are reached, and only atomically (`Ring::word`, `RingWords::word`); its
+// slots are read and written through the `Ring` alone (`read` and `write`,
+// the latter under `&mut Ring`), which one thread at a time uses. The
+// mapping itself stays valid while any `Arc` of it lives (and keeps the
+// socket's file open: a mapping holds its file).
+unsafe impl Sync for RingMap {}
 
 /// The UMEM: `frames` frames of `frame_size` bytes, page aligned, which the
 /// kernel reads and writes frames of as the rings say.
@@ -147,7 +160,7 @@ impl Umem {
 /// producer of the fill and transmit rings and the consumer of the
 /// receive and completion rings.
 pub(super) struct Ring<T: Copy> {
-    map: Mapping,
+    map: Arc<RingMap>,
     producer: usize,
     consumer: usize,
     flags: usize,
@@ -162,7 +175,18 @@ impl<T: Copy> Ring<T> {
         // (checked against the mapping's length in `map_ring`), 4-byte
         // aligned in a page-aligned mapping; the kernel accesses these
         // words concurrently, so they are only accessed atomically.
-        unsafe { AtomicU32::from_ptr(self.map.ptr.as_ptr().add(at).cast()) }
+        unsafe { AtomicU32::from_ptr(self.map.0.ptr.as_ptr().add(at).cast()) }
+    }
+
+    /// The ring's index and flags words, for a test on another thread
+    /// that reads them without the ring ([`RingWords`]).
+    pub(super) fn words(&self) -> RingWords {
+        RingWords {
+            producer: NonNull::from(self.word(self.producer)),
+            consumer: NonNull::from(self.word(self.consumer)),
+            flags: NonNull::from(self.word(self.flags)),
+            _map: self.map.clone(),
+        }
     }
 
     /// The kernel's producer index (acquire: the slots it covers are
@@ -202,7 +226,7 @@ impl<T: Copy> Ring<T> {
         // (the kernel aligns the descriptor array); volatile, since the
         // kernel wrote it. `T` is plain data (u64 or `xdp_desc`), valid for
         // any bytes.
-        unsafe { self.map.ptr.as_ptr().add(at).cast::<T>().read_volatile() }
+        unsafe { self.map.0.ptr.as_ptr().add(at).cast::<T>().read_volatile() }
     }
 
     /// Writes slot `i` (taken modulo the size).
@@ -212,7 +236,57 @@ impl<T: Copy> Ring<T> {
         // ours (between the kernel's consumer index and ours plus the
         // size), and the kernel reads it only after our release store of
         // the producer index.
-        unsafe { self.map.ptr.as_ptr().add(at).cast::<T>().write_volatile(v) }
+        unsafe {
+            self.map
+                .0
+                .ptr
+                .as_ptr()
+                .add(at)
+                .cast::<T>()
+                .write_volatile(v)
+        }
+    }
+}
+
+/// A ring's producer, consumer and flags words, read from any thread
+/// without the [`Ring`] (a lock-free readiness test): loads only, each
+/// with the ordering of the `Ring`'s own. The words' addresses are taken
+/// once, so a read is one load.
+pub(super) struct RingWords {
+    producer: NonNull<AtomicU32>,
+    consumer: NonNull<AtomicU32>,
+    flags: NonNull<AtomicU32>,
+    /// Keeps the words mapped.
+    _map: Arc<RingMap>,
+}
+
+// SAFETY: the pointers are to atomic words of the mapping that `_map`
+// keeps alive, and are only loaded from (atomically), from any thread.
+unsafe impl Send for RingWords {}
+// SAFETY: as for `Send`: shared use is atomic loads only.
+unsafe impl Sync for RingWords {}
+
+impl RingWords {
+    fn word(&self, at: NonNull<AtomicU32>) -> &AtomicU32 {
+        // SAFETY: `at` is one of this ring's words (`Ring::word`: the
+        // kernel's offset, checked against the mapping in `map_ring`),
+        // which lives while `self` holds `_map`.
+        unsafe { at.as_ref() }
+    }
+
+    /// The producer index.
+    pub(super) fn producer(&self) -> u32 {
+        self.word(self.producer).load(Ordering::Acquire)
+    }
+
+    /// The consumer index.
+    pub(super) fn consumer(&self) -> u32 {
+        self.word(self.consumer).load(Ordering::Acquire)
+    }
+
+    /// Whether the kernel asks to be woken (`XDP_RING_NEED_WAKEUP`).
+    pub(super) fn needs_wakeup(&self) -> bool {
+        self.word(self.flags).load(Ordering::Relaxed) & libc::XDP_RING_NEED_WAKEUP != 0
     }
 }
 
@@ -260,7 +334,12 @@ fn step(step: &'static str) -> impl FnOnce(io::Error) -> OpenError {
 /// UMEM and rings.
 pub(super) struct Socket {
     // Field order is drop order: rings are unmapped before the UMEM, and
-    // both before the socket closes.
+    // both before the socket closes. A ring's `RingWords` still held
+    // elsewhere (the transport's readiness test) keeps that ring mapped,
+    // and so the socket's file open, until it is dropped too: the kernel
+    // releases the socket, and unpins the UMEM's pages, at the last
+    // mapping's unmap, so nothing it writes meanwhile reaches memory that
+    // is no longer the socket's.
     pub rx: Ring<libc::xdp_desc>,
     pub tx: Ring<libc::xdp_desc>,
     pub fill: Ring<u64>,
@@ -319,7 +398,7 @@ fn map_ring<T: Copy>(
         ));
     }
     Ok(Ring {
-        map,
+        map: Arc::new(RingMap(map)),
         producer: off.producer as usize,
         consumer: off.consumer as usize,
         flags: off.flags as usize,
