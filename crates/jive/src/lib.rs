@@ -362,7 +362,20 @@ impl Applet {
             let this = applet.instance;
             applet.run_with(idx, &[this], host)?;
         }
+        applet.keep_context();
         Ok(applet)
+    }
+
+    /// Gives the compiled code the words of its context that stay from one
+    /// invocation to the next ([`jit::Compiled::keep`]: the applet object's
+    /// fields, the limits): called wherever one of them changes (the
+    /// object made, the code compiled, the limits set), so that
+    /// [`Applet::call`] writes none of them.
+    fn keep_context(&mut self) {
+        if let Some(jit) = self.jit.as_mut() {
+            let fields = jit.fields(&mut self.heap, self.instance);
+            jit.keep(&self.prog, fields, RunLimits::of(&self.limits));
+        }
     }
 
     fn run(&mut self, idx: usize, args: &[i32]) -> Result<Outcome, Trap> {
@@ -502,11 +515,7 @@ impl Applet {
         }
         match self.call_jit(m, args, host) {
             Ok(Ok(v)) => {
-                let limits = RunLimits::of(&self.limits);
-                let fuel_used = self
-                    .jit
-                    .as_ref()
-                    .map_or(0, |j| j.fuel_used(&self.prog, limits));
+                let fuel_used = self.jit.as_ref().map_or(0, |j| j.fuel_used(&self.prog));
                 Ok(Outcome {
                     value: m.returns.then_some(v),
                     fuel_used,
@@ -562,9 +571,9 @@ impl Applet {
             natives: &self.natives,
             host,
         };
-        let limits = RunLimits::of(&self.limits);
-        let fields = jit.fields(st.heap, self.instance);
-        let r = jit.enter(&self.prog, &mut st, fields, m.idx, limits);
+        // The applet object's fields, the limits and the table of
+        // enterable methods are in `jit` already (`Applet::keep_context`).
+        let r = jit.enter(&self.prog, &mut st, m.idx);
         if self.heap.needs_collect() {
             self.collect();
         }
@@ -744,6 +753,7 @@ impl Applet {
             Engine::Jit => self.jit = Some(self.compile()?),
             Engine::Tiered => self.jit = self.compile().ok(),
         }
+        self.keep_context();
         Ok(())
     }
 
@@ -789,6 +799,7 @@ impl Applet {
             self.jit = None;
             self.jit = self.compile().ok();
         }
+        self.keep_context();
     }
 }
 
