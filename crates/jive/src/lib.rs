@@ -176,6 +176,8 @@ pub struct Method {
     arity: usize,
     /// Each parameter's narrowing as a mask and a shift ([`narrowing`]).
     narrow: [(i32, u32); Method::MAX_ARGS],
+    /// Whether every parameter is an `int` (nothing to narrow).
+    ints: bool,
 }
 
 impl Method {
@@ -190,6 +192,13 @@ impl Method {
     fn fill_args(&self, slots: &mut [i32; Method::MAX_ARGS + 1], this: i32, args: &[i32]) -> usize {
         let first = usize::from(!self.is_static);
         slots[0] = this;
+        if self.ints {
+            // The common case (`doRx(int, int)`): the arguments as they are.
+            for (s, &a) in slots[first..].iter_mut().zip(args) {
+                *s = a;
+            }
+            return first + args.len();
+        }
         for ((s, &(mask, shift)), &a) in slots[first..].iter_mut().zip(&self.narrow).zip(args) {
             // `narrow` without a branch: a boolean keeps bit 0, a byte or a
             // short is sign-extended from its width.
@@ -492,6 +501,7 @@ impl Applet {
             is_static: m.is_static,
             returns: m.sig.ret.is_some(),
             arity: m.sig.params.len(),
+            ints: narrow == [narrowing(Prim::Int); Method::MAX_ARGS],
             narrow,
         })
     }

@@ -653,6 +653,23 @@ pub(super) fn execute(
         let run: Entry = unsafe { core::mem::transmute::<usize, Entry>(e.code().addr()) };
         return run(ctx, i32::from(entry));
     }
+    execute_scoped(thread, code, prog, ctx, entry, failed)
+}
+
+/// [`execute`] when the pinned code cannot be reused (something was
+/// retired since the memo was filled, or this is the first invocation on
+/// this thread): inside a brief scope. Out of line, so that the common
+/// invocation keeps none of the scope's state in its frame.
+#[cold]
+#[inline(never)]
+fn execute_scoped(
+    thread: &mut codecache::Thread,
+    code: &mut Code<'_>,
+    prog: &Program,
+    ctx: &mut Ctx,
+    entry: u16,
+    failed: &mut Option<String>,
+) -> i32 {
     let scope = thread.enter_brief();
     let code = match scope.lookup_memo(code.key, code.memo) {
         Some(e) => e,
