@@ -118,9 +118,14 @@ pub struct Compiled {
 // SAFETY: the raw pointers of `ctx` are dereferenced only by generated
 // code and the runtime calls it makes, during `Compiled::enter`, which
 // holds `&mut self` (and so the frame stack they point into) and rewrites
-// every pointer that does not point into `self` (statics, fields,
-// directory, runtime) before it runs the code. Between invocations they
-// are plain numbers, so moving a `Compiled` to another thread, or sharing
+// the pointers that change from one invocation to the next (statics,
+// directory, runtime) before it runs the code. The one it keeps, `fields`,
+// points into the instance object of the applet that owns this `Compiled`
+// (`Applet::jit`, private; `keep` and `enter` are called only by that
+// applet, with its own heap): a root of that heap, never freed or resized
+// while the applet lives, and rewritten by `keep` whenever the applet's
+// object or code changes. Between invocations they are plain numbers, so
+// moving a `Compiled` to another thread (with its applet), or sharing
 // `&Compiled` (which reaches only `listing`), touches nothing through them.
 unsafe impl Send for Compiled {}
 // SAFETY: as for `Send`: `&Compiled` never reads through `ctx`.
