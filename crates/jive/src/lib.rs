@@ -176,6 +176,8 @@ pub struct Method {
     arity: usize,
     /// Each parameter's narrowing as a mask and a shift ([`narrowing`]).
     narrow: [(i32, u32); Method::MAX_ARGS],
+    /// Whether every parameter is an `int` (nothing to narrow).
+    ints: bool,
 }
 
 impl Method {
@@ -190,6 +192,13 @@ impl Method {
     fn fill_args(&self, slots: &mut [i32; Method::MAX_ARGS + 1], this: i32, args: &[i32]) -> usize {
         let first = usize::from(!self.is_static);
         slots[0] = this;
+        if self.ints {
+            // The common case (`doRx(int, int)`): the arguments as they are.
+            for (s, &a) in slots[first..].iter_mut().zip(args) {
+                *s = a;
+            }
+            return first + args.len();
+        }
         for ((s, &(mask, shift)), &a) in slots[first..].iter_mut().zip(&self.narrow).zip(args) {
             // `narrow` without a branch: a boolean keeps bit 0, a byte or a
             // short is sign-extended from its width.
@@ -362,7 +371,20 @@ impl Applet {
             let this = applet.instance;
             applet.run_with(idx, &[this], host)?;
         }
+        applet.keep_context();
         Ok(applet)
+    }
+
+    /// Gives the compiled code the words of its context that stay from one
+    /// invocation to the next ([`jit::Compiled::keep`]: the applet object's
+    /// fields, the limits): called wherever one of them changes (the
+    /// object made, the code compiled, the limits set), so that
+    /// [`Applet::call`] writes none of them.
+    fn keep_context(&mut self) {
+        if let Some(jit) = self.jit.as_mut() {
+            let fields = jit.fields(&mut self.heap, self.instance);
+            jit.keep(&self.prog, fields, RunLimits::of(&self.limits));
+        }
     }
 
     fn run(&mut self, idx: usize, args: &[i32]) -> Result<Outcome, Trap> {
@@ -479,6 +501,7 @@ impl Applet {
             is_static: m.is_static,
             returns: m.sig.ret.is_some(),
             arity: m.sig.params.len(),
+            ints: narrow == [narrowing(Prim::Int); Method::MAX_ARGS],
             narrow,
         })
     }
@@ -502,11 +525,7 @@ impl Applet {
         }
         match self.call_jit(m, args, host) {
             Ok(Ok(v)) => {
-                let limits = RunLimits::of(&self.limits);
-                let fuel_used = self
-                    .jit
-                    .as_ref()
-                    .map_or(0, |j| j.fuel_used(&self.prog, limits));
+                let fuel_used = self.jit.as_ref().map_or(0, |j| j.fuel_used(&self.prog));
                 Ok(Outcome {
                     value: m.returns.then_some(v),
                     fuel_used,
@@ -562,9 +581,9 @@ impl Applet {
             natives: &self.natives,
             host,
         };
-        let limits = RunLimits::of(&self.limits);
-        let fields = jit.fields(st.heap, self.instance);
-        let r = jit.enter(&self.prog, &mut st, fields, m.idx, limits);
+        // The applet object's fields, the limits and the table of
+        // enterable methods are in `jit` already (`Applet::keep_context`).
+        let r = jit.enter(&self.prog, &mut st, m.idx);
         if self.heap.needs_collect() {
             self.collect();
         }
@@ -744,6 +763,7 @@ impl Applet {
             Engine::Jit => self.jit = Some(self.compile()?),
             Engine::Tiered => self.jit = self.compile().ok(),
         }
+        self.keep_context();
         Ok(())
     }
 
@@ -789,6 +809,7 @@ impl Applet {
             self.jit = None;
             self.jit = self.compile().ok();
         }
+        self.keep_context();
     }
 }
 

@@ -90,22 +90,42 @@ pub struct Compiled {
     /// invocation while nothing has been retired since.
     pub(super) memo: codecache::Memo,
     pub(super) meta: Arc<Meta>,
-    pub(super) frames: Box<[i32]>,
+    /// The frame stack, of a fixed size, so that the argument slots are
+    /// reached without a bounds check ([`Compiled::args_mut`]).
+    pub(super) frames: Box<[i32; STACK_SLOTS]>,
     /// The invocation context, kept from one invocation to the next: the
-    /// frame stack's bounds are written once, here, and an invocation
-    /// writes only the words that can differ ([`Compiled::enter`]).
+    /// frame stack's bounds are written once, here; the applet object's
+    /// fields and the call-depth limit when they change
+    /// ([`Compiled::keep`]); an invocation writes only the words that
+    /// differ from one to the next ([`Compiled::enter`]).
     pub(super) ctx: Ctx,
     /// Whether the code reads the applet object's fields (`meta.uses`, kept
     /// here to spare invocations of code that does not the look-up).
     pub(super) reads_fields: bool,
+    /// The limits [`Compiled::keep`] was last given: each invocation
+    /// starts with `limits.fuel`, and the context's depth limit is
+    /// `limits.max_depth`.
+    pub(super) limits: RunLimits,
+    /// Which methods an invocation may enter, by index: the bytecode
+    /// methods, and none while the depth limit is above
+    /// [`MAX_CALL_DEPTH`] (both made by [`Compiled::keep`]). Generated
+    /// code's dispatch indexes its table by the entry unchecked, and each
+    /// call level takes native stack: [`Compiled::enter`] checks the entry
+    /// here, one load, instead of the program's methods and the limit.
+    pub(super) enterable: Box<[bool]>,
 }
 
 // SAFETY: the raw pointers of `ctx` are dereferenced only by generated
 // code and the runtime calls it makes, during `Compiled::enter`, which
 // holds `&mut self` (and so the frame stack they point into) and rewrites
-// every pointer that does not point into `self` (statics, fields,
-// directory, runtime) before it runs the code. Between invocations they
-// are plain numbers, so moving a `Compiled` to another thread, or sharing
+// the pointers that change from one invocation to the next (statics,
+// directory, runtime) before it runs the code. The one it keeps, `fields`,
+// points into the instance object of the applet that owns this `Compiled`
+// (`Applet::jit`, private; `keep` and `enter` are called only by that
+// applet, with its own heap): a root of that heap, never freed or resized
+// while the applet lives, and rewritten by `keep` whenever the applet's
+// object or code changes. Between invocations they are plain numbers, so
+// moving a `Compiled` to another thread (with its applet), or sharing
 // `&Compiled` (which reaches only `listing`), touches nothing through them.
 unsafe impl Send for Compiled {}
 // SAFETY: as for `Send`: `&Compiled` never reads through `ctx`.
@@ -165,8 +185,11 @@ pub fn compile(prog: &Program) -> Result<Compiled, JitError> {
             }
         }
     };
-    let mut frames = vec![0; STACK_SLOTS].into_boxed_slice();
-    let ctx = Ctx::new(&mut frames);
+    let mut frames: Box<[i32; STACK_SLOTS]> = vec![0; STACK_SLOTS]
+        .into_boxed_slice()
+        .try_into()
+        .expect("STACK_SLOTS slots");
+    let ctx = Ctx::new(&mut frames[..]);
     Ok(Compiled {
         key,
         memo: codecache::Memo::default(),
@@ -174,6 +197,12 @@ pub fn compile(prog: &Program) -> Result<Compiled, JitError> {
         meta,
         frames,
         ctx,
+        // Nothing may be entered before the first `keep`.
+        limits: RunLimits {
+            fuel: 0,
+            max_depth: 0,
+        },
+        enterable: Box::new([]),
     })
 }
 
@@ -254,10 +283,11 @@ impl Compiled {
         }
         self.frames[..args.len()].copy_from_slice(args);
         let returns = prog.info.methods[usize::from(entry)].sig.ret.is_some();
-        match self.enter(prog, st, fields, entry, limits) {
+        self.keep(prog, fields, limits);
+        match self.enter(prog, st, entry) {
             Ok(v) => Ok(Outcome {
                 value: returns.then_some(v),
-                fuel_used: self.fuel_used(prog, limits),
+                fuel_used: self.fuel_used(prog),
             }),
             Err(t) => Err(*t),
         }
@@ -267,18 +297,46 @@ impl Compiled {
     /// entry method's arguments (`this` first for an instance method).
     #[inline]
     pub(crate) fn args_mut(&mut self) -> &mut [i32; ARG_SLOTS] {
-        let slots: &mut [i32] = &mut self.frames;
-        slots
-            .first_chunk_mut()
-            .expect("the frame stack holds more than the argument slots")
+        const { assert!(ARG_SLOTS <= STACK_SLOTS) };
+        let (args, _) = self
+            .frames
+            .split_first_chunk_mut::<ARG_SLOTS>()
+            .expect("checked above");
+        args
+    }
+
+    /// Writes the context's words that stay from one invocation to the
+    /// next: the applet object's `fields` (a pointer into the applet's
+    /// instance, which lives and stays in place as long as the applet: a
+    /// root of its heap, never resized) and the call-depth limit, and
+    /// keeps `limits`, whose fuel every invocation starts with. The
+    /// applet calls it whenever one of them changes (its object made, its
+    /// limits set, its code compiled) and before every invocation through
+    /// [`Compiled::run`]; [`Compiled::enter`] writes none of them.
+    ///
+    /// Also makes the table of the methods an invocation may enter: the
+    /// bytecode methods, or none if `limits.max_depth` is above
+    /// [`MAX_CALL_DEPTH`] (the two preconditions generated code relies on
+    /// for memory safety, checked here once for every later invocation).
+    pub(crate) fn keep(&mut self, prog: &Program, fields: *mut i32, limits: RunLimits) {
+        self.ctx.fields = fields;
+        self.ctx.max_depth = i64::from(limits.max_depth);
+        self.limits = limits;
+        let depth_ok = limits.max_depth <= MAX_CALL_DEPTH;
+        if self.enterable.len() != prog.funcs.len() {
+            self.enterable = vec![false; prog.funcs.len()].into_boxed_slice();
+        }
+        for (e, f) in self.enterable.iter_mut().zip(&prog.funcs) {
+            *e = depth_ok && f.is_some();
+        }
     }
 
     /// The fuel the last invocation ([`Compiled::enter`]) used, as the
     /// interpreter counts it: 0 for unmetered code.
     #[inline]
-    pub(crate) fn fuel_used(&self, prog: &Program, limits: RunLimits) -> u64 {
+    pub(crate) fn fuel_used(&self, prog: &Program) -> u64 {
         if prog.metered() {
-            limits.fuel - self.ctx.fuel
+            self.limits.fuel - self.ctx.fuel
         } else {
             0
         }
@@ -301,18 +359,14 @@ impl Compiled {
         &mut self,
         prog: &Program,
         st: &mut State<'_>,
-        fields: *mut i32,
         entry: u16,
-        limits: RunLimits,
     ) -> Result<i32, Box<Trap>> {
         debug_assert!(prog.max_frame <= STACK_SLOTS);
         // The two preconditions generated code relies on for memory safety
         // (its dispatch indexes a table by `entry` unchecked, and each call
         // level takes native stack) are checked here too, whatever the
-        // caller checked: a few instructions.
-        if !matches!(prog.funcs.get(usize::from(entry)), Some(Some(_)))
-            || limits.max_depth > MAX_CALL_DEPTH
-        {
+        // caller checked: one look-up in the table `keep` made of them.
+        if self.enterable.get(usize::from(entry)) != Some(&true) {
             return Err(Box::new(internal_trap(
                 "entry or call depth out of the JIT's range",
                 String::new(),
@@ -320,27 +374,31 @@ impl Compiled {
         }
         let statics = st.statics.as_mut_ptr();
         let dir = st.heap.directory().cast();
-        let mut rt = Runtime {
+        // Not dropped on success: a runtime call that records a trap in
+        // `pending` makes the code take a trap exit, so after a normal
+        // return there is nothing to drop (and the check would cost every
+        // invocation); on a trap it is taken below.
+        let mut rt = core::mem::ManuallyDrop::new(Runtime {
             st,
             prog,
             pending: None,
-        };
+        });
         // The frame stack's bounds were written when the context was made
-        // (`Ctx::new`); everything else that can differ between two
-        // invocations is written here. `result` and `trap` are written by
-        // the code before the host reads them.
+        // (`Ctx::new`), the fields and the depth limit by `keep`; the words
+        // that differ from one invocation to the next are written here.
+        // `result` and `trap` are written by the code before the host reads
+        // them.
         let ctx = &mut self.ctx;
         ctx.statics = statics;
-        ctx.fields = fields;
         ctx.dir = dir;
-        ctx.fuel = limits.fuel;
-        ctx.max_depth = i64::from(limits.max_depth);
-        ctx.rt = (&mut rt as *mut Runtime<'_, '_>).cast();
+        ctx.fuel = self.limits.fuel;
+        ctx.rt = (&mut *rt as *mut Runtime<'_, '_>).cast();
         let mut code = Code {
             key: self.key,
             memo: &mut self.memo,
         };
-        let mut failed = None;
+        // Set only with a status of -1; as `rt`, nothing to drop otherwise.
+        let mut failed = core::mem::ManuallyDrop::new(None);
         let status = with_thread(|thread| match thread {
             Some(thread) => execute(thread, &mut code, prog, ctx, entry, &mut failed),
             // A native of an applet running on this thread invokes another
@@ -352,7 +410,8 @@ impl Compiled {
             return Ok(self.ctx.result as i32);
         }
         let pending = rt.pending.take();
-        Err(self.failure(prog, entry, status, failed, pending, limits))
+        let failed = core::mem::ManuallyDrop::into_inner(failed);
+        Err(self.failure(prog, entry, status, failed, pending))
     }
 
     /// The trap of an invocation that did not return normally: the code
@@ -366,11 +425,10 @@ impl Compiled {
         status: i32,
         failed: Option<String>,
         pending: Option<TrapKind>,
-        limits: RunLimits,
     ) -> Box<Trap> {
         Box::new(match failed {
             Some(what) => not_run(prog, entry, what),
-            None => self.trap(prog, status, self.ctx.trap, pending, limits),
+            None => self.trap(prog, status, self.ctx.trap, pending, self.limits),
         })
     }
 
@@ -600,6 +658,23 @@ pub(super) fn execute(
         let run: Entry = unsafe { core::mem::transmute::<usize, Entry>(e.code().addr()) };
         return run(ctx, i32::from(entry));
     }
+    execute_scoped(thread, code, prog, ctx, entry, failed)
+}
+
+/// [`execute`] when the pinned code cannot be reused (something was
+/// retired since the memo was filled, or this is the first invocation on
+/// this thread): inside a brief scope. Out of line, so that the common
+/// invocation keeps none of the scope's state in its frame.
+#[cold]
+#[inline(never)]
+fn execute_scoped(
+    thread: &mut codecache::Thread,
+    code: &mut Code<'_>,
+    prog: &Program,
+    ctx: &mut Ctx,
+    entry: u16,
+    failed: &mut Option<String>,
+) -> i32 {
     let scope = thread.enter_brief();
     let code = match scope.lookup_memo(code.key, code.memo) {
         Some(e) => e,

@@ -525,7 +525,7 @@ pub(super) fn receive_payload(
     match rx.applet.as_mut() {
         None => rx.io.deliver_default(chan, payload),
         Some(l) => {
-            let r = if fill_rxbuf(l, payload) {
+            let r = if fill_rxbuf(l, &payload) {
                 let args = [payload.len() as i32, i32::from(chan)];
                 invoke(rx, port, false, &args, timed).and_then(|(r, t)| {
                     took = t;
