@@ -1186,3 +1186,65 @@ fn buffers_of_received_messages_go_back_in_batches_and_before_the_receiver_waits
     assert!(b.recv_ref().is_none());
     assert_eq!(given(), start + batch + 3, "all given before waiting");
 }
+
+/// A ping-pong never leaves the engine without a receive buffer, whatever
+/// the endpoint's size and the message's, with the buffers of received
+/// messages gathered ([`unet::GIVE_BACK`]) and some given back by hand:
+/// every message arrives intact and none is dropped for want of a buffer.
+/// A message held (its descriptor kept, [`unet::Message::into_desc`])
+/// while the next one is delivered keeps its buffers: the next one is in
+/// others, so no buffer is handed out twice.
+#[test]
+fn a_ping_pong_in_buffers_never_starves_the_engine_nor_shares_a_buffer() {
+    for buffers in [4, 16, 31, 32, 64, 128, 512] {
+        let e = engine();
+        let config = Config {
+            buffers,
+            buffer_size: 1024,
+            ..Config::default()
+        };
+        let (mut a, mut b, ab, ba) = pair(&e, config, None);
+        let rx_buffers = buffers - buffers.div_ceil(2);
+        // Two messages in flight at most: each may take half the buffers.
+        let largest = (rx_buffers as usize / 2 * 1024).min(a.max_message());
+        let area = b.layout().area;
+        let mut seq = 0;
+        for round in 0..(8 * rx_buffers + 40) {
+            let len = [57, 1024, 1025, largest][round as usize % 4].min(largest);
+            let what = format!("{buffers} buffers, {len} bytes, round {round}");
+            let (m1, m2, m3) = (
+                message(seq, len),
+                message(seq + 1, len),
+                message(seq + 2, 57),
+            );
+            seq += 3;
+            a.send(ab, &m1).unwrap();
+            let held = b.recv().expect("delivered").into_desc();
+            a.send(ab, &m2).unwrap();
+            let next = b.recv().expect("delivered");
+            assert_eq!(next.to_vec(), m2, "{what}");
+            let theirs: Vec<u32> = next.buffers().collect();
+            drop(next);
+            let mut got = Vec::new();
+            for i in 0..usize::from(held.nbufs) {
+                let off = held.offset(i);
+                assert!(!theirs.contains(&off), "{what}: buffer {off} twice");
+                let n = (len - got.len()).min(1024);
+                let mut piece = vec![0; n];
+                b.segment().read_bytes(area + off as usize, &mut piece);
+                got.extend_from_slice(&piece);
+                assert!(b.give_buffer(off));
+            }
+            if held.nbufs == 0 {
+                got = held.data[..len].to_vec();
+            }
+            assert_eq!(got, m1, "{what}");
+            b.send(ba, &m3).unwrap();
+            assert_eq!(a.recv().expect("answered").to_vec(), m3, "{what}");
+        }
+        let (ca, cb) = (a.counts(), b.counts());
+        assert_eq!((ca.rx_no_buffer, cb.rx_no_buffer), (0, 0), "{buffers}");
+        assert_eq!(cb.rx_delivered, seq / 3 * 2, "{buffers} buffers");
+        assert_eq!(ca.rx_delivered, seq / 3, "{buffers} buffers");
+    }
+}
