@@ -237,6 +237,132 @@ fn the_transmit_region_frees_exactly_what_the_engine_has_taken() {
     assert_eq!(got, next - 64);
 }
 
+/// The byte ranges `[offset, offset + len)` of the transmit descriptors
+/// `from..to` (push numbers) of `ep`, read from its transmit queue.
+fn tx_ranges(ep: &Endpoint, from: u32, to: u32) -> Vec<(u32, u32)> {
+    use unet::ring::QueueMem;
+    let (txq, _, _) = unet::shm::queues(ep.segment(), ep.layout());
+    (from..to)
+        .map(|n| {
+            let d: TxDesc = txq.read(n);
+            (d.offset, d.offset + d.len)
+        })
+        .collect()
+}
+
+/// An application that waits for each message to be taken before it
+/// sends the next (a ping-pong; here the engine runs in each send) keeps
+/// writing the first 16 KiB of its transmit region, not the whole
+/// region (1 MiB) in turn: the region starts again at its beginning
+/// whenever the engine has taken everything.
+#[test]
+fn a_ping_pong_keeps_to_the_start_of_the_transmit_region() {
+    let e = engine();
+    let (mut a, mut b, ab, _) = pair(&e, Config::default(), None);
+    let mut highest = 0;
+    for seq in 0..4000u64 {
+        // 128 bytes of the region each: 500 KiB in all.
+        let m = message(seq, 100 + (seq % 29) as usize);
+        a.send(ab, &m).unwrap();
+        let n = a.tx_pushed();
+        highest = highest.max(tx_ranges(&a, n - 1, n)[0].1);
+        assert_eq!(b.recv().expect("delivered").to_vec(), m);
+    }
+    assert!(highest <= 16384, "the region was written up to {highest}");
+    assert_eq!(a.counts().tx_descriptors, 4000);
+}
+
+/// The transmit region starts again at its beginning only once the engine
+/// has taken every descriptor: while some are in flight it goes on
+/// around the ring (no message is written over one not yet taken), and a
+/// descriptor the application placed outside the region, still in flight
+/// when every byte of the region is free, holds it back too. Every
+/// message arrives intact, and afterwards the whole region is usable.
+#[test]
+fn the_transmit_region_starts_again_only_when_every_descriptor_is_taken() {
+    let e = engine();
+    let (mut a, mut b, ab, _) = pair(&e, Config::default(), None);
+    a.set_drive(false);
+    b.set_drive(false);
+    let port = e.port(a.id()).unwrap();
+    let mut received = Vec::new();
+    let mut take = |b: &mut Endpoint| {
+        loop {
+            let n = e.service(&port);
+            while let Some(m) = b.recv() {
+                received.push(m.to_vec());
+            }
+            if n == 0 {
+                break;
+            }
+        }
+    };
+    // In flight past the first 16 KiB: each message after the one before.
+    let mut sent = Vec::new();
+    for seq in 0..200u64 {
+        let m = message(seq, 128);
+        a.send(ab, &m).unwrap();
+        sent.push(m);
+    }
+    let ranges = tx_ranges(&a, 0, 200);
+    for (k, &(start, _)) in ranges.iter().enumerate() {
+        assert_eq!(start, 128 * k as u32, "message {k}");
+    }
+    take(&mut b);
+    // Everything taken: within the next 16 KiB the region starts again.
+    let first = a.tx_pushed();
+    for seq in 200..400u64 {
+        let m = message(seq, 128);
+        a.send(ab, &m).unwrap();
+        sent.push(m);
+        take(&mut b);
+    }
+    let ranges = tx_ranges(&a, first, first + 200);
+    assert!(ranges.contains(&(0, 128)), "{ranges:?}");
+    // 32 messages of 16 KiB, then one the application placed itself, and
+    // one service: the 32 are taken, every byte of the region is free,
+    // but the application's descriptor is not taken.
+    for seq in 400..432u64 {
+        let m = message(seq, 16384);
+        a.send(ab, &m).unwrap();
+        sent.push(m);
+    }
+    let own = (a.layout().area_len - 4096) as u32;
+    a.write_area(own, &message(432, 64)).unwrap();
+    a.push_tx(TxDesc {
+        len: 64,
+        offset: own,
+        chan: ab,
+        ..TxDesc::default()
+    })
+    .unwrap();
+    sent.push(message(432, 64));
+    assert_eq!(e.service(&port), 32);
+    let at = a.tx_pushed();
+    let m = message(433, 16384);
+    a.send(ab, &m).unwrap();
+    sent.push(m);
+    let (start, _) = tx_ranges(&a, at, at + 1)[0];
+    assert_eq!(
+        start,
+        32 * 16384,
+        "no new start with a descriptor in flight"
+    );
+    take(&mut b);
+    // The whole region is free again: 64 messages of 16 KiB fit.
+    let mut fitted = 0;
+    while a.send(ab, &message(434 + fitted, 16384)).is_ok() {
+        sent.push(message(434 + fitted, 16384));
+        fitted += 1;
+    }
+    assert_eq!(fitted, 64);
+    take(&mut b);
+    assert_eq!(received.len(), sent.len());
+    for (k, (got, want)) in received.iter().zip(&sent).enumerate() {
+        assert!(got == want, "message {k}");
+    }
+}
+
 /// A message to an endpoint of the same engine goes without a frame, by
 /// the verdict its channel keeps for the filter table's current version
 /// (while no filter reads a byte that differs between two messages of a
@@ -1071,4 +1197,66 @@ fn buffers_of_received_messages_go_back_in_batches_and_before_the_receiver_waits
     assert_eq!(given(), start + batch);
     assert!(b.recv_ref().is_none());
     assert_eq!(given(), start + batch + 3, "all given before waiting");
+}
+
+/// A ping-pong never leaves the engine without a receive buffer, whatever
+/// the endpoint's size and the message's, with the buffers of received
+/// messages gathered ([`unet::GIVE_BACK`]) and some given back by hand:
+/// every message arrives intact and none is dropped for want of a buffer.
+/// A message held (its descriptor kept, [`unet::Message::into_desc`])
+/// while the next one is delivered keeps its buffers: the next one is in
+/// others, so no buffer is handed out twice.
+#[test]
+fn a_ping_pong_in_buffers_never_starves_the_engine_nor_shares_a_buffer() {
+    for buffers in [4, 16, 31, 32, 64, 128, 512] {
+        let e = engine();
+        let config = Config {
+            buffers,
+            buffer_size: 1024,
+            ..Config::default()
+        };
+        let (mut a, mut b, ab, ba) = pair(&e, config, None);
+        let rx_buffers = buffers - buffers.div_ceil(2);
+        // Two messages in flight at most: each may take half the buffers.
+        let largest = (rx_buffers as usize / 2 * 1024).min(a.max_message());
+        let area = b.layout().area;
+        let mut seq = 0;
+        for round in 0..(8 * rx_buffers + 40) {
+            let len = [57, 1024, 1025, largest][round as usize % 4].min(largest);
+            let what = format!("{buffers} buffers, {len} bytes, round {round}");
+            let (m1, m2, m3) = (
+                message(seq, len),
+                message(seq + 1, len),
+                message(seq + 2, 57),
+            );
+            seq += 3;
+            a.send(ab, &m1).unwrap();
+            let held = b.recv().expect("delivered").into_desc();
+            a.send(ab, &m2).unwrap();
+            let next = b.recv().expect("delivered");
+            assert_eq!(next.to_vec(), m2, "{what}");
+            let theirs: Vec<u32> = next.buffers().collect();
+            drop(next);
+            let mut got = Vec::new();
+            for i in 0..usize::from(held.nbufs) {
+                let off = held.offset(i);
+                assert!(!theirs.contains(&off), "{what}: buffer {off} twice");
+                let n = (len - got.len()).min(1024);
+                let mut piece = vec![0; n];
+                b.segment().read_bytes(area + off as usize, &mut piece);
+                got.extend_from_slice(&piece);
+                assert!(b.give_buffer(off));
+            }
+            if held.nbufs == 0 {
+                got = held.data[..len].to_vec();
+            }
+            assert_eq!(got, m1, "{what}");
+            b.send(ba, &m3).unwrap();
+            assert_eq!(a.recv().expect("answered").to_vec(), m3, "{what}");
+        }
+        let (ca, cb) = (a.counts(), b.counts());
+        assert_eq!((ca.rx_no_buffer, cb.rx_no_buffer), (0, 0), "{buffers}");
+        assert_eq!(cb.rx_delivered, seq / 3 * 2, "{buffers} buffers");
+        assert_eq!(ca.rx_delivered, seq / 3, "{buffers} buffers");
+    }
 }

@@ -549,6 +549,19 @@ pub(super) fn receive_payload(
     took
 }
 
+/// Where [`Engine::take_tx`] sends a checked transmit descriptor.
+enum Route {
+    /// Nowhere more: it completes with this status (rejected, closed, or
+    /// delivered without a frame).
+    Done(TxStatus),
+    /// To its endpoint's applet (`doTx`).
+    Applet,
+    /// Into a frame: built in the transport's memory where it lends some
+    /// and the channel goes to another engine ([`Engine::transmit_built`]),
+    /// else in the transmit side's outbox.
+    Frame { remote: bool },
+}
+
 impl Engine {
     /// Takes up to [`TX_BUDGET`] transmit descriptors of `port`, delivering
     /// each to an endpoint of this engine at once where
@@ -596,44 +609,70 @@ impl Engine {
             n += 1;
             bump(&stats.tx_descriptors);
             // `d` is a private copy: everything below checks and uses it,
-            // never the shared slot again.
-            let chan = tx.framer.channel_closed(d.chan);
-            let status = if d.len > tx.framer.max_message
-                || !layout.in_area(d.offset, d.len)
-                || chan.is_none()
-            {
-                bump(&stats.tx_rejected);
-                TxStatus::Rejected
-            } else if chan == Some(true) {
-                bump(&stats.tx_closed);
-                TxStatus::Closed
-            } else if port.has_applet.load(Ordering::Acquire) {
-                self.flush_lent(&mut lent);
-                let shared = *shared.get_or_insert_with(|| !port.is_owner());
-                let (status, took) = applet_tx(tx, port, d, shared);
-                spent += took;
-                if shared
-                    && (spent > port.budgets.round_time
-                        || port.throttle_until.load(Ordering::Relaxed) != 0)
-                {
-                    // This round's time for the endpoint is spent, or its
-                    // applet overran: the rest waits for a later round.
-                    done = true;
+            // never the shared slot again. The channel's entry is looked
+            // up once, for its checks and the direct delivery both.
+            let route = {
+                let Framer {
+                    channels,
+                    out,
+                    max_message,
+                    ..
+                } = &mut tx.framer;
+                match channels.get_mut(usize::from(d.chan)) {
+                    Some(Some(ch)) if d.len <= *max_message && layout.in_area(d.offset, d.len) => {
+                        if ch.closed {
+                            bump(&stats.tx_closed);
+                            Route::Done(TxStatus::Closed)
+                        } else if port.has_applet.load(Ordering::Acquire) {
+                            Route::Applet
+                        } else if self.flush_lent(&mut lent)
+                            && self.deliver_direct(out, ch, port, d)
+                        {
+                            Route::Done(TxStatus::Sent)
+                        } else {
+                            Route::Frame { remote: !ch.local }
+                        }
+                    }
+                    _ => {
+                        bump(&stats.tx_rejected);
+                        Route::Done(TxStatus::Rejected)
+                    }
                 }
-                status
-            } else if let Some(sent) = self.transmit_built(tx, port, d, &mut lent) {
-                sent
-            } else if self.flush_lent(&mut lent) && self.deliver_direct(tx, port, d) {
-                TxStatus::Sent
-            } else {
-                match tx.framer.transmit_from(
-                    &port.seg,
-                    layout.area + d.offset as usize,
-                    d.chan,
-                    d.len,
-                ) {
-                    Ok(()) => TxStatus::Sent,
-                    Err(_) => TxStatus::Dropped,
+            };
+            let status = match route {
+                Route::Done(status) => status,
+                Route::Applet => {
+                    self.flush_lent(&mut lent);
+                    let shared = *shared.get_or_insert_with(|| !port.is_owner());
+                    let (status, took) = applet_tx(tx, port, d, shared);
+                    spent += took;
+                    if shared
+                        && (spent > port.budgets.round_time
+                            || port.throttle_until.load(Ordering::Relaxed) != 0)
+                    {
+                        // This round's time for the endpoint is spent, or
+                        // its applet overran: the rest waits for a later
+                        // round.
+                        done = true;
+                    }
+                    status
+                }
+                Route::Frame { remote: true }
+                    if let Some(status) = self.transmit_built(tx, port, d, &mut lent) =>
+                {
+                    status
+                }
+                Route::Frame { .. } => {
+                    self.flush_lent(&mut lent);
+                    match tx.framer.transmit_from(
+                        &port.seg,
+                        layout.area + d.offset as usize,
+                        d.chan,
+                        d.len,
+                    ) {
+                        Ok(()) => TxStatus::Sent,
+                        Err(_) => TxStatus::Dropped,
+                    }
                 }
             };
             tx.tx.write_front(TxDesc {
@@ -727,16 +766,12 @@ impl Engine {
     /// outbox holds a frame: a channel's messages then all go through the
     /// outbox, in order, and the frames an applet's `doRx` makes here join
     /// that outbox, behind which the next messages wait.
+    ///
+    /// `ch` is the descriptor's channel (open), `out` the transmit side's
+    /// outbox.
     #[inline]
-    fn deliver_direct(&self, tx: &mut TxSide, port: &Port, d: TxDesc) -> bool {
-        let Framer { channels, out, .. } = &mut tx.framer;
-        if !out.is_empty() {
-            return false;
-        }
-        let Some(Some(ch)) = channels.get_mut(usize::from(d.chan)) else {
-            return false;
-        };
-        if !ch.local || ch.checksum || ch.closed {
+    fn deliver_direct(&self, out: &mut Outbox, ch: &mut Channel, port: &Port, d: TxDesc) -> bool {
+        if !out.is_empty() || !ch.local || ch.checksum || ch.closed {
             return false;
         }
         let version = self.inner.verdicts.load(Ordering::Acquire);

@@ -730,14 +730,6 @@ impl Framer {
         self.channels[slot] = ch;
     }
 
-    /// `None` if `tag` names no channel, else whether it is closed.
-    fn channel_closed(&self, tag: u16) -> Option<bool> {
-        self.channels
-            .get(usize::from(tag))
-            .and_then(Option::as_ref)
-            .map(|c| c.closed)
-    }
-
     /// Marks channel `tag` closed (its peer went away).
     fn close_channel(&mut self, tag: u16) {
         if let Some(Some(c)) = self.channels.get_mut(usize::from(tag)) {
