@@ -88,7 +88,9 @@ pub use crate::error::{
 pub use crate::heap::Object;
 pub use crate::interpreter::Outcome;
 pub use crate::limits::Limits;
-pub use crate::natives::{Arrays, Context, FastError, FastNative, NativeError, NativeFn, Natives};
+pub use crate::natives::{
+    Arrays, Context, FastError, FastNative, HostWords, InlineForm, NativeError, NativeFn, Natives,
+};
 
 use crate::classfile::ClassFile;
 use crate::heap::Heap;
@@ -306,7 +308,10 @@ impl Applet {
     ) -> Result<Applet, LoadError> {
         let mut bound = Vec::with_capacity(prog.natives.len());
         for n in &mut prog.natives {
-            n.fast = natives.fast(&n.name, &n.descriptor).map_or(0, |f| f.entry);
+            let fast = natives.fast(&n.name, &n.descriptor);
+            n.fast = fast.map_or(0, |f| f.entry);
+            n.words = fast.map(|f| f.words);
+            n.inline = natives.inline(&n.name, &n.descriptor);
             match natives.get(&n.name, &n.descriptor) {
                 Some(f) => bound.push(f.clone()),
                 None => {
