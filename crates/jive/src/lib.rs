@@ -309,7 +309,13 @@ impl Applet {
         let mut bound = Vec::with_capacity(prog.natives.len());
         for n in &mut prog.natives {
             let fast = natives.fast(&n.name, &n.descriptor);
-            n.fast = fast.map_or(0, |f| f.entry);
+            // The fast entry with the result's shape compiled in.
+            let kind = match &n.ret {
+                Some(FieldType::Prim(Prim::Int)) => crate::jit::FAST_INT,
+                None => crate::jit::FAST_VOID,
+                Some(_) => crate::jit::FAST_OTHER,
+            };
+            n.fast = fast.map_or(0, |f| f.entry[usize::from(kind)]);
             n.words = fast.map(|f| f.words);
             n.inline = natives.inline(&n.name, &n.descriptor);
             match natives.get(&n.name, &n.descriptor) {

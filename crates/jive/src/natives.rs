@@ -117,8 +117,9 @@ pub enum InlineForm {
 /// native's fast form, and the host type it is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct FastEntry {
-    /// The address of the runtime function generated code calls.
-    pub(crate) entry: usize,
+    /// The addresses of the runtime functions generated code calls, for a
+    /// native returning `int`, `void`, or anything else.
+    pub(crate) entry: [usize; 3],
     /// The fast form's host type.
     pub(crate) host: core::any::TypeId,
     /// The function that finds the host's [`HostWords`]
@@ -407,6 +408,7 @@ pub struct Arrays<'a> {
 }
 
 impl<'a> Arrays<'a> {
+    #[inline]
     fn into_obj(self, handle: i32) -> Result<&'a mut Object, NativeError> {
         if handle == 0 {
             return Err(NativeError("null array argument".into()));
@@ -422,6 +424,7 @@ impl<'a> Arrays<'a> {
     }
 
     /// [`Arrays::bytes`], keeping the borrow of the arrays.
+    #[inline]
     pub fn into_bytes(self, handle: i32) -> Result<&'a mut [i8], NativeError> {
         match self.into_obj(handle)? {
             Object::Bytes(v) | Object::Booleans(v) => Ok(v),
@@ -435,6 +438,7 @@ impl<'a> Arrays<'a> {
     }
 
     /// [`Arrays::shorts`], keeping the borrow of the arrays.
+    #[inline]
     pub fn into_shorts(self, handle: i32) -> Result<&'a mut [i16], NativeError> {
         match self.into_obj(handle)? {
             Object::Shorts(v) => Ok(v),
@@ -448,6 +452,7 @@ impl<'a> Arrays<'a> {
     }
 
     /// [`Arrays::ints`], keeping the borrow of the arrays.
+    #[inline]
     pub fn into_ints(self, handle: i32) -> Result<&'a mut [i32], NativeError> {
         match self.into_obj(handle)? {
             Object::Ints(v) => Ok(v),

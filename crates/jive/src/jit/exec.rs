@@ -192,14 +192,15 @@ fn words_at_entry(prog: &Program) -> Option<WordsFn> {
             .get(usize::from(n))
             .is_some_and(|d| d.inline.is_some())
     };
-    let calls =
-        prog.info.methods.iter().zip(&prog.funcs).any(|(m, f)| {
-            m.name != "<init>" && m.name != "<clinit>" && f.as_ref().is_some_and(|f| {
+    let calls = prog.info.methods.iter().zip(&prog.funcs).any(|(m, f)| {
+        m.name != "<init>"
+            && m.name != "<clinit>"
+            && f.as_ref().is_some_and(|f| {
                 f.code.iter().any(
                     |op| matches!(*op, Op::CallNative(n) | Op::CallNativeUnmetered(n) if inline(n)),
                 )
             })
-        });
+    });
     if !calls {
         return None;
     }

@@ -118,5 +118,5 @@ use compiler::*;
 use exec::*;
 pub use exec::{Compiled, cache_stats, compile, evict_oldest, park};
 use runtime::*;
-pub(crate) use runtime::{WordsFn, fast_entry, words_entry};
+pub(crate) use runtime::{FAST_INT, FAST_OTHER, FAST_VOID, WordsFn, fast_entry, words_entry};
 use sites::*;

@@ -329,7 +329,7 @@ pub(super) extern "C" fn rt_native_void(
 /// directly, inlined here. If
 /// `F` declines the call (it changed nothing), or the host value is not an
 /// `F::Host`, the ordinary native runs as through [`rt_native`].
-pub(super) extern "C" fn rt_native_fast<F: FastNative>(
+pub(super) extern "C" fn rt_native_fast<F: FastNative, const KIND: u8>(
     ctx: *mut Ctx,
     n: i64,
     args: *const i32,
@@ -345,7 +345,7 @@ pub(super) extern "C" fn rt_native_fast<F: FastNative>(
     // SAFETY: as in `rt_newarray` (a plain read of a word of the context).
     let seen = unsafe { (*ctx).host_seen };
     if !core::ptr::eq(host, seen) {
-        return fast_host_new::<F>(ctx, n, args, shape);
+        return fast_host_new::<F, KIND>(ctx, n, args, shape);
     }
     // SAFETY: `host` has the address and vtable of `host_seen`, which
     // `fast_host_new` stored only after `is::<F::Host>()` called that
@@ -378,6 +378,9 @@ pub(super) extern "C" fn rt_native_fast<F: FastNative>(
         (*ctx).words = F::words(host).map_or(core::ptr::null_mut(), |w| w as *mut HostWords);
     }
     match fast {
+        // The shape's tests fold away where `KIND` fixes it.
+        Ok(Some(Ok(v))) if KIND == FAST_INT => i64::from(v),
+        Ok(Some(Ok(_))) if KIND == FAST_VOID => 0,
         Ok(Some(Ok(v))) if shape & NativeShape::CHECKED == 0 => narrowed(v, shape),
         Ok(None) => native_slow(ctx, n, args, shape),
         Ok(Some(result)) => native_checked(rt, n as usize, Ok(result)),
@@ -392,7 +395,12 @@ pub(super) extern "C" fn rt_native_fast<F: FastNative>(
 /// ordinary native.
 #[cold]
 #[inline(never)]
-fn fast_host_new<F: FastNative>(ctx: *mut Ctx, n: i64, args: *const i32, shape: i64) -> i64 {
+fn fast_host_new<F: FastNative, const KIND: u8>(
+    ctx: *mut Ctx,
+    n: i64,
+    args: *const i32,
+    shape: i64,
+) -> i64 {
     // SAFETY: as in `rt_newarray`; not used after the calls below.
     let rt = unsafe { &mut *(*ctx).rt };
     match rt.st.host.as_deref() {
@@ -400,7 +408,7 @@ fn fast_host_new<F: FastNative>(ctx: *mut Ctx, n: i64, args: *const i32, shape: 
             // SAFETY: as in `rt_newarray` (a plain write of a word of the
             // context); the pointer is kept as a number, never dereferenced.
             unsafe { (*ctx).host_seen = h as *const dyn core::any::Any };
-            rt_native_fast::<F>(ctx, n, args, shape)
+            rt_native_fast::<F, KIND>(ctx, n, args, shape)
         }
         _ => native_slow(ctx, n, args, shape),
     }
@@ -508,8 +516,20 @@ fn native_failed(rt: &mut Runtime<'_, '_>, k: TrapKind) -> i64 {
     i64::MIN
 }
 
-/// The address of [`rt_native_fast`] for fast form `F`, which
-/// [`crate::Natives::set_fast`] records for the JIT.
-pub(crate) fn fast_entry<F: FastNative>() -> usize {
-    rt_native_fast::<F> as *const () as usize
+/// [`rt_native_fast`]'s `KIND` for a native declared to return `int`,
+/// one declared `void`, and any other.
+pub(crate) const FAST_INT: u8 = 0;
+pub(crate) const FAST_VOID: u8 = 1;
+pub(crate) const FAST_OTHER: u8 = 2;
+
+/// The addresses of [`rt_native_fast`] for fast form `F`, by `KIND`
+/// ([`FAST_INT`], [`FAST_VOID`], [`FAST_OTHER`]), which
+/// [`crate::Natives::set_fast`] records for the JIT: the entry for an
+/// `int` or `void` native has the result's shape compiled in.
+pub(crate) fn fast_entry<F: FastNative>() -> [usize; 3] {
+    [
+        rt_native_fast::<F, FAST_INT> as *const () as usize,
+        rt_native_fast::<F, FAST_VOID> as *const () as usize,
+        rt_native_fast::<F, FAST_OTHER> as *const () as usize,
+    ]
 }
