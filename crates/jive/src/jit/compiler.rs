@@ -1691,11 +1691,21 @@ impl<'p> Compiler<'p> {
     fn inline_int(&mut self, i: u8) -> (R, Label) {
         let (rare, done) = (self.f.genlabel(), self.f.genlabel());
         let (x, y, z, w) = (self.regs.x, self.regs.y, self.regs.z, self.regs.w);
+        // The result's register: after the sync above no entry is in `W`,
+        // so `dest` writes nothing. The value is loaded straight into it
+        // unless it is a scratch register this form uses (`W`): whatever
+        // it held is dead (a new stack entry's home, or a local the next op
+        // overwrites), and the rare path writes it again.
+        let rd = self.dest();
+        let v = if [x, z, w].contains(&rd.num()) {
+            Reg::<I>::phys(y)
+        } else {
+            rd
+        };
         let words = p(z);
         self.f.ld_local(words, self.locals.ctx);
         self.f.ld(words, words, C_WORDS);
         self.f.beq(words, 0, rare);
-        let v = Reg::<I>::phys(y);
         self.f.ld(v, words, W_INTS + 4 * i64::from(i));
         self.f.blt(v, 0, rare);
         let count = Reg::<UL>::phys(x);
@@ -1705,10 +1715,7 @@ impl<'p> Compiler<'p> {
         self.f.ld(bound, words, W_BOUND);
         self.f.bge(count, bound, rare);
         self.f.st(count, words, W_WORK);
-        // The result's register: after the sync above no entry is in `W`,
-        // so `dest` writes nothing, and `W` (the bound's, now dead) may be it.
-        let rd = self.dest();
-        if rd.num() != y {
+        if rd.num() != v.num() {
             self.f.mov(rd, v);
         }
         self.f.jmp(done);
