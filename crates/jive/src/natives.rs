@@ -473,3 +473,73 @@ impl<'a> Arrays<'a> {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! What `Natives::set_inline` accepts and refuses; the inline forms'
+    //! behaviour against the ordinary natives is `unet`'s
+    //! `tests/fast_natives.rs`.
+
+    use super::*;
+
+    /// A fast form that always declines.
+    struct Declines;
+
+    impl FastNative for Declines {
+        type Host = u32;
+        fn call(_: &mut u32, _: Arrays<'_>, _: &[i32]) -> Option<Result<i32, NativeError>> {
+            None
+        }
+    }
+
+    fn table() -> Natives {
+        Natives::new()
+            .with("size", "()I", |_, _| Ok(512))
+            .with("fill", "(I)I", |_, _| Ok(0))
+            .with("plain", "()I", |_, _| Ok(1))
+            .with_fast::<Declines>("size", "()I")
+            .unwrap()
+            .with_fast::<Declines>("fill", "(I)I")
+            .unwrap()
+    }
+
+    #[test]
+    fn an_inline_form_needs_a_fast_form_and_a_fitting_descriptor() {
+        let mut t = table();
+        t.set_inline("size", "()I", InlineForm::Int(1)).unwrap();
+        assert_eq!(t.inline("size", "()I"), Some(InlineForm::Int(1)));
+        assert_eq!(
+            t.set_inline("plain", "()I", InlineForm::Int(0)).err(),
+            Some(FastError::NoFastForm {
+                name: "plain".into(),
+                descriptor: "()I".into()
+            })
+        );
+        // An argument, and a word `HostWords` lacks.
+        for (name, desc, form) in [
+            ("fill", "(I)I", InlineForm::Int(0)),
+            ("size", "()I", InlineForm::Int(2)),
+        ] {
+            assert!(
+                matches!(
+                    t.set_inline(name, desc, form),
+                    Err(FastError::InlineShape { .. })
+                ),
+                "{name}{desc} {form:?}"
+            );
+        }
+        assert_eq!(t.inline("fill", "(I)I"), None);
+    }
+
+    #[test]
+    fn rebinding_a_native_or_its_fast_form_drops_its_inline_form() {
+        let mut t = table();
+        t.set_inline("size", "()I", InlineForm::Int(0)).unwrap();
+        t.set_fast::<Declines>("size", "()I").unwrap();
+        assert_eq!(t.inline("size", "()I"), None);
+        t.set_inline("size", "()I", InlineForm::Int(0)).unwrap();
+        t.register("size", "()I", |_, _| Ok(4));
+        assert_eq!(t.inline("size", "()I"), None);
+        assert!(t.fast("size", "()I").is_none());
+    }
+}
