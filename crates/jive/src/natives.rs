@@ -24,6 +24,16 @@
 //! to the closure. The interpreter always calls the closure; both must give
 //! the same results, effects and traps, which a host makes sure of by
 //! sharing the checks' code between the two forms (`unet`'s natives do).
+//!
+//! # Inline forms
+//!
+//! A native with a fast form may also have an **inline form**
+//! ([`InlineForm`], [`Natives::set_inline`]), which the JIT emits in place
+//! of the call: a few loads, compares and a store over the words the host
+//! lends for the invocation ([`HostWords`], [`FastNative::words`]), with
+//! the call through the fast form (then the closure) as its rare path.
+//! Generated code writes nothing but those words, which the host handed
+//! out as `&mut` through a safe method.
 
 use core::any::Any;
 use std::collections::HashMap;
