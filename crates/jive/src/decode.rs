@@ -662,6 +662,12 @@ pub struct NativeDecl {
     /// The JIT calls it in place of the ordinary entry, and the code cache
     /// key covers it (the program's natives are hashed whole).
     pub(crate) fast: usize,
+    /// The function that finds the fast form's [`crate::HostWords`] in a
+    /// host value, with `fast`.
+    pub(crate) words: Option<crate::jit::WordsFn>,
+    /// The native's inline form ([`crate::Natives::set_inline`]), which the
+    /// JIT emits in place of the call.
+    pub(crate) inline: Option<crate::InlineForm>,
 }
 
 /// A decoded applet class, ready to instantiate.
@@ -757,6 +763,8 @@ pub fn decode_with(
                 params: m.sig.params.clone(),
                 ret: m.sig.ret,
                 fast: 0,
+                words: None,
+                inline: None,
             });
         } else {
             native_index.push(None);

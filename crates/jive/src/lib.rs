@@ -88,7 +88,9 @@ pub use crate::error::{
 pub use crate::heap::Object;
 pub use crate::interpreter::Outcome;
 pub use crate::limits::Limits;
-pub use crate::natives::{Arrays, Context, FastError, FastNative, NativeError, NativeFn, Natives};
+pub use crate::natives::{
+    Arrays, Context, FastError, FastNative, HostWords, InlineForm, NativeError, NativeFn, Natives,
+};
 
 use crate::classfile::ClassFile;
 use crate::heap::Heap;
@@ -315,7 +317,16 @@ impl Applet {
     ) -> Result<Applet, LoadError> {
         let mut bound = Vec::with_capacity(prog.natives.len());
         for n in &mut prog.natives {
-            n.fast = natives.fast(&n.name, &n.descriptor).map_or(0, |f| f.entry);
+            let fast = natives.fast(&n.name, &n.descriptor);
+            // The fast entry with the result's shape compiled in.
+            let kind = match &n.ret {
+                Some(FieldType::Prim(Prim::Int)) => crate::jit::FAST_INT,
+                None => crate::jit::FAST_VOID,
+                Some(_) => crate::jit::FAST_OTHER,
+            };
+            n.fast = fast.map_or(0, |f| f.entry[usize::from(kind)]);
+            n.words = fast.map(|f| f.words);
+            n.inline = natives.inline(&n.name, &n.descriptor);
             match natives.get(&n.name, &n.descriptor) {
                 Some(f) => bound.push(f.clone()),
                 None => {

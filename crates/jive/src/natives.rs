@@ -24,6 +24,16 @@
 //! to the closure. The interpreter always calls the closure; both must give
 //! the same results, effects and traps, which a host makes sure of by
 //! sharing the checks' code between the two forms (`unet`'s natives do).
+//!
+//! # Inline forms
+//!
+//! A native with a fast form may also have an **inline form**
+//! ([`InlineForm`], [`Natives::set_inline`]), which the JIT emits in place
+//! of the call: a few loads, compares and a store over the words the host
+//! lends for the invocation ([`HostWords`], [`FastNative::words`]), with
+//! the call through the fast form (then the closure) as its rare path.
+//! Generated code writes nothing but those words, which the host handed
+//! out as `&mut` through a safe method.
 
 use core::any::Any;
 use std::collections::HashMap;
@@ -64,16 +74,67 @@ pub trait FastNative: 'static {
         arrays: Arrays<'_>,
         args: &[i32],
     ) -> Option<Result<i32, NativeError>>;
+    /// The words the host lends the JIT's inline natives for the running
+    /// invocation ([`HostWords`], [`Natives::set_inline`]), if it has them.
+    /// The default lends none, and every inline form of the table then
+    /// takes its rare path, the native out of line.
+    #[inline(always)]
+    fn words(host: &mut Self::Host) -> Option<&mut HostWords> {
+        let _ = host;
+        None
+    }
+}
+
+/// The words of a host value that the JIT's **inline natives**
+/// ([`Natives::set_inline`]) read and write in place: generated code
+/// makes the whole call with a few loads, a compare and a store, and
+/// calls the native out of line only on the rare path.
+///
+/// The host lends them for each invocation ([`FastNative::words`]); the
+/// JIT keeps their address for that invocation alone. The budget's count
+/// is the host's own: its ordinary natives charge `work` too, so that an
+/// inline call and an out-of-line one count alike. `#[repr(C)]`, so that
+/// generated code reaches each field at a fixed offset.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HostWords {
+    /// The budget's count of native calls (the host's work units).
+    pub work: u64,
+    /// The count an inline call must stay below: an inline call that would
+    /// bring `work` to `bound` (a clock reading is due, or the budget is
+    /// spent) takes the rare path, where the ordinary native charges.
+    pub bound: u64,
+    /// Values inline natives return ([`InlineForm::Int`]); a negative one
+    /// sends the call to the rare path, where the ordinary native reports
+    /// it (e.g. a buffer size an `int` cannot hold).
+    pub ints: [i32; 2],
+}
+
+/// What an inline native does ([`Natives::set_inline`]), over the
+/// invocation's [`HostWords`] `w`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum InlineForm {
+    /// A native of no arguments returning `int` that charges one unit:
+    /// if `w.ints[k] >= 0` and `w.work + 1 < w.bound`, it counts the unit
+    /// (`w.work += 1`) and returns `w.ints[k]`; otherwise the native runs
+    /// out of line (its fast form, then the ordinary form), which charges,
+    /// checks and reports as always.
+    Int(u8),
 }
 
 /// What [`Natives::set_fast`] recorded for the JIT: the runtime entry of a
 /// native's fast form, and the host type it is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct FastEntry {
-    /// The address of the runtime function generated code calls.
-    pub(crate) entry: usize,
+    /// The addresses of the runtime functions generated code calls, for a
+    /// native returning `int`, `void`, or anything else.
+    pub(crate) entry: [usize; 3],
     /// The fast form's host type.
     pub(crate) host: core::any::TypeId,
+    /// The function that finds the host's [`HostWords`]
+    /// ([`FastNative::words`]), as the JIT's context keeps it.
+    pub(crate) words: crate::jit::WordsFn,
 }
 
 /// Why [`Natives::set_fast`] refused a fast form.
@@ -86,6 +147,26 @@ pub enum FastError {
         name: String,
         /// The descriptor.
         descriptor: String,
+    },
+    /// An inline form was given to a native without a fast form
+    /// ([`Natives::set_inline`] needs one, for its rare path).
+    #[error("native {name}{descriptor} has no fast form to give an inline form")]
+    NoFastForm {
+        /// The name.
+        name: String,
+        /// The descriptor.
+        descriptor: String,
+    },
+    /// The inline form does not fit the native's descriptor, or names a
+    /// word [`HostWords`] lacks.
+    #[error("the inline form {form:?} does not fit native {name}{descriptor}")]
+    InlineShape {
+        /// The name.
+        name: String,
+        /// The descriptor.
+        descriptor: String,
+        /// The form.
+        form: InlineForm,
     },
     /// The table's fast forms are for another host type: one table's fast
     /// forms share one host type, which an invocation checks once.
@@ -104,6 +185,8 @@ pub struct Natives {
     map: HashMap<(String, String), NativeFn>,
     /// The fast forms of some of them ([`Natives::set_fast`]).
     fast: HashMap<(String, String), FastEntry>,
+    /// The inline forms of some of those ([`Natives::set_inline`]).
+    inline: HashMap<(String, String), InlineForm>,
     /// The host type all fast forms share, and its name.
     fast_host: Option<(core::any::TypeId, &'static str)>,
 }
@@ -149,6 +232,7 @@ impl Natives {
     {
         let key = (name.to_owned(), descriptor.to_owned());
         self.fast.remove(&key);
+        self.inline.remove(&key);
         self.map.insert(key, Arc::new(f));
         self
     }
@@ -197,7 +281,45 @@ impl Natives {
             None => self.fast_host = Some((host, host_name)),
         }
         let entry = crate::jit::fast_entry::<F>();
-        self.fast.insert(key, FastEntry { entry, host });
+        let words = crate::jit::words_entry::<F>();
+        self.inline.remove(&key);
+        self.fast.insert(key, FastEntry { entry, host, words });
+        Ok(self)
+    }
+
+    /// Gives the native bound as `name` with `descriptor`, which has a fast
+    /// form ([`Natives::set_fast`]), the inline form `form`: the JIT emits
+    /// it in place of the call, over the [`HostWords`] the fast form's host
+    /// lends ([`FastNative::words`]), and calls the native out of line (the
+    /// fast form, then the ordinary one) only where the form says so. The
+    /// host makes sure the ordinary native gives the same value and
+    /// charge where the inline form completes; the interpreter always calls
+    /// the closure. Re-binding the native, or giving it another fast form,
+    /// drops its inline form.
+    pub fn set_inline(
+        &mut self,
+        name: &str,
+        descriptor: &str,
+        form: InlineForm,
+    ) -> Result<&mut Natives, FastError> {
+        let key = (name.to_owned(), descriptor.to_owned());
+        if !self.fast.contains_key(&key) {
+            return Err(FastError::NoFastForm {
+                name: key.0,
+                descriptor: key.1,
+            });
+        }
+        let fits = match form {
+            InlineForm::Int(k) => descriptor == "()I" && usize::from(k) < 2,
+        };
+        if !fits {
+            return Err(FastError::InlineShape {
+                name: key.0,
+                descriptor: key.1,
+                form,
+            });
+        }
+        self.inline.insert(key, form);
         Ok(self)
     }
 
@@ -214,6 +336,13 @@ impl Natives {
     /// The fast form of `name` with `descriptor`, if it has one.
     pub(crate) fn fast(&self, name: &str, descriptor: &str) -> Option<FastEntry> {
         self.fast
+            .get(&(name.to_owned(), descriptor.to_owned()))
+            .copied()
+    }
+
+    /// The inline form of `name` with `descriptor`, if it has one.
+    pub(crate) fn inline(&self, name: &str, descriptor: &str) -> Option<InlineForm> {
+        self.inline
             .get(&(name.to_owned(), descriptor.to_owned()))
             .copied()
     }
@@ -289,6 +418,7 @@ pub struct Arrays<'a> {
 }
 
 impl<'a> Arrays<'a> {
+    #[inline]
     fn into_obj(self, handle: i32) -> Result<&'a mut Object, NativeError> {
         if handle == 0 {
             return Err(NativeError("null array argument".into()));
@@ -304,6 +434,7 @@ impl<'a> Arrays<'a> {
     }
 
     /// [`Arrays::bytes`], keeping the borrow of the arrays.
+    #[inline]
     pub fn into_bytes(self, handle: i32) -> Result<&'a mut [i8], NativeError> {
         match self.into_obj(handle)? {
             Object::Bytes(v) | Object::Booleans(v) => Ok(v),
@@ -317,6 +448,7 @@ impl<'a> Arrays<'a> {
     }
 
     /// [`Arrays::shorts`], keeping the borrow of the arrays.
+    #[inline]
     pub fn into_shorts(self, handle: i32) -> Result<&'a mut [i16], NativeError> {
         match self.into_obj(handle)? {
             Object::Shorts(v) => Ok(v),
@@ -330,6 +462,7 @@ impl<'a> Arrays<'a> {
     }
 
     /// [`Arrays::ints`], keeping the borrow of the arrays.
+    #[inline]
     pub fn into_ints(self, handle: i32) -> Result<&'a mut [i32], NativeError> {
         match self.into_obj(handle)? {
             Object::Ints(v) => Ok(v),
@@ -348,5 +481,75 @@ impl<'a> Arrays<'a> {
                 e.requested, e.in_use, e.limit
             ))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! What `Natives::set_inline` accepts and refuses; the inline forms'
+    //! behaviour against the ordinary natives is `unet`'s
+    //! `tests/fast_natives.rs`.
+
+    use super::*;
+
+    /// A fast form that always declines.
+    struct Declines;
+
+    impl FastNative for Declines {
+        type Host = u32;
+        fn call(_: &mut u32, _: Arrays<'_>, _: &[i32]) -> Option<Result<i32, NativeError>> {
+            None
+        }
+    }
+
+    fn table() -> Natives {
+        Natives::new()
+            .with("size", "()I", |_, _| Ok(512))
+            .with("fill", "(I)I", |_, _| Ok(0))
+            .with("plain", "()I", |_, _| Ok(1))
+            .with_fast::<Declines>("size", "()I")
+            .unwrap()
+            .with_fast::<Declines>("fill", "(I)I")
+            .unwrap()
+    }
+
+    #[test]
+    fn an_inline_form_needs_a_fast_form_and_a_fitting_descriptor() {
+        let mut t = table();
+        t.set_inline("size", "()I", InlineForm::Int(1)).unwrap();
+        assert_eq!(t.inline("size", "()I"), Some(InlineForm::Int(1)));
+        assert_eq!(
+            t.set_inline("plain", "()I", InlineForm::Int(0)).err(),
+            Some(FastError::NoFastForm {
+                name: "plain".into(),
+                descriptor: "()I".into()
+            })
+        );
+        // An argument, and a word `HostWords` lacks.
+        for (name, desc, form) in [
+            ("fill", "(I)I", InlineForm::Int(0)),
+            ("size", "()I", InlineForm::Int(2)),
+        ] {
+            assert!(
+                matches!(
+                    t.set_inline(name, desc, form),
+                    Err(FastError::InlineShape { .. })
+                ),
+                "{name}{desc} {form:?}"
+            );
+        }
+        assert_eq!(t.inline("fill", "(I)I"), None);
+    }
+
+    #[test]
+    fn rebinding_a_native_or_its_fast_form_drops_its_inline_form() {
+        let mut t = table();
+        t.set_inline("size", "()I", InlineForm::Int(0)).unwrap();
+        t.set_fast::<Declines>("size", "()I").unwrap();
+        assert_eq!(t.inline("size", "()I"), None);
+        t.set_inline("size", "()I", InlineForm::Int(0)).unwrap();
+        t.register("size", "()I", |_, _| Ok(4));
+        assert_eq!(t.inline("size", "()I"), None);
+        assert!(t.fast("size", "()I").is_none());
     }
 }

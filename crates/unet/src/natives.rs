@@ -84,6 +84,18 @@ pub trait NativeHost: 'static {
         let _ = bytes;
         false
     }
+    /// The words this host lends the JIT's inline natives
+    /// ([`jive::HostWords`]), if any: then `work` must be the count that
+    /// [`NativeHost::charge`] and [`NativeHost::try_charge`] keep (one unit
+    /// per call that moves no bytes), `bound` the count at which
+    /// `try_charge` declines, and `ints[0]` the buffer size as an `int`
+    /// (negative if it does not fit one), so that the inline
+    /// `getFreeBufferLength` gives, charges and declines as its other forms
+    /// do. The default lends none, and the inline form then always takes
+    /// its rare path.
+    fn words(&mut self) -> Option<&mut jive::HostWords> {
+        None
+    }
 }
 
 /// The body of a receive descriptor pushed by `dmaRxd` or `dmaRxdPayload`.
@@ -222,6 +234,13 @@ pub fn bind<H: NativeHost>() -> Natives {
     register::<H, DmaRxdPayload>(&mut t);
     register::<H, GetFreeBuffer>(&mut t);
     register::<H, GetFreeBufferLength>(&mut t);
+    // Cannot fail: the native has a fast form, and its descriptor is
+    // `()I`.
+    let _ = t.set_inline(
+        GetFreeBufferLength::NAME,
+        GetFreeBufferLength::DESCRIPTOR,
+        jive::InlineForm::Int(0),
+    );
     t.register("newAlignedArray", "(I)[B", new_aligned_array);
     t
 }
@@ -286,6 +305,11 @@ impl<H: NativeHost, N: EndpointNative> jive::FastNative for Fast<H, N> {
             return None;
         }
         Some(N::run(host, arrays, args))
+    }
+
+    #[inline(always)]
+    fn words(host: &mut H) -> Option<&mut jive::HostWords> {
+        host.words()
     }
 }
 

@@ -9,13 +9,16 @@
 //!
 //! The host charges like the engine's (`Io`): a work count, a clock
 //! reading every few units, and a budget that runs out mid-stream, after
-//! which every native call traps as over budget.
+//! which every native call traps as over budget. Like the engine, it lends
+//! its count, its next clock reading and its buffer size to the JIT's
+//! inline `getFreeBufferLength` ([`jive::HostWords`]), in some streams only,
+//! and in some with a buffer size an `int` cannot hold.
 
 #![cfg(target_arch = "x86_64")]
 
 use std::collections::VecDeque;
 
-use jive::{Applet, Engine, InvokeError, Limits, Object};
+use jive::{Applet, Engine, HostWords, InvokeError, Limits, Object};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use unet::applets;
@@ -44,9 +47,13 @@ struct Counting {
     sent: Vec<(u16, Vec<u8>)>,
     open: Vec<u16>,
     max_message: u32,
-    /// Work units charged, and where the next clock reading is due.
-    work: u64,
-    next_check: u64,
+    /// The buffer size getFreeBufferLength reports.
+    size: u32,
+    /// Work units charged (`work`), where the next clock reading is due
+    /// (`bound`), and the buffer size as an `int` (`ints[0]`), which the
+    /// host lends the inline natives if `lend`.
+    words: HostWords,
+    lend: bool,
     /// Clock readings made, and the work the budget allows.
     checks: u64,
     budget: u64,
@@ -62,8 +69,13 @@ impl Counting {
             sent: Vec::new(),
             open: vec![1, 2],
             max_message: 1000,
-            work: 0,
-            next_check: CHECK_EVERY,
+            size: BUF,
+            words: HostWords {
+                work: 0,
+                bound: CHECK_EVERY,
+                ints: [BUF as i32, 0],
+            },
+            lend: rng.random_bool(0.8),
             checks: 0,
             budget: rng.random_range(20..200),
         }
@@ -72,7 +84,7 @@ impl Counting {
 
 impl NativeHost for Counting {
     fn buffer_size(&self) -> u32 {
-        BUF
+        self.size
     }
     fn area_len(&self) -> u32 {
         AREA
@@ -108,15 +120,16 @@ impl NativeHost for Counting {
         self.max_message
     }
     fn charge(&mut self, bytes: usize) -> Result<(), HostError> {
-        self.work += 1 + (bytes as u64 >> 12);
-        if self.work < self.next_check {
+        let w = &mut self.words;
+        w.work += 1 + (bytes as u64 >> 12);
+        if w.work < w.bound {
             return Ok(());
         }
         // The clock reading: the budget is checked here only, as the
         // engine checks its time budget.
-        self.next_check = self.work + CHECK_EVERY;
+        w.bound = w.work + CHECK_EVERY;
         self.checks += 1;
-        if self.work > self.budget {
+        if w.work > self.budget {
             return Err(HostError::OverBudget {
                 what: "work units",
                 limit: self.budget,
@@ -125,12 +138,15 @@ impl NativeHost for Counting {
         Ok(())
     }
     fn try_charge(&mut self, bytes: usize) -> bool {
-        let work = self.work + 1 + (bytes as u64 >> 12);
-        if work >= self.next_check {
+        let work = self.words.work + 1 + (bytes as u64 >> 12);
+        if work >= self.words.bound {
             return false;
         }
-        self.work = work;
+        self.words.work = work;
         true
+    }
+    fn words(&mut self) -> Option<&mut HostWords> {
+        self.lend.then_some(&mut self.words)
     }
 }
 
@@ -222,6 +238,11 @@ fn call(a: &mut Applet, host: &mut Counting, tx: bool) -> After {
 fn stream(seed: u64, calls: usize) -> usize {
     let mut rng = StdRng::seed_from_u64(seed);
     let mut hi = Counting::new(&mut rng);
+    if rng.random_bool(0.1) {
+        // A buffer size an `int` cannot hold: getFreeBufferLength traps.
+        hi.size = 0x8000_0000;
+        hi.words.ints[0] = hi.size as i32;
+    }
     let mut hj = hi.clone();
     let mut ai = load(Engine::Interpreter);
     let mut aj = load(Engine::Jit);
@@ -308,6 +329,7 @@ fn a_budget_spent_mid_stream_traps_at_the_same_call_on_both_engines() {
     let mut rng = StdRng::seed_from_u64(7);
     let mut hi = Counting::new(&mut rng);
     hi.budget = 50;
+    hi.lend = true;
     let mut hj = hi.clone();
     let mut ai = load(Engine::Interpreter);
     let mut aj = load(Engine::Jit);
@@ -335,4 +357,31 @@ fn a_budget_spent_mid_stream_traps_at_the_same_call_on_both_engines() {
     // 50 units allowed; the first clock reading past them is the 56th
     // call's (one every 8 units), which traps.
     assert_eq!(first_trap, Some(55));
+}
+
+#[test]
+fn a_buffer_size_an_int_cannot_hold_traps_on_both_engines() {
+    if !jive::jit::available() {
+        return;
+    }
+    let mut rng = StdRng::seed_from_u64(11);
+    let mut hi = Counting::new(&mut rng);
+    hi.lend = true;
+    hi.size = 0x8000_0000;
+    hi.words.ints[0] = hi.size as i32;
+    let mut hj = hi.clone();
+    let mut ai = load(Engine::Interpreter);
+    let mut aj = load(Engine::Jit);
+    for app in [&mut ai, &mut aj] {
+        app.set_static_int("mode", 13).unwrap();
+    }
+    let i = call(&mut ai, &mut hi, false);
+    let j = call(&mut aj, &mut hj, false);
+    assert_eq!(i, j);
+    assert_eq!(hi, hj);
+    let trap = i.outcome.unwrap_err();
+    assert!(
+        trap.contains("the endpoint's buffer size 2147483648 does not fit an int"),
+        "{trap}"
+    );
 }

@@ -1632,6 +1632,15 @@ impl<'p> Compiler<'p> {
         self.charge();
         self.sync();
         let first = self.stack.len() - k;
+        // A native with an inline form ([`crate::Natives::set_inline`]):
+        // the form in place, over the host's words; the call below is its
+        // rare path.
+        let inline = match decl.inline {
+            Some(InlineForm::Int(i)) if k == 0 && has_ret && decl.fast != 0 => {
+                Some(self.inline_int(i))
+            }
+            _ => None,
+        };
         self.args_to_memory(first);
         let args_at = p(self.regs.y);
         self.f
@@ -1659,11 +1668,59 @@ impl<'p> Compiler<'p> {
         );
         self.f.beq(res, i64::MIN, fail);
         self.stack.truncate(first);
-        if has_ret {
+        if let Some((rd, done)) = inline {
+            self.f.cv::<L, I>(rd, res);
+            self.f.label(done);
+            self.push_result(rd);
+        } else if has_ret {
             let rd = self.dest();
             self.f.cv::<L, I>(rd, res);
             self.push_result(rd);
         }
+    }
+
+    /// [`InlineForm::Int`]`(i)` in place: with `w` the invocation's
+    /// [`crate::HostWords`] (`Ctx::words`), if `w` is not null,
+    /// `w.ints[i] >= 0` and `w.work + 1 < w.bound` (unsigned), counts the
+    /// unit and leaves `w.ints[i]` in the result's register, then jumps to
+    /// the returned label; otherwise it falls through to the out-of-line
+    /// call the caller emits next (the rare path), which leaves its value
+    /// in the same register just before that label. Nothing is written
+    /// before the last check passes, so the rare path runs as if the
+    /// inline form had not been tried.
+    fn inline_int(&mut self, i: u8) -> (R, Label) {
+        let (rare, done) = (self.f.genlabel(), self.f.genlabel());
+        let (x, y, z, w) = (self.regs.x, self.regs.y, self.regs.z, self.regs.w);
+        // The result's register: after the sync above no entry is in `W`,
+        // so `dest` writes nothing. The value is loaded straight into it
+        // unless it is a scratch register this form uses (`W`): whatever
+        // it held is dead (a new stack entry's home, or a local the next op
+        // overwrites), and the rare path writes it again.
+        let rd = self.dest();
+        let v = if [x, z, w].contains(&rd.num()) {
+            Reg::<I>::phys(y)
+        } else {
+            rd
+        };
+        let words = p(z);
+        self.f.ld_local(words, self.locals.ctx);
+        self.f.ld(words, words, C_WORDS);
+        self.f.beq(words, 0, rare);
+        self.f.ld(v, words, W_INTS + 4 * i64::from(i));
+        self.f.blt(v, 0, rare);
+        let count = Reg::<UL>::phys(x);
+        self.f.ld(count, words, W_WORK);
+        self.f.add(count, count, 1);
+        let bound = Reg::<UL>::phys(w);
+        self.f.ld(bound, words, W_BOUND);
+        self.f.bge(count, bound, rare);
+        self.f.st(count, words, W_WORK);
+        if rd.num() != v.num() {
+            self.f.mov(rd, v);
+        }
+        self.f.jmp(done);
+        self.f.label(rare);
+        (rd, done)
     }
 
     pub(super) fn new_array(&mut self, prim: Prim) {

@@ -189,7 +189,8 @@ pub fn compile(prog: &Program) -> Result<Compiled, JitError> {
         .into_boxed_slice()
         .try_into()
         .expect("STACK_SLOTS slots");
-    let ctx = Ctx::new(&mut frames[..]);
+    let words_of = words_at_entry(prog);
+    let ctx = Ctx::new(&mut frames[..], words_of);
     Ok(Compiled {
         key,
         memo: codecache::Memo::default(),
@@ -204,6 +205,38 @@ pub fn compile(prog: &Program) -> Result<Compiled, JitError> {
         },
         enterable: Box::new([]),
     })
+}
+
+/// How an invocation finds the words its inline natives use
+/// ([`crate::HostWords`]), if a method other than a constructor calls one:
+/// the `words` functions of the first native with an inline form (a
+/// table's fast forms share one host type, and a host gives them one
+/// `words`). Finding them costs an invocation a compare and a call, which
+/// one inline call repays; code that calls its inline natives from
+/// constructors only (StandardUnet's `getFreeBufferLength`) leaves them to
+/// the first call's rare path.
+fn words_at_entry(prog: &Program) -> Option<WordsFn> {
+    let inline = |n: u16| {
+        prog.natives
+            .get(usize::from(n))
+            .is_some_and(|d| d.inline.is_some())
+    };
+    let calls = prog.info.methods.iter().zip(&prog.funcs).any(|(m, f)| {
+        m.name != "<init>"
+            && m.name != "<clinit>"
+            && f.as_ref().is_some_and(|f| {
+                f.code.iter().any(
+                    |op| matches!(*op, Op::CallNative(n) | Op::CallNativeUnmetered(n) if inline(n)),
+                )
+            })
+    });
+    if !calls {
+        return None;
+    }
+    prog.natives
+        .iter()
+        .find(|n| n.inline.is_some())
+        .and_then(|n| n.words)
 }
 
 pub(super) fn publish(key: u64, mut f: Func) -> Result<(), codecache::Error> {
@@ -374,6 +407,10 @@ impl Compiled {
         }
         let statics = st.statics.as_mut_ptr();
         let dir = st.heap.directory().cast();
+        // The words the host lends the inline natives for this invocation
+        // (null if the code has none): the one word written here for them
+        // (`Ctx::words`).
+        let words = host_words(&mut self.ctx, st.host.as_deref_mut());
         // Not dropped on success: a runtime call that records a trap in
         // `pending` makes the code take a trap exit, so after a normal
         // return there is nothing to drop (and the check would cost every
@@ -391,6 +428,7 @@ impl Compiled {
         let ctx = &mut self.ctx;
         ctx.statics = statics;
         ctx.dir = dir;
+        ctx.words = words;
         ctx.fuel = self.limits.fuel;
         ctx.rt = (&mut *rt as *mut Runtime<'_, '_>).cast();
         let mut code = Code {

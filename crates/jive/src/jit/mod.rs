@@ -95,7 +95,7 @@ pub use crate::error::JitError;
 use crate::error::{Trap, TrapKind};
 use crate::heap::{DIR_DATA, DIR_LEN, DIR_MASK, Heap, Object};
 use crate::interpreter::{Outcome, RunLimits, STACK_SLOTS, State};
-use crate::natives::{Context, FastNative, NativeError};
+use crate::natives::{Context, FastNative, HostWords, InlineForm, NativeError};
 use crate::subset::Prim;
 
 /// Whether vcode has a native backend for this CPU, so that the JIT can run.
@@ -117,6 +117,6 @@ pub use compiler::compile_standalone;
 use compiler::*;
 use exec::*;
 pub use exec::{Compiled, cache_stats, compile, evict_oldest, park};
-pub(crate) use runtime::fast_entry;
 use runtime::*;
+pub(crate) use runtime::{FAST_INT, FAST_OTHER, FAST_VOID, WordsFn, fast_entry, words_entry};
 use sites::*;

@@ -33,6 +33,21 @@ pub(super) struct Ctx {
     /// value with the same address and vtable is of that type too. Never
     /// dereferenced through this copy.
     pub(super) host_seen: *const dyn core::any::Any,
+    /// The [`HostWords`] the invocation's host value lends the inline
+    /// natives ([`crate::Natives::set_inline`]), or null: the one word
+    /// `Compiled::enter` writes for them, per invocation ([`host_words`]).
+    /// Generated code reads it at each inline native and takes the rare
+    /// path where it is null. Every runtime call that reborrows the host
+    /// writes it again: a fast entry with the words from its own borrow
+    /// ([`rt_native_fast`]), an ordinary native with null, so that
+    /// generated code only ever uses words taken from the latest borrow of
+    /// the host, and only while it lives (this invocation).
+    pub(super) words: *mut HostWords,
+    /// How `Compiled::enter` finds those words in a host value, where the
+    /// code calls an inline native from a method other than a constructor
+    /// (fixed at compile time); `None` where it does not, and the first
+    /// inline call of an invocation takes the rare path instead.
+    pub(super) words_of: Option<WordsFn>,
 }
 
 impl Ctx {
@@ -40,7 +55,7 @@ impl Ctx {
     /// (`STACK_SLOTS` slots, owned by the same `Compiled`, whose heap
     /// allocation never moves): its bounds set for good, every other word
     /// written by each invocation before it runs.
-    pub(super) fn new(frames: &mut [i32]) -> Ctx {
+    pub(super) fn new(frames: &mut [i32], words_of: Option<WordsFn>) -> Ctx {
         debug_assert_eq!(frames.len(), STACK_SLOTS);
         let range = frames.as_mut_ptr_range();
         Ctx {
@@ -55,6 +70,8 @@ impl Ctx {
             trap: [0; 3],
             rt: core::ptr::null_mut(),
             host_seen: core::ptr::null::<()>() as *const dyn core::any::Any,
+            words: core::ptr::null_mut(),
+            words_of,
         }
     }
 }
@@ -68,6 +85,109 @@ pub(super) const C_FUEL: i64 = 40;
 pub(super) const C_MAX_DEPTH: i64 = 48;
 pub(super) const C_RESULT: i64 = 56;
 pub(super) const C_TRAP: i64 = 64;
+pub(super) const C_WORDS: i64 = core::mem::offset_of!(Ctx, words) as i64;
+/// [`HostWords`]' fields, for inline natives.
+pub(super) const W_WORK: i64 = core::mem::offset_of!(HostWords, work) as i64;
+pub(super) const W_BOUND: i64 = core::mem::offset_of!(HostWords, bound) as i64;
+pub(super) const W_INTS: i64 = core::mem::offset_of!(HostWords, ints) as i64;
+
+/// How to find a host value's [`HostWords`] for fast form `F`
+/// ([`words_entry`]): `checked` tests the value's type first; `typed` is for
+/// a value known to be an `F::Host`. Compared and hashed by address (as the
+/// program's declarations, which hold it, are for the code cache's key).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct WordsFn {
+    checked: fn(&mut dyn core::any::Any) -> Option<*mut HostWords>,
+    typed: unsafe fn(*mut ()) -> *mut HostWords,
+}
+
+impl PartialEq for WordsFn {
+    fn eq(&self, other: &WordsFn) -> bool {
+        self.checked as usize == other.checked as usize
+            && self.typed as usize == other.typed as usize
+    }
+}
+
+impl Eq for WordsFn {}
+
+impl core::hash::Hash for WordsFn {
+    fn hash<H: core::hash::Hasher>(&self, h: &mut H) {
+        (self.checked as usize).hash(h);
+        (self.typed as usize).hash(h);
+    }
+}
+
+/// The words host value `host` lends the inline natives, for
+/// [`Ctx::words`] at the start of an invocation: null where the context
+/// has no `words_of` (the code calls its inline natives from constructors
+/// only, or has none: their first call in an invocation takes the rare
+/// path, whose fast entry takes the words), where the invocation has no
+/// host value, or where the host lends none.
+///
+/// A host value equal to the last one found to be of the fast forms' host
+/// type ([`Ctx::host_seen`]) costs a compare and a direct call of the
+/// typed function; another is checked once ([`host_words_new`]).
+#[inline]
+pub(super) fn host_words(ctx: &mut Ctx, host: Option<&mut dyn core::any::Any>) -> *mut HostWords {
+    let (Some(f), Some(host)) = (ctx.words_of, host) else {
+        return core::ptr::null_mut();
+    };
+    let host: *mut dyn core::any::Any = host;
+    if !core::ptr::eq(host, ctx.host_seen) {
+        return host_words_new(ctx, f, host);
+    }
+    // SAFETY: `host` has the address and vtable of `host_seen`, which is
+    // stored only after its vtable's `type_id` was found to be the fast
+    // forms' host type (`fast_host_new`, `host_words_new`), the type that
+    // `f` (a `words_of` of one of this program's fast forms, all for one
+    // host type: `Natives::set_fast`) casts to. `host` comes from the
+    // invocation's `&mut dyn Any`, valid and unaliased for this call.
+    unsafe { (f.typed)(host.cast()) }
+}
+
+/// [`host_words`] for a host value other than the last seen: its type is
+/// checked, and a value of the fast forms' host type remembered.
+#[cold]
+#[inline(never)]
+fn host_words_new(ctx: &mut Ctx, f: WordsFn, host: *mut dyn core::any::Any) -> *mut HostWords {
+    // SAFETY: `host` was made from the invocation's `&mut dyn Any` just
+    // before, and nothing else uses that borrow meanwhile.
+    match (f.checked)(unsafe { &mut *host }) {
+        Some(w) => {
+            ctx.host_seen = host;
+            w
+        }
+        None => core::ptr::null_mut(),
+    }
+}
+
+/// The [`HostWords`] of `host` if it is fast form `F`'s host type (`None`
+/// if it is not; a null pointer if it is and lends none).
+fn words_checked<F: FastNative>(host: &mut dyn core::any::Any) -> Option<*mut HostWords> {
+    let h = host.downcast_mut::<F::Host>()?;
+    Some(F::words(h).map_or(core::ptr::null_mut(), |w| w as *mut HostWords))
+}
+
+/// The [`HostWords`] of `host`, an `F::Host`.
+///
+/// # Safety
+///
+/// `host` points to a live `F::Host`, borrowed by no one else for the
+/// call.
+unsafe fn words_typed<F: FastNative>(host: *mut ()) -> *mut HostWords {
+    // SAFETY: as the caller promises.
+    let h = unsafe { &mut *host.cast::<F::Host>() };
+    F::words(h).map_or(core::ptr::null_mut(), |w| w as *mut HostWords)
+}
+
+/// The words functions of fast form `F`, which [`crate::Natives::set_fast`]
+/// records beside its entry.
+pub(crate) fn words_entry<F: FastNative>() -> WordsFn {
+    WordsFn {
+        checked: words_checked::<F>,
+        typed: words_typed::<F>,
+    }
+}
 
 /// The Rust side of an invocation, for runtime calls.
 pub(super) struct Runtime<'a, 'b> {
@@ -209,7 +329,7 @@ pub(super) extern "C" fn rt_native_void(
 /// directly, inlined here. If
 /// `F` declines the call (it changed nothing), or the host value is not an
 /// `F::Host`, the ordinary native runs as through [`rt_native`].
-pub(super) extern "C" fn rt_native_fast<F: FastNative>(
+pub(super) extern "C" fn rt_native_fast<F: FastNative, const KIND: u8>(
     ctx: *mut Ctx,
     n: i64,
     args: *const i32,
@@ -225,7 +345,7 @@ pub(super) extern "C" fn rt_native_fast<F: FastNative>(
     // SAFETY: as in `rt_newarray` (a plain read of a word of the context).
     let seen = unsafe { (*ctx).host_seen };
     if !core::ptr::eq(host, seen) {
-        return fast_host_new::<F>(ctx, n, args, shape);
+        return fast_host_new::<F, KIND>(ctx, n, args, shape);
     }
     // SAFETY: `host` has the address and vtable of `host_seen`, which
     // `fast_host_new` stored only after `is::<F::Host>()` called that
@@ -244,15 +364,23 @@ pub(super) extern "C" fn rt_native_fast<F: FastNative>(
         heap: &mut *rt.st.heap,
     };
     let fast = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        F::call(host, arrays, slots)
+        F::call(&mut *host, arrays, slots)
     }));
     // A fast form is safe code with the applet's arrays in hand: one that
     // allocates may move the heap's directory, which generated code reads
     // through the context, so the context takes it again, as after an
-    // ordinary native (`native_call`).
-    // SAFETY: as in `rt_newarray` (a plain write of a word of the context).
-    unsafe { (*ctx).dir = rt.st.heap.directory().cast() };
+    // ordinary native (`native_call`). The host was reborrowed for the
+    // call: the inline natives' words are taken again from this borrow,
+    // the latest (see `Ctx::words`), where the code has any.
+    // SAFETY: as in `rt_newarray` (plain writes of words of the context).
+    unsafe {
+        (*ctx).dir = rt.st.heap.directory().cast();
+        (*ctx).words = F::words(host).map_or(core::ptr::null_mut(), |w| w as *mut HostWords);
+    }
     match fast {
+        // The shape's tests fold away where `KIND` fixes it.
+        Ok(Some(Ok(v))) if KIND == FAST_INT => i64::from(v),
+        Ok(Some(Ok(_))) if KIND == FAST_VOID => 0,
         Ok(Some(Ok(v))) if shape & NativeShape::CHECKED == 0 => narrowed(v, shape),
         Ok(None) => native_slow(ctx, n, args, shape),
         Ok(Some(result)) => native_checked(rt, n as usize, Ok(result)),
@@ -267,7 +395,12 @@ pub(super) extern "C" fn rt_native_fast<F: FastNative>(
 /// ordinary native.
 #[cold]
 #[inline(never)]
-fn fast_host_new<F: FastNative>(ctx: *mut Ctx, n: i64, args: *const i32, shape: i64) -> i64 {
+fn fast_host_new<F: FastNative, const KIND: u8>(
+    ctx: *mut Ctx,
+    n: i64,
+    args: *const i32,
+    shape: i64,
+) -> i64 {
     // SAFETY: as in `rt_newarray`; not used after the calls below.
     let rt = unsafe { &mut *(*ctx).rt };
     match rt.st.host.as_deref() {
@@ -275,7 +408,7 @@ fn fast_host_new<F: FastNative>(ctx: *mut Ctx, n: i64, args: *const i32, shape: 
             // SAFETY: as in `rt_newarray` (a plain write of a word of the
             // context); the pointer is kept as a number, never dereferenced.
             unsafe { (*ctx).host_seen = h as *const dyn core::any::Any };
-            rt_native_fast::<F>(ctx, n, args, shape)
+            rt_native_fast::<F, KIND>(ctx, n, args, shape)
         }
         _ => native_slow(ctx, n, args, shape),
     }
@@ -333,6 +466,10 @@ fn native_call(ctx: *mut Ctx, n: i64, args: *const i32, shape: i64) -> i64 {
         native(&mut cx, args)
     }));
     ctx.dir = st.heap.directory().cast();
+    // The native reborrowed the host, and generated code must not use
+    // words taken before: the next inline native takes its rare path,
+    // whose fast entry takes them again (see `Ctx::words`).
+    ctx.words = core::ptr::null_mut();
     native_value(rt, n, shape, result)
 }
 
@@ -379,8 +516,20 @@ fn native_failed(rt: &mut Runtime<'_, '_>, k: TrapKind) -> i64 {
     i64::MIN
 }
 
-/// The address of [`rt_native_fast`] for fast form `F`, which
-/// [`crate::Natives::set_fast`] records for the JIT.
-pub(crate) fn fast_entry<F: FastNative>() -> usize {
-    rt_native_fast::<F> as *const () as usize
+/// [`rt_native_fast`]'s `KIND` for a native declared to return `int`,
+/// one declared `void`, and any other.
+pub(crate) const FAST_INT: u8 = 0;
+pub(crate) const FAST_VOID: u8 = 1;
+pub(crate) const FAST_OTHER: u8 = 2;
+
+/// The addresses of [`rt_native_fast`] for fast form `F`, by `KIND`
+/// ([`FAST_INT`], [`FAST_VOID`], [`FAST_OTHER`]), which
+/// [`crate::Natives::set_fast`] records for the JIT: the entry for an
+/// `int` or `void` native has the result's shape compiled in.
+pub(crate) fn fast_entry<F: FastNative>() -> [usize; 3] {
+    [
+        rt_native_fast::<F, FAST_INT> as *const () as usize,
+        rt_native_fast::<F, FAST_VOID> as *const () as usize,
+        rt_native_fast::<F, FAST_OTHER> as *const () as usize,
+    ]
 }

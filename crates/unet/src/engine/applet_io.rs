@@ -36,8 +36,10 @@ pub(super) fn thread_cpu_time() -> Duration {
 pub(super) struct Invocation {
     pub(super) frames: usize,
     pub(super) bytes: usize,
-    pub(super) work: u64,
-    pub(super) next_check: u64,
+    /// The work count (`words.work`), where the next clock reading is due
+    /// (`words.bound`), and the buffer size as an `int` (`words.ints[0]`):
+    /// lent to the JIT's inline natives ([`NativeHost::words`]).
+    pub(super) words: jive::HostWords,
     /// The thread's CPU time when the natives first read it (`None`: not
     /// yet).
     pub(super) cpu_start: Option<Duration>,
@@ -51,8 +53,11 @@ impl Invocation {
         Invocation {
             frames: 0,
             bytes: 0,
-            work: 0,
-            next_check: TIME_CHECK_EVERY,
+            words: jive::HostWords {
+                work: 0,
+                bound: TIME_CHECK_EVERY,
+                ints: [0, 0],
+            },
             cpu_start: None,
             overran: false,
         }
@@ -98,6 +103,10 @@ impl Io {
     #[inline]
     pub(super) fn begin(&mut self) {
         self.inv = Invocation::new();
+        // What the inline getFreeBufferLength returns: the buffer size, or
+        // a negative number where an `int` cannot hold it, so that the
+        // ordinary native runs and reports it.
+        self.inv.words.ints[0] = self.layout.config.buffer_size as i32;
     }
 
     /// Refuses the invocation's request for exceeding `what` (its `limit`).
@@ -113,7 +122,7 @@ impl Io {
     #[inline(never)]
     fn check_time(&mut self) -> Result<(), HostError> {
         let inv = &mut self.inv;
-        inv.next_check = inv.work + TIME_CHECK_EVERY;
+        inv.words.bound = inv.words.work + TIME_CHECK_EVERY;
         let limit = self.budgets.applet_time;
         // The thread's CPU time from the first check on, so that an
         // invocation preempted by the system is never charged for the time
@@ -289,12 +298,16 @@ impl NativeHost for Io {
     ///
     /// The descriptor is written in place in the queue's slot, as the
     /// standard delivery writes it ([`Io::push_rx_inline`]), not built in
-    /// private memory and copied into the slot whole.
-    #[inline]
+    /// private memory and copied into the slot whole. Inlined into the
+    /// natives that push (their fast forms' entries saved its call's 13
+    /// instructions of register saves and restores).
+    #[inline(always)]
     fn push_rx(&mut self, chan: u16, len: u32, body: RxBody<'_>) -> Result<(), HostError> {
         let pushed = match body {
+            // At most `INLINE_MAX` bytes: a few moves, not a `memcpy` call
+            // (16 instructions for an empty payload).
             RxBody::Inline(p) => self.push_rx_with(|q, i| {
-                q.write_rx_inline(i, chan, p.len(), |dst| dst.copy_from_slice(p));
+                q.write_rx_inline(i, chan, p.len(), |dst| crate::shm::copy_small(dst, p));
             }),
             RxBody::Buffers(o) => self.push_rx_with(|q, i| q.write_rx_buffers(i, chan, len, o)),
         };
@@ -312,9 +325,9 @@ impl NativeHost for Io {
     /// count is inlined into every native; the reading is not.
     #[inline]
     fn charge(&mut self, bytes: usize) -> Result<(), HostError> {
-        let inv = &mut self.inv;
-        inv.work += work_units(bytes);
-        if inv.work < inv.next_check {
+        let w = &mut self.inv.words;
+        w.work += work_units(bytes);
+        if w.work < w.bound {
             return Ok(());
         }
         self.check_time()
@@ -325,13 +338,21 @@ impl NativeHost for Io {
     /// native's ordinary form charges (and reads the clock).
     #[inline]
     fn try_charge(&mut self, bytes: usize) -> bool {
-        let inv = &mut self.inv;
-        let work = inv.work + work_units(bytes);
-        if work >= inv.next_check {
+        let w = &mut self.inv.words;
+        let work = w.work + work_units(bytes);
+        if work >= w.bound {
             return false;
         }
-        inv.work = work;
+        w.work = work;
         true
+    }
+
+    /// The invocation's work count, its clock bound and the buffer size
+    /// ([`Invocation::words`]), which the inline natives use as
+    /// [`Io::charge`] and [`Io::try_charge`] do.
+    #[inline]
+    fn words(&mut self) -> Option<&mut jive::HostWords> {
+        Some(&mut self.inv.words)
     }
 
     #[inline]
@@ -612,7 +633,7 @@ pub(super) fn load_applet(bytes: &[u8], io: &mut Io) -> Result<Loaded, EngineErr
     // Constructors are bounded by fuel alone: their time includes the
     // JIT's compilation.
     io.begin();
-    io.inv.next_check = u64::MAX;
+    io.inv.words.bound = u64::MAX;
     let loaded = jive::Applet::load_with_host(bytes, &natives_table(), limits, Some(&mut *io));
     // What the constructor received is the application's now.
     io.publish();
