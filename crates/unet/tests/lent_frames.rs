@@ -220,3 +220,23 @@ fn a_pass_mixing_lent_and_outbox_frames_keeps_their_order() {
     assert_eq!((ec.frames_out, ec.send_errors), (200, 0));
     assert_eq!(a.counts().tx_frames, 200);
 }
+
+/// The frames of one transmit pass built in lent memory go out together:
+/// one flush for the pass (for `xdp`, one `sendto` kick of the transmit
+/// ring for the burst), not one per frame.
+#[test]
+fn a_pass_of_lent_frames_flushes_once() {
+    let (seen, a_eng, mut a, mut b, chans) = hosts(0);
+    a.set_drive(false);
+    let sent: Vec<Vec<u8>> = (0..20u64).map(|seq| message(seq, 64)).collect();
+    for m in &sent {
+        a.send(chans[0], m).unwrap();
+    }
+    let before = seen.flushes.load(Ordering::Relaxed);
+    a_eng.poll();
+    assert_eq!(seen.flushes.load(Ordering::Relaxed) - before, 1);
+    assert_eq!(seen.lent.load(Ordering::Relaxed), 20);
+    for (k, m) in sent.iter().enumerate() {
+        assert_eq!(&next(&mut b).1, m, "message {k}");
+    }
+}

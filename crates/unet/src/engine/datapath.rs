@@ -625,12 +625,16 @@ impl Engine {
                             Route::Done(TxStatus::Closed)
                         } else if port.has_applet.load(Ordering::Acquire) {
                             Route::Applet
+                        } else if !ch.local {
+                            // Not flushed here: the frames of a pass built
+                            // in the transport's memory go out together.
+                            Route::Frame { remote: true }
                         } else if self.flush_lent(&mut lent)
                             && self.deliver_direct(out, ch, port, d)
                         {
                             Route::Done(TxStatus::Sent)
                         } else {
-                            Route::Frame { remote: !ch.local }
+                            Route::Frame { remote: false }
                         }
                     }
                     _ => {
