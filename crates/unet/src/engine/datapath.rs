@@ -737,12 +737,23 @@ impl Engine {
     /// condition).
     #[inline]
     fn flush_lent(&self, lent: &mut Option<MutexGuard<'_, Box<dyn Transport>>>) -> bool {
+        if lent.is_some() {
+            Self::flush_lent_now(lent);
+        }
+        true
+    }
+
+    /// [`Engine::flush_lent`] with the transport held: out of line, so that
+    /// a pass that built nothing in the transport's memory (every pass on a
+    /// transport that lends none) carries no flush nor unlock in its code.
+    #[cold]
+    #[inline(never)]
+    fn flush_lent_now(lent: &mut Option<MutexGuard<'_, Box<dyn Transport>>>) {
         if let Some(mut t) = lent.take() {
             // On an error the frames stay queued for the transport's next
             // flush, send or receive poll.
             let _ = t.flush();
         }
-        true
     }
 
     /// Delivers the message of a checked descriptor `d` of `port` without
