@@ -741,6 +741,26 @@ fn xdp_opens_a_socket_for_every_receive_queue() {
     );
 }
 
+/// `xdp` transports on A (with `config`) and B, their addresses, and A
+/// told B's MAC address: for tests that drive the two transports by hand.
+fn xdp_pair(
+    hosts: &TwoHosts,
+    config: &unet::transport::XdpConfig,
+) -> (Addr, Addr, XdpTransport, XdpTransport) {
+    let [ha, hb] = hosts.hosts();
+    let (a, b) = (ha.addr(PORT), hb.addr(PORT));
+    let mut xa = ha
+        .run(|| XdpTransport::open_with(&ha.ifname, a, config))
+        .expect("enter A")
+        .expect("open A's xdp transport");
+    let xb = hb
+        .run(|| XdpTransport::open(&hb.ifname, b))
+        .expect("enter B")
+        .expect("open B's xdp transport");
+    xa.add_neighbor(hb.ip, hb.mac);
+    (a, b, xa, xb)
+}
+
 /// With several queues, the transport's poll descriptor wakes for a frame
 /// on any of them: on a veth pair with two queues each way, datagrams of
 /// 32 flows from A (each its own source port, which A's kernel spreads
@@ -823,21 +843,11 @@ fn xdp_frames_built_in_lent_umem_frames_arrive_and_given_up_ones_never_leave() {
     if !xdp_or_skip(&hosts, test) {
         return;
     }
-    let [ha, hb] = hosts.hosts();
-    let (a, b) = (ha.addr(PORT), hb.addr(PORT));
     let config = unet::transport::XdpConfig {
         tx_frames: 64,
         ..Default::default()
     };
-    let mut xa = ha
-        .run(|| XdpTransport::open_with(&ha.ifname, a, &config))
-        .expect("enter A")
-        .expect("open A's xdp transport");
-    let mut xb = hb
-        .run(|| XdpTransport::open(&hb.ifname, b))
-        .expect("enter B")
-        .expect("open B's xdp transport");
-    xa.add_neighbor(hb.ip, hb.mac);
+    let (a, b, mut xa, mut xb) = xdp_pair(&hosts, &config);
     assert!(xa.lends());
     let mut called = false;
     let e = xa
@@ -917,17 +927,7 @@ fn xdp_readiness_is_false_only_when_a_poll_would_find_nothing() {
     if !xdp_or_skip(&hosts, test) {
         return;
     }
-    let [ha, hb] = hosts.hosts();
-    let (a, b) = (ha.addr(PORT), hb.addr(PORT));
-    let mut xa = ha
-        .run(|| XdpTransport::open(&ha.ifname, a))
-        .expect("enter A")
-        .expect("open A's xdp transport");
-    let mut xb = hb
-        .run(|| XdpTransport::open(&hb.ifname, b))
-        .expect("enter B")
-        .expect("open B's xdp transport");
-    xa.add_neighbor(hb.ip, hb.mac);
+    let (a, b, mut xa, mut xb) = xdp_pair(&hosts, &Default::default());
     let ra = xa.readiness().expect("xdp has a lock-free readiness test");
     let rb = xb.readiness().expect("xdp has a lock-free readiness test");
     assert!(!ra() && !rb(), "nothing sent, nothing arrived");
