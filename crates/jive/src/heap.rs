@@ -82,7 +82,8 @@ pub struct OutOfBudget {
 }
 
 /// One directory entry (see the module docs): where an object's elements
-/// are and how many there are. The layout is read by generated code.
+/// are, how many there are, and whether they are bytes. The layout is read
+/// by generated code.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct DirEntry {
@@ -91,7 +92,15 @@ pub(crate) struct DirEntry {
     /// Number of elements (0 for `null`, a free slot and the instance).
     pub(crate) len: i32,
     /// What a `bastore` keeps of the value: `1` for `boolean[]`, `-1` otherwise.
-    pub(crate) store_mask: i32,
+    pub(crate) store_mask: i8,
+    /// 1 for a `byte[]` or `boolean[]` (the arrays a native's `byte[]`
+    /// argument accepts), 0 for anything else (`null`, a free slot, the
+    /// instance, `short[]`, `int[]`): an inline native checks it where the
+    /// native checks the array's type ([`crate::InlineForm::PushBytes`]).
+    pub(crate) bytes: u8,
+    /// Always 0, so that the entry's second word reads as `len`, the mask
+    /// and `bytes` alone.
+    pub(crate) zero: u16,
 }
 
 impl DirEntry {
@@ -99,20 +108,24 @@ impl DirEntry {
         data: 0,
         len: 0,
         store_mask: -1,
+        bytes: 0,
+        zero: 0,
     };
 
     fn of(obj: &mut Object) -> DirEntry {
-        let (data, len, store_mask) = match obj {
-            Object::Booleans(v) => (v.as_mut_ptr() as usize, v.len(), 1),
-            Object::Bytes(v) => (v.as_mut_ptr() as usize, v.len(), -1),
-            Object::Shorts(v) => (v.as_mut_ptr() as usize, v.len(), -1),
-            Object::Ints(v) => (v.as_mut_ptr() as usize, v.len(), -1),
-            Object::Instance(v) => (v.as_mut_ptr() as usize, 0, -1),
+        let (data, len, store_mask, bytes) = match obj {
+            Object::Booleans(v) => (v.as_mut_ptr() as usize, v.len(), 1, 1),
+            Object::Bytes(v) => (v.as_mut_ptr() as usize, v.len(), -1, 1),
+            Object::Shorts(v) => (v.as_mut_ptr() as usize, v.len(), -1, 0),
+            Object::Ints(v) => (v.as_mut_ptr() as usize, v.len(), -1, 0),
+            Object::Instance(v) => (v.as_mut_ptr() as usize, 0, -1, 0),
         };
         DirEntry {
             data,
             len: len as i32,
             store_mask,
+            bytes,
+            zero: 0,
         }
     }
 }
@@ -121,8 +134,16 @@ impl DirEntry {
 pub(crate) const DIR_DATA: i32 = 0;
 /// Offset of [`DirEntry::len`].
 pub(crate) const DIR_LEN: i32 = 8;
-/// Offset of [`DirEntry::store_mask`].
+/// Offset of [`DirEntry::store_mask`] (one signed byte).
 pub(crate) const DIR_MASK: i32 = 12;
+/// The bit of [`DirEntry::bytes`] in the entry's second word (`len` in
+/// bits 0-31, the mask in 32-39, `bytes` in 40-47, zero above).
+pub(crate) const DIR_BYTES_SHIFT: i32 = 40;
+
+const _: () = assert!(core::mem::size_of::<DirEntry>() == 16);
+const _: () = assert!(core::mem::offset_of!(DirEntry, len) == DIR_LEN as usize);
+const _: () = assert!(core::mem::offset_of!(DirEntry, store_mask) == DIR_MASK as usize);
+const _: () = assert!(core::mem::offset_of!(DirEntry, bytes) * 8 == 64 + DIR_BYTES_SHIFT as usize);
 
 fn handle_of(slot: usize) -> i32 {
     (2 * (slot + 1)) as i32

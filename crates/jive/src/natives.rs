@@ -87,16 +87,17 @@ pub trait FastNative: 'static {
 
 /// The words of a host value that the JIT's **inline natives**
 /// ([`Natives::set_inline`]) read and write in place: generated code
-/// makes the whole call with a few loads, a compare and a store, and
+/// makes the whole call with a few loads, compares and stores, and
 /// calls the native out of line only on the rare path.
 ///
 /// The host lends them for each invocation ([`FastNative::words`]); the
 /// JIT keeps their address for that invocation alone. The budget's count
 /// is the host's own: its ordinary natives charge `work` too, so that an
 /// inline call and an out-of-line one count alike. `#[repr(C)]`, so that
-/// generated code reaches each field at a fixed offset.
+/// generated code reaches each field at a fixed offset. Not `Clone`: a
+/// lent [`RingWords`] is its lender's alone.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Default)]
 pub struct HostWords {
     /// The budget's count of native calls (the host's work units).
     pub work: u64,
@@ -108,7 +109,141 @@ pub struct HostWords {
     /// sends the call to the rare path, where the ordinary native reports
     /// it (e.g. a buffer size an `int` cannot hold).
     pub ints: [i32; 2],
+    /// A ring the inline push writes ([`InlineForm::PushBytes`]): its
+    /// next slot and how many slots are free.
+    pub ring: RingWords,
 }
+
+/// The size of a slot of a ring that [`InlineForm::PushBytes`] writes, in
+/// bytes: an 8-byte header, then up to [`RING_BYTES`] bytes.
+pub const RING_SLOT: usize = 64;
+
+/// The most bytes [`InlineForm::PushBytes`] writes into a slot, after its
+/// 8-byte header.
+pub const RING_BYTES: usize = RING_SLOT - 8;
+
+/// Memory that holds the slots of a ring an inline push writes
+/// ([`RingWords::lend`]).
+///
+/// # Safety
+///
+/// [`RingSlots::slots`] returns the same address, aligned to 8, every
+/// time, valid for reads and writes of `depth() * RING_SLOT` bytes for as
+/// long as the value lives, and [`RingSlots::depth`] the same power of two
+/// (at least 1, at most 2^24). Generated code writes that memory through
+/// raw pointers while an invocation runs, so no Rust reference to it may
+/// exist meanwhile (shared memory that is only ever reached through raw
+/// pointers, volatile accesses and atomics, as unet's segment is).
+pub unsafe trait RingSlots: Send + Sync + 'static {
+    /// The address of slot 0.
+    fn slots(&self) -> *mut u8;
+    /// The number of slots.
+    fn depth(&self) -> u32;
+}
+
+/// The producer's state of a ring that the JIT's inline push
+/// ([`InlineForm::PushBytes`]) writes, part of [`HostWords`].
+///
+/// The host owns the ring's indices; it lends a run of free slots
+/// ([`RingWords::lend`]: the slot its producer index names and how many are
+/// free as it last saw the consumer's index) and takes back how many the
+/// inline pushes filled ([`RingWords::take`]) before it pushes itself and
+/// when the invocation ends. Generated code writes a slot only while the
+/// run has one (`room > 0`), at `next`, then advances `next` (wrapping at
+/// the ring's end) and decrements `room`; it never publishes anything.
+/// The fields are private: `next` always points at a slot of the memory
+/// that `keep` keeps alive, which is what makes the writes sound.
+#[repr(C)]
+#[derive(Default)]
+pub struct RingWords {
+    /// The address of the slot the next push writes (0: no ring).
+    next: usize,
+    /// One past the ring's last slot.
+    limit: usize,
+    /// Slot 0.
+    base: usize,
+    /// Free slots left in the lent run; 0 sends every push to the rare
+    /// path.
+    room: u32,
+    /// `room` when it was lent: `lent - room` pushes were made inline.
+    lent: u32,
+    /// The ring's depth less one.
+    mask: u32,
+    /// The ring's memory, kept alive while the words point into it.
+    keep: Option<Arc<dyn RingSlots>>,
+}
+
+impl core::fmt::Debug for RingWords {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("RingWords")
+            .field("ring", &self.keep.is_some())
+            .field("room", &self.room)
+            .field("lent", &self.lent)
+            .finish()
+    }
+}
+
+impl RingWords {
+    /// Words for the ring in `mem`, lending no slot yet. `None` if its
+    /// address is null or unaligned or its depth not a power of two.
+    pub fn new(mem: Arc<dyn RingSlots>) -> Option<RingWords> {
+        let (base, depth) = (mem.slots() as usize, mem.depth());
+        if base == 0 || base % 8 != 0 || !depth.is_power_of_two() || depth > 1 << 24 {
+            return None;
+        }
+        Some(RingWords {
+            next: base,
+            limit: base + depth as usize * RING_SLOT,
+            base,
+            room: 0,
+            lent: 0,
+            mask: depth - 1,
+            keep: Some(mem),
+        })
+    }
+
+    /// Lends the inline pushes the `room` free slots from the one that
+    /// producer index `head` names (at most the ring's depth; fewer are
+    /// lent if more are given). Whatever was lent before and not taken
+    /// back ([`RingWords::take`]) is forgotten. Without a ring nothing is
+    /// lent.
+    #[inline]
+    pub fn lend(&mut self, head: u32, room: u32) {
+        if self.keep.is_none() {
+            return;
+        }
+        self.next = self.base + (head & self.mask) as usize * RING_SLOT;
+        self.room = room.min(self.mask + 1);
+        self.lent = self.room;
+    }
+
+    /// How many slots the inline pushes filled since the last
+    /// [`RingWords::lend`] or `take`, in order from the one lent first;
+    /// the rest stays lent.
+    #[inline]
+    pub fn take(&mut self) -> u32 {
+        let n = self.lent - self.room;
+        self.lent = self.room;
+        n
+    }
+
+    /// Free slots still lent.
+    #[inline]
+    pub fn room(&self) -> u32 {
+        self.room
+    }
+}
+
+/// [`RingWords`]' fields that generated code reads and writes, as offsets
+/// into [`HostWords`].
+pub(crate) const RING_NEXT: usize =
+    core::mem::offset_of!(HostWords, ring) + core::mem::offset_of!(RingWords, next);
+pub(crate) const RING_LIMIT: usize =
+    core::mem::offset_of!(HostWords, ring) + core::mem::offset_of!(RingWords, limit);
+pub(crate) const RING_BASE: usize =
+    core::mem::offset_of!(HostWords, ring) + core::mem::offset_of!(RingWords, base);
+pub(crate) const RING_ROOM: usize =
+    core::mem::offset_of!(HostWords, ring) + core::mem::offset_of!(RingWords, room);
 
 /// What an inline native does ([`Natives::set_inline`]), over the
 /// invocation's [`HostWords`] `w`.
@@ -121,6 +256,17 @@ pub enum InlineForm {
     /// out of line (its fast form, then the ordinary form), which charges,
     /// checks and reports as always.
     Int(u8),
+    /// A `([BII)V` native `(array, tag, len)` that charges one unit and
+    /// pushes a slot onto the ring `w.ring` lends: if `w.work + 1 <
+    /// w.bound`, `0 <= len <= `[`RING_BYTES`], `0 <= tag <= 0xffff`, the
+    /// array is a `byte[]` or `boolean[]` (not null) of at least `len`
+    /// elements and the lent run has a free slot, it writes the slot's
+    /// header, the little-endian `u64` `len | tag << 32` (so its bytes 6
+    /// and 7 are 0), then the array's first `len` bytes after it (the
+    /// slot's other bytes keep what they held), takes the slot from the
+    /// run and counts the unit; otherwise (nothing written) the native
+    /// runs out of line.
+    PushBytes,
 }
 
 /// What [`Natives::set_fast`] recorded for the JIT: the runtime entry of a
@@ -311,6 +457,7 @@ impl Natives {
         }
         let fits = match form {
             InlineForm::Int(k) => descriptor == "()I" && usize::from(k) < 2,
+            InlineForm::PushBytes => descriptor == "([BII)V",
         };
         if !fits {
             return Err(FastError::InlineShape {

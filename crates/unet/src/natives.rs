@@ -91,8 +91,15 @@ pub trait NativeHost: 'static {
     /// `try_charge` declines, and `ints[0]` the buffer size as an `int`
     /// (negative if it does not fit one), so that the inline
     /// `getFreeBufferLength` gives, charges and declines as its other forms
-    /// do. The default lends none, and the inline form then always takes
-    /// its rare path.
+    /// do. If `ring` lends a ring ([`jive::RingWords`]), it must be the
+    /// receive queue's free run, and [`NativeHost::push_rx`] must take back
+    /// what the inline `dmaRxdPayload` filled ([`jive::RingWords::take`])
+    /// before it pushes and lend the run again after, so that the inline
+    /// push writes exactly the descriptor `push_rx` would (the header, then
+    /// the payload), in order with its own pushes; a full run (a full
+    /// queue, or one whose consumer moved since it was lent) sends the
+    /// call to `push_rx`. The default lends none, and the inline forms
+    /// then always take their rare path.
     fn words(&mut self) -> Option<&mut jive::HostWords> {
         None
     }
@@ -234,12 +241,17 @@ pub fn bind<H: NativeHost>() -> Natives {
     register::<H, DmaRxdPayload>(&mut t);
     register::<H, GetFreeBuffer>(&mut t);
     register::<H, GetFreeBufferLength>(&mut t);
-    // Cannot fail: the native has a fast form, and its descriptor is
-    // `()I`.
+    // Cannot fail: the natives have fast forms, and their descriptors fit
+    // the forms (`()I`, `([BII)V`).
     let _ = t.set_inline(
         GetFreeBufferLength::NAME,
         GetFreeBufferLength::DESCRIPTOR,
         jive::InlineForm::Int(0),
+    );
+    let _ = t.set_inline(
+        DmaRxdPayload::NAME,
+        DmaRxdPayload::DESCRIPTOR,
+        jive::InlineForm::PushBytes,
     );
     t.register("newAlignedArray", "(I)[B", new_aligned_array);
     t

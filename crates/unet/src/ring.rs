@@ -183,6 +183,29 @@ impl<T: Copy, M: QueueMem<T>> Producer<T, M> {
         self.head = self.head.wrapping_add(1);
     }
 
+    /// The producer index and how many slots are free as the consumer's
+    /// index was last read (it is not read now): for a writer outside
+    /// this type (the JIT's inline push, `jive::RingWords`) that writes up
+    /// to that many slots in order from the one the index names, and then
+    /// counts them with [`Producer::filled_many`]. Nothing is published.
+    #[inline(always)]
+    pub fn lend(&self) -> (u32, u32) {
+        (
+            self.head,
+            self.mem.depth() - self.head.wrapping_sub(self.tail),
+        )
+    }
+
+    /// Counts `n` slots written from the one [`Producer::lend`] named, as
+    /// [`Producer::filled`] counts one (unpublished until
+    /// [`Producer::publish`]); at most as many as are free, whatever `n`
+    /// says, so that the producer never passes the consumer.
+    #[inline]
+    pub fn filled_many(&mut self, n: u32) {
+        let free = self.mem.depth() - self.head.wrapping_sub(self.tail);
+        self.head = self.head.wrapping_add(n.min(free));
+    }
+
     /// Publishes the producer index: every item written so far is the
     /// consumer's (one release store).
     #[inline]

@@ -382,6 +382,46 @@ impl ShmQueue {
     }
 }
 
+/// The slots of a receive queue, which the JIT's inline `dmaRxdPayload`
+/// writes ([`jive::RingSlots`], lent per invocation through
+/// [`jive::RingWords`]): kept alive by the queue's handle on the segment.
+#[derive(Debug)]
+pub struct RxSlots(ShmQueue);
+
+impl ShmQueue {
+    /// This queue's slots for the JIT's inline push, if it is a receive
+    /// queue (slots of [`jive::RING_SLOT`] bytes).
+    pub fn rx_slots(&self) -> Option<RxSlots> {
+        (self.slot == size_of::<RxDesc>()).then(|| RxSlots(self.clone()))
+    }
+}
+
+// The inline push writes a receive descriptor: the header word `len |
+// chan << 32` (`nbufs` 0), then the inline bytes.
+const _: () = assert!(size_of::<RxDesc>() == jive::RING_SLOT);
+const _: () = assert!(core::mem::offset_of!(RxDesc, len) == 0);
+const _: () = assert!(core::mem::offset_of!(RxDesc, chan) == 4);
+const _: () = assert!(core::mem::offset_of!(RxDesc, nbufs) == 6);
+const _: () = assert!(core::mem::offset_of!(RxDesc, data) == 8);
+const _: () = assert!(INLINE_MAX == jive::RING_BYTES);
+
+// SAFETY: `slots` is slot 0 of a receive queue, inside the mapping
+// (`ShmQueue::new` checked that all `depth` slots of `RING_SLOT` bytes lie
+// in the segment), 64-byte aligned (slots start 128 bytes past a 64-byte
+// aligned queue offset), the same address every time, and valid as long
+// as `self`, whose `ShmQueue` holds the segment. `depth` is the queue's
+// power of two, fixed. The mapping is only ever reached through raw
+// pointers, volatile accesses and atomics (this module), never through a
+// Rust reference that generated code's writes could alias.
+unsafe impl jive::RingSlots for RxSlots {
+    fn slots(&self) -> *mut u8 {
+        self.0.slot_ptr::<u8>(0)
+    }
+    fn depth(&self) -> u32 {
+        self.0.q.depth
+    }
+}
+
 /// Copies a `T` out of shared memory with volatile loads, eight bytes at a
 /// time where `T`'s size allows (a volatile read of a 64-byte struct is
 /// otherwise split into byte loads).

@@ -1333,7 +1333,7 @@ impl<'p> Compiler<'p> {
             self.flush_w_except(v);
             let ra = self.reg_of(a, x);
             let dir = self.ld_base(z, Base::Dir);
-            self.f.ldx(r(z), Ty::I, dir, ix(ra), 8, DIR_MASK);
+            self.f.ldx(r(z), Ty::C, dir, ix(ra), 8, DIR_MASK);
             let rv = self.reg_of(v, w);
             self.f.and(r(w), rv, r(z));
             true
@@ -1630,6 +1630,12 @@ impl<'p> Compiler<'p> {
         let has_ret = decl.ret.is_some();
         self.flush_w();
         self.charge();
+        // A constant length of an inline push, known before `sync` moves
+        // it into its home.
+        let len_const = match self.stack.last() {
+            Some(&Val::Const(c)) => Some(c),
+            _ => None,
+        };
         self.sync();
         let first = self.stack.len() - k;
         // A native with an inline form ([`crate::Natives::set_inline`]):
@@ -1638,6 +1644,18 @@ impl<'p> Compiler<'p> {
         let inline = match decl.inline {
             Some(InlineForm::Int(i)) if k == 0 && has_ret && decl.fast != 0 => {
                 Some(self.inline_int(i))
+            }
+            _ => None,
+        };
+        let pushed = match decl.inline {
+            // A constant length the form never takes: the call alone.
+            Some(InlineForm::PushBytes)
+                if k == 3
+                    && !has_ret
+                    && decl.fast != 0
+                    && len_const.is_none_or(|c| (0..=RING_BYTES as i32).contains(&c)) =>
+            {
+                Some(self.inline_push(first, len_const))
             }
             _ => None,
         };
@@ -1668,6 +1686,9 @@ impl<'p> Compiler<'p> {
         );
         self.f.beq(res, i64::MIN, fail);
         self.stack.truncate(first);
+        if let Some(done) = pushed {
+            self.f.label(done);
+        }
         if let Some((rd, done)) = inline {
             self.f.cv::<L, I>(rd, res);
             self.f.label(done);
@@ -1721,6 +1742,186 @@ impl<'p> Compiler<'p> {
         self.f.jmp(done);
         self.f.label(rare);
         (rd, done)
+    }
+
+    /// [`InlineForm::PushBytes`] in place, for the native call whose three
+    /// arguments `(array, tag, len)` are the stack's entries from `first`
+    /// (synced into their homes; `len_const` the length where it is a
+    /// constant of `0..=RING_BYTES`): with `w` the invocation's
+    /// [`crate::HostWords`], if `w` is not null, `w.work + 1 < w.bound`,
+    /// the lent run has a free slot, `len <= RING_BYTES` and `tag <= 0xffff`
+    /// (unsigned: a negative one is huge), and the array's directory entry
+    /// says bytes and at least `len` of them (`null`'s says neither), it
+    /// writes the slot at `w.ring.next` (the header word `len | tag << 32`,
+    /// then `len` bytes), moves `next` to the following slot (wrapping at
+    /// the ring's limit), takes it from `room`, counts the unit and jumps
+    /// to the returned label. Otherwise it falls through to the call the
+    /// caller emits next (the rare path). Every check comes before the
+    /// first store, so the rare path runs as if the form had not been
+    /// tried. Uses X, Y, Z and W; the arguments' homes are only read.
+    fn inline_push(&mut self, first: usize, len_const: Option<i32>) -> Label {
+        use vcode::U;
+        let (rare, done) = (self.f.genlabel(), self.f.genlabel());
+        let (x, y, z, w) = (self.regs.x, self.regs.y, self.regs.z, self.regs.w);
+        let (arr, tag, len) = (
+            self.stack[first],
+            self.stack[first + 1],
+            self.stack[first + 2],
+        );
+        // The words, the budget and the lent run.
+        let words = p(z);
+        self.f.ld_local(words, self.locals.ctx);
+        self.f.ld(words, words, C_WORDS);
+        self.f.beq(words, 0, rare);
+        let count = Reg::<UL>::phys(x);
+        self.f.ld(count, words, W_WORK);
+        self.f.add(count, count, 1);
+        let bound = Reg::<UL>::phys(y);
+        self.f.ld(bound, words, W_BOUND);
+        self.f.bge(count, bound, rare);
+        let room = Reg::<U>::phys(x);
+        self.f.ld(room, words, W_RING_ROOM);
+        self.f.beq(room, 0, rare);
+        // The length (kept in its home or W until the copy) and the tag.
+        let rl = match len_const {
+            Some(_) => None,
+            None => {
+                let rl = self.reg_of(len, w);
+                self.f.bgt(
+                    Reg::<U>::phys(rl.num()),
+                    Operand::Imm(RING_BYTES as i64),
+                    rare,
+                );
+                Some(rl)
+            }
+        };
+        let rt = self.reg_of(tag, y);
+        self.f.bgt(Reg::<U>::phys(rt.num()), 0xffff, rare);
+        // The array: its entry's second word holds its length (bits
+        // 0-31) and whether its elements are bytes (bits 40-47).
+        let ra = self.reg_of(arr, x);
+        let dir = self.ld_base(y, Base::Dir);
+        let e = Reg::<UL>::phys(y);
+        self.f.ldx(e, Ty::UL, dir, ix(ra), 8, DIR_LEN);
+        match (rl, len_const) {
+            (Some(rl), _) => self
+                .f
+                .bgt(Reg::<U>::phys(rl.num()), Reg::<U>::phys(e.num()), rare),
+            (None, Some(c)) if c > 0 => {
+                self.f
+                    .blt(Reg::<U>::phys(e.num()), Operand::Imm(i64::from(c)), rare)
+            }
+            _ => {}
+        }
+        self.f.rsh(e, e, i64::from(DIR_BYTES_SHIFT));
+        self.f.bne(e, 1, rare);
+        // Every check passed: the writes.
+        let dir = self.ld_base(y, Base::Dir);
+        let data = p(y);
+        self.f.ldx(data, Ty::P, dir, ix(ra), 8, DIR_DATA);
+        let slot = p(z);
+        self.f.ld(slot, words, W_RING_NEXT);
+        let head = Reg::<UL>::phys(x);
+        let rt = self.reg_of(tag, x);
+        self.f.lsh(head, Reg::<UL>::phys(rt.num()), 32);
+        match (rl, len_const) {
+            (Some(rl), _) => self.f.or(head, head, Reg::<UL>::phys(rl.num())),
+            (None, Some(c)) if c > 0 => self.f.or(head, head, i64::from(c)),
+            _ => {}
+        }
+        self.f.st(head, slot, 0);
+        let t = Reg::<UL>::phys(x);
+        match (rl, len_const) {
+            (Some(rl), _) => {
+                // Down from the end, 8 bytes at a time, then the first 8
+                // again (overlapping); under 8, byte by byte. Every load
+                // stays inside the array's first `len` bytes.
+                let n = Reg::<UL>::phys(w);
+                if rl.num() != w {
+                    self.f.mov(n, Reg::<UL>::phys(rl.num()));
+                }
+                let (small, words_loop, bytes_loop, copied) = (
+                    self.f.genlabel(),
+                    self.f.genlabel(),
+                    self.f.genlabel(),
+                    self.f.genlabel(),
+                );
+                self.f.blt(n, 8, small);
+                self.f.label(words_loop);
+                self.f.ldx(t, Ty::UL, data, n, 1, -8);
+                self.f.stx(t, Ty::UL, slot, n, 1, 0);
+                self.f.sub(n, n, 8);
+                self.f.bge(n, 8, words_loop);
+                self.f.ld(t, data, 0);
+                self.f.st(t, slot, 8);
+                self.f.jmp(copied);
+                self.f.label(small);
+                self.f.beq(n, 0, copied);
+                self.f.label(bytes_loop);
+                self.f.sub(n, n, 1);
+                self.f.ldx(t, Ty::UC, data, n, 1, 0);
+                self.f.stx(t, Ty::UC, slot, n, 1, 8);
+                self.f.bne(n, 0, bytes_loop);
+                self.f.label(copied);
+            }
+            (None, Some(c)) => {
+                // Unrolled: whole words, then the last piece overlapping.
+                let c = i64::from(c);
+                let piece = |f: &mut Func, at: i64, size: i64| match size {
+                    8 => {
+                        f.ld(t, data, at);
+                        f.st(t, slot, 8 + at);
+                    }
+                    4 => {
+                        f.ldu(t, data, at);
+                        f.st(Reg::<U>::phys(t.num()), slot, 8 + at);
+                    }
+                    2 => {
+                        f.ldus(t, data, at);
+                        f.sts(t, slot, 8 + at);
+                    }
+                    _ => {
+                        f.lduc(t, data, at);
+                        f.stc(t, slot, 8 + at);
+                    }
+                };
+                let size = [8, 4, 2, 1].into_iter().find(|&s| c >= s).unwrap_or(0);
+                let mut at = 0;
+                while size > 0 && at + size <= c {
+                    piece(&mut self.f, at, size);
+                    at += size;
+                }
+                if size > 0 && at < c {
+                    piece(&mut self.f, c - size, size);
+                }
+            }
+            (None, None) => {}
+        }
+        // The words again (Z now holds the slot): the run's next slot and
+        // room, then the count.
+        let words = p(x);
+        self.f.ld_local(words, self.locals.ctx);
+        self.f.ld(words, words, C_WORDS);
+        let next = p(y);
+        self.f.add(next, slot, RING_SLOT as i64);
+        let limit = p(w);
+        self.f.ld(limit, words, W_RING_LIMIT);
+        let kept = self.f.genlabel();
+        self.f.bne(next, limit, kept);
+        self.f.ld(next, words, W_RING_BASE);
+        self.f.label(kept);
+        self.f.st(next, words, W_RING_NEXT);
+        let room = Reg::<U>::phys(y);
+        self.f.ld(room, words, W_RING_ROOM);
+        self.f.sub(room, room, 1);
+        self.f.st(room, words, W_RING_ROOM);
+        let count = Reg::<UL>::phys(y);
+        self.f.ld(count, words, W_WORK);
+        self.f.add(count, count, 1);
+        self.f.st(count, words, W_WORK);
+        self.f.jmp(done);
+        self.f.label(rare);
+        done
     }
 
     pub(super) fn new_array(&mut self, prim: Prim) {

@@ -93,9 +93,11 @@ use vcode::{Arg, Callee, Class, Func, I, L, Label, Leaf, Local, Operand, P, Reg,
 use crate::decode::{Op, Program, Switch, successors};
 pub use crate::error::JitError;
 use crate::error::{Trap, TrapKind};
-use crate::heap::{DIR_DATA, DIR_LEN, DIR_MASK, Heap, Object};
+use crate::heap::{DIR_BYTES_SHIFT, DIR_DATA, DIR_LEN, DIR_MASK, Heap, Object};
 use crate::interpreter::{Outcome, RunLimits, STACK_SLOTS, State};
-use crate::natives::{Context, FastNative, HostWords, InlineForm, NativeError};
+use crate::natives::{
+    Context, FastNative, HostWords, InlineForm, NativeError, RING_BYTES, RING_SLOT,
+};
 use crate::subset::Prim;
 
 /// Whether vcode has a native backend for this CPU, so that the JIT can run.

@@ -90,6 +90,11 @@ pub(super) const C_WORDS: i64 = core::mem::offset_of!(Ctx, words) as i64;
 pub(super) const W_WORK: i64 = core::mem::offset_of!(HostWords, work) as i64;
 pub(super) const W_BOUND: i64 = core::mem::offset_of!(HostWords, bound) as i64;
 pub(super) const W_INTS: i64 = core::mem::offset_of!(HostWords, ints) as i64;
+/// [`crate::RingWords`]' fields, for the inline push.
+pub(super) const W_RING_NEXT: i64 = crate::natives::RING_NEXT as i64;
+pub(super) const W_RING_LIMIT: i64 = crate::natives::RING_LIMIT as i64;
+pub(super) const W_RING_BASE: i64 = crate::natives::RING_BASE as i64;
+pub(super) const W_RING_ROOM: i64 = crate::natives::RING_ROOM as i64;
 
 /// How to find a host value's [`HostWords`] for fast form `F`
 /// ([`words_entry`]): `checked` tests the value's type first; `typed` is for

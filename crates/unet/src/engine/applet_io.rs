@@ -32,13 +32,14 @@ pub(super) fn thread_cpu_time() -> Duration {
 
 /// The state of the applet invocation running on an [`Io`]: what it has
 /// pushed and done, against its budgets.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug)]
 pub(super) struct Invocation {
     pub(super) frames: usize,
     pub(super) bytes: usize,
     /// The work count (`words.work`), where the next clock reading is due
-    /// (`words.bound`), and the buffer size as an `int` (`words.ints[0]`):
-    /// lent to the JIT's inline natives ([`NativeHost::words`]).
+    /// (`words.bound`), the buffer size as an `int` (`words.ints[0]`) and
+    /// the receive queue's free run (`words.ring`): lent to the JIT's
+    /// inline natives ([`NativeHost::words`]).
     pub(super) words: jive::HostWords,
     /// The thread's CPU time when the natives first read it (`None`: not
     /// yet).
@@ -48,8 +49,14 @@ pub(super) struct Invocation {
 }
 
 impl Invocation {
+    /// The state of an endpoint whose receive queue's slots are `rx`
+    /// (lent to the inline `dmaRxdPayload`; `None`: it always runs out of
+    /// line).
     #[inline]
-    pub(super) fn new() -> Invocation {
+    pub(super) fn new(rx: Option<crate::shm::RxSlots>) -> Invocation {
+        let ring = rx
+            .and_then(|s| jive::RingWords::new(Arc::new(s)))
+            .unwrap_or_default();
         Invocation {
             frames: 0,
             bytes: 0,
@@ -57,6 +64,7 @@ impl Invocation {
                 work: 0,
                 bound: TIME_CHECK_EVERY,
                 ints: [0, 0],
+                ring,
             },
             cpu_start: None,
             overran: false,
@@ -99,14 +107,57 @@ impl Io {
         }
     }
 
-    /// Starts an applet invocation's accounting.
+    /// Starts an applet invocation's accounting, and lends the receive
+    /// queue's free run to the inline `dmaRxdPayload`.
     #[inline]
     pub(super) fn begin(&mut self) {
-        self.inv = Invocation::new();
+        let inv = &mut self.inv;
+        inv.frames = 0;
+        inv.bytes = 0;
+        inv.cpu_start = None;
+        inv.overran = false;
+        inv.words.work = 0;
+        inv.words.bound = TIME_CHECK_EVERY;
         // What the inline getFreeBufferLength returns: the buffer size, or
         // a negative number where an `int` cannot hold it, so that the
         // ordinary native runs and reports it.
-        self.inv.words.ints[0] = self.layout.config.buffer_size as i32;
+        inv.words.ints[0] = self.layout.config.buffer_size as i32;
+        self.lend_rx();
+    }
+
+    /// Ends an applet invocation (normally or by a trap): the receive
+    /// descriptors its inline pushes wrote become the queue's, as the
+    /// native's own pushes are (unpublished until [`Io::publish`]).
+    #[inline]
+    pub(super) fn end(&mut self) {
+        self.take_rx();
+    }
+
+    /// Lends the inline push the receive queue's free run: its producer
+    /// index and the slots free as the consumer's index was last read.
+    #[inline]
+    fn lend_rx(&mut self) {
+        let (head, room) = self.rx.lend();
+        self.inv.words.ring.lend(head, room);
+    }
+
+    /// Takes back the slots the inline pushes filled since the run was
+    /// lent: the producer counts them, and each is a delivered descriptor,
+    /// as [`Io::rx_pushed`] counts the native's.
+    #[inline]
+    fn take_rx(&mut self) {
+        let n = self.inv.words.ring.take();
+        if n != 0 {
+            self.rx_taken(n);
+        }
+    }
+
+    #[inline(never)]
+    fn rx_taken(&mut self, n: u32) {
+        self.rx.filled_many(n);
+        self.unpublished = true;
+        let c = &self.stats.rx_delivered;
+        c.store(c.load(Ordering::Relaxed) + u64::from(n), Ordering::Relaxed);
     }
 
     /// Refuses the invocation's request for exceeding `what` (its `limit`).
@@ -301,8 +352,13 @@ impl NativeHost for Io {
     /// private memory and copied into the slot whole. Inlined into the
     /// natives that push (their fast forms' entries saved its call's 13
     /// instructions of register saves and restores).
+    ///
+    /// The inline pushes' slots are taken back first and the free run
+    /// lent again after, so that the two kinds of push write one queue in
+    /// order.
     #[inline(always)]
     fn push_rx(&mut self, chan: u16, len: u32, body: RxBody<'_>) -> Result<(), HostError> {
+        self.take_rx();
         let pushed = match body {
             // At most `INLINE_MAX` bytes: a few moves, not a `memcpy` call
             // (16 instructions for an empty payload).
@@ -317,6 +373,7 @@ impl NativeHost for Io {
                 self.spare.extend_from_slice(o);
             }
         }
+        self.lend_rx();
         Ok(())
     }
 
@@ -490,6 +547,7 @@ pub(super) fn invoke(
     let m = if tx { &l.do_tx } else { &l.do_rx };
     // The value and the boxed error come back in two registers.
     let r = l.applet.call_value(m, args, Some(&mut rx.io));
+    rx.io.end();
     let took = start.map_or(Duration::ZERO, |s| s.elapsed());
     let outcome = match r {
         Ok(v) if !rx.io.inv.overran => {
@@ -635,6 +693,7 @@ pub(super) fn load_applet(bytes: &[u8], io: &mut Io) -> Result<Loaded, EngineErr
     io.begin();
     io.inv.words.bound = u64::MAX;
     let loaded = jive::Applet::load_with_host(bytes, &natives_table(), limits, Some(&mut *io));
+    io.end();
     // What the constructor received is the application's now.
     io.publish();
     let mut applet = loaded?;

@@ -34,6 +34,7 @@ impl Engine {
         )?);
         seg.write_header(&layout.header(id));
         let (txq, rxq, freeq) = queues(&seg, &layout);
+        let rx_slots = rxq.rx_slots();
         let stats = Arc::new(PortStats::default());
         let framer = || -> Result<Framer, EngineError> {
             let pipeline =
@@ -62,7 +63,7 @@ impl Engine {
                     push_frames: budgets.push_frames.min(layout.config.tx_depth as usize),
                     ..budgets
                 },
-                inv: Invocation::new(),
+                inv: Invocation::new(rx_slots),
                 unpublished: false,
             },
             applet: None,
