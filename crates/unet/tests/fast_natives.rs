@@ -12,17 +12,26 @@
 //! which every native call traps as over budget. Like the engine, it lends
 //! its count, its next clock reading and its buffer size to the JIT's
 //! inline `getFreeBufferLength` ([`jive::HostWords`]), in some streams only,
-//! and in some with a buffer size an `int` cannot hold.
+//! and in some with a buffer size an `int` cannot hold; and, in most of
+//! those, its receive queue's free run to the inline `dmaRxdPayload`
+//! ([`jive::RingWords`]): a real queue in a shared segment of 1 to 8
+//! slots, which the application drains now and then (so that it is often
+//! full, and the producer's view of the consumer's index often stale when
+//! the run is lent).
 
 #![cfg(target_arch = "x86_64")]
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
-use jive::{Applet, Engine, HostWords, InvokeError, Limits, Object};
+use jive::{Applet, Engine, HostWords, InvokeError, Limits, Object, RingWords};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use unet::applets;
+use unet::layout::{QueueLayout, RxDesc};
 use unet::natives::{HostError, NativeHost, RxBody, bind};
+use unet::ring::{Consumer, Producer};
+use unet::shm::{Segment, ShmQueue};
 
 const BUF: u32 = 512;
 const BUFFERS: u32 = 8;
@@ -30,7 +39,7 @@ const AREA: u32 = BUF * BUFFERS;
 /// Work units between two clock readings (the engine's is 256).
 const CHECK_EVERY: u64 = 8;
 
-/// A receive descriptor as the endpoint recorded it.
+/// A receive descriptor as the application read it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Rx {
     Inline(u16, Vec<u8>),
@@ -38,20 +47,25 @@ enum Rx {
 }
 
 /// An endpoint that counts what it is charged as the engine's does.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 struct Counting {
     area: Vec<u8>,
     free: VecDeque<u32>,
+    /// The descriptors the application took from the receive queue, in
+    /// order.
     rx: Vec<Rx>,
-    rx_capacity: usize,
+    /// The receive queue: the endpoint's side and the application's.
+    ring: Producer<RxDesc, ShmQueue>,
+    app: Consumer<RxDesc, ShmQueue>,
     sent: Vec<(u16, Vec<u8>)>,
     open: Vec<u16>,
     max_message: u32,
     /// The buffer size getFreeBufferLength reports.
     size: u32,
     /// Work units charged (`work`), where the next clock reading is due
-    /// (`bound`), and the buffer size as an `int` (`ints[0]`), which the
-    /// host lends the inline natives if `lend`.
+    /// (`bound`), the buffer size as an `int` (`ints[0]`) and the receive
+    /// queue's free run (`ring`, if `lend_ring`), which the host lends the
+    /// inline natives if `lend`.
     words: HostWords,
     lend: bool,
     /// Clock readings made, and the work the budget allows.
@@ -59,13 +73,38 @@ struct Counting {
     budget: u64,
 }
 
+impl PartialEq for Counting {
+    fn eq(&self, o: &Counting) -> bool {
+        self.area == o.area
+            && self.free == o.free
+            && self.rx == o.rx
+            && self.ring.pushed() == o.ring.pushed()
+            && self.sent == o.sent
+            && self.open == o.open
+            && self.size == o.size
+            && (self.words.work, self.words.bound, self.words.ints)
+                == (o.words.work, o.words.bound, o.words.ints)
+            && self.checks == o.checks
+            && self.budget == o.budget
+    }
+}
+
 impl Counting {
     fn new(rng: &mut StdRng) -> Counting {
+        let depth = 1 << rng.random_range(0..4);
+        let seg = Arc::new(Segment::create("fast-natives", 4096).unwrap());
+        let q = ShmQueue::new(seg, QueueLayout { offset: 0, depth }, 64);
+        let lend_ring = rng.random_bool(0.8);
+        let ring = match q.rx_slots() {
+            Some(s) if lend_ring => RingWords::new(Arc::new(s)).unwrap(),
+            _ => RingWords::default(),
+        };
         Counting {
             area: (0..AREA).map(|i| (i * 7 + 3) as u8).collect(),
             free: (0..BUFFERS).map(|i| i * BUF).collect(),
             rx: Vec::new(),
-            rx_capacity: rng.random_range(0..12),
+            ring: Producer::new(q.clone()),
+            app: Consumer::new(q),
             sent: Vec::new(),
             open: vec![1, 2],
             max_message: 1000,
@@ -74,10 +113,39 @@ impl Counting {
                 work: 0,
                 bound: CHECK_EVERY,
                 ints: [BUF as i32, 0],
+                ring,
             },
             lend: rng.random_bool(0.8),
             checks: 0,
             budget: rng.random_range(20..200),
+        }
+    }
+
+    /// Lends the receive queue's free run, as `Io::begin` does.
+    fn lend_run(&mut self) {
+        let (head, room) = self.ring.lend();
+        self.words.ring.lend(head, room);
+    }
+
+    /// Takes back what the inline pushes filled, as `Io::end` does.
+    fn take_run(&mut self) {
+        let n = self.words.ring.take();
+        self.ring.filled_many(n);
+    }
+
+    /// The application takes every descriptor published.
+    fn drain(&mut self) {
+        self.ring.publish();
+        while let Ok(Some(d)) = self.app.pop() {
+            self.rx.push(if d.nbufs == 0 {
+                Rx::Inline(d.chan, d.data[..d.len as usize].to_vec())
+            } else {
+                Rx::Buffers(
+                    d.chan,
+                    d.len,
+                    (0..usize::from(d.nbufs)).map(|i| d.offset(i)).collect(),
+                )
+            });
         }
     }
 }
@@ -99,14 +167,16 @@ impl NativeHost for Counting {
         self.free.pop_front()
     }
     fn push_rx(&mut self, chan: u16, len: u32, body: RxBody<'_>) -> Result<(), HostError> {
-        if self.rx.len() >= self.rx_capacity {
-            return Err(HostError::RxQueueFull);
-        }
-        self.rx.push(match body {
-            RxBody::Inline(b) => Rx::Inline(chan, b.to_vec()),
-            RxBody::Buffers(o) => Rx::Buffers(chan, len, o.to_vec()),
+        self.take_run();
+        let pushed = self.ring.push_unpublished_with(|q, i| match body {
+            RxBody::Inline(b) => q.write_rx_inline(i, chan, b.len(), |d| d.copy_from_slice(b)),
+            RxBody::Buffers(o) => q.write_rx_buffers(i, chan, len, o),
         });
-        Ok(())
+        self.lend_run();
+        match pushed {
+            Ok(true) => Ok(()),
+            _ => Err(HostError::RxQueueFull),
+        }
     }
     fn transmit(&mut self, chan: u16, payload: &[i8]) -> Result<(), HostError> {
         if !self.open.contains(&chan) {
@@ -215,7 +285,10 @@ struct After {
 fn call(a: &mut Applet, host: &mut Counting, tx: bool) -> After {
     let m = a.method(if tx { "doTx" } else { "doRx" }).unwrap();
     let args: &[i32] = if tx { &[0, 1, 0] } else { &[0, 1] };
-    let outcome = match a.call(&m, args, Some(host)) {
+    host.lend_run();
+    let r = a.call(&m, args, Some(&mut *host));
+    host.take_run();
+    let outcome = match r {
         Ok(o) => Ok(o.value),
         Err(InvokeError::Trap(t)) => Err(format!("{:?} at {} bci {}", t.kind, t.method, t.bci)),
         Err(e) => Err(format!("{e}")),
@@ -237,13 +310,15 @@ fn call(a: &mut Applet, host: &mut Counting, tx: bool) -> After {
 /// each. Returns how many went through a native that did not trap.
 fn stream(seed: u64, calls: usize) -> usize {
     let mut rng = StdRng::seed_from_u64(seed);
+    let mut hj = Counting::new(&mut rng.clone());
     let mut hi = Counting::new(&mut rng);
     if rng.random_bool(0.1) {
         // A buffer size an `int` cannot hold: getFreeBufferLength traps.
-        hi.size = 0x8000_0000;
-        hi.words.ints[0] = hi.size as i32;
+        for h in [&mut hi, &mut hj] {
+            h.size = 0x8000_0000;
+            h.words.ints[0] = h.size as i32;
+        }
     }
-    let mut hj = hi.clone();
     let mut ai = load(Engine::Interpreter);
     let mut aj = load(Engine::Jit);
     let mut ok = 0;
@@ -296,6 +371,12 @@ fn stream(seed: u64, calls: usize) -> usize {
         let tx = rng.random_bool(0.5);
         let i = call(&mut ai, &mut hi, tx);
         let j = call(&mut aj, &mut hj, tx);
+        if rng.random_bool(0.2) {
+            // The application takes the descriptors: the endpoint's view
+            // of its index is stale until a push finds the queue full.
+            hi.drain();
+            hj.drain();
+        }
         let what =
             format!("seed {seed} step {step}: mode {mode}, ({a}, {b}, {c}), buf {buf_len:?}");
         assert_eq!(i, j, "{what}: interpreter and JIT differ");
@@ -305,6 +386,9 @@ fn stream(seed: u64, calls: usize) -> usize {
         }
     }
     assert!(hi.checks > 0, "seed {seed}: the clock was never read");
+    hi.drain();
+    hj.drain();
+    assert_eq!(hi, hj, "seed {seed}: the endpoints differ at the end");
     ok
 }
 
@@ -327,10 +411,12 @@ fn a_budget_spent_mid_stream_traps_at_the_same_call_on_both_engines() {
         return;
     }
     let mut rng = StdRng::seed_from_u64(7);
+    let mut hj = Counting::new(&mut rng.clone());
     let mut hi = Counting::new(&mut rng);
-    hi.budget = 50;
-    hi.lend = true;
-    let mut hj = hi.clone();
+    for h in [&mut hi, &mut hj] {
+        h.budget = 50;
+        h.lend = true;
+    }
     let mut ai = load(Engine::Interpreter);
     let mut aj = load(Engine::Jit);
     let mut first_trap = None;
@@ -365,11 +451,13 @@ fn a_buffer_size_an_int_cannot_hold_traps_on_both_engines() {
         return;
     }
     let mut rng = StdRng::seed_from_u64(11);
+    let mut hj = Counting::new(&mut rng.clone());
     let mut hi = Counting::new(&mut rng);
-    hi.lend = true;
-    hi.size = 0x8000_0000;
-    hi.words.ints[0] = hi.size as i32;
-    let mut hj = hi.clone();
+    for h in [&mut hi, &mut hj] {
+        h.lend = true;
+        h.size = 0x8000_0000;
+        h.words.ints[0] = h.size as i32;
+    }
     let mut ai = load(Engine::Interpreter);
     let mut aj = load(Engine::Jit);
     for app in [&mut ai, &mut aj] {
@@ -384,4 +472,122 @@ fn a_buffer_size_an_int_cannot_hold_traps_on_both_engines() {
         trap.contains("the endpoint's buffer size 2147483648 does not fit an int"),
         "{trap}"
     );
+}
+
+/// A host that lends its words and a receive queue of `depth` slots.
+fn lending(seed: u64, depth: u32) -> (Counting, Counting) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut hs = [Counting::new(&mut rng.clone()), Counting::new(&mut rng)];
+    for h in &mut hs {
+        let seg = Arc::new(Segment::create("fast-natives", 4096).unwrap());
+        let q = ShmQueue::new(seg, QueueLayout { offset: 0, depth }, 64);
+        h.words.ring = RingWords::new(Arc::new(q.rx_slots().unwrap())).unwrap();
+        h.ring = Producer::new(q.clone());
+        h.app = Consumer::new(q);
+        h.lend = true;
+        h.budget = u64::MAX;
+    }
+    let [hi, hj] = hs;
+    (hi, hj)
+}
+
+#[test]
+fn the_inline_push_writes_every_length_and_declines_past_the_checks() {
+    if !jive::jit::available() {
+        return;
+    }
+    let (mut hi, mut hj) = lending(3, 8);
+    let mut ai = load(Engine::Interpreter);
+    let mut aj = load(Engine::Jit);
+    let mut pushed = 0;
+    // Lengths 0..=56 (inline) and past them, payload arrays shorter than,
+    // as long as and longer than the length, channel tags at and past
+    // their edges; the application drains every few pushes, so that the
+    // queue is full (and the endpoint's view of it stale) now and then.
+    let tags = [0, 1, 65535, 65536, -1, i32::MIN];
+    let mut step = 0;
+    for len in -1..=60 {
+        for buf in [len.max(0) - 1, len.max(0), 60] {
+            for &tag in &tags {
+                step += 1;
+                for app in [&mut ai, &mut aj] {
+                    app.set_static_int("mode", 5).unwrap();
+                    app.set_static_int("a", tag).unwrap();
+                    app.set_static_int("b", len).unwrap();
+                    if buf >= 0 {
+                        let bytes: Vec<u8> = (0..buf).map(|i| (i * 31 + 7) as u8).collect();
+                        app.set_static_array("Buf", &bytes).unwrap();
+                    }
+                }
+                let i = call(&mut ai, &mut hi, false);
+                let j = call(&mut aj, &mut hj, false);
+                let what = format!("len {len}, buf {buf}, tag {tag}");
+                assert_eq!(i, j, "{what}: interpreter and JIT differ");
+                assert_eq!(hi, hj, "{what}: the endpoints differ");
+                if i.outcome == Ok(Some(0)) {
+                    pushed += 1;
+                }
+                if step % 7 == 0 {
+                    hi.drain();
+                    hj.drain();
+                }
+            }
+        }
+    }
+    hi.drain();
+    hj.drain();
+    assert_eq!(hi, hj);
+    assert!(pushed > 100, "only {pushed} pushes");
+    assert!(
+        hi.rx
+            .iter()
+            .any(|d| matches!(d, Rx::Inline(_, b) if b.len() == 56))
+    );
+}
+
+#[test]
+fn the_inline_push_declines_a_null_array_and_a_full_queue() {
+    if !jive::jit::available() {
+        return;
+    }
+    let (mut hi, mut hj) = lending(5, 2);
+    let mut ai = load(Engine::Interpreter);
+    let mut aj = load(Engine::Jit);
+    for (step, mode) in [5, 5, 5, 11, 5].into_iter().enumerate() {
+        for app in [&mut ai, &mut aj] {
+            app.set_static_int("mode", mode).unwrap();
+            app.set_static_int("a", 1).unwrap();
+            // A null array with a length of 0: only its type says no.
+            app.set_static_int("b", if mode == 11 { 0 } else { 8 })
+                .unwrap();
+        }
+        let i = call(&mut ai, &mut hi, false);
+        let j = call(&mut aj, &mut hj, false);
+        assert_eq!(i, j, "step {step}");
+        assert_eq!(hi, hj, "step {step}");
+        match step {
+            // The third push finds the two slots taken.
+            2 => assert!(
+                format!("{:?}", i.outcome).contains("the endpoint's receive queue is full"),
+                "{:?}",
+                i.outcome
+            ),
+            3 => assert!(
+                format!("{:?}", i.outcome).contains("payload is null"),
+                "{:?}",
+                i.outcome
+            ),
+            _ => {}
+        }
+        if step == 3 {
+            // The application takes both: the endpoint's view is stale
+            // until the next push reads the consumer's index.
+            hi.drain();
+            hj.drain();
+        }
+    }
+    hi.drain();
+    hj.drain();
+    assert_eq!(hi.rx.len(), 3);
+    assert_eq!(hi, hj);
 }
