@@ -380,6 +380,19 @@ mod tests {
         let i = h.alloc_array(Prim::Int, 7).unwrap();
         check_directory(&mut h);
         assert_eq!(h.dir[b as usize / 2].store_mask, 1);
+        // Whether the elements are bytes, which an inline native checks
+        // where the native checks the array's type.
+        let bytes = |h: &Heap, a: i32| h.dir[a as usize / 2].bytes;
+        assert_eq!(
+            [
+                bytes(&h, b),
+                bytes(&h, x),
+                bytes(&h, s),
+                bytes(&h, i),
+                bytes(&h, 0)
+            ],
+            [1, 1, 0, 0, 0]
+        );
         assert_eq!(h.dir[s as usize / 2].len, 5);
         assert_eq!(h.dir[i as usize / 2].len, 7);
         // Freed slots (x in the middle, i at the end) read as null.

@@ -169,6 +169,9 @@ pub struct RingWords {
     lent: u32,
     /// The ring's depth less one.
     mask: u32,
+    /// The producer index of the slot at `next` (as lent, and moved on
+    /// by [`RingWords::take`]).
+    head: u32,
     /// The ring's memory, kept alive while the words point into it.
     keep: Option<Arc<dyn RingSlots>>,
 }
@@ -198,6 +201,7 @@ impl RingWords {
             room: 0,
             lent: 0,
             mask: depth - 1,
+            head: 0,
             keep: Some(mem),
         })
     }
@@ -215,6 +219,16 @@ impl RingWords {
         self.next = self.base + (head & self.mask) as usize * RING_SLOT;
         self.room = room.min(self.mask + 1);
         self.lent = self.room;
+        self.head = head;
+    }
+
+    /// The producer index of the slot the next inline push writes: the
+    /// one lent, moved on by every [`RingWords::take`]. A host whose
+    /// producer index still equals it, and whose view of the consumer's
+    /// index has not moved since it lent the run, need not lend it again.
+    #[inline]
+    pub fn head(&self) -> u32 {
+        self.head
     }
 
     /// How many slots the inline pushes filled since the last
@@ -224,6 +238,7 @@ impl RingWords {
     pub fn take(&mut self) -> u32 {
         let n = self.lent - self.room;
         self.lent = self.room;
+        self.head = self.head.wrapping_add(n);
         n
     }
 
@@ -686,6 +701,70 @@ mod tests {
             );
         }
         assert_eq!(t.inline("fill", "(I)I"), None);
+    }
+
+    #[test]
+    fn the_inline_push_fits_a_byte_array_and_two_ints_returning_nothing() {
+        let mut t = table()
+            .with("push", "([BII)V", |_, _| Ok(0))
+            .with("pushi", "([III)V", |_, _| Ok(0))
+            .with_fast::<Declines>("push", "([BII)V")
+            .unwrap()
+            .with_fast::<Declines>("pushi", "([III)V")
+            .unwrap();
+        t.set_inline("push", "([BII)V", InlineForm::PushBytes)
+            .unwrap();
+        assert_eq!(t.inline("push", "([BII)V"), Some(InlineForm::PushBytes));
+        for (name, desc) in [("pushi", "([III)V"), ("size", "()I")] {
+            assert!(matches!(
+                t.set_inline(name, desc, InlineForm::PushBytes),
+                Err(FastError::InlineShape { .. })
+            ));
+        }
+    }
+
+    /// Ring memory of `depth` slots that lives in a `Vec` of words.
+    struct Slots(Box<[core::cell::UnsafeCell<u64>]>, u32);
+
+    // SAFETY: the memory is the boxed slice's, 8-aligned, `depth * 64`
+    // bytes, fixed for the value's life; no reference to it is made.
+    unsafe impl RingSlots for Slots {
+        fn slots(&self) -> *mut u8 {
+            self.0.as_ptr() as *mut u8
+        }
+        fn depth(&self) -> u32 {
+            self.1
+        }
+    }
+
+    // SAFETY: the cells are only reached through raw pointers.
+    unsafe impl Sync for Slots {}
+
+    fn slots(depth: u32) -> Arc<dyn RingSlots> {
+        let words = (0..depth as usize * RING_SLOT / 8)
+            .map(|_| core::cell::UnsafeCell::new(0))
+            .collect();
+        Arc::new(Slots(words, depth))
+    }
+
+    #[test]
+    fn ring_words_lend_at_most_the_ring_and_take_back_what_was_filled() {
+        // No ring: nothing is lent, whatever the host says.
+        let mut none = RingWords::default();
+        none.lend(3, 5);
+        assert_eq!((none.room(), none.take()), (0, 0));
+        // A depth that is not a power of two is refused.
+        assert!(RingWords::new(slots(3)).is_none());
+        let mut w = RingWords::new(slots(4)).unwrap();
+        assert_eq!(w.room(), 0);
+        w.lend(6, 9);
+        assert_eq!(w.room(), 4, "at most the depth");
+        assert_eq!(w.next, w.base + 2 * RING_SLOT, "slot 6 & 3");
+        // Two pushes as generated code makes them.
+        w.room -= 2;
+        assert_eq!(w.take(), 2);
+        assert_eq!(w.take(), 0, "taken once");
+        assert_eq!(w.room(), 2);
     }
 
     #[test]

@@ -122,7 +122,14 @@ impl Io {
         // a negative number where an `int` cannot hold it, so that the
         // ordinary native runs and reports it.
         inv.words.ints[0] = self.layout.config.buffer_size as i32;
-        self.lend_rx();
+        // The run lent before stays lent while nothing else pushed since
+        // (the producer index is where the inline pushes left it): its
+        // room is what the producer's view of the consumer's index says
+        // now, or less if the producer read that index since (a push
+        // that finds no room reads it again).
+        if self.inv.words.ring.head() != self.rx.pushed() {
+            self.lend_rx();
+        }
     }
 
     /// Ends an applet invocation (normally or by a trap): the receive
