@@ -121,6 +121,9 @@ pub struct Compiled {
     /// equal to the current one is the table's look-up done once
     /// ([`Compiled::ready`]).
     pub(super) stamp: u64,
+    /// Why the last invocation's code could not run, set only then (by
+    /// [`execute_scoped`]) and taken at once by [`Compiled::enter`].
+    pub(super) failed: Option<String>,
 }
 
 /// Draws a [`Compiled::stamp`]: never 0, never the same twice (2^48 draws
@@ -228,6 +231,7 @@ pub fn compile(prog: &Program) -> Result<Compiled, JitError> {
         },
         enterable: Box::new([]),
         stamp: next_stamp(),
+        failed: None,
     })
 }
 
@@ -496,24 +500,25 @@ impl Compiled {
         ctx.words = words;
         ctx.fuel = self.limits.fuel;
         ctx.rt = (&mut *rt as *mut Runtime<'_, '_>).cast();
-        let mut code = Code {
+        let code = Code {
             key: self.key,
             memo: &mut self.memo,
         };
-        // Set only with a status of -1; as `rt`, nothing to drop otherwise.
-        let mut failed = core::mem::ManuallyDrop::new(None);
+        // Set only with a status of -1, in the `Compiled` rather than on
+        // this frame, so that the common invocation writes nothing for it.
+        let failed = &mut self.failed;
         let status = with_thread(|thread| match thread {
-            Some(thread) => execute(thread, &mut code, prog, ctx, entry, &mut failed),
+            Some(thread) => execute(thread, code, prog, ctx, entry, failed),
             // A native of an applet running on this thread invokes another
             // applet (this thread's registration is in use), or the thread
             // is exiting: a registration of its own for this invocation.
-            None => execute_registering(&mut code, prog, ctx, entry, &mut failed),
+            None => execute_registering(code, prog, ctx, entry, failed),
         });
         if status == 0 {
             return Ok(self.ctx.result as i32);
         }
         let pending = rt.pending.take();
-        let failed = core::mem::ManuallyDrop::into_inner(failed);
+        let failed = self.failed.take();
         Err(self.failure(prog, entry, status, failed, pending))
     }
 
@@ -752,7 +757,8 @@ pub fn park() {
 }
 
 /// Which code an invocation runs: the applet's key in the cache, and its
-/// last look-up there.
+/// last look-up there. Passed by value, in two registers, so that the
+/// common invocation does not store it on its frame for the rare path.
 pub(super) struct Code<'a> {
     key: u64,
     memo: &'a mut codecache::Memo,
@@ -764,7 +770,7 @@ pub(super) struct Code<'a> {
 #[inline]
 pub(super) fn execute(
     thread: &mut codecache::Thread,
-    code: &mut Code<'_>,
+    code: Code<'_>,
     prog: &Program,
     ctx: &mut Ctx,
     entry: u16,
@@ -790,7 +796,7 @@ pub(super) fn execute(
 #[inline(never)]
 fn execute_scoped(
     thread: &mut codecache::Thread,
-    code: &mut Code<'_>,
+    code: Code<'_>,
     prog: &Program,
     ctx: &mut Ctx,
     entry: u16,
@@ -824,7 +830,7 @@ fn execute_scoped(
 #[cold]
 #[inline(never)]
 pub(super) fn execute_registering(
-    code: &mut Code<'_>,
+    code: Code<'_>,
     prog: &Program,
     ctx: &mut Ctx,
     entry: u16,
