@@ -607,7 +607,7 @@ impl Applet {
     /// code's stamp, the arguments written to the frame stack, and the
     /// invocation (the code cache's check that the code is alive, the
     /// context's per-call words, fuel, traps and the collector as ever).
-    #[inline(never)]
+    #[inline]
     pub fn call_prepared<const N: usize>(
         &mut self,
         p: &mut Prepared<N>,

@@ -563,7 +563,7 @@ pub(super) fn applet_trapped(rx: &mut RxSide, port: &Port) {
 
 /// Runs the applet's `doTx` for a checked descriptor; its frames join the
 /// transmit side's outbox. Returns the status and the invocation's time.
-#[inline]
+#[inline(never)]
 pub(super) fn applet_tx(
     tx: &mut TxSide,
     port: &Port,
