@@ -28,8 +28,11 @@
 //! as `RxBuf`. A host that invokes one method per packet resolves it once
 //! ([`Applet::method`]) and calls it with [`Applet::call`], or with
 //! [`Applet::call_value`], whose value or boxed error comes back in two
-//! registers. [`check`] does everything short of binding and instantiating,
-//! for tools that only verify.
+//! registers; or prepares it once for a fixed arity ([`Applet::prepare`])
+//! and calls the handle with [`Applet::call_prepared`], which makes the
+//! owner, arity, engine and entry checks once per change instead of once
+//! per call ([`Prepared`]). [`check`] does everything short of binding and
+//! instantiating, for tools that only verify.
 //!
 //! Errors are typed ([`LoadError`], [`InvokeError`], [`Trap`]) and say where:
 //! a byte offset in the file, or a method and bytecode index. jive's only
