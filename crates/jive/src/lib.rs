@@ -28,8 +28,11 @@
 //! as `RxBuf`. A host that invokes one method per packet resolves it once
 //! ([`Applet::method`]) and calls it with [`Applet::call`], or with
 //! [`Applet::call_value`], whose value or boxed error comes back in two
-//! registers. [`check`] does everything short of binding and instantiating,
-//! for tools that only verify.
+//! registers; or prepares it once for a fixed arity ([`Applet::prepare`])
+//! and calls the handle with [`Applet::call_prepared`], which makes the
+//! owner, arity, engine and entry checks once per change instead of once
+//! per call ([`Prepared`]). [`check`] does everything short of binding and
+//! instantiating, for tools that only verify.
 //!
 //! Errors are typed ([`LoadError`], [`InvokeError`], [`Trap`]) and say where:
 //! a byte offset in the file, or a method and bytecode index. jive's only
@@ -213,6 +216,35 @@ impl Method {
     /// The number of int parameters (not counting `this`).
     pub fn arity(&self) -> usize {
         self.arity
+    }
+}
+
+/// A method of an [`Applet`] prepared once (e.g. when a host loads the
+/// applet) for [`Applet::call_prepared`] with `N` int arguments: the
+/// resolved [`Method`], its arity checked against `N` when it is made, and
+/// the word that says the JIT's code may be entered at it without the
+/// look-ups [`Applet::call`] repeats (the owner, the engine, the table of
+/// enterable methods).
+///
+/// The word is made while those checks pass, and every change they depend
+/// on (the applet's limits, its engine, its code compiled again) makes
+/// the applet's compiled code draw a new stamp that no earlier word
+/// matches; a call with a stale word (or on another applet) takes the
+/// checked way, [`Applet::call_value`], and prepares the handle again
+/// where that is allowed. So no check is skipped: each is made once per
+/// change instead of once per call.
+#[derive(Debug, Clone, Copy)]
+pub struct Prepared<const N: usize> {
+    m: Method,
+    /// [`jit::Compiled::ready_word`] when last prepared; 0 if the JIT did
+    /// not run the applet then (no word is 0).
+    word: u64,
+}
+
+impl<const N: usize> Prepared<N> {
+    /// The resolved method.
+    pub fn method(&self) -> &Method {
+        &self.m
     }
 }
 
@@ -546,6 +578,83 @@ impl Applet {
             Ok(Err(t)) => Err(InvokeError::Trap(*t)),
             Err(host) => Ok(self.call_interpreted(m, args, host)?),
         }
+    }
+
+    /// Prepares the method `name` for [`Applet::call_prepared`] with `N`
+    /// int arguments: [`Applet::method`], and its arity checked against
+    /// `N` once.
+    pub fn prepare<const N: usize>(&self, name: &str) -> Result<Prepared<N>, InvokeError> {
+        let m = self.method(name)?;
+        if m.arity != N {
+            return Err(self.refuse(&m, N));
+        }
+        let mut p = Prepared { m, word: 0 };
+        self.ready_again(&mut p);
+        Ok(p)
+    }
+
+    /// Gives `p` the word of this applet's code as it is now, if `p` is
+    /// this applet's and the JIT runs it (0 otherwise).
+    fn ready_again<const N: usize>(&self, p: &mut Prepared<N>) {
+        p.word = match &self.jit {
+            Some(jit) if p.m.applet == self.id => jit.ready_word(p.m.idx),
+            _ => 0,
+        };
+    }
+
+    /// Invokes a prepared method: [`Applet::call_value`] with the checks
+    /// it repeats on every call made once per change instead
+    /// ([`Prepared`]). The same semantics: the value (`None` for `void`),
+    /// the trap, the fuel and the effects of [`Applet::invoke`].
+    ///
+    /// Per call, on the JIT: one compare of the prepared word with the
+    /// code's stamp, the arguments written to the frame stack, and the
+    /// invocation (the code cache's check that the code is alive, the
+    /// context's per-call words, fuel, traps and the collector as ever).
+    #[inline]
+    pub fn call_prepared<const N: usize>(
+        &mut self,
+        p: &mut Prepared<N>,
+        args: [i32; N],
+        host: Option<&mut dyn core::any::Any>,
+    ) -> Result<Option<i32>, Box<InvokeError>> {
+        let ready = match self.jit.as_mut() {
+            Some(jit) => jit.ready(p.m.idx, p.word),
+            None => None,
+        };
+        let Some(mut ready) = ready else {
+            return self.call_unprepared(p, args, host);
+        };
+        p.m.fill_args(ready.args_mut(), self.instance, &args);
+        let mut st = State {
+            heap: &mut self.heap,
+            statics: &mut self.statics,
+            natives: &self.natives,
+            host,
+        };
+        let r = ready.enter(&self.prog, &mut st);
+        if self.heap.needs_collect() {
+            self.collect();
+        }
+        match r {
+            Ok(v) => Ok(p.m.returns.then_some(v)),
+            Err(t) => Err(trapped(*t)),
+        }
+    }
+
+    /// [`Applet::call_prepared`] with a word that does not match: the
+    /// checked call, then the word made again for the next.
+    #[cold]
+    #[inline(never)]
+    fn call_unprepared<const N: usize>(
+        &mut self,
+        p: &mut Prepared<N>,
+        args: [i32; N],
+        host: Option<&mut dyn core::any::Any>,
+    ) -> Result<Option<i32>, Box<InvokeError>> {
+        let r = self.call_value(&p.m, &args, host);
+        self.ready_again(p);
+        r
     }
 
     /// [`Applet::call`] without the fuel count: the method's value (`None`

@@ -113,6 +113,32 @@ pub struct Compiled {
     /// call level takes native stack: [`Compiled::enter`] checks the entry
     /// here, one load, instead of the program's methods and the limit.
     pub(super) enterable: Box<[bool]>,
+    /// The stamp of the last [`Compiled::keep`]: a value drawn from a
+    /// process-wide counter by every `keep`, so never 0 and never the
+    /// same for two `keep`s of any two applets. A prepared invocation
+    /// ([`crate::Prepared`]) holds the word [`Compiled::ready_word`] made
+    /// of it and its entry while `enterable` admitted that entry; a word
+    /// equal to the current one is the table's look-up done once
+    /// ([`Compiled::ready`]).
+    pub(super) stamp: u64,
+    /// Why the last invocation's code could not run, set only then (by
+    /// [`execute_scoped`]) and taken at once by [`Compiled::enter`].
+    pub(super) failed: Option<String>,
+}
+
+/// Draws a [`Compiled::stamp`]: never 0, never the same twice (2^48 draws
+/// at one per nanosecond take nine years).
+fn next_stamp() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+/// A compiled applet whose entry `entry` was found enterable by a
+/// [`Compiled::keep`] that has not been superseded ([`Compiled::ready`]):
+/// [`Ready::enter`] runs it without the table's look-up.
+pub(crate) struct Ready<'a> {
+    jit: &'a mut Compiled,
+    entry: u16,
 }
 
 // SAFETY: the raw pointers of `ctx` are dereferenced only by generated
@@ -204,6 +230,8 @@ pub fn compile(prog: &Program) -> Result<Compiled, JitError> {
             max_depth: 0,
         },
         enterable: Box::new([]),
+        stamp: next_stamp(),
+        failed: None,
     })
 }
 
@@ -362,6 +390,34 @@ impl Compiled {
         for (e, f) in self.enterable.iter_mut().zip(&prog.funcs) {
             *e = depth_ok && f.is_some();
         }
+        // Every word made before this `keep` stops matching, whatever
+        // changed (or did not).
+        self.stamp = next_stamp();
+    }
+
+    /// The word a prepared invocation of `entry` holds: the current
+    /// [`Compiled::stamp`] with the entry, if `enterable` admits `entry`
+    /// now; 0 (which no stamp matches) if not.
+    pub(crate) fn ready_word(&self, entry: u16) -> u64 {
+        if self.enterable.get(usize::from(entry)) == Some(&true) {
+            self.stamp << 16 | u64::from(entry)
+        } else {
+            0
+        }
+    }
+
+    /// This code, ready to enter `entry` without the look-up of the
+    /// enterable table, if `word` is the one [`Compiled::ready_word`]
+    /// gives for `entry` now: it was made by the same `keep` as the
+    /// current table (stamps are never reused, so no other `keep`, of this
+    /// applet or another, made it) and only while that table admitted
+    /// `entry`. `None` otherwise (the caller takes the checked way).
+    #[inline(always)]
+    pub(crate) fn ready(&mut self, entry: u16, word: u64) -> Option<Ready<'_>> {
+        if word != self.stamp << 16 | u64::from(entry) {
+            return None;
+        }
+        Some(Ready { jit: self, entry })
     }
 
     /// The fuel the last invocation ([`Compiled::enter`]) used, as the
@@ -405,6 +461,19 @@ impl Compiled {
                 String::new(),
             )));
         }
+        self.enter_admitted(prog, st, entry)
+    }
+
+    /// [`Compiled::enter`] after its check: `enterable` admits `entry`
+    /// (checked by `enter`, or by the word of [`Compiled::ready`]).
+    #[inline(always)]
+    fn enter_admitted(
+        &mut self,
+        prog: &Program,
+        st: &mut State<'_>,
+        entry: u16,
+    ) -> Result<i32, Box<Trap>> {
+        debug_assert_eq!(self.enterable.get(usize::from(entry)), Some(&true));
         let statics = st.statics.as_mut_ptr();
         let dir = st.heap.directory().cast();
         // The words the host lends the inline natives for this invocation
@@ -431,24 +500,25 @@ impl Compiled {
         ctx.words = words;
         ctx.fuel = self.limits.fuel;
         ctx.rt = (&mut *rt as *mut Runtime<'_, '_>).cast();
-        let mut code = Code {
+        let code = Code {
             key: self.key,
             memo: &mut self.memo,
         };
-        // Set only with a status of -1; as `rt`, nothing to drop otherwise.
-        let mut failed = core::mem::ManuallyDrop::new(None);
+        // Set only with a status of -1, in the `Compiled` rather than on
+        // this frame, so that the common invocation writes nothing for it.
+        let failed = &mut self.failed;
         let status = with_thread(|thread| match thread {
-            Some(thread) => execute(thread, &mut code, prog, ctx, entry, &mut failed),
+            Some(thread) => execute(thread, code, prog, ctx, entry, failed),
             // A native of an applet running on this thread invokes another
             // applet (this thread's registration is in use), or the thread
             // is exiting: a registration of its own for this invocation.
-            None => execute_registering(&mut code, prog, ctx, entry, &mut failed),
+            None => execute_registering(code, prog, ctx, entry, failed),
         });
         if status == 0 {
             return Ok(self.ctx.result as i32);
         }
         let pending = rt.pending.take();
-        let failed = core::mem::ManuallyDrop::into_inner(failed);
+        let failed = self.failed.take();
         Err(self.failure(prog, entry, status, failed, pending))
     }
 
@@ -513,6 +583,24 @@ impl Compiled {
             method,
             bci: site.bci,
         }
+    }
+}
+
+impl Ready<'_> {
+    /// The frame stack's argument slots ([`Compiled::args_mut`]).
+    #[inline(always)]
+    pub(crate) fn args_mut(&mut self) -> &mut [i32; ARG_SLOTS] {
+        self.jit.args_mut()
+    }
+
+    /// Runs the entry on the arguments in the frame stack, as
+    /// [`Compiled::enter`] does, without its look-up: [`Compiled::ready`]
+    /// found the word of a `keep` whose table admits the entry, and
+    /// nothing has called `keep` since (it takes `&mut Compiled`, which
+    /// `self` holds).
+    #[inline(always)]
+    pub(crate) fn enter(self, prog: &Program, st: &mut State<'_>) -> Result<i32, Box<Trap>> {
+        self.jit.enter_admitted(prog, st, self.entry)
     }
 }
 
@@ -669,7 +757,8 @@ pub fn park() {
 }
 
 /// Which code an invocation runs: the applet's key in the cache, and its
-/// last look-up there.
+/// last look-up there. Passed by value, in two registers, so that the
+/// common invocation does not store it on its frame for the rare path.
 pub(super) struct Code<'a> {
     key: u64,
     memo: &'a mut codecache::Memo,
@@ -681,7 +770,7 @@ pub(super) struct Code<'a> {
 #[inline]
 pub(super) fn execute(
     thread: &mut codecache::Thread,
-    code: &mut Code<'_>,
+    code: Code<'_>,
     prog: &Program,
     ctx: &mut Ctx,
     entry: u16,
@@ -707,7 +796,7 @@ pub(super) fn execute(
 #[inline(never)]
 fn execute_scoped(
     thread: &mut codecache::Thread,
-    code: &mut Code<'_>,
+    code: Code<'_>,
     prog: &Program,
     ctx: &mut Ctx,
     entry: u16,
@@ -741,7 +830,7 @@ fn execute_scoped(
 #[cold]
 #[inline(never)]
 pub(super) fn execute_registering(
-    code: &mut Code<'_>,
+    code: Code<'_>,
     prog: &Program,
     ctx: &mut Ctx,
     entry: u16,
@@ -797,5 +886,70 @@ impl Compiled {
             Some(Object::Instance(v)) => v.as_mut_ptr(),
             _ => core::ptr::null_mut(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A word stops admitting its entry when `keep` makes a table that
+    /// refuses the entry (a depth limit above the JIT's), and a word made
+    /// again then is 0; the applet API never keeps code in that state
+    /// (it moves the applet to the interpreter), so this is checked here.
+    #[test]
+    fn a_word_made_before_a_keep_admits_nothing_after_it() {
+        if !available() {
+            return;
+        }
+        let Some(dir) = crate::APPLET_CLASSES else {
+            return;
+        };
+        let bytes = std::fs::read(std::path::Path::new(dir).join("default/Counter.class"))
+            .expect("Counter.class");
+        let natives = crate::Natives::new()
+            .with("hostAdd", "(II)I", |_, a| Ok(a[0].wrapping_add(a[1])))
+            .with("fill", "([BI)V", |_, _| Ok(0))
+            .with("makeInts", "(I)[I", |_, _| Ok(0));
+        let a = crate::Applet::load_with_engine(
+            &bytes,
+            &natives,
+            crate::Limits::default(),
+            crate::Engine::Interpreter,
+        )
+        .expect("Counter loads");
+        let prog = a.program();
+        let mut c = compile(prog).expect("Counter compiles");
+        let ok = RunLimits {
+            fuel: 100,
+            max_depth: 64,
+        };
+        let entry = prog
+            .funcs
+            .iter()
+            .position(Option::is_some)
+            .expect("a bytecode method") as u16;
+        assert_eq!(c.ready_word(entry), 0, "nothing enterable before keep");
+        c.keep(prog, core::ptr::null_mut(), ok);
+        let word = c.ready_word(entry);
+        assert_ne!(word, 0);
+        assert!(c.ready(entry, word).is_some());
+        assert!(c.ready(entry + 1, word).is_none(), "another entry");
+        c.keep(
+            prog,
+            core::ptr::null_mut(),
+            RunLimits {
+                max_depth: MAX_CALL_DEPTH + 1,
+                ..ok
+            },
+        );
+        assert!(c.ready(entry, word).is_none(), "a stale word");
+        assert_eq!(c.ready_word(entry), 0);
+        c.keep(prog, core::ptr::null_mut(), ok);
+        assert!(
+            c.ready(entry, word).is_none(),
+            "a stale word, the table as before"
+        );
+        assert!(c.ready(entry, c.ready_word(entry)).is_some());
     }
 }

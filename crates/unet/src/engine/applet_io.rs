@@ -541,19 +541,19 @@ fn copy_pieces(buf: &mut [u8], payload: &Payload<'_>) -> bool {
 /// travel in registers into the caller's match instead of through a
 /// returned tuple in memory.
 #[inline(always)]
-pub(super) fn invoke(
+pub(super) fn invoke<const N: usize>(
     rx: &mut RxSide,
     port: &Port,
-    tx: bool,
-    args: &[i32],
+    method: fn(&mut Loaded) -> (&mut jive::Applet, &mut jive::Prepared<N>),
+    args: [i32; N],
     timed: bool,
 ) -> Option<(Result<Option<i32>, ()>, Duration)> {
     let l = rx.applet.as_mut()?;
     let start = timed.then(Instant::now);
     rx.io.begin();
-    let m = if tx { &l.do_tx } else { &l.do_rx };
+    let (applet, m) = method(l);
     // The value and the boxed error come back in two registers.
-    let r = l.applet.call_value(m, args, Some(&mut rx.io));
+    let r = applet.call_prepared(m, args, Some(&mut rx.io));
     rx.io.end();
     let took = start.map_or(Duration::ZERO, |s| s.elapsed());
     let outcome = match r {
@@ -628,7 +628,7 @@ pub(super) fn applet_trapped(rx: &mut RxSide, port: &Port) {
 
 /// Runs the applet's `doTx` for a checked descriptor; its frames join the
 /// transmit side's outbox. Returns the status and the invocation's time.
-#[inline]
+#[inline(never)]
 pub(super) fn applet_tx(
     tx: &mut TxSide,
     port: &Port,
@@ -664,7 +664,7 @@ pub(super) fn applet_tx(
     if lend {
         std::mem::swap(&mut rx.io.framer.out, &mut tx.framer.out);
     }
-    let r = invoke(rx, port, true, &args, timed);
+    let r = invoke(rx, port, |l| (&mut l.applet, &mut l.do_tx), args, timed);
     rx.io.publish();
     if lend {
         std::mem::swap(&mut rx.io.framer.out, &mut tx.framer.out);
@@ -705,20 +705,22 @@ pub(super) fn load_applet(bytes: &[u8], io: &mut Io) -> Result<Loaded, EngineErr
     io.publish();
     let mut applet = loaded?;
     let shape = |e: jive::InvokeError| EngineError::AppletShape(e.to_string());
-    let do_tx = applet.method("doTx").map_err(shape)?;
-    let do_rx = applet.method("doRx").map_err(shape)?;
+    // The arities are checked now rather than trap on the first packet:
+    // `prepare` refuses a method of another.
+    let arity = |name: &'static str, n: usize| {
+        move |e: jive::InvokeError| match e {
+            jive::InvokeError::ArgumentCount { .. } => {
+                EngineError::AppletShape(format!("{name} must take {n} int arguments"))
+            }
+            e => shape(e),
+        }
+    };
+    let do_tx = applet.prepare::<3>("doTx").map_err(arity("doTx", 3))?;
+    let do_rx = applet.prepare::<2>("doRx").map_err(arity("doRx", 2))?;
     let rxbuf = applet.static_bytes_field("RxBuf").map_err(shape)?;
     applet
         .set_static_array("RxBuf", &vec![0u8; max_message.min(1 << 16) as usize])
         .map_err(shape)?;
-    // Check the arities now rather than trap on the first packet.
-    for (m, name, n) in [(&do_tx, "doTx", 3usize), (&do_rx, "doRx", 2)] {
-        if m.arity() != n {
-            return Err(EngineError::AppletShape(format!(
-                "{name} must take {n} int arguments"
-            )));
-        }
-    }
     Ok(Loaded {
         applet,
         do_tx,

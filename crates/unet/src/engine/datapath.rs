@@ -527,10 +527,12 @@ pub(super) fn receive_payload(
         Some(l) => {
             let r = if fill_rxbuf(l, &payload) {
                 let args = [payload.len() as i32, i32::from(chan)];
-                invoke(rx, port, false, &args, timed).and_then(|(r, t)| {
-                    took = t;
-                    r.ok()
-                })
+                invoke(rx, port, |l| (&mut l.applet, &mut l.do_rx), args, timed).and_then(
+                    |(r, t)| {
+                        took = t;
+                        r.ok()
+                    },
+                )
             } else {
                 None
             };

@@ -390,8 +390,8 @@ struct Kept {
 /// An installed applet and its resolved entry points.
 struct Loaded {
     applet: jive::Applet,
-    do_tx: jive::Method,
-    do_rx: jive::Method,
+    do_tx: jive::Prepared<3>,
+    do_rx: jive::Prepared<2>,
     rxbuf: jive::StaticBytes,
 }
 
