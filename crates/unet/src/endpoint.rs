@@ -772,7 +772,7 @@ impl Endpoint {
         len: usize,
         fill: impl FnOnce(&mut [u8]),
     ) -> Result<(), SendError> {
-        if self.drive && len <= SMALL_DIRECT {
+        if self.drive && len <= SMALL_DIRECT.min(self.max_message) {
             if self.is_closed(chan) {
                 return Err(SendError::ChannelClosed { chan });
             }
