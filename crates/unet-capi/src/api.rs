@@ -671,9 +671,14 @@ pub fn send_with(
     fill: impl FnOnce(&mut [u8]),
 ) -> Result<(), CapiError> {
     with_state(func, id, |g| {
+        let before = g.ep.tx_pushed();
         g.ep.send_with(chan, len, fill)
             .map_err(|source| CapiError::Send { func, source })?;
-        g.pushed_one();
+        // A message the in-process engine took directly pushed no
+        // descriptor (docs/unet.md, "Sending without a descriptor").
+        if g.ep.tx_pushed() != before {
+            g.pushed_one();
+        }
         Ok(())
     })
 }

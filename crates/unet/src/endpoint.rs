@@ -241,6 +241,12 @@ pub const GIVE_BACK: usize = 8;
 /// (each look reads the transmit queue's consumer index).
 const REWIND_EVERY: u64 = 16384;
 
+/// The longest message [`Endpoint::send_with`] has written into a private
+/// buffer rather than the transmit region when it may go to the engine
+/// directly: a receive descriptor's inline bytes, rounded up to the 64
+/// bytes `shm::copy_small` copies without a call.
+const SMALL_DIRECT: usize = 64;
+
 /// An endpoint, as its application sees it.
 pub struct Endpoint {
     id: EndpointId,
@@ -297,6 +303,28 @@ pub struct Endpoint {
     held: RxDesc,
     link: Box<dyn Control>,
     drive: bool,
+    /// The engine and this endpoint's port, if the engine runs in this
+    /// process: [`Endpoint::send`] hands it messages directly
+    /// (`Engine::send_direct`). `None` for a daemon's client, whose
+    /// messages the engine reads from the transmit queue, as an untrusted
+    /// client's.
+    direct: Option<(Engine, Arc<Port>)>,
+}
+
+/// A message an endpoint hands to an engine in its own process without a
+/// transmit descriptor (`Engine::send_direct`): where its bytes are.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Direct<'a> {
+    /// In the caller's memory.
+    Bytes(&'a [u8]),
+    /// The `len` bytes at `offset` in the endpoint's buffer area (written
+    /// there by [`Endpoint::send_with`]'s `fill`).
+    Area {
+        /// Offset in the buffer area.
+        offset: u32,
+        /// Length in bytes.
+        len: u32,
+    },
 }
 
 /// What an endpoint asks of its engine besides the queues: the control
@@ -435,7 +463,8 @@ impl Engine {
     ) -> Result<Endpoint, EngineError> {
         let port = self.create_port(config, applet)?;
         let (id, seg, layout) = (port.id(), port.segment().clone(), *port.layout());
-        Ok(Endpoint::from_parts(
+        let direct = Some((self.clone(), port.clone()));
+        let mut ep = Endpoint::from_parts(
             id,
             seg,
             layout,
@@ -443,7 +472,9 @@ impl Engine {
                 engine: self.clone(),
                 port,
             }),
-        ))
+        );
+        ep.direct = direct;
+        Ok(ep)
     }
 }
 
@@ -486,6 +517,7 @@ impl Endpoint {
             held: RxDesc::default(),
             link,
             drive: true,
+            direct: None,
         };
         for b in tx_buffers..u64::from(layout.config.buffers) {
             ep.give_buffer((b * bs) as u32);
@@ -703,22 +735,75 @@ impl Endpoint {
     }
 
     /// Sends `msg` on channel `chan`: copies it into the transmit region
-    /// and pushes a descriptor.
+    /// and pushes a descriptor, or, with the engine in this process and
+    /// this endpoint driving it, hands it to the engine directly when it
+    /// can take it so (see [`Endpoint::tx_pushed`]).
     pub fn send(&mut self, chan: u16, msg: &[u8]) -> Result<(), SendError> {
-        self.send_with(chan, msg.len(), |buf| crate::shm::copy_small(buf, msg))
+        if self.is_closed(chan) {
+            return Err(SendError::ChannelClosed { chan });
+        }
+        if self.drive {
+            if msg.len() > self.max_message {
+                return Err(SendError::TooLong {
+                    len: msg.len(),
+                    max: self.max_message,
+                });
+            }
+            if self.send_direct(chan, Direct::Bytes(msg)) {
+                return Ok(());
+            }
+        }
+        self.send_queued(
+            chan,
+            msg.len(),
+            |buf| crate::shm::copy_small(buf, msg),
+            false,
+        )
     }
 
-    /// Sends a `len`-byte message that `fill` writes in place in the buffer
-    /// area (zero copy).
+    /// Sends a `len`-byte message that `fill` writes: in place in the
+    /// buffer area (zero copy), or for a message of at most 64 bytes
+    /// (which the engine copies into the receive descriptor) into a
+    /// private buffer when the message can go to the engine directly (as
+    /// with [`Endpoint::send`]).
     pub fn send_with(
         &mut self,
         chan: u16,
         len: usize,
         fill: impl FnOnce(&mut [u8]),
     ) -> Result<(), SendError> {
+        if self.drive && len <= SMALL_DIRECT.min(self.max_message) {
+            if self.is_closed(chan) {
+                return Err(SendError::ChannelClosed { chan });
+            }
+            let mut b = [0u8; SMALL_DIRECT];
+            let msg = &mut b[..len];
+            fill(msg);
+            if self.send_direct(chan, Direct::Bytes(msg)) {
+                return Ok(());
+            }
+            return self.send_queued(chan, len, |buf| crate::shm::copy_small(buf, msg), false);
+        }
         if self.is_closed(chan) {
             return Err(SendError::ChannelClosed { chan });
         }
+        self.send_queued(chan, len, fill, self.drive)
+    }
+
+    /// [`Endpoint::send_with`] through the transmit region: the message is
+    /// written there, then, if `direct`, handed to the engine directly if
+    /// it can take it so (the region's bytes are then not kept: the engine
+    /// has copied them when it returns), else a descriptor naming them is
+    /// pushed. The caller has checked that the channel is not known to be
+    /// closed.
+    #[inline]
+    fn send_queued(
+        &mut self,
+        chan: u16,
+        len: usize,
+        fill: impl FnOnce(&mut [u8]),
+        direct: bool,
+    ) -> Result<(), SendError> {
         let (off, end, pos) = self.alloc(len)?;
         if !self.tx.has_space().map_err(|_| SendError::Corrupt)? {
             self.kick();
@@ -728,6 +813,18 @@ impl Endpoint {
         }
         self.seg
             .with_bytes_mut(self.layout.area + off as usize, len, fill);
+        if direct
+            && self.send_direct(
+                chan,
+                Direct::Area {
+                    offset: off,
+                    len: len as u32,
+                },
+            )
+        {
+            // Not pushed, so the allocation is not kept.
+            return Ok(());
+        }
         // The channel was checked above.
         self.push_tx_unchecked(
             TxDesc {
@@ -739,6 +836,17 @@ impl Endpoint {
             end,
             pos,
         )
+    }
+
+    /// Hands `msg` on `chan` to the engine in this process without a
+    /// descriptor, if it takes it so now (`Engine::send_direct`): whether
+    /// it did. If not, nothing was sent or counted.
+    #[inline(always)]
+    fn send_direct(&self, chan: u16, msg: Direct<'_>) -> bool {
+        match &self.direct {
+            Some((engine, port)) => engine.send_direct(port, chan, msg),
+            None => false,
+        }
     }
 
     /// Pushes a transmit descriptor naming bytes the application placed in

@@ -207,6 +207,7 @@ impl Engine {
     /// names `port`: tags are never reused and a channel's header never
     /// changes but to close, and the channels are read under the transmit
     /// side's lock, which every change of them takes.
+    #[inline(always)]
     pub(super) fn pump_sent(&self, port: &Port, framer: &mut Framer, next: &mut Outbox) {
         let version = self.inner.verdicts.load(Ordering::Acquire);
         let mine = u64::from(port.id);
@@ -808,6 +809,115 @@ impl Engine {
         true
     }
 
+    /// Sends `msg` on `port`'s channel `chan` without a transmit
+    /// descriptor, for an application whose engine runs on its own thread
+    /// ([`crate::Endpoint::send`] in this process); whether it did. If
+    /// not, nothing was done or counted, and the caller pushes a
+    /// descriptor as before, which the engine then takes, checks and
+    /// completes in the usual way.
+    ///
+    /// A descriptor the caller's own code builds from its own arguments
+    /// needs no trip through shared memory to be trusted: the engine is in
+    /// the caller's process and this is its code. So the message is
+    /// handed over as its channel, its length and its bytes, and gets the
+    /// checks [`Engine::take_tx`] makes of a descriptor's fields and the
+    /// delivery [`Engine::deliver_direct`] makes of it, in the same order
+    /// and counted on the same counters (`tx_descriptors` and
+    /// `tx_frames` as for a descriptor taken and delivered without a
+    /// frame): the channel open and this endpoint's, the length within
+    /// the largest message, bytes in the buffer area within it, then the
+    /// receiver's generation, closed flag, inbox and receive queue or
+    /// buffers, each outcome counted as it is for a descriptor. What it
+    /// saves: the descriptor's write, publication, read back, status and
+    /// completion, and the transmit region (the bytes are copied straight
+    /// from the caller's into the receive slot or buffers).
+    ///
+    /// It declines, before doing anything, whenever the outcome would not
+    /// be a delivery without a frame, so that every other outcome (a
+    /// rejected or closed channel, a frame, an applet) keeps its
+    /// descriptor and the status the application reads with
+    /// [`crate::Endpoint::tx_status`]: for an endpoint with an applet
+    /// (`doTx` sees every message), while another thread holds the
+    /// transmit side, while the transmit queue holds a descriptor (it
+    /// goes first: a channel's messages arrive in the order sent), and
+    /// wherever [`Engine::deliver_direct`] declines.
+    #[inline(always)]
+    pub(crate) fn send_direct(&self, port: &Port, chan: u16, msg: Direct<'_>) -> bool {
+        // The declines that need no lock first, in the caller: a message
+        // that then goes through the queue costs little more than before.
+        let version = self.inner.verdicts.load(Ordering::Acquire);
+        if version == 0 || port.has_applet.load(Ordering::Acquire) {
+            return false;
+        }
+        self.send_direct_locked(port, chan, msg, version)
+    }
+
+    /// [`Engine::send_direct`] once the table's verdicts are kept
+    /// (`version`) and the endpoint has no applet.
+    #[inline(never)]
+    fn send_direct_locked(&self, port: &Port, chan: u16, msg: Direct<'_>, version: u64) -> bool {
+        let Some(mut tx) = port.tx.try_lock() else {
+            return false;
+        };
+        // Nothing queued before it (a corrupt index too is left to the
+        // queue's own pass, which counts it).
+        if !matches!(tx.tx.available(), Ok(0)) {
+            return false;
+        }
+        let TxSide { framer, next, .. } = &mut *tx;
+        let layout = &port.layout;
+        let Framer {
+            channels,
+            out,
+            max_message,
+            ..
+        } = framer;
+        let payload = match msg {
+            Direct::Bytes(b) => Payload {
+                head: b,
+                tail: None,
+            },
+            Direct::Area { offset, len } => {
+                if !layout.in_area(offset, len) {
+                    return false;
+                }
+                Payload {
+                    head: &[],
+                    tail: Some(Rest {
+                        seg: &port.seg,
+                        at: layout.area + offset as usize,
+                        len: len as usize,
+                    }),
+                }
+            }
+        };
+        let len = payload.len();
+        let Some(Some(ch)) = channels.get_mut(usize::from(chan)) else {
+            return false;
+        };
+        if len > *max_message as usize || !out.is_empty() || !ch.local || ch.checksum || ch.closed {
+            return false;
+        }
+        bump(&port.stats.tx_descriptors);
+        self.keep(ch, version, len);
+        self.deliver_kept(port, &ch.verdict, &ch.template, true, payload, out);
+        // As [`Engine::service`] does after a pass: the frames the
+        // delivery made (an applet's `doRx` on this thread), delivered
+        // with the transmit side still locked.
+        if !out.is_empty() {
+            self.pump_direct(port, framer, next);
+        }
+        true
+    }
+
+    /// [`Engine::pump_sent`] for [`Engine::send_direct`], out of line:
+    /// `pump_sent` stays inlined into [`Engine::service`] alone.
+    #[cold]
+    #[inline(never)]
+    fn pump_direct(&self, port: &Port, framer: &mut Framer, next: &mut Outbox) {
+        self.pump_sent(port, framer, next);
+    }
+
     /// Makes sure channel `ch` (to an endpoint of this engine, without a
     /// checksum, open) keeps its verdict under the table's `version` (not
     /// 0), taking it now if the one it holds is from an earlier version:
@@ -943,5 +1053,84 @@ impl Engine {
             receive_payload(dst, &mut rx, chan, payload, made, false);
         }
         rx.io.publish();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! [`Engine::send_direct`]'s own checks, which [`crate::Endpoint`]'s
+    //! checks before it hide from the integration tests: each declines
+    //! with nothing done or counted.
+    use super::*;
+    use crate::transport::LoopNet;
+
+    fn engine() -> Engine {
+        let net = LoopNet::new();
+        Engine::new(Box::new(
+            net.attach("10.0.0.1:7000".parse().unwrap()).unwrap(),
+        ))
+    }
+
+    /// Sends nothing and counts nothing: the sender's and the engine's
+    /// counters are as before.
+    fn declines(e: &Engine, port: &Port, chan: u16, msg: Direct<'_>) {
+        let (before, engine_before) = (port.counts(), e.counts());
+        assert!(!e.send_direct(port, chan, msg));
+        assert_eq!(port.counts(), before);
+        assert_eq!(e.counts(), engine_before);
+    }
+
+    #[test]
+    fn each_check_of_a_direct_send_declines_with_nothing_counted() {
+        let e = engine();
+        let mut a = e.create_endpoint(Config::default(), None).unwrap();
+        let mut b = e.create_endpoint(Config::default(), None).unwrap();
+        let ab = a.open_channel(e.local(), b.id()).unwrap();
+        b.open_channel(e.local(), a.id()).unwrap();
+        let port = e.port(a.id()).unwrap();
+        assert!(e.send_direct(&port, ab, Direct::Bytes(b"first")));
+        assert_eq!(b.recv().unwrap().to_vec(), b"first");
+        assert_eq!(port.counts().tx_descriptors, 1);
+        // A channel that is not open.
+        declines(&e, &port, ab + 1, Direct::Bytes(b"x"));
+        // Longer than the largest message.
+        let max = Config::default().max_message() as usize;
+        declines(&e, &port, ab, Direct::Bytes(&vec![0; max + 1]));
+        // Bytes outside the buffer area.
+        let area = a.layout().area_len as u32;
+        declines(
+            &e,
+            &port,
+            ab,
+            Direct::Area {
+                offset: area - 8,
+                len: 16,
+            },
+        );
+        // A descriptor waiting in the transmit queue goes first.
+        a.set_drive(false);
+        a.send(ab, b"queued").unwrap();
+        declines(&e, &port, ab, Direct::Bytes(b"y"));
+        assert!(e.service(&port) == 1);
+        assert_eq!(b.recv().unwrap().to_vec(), b"queued");
+        // The transmit side held by another thread.
+        {
+            let _held = port.tx.lock();
+            declines(&e, &port, ab, Direct::Bytes(b"z"));
+        }
+        // The channel closed (the endpoint's own check not consulted).
+        drop(b);
+        declines(&e, &port, ab, Direct::Bytes(b"closed"));
+    }
+
+    #[test]
+    fn an_endpoint_with_an_applet_never_sends_directly() {
+        let e = engine();
+        let applet = crate::applets::STANDARD;
+        let mut a = e.create_endpoint(Config::default(), Some(applet)).unwrap();
+        let b = e.create_endpoint(Config::default(), None).unwrap();
+        let ab = a.open_channel(e.local(), b.id()).unwrap();
+        let port = e.port(a.id()).unwrap();
+        declines(&e, &port, ab, Direct::Bytes(b"to doTx"));
     }
 }
