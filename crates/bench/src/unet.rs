@@ -460,6 +460,11 @@ pub const SMALL: usize = 40;
 /// The large message of the breakdown's path rows.
 pub const LARGE: usize = 1000;
 
+/// The message size of the burst-25 bandwidth cell of `fastpath bench
+/// unet` (4 KiB), counted in one thread: what each copy and each native of
+/// the standard applet costs beside plain U-Net's one copy.
+pub const BURST: usize = 4096;
+
 /// Every counted run. The `path*` and `standard*` cases count the whole
 /// path ([`TOGGLE_PATH`]); the others count the send alone
 /// ([`TOGGLE_SEND`]), the receiving application draining its receive
@@ -577,6 +582,22 @@ pub const CASES: &[Case] = &[
         receiver: Receiver::Breakdown(3),
         delivered: CALLS_PER_RX,
         framed: true,
+    },
+    Case {
+        name: "path-4096",
+        toggle: TOGGLE_PATH,
+        size: BURST,
+        receiver: Receiver::Standard,
+        delivered: 1,
+        framed: false,
+    },
+    Case {
+        name: "standard-4096",
+        toggle: TOGGLE_PATH,
+        size: BURST,
+        receiver: Receiver::StandardApplet,
+        delivered: 1,
+        framed: false,
     },
     Case {
         name: "path-40-copying",
@@ -843,6 +864,16 @@ pub fn report(totals: &[(&str, u64)], n: usize) -> Option<Vec<Row>> {
             "(standard-1000 - path-1000) / N",
         ),
         row(
+            "U-Net path, 4096 B, no applet (burst-25's message)",
+            per("path-4096")?,
+            "path-4096 / N",
+        ),
+        row(
+            "standard applet on both endpoints, 4096 B: added per message over the path without applet",
+            per("standard-4096")? - per("path-4096")?,
+            "(standard-4096 - path-4096) / N",
+        ),
+        row(
             "standard applet on both endpoints, 40 B, every message through a frame: added over the framed path",
             per("standard-40-framed")? - per("path-40-framed")?,
             "(standard-40-framed - path-40-framed) / N",
@@ -948,14 +979,16 @@ mod tests {
             ("getbuf", 900 + 8 * 10 * 11),
             ("push", 900 + 8 * 10 * 13),
             ("path-40-copying", 1100),
+            ("path-4096", 3000),
+            ("standard-4096", 7000),
         ];
         let rows = report(&totals, n).unwrap();
         let v: Vec<f64> = rows.iter().map(|r| r.instructions).collect();
         assert_eq!(
             v,
             [
-                100.0, 110.0, 200.0, 150.0, 250.0, 300.0, 600.0, 350.0, 650.0, 100.0, 60.0, 90.0,
-                30.0, 7.0, 11.0, 13.0
+                100.0, 110.0, 200.0, 150.0, 250.0, 300.0, 600.0, 300.0, 400.0, 350.0, 650.0, 100.0,
+                60.0, 90.0, 30.0, 7.0, 11.0, 13.0
             ]
         );
         assert!(report(&totals[1..], n).is_none());

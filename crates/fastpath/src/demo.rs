@@ -1518,6 +1518,61 @@ fn run_inner(args: &DemoArgs) -> Result<(), Box<dyn std::error::Error>> {
 /// for a run that failed, or `{"skipped": ...}` for `veth` without root;
 /// the others still run, and a failure makes the exit status failure).
 #[cfg(feature = "bench")]
+/// `fastpath bench unet --only burst`: the burst-25 cell at 4 KiB on
+/// `loop` of [`bench_unet`] (its 200,000 messages, the threads pinned as
+/// there), plain U-Net then the standard applet on both endpoints, five
+/// times in turn, each pair with its ratio, so that a change to the
+/// applet's path is measured against plain U-Net in the same run.
+pub fn bench_unet_burst() -> ExitCode {
+    const SIZE: usize = 4096;
+    const MESSAGES: u32 = 200_000;
+    let net = Net {
+        transport: TransportArg::Loop,
+        hosts: None,
+        next_port: Cell::new(7000),
+    };
+    let _pinned = Pinned::new();
+    println!(
+        "burst-25 at {SIZE} B on `loop`, {MESSAGES} messages per cell, GB/s\n\
+         run | U-Net, app ack | standard applet, app ack | standard / U-Net"
+    );
+    let mut ratios = Vec::new();
+    for run in 1..=5 {
+        let cell = |flow| bandwidth(&net, flow, SIZE, MESSAGES).map_err(|e| e.to_string());
+        match (cell(Flow::AppAck), cell(Flow::StandardAck)) {
+            (Ok(u), Ok(a)) => {
+                let r = a.rate / u.rate;
+                ratios.push(r);
+                let lost = |b: &Bandwidth| {
+                    if b.dropped > 0 {
+                        format!(" ({} lost)", b.dropped)
+                    } else {
+                        String::new()
+                    }
+                };
+                println!(
+                    "{run} | {:.3}{} | {:.3}{} | {:.1}%",
+                    u.rate / 1e9,
+                    lost(&u),
+                    a.rate / 1e9,
+                    lost(&a),
+                    100.0 * r
+                );
+            }
+            (Err(e), _) | (_, Err(e)) => {
+                eprintln!("fastpath bench unet --only burst: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    ratios.sort_by(f64::total_cmp);
+    println!(
+        "median standard / U-Net: {:.1}%",
+        100.0 * ratios[ratios.len() / 2]
+    );
+    ExitCode::SUCCESS
+}
+
 pub fn bench_unet(json: bool) -> ExitCode {
     let mut reports = serde_json::Map::new();
     let mut code = ExitCode::SUCCESS;

@@ -120,6 +120,18 @@ struct BenchArgs {
     /// quote). Suites: codegen, jive, dpf, esp, idl, ilp, codecache.
     #[arg(long)]
     quick: bool,
+    /// One cell of a suite, alternated five times in one run. Suites: unet
+    /// (`burst`: burst-25 at 4 KiB on `loop`, plain U-Net and the standard
+    /// applet, and their ratio).
+    #[arg(long, value_enum)]
+    only: Option<Only>,
+}
+
+/// The cells `--only` can pick.
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Only {
+    /// burst-25 at 4 KiB on `loop`: plain U-Net against the standard applet.
+    Burst,
 }
 
 /// The benchmark suites.
@@ -191,6 +203,9 @@ fn check_bench_flags(args: &BenchArgs) -> Result<(), String> {
             names(Suite::QUICK)
         ));
     }
+    if args.only.is_some() && (s != Suite::Unet || args.json || args.quick) {
+        return Err("--only burst is a cell of the unet suite, as text, without --quick".into());
+    }
     Ok(())
 }
 
@@ -251,6 +266,7 @@ fn bench(args: &BenchArgs) -> ExitCode {
         Suite::Idl => bench_idl::run(args.json, args.quick),
         Suite::Ilp => bench_ilp::run(args.json, args.quick),
         Suite::Codecache => bench_codecache::run(args.json, args.quick),
+        Suite::Unet if args.only == Some(Only::Burst) => demo::bench_unet_burst(),
         Suite::Unet => demo::bench_unet(args.json),
         Suite::Codegen => bench_codegen::run(args.json, args.quick),
     }

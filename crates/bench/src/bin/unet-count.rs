@@ -16,6 +16,8 @@
 //! valgrind --tool=callgrind --toggle-collect=unet_count_path target/release/unet-count standard-1000 16384
 //! valgrind --tool=callgrind --toggle-collect=unet_count_path target/release/unet-count standard-40-framed 16384
 //! valgrind --tool=callgrind --toggle-collect=unet_count_path target/release/unet-count standard-1000-framed 16384
+//! valgrind --tool=callgrind --toggle-collect=unet_count_path target/release/unet-count path-4096 16384
+//! valgrind --tool=callgrind --toggle-collect=unet_count_path target/release/unet-count standard-4096 16384
 //! valgrind --tool=callgrind --toggle-collect=unet_count_send target/release/unet-count deliver 16384
 //! valgrind --tool=callgrind --toggle-collect=unet_count_send target/release/unet-count dorx 16384
 //! valgrind --tool=callgrind --toggle-collect=unet_count_send target/release/unet-count null 16384
