@@ -1508,15 +1508,6 @@ fn run_inner(args: &DemoArgs) -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-/// `fastpath bench unet`: the demo's experiments with ten times its default
-/// rounds and messages, on `loop` between two threads and then on kernel UDP
-/// over loopback; then, as root, U-Net's round trip and bandwidth over
-/// `udp`, `packet` and `xdp` between two network namespaces on one veth
-/// pair (the demo's transport comparison, [`compare_transports`]). With
-/// `json`, one object holding the reports, one per run (`loop`, `udp`,
-/// `veth`), each as `fastpath demo --json` writes it (or `{"error": ...}`
-/// for a run that failed, or `{"skipped": ...}` for `veth` without root;
-/// the others still run, and a failure makes the exit status failure).
 #[cfg(feature = "bench")]
 /// `fastpath bench unet --only burst`: the burst-25 cell at 4 KiB on
 /// `loop` of [`bench_unet`] (its 200,000 messages, the threads pinned as
@@ -1573,6 +1564,16 @@ pub fn bench_unet_burst() -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// `fastpath bench unet`: the demo's experiments with ten times its default
+/// rounds and messages, on `loop` between two threads and then on kernel UDP
+/// over loopback; then, as root, U-Net's round trip and bandwidth over
+/// `udp`, `packet` and `xdp` between two network namespaces on one veth
+/// pair (the demo's transport comparison, [`compare_transports`]). With
+/// `json`, one object holding the reports, one per run (`loop`, `udp`,
+/// `veth`), each as `fastpath demo --json` writes it (or `{"error": ...}`
+/// for a run that failed, or `{"skipped": ...}` for `veth` without root;
+/// the others still run, and a failure makes the exit status failure).
+#[cfg(feature = "bench")]
 pub fn bench_unet(json: bool) -> ExitCode {
     let mut reports = serde_json::Map::new();
     let mut code = ExitCode::SUCCESS;
