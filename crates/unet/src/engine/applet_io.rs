@@ -778,3 +778,43 @@ pub(super) fn natives_table() -> jive::Natives {
     static TABLE: std::sync::OnceLock<jive::Natives> = std::sync::OnceLock::new();
     TABLE.get_or_init(natives::bind::<Io>).clone()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The receive run is lent ([`Io::ring_lent`]) to exactly the applets
+    /// that declare `dmaRxdPayload` (whose inline form writes it), there
+    /// are applets of both kinds, and replacing an applet by one of the
+    /// other kind (or failing to) sets it as the installed applet needs.
+    #[test]
+    fn only_applets_that_declare_the_inline_push_are_lent_the_ring() {
+        let net = crate::transport::LoopNet::new();
+        let engine = Engine::new(Box::new(
+            net.attach("10.0.0.1:7000".parse().unwrap()).unwrap(),
+        ));
+        let declares = |bytes: &[u8]| {
+            jive::check(bytes, &jive::Limits::default())
+                .unwrap()
+                .natives
+                .iter()
+                .any(|n| n.name == "dmaRxdPayload")
+        };
+        let (mut with, mut without) = (None, None);
+        for &(name, bytes) in crate::applets::ALL {
+            let port = engine.create_port(Config::default(), Some(bytes)).unwrap();
+            let lent = port.rx.lock().io.ring_lent;
+            assert_eq!(lent, declares(bytes), "{name}");
+            *(if lent { &mut with } else { &mut without }) = Some((port, bytes));
+        }
+        let ((a, a_bytes), (b, b_bytes)) = (with.unwrap(), without.unwrap());
+        engine.set_applet(a.id, Some(b_bytes)).unwrap();
+        assert!(!a.rx.lock().io.ring_lent);
+        engine.set_applet(b.id, Some(a_bytes)).unwrap();
+        assert!(b.rx.lock().io.ring_lent);
+        assert!(engine.set_applet(b.id, Some(b"not a class")).is_err());
+        assert!(b.rx.lock().io.ring_lent, "the old applet stays, lent");
+        assert!(engine.set_applet(a.id, Some(b"not a class")).is_err());
+        assert!(!a.rx.lock().io.ring_lent);
+    }
+}
