@@ -852,6 +852,14 @@ impl Applet {
         &self.prog
     }
 
+    /// Whether one of the program's natives has the inline form `form`
+    /// ([`Natives::set_inline`]): known at load, so that a host lends the
+    /// words a form uses (e.g. a ring's run, [`RingWords`]) only to
+    /// applets that can use them.
+    pub fn has_inline(&self, form: InlineForm) -> bool {
+        self.prog.natives.iter().any(|n| n.inline == Some(form))
+    }
+
     /// The applet's heap (for inspection: bytes in use, object count).
     pub fn heap(&self) -> &Heap {
         &self.heap

@@ -90,6 +90,14 @@ pub struct Io {
     /// Whether receive descriptors were written and not yet published, or
     /// free-queue entries taken and not yet given back ([`Io::publish`]).
     pub(super) unpublished: bool,
+    /// Whether the receive queue's free run is lent to the inline
+    /// `dmaRxdPayload` (`words.ring`): only while the applet declares it
+    /// ([`load_applet`]), so that an applet that never pushes inline pays
+    /// nothing for the lending (the compare at [`Io::begin`], the take at
+    /// [`Io::end`] and around the native's own pushes). While it is
+    /// `false` the run lent is empty (every inline push would take the
+    /// rare path) and nothing is taken back.
+    pub(super) ring_lent: bool,
 }
 
 impl Io {
@@ -108,9 +116,11 @@ impl Io {
     }
 
     /// Starts an applet invocation's accounting, and lends the receive
-    /// queue's free run to the inline `dmaRxdPayload`.
+    /// queue's free run to the inline `dmaRxdPayload` if the applet has it
+    /// ([`Io::ring_lent`], returned for [`Io::end`]: read once, since it
+    /// cannot change during the invocation).
     #[inline]
-    pub(super) fn begin(&mut self) {
+    pub(super) fn begin(&mut self) -> bool {
         let inv = &mut self.inv;
         inv.frames = 0;
         inv.bytes = 0;
@@ -127,17 +137,34 @@ impl Io {
         // room is what the producer's view of the consumer's index says
         // now, or less if the producer read that index since (a push
         // that finds no room reads it again).
-        if self.inv.words.ring.head() != self.rx.pushed() {
+        let lent = self.ring_lent;
+        if lent && self.inv.words.ring.head() != self.rx.pushed() {
             self.lend_rx();
         }
+        lent
+    }
+
+    /// Lends the receive queue's free run to the inline `dmaRxdPayload`
+    /// from the next invocation on (`lent`), or stops: takes back what
+    /// was filled and lends an empty run, so that nothing stays lent that
+    /// [`Io::end`] would not take back.
+    pub(super) fn set_ring_lent(&mut self, lent: bool) {
+        self.take_rx();
+        if !lent {
+            self.inv.words.ring.lend(self.rx.pushed(), 0);
+        }
+        self.ring_lent = lent;
     }
 
     /// Ends an applet invocation (normally or by a trap): the receive
     /// descriptors its inline pushes wrote become the queue's, as the
     /// native's own pushes are (unpublished until [`Io::publish`]).
+    /// `lent`: what [`Io::begin`] returned.
     #[inline]
-    pub(super) fn end(&mut self) {
-        self.take_rx();
+    pub(super) fn end(&mut self, lent: bool) {
+        if lent {
+            self.take_rx();
+        }
     }
 
     /// Lends the inline push the receive queue's free run: its producer
@@ -365,7 +392,10 @@ impl NativeHost for Io {
     /// order.
     #[inline(always)]
     fn push_rx(&mut self, chan: u16, len: u32, body: RxBody<'_>) -> Result<(), HostError> {
-        self.take_rx();
+        let lent = self.ring_lent;
+        if lent {
+            self.take_rx();
+        }
         let pushed = match body {
             // At most `INLINE_MAX` bytes: a few moves, not a `memcpy` call
             // (16 instructions for an empty payload).
@@ -380,7 +410,9 @@ impl NativeHost for Io {
                 self.spare.extend_from_slice(o);
             }
         }
-        self.lend_rx();
+        if lent {
+            self.lend_rx();
+        }
         Ok(())
     }
 
@@ -550,11 +582,11 @@ pub(super) fn invoke<const N: usize>(
 ) -> Option<(Result<Option<i32>, ()>, Duration)> {
     let l = rx.applet.as_mut()?;
     let start = timed.then(Instant::now);
-    rx.io.begin();
+    let lent = rx.io.begin();
     let (applet, m) = method(l);
     // The value and the boxed error come back in two registers.
     let r = applet.call_prepared(m, args, Some(&mut rx.io));
-    rx.io.end();
+    rx.io.end(lent);
     let took = start.map_or(Duration::ZERO, |s| s.elapsed());
     let outcome = match r {
         Ok(v) if !rx.io.inv.overran => {
@@ -688,8 +720,23 @@ pub(super) fn applet_tx(
 }
 
 /// Loads, verifies and constructs an applet for the endpoint of `io`,
-/// giving it an `RxBuf` of the endpoint's largest message.
+/// giving it an `RxBuf` of the endpoint's largest message. The receive
+/// queue's run is lent to the constructor, and from then on only if the
+/// applet declares the inline `dmaRxdPayload` ([`Io::ring_lent`]); if the
+/// load fails, as the old applet (which stays) needed.
 pub(super) fn load_applet(bytes: &[u8], io: &mut Io) -> Result<Loaded, EngineError> {
+    let before = io.ring_lent;
+    io.set_ring_lent(true);
+    let loaded = load_and_construct(bytes, io);
+    io.set_ring_lent(match &loaded {
+        Ok(l) => l.applet.has_inline(jive::InlineForm::PushBytes),
+        Err(_) => before,
+    });
+    loaded
+}
+
+/// [`load_applet`] under a lent run.
+fn load_and_construct(bytes: &[u8], io: &mut Io) -> Result<Loaded, EngineError> {
     let max_message = io.framer.max_message;
     let limits = jive::Limits {
         fuel: Some(io.budgets.applet_fuel),
@@ -697,10 +744,10 @@ pub(super) fn load_applet(bytes: &[u8], io: &mut Io) -> Result<Loaded, EngineErr
     };
     // Constructors are bounded by fuel alone: their time includes the
     // JIT's compilation.
-    io.begin();
+    let lent = io.begin();
     io.inv.words.bound = u64::MAX;
     let loaded = jive::Applet::load_with_host(bytes, &natives_table(), limits, Some(&mut *io));
-    io.end();
+    io.end(lent);
     // What the constructor received is the application's now.
     io.publish();
     let mut applet = loaded?;
@@ -732,4 +779,44 @@ pub(super) fn load_applet(bytes: &[u8], io: &mut Io) -> Result<Loaded, EngineErr
 pub(super) fn natives_table() -> jive::Natives {
     static TABLE: std::sync::OnceLock<jive::Natives> = std::sync::OnceLock::new();
     TABLE.get_or_init(natives::bind::<Io>).clone()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The receive run is lent ([`Io::ring_lent`]) to exactly the applets
+    /// that declare `dmaRxdPayload` (whose inline form writes it), there
+    /// are applets of both kinds, and replacing an applet by one of the
+    /// other kind (or failing to) sets it as the installed applet needs.
+    #[test]
+    fn only_applets_that_declare_the_inline_push_are_lent_the_ring() {
+        let net = crate::transport::LoopNet::new();
+        let engine = Engine::new(Box::new(
+            net.attach("10.0.0.1:7000".parse().unwrap()).unwrap(),
+        ));
+        let declares = |bytes: &[u8]| {
+            jive::check(bytes, &jive::Limits::default())
+                .unwrap()
+                .natives
+                .iter()
+                .any(|n| n.name == "dmaRxdPayload")
+        };
+        let (mut with, mut without) = (None, None);
+        for &(name, bytes) in crate::applets::ALL {
+            let port = engine.create_port(Config::default(), Some(bytes)).unwrap();
+            let lent = port.rx.lock().io.ring_lent;
+            assert_eq!(lent, declares(bytes), "{name}");
+            *(if lent { &mut with } else { &mut without }) = Some((port, bytes));
+        }
+        let ((a, a_bytes), (b, b_bytes)) = (with.unwrap(), without.unwrap());
+        engine.set_applet(a.id, Some(b_bytes)).unwrap();
+        assert!(!a.rx.lock().io.ring_lent);
+        engine.set_applet(b.id, Some(a_bytes)).unwrap();
+        assert!(b.rx.lock().io.ring_lent);
+        assert!(engine.set_applet(b.id, Some(b"not a class")).is_err());
+        assert!(b.rx.lock().io.ring_lent, "the old applet stays, lent");
+        assert!(engine.set_applet(a.id, Some(b"not a class")).is_err());
+        assert!(!a.rx.lock().io.ring_lent);
+    }
 }

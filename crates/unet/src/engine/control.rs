@@ -65,6 +65,7 @@ impl Engine {
                 },
                 inv: Invocation::new(rx_slots),
                 unpublished: false,
+                ring_lent: false,
             },
             applet: None,
             policy: TrapPolicy::Keep,
