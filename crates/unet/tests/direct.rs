@@ -4,6 +4,8 @@
 //! counters as through the transmit queue, and the transmit queue's
 //! numbers and statuses left to the descriptors actually pushed.
 
+mod message;
+use message::message;
 use unet::layout::{INLINE_MAX, TxDesc, TxStatus};
 use unet::transport::LoopNet;
 use unet::{Config, Endpoint, Engine, SendError};
@@ -21,19 +23,6 @@ fn pair(e: &Engine, config: Config) -> (Endpoint, Endpoint, u16, u16) {
     let ab = a.open_channel(e.local(), b.id()).unwrap();
     let ba = b.open_channel(e.local(), a.id()).unwrap();
     (a, b, ab, ba)
-}
-
-/// A message that says its sequence number and length.
-fn message(seq: u64, len: usize) -> Vec<u8> {
-    let mut x = seq.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ len as u64 ^ 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
 }
 
 /// Every size class (empty, inline, one past inline, the private buffer's

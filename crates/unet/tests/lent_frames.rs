@@ -9,6 +9,8 @@
 //! in lent memory with frames built in its outbox. `tests/netns.rs` checks
 //! the `xdp` transport's side (a frame given up goes back unsent).
 
+mod message;
+use message::message;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -114,19 +116,6 @@ impl Transport for Lending {
     fn readiness(&self) -> Option<Readiness> {
         self.inner.readiness()
     }
-}
-
-/// A message whose bytes say its sequence number and length.
-fn message(seq: u64, len: usize) -> Vec<u8> {
-    let mut x = seq.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ len as u64 ^ 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
 }
 
 /// Engine A on a lending port and engine B on a plain one, an endpoint on
