@@ -51,11 +51,22 @@ pub(super) struct Invocation {
 impl Invocation {
     /// The state of an endpoint whose receive queue's slots are `rx`
     /// (lent to the inline `dmaRxdPayload`; `None`: it always runs out of
-    /// line).
+    /// line) and whose free queue's entries are `free` (lent to the inline
+    /// `getFreeBuffer`, which takes only entries that `layout` says are
+    /// buffers: below the area's length, aligned to the buffer size).
     #[inline]
-    pub(super) fn new(rx: Option<crate::shm::RxSlots>) -> Invocation {
+    pub(super) fn new(
+        rx: Option<crate::shm::RxSlots>,
+        free: Option<crate::shm::FreeSlots>,
+        layout: &Layout,
+    ) -> Invocation {
         let ring = rx
             .and_then(|s| jive::RingWords::new(Arc::new(s)))
+            .unwrap_or_default();
+        let below = u32::try_from(layout.area_len).unwrap_or(u32::MAX);
+        let align = layout.config.buffer_size.wrapping_sub(1);
+        let queue = free
+            .and_then(|s| jive::QueueWords::new(Arc::new(s), below, align))
             .unwrap_or_default();
         Invocation {
             frames: 0,
@@ -65,6 +76,7 @@ impl Invocation {
                 bound: TIME_CHECK_EVERY,
                 ints: [0, 0],
                 ring,
+                queue,
             },
             cpu_start: None,
             overran: false,
@@ -98,6 +110,18 @@ pub struct Io {
     /// `false` the run lent is empty (every inline push would take the
     /// rare path) and nothing is taken back.
     pub(super) ring_lent: bool,
+    /// Whether the free queue's ready entries are lent to the inline
+    /// `getFreeBuffer` (`words.queue`): only while the applet declares it
+    /// ([`load_applet`]). While it is `false` the run lent is empty and
+    /// nothing is taken back.
+    pub(super) free_lent: bool,
+}
+
+/// What [`Io::begin`] lent, for [`Io::end`] (read once per invocation).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Lent {
+    ring: bool,
+    free: bool,
 }
 
 impl Io {
@@ -119,8 +143,13 @@ impl Io {
     /// queue's free run to the inline `dmaRxdPayload` if the applet has it
     /// ([`Io::ring_lent`], returned for [`Io::end`]: read once, since it
     /// cannot change during the invocation).
+    ///
+    /// The free queue's ready entries are lent to the inline
+    /// `getFreeBuffer` if the applet has it ([`Io::free_lent`]), afresh
+    /// each time (the engine takes buffers between invocations), and none
+    /// while spare buffers wait: the native hands those out first.
     #[inline]
-    pub(super) fn begin(&mut self) -> bool {
+    pub(super) fn begin(&mut self) -> Lent {
         let inv = &mut self.inv;
         inv.frames = 0;
         inv.bytes = 0;
@@ -141,7 +170,45 @@ impl Io {
         if lent && self.inv.words.ring.head() != self.rx.pushed() {
             self.lend_rx();
         }
-        lent
+        let free = self.free_lent;
+        if free {
+            self.lend_free();
+        }
+        Lent { ring: lent, free }
+    }
+
+    /// Lends the inline `getFreeBuffer` the free queue's ready entries
+    /// from the next invocation on (`lent`), or stops: takes back what was
+    /// taken and lends none, so that nothing stays lent that [`Io::end`]
+    /// would not take back.
+    pub(super) fn set_free_lent(&mut self, lent: bool) {
+        self.take_free();
+        let (tail, _) = self.free.lend();
+        self.inv.words.queue.lend(tail, 0);
+        self.free_lent = lent;
+    }
+
+    /// Lends the inline `getFreeBuffer` the free queue's entries ready as
+    /// the producer's index was last read, or none while spare buffers
+    /// wait (the native gives those first).
+    #[inline]
+    fn lend_free(&mut self) {
+        let (tail, ready) = self.free.lend();
+        let ready = if self.spare.is_empty() { ready } else { 0 };
+        self.inv.words.queue.lend(tail, ready);
+    }
+
+    /// Takes back the entries the inline `getFreeBuffer` took since the
+    /// run was lent: the consumer takes them (given back to the
+    /// application at the next [`Io::publish`]), as [`Io::take_buffer`]
+    /// takes the native's.
+    #[inline]
+    fn take_free(&mut self) {
+        let n = self.inv.words.queue.take();
+        if n != 0 {
+            self.free.taken_many(n);
+            self.unpublished = true;
+        }
     }
 
     /// Lends the receive queue's free run to the inline `dmaRxdPayload`
@@ -159,11 +226,15 @@ impl Io {
     /// Ends an applet invocation (normally or by a trap): the receive
     /// descriptors its inline pushes wrote become the queue's, as the
     /// native's own pushes are (unpublished until [`Io::publish`]).
-    /// `lent`: what [`Io::begin`] returned.
+    /// The free-queue entries its inline `getFreeBuffer` took become
+    /// taken, as the native's are. `lent`: what [`Io::begin`] returned.
     #[inline]
-    pub(super) fn end(&mut self, lent: bool) {
-        if lent {
+    pub(super) fn end(&mut self, lent: Lent) {
+        if lent.ring {
             self.take_rx();
+        }
+        if lent.free {
+            self.take_free();
         }
     }
 
@@ -372,8 +443,20 @@ impl NativeHost for Io {
             .with_bytes_mut(at, src.len(), |dst| natives::i8_to_u8(dst, src));
     }
 
+    /// The inline `getFreeBuffer`'s entries are taken back first and the
+    /// ready ones lent again after, so that the two kinds of pop read one
+    /// queue in order (and an entry the inline form left, being invalid,
+    /// is skipped and counted here).
     fn pop_free(&mut self) -> Option<u32> {
-        self.take_buffer()
+        let lent = self.free_lent;
+        if lent {
+            self.take_free();
+        }
+        let b = self.take_buffer();
+        if lent {
+            self.lend_free();
+        }
+        b
     }
 
     /// A full receive queue drops the message, as it does without an
@@ -408,6 +491,11 @@ impl NativeHost for Io {
             bump(&self.stats.rx_queue_full);
             if let RxBody::Buffers(o) = body {
                 self.spare.extend_from_slice(o);
+                // Spare buffers come before the free queue's: none lent.
+                if self.free_lent {
+                    self.take_free();
+                    self.lend_free();
+                }
             }
         }
         if lent {
@@ -725,13 +813,19 @@ pub(super) fn applet_tx(
 /// applet declares the inline `dmaRxdPayload` ([`Io::ring_lent`]); if the
 /// load fails, as the old applet (which stays) needed.
 pub(super) fn load_applet(bytes: &[u8], io: &mut Io) -> Result<Loaded, EngineError> {
-    let before = io.ring_lent;
+    let before = (io.ring_lent, io.free_lent);
     io.set_ring_lent(true);
+    io.set_free_lent(true);
     let loaded = load_and_construct(bytes, io);
-    io.set_ring_lent(match &loaded {
-        Ok(l) => l.applet.has_inline(jive::InlineForm::PushBytes),
+    let (ring, free) = match &loaded {
+        Ok(l) => (
+            l.applet.has_inline(jive::InlineForm::PushBytes),
+            l.applet.has_inline(jive::InlineForm::PopU32),
+        ),
         Err(_) => before,
-    });
+    };
+    io.set_ring_lent(ring);
+    io.set_free_lent(free);
     loaded
 }
 
@@ -807,6 +901,12 @@ mod tests {
             let port = engine.create_port(Config::default(), Some(bytes)).unwrap();
             let lent = port.rx.lock().io.ring_lent;
             assert_eq!(lent, declares(bytes), "{name}");
+            let pops = jive::check(bytes, &jive::Limits::default())
+                .unwrap()
+                .natives
+                .iter()
+                .any(|n| n.name == "getFreeBuffer");
+            assert_eq!(port.rx.lock().io.free_lent, pops, "{name}: free queue");
             *(if lent { &mut with } else { &mut without }) = Some((port, bytes));
         }
         let ((a, a_bytes), (b, b_bytes)) = (with.unwrap(), without.unwrap());
