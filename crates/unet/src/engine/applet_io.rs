@@ -145,9 +145,9 @@ impl Io {
     /// cannot change during the invocation).
     ///
     /// The free queue's ready entries are lent to the inline
-    /// `getFreeBuffer` if the applet has it ([`Io::free_lent`]), afresh
-    /// each time (the engine takes buffers between invocations), and none
-    /// while spare buffers wait: the native hands those out first.
+    /// `getFreeBuffer` if the applet has it ([`Io::free_lent`]), again
+    /// only if the engine took some since, and none while spare buffers
+    /// wait: the native hands those out first.
     #[inline]
     pub(super) fn begin(&mut self) -> Lent {
         let inv = &mut self.inv;
@@ -170,8 +170,13 @@ impl Io {
         if lent && self.inv.words.ring.head() != self.rx.pushed() {
             self.lend_rx();
         }
+        // The free run lent before stays lent while the engine took
+        // nothing from the queue since (the consumer index is where the
+        // inline pops left it) and holds no spare buffer: its entries are
+        // still the next ones, though perhaps fewer than the producer's
+        // index now says (a pop that finds none reads it again).
         let free = self.free_lent;
-        if free {
+        if free && (self.inv.words.queue.tail() != self.free.lend().0 || !self.spare.is_empty()) {
             self.lend_free();
         }
         Lent { ring: lent, free }
