@@ -924,4 +924,40 @@ mod tests {
         assert!(engine.set_applet(a.id, Some(b"not a class")).is_err());
         assert!(!a.rx.lock().io.ring_lent);
     }
+
+    /// The free queue's entries are lent to the inline `getFreeBuffer`
+    /// only while no spare buffer waits (the native gives those first),
+    /// and again once the engine has taken buffers since.
+    #[test]
+    fn no_free_entry_is_lent_while_a_spare_buffer_waits() {
+        let net = crate::transport::LoopNet::new();
+        let engine = Engine::new(Box::new(
+            net.attach("10.0.0.1:7000".parse().unwrap()).unwrap(),
+        ));
+        let port = engine
+            .create_port(Config::default(), Some(crate::applets::STANDARD))
+            .unwrap();
+        let mut rx = port.rx.lock();
+        let io = &mut rx.io;
+        assert!(io.free_lent, "the standard applet calls getFreeBuffer");
+        let (_, _, freeq) = crate::shm::queues(&io.seg, &io.layout);
+        let mut app = Producer::new(freeq);
+        let bs = io.layout.config.buffer_size;
+        for i in 0..4 {
+            assert_eq!(app.push(i * bs), Ok(true));
+        }
+        // The engine reads the producer's index and takes one buffer.
+        let b = io.take_buffer().unwrap();
+        let lent = io.begin();
+        assert_eq!(io.inv.words.queue.avail(), 3, "the three seen are lent");
+        io.end(lent);
+        // It keeps one aside (a message it could not deliver): lent none.
+        let c = io.take_buffer().unwrap();
+        io.spare.push(c);
+        let lent = io.begin();
+        assert_eq!(io.inv.words.queue.avail(), 0, "a spare buffer waits");
+        io.end(lent);
+        assert_eq!(io.pop_free(), Some(c));
+        assert_ne!(b, c);
+    }
 }
