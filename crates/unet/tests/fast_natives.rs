@@ -64,6 +64,8 @@ struct Counting {
     corrupt: u64,
     /// Calls of `pop_free` (not compared: the inline pop makes none).
     pops: u64,
+    /// Whether this call reached `pop_free` yet (as `Io::popped`).
+    popped: bool,
     /// The descriptors the application took from the receive queue, in
     /// order.
     rx: Vec<Rx>,
@@ -141,6 +143,7 @@ impl Counting {
             free_invalid: 0,
             corrupt: 0,
             pops: 0,
+            popped: false,
             rx: Vec::new(),
             ring: Producer::new(q.clone()),
             app: Consumer::new(q),
@@ -174,14 +177,15 @@ impl Counting {
     }
 
     /// Lends the free queue's ready entries (none while spare buffers
-    /// wait), as `Io::begin` does.
+    /// wait), as `Io::pop_free` does after the native's pop.
     fn lend_free(&mut self) {
         let (tail, ready) = self.free.lend();
         let ready = if self.spare.is_empty() { ready } else { 0 };
         self.words.queue.lend(tail, ready);
     }
 
-    /// Takes back the entries the inline pops took, as `Io::end` does.
+    /// Takes back the entries the inline pops took, as `Io::pop_free`
+    /// does before the native's pop.
     fn take_free(&mut self) {
         let n = self.words.queue.take();
         self.free.taken_many(n);
@@ -258,6 +262,11 @@ impl NativeHost for Counting {
     }
     fn pop_free(&mut self) -> Option<u32> {
         self.pops += 1;
+        if !self.popped {
+            // The invocation's first: lends nothing, as `Io::pop_free`.
+            self.popped = true;
+            return self.take_buffer();
+        }
         self.take_free();
         let b = self.take_buffer();
         self.lend_free();
@@ -382,11 +391,15 @@ struct After {
 fn call(a: &mut Applet, host: &mut Counting, tx: bool) -> After {
     let m = a.method(if tx { "doTx" } else { "doRx" }).unwrap();
     let args: &[i32] = if tx { &[0, 1, 0] } else { &[0, 1] };
+    // Nothing of the free queue is lent at the start (the first two pops
+    // are the native's, the second lends the rest), and none stays lent
+    // after, as `Io::begin` and `Io::end` do.
     host.lend_run();
-    host.lend_free();
     let r = a.call(&m, args, Some(&mut *host));
     host.take_run();
-    host.take_free();
+    host.popped = false;
+    let n = host.words.queue.take_all();
+    host.free.taken_many(n);
     let outcome = match r {
         Ok(o) => Ok(o.value),
         Err(InvokeError::Trap(t)) => Err(format!("{:?} at {} bci {}", t.kind, t.method, t.bci)),
@@ -422,7 +435,7 @@ fn stream(seed: u64, calls: usize) -> usize {
     let mut aj = load(Engine::Jit);
     let mut ok = 0;
     for step in 0..calls {
-        let mode = rng.random_range(1..=14);
+        let mode = rng.random_range(1..=15);
         let (a, b, c) = (arg(&mut rng), arg(&mut rng), arg(&mut rng));
         let buf_len = match rng.random_range(0..6) {
             0 => Some(0),
@@ -504,7 +517,7 @@ fn stream(seed: u64, calls: usize) -> usize {
             format!("seed {seed} step {step}: mode {mode}, ({a}, {b}, {c}), buf {buf_len:?}");
         assert_eq!(i, j, "{what}: interpreter and JIT differ");
         assert_eq!(hi, hj, "{what}: the endpoints differ");
-        if i.outcome == Ok(Some(0)) && mode != 14 {
+        if i.outcome == Ok(Some(0)) && mode != 15 {
             ok += 1;
         }
     }
@@ -819,6 +832,10 @@ fn the_inline_pop_takes_valid_entries_and_leaves_the_rest_to_the_native() {
             if spare {
                 h.spare.push(BUF);
             }
+            // Lent as a second pop's native lends it, so that this call's
+            // one pop is what a later pop of an invocation is.
+            h.popped = true;
+            h.lend_free();
         }
         let i = call(&mut ai, &mut hi, false);
         let j = call(&mut aj, &mut hj, false);
@@ -836,4 +853,77 @@ fn the_inline_pop_takes_valid_entries_and_leaves_the_rest_to_the_native() {
     // Every entry given was taken or skipped, on both.
     assert_eq!(hi.free.lend(), hj.free.lend());
     assert_eq!(hi.free.lend().1, 0);
+}
+
+/// Several pops in one invocation (Escape's mode 14): the first two are
+/// the native's, the second of which lends the rest of the entries it
+/// saw; the inline ones that follow cross the queue's end and wrap to its
+/// first entry.
+#[test]
+fn the_inline_pops_of_one_invocation_wrap_at_the_queue_end() {
+    if !jive::jit::available() {
+        return;
+    }
+    let (mut hi, mut hj) = lending(11, 8);
+    for h in [&mut hi, &mut hj] {
+        // An empty free queue of 4 entries, lent.
+        let seg = Arc::new(Segment::create("fast-natives-wrap", 4096).unwrap());
+        let fq = ShmQueue::new(
+            seg,
+            QueueLayout {
+                offset: 0,
+                depth: 4,
+            },
+            4,
+        );
+        h.words.queue = QueueWords::new(Arc::new(fq.free_slots().unwrap()), AREA, BUF - 1).unwrap();
+        h.free = Consumer::new(fq.clone());
+        h.fill = Producer::new(fq);
+        h.words.bound = u64::MAX;
+    }
+    let mut ai = load(Engine::Interpreter);
+    let mut aj = load(Engine::Jit);
+    let hash = |v: &[u32]| {
+        v.iter()
+            .fold(0i32, |c, &x| c.wrapping_mul(31).wrapping_add(x as i32))
+    };
+    // (entries given before the call, pops, what the pops return, and
+    // how many of them were the native's on the JIT).
+    type Step = (&'static [u32], i32, &'static [u32], u64);
+    let steps: &[Step] = &[
+        // One entry, taken: the consumer index is 1.
+        (&[BUF], 1, &[BUF], 1),
+        // Four from index 1: the native takes the ones at slots 1 and 2
+        // and lends slots 3 and (wrapping) 0, which the inline pops take.
+        (
+            &[2 * BUF, 3 * BUF, 4 * BUF, 5 * BUF],
+            4,
+            &[2 * BUF, 3 * BUF, 4 * BUF, 5 * BUF],
+            2,
+        ),
+        // Again from index 5 (slot 1), and one more than there is.
+        (
+            &[6 * BUF, 7 * BUF, BUF, 2 * BUF],
+            5,
+            &[6 * BUF, 7 * BUF, BUF, 2 * BUF, u32::MAX],
+            3,
+        ),
+    ];
+    for (step, &(entries, pops, want, natives)) in steps.iter().enumerate() {
+        let native_calls = hj.pops;
+        for (h, app) in [(&mut hi, &mut ai), (&mut hj, &mut aj)] {
+            h.give(entries, false);
+            app.set_static_int("mode", 14).unwrap();
+            app.set_static_int("a", pops).unwrap();
+        }
+        let i = call(&mut ai, &mut hi, false);
+        let j = call(&mut aj, &mut hj, false);
+        assert_eq!(i, j, "step {step}: interpreter and JIT differ");
+        assert_eq!(hi, hj, "step {step}: the endpoints differ");
+        assert_eq!(i.outcome, Ok(Some(0)), "step {step}");
+        assert_eq!(i.c, hash(want), "step {step}");
+        assert_eq!(hj.pops - native_calls, natives, "step {step}: native pops");
+    }
+    assert_eq!(hi.free.lend(), hj.free.lend());
+    assert_eq!(hi.free.lend().1, 0, "every entry given was taken");
 }

@@ -115,13 +115,18 @@ pub struct Io {
     /// ([`load_applet`]). While it is `false` the run lent is empty and
     /// nothing is taken back.
     pub(super) free_lent: bool,
+    /// Whether the running invocation called `getFreeBuffer`'s native
+    /// ([`Io::pop_free`]) yet: the first call serves itself and lends
+    /// nothing, a later one lends the free queue's ready entries for the
+    /// rest of the invocation. While it is `false` nothing is lent;
+    /// [`Io::end`] clears it.
+    pub(super) popped: bool,
 }
 
 /// What [`Io::begin`] lent, for [`Io::end`] (read once per invocation).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Lent {
     ring: bool,
-    free: bool,
 }
 
 impl Io {
@@ -144,10 +149,14 @@ impl Io {
     /// ([`Io::ring_lent`], returned for [`Io::end`]: read once, since it
     /// cannot change during the invocation).
     ///
-    /// The free queue's ready entries are lent to the inline
-    /// `getFreeBuffer` if the applet has it ([`Io::free_lent`]), again
-    /// only if the engine took some since, and none while spare buffers
-    /// wait: the native hands those out first.
+    /// Nothing of the free queue is lent here: the words say none is
+    /// lent between invocations, so an invocation's first inline
+    /// `getFreeBuffer`s take the rare path, whose native lends the ready
+    /// entries for the rest of the invocation from its second call on
+    /// ([`Io::pop_free`]). An invocation that takes no buffer pays
+    /// nothing for the lending but [`Io::end`]'s one test, and one that
+    /// takes one buffer (the standard applet's doRx for a message of one
+    /// buffer) a flag.
     #[inline]
     pub(super) fn begin(&mut self) -> Lent {
         let inv = &mut self.inv;
@@ -170,16 +179,7 @@ impl Io {
         if lent && self.inv.words.ring.head() != self.rx.pushed() {
             self.lend_rx();
         }
-        // The free run lent before stays lent while the engine took
-        // nothing from the queue since (the consumer index is where the
-        // inline pops left it) and holds no spare buffer: its entries are
-        // still the next ones, though perhaps fewer than the producer's
-        // index now says (a pop that finds none reads it again).
-        let free = self.free_lent;
-        if free && (self.inv.words.queue.tail() != self.free.lend().0 || !self.spare.is_empty()) {
-            self.lend_free();
-        }
-        Lent { ring: lent, free }
+        Lent { ring: lent }
     }
 
     /// Lends the inline `getFreeBuffer` the free queue's ready entries
@@ -232,14 +232,20 @@ impl Io {
     /// descriptors its inline pushes wrote become the queue's, as the
     /// native's own pushes are (unpublished until [`Io::publish`]).
     /// The free-queue entries its inline `getFreeBuffer` took become
-    /// taken, as the native's are. `lent`: what [`Io::begin`] returned.
+    /// taken, as the native's are, and none stays lent (one test when
+    /// the native was not called). `lent`: what [`Io::begin`] returned.
     #[inline]
     pub(super) fn end(&mut self, lent: Lent) {
         if lent.ring {
             self.take_rx();
         }
-        if lent.free {
-            self.take_free();
+        if self.popped {
+            self.popped = false;
+            let n = self.inv.words.queue.take_all();
+            if n != 0 {
+                self.free.taken_many(n);
+                self.unpublished = true;
+            }
         }
     }
 
@@ -448,11 +454,18 @@ impl NativeHost for Io {
             .with_bytes_mut(at, src.len(), |dst| natives::i8_to_u8(dst, src));
     }
 
-    /// The inline `getFreeBuffer`'s entries are taken back first and the
-    /// ready ones lent again after, so that the two kinds of pop read one
-    /// queue in order (and an entry the inline form left, being invalid,
-    /// is skipped and counted here).
+    /// The invocation's first call takes a buffer and lends nothing (an
+    /// invocation that takes one buffer would pay for a lending it never
+    /// uses); from the second on, the inline `getFreeBuffer`'s entries
+    /// are taken back first and the ready ones lent again after, so that
+    /// the two kinds of pop read one queue in order (and an entry the
+    /// inline form left, being invalid, is skipped and counted here).
     fn pop_free(&mut self) -> Option<u32> {
+        if !self.popped {
+            // Nothing is lent until now (`Io::popped`).
+            self.popped = true;
+            return self.take_buffer();
+        }
         let lent = self.free_lent;
         if lent {
             self.take_free();
@@ -496,8 +509,9 @@ impl NativeHost for Io {
             bump(&self.stats.rx_queue_full);
             if let RxBody::Buffers(o) = body {
                 self.spare.extend_from_slice(o);
-                // Spare buffers come before the free queue's: none lent.
-                if self.free_lent {
+                // Spare buffers come before the free queue's: none lent
+                // (and none was before the native's second call).
+                if self.free_lent && self.popped {
                     self.take_free();
                     self.lend_free();
                 }
@@ -943,21 +957,32 @@ mod tests {
         let (_, _, freeq) = crate::shm::queues(&io.seg, &io.layout);
         let mut app = Producer::new(freeq);
         let bs = io.layout.config.buffer_size;
-        for i in 0..4 {
+        for i in 0..6 {
             assert_eq!(app.push(i * bs), Ok(true));
         }
         // The engine reads the producer's index and takes one buffer.
-        let b = io.take_buffer().unwrap();
+        assert_eq!(io.take_buffer(), Some(0));
+        // Nothing is lent at the start of an invocation: the first pop is
+        // the native's, which lends the entries it saw after its own.
         let lent = io.begin();
+        assert_eq!(io.inv.words.queue.avail(), 0, "none lent at begin");
+        assert_eq!(io.pop_free(), Some(bs));
+        assert_eq!(io.inv.words.queue.avail(), 0, "none lent by the first");
+        assert_eq!(io.pop_free(), Some(2 * bs));
         assert_eq!(io.inv.words.queue.avail(), 3, "the three seen are lent");
         io.end(lent);
-        // It keeps one aside (a message it could not deliver): lent none.
-        let c = io.take_buffer().unwrap();
-        io.spare.push(c);
+        assert_eq!(io.inv.words.queue.avail(), 0, "none lent after end");
+        // It keeps two aside (a message it could not deliver): lent none
+        // while one waits, the queue's once the native gave them both.
+        let (c, d) = (io.take_buffer().unwrap(), io.take_buffer().unwrap());
+        io.spare.extend([c, d]);
         let lent = io.begin();
+        io.popped = true; // as after a first call
+        assert_eq!(io.pop_free(), Some(d));
         assert_eq!(io.inv.words.queue.avail(), 0, "a spare buffer waits");
-        io.end(lent);
         assert_eq!(io.pop_free(), Some(c));
-        assert_ne!(b, c);
+        assert_eq!(io.inv.words.queue.avail(), 1, "the one seen is lent");
+        io.end(lent);
+        assert_eq!(io.inv.words.queue.avail(), 0, "none lent after end");
     }
 }

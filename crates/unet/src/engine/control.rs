@@ -68,6 +68,7 @@ impl Engine {
                 unpublished: false,
                 ring_lent: false,
                 free_lent: false,
+                popped: false,
             },
             applet: None,
             policy: TrapPolicy::Keep,
