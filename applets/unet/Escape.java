@@ -21,6 +21,9 @@
 //   7..11                            natives 1..5 with a null array
 //   12 c = getFreeBuffer()           the free queue's next buffer, or -1
 //   13 c = getFreeBufferLength()     the buffer size
+//   14 c = c * 31 + getFreeBuffer()  a times in one invocation (c starts at 0):
+//                                    several pops of one invocation, so that
+//                                    the inline ones cross the queue's end
 //
 // A native that returns normally lets the attempt return 0, so a test can
 // tell an escape that did not trap.
@@ -62,6 +65,12 @@ public class Escape {
             case 11: dmaRxdPayload(null, a, b); break;
             case 12: c = getFreeBuffer(); break;
             case 13: c = getFreeBufferLength(); break;
+            case 14:
+                c = 0;
+                for (int i = 0; i < a; i++) {
+                    c = c * 31 + getFreeBuffer();
+                }
+                break;
             default: return -1;
         }
         return 0;

@@ -93,7 +93,7 @@ pub use crate::interpreter::Outcome;
 pub use crate::limits::Limits;
 pub use crate::natives::{
     Arrays, Context, FastError, FastNative, HostWords, InlineForm, NativeError, NativeFn, Natives,
-    RING_BYTES, RING_SLOT, RingSlots, RingWords,
+    QueueSlots, QueueWords, RING_BYTES, RING_SLOT, RingSlots, RingWords,
 };
 
 use crate::classfile::ClassFile;

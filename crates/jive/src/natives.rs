@@ -112,6 +112,10 @@ pub struct HostWords {
     /// A ring the inline push writes ([`InlineForm::PushBytes`]): its
     /// next slot and how many slots are free.
     pub ring: RingWords,
+    /// A queue of `u32` entries the inline pop reads
+    /// ([`InlineForm::PopU32`]): its next entry, how many are lent and the
+    /// bounds every entry it returns is checked against.
+    pub queue: QueueWords,
 }
 
 /// The size of a slot of a ring that [`InlineForm::PushBytes`] writes, in
@@ -249,6 +253,171 @@ impl RingWords {
     }
 }
 
+/// Memory that holds the `u32` entries of a queue an inline pop reads
+/// ([`QueueWords::lend`]).
+///
+/// # Safety
+///
+/// [`QueueSlots::slots`] returns the same address, aligned to 4, every
+/// time, valid for reads of `depth() * 4` bytes for as long as the value
+/// lives, and [`QueueSlots::depth`] the same power of two (at least 1, at
+/// most 2^24). Generated code reads that memory through raw pointers while
+/// an invocation runs (memory another party may write meanwhile, as a
+/// shared segment is: every value read is checked before it is used).
+pub unsafe trait QueueSlots: Send + Sync + 'static {
+    /// The address of entry 0.
+    fn slots(&self) -> *const u32;
+    /// The number of entries.
+    fn depth(&self) -> u32;
+}
+
+/// The consumer's state of a queue of `u32` entries that the JIT's inline
+/// pop ([`InlineForm::PopU32`]) reads, part of [`HostWords`].
+///
+/// The host owns the queue's indices; it lends a run of entries
+/// ([`QueueWords::lend`]: the entry its consumer index names and how many
+/// it may take as it last saw the producer's index) and takes back how
+/// many the inline pops took ([`QueueWords::take`]) before it reads the
+/// queue itself and when the invocation ends. Generated code reads an
+/// entry only while the run has one (`avail > 0`), at `next`; it takes it
+/// (advances `next`, wrapping at the queue's end, and decrements `avail`)
+/// only if the entry is below `below` and has none of the bits of `align`
+/// set, and otherwise leaves it, and the whole call, to the rare path.
+/// The fields are private: `next` always points at an entry of the memory
+/// that `keep` keeps alive, which is what makes the reads sound.
+#[repr(C)]
+#[derive(Default)]
+pub struct QueueWords {
+    /// The address of the entry the next pop reads.
+    next: usize,
+    /// One past the queue's last entry.
+    limit: usize,
+    /// Entry 0.
+    base: usize,
+    /// Entries left in the lent run; 0 sends every pop to the rare path.
+    avail: u32,
+    /// `avail` when it was lent: `lent - avail` entries were taken inline.
+    lent: u32,
+    /// An entry is taken inline only if it is below this (at most 2^31,
+    /// so that it is a non-negative `int`)...
+    below: u32,
+    /// ... and has none of these bits set.
+    align: u32,
+    /// The queue's depth less one.
+    mask: u32,
+    /// The consumer index of the entry at `next` (as lent, and moved on
+    /// by [`QueueWords::take`]).
+    tail: u32,
+    /// The queue's memory, kept alive while the words point into it.
+    keep: Option<Arc<dyn QueueSlots>>,
+}
+
+impl core::fmt::Debug for QueueWords {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("QueueWords")
+            .field("queue", &self.keep.is_some())
+            .field("avail", &self.avail)
+            .field("lent", &self.lent)
+            .finish()
+    }
+}
+
+impl QueueWords {
+    /// Words for the queue in `mem`, lending no entry yet, whose inline
+    /// pops take only entries below `below` (at most 2^31 is used: an
+    /// entry must be a non-negative `int`) with none of the bits of
+    /// `align` set. `None` if its address is null or unaligned or its
+    /// depth not a power of two.
+    pub fn new(mem: Arc<dyn QueueSlots>, below: u32, align: u32) -> Option<QueueWords> {
+        let (base, depth) = (mem.slots() as usize, mem.depth());
+        if base == 0 || base % 4 != 0 || !depth.is_power_of_two() || depth > 1 << 24 {
+            return None;
+        }
+        Some(QueueWords {
+            next: base,
+            limit: base + depth as usize * 4,
+            base,
+            avail: 0,
+            lent: 0,
+            below: below.min(1 << 31),
+            align,
+            mask: depth - 1,
+            tail: 0,
+            keep: Some(mem),
+        })
+    }
+
+    /// Lends the inline pops the `avail` entries from the one that
+    /// consumer index `tail` names (at most the queue's depth). Whatever
+    /// was lent before and not taken back ([`QueueWords::take`]) is
+    /// forgotten. Without a queue nothing is lent.
+    #[inline]
+    pub fn lend(&mut self, tail: u32, avail: u32) {
+        if self.keep.is_none() {
+            return;
+        }
+        self.next = self.base + (tail & self.mask) as usize * 4;
+        self.avail = avail.min(self.mask + 1);
+        self.lent = self.avail;
+        self.tail = tail;
+    }
+
+    /// How many entries the inline pops took since the last
+    /// [`QueueWords::lend`] or `take`, in order from the one lent first;
+    /// the rest stays lent.
+    #[inline]
+    pub fn take(&mut self) -> u32 {
+        let n = self.lent - self.avail;
+        self.lent = self.avail;
+        self.tail = self.tail.wrapping_add(n);
+        n
+    }
+
+    /// Takes back what the inline pops took, as [`QueueWords::take`],
+    /// and lends nothing more (the next pop takes the rare path), but
+    /// only if a run was lent since the last `lend`/`take_all`: one test
+    /// of `lent` when none was, so that an invocation that lent nothing
+    /// pays only that. Returns how many were taken.
+    #[inline]
+    pub fn take_all(&mut self) -> u32 {
+        if self.lent == 0 {
+            return 0;
+        }
+        let n = self.lent - self.avail;
+        self.tail = self.tail.wrapping_add(n);
+        self.avail = 0;
+        self.lent = 0;
+        n
+    }
+
+    /// The consumer index of the entry the next inline pop reads.
+    #[inline]
+    pub fn tail(&self) -> u32 {
+        self.tail
+    }
+
+    /// Entries still lent.
+    #[inline]
+    pub fn avail(&self) -> u32 {
+        self.avail
+    }
+}
+
+/// [`QueueWords`]' fields that generated code reads and writes, as
+/// offsets into [`HostWords`].
+pub(crate) const QUEUE_NEXT: usize =
+    core::mem::offset_of!(HostWords, queue) + core::mem::offset_of!(QueueWords, next);
+pub(crate) const QUEUE_LIMIT: usize =
+    core::mem::offset_of!(HostWords, queue) + core::mem::offset_of!(QueueWords, limit);
+pub(crate) const QUEUE_BASE: usize =
+    core::mem::offset_of!(HostWords, queue) + core::mem::offset_of!(QueueWords, base);
+pub(crate) const QUEUE_AVAIL: usize =
+    core::mem::offset_of!(HostWords, queue) + core::mem::offset_of!(QueueWords, avail);
+pub(crate) const QUEUE_BELOW: usize =
+    core::mem::offset_of!(HostWords, queue) + core::mem::offset_of!(QueueWords, below);
+pub(crate) const QUEUE_ALIGN: usize =
+    core::mem::offset_of!(HostWords, queue) + core::mem::offset_of!(QueueWords, align);
+
 /// [`RingWords`]' fields that generated code reads and writes, as offsets
 /// into [`HostWords`].
 pub(crate) const RING_NEXT: usize =
@@ -282,6 +451,13 @@ pub enum InlineForm {
     /// run and counts the unit; otherwise (nothing written) the native
     /// runs out of line.
     PushBytes,
+    /// A `()I` native that charges one unit and pops an entry from the
+    /// queue `w.queue` lends: if `w.work + 1 < w.bound`, the lent run has
+    /// an entry, and that entry `e` is below `w.queue`'s bound and has
+    /// none of its `align` bits set, it takes the entry, counts the unit
+    /// and returns `e`; otherwise (nothing taken) the native runs out of
+    /// line, which skips and counts what it must.
+    PopU32,
 }
 
 /// What [`Natives::set_fast`] recorded for the JIT: the runtime entry of a
@@ -473,6 +649,7 @@ impl Natives {
         let fits = match form {
             InlineForm::Int(k) => descriptor == "()I" && usize::from(k) < 2,
             InlineForm::PushBytes => descriptor == "([BII)V",
+            InlineForm::PopU32 => descriptor == "()I",
         };
         if !fits {
             return Err(FastError::InlineShape {
@@ -765,6 +942,65 @@ mod tests {
         assert_eq!(w.take(), 2);
         assert_eq!(w.take(), 0, "taken once");
         assert_eq!(w.room(), 2);
+    }
+
+    #[test]
+    fn the_inline_pop_fits_a_native_of_no_arguments_returning_int() {
+        let mut t = table();
+        t.set_inline("size", "()I", InlineForm::PopU32).unwrap();
+        assert_eq!(t.inline("size", "()I"), Some(InlineForm::PopU32));
+        assert!(matches!(
+            t.set_inline("fill", "(I)I", InlineForm::PopU32),
+            Err(FastError::InlineShape { .. })
+        ));
+        assert!(matches!(
+            t.set_inline("plain", "()I", InlineForm::PopU32),
+            Err(FastError::NoFastForm { .. })
+        ));
+    }
+
+    /// Queue memory of `depth` entries that lives in a boxed slice.
+    struct Entries(Box<[core::cell::UnsafeCell<u32>]>);
+
+    // SAFETY: the memory is the boxed slice's, 4-aligned, `depth * 4`
+    // bytes, fixed for the value's life; no reference to it is made.
+    unsafe impl QueueSlots for Entries {
+        fn slots(&self) -> *const u32 {
+            self.0.as_ptr() as *const u32
+        }
+        fn depth(&self) -> u32 {
+            self.0.len() as u32
+        }
+    }
+
+    // SAFETY: the cells are only reached through raw pointers.
+    unsafe impl Sync for Entries {}
+
+    #[test]
+    fn queue_words_lend_at_most_the_queue_and_take_back_what_was_taken() {
+        let entries = |n: u32| -> Arc<dyn QueueSlots> {
+            Arc::new(Entries((0..n).map(|_| 0.into()).collect()))
+        };
+        let mut none = QueueWords::default();
+        none.lend(3, 5);
+        assert_eq!((none.avail(), none.take()), (0, 0));
+        assert!(QueueWords::new(entries(3), 4096, 511).is_none());
+        let mut w = QueueWords::new(entries(4), u32::MAX, 511).unwrap();
+        assert_eq!(w.below, 1 << 31, "an entry must be a non-negative int");
+        w.lend(6, 9);
+        assert_eq!(w.avail(), 4, "at most the depth");
+        assert_eq!(w.next, w.base + 2 * 4, "entry 6 & 3");
+        // Two pops as generated code makes them.
+        w.avail -= 2;
+        assert_eq!(w.take(), 2);
+        assert_eq!(w.take(), 0, "taken once");
+        assert_eq!((w.avail(), w.tail()), (2, 8));
+        // One more, then everything taken back and nothing left lent.
+        w.avail -= 1;
+        assert_eq!(w.take_all(), 1);
+        assert_eq!((w.avail(), w.tail(), w.lent), (0, 9, 0));
+        assert_eq!(w.take_all(), 0, "nothing lent: nothing taken");
+        assert_eq!(w.tail(), 9);
     }
 
     #[test]

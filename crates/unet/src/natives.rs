@@ -98,8 +98,16 @@ pub trait NativeHost: 'static {
     /// push writes exactly the descriptor `push_rx` would (the header, then
     /// the payload), in order with its own pushes; a full run (a full
     /// queue, or one whose consumer moved since it was lent) sends the
-    /// call to `push_rx`. The default lends none, and the inline forms
-    /// then always take their rare path.
+    /// call to `push_rx`. If `queue` lends a queue ([`jive::QueueWords`]),
+    /// it must be the free queue's entries that [`NativeHost::pop_free`]
+    /// would give next, bounded by the area's length and aligned to the
+    /// buffer size as `pop_free`'s validity check is (none while the host
+    /// holds buffers it would give first), and `pop_free` must take back
+    /// what the inline `getFreeBuffer` took ([`jive::QueueWords::take`])
+    /// before it reads the queue and lend the run again after, so that an
+    /// entry the inline form declined (an invalid one) is skipped and
+    /// counted there. The default lends none, and the inline forms then
+    /// always take their rare path.
     fn words(&mut self) -> Option<&mut jive::HostWords> {
         None
     }
@@ -243,6 +251,11 @@ pub fn bind<H: NativeHost>() -> Natives {
     register::<H, GetFreeBufferLength>(&mut t);
     // Cannot fail: the natives have fast forms, and their descriptors fit
     // the forms (`()I`, `([BII)V`).
+    let _ = t.set_inline(
+        GetFreeBuffer::NAME,
+        GetFreeBuffer::DESCRIPTOR,
+        jive::InlineForm::PopU32,
+    );
     let _ = t.set_inline(
         GetFreeBufferLength::NAME,
         GetFreeBufferLength::DESCRIPTOR,

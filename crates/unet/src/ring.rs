@@ -358,6 +358,26 @@ impl<T: Copy, M: QueueMem<T>> Consumer<T, M> {
         self.tail = self.tail.wrapping_add(1);
     }
 
+    /// The consumer index and how many items are ready as the producer's
+    /// index was last read (it is not read now): for a reader outside this
+    /// type (the JIT's inline pop, `jive::QueueWords`) that takes up to
+    /// that many items in order from the one the index names, and then
+    /// counts them with [`Consumer::taken_many`]. Nothing is published.
+    #[inline(always)]
+    pub fn lend(&self) -> (u32, u32) {
+        (self.tail, self.head.wrapping_sub(self.tail))
+    }
+
+    /// Takes `n` items from the one [`Consumer::lend`] named, as
+    /// [`Consumer::take`] takes one (unpublished until
+    /// [`Consumer::publish`]); at most as many as were ready, whatever `n`
+    /// says, so that the consumer never passes the producer.
+    #[inline]
+    pub fn taken_many(&mut self, n: u32) {
+        let ready = self.head.wrapping_sub(self.tail);
+        self.tail = self.tail.wrapping_add(n.min(ready));
+    }
+
     /// Publishes the consumer index: every item taken so far is the
     /// producer's again (one release store).
     #[inline]

@@ -422,6 +422,36 @@ unsafe impl jive::RingSlots for RxSlots {
     }
 }
 
+/// The entries of a free queue, which the JIT's inline `getFreeBuffer`
+/// reads ([`jive::QueueSlots`], lent per invocation through
+/// [`jive::QueueWords`]): kept alive by the queue's handle on the segment.
+#[derive(Debug)]
+pub struct FreeSlots(ShmQueue);
+
+impl ShmQueue {
+    /// This queue's entries for the JIT's inline pop, if it is a queue of
+    /// `u32` entries (the free queue).
+    pub fn free_slots(&self) -> Option<FreeSlots> {
+        (self.slot == size_of::<u32>()).then(|| FreeSlots(self.clone()))
+    }
+}
+
+// SAFETY: `slots` is entry 0 of a queue of 4-byte slots, inside the
+// mapping (`ShmQueue::new` checked that all `depth` slots lie in the
+// segment), 4-byte aligned (slots start 128 bytes past a 64-byte aligned
+// queue offset), the same address every time, and valid as long as
+// `self`, whose `ShmQueue` holds the segment. `depth` is the queue's power
+// of two, fixed. Generated code only reads the entries, each once, and
+// checks the value it read; the application may write them meanwhile.
+unsafe impl jive::QueueSlots for FreeSlots {
+    fn slots(&self) -> *const u32 {
+        self.0.slot_ptr::<u32>(0)
+    }
+    fn depth(&self) -> u32 {
+        self.0.q.depth
+    }
+}
+
 /// Copies a `T` out of shared memory with volatile loads, eight bytes at a
 /// time where `T`'s size allows (a volatile read of a 64-byte struct is
 /// otherwise split into byte loads).

@@ -17,20 +17,24 @@
 //! ([`jive::RingWords`]): a real queue in a shared segment of 1 to 8
 //! slots, which the application drains now and then (so that it is often
 //! full, and the producer's view of the consumer's index often stale when
-//! the run is lent).
+//! the run is lent). And in most of the streams that lend, its free
+//! queue's ready entries to the inline `getFreeBuffer`
+//! ([`jive::QueueWords`]): a real queue of 1 to 16 entries in the same
+//! segment, which the application fills now and then with valid and
+//! invalid entries (and, rarely, a corrupt producer index), while the
+//! endpoint sometimes holds spare buffers it gives first.
 
 #![cfg(target_arch = "x86_64")]
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 
-use jive::{Applet, Engine, HostWords, InvokeError, Limits, Object, RingWords};
+use jive::{Applet, Engine, HostWords, InvokeError, Limits, Object, QueueWords, RingWords};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use unet::applets;
 use unet::layout::{QueueLayout, RxDesc};
 use unet::natives::{HostError, NativeHost, RxBody, bind};
-use unet::ring::{Consumer, Producer};
+use unet::ring::{Consumer, Producer, QueueMem};
 use unet::shm::{Segment, ShmQueue};
 
 const BUF: u32 = 512;
@@ -50,7 +54,18 @@ enum Rx {
 #[derive(Debug)]
 struct Counting {
     area: Vec<u8>,
-    free: VecDeque<u32>,
+    /// The free queue: the endpoint's side and the application's, the
+    /// buffers the endpoint holds (given first, as `Io::take_buffer`
+    /// does), and the invalid entries and corrupt indices it counted.
+    free: Consumer<u32, ShmQueue>,
+    fill: Producer<u32, ShmQueue>,
+    spare: Vec<u32>,
+    free_invalid: u64,
+    corrupt: u64,
+    /// Calls of `pop_free` (not compared: the inline pop makes none).
+    pops: u64,
+    /// Whether this call reached `pop_free` yet (as `Io::popped`).
+    popped: bool,
     /// The descriptors the application took from the receive queue, in
     /// order.
     rx: Vec<Rx>,
@@ -76,7 +91,10 @@ struct Counting {
 impl PartialEq for Counting {
     fn eq(&self, o: &Counting) -> bool {
         self.area == o.area
-            && self.free == o.free
+            && self.free.lend() == o.free.lend()
+            && self.fill.pushed() == o.fill.pushed()
+            && self.spare == o.spare
+            && (self.free_invalid, self.corrupt) == (o.free_invalid, o.corrupt)
             && self.rx == o.rx
             && self.ring.pushed() == o.ring.pushed()
             && self.sent == o.sent
@@ -93,15 +111,39 @@ impl Counting {
     fn new(rng: &mut StdRng) -> Counting {
         let depth = 1 << rng.random_range(0..4);
         let seg = Arc::new(Segment::create("fast-natives", 4096).unwrap());
-        let q = ShmQueue::new(seg, QueueLayout { offset: 0, depth }, 64);
+        let q = ShmQueue::new(seg.clone(), QueueLayout { offset: 0, depth }, 64);
         let lend_ring = rng.random_bool(0.8);
         let ring = match q.rx_slots() {
             Some(s) if lend_ring => RingWords::new(Arc::new(s)).unwrap(),
             _ => RingWords::default(),
         };
+        let fdepth = 1 << rng.random_range(0..5);
+        let fq = ShmQueue::new(
+            seg,
+            QueueLayout {
+                offset: 2048,
+                depth: fdepth,
+            },
+            4,
+        );
+        let lend_queue = rng.random_bool(0.8);
+        let queue = match fq.free_slots() {
+            Some(s) if lend_queue => QueueWords::new(Arc::new(s), AREA, BUF - 1).unwrap(),
+            _ => QueueWords::default(),
+        };
+        let mut fill = Producer::new(fq.clone());
+        for i in 0..BUFFERS.min(fdepth) {
+            fill.push(i * BUF).unwrap();
+        }
         Counting {
             area: (0..AREA).map(|i| (i * 7 + 3) as u8).collect(),
-            free: (0..BUFFERS).map(|i| i * BUF).collect(),
+            free: Consumer::new(fq),
+            fill,
+            spare: Vec::new(),
+            free_invalid: 0,
+            corrupt: 0,
+            pops: 0,
+            popped: false,
             rx: Vec::new(),
             ring: Producer::new(q.clone()),
             app: Consumer::new(q),
@@ -114,6 +156,7 @@ impl Counting {
                 bound: CHECK_EVERY,
                 ints: [BUF as i32, 0],
                 ring,
+                queue,
             },
             lend: rng.random_bool(0.8),
             checks: 0,
@@ -131,6 +174,60 @@ impl Counting {
     fn take_run(&mut self) {
         let n = self.words.ring.take();
         self.ring.filled_many(n);
+    }
+
+    /// Lends the free queue's ready entries (none while spare buffers
+    /// wait), as `Io::pop_free` does after the native's pop.
+    fn lend_free(&mut self) {
+        let (tail, ready) = self.free.lend();
+        let ready = if self.spare.is_empty() { ready } else { 0 };
+        self.words.queue.lend(tail, ready);
+    }
+
+    /// Takes back the entries the inline pops took, as `Io::pop_free`
+    /// does before the native's pop.
+    fn take_free(&mut self) {
+        let n = self.words.queue.take();
+        self.free.taken_many(n);
+    }
+
+    /// The next valid buffer, as `Io::take_buffer` gives it.
+    fn take_buffer(&mut self) -> Option<u32> {
+        if let Some(b) = self.spare.pop() {
+            return Some(b);
+        }
+        loop {
+            let entry = self.free.peek();
+            if let Ok(Some(_)) = entry {
+                self.free.take();
+            }
+            match entry {
+                Ok(Some(off)) if off < AREA && off % BUF == 0 => return Some(off),
+                Ok(Some(_)) => self.free_invalid += 1,
+                Ok(None) => return None,
+                Err(_) => {
+                    self.corrupt += 1;
+                    return None;
+                }
+            }
+        }
+    }
+
+    /// The application gives back `entries` (as far as the queue has
+    /// room), having read the endpoint's index, and publishes them, or a
+    /// corrupt producer index if `corrupt` (until the next call).
+    fn give(&mut self, entries: &[u32], corrupt: bool) {
+        self.free.publish();
+        for &e in entries {
+            let _ = self.fill.push(e);
+        }
+        let head = self.fill.pushed();
+        let shown = if corrupt {
+            head.wrapping_add(100)
+        } else {
+            head
+        };
+        QueueMem::<u32>::head(self.fill.mem()).store(shown, std::sync::atomic::Ordering::Release);
     }
 
     /// The application takes every descriptor published.
@@ -164,7 +261,16 @@ impl NativeHost for Counting {
         unet::natives::i8_to_u8(&mut self.area[off as usize..off as usize + src.len()], src);
     }
     fn pop_free(&mut self) -> Option<u32> {
-        self.free.pop_front()
+        self.pops += 1;
+        if !self.popped {
+            // The invocation's first: lends nothing, as `Io::pop_free`.
+            self.popped = true;
+            return self.take_buffer();
+        }
+        self.take_free();
+        let b = self.take_buffer();
+        self.lend_free();
+        b
     }
     fn push_rx(&mut self, chan: u16, len: u32, body: RxBody<'_>) -> Result<(), HostError> {
         self.take_run();
@@ -285,9 +391,15 @@ struct After {
 fn call(a: &mut Applet, host: &mut Counting, tx: bool) -> After {
     let m = a.method(if tx { "doTx" } else { "doRx" }).unwrap();
     let args: &[i32] = if tx { &[0, 1, 0] } else { &[0, 1] };
+    // Nothing of the free queue is lent at the start (the first two pops
+    // are the native's, the second lends the rest), and none stays lent
+    // after, as `Io::begin` and `Io::end` do.
     host.lend_run();
     let r = a.call(&m, args, Some(&mut *host));
     host.take_run();
+    host.popped = false;
+    let n = host.words.queue.take_all();
+    host.free.taken_many(n);
     let outcome = match r {
         Ok(o) => Ok(o.value),
         Err(InvokeError::Trap(t)) => Err(format!("{:?} at {} bci {}", t.kind, t.method, t.bci)),
@@ -323,7 +435,7 @@ fn stream(seed: u64, calls: usize) -> usize {
     let mut aj = load(Engine::Jit);
     let mut ok = 0;
     for step in 0..calls {
-        let mode = rng.random_range(1..=14);
+        let mode = rng.random_range(1..=15);
         let (a, b, c) = (arg(&mut rng), arg(&mut rng), arg(&mut rng));
         let buf_len = match rng.random_range(0..6) {
             0 => Some(0),
@@ -345,13 +457,37 @@ fn stream(seed: u64, calls: usize) -> usize {
             ),
             _ => None,
         };
-        if rng.random_bool(0.05) {
-            // The application gives buffers back, or the queue runs dry.
+        if rng.random_bool(0.15) {
+            // The application gives entries back: buffers, and now and
+            // then entries that are not (unaligned, past the area, past
+            // what an `int` holds), or a corrupt producer index.
+            let entries: Vec<u32> = (0..rng.random_range(0..4))
+                .map(|_| match rng.random_range(0..8) {
+                    0 => 1,
+                    1 => AREA,
+                    2 => AREA + BUF,
+                    3 => 0x8000_0000,
+                    4 => u32::MAX,
+                    _ => rng.random_range(0..BUFFERS) * BUF,
+                })
+                .collect();
+            let corrupt = rng.random_bool(0.05);
             for h in [&mut hi, &mut hj] {
-                if h.free.is_empty() {
-                    h.free.extend((0..BUFFERS).map(|i| i * BUF));
+                h.give(&entries, corrupt);
+            }
+        } else {
+            for h in [&mut hi, &mut hj] {
+                h.give(&[], false);
+            }
+        }
+        if rng.random_bool(0.05) {
+            // The endpoint keeps a buffer aside (as the engine does when a
+            // message could not be delivered): given before the queue's.
+            for h in [&mut hi, &mut hj] {
+                if h.spare.is_empty() {
+                    h.spare.push(BUF);
                 } else {
-                    h.free.clear();
+                    h.spare.clear();
                 }
             }
         }
@@ -381,7 +517,7 @@ fn stream(seed: u64, calls: usize) -> usize {
             format!("seed {seed} step {step}: mode {mode}, ({a}, {b}, {c}), buf {buf_len:?}");
         assert_eq!(i, j, "{what}: interpreter and JIT differ");
         assert_eq!(hi, hj, "{what}: the endpoints differ");
-        if i.outcome == Ok(Some(0)) && mode != 14 {
+        if i.outcome == Ok(Some(0)) && mode != 15 {
             ok += 1;
         }
     }
@@ -591,4 +727,203 @@ fn the_inline_push_declines_a_null_array_and_a_full_queue() {
     hj.drain();
     assert_eq!(hi.rx.len(), 3);
     assert_eq!(hi, hj);
+}
+
+#[test]
+fn the_inline_pop_takes_valid_entries_and_leaves_the_rest_to_the_native() {
+    if !jive::jit::available() {
+        return;
+    }
+    let (mut hi, mut hj) = lending(9, 8);
+    for h in [&mut hi, &mut hj] {
+        // An empty free queue of 4 entries, lent.
+        let seg = Arc::new(Segment::create("fast-natives-free", 4096).unwrap());
+        let fq = ShmQueue::new(
+            seg,
+            QueueLayout {
+                offset: 0,
+                depth: 4,
+            },
+            4,
+        );
+        h.words.queue = QueueWords::new(Arc::new(fq.free_slots().unwrap()), AREA, BUF - 1).unwrap();
+        h.free = Consumer::new(fq.clone());
+        h.fill = Producer::new(fq);
+        // No clock reading: each call's path is the queue's choice alone.
+        h.words.bound = u64::MAX;
+    }
+    let mut ai = load(Engine::Interpreter);
+    let mut aj = load(Engine::Jit);
+    for app in [&mut ai, &mut aj] {
+        app.set_static_int("mode", 12).unwrap();
+    }
+    // (entries the application gives before the call, a corrupt producer
+    // index, a spare buffer, what getFreeBuffer returns, invalid entries
+    // and corrupt indices counted so far, whether the JIT's call stayed
+    // inline).
+    type Step = (&'static [u32], bool, bool, i32, u64, u64, bool);
+    let steps: &[Step] = &[
+        // Empty.
+        (&[], false, false, -1, 0, 0, false),
+        // One entry: the call that reads the producer's index takes it.
+        (&[0], false, false, 0, 0, 0, false),
+        // Two seen by the first call, so the second is lent: taken inline.
+        (&[BUF, 2 * BUF], false, false, BUF as i32, 0, 0, false),
+        (&[], false, false, 2 * BUF as i32, 0, 0, true),
+        // Unaligned, then past the area, past an `int`, all ones: lent,
+        // declined inline, skipped and counted by the native.
+        (
+            &[3 * BUF, 1, 4 * BUF],
+            false,
+            false,
+            3 * BUF as i32,
+            0,
+            0,
+            false,
+        ),
+        (&[], false, false, 4 * BUF as i32, 1, 0, false),
+        (
+            &[5 * BUF, AREA, 0x8000_0000, u32::MAX],
+            false,
+            false,
+            5 * BUF as i32,
+            1,
+            0,
+            false,
+        ),
+        (&[], false, false, -1, 4, 0, false),
+        // A spare buffer comes before the queue's (lent nothing).
+        (
+            &[6 * BUF, 7 * BUF],
+            false,
+            false,
+            6 * BUF as i32,
+            4,
+            0,
+            false,
+        ),
+        (&[], false, true, BUF as i32, 4, 0, false),
+        (&[], false, false, 7 * BUF as i32, 4, 0, true),
+        // A corrupt producer index: the seen entry is still taken (as the
+        // native takes it, without reading the index), then counted.
+        (&[0, BUF], false, false, 0, 4, 0, false),
+        (&[], true, false, BUF as i32, 4, 0, true),
+        (&[], true, false, -1, 4, 1, false),
+        (&[2 * BUF], false, false, 2 * BUF as i32, 4, 1, false),
+        // An aligned entry past the area (and an `int`) alone, lent:
+        // declined inline, skipped and counted by the native.
+        (
+            &[3 * BUF, 0x8000_0000],
+            false,
+            false,
+            3 * BUF as i32,
+            4,
+            1,
+            false,
+        ),
+        (&[], false, false, -1, 5, 1, false),
+    ];
+    for (step, &(entries, corrupt, spare, want, invalid, corrupted, inline)) in
+        steps.iter().enumerate()
+    {
+        let native_calls = hj.pops;
+        for h in [&mut hi, &mut hj] {
+            h.give(entries, corrupt);
+            if spare {
+                h.spare.push(BUF);
+            }
+            // Lent as a second pop's native lends it, so that this call's
+            // one pop is what a later pop of an invocation is.
+            h.popped = true;
+            h.lend_free();
+        }
+        let i = call(&mut ai, &mut hi, false);
+        let j = call(&mut aj, &mut hj, false);
+        assert_eq!(i, j, "step {step}: interpreter and JIT differ");
+        assert_eq!(hi, hj, "step {step}: the endpoints differ");
+        assert_eq!(i.outcome, Ok(Some(0)), "step {step}");
+        assert_eq!(i.c, want, "step {step}");
+        assert_eq!(hj.pops == native_calls, inline, "step {step}: inline");
+        assert_eq!(
+            (hi.free_invalid, hi.corrupt),
+            (invalid, corrupted),
+            "step {step}"
+        );
+    }
+    // Every entry given was taken or skipped, on both.
+    assert_eq!(hi.free.lend(), hj.free.lend());
+    assert_eq!(hi.free.lend().1, 0);
+}
+
+/// Several pops in one invocation (Escape's mode 14): the first two are
+/// the native's, the second of which lends the rest of the entries it
+/// saw; the inline ones that follow cross the queue's end and wrap to its
+/// first entry.
+#[test]
+fn the_inline_pops_of_one_invocation_wrap_at_the_queue_end() {
+    if !jive::jit::available() {
+        return;
+    }
+    let (mut hi, mut hj) = lending(11, 8);
+    for h in [&mut hi, &mut hj] {
+        // An empty free queue of 4 entries, lent.
+        let seg = Arc::new(Segment::create("fast-natives-wrap", 4096).unwrap());
+        let fq = ShmQueue::new(
+            seg,
+            QueueLayout {
+                offset: 0,
+                depth: 4,
+            },
+            4,
+        );
+        h.words.queue = QueueWords::new(Arc::new(fq.free_slots().unwrap()), AREA, BUF - 1).unwrap();
+        h.free = Consumer::new(fq.clone());
+        h.fill = Producer::new(fq);
+        h.words.bound = u64::MAX;
+    }
+    let mut ai = load(Engine::Interpreter);
+    let mut aj = load(Engine::Jit);
+    let hash = |v: &[u32]| {
+        v.iter()
+            .fold(0i32, |c, &x| c.wrapping_mul(31).wrapping_add(x as i32))
+    };
+    // (entries given before the call, pops, what the pops return, and
+    // how many of them were the native's on the JIT).
+    type Step = (&'static [u32], i32, &'static [u32], u64);
+    let steps: &[Step] = &[
+        // One entry, taken: the consumer index is 1.
+        (&[BUF], 1, &[BUF], 1),
+        // Four from index 1: the native takes the ones at slots 1 and 2
+        // and lends slots 3 and (wrapping) 0, which the inline pops take.
+        (
+            &[2 * BUF, 3 * BUF, 4 * BUF, 5 * BUF],
+            4,
+            &[2 * BUF, 3 * BUF, 4 * BUF, 5 * BUF],
+            2,
+        ),
+        // Again from index 5 (slot 1), and one more than there is.
+        (
+            &[6 * BUF, 7 * BUF, BUF, 2 * BUF],
+            5,
+            &[6 * BUF, 7 * BUF, BUF, 2 * BUF, u32::MAX],
+            3,
+        ),
+    ];
+    for (step, &(entries, pops, want, natives)) in steps.iter().enumerate() {
+        let native_calls = hj.pops;
+        for (h, app) in [(&mut hi, &mut ai), (&mut hj, &mut aj)] {
+            h.give(entries, false);
+            app.set_static_int("mode", 14).unwrap();
+            app.set_static_int("a", pops).unwrap();
+        }
+        let i = call(&mut ai, &mut hi, false);
+        let j = call(&mut aj, &mut hj, false);
+        assert_eq!(i, j, "step {step}: interpreter and JIT differ");
+        assert_eq!(hi, hj, "step {step}: the endpoints differ");
+        assert_eq!(i.outcome, Ok(Some(0)), "step {step}");
+        assert_eq!(i.c, hash(want), "step {step}");
+        assert_eq!(hj.pops - native_calls, natives, "step {step}: native pops");
+    }
+    assert_eq!(hi.free.lend(), hj.free.lend());
+    assert_eq!(hi.free.lend().1, 0, "every entry given was taken");
 }

@@ -1645,6 +1645,9 @@ impl<'p> Compiler<'p> {
             Some(InlineForm::Int(i)) if k == 0 && has_ret && decl.fast != 0 => {
                 Some(self.inline_int(i))
             }
+            Some(InlineForm::PopU32) if k == 0 && has_ret && decl.fast != 0 => {
+                Some(self.inline_pop())
+            }
             _ => None,
         };
         let pushed = match decl.inline {
@@ -1735,6 +1738,82 @@ impl<'p> Compiler<'p> {
         let bound = Reg::<UL>::phys(w);
         self.f.ld(bound, words, W_BOUND);
         self.f.bge(count, bound, rare);
+        self.f.st(count, words, W_WORK);
+        if rd.num() != v.num() {
+            self.f.mov(rd, v);
+        }
+        self.f.jmp(done);
+        self.f.label(rare);
+        (rd, done)
+    }
+
+    /// [`InlineForm::PopU32`] in place: with `w` the invocation's
+    /// [`crate::HostWords`], if `w` is not null, `w.work + 1 < w.bound`
+    /// (unsigned), the lent run has an entry (`w.queue.avail > 0`), and
+    /// the entry `e` at `w.queue.next` (read once) is below
+    /// `w.queue.below` (unsigned) and `e & w.queue.align == 0`, it moves
+    /// `next` to the following entry (wrapping at the queue's limit),
+    /// takes one from `avail`, counts the unit, leaves `e` in the result's
+    /// register and jumps to the returned label. Otherwise it falls
+    /// through to the call the caller emits next (the rare path), which
+    /// leaves its value in the same register just before that label.
+    /// Every check comes before the first store, so the rare path runs as
+    /// if the form had not been tried (an invalid entry stays for the
+    /// native to skip and count). Uses X, Z and W, and Y where the
+    /// result's register is one of those.
+    fn inline_pop(&mut self) -> (R, Label) {
+        use vcode::U;
+        let (rare, done) = (self.f.genlabel(), self.f.genlabel());
+        let (x, y, z, w) = (self.regs.x, self.regs.y, self.regs.z, self.regs.w);
+        // The result's register, as in `inline_int`.
+        let rd = self.dest();
+        let v = if [x, z, w].contains(&rd.num()) {
+            Reg::<I>::phys(y)
+        } else {
+            rd
+        };
+        let words = p(z);
+        self.f.ld_local(words, self.locals.ctx);
+        self.f.ld(words, words, C_WORDS);
+        self.f.beq(words, 0, rare);
+        let count = Reg::<UL>::phys(x);
+        self.f.ld(count, words, W_WORK);
+        self.f.add(count, count, 1);
+        let bound = Reg::<UL>::phys(w);
+        self.f.ld(bound, words, W_BOUND);
+        self.f.bge(count, bound, rare);
+        let avail = Reg::<U>::phys(x);
+        self.f.ld(avail, words, W_QUEUE_AVAIL);
+        self.f.beq(avail, 0, rare);
+        // The entry, read once: every check is on this copy.
+        let slot = p(w);
+        self.f.ld(slot, words, W_QUEUE_NEXT);
+        let e = Reg::<U>::phys(v.num());
+        self.f.ld(e, slot, 0);
+        let below = Reg::<U>::phys(x);
+        self.f.ld(below, words, W_QUEUE_BELOW);
+        self.f.bge(e, below, rare);
+        let align = Reg::<U>::phys(x);
+        self.f.ld(align, words, W_QUEUE_ALIGN);
+        self.f.and(align, align, e);
+        self.f.bne(align, 0, rare);
+        // Every check passed: take it.
+        let next = p(w);
+        self.f.add(next, slot, 4);
+        let limit = p(x);
+        self.f.ld(limit, words, W_QUEUE_LIMIT);
+        let kept = self.f.genlabel();
+        self.f.bne(next, limit, kept);
+        self.f.ld(next, words, W_QUEUE_BASE);
+        self.f.label(kept);
+        self.f.st(next, words, W_QUEUE_NEXT);
+        let avail = Reg::<U>::phys(x);
+        self.f.ld(avail, words, W_QUEUE_AVAIL);
+        self.f.sub(avail, avail, 1);
+        self.f.st(avail, words, W_QUEUE_AVAIL);
+        let count = Reg::<UL>::phys(x);
+        self.f.ld(count, words, W_WORK);
+        self.f.add(count, count, 1);
         self.f.st(count, words, W_WORK);
         if rd.num() != v.num() {
             self.f.mov(rd, v);

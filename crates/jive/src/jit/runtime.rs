@@ -95,6 +95,13 @@ pub(super) const W_RING_NEXT: i64 = crate::natives::RING_NEXT as i64;
 pub(super) const W_RING_LIMIT: i64 = crate::natives::RING_LIMIT as i64;
 pub(super) const W_RING_BASE: i64 = crate::natives::RING_BASE as i64;
 pub(super) const W_RING_ROOM: i64 = crate::natives::RING_ROOM as i64;
+/// [`crate::QueueWords`]' fields, for the inline pop.
+pub(super) const W_QUEUE_NEXT: i64 = crate::natives::QUEUE_NEXT as i64;
+pub(super) const W_QUEUE_LIMIT: i64 = crate::natives::QUEUE_LIMIT as i64;
+pub(super) const W_QUEUE_BASE: i64 = crate::natives::QUEUE_BASE as i64;
+pub(super) const W_QUEUE_AVAIL: i64 = crate::natives::QUEUE_AVAIL as i64;
+pub(super) const W_QUEUE_BELOW: i64 = crate::natives::QUEUE_BELOW as i64;
+pub(super) const W_QUEUE_ALIGN: i64 = crate::natives::QUEUE_ALIGN as i64;
 
 /// How to find a host value's [`HostWords`] for fast form `F`
 /// ([`words_entry`]): `checked` tests the value's type first; `typed` is for

@@ -51,11 +51,22 @@ pub(super) struct Invocation {
 impl Invocation {
     /// The state of an endpoint whose receive queue's slots are `rx`
     /// (lent to the inline `dmaRxdPayload`; `None`: it always runs out of
-    /// line).
+    /// line) and whose free queue's entries are `free` (lent to the inline
+    /// `getFreeBuffer`, which takes only entries that `layout` says are
+    /// buffers: below the area's length, aligned to the buffer size).
     #[inline]
-    pub(super) fn new(rx: Option<crate::shm::RxSlots>) -> Invocation {
+    pub(super) fn new(
+        rx: Option<crate::shm::RxSlots>,
+        free: Option<crate::shm::FreeSlots>,
+        layout: &Layout,
+    ) -> Invocation {
         let ring = rx
             .and_then(|s| jive::RingWords::new(Arc::new(s)))
+            .unwrap_or_default();
+        let below = u32::try_from(layout.area_len).unwrap_or(u32::MAX);
+        let align = layout.config.buffer_size.wrapping_sub(1);
+        let queue = free
+            .and_then(|s| jive::QueueWords::new(Arc::new(s), below, align))
             .unwrap_or_default();
         Invocation {
             frames: 0,
@@ -65,6 +76,7 @@ impl Invocation {
                 bound: TIME_CHECK_EVERY,
                 ints: [0, 0],
                 ring,
+                queue,
             },
             cpu_start: None,
             overran: false,
@@ -98,6 +110,23 @@ pub struct Io {
     /// `false` the run lent is empty (every inline push would take the
     /// rare path) and nothing is taken back.
     pub(super) ring_lent: bool,
+    /// Whether the free queue's ready entries are lent to the inline
+    /// `getFreeBuffer` (`words.queue`): only while the applet declares it
+    /// ([`load_applet`]). While it is `false` the run lent is empty and
+    /// nothing is taken back.
+    pub(super) free_lent: bool,
+    /// Whether the running invocation called `getFreeBuffer`'s native
+    /// ([`Io::pop_free`]) yet: the first call serves itself and lends
+    /// nothing, a later one lends the free queue's ready entries for the
+    /// rest of the invocation. While it is `false` nothing is lent;
+    /// [`Io::end`] clears it.
+    pub(super) popped: bool,
+}
+
+/// What [`Io::begin`] lent, for [`Io::end`] (read once per invocation).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Lent {
+    ring: bool,
 }
 
 impl Io {
@@ -119,8 +148,17 @@ impl Io {
     /// queue's free run to the inline `dmaRxdPayload` if the applet has it
     /// ([`Io::ring_lent`], returned for [`Io::end`]: read once, since it
     /// cannot change during the invocation).
+    ///
+    /// Nothing of the free queue is lent here: the words say none is
+    /// lent between invocations, so an invocation's first inline
+    /// `getFreeBuffer`s take the rare path, whose native lends the ready
+    /// entries for the rest of the invocation from its second call on
+    /// ([`Io::pop_free`]). An invocation that takes no buffer pays
+    /// nothing for the lending but [`Io::end`]'s one test, and one that
+    /// takes one buffer (the standard applet's doRx for a message of one
+    /// buffer) a flag.
     #[inline]
-    pub(super) fn begin(&mut self) -> bool {
+    pub(super) fn begin(&mut self) -> Lent {
         let inv = &mut self.inv;
         inv.frames = 0;
         inv.bytes = 0;
@@ -141,7 +179,41 @@ impl Io {
         if lent && self.inv.words.ring.head() != self.rx.pushed() {
             self.lend_rx();
         }
-        lent
+        Lent { ring: lent }
+    }
+
+    /// Lends the inline `getFreeBuffer` the free queue's ready entries
+    /// from the next invocation on (`lent`), or stops: takes back what was
+    /// taken and lends none, so that nothing stays lent that [`Io::end`]
+    /// would not take back.
+    pub(super) fn set_free_lent(&mut self, lent: bool) {
+        self.take_free();
+        let (tail, _) = self.free.lend();
+        self.inv.words.queue.lend(tail, 0);
+        self.free_lent = lent;
+    }
+
+    /// Lends the inline `getFreeBuffer` the free queue's entries ready as
+    /// the producer's index was last read, or none while spare buffers
+    /// wait (the native gives those first).
+    #[inline]
+    fn lend_free(&mut self) {
+        let (tail, ready) = self.free.lend();
+        let ready = if self.spare.is_empty() { ready } else { 0 };
+        self.inv.words.queue.lend(tail, ready);
+    }
+
+    /// Takes back the entries the inline `getFreeBuffer` took since the
+    /// run was lent: the consumer takes them (given back to the
+    /// application at the next [`Io::publish`]), as [`Io::take_buffer`]
+    /// takes the native's.
+    #[inline]
+    fn take_free(&mut self) {
+        let n = self.inv.words.queue.take();
+        if n != 0 {
+            self.free.taken_many(n);
+            self.unpublished = true;
+        }
     }
 
     /// Lends the receive queue's free run to the inline `dmaRxdPayload`
@@ -159,11 +231,21 @@ impl Io {
     /// Ends an applet invocation (normally or by a trap): the receive
     /// descriptors its inline pushes wrote become the queue's, as the
     /// native's own pushes are (unpublished until [`Io::publish`]).
-    /// `lent`: what [`Io::begin`] returned.
+    /// The free-queue entries its inline `getFreeBuffer` took become
+    /// taken, as the native's are, and none stays lent (one test when
+    /// the native was not called). `lent`: what [`Io::begin`] returned.
     #[inline]
-    pub(super) fn end(&mut self, lent: bool) {
-        if lent {
+    pub(super) fn end(&mut self, lent: Lent) {
+        if lent.ring {
             self.take_rx();
+        }
+        if self.popped {
+            self.popped = false;
+            let n = self.inv.words.queue.take_all();
+            if n != 0 {
+                self.free.taken_many(n);
+                self.unpublished = true;
+            }
         }
     }
 
@@ -372,8 +454,27 @@ impl NativeHost for Io {
             .with_bytes_mut(at, src.len(), |dst| natives::i8_to_u8(dst, src));
     }
 
+    /// The invocation's first call takes a buffer and lends nothing (an
+    /// invocation that takes one buffer would pay for a lending it never
+    /// uses); from the second on, the inline `getFreeBuffer`'s entries
+    /// are taken back first and the ready ones lent again after, so that
+    /// the two kinds of pop read one queue in order (and an entry the
+    /// inline form left, being invalid, is skipped and counted here).
     fn pop_free(&mut self) -> Option<u32> {
-        self.take_buffer()
+        if !self.popped {
+            // Nothing is lent until now (`Io::popped`).
+            self.popped = true;
+            return self.take_buffer();
+        }
+        let lent = self.free_lent;
+        if lent {
+            self.take_free();
+        }
+        let b = self.take_buffer();
+        if lent {
+            self.lend_free();
+        }
+        b
     }
 
     /// A full receive queue drops the message, as it does without an
@@ -408,6 +509,12 @@ impl NativeHost for Io {
             bump(&self.stats.rx_queue_full);
             if let RxBody::Buffers(o) = body {
                 self.spare.extend_from_slice(o);
+                // Spare buffers come before the free queue's: none lent
+                // (and none was before the native's second call).
+                if self.free_lent && self.popped {
+                    self.take_free();
+                    self.lend_free();
+                }
             }
         }
         if lent {
@@ -725,13 +832,19 @@ pub(super) fn applet_tx(
 /// applet declares the inline `dmaRxdPayload` ([`Io::ring_lent`]); if the
 /// load fails, as the old applet (which stays) needed.
 pub(super) fn load_applet(bytes: &[u8], io: &mut Io) -> Result<Loaded, EngineError> {
-    let before = io.ring_lent;
+    let before = (io.ring_lent, io.free_lent);
     io.set_ring_lent(true);
+    io.set_free_lent(true);
     let loaded = load_and_construct(bytes, io);
-    io.set_ring_lent(match &loaded {
-        Ok(l) => l.applet.has_inline(jive::InlineForm::PushBytes),
+    let (ring, free) = match &loaded {
+        Ok(l) => (
+            l.applet.has_inline(jive::InlineForm::PushBytes),
+            l.applet.has_inline(jive::InlineForm::PopU32),
+        ),
         Err(_) => before,
-    });
+    };
+    io.set_ring_lent(ring);
+    io.set_free_lent(free);
     loaded
 }
 
@@ -807,6 +920,12 @@ mod tests {
             let port = engine.create_port(Config::default(), Some(bytes)).unwrap();
             let lent = port.rx.lock().io.ring_lent;
             assert_eq!(lent, declares(bytes), "{name}");
+            let pops = jive::check(bytes, &jive::Limits::default())
+                .unwrap()
+                .natives
+                .iter()
+                .any(|n| n.name == "getFreeBuffer");
+            assert_eq!(port.rx.lock().io.free_lent, pops, "{name}: free queue");
             *(if lent { &mut with } else { &mut without }) = Some((port, bytes));
         }
         let ((a, a_bytes), (b, b_bytes)) = (with.unwrap(), without.unwrap());
@@ -818,5 +937,52 @@ mod tests {
         assert!(b.rx.lock().io.ring_lent, "the old applet stays, lent");
         assert!(engine.set_applet(a.id, Some(b"not a class")).is_err());
         assert!(!a.rx.lock().io.ring_lent);
+    }
+
+    /// The free queue's entries are lent to the inline `getFreeBuffer`
+    /// only while no spare buffer waits (the native gives those first),
+    /// and again once the engine has taken buffers since.
+    #[test]
+    fn no_free_entry_is_lent_while_a_spare_buffer_waits() {
+        let net = crate::transport::LoopNet::new();
+        let engine = Engine::new(Box::new(
+            net.attach("10.0.0.1:7000".parse().unwrap()).unwrap(),
+        ));
+        let port = engine
+            .create_port(Config::default(), Some(crate::applets::STANDARD))
+            .unwrap();
+        let mut rx = port.rx.lock();
+        let io = &mut rx.io;
+        assert!(io.free_lent, "the standard applet calls getFreeBuffer");
+        let (_, _, freeq) = crate::shm::queues(&io.seg, &io.layout);
+        let mut app = Producer::new(freeq);
+        let bs = io.layout.config.buffer_size;
+        for i in 0..6 {
+            assert_eq!(app.push(i * bs), Ok(true));
+        }
+        // The engine reads the producer's index and takes one buffer.
+        assert_eq!(io.take_buffer(), Some(0));
+        // Nothing is lent at the start of an invocation: the first pop is
+        // the native's, which lends the entries it saw after its own.
+        let lent = io.begin();
+        assert_eq!(io.inv.words.queue.avail(), 0, "none lent at begin");
+        assert_eq!(io.pop_free(), Some(bs));
+        assert_eq!(io.inv.words.queue.avail(), 0, "none lent by the first");
+        assert_eq!(io.pop_free(), Some(2 * bs));
+        assert_eq!(io.inv.words.queue.avail(), 3, "the three seen are lent");
+        io.end(lent);
+        assert_eq!(io.inv.words.queue.avail(), 0, "none lent after end");
+        // It keeps two aside (a message it could not deliver): lent none
+        // while one waits, the queue's once the native gave them both.
+        let (c, d) = (io.take_buffer().unwrap(), io.take_buffer().unwrap());
+        io.spare.extend([c, d]);
+        let lent = io.begin();
+        io.popped = true; // as after a first call
+        assert_eq!(io.pop_free(), Some(d));
+        assert_eq!(io.inv.words.queue.avail(), 0, "a spare buffer waits");
+        assert_eq!(io.pop_free(), Some(c));
+        assert_eq!(io.inv.words.queue.avail(), 1, "the one seen is lent");
+        io.end(lent);
+        assert_eq!(io.inv.words.queue.avail(), 0, "none lent after end");
     }
 }

@@ -35,6 +35,7 @@ impl Engine {
         seg.write_header(&layout.header(id));
         let (txq, rxq, freeq) = queues(&seg, &layout);
         let rx_slots = rxq.rx_slots();
+        let free_slots = freeq.free_slots();
         let stats = Arc::new(PortStats::default());
         let framer = || -> Result<Framer, EngineError> {
             let pipeline =
@@ -63,9 +64,11 @@ impl Engine {
                     push_frames: budgets.push_frames.min(layout.config.tx_depth as usize),
                     ..budgets
                 },
-                inv: Invocation::new(rx_slots),
+                inv: Invocation::new(rx_slots, free_slots, &layout),
                 unpublished: false,
                 ring_lent: false,
+                free_lent: false,
+                popped: false,
             },
             applet: None,
             policy: TrapPolicy::Keep,
