@@ -30,6 +30,17 @@ pub(super) fn p(n: u8) -> Reg<P> {
     Reg::phys(n)
 }
 
+/// Where a run the host lends an inline native keeps its words, as
+/// offsets in [`crate::HostWords`]: the next entry's address, one past the
+/// last entry, the first entry, and how many entries are left in the run.
+#[derive(Clone, Copy)]
+struct LentRun {
+    next: i64,
+    limit: i64,
+    base: i64,
+    left: i64,
+}
+
 /// An int register as a 64-bit index. Every operation on an `i` register
 /// writes its 32 bits and clears the upper half (x86-64 zero-extends every
 /// 32-bit result), so the register is already the zero-extended value. An
@@ -1747,6 +1758,39 @@ impl<'p> Compiler<'p> {
         (rd, done)
     }
 
+    /// The end of an inline form that took the entry at `slot` of a run
+    /// the host lent (`run`: where its words are in the invocation's
+    /// [`crate::HostWords`] at `words`): the run's next entry `step` bytes
+    /// on, wrapping at its limit to its base, one fewer left in it, and
+    /// the unit counted. Uses the scratch registers `a` and `b`.
+    fn take_from_run(
+        &mut self,
+        words: Reg<P>,
+        slot: Reg<P>,
+        step: i64,
+        run: LentRun,
+        (a, b): (u8, u8),
+    ) {
+        use vcode::U;
+        let next = p(a);
+        self.f.add(next, slot, step);
+        let limit = p(b);
+        self.f.ld(limit, words, run.limit);
+        let kept = self.f.genlabel();
+        self.f.bne(next, limit, kept);
+        self.f.ld(next, words, run.base);
+        self.f.label(kept);
+        self.f.st(next, words, run.next);
+        let left = Reg::<U>::phys(b);
+        self.f.ld(left, words, run.left);
+        self.f.sub(left, left, 1);
+        self.f.st(left, words, run.left);
+        let count = Reg::<UL>::phys(b);
+        self.f.ld(count, words, W_WORK);
+        self.f.add(count, count, 1);
+        self.f.st(count, words, W_WORK);
+    }
+
     /// [`InlineForm::PopU32`] in place: with `w` the invocation's
     /// [`crate::HostWords`], if `w` is not null, `w.work + 1 < w.bound`
     /// (unsigned), the lent run has an entry (`w.queue.avail > 0`), and
@@ -1798,23 +1842,13 @@ impl<'p> Compiler<'p> {
         self.f.and(align, align, e);
         self.f.bne(align, 0, rare);
         // Every check passed: take it.
-        let next = p(w);
-        self.f.add(next, slot, 4);
-        let limit = p(x);
-        self.f.ld(limit, words, W_QUEUE_LIMIT);
-        let kept = self.f.genlabel();
-        self.f.bne(next, limit, kept);
-        self.f.ld(next, words, W_QUEUE_BASE);
-        self.f.label(kept);
-        self.f.st(next, words, W_QUEUE_NEXT);
-        let avail = Reg::<U>::phys(x);
-        self.f.ld(avail, words, W_QUEUE_AVAIL);
-        self.f.sub(avail, avail, 1);
-        self.f.st(avail, words, W_QUEUE_AVAIL);
-        let count = Reg::<UL>::phys(x);
-        self.f.ld(count, words, W_WORK);
-        self.f.add(count, count, 1);
-        self.f.st(count, words, W_WORK);
+        let queue = LentRun {
+            next: W_QUEUE_NEXT,
+            limit: W_QUEUE_LIMIT,
+            base: W_QUEUE_BASE,
+            left: W_QUEUE_AVAIL,
+        };
+        self.take_from_run(words, slot, 4, queue, (w, x));
         if rd.num() != v.num() {
             self.f.mov(rd, v);
         }
@@ -1981,23 +2015,13 @@ impl<'p> Compiler<'p> {
         let words = p(x);
         self.f.ld_local(words, self.locals.ctx);
         self.f.ld(words, words, C_WORDS);
-        let next = p(y);
-        self.f.add(next, slot, RING_SLOT as i64);
-        let limit = p(w);
-        self.f.ld(limit, words, W_RING_LIMIT);
-        let kept = self.f.genlabel();
-        self.f.bne(next, limit, kept);
-        self.f.ld(next, words, W_RING_BASE);
-        self.f.label(kept);
-        self.f.st(next, words, W_RING_NEXT);
-        let room = Reg::<U>::phys(y);
-        self.f.ld(room, words, W_RING_ROOM);
-        self.f.sub(room, room, 1);
-        self.f.st(room, words, W_RING_ROOM);
-        let count = Reg::<UL>::phys(y);
-        self.f.ld(count, words, W_WORK);
-        self.f.add(count, count, 1);
-        self.f.st(count, words, W_WORK);
+        let ring = LentRun {
+            next: W_RING_NEXT,
+            limit: W_RING_LIMIT,
+            base: W_RING_BASE,
+            left: W_RING_ROOM,
+        };
+        self.take_from_run(words, slot, RING_SLOT as i64, ring, (y, w));
         self.f.jmp(done);
         self.f.label(rare);
         done
