@@ -108,6 +108,25 @@ impl PartialEq for Counting {
 }
 
 impl Counting {
+    /// Gives this host an empty free queue of 4 entries (in a segment of
+    /// its own named `name`), lent to the inline getFreeBuffer, and the
+    /// application's end of it (`fill`).
+    fn lend_free_queue(&mut self, name: &str) {
+        let seg = Arc::new(Segment::create(name, 4096).unwrap());
+        let fq = ShmQueue::new(
+            seg,
+            QueueLayout {
+                offset: 0,
+                depth: 4,
+            },
+            4,
+        );
+        self.words.queue =
+            QueueWords::new(Arc::new(fq.free_slots().unwrap()), AREA, BUF - 1).unwrap();
+        self.free = Consumer::new(fq.clone());
+        self.fill = Producer::new(fq);
+    }
+
     fn new(rng: &mut StdRng) -> Counting {
         let depth = 1 << rng.random_range(0..4);
         let seg = Arc::new(Segment::create("fast-natives", 4096).unwrap());
@@ -736,19 +755,7 @@ fn the_inline_pop_takes_valid_entries_and_leaves_the_rest_to_the_native() {
     }
     let (mut hi, mut hj) = lending(9, 8);
     for h in [&mut hi, &mut hj] {
-        // An empty free queue of 4 entries, lent.
-        let seg = Arc::new(Segment::create("fast-natives-free", 4096).unwrap());
-        let fq = ShmQueue::new(
-            seg,
-            QueueLayout {
-                offset: 0,
-                depth: 4,
-            },
-            4,
-        );
-        h.words.queue = QueueWords::new(Arc::new(fq.free_slots().unwrap()), AREA, BUF - 1).unwrap();
-        h.free = Consumer::new(fq.clone());
-        h.fill = Producer::new(fq);
+        h.lend_free_queue("fast-natives-free");
         // No clock reading: each call's path is the queue's choice alone.
         h.words.bound = u64::MAX;
     }
@@ -866,19 +873,7 @@ fn the_inline_pops_of_one_invocation_wrap_at_the_queue_end() {
     }
     let (mut hi, mut hj) = lending(11, 8);
     for h in [&mut hi, &mut hj] {
-        // An empty free queue of 4 entries, lent.
-        let seg = Arc::new(Segment::create("fast-natives-wrap", 4096).unwrap());
-        let fq = ShmQueue::new(
-            seg,
-            QueueLayout {
-                offset: 0,
-                depth: 4,
-            },
-            4,
-        );
-        h.words.queue = QueueWords::new(Arc::new(fq.free_slots().unwrap()), AREA, BUF - 1).unwrap();
-        h.free = Consumer::new(fq.clone());
-        h.fill = Producer::new(fq);
+        h.lend_free_queue("fast-natives-wrap");
         h.words.bound = u64::MAX;
     }
     let mut ai = load(Engine::Interpreter);
