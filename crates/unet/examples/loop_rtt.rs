@@ -7,7 +7,15 @@
 //! cargo build --release -p unet --example loop_rtt
 //! target/release/examples/loop_rtt 200 0,8,56,57,1024   # 200 batches of 50
 //! BUFS=64x1024 target/release/examples/loop_rtt         # 64 buffers of 1 KiB
+//! ONE=1 target/release/examples/loop_rtt 200 0,56        # also both ends on one thread
+//! REPLY=0 target/release/examples/loop_rtt 200 57        # the echo answers 0 bytes
 //! ```
+//!
+//! `ONE=1` adds the U-Net round trip with both endpoints on the calling
+//! thread: the same two messages with no cache line crossing cores, so
+//! what is left is the path's own latency (its instructions and locked
+//! operations). `REPLY=n` makes the echo answer with at most `n` bytes of
+//! each message, to see one direction of a size alone.
 //!
 //! Each figure is the median of the batches' means, as in the demo (which
 //! also measures each cell again while it is unsteady; this does not).
@@ -91,11 +99,13 @@ fn unet_rtt(size: usize, n: usize) -> f64 {
     let ba = b.open_channel(e.local(), a.id()).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let st = stop.clone();
+    let reply: Option<usize> = std::env::var("REPLY").ok().map(|v| v.parse().unwrap());
     let echo = std::thread::spawn(move || {
         unet::affinity::pin(1);
         let mut buf = Vec::with_capacity(65536);
         while recv_into(&mut b, &mut buf, &st).is_some() {
-            send_all(&mut b, ba, &buf);
+            let n = reply.unwrap_or(buf.len()).min(buf.len());
+            send_all(&mut b, ba, &buf[..n]);
         }
         b
     });
@@ -105,11 +115,34 @@ fn unet_rtt(size: usize, n: usize) -> f64 {
     let r = batches(n, || {
         send_all(&mut a, ab, &msg);
         recv_into(&mut a, &mut buf, &never);
-        assert_eq!(buf.len(), size);
+        assert_eq!(buf.len(), reply.unwrap_or(size).min(size));
     });
     stop.store(true, Ordering::Relaxed);
     let _b = echo.join().unwrap();
     r
+}
+
+/// [`unet_rtt`] with both endpoints on this thread: the round trip's
+/// instructions and private cache traffic, without a line crossing cores.
+fn unet_one(size: usize, n: usize) -> f64 {
+    let net = LoopNet::new();
+    let e = Engine::new(Box::new(
+        net.attach("10.0.0.1:7000".parse().unwrap()).unwrap(),
+    ));
+    let mut a = e.create_endpoint(Config::default(), None).unwrap();
+    let mut b = e.create_endpoint(Config::default(), None).unwrap();
+    let ab = a.open_channel(e.local(), b.id()).unwrap();
+    let ba = b.open_channel(e.local(), a.id()).unwrap();
+    let msg = vec![0x5au8; size];
+    let mut buf = Vec::with_capacity(65536);
+    let never = AtomicBool::new(false);
+    batches(n, || {
+        send_all(&mut a, ab, &msg);
+        recv_into(&mut b, &mut buf, &never);
+        send_all(&mut b, ba, &buf);
+        recv_into(&mut a, &mut buf, &never);
+        assert_eq!(buf.len(), size);
+    })
 }
 
 fn ring_rtt(size: usize, n: usize) -> f64 {
@@ -195,8 +228,13 @@ fn main() {
     for &s in &sizes {
         let u = unet_rtt(s, n);
         let r = ring_rtt(s, n);
+        let one = if std::env::var_os("ONE").is_some() {
+            format!("  one thread {:.3} us", unet_one(s, n))
+        } else {
+            String::new()
+        };
         println!(
-            "{s:5} B  unet {u:.3} us  ring {r:.3} us  ratio {:.2}x",
+            "{s:5} B  unet {u:.3} us  ring {r:.3} us  ratio {:.2}x{one}",
             u / r
         );
     }
