@@ -40,9 +40,8 @@
 //! engine's endpoint table, read per packet without a lock or a reference
 //! count), `crossbeam-channel` (an applet's inbox: a bounded
 //! lock-free queue between the threads that deliver and the endpoint's
-//! own), `parking_lot` (its `lock_api`: the guard of the lock of an
-//! endpoint's transmit and receive sides, `engine/side_lock.rs`, whose raw
-//! lock is released with a plain store), `bytemuck` (an applet's
+//! own), `parking_lot` (the lock of an endpoint's transmit and receive
+//! sides, without poisoning), `bytemuck` (an applet's
 //! `byte[]`, `[i8]`, viewed as `[u8]` so that copies are one `memcpy`),
 //! `libc` (memfd, mmap, sockets), `ebpf` (the workspace's bpf(2) layer: the
 //! XDP program and socket map that feed the `xdp` transport), `thiserror`. Dev: `loom` (queue models), `proptest`, `rand`.

@@ -72,19 +72,20 @@ mod control;
 mod datapath;
 mod inbox;
 mod ports;
-mod side_lock;
 
 pub use applet_io::Io;
 use applet_io::*;
 /// The lock of an endpoint's transmit and receive sides, taken twice per
-/// message on the path without applet: taken with one locked instruction
-/// and released with a plain store (`side_lock.rs`), with no poisoning.
-/// Everything behind these locks (`TxSide`, `RxSide`) is consistent
-/// between the statements that can panic (a queue publishes an index only
-/// after its descriptor is whole, a counter is one store, an applet's
-/// traps are values), so the next holder takes the value as a panic left
-/// it.
-use side_lock::SideLock;
+/// message on the path without applet: `parking_lot`'s, whose uncontended
+/// lock and unlock are one atomic each, inlined, with no poisoning.
+/// `std::sync::Mutex` records a panic of its holder, about ten instructions
+/// per lock and unlock (callgrind, the short message path), and the engine
+/// never read that record: everything behind these locks (`TxSide`,
+/// `RxSide`) is consistent between the statements that can panic (a queue
+/// publishes an index only after its descriptor is whole, a counter is one
+/// store, an applet's traps are values), so the next holder takes the value
+/// as a panic left it, as every `lock` here always did.
+use parking_lot::Mutex as SideLock;
 
 /// Errors of the engine's control operations. A failed operation leaves
 /// the engine, its filters and its endpoints as they were.
