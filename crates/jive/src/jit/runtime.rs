@@ -102,6 +102,9 @@ pub(super) const W_QUEUE_BASE: i64 = crate::natives::QUEUE_BASE as i64;
 pub(super) const W_QUEUE_AVAIL: i64 = crate::natives::QUEUE_AVAIL as i64;
 pub(super) const W_QUEUE_BELOW: i64 = crate::natives::QUEUE_BELOW as i64;
 pub(super) const W_QUEUE_ALIGN: i64 = crate::natives::QUEUE_ALIGN as i64;
+/// [`crate::AreaWords`]' fields, for the inline copies.
+pub(super) const W_AREA_BASE: i64 = crate::natives::AREA_BASE as i64;
+pub(super) const W_AREA_LEN: i64 = crate::natives::AREA_LEN as i64;
 
 /// How to find a host value's [`HostWords`] for fast form `F`
 /// ([`words_entry`]): `checked` tests the value's type first; `typed` is for
