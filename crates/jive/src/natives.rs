@@ -123,9 +123,8 @@ pub struct HostWords {
 }
 
 /// The most bytes an inline copy ([`InlineForm::CopyOut`],
-/// [`InlineForm::CopyIn`]) moves; a longer copy takes the rare path, where
-/// the native's own copy (a `memcpy`) costs less than the inline loop and
-/// its call's cost is a smaller part of the whole.
+/// [`InlineForm::CopyIn`]) moves with its own loop; a longer copy calls a
+/// copy routine (a `memcpy`), which costs less than the loop there.
 pub const COPY_INLINE_MAX: usize = 128;
 
 /// Memory that holds a byte area the inline copies read and write
@@ -553,15 +552,16 @@ pub enum InlineForm {
     /// and returns `e`; otherwise (nothing taken) the native runs out of
     /// line, which skips and counts what it must.
     PopU32,
-    /// A `([BIII)V` native `(array, aoff, off, len)` that charges one unit
-    /// and copies `len` bytes from the area `w.area` lends, at `off`, into
-    /// the array at `aoff`: if `w.work + 1 < w.bound`, `0 <= len <=`
-    /// [`COPY_INLINE_MAX`], the array is a `byte[]` or `boolean[]` (not
-    /// null), `0 <= aoff` and `aoff + len <=` its length, `0 <= off` and
-    /// `off + len <= w.area`'s length, it copies the bytes and counts the
-    /// unit; otherwise (nothing written) the native runs out of line,
-    /// which makes its checks in its order and reports the first that
-    /// fails. unet's `doHtoLDMA`.
+    /// A `([BIII)V` native `(array, aoff, off, len)` that charges `1 +
+    /// len / 4096` units and copies `len` bytes from the area `w.area`
+    /// lends, at `off`, into the array at `aoff`: if `0 <= len`, `w.work +
+    /// 1 + len / 4096 < w.bound`, `0 <= off` and `off + len <= w.area`'s
+    /// length, the array is a `byte[]` or `boolean[]` (not null), `0 <=
+    /// aoff` and `aoff + len <=` its length, it counts the units and
+    /// copies the bytes (with its own loop up to [`COPY_INLINE_MAX`]
+    /// bytes, with a `memcpy` past it); otherwise (nothing written) the
+    /// native runs out of line, which makes its checks in its order and
+    /// reports the first that fails. unet's `doHtoLDMA`.
     CopyOut,
     /// [`InlineForm::CopyOut`] the other way: the array's `len` bytes at
     /// `aoff` into the area at `off`, under the same checks. unet's

@@ -212,6 +212,24 @@ pub(super) struct Runtime<'a, 'b> {
     pub(super) pending: Option<TrapKind>,
 }
 
+/// The copy of an inline `doHtoLDMA`/`doLtoHDMA` longer than the form's
+/// loop ([`crate::InlineForm::CopyOut`], [`crate::InlineForm::CopyIn`]):
+/// `n` bytes from `src` to `dst`. Generated code calls it only after the
+/// form's every check passed. Touches no state of the runtime, so the call
+/// site takes nothing back after it but the homes it saved.
+pub(super) extern "C" fn rt_copy(dst: *mut u8, src: *const u8, n: usize) {
+    // SAFETY: generated code passes `src` and `dst` only after checking
+    // that `[src, src + n)` and `[dst, dst + n)` lie one in the lent area
+    // (`AreaWords`: memory the host's `unsafe impl AreaBytes` promises
+    // valid for reads and writes of its length, kept alive by the words,
+    // reached by no Rust reference while the invocation runs) and the
+    // other in a live `byte[]` or `boolean[]` of the applet's heap (its
+    // directory entry's data and length, which nothing moves during a
+    // native call). The two never overlap: the area is the host's memory,
+    // the array the heap's.
+    unsafe { core::ptr::copy_nonoverlapping(src, dst, n) }
+}
+
 /// Allocation (`newarray`): returns the handle, or -1 with the trap pending.
 pub(super) extern "C" fn rt_newarray(ctx: *mut Ctx, prim: i64, len: i64) -> i64 {
     // SAFETY: generated code passes the context it was entered with, which
