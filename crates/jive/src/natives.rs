@@ -99,7 +99,9 @@ pub trait FastNative: 'static {
 #[repr(C)]
 #[derive(Debug, Default)]
 pub struct HostWords {
-    /// The budget's count of native calls (the host's work units).
+    /// The budget's count of native calls (the host's work units): one
+    /// per call, and one more per 4 KiB a copy moves
+    /// ([`InlineForm::CopyOut`], [`InlineForm::CopyIn`]).
     pub work: u64,
     /// The count an inline call must stay below: an inline call that would
     /// bring `work` to `bound` (a clock reading is due, or the budget is

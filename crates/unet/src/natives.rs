@@ -87,7 +87,8 @@ pub trait NativeHost: 'static {
     /// The words this host lends the JIT's inline natives
     /// ([`jive::HostWords`]), if any: then `work` must be the count that
     /// [`NativeHost::charge`] and [`NativeHost::try_charge`] keep (one unit
-    /// per call that moves no bytes), `bound` the count at which
+    /// per call that moves no bytes, `1 + bytes / 4096` for one that moves
+    /// `bytes`), `bound` the count at which
     /// `try_charge` declines, and `ints[0]` the buffer size as an `int`
     /// (negative if it does not fit one), so that the inline
     /// `getFreeBufferLength` gives, charges and declines as its other forms

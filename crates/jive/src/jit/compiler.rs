@@ -2036,10 +2036,10 @@ impl<'p> Compiler<'p> {
     /// [`InlineForm::CopyIn`] in place, for the native call whose four
     /// arguments `(array, aoff, off, len)` are the stack's entries from
     /// `first` (synced into their homes): with `w` the invocation's
-    /// [`crate::HostWords`], if `len >= 0`, `w` is not null, `w.work + 1 +
-    /// len / 4096 < w.bound` (unsigned), `off + len <= w.area.len` (in 64
-    /// bits, `off` zero-extended: a negative one is past every area, which
-    /// is below 2^31), the array's directory entry says bytes (`null`'s
+    /// [`crate::HostWords`], if `w` is not null, `w.work + 1 + len / 4096
+    /// < w.bound` (unsigned), `off + len <= w.area.len` (in 64 bits, `off`
+    /// and `len` zero-extended: a negative one is past every area, which is
+    /// below 2^31), the array's directory entry says bytes (`null`'s
     /// does not), `aoff >= 0` and `aoff + len <=` the array's length (in 32
     /// bits, which cannot wrap: both are below 2^31), it counts the units,
     /// copies the `len` bytes (a loop up to `COPY_INLINE_MAX`, a call of
@@ -2059,9 +2059,11 @@ impl<'p> Compiler<'p> {
             self.stack[first + 2],
             self.stack[first + 3],
         );
-        // The length (kept in its home or W until the copy).
+        // The length (kept in its home or W until the copy). A negative
+        // one is, zero-extended, at least 2^31: past every area (below),
+        // so it needs no test of its own; until that check its units are
+        // only compared, never counted.
         let rl = self.reg_of(len, w);
-        self.f.blt(rl, 0, rare);
         // The words and the budget: the units a native moving `len`
         // bytes charges, one and one per 4 KiB.
         let words = p(z);
