@@ -135,7 +135,7 @@ pub const COPY_INLINE_MAX: usize = 128;
 /// # Safety
 ///
 /// [`AreaBytes::bytes`] returns the same address every time, valid for
-/// reads and writes of [`AreaBytes::len`] bytes (the same every time) for
+/// reads and writes of [`AreaBytes::size`] bytes (the same every time) for
 /// as long as the value lives. Generated code reads and writes that memory
 /// through raw pointers while an invocation runs, so no Rust reference to
 /// it may exist meanwhile (shared memory that is only ever reached through
@@ -146,7 +146,7 @@ pub unsafe trait AreaBytes: Send + Sync + 'static {
     /// The address of the area's first byte.
     fn bytes(&self) -> *mut u8;
     /// The area's length in bytes.
-    fn len(&self) -> u32;
+    fn size(&self) -> u32;
 }
 
 /// A byte area that the JIT's inline copies ([`InlineForm::CopyOut`],
@@ -184,12 +184,12 @@ impl AreaWords {
     /// end, and the inline copies make one compare for both).
     pub fn new(mem: Arc<dyn AreaBytes>) -> Option<AreaWords> {
         let base = mem.bytes() as usize;
-        if base == 0 || mem.len() >= 1 << 31 {
+        if base == 0 || mem.size() >= 1 << 31 {
             return None;
         }
         Some(AreaWords {
             base,
-            len: u64::from(mem.len()),
+            len: u64::from(mem.size()),
             keep: Some(mem),
         })
     }

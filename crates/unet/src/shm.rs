@@ -458,7 +458,7 @@ unsafe impl jive::AreaBytes for AreaBytes {
         // SAFETY: `off` is within the mapping (see above).
         unsafe { self.seg.base.as_ptr().add(self.off) }
     }
-    fn len(&self) -> u32 {
+    fn size(&self) -> u32 {
         self.len
     }
 }
