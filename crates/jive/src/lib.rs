@@ -92,8 +92,9 @@ pub use crate::heap::Object;
 pub use crate::interpreter::Outcome;
 pub use crate::limits::Limits;
 pub use crate::natives::{
-    Arrays, Context, FastError, FastNative, HostWords, InlineForm, NativeError, NativeFn, Natives,
-    QueueSlots, QueueWords, RING_BYTES, RING_SLOT, RingSlots, RingWords,
+    AreaBytes, AreaWords, Arrays, COPY_INLINE_MAX, Context, FastError, FastNative, HostWords,
+    InlineForm, NativeError, NativeFn, Natives, QueueSlots, QueueWords, RING_BYTES, RING_SLOT,
+    RingSlots, RingWords,
 };
 
 use crate::classfile::ClassFile;

@@ -99,7 +99,9 @@ pub trait FastNative: 'static {
 #[repr(C)]
 #[derive(Debug, Default)]
 pub struct HostWords {
-    /// The budget's count of native calls (the host's work units).
+    /// The budget's count of native calls (the host's work units): one
+    /// per call, and one more per 4 KiB a copy moves
+    /// ([`InlineForm::CopyOut`], [`InlineForm::CopyIn`]).
     pub work: u64,
     /// The count an inline call must stay below: an inline call that would
     /// bring `work` to `bound` (a clock reading is due, or the budget is
@@ -116,7 +118,101 @@ pub struct HostWords {
     /// ([`InlineForm::PopU32`]): its next entry, how many are lent and the
     /// bounds every entry it returns is checked against.
     pub queue: QueueWords,
+    /// A byte area the inline copies read and write
+    /// ([`InlineForm::CopyOut`], [`InlineForm::CopyIn`]): its address and
+    /// length.
+    pub area: AreaWords,
 }
+
+/// The most bytes an inline copy ([`InlineForm::CopyOut`],
+/// [`InlineForm::CopyIn`]) moves with its own loop; a longer copy calls a
+/// copy routine (a `memcpy`), which costs less than the loop there.
+pub const COPY_INLINE_MAX: usize = 128;
+
+/// Memory that holds a byte area the inline copies read and write
+/// ([`AreaWords::new`]).
+///
+/// # Safety
+///
+/// [`AreaBytes::bytes`] returns the same address every time, valid for
+/// reads and writes of [`AreaBytes::size`] bytes (the same every time) for
+/// as long as the value lives. Generated code reads and writes that memory
+/// through raw pointers while an invocation runs, so no Rust reference to
+/// it may exist meanwhile (shared memory that is only ever reached through
+/// raw pointers, volatile accesses and atomics, as unet's segment is), and
+/// another party may write it meanwhile: the inline copies only move its
+/// bytes, never check a value read from it.
+pub unsafe trait AreaBytes: Send + Sync + 'static {
+    /// The address of the area's first byte.
+    fn bytes(&self) -> *mut u8;
+    /// The area's length in bytes.
+    fn size(&self) -> u32;
+}
+
+/// A byte area that the JIT's inline copies ([`InlineForm::CopyOut`],
+/// [`InlineForm::CopyIn`]) move bytes from and to, part of
+/// [`HostWords`]: lent for the host's life, not per invocation (the
+/// copies move bytes and change no index the host keeps). The fields are
+/// private: `base` is the address of the memory `keep` keeps alive, `len`
+/// its length (0 without an area: then only a copy of no bytes at offset
+/// 0 passes the bounds check, and it touches nothing).
+#[repr(C)]
+#[derive(Default)]
+pub struct AreaWords {
+    /// The area's first byte (0: no area).
+    base: usize,
+    /// The area's length, as a 64-bit word (generated code compares an
+    /// offset plus a length, each below 2^31, against it in 64 bits).
+    len: u64,
+    /// The area's memory, kept alive while the words point into it.
+    keep: Option<Arc<dyn AreaBytes>>,
+}
+
+impl core::fmt::Debug for AreaWords {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("AreaWords")
+            .field("area", &self.keep.is_some())
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+impl AreaWords {
+    /// Words for the area in `mem`. `None` if its address is null or it
+    /// holds 2^31 bytes or more (so that an offset an `int` holds, taken
+    /// as unsigned, is past it exactly when it is negative or past its
+    /// end, and the inline copies make one compare for both).
+    pub fn new(mem: Arc<dyn AreaBytes>) -> Option<AreaWords> {
+        let base = mem.bytes() as usize;
+        if base == 0 || mem.size() >= 1 << 31 {
+            return None;
+        }
+        Some(AreaWords {
+            base,
+            len: u64::from(mem.size()),
+            keep: Some(mem),
+        })
+    }
+
+    /// The area's length in bytes (0 without an area).
+    #[inline]
+    pub fn len(&self) -> u32 {
+        self.len as u32
+    }
+
+    /// Whether no area is lent (or an empty one).
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// [`AreaWords`]' fields that generated code reads, as offsets into
+/// [`HostWords`].
+pub(crate) const AREA_BASE: usize =
+    core::mem::offset_of!(HostWords, area) + core::mem::offset_of!(AreaWords, base);
+pub(crate) const AREA_LEN: usize =
+    core::mem::offset_of!(HostWords, area) + core::mem::offset_of!(AreaWords, len);
 
 /// The size of a slot of a ring that [`InlineForm::PushBytes`] writes, in
 /// bytes: an 8-byte header, then up to [`RING_BYTES`] bytes.
@@ -458,6 +554,21 @@ pub enum InlineForm {
     /// and returns `e`; otherwise (nothing taken) the native runs out of
     /// line, which skips and counts what it must.
     PopU32,
+    /// A `([BIII)V` native `(array, aoff, off, len)` that charges `1 +
+    /// len / 4096` units and copies `len` bytes from the area `w.area`
+    /// lends, at `off`, into the array at `aoff`: if `0 <= len`, `w.work +
+    /// 1 + len / 4096 < w.bound`, `0 <= off` and `off + len <= w.area`'s
+    /// length, the array is a `byte[]` or `boolean[]` (not null), `0 <=
+    /// aoff` and `aoff + len <=` its length, it counts the units and
+    /// copies the bytes (with its own loop up to [`COPY_INLINE_MAX`]
+    /// bytes, with a `memcpy` past it); otherwise (nothing written) the
+    /// native runs out of line, which makes its checks in its order and
+    /// reports the first that fails. unet's `doHtoLDMA`.
+    CopyOut,
+    /// [`InlineForm::CopyOut`] the other way: the array's `len` bytes at
+    /// `aoff` into the area at `off`, under the same checks. unet's
+    /// `doLtoHDMA`.
+    CopyIn,
 }
 
 /// What [`Natives::set_fast`] recorded for the JIT: the runtime entry of a
@@ -650,6 +761,7 @@ impl Natives {
             InlineForm::Int(k) => descriptor == "()I" && usize::from(k) < 2,
             InlineForm::PushBytes => descriptor == "([BII)V",
             InlineForm::PopU32 => descriptor == "()I",
+            InlineForm::CopyOut | InlineForm::CopyIn => descriptor == "([BIII)V",
         };
         if !fits {
             return Err(FastError::InlineShape {

@@ -87,7 +87,8 @@ pub trait NativeHost: 'static {
     /// The words this host lends the JIT's inline natives
     /// ([`jive::HostWords`]), if any: then `work` must be the count that
     /// [`NativeHost::charge`] and [`NativeHost::try_charge`] keep (one unit
-    /// per call that moves no bytes), `bound` the count at which
+    /// per call that moves no bytes, `1 + bytes / 4096` for one that moves
+    /// `bytes`), `bound` the count at which
     /// `try_charge` declines, and `ints[0]` the buffer size as an `int`
     /// (negative if it does not fit one), so that the inline
     /// `getFreeBufferLength` gives, charges and declines as its other forms
@@ -106,8 +107,12 @@ pub trait NativeHost: 'static {
     /// what the inline `getFreeBuffer` took ([`jive::QueueWords::take`])
     /// before it reads the queue and lend the run again after, so that an
     /// entry the inline form declined (an invalid one) is skipped and
-    /// counted there. The default lends none, and the inline forms then
-    /// always take their rare path.
+    /// counted there. If `area` lends an area ([`jive::AreaWords`]), it
+    /// must be the buffer area itself, of [`NativeHost::area_len`] bytes,
+    /// which [`NativeHost::read_area`] and [`NativeHost::write_area`]
+    /// copy from and to, so that the inline `doHtoLDMA` and `doLtoHDMA`
+    /// check and move what the natives would. The default lends none, and
+    /// the inline forms then always take their rare path.
     fn words(&mut self) -> Option<&mut jive::HostWords> {
         None
     }
@@ -250,7 +255,7 @@ pub fn bind<H: NativeHost>() -> Natives {
     register::<H, GetFreeBuffer>(&mut t);
     register::<H, GetFreeBufferLength>(&mut t);
     // Cannot fail: the natives have fast forms, and their descriptors fit
-    // the forms (`()I`, `([BII)V`).
+    // the forms (`()I`, `([BII)V`, `([BIII)V`).
     let _ = t.set_inline(
         GetFreeBuffer::NAME,
         GetFreeBuffer::DESCRIPTOR,
@@ -260,6 +265,16 @@ pub fn bind<H: NativeHost>() -> Natives {
         GetFreeBufferLength::NAME,
         GetFreeBufferLength::DESCRIPTOR,
         jive::InlineForm::Int(0),
+    );
+    let _ = t.set_inline(
+        DoHtoLDma::NAME,
+        DoHtoLDma::DESCRIPTOR,
+        jive::InlineForm::CopyOut,
+    );
+    let _ = t.set_inline(
+        DoLtoHDma::NAME,
+        DoLtoHDma::DESCRIPTOR,
+        jive::InlineForm::CopyIn,
     );
     let _ = t.set_inline(
         DmaRxdPayload::NAME,

@@ -422,6 +422,47 @@ unsafe impl jive::RingSlots for RxSlots {
     }
 }
 
+/// An endpoint's buffer area, which the JIT's inline `doHtoLDMA` and
+/// `doLtoHDMA` copy from and to ([`jive::AreaBytes`], lent for the
+/// endpoint's life through [`jive::AreaWords`]): kept alive by its handle
+/// on the segment.
+#[derive(Debug)]
+pub struct AreaBytes {
+    seg: Arc<Segment>,
+    off: usize,
+    len: u32,
+}
+
+impl Segment {
+    /// The `len` bytes at `off` as a buffer area for the JIT's inline
+    /// copies; `None` if they do not lie in the mapping.
+    pub fn area_bytes(self: &Arc<Segment>, off: usize, len: u32) -> Option<AreaBytes> {
+        let end = off.checked_add(len as usize)?;
+        (end <= self.len).then(|| AreaBytes {
+            seg: self.clone(),
+            off,
+            len,
+        })
+    }
+}
+
+// SAFETY: `bytes` is `off` bytes into the mapping, and `off + len` lies
+// within it (checked by `Segment::area_bytes`); the address and the length
+// are fixed, and valid as long as `self`, whose `Arc` holds the segment.
+// The mapping is only ever reached through raw pointers, volatile accesses,
+// atomics and short-lived views that the engine makes while it holds the
+// endpoint's state lock (`with_bytes`), never while an invocation runs;
+// generated code only copies bytes in and out of it.
+unsafe impl jive::AreaBytes for AreaBytes {
+    fn bytes(&self) -> *mut u8 {
+        // SAFETY: `off` is within the mapping (see above).
+        unsafe { self.seg.base.as_ptr().add(self.off) }
+    }
+    fn size(&self) -> u32 {
+        self.len
+    }
+}
+
 /// The entries of a free queue, which the JIT's inline `getFreeBuffer`
 /// reads ([`jive::QueueSlots`], lent per invocation through
 /// [`jive::QueueWords`]): kept alive by the queue's handle on the segment.

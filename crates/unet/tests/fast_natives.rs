@@ -28,7 +28,9 @@
 
 use std::sync::Arc;
 
-use jive::{Applet, Engine, HostWords, InvokeError, Limits, Object, QueueWords, RingWords};
+use jive::{
+    Applet, AreaWords, Engine, HostWords, InvokeError, Limits, Object, QueueWords, RingWords,
+};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use unet::applets;
@@ -53,7 +55,12 @@ enum Rx {
 /// An endpoint that counts what it is charged as the engine's does.
 #[derive(Debug)]
 struct Counting {
-    area: Vec<u8>,
+    /// The buffer area: a shared segment of its own, lent to the inline
+    /// `doHtoLDMA` and `doLtoHDMA` (`words.area`) in most streams.
+    area: Arc<Segment>,
+    /// Calls of `read_area` and `write_area` (not compared: the inline
+    /// copies make none).
+    copies: std::cell::Cell<u64>,
     /// The free queue: the endpoint's side and the application's, the
     /// buffers the endpoint holds (given first, as `Io::take_buffer`
     /// does), and the invalid entries and corrupt indices it counted.
@@ -90,7 +97,7 @@ struct Counting {
 
 impl PartialEq for Counting {
     fn eq(&self, o: &Counting) -> bool {
-        self.area == o.area
+        self.area_bytes() == o.area_bytes()
             && self.free.lend() == o.free.lend()
             && self.fill.pushed() == o.fill.pushed()
             && self.spare == o.spare
@@ -108,6 +115,11 @@ impl PartialEq for Counting {
 }
 
 impl Counting {
+    /// The area's bytes.
+    fn area_bytes(&self) -> Vec<u8> {
+        self.area.with_bytes(0, AREA as usize, |b| b.to_vec())
+    }
+
     /// Gives this host an empty free queue of 4 entries (in a segment of
     /// its own named `name`), lent to the inline getFreeBuffer, and the
     /// application's end of it (`fill`).
@@ -154,8 +166,20 @@ impl Counting {
         for i in 0..BUFFERS.min(fdepth) {
             fill.push(i * BUF).unwrap();
         }
+        let area = Arc::new(Segment::create("fast-natives-area", AREA as usize).unwrap());
+        area.with_bytes_mut(0, AREA as usize, |b| {
+            for (i, x) in b.iter_mut().enumerate() {
+                *x = (i * 7 + 3) as u8;
+            }
+        });
+        let lend_area = rng.random_bool(0.8);
+        let area_words = match area.area_bytes(0, AREA) {
+            Some(a) if lend_area => AreaWords::new(Arc::new(a)).unwrap(),
+            _ => AreaWords::default(),
+        };
         Counting {
-            area: (0..AREA).map(|i| (i * 7 + 3) as u8).collect(),
+            area,
+            copies: std::cell::Cell::new(0),
             free: Consumer::new(fq),
             fill,
             spare: Vec::new(),
@@ -176,6 +200,7 @@ impl Counting {
                 ints: [BUF as i32, 0],
                 ring,
                 queue,
+                area: area_words,
             },
             lend: rng.random_bool(0.8),
             checks: 0,
@@ -274,10 +299,14 @@ impl NativeHost for Counting {
         AREA
     }
     fn read_area(&self, off: u32, dst: &mut [i8]) {
-        unet::natives::u8_to_i8(dst, &self.area[off as usize..off as usize + dst.len()]);
+        self.copies.set(self.copies.get() + 1);
+        self.area
+            .with_bytes(off as usize, dst.len(), |b| unet::natives::u8_to_i8(dst, b));
     }
     fn write_area(&mut self, off: u32, src: &[i8]) {
-        unet::natives::i8_to_u8(&mut self.area[off as usize..off as usize + src.len()], src);
+        self.copies.set(self.copies.get() + 1);
+        self.area
+            .with_bytes_mut(off as usize, src.len(), |b| unet::natives::i8_to_u8(b, src));
     }
     fn pop_free(&mut self) -> Option<u32> {
         self.pops += 1;
@@ -921,4 +950,170 @@ fn the_inline_pops_of_one_invocation_wrap_at_the_queue_end() {
     }
     assert_eq!(hi.free.lend(), hj.free.lend());
     assert_eq!(hi.free.lend().1, 0, "every entry given was taken");
+}
+
+impl Counting {
+    /// Lends this host's buffer area to the inline copies.
+    fn lend_area(&mut self) {
+        let a = self.area.area_bytes(0, AREA).unwrap();
+        self.words.area = AreaWords::new(Arc::new(a)).unwrap();
+    }
+}
+
+/// `doHtoLDMA` (Escape's mode 1, 7 with a null array) and `doLtoHDMA`
+/// (2, 8) with array offsets, area offsets and lengths at and past every
+/// bound the natives check, on arrays shorter and longer than the copies:
+/// the JIT's inline copy moves what the native moves where every check
+/// passes (no native copy made; its own loop up to `COPY_INLINE_MAX`
+/// bytes, a `memcpy` past it), and leaves every other call to the native,
+/// which traps with its own message at its own check (nothing moved on
+/// either engine).
+#[test]
+fn the_inline_copies_move_what_the_natives_move_and_decline_past_every_check() {
+    if !jive::jit::available() {
+        return;
+    }
+    let (mut hi, mut hj) = lending(13, 8);
+    for h in [&mut hi, &mut hj] {
+        h.lend_area();
+        // No clock reading: each call's path is its arguments' choice.
+        h.words.bound = u64::MAX;
+    }
+    let mut ai = load(Engine::Interpreter);
+    let mut aj = load(Engine::Jit);
+    let max = jive::COPY_INLINE_MAX as i32;
+    let area = AREA as i32;
+    let aoffs = [i32::MIN, -1, 0, 1, 8, 39, 72, 199, 200];
+    let offs = [
+        i32::MIN,
+        -1,
+        0,
+        1,
+        7,
+        area - max - 1,
+        area - max,
+        area - 41,
+        area - 40,
+        area - 1,
+        area,
+        i32::MAX,
+    ];
+    let lens = [
+        i32::MIN,
+        -1,
+        0,
+        1,
+        7,
+        8,
+        9,
+        40,
+        max - 1,
+        max,
+        max + 1,
+        4096,
+        i32::MAX,
+    ];
+    let (mut inline, mut long, mut trapped) = (0, 0, 0);
+    for mode in [1, 2, 7, 8] {
+        for buf in [0usize, 7, 40, 200, 4100] {
+            let bytes: Vec<u8> = (0..buf).map(|i| (i * 29 + 5) as u8).collect();
+            for &aoff in &aoffs {
+                for &off in &offs {
+                    for &len in &lens {
+                        for app in [&mut ai, &mut aj] {
+                            app.set_static_int("mode", mode).unwrap();
+                            app.set_static_int("a", aoff).unwrap();
+                            app.set_static_int("b", off).unwrap();
+                            app.set_static_int("c", len).unwrap();
+                            app.set_static_array("Buf", &bytes).unwrap();
+                        }
+                        let native = hj.copies.get();
+                        let i = call(&mut ai, &mut hi, false);
+                        let j = call(&mut aj, &mut hj, false);
+                        let what = format!("mode {mode}, buf {buf}, ({aoff}, {off}, {len})");
+                        assert_eq!(i, j, "{what}: interpreter and JIT differ");
+                        assert_eq!(hi, hj, "{what}: the endpoints differ");
+                        let fits = mode <= 2
+                            && len >= 0
+                            && aoff >= 0
+                            && i64::from(aoff) + i64::from(len) <= buf as i64
+                            && off >= 0
+                            && i64::from(off) + i64::from(len) <= i64::from(area);
+                        let stayed = hj.copies.get() == native;
+                        match &i.outcome {
+                            Ok(_) => {
+                                assert!(fits, "{what}: copied past a check");
+                                assert!(stayed, "{what}: the JIT called the native");
+                                inline += 1;
+                                if len > max {
+                                    long += 1;
+                                }
+                            }
+                            Err(t) => {
+                                assert!(!fits, "{what}: trapped: {t}");
+                                assert!(stayed, "{what}: a trapping call copied");
+                                trapped += 1;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(inline > 300, "only {inline} inline copies");
+    assert!(long > 10, "only {long} copies past the inline loop");
+    assert!(trapped > 1000, "only {trapped} traps");
+}
+
+/// A budget spent by copies: the inline copy counts its unit as the
+/// native does, and declines the call that would reach the clock reading,
+/// so that both engines trap at the same call with the native's message.
+#[test]
+fn a_budget_spent_by_copies_traps_at_the_same_call_on_both_engines() {
+    if !jive::jit::available() {
+        return;
+    }
+    let mut rng = StdRng::seed_from_u64(17);
+    let mut hj = Counting::new(&mut rng.clone());
+    let mut hi = Counting::new(&mut rng);
+    for h in [&mut hi, &mut hj] {
+        h.budget = 50;
+        h.lend = true;
+        h.lend_area();
+    }
+    let mut ai = load(Engine::Interpreter);
+    let mut aj = load(Engine::Jit);
+    let mut first_trap = None;
+    for step in 0..100 {
+        for app in [&mut ai, &mut aj] {
+            // Copies of 40 bytes (one unit) and of 4096 (two), so that
+            // the units counted inline are the native's.
+            let long = step % 3 == 2;
+            app.set_static_int("mode", 1 + step % 2).unwrap();
+            app.set_static_int("a", 3).unwrap();
+            app.set_static_int("b", if long { 0 } else { 64 * step })
+                .unwrap();
+            app.set_static_int("c", if long { 4096 } else { 40 })
+                .unwrap();
+            app.set_static_array("Buf", &[9; 4100]).unwrap();
+        }
+        let i = call(&mut ai, &mut hi, false);
+        let j = call(&mut aj, &mut hj, false);
+        assert_eq!(i, j, "step {step}");
+        assert_eq!(hi, hj, "step {step}");
+        if let Err(trap) = &i.outcome
+            && first_trap.is_none()
+        {
+            first_trap = Some(step);
+            assert!(
+                trap.contains("DMA([BIII)V: the applet exceeded its budget of 50 work units"),
+                "{trap}"
+            );
+        }
+    }
+    // 50 units allowed, 4 per 3 calls; the first clock reading past them
+    // (one every 8 units, at 56) is the 42nd call's, which traps.
+    assert_eq!(first_trap, Some(41));
+    // The JIT's copies before the clock readings were inline.
+    assert!(hj.copies.get() < hi.copies.get() / 2);
 }

@@ -1671,6 +1671,11 @@ impl<'p> Compiler<'p> {
             {
                 Some(self.inline_push(first, len_const))
             }
+            Some(form @ (InlineForm::CopyOut | InlineForm::CopyIn))
+                if k == 4 && !has_ret && decl.fast != 0 && len_const.is_none_or(|c| c >= 0) =>
+            {
+                Some(self.inline_copy(first, form == InlineForm::CopyOut))
+            }
             _ => None,
         };
         self.args_to_memory(first);
@@ -2022,6 +2027,146 @@ impl<'p> Compiler<'p> {
             left: W_RING_ROOM,
         };
         self.take_from_run(words, slot, RING_SLOT as i64, ring, (y, w));
+        self.f.jmp(done);
+        self.f.label(rare);
+        done
+    }
+
+    /// [`InlineForm::CopyOut`] (`out`: area to array) or
+    /// [`InlineForm::CopyIn`] in place, for the native call whose four
+    /// arguments `(array, aoff, off, len)` are the stack's entries from
+    /// `first` (synced into their homes): with `w` the invocation's
+    /// [`crate::HostWords`], if `w` is not null, `w.work + 1 + len / 4096
+    /// < w.bound` (unsigned), `off + len <= w.area.len` (in 64 bits, `off`
+    /// and `len` zero-extended: a negative one is past every area, which is
+    /// below 2^31), the array's directory entry says bytes (`null`'s
+    /// does not), `aoff >= 0` and `aoff + len <=` the array's length (in 32
+    /// bits, which cannot wrap: both are below 2^31), it counts the units,
+    /// copies the `len` bytes (a loop up to `COPY_INLINE_MAX`, a call of
+    /// [`rt_copy`] past it) and jumps to the returned label. Otherwise it
+    /// falls through to the call the caller emits next (the rare path),
+    /// whose native makes every check in its own order and reports the
+    /// first that fails. Every check comes before the first store, so the
+    /// rare path runs as if the form had not been tried. Uses X, Y, Z and
+    /// W; the arguments' homes are only read.
+    fn inline_copy(&mut self, first: usize, out: bool) -> Label {
+        use vcode::U;
+        let (rare, done) = (self.f.genlabel(), self.f.genlabel());
+        let (x, y, z, w) = (self.regs.x, self.regs.y, self.regs.z, self.regs.w);
+        let (arr, aoff, off, len) = (
+            self.stack[first],
+            self.stack[first + 1],
+            self.stack[first + 2],
+            self.stack[first + 3],
+        );
+        // The length (kept in its home or W until the copy). A negative
+        // one is, zero-extended, at least 2^31: past every area (below),
+        // so it needs no test of its own; until that check its units are
+        // only compared, never counted.
+        let rl = self.reg_of(len, w);
+        // The words and the budget: the units a native moving `len`
+        // bytes charges, one and one per 4 KiB.
+        let words = p(z);
+        self.f.ld_local(words, self.locals.ctx);
+        self.f.ld(words, words, C_WORDS);
+        self.f.beq(words, 0, rare);
+        let count = Reg::<UL>::phys(x);
+        self.f.rsh(count, ix(rl), 12);
+        self.f.add(count, count, 1);
+        let work = Reg::<UL>::phys(y);
+        self.f.ld(work, words, W_WORK);
+        self.f.add(count, count, work);
+        let bound = Reg::<UL>::phys(y);
+        self.f.ld(bound, words, W_BOUND);
+        self.f.bge(count, bound, rare);
+        // The area's range, in 64 bits: a negative `off` is, zero-extended,
+        // at least 2^31, past any lent area (`AreaWords` lends less), and
+        // the sum of two values below 2^32 cannot wrap.
+        let ro = self.reg_of(off, x);
+        let end = Reg::<UL>::phys(x);
+        self.f.add(end, ix(ro), ix(rl));
+        let area = Reg::<UL>::phys(y);
+        self.f.ld(area, words, W_AREA_LEN);
+        self.f.bgt(end, area, rare);
+        // The array: its entry's second word holds its length (bits
+        // 0-31) and whether its elements are bytes (bits 40-47). Z is
+        // free from here (the words are loaded again below).
+        let ra = self.reg_of(arr, x);
+        let dir = self.ld_base(y, Base::Dir);
+        let e = Reg::<UL>::phys(y);
+        self.f.ldx(e, Ty::UL, dir, ix(ra), 8, DIR_LEN);
+        let rao = self.reg_of(aoff, z);
+        self.f.blt(rao, 0, rare);
+        let aend = Reg::<U>::phys(z);
+        self.f
+            .add(aend, Reg::<U>::phys(rao.num()), Reg::<U>::phys(rl.num()));
+        self.f.bgt(aend, Reg::<U>::phys(e.num()), rare);
+        self.f.rsh(e, e, i64::from(DIR_BYTES_SHIFT));
+        self.f.bne(e, 1, rare);
+        // Every check passed: the array's bytes at `aoff` (Y).
+        let dir = self.ld_base(y, Base::Dir);
+        let at = Reg::<UL>::phys(y);
+        self.f.ldx(at, Ty::P, dir, ix(ra), 8, DIR_DATA);
+        let rao = self.reg_of(aoff, z);
+        self.f.add(at, at, ix(rao));
+        // The units counted (nothing can fail from here on), then the
+        // area's bytes at `off` (X).
+        let words = p(x);
+        self.f.ld_local(words, self.locals.ctx);
+        self.f.ld(words, words, C_WORDS);
+        let count = Reg::<UL>::phys(z);
+        self.f.rsh(count, ix(rl), 12);
+        self.f.add(count, count, 1);
+        let work = Reg::<UL>::phys(w);
+        self.f.ld(work, words, W_WORK);
+        self.f.add(count, count, work);
+        self.f.st(count, words, W_WORK);
+        let base = Reg::<UL>::phys(x);
+        self.f.ld(base, words, W_AREA_BASE);
+        let ro = self.reg_of(off, z);
+        self.f.add(base, base, ix(ro));
+        let (src, dst) = if out { (p(x), p(y)) } else { (p(y), p(x)) };
+        let rl = self.reg_of(len, w);
+        let n = Reg::<UL>::phys(w);
+        if rl.num() != w {
+            self.f.mov(n, Reg::<UL>::phys(rl.num()));
+        }
+        // Up to `COPY_INLINE_MAX` bytes: down from the end, 8 bytes at a
+        // time, then the first 8 again (overlapping); under 8, byte by
+        // byte. Every access stays inside the two checked ranges. Past
+        // it, `rt_copy` (a `memcpy`), with the homes saved around it.
+        let t = Reg::<UL>::phys(z);
+        let (long, small, words_loop, bytes_loop) = (
+            self.f.genlabel(),
+            self.f.genlabel(),
+            self.f.genlabel(),
+            self.f.genlabel(),
+        );
+        self.f.bgt(n, COPY_INLINE_MAX as i64, long);
+        self.f.blt(n, 8, small);
+        self.f.label(words_loop);
+        self.f.ldx(t, Ty::UL, src, n, 1, -8);
+        self.f.stx(t, Ty::UL, dst, n, 1, -8);
+        self.f.sub(n, n, 8);
+        self.f.bge(n, 8, words_loop);
+        self.f.ld(t, src, 0);
+        self.f.st(t, dst, 0);
+        self.f.jmp(done);
+        self.f.label(small);
+        self.f.beq(n, 0, done);
+        self.f.label(bytes_loop);
+        self.f.sub(n, n, 1);
+        self.f.ldx(t, Ty::UC, src, n, 1, 0);
+        self.f.stx(t, Ty::UC, dst, n, 1, 0);
+        self.f.bne(n, 0, bytes_loop);
+        self.f.jmp(done);
+        self.f.label(long);
+        let below = self.stack.len();
+        self.runtime(
+            rt_copy as *const () as usize,
+            &[Arg::Reg(dst.any()), Arg::Reg(src.any()), Arg::Reg(n.any())],
+            below,
+        );
         self.f.jmp(done);
         self.f.label(rare);
         done

@@ -102,6 +102,9 @@ pub(super) const W_QUEUE_BASE: i64 = crate::natives::QUEUE_BASE as i64;
 pub(super) const W_QUEUE_AVAIL: i64 = crate::natives::QUEUE_AVAIL as i64;
 pub(super) const W_QUEUE_BELOW: i64 = crate::natives::QUEUE_BELOW as i64;
 pub(super) const W_QUEUE_ALIGN: i64 = crate::natives::QUEUE_ALIGN as i64;
+/// [`crate::AreaWords`]' fields, for the inline copies.
+pub(super) const W_AREA_BASE: i64 = crate::natives::AREA_BASE as i64;
+pub(super) const W_AREA_LEN: i64 = crate::natives::AREA_LEN as i64;
 
 /// How to find a host value's [`HostWords`] for fast form `F`
 /// ([`words_entry`]): `checked` tests the value's type first; `typed` is for
@@ -207,6 +210,24 @@ pub(super) struct Runtime<'a, 'b> {
     pub(super) prog: &'a Program,
     /// The trap a runtime call ended with.
     pub(super) pending: Option<TrapKind>,
+}
+
+/// The copy of an inline `doHtoLDMA`/`doLtoHDMA` longer than the form's
+/// loop ([`crate::InlineForm::CopyOut`], [`crate::InlineForm::CopyIn`]):
+/// `n` bytes from `src` to `dst`. Generated code calls it only after the
+/// form's every check passed. Touches no state of the runtime, so the call
+/// site takes nothing back after it but the homes it saved.
+pub(super) extern "C" fn rt_copy(dst: *mut u8, src: *const u8, n: usize) {
+    // SAFETY: generated code passes `src` and `dst` only after checking
+    // that `[src, src + n)` and `[dst, dst + n)` lie one in the lent area
+    // (`AreaWords`: memory the host's `unsafe impl AreaBytes` promises
+    // valid for reads and writes of its length, kept alive by the words,
+    // reached by no Rust reference while the invocation runs) and the
+    // other in a live `byte[]` or `boolean[]` of the applet's heap (its
+    // directory entry's data and length, which nothing moves during a
+    // native call). The two never overlap: the area is the host's memory,
+    // the array the heap's.
+    unsafe { core::ptr::copy_nonoverlapping(src, dst, n) }
 }
 
 /// Allocation (`newarray`): returns the handle, or -1 with the trap pending.

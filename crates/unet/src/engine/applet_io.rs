@@ -58,6 +58,7 @@ impl Invocation {
     pub(super) fn new(
         rx: Option<crate::shm::RxSlots>,
         free: Option<crate::shm::FreeSlots>,
+        area: Option<crate::shm::AreaBytes>,
         layout: &Layout,
     ) -> Invocation {
         let ring = rx
@@ -68,6 +69,9 @@ impl Invocation {
         let queue = free
             .and_then(|s| jive::QueueWords::new(Arc::new(s), below, align))
             .unwrap_or_default();
+        let area = area
+            .and_then(|a| jive::AreaWords::new(Arc::new(a)))
+            .unwrap_or_default();
         Invocation {
             frames: 0,
             bytes: 0,
@@ -77,6 +81,7 @@ impl Invocation {
                 ints: [0, 0],
                 ring,
                 queue,
+                area,
             },
             cpu_start: None,
             overran: false,

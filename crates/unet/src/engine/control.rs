@@ -64,7 +64,12 @@ impl Engine {
                     push_frames: budgets.push_frames.min(layout.config.tx_depth as usize),
                     ..budgets
                 },
-                inv: Invocation::new(rx_slots, free_slots, &layout),
+                inv: Invocation::new(
+                    rx_slots,
+                    free_slots,
+                    seg.area_bytes(layout.area, layout.area_len as u32),
+                    &layout,
+                ),
                 unpublished: false,
                 ring_lent: false,
                 free_lent: false,
