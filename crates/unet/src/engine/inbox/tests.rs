@@ -284,3 +284,46 @@ fn closing_races_producers_and_counts_every_frame_once() {
         );
     }
 }
+
+#[test]
+fn a_budget_past_the_ring_is_bounded_by_the_ring() {
+    // No byte budget to speak of: the ring (`RING_MAX`) bounds the bytes.
+    let i = Inbox::new(FRAMES_MAX, usize::MAX);
+    assert_eq!(i.size, RING_MAX);
+    assert_eq!(i.push(1, usize::MAX, fill_with(1)), Err(Refused::Full));
+    assert_eq!(
+        i.push(1, RING_MAX - HDR + 1, fill_with(1)),
+        Err(Refused::Full)
+    );
+    let len = 4 << 20;
+    let fit = (RING_MAX as u64 / footprint(len)) as usize;
+    for k in 0..fit {
+        i.push(1, len, fill_with(k as u8)).unwrap();
+    }
+    assert_eq!(
+        i.push(1, len, fill_with(9)),
+        Err(Refused::Full),
+        "no room left"
+    );
+    let got = take_all(&i);
+    assert_eq!(got.len(), fit);
+    assert!(got.iter().enumerate().all(|(k, g)| *g == (1, len, k as u8)));
+    // Given back: room again.
+    i.push(1, len, fill_with(7)).unwrap();
+    assert_eq!(take_all(&i), vec![(1, len, 7)]);
+}
+
+#[test]
+fn a_header_past_the_ring_stops_the_drain_without_reading_past_it() {
+    let i = Inbox::new(16, 1000);
+    i.push(1, 10, fill_with(1)).unwrap();
+    i.push(2, 10, fill_with(2)).unwrap();
+    // Corrupt the first header's length (the engine never writes one).
+    let ring = i.ring.get().unwrap();
+    // SAFETY: no producer or consumer runs meanwhile.
+    unsafe { ring.bytes_mut(0, HDR) }.copy_from_slice(&header(1 << 30, 1, KIND_FRAME));
+    assert_eq!(take_all(&i), vec![]);
+    assert!(i.is_empty(), "the rest was dropped");
+    i.push(3, 10, fill_with(3)).unwrap();
+    assert_eq!(take_all(&i), vec![(3, 10, 3)]);
+}
