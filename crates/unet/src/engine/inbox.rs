@@ -26,15 +26,20 @@
 //!   while the rest are written (the two threads overlap).
 //! - **The consumer** (the holder of the endpoint's receive lock, which
 //!   drains, [`super::Engine::drain`]) reads the tail with `Acquire`, runs
-//!   each frame in place, and gives the space back with one `Release`
-//!   store of its position (with the frames' and bytes' counts) every
-//!   [`GIVE_BACK`] frames and at the end of a drain: not per frame, and
-//!   never a counter both sides write.
+//!   each frame in place, and gives its space back once it has run: one
+//!   `Release` store of its position (after the frames' and bytes'
+//!   counts) on a line only the consumer writes, which producers read
+//!   only when their view says the inbox is full; never a counter both
+//!   sides write. (Giving back every 16 frames instead, as first built,
+//!   held up to 15 frames that had run against the budget: the demo's
+//!   64 KiB token flow, which keeps the inbox near its byte budget, lost
+//!   frames as full and stalled.)
 //! - **Budgets.** A frame is refused (the caller counts it) if the frames
 //!   waiting would exceed [`super::Budgets::inbox_frames`] (at most
 //!   [`FRAMES_MAX`]) or their bytes [`super::Budgets::inbox_bytes`], as
 //!   before: frames and their lengths, not the ring's headers and
-//!   padding. The ring has room for any frames within those budgets
+//!   padding; a frame counts until its `doRx` returns (before, until it
+//!   was taken from the queue, just before its `doRx`). The ring has room for any frames within those budgets
 //!   (see [`ring_size`]), up to [`RING_MAX`] bytes: a budget past half
 //!   of that is bounded by the ring instead.
 //! - **Memory.** The ring is allocated at the first frame, so an endpoint
@@ -70,8 +75,6 @@ const KIND_PAD: u16 = 1;
 pub(super) const HOT: u64 = 256 << 10;
 /// How far apart a producer past [`HOT`] reads the consumer's position.
 const HOT_CHECK: u64 = 64 << 10;
-/// How many frames the consumer runs between two give-backs of space.
-pub(super) const GIVE_BACK: u64 = 16;
 
 /// Why a frame was not put in the inbox.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -350,8 +353,8 @@ impl Inbox {
 
     /// Runs the frames waiting, in order, through `f` (its channel and
     /// bytes, read in place), until the inbox is empty or `f` returns
-    /// `false` (after that frame); returns how many. The space goes back
-    /// to the producers every [`GIVE_BACK`] frames and at the end.
+    /// `false` (after that frame); returns how many. Each frame's space
+    /// goes back to the producers once `f` has run it.
     pub(super) fn drain(&self, mut f: impl FnMut(u16, &[u8]) -> bool) -> u64 {
         let mut c = lock(&self.cons.0);
         let Some(ring) = self.ring.get() else {
@@ -396,13 +399,12 @@ impl Inbox {
             c.bytes += len as u64;
             n += 1;
             let go_on = f(chan, frame);
-            if n % GIVE_BACK == 0 {
-                self.give_back(&c);
-            }
+            self.give_back(&c);
             if !go_on {
                 break;
             }
         }
+        // Paddings skipped (or a bad header's rest dropped) since.
         self.give_back(&c);
         n
     }
