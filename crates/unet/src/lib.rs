@@ -38,9 +38,7 @@
 //! Dependencies: `jive` (applets), `dpf` (the classifier), `ilp` (copy and
 //! checksum loops), `codecache` (through dpf), `crossbeam-epoch` (the
 //! engine's endpoint table, read per packet without a lock or a reference
-//! count), `crossbeam-channel` (an applet's inbox: a bounded
-//! lock-free queue between the threads that deliver and the endpoint's
-//! own), `parking_lot` (the lock of an endpoint's transmit and receive
+//! count), `parking_lot` (the lock of an endpoint's transmit and receive
 //! sides, without poisoning), `bytemuck` (an applet's
 //! `byte[]`, `[i8]`, viewed as `[u8]` so that copies are one `memcpy`),
 //! `libc` (memfd, mmap, sockets), `ebpf` (the workspace's bpf(2) layer: the

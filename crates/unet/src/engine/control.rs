@@ -278,12 +278,12 @@ impl Engine {
         rx.applet = None;
         // Frames waiting for the applet, or delivered from now on by a
         // thread that found the port before it left the table, are counted
-        // as lost to the closing. The fence pairs with the one a producer
-        // makes between its push and its reading of `closed` (see
-        // `inbox.rs`): a frame pushed and not seen here is seen there.
+        // as lost to the closing. Closing the inbox takes its producers'
+        // lock (see `inbox.rs`): a frame pushed before is emptied out and
+        // counted here, one pushed after is refused and counted by its
+        // producer.
         port.closed.store(true, Ordering::Release);
-        std::sync::atomic::fence(Ordering::SeqCst);
-        let waiting = port.inbox.clear();
+        let waiting = port.inbox.close();
         self.inner
             .stats
             .closed

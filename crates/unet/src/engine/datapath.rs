@@ -380,9 +380,9 @@ impl Engine {
         // The applet time this round has spent on this endpoint.
         let mut spent = Duration::ZERO;
         let rx = &mut *guard;
-        while let Some(w) = port.inbox.pop() {
-            spent += receive(port, rx, w.chan, &w.frame, None, &mut made, shared);
-            port.inbox.recycle(w.frame);
+        // Each frame is read in place, in the inbox's ring.
+        port.inbox.drain(|chan, frame| {
+            spent += receive(port, rx, chan, frame, None, &mut made, shared);
             n += 1;
             // The batch's descriptors are published together, at most
             // `PUBLISH_EVERY` frames apart so the application sees the
@@ -390,14 +390,11 @@ impl Engine {
             if n % PUBLISH_EVERY == 0 {
                 rx.io.publish();
             }
-            if shared
+            // The rest waits in the inbox for a later round.
+            !(shared
                 && (spent > port.budgets.round_time
-                    || port.throttle_until.load(Ordering::Relaxed) != 0)
-            {
-                // The rest waits in the inbox for a later round.
-                break;
-            }
-        }
+                    || port.throttle_until.load(Ordering::Relaxed) != 0))
+        });
         rx.io.publish();
         drop(guard);
         self.pump_owned(made);
@@ -457,29 +454,21 @@ pub(super) fn enqueue_parts(
         return;
     }
     let len = HEADER_LEN + payload.len();
+    // Written in place in the inbox's ring (`len` bytes, all of them).
     let pushed = port.inbox.push(chan, len, |buf| {
-        buf.extend_from_slice(hdr);
-        if patch && let Some(h) = buf.first_chunk_mut::<HEADER_LEN>() {
+        let (h, body) = buf.split_at_mut(HEADER_LEN);
+        h.copy_from_slice(hdr);
+        if patch && let Some(h) = h.first_chunk_mut::<HEADER_LEN>() {
             frame::patch_lengths(h, payload.len());
         }
-        buf.extend_from_slice(payload.head);
-        if payload.tail.is_some() {
-            let at = buf.len();
-            buf.resize(len, 0);
-            payload.copy_to(payload.head.len(), &mut buf[at..]);
-        }
+        payload.copy_to(0, body);
     });
-    if pushed.is_err() {
-        bump_shared(&port.stats.rx_queue_full);
-        return;
-    }
-    // Pairs with the fence of the endpoint's removal, between its setting
-    // `closed` and its emptying of the inbox: if that emptying may have
-    // missed this frame, `closed` is seen here, and the inbox is emptied
-    // (and counted) again.
-    std::sync::atomic::fence(Ordering::SeqCst);
-    if port.closed.load(Ordering::Relaxed) {
-        bump_shared_by(&s.closed, port.inbox.clear());
+    match pushed {
+        Ok(()) => {}
+        Err(inbox::Refused::Full) => bump_shared(&port.stats.rx_queue_full),
+        // The endpoint's removal closed the inbox after the test above
+        // (see `inbox.rs`): a frame it did not empty out is refused here.
+        Err(inbox::Refused::Closed) => bump_shared(&s.closed),
     }
 }
 

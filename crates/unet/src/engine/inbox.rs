@@ -1,144 +1,460 @@
 //! An applet's inbox: the frames that wait for its `doRx` on the
-//! endpoint's own thread, handed across threads without a lock.
+//! endpoint's own thread, handed across threads as bytes in one ring.
 //!
-//! The inbox is a bounded multi-producer queue (crossbeam-channel's
-//! array flavour: each push and pop one compare-and-swap on its index and
-//! one store to its slot; no lock, no allocation once its frame buffers
-//! are warm). Any thread that delivers a frame for the applet pushes it;
-//! one thread at a time (the holder of the endpoint's receive lock) pops,
-//! and runs every frame that is waiting per wake-up ([`super::Engine::drain`]).
+//! The inbox is a byte ring: each frame is written in place, after a
+//! small header (its length and channel), and read in place by the
+//! consumer, which fills `RxBuf` straight from the ring. Nothing is
+//! allocated per frame, and the two sides share only what a hand-off
+//! needs (measured with the burst-25 experiment, docs/benchmarks.md: the
+//! crossbeam channel it replaces cost a fifth of the two-thread profile,
+//! each push and pop moving its index, its slot's stamp, the shared byte
+//! counter and the spare-buffer queue's between the cores):
 //!
-//! - **Budgets.** The queue's capacity is [`super::Budgets::inbox_frames`]
-//!   (at most [`FRAMES_MAX`]); the bytes waiting are counted in an atomic
-//!   against [`super::Budgets::inbox_bytes`], reserved before a push and
-//!   given back after a pop. A frame over either budget is refused, and
-//!   the caller counts it.
-//! - **Frame buffers** come back through a second queue of spare buffers,
-//!   so that a warm inbox allocates nothing per frame; only buffers of at
-//!   most [`SPARE_BYTES`] are kept, at most [`SPARES`] of them, so an
-//!   inbox holds little memory once a burst is over.
-//! - **Closing.** The endpoint's removal sets its `closed` flag, then
-//!   empties the inbox, counting what it finds. A producer pushes, then
-//!   reads `closed` again, with a sequentially consistent fence on each
-//!   side between the write and the read: either the remover's emptying
-//!   sees the frame, or the producer sees `closed` and empties the inbox
-//!   itself. Each frame is popped once, so each is counted once (the
-//!   remover's and the producer's emptying may overlap).
+//! - **Producers** (any engine thread delivering a frame for the applet)
+//!   are serialised by a lock on a line only producers write; it holds
+//!   their position and what they last read of the consumer's. A push
+//!   takes it, checks the budgets and the room against that private
+//!   view (reading the consumer's line only when the view says no), writes
+//!   the header and the bytes, and publishes the new tail with one
+//!   `Release` store. The lock is held only by engine code, across a
+//!   bounds check and a copy of at most one frame (the copy's source is
+//!   a frame or the engine's own mapping of a segment, which a client
+//!   cannot unmap or make block): no applet or client code runs under
+//!   it, so a client cannot hold it; a preempted holder delays the other
+//!   producers by one copy. Each frame's tail is published at once, not
+//!   once per pass, so that the consumer runs the first frames of a burst
+//!   while the rest are written (the two threads overlap).
+//! - **The consumer** (the holder of the endpoint's receive lock, which
+//!   drains, [`super::Engine::drain`]) reads the tail with `Acquire`, runs
+//!   each frame in place, and gives its space back once it has run: one
+//!   `Release` store of its position (after the frames' and bytes'
+//!   counts) on a line only the consumer writes, which producers read
+//!   only when their view says the inbox is full; never a counter both
+//!   sides write. (Giving back every 16 frames instead, as first built,
+//!   held up to 15 frames that had run against the budget: the demo's
+//!   64 KiB token flow, which keeps the inbox near its byte budget, lost
+//!   frames as full and stalled.)
+//! - **Budgets.** A frame is refused (the caller counts it) if the frames
+//!   waiting would exceed [`super::Budgets::inbox_frames`] (at most
+//!   [`FRAMES_MAX`]) or their bytes [`super::Budgets::inbox_bytes`], as
+//!   before: frames and their lengths, not the ring's headers and
+//!   padding; a frame counts until its `doRx` returns (before, until it
+//!   was taken from the queue, just before its `doRx`). The ring has room for any frames within those budgets
+//!   (see [`ring_size`]), up to [`RING_MAX`] bytes: a budget past half
+//!   of that is bounded by the ring instead.
+//! - **Memory.** The ring is allocated at the first frame, so an endpoint
+//!   whose applet never gets a frame from another thread costs none. A
+//!   producer that finds the ring empty past its first [`HOT`] bytes goes
+//!   back to its start, so a steady stream of bursts keeps to a few
+//!   hundred KiB of it, warm in both cores' caches.
+//! - **Closing.** [`Inbox::close`] marks the inbox closed under the
+//!   producers' lock, then empties it, counting what it finds: a push
+//!   that took the lock first is published and is counted there; one that
+//!   takes it after is refused as [`Refused::Closed`]. Each frame is
+//!   consumed once (by a drain or by the closing), so each is counted
+//!   once; no fence is needed on the push path.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 
-use crossbeam_channel::{Receiver, Sender, TrySendError};
-
-/// The most frames an inbox holds, whatever its budget says (its slots are
-/// allocated when the endpoint is made).
+/// The most frames an inbox holds, whatever its budget says.
 pub(super) const FRAMES_MAX: usize = 1 << 16;
-/// Frame buffers up to this size are kept for reuse: a frame of the
-/// largest message of a default endpoint (14 buffers of 4 KiB) with its
-/// header, so that a burst does not allocate on the delivering thread and
-/// free on the draining one per frame.
-pub(super) const SPARE_BYTES: usize = (64 << 10) + 64;
-/// How many spare frame buffers an inbox keeps (at most about 2 MiB, half
-/// the default inbox byte budget).
-pub(super) const SPARES: usize = 32;
-
-/// A frame waiting for the applet, with the channel it arrived on.
-pub(super) struct Waiting {
-    pub(super) frame: Vec<u8>,
-    pub(super) chan: u16,
-}
+/// The most bytes an inbox's ring has, whatever its byte budget says.
+pub(super) const RING_MAX: usize = 64 << 20;
+/// Bytes of a frame's header in the ring: its length (`u32`), channel
+/// (`u16`) and kind (`u16`, [`KIND_FRAME`] or [`KIND_PAD`]), little-endian.
+const HDR: usize = 8;
+/// A frame's header.
+const KIND_FRAME: u16 = 0;
+/// The rest of the ring up to its end is padding: the next frame is at
+/// its start.
+const KIND_PAD: u16 = 1;
+/// A producer that finds the ring empty past this offset goes back to its
+/// start (checked at most every [`HOT_CHECK`] bytes).
+pub(super) const HOT: u64 = 256 << 10;
+/// How far apart a producer past [`HOT`] reads the consumer's position.
+const HOT_CHECK: u64 = 64 << 10;
 
 /// Why a frame was not put in the inbox.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Refused {
-    /// The inbox holds its budget of frames or bytes.
+    /// The inbox holds its budget of frames or bytes, or its ring has no
+    /// room (only for a budget past what the ring holds).
     Full,
+    /// The inbox was closed ([`Inbox::close`]).
+    Closed,
+}
+
+/// A value on a cache line of its own.
+#[repr(align(64))]
+#[derive(Debug, Default)]
+struct Line<T>(T);
+
+/// The producers' state, behind their lock.
+#[derive(Debug, Default)]
+struct Prod {
+    closed: bool,
+    /// Where the next frame goes (bytes written ever; the ring offset is
+    /// this modulo its size). Equal to the published tail between pushes.
+    tail: u64,
+    /// Frames and frame bytes pushed ever.
+    frames: u64,
+    bytes: u64,
+    /// The consumer's give-back as last read ([`Inbox::refresh`]).
+    head: u64,
+    head_frames: u64,
+    head_bytes: u64,
+    /// The tail when the consumer's position was last read past [`HOT`].
+    checked: u64,
+}
+
+/// The consumer's position, behind its lock (ahead of what it gave back).
+#[derive(Debug, Default)]
+struct Cons {
+    head: u64,
+    frames: u64,
+    bytes: u64,
+}
+
+/// What the consumer gave back: producers read it when their view says
+/// there is no room.
+#[derive(Debug, Default)]
+struct GivenBack {
+    /// Ring bytes consumed ever (`Release`, after the frames' reads).
+    head: AtomicU64,
+    /// Frames and frame bytes consumed ever.
+    frames: AtomicU64,
+    bytes: AtomicU64,
+}
+
+/// The ring's bytes: a heap block only reached through its raw pointer,
+/// so that producers write and the consumer reads disjoint parts of it
+/// at once.
+struct Ring {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: `Ring` owns its block (freed once, in `drop`); the `Inbox`
+// protocol (producers write only `[tail, head + len)`, under their lock;
+// the consumer reads only `[head, tail)`, published with `Release` and
+// read with `Acquire` both ways) keeps every concurrent access to it
+// disjoint, so sharing the pointer between threads is sound.
+unsafe impl Send for Ring {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for Ring {}
+
+impl Ring {
+    fn new(len: usize) -> Ring {
+        // Zeroed memory from the allocator: pages are mapped when first
+        // touched, so a ring used near its start costs little more.
+        let b: Box<[u8]> = vec![0u8; len].into_boxed_slice();
+        let ptr = NonNull::new(Box::into_raw(b).cast::<u8>()).unwrap_or(NonNull::dangling());
+        Ring { ptr, len }
+    }
+
+    /// The bytes `[at, at + n)`, which only the caller accesses while the
+    /// borrow lives.
+    ///
+    /// # Safety
+    /// `at + n <= self.len`, and no other thread writes those bytes
+    /// while the slice lives (the inbox's protocol).
+    unsafe fn bytes(&self, at: usize, n: usize) -> &[u8] {
+        debug_assert!(at + n <= self.len);
+        // SAFETY: in bounds of the block (the caller's contract), which
+        // lives as long as `self`; nothing writes it meanwhile.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().add(at), n) }
+    }
+
+    /// The bytes `[at, at + n)` to write.
+    ///
+    /// # Safety
+    /// `at + n <= self.len`, and no other thread reads or writes those
+    /// bytes while the slice lives (the inbox's protocol).
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn bytes_mut(&self, at: usize, n: usize) -> &mut [u8] {
+        debug_assert!(at + n <= self.len);
+        // SAFETY: in bounds of the block (the caller's contract), which
+        // lives as long as `self`; no one else reads or writes it meanwhile.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr().add(at), n) }
+    }
+}
+
+impl Drop for Ring {
+    fn drop(&mut self) {
+        // SAFETY: `ptr` and `len` are those of the boxed slice made in
+        // `Ring::new`, released once, here.
+        drop(unsafe {
+            Box::from_raw(std::ptr::slice_from_raw_parts_mut(
+                self.ptr.as_ptr(),
+                self.len,
+            ))
+        });
+    }
+}
+
+/// A frame's place in the ring: its header and bytes, rounded up to 8.
+#[inline]
+fn footprint(len: usize) -> u64 {
+    (HDR + len).next_multiple_of(8) as u64
+}
+
+/// The ring's size for budgets of `frames` frames and `bytes` bytes: room
+/// for any frames within both. The frames waiting cross the ring's end at
+/// most once, so at most one padding (shorter than the frame after it,
+/// within the byte budget) lies among them: twice the byte budget, plus a
+/// header and its rounding per frame (and two more), always suffices.
+/// At most [`RING_MAX`].
+pub(super) fn ring_size(frames: usize, bytes: usize) -> usize {
+    let per_frame = (HDR + 8).saturating_mul(frames.saturating_add(2));
+    bytes
+        .saturating_mul(2)
+        .saturating_add(per_frame)
+        .min(RING_MAX)
+        .next_multiple_of(8)
 }
 
 /// An applet's inbox (see the module documentation).
 pub(super) struct Inbox {
-    push: Sender<Waiting>,
-    pop: Receiver<Waiting>,
-    spare_in: Sender<Vec<u8>>,
-    spare_out: Receiver<Vec<u8>>,
-    /// Bytes of the frames waiting (reserved before their push).
-    bytes: AtomicUsize,
-    max_bytes: usize,
+    /// The producers' lock and view (written only by producers).
+    prod: Line<Mutex<Prod>>,
+    /// The published tail (written by producers, read by the consumer).
+    tail: Line<AtomicU64>,
+    /// What the consumer gave back (written by the consumer).
+    given: Line<GivenBack>,
+    /// The consumer's lock and position.
+    cons: Line<Mutex<Cons>>,
+    ring: OnceLock<Ring>,
+    size: usize,
+    max_frames: u64,
+    max_bytes: u64,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Each state is consistent between statements that can panic (a fill
+    // or a consumer's callback), so a poisoned lock is taken as is.
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Inbox {
-    /// An empty inbox for `frames` frames and `bytes` bytes.
+    /// An empty inbox for `frames` frames and `bytes` bytes (no memory
+    /// for its ring until its first frame).
     pub(super) fn new(frames: usize, bytes: usize) -> Inbox {
-        let (push, pop) = crossbeam_channel::bounded(frames.min(FRAMES_MAX));
-        let (spare_in, spare_out) = crossbeam_channel::bounded(SPARES);
+        let frames = frames.min(FRAMES_MAX);
         Inbox {
-            push,
-            pop,
-            spare_in,
-            spare_out,
-            bytes: AtomicUsize::new(0),
-            max_bytes: bytes,
+            prod: Line::default(),
+            tail: Line::default(),
+            given: Line::default(),
+            cons: Line::default(),
+            ring: OnceLock::new(),
+            size: ring_size(frames, bytes),
+            max_frames: frames as u64,
+            max_bytes: bytes as u64,
         }
     }
 
-    /// Whether no frame is waiting (nor being pushed: a frame's bytes are
-    /// reserved before its push, and every frame has a header). One load,
-    /// for the per-frame test of an endpoint without an applet; a `false`
-    /// while a refused push gives its bytes back only sends the caller
-    /// the longer way.
+    /// Whether no frame is waiting (published and not given back). Two
+    /// loads, for the per-frame test of an endpoint without an applet; a
+    /// `false` while a drain runs only sends the caller the longer way.
     #[inline]
     pub(super) fn is_empty(&self) -> bool {
-        self.bytes.load(Ordering::Acquire) == 0
+        self.tail.0.load(Ordering::Acquire) == self.given.0.head.load(Ordering::Acquire)
     }
 
-    /// Puts a frame of `len` bytes, which `fill` writes, in the inbox.
+    /// Reads what the consumer gave back into the producers' view.
+    #[inline]
+    fn refresh(&self, p: &mut Prod) {
+        // `Acquire` pairs with the consumer's `Release` store: its reads
+        // of the space given back happened before the writes that reuse it.
+        p.head = self.given.0.head.load(Ordering::Acquire);
+        p.head_frames = self.given.0.frames.load(Ordering::Relaxed);
+        p.head_bytes = self.given.0.bytes.load(Ordering::Relaxed);
+    }
+
+    /// Whether one more frame of `len` bytes is within the budgets, by
+    /// the view in `p`.
+    #[inline]
+    fn within_budgets(&self, p: &Prod, len: u64) -> bool {
+        p.frames.wrapping_sub(p.head_frames) < self.max_frames
+            && p.bytes.wrapping_sub(p.head_bytes).saturating_add(len) <= self.max_bytes
+    }
+
+    /// Puts a frame of `len` bytes, which `fill` writes (all of them), in
+    /// the inbox.
     pub(super) fn push(
         &self,
         chan: u16,
         len: usize,
-        fill: impl FnOnce(&mut Vec<u8>),
+        fill: impl FnOnce(&mut [u8]),
     ) -> Result<(), Refused> {
-        let before = self.bytes.fetch_add(len, Ordering::Relaxed);
-        if before.saturating_add(len) > self.max_bytes {
-            self.bytes.fetch_sub(len, Ordering::Relaxed);
+        let mut g = lock(&self.prod.0);
+        let p = &mut *g;
+        if p.closed {
+            return Err(Refused::Closed);
+        }
+        if len > self.size - HDR {
             return Err(Refused::Full);
         }
-        let mut frame = self.spare_out.try_recv().unwrap_or_default();
-        frame.clear();
-        fill(&mut frame);
-        debug_assert_eq!(frame.len(), len);
-        match self.push.try_send(Waiting { frame, chan }) {
-            Ok(()) => Ok(()),
-            Err(TrySendError::Full(w) | TrySendError::Disconnected(w)) => {
-                self.bytes.fetch_sub(len, Ordering::Relaxed);
-                self.recycle(w.frame);
-                Err(Refused::Full)
+        if !self.within_budgets(p, len as u64) {
+            self.refresh(p);
+            if !self.within_budgets(p, len as u64) {
+                return Err(Refused::Full);
             }
         }
-    }
-
-    /// The frame at the front, if any.
-    #[inline]
-    pub(super) fn pop(&self) -> Option<Waiting> {
-        let w = self.pop.try_recv().ok()?;
-        self.bytes.fetch_sub(w.frame.len(), Ordering::Relaxed);
-        Some(w)
-    }
-
-    /// Gives a popped frame's buffer back for reuse.
-    #[inline]
-    pub(super) fn recycle(&self, frame: Vec<u8>) {
-        if frame.capacity() <= SPARE_BYTES {
-            let _ = self.spare_in.try_send(frame);
+        let size = self.size as u64;
+        let need = footprint(len);
+        let at = p.tail % size;
+        let rest = size - at;
+        // Padding to the ring's end first if the frame does not fit
+        // before it, or if the ring is empty and this is past its warm
+        // start.
+        let mut pad = if rest < need { rest } else { 0 };
+        if pad == 0 && at >= HOT && p.tail - p.checked >= HOT_CHECK {
+            p.checked = p.tail;
+            self.refresh(p);
+            if p.head == p.tail {
+                pad = rest;
+            }
         }
+        if p.tail + pad + need - p.head > size {
+            self.refresh(p);
+            if p.tail + pad + need - p.head > size {
+                return Err(Refused::Full);
+            }
+        }
+        let ring = self.ring.get_or_init(|| Ring::new(self.size));
+        if pad > 0 {
+            // SAFETY: `[at, at + pad)` ends at the ring's end, and lies in
+            // `[tail, head + size)` (checked just above): the consumer has
+            // given it back and reads it only once the tail is published
+            // past it; producers are serialised by the lock held.
+            let h = unsafe { ring.bytes_mut(at as usize, HDR) };
+            h.copy_from_slice(&header(0, 0, KIND_PAD));
+        }
+        let start = ((p.tail + pad) % size) as usize;
+        // SAFETY: `[start, start + need)` is in the ring (`need` fits
+        // before its end: it did at `at`, or `start` is 0 and `need <=
+        // size`) and in `[tail, head + size)`, checked above: given back
+        // by the consumer, not yet published, written only under the lock
+        // held.
+        let place = unsafe { ring.bytes_mut(start, HDR + len) };
+        let (h, body) = place.split_at_mut(HDR);
+        h.copy_from_slice(&header(len as u32, chan, KIND_FRAME));
+        fill(body);
+        p.tail += pad + need;
+        p.frames += 1;
+        p.bytes += len as u64;
+        // Publishes the frame (and the padding before it): the consumer
+        // reads the tail with `Acquire`.
+        self.tail.0.store(p.tail, Ordering::Release);
+        Ok(())
+    }
+
+    /// Runs the frames waiting, in order, through `f` (its channel and
+    /// bytes, read in place), until the inbox is empty or `f` returns
+    /// `false` (after that frame); returns how many. Each frame's space
+    /// goes back to the producers once `f` has run it.
+    pub(super) fn drain(&self, mut f: impl FnMut(u16, &[u8]) -> bool) -> u64 {
+        let mut c = lock(&self.cons.0);
+        let Some(ring) = self.ring.get() else {
+            return 0;
+        };
+        let size = self.size as u64;
+        let mut tail = self.tail.0.load(Ordering::Acquire);
+        let mut n = 0;
+        loop {
+            if c.head == tail {
+                tail = self.tail.0.load(Ordering::Acquire);
+                if c.head == tail {
+                    break;
+                }
+            }
+            let at = (c.head % size) as usize;
+            // SAFETY: `[head, tail)` is published (read with `Acquire`
+            // after the producers' `Release` store of the tail) and every
+            // header in it lies whole before the ring's end (the ring's
+            // size and every footprint are multiples of 8); producers do
+            // not write it until it is given back, after this read.
+            let h = unsafe { ring.bytes(at, HDR) };
+            let (len, chan, kind) = read_header(h);
+            if kind == KIND_PAD {
+                c.head += size - at as u64;
+                continue;
+            }
+            let len = len as usize;
+            if at + HDR + len > self.size || footprint(len) > tail - c.head {
+                // Never: producers write whole frames within the ring. Were
+                // a header wrong, nothing past it is read; the rest is
+                // dropped.
+                c.head = tail;
+                break;
+            }
+            // SAFETY: as for the header: the frame's bytes are in the ring
+            // (just checked) and published, and stay unwritten until given
+            // back, after `f` returns.
+            let frame = unsafe { ring.bytes(at + HDR, len) };
+            c.head += footprint(len);
+            c.frames += 1;
+            c.bytes += len as u64;
+            n += 1;
+            let go_on = f(chan, frame);
+            self.give_back(&c);
+            if !go_on {
+                break;
+            }
+        }
+        // Paddings skipped (or a bad header's rest dropped) since.
+        self.give_back(&c);
+        n
+    }
+
+    /// Publishes the consumer's position: space and budget for producers.
+    #[inline]
+    fn give_back(&self, c: &Cons) {
+        let g = &self.given.0;
+        g.frames.store(c.frames, Ordering::Relaxed);
+        g.bytes.store(c.bytes, Ordering::Relaxed);
+        // `Release`: the reads of the frames given back happen before a
+        // producer's `Acquire` load sees this, and so before it reuses them.
+        g.head.store(c.head, Ordering::Release);
     }
 
     /// Empties the inbox; how many frames it held.
     pub(super) fn clear(&self) -> u64 {
-        let mut n = 0;
-        while let Some(w) = self.pop() {
-            self.recycle(w.frame);
-            n += 1;
-        }
-        n
+        self.drain(|_, _| true)
+    }
+
+    /// Closes the inbox: frames pushed from now on are refused as
+    /// [`Refused::Closed`]; those waiting are dropped. Returns how many.
+    pub(super) fn close(&self) -> u64 {
+        lock(&self.prod.0).closed = true;
+        // Every push that took the producers' lock before it was closed
+        // published its frame before letting go of it: this sees them all.
+        self.clear()
     }
 }
+
+/// A frame's header: its length, channel and kind.
+#[inline]
+fn header(len: u32, chan: u16, kind: u16) -> [u8; HDR] {
+    let mut h = [0; HDR];
+    h[..4].copy_from_slice(&len.to_le_bytes());
+    h[4..6].copy_from_slice(&chan.to_le_bytes());
+    h[6..].copy_from_slice(&kind.to_le_bytes());
+    h
+}
+
+/// [`header`] read back.
+#[inline]
+fn read_header(h: &[u8]) -> (u32, u16, u16) {
+    let b = |i: usize| h.get(i).copied().unwrap_or(0);
+    (
+        u32::from_le_bytes([b(0), b(1), b(2), b(3)]),
+        u16::from_le_bytes([b(4), b(5)]),
+        u16::from_le_bytes([b(6), b(7)]),
+    )
+}
+
+#[cfg(test)]
+mod tests;

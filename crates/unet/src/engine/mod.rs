@@ -442,13 +442,14 @@ pub struct Budgets {
     /// drops the invocation's message.
     pub applet_time: Duration,
     /// Frames an applet's inbox holds while they wait for its thread.
-    /// Default 1,024; at most 65,536 whatever the value (the inbox's
-    /// slots are allocated with the endpoint).
+    /// Default 1,024; at most 65,536 whatever the value.
     pub inbox_frames: usize,
     /// Bytes the frames in an applet's inbox hold together. Default 4 MiB:
     /// a burst of the paper's bandwidth experiment (25 messages of up to
     /// 64 KiB, 1.6 MiB) waits whole for the receiving applet, with room to
-    /// spare.
+    /// spare. The inbox's ring, allocated at its first frame, has twice
+    /// this and a header per frame (at most 64 MiB, which bounds a budget
+    /// past about 32 MiB).
     pub inbox_bytes: usize,
     /// Applet time one endpoint gets per round of an engine thread: a
     /// service of its transmit queue or a drain of its inbox stops taking
@@ -989,7 +990,7 @@ pub struct Port {
     /// application thread (its receive calls) or the engine's threads. So
     /// an applet runs on the thread of its own endpoint, and its heap and
     /// interpreter state stay in that core's cache, instead of moving to
-    /// whichever thread delivered the frame. Lock-free (see `inbox.rs`).
+    /// whichever thread delivered the frame. A byte ring (see `inbox.rs`).
     inbox: CacheLine<inbox::Inbox>,
     /// Set when the endpoint is removed (under the receive side's lock,
     /// before its inbox is emptied): frames that reach it from then on are
