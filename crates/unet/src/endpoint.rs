@@ -970,6 +970,7 @@ impl Endpoint {
     }
 
     /// Whether a receive descriptor is well formed for this layout.
+    #[inline(never)]
     fn well_formed(&self, d: &RxDesc) -> bool {
         let bs = u64::from(self.layout.config.buffer_size);
         match usize::from(d.nbufs) {
