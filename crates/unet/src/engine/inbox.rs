@@ -307,10 +307,11 @@ impl Inbox {
         let at = p.tail % size;
         let rest = size - at;
         // Padding to the ring's end first if the frame does not fit
-        // before it, or if the ring is empty and this is past its warm
-        // start.
+        // before it, or if the ring is empty, this is past its warm start,
+        // and the frame fits before `at` (a longer one stays at `at`:
+        // padding would leave it no room in an empty ring).
         let mut pad = if rest < need { rest } else { 0 };
-        if pad == 0 && at >= HOT && p.tail - p.checked >= HOT_CHECK {
+        if pad == 0 && at >= HOT && need <= at && p.tail - p.checked >= HOT_CHECK {
             p.checked = p.tail;
             self.refresh(p);
             if p.head == p.tail {

@@ -167,6 +167,25 @@ fn an_empty_ring_past_its_warm_start_starts_again() {
 }
 
 #[test]
+fn an_empty_ring_past_its_warm_start_keeps_a_frame_longer_than_its_start() {
+    // The warm restart pads to the ring's end only where the frame fits
+    // before the position it leaves: a frame longer than that, pushed to
+    // an empty ring, goes where the tail is, never refused as full.
+    let i = Inbox::new(16, 4 << 20);
+    for k in 0..3u8 {
+        i.push(1, 100 << 10, fill_with(k)).unwrap();
+        assert_eq!(take_all(&i), vec![(1, 100 << 10, k)]);
+    }
+    let at = lock(&i.prod.0).tail;
+    assert!(at >= HOT && at < i.size as u64 / 2);
+    let len = 400 << 10;
+    assert!(footprint(len) > at);
+    i.push(5, len, fill_with(5)).unwrap();
+    assert_eq!(take_all(&i), vec![(5, len, 5)]);
+    assert!(i.is_empty());
+}
+
+#[test]
 fn a_closed_inbox_refuses_and_counts_what_waited() {
     let i = Inbox::new(8, 1000);
     i.push(1, 5, fill_with(1)).unwrap();
