@@ -579,13 +579,7 @@ impl NativeHost for Io {
         }
         self.inv.frames += 1;
         self.inv.bytes += payload.len();
-        let (want_sum, buf) = self.framer.frame(chan, payload.len() as u32)?;
-        natives::i8_to_u8(&mut buf[HEADER_LEN..], payload);
-        if want_sum {
-            // Cannot fail: the frame holds a whole header.
-            let _ = frame::set_udp_checksum(buf);
-        }
-        Ok(())
+        self.framer.push_message(chan, payload)
     }
 
     fn max_message(&self) -> u32 {
