@@ -563,7 +563,11 @@ impl NativeHost for Io {
         Some(&mut self.inv.words)
     }
 
-    #[inline]
+    /// Always inlined, with the frame it writes
+    /// ([`Framer::push_message`]), into `txPush`'s fast entry, so that the
+    /// whole call saves its registers once and returns no result through
+    /// memory.
+    #[inline(always)]
     fn transmit(&mut self, chan: u16, payload: &[i8]) -> Result<(), HostError> {
         if self.inv.frames >= self.budgets.push_frames {
             return Err(self.over(
