@@ -361,6 +361,9 @@ pub struct ChannelOptions {
 #[derive(Debug, Clone)]
 struct Channel {
     template: [u8; HEADER_LEN],
+    /// The template's [`frame::length_sum`], for `txPush`'s frames
+    /// ([`Framer::push_message`]).
+    length_sum: u32,
     /// Whether its frames carry a UDP checksum.
     checksum: bool,
     /// Whether its peer is on this engine (its frames never leave it).
@@ -754,7 +757,7 @@ impl Framer {
             unreachable!("a frame holds its header")
         };
         *hdr = ch.template;
-        frame::patch_lengths(hdr, len);
+        frame::patch_lengths_from(hdr, ch.length_sum, len);
         natives::i8_to_u8(body, payload);
         bump_shared(&self.stats.tx_frames);
         if ch.checksum {
