@@ -8,14 +8,21 @@
 //   2  loop forever with no native call (only fuel ends it)
 //   3  loop forever calling getFreeBufferLength (only time ends it, if
 //      fuel is plentiful)
+//   4  push `count` frames of `len` bytes of Buf from `off` on channel
+//      `chan`, then return 0: not an attack but the probe of txPush's
+//      checks in the engine (crates/unet/tests/fast_natives.rs), with
+//      arguments of every kind (a null array where `nul` is not 0)
 //
-// No mode returns except 0: an invocation ends when the engine ends it.
+// No mode returns except 0 and 4: an invocation ends when the engine ends it.
 public class Hostile {
     public static byte[] RxBuf;
     public static byte[] Buf;
     public static int mode;
     public static int chan;
     public static int len;
+    public static int off;
+    public static int count;
+    public static int nul;
     public static int sink;
 
     Hostile() {
@@ -46,6 +53,11 @@ public class Hostile {
                 while (true) {
                     n += getFreeBufferLength();
                 }
+            case 4:
+                for (int i = 0; i < count; i++) {
+                    txPush(nul != 0 ? null : Buf, off, chan, len);
+                }
+                return 0;
             default:
                 return 0;
         }

@@ -562,6 +562,27 @@ pub fn patch_lengths(hdr: &mut [u8; HEADER_LEN], payload_len: usize) {
     put16(hdr, IP_CSUM, csum);
 }
 
+/// What [`patch_lengths_from`] needs of a template that does not change
+/// with the length: `~HC + ~m` of RFC 1624's eqn. 3, the template's
+/// checksum and total length complemented and summed (not folded). The
+/// engine keeps it with each channel's template.
+#[inline]
+pub fn length_sum(hdr: &[u8; HEADER_LEN]) -> u32 {
+    u32::from(!be16(hdr, IP_CSUM)) + u32::from(!be16(hdr, IP_TOTAL_LEN))
+}
+
+/// [`patch_lengths`] on a copy of a template whose [`length_sum`] is
+/// `sum`: the same lengths and the same checksum, without reading the
+/// header's two words again.
+#[inline]
+pub fn patch_lengths_from(hdr: &mut [u8; HEADER_LEN], sum: u32, payload_len: usize) {
+    let total = (payload_len + (HEADER_LEN - IP)) as u16;
+    let udp = (payload_len + (HEADER_LEN - UDP)) as u16;
+    put16(hdr, IP_TOTAL_LEN, total);
+    put16(hdr, UDP_LEN, udp);
+    put16(hdr, IP_CSUM, !fold(sum + u32::from(total)));
+}
+
 /// [`patch_lengths`] and the IPv4 identification `ident`, both folded into
 /// the checksum incrementally: what the engine does per message.
 #[inline]
@@ -1099,6 +1120,9 @@ mod tests {
             for len in 0..=MAX_PAYLOAD {
                 let mut p = t;
                 patch_lengths(&mut p, len);
+                let mut from = t;
+                patch_lengths_from(&mut from, length_sum(&t), len);
+                assert_eq!(from, p, "from the template's sum, length {len}");
                 let mut want = t;
                 put16(&mut want, IP_TOTAL_LEN, (len + 40) as u16);
                 put16(&mut want, UDP_LEN, (len + 20) as u16);

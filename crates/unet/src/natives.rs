@@ -339,7 +339,11 @@ impl<H: NativeHost, N: EndpointNative> jive::FastNative for Fast<H, N> {
     /// nothing) where the ordinary form's charge would read the clock or
     /// the arguments' count is wrong, so that the ordinary form makes the
     /// check, charges and reports.
-    #[inline]
+    ///
+    /// Always inlined into its runtime entry (`rt_native_fast`, one per
+    /// native): out of line, `txPush`'s saved six registers a second time
+    /// and returned its result through memory.
+    #[inline(always)]
     fn call(host: &mut H, arrays: Arrays<'_>, args: &[i32]) -> Option<Result<i32, NativeError>> {
         if args.len() != N::ARGS || !host.try_charge(N::cost(args)) {
             return None;
@@ -420,7 +424,9 @@ impl EndpointNative for TxPush {
     fn cost(args: &[i32]) -> usize {
         args[3].max(0) as usize
     }
-    #[inline]
+    /// Always inlined into its fast form's entry, so that the call
+    /// saves its registers once (as [`Fast::call`] is).
+    #[inline(always)]
     fn run<H: NativeHost>(
         host: &mut H,
         arrays: Arrays<'_>,

@@ -1117,3 +1117,234 @@ fn a_budget_spent_by_copies_traps_at_the_same_call_on_both_engines() {
     // The JIT's copies before the clock readings were inline.
     assert!(hj.copies.get() < hi.copies.get() / 2);
 }
+
+// ---------------------------------------------------------------------------
+// `txPush` in the engine: the frame its `Io` writes (`Framer::push_message`),
+// through the JIT's fast form, with every check it makes.
+
+/// Endpoint `a` of a loopback engine runs Hostile in mode 4 (each message
+/// it sends makes its `doTx` call `txPush` `count` times); `b` is its peer
+/// on channel `ab` (no checksum) and `ab_sum` (a UDP checksum), `c` on
+/// `ac`, the channel the messages that start `doTx` are sent on.
+struct Pusher {
+    engine: unet::Engine,
+    a: unet::Endpoint,
+    b: Option<unet::Endpoint>,
+    c: unet::Endpoint,
+    ab: u16,
+    ab_sum: u16,
+    ac: u16,
+}
+
+/// What one message's `doTx` did: A's frames, traps and overruns counted
+/// meanwhile, and the payloads B received.
+#[derive(Debug, PartialEq, Eq)]
+struct Pushed {
+    frames: u64,
+    traps: u64,
+    overruns: u64,
+    at_b: Vec<Vec<u8>>,
+}
+
+fn pusher(budgets: unet::engine::Budgets) -> Pusher {
+    let net = unet::transport::LoopNet::new();
+    let engine = unet::Engine::with_budgets(
+        Box::new(net.attach("10.0.0.1:7000".parse().unwrap()).unwrap()),
+        budgets,
+    );
+    let mut a = engine
+        .create_endpoint(unet::Config::default(), Some(applets::HOSTILE))
+        .unwrap();
+    let mut b = engine
+        .create_endpoint(unet::Config::default(), None)
+        .unwrap();
+    let mut c = engine
+        .create_endpoint(unet::Config::default(), None)
+        .unwrap();
+    let ab = a.open_channel(engine.local(), b.id()).unwrap();
+    let ab_sum = a
+        .open_channel_with(
+            engine.local(),
+            b.id(),
+            unet::engine::ChannelOptions { checksum: true },
+        )
+        .unwrap();
+    let ac = a.open_channel(engine.local(), c.id()).unwrap();
+    b.open_channel(engine.local(), a.id()).unwrap();
+    c.open_channel(engine.local(), a.id()).unwrap();
+    engine
+        .with_applet(a.id(), |ap| ap.set_static_int("mode", 4).unwrap())
+        .unwrap();
+    Pusher {
+        engine,
+        a,
+        b: Some(b),
+        c,
+        ab,
+        ab_sum,
+        ac,
+    }
+}
+
+impl Pusher {
+    /// Sends one message on `ac` with Hostile's statics set to these
+    /// (`buf` its `Buf`), and reports what its `doTx` did.
+    fn push(&mut self, buf: &[u8], off: i32, chan: i32, len: i32, count: i32, nul: bool) -> Pushed {
+        self.engine
+            .with_applet(self.a.id(), |ap| {
+                ap.set_static_array("Buf", buf).unwrap();
+                for (name, v) in [
+                    ("off", off),
+                    ("chan", chan),
+                    ("len", len),
+                    ("count", count),
+                    ("nul", i32::from(nul)),
+                ] {
+                    ap.set_static_int(name, v).unwrap();
+                }
+            })
+            .unwrap();
+        let before = self.a.counts();
+        self.a.send(self.ac, b"go").unwrap();
+        while !self.a.flush(1000) {}
+        let after = self.a.counts();
+        let mut at_b = Vec::new();
+        if let Some(b) = self.b.as_mut() {
+            while let Some(m) = b.recv() {
+                at_b.push(m.to_vec());
+            }
+        }
+        while self.c.recv().is_some() {}
+        Pushed {
+            frames: after.tx_frames - before.tx_frames,
+            traps: after.applet_traps - before.applet_traps,
+            overruns: after.applet_overruns - before.applet_overruns,
+            at_b,
+        }
+    }
+}
+
+/// The bytes `0, 1, 2, ...` (mod 251), `n` of them.
+fn pattern(n: usize) -> Vec<u8> {
+    (0..n).map(|i| (i % 251) as u8).collect()
+}
+
+/// What a `doTx` whose pushes all trapped at the first did: the message
+/// that started it sent nothing of the applet's, one trap, no frame to B.
+fn trapped(p: &Pushed) -> bool {
+    p.traps == 1 && p.at_b.is_empty()
+}
+
+/// `txPush` in the engine sends exactly the bytes asked for, on open
+/// channels with and without a checksum, at every length up to the largest
+/// message (the first push on a fresh outbox, which must grow, included);
+/// and traps with nothing sent on every argument a check refuses: a null
+/// or short array, offsets and lengths past it, a channel out of range,
+/// one not open on this endpoint, one closed, a length past the largest
+/// message. Run on the old `frame_parts` path and on `push_message` alike.
+#[test]
+fn tx_push_in_the_engine_sends_what_it_is_given_and_traps_past_every_check() {
+    let mut p = pusher(unet::engine::Budgets::default());
+    let max = p.a.max_message() as i32;
+    let big = pattern(max as usize + 16);
+    // The first push grows the outbox; then every length class.
+    for (chan, len) in [
+        (p.ab, max),
+        (p.ab, 0),
+        (p.ab, 1),
+        (p.ab, 40),
+        (p.ab_sum, 40),
+        (p.ab, 1000),
+        (p.ab_sum, 1001),
+        (p.ab, max - 1),
+        (p.ab_sum, max),
+    ] {
+        for off in [0, 3] {
+            let got = p.push(&big, off, i32::from(chan), len, 2, false);
+            let want = big[off as usize..(off + len) as usize].to_vec();
+            assert_eq!(got.traps, 0, "chan {chan} len {len} off {off}");
+            assert_eq!(got.at_b, vec![want.clone(), want], "chan {chan} len {len}");
+            assert!(got.frames >= 2, "{got:?}");
+        }
+    }
+    let ab = i32::from(p.ab);
+    // Arrays, offsets, lengths.
+    let short = pattern(40);
+    for (buf, off, len, nul) in [
+        (&short[..], 0, 40, true),
+        (&short[..], 0, 41, false),
+        (&short[..], 1, 40, false),
+        (&short[..], -1, 8, false),
+        (&short[..], 0, -1, false),
+        (&short[..], i32::MAX, 8, false),
+        (&short[..], 8, i32::MAX, false),
+        (&short[..], 0, i32::MIN, false),
+        (&[][..], 0, 1, false),
+        (&big[..], 0, max + 1, false),
+        (&big[..], 16, max + 1, false),
+    ] {
+        let got = p.push(buf, off, ab, len, 1, nul);
+        assert!(trapped(&got), "off {off} len {len} null {nul}: {got:?}");
+    }
+    // Channels: out of range, never open here (the next tag), another
+    // endpoint's (B's), closed.
+    let next = i32::from(p.ac.max(p.ab_sum)) + 1;
+    for chan in [-1, 65536, i32::MIN, i32::MAX, 65535, next] {
+        let got = p.push(&short, 0, chan, 8, 1, false);
+        assert!(trapped(&got), "chan {chan}: {got:?}");
+    }
+    drop(p.b.take());
+    for chan in [p.ab, p.ab_sum] {
+        let got = p.push(&short, 0, i32::from(chan), 8, 1, false);
+        assert_eq!(
+            (got.traps, got.frames),
+            (1, 0),
+            "closed chan {chan}: {got:?}"
+        );
+    }
+    // The engine still works: the open channel to C takes a push.
+    let got = p.push(&short, 0, i32::from(p.ac), 8, 1, false);
+    assert_eq!(got.traps, 0, "{got:?}");
+}
+
+/// The push budgets, frames and bytes, each run out at exactly the push
+/// past it: the invocation traps as an overrun there, and the pushes
+/// before it are counted as frames.
+#[test]
+fn tx_push_in_the_engine_traps_at_the_push_past_each_budget() {
+    let budgets = unet::engine::Budgets {
+        push_frames: 4,
+        push_bytes: 100,
+        throttle: 0,
+        ..unet::engine::Budgets::default()
+    };
+    let mut p = pusher(budgets);
+    let buf = pattern(100);
+    let ab = i32::from(p.ab);
+    // Within both: 4 frames of 25 bytes.
+    let got = p.push(&buf, 0, ab, 25, 4, false);
+    assert_eq!(
+        (got.traps, got.overruns, got.at_b.len()),
+        (0, 0, 4),
+        "{got:?}"
+    );
+    // A fifth frame: past push_frames.
+    let within = p.push(&buf, 0, ab, 1, 4, false);
+    let past = p.push(&buf, 0, ab, 1, 5, false);
+    assert_eq!((within.traps, within.overruns), (0, 0), "{within:?}");
+    assert_eq!((past.traps, past.overruns), (1, 1), "{past:?}");
+    assert_eq!(
+        past.frames, within.frames,
+        "the four pushes before the trap counted"
+    );
+    // 101 bytes in two frames: past push_bytes at the second.
+    let within = p.push(&buf, 0, ab, 50, 2, false);
+    let past = p.push(&buf, 0, ab, 51, 2, false);
+    assert_eq!((within.traps, within.overruns), (0, 0), "{within:?}");
+    assert_eq!((past.traps, past.overruns), (1, 1), "{past:?}");
+    assert_eq!(
+        past.frames + 1,
+        within.frames,
+        "the first push before the trap counted"
+    );
+}

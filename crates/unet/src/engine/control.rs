@@ -358,8 +358,10 @@ impl Engine {
                 0
             },
         };
+        let template = hdr.template();
         let ch = Channel {
-            template: hdr.template(),
+            length_sum: frame::length_sum(&template),
+            template,
             checksum: opts.checksum,
             local: remote == local,
             closed: false,

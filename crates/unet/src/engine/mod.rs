@@ -361,6 +361,9 @@ pub struct ChannelOptions {
 #[derive(Debug, Clone)]
 struct Channel {
     template: [u8; HEADER_LEN],
+    /// The template's [`frame::length_sum`], for `txPush`'s frames
+    /// ([`Framer::push_message`]).
+    length_sum: u32,
     /// Whether its frames carry a UDP checksum.
     checksum: bool,
     /// Whether its peer is on this engine (its frames never leave it).
@@ -580,14 +583,24 @@ fn sent_on(id: EndpointId, chan: u16) -> u64 {
 }
 
 impl Outbox {
+    /// Inlined (its growth out of line), so that `txPush`'s fast form
+    /// makes no call to push its frame.
+    #[inline]
     fn push_frame(&mut self, len: usize, chan: u64) -> &mut [u8] {
         let start = self.used;
         if self.bytes.len() < start + len {
-            self.bytes.resize(start + len, 0);
+            self.grow(start + len);
         }
         self.used = start + len;
         self.frames.push((start, len, NO_TAIL, chan));
         &mut self.bytes[start..start + len]
+    }
+
+    /// Makes `bytes` `len` long (zeroed): a warm outbox is long enough.
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self, len: usize) {
+        self.bytes.resize(len, 0);
     }
 
     /// Gives the frame pushed last a tail.
@@ -707,21 +720,52 @@ struct Framer {
 }
 
 impl Framer {
-    /// Writes a frame for `chan` with a `len`-byte payload into the outbox:
-    /// the channel's header with the lengths patched. Returns whether the
-    /// channel wants a UDP checksum, and the frame, whose payload the
-    /// caller writes.
-    fn frame(&mut self, chan: u16, len: u32) -> Result<(bool, &mut [u8]), HostError> {
-        frame_parts(
-            self.id,
-            &self.channels,
-            &mut self.out,
-            &self.stats,
-            self.max_message,
-            chan,
-            len,
-            len,
-        )
+    /// Writes a frame for `chan` carrying `payload` into the outbox (an
+    /// applet's `txPush`): the channel's header with the lengths patched,
+    /// the payload, and its UDP checksum where the channel wants one. The
+    /// checks of [`frame_parts`] in its order (an open channel of this
+    /// endpoint, the length against `max_message`), each before anything
+    /// is written or counted; the frame is counted as `frame_parts` counts
+    /// it.
+    ///
+    /// [`frame_parts`] written out for the one whole-payload case, inlined
+    /// into `Io::transmit` so that `txPush`'s fast form makes no call but
+    /// the copy's: out of line, with its result returned through memory
+    /// and the frame's slice checked again by the caller, it cost the
+    /// standard applet's `txPush` 104 instructions a message.
+    #[inline(always)]
+    fn push_message(&mut self, chan: u16, payload: &[i8]) -> Result<(), HostError> {
+        let ch = self
+            .channels
+            .get(usize::from(chan))
+            .and_then(Option::as_ref)
+            .ok_or(HostError::NoSuchChannel(chan))?;
+        if ch.closed {
+            return Err(HostError::ChannelClosed(chan));
+        }
+        // An applet's array is shorter than 2^31 bytes.
+        let len = payload.len();
+        if len as u32 > self.max_message {
+            return Err(HostError::TooLong {
+                len: len as u32,
+                max: self.max_message,
+            });
+        }
+        let buf = self
+            .out
+            .push_frame(HEADER_LEN + len, sent_on(self.id, chan));
+        let Some((hdr, body)) = buf.split_first_chunk_mut::<HEADER_LEN>() else {
+            unreachable!("a frame holds its header")
+        };
+        *hdr = ch.template;
+        frame::patch_lengths_from(hdr, ch.length_sum, len);
+        natives::i8_to_u8(body, payload);
+        bump_shared(&self.stats.tx_frames);
+        if ch.checksum {
+            // Cannot fail: the frame holds a whole header.
+            let _ = frame::set_udp_checksum(buf);
+        }
+        Ok(())
     }
 
     fn set_channel(&mut self, tag: u16, ch: Option<Channel>) {
@@ -912,10 +956,12 @@ enum BuiltError {
     Refused,
 }
 
-/// [`Framer::frame`] on the fields it needs, so that a caller may keep
-/// borrowing the others: a frame for a `len`-byte message of which the
-/// first `carried` bytes follow the header (the caller keeps the rest as a
-/// [`Tail`]).
+/// The frame of a message sent from the buffer area, on the framer's
+/// fields it needs, so that a caller may keep borrowing the others: a
+/// frame for a `len`-byte message of which the first `carried` bytes
+/// follow the header (the caller keeps the rest as a [`Tail`]). An
+/// applet's `txPush` makes its frame with [`Framer::push_message`], which
+/// makes the same checks in the same order.
 #[allow(clippy::too_many_arguments)]
 fn frame_parts<'a>(
     id: EndpointId,
