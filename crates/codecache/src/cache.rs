@@ -735,6 +735,42 @@ impl Thread {
         self.core.table.get_pinned(me, key, memo)
     }
 
+    /// The code `pin` holds, without entering a scope: the check of
+    /// [`Thread::lookup_pinned`] made on a [`Pin`] instead of a [`Memo`],
+    /// for the caller that runs one entry's code again and again (an
+    /// applet on every message) and keeps its pin beside its key. Found
+    /// only where the pin is of this cache's reclaimer, nothing has been
+    /// retired since it was made ([`Scope::lookup_pin`]), and this thread
+    /// is flagged in and synchronized at that stamp, so that a scope's
+    /// entry would have had nothing to do; the code stays alive while the
+    /// thread is borrowed ([`Pinned`]). `None`: enter a scope and make the
+    /// pin again, which also frees what was retired meanwhile.
+    ///
+    /// The pin does not say which key it was made for (the map and key
+    /// compares of [`Thread::lookup_pinned`] are what it saves): the
+    /// caller keeps one pin per key, as it keeps one memo.
+    #[inline]
+    pub fn pinned(&mut self, pin: &Pin) -> Option<Pinned<'_>> {
+        let me = self.me.as_ref()?;
+        if pin.rec != me.reclaimer_id() || !self.core.rec.is_current(me, pin.stamp) {
+            return None;
+        }
+        // Alive, by `Map::get_pinned`'s argument: the pin's entry was in
+        // this cache's map (`pin.rec` is this thread's reclaimer, so this
+        // cache's: a reclaimer belongs to one core) when a scope found it
+        // after reading `pin.stamp`; it is freed only after a retire that
+        // stores a later stamp, once every thread counted in that retire
+        // has passed a synchronization point that saw it. The stamp is
+        // `pin.stamp` now, this thread's last synchronization point saw
+        // the same and it is flagged in, so it is counted in any such
+        // retire and cannot pass a synchronization point while `Pinned`
+        // borrows it.
+        Some(Pinned {
+            addr: pin.addr,
+            _thread: core::marker::PhantomData,
+        })
+    }
+
     /// Runs `f` flagged out (the paper's system-call flag): for a blocking
     /// call, a wait or an idle poll. The thread is counted in no deletion
     /// while `f` runs, and it cannot touch cached code (the handle is
@@ -772,6 +808,36 @@ impl Drop for Thread {
         if let Some(me) = self.me.take() {
             self.core.rec.unregister(&me);
         }
+    }
+}
+
+/// The address of an entry's code, remembered with the stamp under which
+/// a scope found the entry ([`Scope::lookup_pin`]), for
+/// [`Thread::pinned`]: one compare of the reclaimer and the stamps
+/// instead of a look-up. Plain numbers, so that whatever holds one stays
+/// `Send`; it grants nothing by itself. The default pin (reclaimer 0,
+/// which no reclaimer has) is refused.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Pin {
+    rec: u64,
+    stamp: u64,
+    addr: usize,
+}
+
+/// Code found alive by [`Thread::pinned`]: alive while the thread it was
+/// found through stays borrowed (no synchronization point of that thread
+/// can pass meanwhile, and the thread is counted in every retire).
+#[derive(Debug)]
+pub struct Pinned<'t> {
+    addr: usize,
+    _thread: core::marker::PhantomData<&'t mut Thread>,
+}
+
+impl Pinned<'_> {
+    /// The address of the code's first instruction ([`vcode::Code::addr`]).
+    #[inline]
+    pub fn addr(&self) -> usize {
+        self.addr
     }
 }
 
@@ -813,6 +879,25 @@ impl<'t> Scope<'t> {
     pub fn lookup_memo(&self, key: u64, memo: &mut Memo) -> Option<&Entry> {
         let r = self.core.table.get_memo(key, &self.guard, memo);
         self.count(r.is_some());
+        r
+    }
+
+    /// [`Scope::lookup_memo`], and `pin` made of what it found (or
+    /// emptied where it found nothing), for [`Thread::pinned`].
+    #[inline]
+    pub fn lookup_pin(&self, key: u64, memo: &mut Memo, pin: &mut Pin) -> Option<&Entry> {
+        let r = self.lookup_memo(key, memo);
+        *pin = match r {
+            // The memo's stamp was read before the look-up that found the
+            // entry (or is the stamp now, where the memo was reused), so
+            // the entry is alive while that stamp is the reclaimer's.
+            Some(e) => Pin {
+                rec: self.core.rec.id(),
+                stamp: memo.stamp(),
+                addr: e.code().addr(),
+            },
+            None => Pin::default(),
+        };
         r
     }
 

@@ -127,6 +127,12 @@ impl Participation {
     pub fn is_out(&self) -> bool {
         self.p.out.load(Ordering::Relaxed)
     }
+
+    /// The id of the reclaimer it belongs to.
+    #[inline]
+    pub fn reclaimer_id(&self) -> u64 {
+        self.rec
+    }
 }
 
 /// Buckets of [`DelayHistogram`]: deletion delays in powers of two of
@@ -230,6 +236,13 @@ impl Reclaimer {
             pending_bytes: StatUsize::new(0),
             delay: (0..DELAY_BUCKETS).map(|_| StatU64::new(0)).collect(),
         }
+    }
+
+    /// Unique in the process (never 0): which reclaimer a
+    /// [`Participation`] or a [`crate::Pin`] belongs to.
+    #[inline]
+    pub fn id(&self) -> u64 {
+        self.id
     }
 
     /// The global stamp now (`Acquire`): it moves at every retire.
