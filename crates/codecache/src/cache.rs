@@ -629,11 +629,7 @@ impl CodeCache {
             .unwrap_or_else(|p| p.into_inner())
             .push(counters.clone());
         let me = core.rec.register();
-        Thread {
-            me: Some(me),
-            counters,
-            core,
-        }
+        Thread { me, counters, core }
     }
 
     /// Publishes code for `key` at `version`, built by `build` into the
@@ -685,7 +681,9 @@ impl CodeCache {
 /// A registered thread. Dropping it (thread exit) is a synchronization
 /// point.
 pub struct Thread {
-    me: Option<Participation>,
+    /// Registered by `core`'s reclaimer when the thread was made
+    /// ([`CodeCache::register`]), unregistered when it is dropped.
+    me: Participation,
     counters: Arc<Counters>,
     core: Arc<Core>,
 }
@@ -696,7 +694,7 @@ impl Thread {
     /// compare unless something was retired since the last one.
     #[inline]
     pub fn enter(&mut self) -> Scope<'_> {
-        let me = self.me.as_mut().expect("registered");
+        let me = &mut self.me;
         Scope {
             guard: self.core.rec.enter(me),
             core: &self.core,
@@ -712,7 +710,7 @@ impl Thread {
     /// exit) instead of at the scope's end.
     #[inline]
     pub fn enter_brief(&mut self) -> Scope<'_> {
-        let me = self.me.as_mut().expect("registered");
+        let me = &mut self.me;
         Scope {
             guard: self.core.rec.enter_brief(me),
             core: &self.core,
@@ -731,8 +729,7 @@ impl Thread {
     /// [`Stats::lookups`] (nothing is looked up).
     #[inline]
     pub fn lookup_pinned(&mut self, key: u64, memo: &Memo) -> Option<&Entry> {
-        let me = self.me.as_mut()?;
-        self.core.table.get_pinned(me, key, memo)
+        self.core.table.get_pinned(&mut self.me, key, memo)
     }
 
     /// The code `pin` holds, without entering a scope: the check of
@@ -751,8 +748,11 @@ impl Thread {
     /// caller keeps one pin per key, as it keeps one memo.
     #[inline]
     pub fn pinned(&mut self, pin: &Pin) -> Option<Pinned<'_>> {
-        let me = self.me.as_ref()?;
-        if pin.rec != me.reclaimer_id() || !self.core.rec.is_current(me, pin.stamp) {
+        let me = &self.me;
+        // `me` is this thread's, registered by its core's reclaimer
+        // (`CodeCache::register`), so the pin is that reclaimer's if its
+        // id is `me`'s, and `is_current_own` need not compare them again.
+        if pin.rec != me.reclaimer_id() || !self.core.rec.is_current_own(me, pin.stamp) {
             return None;
         }
         // Alive, by `Map::get_pinned`'s argument: the pin's entry was in
@@ -776,7 +776,7 @@ impl Thread {
     /// while `f` runs, and it cannot touch cached code (the handle is
     /// borrowed).
     pub fn blocking<R>(&mut self, f: impl FnOnce() -> R) -> R {
-        let me = self.me.as_ref().expect("registered");
+        let me = &self.me;
         self.core.rec.flag_out(me);
         let r = f();
         self.core.rec.flag_in(me);
@@ -786,9 +786,7 @@ impl Thread {
     /// Flags the thread out until [`Thread::enter`] (which flags it in):
     /// for a thread that goes idle for an unknown time.
     pub fn flag_out(&mut self) {
-        self.core
-            .rec
-            .flag_out(self.me.as_ref().expect("registered"));
+        self.core.rec.flag_out(&self.me);
     }
 
     /// Publishes into this thread's cache (the same as
@@ -805,9 +803,7 @@ impl Thread {
 
 impl Drop for Thread {
     fn drop(&mut self) {
-        if let Some(me) = self.me.take() {
-            self.core.rec.unregister(&me);
-        }
+        self.core.rec.unregister(&self.me);
     }
 }
 
