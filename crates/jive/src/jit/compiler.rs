@@ -119,6 +119,32 @@ impl Uses {
     }
 }
 
+/// The methods that no method calls (a `Call` or `CallUnmetered` of
+/// them in no method's code, fused ops included): only the host enters
+/// them, through the dispatch, so each is compiled at its dispatch target
+/// and returns straight to the host, without a call stub. A method that
+/// is called keeps its stub, since its returns go back to its caller.
+pub(super) fn host_only(prog: &Program) -> Vec<bool> {
+    let mut called = vec![false; prog.funcs.len()];
+    for f in prog.funcs.iter().flatten() {
+        for &op in f.code.iter() {
+            let (parts, k) = expand(op);
+            for &o in &parts[..k] {
+                if let Op::Call(m) | Op::CallUnmetered(m) = o
+                    && let Some(c) = called.get_mut(usize::from(m))
+                {
+                    *c = true;
+                }
+            }
+        }
+    }
+    prog.funcs
+        .iter()
+        .zip(called)
+        .map(|(f, c)| f.is_some() && !c)
+        .collect()
+}
+
 /// A base pointer of the context that generated code reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Base {
@@ -160,6 +186,10 @@ pub(super) struct Compiler<'p> {
     /// The bases the entry copied into `locals`.
     pub(super) uses: Uses,
     pub(super) entries: Vec<Label>,
+    /// Each method's dispatch target.
+    pub(super) calls: Vec<Label>,
+    /// The methods compiled at their dispatch target ([`host_only`]).
+    pub(super) direct: Vec<bool>,
     pub(super) sites: Vec<Site>,
     pub(super) stubs: Vec<Stub>,
     pub(super) exit: Label,
@@ -767,8 +797,16 @@ impl<'p> Compiler<'p> {
             w: temps[3],
             homes: temps[4..].to_vec(),
         };
-        // One call stub per method: run it, store the result, return 0.
+        // One call stub per method: run it, store the result, return 0. A
+        // method no other method calls has none: it is compiled at its
+        // dispatch target instead, and its returns are the stub's end
+        // (`Compiler::method`, `Compiler::ret`), which saves the call, its
+        // stack adjustment and the return of every invocation.
+        let direct = host_only(prog);
         for (i, &l) in calls.iter().enumerate() {
+            if direct[i] {
+                continue;
+            }
             f.label(l);
             if prog.funcs[i].is_some() {
                 f.jal(entries[i]);
@@ -791,6 +829,8 @@ impl<'p> Compiler<'p> {
             locals,
             uses,
             entries,
+            calls,
+            direct,
             sites: Vec::new(),
             stubs: Vec::new(),
             exit,
@@ -1609,6 +1649,24 @@ impl<'p> Compiler<'p> {
         }
     }
 
+    /// A return, with the value (if any) in `X`: to the calling method, or,
+    /// in a method compiled at its dispatch target ([`host_only`]), to the
+    /// host as the call stub does: the result and the fuel left stored in
+    /// the context, status 0.
+    pub(super) fn ret(&mut self) {
+        if !self.direct[usize::from(self.method)] {
+            self.f.ret_link();
+            return;
+        }
+        let x = self.x();
+        let c = p(self.regs.z);
+        self.f.ld_local(c, self.locals.ctx);
+        self.f.st(x, c, C_RESULT);
+        self.f.st(self.regs.fuel, c, C_FUEL);
+        self.f.set(x, 0);
+        self.f.ret(x);
+    }
+
     /// A runtime call: the caller-saved homes saved and restored around it,
     /// the directory reloaded after it (an allocation may move it).
     ///
@@ -2276,11 +2334,11 @@ impl<'p> Compiler<'p> {
                 if rv.num() != x {
                     self.f.mov(r(x), rv);
                 }
-                self.f.ret_link();
+                self.ret();
                 return false;
             }
             Return => {
-                self.f.ret_link();
+                self.ret();
                 return false;
             }
             GetStatic(k) => self.field(k, false, false),
@@ -2434,6 +2492,9 @@ impl<'p> Compiler<'p> {
             });
         }
         self.f.label(self.entries[m]);
+        if self.direct[m] {
+            self.f.label(self.calls[m]);
+        }
         self.marks
             .push((self.f.code_offset(), Mark::Method(m as u16)));
         for k in 0..usize::from(func.arg_slots) {
@@ -2756,6 +2817,39 @@ mod tests {
         assert_eq!(u(arith), (true, true, false, true), "Arith");
         let counter = uses_of("Counter").expect("Counter");
         assert_eq!(u(counter), (true, true, true, true), "Counter");
+    }
+
+    /// A method runs at its dispatch target, returning to the host without
+    /// a call stub, only if no method calls it: in `Arith`, `fib` and
+    /// `ack` call themselves (and `fibOf` calls `fib`), so they keep their
+    /// stubs; `add` and `fibOf` are entered by the host alone.
+    #[test]
+    fn only_methods_no_method_calls_run_at_their_dispatch_target() {
+        let Some(dir) = crate::APPLET_CLASSES else {
+            return;
+        };
+        let path = std::path::Path::new(dir)
+            .join("release8")
+            .join("Arith.class");
+        let bytes = std::fs::read(path).expect("Arith.class");
+        let prog = crate::check(&bytes, &crate::Limits::default()).expect("Arith");
+        let direct = host_only(&prog);
+        let of = |name: &str| {
+            let m = prog.info.methods.iter().position(|m| m.name == name);
+            direct[m.unwrap_or_else(|| panic!("{name}"))]
+        };
+        for (name, want) in [
+            ("fib", false),
+            ("ack", false),
+            ("add", true),
+            ("fibOf", true),
+        ] {
+            assert_eq!(of(name), want, "{name}");
+        }
+        // A slot without code (`None`) is never a dispatch target's body.
+        for (f, d) in prog.funcs.iter().zip(&direct) {
+            assert!(f.is_some() || !d);
+        }
     }
 
     /// The compiler claims as many register homes as the busiest method of
