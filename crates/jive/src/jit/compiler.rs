@@ -1469,12 +1469,9 @@ impl<'p> Compiler<'p> {
         let key = self.pop();
         self.sync();
         let x = self.regs.x;
-        // The key in X: the sync above wrote only homes of other positions.
+        // The key in its home's register, or loaded into X: the sync above
+        // wrote only homes of other positions.
         let rk = self.reg_of(key, x);
-        if rk.num() != x {
-            self.f.mov(r(x), rk);
-        }
-        let rk = r(x);
         let Some(sw) = self.prog.switches.get(k as usize) else {
             return;
         };
@@ -1484,9 +1481,16 @@ impl<'p> Compiler<'p> {
                 targets,
                 default,
             } => {
+                // The index `key - low` (wrapping) in Y, compared unsigned
+                // with the table's length; a table from 0 compares the key
+                // itself and zero-extends it into Y.
                 let y = self.regs.y;
-                let idx = r(y);
-                self.f.sub(idx, rk, *low);
+                let idx = if *low == 0 {
+                    rk
+                } else {
+                    self.f.sub(r(y), rk, *low);
+                    r(y)
+                };
                 self.f.bge(
                     idx.cast::<vcode::U>(),
                     Operand::Imm(targets.len() as i64),
