@@ -718,9 +718,11 @@ impl<'p> Compiler<'p> {
         let mut f = Func::new();
         f.set_code_limit(4 << 20);
         f.name(format!("jive:{}", prog.info.name));
-        let params = f.lambda("%p%i", Leaf::No).map_err(cg)?;
+        // The context, and the method's index as a machine word (the
+        // jump table's index without a widening).
+        let params = f.lambda("%p%ul", Leaf::No).map_err(cg)?;
         let ctx_in = params.get::<P>(0).map_err(cg)?;
-        let idx_in = params.get::<I>(1).map_err(cg)?;
+        let idx_in = params.get::<UL>(1).map_err(cg)?;
         let fp = f.getreg::<P>(Class::Persistent).map_err(cg)?;
         let fuel = f.getreg::<UL>(Class::Persistent).map_err(cg)?;
         let locals = Locals {
@@ -759,13 +761,10 @@ impl<'p> Compiler<'p> {
             f.st_local(tl, locals.depth);
         }
         // Dispatch on the method index.
-        let idx = f.getreg::<UL>(Class::Temp).map_err(cg)?;
-        f.cv::<I, UL>(idx, idx_in);
         let entries: Vec<Label> = prog.funcs.iter().map(|_| f.genlabel()).collect();
         let calls: Vec<Label> = prog.funcs.iter().map(|_| f.genlabel()).collect();
         let exit = f.genlabel();
-        f.jump_table(idx, &calls);
-        f.putreg(idx);
+        f.jump_table(idx_in, &calls);
         f.putreg(t);
         f.putreg(ctx_in);
         f.putreg(idx_in);

@@ -284,7 +284,10 @@ impl Drop for Compiled {
     }
 }
 
-pub(super) type Entry = extern "C" fn(*mut Ctx, i32) -> i32;
+/// The generated code's entry: the context and the method's index, which
+/// the code's dispatch uses as the index of its jump table as it is (a
+/// machine word, so that the code does not widen it first).
+pub(super) type Entry = extern "C" fn(*mut Ctx, usize) -> i32;
 
 impl Compiled {
     /// The machine code with each method's name and each bytecode's index
@@ -796,7 +799,7 @@ pub(super) fn execute(
         // `thread` is borrowed (`Thread::pinned`), and that outlasts the
         // call.
         let run: Entry = unsafe { core::mem::transmute::<usize, Entry>(pinned.addr()) };
-        return run(ctx, i32::from(entry));
+        return run(ctx, usize::from(entry));
     }
     execute_scoped(thread, code, prog, ctx, entry, failed)
 }
@@ -835,7 +838,7 @@ fn execute_scoped(
     // through the directory, whose entries it bounds-checks; see "Safety"
     // in docs/jive.md.
     let run: Entry = unsafe { core::mem::transmute::<usize, Entry>(code.code().addr()) };
-    run(ctx, i32::from(entry))
+    run(ctx, usize::from(entry))
 }
 
 /// [`execute`] on a registration of its own: for a thread whose own is in
