@@ -629,11 +629,7 @@ impl CodeCache {
             .unwrap_or_else(|p| p.into_inner())
             .push(counters.clone());
         let me = core.rec.register();
-        Thread {
-            me: Some(me),
-            counters,
-            core,
-        }
+        Thread { me, counters, core }
     }
 
     /// Publishes code for `key` at `version`, built by `build` into the
@@ -685,7 +681,9 @@ impl CodeCache {
 /// A registered thread. Dropping it (thread exit) is a synchronization
 /// point.
 pub struct Thread {
-    me: Option<Participation>,
+    /// Registered by `core`'s reclaimer when the thread was made
+    /// ([`CodeCache::register`]), unregistered when it is dropped.
+    me: Participation,
     counters: Arc<Counters>,
     core: Arc<Core>,
 }
@@ -696,7 +694,7 @@ impl Thread {
     /// compare unless something was retired since the last one.
     #[inline]
     pub fn enter(&mut self) -> Scope<'_> {
-        let me = self.me.as_mut().expect("registered");
+        let me = &mut self.me;
         Scope {
             guard: self.core.rec.enter(me),
             core: &self.core,
@@ -712,7 +710,7 @@ impl Thread {
     /// exit) instead of at the scope's end.
     #[inline]
     pub fn enter_brief(&mut self) -> Scope<'_> {
-        let me = self.me.as_mut().expect("registered");
+        let me = &mut self.me;
         Scope {
             guard: self.core.rec.enter_brief(me),
             core: &self.core,
@@ -731,8 +729,46 @@ impl Thread {
     /// [`Stats::lookups`] (nothing is looked up).
     #[inline]
     pub fn lookup_pinned(&mut self, key: u64, memo: &Memo) -> Option<&Entry> {
-        let me = self.me.as_mut()?;
-        self.core.table.get_pinned(me, key, memo)
+        self.core.table.get_pinned(&mut self.me, key, memo)
+    }
+
+    /// The code `pin` holds, without entering a scope: the check of
+    /// [`Thread::lookup_pinned`] made on a [`Pin`] instead of a [`Memo`],
+    /// for the caller that runs one entry's code again and again (an
+    /// applet on every message) and keeps its pin beside its key. Found
+    /// only where the pin is of this cache's reclaimer, nothing has been
+    /// retired since it was made ([`Scope::lookup_pin`]), and this thread
+    /// is flagged in and synchronized at that stamp, so that a scope's
+    /// entry would have had nothing to do; the code stays alive while the
+    /// thread is borrowed ([`Pinned`]). `None`: enter a scope and make the
+    /// pin again, which also frees what was retired meanwhile.
+    ///
+    /// The pin does not say which key it was made for (the map and key
+    /// compares of [`Thread::lookup_pinned`] are what it saves): the
+    /// caller keeps one pin per key, as it keeps one memo.
+    #[inline]
+    pub fn pinned(&mut self, pin: &Pin) -> Option<Pinned<'_>> {
+        let me = &self.me;
+        // `me` is this thread's, registered by its core's reclaimer
+        // (`CodeCache::register`), so the pin is that reclaimer's if its
+        // id is `me`'s, and `is_current_own` need not compare them again.
+        if pin.rec != me.reclaimer_id() || !self.core.rec.is_current_own(me, pin.stamp) {
+            return None;
+        }
+        // Alive, by `Map::get_pinned`'s argument: the pin's entry was in
+        // this cache's map (`pin.rec` is this thread's reclaimer, so this
+        // cache's: a reclaimer belongs to one core) when a scope found it
+        // after reading `pin.stamp`; it is freed only after a retire that
+        // stores a later stamp, once every thread counted in that retire
+        // has passed a synchronization point that saw it. The stamp is
+        // `pin.stamp` now, this thread's last synchronization point saw
+        // the same and it is flagged in, so it is counted in any such
+        // retire and cannot pass a synchronization point while `Pinned`
+        // borrows it.
+        Some(Pinned {
+            addr: pin.addr,
+            _thread: core::marker::PhantomData,
+        })
     }
 
     /// Runs `f` flagged out (the paper's system-call flag): for a blocking
@@ -740,7 +776,7 @@ impl Thread {
     /// while `f` runs, and it cannot touch cached code (the handle is
     /// borrowed).
     pub fn blocking<R>(&mut self, f: impl FnOnce() -> R) -> R {
-        let me = self.me.as_ref().expect("registered");
+        let me = &self.me;
         self.core.rec.flag_out(me);
         let r = f();
         self.core.rec.flag_in(me);
@@ -750,9 +786,7 @@ impl Thread {
     /// Flags the thread out until [`Thread::enter`] (which flags it in):
     /// for a thread that goes idle for an unknown time.
     pub fn flag_out(&mut self) {
-        self.core
-            .rec
-            .flag_out(self.me.as_ref().expect("registered"));
+        self.core.rec.flag_out(&self.me);
     }
 
     /// Publishes into this thread's cache (the same as
@@ -769,9 +803,37 @@ impl Thread {
 
 impl Drop for Thread {
     fn drop(&mut self) {
-        if let Some(me) = self.me.take() {
-            self.core.rec.unregister(&me);
-        }
+        self.core.rec.unregister(&self.me);
+    }
+}
+
+/// The address of an entry's code, remembered with the stamp under which
+/// a scope found the entry ([`Scope::lookup_pin`]), for
+/// [`Thread::pinned`]: one compare of the reclaimer and the stamps
+/// instead of a look-up. Plain numbers, so that whatever holds one stays
+/// `Send`; it grants nothing by itself. The default pin (reclaimer 0,
+/// which no reclaimer has) is refused.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Pin {
+    rec: u64,
+    stamp: u64,
+    addr: usize,
+}
+
+/// Code found alive by [`Thread::pinned`]: alive while the thread it was
+/// found through stays borrowed (no synchronization point of that thread
+/// can pass meanwhile, and the thread is counted in every retire).
+#[derive(Debug)]
+pub struct Pinned<'t> {
+    addr: usize,
+    _thread: core::marker::PhantomData<&'t mut Thread>,
+}
+
+impl Pinned<'_> {
+    /// The address of the code's first instruction ([`vcode::Code::addr`]).
+    #[inline]
+    pub fn addr(&self) -> usize {
+        self.addr
     }
 }
 
@@ -813,6 +875,25 @@ impl<'t> Scope<'t> {
     pub fn lookup_memo(&self, key: u64, memo: &mut Memo) -> Option<&Entry> {
         let r = self.core.table.get_memo(key, &self.guard, memo);
         self.count(r.is_some());
+        r
+    }
+
+    /// [`Scope::lookup_memo`], and `pin` made of what it found (or
+    /// emptied where it found nothing), for [`Thread::pinned`].
+    #[inline]
+    pub fn lookup_pin(&self, key: u64, memo: &mut Memo, pin: &mut Pin) -> Option<&Entry> {
+        let r = self.lookup_memo(key, memo);
+        *pin = match r {
+            // The memo's stamp was read before the look-up that found the
+            // entry (or is the stamp now, where the memo was reused), so
+            // the entry is alive while that stamp is the reclaimer's.
+            Some(e) => Pin {
+                rec: self.core.rec.id(),
+                stamp: memo.stamp(),
+                addr: e.code().addr(),
+            },
+            None => Pin::default(),
+        };
         r
     }
 

@@ -127,6 +127,12 @@ impl Participation {
     pub fn is_out(&self) -> bool {
         self.p.out.load(Ordering::Relaxed)
     }
+
+    /// The id of the reclaimer it belongs to.
+    #[inline]
+    pub fn reclaimer_id(&self) -> u64 {
+        self.rec
+    }
 }
 
 /// Buckets of [`DelayHistogram`]: deletion delays in powers of two of
@@ -232,6 +238,13 @@ impl Reclaimer {
         }
     }
 
+    /// Unique in the process (never 0): which reclaimer a
+    /// [`Participation`] or a [`crate::Pin`] belongs to.
+    #[inline]
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
     /// The global stamp now (`Acquire`): it moves at every retire.
     #[inline]
     pub fn stamp(&self) -> u64 {
@@ -246,10 +259,17 @@ impl Reclaimer {
     /// entry on that condition.
     #[inline]
     pub fn is_current(&self, me: &Participation, stamp: u64) -> bool {
-        me.rec == self.id
-            && self.stamp() == stamp
-            && me.p.stamp.load(Ordering::Relaxed) == stamp
-            && !me.is_out()
+        me.rec == self.id && self.is_current_own(me, stamp)
+    }
+
+    /// [`Reclaimer::is_current`] for a participation the caller knows to
+    /// be this reclaimer's (a [`crate::Thread`]'s own, which its core's
+    /// reclaimer registered): without the compare of the ids. For a
+    /// participation of another reclaimer the answer means nothing.
+    #[inline]
+    pub fn is_current_own(&self, me: &Participation, stamp: u64) -> bool {
+        debug_assert_eq!(me.rec, self.id, "a participation of another reclaimer");
+        self.stamp() == stamp && me.p.stamp.load(Ordering::Relaxed) == stamp && !me.is_out()
     }
 
     /// Registers the calling thread: from now on it is counted in every

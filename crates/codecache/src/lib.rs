@@ -117,6 +117,8 @@ pub mod table;
 #[cfg(not(loom))]
 pub use arena::AllocError;
 #[cfg(not(loom))]
-pub use cache::{CodeCache, Config, Contention, Emit, Entry, Error, Scope, Sharing, Stats, Thread};
+pub use cache::{
+    CodeCache, Config, Contention, Emit, Entry, Error, Pin, Pinned, Scope, Sharing, Stats, Thread,
+};
 pub use deletion::DelayHistogram;
 pub use table::Memo;

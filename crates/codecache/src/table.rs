@@ -111,6 +111,15 @@ pub struct Memo {
     val: usize,
 }
 
+impl Memo {
+    /// The stamp read before the look-up that filled the memo (the
+    /// reclaimer's stamp under which its value was found in the map).
+    #[inline]
+    pub(crate) fn stamp(&self) -> u64 {
+        self.stamp
+    }
+}
+
 /// A value taken out of a [`Map`]: unreachable for lookups that start
 /// from now on, but possibly still in use by readers inside their scopes.
 /// It can be read, and it is retired (freed once no reader can hold it)

@@ -283,3 +283,63 @@ fn no_mapping_is_ever_writable_and_executable() {
         assert!(wx_mappings().is_empty(), "{:?}", wx_mappings());
     }
 }
+
+/// Runs the code `pin` holds for `t`, if `Thread::pinned` admits it.
+fn call_pinned(t: &mut codecache::Thread, pin: &codecache::Pin) -> Option<i64> {
+    let p = t.pinned(pin)?;
+    // SAFETY: as in `call`; the code stays alive while `p` borrows `t`.
+    let f: LongFn = unsafe { core::mem::transmute::<usize, LongFn>(p.addr()) };
+    Some(f(5))
+}
+
+/// A pin admits its code until anything is retired: then it is refused
+/// (the code may be freed at the thread's next synchronization point),
+/// and a scope's look-up makes it again, for the replacement. The empty
+/// pin is refused.
+#[test]
+fn a_pin_is_refused_once_anything_is_retired_and_made_again_by_a_scope() {
+    let cache = CodeCache::new(Config::default());
+    cache.publish(1, 1, value_fn(1, 1, 0)).unwrap();
+    let mut t = cache.register();
+    let (mut memo, mut pin) = (codecache::Memo::default(), codecache::Pin::default());
+    assert_eq!(call_pinned(&mut t, &pin), None, "the empty pin");
+    assert!(t.enter_brief().lookup_pin(1, &mut memo, &mut pin).is_some());
+    assert_eq!(call_pinned(&mut t, &pin), Some(5 + tag(1, 1)));
+    assert_eq!(call_pinned(&mut t, &pin), Some(5 + tag(1, 1)));
+    cache.publish(1, 2, value_fn(1, 2, 3)).unwrap();
+    assert_eq!(call_pinned(&mut t, &pin), None, "version 1 was retired");
+    assert!(t.enter_brief().lookup_pin(1, &mut memo, &mut pin).is_some());
+    assert_eq!(call_pinned(&mut t, &pin), Some(5 + tag(1, 2)));
+    // Version 1 was freed at the scope's entry, while no pin admitted it.
+    assert_eq!(cache.stats().pending_sets, 0);
+    assert!(cache.retire(1));
+    assert_eq!(call_pinned(&mut t, &pin), None, "retired, not replaced");
+    assert!(t.enter_brief().lookup_pin(1, &mut memo, &mut pin).is_none());
+    assert_eq!(call_pinned(&mut t, &pin), None, "nothing found: empty");
+}
+
+/// A pin made in one cache is refused by another cache's thread, even
+/// where the two caches' stamps agree; and a thread flagged out refuses
+/// its pin until a scope flags it in again.
+#[test]
+fn a_pin_is_refused_by_another_cache_and_while_flagged_out() {
+    let a = CodeCache::new(Config::default());
+    let b = CodeCache::new(Config::default());
+    a.publish(1, 1, value_fn(1, 1, 0)).unwrap();
+    b.publish(1, 1, value_fn(1, 1, 0)).unwrap();
+    let mut ta = a.register();
+    let mut tb = b.register();
+    let (mut memo, mut pin) = (codecache::Memo::default(), codecache::Pin::default());
+    assert!(
+        ta.enter_brief()
+            .lookup_pin(1, &mut memo, &mut pin)
+            .is_some()
+    );
+    drop(tb.enter_brief());
+    assert_eq!(call_pinned(&mut ta, &pin), Some(5 + tag(1, 1)));
+    assert_eq!(call_pinned(&mut tb, &pin), None, "a pin of cache a");
+    ta.flag_out();
+    assert_eq!(call_pinned(&mut ta, &pin), None, "flagged out");
+    drop(ta.enter_brief());
+    assert_eq!(call_pinned(&mut ta, &pin), Some(5 + tag(1, 1)));
+}

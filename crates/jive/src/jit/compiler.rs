@@ -119,6 +119,32 @@ impl Uses {
     }
 }
 
+/// The methods that no method calls (a `Call` or `CallUnmetered` of
+/// them in no method's code, fused ops included): only the host enters
+/// them, through the dispatch, so each is compiled at its dispatch target
+/// and returns straight to the host, without a call stub. A method that
+/// is called keeps its stub, since its returns go back to its caller.
+pub(super) fn host_only(prog: &Program) -> Vec<bool> {
+    let mut called = vec![false; prog.funcs.len()];
+    for f in prog.funcs.iter().flatten() {
+        for &op in f.code.iter() {
+            let (parts, k) = expand(op);
+            for &o in &parts[..k] {
+                if let Op::Call(m) | Op::CallUnmetered(m) = o
+                    && let Some(c) = called.get_mut(usize::from(m))
+                {
+                    *c = true;
+                }
+            }
+        }
+    }
+    prog.funcs
+        .iter()
+        .zip(called)
+        .map(|(f, c)| f.is_some() && !c)
+        .collect()
+}
+
 /// A base pointer of the context that generated code reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Base {
@@ -160,6 +186,10 @@ pub(super) struct Compiler<'p> {
     /// The bases the entry copied into `locals`.
     pub(super) uses: Uses,
     pub(super) entries: Vec<Label>,
+    /// Each method's dispatch target.
+    pub(super) calls: Vec<Label>,
+    /// The methods compiled at their dispatch target ([`host_only`]).
+    pub(super) direct: Vec<bool>,
     pub(super) sites: Vec<Site>,
     pub(super) stubs: Vec<Stub>,
     pub(super) exit: Label,
@@ -688,9 +718,11 @@ impl<'p> Compiler<'p> {
         let mut f = Func::new();
         f.set_code_limit(4 << 20);
         f.name(format!("jive:{}", prog.info.name));
-        let params = f.lambda("%p%i", Leaf::No).map_err(cg)?;
+        // The context, and the method's index as a machine word (the
+        // jump table's index without a widening).
+        let params = f.lambda("%p%ul", Leaf::No).map_err(cg)?;
         let ctx_in = params.get::<P>(0).map_err(cg)?;
-        let idx_in = params.get::<I>(1).map_err(cg)?;
+        let idx_in = params.get::<UL>(1).map_err(cg)?;
         let fp = f.getreg::<P>(Class::Persistent).map_err(cg)?;
         let fuel = f.getreg::<UL>(Class::Persistent).map_err(cg)?;
         let locals = Locals {
@@ -729,13 +761,10 @@ impl<'p> Compiler<'p> {
             f.st_local(tl, locals.depth);
         }
         // Dispatch on the method index.
-        let idx = f.getreg::<UL>(Class::Temp).map_err(cg)?;
-        f.cv::<I, UL>(idx, idx_in);
         let entries: Vec<Label> = prog.funcs.iter().map(|_| f.genlabel()).collect();
         let calls: Vec<Label> = prog.funcs.iter().map(|_| f.genlabel()).collect();
         let exit = f.genlabel();
-        f.jump_table(idx, &calls);
-        f.putreg(idx);
+        f.jump_table(idx_in, &calls);
         f.putreg(t);
         f.putreg(ctx_in);
         f.putreg(idx_in);
@@ -767,8 +796,16 @@ impl<'p> Compiler<'p> {
             w: temps[3],
             homes: temps[4..].to_vec(),
         };
-        // One call stub per method: run it, store the result, return 0.
+        // One call stub per method: run it, store the result, return 0. A
+        // method no other method calls has none: it is compiled at its
+        // dispatch target instead, and its returns are the stub's end
+        // (`Compiler::method`, `Compiler::ret`), which saves the call, its
+        // stack adjustment and the return of every invocation.
+        let direct = host_only(prog);
         for (i, &l) in calls.iter().enumerate() {
+            if direct[i] {
+                continue;
+            }
             f.label(l);
             if prog.funcs[i].is_some() {
                 f.jal(entries[i]);
@@ -791,6 +828,8 @@ impl<'p> Compiler<'p> {
             locals,
             uses,
             entries,
+            calls,
+            direct,
             sites: Vec::new(),
             stubs: Vec::new(),
             exit,
@@ -1429,12 +1468,9 @@ impl<'p> Compiler<'p> {
         let key = self.pop();
         self.sync();
         let x = self.regs.x;
-        // The key in X: the sync above wrote only homes of other positions.
+        // The key in its home's register, or loaded into X: the sync above
+        // wrote only homes of other positions.
         let rk = self.reg_of(key, x);
-        if rk.num() != x {
-            self.f.mov(r(x), rk);
-        }
-        let rk = r(x);
         let Some(sw) = self.prog.switches.get(k as usize) else {
             return;
         };
@@ -1444,9 +1480,16 @@ impl<'p> Compiler<'p> {
                 targets,
                 default,
             } => {
+                // The index `key - low` (wrapping) in Y, compared unsigned
+                // with the table's length; a table from 0 compares the key
+                // itself and zero-extends it into Y.
                 let y = self.regs.y;
-                let idx = r(y);
-                self.f.sub(idx, rk, *low);
+                let idx = if *low == 0 {
+                    rk
+                } else {
+                    self.f.sub(r(y), rk, *low);
+                    r(y)
+                };
                 self.f.bge(
                     idx.cast::<vcode::U>(),
                     Operand::Imm(targets.len() as i64),
@@ -1607,6 +1650,24 @@ impl<'p> Compiler<'p> {
             }
             self.push_result(rd);
         }
+    }
+
+    /// A return, with the value (if any) in `X`: to the calling method, or,
+    /// in a method compiled at its dispatch target ([`host_only`]), to the
+    /// host as the call stub does: the result and the fuel left stored in
+    /// the context, status 0.
+    pub(super) fn ret(&mut self) {
+        if !self.direct[usize::from(self.method)] {
+            self.f.ret_link();
+            return;
+        }
+        let x = self.x();
+        let c = p(self.regs.z);
+        self.f.ld_local(c, self.locals.ctx);
+        self.f.st(x, c, C_RESULT);
+        self.f.st(self.regs.fuel, c, C_FUEL);
+        self.f.set(x, 0);
+        self.f.ret(x);
     }
 
     /// A runtime call: the caller-saved homes saved and restored around it,
@@ -2421,11 +2482,11 @@ impl<'p> Compiler<'p> {
                 if rv.num() != x {
                     self.f.mov(r(x), rv);
                 }
-                self.f.ret_link();
+                self.ret();
                 return false;
             }
             Return => {
-                self.f.ret_link();
+                self.ret();
                 return false;
             }
             GetStatic(k) => self.field(k, false, false),
@@ -2579,6 +2640,9 @@ impl<'p> Compiler<'p> {
             });
         }
         self.f.label(self.entries[m]);
+        if self.direct[m] {
+            self.f.label(self.calls[m]);
+        }
         self.marks
             .push((self.f.code_offset(), Mark::Method(m as u16)));
         for k in 0..usize::from(func.arg_slots) {
@@ -2901,6 +2965,39 @@ mod tests {
         assert_eq!(u(arith), (true, true, false, true), "Arith");
         let counter = uses_of("Counter").expect("Counter");
         assert_eq!(u(counter), (true, true, true, true), "Counter");
+    }
+
+    /// A method runs at its dispatch target, returning to the host without
+    /// a call stub, only if no method calls it: in `Arith`, `fib` and
+    /// `ack` call themselves (and `fibOf` calls `fib`), so they keep their
+    /// stubs; `add` and `fibOf` are entered by the host alone.
+    #[test]
+    fn only_methods_no_method_calls_run_at_their_dispatch_target() {
+        let Some(dir) = crate::APPLET_CLASSES else {
+            return;
+        };
+        let path = std::path::Path::new(dir)
+            .join("release8")
+            .join("Arith.class");
+        let bytes = std::fs::read(path).expect("Arith.class");
+        let prog = crate::check(&bytes, &crate::Limits::default()).expect("Arith");
+        let direct = host_only(&prog);
+        let of = |name: &str| {
+            let m = prog.info.methods.iter().position(|m| m.name == name);
+            direct[m.unwrap_or_else(|| panic!("{name}"))]
+        };
+        for (name, want) in [
+            ("fib", false),
+            ("ack", false),
+            ("add", true),
+            ("fibOf", true),
+        ] {
+            assert_eq!(of(name), want, "{name}");
+        }
+        // A slot without code (`None`) is never a dispatch target's body.
+        for (f, d) in prog.funcs.iter().zip(&direct) {
+            assert!(f.is_some() || !d);
+        }
     }
 
     /// The compiler claims as many register homes as the busiest method of

@@ -88,7 +88,7 @@ pub struct Compiled {
     pub(super) key: u64,
     /// The last look-up of the code in the cache, reused by the next
     /// invocation while nothing has been retired since.
-    pub(super) memo: codecache::Memo,
+    pub(super) found: Found,
     pub(super) meta: Arc<Meta>,
     /// The frame stack, of a fixed size, so that the argument slots are
     /// reached without a bounds check ([`Compiled::args_mut`]).
@@ -219,7 +219,7 @@ pub fn compile(prog: &Program) -> Result<Compiled, JitError> {
     let ctx = Ctx::new(&mut frames[..], words_of);
     Ok(Compiled {
         key,
-        memo: codecache::Memo::default(),
+        found: Found::default(),
         reads_fields: meta.uses.fields,
         meta,
         frames,
@@ -284,7 +284,10 @@ impl Drop for Compiled {
     }
 }
 
-pub(super) type Entry = extern "C" fn(*mut Ctx, i32) -> i32;
+/// The generated code's entry: the context and the method's index, which
+/// the code's dispatch uses as the index of its jump table as it is (a
+/// machine word, so that the code does not widen it first).
+pub(super) type Entry = extern "C" fn(*mut Ctx, usize) -> i32;
 
 impl Compiled {
     /// The machine code with each method's name and each bytecode's index
@@ -502,7 +505,7 @@ impl Compiled {
         ctx.rt = (&mut *rt as *mut Runtime<'_, '_>).cast();
         let code = Code {
             key: self.key,
-            memo: &mut self.memo,
+            found: &mut self.found,
         };
         // Set only with a status of -1, in the `Compiled` rather than on
         // this frame, so that the common invocation writes nothing for it.
@@ -761,7 +764,17 @@ pub fn park() {
 /// common invocation does not store it on its frame for the rare path.
 pub(super) struct Code<'a> {
     key: u64,
-    memo: &'a mut codecache::Memo,
+    found: &'a mut Found,
+}
+
+/// The last look-up of an applet's code in the cache
+/// ([`codecache::Scope::lookup_pin`]): the memo a scope's look-up reuses,
+/// and the pin [`execute`] checks without a scope. One struct, so that
+/// [`Code`] stays two registers.
+#[derive(Debug, Default)]
+pub(super) struct Found {
+    memo: codecache::Memo,
+    pin: codecache::Pin,
 }
 
 /// Runs `code` inside a brief scope of `thread` (entering it is the one
@@ -779,11 +792,14 @@ pub(super) fn execute(
     // Nothing retired since the last invocation's look-up, and this thread
     // synchronized since: its scope's entry would find nothing to do and
     // the look-up would reuse the memo, so both are skipped.
-    if let Some(e) = thread.lookup_pinned(code.key, code.memo) {
-        // SAFETY: as below; the code stays alive while `thread` is
-        // borrowed (`Thread::lookup_pinned`), which outlasts the call.
-        let run: Entry = unsafe { core::mem::transmute::<usize, Entry>(e.code().addr()) };
-        return run(ctx, i32::from(entry));
+    if let Some(pinned) = thread.pinned(&code.found.pin) {
+        // SAFETY: as below: the pin was made of this key's code
+        // (`execute_scoped`, the only writer of `Found::pin`, fills it
+        // from the look-up of `code.key`), which stays alive while
+        // `thread` is borrowed (`Thread::pinned`), and that outlasts the
+        // call.
+        let run: Entry = unsafe { core::mem::transmute::<usize, Entry>(pinned.addr()) };
+        return run(ctx, usize::from(entry));
     }
     execute_scoped(thread, code, prog, ctx, entry, failed)
 }
@@ -803,7 +819,7 @@ fn execute_scoped(
     failed: &mut Option<String>,
 ) -> i32 {
     let scope = thread.enter_brief();
-    let code = match scope.lookup_memo(code.key, code.memo) {
+    let code = match scope.lookup_pin(code.key, &mut code.found.memo, &mut code.found.pin) {
         Some(e) => e,
         None => match rebuild(&scope, code.key, prog) {
             Ok(e) => e,
@@ -822,7 +838,7 @@ fn execute_scoped(
     // through the directory, whose entries it bounds-checks; see "Safety"
     // in docs/jive.md.
     let run: Entry = unsafe { core::mem::transmute::<usize, Entry>(code.code().addr()) };
-    run(ctx, i32::from(entry))
+    run(ctx, usize::from(entry))
 }
 
 /// [`execute`] on a registration of its own: for a thread whose own is in
