@@ -594,19 +594,41 @@ fn a_budget_spent_mid_stream_traps_at_the_same_call_on_both_engines() {
     if !jive::jit::available() {
         return;
     }
-    let mut rng = StdRng::seed_from_u64(7);
+    let (first_trap, _, _) = first_budget_trap(
+        7,
+        |_| {},
+        |app, _| app.set_static_int("mode", 13).unwrap(),
+        "getFreeBufferLength()I: the applet exceeded its budget of 50 work units",
+    );
+    // 50 units allowed; the first clock reading past them is the 56th
+    // call's (one every 8 units), which traps.
+    assert_eq!(first_trap, Some(55));
+}
+
+/// 100 invocations of `doRx` on both engines, each host with a budget of
+/// 50 work units and its words lent (then `lend` applied), `set` applied
+/// to each applet before each invocation, compared after each: the step
+/// of the first trap, whose message contains `msg`, and the two hosts.
+fn first_budget_trap(
+    seed: u64,
+    lend: impl Fn(&mut Counting),
+    set: impl Fn(&mut Applet, usize),
+    msg: &str,
+) -> (Option<usize>, Counting, Counting) {
+    let mut rng = StdRng::seed_from_u64(seed);
     let mut hj = Counting::new(&mut rng.clone());
     let mut hi = Counting::new(&mut rng);
     for h in [&mut hi, &mut hj] {
         h.budget = 50;
         h.lend = true;
+        lend(h);
     }
     let mut ai = load(Engine::Interpreter);
     let mut aj = load(Engine::Jit);
     let mut first_trap = None;
     for step in 0..100 {
         for app in [&mut ai, &mut aj] {
-            app.set_static_int("mode", 13).unwrap();
+            set(app, step);
         }
         let i = call(&mut ai, &mut hi, false);
         let j = call(&mut aj, &mut hj, false);
@@ -616,17 +638,10 @@ fn a_budget_spent_mid_stream_traps_at_the_same_call_on_both_engines() {
             && first_trap.is_none()
         {
             first_trap = Some(step);
-            assert!(
-                trap.contains(
-                    "getFreeBufferLength()I: the applet exceeded its budget of 50 work units"
-                ),
-                "{trap}"
-            );
+            assert!(trap.contains(msg), "{trap}");
         }
     }
-    // 50 units allowed; the first clock reading past them is the 56th
-    // call's (one every 8 units), which traps.
-    assert_eq!(first_trap, Some(55));
+    (first_trap, hi, hj)
 }
 
 #[test]
@@ -1073,22 +1088,14 @@ fn a_budget_spent_by_copies_traps_at_the_same_call_on_both_engines() {
     if !jive::jit::available() {
         return;
     }
-    let mut rng = StdRng::seed_from_u64(17);
-    let mut hj = Counting::new(&mut rng.clone());
-    let mut hi = Counting::new(&mut rng);
-    for h in [&mut hi, &mut hj] {
-        h.budget = 50;
-        h.lend = true;
-        h.lend_area();
-    }
-    let mut ai = load(Engine::Interpreter);
-    let mut aj = load(Engine::Jit);
-    let mut first_trap = None;
-    for step in 0..100 {
-        for app in [&mut ai, &mut aj] {
+    let (first_trap, hi, hj) = first_budget_trap(
+        17,
+        Counting::lend_area,
+        |app, step| {
             // Copies of 40 bytes (one unit) and of 4096 (two), so that
             // the units counted inline are the native's.
             let long = step % 3 == 2;
+            let step = step as i32;
             app.set_static_int("mode", 1 + step % 2).unwrap();
             app.set_static_int("a", 3).unwrap();
             app.set_static_int("b", if long { 0 } else { 64 * step })
@@ -1096,21 +1103,9 @@ fn a_budget_spent_by_copies_traps_at_the_same_call_on_both_engines() {
             app.set_static_int("c", if long { 4096 } else { 40 })
                 .unwrap();
             app.set_static_array("Buf", &[9; 4100]).unwrap();
-        }
-        let i = call(&mut ai, &mut hi, false);
-        let j = call(&mut aj, &mut hj, false);
-        assert_eq!(i, j, "step {step}");
-        assert_eq!(hi, hj, "step {step}");
-        if let Err(trap) = &i.outcome
-            && first_trap.is_none()
-        {
-            first_trap = Some(step);
-            assert!(
-                trap.contains("DMA([BIII)V: the applet exceeded its budget of 50 work units"),
-                "{trap}"
-            );
-        }
-    }
+        },
+        "DMA([BIII)V: the applet exceeded its budget of 50 work units",
+    );
     // 50 units allowed, 4 per 3 calls; the first clock reading past them
     // (one every 8 units, at 56) is the 42nd call's, which traps.
     assert_eq!(first_trap, Some(41));
