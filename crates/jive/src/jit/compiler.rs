@@ -2019,28 +2019,8 @@ impl<'p> Compiler<'p> {
                 if rl.num() != w {
                     self.f.mov(n, Reg::<UL>::phys(rl.num()));
                 }
-                let (small, words_loop, bytes_loop, copied) = (
-                    self.f.genlabel(),
-                    self.f.genlabel(),
-                    self.f.genlabel(),
-                    self.f.genlabel(),
-                );
-                self.f.blt(n, 8, small);
-                self.f.label(words_loop);
-                self.f.ldx(t, Ty::UL, data, n, 1, -8);
-                self.f.stx(t, Ty::UL, slot, n, 1, 0);
-                self.f.sub(n, n, 8);
-                self.f.bge(n, 8, words_loop);
-                self.f.ld(t, data, 0);
-                self.f.st(t, slot, 8);
-                self.f.jmp(copied);
-                self.f.label(small);
-                self.f.beq(n, 0, copied);
-                self.f.label(bytes_loop);
-                self.f.sub(n, n, 1);
-                self.f.ldx(t, Ty::UC, data, n, 1, 0);
-                self.f.stx(t, Ty::UC, slot, n, 1, 8);
-                self.f.bne(n, 0, bytes_loop);
+                let copied = self.f.genlabel();
+                self.copy_down(data, slot, 8, n, t, copied);
                 self.f.label(copied);
             }
             (None, Some(c)) => {
@@ -2091,6 +2071,43 @@ impl<'p> Compiler<'p> {
         self.f.jmp(done);
         self.f.label(rare);
         done
+    }
+
+    /// Copies `n` bytes (`n` in its register, consumed) from `src` to
+    /// `dst + disp`: down from the end, 8 bytes at a time, then the first
+    /// 8 again (overlapping); under 8, byte by byte. `t` is scratch. Every
+    /// access stays inside the two ranges of `n` bytes, which the caller
+    /// has checked; it jumps to `done` from the word loop and falls
+    /// through from the byte loop (at `n == 0` too).
+    fn copy_down(
+        &mut self,
+        src: Reg<P>,
+        dst: Reg<P>,
+        disp: i32,
+        n: Reg<UL>,
+        t: Reg<UL>,
+        done: Label,
+    ) {
+        let (small, words_loop, bytes_loop) =
+            (self.f.genlabel(), self.f.genlabel(), self.f.genlabel());
+        let end = self.f.genlabel();
+        self.f.blt(n, 8, small);
+        self.f.label(words_loop);
+        self.f.ldx(t, Ty::UL, src, n, 1, -8);
+        self.f.stx(t, Ty::UL, dst, n, 1, disp - 8);
+        self.f.sub(n, n, 8);
+        self.f.bge(n, 8, words_loop);
+        self.f.ld(t, src, 0);
+        self.f.st(t, dst, disp);
+        self.f.jmp(done);
+        self.f.label(small);
+        self.f.beq(n, 0, end);
+        self.f.label(bytes_loop);
+        self.f.sub(n, n, 1);
+        self.f.ldx(t, Ty::UC, src, n, 1, 0);
+        self.f.stx(t, Ty::UC, dst, n, 1, disp);
+        self.f.bne(n, 0, bytes_loop);
+        self.f.label(end);
     }
 
     /// [`InlineForm::CopyOut`] (`out`: area to array) or
@@ -2197,29 +2214,9 @@ impl<'p> Compiler<'p> {
         // byte. Every access stays inside the two checked ranges. Past
         // it, `rt_copy` (a `memcpy`), with the homes saved around it.
         let t = Reg::<UL>::phys(z);
-        let (long, small, words_loop, bytes_loop) = (
-            self.f.genlabel(),
-            self.f.genlabel(),
-            self.f.genlabel(),
-            self.f.genlabel(),
-        );
+        let long = self.f.genlabel();
         self.f.bgt(n, COPY_INLINE_MAX as i64, long);
-        self.f.blt(n, 8, small);
-        self.f.label(words_loop);
-        self.f.ldx(t, Ty::UL, src, n, 1, -8);
-        self.f.stx(t, Ty::UL, dst, n, 1, -8);
-        self.f.sub(n, n, 8);
-        self.f.bge(n, 8, words_loop);
-        self.f.ld(t, src, 0);
-        self.f.st(t, dst, 0);
-        self.f.jmp(done);
-        self.f.label(small);
-        self.f.beq(n, 0, done);
-        self.f.label(bytes_loop);
-        self.f.sub(n, n, 1);
-        self.f.ldx(t, Ty::UC, src, n, 1, 0);
-        self.f.stx(t, Ty::UC, dst, n, 1, 0);
-        self.f.bne(n, 0, bytes_loop);
+        self.copy_down(src, dst, 0, n, t, done);
         self.f.jmp(done);
         self.f.label(long);
         let below = self.stack.len();
