@@ -256,31 +256,35 @@ pub fn bind<H: NativeHost>() -> Natives {
     register::<H, GetFreeBufferLength>(&mut t);
     // Cannot fail: the natives have fast forms, and their descriptors fit
     // the forms (`()I`, `([BII)V`, `([BIII)V`).
-    let _ = t.set_inline(
-        GetFreeBuffer::NAME,
-        GetFreeBuffer::DESCRIPTOR,
-        jive::InlineForm::PopU32,
-    );
-    let _ = t.set_inline(
-        GetFreeBufferLength::NAME,
-        GetFreeBufferLength::DESCRIPTOR,
-        jive::InlineForm::Int(0),
-    );
-    let _ = t.set_inline(
-        DoHtoLDma::NAME,
-        DoHtoLDma::DESCRIPTOR,
-        jive::InlineForm::CopyOut,
-    );
-    let _ = t.set_inline(
-        DoLtoHDma::NAME,
-        DoLtoHDma::DESCRIPTOR,
-        jive::InlineForm::CopyIn,
-    );
-    let _ = t.set_inline(
-        DmaRxdPayload::NAME,
-        DmaRxdPayload::DESCRIPTOR,
-        jive::InlineForm::PushBytes,
-    );
+    for (name, descriptor, form) in [
+        (
+            GetFreeBuffer::NAME,
+            GetFreeBuffer::DESCRIPTOR,
+            jive::InlineForm::PopU32,
+        ),
+        (
+            GetFreeBufferLength::NAME,
+            GetFreeBufferLength::DESCRIPTOR,
+            jive::InlineForm::Int(0),
+        ),
+        (
+            DoHtoLDma::NAME,
+            DoHtoLDma::DESCRIPTOR,
+            jive::InlineForm::CopyOut,
+        ),
+        (
+            DoLtoHDma::NAME,
+            DoLtoHDma::DESCRIPTOR,
+            jive::InlineForm::CopyIn,
+        ),
+        (
+            DmaRxdPayload::NAME,
+            DmaRxdPayload::DESCRIPTOR,
+            jive::InlineForm::PushBytes,
+        ),
+    ] {
+        let _ = t.set_inline(name, descriptor, form);
+    }
     t.register("newAlignedArray", "(I)[B", new_aligned_array);
     t
 }
