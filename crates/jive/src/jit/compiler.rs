@@ -1780,6 +1780,48 @@ impl<'p> Compiler<'p> {
         }
     }
 
+    /// The invocation's [`crate::HostWords`] (`Ctx::words`, null where
+    /// the host lends none), loaded into `into`.
+    fn host_words(&mut self, into: u8) -> Reg<P> {
+        let words = p(into);
+        self.f.ld_local(words, self.locals.ctx);
+        self.f.ld(words, words, C_WORDS);
+        words
+    }
+
+    /// An inline form's budget check for one unit: branches to `rare`
+    /// unless `words.work + 1 < words.bound` (unsigned), and returns the
+    /// count plus one in the first register of `(count, bound)`, not yet
+    /// stored (the form stores it once nothing more can fail).
+    fn one_unit_or(&mut self, words: Reg<P>, (count, bound): (u8, u8), rare: Label) -> Reg<UL> {
+        let count = Reg::<UL>::phys(count);
+        self.f.ld(count, words, W_WORK);
+        self.f.add(count, count, 1);
+        let bound = Reg::<UL>::phys(bound);
+        self.f.ld(bound, words, W_BOUND);
+        self.f.bge(count, bound, rare);
+        count
+    }
+
+    /// The result's register of an inline form that leaves a value, and
+    /// the register it loads the value into: after the sync before the
+    /// form no entry is in `W`, so `dest` writes nothing. The value is
+    /// loaded straight into the result's register unless that is a
+    /// scratch register the forms use (X, Z or W; then Y, and the form
+    /// moves it at its end): whatever it held is dead (a new stack entry's
+    /// home, or a local the next op overwrites), and the rare path writes
+    /// it again.
+    fn inline_result(&mut self) -> (R, R) {
+        let (x, y, z, w) = (self.regs.x, self.regs.y, self.regs.z, self.regs.w);
+        let rd = self.dest();
+        let v = if [x, z, w].contains(&rd.num()) {
+            Reg::<I>::phys(y)
+        } else {
+            rd
+        };
+        (rd, v)
+    }
+
     /// [`InlineForm::Int`]`(i)` in place: with `w` the invocation's
     /// [`crate::HostWords`] (`Ctx::words`), if `w` is not null,
     /// `w.ints[i] >= 0` and `w.work + 1 < w.bound` (unsigned), counts the
@@ -1791,30 +1833,14 @@ impl<'p> Compiler<'p> {
     /// inline form had not been tried.
     fn inline_int(&mut self, i: u8) -> (R, Label) {
         let (rare, done) = (self.f.genlabel(), self.f.genlabel());
-        let (x, y, z, w) = (self.regs.x, self.regs.y, self.regs.z, self.regs.w);
-        // The result's register: after the sync above no entry is in `W`,
-        // so `dest` writes nothing. The value is loaded straight into it
-        // unless it is a scratch register this form uses (`W`): whatever
-        // it held is dead (a new stack entry's home, or a local the next op
-        // overwrites), and the rare path writes it again.
-        let rd = self.dest();
-        let v = if [x, z, w].contains(&rd.num()) {
-            Reg::<I>::phys(y)
-        } else {
-            rd
-        };
-        let words = p(z);
-        self.f.ld_local(words, self.locals.ctx);
-        self.f.ld(words, words, C_WORDS);
+        let (x, z, w) = (self.regs.x, self.regs.z, self.regs.w);
+        // The result's register (`inline_result`).
+        let (rd, v) = self.inline_result();
+        let words = self.host_words(z);
         self.f.beq(words, 0, rare);
         self.f.ld(v, words, W_INTS + 4 * i64::from(i));
         self.f.blt(v, 0, rare);
-        let count = Reg::<UL>::phys(x);
-        self.f.ld(count, words, W_WORK);
-        self.f.add(count, count, 1);
-        let bound = Reg::<UL>::phys(w);
-        self.f.ld(bound, words, W_BOUND);
-        self.f.bge(count, bound, rare);
+        let count = self.one_unit_or(words, (x, w), rare);
         self.f.st(count, words, W_WORK);
         if rd.num() != v.num() {
             self.f.mov(rd, v);
@@ -1874,24 +1900,12 @@ impl<'p> Compiler<'p> {
     fn inline_pop(&mut self) -> (R, Label) {
         use vcode::U;
         let (rare, done) = (self.f.genlabel(), self.f.genlabel());
-        let (x, y, z, w) = (self.regs.x, self.regs.y, self.regs.z, self.regs.w);
-        // The result's register, as in `inline_int`.
-        let rd = self.dest();
-        let v = if [x, z, w].contains(&rd.num()) {
-            Reg::<I>::phys(y)
-        } else {
-            rd
-        };
-        let words = p(z);
-        self.f.ld_local(words, self.locals.ctx);
-        self.f.ld(words, words, C_WORDS);
+        let (x, z, w) = (self.regs.x, self.regs.z, self.regs.w);
+        // The result's register (`inline_result`).
+        let (rd, v) = self.inline_result();
+        let words = self.host_words(z);
         self.f.beq(words, 0, rare);
-        let count = Reg::<UL>::phys(x);
-        self.f.ld(count, words, W_WORK);
-        self.f.add(count, count, 1);
-        let bound = Reg::<UL>::phys(w);
-        self.f.ld(bound, words, W_BOUND);
-        self.f.bge(count, bound, rare);
+        self.one_unit_or(words, (x, w), rare);
         let avail = Reg::<U>::phys(x);
         self.f.ld(avail, words, W_QUEUE_AVAIL);
         self.f.beq(avail, 0, rare);
@@ -1948,16 +1962,9 @@ impl<'p> Compiler<'p> {
             self.stack[first + 2],
         );
         // The words, the budget and the lent run.
-        let words = p(z);
-        self.f.ld_local(words, self.locals.ctx);
-        self.f.ld(words, words, C_WORDS);
+        let words = self.host_words(z);
         self.f.beq(words, 0, rare);
-        let count = Reg::<UL>::phys(x);
-        self.f.ld(count, words, W_WORK);
-        self.f.add(count, count, 1);
-        let bound = Reg::<UL>::phys(y);
-        self.f.ld(bound, words, W_BOUND);
-        self.f.bge(count, bound, rare);
+        self.one_unit_or(words, (x, y), rare);
         let room = Reg::<U>::phys(x);
         self.f.ld(room, words, W_RING_ROOM);
         self.f.beq(room, 0, rare);
@@ -2058,9 +2065,7 @@ impl<'p> Compiler<'p> {
         }
         // The words again (Z now holds the slot): the run's next slot and
         // room, then the count.
-        let words = p(x);
-        self.f.ld_local(words, self.locals.ctx);
-        self.f.ld(words, words, C_WORDS);
+        let words = self.host_words(x);
         let ring = LentRun {
             next: W_RING_NEXT,
             limit: W_RING_LIMIT,
@@ -2144,9 +2149,7 @@ impl<'p> Compiler<'p> {
         let rl = self.reg_of(len, w);
         // The words and the budget: the units a native moving `len`
         // bytes charges, one and one per 4 KiB.
-        let words = p(z);
-        self.f.ld_local(words, self.locals.ctx);
-        self.f.ld(words, words, C_WORDS);
+        let words = self.host_words(z);
         self.f.beq(words, 0, rare);
         let count = Reg::<UL>::phys(x);
         self.f.rsh(count, ix(rl), 12);
@@ -2189,9 +2192,7 @@ impl<'p> Compiler<'p> {
         self.f.add(at, at, ix(rao));
         // The units counted (nothing can fail from here on), then the
         // area's bytes at `off` (X).
-        let words = p(x);
-        self.f.ld_local(words, self.locals.ctx);
-        self.f.ld(words, words, C_WORDS);
+        let words = self.host_words(x);
         let count = Reg::<UL>::phys(z);
         self.f.rsh(count, ix(rl), 12);
         self.f.add(count, count, 1);
