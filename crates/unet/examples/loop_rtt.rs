@@ -99,7 +99,9 @@ fn unet_rtt(size: usize, n: usize) -> f64 {
     let ba = b.open_channel(e.local(), a.id()).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let st = stop.clone();
-    let reply: Option<usize> = std::env::var("REPLY").ok().map(|v| v.parse().unwrap());
+    let reply: Option<usize> = std::env::var("REPLY")
+        .ok()
+        .map(|v| v.parse().expect("REPLY: a byte count, e.g. REPLY=0"));
     let echo = std::thread::spawn(move || {
         unet::affinity::pin(1);
         let mut buf = Vec::with_capacity(65536);
