@@ -23,22 +23,22 @@ fn data(name: &str) -> PathBuf {
         .join(name)
 }
 
-/// A scratch file for one test case, removed when dropped.
-struct Scratch(PathBuf);
+/// A scratch file for one test case in a directory of its own, both
+/// removed when dropped.
+struct Scratch {
+    path: PathBuf,
+    _dir: tempfile::TempDir,
+}
 
 impl Scratch {
     fn new(name: &str, bytes: &[u8]) -> Scratch {
-        let dir = std::env::temp_dir().join(format!("dpf-capture-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join(name);
+        let dir = tempfile::Builder::new()
+            .prefix("dpf-capture-")
+            .tempdir()
+            .unwrap();
+        let path = dir.path().join(name);
         std::fs::write(&path, bytes).unwrap();
-        Scratch(path)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
+        Scratch { path, _dir: dir }
     }
 }
 
@@ -219,7 +219,7 @@ fn a_snaplen_shorter_than_the_packets_is_what_a_short_snaplen_means() {
     let f = frame(106, 1);
     let file = pcap_file(MICRO, false, (2, 4), 64, 1, &[(64, 106, f[..64].to_vec())]);
     let s = Scratch::new("snap64.pcap", &file);
-    let (packets, error) = same_as_libpcap(&s.0);
+    let (packets, error) = same_as_libpcap(&s.path);
     assert!(error.is_none(), "{error:?}");
     assert_eq!(packets, [(106, f[..64].to_vec())]);
 }
@@ -237,7 +237,7 @@ fn a_captured_length_over_the_snaplen_is_cut_to_it() {
         &[(100, 100, f.clone()), (60, 60, g.clone())],
     );
     let s = Scratch::new("over.pcap", &file);
-    let (packets, error) = same_as_libpcap(&s.0);
+    let (packets, error) = same_as_libpcap(&s.path);
     assert!(error.is_none(), "{error:?}");
     assert_eq!(packets, [(100, f[..64].to_vec()), (60, g)]);
     let mut r = CaptureReader::new(&file[..]).unwrap();
@@ -256,7 +256,7 @@ fn a_captured_length_over_libpcaps_maximum_is_an_error_at_its_record() {
         &[(300_000, 300_000, vec![0; 16])],
     );
     let s = Scratch::new("huge.pcap", &file);
-    let (packets, error) = same_as_libpcap(&s.0);
+    let (packets, error) = same_as_libpcap(&s.path);
     assert!(packets.is_empty());
     let e = error.unwrap();
     assert_eq!(e.offset(), 24 + 8);
@@ -279,7 +279,7 @@ fn flag_bits_above_the_link_type_are_masked() {
         &[(60, 60, f.clone())],
     );
     let s = Scratch::new("fcs.pcap", &file);
-    let (packets, error) = same_as_libpcap(&s.0);
+    let (packets, error) = same_as_libpcap(&s.path);
     assert!(error.is_none(), "{error:?}");
     assert_eq!(packets, [(60, f)]);
     let r = CaptureReader::new(&file[..]).unwrap();
@@ -305,7 +305,7 @@ fn both_byte_orders_and_every_magic_libpcap_knows() {
         for big in [false, true] {
             let file = pcap_file(magic, big, (2, 4), 65535, 1, &records);
             let s = Scratch::new(&format!("{name}-{big}.pcap"), &file);
-            let (packets, error) = same_as_libpcap(&s.0);
+            let (packets, error) = same_as_libpcap(&s.path);
             assert!(error.is_none(), "{name} big={big}: {error:?}");
             assert_eq!(packets.len(), 3, "{name} big={big}");
             let r = CaptureReader::new(&file[..]).unwrap();
@@ -341,14 +341,14 @@ fn old_versions_swap_the_two_lengths_as_libpcap_does() {
     for version in [(2, 2), (543, 0), (2, 3)] {
         let file = pcap_file(MICRO, false, version, 65535, 1, &[(80, 60, f.clone())]);
         let s = Scratch::new("old.pcap", &file);
-        let (packets, error) = same_as_libpcap(&s.0);
+        let (packets, error) = same_as_libpcap(&s.path);
         assert!(error.is_none(), "{version:?}: {error:?}");
         assert_eq!(packets, [(80, f.clone())], "{version:?}");
     }
     for version in [(1, 0), (2, 5), (3, 0)] {
         let file = pcap_file(MICRO, false, version, 65535, 1, &[]);
         let s = Scratch::new("bad-version.pcap", &file);
-        let (_, error) = same_as_libpcap(&s.0);
+        let (_, error) = same_as_libpcap(&s.path);
         let e = error.unwrap();
         assert_eq!(e.offset(), 4, "{e}");
         assert!(e.to_string().contains("expected 2.0 to 2.4"), "{e}");
@@ -366,7 +366,7 @@ fn a_truncated_capture_gives_the_packets_before_it_and_where_it_stopped() {
         (24 + 2 * 86 + 10, "the record header of packet 3"),
     ] {
         let s = Scratch::new("trunc.pcap", &file[..cut]);
-        let (packets, error) = same_as_libpcap(&s.0);
+        let (packets, error) = same_as_libpcap(&s.path);
         assert_eq!(packets.len(), 2);
         let e = error.unwrap();
         let CaptureError::Truncated { offset, .. } = &e else {
@@ -377,7 +377,7 @@ fn a_truncated_capture_gives_the_packets_before_it_and_where_it_stopped() {
     }
     // Inside the file header.
     let s = Scratch::new("trunc-header.pcap", &file[..10]);
-    let (_, error) = same_as_libpcap(&s.0);
+    let (_, error) = same_as_libpcap(&s.path);
     assert!(
         error
             .unwrap()
@@ -389,10 +389,10 @@ fn a_truncated_capture_gives_the_packets_before_it_and_where_it_stopped() {
 #[test]
 fn an_empty_file_and_a_file_of_another_kind_are_named_for_what_they_are() {
     let s = Scratch::new("empty.pcap", b"");
-    let (_, error) = same_as_libpcap(&s.0);
+    let (_, error) = same_as_libpcap(&s.path);
     assert!(matches!(error, Some(CaptureError::Empty)));
     let s = Scratch::new("text.pcap", b"1 tcp dst port 80\n");
-    let (_, error) = same_as_libpcap(&s.0);
+    let (_, error) = same_as_libpcap(&s.path);
     let e = error.unwrap();
     assert!(
         e.to_string().contains("not a pcap or pcapng capture"),
@@ -521,7 +521,7 @@ fn pcapng_sections_interfaces_and_packet_blocks() {
         // libpcap refuses the change of byte order and of snaplen between
         // sections; up to there it agrees.
         if let Some(pcap) = libpcap_or_skip() {
-            let off = pcap.read_offline(&s.0).unwrap();
+            let off = pcap.read_offline(&s.path).unwrap();
             assert_eq!(off.packets[..], packets[..3]);
         }
         let mut r = CaptureReader::new(&ng.bytes[..]).unwrap();
@@ -541,13 +541,13 @@ fn pcapng_files_libpcap_reads_read_the_same() {
     ng.epb(1, 2, 64, 90, &b[..64]);
     ng.spb(90, &b[..64]);
     let s = Scratch::new("two-if.pcapng", &ng.bytes);
-    let (packets, error) = same_as_libpcap(&s.0);
+    let (packets, error) = same_as_libpcap(&s.path);
     assert!(error.is_none(), "{error:?}");
     assert_eq!(packets.len(), 3);
     // Truncated inside the last block: the packets before it, and where.
     let cut = ng.bytes.len() - 6;
     let s = Scratch::new("two-if-trunc.pcapng", &ng.bytes[..cut]);
-    let (packets, error) = same_as_libpcap(&s.0);
+    let (packets, error) = same_as_libpcap(&s.path);
     assert_eq!(packets.len(), 2);
     let e = error.unwrap();
     assert!(e.to_string().contains("the block of packet 3"), "{e}");

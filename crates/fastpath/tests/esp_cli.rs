@@ -39,12 +39,31 @@ fn program(name: &str) -> String {
     programs().join(name).to_str().unwrap().to_string()
 }
 
-fn scratch(name: &str, text: &str) -> String {
-    let dir = std::env::temp_dir().join(format!("fastpath-esp-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(name);
-    std::fs::write(&path, text).unwrap();
-    path.to_str().unwrap().to_string()
+/// A test's scratch directory, removed with everything in it when the
+/// test ends (pass or fail).
+struct Scratch(tempfile::TempDir);
+
+impl Scratch {
+    fn new() -> Scratch {
+        Scratch(
+            tempfile::Builder::new()
+                .prefix("fastpath-esp-cli-")
+                .tempdir()
+                .unwrap(),
+        )
+    }
+
+    /// The path of `name` in the directory.
+    fn path(&self, name: &str) -> PathBuf {
+        self.0.path().join(name)
+    }
+
+    /// Writes `text` to `name` in the directory; its path.
+    fn file(&self, name: &str, text: &str) -> String {
+        let path = self.path(name);
+        std::fs::write(&path, text).unwrap();
+        path.to_str().unwrap().to_string()
+    }
 }
 
 /// The bytes a run printed on `arrayOut`, and the count on `arrayEnd`.
@@ -100,8 +119,9 @@ fn run_streams_stdin_through_each_filter_program_on_every_backend() {
 
 #[test]
 fn run_binds_files_and_host_functions_for_figure_2() {
-    let requests = scratch("requests", "# address size\n0 8192\n0x10000, 4096\n");
-    let out = scratch("sent", "");
+    let tmp = Scratch::new();
+    let requests = tmp.file("requests", "# address size\n0 8192\n0x10000, 4096\n");
+    let out = tmp.file("sent", "");
     let src = program("figure2.esp");
     let spec = program("figure5.fp");
     for backend in ["interp", "native"] {
@@ -182,7 +202,8 @@ fn run_binds_files_and_host_functions_for_figure_2() {
 
 #[test]
 fn check_reports_a_planted_deadlock_with_its_trace_and_proves_program_1() {
-    let dl = scratch(
+    let tmp = Scratch::new();
+    let dl = tmp.file(
         "deadlock.esp",
         "channel req(int) external in;\nchannel a(int);\nchannel b(int);\n\
          process P { var x; while (true) { in(req, x); if (x == 2) { in(b, x); } out(a, x); } }\n\
@@ -238,14 +259,15 @@ fn dump_prints_the_fast_path_and_its_machine_code() {
 
 #[test]
 fn bad_sources_and_specifications_fail_with_a_position() {
-    let bad = scratch(
+    let tmp = Scratch::new();
+    let bad = tmp.file(
         "bad.esp",
         "channel a(int);\nprocess P { var x; in(a, x, x); }\nprocess Q { out(a, 1); }\n",
     );
     let (ok, _, err) = fastpath(&["esp", "run", &bad], "");
     assert!(!ok);
     assert!(err.contains("bad.esp:2:"), "{err}");
-    let spec = scratch("bad.fp", "fastpath f {\n  process Nobody { start x; }\n}\n");
+    let spec = tmp.file("bad.fp", "fastpath f {\n  process Nobody { start x; }\n}\n");
     let (ok, _, err) = fastpath(
         &["esp", "run", &program("program1.esp"), "--fastpath", &spec],
         "",
@@ -265,7 +287,8 @@ process P { var x, y, z; while (true) { in(a, x); in(b, y, z); out(o, x + y + z)
 
 #[test]
 fn several_external_in_channels_read_lines_that_name_their_channel() {
-    let src = scratch("two_inputs.esp", TWO_INPUTS);
+    let tmp = Scratch::new();
+    let src = tmp.file("two_inputs.esp", TWO_INPUTS);
     let (ok, out, err) = fastpath(
         &["esp", "run", &src],
         "# channel and fields\na 1\nb 2, 3\nb 20 30\na 10\n",
@@ -294,23 +317,23 @@ fn several_external_in_channels_read_lines_that_name_their_channel() {
 
 #[test]
 fn a_program_without_processes_is_an_error() {
-    let empty = scratch("empty.esp", "");
+    let tmp = Scratch::new();
+    let empty = tmp.file("empty.esp", "");
     let (ok, out, err) = fastpath(&["esp", "run", &empty], "");
     assert!(!ok && out.is_empty());
     assert!(
         err.contains("declares no process") && err.contains("the file is empty"),
         "{err}"
     );
-    let only = scratch("only_channels.esp", "channel c(int);\n");
+    let only = tmp.file("only_channels.esp", "channel c(int);\n");
     let (ok, _, err) = fastpath(&["esp", "check", &only], "");
     assert!(!ok && err.contains("declares no process"), "{err}");
 }
 
 #[test]
 fn invalid_utf8_names_the_file_line_and_column() {
-    let dir = std::env::temp_dir().join(format!("fastpath-esp-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let src = dir.join("latin1.esp");
+    let tmp = Scratch::new();
+    let src = tmp.path("latin1.esp");
     std::fs::write(&src, b"process P {\n  var a; // caf\xe9\n}\n").unwrap();
     let src = src.to_str().unwrap();
     let (ok, _, err) = fastpath(&["esp", "check", src], "");
@@ -322,7 +345,7 @@ fn invalid_utf8_names_the_file_line_and_column() {
         "{err}"
     );
     // Input tuples too.
-    let echo = scratch(
+    let echo = tmp.file(
         "echo_utf8.esp",
         "channel i(int) external in; channel o(int) external out;
          process P { var x; while (true) { in(i, x); out(o, x); } }",
@@ -333,7 +356,7 @@ fn invalid_utf8_names_the_file_line_and_column() {
         !ok && err.contains("stdin:2:1: `\u{e9}` is not an integer"),
         "{err}"
     );
-    let input = dir.join("bad_input.txt");
+    let input = tmp.path("bad_input.txt");
     std::fs::write(&input, b"1\n2 \xff\n").unwrap();
     let arg = format!("i={}", input.display());
     let (ok, _, err) = fastpath(&["esp", "run", &echo, "--in", &arg], "");
@@ -342,7 +365,8 @@ fn invalid_utf8_names_the_file_line_and_column() {
 
 #[test]
 fn input_files_hold_the_whole_i64_range() {
-    let echo = scratch(
+    let tmp = Scratch::new();
+    let echo = tmp.file(
         "echo.esp",
         "channel i(int) external in; channel o(int) external out;
          process P { var x; while (true) { in(i, x); out(o, x); } }",
@@ -371,7 +395,8 @@ fn input_files_hold_the_whole_i64_range() {
 
 #[test]
 fn check_has_a_settable_step_limit_for_local_loops() {
-    let src = scratch(
+    let tmp = Scratch::new();
+    let src = tmp.file(
         "finite_loop.esp",
         "channel c(int) external out;
          process P { var i; while (i < 20000) { i = i + 1; } out(c, i); }",
@@ -396,6 +421,7 @@ fn check_has_a_settable_step_limit_for_local_loops() {
 
 #[test]
 fn check_json_is_one_object_for_scripts() {
+    let tmp = Scratch::new();
     let (ok, out, err) = fastpath(
         &[
             "esp",
@@ -415,7 +441,7 @@ fn check_json_is_one_object_for_scripts() {
     assert_eq!(v["exhaustive"], true);
     assert!(v["states"].as_u64().unwrap() > 0);
     assert!(v["violation"].is_null() && v["stopped_by"].is_null());
-    let dl = scratch(
+    let dl = tmp.file(
         "deadlock_json.esp",
         "channel a(int); channel b(int);
          process P { var x; out(a, 1); in(b, x); }
@@ -480,7 +506,8 @@ fn check_stops_at_its_memory_budget_with_a_partial_report() {
 /// then two executions of the two-armed `alt`.
 #[test]
 fn a_narrowing_fast_path_lets_the_other_arm_through_after_its_bound() {
-    let esp = scratch(
+    let tmp = Scratch::new();
+    let esp = tmp.file(
         "merge.esp",
         "channel inA(int) external in; channel inB(int) external in; channel a(int); channel b(int); channel o(int,int) external out;
 process SrcA { var v; while (true) { in(inA, v); out(a, v); } }
@@ -488,13 +515,13 @@ process SrcB { var v; while (true) { in(inB, v); out(b, v); } }
 process Merge { var v; while (true) { #1 alt { in(a, v) { out(o, 0, v); } in(b, v) { out(o, 1, v); } } } }
 ",
     );
-    let fp = scratch(
+    let fp = tmp.file(
         "merge.fp",
         "fastpath onlyA { process SrcA { statement inA, a as OA; start OA; follows (inA OA)*; } process Merge { statement a as MA, b, #1; start #1; follows (MA #1)*; } }",
     );
     let a: String = (1..=300_000).map(|v| format!("{v}\n")).collect();
-    let a = scratch("merge-a.txt", &a);
-    let b = scratch("merge-b.txt", "7\n");
+    let a = tmp.file("merge-a.txt", &a);
+    let b = tmp.file("merge-b.txt", "7\n");
     for backend in ["native", "interp"] {
         let (ok, out, err) = fastpath(
             &[

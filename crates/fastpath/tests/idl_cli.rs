@@ -18,11 +18,13 @@ fn pfs() -> String {
     idl_dir().join("idl/pfs.idl").to_str().unwrap().to_owned()
 }
 
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("fastpath-idl-cli-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A test's scratch directory, removed with everything in it when the
+/// returned guard drops (when the test ends, pass or fail).
+fn scratch(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("fastpath-idl-cli-{name}-"))
+        .tempdir()
+        .unwrap()
 }
 
 #[test]
@@ -51,7 +53,8 @@ fn check_prints_the_pfs_records() {
 
 #[test]
 fn compile_writes_rust_and_c() {
-    let dir = scratch("compile");
+    let tmp = scratch("compile");
+    let dir = tmp.path();
     let d = dir.to_str().unwrap();
     let (ok, out, err) = fastpath(&["idl", "compile", &pfs(), "--lang", "rust", "--out", d]);
     assert!(ok, "{err}");
@@ -80,7 +83,7 @@ fn compile_writes_rust_and_c() {
         ])
         .arg(&include)
         .arg("-I")
-        .arg(&dir)
+        .arg(dir)
         .arg(dir.join("pfs.c"))
         .output()
         .unwrap();
@@ -89,12 +92,12 @@ fn compile_writes_rust_and_c() {
         "{}",
         String::from_utf8_lossy(&gcc.stderr)
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn a_bad_file_is_an_error_at_its_place() {
-    let dir = scratch("bad");
+    let tmp = scratch("bad");
+    let dir = tmp.path();
     let file = dir.join("bad.idl");
     std::fs::write(
         &file,
@@ -115,13 +118,13 @@ fn a_bad_file_is_an_error_at_its_place() {
     let (ok, _, err) = fastpath(&["idl", "compile", "/nonexistent/x.idl"]);
     assert!(!ok);
     assert!(err.contains("/nonexistent/x.idl"), "{err}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `--out` names a directory that `compile` creates, with its parents.
 #[test]
 fn compile_creates_the_out_directory() {
-    let dir = scratch("mkdir").join("a/b");
+    let tmp = scratch("mkdir");
+    let dir = tmp.path().join("a/b");
     let d = dir.to_str().unwrap();
     let (ok, out, err) = fastpath(&["idl", "compile", &pfs(), "--lang", "c", "--out", d]);
     assert!(ok, "{err}");
@@ -135,7 +138,8 @@ fn compile_creates_the_out_directory() {
 /// types but no interface is compiled, with a warning that it has no stubs.
 #[test]
 fn a_file_that_declares_nothing_is_an_error() {
-    let dir = scratch("empty");
+    let tmp = scratch("empty");
+    let dir = tmp.path();
     for (name, text) in [
         ("empty.idl", ""),
         ("comments.idl", "// nothing\n/* here */\n"),
@@ -164,7 +168,8 @@ fn a_file_that_declares_nothing_is_an_error() {
 /// not by the library's field; raising the flag accepts the file.
 #[test]
 fn a_limit_error_names_its_flag() {
-    let dir = scratch("limit");
+    let tmp = scratch("limit");
+    let dir = tmp.path();
     let f = dir.join("big.idl");
     std::fs::write(&f, "interface big {\n  void put(in char a[5000]);\n};\n").unwrap();
     let f = f.to_str().unwrap();
@@ -193,7 +198,8 @@ fn a_limit_error_names_its_flag() {
 /// Invalid UTF-8 is an error at the line and column of the first bad byte.
 #[test]
 fn invalid_utf8_is_an_error_at_its_line_and_column() {
-    let dir = scratch("utf8");
+    let tmp = scratch("utf8");
+    let dir = tmp.path();
     let f = dir.join("bad.idl");
     std::fs::write(&f, b"interface i {\n  void f(in long \xc3\xa9x\xff);\n};\n").unwrap();
     let (ok, _, err) = fastpath(&["idl", "check", f.to_str().unwrap()]);
