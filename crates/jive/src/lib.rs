@@ -428,7 +428,7 @@ impl Applet {
     fn keep_context(&mut self) {
         if let Some(jit) = self.jit.as_mut() {
             let fields = jit.fields(&mut self.heap, self.instance);
-            jit.keep(&self.prog, fields, RunLimits::of(&self.limits));
+            jit.keep(&self.prog, &self.natives, fields, RunLimits::of(&self.limits));
         }
     }
 
