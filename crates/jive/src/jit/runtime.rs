@@ -226,7 +226,10 @@ impl Record {
             rt: Runtime {
                 heap: core::ptr::null_mut(),
                 prog: core::ptr::null(),
-                natives: core::ptr::slice_from_raw_parts(core::ptr::NonNull::dangling().as_ptr(), 0),
+                natives: core::ptr::slice_from_raw_parts(
+                    core::ptr::NonNull::dangling().as_ptr(),
+                    0,
+                ),
                 host: None,
                 pending: None,
             },
