@@ -305,10 +305,10 @@ pub struct Called {
 }
 
 impl Called {
-    /// The method returned `value`.
-    const VALUE: u32 = 0;
     /// The method returned (a `void` method).
-    const VOID: u32 = 1;
+    const VOID: u32 = 0;
+    /// The method returned `value` (1: `Method::returns` as a number).
+    const VALUE: u32 = 1;
     /// The invocation failed.
     const FAILED: u32 = 2;
 
@@ -708,20 +708,24 @@ impl Applet {
             natives: &self.natives,
             host,
         };
-        let r = ready.enter(&self.prog, &mut st);
-        if self.heap.needs_collect() {
-            self.collect();
-        }
-        match r {
-            Ok(v) => Called {
-                value: v,
-                kind: if p.m.returns {
-                    Called::VALUE
-                } else {
-                    Called::VOID
-                },
-            },
-            Err(t) => self.failed(trapped(*t)),
+        // The collector's trigger is tested on each outcome's own way, so
+        // that the common one tests the outcome once.
+        match ready.enter(&self.prog, &mut st) {
+            Ok(v) => {
+                if self.heap.needs_collect() {
+                    self.collect();
+                }
+                Called {
+                    value: v,
+                    kind: u32::from(p.m.returns),
+                }
+            }
+            Err(t) => {
+                if self.heap.needs_collect() {
+                    self.collect();
+                }
+                self.failed(trapped(*t))
+            }
         }
     }
 

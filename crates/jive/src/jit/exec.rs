@@ -396,6 +396,7 @@ impl Compiled {
         rec.ctx.fields = fields;
         rec.ctx.max_depth = i64::from(limits.max_depth);
         rec.rt.natives = natives;
+        rec.rt.decls = &prog.natives[..];
         self.limits = limits;
         let depth_ok = limits.max_depth <= MAX_CALL_DEPTH;
         if self.enterable.len() != prog.funcs.len() {
@@ -495,8 +496,9 @@ impl Compiled {
         let words = host_words(&mut rec.ctx, st.host.as_deref_mut());
         // The frame stack's bounds were written when the record was made
         // (`Record::new`), the fields, the depth limit and the natives by
-        // `keep`; the words that differ from one invocation to the next
-        // are written here: the borrows of this one (`Runtime::bind`), and
+        // `keep`, as the natives and their declarations; the words that
+        // differ from one invocation to the next are written here: the
+        // borrows of this one (`Runtime::bind`), and
         // of the context the statics, the heap's directory (which moves
         // when the heap grows or is collected, between invocations too),
         // the host's words and the fuel. `result` and `trap` are written
@@ -505,7 +507,7 @@ impl Compiled {
         rec.ctx.dir = st.heap.directory().cast();
         rec.ctx.words = words;
         rec.ctx.fuel = self.limits.fuel;
-        rec.rt.bind(st.heap, prog, st.host.as_deref_mut());
+        rec.rt.bind(st.heap, st.host.as_deref_mut());
         // The context generated code is entered with: the record's
         // address, with the provenance of all of it, so that runtime calls
         // reach its Rust side through it (`runtime::record`).

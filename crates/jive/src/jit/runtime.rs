@@ -225,11 +225,8 @@ impl Record {
             ctx: Ctx::new(frames, words_of),
             rt: Runtime {
                 heap: core::ptr::null_mut(),
-                prog: core::ptr::null(),
-                natives: core::ptr::slice_from_raw_parts(
-                    core::ptr::NonNull::dangling().as_ptr(),
-                    0,
-                ),
+                natives: &[],
+                decls: &[],
                 host: None,
                 pending: None,
             },
@@ -238,19 +235,22 @@ impl Record {
 }
 
 /// The Rust side of an invocation, for runtime calls: where the applet's
-/// heap, program, natives and the invocation's host value are. Plain
+/// heap, natives (bound and declared) and the invocation's host value are. Plain
 /// numbers between invocations; see [`Runtime::bind`] for when each is
 /// written and why it is valid while generated code runs.
 pub(super) struct Runtime {
     /// The applet's heap: written by every invocation from its own
     /// exclusive borrow ([`Runtime::bind`]).
     heap: *mut Heap,
-    /// The applet's program: written by every invocation from its borrow.
-    prog: *const Program,
     /// The applet's bound natives: written by `Compiled::keep` (the
     /// applet's `Vec` of them is made once, at load, and never changed,
     /// so its buffer neither moves nor is written while the applet lives).
     pub(super) natives: *const [NativeFn],
+    /// The program's declarations of them, for the rare checks of a
+    /// native's result: written by `Compiled::keep`, as `natives` (the
+    /// program's `Vec` of them is made at load and never changed after,
+    /// whatever else of the program changes).
+    pub(super) decls: *const [crate::decode::NativeDecl],
     /// The invocation's host value: written by every invocation (`None`
     /// for none).
     host: Option<core::ptr::NonNull<dyn core::any::Any>>,
@@ -261,30 +261,24 @@ pub(super) struct Runtime {
 
 impl Runtime {
     /// Writes the pointers an invocation's runtime calls reach through:
-    /// the heap and program from the invocation's own borrows, and its
-    /// host value. Three stores (four with a host), cheaper than telling
-    /// whether they changed since the last invocation (the applet may
-    /// have moved, and each of its invocations reborrows it): the
-    /// pointers are always the current borrows', so a runtime call never
-    /// reaches anything through a borrow that has ended.
+    /// the heap from the invocation's own borrow, and its host value.
+    /// Three stores, no more than telling whether they changed since the
+    /// last invocation would cost (the applet may have moved, and each of
+    /// its invocations reborrows it and its host): the pointers are always
+    /// the current borrows', so a runtime call never reaches anything
+    /// through a borrow that has ended.
     ///
     /// They are valid for the invocation that writes them: the caller
     /// holds `&mut` of the heap (and through it of everything the heap
-    /// owns), `&` of the program and the host's `&mut` for as long as the
+    /// owns) and the host's `&mut` for as long as the
     /// generated code runs, and nothing else reaches them meanwhile
     /// (generated code and the runtime calls are the only users of the
     /// record, and the applet's `&mut self` excludes every other). After
     /// the invocation they are plain numbers, never read before the next
     /// invocation writes them again.
     #[inline(always)]
-    pub(super) fn bind(
-        &mut self,
-        heap: &mut Heap,
-        prog: &Program,
-        host: Option<&mut dyn core::any::Any>,
-    ) {
+    pub(super) fn bind(&mut self, heap: &mut Heap, host: Option<&mut dyn core::any::Any>) {
         self.heap = heap;
-        self.prog = prog;
         self.host = host.map(core::ptr::NonNull::from);
     }
 
@@ -302,15 +296,17 @@ impl Runtime {
         unsafe { &mut *self.heap }
     }
 
-    /// The program, for a runtime call (as [`Runtime::heap`]).
+    /// The program's declarations of the natives, for a runtime call.
     ///
     /// # Safety
     ///
-    /// As for [`Runtime::heap`].
+    /// As for [`Runtime::natives`].
     #[inline(always)]
-    pub(super) unsafe fn prog<'a>(&self) -> &'a Program {
-        // SAFETY: the running invocation's shared borrow (`bind`).
-        unsafe { &*self.prog }
+    pub(super) unsafe fn decls<'a>(&self) -> &'a [crate::decode::NativeDecl] {
+        // SAFETY: the program's declarations, made at load and never
+        // changed (`Runtime::decls`); the applet lives while it is
+        // invoked.
+        unsafe { &*self.decls }
     }
 
     /// The bound natives, for a runtime call.
@@ -700,11 +696,11 @@ fn native_checked(
     result: std::thread::Result<Result<i32, NativeError>>,
 ) -> i64 {
     let result = result.unwrap_or_else(|_| Err(NativeError("the native panicked".into())));
-    // SAFETY: a runtime call of the invocation that bound the program and
-    // the heap, after its caller's last use of its own reference to the
-    // heap.
-    let (prog, heap) = unsafe { (rt.prog(), rt.heap()) };
-    let Some(decl) = prog.natives.get(n) else {
+    // SAFETY: a runtime call of the invocation that bound the heap, after
+    // its caller's last use of its own reference to it; the declarations
+    // of the applet whose `keep` wrote them.
+    let (decls, heap) = unsafe { (rt.decls(), rt.heap()) };
+    let Some(decl) = decls.get(n) else {
         return native_failed(rt, TrapKind::Native("internal error: native index".into()));
     };
     match crate::interpreter::native_result(decl, heap, result) {
