@@ -31,7 +31,9 @@
 //! registers; or prepares it once for a fixed arity ([`Applet::prepare`])
 //! and calls the handle with [`Applet::call_prepared`], which makes the
 //! owner, arity, engine and entry checks once per change instead of once
-//! per call ([`Prepared`]). [`check`] does everything short of binding and
+//! per call ([`Prepared`]), or with [`Applet::run_prepared`], whose
+//! outcome comes back in one register ([`Called`]) and whose error, on
+//! failure, the applet keeps for [`Applet::take_error`]. [`check`] does everything short of binding and
 //! instantiating, for tools that only verify.
 //!
 //! Errors are typed ([`LoadError`], [`InvokeError`], [`Trap`]) and say where:

@@ -105,10 +105,8 @@ fn an_applet_that_moved_is_invoked_where_it_is_now() {
     let mut count = 6;
     for round in 1..50 {
         // Moved out of its box into a new one; the old box is freed.
-        let moved: Applet = *a;
-        let mut spacer = vec![0u8; 4096 * round];
-        spacer[0] = 1;
-        a = Box::new(moved);
+        let spacer = vec![1u8; 4096 * round];
+        a = moved(a);
         assert_eq!(
             a.run_prepared(&mut from_host, [round as i32 + 1], None)
                 .value(),
@@ -123,6 +121,12 @@ fn an_applet_that_moved_is_invoked_where_it_is_now() {
         );
         drop(spacer);
     }
+}
+
+/// `a` moved into a new box, allocated while the old one still is (so at
+/// another address); the old one is freed on return.
+fn moved(a: Box<Applet>) -> Box<Applet> {
+    Box::new(*a)
 }
 
 /// Two host values in turn: each invocation's natives see the host value
