@@ -321,6 +321,39 @@ fn a_pin_is_refused_once_anything_is_retired_and_made_again_by_a_scope() {
 /// A pin made in one cache is refused by another cache's thread, even
 /// where the two caches' stamps agree; and a thread flagged out refuses
 /// its pin until a scope flags it in again.
+/// A thread's pin after it flagged out and in again: refused if anything
+/// was retired while it was out (it was counted in no retire then, so the
+/// pinned code may have been freed), accepted if nothing was (nothing can
+/// have been freed). `Thread::pinned` tests the thread's side with its own
+/// copy of its stamp-or-flagged-out; this checks that the copy follows
+/// `flag_out`, `flag_in` and `blocking`.
+#[test]
+fn a_pin_survives_a_flag_out_only_while_nothing_was_retired() {
+    let a = CodeCache::new(Config::default());
+    a.publish(1, 1, value_fn(1, 1, 0)).unwrap();
+    a.publish(2, 1, value_fn(2, 1, 0)).unwrap();
+    let mut t = a.register();
+    let (mut memo, mut pin) = (codecache::Memo::default(), codecache::Pin::default());
+    assert!(t.enter_brief().lookup_pin(1, &mut memo, &mut pin).is_some());
+    assert_eq!(call_pinned(&mut t, &pin), Some(5 + tag(1, 1)));
+    // Out and in with nothing retired: the pin holds.
+    t.blocking(|| ());
+    assert_eq!(
+        call_pinned(&mut t, &pin),
+        Some(5 + tag(1, 1)),
+        "nothing retired"
+    );
+    t.flag_out();
+    assert_eq!(call_pinned(&mut t, &pin), None, "flagged out");
+    drop(t.enter_brief());
+    assert_eq!(call_pinned(&mut t, &pin), Some(5 + tag(1, 1)), "in again");
+    // Out, a retire meanwhile, in: refused until a scope makes it again.
+    t.blocking(|| assert!(a.retire(2)));
+    assert_eq!(call_pinned(&mut t, &pin), None, "retired while out");
+    assert!(t.enter_brief().lookup_pin(1, &mut memo, &mut pin).is_some());
+    assert_eq!(call_pinned(&mut t, &pin), Some(5 + tag(1, 1)));
+}
+
 #[test]
 fn a_pin_is_refused_by_another_cache_and_while_flagged_out() {
     let a = CodeCache::new(Config::default());

@@ -31,7 +31,9 @@
 //! registers; or prepares it once for a fixed arity ([`Applet::prepare`])
 //! and calls the handle with [`Applet::call_prepared`], which makes the
 //! owner, arity, engine and entry checks once per change instead of once
-//! per call ([`Prepared`]). [`check`] does everything short of binding and
+//! per call ([`Prepared`]), or with [`Applet::run_prepared`], whose
+//! outcome comes back in one register ([`Called`]) and whose error, on
+//! failure, the applet keeps for [`Applet::take_error`]. [`check`] does everything short of binding and
 //! instantiating, for tools that only verify.
 //!
 //! Errors are typed ([`LoadError`], [`InvokeError`], [`Trap`]) and say where:
@@ -287,6 +289,57 @@ pub struct Applet {
     instance_refs: Vec<u16>,
     /// The applet's compiled code, when the JIT runs it.
     jit: Option<jit::Compiled>,
+    /// Why the last [`Applet::run_prepared`] that failed failed, until
+    /// [`Applet::take_error`] takes it.
+    error: Option<Box<InvokeError>>,
+}
+
+/// What [`Applet::run_prepared`] returns: the method's value, or that the
+/// invocation failed ([`Applet::take_error`] says why). Eight bytes, so
+/// that it comes back to the host in one register, with nothing written
+/// to memory and read again for the common outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub struct Called {
+    value: i32,
+    /// [`Called::VALUE`], [`Called::VOID`] or [`Called::FAILED`].
+    kind: u32,
+}
+
+impl Called {
+    /// The method returned (a `void` method).
+    const VOID: u32 = 0;
+    /// The method returned `value` (1: `Method::returns` as a number).
+    const VALUE: u32 = 1;
+    /// The invocation failed.
+    const FAILED: u32 = 2;
+
+    /// Whether the method returned (with or without a value).
+    #[inline(always)]
+    pub fn is_ok(self) -> bool {
+        self.kind != Called::FAILED
+    }
+
+    /// The method's value: `None` for a `void` method and for a failed
+    /// invocation.
+    #[inline(always)]
+    pub fn value(self) -> Option<i32> {
+        (self.kind == Called::VALUE).then_some(self.value)
+    }
+
+    /// The outcome as [`Applet::call_prepared`] gives it, with `error`
+    /// taken from the applet if the invocation failed.
+    #[inline(always)]
+    fn into_result(
+        self,
+        error: impl FnOnce() -> Box<InvokeError>,
+    ) -> Result<Option<i32>, Box<InvokeError>> {
+        if self.is_ok() {
+            Ok(self.value())
+        } else {
+            Err(error())
+        }
+    }
 }
 
 impl core::fmt::Debug for Applet {
@@ -393,6 +446,7 @@ impl Applet {
             instance_refs,
             prog,
             jit: None,
+            error: None,
         };
         applet.prog.set_metering(applet.limits.fuel.is_some());
         applet.set_engine(engine)?;
@@ -428,7 +482,12 @@ impl Applet {
     fn keep_context(&mut self) {
         if let Some(jit) = self.jit.as_mut() {
             let fields = jit.fields(&mut self.heap, self.instance);
-            jit.keep(&self.prog, fields, RunLimits::of(&self.limits));
+            jit.keep(
+                &self.prog,
+                &self.natives,
+                fields,
+                RunLimits::of(&self.limits),
+            );
         }
     }
 
@@ -608,10 +667,7 @@ impl Applet {
     /// ([`Prepared`]). The same semantics: the value (`None` for `void`),
     /// the trap, the fuel and the effects of [`Applet::invoke`].
     ///
-    /// Per call, on the JIT: one compare of the prepared word with the
-    /// code's stamp, the arguments written to the frame stack, and the
-    /// invocation (the code cache's check that the code is alive, the
-    /// context's per-call words, fuel, traps and the collector as ever).
+    /// [`Applet::run_prepared`] with the error in the result.
     #[inline]
     pub fn call_prepared<const N: usize>(
         &mut self,
@@ -619,12 +675,33 @@ impl Applet {
         args: [i32; N],
         host: Option<&mut dyn core::any::Any>,
     ) -> Result<Option<i32>, Box<InvokeError>> {
+        let c = self.run_prepared(p, args, host);
+        c.into_result(|| self.take_error_or_internal())
+    }
+
+    /// [`Applet::call_prepared`] with its outcome in one register
+    /// ([`Called`]): the value, or that the invocation failed, its error
+    /// kept in the applet for [`Applet::take_error`]. This is the host's
+    /// per-message call: nothing of the outcome is written to memory and
+    /// read back unless the invocation failed.
+    ///
+    /// Per call, on the JIT: one compare of the prepared word with the
+    /// code's stamp, the arguments written to the frame stack, and the
+    /// invocation (the code cache's check that the code is alive, the
+    /// record's per-call words, fuel, traps and the collector as ever).
+    #[inline]
+    pub fn run_prepared<const N: usize>(
+        &mut self,
+        p: &mut Prepared<N>,
+        args: [i32; N],
+        host: Option<&mut dyn core::any::Any>,
+    ) -> Called {
         let ready = match self.jit.as_mut() {
             Some(jit) => jit.ready(p.m.idx, p.word),
             None => None,
         };
         let Some(mut ready) = ready else {
-            return self.call_unprepared(p, args, host);
+            return self.run_unprepared(p, args, host);
         };
         p.m.fill_args(ready.args_mut(), self.instance, &args);
         let mut st = State {
@@ -633,29 +710,81 @@ impl Applet {
             natives: &self.natives,
             host,
         };
-        let r = ready.enter(&self.prog, &mut st);
-        if self.heap.needs_collect() {
-            self.collect();
-        }
-        match r {
-            Ok(v) => Ok(p.m.returns.then_some(v)),
-            Err(t) => Err(trapped(*t)),
+        // The collector's trigger is tested on each outcome's own way, so
+        // that the common one tests the outcome once.
+        match ready.enter(&self.prog, &mut st) {
+            Ok(v) => {
+                if self.heap.needs_collect() {
+                    self.collect();
+                }
+                Called {
+                    value: v,
+                    kind: u32::from(p.m.returns),
+                }
+            }
+            Err(t) => {
+                if self.heap.needs_collect() {
+                    self.collect();
+                }
+                self.failed(trapped(*t))
+            }
         }
     }
 
-    /// [`Applet::call_prepared`] with a word that does not match: the
+    /// Why the last [`Applet::run_prepared`] that failed failed, taken
+    /// (`None` if none has failed since the last taking).
+    pub fn take_error(&mut self) -> Option<Box<InvokeError>> {
+        self.error.take()
+    }
+
+    /// [`Applet::take_error`] after a failure: the error is there.
+    #[cold]
+    #[inline(never)]
+    fn take_error_or_internal(&mut self) -> Box<InvokeError> {
+        self.error.take().unwrap_or_else(|| {
+            Box::new(InvokeError::Trap(Trap {
+                kind: crate::interpreter::internal("a failed invocation left no error"),
+                method: String::new(),
+                bci: 0,
+            }))
+        })
+    }
+
+    /// A failed [`Applet::run_prepared`]: `e` kept for
+    /// [`Applet::take_error`].
+    #[cold]
+    #[inline(never)]
+    fn failed(&mut self, e: Box<InvokeError>) -> Called {
+        self.error = Some(e);
+        Called {
+            value: 0,
+            kind: Called::FAILED,
+        }
+    }
+
+    /// [`Applet::run_prepared`] with a word that does not match: the
     /// checked call, then the word made again for the next.
     #[cold]
     #[inline(never)]
-    fn call_unprepared<const N: usize>(
+    fn run_unprepared<const N: usize>(
         &mut self,
         p: &mut Prepared<N>,
         args: [i32; N],
         host: Option<&mut dyn core::any::Any>,
-    ) -> Result<Option<i32>, Box<InvokeError>> {
+    ) -> Called {
         let r = self.call_value(&p.m, &args, host);
         self.ready_again(p);
-        r
+        match r {
+            Ok(v) => Called {
+                value: v.unwrap_or(0),
+                kind: if v.is_some() {
+                    Called::VALUE
+                } else {
+                    Called::VOID
+                },
+            },
+            Err(e) => self.failed(e),
+        }
     }
 
     /// [`Applet::call`] without the fuel count: the method's value (`None`

@@ -93,12 +93,14 @@ pub struct Compiled {
     /// The frame stack, of a fixed size, so that the argument slots are
     /// reached without a bounds check ([`Compiled::args_mut`]).
     pub(super) frames: Box<[i32; STACK_SLOTS]>,
-    /// The invocation context, kept from one invocation to the next: the
-    /// frame stack's bounds are written once, here; the applet object's
-    /// fields and the call-depth limit when they change
-    /// ([`Compiled::keep`]); an invocation writes only the words that
-    /// differ from one to the next ([`Compiled::enter`]).
-    pub(super) ctx: Ctx,
+    /// The invocation record (the context and the runtime calls' side of
+    /// it, [`Record`]), kept from one invocation to the next in an
+    /// allocation of its own: the frame stack's bounds are written once,
+    /// here; the applet object's fields, the call-depth limit and the
+    /// applet's natives when they change ([`Compiled::keep`]); an
+    /// invocation writes only the words that differ from one to the next
+    /// ([`Compiled::enter`]).
+    pub(super) rec: Box<Record>,
     /// Whether the code reads the applet object's fields (`meta.uses`, kept
     /// here to spare invocations of code that does not the look-up).
     pub(super) reads_fields: bool,
@@ -141,11 +143,12 @@ pub(crate) struct Ready<'a> {
     entry: u16,
 }
 
-// SAFETY: the raw pointers of `ctx` are dereferenced only by generated
+// SAFETY: the raw pointers of `rec` are dereferenced only by generated
 // code and the runtime calls it makes, during `Compiled::enter`, which
 // holds `&mut self` (and so the frame stack they point into) and rewrites
 // the pointers that change from one invocation to the next (statics,
-// directory, runtime) before it runs the code. The one it keeps, `fields`,
+// directory, heap, program, host: `Runtime::bind`) before it runs the
+// code; the natives `keep` writes are the applet's, never changed. The one it keeps, `fields`,
 // points into the instance object of the applet that owns this `Compiled`
 // (`Applet::jit`, private; `keep` and `enter` are called only by that
 // applet, with its own heap): a root of that heap, never freed or resized
@@ -216,14 +219,14 @@ pub fn compile(prog: &Program) -> Result<Compiled, JitError> {
         .try_into()
         .expect("STACK_SLOTS slots");
     let words_of = words_at_entry(prog);
-    let ctx = Ctx::new(&mut frames[..], words_of);
+    let rec = Record::new(&mut frames[..], words_of);
     Ok(Compiled {
         key,
         found: Found::default(),
         reads_fields: meta.uses.fields,
         meta,
         frames,
-        ctx,
+        rec,
         // Nothing may be entered before the first `keep`.
         limits: RunLimits {
             fuel: 0,
@@ -347,7 +350,7 @@ impl Compiled {
         }
         self.frames[..args.len()].copy_from_slice(args);
         let returns = prog.info.methods[usize::from(entry)].sig.ret.is_some();
-        self.keep(prog, fields, limits);
+        self.keep(prog, st.natives, fields, limits);
         match self.enter(prog, st, entry) {
             Ok(v) => Ok(Outcome {
                 value: returns.then_some(v),
@@ -382,9 +385,18 @@ impl Compiled {
     /// bytecode methods, or none if `limits.max_depth` is above
     /// [`MAX_CALL_DEPTH`] (the two preconditions generated code relies on
     /// for memory safety, checked here once for every later invocation).
-    pub(crate) fn keep(&mut self, prog: &Program, fields: *mut i32, limits: RunLimits) {
-        self.ctx.fields = fields;
-        self.ctx.max_depth = i64::from(limits.max_depth);
+    pub(crate) fn keep(
+        &mut self,
+        prog: &Program,
+        natives: &[NativeFn],
+        fields: *mut i32,
+        limits: RunLimits,
+    ) {
+        let rec = &mut *self.rec;
+        rec.ctx.fields = fields;
+        rec.ctx.max_depth = i64::from(limits.max_depth);
+        rec.rt.natives = natives;
+        rec.rt.decls = &prog.natives[..];
         self.limits = limits;
         let depth_ok = limits.max_depth <= MAX_CALL_DEPTH;
         if self.enterable.len() != prog.funcs.len() {
@@ -428,7 +440,7 @@ impl Compiled {
     #[inline]
     pub(crate) fn fuel_used(&self, prog: &Program) -> u64 {
         if prog.metered() {
-            self.limits.fuel - self.ctx.fuel
+            self.limits.fuel - self.rec.ctx.fuel
         } else {
             0
         }
@@ -477,32 +489,29 @@ impl Compiled {
         entry: u16,
     ) -> Result<i32, Box<Trap>> {
         debug_assert_eq!(self.enterable.get(usize::from(entry)), Some(&true));
-        let statics = st.statics.as_mut_ptr();
-        let dir = st.heap.directory().cast();
+        let rec = &mut *self.rec;
         // The words the host lends the inline natives for this invocation
         // (null if the code has none): the one word written here for them
         // (`Ctx::words`).
-        let words = host_words(&mut self.ctx, st.host.as_deref_mut());
-        // Not dropped on success: a runtime call that records a trap in
-        // `pending` makes the code take a trap exit, so after a normal
-        // return there is nothing to drop (and the check would cost every
-        // invocation); on a trap it is taken below.
-        let mut rt = core::mem::ManuallyDrop::new(Runtime {
-            st,
-            prog,
-            pending: None,
-        });
-        // The frame stack's bounds were written when the context was made
-        // (`Ctx::new`), the fields and the depth limit by `keep`; the words
-        // that differ from one invocation to the next are written here.
-        // `result` and `trap` are written by the code before the host reads
-        // them.
-        let ctx = &mut self.ctx;
-        ctx.statics = statics;
-        ctx.dir = dir;
-        ctx.words = words;
-        ctx.fuel = self.limits.fuel;
-        ctx.rt = (&mut *rt as *mut Runtime<'_, '_>).cast();
+        let words = host_words(&mut rec.ctx, st.host.as_deref_mut());
+        // The frame stack's bounds were written when the record was made
+        // (`Record::new`), the fields, the depth limit and the natives by
+        // `keep`, as the natives and their declarations; the words that
+        // differ from one invocation to the next are written here: the
+        // borrows of this one (`Runtime::bind`), and
+        // of the context the statics, the heap's directory (which moves
+        // when the heap grows or is collected, between invocations too),
+        // the host's words and the fuel. `result` and `trap` are written
+        // by the code before the host reads them.
+        rec.ctx.statics = st.statics.as_mut_ptr();
+        rec.ctx.dir = st.heap.directory().cast();
+        rec.ctx.words = words;
+        rec.ctx.fuel = self.limits.fuel;
+        rec.rt.bind(st.heap, st.host.as_deref_mut());
+        // The context generated code is entered with: the record's
+        // address, with the provenance of all of it, so that runtime calls
+        // reach its Rust side through it (`runtime::record`).
+        let ctx: *mut Ctx = (rec as *mut Record).cast();
         let code = Code {
             key: self.key,
             found: &mut self.found,
@@ -518,9 +527,12 @@ impl Compiled {
             None => execute_registering(code, prog, ctx, entry, failed),
         });
         if status == 0 {
-            return Ok(self.ctx.result as i32);
+            // A runtime call that records a trap makes the code take a
+            // trap exit, so after a normal return nothing is pending.
+            debug_assert!(self.rec.rt.pending.is_none());
+            return Ok(self.rec.ctx.result as i32);
         }
-        let pending = rt.pending.take();
+        let pending = self.rec.rt.pending.take();
         let failed = self.failed.take();
         Err(self.failure(prog, entry, status, failed, pending))
     }
@@ -539,7 +551,7 @@ impl Compiled {
     ) -> Box<Trap> {
         Box::new(match failed {
             Some(what) => not_run(prog, entry, what),
-            None => self.trap(prog, status, self.ctx.trap, pending, self.limits),
+            None => self.trap(prog, status, self.rec.ctx.trap, pending, self.limits),
         })
     }
 
@@ -785,7 +797,7 @@ pub(super) fn execute(
     thread: &mut codecache::Thread,
     code: Code<'_>,
     prog: &Program,
-    ctx: &mut Ctx,
+    ctx: *mut Ctx,
     entry: u16,
     failed: &mut Option<String>,
 ) -> i32 {
@@ -814,7 +826,7 @@ fn execute_scoped(
     thread: &mut codecache::Thread,
     code: Code<'_>,
     prog: &Program,
-    ctx: &mut Ctx,
+    ctx: *mut Ctx,
     entry: u16,
     failed: &mut Option<String>,
 ) -> i32 {
@@ -848,7 +860,7 @@ fn execute_scoped(
 pub(super) fn execute_registering(
     code: Code<'_>,
     prog: &Program,
-    ctx: &mut Ctx,
+    ctx: *mut Ctx,
     entry: u16,
     failed: &mut Option<String>,
 ) -> i32 {
@@ -946,13 +958,14 @@ mod tests {
             .position(Option::is_some)
             .expect("a bytecode method") as u16;
         assert_eq!(c.ready_word(entry), 0, "nothing enterable before keep");
-        c.keep(prog, core::ptr::null_mut(), ok);
+        c.keep(prog, &[], core::ptr::null_mut(), ok);
         let word = c.ready_word(entry);
         assert_ne!(word, 0);
         assert!(c.ready(entry, word).is_some());
         assert!(c.ready(entry + 1, word).is_none(), "another entry");
         c.keep(
             prog,
+            &[],
             core::ptr::null_mut(),
             RunLimits {
                 max_depth: MAX_CALL_DEPTH + 1,
@@ -961,7 +974,7 @@ mod tests {
         );
         assert!(c.ready(entry, word).is_none(), "a stale word");
         assert_eq!(c.ready_word(entry), 0);
-        c.keep(prog, core::ptr::null_mut(), ok);
+        c.keep(prog, &[], core::ptr::null_mut(), ok);
         assert!(
             c.ready(entry, word).is_none(),
             "a stale word, the table as before"

@@ -96,7 +96,8 @@ use crate::error::{Trap, TrapKind};
 use crate::heap::{DIR_BYTES_SHIFT, DIR_DATA, DIR_LEN, DIR_MASK, Heap, Object};
 use crate::interpreter::{Outcome, RunLimits, STACK_SLOTS, State};
 use crate::natives::{
-    COPY_INLINE_MAX, Context, FastNative, HostWords, InlineForm, NativeError, RING_BYTES, RING_SLOT,
+    COPY_INLINE_MAX, Context, FastNative, HostWords, InlineForm, NativeError, NativeFn, RING_BYTES,
+    RING_SLOT,
 };
 use crate::subset::Prim;
 

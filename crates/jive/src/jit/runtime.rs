@@ -26,8 +26,6 @@ pub(super) struct Ctx {
     pub(super) result: i64,
     /// Values a trap reports (see [`SiteKind`]).
     pub(super) trap: [i64; 3],
-    /// The Rust side of runtime calls.
-    pub(super) rt: *mut Runtime<'static, 'static>,
     /// The last host value a fast native found to be of its host type
     /// ([`rt_native_fast`]), kept from one invocation to the next: a host
     /// value with the same address and vtable is of that type too. Never
@@ -68,7 +66,6 @@ impl Ctx {
             max_depth: 0,
             result: 0,
             trap: [0; 3],
-            rt: core::ptr::null_mut(),
             host_seen: core::ptr::null::<()>() as *const dyn core::any::Any,
             words: core::ptr::null_mut(),
             words_of,
@@ -204,12 +201,169 @@ pub(crate) fn words_entry<F: FastNative>() -> WordsFn {
     }
 }
 
-/// The Rust side of an invocation, for runtime calls.
-pub(super) struct Runtime<'a, 'b> {
-    pub(super) st: &'a mut State<'b>,
-    pub(super) prog: &'a Program,
-    /// The trap a runtime call ended with.
+/// An applet's invocation record: the context generated code reads at
+/// fixed offsets, first, and the Rust side of the runtime calls after it,
+/// in one allocation (`Compiled::rec`, boxed, so that neither moves with
+/// the applet). Generated code is entered with the record's address as
+/// its context ([`Entry`]) and passes it to every runtime call, which
+/// reaches the Rust side as a field of the same record ([`record`]): no
+/// pointer from the context to the runtime is written, and nothing of it
+/// is built on the host's stack per invocation.
+#[repr(C)]
+pub(super) struct Record {
+    /// At offset 0: the record's address is the context's.
+    pub(super) ctx: Ctx,
+    pub(super) rt: Runtime,
+}
+
+impl Record {
+    /// The record of an applet whose frame stack is `frames` (see
+    /// [`Ctx::new`]), bound to nothing yet: `Compiled::keep` binds the
+    /// natives and each invocation the rest.
+    pub(super) fn new(frames: &mut [i32], words_of: Option<WordsFn>) -> Box<Record> {
+        Box::new(Record {
+            ctx: Ctx::new(frames, words_of),
+            rt: Runtime {
+                heap: core::ptr::null_mut(),
+                natives: &[],
+                decls: &[],
+                host: None,
+                pending: None,
+            },
+        })
+    }
+}
+
+/// The Rust side of an invocation, for runtime calls: where the applet's
+/// heap, natives (bound and declared) and the invocation's host value are. Plain
+/// numbers between invocations; see [`Runtime::bind`] for when each is
+/// written and why it is valid while generated code runs.
+pub(super) struct Runtime {
+    /// The applet's heap: written by every invocation from its own
+    /// exclusive borrow ([`Runtime::bind`]).
+    heap: *mut Heap,
+    /// The applet's bound natives: written by `Compiled::keep` (the
+    /// applet's `Vec` of them is made once, at load, and never changed,
+    /// so its buffer neither moves nor is written while the applet lives).
+    pub(super) natives: *const [NativeFn],
+    /// The program's declarations of them, for the rare checks of a
+    /// native's result: written by `Compiled::keep`, as `natives` (the
+    /// program's `Vec` of them is made at load and never changed after,
+    /// whatever else of the program changes).
+    pub(super) decls: *const [crate::decode::NativeDecl],
+    /// The invocation's host value: written by every invocation (`None`
+    /// for none).
+    host: Option<core::ptr::NonNull<dyn core::any::Any>>,
+    /// The trap a runtime call ended with: `None` between invocations (an
+    /// invocation that trapped takes it).
     pub(super) pending: Option<TrapKind>,
+}
+
+impl Runtime {
+    /// Writes the pointers an invocation's runtime calls reach through:
+    /// the heap from the invocation's own borrow, and its host value.
+    /// Three stores, no more than telling whether they changed since the
+    /// last invocation would cost (the applet may have moved, and each of
+    /// its invocations reborrows it and its host): the pointers are always
+    /// the current borrows', so a runtime call never reaches anything
+    /// through a borrow that has ended.
+    ///
+    /// They are valid for the invocation that writes them: the caller
+    /// holds `&mut` of the heap (and through it of everything the heap
+    /// owns) and the host's `&mut` for as long as the
+    /// generated code runs, and nothing else reaches them meanwhile
+    /// (generated code and the runtime calls are the only users of the
+    /// record, and the applet's `&mut self` excludes every other). After
+    /// the invocation they are plain numbers, never read before the next
+    /// invocation writes them again.
+    #[inline(always)]
+    pub(super) fn bind(&mut self, heap: &mut Heap, host: Option<&mut dyn core::any::Any>) {
+        self.heap = heap;
+        self.host = host.map(core::ptr::NonNull::from);
+    }
+
+    /// The heap, for a runtime call.
+    ///
+    /// # Safety
+    ///
+    /// Called by a runtime call of the invocation that last [`bind`]
+    /// (`Runtime::bind`), while no other reference to the heap made here
+    /// is live.
+    #[inline(always)]
+    pub(super) unsafe fn heap<'a>(&self) -> &'a mut Heap {
+        // SAFETY: as the caller promises: the pointer is the running
+        // invocation's exclusive borrow of the heap (`bind`).
+        unsafe { &mut *self.heap }
+    }
+
+    /// The program's declarations of the natives, for a runtime call.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Runtime::natives`].
+    #[inline(always)]
+    pub(super) unsafe fn decls<'a>(&self) -> &'a [crate::decode::NativeDecl] {
+        // SAFETY: the program's declarations, made at load and never
+        // changed (`Runtime::decls`); the applet lives while it is
+        // invoked.
+        unsafe { &*self.decls }
+    }
+
+    /// The bound natives, for a runtime call.
+    ///
+    /// # Safety
+    ///
+    /// Called during an invocation of the applet whose `keep` wrote them.
+    #[inline(always)]
+    pub(super) unsafe fn natives<'a>(&self) -> &'a [NativeFn] {
+        // SAFETY: the applet's natives, made at load and never changed
+        // (`Runtime::natives`); the applet lives while it is invoked.
+        unsafe { &*self.natives }
+    }
+
+    /// The host value, for a runtime call (as [`Runtime::heap`]).
+    ///
+    /// # Safety
+    ///
+    /// As for [`Runtime::heap`], for the host value.
+    #[inline(always)]
+    pub(super) unsafe fn host<'a>(&self) -> Option<&'a mut dyn core::any::Any> {
+        // SAFETY: the running invocation's exclusive borrow of its host
+        // value (`bind`).
+        self.host.map(|h| unsafe { &mut *h.as_ptr() })
+    }
+}
+
+/// The Rust side of the record a runtime call was given the context of,
+/// for a call that keeps `ctx` raw (it writes words of the context while
+/// this borrow lives, and passes `ctx` on).
+///
+/// # Safety
+///
+/// As for [`record`]; the caller reaches the context only through `ctx`
+/// meanwhile, never the `rt` field.
+#[inline(always)]
+pub(super) unsafe fn runtime<'a>(ctx: *mut Ctx) -> &'a mut Runtime {
+    // SAFETY: as the caller promises (see `record`).
+    unsafe { &mut (*ctx.cast::<Record>()).rt }
+}
+
+/// The record a runtime call was given the context of: its context and
+/// its Rust side, as two disjoint borrows.
+///
+/// # Safety
+///
+/// `ctx` is the context generated code was entered with: a [`Record`]'s
+/// address (`Compiled::enter` passes `&mut rec.ctx` of the record it
+/// exclusively borrows, a `repr(C)` struct with the context at offset 0,
+/// so the address is the record's with its provenance), exclusively
+/// borrowed for the invocation; the caller makes no other reference to
+/// the record while these live.
+#[inline(always)]
+pub(super) unsafe fn record<'a>(ctx: *mut Ctx) -> (&'a mut Ctx, &'a mut Runtime) {
+    let rec = ctx.cast::<Record>();
+    // SAFETY: as the caller promises; the two fields are disjoint.
+    unsafe { (&mut (*rec).ctx, &mut (*rec).rt) }
 }
 
 /// The copy of an inline `doHtoLDMA`/`doLtoHDMA` longer than the form's
@@ -232,17 +386,20 @@ pub(super) extern "C" fn rt_copy(dst: *mut u8, src: *const u8, n: usize) {
 
 /// Allocation (`newarray`): returns the handle, or -1 with the trap pending.
 pub(super) extern "C" fn rt_newarray(ctx: *mut Ctx, prim: i64, len: i64) -> i64 {
-    // SAFETY: generated code passes the context it was entered with, which
-    // `Compiled::run` keeps alive and exclusively borrowed for the call;
-    // `rt` points to the `Runtime` on that function's stack.
-    let (ctx, rt) = unsafe { (&mut *ctx, &mut *(*ctx).rt) };
+    // SAFETY: generated code passes the context it was entered with, the
+    // record `Compiled::enter` keeps alive and exclusively borrowed for
+    // the call (see `record`).
+    let (ctx, rt) = unsafe { record(ctx) };
+    // SAFETY: this invocation bound the heap (`Runtime::bind`); the only
+    // reference made to it here.
+    let heap = unsafe { rt.heap() };
     let p = match prim {
         0 => Prim::Boolean,
         1 => Prim::Byte,
         2 => Prim::Short,
         _ => Prim::Int,
     };
-    let r = match rt.st.heap.alloc_array(p, len as i32) {
+    let r = match heap.alloc_array(p, len as i32) {
         Ok(h) => i64::from(h),
         Err(e) => {
             rt.pending = Some(TrapKind::HeapLimitExceeded {
@@ -253,7 +410,7 @@ pub(super) extern "C" fn rt_newarray(ctx: *mut Ctx, prim: i64, len: i64) -> i64 
             -1
         }
     };
-    ctx.dir = rt.st.heap.directory().cast();
+    ctx.dir = heap.directory().cast();
     r
 }
 
@@ -370,8 +527,10 @@ pub(super) extern "C" fn rt_native_fast<F: FastNative, const KIND: u8>(
 ) -> i64 {
     // SAFETY: as in `rt_newarray`; `rt` is not used after the calls below
     // that reach it again through `ctx`.
-    let rt = unsafe { &mut *(*ctx).rt };
-    let Some(host) = rt.st.host.as_deref_mut() else {
+    let rt = unsafe { runtime(ctx) };
+    // SAFETY: this invocation bound its host value (`Runtime::bind`); the
+    // only reference made to it here.
+    let Some(host) = (unsafe { rt.host() }) else {
         return native_slow(ctx, n, args, shape);
     };
     let host: *mut dyn core::any::Any = host;
@@ -386,16 +545,18 @@ pub(super) extern "C" fn rt_native_fast<F: FastNative, const KIND: u8>(
     // points to an `F::Host` (every fast form compiled into this code is
     // for one host type, `Natives::set_fast` refuses another, and a
     // `Compiled` and its context belong to one applet and its table). The
-    // cast drops the vtable of a pointer reborrowed from `State::host`,
-    // valid and exclusive for this call, which nothing else uses
-    // meanwhile.
+    // cast drops the vtable of the invocation's host value
+    // (`Runtime::host`), valid and exclusive for this call, which nothing
+    // else uses meanwhile.
     let host = unsafe { &mut *host.cast::<F::Host>() };
     // SAFETY: as in `native_call`: `shape`'s low byte is the number of the
     // native's argument slots, which generated code stored at `args`.
     let slots = unsafe { core::slice::from_raw_parts(args, (shape & 0xff) as usize) };
-    let arrays = crate::natives::Arrays {
-        heap: &mut *rt.st.heap,
-    };
+    // SAFETY: as for the host: the invocation's heap, the only reference
+    // made to it here (`native_checked` makes its own after this one's
+    // last use).
+    let heap = unsafe { rt.heap() };
+    let arrays = crate::natives::Arrays { heap: &mut *heap };
     let fast = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         F::call(&mut *host, arrays, slots)
     }));
@@ -407,7 +568,7 @@ pub(super) extern "C" fn rt_native_fast<F: FastNative, const KIND: u8>(
     // the latest (see `Ctx::words`), where the code has any.
     // SAFETY: as in `rt_newarray` (plain writes of words of the context).
     unsafe {
-        (*ctx).dir = rt.st.heap.directory().cast();
+        (*ctx).dir = heap.directory().cast();
         (*ctx).words = F::words(host).map_or(core::ptr::null_mut(), |w| w as *mut HostWords);
     }
     match fast {
@@ -435,8 +596,9 @@ fn fast_host_new<F: FastNative, const KIND: u8>(
     shape: i64,
 ) -> i64 {
     // SAFETY: as in `rt_newarray`; not used after the calls below.
-    let rt = unsafe { &mut *(*ctx).rt };
-    match rt.st.host.as_deref() {
+    let rt = unsafe { runtime(ctx) };
+    // SAFETY: as in `rt_native_fast`.
+    match unsafe { rt.host() }.as_deref() {
         Some(h) if h.is::<F::Host>() => {
             // SAFETY: as in `rt_newarray` (a plain write of a word of the
             // context); the pointer is kept as a number, never dereferenced.
@@ -480,10 +642,13 @@ fn narrowed(v: i32, shape: i64) -> i64 {
 #[inline(always)]
 fn native_call(ctx: *mut Ctx, n: i64, args: *const i32, shape: i64) -> i64 {
     // SAFETY: as in `rt_newarray`.
-    let (ctx, rt) = unsafe { (&mut *ctx, &mut *(*ctx).rt) };
+    let (ctx, rt) = unsafe { record(ctx) };
     let n = n as usize;
-    let st = &mut *rt.st;
-    let Some(native) = st.natives.get(n) else {
+    // SAFETY: the applet's natives (`Runtime::natives`), and this
+    // invocation's heap and host value, the only references made to them
+    // here (`native_checked` makes its own after these' last use).
+    let (natives, heap, host) = unsafe { (rt.natives(), rt.heap(), rt.host()) };
+    let Some(native) = natives.get(n) else {
         return native_failed(rt, TrapKind::Native("internal error: native index".into()));
     };
     // SAFETY: generated code passes the address of the native's arguments
@@ -493,12 +658,12 @@ fn native_call(ctx: *mut Ctx, n: i64, args: *const i32, shape: i64) -> i64 {
     let args = unsafe { core::slice::from_raw_parts(args, (shape & 0xff) as usize) };
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let mut cx = Context {
-            heap: &mut *st.heap,
-            host: st.host.as_deref_mut(),
+            heap: &mut *heap,
+            host,
         };
         native(&mut cx, args)
     }));
-    ctx.dir = st.heap.directory().cast();
+    ctx.dir = heap.directory().cast();
     // The native reborrowed the host, and generated code must not use
     // words taken before: the next inline native takes its rare path,
     // whose fast entry takes them again (see `Ctx::words`).
@@ -510,7 +675,7 @@ fn native_call(ctx: *mut Ctx, n: i64, args: *const i32, shape: i64) -> i64 {
 /// value narrowed as its `shape` says, or [`rt_native`]'s mark of a trap.
 #[inline(always)]
 fn native_value(
-    rt: &mut Runtime<'_, '_>,
+    rt: &mut Runtime,
     n: usize,
     shape: i64,
     result: std::thread::Result<Result<i32, NativeError>>,
@@ -526,15 +691,19 @@ fn native_value(
 #[cold]
 #[inline(never)]
 fn native_checked(
-    rt: &mut Runtime<'_, '_>,
+    rt: &mut Runtime,
     n: usize,
     result: std::thread::Result<Result<i32, NativeError>>,
 ) -> i64 {
     let result = result.unwrap_or_else(|_| Err(NativeError("the native panicked".into())));
-    let Some(decl) = rt.prog.natives.get(n) else {
+    // SAFETY: a runtime call of the invocation that bound the heap, after
+    // its caller's last use of its own reference to it; the declarations
+    // of the applet whose `keep` wrote them.
+    let (decls, heap) = unsafe { (rt.decls(), rt.heap()) };
+    let Some(decl) = decls.get(n) else {
         return native_failed(rt, TrapKind::Native("internal error: native index".into()));
     };
-    match crate::interpreter::native_result(decl, rt.st.heap, result) {
+    match crate::interpreter::native_result(decl, heap, result) {
         Ok(v) => i64::from(v.unwrap_or(0)),
         Err(k) => native_failed(rt, k),
     }
@@ -544,7 +713,7 @@ fn native_checked(
 /// of it.
 #[cold]
 #[inline(never)]
-fn native_failed(rt: &mut Runtime<'_, '_>, k: TrapKind) -> i64 {
+fn native_failed(rt: &mut Runtime, k: TrapKind) -> i64 {
     rt.pending = Some(k);
     i64::MIN
 }

@@ -694,16 +694,16 @@ pub(super) fn invoke<const N: usize>(
     let start = timed.then(Instant::now);
     let lent = rx.io.begin();
     let (applet, m) = method(l);
-    // The value and the boxed error come back in two registers.
-    let r = applet.call_prepared(m, args, Some(&mut rx.io));
+    // The outcome comes back in one register; a failure's error stays in
+    // the applet, for `ended_badly`.
+    let c = applet.run_prepared(m, args, Some(&mut rx.io));
     rx.io.end(lent);
     let took = start.map_or(Duration::ZERO, |s| s.elapsed());
-    let outcome = match r {
-        Ok(v) if !rx.io.inv.overran => {
-            rx.overruns_in_row = 0;
-            Ok(v)
-        }
-        r => ended_badly(rx, port, r, start.is_some(), took),
+    let outcome = if c.is_ok() && !rx.io.inv.overran {
+        rx.overruns_in_row = 0;
+        Ok(c.value())
+    } else {
+        ended_badly(rx, port, c, start.is_some(), took)
     };
     Some((outcome, took))
 }
@@ -719,16 +719,21 @@ pub(super) fn invoke<const N: usize>(
 fn ended_badly(
     rx: &mut RxSide,
     port: &Port,
-    r: Result<Option<i32>, Box<jive::InvokeError>>,
+    c: jive::Called,
     timed: bool,
     took: Duration,
 ) -> Result<Option<i32>, ()> {
-    let out_of_fuel = match &r {
-        Err(e) => matches!(&**e, jive::InvokeError::Trap(t)
-            if matches!(t.kind, jive::TrapKind::FuelExhausted(_))),
-        Ok(_) => false,
+    // The error of a failed invocation, kept by the applet (taken, so
+    // that it is dropped here, on the rare path).
+    let error = match (c.is_ok(), rx.applet.as_mut()) {
+        (false, Some(l)) => l.applet.take_error(),
+        _ => None,
     };
-    let outcome = r.map_err(drop);
+    let out_of_fuel = error.as_deref().is_some_and(|e| {
+        matches!(e, jive::InvokeError::Trap(t)
+            if matches!(t.kind, jive::TrapKind::FuelExhausted(_)))
+    });
+    let outcome = if c.is_ok() { Ok(c.value()) } else { Err(()) };
     if !rx.io.inv.overran && !out_of_fuel {
         // An ordinary trap: counted by the caller, not an overrun.
         rx.overruns_in_row = 0;
