@@ -97,7 +97,9 @@
 //! any mutex would.
 
 #[cfg(loom)]
-use loom::sync::atomic::{AtomicU32, AtomicU64, Ordering, compiler_fence, fence};
+use loom::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
+#[cfg(loom)]
+use std::sync::atomic::compiler_fence;
 #[cfg(not(loom))]
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering, compiler_fence};
 
@@ -492,3 +494,199 @@ unsafe impl parking_lot::lock_api::RawMutex for RawBiased {
 /// that took it.
 #[cfg(not(loom))]
 pub type BiasedLock<T> = parking_lot::lock_api::Mutex<RawBiased, T>;
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use parking_lot::lock_api::RawMutex;
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicBool;
+    use std::time::Duration;
+
+    /// The raw lock, to read its state (never to release it).
+    fn raw(l: &BiasedLock<u64>) -> &RawBiased {
+        // SAFETY: `raw` is unsafe only because unlocking through it could
+        // release a lock another guard holds; these tests only read.
+        unsafe { l.raw() }
+    }
+
+    /// Adds one to `*v` with a window between the read and the write, so
+    /// that two holders at once lose increments.
+    fn slow_increment(v: &mut u64) {
+        let x = std::hint::black_box(*v);
+        for _ in 0..20 {
+            std::hint::spin_loop();
+        }
+        *v = x + 1;
+    }
+
+    /// Takes `lock` `n` times on this thread.
+    fn take(lock: &BiasedLock<u64>, n: u64) {
+        for _ in 0..n {
+            slow_increment(&mut lock.lock());
+        }
+    }
+
+    #[test]
+    fn one_thread_that_keeps_taking_it_gets_the_bias() {
+        let l = BiasedLock::new(0u64);
+        take(&l, u64::from(BIAS_AFTER) - 1);
+        assert!(!raw(&l).is_biased());
+        take(&l, 1);
+        assert!(raw(&l).is_biased(), "biased after {BIAS_AFTER}");
+        // Taken and released by the fast path: held while the guard lives.
+        let g = l.lock();
+        assert!(raw(&l).is_locked());
+        assert!(raw(&l).word.load(Ordering::Relaxed) == 0);
+        drop(g);
+        assert!(!raw(&l).is_locked());
+        assert_eq!(*l.lock(), u64::from(BIAS_AFTER));
+    }
+
+    /// Threads take fresh locks in bursts (long enough for the bias, which
+    /// then flips between them as they revoke it) and short runs, each
+    /// adding one under the lock with a window between read and write: the
+    /// counts come out exact only if no two held the lock at once.
+    fn stress(threads: usize) {
+        let rounds = 60;
+        let mut revoked = 0;
+        let mut biased = 0;
+        for round in 0..rounds {
+            let l = Arc::new(BiasedLock::new(0u64));
+            let hs: Vec<_> = (0..threads)
+                .map(|t| {
+                    let l = l.clone();
+                    std::thread::spawn(move || {
+                        let mut n = 0;
+                        let mut saw_bias = false;
+                        for burst in 0..12 {
+                            let len = if (burst + t + round) % 3 == 0 { 3 } else { 40 };
+                            for _ in 0..len {
+                                let mut g = l.lock();
+                                slow_increment(&mut g);
+                                saw_bias |= raw(&l).bias.load(Ordering::Relaxed) >> 8 == token();
+                                drop(g);
+                                n += 1;
+                                if let Some(mut g) = l.try_lock() {
+                                    slow_increment(&mut g);
+                                    n += 1;
+                                }
+                            }
+                            std::thread::yield_now();
+                        }
+                        (n, saw_bias)
+                    })
+                })
+                .collect();
+            let mut want = 0;
+            for h in hs {
+                let (n, b) = h.join().unwrap();
+                want += n;
+                biased += usize::from(b);
+            }
+            assert_eq!(*l.lock(), want, "round {round}: increments lost");
+            revoked += raw(&l).revocations();
+            assert!(raw(&l).revocations() as usize <= GRANTS);
+        }
+        // The bias was really taken and revoked, not just the slow path.
+        assert!(
+            biased > 0 && revoked > 0,
+            "biased {biased}, revoked {revoked}"
+        );
+    }
+
+    #[test]
+    fn exclusive_under_two_threads_with_bias_flips() {
+        stress(2);
+    }
+
+    #[test]
+    fn exclusive_under_four_threads_with_bias_flips() {
+        stress(4);
+    }
+
+    #[test]
+    fn a_revoker_waits_for_the_biased_holder() {
+        let l = Arc::new(BiasedLock::new(0u64));
+        let held = Arc::new(AtomicBool::new(false));
+        let done = Arc::new(AtomicBool::new(false));
+        let (l2, held2, done2) = (l.clone(), held.clone(), done.clone());
+        let owner = std::thread::spawn(move || {
+            take(&l2, u64::from(BIAS_AFTER));
+            assert!(raw(&l2).is_biased());
+            let mut g = l2.lock();
+            held2.store(true, Ordering::SeqCst);
+            std::thread::sleep(Duration::from_millis(100));
+            slow_increment(&mut g);
+            done2.store(true, Ordering::SeqCst);
+            drop(g);
+        });
+        while !held.load(Ordering::SeqCst) {
+            std::thread::yield_now();
+        }
+        // `try_lock` fails while the biased thread holds it, and leaves
+        // the revocation pending.
+        assert!(l.try_lock().is_none(), "taken from a biased holder");
+        assert!(!raw(&l).is_biased());
+        let g = l.lock();
+        assert!(
+            done.load(Ordering::SeqCst),
+            "entered before the holder left"
+        );
+        assert_eq!(*g, u64::from(BIAS_AFTER) + 1);
+        drop(g);
+        owner.join().unwrap();
+        assert_eq!(raw(&l).revocations(), 1);
+    }
+
+    #[test]
+    fn a_thread_that_exits_with_the_bias_leaves_it_to_take() {
+        let l = Arc::new(BiasedLock::new(0u64));
+        let l2 = l.clone();
+        std::thread::spawn(move || take(&l2, u64::from(BIAS_AFTER) + 5))
+            .join()
+            .unwrap();
+        assert!(raw(&l).is_biased(), "the exited thread's bias");
+        let mut g = l.try_lock().expect("nobody holds it");
+        slow_increment(&mut g);
+        drop(g);
+        assert_eq!(raw(&l).revocations(), 1);
+        assert!(!raw(&l).is_biased());
+        assert_eq!(*l.lock(), u64::from(BIAS_AFTER) + 6);
+    }
+
+    #[test]
+    fn a_lock_that_threads_share_stays_unbiased_after_a_few_revocations() {
+        let l = Arc::new(BiasedLock::new(0u64));
+        for _ in 0..12 {
+            let l2 = l.clone();
+            std::thread::spawn(move || take(&l2, 2000)).join().unwrap();
+        }
+        let r = raw(&l);
+        assert!(r.revocations() as usize <= GRANTS, "{}", r.revocations());
+        assert_eq!(r.grants.load(Ordering::Relaxed) as usize, GRANTS);
+        take(&l, 2000);
+        assert!(!r.is_biased(), "a bias after {GRANTS} grants");
+        assert_eq!(*l.lock(), 13 * 2000);
+    }
+
+    #[test]
+    fn the_unbiased_lock_is_an_ordinary_exclusive_lock() {
+        let l = Arc::new(BiasedLock::from_raw(RawBiased::unbiased(), 0u64));
+        let hs: Vec<_> = (0..3)
+            .map(|_| {
+                let l = l.clone();
+                std::thread::spawn(move || take(&l, 3000))
+            })
+            .collect();
+        for h in hs {
+            h.join().unwrap();
+        }
+        let r = raw(&l);
+        assert!(!r.is_biased());
+        assert_eq!(r.revocations(), 0);
+        let g = l.lock();
+        assert!(l.try_lock().is_none());
+        assert_eq!(*g, 9000);
+    }
+}
