@@ -44,8 +44,12 @@
 //!   (acquire), spinning then yielding while it is taken. Holding `word`,
 //!   the thread revokes a bias that is another thread's: `bias = 0`, then
 //!   `membarrier` (once per grant: `pending` remembers the grant), then
-//!   waits until `slots[g]` reads 0 (acquire). Release: `word = 0`
-//!   (release).
+//!   waits until `slots[g]` reads 0 (acquire); a `try_lock` that finds it
+//!   still 1 gives `word` back and fails, leaving the revocation
+//!   `pending` for the next holder. Release: `word = 0` (release). Once
+//!   every grant is made and none is in force or pending, the lock is
+//!   settled: taking it is the compare-and-swap and three loads of its
+//!   own line, as an ordinary lock's.
 //! - **Bias**: the holder of `word` that took it the slow way
 //!   [`BIAS_AFTER`]`<< revoked` times in a row (the count doubles with
 //!   each revocation) gets the bias: a fresh grant `g`, `bias = pack(t, g)`.
@@ -53,7 +57,7 @@
 //!   share loses its bias a few times and then stays unbiased, one
 //!   compare-and-swap per taking and never a system call per message.
 //!   Without `membarrier` (the query fails, or registering does) there is
-//!   no bias: an ordinary lock.
+//!   no bias: the first holder settles the lock, an ordinary lock.
 //!
 //! # Why it is exclusive (the memory-ordering argument)
 //!
@@ -217,15 +221,42 @@ impl RawBiased {
     /// another thread), waiting while another thread holds it.
     #[inline]
     pub fn lock_as(&self, me: u64) {
-        if !self.try_fast(me) {
-            self.lock_slow(me);
+        if self.try_fast(me) {
+            return;
         }
+        if self
+            .word
+            .compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+        {
+            if !self.settled() {
+                self.holding(me, true);
+            }
+            return;
+        }
+        self.lock_slow(me);
     }
 
     /// Takes the lock as thread `me` if no other thread holds it now.
     #[inline]
     pub fn try_lock_as(&self, me: u64) -> bool {
-        self.try_fast(me) || self.try_slow(me)
+        if self.try_fast(me) {
+            return true;
+        }
+        self.word
+            .compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+            && (self.settled() || self.holding(me, false))
+    }
+
+    /// With `word` held: whether the bias is done with for good (every
+    /// grant made, none in force or being revoked), so that a lock threads
+    /// share costs what an ordinary one does: the compare-and-swap, these
+    /// three loads of its own line, the release.
+    #[inline]
+    fn settled(&self) -> bool {
+        self.grants.load(Ordering::Relaxed) as usize >= GRANTS
+            && (self.bias.load(Ordering::Relaxed) | self.pending.load(Ordering::Relaxed)) == 0
     }
 
     /// Releases the lock that thread `me` holds.
@@ -261,23 +292,16 @@ impl RawBiased {
                 break;
             }
         }
-        let held = self.holding(me, true);
-        debug_assert!(held);
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn try_slow(&self, me: u64) -> bool {
-        self.word
-            .compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed)
-            .is_ok()
-            && self.holding(me, false)
+        if !self.settled() {
+            self.holding(me, true);
+        }
     }
 
     /// With `word` held by `me`: revokes another thread's bias (waiting
     /// for its release if `wait`, else giving `word` back and failing if it
     /// still holds), then applies the bias policy. True if `me` holds the
     /// lock.
+    #[inline(never)]
     fn holding(&self, me: u64, wait: bool) -> bool {
         let b = self.bias.load(Ordering::Relaxed);
         if b != 0 && b >> 8 != me {
@@ -309,11 +333,15 @@ impl RawBiased {
             self.streak.store(1, Ordering::Relaxed);
         }
         let g = self.grants.load(Ordering::Relaxed);
+        if !barrier_ready() {
+            // No bias in this process: an ordinary lock from now on.
+            self.grants.store(GRANTS as u32, Ordering::Relaxed);
+            return true;
+        }
         let need = BIAS_AFTER << self.revoked.load(Ordering::Relaxed).min(16);
         if self.bias.load(Ordering::Relaxed) == 0
             && (g as usize) < GRANTS
             && self.streak.load(Ordering::Relaxed) >= need
-            && barrier_ready()
         {
             // This thread holds `word` now and releases it through it; its
             // next taking finds the bias.
