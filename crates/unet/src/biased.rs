@@ -203,6 +203,12 @@ impl RawBiased {
             return false;
         }
         let slot = &self.slots[(b & 0xff) as usize];
+        // This thread holds the lock already (its slot is 1 only while it
+        // does, or by the slow path): a nested taking is not this one, and
+        // `try_lock` then fails, as an ordinary lock's does.
+        if slot.load(Ordering::Relaxed) != 0 || self.word.load(Ordering::Relaxed) == me {
+            return false;
+        }
         slot.store(1, Ordering::Relaxed);
         owner_fence();
         // Acquire: a plain load on x86 that keeps the critical section's
@@ -228,10 +234,8 @@ impl RawBiased {
             .word
             .compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed)
             .is_ok()
+            && (self.settled() || self.holding(me, true))
         {
-            if !self.settled() {
-                self.holding(me, true);
-            }
             return;
         }
         self.lock_slow(me);
@@ -288,22 +292,29 @@ impl RawBiased {
                 .word
                 .compare_exchange_weak(0, me, Ordering::Acquire, Ordering::Relaxed)
                 .is_ok()
+                && (self.settled() || self.holding(me, true))
             {
-                break;
+                return;
             }
-        }
-        if !self.settled() {
-            self.holding(me, true);
         }
     }
 
     /// With `word` held by `me`: revokes another thread's bias (waiting
     /// for its release if `wait`, else giving `word` back and failing if it
     /// still holds), then applies the bias policy. True if `me` holds the
-    /// lock.
+    /// lock; false (with `word` given back) if `me` already held it by
+    /// the fast path, or if it is a `try_lock` and the biased thread holds
+    /// it.
     #[inline(never)]
     fn holding(&self, me: u64, wait: bool) -> bool {
         let b = self.bias.load(Ordering::Relaxed);
+        if b >> 8 == me && self.slots[(b & 0xff) as usize].load(Ordering::Relaxed) != 0 {
+            // This thread holds it by the fast path: a nested `try_lock`
+            // fails; a nested `lock` waits for ever, as an ordinary
+            // lock's does.
+            self.word.store(0, Ordering::Release);
+            return false;
+        }
         if b != 0 && b >> 8 != me {
             self.bias.store(0, Ordering::Relaxed);
             barrier_all();
@@ -569,6 +580,38 @@ mod tests {
         drop(g);
         assert!(!raw(&l).is_locked());
         assert_eq!(*l.lock(), u64::from(BIAS_AFTER));
+    }
+
+    /// The engine's paths try a side's lock where the calling thread may
+    /// hold it already, and count on the failure (an ordinary lock's): a
+    /// nested `try_lock` fails however the lock is held, by the slow path,
+    /// by the slow path that grants this thread the bias, by the fast path.
+    #[test]
+    fn a_nested_try_lock_on_the_holding_thread_fails() {
+        let l = BiasedLock::new(0u64);
+        let g = l.lock();
+        assert!(l.try_lock().is_none(), "unbiased, held by the slow path");
+        drop(g);
+        take(&l, u64::from(BIAS_AFTER) - 2);
+        let mut g = l.lock();
+        assert!(raw(&l).is_biased() && raw(&l).word.load(Ordering::Relaxed) == token());
+        assert!(
+            l.try_lock().is_none(),
+            "held by the slow path that granted the bias"
+        );
+        slow_increment(&mut g);
+        drop(g);
+        let mut g = l.lock();
+        assert_eq!(raw(&l).word.load(Ordering::Relaxed), 0, "the fast path");
+        assert!(l.try_lock().is_none(), "held by the fast path");
+        assert!(raw(&l).is_locked(), "the failed try leaves it held");
+        slow_increment(&mut g);
+        drop(g);
+        assert!(!raw(&l).is_locked());
+        let mut g = l.try_lock().expect("free again");
+        slow_increment(&mut g);
+        drop(g);
+        assert_eq!(*l.lock(), u64::from(BIAS_AFTER) + 1);
     }
 
     /// Threads take fresh locks in bursts (long enough for the bias, which
