@@ -39,7 +39,10 @@
 //!   hardware's order is the revoker's barrier's job); load `bias`
 //!   (acquire, a plain `mov` on x86): still `pack(t, g)`: `t` holds the
 //!   lock. Otherwise `slots[g] = 0` (release) and the slow path. Release:
-//!   `slots[g] = 0` (release). No locked instruction either way.
+//!   `slots[g] = 0` (release). No locked instruction either way. A thread
+//!   that holds the lock already (its slot is 1, or `word` is its token)
+//!   does not take it again: a nested `try_lock` fails, as an ordinary
+//!   lock's does.
 //! - **Slow path**: compare-and-swap `word` from 0 to the thread's token
 //!   (acquire), spinning then yielding while it is taken. Holding `word`,
 //!   the thread revokes a bias that is another thread's: `bias = 0`, then
