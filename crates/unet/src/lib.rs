@@ -63,6 +63,7 @@
 pub mod affinity;
 #[cfg(not(loom))]
 pub mod applets;
+pub mod biased;
 #[cfg(not(loom))]
 pub mod client;
 #[cfg(not(loom))]

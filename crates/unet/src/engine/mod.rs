@@ -73,19 +73,22 @@ mod datapath;
 mod inbox;
 mod ports;
 
+/// The lock of an endpoint's transmit and receive sides, taken twice per
+/// message on the path without applet, each side by the same thread
+/// message after message: biased to that thread ([`crate::biased`]), which
+/// then takes and releases it with plain loads and stores, where
+/// `parking_lot`'s cost a locked instruction each way (four per message,
+/// most of the `loop` round trip's gap over the bare ring). Another thread
+/// takes it from the biased one with one `membarrier`, and a side that
+/// threads share stays an ordinary lock after a few such revocations. No
+/// poisoning: everything behind these locks (`TxSide`, `RxSide`) is
+/// consistent between the statements that can panic (a queue publishes an
+/// index only after its descriptor is whole, a counter is one store, an
+/// applet's traps are values), so the next holder takes the value as a
+/// panic left it, as every `lock` here always did.
+use crate::biased::BiasedLock as SideLock;
 pub use applet_io::Io;
 use applet_io::*;
-/// The lock of an endpoint's transmit and receive sides, taken twice per
-/// message on the path without applet: `parking_lot`'s, whose uncontended
-/// lock and unlock are one atomic each, inlined, with no poisoning.
-/// `std::sync::Mutex` records a panic of its holder, about ten instructions
-/// per lock and unlock (callgrind, the short message path), and the engine
-/// never read that record: everything behind these locks (`TxSide`,
-/// `RxSide`) is consistent between the statements that can panic (a queue
-/// publishes an index only after its descriptor is whole, a counter is one
-/// store, an applet's traps are values), so the next holder takes the value
-/// as a panic left it, as every `lock` here always did.
-use parking_lot::Mutex as SideLock;
 
 /// Errors of the engine's control operations. A failed operation leaves
 /// the engine, its filters and its endpoints as they were.

@@ -1,0 +1,766 @@
+//! A lock biased to the thread that keeps taking it ([`RawBiased`]): that
+//! thread takes and releases it with plain loads and stores, no locked
+//! instruction; any other thread takes it from the biased one with
+//! `membarrier(2)`, once, and the lock then works as an ordinary one.
+//!
+//! Why: a message on the path without applet takes two locks (the
+//! sender's transmit side, the receiver's receive side), each taken and
+//! released by the same thread message after message, and the `loop`
+//! round trip between two threads is bound by that path's latency, most
+//! of it those four locked instructions (a locked read-modify-write on x86
+//! waits for every earlier store to leave the store buffer). With all four
+//! taken out (unsound, measured only) the 0 B round trip fell from 0.150
+//! to 0.106 µs; a cheaper release alone (a plain store, still a
+//! compare-and-swap to take it) lost between two threads (docs/benchmarks.md,
+//! "The small-message round trip bound by locked instructions"). So the
+//! steady state must have none, which an ordinary lock cannot do: its
+//! holder must announce itself and then check that nobody else came in,
+//! a store followed by a load of another location, and only a full fence
+//! (a locked instruction) keeps the load from passing the store. The
+//! biased lock moves that fence to the rare side: the revoker asks the
+//! kernel for a barrier on every thread of the process
+//! (`MEMBARRIER_CMD_PRIVATE_EXPEDITED`), which acts as if the biased
+//! thread had executed a full fence at some point between the revoker's
+//! call and its return (an asymmetric Dekker protocol).
+//!
+//! # The protocol
+//!
+//! Fields: `word` (0: free; else the token of the thread holding it the
+//! ordinary way), `bias` (0: none; else the biased thread's token and the
+//! grant's index, see [`pack`]), `slots[g]` (1 while grant `g`'s thread
+//! holds the lock by the fast path; written only by that thread),
+//! `grants` (grants made so far), `pending` (a grant whose revocation has
+//! begun and whose slot has not yet been seen 0), and the bias policy's
+//! `last`, `streak`, `revoked` (read and written only by the holder of
+//! `word`).
+//!
+//! - **Fast path** (thread `t`, `bias = pack(t, g)`): `slots[g] = 1`
+//!   (relaxed); a compiler fence (the code stays in this order; the
+//!   hardware's order is the revoker's barrier's job); load `bias`
+//!   (acquire, a plain `mov` on x86): still `pack(t, g)`: `t` holds the
+//!   lock. Otherwise `slots[g] = 0` (release) and the slow path. Release:
+//!   `slots[g] = 0` (release). No locked instruction either way. A thread
+//!   that holds the lock already (its slot is 1, or `word` is its token)
+//!   does not take it again: a nested `try_lock` fails, as an ordinary
+//!   lock's does.
+//! - **Slow path**: compare-and-swap `word` from 0 to the thread's token
+//!   (acquire), spinning then yielding while it is taken. Holding `word`,
+//!   the thread revokes a bias that is another thread's: `bias = 0`, then
+//!   `membarrier` (once per grant: `pending` remembers the grant), then
+//!   waits until `slots[g]` reads 0 (acquire); a `try_lock` that finds it
+//!   still 1 gives `word` back and fails, leaving the revocation
+//!   `pending` for the next holder. Release: `word = 0` (release). Once
+//!   every grant is made and none is in force or pending, the lock is
+//!   settled: taking it is the compare-and-swap and three loads of its
+//!   own line, as an ordinary lock's.
+//! - **Bias**: the holder of `word` that took it the slow way
+//!   [`BIAS_AFTER`]`<< revoked` times in a row (the count doubles with
+//!   each revocation) gets the bias: a fresh grant `g`, `bias = pack(t, g)`.
+//!   At most [`GRANTS`] grants in the lock's life: a lock that two threads
+//!   share loses its bias a few times and then stays unbiased, one
+//!   compare-and-swap per taking and never a system call per message.
+//!   Without `membarrier` (the query fails, or registering does) there is
+//!   no bias: the first holder settles the lock, an ordinary lock.
+//!
+//! # Why it is exclusive (the memory-ordering argument)
+//!
+//! Two holders by `word` exclude each other by the compare-and-swap. A
+//! fast-path holder `t` and a `word` holder `r`: `r` cleared `bias` before
+//! its barrier, `t` stored `slots[g] = 1` before loading `bias`. The
+//! barrier is, for `t`, a full fence at some point of its execution during
+//! `r`'s call (the kernel interrupts each running thread of the process
+//! and has it execute a full barrier; a thread not running passed through
+//! the scheduler's). If that point is before `t`'s store, `t`'s load of
+//! `bias` comes after it and sees `r`'s 0 (or a later value, never
+//! `pack(t, g)` again: grant indices are never reused): `t` takes the
+//! slow path. If it is after `t`'s store, the store is visible to `r`'s
+//! load after its barrier: `r` sees `slots[g] = 1` and waits for `t`'s
+//! release. (The store buffering outcome, both missing each other, is
+//! what the barrier forbids; in the loom model it is a SeqCst fence on
+//! each side, and C++20/Rust's SeqCst fences forbid it the same way.)
+//! A `word` holder that finds the revocation `pending` (begun by an
+//! earlier holder, whose `try_lock` saw the slot still 1) is ordered after
+//! that holder's barrier through `word`, so the same argument holds.
+//!
+//! What each holder sees: `t` is the only thread that held the lock since
+//! its grant (made while `t` held `word`, after the previous holders
+//! released it: acquire on the compare-and-swap). A `word` holder after
+//! a fast-path holder read the release store `slots[g] = 0` (every store
+//! to a slot is a release, so whichever it reads, it synchronises with
+//! `t`'s last release). Holders by `word` order each other by its
+//! acquire/release.
+//!
+//! Which slot the fast-path release clears: `grants - 1`, the latest
+//! grant, which is `t`'s: a new grant needs `bias == 0` and the old one's
+//! slot seen 0, so none is made while `t` holds by the fast path. Whether
+//! the holder took the fast path: `word` holds its token exactly when it
+//! took the slow one (tokens are never reused, and only `word`'s holder
+//! writes it), so the release needs no other record. The guard must
+//! therefore be released on the thread that took it (`GuardNoSend`).
+//!
+//! A thread that exits while it holds the bias (not the lock) leaves its
+//! slot 0: the next revoker's barrier finds nothing to wait for. A thread
+//! that exits while holding the lock, by either path, leaves it held, as
+//! any mutex would.
+
+#[cfg(loom)]
+use loom::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
+#[cfg(loom)]
+use std::sync::atomic::compiler_fence;
+#[cfg(not(loom))]
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering, compiler_fence};
+
+/// Grants in a lock's life (slots). Each revocation costs one
+/// `membarrier`; after this many, the lock stays unbiased.
+pub const GRANTS: usize = 4;
+
+/// Slow-path takings in a row by one thread before it gets the bias (the
+/// first time; each revocation doubles it).
+#[cfg(not(loom))]
+pub const BIAS_AFTER: u32 = 16;
+/// Slow-path takings in a row by one thread before it gets the bias (the
+/// model's: small, so its few steps reach the fast path).
+#[cfg(loom)]
+pub const BIAS_AFTER: u32 = 1;
+
+/// `bias`'s value for thread `token`'s grant `g`: the token above the
+/// index's 8 bits (tokens count threads: 56 bits never run out).
+#[inline]
+fn pack(token: u64, g: u32) -> u64 {
+    (token << 8) | u64::from(g)
+}
+
+/// A raw lock biased to the thread that keeps taking it (see the module's
+/// protocol). [`BiasedLock`] puts `lock_api`'s guard over it.
+#[derive(Debug)]
+pub struct RawBiased {
+    word: AtomicU64,
+    bias: AtomicU64,
+    slots: [AtomicU32; GRANTS],
+    grants: AtomicU32,
+    pending: AtomicU64,
+    last: AtomicU64,
+    streak: AtomicU32,
+    revoked: AtomicU32,
+}
+
+impl RawBiased {
+    /// A free lock, not biased, that may become biased.
+    #[cfg(not(loom))]
+    pub const fn new() -> RawBiased {
+        RawBiased::with_grants(0)
+    }
+
+    /// A free lock that never becomes biased: an ordinary lock (what
+    /// every lock is where `membarrier` is missing).
+    #[cfg(not(loom))]
+    pub const fn unbiased() -> RawBiased {
+        RawBiased::with_grants(GRANTS as u32)
+    }
+
+    #[cfg(not(loom))]
+    const fn with_grants(grants: u32) -> RawBiased {
+        RawBiased {
+            word: AtomicU64::new(0),
+            bias: AtomicU64::new(0),
+            slots: [const { AtomicU32::new(0) }; GRANTS],
+            grants: AtomicU32::new(grants),
+            pending: AtomicU64::new(0),
+            last: AtomicU64::new(0),
+            streak: AtomicU32::new(0),
+            revoked: AtomicU32::new(0),
+        }
+    }
+
+    /// A free lock (loom's atomics are not `const`).
+    #[cfg(loom)]
+    pub fn new() -> RawBiased {
+        RawBiased {
+            word: AtomicU64::new(0),
+            bias: AtomicU64::new(0),
+            slots: core::array::from_fn(|_| AtomicU32::new(0)),
+            grants: AtomicU32::new(0),
+            pending: AtomicU64::new(0),
+            last: AtomicU64::new(0),
+            streak: AtomicU32::new(0),
+            revoked: AtomicU32::new(0),
+        }
+    }
+
+    /// Whether some thread holds the bias now (a hint: it may change at
+    /// once unless the caller holds the lock).
+    pub fn is_biased(&self) -> bool {
+        self.bias.load(Ordering::Relaxed) != 0
+    }
+
+    /// How many times a bias was revoked (each one `membarrier`).
+    pub fn revocations(&self) -> u32 {
+        self.revoked.load(Ordering::Relaxed)
+    }
+
+    /// The fast path: true if thread `me` holds the bias and now the lock.
+    #[inline]
+    fn try_fast(&self, me: u64) -> bool {
+        let b = self.bias.load(Ordering::Relaxed);
+        if b >> 8 != me {
+            return false;
+        }
+        let slot = &self.slots[(b & 0xff) as usize];
+        // This thread holds the lock already (its slot is 1 only while it
+        // does, or by the slow path): a nested taking is not this one, and
+        // `try_lock` then fails, as an ordinary lock's does.
+        if slot.load(Ordering::Relaxed) != 0 || self.word.load(Ordering::Relaxed) == me {
+            return false;
+        }
+        slot.store(1, Ordering::Relaxed);
+        owner_fence();
+        // Acquire: a plain load on x86 that keeps the critical section's
+        // accesses after it (the data itself was last written by this
+        // thread, see the module's documentation).
+        if self.bias.load(Ordering::Acquire) == b {
+            return true;
+        }
+        // Release, like every store to a slot: a revoker that reads this
+        // 0 synchronises with this thread's last critical section.
+        slot.store(0, Ordering::Release);
+        false
+    }
+
+    /// Takes the lock as thread `me` (a token, never 0, never reused by
+    /// another thread), waiting while another thread holds it.
+    #[inline]
+    pub fn lock_as(&self, me: u64) {
+        if self.try_fast(me) {
+            return;
+        }
+        if self
+            .word
+            .compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+            && (self.settled() || self.holding(me, true))
+        {
+            return;
+        }
+        self.lock_slow(me);
+    }
+
+    /// Takes the lock as thread `me` if no other thread holds it now.
+    #[inline]
+    pub fn try_lock_as(&self, me: u64) -> bool {
+        if self.try_fast(me) {
+            return true;
+        }
+        self.word
+            .compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+            && (self.settled() || self.holding(me, false))
+    }
+
+    /// With `word` held: whether the bias is done with for good (every
+    /// grant made, none in force or being revoked), so that a lock threads
+    /// share costs what an ordinary one does: the compare-and-swap, these
+    /// three loads of its own line, the release.
+    #[inline]
+    fn settled(&self) -> bool {
+        self.grants.load(Ordering::Relaxed) as usize >= GRANTS
+            && (self.bias.load(Ordering::Relaxed) | self.pending.load(Ordering::Relaxed)) == 0
+    }
+
+    /// Releases the lock that thread `me` holds.
+    ///
+    /// # Safety
+    ///
+    /// Thread `me` holds the lock (by [`RawBiased::lock_as`] or a
+    /// successful [`RawBiased::try_lock_as`] with the same token, on this
+    /// thread).
+    #[inline]
+    pub unsafe fn unlock_as(&self, me: u64) {
+        if self.word.load(Ordering::Relaxed) == me {
+            self.word.store(0, Ordering::Release);
+        } else {
+            let g = self.grants.load(Ordering::Relaxed) - 1;
+            self.slots[g as usize].store(0, Ordering::Release);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn lock_slow(&self, me: u64) {
+        let mut wait = Wait::default();
+        loop {
+            while self.word.load(Ordering::Relaxed) != 0 {
+                wait.snooze();
+            }
+            if self
+                .word
+                .compare_exchange_weak(0, me, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+                && (self.settled() || self.holding(me, true))
+            {
+                return;
+            }
+        }
+    }
+
+    /// With `word` held by `me`: revokes another thread's bias (waiting
+    /// for its release if `wait`, else giving `word` back and failing if it
+    /// still holds), then applies the bias policy. True if `me` holds the
+    /// lock; false (with `word` given back) if `me` already held it by
+    /// the fast path, or if it is a `try_lock` and the biased thread holds
+    /// it.
+    #[inline(never)]
+    fn holding(&self, me: u64, wait: bool) -> bool {
+        let b = self.bias.load(Ordering::Relaxed);
+        if b >> 8 == me && self.slots[(b & 0xff) as usize].load(Ordering::Relaxed) != 0 {
+            // This thread holds it by the fast path: a nested `try_lock`
+            // fails; a nested `lock` waits for ever, as an ordinary
+            // lock's does.
+            self.word.store(0, Ordering::Release);
+            return false;
+        }
+        if b != 0 && b >> 8 != me {
+            self.bias.store(0, Ordering::Relaxed);
+            barrier_all();
+            self.pending.store(b, Ordering::Relaxed);
+            self.revoked.fetch_add(1, Ordering::Relaxed);
+        }
+        let p = self.pending.load(Ordering::Relaxed);
+        if p != 0 {
+            let slot = &self.slots[(p & 0xff) as usize];
+            let mut w = Wait::default();
+            while slot.load(Ordering::Acquire) != 0 {
+                if !wait {
+                    // The biased thread holds it: this `try_lock` fails,
+                    // and the revocation stays pending for the next holder.
+                    self.word.store(0, Ordering::Release);
+                    return false;
+                }
+                w.snooze();
+            }
+            self.pending.store(0, Ordering::Relaxed);
+        }
+        if self.last.load(Ordering::Relaxed) == me {
+            let s = self.streak.load(Ordering::Relaxed).saturating_add(1);
+            self.streak.store(s, Ordering::Relaxed);
+        } else {
+            self.last.store(me, Ordering::Relaxed);
+            self.streak.store(1, Ordering::Relaxed);
+        }
+        let g = self.grants.load(Ordering::Relaxed);
+        if !barrier_ready() {
+            // No bias in this process: an ordinary lock from now on.
+            self.grants.store(GRANTS as u32, Ordering::Relaxed);
+            return true;
+        }
+        let need = BIAS_AFTER << self.revoked.load(Ordering::Relaxed).min(16);
+        if self.bias.load(Ordering::Relaxed) == 0
+            && (g as usize) < GRANTS
+            && self.streak.load(Ordering::Relaxed) >= need
+        {
+            // This thread holds `word` now and releases it through it; its
+            // next taking finds the bias.
+            self.grants.store(g + 1, Ordering::Relaxed);
+            self.bias.store(pack(me, g), Ordering::Relaxed);
+        }
+        true
+    }
+}
+
+#[cfg(not(loom))]
+impl Default for RawBiased {
+    fn default() -> RawBiased {
+        RawBiased::new()
+    }
+}
+
+/// The biased thread's side of the barrier: only the compiler's order.
+#[cfg(not(loom))]
+#[inline(always)]
+fn owner_fence() {
+    compiler_fence(Ordering::SeqCst);
+}
+
+/// In the model, the barrier the revoker forces on this thread: a SeqCst
+/// fence (with the compiler fence, what it stands for).
+#[cfg(loom)]
+#[inline(always)]
+fn owner_fence() {
+    compiler_fence(Ordering::SeqCst);
+    fence(Ordering::SeqCst);
+}
+
+/// In the model, `membarrier`: a SeqCst fence on the revoker's side (the
+/// biased thread's is in [`owner_fence`]).
+#[cfg(loom)]
+fn barrier_all() {
+    fence(Ordering::SeqCst);
+}
+
+#[cfg(loom)]
+fn barrier_ready() -> bool {
+    true
+}
+
+#[cfg(loom)]
+#[derive(Default)]
+struct Wait;
+
+#[cfg(loom)]
+impl Wait {
+    fn snooze(&mut self) {
+        loom::thread::yield_now();
+    }
+}
+
+#[cfg(not(loom))]
+use crate::wait::Backoff as Wait;
+
+#[cfg(not(loom))]
+mod membarrier {
+    use std::sync::atomic::{AtomicU8, Ordering};
+
+    const CMD_QUERY: libc::c_long = 0;
+    const CMD_PRIVATE_EXPEDITED: libc::c_long = 1 << 3;
+    const CMD_REGISTER_PRIVATE_EXPEDITED: libc::c_long = 1 << 4;
+
+    /// 0: not asked yet, 1: registered, 2: unavailable.
+    static STATE: AtomicU8 = AtomicU8::new(0);
+
+    fn call(cmd: libc::c_long) -> libc::c_long {
+        // SAFETY: membarrier(cmd, flags = 0, cpu_id = 0) reads and writes
+        // no memory of this process; an unknown command fails with EINVAL.
+        unsafe {
+            libc::syscall(
+                libc::SYS_membarrier,
+                cmd,
+                0 as libc::c_long,
+                0 as libc::c_int,
+            )
+        }
+    }
+
+    /// Whether the process is registered for the private expedited
+    /// barrier (registering, the first time, if the kernel offers it).
+    /// Every bias is granted after this returned true, so every revocation
+    /// may issue the barrier.
+    pub(super) fn ready() -> bool {
+        match STATE.load(Ordering::Acquire) {
+            1 => true,
+            2 => false,
+            _ => {
+                let q = call(CMD_QUERY);
+                let ok = q >= 0
+                    && q & CMD_PRIVATE_EXPEDITED != 0
+                    && call(CMD_REGISTER_PRIVATE_EXPEDITED) == 0;
+                STATE.store(if ok { 1 } else { 2 }, Ordering::Release);
+                ok
+            }
+        }
+    }
+
+    /// A full barrier on every running thread of the process.
+    pub(super) fn all() {
+        // Registered before any bias was granted (`ready`), and a
+        // registration lasts the process's life, so this cannot fail with
+        // EPERM; a failure would mean the kernel broke its contract.
+        let r = call(CMD_PRIVATE_EXPEDITED);
+        assert_eq!(r, 0, "membarrier failed after registration");
+    }
+}
+
+#[cfg(not(loom))]
+use membarrier::{all as barrier_all, ready as barrier_ready};
+
+/// The calling thread's token for the locks (never 0, never another
+/// thread's). A thread-local with a constant initialiser and no
+/// destructor: reading it is one load.
+#[cfg(not(loom))]
+#[inline]
+pub fn token() -> u64 {
+    use std::cell::Cell;
+    thread_local! {
+        static TOKEN: Cell<u64> = const { Cell::new(0) };
+    }
+    TOKEN.with(|t| match t.get() {
+        0 => {
+            static NEXT: AtomicU64 = AtomicU64::new(1);
+            let me = NEXT.fetch_add(1, Ordering::Relaxed);
+            t.set(me);
+            me
+        }
+        me => me,
+    })
+}
+
+#[cfg(not(loom))]
+// SAFETY: `lock` and a successful `try_lock` return only when the calling
+// thread holds the lock, which excludes every other thread (the module's
+// argument: by `word`'s compare-and-swap between the slow path's
+// holders, and by the biased thread's slot against the barrier between
+// it and them) until `unlock`. `unlock` is called by `lock_api` only for
+// a held lock, from the guard on the thread that took it: the guard is
+// `GuardNoSend`, so the token `unlock` reads is the one that took it.
+unsafe impl parking_lot::lock_api::RawMutex for RawBiased {
+    #[allow(clippy::declare_interior_mutable_const)]
+    const INIT: RawBiased = RawBiased::new();
+    type GuardMarker = parking_lot::lock_api::GuardNoSend;
+
+    #[inline]
+    fn lock(&self) {
+        self.lock_as(token());
+    }
+
+    #[inline]
+    fn try_lock(&self) -> bool {
+        self.try_lock_as(token())
+    }
+
+    #[inline]
+    unsafe fn unlock(&self) {
+        // SAFETY: `lock_api` calls this on the thread that holds the lock
+        // (the guard cannot leave it), whose token this is.
+        unsafe { self.unlock_as(token()) }
+    }
+
+    #[inline]
+    fn is_locked(&self) -> bool {
+        self.word.load(Ordering::Relaxed) != 0
+            || (self.bias.load(Ordering::Relaxed) != 0
+                && self.slots[(self.bias.load(Ordering::Relaxed) & 0xff) as usize]
+                    .load(Ordering::Relaxed)
+                    != 0)
+    }
+}
+
+/// A mutex over [`RawBiased`]: `lock_api`'s guard, released on the thread
+/// that took it.
+#[cfg(not(loom))]
+pub type BiasedLock<T> = parking_lot::lock_api::Mutex<RawBiased, T>;
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use parking_lot::lock_api::RawMutex;
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicBool;
+    use std::time::Duration;
+
+    /// The raw lock, to read its state (never to release it).
+    fn raw(l: &BiasedLock<u64>) -> &RawBiased {
+        // SAFETY: `raw` is unsafe only because unlocking through it could
+        // release a lock another guard holds; these tests only read.
+        unsafe { l.raw() }
+    }
+
+    /// Adds one to `*v` with a window between the read and the write, so
+    /// that two holders at once lose increments.
+    fn slow_increment(v: &mut u64) {
+        let x = std::hint::black_box(*v);
+        for _ in 0..20 {
+            std::hint::spin_loop();
+        }
+        *v = x + 1;
+    }
+
+    /// Takes `lock` `n` times on this thread.
+    fn take(lock: &BiasedLock<u64>, n: u64) {
+        for _ in 0..n {
+            slow_increment(&mut lock.lock());
+        }
+    }
+
+    #[test]
+    fn one_thread_that_keeps_taking_it_gets_the_bias() {
+        let l = BiasedLock::new(0u64);
+        take(&l, u64::from(BIAS_AFTER) - 1);
+        assert!(!raw(&l).is_biased());
+        take(&l, 1);
+        assert!(raw(&l).is_biased(), "biased after {BIAS_AFTER}");
+        // Taken and released by the fast path: held while the guard lives.
+        let g = l.lock();
+        assert!(raw(&l).is_locked());
+        assert!(raw(&l).word.load(Ordering::Relaxed) == 0);
+        drop(g);
+        assert!(!raw(&l).is_locked());
+        assert_eq!(*l.lock(), u64::from(BIAS_AFTER));
+    }
+
+    /// The engine's paths try a side's lock where the calling thread may
+    /// hold it already, and count on the failure (an ordinary lock's): a
+    /// nested `try_lock` fails however the lock is held, by the slow path,
+    /// by the slow path that grants this thread the bias, by the fast path.
+    #[test]
+    fn a_nested_try_lock_on_the_holding_thread_fails() {
+        let l = BiasedLock::new(0u64);
+        let g = l.lock();
+        assert!(l.try_lock().is_none(), "unbiased, held by the slow path");
+        drop(g);
+        take(&l, u64::from(BIAS_AFTER) - 2);
+        let mut g = l.lock();
+        assert!(raw(&l).is_biased() && raw(&l).word.load(Ordering::Relaxed) == token());
+        assert!(
+            l.try_lock().is_none(),
+            "held by the slow path that granted the bias"
+        );
+        slow_increment(&mut g);
+        drop(g);
+        let mut g = l.lock();
+        assert_eq!(raw(&l).word.load(Ordering::Relaxed), 0, "the fast path");
+        assert!(l.try_lock().is_none(), "held by the fast path");
+        assert!(raw(&l).is_locked(), "the failed try leaves it held");
+        slow_increment(&mut g);
+        drop(g);
+        assert!(!raw(&l).is_locked());
+        let mut g = l.try_lock().expect("free again");
+        slow_increment(&mut g);
+        drop(g);
+        assert_eq!(*l.lock(), u64::from(BIAS_AFTER) + 1);
+    }
+
+    /// Threads take fresh locks in bursts (long enough for the bias, which
+    /// then flips between them as they revoke it) and short runs, each
+    /// adding one under the lock with a window between read and write: the
+    /// counts come out exact only if no two held the lock at once.
+    fn stress(threads: usize) {
+        let rounds = 60;
+        let mut revoked = 0;
+        let mut biased = 0;
+        for round in 0..rounds {
+            let l = Arc::new(BiasedLock::new(0u64));
+            let hs: Vec<_> = (0..threads)
+                .map(|t| {
+                    let l = l.clone();
+                    std::thread::spawn(move || {
+                        let mut n = 0;
+                        let mut saw_bias = false;
+                        for burst in 0..12 {
+                            let len = if (burst + t + round) % 3 == 0 { 3 } else { 40 };
+                            for _ in 0..len {
+                                let mut g = l.lock();
+                                slow_increment(&mut g);
+                                saw_bias |= raw(&l).bias.load(Ordering::Relaxed) >> 8 == token();
+                                drop(g);
+                                n += 1;
+                                if let Some(mut g) = l.try_lock() {
+                                    slow_increment(&mut g);
+                                    n += 1;
+                                }
+                            }
+                            std::thread::yield_now();
+                        }
+                        (n, saw_bias)
+                    })
+                })
+                .collect();
+            let mut want = 0;
+            for h in hs {
+                let (n, b) = h.join().unwrap();
+                want += n;
+                biased += usize::from(b);
+            }
+            assert_eq!(*l.lock(), want, "round {round}: increments lost");
+            revoked += raw(&l).revocations();
+            assert!(raw(&l).revocations() as usize <= GRANTS);
+        }
+        // The bias was really taken and revoked, not just the slow path.
+        assert!(
+            biased > 0 && revoked > 0,
+            "biased {biased}, revoked {revoked}"
+        );
+    }
+
+    #[test]
+    fn exclusive_under_two_threads_with_bias_flips() {
+        stress(2);
+    }
+
+    #[test]
+    fn exclusive_under_four_threads_with_bias_flips() {
+        stress(4);
+    }
+
+    #[test]
+    fn a_revoker_waits_for_the_biased_holder() {
+        let l = Arc::new(BiasedLock::new(0u64));
+        let held = Arc::new(AtomicBool::new(false));
+        let done = Arc::new(AtomicBool::new(false));
+        let (l2, held2, done2) = (l.clone(), held.clone(), done.clone());
+        let owner = std::thread::spawn(move || {
+            take(&l2, u64::from(BIAS_AFTER));
+            assert!(raw(&l2).is_biased());
+            let mut g = l2.lock();
+            held2.store(true, Ordering::SeqCst);
+            std::thread::sleep(Duration::from_millis(100));
+            slow_increment(&mut g);
+            done2.store(true, Ordering::SeqCst);
+            drop(g);
+        });
+        while !held.load(Ordering::SeqCst) {
+            std::thread::yield_now();
+        }
+        // `try_lock` fails while the biased thread holds it, and leaves
+        // the revocation pending.
+        assert!(l.try_lock().is_none(), "taken from a biased holder");
+        assert!(!raw(&l).is_biased());
+        let g = l.lock();
+        assert!(
+            done.load(Ordering::SeqCst),
+            "entered before the holder left"
+        );
+        assert_eq!(*g, u64::from(BIAS_AFTER) + 1);
+        drop(g);
+        owner.join().unwrap();
+        assert_eq!(raw(&l).revocations(), 1);
+    }
+
+    #[test]
+    fn a_thread_that_exits_with_the_bias_leaves_it_to_take() {
+        let l = Arc::new(BiasedLock::new(0u64));
+        let l2 = l.clone();
+        std::thread::spawn(move || take(&l2, u64::from(BIAS_AFTER) + 5))
+            .join()
+            .unwrap();
+        assert!(raw(&l).is_biased(), "the exited thread's bias");
+        let mut g = l.try_lock().expect("nobody holds it");
+        slow_increment(&mut g);
+        drop(g);
+        assert_eq!(raw(&l).revocations(), 1);
+        assert!(!raw(&l).is_biased());
+        assert_eq!(*l.lock(), u64::from(BIAS_AFTER) + 6);
+    }
+
+    #[test]
+    fn a_lock_that_threads_share_stays_unbiased_after_a_few_revocations() {
+        let l = Arc::new(BiasedLock::new(0u64));
+        for _ in 0..12 {
+            let l2 = l.clone();
+            std::thread::spawn(move || take(&l2, 2000)).join().unwrap();
+        }
+        let r = raw(&l);
+        assert!(r.revocations() as usize <= GRANTS, "{}", r.revocations());
+        assert_eq!(r.grants.load(Ordering::Relaxed) as usize, GRANTS);
+        take(&l, 2000);
+        assert!(!r.is_biased(), "a bias after {GRANTS} grants");
+        assert_eq!(*l.lock(), 13 * 2000);
+    }
+
+    #[test]
+    fn the_unbiased_lock_is_an_ordinary_exclusive_lock() {
+        let l = Arc::new(BiasedLock::from_raw(RawBiased::unbiased(), 0u64));
+        let hs: Vec<_> = (0..3)
+            .map(|_| {
+                let l = l.clone();
+                std::thread::spawn(move || take(&l, 3000))
+            })
+            .collect();
+        for h in hs {
+            h.join().unwrap();
+        }
+        let r = raw(&l);
+        assert!(!r.is_biased());
+        assert_eq!(r.revocations(), 0);
+        let g = l.lock();
+        assert!(l.try_lock().is_none());
+        assert_eq!(*g, 9000);
+    }
+}
