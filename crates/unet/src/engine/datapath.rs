@@ -573,6 +573,9 @@ impl Engine {
         // The applet time this round has spent on this endpoint.
         let mut spent = Duration::ZERO;
         let mut done = false;
+        // Whether the last descriptor ran `doTx` (its frames are in the
+        // outbox).
+        let mut made = false;
         // The transport, locked at the first frame built in its memory
         // ([`Framer::transmit_built`]) and held for the pass's next ones,
         // then flushed once: let go before anything that may run an
@@ -598,6 +601,24 @@ impl Engine {
                     break;
                 }
             };
+            // The frames the last `doTx` made for endpoints of this
+            // engine go on before the next `doTx` runs, not at the end of
+            // the pass: a receiver on another thread starts on a burst's
+            // first message while the sender makes the rest (burst-25's
+            // two threads overlap), and the outbox holds one message's
+            // frames, still in this core's cache when they are copied into
+            // the receiver's inbox, instead of a pass's. Frames for
+            // another engine wait for the pass's end, to leave in one
+            // batch (the transport's `send`); so do the last descriptor's,
+            // delivered by [`Engine::service`] as before (a pass of one
+            // message costs nothing more).
+            if std::mem::take(&mut made)
+                && !tx.framer.out.is_empty()
+                && self.all_local(&tx.framer.out)
+            {
+                let TxSide { framer, next, .. } = &mut *tx;
+                self.pump_applet(port, framer, next);
+            }
             n += 1;
             bump(&stats.tx_descriptors);
             // `d` is a private copy: everything below checks and uses it,
@@ -642,6 +663,7 @@ impl Engine {
                     let shared = *shared.get_or_insert_with(|| !port.is_owner());
                     let (status, took) = applet_tx(tx, port, d, shared);
                     spent += took;
+                    made = true;
                     if shared
                         && (spent > port.budgets.round_time
                             || port.throttle_until.load(Ordering::Relaxed) != 0)
@@ -897,6 +919,20 @@ impl Engine {
             self.pump_direct(port, framer, next);
         }
         true
+    }
+
+    /// Whether every frame of `out` is for an endpoint of this engine.
+    #[inline]
+    fn all_local(&self, out: &Outbox) -> bool {
+        out.iter()
+            .all(|(f, _)| frame::peek_dst(f) == Some(self.inner.local))
+    }
+
+    /// [`Engine::pump_sent`] of one `doTx`'s frames ([`Engine::take_tx`]),
+    /// out of line: `pump_sent` stays inlined into [`Engine::service`] alone.
+    #[inline(never)]
+    fn pump_applet(&self, port: &Port, framer: &mut Framer, next: &mut Outbox) {
+        self.pump_sent(port, framer, next);
     }
 
     /// [`Engine::pump_sent`] for [`Engine::send_direct`], out of line:

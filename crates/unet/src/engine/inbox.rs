@@ -44,9 +44,11 @@
 //!   of that is bounded by the ring instead.
 //! - **Memory.** The ring is allocated at the first frame, so an endpoint
 //!   whose applet never gets a frame from another thread costs none. A
-//!   producer that finds the ring empty past its first [`HOT`] bytes goes
-//!   back to its start, so a steady stream of bursts keeps to a few
-//!   hundred KiB of it, warm in both cores' caches.
+//!   producer that finds the ring empty past its warm start goes back to
+//!   its start, so a steady stream of bursts keeps to the start of it,
+//!   warm in both cores' caches: past [`HOT`] bytes, and past the space
+//!   the budgets' frames take ([`warm_start`]), since the frames after
+//!   the padding that goes back have only the space before it.
 //! - **Closing.** [`Inbox::close`] marks the inbox closed under the
 //!   producers' lock, then empties it, counting what it finds: a push
 //!   that took the lock first is published and is counted there; one that
@@ -215,6 +217,14 @@ pub(super) fn ring_size(frames: usize, bytes: usize) -> usize {
         .next_multiple_of(8)
 }
 
+/// [`Inbox::warm`] for budgets of `frames` frames and `bytes` bytes: the
+/// space they take in the ring (each frame's bytes, and at most
+/// `HDR + 7` more), or [`HOT`] if that is more.
+pub(super) fn warm_start(frames: usize, bytes: usize) -> u64 {
+    let per_frame = (HDR as u64 + 7).saturating_mul(frames as u64);
+    (bytes as u64).saturating_add(per_frame).max(HOT)
+}
+
 /// An applet's inbox (see the module documentation).
 pub(super) struct Inbox {
     /// The producers' lock and view (written only by producers).
@@ -229,6 +239,16 @@ pub(super) struct Inbox {
     size: usize,
     max_frames: u64,
     max_bytes: u64,
+    /// The warm start: a producer that finds the ring empty at or past
+    /// this offset goes back to its start. At least [`HOT`], and at least
+    /// the ring space that every frame the budgets allow takes (their
+    /// bytes, and a header and rounding each): until the consumer has
+    /// read the padding to the ring's end, the frames after it have only
+    /// the space before it, so a warm start any nearer would refuse
+    /// frames within the budgets as full (a 64 KiB message stream, with
+    /// frames published one at a time, lost its fifth frame after a
+    /// start at 256 KiB, and with it the demo's acknowledgement).
+    warm: u64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -251,6 +271,7 @@ impl Inbox {
             size: ring_size(frames, bytes),
             max_frames: frames as u64,
             max_bytes: bytes as u64,
+            warm: warm_start(frames, bytes),
         }
     }
 
@@ -307,11 +328,11 @@ impl Inbox {
         let at = p.tail % size;
         let rest = size - at;
         // Padding to the ring's end first if the frame does not fit
-        // before it, or if the ring is empty, this is past its warm start,
-        // and the frame fits before `at` (a longer one stays at `at`:
-        // padding would leave it no room in an empty ring).
+        // before it, or if the ring is empty and this is past its warm
+        // start (`warm`, at least as far as the frames the budgets allow
+        // reach: see `Inbox::warm`).
         let mut pad = if rest < need { rest } else { 0 };
-        if pad == 0 && at >= HOT && need <= at && p.tail - p.checked >= HOT_CHECK {
+        if pad == 0 && at >= self.warm && need <= at && p.tail - p.checked >= HOT_CHECK {
             p.checked = p.tail;
             self.refresh(p);
             if p.head == p.tail {

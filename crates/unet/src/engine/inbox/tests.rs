@@ -153,7 +153,9 @@ fn a_drain_stops_where_told_and_gives_back_what_it_ran() {
 
 #[test]
 fn an_empty_ring_past_its_warm_start_starts_again() {
-    let i = Inbox::new(1024, 4 << 20);
+    // Budgets whose frames take less than `HOT`: the warm start is `HOT`.
+    let i = Inbox::new(64, 200 << 10);
+    assert_eq!(i.warm, HOT);
     let len = 4000;
     for k in 0..400u32 {
         i.push(1, len, fill_with(k as u8)).unwrap();
@@ -164,6 +166,27 @@ fn an_empty_ring_past_its_warm_start_starts_again() {
             "frame {k} ended at {at}, past the warm start"
         );
     }
+}
+
+#[test]
+fn frames_within_the_budgets_fit_after_a_warm_start() {
+    // The default budgets (1,024 frames, 4 MiB): an empty ring just past
+    // `HOT`, then 25 frames of 64 KiB pushed before the consumer runs
+    // (burst-25's 64 KiB messages, published one at a time). With the
+    // warm start at `HOT`, the padding to the ring's end left the frames
+    // after it the 320 KiB before it until the consumer read it: the
+    // fifth was refused as full.
+    let i = Inbox::new(1024, 4 << 20);
+    let len = 65_590;
+    advance(&i, HOT - 8);
+    i.push(1, len, fill_with(1)).unwrap();
+    assert_eq!(take_all(&i), vec![(1, len, 1)]);
+    for k in 0..25u8 {
+        assert_eq!(i.push(2, len, fill_with(k)), Ok(()), "frame {k}");
+    }
+    let got = take_all(&i);
+    assert_eq!(got, (0..25).map(|k| (2, len, k)).collect::<Vec<_>>());
+    assert!(i.is_empty());
 }
 
 #[test]

@@ -1,0 +1,116 @@
+//! A pass over an applet's transmit descriptors: the frames each `doTx`
+//! makes for endpoints of the same engine are delivered before the next
+//! descriptor's `doTx` runs, as a network interface finishes one
+//! descriptor before it takes the next (docs/unet.md, "Transmit"). Between
+//! two threads this lets the receiver start on a burst's first message
+//! while the sender makes the rest (burst-25, docs/benchmarks.md).
+//!
+//! | property | test |
+//! |---|---|
+//! | each `doTx`'s frames are delivered before the next `doTx` runs | [`each_do_tx_is_delivered_before_the_next_runs`] |
+//! | a pass's messages to another thread's applet arrive in order, or are counted | [`a_pass_to_another_threads_applet_arrives_in_order_or_is_counted`] |
+
+use unet::engine::Budgets;
+use unet::transport::LoopNet;
+use unet::{Config, Engine, applets};
+
+fn engine(budgets: Budgets) -> Engine {
+    let net = LoopNet::new();
+    Engine::with_budgets(
+        Box::new(net.attach("10.0.0.1:7000".parse().unwrap()).unwrap()),
+        budgets,
+    )
+}
+
+/// PingPong on both endpoints of one thread, the initiator with `limit`
+/// 1: each `doTx` resets its `rounds` to 0 and sends a ping, which the
+/// other endpoint echoes; the echo makes `rounds` 1 and delivers it.
+/// Three descriptors taken in one pass therefore deliver 1, 1, 1 if each
+/// `doTx`'s ping (and its echo) is delivered before the next `doTx`; were
+/// the pass's pings delivered only after its last `doTx`, the three
+/// echoes would count on from one reset: 1, 2, 3.
+#[test]
+fn each_do_tx_is_delivered_before_the_next_runs() {
+    let e = engine(Budgets::default());
+    let mut a = e
+        .create_endpoint(Config::default(), Some(applets::PING_PONG))
+        .unwrap();
+    let mut b = e
+        .create_endpoint(Config::default(), Some(applets::PING_PONG))
+        .unwrap();
+    let ab = a.open_channel(e.local(), b.id()).unwrap();
+    b.open_channel(e.local(), a.id()).unwrap();
+    e.with_applet(a.id(), |ap| ap.set_static_int("limit", 1).unwrap())
+        .unwrap();
+    // Both endpoints' applications run on this thread: their applets'
+    // frames are delivered at once, not through an inbox.
+    assert!(b.recv().is_none());
+    a.set_drive(false);
+    for i in 0..3u8 {
+        a.send(ab, &[i; 40]).unwrap();
+    }
+    a.set_drive(true);
+    a.poll_engine();
+    let got: Vec<Vec<u8>> = std::iter::from_fn(|| a.recv().map(|m| m.to_vec())).collect();
+    assert_eq!(got, vec![vec![0, 0, 0, 1]; 3]);
+    assert_eq!(a.counts().applet_traps + b.counts().applet_traps, 0);
+}
+
+/// The standard applet on both endpoints, the receiver's on another
+/// thread (its frames wait in its inbox) with an inbox of 4 frames: of
+/// passes of 10 messages, each message arrives once and in order, or is
+/// counted as refused by the full inbox, and nothing else.
+#[test]
+fn a_pass_to_another_threads_applet_arrives_in_order_or_is_counted() {
+    let e = engine(Budgets {
+        inbox_frames: 4,
+        ..Budgets::default()
+    });
+    let mut a = e
+        .create_endpoint(Config::default(), Some(applets::STANDARD))
+        .unwrap();
+    let mut b = e
+        .create_endpoint(Config::default(), Some(applets::STANDARD))
+        .unwrap();
+    let ab = a.open_channel(e.local(), b.id()).unwrap();
+    b.open_channel(e.local(), a.id()).unwrap();
+    const PASSES: u32 = 200;
+    const PER_PASS: u32 = 10;
+    let recv = std::thread::spawn(move || {
+        let mut got = Vec::new();
+        let start = std::time::Instant::now();
+        loop {
+            while let Some(m) = b.recv() {
+                let v = m.to_vec();
+                got.push(u32::from_le_bytes(v[..4].try_into().unwrap()));
+                assert!(v[4..].iter().all(|&x| x == v[0]), "intact");
+            }
+            let refused = b.counts().rx_queue_full;
+            if got.len() as u64 + refused == u64::from(PASSES * PER_PASS) {
+                return (got, refused);
+            }
+            assert!(
+                start.elapsed().as_secs() < 20,
+                "stalled: {} {:?}",
+                got.len(),
+                b.counts()
+            );
+            std::thread::yield_now();
+        }
+    });
+    for pass in 0..PASSES {
+        a.set_drive(false);
+        for i in 0..PER_PASS {
+            let seq = pass * PER_PASS + i;
+            let mut m = vec![seq as u8; 600];
+            m[..4].copy_from_slice(&seq.to_le_bytes());
+            a.send(ab, &m).unwrap();
+        }
+        a.set_drive(true);
+        a.poll_engine();
+    }
+    let (got, refused) = recv.join().unwrap();
+    assert!(got.windows(2).all(|w| w[0] < w[1]), "in order, once each");
+    assert_eq!(got.len() as u64 + refused, u64::from(PASSES * PER_PASS));
+    assert!(!got.is_empty());
+}
