@@ -31,21 +31,21 @@ struct Locked {
 
 impl Locked {
     fn add(&self, me: u64) {
-        self.lock.lock_as(me);
+        let h = self.lock.lock_as(me);
         // SAFETY: loom checks that no other access to the cell races.
         self.value.with_mut(|p| unsafe { *p += 1 });
-        // SAFETY: `me` holds the lock, on this thread.
-        unsafe { self.lock.unlock_as(me) };
+        // SAFETY: `me` holds the lock, on this thread, taken as `h` says.
+        unsafe { self.lock.unlock(h) };
     }
 
     fn try_add(&self, me: u64) -> bool {
-        if !self.lock.try_lock_as(me) {
+        let Some(h) = self.lock.try_lock_as(me) else {
             return false;
-        }
+        };
         // SAFETY: loom checks that no other access to the cell races.
         self.value.with_mut(|p| unsafe { *p += 1 });
-        // SAFETY: `me` holds the lock, on this thread.
-        unsafe { self.lock.unlock_as(me) };
+        // SAFETY: `me` holds the lock, on this thread, taken as `h` says.
+        unsafe { self.lock.unlock(h) };
         true
     }
 }
