@@ -128,11 +128,30 @@ pub const BIAS_AFTER: u32 = 16;
 #[cfg(loom)]
 pub const BIAS_AFTER: u32 = 1;
 
-/// `bias`'s value for thread `token`'s grant `g`: the token above the
-/// index's 8 bits (tokens count threads: 56 bits never run out).
+/// The low bits of a token, 0 in every token: a grant's index in `bias`.
+pub const TOKEN_LOW: u64 = 0xff;
+
+/// `bias`'s value for thread `token`'s grant `g`: the token with the
+/// index in its low 8 bits, which are 0 in a token (tokens count threads
+/// in steps of 256: 56 bits never run out).
 #[inline]
 fn pack(token: u64, g: u32) -> u64 {
-    (token << 8) | u64::from(g)
+    token | u64::from(g)
+}
+
+/// The grant whose slot thread `me` may take by the fast path: `bias`'s
+/// index if `b` is `me`'s bias. One exclusive or and one comparison: the
+/// bits above the index are `me`'s exactly when the result is below
+/// `GRANTS`, which also keeps the slot's index in bounds (`b == 0` gives
+/// `me`, at least 256).
+#[inline(always)]
+fn own_grant(b: u64, me: u64) -> Option<usize> {
+    let x = b ^ me;
+    if x < GRANTS as u64 {
+        Some(x as usize)
+    } else {
+        None
+    }
 }
 
 /// How a holder took the lock, for its release: the location whose store
@@ -222,10 +241,7 @@ impl RawBiased {
     #[inline]
     fn try_fast(&self, me: u64) -> Option<Held<'_>> {
         let b = self.bias.load(Ordering::Relaxed);
-        if b >> 8 != me {
-            return None;
-        }
-        let slot = self.slot(b);
+        let slot = &self.slots[own_grant(b, me)?];
         // This thread holds the lock already by this path (its slot is 1
         // only while it does): a nested taking is not this one, and
         // `try_lock` then fails, as an ordinary lock's does. (It never
@@ -248,8 +264,8 @@ impl RawBiased {
         None
     }
 
-    /// Takes the lock as thread `me` (a token, never 0, never reused by
-    /// another thread), waiting while another thread holds it. The
+    /// Takes the lock as thread `me` (a token: never 0, its low 8 bits 0,
+    /// never another thread's), waiting while another thread holds it. The
     /// result says how it was taken, for [`RawBiased::unlock`].
     #[inline]
     pub fn lock_as(&self, me: u64) -> Held<'_> {
@@ -349,14 +365,14 @@ impl RawBiased {
     #[inline(never)]
     fn holding(&self, me: u64, wait: bool) -> Option<Held<'_>> {
         let b = self.bias.load(Ordering::Relaxed);
-        if b >> 8 == me && self.slot(b).load(Ordering::Relaxed) != 0 {
+        if own_grant(b, me).is_some_and(|g| self.slots[g].load(Ordering::Relaxed) != 0) {
             // This thread holds it by the fast path: a nested `try_lock`
             // fails; a nested `lock` waits for ever, as an ordinary
             // lock's does.
             self.word.store(0, Ordering::Release);
             return None;
         }
-        if b != 0 && b >> 8 != me {
+        if b != 0 && b & !TOKEN_LOW != me {
             self.bias.store(0, Ordering::Relaxed);
             barrier_all();
             self.pending.store(b, Ordering::Relaxed);
@@ -518,25 +534,34 @@ mod membarrier {
 #[cfg(not(loom))]
 use membarrier::{all as barrier_all, ready as barrier_ready};
 
+#[cfg(not(loom))]
+std::thread_local! {
+    /// This thread's token, 0 until its first lock.
+    static TOKEN: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
 /// The calling thread's token for the locks (never 0, never another
-/// thread's). A thread-local with a constant initialiser and no
-/// destructor: reading it is one load.
+/// thread's, its low 8 bits 0: [`TOKEN_LOW`]). A thread-local with a
+/// constant initialiser and no destructor, its first-time path out of
+/// line: reading it is one load and a test.
 #[cfg(not(loom))]
 #[inline]
 pub fn token() -> u64 {
-    use std::cell::Cell;
-    thread_local! {
-        static TOKEN: Cell<u64> = const { Cell::new(0) };
-    }
-    TOKEN.with(|t| match t.get() {
-        0 => {
-            static NEXT: AtomicU64 = AtomicU64::new(1);
-            let me = NEXT.fetch_add(1, Ordering::Relaxed);
-            t.set(me);
-            me
-        }
+    match TOKEN.with(std::cell::Cell::get) {
+        0 => new_token(),
         me => me,
-    })
+    }
+}
+
+/// The calling thread's token, made at its first lock.
+#[cfg(not(loom))]
+#[cold]
+#[inline(never)]
+fn new_token() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    let me = NEXT.fetch_add(1, Ordering::Relaxed) << 8;
+    TOKEN.with(|t| t.set(me));
+    me
 }
 
 /// A mutex over [`RawBiased`]. Its guard remembers how it took the lock
@@ -767,7 +792,8 @@ mod tests {
                             for _ in 0..len {
                                 let mut g = l.lock();
                                 slow_increment(&mut g);
-                                saw_bias |= raw(&l).bias.load(Ordering::Relaxed) >> 8 == token();
+                                saw_bias |=
+                                    raw(&l).bias.load(Ordering::Relaxed) & !TOKEN_LOW == token();
                                 drop(g);
                                 n += 1;
                                 if let Some(mut g) = l.try_lock() {
