@@ -40,9 +40,9 @@
 //!   (acquire, a plain `mov` on x86): still `pack(t, g)`: `t` holds the
 //!   lock. Otherwise `slots[g] = 0` (release) and the slow path. Release:
 //!   `slots[g] = 0` (release). No locked instruction either way. A thread
-//!   that holds the lock already (its slot is 1, or `word` is its token)
-//!   does not take it again: a nested `try_lock` fails, as an ordinary
-//!   lock's does.
+//!   that holds the lock already by this path (its slot is 1) does not
+//!   take it again: a nested `try_lock` fails, as an ordinary lock's does;
+//!   one that holds it by `word` never finds the bias its own (below).
 //! - **Slow path**: compare-and-swap `word` from 0 to the thread's token
 //!   (acquire), spinning then yielding while it is taken. Holding `word`,
 //!   the thread revokes a bias that is another thread's: `bias = 0`, then
@@ -55,7 +55,10 @@
 //!   own line, as an ordinary lock's.
 //! - **Bias**: the holder of `word` that took it the slow way
 //!   [`BIAS_AFTER`]`<< revoked` times in a row (the count doubles with
-//!   each revocation) gets the bias: a fresh grant `g`, `bias = pack(t, g)`.
+//!   each revocation) gets the bias: a fresh grant `g`, `bias = pack(t, g)`,
+//!   and moves to its slot: `slots[g] = 1`, then `word = 0` (release), so
+//!   a thread never holds `word` while the bias is its own, and the next
+//!   taker of `word` sees the bias and the slot and waits.
 //!   At most [`GRANTS`] grants in the lock's life: a lock that two threads
 //!   share loses its bias a few times and then stays unbiased, one
 //!   compare-and-swap per taking and never a system call per message.
@@ -84,19 +87,19 @@
 //!
 //! What each holder sees: `t` is the only thread that held the lock since
 //! its grant (made while `t` held `word`, after the previous holders
-//! released it: acquire on the compare-and-swap). A `word` holder after
+//! released it: acquire on the compare-and-swap; `t` went from `word` to
+//! its slot with `slots[g] = 1` before releasing `word`, so the next
+//! holder by `word` reads that 1 or `t`'s later release of it). A `word` holder after
 //! a fast-path holder read the release store `slots[g] = 0` (every store
 //! to a slot is a release, so whichever it reads, it synchronises with
 //! `t`'s last release). Holders by `word` order each other by its
 //! acquire/release.
 //!
-//! Which slot the fast-path release clears: `grants - 1`, the latest
-//! grant, which is `t`'s: a new grant needs `bias == 0` and the old one's
-//! slot seen 0, so none is made while `t` holds by the fast path. Whether
-//! the holder took the fast path: `word` holds its token exactly when it
-//! took the slow one (tokens are never reused, and only `word`'s holder
-//! writes it), so the release needs no other record. The guard must
-//! therefore be released on the thread that took it (`GuardNoSend`).
+//! How the release knows its path: the taking returns a [`Held`], the
+//! location to clear (the grant's slot or `word`), that the guard keeps;
+//! the release is that one store and reads no token and no field. The
+//! guard stays on the thread that took it: a slot is written only by its
+//! grant's thread.
 //!
 //! A thread that exits while it holds the bias (not the lock) leaves its
 //! slot 0: the next revoker's barrier finds nothing to wait for. A thread
@@ -111,8 +114,10 @@ use std::sync::atomic::compiler_fence;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering, compiler_fence};
 
 /// Grants in a lock's life (slots). Each revocation costs one
-/// `membarrier`; after this many, the lock stays unbiased.
+/// `membarrier`; after this many, the lock stays unbiased. A power of two
+/// (a slot's index is masked), below 256 (`pack`).
 pub const GRANTS: usize = 4;
+const _: () = assert!(GRANTS.is_power_of_two() && GRANTS <= 256);
 
 /// Slow-path takings in a row by one thread before it gets the bias (the
 /// first time; each revocation doubles it).
@@ -123,20 +128,46 @@ pub const BIAS_AFTER: u32 = 16;
 #[cfg(loom)]
 pub const BIAS_AFTER: u32 = 1;
 
-/// `bias`'s value for thread `token`'s grant `g`: the token above the
-/// index's 8 bits (tokens count threads: 56 bits never run out).
+/// The low bits of a token, 0 in every token: a grant's index in `bias`.
+pub const TOKEN_LOW: u64 = 0xff;
+
+/// `bias`'s value for thread `token`'s grant `g`: the token with the
+/// index in its low 8 bits, which are 0 in a token (tokens count threads
+/// in steps of 256: 56 bits never run out).
 #[inline]
 fn pack(token: u64, g: u32) -> u64 {
-    (token << 8) | u64::from(g)
+    token | u64::from(g)
 }
 
+/// The grant whose slot thread `me` may take by the fast path: `bias`'s
+/// index if `b` is `me`'s bias. One exclusive or and one comparison: the
+/// bits above the index are `me`'s exactly when the result is below
+/// `GRANTS`, which also keeps the slot's index in bounds (`b == 0` gives
+/// `me`, at least 256).
+#[inline(always)]
+fn own_grant(b: u64, me: u64) -> Option<usize> {
+    let x = b ^ me;
+    if x < GRANTS as u64 {
+        Some(x as usize)
+    } else {
+        None
+    }
+}
+
+/// How a holder took the lock, for its release: the location whose store
+/// of 0 releases it, its grant's slot (the fast path) or `word`. Kept by
+/// the guard, it makes the release one store, with no thread token and no
+/// load to tell the paths apart.
+#[derive(Clone, Copy, Debug)]
+pub struct Held<'a>(&'a AtomicU64);
+
 /// A raw lock biased to the thread that keeps taking it (see the module's
-/// protocol). [`BiasedLock`] puts `lock_api`'s guard over it.
+/// protocol). [`BiasedLock`] puts a guard over it.
 #[derive(Debug)]
 pub struct RawBiased {
     word: AtomicU64,
     bias: AtomicU64,
-    slots: [AtomicU32; GRANTS],
+    slots: [AtomicU64; GRANTS],
     grants: AtomicU32,
     pending: AtomicU64,
     last: AtomicU64,
@@ -163,7 +194,7 @@ impl RawBiased {
         RawBiased {
             word: AtomicU64::new(0),
             bias: AtomicU64::new(0),
-            slots: [const { AtomicU32::new(0) }; GRANTS],
+            slots: [const { AtomicU64::new(0) }; GRANTS],
             grants: AtomicU32::new(grants),
             pending: AtomicU64::new(0),
             last: AtomicU64::new(0),
@@ -178,7 +209,7 @@ impl RawBiased {
         RawBiased {
             word: AtomicU64::new(0),
             bias: AtomicU64::new(0),
-            slots: core::array::from_fn(|_| AtomicU32::new(0)),
+            slots: core::array::from_fn(|_| AtomicU64::new(0)),
             grants: AtomicU32::new(0),
             pending: AtomicU64::new(0),
             last: AtomicU64::new(0),
@@ -193,24 +224,31 @@ impl RawBiased {
         self.bias.load(Ordering::Relaxed) != 0
     }
 
+    /// Whether some thread holds the lock now (a hint, as `is_biased`).
+    pub fn is_locked(&self) -> bool {
+        let b = self.bias.load(Ordering::Relaxed);
+        self.word.load(Ordering::Relaxed) != 0
+            || (b != 0 && self.slot(b).load(Ordering::Relaxed) != 0)
+    }
+
     /// How many times a bias was revoked (each one `membarrier`).
     pub fn revocations(&self) -> u32 {
         self.revoked.load(Ordering::Relaxed)
     }
 
-    /// The fast path: true if thread `me` holds the bias and now the lock.
+    /// The fast path: `Some` if thread `me` holds the bias and now the
+    /// lock (by its grant's slot).
     #[inline]
-    fn try_fast(&self, me: u64) -> bool {
+    fn try_fast(&self, me: u64) -> Option<Held<'_>> {
         let b = self.bias.load(Ordering::Relaxed);
-        if b >> 8 != me {
-            return false;
-        }
-        let slot = &self.slots[(b & 0xff) as usize];
-        // This thread holds the lock already (its slot is 1 only while it
-        // does, or by the slow path): a nested taking is not this one, and
-        // `try_lock` then fails, as an ordinary lock's does.
-        if slot.load(Ordering::Relaxed) != 0 || self.word.load(Ordering::Relaxed) == me {
-            return false;
+        let slot = &self.slots[own_grant(b, me)?];
+        // This thread holds the lock already by this path (its slot is 1
+        // only while it does): a nested taking is not this one, and
+        // `try_lock` then fails, as an ordinary lock's does. (It never
+        // holds it by `word` while the bias is its own: the grant moves
+        // its holder to the slot, see `holding`.)
+        if slot.load(Ordering::Relaxed) != 0 {
+            return None;
         }
         slot.store(1, Ordering::Relaxed);
         owner_fence();
@@ -218,42 +256,50 @@ impl RawBiased {
         // accesses after it (the data itself was last written by this
         // thread, see the module's documentation).
         if self.bias.load(Ordering::Acquire) == b {
-            return true;
+            return Some(Held(slot));
         }
         // Release, like every store to a slot: a revoker that reads this
         // 0 synchronises with this thread's last critical section.
         slot.store(0, Ordering::Release);
-        false
+        None
     }
 
-    /// Takes the lock as thread `me` (a token, never 0, never reused by
-    /// another thread), waiting while another thread holds it.
+    /// Takes the lock as thread `me` (a token: never 0, its low 8 bits 0,
+    /// never another thread's), waiting while another thread holds it. The
+    /// result says how it was taken, for [`RawBiased::unlock`].
     #[inline]
-    pub fn lock_as(&self, me: u64) {
-        if self.try_fast(me) {
-            return;
+    pub fn lock_as(&self, me: u64) -> Held<'_> {
+        if let Some(h) = self.try_fast(me) {
+            return h;
         }
         if self
             .word
             .compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed)
             .is_ok()
-            && (self.settled() || self.holding(me, true))
         {
-            return;
+            if self.settled() {
+                return Held(&self.word);
+            }
+            if let Some(h) = self.holding(me, true) {
+                return h;
+            }
         }
-        self.lock_slow(me);
+        self.lock_slow(me)
     }
 
     /// Takes the lock as thread `me` if no other thread holds it now.
     #[inline]
-    pub fn try_lock_as(&self, me: u64) -> bool {
-        if self.try_fast(me) {
-            return true;
+    pub fn try_lock_as(&self, me: u64) -> Option<Held<'_>> {
+        if let Some(h) = self.try_fast(me) {
+            return Some(h);
         }
         self.word
             .compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed)
-            .is_ok()
-            && (self.settled() || self.holding(me, false))
+            .ok()?;
+        if self.settled() {
+            return Some(Held(&self.word));
+        }
+        self.holding(me, false)
     }
 
     /// With `word` held: whether the bias is done with for good (every
@@ -266,26 +312,29 @@ impl RawBiased {
             && (self.bias.load(Ordering::Relaxed) | self.pending.load(Ordering::Relaxed)) == 0
     }
 
-    /// Releases the lock that thread `me` holds.
+    /// Releases the lock taken as `held` says.
     ///
     /// # Safety
     ///
-    /// Thread `me` holds the lock (by [`RawBiased::lock_as`] or a
-    /// successful [`RawBiased::try_lock_as`] with the same token, on this
-    /// thread).
+    /// This thread holds the lock, and `held` is what the
+    /// [`RawBiased::lock_as`] or [`RawBiased::try_lock_as`] that took it
+    /// returned (on this thread); it is released once.
     #[inline]
-    pub unsafe fn unlock_as(&self, me: u64) {
-        if self.word.load(Ordering::Relaxed) == me {
-            self.word.store(0, Ordering::Release);
-        } else {
-            let g = self.grants.load(Ordering::Relaxed) - 1;
-            self.slots[g as usize].store(0, Ordering::Release);
-        }
+    pub unsafe fn unlock(&self, held: Held<'_>) {
+        // Release, `word`'s or the slot's (every store to a slot is one).
+        held.0.store(0, Ordering::Release);
+    }
+
+    /// Grant `b`'s slot (`b` a `pack`ed bias; the mask keeps the index in
+    /// bounds without a check, `GRANTS` being a power of two).
+    #[inline(always)]
+    fn slot(&self, b: u64) -> &AtomicU64 {
+        &self.slots[b as usize & (GRANTS - 1)]
     }
 
     #[cold]
     #[inline(never)]
-    fn lock_slow(&self, me: u64) {
+    fn lock_slow(&self, me: u64) -> Held<'_> {
         let mut wait = Wait::default();
         loop {
             while self.word.load(Ordering::Relaxed) != 0 {
@@ -295,30 +344,35 @@ impl RawBiased {
                 .word
                 .compare_exchange_weak(0, me, Ordering::Acquire, Ordering::Relaxed)
                 .is_ok()
-                && (self.settled() || self.holding(me, true))
             {
-                return;
+                if self.settled() {
+                    return Held(&self.word);
+                }
+                if let Some(h) = self.holding(me, true) {
+                    return h;
+                }
             }
         }
     }
 
     /// With `word` held by `me`: revokes another thread's bias (waiting
     /// for its release if `wait`, else giving `word` back and failing if it
-    /// still holds), then applies the bias policy. True if `me` holds the
-    /// lock; false (with `word` given back) if `me` already held it by
-    /// the fast path, or if it is a `try_lock` and the biased thread holds
-    /// it.
+    /// still holds), then applies the bias policy. `Some` if `me` holds the
+    /// lock (by `word`, with the grant to publish at its release if the
+    /// policy made one); `None` (with `word` given back) if `me` already
+    /// held it by the fast path, or if it is a `try_lock` and the biased
+    /// thread holds it.
     #[inline(never)]
-    fn holding(&self, me: u64, wait: bool) -> bool {
+    fn holding(&self, me: u64, wait: bool) -> Option<Held<'_>> {
         let b = self.bias.load(Ordering::Relaxed);
-        if b >> 8 == me && self.slots[(b & 0xff) as usize].load(Ordering::Relaxed) != 0 {
+        if own_grant(b, me).is_some_and(|g| self.slots[g].load(Ordering::Relaxed) != 0) {
             // This thread holds it by the fast path: a nested `try_lock`
             // fails; a nested `lock` waits for ever, as an ordinary
             // lock's does.
             self.word.store(0, Ordering::Release);
-            return false;
+            return None;
         }
-        if b != 0 && b >> 8 != me {
+        if b != 0 && b & !TOKEN_LOW != me {
             self.bias.store(0, Ordering::Relaxed);
             barrier_all();
             self.pending.store(b, Ordering::Relaxed);
@@ -326,14 +380,14 @@ impl RawBiased {
         }
         let p = self.pending.load(Ordering::Relaxed);
         if p != 0 {
-            let slot = &self.slots[(p & 0xff) as usize];
+            let slot = self.slot(p);
             let mut w = Wait::default();
             while slot.load(Ordering::Acquire) != 0 {
                 if !wait {
                     // The biased thread holds it: this `try_lock` fails,
                     // and the revocation stays pending for the next holder.
                     self.word.store(0, Ordering::Release);
-                    return false;
+                    return None;
                 }
                 w.snooze();
             }
@@ -350,19 +404,28 @@ impl RawBiased {
         if !barrier_ready() {
             // No bias in this process: an ordinary lock from now on.
             self.grants.store(GRANTS as u32, Ordering::Relaxed);
-            return true;
+            return Some(Held(&self.word));
         }
         let need = BIAS_AFTER << self.revoked.load(Ordering::Relaxed).min(16);
         if self.bias.load(Ordering::Relaxed) == 0
             && (g as usize) < GRANTS
             && self.streak.load(Ordering::Relaxed) >= need
         {
-            // This thread holds `word` now and releases it through it; its
-            // next taking finds the bias.
+            // The grant moves this holder from `word` to its slot: the slot
+            // and the bias stored before `word`'s release, a revoker that
+            // takes `word` next sees both (its compare-and-swap reads that
+            // release) and waits for the slot. So a thread never holds
+            // `word` while the bias is its own, and its release is the
+            // slot's, as the fast path's.
             self.grants.store(g + 1, Ordering::Relaxed);
-            self.bias.store(pack(me, g), Ordering::Relaxed);
+            let b = pack(me, g);
+            self.bias.store(b, Ordering::Relaxed);
+            let slot = self.slot(b);
+            slot.store(1, Ordering::Relaxed);
+            self.word.store(0, Ordering::Release);
+            return Some(Held(slot));
         }
-        true
+        Some(Held(&self.word))
     }
 }
 
@@ -471,85 +534,173 @@ mod membarrier {
 #[cfg(not(loom))]
 use membarrier::{all as barrier_all, ready as barrier_ready};
 
+#[cfg(not(loom))]
+std::thread_local! {
+    /// This thread's token, 0 until its first lock.
+    static TOKEN: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
 /// The calling thread's token for the locks (never 0, never another
-/// thread's). A thread-local with a constant initialiser and no
-/// destructor: reading it is one load.
+/// thread's, its low 8 bits 0: [`TOKEN_LOW`]). A thread-local with a
+/// constant initialiser and no destructor, its first-time path out of
+/// line: reading it is one load and a test.
 #[cfg(not(loom))]
 #[inline]
 pub fn token() -> u64 {
-    use std::cell::Cell;
-    thread_local! {
-        static TOKEN: Cell<u64> = const { Cell::new(0) };
-    }
-    TOKEN.with(|t| match t.get() {
-        0 => {
-            static NEXT: AtomicU64 = AtomicU64::new(1);
-            let me = NEXT.fetch_add(1, Ordering::Relaxed);
-            t.set(me);
-            me
-        }
+    match TOKEN.with(std::cell::Cell::get) {
+        0 => new_token(),
         me => me,
-    })
-}
-
-#[cfg(not(loom))]
-// SAFETY: `lock` and a successful `try_lock` return only when the calling
-// thread holds the lock, which excludes every other thread (the module's
-// argument: by `word`'s compare-and-swap between the slow path's
-// holders, and by the biased thread's slot against the barrier between
-// it and them) until `unlock`. `unlock` is called by `lock_api` only for
-// a held lock, from the guard on the thread that took it: the guard is
-// `GuardNoSend`, so the token `unlock` reads is the one that took it.
-unsafe impl parking_lot::lock_api::RawMutex for RawBiased {
-    #[allow(clippy::declare_interior_mutable_const)]
-    const INIT: RawBiased = RawBiased::new();
-    type GuardMarker = parking_lot::lock_api::GuardNoSend;
-
-    #[inline]
-    fn lock(&self) {
-        self.lock_as(token());
-    }
-
-    #[inline]
-    fn try_lock(&self) -> bool {
-        self.try_lock_as(token())
-    }
-
-    #[inline]
-    unsafe fn unlock(&self) {
-        // SAFETY: `lock_api` calls this on the thread that holds the lock
-        // (the guard cannot leave it), whose token this is.
-        unsafe { self.unlock_as(token()) }
-    }
-
-    #[inline]
-    fn is_locked(&self) -> bool {
-        self.word.load(Ordering::Relaxed) != 0
-            || (self.bias.load(Ordering::Relaxed) != 0
-                && self.slots[(self.bias.load(Ordering::Relaxed) & 0xff) as usize]
-                    .load(Ordering::Relaxed)
-                    != 0)
     }
 }
 
-/// A mutex over [`RawBiased`]: `lock_api`'s guard, released on the thread
-/// that took it.
+/// The calling thread's token, made at its first lock.
 #[cfg(not(loom))]
-pub type BiasedLock<T> = parking_lot::lock_api::Mutex<RawBiased, T>;
+#[cold]
+#[inline(never)]
+fn new_token() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    let me = NEXT.fetch_add(1, Ordering::Relaxed) << 8;
+    TOKEN.with(|t| t.set(me));
+    me
+}
+
+/// A mutex over [`RawBiased`]. Its guard remembers how it took the lock
+/// (the grant's slot or `word`), so the release is one store (two with a
+/// grant to publish) and reads no thread token; it stays on the thread
+/// that took it (neither `Send` nor `Sync`), since a slot is written only
+/// by its grant's thread.
+#[cfg(not(loom))]
+pub struct BiasedLock<T: ?Sized> {
+    raw: RawBiased,
+    data: core::cell::UnsafeCell<T>,
+}
+
+// SAFETY: the lock hands `&mut T` to one thread at a time (the module's
+// argument), which may move the value between threads: `T: Send` is what
+// a mutex needs, for `Send` and `Sync` alike.
+#[cfg(not(loom))]
+unsafe impl<T: ?Sized + Send> Send for BiasedLock<T> {}
+// SAFETY: as for `Send`: shared access to the lock gives `&mut T` only
+// through a guard, to one thread at a time.
+#[cfg(not(loom))]
+unsafe impl<T: ?Sized + Send> Sync for BiasedLock<T> {}
+
+#[cfg(not(loom))]
+impl<T> BiasedLock<T> {
+    /// A free lock over `value`, not biased, that may become biased.
+    pub const fn new(value: T) -> BiasedLock<T> {
+        BiasedLock::from_raw(RawBiased::new(), value)
+    }
+
+    /// A lock over `value` with the given raw lock (e.g.
+    /// [`RawBiased::unbiased`]).
+    pub const fn from_raw(raw: RawBiased, value: T) -> BiasedLock<T> {
+        BiasedLock {
+            raw,
+            data: core::cell::UnsafeCell::new(value),
+        }
+    }
+}
+
+#[cfg(not(loom))]
+impl<T: ?Sized> BiasedLock<T> {
+    /// Takes the lock, waiting while another thread holds it (a nested
+    /// `lock` on the holding thread waits for ever, as an ordinary
+    /// lock's does).
+    #[inline]
+    pub fn lock(&self) -> BiasedGuard<'_, T> {
+        self.guard(self.raw.lock_as(token()))
+    }
+
+    /// Takes the lock if no other thread holds it now, and this one does
+    /// not already.
+    #[inline]
+    pub fn try_lock(&self) -> Option<BiasedGuard<'_, T>> {
+        self.raw.try_lock_as(token()).map(|h| self.guard(h))
+    }
+
+    /// The value, through `&mut self`: no lock needed.
+    pub fn get_mut(&mut self) -> &mut T {
+        self.data.get_mut()
+    }
+
+    /// The raw lock, to read its state ([`RawBiased::is_biased`], ...).
+    pub fn raw(&self) -> &RawBiased {
+        &self.raw
+    }
+
+    #[inline]
+    fn guard<'a>(&'a self, held: Held<'a>) -> BiasedGuard<'a, T> {
+        BiasedGuard {
+            lock: self,
+            held,
+            _on_this_thread: core::marker::PhantomData,
+        }
+    }
+}
+
+#[cfg(not(loom))]
+impl<T: ?Sized + core::fmt::Debug> core::fmt::Debug for BiasedLock<T> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.try_lock() {
+            Some(g) => f.debug_struct("BiasedLock").field("data", &&*g).finish(),
+            None => f.write_str("BiasedLock { <locked> }"),
+        }
+    }
+}
+
+/// The lock held, by [`BiasedLock::lock`] or [`BiasedLock::try_lock`];
+/// released when dropped, on the thread that took it.
+#[cfg(not(loom))]
+pub struct BiasedGuard<'a, T: ?Sized> {
+    lock: &'a BiasedLock<T>,
+    held: Held<'a>,
+    /// Neither `Send` nor `Sync`: the release writes this thread's slot.
+    _on_this_thread: core::marker::PhantomData<*mut ()>,
+}
+
+#[cfg(not(loom))]
+impl<T: ?Sized> core::ops::Deref for BiasedGuard<'_, T> {
+    type Target = T;
+
+    #[inline]
+    fn deref(&self) -> &T {
+        // SAFETY: the guard holds the lock, which excludes every other
+        // holder until it is dropped.
+        unsafe { &*self.lock.data.get() }
+    }
+}
+
+#[cfg(not(loom))]
+impl<T: ?Sized> core::ops::DerefMut for BiasedGuard<'_, T> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: as `deref`, and `&mut self` makes this the only
+        // reference through the guard.
+        unsafe { &mut *self.lock.data.get() }
+    }
+}
+
+#[cfg(not(loom))]
+impl<T: ?Sized> Drop for BiasedGuard<'_, T> {
+    #[inline]
+    fn drop(&mut self) {
+        // SAFETY: this guard holds the lock, on this thread (it cannot
+        // leave it), taken as `held` says; a guard is dropped once.
+        unsafe { self.lock.raw.unlock(self.held) }
+    }
+}
 
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use parking_lot::lock_api::RawMutex;
     use std::sync::Arc;
     use std::sync::atomic::AtomicBool;
     use std::time::Duration;
 
-    /// The raw lock, to read its state (never to release it).
+    /// The raw lock, to read its state.
     fn raw(l: &BiasedLock<u64>) -> &RawBiased {
-        // SAFETY: `raw` is unsafe only because unlocking through it could
-        // release a lock another guard holds; these tests only read.
-        unsafe { l.raw() }
+        l.raw()
     }
 
     /// Adds one to `*v` with a window between the read and the write, so
@@ -597,13 +748,16 @@ mod tests {
         drop(g);
         take(&l, u64::from(BIAS_AFTER) - 2);
         let mut g = l.lock();
-        assert!(raw(&l).is_biased() && raw(&l).word.load(Ordering::Relaxed) == token());
+        // The grant moved the holding to its slot.
+        assert!(raw(&l).is_biased() && raw(&l).word.load(Ordering::Relaxed) == 0);
+        assert!(raw(&l).is_locked());
         assert!(
             l.try_lock().is_none(),
             "held by the slow path that granted the bias"
         );
         slow_increment(&mut g);
         drop(g);
+        assert!(!raw(&l).is_locked());
         let mut g = l.lock();
         assert_eq!(raw(&l).word.load(Ordering::Relaxed), 0, "the fast path");
         assert!(l.try_lock().is_none(), "held by the fast path");
@@ -638,7 +792,8 @@ mod tests {
                             for _ in 0..len {
                                 let mut g = l.lock();
                                 slow_increment(&mut g);
-                                saw_bias |= raw(&l).bias.load(Ordering::Relaxed) >> 8 == token();
+                                saw_bias |=
+                                    raw(&l).bias.load(Ordering::Relaxed) & !TOKEN_LOW == token();
                                 drop(g);
                                 n += 1;
                                 if let Some(mut g) = l.try_lock() {

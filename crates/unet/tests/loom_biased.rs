@@ -24,6 +24,10 @@ use loom::sync::Arc;
 use loom::thread;
 use unet::biased::RawBiased;
 
+/// The two threads' tokens (a token's low 8 bits are 0).
+const T1: u64 = 1 << 8;
+const T2: u64 = 2 << 8;
+
 struct Locked {
     lock: RawBiased,
     value: UnsafeCell<u64>,
@@ -31,21 +35,21 @@ struct Locked {
 
 impl Locked {
     fn add(&self, me: u64) {
-        self.lock.lock_as(me);
+        let h = self.lock.lock_as(me);
         // SAFETY: loom checks that no other access to the cell races.
         self.value.with_mut(|p| unsafe { *p += 1 });
-        // SAFETY: `me` holds the lock, on this thread.
-        unsafe { self.lock.unlock_as(me) };
+        // SAFETY: `me` holds the lock, on this thread, taken as `h` says.
+        unsafe { self.lock.unlock(h) };
     }
 
     fn try_add(&self, me: u64) -> bool {
-        if !self.lock.try_lock_as(me) {
+        let Some(h) = self.lock.try_lock_as(me) else {
             return false;
-        }
+        };
         // SAFETY: loom checks that no other access to the cell races.
         self.value.with_mut(|p| unsafe { *p += 1 });
-        // SAFETY: `me` holds the lock, on this thread.
-        unsafe { self.lock.unlock_as(me) };
+        // SAFETY: `me` holds the lock, on this thread, taken as `h` says.
+        unsafe { self.lock.unlock(h) };
         true
     }
 }
@@ -66,10 +70,10 @@ fn fast_path_against_revoker() {
         let l = new();
         let l1 = l.clone();
         let owner = thread::spawn(move || {
-            l1.add(1);
-            l1.add(1);
+            l1.add(T1);
+            l1.add(T1);
         });
-        l.add(2);
+        l.add(T2);
         owner.join().unwrap();
         // SAFETY: both threads are done.
         assert_eq!(l.value.with(|p| unsafe { *p }), 3);
@@ -85,13 +89,13 @@ fn try_lock_against_the_biased_holder() {
         let l = new();
         let l1 = l.clone();
         let owner = thread::spawn(move || {
-            l1.add(1);
-            l1.add(1);
-            l1.add(1);
+            l1.add(T1);
+            l1.add(T1);
+            l1.add(T1);
         });
-        let n = u64::from(l.try_add(2));
+        let n = u64::from(l.try_add(T2));
         owner.join().unwrap();
-        l.add(2);
+        l.add(T2);
         // SAFETY: the other thread is done.
         assert_eq!(l.value.with(|p| unsafe { *p }), 4 + n);
     });
