@@ -38,8 +38,7 @@
 //! Dependencies: `jive` (applets), `dpf` (the classifier), `ilp` (copy and
 //! checksum loops), `codecache` (through dpf), `crossbeam-epoch` (the
 //! engine's endpoint table, read per packet without a lock or a reference
-//! count), `parking_lot` (no longer used by the side locks, which are
-//! `biased`'s own), `bytemuck` (an applet's
+//! count), `bytemuck` (an applet's
 //! `byte[]`, `[i8]`, viewed as `[u8]` so that copies are one `memcpy`),
 //! `libc` (memfd, mmap, sockets), `ebpf` (the workspace's bpf(2) layer: the
 //! XDP program and socket map that feed the `xdp` transport), `thiserror`. Dev: `loom` (queue models), `proptest`, `rand`.

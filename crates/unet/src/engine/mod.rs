@@ -1093,23 +1093,12 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// A token of the calling thread (never 0). The thread-local starts at 0
-/// with a constant initialiser and no destructor, so reading it is one
-/// load; the first call on a thread takes a fresh token.
+/// A token of the calling thread (never 0, never another thread's): the
+/// side locks' own ([`crate::biased::token`]), so that a thread reads one
+/// thread-local for both its endpoints' owner check and its locks.
 #[inline]
 fn thread_token() -> u64 {
-    thread_local! {
-        static TOKEN: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-    }
-    TOKEN.with(|t| match t.get() {
-        0 => {
-            static NEXT: AtomicU64 = AtomicU64::new(1);
-            let me = NEXT.fetch_add(1, Ordering::Relaxed);
-            t.set(me);
-            me
-        }
-        me => me,
-    })
+    crate::biased::token()
 }
 
 /// Nanoseconds since the first call in this process (never 0 after it).
