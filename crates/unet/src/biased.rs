@@ -276,13 +276,9 @@ impl RawBiased {
             .word
             .compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed)
             .is_ok()
+            && let Some(h) = self.won_word(me, true)
         {
-            if self.settled() {
-                return Held(&self.word);
-            }
-            if let Some(h) = self.holding(me, true) {
-                return h;
-            }
+            return h;
         }
         self.lock_slow(me)
     }
@@ -296,10 +292,18 @@ impl RawBiased {
         self.word
             .compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed)
             .ok()?;
+        self.won_word(me, false)
+    }
+
+    /// With `word` just taken by `me`'s compare-and-swap: how `me` holds
+    /// the lock (by `word` alone where the lock is settled, else as
+    /// [`RawBiased::holding`] says, `None` with `word` given back).
+    #[inline(always)]
+    fn won_word(&self, me: u64, wait: bool) -> Option<Held<'_>> {
         if self.settled() {
             return Some(Held(&self.word));
         }
-        self.holding(me, false)
+        self.holding(me, wait)
     }
 
     /// With `word` held: whether the bias is done with for good (every
@@ -344,13 +348,9 @@ impl RawBiased {
                 .word
                 .compare_exchange_weak(0, me, Ordering::Acquire, Ordering::Relaxed)
                 .is_ok()
+                && let Some(h) = self.won_word(me, true)
             {
-                if self.settled() {
-                    return Held(&self.word);
-                }
-                if let Some(h) = self.holding(me, true) {
-                    return h;
-                }
+                return h;
             }
         }
     }
