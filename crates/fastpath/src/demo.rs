@@ -866,6 +866,16 @@ enum Flow {
     PerTx25,
     /// The applet generates the data (`Generate`): no transmit-side copy.
     Generate,
+    /// [`Flow::AppAck`] with the applications copying each message in and
+    /// out: the sender copies it from memory of its own into the transmit
+    /// region, the receiver copies it out of its buffers. With the engine's
+    /// copy between the endpoints that makes three copies of every message,
+    /// as many as the standard applet cannot do without (its `doTx` copies
+    /// the message into `TxBuf` and its `doRx` out of `RxBuf`, besides the
+    /// copy between the endpoints): the reference for what those copies
+    /// cost, measured beside the applet in `fastpath bench unet --only
+    /// burst`.
+    AppCopy,
 }
 
 impl Flow {
@@ -876,11 +886,12 @@ impl Flow {
             Flow::AppletAck => "applet ack (tokens)",
             Flow::PerTx25 => "25 per tx request",
             Flow::Generate => "applet-generated",
+            Flow::AppCopy => "U-Net, apps copy, app ack",
         }
     }
     fn applet(self) -> Option<&'static [u8]> {
         match self {
-            Flow::AppAck => None,
+            Flow::AppAck | Flow::AppCopy => None,
             Flow::StandardAck => Some(unet::applets::STANDARD),
             Flow::AppletAck => Some(unet::applets::BURST25),
             Flow::PerTx25 => Some(unet::applets::BURST25_PER_TX),
@@ -993,6 +1004,11 @@ fn bandwidth(
     let app_ack = flow != Flow::AppletAck;
     let tokens = flow == Flow::AppletAck;
     let per_request = if flow == Flow::PerTx25 { 25 } else { 1 };
+    let copies = flow == Flow::AppCopy;
+    // What `Flow::AppCopy`'s sender copies into the transmit region.
+    let source: Vec<u8> = (0..if copies { size } else { 0 })
+        .map(|i| i as u8)
+        .collect();
     let messages = u64::from(messages);
     // The sender's drops, once it has pushed everything (u64::MAX before).
     let sender_drops = Arc::new(std::sync::atomic::AtomicU64::new(u64::MAX));
@@ -1009,12 +1025,23 @@ fn bandwidth(
         // message for 30 s.
         let mut last = start;
         let mut wait = Backoff::default();
+        // Where the receiving application of `Flow::AppCopy` copies each
+        // message.
+        let mut out = Vec::with_capacity(if copies { size } else { 0 });
         loop {
             // The message is read in place, where the engine put it (the
-            // application's own buffers): nothing is copied out.
+            // application's own buffers): nothing is copied out, except by
+            // `Flow::AppCopy`'s receiver.
             let arrived = b.recv().map(|m| {
                 let mut n = 0;
-                m.read(|p| n += p.len());
+                out.clear();
+                m.read(|p| {
+                    n += p.len();
+                    if copies {
+                        out.extend_from_slice(p);
+                    }
+                });
+                std::hint::black_box(&out);
                 n
             });
             if let Some(n) = arrived {
@@ -1062,7 +1089,11 @@ fn bandwidth(
         // queue would.
         a.set_drive(false);
         for _ in 0..25 / per_request {
-            send_in_place(&mut a, ab, size)?;
+            if copies {
+                send_all(&mut a, ab, &source)?;
+            } else {
+                send_in_place(&mut a, ab, size)?;
+            }
             sent += per_request;
         }
         a.set_drive(true);
@@ -1511,9 +1542,13 @@ fn run_inner(args: &DemoArgs) -> Result<(), Box<dyn std::error::Error>> {
 #[cfg(feature = "bench")]
 /// `fastpath bench unet --only burst`: the burst-25 cell at 4 KiB on
 /// `loop` of [`bench_unet`] (its 200,000 messages, the threads pinned as
-/// there), plain U-Net then the standard applet on both endpoints, five
-/// times in turn, each pair with its ratio, so that a change to the
-/// applet's path is measured against plain U-Net in the same run.
+/// there): plain U-Net, plain U-Net with the applications copying each
+/// message in and out ([`Flow::AppCopy`]), then the standard applet on both
+/// endpoints, five times in turn, each run with its ratios, so that a
+/// change to the applet's path is measured against plain U-Net in the same
+/// run. The second ratio sets the applet beside a path that copies each
+/// message as often as the applet must (three times, against plain
+/// U-Net's once): what the applet costs besides its copies.
 pub fn bench_unet_burst() -> ExitCode {
     const SIZE: usize = 4096;
     const MESSAGES: u32 = 200_000;
@@ -1525,41 +1560,51 @@ pub fn bench_unet_burst() -> ExitCode {
     let _pinned = Pinned::new();
     println!(
         "burst-25 at {SIZE} B on `loop`, {MESSAGES} messages per cell, GB/s\n\
-         run | U-Net, app ack | standard applet, app ack | standard / U-Net"
+         run | U-Net, app ack | U-Net, apps copy | standard applet, app ack | standard / U-Net | standard / U-Net, apps copy"
     );
     let mut ratios = Vec::new();
+    let mut copy_ratios = Vec::new();
     for run in 1..=5 {
         let cell = |flow| bandwidth(&net, flow, SIZE, MESSAGES).map_err(|e| e.to_string());
-        match (cell(Flow::AppAck), cell(Flow::StandardAck)) {
-            (Ok(u), Ok(a)) => {
+        match (
+            cell(Flow::AppAck),
+            cell(Flow::AppCopy),
+            cell(Flow::StandardAck),
+        ) {
+            (Ok(u), Ok(c), Ok(a)) => {
                 let r = a.rate / u.rate;
+                let rc = a.rate / c.rate;
                 ratios.push(r);
-                let lost = |b: &Bandwidth| {
+                copy_ratios.push(rc);
+                let shown = |b: &Bandwidth| {
                     if b.dropped > 0 {
-                        format!(" ({} lost)", b.dropped)
+                        format!("{:.3} ({} lost)", b.rate / 1e9, b.dropped)
                     } else {
-                        String::new()
+                        format!("{:.3}", b.rate / 1e9)
                     }
                 };
                 println!(
-                    "{run} | {:.3}{} | {:.3}{} | {:.1}%",
-                    u.rate / 1e9,
-                    lost(&u),
-                    a.rate / 1e9,
-                    lost(&a),
-                    100.0 * r
+                    "{run} | {} | {} | {} | {:.1}% | {:.1}%",
+                    shown(&u),
+                    shown(&c),
+                    shown(&a),
+                    100.0 * r,
+                    100.0 * rc
                 );
             }
-            (Err(e), _) | (_, Err(e)) => {
+            (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
                 eprintln!("fastpath bench unet --only burst: {e}");
                 return ExitCode::FAILURE;
             }
         }
     }
     ratios.sort_by(f64::total_cmp);
+    copy_ratios.sort_by(f64::total_cmp);
     println!(
-        "median standard / U-Net: {:.1}%",
-        100.0 * ratios[ratios.len() / 2]
+        "median standard / U-Net: {:.1}%; standard / U-Net with the applications copying in and out \
+         (three copies of each message, as many as the standard applet cannot avoid): {:.1}%",
+        100.0 * ratios[ratios.len() / 2],
+        100.0 * copy_ratios[copy_ratios.len() / 2]
     );
     ExitCode::SUCCESS
 }
