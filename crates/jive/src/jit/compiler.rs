@@ -1914,7 +1914,6 @@ impl<'p> Compiler<'p> {
         run: LentRun,
         (a, b): (u8, u8),
     ) {
-        use vcode::U;
         let next = p(a);
         self.f.add(next, slot, step);
         let limit = p(b);
@@ -1924,14 +1923,10 @@ impl<'p> Compiler<'p> {
         self.f.ld(next, words, run.base);
         self.f.label(kept);
         self.f.st(next, words, run.next);
-        let left = Reg::<U>::phys(b);
-        self.f.ld(left, words, run.left);
-        self.f.sub(left, left, 1);
-        self.f.st(left, words, run.left);
-        let count = Reg::<UL>::phys(b);
-        self.f.ld(count, words, W_WORK);
-        self.f.add(count, count, 1);
-        self.f.st(count, words, W_WORK);
+        // One fewer left, one unit counted: each an add to the word in
+        // memory (`MemAdd`), where a load, an add and a store were three.
+        self.f.add_mem_imm(false, words, run.left as i32, -1);
+        self.f.add_mem_imm(true, words, W_WORK as i32, 1);
     }
 
     /// [`InlineForm::PopU32`] in place: with `w` the invocation's
@@ -2239,11 +2234,17 @@ impl<'p> Compiler<'p> {
         self.f.ld(area, words, W_AREA_LEN);
         self.f.bgt(end, area, rare);
         // The array: its entry's second word holds its length (bits
-        // 0-31) and whether its elements are bytes (bits 40-47). Z is
-        // free from here (the words are loaded again below).
+        // 0-31) and whether its elements are bytes (bits 40-47). The
+        // entry goes into W where the length is in a home of its own (W
+        // is then free until the copy), so that Y keeps the directory for
+        // the data address below. Z keeps the words where `aoff` is the
+        // constant 0 (javac's `doHtoLDMA(TxBuf, 0, ...)`), which needs no
+        // register; otherwise it is free from here and the words are
+        // loaded again below.
         let ra = self.reg_of(arr, x);
         let dir = self.ld_base(y, Base::Dir);
-        let e = Reg::<UL>::phys(y);
+        let e_in_w = rl.num() != w;
+        let e = Reg::<UL>::phys(if e_in_w { w } else { y });
         self.f.ldx(e, Ty::UL, dir, ix(ra), 8, DIR_LEN);
         let aend = Reg::<U>::phys(z);
         let aend = match aoff {
@@ -2265,7 +2266,11 @@ impl<'p> Compiler<'p> {
         self.f.rsh(e, e, i64::from(DIR_BYTES_SHIFT));
         self.f.bne(e, 1, rare);
         // Every check passed: the array's bytes at `aoff` (Y).
-        let dir = self.ld_base(y, Base::Dir);
+        let dir = if e_in_w {
+            dir
+        } else {
+            self.ld_base(y, Base::Dir)
+        };
         let at = Reg::<UL>::phys(y);
         self.f.ldx(at, Ty::P, dir, ix(ra), 8, DIR_DATA);
         match aoff {
@@ -2278,14 +2283,14 @@ impl<'p> Compiler<'p> {
         }
         // The units counted (nothing can fail from here on), then the
         // area's bytes at `off` (X).
-        let words = self.host_words(x);
-        let count = Reg::<UL>::phys(z);
-        self.f.rsh(count, ix(rl), 12);
-        self.f.add(count, count, 1);
-        let work = Reg::<UL>::phys(w);
-        self.f.ld(work, words, W_WORK);
-        self.f.add(count, count, work);
-        self.f.st(count, words, W_WORK);
+        let (words, units) = if aoff == Val::Const(0) {
+            (words, Reg::<UL>::phys(x))
+        } else {
+            (self.host_words(x), Reg::<UL>::phys(z))
+        };
+        self.f.rsh(units, ix(rl), 12);
+        self.f.add(units, units, 1);
+        self.f.add_mem_reg(true, words, W_WORK as i32, units);
         let base = Reg::<UL>::phys(x);
         self.f.ld(base, words, W_AREA_BASE);
         let ro = self.reg_of(off, z);
@@ -2296,9 +2301,9 @@ impl<'p> Compiler<'p> {
         if rl.num() != w {
             self.f.mov(n, Reg::<UL>::phys(rl.num()));
         }
-        // Up to `COPY_INLINE_MAX` bytes: down from the end, 8 bytes at a
-        // time, then the first 8 again (overlapping); under 8, byte by
-        // byte. Every access stays inside the two checked ranges. Past
+        // Up to `COPY_INLINE_MAX` bytes: `copy_down` (16 or 8 bytes at a
+        // time from the end, overlapping at the start; under 8, byte by
+        // byte). Every access stays inside the two checked ranges. Past
         // it, `rt_copy` (a `memcpy`), with the homes saved around it.
         let t = Reg::<UL>::phys(z);
         let long = self.f.genlabel();
