@@ -497,7 +497,7 @@ fn stream(seed: u64, calls: usize) -> usize {
     let mut aj = load(Engine::Jit);
     let mut ok = 0;
     for step in 0..calls {
-        let mode = rng.random_range(1..=15);
+        let mode = rng.random_range(1..=19);
         let (a, b, c) = (arg(&mut rng), arg(&mut rng), arg(&mut rng));
         let buf_len = match rng.random_range(0..6) {
             0 => Some(0),
