@@ -2032,9 +2032,13 @@ impl<'p> Compiler<'p> {
         self.f.bgt(Reg::<U>::phys(rt.num()), 0xffff, rare);
         // The array: its entry's second word holds its length (bits
         // 0-31) and whether its elements are bytes (bits 40-47).
+        // The entry goes into X where the array is in a home of its own
+        // (X is then free), so that Y keeps the directory for the data
+        // address below.
         let ra = self.reg_of(arr, x);
         let dir = self.ld_base(y, Base::Dir);
-        let e = Reg::<UL>::phys(y);
+        let e_in_x = ra.num() != x;
+        let e = Reg::<UL>::phys(if e_in_x { x } else { y });
         self.f.ldx(e, Ty::UL, dir, ix(ra), 8, DIR_LEN);
         match (rl, len_const) {
             (Some(rl), _) => self
@@ -2049,7 +2053,11 @@ impl<'p> Compiler<'p> {
         self.f.rsh(e, e, i64::from(DIR_BYTES_SHIFT));
         self.f.bne(e, 1, rare);
         // Every check passed: the writes.
-        let dir = self.ld_base(y, Base::Dir);
+        let dir = if e_in_x {
+            dir
+        } else {
+            self.ld_base(y, Base::Dir)
+        };
         let data = p(y);
         self.f.ldx(data, Ty::P, dir, ix(ra), 8, DIR_DATA);
         let slot = p(z);
