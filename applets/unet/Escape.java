@@ -24,6 +24,10 @@
 //   14 c = c * 31 + getFreeBuffer()  a times in one invocation (c starts at 0):
 //                                    several pops of one invocation, so that
 //                                    the inline ones cross the queue's end
+//   15 doHtoLDMA(Buf, 0, b, c)       the array offset a constant, as javac
+//   16 doLtoHDMA(Buf, 0, b, c)       passes it (the JIT folds a constant
+//   17 doHtoLDMA(Buf, -1, b, c)      offset of 0 or more; a negative one
+//   18 doLtoHDMA(Buf, 3, b, c)       must still trap in the native)
 //
 // A native that returns normally lets the attempt return 0, so a test can
 // tell an escape that did not trap.
@@ -71,6 +75,10 @@ public class Escape {
                     c = c * 31 + getFreeBuffer();
                 }
                 break;
+            case 15: doHtoLDMA(Buf, 0, b, c); break;
+            case 16: doLtoHDMA(Buf, 0, b, c); break;
+            case 17: doHtoLDMA(Buf, -1, b, c); break;
+            case 18: doLtoHDMA(Buf, 3, b, c); break;
             default: return -1;
         }
         return 0;

@@ -739,6 +739,17 @@ pub fn run_case(case: &Case, n: usize) -> Result<CaseRun, String> {
         }
         run.counted += u64::from(counted);
     }
+    if std::env::var_os("UNET_COUNT_LISTING").is_some() {
+        // The receiver's applet's machine code, at the addresses it ran at
+        // (callgrind's `--dump-instr=yes` counts name the same addresses).
+        let id = p.b.id();
+        if let Some(Some(text)) =
+            p.b.engine()
+                .and_then(|e| e.with_applet(id, |ap| ap.native_listing()))
+        {
+            eprintln!("{text}");
+        }
+    }
     run.counts = p.b.counts();
     let c = run.counts;
     let expected = case.delivered * (WARM_UP + n) as u64;

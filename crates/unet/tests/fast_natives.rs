@@ -396,13 +396,27 @@ fn arg(rng: &mut StdRng) -> i32 {
         2,
         3,
         -1,
+        7,
         8,
+        9,
+        15,
+        16,
+        17,
+        24,
+        31,
+        32,
+        33,
+        40,
+        48,
         55,
         56,
         57,
         255,
         256,
         257,
+        127,
+        128,
+        129,
         511,
         512,
         513,
@@ -483,7 +497,7 @@ fn stream(seed: u64, calls: usize) -> usize {
     let mut aj = load(Engine::Jit);
     let mut ok = 0;
     for step in 0..calls {
-        let mode = rng.random_range(1..=15);
+        let mode = rng.random_range(1..=19);
         let (a, b, c) = (arg(&mut rng), arg(&mut rng), arg(&mut rng));
         let buf_len = match rng.random_range(0..6) {
             0 => Some(0),

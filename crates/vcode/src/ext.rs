@@ -1636,6 +1636,197 @@ fn indexed<B: Backend, T: Type>(
     f.putreg(a);
 }
 
+// -- Move16 (added for the jive JIT's inline copies) -------------------------------
+
+/// A 16-byte move between two places in memory, the step of a copy loop
+/// (added for the jive JIT's inline copies, where it halves the rounds of
+/// an 8-byte loop). Natively `movdqu xmm15, [src + idx + sdisp]; movdqu
+/// [dst + idx + ddisp], xmm15` through the float scratch register the
+/// backend keeps (SSE2, which every x86-64 CPU has); portably two 8-byte
+/// loads and stores through a temporary. The two ranges may overlap only
+/// if they are the same (the 16 bytes are read before any is written).
+pub trait Move16 {
+    /// `*(u128 *)(dst + idx + ddisp) = *(u128 *)(src + idx + sdisp)`,
+    /// `idx` none for no index.
+    fn move16(
+        &mut self,
+        dst: Reg<P>,
+        ddisp: i32,
+        src: Reg<P>,
+        sdisp: i32,
+        idx: Option<Reg<crate::UL>>,
+    );
+}
+
+impl<B: Backend> Move16 for Func<B> {
+    fn move16(
+        &mut self,
+        dst: Reg<P>,
+        ddisp: i32,
+        src: Reg<P>,
+        sdisp: i32,
+        idx: Option<Reg<crate::UL>>,
+    ) {
+        const NAME: &str = "move16";
+        let mut regs = vec![(false, dst.num()), (false, src.num())];
+        regs.extend(idx.map(|i| (false, i.num())));
+        self.check_regs(NAME, &regs);
+        if let Some(x) = self.backend().x86() {
+            x.insn(NAME);
+            x.buf.reserve(NAME, 32);
+            let ix = idx.map(|i| i.num());
+            // movdqu xmm15, [src + idx + sdisp] (f3 0f 6f), then
+            // movdqu [dst + idx + ddisp], xmm15 (f3 0f 7f).
+            x.rm_scaled(
+                0xf3,
+                false,
+                0x6f0f,
+                2,
+                XMM15,
+                src.num(),
+                ix,
+                0,
+                sdisp,
+                false,
+            );
+            x.rm_scaled(
+                0xf3,
+                false,
+                0x7f0f,
+                2,
+                XMM15,
+                dst.num(),
+                ix,
+                0,
+                ddisp,
+                false,
+            );
+            x.buf.resync(NAME);
+            return;
+        }
+        let Ok(t) = self.getreg::<crate::UL>(crate::Class::Temp) else {
+            return self.fail(
+                NAME,
+                crate::ErrorKind::RegistersExhausted {
+                    class: "temporary",
+                    what: "integer",
+                },
+            );
+        };
+        let Ok(u) = self.getreg::<crate::UL>(crate::Class::Temp) else {
+            self.putreg(t);
+            return self.fail(
+                NAME,
+                crate::ErrorKind::RegistersExhausted {
+                    class: "temporary",
+                    what: "integer",
+                },
+            );
+        };
+        match idx {
+            Some(i) => {
+                Indexed::ldx(self, t, crate::Ty::UL, src, i, 1, sdisp);
+                Indexed::ldx(self, u, crate::Ty::UL, src, i, 1, sdisp.wrapping_add(8));
+                Indexed::stx(self, t, crate::Ty::UL, dst, i, 1, ddisp);
+                Indexed::stx(self, u, crate::Ty::UL, dst, i, 1, ddisp.wrapping_add(8));
+            }
+            None => {
+                self.ld(t, src, i64::from(sdisp));
+                self.ld(u, src, i64::from(sdisp) + 8);
+                self.st(t, dst, i64::from(ddisp));
+                self.st(u, dst, i64::from(ddisp) + 8);
+            }
+        }
+        self.putreg(u);
+        self.putreg(t);
+    }
+}
+
+// -- MemAdd (added for the jive JIT's inline natives) -----------------------------
+
+/// An add to a word in memory (added for the jive JIT's inline natives,
+/// which count a unit of the budget and take a slot from a lent run per
+/// call): natively one `add` with a memory destination, where a load, an
+/// add and a store were three instructions; portably those three through
+/// a temporary.
+pub trait MemAdd {
+    /// `*(base + disp) += imm`, 64 bits wide if `wide`, else 32 (wrapping).
+    fn add_mem_imm(&mut self, wide: bool, base: Reg<P>, disp: i32, imm: i32);
+    /// `*(base + disp) += r`, 64 bits wide if `wide`, else 32 (wrapping).
+    fn add_mem_reg(&mut self, wide: bool, base: Reg<P>, disp: i32, r: Reg<crate::UL>);
+}
+
+/// The portable form of [`MemAdd`]: a load, an add and a store.
+fn add_mem_core<B: Backend>(
+    f: &mut Func<B>,
+    m: &'static str,
+    wide: bool,
+    (base, disp): (Reg<P>, i32),
+    v: Operand<crate::UL>,
+) {
+    let Ok(t) = f.getreg::<crate::UL>(crate::Class::Temp) else {
+        return f.fail(
+            m,
+            crate::ErrorKind::RegistersExhausted {
+                class: "temporary",
+                what: "integer",
+            },
+        );
+    };
+    if wide {
+        f.ld(t, base, i64::from(disp));
+        f.add(t, t, v);
+        f.st(t, base, i64::from(disp));
+    } else {
+        let t32 = Reg::<crate::U>::phys(t.num());
+        f.ld(t32, base, i64::from(disp));
+        let v32 = match v {
+            Operand::Reg(r) => Operand::Reg(Reg::<crate::U>::phys(r.num())),
+            Operand::Imm(i) => Operand::Imm(i),
+        };
+        f.add(t32, t32, v32);
+        f.st(t32, base, i64::from(disp));
+    }
+    f.putreg(t);
+}
+
+impl<B: Backend> MemAdd for Func<B> {
+    fn add_mem_imm(&mut self, wide: bool, base: Reg<P>, disp: i32, imm: i32) {
+        const NAME: &str = "add_mem_imm";
+        self.check_regs(NAME, &[(false, base.num())]);
+        if let Some(x) = self.backend().x86() {
+            x.insn(NAME);
+            x.buf.reserve(NAME, 16);
+            if (-128..=127).contains(&imm) {
+                // add r/m, imm8 (83 /0 ib)
+                x.rm_scaled(0, wide, 0x83, 1, 0, base.num(), None, 0, disp, false);
+                x.buf.put1(imm as u8);
+            } else {
+                // add r/m, imm32 (81 /0 id)
+                x.rm_scaled(0, wide, 0x81, 1, 0, base.num(), None, 0, disp, false);
+                x.buf.put4(imm as u32);
+            }
+            x.buf.resync(NAME);
+            return;
+        }
+        add_mem_core(self, NAME, wide, (base, disp), Operand::Imm(i64::from(imm)));
+    }
+
+    fn add_mem_reg(&mut self, wide: bool, base: Reg<P>, disp: i32, r: Reg<crate::UL>) {
+        const NAME: &str = "add_mem_reg";
+        self.check_regs(NAME, &[(false, base.num()), (false, r.num())]);
+        if let Some(x) = self.backend().x86() {
+            x.insn(NAME);
+            x.buf.reserve(NAME, 16);
+            // add r/m, r (01 /r)
+            x.rm_scaled(0, wide, 0x01, 1, r.num(), base.num(), None, 0, disp, false);
+            x.buf.resync(NAME);
+            return;
+        }
+        add_mem_core(self, NAME, wide, (base, disp), Operand::Reg(r));
+    }
+}
+
 // -- Countdown (added for the jive JIT's fuel) -------------------------------------
 
 /// A counter that counts down and branches when it was already 0: the

@@ -24,6 +24,9 @@
 //! valgrind --tool=callgrind --toggle-collect=unet_count_send target/release/unet-count getbuf 16384
 //! valgrind --tool=callgrind --toggle-collect=unet_count_send target/release/unet-count push 16384
 //! callgrind_annotate --inclusive=yes callgrind.out.<pid>    # where the instructions go
+//! # the receiving applet's machine code on stderr, at the addresses it ran at, to
+//! # match with the per-address counts of --dump-instr=yes (the `???` object):
+//! UNET_COUNT_LISTING=1 valgrind --tool=callgrind --dump-instr=yes --toggle-collect=unet_count_path target/release/unet-count standard-40 16384
 //! ```
 //!
 //! Each case is one process: two endpoints of one engine on the `loop`

@@ -946,7 +946,12 @@ impl<'p> Compiler<'p> {
 
     /// Every entry into its own home (branch targets, calls).
     pub(super) fn sync(&mut self) {
-        for j in 0..self.stack.len() {
+        self.sync_below(self.stack.len());
+    }
+
+    /// The entries below stack position `end` into their own homes.
+    pub(super) fn sync_below(&mut self, end: usize) {
+        for j in 0..end {
             let s = self.pos_slot(j);
             let v = self.stack[j];
             if v != Val::Slot(s) {
@@ -1656,7 +1661,11 @@ impl<'p> Compiler<'p> {
     /// in a method compiled at its dispatch target ([`host_only`]), to the
     /// host as the call stub does: the result and the fuel left stored in
     /// the context, status 0.
-    pub(super) fn ret(&mut self) {
+    /// A return: from a method compiled at its dispatch target, the
+    /// result (in X) and the fuel into the context and 0 out of the code;
+    /// `x_zero` where X already holds 0 (`return 0`), which is then
+    /// returned as it is.
+    pub(super) fn ret(&mut self, x_zero: bool) {
         if !self.direct[usize::from(self.method)] {
             self.f.ret_link();
             return;
@@ -1666,7 +1675,9 @@ impl<'p> Compiler<'p> {
         self.f.ld_local(c, self.locals.ctx);
         self.f.st(x, c, C_RESULT);
         self.f.st(self.regs.fuel, c, C_FUEL);
-        self.f.set(x, 0);
+        if !x_zero {
+            self.f.set(x, 0);
+        }
         self.f.ret(x);
     }
 
@@ -1679,13 +1690,44 @@ impl<'p> Compiler<'p> {
     /// which [`Compiler::args_to_memory`] stored; the heap is collected
     /// only between invocations, so no slot is a root the runtime scans).
     pub(super) fn runtime(&mut self, func: usize, args: &[Arg], below: usize) -> Reg<L> {
+        self.runtime_then(func, args, below, true)
+    }
+
+    /// Whether no op from the one after the current to the method's next
+    /// return can read the heap's directory: a straight run of ops that
+    /// touch only locals, constants, the operand stack and statics, ending
+    /// in a return. A runtime call there need not take the directory again
+    /// (nothing on that path reads the native frame's copy; a path that
+    /// joins it later did not come through the call).
+    pub(super) fn dir_dead_after(&self) -> bool {
+        use Op::*;
+        for &op in self.code.iter().skip(self.op_index + 1) {
+            match op {
+                Return | ReturnValue => return true,
+                Nop | Const(_) | Load(_) | Store(_) | Iinc(..) | Pop | Add | Sub | Mul | And
+                | Or | Xor | Shl | Shr | Ushr | Neg | GetStatic(_) | PutStatic(_) => {}
+                _ => return false,
+            }
+        }
+        false
+    }
+
+    /// [`Compiler::runtime`], taking the heap's directory again after the
+    /// call only if `dir_after` (the caller knows it dead otherwise).
+    pub(super) fn runtime_then(
+        &mut self,
+        func: usize,
+        args: &[Arg],
+        below: usize,
+        dir_after: bool,
+    ) -> Reg<L> {
         let mut saves = self.saved_homes(below);
         saves.retain(|&(h, _)| !callee_saved(h));
         self.move_homes(&saves, true);
         let x = Reg::<L>::phys(self.regs.x);
         self.f.call(x, Callee::Native(func), args);
         self.move_homes(&saves, false);
-        if self.uses.dir {
+        if self.uses.dir && dir_after {
             let z = p(self.regs.z);
             self.f.ld_local(z, self.locals.ctx);
             self.f.ld(z, z, C_DIR);
@@ -1708,8 +1750,14 @@ impl<'p> Compiler<'p> {
             Some(&Val::Const(c)) => Some(c),
             _ => None,
         };
-        self.sync();
         let first = self.stack.len() - k;
+        // The entries below the arguments into their homes, the same on
+        // both paths of an inline form. The arguments of a form that
+        // takes any stay where they are (a constant, a local's home) for
+        // the form to read, and go into their homes on the rare path
+        // only, where the call reads them from the frame.
+        let inline_args = k > 0 && decl.fast != 0 && decl.inline.is_some();
+        self.sync_below(if inline_args { first } else { self.stack.len() });
         // A native with an inline form ([`crate::Natives::set_inline`]):
         // the form in place, over the host's words; the call below is its
         // rare path.
@@ -1739,6 +1787,7 @@ impl<'p> Compiler<'p> {
             }
             _ => None,
         };
+        self.sync();
         self.args_to_memory(first);
         let args_at = p(self.regs.y);
         self.f
@@ -1754,7 +1803,8 @@ impl<'p> Compiler<'p> {
         } else {
             shape.entry()
         };
-        let res = self.runtime(
+        let dir_after = !self.dir_dead_after();
+        let res = self.runtime_then(
             entry,
             &[
                 Arg::Reg(ctx.any()),
@@ -1763,6 +1813,7 @@ impl<'p> Compiler<'p> {
                 Arg::Imm(Ty::L, shape.bits()),
             ],
             first,
+            dir_after,
         );
         self.f.beq(res, i64::MIN, fail);
         self.stack.truncate(first);
@@ -1863,7 +1914,6 @@ impl<'p> Compiler<'p> {
         run: LentRun,
         (a, b): (u8, u8),
     ) {
-        use vcode::U;
         let next = p(a);
         self.f.add(next, slot, step);
         let limit = p(b);
@@ -1873,14 +1923,10 @@ impl<'p> Compiler<'p> {
         self.f.ld(next, words, run.base);
         self.f.label(kept);
         self.f.st(next, words, run.next);
-        let left = Reg::<U>::phys(b);
-        self.f.ld(left, words, run.left);
-        self.f.sub(left, left, 1);
-        self.f.st(left, words, run.left);
-        let count = Reg::<UL>::phys(b);
-        self.f.ld(count, words, W_WORK);
-        self.f.add(count, count, 1);
-        self.f.st(count, words, W_WORK);
+        // One fewer left, one unit counted: each an add to the word in
+        // memory (`MemAdd`), where a load, an add and a store were three.
+        self.f.add_mem_imm(false, words, run.left as i32, -1);
+        self.f.add_mem_imm(true, words, W_WORK as i32, 1);
     }
 
     /// [`InlineForm::PopU32`] in place: with `w` the invocation's
@@ -1939,7 +1985,8 @@ impl<'p> Compiler<'p> {
 
     /// [`InlineForm::PushBytes`] in place, for the native call whose three
     /// arguments `(array, tag, len)` are the stack's entries from `first`
-    /// (synced into their homes; `len_const` the length where it is a
+    /// (where they are: a constant, a local's home or their own;
+    /// `len_const` the length where it is a
     /// constant of `0..=RING_BYTES`): with `w` the invocation's
     /// [`crate::HostWords`], if `w` is not null, `w.work + 1 < w.bound`,
     /// the lent run has a free slot, `len <= RING_BYTES` and `tag <= 0xffff`
@@ -1951,7 +1998,7 @@ impl<'p> Compiler<'p> {
     /// to the returned label. Otherwise it falls through to the call the
     /// caller emits next (the rare path). Every check comes before the
     /// first store, so the rare path runs as if the form had not been
-    /// tried. Uses X, Y, Z and W; the arguments' homes are only read.
+    /// tried. Uses X, Y, Z and W; the arguments are only read.
     fn inline_push(&mut self, first: usize, len_const: Option<i32>) -> Label {
         use vcode::U;
         let (rare, done) = (self.f.genlabel(), self.f.genlabel());
@@ -1985,9 +2032,13 @@ impl<'p> Compiler<'p> {
         self.f.bgt(Reg::<U>::phys(rt.num()), 0xffff, rare);
         // The array: its entry's second word holds its length (bits
         // 0-31) and whether its elements are bytes (bits 40-47).
+        // The entry goes into X where the array is in a home of its own
+        // (X is then free), so that Y keeps the directory for the data
+        // address below.
         let ra = self.reg_of(arr, x);
         let dir = self.ld_base(y, Base::Dir);
-        let e = Reg::<UL>::phys(y);
+        let e_in_x = ra.num() != x;
+        let e = Reg::<UL>::phys(if e_in_x { x } else { y });
         self.f.ldx(e, Ty::UL, dir, ix(ra), 8, DIR_LEN);
         match (rl, len_const) {
             (Some(rl), _) => self
@@ -2002,7 +2053,11 @@ impl<'p> Compiler<'p> {
         self.f.rsh(e, e, i64::from(DIR_BYTES_SHIFT));
         self.f.bne(e, 1, rare);
         // Every check passed: the writes.
-        let dir = self.ld_base(y, Base::Dir);
+        let dir = if e_in_x {
+            dir
+        } else {
+            self.ld_base(y, Base::Dir)
+        };
         let data = p(y);
         self.f.ldx(data, Ty::P, dir, ix(ra), 8, DIR_DATA);
         let slot = p(z);
@@ -2019,9 +2074,9 @@ impl<'p> Compiler<'p> {
         let t = Reg::<UL>::phys(x);
         match (rl, len_const) {
             (Some(rl), _) => {
-                // Down from the end, 8 bytes at a time, then the first 8
-                // again (overlapping); under 8, byte by byte. Every load
-                // stays inside the array's first `len` bytes.
+                // `copy_down`: 16 or 8 bytes at a time, overlapping at
+                // the start; under 8, byte by byte. Every load stays
+                // inside the array's first `len` bytes.
                 let n = Reg::<UL>::phys(w);
                 if rl.num() != w {
                     self.f.mov(n, Reg::<UL>::phys(rl.num()));
@@ -2079,11 +2134,17 @@ impl<'p> Compiler<'p> {
     }
 
     /// Copies `n` bytes (`n` in its register, consumed) from `src` to
-    /// `dst + disp`: down from the end, 8 bytes at a time, then the first
-    /// 8 again (overlapping); under 8, byte by byte. `t` is scratch. Every
-    /// access stays inside the two ranges of `n` bytes, which the caller
-    /// has checked; it jumps to `done` from the word loop and falls
-    /// through from the byte loop (at `n == 0` too).
+    /// `dst + disp`: from 16 bytes on, down from the end 16 bytes at a
+    /// time (`Move16`), then the first 16 again (overlapping); from 8, the
+    /// last 8 and the first 8 (overlapping); under 8, byte by byte. `t` is
+    /// scratch. Every access stays inside the two ranges of `n` bytes,
+    /// which the caller has checked; it jumps to `done` from the word
+    /// paths and falls through from the byte loop (at `n == 0` too).
+    ///
+    /// Why 16 at a time: the standard applet's 40-byte messages take two
+    /// rounds of 5 instructions and a last move of 2, where an 8-byte loop
+    /// took five rounds of 5 and a last move of 2 (15 instructions fewer
+    /// per copy, two copies per message).
     fn copy_down(
         &mut self,
         src: Reg<P>,
@@ -2093,15 +2154,24 @@ impl<'p> Compiler<'p> {
         t: Reg<UL>,
         done: Label,
     ) {
-        let (small, words_loop, bytes_loop) =
-            (self.f.genlabel(), self.f.genlabel(), self.f.genlabel());
+        let (under16, small, rounds, bytes_loop) = (
+            self.f.genlabel(),
+            self.f.genlabel(),
+            self.f.genlabel(),
+            self.f.genlabel(),
+        );
         let end = self.f.genlabel();
+        self.f.blt(n, 16, under16);
+        self.f.label(rounds);
+        self.f.move16(dst, disp - 16, src, -16, Some(n));
+        self.f.sub(n, n, 16);
+        self.f.bge(n, 16, rounds);
+        self.f.move16(dst, disp, src, 0, None);
+        self.f.jmp(done);
+        self.f.label(under16);
         self.f.blt(n, 8, small);
-        self.f.label(words_loop);
         self.f.ldx(t, Ty::UL, src, n, 1, -8);
         self.f.stx(t, Ty::UL, dst, n, 1, disp - 8);
-        self.f.sub(n, n, 8);
-        self.f.bge(n, 8, words_loop);
         self.f.ld(t, src, 0);
         self.f.st(t, dst, disp);
         self.f.jmp(done);
@@ -2118,7 +2188,8 @@ impl<'p> Compiler<'p> {
     /// [`InlineForm::CopyOut`] (`out`: area to array) or
     /// [`InlineForm::CopyIn`] in place, for the native call whose four
     /// arguments `(array, aoff, off, len)` are the stack's entries from
-    /// `first` (synced into their homes): with `w` the invocation's
+    /// `first` (where they are: a constant, a local's home or their own):
+    /// with `w` the invocation's
     /// [`crate::HostWords`], if `w` is not null, `w.work + 1 + len / 4096
     /// < w.bound` (unsigned), `off + len <= w.area.len` (in 64 bits, `off`
     /// and `len` zero-extended: a negative one is past every area, which is
@@ -2131,7 +2202,8 @@ impl<'p> Compiler<'p> {
     /// whose native makes every check in its own order and reports the
     /// first that fails. Every check comes before the first store, so the
     /// rare path runs as if the form had not been tried. Uses X, Y, Z and
-    /// W; the arguments' homes are only read.
+    /// W; the arguments are only read. A constant `aoff` (javac's `0`)
+    /// is folded: no test of its sign, no add.
     fn inline_copy(&mut self, first: usize, out: bool) -> Label {
         use vcode::U;
         let (rare, done) = (self.f.genlabel(), self.f.genlabel());
@@ -2170,36 +2242,63 @@ impl<'p> Compiler<'p> {
         self.f.ld(area, words, W_AREA_LEN);
         self.f.bgt(end, area, rare);
         // The array: its entry's second word holds its length (bits
-        // 0-31) and whether its elements are bytes (bits 40-47). Z is
-        // free from here (the words are loaded again below).
+        // 0-31) and whether its elements are bytes (bits 40-47). The
+        // entry goes into W where the length is in a home of its own (W
+        // is then free until the copy), so that Y keeps the directory for
+        // the data address below. Z keeps the words where `aoff` is the
+        // constant 0 (javac's `doHtoLDMA(TxBuf, 0, ...)`), which needs no
+        // register; otherwise it is free from here and the words are
+        // loaded again below.
         let ra = self.reg_of(arr, x);
         let dir = self.ld_base(y, Base::Dir);
-        let e = Reg::<UL>::phys(y);
+        let e_in_w = rl.num() != w;
+        let e = Reg::<UL>::phys(if e_in_w { w } else { y });
         self.f.ldx(e, Ty::UL, dir, ix(ra), 8, DIR_LEN);
-        let rao = self.reg_of(aoff, z);
-        self.f.blt(rao, 0, rare);
         let aend = Reg::<U>::phys(z);
-        self.f
-            .add(aend, Reg::<U>::phys(rao.num()), Reg::<U>::phys(rl.num()));
+        let aend = match aoff {
+            Val::Const(0) => Reg::<U>::phys(rl.num()),
+            Val::Const(c) if c > 0 => {
+                self.f
+                    .add(aend, Reg::<U>::phys(rl.num()), Operand::Imm(i64::from(c)));
+                aend
+            }
+            aoff => {
+                let rao = self.reg_of(aoff, z);
+                self.f.blt(rao, 0, rare);
+                self.f
+                    .add(aend, Reg::<U>::phys(rao.num()), Reg::<U>::phys(rl.num()));
+                aend
+            }
+        };
         self.f.bgt(aend, Reg::<U>::phys(e.num()), rare);
         self.f.rsh(e, e, i64::from(DIR_BYTES_SHIFT));
         self.f.bne(e, 1, rare);
         // Every check passed: the array's bytes at `aoff` (Y).
-        let dir = self.ld_base(y, Base::Dir);
+        let dir = if e_in_w {
+            dir
+        } else {
+            self.ld_base(y, Base::Dir)
+        };
         let at = Reg::<UL>::phys(y);
         self.f.ldx(at, Ty::P, dir, ix(ra), 8, DIR_DATA);
-        let rao = self.reg_of(aoff, z);
-        self.f.add(at, at, ix(rao));
+        match aoff {
+            Val::Const(0) => {}
+            Val::Const(c) if c > 0 => self.f.add(at, at, i64::from(c)),
+            aoff => {
+                let rao = self.reg_of(aoff, z);
+                self.f.add(at, at, ix(rao));
+            }
+        }
         // The units counted (nothing can fail from here on), then the
         // area's bytes at `off` (X).
-        let words = self.host_words(x);
-        let count = Reg::<UL>::phys(z);
-        self.f.rsh(count, ix(rl), 12);
-        self.f.add(count, count, 1);
-        let work = Reg::<UL>::phys(w);
-        self.f.ld(work, words, W_WORK);
-        self.f.add(count, count, work);
-        self.f.st(count, words, W_WORK);
+        let (words, units) = if aoff == Val::Const(0) {
+            (words, Reg::<UL>::phys(x))
+        } else {
+            (self.host_words(x), Reg::<UL>::phys(z))
+        };
+        self.f.rsh(units, ix(rl), 12);
+        self.f.add(units, units, 1);
+        self.f.add_mem_reg(true, words, W_WORK as i32, units);
         let base = Reg::<UL>::phys(x);
         self.f.ld(base, words, W_AREA_BASE);
         let ro = self.reg_of(off, z);
@@ -2210,9 +2309,9 @@ impl<'p> Compiler<'p> {
         if rl.num() != w {
             self.f.mov(n, Reg::<UL>::phys(rl.num()));
         }
-        // Up to `COPY_INLINE_MAX` bytes: down from the end, 8 bytes at a
-        // time, then the first 8 again (overlapping); under 8, byte by
-        // byte. Every access stays inside the two checked ranges. Past
+        // Up to `COPY_INLINE_MAX` bytes: `copy_down` (16 or 8 bytes at a
+        // time from the end, overlapping at the start; under 8, byte by
+        // byte). Every access stays inside the two checked ranges. Past
         // it, `rt_copy` (a `memcpy`), with the homes saved around it.
         let t = Reg::<UL>::phys(z);
         let long = self.f.genlabel();
@@ -2480,11 +2579,11 @@ impl<'p> Compiler<'p> {
                 if rv.num() != x {
                     self.f.mov(r(x), rv);
                 }
-                self.ret();
+                self.ret(v == Val::Const(0));
                 return false;
             }
             Return => {
-                self.ret();
+                self.ret(false);
                 return false;
             }
             GetStatic(k) => self.field(k, false, false),

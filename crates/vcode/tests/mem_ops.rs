@@ -1,0 +1,215 @@
+//! The jive JIT's memory extensions: `move16` (trait `Move16`: 16 bytes
+//! from `[src + idx + sdisp]` to `[dst + idx + ddisp]`, natively two
+//! `movdqu` through xmm15) and `add_mem_imm`/`add_mem_reg` (trait
+//! `MemAdd`: an `add` with a memory destination). Both run natively and on
+//! the reference backend against a Rust model, with the base in every
+//! allocatable register (r12 and r13 as bases take a SIB byte and a
+//! displacement of their own), displacements across the disp8/disp32
+//! boundary, and for the add both widths and immediates across the
+//! imm8/imm32 boundary; nothing outside the 16 bytes or the word changes.
+
+use vcode::ext::{MemAdd, Move16};
+use vcode::{Backend, Class, Func, Invoke, Leaf, P, Reference, Reg, UL, Value, X64};
+
+fn call(code: &(impl Invoke + ?Sized), args: &[Value]) {
+    // SAFETY: the functions read and write only the buffers the tests pass,
+    // inside their bounds (the model says where).
+    unsafe { code.invoke(args) }.unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// The registers a function can claim as temporaries and persistents.
+fn claimable<B: Backend>() -> usize {
+    let mut f = Func::<B>::with_backend();
+    f.lambda("%p%p%ul", Leaf::Yes).unwrap();
+    let mut n = 0;
+    while f.getreg::<UL>(Class::Temp).is_ok() {
+        n += 1;
+    }
+    while f.getreg::<UL>(Class::Persistent).is_ok() {
+        n += 1;
+    }
+    n
+}
+
+/// `f(src, dst, idx)`: `move16(dst', ddisp, src, sdisp, idx?)` with `dst`
+/// first moved into the `k`-th register claimed after the parameters.
+fn mover<B: Backend>(
+    native: bool,
+    k: usize,
+    sdisp: i32,
+    ddisp: i32,
+    indexed: bool,
+) -> Option<B::Code> {
+    let mut f = Func::<B>::with_backend();
+    let ps = f.lambda("%p%p%ul", Leaf::No).unwrap();
+    let (src, dst, idx) = (
+        ps.get::<P>(0).unwrap(),
+        ps.get::<P>(1).unwrap(),
+        ps.get::<UL>(2).unwrap(),
+    );
+    // Registers up to the k-th claimed (the others stay free for the
+    // portable forms' temporary).
+    let mut regs: Vec<Reg<P>> = Vec::new();
+    while regs.len() <= k {
+        match f.getreg::<P>(Class::Temp) {
+            Ok(r) => regs.push(r),
+            Err(_) => match f.getreg::<P>(Class::Persistent) {
+                Ok(r) => regs.push(r),
+                Err(_) => break,
+            },
+        }
+    }
+    let d = *regs.get(k)?;
+    f.mov(d, dst);
+    f.move16(d, ddisp, src, sdisp, indexed.then_some(idx));
+    f.retv();
+    // The portable forms need a temporary: with every register claimed,
+    // the reference backend reports that instead.
+    match f.end() {
+        Ok(c) => Some(c),
+        Err(e) if native => panic!("{e}"),
+        Err(_) => None,
+    }
+}
+
+#[test]
+fn move16_moves_sixteen_bytes_and_nothing_else() {
+    let pattern: Vec<u8> = (0..1000u32).map(|i| (i * 7 + 3) as u8).collect();
+    for k in 0..claimable::<X64>() {
+        for (sdisp, ddisp) in [(0, 0), (-16, -8), (5, 127), (-128, 300), (200, -3)] {
+            for indexed in [false, true] {
+                for idx in [0u64, 1, 40, 150] {
+                    let native = mover::<X64>(true, k, sdisp, ddisp, indexed);
+                    let reference = mover::<Reference>(false, k, sdisp, ddisp, indexed);
+                    let codes: Vec<(&dyn Invoke, &str)> = [
+                        native.as_ref().map(|c| (c as &dyn Invoke, "native")),
+                        reference.as_ref().map(|c| (c as &dyn Invoke, "reference")),
+                    ]
+                    .into_iter()
+                    .flatten()
+                    .collect();
+                    for (code, what) in codes {
+                        let src = pattern.clone();
+                        let mut dst = vec![0xeeu8; 1000];
+                        let i = if indexed { idx as i64 } else { 0 };
+                        let from = (300 + i + i64::from(sdisp)) as usize;
+                        let to = (300 + i + i64::from(ddisp)) as usize;
+                        call(
+                            code,
+                            &[
+                                Value::P(src.as_ptr().wrapping_add(300) as usize),
+                                Value::P(dst.as_mut_ptr().wrapping_add(300) as usize),
+                                Value::UL(idx),
+                            ],
+                        );
+                        let mut want = vec![0xeeu8; 1000];
+                        want[to..to + 16].copy_from_slice(&pattern[from..from + 16]);
+                        assert_eq!(
+                            dst, want,
+                            "{what} k={k} sdisp={sdisp} ddisp={ddisp} indexed={indexed} idx={idx}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `f(p, _, v)`: `add_mem_*(wide, p', disp, imm or v)` with `p` first
+/// moved into the `k`-th register claimed after the parameters.
+fn adder<B: Backend>(
+    native: bool,
+    k: usize,
+    wide: bool,
+    disp: i32,
+    imm: Option<i32>,
+) -> Option<B::Code> {
+    let mut f = Func::<B>::with_backend();
+    let ps = f.lambda("%p%p%ul", Leaf::No).unwrap();
+    let (base, v) = (ps.get::<P>(0).unwrap(), ps.get::<UL>(2).unwrap());
+    // Registers up to the k-th claimed (the others stay free for the
+    // portable forms' temporary).
+    let mut regs: Vec<Reg<P>> = Vec::new();
+    while regs.len() <= k {
+        match f.getreg::<P>(Class::Temp) {
+            Ok(r) => regs.push(r),
+            Err(_) => match f.getreg::<P>(Class::Persistent) {
+                Ok(r) => regs.push(r),
+                Err(_) => break,
+            },
+        }
+    }
+    let b = *regs.get(k)?;
+    f.mov(b, base);
+    match imm {
+        Some(i) => f.add_mem_imm(wide, b, disp, i),
+        None => f.add_mem_reg(wide, b, disp, v),
+    }
+    f.retv();
+    // The portable forms need a temporary: with every register claimed,
+    // the reference backend reports that instead.
+    match f.end() {
+        Ok(c) => Some(c),
+        Err(e) if native => panic!("{e}"),
+        Err(_) => None,
+    }
+}
+
+#[test]
+fn add_mem_adds_to_one_word_of_its_width() {
+    for k in 0..claimable::<X64>() {
+        for wide in [false, true] {
+            for disp in [0, 8, -16, 127, 128, -129, 1000] {
+                for imm in [
+                    Some(1),
+                    Some(-1),
+                    Some(127),
+                    Some(128),
+                    Some(-129),
+                    Some(i32::MIN),
+                    None,
+                ] {
+                    for v in [0u64, 1, 0xffff_ffff, u64::MAX, 1 << 40] {
+                        let native = adder::<X64>(true, k, wide, disp, imm);
+                        let reference = adder::<Reference>(false, k, wide, disp, imm);
+                        let codes: Vec<(&dyn Invoke, &str)> = [
+                            native.as_ref().map(|c| (c as &dyn Invoke, "native")),
+                            reference.as_ref().map(|c| (c as &dyn Invoke, "reference")),
+                        ]
+                        .into_iter()
+                        .flatten()
+                        .collect();
+                        for (code, what) in codes {
+                            let mut mem = vec![0x5au8; 2400];
+                            let at = (1200 + disp) as usize;
+                            mem[at..at + 8]
+                                .copy_from_slice(&0x8877_6655_fffe_fdfcu64.to_le_bytes());
+                            call(
+                                code,
+                                &[
+                                    Value::P(mem.as_mut_ptr().wrapping_add(1200) as usize),
+                                    Value::P(0),
+                                    Value::UL(v),
+                                ],
+                            );
+                            let mut want = vec![0x5au8; 2400];
+                            let old = 0x8877_6655_fffe_fdfcu64;
+                            let add = imm.map_or(v, |i| i64::from(i) as u64);
+                            let new = if wide {
+                                old.wrapping_add(add)
+                            } else {
+                                (old & !0xffff_ffff)
+                                    | u64::from((old as u32).wrapping_add(add as u32))
+                            };
+                            want[at..at + 8].copy_from_slice(&new.to_le_bytes());
+                            assert_eq!(
+                                mem, want,
+                                "{what} k={k} wide={wide} disp={disp} imm={imm:?} v={v:#x}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
