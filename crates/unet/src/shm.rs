@@ -217,6 +217,56 @@ impl Segment {
         f(unsafe { std::slice::from_raw_parts_mut(self.base.as_ptr().add(off), len) })
     }
 
+    /// Asks the CPU to bring the cache line holding byte `off` into this
+    /// core's cache, for reading soon (`write` false) or for writing soon
+    /// (`write` true: the line is taken exclusive, so that a store to it
+    /// does not wait for the other cores' copies to go). A hint only:
+    /// nothing is read or written, no value reaches the caller, and an
+    /// offset outside the segment is ignored. A receiver that sees a
+    /// message published asks for the buffer it expects the message in
+    /// while the descriptor that names the buffer is still on its way; the
+    /// engine asks for the next free buffer's line once it has filled one,
+    /// so that the next message's store does not hold back, behind its
+    /// miss, the stores that publish it.
+    #[inline(always)]
+    pub fn prefetch(&self, off: usize, write: bool) {
+        if off >= self.len {
+            return;
+        }
+        #[cfg(target_arch = "x86_64")]
+        {
+            // SAFETY: the address lies within the mapping (checked above);
+            // a prefetch neither reads nor writes memory architecturally
+            // and never faults. `prefetchw` is executed as a no-op by x86
+            // processors that do not implement it; it has no operands but
+            // the address and changes no register or flag.
+            unsafe {
+                let p = self.base.as_ptr().add(off);
+                if write {
+                    core::arch::asm!("prefetchw [{p}]", p = in(reg) p, options(nostack, preserves_flags, readonly));
+                } else {
+                    core::arch::asm!("prefetcht0 [{p}]", p = in(reg) p, options(nostack, preserves_flags, readonly));
+                }
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = write;
+    }
+
+    /// [`Segment::prefetch`] for reading of each line of the `len` bytes
+    /// at `off` (those inside the segment). Every line: asking for one in
+    /// two halves the instructions but lost the 1 KiB round trip's gain
+    /// (`loop_rtt`, six runs each: 0.328-0.342 µs against 0.268-0.280).
+    #[inline]
+    pub fn prefetch_lines(&self, off: usize, len: usize) {
+        let end = off.saturating_add(len).min(self.len);
+        let mut at = off;
+        while at < end {
+            self.prefetch(at, false);
+            at += 64;
+        }
+    }
+
     /// The count of closed channels in the header page
     /// ([`crate::layout::CLOSED_CHANNELS_AT`]).
     #[inline]

@@ -435,6 +435,16 @@ impl Io {
             self.spare.extend_from_slice(offs);
             bump(&self.stats.rx_queue_full);
         }
+        // The next message's buffer, taken for writing now: its first
+        // store then does not wait for the receiver's old copy of the line
+        // to go, and the stores that publish it with it. Only an entry
+        // already seen (no read of the application's index for it).
+        if self.spare.is_empty()
+            && let Some(next) = self.free.peek_seen()
+            && self.layout.is_buffer(next)
+        {
+            self.seg.prefetch(self.layout.area + next as usize, true);
+        }
     }
 }
 
