@@ -817,8 +817,14 @@ pub(super) fn applet_tx(
     // `per_tx_25`, 100 KiB less copied). Frames the framer held from
     // before (a constructor's) stay ahead of them, appended below as
     // always.
+    //
+    // While the transmit outbox is empty too (the common case: the last
+    // `doTx`'s frames went before this one), nothing is lent: the frames
+    // go into the receive side's empty outbox, and the one swap after the
+    // invocation hands them over (the two outboxes change places; both are
+    // the endpoint's).
     let lend = rx.io.framer.out.is_empty();
-    if lend {
+    if lend && !tx.framer.out.is_empty() {
         std::mem::swap(&mut rx.io.framer.out, &mut tx.framer.out);
     }
     let r = invoke(rx, port, |l| (&mut l.applet, &mut l.do_tx), args, timed);
@@ -838,9 +844,14 @@ pub(super) fn applet_tx(
             TxStatus::Dropped
         }
     };
+    // Frames the receive side's outbox held from before (a constructor's),
+    // with this `doTx`'s behind them: rare, so that the common `doTx`
+    // makes no call here.
     let made = &mut rx.io.framer.out;
-    tx.framer.out.append(made);
-    made.clear();
+    if !made.is_empty() {
+        tx.framer.out.append(made);
+        made.clear();
+    }
     (status, took)
 }
 

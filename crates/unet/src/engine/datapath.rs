@@ -244,8 +244,10 @@ impl Engine {
         }
         out.clear();
         // The frames those deliveries made, with the emptied outbox as the
-        // scratch one.
-        self.pump(next, out);
+        // scratch one (most deliveries make none: no call then).
+        if !next.is_empty() {
+            self.pump(next, out);
+        }
     }
 
     /// Pumps the frames an earlier pump left.
