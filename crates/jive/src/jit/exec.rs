@@ -121,18 +121,24 @@ pub struct Compiled {
     /// ([`crate::Prepared`]) holds the word [`Compiled::ready_word`] made
     /// of it and its entry while `enterable` admitted that entry; a word
     /// equal to the current one is the table's look-up done once
-    /// ([`Compiled::ready`]).
+    /// ([`Compiled::ready`]). Drawn with its low 16 bits clear, so that
+    /// the word is the stamp and the entry or'ed, with no shift per
+    /// invocation.
     pub(super) stamp: u64,
     /// Why the last invocation's code could not run, set only then (by
     /// [`execute_scoped`]) and taken at once by [`Compiled::enter`].
     pub(super) failed: Option<String>,
 }
 
+/// The step between two [`Compiled::stamp`]s: the low 16 bits, where a
+/// word holds its entry, stay clear.
+const STAMP_STEP: u64 = 1 << 16;
+
 /// Draws a [`Compiled::stamp`]: never 0, never the same twice (2^48 draws
-/// at one per nanosecond take nine years).
+/// at one per nanosecond take nine years), its low 16 bits clear.
 fn next_stamp() -> u64 {
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(STAMP_STEP);
+    NEXT.fetch_add(STAMP_STEP, std::sync::atomic::Ordering::Relaxed)
 }
 
 /// A compiled applet whose entry `entry` was found enterable by a
@@ -415,7 +421,7 @@ impl Compiled {
     /// now; 0 (which no stamp matches) if not.
     pub(crate) fn ready_word(&self, entry: u16) -> u64 {
         if self.enterable.get(usize::from(entry)) == Some(&true) {
-            self.stamp << 16 | u64::from(entry)
+            self.stamp | u64::from(entry)
         } else {
             0
         }
@@ -429,7 +435,7 @@ impl Compiled {
     /// `entry`. `None` otherwise (the caller takes the checked way).
     #[inline(always)]
     pub(crate) fn ready(&mut self, entry: u16, word: u64) -> Option<Ready<'_>> {
-        if word != self.stamp << 16 | u64::from(entry) {
+        if word != self.stamp | u64::from(entry) {
             return None;
         }
         Some(Ready { jit: self, entry })
@@ -961,6 +967,10 @@ mod tests {
         c.keep(prog, &[], core::ptr::null_mut(), ok);
         let word = c.ready_word(entry);
         assert_ne!(word, 0);
+        // The entry is or'ed into the stamp's clear low bits: the words of
+        // two entries of one `keep` differ, and neither admits the other.
+        assert_eq!(c.stamp & (STAMP_STEP - 1), 0, "a stamp's low bits");
+        assert_eq!(word & (STAMP_STEP - 1), u64::from(entry));
         assert!(c.ready(entry, word).is_some());
         assert!(c.ready(entry + 1, word).is_none(), "another entry");
         c.keep(

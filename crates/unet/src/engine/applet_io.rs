@@ -78,7 +78,12 @@ impl Invocation {
             words: jive::HostWords {
                 work: 0,
                 bound: TIME_CHECK_EVERY,
-                ints: [0, 0],
+                // What the inline getFreeBufferLength returns: the buffer
+                // size, or a negative number where an `int` cannot hold
+                // it, so that the ordinary native runs and reports it.
+                // Written once: nothing else writes it, and the layout
+                // is the endpoint's for its life.
+                ints: [layout.config.buffer_size as i32, 0],
                 ring,
                 queue,
                 area,
@@ -167,14 +172,10 @@ impl Io {
         let inv = &mut self.inv;
         inv.frames = 0;
         inv.bytes = 0;
+        inv.words.work = 0;
         inv.cpu_start = None;
         inv.overran = false;
-        inv.words.work = 0;
         inv.words.bound = TIME_CHECK_EVERY;
-        // What the inline getFreeBufferLength returns: the buffer size, or
-        // a negative number where an `int` cannot hold it, so that the
-        // ordinary native runs and reports it.
-        inv.words.ints[0] = self.layout.config.buffer_size as i32;
         // The run lent before stays lent while nothing else pushed since
         // (the producer index is where the inline pushes left it): its
         // room is what the producer's view of the consumer's index says
@@ -966,6 +967,35 @@ mod tests {
         assert!(b.rx.lock().io.ring_lent, "the old applet stays, lent");
         assert!(engine.set_applet(a.id, Some(b"not a class")).is_err());
         assert!(!a.rx.lock().io.ring_lent);
+    }
+
+    /// The buffer size the inline `getFreeBufferLength` returns
+    /// (`words.ints[0]`) is in the words from the endpoint's creation on,
+    /// through its constructor and every invocation: [`Io::begin`] does
+    /// not write it, so it must be there from the start and stay.
+    #[test]
+    fn the_words_lend_the_buffer_size_from_the_start() {
+        let net = crate::transport::LoopNet::new();
+        let engine = Engine::new(Box::new(
+            net.attach("10.0.0.1:7000".parse().unwrap()).unwrap(),
+        ));
+        for size in [64, 2048, 65536] {
+            let cfg = Config {
+                buffer_size: size,
+                ..Config::default()
+            };
+            let port = engine
+                .create_port(cfg, Some(crate::applets::BREAKDOWN))
+                .unwrap();
+            let mut rx = port.rx.lock();
+            let io = &mut rx.io;
+            assert_eq!(io.inv.words.ints[0], size as i32, "made, constructed");
+            for _ in 0..3 {
+                let lent = io.begin();
+                assert_eq!(io.inv.words.ints[0], size as i32, "at begin");
+                io.end(lent);
+            }
+        }
     }
 
     /// The free queue's entries are lent to the inline `getFreeBuffer`
