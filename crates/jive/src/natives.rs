@@ -124,6 +124,48 @@ pub struct HostWords {
     pub area: AreaWords,
 }
 
+impl HostWords {
+    /// Words that lend nothing, which send every inline call to its rare
+    /// path: `bound` 0 (no count is below it, so the budget check, which
+    /// every form makes before its first store, fails), and for good
+    /// measure no `int`, no ring slot, no queue entry and no area. What
+    /// generated code reads where the host lends no words
+    /// (`jit::runtime::NO_WORDS`), in place of a null pointer it would
+    /// test at every inline call.
+    pub(crate) const NONE: HostWords = HostWords {
+        work: 0,
+        bound: 0,
+        ints: [-1; 2],
+        ring: RingWords {
+            next: 0,
+            limit: 0,
+            base: 0,
+            room: 0,
+            lent: 0,
+            mask: 0,
+            head: 0,
+            keep: None,
+        },
+        queue: QueueWords {
+            next: 0,
+            limit: 0,
+            base: 0,
+            avail: 0,
+            lent: 0,
+            below: 0,
+            align: 0,
+            mask: 0,
+            tail: 0,
+            keep: None,
+        },
+        area: AreaWords {
+            base: 0,
+            len: 0,
+            keep: None,
+        },
+    };
+}
+
 /// The most bytes an inline copy ([`InlineForm::CopyOut`],
 /// [`InlineForm::CopyIn`]) moves with its own loop; a longer copy calls a
 /// copy routine (a `memcpy`), which costs less than the loop there.

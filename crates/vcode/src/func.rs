@@ -1033,9 +1033,10 @@ impl<B: Backend> Func<B> {
     /// faster when they do not straddle a fetch block, and whose placement
     /// otherwise varies with every change of the code before them. The
     /// prologue is padded to a multiple of `n` too, so the alignment holds
-    /// in memory wherever the function starts at a multiple of `n` (16 in
-    /// vcode's own executable memory, 64 and more in a code cache's
-    /// blocks). A no-op on the reference backend.
+    /// in memory wherever the function's block starts at a multiple of `n`
+    /// (16 in vcode's own executable memory, 64 and more in a code cache's
+    /// blocks); on x86-64 that padding comes before the entry, where no
+    /// call runs it. A no-op on the reference backend.
     pub fn align(&mut self, n: usize) {
         self.b.align("align", n);
     }

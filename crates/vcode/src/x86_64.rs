@@ -1934,16 +1934,6 @@ fn write_frame(out: &mut [u8], pro_len: usize, epi_at: usize, size: u32, saves: 
     out[e] = 0xc9; // leave
 }
 
-/// Writes `pro.len()` bytes of no-ops, in the fewest instructions.
-fn put_nops(pro: &mut [u8]) {
-    let mut at = 0;
-    while at < pro.len() {
-        let k = (pro.len() - at).min(8);
-        crate::mem::copy_to(&mut pro[at..], NOPS[k - 1]);
-        at += k;
-    }
-}
-
 /// The longest prologue, and the longest epilogue, a [`FrameSlot`] holds:
 /// seven integer saves (the System V ABI has five callee-saved registers
 /// besides `rbp`), or a few `xmm` ones. A longer frame takes
@@ -2240,9 +2230,9 @@ impl X64 {
         let body_len = self.buf.pos();
         let saves = self.st.saves(alloc, RAX);
         let frame = self.st.needs_frame(saves);
-        // Prologue, padded so that body positions keep the alignment
-        // `align` (a power of two) asked for; body; epilogue; constants,
-        // 8-byte aligned.
+        // Padding and prologue, so that body positions keep the alignment
+        // `align` (a power of two) asked for (the padding first, where it
+        // is not executed); body; epilogue; constants, 8-byte aligned.
         let (pro_len, epi_len) = if frame { frame_lens(saves) } else { (0, 1) };
         let pro_total = (pro_len + self.st.align - 1) & !(self.st.align - 1);
         let code_len = pro_total + body_len + epi_len;
@@ -2304,6 +2294,14 @@ struct Layout {
 }
 
 impl Layout {
+    /// Where the code starts in the block: after the padding that puts the
+    /// body at the alignment `align` asked for (less than 64 bytes, never
+    /// executed).
+    #[inline(always)]
+    fn start(&self) -> usize {
+        self.pro_total - self.pro_len
+    }
+
     /// The layout of a function without frame, constants or alignment:
     /// its body and a `ret`.
     #[inline(always)]
@@ -2368,19 +2366,21 @@ fn write_code(
     tables: &[Fixup],
     labels: &[u32],
 ) {
+    // The alignment padding goes before the prologue, where it is never
+    // executed (the entry is past it: `Layout::start`), not between the
+    // prologue and the body, where every call would run its no-ops.
+    let pad = lay.start();
+    out[..pad].fill(0xcc);
     // The frame first: its stores may write a byte past a save, which the
     // rest then overwrites.
     if let Some(f) = lay.frame {
-        let epi_at = lay.pro_total + lay.body_len;
-        write_frame(out, lay.pro_len, epi_at, f.size, f.saves);
+        let epi_at = lay.pro_len + lay.body_len;
+        write_frame(&mut out[pad..], lay.pro_len, epi_at, f.size, f.saves);
     }
-    let (pro, rest) = out.split_at_mut(lay.pro_total);
+    let (_, rest) = out.split_at_mut(lay.pro_total);
     let (code, rest) = rest.split_at_mut(lay.body_len);
     let (epi, rest) = rest.split_at_mut(lay.epi_len);
     epi[lay.epi_len - 1] = 0xc3; // ret
-    if lay.pro_total != lay.pro_len {
-        put_nops(&mut pro[lay.pro_len..]);
-    }
     crate::mem::copy_to(code, body);
     if !pool.is_empty() {
         let (pad, consts) = rest.split_at_mut(lay.pool_at - lay.body_len - lay.epi_len);
@@ -2410,13 +2410,14 @@ fn code(
     name: Option<String>,
     ret: Ty,
 ) -> Code {
-    crate::debug::register(block.addr(), lay.code_len, name.as_deref());
+    let start = lay.start();
+    crate::debug::register(block.addr() + start, lay.code_len - start, name.as_deref());
     let parts = Parts {
-        start: 0,
-        image_len: lay.total,
-        prologue: lay.pro_total,
+        start,
+        image_len: lay.total - start,
+        prologue: lay.pro_len,
         body: lay.body_len,
-        code_len: lay.code_len,
+        code_len: lay.code_len - start,
     };
     Code::new(block, parts, sig, name, ret)
 }

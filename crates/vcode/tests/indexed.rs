@@ -1269,3 +1269,49 @@ fn float_registers_are_refused() {
         }
     }
 }
+
+/// A function with a frame and `align` in its body: the padding that keeps
+/// the body aligned lies before the entry, never executed, so the code
+/// from the entry to the body is the prologue alone, without no-ops, and
+/// the aligned instruction still sits at an aligned address.
+#[test]
+fn alignment_padding_is_not_executed() {
+    for n in [16usize, 32, 64] {
+        let mut f = Func::<X64>::new();
+        let p = f.lambda("%p%ul", Leaf::No).unwrap();
+        let (base, idx) = (p.get::<P>(0).unwrap(), p.get::<UL>(1).unwrap());
+        let rd = f.getreg::<UL>(Class::Temp).unwrap();
+        let keep = f.getreg::<UL>(Class::Persistent).unwrap();
+        let slot = f.local();
+        f.st_local(idx, slot);
+        f.set(keep, 0);
+        f.align(n);
+        let at = f.code_offset();
+        f.ld_local(rd, slot);
+        f.ldx(rd, Ty::UL, base, rd, 8, -8);
+        f.add(rd, rd, keep);
+        f.ret(rd);
+        let code = f.end().unwrap();
+        let (body, _) = code.parts();
+        let listing = code.disassemble();
+        // The prologue: no instruction before the body is a no-op.
+        let mut dec = Decoder::with_ip(64, &code.bytes()[..body], 0, DecoderOptions::NONE);
+        let mut first = true;
+        for insn in dec.iter() {
+            if first {
+                assert_eq!(insn.mnemonic(), Mnemonic::Push, "{listing}");
+                first = false;
+            }
+            assert_ne!(insn.mnemonic(), Mnemonic::Nop, "align({n}):\n{listing}");
+            assert_ne!(insn.mnemonic(), Mnemonic::Xchg, "align({n}):\n{listing}");
+        }
+        assert!(!first, "a frame: {listing}");
+        // The aligned instruction's address: aligned as far as the block
+        // is (16 bytes).
+        assert_eq!((code.addr() + body + at) % n.min(16), 0, "{listing}");
+        let data = [5u64, 6];
+        let args = [Value::P(data.as_ptr() as usize), Value::UL(2)];
+        // SAFETY: reads element 1 of `data`.
+        assert_eq!(unsafe { code.invoke(&args) }, Ok(Value::UL(6)));
+    }
+}

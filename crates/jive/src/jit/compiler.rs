@@ -1831,8 +1831,10 @@ impl<'p> Compiler<'p> {
         }
     }
 
-    /// The invocation's [`crate::HostWords`] (`Ctx::words`, null where
-    /// the host lends none), loaded into `into`.
+    /// The invocation's [`crate::HostWords`] (`Ctx::words`), loaded into
+    /// `into`. Never null: where the host lends none they are `NO_WORDS`,
+    /// whose `bound` of 0 fails every form's budget check, which comes
+    /// before the form's first store; so no form tests for null.
     fn host_words(&mut self, into: u8) -> Reg<P> {
         let words = p(into);
         self.f.ld_local(words, self.locals.ctx);
@@ -1874,7 +1876,7 @@ impl<'p> Compiler<'p> {
     }
 
     /// [`InlineForm::Int`]`(i)` in place: with `w` the invocation's
-    /// [`crate::HostWords`] (`Ctx::words`), if `w` is not null,
+    /// [`crate::HostWords`] (`Ctx::words`), if
     /// `w.ints[i] >= 0` and `w.work + 1 < w.bound` (unsigned), counts the
     /// unit and leaves `w.ints[i]` in the result's register, then jumps to
     /// the returned label; otherwise it falls through to the out-of-line
@@ -1888,7 +1890,6 @@ impl<'p> Compiler<'p> {
         // The result's register (`inline_result`).
         let (rd, v) = self.inline_result();
         let words = self.host_words(z);
-        self.f.beq(words, 0, rare);
         self.f.ld(v, words, W_INTS + 4 * i64::from(i));
         self.f.blt(v, 0, rare);
         let count = self.one_unit_or(words, (x, w), rare);
@@ -1930,7 +1931,7 @@ impl<'p> Compiler<'p> {
     }
 
     /// [`InlineForm::PopU32`] in place: with `w` the invocation's
-    /// [`crate::HostWords`], if `w` is not null, `w.work + 1 < w.bound`
+    /// [`crate::HostWords`], if `w.work + 1 < w.bound`
     /// (unsigned), the lent run has an entry (`w.queue.avail > 0`), and
     /// the entry `e` at `w.queue.next` (read once) is below
     /// `w.queue.below` (unsigned) and `e & w.queue.align == 0`, it moves
@@ -1950,7 +1951,6 @@ impl<'p> Compiler<'p> {
         // The result's register (`inline_result`).
         let (rd, v) = self.inline_result();
         let words = self.host_words(z);
-        self.f.beq(words, 0, rare);
         self.one_unit_or(words, (x, w), rare);
         let avail = Reg::<U>::phys(x);
         self.f.ld(avail, words, W_QUEUE_AVAIL);
@@ -1988,7 +1988,7 @@ impl<'p> Compiler<'p> {
     /// (where they are: a constant, a local's home or their own;
     /// `len_const` the length where it is a
     /// constant of `0..=RING_BYTES`): with `w` the invocation's
-    /// [`crate::HostWords`], if `w` is not null, `w.work + 1 < w.bound`,
+    /// [`crate::HostWords`], if `w.work + 1 < w.bound`,
     /// the lent run has a free slot, `len <= RING_BYTES` and `tag <= 0xffff`
     /// (unsigned: a negative one is huge), and the array's directory entry
     /// says bytes and at least `len` of them (`null`'s says neither), it
@@ -2010,7 +2010,6 @@ impl<'p> Compiler<'p> {
         );
         // The words, the budget and the lent run.
         let words = self.host_words(z);
-        self.f.beq(words, 0, rare);
         self.one_unit_or(words, (x, y), rare);
         let room = Reg::<U>::phys(x);
         self.f.ld(room, words, W_RING_ROOM);
@@ -2190,7 +2189,7 @@ impl<'p> Compiler<'p> {
     /// arguments `(array, aoff, off, len)` are the stack's entries from
     /// `first` (where they are: a constant, a local's home or their own):
     /// with `w` the invocation's
-    /// [`crate::HostWords`], if `w` is not null, `w.work + 1 + len / 4096
+    /// [`crate::HostWords`], if `w.work + 1 + len / 4096
     /// < w.bound` (unsigned), `off + len <= w.area.len` (in 64 bits, `off`
     /// and `len` zero-extended: a negative one is past every area, which is
     /// below 2^31), the array's directory entry says bytes (`null`'s
@@ -2222,7 +2221,6 @@ impl<'p> Compiler<'p> {
         // The words and the budget: the units a native moving `len`
         // bytes charges, one and one per 4 KiB.
         let words = self.host_words(z);
-        self.f.beq(words, 0, rare);
         let count = Reg::<UL>::phys(x);
         self.f.rsh(count, ix(rl), 12);
         self.f.add(count, count, 1);

@@ -497,7 +497,7 @@ impl Compiled {
         debug_assert_eq!(self.enterable.get(usize::from(entry)), Some(&true));
         let rec = &mut *self.rec;
         // The words the host lends the inline natives for this invocation
-        // (null if the code has none): the one word written here for them
+        // (`NO_WORDS` if it lends none): the one word written here for them
         // (`Ctx::words`).
         let words = host_words(&mut rec.ctx, st.host.as_deref_mut());
         // The frame stack's bounds were written when the record was made

@@ -32,12 +32,14 @@ pub(super) struct Ctx {
     /// dereferenced through this copy.
     pub(super) host_seen: *const dyn core::any::Any,
     /// The [`HostWords`] the invocation's host value lends the inline
-    /// natives ([`crate::Natives::set_inline`]), or null: the one word
-    /// `Compiled::enter` writes for them, per invocation ([`host_words`]).
-    /// Generated code reads it at each inline native and takes the rare
-    /// path where it is null. Every runtime call that reborrows the host
-    /// writes it again: a fast entry with the words from its own borrow
-    /// ([`rt_native_fast`]), an ordinary native with null, so that
+    /// natives ([`crate::Natives::set_inline`]), or [`NO_WORDS`] (never
+    /// null): the one word `Compiled::enter` writes for them, per
+    /// invocation ([`host_words`]). Generated code reads it at each
+    /// inline native without a null test: `NO_WORDS`' budget check fails,
+    /// so every call takes the rare path before it writes anything. Every
+    /// runtime call that reborrows the host writes it again: a fast entry
+    /// with the words from its own borrow ([`rt_native_fast`]), an
+    /// ordinary native with `NO_WORDS`, so that
     /// generated code only ever uses words taken from the latest borrow of
     /// the host, and only while it lives (this invocation).
     pub(super) words: *mut HostWords,
@@ -67,10 +69,30 @@ impl Ctx {
             result: 0,
             trap: [0; 3],
             host_seen: core::ptr::null::<()>() as *const dyn core::any::Any,
-            words: core::ptr::null_mut(),
+            words: no_words(),
             words_of,
         }
     }
+}
+
+/// The words of an invocation whose host lends none ([`HostWords::NONE`]):
+/// every inline native's budget check fails on them, so it takes its rare
+/// path. Immutable (no interior mutability: the static is read-only
+/// memory), and generated code never writes them: every form's stores
+/// come after its budget check.
+static NO_WORDS: HostWords = HostWords::NONE;
+
+/// [`NO_WORDS`]' address, for [`Ctx::words`]: generated code only reads
+/// through it (see there).
+#[inline(always)]
+pub(super) fn no_words() -> *mut HostWords {
+    core::ptr::addr_of!(NO_WORDS).cast_mut()
+}
+
+/// The words `w` lends, or [`NO_WORDS`] where it lends none.
+#[inline(always)]
+fn lent(w: Option<&mut HostWords>) -> *mut HostWords {
+    w.map_or(no_words(), |w| w as *mut HostWords)
 }
 
 pub(super) const C_FRAMES: i64 = 0;
@@ -130,7 +152,7 @@ impl core::hash::Hash for WordsFn {
 }
 
 /// The words host value `host` lends the inline natives, for
-/// [`Ctx::words`] at the start of an invocation: null where the context
+/// [`Ctx::words`] at the start of an invocation: [`NO_WORDS`] where the context
 /// has no `words_of` (the code calls its inline natives from constructors
 /// only, or has none: their first call in an invocation takes the rare
 /// path, whose fast entry takes the words), where the invocation has no
@@ -142,7 +164,7 @@ impl core::hash::Hash for WordsFn {
 #[inline]
 pub(super) fn host_words(ctx: &mut Ctx, host: Option<&mut dyn core::any::Any>) -> *mut HostWords {
     let (Some(f), Some(host)) = (ctx.words_of, host) else {
-        return core::ptr::null_mut();
+        return no_words();
     };
     let host: *mut dyn core::any::Any = host;
     if !core::ptr::eq(host, ctx.host_seen) {
@@ -169,15 +191,15 @@ fn host_words_new(ctx: &mut Ctx, f: WordsFn, host: *mut dyn core::any::Any) -> *
             ctx.host_seen = host;
             w
         }
-        None => core::ptr::null_mut(),
+        None => no_words(),
     }
 }
 
 /// The [`HostWords`] of `host` if it is fast form `F`'s host type (`None`
-/// if it is not; a null pointer if it is and lends none).
+/// if it is not; [`NO_WORDS`] if it is and lends none).
 fn words_checked<F: FastNative>(host: &mut dyn core::any::Any) -> Option<*mut HostWords> {
     let h = host.downcast_mut::<F::Host>()?;
-    Some(F::words(h).map_or(core::ptr::null_mut(), |w| w as *mut HostWords))
+    Some(lent(F::words(h)))
 }
 
 /// The [`HostWords`] of `host`, an `F::Host`.
@@ -189,7 +211,7 @@ fn words_checked<F: FastNative>(host: &mut dyn core::any::Any) -> Option<*mut Ho
 unsafe fn words_typed<F: FastNative>(host: *mut ()) -> *mut HostWords {
     // SAFETY: as the caller promises.
     let h = unsafe { &mut *host.cast::<F::Host>() };
-    F::words(h).map_or(core::ptr::null_mut(), |w| w as *mut HostWords)
+    lent(F::words(h))
 }
 
 /// The words functions of fast form `F`, which [`crate::Natives::set_fast`]
@@ -569,7 +591,7 @@ pub(super) extern "C" fn rt_native_fast<F: FastNative, const KIND: u8>(
     // SAFETY: as in `rt_newarray` (plain writes of words of the context).
     unsafe {
         (*ctx).dir = heap.directory().cast();
-        (*ctx).words = F::words(host).map_or(core::ptr::null_mut(), |w| w as *mut HostWords);
+        (*ctx).words = lent(F::words(host));
     }
     match fast {
         // The shape's tests fold away where `KIND` fixes it.
@@ -667,7 +689,7 @@ fn native_call(ctx: *mut Ctx, n: i64, args: *const i32, shape: i64) -> i64 {
     // The native reborrowed the host, and generated code must not use
     // words taken before: the next inline native takes its rare path,
     // whose fast entry takes them again (see `Ctx::words`).
-    ctx.words = core::ptr::null_mut();
+    ctx.words = no_words();
     native_value(rt, n, shape, result)
 }
 
