@@ -434,6 +434,19 @@ impl ShmQueue {
         }
     }
 
+    /// The first buffer offset of the receive descriptor in slot `i`, read
+    /// once (volatile) into private memory: all a one-buffer message's
+    /// descriptor holds past its fixed part, so that the receiver does not
+    /// copy the whole 64-byte slot for it.
+    #[inline]
+    pub fn read_rx_first_offset(&self, i: u32) -> u32 {
+        let p = self.rx_slot(i);
+        // SAFETY: as for `read_rx_head`; the first 4 bytes of the slot's
+        // `data` field, at byte 8 of a 64-byte aligned slot (so aligned
+        // for a `u32`), valid for any bits. One load, not four bytes'.
+        u32::from_le(unsafe { (&raw const (*p).data).cast::<u32>().read_volatile() })
+    }
+
     /// Runs `f` on a view of the first `len` inline bytes (`len <=
     /// INLINE_MAX`) of the receive descriptor in slot `i`, in place. The
     /// same caveat as [`Segment::with_bytes`]: the bytes are read once,
