@@ -496,6 +496,14 @@ pub const CASES: &[Case] = &[
         framed: false,
     },
     Case {
+        name: "path-57",
+        toggle: TOGGLE_PATH,
+        size: unet::layout::INLINE_MAX + 1,
+        receiver: Receiver::Standard,
+        delivered: 1,
+        framed: false,
+    },
+    Case {
         name: "path-40-framed",
         toggle: TOGGLE_PATH,
         size: SMALL,
@@ -855,6 +863,11 @@ pub fn report(totals: &[(&str, u64)], n: usize) -> Option<Vec<Row>> {
             "path-1000 / N",
         ),
         row(
+            "U-Net path, 57 B, no applet (the shortest message in a buffer)",
+            per("path-57")?,
+            "path-57 / N",
+        ),
+        row(
             "U-Net path, 40 B, no applet, through a frame (as to an applet's endpoint)",
             per("path-40-framed")?,
             "path-40-framed / N",
@@ -978,6 +991,7 @@ mod tests {
         let totals = [
             ("path-40", 1000),
             ("path-1000", 2000),
+            ("path-57", 1200),
             ("path-40-framed", 1500),
             ("path-1000-framed", 2500),
             ("standard-40", 4000),
@@ -998,8 +1012,8 @@ mod tests {
         assert_eq!(
             v,
             [
-                100.0, 110.0, 200.0, 150.0, 250.0, 300.0, 600.0, 300.0, 400.0, 350.0, 650.0, 100.0,
-                60.0, 90.0, 30.0, 7.0, 11.0, 13.0
+                100.0, 110.0, 200.0, 120.0, 150.0, 250.0, 300.0, 600.0, 300.0, 400.0, 350.0, 650.0,
+                100.0, 60.0, 90.0, 30.0, 7.0, 11.0, 13.0
             ]
         );
         assert!(report(&totals[1..], n).is_none());

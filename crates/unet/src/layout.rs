@@ -221,6 +221,7 @@ impl RxDesc {
     }
 
     /// The `i`-th buffer offset.
+    #[inline]
     pub fn offset(&self, i: usize) -> u32 {
         let w = &self.data[4 * i..4 * i + 4];
         u32::from_le_bytes([w[0], w[1], w[2], w[3]])

@@ -9,6 +9,7 @@
 //! # one case by hand (N defaults to 16384):
 //! valgrind --tool=callgrind --toggle-collect=unet_count_path target/release/unet-count path-40 16384
 //! valgrind --tool=callgrind --toggle-collect=unet_count_path target/release/unet-count path-1000 16384
+//! valgrind --tool=callgrind --toggle-collect=unet_count_path target/release/unet-count path-57 16384
 //! valgrind --tool=callgrind --toggle-collect=unet_count_path_copying target/release/unet-count path-40-copying 16384
 //! valgrind --tool=callgrind --toggle-collect=unet_count_path target/release/unet-count path-40-framed 16384
 //! valgrind --tool=callgrind --toggle-collect=unet_count_path target/release/unet-count path-1000-framed 16384

@@ -404,6 +404,28 @@ impl Io {
             return;
         }
         let bs = self.layout.config.buffer_size as usize;
+        if len <= bs {
+            // One buffer, the common case above `INLINE_MAX`: no array of
+            // offsets to fill and walk, one address, one piece.
+            let Some(off) = self.take_buffer() else {
+                bump(&self.stats.rx_no_buffer);
+                return;
+            };
+            let mut at = self.layout.area + off as usize;
+            payload.pieces(0, len, |p| {
+                self.seg.write_bytes(at, p);
+                at += p.len();
+            });
+            if self
+                .push_rx_with(|q, i| q.write_rx_buffers(i, chan, len as u32, &[off]))
+                .is_err()
+            {
+                self.spare.push(off);
+                bump(&self.stats.rx_queue_full);
+            }
+            self.prefetch_next_free();
+            return;
+        }
         let n = len.div_ceil(bs);
         if n > RX_BUFFERS_MAX {
             bump(&self.stats.rx_too_long);
@@ -436,10 +458,15 @@ impl Io {
             self.spare.extend_from_slice(offs);
             bump(&self.stats.rx_queue_full);
         }
-        // The next message's buffer, taken for writing now: its first
-        // store then does not wait for the receiver's old copy of the line
-        // to go, and the stores that publish it with it. Only an entry
-        // already seen (no read of the application's index for it).
+        self.prefetch_next_free();
+    }
+
+    /// Takes the next message's buffer for writing now: its first store
+    /// then does not wait for the receiver's old copy of the line to go,
+    /// and the stores that publish it with it. Only an entry already seen
+    /// (no read of the application's index for it).
+    #[inline(always)]
+    fn prefetch_next_free(&mut self) {
         if self.spare.is_empty()
             && let Some(next) = self.free.peek_seen()
             && self.layout.is_buffer(next)
