@@ -24,13 +24,20 @@ impl Engine {
         // Only an applet's descriptors depend on the thread: its token (a
         // thread-local) is read for an endpoint with one, not per message
         // of one without.
-        if port.has_applet.load(Ordering::Relaxed) && !port.is_owner() && port.throttled() {
-            return 0;
+        // Which thread this is, asked once: `take_tx` uses the answer for
+        // its first applet descriptor instead of asking again.
+        let mut shared = None;
+        if port.has_applet.load(Ordering::Relaxed) {
+            let theirs = !port.is_owner();
+            if theirs && port.throttled() {
+                return 0;
+            }
+            shared = Some(theirs);
         }
         let Some(mut tx) = port.tx.try_lock() else {
             return 0;
         };
-        let taken = self.take_tx(&mut tx, port);
+        let taken = self.take_tx(&mut tx, port, shared);
         if taken > 0 {
             // Delivered with the transmit side still locked: the next
             // descriptors of this endpoint wait until these have arrived.
@@ -565,13 +572,14 @@ impl Engine {
     /// On a thread that serves every endpoint (not the endpoint's
     /// application's, [`Port::claim`]) an applet's descriptors stop once
     /// [`Budgets::round_time`] is spent or it overran (see
-    /// [`Engine::service`]); which thread this is, is asked at the first
-    /// applet descriptor.
+    /// [`Engine::service`]); which thread this is, `shared` (`Some` where
+    /// the endpoint has an applet), is asked once by [`Engine::service`],
+    /// or here at the first applet descriptor if it was not.
     #[inline]
-    pub(super) fn take_tx(&self, tx: &mut TxSide, port: &Port) -> usize {
+    pub(super) fn take_tx(&self, tx: &mut TxSide, port: &Port, shared: Option<bool>) -> usize {
         let (stats, layout) = (&*port.stats, &port.layout);
         let mut n = 0;
-        let mut shared: Option<bool> = None;
+        let mut shared = shared;
         // The applet time this round has spent on this endpoint.
         let mut spent = Duration::ZERO;
         let mut done = false;
@@ -664,11 +672,13 @@ impl Engine {
                     self.flush_lent(&mut lent);
                     let shared = *shared.get_or_insert_with(|| !port.is_owner());
                     let (status, took) = applet_tx(tx, port, d, shared);
-                    spent += took;
                     made = true;
+                    // The time is summed only where it is checked.
                     if shared
-                        && (spent > port.budgets.round_time
-                            || port.throttle_until.load(Ordering::Relaxed) != 0)
+                        && ({
+                            spent += took;
+                            spent > port.budgets.round_time
+                        } || port.throttle_until.load(Ordering::Relaxed) != 0)
                     {
                         // This round's time for the endpoint is spent, or
                         // its applet overran: the rest waits for a later
