@@ -1309,15 +1309,9 @@ mod tests {
     use crate::transport::LoopNet;
     use crate::{Config, Engine};
 
-    /// `recv_ref`'s path for a message in one buffer reads only the
-    /// descriptor's first offset, but checks it as `well_formed` does: a
-    /// length of 0 or past the buffer, an offset that is not a buffer's
-    /// start or lies past the area, each skipped and counted, and the
-    /// well-formed one after them read from its buffer.
-    #[test]
-    fn a_one_buffer_descriptor_is_checked_as_any_other() {
-        use crate::layout::RxDesc;
-        use crate::ring::Producer;
+    /// An engine on a `loop` network of its own, and a configuration of
+    /// 32 buffers of 256 bytes for its endpoints.
+    fn small_endpoints() -> (Engine, Config) {
         let net = LoopNet::new();
         let e = Engine::new(Box::new(
             net.attach("10.0.0.1:7000".parse().unwrap()).unwrap(),
@@ -1327,6 +1321,19 @@ mod tests {
             buffer_size: 256,
             ..Config::default()
         };
+        (e, cfg)
+    }
+
+    /// `recv_ref`'s path for a message in one buffer reads only the
+    /// descriptor's first offset, but checks it as `well_formed` does: a
+    /// length of 0 or past the buffer, an offset that is not a buffer's
+    /// start or lies past the area, each skipped and counted, and the
+    /// well-formed one after them read from its buffer.
+    #[test]
+    fn a_one_buffer_descriptor_is_checked_as_any_other() {
+        use crate::layout::RxDesc;
+        use crate::ring::Producer;
+        let (e, cfg) = small_endpoints();
         let mut b = e.create_endpoint(cfg, None).unwrap();
         let (area, area_len) = (b.layout.area, b.layout.area_len as u32);
         // This test plays the engine: nothing else writes b's queue.
@@ -1358,15 +1365,7 @@ mod tests {
     /// entries that are not buffers, which the engine counts and skips).
     #[test]
     fn the_expected_receive_buffer_is_the_one_the_engine_takes() {
-        let net = LoopNet::new();
-        let e = Engine::new(Box::new(
-            net.attach("10.0.0.1:7000".parse().unwrap()).unwrap(),
-        ));
-        let cfg = Config {
-            buffers: 32,
-            buffer_size: 256,
-            ..Config::default()
-        };
+        let (e, cfg) = small_endpoints();
         let mut a = e.create_endpoint(cfg, None).unwrap();
         let mut b = e.create_endpoint(cfg, None).unwrap();
         let ab = a.open_channel(e.local(), b.id()).unwrap();

@@ -31,6 +31,34 @@ fn claimable<B: Backend>() -> usize {
     n
 }
 
+/// The `k`-th register claimed after the parameters, temporaries first,
+/// the ones before it claimed too, so that the form under test sees them
+/// all taken and only the others stay free for the portable forms'
+/// temporary. `None` if there are not that many.
+fn claim_kth<B: Backend>(f: &mut Func<B>, k: usize) -> Option<Reg<P>> {
+    let mut last = None;
+    for _ in 0..=k {
+        last = Some(
+            f.getreg::<P>(Class::Temp)
+                .or_else(|_| f.getreg::<P>(Class::Persistent))
+                .ok()?,
+        );
+    }
+    last
+}
+
+/// Returns and ends `f`. The portable forms need a temporary: with every
+/// register claimed, the reference backend reports that instead (`None`);
+/// the native one must not fail.
+fn finish<B: Backend>(mut f: Func<B>, native: bool) -> Option<B::Code> {
+    f.retv();
+    match f.end() {
+        Ok(c) => Some(c),
+        Err(e) if native => panic!("{e}"),
+        Err(_) => None,
+    }
+}
+
 /// `f(src, dst, idx)`: `move16(dst', ddisp, src, sdisp, idx?)` with `dst`
 /// first moved into the `k`-th register claimed after the parameters.
 fn mover<B: Backend>(
@@ -47,29 +75,10 @@ fn mover<B: Backend>(
         ps.get::<P>(1).unwrap(),
         ps.get::<UL>(2).unwrap(),
     );
-    // Registers up to the k-th claimed (the others stay free for the
-    // portable forms' temporary).
-    let mut regs: Vec<Reg<P>> = Vec::new();
-    while regs.len() <= k {
-        match f.getreg::<P>(Class::Temp) {
-            Ok(r) => regs.push(r),
-            Err(_) => match f.getreg::<P>(Class::Persistent) {
-                Ok(r) => regs.push(r),
-                Err(_) => break,
-            },
-        }
-    }
-    let d = *regs.get(k)?;
+    let d = claim_kth(&mut f, k)?;
     f.mov(d, dst);
     f.move16(d, ddisp, src, sdisp, indexed.then_some(idx));
-    f.retv();
-    // The portable forms need a temporary: with every register claimed,
-    // the reference backend reports that instead.
-    match f.end() {
-        Ok(c) => Some(c),
-        Err(e) if native => panic!("{e}"),
-        Err(_) => None,
-    }
+    finish(f, native)
 }
 
 #[test]
@@ -127,32 +136,13 @@ fn adder<B: Backend>(
     let mut f = Func::<B>::with_backend();
     let ps = f.lambda("%p%p%ul", Leaf::No).unwrap();
     let (base, v) = (ps.get::<P>(0).unwrap(), ps.get::<UL>(2).unwrap());
-    // Registers up to the k-th claimed (the others stay free for the
-    // portable forms' temporary).
-    let mut regs: Vec<Reg<P>> = Vec::new();
-    while regs.len() <= k {
-        match f.getreg::<P>(Class::Temp) {
-            Ok(r) => regs.push(r),
-            Err(_) => match f.getreg::<P>(Class::Persistent) {
-                Ok(r) => regs.push(r),
-                Err(_) => break,
-            },
-        }
-    }
-    let b = *regs.get(k)?;
+    let b = claim_kth(&mut f, k)?;
     f.mov(b, base);
     match imm {
         Some(i) => f.add_mem_imm(wide, b, disp, i),
         None => f.add_mem_reg(wide, b, disp, v),
     }
-    f.retv();
-    // The portable forms need a temporary: with every register claimed,
-    // the reference backend reports that instead.
-    match f.end() {
-        Ok(c) => Some(c),
-        Err(e) if native => panic!("{e}"),
-        Err(_) => None,
-    }
+    finish(f, native)
 }
 
 #[test]
