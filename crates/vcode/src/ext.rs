@@ -58,6 +58,13 @@ use crate::func::Func;
 use crate::ty::{P, Reg, Type};
 use crate::x86_64::X64;
 
+/// What an extension's portable form reports when it finds no integer
+/// temporary register free.
+const NO_TEMP: crate::ErrorKind = crate::ErrorKind::RegistersExhausted {
+    class: "temporary",
+    what: "integer",
+};
+
 /// The targets an extension entry has a native mapping for: the backend as
 /// that target's emitter, if it is one (`None` on the reference backend
 /// and on other targets). Resolved at compile time.
@@ -240,13 +247,7 @@ fn core_ldtab32<B: Backend, T: crate::Int>(
         f.getreg::<crate::U>(crate::Class::Temp),
     );
     let (Ok(t), Ok(p), Ok(u)) = regs else {
-        return f.fail(
-            "ldtab32",
-            crate::ErrorKind::RegistersExhausted {
-                class: "temporary",
-                what: "integer",
-            },
-        );
+        return f.fail("ldtab32", NO_TEMP);
     };
     f.and(t, x, Operand::Imm(0xff));
     f.lsh(t, t, Operand::Imm(2));
@@ -333,7 +334,7 @@ extensions! {
                 // Clear the lowest set bit until none is left.
                 let regs = (f.getreg::<T>(crate::Class::Temp), f.getreg::<T>(crate::Class::Temp));
                 let (Ok(t), Ok(u)) = regs else {
-                    return f.fail("popcount", crate::ErrorKind::RegistersExhausted { class: "temporary", what: "integer" });
+                    return f.fail("popcount", NO_TEMP);
                 };
                 let (top, done) = (f.genlabel(), f.genlabel());
                 f.mov(t, a);
@@ -429,7 +430,7 @@ extensions! {
             aarch64 => |x: &mut crate::aarch64::A64, ty: crate::Ty, rd, [a, b]: [u8; 2]| x.add1c(ty.is_64(), rd, a, b);
             core => |f| {
                 let Ok(t) = f.getreg::<T>(crate::Class::Temp) else {
-                    return f.fail("add1c", crate::ErrorKind::RegistersExhausted { class: "temporary", what: "integer" });
+                    return f.fail("add1c", NO_TEMP);
                 };
                 let done = f.genlabel();
                 f.add(t, a, b);
@@ -469,7 +470,7 @@ extensions! {
                 let alias = rd.num() != acc.num() && [a, b, c, d].iter().any(|r| r.num() == rd.num());
                 let t = if alias { f.getreg::<T>(crate::Class::Temp) } else { Ok(rd) };
                 let Ok(t) = t else {
-                    return f.fail("add1c4", crate::ErrorKind::RegistersExhausted { class: "temporary", what: "integer" });
+                    return f.fail("add1c4", NO_TEMP);
                 };
                 f.add1c(t, acc, a);
                 f.add1c(t, t, b);
@@ -542,7 +543,7 @@ extensions! {
                 let sum = if rd.num() == tab.num() { f.getreg::<T>(crate::Class::Temp) } else { Ok(rd) };
                 let regs = (f.getreg::<T>(crate::Class::Temp), sum, f.getreg::<T>(crate::Class::Temp));
                 let (Ok(v), Ok(s), Ok(t)) = regs else {
-                    return f.fail("crc32x8", crate::ErrorKind::RegistersExhausted { class: "temporary", what: "integer" });
+                    return f.fail("crc32x8", NO_TEMP);
                 };
                 f.xor(v, w, crc);
                 for j in 0..8i64 {
@@ -1489,13 +1490,7 @@ fn core_index_addr<B: Backend>(
     scale: u8,
 ) -> Option<Reg<P>> {
     let Ok(t) = f.getreg::<crate::UL>(crate::Class::Temp) else {
-        f.fail(
-            m,
-            crate::ErrorKind::RegistersExhausted {
-                class: "temporary",
-                what: "integer",
-            },
-        );
+        f.fail(m, NO_TEMP);
         return None;
     };
     f.mov(t, idx);
@@ -1705,23 +1700,11 @@ impl<B: Backend> Move16 for Func<B> {
             return;
         }
         let Ok(t) = self.getreg::<crate::UL>(crate::Class::Temp) else {
-            return self.fail(
-                NAME,
-                crate::ErrorKind::RegistersExhausted {
-                    class: "temporary",
-                    what: "integer",
-                },
-            );
+            return self.fail(NAME, NO_TEMP);
         };
         let Ok(u) = self.getreg::<crate::UL>(crate::Class::Temp) else {
             self.putreg(t);
-            return self.fail(
-                NAME,
-                crate::ErrorKind::RegistersExhausted {
-                    class: "temporary",
-                    what: "integer",
-                },
-            );
+            return self.fail(NAME, NO_TEMP);
         };
         match idx {
             Some(i) => {
@@ -1765,13 +1748,7 @@ fn add_mem_core<B: Backend>(
     v: Operand<crate::UL>,
 ) {
     let Ok(t) = f.getreg::<crate::UL>(crate::Class::Temp) else {
-        return f.fail(
-            m,
-            crate::ErrorKind::RegistersExhausted {
-                class: "temporary",
-                what: "integer",
-            },
-        );
+        return f.fail(m, NO_TEMP);
     };
     if wide {
         f.ld(t, base, i64::from(disp));
@@ -1868,13 +1845,7 @@ impl<B: Backend> Countdown for Func<B> {
             return;
         }
         let Ok(t) = self.getreg::<crate::UL>(crate::Class::Temp) else {
-            return self.fail(
-                NAME,
-                crate::ErrorKind::RegistersExhausted {
-                    class: "temporary",
-                    what: "integer",
-                },
-            );
+            return self.fail(NAME, NO_TEMP);
         };
         self.ld_local(t, loc);
         self.sub(t, t, Operand::Imm(1));
@@ -1920,13 +1891,7 @@ impl<B: Backend> LocalCompare for Func<B> {
             return;
         }
         let Ok(t) = self.getreg::<T>(crate::Class::Temp) else {
-            return self.fail(
-                NAME,
-                crate::ErrorKind::RegistersExhausted {
-                    class: "temporary",
-                    what: "integer",
-                },
-            );
+            return self.fail(NAME, NO_TEMP);
         };
         self.ld_local(t, loc);
         use crate::backend::Cond::*;
