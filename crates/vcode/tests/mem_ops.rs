@@ -17,6 +17,22 @@ fn call(code: &(impl Invoke + ?Sized), args: &[Value]) {
     unsafe { code.invoke(args) }.unwrap_or_else(|e| panic!("{e}"));
 }
 
+/// The codes of a native and a reference build that were built, each
+/// with its name for the assertion's message.
+fn built<'a>(
+    native: &'a Option<impl Invoke>,
+    reference: &'a Option<impl Invoke>,
+) -> Vec<(&'a dyn Invoke, &'static str)> {
+    let mut v: Vec<(&dyn Invoke, &str)> = Vec::new();
+    if let Some(c) = native {
+        v.push((c, "native"));
+    }
+    if let Some(c) = reference {
+        v.push((c, "reference"));
+    }
+    v
+}
+
 /// The registers a function can claim as temporaries and persistents.
 fn claimable<B: Backend>() -> usize {
     let mut f = Func::<B>::with_backend();
@@ -90,14 +106,7 @@ fn move16_moves_sixteen_bytes_and_nothing_else() {
                 for idx in [0u64, 1, 40, 150] {
                     let native = mover::<X64>(true, k, sdisp, ddisp, indexed);
                     let reference = mover::<Reference>(false, k, sdisp, ddisp, indexed);
-                    let codes: Vec<(&dyn Invoke, &str)> = [
-                        native.as_ref().map(|c| (c as &dyn Invoke, "native")),
-                        reference.as_ref().map(|c| (c as &dyn Invoke, "reference")),
-                    ]
-                    .into_iter()
-                    .flatten()
-                    .collect();
-                    for (code, what) in codes {
+                    for (code, what) in built(&native, &reference) {
                         let src = pattern.clone();
                         let mut dst = vec![0xeeu8; 1000];
                         let i = if indexed { idx as i64 } else { 0 };
@@ -162,14 +171,7 @@ fn add_mem_adds_to_one_word_of_its_width() {
                     for v in [0u64, 1, 0xffff_ffff, u64::MAX, 1 << 40] {
                         let native = adder::<X64>(true, k, wide, disp, imm);
                         let reference = adder::<Reference>(false, k, wide, disp, imm);
-                        let codes: Vec<(&dyn Invoke, &str)> = [
-                            native.as_ref().map(|c| (c as &dyn Invoke, "native")),
-                            reference.as_ref().map(|c| (c as &dyn Invoke, "reference")),
-                        ]
-                        .into_iter()
-                        .flatten()
-                        .collect();
-                        for (code, what) in codes {
+                        for (code, what) in built(&native, &reference) {
                             let mut mem = vec![0x5au8; 2400];
                             let at = (1200 + disp) as usize;
                             mem[at..at + 8]
