@@ -29,8 +29,17 @@
 //! - Freed slots are reused. A handle the host got back from an invocation
 //!   (a method returning an array) is valid only until the next invocation
 //!   unless a field refers to the array.
+//! - Mutable access is of two kinds. **Element access** ([`Heap::get_mut`],
+//!   an [`ObjectMut`] of slices) changes elements and never an object's
+//!   identity: its elements stay where they are and as many. **Replacement**
+//!   (a slot freed by [`Heap::collect`]; a new heap by `clone`) draws a new
+//!   [`Heap::generation`]. So a host that looks the same array up on every
+//!   message (U-Net/SLE's `RxBuf`) can keep where its elements are in a
+//!   [`BytesView`] and check it with one compare of the generation and one
+//!   of the handle ([`Heap::bytes_viewed`]).
 
 use crate::subset::Prim;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Bytes charged per object in addition to its elements.
 pub const OBJECT_OVERHEAD: u64 = 16;
@@ -59,6 +68,18 @@ impl Object {
                 Object::Ints(v) | Object::Instance(v) => 4 * v.len() as u64,
             }
     }
+    /// Its elements, to change in place ([`Heap::get_mut`]).
+    #[inline(always)]
+    fn elements_mut(&mut self) -> ObjectMut<'_> {
+        match self {
+            Object::Booleans(v) => ObjectMut::Booleans(v),
+            Object::Bytes(v) => ObjectMut::Bytes(v),
+            Object::Shorts(v) => ObjectMut::Shorts(v),
+            Object::Ints(v) => ObjectMut::Ints(v),
+            Object::Instance(v) => ObjectMut::Instance(v),
+        }
+    }
+
     /// Array length, or `None` for the instance.
     pub fn array_len(&self) -> Option<usize> {
         match self {
@@ -68,6 +89,63 @@ impl Object {
             Object::Instance(_) => None,
         }
     }
+}
+
+/// A heap object's elements, to change in place: what [`Heap::get_mut`]
+/// gives. Slices, not the vectors, so that no holder can move, grow or
+/// replace an object (its identity, which [`BytesView`]s and the
+/// directory rely on): that is the heap's own business, and moves its
+/// [`Heap::generation`] where a view could see it.
+#[derive(Debug, PartialEq, Eq)]
+pub enum ObjectMut<'a> {
+    /// `boolean[]` (elements are 0 or 1).
+    Booleans(&'a mut [i8]),
+    /// `byte[]`.
+    Bytes(&'a mut [i8]),
+    /// `short[]`.
+    Shorts(&'a mut [i16]),
+    /// `int[]`.
+    Ints(&'a mut [i32]),
+    /// The applet instance: its instance fields.
+    Instance(&'a mut [i32]),
+}
+
+impl ObjectMut<'_> {
+    /// Array length, or `None` for the instance.
+    pub fn array_len(&self) -> Option<usize> {
+        match self {
+            ObjectMut::Booleans(v) | ObjectMut::Bytes(v) => Some(v.len()),
+            ObjectMut::Shorts(v) => Some(v.len()),
+            ObjectMut::Ints(v) => Some(v.len()),
+            ObjectMut::Instance(_) => None,
+        }
+    }
+}
+
+/// Where the elements of one `byte[]` of one heap were, and when: filled
+/// by [`Heap::bytes_viewed`] and valid while the heap's
+/// [`Heap::generation`] and the handle looked up are the ones it holds.
+/// A default view matches nothing. Plain numbers: a view carries no
+/// authority (a stale or foreign one only misses).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BytesView {
+    /// The heap's generation when the view was filled (0: never; no
+    /// generation is 0).
+    generation: u64,
+    /// The handle it was filled for.
+    handle: i32,
+    /// The array's elements: address (an integer, so that a view is
+    /// `Send`) and length.
+    data: usize,
+    len: usize,
+}
+
+/// Draws a [`Heap::generation`]: never 0, never the same twice in the
+/// process (2^64 draws), so that no other heap, and no earlier state of
+/// this one, has it.
+fn next_generation() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
 /// Why an allocation failed.
@@ -170,6 +248,14 @@ pub struct Heap {
     limit: u64,
     marks: Vec<bool>,
     allocated_since_collect: bool,
+    /// Drawn anew ([`next_generation`]) whenever an object stops being
+    /// where it was: a slot freed (by [`Heap::collect`]), or the heap
+    /// copied (its copy draws its own). An allocation takes a free slot
+    /// or a new one, so it leaves every live handle's object where it
+    /// was and draws none. While it holds the value a [`BytesView`] was
+    /// filled with, the view's handle names the same array, with its
+    /// elements where they were ([`Heap::bytes_viewed`]).
+    generation: u64,
 }
 
 impl Clone for Heap {
@@ -184,6 +270,7 @@ impl Clone for Heap {
             limit: self.limit,
             marks: Vec::new(),
             allocated_since_collect: self.allocated_since_collect,
+            generation: next_generation(),
         };
         h.dir = std::iter::once(DirEntry::NULL)
             .chain(h.slots.iter_mut().map(|s| match s {
@@ -206,7 +293,15 @@ impl Heap {
             limit,
             marks: Vec::new(),
             allocated_since_collect: false,
+            generation: next_generation(),
         }
+    }
+
+    /// The heap's generation: it changes whenever an object may have
+    /// stopped being where it was (see [`Heap::generation`]'s field), and
+    /// no two heaps ever have the same.
+    pub fn generation(&self) -> u64 {
+        self.generation
     }
 
     /// Bytes in use (elements plus overhead).
@@ -286,10 +381,66 @@ impl Heap {
         self.slots.get(slot_of(handle)?)?.as_ref()
     }
 
-    /// The object behind a handle, mutably.
+    /// The elements of the object behind a handle, to change in place
+    /// (element access: the object stays where it is and as long).
     #[inline(always)]
-    pub fn get_mut(&mut self, handle: i32) -> Option<&mut Object> {
-        self.slots.get_mut(slot_of(handle)?)?.as_mut()
+    pub fn get_mut(&mut self, handle: i32) -> Option<ObjectMut<'_>> {
+        Some(
+            self.slots
+                .get_mut(slot_of(handle)?)?
+                .as_mut()?
+                .elements_mut(),
+        )
+    }
+
+    /// The `byte[]` behind `handle`, through `view`:
+    /// where `view` was filled by this heap in its current generation for
+    /// the same handle, its elements without a look-up (two compares);
+    /// otherwise looked up, and `view` filled for the next call. `None`
+    /// for null, a dangling handle or another kind of object (a
+    /// `boolean[]` too).
+    #[inline(always)]
+    pub fn bytes_viewed(&mut self, view: &mut BytesView, handle: i32) -> Option<&mut [i8]> {
+        if view.generation == self.generation && view.handle == handle {
+            // SAFETY: `view` was filled by `bytes_fill` of this heap (no
+            // other heap, and no earlier state of this one, has had this
+            // generation: `next_generation`) from the `Object::Bytes` at
+            // `handle`'s slot, and no slot has been
+            // freed since (a free draws a new generation). Nothing else
+            // replaces an object or moves its elements: mutable access
+            // outside this module is element access (`ObjectMut`, slices),
+            // and an allocation fills a free slot or a new one. So the
+            // vector filled from is still in that slot with its buffer at
+            // `data` and `len` elements (moving the `Heap` moves no
+            // buffer). The slice borrows `self` mutably, as `get_mut`'s
+            // would: it is the one reference to those elements.
+            return Some(unsafe {
+                core::slice::from_raw_parts_mut(view.data as *mut i8, view.len)
+            });
+        }
+        self.bytes_fill(view, handle)
+    }
+
+    /// [`Heap::bytes_viewed`] on a miss: the look-up, and `view` filled
+    /// (or emptied where the handle names no byte array).
+    #[inline(never)]
+    fn bytes_fill(&mut self, view: &mut BytesView, handle: i32) -> Option<&mut [i8]> {
+        let generation = self.generation;
+        match self.slots.get_mut(slot_of(handle)?)?.as_mut()? {
+            Object::Bytes(v) => {
+                *view = BytesView {
+                    generation,
+                    handle,
+                    data: v.as_mut_ptr() as usize,
+                    len: v.len(),
+                };
+                Some(v)
+            }
+            _ => {
+                *view = BytesView::default();
+                None
+            }
+        }
     }
 
     /// Whether anything was allocated since the last collection.
@@ -320,6 +471,7 @@ impl Heap {
                 _ => {}
             }
         }
+        let mut freed = false;
         for (i, slot) in self.slots.iter_mut().enumerate() {
             if !self.marks[i]
                 && let Some(obj) = slot.take()
@@ -327,7 +479,13 @@ impl Heap {
                 self.in_use -= obj.cost();
                 self.free.push(i as u32);
                 self.dir[i + 1] = DirEntry::NULL;
+                freed = true;
             }
+        }
+        if freed {
+            // A freed slot's handle may name another object after the next
+            // allocation: no view of this generation may match again.
+            self.generation = next_generation();
         }
         // Trailing free slots are returned, so capacity tracks the live set.
         while matches!(self.slots.last(), Some(None)) {
@@ -364,7 +522,7 @@ mod tests {
         for slot in 0..h.slots.len() {
             let handle = handle_of(slot);
             let entry = h.dir[handle as usize / 2];
-            match h.get_mut(handle) {
+            match h.slots[slot].as_mut() {
                 Some(o) => assert_eq!(entry, DirEntry::of(o), "handle {handle}"),
                 None => assert_eq!(entry, DirEntry::NULL, "handle {handle}"),
             }
@@ -406,6 +564,47 @@ mod tests {
         let mut c = h.clone();
         check_directory(&mut c);
         assert_ne!(c.dir[b as usize / 2].data, h.dir[b as usize / 2].data);
+    }
+
+    /// A view is found again (the same elements) while nothing was freed,
+    /// whatever was allocated; a freed slot taken by a new array under
+    /// the same handle, and a copy of the heap, each miss and find their
+    /// own array.
+    #[test]
+    fn a_view_holds_until_a_free_or_a_copy() {
+        let mut h = Heap::new(10_000);
+        let a = h.alloc_array(Prim::Byte, 4).unwrap();
+        let mut view = BytesView::default();
+        let data = |b: Option<&mut [i8]>| b.map(|b| (b.as_ptr() as usize, b.len()));
+        let first = data(h.bytes_viewed(&mut view, a)).expect("a byte array");
+        assert_eq!(view.generation, h.generation, "the view filled");
+        h.alloc_array(Prim::Int, 100).unwrap();
+        assert_eq!(data(h.bytes_viewed(&mut view, a)), Some(first), "a hit");
+        // A copy draws its own generation: the view misses there and
+        // finds the copy's elements, not the original's.
+        let mut copy = h.clone();
+        let mut copied = view;
+        let theirs = data(copy.bytes_viewed(&mut copied, a)).unwrap();
+        assert_ne!(theirs.0, first.0, "the copy's own elements");
+        assert_eq!(theirs.1, 4);
+        // `a` freed, and a new array takes its slot: the same handle.
+        let g = h.generation;
+        h.collect([], &[]);
+        assert_ne!(h.generation, g, "a free draws a generation");
+        let b = h.alloc_array(Prim::Byte, 9).unwrap();
+        assert_eq!(b, a, "the slot reused");
+        let now = data(h.bytes_viewed(&mut view, b)).expect("the new array");
+        assert_eq!(now.1, 9, "the new array, not the freed one");
+        // A collection that frees nothing keeps the generation (and the
+        // view); a handle of another kind fills an empty view.
+        let g = h.generation;
+        h.collect([b], &[]);
+        assert_eq!(h.generation, g);
+        assert_eq!(data(h.bytes_viewed(&mut view, b)), Some(now));
+        let i = h.alloc_array(Prim::Int, 1).unwrap();
+        assert_eq!(data(h.bytes_viewed(&mut view, i)), None);
+        assert_eq!(view.generation, 0);
+        assert_eq!(data(h.bytes_viewed(&mut view, 0)), None, "null");
     }
 
     #[test]

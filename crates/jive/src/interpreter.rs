@@ -26,7 +26,7 @@
 
 use crate::decode::{Func, NativeDecl, Op, Program, Switch};
 use crate::error::{Trap, TrapKind};
-use crate::heap::{Heap, Object};
+use crate::heap::{Heap, Object, ObjectMut};
 use crate::natives::{Context, NativeError, NativeFn};
 use crate::subset::{FieldType, Prim};
 
@@ -550,7 +550,7 @@ impl Machine {
                     sp -= 1;
                     let (a, i) = (s[sp - 1], s[sp]);
                     s[sp - 1] = match array!(a) {
-                        Object::Ints(v) => *index!(v, i),
+                        ObjectMut::Ints(v) => *index!(v, i),
                         _ => trap!(internal("iaload on a non-int array")),
                     };
                 }
@@ -558,7 +558,7 @@ impl Machine {
                     sp -= 1;
                     let (a, i) = (s[sp - 1], s[sp]);
                     s[sp - 1] = match array!(a) {
-                        Object::Bytes(v) | Object::Booleans(v) => i32::from(*index!(v, i)),
+                        ObjectMut::Bytes(v) | ObjectMut::Booleans(v) => i32::from(*index!(v, i)),
                         _ => trap!(internal("baload on a non-byte array")),
                     };
                 }
@@ -566,7 +566,7 @@ impl Machine {
                     sp -= 1;
                     let (a, i) = (s[sp - 1], s[sp]);
                     s[sp - 1] = match array!(a) {
-                        Object::Shorts(v) => i32::from(*index!(v, i)),
+                        ObjectMut::Shorts(v) => i32::from(*index!(v, i)),
                         _ => trap!(internal("saload on a non-short array")),
                     };
                 }
@@ -574,7 +574,7 @@ impl Machine {
                     sp -= 3;
                     let (a, i, x) = (s[sp], s[sp + 1], s[sp + 2]);
                     match array!(a) {
-                        Object::Ints(v) => *index!(v, i) = x,
+                        ObjectMut::Ints(v) => *index!(v, i) = x,
                         _ => trap!(internal("iastore on a non-int array")),
                     }
                 }
@@ -582,8 +582,8 @@ impl Machine {
                     sp -= 3;
                     let (a, i, x) = (s[sp], s[sp + 1], s[sp + 2]);
                     match array!(a) {
-                        Object::Bytes(v) => *index!(v, i) = x as i8,
-                        Object::Booleans(v) => *index!(v, i) = (x & 1) as i8,
+                        ObjectMut::Bytes(v) => *index!(v, i) = x as i8,
+                        ObjectMut::Booleans(v) => *index!(v, i) = (x & 1) as i8,
                         _ => trap!(internal("bastore on a non-byte array")),
                     }
                 }
@@ -591,7 +591,7 @@ impl Machine {
                     sp -= 3;
                     let (a, i, x) = (s[sp], s[sp + 1], s[sp + 2]);
                     match array!(a) {
-                        Object::Shorts(v) => *index!(v, i) = x as i16,
+                        ObjectMut::Shorts(v) => *index!(v, i) = x as i16,
                         _ => trap!(internal("sastore on a non-short array")),
                     }
                 }
@@ -754,7 +754,7 @@ impl Machine {
                 Op::GetField(k) => {
                     let o = s[sp - 1];
                     s[sp - 1] = match array!(o) {
-                        Object::Instance(v) => match v.get(usize::from(k)) {
+                        ObjectMut::Instance(v) => match v.get(usize::from(k)) {
                             Some(&x) => x,
                             None => trap!(internal("instance slot")),
                         },
@@ -765,7 +765,7 @@ impl Machine {
                     sp -= 2;
                     let (o, x) = (s[sp], s[sp + 1]);
                     match array!(o) {
-                        Object::Instance(v) => match v.get_mut(usize::from(k)) {
+                        ObjectMut::Instance(v) => match v.get_mut(usize::from(k)) {
                             Some(slot) => *slot = x,
                             None => trap!(internal("instance slot")),
                         },
@@ -827,7 +827,7 @@ impl Machine {
                 Op::IALoadLL(a, i) => {
                     let (a, i) = (s[fp + usize::from(a)], s[fp + usize::from(i)]);
                     s[sp] = match array!(a) {
-                        Object::Ints(v) => *index!(v, i),
+                        ObjectMut::Ints(v) => *index!(v, i),
                         _ => trap!(internal("iaload on a non-int array")),
                     };
                     sp += 1;
@@ -835,7 +835,7 @@ impl Machine {
                 Op::IALoadLC(a, i) => {
                     let (a, i) = (s[fp + usize::from(a)], i32::from(i));
                     s[sp] = match array!(a) {
-                        Object::Ints(v) => *index!(v, i),
+                        ObjectMut::Ints(v) => *index!(v, i),
                         _ => trap!(internal("iaload on a non-int array")),
                     };
                     sp += 1;
@@ -843,7 +843,7 @@ impl Machine {
                 Op::BALoadLL(a, i) => {
                     let (a, i) = (s[fp + usize::from(a)], s[fp + usize::from(i)]);
                     s[sp] = match array!(a) {
-                        Object::Bytes(v) | Object::Booleans(v) => i32::from(*index!(v, i)),
+                        ObjectMut::Bytes(v) | ObjectMut::Booleans(v) => i32::from(*index!(v, i)),
                         _ => trap!(internal("baload on a non-byte array")),
                     };
                     sp += 1;
@@ -851,7 +851,7 @@ impl Machine {
                 Op::AddIALoadLC(a, i) => {
                     let (a, i) = (s[fp + usize::from(a)], i32::from(i));
                     let x = match array!(a) {
-                        Object::Ints(v) => *index!(v, i),
+                        ObjectMut::Ints(v) => *index!(v, i),
                         _ => trap!(internal("iaload on a non-int array")),
                     };
                     s[sp - 1] = s[sp - 1].wrapping_add(x);
@@ -863,7 +863,7 @@ impl Machine {
                 Op::IAStoreLCL(a, i, v) => {
                     let (a, i, x) = (s[fp + usize::from(a)], i32::from(i), s[fp + usize::from(v)]);
                     match array!(a) {
-                        Object::Ints(v) => *index!(v, i) = x,
+                        ObjectMut::Ints(v) => *index!(v, i) = x,
                         _ => trap!(internal("iastore on a non-int array")),
                     }
                 }
@@ -874,7 +874,7 @@ impl Machine {
                         s[fp + usize::from(v)],
                     );
                     match array!(a) {
-                        Object::Ints(v) => *index!(v, i) = x,
+                        ObjectMut::Ints(v) => *index!(v, i) = x,
                         _ => trap!(internal("iastore on a non-int array")),
                     }
                 }
@@ -885,8 +885,8 @@ impl Machine {
                         s[fp + usize::from(v)],
                     );
                     match array!(a) {
-                        Object::Bytes(v) => *index!(v, i) = x as i8,
-                        Object::Booleans(v) => *index!(v, i) = (x & 1) as i8,
+                        ObjectMut::Bytes(v) => *index!(v, i) = x as i8,
+                        ObjectMut::Booleans(v) => *index!(v, i) = (x & 1) as i8,
                         _ => trap!(internal("bastore on a non-byte array")),
                     }
                 }

@@ -270,9 +270,18 @@ pub enum Engine {
 }
 
 /// A static `byte[]` field of an [`Applet`], resolved once by
-/// [`Applet::static_bytes_field`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StaticBytes(usize);
+/// [`Applet::static_bytes_field`], with where its array's elements were
+/// when [`Applet::static_bytes_mut`] last found them ([`heap::BytesView`]):
+/// while the field holds the same handle and the heap has not freed an
+/// object since, the next call finds them with two compares instead of
+/// the heap's look-up. The view is checked against the heap's generation,
+/// which no other heap (another applet's, or a copy) ever has, so a view
+/// used on another applet only misses.
+#[derive(Debug, Clone, Copy)]
+pub struct StaticBytes {
+    slot: usize,
+    view: heap::BytesView,
+}
 
 /// A loaded, verified and instantiated applet.
 pub struct Applet {
@@ -871,19 +880,25 @@ impl Applet {
     /// [`Applet::static_bytes_mut`].
     pub fn static_bytes_field(&self, name: &str) -> Result<StaticBytes, InvokeError> {
         self.static_slot(name, FieldType::Array(Prim::Byte), "byte[]")
-            .map(StaticBytes)
+            .map(|slot| StaticBytes {
+                slot,
+                view: heap::BytesView::default(),
+            })
     }
 
     /// The `byte[]` a static field refers to, to fill in place (the
     /// U-Net/SLE host writes each arriving packet into `RxBuf` this way
     /// instead of allocating a new array). `None` if the field is null.
-    #[inline]
-    pub fn static_bytes_mut(&mut self, field: StaticBytes) -> Option<&mut [i8]> {
-        let h = *self.statics.get(field.0)?;
-        match self.heap.get_mut(h)? {
-            Object::Bytes(v) => Some(v),
-            _ => None,
-        }
+    ///
+    /// Found through `field`'s view of the array ([`StaticBytes`]): the
+    /// field's handle and the heap's generation compared with the view's,
+    /// and looked up only when either changed (the applet stored another
+    /// array or null, or a collection freed an object), which fills the
+    /// view again.
+    #[inline(always)]
+    pub fn static_bytes_mut(&mut self, field: &mut StaticBytes) -> Option<&mut [i8]> {
+        let h = *self.statics.get(field.slot)?;
+        self.heap.bytes_viewed(&mut field.view, h)
     }
 
     fn static_slot(

@@ -41,7 +41,7 @@ use std::sync::Arc;
 
 use thiserror::Error;
 
-use crate::heap::{Heap, Object};
+use crate::heap::{Heap, ObjectMut};
 use crate::subset::Prim;
 
 /// An error a native method reports; it becomes [`crate::TrapKind::Native`].
@@ -912,7 +912,7 @@ pub struct Arrays<'a> {
 
 impl<'a> Arrays<'a> {
     #[inline]
-    fn into_obj(self, handle: i32) -> Result<&'a mut Object, NativeError> {
+    fn into_obj(self, handle: i32) -> Result<ObjectMut<'a>, NativeError> {
         if handle == 0 {
             return Err(NativeError("null array argument".into()));
         }
@@ -930,7 +930,7 @@ impl<'a> Arrays<'a> {
     #[inline]
     pub fn into_bytes(self, handle: i32) -> Result<&'a mut [i8], NativeError> {
         match self.into_obj(handle)? {
-            Object::Bytes(v) | Object::Booleans(v) => Ok(v),
+            ObjectMut::Bytes(v) | ObjectMut::Booleans(v) => Ok(v),
             _ => Err(NativeError("expected a byte array".into())),
         }
     }
@@ -944,7 +944,7 @@ impl<'a> Arrays<'a> {
     #[inline]
     pub fn into_shorts(self, handle: i32) -> Result<&'a mut [i16], NativeError> {
         match self.into_obj(handle)? {
-            Object::Shorts(v) => Ok(v),
+            ObjectMut::Shorts(v) => Ok(v),
             _ => Err(NativeError("expected a short array".into())),
         }
     }
@@ -958,7 +958,7 @@ impl<'a> Arrays<'a> {
     #[inline]
     pub fn into_ints(self, handle: i32) -> Result<&'a mut [i32], NativeError> {
         match self.into_obj(handle)? {
-            Object::Ints(v) => Ok(v),
+            ObjectMut::Ints(v) => Ok(v),
             _ => Err(NativeError("expected an int array".into())),
         }
     }

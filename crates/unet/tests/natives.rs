@@ -155,8 +155,8 @@ fn load(bytes: &[u8], mock: &mut Mock) -> Applet {
 
 /// Puts `msg` in RxBuf and runs doRx(msg.len(), chan) for `mock`.
 fn rx(a: &mut Applet, mock: &mut Mock, msg: &[u8], chan: i32) -> Result<i32, InvokeError> {
-    let field = a.static_bytes_field("RxBuf")?;
-    let buf = a.static_bytes_mut(field).expect("RxBuf is set");
+    let mut field = a.static_bytes_field("RxBuf")?;
+    let buf = a.static_bytes_mut(&mut field).expect("RxBuf is set");
     for (d, s) in buf.iter_mut().zip(msg) {
         *d = *s as i8;
     }
@@ -1202,8 +1202,8 @@ fn run_step(
     match s {
         Step::Rx { msg, chan } => {
             let m = a.method("doRx").ok()?;
-            let field = a.static_bytes_field("RxBuf").ok()?;
-            let buf = a.static_bytes_mut(field)?;
+            let mut field = a.static_bytes_field("RxBuf").ok()?;
+            let buf = a.static_bytes_mut(&mut field)?;
             if buf.len() < msg.len() {
                 return None;
             }

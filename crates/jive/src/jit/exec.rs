@@ -917,7 +917,7 @@ impl Compiled {
             return core::ptr::null_mut();
         }
         match heap.get_mut(instance) {
-            Some(Object::Instance(v)) => v.as_mut_ptr(),
+            Some(crate::heap::ObjectMut::Instance(v)) => v.as_mut_ptr(),
             _ => core::ptr::null_mut(),
         }
     }

@@ -93,7 +93,7 @@ use vcode::{Arg, Callee, Class, Func, I, L, Label, Leaf, Local, Operand, P, Reg,
 use crate::decode::{Op, Program, Switch, successors};
 pub use crate::error::JitError;
 use crate::error::{Trap, TrapKind};
-use crate::heap::{DIR_BYTES_SHIFT, DIR_DATA, DIR_LEN, DIR_MASK, Heap, Object};
+use crate::heap::{DIR_BYTES_SHIFT, DIR_DATA, DIR_LEN, DIR_MASK, Heap};
 use crate::interpreter::{Outcome, RunLimits, STACK_SLOTS, State};
 use crate::natives::{
     COPY_INLINE_MAX, Context, FastNative, HostWords, InlineForm, NativeError, NativeFn, RING_BYTES,

@@ -639,7 +639,7 @@ impl NativeHost for Io {
 /// path, as `invoke` is, so that the call saves no registers of its own.
 #[inline(always)]
 pub(super) fn fill_rxbuf(l: &mut Loaded, payload: &Payload<'_>) -> bool {
-    if let Some(buf) = l.applet.static_bytes_mut(l.rxbuf) {
+    if let Some(buf) = l.applet.static_bytes_mut(&mut l.rxbuf) {
         if copy_payload(buf, payload) {
             return true;
         }
@@ -657,7 +657,7 @@ fn refill_rxbuf(l: &mut Loaded, payload: &Payload<'_>) -> bool {
     {
         return false;
     }
-    match l.applet.static_bytes_mut(l.rxbuf) {
+    match l.applet.static_bytes_mut(&mut l.rxbuf) {
         Some(buf) => copy_payload(buf, payload),
         None => false,
     }
