@@ -698,12 +698,46 @@ impl Applet {
     /// code's stamp, the arguments written to the frame stack, and the
     /// invocation (the code cache's check that the code is alive, the
     /// record's per-call words, fuel, traps and the collector as ever).
-    #[inline]
+    #[inline(always)]
     pub fn run_prepared<const N: usize>(
         &mut self,
         p: &mut Prepared<N>,
         args: [i32; N],
         host: Option<&mut dyn core::any::Any>,
+    ) -> Called {
+        self.run_prepared_with(p, args, host, ())
+    }
+
+    /// [`Applet::run_prepared`] on a registration in the code cache that
+    /// the host holds across invocations ([`jit::Runner`]), instead of
+    /// the thread's, taken out of a thread-local and put back by every
+    /// invocation. The same semantics and checks; the runner is borrowed
+    /// for the invocation, so a native that invokes another applet
+    /// cannot use it (that invocation uses the thread's registration).
+    #[inline(always)]
+    pub fn run_prepared_on<const N: usize>(
+        &mut self,
+        runner: &mut jit::Runner,
+        p: &mut Prepared<N>,
+        args: [i32; N],
+        host: Option<&mut dyn core::any::Any>,
+    ) -> Called {
+        self.run_prepared_with(p, args, host, runner)
+    }
+
+    /// [`Applet::run_prepared`] on the registration `held` names
+    /// ([`jit::Held`]: the host's runner, or the thread's), chosen at
+    /// compile time, so that each form is the one body it was before the
+    /// other shared it (with an `Option` decided per call, LLVM inlined
+    /// the body into unet's receive path, and every row of its counts,
+    /// path-40 included, rose).
+    #[inline]
+    fn run_prepared_with<H: jit::Held, const N: usize>(
+        &mut self,
+        p: &mut Prepared<N>,
+        args: [i32; N],
+        host: Option<&mut dyn core::any::Any>,
+        mut held: H,
     ) -> Called {
         let ready = match self.jit.as_mut() {
             Some(jit) => jit.ready(p.m.idx, p.word),
@@ -721,7 +755,7 @@ impl Applet {
         };
         // The collector's trigger is tested on each outcome's own way, so
         // that the common one tests the outcome once.
-        match ready.enter(&self.prog, &mut st) {
+        match ready.enter(&self.prog, &mut st, held.runner()) {
             Ok(v) => {
                 if self.heap.needs_collect() {
                     self.collect();

@@ -482,17 +482,21 @@ impl Compiled {
                 String::new(),
             )));
         }
-        self.enter_admitted(prog, st, entry)
+        self.enter_admitted(prog, st, entry, None)
     }
 
     /// [`Compiled::enter`] after its check: `enterable` admits `entry`
     /// (checked by `enter`, or by the word of [`Compiled::ready`]).
+    ///
+    /// `held`: the registration the host holds ([`Runner`]), or `None`
+    /// for this thread's own ([`with_thread`]).
     #[inline(always)]
     fn enter_admitted(
         &mut self,
         prog: &Program,
         st: &mut State<'_>,
         entry: u16,
+        held: Option<&mut Runner>,
     ) -> Result<i32, Box<Trap>> {
         debug_assert_eq!(self.enterable.get(usize::from(entry)), Some(&true));
         let rec = &mut *self.rec;
@@ -525,13 +529,19 @@ impl Compiled {
         // Set only with a status of -1, in the `Compiled` rather than on
         // this frame, so that the common invocation writes nothing for it.
         let failed = &mut self.failed;
-        let status = with_thread(|thread| match thread {
-            Some(thread) => execute(thread, code, prog, ctx, entry, failed),
-            // A native of an applet running on this thread invokes another
-            // applet (this thread's registration is in use), or the thread
-            // is exiting: a registration of its own for this invocation.
-            None => execute_registering(code, prog, ctx, entry, failed),
-        });
+        let status = match held {
+            // Borrowed for the invocation: a native that invokes another
+            // applet cannot reach it, and takes this thread's own.
+            Some(runner) => execute(&mut runner.thread, code, prog, ctx, entry, failed),
+            None => with_thread(|thread| match thread {
+                Some(thread) => execute(thread, code, prog, ctx, entry, failed),
+                // A native of an applet running on this thread invokes
+                // another applet (this thread's registration is in use),
+                // or the thread is exiting: a registration of its own for
+                // this invocation.
+                None => execute_registering(code, prog, ctx, entry, failed),
+            }),
+        };
         if status == 0 {
             // A runtime call that records a trap makes the code take a
             // trap exit, so after a normal return nothing is pending.
@@ -618,10 +628,16 @@ impl Ready<'_> {
     /// [`Compiled::enter`] does, without its look-up: [`Compiled::ready`]
     /// found the word of a `keep` whose table admits the entry, and
     /// nothing has called `keep` since (it takes `&mut Compiled`, which
-    /// `self` holds).
+    /// `self` holds). `held`: the registration the host holds
+    /// ([`Runner`]), or `None` for this thread's own.
     #[inline(always)]
-    pub(crate) fn enter(self, prog: &Program, st: &mut State<'_>) -> Result<i32, Box<Trap>> {
-        self.jit.enter_admitted(prog, st, self.entry)
+    pub(crate) fn enter(
+        self,
+        prog: &Program,
+        st: &mut State<'_>,
+        held: Option<&mut Runner>,
+    ) -> Result<i32, Box<Trap>> {
+        self.jit.enter_admitted(prog, st, self.entry, held)
     }
 }
 
@@ -775,6 +791,79 @@ pub fn park() {
         unsafe { (*back.0).flag_out() };
     }
     drop(back);
+}
+
+/// A registration in the shared code cache that a host holds and passes
+/// to every invocation it makes ([`crate::Applet::run_prepared_on`]),
+/// instead of each invocation taking the thread's registration out of a
+/// thread-local and putting it back (a host that invokes on every message
+/// keeps it, e.g. in the loop of an engine thread).
+///
+/// It is a registration of its own ([`codecache::CodeCache::register`]),
+/// with the same protocol as the thread's: each invocation on it is a
+/// synchronization point only where something was retired since the last
+/// (the pin's check, [`codecache::Thread::pinned`]), so code retired
+/// meanwhile waits for the runner's next invocation, for [`Runner::park`]
+/// (which a host calls before it sleeps or blocks, as it calls [`park`]
+/// for the thread's), or for the runner to be dropped. An invocation
+/// borrows it mutably for its whole run, so that a native of the applet
+/// that invokes another applet cannot use it (that invocation takes the
+/// thread's own registration, as it would without a runner). It may move
+/// to another thread between invocations (it is `Send`, not `Sync`): the
+/// move synchronizes, and only its holder uses it.
+pub struct Runner {
+    thread: codecache::Thread,
+}
+
+impl Runner {
+    /// A new registration in the shared code cache, flagged in.
+    pub fn new() -> Runner {
+        Runner {
+            thread: cache().register(),
+        }
+    }
+
+    /// Flags the runner out of the shared code cache until its next
+    /// invocation: code retired meanwhile is freed without waiting for
+    /// it ([`park`] for a held registration).
+    pub fn park(&mut self) {
+        self.thread.flag_out();
+    }
+}
+
+/// The registration an invocation runs on, as a type, so that a caller's
+/// choice is made at compile time ([`crate::Applet::run_prepared_on`]):
+/// `()` for the thread's own ([`with_thread`]), `&mut Runner` for one the
+/// host holds.
+pub trait Held {
+    /// The runner, or `None` for the thread's registration.
+    fn runner(&mut self) -> Option<&mut Runner>;
+}
+
+impl Held for () {
+    #[inline(always)]
+    fn runner(&mut self) -> Option<&mut Runner> {
+        None
+    }
+}
+
+impl Held for &mut Runner {
+    #[inline(always)]
+    fn runner(&mut self) -> Option<&mut Runner> {
+        Some(&mut **self)
+    }
+}
+
+impl Default for Runner {
+    fn default() -> Runner {
+        Runner::new()
+    }
+}
+
+impl core::fmt::Debug for Runner {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Runner").finish_non_exhaustive()
+    }
 }
 
 /// Which code an invocation runs: the applet's key in the cache, and its

@@ -119,7 +119,7 @@ mod sites;
 pub use compiler::compile_standalone;
 use compiler::*;
 use exec::*;
-pub use exec::{Compiled, cache_stats, compile, evict_oldest, park};
+pub use exec::{Compiled, Held, Runner, cache_stats, compile, evict_oldest, park};
 use runtime::*;
 pub(crate) use runtime::{FAST_INT, FAST_OTHER, FAST_VOID, WordsFn, fast_entry, words_entry};
 use sites::*;
