@@ -421,7 +421,10 @@ impl Applet {
                 Some(_) => crate::jit::FAST_OTHER,
             };
             n.fast = fast.map_or(0, |f| f.entry[usize::from(kind)]);
-            n.words = fast.map(|f| f.words);
+            // The table's lender of words where it names one, so that a
+            // host invoking with its value typed finds it
+            // (`run_prepared_lent`).
+            n.words = fast.map(|f| natives.words().unwrap_or(f.words));
             n.inline = natives.inline(&n.name, &n.descriptor);
             match natives.get(&n.name, &n.descriptor) {
                 Some(f) => bound.push(f.clone()),
@@ -725,6 +728,26 @@ impl Applet {
         self.run_prepared_with(p, args, host, runner)
     }
 
+    /// [`Applet::run_prepared`] with the host value typed, `W::Host`,
+    /// where `W` is the lender of words the applet's natives table names
+    /// ([`Natives::set_words`]): the words the inline natives use are
+    /// `W::words` of the host, called directly, instead of found by
+    /// checking the value's type and calling through the program's
+    /// pointer. Checked per call: the program's lender is `W` (one
+    /// compare); where it is not (another table, or a program whose
+    /// inline natives run only in constructors), the words are found as
+    /// [`Applet::run_prepared`] finds them. The same semantics and checks
+    /// otherwise.
+    #[inline(always)]
+    pub fn run_prepared_lent<W: FastNative, const N: usize>(
+        &mut self,
+        p: &mut Prepared<N>,
+        args: [i32; N],
+        host: &mut W::Host,
+    ) -> Called {
+        self.run_prepared_with(p, args, jit::Lent::<W>(host), ())
+    }
+
     /// [`Applet::run_prepared`] on the registration `held` names
     /// ([`jit::Held`]: the host's runner, or the thread's), chosen at
     /// compile time, so that each form is the one body it was before the
@@ -732,11 +755,11 @@ impl Applet {
     /// the body into unet's receive path, and every row of its counts,
     /// path-40 included, rose).
     #[inline]
-    fn run_prepared_with<H: jit::Held, const N: usize>(
+    fn run_prepared_with<'h, A: jit::HostArg<'h>, H: jit::Held, const N: usize>(
         &mut self,
         p: &mut Prepared<N>,
         args: [i32; N],
-        host: Option<&mut dyn core::any::Any>,
+        mut host: A,
         mut held: H,
     ) -> Called {
         let ready = match self.jit.as_mut() {
@@ -744,18 +767,21 @@ impl Applet {
             None => None,
         };
         let Some(mut ready) = ready else {
-            return self.run_unprepared(p, args, host);
+            return self.run_unprepared(p, args, host.any());
         };
         p.m.fill_args(ready.args_mut(), self.instance, &args);
+        // The words a typed host lends, where the program's lender is its
+        // (`None`: found from the value, `jit::host_words`).
+        let words = host.lent_words(ready.words_of());
         let mut st = State {
             heap: &mut self.heap,
             statics: &mut self.statics,
             natives: &self.natives,
-            host,
+            host: host.any(),
         };
         // The collector's trigger is tested on each outcome's own way, so
         // that the common one tests the outcome once.
-        match ready.enter(&self.prog, &mut st, held.runner()) {
+        match ready.enter(&self.prog, &mut st, held.runner(), words) {
             Ok(v) => {
                 if self.heap.needs_collect() {
                     self.collect();

@@ -679,6 +679,9 @@ pub struct Natives {
     inline: HashMap<(String, String), InlineForm>,
     /// The host type all fast forms share, and its name.
     fast_host: Option<(core::any::TypeId, &'static str)>,
+    /// The table's lender of [`HostWords`] ([`Natives::set_words`]): the
+    /// words every fast form's program finds at an invocation's entry.
+    words: Option<crate::jit::WordsFn>,
 }
 
 impl core::fmt::Debug for Natives {
@@ -775,6 +778,41 @@ impl Natives {
         self.inline.remove(&key);
         self.fast.insert(key, FastEntry { entry, host, words });
         Ok(self)
+    }
+
+    /// Names `W` the table's lender of [`HostWords`]: a program of this
+    /// table finds the words its inline forms use at an invocation's
+    /// entry through `W::words`, whichever of its natives comes first
+    /// (without it, through the first inline native's own fast form). A
+    /// host that invokes with its host value typed names the same `W`
+    /// ([`crate::Applet::run_prepared_lent`]), and the invocation then
+    /// calls `W::words` directly instead of checking the value's type and
+    /// calling through a pointer: the one compare is that the program's
+    /// lender is `W`. `W::Host` must be the host type of the table's fast
+    /// forms ([`FastError::HostType`] otherwise), and its words are the
+    /// ones every fast form lends ([`FastNative::words`], the host's to
+    /// keep the same; all are `HostWords` of the live host value, so a
+    /// difference can confuse a budget's count, never memory).
+    pub fn set_words<W: FastNative>(&mut self) -> Result<&mut Natives, FastError> {
+        let host = core::any::TypeId::of::<W::Host>();
+        let host_name = core::any::type_name::<W::Host>();
+        match self.fast_host {
+            Some((t, _)) if t == host => {}
+            Some((_, table)) => {
+                return Err(FastError::HostType {
+                    table,
+                    given: host_name,
+                });
+            }
+            None => self.fast_host = Some((host, host_name)),
+        }
+        self.words = Some(crate::jit::words_entry::<W>());
+        Ok(self)
+    }
+
+    /// The table's lender of words ([`Natives::set_words`]), if named.
+    pub(crate) fn words(&self) -> Option<crate::jit::WordsFn> {
+        self.words
     }
 
     /// Gives the native bound as `name` with `descriptor`, which has a fast

@@ -286,7 +286,30 @@ pub fn bind<H: NativeHost>() -> Natives {
         let _ = t.set_inline(name, descriptor, form);
     }
     t.register("newAlignedArray", "(I)[B", new_aligned_array);
+    // Cannot fail: every fast form of the table is for `H`. The words are
+    // `H::words`, whichever native lends them; the engine invokes with its
+    // host value typed by this lender (`jive::Applet::run_prepared_lent`).
+    let _ = t.set_words::<Words<H>>();
     t
+}
+
+/// The table's lender of words ([`jive::Natives::set_words`]): a fast
+/// form bound to no native, lending [`NativeHost::words`] as every fast
+/// form of the table does ([`Fast`]).
+pub(crate) struct Words<H>(core::marker::PhantomData<fn() -> H>);
+
+impl<H: NativeHost> jive::FastNative for Words<H> {
+    type Host = H;
+
+    /// Never called: no native is bound to it.
+    fn call(_: &mut H, _: Arrays<'_>, _: &[i32]) -> Option<Result<i32, NativeError>> {
+        None
+    }
+
+    #[inline(always)]
+    fn words(host: &mut H) -> Option<&mut jive::HostWords> {
+        host.words()
+    }
 }
 
 /// Binds `N` with its ordinary and fast forms.

@@ -482,7 +482,7 @@ impl Compiled {
                 String::new(),
             )));
         }
-        self.enter_admitted(prog, st, entry, None)
+        self.enter_admitted(prog, st, entry, None, None)
     }
 
     /// [`Compiled::enter`] after its check: `enterable` admits `entry`
@@ -497,13 +497,19 @@ impl Compiled {
         st: &mut State<'_>,
         entry: u16,
         held: Option<&mut Runner>,
+        lent: Option<*mut HostWords>,
     ) -> Result<i32, Box<Trap>> {
         debug_assert_eq!(self.enterable.get(usize::from(entry)), Some(&true));
         let rec = &mut *self.rec;
         // The words the host lends the inline natives for this invocation
         // (`NO_WORDS` if it lends none): the one word written here for them
-        // (`Ctx::words`).
-        let words = host_words(&mut rec.ctx, st.host.as_deref_mut());
+        // (`Ctx::words`). `lent`: already taken from a typed host by the
+        // program's own lender (`HostArg::lent_words`), from the borrow of
+        // the host this invocation holds.
+        let words = match lent {
+            Some(w) => w,
+            None => host_words(&mut rec.ctx, st.host.as_deref_mut()),
+        };
         // The frame stack's bounds were written when the record was made
         // (`Record::new`), the fields, the depth limit and the natives by
         // `keep`, as the natives and their declarations; the words that
@@ -636,8 +642,15 @@ impl Ready<'_> {
         prog: &Program,
         st: &mut State<'_>,
         held: Option<&mut Runner>,
+        lent: Option<*mut HostWords>,
     ) -> Result<i32, Box<Trap>> {
-        self.jit.enter_admitted(prog, st, self.entry, held)
+        self.jit.enter_admitted(prog, st, self.entry, held, lent)
+    }
+
+    /// The program's lender of words (`Ctx::words_of`).
+    #[inline(always)]
+    pub(crate) fn words_of(&self) -> Option<WordsFn> {
+        self.jit.rec.ctx.words_of
     }
 }
 
@@ -835,7 +848,7 @@ impl Runner {
 /// choice is made at compile time ([`crate::Applet::run_prepared_on`]):
 /// `()` for the thread's own ([`with_thread`]), `&mut Runner` for one the
 /// host holds.
-pub trait Held {
+pub(crate) trait Held {
     /// The runner, or `None` for the thread's registration.
     fn runner(&mut self) -> Option<&mut Runner>;
 }

@@ -118,8 +118,10 @@ mod sites;
 
 pub use compiler::compile_standalone;
 use compiler::*;
+pub(crate) use exec::Held;
 use exec::*;
-pub use exec::{Compiled, Held, Runner, cache_stats, compile, evict_oldest, park};
+pub use exec::{Compiled, Runner, cache_stats, compile, evict_oldest, park};
 use runtime::*;
 pub(crate) use runtime::{FAST_INT, FAST_OTHER, FAST_VOID, WordsFn, fast_entry, words_entry};
+pub(crate) use runtime::{HostArg, Lent};
 use sites::*;

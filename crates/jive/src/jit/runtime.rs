@@ -133,12 +133,16 @@ pub(super) const W_AREA_LEN: i64 = crate::natives::AREA_LEN as i64;
 pub(crate) struct WordsFn {
     checked: fn(&mut dyn core::any::Any) -> Option<*mut HostWords>,
     typed: unsafe fn(*mut ()) -> *mut HostWords,
+    /// The fast form `F` they call `F::words` of: what a typed host's
+    /// lender is compared with ([`Lent`]).
+    lender: core::any::TypeId,
 }
 
 impl PartialEq for WordsFn {
     fn eq(&self, other: &WordsFn) -> bool {
         self.checked as usize == other.checked as usize
             && self.typed as usize == other.typed as usize
+            && self.lender == other.lender
     }
 }
 
@@ -148,6 +152,7 @@ impl core::hash::Hash for WordsFn {
     fn hash<H: core::hash::Hasher>(&self, h: &mut H) {
         (self.checked as usize).hash(h);
         (self.typed as usize).hash(h);
+        self.lender.hash(h);
     }
 }
 
@@ -220,6 +225,56 @@ pub(crate) fn words_entry<F: FastNative>() -> WordsFn {
     WordsFn {
         checked: words_checked::<F>,
         typed: words_typed::<F>,
+        lender: core::any::TypeId::of::<F>(),
+    }
+}
+
+/// The host value of an invocation, as a type
+/// ([`crate::Applet::run_prepared_lent`]): untyped
+/// (`Option<&mut dyn Any>`, whose words [`host_words`] finds by checking
+/// its type) or typed by a lender of words ([`Lent`]).
+pub(crate) trait HostArg<'h> {
+    /// The words the host lends the inline natives, where its type names
+    /// a lender and that is the program's, `words_of`; `None`: found from
+    /// the untyped value ([`host_words`]).
+    fn lent_words(&mut self, words_of: Option<WordsFn>) -> Option<*mut HostWords>;
+    /// The value, untyped, for the natives and the runtime calls.
+    fn any(self) -> Option<&'h mut dyn core::any::Any>;
+}
+
+impl<'h> HostArg<'h> for Option<&'h mut dyn core::any::Any> {
+    #[inline(always)]
+    fn lent_words(&mut self, _: Option<WordsFn>) -> Option<*mut HostWords> {
+        None
+    }
+
+    #[inline(always)]
+    fn any(self) -> Option<&'h mut dyn core::any::Any> {
+        self
+    }
+}
+
+/// A host value typed by the fast form `W` that lends its words
+/// ([`crate::Natives::set_words`]).
+pub(crate) struct Lent<'h, W: FastNative>(pub(crate) &'h mut W::Host);
+
+impl<'h, W: FastNative> HostArg<'h> for Lent<'h, W> {
+    /// `W::words` of the value, called directly, where the program finds
+    /// its words through `W` (one compare of a constant); no check of
+    /// the value's type is needed, it is `W::Host` by its type. Where the
+    /// program's lender is another, `None`, and the words are found from
+    /// the untyped value as ever.
+    #[inline(always)]
+    fn lent_words(&mut self, words_of: Option<WordsFn>) -> Option<*mut HostWords> {
+        if words_of?.lender != core::any::TypeId::of::<W>() {
+            return None;
+        }
+        Some(lent(W::words(self.0)))
+    }
+
+    #[inline(always)]
+    fn any(self) -> Option<&'h mut dyn core::any::Any> {
+        Some(self.0)
     }
 }
 

@@ -734,7 +734,7 @@ pub(super) fn invoke<const N: usize>(
     let (applet, m) = method(l);
     // The outcome comes back in one register; a failure's error stays in
     // the applet, for `ended_badly`.
-    let c = applet.run_prepared(m, args, Some(&mut rx.io));
+    let c = applet.run_prepared_lent::<crate::natives::Words<Io>, N>(m, args, &mut rx.io);
     rx.io.end(lent);
     let took = start.map_or(Duration::ZERO, |s| s.elapsed());
     let outcome = if c.is_ok() && !rx.io.inv.overran {
