@@ -161,7 +161,22 @@ pub struct MessageRef<'a> {
     body: Body,
 }
 
+/// A message [`Endpoint::recv_ref_slow`] took, for `recv_ref` to make
+/// its [`MessageRef`]: 16 bytes, so that it comes back in two registers
+/// (a `MessageRef` came back through memory, and the caller's short path,
+/// joined with it, built its own inline message's there too: some 15
+/// instructions per message).
+#[derive(Clone, Copy)]
+struct Taken {
+    len: u32,
+    chan: u16,
+    body: Body,
+}
+
+const _: () = assert!(size_of::<Option<Taken>>() == 16);
+
 /// Where a [`MessageRef`]'s bytes are.
+#[derive(Clone, Copy)]
 enum Body {
     /// Inline in receive queue slot `.0`, the front one, not yet freed.
     Inline(u32),
@@ -1146,14 +1161,30 @@ impl Endpoint {
                     body: Body::Inline(i),
                 });
             }
+            if nbufs == 1
+                && let Some(off) = self.take_one_buffer(i, len)
+            {
+                return Some(MessageRef {
+                    ep: self,
+                    len,
+                    chan,
+                    body: Body::Buffers(off),
+                });
+            }
         }
-        self.recv_ref_slow()
+        let t = self.recv_ref_slow()?;
+        Some(MessageRef {
+            ep: self,
+            len: t.len,
+            chan: t.chan,
+            body: t.body,
+        })
     }
 
     /// [`Endpoint::recv_ref`] but for its short path: messages in buffers,
     /// descriptors that are not well formed, an empty queue.
     #[inline(never)]
-    fn recv_ref_slow(&mut self) -> Option<MessageRef<'_>> {
+    fn recv_ref_slow(&mut self) -> Option<Taken> {
         for round in 0..2 {
             // A corrupt producer index reads as an empty queue, as in `recv`.
             while let Some(i) = self.rx.front_or_none() {
@@ -1161,8 +1192,7 @@ impl Endpoint {
                 let (len, chan, nbufs) = self.rx.mem().read_rx_head(i);
                 if nbufs == 0 {
                     if len as usize <= INLINE_MAX {
-                        return Some(MessageRef {
-                            ep: self,
+                        return Some(Taken {
                             len,
                             chan,
                             body: Body::Inline(i),
@@ -1173,30 +1203,18 @@ impl Endpoint {
                     continue;
                 }
                 if nbufs == 1 {
-                    // One buffer, the common case above `INLINE_MAX`: of
-                    // the descriptor only its offset is copied, and it is
-                    // checked as `well_formed` checks one buffer.
-                    let off = self.rx.mem().read_rx_first_offset(i);
-                    self.rx.advance();
-                    if len != 0
-                        && len <= self.layout.config.buffer_size
-                        && self.layout.is_buffer(off)
-                    {
-                        self.took_buffer(len, off);
-                        return Some(MessageRef {
-                            ep: self,
+                    if let Some(off) = self.take_one_buffer(i, len) {
+                        return Some(Taken {
                             len,
                             chan,
                             body: Body::Buffers(off),
                         });
                     }
-                    self.bad_rx += 1;
                     continue;
                 }
                 if self.hold_front(i) {
                     let (len, chan, first) = (self.held.len, self.held.chan, self.held.offset(0));
-                    return Some(MessageRef {
-                        ep: self,
+                    return Some(Taken {
                         len,
                         chan,
                         body: Body::Buffers(first),
@@ -1209,6 +1227,26 @@ impl Endpoint {
             }
             self.link.drive_rx();
         }
+        None
+    }
+
+    /// Takes the descriptor of one buffer for a `len`-byte message in
+    /// front slot `i` (its fixed part read by the caller): the buffer's
+    /// offset if the descriptor is well formed, else `None` with it
+    /// counted. One buffer, the common case above `INLINE_MAX`: of the
+    /// descriptor only its offset is copied, and it is checked as
+    /// `well_formed` checks one buffer. The slot is freed either way. Out
+    /// of line, called from `recv_ref`'s short path with the fixed part it
+    /// read (not read again), its answer in registers.
+    #[inline(never)]
+    fn take_one_buffer(&mut self, i: u32, len: u32) -> Option<u32> {
+        let off = self.rx.mem().read_rx_first_offset(i);
+        self.rx.advance();
+        if len != 0 && len <= self.layout.config.buffer_size && self.layout.is_buffer(off) {
+            self.took_buffer(len, off);
+            return Some(off);
+        }
+        self.bad_rx += 1;
         None
     }
 
