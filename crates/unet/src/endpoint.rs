@@ -811,27 +811,24 @@ impl Endpoint {
     #[inline(always)]
     pub fn send(&mut self, chan: u16, msg: &[u8]) -> Result<(), SendError> {
         // The message handed to the engine directly in the caller's body
-        // (the engine's own work is one call); everything else, and every
-        // error, out of line.
-        if self.drive
-            && msg.len() <= self.max_message
-            && !self.is_closed(chan)
-            && self.send_direct(chan, Direct::Bytes(msg))
+        // (the engine's own work is one call); the length's error and the
+        // message through the queue out of line.
+        if self.is_closed(chan) {
+            return Err(SendError::ChannelClosed { chan });
+        }
+        if self.drive && msg.len() <= self.max_message && self.send_direct(chan, Direct::Bytes(msg))
         {
             return Ok(());
         }
         self.send_slow(chan, msg)
     }
 
-    /// [`Endpoint::send`] but for a message the engine took directly: its
-    /// errors, and the message through the transmit queue. A driving
-    /// endpoint's message of an allowed length on an open channel was
-    /// offered to the engine directly already, and declined.
+    /// [`Endpoint::send`] but for a message the engine took directly: the
+    /// length's error, and the message through the transmit queue. The
+    /// channel was checked; a driving endpoint's message of an allowed
+    /// length was offered to the engine directly already, and declined.
     #[inline(never)]
     fn send_slow(&mut self, chan: u16, msg: &[u8]) -> Result<(), SendError> {
-        if self.is_closed(chan) {
-            return Err(SendError::ChannelClosed { chan });
-        }
         if self.drive && msg.len() > self.max_message {
             return Err(SendError::TooLong {
                 len: msg.len(),
