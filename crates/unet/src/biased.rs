@@ -266,8 +266,11 @@ impl RawBiased {
 
     /// Takes the lock as thread `me` (a token: never 0, its low 8 bits 0,
     /// never another thread's), waiting while another thread holds it. The
-    /// result says how it was taken, for [`RawBiased::unlock`].
-    #[inline]
+    /// result says how it was taken, for [`RawBiased::unlock`]. Always
+    /// inlined: the engine's delivery of a message sent in this process
+    /// (`Engine::send_direct_locked`) otherwise called it, a frame of its
+    /// own for the receive lock on every message.
+    #[inline(always)]
     pub fn lock_as(&self, me: u64) -> Held<'_> {
         if let Some(h) = self.try_fast(me) {
             return h;

@@ -161,16 +161,39 @@ pub struct MessageRef<'a> {
     body: Body,
 }
 
+/// A message [`Endpoint::recv_ref_slow`] took, for `recv_ref` to make
+/// its [`MessageRef`]: 16 bytes, so that it comes back in two registers
+/// (a `MessageRef` came back through memory, and the caller's short path,
+/// joined with it, built its own inline message's there too: some 15
+/// instructions per message).
+#[derive(Clone, Copy)]
+struct Taken {
+    len: u32,
+    chan: u16,
+    body: Body,
+}
+
+const _: () = assert!(size_of::<Option<Taken>>() == 16);
+
 /// Where a [`MessageRef`]'s bytes are.
+#[derive(Clone, Copy)]
 enum Body {
     /// Inline in receive queue slot `.0`, the front one, not yet freed.
     Inline(u32),
-    /// In the buffers that the private copy of its (well formed)
-    /// descriptor in [`Endpoint::held`] names; its slot is already freed.
-    /// The copy is kept in the endpoint, not here: a 64-byte aligned
-    /// descriptor made every `Option<MessageRef>` 192 bytes, moved with a
-    /// `memcpy` on each return, inline messages included.
-    Buffers,
+    /// In buffers, the first at offset `.0` of the buffer area; its slot
+    /// is already freed. A message no longer than a buffer (checked as
+    /// [`Endpoint::well_formed`] checks a descriptor: its length within
+    /// the buffer, the offset a buffer's start) is in that one buffer
+    /// alone, the common case above `INLINE_MAX`, and nothing else of it
+    /// is kept: the offset is all there is to read and give back. A longer
+    /// one is in the buffers that the private copy of its (well formed)
+    /// descriptor in [`Endpoint::held`] names, kept in the endpoint, not
+    /// here: a 64-byte aligned descriptor made every `Option<MessageRef>`
+    /// 192 bytes, moved with a `memcpy` on each return, inline messages
+    /// included. (Two variants, not a third for one buffer: with three,
+    /// the compiler built the inline message's `MessageRef` in memory and
+    /// read it back, some 20 instructions on the 40-byte path.)
+    Buffers(u32),
 }
 
 impl MessageRef<'_> {
@@ -201,7 +224,11 @@ impl MessageRef<'_> {
     pub fn read(&self, mut f: impl FnMut(&[u8])) {
         match &self.body {
             Body::Inline(i) => self.ep.rx.mem().with_rx_inline(*i, self.len(), f),
-            Body::Buffers => self.ep.read_buffers(&self.ep.held, &mut f),
+            Body::Buffers(off) if self.len <= self.ep.layout.config.buffer_size => self
+                .ep
+                .seg
+                .with_bytes(self.ep.layout.area + *off as usize, self.len(), f),
+            Body::Buffers(_) => self.ep.read_buffers(&self.ep.held, &mut f),
         }
     }
 
@@ -210,6 +237,15 @@ impl MessageRef<'_> {
         let mut v = Vec::with_capacity(self.len());
         self.read(|p| v.extend_from_slice(p));
         v
+    }
+
+    /// The offset of its first buffer, if it came in buffers.
+    #[cfg(test)]
+    fn first_buffer(&self) -> Option<u32> {
+        match self.body {
+            Body::Inline(_) => None,
+            Body::Buffers(off) => Some(off),
+        }
     }
 }
 
@@ -220,11 +256,11 @@ impl Drop for MessageRef<'_> {
             // The slot goes back to the engine only now.
             Body::Inline(_) => self.ep.rx.advance(),
             // One buffer given back inline, the common case.
-            Body::Buffers if self.ep.held.nbufs == 1 => {
-                let off = self.ep.held.offset(0);
+            Body::Buffers(off) if self.len <= self.ep.layout.config.buffer_size => {
+                let off = *off;
                 self.ep.give_back(off);
             }
-            Body::Buffers => self.ep.give_back_held(),
+            Body::Buffers(_) => self.ep.give_back_held(),
         }
     }
 }
@@ -311,8 +347,9 @@ pub struct Endpoint {
     /// fewer for an endpoint with few receive buffers.
     give_batch: usize,
     /// The private, checked copy of the descriptor of the message in
-    /// buffers that a [`MessageRef`] reads (valid while one borrows the
-    /// endpoint with [`Body::Buffers`]).
+    /// more than one buffer that a [`MessageRef`] reads (valid while one
+    /// borrows the endpoint with [`Body::Buffers`] for a message longer
+    /// than a buffer).
     held: RxDesc,
     /// The free queue's count (wrapping) of the entry the engine is
     /// expected to take next, as far as this side can tell: the engine
@@ -324,11 +361,13 @@ pub struct Endpoint {
     /// Only a hint: it chooses which lines [`Endpoint::recv_ref`] asks the
     /// CPU to fetch early, never what is read.
     expect: u32,
-    /// The length of the last message received if it came in buffers, 0
-    /// if it came inline: a message in buffers is probably followed by
+    /// How many lines of the first buffer the last message received
+    /// filled if it came in buffers (at most [`PREFETCH_MAX`] bytes'), 0 if
+    /// it came inline: a message in buffers is probably followed by
     /// another of about its size, whose buffer's lines are asked for
-    /// early (see [`PREFETCH_MAX`]).
-    last_len: u32,
+    /// early. Counted when the message is taken, so that the early fetch
+    /// itself is a slot's read and the fetches.
+    fetch_lines: u32,
     link: Box<dyn Control>,
     drive: bool,
     /// The engine and this endpoint's port, if the engine runs in this
@@ -545,7 +584,7 @@ impl Endpoint {
             gathered: 0,
             give_batch: (layout.config.buffers as usize / 2 / 8).clamp(1, GIVE_BACK),
             held: RxDesc::default(),
-            last_len: 0,
+            fetch_lines: 0,
             link,
             drive: true,
             direct: None,
@@ -769,20 +808,32 @@ impl Endpoint {
     /// and pushes a descriptor, or, with the engine in this process and
     /// this endpoint driving it, hands it to the engine directly when it
     /// can take it so (see [`Endpoint::tx_pushed`]).
+    #[inline(always)]
     pub fn send(&mut self, chan: u16, msg: &[u8]) -> Result<(), SendError> {
+        // The message handed to the engine directly in the caller's body
+        // (the engine's own work is one call); the length's error and the
+        // message through the queue out of line.
         if self.is_closed(chan) {
             return Err(SendError::ChannelClosed { chan });
         }
-        if self.drive {
-            if msg.len() > self.max_message {
-                return Err(SendError::TooLong {
-                    len: msg.len(),
-                    max: self.max_message,
-                });
-            }
-            if self.send_direct(chan, Direct::Bytes(msg)) {
-                return Ok(());
-            }
+        if self.drive && msg.len() <= self.max_message && self.send_direct(chan, Direct::Bytes(msg))
+        {
+            return Ok(());
+        }
+        self.send_slow(chan, msg)
+    }
+
+    /// [`Endpoint::send`] but for a message the engine took directly: the
+    /// length's error, and the message through the transmit queue. The
+    /// channel was checked; a driving endpoint's message of an allowed
+    /// length was offered to the engine directly already, and declined.
+    #[inline(never)]
+    fn send_slow(&mut self, chan: u16, msg: &[u8]) -> Result<(), SendError> {
+        if self.drive && msg.len() > self.max_message {
+            return Err(SendError::TooLong {
+                len: msg.len(),
+                max: self.max_message,
+            });
         }
         self.send_queued(
             chan,
@@ -1090,8 +1141,8 @@ impl Endpoint {
         // The short path in the caller: an inline message at the front
         // (its fixed part read once and checked, as below). Everything
         // else, from the start, out of line.
-        if let Ok(Some(i)) = self.rx.front() {
-            if self.last_len != 0 {
+        if let Some(i) = self.rx.front_or_none() {
+            if self.fetch_lines != 0 {
                 // While the descriptor's line is on its way from the
                 // engine's core, the buffer it probably names too: the
                 // buffer's offset is in the descriptor, so it would
@@ -1107,23 +1158,38 @@ impl Endpoint {
                     body: Body::Inline(i),
                 });
             }
+            if nbufs == 1
+                && let Some(off) = self.take_one_buffer(i, len)
+            {
+                return Some(MessageRef {
+                    ep: self,
+                    len,
+                    chan,
+                    body: Body::Buffers(off),
+                });
+            }
         }
-        self.recv_ref_slow()
+        let t = self.recv_ref_slow()?;
+        Some(MessageRef {
+            ep: self,
+            len: t.len,
+            chan: t.chan,
+            body: t.body,
+        })
     }
 
     /// [`Endpoint::recv_ref`] but for its short path: messages in buffers,
     /// descriptors that are not well formed, an empty queue.
     #[inline(never)]
-    fn recv_ref_slow(&mut self) -> Option<MessageRef<'_>> {
+    fn recv_ref_slow(&mut self) -> Option<Taken> {
         for round in 0..2 {
             // A corrupt producer index reads as an empty queue, as in `recv`.
-            while let Ok(Some(i)) = self.rx.front() {
+            while let Some(i) = self.rx.front_or_none() {
                 // The fixed part, copied once and checked here.
                 let (len, chan, nbufs) = self.rx.mem().read_rx_head(i);
                 if nbufs == 0 {
                     if len as usize <= INLINE_MAX {
-                        return Some(MessageRef {
-                            ep: self,
+                        return Some(Taken {
                             len,
                             chan,
                             body: Body::Inline(i),
@@ -1134,45 +1200,23 @@ impl Endpoint {
                     continue;
                 }
                 if nbufs == 1 {
-                    // One buffer, the common case above `INLINE_MAX`: of
-                    // the descriptor only its offset is copied, and it is
-                    // checked as `well_formed` checks one buffer.
-                    let off = self.rx.mem().read_rx_first_offset(i);
-                    self.rx.advance();
-                    if len != 0
-                        && len <= self.layout.config.buffer_size
-                        && self.layout.is_buffer(off)
-                    {
-                        self.took_buffer(len, off);
-                        self.held.len = len;
-                        self.held.chan = chan;
-                        self.held.nbufs = 1;
-                        self.held.data[..4].copy_from_slice(&off.to_le_bytes());
-                        return Some(MessageRef {
-                            ep: self,
+                    if let Some(off) = self.take_one_buffer(i, len) {
+                        return Some(Taken {
                             len,
                             chan,
-                            body: Body::Buffers,
+                            body: Body::Buffers(off),
                         });
                     }
-                    self.bad_rx += 1;
                     continue;
                 }
-                // In buffers: a private copy of the whole descriptor,
-                // checked as `recv` checks it.
-                let d: RxDesc = self.rx.mem().read(i);
-                self.rx.advance();
-                if self.well_formed(&d) {
-                    self.took_buffers(&d);
-                    self.held = d;
-                    return Some(MessageRef {
-                        ep: self,
-                        len: d.len,
-                        chan: d.chan,
-                        body: Body::Buffers,
+                if self.hold_front(i) {
+                    let (len, chan, first) = (self.held.len, self.held.chan, self.held.offset(0));
+                    return Some(Taken {
+                        len,
+                        chan,
+                        body: Body::Buffers(first),
                     });
                 }
-                self.bad_rx += 1;
             }
             self.give_gathered();
             if round == 1 || !self.drive {
@@ -1183,11 +1227,50 @@ impl Endpoint {
         None
     }
 
+    /// Takes the descriptor of one buffer for a `len`-byte message in
+    /// front slot `i` (its fixed part read by the caller): the buffer's
+    /// offset if the descriptor is well formed, else `None` with it
+    /// counted. One buffer, the common case above `INLINE_MAX`: of the
+    /// descriptor only its offset is copied, and it is checked as
+    /// `well_formed` checks one buffer. The slot is freed either way. Out
+    /// of line, called from `recv_ref`'s short path with the fixed part it
+    /// read (not read again), its answer in registers.
+    #[inline(never)]
+    fn take_one_buffer(&mut self, i: u32, len: u32) -> Option<u32> {
+        let off = self.rx.mem().read_rx_first_offset(i);
+        self.rx.advance();
+        if len != 0 && len <= self.layout.config.buffer_size && self.layout.is_buffer(off) {
+            self.took_buffer(len, off);
+            return Some(off);
+        }
+        self.bad_rx += 1;
+        None
+    }
+
+    /// [`Endpoint::recv_ref_slow`] of a descriptor of more than one buffer
+    /// in front slot `i`: a private copy of the whole descriptor, checked
+    /// as `recv` checks it, kept in [`Endpoint::held`] if well formed
+    /// (whether it was; else counted). The slot is freed either way. Out
+    /// of line, with the copy's 64-byte aligned place on its stack: the
+    /// one-buffer path beside it then has a frame without it.
+    #[inline(never)]
+    fn hold_front(&mut self, i: u32) -> bool {
+        let d: RxDesc = self.rx.mem().read(i);
+        self.rx.advance();
+        if self.well_formed(&d) {
+            self.took_buffers(&d);
+            self.held = d;
+            return true;
+        }
+        self.bad_rx += 1;
+        false
+    }
+
     /// Asks the CPU for the lines of the buffer the engine is expected to
     /// have taken for the message just published ([`Endpoint::expect`]),
     /// as many as the last message's length fills in its first buffer, at
-    /// most [`PREFETCH_MAX`] bytes.
-    /// Once per message: [`Endpoint::last_len`] is set again only when
+    /// most [`PREFETCH_MAX`] bytes ([`Endpoint::fetch_lines`]).
+    /// Once per message: [`Endpoint::fetch_lines`] is set again only when
     /// the message turns out to be in buffers too, so that a run of inline
     /// messages pays nothing but the test of it. Inlined: as a call
     /// (`recv_ref` inlined into its caller either way) the 1 KiB round trip
@@ -1197,14 +1280,23 @@ impl Endpoint {
     fn prefetch_expected(&mut self) {
         // No test that the entry was given or holds a buffer: whatever
         // the slot holds (an old entry, an offset the engine will skip),
-        // the lines asked for are inside the segment (`prefetch_lines`
-        // clips them) and only a hint; the tests cost more than the rare
-        // wrong guess they would spare (`unet-count` path-1000, 12
-        // instructions).
-        let last = std::mem::take(&mut self.last_len);
+        // the lines asked for are inside the segment
+        // (`prefetch_line_count` asks for none otherwise) and only a
+        // hint; the tests cost more than the rare wrong guess they would
+        // spare (`unet-count` path-1000, 12 instructions).
+        let lines = std::mem::take(&mut self.fetch_lines);
         let off = self.free.slot_of(self.expect) as usize;
-        let len = (last.min(self.layout.config.buffer_size) as usize).min(PREFETCH_MAX);
-        self.seg.prefetch_lines(self.layout.area + off, len);
+        self.seg
+            .prefetch_line_count(self.layout.area + off, lines as usize);
+    }
+
+    /// The lines of a buffer that a `len`-byte message fills, at most
+    /// [`PREFETCH_MAX`] bytes' ([`Endpoint::fetch_lines`]).
+    #[inline(always)]
+    fn lines_to_fetch(&self, len: u32) -> u32 {
+        len.min(self.layout.config.buffer_size)
+            .min(PREFETCH_MAX as u32)
+            .div_ceil(64)
     }
 
     /// Counts the buffers of a well-formed received message `d` in
@@ -1214,7 +1306,7 @@ impl Endpoint {
     /// that one.
     #[inline]
     fn took_buffers(&mut self, d: &RxDesc) {
-        self.last_len = d.len;
+        self.fetch_lines = self.lines_to_fetch(d.len);
         let first = d.offset(0);
         if self.free.slot_of(self.expect) != first {
             self.find_expected(first);
@@ -1226,7 +1318,7 @@ impl Endpoint {
     /// buffer `off`.
     #[inline(always)]
     fn took_buffer(&mut self, len: u32, off: u32) {
-        self.last_len = len;
+        self.fetch_lines = self.lines_to_fetch(len);
         if self.free.slot_of(self.expect) != off {
             self.find_expected(off);
         }
@@ -1383,8 +1475,9 @@ mod tests {
             let m = b.recv_ref().expect("delivered");
             assert_eq!(m.len(), len);
             assert!(m.to_vec().iter().all(|&x| x == round as u8));
+            let took = m.first_buffer();
             drop(m);
-            if guess == b.held.offset(0) {
+            if Some(guess) == took {
                 hits += 1;
             } else {
                 misses += 1;
@@ -1392,10 +1485,10 @@ mod tests {
             // An inline message between, received by the copying `recv`:
             // it takes no buffer, so the guess stays, and it is not taken
             // for a message in buffers (nothing fetched for the next).
-            let (expect, last) = (b.expect, b.last_len);
+            let (expect, last) = (b.expect, b.fetch_lines);
             a.send(ab, &[0u8; 40]).unwrap();
             assert_eq!(b.recv().expect("delivered").len(), 40);
-            assert_eq!((b.expect, b.last_len), (expect, last), "inline");
+            assert_eq!((b.expect, b.fetch_lines), (expect, last), "inline");
         }
         // One miss after each pair of skipped entries, then found again.
         assert_eq!((hits, misses), (196, 4));

@@ -267,13 +267,44 @@ impl Segment {
             return;
         }
         let lines = (end - off).div_ceil(64);
+        // SAFETY: every address is `base + off + 64 * i` with `i < lines`,
+        // so `64 * i < end - off` and the address lies below `base + end`,
+        // with `end <= self.len`: within the mapping.
+        unsafe { self.fetch_lines(off, lines) }
+    }
+
+    /// [`Segment::prefetch_lines`] of `lines` whole lines from `off`, for
+    /// a caller that counted them once (a receiver, when it took the last
+    /// message): nothing is asked for unless every one of them lies inside
+    /// the segment (a buffer's lines always do; a stale guess at a
+    /// buffer, which may not, is then only not fetched). Cheaper than
+    /// `prefetch_lines`' clipping to the segment: two comparisons.
+    #[inline(always)]
+    pub fn prefetch_line_count(&self, off: usize, lines: usize) {
+        if lines > self.len / 64 || off > self.len - lines * 64 {
+            return;
+        }
+        // SAFETY: every address is `base + off + 64 * i` with `i < lines`,
+        // so below `base + off + 64 * lines <= base + self.len` (checked
+        // above, without overflow: `lines * 64 <= self.len`): within the
+        // mapping.
+        unsafe { self.fetch_lines(off, lines) }
+    }
+
+    /// Asks for the `lines` lines from `off`, four to a turn of the loop
+    /// and the rest one by one.
+    ///
+    /// # Safety
+    /// `off + 64 * (lines - 1) < self.len` when `lines > 0`: every line
+    /// asked for starts inside the mapping.
+    #[inline(always)]
+    unsafe fn fetch_lines(&self, off: usize, lines: usize) {
         #[cfg(target_arch = "x86_64")]
         {
             // SAFETY: every address is `base + off + 64 * i` with
-            // `i < lines`, so `64 * i < end - off` and the address lies
-            // below `base + end`, with `end <= self.len`: within the
-            // mapping. A prefetch neither reads nor writes memory
-            // architecturally, never faults and changes no register or flag.
+            // `i < lines`, inside the mapping (the caller's contract). A
+            // prefetch neither reads nor writes memory architecturally,
+            // never faults and changes no register or flag.
             unsafe {
                 let p = self.base.as_ptr().add(off);
                 let mut i = 0;
@@ -297,7 +328,7 @@ impl Segment {
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
-        let _ = lines;
+        let _ = (off, lines);
     }
 
     /// The count of closed channels in the header page
@@ -414,6 +445,26 @@ impl ShmQueue {
             for (k, o) in offsets.iter().enumerate() {
                 data.add(k).write_volatile(o.to_le_bytes());
             }
+        }
+    }
+
+    /// [`ShmQueue::write_rx_buffers`] of the one buffer `off`, always
+    /// inlined (the engine's delivery of a message in one buffer: as a
+    /// call, with the offsets passed through memory, some 10 instructions
+    /// more per message).
+    #[inline(always)]
+    pub fn write_rx_one_buffer(&self, i: u32, chan: u16, len: u32, off: u32) {
+        let p = self.rx_slot(i);
+        // SAFETY: as for `write_rx_inline`; the offset takes the first 4
+        // bytes of the slot's `data` field, at byte 8 of a 64-byte aligned
+        // slot (so aligned for a `u32`).
+        unsafe {
+            (&raw mut (*p).len).write_volatile(len);
+            (&raw mut (*p).chan).write_volatile(chan);
+            (&raw mut (*p).nbufs).write_volatile(1);
+            (&raw mut (*p).data)
+                .cast::<u32>()
+                .write_volatile(off.to_le());
         }
     }
 

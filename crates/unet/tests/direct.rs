@@ -182,3 +182,55 @@ fn an_unknown_channel_is_rejected_through_the_queue() {
     let c = a.counts();
     assert_eq!((c.tx_descriptors, c.tx_rejected, c.tx_frames), (1, 1, 0));
 }
+
+/// A message in one buffer sent directly (the engine's delivery of it
+/// inlined into the send) takes its buffer as one through the transmit
+/// queue does: without a free buffer it is dropped and counted, and
+/// free-queue entries that are not buffers (misaligned, past the area) are
+/// counted and skipped, the message going into the valid buffer behind
+/// them, intact.
+#[test]
+fn a_message_in_one_buffer_skips_and_counts_bad_free_entries() {
+    let e = engine();
+    let config = Config {
+        buffers: 8,
+        buffer_size: 256,
+        ..Config::default()
+    };
+    let (mut a, mut b, ab, _) = pair(&e, config);
+    // b gave its 4 receive buffers; four messages take them, and none is
+    // given back while they wait in b's receive queue.
+    for seq in 0..4 {
+        a.send(ab, &message(seq, 100)).unwrap();
+    }
+    a.send(ab, &message(4, 100)).unwrap();
+    let cb = b.counts();
+    assert_eq!(
+        (cb.rx_delivered, cb.rx_no_buffer),
+        (4, 1),
+        "the fifth dropped"
+    );
+    // The first message's buffer, kept by the application, then given
+    // back behind two entries that are not buffers.
+    let first = b.recv().expect("delivered");
+    assert_eq!(first.to_vec(), message(0, 100));
+    let off = first.into_desc().offset(0);
+    assert!(b.give_buffer(off + 3));
+    assert!(b.give_buffer(u32::MAX));
+    assert!(b.give_buffer(off));
+    a.send(ab, &message(5, 200)).unwrap();
+    assert_eq!(a.tx_pushed(), 0, "every message went directly");
+    let cb = b.counts();
+    assert_eq!(
+        (cb.rx_delivered, cb.rx_no_buffer, cb.free_invalid),
+        (5, 1, 2),
+        "two bad entries counted and skipped"
+    );
+    for seq in 1..4 {
+        assert_eq!(b.recv_ref().expect("delivered").to_vec(), message(seq, 100));
+    }
+    let m = b.recv_ref().expect("delivered");
+    assert_eq!(m.to_vec(), message(5, 200), "intact in the valid buffer");
+    drop(m);
+    assert!(b.recv_ref().is_none());
+}
