@@ -221,13 +221,10 @@ impl Engine {
         let Framer { channels, out, .. } = framer;
         let mut remote: Vec<&[u8]> = Vec::new();
         for (f, tail, tag) in out.tagged() {
-            if frame::peek_dst(f) != Some(self.inner.local) {
-                // Only frames to this engine leave part of their payload
-                // behind.
-                debug_assert!(tail.is_none());
-                remote.push(f);
-                continue;
-            }
+            // A frame `port` sent on an open channel to an endpoint of
+            // this engine goes to that endpoint: its header is the
+            // channel's, whose destination is this engine (`local`), so
+            // that its destination need not be read from the frame.
             if version != 0
                 && tag >> 16 == mine
                 && let Some((hdr, head)) = f.split_first_chunk::<HEADER_LEN>()
@@ -242,6 +239,13 @@ impl Engine {
                 };
                 self.keep(ch, version, payload.len());
                 self.deliver_kept(port, &ch.verdict, hdr, false, payload, next);
+                continue;
+            }
+            if frame::peek_dst(f) != Some(self.inner.local) {
+                // Only frames to this engine leave part of their payload
+                // behind.
+                debug_assert!(tail.is_none());
+                remote.push(f);
                 continue;
             }
             self.deliver(f, tail, next);
