@@ -10,6 +10,7 @@
 //! | each `doTx`'s frames are delivered before the next `doTx` runs | [`each_do_tx_is_delivered_before_the_next_runs`] |
 //! | a pass's messages to another thread's applet arrive in order, or are counted | [`a_pass_to_another_threads_applet_arrives_in_order_or_is_counted`] |
 //! | `doTx`'s frames to another engine leave by the transport, those to this engine are delivered here, on every kind of channel | [`do_tx_frames_reach_this_engine_and_another_on_every_kind_of_channel`] |
+//! | an applet removed during a pass leaves the pass's rest to the path without one | [`an_applet_removed_during_a_pass_leaves_the_rest_to_the_path_without_one`] |
 
 mod message;
 use message::message;
@@ -196,4 +197,39 @@ fn do_tx_frames_reach_this_engine_and_another_on_every_kind_of_channel() {
     assert_eq!(here.counts().rx_delivered, n - remote);
     assert_eq!(there.counts().rx_delivered, remote);
     assert_eq!(eb.counts().unmatched, 0);
+}
+
+/// A pass of four descriptors whose first makes the sender's applet trap
+/// (RawUnet's `doTx` on a message longer than its 4 KiB `TxBuf`) under
+/// `UninstallAfter(1)`: the applet is removed during the pass, and the
+/// same pass (one poll) delivers its other three messages, in order, as
+/// an endpoint without an applet delivers them.
+#[test]
+fn an_applet_removed_during_a_pass_leaves_the_rest_to_the_path_without_one() {
+    let e = engine(Budgets::default());
+    let mut a = e
+        .create_endpoint(Config::default(), Some(applets::SIMPLE))
+        .unwrap();
+    let mut b = e.create_endpoint(Config::default(), None).unwrap();
+    let ab = a.open_channel(e.local(), b.id()).unwrap();
+    b.open_channel(e.local(), a.id()).unwrap();
+    e.set_trap_policy(a.id(), unet::TrapPolicy::UninstallAfter(1))
+        .unwrap();
+    let msgs: Vec<Vec<u8>> = [5000, 40, 1000, 57]
+        .iter()
+        .enumerate()
+        .map(|(i, &len)| message(i as u64, len))
+        .collect();
+    a.set_drive(false);
+    for m in &msgs {
+        a.send(ab, m).unwrap();
+    }
+    a.set_drive(true);
+    a.poll_engine();
+    assert!(!e.has_applet(a.id()));
+    let got: Vec<Vec<u8>> = std::iter::from_fn(|| b.recv().map(|m| m.to_vec())).collect();
+    assert_eq!(got, msgs[1..]);
+    let c = a.counts();
+    assert_eq!((c.tx_descriptors, c.applet_traps, c.tx_frames), (4, 1, 3));
+    assert_eq!(b.counts().rx_delivered, 3);
 }
