@@ -1007,7 +1007,9 @@ fn frame_parts<'a>(
         .split_first_chunk_mut::<HEADER_LEN>()
         .expect("a frame holds its header");
     *hdr = ch.template;
-    frame::patch_lengths(hdr, len as usize);
+    // From the channel's kept sum, as `txPush`'s frames are: the same
+    // lengths and checksum without reading the header's two words again.
+    frame::patch_lengths_from(hdr, ch.length_sum, len as usize);
     bump_shared(&stats.tx_frames);
     Ok((ch.checksum, buf))
 }
