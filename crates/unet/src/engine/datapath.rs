@@ -222,7 +222,9 @@ impl Engine {
         let version = self.inner.verdicts.load(Ordering::Acquire);
         let mine = u64::from(port.id);
         let Framer { channels, out, .. } = framer;
-        let mut remote: Vec<&[u8]> = Vec::new();
+        // Whether a frame goes to another engine: those are gathered and
+        // sent after the loop, only if there are any.
+        let mut remote = false;
         for (f, tail, tag) in out.tagged() {
             // A frame `port` sent on an open channel to an endpoint of
             // this engine goes to that endpoint: its header is the
@@ -248,13 +250,13 @@ impl Engine {
                 // Only frames to this engine leave part of their payload
                 // behind.
                 debug_assert!(tail.is_none());
-                remote.push(f);
+                remote = true;
                 continue;
             }
             self.deliver(f, tail, next);
         }
-        if !remote.is_empty() {
-            self.send_remote(&remote);
+        if remote {
+            self.send_remote_of(out);
         }
         out.clear();
         // The frames those deliveries made, with the emptied outbox as the
@@ -279,6 +281,20 @@ impl Engine {
         let n = out.frames.len();
         self.pump_owned(out);
         n
+    }
+
+    /// [`Engine::send_remote`] of the frames of `out` for another engine,
+    /// in order ([`Engine::pump_sent`]'s, which delivered the others):
+    /// out of line, so that a pump of frames to this engine alone carries
+    /// no list of them.
+    #[inline(never)]
+    fn send_remote_of(&self, out: &Outbox) {
+        let remote: Vec<&[u8]> = out
+            .iter()
+            .map(|(f, _)| f)
+            .filter(|f| frame::peek_dst(f) != Some(self.inner.local))
+            .collect();
+        self.send_remote(&remote);
     }
 
     pub(super) fn send_remote(&self, frames: &[&[u8]]) {
