@@ -9,10 +9,14 @@
 //! |---|---|
 //! | each `doTx`'s frames are delivered before the next `doTx` runs | [`each_do_tx_is_delivered_before_the_next_runs`] |
 //! | a pass's messages to another thread's applet arrive in order, or are counted | [`a_pass_to_another_threads_applet_arrives_in_order_or_is_counted`] |
+//! | `doTx`'s frames to another engine leave by the transport, those to this engine are delivered here, on every kind of channel | [`do_tx_frames_reach_this_engine_and_another_on_every_kind_of_channel`] |
+//! | an applet removed during a pass leaves the pass's rest to the path without one | [`an_applet_removed_during_a_pass_leaves_the_rest_to_the_path_without_one`] |
 
+mod message;
+use message::message;
 use unet::engine::Budgets;
 use unet::transport::LoopNet;
-use unet::{Config, Engine, applets};
+use unet::{ChannelOptions, Config, Endpoint, Engine, applets};
 
 fn engine(budgets: Budgets) -> Engine {
     let net = LoopNet::new();
@@ -113,4 +117,119 @@ fn a_pass_to_another_threads_applet_arrives_in_order_or_is_counted() {
     assert!(got.windows(2).all(|w| w[0] < w[1]), "in order, once each");
     assert_eq!(got.len() as u64 + refused, u64::from(PASSES * PER_PASS));
     assert!(!got.is_empty());
+}
+
+/// The standard applet's `doTx` on an endpoint with four channels: plain
+/// and checksummed, each to an endpoint of its own engine and to one of
+/// another engine on the same `loop` hub. A frame on a plain channel to
+/// this engine is delivered with the channel's kept verdict without its
+/// destination being read from it; every other frame is delivered or sent
+/// by its destination. Each message arrives once, intact, on its own
+/// receiver, and the counters add up: every frame made, the remote ones
+/// out through the transport, nothing unmatched or lost.
+#[test]
+fn do_tx_frames_reach_this_engine_and_another_on_every_kind_of_channel() {
+    let net = LoopNet::new();
+    let ea = Engine::new(Box::new(
+        net.attach("10.0.0.1:7000".parse().unwrap()).unwrap(),
+    ));
+    let eb = Engine::new(Box::new(
+        net.attach("10.0.0.2:7000".parse().unwrap()).unwrap(),
+    ));
+    let mut a = ea
+        .create_endpoint(Config::default(), Some(applets::STANDARD))
+        .unwrap();
+    let mut here = ea.create_endpoint(Config::default(), None).unwrap();
+    let mut there = eb.create_endpoint(Config::default(), None).unwrap();
+    let summed = ChannelOptions { checksum: true };
+    let plain = ChannelOptions::default();
+    // (channel, receives on `there`)
+    let chans = [
+        (
+            a.open_channel_with(ea.local(), here.id(), plain).unwrap(),
+            false,
+        ),
+        (
+            a.open_channel_with(ea.local(), here.id(), summed).unwrap(),
+            false,
+        ),
+        (
+            a.open_channel_with(eb.local(), there.id(), plain).unwrap(),
+            true,
+        ),
+        (
+            a.open_channel_with(eb.local(), there.id(), summed).unwrap(),
+            true,
+        ),
+    ];
+    here.open_channel(ea.local(), a.id()).unwrap();
+    there.open_channel(ea.local(), a.id()).unwrap();
+    fn next(ep: &mut Endpoint) -> Vec<u8> {
+        for _ in 0..100_000 {
+            if let Some(m) = ep.recv() {
+                return m.to_vec();
+            }
+        }
+        panic!("no message arrived");
+    }
+    let lens = [0, 1, 40, 56, 57, 1000, 4096, 8000];
+    let mut remote = 0u64;
+    for (i, &len) in lens.iter().enumerate() {
+        for (k, &(chan, far)) in chans.iter().enumerate() {
+            let m = message((i * chans.len() + k) as u64, len);
+            a.send(chan, &m).unwrap();
+            let got = if far {
+                remote += 1;
+                next(&mut there)
+            } else {
+                next(&mut here)
+            };
+            assert_eq!(got, m, "{len} bytes on channel {k}");
+        }
+    }
+    assert!(here.recv().is_none() && there.recv().is_none(), "once each");
+    let n = (lens.len() * chans.len()) as u64;
+    let (ac, ec) = (a.counts(), ea.counts());
+    assert_eq!((ac.tx_descriptors, ac.tx_frames), (n, n));
+    assert_eq!((ac.applet_traps, ac.applet_drops), (0, 0));
+    assert_eq!((ec.frames_out, ec.send_errors), (remote, 0));
+    assert_eq!((ec.unmatched, ec.malformed), (0, 0));
+    assert_eq!(here.counts().rx_delivered, n - remote);
+    assert_eq!(there.counts().rx_delivered, remote);
+    assert_eq!(eb.counts().unmatched, 0);
+}
+
+/// A pass of four descriptors whose first makes the sender's applet trap
+/// (RawUnet's `doTx` on a message longer than its 4 KiB `TxBuf`) under
+/// `UninstallAfter(1)`: the applet is removed during the pass, and the
+/// same pass (one poll) delivers its other three messages, in order, as
+/// an endpoint without an applet delivers them.
+#[test]
+fn an_applet_removed_during_a_pass_leaves_the_rest_to_the_path_without_one() {
+    let e = engine(Budgets::default());
+    let mut a = e
+        .create_endpoint(Config::default(), Some(applets::SIMPLE))
+        .unwrap();
+    let mut b = e.create_endpoint(Config::default(), None).unwrap();
+    let ab = a.open_channel(e.local(), b.id()).unwrap();
+    b.open_channel(e.local(), a.id()).unwrap();
+    e.set_trap_policy(a.id(), unet::TrapPolicy::UninstallAfter(1))
+        .unwrap();
+    let msgs: Vec<Vec<u8>> = [5000, 40, 1000, 57]
+        .iter()
+        .enumerate()
+        .map(|(i, &len)| message(i as u64, len))
+        .collect();
+    a.set_drive(false);
+    for m in &msgs {
+        a.send(ab, m).unwrap();
+    }
+    a.set_drive(true);
+    a.poll_engine();
+    assert!(!e.has_applet(a.id()));
+    let got: Vec<Vec<u8>> = std::iter::from_fn(|| b.recv().map(|m| m.to_vec())).collect();
+    assert_eq!(got, msgs[1..]);
+    let c = a.counts();
+    assert_eq!((c.tx_descriptors, c.applet_traps, c.tx_frames), (4, 1, 3));
+    assert_eq!(b.counts().rx_delivered, 3);
 }

@@ -576,6 +576,14 @@ pub(crate) struct Outbox {
 
 const NO_TAIL: u32 = u32::MAX;
 
+/// Makes an outbox's `bytes` `len` long (zeroed): a warm outbox is long
+/// enough.
+#[cold]
+#[inline(never)]
+fn grow(bytes: &mut Vec<u8>, len: usize) {
+    bytes.resize(len, 0);
+}
+
 /// The tag of a frame sent by endpoint `id` on its channel `chan`: the
 /// transmit side delivers a frame so tagged with its channel's kept
 /// verdict ([`Engine::pump_sent`]), and only if the tag names its own
@@ -588,22 +596,27 @@ fn sent_on(id: EndpointId, chan: u16) -> u64 {
 impl Outbox {
     /// Inlined (its growth out of line), so that `txPush`'s fast form
     /// makes no call to push its frame.
+    ///
+    /// The frame's bytes are taken (and their range checked) before its
+    /// record is pushed, so that the record's push, which may grow
+    /// `frames`, does not make the range be computed and checked again.
     #[inline]
     fn push_frame(&mut self, len: usize, chan: u64) -> &mut [u8] {
-        let start = self.used;
-        if self.bytes.len() < start + len {
-            self.grow(start + len);
+        let Outbox {
+            bytes,
+            used,
+            frames,
+            ..
+        } = self;
+        let start = *used;
+        let end = start + len;
+        if bytes.len() < end {
+            grow(bytes, end);
         }
-        self.used = start + len;
-        self.frames.push((start, len, NO_TAIL, chan));
-        &mut self.bytes[start..start + len]
-    }
-
-    /// Makes `bytes` `len` long (zeroed): a warm outbox is long enough.
-    #[cold]
-    #[inline(never)]
-    fn grow(&mut self, len: usize) {
-        self.bytes.resize(len, 0);
+        *used = end;
+        let buf = &mut bytes[start..end];
+        frames.push((start, len, NO_TAIL, chan));
+        buf
     }
 
     /// Gives the frame pushed last a tail.
@@ -994,7 +1007,9 @@ fn frame_parts<'a>(
         .split_first_chunk_mut::<HEADER_LEN>()
         .expect("a frame holds its header");
     *hdr = ch.template;
-    frame::patch_lengths(hdr, len as usize);
+    // From the channel's kept sum, as `txPush`'s frames are: the same
+    // lengths and checksum without reading the header's two words again.
+    frame::patch_lengths_from(hdr, ch.length_sum, len as usize);
     bump_shared(&stats.tx_frames);
     Ok((ch.checksum, buf))
 }
