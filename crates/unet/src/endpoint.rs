@@ -394,6 +394,18 @@ pub(crate) enum Direct<'a> {
     },
 }
 
+/// What [`Engine::send_direct_or_applet`] did with a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Handed {
+    /// Sent without a descriptor, as [`Engine::send_direct`] sends.
+    Sent,
+    /// Not sent: the endpoint has an applet, whose `doTx` takes the
+    /// message from the buffer area ([`Endpoint::send_applet`]).
+    ToApplet,
+    /// Not sent, nothing done or counted: through the queue.
+    Declined,
+}
+
 /// What an endpoint asks of its engine besides the queues: the control
 /// operations, and, for an engine in this process, the work its calls
 /// drive. An engine in another process (`fastpath engine`) answers these
@@ -816,9 +828,15 @@ impl Endpoint {
         if self.is_closed(chan) {
             return Err(SendError::ChannelClosed { chan });
         }
-        if self.drive && msg.len() <= self.max_message && self.send_direct(chan, Direct::Bytes(msg))
+        if self.drive
+            && msg.len() <= self.max_message
+            && let Some((engine, port)) = &self.direct
         {
-            return Ok(());
+            match engine.send_direct_or_applet(port, chan, msg) {
+                Handed::Sent => return Ok(()),
+                Handed::ToApplet => return self.send_applet(chan, msg),
+                Handed::Declined => {}
+            }
         }
         self.send_slow(chan, msg)
     }
@@ -840,6 +858,58 @@ impl Endpoint {
             msg.len(),
             |buf| crate::shm::copy_small(buf, msg),
             false,
+        )
+    }
+
+    /// [`Endpoint::send`] for an endpoint whose applet's `doTx` takes its
+    /// messages, with the engine in this process and this endpoint driving
+    /// it: the message is copied into the transmit region and handed to
+    /// `doTx` there without a descriptor when the engine can take it so
+    /// ([`Engine::send_applet_direct`]), else a descriptor naming it is
+    /// pushed as before.
+    ///
+    /// Without a descriptor there is no status to read: `Ok(())` says the
+    /// message reached `doTx` (as a pushed descriptor's `Ok(())` says it
+    /// was queued for it), whether `doTx` sent it (`TxStatus::Sent`),
+    /// dropped it or trapped (`TxStatus::Dropped`, counted on
+    /// `applet_drops` or `applet_traps` as before). Every outcome known
+    /// before `doTx` runs (a channel not open or closed, a bad length)
+    /// still goes through the queue with its status. An application that
+    /// reads each message's status pushes descriptors itself
+    /// ([`Endpoint::push_tx`], or after [`Endpoint::set_drive`]`(false)`).
+    #[inline(never)]
+    fn send_applet(&mut self, chan: u16, msg: &[u8]) -> Result<(), SendError> {
+        let len = msg.len();
+        let (off, end, pos) = self.alloc(len)?;
+        self.seg
+            .with_bytes_mut(self.layout.area + off as usize, len, |buf| {
+                crate::shm::copy_small(buf, msg)
+            });
+        if let Some((engine, port)) = &self.direct
+            && engine
+                .send_applet_direct(port, chan, off, len as u32)
+                .is_some()
+        {
+            // Not pushed, so the allocation is not kept: `doTx` and the
+            // delivery of its frames are done with the bytes.
+            return Ok(());
+        }
+        if !self.tx.has_space().map_err(|_| SendError::Corrupt)? {
+            self.kick();
+            if !self.tx.has_space().map_err(|_| SendError::Corrupt)? {
+                return Err(SendError::Full);
+            }
+        }
+        // The channel was checked by `send`.
+        self.push_tx_unchecked(
+            TxDesc {
+                len: len as u32,
+                offset: off,
+                chan,
+                ..TxDesc::default()
+            },
+            end,
+            pos,
         )
     }
 

@@ -1076,6 +1076,105 @@ impl Engine {
         true
     }
 
+    /// [`Engine::send_direct`] of `msg`, for [`crate::Endpoint::send`],
+    /// which also learns why it declined if the endpoint has an applet
+    /// (it then copies the message into the buffer area for
+    /// [`Engine::send_applet_direct`]): the applet flag read once, first,
+    /// for both, so that a message without an applet that goes through the
+    /// queue (a checksummed channel, or a frame) reads it no more often
+    /// than before.
+    #[inline(always)]
+    pub(crate) fn send_direct_or_applet(&self, port: &Port, chan: u16, msg: &[u8]) -> Handed {
+        let version = self.inner.verdicts.load(Ordering::Acquire);
+        if port.has_applet.load(Ordering::Acquire) {
+            Handed::ToApplet
+        } else if version != 0 && self.send_direct_locked(port, chan, Direct::Bytes(msg), version) {
+            Handed::Sent
+        } else {
+            Handed::Declined
+        }
+    }
+
+    /// Hands the message at `offset` (`len` bytes) of `port`'s buffer area,
+    /// on channel `chan`, to the endpoint's applet's `doTx` without a
+    /// transmit descriptor, for the application's own thread
+    /// ([`crate::Endpoint::send`] with the engine in this process): the
+    /// status the descriptor would have completed with, or `None` if it
+    /// declined, with nothing done or counted (the caller then pushes the
+    /// descriptor, which [`Engine::service`] takes as before).
+    ///
+    /// As [`Engine::send_direct`] does for an endpoint without an applet:
+    /// the descriptor is the caller's own code's, built from its own
+    /// arguments, so it needs no trip through shared memory. The message
+    /// gets what [`Engine::take_tx_applet`] does to a descriptor, in the
+    /// same order, with the same counts: the transmit side held, the
+    /// applet still installed, `tx_descriptors` counted, then
+    /// [`applet_tx`] (the invocation with its fuel, word and time budgets,
+    /// the throttle an overrun sets, the trap policy), then the frames it
+    /// made delivered as [`Engine::service`] delivers them after a pass.
+    /// The thread claims the endpoint first, as `Embedded::drive_tx` does
+    /// before it services the queue: it is then the endpoint's own thread,
+    /// on which [`Engine::service`] applies neither the round's time
+    /// budget nor the throttle stop (those bound a thread shared by every
+    /// endpoint, which never comes here).
+    ///
+    /// It declines, before doing anything, wherever the outcome would not
+    /// be an invocation of `doTx`, so that a malformed or closed-channel
+    /// message keeps its descriptor and the status
+    /// [`crate::Endpoint::tx_status`] reads (`Rejected`, `Closed`): the
+    /// channel not open, the length above the largest message, bytes
+    /// outside the buffer area, a closed channel; and also while another
+    /// thread holds the transmit side, while the transmit queue holds a
+    /// descriptor (it goes first: a channel's messages arrive in the order
+    /// sent), and once the applet is removed. What it saves: the
+    /// descriptor's write, publication, read back, status and completion.
+    #[inline(never)]
+    pub(crate) fn send_applet_direct(
+        &self,
+        port: &Port,
+        chan: u16,
+        offset: u32,
+        len: u32,
+    ) -> Option<TxStatus> {
+        port.claim();
+        let mut tx = port.tx.try_lock()?;
+        if !port.has_applet.load(Ordering::Acquire) {
+            return None;
+        }
+        // Nothing queued before it (a corrupt index too is left to the
+        // queue's own pass, which counts it).
+        if !matches!(tx.tx.available(), Ok(0)) {
+            return None;
+        }
+        let Framer {
+            channels,
+            max_message,
+            ..
+        } = &tx.framer;
+        match channels.get(usize::from(chan)) {
+            Some(Some(ch))
+                if len <= *max_message && port.layout.in_area(offset, len) && !ch.closed => {}
+            _ => return None,
+        }
+        bump(&port.stats.tx_descriptors);
+        let d = TxDesc {
+            len,
+            offset,
+            chan,
+            ..TxDesc::default()
+        };
+        // The owner's thread: untimed, as `service` invokes it there.
+        let (status, _) = applet_tx(&mut tx, port, d, false);
+        // As [`Engine::service`] does after a pass: the frames `doTx`
+        // made, delivered with the transmit side still locked, before the
+        // caller reuses the bytes at `offset`.
+        let TxSide { framer, next, .. } = &mut *tx;
+        if !framer.out.is_empty() {
+            self.pump_applet(port, framer, next);
+        }
+        Some(status)
+    }
+
     /// Whether every frame of `out` is for an endpoint of this engine.
     #[inline]
     fn all_local(&self, out: &Outbox) -> bool {
@@ -1351,5 +1450,228 @@ mod tests {
         let ab = a.open_channel(e.local(), b.id()).unwrap();
         let port = e.port(a.id()).unwrap();
         declines(&e, &port, ab, Direct::Bytes(b"to doTx"));
+    }
+
+    /// A small deterministic generator (xorshift), so that a failing
+    /// stream can be run again from its seed.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+    }
+
+    /// One message of [`run_stream`]: its channel (`None`: the open one),
+    /// offset and length in the buffer area, and, for `Hostile`, the
+    /// `mode`, `count` and `nul` its `doTx` runs with.
+    #[derive(Debug, Clone, Copy)]
+    struct Step {
+        chan: Option<u16>,
+        offset: u32,
+        len: u32,
+        mode: i32,
+        count: i32,
+        nul: i32,
+    }
+
+    fn stream(seed: u64, area: u32, max: u32) -> Vec<Step> {
+        let mut r = Rng(seed | 1);
+        (0..24)
+            .map(|_| {
+                let len = match r.below(10) {
+                    0 => max + 1 + r.below(64) as u32,
+                    1 => 0,
+                    2 => max - r.below(4) as u32,
+                    _ => 1 + r.below(300) as u32,
+                };
+                let offset = match r.below(10) {
+                    0 => area - 8,
+                    1 => u32::MAX - 4,
+                    _ => r.below(u64::from(area.saturating_sub(max).max(1))) as u32,
+                };
+                Step {
+                    chan: (r.below(8) == 0).then_some(7),
+                    offset,
+                    len,
+                    // 0 sends nothing, 2 runs out of fuel, 4 pushes `count`
+                    // frames (a null array where `nul`: a trap).
+                    mode: [0, 2, 4, 4, 4][r.below(5) as usize],
+                    count: r.below(3) as i32,
+                    nul: i32::from(r.below(4) == 0),
+                }
+            })
+            .collect()
+    }
+
+    /// What a run of a stream left: each message's status, what arrived,
+    /// and the sender's, receiver's and engine's counters.
+    type Outcome = (
+        Vec<TxStatus>,
+        Vec<Vec<u8>>,
+        PortCounts,
+        PortCounts,
+        EngineCounts,
+    );
+
+    /// Runs `steps` through an endpoint with `applet` to one without: by
+    /// [`Engine::send_applet_direct`] where it takes the message (falling
+    /// back to a descriptor where it declines) if `direct`, else by
+    /// descriptors alone. Also returns how many went without one.
+    fn run_stream(applet: &[u8], steps: &[Step], direct: bool) -> (Outcome, usize) {
+        let e = engine();
+        let mut a = e.create_endpoint(Config::default(), Some(applet)).unwrap();
+        let mut b = e.create_endpoint(Config::default(), None).unwrap();
+        let ab = a.open_channel(e.local(), b.id()).unwrap();
+        b.open_channel(e.local(), a.id()).unwrap();
+        let port = e.port(a.id()).unwrap();
+        let area = a.layout().area_len as u32;
+        let (mut statuses, mut got, mut without) = (Vec::new(), Vec::new(), 0);
+        for (i, s) in steps.iter().enumerate() {
+            let chan = s.chan.unwrap_or(ab);
+            if u64::from(s.offset) + u64::from(s.len) <= u64::from(area) {
+                let bytes: Vec<u8> = (0..s.len).map(|j| (i as u32 * 7 + j) as u8).collect();
+                a.write_area(s.offset, &bytes).unwrap();
+            }
+            if applet == crate::applets::HOSTILE {
+                e.with_applet(a.id(), |ap| {
+                    for (name, v) in [
+                        ("mode", s.mode),
+                        ("chan", i32::from(ab)),
+                        ("len", 1 + s.len.min(200) as i32),
+                        ("off", (s.offset % 4096) as i32),
+                        ("count", s.count),
+                        ("nul", s.nul),
+                    ] {
+                        ap.set_static_int(name, v).unwrap();
+                    }
+                })
+                .unwrap();
+            }
+            let d = TxDesc {
+                len: s.len,
+                offset: s.offset,
+                chan,
+                ..TxDesc::default()
+            };
+            let status = match direct
+                .then(|| e.send_applet_direct(&port, chan, s.offset, s.len))
+                .flatten()
+            {
+                Some(status) => {
+                    without += 1;
+                    status
+                }
+                None => {
+                    let n = a.tx_pushed();
+                    a.push_tx(d).unwrap();
+                    assert!(a.flush(10));
+                    a.tx_status(n)
+                }
+            };
+            statuses.push(status);
+            while let Some(m) = b.recv() {
+                got.push(m.to_vec());
+            }
+        }
+        let outcome = (statuses, got, a.counts(), b.counts(), e.counts());
+        (outcome, without)
+    }
+
+    /// The differential test of [`Engine::send_applet_direct`]: over
+    /// random streams of messages (channels not open, bytes outside the
+    /// area, lengths over the largest message, and `doTx`s that send,
+    /// send nothing, drop, trap and run out of fuel), the message path
+    /// without a descriptor gives the same statuses, deliveries and
+    /// counters as the descriptors do.
+    #[test]
+    fn an_applet_send_without_a_descriptor_matches_the_descriptor_path() {
+        let (area, max) = {
+            let e = engine();
+            let a = e.create_endpoint(Config::default(), None).unwrap();
+            (a.layout().area_len as u32, Config::default().max_message())
+        };
+        let applets = [
+            crate::applets::STANDARD,
+            crate::applets::HOSTILE,
+            crate::applets::BREAKDOWN,
+        ];
+        let mut without = 0;
+        let mut seen = std::collections::HashSet::new();
+        for seed in 0..36u64 {
+            let applet = applets[seed as usize % applets.len()];
+            let steps = stream(seed * 0x9e37_79b9 + 17, area, max);
+            let (by_desc, none) = run_stream(applet, &steps, false);
+            assert_eq!(none, 0);
+            let (direct, n) = run_stream(applet, &steps, true);
+            assert_eq!(direct, by_desc, "seed {seed}");
+            without += n;
+            seen.extend(by_desc.0.iter().copied().map(|s| s as u16));
+        }
+        // Every outcome was met, and most messages went without one.
+        for s in [TxStatus::Sent, TxStatus::Rejected, TxStatus::Dropped] {
+            assert!(seen.contains(&(s as u16)), "{s:?} never met");
+        }
+        assert!(without > 36 * 24 / 2, "{without} without a descriptor");
+    }
+
+    /// [`Engine::send_applet_direct`]'s declines other than a malformed
+    /// message's (which the test above meets): each with nothing done or
+    /// counted.
+    #[test]
+    fn each_decline_of_an_applet_send_leaves_the_message_to_the_queue() {
+        let e = engine();
+        let mut a = e
+            .create_endpoint(Config::default(), Some(crate::applets::STANDARD))
+            .unwrap();
+        let mut b = e.create_endpoint(Config::default(), None).unwrap();
+        let ab = a.open_channel(e.local(), b.id()).unwrap();
+        b.open_channel(e.local(), a.id()).unwrap();
+        let port = e.port(a.id()).unwrap();
+        a.write_area(0, b"first").unwrap();
+        let declines = |e: &Engine, port: &Port| {
+            let (before, engine_before) = (port.counts(), e.counts());
+            assert_eq!(e.send_applet_direct(port, ab, 0, 5), None);
+            assert_eq!(port.counts(), before);
+            assert_eq!(e.counts(), engine_before);
+        };
+        // Another thread ran the application: the sending thread claims
+        // the endpoint (as `drive_tx` does) before `doTx` runs untimed.
+        std::thread::scope(|s| {
+            s.spawn(|| port.claim());
+        });
+        assert!(!port.is_owner());
+        assert_eq!(e.send_applet_direct(&port, ab, 0, 5), Some(TxStatus::Sent));
+        assert!(port.is_owner());
+        assert_eq!(b.recv().unwrap().to_vec(), b"first");
+        assert_eq!(port.counts().tx_descriptors, 1);
+        // A descriptor waiting in the transmit queue goes first.
+        a.set_drive(false);
+        a.send(ab, b"queued").unwrap();
+        declines(&e, &port);
+        assert_eq!(e.service(&port), 1);
+        assert_eq!(b.recv().unwrap().to_vec(), b"queued");
+        // The transmit side held by another thread.
+        {
+            let _held = port.tx.lock();
+            declines(&e, &port);
+        }
+        // The applet removed.
+        e.set_applet(a.id(), None).unwrap();
+        declines(&e, &port);
+        e.set_applet(a.id(), Some(crate::applets::STANDARD))
+            .unwrap();
+        a.write_area(0, b"again").unwrap();
+        assert_eq!(e.send_applet_direct(&port, ab, 0, 5), Some(TxStatus::Sent));
+        assert_eq!(b.recv().unwrap().to_vec(), b"again");
+        // The channel closed (the endpoint's own check not consulted).
+        drop(b);
+        declines(&e, &port);
     }
 }

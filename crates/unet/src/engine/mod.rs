@@ -57,7 +57,7 @@ use std::time::{Duration, Instant};
 
 use thiserror::Error;
 
-use crate::endpoint::Direct;
+use crate::endpoint::{Direct, Handed};
 use crate::frame::{
     self, Addr, EndpointId, HEADER_LEN, endpoint_generation, endpoint_id, endpoint_slot,
 };
