@@ -176,9 +176,10 @@ impl Segment {
     /// Copies `src` into the segment at `off`.
     #[inline]
     pub fn write_bytes(&self, off: usize, src: &[u8]) {
-        if !(off <= self.len && src.len() <= self.len - off) {
-            write_out_of_range();
-        }
+        assert!(
+            off <= self.len && src.len() <= self.len - off,
+            "segment write out of range"
+        );
         // SAFETY: as for `read_bytes`, in the other direction.
         unsafe {
             std::ptr::copy_nonoverlapping(src.as_ptr(), self.base.as_ptr().add(off), src.len())
@@ -423,34 +424,6 @@ impl ShmQueue {
                 (&raw mut (*p).data).cast::<u8>(),
                 len,
             ));
-        }
-    }
-
-    /// [`ShmQueue::write_rx_inline`] of the bytes `src` (at most
-    /// [`INLINE_MAX`]), copied without a closure or a call: the copy of
-    /// [`copy_small`], as unaligned loads and stores of words
-    /// ([`words_copy`]), which the compiler cannot turn back into a
-    /// `memcpy` call. With the
-    /// closure, in the sender's inlined delivery the copy stayed a call of
-    /// its own (its frame and the length's check, 17 instructions for 40
-    /// bytes).
-    ///
-    /// # Panics
-    ///
-    /// If `src` is longer than [`INLINE_MAX`].
-    #[inline(always)]
-    pub fn write_rx_inline_bytes(&self, i: u32, chan: u16, src: &[u8]) {
-        let len = src.len();
-        assert!(len <= INLINE_MAX, "inline message too long");
-        let p = self.rx_slot(i);
-        // SAFETY: as for `write_rx_inline`; `words_copy` writes the first
-        // `len <= INLINE_MAX` bytes of the slot's `data` field and reads
-        // the `len` bytes of `src`.
-        unsafe {
-            (&raw mut (*p).len).write_volatile(len as u32);
-            (&raw mut (*p).chan).write_volatile(chan);
-            (&raw mut (*p).nbufs).write_volatile(0);
-            words_copy((&raw mut (*p).data).cast::<u8>(), src);
         }
     }
 
@@ -781,69 +754,6 @@ pub fn copy_small(dst: &mut [u8], src: &[u8]) {
     }
 }
 
-/// [`Segment::write_bytes`]'s panic, out of line and without arguments:
-/// with `assert!`, the compiler set up the panic's arguments before the
-/// range test, on the path that passes it (three instructions per one-buffer
-/// message in the sender's inlined delivery).
-#[cold]
-#[inline(never)]
-fn write_out_of_range() -> ! {
-    panic!("segment write out of range")
-}
-
-/// Copies `src` (at most 64 bytes) to `dst` as [`copy_small`] does: two
-/// overlapping loads and stores of 32, 16, 8, 4 or 2 bytes (unaligned
-/// reads and writes of words, no loop the compiler could make a `memcpy`
-/// call of), or one byte.
-///
-/// # Safety
-///
-/// `dst` is valid for writes of `src.len()` bytes and does not overlap
-/// `src`. Longer than 64 bytes, only the first and last 32 would be
-/// copied (the callers copy at most [`INLINE_MAX`]).
-#[inline(always)]
-unsafe fn words_copy(dst: *mut u8, src: &[u8]) {
-    use std::ptr::{read_unaligned as rd, write_unaligned as wr};
-    let n = src.len();
-    debug_assert!(n <= 64);
-    let s = src.as_ptr();
-    // SAFETY: every offset read is below `n` (`src`'s length) and every
-    // offset written below `n` (the caller's promise for `dst`): the
-    // second copy of each pair starts at `n - w >= 0` for the width `w`
-    // the branch was taken for.
-    unsafe {
-        if n >= 32 {
-            let (a, b) = (rd(s.cast::<u128>()), rd(s.add(16).cast::<u128>()));
-            let (c, d) = (
-                rd(s.add(n - 32).cast::<u128>()),
-                rd(s.add(n - 16).cast::<u128>()),
-            );
-            wr(dst.cast::<u128>(), a);
-            wr(dst.add(16).cast::<u128>(), b);
-            wr(dst.add(n - 32).cast::<u128>(), c);
-            wr(dst.add(n - 16).cast::<u128>(), d);
-        } else if n >= 16 {
-            let (a, b) = (rd(s.cast::<u128>()), rd(s.add(n - 16).cast::<u128>()));
-            wr(dst.cast::<u128>(), a);
-            wr(dst.add(n - 16).cast::<u128>(), b);
-        } else if n >= 8 {
-            let (a, b) = (rd(s.cast::<u64>()), rd(s.add(n - 8).cast::<u64>()));
-            wr(dst.cast::<u64>(), a);
-            wr(dst.add(n - 8).cast::<u64>(), b);
-        } else if n >= 4 {
-            let (a, b) = (rd(s.cast::<u32>()), rd(s.add(n - 4).cast::<u32>()));
-            wr(dst.cast::<u32>(), a);
-            wr(dst.add(n - 4).cast::<u32>(), b);
-        } else if n >= 2 {
-            let (a, b) = (rd(s.cast::<u16>()), rd(s.add(n - 2).cast::<u16>()));
-            wr(dst.cast::<u16>(), a);
-            wr(dst.add(n - 2).cast::<u16>(), b);
-        } else if n == 1 {
-            dst.write(*s);
-        }
-    }
-}
-
 /// The queues of a segment laid out by `layout`.
 pub fn queues(seg: &Arc<Segment>, layout: &Layout) -> (ShmQueue, ShmQueue, ShmQueue) {
     (
@@ -855,22 +765,7 @@ pub fn queues(seg: &Arc<Segment>, layout: &Layout) -> (ShmQueue, ShmQueue, ShmQu
 
 #[cfg(test)]
 mod tests {
-    use super::{copy_small, words_copy};
-
-    #[test]
-    fn words_copy_copies_every_length_exactly() {
-        let src: Vec<u8> = (0..200u8)
-            .map(|b| b.wrapping_mul(7).wrapping_add(3))
-            .collect();
-        for n in 0..=64 {
-            // A destination with guard bytes on both sides, none touched.
-            let mut buf = vec![0xeeu8; n + 2];
-            // SAFETY: `buf` has `n` bytes from index 1 on, and is not `src`.
-            unsafe { words_copy(buf.as_mut_ptr().add(1), &src[5..5 + n]) };
-            assert_eq!(&buf[1..=n], &src[5..5 + n], "length {n}");
-            assert_eq!((buf[0], buf[n + 1]), (0xee, 0xee), "length {n}");
-        }
-    }
+    use super::copy_small;
 
     #[test]
     fn copy_small_copies_every_length_exactly() {

@@ -26,9 +26,8 @@ fn pair(e: &Engine, config: Config) -> (Endpoint, Endpoint, u16, u16) {
 }
 
 /// Every length a descriptor holds inline, sent directly from the
-/// caller's memory (copied into the slot by widths of 32, 16, 8, 4 and 2
-/// bytes, or one byte, each pair overlapping), longest first so that each
-/// slot held longer bytes before: each arrives with exactly its bytes.
+/// caller's memory, longest first so that each slot held longer bytes
+/// before: each arrives with exactly its bytes.
 #[test]
 fn every_inline_length_arrives_intact() {
     let e = engine();

@@ -400,31 +400,6 @@ impl Io {
         self.rx_pushed(pushed)
     }
 
-    /// [`Io::push_rx_inline`] of a message in one piece, `bytes` (at most
-    /// [`INLINE_MAX`]), copied without a closure
-    /// ([`ShmQueue::write_rx_inline_bytes`]): for the sender's inlined
-    /// delivery ([`super::Engine::send_direct`]), where even a closure of
-    /// one copy stayed a call (17 instructions with its frame for 40
-    /// bytes). The other deliveries keep [`Io::push_rx_inline`]: with this
-    /// there too, the framed path and `deliver` rose by 2 instructions.
-    #[inline(always)]
-    pub(super) fn push_rx_inline_bytes(
-        &mut self,
-        chan: u16,
-        bytes: &[u8],
-    ) -> Result<(), HostError> {
-        let pushed = match self.rx.next_slot() {
-            Ok(Some(i)) => {
-                self.rx.mem().write_rx_inline_bytes(i, chan, bytes);
-                self.rx.filled();
-                Ok(true)
-            }
-            Ok(None) => Ok(false),
-            Err(e) => Err(e),
-        };
-        self.rx_pushed(pushed)
-    }
-
     /// Pushes onto the receive queue a descriptor that `write` writes in
     /// place in slot `i` of the queue `q` (unpublished until
     /// [`Io::publish`]), counting it as [`Io::rx_pushed`] says.

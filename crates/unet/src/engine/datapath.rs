@@ -1261,7 +1261,7 @@ impl Engine {
         let chan = owner as u16;
         if let Some(dst) = &kept.peer {
             if INLINE {
-                return self.deliver_local_inline::<true>(dst, chan, hdr, template, payload, made);
+                return self.deliver_local_inline(dst, chan, hdr, template, payload, made);
             }
             return self.deliver_local(dst, chan, hdr, template, payload, made);
         }
@@ -1303,17 +1303,13 @@ impl Engine {
         payload: Payload<'_>,
         made: &mut Outbox,
     ) {
-        self.deliver_local_inline::<false>(dst, chan, hdr, template, payload, made)
+        self.deliver_local_inline(dst, chan, hdr, template, payload, made)
     }
 
     /// [`Engine::deliver_local`]'s body, inlined into its callers:
     /// `deliver_local` itself, and [`Engine::send_direct_locked`].
-    /// With `BYTES` (the latter), a message inline in its descriptor and
-    /// in one piece is copied without a closure
-    /// ([`Io::push_rx_inline_bytes`]); `deliver_local` keeps
-    /// [`Io::push_rx_inline`], whose code there is unchanged by it.
     #[inline(always)]
-    fn deliver_local_inline<const BYTES: bool>(
+    fn deliver_local_inline(
         &self,
         dst: &Port,
         chan: u16,
@@ -1355,11 +1351,7 @@ impl Engine {
             // while a 57-byte one, from the caller's memory, keeps it.
             let len = payload.len();
             if len <= INLINE_MAX {
-                let pushed = match payload.tail {
-                    None if BYTES => rx.io.push_rx_inline_bytes(chan, payload.head),
-                    _ => rx.io.push_rx_inline(chan, payload),
-                };
-                if pushed.is_err() {
+                if rx.io.push_rx_inline(chan, payload).is_err() {
                     bump(&rx.io.stats.rx_queue_full);
                 }
             } else if len <= rx.io.layout.config.buffer_size as usize && payload.tail.is_none() {
