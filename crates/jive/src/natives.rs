@@ -761,18 +761,7 @@ impl Natives {
                 descriptor: key.1,
             });
         }
-        let host = core::any::TypeId::of::<F::Host>();
-        let host_name = core::any::type_name::<F::Host>();
-        match self.fast_host {
-            Some((t, _)) if t == host => {}
-            Some((_, table)) => {
-                return Err(FastError::HostType {
-                    table,
-                    given: host_name,
-                });
-            }
-            None => self.fast_host = Some((host, host_name)),
-        }
+        let host = self.claim_host::<F::Host>()?;
         let entry = crate::jit::fast_entry::<F>();
         let words = crate::jit::words_entry::<F>();
         self.inline.remove(&key);
@@ -794,8 +783,17 @@ impl Natives {
     /// keep the same; all are `HostWords` of the live host value, so a
     /// difference can confuse a budget's count, never memory).
     pub fn set_words<W: FastNative>(&mut self) -> Result<&mut Natives, FastError> {
-        let host = core::any::TypeId::of::<W::Host>();
-        let host_name = core::any::type_name::<W::Host>();
+        self.claim_host::<W::Host>()?;
+        self.words = Some(crate::jit::words_entry::<W>());
+        Ok(self)
+    }
+
+    /// Makes `H` the host type of the table's fast forms if it has none
+    /// yet: its `TypeId`, or [`FastError::HostType`] if the table's fast
+    /// forms already take another (one table, one host type).
+    fn claim_host<H: 'static>(&mut self) -> Result<core::any::TypeId, FastError> {
+        let host = core::any::TypeId::of::<H>();
+        let host_name = core::any::type_name::<H>();
         match self.fast_host {
             Some((t, _)) if t == host => {}
             Some((_, table)) => {
@@ -806,8 +804,7 @@ impl Natives {
             }
             None => self.fast_host = Some((host, host_name)),
         }
-        self.words = Some(crate::jit::words_entry::<W>());
-        Ok(self)
+        Ok(host)
     }
 
     /// The table's lender of words ([`Natives::set_words`]), if named.
