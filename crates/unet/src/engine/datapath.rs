@@ -627,23 +627,8 @@ impl Engine {
         // take this lock).
         let mut lent: Option<MutexGuard<'_, Box<dyn Transport>>> = None;
         while n < TX_BUDGET && !done {
-            // The producer's index is read once per pass, at its first
-            // descriptor: what the application pushes meanwhile is taken
-            // by the next pass (the engine's next poll, or the
-            // application's next send), which saves a read of the shared
-            // index and its check per pass of one message.
-            let next = if n == taken {
-                tx.tx.peek_fresh()
-            } else {
-                Ok(tx.tx.peek_seen())
-            };
-            let d = match next {
-                Ok(Some(d)) => d,
-                Ok(None) => break,
-                Err(_) => {
-                    bump_shared(&stats.queue_corrupt);
-                    break;
-                }
+            let Some(d) = next_descriptor(&mut tx.tx, n == taken, stats) else {
+                break;
             };
             // The frames the last `doTx` made for endpoints of this
             // engine go on before the next `doTx` runs, not at the end of
@@ -770,19 +755,8 @@ impl Engine {
         // outbox).
         let mut made = false;
         while n < TX_BUDGET {
-            // As in `take_tx`: the producer's index read once per pass.
-            let next = if n == 0 {
-                tx.tx.peek_fresh()
-            } else {
-                Ok(tx.tx.peek_seen())
-            };
-            let d = match next {
-                Ok(Some(d)) => d,
-                Ok(None) => break,
-                Err(_) => {
-                    bump_shared(&stats.queue_corrupt);
-                    break;
-                }
+            let Some(d) = next_descriptor(&mut tx.tx, n == 0, stats) else {
+                break;
             };
             if !port.has_applet.load(Ordering::Acquire) {
                 // Removed since: the rest of the pass as without one.
@@ -1363,6 +1337,33 @@ impl Engine {
             receive_payload(dst, &mut rx, chan, payload, made, false);
         }
         rx.io.publish();
+    }
+}
+
+/// The next transmit descriptor of a pass of [`Engine::take_tx`] or
+/// [`Engine::take_tx_applet`], `first` at the pass's first: the producer's
+/// index is read once per pass, at its first descriptor, so that what the
+/// application pushes meanwhile is taken by the next pass (the engine's
+/// next poll, or the application's next send), which saves a read of the
+/// shared index and its check per pass of one message. `None` at the end
+/// of what was pushed, or for a corrupt index (counted).
+#[inline(always)]
+fn next_descriptor(
+    tx: &mut Consumer<TxDesc, ShmQueue>,
+    first: bool,
+    stats: &PortStats,
+) -> Option<TxDesc> {
+    let next = if first {
+        tx.peek_fresh()
+    } else {
+        Ok(tx.peek_seen())
+    };
+    match next {
+        Ok(d) => d,
+        Err(_) => {
+            bump_shared(&stats.queue_corrupt);
+            None
+        }
     }
 }
 
