@@ -894,23 +894,9 @@ impl Endpoint {
             // delivery of its frames are done with the bytes.
             return Ok(());
         }
-        if !self.tx.has_space().map_err(|_| SendError::Corrupt)? {
-            self.kick();
-            if !self.tx.has_space().map_err(|_| SendError::Corrupt)? {
-                return Err(SendError::Full);
-            }
-        }
+        self.tx_room()?;
         // The channel was checked by `send`.
-        self.push_tx_unchecked(
-            TxDesc {
-                len: len as u32,
-                offset: off,
-                chan,
-                ..TxDesc::default()
-            },
-            end,
-            pos,
-        )
+        self.push_region(chan, off, len, end, pos)
     }
 
     /// Sends a `len`-byte message that `fill` writes: in place in the
@@ -942,6 +928,43 @@ impl Endpoint {
         self.send_queued(chan, len, fill, self.drive)
     }
 
+    /// Room in the transmit queue for one descriptor, after a kick of the
+    /// engine if it is full: [`SendError::Full`] if there is still none.
+    #[inline(always)]
+    fn tx_room(&mut self) -> Result<(), SendError> {
+        if !self.tx.has_space().map_err(|_| SendError::Corrupt)? {
+            self.kick();
+            if !self.tx.has_space().map_err(|_| SendError::Corrupt)? {
+                return Err(SendError::Full);
+            }
+        }
+        Ok(())
+    }
+
+    /// Pushes the descriptor of the `len` bytes at `off` of the transmit
+    /// region, on `chan` (checked by the caller), which keeps the region
+    /// allocated up to `end` (at `pos`) until its completion.
+    #[inline(always)]
+    fn push_region(
+        &mut self,
+        chan: u16,
+        off: u32,
+        len: usize,
+        end: u64,
+        pos: u64,
+    ) -> Result<(), SendError> {
+        self.push_tx_unchecked(
+            TxDesc {
+                len: len as u32,
+                offset: off,
+                chan,
+                ..TxDesc::default()
+            },
+            end,
+            pos,
+        )
+    }
+
     /// [`Endpoint::send_with`] through the transmit region: the message is
     /// written there, then, if `direct`, handed to the engine directly if
     /// it can take it so (the region's bytes are then not kept: the engine
@@ -957,12 +980,7 @@ impl Endpoint {
         direct: bool,
     ) -> Result<(), SendError> {
         let (off, end, pos) = self.alloc(len)?;
-        if !self.tx.has_space().map_err(|_| SendError::Corrupt)? {
-            self.kick();
-            if !self.tx.has_space().map_err(|_| SendError::Corrupt)? {
-                return Err(SendError::Full);
-            }
-        }
+        self.tx_room()?;
         self.seg
             .with_bytes_mut(self.layout.area + off as usize, len, fill);
         if direct
@@ -978,16 +996,7 @@ impl Endpoint {
             return Ok(());
         }
         // The channel was checked above.
-        self.push_tx_unchecked(
-            TxDesc {
-                len: len as u32,
-                offset: off,
-                chan,
-                ..TxDesc::default()
-            },
-            end,
-            pos,
-        )
+        self.push_region(chan, off, len, end, pos)
     }
 
     /// Hands `msg` on `chan` to the engine in this process without a
