@@ -173,17 +173,24 @@ impl Segment {
         }
     }
 
-    /// Copies `src` into the segment at `off`.
+    /// Copies `src` into the segment at `off`. `src` may be a view of
+    /// this segment itself ([`Segment::with_bytes`]), overlapping the
+    /// range written: an endpoint that sends to itself, whose free queue
+    /// names a buffer inside its own transmit region (a hostile
+    /// application can arrange it), has the engine copy a message from
+    /// the area into the area. So the copy is a `memmove`, defined for
+    /// overlapping ranges (the bytes then are garbage to that application
+    /// alone, never undefined behaviour in the engine).
     #[inline]
     pub fn write_bytes(&self, off: usize, src: &[u8]) {
         assert!(
             off <= self.len && src.len() <= self.len - off,
             "segment write out of range"
         );
-        // SAFETY: as for `read_bytes`, in the other direction.
-        unsafe {
-            std::ptr::copy_nonoverlapping(src.as_ptr(), self.base.as_ptr().add(off), src.len())
-        }
+        // SAFETY: the range lies within the mapping (asserted), which
+        // lives as long as `self`; `ptr::copy` allows `src` to overlap
+        // it; bytes are valid for any value.
+        unsafe { std::ptr::copy(src.as_ptr(), self.base.as_ptr().add(off), src.len()) }
     }
 
     /// Runs `f` on a view of `len` bytes at `off`, for a data-moving loop
@@ -253,32 +260,14 @@ impl Segment {
         let _ = write;
     }
 
-    /// [`Segment::prefetch`] for reading of each line of the `len` bytes
-    /// at `off` (those inside the segment). Every line (asking for one in
-    /// two lost the 1 KiB round trip's gain: `loop_rtt`, six runs each,
-    /// 0.328-0.342 µs against 0.268-0.280), four to a turn of the loop
-    /// and the rest one by one: the bounds are taken once, so a line costs
-    /// its prefetch and a quarter of the loop's add, compare and branch,
-    /// and no line past the last is asked for (a 57-byte message: one).
-    #[inline(always)]
-    pub fn prefetch_lines(&self, off: usize, len: usize) {
-        let end = off.saturating_add(len).min(self.len);
-        if off >= end {
-            return;
-        }
-        let lines = (end - off).div_ceil(64);
-        // SAFETY: every address is `base + off + 64 * i` with `i < lines`,
-        // so `64 * i < end - off` and the address lies below `base + end`,
-        // with `end <= self.len`: within the mapping.
-        unsafe { self.fetch_lines(off, lines) }
-    }
-
-    /// [`Segment::prefetch_lines`] of `lines` whole lines from `off`, for
-    /// a caller that counted them once (a receiver, when it took the last
-    /// message): nothing is asked for unless every one of them lies inside
-    /// the segment (a buffer's lines always do; a stale guess at a
-    /// buffer, which may not, is then only not fetched). Cheaper than
-    /// `prefetch_lines`' clipping to the segment: two comparisons.
+    /// [`Segment::prefetch`] for reading of `lines` whole lines from
+    /// `off`, for a caller that counted them once (a receiver, when it
+    /// took the last message): nothing is asked for unless every one of
+    /// them lies inside the segment (a buffer's lines always do; a stale
+    /// guess at a buffer, which may not, is then only not fetched): two
+    /// comparisons, no clipping. Every line is asked for (asking for one
+    /// in two lost the 1 KiB round trip's gain: `loop_rtt`, six runs each,
+    /// 0.328-0.342 µs against 0.268-0.280).
     #[inline(always)]
     pub fn prefetch_line_count(&self, off: usize, lines: usize) {
         if lines > self.len / 64 || off > self.len - lines * 64 {
