@@ -24,8 +24,8 @@ impl Engine {
         // Only an applet's descriptors depend on the thread: its token (a
         // thread-local) is read for an endpoint with one, not per message
         // of one without.
-        // Which thread this is, asked once: `take_tx` uses the answer for
-        // its first applet descriptor instead of asking again.
+        // Which thread this is, asked once: `take_tx_applet` uses the
+        // answer instead of asking again.
         let mut shared = None;
         if port.has_applet.load(Ordering::Relaxed) {
             let theirs = !port.is_owner();
@@ -39,7 +39,7 @@ impl Engine {
         };
         let taken = match shared {
             Some(theirs) => self.take_tx_applet(&mut tx, port, theirs),
-            None => self.take_tx(&mut tx, port, shared, 0),
+            None => self.take_tx(&mut tx, port, None, 0, Duration::ZERO),
         };
         if taken > 0 {
             // Delivered with the transmit side still locked: the next
@@ -595,11 +595,15 @@ impl Engine {
     /// On a thread that serves every endpoint (not the endpoint's
     /// application's, [`Port::claim`]) an applet's descriptors stop once
     /// [`Budgets::round_time`] is spent or it overran (see
-    /// [`Engine::service`]); which thread this is, `shared` (`Some` where
-    /// the endpoint has an applet), is asked once by [`Engine::service`],
-    /// or here at the first applet descriptor if it was not.
+    /// [`Engine::service`]); which thread this is, `shared`, is asked
+    /// once by [`Engine::take_tx_applet`] when it hands the rest of its
+    /// pass here (its applet removed), or here at the first applet
+    /// descriptor (an applet installed during the pass).
     /// `taken` descriptors of the pass have been taken already (by
-    /// [`Engine::take_tx_applet`]), counted against the budget. Always
+    /// [`Engine::take_tx_applet`]), counted against the budget, and
+    /// `spent` of the round's applet time, counted against
+    /// [`Budgets::round_time`] (a pass whose applet is removed and another
+    /// installed does not start the round's time again). Always
     /// inlined, as it was into [`Engine::service`] alone before
     /// `take_tx_rest` called it too: called there, the framed path cost 29
     /// instructions more a message.
@@ -610,12 +614,13 @@ impl Engine {
         port: &Port,
         shared: Option<bool>,
         taken: usize,
+        spent: Duration,
     ) -> usize {
         let (stats, layout) = (&*port.stats, &port.layout);
         let mut n = taken;
         let mut shared = shared;
         // The applet time this round has spent on this endpoint.
-        let mut spent = Duration::ZERO;
+        let mut spent = spent;
         let mut done = false;
         // Whether the last descriptor ran `doTx` (its frames are in the
         // outbox).
@@ -760,7 +765,7 @@ impl Engine {
             };
             if !port.has_applet.load(Ordering::Acquire) {
                 // Removed since: the rest of the pass as without one.
-                return self.take_tx_rest(tx, port, theirs, n);
+                return self.take_tx_rest(tx, port, theirs, n, spent);
             }
             // As in `take_tx`: the last `doTx`'s frames for endpoints of
             // this engine go on before the next `doTx` runs.
@@ -823,8 +828,15 @@ impl Engine {
     /// that `take_tx` stays inlined into [`Engine::service`] alone.
     #[cold]
     #[inline(never)]
-    fn take_tx_rest(&self, tx: &mut TxSide, port: &Port, theirs: bool, taken: usize) -> usize {
-        self.take_tx(tx, port, Some(theirs), taken)
+    fn take_tx_rest(
+        &self,
+        tx: &mut TxSide,
+        port: &Port,
+        theirs: bool,
+        taken: usize,
+        spent: Duration,
+    ) -> usize {
+        self.take_tx(tx, port, Some(theirs), taken, spent)
     }
 
     /// [`Framer::transmit_built`] of a checked descriptor `d` of `port`,
