@@ -366,7 +366,7 @@ pub struct Endpoint {
     /// it came inline: a message in buffers is probably followed by
     /// another of about its size, whose buffer's lines are asked for
     /// early. Counted when the message is taken, so that the early fetch
-    /// itself is a slot's read and the fetches.
+    /// costs only this field's read and the prefetches themselves.
     fetch_lines: u32,
     link: Box<dyn Control>,
     drive: bool,
@@ -820,6 +820,17 @@ impl Endpoint {
     /// and pushes a descriptor, or, with the engine in this process and
     /// this endpoint driving it, hands it to the engine directly when it
     /// can take it so (see [`Endpoint::tx_pushed`]).
+    ///
+    /// On an endpoint whose applet's `doTx` takes its messages, a message
+    /// handed over directly reaches `doTx` without a descriptor: `Ok(())`
+    /// then says it reached `doTx`, as a pushed descriptor's `Ok(())` says
+    /// it was queued for it, and what `doTx` made of it (sent, dropped,
+    /// trapped) has no status for [`Endpoint::tx_status`] to read; the
+    /// drops and traps are counted as ever. An application that reads
+    /// each message's status pushes its descriptors itself
+    /// ([`Endpoint::push_tx`], or after [`Endpoint::set_drive`]`(false)`).
+    /// ([`Endpoint::send_with`] always pushes a descriptor on such an
+    /// endpoint.)
     #[inline(always)]
     pub fn send(&mut self, chan: u16, msg: &[u8]) -> Result<(), SendError> {
         // The message handed to the engine directly in the caller's body
@@ -841,8 +852,8 @@ impl Endpoint {
         self.send_slow(chan, msg)
     }
 
-    /// [`Endpoint::send`] but for a message the engine took directly: the
-    /// length's error, and the message through the transmit queue. The
+    /// [`Endpoint::send`] for a message the engine did not take directly:
+    /// the length's error, and the message through the transmit queue. The
     /// channel was checked; a driving endpoint's message of an allowed
     /// length was offered to the engine directly already, and declined.
     #[inline(never)]
@@ -1217,9 +1228,9 @@ impl Endpoint {
     /// ```
     #[inline(always)]
     pub fn recv_ref(&mut self) -> Option<MessageRef<'_>> {
-        // The short path in the caller: an inline message at the front
-        // (its fixed part read once and checked, as below). Everything
-        // else, from the start, out of line.
+        // The short path in the caller: an inline message or one in one
+        // buffer at the front (its fixed part read once and checked, as
+        // below). Everything else, from the start, out of line.
         if let Some(i) = self.rx.front_or_none() {
             if self.fetch_lines != 0 {
                 // While the descriptor's line is on its way from the
@@ -1312,8 +1323,9 @@ impl Endpoint {
     /// counted. One buffer, the common case above `INLINE_MAX`: of the
     /// descriptor only its offset is copied, and it is checked as
     /// `well_formed` checks one buffer. The slot is freed either way. Out
-    /// of line, called from `recv_ref`'s short path with the fixed part it
-    /// read (not read again), its answer in registers.
+    /// of line, called from `recv_ref`'s short path and from
+    /// `recv_ref_slow` with the fixed part they read (not read again), its
+    /// answer in registers.
     #[inline(never)]
     fn take_one_buffer(&mut self, i: u32, len: u32) -> Option<u32> {
         let off = self.rx.mem().read_rx_first_offset(i);

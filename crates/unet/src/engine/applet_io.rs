@@ -469,6 +469,7 @@ impl Io {
     /// it (95 instructions per message with their frames).
     #[inline(always)]
     pub(super) fn deliver_one_buffer(&mut self, chan: u16, payload: Payload<'_>, len: usize) {
+        debug_assert!(len == payload.len() && len <= self.layout.config.buffer_size as usize);
         let Some(off) = self.take_buffer_now() else {
             bump(&self.stats.rx_no_buffer);
             return;
