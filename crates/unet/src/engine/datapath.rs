@@ -646,13 +646,7 @@ impl Engine {
             // batch (the transport's `send`); so do the last descriptor's,
             // delivered by [`Engine::service`] as before (a pass of one
             // message costs nothing more).
-            if std::mem::take(&mut made)
-                && !tx.framer.out.is_empty()
-                && self.all_local(&tx.framer.out)
-            {
-                let TxSide { framer, next, .. } = &mut *tx;
-                self.pump_applet(port, framer, next);
-            }
+            self.pump_made(port, tx, &mut made);
             n += 1;
             bump(&stats.tx_descriptors);
             // `d` is a private copy: everything below checks and uses it,
@@ -767,15 +761,7 @@ impl Engine {
                 // Removed since: the rest of the pass as without one.
                 return self.take_tx_rest(tx, port, theirs, n, spent);
             }
-            // As in `take_tx`: the last `doTx`'s frames for endpoints of
-            // this engine go on before the next `doTx` runs.
-            if std::mem::take(&mut made)
-                && !tx.framer.out.is_empty()
-                && self.all_local(&tx.framer.out)
-            {
-                let TxSide { framer, next, .. } = &mut *tx;
-                self.pump_applet(port, framer, next);
-            }
+            self.pump_made(port, tx, &mut made);
             n += 1;
             bump(&stats.tx_descriptors);
             let Framer {
@@ -821,6 +807,18 @@ impl Engine {
             }
         }
         n
+    }
+
+    /// In a transmit pass, before the next descriptor: the frames the last
+    /// `doTx` made (`made`, cleared here), if all are for endpoints of this
+    /// engine, delivered now rather than at the pass's end (see
+    /// [`Engine::take_tx`]); frames for another engine wait for the end.
+    #[inline(always)]
+    fn pump_made(&self, port: &Port, tx: &mut TxSide, made: &mut bool) {
+        if std::mem::take(made) && !tx.framer.out.is_empty() && self.all_local(&tx.framer.out) {
+            let TxSide { framer, next, .. } = tx;
+            self.pump_applet(port, framer, next);
+        }
     }
 
     /// [`Engine::take_tx`] for the rest of a pass whose applet was removed
