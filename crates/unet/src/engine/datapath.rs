@@ -1455,22 +1455,6 @@ mod tests {
         declines(&e, &port, ab, Direct::Bytes(b"to doTx"));
     }
 
-    /// A small deterministic generator (xorshift), so that a failing
-    /// stream can be run again from its seed.
-    struct Rng(u64);
-
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0
-        }
-        fn below(&mut self, n: u64) -> u64 {
-            self.next() % n
-        }
-    }
-
     /// One message of [`run_stream`]: its channel (`None`: the open one),
     /// offset and length in the buffer area, and, for `Hostile`, the
     /// `mode`, `count` and `nul` its `doTx` runs with.
@@ -1484,30 +1468,33 @@ mod tests {
         nul: i32,
     }
 
+    /// A stream of 24 messages drawn from `seed` (a seeded generator, so
+    /// that a failing stream can be run again from its seed).
     fn stream(seed: u64, area: u32, max: u32) -> Vec<Step> {
-        let mut r = Rng(seed | 1);
+        use rand::{Rng, SeedableRng};
+        let mut r = rand::rngs::StdRng::seed_from_u64(seed);
         (0..24)
             .map(|_| {
-                let len = match r.below(10) {
-                    0 => max + 1 + r.below(64) as u32,
+                let len = match r.random_range(0..10) {
+                    0 => max + 1 + r.random_range(0..64u32),
                     1 => 0,
-                    2 => max - r.below(4) as u32,
-                    _ => 1 + r.below(300) as u32,
+                    2 => max - r.random_range(0..4u32),
+                    _ => 1 + r.random_range(0..300u32),
                 };
-                let offset = match r.below(10) {
+                let offset = match r.random_range(0..10) {
                     0 => area - 8,
                     1 => u32::MAX - 4,
-                    _ => r.below(u64::from(area.saturating_sub(max).max(1))) as u32,
+                    _ => r.random_range(0..area.saturating_sub(max).max(1)),
                 };
                 Step {
-                    chan: (r.below(8) == 0).then_some(7),
+                    chan: (r.random_range(0..8) == 0).then_some(7),
                     offset,
                     len,
                     // 0 sends nothing, 2 runs out of fuel, 4 pushes `count`
                     // frames (a null array where `nul`: a trap).
-                    mode: [0, 2, 4, 4, 4][r.below(5) as usize],
-                    count: r.below(3) as i32,
-                    nul: i32::from(r.below(4) == 0),
+                    mode: [0, 2, 4, 4, 4][r.random_range(0..5usize)],
+                    count: r.random_range(0..3),
+                    nul: i32::from(r.random_range(0..4) == 0),
                 }
             })
             .collect()
