@@ -891,12 +891,12 @@ pub(super) fn applet_tx(
     // the endpoint's).
     let lend = rx.io.framer.out.is_empty();
     if lend && !tx.framer.out.is_empty() {
-        std::mem::swap(&mut rx.io.framer.out, &mut tx.framer.out);
+        rx.io.framer.out.swap_frames(&mut tx.framer.out);
     }
     let r = invoke(rx, port, |l| (&mut l.applet, &mut l.do_tx), args, timed);
     rx.io.publish();
     if lend {
-        std::mem::swap(&mut rx.io.framer.out, &mut tx.framer.out);
+        rx.io.framer.out.swap_frames(&mut tx.framer.out);
     }
     let (r, took) = r.expect("the applet is installed");
     let status = match r {
@@ -992,6 +992,46 @@ pub(super) fn natives_table() -> jive::Natives {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// [`Outbox::swap_frames`], as `applet_tx` uses it: the transmit
+    /// outbox's frames (one with a tail) lent to the receive side's empty
+    /// outbox, a frame pushed behind them there, and all handed back:
+    /// every frame in order, with its bytes and its own tail, and the
+    /// lent outbox empty again.
+    #[test]
+    fn frames_lent_and_handed_back_keep_their_tails() {
+        let seg = Arc::new(crate::shm::Segment::create("unet-swap-frames-test", 4096).unwrap());
+        seg.write_bytes(100, b"rest of it");
+        let (mut tx, mut rx) = (Outbox::default(), Outbox::default());
+        tx.push_frame(3, 7).copy_from_slice(b"one");
+        tx.push_frame(4, 8).copy_from_slice(b"two-");
+        tx.set_tail(Tail {
+            seg: seg.clone(),
+            at: 100,
+            len: 10,
+        });
+        rx.swap_frames(&mut tx);
+        assert!(tx.is_empty());
+        rx.push_frame(5, 9).copy_from_slice(b"three");
+        rx.swap_frames(&mut tx);
+        assert!(rx.is_empty() && rx.used == 0);
+        let got: Vec<(Vec<u8>, Option<usize>, u64)> = tx
+            .tagged()
+            .map(|(f, t, c)| (f.to_vec(), t.map(|t| t.at), c))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (b"one".to_vec(), None, 7),
+                (b"two-".to_vec(), Some(100), 8),
+                (b"three".to_vec(), None, 9),
+            ]
+        );
+        let mut whole = Outbox::default();
+        whole.append(&tx);
+        let frames: Vec<&[u8]> = whole.iter().map(|(f, _)| f).collect();
+        assert_eq!(frames[1], b"two-rest of it");
+    }
 
     /// The receive run is lent ([`Io::ring_lent`]) to exactly the applets
     /// that declare `dmaRxdPayload` (whose inline form writes it), there
