@@ -1840,7 +1840,10 @@ impl<'p> Compiler<'p> {
         };
         self.sync();
         self.args_to_memory(first);
-        let args_at = p(self.regs.y);
+        // The arguments' address in W, free here (`flush_w` above, and every
+        // entry synced): on x86-64 W is `rdx`, the call's third argument
+        // register, so the address needs no move into it.
+        let args_at = p(self.regs.w);
         self.f
             .add(args_at, self.regs.fp, 4 * i64::from(self.pos_slot(first)));
         let ctx = self.ctx(self.regs.z);
