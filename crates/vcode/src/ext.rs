@@ -1855,6 +1855,32 @@ impl<B: Backend> Countdown for Func<B> {
     }
 }
 
+// -- The least value's test (added for the jive JIT's native calls) ---------------
+
+/// A branch on the one value a 64-bit runtime call returns for failure,
+/// `i64::MIN`, without materializing it: the constant needs a 10-byte move
+/// into a scratch register before the compare natively.
+pub trait MinTest {
+    /// Branch to `l` if `r == i64::MIN`. Natively `cmp r, 1; jo l` (`r - 1`
+    /// overflows exactly when `r` is `i64::MIN`); portably `beq r, i64::MIN`.
+    fn beq_min(&mut self, r: Reg<crate::L>, l: crate::Label);
+}
+
+impl<B: Backend> MinTest for Func<B> {
+    fn beq_min(&mut self, r: Reg<crate::L>, l: crate::Label) {
+        const NAME: &str = "beq_min";
+        self.check_regs(NAME, &[(false, r.num())]);
+        if let Some(x) = self.backend().x86() {
+            x.insn(NAME);
+            x.buf.reserve(NAME, 16);
+            x.branch_min(r.num(), l.0);
+            x.buf.resync(NAME);
+            return;
+        }
+        self.beq(r, Operand::Imm(i64::MIN), l);
+    }
+}
+
 // -- Compare with a stack local (added for esp's port ends) -------------------------
 
 /// A conditional branch comparing a register with a stack local: the

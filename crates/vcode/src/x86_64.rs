@@ -1470,6 +1470,8 @@ const FIX_RET: u8 = 8;
 const FIX_TABLE: u8 = 9;
 /// The branch of [`X64::countdown`].
 const FIX_COUNTDOWN: u8 = 10;
+/// The branch of [`X64::branch_min`].
+const FIX_MIN: u8 = 11;
 
 impl Fixup {
     /// The client method that recorded the fixup.
@@ -1487,6 +1489,7 @@ fn kind_method(kind: u8) -> &'static str {
             FIX_RET => "ret",
             FIX_TABLE => "jump_table",
             FIX_COUNTDOWN => "dec_branch_borrow",
+            FIX_MIN => "beq_min",
             k => Cond::ALL[k as usize].name(),
         }
     }
@@ -2470,6 +2473,14 @@ impl X64 {
     pub(crate) fn countdown(&mut self, r: u8, label: u32) {
         self.alu_ri(Alu::Sub, true, r, 1);
         self.jump_to(FIX_COUNTDOWN, Some(0x02), label);
+    }
+
+    /// `cmp r, 1; jo label`: a branch taken exactly when the 64-bit `r` is
+    /// `i64::MIN`, the one value whose `r - 1` overflows
+    /// ([`MinTest::beq_min`](crate::ext::MinTest::beq_min)).
+    pub(crate) fn branch_min(&mut self, r: u8, label: u32) {
+        self.alu_ri(Alu::Cmp, true, r, 1);
+        self.jump_to(FIX_MIN, Some(0x00), label);
     }
 
     /// `sub qword [rbp + off], 1; jb label`: a countdown kept in a stack

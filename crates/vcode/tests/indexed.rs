@@ -1315,3 +1315,63 @@ fn alignment_padding_is_not_executed() {
         assert_eq!(unsafe { code.invoke(&args) }, Ok(Value::UL(6)));
     }
 }
+
+// -- beq_min ------------------------------------------------------------------------------
+
+/// `f(x)`: 1 if `beq_min` on `x` (in the `k`-th register) branches, else 0.
+fn min_test<B: Backend>(k: usize) -> B::Code {
+    use vcode::ext::MinTest;
+    let mut f = Func::<B>::with_backend();
+    let x = f.lambda("%l", Leaf::Yes).unwrap().get::<L>(0).unwrap();
+    let regs = claim_all(&mut f);
+    let r = regs[k % regs.len()].cast::<L>();
+    f.mov(r, x);
+    let taken = f.genlabel();
+    f.beq_min(r, taken);
+    f.set(r, 0);
+    f.ret(r);
+    f.label(taken);
+    f.set(r, 1);
+    f.ret(r);
+    f.end().unwrap()
+}
+
+fn call_l(code: &(impl Invoke + ?Sized), x: i64) -> i64 {
+    // SAFETY: the functions compute on their argument only.
+    match unsafe { code.invoke(&[Value::L(x)]) }.unwrap_or_else(|e| panic!("{e}")) {
+        Value::L(v) => v,
+        v => panic!("unexpected {v:?}"),
+    }
+}
+
+/// `cmp r, 1; jo` is taken for `i64::MIN` alone: its neighbours, the
+/// other extremes and the values around zero fall through, in every
+/// register, natively and on the reference backend.
+#[test]
+fn beq_min_branches_on_the_least_value_only() {
+    for k in 0..num_regs() {
+        let native = min_test::<X64>(k);
+        let reference = min_test::<Reference>(k);
+        for x in [
+            i64::MIN,
+            i64::MIN + 1,
+            i64::MIN + 2,
+            i64::MAX,
+            i64::MAX - 1,
+            -1,
+            0,
+            1,
+            2,
+            i64::from(i32::MIN),
+        ] {
+            let want = i64::from(x == i64::MIN);
+            assert_eq!(
+                call_l(&native, x),
+                want,
+                "native x={x}\n{}",
+                native.disassemble()
+            );
+            assert_eq!(call_l(&reference, x), want, "reference x={x}");
+        }
+    }
+}

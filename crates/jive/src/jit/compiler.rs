@@ -64,6 +64,10 @@ pub(super) struct Regs {
     pub(super) z: u8,
     pub(super) w: u8,
     pub(super) homes: Vec<u8>,
+    /// The context, kept in a callee-saved register for the whole
+    /// invocation when the program calls natives ([`Uses::natives`]);
+    /// `None` keeps it in the native frame (`Locals::ctx`).
+    pub(super) ctx: Option<Reg<P>>,
 }
 
 /// vcode locals of the one native frame: per invocation, shared by all
@@ -91,6 +95,11 @@ pub(super) struct Uses {
     pub(super) statics: bool,
     pub(super) fields: bool,
     pub(super) calls: bool,
+    /// A native call (`CallNative`, `CallNativeUnmetered`): its code reads
+    /// the context at every call (the call's argument, the host's words,
+    /// the directory afterwards), so the compiler keeps the context in a
+    /// register ([`Regs::ctx`]).
+    pub(super) natives: bool,
 }
 
 impl Uses {
@@ -110,6 +119,7 @@ impl Uses {
                         GetStatic(_) | PutStatic(_) => u.statics = true,
                         GetField(_) | PutField(_) => u.fields = true,
                         Call(_) | CallUnmetered(_) => u.calls = true,
+                        CallNative(_) | CallNativeUnmetered(_) => u.natives = true,
                         _ => {}
                     }
                 }
@@ -735,20 +745,39 @@ impl<'p> Compiler<'p> {
             trap: [f.local(), f.local(), f.local()],
             tmp: [f.local(), f.local(), f.local(), f.local()],
         };
-        // The entry: copy the context's base pointers that the code reads
-        // into the native frame's locals.
         let uses = Uses::of(prog);
-        f.st_local(ctx_in, locals.ctx);
+        // The context: in a callee-saved register where the program calls
+        // natives, which read it at every call (their argument, the host's
+        // words, the directory after the call). The register costs a save
+        // and a restore per invocation and the last register home of a
+        // program that wants them all ([`Compiler::new`]'s homes below);
+        // it saves the context's store and every reload, and the base
+        // pointers' copies below (each base is read through the register,
+        // at the cost the copy's reload had), so the directory need not be
+        // taken again after a call either. A program without natives keeps
+        // the context in the native frame.
+        let ctx_reg = if uses.natives {
+            f.getreg::<P>(Class::Persistent).ok()
+        } else {
+            None
+        };
+        match ctx_reg {
+            Some(c) => f.mov(c, ctx_in),
+            None => f.st_local(ctx_in, locals.ctx),
+        }
         f.ld(fp, ctx_in, C_FRAMES);
         f.ld(fuel, ctx_in, C_FUEL);
         let t = f.getreg::<P>(Class::Temp).map_err(cg)?;
+        // Copy the context's base pointers that the code reads into the
+        // native frame's locals (with the context in a register, the code
+        // reads them through it instead).
         for (off, l, used) in [
             (C_DIR, locals.dir, uses.dir),
             (C_STATICS, locals.statics, uses.statics),
             (C_FIELDS, locals.fields, uses.fields),
             (C_FRAMES_END, locals.frames_end, uses.calls),
         ] {
-            if used {
+            if used && ctx_reg.is_none() {
                 f.ld(t, ctx_in, off);
                 f.st_local(t, l);
             }
@@ -795,6 +824,7 @@ impl<'p> Compiler<'p> {
             z: temps[2],
             w: temps[3],
             homes: temps[4..].to_vec(),
+            ctx: ctx_reg,
         };
         // One call stub per method: run it, store the result, return 0. A
         // method no other method calls has none: it is compiled at its
@@ -810,8 +840,14 @@ impl<'p> Compiler<'p> {
             if prog.funcs[i].is_some() {
                 f.jal(entries[i]);
                 let x = r(regs.x);
-                let c = p(regs.z);
-                f.ld_local(c, locals.ctx);
+                let c = match regs.ctx {
+                    Some(c) => c,
+                    None => {
+                        let c = p(regs.z);
+                        f.ld_local(c, locals.ctx);
+                        c
+                    }
+                };
                 f.st(x, c, C_RESULT);
                 f.st(regs.fuel, c, C_FUEL);
                 f.set(x, 0);
@@ -1029,13 +1065,27 @@ impl<'p> Compiler<'p> {
             Base::Fields => (self.locals.fields, C_FIELDS, self.uses.fields),
             Base::FramesEnd => (self.locals.frames_end, C_FRAMES_END, self.uses.calls),
         };
-        if copied {
+        if let Some(c) = self.regs.ctx {
+            self.f.ld(p(into), c, off);
+        } else if copied {
             self.f.ld_local(p(into), l);
         } else {
             self.f.ld_local(p(into), self.locals.ctx);
             self.f.ld(p(into), p(into), off);
         }
         p(into)
+    }
+
+    /// The context's address: its register ([`Regs::ctx`]), or loaded
+    /// from the native frame into `into`.
+    pub(super) fn ctx(&mut self, into: u8) -> Reg<P> {
+        match self.regs.ctx {
+            Some(c) => c,
+            None => {
+                self.f.ld_local(p(into), self.locals.ctx);
+                p(into)
+            }
+        }
     }
 
     // -- Operations ---------------------------------------------------------------
@@ -1671,8 +1721,7 @@ impl<'p> Compiler<'p> {
             return;
         }
         let x = self.x();
-        let c = p(self.regs.z);
-        self.f.ld_local(c, self.locals.ctx);
+        let c = self.ctx(self.regs.z);
         self.f.st(x, c, C_RESULT);
         self.f.st(self.regs.fuel, c, C_FUEL);
         if !x_zero {
@@ -1727,7 +1776,9 @@ impl<'p> Compiler<'p> {
         let x = Reg::<L>::phys(self.regs.x);
         self.f.call(x, Callee::Native(func), args);
         self.move_homes(&saves, false);
-        if self.uses.dir && dir_after {
+        // With the context in a register the directory is read through it
+        // at each use, never from a copy, so there is nothing to take again.
+        if self.uses.dir && dir_after && self.regs.ctx.is_none() {
             let z = p(self.regs.z);
             self.f.ld_local(z, self.locals.ctx);
             self.f.ld(z, z, C_DIR);
@@ -1789,11 +1840,13 @@ impl<'p> Compiler<'p> {
         };
         self.sync();
         self.args_to_memory(first);
-        let args_at = p(self.regs.y);
+        // The arguments' address in W, free here (`flush_w` above, and every
+        // entry synced): on x86-64 W is `rdx`, the call's third argument
+        // register, so the address needs no move into it.
+        let args_at = p(self.regs.w);
         self.f
             .add(args_at, self.regs.fp, 4 * i64::from(self.pos_slot(first)));
-        let ctx = p(self.regs.z);
-        self.f.ld_local(ctx, self.locals.ctx);
+        let ctx = self.ctx(self.regs.z);
         let fail = self.stub(SiteKind::Runtime, [None; 3]);
         let shape = NativeShape::of(decl);
         // A native with a fast form ([`crate::FastNative`]) is called
@@ -1815,7 +1868,7 @@ impl<'p> Compiler<'p> {
             first,
             dir_after,
         );
-        self.f.beq(res, i64::MIN, fail);
+        self.f.beq_min(res, fail);
         self.stack.truncate(first);
         if let Some(done) = pushed {
             self.f.label(done);
@@ -1837,8 +1890,8 @@ impl<'p> Compiler<'p> {
     /// before the form's first store; so no form tests for null.
     fn host_words(&mut self, into: u8) -> Reg<P> {
         let words = p(into);
-        self.f.ld_local(words, self.locals.ctx);
-        self.f.ld(words, words, C_WORDS);
+        let c = self.ctx(into);
+        self.f.ld(words, c, C_WORDS);
         words
     }
 
@@ -2339,8 +2392,7 @@ impl<'p> Compiler<'p> {
         self.f.cv::<I, L>(len, rn);
         self.sync();
         let below = self.stack.len();
-        let ctx = p(self.regs.z);
-        self.f.ld_local(ctx, self.locals.ctx);
+        let ctx = self.ctx(self.regs.z);
         let code = match prim {
             Prim::Boolean => 0,
             Prim::Byte => 1,
@@ -2951,8 +3003,7 @@ impl<'p> Compiler<'p> {
             self.f.jmp(self.exit);
         }
         self.f.label(self.exit);
-        let c = p(self.regs.z);
-        self.f.ld_local(c, self.locals.ctx);
+        let c = self.ctx(self.regs.z);
         self.f.st(self.regs.fuel, c, C_FUEL);
         let t = Reg::<L>::phys(self.regs.y);
         for k in 0..3 {
@@ -3113,20 +3164,35 @@ mod tests {
                 .unwrap_or_else(|e| panic!("{class}: {e}"));
             let c = Compiler::new(&prog).unwrap_or_else(|e| panic!("{class}: {e}"));
             let callee = c.regs.homes.iter().filter(|&&h| callee_saved(h)).count();
-            (homes_wanted(&analyze(&prog)), c.regs.homes.len(), callee)
+            let ctx = c.regs.ctx.map(|r| callee_saved(r.num()));
+            (
+                homes_wanted(&analyze(&prog)),
+                c.regs.homes.len(),
+                callee,
+                ctx,
+            )
         };
         // The Figure 7 probe (`applets/unet/Breakdown.java`): `doRx` uses 4
         // slots, so 4 homes, two of them callee-saved (x86-64 has two
         // caller-saved registers left for homes after the four scratch
-        // registers); the fifth callee-saved register stays unclaimed.
-        assert_eq!(homes(("unet", "Breakdown")), (4, 4, 2), "Breakdown");
-        // `NativeHomes.keep` has more live ints than there are registers.
-        let (wanted, claimed, callee) = homes(("release8", "NativeHomes"));
+        // registers); it calls natives, so the context takes the fifth
+        // callee-saved register.
+        assert_eq!(
+            homes(("unet", "Breakdown")),
+            (4, 4, 2, Some(true)),
+            "Breakdown"
+        );
+        // `NativeHomes.keep` has more live ints than there are registers,
+        // and calls natives: the context's register is one home fewer.
+        let (wanted, claimed, callee, ctx) = homes(("release8", "NativeHomes"));
         assert!(
             wanted > claimed,
             "NativeHomes wants {wanted}, claimed {claimed}"
         );
-        assert_eq!((claimed, callee), (5, 3), "NativeHomes");
+        assert_eq!((claimed, callee, ctx), (4, 2, Some(true)), "NativeHomes");
+        // `Arith` calls no native: the context stays in the native frame.
+        let (.., ctx) = homes(("release8", "Arith"));
+        assert_eq!(ctx, None, "Arith");
     }
 
     #[test]
