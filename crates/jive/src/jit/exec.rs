@@ -128,7 +128,17 @@ pub struct Compiled {
     /// Why the last invocation's code could not run, set only then (by
     /// [`execute_scoped`]) and taken at once by [`Compiled::enter`].
     pub(super) failed: Option<String>,
+    /// The lender of `rec.ctx.words_of` ([`WordsFn::lender`]), or
+    /// [`NoLender`]'s type where the program has none: fixed when the
+    /// code is compiled, as `words_of` is, and kept here so that a typed
+    /// host's check ([`HostArg::lent_words`]) is one compare, with no
+    /// test of the `Option` first. No fast form is `NoLender` (a private
+    /// type that is not a [`FastNative`]), so it matches no host.
+    pub(super) lender: core::any::TypeId,
 }
+
+/// The [`Compiled::lender`] of a program without a lender of words.
+pub(super) enum NoLender {}
 
 /// The step between two [`Compiled::stamp`]s: the low 16 bits, where a
 /// word holds its entry, stay clear.
@@ -226,6 +236,7 @@ pub fn compile(prog: &Program) -> Result<Compiled, JitError> {
         .expect("STACK_SLOTS slots");
     let words_of = words_at_entry(prog);
     let rec = Record::new(&mut frames[..], words_of);
+    let lender = words_of.map_or(core::any::TypeId::of::<NoLender>(), |w| w.lender);
     Ok(Compiled {
         key,
         found: Found::default(),
@@ -241,6 +252,7 @@ pub fn compile(prog: &Program) -> Result<Compiled, JitError> {
         enterable: Box::new([]),
         stamp: next_stamp(),
         failed: None,
+        lender,
     })
 }
 
@@ -647,10 +659,11 @@ impl Ready<'_> {
         self.jit.enter_admitted(prog, st, self.entry, held, lent)
     }
 
-    /// The program's lender of words (`Ctx::words_of`).
+    /// The program's lender of words (`Ctx::words_of`'s, or
+    /// [`NoLender`]'s type: [`Compiled::lender`]).
     #[inline(always)]
-    pub(crate) fn words_of(&self) -> Option<WordsFn> {
-        self.jit.rec.ctx.words_of
+    pub(crate) fn lender(&self) -> core::any::TypeId {
+        self.jit.lender
     }
 }
 
