@@ -663,6 +663,14 @@ impl Ready<'_> {
     /// [`NoLender`]'s type: [`Compiled::lender`]).
     #[inline(always)]
     pub(crate) fn lender(&self) -> core::any::TypeId {
+        debug_assert_eq!(
+            self.jit.lender,
+            self.jit
+                .rec
+                .ctx
+                .words_of
+                .map_or(core::any::TypeId::of::<NoLender>(), |w| w.lender)
+        );
         self.jit.lender
     }
 }
@@ -1069,6 +1077,10 @@ mod tests {
         .expect("Counter loads");
         let prog = a.program();
         let mut c = compile(prog).expect("Counter compiles");
+        // Counter has no inline natives, so no lender: `NoLender`'s type,
+        // which no typed host's lender equals.
+        assert!(c.rec.ctx.words_of.is_none());
+        assert_eq!(c.lender, core::any::TypeId::of::<NoLender>());
         let ok = RunLimits {
             fuel: 100,
             max_depth: 64,
