@@ -127,7 +127,12 @@ pub struct Compiled {
     pub(super) stamp: u64,
     /// Why the last invocation's code could not run, set only then (by
     /// [`execute_scoped`]) and taken at once by [`Compiled::enter`].
-    pub(super) failed: Option<String>,
+    ///
+    /// Boxed, so that this field offers no niche: `Option<Compiled>`
+    /// (`Applet::jit`) then keeps its `None` in `reads_fields`, which the
+    /// per-message invocation tests in two instructions, instead of in
+    /// the string's capacity, a compare with a 64-bit constant (four).
+    pub(super) failed: Option<Box<String>>,
     /// The lender of `rec.ctx.words_of` ([`WordsFn::lender`]), or
     /// [`NoLender`]'s type where the program has none: fixed when the
     /// code is compiled, as `words_of` is, and kept here so that a typed
@@ -567,7 +572,7 @@ impl Compiled {
             return Ok(self.rec.ctx.result as i32);
         }
         let pending = self.rec.rt.pending.take();
-        let failed = self.failed.take();
+        let failed = self.failed.take().map(|b| *b);
         Err(self.failure(prog, entry, status, failed, pending))
     }
 
@@ -928,7 +933,7 @@ pub(super) fn execute(
     prog: &Program,
     ctx: *mut Ctx,
     entry: u16,
-    failed: &mut Option<String>,
+    failed: &mut Option<Box<String>>,
 ) -> i32 {
     // Nothing retired since the last invocation's look-up, and this thread
     // synchronized since: its scope's entry would find nothing to do and
@@ -957,7 +962,7 @@ fn execute_scoped(
     prog: &Program,
     ctx: *mut Ctx,
     entry: u16,
-    failed: &mut Option<String>,
+    failed: &mut Option<Box<String>>,
 ) -> i32 {
     let scope = thread.enter_brief();
     let code = match scope.lookup_pin(code.key, &mut code.found.memo, &mut code.found.pin) {
@@ -965,7 +970,7 @@ fn execute_scoped(
         None => match rebuild(&scope, code.key, prog) {
             Ok(e) => e,
             Err(what) => {
-                *failed = Some(what);
+                *failed = Some(Box::new(what));
                 return -1;
             }
         },
@@ -991,7 +996,7 @@ pub(super) fn execute_registering(
     prog: &Program,
     ctx: *mut Ctx,
     entry: u16,
-    failed: &mut Option<String>,
+    failed: &mut Option<Box<String>>,
 ) -> i32 {
     execute(&mut cache().register(), code, prog, ctx, entry, failed)
 }
