@@ -294,6 +294,11 @@ pub struct Applet {
     prog: Program,
     natives: Vec<NativeFn>,
     heap: Heap,
+    /// The static fields: made at load, `static_count` long, and never
+    /// resized or replaced (only its elements are written), so that its
+    /// buffer stays where it is while the applet lives, which the JIT's
+    /// context keeps instead of writing it per invocation
+    /// ([`jit::Compiled::keep`]).
     statics: Vec<i32>,
     instance: i32,
     machine: Machine,
@@ -501,6 +506,7 @@ impl Applet {
             jit.keep(
                 &self.prog,
                 &self.natives,
+                self.statics.as_mut_ptr(),
                 fields,
                 RunLimits::of(&self.limits),
             );

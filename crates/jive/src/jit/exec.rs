@@ -167,9 +167,11 @@ pub(crate) struct Ready<'a> {
 // SAFETY: the raw pointers of `rec` are dereferenced only by generated
 // code and the runtime calls it makes, during `Compiled::enter`, which
 // holds `&mut self` (and so the frame stack they point into) and rewrites
-// the pointers that change from one invocation to the next (statics,
-// directory, heap, program, host: `Runtime::bind`) before it runs the
-// code; the natives `keep` writes are the applet's, never changed. The one it keeps, `fields`,
+// the pointers that change from one invocation to the next (directory,
+// heap, program, host: `Runtime::bind`) before it runs the code; the
+// natives `keep` writes are the applet's, never changed, and so is the
+// buffer of its statics (made at load, never resized or replaced:
+// `Applet::statics`), which moving the applet does not move. The one it keeps, `fields`,
 // points into the instance object of the applet that owns this `Compiled`
 // (`Applet::jit`, private; `keep` and `enter` are called only by that
 // applet, with its own heap): a root of that heap, never freed or resized
@@ -373,7 +375,7 @@ impl Compiled {
         }
         self.frames[..args.len()].copy_from_slice(args);
         let returns = prog.info.methods[usize::from(entry)].sig.ret.is_some();
-        self.keep(prog, st.natives, fields, limits);
+        self.keep(prog, st.natives, st.statics.as_mut_ptr(), fields, limits);
         match self.enter(prog, st, entry) {
             Ok(v) => Ok(Outcome {
                 value: returns.then_some(v),
@@ -398,7 +400,10 @@ impl Compiled {
     /// Writes the context's words that stay from one invocation to the
     /// next: the applet object's `fields` (a pointer into the applet's
     /// instance, which lives and stays in place as long as the applet: a
-    /// root of its heap, never resized) and the call-depth limit, and
+    /// root of its heap, never resized), its `statics` (the buffer of the
+    /// applet's static fields, made at load and never resized or
+    /// replaced, so that it stays where it is while the applet lives,
+    /// wherever the applet moves) and the call-depth limit, and
     /// keeps `limits`, whose fuel every invocation starts with. The
     /// applet calls it whenever one of them changes (its object made, its
     /// limits set, its code compiled) and before every invocation through
@@ -412,10 +417,12 @@ impl Compiled {
         &mut self,
         prog: &Program,
         natives: &[NativeFn],
+        statics: *mut i32,
         fields: *mut i32,
         limits: RunLimits,
     ) {
         let rec = &mut *self.rec;
+        rec.ctx.statics = statics;
         rec.ctx.fields = fields;
         rec.ctx.max_depth = i64::from(limits.max_depth);
         rec.rt.natives = natives;
@@ -528,15 +535,17 @@ impl Compiled {
             None => host_words(&mut rec.ctx, st.host.as_deref_mut()),
         };
         // The frame stack's bounds were written when the record was made
-        // (`Record::new`), the fields, the depth limit and the natives by
-        // `keep`, as the natives and their declarations; the words that
-        // differ from one invocation to the next are written here: the
-        // borrows of this one (`Runtime::bind`), and
-        // of the context the statics, the heap's directory (which moves
+        // (`Record::new`), the statics, the fields, the depth limit and
+        // the natives by `keep`, as the natives and their declarations;
+        // the words that differ from one invocation to the next are
+        // written here: the borrows of this one (`Runtime::bind`), and
+        // of the context the heap's directory (which moves
         // when the heap grows or is collected, between invocations too),
         // the host's words and the fuel. `result` and `trap` are written
         // by the code before the host reads them.
-        rec.ctx.statics = st.statics.as_mut_ptr();
+        // The statics' buffer is where `keep` found it (it never moves:
+        // `Compiled::keep`), so it is not written per invocation.
+        debug_assert_eq!(rec.ctx.statics, st.statics.as_mut_ptr());
         rec.ctx.dir = st.heap.directory().cast();
         rec.ctx.words = words;
         rec.ctx.fuel = self.limits.fuel;
@@ -1096,7 +1105,7 @@ mod tests {
             .position(Option::is_some)
             .expect("a bytecode method") as u16;
         assert_eq!(c.ready_word(entry), 0, "nothing enterable before keep");
-        c.keep(prog, &[], core::ptr::null_mut(), ok);
+        c.keep(prog, &[], core::ptr::null_mut(), core::ptr::null_mut(), ok);
         let word = c.ready_word(entry);
         assert_ne!(word, 0);
         // The entry is or'ed into the stamp's clear low bits: the words of
@@ -1109,6 +1118,7 @@ mod tests {
             prog,
             &[],
             core::ptr::null_mut(),
+            core::ptr::null_mut(),
             RunLimits {
                 max_depth: MAX_CALL_DEPTH + 1,
                 ..ok
@@ -1116,7 +1126,7 @@ mod tests {
         );
         assert!(c.ready(entry, word).is_none(), "a stale word");
         assert_eq!(c.ready_word(entry), 0);
-        c.keep(prog, &[], core::ptr::null_mut(), ok);
+        c.keep(prog, &[], core::ptr::null_mut(), core::ptr::null_mut(), ok);
         assert!(
             c.ready(entry, word).is_none(),
             "a stale word, the table as before"
