@@ -132,7 +132,9 @@ pub struct Compiled {
     /// (`Applet::jit`) then keeps its `None` in `reads_fields`, which the
     /// per-message invocation tests in two instructions, instead of in
     /// the string's capacity, a compare with a 64-bit constant (four).
-    pub(super) failed: Option<Box<String>>,
+    /// (A `Box<str>` also leaves no such niche, but moved the fields so
+    /// that the invocation cost two instructions more.)
+    pub(super) failed: Failed,
     /// The lender of `rec.ctx.words_of` ([`WordsFn::lender`]), or
     /// [`NoLender`]'s type where the program has none: fixed when the
     /// code is compiled, as `words_of` is, and kept here so that a typed
@@ -141,6 +143,11 @@ pub struct Compiled {
     /// type that is not a [`FastNative`]), so it matches no host.
     pub(super) lender: core::any::TypeId,
 }
+
+/// [`Compiled::failed`]'s type: why the code could not run, boxed (see
+/// there why).
+#[allow(clippy::box_collection)]
+pub(super) type Failed = Option<Box<String>>;
 
 /// The [`Compiled::lender`] of a program without a lender of words.
 pub(super) enum NoLender {}
@@ -942,7 +949,7 @@ pub(super) fn execute(
     prog: &Program,
     ctx: *mut Ctx,
     entry: u16,
-    failed: &mut Option<Box<String>>,
+    failed: &mut Failed,
 ) -> i32 {
     // Nothing retired since the last invocation's look-up, and this thread
     // synchronized since: its scope's entry would find nothing to do and
@@ -971,7 +978,7 @@ fn execute_scoped(
     prog: &Program,
     ctx: *mut Ctx,
     entry: u16,
-    failed: &mut Option<Box<String>>,
+    failed: &mut Failed,
 ) -> i32 {
     let scope = thread.enter_brief();
     let code = match scope.lookup_pin(code.key, &mut code.found.memo, &mut code.found.pin) {
@@ -1005,7 +1012,7 @@ pub(super) fn execute_registering(
     prog: &Program,
     ctx: *mut Ctx,
     entry: u16,
-    failed: &mut Option<Box<String>>,
+    failed: &mut Failed,
 ) -> i32 {
     execute(&mut cache().register(), code, prog, ctx, entry, failed)
 }
