@@ -180,7 +180,11 @@ pub struct Method {
     /// The [`Applet::id`] of the applet that resolved it.
     applet: u64,
     idx: u16,
-    is_static: bool,
+    /// Whether it is an instance method, whose first argument slot is
+    /// `this` (kept as this rather than as `is_static`, so that
+    /// [`Method::fill_args`] indexes the slots by it as it is: the
+    /// negation cost the per-message invocation two instructions).
+    has_this: bool,
     returns: bool,
     arity: usize,
     /// Each parameter's narrowing as a mask and a shift ([`narrowing`]).
@@ -199,7 +203,7 @@ impl Method {
     /// `slots`; returns how many.
     #[inline]
     fn fill_args(&self, slots: &mut [i32; Method::MAX_ARGS + 1], this: i32, args: &[i32]) -> usize {
-        let first = usize::from(!self.is_static);
+        let first = usize::from(self.has_this);
         slots[0] = this;
         if self.ints {
             // The common case (`doRx(int, int)`): the arguments as they are.
@@ -290,6 +294,11 @@ pub struct Applet {
     prog: Program,
     natives: Vec<NativeFn>,
     heap: Heap,
+    /// The static fields: made at load, `static_count` long, and never
+    /// resized or replaced (only its elements are written), so that its
+    /// buffer stays where it is while the applet lives, which the JIT's
+    /// context keeps instead of writing it per invocation
+    /// ([`jit::Compiled::keep`]).
     statics: Vec<i32>,
     instance: i32,
     machine: Machine,
@@ -497,6 +506,7 @@ impl Applet {
             jit.keep(
                 &self.prog,
                 &self.natives,
+                self.statics.as_mut_ptr(),
                 fields,
                 RunLimits::of(&self.limits),
             );
@@ -614,7 +624,7 @@ impl Applet {
         Ok(Method {
             applet: self.id,
             idx,
-            is_static: m.is_static,
+            has_this: !m.is_static,
             returns: m.sig.ret.is_some(),
             arity: m.sig.params.len(),
             ints: narrow == [narrowing(Prim::Int); Method::MAX_ARGS],
@@ -772,7 +782,7 @@ impl Applet {
         p.m.fill_args(ready.args_mut(), self.instance, &args);
         // The words a typed host lends, where the program's lender is its
         // (`None`: found from the value, `jit::host_words`).
-        let words = host.lent_words(ready.words_of());
+        let words = host.lent_words(ready.lender());
         let mut st = State {
             heap: &mut self.heap,
             statics: &mut self.statics,

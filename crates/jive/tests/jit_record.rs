@@ -123,6 +123,47 @@ fn an_applet_that_moved_is_invoked_where_it_is_now() {
     }
 }
 
+/// The statics' buffer is given to the code once (`Compiled::keep`), not
+/// per invocation: a static written before the applet moved is read
+/// after, and one written after is read by the next, through prepared
+/// invocations, the checked `invoke` (which runs through `keep` again)
+/// and a collection that frees the array the static held before.
+#[test]
+fn an_applet_that_moved_finds_its_statics() {
+    let Some(a) = counter() else {
+        return;
+    };
+    let mut a = Box::new(a);
+    let mut keep = a.prepare::<1>("keep").unwrap();
+    let mut hist_len = a.prepare::<0>("histLen").unwrap();
+    assert_eq!(a.run_prepared(&mut keep, [3], None).value(), Some(3));
+    for round in 1..40i32 {
+        let spacer = vec![1u8; 4096 * round as usize];
+        a = moved(a);
+        assert_eq!(
+            a.run_prepared(&mut hist_len, [], None).value(),
+            Some(if round == 1 { 3 } else { round + 2 }),
+            "round {round}: the static written before the move"
+        );
+        if round % 3 == 0 {
+            // The checked way writes the context again (`keep`).
+            let o = a.invoke("keep", &[round + 3]).unwrap();
+            assert_eq!(o.value, Some(round + 3));
+        } else {
+            assert_eq!(
+                a.run_prepared(&mut keep, [round + 3], None).value(),
+                Some(round + 3)
+            );
+        }
+        assert_eq!(
+            a.run_prepared(&mut hist_len, [], None).value(),
+            Some(round + 3),
+            "round {round}: the static written after the move"
+        );
+        drop(spacer);
+    }
+}
+
 /// `a` moved into a new box, allocated while the old one still is (so at
 /// another address); the old one is freed on return.
 fn moved(a: Box<Applet>) -> Box<Applet> {

@@ -127,8 +127,30 @@ pub struct Compiled {
     pub(super) stamp: u64,
     /// Why the last invocation's code could not run, set only then (by
     /// [`execute_scoped`]) and taken at once by [`Compiled::enter`].
-    pub(super) failed: Option<String>,
+    ///
+    /// Boxed, so that this field offers no niche: `Option<Compiled>`
+    /// (`Applet::jit`) then keeps its `None` in `reads_fields`, which the
+    /// per-message invocation tests in two instructions, instead of in
+    /// the string's capacity, a compare with a 64-bit constant (four).
+    /// (A `Box<str>` also leaves no such niche, but moved the fields so
+    /// that the invocation cost two instructions more.)
+    pub(super) failed: Failed,
+    /// The lender of `rec.ctx.words_of` ([`WordsFn::lender`]), or
+    /// [`NoLender`]'s type where the program has none: fixed when the
+    /// code is compiled, as `words_of` is, and kept here so that a typed
+    /// host's check ([`HostArg::lent_words`]) is one compare, with no
+    /// test of the `Option` first. No fast form is `NoLender` (a private
+    /// type that is not a [`FastNative`]), so it matches no host.
+    pub(super) lender: core::any::TypeId,
 }
+
+/// [`Compiled::failed`]'s type: why the code could not run, boxed (see
+/// there why).
+#[allow(clippy::box_collection)]
+pub(super) type Failed = Option<Box<String>>;
+
+/// The [`Compiled::lender`] of a program without a lender of words.
+pub(super) enum NoLender {}
 
 /// The step between two [`Compiled::stamp`]s: the low 16 bits, where a
 /// word holds its entry, stay clear.
@@ -152,9 +174,11 @@ pub(crate) struct Ready<'a> {
 // SAFETY: the raw pointers of `rec` are dereferenced only by generated
 // code and the runtime calls it makes, during `Compiled::enter`, which
 // holds `&mut self` (and so the frame stack they point into) and rewrites
-// the pointers that change from one invocation to the next (statics,
-// directory, heap, program, host: `Runtime::bind`) before it runs the
-// code; the natives `keep` writes are the applet's, never changed. The one it keeps, `fields`,
+// the pointers that change from one invocation to the next (directory,
+// heap, program, host: `Runtime::bind`) before it runs the code; the
+// natives `keep` writes are the applet's, never changed, and so is the
+// buffer of its statics (made at load, never resized or replaced:
+// `Applet::statics`), which moving the applet does not move. The one it keeps, `fields`,
 // points into the instance object of the applet that owns this `Compiled`
 // (`Applet::jit`, private; `keep` and `enter` are called only by that
 // applet, with its own heap): a root of that heap, never freed or resized
@@ -226,6 +250,7 @@ pub fn compile(prog: &Program) -> Result<Compiled, JitError> {
         .expect("STACK_SLOTS slots");
     let words_of = words_at_entry(prog);
     let rec = Record::new(&mut frames[..], words_of);
+    let lender = words_of.map_or(core::any::TypeId::of::<NoLender>(), |w| w.lender);
     Ok(Compiled {
         key,
         found: Found::default(),
@@ -241,6 +266,7 @@ pub fn compile(prog: &Program) -> Result<Compiled, JitError> {
         enterable: Box::new([]),
         stamp: next_stamp(),
         failed: None,
+        lender,
     })
 }
 
@@ -356,7 +382,7 @@ impl Compiled {
         }
         self.frames[..args.len()].copy_from_slice(args);
         let returns = prog.info.methods[usize::from(entry)].sig.ret.is_some();
-        self.keep(prog, st.natives, fields, limits);
+        self.keep(prog, st.natives, st.statics.as_mut_ptr(), fields, limits);
         match self.enter(prog, st, entry) {
             Ok(v) => Ok(Outcome {
                 value: returns.then_some(v),
@@ -381,7 +407,10 @@ impl Compiled {
     /// Writes the context's words that stay from one invocation to the
     /// next: the applet object's `fields` (a pointer into the applet's
     /// instance, which lives and stays in place as long as the applet: a
-    /// root of its heap, never resized) and the call-depth limit, and
+    /// root of its heap, never resized), its `statics` (the buffer of the
+    /// applet's static fields, made at load and never resized or
+    /// replaced, so that it stays where it is while the applet lives,
+    /// wherever the applet moves) and the call-depth limit, and
     /// keeps `limits`, whose fuel every invocation starts with. The
     /// applet calls it whenever one of them changes (its object made, its
     /// limits set, its code compiled) and before every invocation through
@@ -395,10 +424,12 @@ impl Compiled {
         &mut self,
         prog: &Program,
         natives: &[NativeFn],
+        statics: *mut i32,
         fields: *mut i32,
         limits: RunLimits,
     ) {
         let rec = &mut *self.rec;
+        rec.ctx.statics = statics;
         rec.ctx.fields = fields;
         rec.ctx.max_depth = i64::from(limits.max_depth);
         rec.rt.natives = natives;
@@ -511,15 +542,17 @@ impl Compiled {
             None => host_words(&mut rec.ctx, st.host.as_deref_mut()),
         };
         // The frame stack's bounds were written when the record was made
-        // (`Record::new`), the fields, the depth limit and the natives by
-        // `keep`, as the natives and their declarations; the words that
-        // differ from one invocation to the next are written here: the
-        // borrows of this one (`Runtime::bind`), and
-        // of the context the statics, the heap's directory (which moves
+        // (`Record::new`), the statics, the fields, the depth limit and
+        // the natives by `keep`, as the natives and their declarations;
+        // the words that differ from one invocation to the next are
+        // written here: the borrows of this one (`Runtime::bind`), and
+        // of the context the heap's directory (which moves
         // when the heap grows or is collected, between invocations too),
         // the host's words and the fuel. `result` and `trap` are written
         // by the code before the host reads them.
-        rec.ctx.statics = st.statics.as_mut_ptr();
+        // The statics' buffer is where `keep` found it (it never moves:
+        // `Compiled::keep`), so it is not written per invocation.
+        debug_assert_eq!(rec.ctx.statics, st.statics.as_mut_ptr());
         rec.ctx.dir = st.heap.directory().cast();
         rec.ctx.words = words;
         rec.ctx.fuel = self.limits.fuel;
@@ -555,7 +588,7 @@ impl Compiled {
             return Ok(self.rec.ctx.result as i32);
         }
         let pending = self.rec.rt.pending.take();
-        let failed = self.failed.take();
+        let failed = self.failed.take().map(|b| *b);
         Err(self.failure(prog, entry, status, failed, pending))
     }
 
@@ -647,10 +680,19 @@ impl Ready<'_> {
         self.jit.enter_admitted(prog, st, self.entry, held, lent)
     }
 
-    /// The program's lender of words (`Ctx::words_of`).
+    /// The program's lender of words (`Ctx::words_of`'s, or
+    /// [`NoLender`]'s type: [`Compiled::lender`]).
     #[inline(always)]
-    pub(crate) fn words_of(&self) -> Option<WordsFn> {
-        self.jit.rec.ctx.words_of
+    pub(crate) fn lender(&self) -> core::any::TypeId {
+        debug_assert_eq!(
+            self.jit.lender,
+            self.jit
+                .rec
+                .ctx
+                .words_of
+                .map_or(core::any::TypeId::of::<NoLender>(), |w| w.lender)
+        );
+        self.jit.lender
     }
 }
 
@@ -907,7 +949,7 @@ pub(super) fn execute(
     prog: &Program,
     ctx: *mut Ctx,
     entry: u16,
-    failed: &mut Option<String>,
+    failed: &mut Failed,
 ) -> i32 {
     // Nothing retired since the last invocation's look-up, and this thread
     // synchronized since: its scope's entry would find nothing to do and
@@ -936,7 +978,7 @@ fn execute_scoped(
     prog: &Program,
     ctx: *mut Ctx,
     entry: u16,
-    failed: &mut Option<String>,
+    failed: &mut Failed,
 ) -> i32 {
     let scope = thread.enter_brief();
     let code = match scope.lookup_pin(code.key, &mut code.found.memo, &mut code.found.pin) {
@@ -944,7 +986,7 @@ fn execute_scoped(
         None => match rebuild(&scope, code.key, prog) {
             Ok(e) => e,
             Err(what) => {
-                *failed = Some(what);
+                *failed = Some(Box::new(what));
                 return -1;
             }
         },
@@ -970,7 +1012,7 @@ pub(super) fn execute_registering(
     prog: &Program,
     ctx: *mut Ctx,
     entry: u16,
-    failed: &mut Option<String>,
+    failed: &mut Failed,
 ) -> i32 {
     execute(&mut cache().register(), code, prog, ctx, entry, failed)
 }
@@ -1056,6 +1098,10 @@ mod tests {
         .expect("Counter loads");
         let prog = a.program();
         let mut c = compile(prog).expect("Counter compiles");
+        // Counter has no inline natives, so no lender: `NoLender`'s type,
+        // which no typed host's lender equals.
+        assert!(c.rec.ctx.words_of.is_none());
+        assert_eq!(c.lender, core::any::TypeId::of::<NoLender>());
         let ok = RunLimits {
             fuel: 100,
             max_depth: 64,
@@ -1066,7 +1112,7 @@ mod tests {
             .position(Option::is_some)
             .expect("a bytecode method") as u16;
         assert_eq!(c.ready_word(entry), 0, "nothing enterable before keep");
-        c.keep(prog, &[], core::ptr::null_mut(), ok);
+        c.keep(prog, &[], core::ptr::null_mut(), core::ptr::null_mut(), ok);
         let word = c.ready_word(entry);
         assert_ne!(word, 0);
         // The entry is or'ed into the stamp's clear low bits: the words of
@@ -1079,6 +1125,7 @@ mod tests {
             prog,
             &[],
             core::ptr::null_mut(),
+            core::ptr::null_mut(),
             RunLimits {
                 max_depth: MAX_CALL_DEPTH + 1,
                 ..ok
@@ -1086,7 +1133,7 @@ mod tests {
         );
         assert!(c.ready(entry, word).is_none(), "a stale word");
         assert_eq!(c.ready_word(entry), 0);
-        c.keep(prog, &[], core::ptr::null_mut(), ok);
+        c.keep(prog, &[], core::ptr::null_mut(), core::ptr::null_mut(), ok);
         assert!(
             c.ready(entry, word).is_none(),
             "a stale word, the table as before"

@@ -135,7 +135,7 @@ pub(crate) struct WordsFn {
     typed: unsafe fn(*mut ()) -> *mut HostWords,
     /// The fast form `F` they call `F::words` of: what a typed host's
     /// lender is compared with ([`Lent`]).
-    lender: core::any::TypeId,
+    pub(super) lender: core::any::TypeId,
 }
 
 impl PartialEq for WordsFn {
@@ -235,16 +235,17 @@ pub(crate) fn words_entry<F: FastNative>() -> WordsFn {
 /// its type) or typed by a lender of words ([`Lent`]).
 pub(crate) trait HostArg<'h> {
     /// The words the host lends the inline natives, where its type names
-    /// a lender and that is the program's, `words_of`; `None`: found from
+    /// a lender and that is the program's, `lender` (`Compiled::lender`:
+    /// `NoLender`'s type where the program has none); `None`: found from
     /// the untyped value ([`host_words`]).
-    fn lent_words(&mut self, words_of: Option<WordsFn>) -> Option<*mut HostWords>;
+    fn lent_words(&mut self, lender: core::any::TypeId) -> Option<*mut HostWords>;
     /// The value, untyped, for the natives and the runtime calls.
     fn any(self) -> Option<&'h mut dyn core::any::Any>;
 }
 
 impl<'h> HostArg<'h> for Option<&'h mut dyn core::any::Any> {
     #[inline(always)]
-    fn lent_words(&mut self, _: Option<WordsFn>) -> Option<*mut HostWords> {
+    fn lent_words(&mut self, _: core::any::TypeId) -> Option<*mut HostWords> {
         None
     }
 
@@ -265,8 +266,11 @@ impl<'h, W: FastNative> HostArg<'h> for Lent<'h, W> {
     /// program's lender is another, `None`, and the words are found from
     /// the untyped value as ever.
     #[inline(always)]
-    fn lent_words(&mut self, words_of: Option<WordsFn>) -> Option<*mut HostWords> {
-        if words_of?.lender != core::any::TypeId::of::<W>() {
+    fn lent_words(&mut self, lender: core::any::TypeId) -> Option<*mut HostWords> {
+        // `lender` is the program's `words_of`'s (no program without one
+        // has a `FastNative` as its `lender`), so a match is the check
+        // `words_of` is `W`'s, made in one compare.
+        if lender != core::any::TypeId::of::<W>() {
             return None;
         }
         Some(lent(W::words(self.0)))

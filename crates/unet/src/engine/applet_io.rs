@@ -767,21 +767,60 @@ pub(super) fn invoke<const N: usize>(
     timed: bool,
 ) -> Option<(Result<Option<i32>, ()>, Duration)> {
     let l = rx.applet.as_mut()?;
+    let ran = run_on(l, &mut rx.io, method, args, timed);
+    Some(settle(rx, port, ran))
+}
+
+/// An invocation run by [`run_on`], for [`settle`].
+pub(super) struct Ran {
+    c: jive::Called,
+    took: Duration,
+    timed: bool,
+}
+
+/// [`invoke`]'s invocation of the applet `l` (the one `io` belongs to),
+/// for a caller that holds `l` already (the receive path found it to fill
+/// `RxBuf`), so that the applet's presence is not tested again: the
+/// invocation under `io`'s accounting ([`Io::begin`], [`Io::end`]) and
+/// its time, measured only when `timed`. [`settle`] makes its outcome.
+#[inline(always)]
+pub(super) fn run_on<const N: usize>(
+    l: &mut Loaded,
+    io: &mut Io,
+    method: fn(&mut Loaded) -> (&mut jive::Applet, &mut jive::Prepared<N>),
+    args: [i32; N],
+    timed: bool,
+) -> Ran {
     let start = timed.then(Instant::now);
-    let lent = rx.io.begin();
+    let lent = io.begin();
     let (applet, m) = method(l);
     // The outcome comes back in one register; a failure's error stays in
     // the applet, for `ended_badly`.
-    let c = applet.run_prepared_lent::<crate::natives::Words<Io>, N>(m, args, &mut rx.io);
-    rx.io.end(lent);
-    let took = start.map_or(Duration::ZERO, |s| s.elapsed());
-    let outcome = if c.is_ok() && !rx.io.inv.overran {
+    let c = applet.run_prepared_lent::<crate::natives::Words<Io>, N>(m, args, io);
+    io.end(lent);
+    Ran {
+        c,
+        took: start.map_or(Duration::ZERO, |s| s.elapsed()),
+        timed: start.is_some(),
+    }
+}
+
+/// The outcome of an invocation [`run_on`] ran on `rx`'s applet, as
+/// [`invoke`] returns it: an invocation that trapped or overran is
+/// counted and throttles its endpoint here ([`ended_badly`]).
+#[inline(always)]
+pub(super) fn settle(
+    rx: &mut RxSide,
+    port: &Port,
+    ran: Ran,
+) -> (Result<Option<i32>, ()>, Duration) {
+    let outcome = if ran.c.is_ok() && !rx.io.inv.overran {
         rx.overruns_in_row = 0;
-        Ok(c.value())
+        Ok(ran.c.value())
     } else {
-        ended_badly(rx, port, c, start.is_some(), took)
+        ended_badly(rx, port, ran.c, ran.timed, ran.took)
     };
-    Some((outcome, took))
+    (outcome, ran.took)
 }
 
 /// After an invocation that trapped or overran: one that overran a budget

@@ -549,12 +549,17 @@ pub(super) fn receive_payload(
         Some(l) => {
             let r = if fill_rxbuf(l, &payload) {
                 let args = [payload.len() as i32, i32::from(chan)];
-                invoke(rx, port, |l| (&mut l.applet, &mut l.do_rx), args, timed).and_then(
-                    |(r, t)| {
-                        took = t;
-                        r.ok()
-                    },
-                )
+                // `invoke` on the applet found above, not looked for again.
+                let ran = run_on(
+                    l,
+                    &mut rx.io,
+                    |l| (&mut l.applet, &mut l.do_rx),
+                    args,
+                    timed,
+                );
+                let (r, t) = settle(rx, port, ran);
+                took = t;
+                r.ok()
             } else {
                 None
             };
