@@ -497,9 +497,7 @@ impl Control for Embedded {
         self.engine.service(&self.port);
     }
     fn drive_rx(&mut self) {
-        self.port.claim();
-        self.engine.drain(&self.port);
-        self.engine.poll_transport();
+        self.engine.drive_idle(&self.port);
     }
     fn engine(&self) -> Option<&Engine> {
         Some(&self.engine)
