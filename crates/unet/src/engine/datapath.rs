@@ -68,11 +68,11 @@ impl Engine {
     /// transport ([`Engine::poll_transport`]), each called only when the
     /// flags it tests first say it has something to do (the same tests,
     /// read here first). Inlined, so that a waiting receiver's empty poll,
-    /// the usual case, is a few loads rather than three calls, each with
-    /// the frame its work needs: an empty `recv_ref` took 19 ns, now 5.5
-    /// (about 150 instructions before, by callgrind), which is that much
-    /// less between two looks at the receive queue of a thread that polls
-    /// it in a loop (docs/benchmarks.md, the `loop` round trip).
+    /// the usual case, costs these loads rather than three calls, each
+    /// with the frame its work needs (an empty `recv_ref`: 154
+    /// instructions before, 116 with this, by callgrind): that much less
+    /// between two looks at the receive queue of a thread that polls it
+    /// in a loop (docs/benchmarks.md, the `loop` round trip).
     #[inline(always)]
     pub(crate) fn drive_idle(&self, port: &Port) {
         port.claim();
