@@ -1228,8 +1228,7 @@ impl Endpoint {
     pub fn recv_ref(&mut self) -> Option<MessageRef<'_>> {
         // The short path in the caller: an inline message or one in one
         // buffer at the front (its fixed part read once and checked, as
-        // below). An empty queue's wait (`recv_idle`) and everything else,
-        // from the start, out of line.
+        // below). Everything else, from the start, out of line.
         if let Some(i) = self.rx.front_or_none() {
             if self.fetch_lines != 0 {
                 // While the descriptor's line is on its way from the
@@ -1257,8 +1256,6 @@ impl Endpoint {
                     body: Body::Buffers(off),
                 });
             }
-        } else if !self.recv_idle() {
-            return None;
         }
         let t = self.recv_ref_slow()?;
         Some(MessageRef {
@@ -1267,25 +1264,6 @@ impl Endpoint {
             chan: t.chan,
             body: t.body,
         })
-    }
-
-    /// What [`Endpoint::recv_ref`] does when it finds its receive queue
-    /// empty, as [`Endpoint::recv_ref_slow`]'s first round does for an
-    /// empty queue: the gathered buffers given back, the engine driven
-    /// (this endpoint's inbox and the transport, if it drives it); whether
-    /// the queue then holds something (for `recv_ref_slow` to take).
-    /// Out of line and small: a receiver that polls an empty queue in a
-    /// loop (the usual wait) pays this, not `recv_ref_slow`'s frame and
-    /// its second look at the queue it has just found empty (callgrind:
-    /// an empty `recv_ref` 116 instructions before, with `drive_idle`).
-    #[inline(never)]
-    fn recv_idle(&mut self) -> bool {
-        self.give_gathered();
-        if !self.drive {
-            return false;
-        }
-        self.link.drive_rx();
-        self.rx.front_or_none().is_some()
     }
 
     /// [`Endpoint::recv_ref`] but for its short path: messages in buffers,
