@@ -497,7 +497,9 @@ impl Control for Embedded {
         self.engine.service(&self.port);
     }
     fn drive_rx(&mut self) {
-        self.engine.drive_idle(&self.port);
+        self.port.claim();
+        self.engine.drain(&self.port);
+        self.engine.poll_transport();
     }
     fn engine(&self) -> Option<&Engine> {
         Some(&self.engine)

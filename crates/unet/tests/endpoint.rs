@@ -51,8 +51,8 @@ fn seq_of(m: &[u8]) -> Option<u64> {
 }
 
 /// A receive call that finds its queue empty drives the engine in its
-/// process (`Engine::drive_idle`: its inbox, the transport) and then takes
-/// what that delivered in the same call (its second look at the queue):
+/// process (its inbox, the transport) and then takes what that delivered
+/// in the same call (its second look at the queue):
 /// with no engine thread, the first `recv_ref` or `recv` after a message
 /// from another engine was sent returns it, inline or in a buffer.
 #[test]

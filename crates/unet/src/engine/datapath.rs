@@ -61,31 +61,6 @@ impl Engine {
         taken
     }
 
-    /// What an application's receive call does for the engine in its
-    /// process when its receive queue is empty ([`crate::Endpoint::recv`],
-    /// [`crate::Endpoint::recv_ref`]): claims `port` for this thread, runs
-    /// the frames waiting in its inbox ([`Engine::drain`]) and polls the
-    /// transport ([`Engine::poll_transport`]), each called only when the
-    /// flags it tests first say it has something to do (the same tests,
-    /// read here first). Inlined, so that a waiting receiver's empty poll,
-    /// the usual case, costs these loads rather than three calls, each
-    /// with the frame its work needs (an empty `recv_ref`: 154
-    /// instructions before, 116 with this, by callgrind): that much less
-    /// between two looks at the receive queue of a thread that polls it
-    /// in a loop (docs/benchmarks.md, the `loop` round trip).
-    #[inline(always)]
-    pub(crate) fn drive_idle(&self, port: &Port) {
-        port.claim();
-        if !port.inbox.is_empty() {
-            self.drain(port);
-        }
-        if self.inner.has_backlog.load(Ordering::Acquire)
-            || self.inner.readiness.as_ref().is_none_or(|ready| ready())
-        {
-            self.poll_transport();
-        }
-    }
-
     /// Polls the transport once (up to a budget of frames), delivering what
     /// arrived. Returns the frames received.
     pub fn poll_transport(&self) -> usize {
