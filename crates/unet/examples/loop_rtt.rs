@@ -9,7 +9,6 @@
 //! BUFS=64x1024 target/release/examples/loop_rtt         # 64 buffers of 1 KiB
 //! ONE=1 target/release/examples/loop_rtt 200 0,56        # also both ends on one thread
 //! REPLY=0 target/release/examples/loop_rtt 200 57        # the echo answers 0 bytes
-//! EMPTY=1 target/release/examples/loop_rtt 200 0          # also what a waiting poll costs
 //! ```
 //!
 //! `ONE=1` adds the U-Net round trip with both endpoints on the calling
@@ -17,14 +16,6 @@
 //! what is left is the path's own latency (its instructions and locked
 //! operations). `REPLY=n` makes the echo answer with at most `n` bytes of
 //! each message, to see one direction of a size alone.
-//!
-//! `EMPTY=1` first prints what one turn of a waiting receiver's loop
-//! costs on one thread: an empty `recv_ref`, an empty pop of the bare
-//! ring, and the `spin_loop` hint both loops wait with between polls
-//! (`Backoff::snooze`). A message that lands just after a look at the
-//! queue is seen only a turn later, so where the round trip is a few
-//! turns long its time moves in steps with the turn's length, not only
-//! with the path's (docs/benchmarks.md).
 //!
 //! Each figure is the median of the batches' means, as in the demo (which
 //! also measures each cell again while it is unsteady; this does not).
@@ -226,41 +217,6 @@ fn ring_rtt(size: usize, n: usize) -> f64 {
     r
 }
 
-/// Nanoseconds per call of `f`, over `n` calls (the best of three runs).
-fn per_call(n: u32, mut f: impl FnMut()) -> f64 {
-    (0..3)
-        .map(|_| {
-            let t = Instant::now();
-            for _ in 0..n {
-                f();
-            }
-            t.elapsed().as_secs_f64() * 1e9 / f64::from(n)
-        })
-        .fold(f64::INFINITY, f64::min)
-}
-
-/// One turn of each waiting loop, on this thread, with nothing to read.
-fn empty_polls() {
-    let net = LoopNet::new();
-    let e = Engine::new(Box::new(
-        net.attach("10.0.0.1:7000".parse().unwrap()).unwrap(),
-    ));
-    let mut a = e.create_endpoint(Config::default(), None).unwrap();
-    let n = 2_000_000;
-    let unet = per_call(n, || {
-        assert!(std::hint::black_box(&mut a).recv_ref().is_none());
-    });
-    let layout = Layout::new(Config::default()).unwrap();
-    let seg = Arc::new(unet::shm::Segment::create("empty", layout.total).unwrap());
-    let (_, q, _) = unet::shm::queues(&seg, &layout);
-    let mut rx = Consumer::<RxDesc, _>::new(q);
-    let ring = per_call(n, || {
-        assert!(matches!(std::hint::black_box(&mut rx).pop(), Ok(None)));
-    });
-    let spin = per_call(n, std::hint::spin_loop);
-    println!("empty poll: recv_ref {unet:.1} ns  ring pop {ring:.1} ns  spin_loop {spin:.1} ns");
-}
-
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let n: usize = args.get(1).map_or(80, |s| s.parse().unwrap());
@@ -271,9 +227,6 @@ fn main() {
         .map(|s| s.parse().unwrap())
         .collect();
     unet::affinity::pin(0);
-    if std::env::var_os("EMPTY").is_some() {
-        empty_polls();
-    }
     for &s in &sizes {
         let u = unet_rtt(s, n);
         let r = ring_rtt(s, n);
