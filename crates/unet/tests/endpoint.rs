@@ -50,6 +50,37 @@ fn seq_of(m: &[u8]) -> Option<u64> {
     (message(s, m.len()) == m).then_some(s)
 }
 
+/// A receive call that finds its queue empty drives the engine in its
+/// process (its inbox, the transport) and then takes what that delivered
+/// in the same call (its second look at the queue):
+/// with no engine thread, the first `recv_ref` or `recv` after a message
+/// from another engine was sent returns it, inline or in a buffer.
+#[test]
+fn a_receive_on_an_empty_queue_polls_the_transport_and_returns_what_came() {
+    let net = LoopNet::new();
+    let attach = |at: &str| Engine::new(Box::new(net.attach(at.parse().unwrap()).unwrap()));
+    let (ea, eb) = (attach("10.0.0.1:7000"), attach("10.0.0.2:7000"));
+    let mut a = ea.create_endpoint(Config::default(), None).unwrap();
+    let mut b = eb.create_endpoint(Config::default(), None).unwrap();
+    let ab = a.open_channel(eb.local(), b.id()).unwrap();
+    b.open_channel(ea.local(), a.id()).unwrap();
+    assert!(b.recv_ref().is_none(), "nothing sent yet");
+    for (i, len) in [0usize, 5, INLINE_MAX, INLINE_MAX + 1, 1000]
+        .into_iter()
+        .enumerate()
+    {
+        let msg = vec![i as u8 + 1; len];
+        a.send(ab, &msg).unwrap();
+        let m = b.recv_ref().expect("recv_ref polls the transport once");
+        assert_eq!(m.to_vec(), msg, "recv_ref, {len} bytes");
+        drop(m);
+        a.send(ab, &msg).unwrap();
+        let m = b.recv().expect("recv polls the transport once");
+        assert_eq!(m.to_vec(), msg, "recv, {len} bytes");
+    }
+    assert!(b.recv_ref().is_none() && b.recv().is_none(), "nothing more");
+}
+
 #[test]
 fn small_messages_travel_inline_and_larger_ones_in_buffers() {
     let e = engine();
