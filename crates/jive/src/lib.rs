@@ -345,6 +345,19 @@ impl Called {
         (self.kind == Called::VALUE).then_some(self.value)
     }
 
+    /// A one-test screen for a negative value: `false` says that
+    /// [`Called::value`] is not negative (`None` or at least 0); `true`
+    /// says only that it may be, and [`Called::value`] tells. The register
+    /// the value comes back in is tested alone, without the kind: a `void`
+    /// method's holds whatever its code left there, and a failed
+    /// invocation's holds 0. For a host whose common outcome is a method
+    /// that returned a non-negative value (or whose `void` methods leave
+    /// one), so that the common case is one test and a branch not taken.
+    #[inline(always)]
+    pub fn may_be_negative(self) -> bool {
+        self.value < 0
+    }
+
     /// The outcome as [`Applet::call_prepared`] gives it, with `error`
     /// taken from the applet if the invocation failed.
     #[inline(always)]
@@ -1160,6 +1173,32 @@ impl Applet {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `may_be_negative` never says no where `value` is negative, for
+    /// every kind and a spread of values (a `void` method's leftover
+    /// among them).
+    #[test]
+    fn a_negative_value_is_never_screened_out() {
+        for kind in [Called::VOID, Called::VALUE, Called::FAILED] {
+            for value in [i32::MIN, -41, -1, 0, 1, i32::MAX] {
+                let c = Called { value, kind };
+                if c.value().is_some_and(|v| v < 0) {
+                    assert!(c.may_be_negative(), "{c:?}");
+                }
+                if !c.may_be_negative() {
+                    assert!(c.value().is_none_or(|v| v >= 0), "{c:?}");
+                }
+            }
+        }
+        // A failed invocation's register holds 0: screened out at once.
+        assert!(
+            !Called {
+                value: 0,
+                kind: Called::FAILED
+            }
+            .may_be_negative()
+        );
+    }
 
     #[test]
     fn the_branch_free_narrowing_agrees_with_the_jvms() {

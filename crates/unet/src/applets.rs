@@ -73,6 +73,13 @@ pub const BREAKDOWN: &[u8] =
 /// budget without end: frames pushed, fuel, or time in the natives.
 pub const HOSTILE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/unet-applets/Hostile.class"));
 
+/// `VoidMethods`: not an experiment of the paper but the probe of the
+/// engine's outcome tests: `doTx` and `doRx` are `void`, and each leaves a
+/// negative number where a value would come back, which must not count as
+/// a refusal.
+pub const VOID_METHODS: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/unet-applets/VoidMethods.class"));
+
 /// Every applet by its class name.
 pub const ALL: &[(&str, &[u8])] = &[
     ("StandardUnet", STANDARD),
@@ -84,6 +91,7 @@ pub const ALL: &[(&str, &[u8])] = &[
     ("Escape", ESCAPE),
     ("Breakdown", BREAKDOWN),
     ("Hostile", HOSTILE),
+    ("VoidMethods", VOID_METHODS),
 ];
 
 /// The class file of the applet named `name` (its class name, e.g.

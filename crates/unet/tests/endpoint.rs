@@ -702,6 +702,80 @@ fn a_trapping_applet_is_counted_and_uninstalled_by_policy() {
     }
 }
 
+/// What an applet's method returned decides what becomes of its message,
+/// on both sides: a negative value refuses it (a drop counted, the
+/// transmit descriptor `Dropped`), any other value lets it go on, and a
+/// `void` method lets it go on whatever its code left where a value would
+/// come back (`VoidMethods` leaves a negative number there). None of them
+/// is a trap.
+#[test]
+fn the_methods_value_decides_and_a_void_methods_leftover_does_not() {
+    // (applet, mode for Escape, refused?)
+    let cases: [(&[u8], Option<i32>, bool); 3] = [
+        // Escape's default mode returns -1 from doTx and doRx.
+        (unet::applets::ESCAPE, Some(0), true),
+        // Mode 13 reads the buffer size and returns 0.
+        (unet::applets::ESCAPE, Some(13), false),
+        (unet::applets::VOID_METHODS, None, false),
+    ];
+    for (applet, mode, refused) in cases {
+        let e = engine();
+        let mut a = e.create_endpoint(Config::default(), Some(applet)).unwrap();
+        let mut b = e.create_endpoint(Config::default(), Some(applet)).unwrap();
+        // `s`, without an applet, sends to `b`.
+        let mut s = e.create_endpoint(Config::default(), None).unwrap();
+        let ab = a.open_channel(e.local(), b.id()).unwrap();
+        b.open_channel(e.local(), a.id()).unwrap();
+        let sb = s.open_channel(e.local(), b.id()).unwrap();
+        b.open_channel(e.local(), s.id()).unwrap();
+        for id in [a.id(), b.id()] {
+            if let Some(mode) = mode {
+                e.with_applet(id, |ap| ap.set_static_int("mode", mode).unwrap())
+                    .unwrap();
+            }
+        }
+        let what = format!("mode {mode:?}, refused {refused}");
+        // Transmit: `doTx` on `a`'s descriptor.
+        let n = a.tx_pushed();
+        a.push_tx(TxDesc {
+            len: 40,
+            chan: ab,
+            ..TxDesc::default()
+        })
+        .unwrap();
+        assert!(a.flush(10), "{what}");
+        let expect = if refused {
+            TxStatus::Dropped
+        } else {
+            TxStatus::Sent
+        };
+        assert_eq!(a.tx_status(n), expect, "{what}");
+        let c = a.counts();
+        assert_eq!(
+            (c.applet_drops, c.applet_traps),
+            (u64::from(refused), 0),
+            "{what}: doTx"
+        );
+        // Receive: `doRx` on `b` for each of three messages from `s`
+        // (these applets deliver none).
+        for i in 0..3u8 {
+            s.send(sb, &[i; 40]).unwrap();
+        }
+        assert!(b.recv().is_none(), "{what}");
+        let c = b.counts();
+        assert_eq!(
+            (c.applet_drops, c.applet_traps),
+            (if refused { 3 } else { 0 }, 0),
+            "{what}: doRx"
+        );
+        if mode.is_none() {
+            // Each method ran: the last one on `b` saw a 40-byte message.
+            let last = e.with_applet(b.id(), |ap| ap.static_int("last").unwrap());
+            assert_eq!(last, Some(-41), "{what}");
+        }
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
 

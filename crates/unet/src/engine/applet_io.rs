@@ -743,6 +743,31 @@ fn copy_pieces(buf: &mut [u8], payload: &Payload<'_>) -> bool {
     true
 }
 
+/// What an invocation came to, as the engine acts on it: the method
+/// returned and its message goes on, it returned a negative value (the
+/// applet refuses the message: counted as a drop), or it trapped (counted
+/// by [`applet_trapped`]). An invocation that overran a budget but
+/// returned is `Done` or `Refused` by its value, as any other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Outcome {
+    Done,
+    Refused,
+    Trapped,
+}
+
+impl Outcome {
+    /// The outcome of an invocation that returned `c`
+    /// ([`jive::Called::is_ok`]), by its value.
+    #[inline(always)]
+    fn of_returned(c: jive::Called) -> Outcome {
+        if c.value().is_some_and(|v| v < 0) {
+            Outcome::Refused
+        } else {
+            Outcome::Done
+        }
+    }
+}
+
 /// Runs `doTx` (`tx`) or `doRx` of the applet in `rx` with `args` under
 /// the invocation budgets; `None`: no applet. Returns the outcome and how
 /// long the invocation took, measured only when `timed` (a thread shared by
@@ -751,10 +776,10 @@ fn copy_pieces(buf: &mut [u8], payload: &Payload<'_>) -> bool {
 /// two clock reads would be a good part of a small applet's cost). An
 /// invocation that overran a budget (out of fuel, out of time, or pushing
 /// past its frames or bytes) is counted and sets the endpoint aside
-/// ([`Budgets::throttle`]); the caller counts the trap. The outcome is the
-/// method's value (`None` for `void`), or `Err` if it trapped: all the
-/// engine needs, so that the trap's description is dropped here, on the
-/// rare path, instead of travelling with every invocation's result.
+/// ([`Budgets::throttle`]); the caller counts the trap. The outcome is
+/// all the engine needs ([`Outcome`]), so that the trap's description is
+/// dropped here, on the rare path, instead of travelling with every
+/// invocation's result.
 /// Always inlined into its two callers, so that the outcome and the time
 /// travel in registers into the caller's match instead of through a
 /// returned tuple in memory.
@@ -765,7 +790,7 @@ pub(super) fn invoke<const N: usize>(
     method: fn(&mut Loaded) -> (&mut jive::Applet, &mut jive::Prepared<N>),
     args: [i32; N],
     timed: bool,
-) -> Option<(Result<Option<i32>, ()>, Duration)> {
+) -> Option<(Outcome, Duration)> {
     let l = rx.applet.as_mut()?;
     let ran = run_on(l, &mut rx.io, method, args, timed);
     Some(settle(rx, port, ran))
@@ -808,19 +833,37 @@ pub(super) fn run_on<const N: usize>(
 /// The outcome of an invocation [`run_on`] ran on `rx`'s applet, as
 /// [`invoke`] returns it: an invocation that trapped or overran is
 /// counted and throttles its endpoint here ([`ended_badly`]).
+///
+/// The call's result ([`jive::Called`]) is tested as it came back, not
+/// through an `Option` of its value: the common invocation returned, did
+/// not overrun, and left no negative value, and each of those is one
+/// test and a branch not taken. The register a `void` method's value
+/// would be in holds whatever the code left there, so a negative one is
+/// looked at again out of line ([`refused_or_done`]): rare for the
+/// methods that return a value, and for `void` ones only a detour.
 #[inline(always)]
-pub(super) fn settle(
-    rx: &mut RxSide,
-    port: &Port,
-    ran: Ran,
-) -> (Result<Option<i32>, ()>, Duration) {
-    let outcome = if ran.c.is_ok() && !rx.io.inv.overran {
+pub(super) fn settle(rx: &mut RxSide, port: &Port, ran: Ran) -> (Outcome, Duration) {
+    let c = ran.c;
+    let outcome = if c.is_ok() && !rx.io.inv.overran {
         rx.overruns_in_row = 0;
-        Ok(ran.c.value())
+        if c.may_be_negative() {
+            refused_or_done(c)
+        } else {
+            Outcome::Done
+        }
     } else {
-        ended_badly(rx, port, ran.c, ran.timed, ran.took)
+        ended_badly(rx, port, c, ran.timed, ran.took)
     };
     (outcome, ran.took)
+}
+
+/// [`settle`]'s outcome of an invocation that returned with its value's
+/// register negative: `Refused` if the method returned that value, `Done`
+/// if it is a `void` method's leftover.
+#[cold]
+#[inline(never)]
+fn refused_or_done(c: jive::Called) -> Outcome {
+    Outcome::of_returned(c)
 }
 
 /// After an invocation that trapped or overran: one that overran a budget
@@ -837,7 +880,7 @@ fn ended_badly(
     c: jive::Called,
     timed: bool,
     took: Duration,
-) -> Result<Option<i32>, ()> {
+) -> Outcome {
     // The error of a failed invocation, kept by the applet (taken, so
     // that it is dropped here, on the rare path).
     let error = match (c.is_ok(), rx.applet.as_mut()) {
@@ -848,7 +891,11 @@ fn ended_badly(
         matches!(e, jive::InvokeError::Trap(t)
             if matches!(t.kind, jive::TrapKind::FuelExhausted(_)))
     });
-    let outcome = if c.is_ok() { Ok(c.value()) } else { Err(()) };
+    let outcome = if c.is_ok() {
+        Outcome::of_returned(c)
+    } else {
+        Outcome::Trapped
+    };
     if !rx.io.inv.overran && !out_of_fuel {
         // An ordinary trap: counted by the caller, not an overrun.
         rx.overruns_in_row = 0;
@@ -939,12 +986,12 @@ pub(super) fn applet_tx(
     }
     let (r, took) = r.expect("the applet is installed");
     let status = match r {
-        Ok(v) if v.is_some_and(|v| v < 0) => {
+        Outcome::Done => TxStatus::Sent,
+        Outcome::Refused => {
             bump(&port.stats.applet_drops);
             TxStatus::Dropped
         }
-        Ok(_) => TxStatus::Sent,
-        Err(_) => {
+        Outcome::Trapped => {
             applet_trapped(rx, port);
             TxStatus::Dropped
         }

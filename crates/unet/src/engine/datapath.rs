@@ -559,14 +559,14 @@ pub(super) fn receive_payload(
                 );
                 let (r, t) = settle(rx, port, ran);
                 took = t;
-                r.ok()
+                r
             } else {
-                None
+                Outcome::Trapped
             };
             match r {
-                None => applet_trapped(rx, port),
-                Some(v) if v.is_some_and(|v| v < 0) => bump(&port.stats.applet_drops),
-                Some(_) => {}
+                Outcome::Done => {}
+                Outcome::Refused => bump(&port.stats.applet_drops),
+                Outcome::Trapped => applet_trapped(rx, port),
             }
         }
     }
