@@ -905,8 +905,9 @@ impl Applet {
     }
 
     /// [`Applet::call`] on the JIT, the arguments checked: the value the
-    /// method returned (0 for `void`) or its trap; `Err(host)` if the
-    /// interpreter runs this applet.
+    /// method returned (for a `void` method, whatever the code left there:
+    /// the callers read it only where `m.returns`) or its trap;
+    /// `Err(host)` if the interpreter runs this applet.
     #[inline(always)]
     fn call_jit<'h>(
         &mut self,

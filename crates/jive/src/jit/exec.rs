@@ -491,8 +491,11 @@ impl Compiled {
     /// most [`MAX_CALL_DEPTH`] ([`compile`] checked every method's frame
     /// against the frame stack).
     ///
-    /// Returns the value the method returned (0 for `void`), or its trap.
-    /// Both fit two registers, so that the common outcome travels back to
+    /// Returns the value the method returned, or its trap. For a `void`
+    /// method the value is whatever the code left in the result register
+    /// (no store of 0 is spent on it): the caller knows the method's
+    /// return type and ignores it ([`crate::Called`]'s kind). Both fit two
+    /// registers, so that the common outcome travels back to
     /// the host without a `Result` written to memory; the fuel left stays
     /// in the context ([`Compiled::fuel_used`]).
     #[inline]
