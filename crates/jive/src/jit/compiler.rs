@@ -2194,9 +2194,12 @@ impl<'p> Compiler<'p> {
     /// paths and falls through from the byte loop (at `n == 0` too).
     ///
     /// Why 16 at a time: the standard applet's 40-byte messages take two
-    /// rounds of 5 instructions and a last move of 2, where an 8-byte loop
-    /// took five rounds of 5 and a last move of 2 (15 instructions fewer
-    /// per copy, two copies per message).
+    /// rounds of 4 instructions and a last move of 2, where an 8-byte loop
+    /// took five rounds of 5 and a last move of 2 (two copies per
+    /// message). Why `n - 16` in the register
+    /// during the rounds: the entry's test and each round's are then the
+    /// `sub`'s borrow ([`vcode::ext::Countdown::sub_branch`]), 2 fewer per
+    /// copy of 32 to 47 bytes; a copy under 16 bytes adds the 16 back (1).
     fn copy_down(
         &mut self,
         src: Reg<P>,
@@ -2206,21 +2209,24 @@ impl<'p> Compiler<'p> {
         t: Reg<UL>,
         done: Label,
     ) {
-        let (under16, small, rounds, bytes_loop) = (
+        let (restore, small, rounds, bytes_loop) = (
             self.f.genlabel(),
             self.f.genlabel(),
             self.f.genlabel(),
             self.f.genlabel(),
         );
         let end = self.f.genlabel();
-        self.f.blt(n, 16, under16);
+        // `n - 16` is counted down, not `n`, so that the `sub`'s own borrow
+        // is each test (`sub; jb`, `sub; jae`, no `cmp`): the rounds move
+        // the 16 bytes at `n - 16`, which is the register now.
+        self.f.sub_branch(n, 16, true, restore);
         self.f.label(rounds);
-        self.f.move16(dst, disp - 16, src, -16, Some(n));
-        self.f.sub(n, n, 16);
-        self.f.bge(n, 16, rounds);
+        self.f.move16(dst, disp, src, 0, Some(n));
+        self.f.sub_branch(n, 16, false, rounds);
         self.f.move16(dst, disp, src, 0, None);
         self.f.jmp(done);
-        self.f.label(under16);
+        self.f.label(restore);
+        self.f.add(n, n, 16);
         self.f.blt(n, 8, small);
         self.f.ldx(t, Ty::UL, src, n, 1, -8);
         self.f.stx(t, Ty::UL, dst, n, 1, disp - 8);
