@@ -1818,6 +1818,13 @@ pub trait Countdown {
     /// outnumber the registers): natively `sub qword [rbp + off], 1; jb l`,
     /// portably a load, `sub`, store and `beq` through a temporary.
     fn dec_local_branch_borrow(&mut self, loc: crate::Local<crate::UL>, l: crate::Label);
+    /// `r -= k` (wrapping, `k` in `1..=127`), and a branch to `l` if the
+    /// subtraction borrowed (`r < k` before, unsigned) when `borrow`, if it
+    /// did not when `!borrow`. Natively `sub r, k; jb l` or `sub r, k;
+    /// jae l`: the flags of the `sub` are the test, with no `cmp` (added for
+    /// the jive JIT's copy loops, which count a length down by 16);
+    /// portably `sub` and an unsigned compare of the result with `-k`.
+    fn sub_branch(&mut self, r: Reg<crate::UL>, k: i32, borrow: bool, l: crate::Label);
 }
 
 impl<B: Backend> Countdown for Func<B> {
@@ -1852,6 +1859,31 @@ impl<B: Backend> Countdown for Func<B> {
         self.st_local(t, loc);
         self.beq(t, Operand::Imm(-1), l);
         self.putreg(t);
+    }
+
+    fn sub_branch(&mut self, r: Reg<crate::UL>, k: i32, borrow: bool, l: crate::Label) {
+        const NAME: &str = "sub_branch";
+        self.check_regs(NAME, &[(false, r.num())]);
+        if !(1..=127).contains(&k) {
+            return self.fail(
+                NAME,
+                crate::ErrorKind::Unsupported("sub_branch takes k in 1..=127"),
+            );
+        }
+        if let Some(x) = self.backend().x86() {
+            x.insn(NAME);
+            x.buf.reserve(NAME, 16);
+            x.sub_branch(r.num(), k, borrow, l.0);
+            x.buf.resync(NAME);
+            return;
+        }
+        self.sub(r, r, Operand::Imm(i64::from(k)));
+        // Borrowed exactly when the result is `2^64 - k` or more.
+        if borrow {
+            self.bge(r, Operand::Imm(-i64::from(k)), l);
+        } else {
+            self.blt(r, Operand::Imm(-i64::from(k)), l);
+        }
     }
 }
 

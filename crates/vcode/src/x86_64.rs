@@ -2475,6 +2475,14 @@ impl X64 {
         self.jump_to(FIX_COUNTDOWN, Some(0x02), label);
     }
 
+    /// `sub r, k; jb label` (`borrow`) or `sub r, k; jae label`
+    /// ([`Countdown::sub_branch`](crate::ext::Countdown::sub_branch)).
+    pub(crate) fn sub_branch(&mut self, r: u8, k: i32, borrow: bool, label: u32) {
+        self.alu_ri(Alu::Sub, true, r, k);
+        let cc = if borrow { 0x02 } else { 0x03 };
+        self.jump_to(FIX_COUNTDOWN, Some(cc), label);
+    }
+
     /// `cmp r, 1; jo label`: a branch taken exactly when the 64-bit `r` is
     /// `i64::MIN`, the one value whose `r - 1` overflows
     /// ([`MinTest::beq_min`](crate::ext::MinTest::beq_min)).

@@ -1375,3 +1375,71 @@ fn beq_min_branches_on_the_least_value_only() {
         }
     }
 }
+
+fn sub_branch_test<B: Backend>(k: usize, by: i32, borrow: bool) -> B::Code {
+    let mut f = Func::<B>::with_backend();
+    let x = f.lambda("%l", Leaf::Yes).unwrap().get::<L>(0).unwrap();
+    let regs = claim_all(&mut f);
+    let r = regs[k % regs.len()].cast::<UL>();
+    f.mov(r, x.cast::<UL>());
+    let taken = f.genlabel();
+    f.sub_branch(r, by, borrow, taken);
+    // Not taken: the result complemented, so that both the branch and the
+    // subtraction's result are checked.
+    f.xor(r, r, -1);
+    f.ret(r.cast::<L>());
+    f.label(taken);
+    f.ret(r.cast::<L>());
+    f.end().unwrap()
+}
+
+/// `sub r, k; jb` / `sub r, k; jae` subtract `k` (wrapping) and branch on
+/// the borrow alone (`r < k` unsigned before), in every register, for
+/// `k` of 1, 16 and 127, natively and on the reference backend; `k`
+/// outside `1..=127` is refused.
+#[test]
+fn sub_branch_branches_on_the_subtractions_borrow() {
+    for k in 0..num_regs() {
+        for by in [1, 16, 127] {
+            for borrow in [true, false] {
+                let native = sub_branch_test::<X64>(k, by, borrow);
+                let reference = sub_branch_test::<Reference>(k, by, borrow);
+                let b = i64::from(by);
+                for x in [
+                    0,
+                    1,
+                    b - 1,
+                    b,
+                    b + 1,
+                    2 * b,
+                    -1,
+                    -b,
+                    i64::MIN,
+                    i64::MAX,
+                    i64::from(u32::MAX),
+                ] {
+                    let after = x.wrapping_sub(b);
+                    let taken = ((x as u64) < (b as u64)) == borrow;
+                    let want = if taken { after } else { !after };
+                    assert_eq!(
+                        call_l(&native, x),
+                        want,
+                        "native x={x} k={by} borrow={borrow}\n{}",
+                        native.disassemble()
+                    );
+                    assert_eq!(call_l(&reference, x), want, "reference x={x}");
+                }
+            }
+        }
+    }
+    for by in [0, 128, -1] {
+        let mut f = Func::<X64>::with_backend();
+        let x = f.lambda("%l", Leaf::Yes).unwrap().get::<L>(0).unwrap();
+        let r = x.cast::<UL>();
+        let l = f.genlabel();
+        f.sub_branch(r, by, true, l);
+        f.label(l);
+        f.ret(x);
+        assert!(f.end().is_err(), "k={by} accepted");
+    }
+}

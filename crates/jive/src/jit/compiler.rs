@@ -220,6 +220,13 @@ pub(super) struct Compiler<'p> {
     pub(super) hint: Option<u16>,
     pub(super) dest_val: Val,
     pub(super) facts: Vec<Option<Fact>>,
+    /// An upper bound (signed) of each local on the code being compiled,
+    /// from the fall-through of a branch that tested it against a
+    /// constant (`if (length <= 56)`): it holds from there to the next
+    /// branch target, store to the local or `iinc` of it, where it is
+    /// forgotten. An inline push whose length is such a local bounded by
+    /// `RING_BYTES` leaves out its own test of the bound.
+    pub(super) le: Vec<Option<i32>>,
     /// The op being compiled, and the end of its block (the next branch
     /// target, exclusive).
     pub(super) op_index: usize,
@@ -882,6 +889,7 @@ impl<'p> Compiler<'p> {
             hint: None,
             dest_val: Val::Const(0),
             facts: Vec::new(),
+            le: Vec::new(),
             op_index: 0,
             block_end: 0,
             z_holds: ZHolds::Nothing,
@@ -1395,6 +1403,7 @@ impl<'p> Compiler<'p> {
     pub(super) fn forget(&mut self) {
         self.z_holds = ZHolds::Nothing;
         self.facts.iter_mut().for_each(|f| *f = None);
+        self.le.iter_mut().for_each(|b| *b = None);
     }
 
     pub(super) fn array_load(&mut self, mem: Ty, scale: u8) {
@@ -1494,6 +1503,18 @@ impl<'p> Compiler<'p> {
             _ => (c, a, b),
         };
         self.sync();
+        // What the fall-through knows of a local tested against a
+        // constant (`Compiler::le`).
+        if let (Val::Slot(n), Val::Const(k)) = (a, b) {
+            let bound = match c.not() {
+                Cond::Le | Cond::Eq => Some(k),
+                Cond::Lt => k.checked_sub(1),
+                _ => None,
+            };
+            if let (Some(bound), Some(le)) = (bound, self.le.get_mut(usize::from(n))) {
+                *le = Some(le.map_or(bound, |old| old.min(bound)));
+            }
+        }
         let ra = self.reg_of(a, x);
         let rb = self.opnd(b, y);
         let target = labels[t as usize];
@@ -2068,8 +2089,21 @@ impl<'p> Compiler<'p> {
         self.f.ld(room, words, W_RING_ROOM);
         self.f.beq(room, 0, rare);
         // The length (kept in its home or W until the copy) and the tag.
+        // A length in a local that a branch above bounds by `RING_BYTES`
+        // (`Compiler::le`: StandardUnet's `if (length <= 56)`) needs no
+        // test of its own here: that bound is signed, and a negative
+        // length is, unsigned, at least 2^31, past every array's length,
+        // so the array's check below sends it to the rare path before any
+        // store, as this test would have.
+        let proven = matches!(len, Val::Slot(n) if self
+            .le
+            .get(usize::from(n))
+            .copied()
+            .flatten()
+            .is_some_and(|b| b <= RING_BYTES as i32));
         let rl = match len_const {
             Some(_) => None,
+            None if proven => Some(self.reg_of(len, w)),
             None => {
                 let rl = self.reg_of(len, w);
                 self.f.bgt(
@@ -2194,9 +2228,12 @@ impl<'p> Compiler<'p> {
     /// paths and falls through from the byte loop (at `n == 0` too).
     ///
     /// Why 16 at a time: the standard applet's 40-byte messages take two
-    /// rounds of 5 instructions and a last move of 2, where an 8-byte loop
-    /// took five rounds of 5 and a last move of 2 (15 instructions fewer
-    /// per copy, two copies per message).
+    /// rounds of 4 instructions and a last move of 2, where an 8-byte loop
+    /// took five rounds of 5 and a last move of 2 (two copies per
+    /// message). Why `n - 16` in the register
+    /// during the rounds: the entry's test and each round's are then the
+    /// `sub`'s borrow ([`vcode::ext::Countdown::sub_branch`]), 2 fewer per
+    /// copy of 32 to 47 bytes; a copy under 16 bytes adds the 16 back (1).
     fn copy_down(
         &mut self,
         src: Reg<P>,
@@ -2206,21 +2243,24 @@ impl<'p> Compiler<'p> {
         t: Reg<UL>,
         done: Label,
     ) {
-        let (under16, small, rounds, bytes_loop) = (
+        let (restore, small, rounds, bytes_loop) = (
             self.f.genlabel(),
             self.f.genlabel(),
             self.f.genlabel(),
             self.f.genlabel(),
         );
         let end = self.f.genlabel();
-        self.f.blt(n, 16, under16);
+        // `n - 16` is counted down, not `n`, so that the `sub`'s own borrow
+        // is each test (`sub; jb`, `sub; jae`, no `cmp`): the rounds move
+        // the 16 bytes at `n - 16`, which is the register now.
+        self.f.sub_branch(n, 16, true, restore);
         self.f.label(rounds);
-        self.f.move16(dst, disp - 16, src, -16, Some(n));
-        self.f.sub(n, n, 16);
-        self.f.bge(n, 16, rounds);
+        self.f.move16(dst, disp, src, 0, Some(n));
+        self.f.sub_branch(n, 16, false, rounds);
         self.f.move16(dst, disp, src, 0, None);
         self.f.jmp(done);
-        self.f.label(under16);
+        self.f.label(restore);
+        self.f.add(n, n, 16);
         self.f.blt(n, 8, small);
         self.f.ldx(t, Ty::UL, src, n, 1, -8);
         self.f.stx(t, Ty::UL, dst, n, 1, disp - 8);
@@ -2547,12 +2587,18 @@ impl<'p> Compiler<'p> {
                 if let Some(f) = self.facts.get_mut(usize::from(n)) {
                     *f = None;
                 }
+                if let Some(b) = self.le.get_mut(usize::from(n)) {
+                    *b = None;
+                }
                 if self.z_holds == ZHolds::Data(n) {
                     self.z_holds = ZHolds::Nothing;
                 }
             }
             Iinc(n, d) => {
                 self.detach_local(n);
+                if let Some(b) = self.le.get_mut(usize::from(n)) {
+                    *b = None;
+                }
                 match self.home(n) {
                     Home::Reg(h) => self.f.add(r(h), r(h), i32::from(d)),
                     Home::Mem(o) => {
@@ -2759,6 +2805,7 @@ impl<'p> Compiler<'p> {
         self.code = code.to_vec();
         self.depth = depth;
         self.facts = vec![None; usize::from(func.max_locals)];
+        self.le = vec![None; usize::from(func.max_locals)];
         self.block_end = 0;
         let mut labels: Vec<Label> = (0..=code.len()).map(|_| self.f.genlabel()).collect();
         let mut is_target = vec![false; code.len() + 1];
