@@ -28,6 +28,15 @@
 //   16 doLtoHDMA(Buf, 0, b, c)       passes it (the JIT folds a constant
 //   17 doHtoLDMA(Buf, -1, b, c)      offset of 0 or more; a negative one
 //   18 doLtoHDMA(Buf, 3, b, c)       must still trap in the native)
+//   19 n = b; if (n <= 56) { n = n + c; dmaRxdPayload(Buf, a, n); }
+//   20 n = b; if (n <= 56) { n += 8; dmaRxdPayload(Buf, a, n); }
+//   21 n = b; if (c == 0) { if (n <= 56) Got = null; } dmaRxdPayload(Buf, a, n);
+//                                    a length bounded by a branch, then
+//                                    changed (a store, an iinc) or reached
+//                                    from a path without the bound (a
+//                                    merge): the JIT's range fact, which
+//                                    lets the inline push leave out its
+//                                    test of 56, must not outlive either
 //
 // A native that returns normally lets the attempt return 0, so a test can
 // tell an escape that did not trap.
@@ -79,6 +88,30 @@ public class Escape {
             case 16: doLtoHDMA(Buf, 0, b, c); break;
             case 17: doHtoLDMA(Buf, -1, b, c); break;
             case 18: doLtoHDMA(Buf, 3, b, c); break;
+            case 19: {
+                int n = b;
+                if (n <= 56) {
+                    n = n + c;
+                    dmaRxdPayload(Buf, a, n);
+                }
+                break;
+            }
+            case 20: {
+                int n = b;
+                if (n <= 56) {
+                    n += 8;
+                    dmaRxdPayload(Buf, a, n);
+                }
+                break;
+            }
+            case 21: {
+                int n = b;
+                if (c == 0) {
+                    if (n <= 56) Got = null;
+                }
+                dmaRxdPayload(Buf, a, n);
+                break;
+            }
             default: return -1;
         }
         return 0;
