@@ -31,12 +31,15 @@
 //   19 n = b; if (n <= 56) { n = n + c; dmaRxdPayload(Buf, a, n); }
 //   20 n = b; if (n <= 56) { n += 8; dmaRxdPayload(Buf, a, n); }
 //   21 n = b; if (c == 0) { if (n <= 56) Got = null; } dmaRxdPayload(Buf, a, n);
+//   22 n = b; if (n <= 56) { } dmaRxdPayload(Buf, a, n);
 //                                    a length bounded by a branch, then
-//                                    changed (a store, an iinc) or reached
+//                                    changed (a store, an iinc), reached
 //                                    from a path without the bound (a
-//                                    merge): the JIT's range fact, which
-//                                    lets the inline push leave out its
-//                                    test of 56, must not outlive either
+//                                    merge), or reached both ways (22: the
+//                                    branch's target is the next op): the
+//                                    JIT's range fact, which lets the
+//                                    inline push leave out its test of 56,
+//                                    must hold in none of them
 //
 // A native that returns normally lets the attempt return 0, so a test can
 // tell an escape that did not trap.
@@ -108,6 +111,13 @@ public class Escape {
                 int n = b;
                 if (c == 0) {
                     if (n <= 56) Got = null;
+                }
+                dmaRxdPayload(Buf, a, n);
+                break;
+            }
+            case 22: {
+                int n = b;
+                if (n <= 56) {
                 }
                 dmaRxdPayload(Buf, a, n);
                 break;

@@ -222,8 +222,9 @@ pub(super) struct Compiler<'p> {
     pub(super) facts: Vec<Option<Fact>>,
     /// An upper bound (signed) of each local on the code being compiled,
     /// from the fall-through of a branch that tested it against a
-    /// constant (`if (length <= 56)`): it holds from there to the next
-    /// branch target, store to the local or `iinc` of it, where it is
+    /// constant (`if (length <= 56)`), unless the branch's target is that
+    /// fall-through itself: it holds from there to the next branch
+    /// target, store to the local or `iinc` of it, where it is
     /// forgotten. An inline push whose length is such a local bounded by
     /// `RING_BYTES` leaves out its own test of the bound.
     pub(super) le: Vec<Option<i32>>,
@@ -1504,8 +1505,13 @@ impl<'p> Compiler<'p> {
         };
         self.sync();
         // What the fall-through knows of a local tested against a
-        // constant (`Compiler::le`).
-        if let (Val::Slot(n), Val::Const(k)) = (a, b) {
+        // constant (`Compiler::le`): nothing where the branch's target is
+        // the next op itself (an empty `if`), which both ways reach, and
+        // which `is_target` does not mark (a successor `i + 1` is the
+        // fall-through), so `forget` does not run there.
+        if let (Val::Slot(n), Val::Const(k)) = (a, b)
+            && t as usize != self.op_index + 1
+        {
             let bound = match c.not() {
                 Cond::Le | Cond::Eq => Some(k),
                 Cond::Lt => k.checked_sub(1),
