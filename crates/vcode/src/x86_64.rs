@@ -1472,6 +1472,8 @@ const FIX_TABLE: u8 = 9;
 const FIX_COUNTDOWN: u8 = 10;
 /// The branch of [`X64::branch_min`].
 const FIX_MIN: u8 = 11;
+/// The branch of [`X64::sub_branch`].
+const FIX_SUB_BRANCH: u8 = 12;
 
 impl Fixup {
     /// The client method that recorded the fixup.
@@ -1490,6 +1492,7 @@ fn kind_method(kind: u8) -> &'static str {
             FIX_TABLE => "jump_table",
             FIX_COUNTDOWN => "dec_branch_borrow",
             FIX_MIN => "beq_min",
+            FIX_SUB_BRANCH => "sub_branch",
             k => Cond::ALL[k as usize].name(),
         }
     }
@@ -2480,7 +2483,7 @@ impl X64 {
     pub(crate) fn sub_branch(&mut self, r: u8, k: i32, borrow: bool, label: u32) {
         self.alu_ri(Alu::Sub, true, r, k);
         let cc = if borrow { 0x02 } else { 0x03 };
-        self.jump_to(FIX_COUNTDOWN, Some(cc), label);
+        self.jump_to(FIX_SUB_BRANCH, Some(cc), label);
     }
 
     /// `cmp r, 1; jo label`: a branch taken exactly when the 64-bit `r` is

@@ -1074,6 +1074,21 @@ fn countdown_to_an_unplaced_label_is_a_typed_error() {
     );
 }
 
+#[test]
+fn sub_branch_to_an_unplaced_label_is_a_typed_error_naming_it() {
+    let mut f = Func::<X64>::new();
+    let x = f.lambda("%ul", Leaf::Yes).unwrap().get::<UL>(0).unwrap();
+    let l = f.genlabel();
+    f.sub_branch(x, 16, true, l);
+    f.ret(x);
+    let err = f.end().unwrap_err();
+    assert_eq!(err.method(), "sub_branch", "{err}");
+    assert!(
+        matches!(err.kind(), ErrorKind::UnplacedLabel { .. }),
+        "{err}"
+    );
+}
+
 // -- code_offset and disassemble_marked -------------------------------------------------
 
 #[test]
