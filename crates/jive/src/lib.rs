@@ -295,11 +295,11 @@ pub struct Applet {
     natives: Vec<NativeFn>,
     heap: Heap,
     /// The static fields: made at load, `static_count` long, and never
-    /// resized or replaced (only its elements are written), so that its
-    /// buffer stays where it is while the applet lives, which the JIT's
-    /// context keeps instead of writing it per invocation
-    /// ([`jit::Compiled::keep`]).
-    statics: Vec<i32>,
+    /// replaced (only its elements are written; a boxed slice cannot be
+    /// resized), so that its buffer stays where it is while the applet
+    /// lives, which the JIT's context keeps instead of writing it per
+    /// invocation ([`jit::Compiled::keep`]).
+    statics: Box<[i32]>,
     instance: i32,
     machine: Machine,
     limits: Limits,
@@ -315,7 +315,10 @@ pub struct Applet {
 /// What [`Applet::run_prepared`] returns: the method's value, or that the
 /// invocation failed ([`Applet::take_error`] says why). Eight bytes, so
 /// that it comes back to the host in one register, with nothing written
-/// to memory and read again for the common outcome.
+/// to memory and read again for the common outcome. For a `void` method
+/// the value word is whatever the JIT's code left in its result register
+/// (0 on the interpreter), so two `Called`s of `void` methods may compare
+/// unequal: compare [`Called::value`], which is `None` for them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[must_use]
 pub struct Called {
@@ -470,7 +473,7 @@ impl Applet {
         static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         let mut applet = Applet {
             id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-            statics: vec![0; usize::from(info.static_count)],
+            statics: vec![0; usize::from(info.static_count)].into_boxed_slice(),
             instance: 0,
             heap: Heap::new(limits.heap_bytes),
             machine: Machine::default(),

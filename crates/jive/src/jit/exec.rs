@@ -152,6 +152,12 @@ pub(super) type Failed = Option<Box<String>>;
 /// The [`Compiled::lender`] of a program without a lender of words.
 pub(super) enum NoLender {}
 
+/// The lender of `words_of` ([`Compiled::lender`]): its fast form's type,
+/// or [`NoLender`]'s where there is none.
+fn lender_of(words_of: Option<WordsFn>) -> core::any::TypeId {
+    words_of.map_or(core::any::TypeId::of::<NoLender>(), |w| w.lender)
+}
+
 /// The step between two [`Compiled::stamp`]s: the low 16 bits, where a
 /// word holds its entry, stay clear.
 const STAMP_STEP: u64 = 1 << 16;
@@ -177,7 +183,7 @@ pub(crate) struct Ready<'a> {
 // the pointers that change from one invocation to the next (directory,
 // heap, program, host: `Runtime::bind`) before it runs the code; the
 // natives `keep` writes are the applet's, never changed, and so is the
-// buffer of its statics (made at load, never resized or replaced:
+// buffer of its statics (made at load, a boxed slice never replaced:
 // `Applet::statics`), which moving the applet does not move. The one it keeps, `fields`,
 // points into the instance object of the applet that owns this `Compiled`
 // (`Applet::jit`, private; `keep` and `enter` are called only by that
@@ -250,7 +256,7 @@ pub fn compile(prog: &Program) -> Result<Compiled, JitError> {
         .expect("STACK_SLOTS slots");
     let words_of = words_at_entry(prog);
     let rec = Record::new(&mut frames[..], words_of);
-    let lender = words_of.map_or(core::any::TypeId::of::<NoLender>(), |w| w.lender);
+    let lender = lender_of(words_of);
     Ok(Compiled {
         key,
         found: Found::default(),
@@ -408,7 +414,7 @@ impl Compiled {
     /// next: the applet object's `fields` (a pointer into the applet's
     /// instance, which lives and stays in place as long as the applet: a
     /// root of its heap, never resized), its `statics` (the buffer of the
-    /// applet's static fields, made at load and never resized or
+    /// applet's static fields, made at load as a boxed slice and never
     /// replaced, so that it stays where it is while the applet lives,
     /// wherever the applet moves) and the call-depth limit, and
     /// keeps `limits`, whose fuel every invocation starts with. The
@@ -545,16 +551,14 @@ impl Compiled {
             None => host_words(&mut rec.ctx, st.host.as_deref_mut()),
         };
         // The frame stack's bounds were written when the record was made
-        // (`Record::new`), the statics, the fields, the depth limit and
-        // the natives by `keep`, as the natives and their declarations;
-        // the words that differ from one invocation to the next are
-        // written here: the borrows of this one (`Runtime::bind`), and
-        // of the context the heap's directory (which moves
-        // when the heap grows or is collected, between invocations too),
-        // the host's words and the fuel. `result` and `trap` are written
-        // by the code before the host reads them.
-        // The statics' buffer is where `keep` found it (it never moves:
-        // `Compiled::keep`), so it is not written per invocation.
+        // (`Record::new`); the statics (whose buffer never moves), the
+        // fields, the depth limit and the natives by `keep`. The words that
+        // differ from one invocation to the next are written here: the
+        // borrows of this one (`Runtime::bind`), and of the context the
+        // heap's directory (which moves when the heap grows or is
+        // collected, between invocations too), the host's words and the
+        // fuel. `result` and `trap` are written by the code before the host
+        // reads them.
         debug_assert_eq!(rec.ctx.statics, st.statics.as_mut_ptr());
         rec.ctx.dir = st.heap.directory().cast();
         rec.ctx.words = words;
@@ -687,14 +691,7 @@ impl Ready<'_> {
     /// [`NoLender`]'s type: [`Compiled::lender`]).
     #[inline(always)]
     pub(crate) fn lender(&self) -> core::any::TypeId {
-        debug_assert_eq!(
-            self.jit.lender,
-            self.jit
-                .rec
-                .ctx
-                .words_of
-                .map_or(core::any::TypeId::of::<NoLender>(), |w| w.lender)
-        );
+        debug_assert_eq!(self.jit.lender, lender_of(self.jit.rec.ctx.words_of));
         self.jit.lender
     }
 }
