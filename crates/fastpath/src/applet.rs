@@ -203,6 +203,10 @@ fn example_purpose(name: &str) -> &'static str {
         "Generate" => "Figure 6: doTx sends data the applet made, reading no buffer",
         "Escape" => "the bounds-check tests' attacker: each mode calls a native with bad arguments",
         "Breakdown" => "Figure 7's probe: doRx calls one native 8 times (mode 1 to 3) or nothing",
+        "Hostile" => "the attack tests' applet: each mode spends one of the engine's budgets",
+        "VoidMethods" => {
+            "the outcome tests' probe: void doTx and doRx that leave a negative number where a value would come back"
+        }
         _ => "",
     }
 }

@@ -85,7 +85,9 @@ pub(super) struct Locals {
 
 /// Which of the context's base pointers a program's code reads, so that
 /// the entry copies into the native frame only those (a few instructions
-/// of every invocation). A base the entry did not copy is still read
+/// of every invocation; none where the context is in a register,
+/// [`Regs::ctx`], through which each base is read). A base the entry did
+/// not copy is still read
 /// correctly, through the context ([`Compiler::ld_base`]); `calls` also
 /// decides whether the entry sets up the depth counter, which only method
 /// calls use.
@@ -1065,8 +1067,10 @@ impl<'p> Compiler<'p> {
         self.f.dec_branch_borrow(self.regs.fuel, stub);
     }
 
-    /// Loads a base pointer of the context into register `into`: from the
-    /// native frame if the entry copied it there, else through the context.
+    /// Loads a base pointer of the context into register `into`: through
+    /// the context's register where there is one ([`Regs::ctx`]), else
+    /// from the native frame if the entry copied it there, else through
+    /// the context loaded from the frame.
     pub(super) fn ld_base(&mut self, into: u8, b: Base) -> Reg<P> {
         let (l, off, copied) = match b {
             Base::Dir => (self.locals.dir, C_DIR, self.uses.dir),
@@ -1399,8 +1403,9 @@ impl<'p> Compiler<'p> {
         k
     }
 
-    /// Forgets what is known of arrays (at a block start or a call, which
-    /// may reuse the cache slots).
+    /// Forgets what is known of arrays and the locals' range facts
+    /// ([`Compiler::le`]), at a block start or a call (which may reuse the
+    /// cache slots).
     pub(super) fn forget(&mut self) {
         self.z_holds = ZHolds::Nothing;
         self.facts.iter_mut().for_each(|f| *f = None);
@@ -1737,11 +1742,8 @@ impl<'p> Compiler<'p> {
     /// A return, with the value (if any) in `X`: to the calling method, or,
     /// in a method compiled at its dispatch target ([`host_only`]), to the
     /// host as the call stub does: the result and the fuel left stored in
-    /// the context, status 0.
-    /// A return: from a method compiled at its dispatch target, the
-    /// result (in X) and the fuel into the context and 0 out of the code;
-    /// `x_zero` where X already holds 0 (`return 0`), which is then
-    /// returned as it is.
+    /// the context, status 0. `x_zero` where X already holds 0 (`return
+    /// 0`), which is then returned as it is.
     pub(super) fn ret(&mut self, x_zero: bool) {
         if !self.direct[usize::from(self.method)] {
             self.f.ret_link();
@@ -1758,7 +1760,10 @@ impl<'p> Compiler<'p> {
     }
 
     /// A runtime call: the caller-saved homes saved and restored around it,
-    /// the directory reloaded after it (an allocation may move it).
+    /// the directory's copy in the native frame taken again after it where
+    /// the context is in the frame (an allocation may move the directory;
+    /// with the context in a register the directory is read through it at
+    /// each use, [`Regs::ctx`]).
     ///
     /// The callee-saved homes stay in their registers: the runtime function
     /// keeps them (the C calling convention), and nothing it does reads the
@@ -1789,7 +1794,8 @@ impl<'p> Compiler<'p> {
     }
 
     /// [`Compiler::runtime`], taking the heap's directory again after the
-    /// call only if `dir_after` (the caller knows it dead otherwise).
+    /// call (where the context is in the frame) only if `dir_after` (the
+    /// caller knows it dead otherwise).
     pub(super) fn runtime_then(
         &mut self,
         func: usize,

@@ -53,8 +53,10 @@ pub(super) struct Ctx {
 impl Ctx {
     /// The context of an applet whose frame stack is `frames`
     /// (`STACK_SLOTS` slots, owned by the same `Compiled`, whose heap
-    /// allocation never moves): its bounds set for good, every other word
-    /// written by each invocation before it runs.
+    /// allocation never moves): its bounds set for good, the statics, the
+    /// fields, the depth limit and the natives written by
+    /// `Compiled::keep`, the directory, the host's words and the fuel by
+    /// each invocation before it runs.
     pub(super) fn new(frames: &mut [i32], words_of: Option<WordsFn>) -> Ctx {
         debug_assert_eq!(frames.len(), STACK_SLOTS);
         let range = frames.as_mut_ptr_range();
