@@ -52,6 +52,9 @@ pub struct RegConfig {
     /// Per register file (integer, float): callee-saved and unavailable masks.
     callee: [u16; 2],
     unavail: [u16; 2],
+    /// The callee-saved registers the function's caller keeps itself
+    /// ([`RegConfig::keep_in_caller`]): a subset of `callee`.
+    kept: [u16; 2],
 }
 
 impl Default for RegConfig {
@@ -59,6 +62,7 @@ impl Default for RegConfig {
         RegConfig {
             callee: [host::CALLEE_SAVED_GPR, 0],
             unavail: [host::RESERVED_GPR, host::RESERVED_XMM],
+            kept: [0, 0],
         }
     }
 }
@@ -71,6 +75,7 @@ impl RegConfig {
         RegConfig {
             callee: [!d.unavail[0], !d.unavail[1]],
             unavail: d.unavail,
+            kept: [0, 0],
         }
     }
 
@@ -109,6 +114,7 @@ impl RegConfig {
         }
         self.callee[f] &= !bit(n);
         self.unavail[f] &= !bit(n);
+        self.kept[f] &= !bit(n);
         match class {
             RegClass::CalleeSaved => self.callee[f] |= bit(n),
             RegClass::Unavailable => self.unavail[f] |= bit(n),
@@ -125,6 +131,32 @@ impl RegConfig {
     /// Reclassifies float register `n`.
     pub fn set_xmm(&mut self, n: u8, class: RegClass) -> Result<(), ErrorKind> {
         self.set(1, n, class)
+    }
+
+    /// Integer register `n`, callee-saved, stays callee-saved for the
+    /// function's allocation (a [`Class::Persistent`] register, which the
+    /// functions it calls keep), but the function's prologue does not save
+    /// it nor its epilogue restore it: its caller keeps it itself. For a
+    /// caller with a contract of its own, such as a host that enters the
+    /// code through an `asm!` block declaring the register clobbered, so
+    /// that the register is saved once (by the caller, where it needs it)
+    /// rather than by both sides of the call. Refused for a register that
+    /// is not callee-saved.
+    pub fn keep_in_caller(&mut self, n: u8) -> Result<(), ErrorKind> {
+        if self.gpr(n) != RegClass::CalleeSaved {
+            return Err(ErrorKind::BadRegister {
+                reg: host::reg_name(false, n).to_string(),
+                why: "not callee-saved, so there is no save for the caller to keep",
+            });
+        }
+        self.kept[0] |= bit(n);
+        Ok(())
+    }
+
+    /// Whether the caller keeps integer register `n`
+    /// ([`RegConfig::keep_in_caller`]).
+    pub fn kept_in_caller(&self, n: u8) -> bool {
+        n < 16 && self.kept[0] & bit(n) != 0
     }
 }
 
@@ -282,6 +314,9 @@ pub struct RegAlloc {
     allocatable: u32,
     /// Callee-saved (by the config; allocatable ones only).
     callee: u32,
+    /// The callee-saved ones the caller keeps (by the config): `end` does
+    /// not save them.
+    kept: u32,
     /// Allocated now (by `getreg` or a claim). The free registers are the
     /// allocatable ones not held.
     held: u32,
@@ -309,9 +344,11 @@ impl RegAlloc {
     pub(crate) fn new(cfg: RegConfig, leaf: bool) -> Self {
         let allocatable = to_prio(0, !cfg.unavail[0]) | to_prio(1, !cfg.unavail[1]);
         let callee = (to_prio(0, cfg.callee[0]) | to_prio(1, cfg.callee[1])) & allocatable;
+        let kept = (to_prio(0, cfg.kept[0]) | to_prio(1, cfg.kept[1])) & callee;
         RegAlloc {
             allocatable,
             callee,
+            kept,
             held: 0,
             taken: 0,
             persist_xmm: 0,
@@ -363,10 +400,11 @@ impl RegAlloc {
     /// The callee-saved registers `end` saves, as priority bits: those
     /// `getreg` or `reserve` handed out, and those an instruction wrote
     /// while free (a fixed name such as [`Reg::s`](crate::Reg::s) used
-    /// without `reserve`), so that no function overwrites its caller's.
+    /// without `reserve`), so that no function overwrites its caller's;
+    /// but those the caller keeps itself ([`RegConfig::keep_in_caller`]).
     #[inline(always)]
     fn saved(&self) -> u32 {
-        (self.taken | self.named) & self.callee
+        (self.taken | self.named) & self.callee & !self.kept
     }
 
     /// Whether the function uses a callee-saved register (the cheap test

@@ -6,16 +6,28 @@
 //! pointer, fuel and context (and its busiest methods' homes) in such
 //! registers for a whole invocation, and the host is compiled Rust that
 //! relies on them across the call.
+//!
+//! The jive JIT's own contract (`RegConfig::keep_in_caller` for `r12` to
+//! `r15`, which its host's `asm!` call declares clobbered): the entry saves
+//! and restores `rbx`, `rbp` and `rsp` and nothing else, so the host's
+//! values in `rbx` survive and those in `r12` to `r15` do not.
 
 #![cfg(all(target_arch = "x86_64", unix))]
 
-use vcode::{Class, Func, L, Leaf, Reg, UL, X64};
+use vcode::host::gpr::{R12, R13, R14, R15, RAX, RDI};
+use vcode::{Class, Func, L, Leaf, Reg, RegConfig, UL, X64};
 
 /// `f(x)`: claims every persistent and then every temporary register,
 /// writes `x + k` into the `k`-th, and returns the sum of them all (so no
 /// write is dead), as the code of `X64`.
 fn clobber_all() -> vcode::Code {
+    clobber_all_in(RegConfig::default())
+}
+
+/// [`clobber_all`] with the register classes `cfg`.
+fn clobber_all_in(cfg: RegConfig) -> vcode::Code {
     let mut f = Func::<X64>::with_backend();
+    f.set_config(cfg);
     let x = f.lambda("%ul", Leaf::Yes).unwrap().get::<UL>(0).unwrap();
     let mut regs: Vec<Reg<UL>> = Vec::new();
     while let Ok(r) = f.getreg::<UL>(Class::Persistent) {
@@ -117,4 +129,57 @@ fn code_regs() -> usize {
         n += 1;
     }
     n
+}
+
+/// The jive JIT's entry contract: `r12` to `r15` kept by the caller.
+fn jit_entry_config() -> RegConfig {
+    let mut cfg = RegConfig::default();
+    for n in [R12, R13, R14, R15] {
+        cfg.keep_in_caller(n).unwrap();
+    }
+    cfg
+}
+
+#[test]
+fn a_function_whose_caller_keeps_r12_to_r15_saves_only_rbx() {
+    let code = clobber_all_in(jit_entry_config());
+    let sent = [
+        0x1111_2222_3333_4444,
+        0x5555_6666_7777_8888,
+        0x9999_aaaa_bbbb_cccc,
+        0xdddd_eeee_ffff_0001,
+        0x0123_4567_89ab_cdef,
+    ];
+    let n = code_regs();
+    for arg in [0u64, 7, u64::MAX] {
+        let (ret, after) = call_checking(code.addr(), arg, &sent);
+        let dis = code.disassemble();
+        // `rbx` (which an `asm!` caller cannot name) is restored; `rbp`
+        // and `rsp` too, or the shim would not have come back.
+        assert_eq!(after[0], sent[0], "rbx, arg {arg}\n{dis}");
+        // The others hold what the code wrote: not saved, so not
+        // restored (the saves the caller's contract removes).
+        for (k, (&a, &s)) in after[1..].iter().zip(&sent[1..]).enumerate() {
+            assert_ne!(a, s, "r{} was restored, arg {arg}\n{dis}", 12 + k);
+        }
+        let want = (0..n as u64).fold(0u64, |a, k| a.wrapping_add(arg.wrapping_add(k + 1)));
+        assert_eq!(ret, want, "arg {arg}");
+    }
+    // The entry is shorter than the C convention's by the four saves and
+    // four restores.
+    assert!(code.len() < clobber_all().len(), "{}", code.disassemble());
+}
+
+#[test]
+fn only_a_callee_saved_register_can_be_kept_by_the_caller() {
+    let mut cfg = RegConfig::default();
+    assert!(cfg.keep_in_caller(RAX).is_err());
+    assert!(cfg.keep_in_caller(RDI).is_err());
+    assert!(!cfg.kept_in_caller(R12));
+    cfg.keep_in_caller(R12).unwrap();
+    assert!(cfg.kept_in_caller(R12));
+    // Reclassified, it is no longer kept.
+    cfg.set_gpr(R12, vcode::RegClass::CallerSaved).unwrap();
+    assert!(!cfg.kept_in_caller(R12));
+    assert!(cfg.keep_in_caller(R12).is_err());
 }

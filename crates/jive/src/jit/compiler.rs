@@ -56,6 +56,20 @@ pub(super) fn callee_saved(h: u8) -> bool {
     h < 16 && vcode::host::CALLEE_SAVED_GPR & (1 << h) != 0
 }
 
+/// The register classes of the generated code: the host's, with the
+/// callee-saved registers that the host's call (`exec::call_entry`)
+/// declares clobbered kept by the caller, so that the entry saves none of
+/// them ([`vcode::RegConfig::keep_in_caller`]).
+pub(super) fn entry_config() -> vcode::RegConfig {
+    let mut cfg = vcode::RegConfig::default();
+    for n in super::exec::CALLER_KEPT {
+        // Each is callee-saved in the host's convention (checked in
+        // `exec`'s tests), so this does not fail.
+        let _ = cfg.keep_in_caller(n);
+    }
+    cfg
+}
+
 pub(super) struct Regs {
     pub(super) fp: Reg<P>,
     pub(super) fuel: Reg<UL>,
@@ -737,6 +751,13 @@ impl<'p> Compiler<'p> {
         let cg = codegen_error(prog);
         let mut f = Func::new();
         f.set_code_limit(4 << 20);
+        // The entry's contract with the host (`exec::call_entry`): the
+        // host's call declares `r12` to `r15` clobbered, so the entry does
+        // not save them (the host saves what it needs of them once, in its
+        // own frame, instead of both sides saving); natives and runtime
+        // calls still keep them, so they stay persistent registers here.
+        // `rbx`, which an `asm!` block cannot name, the entry still saves.
+        f.set_config(entry_config());
         f.name(format!("jive:{}", prog.info.name));
         // The context, and the method's index as a machine word (the
         // jump table's index without a widening).

@@ -125,7 +125,7 @@ pub struct Compiled {
     /// the word is the stamp and the entry or'ed, with no shift per
     /// invocation.
     pub(super) stamp: u64,
-    /// Why the last invocation's code could not run, set only then (by
+    /// The trap of the last invocation whose code could not run, set only then (by
     /// [`execute_scoped`]) and taken at once by [`Compiled::enter`].
     ///
     /// Boxed, so that this field offers no niche: `Option<Compiled>`
@@ -144,10 +144,11 @@ pub struct Compiled {
     pub(super) lender: core::any::TypeId,
 }
 
-/// [`Compiled::failed`]'s type: why the code could not run, boxed (see
-/// there why).
-#[allow(clippy::box_collection)]
-pub(super) type Failed = Option<Box<String>>;
+/// [`Compiled::failed`]'s type: the trap of code that could not run,
+/// boxed (see there why), made where it failed (`execute_scoped`, which
+/// knows the entry), so that the host keeps nothing of the invocation
+/// across the call for it.
+pub(super) type Failed = Option<Box<Trap>>;
 
 /// The [`Compiled::lender`] of a program without a lender of words.
 pub(super) enum NoLender {}
@@ -327,8 +328,80 @@ impl Drop for Compiled {
 
 /// The generated code's entry: the context and the method's index, which
 /// the code's dispatch uses as the index of its jump table as it is (a
-/// machine word, so that the code does not widen it first).
+/// machine word, so that the code does not widen it first). Called through
+/// [`call_entry`] only: on x86-64 that is an `asm!` call of a contract of
+/// its own, which names this type only in its documentation.
+#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
 pub(super) type Entry = extern "C" fn(*mut Ctx, usize) -> i32;
+
+/// The callee-saved registers of the host's convention that generated
+/// code does not save ([`compiler::entry_config`]): its caller,
+/// [`call_entry`], declares them clobbered, so that the host saves what it
+/// needs of them once, in its own frame, instead of both the host and the
+/// code's entry saving them. Natives and runtime calls still keep them.
+#[cfg(target_arch = "x86_64")]
+pub(super) const CALLER_KEPT: [u8; 4] = {
+    use vcode::host::gpr::{R12, R13, R14, R15};
+    [R12, R13, R14, R15]
+};
+/// No host call of its own off x86-64: the code's entry saves every
+/// callee-saved register it uses, as the C convention says.
+#[cfg(not(target_arch = "x86_64"))]
+pub(super) const CALLER_KEPT: [u8; 0] = [];
+
+/// Calls generated code at `addr` (an [`Entry`]) on `ctx` and `entry`: the
+/// status it returns. The one way into generated code.
+///
+/// On x86-64 this is the C convention's call but for [`CALLER_KEPT`]
+/// (`r12` to `r15`), which the `asm!` block declares clobbered: the entry
+/// does not save them, and the compiler around the call keeps across it
+/// only what it needs, in `rbx`, `rbp` or its frame (`rbx`, which an
+/// `asm!` block cannot name, the entry still saves and restores).
+///
+/// # Safety
+/// `addr` is the entry of code that `jit::build` generated with
+/// [`compiler::entry_config`] and that stays alive for the call; `ctx` is
+/// a context that code may use as `execute`'s callers arrange (the
+/// argument of `Entry`).
+#[inline(always)]
+unsafe fn call_entry(addr: usize, ctx: *mut Ctx, entry: u16) -> i32 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let status: i32;
+        // SAFETY: the caller's contract makes `addr` generated code of
+        // signature `Entry`; the block calls it as the C convention says
+        // (arguments in `rdi` and `rsi`, the stack aligned to 16 bytes on
+        // an `asm!` block's entry, so at the call, and the direction flag
+        // clear), and declares clobbered everything the code may change:
+        // the convention's caller-saved registers (`clobber_abi`), `r12`
+        // to `r15` (which the code's entry, made with `entry_config`, does
+        // not restore) and memory (no `nomem`). It restores `rbx`, `rbp`
+        // and `rsp` (its prologue and epilogue) and does not unwind (the
+        // natives it calls are `extern "C"`, which abort on a panic).
+        unsafe {
+            core::arch::asm!(
+                "call {code}",
+                code = in(reg) addr,
+                in("rdi") ctx,
+                in("rsi") usize::from(entry),
+                lateout("eax") status,
+                out("r12") _,
+                out("r13") _,
+                out("r14") _,
+                out("r15") _,
+                clobber_abi("C"),
+            );
+        }
+        status
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        // SAFETY: the caller's contract: `addr` is generated code of
+        // signature `Entry`, made with the C convention's saves.
+        let run: Entry = unsafe { core::mem::transmute::<usize, Entry>(addr) };
+        run(ctx, usize::from(entry))
+    }
+}
 
 impl Compiled {
     /// The machine code with each method's name and each bytecode's index
@@ -595,26 +668,25 @@ impl Compiled {
             return Ok(self.rec.ctx.result as i32);
         }
         let pending = self.rec.rt.pending.take();
-        let failed = self.failed.take().map(|b| *b);
-        Err(self.failure(prog, entry, status, failed, pending))
+        let failed = self.failed.take();
+        Err(self.failure(prog, status, failed, pending))
     }
 
     /// The trap of an invocation that did not return normally: the code
-    /// could not run (`failed`: why), or trap site `status` was taken.
+    /// could not run (`failed`: its trap), or trap site `status` was taken.
     #[cold]
     #[inline(never)]
     fn failure(
         &self,
         prog: &Program,
-        entry: u16,
         status: i32,
-        failed: Option<String>,
+        failed: Failed,
         pending: Option<TrapKind>,
     ) -> Box<Trap> {
-        Box::new(match failed {
-            Some(what) => not_run(prog, entry, what),
-            None => self.trap(prog, status, self.rec.ctx.trap, pending, self.limits),
-        })
+        match failed {
+            Some(trap) => trap,
+            None => Box::new(self.trap(prog, status, self.rec.ctx.trap, pending, self.limits)),
+        }
     }
 
     /// The trap that trap site `status` (counted from 1) reports, with the
@@ -941,7 +1013,7 @@ pub(super) struct Found {
 
 /// Runs `code` inside a brief scope of `thread` (entering it is the one
 /// synchronization point: see `codecache::Thread::enter_brief`): the
-/// status the code returns, or -1 with why it could not run in `failed`.
+/// status the code returns, or -1 with the trap of why it could not run in `failed`.
 #[inline]
 pub(super) fn execute(
     thread: &mut codecache::Thread,
@@ -960,8 +1032,7 @@ pub(super) fn execute(
         // from the look-up of `code.key`), which stays alive while
         // `thread` is borrowed (`Thread::pinned`), and that outlasts the
         // call.
-        let run: Entry = unsafe { core::mem::transmute::<usize, Entry>(pinned.addr()) };
-        return run(ctx, usize::from(entry));
+        return unsafe { call_entry(pinned.addr(), ctx, entry) };
     }
     execute_scoped(thread, code, prog, ctx, entry, failed)
 }
@@ -986,21 +1057,20 @@ fn execute_scoped(
         None => match rebuild(&scope, code.key, prog) {
             Ok(e) => e,
             Err(what) => {
-                *failed = Some(Box::new(what));
+                *failed = Some(Box::new(not_run(prog, entry, what)));
                 return -1;
             }
         },
     };
     // SAFETY: the code was generated by `build` for this program with the
-    // signature `Entry` (the one `Compiler::new` gives `lambda`, so the
-    // address is cast without `as_fn`'s check of it), and runs inside the
+    // signature `Entry` and `entry_config` (as `call_entry` requires: the
+    // one `Compiler::new` gives `lambda`), and runs inside the
     // scope that keeps it alive. It reads and writes only what `ctx`
     // points to: the frame stack (exclusively borrowed by the caller), the
     // statics and fields (borrowed from the applet), and heap elements
     // through the directory, whose entries it bounds-checks; see "Safety"
     // in docs/jive.md.
-    let run: Entry = unsafe { core::mem::transmute::<usize, Entry>(code.code().addr()) };
-    run(ctx, usize::from(entry))
+    unsafe { call_entry(code.code().addr(), ctx, entry) }
 }
 
 /// [`execute`] on a registration of its own: for a thread whose own is in
