@@ -629,7 +629,13 @@ impl CodeCache {
             .unwrap_or_else(|p| p.into_inner())
             .push(counters.clone());
         let me = core.rec.register();
-        Thread { me, counters, core }
+        let rec = core.rec.clone();
+        Thread {
+            me,
+            counters,
+            core,
+            rec,
+        }
     }
 
     /// Publishes code for `key` at `version`, built by `build` into the
@@ -686,6 +692,10 @@ pub struct Thread {
     me: Participation,
     counters: Arc<Counters>,
     core: Arc<Core>,
+    /// `core`'s reclaimer, kept here too so that the thread's
+    /// synchronization points and [`Thread::pinned`] reach its stamp with
+    /// one load fewer (through the thread, not the core).
+    rec: Arc<Reclaimer>,
 }
 
 impl Thread {
@@ -696,7 +706,7 @@ impl Thread {
     pub fn enter(&mut self) -> Scope<'_> {
         let me = &mut self.me;
         Scope {
-            guard: self.core.rec.enter(me),
+            guard: self.rec.enter(me),
             core: &self.core,
             counters: &self.counters,
         }
@@ -712,7 +722,7 @@ impl Thread {
     pub fn enter_brief(&mut self) -> Scope<'_> {
         let me = &mut self.me;
         Scope {
-            guard: self.core.rec.enter_brief(me),
+            guard: self.rec.enter_brief(me),
             core: &self.core,
             counters: &self.counters,
         }
@@ -750,13 +760,18 @@ impl Thread {
     pub fn pinned(&mut self, pin: &Pin) -> Option<Pinned<'_>> {
         let me = &self.me;
         // `me` is this thread's, registered by its core's reclaimer
-        // (`CodeCache::register`), so the pin is that reclaimer's if its
-        // id is `me`'s, and `is_current_own` need not compare them again.
-        if pin.rec != me.reclaimer_id() || !self.core.rec.is_current_own(me, pin.stamp) {
+        // (`CodeCache::register`). The pin is that reclaimer's if this
+        // holds, with no compare of `pin.rec`: `pin.stamp` was read from
+        // the pin's reclaimer, and it equals a stamp of `me`'s, which no
+        // other reclaimer ever holds (stamps are unique across reclaimers,
+        // `deletion::next_stamp`). The default pin's stamp, 0, is no
+        // reclaimer's.
+        if !self.rec.is_current_own(me, pin.stamp) {
             return None;
         }
+        debug_assert_eq!(pin.rec, me.reclaimer_id());
         // Alive, by `Map::get_pinned`'s argument: the pin's entry was in
-        // this cache's map (`pin.rec` is this thread's reclaimer, so this
+        // this cache's map (the pin is this thread's reclaimer's, so this
         // cache's: a reclaimer belongs to one core) when a scope found it
         // after reading `pin.stamp`; it is freed only after a retire that
         // stores a later stamp, once every thread counted in that retire
@@ -777,16 +792,16 @@ impl Thread {
     /// borrowed).
     pub fn blocking<R>(&mut self, f: impl FnOnce() -> R) -> R {
         let me = &self.me;
-        self.core.rec.flag_out(me);
+        self.rec.flag_out(me);
         let r = f();
-        self.core.rec.flag_in(me);
+        self.rec.flag_in(me);
         r
     }
 
     /// Flags the thread out until [`Thread::enter`] (which flags it in):
     /// for a thread that goes idle for an unknown time.
     pub fn flag_out(&mut self) {
-        self.core.rec.flag_out(&self.me);
+        self.rec.flag_out(&self.me);
     }
 
     /// Publishes into this thread's cache (the same as
@@ -803,16 +818,17 @@ impl Thread {
 
 impl Drop for Thread {
     fn drop(&mut self) {
-        self.core.rec.unregister(&self.me);
+        self.rec.unregister(&self.me);
     }
 }
 
 /// The address of an entry's code, remembered with the stamp under which
 /// a scope found the entry ([`Scope::lookup_pin`]), for
-/// [`Thread::pinned`]: one compare of the reclaimer and the stamps
-/// instead of a look-up. Plain numbers, so that whatever holds one stays
-/// `Send`; it grants nothing by itself. The default pin (reclaimer 0,
-/// which no reclaimer has) is refused.
+/// [`Thread::pinned`]: the compares of the stamps instead of a look-up
+/// (the stamp, unique across reclaimers, also says whose the pin is).
+/// Plain numbers, so that whatever holds one stays `Send`; it grants
+/// nothing by itself. The default pin (stamp 0, which no reclaimer
+/// holds) is refused.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Pin {
     rec: u64,

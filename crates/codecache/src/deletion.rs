@@ -43,6 +43,17 @@
 //! unlink in program order, so every lookup the thread makes afterwards sees
 //! the unlinked state.
 //!
+//! Stamps are unique across reclaimers: every reclaimer's first stamp and
+//! every retire's take the next value of one process-wide counter
+//! ([`next_stamp`]), so a reclaimer's stamps increase (each retire runs
+//! under the lock, after the last) and no two reclaimers ever hold the same
+//! stamp. A stamp read from one reclaimer then equals a stamp of another
+//! never: [`Reclaimer::is_current_own`] refuses a stamp of another
+//! reclaimer by the compares it makes anyway, and [`crate::Thread::pinned`]
+//! needs no compare of the pin's reclaimer. The counter synchronizes
+//! nothing (its values' distinctness needs no ordering); the ordering
+//! the protocol rests on is the reclaimer's own stamp's, as above.
+//!
 //! ## Why not crossbeam-epoch
 //!
 //! crossbeam-epoch is the field's well-kept epoch library, and its `pin`
@@ -117,8 +128,19 @@ pub struct Participation {
 }
 
 /// [`Participation::seen`] while the thread is flagged out: never a stamp
-/// (stamps count up from 1, by one per retire).
+/// (stamps are drawn from 1 upwards, one per reclaimer made and per
+/// retire, and a 64-bit counter does not reach it).
 const OUT: u64 = u64::MAX;
+
+/// The next stamp, unique in the process: taken by each reclaimer as its
+/// first stamp and by each retire as the reclaimer's new one, so that no two
+/// reclaimers ever hold the same stamp (see "Why each step is correct").
+/// A `std` atomic under loom too: it orders nothing (`Relaxed`), only its
+/// values' distinctness matters, which every interleaving keeps.
+fn next_stamp() -> u64 {
+    static NEXT_STAMP: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT_STAMP.fetch_add(1, Ordering::Relaxed)
+}
 
 /// Slow synchronization points a thread may skip in a row when the
 /// pending list is locked, before it waits for the lock.
@@ -235,7 +257,7 @@ impl Reclaimer {
         static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         Reclaimer {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
-            stamp: AtomicU64::new(0),
+            stamp: AtomicU64::new(next_stamp()),
             state: Mutex::new(State {
                 pending: Vec::new(),
                 threads: Vec::new(),
@@ -276,7 +298,10 @@ impl Reclaimer {
     /// [`Reclaimer::is_current`] for a participation the caller knows to
     /// be this reclaimer's (a [`crate::Thread`]'s own, which its core's
     /// reclaimer registered): without the compare of the ids. For a
-    /// participation of another reclaimer the answer means nothing.
+    /// participation of another reclaimer the answer means nothing. For a
+    /// `stamp` read from another reclaimer it is `false`: stamps are unique
+    /// across reclaimers ([`next_stamp`]), so this reclaimer's stamp is
+    /// never one of another's.
     #[inline]
     pub fn is_current_own(&self, me: &Participation, stamp: u64) -> bool {
         debug_assert_eq!(me.rec, self.id, "a participation of another reclaimer");
@@ -337,7 +362,10 @@ impl Reclaimer {
                 .iter()
                 .filter(|t| !t.out.load(Ordering::Relaxed))
                 .count();
-            let stamp = self.stamp.load(Ordering::Relaxed) + 1;
+            // Above the last (this retire runs under the lock, after the
+            // one that stored it), and no other reclaimer's.
+            let stamp = next_stamp();
+            debug_assert!(stamp > self.stamp.load(Ordering::Relaxed));
             // Release: a thread that sees `stamp` also sees the unlink.
             self.stamp.store(stamp, Ordering::Release);
             let p = Pending {

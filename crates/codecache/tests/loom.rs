@@ -320,3 +320,36 @@ fn a_pinned_lookup_never_outlives_its_value() {
 fn a_pinned_lookup_after_a_flag_out_never_outlives_its_value() {
     pinned_race(true);
 }
+
+/// Stamps are unique across reclaimers (`deletion::next_stamp`), which
+/// `Thread::pinned` relies on instead of comparing the pin's reclaimer: a
+/// stamp read from reclaimer `a` (racing a retire on `a` by another
+/// thread, and after it) is never current for a thread of reclaimer `b`,
+/// whose own stamp is. With each reclaimer counting its own stamps (from
+/// the same first value, or by one from distinct first values), a stamp
+/// of `a` is one `b` holds and the assertion fails.
+#[test]
+fn a_stamp_of_one_reclaimer_is_never_current_for_another() {
+    model(|| {
+        let a = Arc::new(Reclaimer::new());
+        let b = Reclaimer::new();
+        let mut me = b.register();
+        let retirer = {
+            let a = a.clone();
+            thread::spawn(move || a.retire(Vec::new(), 0))
+        };
+        let check = |me: &mut codecache::deletion::Participation, s: u64| {
+            drop(b.enter_brief(me));
+            assert!(b.is_current_own(me, b.stamp()), "b's own stamp is current");
+            assert!(!b.is_current_own(me, s), "a's stamp {s} current for b");
+        };
+        // Racing the retire on `a`.
+        check(&mut me, a.stamp());
+        retirer.join().unwrap();
+        // After it, before and after a retire on `b`.
+        check(&mut me, a.stamp());
+        b.retire(Vec::new(), 0);
+        check(&mut me, a.stamp());
+        b.unregister(&me);
+    });
+}
