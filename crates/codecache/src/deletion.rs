@@ -312,7 +312,12 @@ impl Reclaimer {
             me.seen.get() == stamp,
             me.p.stamp.load(Ordering::Relaxed) == stamp && !me.is_out()
         );
-        self.stamp() == stamp && me.seen.get() == stamp
+        // Two tests, each its compare and branch (as `a && b`, both loads
+        // safe, LLVM set a flag from one, then tested it: two more).
+        if me.seen.get() != stamp {
+            return false;
+        }
+        self.stamp() == stamp
     }
 
     /// Registers the calling thread: from now on it is counted in every
