@@ -366,19 +366,13 @@ impl Drop for Segment {
 /// One queue of a segment, as [`QueueMem`] for [`crate::ring`].
 #[derive(Debug, Clone)]
 pub struct ShmQueue {
-    /// Kept for its mapping, into which the pointers below point.
-    _seg: Arc<Segment>,
+    seg: Arc<Segment>,
     q: QueueLayout,
     /// The size of a slot in bytes.
     slot: usize,
     /// The producer and consumer indices, checked once in `new`.
     head: NonNull<AtomicU32>,
     tail: NonNull<AtomicU32>,
-    /// The first slot (`seg`'s base plus `q.slots()`), kept so that a
-    /// slot's address is one load and an add, not the segment's base
-    /// loaded through `seg` first (two instructions of every slot read or
-    /// written: a message in a buffer reads or writes five slots).
-    slots: NonNull<u8>,
 }
 
 // SAFETY: the pointers point into `seg`'s mapping, which the queue keeps
@@ -393,16 +387,12 @@ impl ShmQueue {
         assert!(q.slots() + q.depth as usize * slot <= seg.len && q.depth.is_power_of_two());
         let head = NonNull::from(seg.atomic(q.head()));
         let tail = NonNull::from(seg.atomic(q.tail()));
-        // SAFETY: `q.slots() <= seg.len` (asserted above): within the
-        // mapping or one past its end, never null.
-        let slots = unsafe { NonNull::new_unchecked(seg.base.as_ptr().add(q.slots())) };
         ShmQueue {
-            _seg: seg,
+            seg,
             q,
             slot,
             head,
             tail,
-            slots,
         }
     }
 
@@ -431,7 +421,7 @@ impl ShmQueue {
         // mapping (`rx_slot`), whose fields are plain data valid for any
         // bits; the stores are volatile, like `write_once`'s, and the view
         // covers `len <= INLINE_MAX` bytes of its `data` field, which lives
-        // as long as `self._seg`. The consumer does not read the slot until
+        // as long as `self.seg`. The consumer does not read the slot until
         // the producer index is published after this call.
         unsafe {
             (&raw mut (*p).len).write_volatile(len as u32);
@@ -525,7 +515,7 @@ impl ShmQueue {
         let p = self.rx_slot(i);
         // SAFETY: the view covers `len <= INLINE_MAX` bytes of the slot's
         // `data` field, inside the mapping (`rx_slot`), which lives as long
-        // as `self._seg`; any byte value is valid.
+        // as `self.seg`; any byte value is valid.
         f(unsafe { std::slice::from_raw_parts((&raw const (*p).data).cast::<u8>(), len) })
     }
 
@@ -535,7 +525,14 @@ impl ShmQueue {
         // SAFETY: the pointer arithmetic stays in the mapping: `i < depth`
         // (callers mask the index) and `new` checked that every slot lies in
         // the segment.
-        unsafe { self.slots.as_ptr().cast::<T>().add(i as usize) }
+        unsafe {
+            self.seg
+                .base
+                .as_ptr()
+                .add(self.q.slots())
+                .cast::<T>()
+                .add(i as usize)
+        }
     }
 }
 
@@ -700,7 +697,7 @@ macro_rules! shm_queue_mem {
             #[inline]
             fn head(&self) -> &AtomicU32 {
                 // SAFETY: checked by `Segment::atomic` in `new`; the mapping
-                // lives as long as `self._seg`, hence as long as `&self`.
+                // lives as long as `self.seg`, hence as long as `&self`.
                 unsafe { self.head.as_ref() }
             }
             #[inline]
@@ -789,30 +786,6 @@ mod tests {
             assert_eq!(&buf[1..=n], &src[5..5 + n], "length {n}");
             assert_eq!((buf[0], buf[n + 1]), (0xee, 0xee), "length {n}");
         }
-    }
-
-    #[test]
-    fn a_queue_slot_is_where_its_layout_puts_it() {
-        use crate::layout::QueueLayout;
-        use crate::ring::QueueMem;
-        let seg = std::sync::Arc::new(super::Segment::create("unet-slots", 8192).unwrap());
-        let q = QueueLayout {
-            offset: 1024,
-            depth: 8,
-        };
-        let words = super::ShmQueue::new(seg.clone(), q, 4);
-        for i in 0..8u32 {
-            QueueMem::<u32>::write(&words, i, 0x1000 + i);
-        }
-        for i in 0..8u32 {
-            let at = q.slots() + 4 * i as usize;
-            let b = seg.with_bytes(at, 4, |b| u32::from_le_bytes(b.try_into().unwrap()));
-            assert_eq!(b, 0x1000 + i, "slot {i}");
-            assert_eq!(QueueMem::<u32>::read(&words, i), 0x1000 + i);
-        }
-        // Nothing before the first slot or after the last was written.
-        assert!(seg.with_bytes(0, q.slots(), |b| b.iter().all(|&x| x == 0)));
-        assert!(seg.with_bytes(q.slots() + 32, 64, |b| b.iter().all(|&x| x == 0)));
     }
 
     #[test]
