@@ -88,7 +88,10 @@ impl Message<'_> {
     }
 
     /// Calls `f` on each piece of the message in order, in place: the
-    /// inline bytes, or each buffer's share (zero copy).
+    /// inline bytes, or each buffer's share (zero copy). Inlined, as the
+    /// compiler mostly chose: as a call, the copying receive's 40-byte
+    /// path took 24 instructions more (`unet-count` path-40-copying).
+    #[inline]
     pub fn read(&self, mut f: impl FnMut(&[u8])) {
         if self.is_inline() {
             f(&self.desc.data[..self.len()]);
@@ -1129,14 +1132,14 @@ impl Endpoint {
         }
     }
 
-    /// [`Endpoint::give_gathered`] once there are some.
+    /// [`Endpoint::give_gathered`] once there are some: one test of the
+    /// free queue's room for them all ([`Producer::push_slice_unpublished`]),
+    /// not one per buffer (`unet-count` path-57, 15.6 instructions a
+    /// message before).
     #[inline(never)]
     fn give_all_gathered(&mut self) {
-        for &off in &self.given[..self.gathered] {
-            if !matches!(self.free.push_unpublished(off), Ok(true)) {
-                break;
-            }
-        }
+        self.free
+            .push_slice_unpublished(&self.given[..self.gathered]);
         self.free.publish();
         self.gathered = 0;
     }
@@ -1232,12 +1235,16 @@ impl Endpoint {
         // buffer at the front (its fixed part read once and checked, as
         // below). Everything else, from the start, out of line.
         if let Some(i) = self.rx.front_or_none() {
+            // The expected buffer's offset, read once: for the prefetch and
+            // for the take's comparison (nothing writes the free queue in
+            // between: this endpoint is its only producer).
+            let mut guess = None;
             if self.fetch_lines != 0 {
                 // While the descriptor's line is on its way from the
                 // engine's core, the buffer it probably names too: the
                 // buffer's offset is in the descriptor, so it would
                 // otherwise be fetched only after it.
-                self.prefetch_expected();
+                guess = Some(self.prefetch_expected());
             }
             let (len, chan, nbufs) = self.rx.mem().read_rx_head(i);
             if nbufs == 0 && len as usize <= INLINE_MAX {
@@ -1249,7 +1256,7 @@ impl Endpoint {
                 });
             }
             if nbufs == 1
-                && let Some(off) = self.take_one_buffer(i, len)
+                && let Some(off) = self.take_one_buffer_inline(i, len, guess)
             {
                 return Some(MessageRef {
                     ep: self,
@@ -1328,10 +1335,21 @@ impl Endpoint {
     /// answer in registers.
     #[inline(never)]
     fn take_one_buffer(&mut self, i: u32, len: u32) -> Option<u32> {
+        self.take_one_buffer_inline(i, len, None)
+    }
+
+    /// [`Endpoint::take_one_buffer`]'s body, inlined into `recv_ref`'s
+    /// short path: as a call there, its frame (three saved registers), the
+    /// call and the answer's return were some 10 instructions of the
+    /// 57-byte message's path (`unet-count` path-57). `guess`: the
+    /// expected free-queue entry ([`Endpoint::took_buffer`]) if the caller
+    /// read it.
+    #[inline(always)]
+    fn take_one_buffer_inline(&mut self, i: u32, len: u32, guess: Option<u32>) -> Option<u32> {
         let off = self.rx.mem().read_rx_first_offset(i);
         self.rx.advance();
         if len != 0 && len <= self.layout.config.buffer_size && self.layout.is_buffer(off) {
-            self.took_buffer(len, off);
+            self.took_buffer(len, off, guess);
             return Some(off);
         }
         self.bad_rx += 1;
@@ -1366,9 +1384,10 @@ impl Endpoint {
     /// messages pays nothing but the test of it. Inlined: as a call
     /// (`recv_ref` inlined into its caller either way) the 1 KiB round trip
     /// kept none of its gain (`loop_rtt`, six runs each: 0.313-0.334 µs
-    /// against 0.265-0.280, `main` 0.321-0.350).
+    /// against 0.265-0.280, `main` 0.321-0.350). Returns the expected
+    /// entry it read (for [`Endpoint::took_buffer`]).
     #[inline(always)]
-    fn prefetch_expected(&mut self) {
+    fn prefetch_expected(&mut self) -> u32 {
         // No test that the entry was given or holds a buffer: whatever
         // the slot holds (an old entry, an offset the engine will skip),
         // the lines asked for are inside the segment
@@ -1376,9 +1395,10 @@ impl Endpoint {
         // hint; the tests cost more than the rare wrong guess they would
         // spare (`unet-count` path-1000, 12 instructions).
         let lines = std::mem::take(&mut self.fetch_lines);
-        let off = self.free.slot_of(self.expect) as usize;
+        let guess = self.free.slot_of(self.expect);
         self.seg
-            .prefetch_line_count(self.layout.area + off, lines as usize);
+            .prefetch_line_count(self.layout.area + guess as usize, lines as usize);
+        guess
     }
 
     /// The lines of a buffer that a `len`-byte message fills, at most
@@ -1406,11 +1426,17 @@ impl Endpoint {
     }
 
     /// [`Endpoint::took_buffers`] for a `len`-byte message in the one
-    /// buffer `off`.
+    /// buffer `off`; `guess` the expected entry if the caller read it
+    /// already (`recv_ref`'s prefetch: not read twice, some 7
+    /// instructions).
     #[inline(always)]
-    fn took_buffer(&mut self, len: u32, off: u32) {
+    fn took_buffer(&mut self, len: u32, off: u32, guess: Option<u32>) {
         self.fetch_lines = self.lines_to_fetch(len);
-        if self.free.slot_of(self.expect) != off {
+        let expected = match guess {
+            Some(g) => g,
+            None => self.free.slot_of(self.expect),
+        };
+        if expected != off {
             self.find_expected(off);
         }
         self.expect = self.expect.wrapping_add(1);

@@ -156,6 +156,29 @@ impl<T: Copy, M: QueueMem<T>> Producer<T, M> {
         Ok(true)
     }
 
+    /// [`Producer::push_unpublished`] of each of `items` in order, for as
+    /// many as there are free slots: the number written (the rest did not
+    /// fit). The consumer's index is read (and checked) only when the one
+    /// read last leaves too few slots for all of them; a corrupt index
+    /// leaves the slots that one left, as a push that meets it after
+    /// filling them would. One test of the room for the whole batch, not
+    /// one per item: a receiver gives its gathered buffers back this way.
+    #[inline]
+    pub fn push_slice_unpublished(&mut self, items: &[T]) -> usize {
+        let depth = self.mem.depth();
+        let mut room = depth - self.head.wrapping_sub(self.tail);
+        if (room as usize) < items.len() && self.refresh().is_ok() {
+            room = depth - self.head.wrapping_sub(self.tail);
+        }
+        let n = items.len().min(room as usize);
+        for (k, &v) in items[..n].iter().enumerate() {
+            self.mem
+                .write(self.head.wrapping_add(k as u32) & (depth - 1), v);
+        }
+        self.head = self.head.wrapping_add(n as u32);
+        n
+    }
+
     /// The index (`< depth`) of the next slot to write, or `None` if the
     /// queue is full: the first half of [`Producer::push_unpublished_with`]
     /// for a caller that writes the slot itself (through
@@ -482,6 +505,39 @@ mod tests {
             assert_eq!(c.pop(), Ok(None));
         }
         assert_eq!(next, 50);
+    }
+
+    #[test]
+    fn a_slice_is_pushed_as_far_as_there_is_room_and_no_further() {
+        let m = mem(4, u32::MAX - 1);
+        let (mut p, mut c) = (Producer::new(&m), Consumer::new(&m));
+        assert_eq!(p.push_slice_unpublished(&[1, 2, 3]), 3);
+        assert_eq!(c.pop(), Ok(None), "unpublished until publish");
+        p.publish();
+        // One slot left as the consumer's index was read; reading it again
+        // finds no more: one of three written, the front not overwritten.
+        assert_eq!(p.push_slice_unpublished(&[4, 5, 6]), 1);
+        assert_eq!(p.push_slice_unpublished(&[7]), 0);
+        p.publish();
+        assert_eq!(c.pop(), Ok(Some(1)));
+        assert_eq!(c.pop(), Ok(Some(2)));
+        // Two slots freed since the producer last read the index.
+        assert_eq!(p.push_slice_unpublished(&[8, 9, 10]), 2);
+        p.publish();
+        for v in [3, 4, 8, 9] {
+            assert_eq!(c.pop(), Ok(Some(v)));
+        }
+        assert_eq!(c.pop(), Ok(None));
+        assert_eq!(p.push_slice_unpublished(&[]), 0);
+        // A corrupt consumer index: no slot is taken beyond those the last
+        // good one left.
+        assert_eq!(p.push_slice_unpublished(&[11, 12]), 2);
+        m.tail.store(p.pushed().wrapping_add(9), Ordering::Relaxed);
+        let before = p.pushed();
+        assert_eq!(p.push_slice_unpublished(&[13, 14, 15]), 2);
+        assert_eq!(p.pushed(), before.wrapping_add(2));
+        assert_eq!(p.push_slice_unpublished(&[16]), 0);
+        assert_eq!(p.pushed(), before.wrapping_add(2));
     }
 
     #[test]
