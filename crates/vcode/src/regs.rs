@@ -143,6 +143,12 @@ impl RegConfig {
     /// rather than by both sides of the call. Refused for a register that
     /// is not callee-saved.
     pub fn keep_in_caller(&mut self, n: u8) -> Result<(), ErrorKind> {
+        if n >= 16 {
+            return Err(ErrorKind::BadRegister {
+                reg: format!("r{n}"),
+                why: "no such integer register",
+            });
+        }
         if self.gpr(n) != RegClass::CalleeSaved {
             return Err(ErrorKind::BadRegister {
                 reg: host::reg_name(false, n).to_string(),

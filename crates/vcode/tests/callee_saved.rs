@@ -175,6 +175,11 @@ fn only_a_callee_saved_register_can_be_kept_by_the_caller() {
     let mut cfg = RegConfig::default();
     assert!(cfg.keep_in_caller(RAX).is_err());
     assert!(cfg.keep_in_caller(RDI).is_err());
+    // No such register: refused, not a shift past the mask's width.
+    for n in [16, 31, 255] {
+        assert!(cfg.keep_in_caller(n).is_err(), "register {n}");
+        assert!(!cfg.kept_in_caller(n));
+    }
     assert!(!cfg.kept_in_caller(R12));
     cfg.keep_in_caller(R12).unwrap();
     assert!(cfg.kept_in_caller(R12));

@@ -125,15 +125,16 @@ pub struct Compiled {
     /// the word is the stamp and the entry or'ed, with no shift per
     /// invocation.
     pub(super) stamp: u64,
-    /// The trap of the last invocation whose code could not run, set only then (by
-    /// [`execute_scoped`]) and taken at once by [`Compiled::enter`].
+    /// The trap of the last invocation whose code could not run, set only
+    /// then (by [`execute_scoped`]) and taken at once by
+    /// [`Compiled::enter`].
     ///
-    /// Boxed, so that this field offers no niche: `Option<Compiled>`
-    /// (`Applet::jit`) then keeps its `None` in `reads_fields`, which the
-    /// per-message invocation tests in two instructions, instead of in
-    /// the string's capacity, a compare with a 64-bit constant (four).
-    /// (A `Box<str>` also leaves no such niche, but moved the fields so
-    /// that the invocation cost two instructions more.)
+    /// An `Option` of a box, whose one niche (the null pointer) is its
+    /// own `None`: it offers `Option<Compiled>` (`Applet::jit`) none, so
+    /// that one keeps its `None` in `reads_fields`, which the per-message
+    /// invocation tests in two instructions. (An unboxed `Trap` would
+    /// offer its string's capacity, a compare with a 64-bit constant:
+    /// four.)
     pub(super) failed: Failed,
     /// The lender of `rec.ctx.words_of` ([`WordsFn::lender`]), or
     /// [`NoLender`]'s type where the program has none: fixed when the
@@ -385,6 +386,7 @@ unsafe fn call_entry(addr: usize, ctx: *mut Ctx, entry: u16) -> i32 {
                 in("rdi") ctx,
                 in("rsi") usize::from(entry),
                 lateout("eax") status,
+                // `CALLER_KEPT`, which the entry does not restore.
                 out("r12") _,
                 out("r13") _,
                 out("r14") _,
@@ -1140,6 +1142,26 @@ impl Compiled {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The registers `call_entry`'s `asm!` block declares clobbered are
+    /// the ones `CALLER_KEPT` names, and the generated code's entry leaves
+    /// exactly those to its caller (`compiler::entry_config`): a register
+    /// kept by the caller but not declared would reach the host changed.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn the_caller_kept_registers_are_callee_saved_and_kept() {
+        use vcode::host::gpr::{R12, R13, R14, R15};
+        // The `out("r12")` to `out("r15")` of `call_entry`.
+        assert_eq!(CALLER_KEPT, [R12, R13, R14, R15]);
+        let cfg = super::super::compiler::entry_config();
+        for n in 0..16u8 {
+            assert_eq!(
+                cfg.kept_in_caller(n),
+                CALLER_KEPT.contains(&n),
+                "register {n}"
+            );
+        }
+    }
 
     /// A word stops admitting its entry when `keep` makes a table that
     /// refuses the entry (a depth limit above the JIT's), and a word made
