@@ -668,6 +668,13 @@ pub struct NativeDecl {
     /// The native's inline form ([`crate::Natives::set_inline`]), which the
     /// JIT emits in place of the call.
     pub(crate) inline: Option<crate::InlineForm>,
+    /// Whether this is the entry of the native's **tail sites**
+    /// ([`crate::natives::TAIL_SUFFIX`]): a second declaration of a
+    /// declared native (same name and descriptor), after the declared
+    /// ones, which the decoder calls at the sites it proved tail sites
+    /// ([`tail_site`]) and which binds the table's tail form of the
+    /// native where it has one.
+    pub tail: bool,
 }
 
 /// A decoded applet class, ready to instantiate.
@@ -765,19 +772,38 @@ pub fn decode_with(
                 fast: 0,
                 words: None,
                 inline: None,
+                tail: false,
             });
         } else {
             native_index.push(None);
         }
     }
+    // The methods some call site of the class names: a native's tail site
+    // is only in a method that runs as an invocation's own method
+    // ([`tail_site`]).
+    let mut called = vec![false; info.methods.len()];
+    for m in &info.methods {
+        for i in all_insns.get(m.index).map_or(&[][..], Vec::as_slice) {
+            if let (op::INVOKEVIRTUAL..=op::INVOKESTATIC, &Operand::Cp(c)) = (i.opcode, &i.operand)
+                && let Some((class, name, _)) = cf.member_ref(c)
+                && class == info.name
+                && let Some((idx, _)) = info.method(name)
+            {
+                called[idx] = true;
+            }
+        }
+    }
+    // Each declared native's tail entry, made at its first tail site.
+    let mut tail_entry: Vec<Option<u16>> = vec![None; natives.len()];
     let mut switches = Vec::new();
     let mut funcs = Vec::new();
     let mut code_bytes = 0;
-    for m in &info.methods {
+    for (mi, m) in info.methods.iter().enumerate() {
         if m.is_native {
             funcs.push(None);
             continue;
         }
+        let entry_only = !called[mi];
         let code = cf.methods.get(m.index)?.code.as_ref()?;
         code_bytes += code.code.len();
         let insns = all_insns.get(m.index)?;
@@ -796,7 +822,7 @@ pub fn decode_with(
         let first_switch = switches.len();
         let mut ops = Vec::with_capacity(n as usize);
         let mut bcis = Vec::with_capacity(n as usize);
-        for i in insns {
+        for (k, i) in insns.iter().enumerate() {
             let mut emit = |o: Op| {
                 ops.push(o);
                 bcis.push(i.bci);
@@ -928,6 +954,20 @@ pub fn decode_with(
                     } else {
                         let (idx, _) = info.method(name)?;
                         match native_index[idx] {
+                            Some(n) if entry_only && tail_site(&insns[k + 1..]) => {
+                                let e = match tail_entry[usize::from(n)] {
+                                    Some(e) => e,
+                                    None => {
+                                        let e = u16::try_from(natives.len()).ok()?;
+                                        let mut d = natives[usize::from(n)].clone();
+                                        d.tail = true;
+                                        natives.push(d);
+                                        tail_entry[usize::from(n)] = Some(e);
+                                        e
+                                    }
+                                };
+                                emit(Op::CallNative(e))
+                            }
                             Some(n) => emit(Op::CallNative(n)),
                             None => emit(Op::Call(u16::try_from(idx).ok()?)),
                         }
@@ -976,6 +1016,35 @@ pub fn decode_with(
         max_frame,
         metered: true,
     })
+}
+
+/// Whether a call whose next instructions are `rest` (in bytecode order)
+/// is a tail site ([`crate::natives::TAIL_SUFFIX`]), given that its method
+/// runs only as an invocation's own: the straight line after it holds
+/// only constants, local loads, `pop`s and `nop`s up to a return, so that
+/// nothing can write memory, call, branch or trap between the call's
+/// return and the invocation's end. Deliberately small: a branch out of
+/// the line, or anything else, and the site is not one. A branch *into*
+/// the line changes nothing, since every path from the call to the
+/// return is this line.
+pub(crate) fn tail_site(rest: &[Insn]) -> bool {
+    for i in rest {
+        match i.opcode {
+            op::NOP
+            | op::ACONST_NULL
+            | op::ICONST_M1..=op::ICONST_5
+            | op::BIPUSH
+            | op::SIPUSH
+            | op::LDC
+            | op::LDC_W
+            | op::ILOAD..=op::ALOAD_3
+            | op::POP
+            | op::POP2 => {}
+            op::IRETURN | op::ARETURN | op::RETURN => return true,
+            _ => return false,
+        }
+    }
+    false
 }
 
 /// Whether an instruction decodes to two ops (a narrowing before it).

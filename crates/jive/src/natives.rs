@@ -669,6 +669,35 @@ pub enum FastError {
     },
 }
 
+/// What a native's **tail form** is bound as: its name with this suffix
+/// ([`tail_name`]), with the same descriptor.
+///
+/// A call site of a native is a **tail site** when nothing can run between
+/// the call's return and the end of the invocation that writes memory: the
+/// site is in a method that no call site of the class names (so that it
+/// runs only as the method the host invoked), and the instructions after
+/// it, in a straight line, are only constants, local loads, `pop`s and
+/// `nop`s up to a return (no store, branch, call, switch or allocation,
+/// nothing that can trap). The decoder proves it from the bytecode, once
+/// per site, and calls the native there through an entry of its own
+/// ([`crate::decode::NativeDecl::tail`]), so that the interpreter and the
+/// JIT both run the tail form there, with its fast form where it has one.
+/// A native whose table binds no tail form runs its ordinary forms (and
+/// its inline form) at every site.
+///
+/// What a tail form may rely on: every array the call was given holds, at
+/// the end of the invocation, exactly what it held at the call (a host may
+/// read it then instead of copying it now). `#` is in no name a class may
+/// declare: a native declared with it is refused at load
+/// ([`crate::LoadError::UnknownNative`]), so that no applet calls a tail
+/// form at a site the decoder did not prove.
+pub const TAIL_SUFFIX: &str = "#tail";
+
+/// The name a native's tail form is bound as ([`TAIL_SUFFIX`]).
+pub fn tail_name(name: &str) -> String {
+    format!("{name}{TAIL_SUFFIX}")
+}
+
 /// A table of native bindings, keyed by name and descriptor.
 #[derive(Clone, Default)]
 pub struct Natives {

@@ -74,6 +74,8 @@ impl Engine {
                 ring_lent: false,
                 free_lent: false,
                 popped: false,
+                defer: false,
+                deferred: None,
             },
             applet: None,
             policy: TrapPolicy::Keep,

@@ -694,7 +694,7 @@ impl Engine {
                 Route::Applet => {
                     self.flush_lent(&mut lent);
                     let shared = *shared.get_or_insert_with(|| !port.is_owner());
-                    let (status, took) = applet_tx(tx, port, d, shared);
+                    let (status, took) = applet_tx(self, tx, port, d, shared);
                     made = true;
                     // The time is summed only where it is checked.
                     if shared
@@ -781,7 +781,7 @@ impl Engine {
                         bump(&stats.tx_closed);
                         TxStatus::Closed
                     } else {
-                        let (status, took) = applet_tx(tx, port, d, theirs);
+                        let (status, took) = applet_tx(self, tx, port, d, theirs);
                         made = true;
                         // As in `take_tx`: the time summed only where it
                         // is checked; the rest of the pass waits for a
@@ -1153,7 +1153,7 @@ impl Engine {
             ..TxDesc::default()
         };
         // The owner's thread: untimed, as `service` invokes it there.
-        let (status, _) = applet_tx(&mut tx, port, d, false);
+        let (status, _) = applet_tx(self, &mut tx, port, d, false);
         // As [`Engine::service`] does after a pass: the frames `doTx`
         // made, delivered with the transmit side still locked, before the
         // caller reuses the bytes at `offset`.
@@ -1162,6 +1162,114 @@ impl Engine {
             self.pump_applet(port, framer, next);
         }
         Some(status)
+    }
+
+    /// Whether a `doTx` for a message on `chan` should defer its tail
+    /// `txPush` ([`Io::defer`]): while the engine keeps verdicts and
+    /// `chan` is an open channel to an endpoint of this engine without a
+    /// checksum, where [`Engine::deliver_deferred`] may take it. A guess,
+    /// not a check (the applet may push on another channel, and every
+    /// case is checked again at the end): a message deferred only to
+    /// become a frame after all ([`Framer::push_checked`]) costs more
+    /// than the frame made at once, so that the messages that cannot go
+    /// straight on (to another engine, or while a filter that reads
+    /// more than the header leaves verdicts unkept) are not deferred.
+    #[inline(always)]
+    pub(super) fn may_defer(&self, tx: &TxSide, chan: u16) -> bool {
+        self.inner.verdicts.load(Ordering::Relaxed) != 0
+            && matches!(tx.framer.channels.get(usize::from(chan)),
+                Some(Some(ch)) if ch.local && !ch.checksum && !ch.closed)
+    }
+
+    /// Sends the message a `doTx` of `port` deferred at a tail site
+    /// (`m`, [`Io::transmit_tail`]), with `port`'s applet (`rx`) still
+    /// held: checked and counted already (`tx_frames`), it goes straight
+    /// from `TxBuf` into the receiver's `RxBuf` where
+    /// [`Engine::deliver_deferred`] can take it, one copy instead of
+    /// three; otherwise it becomes the frame `txPush` would have made,
+    /// in the receive side's outbox lent to `doTx`, and goes on as
+    /// that frame does.
+    pub(super) fn resolve_deferred(
+        &self,
+        tx: &mut TxSide,
+        rx: &mut RxSide,
+        port: &Port,
+        m: Deferred,
+    ) {
+        if rx.io.framer.out.is_empty() && self.deliver_deferred(tx, rx, port, &m) {
+            return;
+        }
+        let RxSide { io, applet, .. } = rx;
+        match applet.as_ref().and_then(|l| deferred_bytes(l, &m)) {
+            Some(p) => io.framer.push_checked(m.chan, p),
+            None => debug_assert!(false, "a deferred message's bytes were checked"),
+        }
+    }
+
+    /// [`Engine::resolve_deferred`]'s direct delivery: `true` if it
+    /// delivered `m`, `false` (having done and counted nothing) where the
+    /// frame `doTx` would have made does not reach its receiver's `doRx`
+    /// at once in [`Engine::pump_sent`] (through [`Engine::deliver_kept`]
+    /// and [`Engine::deliver_local`]), so that the frame goes there and
+    /// meets the same checks and counts: no verdicts kept (version 0), a
+    /// channel not local, checksummed or closed, no owner or no kept peer
+    /// (counted there as unmatched, or looked up), a peer that is `port`
+    /// itself (its applet is held here), without an applet, another
+    /// thread's, at its inbox budget, busy (its receive lock), closed,
+    /// with frames waiting in its inbox, or its applet just removed.
+    /// Otherwise what `deliver_local` does for the frame: `doRx` with
+    /// `RxBuf` filled from `TxBuf`, its frames into `tx.next`, the
+    /// receive queue published.
+    #[inline(never)]
+    fn deliver_deferred(&self, tx: &mut TxSide, rx: &RxSide, port: &Port, m: &Deferred) -> bool {
+        let version = self.inner.verdicts.load(Ordering::Acquire);
+        if version == 0 {
+            return false;
+        }
+        let TxSide { framer, next, .. } = tx;
+        let Some(Some(ch)) = framer.channels.get_mut(usize::from(m.chan)) else {
+            return false;
+        };
+        if !ch.local || ch.checksum || ch.closed {
+            return false;
+        }
+        self.keep(ch, version, m.len as usize);
+        let (Some(owner), Some(dst)) = (ch.verdict.owner, ch.verdict.peer.as_deref()) else {
+            return false;
+        };
+        if core::ptr::eq(dst, port)
+            || !dst.has_applet.load(Ordering::Acquire)
+            || dst.owner.load(Ordering::Relaxed) != thread_token()
+            || next.used >= dst.budgets.inbox_bytes
+        {
+            return false;
+        }
+        let Some(mut drx) = dst.rx.try_lock() else {
+            return false;
+        };
+        if dst.closed.load(Ordering::Acquire) || !dst.inbox.is_empty() || drx.applet.is_none() {
+            return false;
+        }
+        let Some(bytes) = rx.applet.as_ref().and_then(|l| deferred_bytes(l, m)) else {
+            return false;
+        };
+        let payload = Payload {
+            head: bytemuck::cast_slice(bytes),
+            tail: None,
+        };
+        receive_payload(dst, &mut drx, owner as u16, payload, next, false);
+        drx.io.publish();
+        true
+    }
+
+    /// Pumps the frames in `tx.next` (a receiver's, made by a deferred
+    /// message's direct delivery), with a spare outbox as the scratch one.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn pump_next(&self, tx: &mut TxSide) {
+        let mut scratch = outbox();
+        self.pump(&mut tx.next, &mut scratch);
+        recycle(scratch);
     }
 
     /// Whether every frame of `out` is for an endpoint of this engine.

@@ -782,21 +782,46 @@ impl Framer {
                 max: self.max_message,
             });
         }
-        let buf = self
-            .out
-            .push_frame(HEADER_LEN + len, sent_on(self.id, chan));
-        let Some((hdr, body)) = buf.split_first_chunk_mut::<HEADER_LEN>() else {
-            unreachable!("a frame holds its header")
-        };
-        *hdr = ch.template;
-        frame::patch_lengths_from(hdr, ch.length_sum, len);
-        natives::i8_to_u8(body, payload);
+        write_message(&mut self.out, self.id, ch, chan, payload);
         bump_shared(&self.stats.tx_frames);
-        if ch.checksum {
-            // Cannot fail: the frame holds a whole header.
-            let _ = frame::set_udp_checksum(buf);
+        Ok(())
+    }
+
+    /// The checks of [`Framer::push_message`], in its order, for a
+    /// `len`-byte message on `chan`, with nothing written or counted: what
+    /// a deferred `txPush` makes at the call ([`Io::transmit_tail`]).
+    #[inline(always)]
+    fn check_message(&self, chan: u16, len: usize) -> Result<(), HostError> {
+        let ch = self
+            .channels
+            .get(usize::from(chan))
+            .and_then(Option::as_ref)
+            .ok_or(HostError::NoSuchChannel(chan))?;
+        if ch.closed {
+            return Err(HostError::ChannelClosed(chan));
+        }
+        if len as u32 > self.max_message {
+            return Err(HostError::TooLong {
+                len: len as u32,
+                max: self.max_message,
+            });
         }
         Ok(())
+    }
+
+    /// The frame [`Framer::push_message`] makes for `payload` on `chan`,
+    /// for a deferred `txPush` whose message goes as a frame after all
+    /// ([`Engine::resolve_deferred`]): checked and counted at the call
+    /// ([`Framer::check_message`]), under the locks that every change of
+    /// the channels takes, held since, so that the checks still hold.
+    #[cold]
+    #[inline(never)]
+    fn push_checked(&mut self, chan: u16, payload: &[i8]) {
+        let Some(Some(ch)) = self.channels.get(usize::from(chan)) else {
+            debug_assert!(false, "a deferred message's channel was checked");
+            return;
+        };
+        write_message(&mut self.out, self.id, ch, chan, payload);
     }
 
     fn set_channel(&mut self, tag: u16, ch: Option<Channel>) {
@@ -880,6 +905,27 @@ impl Framer {
             .expect("a frame holds its header");
         fill_body(seg, at, hdr, body, want_sum, copy, copy_sum)
             .map_err(|e| HostError::Transport(e.to_string()))
+    }
+}
+
+/// Writes the frame of `payload` on channel `ch` (`chan` of endpoint `id`)
+/// into `out`: the channel's header with the lengths patched, the
+/// payload, and its UDP checksum where the channel wants one. What
+/// [`Framer::push_message`] writes once it has made its checks (inlined
+/// there, as it was written).
+#[inline(always)]
+fn write_message(out: &mut Outbox, id: EndpointId, ch: &Channel, chan: u16, payload: &[i8]) {
+    let len = payload.len();
+    let buf = out.push_frame(HEADER_LEN + len, sent_on(id, chan));
+    let Some((hdr, body)) = buf.split_first_chunk_mut::<HEADER_LEN>() else {
+        unreachable!("a frame holds its header")
+    };
+    *hdr = ch.template;
+    frame::patch_lengths_from(hdr, ch.length_sum, len);
+    natives::i8_to_u8(body, payload);
+    if ch.checksum {
+        // Cannot fail: the frame holds a whole header.
+        let _ = frame::set_udp_checksum(buf);
     }
 }
 
