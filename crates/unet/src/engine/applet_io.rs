@@ -162,8 +162,7 @@ pub(super) struct Deferred {
 /// proof excludes (the native checked the range, and nothing ran since).
 #[inline]
 pub(super) fn deferred_bytes<'a>(l: &'a Loaded, m: &Deferred) -> Option<&'a [i8]> {
-    let (jive::Object::Bytes(v) | jive::Object::Booleans(v)) = l.applet.heap().get(m.array)?
-    else {
+    let (jive::Object::Bytes(v) | jive::Object::Booleans(v)) = l.applet.heap().get(m.array)? else {
         return None;
     };
     v.get(m.off as usize..m.off as usize + m.len as usize)
