@@ -966,9 +966,11 @@ mod tests {
     fn the_descriptors_are_figure_2s() {
         // RawUnet, Figure 2's text, declares all eight.
         let prog = jive::check(crate::applets::SIMPLE, &jive::Limits::default()).unwrap();
+        // The declared natives, not the tail sites' second entries.
         let mut declared: Vec<_> = prog
             .natives
             .iter()
+            .filter(|d| !d.tail)
             .map(|d| (d.name.as_str(), d.descriptor.as_str()))
             .collect();
         declared.sort_unstable();
