@@ -230,7 +230,7 @@ fn stream(seed: u64, mode: i32, interpret: bool) -> Outcome {
         counts: Vec::new(),
         engines: Vec::new(),
     };
-    let max = a.max_message() as usize;
+    let max = a.max_message();
     for seq in 0..rng.random_range(20..80u64) {
         if d.is_some() && rng.random_bool(0.05) {
             d = None;
