@@ -238,7 +238,7 @@ impl RawBiased {
 
     /// The fast path: `Some` if thread `me` holds the bias and now the
     /// lock (by its grant's slot).
-    #[inline]
+    #[inline(always)]
     fn try_fast(&self, me: u64) -> Option<Held<'_>> {
         let b = self.bias.load(Ordering::Relaxed);
         let slot = &self.slots[own_grant(b, me)?];
@@ -287,11 +287,22 @@ impl RawBiased {
     }
 
     /// Takes the lock as thread `me` if no other thread holds it now.
-    #[inline]
+    /// Always inlined, as [`RawBiased::lock_as`] is: the bias holder's
+    /// path is a few loads and a store, the rest out of line
+    /// ([`RawBiased::try_word`]).
+    #[inline(always)]
     pub fn try_lock_as(&self, me: u64) -> Option<Held<'_>> {
         if let Some(h) = self.try_fast(me) {
             return Some(h);
         }
+        self.try_word(me)
+    }
+
+    /// [`RawBiased::try_lock_as`] where `me` does not hold the bias (or
+    /// its grant's slot is taken): by `word`, as [`RawBiased::lock_as`]
+    /// takes it, without waiting.
+    #[inline(never)]
+    fn try_word(&self, me: u64) -> Option<Held<'_>> {
         self.word
             .compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed)
             .ok()?;
@@ -617,7 +628,7 @@ impl<T: ?Sized> BiasedLock<T> {
 
     /// Takes the lock if no other thread holds it now, and this one does
     /// not already.
-    #[inline]
+    #[inline(always)]
     pub fn try_lock(&self) -> Option<BiasedGuard<'_, T>> {
         self.raw.try_lock_as(token()).map(|h| self.guard(h))
     }

@@ -66,7 +66,9 @@ pub trait NativeHost: 'static {
     fn transmit(&mut self, chan: u16, payload: &[i8]) -> Result<(), HostError>;
     /// [`NativeHost::transmit`] at a **tail site** of `txPush`
     /// ([`jive::TAIL_SUFFIX`]): `payload` is `array[off..off + len)` of
-    /// the applet's `byte[]` `array`, and the array holds the same bytes
+    /// the applet's `byte[]` `array` (`(array, off)` is what `at` gives,
+    /// read only by a host that defers, so that one that does not keeps
+    /// neither live), and the array holds the same bytes
     /// at the end of the invocation, so that a host may make every check
     /// and count now and read the message then, once, straight to where
     /// it goes (the engine's one copy from `TxBuf` into a receiver's
@@ -74,11 +76,10 @@ pub trait NativeHost: 'static {
     fn transmit_tail(
         &mut self,
         chan: u16,
-        array: i32,
-        off: u32,
         payload: &[i8],
+        at: impl FnOnce() -> (i32, u32),
     ) -> Result<(), HostError> {
-        let _ = (array, off);
+        let _ = at;
         self.transmit(chan, payload)
     }
     /// The largest message the endpoint may send.
@@ -525,7 +526,7 @@ impl EndpointNative for TxPushTail {
             return Err(too_long(len, max));
         }
         // `array_range` checked `txoff >= 0`.
-        host.transmit_tail(chan, handle, txoff as u32, src)
+        host.transmit_tail(chan, src, || (args[0], args[1] as u32))
             .map_err(refused)?;
         Ok(0)
     }

@@ -706,9 +706,8 @@ impl NativeHost for Io {
     fn transmit_tail(
         &mut self,
         chan: u16,
-        array: i32,
-        off: u32,
         payload: &[i8],
+        at: impl FnOnce() -> (i32, u32),
     ) -> Result<(), HostError> {
         if !self.defer {
             return self.transmit(chan, payload);
@@ -730,6 +729,7 @@ impl NativeHost for Io {
         self.framer.check_message(chan, payload.len())?;
         bump_shared(&self.stats.tx_frames);
         self.defer = false;
+        let (array, off) = at();
         self.deferred = Some(Deferred {
             array,
             off,
@@ -1064,11 +1064,20 @@ pub(super) fn applet_tx(
     // at once, else as that frame ([`Engine::resolve_deferred`]).
     // Only where the message may go straight on ([`Engine::may_defer`]):
     // one deferred to become a frame after all costs more than the frame.
-    rx.io.defer = lend && tx.framer.out.is_empty() && engine.may_defer(tx, d.chan);
+    // (The receive side's outbox is empty here only if it was lent and
+    // the transmit outbox held nothing either.) `defer` is false outside
+    // this window, so that a `doTx` that does not defer writes nothing
+    // for it, and makes one test more after the invocation.
+    let may = rx.io.framer.out.is_empty() && engine.may_defer(tx, d.chan);
+    if may {
+        rx.io.defer = true;
+    }
     let r = invoke(rx, port, |l| (&mut l.applet, &mut l.do_tx), args, timed);
-    rx.io.defer = false;
-    if let Some(m) = rx.io.deferred.take() {
-        engine.resolve_deferred(tx, rx, port, m);
+    if may {
+        rx.io.defer = false;
+        if let Some(m) = rx.io.deferred.take() {
+            engine.resolve_deferred(tx, rx, port, m);
+        }
     }
     rx.io.publish();
     if lend {
@@ -1097,7 +1106,7 @@ pub(super) fn applet_tx(
     drop(guard);
     // The frames a receiver's `doRx` made when the deferred message went
     // straight to it, sent with the applet let go (one may be for it).
-    if !tx.next.is_empty() {
+    if may && !tx.next.is_empty() {
         engine.pump_next(tx);
     }
     (status, took)

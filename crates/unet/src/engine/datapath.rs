@@ -1166,19 +1166,20 @@ impl Engine {
 
     /// Whether a `doTx` for a message on `chan` should defer its tail
     /// `txPush` ([`Io::defer`]): while the engine keeps verdicts and
-    /// `chan` is an open channel to an endpoint of this engine without a
-    /// checksum, where [`Engine::deliver_deferred`] may take it. A guess,
-    /// not a check (the applet may push on another channel, and every
-    /// case is checked again at the end): a message deferred only to
-    /// become a frame after all ([`Framer::push_checked`]) costs more
-    /// than the frame made at once, so that the messages that cannot go
-    /// straight on (to another engine, or while a filter that reads
-    /// more than the header leaves verdicts unkept) are not deferred.
+    /// `chan`'s kept verdict names its peer ([`Kept::direct`]), where [`Engine::deliver_deferred`] may take
+    /// the message. A guess, not a check (the applet may push on another
+    /// channel, the verdict may be stale, and every case is checked again
+    /// at the end): a message deferred only to become a frame after all
+    /// ([`Framer::push_checked`]) costs more than the frame made at once,
+    /// so that the messages that cannot go straight on (to another engine,
+    /// or while a filter that reads more than the header leaves verdicts
+    /// unkept) are not deferred. The engine's test first: with verdicts
+    /// unkept, every message is framed, and that `doTx` pays one load.
     #[inline(always)]
     pub(super) fn may_defer(&self, tx: &TxSide, chan: u16) -> bool {
         self.inner.verdicts.load(Ordering::Relaxed) != 0
             && matches!(tx.framer.channels.get(usize::from(chan)),
-                Some(Some(ch)) if ch.local && !ch.checksum && !ch.closed)
+                Some(Some(ch)) if ch.verdict.direct)
     }
 
     /// Sends the message a `doTx` of `port` deferred at a tail site
@@ -1222,14 +1223,17 @@ impl Engine {
     /// receive queue published.
     #[inline(never)]
     fn deliver_deferred(&self, tx: &mut TxSide, rx: &RxSide, port: &Port, m: &Deferred) -> bool {
-        let version = self.inner.verdicts.load(Ordering::Acquire);
-        if version == 0 {
-            return false;
-        }
         let TxSide { framer, next, .. } = tx;
         let Some(Some(ch)) = framer.channels.get_mut(usize::from(m.chan)) else {
             return false;
         };
+        let version = self.inner.verdicts.load(Ordering::Acquire);
+        if version == 0 {
+            // Verdicts no longer kept: no more guesses on this channel
+            // until a verdict is taken again.
+            ch.verdict.direct = false;
+            return false;
+        }
         if !ch.local || ch.checksum || ch.closed {
             return false;
         }
@@ -1319,10 +1323,12 @@ impl Engine {
         let peer = owner
             .filter(|o| (o >> 16) as u16 == endpoint_slot(peer))
             .and_then(|_| self.port(peer));
+        let direct = ch.local && !ch.checksum && owner.is_some() && peer.is_some();
         ch.verdict = Kept {
             version,
             owner,
             peer,
+            direct,
         };
     }
 

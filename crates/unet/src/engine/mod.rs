@@ -392,6 +392,13 @@ struct Kept {
     version: u64,
     owner: Option<u32>,
     peer: Option<Arc<Port>>,
+    /// Whether a `doTx`'s tail `txPush` on the channel is deferred
+    /// ([`Engine::may_defer`]): the verdict names the channel's peer, and
+    /// the channel is local and unchecksummed, so that the message may go
+    /// straight to that peer ([`Engine::deliver_deferred`]). A guess kept
+    /// with the verdict, cleared with it (a closed channel, a forgotten
+    /// verdict) and where the verdicts stop being kept (version 0).
+    direct: bool,
 }
 
 /// An installed applet and its resolved entry points.
