@@ -368,6 +368,7 @@ impl Engine {
             local: remote == local,
             closed: false,
             verdict: Kept::default(),
+            direct: false,
         };
         if remote == local {
             lock(&self.inner.local_peers)

@@ -1166,7 +1166,7 @@ impl Engine {
 
     /// Whether a `doTx` for a message on `chan` should defer its tail
     /// `txPush` ([`Io::defer`]): while the engine keeps verdicts and
-    /// `chan`'s kept verdict names its peer ([`Kept::direct`]), where [`Engine::deliver_deferred`] may take
+    /// `chan`'s kept verdict names its peer ([`Channel::direct`]), where [`Engine::deliver_deferred`] may take
     /// the message. A guess, not a check (the applet may push on another
     /// channel, the verdict may be stale, and every case is checked again
     /// at the end): a message deferred only to become a frame after all
@@ -1179,7 +1179,7 @@ impl Engine {
     pub(super) fn may_defer(&self, tx: &TxSide, chan: u16) -> bool {
         self.inner.verdicts.load(Ordering::Relaxed) != 0
             && matches!(tx.framer.channels.get(usize::from(chan)),
-                Some(Some(ch)) if ch.verdict.direct)
+                Some(Some(ch)) if ch.direct)
     }
 
     /// Sends the message a `doTx` of `port` deferred at a tail site
@@ -1231,7 +1231,7 @@ impl Engine {
         if version == 0 {
             // Verdicts no longer kept: no more guesses on this channel
             // until a verdict is taken again.
-            ch.verdict.direct = false;
+            ch.direct = false;
             return false;
         }
         if !ch.local || ch.checksum || ch.closed {
@@ -1248,7 +1248,7 @@ impl Engine {
         {
             return false;
         }
-        let Some(mut drx) = dst.rx.try_lock() else {
+        let Some(mut drx) = dst.rx.try_lock_inline() else {
             return false;
         };
         if dst.closed.load(Ordering::Acquire) || !dst.inbox.is_empty() || drx.applet.is_none() {
@@ -1323,12 +1323,11 @@ impl Engine {
         let peer = owner
             .filter(|o| (o >> 16) as u16 == endpoint_slot(peer))
             .and_then(|_| self.port(peer));
-        let direct = ch.local && !ch.checksum && owner.is_some() && peer.is_some();
+        ch.direct = ch.local && !ch.checksum && owner.is_some() && peer.is_some();
         ch.verdict = Kept {
             version,
             owner,
             peer,
-            direct,
         };
     }
 

@@ -377,6 +377,15 @@ struct Channel {
     /// The filter table's verdict on the channel's frames: the transmit
     /// side's cache (see [`Kept`]).
     verdict: Kept,
+    /// Whether a `doTx`'s tail `txPush` on the channel is deferred
+    /// ([`Engine::may_defer`]): the kept verdict names the channel's peer,
+    /// and the channel is local and unchecksummed, so that the message
+    /// may go straight to that peer ([`Engine::deliver_deferred`]). A
+    /// guess set with the verdict, cleared with it (a closed channel, a
+    /// forgotten verdict) and where verdicts stop being kept (version
+    /// 0). Here, beside the channel's other flags, not in [`Kept`], which
+    /// it would make a word longer.
+    direct: bool,
 }
 
 /// The verdict a channel to an endpoint of this engine keeps: the owner
@@ -392,13 +401,6 @@ struct Kept {
     version: u64,
     owner: Option<u32>,
     peer: Option<Arc<Port>>,
-    /// Whether a `doTx`'s tail `txPush` on the channel is deferred
-    /// ([`Engine::may_defer`]): the verdict names the channel's peer, and
-    /// the channel is local and unchecksummed, so that the message may go
-    /// straight to that peer ([`Engine::deliver_deferred`]). A guess kept
-    /// with the verdict, cleared with it (a closed channel, a forgotten
-    /// verdict) and where the verdicts stop being kept (version 0).
-    direct: bool,
 }
 
 /// An installed applet and its resolved entry points.
@@ -844,6 +846,7 @@ impl Framer {
         if let Some(Some(c)) = self.channels.get_mut(usize::from(tag)) {
             c.closed = true;
             c.verdict = Kept::default();
+            c.direct = false;
         }
     }
 
@@ -851,6 +854,7 @@ impl Framer {
     fn forget_verdicts(&mut self) {
         for c in self.channels.iter_mut().flatten() {
             c.verdict = Kept::default();
+            c.direct = false;
         }
     }
 
