@@ -8,21 +8,30 @@
 // - 2: txPush, then a static written: not a tail site (the eager push of
 //   mode 0's message, for the differential tests);
 // - 3: two txPushes of the message: the first is not a tail site, the
-//   second is.
+//   second is;
+// - 4: the message copied into a new array held only by a local, pushed
+//   and returned: not a tail site (the array is no static's, so the
+//   invocation's end collects it), and the message arrives.
 // doRx delivers a message of at most 56 bytes inline and drops a longer one.
 //
 // The other static methods are the tail rule's cases, each invoked by the
 // host on its own (none but `called` is named by a call site):
-// tail and tailValue push at a tail site, storeAfter, pushAfter (its first
-// push), branchAfter, callAfter and called do not.
+// tail, tailValue and the instance method field push at a tail site,
+// storeAfter, pushAfter (its first push), branchAfter, callAfter and
+// called do not, nor do the ones whose array argument is not a static's
+// or the instance's pushed just before the call: local (a local's),
+// computed (an addition after the static's push) and jumpInto (a jump
+// target between the push and the call).
 public class TailPush {
     public static byte[] TxBuf;
     public static byte[] RxBuf;
     public static int mode;
     public static int after;
+    byte[] own;
 
     TailPush() {
         TxBuf = newAlignedArray(65536);
+        own = TxBuf;
     }
 
     private static int doTx(int length, int channel, int off) {
@@ -40,6 +49,12 @@ public class TailPush {
         if (mode == 3) {
             txPush(TxBuf, 0, channel, length);
             txPush(TxBuf, 0, channel, length);
+            return 0;
+        }
+        if (mode == 4) {
+            byte[] b = new byte[length];
+            doHtoLDMA(b, 0, off, length);
+            txPush(b, 0, channel, length);
             return 0;
         }
         txPush(TxBuf, 0, channel, length);
@@ -82,6 +97,23 @@ public class TailPush {
     static void callAfter(int chan, int len) {
         txPush(TxBuf, 0, chan, len);
         helper();
+    }
+
+    void field(int chan, int len) {
+        txPush(own, 0, chan, len);
+    }
+
+    static void local(int chan, int len) {
+        byte[] b = TxBuf;
+        txPush(b, 0, chan, len);
+    }
+
+    static void computed(int chan, int len) {
+        txPush(TxBuf, 0, chan, len - 1);
+    }
+
+    static void jumpInto(int chan, int len) {
+        txPush(len > 0 ? TxBuf : RxBuf, 0, chan, len);
     }
 
     static void helper() {

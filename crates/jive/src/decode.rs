@@ -807,6 +807,9 @@ pub fn decode_with(
         let code = cf.methods.get(m.index)?.code.as_ref()?;
         code_bytes += code.code.len();
         let insns = all_insns.get(m.index)?;
+        // Every bci a branch or switch of the method may jump to
+        // ([`args_rooted`]).
+        let jumps = jump_targets(insns);
         // Pass 1: op index of every bci (some instructions expand to two ops).
         let mut index_of = vec![u32::MAX; code.code.len()];
         let mut n = 0u32;
@@ -954,7 +957,15 @@ pub fn decode_with(
                     } else {
                         let (idx, _) = info.method(name)?;
                         match native_index[idx] {
-                            Some(n) if entry_only && tail_site(&insns[k + 1..]) => {
+                            Some(n)
+                                if entry_only
+                                    && tail_site(&insns[k + 1..])
+                                    && args_rooted(
+                                        &insns[..=k],
+                                        &natives[usize::from(n)].params,
+                                        &jumps,
+                                    ) =>
+                            {
                                 let e = match tail_entry[usize::from(n)] {
                                     Some(e) => e,
                                     None => {
@@ -1045,6 +1056,89 @@ pub(crate) fn tail_site(rest: &[Insn]) -> bool {
         }
     }
     false
+}
+
+/// Whether every array argument of the call that ends `upto` (the call
+/// last) stays held by a root of the heap until the invocation's end, so
+/// that the end-of-invocation collection (roots: the reference statics
+/// and the instance) cannot free it before a host reads it
+/// ([`crate::natives::TAIL_SUFFIX`]). A local is not a root: an array
+/// held only by one (`new byte[n]`, or a static's old array after the
+/// static was overwritten) is freed at the invocation's end.
+///
+/// So each array argument must be pushed by `getstatic`, or by `aload_0;
+/// getfield` (every instance object of an applet is the applet itself,
+/// since the subset has no `new` of objects, so the field is one of the
+/// instance's), and everything pushed after it up to the call must be a
+/// single push with no side effect: a constant, a local load, `getstatic`
+/// or `aload_0; getfield`. The arguments before the first array may be
+/// anything. Nothing in that window may be a jump target: another path
+/// could arrive with another array on the stack. The static or field
+/// is not written between the push and the invocation's end: nothing in
+/// the window writes, the native is the host's, and after the call only
+/// [`tail_site`]'s line runs.
+pub(crate) fn args_rooted(upto: &[Insn], params: &[FieldType], jumps: &[i64]) -> bool {
+    let Some(first) = params.iter().position(|p| p.is_ref()) else {
+        return true;
+    };
+    let Some((call, before)) = upto.split_last() else {
+        return false;
+    };
+    let mut j = before.len();
+    for p in params[first..].iter().rev() {
+        let Some(i) = j.checked_sub(1).and_then(|x| before.get(x)) else {
+            return false;
+        };
+        let field = |i: &Insn| {
+            i.opcode == op::GETFIELD
+                && j >= 2
+                && matches!(
+                    (before[j - 2].opcode, &before[j - 2].operand),
+                    (op::ALOAD_0, _) | (op::ALOAD, Operand::Local(0))
+                )
+        };
+        match i.opcode {
+            op::GETSTATIC => j -= 1,
+            _ if field(i) => j -= 2,
+            op::ACONST_NULL
+            | op::ICONST_M1..=op::ICONST_5
+            | op::BIPUSH
+            | op::SIPUSH
+            | op::LDC
+            | op::LDC_W
+            | op::ILOAD..=op::ALOAD_3
+                if !p.is_ref() =>
+            {
+                j -= 1
+            }
+            _ => return false,
+        }
+    }
+    let start = i64::from(before[j].bci);
+    let end = i64::from(call.bci);
+    !jumps.iter().any(|&t| t > start && t <= end)
+}
+
+/// The bcis the branches and switches of `insns` may jump to.
+fn jump_targets(insns: &[Insn]) -> Vec<i64> {
+    let mut out = Vec::new();
+    for i in insns {
+        match &i.operand {
+            &Operand::Branch(t) => out.push(t),
+            Operand::Table {
+                default, targets, ..
+            } => {
+                out.push(*default);
+                out.extend(targets.iter().copied());
+            }
+            Operand::Lookup { default, pairs } => {
+                out.push(*default);
+                out.extend(pairs.iter().map(|p| p.1));
+            }
+            _ => {}
+        }
+    }
+    out
 }
 
 /// Whether an instruction decodes to two ops (a narrowing before it).

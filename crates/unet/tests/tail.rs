@@ -58,6 +58,10 @@ fn the_tail_sites_are_the_ones_the_rule_names_on_both_engines() {
         ("branchAfter", &[0, 4], &[false]),
         ("callAfter", &[0, 4], &[false]),
         ("callsCalled", &[0, 4], &[false]),
+        ("field", &[0, 4], &[true]),
+        ("local", &[0, 4], &[false]),
+        ("computed", &[0, 4], &[false]),
+        ("jumpInto", &[0, 4], &[false]),
     ];
     for engine in [jive::Engine::Interpreter, jive::Engine::Jit] {
         let log = Arc::new(Mutex::new(Vec::new()));
@@ -78,6 +82,7 @@ fn the_tail_sites_are_the_ones_the_rule_names_on_both_engines() {
             (1, &[false]),
             (2, &[false]),
             (3, &[false, true]),
+            (4, &[false]),
         ] {
             a.set_static_int("mode", mode).unwrap();
             assert_eq!(
@@ -167,6 +172,57 @@ fn a_push_followed_by_a_write_to_txbuf_sends_the_bytes_of_the_push() {
                 assert_eq!(got, m, "mode {mode}, {len} bytes");
             }
         }
+    }
+}
+
+/// Mode 4 pushes an array held only by a local (`new byte[]`) and
+/// returns: the invocation's end collects that array, so the site is not
+/// a tail site (the push is eager) and every message arrives as sent, on
+/// the JIT and on the interpreter, to a receiver with the standard applet
+/// (where mode 0's tail push goes straight into its RxBuf) and to one
+/// without, with every push counted and nothing dropped or trapped.
+#[test]
+fn a_push_of_an_array_only_a_local_holds_is_eager_and_arrives() {
+    for interpret in [false, true] {
+        let net = LoopNet::new();
+        let e = engine_on(&net, "10.0.0.1:7000", Budgets::default());
+        let mut a = e
+            .create_endpoint(Config::default(), Some(unet::applets::TAIL_PUSH))
+            .unwrap();
+        let mut b = e
+            .create_endpoint(Config::default(), Some(unet::applets::STANDARD))
+            .unwrap();
+        let mut c = e.create_endpoint(Config::default(), None).unwrap();
+        if interpret {
+            e.with_applet(a.id(), |ap| ap.set_engine(jive::Engine::Interpreter))
+                .unwrap()
+                .unwrap();
+        }
+        let ab = a.open_channel(e.local(), b.id()).unwrap();
+        let ac = a.open_channel(e.local(), c.id()).unwrap();
+        b.open_channel(e.local(), a.id()).unwrap();
+        c.open_channel(e.local(), a.id()).unwrap();
+        let mut n = 0u64;
+        for mode in [0, 4, 0, 4] {
+            set_mode(&e, &a, mode);
+            for (seq, len) in [0usize, 1, 8, 40, 56].into_iter().enumerate() {
+                let m = message(seq as u64 + 1, len);
+                for (ch, to) in [(ab, &mut b), (ac, &mut c)] {
+                    a.send(ch, &m).unwrap();
+                    let got = to.recv_ref().map(|r| r.to_vec());
+                    assert_eq!(
+                        got.as_deref(),
+                        Some(&m[..]),
+                        "mode {mode}, {len} bytes, interpret {interpret}"
+                    );
+                    n += 1;
+                }
+            }
+        }
+        let counts = a.counts();
+        assert_eq!(counts.applet_drops, 0, "interpret {interpret}");
+        assert_eq!(counts.applet_traps, 0, "interpret {interpret}");
+        assert_eq!(counts.tx_frames, n, "interpret {interpret}");
     }
 }
 
