@@ -134,8 +134,9 @@ pub struct Io {
     /// Whether the running invocation's `txPush` at a tail site may defer
     /// its message ([`Io::transmit_tail`]): set by [`applet_tx`] for a
     /// `doTx` while no frame waits before its own (a channel's messages
-    /// go in order), and cleared by the first deferral, so that at most
-    /// one message is deferred per invocation.
+    /// go in order), and cleared by the first deferral. At most one
+    /// message is deferred per invocation anyway (the method returns right
+    /// after a tail site); the clearing is belt and braces.
     pub(super) defer: bool,
     /// The message a `txPush` at a tail site deferred, checked and counted,
     /// which [`applet_tx`] sends once `doTx` has returned
@@ -144,11 +145,13 @@ pub struct Io {
 }
 
 /// A message `txPush` deferred at a tail site ([`Io::transmit_tail`]):
-/// `array[off..off + len)` of the applet's `byte[]` `array`, on `chan`.
-/// Nothing can write the array between the call and the invocation's end
-/// (the tail site's proof, [`jive::TAIL_SUFFIX`]), and the applet stays
-/// locked until the message is sent, so the bytes read then are the bytes
-/// of the call.
+/// `array[off..off + len)` of the applet's `byte[]` `array` (a heap
+/// handle), on `chan`. The tail site's proof ([`jive::TAIL_SUFFIX`]) says
+/// a static or the instance still holds the array after the invocation
+/// (so its end-of-invocation collection keeps it) and nothing writes it
+/// between the call and the invocation's end; the applet stays locked
+/// until the message is sent, so the bytes read then are the bytes of the
+/// call.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Deferred {
     pub(super) array: i32,
@@ -158,8 +161,10 @@ pub(super) struct Deferred {
 }
 
 /// The bytes of the deferred message `m` in the applet `l` that deferred
-/// it: `None` only if the array is gone or shorter, which the tail site's
-/// proof excludes (the native checked the range, and nothing ran since).
+/// it: `None` only if the handle names no byte array or a shorter one,
+/// which the tail site's proof excludes (the native checked the range, a
+/// root holds the array, and nothing wrote since); the caller then
+/// counts the message dropped ([`Engine::resolve_deferred`]).
 #[inline]
 pub(super) fn deferred_bytes<'a>(l: &'a Loaded, m: &Deferred) -> Option<&'a [i8]> {
     let (jive::Object::Bytes(v) | jive::Object::Booleans(v)) = l.applet.heap().get(m.array)? else {
@@ -1072,11 +1077,18 @@ pub(super) fn applet_tx(
     if may {
         rx.io.defer = true;
     }
-    let r = invoke(rx, port, |l| (&mut l.applet, &mut l.do_tx), args, timed);
+    let mut r = invoke(rx, port, |l| (&mut l.applet, &mut l.do_tx), args, timed);
     if may {
         rx.io.defer = false;
-        if let Some(m) = rx.io.deferred.take() {
-            engine.resolve_deferred(tx, rx, port, m);
+        if let Some(m) = rx.io.deferred.take()
+            && !engine.resolve_deferred(tx, rx, port, m)
+        {
+            // The deferred bytes were gone (see `resolve_deferred`): the
+            // message was not sent, so the descriptor completes as one
+            // the applet dropped, counted in `applet_drops`.
+            if let Some((o @ Outcome::Done, _)) = &mut r {
+                *o = Outcome::Refused;
+            }
         }
     }
     rx.io.publish();

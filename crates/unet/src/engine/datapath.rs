@@ -1185,30 +1185,41 @@ impl Engine {
     /// Sends the message a `doTx` of `port` deferred at a tail site
     /// (`m`, [`Io::transmit_tail`]), with `port`'s applet (`rx`) still
     /// held: checked and counted already (`tx_frames`), it goes straight
-    /// from `TxBuf` into the receiver's `RxBuf` where
-    /// [`Engine::deliver_deferred`] can take it, one copy instead of
-    /// three; otherwise it becomes the frame `txPush` would have made,
-    /// in the receive side's outbox lent to `doTx`, and goes on as
-    /// that frame does.
+    /// from the pushed array (`TxBuf` in the standard applet) into the
+    /// receiver's `RxBuf` where [`Engine::deliver_deferred`] can take it,
+    /// one copy instead of three; otherwise it becomes the frame `txPush`
+    /// would have made, in the receive side's outbox lent to `doTx`, and
+    /// goes on as that frame does.
+    ///
+    /// `false` if the message's bytes are gone (the array freed or
+    /// shorter), which the tail site's proof excludes ([`deferred_bytes`]):
+    /// the message is not sent, and [`applet_tx`] completes the descriptor
+    /// as one the applet dropped (`Dropped`, counted in `applet_drops`), as
+    /// a check that failed; never a panic on an applet's bytecode.
     pub(super) fn resolve_deferred(
         &self,
         tx: &mut TxSide,
         rx: &mut RxSide,
         port: &Port,
         m: Deferred,
-    ) {
+    ) -> bool {
         if rx.io.framer.out.is_empty() && self.deliver_deferred(tx, rx, port, &m) {
-            return;
+            return true;
         }
         let RxSide { io, applet, .. } = rx;
         match applet.as_ref().and_then(|l| deferred_bytes(l, &m)) {
-            Some(p) => io.framer.push_checked(m.chan, p),
-            None => debug_assert!(false, "a deferred message's bytes were checked"),
+            Some(p) => {
+                io.framer.push_checked(m.chan, p);
+                true
+            }
+            None => false,
         }
     }
 
     /// [`Engine::resolve_deferred`]'s direct delivery: `true` if it
-    /// delivered `m`, `false` (having done and counted nothing) where the
+    /// delivered `m`, `false` (having counted nothing and changed nothing
+    /// but the channel's cached verdict, refreshed as the frame's delivery
+    /// would refresh it) where the
     /// frame `doTx` would have made does not reach its receiver's `doRx`
     /// at once in [`Engine::pump_sent`] (through [`Engine::deliver_kept`]
     /// and [`Engine::deliver_local`]), so that the frame goes there and
@@ -1781,5 +1792,55 @@ mod tests {
         // The channel closed (the endpoint's own check not consulted).
         drop(b);
         declines(&e, &port);
+    }
+
+    /// A deferred message whose bytes are gone (a handle that names no
+    /// array: the tail site's proof excludes it, so no bytecode reaches
+    /// this) is a counted drop, never a panic: the descriptor completes as
+    /// one the applet dropped (`applet_drops`), nothing else is sent or
+    /// counted for it, and the endpoint goes on.
+    #[test]
+    fn a_deferred_message_whose_bytes_are_gone_is_a_counted_drop() {
+        let e = engine();
+        let mut a = e
+            .create_endpoint(Config::default(), Some(crate::applets::TAIL_PUSH))
+            .unwrap();
+        let mut b = e
+            .create_endpoint(Config::default(), Some(crate::applets::STANDARD))
+            .unwrap();
+        let ab = a.open_channel(e.local(), b.id()).unwrap();
+        b.open_channel(e.local(), a.id()).unwrap();
+        let port = e.port(a.id()).unwrap();
+        // The first message takes the channel's verdict, so that the next
+        // `doTx` opens the deferring window.
+        a.send(ab, b"first").unwrap();
+        assert_eq!(b.recv().unwrap().to_vec(), b"first");
+        let before = port.counts();
+        // Mode 2 pushes eagerly; the message planted here stands for one a
+        // tail push deferred whose array is gone by the invocation's end.
+        e.with_applet(a.id(), |ap| ap.set_static_int("mode", 2))
+            .unwrap()
+            .unwrap();
+        port.rx.lock().io.deferred = Some(Deferred {
+            array: i32::MAX,
+            off: 0,
+            len: 4,
+            chan: ab,
+        });
+        a.send(ab, b"eager").unwrap();
+        assert_eq!(b.recv().unwrap().to_vec(), b"eager");
+        assert!(b.recv().is_none());
+        let after = port.counts();
+        assert_eq!(after.applet_drops, before.applet_drops + 1);
+        assert_eq!(after.applet_traps, before.applet_traps);
+        assert_eq!(after.tx_frames, before.tx_frames + 1);
+        assert!(port.rx.lock().io.deferred.is_none());
+        // The endpoint goes on as before.
+        e.with_applet(a.id(), |ap| ap.set_static_int("mode", 0))
+            .unwrap()
+            .unwrap();
+        a.send(ab, b"after").unwrap();
+        assert_eq!(b.recv().unwrap().to_vec(), b"after");
+        assert_eq!(port.counts().applet_drops, before.applet_drops + 1);
     }
 }
