@@ -552,6 +552,28 @@ impl Io {
             self.seg.prefetch(self.layout.area + next as usize, true);
         }
     }
+
+    /// The push budgets' checks of a `len`-byte message (frames, then
+    /// bytes, each an overrun), and the message counted against them:
+    /// the first steps of [`Io::transmit`] and [`Io::transmit_tail`] alike.
+    #[inline(always)]
+    fn admit(&mut self, len: usize) -> Result<(), HostError> {
+        if self.inv.frames >= self.budgets.push_frames {
+            return Err(self.over(
+                "frames pushed per invocation",
+                self.budgets.push_frames as u64,
+            ));
+        }
+        if self.inv.bytes + len > self.budgets.push_bytes {
+            return Err(self.over(
+                "bytes pushed per invocation",
+                self.budgets.push_bytes as u64,
+            ));
+        }
+        self.inv.frames += 1;
+        self.inv.bytes += len;
+        Ok(())
+    }
 }
 
 impl NativeHost for Io {
@@ -685,20 +707,7 @@ impl NativeHost for Io {
     /// memory.
     #[inline(always)]
     fn transmit(&mut self, chan: u16, payload: &[i8]) -> Result<(), HostError> {
-        if self.inv.frames >= self.budgets.push_frames {
-            return Err(self.over(
-                "frames pushed per invocation",
-                self.budgets.push_frames as u64,
-            ));
-        }
-        if self.inv.bytes + payload.len() > self.budgets.push_bytes {
-            return Err(self.over(
-                "bytes pushed per invocation",
-                self.budgets.push_bytes as u64,
-            ));
-        }
-        self.inv.frames += 1;
-        self.inv.bytes += payload.len();
+        self.admit(payload.len())?;
         self.framer.push_message(chan, payload)
     }
 
@@ -717,20 +726,7 @@ impl NativeHost for Io {
         if !self.defer {
             return self.transmit(chan, payload);
         }
-        if self.inv.frames >= self.budgets.push_frames {
-            return Err(self.over(
-                "frames pushed per invocation",
-                self.budgets.push_frames as u64,
-            ));
-        }
-        if self.inv.bytes + payload.len() > self.budgets.push_bytes {
-            return Err(self.over(
-                "bytes pushed per invocation",
-                self.budgets.push_bytes as u64,
-            ));
-        }
-        self.inv.frames += 1;
-        self.inv.bytes += payload.len();
+        self.admit(payload.len())?;
         self.framer.check_message(chan, payload.len())?;
         bump_shared(&self.stats.tx_frames);
         self.defer = false;

@@ -775,22 +775,7 @@ impl Framer {
     /// standard applet's `txPush` 104 instructions a message.
     #[inline(always)]
     fn push_message(&mut self, chan: u16, payload: &[i8]) -> Result<(), HostError> {
-        let ch = self
-            .channels
-            .get(usize::from(chan))
-            .and_then(Option::as_ref)
-            .ok_or(HostError::NoSuchChannel(chan))?;
-        if ch.closed {
-            return Err(HostError::ChannelClosed(chan));
-        }
-        // An applet's array is shorter than 2^31 bytes.
-        let len = payload.len();
-        if len as u32 > self.max_message {
-            return Err(HostError::TooLong {
-                len: len as u32,
-                max: self.max_message,
-            });
-        }
+        let ch = checked_channel(&self.channels, self.max_message, chan, payload.len())?;
         write_message(&mut self.out, self.id, ch, chan, payload);
         bump_shared(&self.stats.tx_frames);
         Ok(())
@@ -801,21 +786,7 @@ impl Framer {
     /// a deferred `txPush` makes at the call ([`Io::transmit_tail`]).
     #[inline(always)]
     fn check_message(&self, chan: u16, len: usize) -> Result<(), HostError> {
-        let ch = self
-            .channels
-            .get(usize::from(chan))
-            .and_then(Option::as_ref)
-            .ok_or(HostError::NoSuchChannel(chan))?;
-        if ch.closed {
-            return Err(HostError::ChannelClosed(chan));
-        }
-        if len as u32 > self.max_message {
-            return Err(HostError::TooLong {
-                len: len as u32,
-                max: self.max_message,
-            });
-        }
-        Ok(())
+        checked_channel(&self.channels, self.max_message, chan, len).map(|_| ())
     }
 
     /// The frame [`Framer::push_message`] makes for `payload` on `chan`,
@@ -917,6 +888,35 @@ impl Framer {
         fill_body(seg, at, hdr, body, want_sum, copy, copy_sum)
             .map_err(|e| HostError::Transport(e.to_string()))
     }
+}
+
+/// The checks of an applet's message of `len` bytes on `chan`, in their
+/// order: the channel open in `channels`, not closed, and the message no
+/// longer than `max`. Returns the channel, for the frame's write
+/// ([`Framer::push_message`]); [`Framer::check_message`] alone for a
+/// deferred `txPush`.
+#[inline(always)]
+fn checked_channel(
+    channels: &[Option<Channel>],
+    max: u32,
+    chan: u16,
+    len: usize,
+) -> Result<&Channel, HostError> {
+    let ch = channels
+        .get(usize::from(chan))
+        .and_then(Option::as_ref)
+        .ok_or(HostError::NoSuchChannel(chan))?;
+    if ch.closed {
+        return Err(HostError::ChannelClosed(chan));
+    }
+    // An applet's array is shorter than 2^31 bytes.
+    if len as u32 > max {
+        return Err(HostError::TooLong {
+            len: len as u32,
+            max,
+        });
+    }
+    Ok(ch)
 }
 
 /// Writes the frame of `payload` on channel `ch` (`chan` of endpoint `id`)
