@@ -668,6 +668,13 @@ pub struct NativeDecl {
     /// The native's inline form ([`crate::Natives::set_inline`]), which the
     /// JIT emits in place of the call.
     pub(crate) inline: Option<crate::InlineForm>,
+    /// Whether this is the entry of the native's **tail sites**
+    /// ([`crate::natives::TAIL_SUFFIX`]): a second declaration of a
+    /// declared native (same name and descriptor), after the declared
+    /// ones, which the decoder calls at the sites it proved tail sites
+    /// ([`tail_site`]) and which binds the table's tail form of the
+    /// native where it has one.
+    pub tail: bool,
 }
 
 /// A decoded applet class, ready to instantiate.
@@ -765,22 +772,44 @@ pub fn decode_with(
                 fast: 0,
                 words: None,
                 inline: None,
+                tail: false,
             });
         } else {
             native_index.push(None);
         }
     }
+    // The methods some call site of the class names: a native's tail site
+    // is only in a method that runs as an invocation's own method
+    // ([`tail_site`]).
+    let mut called = vec![false; info.methods.len()];
+    for m in &info.methods {
+        for i in all_insns.get(m.index).map_or(&[][..], Vec::as_slice) {
+            if let (op::INVOKEVIRTUAL..=op::INVOKESTATIC, &Operand::Cp(c)) = (i.opcode, &i.operand)
+                && let Some((class, name, _)) = cf.member_ref(c)
+                && class == info.name
+                && let Some((idx, _)) = info.method(name)
+            {
+                called[idx] = true;
+            }
+        }
+    }
+    // Each declared native's tail entry, made at its first tail site.
+    let mut tail_entry: Vec<Option<u16>> = vec![None; natives.len()];
     let mut switches = Vec::new();
     let mut funcs = Vec::new();
     let mut code_bytes = 0;
-    for m in &info.methods {
+    for (mi, m) in info.methods.iter().enumerate() {
         if m.is_native {
             funcs.push(None);
             continue;
         }
+        let entry_only = !called[mi];
         let code = cf.methods.get(m.index)?.code.as_ref()?;
         code_bytes += code.code.len();
         let insns = all_insns.get(m.index)?;
+        // Every bci a branch or switch of the method may jump to
+        // ([`args_rooted`]).
+        let jumps = jump_targets(insns);
         // Pass 1: op index of every bci (some instructions expand to two ops).
         let mut index_of = vec![u32::MAX; code.code.len()];
         let mut n = 0u32;
@@ -796,7 +825,7 @@ pub fn decode_with(
         let first_switch = switches.len();
         let mut ops = Vec::with_capacity(n as usize);
         let mut bcis = Vec::with_capacity(n as usize);
-        for i in insns {
+        for (k, i) in insns.iter().enumerate() {
             let mut emit = |o: Op| {
                 ops.push(o);
                 bcis.push(i.bci);
@@ -928,6 +957,28 @@ pub fn decode_with(
                     } else {
                         let (idx, _) = info.method(name)?;
                         match native_index[idx] {
+                            Some(n)
+                                if entry_only
+                                    && tail_site(&insns[k + 1..])
+                                    && args_rooted(
+                                        &insns[..=k],
+                                        &natives[usize::from(n)].params,
+                                        &jumps,
+                                    ) =>
+                            {
+                                let e = match tail_entry[usize::from(n)] {
+                                    Some(e) => e,
+                                    None => {
+                                        let e = u16::try_from(natives.len()).ok()?;
+                                        let mut d = natives[usize::from(n)].clone();
+                                        d.tail = true;
+                                        natives.push(d);
+                                        tail_entry[usize::from(n)] = Some(e);
+                                        e
+                                    }
+                                };
+                                emit(Op::CallNative(e))
+                            }
                             Some(n) => emit(Op::CallNative(n)),
                             None => emit(Op::Call(u16::try_from(idx).ok()?)),
                         }
@@ -976,6 +1027,118 @@ pub fn decode_with(
         max_frame,
         metered: true,
     })
+}
+
+/// Whether a call whose next instructions are `rest` (in bytecode order)
+/// is a tail site ([`crate::natives::TAIL_SUFFIX`]), given that its method
+/// runs only as an invocation's own: the straight line after it holds
+/// only constants, local loads, `pop`s and `nop`s up to a return, so that
+/// nothing can write memory, call, branch or trap between the call's
+/// return and the invocation's end. Deliberately small: a branch out of
+/// the line, or anything else, and the site is not one. A branch *into*
+/// the line changes nothing, since every path from the call to the
+/// return is this line.
+pub(crate) fn tail_site(rest: &[Insn]) -> bool {
+    for i in rest {
+        match i.opcode {
+            op::NOP
+            | op::ACONST_NULL
+            | op::ICONST_M1..=op::ICONST_5
+            | op::BIPUSH
+            | op::SIPUSH
+            | op::LDC
+            | op::LDC_W
+            | op::ILOAD..=op::ALOAD_3
+            | op::POP
+            | op::POP2 => {}
+            op::IRETURN | op::ARETURN | op::RETURN => return true,
+            _ => return false,
+        }
+    }
+    false
+}
+
+/// Whether every array argument of the call that ends `upto` (the call
+/// last) stays held by a root of the heap until the invocation's end, so
+/// that the end-of-invocation collection (roots: the reference statics
+/// and the instance) cannot free it before a host reads it
+/// ([`crate::natives::TAIL_SUFFIX`]). A local is not a root: an array
+/// held only by one (`new byte[n]`, or a static's old array after the
+/// static was overwritten) is freed at the invocation's end.
+///
+/// So each array argument must be pushed by `getstatic`, or by `aload_0;
+/// getfield` (every instance object of an applet is the applet itself,
+/// since the subset has no `new` of objects, so the field is one of the
+/// instance's), and everything pushed after it up to the call must be a
+/// single push with no side effect: a constant, a local load, `getstatic`
+/// or `aload_0; getfield`. The arguments before the first array may be
+/// anything. Nothing in that window may be a jump target: another path
+/// could arrive with another array on the stack. The static or field
+/// is not written between the push and the invocation's end: nothing in
+/// the window writes, the native is the host's, and after the call only
+/// [`tail_site`]'s line runs.
+pub(crate) fn args_rooted(upto: &[Insn], params: &[FieldType], jumps: &[i64]) -> bool {
+    let Some(first) = params.iter().position(|p| p.is_ref()) else {
+        return true;
+    };
+    let Some((call, before)) = upto.split_last() else {
+        return false;
+    };
+    let mut j = before.len();
+    for p in params[first..].iter().rev() {
+        let Some(i) = j.checked_sub(1).and_then(|x| before.get(x)) else {
+            return false;
+        };
+        let field = |i: &Insn| {
+            i.opcode == op::GETFIELD
+                && j >= 2
+                && matches!(
+                    (before[j - 2].opcode, &before[j - 2].operand),
+                    (op::ALOAD_0, _) | (op::ALOAD, Operand::Local(0))
+                )
+        };
+        match i.opcode {
+            op::GETSTATIC => j -= 1,
+            _ if field(i) => j -= 2,
+            op::ACONST_NULL
+            | op::ICONST_M1..=op::ICONST_5
+            | op::BIPUSH
+            | op::SIPUSH
+            | op::LDC
+            | op::LDC_W
+            | op::ILOAD..=op::ALOAD_3
+                if !p.is_ref() =>
+            {
+                j -= 1
+            }
+            _ => return false,
+        }
+    }
+    let start = i64::from(before[j].bci);
+    let end = i64::from(call.bci);
+    !jumps.iter().any(|&t| t > start && t <= end)
+}
+
+/// The bcis the branches and switches of `insns` may jump to.
+fn jump_targets(insns: &[Insn]) -> Vec<i64> {
+    let mut out = Vec::new();
+    for i in insns {
+        match &i.operand {
+            &Operand::Branch(t) => out.push(t),
+            Operand::Table {
+                default, targets, ..
+            } => {
+                out.push(*default);
+                out.extend(targets.iter().copied());
+            }
+            Operand::Lookup { default, pairs } => {
+                out.push(*default);
+                out.extend(pairs.iter().map(|p| p.1));
+            }
+            _ => {}
+        }
+    }
+    out
 }
 
 /// Whether an instruction decodes to two ops (a narrowing before it).

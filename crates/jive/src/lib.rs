@@ -96,7 +96,7 @@ pub use crate::limits::Limits;
 pub use crate::natives::{
     AreaBytes, AreaWords, Arrays, COPY_INLINE_MAX, Context, FastError, FastNative, HostWords,
     InlineForm, NativeError, NativeFn, Natives, QueueSlots, QueueWords, RING_BYTES, RING_SLOT,
-    RingSlots, RingWords,
+    RingSlots, RingWords, TAIL_SUFFIX, tail_name,
 };
 
 use crate::classfile::ClassFile;
@@ -438,7 +438,21 @@ impl Applet {
     ) -> Result<Applet, LoadError> {
         let mut bound = Vec::with_capacity(prog.natives.len());
         for n in &mut prog.natives {
-            let fast = natives.fast(&n.name, &n.descriptor);
+            // A tail site's entry binds the native's tail form where the
+            // table has one, else the native itself; a declared name never
+            // reaches a tail form (`TAIL_SUFFIX`).
+            if !n.tail && n.name.contains('#') {
+                return Err(LoadError::UnknownNative {
+                    name: n.name.clone(),
+                    descriptor: n.descriptor.clone(),
+                });
+            }
+            let tail = n
+                .tail
+                .then(|| tail_name(&n.name))
+                .filter(|t| natives.get(t, &n.descriptor).is_some());
+            let name = tail.as_deref().unwrap_or(&n.name);
+            let fast = natives.fast(name, &n.descriptor);
             // The fast entry with the result's shape compiled in.
             let kind = match &n.ret {
                 Some(FieldType::Prim(Prim::Int)) => crate::jit::FAST_INT,
@@ -450,8 +464,8 @@ impl Applet {
             // host invoking with its value typed finds it
             // (`run_prepared_lent`).
             n.words = fast.map(|f| natives.words().unwrap_or(f.words));
-            n.inline = natives.inline(&n.name, &n.descriptor);
-            match natives.get(&n.name, &n.descriptor) {
+            n.inline = natives.inline(name, &n.descriptor);
+            match natives.get(name, &n.descriptor) {
                 Some(f) => bound.push(f.clone()),
                 None => {
                     return Err(LoadError::UnknownNative {

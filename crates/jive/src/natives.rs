@@ -669,6 +669,46 @@ pub enum FastError {
     },
 }
 
+/// What a native's **tail form** is bound as: its name with this suffix
+/// ([`tail_name`]), with the same descriptor.
+///
+/// A call site of a native is a **tail site** when nothing can run between
+/// the call's return and the end of the invocation that writes memory: the
+/// site is in a method that no call site of the class names (so that it
+/// runs only as the method the host invoked), and the instructions after
+/// it, in a straight line, are only constants, local loads, `pop`s and
+/// `nop`s up to a return (no store, branch, call, switch or allocation,
+/// nothing that can trap), and every array argument of the call is pushed
+/// by `getstatic` (or `aload_0; getfield`) with only side-effect-free
+/// single pushes after it up to the call and no jump target in between
+/// ([`crate::decode::args_rooted`]), so that a static or the instance
+/// still holds the array at the invocation's end: the end-of-invocation
+/// collection frees arrays held only by locals, and a `new byte[n]`
+/// pushed from a local makes the site not a tail site. The decoder
+/// proves it from the bytecode, once
+/// per site, and calls the native there through an entry of its own
+/// ([`crate::decode::NativeDecl::tail`]), so that the interpreter and the
+/// JIT both run the tail form there, with its fast form where it has one.
+/// A native whose table binds no tail form runs its ordinary forms (and
+/// its inline form) at every site.
+///
+/// What a tail form may rely on: every array the call was given is still
+/// allocated (held by a static or the instance, so not collected) and
+/// holds, after the invocation has returned (its collection included),
+/// exactly what it held at the call, at the same handle, until the host
+/// runs the applet again: a host may read it then instead of copying it
+/// now. A host should still treat a handle it cannot resolve as a
+/// message it could not send, never as a reason to panic. `#` is in no name a class may
+/// declare: a native declared with it is refused at load
+/// ([`crate::LoadError::UnknownNative`]), so that no applet calls a tail
+/// form at a site the decoder did not prove.
+pub const TAIL_SUFFIX: &str = "#tail";
+
+/// The name a native's tail form is bound as ([`TAIL_SUFFIX`]).
+pub fn tail_name(name: &str) -> String {
+    format!("{name}{TAIL_SUFFIX}")
+}
+
 /// A table of native bindings, keyed by name and descriptor.
 #[derive(Clone, Default)]
 pub struct Natives {

@@ -80,6 +80,14 @@ pub const HOSTILE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/unet-applet
 pub const VOID_METHODS: &[u8] =
     include_bytes!(concat!(env!("OUT_DIR"), "/unet-applets/VoidMethods.class"));
 
+/// `TailPush`: not an experiment of the paper but the probe of the
+/// tail-site tests: `doTx` pushes its message at a tail site of `txPush`
+/// (mode 0, a static the host sets), or at sites that are not (mode 1
+/// writes `TxBuf` after the push, mode 2 a static, mode 3 pushes twice),
+/// and its other methods are the tail rule's cases.
+pub const TAIL_PUSH: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/unet-applets/TailPush.class"));
+
 /// Every applet by its class name.
 pub const ALL: &[(&str, &[u8])] = &[
     ("StandardUnet", STANDARD),
@@ -92,6 +100,7 @@ pub const ALL: &[(&str, &[u8])] = &[
     ("Breakdown", BREAKDOWN),
     ("Hostile", HOSTILE),
     ("VoidMethods", VOID_METHODS),
+    ("TailPush", TAIL_PUSH),
 ];
 
 /// The class file of the applet named `name` (its class name, e.g.

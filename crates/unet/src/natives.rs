@@ -64,6 +64,24 @@ pub trait NativeHost: 'static {
     fn push_rx(&mut self, chan: u16, len: u32, body: RxBody<'_>) -> Result<(), HostError>;
     /// Transmits one message on channel `chan`; Err if chan is not an open channel of this endpoint, or too long, or the transport refused it.
     fn transmit(&mut self, chan: u16, payload: &[i8]) -> Result<(), HostError>;
+    /// [`NativeHost::transmit`] at a **tail site** of `txPush`
+    /// ([`jive::TAIL_SUFFIX`]): `payload` is `array[off..off + len)` of
+    /// the applet's `byte[]` `array` (`(array, off)` is what `at` gives,
+    /// read only by a host that defers, so that one that does not keeps
+    /// neither live), and the array holds the same bytes
+    /// at the end of the invocation, so that a host may make every check
+    /// and count now and read the message then, once, straight to where
+    /// it goes (the engine's one copy from `TxBuf` into a receiver's
+    /// `RxBuf`). The default transmits now.
+    fn transmit_tail(
+        &mut self,
+        chan: u16,
+        payload: &[i8],
+        at: impl FnOnce() -> (i32, u32),
+    ) -> Result<(), HostError> {
+        let _ = at;
+        self.transmit(chan, payload)
+    }
     /// The largest message the endpoint may send.
     fn max_message(&self) -> u32;
     /// Counts one native call that moves `bytes` bytes against the running
@@ -250,6 +268,7 @@ pub fn bind<H: NativeHost>() -> Natives {
     register::<H, DoHtoLDma>(&mut t);
     register::<H, DoLtoHDma>(&mut t);
     register::<H, TxPush>(&mut t);
+    register::<H, TxPushTail>(&mut t);
     register::<H, DmaRxd>(&mut t);
     register::<H, DmaRxdPayload>(&mut t);
     register::<H, GetFreeBuffer>(&mut t);
@@ -470,6 +489,45 @@ impl EndpointNative for TxPush {
             return Err(too_long(len, max));
         }
         host.transmit(chan, src).map_err(refused)?;
+        Ok(0)
+    }
+}
+
+/// `txPush` at a tail site ([`jive::TAIL_SUFFIX`]): bound as
+/// `txPush#tail`, which the decoder calls only where nothing can write the
+/// array before the invocation ends. The same checks in the same order as
+/// [`TxPush`], then [`NativeHost::transmit_tail`] with the array's handle
+/// and offset, so that the host may read the message at the invocation's
+/// end instead of copying it now.
+struct TxPushTail;
+
+impl EndpointNative for TxPushTail {
+    const NAME: &'static str = "txPush#tail";
+    const DESCRIPTOR: &'static str = "([BIII)V";
+    const ARGS: usize = 4;
+    fn cost(args: &[i32]) -> usize {
+        args[3].max(0) as usize
+    }
+    /// Always inlined into its fast form's entry, as [`TxPush::run`] is.
+    #[inline(always)]
+    fn run<H: NativeHost>(
+        host: &mut H,
+        arrays: Arrays<'_>,
+        args: &[i32],
+    ) -> Result<i32, NativeError> {
+        let &[handle, txoff, chan, len] = args else {
+            return Err(arity(4, args.len()));
+        };
+        let array = byte_array(arrays, handle, "txarray")?;
+        let src = array_range(array, "txarray", "txoff", txoff, len)?;
+        let chan = channel(chan)?;
+        let max = host.max_message();
+        if len as u32 > max {
+            return Err(too_long(len, max));
+        }
+        // `array_range` checked `txoff >= 0`.
+        host.transmit_tail(chan, src, || (args[0], args[1] as u32))
+            .map_err(refused)?;
         Ok(0)
     }
 }
@@ -909,9 +967,11 @@ mod tests {
     fn the_descriptors_are_figure_2s() {
         // RawUnet, Figure 2's text, declares all eight.
         let prog = jive::check(crate::applets::SIMPLE, &jive::Limits::default()).unwrap();
+        // The declared natives, not the tail sites' second entries.
         let mut declared: Vec<_> = prog
             .natives
             .iter()
+            .filter(|d| !d.tail)
             .map(|d| (d.name.as_str(), d.descriptor.as_str()))
             .collect();
         declared.sort_unstable();

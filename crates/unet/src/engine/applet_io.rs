@@ -131,6 +131,46 @@ pub struct Io {
     /// rest of the invocation. While it is `false` nothing is lent;
     /// [`Io::end`] clears it.
     pub(super) popped: bool,
+    /// Whether the running invocation's `txPush` at a tail site may defer
+    /// its message ([`Io::transmit_tail`]): set by [`applet_tx`] for a
+    /// `doTx` while no frame waits before its own (a channel's messages
+    /// go in order), and cleared by the first deferral. At most one
+    /// message is deferred per invocation anyway (the method returns right
+    /// after a tail site); the clearing is belt and braces.
+    pub(super) defer: bool,
+    /// The message a `txPush` at a tail site deferred, checked and counted,
+    /// which [`applet_tx`] sends once `doTx` has returned
+    /// ([`Engine::resolve_deferred`]), before it lets go of the applet.
+    pub(super) deferred: Option<Deferred>,
+}
+
+/// A message `txPush` deferred at a tail site ([`Io::transmit_tail`]):
+/// `array[off..off + len)` of the applet's `byte[]` `array` (a heap
+/// handle), on `chan`. The tail site's proof ([`jive::TAIL_SUFFIX`]) says
+/// a static or the instance still holds the array after the invocation
+/// (so its end-of-invocation collection keeps it) and nothing writes it
+/// between the call and the invocation's end; the applet stays locked
+/// until the message is sent, so the bytes read then are the bytes of the
+/// call.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Deferred {
+    pub(super) array: i32,
+    pub(super) off: u32,
+    pub(super) len: u32,
+    pub(super) chan: u16,
+}
+
+/// The bytes of the deferred message `m` in the applet `l` that deferred
+/// it: `None` only if the handle names no byte array or a shorter one,
+/// which the tail site's proof excludes (the native checked the range, a
+/// root holds the array, and nothing wrote since); the caller then
+/// counts the message dropped ([`Engine::resolve_deferred`]).
+#[inline]
+pub(super) fn deferred_bytes<'a>(l: &'a Loaded, m: &Deferred) -> Option<&'a [i8]> {
+    let (jive::Object::Bytes(v) | jive::Object::Booleans(v)) = l.applet.heap().get(m.array)? else {
+        return None;
+    };
+    v.get(m.off as usize..m.off as usize + m.len as usize)
 }
 
 /// What [`Io::begin`] lent, for [`Io::end`] (read once per invocation).
@@ -512,6 +552,28 @@ impl Io {
             self.seg.prefetch(self.layout.area + next as usize, true);
         }
     }
+
+    /// The push budgets' checks of a `len`-byte message (frames, then
+    /// bytes, each an overrun), and the message counted against them:
+    /// the first steps of [`Io::transmit`] and [`Io::transmit_tail`] alike.
+    #[inline(always)]
+    fn admit(&mut self, len: usize) -> Result<(), HostError> {
+        if self.inv.frames >= self.budgets.push_frames {
+            return Err(self.over(
+                "frames pushed per invocation",
+                self.budgets.push_frames as u64,
+            ));
+        }
+        if self.inv.bytes + len > self.budgets.push_bytes {
+            return Err(self.over(
+                "bytes pushed per invocation",
+                self.budgets.push_bytes as u64,
+            ));
+        }
+        self.inv.frames += 1;
+        self.inv.bytes += len;
+        Ok(())
+    }
 }
 
 impl NativeHost for Io {
@@ -645,21 +707,37 @@ impl NativeHost for Io {
     /// memory.
     #[inline(always)]
     fn transmit(&mut self, chan: u16, payload: &[i8]) -> Result<(), HostError> {
-        if self.inv.frames >= self.budgets.push_frames {
-            return Err(self.over(
-                "frames pushed per invocation",
-                self.budgets.push_frames as u64,
-            ));
-        }
-        if self.inv.bytes + payload.len() > self.budgets.push_bytes {
-            return Err(self.over(
-                "bytes pushed per invocation",
-                self.budgets.push_bytes as u64,
-            ));
-        }
-        self.inv.frames += 1;
-        self.inv.bytes += payload.len();
+        self.admit(payload.len())?;
         self.framer.push_message(chan, payload)
+    }
+
+    /// [`Io::transmit`] at a tail site: while [`Io::defer`] allows it,
+    /// every check and count of [`Io::transmit`] in its order (the
+    /// budgets, then the channel and the length, then `tx_frames`), and
+    /// the message recorded instead of copied into a frame
+    /// ([`Io::deferred`]); else [`Io::transmit`].
+    #[inline(always)]
+    fn transmit_tail(
+        &mut self,
+        chan: u16,
+        payload: &[i8],
+        at: impl FnOnce() -> (i32, u32),
+    ) -> Result<(), HostError> {
+        if !self.defer {
+            return self.transmit(chan, payload);
+        }
+        self.admit(payload.len())?;
+        self.framer.check_message(chan, payload.len())?;
+        bump_shared(&self.stats.tx_frames);
+        self.defer = false;
+        let (array, off) = at();
+        self.deferred = Some(Deferred {
+            array,
+            off,
+            len: payload.len() as u32,
+            chan,
+        });
+        Ok(())
     }
 
     fn max_message(&self) -> u32 {
@@ -939,6 +1017,7 @@ pub(super) fn applet_trapped(rx: &mut RxSide, port: &Port) {
 /// transmit side's outbox. Returns the status and the invocation's time.
 #[inline(never)]
 pub(super) fn applet_tx(
+    engine: &Engine,
     tx: &mut TxSide,
     port: &Port,
     d: TxDesc,
@@ -979,7 +1058,35 @@ pub(super) fn applet_tx(
     if lend && !tx.framer.out.is_empty() {
         rx.io.framer.out.swap_frames(&mut tx.framer.out);
     }
-    let r = invoke(rx, port, |l| (&mut l.applet, &mut l.do_tx), args, timed);
+    // A `txPush` at a tail site defers its message while no frame waits
+    // before it (none of an earlier descriptor's, none of a constructor's),
+    // and the message is sent here, before the applet is let go: straight
+    // into a receiver's `RxBuf` where `doTx`'s frame would have gone there
+    // at once, else as that frame ([`Engine::resolve_deferred`]).
+    // Only where the message may go straight on ([`Engine::may_defer`]):
+    // one deferred to become a frame after all costs more than the frame.
+    // (The receive side's outbox is empty here only if it was lent and
+    // the transmit outbox held nothing either.) `defer` is false outside
+    // this window, so that a `doTx` that does not defer writes nothing
+    // for it, and makes one test more after the invocation.
+    let may = rx.io.framer.out.is_empty() && engine.may_defer(tx, d.chan);
+    if may {
+        rx.io.defer = true;
+    }
+    let mut r = invoke(rx, port, |l| (&mut l.applet, &mut l.do_tx), args, timed);
+    if may {
+        rx.io.defer = false;
+        if let Some(m) = rx.io.deferred.take()
+            && !engine.resolve_deferred(tx, rx, port, m)
+        {
+            // The deferred bytes were gone (see `resolve_deferred`): the
+            // message was not sent, so the descriptor completes as one
+            // the applet dropped, counted in `applet_drops`.
+            if let Some((o @ Outcome::Done, _)) = &mut r {
+                *o = Outcome::Refused;
+            }
+        }
+    }
     rx.io.publish();
     if lend {
         rx.io.framer.out.swap_frames(&mut tx.framer.out);
@@ -1003,6 +1110,12 @@ pub(super) fn applet_tx(
     if !made.is_empty() {
         tx.framer.out.append(made);
         made.clear();
+    }
+    drop(guard);
+    // The frames a receiver's `doRx` made when the deferred message went
+    // straight to it, sent with the applet let go (one may be for it).
+    if may && !tx.next.is_empty() {
+        engine.pump_next(tx);
     }
     (status, took)
 }

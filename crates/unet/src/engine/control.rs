@@ -74,6 +74,8 @@ impl Engine {
                 ring_lent: false,
                 free_lent: false,
                 popped: false,
+                defer: false,
+                deferred: None,
             },
             applet: None,
             policy: TrapPolicy::Keep,
@@ -366,6 +368,7 @@ impl Engine {
             local: remote == local,
             closed: false,
             verdict: Kept::default(),
+            direct: false,
         };
         if remote == local {
             lock(&self.inner.local_peers)

@@ -694,7 +694,7 @@ impl Engine {
                 Route::Applet => {
                     self.flush_lent(&mut lent);
                     let shared = *shared.get_or_insert_with(|| !port.is_owner());
-                    let (status, took) = applet_tx(tx, port, d, shared);
+                    let (status, took) = applet_tx(self, tx, port, d, shared);
                     made = true;
                     // The time is summed only where it is checked.
                     if shared
@@ -781,7 +781,7 @@ impl Engine {
                         bump(&stats.tx_closed);
                         TxStatus::Closed
                     } else {
-                        let (status, took) = applet_tx(tx, port, d, theirs);
+                        let (status, took) = applet_tx(self, tx, port, d, theirs);
                         made = true;
                         // As in `take_tx`: the time summed only where it
                         // is checked; the rest of the pass waits for a
@@ -1153,7 +1153,7 @@ impl Engine {
             ..TxDesc::default()
         };
         // The owner's thread: untimed, as `service` invokes it there.
-        let (status, _) = applet_tx(&mut tx, port, d, false);
+        let (status, _) = applet_tx(self, &mut tx, port, d, false);
         // As [`Engine::service`] does after a pass: the frames `doTx`
         // made, delivered with the transmit side still locked, before the
         // caller reuses the bytes at `offset`.
@@ -1162,6 +1162,129 @@ impl Engine {
             self.pump_applet(port, framer, next);
         }
         Some(status)
+    }
+
+    /// Whether a `doTx` for a message on `chan` should defer its tail
+    /// `txPush` ([`Io::defer`]): while the engine keeps verdicts and
+    /// `chan`'s kept verdict names its peer ([`Channel::direct`]), where [`Engine::deliver_deferred`] may take
+    /// the message. A guess, not a check (the applet may push on another
+    /// channel, the verdict may be stale, and every case is checked again
+    /// at the end): a message deferred only to become a frame after all
+    /// ([`Framer::push_checked`]) costs more than the frame made at once,
+    /// so that the messages that cannot go straight on (to another engine,
+    /// or while a filter that reads more than the header leaves verdicts
+    /// unkept) are not deferred. The engine's test first: with verdicts
+    /// unkept, every message is framed, and that `doTx` pays one load.
+    #[inline(always)]
+    pub(super) fn may_defer(&self, tx: &TxSide, chan: u16) -> bool {
+        self.inner.verdicts.load(Ordering::Relaxed) != 0
+            && matches!(tx.framer.channels.get(usize::from(chan)),
+                Some(Some(ch)) if ch.direct)
+    }
+
+    /// Sends the message a `doTx` of `port` deferred at a tail site
+    /// (`m`, [`Io::transmit_tail`]), with `port`'s applet (`rx`) still
+    /// held: checked and counted already (`tx_frames`), it goes straight
+    /// from the pushed array (`TxBuf` in the standard applet) into the
+    /// receiver's `RxBuf` where [`Engine::deliver_deferred`] can take it,
+    /// one copy instead of three; otherwise it becomes the frame `txPush`
+    /// would have made, in the receive side's outbox lent to `doTx`, and
+    /// goes on as that frame does.
+    ///
+    /// `false` if the message's bytes are gone (the array freed or
+    /// shorter), which the tail site's proof excludes ([`deferred_bytes`]):
+    /// the message is not sent, and [`applet_tx`] completes the descriptor
+    /// as one the applet dropped (`Dropped`, counted in `applet_drops`), as
+    /// a check that failed; never a panic on an applet's bytecode.
+    pub(super) fn resolve_deferred(
+        &self,
+        tx: &mut TxSide,
+        rx: &mut RxSide,
+        port: &Port,
+        m: Deferred,
+    ) -> bool {
+        if rx.io.framer.out.is_empty() && self.deliver_deferred(tx, rx, port, &m) {
+            return true;
+        }
+        let RxSide { io, applet, .. } = rx;
+        match applet.as_ref().and_then(|l| deferred_bytes(l, &m)) {
+            Some(p) => {
+                io.framer.push_checked(m.chan, p);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// [`Engine::resolve_deferred`]'s direct delivery: `true` if it
+    /// delivered `m`, `false` (having counted nothing and changed nothing
+    /// but the channel's cached verdict, refreshed as the frame's delivery
+    /// would refresh it) where the
+    /// frame `doTx` would have made does not reach its receiver's `doRx`
+    /// at once in [`Engine::pump_sent`] (through [`Engine::deliver_kept`]
+    /// and [`Engine::deliver_local`]), so that the frame goes there and
+    /// meets the same checks and counts: no verdicts kept (version 0), a
+    /// channel not local, checksummed or closed, no owner or no kept peer
+    /// (counted there as unmatched, or looked up), a peer that is `port`
+    /// itself (its applet is held here), without an applet, another
+    /// thread's, at its inbox budget, busy (its receive lock), closed,
+    /// with frames waiting in its inbox, or its applet just removed.
+    /// Otherwise what `deliver_local` does for the frame: `doRx` with
+    /// `RxBuf` filled from `TxBuf`, its frames into `tx.next`, the
+    /// receive queue published.
+    #[inline(never)]
+    fn deliver_deferred(&self, tx: &mut TxSide, rx: &RxSide, port: &Port, m: &Deferred) -> bool {
+        let TxSide { framer, next, .. } = tx;
+        let Some(Some(ch)) = framer.channels.get_mut(usize::from(m.chan)) else {
+            return false;
+        };
+        let version = self.inner.verdicts.load(Ordering::Acquire);
+        if version == 0 {
+            // Verdicts no longer kept: no more guesses on this channel
+            // until a verdict is taken again.
+            ch.direct = false;
+            return false;
+        }
+        if !ch.local || ch.checksum || ch.closed {
+            return false;
+        }
+        self.keep(ch, version, m.len as usize);
+        let (Some(owner), Some(dst)) = (ch.verdict.owner, ch.verdict.peer.as_deref()) else {
+            return false;
+        };
+        if core::ptr::eq(dst, port)
+            || !dst.has_applet.load(Ordering::Acquire)
+            || dst.owner.load(Ordering::Relaxed) != thread_token()
+            || next.used >= dst.budgets.inbox_bytes
+        {
+            return false;
+        }
+        let Some(mut drx) = dst.rx.try_lock_inline() else {
+            return false;
+        };
+        if dst.closed.load(Ordering::Acquire) || !dst.inbox.is_empty() || drx.applet.is_none() {
+            return false;
+        }
+        let Some(bytes) = rx.applet.as_ref().and_then(|l| deferred_bytes(l, m)) else {
+            return false;
+        };
+        let payload = Payload {
+            head: bytemuck::cast_slice(bytes),
+            tail: None,
+        };
+        receive_payload(dst, &mut drx, owner as u16, payload, next, false);
+        drx.io.publish();
+        true
+    }
+
+    /// Pumps the frames in `tx.next` (a receiver's, made by a deferred
+    /// message's direct delivery), with a spare outbox as the scratch one.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn pump_next(&self, tx: &mut TxSide) {
+        let mut scratch = outbox();
+        self.pump(&mut tx.next, &mut scratch);
+        recycle(scratch);
     }
 
     /// Whether every frame of `out` is for an endpoint of this engine.
@@ -1211,6 +1334,7 @@ impl Engine {
         let peer = owner
             .filter(|o| (o >> 16) as u16 == endpoint_slot(peer))
             .and_then(|_| self.port(peer));
+        ch.direct = ch.local && !ch.checksum && owner.is_some() && peer.is_some();
         ch.verdict = Kept {
             version,
             owner,
@@ -1668,5 +1792,55 @@ mod tests {
         // The channel closed (the endpoint's own check not consulted).
         drop(b);
         declines(&e, &port);
+    }
+
+    /// A deferred message whose bytes are gone (a handle that names no
+    /// array: the tail site's proof excludes it, so no bytecode reaches
+    /// this) is a counted drop, never a panic: the descriptor completes as
+    /// one the applet dropped (`applet_drops`), nothing else is sent or
+    /// counted for it, and the endpoint goes on.
+    #[test]
+    fn a_deferred_message_whose_bytes_are_gone_is_a_counted_drop() {
+        let e = engine();
+        let mut a = e
+            .create_endpoint(Config::default(), Some(crate::applets::TAIL_PUSH))
+            .unwrap();
+        let mut b = e
+            .create_endpoint(Config::default(), Some(crate::applets::STANDARD))
+            .unwrap();
+        let ab = a.open_channel(e.local(), b.id()).unwrap();
+        b.open_channel(e.local(), a.id()).unwrap();
+        let port = e.port(a.id()).unwrap();
+        // The first message takes the channel's verdict, so that the next
+        // `doTx` opens the deferring window.
+        a.send(ab, b"first").unwrap();
+        assert_eq!(b.recv().unwrap().to_vec(), b"first");
+        let before = port.counts();
+        // Mode 2 pushes eagerly; the message planted here stands for one a
+        // tail push deferred whose array is gone by the invocation's end.
+        e.with_applet(a.id(), |ap| ap.set_static_int("mode", 2))
+            .unwrap()
+            .unwrap();
+        port.rx.lock().io.deferred = Some(Deferred {
+            array: i32::MAX,
+            off: 0,
+            len: 4,
+            chan: ab,
+        });
+        a.send(ab, b"eager").unwrap();
+        assert_eq!(b.recv().unwrap().to_vec(), b"eager");
+        assert!(b.recv().is_none());
+        let after = port.counts();
+        assert_eq!(after.applet_drops, before.applet_drops + 1);
+        assert_eq!(after.applet_traps, before.applet_traps);
+        assert_eq!(after.tx_frames, before.tx_frames + 1);
+        assert!(port.rx.lock().io.deferred.is_none());
+        // The endpoint goes on as before.
+        e.with_applet(a.id(), |ap| ap.set_static_int("mode", 0))
+            .unwrap()
+            .unwrap();
+        a.send(ab, b"after").unwrap();
+        assert_eq!(b.recv().unwrap().to_vec(), b"after");
+        assert_eq!(port.counts().applet_drops, before.applet_drops + 1);
     }
 }

@@ -377,6 +377,15 @@ struct Channel {
     /// The filter table's verdict on the channel's frames: the transmit
     /// side's cache (see [`Kept`]).
     verdict: Kept,
+    /// Whether a `doTx`'s tail `txPush` on the channel is deferred
+    /// ([`Engine::may_defer`]): the kept verdict names the channel's peer,
+    /// and the channel is local and unchecksummed, so that the message
+    /// may go straight to that peer ([`Engine::deliver_deferred`]). A
+    /// guess set with the verdict, cleared with it (a closed channel, a
+    /// forgotten verdict) and where verdicts stop being kept (version
+    /// 0). Here, beside the channel's other flags, not in [`Kept`], which
+    /// it would make a word longer.
+    direct: bool,
 }
 
 /// The verdict a channel to an endpoint of this engine keeps: the owner
@@ -766,37 +775,33 @@ impl Framer {
     /// standard applet's `txPush` 104 instructions a message.
     #[inline(always)]
     fn push_message(&mut self, chan: u16, payload: &[i8]) -> Result<(), HostError> {
-        let ch = self
-            .channels
-            .get(usize::from(chan))
-            .and_then(Option::as_ref)
-            .ok_or(HostError::NoSuchChannel(chan))?;
-        if ch.closed {
-            return Err(HostError::ChannelClosed(chan));
-        }
-        // An applet's array is shorter than 2^31 bytes.
-        let len = payload.len();
-        if len as u32 > self.max_message {
-            return Err(HostError::TooLong {
-                len: len as u32,
-                max: self.max_message,
-            });
-        }
-        let buf = self
-            .out
-            .push_frame(HEADER_LEN + len, sent_on(self.id, chan));
-        let Some((hdr, body)) = buf.split_first_chunk_mut::<HEADER_LEN>() else {
-            unreachable!("a frame holds its header")
-        };
-        *hdr = ch.template;
-        frame::patch_lengths_from(hdr, ch.length_sum, len);
-        natives::i8_to_u8(body, payload);
+        let ch = checked_channel(&self.channels, self.max_message, chan, payload.len())?;
+        write_message(&mut self.out, self.id, ch, chan, payload);
         bump_shared(&self.stats.tx_frames);
-        if ch.checksum {
-            // Cannot fail: the frame holds a whole header.
-            let _ = frame::set_udp_checksum(buf);
-        }
         Ok(())
+    }
+
+    /// The checks of [`Framer::push_message`], in its order, for a
+    /// `len`-byte message on `chan`, with nothing written or counted: what
+    /// a deferred `txPush` makes at the call ([`Io::transmit_tail`]).
+    #[inline(always)]
+    fn check_message(&self, chan: u16, len: usize) -> Result<(), HostError> {
+        checked_channel(&self.channels, self.max_message, chan, len).map(|_| ())
+    }
+
+    /// The frame [`Framer::push_message`] makes for `payload` on `chan`,
+    /// for a deferred `txPush` whose message goes as a frame after all
+    /// ([`Engine::resolve_deferred`]): checked and counted at the call
+    /// ([`Framer::check_message`]), under the locks that every change of
+    /// the channels takes, held since, so that the checks still hold.
+    #[cold]
+    #[inline(never)]
+    fn push_checked(&mut self, chan: u16, payload: &[i8]) {
+        let Some(Some(ch)) = self.channels.get(usize::from(chan)) else {
+            debug_assert!(false, "a deferred message's channel was checked");
+            return;
+        };
+        write_message(&mut self.out, self.id, ch, chan, payload);
     }
 
     fn set_channel(&mut self, tag: u16, ch: Option<Channel>) {
@@ -812,6 +817,7 @@ impl Framer {
         if let Some(Some(c)) = self.channels.get_mut(usize::from(tag)) {
             c.closed = true;
             c.verdict = Kept::default();
+            c.direct = false;
         }
     }
 
@@ -819,6 +825,7 @@ impl Framer {
     fn forget_verdicts(&mut self) {
         for c in self.channels.iter_mut().flatten() {
             c.verdict = Kept::default();
+            c.direct = false;
         }
     }
 
@@ -880,6 +887,56 @@ impl Framer {
             .expect("a frame holds its header");
         fill_body(seg, at, hdr, body, want_sum, copy, copy_sum)
             .map_err(|e| HostError::Transport(e.to_string()))
+    }
+}
+
+/// The checks of an applet's message of `len` bytes on `chan`, in their
+/// order: the channel open in `channels`, not closed, and the message no
+/// longer than `max`. Returns the channel, for the frame's write
+/// ([`Framer::push_message`]); [`Framer::check_message`] alone for a
+/// deferred `txPush`.
+#[inline(always)]
+fn checked_channel(
+    channels: &[Option<Channel>],
+    max: u32,
+    chan: u16,
+    len: usize,
+) -> Result<&Channel, HostError> {
+    let ch = channels
+        .get(usize::from(chan))
+        .and_then(Option::as_ref)
+        .ok_or(HostError::NoSuchChannel(chan))?;
+    if ch.closed {
+        return Err(HostError::ChannelClosed(chan));
+    }
+    // An applet's array is shorter than 2^31 bytes.
+    if len as u32 > max {
+        return Err(HostError::TooLong {
+            len: len as u32,
+            max,
+        });
+    }
+    Ok(ch)
+}
+
+/// Writes the frame of `payload` on channel `ch` (`chan` of endpoint `id`)
+/// into `out`: the channel's header with the lengths patched, the
+/// payload, and its UDP checksum where the channel wants one. What
+/// [`Framer::push_message`] writes once it has made its checks (inlined
+/// there, as it was written).
+#[inline(always)]
+fn write_message(out: &mut Outbox, id: EndpointId, ch: &Channel, chan: u16, payload: &[i8]) {
+    let len = payload.len();
+    let buf = out.push_frame(HEADER_LEN + len, sent_on(id, chan));
+    let Some((hdr, body)) = buf.split_first_chunk_mut::<HEADER_LEN>() else {
+        unreachable!("a frame holds its header")
+    };
+    *hdr = ch.template;
+    frame::patch_lengths_from(hdr, ch.length_sum, len);
+    natives::i8_to_u8(body, payload);
+    if ch.checksum {
+        // Cannot fail: the frame holds a whole header.
+        let _ = frame::set_udp_checksum(buf);
     }
 }
 
