@@ -240,15 +240,39 @@ impl Method {
 /// checked way, [`Applet::call_value`], and prepares the handle again
 /// where that is allowed. So no check is skipped: each is made once per
 /// change instead of once per call.
-#[derive(Debug, Clone, Copy)]
-pub struct Prepared<const N: usize> {
+///
+/// `K`: the host it is prepared for, `()` for an untyped host
+/// ([`Applet::prepare`]) or the lender of words `W` of a typed host
+/// ([`Applet::prepare_lent`], for [`Applet::run_prepared_lent`]): the
+/// word of a lender's handle also says whether the program finds its
+/// words through `W`, the check of the lender made with the others,
+/// once per change.
+pub struct Prepared<const N: usize, K = ()> {
     m: Method,
-    /// [`jit::Compiled::ready_word`] when last prepared; 0 if the JIT did
-    /// not run the applet then (no word is 0).
+    /// [`jit::Compiled::ready_word_for`] when last prepared; 0 if the JIT
+    /// did not run the applet then (no word is 0).
     word: u64,
+    kind: core::marker::PhantomData<fn() -> K>,
 }
 
-impl<const N: usize> Prepared<N> {
+impl<const N: usize, K> Clone for Prepared<N, K> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<const N: usize, K> Copy for Prepared<N, K> {}
+
+impl<const N: usize, K> core::fmt::Debug for Prepared<N, K> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Prepared")
+            .field("m", &self.m)
+            .field("word", &self.word)
+            .finish()
+    }
+}
+
+impl<const N: usize, K> Prepared<N, K> {
     /// The resolved method.
     pub fn method(&self) -> &Method {
         &self.m
@@ -682,20 +706,43 @@ impl Applet {
     /// int arguments: [`Applet::method`], and its arity checked against
     /// `N` once.
     pub fn prepare<const N: usize>(&self, name: &str) -> Result<Prepared<N>, InvokeError> {
+        self.prepare_for(name)
+    }
+
+    /// [`Applet::prepare`] for [`Applet::run_prepared_lent`] with lender
+    /// `W`: the handle's word also says whether the program finds its
+    /// words through `W` (checked when the word is made, so that a call
+    /// makes no compare of the lender).
+    pub fn prepare_lent<W: FastNative, const N: usize>(
+        &self,
+        name: &str,
+    ) -> Result<Prepared<N, W>, InvokeError> {
+        self.prepare_for(name)
+    }
+
+    fn prepare_for<K: jit::HostKind, const N: usize>(
+        &self,
+        name: &str,
+    ) -> Result<Prepared<N, K>, InvokeError> {
         let m = self.method(name)?;
         if m.arity != N {
             return Err(self.refuse(&m, N));
         }
-        let mut p = Prepared { m, word: 0 };
+        let mut p = Prepared {
+            m,
+            word: 0,
+            kind: core::marker::PhantomData,
+        };
         self.ready_again(&mut p);
         Ok(p)
     }
 
     /// Gives `p` the word of this applet's code as it is now, if `p` is
-    /// this applet's and the JIT runs it (0 otherwise).
-    fn ready_again<const N: usize>(&self, p: &mut Prepared<N>) {
+    /// this applet's and the JIT runs it (0 otherwise), with
+    /// [`jit::LENT`] where `K` is the program's lender.
+    fn ready_again<K: jit::HostKind, const N: usize>(&self, p: &mut Prepared<N, K>) {
         p.word = match &self.jit {
-            Some(jit) if p.m.applet == self.id => jit.ready_word(p.m.idx),
+            Some(jit) if p.m.applet == self.id => jit.ready_word_for::<K>(p.m.idx),
             _ => 0,
         };
     }
@@ -759,15 +806,19 @@ impl Applet {
     /// ([`Natives::set_words`]): the words the inline natives use are
     /// `W::words` of the host, called directly, instead of found by
     /// checking the value's type and calling through the program's
-    /// pointer. Checked per call: the program's lender is `W` (one
-    /// compare); where it is not (another table, or a program whose
-    /// inline natives run only in constructors), the words are found as
-    /// [`Applet::run_prepared`] finds them. The same semantics and checks
-    /// otherwise.
+    /// pointer. Checked when `p`'s word is made ([`Applet::prepare_lent`],
+    /// and again with the others after every change): the program's
+    /// lender is `W`. Where it is not (another table, or a program whose
+    /// inline natives run only in constructors), every call takes the
+    /// checked way, [`Applet::call_value`], whose words are found as
+    /// [`Applet::run_prepared`] finds them: the same outcome, at the
+    /// checked way's cost (such a host calls [`Applet::run_prepared`] on a
+    /// handle of [`Applet::prepare`] instead). The same semantics and
+    /// checks otherwise.
     #[inline(always)]
     pub fn run_prepared_lent<W: FastNative, const N: usize>(
         &mut self,
-        p: &mut Prepared<N>,
+        p: &mut Prepared<N, W>,
         args: [i32; N],
         host: &mut W::Host,
     ) -> Called {
@@ -783,13 +834,17 @@ impl Applet {
     #[inline]
     fn run_prepared_with<'h, A: jit::HostArg<'h>, H: jit::Held, const N: usize>(
         &mut self,
-        p: &mut Prepared<N>,
+        p: &mut Prepared<N, A::Kind>,
         args: [i32; N],
         mut host: A,
         mut held: H,
     ) -> Called {
+        // A lender's handle is ready only with `jit::LENT` in its word:
+        // the program's lender is the handle's, checked when the word was
+        // made.
+        let lent = <A::Kind as jit::HostKind>::LENT;
         let ready = match self.jit.as_mut() {
-            Some(jit) => jit.ready(p.m.idx, p.word),
+            Some(jit) => jit.ready(p.m.idx, p.word, lent),
             None => None,
         };
         let Some(mut ready) = ready else {
@@ -797,8 +852,14 @@ impl Applet {
         };
         p.m.fill_args(ready.args_mut(), self.instance, &args);
         // The words a typed host lends, where the program's lender is its
-        // (`None`: found from the value, `jit::host_words`).
-        let words = host.lent_words(ready.lender());
+        // (the word said so; `None`: found from the value,
+        // `jit::host_words`).
+        let words = if lent != 0 {
+            debug_assert!(<A::Kind as jit::HostKind>::lends(ready.lender()));
+            host.lent_words()
+        } else {
+            None
+        };
         let mut st = State {
             heap: &mut self.heap,
             statics: &mut self.statics,
@@ -861,9 +922,9 @@ impl Applet {
     /// checked call, then the word made again for the next.
     #[cold]
     #[inline(never)]
-    fn run_unprepared<const N: usize>(
+    fn run_unprepared<K: jit::HostKind, const N: usize>(
         &mut self,
-        p: &mut Prepared<N>,
+        p: &mut Prepared<N, K>,
         args: [i32; N],
         host: Option<&mut dyn core::any::Any>,
     ) -> Called {
