@@ -125,6 +125,10 @@ pub struct Compiled {
     /// the word is the stamp and the entry or'ed, with no shift per
     /// invocation.
     pub(super) stamp: u64,
+    /// `stamp` with [`LENT`]: what a lender's word is compared with
+    /// ([`Compiled::ready`]), kept beside it so that the call makes no
+    /// `or` of the bit. Written with `stamp` by every `keep`.
+    pub(super) stamp_lent: u64,
     /// The trap of the last invocation whose code could not run, set only
     /// then (by [`execute_scoped`]) and taken at once by
     /// [`Compiled::enter`].
@@ -260,6 +264,7 @@ pub fn compile(prog: &Program) -> Result<Compiled, JitError> {
     let words_of = words_at_entry(prog);
     let rec = Record::new(&mut frames[..], words_of);
     let lender = lender_of(words_of);
+    let stamp = next_stamp();
     Ok(Compiled {
         key,
         found: Found::default(),
@@ -273,7 +278,10 @@ pub fn compile(prog: &Program) -> Result<Compiled, JitError> {
             max_depth: 0,
         },
         enterable: Box::new([]),
-        stamp: next_stamp(),
+        stamp,
+        // Never 0, as `stamp` is not: no word of 0 (the JIT not running)
+        // matches either.
+        stamp_lent: stamp | LENT,
         failed: None,
         lender,
     })
@@ -527,6 +535,7 @@ impl Compiled {
         // Every word made before this `keep` stops matching, whatever
         // changed (or did not).
         self.stamp = next_stamp();
+        self.stamp_lent = self.stamp | LENT;
     }
 
     /// The word a prepared invocation of `entry` holds: the current
@@ -566,7 +575,13 @@ impl Compiled {
     /// per `keep`); 0 for a word without it.
     #[inline(always)]
     pub(crate) fn ready(&mut self, entry: u16, word: u64, lent: u64) -> Option<Ready<'_>> {
-        if word != self.stamp | u64::from(entry) | lent {
+        let stamp = if lent != 0 {
+            debug_assert_eq!(self.stamp_lent, self.stamp | lent);
+            self.stamp_lent
+        } else {
+            self.stamp
+        };
+        if word != stamp | u64::from(entry) {
             return None;
         }
         Some(Ready { jit: self, entry })
@@ -1224,6 +1239,12 @@ mod tests {
             .position(Option::is_some)
             .expect("a bytecode method") as u16;
         assert_eq!(c.ready_word(entry), 0, "nothing enterable before keep");
+        // A word of 0 (the JIT was not running) is ready for no entry,
+        // of either kind.
+        for e in 0..=entry {
+            assert!(c.ready(e, 0, 0).is_none());
+            assert!(c.ready(e, 0, LENT).is_none(), "a lender's word of 0");
+        }
         c.keep(prog, &[], core::ptr::null_mut(), core::ptr::null_mut(), ok);
         let word = c.ready_word(entry);
         assert_ne!(word, 0);
@@ -1233,6 +1254,10 @@ mod tests {
         assert_eq!(word & (STAMP_STEP - 1), u64::from(entry));
         assert!(c.ready(entry, word, 0).is_some());
         assert!(c.ready(entry + 1, word, 0).is_none(), "another entry");
+        // A lender's word is ready only with `LENT`, and only for a lender.
+        assert!(c.ready(entry, word | LENT, LENT).is_some());
+        assert!(c.ready(entry, word, LENT).is_none(), "without the bit");
+        assert!(c.ready(entry, word | LENT, 0).is_none(), "the untyped kind");
         c.keep(
             prog,
             &[],
@@ -1244,6 +1269,10 @@ mod tests {
             },
         );
         assert!(c.ready(entry, word, 0).is_none(), "a stale word");
+        assert!(
+            c.ready(entry, word | LENT, LENT).is_none(),
+            "a stale lender's word"
+        );
         assert_eq!(c.ready_word(entry), 0);
         c.keep(prog, &[], core::ptr::null_mut(), core::ptr::null_mut(), ok);
         assert!(
