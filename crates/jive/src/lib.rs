@@ -848,7 +848,7 @@ impl Applet {
             None => None,
         };
         let Some(mut ready) = ready else {
-            return self.run_unprepared(p, args, host.any());
+            return self.run_unprepared(p, args, host, held);
         };
         p.m.fill_args(ready.args_mut(), self.instance, &args);
         // The words a typed host lends, where the program's lender is its
@@ -920,15 +920,38 @@ impl Applet {
 
     /// [`Applet::run_prepared`] with a word that does not match: the
     /// checked call, then the word made again for the next.
+    ///
+    /// A lender's handle whose word is current but without [`jit::LENT`]
+    /// (the program's lender is another, or it has none: an applet whose
+    /// inline natives run only in its constructors) is not stale: it runs
+    /// the prepared way as an untyped handle, its words found from the
+    /// value ([`Applet::run_prepared`]), at what such a handle costs, and
+    /// its word stays as it is.
     #[cold]
     #[inline(never)]
-    fn run_unprepared<K: jit::HostKind, const N: usize>(
+    fn run_unprepared<'h, A: jit::HostArg<'h>, H: jit::Held, const N: usize>(
         &mut self,
-        p: &mut Prepared<N, K>,
+        p: &mut Prepared<N, A::Kind>,
         args: [i32; N],
-        host: Option<&mut dyn core::any::Any>,
+        host: A,
+        held: H,
     ) -> Called {
-        let r = self.call_value(&p.m, &args, host);
+        if <A::Kind as jit::HostKind>::LENT != 0
+            && self
+                .jit
+                .as_mut()
+                .is_some_and(|jit| jit.ready(p.m.idx, p.word, 0).is_some())
+        {
+            let mut untyped = Prepared::<N> {
+                m: p.m,
+                word: p.word,
+                kind: core::marker::PhantomData,
+            };
+            return self.run_prepared_with(&mut untyped, args, host.any(), held);
+        }
+        #[cfg(test)]
+        tests::CHECKED.with(|c| c.set(c.get() + 1));
+        let r = self.call_value(&p.m, &args, host.any());
         self.ready_again(p);
         match r {
             Ok(v) => Called {
@@ -1238,6 +1261,68 @@ impl Applet {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    std::thread_local! {
+        /// The calls of a prepared handle that took the checked way
+        /// (`Applet::run_unprepared`'s `call_value`) on this thread.
+        pub(super) static CHECKED: core::cell::Cell<u32> = const { core::cell::Cell::new(0) };
+    }
+
+    /// A lender of no words, of a host type no program here uses.
+    struct Unused;
+
+    impl FastNative for Unused {
+        type Host = u32;
+        fn call(_: &mut u32, _: Arrays<'_>, _: &[i32]) -> Option<Result<i32, NativeError>> {
+            None
+        }
+    }
+
+    /// A lender's handle on a program with no lender (no inline natives)
+    /// runs the prepared way as an untyped handle does: its word, current
+    /// but without `jit::LENT`, is not taken for stale, so no call but the
+    /// first after a change of the code takes the checked way.
+    #[test]
+    fn a_lenders_handle_on_a_program_of_no_lender_takes_the_prepared_way() {
+        let (Some(dir), true) = (APPLET_CLASSES, jit::available()) else {
+            return;
+        };
+        let path = std::path::Path::new(dir).join("default/Counter.class");
+        let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        // Counter's natives, none of them inline.
+        let natives = Natives::new()
+            .with("hostAdd", "(II)I", |_, a| Ok(a[0].wrapping_add(a[1])))
+            .with("fill", "([BI)V", |_, _| Ok(0))
+            .with("makeInts", "(I)[I", |_, _| Ok(0));
+        let mut a =
+            Applet::load_with_engine(&bytes, &natives, Limits::default(), Engine::Jit).unwrap();
+        let mut bump = a.prepare_lent::<Unused, 1>("bump").unwrap();
+        assert_ne!(bump.word, 0, "the JIT runs it");
+        assert_eq!(
+            bump.word & jit::LENT,
+            0,
+            "the program's lender is not Unused"
+        );
+        let mut host = 0u32;
+        CHECKED.with(|c| c.set(0));
+        for want in 6..=8 {
+            let c = a.run_prepared_lent(&mut bump, [1], &mut host);
+            assert_eq!(c.value(), Some(want));
+        }
+        assert_eq!(
+            CHECKED.with(|c| c.get()),
+            0,
+            "a checked call before a change"
+        );
+        // A new stamp: one checked call makes the word again, and the
+        // next calls are prepared again.
+        a.set_run_limits(Some(1 << 20), 64);
+        for want in 9..=11 {
+            let c = a.run_prepared_lent(&mut bump, [1], &mut host);
+            assert_eq!(c.value(), Some(want));
+        }
+        assert_eq!(CHECKED.with(|c| c.get()), 1, "checked calls after a change");
+    }
 
     /// `may_be_negative` never says no where `value` is negative, for
     /// every kind and a spread of values (a `void` method's leftover
