@@ -809,12 +809,12 @@ impl Applet {
     /// pointer. Checked when `p`'s word is made ([`Applet::prepare_lent`],
     /// and again with the others after every change): the program's
     /// lender is `W`. Where it is not (another table, or a program whose
-    /// inline natives run only in constructors), every call takes the
-    /// checked way, [`Applet::call_value`], whose words are found as
-    /// [`Applet::run_prepared`] finds them: the same outcome, at the
-    /// checked way's cost (such a host calls [`Applet::run_prepared`] on a
-    /// handle of [`Applet::prepare`] instead). The same semantics and
-    /// checks otherwise.
+    /// inline natives run only in constructors), the call runs as
+    /// [`Applet::run_prepared`] runs an untyped handle, its words found
+    /// from the value: the same outcome, at what the untyped call costs
+    /// (a few instructions more: the handle's word is compared twice and
+    /// the value's type checked), never the checked way's. The same
+    /// semantics and checks otherwise.
     #[inline(always)]
     pub fn run_prepared_lent<W: FastNative, const N: usize>(
         &mut self,
