@@ -761,14 +761,16 @@ impl Thread {
         let me = &self.me;
         // `me` is this thread's, registered by its core's reclaimer
         // (`CodeCache::register`). The pin is that reclaimer's if this
-        // holds, with no compare of `pin.rec`: `pin.stamp` was read from
-        // the pin's reclaimer, and it equals a stamp of `me`'s, which no
-        // other reclaimer ever holds (stamps are unique across reclaimers,
-        // `deletion::next_stamp`). The default pin's stamp, 0, is no
-        // reclaimer's.
+        // holds, with no compare of the reclaimers' ids (a pin keeps its
+        // reclaimer's only in debug builds, for the assertion below):
+        // `pin.stamp` was read from the pin's reclaimer, and it equals a
+        // stamp of `me`'s, which no other reclaimer ever holds (stamps are
+        // unique across reclaimers, `deletion::next_stamp`). The default
+        // pin's stamp, 0, is no reclaimer's.
         if !self.rec.is_current_own(me, pin.stamp) {
             return None;
         }
+        #[cfg(debug_assertions)]
         debug_assert_eq!(pin.rec, me.reclaimer_id());
         // Alive, by `Map::get_pinned`'s argument: the pin's entry was in
         // this cache's map (the pin is this thread's reclaimer's, so this
@@ -831,6 +833,11 @@ impl Drop for Thread {
 /// holds) is refused.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Pin {
+    /// The id of the reclaimer whose stamp `stamp` is, kept in debug
+    /// builds only, for [`Thread::pinned`]'s assertion that the stamp
+    /// says whose the pin is: release builds rely on the stamps'
+    /// uniqueness and write nothing for it per look-up.
+    #[cfg(debug_assertions)]
     rec: u64,
     stamp: u64,
     addr: usize,
@@ -904,6 +911,7 @@ impl<'t> Scope<'t> {
             // entry (or is the stamp now, where the memo was reused), so
             // the entry is alive while that stamp is the reclaimer's.
             Some(e) => Pin {
+                #[cfg(debug_assertions)]
                 rec: self.core.rec.id(),
                 stamp: memo.stamp(),
                 addr: e.code().addr(),

@@ -240,15 +240,39 @@ impl Method {
 /// checked way, [`Applet::call_value`], and prepares the handle again
 /// where that is allowed. So no check is skipped: each is made once per
 /// change instead of once per call.
-#[derive(Debug, Clone, Copy)]
-pub struct Prepared<const N: usize> {
+///
+/// `K`: the host it is prepared for, `()` for an untyped host
+/// ([`Applet::prepare`]) or the lender of words `W` of a typed host
+/// ([`Applet::prepare_lent`], for [`Applet::run_prepared_lent`]): the
+/// word of a lender's handle also says whether the program finds its
+/// words through `W`, the check of the lender made with the others,
+/// once per change.
+pub struct Prepared<const N: usize, K = ()> {
     m: Method,
-    /// [`jit::Compiled::ready_word`] when last prepared; 0 if the JIT did
-    /// not run the applet then (no word is 0).
+    /// [`jit::Compiled::ready_word_for`] when last prepared; 0 if the JIT
+    /// did not run the applet then (no word is 0).
     word: u64,
+    kind: core::marker::PhantomData<fn() -> K>,
 }
 
-impl<const N: usize> Prepared<N> {
+impl<const N: usize, K> Clone for Prepared<N, K> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<const N: usize, K> Copy for Prepared<N, K> {}
+
+impl<const N: usize, K> core::fmt::Debug for Prepared<N, K> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Prepared")
+            .field("m", &self.m)
+            .field("word", &self.word)
+            .finish()
+    }
+}
+
+impl<const N: usize, K> Prepared<N, K> {
     /// The resolved method.
     pub fn method(&self) -> &Method {
         &self.m
@@ -696,20 +720,43 @@ impl Applet {
     /// int arguments: [`Applet::method`], and its arity checked against
     /// `N` once.
     pub fn prepare<const N: usize>(&self, name: &str) -> Result<Prepared<N>, InvokeError> {
+        self.prepare_for(name)
+    }
+
+    /// [`Applet::prepare`] for [`Applet::run_prepared_lent`] with lender
+    /// `W`: the handle's word also says whether the program finds its
+    /// words through `W` (checked when the word is made, so that a call
+    /// makes no compare of the lender).
+    pub fn prepare_lent<W: FastNative, const N: usize>(
+        &self,
+        name: &str,
+    ) -> Result<Prepared<N, W>, InvokeError> {
+        self.prepare_for(name)
+    }
+
+    fn prepare_for<K: jit::HostKind, const N: usize>(
+        &self,
+        name: &str,
+    ) -> Result<Prepared<N, K>, InvokeError> {
         let m = self.method(name)?;
         if m.arity != N {
             return Err(self.refuse(&m, N));
         }
-        let mut p = Prepared { m, word: 0 };
+        let mut p = Prepared {
+            m,
+            word: 0,
+            kind: core::marker::PhantomData,
+        };
         self.ready_again(&mut p);
         Ok(p)
     }
 
     /// Gives `p` the word of this applet's code as it is now, if `p` is
-    /// this applet's and the JIT runs it (0 otherwise).
-    fn ready_again<const N: usize>(&self, p: &mut Prepared<N>) {
+    /// this applet's and the JIT runs it (0 otherwise), with
+    /// [`jit::LENT`] where `K` is the program's lender.
+    fn ready_again<K: jit::HostKind, const N: usize>(&self, p: &mut Prepared<N, K>) {
         p.word = match &self.jit {
-            Some(jit) if p.m.applet == self.id => jit.ready_word(p.m.idx),
+            Some(jit) if p.m.applet == self.id => jit.ready_word_for::<K>(p.m.idx),
             _ => 0,
         };
     }
@@ -773,15 +820,19 @@ impl Applet {
     /// ([`Natives::set_words`]): the words the inline natives use are
     /// `W::words` of the host, called directly, instead of found by
     /// checking the value's type and calling through the program's
-    /// pointer. Checked per call: the program's lender is `W` (one
-    /// compare); where it is not (another table, or a program whose
-    /// inline natives run only in constructors), the words are found as
-    /// [`Applet::run_prepared`] finds them. The same semantics and checks
-    /// otherwise.
+    /// pointer. Checked when `p`'s word is made ([`Applet::prepare_lent`],
+    /// and again with the others after every change): the program's
+    /// lender is `W`. Where it is not (another table, or a program whose
+    /// inline natives run only in constructors), the call runs as
+    /// [`Applet::run_prepared`] runs an untyped handle, its words found
+    /// from the value: the same outcome, at what the untyped call costs
+    /// (a few instructions more: the handle's word is compared twice and
+    /// the value's type checked), never the checked way's. The same
+    /// semantics and checks otherwise.
     #[inline(always)]
     pub fn run_prepared_lent<W: FastNative, const N: usize>(
         &mut self,
-        p: &mut Prepared<N>,
+        p: &mut Prepared<N, W>,
         args: [i32; N],
         host: &mut W::Host,
     ) -> Called {
@@ -797,22 +848,32 @@ impl Applet {
     #[inline]
     fn run_prepared_with<'h, A: jit::HostArg<'h>, H: jit::Held, const N: usize>(
         &mut self,
-        p: &mut Prepared<N>,
+        p: &mut Prepared<N, A::Kind>,
         args: [i32; N],
         mut host: A,
         mut held: H,
     ) -> Called {
+        // A lender's handle is ready only with `jit::LENT` in its word:
+        // the program's lender is the handle's, checked when the word was
+        // made.
+        let lent = <A::Kind as jit::HostKind>::LENT;
         let ready = match self.jit.as_mut() {
-            Some(jit) => jit.ready(p.m.idx, p.word),
+            Some(jit) => jit.ready(p.m.idx, p.word, lent),
             None => None,
         };
         let Some(mut ready) = ready else {
-            return self.run_unprepared(p, args, host.any());
+            return self.run_unprepared(p, args, host, held);
         };
         p.m.fill_args(ready.args_mut(), self.instance, &args);
         // The words a typed host lends, where the program's lender is its
-        // (`None`: found from the value, `jit::host_words`).
-        let words = host.lent_words(ready.lender());
+        // (the word said so; `None`: found from the value,
+        // `jit::host_words`).
+        let words = if lent != 0 {
+            debug_assert!(<A::Kind as jit::HostKind>::lends(ready.lender()));
+            host.lent_words()
+        } else {
+            None
+        };
         let mut st = State {
             heap: &mut self.heap,
             statics: &mut self.statics,
@@ -873,15 +934,38 @@ impl Applet {
 
     /// [`Applet::run_prepared`] with a word that does not match: the
     /// checked call, then the word made again for the next.
+    ///
+    /// A lender's handle whose word is current but without [`jit::LENT`]
+    /// (the program's lender is another, or it has none: an applet whose
+    /// inline natives run only in its constructors) is not stale: it runs
+    /// the prepared way as an untyped handle, its words found from the
+    /// value ([`Applet::run_prepared`]), at what such a handle costs, and
+    /// its word stays as it is.
     #[cold]
     #[inline(never)]
-    fn run_unprepared<const N: usize>(
+    fn run_unprepared<'h, A: jit::HostArg<'h>, H: jit::Held, const N: usize>(
         &mut self,
-        p: &mut Prepared<N>,
+        p: &mut Prepared<N, A::Kind>,
         args: [i32; N],
-        host: Option<&mut dyn core::any::Any>,
+        host: A,
+        held: H,
     ) -> Called {
-        let r = self.call_value(&p.m, &args, host);
+        if <A::Kind as jit::HostKind>::LENT != 0
+            && self
+                .jit
+                .as_mut()
+                .is_some_and(|jit| jit.ready(p.m.idx, p.word, 0).is_some())
+        {
+            let mut untyped = Prepared::<N> {
+                m: p.m,
+                word: p.word,
+                kind: core::marker::PhantomData,
+            };
+            return self.run_prepared_with(&mut untyped, args, host.any(), held);
+        }
+        #[cfg(test)]
+        tests::CHECKED.with(|c| c.set(c.get() + 1));
+        let r = self.call_value(&p.m, &args, host.any());
         self.ready_again(p);
         match r {
             Ok(v) => Called {
@@ -1191,6 +1275,68 @@ impl Applet {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    std::thread_local! {
+        /// The calls of a prepared handle that took the checked way
+        /// (`Applet::run_unprepared`'s `call_value`) on this thread.
+        pub(super) static CHECKED: core::cell::Cell<u32> = const { core::cell::Cell::new(0) };
+    }
+
+    /// A lender of no words, of a host type no program here uses.
+    struct Unused;
+
+    impl FastNative for Unused {
+        type Host = u32;
+        fn call(_: &mut u32, _: Arrays<'_>, _: &[i32]) -> Option<Result<i32, NativeError>> {
+            None
+        }
+    }
+
+    /// A lender's handle on a program with no lender (no inline natives)
+    /// runs the prepared way as an untyped handle does: its word, current
+    /// but without `jit::LENT`, is not taken for stale, so no call but the
+    /// first after a change of the code takes the checked way.
+    #[test]
+    fn a_lenders_handle_on_a_program_of_no_lender_takes_the_prepared_way() {
+        let (Some(dir), true) = (APPLET_CLASSES, jit::available()) else {
+            return;
+        };
+        let path = std::path::Path::new(dir).join("default/Counter.class");
+        let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        // Counter's natives, none of them inline.
+        let natives = Natives::new()
+            .with("hostAdd", "(II)I", |_, a| Ok(a[0].wrapping_add(a[1])))
+            .with("fill", "([BI)V", |_, _| Ok(0))
+            .with("makeInts", "(I)[I", |_, _| Ok(0));
+        let mut a =
+            Applet::load_with_engine(&bytes, &natives, Limits::default(), Engine::Jit).unwrap();
+        let mut bump = a.prepare_lent::<Unused, 1>("bump").unwrap();
+        assert_ne!(bump.word, 0, "the JIT runs it");
+        assert_eq!(
+            bump.word & jit::LENT,
+            0,
+            "the program's lender is not Unused"
+        );
+        let mut host = 0u32;
+        CHECKED.with(|c| c.set(0));
+        for want in 6..=8 {
+            let c = a.run_prepared_lent(&mut bump, [1], &mut host);
+            assert_eq!(c.value(), Some(want));
+        }
+        assert_eq!(
+            CHECKED.with(|c| c.get()),
+            0,
+            "a checked call before a change"
+        );
+        // A new stamp: one checked call makes the word again, and the
+        // next calls are prepared again.
+        a.set_run_limits(Some(1 << 20), 64);
+        for want in 9..=11 {
+            let c = a.run_prepared_lent(&mut bump, [1], &mut host);
+            assert_eq!(c.value(), Some(want));
+        }
+        assert_eq!(CHECKED.with(|c| c.get()), 1, "checked calls after a change");
+    }
 
     /// `may_be_negative` never says no where `value` is negative, for
     /// every kind and a spread of values (a `void` method's leftover

@@ -86,27 +86,39 @@ fn the_programs_lender_lends_and_no_other() {
     t.set_words::<OtherWords>().unwrap();
     let Some(mut a) = load(&t) else { return };
     let mut p = a.prepare::<0>("ask").unwrap();
+    let mut other = a.prepare_lent::<OtherWords, 0>("ask").unwrap();
+    let mut size = a.prepare_lent::<Size, 0>("ask").unwrap();
     let mut host = Host::new();
     for round in 1..=3u64 {
-        let c = a.run_prepared_lent::<OtherWords, 0>(&mut p, [], &mut host);
+        let c = a.run_prepared_lent::<OtherWords, 0>(&mut other, [], &mut host);
         assert_eq!(c.value(), Some(222), "typed, round {round}");
         let c = a.run_prepared(&mut p, [], Some(&mut host));
         assert_eq!(c.value(), Some(222), "untyped, round {round}");
         assert_eq!((host.a.work, host.b.work), (0, 2 * round), "charged to b");
     }
     // A host naming another lender (`Size`, which lends `a`) than the
-    // program's gets the program's words, not its own lender's.
-    let c = a.run_prepared_lent::<Size, 0>(&mut p, [], &mut host);
-    assert_eq!(c.value(), Some(222));
+    // program's gets the program's words, not its own lender's: its
+    // handle's word, made when it was prepared, says the lender is not
+    // its, and says so again after the code's stamp changes.
+    for round in 1..=3u64 {
+        let c = a.run_prepared_lent::<Size, 0>(&mut size, [], &mut host);
+        assert_eq!(c.value(), Some(222), "another lender, round {round}");
+        if round == 2 {
+            // A new stamp: the handle's word is made again.
+            a.set_run_limits(Some(1 << 20), 64);
+        }
+    }
+    assert_eq!((host.a.work, host.b.work), (0, 9), "all charged to b");
 
     // Without a lender named, the program's is its first inline native's
     // fast form, `Size`: `a`, whichever lender the host names.
     let Some(mut a) = load(&table()) else { return };
-    let mut p = a.prepare::<0>("ask").unwrap();
+    let mut other = a.prepare_lent::<OtherWords, 0>("ask").unwrap();
+    let mut size = a.prepare_lent::<Size, 0>("ask").unwrap();
     let mut host = Host::new();
-    let c = a.run_prepared_lent::<OtherWords, 0>(&mut p, [], &mut host);
+    let c = a.run_prepared_lent::<OtherWords, 0>(&mut other, [], &mut host);
     assert_eq!(c.value(), Some(111), "the program's lender, not the host's");
-    let c = a.run_prepared_lent::<Size, 0>(&mut p, [], &mut host);
+    let c = a.run_prepared_lent::<Size, 0>(&mut size, [], &mut host);
     assert_eq!(c.value(), Some(111));
     assert_eq!((host.a.work, host.b.work), (2, 0));
 }

@@ -125,6 +125,10 @@ pub struct Compiled {
     /// the word is the stamp and the entry or'ed, with no shift per
     /// invocation.
     pub(super) stamp: u64,
+    /// `stamp` with [`LENT`]: what a lender's word is compared with
+    /// ([`Compiled::ready`]), kept beside it so that the call makes no
+    /// `or` of the bit. Written with `stamp` by every `keep`.
+    pub(super) stamp_lent: u64,
     /// The trap of the last invocation whose code could not run, set only
     /// then (by [`execute_scoped`]) and taken at once by
     /// [`Compiled::enter`].
@@ -139,9 +143,10 @@ pub struct Compiled {
     /// The lender of `rec.ctx.words_of` ([`WordsFn::lender`]), or
     /// [`NoLender`]'s type where the program has none: fixed when the
     /// code is compiled, as `words_of` is, and kept here so that a typed
-    /// host's check ([`HostArg::lent_words`]) is one compare, with no
-    /// test of the `Option` first. No fast form is `NoLender` (a private
-    /// type that is not a [`FastNative`]), so it matches no host.
+    /// lender's check ([`HostKind::lends`], made when a prepared word is
+    /// made) is one compare, with no test of the `Option` first. No fast
+    /// form is `NoLender` (a private type that is not a [`FastNative`]),
+    /// so it matches no host.
     pub(super) lender: core::any::TypeId,
 }
 
@@ -160,12 +165,12 @@ fn lender_of(words_of: Option<WordsFn>) -> core::any::TypeId {
     words_of.map_or(core::any::TypeId::of::<NoLender>(), |w| w.lender)
 }
 
-/// The step between two [`Compiled::stamp`]s: the low 16 bits, where a
-/// word holds its entry, stay clear.
-const STAMP_STEP: u64 = 1 << 16;
+/// The step between two [`Compiled::stamp`]s: the low 17 bits, where a
+/// word holds its entry and [`LENT`], stay clear.
+const STAMP_STEP: u64 = 1 << 17;
 
-/// Draws a [`Compiled::stamp`]: never 0, never the same twice (2^48 draws
-/// at one per nanosecond take nine years), its low 16 bits clear.
+/// Draws a [`Compiled::stamp`]: never 0, never the same twice (2^47 draws
+/// at one per nanosecond take four years), its low 17 bits clear.
 fn next_stamp() -> u64 {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(STAMP_STEP);
     NEXT.fetch_add(STAMP_STEP, std::sync::atomic::Ordering::Relaxed)
@@ -259,6 +264,7 @@ pub fn compile(prog: &Program) -> Result<Compiled, JitError> {
     let words_of = words_at_entry(prog);
     let rec = Record::new(&mut frames[..], words_of);
     let lender = lender_of(words_of);
+    let stamp = next_stamp();
     Ok(Compiled {
         key,
         found: Found::default(),
@@ -272,7 +278,10 @@ pub fn compile(prog: &Program) -> Result<Compiled, JitError> {
             max_depth: 0,
         },
         enterable: Box::new([]),
-        stamp: next_stamp(),
+        stamp,
+        // Never 0, as `stamp` is not: no word of 0 (the JIT not running)
+        // matches either.
+        stamp_lent: stamp | LENT,
         failed: None,
         lender,
     })
@@ -526,6 +535,7 @@ impl Compiled {
         // Every word made before this `keep` stops matching, whatever
         // changed (or did not).
         self.stamp = next_stamp();
+        self.stamp_lent = self.stamp | LENT;
     }
 
     /// The word a prepared invocation of `entry` holds: the current
@@ -539,15 +549,39 @@ impl Compiled {
         }
     }
 
+    /// [`Compiled::ready_word`] for a prepared invocation of kind `K`:
+    /// with [`LENT`] where `K` is a lender of words and the program finds
+    /// its words through that one ([`Compiled::lender`], fixed when the
+    /// code was compiled, so for as long as the stamp is current).
+    pub(crate) fn ready_word_for<K: HostKind>(&self, entry: u16) -> u64 {
+        let word = self.ready_word(entry);
+        if word != 0 && K::lends(self.lender) {
+            word | LENT
+        } else {
+            word
+        }
+    }
+
     /// This code, ready to enter `entry` without the look-up of the
     /// enterable table, if `word` is the one [`Compiled::ready_word`]
     /// gives for `entry` now: it was made by the same `keep` as the
     /// current table (stamps are never reused, so no other `keep`, of this
     /// applet or another, made it) and only while that table admitted
     /// `entry`. `None` otherwise (the caller takes the checked way).
+    ///
+    /// `lent`: [`LENT`] to find only a word that has it, which says the
+    /// program's lender is the one the word was made for
+    /// ([`Compiled::ready_word_for`]: the check of the lender, made once
+    /// per `keep`); 0 for a word without it.
     #[inline(always)]
-    pub(crate) fn ready(&mut self, entry: u16, word: u64) -> Option<Ready<'_>> {
-        if word != self.stamp | u64::from(entry) {
+    pub(crate) fn ready(&mut self, entry: u16, word: u64, lent: u64) -> Option<Ready<'_>> {
+        let stamp = if lent != 0 {
+            debug_assert_eq!(self.stamp_lent, self.stamp | lent);
+            self.stamp_lent
+        } else {
+            self.stamp
+        };
+        if word != stamp | u64::from(entry) {
             return None;
         }
         Some(Ready { jit: self, entry })
@@ -762,7 +796,8 @@ impl Ready<'_> {
     }
 
     /// The program's lender of words (`Ctx::words_of`'s, or
-    /// [`NoLender`]'s type: [`Compiled::lender`]).
+    /// [`NoLender`]'s type: [`Compiled::lender`]), for debug assertions:
+    /// a call finds it in the prepared word ([`LENT`]).
     #[inline(always)]
     pub(crate) fn lender(&self) -> core::any::TypeId {
         debug_assert_eq!(self.jit.lender, lender_of(self.jit.rec.ctx.words_of));
@@ -1204,6 +1239,12 @@ mod tests {
             .position(Option::is_some)
             .expect("a bytecode method") as u16;
         assert_eq!(c.ready_word(entry), 0, "nothing enterable before keep");
+        // A word of 0 (the JIT was not running) is ready for no entry,
+        // of either kind.
+        for e in 0..=entry {
+            assert!(c.ready(e, 0, 0).is_none());
+            assert!(c.ready(e, 0, LENT).is_none(), "a lender's word of 0");
+        }
         c.keep(prog, &[], core::ptr::null_mut(), core::ptr::null_mut(), ok);
         let word = c.ready_word(entry);
         assert_ne!(word, 0);
@@ -1211,8 +1252,12 @@ mod tests {
         // two entries of one `keep` differ, and neither admits the other.
         assert_eq!(c.stamp & (STAMP_STEP - 1), 0, "a stamp's low bits");
         assert_eq!(word & (STAMP_STEP - 1), u64::from(entry));
-        assert!(c.ready(entry, word).is_some());
-        assert!(c.ready(entry + 1, word).is_none(), "another entry");
+        assert!(c.ready(entry, word, 0).is_some());
+        assert!(c.ready(entry + 1, word, 0).is_none(), "another entry");
+        // A lender's word is ready only with `LENT`, and only for a lender.
+        assert!(c.ready(entry, word | LENT, LENT).is_some());
+        assert!(c.ready(entry, word, LENT).is_none(), "without the bit");
+        assert!(c.ready(entry, word | LENT, 0).is_none(), "the untyped kind");
         c.keep(
             prog,
             &[],
@@ -1223,13 +1268,17 @@ mod tests {
                 ..ok
             },
         );
-        assert!(c.ready(entry, word).is_none(), "a stale word");
+        assert!(c.ready(entry, word, 0).is_none(), "a stale word");
+        assert!(
+            c.ready(entry, word | LENT, LENT).is_none(),
+            "a stale lender's word"
+        );
         assert_eq!(c.ready_word(entry), 0);
         c.keep(prog, &[], core::ptr::null_mut(), core::ptr::null_mut(), ok);
         assert!(
-            c.ready(entry, word).is_none(),
+            c.ready(entry, word, 0).is_none(),
             "a stale word, the table as before"
         );
-        assert!(c.ready(entry, c.ready_word(entry)).is_some());
+        assert!(c.ready(entry, c.ready_word(entry), 0).is_some());
     }
 }

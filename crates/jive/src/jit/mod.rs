@@ -123,5 +123,5 @@ use exec::*;
 pub use exec::{Compiled, Runner, cache_stats, compile, evict_oldest, park};
 use runtime::*;
 pub(crate) use runtime::{FAST_INT, FAST_OTHER, FAST_VOID, WordsFn, fast_entry, words_entry};
-pub(crate) use runtime::{HostArg, Lent};
+pub(crate) use runtime::{HostArg, HostKind, LENT, Lent};
 use sites::*;

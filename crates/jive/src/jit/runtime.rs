@@ -236,18 +236,63 @@ pub(crate) fn words_entry<F: FastNative>() -> WordsFn {
 /// (`Option<&mut dyn Any>`, whose words [`host_words`] finds by checking
 /// its type) or typed by a lender of words ([`Lent`]).
 pub(crate) trait HostArg<'h> {
-    /// The words the host lends the inline natives, where its type names
-    /// a lender and that is the program's, `lender` (`Compiled::lender`:
-    /// `NoLender`'s type where the program has none); `None`: found from
-    /// the untyped value ([`host_words`]).
-    fn lent_words(&mut self, lender: core::any::TypeId) -> Option<*mut HostWords>;
+    /// What a [`crate::Prepared`] used with this host is prepared for
+    /// (`()`: an untyped host; the lender `W`: `Lent<W>`).
+    type Kind: HostKind;
+    /// The words the host lends the inline natives: called only where
+    /// the prepared word carries [`LENT`], which
+    /// `Compiled::ready_word_for::<Self::Kind>` sets only where the
+    /// program's lender is `Self::Kind` (`None`: found from the untyped
+    /// value, [`host_words`]).
+    fn lent_words(&mut self) -> Option<*mut HostWords>;
     /// The value, untyped, for the natives and the runtime calls.
     fn any(self) -> Option<&'h mut dyn core::any::Any>;
 }
 
+/// What a [`crate::Prepared`] is prepared for: an untyped host (`()`),
+/// or the typed host of a lender of words (`W`, a [`FastNative`]). Its
+/// word carries [`LENT`] only for a lender, and only while the program's
+/// lender is that one: the check of the lender made once per change of
+/// the code (when the word is made) instead of once per call.
+pub(crate) trait HostKind {
+    /// [`LENT`] for a lender, 0 for the untyped host: the bit a prepared
+    /// word of this kind has where the lender matched.
+    const LENT: u64;
+    /// Whether the program whose lender is `lender` (`Compiled::lender`)
+    /// finds its words through this kind's lender.
+    fn lends(lender: core::any::TypeId) -> bool;
+}
+
+impl HostKind for () {
+    const LENT: u64 = 0;
+    #[inline]
+    fn lends(_: core::any::TypeId) -> bool {
+        false
+    }
+}
+
+impl<W: FastNative> HostKind for W {
+    const LENT: u64 = LENT;
+    /// `lender` is the program's `words_of`'s (no program without one has
+    /// a `FastNative` as its `lender`), so a match is the check that
+    /// `words_of` is `W`'s.
+    #[inline]
+    fn lends(lender: core::any::TypeId) -> bool {
+        lender == core::any::TypeId::of::<W>()
+    }
+}
+
+/// The bit of a prepared word that says the program's lender of words is
+/// the one the [`crate::Prepared`] was typed by ([`HostKind`]): bit 16,
+/// above the entry and below the stamp (`Compiled::stamp`, whose low 17
+/// bits are clear).
+pub(crate) const LENT: u64 = 1 << 16;
+
 impl<'h> HostArg<'h> for Option<&'h mut dyn core::any::Any> {
+    type Kind = ();
+
     #[inline(always)]
-    fn lent_words(&mut self, _: core::any::TypeId) -> Option<*mut HostWords> {
+    fn lent_words(&mut self) -> Option<*mut HostWords> {
         None
     }
 
@@ -262,19 +307,15 @@ impl<'h> HostArg<'h> for Option<&'h mut dyn core::any::Any> {
 pub(crate) struct Lent<'h, W: FastNative>(pub(crate) &'h mut W::Host);
 
 impl<'h, W: FastNative> HostArg<'h> for Lent<'h, W> {
-    /// `W::words` of the value, called directly, where the program finds
-    /// its words through `W` (one compare of a constant); no check of
-    /// the value's type is needed, it is `W::Host` by its type. Where the
-    /// program's lender is another, `None`, and the words are found from
-    /// the untyped value as ever.
+    type Kind = W;
+
+    /// `W::words` of the value, called directly: the caller found the
+    /// prepared word with [`LENT`], so the program finds its words
+    /// through `W` (checked when the word was made, `HostKind::lends`);
+    /// no check of the value's type is needed, it is `W::Host` by its
+    /// type.
     #[inline(always)]
-    fn lent_words(&mut self, lender: core::any::TypeId) -> Option<*mut HostWords> {
-        // `lender` is the program's `words_of`'s (no program without one
-        // has a `FastNative` as its `lender`), so a match is the check
-        // `words_of` is `W`'s, made in one compare.
-        if lender != core::any::TypeId::of::<W>() {
-            return None;
-        }
+    fn lent_words(&mut self) -> Option<*mut HostWords> {
         Some(lent(W::words(self.0)))
     }
 

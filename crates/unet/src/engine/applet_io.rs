@@ -865,7 +865,7 @@ impl Outcome {
 pub(super) fn invoke<const N: usize>(
     rx: &mut RxSide,
     port: &Port,
-    method: fn(&mut Loaded) -> (&mut jive::Applet, &mut jive::Prepared<N>),
+    method: fn(&mut Loaded) -> (&mut jive::Applet, &mut jive::Prepared<N, Lender>),
     args: [i32; N],
     timed: bool,
 ) -> Option<(Outcome, Duration)> {
@@ -873,6 +873,10 @@ pub(super) fn invoke<const N: usize>(
     let ran = run_on(l, &mut rx.io, method, args, timed);
     Some(settle(rx, port, ran))
 }
+
+/// The lender of words an applet's `doTx` and `doRx` are prepared for
+/// (`jive::Applet::prepare_lent`): the engine's natives lend `Io`'s.
+pub(super) type Lender = crate::natives::Words<Io>;
 
 /// An invocation run by [`run_on`], for [`settle`].
 pub(super) struct Ran {
@@ -890,7 +894,7 @@ pub(super) struct Ran {
 pub(super) fn run_on<const N: usize>(
     l: &mut Loaded,
     io: &mut Io,
-    method: fn(&mut Loaded) -> (&mut jive::Applet, &mut jive::Prepared<N>),
+    method: fn(&mut Loaded) -> (&mut jive::Applet, &mut jive::Prepared<N, Lender>),
     args: [i32; N],
     timed: bool,
 ) -> Ran {
@@ -899,7 +903,7 @@ pub(super) fn run_on<const N: usize>(
     let (applet, m) = method(l);
     // The outcome comes back in one register; a failure's error stays in
     // the applet, for `ended_badly`.
-    let c = applet.run_prepared_lent::<crate::natives::Words<Io>, N>(m, args, io);
+    let c = applet.run_prepared_lent::<Lender, N>(m, args, io);
     io.end(lent);
     Ran {
         c,
@@ -1169,8 +1173,12 @@ fn load_and_construct(bytes: &[u8], io: &mut Io) -> Result<Loaded, EngineError> 
             e => shape(e),
         }
     };
-    let do_tx = applet.prepare::<3>("doTx").map_err(arity("doTx", 3))?;
-    let do_rx = applet.prepare::<2>("doRx").map_err(arity("doRx", 2))?;
+    let do_tx = applet
+        .prepare_lent::<Lender, 3>("doTx")
+        .map_err(arity("doTx", 3))?;
+    let do_rx = applet
+        .prepare_lent::<Lender, 2>("doRx")
+        .map_err(arity("doRx", 2))?;
     let rxbuf = applet.static_bytes_field("RxBuf").map_err(shape)?;
     applet
         .set_static_array("RxBuf", &vec![0u8; max_message.min(1 << 16) as usize])

@@ -406,8 +406,8 @@ struct Kept {
 /// An installed applet and its resolved entry points.
 struct Loaded {
     applet: jive::Applet,
-    do_tx: jive::Prepared<3>,
-    do_rx: jive::Prepared<2>,
+    do_tx: jive::Prepared<3, applet_io::Lender>,
+    do_rx: jive::Prepared<2, applet_io::Lender>,
     rxbuf: jive::StaticBytes,
 }
 
