@@ -1041,21 +1041,29 @@ pub fn decode_with(
 pub(crate) fn tail_site(rest: &[Insn]) -> bool {
     for i in rest {
         match i.opcode {
-            op::NOP
-            | op::ACONST_NULL
+            op::NOP | op::POP | op::POP2 => {}
+            o if pure_push(o) => {}
+            op::IRETURN | op::ARETURN | op::RETURN => return true,
+            _ => return false,
+        }
+    }
+    false
+}
+
+/// Whether `opcode` pushes one value and does nothing else (no store, no
+/// call, no trap): a constant or a local's load ([`tail_site`],
+/// [`args_rooted`]).
+fn pure_push(opcode: u8) -> bool {
+    matches!(
+        opcode,
+        op::ACONST_NULL
             | op::ICONST_M1..=op::ICONST_5
             | op::BIPUSH
             | op::SIPUSH
             | op::LDC
             | op::LDC_W
             | op::ILOAD..=op::ALOAD_3
-            | op::POP
-            | op::POP2 => {}
-            op::IRETURN | op::ARETURN | op::RETURN => return true,
-            _ => return false,
-        }
-    }
-    false
+    )
 }
 
 /// Whether every array argument of the call that ends `upto` (the call
@@ -1100,17 +1108,7 @@ pub(crate) fn args_rooted(upto: &[Insn], params: &[FieldType], jumps: &[i64]) ->
         match i.opcode {
             op::GETSTATIC => j -= 1,
             _ if field(i) => j -= 2,
-            op::ACONST_NULL
-            | op::ICONST_M1..=op::ICONST_5
-            | op::BIPUSH
-            | op::SIPUSH
-            | op::LDC
-            | op::LDC_W
-            | op::ILOAD..=op::ALOAD_3
-                if !p.is_ref() =>
-            {
-                j -= 1
-            }
+            o if pure_push(o) && !p.is_ref() => j -= 1,
             _ => return false,
         }
     }
