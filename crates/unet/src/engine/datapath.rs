@@ -1166,20 +1166,28 @@ impl Engine {
 
     /// Whether a `doTx` for a message on `chan` should defer its tail
     /// `txPush` ([`Io::defer`]): while the engine keeps verdicts and
-    /// `chan`'s kept verdict names its peer ([`Channel::direct`]), where [`Engine::deliver_deferred`] may take
-    /// the message. A guess, not a check (the applet may push on another
-    /// channel, the verdict may be stale, and every case is checked again
-    /// at the end): a message deferred only to become a frame after all
-    /// ([`Framer::push_checked`]) costs more than the frame made at once,
-    /// so that the messages that cannot go straight on (to another engine,
-    /// or while a filter that reads more than the header leaves verdicts
-    /// unkept) are not deferred. The engine's test first: with verdicts
-    /// unkept, every message is framed, and that `doTx` pays one load.
+    /// `chan`'s kept verdict names its peer ([`Channel::direct`]), served
+    /// by this thread, where [`Engine::deliver_deferred`] may take the
+    /// message. A guess, not a check (the applet may push on another
+    /// channel, the verdict may be stale, the peer's owner may change, and
+    /// every case is checked again at the end): a message deferred only to
+    /// become a frame after all ([`Framer::push_checked`]) costs more than
+    /// the frame made at once, so that the messages that cannot go straight
+    /// on (to another engine, to a peer another thread serves, or while a
+    /// filter that reads more than the header leaves verdicts unkept) are
+    /// not deferred. A peer of another thread is burst-25's case: deferred
+    /// there, the standard applet ran at 30.9-31.8% of plain U-Net against
+    /// 33.7-35.0% without deferring (three alternated runs, 2026-11-30). The
+    /// engine's test first: with verdicts unkept, every message is framed,
+    /// and that `doTx` pays one load.
     #[inline(always)]
     pub(super) fn may_defer(&self, tx: &TxSide, chan: u16) -> bool {
         self.inner.verdicts.load(Ordering::Relaxed) != 0
             && matches!(tx.framer.channels.get(usize::from(chan)),
-                Some(Some(ch)) if ch.direct)
+            Some(Some(ch)) if ch.direct
+                && ch.verdict.peer.as_deref().is_some_and(|dst| {
+                    dst.owner.load(Ordering::Relaxed) == thread_token()
+                }))
     }
 
     /// Sends the message a `doTx` of `port` deferred at a tail site
