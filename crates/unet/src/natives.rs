@@ -498,7 +498,9 @@ impl EndpointNative for TxPush {
 /// array before the invocation ends. The same checks in the same order as
 /// [`TxPush`], then [`NativeHost::transmit_tail`] with the array's handle
 /// and offset, so that the host may read the message at the invocation's
-/// end instead of copying it now.
+/// end instead of copying it now. Its checks are written out rather than
+/// shared with [`TxPush::run`] through a helper: the shared form counted 3
+/// to 6 instructions more per message (`unet-count` standard-40).
 struct TxPushTail;
 
 impl EndpointNative for TxPushTail {
