@@ -1227,9 +1227,9 @@ impl Engine {
     /// [`Engine::resolve_deferred`]'s direct delivery: `true` if it
     /// delivered `m`, `false` (having counted nothing and changed nothing
     /// but the channel's cached verdict, refreshed as the frame's delivery
-    /// would refresh it) where the
-    /// frame `doTx` would have made does not reach its receiver's `doRx`
-    /// at once in [`Engine::pump_sent`] (through [`Engine::deliver_kept`]
+    /// would refresh it) where the frame `doTx` would have made does not
+    /// reach its receiver's `doRx` at once in [`Engine::pump_sent`]
+    /// (through [`Engine::deliver_kept`]
     /// and [`Engine::deliver_local`]), so that the frame goes there and
     /// meets the same checks and counts: no verdicts kept (version 0), a
     /// channel not local, checksummed or closed, no owner or no kept peer
