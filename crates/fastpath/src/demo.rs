@@ -929,19 +929,54 @@ fn drive_until_sent(
     queued: u64,
     stop: &AtomicBool,
 ) -> Result<(), String> {
+    drive_until(
+        ep,
+        posted,
+        queued,
+        stop,
+        Duration::from_secs(30),
+        |e| {
+            let c = e.counts();
+            (c.tx_frames, c.applet_drops)
+        },
+        Endpoint::poll_engine,
+    )
+}
+
+/// [`drive_until_sent`]'s loop on `ep`, with `counts` (the sender's
+/// `tx_frames` and `applet_drops`) and `poll` (a pass of its engine).
+///
+/// The flag is read before the counts, never after: the receiver sets it
+/// (`Release`) only once it holds every message, and each of those was
+/// counted in `tx_frames` when its `txPush` ran, before its delivery. So
+/// counts read after the flag include every message the receiver got. Read
+/// the other way round, the last message (sent by this thread's own `poll`
+/// just before the receiver finished) could be missing from counts read
+/// before the flag was seen set: the demo then failed with all messages
+/// delivered, on a loaded machine where the receiver finishes inside
+/// the sender's pass.
+fn drive_until<E>(
+    ep: &mut E,
+    posted: u64,
+    queued: u64,
+    stop: &AtomicBool,
+    patience: Duration,
+    counts: impl Fn(&mut E) -> (u64, u64),
+    poll: impl Fn(&mut E),
+) -> Result<(), String> {
     let start = Instant::now();
     loop {
-        let c = ep.counts();
-        if c.tx_frames + c.applet_drops + queued >= posted {
+        let stopping = stop.load(Ordering::Acquire) || start.elapsed() > patience;
+        let (sent, dropped) = counts(ep);
+        if sent + dropped + queued >= posted {
             return Ok(());
         }
-        ep.poll_engine();
-        if stop.load(Ordering::Relaxed) || start.elapsed() > Duration::from_secs(30) {
+        if stopping {
             return Err(format!(
-                "the token applet sent {} of {posted} messages: its acknowledgements did not come back",
-                c.tx_frames
+                "the token applet sent {sent} of {posted} messages: its acknowledgements did not come back"
             ));
         }
+        poll(ep);
     }
 }
 
@@ -2162,6 +2197,44 @@ mod tests {
     struct Cli {
         #[command(flatten)]
         demo: DemoArgs,
+    }
+
+    /// The token flow's sender whose own pass sends the last message, and
+    /// whose receiver finishes (sets the flag) inside that same pass: the
+    /// drive is done, not failed (it read the counts before the flag, and
+    /// so reported all messages delivered as "19999 of 20000 sent").
+    #[test]
+    fn the_token_flow_sees_its_last_message_when_the_receiver_finishes_in_its_pass() {
+        let stop = AtomicBool::new(false);
+        let mut sent = 0u64;
+        let r = drive_until(
+            &mut sent,
+            20_000,
+            0,
+            &stop,
+            Duration::from_secs(30),
+            |s| (*s, 0),
+            |s| {
+                *s = 20_000;
+                stop.store(true, Ordering::Release);
+            },
+        );
+        assert_eq!(r, Ok(()));
+        // A receiver that gave up: the drive fails, saying how far it got.
+        let stop = AtomicBool::new(true);
+        let r = drive_until(
+            &mut 19_999u64,
+            20_000,
+            0,
+            &stop,
+            Duration::from_secs(30),
+            |s| (*s, 0),
+            |_| {},
+        );
+        assert_eq!(
+            r,
+            Err("the token applet sent 19999 of 20000 messages: its acknowledgements did not come back".into())
+        );
     }
 
     fn parse(args: &[&str]) -> Result<DemoArgs, String> {
