@@ -220,6 +220,45 @@ impl Method {
         first + args.len()
     }
 
+    /// [`Method::fill_args`] for a prepared call of `N` arguments
+    /// ([`Prepared`], whose arity was checked against `N` when it was
+    /// made): `this` in the first slot whatever the method (a static one's
+    /// first argument overwrites it), then, where every parameter is an
+    /// `int`, the `N` arguments as they are, in one copy of a fixed size
+    /// (one store for two); a method with a narrower parameter takes
+    /// [`Method::fill_narrowed`].
+    #[inline(always)]
+    fn fill_prepared<const N: usize>(
+        &self,
+        slots: &mut [i32; Method::MAX_ARGS + 1],
+        this: i32,
+        args: [i32; N],
+    ) {
+        const { assert!(N <= Method::MAX_ARGS) };
+        slots[0] = this;
+        if !self.ints {
+            return self.fill_narrowed(slots, this, args);
+        }
+        let first = usize::from(self.has_this);
+        // `first` is 0 or 1 and `N` at most `MAX_ARGS`, so the range is in
+        // the slots and the bounds test folds away.
+        slots[first..first + N].copy_from_slice(&args);
+    }
+
+    /// [`Method::fill_prepared`] of a method with a parameter narrower
+    /// than `int`: [`Method::fill_args`], out of line. The arguments by
+    /// value, so that the common call does not store them for it.
+    #[cold]
+    #[inline(never)]
+    fn fill_narrowed<const N: usize>(
+        &self,
+        slots: &mut [i32; Method::MAX_ARGS + 1],
+        this: i32,
+        args: [i32; N],
+    ) {
+        self.fill_args(slots, this, &args);
+    }
+
     /// The number of int parameters (not counting `this`).
     pub fn arity(&self) -> usize {
         self.arity
@@ -864,7 +903,7 @@ impl Applet {
         let Some(mut ready) = ready else {
             return self.run_unprepared(p, args, host, held);
         };
-        p.m.fill_args(ready.args_mut(), self.instance, &args);
+        p.m.fill_prepared(ready.args_mut(), self.instance, args);
         // The words a typed host lends, where the program's lender is its
         // (the word said so; `None`: found from the value,
         // `jit::host_words`).

@@ -522,6 +522,7 @@ impl Compiled {
         rec.ctx.statics = statics;
         rec.ctx.fields = fields;
         rec.ctx.max_depth = i64::from(limits.max_depth);
+        rec.ctx.fuel_start = limits.fuel;
         rec.rt.natives = natives;
         rec.rt.decls = &prog.natives[..];
         self.limits = limits;
@@ -661,17 +662,18 @@ impl Compiled {
         };
         // The frame stack's bounds were written when the record was made
         // (`Record::new`); the statics (whose buffer never moves), the
-        // fields, the depth limit and the natives by `keep`. The words that
-        // differ from one invocation to the next are written here: the
-        // borrows of this one (`Runtime::bind`), and of the context the
-        // heap's directory (which moves when the heap grows or is
-        // collected, between invocations too), the host's words and the
-        // fuel. `result` and `trap` are written by the code before the host
-        // reads them.
+        // fields, the depth limit, the fuel an invocation starts with
+        // (`Ctx::fuel_start`, which the code loads at its entry) and the
+        // natives by `keep`. The words that differ from one invocation to
+        // the next are written here: the borrows of this one
+        // (`Runtime::bind`), and of the context the heap's directory (which
+        // moves when the heap grows or is collected, between invocations
+        // too) and the host's words. `result`, `trap` and the fuel left are
+        // written by the code before the host reads them.
         debug_assert_eq!(rec.ctx.statics, st.statics.as_mut_ptr());
         rec.ctx.dir = st.heap.directory().cast();
         rec.ctx.words = words;
-        rec.ctx.fuel = self.limits.fuel;
+        debug_assert_eq!(rec.ctx.fuel_start, self.limits.fuel);
         rec.rt.bind(st.heap, st.host.as_deref_mut());
         // The context generated code is entered with: the record's
         // address, with the provenance of all of it, so that runtime calls
@@ -835,33 +837,75 @@ pub(super) fn internal_trap(what: &str, method: String) -> Trap {
 /// and `this`.
 pub(crate) const ARG_SLOTS: usize = crate::Method::MAX_ARGS + 1;
 
+/// A thread's registration in the shared code cache ([`THREAD`]), with
+/// the flag that says an invocation on this thread uses it now. The flag
+/// is first, so that [`busy`] reads it at the address itself, as it reads
+/// a marker's.
+#[repr(C)]
+struct Registration {
+    /// Set by [`with_thread`] while an invocation runs on `thread`: a
+    /// nested invocation (a native of an applet invoking another applet)
+    /// and [`park`] leave `thread` alone while it is set.
+    busy: bool,
+    thread: codecache::Thread,
+}
+
+/// What [`THREAD`] holds where it holds no registration: a byte that
+/// reads as a busy [`Registration`]'s flag (`true`), so that the common
+/// invocation's one test of the flag sends both markers to the rare path.
+/// Read-only: nothing writes a marker.
+#[repr(C)]
+struct Marker {
+    busy: bool,
+}
+
+/// [`THREAD`]'s marker before the thread's registration is made.
+static UNMADE: Marker = Marker { busy: true };
+/// [`THREAD`]'s marker once the thread's registration is freed.
+static GONE: Marker = Marker { busy: true };
+
+/// A marker's address as [`THREAD`] holds it (only its first byte, the
+/// flag, is ever read through it).
+const fn marker(m: &'static Marker) -> *mut Registration {
+    core::ptr::from_ref(m).cast_mut().cast()
+}
+
 thread_local! {
     /// This thread's registration in the shared code cache, made at its
     /// first invocation on the JIT ([`with_thread`]): a `Box` leaked here,
-    /// freed (unregistered) by [`OWNER`] when the thread exits. Besides a
-    /// registration's address the cell holds one of three markers: `null`
-    /// (none made yet), [`TAKEN`] (in use by an invocation on this thread)
-    /// and [`GONE`] (the thread is exiting). A `Cell` of a pointer has no
-    /// destructor, so reaching it is one thread-pointer-relative load, and
-    /// taking the registration out of it (and putting it back) is all the
-    /// exclusion an invocation needs: no `RefCell` borrow flag and no lazy
-    /// state check of a thread-local with a destructor per invocation.
-    static THREAD: core::cell::Cell<*mut codecache::Thread> =
-        const { core::cell::Cell::new(core::ptr::null_mut()) };
+    /// freed (unregistered) by [`OWNER`] when the thread exits. Before
+    /// that the cell holds [`UNMADE`]'s address, after it [`GONE`]'s. A
+    /// `Cell` of a pointer has no destructor, so reaching it is one
+    /// thread-pointer-relative load, and the registration's own flag
+    /// ([`Registration::busy`], set and cleared through the address
+    /// already in a register) is all the exclusion an invocation needs:
+    /// no `RefCell` borrow flag, no lazy state check of a thread-local
+    /// with a destructor, and the cell is not written per invocation.
+    static THREAD: core::cell::Cell<*mut Registration> =
+        const { core::cell::Cell::new(marker(&UNMADE)) };
     /// Frees this thread's registration when the thread exits.
     static OWNER: Owner = const { Owner };
 }
 
-/// [`THREAD`]'s marker while an invocation on this thread uses the
-/// registration (not an address: unaligned).
-const TAKEN: *mut codecache::Thread = core::ptr::without_provenance_mut(1);
-/// [`THREAD`]'s marker once the thread's registration is freed.
-const GONE: *mut codecache::Thread = core::ptr::without_provenance_mut(2);
-
-/// Whether `p`, read from [`THREAD`], is a registration's address.
+/// Whether `p`, read from [`THREAD`], may not be used now: a marker, or a
+/// registration an invocation on this thread uses.
+///
+/// # Safety
+/// `p` was read from [`THREAD`].
 #[inline(always)]
-fn is_registration(p: *mut codecache::Thread) -> bool {
-    p.addr() > GONE.addr()
+unsafe fn busy(p: *mut Registration) -> bool {
+    // SAFETY: the cell holds a marker's address (a static, never freed,
+    // whose first byte is its `busy`) or a registration's (from
+    // `Box::into_raw` in `register_here`, freed only by `Owner` after the
+    // cell holds `GONE`'s), whose first byte is its `busy` (`repr(C)`).
+    // Read through the raw pointer alone: an invocation's `&mut` borrows
+    // only the registration's `thread`, never its flag.
+    unsafe { p.cast::<bool>().read() }
+}
+
+/// Whether `p`, read from [`THREAD`], is a registration (not a marker).
+fn is_registration(p: *mut Registration) -> bool {
+    !core::ptr::eq(p, marker(&UNMADE)) && !core::ptr::eq(p, marker(&GONE))
 }
 
 /// The owner of the registration [`THREAD`] points to, dropped at thread
@@ -870,29 +914,34 @@ struct Owner;
 
 impl Drop for Owner {
     fn drop(&mut self) {
-        let p = THREAD.replace(GONE);
-        if is_registration(p) {
+        let p = THREAD.replace(marker(&GONE));
+        // SAFETY: read from the cell (`busy`'s contract).
+        if is_registration(p) && !unsafe { busy(p) } {
             // SAFETY: `p` came from `Box::into_raw` in `register_here` and
-            // was in the cell, so no invocation holds it (an invocation
-            // takes it out, leaving `TAKEN`, and puts it back, even when
-            // unwinding: `PutBack`); the cell now holds `GONE`, so nothing
-            // takes it again.
+            // was in the cell, so it is not freed yet; no invocation uses
+            // it (its flag is clear, and an invocation clears it only when
+            // it is done with it, even when unwinding: `Release`); the cell
+            // now holds `GONE`'s address, so nothing takes it again.
             drop(unsafe { Box::from_raw(p) });
         }
-        // `TAKEN` cannot be seen here (a thread's destructors do not run
-        // inside one of its invocations); were it, the registration would
-        // be leaked rather than freed under its user.
+        // A busy registration cannot be seen here (a thread's destructors
+        // do not run inside one of its invocations); were it, it would be
+        // leaked rather than freed under its user.
     }
 }
 
-/// Puts the registration taken out of [`THREAD`] back, on return or
+/// Clears the flag [`with_thread`] set on the registration, on return or
 /// while unwinding.
-struct PutBack(*mut codecache::Thread);
+struct Release(*mut Registration);
 
-impl Drop for PutBack {
+impl Drop for Release {
     #[inline(always)]
     fn drop(&mut self) {
-        THREAD.set(self.0);
+        // SAFETY: `self.0` is a registration [`with_thread`] flagged busy,
+        // alive while this thread lives (`Owner`); the flag is written
+        // through the raw pointer, beside the invocation's borrow of
+        // `thread`, which has ended.
+        unsafe { core::ptr::addr_of_mut!((*self.0).busy).write(false) };
     }
 }
 
@@ -901,44 +950,56 @@ impl Drop for PutBack {
 /// another applet) or gone (the thread is exiting).
 #[inline(always)]
 fn with_thread(run: impl FnOnce(Option<&mut codecache::Thread>) -> i32) -> i32 {
-    let mut p = THREAD.replace(TAKEN);
-    if !is_registration(p) {
+    let mut p = THREAD.get();
+    // SAFETY: read from the cell.
+    if unsafe { busy(p) } {
         match first_registration(p) {
             Some(made) => p = made,
-            None => {
-                THREAD.set(p);
-                return run(None);
-            }
+            None => return run(None),
         }
     }
-    let back = PutBack(p);
-    // SAFETY: `p` came from `Box::into_raw` (`register_here`) and is freed
-    // only by `Owner` after the cell holds `GONE`; it was in the cell (or
-    // was just made), which holds `TAKEN` until `back` puts it back, so
-    // this is the one reference to the registration (a nested invocation
-    // or `park` on this thread sees `TAKEN` and leaves it alone) and it
-    // lives while `back` does.
-    let status = run(Some(unsafe { &mut *back.0 }));
+    // SAFETY: `p` is a registration (markers are busy), alive while this
+    // thread lives (`Owner`), and not busy: no invocation on this thread
+    // uses it, and no other thread reaches it (the cell is this thread's).
+    // The flag is set through the raw pointer before the borrow below, and
+    // cleared by `back` after it ends.
+    unsafe { core::ptr::addr_of_mut!((*p).busy).write(true) };
+    let back = Release(p);
+    // SAFETY: as above: the flag is set until `back` clears it, so this is
+    // the one reference to the registration's `thread` (a nested
+    // invocation or `park` on this thread sees the flag and leaves it
+    // alone), and it lives while `back` does.
+    let status = run(Some(unsafe { &mut (*back.0).thread }));
     drop(back);
     status
 }
 
-/// A registration for a thread whose [`THREAD`] held `p` (not one):
-/// made here if the thread has none yet; `None` if its registration is in
-/// use or the thread is exiting.
+/// A registration for a thread whose [`THREAD`] held `p`, which is busy:
+/// made here (and put in the cell) if the thread has none yet; `None` if
+/// its registration is in use or the thread is exiting.
 #[cold]
 #[inline(never)]
-fn first_registration(p: *mut codecache::Thread) -> Option<*mut codecache::Thread> {
-    if p.is_null() { register_here() } else { None }
+fn first_registration(p: *mut Registration) -> Option<*mut Registration> {
+    if core::ptr::eq(p, marker(&UNMADE)) {
+        register_here()
+    } else {
+        None
+    }
 }
 
-/// Makes this thread's registration and arranges for it to be freed at
-/// exit: its address, or `None` if the thread is already exiting.
+/// Makes this thread's registration, puts it in [`THREAD`] and arranges
+/// for it to be freed at exit: its address, or `None` if the thread is
+/// already exiting.
 #[cold]
 #[inline(never)]
-fn register_here() -> Option<*mut codecache::Thread> {
+fn register_here() -> Option<*mut Registration> {
     OWNER.try_with(|_| ()).ok()?;
-    Some(Box::into_raw(Box::new(cache().register())))
+    let p = Box::into_raw(Box::new(Registration {
+        busy: false,
+        thread: cache().register(),
+    }));
+    THREAD.set(p);
+    Some(p)
 }
 
 /// Flags the calling thread out of the shared code cache until it next runs
@@ -947,14 +1008,14 @@ fn register_here() -> Option<*mut codecache::Thread> {
 /// retired meanwhile is freed without waiting for the thread's next
 /// invocation. (A thread that exits leaves by itself.)
 pub fn park() {
-    let p = THREAD.replace(TAKEN);
-    let back = PutBack(p);
-    if is_registration(p) {
-        // SAFETY: as in `with_thread`: taken out of the cell until `back`
-        // puts it back.
-        unsafe { (*back.0).flag_out() };
+    let p = THREAD.get();
+    // SAFETY: read from the cell.
+    if !unsafe { busy(p) } {
+        // SAFETY: as in `with_thread`: a registration no invocation on
+        // this thread uses; `flag_out` runs no invocation, so nothing
+        // reaches it meanwhile.
+        unsafe { (*p).thread.flag_out() };
     }
-    drop(back);
 }
 
 /// A registration in the shared code cache that a host holds and passes
