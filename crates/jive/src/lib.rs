@@ -875,7 +875,40 @@ impl Applet {
         args: [i32; N],
         host: &mut W::Host,
     ) -> Called {
-        self.run_prepared_with(p, args, jit::Lent::<W>(host), ())
+        self.run_prepared_lent_called(p, args, host)
+    }
+
+    /// [`Applet::run_prepared_lent`]'s body, out of line: a host calls it
+    /// from functions that keep many values (the engine's direct delivery,
+    /// where the body inlined made the path without applet longer), and
+    /// [`Applet::run_prepared_lent_inlined`] where it is cheaper inlined.
+    #[inline(never)]
+    fn run_prepared_lent_called<W: FastNative, const N: usize>(
+        &mut self,
+        p: &mut Prepared<N, W>,
+        args: [i32; N],
+        host: &mut W::Host,
+    ) -> Called {
+        self.run_prepared_body(p, args, jit::Lent::<W>(host), ())
+    }
+
+    /// [`Applet::run_prepared_lent`] with the invocation's body inlined
+    /// into the caller, not called: the code's call clobbers `r12`–`r15`
+    /// (`jit::exec::call_entry`), so the host function around it saves
+    /// them; inlined, the caller's own frame (which saves them where it
+    /// uses them) does, and the call, its arguments and the frame of its
+    /// own are spared. For a caller whose function has the registers to
+    /// spare: inlined into a function that keeps many values across the
+    /// call, the body makes it spill them on its other paths too. The same
+    /// semantics and checks.
+    #[inline(always)]
+    pub fn run_prepared_lent_inlined<W: FastNative, const N: usize>(
+        &mut self,
+        p: &mut Prepared<N, W>,
+        args: [i32; N],
+        host: &mut W::Host,
+    ) -> Called {
+        self.run_prepared_body(p, args, jit::Lent::<W>(host), ())
     }
 
     /// [`Applet::run_prepared`] on the registration `held` names
@@ -886,6 +919,19 @@ impl Applet {
     /// path-40 included, rose).
     #[inline]
     fn run_prepared_with<'h, A: jit::HostArg<'h>, H: jit::Held, const N: usize>(
+        &mut self,
+        p: &mut Prepared<N, A::Kind>,
+        args: [i32; N],
+        host: A,
+        held: H,
+    ) -> Called {
+        self.run_prepared_body(p, args, host, held)
+    }
+
+    /// [`Applet::run_prepared_with`]'s body, inlined into it and into
+    /// [`Applet::run_prepared_lent_inlined`].
+    #[inline(always)]
+    fn run_prepared_body<'h, A: jit::HostArg<'h>, H: jit::Held, const N: usize>(
         &mut self,
         p: &mut Prepared<N, A::Kind>,
         args: [i32; N],
