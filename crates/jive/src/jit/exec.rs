@@ -129,17 +129,6 @@ pub struct Compiled {
     /// ([`Compiled::ready`]), kept beside it so that the call makes no
     /// `or` of the bit. Written with `stamp` by every `keep`.
     pub(super) stamp_lent: u64,
-    /// The trap of the last invocation whose code could not run, set only
-    /// then (by [`execute_scoped`]) and taken at once by
-    /// [`Compiled::enter`].
-    ///
-    /// An `Option` of a box, whose one niche (the null pointer) is its
-    /// own `None`: it offers `Option<Compiled>` (`Applet::jit`) none, so
-    /// that one keeps its `None` in `reads_fields`, which the per-message
-    /// invocation tests in two instructions. (An unboxed `Trap` would
-    /// offer its string's capacity, a compare with a 64-bit constant:
-    /// four.)
-    pub(super) failed: Failed,
     /// The lender of `rec.ctx.words_of` ([`WordsFn::lender`]), or
     /// [`NoLender`]'s type where the program has none: fixed when the
     /// code is compiled, as `words_of` is, and kept here so that a typed
@@ -150,7 +139,7 @@ pub struct Compiled {
     pub(super) lender: core::any::TypeId,
 }
 
-/// [`Compiled::failed`]'s type: the trap of code that could not run,
+/// [`Found::failed`]'s type: the trap of code that could not run,
 /// boxed (see there why), made where it failed (`execute_scoped`, which
 /// knows the entry), so that the host keeps nothing of the invocation
 /// across the call for it.
@@ -282,7 +271,6 @@ pub fn compile(prog: &Program) -> Result<Compiled, JitError> {
         // Never 0, as `stamp` is not: no word of 0 (the JIT not running)
         // matches either.
         stamp_lent: stamp | LENT,
-        failed: None,
         lender,
     })
 }
@@ -683,20 +671,17 @@ impl Compiled {
             key: self.key,
             found: &mut self.found,
         };
-        // Set only with a status of -1, in the `Compiled` rather than on
-        // this frame, so that the common invocation writes nothing for it.
-        let failed = &mut self.failed;
         let status = match held {
             // Borrowed for the invocation: a native that invokes another
             // applet cannot reach it, and takes this thread's own.
-            Some(runner) => execute(&mut runner.thread, code, prog, ctx, entry, failed),
+            Some(runner) => execute(&mut runner.thread, code, prog, ctx, entry),
             None => with_thread(|thread| match thread {
-                Some(thread) => execute(thread, code, prog, ctx, entry, failed),
+                Some(thread) => execute(thread, code, prog, ctx, entry),
                 // A native of an applet running on this thread invokes
                 // another applet (this thread's registration is in use),
                 // or the thread is exiting: a registration of its own for
                 // this invocation.
-                None => execute_registering(code, prog, ctx, entry, failed),
+                None => execute_registering(code, prog, ctx, entry),
             }),
         };
         if status == 0 {
@@ -706,7 +691,7 @@ impl Compiled {
             return Ok(self.rec.ctx.result as i32);
         }
         let pending = self.rec.rt.pending.take();
-        let failed = self.failed.take();
+        let failed = self.found.failed.take();
         Err(self.failure(prog, status, failed, pending))
     }
 
@@ -857,12 +842,23 @@ struct Registration {
 #[repr(C)]
 struct Marker {
     busy: bool,
+    /// Unlike in the two markers, so that no merging of equal constants
+    /// could give them one address (statics have their own anyway).
+    /// Never read: the addresses tell the markers apart.
+    #[allow(dead_code)]
+    which: u8,
 }
 
 /// [`THREAD`]'s marker before the thread's registration is made.
-static UNMADE: Marker = Marker { busy: true };
+static UNMADE: Marker = Marker {
+    busy: true,
+    which: 0,
+};
 /// [`THREAD`]'s marker once the thread's registration is freed.
-static GONE: Marker = Marker { busy: true };
+static GONE: Marker = Marker {
+    busy: true,
+    which: 1,
+};
 
 /// A marker's address as [`THREAD`] holds it (only its first byte, the
 /// flag, is ever read through it).
@@ -1101,17 +1097,31 @@ pub(super) struct Code<'a> {
 
 /// The last look-up of an applet's code in the cache
 /// ([`codecache::Scope::lookup_pin`]): the memo a scope's look-up reuses,
-/// and the pin [`execute`] checks without a scope. One struct, so that
+/// the pin [`execute`] checks without a scope, and the trap of code that
+/// could not run. One struct, so that
 /// [`Code`] stays two registers.
 #[derive(Debug, Default)]
 pub(super) struct Found {
     memo: codecache::Memo,
     pin: codecache::Pin,
+    /// The trap of the last invocation whose code could not run, set only
+    /// then (by [`execute_scoped`], through the [`Code`] the call passes
+    /// anyway, so that the common invocation computes no address of its
+    /// own for it) and taken at once by [`Compiled::enter`].
+    ///
+    /// An `Option` of a box, whose one niche (the null pointer) is its
+    /// own `None`: it offers `Option<Compiled>` (`Applet::jit`) none, so
+    /// that one keeps its `None` in `reads_fields`, which the per-message
+    /// invocation tests in two instructions. (An unboxed `Trap` would
+    /// offer its string's capacity, a compare with a 64-bit constant:
+    /// four.)
+    pub(super) failed: Failed,
 }
 
 /// Runs `code` inside a brief scope of `thread` (entering it is the one
 /// synchronization point: see `codecache::Thread::enter_brief`): the
-/// status the code returns, or -1 with the trap of why it could not run in `failed`.
+/// status the code returns, or -1 with the trap of why it could not run in
+/// `code`'s [`Found::failed`].
 #[inline]
 pub(super) fn execute(
     thread: &mut codecache::Thread,
@@ -1119,7 +1129,6 @@ pub(super) fn execute(
     prog: &Program,
     ctx: *mut Ctx,
     entry: u16,
-    failed: &mut Failed,
 ) -> i32 {
     // Nothing retired since the last invocation's look-up, and this thread
     // synchronized since: its scope's entry would find nothing to do and
@@ -1132,7 +1141,7 @@ pub(super) fn execute(
         // call.
         return unsafe { call_entry(pinned.addr(), ctx, entry) };
     }
-    execute_scoped(thread, code, prog, ctx, entry, failed)
+    execute_scoped(thread, code, prog, ctx, entry)
 }
 
 /// [`execute`] when the pinned code cannot be reused (something was
@@ -1147,7 +1156,6 @@ fn execute_scoped(
     prog: &Program,
     ctx: *mut Ctx,
     entry: u16,
-    failed: &mut Failed,
 ) -> i32 {
     let scope = thread.enter_brief();
     let code = match scope.lookup_pin(code.key, &mut code.found.memo, &mut code.found.pin) {
@@ -1155,7 +1163,7 @@ fn execute_scoped(
         None => match rebuild(&scope, code.key, prog) {
             Ok(e) => e,
             Err(what) => {
-                *failed = Some(Box::new(not_run(prog, entry, what)));
+                code.found.failed = Some(Box::new(not_run(prog, entry, what)));
                 return -1;
             }
         },
@@ -1180,9 +1188,8 @@ pub(super) fn execute_registering(
     prog: &Program,
     ctx: *mut Ctx,
     entry: u16,
-    failed: &mut Failed,
 ) -> i32 {
-    execute(&mut cache().register(), code, prog, ctx, entry, failed)
+    execute(&mut cache().register(), code, prog, ctx, entry)
 }
 
 /// The code of `key` after the cache evicted it under memory pressure:
