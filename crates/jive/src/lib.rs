@@ -220,6 +220,45 @@ impl Method {
         first + args.len()
     }
 
+    /// [`Method::fill_args`] for a prepared call of `N` arguments
+    /// ([`Prepared`], whose arity was checked against `N` when it was
+    /// made): `this` in the first slot whatever the method (a static one's
+    /// first argument overwrites it), then, where every parameter is an
+    /// `int`, the `N` arguments as they are, in one copy of a fixed size
+    /// (one store for two); a method with a narrower parameter takes
+    /// [`Method::fill_narrowed`].
+    #[inline(always)]
+    fn fill_prepared<const N: usize>(
+        &self,
+        slots: &mut [i32; Method::MAX_ARGS + 1],
+        this: i32,
+        args: [i32; N],
+    ) {
+        const { assert!(N <= Method::MAX_ARGS) };
+        slots[0] = this;
+        if !self.ints {
+            return self.fill_narrowed(slots, this, args);
+        }
+        let first = usize::from(self.has_this);
+        // `first` is 0 or 1 and `N` at most `MAX_ARGS`, so the range is in
+        // the slots and the bounds test folds away.
+        slots[first..first + N].copy_from_slice(&args);
+    }
+
+    /// [`Method::fill_prepared`] of a method with a parameter narrower
+    /// than `int`: [`Method::fill_args`], out of line. The arguments by
+    /// value, so that the common call does not store them for it.
+    #[cold]
+    #[inline(never)]
+    fn fill_narrowed<const N: usize>(
+        &self,
+        slots: &mut [i32; Method::MAX_ARGS + 1],
+        this: i32,
+        args: [i32; N],
+    ) {
+        self.fill_args(slots, this, &args);
+    }
+
     /// The number of int parameters (not counting `this`).
     pub fn arity(&self) -> usize {
         self.arity
@@ -836,7 +875,40 @@ impl Applet {
         args: [i32; N],
         host: &mut W::Host,
     ) -> Called {
-        self.run_prepared_with(p, args, jit::Lent::<W>(host), ())
+        self.run_prepared_lent_called(p, args, host)
+    }
+
+    /// [`Applet::run_prepared_lent`]'s body, out of line: a host calls it
+    /// from functions that keep many values (the engine's direct delivery,
+    /// where the body inlined made the path without applet longer), and
+    /// [`Applet::run_prepared_lent_inlined`] where it is cheaper inlined.
+    #[inline(never)]
+    fn run_prepared_lent_called<W: FastNative, const N: usize>(
+        &mut self,
+        p: &mut Prepared<N, W>,
+        args: [i32; N],
+        host: &mut W::Host,
+    ) -> Called {
+        self.run_prepared_body(p, args, jit::Lent::<W>(host), ())
+    }
+
+    /// [`Applet::run_prepared_lent`] with the invocation's body inlined
+    /// into the caller, not called: the code's call clobbers `r12`–`r15`
+    /// (`jit::exec::call_entry`), so the host function around it saves
+    /// them; inlined, the caller's own frame (which saves them where it
+    /// uses them) does, and the call, its arguments and the frame of its
+    /// own are spared. For a caller whose function has the registers to
+    /// spare: inlined into a function that keeps many values across the
+    /// call, the body makes it spill them on its other paths too. The same
+    /// semantics and checks.
+    #[inline(always)]
+    pub fn run_prepared_lent_inlined<W: FastNative, const N: usize>(
+        &mut self,
+        p: &mut Prepared<N, W>,
+        args: [i32; N],
+        host: &mut W::Host,
+    ) -> Called {
+        self.run_prepared_body(p, args, jit::Lent::<W>(host), ())
     }
 
     /// [`Applet::run_prepared`] on the registration `held` names
@@ -847,6 +919,19 @@ impl Applet {
     /// path-40 included, rose).
     #[inline]
     fn run_prepared_with<'h, A: jit::HostArg<'h>, H: jit::Held, const N: usize>(
+        &mut self,
+        p: &mut Prepared<N, A::Kind>,
+        args: [i32; N],
+        host: A,
+        held: H,
+    ) -> Called {
+        self.run_prepared_body(p, args, host, held)
+    }
+
+    /// [`Applet::run_prepared_with`]'s body, inlined into it and into
+    /// [`Applet::run_prepared_lent_inlined`].
+    #[inline(always)]
+    fn run_prepared_body<'h, A: jit::HostArg<'h>, H: jit::Held, const N: usize>(
         &mut self,
         p: &mut Prepared<N, A::Kind>,
         args: [i32; N],
@@ -864,7 +949,7 @@ impl Applet {
         let Some(mut ready) = ready else {
             return self.run_unprepared(p, args, host, held);
         };
-        p.m.fill_args(ready.args_mut(), self.instance, &args);
+        p.m.fill_prepared(ready.args_mut(), self.instance, args);
         // The words a typed host lends, where the program's lender is its
         // (the word said so; `None`: found from the value,
         // `jit::host_words`).

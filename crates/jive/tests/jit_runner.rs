@@ -41,6 +41,7 @@ fn a_held_registration() {
     a_runner_runs_on_the_thread_it_is_moved_to();
     retired_code_waits_for_the_runner_and_no_longer();
     a_native_that_invokes_another_applet_runs_beside_the_runner();
+    a_nested_invocation_leaves_the_threads_registration_free();
 }
 
 /// One runner carried from thread to thread, and two runners on two
@@ -181,4 +182,57 @@ fn a_native_that_invokes_another_applet_runs_beside_the_runner() {
     let s = jive::jit::cache_stats();
     assert_eq!(s.pending_sets, 0, "{s:?}");
     assert_eq!(s.bytes_live, base.bytes_live, "{s:?}");
+}
+
+/// A native of an applet invoked on this thread's own registration
+/// (`Applet::run_prepared`, no runner) invokes another applet and parks
+/// the thread: the nested invocation finds the registration in use and
+/// takes one of its own, `park` leaves it alone, and both results are
+/// exact. After the outer invocation the registration is free again: code
+/// retired after it waits for the thread alone, and `park` frees it.
+fn a_nested_invocation_leaves_the_threads_registration_free() {
+    let (Some(counter), Some(work), Some(b)) = (
+        common::class_bytes("default", "Counter"),
+        common::class_bytes("default", "adversarial/ReplaceA"),
+        common::class_bytes("default", "adversarial/ReplaceB"),
+    ) else {
+        return;
+    };
+    let inner = Arc::new(Mutex::new(load(&work, &Natives::new())));
+    let natives = {
+        let inner = inner.clone();
+        Natives::new()
+            .with("hostAdd", "(II)I", move |_, a| {
+                let mut w = inner.lock().unwrap();
+                let v = w.invoke("work", &[a[0]]).unwrap().value.unwrap();
+                // In use by the outer invocation: left alone.
+                jive::jit::park();
+                Ok(v.wrapping_add(a[1]))
+            })
+            .with("fill", "([BI)V", |_, _| Ok(0))
+            .with("makeInts", "(I)[I", |_, _| Ok(0))
+    };
+    let mut outer = load(&counter, &natives);
+    let mut p = outer.prepare::<1>("callNative").unwrap();
+    for n in 0..20 {
+        let c = outer.run_prepared(&mut p, [n], None);
+        assert_eq!(c.value(), Some(work_result(n).wrapping_add(1)), "n = {n}");
+    }
+    jive::jit::park();
+    let base = jive::jit::cache_stats();
+    assert_eq!(base.pending_sets, 0, "{base:?}");
+    for round in 0..4 {
+        // The thread's registration flagged in (by its next invocation),
+        // then code retired: pending until the thread parks.
+        let c = outer.run_prepared(&mut p, [round], None);
+        assert_eq!(c.value(), Some(work_result(round).wrapping_add(1)));
+        drop(load(&b, &Natives::new()));
+        let s = jive::jit::cache_stats();
+        assert_eq!(s.pending_sets, 1, "round {round}: {s:?}");
+        // Free again after the outer invocation: `park` flags it out.
+        jive::jit::park();
+        let s = jive::jit::cache_stats();
+        assert_eq!(s.pending_sets, 0, "round {round}: {s:?}");
+        assert_eq!(s.bytes_live, base.bytes_live, "round {round}: {s:?}");
+    }
 }

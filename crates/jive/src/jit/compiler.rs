@@ -798,7 +798,9 @@ impl<'p> Compiler<'p> {
             None => f.st_local(ctx_in, locals.ctx),
         }
         f.ld(fp, ctx_in, C_FRAMES);
-        f.ld(fuel, ctx_in, C_FUEL);
+        // The fuel the invocation starts with, kept by `Compiled::keep`
+        // (the code writes what is left to `C_FUEL` at every exit).
+        f.ld(fuel, ctx_in, C_FUEL_START);
         let t = f.getreg::<P>(Class::Temp).map_err(cg)?;
         // Copy the context's base pointers that the code reads into the
         // native frame's locals (with the context in a register, the code

@@ -129,17 +129,6 @@ pub struct Compiled {
     /// ([`Compiled::ready`]), kept beside it so that the call makes no
     /// `or` of the bit. Written with `stamp` by every `keep`.
     pub(super) stamp_lent: u64,
-    /// The trap of the last invocation whose code could not run, set only
-    /// then (by [`execute_scoped`]) and taken at once by
-    /// [`Compiled::enter`].
-    ///
-    /// An `Option` of a box, whose one niche (the null pointer) is its
-    /// own `None`: it offers `Option<Compiled>` (`Applet::jit`) none, so
-    /// that one keeps its `None` in `reads_fields`, which the per-message
-    /// invocation tests in two instructions. (An unboxed `Trap` would
-    /// offer its string's capacity, a compare with a 64-bit constant:
-    /// four.)
-    pub(super) failed: Failed,
     /// The lender of `rec.ctx.words_of` ([`WordsFn::lender`]), or
     /// [`NoLender`]'s type where the program has none: fixed when the
     /// code is compiled, as `words_of` is, and kept here so that a typed
@@ -150,7 +139,7 @@ pub struct Compiled {
     pub(super) lender: core::any::TypeId,
 }
 
-/// [`Compiled::failed`]'s type: the trap of code that could not run,
+/// [`Found::failed`]'s type: the trap of code that could not run,
 /// boxed (see there why), made where it failed (`execute_scoped`, which
 /// knows the entry), so that the host keeps nothing of the invocation
 /// across the call for it.
@@ -282,7 +271,6 @@ pub fn compile(prog: &Program) -> Result<Compiled, JitError> {
         // Never 0, as `stamp` is not: no word of 0 (the JIT not running)
         // matches either.
         stamp_lent: stamp | LENT,
-        failed: None,
         lender,
     })
 }
@@ -522,6 +510,7 @@ impl Compiled {
         rec.ctx.statics = statics;
         rec.ctx.fields = fields;
         rec.ctx.max_depth = i64::from(limits.max_depth);
+        rec.ctx.fuel_start = limits.fuel;
         rec.rt.natives = natives;
         rec.rt.decls = &prog.natives[..];
         self.limits = limits;
@@ -661,17 +650,18 @@ impl Compiled {
         };
         // The frame stack's bounds were written when the record was made
         // (`Record::new`); the statics (whose buffer never moves), the
-        // fields, the depth limit and the natives by `keep`. The words that
-        // differ from one invocation to the next are written here: the
-        // borrows of this one (`Runtime::bind`), and of the context the
-        // heap's directory (which moves when the heap grows or is
-        // collected, between invocations too), the host's words and the
-        // fuel. `result` and `trap` are written by the code before the host
-        // reads them.
+        // fields, the depth limit, the fuel an invocation starts with
+        // (`Ctx::fuel_start`, which the code loads at its entry) and the
+        // natives by `keep`. The words that differ from one invocation to
+        // the next are written here: the borrows of this one
+        // (`Runtime::bind`), and of the context the heap's directory (which
+        // moves when the heap grows or is collected, between invocations
+        // too) and the host's words. `result`, `trap` and the fuel left are
+        // written by the code before the host reads them.
         debug_assert_eq!(rec.ctx.statics, st.statics.as_mut_ptr());
         rec.ctx.dir = st.heap.directory().cast();
         rec.ctx.words = words;
-        rec.ctx.fuel = self.limits.fuel;
+        debug_assert_eq!(rec.ctx.fuel_start, self.limits.fuel);
         rec.rt.bind(st.heap, st.host.as_deref_mut());
         // The context generated code is entered with: the record's
         // address, with the provenance of all of it, so that runtime calls
@@ -681,20 +671,17 @@ impl Compiled {
             key: self.key,
             found: &mut self.found,
         };
-        // Set only with a status of -1, in the `Compiled` rather than on
-        // this frame, so that the common invocation writes nothing for it.
-        let failed = &mut self.failed;
         let status = match held {
             // Borrowed for the invocation: a native that invokes another
             // applet cannot reach it, and takes this thread's own.
-            Some(runner) => execute(&mut runner.thread, code, prog, ctx, entry, failed),
+            Some(runner) => execute(&mut runner.thread, code, prog, ctx, entry),
             None => with_thread(|thread| match thread {
-                Some(thread) => execute(thread, code, prog, ctx, entry, failed),
+                Some(thread) => execute(thread, code, prog, ctx, entry),
                 // A native of an applet running on this thread invokes
                 // another applet (this thread's registration is in use),
                 // or the thread is exiting: a registration of its own for
                 // this invocation.
-                None => execute_registering(code, prog, ctx, entry, failed),
+                None => execute_registering(code, prog, ctx, entry),
             }),
         };
         if status == 0 {
@@ -704,7 +691,7 @@ impl Compiled {
             return Ok(self.rec.ctx.result as i32);
         }
         let pending = self.rec.rt.pending.take();
-        let failed = self.failed.take();
+        let failed = self.found.failed.take();
         Err(self.failure(prog, status, failed, pending))
     }
 
@@ -835,33 +822,86 @@ pub(super) fn internal_trap(what: &str, method: String) -> Trap {
 /// and `this`.
 pub(crate) const ARG_SLOTS: usize = crate::Method::MAX_ARGS + 1;
 
+/// A thread's registration in the shared code cache ([`THREAD`]), with
+/// the flag that says an invocation on this thread uses it now. The flag
+/// is first, so that [`busy`] reads it at the address itself, as it reads
+/// a marker's.
+#[repr(C)]
+struct Registration {
+    /// Set by [`with_thread`] while an invocation runs on `thread`: a
+    /// nested invocation (a native of an applet invoking another applet)
+    /// and [`park`] leave `thread` alone while it is set.
+    busy: bool,
+    thread: codecache::Thread,
+}
+
+/// What [`THREAD`] holds where it holds no registration: a byte that
+/// reads as a busy [`Registration`]'s flag (`true`), so that the common
+/// invocation's one test of the flag sends both markers to the rare path.
+/// Read-only: nothing writes a marker.
+#[repr(C)]
+struct Marker {
+    busy: bool,
+    /// Unlike in the two markers, so that no merging of equal constants
+    /// could give them one address (statics have their own anyway).
+    /// Never read: the addresses tell the markers apart.
+    #[allow(dead_code)]
+    which: u8,
+}
+
+/// [`THREAD`]'s marker before the thread's registration is made.
+static UNMADE: Marker = Marker {
+    busy: true,
+    which: 0,
+};
+/// [`THREAD`]'s marker once the thread's registration is freed.
+static GONE: Marker = Marker {
+    busy: true,
+    which: 1,
+};
+
+/// A marker's address as [`THREAD`] holds it (only its first byte, the
+/// flag, is ever read through it).
+const fn marker(m: &'static Marker) -> *mut Registration {
+    core::ptr::from_ref(m).cast_mut().cast()
+}
+
 thread_local! {
     /// This thread's registration in the shared code cache, made at its
     /// first invocation on the JIT ([`with_thread`]): a `Box` leaked here,
-    /// freed (unregistered) by [`OWNER`] when the thread exits. Besides a
-    /// registration's address the cell holds one of three markers: `null`
-    /// (none made yet), [`TAKEN`] (in use by an invocation on this thread)
-    /// and [`GONE`] (the thread is exiting). A `Cell` of a pointer has no
-    /// destructor, so reaching it is one thread-pointer-relative load, and
-    /// taking the registration out of it (and putting it back) is all the
-    /// exclusion an invocation needs: no `RefCell` borrow flag and no lazy
-    /// state check of a thread-local with a destructor per invocation.
-    static THREAD: core::cell::Cell<*mut codecache::Thread> =
-        const { core::cell::Cell::new(core::ptr::null_mut()) };
+    /// freed (unregistered) by [`OWNER`] when the thread exits. Before
+    /// that the cell holds [`UNMADE`]'s address, after it [`GONE`]'s. A
+    /// `Cell` of a pointer has no destructor, so reaching it is one
+    /// thread-pointer-relative load, and the registration's own flag
+    /// ([`Registration::busy`], set and cleared through the address
+    /// already in a register) is all the exclusion an invocation needs:
+    /// no `RefCell` borrow flag, no lazy state check of a thread-local
+    /// with a destructor, and the cell is not written per invocation.
+    static THREAD: core::cell::Cell<*mut Registration> =
+        const { core::cell::Cell::new(marker(&UNMADE)) };
     /// Frees this thread's registration when the thread exits.
     static OWNER: Owner = const { Owner };
 }
 
-/// [`THREAD`]'s marker while an invocation on this thread uses the
-/// registration (not an address: unaligned).
-const TAKEN: *mut codecache::Thread = core::ptr::without_provenance_mut(1);
-/// [`THREAD`]'s marker once the thread's registration is freed.
-const GONE: *mut codecache::Thread = core::ptr::without_provenance_mut(2);
-
-/// Whether `p`, read from [`THREAD`], is a registration's address.
+/// Whether `p`, read from [`THREAD`], may not be used now: a marker, or a
+/// registration an invocation on this thread uses.
+///
+/// # Safety
+/// `p` was read from [`THREAD`].
 #[inline(always)]
-fn is_registration(p: *mut codecache::Thread) -> bool {
-    p.addr() > GONE.addr()
+unsafe fn busy(p: *mut Registration) -> bool {
+    // SAFETY: the cell holds a marker's address (a static, never freed,
+    // whose first byte is its `busy`) or a registration's (from
+    // `Box::into_raw` in `register_here`, freed only by `Owner` after the
+    // cell holds `GONE`'s), whose first byte is its `busy` (`repr(C)`).
+    // Read through the raw pointer alone: an invocation's `&mut` borrows
+    // only the registration's `thread`, never its flag.
+    unsafe { p.cast::<bool>().read() }
+}
+
+/// Whether `p`, read from [`THREAD`], is a registration (not a marker).
+fn is_registration(p: *mut Registration) -> bool {
+    !core::ptr::eq(p, marker(&UNMADE)) && !core::ptr::eq(p, marker(&GONE))
 }
 
 /// The owner of the registration [`THREAD`] points to, dropped at thread
@@ -870,29 +910,34 @@ struct Owner;
 
 impl Drop for Owner {
     fn drop(&mut self) {
-        let p = THREAD.replace(GONE);
-        if is_registration(p) {
+        let p = THREAD.replace(marker(&GONE));
+        // SAFETY: read from the cell (`busy`'s contract).
+        if is_registration(p) && !unsafe { busy(p) } {
             // SAFETY: `p` came from `Box::into_raw` in `register_here` and
-            // was in the cell, so no invocation holds it (an invocation
-            // takes it out, leaving `TAKEN`, and puts it back, even when
-            // unwinding: `PutBack`); the cell now holds `GONE`, so nothing
-            // takes it again.
+            // was in the cell, so it is not freed yet; no invocation uses
+            // it (its flag is clear, and an invocation clears it only when
+            // it is done with it, even when unwinding: `Release`); the cell
+            // now holds `GONE`'s address, so nothing takes it again.
             drop(unsafe { Box::from_raw(p) });
         }
-        // `TAKEN` cannot be seen here (a thread's destructors do not run
-        // inside one of its invocations); were it, the registration would
-        // be leaked rather than freed under its user.
+        // A busy registration cannot be seen here (a thread's destructors
+        // do not run inside one of its invocations); were it, it would be
+        // leaked rather than freed under its user.
     }
 }
 
-/// Puts the registration taken out of [`THREAD`] back, on return or
+/// Clears the flag [`with_thread`] set on the registration, on return or
 /// while unwinding.
-struct PutBack(*mut codecache::Thread);
+struct Release(*mut Registration);
 
-impl Drop for PutBack {
+impl Drop for Release {
     #[inline(always)]
     fn drop(&mut self) {
-        THREAD.set(self.0);
+        // SAFETY: `self.0` is a registration [`with_thread`] flagged busy,
+        // alive while this thread lives (`Owner`); the flag is written
+        // through the raw pointer, beside the invocation's borrow of
+        // `thread`, which has ended.
+        unsafe { core::ptr::addr_of_mut!((*self.0).busy).write(false) };
     }
 }
 
@@ -901,44 +946,56 @@ impl Drop for PutBack {
 /// another applet) or gone (the thread is exiting).
 #[inline(always)]
 fn with_thread(run: impl FnOnce(Option<&mut codecache::Thread>) -> i32) -> i32 {
-    let mut p = THREAD.replace(TAKEN);
-    if !is_registration(p) {
+    let mut p = THREAD.get();
+    // SAFETY: read from the cell.
+    if unsafe { busy(p) } {
         match first_registration(p) {
             Some(made) => p = made,
-            None => {
-                THREAD.set(p);
-                return run(None);
-            }
+            None => return run(None),
         }
     }
-    let back = PutBack(p);
-    // SAFETY: `p` came from `Box::into_raw` (`register_here`) and is freed
-    // only by `Owner` after the cell holds `GONE`; it was in the cell (or
-    // was just made), which holds `TAKEN` until `back` puts it back, so
-    // this is the one reference to the registration (a nested invocation
-    // or `park` on this thread sees `TAKEN` and leaves it alone) and it
-    // lives while `back` does.
-    let status = run(Some(unsafe { &mut *back.0 }));
+    // SAFETY: `p` is a registration (markers are busy), alive while this
+    // thread lives (`Owner`), and not busy: no invocation on this thread
+    // uses it, and no other thread reaches it (the cell is this thread's).
+    // The flag is set through the raw pointer before the borrow below, and
+    // cleared by `back` after it ends.
+    unsafe { core::ptr::addr_of_mut!((*p).busy).write(true) };
+    let back = Release(p);
+    // SAFETY: as above: the flag is set until `back` clears it, so this is
+    // the one reference to the registration's `thread` (a nested
+    // invocation or `park` on this thread sees the flag and leaves it
+    // alone), and it lives while `back` does.
+    let status = run(Some(unsafe { &mut (*back.0).thread }));
     drop(back);
     status
 }
 
-/// A registration for a thread whose [`THREAD`] held `p` (not one):
-/// made here if the thread has none yet; `None` if its registration is in
-/// use or the thread is exiting.
+/// A registration for a thread whose [`THREAD`] held `p`, which is busy:
+/// made here (and put in the cell) if the thread has none yet; `None` if
+/// its registration is in use or the thread is exiting.
 #[cold]
 #[inline(never)]
-fn first_registration(p: *mut codecache::Thread) -> Option<*mut codecache::Thread> {
-    if p.is_null() { register_here() } else { None }
+fn first_registration(p: *mut Registration) -> Option<*mut Registration> {
+    if core::ptr::eq(p, marker(&UNMADE)) {
+        register_here()
+    } else {
+        None
+    }
 }
 
-/// Makes this thread's registration and arranges for it to be freed at
-/// exit: its address, or `None` if the thread is already exiting.
+/// Makes this thread's registration, puts it in [`THREAD`] and arranges
+/// for it to be freed at exit: its address, or `None` if the thread is
+/// already exiting.
 #[cold]
 #[inline(never)]
-fn register_here() -> Option<*mut codecache::Thread> {
+fn register_here() -> Option<*mut Registration> {
     OWNER.try_with(|_| ()).ok()?;
-    Some(Box::into_raw(Box::new(cache().register())))
+    let p = Box::into_raw(Box::new(Registration {
+        busy: false,
+        thread: cache().register(),
+    }));
+    THREAD.set(p);
+    Some(p)
 }
 
 /// Flags the calling thread out of the shared code cache until it next runs
@@ -947,14 +1004,14 @@ fn register_here() -> Option<*mut codecache::Thread> {
 /// retired meanwhile is freed without waiting for the thread's next
 /// invocation. (A thread that exits leaves by itself.)
 pub fn park() {
-    let p = THREAD.replace(TAKEN);
-    let back = PutBack(p);
-    if is_registration(p) {
-        // SAFETY: as in `with_thread`: taken out of the cell until `back`
-        // puts it back.
-        unsafe { (*back.0).flag_out() };
+    let p = THREAD.get();
+    // SAFETY: read from the cell.
+    if !unsafe { busy(p) } {
+        // SAFETY: as in `with_thread`: a registration no invocation on
+        // this thread uses; `flag_out` runs no invocation, so nothing
+        // reaches it meanwhile.
+        unsafe { (*p).thread.flag_out() };
     }
-    drop(back);
 }
 
 /// A registration in the shared code cache that a host holds and passes
@@ -1040,17 +1097,31 @@ pub(super) struct Code<'a> {
 
 /// The last look-up of an applet's code in the cache
 /// ([`codecache::Scope::lookup_pin`]): the memo a scope's look-up reuses,
-/// and the pin [`execute`] checks without a scope. One struct, so that
+/// the pin [`execute`] checks without a scope, and the trap of code that
+/// could not run. One struct, so that
 /// [`Code`] stays two registers.
 #[derive(Debug, Default)]
 pub(super) struct Found {
     memo: codecache::Memo,
     pin: codecache::Pin,
+    /// The trap of the last invocation whose code could not run, set only
+    /// then (by [`execute_scoped`], through the [`Code`] the call passes
+    /// anyway, so that the common invocation computes no address of its
+    /// own for it) and taken at once by [`Compiled::enter`].
+    ///
+    /// An `Option` of a box, whose one niche (the null pointer) is its
+    /// own `None`: it offers `Option<Compiled>` (`Applet::jit`) none, so
+    /// that one keeps its `None` in `reads_fields`, which the per-message
+    /// invocation tests in two instructions. (An unboxed `Trap` would
+    /// offer its string's capacity, a compare with a 64-bit constant:
+    /// four.)
+    pub(super) failed: Failed,
 }
 
 /// Runs `code` inside a brief scope of `thread` (entering it is the one
 /// synchronization point: see `codecache::Thread::enter_brief`): the
-/// status the code returns, or -1 with the trap of why it could not run in `failed`.
+/// status the code returns, or -1 with the trap of why it could not run in
+/// `code`'s [`Found::failed`].
 #[inline]
 pub(super) fn execute(
     thread: &mut codecache::Thread,
@@ -1058,7 +1129,6 @@ pub(super) fn execute(
     prog: &Program,
     ctx: *mut Ctx,
     entry: u16,
-    failed: &mut Failed,
 ) -> i32 {
     // Nothing retired since the last invocation's look-up, and this thread
     // synchronized since: its scope's entry would find nothing to do and
@@ -1071,7 +1141,7 @@ pub(super) fn execute(
         // call.
         return unsafe { call_entry(pinned.addr(), ctx, entry) };
     }
-    execute_scoped(thread, code, prog, ctx, entry, failed)
+    execute_scoped(thread, code, prog, ctx, entry)
 }
 
 /// [`execute`] when the pinned code cannot be reused (something was
@@ -1086,7 +1156,6 @@ fn execute_scoped(
     prog: &Program,
     ctx: *mut Ctx,
     entry: u16,
-    failed: &mut Failed,
 ) -> i32 {
     let scope = thread.enter_brief();
     let code = match scope.lookup_pin(code.key, &mut code.found.memo, &mut code.found.pin) {
@@ -1094,7 +1163,7 @@ fn execute_scoped(
         None => match rebuild(&scope, code.key, prog) {
             Ok(e) => e,
             Err(what) => {
-                *failed = Some(Box::new(not_run(prog, entry, what)));
+                code.found.failed = Some(Box::new(not_run(prog, entry, what)));
                 return -1;
             }
         },
@@ -1119,9 +1188,8 @@ pub(super) fn execute_registering(
     prog: &Program,
     ctx: *mut Ctx,
     entry: u16,
-    failed: &mut Failed,
 ) -> i32 {
-    execute(&mut cache().register(), code, prog, ctx, entry, failed)
+    execute(&mut cache().register(), code, prog, ctx, entry)
 }
 
 /// The code of `key` after the cache evicted it under memory pressure:

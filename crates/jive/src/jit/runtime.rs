@@ -18,7 +18,9 @@ pub(super) struct Ctx {
     pub(super) fields: *mut i32,
     /// The heap directory; runtime calls refresh it.
     pub(super) dir: *const u8,
-    /// Fuel on entry, fuel left on exit.
+    /// The fuel left, written by the code at every exit (its returns to
+    /// the host and its trap exit) for `Compiled::fuel_used`; the code
+    /// starts from [`Ctx::fuel_start`], not from this.
     pub(super) fuel: u64,
     /// The call-depth limit.
     pub(super) max_depth: i64,
@@ -26,6 +28,10 @@ pub(super) struct Ctx {
     pub(super) result: i64,
     /// Values a trap reports (see [`SiteKind`]).
     pub(super) trap: [i64; 3],
+    /// The fuel every invocation starts with (`RunLimits::fuel`), which
+    /// the code loads at its entry: written by `Compiled::keep` with the
+    /// limits, so that an invocation writes no fuel word.
+    pub(super) fuel_start: u64,
     /// The last host value a fast native found to be of its host type
     /// ([`rt_native_fast`]), kept from one invocation to the next: a host
     /// value with the same address and vtable is of that type too. Never
@@ -55,8 +61,8 @@ impl Ctx {
     /// (`STACK_SLOTS` slots, owned by the same `Compiled`, whose heap
     /// allocation never moves): its bounds set for good, the statics, the
     /// fields, the depth limit and the natives written by
-    /// `Compiled::keep`, the directory, the host's words and the fuel by
-    /// each invocation before it runs.
+    /// `Compiled::keep` (with the fuel each invocation starts with), the
+    /// directory and the host's words by each invocation before it runs.
     pub(super) fn new(frames: &mut [i32], words_of: Option<WordsFn>) -> Ctx {
         debug_assert_eq!(frames.len(), STACK_SLOTS);
         let range = frames.as_mut_ptr_range();
@@ -70,6 +76,7 @@ impl Ctx {
             max_depth: 0,
             result: 0,
             trap: [0; 3],
+            fuel_start: 0,
             host_seen: core::ptr::null::<()>() as *const dyn core::any::Any,
             words: no_words(),
             words_of,
@@ -106,6 +113,7 @@ pub(super) const C_FUEL: i64 = 40;
 pub(super) const C_MAX_DEPTH: i64 = 48;
 pub(super) const C_RESULT: i64 = 56;
 pub(super) const C_TRAP: i64 = 64;
+pub(super) const C_FUEL_START: i64 = core::mem::offset_of!(Ctx, fuel_start) as i64;
 pub(super) const C_WORDS: i64 = core::mem::offset_of!(Ctx, words) as i64;
 /// [`HostWords`]' fields, for inline natives.
 pub(super) const W_WORK: i64 = core::mem::offset_of!(HostWords, work) as i64;

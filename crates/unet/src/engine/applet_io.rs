@@ -870,7 +870,7 @@ pub(super) fn invoke<const N: usize>(
     timed: bool,
 ) -> Option<(Outcome, Duration)> {
     let l = rx.applet.as_mut()?;
-    let ran = run_on(l, &mut rx.io, method, args, timed);
+    let ran = run_on::<N, true>(l, &mut rx.io, method, args, timed);
     Some(settle(rx, port, ran))
 }
 
@@ -890,8 +890,14 @@ pub(super) struct Ran {
 /// `RxBuf`), so that the applet's presence is not tested again: the
 /// invocation under `io`'s accounting ([`Io::begin`], [`Io::end`]) and
 /// its time, measured only when `timed`. [`settle`] makes its outcome.
+///
+/// `INLINED`: the invocation's body inlined here
+/// ([`jive::Applet::run_prepared_lent_inlined`]), which spares its call
+/// and frame where the caller's function has the registers to spare;
+/// `false` where it would make that function spill on its other paths
+/// (the direct delivery's, which the path without applet runs).
 #[inline(always)]
-pub(super) fn run_on<const N: usize>(
+pub(super) fn run_on<const N: usize, const INLINED: bool>(
     l: &mut Loaded,
     io: &mut Io,
     method: fn(&mut Loaded) -> (&mut jive::Applet, &mut jive::Prepared<N, Lender>),
@@ -903,7 +909,11 @@ pub(super) fn run_on<const N: usize>(
     let (applet, m) = method(l);
     // The outcome comes back in one register; a failure's error stays in
     // the applet, for `ended_badly`.
-    let c = applet.run_prepared_lent::<Lender, N>(m, args, io);
+    let c = if INLINED {
+        applet.run_prepared_lent_inlined::<Lender, N>(m, args, io)
+    } else {
+        applet.run_prepared_lent::<Lender, N>(m, args, io)
+    };
     io.end(lent);
     Ran {
         c,

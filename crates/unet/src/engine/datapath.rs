@@ -527,15 +527,20 @@ pub(super) fn receive(
         bump(&port.stats.rx_bad_checksum);
         return Duration::ZERO;
     }
-    receive_payload(port, rx, chan, payload, made, timed)
+    receive_payload::<true>(port, rx, chan, payload, made, timed)
 }
 
 /// The end of [`receive`], once the frame's checksum (if it has one) is
 /// checked, on its payload alone: `doRx` sees `RxBuf` filled with the
 /// payload and the same arguments whether or not the message came in a
 /// frame ([`Engine::deliver_kept`] delivers without one).
+///
+/// `INLINED`: `doRx`'s invocation inlined ([`run_on`]'s), except in the
+/// direct delivery (`Engine::deliver_local_inline`), whose function the
+/// path without applet runs: inlined there, it made that path 11
+/// instructions a message longer (spills on its other paths).
 #[inline(always)]
-pub(super) fn receive_payload(
+pub(super) fn receive_payload<const INLINED: bool>(
     port: &Port,
     rx: &mut RxSide,
     chan: u16,
@@ -550,7 +555,7 @@ pub(super) fn receive_payload(
             let r = if fill_rxbuf(l, &payload) {
                 let args = [payload.len() as i32, i32::from(chan)];
                 // `invoke` on the applet found above, not looked for again.
-                let ran = run_on(
+                let ran = run_on::<2, INLINED>(
                     l,
                     &mut rx.io,
                     |l| (&mut l.applet, &mut l.do_rx),
@@ -1280,7 +1285,7 @@ impl Engine {
             head: bytemuck::cast_slice(bytes),
             tail: None,
         };
-        receive_payload(dst, &mut drx, owner as u16, payload, next, false);
+        receive_payload::<false>(dst, &mut drx, owner as u16, payload, next, false);
         drx.io.publish();
         true
     }
@@ -1481,7 +1486,7 @@ impl Engine {
                 rx.io.deliver_default(chan, payload);
             }
         } else {
-            receive_payload(dst, &mut rx, chan, payload, made, false);
+            receive_payload::<false>(dst, &mut rx, chan, payload, made, false);
         }
         rx.io.publish();
     }
