@@ -1167,19 +1167,22 @@ impl Engine {
     /// Whether a `doTx` for a message on `chan` should defer its tail
     /// `txPush` ([`Io::defer`]): while the engine keeps verdicts and
     /// `chan`'s kept verdict names its peer ([`Channel::direct`]), served
-    /// by this thread, where [`Engine::deliver_deferred`] may take the
-    /// message. A guess, not a check (the applet may push on another
-    /// channel, the verdict may be stale, the peer's owner may change, and
-    /// every case is checked again at the end): a message deferred only to
-    /// become a frame after all ([`Framer::push_checked`]) costs more than
-    /// the frame made at once, so that the messages that cannot go straight
-    /// on (to another engine, to a peer another thread serves, or while a
-    /// filter that reads more than the header leaves verdicts unkept) are
-    /// not deferred. A peer of another thread is burst-25's case: deferred
-    /// there, the standard applet ran at 30.9-31.8% of plain U-Net against
-    /// 33.7-35.0% without deferring (three alternated runs, 2026-11-30). The
-    /// engine's test first: with verdicts unkept, every message is framed,
-    /// and that `doTx` pays one load.
+    /// by this thread (where [`Engine::deliver_deferred`] may take the
+    /// message into its `RxBuf`) or with an applet (another thread's,
+    /// where [`Engine::enqueue_deferred`] puts it in its inbox). A guess,
+    /// not a check (the applet may push on another channel, the verdict
+    /// may be stale, the peer's owner may change, and every case is
+    /// checked again at the end): a message deferred only to become a
+    /// frame after all ([`Framer::push_checked`]) costs more than the
+    /// frame made at once, so that the messages that cannot go straight
+    /// on (to another engine, to a peer of another thread without an
+    /// applet, or while a filter that reads more than the header leaves
+    /// verdicts unkept) are not deferred. A peer of another thread was
+    /// burst-25's loss before its inbox was reached: deferred there only
+    /// to be framed, the standard applet ran at 30.9-31.8% of plain U-Net
+    /// against 33.7-35.0% without deferring (three alternated runs,
+    /// 2026-11-30). The engine's test first: with verdicts unkept, every
+    /// message is framed, and that `doTx` pays one load.
     #[inline(always)]
     pub(super) fn may_defer(&self, tx: &TxSide, chan: u16) -> bool {
         self.inner.verdicts.load(Ordering::Relaxed) != 0
@@ -1187,6 +1190,7 @@ impl Engine {
             Some(Some(ch)) if ch.direct
                 && ch.verdict.peer.as_deref().is_some_and(|dst| {
                     dst.owner.load(Ordering::Relaxed) == thread_token()
+                        || dst.has_applet.load(Ordering::Relaxed)
                 }))
     }
 
@@ -1225,21 +1229,24 @@ impl Engine {
     }
 
     /// [`Engine::resolve_deferred`]'s direct delivery: `true` if it
-    /// delivered `m`, `false` (having counted nothing and changed nothing
-    /// but the channel's cached verdict, refreshed as the frame's delivery
-    /// would refresh it) where the frame `doTx` would have made does not
-    /// reach its receiver's `doRx` at once in [`Engine::pump_sent`]
-    /// (through [`Engine::deliver_kept`]
-    /// and [`Engine::deliver_local`]), so that the frame goes there and
-    /// meets the same checks and counts: no verdicts kept (version 0), a
-    /// channel not local, checksummed or closed, no owner or no kept peer
-    /// (counted there as unmatched, or looked up), a peer that is `port`
-    /// itself (its applet is held here), without an applet, another
-    /// thread's, at its inbox budget, busy (its receive lock), closed,
-    /// with frames waiting in its inbox, or its applet just removed.
-    /// Otherwise what `deliver_local` does for the frame: `doRx` with
-    /// `RxBuf` filled from `TxBuf`, its frames into `tx.next`, the
-    /// receive queue published.
+    /// delivered `m` (or put it in its receiver's inbox, or counted it
+    /// there as the frame would have been counted), `false` (having
+    /// counted nothing and changed nothing but the channel's cached
+    /// verdict, refreshed as the frame's delivery would refresh it) where
+    /// the frame `doTx` would have made does not reach its receiver's
+    /// `doRx` at once, nor its inbox, in [`Engine::pump_sent`] (through
+    /// [`Engine::deliver_kept`] and [`Engine::deliver_local`]), so that
+    /// the frame goes there and meets the same checks and counts: no
+    /// verdicts kept (version 0), a channel not local, checksummed or
+    /// closed, no owner or no kept peer (counted there as unmatched, or
+    /// looked up), a peer without an applet. A peer another thread serves
+    /// takes the frame's bytes in its inbox
+    /// ([`Engine::enqueue_deferred`]). Otherwise, also `false` for a peer
+    /// that is `port` itself (its applet is held here), at its inbox
+    /// budget, busy (its receive lock), closed, with frames waiting in its
+    /// inbox, or its applet just removed; else what `deliver_local` does
+    /// for the frame: `doRx` with `RxBuf` filled from `TxBuf`, its frames
+    /// into `tx.next`, the receive queue published.
     #[inline(never)]
     fn deliver_deferred(&self, tx: &mut TxSide, rx: &RxSide, port: &Port, m: &Deferred) -> bool {
         let TxSide { framer, next, .. } = tx;
@@ -1260,11 +1267,13 @@ impl Engine {
         let (Some(owner), Some(dst)) = (ch.verdict.owner, ch.verdict.peer.as_deref()) else {
             return false;
         };
-        if core::ptr::eq(dst, port)
-            || !dst.has_applet.load(Ordering::Acquire)
-            || dst.owner.load(Ordering::Relaxed) != thread_token()
-            || next.used >= dst.budgets.inbox_bytes
-        {
+        if !dst.has_applet.load(Ordering::Acquire) {
+            return false;
+        }
+        if dst.owner.load(Ordering::Relaxed) != thread_token() {
+            return self.enqueue_deferred(ch, owner as u16, dst, next, rx, m);
+        }
+        if core::ptr::eq(dst, port) || next.used >= dst.budgets.inbox_bytes {
             return false;
         }
         let Some(mut drx) = dst.rx.try_lock_inline() else {
@@ -1282,6 +1291,50 @@ impl Engine {
         };
         receive_payload(dst, &mut drx, owner as u16, payload, next, false);
         drx.io.publish();
+        true
+    }
+
+    /// [`Engine::deliver_deferred`] to a peer (`dst`, its channel `chan`)
+    /// with an applet that another thread serves, where the frame `doTx`
+    /// would have made waits for that thread in the peer's inbox
+    /// ([`Engine::deliver_local`] to [`enqueue_parts`]): the frame's bytes
+    /// go into the inbox at once, in one [`inbox::Inbox::push`], instead of
+    /// through the outbox and the pump. The header is the frame's
+    /// ([`write_message`]: the channel's template with the lengths
+    /// patched), the payload copied once from the pushed array. Counted as
+    /// that frame's delivery counts: nothing where it enters, the engine's
+    /// `closed` for a closed peer, the peer's `rx_queue_full` for an inbox
+    /// at its budget (both in [`enqueue_parts`]).
+    ///
+    /// `false`, having counted nothing, where the frame goes as before:
+    /// the message's bytes gone ([`Engine::resolve_deferred`] counts the
+    /// drop), or frames waiting in `next` (a same-thread receiver's, none
+    /// while the window is open: [`applet_tx`] pumps them before its next
+    /// invocation; the test keeps the order if that ever changes).
+    #[cold]
+    #[inline(never)]
+    fn enqueue_deferred(
+        &self,
+        ch: &Channel,
+        chan: u16,
+        dst: &Port,
+        next: &Outbox,
+        rx: &RxSide,
+        m: &Deferred,
+    ) -> bool {
+        if !next.is_empty() {
+            return false;
+        }
+        let Some(bytes) = rx.applet.as_ref().and_then(|l| deferred_bytes(l, m)) else {
+            return false;
+        };
+        let mut hdr = ch.template;
+        frame::patch_lengths_from(&mut hdr, ch.length_sum, bytes.len());
+        let payload = Payload {
+            head: bytemuck::cast_slice(bytes),
+            tail: None,
+        };
+        enqueue_parts(dst, chan, &hdr, false, payload, &self.inner.stats);
         true
     }
 
@@ -1520,6 +1573,7 @@ mod tests {
     //! checks before it hide from the integration tests: each declines
     //! with nothing done or counted.
     use super::*;
+    use crate::Endpoint;
     use crate::transport::LoopNet;
 
     fn engine() -> Engine {
@@ -1850,5 +1904,168 @@ mod tests {
         a.send(ab, b"after").unwrap();
         assert_eq!(b.recv().unwrap().to_vec(), b"after");
         assert_eq!(port.counts().applet_drops, before.applet_drops + 1);
+    }
+
+    /// An endpoint with `TailPush` (`a`, in `mode`) and one with the
+    /// standard applet (`b`) whose thread is not this one (claimed by a
+    /// thread of its own), a channel `ab` between them whose verdict the
+    /// first message took (received on another thread).
+    fn to_another_thread(mode: i32) -> (Engine, Endpoint, Endpoint, u16) {
+        let e = engine();
+        let mut a = e
+            .create_endpoint(Config::default(), Some(crate::applets::TAIL_PUSH))
+            .unwrap();
+        let mut b = e
+            .create_endpoint(Config::default(), Some(crate::applets::STANDARD))
+            .unwrap();
+        let ab = a.open_channel(e.local(), b.id()).unwrap();
+        b.open_channel(e.local(), a.id()).unwrap();
+        e.with_applet(a.id(), |ap| ap.set_static_int("mode", mode))
+            .unwrap()
+            .unwrap();
+        assert!(recv_elsewhere(&mut b).is_empty());
+        a.send(ab, b"first").unwrap();
+        assert_eq!(recv_elsewhere(&mut b), [b"first".to_vec()]);
+        (e, a, b, ab)
+    }
+
+    /// What `ep` receives, on a thread of its own (which claims it).
+    fn recv_elsewhere(ep: &mut Endpoint) -> Vec<Vec<u8>> {
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let mut got = Vec::new();
+                while let Some(m) = ep.recv() {
+                    got.push(m.to_vec());
+                }
+                got
+            })
+            .join()
+            .unwrap()
+        })
+    }
+
+    /// The counters of the engine and of both endpoints.
+    fn all_counts(e: &Engine, a: &Port, b: &Port) -> (EngineCounts, PortCounts, PortCounts) {
+        (e.counts(), a.counts(), b.counts())
+    }
+
+    /// A message deferred to a receiver of another thread goes into that
+    /// receiver's inbox as its frame's bytes (the header the channel's
+    /// template and lengths make, then the payload), with no frame made in
+    /// either outbox, and arrives whole; nothing but the receiver's
+    /// delivery is counted for it.
+    #[test]
+    fn a_deferred_message_to_another_threads_applet_goes_into_its_inbox_without_a_frame() {
+        let (e, mut a, mut b, ab) = to_another_thread(0);
+        let (pa, pb) = (e.port(a.id()).unwrap(), e.port(b.id()).unwrap());
+        let sent = b"straight into the inbox".to_vec();
+        // `TxBuf` holding the message, and its handle (an even number, the
+        // heap's slot for it).
+        let array = e
+            .with_applet(a.id(), |ap| {
+                ap.set_static_array("TxBuf", &sent).unwrap();
+                (1..4096).map(|h| 2 * h).find(|&h| {
+                    matches!(ap.heap().get(h), Some(jive::Object::Bytes(v))
+                        if bytemuck::cast_slice::<i8, u8>(v) == &sent[..])
+                })
+            })
+            .unwrap()
+            .expect("TxBuf's handle");
+        let before = all_counts(&e, &pa, &pb);
+        {
+            let mut tx = pa.tx.lock();
+            let mut rx = pa.rx.lock();
+            let m = Deferred {
+                array,
+                off: 0,
+                len: sent.len() as u32,
+                chan: ab,
+            };
+            assert!(e.resolve_deferred(&mut tx, &mut rx, &pa, m));
+            assert!(rx.io.framer.out.is_empty(), "no frame made");
+            assert!(tx.framer.out.is_empty() && tx.next.is_empty());
+        }
+        // The inbox holds the frame's bytes.
+        let mut frames = Vec::new();
+        let ch = pa.tx.lock().framer.channels[usize::from(ab)]
+            .clone()
+            .unwrap();
+        let mut hdr = ch.template;
+        frame::patch_lengths(&mut hdr, sent.len());
+        let n = pb.inbox.drain(|chan, f| {
+            frames.push((chan, f.to_vec()));
+            true
+        });
+        assert_eq!(n, 1);
+        let (chan, f) = &frames[0];
+        assert_eq!(Some(*chan), ch.verdict.owner.map(|o| o as u16));
+        assert_eq!(f[..HEADER_LEN], hdr);
+        assert_eq!(f[HEADER_LEN..], sent[..]);
+        assert_eq!(all_counts(&e, &pa, &pb), before);
+        // The way a `doTx` takes it: the message arrives, counted once.
+        let again = b"again".to_vec();
+        a.send(ab, &again).unwrap();
+        assert_eq!(recv_elsewhere(&mut b), [again]);
+        assert_eq!(pa.counts().tx_frames, before.1.tx_frames + 1);
+    }
+
+    /// A receiver of another thread found closed (its flag, or its inbox
+    /// closed under the producers' lock) after its applet's flag was read:
+    /// the deferred message is counted as the engine's `closed`, as its
+    /// frame is, and nothing enters the inbox; the tail push (mode 0) and
+    /// the eager push (mode 2) count alike.
+    #[test]
+    fn a_deferred_message_to_a_closed_receiver_of_another_thread_counts_as_its_frame() {
+        for inbox_closed in [false, true] {
+            let mut counted = Vec::new();
+            for mode in [0, 2] {
+                let (e, mut a, b, ab) = to_another_thread(mode);
+                let (pa, pb) = (e.port(a.id()).unwrap(), e.port(b.id()).unwrap());
+                if inbox_closed {
+                    assert_eq!(pb.inbox.close(), 0);
+                } else {
+                    pb.closed.store(true, Ordering::Release);
+                }
+                let before = all_counts(&e, &pa, &pb);
+                a.send(ab, b"lost").unwrap();
+                let after = all_counts(&e, &pa, &pb);
+                let what = format!("mode {mode}, inbox closed {inbox_closed}");
+                assert_eq!(after.0.closed, before.0.closed + 1, "{what}");
+                assert_eq!(after.1.tx_frames, before.1.tx_frames + 1, "{what}");
+                assert_eq!(after.1.applet_drops, before.1.applet_drops, "{what}");
+                assert_eq!(after.2, before.2, "{what}");
+                assert!(pb.inbox.is_empty(), "{what}");
+                counted.push((after.0.closed - before.0.closed, after.1, after.2));
+            }
+            assert_eq!(counted[0], counted[1], "inbox closed {inbox_closed}");
+        }
+    }
+
+    /// A deferred message to a receiver of another thread whose bytes are
+    /// gone (a handle that names no array) goes into no inbox and is
+    /// counted nowhere by [`Engine::resolve_deferred`], which says so
+    /// (`false`: [`applet_tx`] counts it dropped, as the same-thread test
+    /// above shows); the endpoint goes on.
+    #[test]
+    fn a_deferred_message_to_another_thread_whose_bytes_are_gone_is_not_sent() {
+        let (e, mut a, mut b, ab) = to_another_thread(0);
+        let (pa, pb) = (e.port(a.id()).unwrap(), e.port(b.id()).unwrap());
+        let before = all_counts(&e, &pa, &pb);
+        {
+            let mut tx = pa.tx.lock();
+            let mut rx = pa.rx.lock();
+            let m = Deferred {
+                array: i32::MAX - 1,
+                off: 0,
+                len: 4,
+                chan: ab,
+            };
+            assert!(!e.resolve_deferred(&mut tx, &mut rx, &pa, m));
+            assert!(rx.io.framer.out.is_empty() && tx.framer.out.is_empty());
+        }
+        assert!(pb.inbox.is_empty());
+        assert_eq!(all_counts(&e, &pa, &pb), before);
+        a.send(ab, b"after").unwrap();
+        assert_eq!(recv_elsewhere(&mut b), [b"after".to_vec()]);
     }
 }
