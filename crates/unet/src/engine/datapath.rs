@@ -1320,7 +1320,6 @@ impl Engine {
     /// the drop). Out of line and cold: the same-thread delivery's path
     /// makes no call (with the inbox's call inside `deliver_deferred`,
     /// `standard-40` counted 7 more; with a three-way result 21 more).
-    #[cold]
     #[inline(never)]
     fn enqueue_deferred(&self, tx: &TxSide, rx: &RxSide, m: &Deferred) -> bool {
         let Some(Some(ch)) = tx.framer.channels.get(usize::from(m.chan)) else {
