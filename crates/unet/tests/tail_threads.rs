@@ -266,13 +266,23 @@ fn a_full_inbox_refuses_the_deferred_message_and_counts_it_as_the_frame() {
 
 /// Descriptors queued for one pass: a message to another engine first
 /// (its frame waits for the pass's end), then three on the channel to
-/// another thread's applet. The first of the three is framed behind it;
-/// the next two must not overtake it into the receiver's inbox (the
-/// deferring window stays shut while a frame waits), so that the three
-/// arrive in the order sent, for the tail push and the eager one.
+/// another thread's applet. In modes 0 and 2 the first of the three is
+/// framed behind it and the next two must not overtake it into the
+/// receiver's inbox (the deferring window stays shut while a frame
+/// waits); in mode 3 each `doTx` pushes its message twice, the first push
+/// eager (its frame waits in the outbox lent to `doTx`) and the second at
+/// a tail site, which must not overtake the first (`resolve_deferred`
+/// tests the outbox, and the window is shut anyway). Every message
+/// arrives in the order sent.
 #[test]
 fn a_deferred_message_into_an_inbox_never_overtakes_a_waiting_frame() {
-    for mode in [0, 2] {
+    for mode in [0, 2, 3] {
+        let copies = if mode == 3 { 2 } else { 1 };
+        let twice = |ms: &[Vec<u8>]| -> Vec<Vec<u8>> {
+            ms.iter()
+                .flat_map(|m| std::iter::repeat_n(m.clone(), copies))
+                .collect()
+        };
         let net = LoopNet::new();
         let e = engine_on(&net, "10.0.0.1:7000", Budgets::default());
         let r = engine_on(&net, "10.0.0.2:7000", Budgets::default());
@@ -293,7 +303,7 @@ fn a_deferred_message_into_an_inbox_never_overtakes_a_waiting_frame() {
         // The channel's verdict taken, so that the window can open.
         a.send(ab, b"first").unwrap();
         drain_elsewhere(&mut b, &mut got);
-        assert_eq!(got, [b"first".to_vec()], "mode {mode}");
+        assert_eq!(got, twice(&[b"first".to_vec()]), "mode {mode}");
         got.clear();
         for round in 0..3u64 {
             let sent: Vec<_> = (1..=3).map(|i| message(round * 10 + i, 40)).collect();
@@ -305,11 +315,13 @@ fn a_deferred_message_into_an_inbox_never_overtakes_a_waiting_frame() {
             a.set_drive(true);
             a.poll_engine();
             drain_elsewhere(&mut b, &mut got);
-            assert_eq!(got, sent, "mode {mode}, round {round}");
+            assert_eq!(got, twice(&sent), "mode {mode}, round {round}");
             got.clear();
             r.poll();
-            assert_eq!(far.recv_ref().map(|m| m.to_vec()), Some(b"away".to_vec()));
+            let mut away = Vec::new();
+            drain(&mut far, &mut away);
+            assert_eq!(away, twice(&[b"away".to_vec()]), "mode {mode}");
         }
-        assert_eq!(a.counts().tx_frames, 13, "mode {mode}");
+        assert_eq!(a.counts().tx_frames, 13 * copies as u64, "mode {mode}");
     }
 }
