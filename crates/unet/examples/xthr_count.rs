@@ -1,0 +1,145 @@
+//! The standard applet's message between two threads, for callgrind: the
+//! sender's work and the receiver's, each in a function of its own, so
+//! that `--toggle-collect` on both counts them per message (the burst-25
+//! experiment's and the demo's case, where the receiver's applet is
+//! another thread's and its messages wait in its inbox).
+//!
+//! ```text
+//! cargo build --release -p unet --example xthr_count
+//! valgrind --tool=callgrind --toggle-collect=xthr_count_send --toggle-collect=xthr_count_recv \
+//!     target/release/examples/xthr_count 4096 16384
+//! callgrind_annotate --inclusive=yes callgrind.out.<pid>
+//! ```
+//!
+//! Two endpoints of one engine on `loop`, both with the standard applet;
+//! the sender on the main thread, the receiver on a thread of its own
+//! (which claims it). Messages of `SIZE` bytes (default 40) go in bursts
+//! of 25, as burst-25's do: the main thread sends a burst
+//! (`xthr_count_send`, each `send` running `doTx`), then the receiving
+//! thread takes it (`xthr_count_recv`: its `recv`s drain the inbox
+//! through `doRx` and read each message), and the main thread waits for
+//! it. The threads never run at once, so that each count is exact. 2,000
+//! bursts warm up first, outside the toggles; then `N` messages (default
+//! 16,384, rounded up to bursts) are counted. The instructions per message
+//! are the two functions' totals over `N`.
+
+use std::sync::mpsc;
+
+use unet::transport::LoopNet;
+use unet::{Config, Endpoint, Engine};
+
+const BURST: usize = 25;
+const WARM_BURSTS: usize = 2000;
+
+/// A burst of `BURST` messages from `a` on `chan`; the toggle point of the
+/// sender's work.
+#[unsafe(no_mangle)]
+#[inline(never)]
+pub fn xthr_count_send(a: &mut Endpoint, chan: u16, msg: &[u8]) {
+    for _ in 0..BURST {
+        a.send(chan, msg).expect("sent");
+    }
+}
+
+/// The receiver's take of one burst, each message read through; the toggle
+/// point of the receiver's work. Returns the bytes read.
+#[unsafe(no_mangle)]
+#[inline(never)]
+pub fn xthr_count_recv(b: &mut Endpoint) -> usize {
+    let mut n = 0;
+    let mut got = 0;
+    while got < BURST {
+        if let Some(m) = b.recv_ref() {
+            m.read(|p| n += std::hint::black_box(p).len());
+            got += 1;
+        }
+    }
+    n
+}
+
+fn main() {
+    let args: Vec<usize> = std::env::args()
+        .skip(1)
+        .map(|a| a.parse().expect("a number"))
+        .collect();
+    let size = args.first().copied().unwrap_or(40);
+    let n = args.get(1).copied().unwrap_or(16384).div_ceil(BURST) * BURST;
+    let net = LoopNet::new();
+    let e = Engine::new(Box::new(
+        net.attach("10.0.0.1:7000".parse().unwrap()).unwrap(),
+    ));
+    let cfg = Config {
+        buffer_size: 8192,
+        ..Config::default()
+    };
+    let std_applet = Some(unet::applets::STANDARD);
+    let mut a = e.create_endpoint(cfg, std_applet).unwrap();
+    let mut b = e.create_endpoint(cfg, std_applet).unwrap();
+    let ab = a.open_channel(e.local(), b.id()).unwrap();
+    b.open_channel(e.local(), a.id()).unwrap();
+    let msg = vec![0x5a; size];
+    // The receiving thread: one burst per request, then the bytes read.
+    let (go, bursts) = mpsc::sync_channel::<bool>(0);
+    let (done, taken) = mpsc::sync_channel::<usize>(0);
+    let receiver = std::thread::spawn(move || {
+        // The receiving endpoint's applet is this thread's from now on
+        // (its creation claimed it for the main thread).
+        b.poll_engine();
+        done.send(0).unwrap();
+        while let Ok(counted) = bursts.recv() {
+            let n = if counted {
+                xthr_count_recv(&mut b)
+            } else {
+                uncounted_recv(&mut b)
+            };
+            done.send(n).unwrap();
+        }
+        b.counts()
+    });
+    taken.recv().unwrap();
+    let mut bytes = 0;
+    for _ in 0..WARM_BURSTS {
+        uncounted_send(&mut a, ab, &msg);
+        go.send(false).unwrap();
+        taken.recv().unwrap();
+    }
+    for _ in 0..n / BURST {
+        xthr_count_send(&mut a, ab, &msg);
+        go.send(true).unwrap();
+        bytes += taken.recv().unwrap();
+    }
+    drop(go);
+    let counts = receiver.join().unwrap();
+    assert_eq!(bytes, n * size);
+    assert_eq!(
+        counts.applet_traps + counts.applet_drops + counts.rx_queue_full,
+        0
+    );
+    println!(
+        "xthr_count: {n} counted messages of {size} B after {} warm-up; the receiver delivered {}",
+        WARM_BURSTS * BURST,
+        counts.rx_delivered
+    );
+}
+
+/// [`xthr_count_send`] outside the toggle (the warm-up's).
+#[inline(never)]
+fn uncounted_send(a: &mut Endpoint, chan: u16, msg: &[u8]) {
+    for _ in 0..BURST {
+        a.send(chan, msg).expect("sent");
+    }
+}
+
+/// [`xthr_count_recv`] outside the toggle (the warm-up's).
+#[inline(never)]
+fn uncounted_recv(b: &mut Endpoint) -> usize {
+    let mut n = 0;
+    let mut got = 0;
+    while got < BURST {
+        if let Some(m) = b.recv_ref() {
+            m.read(|p| n += std::hint::black_box(p).len());
+            got += 1;
+        }
+    }
+    n
+}
