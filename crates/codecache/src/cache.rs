@@ -83,13 +83,6 @@ pub enum Error {
     /// Cache memory for a link site.
     #[error(transparent)]
     Alloc(#[from] AllocError),
-    /// The code just built was retired (replaced, removed or evicted for
-    /// capacity) before it could be returned.
-    #[error("the code for key {key} was retired as soon as it was built")]
-    Retired {
-        /// The key.
-        key: u64,
-    },
 }
 
 /// One published block: the code for a key at one version.
@@ -253,10 +246,10 @@ impl Core {
         Ok(self.trampoline.get_or_init(|| page).exec())
     }
 
-    /// Builds under the building lock and publishes; retires what it
-    /// replaces. `current` is consulted first (under the lock) by
-    /// `get_or_build`.
-    fn build_and_insert<F, E>(&self, key: u64, version: u64, build: F) -> Result<(), Error>
+    /// Builds an entry for `key` (under the building lock, which the
+    /// caller holds), for the caller to publish. `current` is consulted
+    /// first (under the lock) by `get_or_build`.
+    fn build_entry<F, E>(&self, key: u64, version: u64, build: F) -> Result<Box<Entry>, Error>
     where
         F: FnOnce(&mut Emit<'_>) -> Result<vcode::Code, E>,
         E: Into<Error>,
@@ -290,10 +283,7 @@ impl Core {
             code,
         });
         self.live_bytes.fetch_add(bytes, Ordering::Relaxed);
-        if let Some(old) = self.table.insert(key, e) {
-            self.unlink_and_retire(vec![old]);
-        }
-        Ok(())
+        Ok(e)
     }
 
     fn publish<F, E>(&self, key: u64, version: u64, build: F) -> Result<(), Error>
@@ -303,7 +293,11 @@ impl Core {
     {
         let r = {
             let _b = lock_counted(&self.build, &self.build_contention);
-            self.build_and_insert(key, version, build)
+            self.build_entry(key, version, build).map(|e| {
+                if let Some(old) = self.table.insert(key, e) {
+                    self.unlink_and_retire(vec![old]);
+                }
+            })
         };
         self.keep_below_high_water();
         r
@@ -932,17 +926,27 @@ impl<'t> Scope<'t> {
         if let Some(e) = self.lookup(key) {
             return Ok(e);
         }
-        {
+        let e = {
             let _b = lock_counted(&self.core.build, &self.core.build_contention);
-            if self.core.table.get(key, &self.guard).is_none() {
-                self.core.build_and_insert(key, version, build)?;
+            match self.core.table.get(key, &self.guard) {
+                Some(e) => e,
+                None => {
+                    let e = self.core.build_entry(key, version, build)?;
+                    let (e, old) = self.core.table.insert_in(key, e, &self.guard);
+                    if let Some(old) = old {
+                        self.core.unlink_and_retire(vec![old]);
+                    }
+                    e
+                }
             }
-        }
+        };
+        // The entry found or built stays alive for this scope even if
+        // another thread (or the high-water mark below) retires it at
+        // once: it is returned whatever happens to it after, as a look-up
+        // that found it just before its retirement would have returned it.
+        // (Looking it up again here failed under a storm of evictions: a
+        // JIT invocation rebuilt its code 8 times and trapped.)
         self.core.keep_below_high_water();
-        // Present unless another thread retired it in between.
-        self.core
-            .table
-            .get(key, &self.guard)
-            .ok_or(Error::Retired { key })
+        Ok(e)
     }
 }

@@ -361,6 +361,33 @@ impl<V: Send + 'static> Map<V> {
     /// Publishes `value` under `key`. Returns the value it replaces, now
     /// unreachable for new lookups. May retire the old table after a resize.
     pub fn insert(&self, key: u64, value: Box<V>) -> Option<Unlinked<V>> {
+        self.insert_raw(key, value).1
+    }
+
+    /// [`Map::insert`], and the value published, alive for as long as
+    /// `guard` even if another thread replaces or removes it at once: a
+    /// value is retired only after it is unreachable, and freed only when
+    /// every thread counted at that retire has passed a synchronization
+    /// point, which the guard's thread does not do while it is borrowed.
+    pub fn insert_in<'g>(
+        &'g self,
+        key: u64,
+        value: Box<V>,
+        guard: &'g Guard<'_>,
+    ) -> (&'g V, Option<Unlinked<V>>) {
+        assert!(guard.is_of(&self.rec), "a guard of another reclaimer");
+        let (v, old) = self.insert_raw(key, value);
+        // SAFETY: `v` was made by `Box::into_raw` and published by
+        // `insert_raw`; from then on only a writer that unlinks it retires
+        // it, and the reclaimer frees it only after every thread counted
+        // at that retire has passed a synchronization point. `guard` is a
+        // scope of this map's reclaimer (asserted above), so this thread is
+        // counted and passes none until the borrow ends.
+        (unsafe { &*v }, old)
+    }
+
+    /// [`Map::insert`], with the published value's address.
+    fn insert_raw(&self, key: u64, value: Box<V>) -> (*const V, Option<Unlinked<V>>) {
         let mut c = lock(&self.write, &self.contention);
         // Writers hold the lock: `cur` only changes under it.
         // SAFETY: the current table is never retired while we hold the lock.
@@ -381,14 +408,14 @@ impl<V: Send + 'static> Map<V> {
                 // SAFETY: the slot owned `old` (made by Box::into_raw) and it
                 // is no longer reachable through the table; `Unlinked` only
                 // ever retires it, so readers that still hold it are safe.
-                Some(self.unlinked(unsafe { Box::from_raw(old) }))
+                (v, Some(self.unlinked(unsafe { Box::from_raw(old) })))
             }
             REMOVED => {
                 // Revived for the same key: value first, then the tag.
                 s.val.store(v, Ordering::Relaxed);
                 s.tag.store(FULL, Ordering::Release);
                 c.live += 1;
-                None
+                (v, None)
             }
             _ => {
                 s.key.store(key, Ordering::Relaxed);
@@ -396,7 +423,7 @@ impl<V: Send + 'static> Map<V> {
                 s.tag.store(FULL, Ordering::Release);
                 c.live += 1;
                 c.used += 1;
-                None
+                (v, None)
             }
         }
     }

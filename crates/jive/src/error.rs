@@ -316,9 +316,9 @@ mod tests {
                 JitError::Cache {
                     class: "Bench".into(),
                     key: 0xabc,
-                    source: codecache::Error::Retired { key: 0xabc },
+                    source: codecache::Error::Generate(vcode_error.clone()),
                 },
-                "publishing the code of Bench in the code cache (key 0x0000000000000abc): the code for key 2748 was retired as soon as it was built",
+                "publishing the code of Bench in the code cache (key 0x0000000000000abc): generating code: vcode: label L3 is used but never placed (instruction 17, in `blt`)",
             ),
         ];
         for (e, text) in &cases {
@@ -333,7 +333,7 @@ mod tests {
         let source = cache.source().expect("Cache has a source");
         assert!(matches!(
             source.downcast_ref::<codecache::Error>(),
-            Some(codecache::Error::Retired { key: 0xabc })
+            Some(codecache::Error::Generate(e)) if *e == vcode_error
         ));
         assert!(cases[0].0.source().is_none());
     }

@@ -1193,9 +1193,8 @@ pub(super) fn execute_registering(
 }
 
 /// The code of `key` after the cache evicted it under memory pressure:
-/// compiled again and published. Another eviction may unlink the new code
-/// before this thread looks it up (`codecache::Error::Retired`); it is then
-/// built again, a few times at most.
+/// compiled again and published. The entry is alive for `scope` even if
+/// another eviction retires it at once (`Scope::get_or_build`).
 #[cold]
 #[inline(never)]
 pub(super) fn rebuild<'s>(
@@ -1203,27 +1202,17 @@ pub(super) fn rebuild<'s>(
     key: u64,
     prog: &Program,
 ) -> Result<&'s codecache::Entry, String> {
-    const ATTEMPTS: usize = 8;
-    let mut last = None;
-    for _ in 0..ATTEMPTS {
-        let mut func = Some(build(prog).map_err(|e| format!("internal error: {e}"))?.0);
-        match scope.get_or_build(key, 1, |e| match func.take() {
+    let mut func = Some(build(prog).map_err(|e| format!("internal error: {e}"))?.0);
+    scope
+        .get_or_build(key, 1, |e| match func.take() {
             Some(mut f) => f.end_in(e.mem()),
             None => Err(vcode::Error::new(
                 0,
                 "rebuild",
                 vcode::ErrorKind::Unsupported("built twice"),
             )),
-        }) {
-            Ok(e) => return Ok(e),
-            Err(e @ codecache::Error::Retired { .. }) => last = Some(e),
-            Err(e) => return Err(format!("internal error: {e}")),
-        }
-    }
-    Err(format!(
-        "internal error: the code was evicted {ATTEMPTS} times as soon as it was built ({})",
-        last.map(|e| e.to_string()).unwrap_or_default()
-    ))
+        })
+        .map_err(|e| format!("internal error: {e}"))
 }
 
 impl Compiled {
