@@ -201,10 +201,24 @@ fn an_allocation_that_cannot_fit_reports_a_full_cache() {
     assert!(r.is_err(), "{:?}", cache.stats());
     assert!(s.lookup(1).is_none(), "evicted to make room");
     drop(s);
+    // Built inside a scope above the high water mark, the code is evicted
+    // as soon as it is published, but `get_or_build` hands back the entry
+    // it built, alive (and runnable) until the scope ends; a look-up no
+    // longer finds it, and the scope's end lets it be freed.
     let s = t.enter();
-    let e = s.get_or_build(2, 1, value_fn(2, 1, 5000));
-    assert!(e.is_err(), "evicted at once, above the high water mark");
+    let e = s
+        .get_or_build(2, 1, value_fn(2, 1, 5000))
+        .expect("the entry built, alive for the scope though evicted");
+    // SAFETY: as in `call`: the function computes on its argument, and
+    // runs inside the scope that keeps its entry alive.
+    let f = unsafe { e.code().as_fn::<LongFn>() }.unwrap();
+    assert_eq!((f(5), e.version()), (5 + tag(2, 1), 1));
+    assert!(
+        s.lookup(2).is_none(),
+        "evicted at once, above the high water mark"
+    );
     drop(s);
+    assert_eq!(cache.stats().pending_sets, 0, "freed once the scope ended");
     let mut cfg = Config::with_capacity(CHUNK);
     cfg.high_water_percent = 100;
     let cache = CodeCache::new(cfg);
