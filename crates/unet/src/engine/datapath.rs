@@ -1337,7 +1337,8 @@ impl Engine {
     /// [`applet_tx`] pumps them before its next invocation, and the test
     /// keeps the order should that change), or the message's bytes gone
     /// ([`Engine::resolve_deferred`] then finds them gone too and counts
-    /// the drop). Out of line and cold: the same-thread delivery's path
+    /// the drop). Out of line (not cold: cold, LLVM kept its callees out
+    /// of line, 1 more a message on the two-thread send): the same-thread delivery's path
     /// makes no call (with the inbox's call inside `deliver_deferred`,
     /// `standard-40` counted 7 more; with a three-way result 21 more).
     #[inline(never)]
@@ -2045,6 +2046,12 @@ mod tests {
         a.send(ab, &again).unwrap();
         assert_eq!(recv_elsewhere(&mut b), [again]);
         assert_eq!(pa.counts().tx_frames, before.1.tx_frames + 1);
+        // And that way opens the window for this peer (another thread's,
+        // with an applet), so the message went by `enqueue_deferred`.
+        assert!(
+            e.may_defer(&pa.tx.lock(), ab),
+            "no deferring window for another thread's applet"
+        );
     }
 
     /// A receiver of another thread found closed (its flag, or its inbox
