@@ -7,6 +7,39 @@
 //! are classified by the engine's dpf table and delivered, or counted.
 
 use super::*;
+use crate::biased::BiasedGuard;
+
+/// The points of [`Engine::pump_drained`] where a unit test parks the
+/// draining thread, to run another thread's `doTx` in between: `Pump`,
+/// the receive lock let go and the frames not yet sent (the transmit
+/// side held); `Handed`, the frames handed back to the receive side's
+/// outbox and the transmit side not yet taken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Window {
+    Pump,
+    Handed,
+}
+
+#[cfg(test)]
+thread_local! {
+    /// The test's hook at a [`Window`], on its own thread alone.
+    pub(super) static AT_WINDOW: std::cell::RefCell<Option<Box<dyn FnMut(Window)>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+#[cfg(test)]
+fn at_window(w: Window) {
+    AT_WINDOW.with(|h| {
+        if let Some(f) = h.borrow_mut().as_mut() {
+            f(w);
+        }
+    });
+}
+
+/// Nothing outside the unit tests.
+#[cfg(not(test))]
+#[inline(always)]
+fn at_window(_: Window) {}
 
 impl Engine {
     /// Services endpoint `id`'s transmit queue once (up to a budget of
@@ -428,9 +461,65 @@ impl Engine {
                     || port.throttle_until.load(Ordering::Relaxed) != 0))
         });
         rx.io.publish();
-        drop(guard);
-        self.pump_owned(made);
+        if made.is_empty() {
+            drop(guard);
+            recycle(made);
+            return n;
+        }
+        self.pump_drained(port, guard, made);
         n
+    }
+
+    /// Sends the frames `port`'s applet made in a drain (`made`, not
+    /// empty), in their place among the frames of its `doTx`s: under the
+    /// endpoint's transmit lock, under which every `doTx` runs and its
+    /// frames are sent ([`Engine::service`], [`applet_tx`]). Without it a
+    /// `doTx` on another thread could run once the receive lock is let go
+    /// and send its frames before these, which its applet made first (a
+    /// channel's messages out of order: `Burst25`'s queued requests, sent
+    /// by `doRx` when an acknowledgement returns, behind a later request
+    /// its `doTx` sent at once).
+    ///
+    /// Taken by `try_lock` while the receive lock is held (the order of
+    /// the two locks is transmit, then receive). If another thread holds
+    /// the transmit side (it may be waiting for this receive lock to run
+    /// `doTx`), the frames go back into the receive side's outbox, where
+    /// the next `doTx` finds them and sends them ahead of its own
+    /// ([`applet_tx`]; no deferred `txPush` while they wait there), and
+    /// this thread, once it holds the transmit side, sends whatever is
+    /// still there. No frame is dropped or counted twice: each leaves that
+    /// outbox once, under the receive lock.
+    #[cold]
+    #[inline(never)]
+    fn pump_drained(&self, port: &Port, mut guard: BiasedGuard<'_, RxSide>, mut made: Outbox) {
+        if let Some(tx) = port.tx.try_lock() {
+            drop(guard);
+            at_window(Window::Pump);
+            self.pump_owned(made);
+            drop(tx);
+            return;
+        }
+        let out = &mut guard.io.framer.out;
+        if out.is_empty() {
+            std::mem::swap(out, &mut made);
+        } else {
+            // Not reached (the drain took them all into `made`); kept in
+            // order if it ever is.
+            out.append(&made);
+        }
+        drop(guard);
+        recycle(made);
+        at_window(Window::Handed);
+        let tx = port.tx.lock();
+        let mut left = outbox();
+        {
+            let mut rx = port.rx.lock();
+            if !rx.io.framer.out.is_empty() {
+                std::mem::swap(&mut rx.io.framer.out, &mut left);
+            }
+        }
+        self.pump_owned(left);
+        drop(tx);
     }
 
     #[inline]
@@ -2112,5 +2201,101 @@ mod tests {
         assert_eq!(all_counts(&e, &pa, &pb), before);
         a.send(ab, b"after").unwrap();
         assert_eq!(recv_elsewhere(&mut b), [b"after".to_vec()]);
+    }
+
+    /// The order of an endpoint's frames across two threads: `a`
+    /// (`PingPong`: `doRx` echoes each message on its channel, `doTx`
+    /// sends the application's) drained by a thread that is not its own
+    /// (`T1`, an engine thread's place), which `doRx` echoes `r` to `b`
+    /// (no applet) on the channel `ab`; this thread, `a`'s application's,
+    /// sends `x` on `ab` through `doTx` while `T1` is parked at `window`
+    /// in [`Engine::pump_drained`]. The applet pushed `r` first, so `b`
+    /// receives `r`, then `x`, each once, counted once. Returns the
+    /// messages `b` received with `T1` parked, then all of them.
+    fn order_across(window: Window) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+        let e = engine();
+        let mut a = e
+            .create_endpoint(Config::default(), Some(crate::applets::PING_PONG))
+            .unwrap();
+        let mut b = e.create_endpoint(Config::default(), None).unwrap();
+        let ab = a.open_channel(e.local(), b.id()).unwrap();
+        let ba = b.open_channel(e.local(), a.id()).unwrap();
+        let (pa, pb) = (e.port(a.id()).unwrap(), e.port(b.id()).unwrap());
+        // `a` is another thread's: `b`'s message waits in its inbox.
+        assert!(recv_elsewhere(&mut a).is_empty());
+        b.send(ba, b"r").unwrap();
+        assert!(!pa.inbox.is_empty());
+        let before = all_counts(&e, &pa, &pb);
+        let recv_all = |b: &mut Endpoint| {
+            let mut got = Vec::new();
+            while let Some(m) = b.recv() {
+                got.push(m.to_vec());
+            }
+            got
+        };
+        // At `Handed`, this thread holds the transmit side when `T1`
+        // tries it.
+        let held = (window == Window::Handed).then(|| pa.tx.lock());
+        let (reached, at) = std::sync::mpsc::channel();
+        let (go, wait) = std::sync::mpsc::channel::<()>();
+        let parked = std::thread::scope(|s| {
+            let t1 = s.spawn(|| {
+                AT_WINDOW.with(|h| {
+                    *h.borrow_mut() = Some(Box::new(move |w| {
+                        if w == window {
+                            reached.send(()).unwrap();
+                            wait.recv().unwrap();
+                        }
+                    }));
+                });
+                let n = e.drain(&pa);
+                AT_WINDOW.with(|h| h.borrow_mut().take());
+                n
+            });
+            at.recv_timeout(Duration::from_secs(10))
+                .unwrap_or_else(|_| panic!("the drain never reached {window:?}"));
+            drop(held);
+            a.send(ab, b"x").unwrap();
+            let parked = recv_all(&mut b);
+            go.send(()).unwrap();
+            assert_eq!(t1.join().unwrap(), 1);
+            parked
+        });
+        // What waits in `a`'s transmit queue (`x`, if `T1` held the
+        // transmit side when it was sent) goes now.
+        e.service(&pa);
+        let mut all = parked.clone();
+        all.extend(recv_all(&mut b));
+        let after = all_counts(&e, &pa, &pb);
+        assert_eq!(after.1.tx_frames, before.1.tx_frames + 2);
+        assert_eq!(after.1.tx_descriptors, before.1.tx_descriptors + 1);
+        assert_eq!(after.2.rx_delivered, before.2.rx_delivered + 2);
+        assert_eq!(
+            (after.0.closed, after.0.unmatched, after.1.applet_drops),
+            (before.0.closed, before.0.unmatched, before.1.applet_drops)
+        );
+        assert!(pa.inbox.is_empty());
+        assert!(pa.rx.lock().io.framer.out.is_empty());
+        (parked, all)
+    }
+
+    /// `T1` parked with the frames `doRx` made not yet sent, the receive
+    /// lock let go: `x`'s `doTx` cannot send before them, since `T1`
+    /// holds the transmit side (`x` waits in the transmit queue).
+    #[test]
+    fn a_drains_frames_go_before_a_later_dotx_on_another_thread() {
+        let (parked, all) = order_across(Window::Pump);
+        assert!(parked.is_empty(), "{parked:?}");
+        assert_eq!(all, [b"r".to_vec(), b"x".to_vec()]);
+    }
+
+    /// `T1` found the transmit side held and handed its frames back to the
+    /// receive side's outbox: the next `doTx` (on this thread) sends them
+    /// ahead of its own, and `T1` then finds nothing left to send.
+    #[test]
+    fn a_drains_frames_handed_back_go_ahead_of_the_next_dotx() {
+        let (parked, all) = order_across(Window::Handed);
+        assert_eq!(parked, [b"r".to_vec(), b"x".to_vec()]);
+        assert_eq!(all, parked);
     }
 }
