@@ -267,9 +267,7 @@ impl Engine {
                 && tag >> 16 == mine
                 && let Some((hdr, head)) = f.split_first_chunk::<HEADER_LEN>()
                 && let Some(Some(ch)) = channels.get_mut((tag & 0xffff) as usize)
-                && ch.local
-                && !ch.checksum
-                && !ch.closed
+                && ch.goes_kept()
             {
                 let payload = Payload {
                     head,
@@ -389,10 +387,7 @@ impl Engine {
         // So does one whose applet would add to frames already past the
         // inbox budget: frames made by applets delivering on their own
         // thread cannot pile up without bound.
-        if port.has_applet.load(Ordering::Acquire)
-            && (port.owner.load(Ordering::Relaxed) != thread_token()
-                || made.used >= port.budgets.inbox_bytes)
-        {
+        if port.waits_in_inbox(made.used) {
             enqueue(port, chan, f, tail, s);
             return;
         }
@@ -1048,7 +1043,7 @@ impl Engine {
     /// instructions more a message on the framed path.
     #[inline(always)]
     fn deliver_direct(&self, out: &mut Outbox, ch: &mut Channel, port: &Port, d: TxDesc) -> bool {
-        if !out.is_empty() || !ch.local || ch.checksum || ch.closed {
+        if !out.is_empty() || !ch.goes_kept() {
             return false;
         }
         let version = self.inner.verdicts.load(Ordering::Acquire);
@@ -1154,7 +1149,7 @@ impl Engine {
         let Some(Some(ch)) = channels.get_mut(usize::from(chan)) else {
             return false;
         };
-        if len > *max_message as usize || !out.is_empty() || !ch.local || ch.checksum || ch.closed {
+        if len > *max_message as usize || !out.is_empty() || !ch.goes_kept() {
             return false;
         }
         bump(&port.stats.tx_descriptors);
@@ -1373,7 +1368,7 @@ impl Engine {
             ch.direct = false;
             return false;
         }
-        if !ch.local || ch.checksum || ch.closed {
+        if !ch.goes_kept() {
             return false;
         }
         self.keep(ch, version, m.len as usize);
@@ -1382,8 +1377,7 @@ impl Engine {
         };
         if core::ptr::eq(dst, port)
             || !dst.has_applet.load(Ordering::Acquire)
-            || dst.owner.load(Ordering::Relaxed) != thread_token()
-            || next.used >= dst.budgets.inbox_bytes
+            || dst.applet_elsewhere(next.used)
         {
             return false;
         }
@@ -1439,18 +1433,18 @@ impl Engine {
         // (the channel's taken under the version now, by
         // `deliver_deferred`), the channel local, open, unchecksummed.
         let version = self.inner.verdicts.load(Ordering::Acquire);
-        if version == 0 || ch.verdict.version != version || !ch.local || ch.checksum || ch.closed {
+        if version == 0 || ch.verdict.version != version || !ch.goes_kept() {
             return false;
         }
-        // Then `deliver_kept` and `deliver_local`'s test for the inbox: a
-        // kept owner and peer, with an applet, another thread's.
+        // Then `deliver_kept` and `deliver_local`'s test for the inbox,
+        // the same function (`Port::waits_in_inbox`): a kept owner and
+        // peer, with an applet, another thread's or past its inbox budget
+        // (with nothing made before it: `tx.next` empty, so that nothing
+        // made earlier is overtaken either).
         let (Some(owner), Some(dst)) = (ch.verdict.owner, ch.verdict.peer.as_deref()) else {
             return false;
         };
-        if !dst.has_applet.load(Ordering::Acquire)
-            || dst.owner.load(Ordering::Relaxed) == thread_token()
-            || !tx.next.is_empty()
-        {
+        if !tx.next.is_empty() || !dst.waits_in_inbox(tx.next.used) {
             return false;
         }
         let Some(bytes) = rx.applet.as_ref().and_then(|l| deferred_bytes(l, m)) else {
@@ -1621,10 +1615,7 @@ impl Engine {
         made: &mut Outbox,
     ) {
         let s = &self.inner.stats;
-        if dst.has_applet.load(Ordering::Acquire)
-            && (dst.owner.load(Ordering::Relaxed) != thread_token()
-                || made.used >= dst.budgets.inbox_bytes)
-        {
+        if dst.waits_in_inbox(made.used) {
             return enqueue_parts(dst, chan, hdr, template, payload, s);
         }
         let mut rx = dst.rx.lock();

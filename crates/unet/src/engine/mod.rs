@@ -388,6 +388,18 @@ struct Channel {
     direct: bool,
 }
 
+impl Channel {
+    /// Whether a message on this channel goes to its peer with the
+    /// channel's kept verdict, without being classified: its peer on this
+    /// engine, no checksum, open. One test for every way that does so
+    /// (`pump_sent`'s frames, the direct deliveries, the deferred
+    /// `txPush`), so that none can drift from the others.
+    #[inline(always)]
+    fn goes_kept(&self) -> bool {
+        self.local && !self.checksum && !self.closed
+    }
+}
+
 /// The verdict a channel to an endpoint of this engine keeps: the owner
 /// the filter table gives its frames (if any) and the version of
 /// [`Inner::verdicts`] it was taken under, valid while that version is
@@ -852,9 +864,7 @@ impl Framer {
             copy_sum,
         } = self;
         if let Some(ch) = channels.get(usize::from(chan)).and_then(Option::as_ref)
-            && ch.local
-            && !ch.checksum
-            && !ch.closed
+            && ch.goes_kept()
         {
             // Below ILP_MIN_COPY bytes the whole message is cheaper to carry.
             let carried = reach
@@ -1231,6 +1241,25 @@ impl Port {
         if self.has_applet.load(Ordering::Relaxed) {
             self.claim();
         }
+    }
+
+    /// Whether a frame for this endpoint waits in its inbox instead of
+    /// running its applet on this thread: it has an applet, and this
+    /// thread is not its own or the frames applets made in this thread's
+    /// delivery (`made`, bytes) are past its inbox budget, so that they
+    /// cannot pile up without bound. One test for every way to it (the
+    /// frame's, [`Engine::deliver_to`]; a message without a frame,
+    /// `deliver_local_inline`; a deferred `txPush`, `enqueue_deferred`),
+    /// so that none can drift from the others.
+    #[inline(always)]
+    fn waits_in_inbox(&self, made: usize) -> bool {
+        self.has_applet.load(Ordering::Acquire) && self.applet_elsewhere(made)
+    }
+
+    /// [`Port::waits_in_inbox`] for an endpoint whose applet is known.
+    #[inline(always)]
+    fn applet_elsewhere(&self, made: usize) -> bool {
+        self.owner.load(Ordering::Relaxed) != thread_token() || made >= self.budgets.inbox_bytes
     }
 
     /// Whether the calling thread is the one that runs this endpoint's
