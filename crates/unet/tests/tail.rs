@@ -8,6 +8,7 @@
 //! sender itself, a receiver at its inbox budget, the push budgets).
 
 mod message;
+mod tail_setup;
 use std::sync::{Arc, Mutex};
 
 use jive::subset::Prim;
@@ -15,8 +16,9 @@ use jive::{Applet, Limits, Natives};
 use message::message;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use tail_setup::{Outcome, Streams, drain, engine_on, interpret, random_len, set_mode, streams};
 use unet::transport::LoopNet;
-use unet::{Budgets, Config, Endpoint, Engine};
+use unet::{Budgets, Config};
 
 /// A table for `TailPush` whose `txPush` and its tail form log which of
 /// the two each call ran (`true`: the tail form).
@@ -130,19 +132,6 @@ fn a_native_without_a_tail_form_runs_itself_at_its_tail_sites() {
     }
 }
 
-fn engine_on(net: &LoopNet, addr: &str, budgets: Budgets) -> Engine {
-    Engine::with_budgets(
-        Box::new(net.attach(addr.parse().unwrap()).unwrap()),
-        budgets,
-    )
-}
-
-fn set_mode(e: &Engine, ep: &Endpoint, mode: i32) {
-    e.with_applet(ep.id(), |ap| ap.set_static_int("mode", mode))
-        .unwrap()
-        .unwrap();
-}
-
 /// Mode 1 pushes at a site that is not a tail site and then inverts
 /// TxBuf's first byte: every message arrives as it was at the push, to a
 /// receiver with the standard applet (where mode 0's tail push goes
@@ -183,7 +172,7 @@ fn a_push_followed_by_a_write_to_txbuf_sends_the_bytes_of_the_push() {
 /// without, with every push counted and nothing dropped or trapped.
 #[test]
 fn a_push_of_an_array_only_a_local_holds_is_eager_and_arrives() {
-    for interpret in [false, true] {
+    for on_interpreter in [false, true] {
         let net = LoopNet::new();
         let e = engine_on(&net, "10.0.0.1:7000", Budgets::default());
         let mut a = e
@@ -193,10 +182,8 @@ fn a_push_of_an_array_only_a_local_holds_is_eager_and_arrives() {
             .create_endpoint(Config::default(), Some(unet::applets::STANDARD))
             .unwrap();
         let mut c = e.create_endpoint(Config::default(), None).unwrap();
-        if interpret {
-            e.with_applet(a.id(), |ap| ap.set_engine(jive::Engine::Interpreter))
-                .unwrap()
-                .unwrap();
+        if on_interpreter {
+            interpret(&e, &a);
         }
         let ab = a.open_channel(e.local(), b.id()).unwrap();
         let ac = a.open_channel(e.local(), c.id()).unwrap();
@@ -213,92 +200,54 @@ fn a_push_of_an_array_only_a_local_holds_is_eager_and_arrives() {
                     assert_eq!(
                         got.as_deref(),
                         Some(&m[..]),
-                        "mode {mode}, {len} bytes, interpret {interpret}"
+                        "mode {mode}, {len} bytes, interpret {on_interpreter}"
                     );
                     n += 1;
                 }
             }
         }
         let counts = a.counts();
-        assert_eq!(counts.applet_drops, 0, "interpret {interpret}");
-        assert_eq!(counts.applet_traps, 0, "interpret {interpret}");
-        assert_eq!(counts.tx_frames, n, "interpret {interpret}");
-    }
-}
-
-/// What one stream came to: every send's result, every message each
-/// endpoint received, and every counter.
-#[derive(Debug, PartialEq)]
-struct Outcome {
-    sent: Vec<String>,
-    received: Vec<Vec<Vec<u8>>>,
-    counts: Vec<unet::PortCounts>,
-    engines: Vec<unet::EngineCounts>,
-}
-
-fn drain(ep: &mut Endpoint, into: &mut Vec<Vec<u8>>) {
-    while let Some(m) = ep.recv_ref() {
-        into.push(m.to_vec());
+        assert_eq!(counts.applet_drops, 0, "interpret {on_interpreter}");
+        assert_eq!(counts.applet_traps, 0, "interpret {on_interpreter}");
+        assert_eq!(counts.tx_frames, n, "interpret {on_interpreter}");
     }
 }
 
 /// One random stream from `seed`, with the sender's `doTx` in `mode`
 /// (0: the tail push; 2: the same push, eager), on jive's interpreter
-/// if `interpret`, else as the engine loads it (the JIT).
-fn stream(seed: u64, mode: i32, interpret: bool) -> Outcome {
+/// if `on_interpreter`, else as the engine loads it (the JIT).
+fn stream(seed: u64, mode: i32, on_interpreter: bool) -> Outcome {
     let mut rng = StdRng::seed_from_u64(seed);
     let budgets = Budgets {
         push_bytes: if rng.random_bool(0.3) { 300 } else { 4 << 20 },
         inbox_bytes: if rng.random_bool(0.3) { 0 } else { 4 << 20 },
         ..Budgets::default()
     };
-    let net = LoopNet::new();
-    let e = engine_on(&net, "10.0.0.1:7000", budgets);
-    let r = engine_on(&net, "10.0.0.2:7000", budgets);
-    let cfg = Config::default();
-    let std = Some(unet::applets::STANDARD);
-    let mut a = e
-        .create_endpoint(cfg, Some(unet::applets::TAIL_PUSH))
-        .unwrap();
-    let mut b = e.create_endpoint(cfg, std).unwrap();
-    let mut c = e.create_endpoint(cfg, None).unwrap();
-    let mut d = Some(e.create_endpoint(cfg, std).unwrap());
-    let mut far = r.create_endpoint(cfg, std).unwrap();
-    set_mode(&e, &a, mode);
-    if interpret {
-        e.with_applet(a.id(), |ap| ap.set_engine(jive::Engine::Interpreter))
-            .unwrap()
-            .unwrap();
-    }
-    let ab = a.open_channel(e.local(), b.id()).unwrap();
-    let ac = a.open_channel(e.local(), c.id()).unwrap();
-    let aa = a.open_channel(e.local(), a.id()).unwrap();
-    let ad = a.open_channel(e.local(), d.as_ref().unwrap().id()).unwrap();
-    let af = a.open_channel(r.local(), far.id()).unwrap();
-    b.open_channel(e.local(), a.id()).unwrap();
-    c.open_channel(e.local(), a.id()).unwrap();
-    d.as_mut().unwrap().open_channel(e.local(), a.id()).unwrap();
-    far.open_channel(e.local(), a.id()).unwrap();
+    let Streams {
+        net: _net,
+        e,
+        r,
+        mut a,
+        mut b,
+        mut c,
+        mut d,
+        mut far,
+        ab,
+        ac,
+        aa,
+        ad,
+        af,
+        ..
+    } = streams(budgets, mode, on_interpreter, false);
     let chans = [ab, ab, ab, ac, aa, ad, af, 77];
-    let mut out = Outcome {
-        sent: Vec::new(),
-        received: vec![Vec::new(); 5],
-        counts: Vec::new(),
-        engines: Vec::new(),
-    };
+    let mut out = Outcome::new(5);
     let max = a.max_message();
     for seq in 0..rng.random_range(20..80u64) {
         if d.is_some() && rng.random_bool(0.05) {
             d = None;
         }
         let ch = chans[rng.random_range(0..chans.len())];
-        let len = match rng.random_range(0..6) {
-            0 => 0,
-            1 | 2 => rng.random_range(1..=56),
-            3 => rng.random_range(57..400),
-            4 => rng.random_range(400..5000),
-            _ => max,
-        };
+        let len = random_len(&mut rng, max);
         let m = message(seq + 1, len);
         out.sent.push(format!("{:?}", a.send(ch, &m)));
         if rng.random_bool(0.7) {

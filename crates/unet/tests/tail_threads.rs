@@ -11,39 +11,14 @@
 //! gone.
 
 mod message;
+mod tail_setup;
 
 use message::message;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use tail_setup::{Outcome, Streams, drain, engine_on, interpret, random_len, set_mode, streams};
 use unet::transport::LoopNet;
-use unet::{Budgets, Config, Endpoint, Engine};
-
-fn engine_on(net: &LoopNet, addr: &str, budgets: Budgets) -> Engine {
-    Engine::with_budgets(
-        Box::new(net.attach(addr.parse().unwrap()).unwrap()),
-        budgets,
-    )
-}
-
-fn set_mode(e: &Engine, ep: &Endpoint, mode: i32) {
-    e.with_applet(ep.id(), |ap| ap.set_static_int("mode", mode))
-        .unwrap()
-        .unwrap();
-}
-
-fn interpret(e: &Engine, ep: &Endpoint) {
-    e.with_applet(ep.id(), |ap| ap.set_engine(jive::Engine::Interpreter))
-        .unwrap()
-        .unwrap();
-}
-
-/// Every message waiting for `ep`, received on this thread (which claims
-/// it).
-fn drain(ep: &mut Endpoint, into: &mut Vec<Vec<u8>>) {
-    while let Some(m) = ep.recv_ref() {
-        into.push(m.to_vec());
-    }
-}
+use unet::{Budgets, Config, Endpoint};
 
 /// [`drain`] on a thread of its own, which claims `ep`: from then on its
 /// applet is another thread's than the test's.
@@ -53,19 +28,9 @@ fn drain_elsewhere(ep: &mut Endpoint, into: &mut Vec<Vec<u8>>) {
     });
 }
 
-/// What one stream came to: every send's result, every message each
-/// endpoint received, and every counter.
-#[derive(Debug, PartialEq)]
-struct Outcome {
-    sent: Vec<String>,
-    received: Vec<Vec<Vec<u8>>>,
-    counts: Vec<unet::PortCounts>,
-    engines: Vec<unet::EngineCounts>,
-}
-
 /// One random stream from `seed`, with the sender's `doTx` in `mode` (0:
 /// the tail push; 2: the same push, eager), on jive's interpreter if
-/// `interpret`, else on the JIT. Its receivers: `b` (the standard
+/// `on_interpreter`, else on the JIT. Its receivers: `b` (the standard
 /// applet, another thread's: the inbox way), `c` (no applet, another
 /// thread's), `g` (the standard applet, the sender's thread: straight
 /// into its `RxBuf`), the sender itself, `d` (the standard applet,
@@ -88,40 +53,25 @@ fn stream(seed: u64, mode: i32, on_interpreter: bool) -> Outcome {
         },
         ..Budgets::default()
     };
-    let net = LoopNet::new();
-    let e = engine_on(&net, "10.0.0.1:7000", budgets);
-    let r = engine_on(&net, "10.0.0.2:7000", budgets);
-    let cfg = Config::default();
-    let std = Some(unet::applets::STANDARD);
-    let mut a = e
-        .create_endpoint(cfg, Some(unet::applets::TAIL_PUSH))
-        .unwrap();
-    let mut b = e.create_endpoint(cfg, std).unwrap();
-    let mut c = e.create_endpoint(cfg, None).unwrap();
-    let mut g = e.create_endpoint(cfg, std).unwrap();
-    let mut d = Some(e.create_endpoint(cfg, std).unwrap());
-    let mut far = r.create_endpoint(cfg, std).unwrap();
-    set_mode(&e, &a, mode);
-    if on_interpreter {
-        interpret(&e, &a);
-    }
-    let ab = a.open_channel(e.local(), b.id()).unwrap();
-    let ac = a.open_channel(e.local(), c.id()).unwrap();
-    let ag = a.open_channel(e.local(), g.id()).unwrap();
-    let aa = a.open_channel(e.local(), a.id()).unwrap();
-    let ad = a.open_channel(e.local(), d.as_ref().unwrap().id()).unwrap();
-    let af = a.open_channel(r.local(), far.id()).unwrap();
-    b.open_channel(e.local(), a.id()).unwrap();
-    c.open_channel(e.local(), a.id()).unwrap();
-    g.open_channel(e.local(), a.id()).unwrap();
-    d.as_mut().unwrap().open_channel(e.local(), a.id()).unwrap();
-    far.open_channel(e.local(), a.id()).unwrap();
-    let mut out = Outcome {
-        sent: Vec::new(),
-        received: vec![Vec::new(); 6],
-        counts: Vec::new(),
-        engines: Vec::new(),
-    };
+    let Streams {
+        net: _net,
+        e,
+        r,
+        mut a,
+        mut b,
+        mut c,
+        g,
+        mut d,
+        mut far,
+        ab,
+        ac,
+        ag,
+        aa,
+        ad,
+        af,
+    } = streams(budgets, mode, on_interpreter, true);
+    let (mut g, ag) = (g.unwrap(), ag.unwrap());
+    let mut out = Outcome::new(6);
     // The receivers of another thread claimed there.
     drain_elsewhere(&mut b, &mut out.received[0]);
     drain_elsewhere(&mut c, &mut out.received[1]);
@@ -142,13 +92,7 @@ fn stream(seed: u64, mode: i32, on_interpreter: bool) -> Outcome {
         for _ in 0..if queued { rng.random_range(2..6) } else { 1 } {
             seq += 1;
             let ch = chans[rng.random_range(0..chans.len())];
-            let len = match rng.random_range(0..6) {
-                0 => 0,
-                1 | 2 => rng.random_range(1..=56),
-                3 => rng.random_range(57..400),
-                4 => rng.random_range(400..5000),
-                _ => max,
-            };
+            let len = random_len(&mut rng, max);
             let m = message(seq, len);
             out.sent.push(format!("{:?}", a.send(ch, &m)));
         }

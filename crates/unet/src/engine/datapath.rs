@@ -387,7 +387,7 @@ impl Engine {
         // So does one whose applet would add to frames already past the
         // inbox budget: frames made by applets delivering on their own
         // thread cannot pile up without bound.
-        if port.waits_in_inbox(made.used) {
+        if port.waits_in_inbox(made) {
             enqueue(port, chan, f, tail, s);
             return;
         }
@@ -1377,7 +1377,7 @@ impl Engine {
         };
         if core::ptr::eq(dst, port)
             || !dst.has_applet.load(Ordering::Acquire)
-            || dst.applet_elsewhere(next.used)
+            || dst.applet_elsewhere(next)
         {
             return false;
         }
@@ -1444,7 +1444,7 @@ impl Engine {
         let (Some(owner), Some(dst)) = (ch.verdict.owner, ch.verdict.peer.as_deref()) else {
             return false;
         };
-        if !tx.next.is_empty() || !dst.waits_in_inbox(tx.next.used) {
+        if !tx.next.is_empty() || !dst.waits_in_inbox(&tx.next) {
             return false;
         }
         let Some(bytes) = rx.applet.as_ref().and_then(|l| deferred_bytes(l, m)) else {
@@ -1615,7 +1615,7 @@ impl Engine {
         made: &mut Outbox,
     ) {
         let s = &self.inner.stats;
-        if dst.waits_in_inbox(made.used) {
+        if dst.waits_in_inbox(made) {
             return enqueue_parts(dst, chan, hdr, template, payload, s);
         }
         let mut rx = dst.rx.lock();
@@ -1982,15 +1982,7 @@ mod tests {
     /// counted for it, and the endpoint goes on.
     #[test]
     fn a_deferred_message_whose_bytes_are_gone_is_a_counted_drop() {
-        let e = engine();
-        let mut a = e
-            .create_endpoint(Config::default(), Some(crate::applets::TAIL_PUSH))
-            .unwrap();
-        let mut b = e
-            .create_endpoint(Config::default(), Some(crate::applets::STANDARD))
-            .unwrap();
-        let ab = a.open_channel(e.local(), b.id()).unwrap();
-        b.open_channel(e.local(), a.id()).unwrap();
+        let (e, mut a, mut b, ab) = tail_pair(None);
         let port = e.port(a.id()).unwrap();
         // The first message takes the channel's verdict, so that the next
         // `doTx` opens the deferring window.
@@ -2025,11 +2017,10 @@ mod tests {
         assert_eq!(port.counts().applet_drops, before.applet_drops + 1);
     }
 
-    /// An endpoint with `TailPush` (`a`, in `mode`) and one with the
-    /// standard applet (`b`) whose thread is not this one (claimed by a
-    /// thread of its own), a channel `ab` between them whose verdict the
-    /// first message took (received on another thread).
-    fn to_another_thread(mode: i32) -> (Engine, Endpoint, Endpoint, u16) {
+    /// An endpoint with `TailPush` (`a`, in `mode` if one is given) and
+    /// one with the standard applet (`b`), with a channel `ab` from `a` to
+    /// `b` and one back.
+    fn tail_pair(mode: Option<i32>) -> (Engine, Endpoint, Endpoint, u16) {
         let e = engine();
         let mut a = e
             .create_endpoint(Config::default(), Some(crate::applets::TAIL_PUSH))
@@ -2039,9 +2030,19 @@ mod tests {
             .unwrap();
         let ab = a.open_channel(e.local(), b.id()).unwrap();
         b.open_channel(e.local(), a.id()).unwrap();
-        e.with_applet(a.id(), |ap| ap.set_static_int("mode", mode))
-            .unwrap()
-            .unwrap();
+        if let Some(mode) = mode {
+            e.with_applet(a.id(), |ap| ap.set_static_int("mode", mode))
+                .unwrap()
+                .unwrap();
+        }
+        (e, a, b, ab)
+    }
+
+    /// [`tail_pair`] with `b`'s thread not this one (claimed by a thread
+    /// of its own), the channel's verdict taken by the first message
+    /// (received on another thread).
+    fn to_another_thread(mode: i32) -> (Engine, Endpoint, Endpoint, u16) {
+        let (e, mut a, mut b, ab) = tail_pair(Some(mode));
         assert!(recv_elsewhere(&mut b).is_empty());
         a.send(ab, b"first").unwrap();
         assert_eq!(recv_elsewhere(&mut b), [b"first".to_vec()]);

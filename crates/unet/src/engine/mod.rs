@@ -1246,20 +1246,21 @@ impl Port {
     /// Whether a frame for this endpoint waits in its inbox instead of
     /// running its applet on this thread: it has an applet, and this
     /// thread is not its own or the frames applets made in this thread's
-    /// delivery (`made`, bytes) are past its inbox budget, so that they
+    /// delivery (`made`) are past its inbox budget, so that they
     /// cannot pile up without bound. One test for every way to it (the
     /// frame's, [`Engine::deliver_to`]; a message without a frame,
     /// `deliver_local_inline`; a deferred `txPush`, `enqueue_deferred`),
     /// so that none can drift from the others.
     #[inline(always)]
-    fn waits_in_inbox(&self, made: usize) -> bool {
+    fn waits_in_inbox(&self, made: &Outbox) -> bool {
         self.has_applet.load(Ordering::Acquire) && self.applet_elsewhere(made)
     }
 
     /// [`Port::waits_in_inbox`] for an endpoint whose applet is known.
     #[inline(always)]
-    fn applet_elsewhere(&self, made: usize) -> bool {
-        self.owner.load(Ordering::Relaxed) != thread_token() || made >= self.budgets.inbox_bytes
+    fn applet_elsewhere(&self, made: &Outbox) -> bool {
+        self.owner.load(Ordering::Relaxed) != thread_token()
+            || made.used >= self.budgets.inbox_bytes
     }
 
     /// Whether the calling thread is the one that runs this endpoint's
