@@ -418,10 +418,19 @@ impl Engine {
     /// applet's frames within [`Budgets::round_time`] and not while it is
     /// throttled (the rest stays in the inbox, in order, for a later
     /// round); the application's own thread drains everything waiting.
+    #[inline]
     pub fn drain(&self, port: &Port) -> usize {
         if port.inbox.is_empty() {
             return 0;
         }
+        self.drain_waiting(port)
+    }
+
+    /// [`Engine::drain`] once frames wait: out of line, so that a poll of
+    /// an empty inbox (every `poll_engine` and receive call that finds
+    /// nothing) makes one test and no call.
+    #[inline(never)]
+    fn drain_waiting(&self, port: &Port) -> usize {
         let shared = !port.is_owner();
         if shared && port.has_applet.load(Ordering::Relaxed) && port.throttled() {
             return 0;
