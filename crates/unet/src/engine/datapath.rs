@@ -20,10 +20,14 @@ pub(super) enum Window {
     Handed,
 }
 
+/// What a unit test runs at a [`Window`].
+#[cfg(test)]
+type WindowHook = Box<dyn FnMut(Window)>;
+
 #[cfg(test)]
 thread_local! {
     /// The test's hook at a [`Window`], on its own thread alone.
-    pub(super) static AT_WINDOW: std::cell::RefCell<Option<Box<dyn FnMut(Window)>>> =
+    pub(super) static AT_WINDOW: std::cell::RefCell<Option<WindowHook>> =
         const { std::cell::RefCell::new(None) };
 }
 
