@@ -1887,6 +1887,58 @@ impl<B: Backend> Countdown for Func<B> {
     }
 }
 
+// -- A return's stores and status (added for the jive JIT's exits) ---------------
+
+/// What a return to a host that reads its status from the result register
+/// and its value from memory needs: the value stored, a constant without
+/// a register, and the status 0 returned without a register of the
+/// function set first.
+pub trait Exit {
+    /// `*(base + disp) = imm`, 32 bits. Natively `mov dword [base +
+    /// disp], imm32`; portably through a temporary.
+    fn st_imm32(&mut self, base: Reg<P>, disp: i32, imm: i32);
+    /// Returns the 32-bit constant 0 (the function's returns are of type
+    /// `I`). Natively `xor eax, eax` and the jump to the epilogue;
+    /// portably `scratch = 0` and [`Func::ret`] of it, so `scratch` is
+    /// written there only.
+    fn ret_zero(&mut self, scratch: Reg<crate::I>);
+}
+
+impl<B: Backend> Exit for Func<B> {
+    fn st_imm32(&mut self, base: Reg<P>, disp: i32, imm: i32) {
+        const NAME: &str = "st_imm32";
+        self.check_regs(NAME, &[(false, base.num())]);
+        if let Some(x) = self.backend().x86() {
+            x.insn(NAME);
+            x.buf.reserve(NAME, 16);
+            // mov r/m32, imm32 (C7 /0 id)
+            x.rm_scaled(0, false, 0xc7, 1, 0, base.num(), None, 0, disp, false);
+            x.buf.put4(imm as u32);
+            x.buf.resync(NAME);
+            return;
+        }
+        let Ok(t) = self.getreg::<crate::I>(crate::Class::Temp) else {
+            return self.fail(NAME, NO_TEMP);
+        };
+        self.set(t, imm);
+        self.st(t, base, i64::from(disp));
+        self.putreg(t);
+    }
+
+    fn ret_zero(&mut self, scratch: Reg<crate::I>) {
+        const NAME: &str = "ret_zero";
+        if let Some(x) = self.backend().x86() {
+            x.insn(NAME);
+            x.buf.reserve(NAME, 16);
+            x.ret_zero(NAME);
+            x.buf.resync(NAME);
+            return;
+        }
+        self.set(scratch, 0);
+        self.ret(scratch);
+    }
+}
+
 // -- The least value's test (added for the jive JIT's native calls) ---------------
 
 /// A branch on the one value a 64-bit runtime call returns for failure,

@@ -2071,6 +2071,21 @@ impl X64 {
         self.ret_head = at as u32 + 1;
     }
 
+    /// A return of the 32-bit constant 0 ([`crate::ext::Exit::ret_zero`]):
+    /// `xor eax, eax; jmp epilogue`, with no register of the function's
+    /// written first.
+    pub(crate) fn ret_zero(&mut self, m: &'static str) {
+        if let Err(kind) = self.st.note_ret(Ty::I) {
+            return self.buf.fail(m, kind);
+        }
+        self.movi(false, RAX, 0);
+        let at = self.buf.pos();
+        // jmp epilogue, linked into the chain of returns.
+        self.buf.put(0xe9 | (self.ret_head as u64) << 8, 5);
+        self.last_ret = Some((at, self.ret_head));
+        self.ret_head = at as u32 + 1;
+    }
+
     #[inline(always)]
     fn link(
         &mut self,

@@ -7,8 +7,11 @@
 //! displacement of their own), displacements across the disp8/disp32
 //! boundary, and for the add both widths and immediates across the
 //! imm8/imm32 boundary; nothing outside the 16 bytes or the word changes.
+//! `Exit`'s `st_imm32` and `ret_zero` (the JIT's return to the host) the
+//! same way: the 32-bit word stored and nothing else, and 0 returned
+//! whatever the scratch register held.
 
-use vcode::ext::{MemAdd, Move16};
+use vcode::ext::{Exit, MemAdd, Move16};
 use vcode::{Backend, Class, Func, Invoke, Leaf, P, Reference, Reg, UL, Value, X64};
 
 fn call(code: &(impl Invoke + ?Sized), args: &[Value]) {
@@ -200,6 +203,54 @@ fn add_mem_adds_to_one_word_of_its_width() {
                             );
                         }
                     }
+                }
+            }
+        }
+    }
+}
+
+/// `f(p, _, v)`: `st_imm32(p', disp, imm)` with `p` first moved into the
+/// `k`-th register claimed after the parameters, then `ret_zero` with the
+/// scratch register holding `v`.
+fn exiter<B: Backend>(native: bool, k: usize, disp: i32, imm: i32) -> Option<B::Code> {
+    let mut f = Func::<B>::with_backend();
+    let ps = f.lambda("%p%p%ul", Leaf::No).unwrap();
+    let (base, v) = (ps.get::<P>(0).unwrap(), ps.get::<UL>(2).unwrap());
+    let b = claim_kth(&mut f, k)?;
+    f.mov(b, base);
+    f.st_imm32(b, disp, imm);
+    let scratch = Reg::<vcode::I>::phys(v.num());
+    f.ret_zero(scratch);
+    match f.end() {
+        Ok(c) => Some(c),
+        Err(e) if native => panic!("{e}"),
+        Err(_) => None,
+    }
+}
+
+#[test]
+fn exit_stores_one_word_and_returns_zero() {
+    for k in 0..claimable::<X64>() {
+        for disp in [0, 8, -16, 127, 128, -129, 1000] {
+            for imm in [0, 1, -1, 127, 128, 0x1234_5678, i32::MIN] {
+                let native = exiter::<X64>(true, k, disp, imm);
+                let reference = exiter::<Reference>(false, k, disp, imm);
+                for (code, what) in built(&native, &reference) {
+                    let mut mem = vec![0x5au8; 2400];
+                    let at = (1200 + disp) as usize;
+                    // SAFETY: the function writes the 4 bytes at `at`, inside `mem`.
+                    let got = unsafe {
+                        code.invoke(&[
+                            Value::P(mem.as_mut_ptr().wrapping_add(1200) as usize),
+                            Value::P(0),
+                            Value::UL(0xdead_beef_0bad_cafe),
+                        ])
+                    }
+                    .unwrap_or_else(|e| panic!("{e}"));
+                    let mut want = vec![0x5au8; 2400];
+                    want[at..at + 4].copy_from_slice(&imm.to_le_bytes());
+                    assert_eq!(mem, want, "{what} k={k} disp={disp} imm={imm}");
+                    assert_eq!(got, Value::I(0), "{what} k={k} disp={disp} imm={imm}");
                 }
             }
         }

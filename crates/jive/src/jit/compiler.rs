@@ -763,8 +763,19 @@ impl<'p> Compiler<'p> {
         // The context, and the method's index as a machine word (the
         // jump table's index without a widening).
         let params = f.lambda("%p%ul", Leaf::No).map_err(cg)?;
-        let ctx_in = params.get::<P>(0).map_err(cg)?;
+        let ctx_arg = params.get::<P>(0).map_err(cg)?;
         let idx_in = params.get::<UL>(1).map_err(cg)?;
+        // Where the host passes the context: in [`super::exec::CTX_IN`] (on
+        // x86-64 `r13`, a register the host declares clobbered, so the
+        // code's context register below is that one and the entry moves
+        // nothing), or as the convention's first argument.
+        let ctx_in = match super::exec::CTX_IN {
+            Some(n) => {
+                f.putreg(ctx_arg);
+                f.reserve(Reg::<P>::phys(n)).map_err(cg)?
+            }
+            None => ctx_arg,
+        };
         let fp = f.getreg::<P>(Class::Persistent).map_err(cg)?;
         let fuel = f.getreg::<UL>(Class::Persistent).map_err(cg)?;
         let locals = Locals {
@@ -788,12 +799,18 @@ impl<'p> Compiler<'p> {
         // at the cost the copy's reload had), so the directory need not be
         // taken again after a call either. A program without natives keeps
         // the context in the native frame.
+        let in_place = super::exec::CTX_IN.is_some();
         let ctx_reg = if uses.natives {
-            f.getreg::<P>(Class::Persistent).ok()
+            if in_place {
+                Some(ctx_in)
+            } else {
+                f.getreg::<P>(Class::Persistent).ok()
+            }
         } else {
             None
         };
         match ctx_reg {
+            Some(c) if c == ctx_in => {}
             Some(c) => f.mov(c, ctx_in),
             None => f.st_local(ctx_in, locals.ctx),
         }
@@ -829,7 +846,9 @@ impl<'p> Compiler<'p> {
         let exit = f.genlabel();
         f.jump_table(idx_in, &calls);
         f.putreg(t);
-        f.putreg(ctx_in);
+        if ctx_reg != Some(ctx_in) {
+            f.putreg(ctx_in);
+        }
         f.putreg(idx_in);
         // X, Y, Z, W and the homes: no more homes than a method can use
         // (and at least one), taken in vcode's order, caller-saved
@@ -884,8 +903,7 @@ impl<'p> Compiler<'p> {
                 };
                 f.st(x, c, C_RESULT);
                 f.st(regs.fuel, c, C_FUEL);
-                f.set(x, 0);
-                f.ret(x);
+                f.ret_zero(x);
             } else {
                 f.jmp(exit);
             }
@@ -1773,14 +1791,32 @@ impl<'p> Compiler<'p> {
             self.f.ret_link();
             return;
         }
-        let x = self.x();
-        let c = self.ctx(self.regs.z);
-        self.f.st(x, c, C_RESULT);
-        self.f.st(self.regs.fuel, c, C_FUEL);
-        if !x_zero {
-            self.f.set(x, 0);
+        if x_zero {
+            // X holds the value, 0: stored from there.
+            self.ret_to_host(Some(Val::Const(0)));
+        } else {
+            self.ret_to_host(None);
         }
-        self.f.ret(x);
+    }
+
+    /// A method compiled at its dispatch target ([`host_only`]) returns
+    /// `v` (`None`: whatever X holds, a `void` method's) to the host: the
+    /// value stored in the context where it is (a constant as the store's
+    /// immediate, a home or X), the fuel left stored, and status 0 set in
+    /// the result register itself (`Exit::ret_zero`), so no value passes
+    /// through X first.
+    fn ret_to_host(&mut self, v: Option<Val>) {
+        let c = self.ctx(self.regs.z);
+        match v {
+            Some(Val::Const(k)) => self.f.st_imm32(c, C_RESULT as i32, k),
+            Some(v) => {
+                let rv = self.reg_of(v, self.regs.x);
+                self.f.st(rv, c, C_RESULT);
+            }
+            None => self.f.st(self.x(), c, C_RESULT),
+        }
+        self.f.st(self.regs.fuel, c, C_FUEL);
+        self.f.ret_zero(self.x());
     }
 
     /// A runtime call: the caller-saved homes saved and restored around it,
@@ -2706,6 +2742,10 @@ impl<'p> Compiler<'p> {
             }
             ReturnValue => {
                 let v = self.pop();
+                if self.direct[usize::from(self.method)] {
+                    self.ret_to_host(Some(v));
+                    return false;
+                }
                 let x = self.regs.x;
                 let rv = self.reg_of(v, x);
                 if rv.num() != x {

@@ -347,11 +347,22 @@ pub(super) const CALLER_KEPT: [u8; 4] = {
 #[cfg(not(target_arch = "x86_64"))]
 pub(super) const CALLER_KEPT: [u8; 0] = [];
 
+/// The register the host passes the context in, where it is not the
+/// convention's first argument: on x86-64 `r13`, one of [`CALLER_KEPT`],
+/// which the compiler takes as the code's context register
+/// ([`compiler::Compiler::new`]), so that the entry moves nothing into it.
+#[cfg(target_arch = "x86_64")]
+pub(super) const CTX_IN: Option<u8> = Some(vcode::host::gpr::R13);
+/// The convention's first argument off x86-64.
+#[cfg(not(target_arch = "x86_64"))]
+pub(super) const CTX_IN: Option<u8> = None;
+
 /// Calls generated code at `addr` (an [`Entry`]) on `ctx` and `entry`: the
 /// status it returns. The one way into generated code.
 ///
 /// On x86-64 this is the C convention's call but for [`CALLER_KEPT`]
-/// (`r12` to `r15`), which the `asm!` block declares clobbered: the entry
+/// (`r12` to `r15`), which the `asm!` block declares clobbered, and the
+/// context, passed in [`CTX_IN`] (`r13`) instead of `rdi`: the entry
 /// does not save them, and the compiler around the call keeps across it
 /// only what it needs, in `rbx`, `rbp` or its frame (`rbx`, which an
 /// `asm!` block cannot name, the entry still saves and restores).
@@ -367,8 +378,9 @@ unsafe fn call_entry(addr: usize, ctx: *mut Ctx, entry: u16) -> i32 {
     {
         let status: i32;
         // SAFETY: the caller's contract makes `addr` generated code of
-        // signature `Entry`; the block calls it as the C convention says
-        // (arguments in `rdi` and `rsi`, the stack aligned to 16 bytes on
+        // signature `Entry` but for the context's register; the block
+        // calls it as the C convention says (the context in `r13`, which
+        // such code's entry reads it from (`CTX_IN`), the index in `rsi`, the stack aligned to 16 bytes on
         // an `asm!` block's entry, so at the call, and the direction flag
         // clear), and declares clobbered everything the code may change:
         // the convention's caller-saved registers (`clobber_abi`), `r12`
@@ -380,12 +392,12 @@ unsafe fn call_entry(addr: usize, ctx: *mut Ctx, entry: u16) -> i32 {
             core::arch::asm!(
                 "call {code}",
                 code = in(reg) addr,
-                in("rdi") ctx,
                 in("rsi") usize::from(entry),
                 lateout("eax") status,
-                // `CALLER_KEPT`, which the entry does not restore.
+                // `CALLER_KEPT`, which the entry does not restore; the
+                // context goes in `r13` (`CTX_IN`).
                 out("r12") _,
-                out("r13") _,
+                inout("r13") ctx => _,
                 out("r14") _,
                 out("r15") _,
                 clobber_abi("C"),
