@@ -977,13 +977,32 @@ impl Applet {
                     kind: u32::from(p.m.returns),
                 }
             }
-            Err(t) => {
-                if self.heap.needs_collect() {
-                    self.collect();
-                }
-                self.failed(trapped(*t))
-            }
+            Err(status) => self.not_returned(status),
         }
+    }
+
+    /// A prepared invocation that did not return normally
+    /// ([`Applet::run_prepared`]): its trap made from `status`
+    /// ([`jit::Compiled::trap_of`]) and kept, the collector's trigger
+    /// tested. Out of line, from `self` alone, so that the common
+    /// invocation keeps nothing (the program's address) across the code's
+    /// call for it.
+    #[cold]
+    #[inline(never)]
+    fn not_returned(&mut self, status: jit::NotReturned) -> Called {
+        let t = match self.jit.as_mut() {
+            Some(jit) => jit.trap_of(&self.prog, status),
+            // Not reached: the status came from this applet's compiled code.
+            None => Box::new(Trap {
+                kind: crate::interpreter::internal("a JIT status without compiled code"),
+                method: String::new(),
+                bci: 0,
+            }),
+        };
+        if self.heap.needs_collect() {
+            self.collect();
+        }
+        self.failed(trapped(*t))
     }
 
     /// Why the last [`Applet::run_prepared`] that failed failed, taken

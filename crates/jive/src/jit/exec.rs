@@ -85,9 +85,9 @@ pub(super) fn fingerprint(prog: &Program) -> u64 {
 /// `Compiled` of a key retires the code; the cache frees it once every
 /// registered thread has passed a synchronization point (or is parked).
 pub struct Compiled {
-    pub(super) key: u64,
-    /// The last look-up of the code in the cache, reused by the next
-    /// invocation while nothing has been retired since.
+    /// The code's key in the cache ([`Found::key`]), and its last look-up
+    /// there, reused by the next invocation while nothing has been
+    /// retired since.
     pub(super) found: Found,
     pub(super) meta: Arc<Meta>,
     /// The frame stack, of a fixed size, so that the argument slots are
@@ -195,7 +195,7 @@ unsafe impl Sync for Compiled {}
 impl core::fmt::Debug for Compiled {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Compiled")
-            .field("key", &format_args!("{:#x}", self.key))
+            .field("key", &format_args!("{:#x}", self.found.key))
             .field("sites", &self.meta.sites.len())
             .finish_non_exhaustive()
     }
@@ -255,8 +255,10 @@ pub fn compile(prog: &Program) -> Result<Compiled, JitError> {
     let lender = lender_of(words_of);
     let stamp = next_stamp();
     Ok(Compiled {
-        key,
-        found: Found::default(),
+        found: Found {
+            key,
+            ..Found::default()
+        },
         reads_fields: meta.uses.fields,
         meta,
         frames,
@@ -314,11 +316,11 @@ pub(super) fn publish(key: u64, mut f: Func) -> Result<(), codecache::Error> {
 impl Drop for Compiled {
     fn drop(&mut self) {
         let mut reg = registry();
-        if let Some(s) = reg.get_mut(&self.key) {
+        if let Some(s) = reg.get_mut(&self.found.key) {
             s.users -= 1;
             if s.users == 0 {
-                reg.remove(&self.key);
-                cache().retire(self.key);
+                reg.remove(&self.found.key);
+                cache().retire(self.found.key);
             }
         }
     }
@@ -420,7 +422,7 @@ impl Compiled {
     pub fn listing(&self) -> Option<String> {
         let mut t = cache().register();
         let scope = t.enter();
-        let e = scope.lookup(self.key)?;
+        let e = scope.lookup(self.found.key)?;
         let marks: Vec<(usize, String)> = self
             .meta
             .marks
@@ -632,14 +634,23 @@ impl Compiled {
                 String::new(),
             )));
         }
-        self.enter_admitted(prog, st, entry, None, None)
+        match self.enter_admitted(prog, st, entry, None, None) {
+            Ok(v) => Ok(v),
+            Err(status) => Err(self.trap_of(prog, status)),
+        }
     }
 
     /// [`Compiled::enter`] after its check: `enterable` admits `entry`
     /// (checked by `enter`, or by the word of [`Compiled::ready`]).
     ///
     /// `held`: the registration the host holds ([`Runner`]), or `None`
-    /// for this thread's own ([`with_thread`]).
+    /// for this thread's own ([`execute_on_thread`]).
+    ///
+    /// Returns the value, or the status of an invocation that did not
+    /// return normally, for [`Compiled::trap_of`]: the trap is made by
+    /// the caller, from the program it holds anyway, so that the program's
+    /// address is not kept across the code's call for the rare path (it
+    /// was spilled: a store and a computation per call).
     #[inline(always)]
     fn enter_admitted(
         &mut self,
@@ -648,7 +659,7 @@ impl Compiled {
         entry: u16,
         held: Option<&mut Runner>,
         lent: Option<*mut HostWords>,
-    ) -> Result<i32, Box<Trap>> {
+    ) -> Result<i32, NotReturned> {
         debug_assert_eq!(self.enterable.get(usize::from(entry)), Some(&true));
         let rec = &mut *self.rec;
         // The words the host lends the inline natives for this invocation
@@ -679,22 +690,19 @@ impl Compiled {
         // address, with the provenance of all of it, so that runtime calls
         // reach its Rust side through it (`runtime::record`).
         let ctx: *mut Ctx = (rec as *mut Record).cast();
-        let code = Code {
-            key: self.key,
-            found: &mut self.found,
-        };
         let status = match held {
             // Borrowed for the invocation: a native that invokes another
             // applet cannot reach it, and takes this thread's own.
-            Some(runner) => execute(&mut runner.thread, code, prog, ctx, entry),
-            None => with_thread(|thread| match thread {
-                Some(thread) => execute(thread, code, prog, ctx, entry),
-                // A native of an applet running on this thread invokes
-                // another applet (this thread's registration is in use),
-                // or the thread is exiting: a registration of its own for
-                // this invocation.
-                None => execute_registering(code, prog, ctx, entry),
-            }),
+            Some(runner) => execute(
+                &mut runner.thread,
+                Code {
+                    found: &mut self.found,
+                },
+                prog,
+                ctx,
+                entry,
+            ),
+            None => execute_on_thread(&mut self.found, prog, ctx, entry),
         };
         if status == 0 {
             // A runtime call that records a trap makes the code take a
@@ -702,9 +710,19 @@ impl Compiled {
             debug_assert!(self.rec.rt.pending.is_none());
             return Ok(self.rec.ctx.result as i32);
         }
+        Err(NotReturned(status))
+    }
+
+    /// The trap of an invocation that returned `status`
+    /// ([`Compiled::enter_admitted`]): the code could not run (its trap
+    /// kept in [`Found::failed`]), or a trap site was taken (a runtime
+    /// call's pending trap with it).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn trap_of(&mut self, prog: &Program, status: NotReturned) -> Box<Trap> {
         let pending = self.rec.rt.pending.take();
         let failed = self.found.failed.take();
-        Err(self.failure(prog, status, failed, pending))
+        self.failure(prog, status.0, failed, pending)
     }
 
     /// The trap of an invocation that did not return normally: the code
@@ -783,6 +801,11 @@ impl Ready<'_> {
     /// nothing has called `keep` since (it takes `&mut Compiled`, which
     /// `self` holds). `held`: the registration the host holds
     /// ([`Runner`]), or `None` for this thread's own.
+    ///
+    /// An invocation that did not return normally gives back its status,
+    /// whose trap [`Compiled::trap_of`] makes (the caller's rare path,
+    /// from the applet it holds: nothing is kept across the code's call
+    /// for it).
     #[inline(always)]
     pub(crate) fn enter(
         self,
@@ -790,7 +813,7 @@ impl Ready<'_> {
         st: &mut State<'_>,
         held: Option<&mut Runner>,
         lent: Option<*mut HostWords>,
-    ) -> Result<i32, Box<Trap>> {
+    ) -> Result<i32, NotReturned> {
         self.jit.enter_admitted(prog, st, self.entry, held, lent)
     }
 
@@ -1099,21 +1122,24 @@ impl core::fmt::Debug for Runner {
     }
 }
 
-/// Which code an invocation runs: the applet's key in the cache, and its
-/// last look-up there. Passed by value, in two registers, so that the
-/// common invocation does not store it on its frame for the rare path.
+/// Which code an invocation runs: its key in the cache and its last
+/// look-up there ([`Found`]). Passed by value, in one register, so that
+/// the common invocation does not store it on its frame for the rare
+/// path, and computes nothing for it before its branch (the key, read
+/// from [`Compiled`] beside the look-up, was one load per call).
 pub(super) struct Code<'a> {
-    key: u64,
     found: &'a mut Found,
 }
 
-/// The last look-up of an applet's code in the cache
+/// An applet's code in the cache: its key, made when it was compiled and
+/// never changed, and its last look-up there
 /// ([`codecache::Scope::lookup_pin`]): the memo a scope's look-up reuses,
 /// the pin [`execute`] checks without a scope, and the trap of code that
-/// could not run. One struct, so that
-/// [`Code`] stays two registers.
+/// could not run. One struct, so that [`Code`] is one register.
 #[derive(Debug, Default)]
 pub(super) struct Found {
+    /// The code's key in the cache (`fingerprint` of its program).
+    pub(super) key: u64,
     memo: codecache::Memo,
     pin: codecache::Pin,
     /// The trap of the last invocation whose code could not run, set only
@@ -1129,6 +1155,10 @@ pub(super) struct Found {
     /// four.)
     pub(super) failed: Failed,
 }
+
+/// The status of an invocation that did not return normally (not 0): a
+/// trap site's number, or -1 for code that could not run.
+pub(crate) struct NotReturned(i32);
 
 /// Runs `code` inside a brief scope of `thread` (entering it is the one
 /// synchronization point: see `codecache::Thread::enter_brief`): the
@@ -1170,9 +1200,9 @@ fn execute_scoped(
     entry: u16,
 ) -> i32 {
     let scope = thread.enter_brief();
-    let code = match scope.lookup_pin(code.key, &mut code.found.memo, &mut code.found.pin) {
+    let code = match scope.lookup_pin(code.found.key, &mut code.found.memo, &mut code.found.pin) {
         Some(e) => e,
-        None => match rebuild(&scope, code.key, prog) {
+        None => match rebuild(&scope, code.found.key, prog) {
             Ok(e) => e,
             Err(what) => {
                 code.found.failed = Some(Box::new(not_run(prog, entry, what)));
@@ -1189,6 +1219,66 @@ fn execute_scoped(
     // through the directory, whose entries it bounds-checks; see "Safety"
     // in docs/jive.md.
     unsafe { call_entry(code.code().addr(), ctx, entry) }
+}
+
+/// [`execute`] on this thread's registration ([`THREAD`]), the common
+/// invocation's way written out: the cell read once, the flag tested,
+/// the pin checked, the flag set around the code's call. Everything else
+/// (the registration made at the thread's first invocation, in use by an
+/// outer invocation, gone; the pin not current) takes one cold call,
+/// [`execute_thread`], so that the values only it needs (the code's key
+/// and look-up, the program) are computed there, not before the branch,
+/// and the cell's address is not kept for it.
+#[inline(always)]
+fn execute_on_thread(found: &mut Found, prog: &Program, ctx: *mut Ctx, entry: u16) -> i32 {
+    let p = THREAD.get();
+    // SAFETY: read from the cell.
+    if !unsafe { busy(p) } {
+        // SAFETY: `p` is a registration (markers are busy), alive while
+        // this thread lives (`Owner`), and not busy: no invocation on this
+        // thread uses it, and no other thread reaches it (the cell is this
+        // thread's). `pinned` runs no invocation, so this is the one
+        // reference to its `thread` until the flag is set below.
+        let thread = unsafe { &mut (*p).thread };
+        if let Some(pinned) = thread.pinned(&found.pin) {
+            let addr = pinned.addr();
+            // SAFETY: as above; the flag is set before the call, so that
+            // a nested invocation (a native invoking another applet) or
+            // `park` on this thread leaves the registration alone while
+            // the code runs, and cleared after it. `call_entry` does not
+            // unwind (its block calls generated code, whose natives are
+            // `extern "C"` and abort on a panic), so no way out of the
+            // call leaves the flag set.
+            unsafe { core::ptr::addr_of_mut!((*p).busy).write(true) };
+            // SAFETY: as in `execute`: the pin was made of this key's
+            // code (`execute_scoped`, the only writer of `Found::pin`,
+            // fills it from the look-up of `key`), which stays alive while
+            // `thread` is borrowed (`Thread::pinned`), and that outlasts
+            // the call: this thread passes no synchronization point in
+            // it (its registration is flagged busy, so a nested
+            // invocation registers for itself).
+            let status = unsafe { call_entry(addr, ctx, entry) };
+            // SAFETY: `p` as above; the borrow of `thread` has ended.
+            unsafe { core::ptr::addr_of_mut!((*p).busy).write(false) };
+            return status;
+        }
+    }
+    execute_thread(Code { found }, prog, ctx, entry)
+}
+
+/// [`execute_on_thread`]'s rare ways: on this thread's registration
+/// ([`with_thread`]: made here at the thread's first invocation) inside
+/// a scope, or on one of its own where it is in use or gone.
+#[cold]
+#[inline(never)]
+fn execute_thread(code: Code<'_>, prog: &Program, ctx: *mut Ctx, entry: u16) -> i32 {
+    with_thread(|thread| match thread {
+        Some(thread) => execute(thread, code, prog, ctx, entry),
+        // A native of an applet running on this thread invokes another
+        // applet (this thread's registration is in use), or the thread is
+        // exiting: a registration of its own for this invocation.
+        None => execute_registering(code, prog, ctx, entry),
+    })
 }
 
 /// [`execute`] on a registration of its own: for a thread whose own is in
@@ -1214,16 +1304,9 @@ pub(super) fn rebuild<'s>(
     key: u64,
     prog: &Program,
 ) -> Result<&'s codecache::Entry, String> {
-    let mut func = Some(build(prog).map_err(|e| format!("internal error: {e}"))?.0);
+    let mut func = build(prog).map_err(|e| format!("internal error: {e}"))?.0;
     scope
-        .get_or_build(key, 1, |e| match func.take() {
-            Some(mut f) => f.end_in(e.mem()),
-            None => Err(vcode::Error::new(
-                0,
-                "rebuild",
-                vcode::ErrorKind::Unsupported("built twice"),
-            )),
-        })
+        .get_or_build(key, 1, move |e| func.end_in(e.mem()))
         .map_err(|e| format!("internal error: {e}"))
 }
 

@@ -118,9 +118,9 @@ mod sites;
 
 pub use compiler::compile_standalone;
 use compiler::*;
-pub(crate) use exec::Held;
 use exec::*;
 pub use exec::{Compiled, Runner, cache_stats, compile, evict_oldest, park};
+pub(crate) use exec::{Held, NotReturned};
 use runtime::*;
 pub(crate) use runtime::{FAST_INT, FAST_OTHER, FAST_VOID, WordsFn, fast_entry, words_entry};
 pub(crate) use runtime::{HostArg, HostKind, LENT, Lent};

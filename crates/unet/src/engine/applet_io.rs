@@ -173,11 +173,14 @@ pub(super) fn deferred_bytes<'a>(l: &'a Loaded, m: &Deferred) -> Option<&'a [i8]
     v.get(m.off as usize..m.off as usize + m.len as usize)
 }
 
-/// What [`Io::begin`] lent, for [`Io::end`] (read once per invocation).
+/// That [`Io::begin`] started an invocation, for [`Io::end`]. What it
+/// lent is read again by `end` from [`Io::ring_lent`], which nothing
+/// changes during an invocation (only [`Io::set_ring_lent`], called
+/// between invocations, writes it): one test of the field there is
+/// cheaper than the flag kept across the applet's call (a spill and a
+/// reload).
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Lent {
-    ring: bool,
-}
+pub(super) struct Lent(());
 
 impl Io {
     /// Publishes the receive descriptors written and the free-queue
@@ -225,7 +228,7 @@ impl Io {
         if lent && self.inv.words.ring.head() != self.rx.pushed() {
             self.lend_rx();
         }
-        Lent { ring: lent }
+        Lent(())
     }
 
     /// Lends the inline `getFreeBuffer` the free queue's ready entries
@@ -279,10 +282,10 @@ impl Io {
     /// native's own pushes are (unpublished until [`Io::publish`]).
     /// The free-queue entries its inline `getFreeBuffer` took become
     /// taken, as the native's are, and none stays lent (one test when
-    /// the native was not called). `lent`: what [`Io::begin`] returned.
+    /// the native was not called). `_begun`: what [`Io::begin`] returned.
     #[inline]
-    pub(super) fn end(&mut self, lent: Lent) {
-        if lent.ring {
+    pub(super) fn end(&mut self, _begun: Lent) {
+        if self.ring_lent {
             self.take_rx();
         }
         if self.popped {
