@@ -24,26 +24,7 @@ use std::sync::Arc;
 
 use crate::layout::{Header, INLINE_MAX, Layout, QueueLayout, RX_BUFFERS_MAX, RxDesc, TxDesc};
 use crate::ring::QueueMem;
-use crate::sync::{AtomicU32, Ordering};
-
-/// The lap mark of item number `n` (the producer's count, wrapping) of a
-/// receive queue of `depth` slots (a power of two): 1 or 2 by the parity of
-/// the lap `n` is in. Slot `n & (depth - 1)` held item `n - depth` before,
-/// marked with the other value, and a slot never written, or written by the
-/// JIT's inline push and not yet marked ([`ShmQueue::mark_rx`]), holds 0:
-/// so a consumer that finds the mark of the item it expects in the slot
-/// knows the item is there, complete, without reading the producer index.
-#[inline(always)]
-pub fn rx_lap_mark(n: u32, depth: u32) -> u8 {
-    1 + u8::from(n & depth != 0)
-}
-
-/// A receive descriptor's fixed part as one little-endian word: `len`,
-/// `chan`, `nbufs` and the lap mark, at their offsets in [`RxDesc`].
-#[inline(always)]
-fn rx_fixed_word(len: u32, chan: u16, nbufs: u8, mark: u8) -> u64 {
-    u64::from(len) | u64::from(chan) << 32 | u64::from(nbufs) << 48 | u64::from(mark) << 56
-}
+use crate::sync::AtomicU32;
 
 /// A mapped endpoint segment.
 #[derive(Debug)]
@@ -415,7 +396,7 @@ impl ShmQueue {
         }
     }
 
-    /// The receive descriptor slot of item `i` (masked to the depth), after
+    /// The receive descriptor slot `i` (masked to the depth), after
     /// checking that this queue's slots are receive descriptors: the
     /// pointer is then in range, as `new` checked every slot of that size.
     #[inline(always)]
@@ -424,102 +405,54 @@ impl ShmQueue {
         self.slot_ptr::<RxDesc>(i & (self.q.depth - 1))
     }
 
-    /// The fixed part of receive descriptor slot `p` (its first 8 bytes)
-    /// as an atomic word.
-    #[inline(always)]
-    fn rx_fixed(&self, p: *mut RxDesc) -> &core::sync::atomic::AtomicU64 {
-        // SAFETY: callers pass `rx_slot`'s pointer: a 64-byte aligned slot
-        // inside the mapping, so its first 8 bytes are aligned for a `u64`
-        // and valid for any bits, for as long as `self` (which holds the
-        // mapping) is borrowed. The mapping is only ever reached through
-        // raw pointers, volatile accesses and atomics, never through a
-        // non-atomic Rust reference that this one could alias.
-        unsafe { core::sync::atomic::AtomicU64::from_ptr(p.cast::<u64>()) }
-    }
-
-    /// Publishes slot `p`'s descriptor for item `n` to a consumer that
-    /// watches the slot: its fixed part, stored last with release
-    /// ordering (every byte of the slot written before it is visible
-    /// with it), marked for `n`'s lap.
-    #[inline(always)]
-    fn seal_rx(&self, p: *mut RxDesc, n: u32, len: u32, chan: u16, nbufs: u8) {
-        let mark = rx_lap_mark(n, self.q.depth);
-        self.rx_fixed(p)
-            .store(rx_fixed_word(len, chan, nbufs, mark), Ordering::Release);
-    }
-
     /// Writes an inline receive descriptor for a `len`-byte message on
-    /// `chan` as item `n` (wrapping) of this receive queue, in place in its
-    /// slot: `fill` writes the message into the slot's first `len` inline
-    /// bytes (`len <= INLINE_MAX`), e.g. straight from the sender's buffer
-    /// area, then the fixed part (`len`, `chan`, no buffers, the lap mark)
-    /// is stored with release ordering. The slot's inline bytes past `len`
+    /// `chan` into slot `i` of this receive queue, in place: its fixed part
+    /// (`len`, `chan`, no buffers), then `fill` writes the message into the
+    /// slot's first `len` inline bytes (`len <= INLINE_MAX`), e.g. straight
+    /// from the sender's buffer area. The slot's inline bytes past `len`
     /// keep what they held (bytes of this endpoint's own earlier
     /// descriptors). The same caveat as [`Segment::with_bytes_mut`]: `fill`
     /// only writes.
     #[inline(always)]
-    pub fn write_rx_inline(&self, n: u32, chan: u16, len: usize, fill: impl FnOnce(&mut [u8])) {
+    pub fn write_rx_inline(&self, i: u32, chan: u16, len: usize, fill: impl FnOnce(&mut [u8])) {
         assert!(len <= INLINE_MAX, "inline message too long");
-        let p = self.rx_slot(n);
+        let p = self.rx_slot(i);
         // SAFETY: `p` is an aligned receive descriptor slot inside the
-        // mapping (`rx_slot`); the view covers `len <= INLINE_MAX` bytes
-        // of its `data` field, plain bytes, which live as long as
-        // `self.seg`. The consumer reads the slot only once it finds the
-        // mark of this item in the fixed part, stored after this view is
-        // gone (or the producer index, published later still).
-        fill(unsafe { std::slice::from_raw_parts_mut((&raw mut (*p).data).cast::<u8>(), len) });
-        self.seal_rx(p, n, len as u32, chan, 0);
-    }
-
-    /// Marks item `n`'s slot, whose descriptor the JIT's inline push wrote
-    /// whole (its header word with the mark's byte 0, then its bytes), as
-    /// [`ShmQueue::seal_rx`] marks the engine's own: its fixed part read
-    /// and stored again with the mark, with release ordering. Only for an
-    /// item the producer wrote and has not published.
-    #[inline]
-    pub fn mark_rx(&self, n: u32) {
-        let p = self.rx_slot(n);
-        let f = self.rx_fixed(p);
-        let w = f.load(Ordering::Relaxed) & !(0xff << 56);
-        let mark = rx_lap_mark(n, self.q.depth);
-        f.store(w | u64::from(mark) << 56, Ordering::Release);
-    }
-
-    /// The fixed part of item `n`'s receive descriptor (its length,
-    /// channel and number of buffers), if its slot is marked for `n`'s
-    /// lap, that is, if the item is there: read once (one acquire load),
-    /// before anything else of the slot, into private memory for the
-    /// caller to check. `None` while the slot holds an earlier lap's item
-    /// or an unmarked one.
-    #[inline(always)]
-    pub fn read_rx_marked(&self, n: u32) -> Option<(u32, u16, u8)> {
-        let w = self.rx_fixed(self.rx_slot(n)).load(Ordering::Acquire);
-        if (w >> 56) as u8 != rx_lap_mark(n, self.q.depth) {
-            return None;
+        // mapping (`rx_slot`), whose fields are plain data valid for any
+        // bits; the stores are volatile, like `write_once`'s, and the view
+        // covers `len <= INLINE_MAX` bytes of its `data` field, which lives
+        // as long as `self.seg`. The consumer does not read the slot until
+        // the producer index is published after this call.
+        unsafe {
+            (&raw mut (*p).len).write_volatile(len as u32);
+            (&raw mut (*p).chan).write_volatile(chan);
+            (&raw mut (*p).nbufs).write_volatile(0);
+            fill(std::slice::from_raw_parts_mut(
+                (&raw mut (*p).data).cast::<u8>(),
+                len,
+            ));
         }
-        Some((w as u32, (w >> 32) as u16, (w >> 48) as u8))
     }
 
     /// Writes a receive descriptor naming `offsets` (at most
-    /// `RX_BUFFERS_MAX`) for a `len`-byte message on `chan` as item `n`
-    /// (wrapping) of this receive queue, in place in its slot: the
-    /// offsets, little-endian, then the fixed part with the lap mark
-    /// ([`ShmQueue::write_rx_inline`]); the slot's bytes past the offsets
-    /// keep what they held.
+    /// `RX_BUFFERS_MAX`) for a `len`-byte message on `chan` into slot `i` of
+    /// this receive queue, in place: its fixed part and the offsets, each
+    /// little-endian; the slot's bytes past them keep what they held.
     #[inline]
-    pub fn write_rx_buffers(&self, n: u32, chan: u16, len: u32, offsets: &[u32]) {
+    pub fn write_rx_buffers(&self, i: u32, chan: u16, len: u32, offsets: &[u32]) {
         assert!(offsets.len() <= RX_BUFFERS_MAX, "too many buffers");
-        let p = self.rx_slot(n);
-        // SAFETY: `p` is an aligned slot in the mapping (`rx_slot`); the
-        // offsets take `4 * offsets.len() <= INLINE_MAX` bytes of its
-        // `data` field, plain bytes, each stored once (volatile).
+        let p = self.rx_slot(i);
+        // SAFETY: as for `write_rx_inline`; the offsets take `4 *
+        // offsets.len() <= INLINE_MAX` bytes of the slot's `data` field.
         unsafe {
+            (&raw mut (*p).len).write_volatile(len);
+            (&raw mut (*p).chan).write_volatile(chan);
+            (&raw mut (*p).nbufs).write_volatile(offsets.len() as u16);
             let data = (&raw mut (*p).data).cast::<[u8; 4]>();
             for (k, o) in offsets.iter().enumerate() {
                 data.add(k).write_volatile(o.to_le_bytes());
             }
         }
-        self.seal_rx(p, n, len, chan, offsets.len() as u8);
     }
 
     /// [`ShmQueue::write_rx_buffers`] of the one buffer `off`, always
@@ -527,17 +460,36 @@ impl ShmQueue {
     /// call, with the offsets passed through memory, some 10 instructions
     /// more per message).
     #[inline(always)]
-    pub fn write_rx_one_buffer(&self, n: u32, chan: u16, len: u32, off: u32) {
-        let p = self.rx_slot(n);
-        // SAFETY: `p` is an aligned slot in the mapping (`rx_slot`); the
-        // offset takes the first 4 bytes of its `data` field, at byte 8 of
-        // a 64-byte aligned slot (so aligned for a `u32`).
+    pub fn write_rx_one_buffer(&self, i: u32, chan: u16, len: u32, off: u32) {
+        let p = self.rx_slot(i);
+        // SAFETY: as for `write_rx_inline`; the offset takes the first 4
+        // bytes of the slot's `data` field, at byte 8 of a 64-byte aligned
+        // slot (so aligned for a `u32`).
         unsafe {
+            (&raw mut (*p).len).write_volatile(len);
+            (&raw mut (*p).chan).write_volatile(chan);
+            (&raw mut (*p).nbufs).write_volatile(1);
             (&raw mut (*p).data)
                 .cast::<u32>()
                 .write_volatile(off.to_le());
         }
-        self.seal_rx(p, n, len, chan, 1);
+    }
+
+    /// The fixed part of the receive descriptor in slot `i`: its length,
+    /// channel and number of buffers, each read once (volatile) into
+    /// private memory, for the caller to check.
+    #[inline]
+    pub fn read_rx_head(&self, i: u32) -> (u32, u16, u16) {
+        let p = self.rx_slot(i);
+        // SAFETY: as for `write_rx_inline`: an aligned slot in the mapping,
+        // fields valid for any bits, each read once.
+        unsafe {
+            (
+                (&raw const (*p).len).read_volatile(),
+                (&raw const (*p).chan).read_volatile(),
+                (&raw const (*p).nbufs).read_volatile(),
+            )
+        }
     }
 
     /// The first buffer offset of the receive descriptor in slot `i`, read
@@ -547,7 +499,7 @@ impl ShmQueue {
     #[inline]
     pub fn read_rx_first_offset(&self, i: u32) -> u32 {
         let p = self.rx_slot(i);
-        // SAFETY: an aligned slot in the mapping (`rx_slot`); the first 4 bytes of the slot's
+        // SAFETY: as for `read_rx_head`; the first 4 bytes of the slot's
         // `data` field, at byte 8 of a 64-byte aligned slot (so aligned
         // for a `u32`), valid for any bits. One load, not four bytes'.
         u32::from_le(unsafe { (&raw const (*p).data).cast::<u32>().read_volatile() })
@@ -599,14 +551,11 @@ impl ShmQueue {
 }
 
 // The inline push writes a receive descriptor: the header word `len |
-// chan << 32` (`nbufs` 0, and the lap mark 0: not yet the consumer's), then
-// the inline bytes; the engine marks the slot when it takes the slots back
-// (`ShmQueue::mark_rx`).
+// chan << 32` (`nbufs` 0), then the inline bytes.
 const _: () = assert!(size_of::<RxDesc>() == jive::RING_SLOT);
 const _: () = assert!(core::mem::offset_of!(RxDesc, len) == 0);
 const _: () = assert!(core::mem::offset_of!(RxDesc, chan) == 4);
 const _: () = assert!(core::mem::offset_of!(RxDesc, nbufs) == 6);
-const _: () = assert!(core::mem::offset_of!(RxDesc, lap) == 7);
 const _: () = assert!(core::mem::offset_of!(RxDesc, data) == 8);
 const _: () = assert!(INLINE_MAX == jive::RING_BYTES);
 
@@ -743,7 +692,7 @@ unsafe fn write_once<T: Copy>(p: *mut T, v: T) {
 }
 
 macro_rules! shm_queue_mem {
-    ($t:ident) => {
+    ($t:ty) => {
         impl QueueMem<$t> for ShmQueue {
             #[inline]
             fn head(&self) -> &AtomicU32 {
@@ -769,29 +718,11 @@ macro_rules! shm_queue_mem {
                 unsafe { read_once(self.slot_ptr::<$t>(i & (self.q.depth - 1))) }
             }
             #[inline]
-            fn write(&self, n: u32, v: $t) {
-                shm_queue_mem!(@write $t, self, n, v)
+            fn write(&self, i: u32, v: $t) {
+                // SAFETY: as for `read`.
+                unsafe { write_once(self.slot_ptr::<$t>(i & (self.q.depth - 1)), v) }
             }
         }
-    };
-    (@write RxDesc, $q:ident, $n:ident, $v:ident) => {{
-        // The slot's bytes past the fixed part, then the fixed part with
-        // the lap mark, as the engine's other writers of a receive slot
-        // (`ShmQueue::write_rx_inline`); `v`'s own `lap` is not used.
-        let p = $q.rx_slot($n);
-        // SAFETY: `RxDesc` is `repr(C)`, 64 bytes with no padding (4 + 2 +
-        // 1 + 1 + 56), every byte initialised: eight words.
-        let words = unsafe { core::mem::transmute::<RxDesc, [u64; 8]>($v) };
-        for (k, w) in words.iter().enumerate().skip(1) {
-            // SAFETY: word `k` of an aligned slot in the mapping
-            // (`rx_slot`), plain data, stored once (volatile).
-            unsafe { p.cast::<u64>().add(k).write_volatile(*w) };
-        }
-        $q.seal_rx(p, $n, $v.len, $v.chan, $v.nbufs);
-    }};
-    (@write $t:ident, $q:ident, $n:ident, $v:ident) => {
-        // SAFETY: as for `read`.
-        unsafe { write_once($q.slot_ptr::<$t>($n & ($q.q.depth - 1)), $v) }
     };
 }
 
