@@ -1,0 +1,219 @@
+//! `loop_rtt`'s round trip cut into its four stretches with the time-stamp
+//! counter (synchronised between cores on this machine: `constant_tsc`,
+//! `nonstop_tsc`): the sender's call (t0 to t1), from its return to the
+//! echo's receive call returning the message (t1 to t2: the lines'
+//! crossing, the waiting loop's turn, the receive's own path), the echo's
+//! read and send (t2 to t3), and back (t3 to t4). U-Net without applet, or
+//! the bare SPSC ring that `loop_rtt` compares it with, at one size.
+//!
+//! ```sh
+//! cargo build --release -p unet --example loop_split
+//! target/release/examples/loop_split unet 0 20000
+//! target/release/examples/loop_split ring 0 20000
+//! ```
+//!
+//! Prints the median of each stretch in TSC ticks and in ns (the TSC's
+//! rate measured against the clock over the run).
+use std::sync::Arc;
+use std::time::Instant;
+
+use unet::layout::{Layout, RxDesc};
+use unet::ring::{Consumer, Producer};
+use unet::transport::LoopNet;
+use unet::wait::Backoff;
+use unet::{Config, Endpoint, Engine};
+
+/// The time-stamp counter, read once every instruction before it has
+/// completed (its loads have their data) and before any after it starts.
+#[inline(always)]
+fn tsc() -> u64 {
+    use core::arch::x86_64::{_mm_lfence, _rdtsc};
+    // SAFETY: `lfence` and `rdtsc` have no memory effects; the fences
+    // only order this thread's instructions around the read.
+    unsafe {
+        _mm_lfence();
+        let t = _rdtsc();
+        _mm_lfence();
+        t
+    }
+}
+
+fn recv_into(ep: &mut Endpoint, buf: &mut Vec<u8>) {
+    let mut wait = Backoff::default();
+    loop {
+        if let Some(m) = ep.recv_ref() {
+            buf.clear();
+            m.read(|p| buf.extend_from_slice(p));
+            return;
+        }
+        wait.snooze();
+    }
+}
+
+fn send_all(ep: &mut Endpoint, chan: u16, msg: &[u8]) {
+    let mut wait = Backoff::default();
+    loop {
+        match ep.send_with(chan, msg.len(), |b| b.copy_from_slice(msg)) {
+            Err(unet::SendError::Full) => {
+                ep.poll_engine();
+                wait.snooze();
+            }
+            r => return r.unwrap(),
+        }
+    }
+}
+
+/// The sender's t0, t1, t4 and the echo's t2, t3 of each round trip.
+type Stamps = (Vec<[u64; 3]>, Vec<[u64; 2]>);
+
+fn unet(size: usize, n: usize) -> Stamps {
+    let net = LoopNet::new();
+    let e = Engine::new(Box::new(
+        net.attach("10.0.0.1:7000".parse().unwrap()).unwrap(),
+    ));
+    let mut a = e.create_endpoint(Config::default(), None).unwrap();
+    let mut b = e.create_endpoint(Config::default(), None).unwrap();
+    let ab = a.open_channel(e.local(), b.id()).unwrap();
+    let ba = b.open_channel(e.local(), a.id()).unwrap();
+    let echo = std::thread::spawn(move || {
+        unet::affinity::pin(1);
+        let mut buf = Vec::with_capacity(65536);
+        let mut st = Vec::with_capacity(n);
+        for _ in 0..n {
+            recv_into(&mut b, &mut buf);
+            let t2 = tsc();
+            send_all(&mut b, ba, &buf);
+            st.push([t2, tsc()]);
+        }
+        (b, st)
+    });
+    let msg = vec![0x5au8; size];
+    let mut buf = Vec::with_capacity(65536);
+    let mut st = Vec::with_capacity(n);
+    for _ in 0..n {
+        let t0 = tsc();
+        send_all(&mut a, ab, &msg);
+        let t1 = tsc();
+        recv_into(&mut a, &mut buf);
+        st.push([t0, t1, tsc()]);
+        assert_eq!(buf.len(), size);
+    }
+    let (_b, theirs) = echo.join().unwrap();
+    (st, theirs)
+}
+
+fn ring(size: usize, n: usize) -> Stamps {
+    let layout = Layout::new(Config::default()).unwrap();
+    let ring = |name| {
+        let seg = Arc::new(unet::shm::Segment::create(name, layout.total).unwrap());
+        let (_, q, _) = unet::shm::queues(&seg, &layout);
+        (
+            seg,
+            Producer::<RxDesc, _>::new(q.clone()),
+            Consumer::<RxDesc, _>::new(q),
+        )
+    };
+    let (seg, mut tx_a, mut rx_b) = ring("r1");
+    let (seg2, mut tx_b, mut rx_a) = ring("r2");
+    let area = layout.area;
+    let (s1, s2) = (seg.clone(), seg2.clone());
+    let echo = std::thread::spawn(move || {
+        unet::affinity::pin(1);
+        let mut buf = vec![0u8; 65536];
+        let mut st = Vec::with_capacity(n);
+        let mut wait = Backoff::default();
+        while st.len() < n {
+            match rx_b.pop() {
+                Ok(Some(d)) => {
+                    let t2 = tsc();
+                    wait = Backoff::default();
+                    let n = d.len as usize;
+                    s1.read_bytes(area, &mut buf[..n]);
+                    s2.write_bytes(area, &buf[..n]);
+                    while !tx_b
+                        .push(RxDesc {
+                            len: d.len,
+                            ..RxDesc::default()
+                        })
+                        .unwrap_or(true)
+                    {}
+                    st.push([t2, tsc()]);
+                }
+                _ => wait.snooze(),
+            }
+        }
+        st
+    });
+    let msg = vec![0x5au8; size];
+    let mut buf = vec![0u8; 65536];
+    let mut st = Vec::with_capacity(n);
+    for _ in 0..n {
+        let t0 = tsc();
+        seg.write_bytes(area, &msg);
+        while !tx_a
+            .push(RxDesc {
+                len: size as u32,
+                ..RxDesc::default()
+            })
+            .unwrap_or(true)
+        {}
+        let t1 = tsc();
+        let mut wait = Backoff::default();
+        loop {
+            if let Ok(Some(d)) = rx_a.pop() {
+                seg2.read_bytes(area, &mut buf[..d.len as usize]);
+                break;
+            }
+            wait.snooze();
+        }
+        st.push([t0, t1, tsc()]);
+    }
+    let theirs = echo.join().unwrap();
+    (st, theirs)
+}
+
+fn median(mut v: Vec<u64>) -> u64 {
+    v.sort_unstable();
+    v[v.len() / 2]
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let which = args.get(1).map_or("unet", String::as_str);
+    let size: usize = args
+        .get(2)
+        .map_or(0, |s| s.parse().expect("a size in bytes"));
+    let n: usize = args.get(3).map_or(20000, |s| s.parse().expect("a count"));
+    unet::affinity::pin(0);
+    let (c0, t0) = (Instant::now(), tsc());
+    let (mine, theirs) = match which {
+        "unet" => unet(size, n),
+        "ring" => ring(size, n),
+        _ => panic!("unet or ring"),
+    };
+    let ns_per_tick = c0.elapsed().as_secs_f64() * 1e9 / (tsc() - t0) as f64;
+    // The first quarter is warm-up.
+    let k = n / 4;
+    let part = |f: &dyn Fn(&[u64; 3], &[u64; 2]) -> u64| {
+        median(
+            mine[k..]
+                .iter()
+                .zip(&theirs[k..])
+                .map(|(m, t)| f(m, t))
+                .collect(),
+        )
+    };
+    let d = |a: u64, b: u64| b.saturating_sub(a);
+    let parts = [
+        ("send", part(&|m, _| d(m[0], m[1]))),
+        ("to echo", part(&|m, t| d(m[1], t[0]))),
+        ("echo", part(&|_, t| d(t[0], t[1]))),
+        ("back", part(&|m, t| d(t[1], m[2]))),
+        ("round trip", part(&|m, _| d(m[0], m[2]))),
+    ];
+    print!("{which} {size:5} B");
+    for (name, ticks) in parts {
+        print!("  {name} {:.0} ns", ticks as f64 * ns_per_tick);
+    }
+    println!();
+}
