@@ -144,7 +144,7 @@ impl From<RxDesc> for unet_rx_desc {
         let mut out = unet_rx_desc {
             len: d.len,
             chan: d.chan,
-            nbufs: d.nbufs,
+            nbufs: u16::from(d.nbufs),
             offsets: [0; RX_BUFFERS_MAX],
             data: [0; INLINE_MAX],
         };

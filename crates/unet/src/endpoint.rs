@@ -1164,17 +1164,17 @@ impl Endpoint {
     /// the queue is empty and this endpoint drives the engine).
     pub fn recv(&mut self) -> Option<Message<'_>> {
         for round in 0..2 {
-            loop {
-                match self.rx.pop() {
-                    Ok(Some(d)) if self.well_formed(&d) => {
-                        if d.nbufs != 0 {
-                            self.took_buffers(&d);
-                        }
-                        return Some(Message { ep: self, desc: d });
+            while let Some((i, ..)) = self.rx_front() {
+                // The whole descriptor, copied once (after its mark).
+                let d: RxDesc = self.rx.mem().read(i);
+                self.rx.advance();
+                if self.well_formed(&d) {
+                    if d.nbufs != 0 {
+                        self.took_buffers(&d);
                     }
-                    Ok(Some(_)) => self.bad_rx += 1,
-                    Ok(None) | Err(_) => break,
+                    return Some(Message { ep: self, desc: d });
                 }
+                self.bad_rx += 1;
             }
             // Nothing to read: the engine gets the gathered buffers before
             // this receiver waits. Then run the frames waiting for this
@@ -1234,19 +1234,16 @@ impl Endpoint {
         // The short path in the caller: an inline message or one in one
         // buffer at the front (its fixed part read once and checked, as
         // below). Everything else, from the start, out of line.
-        if let Some(i) = self.rx.front_or_none() {
+        if let Some((i, len, chan, nbufs)) = self.rx_front() {
             // The expected buffer's offset, read once: for the prefetch and
             // for the take's comparison (nothing writes the free queue in
             // between: this endpoint is its only producer).
             let mut guess = None;
             if self.fetch_lines != 0 {
-                // While the descriptor's line is on its way from the
-                // engine's core, the buffer it probably names too: the
-                // buffer's offset is in the descriptor, so it would
-                // otherwise be fetched only after it.
+                // The buffer the descriptor probably names, asked for
+                // before its offset is read and checked.
                 guess = Some(self.prefetch_expected());
             }
-            let (len, chan, nbufs) = self.rx.mem().read_rx_head(i);
             if nbufs == 0 && len as usize <= INLINE_MAX {
                 return Some(MessageRef {
                     ep: self,
@@ -1275,15 +1272,42 @@ impl Endpoint {
         })
     }
 
+    /// The front message's number (wrapping; every use masks it to its
+    /// slot) and its descriptor's fixed
+    /// part (length, channel, number of buffers), read once into private
+    /// memory for the caller to check, if the engine has delivered it: the
+    /// slot at the consumer index is sealed ([`crate::shm::RX_SEALED`]),
+    /// and its seal is taken here (set to 0), so that the slot reads as
+    /// empty until the engine seals its next message. The producer index,
+    /// on a line of its own, is not read: a waiting receiver polls the one
+    /// slot line the engine writes for the message, so that line alone
+    /// crosses cores. A front already known published (read again after
+    /// `recv_ref`'s short path passed it on, or found by
+    /// [`Endpoint::pending`]'s read of the index) has its seal cleared too.
+    #[inline(always)]
+    fn rx_front(&mut self) -> Option<(u32, u32, u16, u8)> {
+        // The item's number: every use masks it to its slot.
+        let i = self.rx.next();
+        let slot = self.rx.mem().rx_front_slot(i);
+        let known = self.rx.seen_front();
+        if !known && !slot.sealed() {
+            return None;
+        }
+        slot.take_seal();
+        let (len, chan, nbufs) = slot.fixed();
+        if !known {
+            self.rx.found_front();
+        }
+        Some((i, len, chan, nbufs))
+    }
+
     /// [`Endpoint::recv_ref`] but for its short path: messages in buffers,
     /// descriptors that are not well formed, an empty queue.
     #[inline(never)]
     fn recv_ref_slow(&mut self) -> Option<Taken> {
         for round in 0..2 {
-            // A corrupt producer index reads as an empty queue, as in `recv`.
-            while let Some(i) = self.rx.front_or_none() {
-                // The fixed part, copied once and checked here.
-                let (len, chan, nbufs) = self.rx.mem().read_rx_head(i);
+            // The fixed part, copied once and checked here.
+            while let Some((i, len, chan, nbufs)) = self.rx_front() {
                 if nbufs == 0 {
                     if len as usize <= INLINE_MAX {
                         return Some(Taken {
@@ -1609,5 +1633,57 @@ mod tests {
         }
         // One miss after each pair of skipped entries, then found again.
         assert_eq!((hits, misses), (196, 4));
+    }
+
+    /// A receiver learns of a message from its slot's seal, not from the
+    /// producer index: a descriptor the engine has written but not
+    /// published is received (by `recv_ref` and by `recv`), in order, over
+    /// several laps of the queue; a slot that holds the last lap's item
+    /// (taken, so unsealed), or one written without its seal (as the JIT's
+    /// inline push leaves it), is not read until it is sealed.
+    #[test]
+    fn a_message_is_found_by_its_slot_seal_and_only_then() {
+        use crate::layout::RxDesc;
+        use crate::ring::{Producer, QueueMem};
+        use std::sync::atomic::Ordering;
+        let (e, cfg) = small_endpoints();
+        let mut b = e.create_endpoint(cfg, None).unwrap();
+        let depth = b.layout.rx.depth;
+        // This test plays the engine: nothing else writes b's queue.
+        let (_, rxq, _) = crate::shm::queues(&b.seg, &b.layout);
+        let mut rx: Producer<RxDesc, _> = Producer::new(rxq);
+        for k in 0..3 * depth + 5 {
+            let byte = k as u8;
+            // Written, never published: the index stays at 0.
+            let n = rx.next_slot().unwrap().expect("room");
+            rx.mem()
+                .write_rx_inline(n, 7, 3, |d| d.copy_from_slice(&[byte; 3]));
+            rx.filled();
+            if k % 2 == 0 {
+                let m = b.recv_ref().expect("found by its mark");
+                assert_eq!((m.chan(), m.to_vec()), (7, vec![byte; 3]));
+            } else {
+                let m = b.recv().expect("found by its mark");
+                assert_eq!((m.chan(), m.to_vec()), (7, vec![byte; 3]));
+            }
+            assert!(b.recv_ref().is_none(), "the next slot holds the last lap's");
+        }
+        let index = QueueMem::<RxDesc>::head(rx.mem()).load(Ordering::Relaxed);
+        assert_eq!(index, 0, "never published");
+        // The next slot written as the inline push writes it: no mark.
+        let n = rx.next_slot().unwrap().expect("room");
+        // The header word `len | chan << 32` (no buffers, mark 0), then
+        // the bytes.
+        let mut raw = [0u8; 64];
+        raw[..8].copy_from_slice(&(3u64 | 7 << 32).to_le_bytes());
+        raw[8..11].copy_from_slice(b"jit");
+        let i = n & (depth - 1);
+        b.seg
+            .write_bytes(b.layout.rx.slots() + i as usize * size_of::<RxDesc>(), &raw);
+        rx.filled();
+        assert!(b.recv_ref().is_none(), "not marked yet");
+        rx.mem().mark_rx(n);
+        assert_eq!(b.recv_ref().expect("marked").to_vec(), b"jit");
+        assert_eq!(b.bad_descriptors(), 0);
     }
 }

@@ -32,8 +32,9 @@ pub const RX_BUFFERS_MAX: usize = 14;
 /// `"fpunet\0\x01"`: the header's first eight bytes.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"fpunet\0\x01");
 
-/// The layout version in the header.
-pub const VERSION: u32 = 1;
+/// The layout version in the header. 2: a receive descriptor's `nbufs` is a
+/// byte, and the byte after it is the slot's seal ([`RxDesc::sealed`]).
+pub const VERSION: u32 = 2;
 
 /// Sizes of an endpoint, fixed at creation.
 ///
@@ -170,6 +171,14 @@ impl TxStatus {
 /// inline in `data` (at most [`INLINE_MAX`] bytes); otherwise `data` holds
 /// `nbufs` little-endian `u32` buffer offsets and the message fills them in
 /// order, each but the last completely.
+///
+/// The engine seals a slot last, after every other byte of it: `sealed`
+/// set to [`crate::shm::RX_SEALED`] with release ordering. The application
+/// takes the seal (sets it to 0) when it finds it, before it frees the
+/// slot, so that the application learns of a message from the slot it
+/// reads anyway, not from the producer index on a line of its own (one
+/// cache line fewer crossing cores per message). The producer index is
+/// still published, after the seals.
 #[repr(C, align(64))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RxDesc {
@@ -178,7 +187,11 @@ pub struct RxDesc {
     /// The channel tag it arrived on.
     pub chan: u16,
     /// Number of buffers; 0 for an inline message.
-    pub nbufs: u16,
+    pub nbufs: u8,
+    /// The slot's seal ([`crate::shm::RX_SEALED`] once the engine has
+    /// written it, 0 once the application has taken it); 0 in a descriptor
+    /// built by hand. Not part of the message.
+    pub sealed: u8,
     /// The inline payload, or the buffer offsets.
     pub data: [u8; INLINE_MAX],
 }
@@ -189,6 +202,7 @@ impl Default for RxDesc {
             len: 0,
             chan: 0,
             nbufs: 0,
+            sealed: 0,
             data: [0; INLINE_MAX],
         }
     }
@@ -211,7 +225,7 @@ impl RxDesc {
         let mut d = RxDesc {
             len,
             chan,
-            nbufs: offsets.len() as u16,
+            nbufs: offsets.len() as u8,
             ..RxDesc::default()
         };
         for (w, o) in d.data.chunks_exact_mut(4).zip(offsets) {

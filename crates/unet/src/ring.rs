@@ -33,8 +33,11 @@ pub trait QueueMem<T: Copy> {
     /// Reads slot `i` (`i < depth`). The value may be anything a hostile
     /// peer wrote: every `T` used here is plain data valid for any bytes.
     fn read(&self, i: u32) -> T;
-    /// Writes slot `i` (`i < depth`).
-    fn write(&self, i: u32, v: T);
+    /// Writes item number `n` (the producer's count of items, wrapping)
+    /// into its slot, `n & (depth - 1)`: the number, not only the slot,
+    /// as the queue's own slots are laid out (a receive queue's writer
+    /// also seals the slot, [`crate::shm::RX_SEALED`]).
+    fn write(&self, n: u32, v: T);
 }
 
 /// The peer published an index that no correct peer could have.
@@ -135,8 +138,9 @@ impl<T: Copy, M: QueueMem<T>> Producer<T, M> {
     }
 
     /// [`Producer::push_unpublished`] of an item that `write` builds in
-    /// place: it is called with the queue's memory and the index of the
-    /// next slot (`< depth`), and writes that slot (e.g. a receive
+    /// place: it is called with the queue's memory and the next item's
+    /// number (wrapping; its slot is the number `& (depth - 1)`), and
+    /// writes that slot (e.g. a receive
     /// descriptor whose message is copied straight into the slot, not
     /// built in private memory and copied in whole). `Ok(false)`, and
     /// `write` is not called, if the queue is full. Always inlined: the
@@ -151,7 +155,7 @@ impl<T: Copy, M: QueueMem<T>> Producer<T, M> {
                 return Ok(false);
             }
         }
-        write(&self.mem, self.head & (self.mem.depth() - 1));
+        write(&self.mem, self.head);
         self.head = self.head.wrapping_add(1);
         Ok(true)
     }
@@ -172,15 +176,15 @@ impl<T: Copy, M: QueueMem<T>> Producer<T, M> {
         }
         let n = items.len().min(room as usize);
         for (k, &v) in items[..n].iter().enumerate() {
-            self.mem
-                .write(self.head.wrapping_add(k as u32) & (depth - 1), v);
+            self.mem.write(self.head.wrapping_add(k as u32), v);
         }
         self.head = self.head.wrapping_add(n as u32);
         n
     }
 
-    /// The index (`< depth`) of the next slot to write, or `None` if the
-    /// queue is full: the first half of [`Producer::push_unpublished_with`]
+    /// The number (wrapping) of the next item to write, whose slot is the
+    /// number `& (depth - 1)`, or `None` if the queue is full: the first
+    /// half of [`Producer::push_unpublished_with`]
     /// for a caller that writes the slot itself (through
     /// [`Producer::mem`]) and then calls [`Producer::filled`]. Unlike a
     /// closure passed to `push_unpublished_with`, which the compiler may
@@ -194,7 +198,7 @@ impl<T: Copy, M: QueueMem<T>> Producer<T, M> {
                 return Ok(None);
             }
         }
-        Ok(Some(self.head & (self.mem.depth() - 1)))
+        Ok(Some(self.head))
     }
 
     /// Counts the slot [`Producer::next_slot`] returned as written
@@ -373,6 +377,31 @@ impl<T: Copy, M: QueueMem<T>> Consumer<T, M> {
         Some(self.tail & (self.mem.depth() - 1))
     }
 
+    /// The number (wrapping) of the front item, taken next: the consumer
+    /// index. Its slot is the number `& (depth - 1)`.
+    #[inline(always)]
+    pub fn next(&self) -> u32 {
+        self.tail
+    }
+
+    /// Counts the front item as published, for a consumer that found it so
+    /// in its slot rather than by the producer index (a receive queue's
+    /// seal, [`crate::shm::RX_SEALED`]): [`Consumer::advance`] may then
+    /// take it. The producer index is not read; a later
+    /// [`Consumer::available`] or [`Consumer::front`] reads it again.
+    #[inline(always)]
+    pub fn found_front(&mut self) {
+        self.head = self.tail.wrapping_add(1);
+    }
+
+    /// Whether the front item is known to be published, by the producer
+    /// index as last read or by [`Consumer::found_front`]: nothing shared
+    /// is read.
+    #[inline(always)]
+    pub fn seen_front(&self) -> bool {
+        self.head != self.tail
+    }
+
     /// Overwrites the front item before it is taken (the engine's
     /// completion status of a transmit descriptor). Only after a `peek`
     /// that returned an item.
@@ -470,8 +499,8 @@ mod tests {
         fn read(&self, i: u32) -> u64 {
             self.slots[i as usize].get()
         }
-        fn write(&self, i: u32, v: u64) {
-            self.slots[i as usize].set(v)
+        fn write(&self, n: u32, v: u64) {
+            self.slots[(n & (self.depth() - 1)) as usize].set(v)
         }
     }
 

@@ -24,7 +24,15 @@ use std::sync::Arc;
 
 use crate::layout::{Header, INLINE_MAX, Layout, QueueLayout, RX_BUFFERS_MAX, RxDesc, TxDesc};
 use crate::ring::QueueMem;
-use crate::sync::AtomicU32;
+use crate::sync::{AtomicU32, Ordering};
+
+/// The value of a receive descriptor's `sealed` byte once the engine has
+/// written the whole slot ([`ShmQueue::seal_rx`]): the slot holds a message
+/// the consumer has not taken. The consumer stores 0 there when it takes it
+/// ([`RxFront::take_seal`]), before it frees the slot, so a slot never
+/// written, or taken, or written by the JIT's inline push and not yet
+/// sealed ([`ShmQueue::mark_rx`]), holds 0.
+pub const RX_SEALED: u8 = 1;
 
 /// A mapped endpoint segment.
 #[derive(Debug)]
@@ -396,7 +404,7 @@ impl ShmQueue {
         }
     }
 
-    /// The receive descriptor slot `i` (masked to the depth), after
+    /// The receive descriptor slot of item `i` (masked to the depth), after
     /// checking that this queue's slots are receive descriptors: the
     /// pointer is then in range, as `new` checked every slot of that size.
     #[inline(always)]
@@ -405,24 +413,46 @@ impl ShmQueue {
         self.slot_ptr::<RxDesc>(i & (self.q.depth - 1))
     }
 
+    /// The `sealed` byte of receive descriptor slot `p` as an atomic byte.
+    #[inline(always)]
+    fn rx_seal(&self, p: *mut RxDesc) -> &core::sync::atomic::AtomicU8 {
+        // SAFETY: callers pass `rx_slot`'s pointer: a slot inside the
+        // mapping, whose `sealed` byte is valid for any value, for as long as
+        // `self` (which holds the mapping) is borrowed. The mapping is only
+        // ever reached through raw pointers, volatile accesses and atomics,
+        // never through a non-atomic Rust reference that this one could
+        // alias.
+        unsafe { core::sync::atomic::AtomicU8::from_ptr(&raw mut (*p).sealed) }
+    }
+
+    /// Publishes slot `p`'s descriptor to a consumer that watches the slot:
+    /// its `sealed` byte set to [`RX_SEALED`] with release ordering, after
+    /// every other byte of the slot (visible with it).
+    #[inline(always)]
+    fn seal_rx(&self, p: *mut RxDesc) {
+        self.rx_seal(p).store(RX_SEALED, Ordering::Release);
+    }
+
     /// Writes an inline receive descriptor for a `len`-byte message on
-    /// `chan` into slot `i` of this receive queue, in place: its fixed part
-    /// (`len`, `chan`, no buffers), then `fill` writes the message into the
-    /// slot's first `len` inline bytes (`len <= INLINE_MAX`), e.g. straight
-    /// from the sender's buffer area. The slot's inline bytes past `len`
-    /// keep what they held (bytes of this endpoint's own earlier
+    /// `chan` as item `n` (wrapping) of this receive queue, in place in its
+    /// slot: its fixed part (`len`, `chan`, no buffers), then `fill`
+    /// writes the message into the slot's first `len` inline bytes (`len
+    /// <= INLINE_MAX`), e.g. straight from the sender's buffer area, then
+    /// the slot is sealed ([`ShmQueue::seal_rx`]). The slot's inline bytes
+    /// past `len` keep what they held (bytes of this endpoint's own earlier
     /// descriptors). The same caveat as [`Segment::with_bytes_mut`]: `fill`
     /// only writes.
     #[inline(always)]
-    pub fn write_rx_inline(&self, i: u32, chan: u16, len: usize, fill: impl FnOnce(&mut [u8])) {
+    pub fn write_rx_inline(&self, n: u32, chan: u16, len: usize, fill: impl FnOnce(&mut [u8])) {
         assert!(len <= INLINE_MAX, "inline message too long");
-        let p = self.rx_slot(i);
+        let p = self.rx_slot(n);
         // SAFETY: `p` is an aligned receive descriptor slot inside the
         // mapping (`rx_slot`), whose fields are plain data valid for any
         // bits; the stores are volatile, like `write_once`'s, and the view
         // covers `len <= INLINE_MAX` bytes of its `data` field, which lives
-        // as long as `self.seg`. The consumer does not read the slot until
-        // the producer index is published after this call.
+        // as long as `self.seg`. The consumer reads the slot only once it
+        // is sealed, after this view is gone (or the producer index,
+        // published later still, says so).
         unsafe {
             (&raw mut (*p).len).write_volatile(len as u32);
             (&raw mut (*p).chan).write_volatile(chan);
@@ -432,27 +462,68 @@ impl ShmQueue {
                 len,
             ));
         }
+        self.seal_rx(p);
+    }
+
+    /// Seals item `n`'s slot ([`ShmQueue::seal_rx`]), whose descriptor the
+    /// JIT's inline push wrote whole (its header word, with the `sealed` byte
+    /// 0, then its bytes). Only for an item the producer wrote and has not
+    /// published.
+    #[inline]
+    pub fn mark_rx(&self, n: u32) {
+        self.seal_rx(self.rx_slot(n));
+    }
+
+    /// The receive descriptor slot of item `i` (masked to the depth), for the consumer at its
+    /// consumer index: its address worked out once for the seal's test,
+    /// its taking and the fixed part's read.
+    #[inline(always)]
+    pub fn rx_front_slot(&self, i: u32) -> RxFront<'_> {
+        RxFront {
+            q: self,
+            p: self.rx_slot(i),
+        }
+    }
+
+    /// The fixed part of the receive descriptor in slot `i`: its length,
+    /// channel and number of buffers, each read once (volatile) into
+    /// private memory, for the caller to check.
+    #[inline]
+    pub fn read_rx_head(&self, i: u32) -> (u32, u16, u8) {
+        let p = self.rx_slot(i);
+        // SAFETY: an aligned slot in the mapping (`rx_slot`), fields valid
+        // for any bits, each read once.
+        unsafe {
+            (
+                (&raw const (*p).len).read_volatile(),
+                (&raw const (*p).chan).read_volatile(),
+                (&raw const (*p).nbufs).read_volatile(),
+            )
+        }
     }
 
     /// Writes a receive descriptor naming `offsets` (at most
-    /// `RX_BUFFERS_MAX`) for a `len`-byte message on `chan` into slot `i` of
-    /// this receive queue, in place: its fixed part and the offsets, each
-    /// little-endian; the slot's bytes past them keep what they held.
+    /// `RX_BUFFERS_MAX`) for a `len`-byte message on `chan` as item `n`
+    /// (wrapping) of this receive queue, in place in its slot: its fixed
+    /// part and the offsets, each little-endian, then the seal
+    /// ([`ShmQueue::seal_rx`]); the slot's bytes past the offsets keep what
+    /// they held.
     #[inline]
-    pub fn write_rx_buffers(&self, i: u32, chan: u16, len: u32, offsets: &[u32]) {
+    pub fn write_rx_buffers(&self, n: u32, chan: u16, len: u32, offsets: &[u32]) {
         assert!(offsets.len() <= RX_BUFFERS_MAX, "too many buffers");
-        let p = self.rx_slot(i);
+        let p = self.rx_slot(n);
         // SAFETY: as for `write_rx_inline`; the offsets take `4 *
         // offsets.len() <= INLINE_MAX` bytes of the slot's `data` field.
         unsafe {
             (&raw mut (*p).len).write_volatile(len);
             (&raw mut (*p).chan).write_volatile(chan);
-            (&raw mut (*p).nbufs).write_volatile(offsets.len() as u16);
+            (&raw mut (*p).nbufs).write_volatile(offsets.len() as u8);
             let data = (&raw mut (*p).data).cast::<[u8; 4]>();
             for (k, o) in offsets.iter().enumerate() {
                 data.add(k).write_volatile(o.to_le_bytes());
             }
         }
+        self.seal_rx(p);
     }
 
     /// [`ShmQueue::write_rx_buffers`] of the one buffer `off`, always
@@ -460,8 +531,8 @@ impl ShmQueue {
     /// call, with the offsets passed through memory, some 10 instructions
     /// more per message).
     #[inline(always)]
-    pub fn write_rx_one_buffer(&self, i: u32, chan: u16, len: u32, off: u32) {
-        let p = self.rx_slot(i);
+    pub fn write_rx_one_buffer(&self, n: u32, chan: u16, len: u32, off: u32) {
+        let p = self.rx_slot(n);
         // SAFETY: as for `write_rx_inline`; the offset takes the first 4
         // bytes of the slot's `data` field, at byte 8 of a 64-byte aligned
         // slot (so aligned for a `u32`).
@@ -473,23 +544,7 @@ impl ShmQueue {
                 .cast::<u32>()
                 .write_volatile(off.to_le());
         }
-    }
-
-    /// The fixed part of the receive descriptor in slot `i`: its length,
-    /// channel and number of buffers, each read once (volatile) into
-    /// private memory, for the caller to check.
-    #[inline]
-    pub fn read_rx_head(&self, i: u32) -> (u32, u16, u16) {
-        let p = self.rx_slot(i);
-        // SAFETY: as for `write_rx_inline`: an aligned slot in the mapping,
-        // fields valid for any bits, each read once.
-        unsafe {
-            (
-                (&raw const (*p).len).read_volatile(),
-                (&raw const (*p).chan).read_volatile(),
-                (&raw const (*p).nbufs).read_volatile(),
-            )
-        }
+        self.seal_rx(p);
     }
 
     /// The first buffer offset of the receive descriptor in slot `i`, read
@@ -536,6 +591,50 @@ impl ShmQueue {
     }
 }
 
+/// The consumer's view of the receive slot at its consumer index
+/// ([`ShmQueue::rx_front_slot`]).
+#[derive(Clone, Copy)]
+pub struct RxFront<'a> {
+    q: &'a ShmQueue,
+    p: *mut RxDesc,
+}
+
+impl RxFront<'_> {
+    /// Whether the slot is sealed: its `sealed` byte read with acquire
+    /// ordering, so that every byte of the slot the engine wrote before
+    /// sealing it is visible after.
+    #[inline(always)]
+    pub fn sealed(&self) -> bool {
+        self.q.rx_seal(self.p).load(Ordering::Acquire) != 0
+    }
+
+    /// Takes the seal (sets the `sealed` byte to 0): the consumer does this
+    /// before it frees the slot, so that the slot reads as empty until the
+    /// engine seals its next message.
+    #[inline(always)]
+    pub fn take_seal(&self) {
+        self.q.rx_seal(self.p).store(0, Ordering::Relaxed);
+    }
+
+    /// The descriptor's fixed part: its length, channel and number of
+    /// buffers, each read once (volatile) into private memory, for the
+    /// caller to check.
+    #[inline(always)]
+    pub fn fixed(&self) -> (u32, u16, u8) {
+        let p = self.p;
+        // SAFETY: `p` is `rx_slot`'s pointer, an aligned slot in the
+        // mapping that `self.q` holds; fields valid for any bits, each
+        // read once.
+        unsafe {
+            (
+                (&raw const (*p).len).read_volatile(),
+                (&raw const (*p).chan).read_volatile(),
+                (&raw const (*p).nbufs).read_volatile(),
+            )
+        }
+    }
+}
+
 /// The slots of a receive queue, which the JIT's inline `dmaRxdPayload`
 /// writes ([`jive::RingSlots`], lent per invocation through
 /// [`jive::RingWords`]): kept alive by the queue's handle on the segment.
@@ -551,11 +650,14 @@ impl ShmQueue {
 }
 
 // The inline push writes a receive descriptor: the header word `len |
-// chan << 32` (`nbufs` 0), then the inline bytes.
+// chan << 32` (`nbufs` 0, and `sealed` 0: not yet the consumer's), then
+// the inline bytes; the engine marks the slot when it takes the slots back
+// (`ShmQueue::mark_rx`).
 const _: () = assert!(size_of::<RxDesc>() == jive::RING_SLOT);
 const _: () = assert!(core::mem::offset_of!(RxDesc, len) == 0);
 const _: () = assert!(core::mem::offset_of!(RxDesc, chan) == 4);
 const _: () = assert!(core::mem::offset_of!(RxDesc, nbufs) == 6);
+const _: () = assert!(core::mem::offset_of!(RxDesc, sealed) == 7);
 const _: () = assert!(core::mem::offset_of!(RxDesc, data) == 8);
 const _: () = assert!(INLINE_MAX == jive::RING_BYTES);
 
@@ -692,7 +794,7 @@ unsafe fn write_once<T: Copy>(p: *mut T, v: T) {
 }
 
 macro_rules! shm_queue_mem {
-    ($t:ty) => {
+    ($t:ident) => {
         impl QueueMem<$t> for ShmQueue {
             #[inline]
             fn head(&self) -> &AtomicU32 {
@@ -718,11 +820,23 @@ macro_rules! shm_queue_mem {
                 unsafe { read_once(self.slot_ptr::<$t>(i & (self.q.depth - 1))) }
             }
             #[inline]
-            fn write(&self, i: u32, v: $t) {
-                // SAFETY: as for `read`.
-                unsafe { write_once(self.slot_ptr::<$t>(i & (self.q.depth - 1)), v) }
+            fn write(&self, n: u32, v: $t) {
+                shm_queue_mem!(@write $t, self, n, v)
             }
         }
+    };
+    (@write RxDesc, $q:ident, $n:ident, $v:ident) => {{
+        // The whole slot with its `sealed` byte 0, then the seal, as the
+        // engine's other writers of a receive slot seal it
+        // (`ShmQueue::write_rx_inline`); `v`'s own `sealed` is not used.
+        let p = $q.rx_slot($n);
+        // SAFETY: as for `read`.
+        unsafe { write_once(p, RxDesc { sealed: 0, ..$v }) };
+        $q.seal_rx(p);
+    }};
+    (@write $t:ident, $q:ident, $n:ident, $v:ident) => {
+        // SAFETY: as for `read`.
+        unsafe { write_once($q.slot_ptr::<$t>($n & ($q.q.depth - 1)), $v) }
     };
 }
 

@@ -47,7 +47,8 @@ impl QueueMem<u64> for Q {
         // SAFETY: loom checks that no write to this slot races with the read.
         self.0.slots[i as usize].with(|p| unsafe { *p })
     }
-    fn write(&self, i: u32, v: u64) {
+    fn write(&self, n: u32, v: u64) {
+        let i = n & (self.depth() - 1);
         // SAFETY: loom checks that no access to this slot races with the write.
         self.0.slots[i as usize].with_mut(|p| unsafe { *p = v })
     }

@@ -307,8 +307,10 @@ impl Io {
     }
 
     /// Takes back the slots the inline pushes filled since the run was
-    /// lent: the producer counts them, and each is a delivered descriptor,
-    /// as [`Io::rx_pushed`] counts the native's.
+    /// lent: the producer counts them, each is sealed for the consumer
+    /// ([`crate::shm::ShmQueue::mark_rx`]: the generated code writes no
+    /// seal) and is a delivered descriptor, as [`Io::rx_pushed`] counts the
+    /// native's.
     #[inline]
     fn take_rx(&mut self) {
         let n = self.inv.words.ring.take();
@@ -319,7 +321,12 @@ impl Io {
 
     #[inline(never)]
     fn rx_taken(&mut self, n: u32) {
+        let first = self.rx.pushed();
         self.rx.filled_many(n);
+        let n = self.rx.pushed().wrapping_sub(first);
+        for k in 0..n {
+            self.rx.mem().mark_rx(first.wrapping_add(k));
+        }
         self.unpublished = true;
         let c = &self.stats.rx_delivered;
         c.store(c.load(Ordering::Relaxed) + u64::from(n), Ordering::Relaxed);
