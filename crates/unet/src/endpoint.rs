@@ -1510,7 +1510,16 @@ impl Endpoint {
 
     /// How many messages are waiting in the receive queue.
     pub fn pending(&mut self) -> usize {
-        self.rx.available().unwrap_or(0) as usize
+        // Counted by the seals from the front, as `recv` finds messages:
+        // the engine publishes the producer index after them (at the end
+        // of a batch), so this receiver may have taken messages the index
+        // does not count yet, and the index alone would read as 0 (or,
+        // behind the consumer index, as corrupt).
+        let depth = self.layout.rx.depth;
+        let first = self.rx.next();
+        (0..depth)
+            .take_while(|&k| self.rx.mem().rx_front_slot(first.wrapping_add(k)).sealed())
+            .count()
     }
 
     /// Copies `data` into the buffer area at `off` (for [`Endpoint::push_tx`]).
@@ -1659,6 +1668,7 @@ mod tests {
             rx.mem()
                 .write_rx_inline(n, 7, 3, |d| d.copy_from_slice(&[byte; 3]));
             rx.filled();
+            assert_eq!(b.pending(), 1, "counted by its seal, the index at 0");
             if k % 2 == 0 {
                 let m = b.recv_ref().expect("found by its mark");
                 assert_eq!((m.chan(), m.to_vec()), (7, vec![byte; 3]));

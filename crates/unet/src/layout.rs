@@ -12,7 +12,10 @@
 //! ```
 //!
 //! Each index lives on a cache line of its own, so that the producer and the
-//! consumer of a queue never write the same line. Indices count pushes and
+//! consumer of a queue never write the same index line. (The receive
+//! queue's consumer writes one byte of a slot's line, its seal,
+//! [`RxDesc::sealed`], when it takes the message: the line it reads anyway,
+//! which the engine writes again only after the consumer index frees it.) Indices count pushes and
 //! pops since creation and wrap at 2³²; a slot is `index & (depth - 1)`.
 //!
 //! The engine writes the header once, at creation, for the application to

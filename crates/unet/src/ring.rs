@@ -11,7 +11,9 @@
 //! the shared line is the other side's, and it is checked before use. A
 //! producer index more than `depth` ahead of the consumer's own, or a
 //! consumer index that is ahead of the producer's own or more than `depth`
-//! behind it, can only come from a broken or hostile peer: the queue
+//! behind it, can only come from a broken or hostile peer (but for a
+//! receive queue's consumer, which may run ahead of the published index on
+//! the slots' seals: see [`Consumer::found_front`]): the queue
 //! reports [`Corrupt`] and neither reads nor writes a slot. So the engine
 //! never follows an index it has not checked, and a hostile application
 //! cannot make it overwrite an undelivered descriptor.
@@ -298,7 +300,11 @@ impl<T: Copy, M: QueueMem<T>> Consumer<T, M> {
                 depth: self.mem.depth(),
             });
         }
-        self.head = h;
+        // Never below a front found published by other means
+        // ([`Consumer::found_front`]): the index may not count it yet.
+        if h.wrapping_sub(self.tail) > self.head.wrapping_sub(self.tail) {
+            self.head = h;
+        }
         Ok(())
     }
 

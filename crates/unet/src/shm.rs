@@ -474,6 +474,17 @@ impl ShmQueue {
         self.seal_rx(self.rx_slot(n));
     }
 
+    /// [`ShmQueue::mark_rx`] of the `n` items from `first` (wrapping), in
+    /// order: the queue's kind checked once, not per slot.
+    #[inline]
+    pub fn mark_rx_run(&self, first: u32, n: u32) {
+        assert_eq!(self.slot, size_of::<RxDesc>(), "not a receive queue");
+        let mask = self.q.depth - 1;
+        for k in 0..n {
+            self.seal_rx(self.slot_ptr::<RxDesc>(first.wrapping_add(k) & mask));
+        }
+    }
+
     /// The receive descriptor slot of item `i` (masked to the depth), for the consumer at its
     /// consumer index: its address worked out once for the seal's test,
     /// its taking and the fixed part's read.

@@ -142,9 +142,11 @@ fn completion_status_is_published_with_the_consumer_index() {
     });
 }
 
-/// The engine's receive descriptors: a batch written without publishing,
-/// then one release store of the producer index. The consumer sees none or
-/// all of a batch's items, in order, and never a slot still being written.
+/// A batch written without publishing, then one release store of the
+/// producer index (the engine's receive descriptors publish this way, for
+/// a consumer that reads the index; the one that watches the seals is
+/// modelled below). The consumer sees none or all of a batch's items, in
+/// order, and never a slot still being written.
 #[test]
 fn a_batch_published_at_once_is_seen_whole_and_in_order() {
     loom::model(|| {

@@ -1783,20 +1783,15 @@ impl<'p> Compiler<'p> {
 
     /// A return, with the value (if any) in `X`: to the calling method, or,
     /// in a method compiled at its dispatch target ([`host_only`]), to the
-    /// host as the call stub does: the result and the fuel left stored in
-    /// the context, status 0. `x_zero` where X already holds 0 (`return
-    /// 0`), which is then returned as it is.
-    pub(super) fn ret(&mut self, x_zero: bool) {
+    /// host as the call stub does: the fuel left stored in the context,
+    /// status 0 (a value-returning method at its dispatch target stores its
+    /// value where it is, [`Compiler::ret_to_host`], before it gets here).
+    pub(super) fn ret(&mut self) {
         if !self.direct[usize::from(self.method)] {
             self.f.ret_link();
             return;
         }
-        if x_zero {
-            // X holds the value, 0: stored from there.
-            self.ret_to_host(Some(Val::Const(0)));
-        } else {
-            self.ret_to_host(None);
-        }
+        self.ret_to_host(None);
     }
 
     /// A method compiled at its dispatch target ([`host_only`]) returns
@@ -2751,11 +2746,11 @@ impl<'p> Compiler<'p> {
                 if rv.num() != x {
                     self.f.mov(r(x), rv);
                 }
-                self.ret(v == Val::Const(0));
+                self.ret();
                 return false;
             }
             Return => {
-                self.ret(false);
+                self.ret();
                 return false;
             }
             GetStatic(k) => self.field(k, false, false),

@@ -382,7 +382,8 @@ unsafe fn call_entry(addr: usize, ctx: *mut Ctx, entry: u16) -> i32 {
         // SAFETY: the caller's contract makes `addr` generated code of
         // signature `Entry` but for the context's register; the block
         // calls it as the C convention says (the context in `r13`, which
-        // such code's entry reads it from (`CTX_IN`), the index in `rsi`, the stack aligned to 16 bytes on
+        // such code's entry reads it from (`CTX_IN`), the index in `rsi`,
+        // the stack aligned to 16 bytes on
         // an `asm!` block's entry, so at the call, and the direction flag
         // clear), and declares clobbered everything the code may change:
         // the convention's caller-saved registers (`clobber_abi`), `r12`
@@ -951,7 +952,9 @@ impl Drop for Owner {
             // SAFETY: `p` came from `Box::into_raw` in `register_here` and
             // was in the cell, so it is not freed yet; no invocation uses
             // it (its flag is clear, and an invocation clears it only when
-            // it is done with it, even when unwinding: `Release`); the cell
+            // it is done with it: `with_thread` even when unwinding, by
+            // `Release`; `execute_on_thread` after the call, which cannot
+            // unwind, `call_entry`); the cell
             // now holds `GONE`'s address, so nothing takes it again.
             drop(unsafe { Box::from_raw(p) });
         }
@@ -1089,8 +1092,8 @@ impl Runner {
 
 /// The registration an invocation runs on, as a type, so that a caller's
 /// choice is made at compile time ([`crate::Applet::run_prepared_on`]):
-/// `()` for the thread's own ([`with_thread`]), `&mut Runner` for one the
-/// host holds.
+/// `()` for the thread's own (`execute_on_thread`, and [`with_thread`] on
+/// its cold way), `&mut Runner` for one the host holds.
 pub(crate) trait Held {
     /// The runner, or `None` for the thread's registration.
     fn runner(&mut self) -> Option<&mut Runner>;

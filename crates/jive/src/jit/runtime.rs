@@ -24,7 +24,9 @@ pub(super) struct Ctx {
     pub(super) fuel: u64,
     /// The call-depth limit.
     pub(super) max_depth: i64,
-    /// The returned value.
+    /// The returned value: only its low 32 bits are written on a return
+    /// to the host (an `int`, a constant stored as a 32-bit immediate), and
+    /// only they are read.
     pub(super) result: i64,
     /// Values a trap reports (see [`SiteKind`]).
     pub(super) trap: [i64; 3],

@@ -199,8 +199,8 @@ impl Io {
 
     /// Starts an applet invocation's accounting, and lends the receive
     /// queue's free run to the inline `dmaRxdPayload` if the applet has it
-    /// ([`Io::ring_lent`], returned for [`Io::end`]: read once, since it
-    /// cannot change during the invocation).
+    /// ([`Io::ring_lent`], which [`Io::end`] reads again: it cannot change
+    /// during the invocation).
     ///
     /// Nothing of the free queue is lent here: the words say none is
     /// lent between invocations, so an invocation's first inline
@@ -324,9 +324,7 @@ impl Io {
         let first = self.rx.pushed();
         self.rx.filled_many(n);
         let n = self.rx.pushed().wrapping_sub(first);
-        for k in 0..n {
-            self.rx.mem().mark_rx(first.wrapping_add(k));
-        }
+        self.rx.mem().mark_rx_run(first, n);
         self.unpublished = true;
         let c = &self.stats.rx_delivered;
         c.store(c.load(Ordering::Relaxed) + u64::from(n), Ordering::Relaxed);

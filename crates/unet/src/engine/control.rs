@@ -443,6 +443,13 @@ impl Engine {
     /// old one stays. Messages in flight see the old applet or the new one.
     pub fn set_applet(&self, id: EndpointId, applet: Option<&[u8]>) -> Result<(), EngineError> {
         let port = self.port_or_err(id)?;
+        // The transmit side first (the engine's lock order): frames a
+        // drain's `doRx` made and handed back to the receive side's outbox
+        // (`Engine::pump_drained`) wait there for the next `doTx`, which
+        // no longer runs once the applet goes, so they are sent here,
+        // under the transmit lock, before anything this endpoint sends
+        // after the change.
+        let tx = port.tx.lock();
         let mut rx = port.rx.lock();
         let loaded = match applet {
             Some(bytes) => Some(load_applet(bytes, &mut rx.io)?),
@@ -453,6 +460,13 @@ impl Engine {
         rx.traps_since_install = 0;
         rx.overruns_in_row = 0;
         port.throttle_until.store(0, Ordering::Relaxed);
+        let left = (!rx.io.framer.out.is_empty())
+            .then(|| std::mem::replace(&mut rx.io.framer.out, outbox()));
+        drop(rx);
+        if let Some(left) = left {
+            self.pump_owned(left);
+        }
+        drop(tx);
         Ok(())
     }
 

@@ -495,9 +495,15 @@ impl Engine {
     /// the next `doTx` finds them and sends them ahead of its own
     /// ([`applet_tx`]; no deferred `txPush` while they wait there), and
     /// this thread, once it holds the transmit side, sends whatever is
-    /// still there. No frame is dropped or counted twice: each leaves that
+    /// still there (and [`Engine::set_applet`] sends them if the applet
+    /// goes first). No frame is dropped or counted twice: each leaves that
     /// outbox once, under the receive lock.
-    #[cold]
+    ///
+    /// While this holds the transmit side, [`Engine::service`] on another
+    /// thread finds it taken and leaves the transmit queue for its next
+    /// round: an application's descriptor pushed then waits that long
+    /// (nothing is lost). Out of line, not cold: every drain whose applet
+    /// answers comes here.
     #[inline(never)]
     fn pump_drained(&self, port: &Port, mut guard: BiasedGuard<'_, RxSide>, mut made: Outbox) {
         if let Some(tx) = port.tx.try_lock() {
