@@ -2222,8 +2222,10 @@ mod tests {
     /// sends `x` on `ab` through `doTx` while `T1` is parked at `window`
     /// in [`Engine::pump_drained`]. The applet pushed `r` first, so `b`
     /// receives `r`, then `x`, each once, counted once. Returns the
-    /// messages `b` received with `T1` parked, then all of them.
-    fn order_across(window: Window) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+    /// messages `b` received with `T1` parked, then all of them. With
+    /// `remove`, this thread removes `a`'s applet before it sends `x` (which
+    /// then goes without `doTx`).
+    fn order_across(window: Window, remove: bool) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
         let e = engine();
         let mut a = e
             .create_endpoint(Config::default(), Some(crate::applets::PING_PONG))
@@ -2266,6 +2268,9 @@ mod tests {
             at.recv_timeout(Duration::from_secs(10))
                 .unwrap_or_else(|_| panic!("the drain never reached {window:?}"));
             drop(held);
+            if remove {
+                e.set_applet(a.id(), None).unwrap();
+            }
             a.send(ab, b"x").unwrap();
             let parked = recv_all(&mut b);
             go.send(()).unwrap();
@@ -2278,7 +2283,9 @@ mod tests {
         let mut all = parked.clone();
         all.extend(recv_all(&mut b));
         let after = all_counts(&e, &pa, &pb);
-        assert_eq!(after.1.tx_frames, before.1.tx_frames + 2);
+        if !remove {
+            assert_eq!(after.1.tx_frames, before.1.tx_frames + 2);
+        }
         assert_eq!(after.1.tx_descriptors, before.1.tx_descriptors + 1);
         assert_eq!(after.2.rx_delivered, before.2.rx_delivered + 2);
         assert_eq!(
@@ -2295,7 +2302,7 @@ mod tests {
     /// holds the transmit side (`x` waits in the transmit queue).
     #[test]
     fn a_drains_frames_go_before_a_later_dotx_on_another_thread() {
-        let (parked, all) = order_across(Window::Pump);
+        let (parked, all) = order_across(Window::Pump, false);
         assert!(parked.is_empty(), "{parked:?}");
         assert_eq!(all, [b"r".to_vec(), b"x".to_vec()]);
     }
@@ -2305,7 +2312,18 @@ mod tests {
     /// ahead of its own, and `T1` then finds nothing left to send.
     #[test]
     fn a_drains_frames_handed_back_go_ahead_of_the_next_dotx() {
-        let (parked, all) = order_across(Window::Handed);
+        let (parked, all) = order_across(Window::Handed, false);
+        assert_eq!(parked, [b"r".to_vec(), b"x".to_vec()]);
+        assert_eq!(all, parked);
+    }
+
+    /// As above, but the applet is removed before the next send: no
+    /// `doTx` runs to find the frames handed back, so `set_applet` sends
+    /// them, ahead of `x` (the review's O1: before, `x` went first and the
+    /// frames after it, once `T1` held the transmit side).
+    #[test]
+    fn a_drains_frames_handed_back_go_ahead_when_the_applet_goes() {
+        let (parked, all) = order_across(Window::Handed, true);
         assert_eq!(parked, [b"r".to_vec(), b"x".to_vec()]);
         assert_eq!(all, parked);
     }
