@@ -1692,7 +1692,7 @@ mod tests {
             .write_bytes(b.layout.rx.slots() + i as usize * size_of::<RxDesc>(), &raw);
         rx.filled();
         assert!(b.recv_ref().is_none(), "not marked yet");
-        rx.mem().mark_rx(n);
+        rx.mem().mark_rx(n, 1);
         assert_eq!(b.recv_ref().expect("marked").to_vec(), b"jit");
         assert_eq!(b.bad_descriptors(), 0);
     }

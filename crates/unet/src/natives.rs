@@ -116,7 +116,7 @@ pub trait NativeHost: 'static {
     /// before it pushes and lend the run again after, so that the inline
     /// push writes the descriptor `push_rx` would (the header, then the
     /// payload) but for its seal, which the take-back sets
-    /// (`ShmQueue::mark_rx_run`), in order with its own pushes; a full run (a full
+    /// (`ShmQueue::mark_rx`), in order with its own pushes; a full run (a full
     /// queue, or one whose consumer moved since it was lent) sends the
     /// call to `push_rx`. If `queue` lends a queue ([`jive::QueueWords`]),
     /// it must be the free queue's entries that [`NativeHost::pop_free`]

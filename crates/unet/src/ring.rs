@@ -300,11 +300,7 @@ impl<T: Copy, M: QueueMem<T>> Consumer<T, M> {
                 depth: self.mem.depth(),
             });
         }
-        // Never below a front found published by other means
-        // ([`Consumer::found_front`]): the index may not count it yet.
-        if h.wrapping_sub(self.tail) > self.head.wrapping_sub(self.tail) {
-            self.head = h;
-        }
+        self.head = h;
         Ok(())
     }
 
@@ -394,7 +390,11 @@ impl<T: Copy, M: QueueMem<T>> Consumer<T, M> {
     /// in its slot rather than by the producer index (a receive queue's
     /// seal, [`crate::shm::RX_SEALED`]): [`Consumer::advance`] may then
     /// take it. The producer index is not read; a later
-    /// [`Consumer::available`] or [`Consumer::front`] reads it again.
+    /// [`Consumer::available`] or [`Consumer::front`] reads it again, and
+    /// takes what it says, which may not count this item yet: a consumer
+    /// that finds items this way (the endpoint's receive queue, whose
+    /// `rx_front` and `pending` read the seals) does not mix in those
+    /// reads of the index.
     #[inline(always)]
     pub fn found_front(&mut self) {
         self.head = self.tail.wrapping_add(1);

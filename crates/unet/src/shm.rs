@@ -465,19 +465,13 @@ impl ShmQueue {
         self.seal_rx(p);
     }
 
-    /// Seals item `n`'s slot ([`ShmQueue::seal_rx`]), whose descriptor the
-    /// JIT's inline push wrote whole (its header word, with the `sealed` byte
-    /// 0, then its bytes). Only for an item the producer wrote and has not
-    /// published.
+    /// Seals the slots of the `n` items from `first` (wrapping), in order
+    /// ([`ShmQueue::seal_rx`]), whose descriptors the JIT's inline push wrote
+    /// whole (its header word, with the `sealed` byte 0, then its bytes):
+    /// the queue's kind checked once, not per slot. Only for items the
+    /// producer wrote and has not published.
     #[inline]
-    pub fn mark_rx(&self, n: u32) {
-        self.seal_rx(self.rx_slot(n));
-    }
-
-    /// [`ShmQueue::mark_rx`] of the `n` items from `first` (wrapping), in
-    /// order: the queue's kind checked once, not per slot.
-    #[inline]
-    pub fn mark_rx_run(&self, first: u32, n: u32) {
+    pub fn mark_rx(&self, first: u32, n: u32) {
         assert_eq!(self.slot, size_of::<RxDesc>(), "not a receive queue");
         let mask = self.q.depth - 1;
         for k in 0..n {
@@ -493,23 +487,6 @@ impl ShmQueue {
         RxFront {
             q: self,
             p: self.rx_slot(i),
-        }
-    }
-
-    /// The fixed part of the receive descriptor in slot `i`: its length,
-    /// channel and number of buffers, each read once (volatile) into
-    /// private memory, for the caller to check.
-    #[inline]
-    pub fn read_rx_head(&self, i: u32) -> (u32, u16, u8) {
-        let p = self.rx_slot(i);
-        // SAFETY: an aligned slot in the mapping (`rx_slot`), fields valid
-        // for any bits, each read once.
-        unsafe {
-            (
-                (&raw const (*p).len).read_volatile(),
-                (&raw const (*p).chan).read_volatile(),
-                (&raw const (*p).nbufs).read_volatile(),
-            )
         }
     }
 
@@ -565,8 +542,8 @@ impl ShmQueue {
     #[inline]
     pub fn read_rx_first_offset(&self, i: u32) -> u32 {
         let p = self.rx_slot(i);
-        // SAFETY: as for `read_rx_head`; the first 4 bytes of the slot's
-        // `data` field, at byte 8 of a 64-byte aligned slot (so aligned
+        // SAFETY: an aligned slot in the mapping (`rx_slot`); the first 4
+        // bytes of its `data` field, at byte 8 of a 64-byte aligned slot (so aligned
         // for a `u32`), valid for any bits. One load, not four bytes'.
         u32::from_le(unsafe { (&raw const (*p).data).cast::<u32>().read_volatile() })
     }

@@ -324,7 +324,7 @@ impl Io {
         let first = self.rx.pushed();
         self.rx.filled_many(n);
         let n = self.rx.pushed().wrapping_sub(first);
-        self.rx.mem().mark_rx_run(first, n);
+        self.rx.mem().mark_rx(first, n);
         self.unpublished = true;
         let c = &self.stats.rx_delivered;
         c.store(c.load(Ordering::Relaxed) + u64::from(n), Ordering::Relaxed);
