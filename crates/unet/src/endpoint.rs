@@ -1273,31 +1273,20 @@ impl Endpoint {
     }
 
     /// The front message's number (wrapping; every use masks it to its
-    /// slot) and its descriptor's fixed
-    /// part (length, channel, number of buffers), read once into private
-    /// memory for the caller to check, if the engine has delivered it: the
-    /// slot at the consumer index is sealed ([`crate::shm::RX_SEALED`]),
-    /// and its seal is taken here (set to 0), so that the slot reads as
-    /// empty until the engine seals its next message. The producer index,
-    /// on a line of its own, is not read: a waiting receiver polls the one
-    /// slot line the engine writes for the message, so that line alone
-    /// crosses cores. A front already known published (read again after
-    /// `recv_ref`'s short path passed it on, or found by
-    /// [`Endpoint::pending`]'s read of the index) has its seal cleared too.
+    /// slot) and its descriptor's fixed part (length, channel, number of
+    /// buffers), read once into private memory for the caller to check,
+    /// if the engine has delivered it: the ring's seal protocol
+    /// ([`crate::ring::Consumer::take_sealed`]) finds the slot at the
+    /// consumer index sealed ([`crate::shm::RX_SEALED`]) and takes its
+    /// seal, so that the slot reads as empty until the engine seals its
+    /// next message. The producer index, on a line of its own, is not
+    /// read: a waiting receiver polls the one slot line the engine writes
+    /// for the message, so that line alone crosses cores. A front already
+    /// taken and not yet freed (read again after `recv_ref`'s short path
+    /// passed it on) is given again.
     #[inline(always)]
     fn rx_front(&mut self) -> Option<(u32, u32, u16, u8)> {
-        // The item's number: every use masks it to its slot.
-        let i = self.rx.next();
-        let slot = self.rx.mem().rx_front_slot(i);
-        let known = self.rx.seen_front();
-        if !known && !slot.sealed() {
-            return None;
-        }
-        slot.take_seal();
-        let (len, chan, nbufs) = slot.fixed();
-        if !known {
-            self.rx.found_front();
-        }
+        let (i, (len, chan, nbufs)) = self.rx.take_sealed_with(|q, i| q.rx_fixed(i))?;
         Some((i, len, chan, nbufs))
     }
 
@@ -1515,11 +1504,7 @@ impl Endpoint {
         // of a batch), so this receiver may have taken messages the index
         // does not count yet, and the index alone would read as 0 (or,
         // behind the consumer index, as corrupt).
-        let depth = self.layout.rx.depth;
-        let first = self.rx.next();
-        (0..depth)
-            .take_while(|&k| self.rx.mem().rx_front_slot(first.wrapping_add(k)).sealed())
-            .count()
+        self.rx.sealed_count() as usize
     }
 
     /// Copies `data` into the buffer area at `off` (for [`Endpoint::push_tx`]).

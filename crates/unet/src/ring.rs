@@ -18,11 +18,19 @@
 //! never follows an index it has not checked, and a hostile application
 //! cannot make it overwrite an undelivered descriptor.
 //!
+//! A queue whose slots each carry a seal ([`SealedMem`], an endpoint's
+//! receive queue) also has the seal protocol here: the producer writes a
+//! slot and then seals it ([`write_sealed`], [`seal`]); the consumer polls
+//! the seal at its index, takes it and reads the slot
+//! ([`Consumer::take_sealed`], [`Consumer::pop_sealed`]), then frees the
+//! slot ([`Consumer::advance`]). Such a consumer never reads the producer
+//! index: one cache line, the slot's, crosses cores per item.
+//!
 //! The memory behind a queue is a [`QueueMem`]: the endpoint's shared
 //! segment ([`crate::shm`]), or, in the loom models, cells that loom can
 //! watch.
 
-use crate::sync::{AtomicU32, Ordering};
+use crate::sync::{AtomicU8, AtomicU32, Ordering};
 
 /// The memory of one queue: its two indices and its slots.
 pub trait QueueMem<T: Copy> {
@@ -40,6 +48,86 @@ pub trait QueueMem<T: Copy> {
     /// as the queue's own slots are laid out (a receive queue's writer
     /// also seals the slot, [`crate::shm::RX_SEALED`]).
     fn write(&self, n: u32, v: T);
+}
+
+/// The value of a slot's seal once its producer has written the whole
+/// slot ([`seal`]): the slot holds an item the consumer has not taken. The
+/// consumer stores 0 there when it takes the item
+/// ([`Consumer::take_sealed`]), before it frees the slot, so a slot never
+/// written, or taken, or written and not yet sealed, holds 0.
+pub const SEALED: u8 = 1;
+
+/// The memory of a queue whose slots each carry a seal, one byte the
+/// producer sets last (an endpoint's receive queue: [`crate::layout::RxDesc`]'s
+/// `sealed`). Its [`QueueMem::write`] writes the slot and then seals it
+/// ([`write_sealed`]), so [`Producer::push`] and its kin seal what they
+/// push.
+pub trait SealedMem {
+    /// A slot's address, worked out once ([`SealedMem::slot`]) for its
+    /// seal and for the reads of its other bytes; it borrows the memory.
+    type Slot<'a>: Copy
+    where
+        Self: 'a;
+
+    /// Item number `n`'s slot, `n & (depth - 1)` (the number, wrapping,
+    /// not the slot).
+    fn slot(&self, n: u32) -> Self::Slot<'_>;
+
+    /// The seal of a slot [`SealedMem::slot`] gave.
+    fn seal_of<'a>(&'a self, slot: Self::Slot<'a>) -> &'a AtomicU8;
+
+    /// The seal of item number `n`'s slot.
+    #[inline(always)]
+    fn seal(&self, n: u32) -> &AtomicU8 {
+        self.seal_of(self.slot(n))
+    }
+
+    /// The ordering of the seal's store: `Release`, which the protocol
+    /// needs. Only the loom build can change it, so that a model can check
+    /// that a weaker one is caught (`tests/loom.rs`,
+    /// `a_relaxed_seal_is_caught`).
+    #[cfg(loom)]
+    fn seal_ordering(&self) -> Ordering {
+        Ordering::Release
+    }
+}
+
+/// Seals item number `n`'s slot: [`SEALED`] stored with release ordering,
+/// so that every byte of the slot written before is visible to a consumer
+/// that loads the seal with acquire ordering ([`Consumer::take_sealed`]).
+/// For a writer that wrote the slot itself (the JIT's inline push, whose
+/// slots the engine seals when it takes them back); otherwise
+/// [`write_sealed`].
+#[inline(always)]
+pub fn seal<M: SealedMem>(mem: &M, n: u32) {
+    seal_slot(mem, mem.seal(n));
+}
+
+/// [`seal`] of the seal `mem.seal(n)` gave, for a writer that took it in
+/// hand before it wrote the slot: its address is then worked out with the
+/// slot's, not again after the writes (the engine's receive descriptor
+/// writers: again, it cost the 40-byte path 12 instructions).
+#[inline(always)]
+pub fn seal_slot<M: SealedMem>(mem: &M, seal: &AtomicU8) {
+    #[cfg(loom)]
+    let order = mem.seal_ordering();
+    #[cfg(not(loom))]
+    let (order, _) = (Ordering::Release, mem);
+    seal.store(SEALED, order);
+}
+
+/// The producer's half of the seal protocol: `write` writes item number
+/// `n`'s slot, every byte of it but its seal (which holds 0: the consumer
+/// took it, or the slot was never written), then the slot is sealed
+/// ([`seal`]). Only for the producer's next item (after
+/// [`Producer::next_slot`], before [`Producer::filled`]), or from the
+/// queue's own [`QueueMem::write`].
+#[inline(always)]
+pub fn write_sealed<M: SealedMem, R>(mem: &M, n: u32, write: impl FnOnce() -> R) -> R {
+    let s = mem.seal(n);
+    let r = write();
+    seal_slot(mem, s);
+    r
 }
 
 /// The peer published an index that no correct peer could have.
@@ -476,6 +564,81 @@ impl<T: Copy, M: QueueMem<T>> Consumer<T, M> {
     /// The queue's memory.
     pub fn mem(&self) -> &M {
         &self.mem
+    }
+}
+
+/// The consumer's half of the seal protocol, for a queue whose slots carry
+/// seals: it learns of an item from its slot's seal, never from the
+/// producer index (which the producer may publish later, or not at all).
+impl<T: Copy, M: QueueMem<T> + SealedMem> Consumer<T, M> {
+    /// The front item's number (wrapping; its slot is the number `&
+    /// (depth - 1)`) if its slot is sealed: the seal at the consumer index
+    /// loaded with acquire ordering (every byte of the slot written before
+    /// the seal is then visible), then taken (set to 0, relaxed: the
+    /// producer sees it after the consumer index that frees the slot,
+    /// stored with release ordering), and the item counted as published
+    /// ([`Consumer::found_front`]). The slot is the consumer's to read in
+    /// place (through [`Consumer::mem`]) until [`Consumer::advance`]
+    /// frees it. A front already known (taken here and not yet freed) is
+    /// given again, its seal cleared again. `None` if the slot is not
+    /// sealed.
+    #[inline(always)]
+    pub fn take_sealed(&mut self) -> Option<u32> {
+        self.take_sealed_with(|_, _| ()).map(|(n, ())| n)
+    }
+
+    /// [`Consumer::take_sealed`] that also reads the slot, by `read`
+    /// (called with the queue's memory and the slot), once the seal says
+    /// it is whole and before the seal is taken: the front item's number
+    /// and what `read` returned. The slot's address is worked out once,
+    /// before the seal's load, for the seal and the read (worked out again
+    /// after the load, which the compiler may not read across, it cost
+    /// `unet-count` path-40 9 instructions).
+    #[inline(always)]
+    pub fn take_sealed_with<R>(
+        &mut self,
+        read: impl for<'a> FnOnce(&'a M, M::Slot<'a>) -> R,
+    ) -> Option<(u32, R)> {
+        let n = self.tail;
+        let slot = self.mem.slot(n);
+        let seal = self.mem.seal_of(slot);
+        let known = self.seen_front();
+        if !known && seal.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        let r = read(&self.mem, slot);
+        seal.store(0, Ordering::Relaxed);
+        if !known {
+            self.found_front();
+        }
+        Some((n, r))
+    }
+
+    /// Takes the front item by its seal ([`Consumer::take_sealed`]): a
+    /// private copy of its slot, which is then freed
+    /// ([`Consumer::advance`]). `None` if the slot is not sealed.
+    #[inline]
+    pub fn pop_sealed(&mut self) -> Option<T> {
+        let n = self.take_sealed()?;
+        let v = self.mem.read(n & (self.mem.depth() - 1));
+        self.advance();
+        Some(v)
+    }
+
+    /// How many items are sealed from the front, in order (each seal
+    /// loaded with acquire ordering), without taking any: the items
+    /// [`Consumer::take_sealed`] would find one after the other (but for a
+    /// front it already gave and that is not freed, whose seal is taken).
+    pub fn sealed_count(&self) -> u32 {
+        let depth = self.mem.depth();
+        (0..depth)
+            .take_while(|&k| {
+                self.mem
+                    .seal(self.tail.wrapping_add(k))
+                    .load(Ordering::Acquire)
+                    != 0
+            })
+            .count() as u32
     }
 }
 

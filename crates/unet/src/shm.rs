@@ -23,16 +23,18 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 
 use crate::layout::{Header, INLINE_MAX, Layout, QueueLayout, RX_BUFFERS_MAX, RxDesc, TxDesc};
-use crate::ring::QueueMem;
-use crate::sync::{AtomicU32, Ordering};
+use crate::ring::{QueueMem, SealedMem, seal, seal_slot, write_sealed};
+use crate::sync::{AtomicU8, AtomicU32};
 
 /// The value of a receive descriptor's `sealed` byte once the engine has
-/// written the whole slot ([`ShmQueue::seal_rx`]): the slot holds a message
-/// the consumer has not taken. The consumer stores 0 there when it takes it
-/// ([`RxFront::take_seal`]), before it frees the slot, so a slot never
-/// written, or taken, or written by the JIT's inline push and not yet
-/// sealed ([`ShmQueue::mark_rx`]), holds 0.
-pub const RX_SEALED: u8 = 1;
+/// written the whole slot: the ring's [`crate::ring::SEALED`]. The seal
+/// protocol is the ring's ([`crate::ring::write_sealed`],
+/// [`crate::ring::Consumer::take_sealed`]); a receive queue's
+/// [`ShmQueue`] gives it the slots' `sealed` bytes
+/// ([`crate::ring::SealedMem`]). A slot never written, or taken, or
+/// written by the JIT's inline push and not yet sealed
+/// ([`ShmQueue::mark_rx`]), holds 0.
+pub const RX_SEALED: u8 = crate::ring::SEALED;
 
 /// A mapped endpoint segment.
 #[derive(Debug)]
@@ -415,22 +417,14 @@ impl ShmQueue {
 
     /// The `sealed` byte of receive descriptor slot `p` as an atomic byte.
     #[inline(always)]
-    fn rx_seal(&self, p: *mut RxDesc) -> &core::sync::atomic::AtomicU8 {
+    fn rx_seal(&self, p: *mut RxDesc) -> &AtomicU8 {
         // SAFETY: callers pass `rx_slot`'s pointer: a slot inside the
         // mapping, whose `sealed` byte is valid for any value, for as long as
         // `self` (which holds the mapping) is borrowed. The mapping is only
         // ever reached through raw pointers, volatile accesses and atomics,
         // never through a non-atomic Rust reference that this one could
         // alias.
-        unsafe { core::sync::atomic::AtomicU8::from_ptr(&raw mut (*p).sealed) }
-    }
-
-    /// Publishes slot `p`'s descriptor to a consumer that watches the slot:
-    /// its `sealed` byte set to [`RX_SEALED`] with release ordering, after
-    /// every other byte of the slot (visible with it).
-    #[inline(always)]
-    fn seal_rx(&self, p: *mut RxDesc) {
-        self.rx_seal(p).store(RX_SEALED, Ordering::Release);
+        unsafe { AtomicU8::from_ptr(&raw mut (*p).sealed) }
     }
 
     /// Writes an inline receive descriptor for a `len`-byte message on
@@ -438,7 +432,7 @@ impl ShmQueue {
     /// slot: its fixed part (`len`, `chan`, no buffers), then `fill`
     /// writes the message into the slot's first `len` inline bytes (`len
     /// <= INLINE_MAX`), e.g. straight from the sender's buffer area, then
-    /// the slot is sealed ([`ShmQueue::seal_rx`]). The slot's inline bytes
+    /// the slot is sealed ([`crate::ring::seal`]). The slot's inline bytes
     /// past `len` keep what they held (bytes of this endpoint's own earlier
     /// descriptors). The same caveat as [`Segment::with_bytes_mut`]: `fill`
     /// only writes.
@@ -446,6 +440,7 @@ impl ShmQueue {
     pub fn write_rx_inline(&self, n: u32, chan: u16, len: usize, fill: impl FnOnce(&mut [u8])) {
         assert!(len <= INLINE_MAX, "inline message too long");
         let p = self.rx_slot(n);
+        let s = self.rx_seal(p);
         // SAFETY: `p` is an aligned receive descriptor slot inside the
         // mapping (`rx_slot`), whose fields are plain data valid for any
         // bits; the stores are volatile, like `write_once`'s, and the view
@@ -462,31 +457,41 @@ impl ShmQueue {
                 len,
             ));
         }
-        self.seal_rx(p);
+        // The ring's seal after the writes, not `write_sealed` around them:
+        // as a closure the writes were left a call (`unet-count` path-40
+        // +24).
+        seal_slot(self, s);
     }
 
     /// Seals the slots of the `n` items from `first` (wrapping), in order
-    /// ([`ShmQueue::seal_rx`]), whose descriptors the JIT's inline push wrote
-    /// whole (its header word, with the `sealed` byte 0, then its bytes):
-    /// the queue's kind checked once, not per slot. Only for items the
-    /// producer wrote and has not published.
+    /// ([`crate::ring::seal`]), whose descriptors the JIT's inline push wrote
+    /// whole (its header word, with the `sealed` byte 0, then its bytes).
+    /// Only for items the producer wrote and has not published.
     #[inline]
     pub fn mark_rx(&self, first: u32, n: u32) {
         assert_eq!(self.slot, size_of::<RxDesc>(), "not a receive queue");
-        let mask = self.q.depth - 1;
         for k in 0..n {
-            self.seal_rx(self.slot_ptr::<RxDesc>(first.wrapping_add(k) & mask));
+            seal(self, first.wrapping_add(k));
         }
     }
 
-    /// The receive descriptor slot of item `i` (masked to the depth), for the consumer at its
-    /// consumer index: its address worked out once for the seal's test,
-    /// its taking and the fixed part's read.
+    /// The fixed part of the receive descriptor in `slot`: its length,
+    /// channel and number of buffers, each read once (volatile) into
+    /// private memory, for the caller to check. For the consumer, in
+    /// [`crate::ring::Consumer::take_sealed_with`].
     #[inline(always)]
-    pub fn rx_front_slot(&self, i: u32) -> RxFront<'_> {
-        RxFront {
-            q: self,
-            p: self.rx_slot(i),
+    pub fn rx_fixed(&self, slot: RxSlot<'_>) -> (u32, u16, u8) {
+        let p = slot.0;
+        // SAFETY: `p` is `rx_slot`'s pointer (an `RxSlot` is made only
+        // there), an aligned receive slot in the mapping of the queue the
+        // slot borrows, so alive; fields valid for any bits, each read
+        // once.
+        unsafe {
+            (
+                (&raw const (*p).len).read_volatile(),
+                (&raw const (*p).chan).read_volatile(),
+                (&raw const (*p).nbufs).read_volatile(),
+            )
         }
     }
 
@@ -494,12 +499,13 @@ impl ShmQueue {
     /// `RX_BUFFERS_MAX`) for a `len`-byte message on `chan` as item `n`
     /// (wrapping) of this receive queue, in place in its slot: its fixed
     /// part and the offsets, each little-endian, then the seal
-    /// ([`ShmQueue::seal_rx`]); the slot's bytes past the offsets keep what
+    /// ([`crate::ring::seal`]); the slot's bytes past the offsets keep what
     /// they held.
     #[inline]
     pub fn write_rx_buffers(&self, n: u32, chan: u16, len: u32, offsets: &[u32]) {
         assert!(offsets.len() <= RX_BUFFERS_MAX, "too many buffers");
         let p = self.rx_slot(n);
+        let s = self.rx_seal(p);
         // SAFETY: as for `write_rx_inline`; the offsets take `4 *
         // offsets.len() <= INLINE_MAX` bytes of the slot's `data` field.
         unsafe {
@@ -511,7 +517,7 @@ impl ShmQueue {
                 data.add(k).write_volatile(o.to_le_bytes());
             }
         }
-        self.seal_rx(p);
+        seal_slot(self, s);
     }
 
     /// [`ShmQueue::write_rx_buffers`] of the one buffer `off`, always
@@ -521,6 +527,7 @@ impl ShmQueue {
     #[inline(always)]
     pub fn write_rx_one_buffer(&self, n: u32, chan: u16, len: u32, off: u32) {
         let p = self.rx_slot(n);
+        let s = self.rx_seal(p);
         // SAFETY: as for `write_rx_inline`; the offset takes the first 4
         // bytes of the slot's `data` field, at byte 8 of a 64-byte aligned
         // slot (so aligned for a `u32`).
@@ -532,7 +539,7 @@ impl ShmQueue {
                 .cast::<u32>()
                 .write_volatile(off.to_le());
         }
-        self.seal_rx(p);
+        seal_slot(self, s);
     }
 
     /// The first buffer offset of the receive descriptor in slot `i`, read
@@ -579,47 +586,30 @@ impl ShmQueue {
     }
 }
 
-/// The consumer's view of the receive slot at its consumer index
-/// ([`ShmQueue::rx_front_slot`]).
-#[derive(Clone, Copy)]
-pub struct RxFront<'a> {
-    q: &'a ShmQueue,
-    p: *mut RxDesc,
-}
+/// A receive descriptor slot of a [`ShmQueue`], for the ring's seal
+/// protocol ([`SealedMem::slot`]): its address, checked to be a receive
+/// slot inside the mapping when it was made, and a borrow of the queue,
+/// which holds the mapping.
+#[derive(Clone, Copy, Debug)]
+pub struct RxSlot<'a>(*mut RxDesc, core::marker::PhantomData<&'a ShmQueue>);
 
-impl RxFront<'_> {
-    /// Whether the slot is sealed: its `sealed` byte read with acquire
-    /// ordering, so that every byte of the slot the engine wrote before
-    /// sealing it is visible after.
+// A receive queue's seals, for the ring's seal protocol: the `sealed` byte
+// of each slot (`rx_slot` checks that this is a receive queue, so the byte
+// lies in the mapping).
+impl SealedMem for ShmQueue {
+    type Slot<'a> = RxSlot<'a>;
     #[inline(always)]
-    pub fn sealed(&self) -> bool {
-        self.q.rx_seal(self.p).load(Ordering::Acquire) != 0
+    fn slot(&self, n: u32) -> RxSlot<'_> {
+        RxSlot(self.rx_slot(n), core::marker::PhantomData)
     }
-
-    /// Takes the seal (sets the `sealed` byte to 0): the consumer does this
-    /// before it frees the slot, so that the slot reads as empty until the
-    /// engine seals its next message.
     #[inline(always)]
-    pub fn take_seal(&self) {
-        self.q.rx_seal(self.p).store(0, Ordering::Relaxed);
-    }
-
-    /// The descriptor's fixed part: its length, channel and number of
-    /// buffers, each read once (volatile) into private memory, for the
-    /// caller to check.
-    #[inline(always)]
-    pub fn fixed(&self) -> (u32, u16, u8) {
-        let p = self.p;
-        // SAFETY: `p` is `rx_slot`'s pointer, an aligned slot in the
-        // mapping that `self.q` holds; fields valid for any bits, each
-        // read once.
-        unsafe {
-            (
-                (&raw const (*p).len).read_volatile(),
-                (&raw const (*p).chan).read_volatile(),
-                (&raw const (*p).nbufs).read_volatile(),
-            )
-        }
+    fn seal_of<'a>(&'a self, slot: RxSlot<'a>) -> &'a AtomicU8 {
+        // SAFETY: `slot.0` is `rx_slot`'s pointer (an `RxSlot` is made only
+        // there): a receive slot inside the mapping of the queue it borrows
+        // for `'a`, which holds the mapping; its `sealed` byte is valid for
+        // any value. The mapping is only ever reached through raw
+        // pointers, volatile accesses and atomics.
+        unsafe { AtomicU8::from_ptr(&raw mut (*slot.0).sealed) }
     }
 }
 
@@ -814,13 +804,13 @@ macro_rules! shm_queue_mem {
         }
     };
     (@write RxDesc, $q:ident, $n:ident, $v:ident) => {{
-        // The whole slot with its `sealed` byte 0, then the seal, as the
-        // engine's other writers of a receive slot seal it
-        // (`ShmQueue::write_rx_inline`); `v`'s own `sealed` is not used.
+        // The whole slot with its `sealed` byte 0, then the seal
+        // (`crate::ring::write_sealed`), as the engine's other writers of
+        // a receive slot seal it; `v`'s own `sealed` is not used.
         let p = $q.rx_slot($n);
+        let d = RxDesc { sealed: 0, ..$v };
         // SAFETY: as for `read`.
-        unsafe { write_once(p, RxDesc { sealed: 0, ..$v }) };
-        $q.seal_rx(p);
+        write_sealed($q, $n, || unsafe { write_once(p, d) });
     }};
     (@write $t:ident, $q:ident, $n:ident, $v:ident) => {
         // SAFETY: as for `read`.

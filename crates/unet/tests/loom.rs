@@ -3,6 +3,9 @@
 //! watches for data races. A missing release or acquire on either index
 //! makes a model fail: the consumer would read a slot the producer is
 //! still writing, or the producer overwrite one the consumer is reading.
+//! The receive queue's seal protocol is the ring's too
+//! (`unet::ring::write_sealed`, `Consumer::take_sealed`): the models below
+//! run it, with only the slots' memory and their seal bytes supplied here.
 //!
 //! Run with `RUSTFLAGS="--cfg loom" cargo test -p unet --release --test loom`.
 #![cfg(loom)]
@@ -11,7 +14,7 @@ use loom::cell::UnsafeCell;
 use loom::sync::Arc;
 use loom::sync::atomic::{AtomicU8, AtomicU32, Ordering};
 use loom::thread;
-use unet::ring::{Consumer, Producer, QueueMem};
+use unet::ring::{Consumer, Producer, QueueMem, SealedMem, write_sealed};
 
 /// A queue in loom-tracked memory.
 struct Mem {
@@ -19,10 +22,11 @@ struct Mem {
     tail: AtomicU32,
     slots: Vec<UnsafeCell<u64>>,
     /// Each slot's seal, as a receive queue's (`unet::shm::RX_SEALED`):
-    /// set by `write` after the slot, with `seal` ordering.
+    /// set by the ring's `write_sealed` after the slot.
     seals: Vec<AtomicU8>,
-    /// `Release`, as `ShmQueue::seal_rx` stores the seal; `Relaxed` in the
-    /// model that must fail.
+    /// The seal's ordering as `SealedMem::seal_ordering` gives it to the
+    /// ring's `seal`: `Release`, as for every queue; `Relaxed` in the model
+    /// that must fail.
     seal: Ordering,
 }
 
@@ -61,9 +65,25 @@ impl QueueMem<u64> for Q {
     }
     fn write(&self, n: u32, v: u64) {
         let i = n & (self.depth() - 1);
-        // SAFETY: loom checks that no access to this slot races with the write.
-        self.0.slots[i as usize].with_mut(|p| unsafe { *p = v });
-        self.0.seals[i as usize].store(1, self.0.seal);
+        // The slot, then its seal, by the ring's code (as a receive queue's
+        // `ShmQueue` writes a slot).
+        write_sealed(self, n, || {
+            // SAFETY: loom checks that no access to this slot races with the write.
+            self.0.slots[i as usize].with_mut(|p| unsafe { *p = v });
+        });
+    }
+}
+
+impl SealedMem for Q {
+    type Slot<'a> = usize;
+    fn slot(&self, n: u32) -> usize {
+        (n & (self.depth() - 1)) as usize
+    }
+    fn seal_of(&self, slot: usize) -> &AtomicU8 {
+        &self.0.seals[slot]
+    }
+    fn seal_ordering(&self) -> Ordering {
+        self.0.seal
     }
 }
 
@@ -182,14 +202,16 @@ fn a_batch_published_at_once_is_seen_whole_and_in_order() {
     });
 }
 
-/// The receive queue's consumer as `Endpoint::rx_front` runs it: it learns
-/// of the front item from its slot's seal (acquire), not from the producer
-/// index, takes the seal (relaxed), reads the slot and frees it
+/// The receive queue's consumer as `Endpoint::rx_front` runs it, on the
+/// ring's seal protocol: it learns of the front item from its slot's seal
+/// (`Consumer::take_sealed`: the seal loaded with acquire ordering, then
+/// taken), not from the producer index, reads the slot and frees it
 /// (`advance`: the consumer index, release). The producer writes each slot
-/// and then seals it (`write`), and publishes the index after each item,
-/// as the engine does. Three items through two slots: a slot is reused
-/// only after the consumer took its seal and freed it, so a seal the
-/// consumer sees is always the next lap's, never a stale one.
+/// and then seals it (`QueueMem::write` through the ring's `write_sealed`),
+/// and publishes the index after each item, as the engine does. Three
+/// items through two slots: a slot is reused only after the consumer took
+/// its seal and freed it, so a seal the consumer sees is always the next
+/// lap's, never a stale one.
 fn sealed_transfer(depth: usize, n: u64, start: u32, seal: Ordering) {
     loom::model(move || {
         let q = Q::sealing(depth, start, seal);
@@ -204,21 +226,16 @@ fn sealed_transfer(depth: usize, n: u64, start: u32, seal: Ordering) {
         });
         let mut next = 1;
         while next <= n {
-            let i = c.next() & (depth as u32 - 1);
-            let seal = &q.0.seals[i as usize];
-            if !c.seen_front() && seal.load(Ordering::Acquire) == 0 {
+            let Some(i) = c.take_sealed() else {
                 thread::yield_now();
                 continue;
-            }
-            seal.store(0, Ordering::Relaxed);
-            if !c.seen_front() {
-                c.found_front();
-            }
-            assert_eq!(q.read(i), next);
+            };
+            assert_eq!(q.read(i & (depth as u32 - 1)), next);
             c.advance();
             next += 1;
         }
         t.join().unwrap();
+        assert_eq!(c.take_sealed(), None);
         assert_eq!(c.pop(), Ok(None));
     });
 }
