@@ -233,8 +233,11 @@ fn ring_way(name: &str, layout: &Layout) -> Result<RingWay, BoxError> {
 /// The floor of the endpoint design (the same peer as `fastpath demo`'s
 /// "SPSC ring"): two SPSC rings in shared memory, the same queue code as
 /// the endpoints', and a payload area per direction, between two threads.
-/// Each side copies the message in, pushes its length, and the other side
-/// copies it out: no engine, no frame, no classification.
+/// Each side copies the message in, pushes its length (the push seals the
+/// slot), and the other side learns of it by the slot's seal, as an
+/// endpoint's receiver does ([`unet::ring::Consumer::pop_sealed`]: the
+/// producer index is never read), and copies it out: no engine, no frame,
+/// no classification.
 pub struct RingEcho {
     there: Arc<Segment>,
     tx: Producer<RxDesc, ShmQueue>,
@@ -268,8 +271,8 @@ impl RingEcho {
                 let mut buf = vec![0u8; 1 << 16];
                 let mut wait = Backoff::default();
                 loop {
-                    match rx_b.pop() {
-                        Ok(Some(d)) => {
+                    match rx_b.pop_sealed() {
+                        Some(d) => {
                             wait = Backoff::default();
                             let n = (d.len as usize).min(buf.len());
                             s_in.read_bytes(area, &mut buf[..n]);
@@ -282,7 +285,7 @@ impl RingEcho {
                                 std::hint::spin_loop();
                             }
                         }
-                        _ => {
+                        None => {
                             if st.load(Ordering::Relaxed) {
                                 return;
                             }
@@ -322,7 +325,7 @@ impl RingEcho {
             }
             let mut wait = Backoff::default();
             loop {
-                if let Ok(Some(d)) = self.rx.pop() {
+                if let Some(d) = self.rx.pop_sealed() {
                     let n = (d.len as usize).min(self.buf.len());
                     self.back.read_bytes(self.area, &mut self.buf[..n]);
                     break;

@@ -665,7 +665,10 @@ fn rtt_applets(p: Pair, size: usize, rounds: u32) -> Result<Duration, Box<dyn st
 
 /// The floor: two SPSC rings in shared memory (the same queue code as the
 /// endpoints') and a payload area per direction; each side copies the
-/// message in, pushes its length, and the other copies it out.
+/// message in, pushes its length (the push seals the slot), and the other
+/// learns of it by the slot's seal, as an endpoint's receiver does
+/// (`Consumer::pop_sealed`: the producer index is never read), and copies
+/// it out.
 fn rtt_ring(size: usize, b: Batching) -> Timing {
     use unet::layout::{Layout, RxDesc};
     use unet::ring::{Consumer, Producer};
@@ -692,8 +695,8 @@ fn rtt_ring(size: usize, b: Batching) -> Timing {
         let mut buf = vec![0u8; 65536];
         let mut wait = Backoff::default();
         loop {
-            match rx_b.pop() {
-                Ok(Some(d)) => {
+            match rx_b.pop_sealed() {
+                Some(d) => {
                     wait = Backoff::default();
                     let n = d.len as usize;
                     s1.read_bytes(area, &mut buf[..n]);
@@ -706,7 +709,7 @@ fn rtt_ring(size: usize, b: Batching) -> Timing {
                         .unwrap_or(true)
                     {}
                 }
-                _ => {
+                None => {
                     if st.load(Ordering::Relaxed) {
                         return;
                     }
@@ -728,7 +731,7 @@ fn rtt_ring(size: usize, b: Batching) -> Timing {
         {}
         let mut wait = Backoff::default();
         loop {
-            if let Ok(Some(d)) = rx_a.pop() {
+            if let Some(d) = rx_a.pop_sealed() {
                 seg2.read_bytes(area, &mut buf[..d.len as usize]);
                 break;
             }

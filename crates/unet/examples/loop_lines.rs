@@ -23,13 +23,13 @@
 //! `scripts/lines.py` watches for. The lines a waiting loop polls are
 //! counted once per change, as they would be by a spinning waiter: what
 //! matters is which lines change hands, not how often a waiter looks.
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use unet::layout::{Layout, RxDesc};
-use unet::ring::{Consumer, Producer};
-use unet::transport::LoopNet;
-use unet::{Config, Endpoint, Engine};
+use unet::Config;
+
+#[path = "common/mod.rs"]
+mod common;
+use common::{Idle, recv_into, ring_pair, send_all, unet_pair};
 
 /// Stored 1 when the counted round trips start and 2 when they end.
 #[unsafe(no_mangle)]
@@ -47,111 +47,42 @@ fn marked(warm: usize, n: usize, mut round: impl FnMut()) {
     MARK.store(2, Ordering::SeqCst);
 }
 
-fn recv_into(ep: &mut Endpoint, buf: &mut Vec<u8>) {
-    loop {
-        if let Some(m) = ep.recv_ref() {
-            buf.clear();
-            m.read(|p| buf.extend_from_slice(p));
-            return;
-        }
-        std::thread::yield_now();
-    }
-}
-
-fn send_all(ep: &mut Endpoint, chan: u16, msg: &[u8]) {
-    loop {
-        match ep.send_with(chan, msg.len(), |b| b.copy_from_slice(msg)) {
-            Err(unet::SendError::Full) => {
-                ep.poll_engine();
-                std::thread::yield_now();
-            }
-            r => return r.unwrap(),
-        }
-    }
-}
-
 fn unet(size: usize, warm: usize, n: usize) {
-    let net = LoopNet::new();
-    let e = Engine::new(Box::new(
-        net.attach("10.0.0.1:7000".parse().unwrap()).unwrap(),
-    ));
-    let mut a = e.create_endpoint(Config::default(), None).unwrap();
-    let mut b = e.create_endpoint(Config::default(), None).unwrap();
-    let ab = a.open_channel(e.local(), b.id()).unwrap();
-    let ba = b.open_channel(e.local(), a.id()).unwrap();
+    let (_e, mut a, mut b, ab, ba) = unet_pair(Config::default());
     let echo = std::thread::spawn(move || {
         let mut buf = Vec::with_capacity(65536);
         for _ in 0..warm + n {
-            recv_into(&mut b, &mut buf);
-            send_all(&mut b, ba, &buf);
+            recv_into(&mut b, &mut buf, Idle::Yield, None);
+            send_all(&mut b, ba, &buf, Idle::Yield);
         }
         b
     });
     let msg = vec![0x5au8; size];
     let mut buf = Vec::with_capacity(65536);
     marked(warm, n, || {
-        send_all(&mut a, ab, &msg);
-        recv_into(&mut a, &mut buf);
+        send_all(&mut a, ab, &msg, Idle::Yield);
+        recv_into(&mut a, &mut buf, Idle::Yield, None);
         assert_eq!(buf.len(), size);
     });
     let _b = echo.join().unwrap();
 }
 
+/// The bare ring peer ([`common::ring_pair`]), learning of each message by
+/// its slot's seal.
 fn ring(size: usize, warm: usize, n: usize) {
-    let layout = Layout::new(Config::default()).unwrap();
-    let ring = |name| {
-        let seg = Arc::new(unet::shm::Segment::create(name, layout.total).unwrap());
-        let (_, q, _) = unet::shm::queues(&seg, &layout);
-        (
-            seg,
-            Producer::<RxDesc, _>::new(q.clone()),
-            Consumer::<RxDesc, _>::new(q),
-        )
-    };
-    let (seg, mut tx_a, mut rx_b) = ring("r1");
-    let (seg2, mut tx_b, mut rx_a) = ring("r2");
-    let area = layout.area;
-    let (s1, s2) = (seg.clone(), seg2.clone());
+    let (mut a, mut b) = ring_pair("loop-lines-ring");
     let echo = std::thread::spawn(move || {
         let mut buf = vec![0u8; 65536];
-        let mut left = warm + n;
-        while left > 0 {
-            match rx_b.pop() {
-                Ok(Some(d)) => {
-                    let n = d.len as usize;
-                    s1.read_bytes(area, &mut buf[..n]);
-                    s2.write_bytes(area, &buf[..n]);
-                    while !tx_b
-                        .push(RxDesc {
-                            len: d.len,
-                            ..RxDesc::default()
-                        })
-                        .unwrap_or(true)
-                    {}
-                    left -= 1;
-                }
-                _ => std::thread::yield_now(),
-            }
+        for _ in 0..warm + n {
+            let got = b.recv(&mut buf, Idle::Yield, None).expect("no stop flag");
+            b.send(&buf[..got]);
         }
     });
     let msg = vec![0x5au8; size];
     let mut buf = vec![0u8; 65536];
     marked(warm, n, || {
-        seg.write_bytes(area, &msg);
-        while !tx_a
-            .push(RxDesc {
-                len: size as u32,
-                ..RxDesc::default()
-            })
-            .unwrap_or(true)
-        {}
-        loop {
-            if let Ok(Some(d)) = rx_a.pop() {
-                seg2.read_bytes(area, &mut buf[..d.len as usize]);
-                break;
-            }
-            std::thread::yield_now();
-        }
+        a.send(&msg);
+        assert_eq!(a.recv(&mut buf, Idle::Yield, None), Some(size));
     });
     echo.join().unwrap();
 }

@@ -17,45 +17,22 @@
 //! operations). `REPLY=n` makes the echo answer with at most `n` bytes of
 //! each message, to see one direction of a size alone.
 //!
+//! The ring is `common::ring_pair`: the same receive queue code as an
+//! endpoint's, learning of each message by its slot's seal as U-Net's
+//! receiver does (before 2026-12-01 it read the producer index, a second
+//! line crossing per direction, and so measured a slower floor).
+//!
 //! Each figure is the median of the batches' means, as in the demo (which
 //! also measures each cell again while it is unsteady; this does not).
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use unet::layout::{Layout, RxDesc};
-use unet::ring::{Consumer, Producer};
-use unet::transport::LoopNet;
-use unet::wait::Backoff;
-use unet::{Config, Endpoint, Engine};
+use unet::Config;
 
-fn recv_into(ep: &mut Endpoint, buf: &mut Vec<u8>, stop: &AtomicBool) -> Option<u16> {
-    let mut wait = Backoff::default();
-    loop {
-        if let Some(m) = ep.recv_ref() {
-            buf.clear();
-            m.read(|p| buf.extend_from_slice(p));
-            return Some(m.chan());
-        }
-        wait.snooze();
-        if wait.now_and_then() && stop.load(Ordering::Relaxed) {
-            return None;
-        }
-    }
-}
-
-fn send_all(ep: &mut Endpoint, chan: u16, msg: &[u8]) {
-    let mut wait = Backoff::default();
-    loop {
-        match ep.send_with(chan, msg.len(), |b| b.copy_from_slice(msg)) {
-            Err(unet::SendError::Full) => {
-                ep.poll_engine();
-                wait.snooze();
-            }
-            r => return r.unwrap(),
-        }
-    }
-}
+#[path = "common/mod.rs"]
+mod common;
+use common::{Idle, recv_into, ring_pair, send_all, unet_pair};
 
 fn median(mut v: Vec<Duration>) -> f64 {
     v.sort();
@@ -78,10 +55,6 @@ fn batches(n: usize, mut round: impl FnMut()) -> f64 {
 }
 
 fn unet_rtt(size: usize, n: usize) -> f64 {
-    let net = LoopNet::new();
-    let e = Engine::new(Box::new(
-        net.attach("10.0.0.1:7000".parse().unwrap()).unwrap(),
-    ));
     let cfg = match std::env::var("BUFS") {
         Ok(v) => {
             let (n, bs) = v.split_once('x').unwrap();
@@ -93,10 +66,7 @@ fn unet_rtt(size: usize, n: usize) -> f64 {
         }
         Err(_) => Config::default(),
     };
-    let mut a = e.create_endpoint(cfg, None).unwrap();
-    let mut b = e.create_endpoint(cfg, None).unwrap();
-    let ab = a.open_channel(e.local(), b.id()).unwrap();
-    let ba = b.open_channel(e.local(), a.id()).unwrap();
+    let (_e, mut a, mut b, ab, ba) = unet_pair(cfg);
     let stop = Arc::new(AtomicBool::new(false));
     let st = stop.clone();
     let reply: Option<usize> = std::env::var("REPLY")
@@ -105,18 +75,17 @@ fn unet_rtt(size: usize, n: usize) -> f64 {
     let echo = std::thread::spawn(move || {
         unet::affinity::pin(1);
         let mut buf = Vec::with_capacity(65536);
-        while recv_into(&mut b, &mut buf, &st).is_some() {
+        while recv_into(&mut b, &mut buf, Idle::Backoff, Some(&st)).is_some() {
             let n = reply.unwrap_or(buf.len()).min(buf.len());
-            send_all(&mut b, ba, &buf[..n]);
+            send_all(&mut b, ba, &buf[..n], Idle::Backoff);
         }
         b
     });
     let msg = vec![0x5au8; size];
     let mut buf = Vec::with_capacity(65536);
-    let never = AtomicBool::new(false);
     let r = batches(n, || {
-        send_all(&mut a, ab, &msg);
-        recv_into(&mut a, &mut buf, &never);
+        send_all(&mut a, ab, &msg, Idle::Backoff);
+        recv_into(&mut a, &mut buf, Idle::Backoff, None);
         assert_eq!(buf.len(), reply.unwrap_or(size).min(size));
     });
     stop.store(true, Ordering::Relaxed);
@@ -127,90 +96,38 @@ fn unet_rtt(size: usize, n: usize) -> f64 {
 /// [`unet_rtt`] with both endpoints on this thread: the round trip's
 /// instructions and private cache traffic, without a line crossing cores.
 fn unet_one(size: usize, n: usize) -> f64 {
-    let net = LoopNet::new();
-    let e = Engine::new(Box::new(
-        net.attach("10.0.0.1:7000".parse().unwrap()).unwrap(),
-    ));
-    let mut a = e.create_endpoint(Config::default(), None).unwrap();
-    let mut b = e.create_endpoint(Config::default(), None).unwrap();
-    let ab = a.open_channel(e.local(), b.id()).unwrap();
-    let ba = b.open_channel(e.local(), a.id()).unwrap();
+    let (_e, mut a, mut b, ab, ba) = unet_pair(Config::default());
     let msg = vec![0x5au8; size];
     let mut buf = Vec::with_capacity(65536);
-    let never = AtomicBool::new(false);
     batches(n, || {
-        send_all(&mut a, ab, &msg);
-        recv_into(&mut b, &mut buf, &never);
-        send_all(&mut b, ba, &buf);
-        recv_into(&mut a, &mut buf, &never);
+        send_all(&mut a, ab, &msg, Idle::Backoff);
+        recv_into(&mut b, &mut buf, Idle::Backoff, None);
+        send_all(&mut b, ba, &buf, Idle::Backoff);
+        recv_into(&mut a, &mut buf, Idle::Backoff, None);
         assert_eq!(buf.len(), size);
     })
 }
 
+/// The bare ring peer ([`common::ring_pair`]): each side copies the
+/// message in and out, and learns of it by its slot's seal, as an
+/// endpoint's receiver does.
 fn ring_rtt(size: usize, n: usize) -> f64 {
-    let layout = Layout::new(Config::default()).unwrap();
-    let ring = |name| {
-        let seg = Arc::new(unet::shm::Segment::create(name, layout.total).unwrap());
-        let (_, q, _) = unet::shm::queues(&seg, &layout);
-        (
-            seg,
-            Producer::<RxDesc, _>::new(q.clone()),
-            Consumer::<RxDesc, _>::new(q),
-        )
-    };
-    let (seg, mut tx_a, mut rx_b) = ring("r1");
-    let (seg2, mut tx_b, mut rx_a) = ring("r2");
-    let area = layout.area;
+    let (mut a, mut b) = ring_pair("loop-rtt-ring");
     let stop = Arc::new(AtomicBool::new(false));
-    let (s1, s2) = (seg.clone(), seg2.clone());
     let st = stop.clone();
     let echo = std::thread::spawn(move || {
         unet::affinity::pin(1);
         let mut buf = vec![0u8; 65536];
-        let mut wait = Backoff::default();
-        loop {
-            match rx_b.pop() {
-                Ok(Some(d)) => {
-                    wait = Backoff::default();
-                    let n = d.len as usize;
-                    s1.read_bytes(area, &mut buf[..n]);
-                    s2.write_bytes(area, &buf[..n]);
-                    while !tx_b
-                        .push(RxDesc {
-                            len: d.len,
-                            ..RxDesc::default()
-                        })
-                        .unwrap_or(true)
-                    {}
-                }
-                _ => {
-                    if st.load(Ordering::Relaxed) {
-                        return;
-                    }
-                    wait.snooze();
-                }
-            }
+        while let Some(n) = b.recv(&mut buf, Idle::Backoff, Some(&st)) {
+            b.send(&buf[..n]);
         }
     });
     let msg = vec![0x5au8; size];
     let mut buf = vec![0u8; 65536];
     let r = batches(n, || {
-        seg.write_bytes(area, &msg);
-        while !tx_a
-            .push(RxDesc {
-                len: size as u32,
-                ..RxDesc::default()
-            })
-            .unwrap_or(true)
-        {}
-        let mut wait = Backoff::default();
-        loop {
-            if let Ok(Some(d)) = rx_a.pop() {
-                seg2.read_bytes(area, &mut buf[..d.len as usize]);
-                break;
-            }
-            wait.snooze();
-        }
+        a.send(&msg);
+        let got = a.recv(&mut buf, Idle::Backoff, None);
+        assert_eq!(got, Some(size));
     });
     stop.store(true, Ordering::Relaxed);
     let _ = echo.join();

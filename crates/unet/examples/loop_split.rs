@@ -14,14 +14,13 @@
 //!
 //! Prints the median of each stretch in TSC ticks and in ns (the TSC's
 //! rate measured against the clock over the run).
-use std::sync::Arc;
 use std::time::Instant;
 
-use unet::layout::{Layout, RxDesc};
-use unet::ring::{Consumer, Producer};
-use unet::transport::LoopNet;
-use unet::wait::Backoff;
-use unet::{Config, Endpoint, Engine};
+use unet::Config;
+
+#[path = "common/mod.rs"]
+mod common;
+use common::{Idle, recv_into, ring_pair, send_all, unet_pair};
 
 /// The time-stamp counter, read once every instruction before it has
 /// completed (its loads have their data) and before any after it starts.
@@ -47,51 +46,19 @@ fn tsc() -> u64 {
     START.get_or_init(Instant::now).elapsed().as_nanos() as u64
 }
 
-fn recv_into(ep: &mut Endpoint, buf: &mut Vec<u8>) {
-    let mut wait = Backoff::default();
-    loop {
-        if let Some(m) = ep.recv_ref() {
-            buf.clear();
-            m.read(|p| buf.extend_from_slice(p));
-            return;
-        }
-        wait.snooze();
-    }
-}
-
-fn send_all(ep: &mut Endpoint, chan: u16, msg: &[u8]) {
-    let mut wait = Backoff::default();
-    loop {
-        match ep.send_with(chan, msg.len(), |b| b.copy_from_slice(msg)) {
-            Err(unet::SendError::Full) => {
-                ep.poll_engine();
-                wait.snooze();
-            }
-            r => return r.unwrap(),
-        }
-    }
-}
-
 /// The sender's t0, t1, t4 and the echo's t2, t3 of each round trip.
 type Stamps = (Vec<[u64; 3]>, Vec<[u64; 2]>);
 
 fn unet(size: usize, n: usize) -> Stamps {
-    let net = LoopNet::new();
-    let e = Engine::new(Box::new(
-        net.attach("10.0.0.1:7000".parse().unwrap()).unwrap(),
-    ));
-    let mut a = e.create_endpoint(Config::default(), None).unwrap();
-    let mut b = e.create_endpoint(Config::default(), None).unwrap();
-    let ab = a.open_channel(e.local(), b.id()).unwrap();
-    let ba = b.open_channel(e.local(), a.id()).unwrap();
+    let (_e, mut a, mut b, ab, ba) = unet_pair(Config::default());
     let echo = std::thread::spawn(move || {
         unet::affinity::pin(1);
         let mut buf = Vec::with_capacity(65536);
         let mut st = Vec::with_capacity(n);
         for _ in 0..n {
-            recv_into(&mut b, &mut buf);
+            recv_into(&mut b, &mut buf, Idle::Backoff, None);
             let t2 = tsc();
-            send_all(&mut b, ba, &buf);
+            send_all(&mut b, ba, &buf, Idle::Backoff);
             st.push([t2, tsc()]);
         }
         (b, st)
@@ -101,9 +68,9 @@ fn unet(size: usize, n: usize) -> Stamps {
     let mut st = Vec::with_capacity(n);
     for _ in 0..n {
         let t0 = tsc();
-        send_all(&mut a, ab, &msg);
+        send_all(&mut a, ab, &msg, Idle::Backoff);
         let t1 = tsc();
-        recv_into(&mut a, &mut buf);
+        recv_into(&mut a, &mut buf, Idle::Backoff, None);
         st.push([t0, t1, tsc()]);
         assert_eq!(buf.len(), size);
     }
@@ -111,45 +78,19 @@ fn unet(size: usize, n: usize) -> Stamps {
     (st, theirs)
 }
 
+/// The bare ring peer ([`common::ring_pair`]), learning of each message by
+/// its slot's seal.
 fn ring(size: usize, n: usize) -> Stamps {
-    let layout = Layout::new(Config::default()).unwrap();
-    let ring = |name| {
-        let seg = Arc::new(unet::shm::Segment::create(name, layout.total).unwrap());
-        let (_, q, _) = unet::shm::queues(&seg, &layout);
-        (
-            seg,
-            Producer::<RxDesc, _>::new(q.clone()),
-            Consumer::<RxDesc, _>::new(q),
-        )
-    };
-    let (seg, mut tx_a, mut rx_b) = ring("r1");
-    let (seg2, mut tx_b, mut rx_a) = ring("r2");
-    let area = layout.area;
-    let (s1, s2) = (seg.clone(), seg2.clone());
+    let (mut a, mut b) = ring_pair("loop-split-ring");
     let echo = std::thread::spawn(move || {
         unet::affinity::pin(1);
         let mut buf = vec![0u8; 65536];
         let mut st = Vec::with_capacity(n);
-        let mut wait = Backoff::default();
         while st.len() < n {
-            match rx_b.pop() {
-                Ok(Some(d)) => {
-                    let t2 = tsc();
-                    wait = Backoff::default();
-                    let n = d.len as usize;
-                    s1.read_bytes(area, &mut buf[..n]);
-                    s2.write_bytes(area, &buf[..n]);
-                    while !tx_b
-                        .push(RxDesc {
-                            len: d.len,
-                            ..RxDesc::default()
-                        })
-                        .unwrap_or(true)
-                    {}
-                    st.push([t2, tsc()]);
-                }
-                _ => wait.snooze(),
-            }
+            let got = b.recv(&mut buf, Idle::Backoff, None).expect("no stop flag");
+            let t2 = tsc();
+            b.send(&buf[..got]);
+            st.push([t2, tsc()]);
         }
         st
     });
@@ -158,24 +99,11 @@ fn ring(size: usize, n: usize) -> Stamps {
     let mut st = Vec::with_capacity(n);
     for _ in 0..n {
         let t0 = tsc();
-        seg.write_bytes(area, &msg);
-        while !tx_a
-            .push(RxDesc {
-                len: size as u32,
-                ..RxDesc::default()
-            })
-            .unwrap_or(true)
-        {}
+        a.send(&msg);
         let t1 = tsc();
-        let mut wait = Backoff::default();
-        loop {
-            if let Ok(Some(d)) = rx_a.pop() {
-                seg2.read_bytes(area, &mut buf[..d.len as usize]);
-                break;
-            }
-            wait.snooze();
-        }
+        let got = a.recv(&mut buf, Idle::Backoff, None);
         st.push([t0, t1, tsc()]);
+        assert_eq!(got, Some(size));
     }
     let theirs = echo.join().unwrap();
     (st, theirs)

@@ -653,6 +653,21 @@ mod tests {
         head: AtomicU32,
         tail: AtomicU32,
         slots: Vec<Cell<u64>>,
+        /// Each slot's seal, set by `write` through `write_sealed`.
+        seals: Vec<AtomicU8>,
+    }
+
+    impl SealedMem for &Mem {
+        type Slot<'a>
+            = usize
+        where
+            Self: 'a;
+        fn slot(&self, n: u32) -> usize {
+            (n & (self.depth() - 1)) as usize
+        }
+        fn seal_of(&self, slot: usize) -> &AtomicU8 {
+            &self.seals[slot]
+        }
     }
 
     impl QueueMem<u64> for &Mem {
@@ -669,7 +684,9 @@ mod tests {
             self.slots[i as usize].get()
         }
         fn write(&self, n: u32, v: u64) {
-            self.slots[(n & (self.depth() - 1)) as usize].set(v)
+            write_sealed(self, n, || {
+                self.slots[(n & (self.depth() - 1)) as usize].set(v)
+            })
         }
     }
 
@@ -684,7 +701,49 @@ mod tests {
             head: AtomicU32::new(start),
             tail: AtomicU32::new(start),
             slots: (0..depth).map(|_| Cell::new(0)).collect(),
+            seals: (0..depth).map(|_| AtomicU8::new(0)).collect(),
         }
+    }
+
+    /// The seal protocol's consumer: an item is found by its slot's seal
+    /// alone (the producer index unpublished, or behind), taken once, in
+    /// order across the index wrap; a slot written without its seal is not
+    /// found until it is sealed; `sealed_count` counts the sealed run from
+    /// the front.
+    #[test]
+    fn a_sealed_consumer_finds_items_by_their_seals_alone() {
+        let m = mem(4, u32::MAX - 1);
+        let (mut p, mut c) = (Producer::new(&m), Consumer::new(&m));
+        assert_eq!(c.pop_sealed(), None);
+        assert_eq!(p.push_unpublished(1), Ok(true));
+        assert_eq!(p.push_unpublished(2), Ok(true));
+        assert_eq!(c.sealed_count(), 2, "sealed, the index not published");
+        assert_eq!(c.pop_sealed(), Some(1));
+        // The front found by its seal, which is taken, and given again
+        // until it is freed.
+        assert_eq!(c.take_sealed(), Some(u32::MAX));
+        assert_eq!(m.read_slot(3), 2, "slot u32::MAX & 3");
+        assert_eq!(c.sealed_count(), 0, "its seal is taken");
+        assert_eq!(c.take_sealed(), Some(u32::MAX));
+        c.advance();
+        assert_eq!(c.pop_sealed(), None);
+        // Written by a writer that seals later (the JIT's push, `seal`).
+        let n = p.next_slot().unwrap().expect("room");
+        m.slots[(n & 3) as usize].set(3);
+        p.filled();
+        p.publish();
+        assert_eq!(c.pop_sealed(), None, "published by the index, not sealed");
+        seal(&&m, n);
+        assert_eq!(c.pop_sealed(), Some(3));
+        for v in 4..=7 {
+            assert_eq!(p.push(v), Ok(true));
+        }
+        assert_eq!(p.push(8), Ok(false), "full");
+        assert_eq!(c.sealed_count(), 4);
+        for v in 4..=7 {
+            assert_eq!(c.pop_sealed(), Some(v));
+        }
+        assert_eq!((c.pop_sealed(), c.sealed_count()), (None, 0));
     }
 
     #[test]
