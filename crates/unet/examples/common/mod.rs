@@ -113,12 +113,11 @@ pub fn send_all(ep: &mut Endpoint, chan: u16, msg: &[u8], idle: Idle) {
 }
 
 /// One end of the ring peer: it sends through one segment's receive queue
-/// and area, and receives through the other's.
+/// and area (`tx`), and receives through the other's (`rx`); both areas at
+/// `area`.
 pub struct RingEnd {
-    out: Arc<Segment>,
-    tx: Producer<RxDesc, ShmQueue>,
-    inn: Arc<Segment>,
-    rx: Consumer<RxDesc, ShmQueue>,
+    tx: (Arc<Segment>, Producer<RxDesc, ShmQueue>),
+    rx: (Arc<Segment>, Consumer<RxDesc, ShmQueue>),
     area: usize,
 }
 
@@ -135,17 +134,13 @@ pub fn ring_pair(tag: &str) -> (RingEnd, RingEnd) {
     let area = layout.area;
     (
         RingEnd {
-            out: there.clone(),
-            tx: tx_a,
-            inn: back.clone(),
-            rx: rx_a,
+            tx: (there.clone(), tx_a),
+            rx: (back.clone(), rx_a),
             area,
         },
         RingEnd {
-            out: back,
-            tx: tx_b,
-            inn: there,
-            rx: rx_b,
+            tx: (back, tx_b),
+            rx: (there, rx_b),
             area,
         },
     )
@@ -155,12 +150,12 @@ impl RingEnd {
     /// Copies `msg` into the area and pushes its length (the push seals
     /// the slot), waiting for a free slot.
     pub fn send(&mut self, msg: &[u8]) {
-        self.out.write_bytes(self.area, msg);
+        self.tx.0.write_bytes(self.area, msg);
         let d = RxDesc {
             len: msg.len() as u32,
             ..RxDesc::default()
         };
-        while !self.tx.push(d).unwrap_or(true) {
+        while !self.tx.1.push(d).unwrap_or(true) {
             std::hint::spin_loop();
         }
     }
@@ -169,9 +164,9 @@ impl RingEnd {
     /// copied out of the area into `buf` (up to `buf`'s length).
     #[inline]
     pub fn try_recv(&mut self, buf: &mut [u8]) -> Option<usize> {
-        let d = self.rx.pop_sealed()?;
+        let d = self.rx.1.pop_sealed()?;
         let n = (d.len as usize).min(buf.len());
-        self.inn.read_bytes(self.area, &mut buf[..n]);
+        self.rx.0.read_bytes(self.area, &mut buf[..n]);
         Some(n)
     }
 
