@@ -30,8 +30,8 @@ use crate::sync::{AtomicU32, Ordering};
 /// written the whole slot ([`ShmQueue::seal_rx`]): the slot holds a message
 /// the consumer has not taken. The consumer stores 0 there when it takes it
 /// ([`RxFront::take_seal`]), before it frees the slot, so a slot never
-/// written, or taken, or written by the JIT's inline push and not yet
-/// sealed ([`ShmQueue::mark_rx`]), holds 0.
+/// written, or taken, holds 0. The JIT's inline push writes it with its
+/// last store, the slot's header word (`jive::InlineForm::PushBytes`).
 pub const RX_SEALED: u8 = 1;
 
 /// A mapped endpoint segment.
@@ -465,20 +465,6 @@ impl ShmQueue {
         self.seal_rx(p);
     }
 
-    /// Seals the slots of the `n` items from `first` (wrapping), in order
-    /// ([`ShmQueue::seal_rx`]), whose descriptors the JIT's inline push wrote
-    /// whole (its header word, with the `sealed` byte 0, then its bytes):
-    /// the queue's kind checked once, not per slot. Only for items the
-    /// producer wrote and has not published.
-    #[inline]
-    pub fn mark_rx(&self, first: u32, n: u32) {
-        assert_eq!(self.slot, size_of::<RxDesc>(), "not a receive queue");
-        let mask = self.q.depth - 1;
-        for k in 0..n {
-            self.seal_rx(self.slot_ptr::<RxDesc>(first.wrapping_add(k) & mask));
-        }
-    }
-
     /// The receive descriptor slot of item `i` (masked to the depth), for the consumer at its
     /// consumer index: its address worked out once for the seal's test,
     /// its taking and the fixed part's read.
@@ -637,10 +623,9 @@ impl ShmQueue {
     }
 }
 
-// The inline push writes a receive descriptor: the header word `len |
-// chan << 32` (`nbufs` 0, and `sealed` 0: not yet the consumer's), then
-// the inline bytes; the engine marks the slot when it takes the slots back
-// (`ShmQueue::mark_rx`).
+// The inline push writes a receive descriptor: the inline bytes, then the
+// header word `len | chan << 32 | RX_SEALED << 56` (`nbufs` 0, `sealed`
+// set) with one release store, as `ShmQueue::seal_rx` seals the engine's.
 const _: () = assert!(size_of::<RxDesc>() == jive::RING_SLOT);
 const _: () = assert!(core::mem::offset_of!(RxDesc, len) == 0);
 const _: () = assert!(core::mem::offset_of!(RxDesc, chan) == 4);
@@ -648,6 +633,7 @@ const _: () = assert!(core::mem::offset_of!(RxDesc, nbufs) == 6);
 const _: () = assert!(core::mem::offset_of!(RxDesc, sealed) == 7);
 const _: () = assert!(core::mem::offset_of!(RxDesc, data) == 8);
 const _: () = assert!(INLINE_MAX == jive::RING_BYTES);
+const _: () = assert!(RX_SEALED == 1);
 
 // SAFETY: `slots` is slot 0 of a receive queue, inside the mapping
 // (`ShmQueue::new` checked that all `depth` slots of `RING_SLOT` bytes lie
