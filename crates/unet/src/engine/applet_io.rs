@@ -323,7 +323,7 @@ impl Io {
         }
     }
 
-    #[inline(never)]
+    #[inline]
     fn rx_taken(&mut self, n: u32) {
         let first = self.rx.pushed();
         self.rx.filled_many(n);
