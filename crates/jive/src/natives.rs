@@ -292,7 +292,11 @@ pub unsafe trait RingSlots: Send + Sync + 'static {
 /// inline pushes filled ([`RingWords::take`]) before it pushes itself and
 /// when the invocation ends. Generated code writes a slot only while the
 /// run has one (`room > 0`), at `next`, then advances `next` (wrapping at
-/// the ring's end) and decrements `room`; it never publishes anything.
+/// the ring's end) and decrements `room`. It publishes no index, but each
+/// slot it writes ends with its seal (the header word's byte 7, stored
+/// last with release ordering): a consumer that watches the slots may
+/// take it at once, so the host must take back every slot filled, and
+/// never lend it again, before that consumer frees it.
 /// The fields are private: `next` always points at a slot of the memory
 /// that `keep` keeps alive, which is what makes the writes sound.
 #[repr(C)]
@@ -351,8 +355,9 @@ impl RingWords {
     /// Lends the inline pushes the `room` free slots from the one that
     /// producer index `head` names (at most the ring's depth; fewer are
     /// lent if more are given). Whatever was lent before and not taken
-    /// back ([`RingWords::take`]) is forgotten. Without a ring nothing is
-    /// lent.
+    /// back ([`RingWords::take`]) is forgotten: take back first, since a
+    /// slot filled is sealed and may be its consumer's already. Without a
+    /// ring nothing is lent.
     #[inline]
     pub fn lend(&mut self, head: u32, room: u32) {
         if self.keep.is_none() {
@@ -582,12 +587,14 @@ pub enum InlineForm {
     /// pushes a slot onto the ring `w.ring` lends: if `w.work + 1 <
     /// w.bound`, `0 <= len <= `[`RING_BYTES`], `0 <= tag <= 0xffff`, the
     /// array is a `byte[]` or `boolean[]` (not null) of at least `len`
-    /// elements and the lent run has a free slot, it writes the slot's
-    /// header, the little-endian `u64` `len | tag << 32` (so its bytes 6
-    /// and 7 are 0), then the array's first `len` bytes after it (the
-    /// slot's other bytes keep what they held), takes the slot from the
-    /// run and counts the unit; otherwise (nothing written) the native
-    /// runs out of line.
+    /// elements and the lent run has a free slot, it writes the array's
+    /// first `len` bytes after the slot's 8-byte header (the slot's other
+    /// bytes keep what they held), then the header, the little-endian
+    /// `u64` `len | tag << 32 | 1 << 56` (its byte 6 is 0 and its byte 7
+    /// is 1: the slot's seal), with one release store, so that a reader
+    /// that sees byte 7 set (with an acquire load) sees every byte; it
+    /// takes the slot from the run and counts the unit; otherwise
+    /// (nothing written) the native runs out of line.
     PushBytes,
     /// A `()I` native that charges one unit and pops an entry from the
     /// queue `w.queue` lends: if `w.work + 1 < w.bound`, the lent run has

@@ -114,9 +114,9 @@ pub trait NativeHost: 'static {
     /// receive queue's free run, and [`NativeHost::push_rx`] must take back
     /// what the inline `dmaRxdPayload` filled ([`jive::RingWords::take`])
     /// before it pushes and lend the run again after, so that the inline
-    /// push writes the descriptor `push_rx` would (the header, then the
-    /// payload) but for its seal, which the take-back sets
-    /// (`ShmQueue::mark_rx`), in order with its own pushes; a full run (a full
+    /// push writes the descriptor `push_rx` would (the payload, then the
+    /// header with its seal, as one release store), in order with its own
+    /// pushes; a full run (a full
     /// queue, or one whose consumer moved since it was lent) sends the
     /// call to `push_rx`. If `queue` lends a queue ([`jive::QueueWords`]),
     /// it must be the free queue's entries that [`NativeHost::pop_free`]

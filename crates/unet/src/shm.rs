@@ -23,7 +23,7 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 
 use crate::layout::{Header, INLINE_MAX, Layout, QueueLayout, RX_BUFFERS_MAX, RxDesc, TxDesc};
-use crate::ring::{QueueMem, SealedMem, seal, seal_slot, write_sealed};
+use crate::ring::{QueueMem, SealedMem, seal_slot, write_sealed};
 use crate::sync::{AtomicU8, AtomicU32};
 
 /// The value of a receive descriptor's `sealed` byte once the engine has
@@ -31,9 +31,9 @@ use crate::sync::{AtomicU8, AtomicU32};
 /// protocol is the ring's ([`crate::ring::write_sealed`],
 /// [`crate::ring::Consumer::take_sealed`]); a receive queue's
 /// [`ShmQueue`] gives it the slots' `sealed` bytes
-/// ([`crate::ring::SealedMem`]). A slot never written, or taken, or
-/// written by the JIT's inline push and not yet sealed
-/// ([`ShmQueue::mark_rx`]), holds 0.
+/// ([`crate::ring::SealedMem`]). A slot never written, or taken, holds 0.
+/// The JIT's inline push writes it with its last store, the slot's header
+/// word (`jive::InlineForm::PushBytes`).
 pub const RX_SEALED: u8 = crate::ring::SEALED;
 
 /// A mapped endpoint segment.
@@ -463,18 +463,6 @@ impl ShmQueue {
         seal_slot(self, s);
     }
 
-    /// Seals the slots of the `n` items from `first` (wrapping), in order
-    /// ([`crate::ring::seal`]), whose descriptors the JIT's inline push wrote
-    /// whole (its header word, with the `sealed` byte 0, then its bytes).
-    /// Only for items the producer wrote and has not published.
-    #[inline]
-    pub fn mark_rx(&self, first: u32, n: u32) {
-        assert_eq!(self.slot, size_of::<RxDesc>(), "not a receive queue");
-        for k in 0..n {
-            seal(self, first.wrapping_add(k));
-        }
-    }
-
     /// The fixed part of the receive descriptor in `slot`: its length,
     /// channel and number of buffers, each read once (volatile) into
     /// private memory, for the caller to check. For the consumer, in
@@ -627,10 +615,9 @@ impl ShmQueue {
     }
 }
 
-// The inline push writes a receive descriptor: the header word `len |
-// chan << 32` (`nbufs` 0, and `sealed` 0: not yet the consumer's), then
-// the inline bytes; the engine marks the slot when it takes the slots back
-// (`ShmQueue::mark_rx`).
+// The inline push writes a receive descriptor: the inline bytes, then the
+// header word `len | chan << 32 | RX_SEALED << 56` (`nbufs` 0, `sealed`
+// set) with one release store, as `ring::seal_slot` seals the engine's.
 const _: () = assert!(size_of::<RxDesc>() == jive::RING_SLOT);
 const _: () = assert!(core::mem::offset_of!(RxDesc, len) == 0);
 const _: () = assert!(core::mem::offset_of!(RxDesc, chan) == 4);
@@ -638,6 +625,7 @@ const _: () = assert!(core::mem::offset_of!(RxDesc, nbufs) == 6);
 const _: () = assert!(core::mem::offset_of!(RxDesc, sealed) == 7);
 const _: () = assert!(core::mem::offset_of!(RxDesc, data) == 8);
 const _: () = assert!(INLINE_MAX == jive::RING_BYTES);
+const _: () = assert!(RX_SEALED == 1);
 
 // SAFETY: `slots` is slot 0 of a receive queue, inside the mapping
 // (`ShmQueue::new` checked that all `depth` slots of `RING_SLOT` bytes lie

@@ -76,9 +76,13 @@ struct Counting {
     /// The descriptors the application took from the receive queue, in
     /// order.
     rx: Vec<Rx>,
-    /// The receive queue: the endpoint's side and the application's.
+    /// The receive queue: the endpoint's side and the application's, and
+    /// its segment (its slots' raw bytes are compared: the inline push
+    /// must leave each slot as the native's push does, seal and all).
     ring: Producer<RxDesc, ShmQueue>,
     app: Consumer<RxDesc, ShmQueue>,
+    rx_seg: Arc<Segment>,
+    rx_depth: u32,
     sent: Vec<(u16, Vec<u8>)>,
     open: Vec<u16>,
     max_message: u32,
@@ -104,6 +108,7 @@ impl PartialEq for Counting {
             && (self.free_invalid, self.corrupt) == (o.free_invalid, o.corrupt)
             && self.rx == o.rx
             && self.ring.pushed() == o.ring.pushed()
+            && self.rx_slot_bytes() == o.rx_slot_bytes()
             && self.sent == o.sent
             && self.open == o.open
             && self.size == o.size
@@ -118,6 +123,17 @@ impl Counting {
     /// The area's bytes.
     fn area_bytes(&self) -> Vec<u8> {
         self.area.with_bytes(0, AREA as usize, |b| b.to_vec())
+    }
+
+    /// The receive queue's slots, byte for byte (each slot's header word
+    /// with its `sealed` byte, and its inline bytes).
+    fn rx_slot_bytes(&self) -> Vec<u8> {
+        let l = QueueLayout {
+            offset: 0,
+            depth: self.rx_depth,
+        };
+        let n = self.rx_depth as usize * size_of::<RxDesc>();
+        self.rx_seg.with_bytes(l.slots(), n, |b| b.to_vec())
     }
 
     /// Gives this host an empty free queue of 4 entries (in a segment of
@@ -143,6 +159,7 @@ impl Counting {
         let depth = 1 << rng.random_range(0..4);
         let seg = Arc::new(Segment::create("fast-natives", 4096).unwrap());
         let q = ShmQueue::new(seg.clone(), QueueLayout { offset: 0, depth }, 64);
+        let rx_seg = seg.clone();
         let lend_ring = rng.random_bool(0.8);
         let ring = match q.rx_slots() {
             Some(s) if lend_ring => RingWords::new(Arc::new(s)).unwrap(),
@@ -190,6 +207,8 @@ impl Counting {
             rx: Vec::new(),
             ring: Producer::new(q.clone()),
             app: Consumer::new(q),
+            rx_seg,
+            rx_depth: depth,
             sent: Vec::new(),
             open: vec![1, 2],
             max_message: 1000,
@@ -693,7 +712,8 @@ fn lending(seed: u64, depth: u32) -> (Counting, Counting) {
     let mut hs = [Counting::new(&mut rng.clone()), Counting::new(&mut rng)];
     for h in &mut hs {
         let seg = Arc::new(Segment::create("fast-natives", 4096).unwrap());
-        let q = ShmQueue::new(seg, QueueLayout { offset: 0, depth }, 64);
+        let q = ShmQueue::new(seg.clone(), QueueLayout { offset: 0, depth }, 64);
+        (h.rx_seg, h.rx_depth) = (seg, depth);
         h.words.ring = RingWords::new(Arc::new(q.rx_slots().unwrap())).unwrap();
         h.ring = Producer::new(q.clone());
         h.app = Consumer::new(q);
@@ -756,6 +776,71 @@ fn the_inline_push_writes_every_length_and_declines_past_the_checks() {
             .iter()
             .any(|d| matches!(d, Rx::Inline(_, b) if b.len() == 56))
     );
+}
+
+/// The inline push's slot is the application's as soon as the push
+/// returns, with no take-back by the host: sealed (its header word, `len |
+/// chan << 32 | 1 << 56`, stored last), with its bytes, and byte for byte
+/// the slot the native's push writes. The application takes each message
+/// by its seal alone (as `Endpoint::recv_ref` does) before the host takes
+/// the run back, so that its consumer index runs ahead of the host's
+/// count for a while; the take-back then counts every slot and the host's
+/// next read of that index finds it valid.
+#[test]
+fn the_inline_push_seals_its_slot_and_needs_no_take_back() {
+    if !jive::jit::available() {
+        return;
+    }
+    let (mut hi, mut hj) = lending(11, 4);
+    // No clock reading in this test, so that every push is the inline
+    // form's on the JIT (a reading is the native's).
+    hi.words.bound = u64::MAX;
+    hj.words.bound = u64::MAX;
+    let mut ai = load(Engine::Interpreter);
+    let mut aj = load(Engine::Jit);
+    let lens = [0usize, 1, 7, 8, 9, 15, 16, 17, 31, 40, 47, 55, 56];
+    for (k, &len) in lens.iter().enumerate() {
+        let bytes: Vec<u8> = (0..len).map(|i| (i * 17 + k * 3 + 1) as u8).collect();
+        let tag = 300 + k as u16;
+        for app in [&mut ai, &mut aj] {
+            app.set_static_int("mode", 5).unwrap();
+            app.set_static_int("a", i32::from(tag)).unwrap();
+            app.set_static_int("b", len as i32).unwrap();
+            app.set_static_array("Buf", &bytes).unwrap();
+        }
+        for (a, h, engine) in [(&mut ai, &mut hi, "interpreter"), (&mut aj, &mut hj, "JIT")] {
+            let what = format!("{engine}, len {len}");
+            // The producer's view of the consumer's index read afresh, so
+            // that the whole queue is lent.
+            assert_eq!(h.ring.space(), Ok(4), "{what}");
+            h.lend_run();
+            let m = a.method("doRx").unwrap();
+            let r = a.call(&m, &[0, 1], Some(&mut *h));
+            assert_eq!(r.map(|o| o.value).ok(), Some(Some(0)), "{what}");
+            // The interpreter's native push counted its slot (`push_rx`);
+            // the inline push's is taken from the run and not yet taken
+            // back.
+            let counted = if engine == "JIT" { k } else { k + 1 };
+            assert_eq!(h.ring.pushed(), counted as u32, "{what}");
+            assert_eq!(h.words.ring.room(), 3, "{what}");
+            // The application, before any take-back.
+            let q = h.app.mem().clone();
+            let (i, fixed) = h
+                .app
+                .take_sealed_with(|q, slot| q.rx_fixed(slot))
+                .unwrap_or_else(|| panic!("{what}: sealed by the push"));
+            assert_eq!(fixed, (len as u32, tag, 0), "{what}");
+            q.with_rx_inline(i, len, |b| assert_eq!(b, &bytes[..], "{what}"));
+            h.app.advance();
+        }
+        assert_eq!(hi.rx_slot_bytes(), hj.rx_slot_bytes(), "len {len}");
+        hi.take_run();
+        hj.take_run();
+        for h in [&mut hi, &mut hj] {
+            assert_eq!(h.ring.pushed(), k as u32 + 1);
+            assert_eq!(h.ring.consumed(), Ok(k as u32 + 1), "a valid index");
+        }
+    }
 }
 
 /// The JIT's range fact (a local bounded by a dominating `if (n <= 56)`,
@@ -1420,4 +1505,78 @@ fn tx_push_in_the_engine_traps_at_the_push_past_each_budget() {
         within.frames,
         "the first push before the trap counted"
     );
+}
+
+/// The inline push's seal is its last store to the slot: in the JIT's
+/// code for Escape, each push's header word (`len | tag << 32 | 1 << 56`:
+/// the tag plus `1 << 24`, shifted) is stored after the copy of its bytes,
+/// and nothing stores into the slot after it before the push's code jumps
+/// on. Read from the machine code, since no test of one thread could see
+/// the order of two stores. (x86-64: a plain `mov` is a release store.)
+#[test]
+fn the_inline_push_stores_its_sealed_header_after_its_bytes() {
+    if !jive::jit::available() {
+        return;
+    }
+    let listing = load(Engine::Jit).native_listing().expect("a listing");
+    // Each line's mnemonic and operands.
+    let insns: Vec<(String, String)> = listing
+        .lines()
+        .filter(|l| !l.trim_start().starts_with(';'))
+        .filter_map(|l| {
+            let mut w = l.split_whitespace().skip(2);
+            let m = w.next()?.to_string();
+            Some((m, w.collect::<Vec<_>>().join(" ")))
+        })
+        .collect();
+    let wide = |r: &str| match r.strip_suffix('d') {
+        Some(n) if n.starts_with('r') && n[1..].parse::<u8>().is_ok() => n.to_string(),
+        _ => r.replacen('e', "r", 1),
+    };
+    let mut pushes = 0;
+    for (k, (m, ops)) in insns.iter().enumerate() {
+        if m != "lea" || !ops.contains("+1000000h]") {
+            continue;
+        }
+        // The seal's register, and its store: `mov [slot],reg`.
+        let reg = wide(ops.split(',').next().unwrap());
+        let (at, slot) = insns[k + 1..]
+            .iter()
+            .enumerate()
+            .find_map(|(j, (m, o))| {
+                let (dst, src) = o.split_once(',')?;
+                (m == "mov" && src == reg && dst.starts_with('[') && !dst.contains('+'))
+                    .then(|| (k + 1 + j, dst.trim_matches(['[', ']']).to_string()))
+            })
+            .expect("the header's store");
+        let to_slot = |o: &str| {
+            o.split(',')
+                .next()
+                .unwrap()
+                .starts_with(&format!("[{slot}+"))
+        };
+        // The bytes before it: the copy's stores into the slot, past its
+        // header.
+        let before = insns[k.saturating_sub(40)..k]
+            .iter()
+            .filter(|(m, o)| m.starts_with("mov") && to_slot(o))
+            .count();
+        assert!(
+            before > 0,
+            "no copy before the seal at {k}: {:?}",
+            &insns[k..=at]
+        );
+        // Nothing into the slot after it, up to the push's jump on.
+        for (m, o) in insns[k..]
+            .iter()
+            .skip(at - k + 1)
+            .take_while(|(m, _)| m != "jmp")
+        {
+            let into_slot =
+                (m.starts_with("mov") && to_slot(o)) || o.starts_with(&format!("[{slot}]"));
+            assert!(!into_slot, "a store into the slot after its seal: {m} {o}");
+        }
+        pushes += 1;
+    }
+    assert!(pushes > 0, "no inline push sealed in Escape's code");
 }

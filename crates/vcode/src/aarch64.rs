@@ -2531,6 +2531,14 @@ impl A64 {
         }
     }
 
+    /// `dmb ish`: a full barrier for the inner shareable domain (every
+    /// load and store before it is ordered before every one after it, as
+    /// other cores see them). A release store is this and a store
+    /// ([`crate::ext::StoreRelease`]).
+    pub fn dmb_ish(&mut self) {
+        self.put(0xd503_3bbf);
+    }
+
     /// `rd = ((a >> 8) & m) | ((a & m) << 8)` (64-bit).
     pub fn bswap16x4(&mut self, rd: u8, a: u8, m: u8) {
         let (rd, a, m) = (g(rd), g(a), g(m));

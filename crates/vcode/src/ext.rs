@@ -614,6 +614,34 @@ impl<B: Backend> NonTemporal for Func<B> {
     }
 }
 
+/// A store that publishes what was written before it to another thread:
+/// a release store, for a protocol whose reader tests a word (with an
+/// acquire load) and then reads what the writer stored before that word
+/// (unet's receive slot, whose `sealed` byte is in its header word).
+/// Hand-written rather than a table entry, since a store has no
+/// destination register and takes an offset.
+pub trait StoreRelease {
+    /// `*(u64 *)(base + off) = v`, ordered after every load and store
+    /// before it, as seen by any other thread that reads the word with
+    /// acquire ordering. x86-64: a plain `mov` (the processor's order
+    /// already makes every store a release store). aarch64: `dmb ish`,
+    /// then the store (`stlr` takes no offset). Reference backend (one
+    /// thread runs its code): an ordinary 64-bit store.
+    fn st_release(&mut self, v: Reg<crate::UL>, base: Reg<P>, off: i32);
+}
+
+impl<B: Backend> StoreRelease for Func<B> {
+    #[inline(always)]
+    fn st_release(&mut self, v: Reg<crate::UL>, base: Reg<P>, off: i32) {
+        self.check_regs("st_release", &[(false, v.num()), (false, base.num())]);
+        if let Some(a) = self.backend().aarch64() {
+            a.insn("st_release");
+            a.dmb_ish();
+        }
+        self.st(v, base, Operand::Imm(i64::from(off)));
+    }
+}
+
 /// Software prefetch, for loops that stream through more memory than the
 /// hardware prefetchers keep ahead of.
 pub trait Prefetch {

@@ -428,3 +428,40 @@ fn an_unplaced_label_names_its_first_reference() {
         (1, "bgt", &vcode::ErrorKind::UnplacedLabel { label: 1 })
     );
 }
+
+/// `st_release` on aarch64: a `dmb ish` before the store (a release
+/// store: every earlier store is visible before the word), and the word
+/// stored at `base + off`; the bytes stored before it are there too.
+#[test]
+fn st_release_is_a_barrier_then_the_store() {
+    use vcode::UL;
+    use vcode::ext::StoreRelease;
+    let mut f = Func::<A64>::with_backend();
+    let a = f.lambda("%p%ul", Leaf::Yes).unwrap();
+    let (p0, v0) = (a.get::<P>(0).unwrap(), a.get::<UL>(1).unwrap());
+    let t = f.getreg::<UL>(vcode::Class::Temp).unwrap();
+    f.set(t, 0x1122_3344_5566_7788);
+    f.st(t, p0, 16);
+    f.st_release(v0, p0, 8);
+    f.retv();
+    let code = f.end().unwrap();
+    let d = code.disassemble();
+    let (dmb, st) = (
+        d.find("dmb ish").expect("a barrier"),
+        d.rfind("str x").expect("the store"),
+    );
+    assert!(dmb < st, "{d}");
+    assert!(
+        d[dmb..].contains(", #0x8]"),
+        "the word at +8 after the barrier\n{d}"
+    );
+    let mut w = [1u64, 2, 3];
+    let args = [
+        Value::P(w.as_mut_ptr() as usize),
+        Value::UL(0x0100_0007_0000_0028),
+    ];
+    // SAFETY: the code stores two words into `w`, at +8 and +16.
+    let r = unsafe { code.invoke(&args) };
+    assert!(r.is_ok(), "{r:?}\n{d}");
+    assert_eq!(w, [1, 0x0100_0007_0000_0028, 0x1122_3344_5566_7788]);
+}

@@ -2133,8 +2133,9 @@ impl<'p> Compiler<'p> {
     /// the lent run has a free slot, `len <= RING_BYTES` and `tag <= 0xffff`
     /// (unsigned: a negative one is huge), and the array's directory entry
     /// says bytes and at least `len` of them (`null`'s says neither), it
-    /// writes the slot at `w.ring.next` (the header word `len | tag << 32`,
-    /// then `len` bytes), moves `next` to the following slot (wrapping at
+    /// writes the slot at `w.ring.next` (`len` bytes after its 8-byte
+    /// header, then the header word `len | tag << 32 | 1 << 56` with one
+    /// release store: the seal last), moves `next` to the following slot (wrapping at
     /// the ring's limit), takes it from `room`, counts the unit and jumps
     /// to the returned label. Otherwise it falls through to the call the
     /// caller emits next (the rare path). Every check comes before the
@@ -2215,15 +2216,6 @@ impl<'p> Compiler<'p> {
         self.f.ldx(data, Ty::P, dir, ix(ra), 8, DIR_DATA);
         let slot = p(z);
         self.f.ld(slot, words, W_RING_NEXT);
-        let head = Reg::<UL>::phys(x);
-        let rt = self.reg_of(tag, x);
-        self.f.lsh(head, Reg::<UL>::phys(rt.num()), 32);
-        match (rl, len_const) {
-            (Some(rl), _) => self.f.or(head, head, Reg::<UL>::phys(rl.num())),
-            (None, Some(c)) if c > 0 => self.f.or(head, head, i64::from(c)),
-            _ => {}
-        }
-        self.f.st(head, slot, 0);
         let t = Reg::<UL>::phys(x);
         match (rl, len_const) {
             (Some(rl), _) => {
@@ -2271,6 +2263,47 @@ impl<'p> Compiler<'p> {
             }
             (None, None) => {}
         }
+        // The header word last, sealed: `len | tag << 32 | 1 << 56` (byte
+        // 6, the host's `nbufs`, 0; byte 7, its `sealed`, 1), one release
+        // store after the bytes, so that a reader that sees byte 7 set
+        // (with an acquire load) sees the whole slot. The copy used X and
+        // W, and Y held the array's data; the tag and the length are read
+        // again from where they are (a constant, a local's home, or the
+        // frame: `call_native` flushed W, so neither is in W).
+        //
+        // Why sealing here is sound (the seal was the host's, when it took
+        // the run back, before): a slot written here is never withdrawn
+        // or written again. Every check comes before the first store, so
+        // a push that stores completes; what follows it (a trap, the fuel
+        // or time budget, a failing method, the run taken back by the
+        // native's own push or at the invocation's end) keeps every slot
+        // the pushes filled, and the host takes each back exactly once
+        // ([`crate::RingWords::take`]); a run is lent only from the
+        // producer's index, which counts every slot taken back, so no
+        // slot filled and sealed is lent again before its consumer frees
+        // it.
+        let head = t;
+        match tag {
+            Val::Const(c) => self.f.set(head, (u64::from(c as u32) | 1 << 24) << 32),
+            _ => {
+                let rt = self.reg_of(tag, x);
+                self.f.add(
+                    Reg::<U>::phys(x),
+                    Reg::<U>::phys(rt.num()),
+                    Operand::Imm(1 << 24),
+                );
+                self.f.lsh(head, head, 32);
+            }
+        }
+        match len_const {
+            None => {
+                let rl = self.reg_of(len, y);
+                self.f.or(head, head, Reg::<UL>::phys(rl.num()));
+            }
+            Some(c) if c > 0 => self.f.or(head, head, i64::from(c)),
+            Some(_) => {}
+        }
+        self.f.st_release(head, slot, 0);
         // The words again (Z now holds the slot): the run's next slot and
         // room, then the count.
         let words = self.host_words(x);

@@ -87,7 +87,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use vcode::ext::{Countdown, Exit, Indexed, MemAdd, MinTest, Move16};
+use vcode::ext::{Countdown, Exit, Indexed, MemAdd, MinTest, Move16, StoreRelease};
 use vcode::{Arg, Callee, Class, Func, I, L, Label, Leaf, Local, Operand, P, Reg, Ty, UL};
 
 use crate::decode::{Op, Program, Switch, successors};

@@ -307,10 +307,14 @@ impl Io {
     }
 
     /// Takes back the slots the inline pushes filled since the run was
-    /// lent: the producer counts them, each is sealed for the consumer
-    /// ([`crate::shm::ShmQueue::mark_rx`]: the generated code writes no
-    /// seal) and is a delivered descriptor, as [`Io::rx_pushed`] counts the
-    /// native's.
+    /// lent: the producer counts them, and each is a delivered descriptor,
+    /// as [`Io::rx_pushed`] counts the native's. Each is sealed already:
+    /// the generated push writes its header word last, with the seal
+    /// ([`jive::InlineForm::PushBytes`]), so a receiver that watches the
+    /// slot may have taken it before this; nothing here reads the
+    /// consumer's index, and nothing between the push and this take-back
+    /// does (the natives' own pushes take back first), so the producer's
+    /// count is never behind a consumer index it reads.
     #[inline]
     fn take_rx(&mut self) {
         let n = self.inv.words.ring.take();
@@ -319,12 +323,11 @@ impl Io {
         }
     }
 
-    #[inline(never)]
+    #[inline]
     fn rx_taken(&mut self, n: u32) {
         let first = self.rx.pushed();
         self.rx.filled_many(n);
         let n = self.rx.pushed().wrapping_sub(first);
-        self.rx.mem().mark_rx(first, n);
         self.unpublished = true;
         let c = &self.stats.rx_delivered;
         c.store(c.load(Ordering::Relaxed) + u64::from(n), Ordering::Relaxed);
