@@ -1484,14 +1484,26 @@ mod tests {
                 }
             }
         }
-        // A failed invocation's register holds 0: screened out at once.
-        assert!(
-            !Called {
-                value: 0,
-                kind: Called::FAILED
+    }
+
+    /// `returned_non_negative` says yes only where the method returned and
+    /// its value is not negative, for both kinds of return and a spread of
+    /// values; a failed invocation (`Called::FAILURE`, what every failing way
+    /// returns) is screened out by its value word alone.
+    #[test]
+    fn only_a_returned_non_negative_outcome_passes_the_screen() {
+        for kind in [Called::VOID, Called::VALUE] {
+            for value in [i32::MIN, -41, -1, 0, 1, i32::MAX] {
+                let c = Called { value, kind };
+                if c.returned_non_negative() {
+                    assert!(c.is_ok(), "{c:?}");
+                    assert!(c.value().is_none_or(|v| v >= 0), "{c:?}");
+                }
             }
-            .may_be_negative()
-        );
+        }
+        assert!(!Called::FAILURE.is_ok());
+        assert!(!Called::FAILURE.returned_non_negative());
+        assert!(Called::FAILURE.may_be_negative());
     }
 
     #[test]
