@@ -397,6 +397,13 @@ impl Called {
     const VALUE: u32 = 1;
     /// The invocation failed.
     const FAILED: u32 = 2;
+    /// A failed invocation's outcome. Its value word is `i32::MIN`, so
+    /// that [`Called::returned_non_negative`] screens a failure out with
+    /// the same one test of the value that screens out a negative value.
+    const FAILURE: Called = Called {
+        value: i32::MIN,
+        kind: Called::FAILED,
+    };
 
     /// Whether the method returned (with or without a value).
     #[inline(always)]
@@ -416,12 +423,28 @@ impl Called {
     /// says only that it may be, and [`Called::value`] tells. The register
     /// the value comes back in is tested alone, without the kind: a `void`
     /// method's holds whatever its code left there, and a failed
-    /// invocation's holds 0. For a host whose common outcome is a method
-    /// that returned a non-negative value (or whose `void` methods leave
-    /// one), so that the common case is one test and a branch not taken.
+    /// invocation's holds `i32::MIN`. For a host whose common outcome is a
+    /// method that returned a non-negative value (or whose `void` methods
+    /// leave one), so that the common case is one test and a branch not
+    /// taken.
     #[inline(always)]
     pub fn may_be_negative(self) -> bool {
         self.value < 0
+    }
+
+    /// A one-test screen for the common outcome: `true` says that the
+    /// method returned ([`Called::is_ok`]) and that [`Called::value`] is
+    /// not negative (`None` or at least 0); `false` says only that one of
+    /// the two may not hold, and [`Called::is_ok`] and [`Called::value`]
+    /// tell. The value's register alone is tested, as
+    /// [`Called::may_be_negative`] tests it: a failed invocation's holds
+    /// `i32::MIN`. So a host tests the kind only on its rare way, and the
+    /// common outcome costs one test and a branch not taken (the kind's
+    /// test, on the way where the body is inlined, was a load after the
+    /// code's call, a compare and a branch).
+    #[inline(always)]
+    pub fn returned_non_negative(self) -> bool {
+        self.value >= 0
     }
 
     /// The outcome as [`Applet::call_prepared`] gives it, with `error`
@@ -977,7 +1000,13 @@ impl Applet {
                     kind: u32::from(p.m.returns),
                 }
             }
-            Err(status) => self.not_returned(status),
+            // The failure is the constant here, not `not_returned`'s
+            // result, so that a caller inlining this body sees its value
+            // word (`i32::MIN`, [`Called::returned_non_negative`]).
+            Err(status) => {
+                self.not_returned(status);
+                Called::FAILURE
+            }
         }
     }
 
@@ -986,10 +1015,10 @@ impl Applet {
     /// ([`jit::Compiled::trap_of`]) and kept, the collector's trigger
     /// tested. Out of line, from `self` alone, so that the common
     /// invocation keeps nothing (the program's address) across the code's
-    /// call for it.
+    /// call for it. The caller returns the failure ([`Called::FAILED`]).
     #[cold]
     #[inline(never)]
-    fn not_returned(&mut self, status: jit::NotReturned) -> Called {
+    fn not_returned(&mut self, status: jit::NotReturned) {
         let t = match self.jit.as_mut() {
             Some(jit) => jit.trap_of(&self.prog, status),
             // Not reached: the status came from this applet's compiled code.
@@ -1002,7 +1031,7 @@ impl Applet {
         if self.heap.needs_collect() {
             self.collect();
         }
-        self.failed(trapped(*t))
+        self.error = Some(trapped(*t));
     }
 
     /// Why the last [`Applet::run_prepared`] that failed failed, taken
@@ -1030,10 +1059,7 @@ impl Applet {
     #[inline(never)]
     fn failed(&mut self, e: Box<InvokeError>) -> Called {
         self.error = Some(e);
-        Called {
-            value: 0,
-            kind: Called::FAILED,
-        }
+        Called::FAILURE
     }
 
     /// [`Applet::run_prepared`] with a word that does not match: the
@@ -1458,14 +1484,26 @@ mod tests {
                 }
             }
         }
-        // A failed invocation's register holds 0: screened out at once.
-        assert!(
-            !Called {
-                value: 0,
-                kind: Called::FAILED
+    }
+
+    /// `returned_non_negative` says yes only where the method returned and
+    /// its value is not negative, for both kinds of return and a spread of
+    /// values; a failed invocation (`Called::FAILURE`, what every failing way
+    /// returns) is screened out by its value word alone.
+    #[test]
+    fn only_a_returned_non_negative_outcome_passes_the_screen() {
+        for kind in [Called::VOID, Called::VALUE] {
+            for value in [i32::MIN, -41, -1, 0, 1, i32::MAX] {
+                let c = Called { value, kind };
+                if c.returned_non_negative() {
+                    assert!(c.is_ok(), "{c:?}");
+                    assert!(c.value().is_none_or(|v| v >= 0), "{c:?}");
+                }
             }
-            .may_be_negative()
-        );
+        }
+        assert!(!Called::FAILURE.is_ok());
+        assert!(!Called::FAILURE.returned_non_negative());
+        assert!(Called::FAILURE.may_be_negative());
     }
 
     #[test]

@@ -42,6 +42,11 @@ fn counter() -> Option<Applet> {
 
 fn trap_kind(a: &mut Applet, c: jive::Called) -> TrapKind {
     assert!(!c.is_ok(), "expected a trap, got {c:?}");
+    // A host's one-test screen of the common outcome never passes a failure.
+    assert!(
+        !c.returned_non_negative(),
+        "a failure screened as returned: {c:?}"
+    );
     match a.take_error().map(|e| *e) {
         Some(InvokeError::Trap(t)) => t.kind,
         other => panic!("expected a trap, got {other:?}"),

@@ -864,7 +864,7 @@ pub(crate) const ARG_SLOTS: usize = crate::Method::MAX_ARGS + 1;
 /// a marker's.
 #[repr(C)]
 struct Registration {
-    /// Set by [`with_thread`] while an invocation runs on `thread`: a
+    /// Set by [`flagged`] while an invocation runs on `thread`: a
     /// nested invocation (a native of an applet invoking another applet)
     /// and [`park`] leave `thread` alone while it is set.
     busy: bool,
@@ -952,10 +952,9 @@ impl Drop for Owner {
             // SAFETY: `p` came from `Box::into_raw` in `register_here` and
             // was in the cell, so it is not freed yet; no invocation uses
             // it (its flag is clear, and an invocation clears it only when
-            // it is done with it: `with_thread` even when unwinding, by
-            // `Release`; `execute_on_thread` after the call, which cannot
-            // unwind, `call_entry`); the cell
-            // now holds `GONE`'s address, so nothing takes it again.
+            // it is done with it: `flagged`, even when unwinding, by
+            // `Release`); the cell now holds `GONE`'s address, so nothing
+            // takes it again.
             drop(unsafe { Box::from_raw(p) });
         }
         // A busy registration cannot be seen here (a thread's destructors
@@ -964,14 +963,14 @@ impl Drop for Owner {
     }
 }
 
-/// Clears the flag [`with_thread`] set on the registration, on return or
+/// Clears the flag [`flagged`] set on the registration, on return or
 /// while unwinding.
 struct Release(*mut Registration);
 
 impl Drop for Release {
     #[inline(always)]
     fn drop(&mut self) {
-        // SAFETY: `self.0` is a registration [`with_thread`] flagged busy,
+        // SAFETY: `self.0` is a registration [`flagged`] flagged busy,
         // alive while this thread lives (`Owner`); the flag is written
         // through the raw pointer, beside the invocation's borrow of
         // `thread`, which has ended.
@@ -995,17 +994,37 @@ fn with_thread(run: impl FnOnce(Option<&mut codecache::Thread>) -> i32) -> i32 {
     // SAFETY: `p` is a registration (markers are busy), alive while this
     // thread lives (`Owner`), and not busy: no invocation on this thread
     // uses it, and no other thread reaches it (the cell is this thread's).
-    // The flag is set through the raw pointer before the borrow below, and
-    // cleared by `back` after it ends.
+    unsafe { flagged(p, |thread| run(Some(thread))) }
+}
+
+/// Runs `run` on registration `p`'s `thread` with `p`'s flag set: set
+/// before, cleared after, and cleared while unwinding too ([`Release`]).
+/// The busy-flag protocol in one place, for [`with_thread`] and
+/// [`execute_on_thread`] (which calls it only around `call_entry`, which
+/// does not unwind, so that no unwinding path is made there); [`park`]
+/// and [`Owner`] read the flag ([`busy`]) and leave a flagged
+/// registration alone.
+///
+/// # Safety
+/// `p` was read from [`THREAD`], is a registration (not a marker), and is
+/// not busy ([`busy`] said so, and nothing ran on this thread since), and
+/// no reference to its `thread` is live.
+#[inline(always)]
+unsafe fn flagged<R>(p: *mut Registration, run: impl FnOnce(&mut codecache::Thread) -> R) -> R {
+    // SAFETY: the contract: `p` is a registration, alive while this thread
+    // lives (`Owner`), that no invocation on this thread uses and no other
+    // thread reaches (the cell is this thread's). The flag is set through
+    // the raw pointer before the borrow below, and cleared by `back` after
+    // it ends.
     unsafe { core::ptr::addr_of_mut!((*p).busy).write(true) };
     let back = Release(p);
     // SAFETY: as above: the flag is set until `back` clears it, so this is
     // the one reference to the registration's `thread` (a nested
     // invocation or `park` on this thread sees the flag and leaves it
     // alone), and it lives while `back` does.
-    let status = run(Some(unsafe { &mut (*back.0).thread }));
+    let r = run(unsafe { &mut (*back.0).thread });
     drop(back);
-    status
+    r
 }
 
 /// A registration for a thread whose [`THREAD`] held `p`, which is busy:
@@ -1245,25 +1264,25 @@ fn execute_on_thread(found: &mut Found, prog: &Program, ctx: *mut Ctx, entry: u1
         let thread = unsafe { &mut (*p).thread };
         if let Some(pinned) = thread.pinned(&found.pin) {
             let addr = pinned.addr();
-            // SAFETY: as above; the flag is set before the call, so that
-            // a nested invocation (a native invoking another applet) or
-            // `park` on this thread leaves the registration alone while
-            // the code runs, and cleared after it. `call_entry` does not
-            // unwind (its block calls generated code, whose natives are
-            // `extern "C"` and abort on a panic), so no way out of the
-            // call leaves the flag set.
-            unsafe { core::ptr::addr_of_mut!((*p).busy).write(true) };
-            // SAFETY: as in `execute`: the pin was made of this key's
-            // code (`execute_scoped`, the only writer of `Found::pin`,
-            // fills it from the look-up of `key`), which stays alive while
-            // `thread` is borrowed (`Thread::pinned`), and that outlasts
-            // the call: this thread passes no synchronization point in
-            // it (its registration is flagged busy, so a nested
-            // invocation registers for itself).
-            let status = unsafe { call_entry(addr, ctx, entry) };
-            // SAFETY: `p` as above; the borrow of `thread` has ended.
-            unsafe { core::ptr::addr_of_mut!((*p).busy).write(false) };
-            return status;
+            let call = |_: &mut codecache::Thread| {
+                // SAFETY: as in `execute`: the pin was made of this key's
+                // code (`execute_scoped`, the only writer of `Found::pin`,
+                // fills it from the look-up of `key`), which stays alive
+                // while the registration's `thread` is not used
+                // (`Thread::pinned`), and that outlasts the call: this
+                // thread passes no synchronization point in it (its
+                // registration is flagged busy, so a nested invocation
+                // registers for itself).
+                unsafe { call_entry(addr, ctx, entry) }
+            };
+            // SAFETY: as above (`flagged`'s contract; the borrow of
+            // `thread` has ended with `addr` taken); the flag is set
+            // around the call, so that a nested invocation (a native
+            // invoking another applet) or `park` on this thread leaves
+            // the registration alone while the code runs. `call_entry`
+            // does not unwind (its block calls generated code, whose
+            // natives are `extern "C"` and abort on a panic).
+            return unsafe { flagged(p, call) };
         }
     }
     execute_thread(Code { found }, prog, ctx, entry)

@@ -939,25 +939,44 @@ pub(super) fn run_on<const N: usize, const INLINED: bool>(
 ///
 /// The call's result ([`jive::Called`]) is tested as it came back, not
 /// through an `Option` of its value: the common invocation returned, did
-/// not overrun, and left no negative value, and each of those is one
-/// test and a branch not taken. The register a `void` method's value
-/// would be in holds whatever the code left there, so a negative one is
-/// looked at again out of line ([`refused_or_done`]): rare for the
-/// methods that return a value, and for `void` ones only a detour.
+/// not overrun, and left no negative value, which are two tests and two
+/// branches not taken (the value's register screens out a failure too).
+/// The register a `void` method's value would be in holds whatever the
+/// code left there, so a negative one is looked at again out of line
+/// ([`settle_rest`], [`refused_or_done`]): rare for the methods that
+/// return a value, and for `void` ones only a detour.
 #[inline(always)]
 pub(super) fn settle(rx: &mut RxSide, port: &Port, ran: Ran) -> (Outcome, Duration) {
     let c = ran.c;
-    let outcome = if c.is_ok() && !rx.io.inv.overran {
+    // One test of the value's register screens out both a failure and a
+    // negative value ([`jive::Called::returned_non_negative`]), so the
+    // kind is tested only on the rare way ([`settle_rest`]).
+    let outcome = if c.returned_non_negative() && !rx.io.inv.overran {
         rx.overruns_in_row = 0;
-        if c.may_be_negative() {
-            refused_or_done(c)
-        } else {
-            Outcome::Done
-        }
+        Outcome::Done
     } else {
-        ended_badly(rx, port, c, ran.timed, ran.took)
+        settle_rest(rx, port, c, ran.timed, ran.took)
     };
     (outcome, ran.took)
+}
+
+/// [`settle`]'s outcome where its screen did not pass: the invocation
+/// failed, overran, or returned with its value's register negative.
+#[cold]
+#[inline(never)]
+fn settle_rest(
+    rx: &mut RxSide,
+    port: &Port,
+    c: jive::Called,
+    timed: bool,
+    took: Duration,
+) -> Outcome {
+    if c.is_ok() && !rx.io.inv.overran {
+        rx.overruns_in_row = 0;
+        refused_or_done(c)
+    } else {
+        ended_badly(rx, port, c, timed, took)
+    }
 }
 
 /// [`settle`]'s outcome of an invocation that returned with its value's
