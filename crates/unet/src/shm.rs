@@ -432,7 +432,7 @@ impl ShmQueue {
     /// slot: its fixed part (`len`, `chan`, no buffers), then `fill`
     /// writes the message into the slot's first `len` inline bytes (`len
     /// <= INLINE_MAX`), e.g. straight from the sender's buffer area, then
-    /// the slot is sealed ([`crate::ring::seal`]). The slot's inline bytes
+    /// the slot is sealed ([`crate::ring::seal_slot`]). The slot's inline bytes
     /// past `len` keep what they held (bytes of this endpoint's own earlier
     /// descriptors). The same caveat as [`Segment::with_bytes_mut`]: `fill`
     /// only writes.
@@ -487,7 +487,7 @@ impl ShmQueue {
     /// `RX_BUFFERS_MAX`) for a `len`-byte message on `chan` as item `n`
     /// (wrapping) of this receive queue, in place in its slot: its fixed
     /// part and the offsets, each little-endian, then the seal
-    /// ([`crate::ring::seal`]); the slot's bytes past the offsets keep what
+    /// ([`crate::ring::seal_slot`]); the slot's bytes past the offsets keep what
     /// they held.
     #[inline]
     pub fn write_rx_buffers(&self, n: u32, chan: u16, len: u32, offsets: &[u32]) {
