@@ -95,9 +95,11 @@ pub trait SealedMem {
 /// Seals item number `n`'s slot: [`SEALED`] stored with release ordering,
 /// so that every byte of the slot written before is visible to a consumer
 /// that loads the seal with acquire ordering ([`Consumer::take_sealed`]).
-/// For a writer that wrote the slot itself (the JIT's inline push, whose
-/// slots the engine seals when it takes them back); otherwise
-/// [`write_sealed`].
+/// For a writer that wrote the slot by other means and knows only its
+/// number; a writer that has the slot in hand uses [`write_sealed`] or
+/// [`seal_slot`] (the engine's writers). The JIT's inline push seals no
+/// slot through here: it stores the seal in the slot's header word, last,
+/// with its own release store (`jive`'s `dmaRxdPayload`, docs/unet.md).
 #[inline(always)]
 pub fn seal<M: SealedMem>(mem: &M, n: u32) {
     seal_slot(mem, mem.seal(n));
@@ -727,7 +729,7 @@ mod tests {
         assert_eq!(c.take_sealed(), Some(u32::MAX));
         c.advance();
         assert_eq!(c.pop_sealed(), None);
-        // Written by a writer that seals later (the JIT's push, `seal`).
+        // Written first, sealed later by its number (`seal`).
         let n = p.next_slot().unwrap().expect("room");
         m.slots[(n & 3) as usize].set(3);
         p.filled();
