@@ -626,17 +626,30 @@ pub trait StoreRelease {
     /// acquire ordering. x86-64: a plain `mov` (the processor's order
     /// already makes every store a release store). aarch64: `dmb ish`,
     /// then the store (`stlr` takes no offset). Reference backend (one
-    /// thread runs its code): an ordinary 64-bit store.
+    /// thread runs its code): an ordinary 64-bit store. Any other backend
+    /// records an `Unsupported` error rather than emit a store that may
+    /// not be a release store there.
     fn st_release(&mut self, v: Reg<crate::UL>, base: Reg<P>, off: i32);
 }
 
 impl<B: Backend> StoreRelease for Func<B> {
     #[inline(always)]
     fn st_release(&mut self, v: Reg<crate::UL>, base: Reg<P>, off: i32) {
-        self.check_regs("st_release", &[(false, v.num()), (false, base.num())]);
+        const M: &str = "st_release";
+        self.check_regs(M, &[(false, v.num()), (false, base.num())]);
         if let Some(a) = self.backend().aarch64() {
-            a.insn("st_release");
+            a.insn(M);
             a.dmb_ish();
+        } else if self.backend().x86().is_none()
+            && std::any::TypeId::of::<B::Code>()
+                != std::any::TypeId::of::<crate::reference::RefCode>()
+        {
+            return self.fail(
+                M,
+                crate::ErrorKind::Unsupported(
+                    "st_release: x86-64, aarch64 and the reference backend only",
+                ),
+            );
         }
         self.st(v, base, Operand::Imm(i64::from(off)));
     }
