@@ -25,9 +25,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use unet::layout::{Layout, RxDesc};
-use unet::ring::{Consumer, Producer};
-use unet::shm::{Segment, ShmQueue};
+use unet::peer::RingEnd;
 use unet::transport::LoopNet;
 use unet::wait::Backoff;
 use unet::{Config, Endpoint, Engine, SendError};
@@ -211,39 +209,14 @@ impl Drop for LoopEcho {
     }
 }
 
-/// One direction of the bare ring peer: a segment laid out as an
-/// endpoint's, whose receive queue carries lengths and whose buffer area
-/// carries the message.
-struct RingWay {
-    seg: Arc<Segment>,
-    tx: Producer<RxDesc, ShmQueue>,
-    rx: Consumer<RxDesc, ShmQueue>,
-}
-
-fn ring_way(name: &str, layout: &Layout) -> Result<RingWay, BoxError> {
-    let seg = Arc::new(Segment::create(name, layout.total)?);
-    let (_, q, _) = unet::shm::queues(&seg, layout);
-    Ok(RingWay {
-        seg,
-        tx: Producer::new(q.clone()),
-        rx: Consumer::new(q),
-    })
-}
-
 /// The floor of the endpoint design (the same peer as `fastpath demo`'s
-/// "SPSC ring"): two SPSC rings in shared memory, the same queue code as
-/// the endpoints', and a payload area per direction, between two threads.
-/// Each side copies the message in, pushes its length (the push seals the
-/// slot), and the other side learns of it by the slot's seal, as an
-/// endpoint's receiver does ([`unet::ring::Consumer::pop_sealed`]: the
-/// producer index is never read), and copies it out: no engine, no frame,
-/// no classification.
+/// "SPSC ring"): [`unet::peer`]'s two ends between two threads, the same
+/// queue code as the endpoints', a message of up to 56 bytes in its slot
+/// and a longer one in the area, learned of by the slot's seal as an
+/// endpoint's receiver does (the producer index is never read); no engine,
+/// no frame, no classification.
 pub struct RingEcho {
-    there: Arc<Segment>,
-    tx: Producer<RxDesc, ShmQueue>,
-    back: Arc<Segment>,
-    rx: Consumer<RxDesc, ShmQueue>,
-    area: usize,
+    end: RingEnd,
     msg: Vec<u8>,
     buf: Vec<u8>,
     stop: Arc<AtomicBool>,
@@ -254,36 +227,22 @@ impl RingEcho {
     /// Starts the echo thread for messages of `size` bytes (at most a
     /// default endpoint's buffer area).
     pub fn new(size: usize) -> Result<RingEcho, BoxError> {
-        let layout = Layout::new(Config::default())?;
-        if size > layout.area_len {
+        let (end, mut far) = unet::peer::ring_pair("unet-bench-ring")?;
+        if size > end.max_len() {
             return Err(format!("{size} bytes exceed the ring's area").into());
         }
-        let there = ring_way("unet-bench-ring-there", &layout)?;
-        let back = ring_way("unet-bench-ring-back", &layout)?;
-        let area = layout.area;
         let stop = Arc::new(AtomicBool::new(false));
         let st = stop.clone();
-        let (s_in, s_out) = (there.seg.clone(), back.seg.clone());
-        let (mut rx_b, mut tx_b) = (there.rx, back.tx);
         let echo = std::thread::Builder::new()
             .name("ring-echo".into())
             .spawn(move || {
-                let mut buf = vec![0u8; 1 << 16];
+                let mut buf = vec![0u8; far.max_len()];
                 let mut wait = Backoff::default();
                 loop {
-                    match rx_b.pop_sealed() {
-                        Some(d) => {
+                    match far.try_recv(&mut buf) {
+                        Some(n) => {
                             wait = Backoff::default();
-                            let n = (d.len as usize).min(buf.len());
-                            s_in.read_bytes(area, &mut buf[..n]);
-                            s_out.write_bytes(area, &buf[..n]);
-                            let d = RxDesc {
-                                len: n as u32,
-                                ..RxDesc::default()
-                            };
-                            while !tx_b.push(d).unwrap_or(true) {
-                                std::hint::spin_loop();
-                            }
+                            far.send(&buf[..n]);
                         }
                         None => {
                             if st.load(Ordering::Relaxed) {
@@ -295,11 +254,7 @@ impl RingEcho {
                 }
             })?;
         Ok(RingEcho {
-            there: there.seg,
-            tx: there.tx,
-            back: back.seg,
-            rx: back.rx,
-            area,
+            end,
             msg: vec![0x5a; size],
             buf: vec![0u8; 1 << 16],
             stop,
@@ -314,22 +269,10 @@ impl RingEcho {
     /// If an echo does not come back within 10 s.
     pub fn round_trips(&mut self, n: u64) -> Duration {
         let start = Instant::now();
-        let d = RxDesc {
-            len: self.msg.len() as u32,
-            ..RxDesc::default()
-        };
         for _ in 0..n {
-            self.there.write_bytes(self.area, &self.msg);
-            while !self.tx.push(d).unwrap_or(true) {
-                std::hint::spin_loop();
-            }
+            self.end.send(&self.msg);
             let mut wait = Backoff::default();
-            loop {
-                if let Some(d) = self.rx.pop_sealed() {
-                    let n = (d.len as usize).min(self.buf.len());
-                    self.back.read_bytes(self.area, &mut self.buf[..n]);
-                    break;
-                }
+            while self.end.try_recv(&mut self.buf).is_none() {
                 assert!(
                     wait.polls() % (1 << 16) != (1 << 16) - 1 || start.elapsed() < STUCK,
                     "the ring echo did not come back"

@@ -663,51 +663,24 @@ fn rtt_applets(p: Pair, size: usize, rounds: u32) -> Result<Duration, Box<dyn st
     Ok(start.elapsed() / rounds)
 }
 
-/// The floor: two SPSC rings in shared memory (the same queue code as the
-/// endpoints') and a payload area per direction; each side copies the
-/// message in, pushes its length (the push seals the slot), and the other
-/// learns of it by the slot's seal, as an endpoint's receiver does
-/// (`Consumer::pop_sealed`: the producer index is never read), and copies
-/// it out.
+/// The floor: [`unet::peer`]'s two ends between two threads (the same
+/// queue code as the endpoints'; a message of up to 56 bytes in its slot,
+/// a longer one in the area); each side learns of a message by its slot's
+/// seal, as an endpoint's receiver does (`Consumer::pop_sealed`: the
+/// producer index is never read), and copies it out.
 fn rtt_ring(size: usize, b: Batching) -> Timing {
-    use unet::layout::{Layout, RxDesc};
-    use unet::ring::{Consumer, Producer};
-    let layout = Layout::new(Config::default()).expect("default layout");
-    // One segment per direction; each carries its messages through its
-    // receive queue and its buffer area.
-    let ring = |name| {
-        let seg = Arc::new(unet::shm::Segment::create(name, layout.total).expect("memfd"));
-        let (_, q, _) = unet::shm::queues(&seg, &layout);
-        (
-            seg,
-            Producer::<RxDesc, _>::new(q.clone()),
-            Consumer::<RxDesc, _>::new(q),
-        )
-    };
-    let (seg, mut tx_a, mut rx_b) = ring("ring-peer-there");
-    let (seg2, mut tx_b, mut rx_a) = ring("ring-peer-back");
-    let area = layout.area;
+    let (mut near, mut far) = unet::peer::ring_pair("ring-peer").expect("memfd");
     let stop = Arc::new(AtomicBool::new(false));
-    let (s1, s2) = (seg.clone(), seg2.clone());
     let st = stop.clone();
     let echo = std::thread::spawn(move || {
         pin_partner();
-        let mut buf = vec![0u8; 65536];
+        let mut buf = vec![0u8; far.max_len()];
         let mut wait = Backoff::default();
         loop {
-            match rx_b.pop_sealed() {
-                Some(d) => {
+            match far.try_recv(&mut buf) {
+                Some(n) => {
                     wait = Backoff::default();
-                    let n = d.len as usize;
-                    s1.read_bytes(area, &mut buf[..n]);
-                    s2.write_bytes(area, &buf[..n]);
-                    while !tx_b
-                        .push(RxDesc {
-                            len: d.len,
-                            ..RxDesc::default()
-                        })
-                        .unwrap_or(true)
-                    {}
+                    far.send(&buf[..n]);
                 }
                 None => {
                     if st.load(Ordering::Relaxed) {
@@ -721,20 +694,9 @@ fn rtt_ring(size: usize, b: Batching) -> Timing {
     let msg = vec![0x5au8; size];
     let mut buf = vec![0u8; 65536];
     let t = timed(b, true, || -> Result<(), std::convert::Infallible> {
-        seg.write_bytes(area, &msg);
-        while !tx_a
-            .push(RxDesc {
-                len: size as u32,
-                ..RxDesc::default()
-            })
-            .unwrap_or(true)
-        {}
+        near.send(&msg);
         let mut wait = Backoff::default();
-        loop {
-            if let Some(d) = rx_a.pop_sealed() {
-                seg2.read_bytes(area, &mut buf[..d.len as usize]);
-                break;
-            }
+        while near.try_recv(&mut buf).is_none() {
             wait.snooze();
         }
         Ok(())

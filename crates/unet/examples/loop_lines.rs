@@ -29,7 +29,7 @@ use unet::Config;
 
 #[path = "common/mod.rs"]
 mod common;
-use common::{Idle, recv_into, ring_pair, send_all, unet_pair};
+use common::{Idle, RingRecv, recv_into, ring_pair, send_all, unet_pair};
 
 /// Stored 1 when the counted round trips start and 2 when they end.
 #[unsafe(no_mangle)]

@@ -17,10 +17,13 @@
 //! operations). `REPLY=n` makes the echo answer with at most `n` bytes of
 //! each message, to see one direction of a size alone.
 //!
-//! The ring is `common::ring_pair`: the same receive queue code as an
+//! The ring is `unet::peer`'s: the same receive queue code as an
 //! endpoint's, learning of each message by its slot's seal as U-Net's
-//! receiver does (before 2026-12-01 it read the producer index, a second
-//! line crossing per direction, and so measured a slower floor).
+//! receiver does, and carrying a message of up to 56 bytes in its slot as
+//! U-Net does. Before 2026-12-01 it read the producer index (a second line
+//! crossing per direction), and until the eighteenth session it carried
+//! every message in its area (a second line at 1 to 56 bytes): both made
+//! a slower floor.
 //!
 //! Each figure is the median of the batches' means, as in the demo (which
 //! also measures each cell again while it is unsteady; this does not).
@@ -32,7 +35,7 @@ use unet::Config;
 
 #[path = "common/mod.rs"]
 mod common;
-use common::{Idle, recv_into, ring_pair, send_all, unet_pair};
+use common::{Idle, RingRecv, recv_into, ring_pair, send_all, unet_pair};
 
 fn median(mut v: Vec<Duration>) -> f64 {
     v.sort();

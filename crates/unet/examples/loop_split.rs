@@ -2,9 +2,10 @@
 //! counter (synchronised between cores on this machine: `constant_tsc`,
 //! `nonstop_tsc`): the sender's call (t0 to t1), from its return to the
 //! echo's receive call returning the message (t1 to t2: the lines'
-//! crossing, the waiting loop's turn, the receive's own path), the echo's
-//! read and send (t2 to t3), and back (t3 to t4). U-Net without applet, or
-//! the bare SPSC ring that `loop_rtt` compares it with, at one size.
+//! crossing, the waiting loop's turn, the receive's own path and its copy
+//! out), the echo's send (t2 to t3), and back (t3 to t4). U-Net without
+//! applet, or the bare SPSC ring that `loop_rtt` compares it with
+//! (`unet::peer`), at one size.
 //!
 //! ```sh
 //! cargo build --release -p unet --example loop_split
@@ -20,7 +21,7 @@ use unet::Config;
 
 #[path = "common/mod.rs"]
 mod common;
-use common::{Idle, recv_into, ring_pair, send_all, unet_pair};
+use common::{Idle, RingRecv, recv_into, ring_pair, send_all, unet_pair};
 
 /// The time-stamp counter, read once every instruction before it has
 /// completed (its loads have their data) and before any after it starts.

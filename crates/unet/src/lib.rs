@@ -18,6 +18,7 @@
 //! | the engine as a daemon for applications in other processes | [`daemon`], [`client`] | §2 (protection) |
 //! | two hosts on one machine: network namespaces joined by a veth pair | [`netns`] | ip-netns(8), setns(2) |
 //! | an application thread's wait between empty polls: spin (as long as spinning pays), then yield | [`wait`] | |
+//! | the bare ring round trips are measured against (two threads, shared memory, no engine) | [`peer`] | |
 //!
 //! Entry points: [`Engine::new`] on a transport, [`Engine::create_endpoint`]
 //! for an application in this process (the default: the application's
@@ -79,6 +80,8 @@ pub mod layout;
 pub mod natives;
 #[cfg(not(loom))]
 pub mod netns;
+#[cfg(not(loom))]
+pub mod peer;
 pub mod ring;
 #[cfg(not(loom))]
 pub mod shm;

@@ -3,21 +3,13 @@
 //! U-Net endpoints on `loop` and their send and receive loops, and the
 //! bare SPSC ring peer they are compared with.
 //!
-//! The ring peer is two receive queues in shared memory, laid out as an
-//! endpoint's, one per direction, each with its buffer area: a side copies
-//! the message into the area and pushes its length; the other learns of it
-//! by the slot's seal and copies it out. It runs the ring's seal protocol
-//! ([`unet::ring::Consumer::pop_sealed`], the producer's push sealing the
-//! slot), the same code as an endpoint's receive queue, so it never reads
-//! the producer index: one slot line crosses per direction, as for U-Net.
+//! The ring peer is [`unet::peer`]'s (the demo's and the bench's too): an
+//! endpoint's receive queue per direction, a message of up to 56 bytes in
+//! its slot and a longer one in the area, learned of by the slot's seal.
 #![allow(dead_code)] // each example uses some of it
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use unet::layout::{Layout, RxDesc};
-use unet::ring::{Consumer, Producer};
-use unet::shm::{Segment, ShmQueue};
 use unet::transport::LoopNet;
 use unet::wait::Backoff;
 use unet::{Config, Endpoint, Engine};
@@ -112,67 +104,25 @@ pub fn send_all(ep: &mut Endpoint, chan: u16, msg: &[u8], idle: Idle) {
     }
 }
 
-/// One end of the ring peer: it sends through one segment's receive queue
-/// and area (`tx`), and receives through the other's (`rx`); both areas at
-/// `area`.
-pub struct RingEnd {
-    tx: (Arc<Segment>, Producer<RxDesc, ShmQueue>),
-    rx: (Arc<Segment>, Consumer<RxDesc, ShmQueue>),
-    area: usize,
-}
+pub use unet::peer::RingEnd;
 
-/// The ring peer's two ends, over two new segments named after `tag`.
+/// The ring peer's two ends ([`unet::peer::ring_pair`]), over two new
+/// segments named after `tag`.
 pub fn ring_pair(tag: &str) -> (RingEnd, RingEnd) {
-    let layout = Layout::new(Config::default()).unwrap();
-    let way = |dir: &str| {
-        let seg = Arc::new(Segment::create(&format!("{tag}-{dir}"), layout.total).unwrap());
-        let (_, q, _) = unet::shm::queues(&seg, &layout);
-        (seg, Producer::new(q.clone()), Consumer::new(q))
-    };
-    let (there, tx_a, rx_b) = way("there");
-    let (back, tx_b, rx_a) = way("back");
-    let area = layout.area;
-    (
-        RingEnd {
-            tx: (there.clone(), tx_a),
-            rx: (back.clone(), rx_a),
-            area,
-        },
-        RingEnd {
-            tx: (back, tx_b),
-            rx: (there, rx_b),
-            area,
-        },
-    )
+    unet::peer::ring_pair(tag).expect("the ring peer's segments")
 }
 
-impl RingEnd {
-    /// Copies `msg` into the area and pushes its length (the push seals
-    /// the slot), waiting for a free slot.
-    pub fn send(&mut self, msg: &[u8]) {
-        self.tx.0.write_bytes(self.area, msg);
-        let d = RxDesc {
-            len: msg.len() as u32,
-            ..RxDesc::default()
-        };
-        while !self.tx.1.push(d).unwrap_or(true) {
-            std::hint::spin_loop();
-        }
-    }
-
-    /// The next message's length if its slot is sealed, the message
-    /// copied out of the area into `buf` (up to `buf`'s length).
-    #[inline]
-    pub fn try_recv(&mut self, buf: &mut [u8]) -> Option<usize> {
-        let d = self.rx.1.pop_sealed()?;
-        let n = (d.len as usize).min(buf.len());
-        self.rx.0.read_bytes(self.area, &mut buf[..n]);
-        Some(n)
-    }
-
+/// The examples' wait on the ring peer.
+pub trait RingRecv {
     /// Waits for the next message ([`RingEnd::try_recv`]): its length, or
     /// `None` once `stop` is set (looked at now and then while waiting).
-    pub fn recv(&mut self, buf: &mut [u8], idle: Idle, stop: Option<&AtomicBool>) -> Option<usize> {
+    fn recv(&mut self, buf: &mut [u8], idle: Idle, stop: Option<&AtomicBool>) -> Option<usize>;
+}
+
+impl RingRecv for RingEnd {
+    /// Waits for the next message ([`RingEnd::try_recv`]): its length, or
+    /// `None` once `stop` is set (looked at now and then while waiting).
+    fn recv(&mut self, buf: &mut [u8], idle: Idle, stop: Option<&AtomicBool>) -> Option<usize> {
         let mut wait = Waiter::new(idle);
         loop {
             if let Some(n) = self.try_recv(buf) {
