@@ -11,9 +11,13 @@
 //! the shared line is the other side's, and it is checked before use. A
 //! producer index more than `depth` ahead of the consumer's own, or a
 //! consumer index that is ahead of the producer's own or more than `depth`
-//! behind it, can only come from a broken or hostile peer (but for a
-//! receive queue's consumer, which may run ahead of the published index on
-//! the slots' seals: see [`Consumer::found_front`]): the queue
+//! behind it, can only come from a broken or hostile peer, but for two
+//! cases of a receive queue: its consumer may run ahead of the published
+//! index on the slots' seals (see [`Consumer::found_front`]), and ahead of
+//! the producer's own count while a run of slots is lent
+//! ([`Producer::lend`]: a writer outside this type has sealed slots the
+//! producer counts only at [`Producer::filled_many`]; the producer reads
+//! the consumer's index only after that). Otherwise the queue
 //! reports [`Corrupt`] and neither reads nor writes a slot. So the engine
 //! never follows an index it has not checked, and a hostile application
 //! cannot make it overwrite an undelivered descriptor.
@@ -219,11 +223,14 @@ impl<T: Copy, M: QueueMem<T>> Producer<T, M> {
         Ok(pushed)
     }
 
-    /// Writes `v` into the next slot without telling the consumer: it sees
-    /// the item, and every one written before it, at the next
-    /// [`Producer::publish`] or [`Producer::push`]. `Ok(false)` if the
-    /// queue is full. The engine writes a batch of receive descriptors
-    /// this way and publishes them with one store.
+    /// Writes `v` into the next slot without publishing the index: a
+    /// consumer that reads the index sees the item, and every one written
+    /// before it, at the next [`Producer::publish`] or [`Producer::push`];
+    /// on a queue whose slots carry seals ([`SealedMem`]) the slot's seal,
+    /// stored by the write, gives it to a consumer that watches the seals
+    /// at once. `Ok(false)` if the queue is full. The engine writes a
+    /// batch of receive descriptors this way and publishes the index with
+    /// one store.
     #[inline]
     pub fn push_unpublished(&mut self, v: T) -> Result<bool, Corrupt> {
         self.push_unpublished_with(|m, i| m.write(i, v))
@@ -306,7 +313,13 @@ impl<T: Copy, M: QueueMem<T>> Producer<T, M> {
     /// index was last read (it is not read now): for a writer outside
     /// this type (the JIT's inline push, `jive::RingWords`) that writes up
     /// to that many slots in order from the one the index names, and then
-    /// counts them with [`Producer::filled_many`]. Nothing is published.
+    /// counts them with [`Producer::filled_many`]. The index is not
+    /// published; but a writer that seals each slot it writes (the JIT's
+    /// push does) gives it to a consumer that watches the seals at once, so
+    /// that consumer may take and free lent slots, and move its index past
+    /// this producer's count, before the count: every slot written must
+    /// then be counted ([`Producer::filled_many`]) before the producer
+    /// reads that index again, or it reads as [`Corrupt`].
     #[inline(always)]
     pub fn lend(&self) -> (u32, u32) {
         (
@@ -318,7 +331,11 @@ impl<T: Copy, M: QueueMem<T>> Producer<T, M> {
     /// Counts `n` slots written from the one [`Producer::lend`] named, as
     /// [`Producer::filled`] counts one (unpublished until
     /// [`Producer::publish`]); at most as many as are free, whatever `n`
-    /// says, so that the producer never passes the consumer.
+    /// says, so that the producer never passes the consumer. The clamp is
+    /// no safety net for slots a writer sealed: a count it drops leaves
+    /// sealed slots uncounted, which the next push would overwrite while
+    /// the consumer may read them; the caller counts exactly what was
+    /// written (`Io::rx_taken` asserts it in debug builds).
     #[inline]
     pub fn filled_many(&mut self, n: u32) {
         let free = self.mem.depth() - self.head.wrapping_sub(self.tail);

@@ -258,3 +258,47 @@ fn the_seal_across_the_index_wrap() {
 fn a_relaxed_seal_is_caught() {
     sealed_transfer(2, 1, 0, Ordering::Relaxed);
 }
+
+/// A run lent to a writer outside the producer (the JIT's inline push,
+/// `Producer::lend`): it writes and seals each slot itself, so the
+/// consumer, watching the seals, may take and free them, and move its
+/// index past the producer's own count, before the producer counts them
+/// (`Producer::filled_many`, the engine's take-back). The producer reads
+/// the consumer's index only after that count, and then finds it
+/// consistent (no `Corrupt`) and pushes on through the freed slots; the
+/// consumer reads every item whole and in order.
+#[test]
+fn a_lent_run_is_taken_before_the_producer_counts_it() {
+    loom::model(|| {
+        let q = Q::new(2, u32::MAX);
+        let mut p = Producer::new(q.clone());
+        let mut c = Consumer::new(q.clone());
+        let w = q.clone();
+        let t = thread::spawn(move || {
+            let (head, room) = p.lend();
+            assert_eq!(room, 2);
+            for k in 0..2u32 {
+                // The slot and its seal, by a writer that is not `p`.
+                w.write(head.wrapping_add(k), u64::from(k) + 1);
+            }
+            p.filled_many(2);
+            p.publish();
+            while !p.push(3).expect("the consumer's index is consistent") {
+                thread::yield_now();
+            }
+            assert_eq!(p.pushed(), head.wrapping_add(3));
+        });
+        let mut next = 1;
+        while next <= 3 {
+            let Some(i) = c.take_sealed() else {
+                thread::yield_now();
+                continue;
+            };
+            assert_eq!(q.read(i & 1), next);
+            c.advance();
+            next += 1;
+        }
+        t.join().unwrap();
+        assert_eq!(c.take_sealed(), None);
+    });
+}

@@ -226,6 +226,12 @@ impl Io {
         // that finds no room reads it again).
         let lent = self.ring_lent;
         if lent && self.inv.words.ring.head() != self.rx.pushed() {
+            // Whatever the run holds filled is counted first: nothing is
+            // left filled between invocations ([`Io::end`] takes it back),
+            // but if an unwinding panic skipped that take-back, the slots
+            // are sealed and the application's; relending would forget
+            // them, and the next pushes would write over them.
+            self.take_rx();
             self.lend_rx();
         }
         Lent(())
@@ -327,6 +333,13 @@ impl Io {
     fn rx_taken(&mut self, n: u32) {
         let first = self.rx.pushed();
         self.rx.filled_many(n);
+        // The clamp in `filled_many` never drops a count here: the slots
+        // filled are sealed, so one left uncounted would be written over.
+        debug_assert_eq!(
+            self.rx.pushed().wrapping_sub(first),
+            n,
+            "a lent run over-filled"
+        );
         let n = self.rx.pushed().wrapping_sub(first);
         self.unpublished = true;
         let c = &self.stats.rx_delivered;
