@@ -262,3 +262,42 @@ fn limits_changed_between_invocations_are_the_ones_the_next_runs_under() {
     // The error is taken once.
     assert!(a.take_error().is_none());
 }
+
+/// Every failing way returns `Called::FAILURE` on the interpreter too
+/// (`Applet::failed`), not only from the JIT's trap: a native's error,
+/// fuel and depth run out, each through `run_prepared`, fail the host's
+/// one-test screen (`trap_kind` asserts it) and report the interpreter's
+/// trap.
+#[test]
+fn an_interpreted_failure_fails_the_screen_too() {
+    let (Some(counter), Some(traps)) = (
+        common::class_bytes("default", "Counter"),
+        common::class_bytes("default", "Traps"),
+    ) else {
+        return;
+    };
+    let mut a =
+        Applet::load_with_engine(&counter, &natives(), Limits::default(), Engine::Interpreter)
+            .unwrap_or_else(|e| panic!("Counter: {e}"));
+    assert_eq!(a.engine(), Engine::Interpreter);
+    let mut call = a.prepare::<1>("callNative").unwrap();
+    let c = a.run_prepared(&mut call, [1], None);
+    assert_eq!(c.value(), None);
+    assert!(matches!(trap_kind(&mut a, c), TrapKind::Native(_)));
+    let mut a = Applet::load_with_engine(
+        &traps,
+        &Natives::new(),
+        Limits::default(),
+        Engine::Interpreter,
+    )
+    .expect("Traps");
+    let mut spin = a.prepare::<1>("spin").unwrap();
+    let depth = a.limits().max_call_depth;
+    a.set_run_limits(Some(20), depth);
+    let c = a.run_prepared(&mut spin, [0], None);
+    assert_eq!(trap_kind(&mut a, c), TrapKind::FuelExhausted(20));
+    let mut recurse = a.prepare::<1>("recurse").unwrap();
+    a.set_run_limits(None, 7);
+    let c = a.run_prepared(&mut recurse, [0], None);
+    assert_eq!(trap_kind(&mut a, c), TrapKind::CallDepthExceeded(7));
+}

@@ -1165,7 +1165,7 @@ impl Endpoint {
     pub fn recv(&mut self) -> Option<Message<'_>> {
         for round in 0..2 {
             while let Some((i, ..)) = self.rx_front() {
-                // The whole descriptor, copied once (after its mark).
+                // The whole descriptor, copied once (after its seal).
                 let d: RxDesc = self.rx.mem().read(i);
                 self.rx.advance();
                 if self.well_formed(&d) {
@@ -1633,8 +1633,9 @@ mod tests {
     /// producer index: a descriptor the engine has written but not
     /// published is received (by `recv_ref` and by `recv`), in order, over
     /// several laps of the queue; a slot that holds the last lap's item
-    /// (taken, so unsealed), or one written without its seal (as the JIT's
-    /// inline push leaves it), is not read until it is sealed.
+    /// (taken, so unsealed), or one whose bytes are written and whose
+    /// sealed header word is not yet (as the JIT's inline push is between
+    /// its copy and its last store), is not read until it is sealed.
     #[test]
     fn a_message_is_found_by_its_slot_seal_and_only_then() {
         use crate::layout::RxDesc;
@@ -1655,10 +1656,10 @@ mod tests {
             rx.filled();
             assert_eq!(b.pending(), 1, "counted by its seal, the index at 0");
             if k % 2 == 0 {
-                let m = b.recv_ref().expect("found by its mark");
+                let m = b.recv_ref().expect("found by its seal");
                 assert_eq!((m.chan(), m.to_vec()), (7, vec![byte; 3]));
             } else {
-                let m = b.recv().expect("found by its mark");
+                let m = b.recv().expect("found by its seal");
                 assert_eq!((m.chan(), m.to_vec()), (7, vec![byte; 3]));
             }
             assert!(b.recv_ref().is_none(), "the next slot holds the last lap's");

@@ -415,18 +415,6 @@ impl ShmQueue {
         self.slot_ptr::<RxDesc>(i & (self.q.depth - 1))
     }
 
-    /// The `sealed` byte of receive descriptor slot `p` as an atomic byte.
-    #[inline(always)]
-    fn rx_seal(&self, p: *mut RxDesc) -> &AtomicU8 {
-        // SAFETY: callers pass `rx_slot`'s pointer: a slot inside the
-        // mapping, whose `sealed` byte is valid for any value, for as long as
-        // `self` (which holds the mapping) is borrowed. The mapping is only
-        // ever reached through raw pointers, volatile accesses and atomics,
-        // never through a non-atomic Rust reference that this one could
-        // alias.
-        unsafe { AtomicU8::from_ptr(&raw mut (*p).sealed) }
-    }
-
     /// Writes an inline receive descriptor for a `len`-byte message on
     /// `chan` as item `n` (wrapping) of this receive queue, in place in its
     /// slot: its fixed part (`len`, `chan`, no buffers), then `fill`
@@ -439,8 +427,8 @@ impl ShmQueue {
     #[inline(always)]
     pub fn write_rx_inline(&self, n: u32, chan: u16, len: usize, fill: impl FnOnce(&mut [u8])) {
         assert!(len <= INLINE_MAX, "inline message too long");
-        let p = self.rx_slot(n);
-        let s = self.rx_seal(p);
+        let slot = self.slot(n);
+        let (p, s) = (slot.0, self.seal_of(slot));
         // SAFETY: `p` is an aligned receive descriptor slot inside the
         // mapping (`rx_slot`), whose fields are plain data valid for any
         // bits; the stores are volatile, like `write_once`'s, and the view
@@ -492,8 +480,8 @@ impl ShmQueue {
     #[inline]
     pub fn write_rx_buffers(&self, n: u32, chan: u16, len: u32, offsets: &[u32]) {
         assert!(offsets.len() <= RX_BUFFERS_MAX, "too many buffers");
-        let p = self.rx_slot(n);
-        let s = self.rx_seal(p);
+        let slot = self.slot(n);
+        let (p, s) = (slot.0, self.seal_of(slot));
         // SAFETY: as for `write_rx_inline`; the offsets take `4 *
         // offsets.len() <= INLINE_MAX` bytes of the slot's `data` field.
         unsafe {
@@ -514,8 +502,8 @@ impl ShmQueue {
     /// more per message).
     #[inline(always)]
     pub fn write_rx_one_buffer(&self, n: u32, chan: u16, len: u32, off: u32) {
-        let p = self.rx_slot(n);
-        let s = self.rx_seal(p);
+        let slot = self.slot(n);
+        let (p, s) = (slot.0, self.seal_of(slot));
         // SAFETY: as for `write_rx_inline`; the offset takes the first 4
         // bytes of the slot's `data` field, at byte 8 of a 64-byte aligned
         // slot (so aligned for a `u32`).
