@@ -226,13 +226,7 @@ impl Io {
         // that finds no room reads it again).
         let lent = self.ring_lent;
         if lent && self.inv.words.ring.head() != self.rx.pushed() {
-            // Whatever the run holds filled is counted first: nothing is
-            // left filled between invocations ([`Io::end`] takes it back),
-            // but if an unwinding panic skipped that take-back, the slots
-            // are sealed and the application's; relending would forget
-            // them, and the next pushes would write over them.
-            self.take_rx();
-            self.lend_rx();
+            self.relend_rx();
         }
         Lent(())
     }
@@ -302,6 +296,19 @@ impl Io {
                 self.unpublished = true;
             }
         }
+    }
+
+    /// [`Io::begin`]'s lending again after other pushes: whatever the run
+    /// holds filled is counted first. Nothing is left filled between
+    /// invocations ([`Io::end`] takes it back), but if an unwinding panic
+    /// skipped that take-back, the slots are sealed and the application's;
+    /// relending would forget them, and the next pushes would write over
+    /// them. Out of line: `begin` is on every invocation's path.
+    #[cold]
+    #[inline(never)]
+    fn relend_rx(&mut self) {
+        self.take_rx();
+        self.lend_rx();
     }
 
     /// Lends the inline push the receive queue's free run: its producer
