@@ -965,11 +965,42 @@ fn counted_loops_run_out_of_fuel_where_the_interpreter_does() {
             }
         }
     }
+    // At the call depth limit every call traps, at the first pass of a
+    // loop charged at its entry as of any other.
+    let mut deep = 0usize;
+    for r in RELEASES {
+        let bytes = class_bytes(r, "FuelLoops").unwrap();
+        let name = format!("FuelLoops ({r}, depth 1)");
+        let mut pair = Pair::load(&name, &bytes, &Natives::new(), Limits::default())
+            .unwrap_or_else(|e| panic!("{e}"));
+        for a in [&mut pair.interp, &mut pair.jit] {
+            a.set_run_limits(Some(1 << 20), 1);
+        }
+        for m in [
+            "calls",
+            "twoCalls",
+            "callTraps",
+            "instanceCalls",
+            "callEitherWay",
+        ] {
+            for args in [[0, 0, 0], [3, 9, 1], [-2, 7, 40]] {
+                match pair.invoke(m, &args) {
+                    Ok(Err(InvokeError::Trap(Trap {
+                        kind: TrapKind::CallDepthExceeded(_),
+                        ..
+                    }))) => deep += 1,
+                    Ok(Ok(_)) => returned += 1,
+                    Ok(other) => errors.push(format!("{name}.{m}{args:?}: {other:?}")),
+                    Err(e) => errors.push(e),
+                }
+            }
+        }
+    }
     eprintln!(
-        "FuelLoops: {calls} calls ({exhausted} out of fuel, {traps} other traps, {returned} returned)"
+        "FuelLoops: {calls} calls ({exhausted} out of fuel, {traps} other traps, {returned} returned), {deep} at the depth limit"
     );
     fail_on(&errors, "fuel budgets where the engines disagree");
-    assert!(exhausted > 1000 && traps > 30 && returned > 500);
+    assert!(exhausted > 1000 && traps > 30 && returned > 500 && deep >= 14);
 }
 
 /// The budgets tried for a call that uses `used` fuel: every budget up to
