@@ -97,7 +97,7 @@ public class FuelLoops {
         return s;
     }
 
-    /** A call in the body: not a counted loop (the call charges). */
+    /** A call of a method that charges nothing, on every pass: counted, one unit a pass (the call's). */
     static int calls(int n, int x, int y) {
         int s = 0;
         for (int i = 0; i < n; i++) {
@@ -109,6 +109,135 @@ public class FuelLoops {
 
     static int twice(int v) {
         return v + v;
+    }
+
+    static int nothing() {
+        return 0;
+    }
+
+    /** Divides by zero when i reaches bad: the callee traps. */
+    static int divide(int i, int bad) {
+        return 100 / (i - bad);
+    }
+
+    /** Reads a[i]: out of bounds past the array's end. */
+    static int element(int[] a, int i) {
+        return a[i];
+    }
+
+    /** Forward branches only: charges nothing. */
+    static int clamp(int v) {
+        if (v > 9) {
+            return 9;
+        }
+        return v < -9 ? -9 : v;
+    }
+
+    /** A loop: charges at its back edge. */
+    static int sumTo(int v) {
+        int s = 0;
+        for (int k = 0; k < (v & 3); k++) {
+            s += k;
+        }
+        return s;
+    }
+
+    /** A call: charges. */
+    static int callsTwice(int v) {
+        return twice(v) + 1;
+    }
+
+    int field = 3;
+
+    /** An instance method that charges nothing. */
+    int plus(int v) {
+        return v + field;
+    }
+
+    /** Two calls a pass (one of an empty method, run in place): two units a pass. */
+    static int twoCalls(int from, int to, int x) {
+        int s = 0;
+        for (int i = from; i < to; i++) {
+            nothing();
+            s += clamp(i + x);
+            sum = s;
+        }
+        return s;
+    }
+
+    /** A static call that traps (division by zero) when i reaches bad. */
+    static int callTraps(int from, int to, int bad) {
+        int s = 0;
+        for (int i = from; i < to; i++) {
+            s += divide(i, bad);
+            sum = s;
+        }
+        return s;
+    }
+
+    /** Counting down, a call that reads past the array's end when i reaches bad. */
+    static int callReadsPast(int from, int to, int bad) {
+        int[] a = arr;
+        int s = 0;
+        for (int i = from; i > to; i--) {
+            s += element(a, i == bad ? 8 : i & 7);
+            count = s;
+        }
+        return s;
+    }
+
+    /** Instance calls, the receiver null from pass `at` on (a null receiver traps). */
+    int instanceCalls(int n, int at, int x) {
+        FuelLoops r = this;
+        int s = 0;
+        for (int i = 0; i < n; i++) {
+            if (i == at) {
+                r = null;
+            }
+            s += r.plus(i + x);
+            sum = s;
+        }
+        return s;
+    }
+
+    /** A call on each branch: one unit a pass on every path, counted. */
+    static int callEitherWay(int n, int x, int y) {
+        int s = 0;
+        for (int i = 0; i < n; i++) {
+            if (((i ^ x) & 1) == 0) {
+                s += twice(i);
+            } else {
+                s -= clamp(i + y);
+            }
+            count = s;
+        }
+        return s;
+    }
+
+    /** A call on one branch only: the passes charge 1 or 2 units, not a counted loop. */
+    static int callOneWay(int n, int x, int y) {
+        int s = 0;
+        for (int i = 0; i < n; i++) {
+            if (((i ^ x) & 3) == 0) {
+                s += twice(i + y);
+            }
+            sum = s;
+        }
+        return s;
+    }
+
+    /** Callees that charge (a loop, a call): not counted loops. */
+    static int chargingCallees(int n, int x, int y) {
+        int s = 0;
+        for (int i = 0; i < n; i++) {
+            s += sumTo(i + x);
+            sum = s;
+        }
+        for (int i = 0; i < n; i++) {
+            s += callsTwice(i + y);
+            count = s;
+        }
+        return s;
     }
 
     /** Two loops in a row, then an empty one. */

@@ -888,17 +888,21 @@ fn fuel_loop_args(rng: &mut Rng) -> [i32; 3] {
     }
 }
 
-/// The JIT charges a counted loop's trip count once, at its entry, when the
-/// fuel left covers it, and runs the loop charge by charge otherwise; the
-/// interpreter charges every back edge. For every call, every budget from 0
-/// fuel up to two units past the first budget that does not run out (at
-/// most 400) must give the same outcome on both engines (value and fuel
-/// used, or trap kind, method and bci) and leave the same state (how far
-/// the loop's stores got before the trap). The loops of `FuelLoops` count
-/// up and down to locals and constants, trap in the middle, nest, run zero
-/// times, start near the ends of the int range; some (an early exit, a
-/// moving bound, a call, a bound the counter never passes) are not counted
-/// loops and keep their charge per iteration.
+/// The JIT charges a counted loop's trip count (times the units each pass
+/// charges at its calls) once, at its entry, when the fuel left covers it,
+/// and runs the loop charge by charge otherwise; the interpreter charges
+/// every back edge and call. For every call, every budget from 0 fuel up to
+/// two units past the first budget that does not run out (at most 400),
+/// then 4,096 and 2^20, must give the same outcome on both engines (value
+/// and fuel used, or trap kind, method and bci) and leave the same state
+/// (how far the loop's stores got before the trap). The loops of
+/// `FuelLoops` count up and down to locals and constants, trap in the
+/// middle (in the body or in a callee: a division, an index, a null
+/// receiver), nest, run zero times, start near the ends of the int range,
+/// call methods that charge nothing (static and instance, one or two a
+/// pass, one on each branch); some (an early exit, a moving bound, a bound
+/// the counter never passes, a call on one branch only, callees that loop
+/// or call) are not counted loops and keep their charge per iteration.
 #[test]
 fn counted_loops_run_out_of_fuel_where_the_interpreter_does() {
     if classes("release8").is_none() {
@@ -919,14 +923,17 @@ fn counted_loops_run_out_of_fuel_where_the_interpreter_does() {
             .filter(|(_, arity)| *arity == 3)
             .map(|(m, _)| m)
             .collect();
-        assert_eq!(methods.len(), 11, "{name}: methods {methods:?}");
+        assert_eq!(methods.len(), 18, "{name}: methods {methods:?}");
         'calls: for m in &methods {
             for _ in 0..24 {
                 let args = fuel_loop_args(&mut rng);
                 let mut past = None;
-                for fuel in 0..400u64 {
-                    if past.is_some_and(|p| fuel > p + 2) {
-                        break;
+                // Then two budgets that cover every small loop's count, so
+                // that a loop whose callee traps midway runs its uncharged
+                // copy up to the trap.
+                for fuel in (0..400u64).chain([4096, 1 << 20]) {
+                    if fuel < 400 && past.is_some_and(|p| fuel > p + 2) {
+                        continue;
                     }
                     if let Err(e) = pair.set_fuel(Some(fuel)) {
                         errors.push(e);
@@ -958,11 +965,42 @@ fn counted_loops_run_out_of_fuel_where_the_interpreter_does() {
             }
         }
     }
+    // At the call depth limit every call traps, at the first pass of a
+    // loop charged at its entry as of any other.
+    let mut deep = 0usize;
+    for r in RELEASES {
+        let bytes = class_bytes(r, "FuelLoops").unwrap();
+        let name = format!("FuelLoops ({r}, depth 1)");
+        let mut pair = Pair::load(&name, &bytes, &Natives::new(), Limits::default())
+            .unwrap_or_else(|e| panic!("{e}"));
+        for a in [&mut pair.interp, &mut pair.jit] {
+            a.set_run_limits(Some(1 << 20), 1);
+        }
+        for m in [
+            "calls",
+            "twoCalls",
+            "callTraps",
+            "instanceCalls",
+            "callEitherWay",
+        ] {
+            for args in [[0, 0, 0], [3, 9, 1], [-2, 7, 40]] {
+                match pair.invoke(m, &args) {
+                    Ok(Err(InvokeError::Trap(Trap {
+                        kind: TrapKind::CallDepthExceeded(_),
+                        ..
+                    }))) => deep += 1,
+                    Ok(Ok(_)) => returned += 1,
+                    Ok(other) => errors.push(format!("{name}.{m}{args:?}: {other:?}")),
+                    Err(e) => errors.push(e),
+                }
+            }
+        }
+    }
     eprintln!(
-        "FuelLoops: {calls} calls ({exhausted} out of fuel, {traps} other traps, {returned} returned)"
+        "FuelLoops: {calls} calls ({exhausted} out of fuel, {traps} other traps, {returned} returned), {deep} at the depth limit"
     );
     fail_on(&errors, "fuel budgets where the engines disagree");
-    assert!(exhausted > 1000 && traps > 30 && returned > 500);
+    assert!(exhausted > 1000 && traps > 30 && returned > 500 && deep >= 14);
 }
 
 /// The budgets tried for a call that uses `used` fuel: every budget up to
