@@ -640,15 +640,8 @@ fn counted_loop(
         }
         let here = match o {
             Call(m) if charge_free(prog, m) => 1,
-            Call(_)
-            | CallNative(_)
-            | CallUnmetered(_)
-            | CallNativeUnmetered(_)
-            | TableSwitch(_)
-            | LookupSwitch(_)
-            | SwitchUnmetered(_)
-            | Return
-            | ReturnValue => return None,
+            Return | ReturnValue => return None,
+            o if calls_or_switches(o) => return None,
             _ => 0,
         };
         // Forward and inside the loop only (a back edge the decoder left
@@ -692,25 +685,31 @@ fn counted_loop(
     })
 }
 
+/// Whether `o` calls (a method or a native, metered or not) or switches:
+/// the ops that charge fuel, or whose callee may, other than a branch.
+fn calls_or_switches(o: Op) -> bool {
+    use Op::*;
+    matches!(
+        o,
+        Call(_)
+            | CallNative(_)
+            | CallUnmetered(_)
+            | CallNativeUnmetered(_)
+            | TableSwitch(_)
+            | LookupSwitch(_)
+            | SwitchUnmetered(_)
+    )
+}
+
 /// Whether a call of bytecode method `m` charges nothing past the call's
 /// own unit: its code has no call, no switch and no backward branch (so no
 /// loop), in any form.
 pub(super) fn charge_free(prog: &Program, m: u16) -> bool {
-    use Op::*;
     let Some(Some(f)) = prog.funcs.get(usize::from(m)) else {
         return false;
     };
     f.code.iter().enumerate().all(|(j, &o)| {
-        if matches!(
-            o,
-            Call(_)
-                | CallNative(_)
-                | CallUnmetered(_)
-                | CallNativeUnmetered(_)
-                | TableSwitch(_)
-                | LookupSwitch(_)
-                | SwitchUnmetered(_)
-        ) {
+        if calls_or_switches(o) {
             return false;
         }
         let mut forward = true;
