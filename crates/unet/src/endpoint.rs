@@ -1778,4 +1778,58 @@ mod tests {
         rx.filled();
         assert_eq!(b.bad_descriptors(), 0);
     }
+
+    /// The `loop` ping-pong without applet between two threads, each
+    /// sending with its own thread driving the engine (`send_with`, the
+    /// direct path): each of the four side locks the path takes (each
+    /// endpoint's transmit side, taken by its sender; each receive side,
+    /// taken by the other endpoint's sender) is biased to the one thread
+    /// that takes it, so that a message's send executes no locked
+    /// instruction once the bias is granted. The receiver's `recv_ref`
+    /// takes no lock. A lock that a second thread took would lose its bias
+    /// (a revocation) and, after a few, stay unbiased: a compare-and-swap
+    /// on every send.
+    #[test]
+    fn the_loop_round_trip_keeps_the_send_paths_locks_biased() {
+        let (e, cfg) = small_endpoints();
+        let mut a = e.create_endpoint(cfg, None).unwrap();
+        let mut b = e.create_endpoint(cfg, None).unwrap();
+        let ab = a.open_channel(e.local(), b.id()).unwrap();
+        let ba = b.open_channel(e.local(), a.id()).unwrap();
+        let locks = |x: &super::Endpoint| {
+            let (_, port) = x.direct.as_ref().expect("drive mode: the engine is here");
+            crate::Engine::side_locks(port).map(|l| (l.is_biased(), l.revocations()))
+        };
+        const ROUNDS: usize = 300;
+        let echo = std::thread::spawn(move || {
+            for _ in 0..ROUNDS {
+                let m = loop {
+                    if let Some(m) = b.recv_ref() {
+                        break m.to_vec();
+                    }
+                    std::hint::spin_loop();
+                };
+                b.send_with(ba, m.len(), |buf| buf.copy_from_slice(&m))
+                    .unwrap();
+            }
+            b
+        });
+        for i in 0..ROUNDS {
+            let msg = [i as u8; 57];
+            let len = if i % 2 == 0 { 57 } else { 40 };
+            a.send_with(ab, len, |buf| buf.copy_from_slice(&msg[..len]))
+                .unwrap();
+            let m = loop {
+                if let Some(m) = a.recv_ref() {
+                    break m.to_vec();
+                }
+                std::hint::spin_loop();
+            };
+            assert_eq!(m, &msg[..len]);
+        }
+        let b = echo.join().unwrap();
+        // [transmit, receive] of each: biased, never revoked.
+        assert_eq!(locks(&a), [(true, 0), (true, 0)], "a's locks");
+        assert_eq!(locks(&b), [(true, 0), (true, 0)], "b's locks");
+    }
 }

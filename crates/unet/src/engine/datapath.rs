@@ -1188,6 +1188,13 @@ impl Engine {
         true
     }
 
+    /// The raw locks of `port`'s transmit and receive sides, for tests
+    /// that check which path their takings use (biased or not).
+    #[cfg(test)]
+    pub(crate) fn side_locks(port: &Port) -> [&crate::biased::RawBiased; 2] {
+        [port.tx.raw(), port.rx.raw()]
+    }
+
     /// [`Engine::send_direct`] of `msg`, for [`crate::Endpoint::send`],
     /// which also learns why it declined if the endpoint has an applet
     /// (it then copies the message into the buffer area for
