@@ -236,11 +236,10 @@ impl RingEcho {
         let echo = std::thread::Builder::new()
             .name("ring-echo".into())
             .spawn(move || {
-                // 64 KiB from the heap, as the sender's: a buffer of the whole
-        // area (2 MiB) is mapped page-aligned, like the area, and its
-        // copies then suffer 4 KiB aliasing (the ring at 1024 and 4096 B
-        // took 10-20% longer with it).
-        let mut buf = vec![0u8; 65536];
+                // 64 KiB from the heap, as the sender's buffer; one of the area's
+                // 2 MiB would be mapped page-aligned like the area, its copies
+                // then aliasing the area's at 4 KiB.
+                let mut buf = vec![0u8; 1 << 16];
                 let mut wait = Backoff::default();
                 loop {
                     match far.try_recv(&mut buf) {
