@@ -5,7 +5,9 @@
 //! word never lose or duplicate one.
 
 use vcode::ext::Atomic;
-use vcode::{Class, Func, Leaf, P, Reference, UL};
+use vcode::{Func, Leaf, P, Reference, UL};
+
+mod common;
 
 type SwapFn = unsafe extern "C" fn(*mut u32, u64) -> u64;
 
@@ -13,20 +15,10 @@ type SwapFn = unsafe extern "C" fn(*mut u32, u64) -> u64;
 fn swap32_returns_the_old_word_and_stores_the_new() {
     // Each base register (a temporary or a persistent one) in turn.
     for k in 0..10 {
-        let mut f = Func::new();
-        let a = f.lambda("%p%ul", Leaf::No).expect("lambda");
-        let (p0, v0) = (a.get::<P>(0).expect("p"), a.get::<UL>(1).expect("v"));
-        let mut held = Vec::new();
-        for _ in 0..k {
-            if let Ok(r) = f.getreg::<P>(Class::Persistent) {
-                held.push(r);
-            }
-        }
-        let base = f.getreg::<P>(Class::Persistent).unwrap_or(p0);
-        f.mov(base, p0);
-        f.swap32(v0, base, 4);
-        f.ret(v0);
-        let code = f.end().expect("end");
+        let code = common::on_base_register(k, |f, base, v0| {
+            f.swap32(v0, base, 4);
+            f.ret(v0);
+        });
         // SAFETY: the signature "%p%ul" returning a ul; the code touches
         // only the word at +4 of its pointer.
         let g = unsafe { code.as_fn::<SwapFn>() }.expect("as_fn");

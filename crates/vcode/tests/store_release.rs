@@ -4,7 +4,9 @@
 //! `aarch64_smoke.rs`).
 
 use vcode::ext::StoreRelease;
-use vcode::{Class, Func, Leaf, P, Reference, UL};
+use vcode::{Func, Leaf, P, Reference, UL};
+
+mod common;
 
 type StoreFn = unsafe extern "C" fn(*mut u64, u64);
 
@@ -12,20 +14,10 @@ type StoreFn = unsafe extern "C" fn(*mut u64, u64);
 fn st_release_stores_the_word() {
     // Each base register (a temporary or a persistent one) in turn.
     for k in 0..10 {
-        let mut f = Func::new();
-        let a = f.lambda("%p%ul", Leaf::No).expect("lambda");
-        let (p0, v0) = (a.get::<P>(0).expect("p"), a.get::<UL>(1).expect("v"));
-        let mut held = Vec::new();
-        for _ in 0..k {
-            if let Ok(r) = f.getreg::<P>(Class::Persistent) {
-                held.push(r);
-            }
-        }
-        let base = f.getreg::<P>(Class::Persistent).unwrap_or(p0);
-        f.mov(base, p0);
-        f.st_release(v0, base, 8);
-        f.retv();
-        let code = f.end().expect("end");
+        let code = common::on_base_register(k, |f, base, v0| {
+            f.st_release(v0, base, 8);
+            f.retv();
+        });
         #[cfg(target_arch = "x86_64")]
         {
             let d = code.disassemble();
