@@ -41,15 +41,24 @@ const STACK_SIZE: u64 = 1 << 20;
 /// The return address given to generated code: emulation stops there.
 const SENTINEL: u64 = 0xfff1_0000_0000;
 const PAGE: u64 = 4096;
-/// Longest run of one call, in microseconds.
-const TIMEOUT_US: u64 = 20_000_000;
+/// Most A64 instructions one call may run before it is stopped as a loop
+/// that does not end (counted a block at a time, as each block starts). A
+/// count, not a time: Unicorn's time limit polls a thread every 2 µs beside
+/// the emulation, and a loaded machine could run a correct call past any
+/// limit in seconds. vcode's tests run at most about a million per call
+/// (aarch64_far's loops over a megabyte of code); a run-away loop reaches
+/// this one in a few seconds.
+const RUN_LIMIT: u64 = 1 << 30;
 
 /// Per-instance state: host pages mapped during the current call, and the
-/// instruction count.
+/// instruction counts (exact when asked for, and by block for the limit).
 #[derive(Default)]
 struct State {
     mapped: Vec<u64>,
     count: u64,
+    /// Instructions of the blocks the current call has started (see
+    /// [`RUN_LIMIT`]).
+    run: u64,
     /// The address of the last access that could not be mapped.
     bad: u64,
 }
@@ -123,6 +132,14 @@ impl Emu {
             },
         )
         .map_err(err)?;
+        uc.add_block_hook(1, 0, |uc: &mut Unicorn<'_, State>, _a: u64, size: u32| {
+            let n = uc.get_data().run + u64::from(size / 4).max(1);
+            uc.get_data_mut().run = n;
+            if n > RUN_LIMIT {
+                let _ = uc.emu_stop();
+            }
+        })
+        .map_err(err)?;
         Ok(Emu { uc })
     }
 
@@ -164,6 +181,7 @@ impl Emu {
         uc.reg_write(RegisterARM64::X30, SENTINEL).map_err(setup)?;
         uc.reg_write(RegisterARM64::X29, 0).map_err(setup)?;
         uc.get_data_mut().count = 0;
+        uc.get_data_mut().run = 0;
         let hook = if count {
             Some(
                 uc.add_code_hook(1, 0, |uc: &mut Unicorn<'_, State>, _a: u64, _s: u32| {
@@ -174,7 +192,7 @@ impl Emu {
         } else {
             None
         };
-        let r = uc.emu_start(addr as u64, SENTINEL, TIMEOUT_US, 0);
+        let r = uc.emu_start(addr as u64, SENTINEL, 0, 0);
         if let Some(h) = hook {
             let _ = uc.remove_hook(h);
         }
@@ -199,7 +217,11 @@ impl Emu {
             }));
         }
         if pc != SENTINEL {
-            return Err(EmuError("emulation: time limit exceeded"));
+            return Err(EmuError(if uc.get_data().run > RUN_LIMIT {
+                "emulation: instruction limit exceeded (a loop that does not end?)"
+            } else {
+                "emulation: stopped before returning"
+            }));
         }
         let bits = match ret {
             Ty::V => 0,
