@@ -55,6 +55,7 @@ use vcode::ext::{Bswap, Clmul, NonTemporal, OnesComplement, Prefetch, TableLooku
 use vcode::{Backend, Class, D, Func, Label, Leaf, Operand, P, Reg, U, UL};
 
 use crate::error::Error;
+use crate::pipeline::Vectors;
 use crate::step::StepKind;
 use crate::tables::TABLES;
 
@@ -251,6 +252,7 @@ fn any_reg<B: Backend, T: vcode::Type>(f: &mut Func<B>) -> vcode::Result<Reg<T>>
 pub(crate) fn generate<B: Backend>(
     kinds: &[StepKind],
     spare: usize,
+    vectors: Vectors,
 ) -> Result<(B::Code, bool, bool), Error> {
     let has = |k: StepKind| kinds.contains(&k);
     let key_len = kinds.iter().find_map(|k| match k {
@@ -258,6 +260,13 @@ pub(crate) fn generate<B: Backend>(
         _ => None,
     });
     let mut f = Func::<B>::with_backend();
+    // Whether the ymm/zmm loops may be generated, at the width they take.
+    let vector_loops = match vectors {
+        Vectors::Widest => true,
+        // Every CPU with AVX-512 has AVX2.
+        Vectors::Ymm => f.wide_bits() <= 256 || f.set_wide_bits(256),
+        Vectors::Xmm => false,
+    };
     let params = f.lambda("%p", Leaf::Yes)?;
     f.name(format!("ilp{kinds:?}"));
     let a = params.get::<P>(0)?;
@@ -375,7 +384,7 @@ pub(crate) fn generate<B: Backend>(
     );
     let mut wide = false;
     let mut masked_head = false;
-    if fold_list && f.wide_clmul_available() {
+    if vector_loops && fold_list && f.wide_clmul_available() {
         wide_clmul_blocks(&mut f, &regs, la, lnt, end)?;
         wide = true;
         masked_head = d.is_some() && f.wide_bits() == 512;
@@ -385,7 +394,7 @@ pub(crate) fn generate<B: Backend>(
     }
     // Copies, checksums and byte swaps take four vector registers per
     // iteration when the CPU can.
-    if wide_list(kinds) && f.wide_available() {
+    if vector_loops && wide_list(kinds) && f.wide_available() {
         wide_blocks(&mut f, kinds, &regs, lnt, end)?;
         wide = true;
     }

@@ -112,6 +112,6 @@ pub mod table4;
 pub mod tables;
 
 pub use error::Error;
-pub use pipeline::{MAX_LEN, NT_MIN_LEN, Pipeline, Stores};
+pub use pipeline::{MAX_LEN, NT_MIN_LEN, Pipeline, Stores, Vectors};
 pub use state::{Outputs, State, fold64};
 pub use step::{MAX_KEY, MAX_STEPS, Step, StepKind};

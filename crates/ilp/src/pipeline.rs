@@ -25,7 +25,7 @@ struct Compiled {
     masked_head: bool,
 }
 
-type Cache = Mutex<HashMap<Vec<StepKind>, Arc<Compiled>>>;
+type Cache = Mutex<HashMap<(Vec<StepKind>, Vectors), Arc<Compiled>>>;
 
 fn cache() -> &'static Cache {
     static CACHE: OnceLock<Cache> = OnceLock::new();
@@ -51,6 +51,7 @@ fn cache() -> &'static Cache {
 #[derive(Clone)]
 pub struct Pipeline {
     steps: Vec<Step>,
+    vectors: Vectors,
     compiled: Arc<Compiled>,
     /// The xor key repeated over its period plus one block and a word, so
     /// that the loop reads whole words from any phase.
@@ -68,6 +69,7 @@ impl std::fmt::Debug for Pipeline {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Pipeline")
             .field("steps", &self.steps)
+            .field("vectors", &self.vectors)
             .field("code_bytes", &self.compiled.code.len())
             .finish()
     }
@@ -94,16 +96,33 @@ pub(crate) fn check_buffers(copy: bool, src: &[u8], dst: &[u8]) -> Result<(), Er
 
 impl Pipeline {
     /// Validates `steps` and returns the compiled pipeline (from the cache
-    /// when a list of the same kinds was compiled before).
+    /// when a list of the same kinds was compiled before), its loops in the
+    /// widest vector registers the CPU runs ([`Vectors::Widest`]).
     pub fn new(steps: &[Step]) -> Result<Pipeline, Error> {
+        Pipeline::with_vectors(steps, Vectors::Widest)
+    }
+
+    /// [`new`](Pipeline::new), its loops in vector registers no wider than
+    /// `vectors` says: for a CPU that slows down in zmm code, or to run and
+    /// test the narrower loops on a CPU that has the wider ones. The result
+    /// of a run is the same at every width.
+    ///
+    /// ```
+    /// use ilp::{Pipeline, Step, Vectors};
+    /// let p = Pipeline::with_vectors(&[Step::Copy, Step::Checksum], Vectors::Ymm)?;
+    /// assert!(!p.disassemble().contains("zmm"));
+    /// # Ok::<(), ilp::Error>(())
+    /// ```
+    pub fn with_vectors(steps: &[Step], vectors: Vectors) -> Result<Pipeline, Error> {
         validate(steps)?;
         let kinds: Vec<StepKind> = steps.iter().map(Step::kind).collect();
         let compiled = {
             let mut map = cache().lock().unwrap_or_else(|e| e.into_inner());
-            match map.get(&kinds) {
+            let key = (kinds, vectors);
+            match map.get(&key) {
                 Some(c) => c.clone(),
                 None => {
-                    let (code, wide, masked_head) = generate::<vcode::X64>(&kinds, 0)?;
+                    let (code, wide, masked_head) = generate::<vcode::X64>(&key.0, 0, vectors)?;
                     // SAFETY: `generate` built a function of one pointer
                     // parameter returning nothing, which `as_fn` checks
                     // against this type; what the function does with the
@@ -115,7 +134,7 @@ impl Pipeline {
                         wide,
                         masked_head,
                     });
-                    map.insert(kinds, c.clone());
+                    map.insert(key, c.clone());
                     c
                 }
             }
@@ -130,6 +149,7 @@ impl Pipeline {
         });
         Ok(Pipeline {
             steps: steps.to_vec(),
+            vectors,
             compiled,
             key,
             copy: steps.contains(&Step::Copy),
@@ -148,6 +168,12 @@ impl Pipeline {
     /// The steps, as given.
     pub fn steps(&self) -> &[Step] {
         &self.steps
+    }
+
+    /// The widest vector registers its loops were allowed (see
+    /// [`with_vectors`](Pipeline::with_vectors)).
+    pub fn vectors(&self) -> Vectors {
+        self.vectors
     }
 
     /// True if `other` runs the same generated code (the cache hit).
@@ -270,7 +296,7 @@ impl Pipeline {
         } else {
             0
         };
-        let code = generate::<vcode::Reference>(&kinds, spare)?
+        let code = generate::<vcode::Reference>(&kinds, spare, Vectors::Widest)?
             .0
             .with_step_limit(u64::MAX);
         let mut frame = self.frame(src, dst, state);
@@ -342,6 +368,22 @@ pub const NT_MIN_LEN: usize = 1 << 20;
 /// its stores itself (a masked head, no table steps), so this applies
 /// there only to heads of 1 to 3 bytes.
 const CRC_HEAD_MIN_LEN: usize = 16 << 10;
+
+/// The widest vector registers a pipeline's loops may use (see
+/// [`Pipeline::with_vectors`]). Each is a ceiling: a CPU without the
+/// registers gets the next narrower loops, down to the 64-bit ones.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Vectors {
+    /// zmm (512 bits) on a CPU with AVX-512F and BW, else ymm (256 bits)
+    /// with AVX2.
+    #[default]
+    Widest,
+    /// At most ymm (256 bits, AVX2), also on a CPU with AVX-512.
+    Ymm,
+    /// No ymm or zmm loop: the 64-bit loops, and for a CRC of the
+    /// unchanged source the carry-less fold in xmm registers (PCLMULQDQ).
+    Xmm,
+}
 
 /// How a pipeline with a copy writes `dst` (see
 /// [`Pipeline::run_with`]).

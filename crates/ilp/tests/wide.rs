@@ -9,11 +9,13 @@
 //! buffers, random initial states, streams resumed across split buffers,
 //! non-temporal stores at 64-byte aligned and unaligned destinations,
 //! all-zero and all-ones data over several of the checksum loop's 64 KiB
-//! chunks, and guard bytes. On a CPU without those features the same tests
-//! check the narrower paths.
+//! chunks, and guard bytes. Each test runs at every width this CPU has
+//! (`widths`): on an AVX-512 CPU the zmm loops, then the ymm loops
+//! (`Vectors::Ymm`), then the xmm and 64-bit ones (`Vectors::Xmm`), so
+//! one machine tests every path it can run.
 
 use ilp::table4::random_bytes as data;
-use ilp::{Pipeline, State, Step, Stores, reference};
+use ilp::{Pipeline, State, Step, Stores, Vectors, reference};
 
 fn lists() -> [Vec<Step>; 10] {
     use Step::*;
@@ -29,6 +31,26 @@ fn lists() -> [Vec<Step>; 10] {
         vec![Bswap32, Copy],
         vec![Copy],
     ]
+}
+
+fn avx512() -> bool {
+    std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512bw")
+}
+
+/// Each list at each vector width this CPU runs: the widest, ymm when that
+/// is narrower than the widest, and the loops without ymm or zmm.
+fn widths(lists: impl IntoIterator<Item = Vec<Step>>) -> Vec<(Vec<Step>, Vectors)> {
+    let mut ws = vec![Vectors::Widest];
+    if avx512() {
+        ws.push(Vectors::Ymm);
+    }
+    if std::is_x86_feature_detected!("avx2") {
+        ws.push(Vectors::Xmm);
+    }
+    let lists: Vec<Vec<Step>> = lists.into_iter().collect();
+    ws.iter()
+        .flat_map(|&w| lists.iter().map(move |l| (l.clone(), w)))
+        .collect()
 }
 
 /// Runs `p` over `src` at source alignment `sa` (mod 64) into a
@@ -57,7 +79,8 @@ fn check(p: &Pipeline, src: &[u8], sa: usize, da: usize, state: State, stores: S
             stores,
         )
         .unwrap();
-    let what = format!("{steps:?} len {n} align {sa}/{da} {stores:?} from {state:?}");
+    let v = p.vectors();
+    let what = format!("{steps:?} {v:?} len {n} align {sa}/{da} {stores:?} from {state:?}");
     assert_eq!((got, st_got), (want, st_want), "{what}");
     if steps.contains(&Step::Crc32) {
         let mut h = crc32fast::Hasher::new_with_initial_len(state.crc, state.offset);
@@ -90,8 +113,8 @@ fn state(k: u64) -> State {
 #[test]
 fn every_length_to_1024_at_every_alignment() {
     let src = data(1024, 77);
-    for steps in lists() {
-        let p = Pipeline::new(&steps).unwrap();
+    for (steps, v) in widths(lists()) {
+        let p = Pipeline::with_vectors(&steps, v).unwrap();
         for n in 0..=1024 {
             // Every source alignment and every destination alignment, each
             // paired with a varying other one.
@@ -107,8 +130,8 @@ fn every_length_to_1024_at_every_alignment() {
 #[test]
 fn the_whole_alignment_grid_around_the_minimum() {
     let src = data(1400, 78);
-    for steps in lists() {
-        let p = Pipeline::new(&steps).unwrap();
+    for (steps, v) in widths(lists()) {
+        let p = Pipeline::with_vectors(&steps, v).unwrap();
         for n in [
             127, 128, 129, 191, 255, 256, 257, 320, 511, 512, 575, 1279, 1343,
         ] {
@@ -131,8 +154,8 @@ fn random_longer_buffers() {
         x % m
     };
     let src = data(200_000, 79);
-    for steps in lists() {
-        let p = Pipeline::new(&steps).unwrap();
+    for (steps, v) in widths(lists()) {
+        let p = Pipeline::with_vectors(&steps, v).unwrap();
         for _ in 0..60 {
             let n = 1025 + next(199_000) as usize;
             let (sa, da) = (next(64) as usize, next(64) as usize);
@@ -147,8 +170,8 @@ fn all_zero_and_all_ones_data() {
     // sum of zeros must stay zero.
     for byte in [0x00, 0xff] {
         let src = vec![byte; 300_000];
-        for steps in lists() {
-            let p = Pipeline::new(&steps).unwrap();
+        for (steps, v) in widths(lists()) {
+            let p = Pipeline::with_vectors(&steps, v).unwrap();
             // Up to several 64 KiB chunks of the checksum loop.
             for n in [256, 4096, 65_536, 65_792, 70_000, 300_000] {
                 check(&p, &src[..n], 0, 0, State::new(), Stores::Auto);
@@ -161,11 +184,11 @@ fn all_zero_and_all_ones_data() {
 #[test]
 fn non_temporal_stores_at_aligned_and_unaligned_destinations() {
     let src = data(70_000, 80);
-    for steps in lists() {
+    for (steps, v) in widths(lists()) {
         if !steps.contains(&Step::Copy) {
             continue;
         }
-        let p = Pipeline::new(&steps).unwrap();
+        let p = Pipeline::with_vectors(&steps, v).unwrap();
         for n in [0, 255, 256, 300, 1024, 4096, 4099, 70_000] {
             for da in [0, 1, 8, 16, 32, 48, 63] {
                 for sa in [0, 5] {
@@ -190,8 +213,8 @@ fn the_head_that_aligns_dst_at_every_destination_alignment() {
     let mut all = lists().to_vec();
     all.push(vec![Step::Bswap16, Step::Copy]);
     all.push(vec![Step::Copy, Step::Bswap16, Step::Checksum]);
-    for steps in all {
-        let p = Pipeline::new(&steps).unwrap();
+    for (steps, v) in widths(all) {
+        let p = Pipeline::with_vectors(&steps, v).unwrap();
         for da in 0..64 {
             let head = (64 - da) % 64;
             let lens = [255, 256, 257, 263, 319, 320, 575, 1024, 16_383, 16_640];
@@ -219,12 +242,12 @@ fn the_folding_tail_of_the_crc_loop_at_every_tail_length() {
     // 256 bytes the 128-bit path runs; `every_length_to_1024_at_every_alignment`
     // covers its tails.)
     let src = data(4096 + 64, 85);
-    for steps in [
+    for (steps, v) in widths([
         vec![Step::Copy, Step::Crc32],
         vec![Step::Crc32, Step::Copy],
         vec![Step::Crc32],
-    ] {
-        let p = Pipeline::new(&steps).unwrap();
+    ]) {
+        let p = Pipeline::with_vectors(&steps, v).unwrap();
         for base in [256, 320, 448, 1024, 4096] {
             for t in 0..64 {
                 let n = base + t;
@@ -253,8 +276,8 @@ fn the_masked_head_of_the_crc_loop_at_every_alignment() {
     // nonzero incoming states, both store kinds; `check` compares with the
     // reference and crc32fast and checks the guard bytes around dst.
     let src = data(70_100, 84);
-    for steps in [vec![Step::Copy, Step::Crc32], vec![Step::Crc32, Step::Copy]] {
-        let p = Pipeline::new(&steps).unwrap();
+    for (steps, v) in widths([vec![Step::Copy, Step::Crc32], vec![Step::Crc32, Step::Copy]]) {
+        let p = Pipeline::with_vectors(&steps, v).unwrap();
         for da in 0..64 {
             let head = (64 - da) % 64;
             for n in head + 255..=head + 1024 {
@@ -289,8 +312,8 @@ fn streams_resumed_across_split_buffers() {
         &[0, 4097, 4098, 10_000, 10_255, 50_000],
         &[0, 50_000],
     ];
-    for steps in lists() {
-        let p = Pipeline::new(&steps).unwrap();
+    for (steps, v) in widths(lists()) {
+        let p = Pipeline::with_vectors(&steps, v).unwrap();
         let copy = steps.contains(&Step::Copy);
         let swaps = steps
             .iter()
@@ -372,6 +395,42 @@ fn the_wide_loops_are_generated_when_the_cpu_can() {
         assert!(
             !text.contains("zmm") && !text.contains("ymm"),
             "{steps:?}\n{text}"
+        );
+    }
+}
+
+#[test]
+fn narrower_vectors_are_generated_when_asked() {
+    // `Vectors::Ymm`: ymm loops where the widest would have any vector
+    // loop (every AVX-512 CPU has AVX2), never zmm; `Vectors::Xmm`: neither.
+    // Each width its own cached code, and the same results (the tests
+    // above run every width).
+    let avx2 = std::is_x86_feature_detected!("avx2");
+    let vpclmul = avx2 && std::is_x86_feature_detected!("vpclmulqdq");
+    for steps in lists() {
+        let want = if steps.contains(&Step::Crc32) {
+            vpclmul
+        } else {
+            avx2
+        };
+        let ymm = Pipeline::with_vectors(&steps, Vectors::Ymm).unwrap();
+        let text = ymm.disassemble();
+        assert_eq!(text.contains("ymm"), want, "{steps:?}\n{text}");
+        assert!(!text.contains("zmm"), "{steps:?}\n{text}");
+        assert_eq!(text.contains("vzeroupper"), want, "{steps:?}");
+        assert_eq!(ymm.vectors(), Vectors::Ymm);
+        let xmm = Pipeline::with_vectors(&steps, Vectors::Xmm).unwrap();
+        let text = xmm.disassemble();
+        assert!(
+            !text.contains("ymm") && !text.contains("zmm") && !text.contains("vzeroupper"),
+            "{steps:?}\n{text}"
+        );
+        let widest = Pipeline::new(&steps).unwrap();
+        assert!(!xmm.shares_code_with(&widest) || !want, "{steps:?}");
+        assert!(!ymm.shares_code_with(&widest) || !avx512(), "{steps:?}");
+        assert!(
+            ymm.shares_code_with(&Pipeline::with_vectors(&steps, Vectors::Ymm).unwrap()),
+            "{steps:?}: the cache"
         );
     }
 }
