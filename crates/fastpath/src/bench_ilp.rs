@@ -13,9 +13,13 @@
 //! `--quick` runs `Config::quick` (4 KiB and 64 KiB in cache, 64 MiB out of
 //! cache, 3 rounds). `ILP_LLC_MULTIPLE=n` changes the out-of-cache working
 //! set to `n` times the last-level cache (source and destination each).
+//! `ILP_VECTORS=ymm` (or `xmm`) caps the generated loops' vector registers
+//! (`ilp::Vectors`), e.g. to compare the AVX2 loops with the AVX-512 ones
+//! on one machine; the default is `widest`.
 
 use std::process::ExitCode;
 
+use ilp::Vectors;
 use ilp::table4::{Config, Placement, Row, run as run_table};
 
 use crate::bench_figures::{Figure, median_figure, ratio};
@@ -33,7 +37,14 @@ const MIN_MB_PER_S: f64 = 1.0;
 
 /// Runs the suite and prints the table (or the JSON object).
 pub fn run(json: bool, quick: bool) -> ExitCode {
-    let cfg = if quick {
+    let vectors = match vectors_from(std::env::var("ILP_VECTORS").ok().as_deref()) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("fastpath bench ilp: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut cfg = if quick {
         Config::quick()
     } else {
         let mult = std::env::var("ILP_LLC_MULTIPLE")
@@ -42,6 +53,7 @@ pub fn run(json: bool, quick: bool) -> ExitCode {
             .unwrap_or(16);
         Config::standard(mult)
     };
+    cfg.vectors = vectors;
     let rows = run_table(&cfg, |s| eprintln!("{s}"));
     match report(&rows, &cfg, ilp::table4::llc_bytes(), quick).print(json) {
         Ok(()) => ExitCode::SUCCESS,
@@ -52,6 +64,16 @@ pub fn run(json: bool, quick: bool) -> ExitCode {
     }
 }
 
+/// The vector registers `ILP_VECTORS` asks for (unset: the widest).
+fn vectors_from(v: Option<&str>) -> Result<Vectors, String> {
+    match v {
+        None | Some("widest") => Ok(Vectors::Widest),
+        Some("ymm") => Ok(Vectors::Ymm),
+        Some("xmm") => Ok(Vectors::Xmm),
+        Some(v) => Err(format!("ILP_VECTORS={v:?}: expected widest, ymm or xmm")),
+    }
+}
+
 /// The report of a run.
 pub fn report(rows: &[Row], cfg: &Config, llc: Option<usize>, quick: bool) -> Report {
     let mut r = Report::new(
@@ -59,6 +81,7 @@ pub fn report(rows: &[Row], cfg: &Config, llc: Option<usize>, quick: bool) -> Re
         quick,
         "fastpath bench ilp: Table 4 (separate passes, hand-fused Rust, ilp-generated loop)",
     );
+    r.notes.push(format!("vector registers: {:?}", cfg.vectors));
     r.notes.push(format!(
         "last-level cache: {}",
         llc.map_or("unknown (assuming 64 MiB)".to_string(), |b| format!(
@@ -153,6 +176,18 @@ mod tests {
     use super::*;
     use crate::bench_figures::NotMeasured;
     use ilp::table4::Workload;
+
+    #[test]
+    fn ilp_vectors_names_a_width_or_is_refused() {
+        assert_eq!(vectors_from(None), Ok(Vectors::Widest));
+        assert_eq!(vectors_from(Some("widest")), Ok(Vectors::Widest));
+        assert_eq!(vectors_from(Some("ymm")), Ok(Vectors::Ymm));
+        assert_eq!(vectors_from(Some("xmm")), Ok(Vectors::Xmm));
+        assert_eq!(
+            vectors_from(Some("zmm")),
+            Err("ILP_VECTORS=\"zmm\": expected widest, ymm or xmm".to_string())
+        );
+    }
 
     #[test]
     fn rows_render_the_same_figures_in_the_table_and_the_json() {

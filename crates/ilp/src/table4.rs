@@ -11,7 +11,7 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use crate::{Pipeline, State, Step, Stores, handfused, reference};
+use crate::{Pipeline, State, Step, Stores, Vectors, handfused, reference};
 
 /// One of the three pipelines of the table.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -91,7 +91,14 @@ pub struct Runner {
 impl Runner {
     /// The runner of `workload` (compiles its pipeline).
     pub fn new(workload: Workload) -> Runner {
-        let pipeline = Pipeline::new(&workload.steps()).expect("the table's step lists are valid");
+        Runner::with_vectors(workload, Vectors::Widest)
+    }
+
+    /// The runner of `workload`, its pipeline's loops no wider than
+    /// `vectors` (see [`Pipeline::with_vectors`]).
+    pub fn with_vectors(workload: Workload, vectors: Vectors) -> Runner {
+        let pipeline = Pipeline::with_vectors(&workload.steps(), vectors)
+            .expect("the table's step lists are valid");
         Runner { workload, pipeline }
     }
 
@@ -263,6 +270,8 @@ pub struct Config {
     pub rounds_out: usize,
     /// Least time of one in-cache sample.
     pub sample: Duration,
+    /// The widest vector registers the generated loops may use.
+    pub vectors: Vectors,
 }
 
 impl Config {
@@ -289,6 +298,7 @@ impl Config {
             rounds: 7,
             rounds_out: 3,
             sample: Duration::from_millis(30),
+            vectors: Vectors::Widest,
         }
     }
 
@@ -316,6 +326,7 @@ impl Config {
             rounds: 3,
             rounds_out: 1,
             sample: Duration::from_millis(20),
+            vectors: Vectors::Widest,
         }
     }
 }
@@ -375,7 +386,10 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 /// Runs the table; `progress` hears about each step.
 pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Vec<Row> {
-    let runners: Vec<Runner> = Workload::ALL.iter().map(|&w| Runner::new(w)).collect();
+    let runners: Vec<Runner> = Workload::ALL
+        .iter()
+        .map(|&w| Runner::with_vectors(w, cfg.vectors))
+        .collect();
     let mut rows = Vec::new();
     let span = |p: Placement| match p {
         Placement::InCache(n) => (n, n),
