@@ -217,6 +217,8 @@ pub(super) struct Compiler<'p> {
     pub(super) calls: Vec<Label>,
     /// The methods compiled at their dispatch target ([`host_only`]).
     pub(super) direct: Vec<bool>,
+    /// [`charge_free_methods`] of the program (empty when it is not metered).
+    pub(super) charge_free: Vec<bool>,
     pub(super) sites: Vec<Site>,
     pub(super) stubs: Vec<Stub>,
     pub(super) exit: Label,
@@ -485,7 +487,7 @@ pub(super) fn branch(op: Op) -> Option<(Cond, bool, u32, bool)> {
 ///   branches out of the loop, and no branch from outside lands inside it;
 /// - the only charges between them (no back edge, switch or native) are
 ///   calls of bytecode methods that charge nothing themselves
-///   ([`charge_free`]), and every path from the test to the back edge
+///   ([`charge_free_methods`]), and every path from the test to the back edge
 ///   passes the same number of them, so that each pass of the body charges
 ///   the same `per_trip` units, the back edge's own included (the decoder
 ///   leaves the back edge of a loop that calls on every path uncharged).
@@ -517,9 +519,11 @@ pub(super) enum Bound {
 /// versioned loop is compiled twice).
 pub(super) const MAX_VERSIONED_OPS: usize = 64;
 
-/// The [`CountedLoop`]s of a method's code, in order.
+/// The [`CountedLoop`]s of a method's code, in order; `free` is
+/// [`charge_free_methods`] of `prog`.
 pub(super) fn counted_loops(
     prog: &Program,
+    free: &[bool],
     code: &[Op],
     depth: &[Option<u16>],
 ) -> Vec<CountedLoop> {
@@ -548,7 +552,7 @@ pub(super) fn counted_loops(
         if out.last().is_some_and(|l| l.back >= t) {
             continue; // overlaps the previous loop
         }
-        if let Some(lp) = counted_loop(prog, code, depth, t, b, counter, step, &lo, &hi) {
+        if let Some(lp) = counted_loop(prog, free, code, depth, t, b, counter, step, &lo, &hi) {
             out.push(lp);
         }
     }
@@ -558,6 +562,7 @@ pub(super) fn counted_loops(
 #[allow(clippy::too_many_arguments)]
 fn counted_loop(
     prog: &Program,
+    free: &[bool],
     code: &[Op],
     depth: &[Option<u16>],
     t: usize,
@@ -639,7 +644,7 @@ fn counted_loop(
             continue;
         }
         let here = match o {
-            Call(m) if charge_free(prog, m) => 1,
+            Call(m) if free.get(usize::from(m)) == Some(&true) => 1,
             Return | ReturnValue => return None,
             o if calls_or_switches(o) => return None,
             _ => 0,
@@ -701,21 +706,29 @@ fn calls_or_switches(o: Op) -> bool {
     )
 }
 
-/// Whether a call of bytecode method `m` charges nothing past the call's
-/// own unit: its code has no call, no switch and no backward branch (so no
-/// loop), in any form.
-pub(super) fn charge_free(prog: &Program, m: u16) -> bool {
-    let Some(Some(f)) = prog.funcs.get(usize::from(m)) else {
-        return false;
-    };
-    f.code.iter().enumerate().all(|(j, &o)| {
-        if calls_or_switches(o) {
-            return false;
-        }
-        let mut forward = true;
-        successors(o, j, &prog.switches, |s| forward &= s > j);
-        forward
-    })
+/// For each method of `prog`, whether a call of it charges nothing past
+/// the call's own unit: bytecode whose code has no call, no switch and no
+/// backward branch (so no loop), in any form. One pass over the program's
+/// code, made once per compile: asked again for every call of every loop,
+/// a class of many loops calling one long method took seconds to compile.
+pub(super) fn charge_free_methods(prog: &Program) -> Vec<bool> {
+    prog.funcs
+        .iter()
+        .map(|f| {
+            f.as_ref().is_some_and(|f| {
+                #[cfg(test)]
+                tests::SCANNED.with(|c| c.set(c.get() + f.code.len()));
+                f.code.iter().enumerate().all(|(j, &o)| {
+                    if calls_or_switches(o) {
+                        return false;
+                    }
+                    let mut forward = true;
+                    successors(o, j, &prog.switches, |s| forward &= s > j);
+                    forward
+                })
+            })
+        })
+        .collect()
 }
 
 /// How much each slot of a method's frame (`max_locals` locals, then the
@@ -977,6 +990,11 @@ impl<'p> Compiler<'p> {
             entries,
             calls,
             direct,
+            charge_free: if prog.metered() {
+                charge_free_methods(prog)
+            } else {
+                Vec::new()
+            },
             sites: Vec::new(),
             stubs: Vec::new(),
             exit,
@@ -3010,7 +3028,7 @@ impl<'p> Compiler<'p> {
         self.stack.clear();
         let mut live = true;
         let loops = if self.metered {
-            counted_loops(prog, code, &self.depth)
+            counted_loops(prog, &self.charge_free, code, &self.depth)
         } else {
             Vec::new()
         };
@@ -3034,10 +3052,11 @@ impl<'p> Compiler<'p> {
     }
 
     /// A [`CountedLoop`] in two versions: on entry, the trip count `N` is
-    /// computed from the counter and the bound; if the fuel left covers it,
-    /// `N` is charged at once and a copy of the loop without charges runs;
-    /// otherwise the loop as the interpreter runs it, charging each back
-    /// edge, so that it traps at the same back edge with the same effects
+    /// computed from the counter and the bound; if the fuel left covers
+    /// `N` × `per_trip` (a pass's back edge and calls), that is charged at
+    /// once and a copy of the loop without charges runs; otherwise the loop
+    /// as the interpreter runs it, charging each back edge and call, so
+    /// that it traps at the same back edge or call with the same effects
     /// done. The loop leaves only through its test (or a trap, whose fuel
     /// left nothing reports), and takes its back edge exactly `N` times, so
     /// the fuel left after it is the interpreter's.
@@ -3285,12 +3304,42 @@ mod tests {
 
     /// The counted loops of each method of a class the build compiled, by
     /// method name (`None` without javac).
+    thread_local! {
+        /// Ops [`charge_free_methods`] read on this thread.
+        pub(super) static SCANNED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
+
+    /// A compile reads each method's code once to find the callees that
+    /// charge nothing, however many loops call them: asked per call, a
+    /// class of many loops calling one long method took seconds (the
+    /// eighteenth session's review measured 0.9 s and 2.8 s) while senders
+    /// to its endpoint waited on the load.
+    #[test]
+    fn a_compile_reads_each_method_once_for_its_charge() {
+        let Some(dir) = crate::APPLET_CLASSES else {
+            return;
+        };
+        let path = std::path::Path::new(dir).join("release8/FuelLoops.class");
+        let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+        let applet = crate::Applet::load(&bytes, &crate::Natives::new(), crate::Limits::default())
+            .expect("FuelLoops loads");
+        let prog = applet.program();
+        assert!(prog.metered(), "FuelLoops is compiled with fuel");
+        let ops: usize = prog.funcs.iter().flatten().map(|f| f.code.len()).sum();
+        SCANNED.with(|c| c.set(0));
+        build(prog).expect("FuelLoops compiles");
+        // Its loops make calls of charge-free methods (`calls`, `twoCalls`,
+        // ...): read per call, the count would be far above `ops`.
+        assert_eq!(SCANNED.with(std::cell::Cell::get), ops);
+    }
+
     fn loops_of(class: &str) -> Option<Vec<(String, usize)>> {
         let dir = std::path::Path::new(crate::APPLET_CLASSES?).join("release8");
         let bytes = std::fs::read(dir.join(format!("{class}.class"))).ok()?;
         let applet = crate::Applet::load(&bytes, &crate::Natives::new(), crate::Limits::default())
             .unwrap_or_else(|e| panic!("{class}: {e}"));
         let prog = applet.program();
+        let free = charge_free_methods(prog);
         let out = prog
             .info
             .methods
@@ -3299,7 +3348,10 @@ mod tests {
             .filter_map(|(m, f)| {
                 let f = f.as_ref()?;
                 let depth = depths(prog, &f.code);
-                Some((m.name.clone(), counted_loops(prog, &f.code, &depth).len()))
+                Some((
+                    m.name.clone(),
+                    counted_loops(prog, &free, &f.code, &depth).len(),
+                ))
             })
             .collect();
         Some(out)
