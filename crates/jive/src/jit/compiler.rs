@@ -3302,8 +3302,6 @@ mod tests {
         q.wrapping_add((q as u32 >> 31) as i32)
     }
 
-    /// The counted loops of each method of a class the build compiled, by
-    /// method name (`None` without javac).
     thread_local! {
         /// Ops [`charge_free_methods`] read on this thread.
         pub(super) static SCANNED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
@@ -3333,6 +3331,8 @@ mod tests {
         assert_eq!(SCANNED.with(std::cell::Cell::get), ops);
     }
 
+    /// The counted loops of each method of a class the build compiled, by
+    /// method name (`None` without javac).
     fn loops_of(class: &str) -> Option<Vec<(String, usize)>> {
         let dir = std::path::Path::new(crate::APPLET_CLASSES?).join("release8");
         let bytes = std::fs::read(dir.join(format!("{class}.class"))).ok()?;
