@@ -223,15 +223,16 @@ impl Io {
         // (the producer index is where the inline pushes left it): its
         // room is what the producer's view of the consumer's index says
         // now, or less if the producer read that index since (a push
-        // that finds no room reads it again).
+        // that finds no room reads it again). A run is never relent while
+        // it holds filled slots: the run's start moves only when it is
+        // lent or taken back, and every take-back moves the producer's
+        // count with it, so a run left filled (only an unwinding panic
+        // past `end` could leave one) still starts at the producer's
+        // count here and stays lent, and the next take-back counts it
+        // (`end`, `push_rx` before the engine's own push, or
+        // `set_ring_lent`). A relent run is therefore always empty.
         let lent = self.ring_lent;
         if lent && self.inv.words.ring.head() != self.rx.pushed() {
-            // What the run holds filled is counted first
-            // (`counted_before_relend`).
-            let n = self.inv.words.ring.take();
-            if n != 0 {
-                self.counted_before_relend(n);
-            }
             self.lend_rx();
         }
         Lent(())
@@ -302,20 +303,6 @@ impl Io {
                 self.unpublished = true;
             }
         }
-    }
-
-    /// The `n` slots [`Io::begin`] found filled in a run it is about to
-    /// lend again, counted first. Nothing is left filled between
-    /// invocations ([`Io::end`] takes it back), but if an unwinding panic
-    /// skipped that take-back, the slots are sealed and the application's;
-    /// relending would forget them, and the next pushes would write over
-    /// them. Out of line and cold, with the take's test in `begin`: as a
-    /// call of the whole take-back there, the invocation counted 2
-    /// instructions more (invoking doRx 99 against 97).
-    #[cold]
-    #[inline(never)]
-    fn counted_before_relend(&mut self, n: u32) {
-        self.rx_taken(n);
     }
 
     /// Lends the inline push the receive queue's free run: its producer
