@@ -1458,6 +1458,8 @@ impl Endpoint {
     #[inline]
     fn poll_expected(&self) {
         if let Some((at, lines)) = self.poll_fetch() {
+            #[cfg(test)]
+            tests::FETCHED.with(|f| f.set(Some((at, lines))));
             self.seg.prefetch_line_count(at, lines);
         }
     }
@@ -1677,6 +1679,13 @@ mod tests {
         assert_eq!((hits, misses), (196, 4));
     }
 
+    thread_local! {
+        /// The lines [`Endpoint::poll_expected`] last asked for on this
+        /// thread.
+        pub(super) static FETCHED: std::cell::Cell<Option<(usize, usize)>> =
+            const { std::cell::Cell::new(None) };
+    }
+
     /// A receiver that finds its queue empty asks for the first lines of
     /// the buffer the engine will take next, as many as the last message
     /// filled, when that message came in buffers and filled at most
@@ -1705,14 +1714,18 @@ mod tests {
             let m = b.recv_ref().expect("delivered");
             assert_eq!(m.len(), len);
             drop(m);
+            FETCHED.with(|f| f.set(None));
             assert!(b.recv_ref().is_none());
             // The buffer the engine takes for the next message.
             let next = b.free.slot_of(b.expect);
-            assert_eq!(
-                b.poll_fetch(),
-                lines.map(|l| (b.layout.area + next as usize, l)),
-                "after {len} bytes"
-            );
+            let want = lines.map(|l| (b.layout.area + next as usize, l));
+            assert_eq!(b.poll_fetch(), want, "after {len} bytes");
+            // ... asked for by the empty `recv_ref` itself, and not by the
+            // copying `recv`, which reads a message whole when it comes.
+            assert_eq!(FETCHED.with(|f| f.get()), want, "after {len} bytes");
+            FETCHED.with(|f| f.set(None));
+            assert!(b.recv().is_none());
+            assert_eq!(FETCHED.with(|f| f.get()), None, "recv, after {len} bytes");
             if lines.is_some() {
                 a.send(ab, &vec![8u8; len]).unwrap();
                 let m = b.recv_ref().expect("delivered");
