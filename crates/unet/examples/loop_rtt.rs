@@ -89,6 +89,7 @@ fn unet_rtt(size: usize, n: usize) -> f64 {
     let r = batches(n, || {
         send_all(&mut a, ab, &msg, Idle::Backoff);
         recv_into(&mut a, &mut buf, Idle::Backoff, None);
+        std::hint::black_box(&buf);
         assert_eq!(buf.len(), reply.unwrap_or(size).min(size));
     });
     stop.store(true, Ordering::Relaxed);
@@ -130,6 +131,9 @@ fn ring_rtt(size: usize, n: usize) -> f64 {
     let r = batches(n, || {
         a.send(&msg);
         let got = a.recv(&mut buf, Idle::Backoff, None);
+        // The reply is read (as in `unet_rtt`): else the compiler may drop
+        // the copy into a buffer nothing reads, if it inlines the receive.
+        std::hint::black_box(&buf);
         assert_eq!(got, Some(size));
     });
     stop.store(true, Ordering::Relaxed);
