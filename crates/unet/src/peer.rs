@@ -138,9 +138,10 @@ impl RingEnd {
         self.tx.1.publish();
     }
 
-    /// The next message's length if its slot is sealed, the message copied
-    /// out (of its slot, in place, or the area) into `buf`, up to `buf`'s
-    /// length. The slot's fixed part is read as an endpoint's receiver
+    /// If the next message's slot is sealed, the message copied out (of
+    /// its slot, in place, or the area) into `buf`, up to `buf`'s length,
+    /// and the number of bytes copied: the message's length when `buf`
+    /// holds it. The slot's fixed part is read as an endpoint's receiver
     /// reads it ([`ShmQueue::rx_fixed`]), not the whole slot.
     #[inline(always)]
     pub fn try_recv(&mut self, buf: &mut [u8]) -> Option<usize> {
