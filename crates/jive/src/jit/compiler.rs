@@ -3279,6 +3279,8 @@ impl<'p> Compiler<'p> {
                 labels[e] = l;
             }
             // The back edge: its increment; the group's charge at its first.
+            // (An empty `if` just before it branches to its label.)
+            self.f.label(labels[b]);
             self.bci = self.bci_of(b);
             self.op_index = b;
             self.marks.push((self.f.code_offset(), Mark::Bci(self.bci)));
