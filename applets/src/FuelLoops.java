@@ -11,6 +11,8 @@ public class FuelLoops {
     static int count;
     static int limit = 5;
     static int[] arr = new int[8];
+    /** 0, 2, 4, ..., 46: the scanning loops' array. */
+    static int[] scan = {0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30, 32, 34, 36, 38, 40, 42, 44, 46};
 
     /** Counting up; divides by zero when i reaches bad. */
     static int up(int from, int to, int bad) {
@@ -278,5 +280,76 @@ public class FuelLoops {
             sum += x;
         }
         return y;
+    }
+
+    // Scanning loops (quicksort's `while (a[i] < pivot) i++;`): one
+    // straight-line block with its exit tests and no call, which the JIT's
+    // metered code runs four passes per fuel test, charging the group at
+    // its first back edge and giving back on an exit what the group's
+    // untaken back edges were charged. The number of passes, so the pass of
+    // the group that leaves, moves with the arguments; a scan that runs off
+    // the array traps at its test, in any pass of a group.
+
+    /** Scanning up to the first element at least 2 * key; past the end traps. */
+    static int scanUp(int from, int key, int x) {
+        int[] a = scan;
+        int i = from & 15;
+        int k = 2 * key;
+        while (a[i] < k) i++;
+        sum = i + x;
+        return i;
+    }
+
+    /** Scanning down to the first element at most 2 * key; below 0 traps. */
+    static int scanDown(int from, int key, int x) {
+        int[] a = scan;
+        int j = (from & 15) + 8;
+        int k = 2 * key;
+        while (a[j] > k) j--;
+        sum = j + x;
+        return j;
+    }
+
+    /** Two exits (the && of two tests), and a count kept on every pass. */
+    static int scanTwoExits(int from, int key, int stop) {
+        int[] a = scan;
+        int i = from & 7;
+        int k = 2 * key;
+        while (a[i] < k && i != stop) {
+            count++;
+            i++;
+        }
+        return i;
+    }
+
+    /** Divides by zero in the pass where the element is 2 * bad. */
+    static int scanDivides(int from, int key, int bad) {
+        int[] a = scan;
+        int i = from & 15;
+        int s = 0;
+        int k = 2 * key;
+        int d = 2 * bad;
+        while (a[i] < k) {
+            s += 1000 / (a[i] - d);
+            arr[i & 7] = s;
+            i++;
+        }
+        return s;
+    }
+
+    /**
+     * A back edge without an iinc (i = i + step): with step 0 it never
+     * ends, and runs out of fuel in a group however far in.
+     */
+    static int scanStride(int from, int key, int x) {
+        int[] a = scan;
+        int i = from & 15;
+        int step = x & 3;
+        int k = 2 * key;
+        while (a[i] < k) {
+            count += step;
+            i = i + step;
+        }
+        return i;
     }
 }

@@ -923,7 +923,7 @@ fn counted_loops_run_out_of_fuel_where_the_interpreter_does() {
             .filter(|(_, arity)| *arity == 3)
             .map(|(m, _)| m)
             .collect();
-        assert_eq!(methods.len(), 18, "{name}: methods {methods:?}");
+        assert_eq!(methods.len(), 23, "{name}: methods {methods:?}");
         'calls: for m in &methods {
             for _ in 0..24 {
                 let args = fuel_loop_args(&mut rng);

@@ -690,6 +690,94 @@ fn counted_loop(
     })
 }
 
+/// Passes of a [`straight_loops`] loop run per fuel test in its metered
+/// copy ([`Compiler::unrolled_loop`]).
+pub(super) const UNROLL: u32 = 4;
+
+/// Straight loops longer than this many ops are not unrolled (the body is
+/// compiled `UNROLL + 1` times).
+pub(super) const MAX_UNROLLED_OPS: usize = 32;
+
+/// The innermost loops `(head, back)` of a method's code, in order, whose
+/// body is one straight-line block with its exits, so that the metered
+/// copy can run `UNROLL` passes per fuel test ([`Compiler::unrolled_loop`]):
+///
+/// - `back` is the one back edge, a charging `goto head` (with or without
+///   an `iinc`), the loop's only charge: no op between them calls, switches
+///   or returns;
+/// - every op from `head` to `back - 1` falls through to the next, and any
+///   other way it may go is a forward branch out of the loop (past `back`),
+///   uncharged: the loop's exits, taken at any pass;
+/// - `head` is on an empty stack, and no branch from outside lands in
+///   `head + 1..=back`.
+///
+/// A pass is then the ops `head..=back` in order up to an exit or a trap,
+/// and every pass that reaches the back edge charges exactly one unit
+/// there, as in the interpreter. Loops that are [`counted_loops`] are left
+/// out (`counted`).
+pub(super) fn straight_loops(
+    prog: &Program,
+    code: &[Op],
+    depth: &[Option<u16>],
+    counted: &[CountedLoop],
+) -> Vec<(usize, usize)> {
+    use Op::*;
+    let n = code.len();
+    let (mut lo, mut hi) = (vec![usize::MAX; n + 1], vec![0usize; n + 1]);
+    for (i, &o) in code.iter().enumerate() {
+        successors(o, i, &prog.switches, |t| {
+            if t != i + 1 && t <= n {
+                lo[t] = lo[t].min(i);
+                hi[t] = hi[t].max(i);
+            }
+        });
+    }
+    let mut out: Vec<(usize, usize)> = Vec::new();
+    for (b, &o) in code.iter().enumerate() {
+        let (GotoBack(t) | IincGotoBack(_, _, t)) = o else {
+            continue;
+        };
+        let t = t as usize;
+        if t >= b || b - t > MAX_UNROLLED_OPS || counted.iter().any(|l| l.back == b) {
+            continue;
+        }
+        if out.last().is_some_and(|&(_, back)| back >= t) {
+            continue;
+        }
+        if depth.get(t) != Some(&Some(0)) || depth[t..=b].iter().any(Option::is_none) {
+            continue;
+        }
+        if (t + 1..=b).any(|j| lo[j] < t || hi[j] > b) {
+            continue;
+        }
+        let straight = (t..b).all(|j| {
+            let o = code[j];
+            if calls_or_switches(o) || matches!(o, Return | ReturnValue) {
+                return false;
+            }
+            let (parts, k) = expand(o);
+            if parts[..k].iter().any(|&p| {
+                matches!(p, Goto(_) | GotoBack(_)) || branch(p).is_some_and(|(.., back)| back)
+            }) {
+                return false;
+            }
+            let (mut falls, mut out_only) = (false, true);
+            successors(o, j, &prog.switches, |s| {
+                if s == j + 1 {
+                    falls = true;
+                } else {
+                    out_only &= s > b && s <= n;
+                }
+            });
+            falls && out_only
+        });
+        if straight {
+            out.push((t, b));
+        }
+    }
+    out
+}
+
 /// Whether `o` calls (a method or a native, metered or not) or switches:
 /// the ops that charge fuel, or whose callee may, other than a branch.
 fn calls_or_switches(o: Op) -> bool {
@@ -3032,19 +3120,26 @@ impl<'p> Compiler<'p> {
         } else {
             Vec::new()
         };
-        // The loops are disjoint and in order, so each head is met in turn.
-        let (mut i, mut next_loop) = (0, 0);
+        let straight = if self.metered {
+            straight_loops(prog, code, &self.depth, &loops)
+        } else {
+            Vec::new()
+        };
+        // The loops are disjoint (each is innermost: no back edge inside)
+        // and in order, so each head is met in turn.
+        let (mut i, mut next_loop, mut next_straight) = (0, 0, 0);
         while i < code.len() {
-            match loops.get(next_loop).filter(|l| l.head == i) {
-                Some(lp) => {
-                    self.versioned_loop(lp, &mut labels, &is_target, &align, &mut live);
-                    i = lp.back + 1;
-                    next_loop += 1;
-                }
-                None => {
-                    self.emit(i, &labels, &is_target, &align, &mut live);
-                    i += 1;
-                }
+            if let Some(lp) = loops.get(next_loop).filter(|l| l.head == i) {
+                self.versioned_loop(lp, &mut labels, &is_target, &align, &mut live);
+                i = lp.back + 1;
+                next_loop += 1;
+            } else if let Some(&(t, b)) = straight.get(next_straight).filter(|l| l.0 == i) {
+                self.unrolled_loop(t, b, &mut labels, &is_target, &align, &mut live);
+                i = b + 1;
+                next_straight += 1;
+            } else {
+                self.emit(i, &labels, &is_target, &align, &mut live);
+                i += 1;
             }
         }
         self.f.label(labels[code.len()]);
@@ -3130,6 +3225,115 @@ impl<'p> Compiler<'p> {
             self.emit(j, labels, is_target, align, live);
         }
         labels[t] = own[0];
+    }
+
+    /// A [`straight_loops`] loop, metered, in groups of [`UNROLL`] passes
+    /// compiled in a row (no jump between them). The group's first back
+    /// edge charges the whole group, `UNROLL` units, in one `sub; jb`; the
+    /// other back edges of the group charge nothing, and the last goes to
+    /// the top, the next group's first pass. An exit from pass `m > 0` of
+    /// the group (from 0) gives back the `UNROLL - m` units charged for back
+    /// edges not taken, on the way out (one `add` on a path taken once per
+    /// entry); an exit from pass 0 owes nothing, so an entry that runs no
+    /// pass costs no instruction. If the fuel left at the first back edge
+    /// is below `UNROLL`, the `sub` is undone, the back edge charged as the
+    /// interpreter charges it (out of fuel there if none is left), and the
+    /// loop goes on metered pass by pass, running out at the same back edge
+    /// as the interpreter. Within a group the interpreter cannot run out
+    /// (at least `UNROLL` units were left at its first back edge, and it
+    /// takes at most `UNROLL`), so the fuel left at every exit and at every
+    /// group's first back edge is the interpreter's; a trap in a pass (an
+    /// index, a null array, a division) happens at the same op with the
+    /// same effects done, and reports no fuel.
+    pub(super) fn unrolled_loop(
+        &mut self,
+        t: usize,
+        b: usize,
+        labels: &mut [Label],
+        is_target: &[bool],
+        align: &[bool],
+        live: &mut bool,
+    ) {
+        // The entry, from before the loop only, is the group's top: pass
+        // 0's test, at `labels[t]`, aligned as a loop head.
+        let top = labels[t];
+        let metered = self.f.genlabel();
+        let undo = self.f.genlabel();
+        // The loop's exits: the targets of its forward branches out.
+        let mut exits: Vec<usize> = Vec::new();
+        for j in t..b {
+            successors(self.code[j], j, &self.prog.switches, |s| {
+                if s > b && !exits.contains(&s) {
+                    exits.push(s);
+                }
+            });
+        }
+        let own: Vec<Label> = labels[t..=b].to_vec();
+        let unaligned = vec![false; align.len()];
+        let mut top_aligned = unaligned.clone();
+        top_aligned[t] = true;
+        // (label, units to give back, where the exit goes).
+        let mut outs: Vec<(Label, u32, Label)> = Vec::new();
+        for pass in 0..UNROLL {
+            for l in &mut labels[t..=b] {
+                *l = self.f.genlabel();
+            }
+            if pass == 0 {
+                labels[t] = top;
+            }
+            let saved: Vec<Label> = exits.iter().map(|&e| labels[e]).collect();
+            if pass > 0 {
+                for &e in &exits {
+                    let l = self.f.genlabel();
+                    outs.push((l, UNROLL - pass, labels[e]));
+                    labels[e] = l;
+                }
+            }
+            self.block_end = 0;
+            let align = if pass == 0 { &top_aligned } else { &unaligned };
+            for j in t..b {
+                self.emit(j, labels, is_target, align, live);
+            }
+            for (&e, &l) in exits.iter().zip(&saved) {
+                labels[e] = l;
+            }
+            // The back edge: its increment; the group's charge at its first.
+            // (An empty `if` just before it branches to its label.)
+            self.f.label(labels[b]);
+            self.bci = self.bci_of(b);
+            self.op_index = b;
+            self.marks.push((self.f.code_offset(), Mark::Bci(self.bci)));
+            let (parts, k) = expand(self.code[b]);
+            for &p in &parts[..k - 1] {
+                self.op(p, labels);
+            }
+            self.sync();
+            if pass == 0 {
+                self.f.sub_branch(self.regs.fuel, UNROLL as i32, true, undo);
+            }
+            if pass + 1 == UNROLL {
+                self.f.jmp(top);
+            }
+        }
+        for (l, units, to) in outs {
+            self.f.label(l);
+            self.f.add(self.regs.fuel, self.regs.fuel, units);
+            self.f.jmp(to);
+        }
+        // Less than `UNROLL` left at the first back edge: the interpreter's
+        // charge there, then the metered loop, entered at its test.
+        self.f.label(undo);
+        self.f.add(self.regs.fuel, self.regs.fuel, UNROLL);
+        self.bci = self.bci_of(b);
+        self.charge();
+        self.f.jmp(metered);
+        labels[t..=b].copy_from_slice(&own);
+        labels[t] = metered;
+        self.block_end = 0;
+        for j in t..=b {
+            self.emit(j, labels, is_target, align, live);
+        }
+        labels[t] = top;
     }
 
     /// The bytecode index of op `i` of the method being compiled.
@@ -3357,6 +3561,30 @@ mod tests {
         Some(out)
     }
 
+    /// The number of [`straight_loops`] of each method of a class.
+    fn straight_of(class: &str) -> Option<Vec<(String, usize)>> {
+        let dir = std::path::Path::new(crate::APPLET_CLASSES?).join("release8");
+        let bytes = std::fs::read(dir.join(format!("{class}.class"))).ok()?;
+        let applet = crate::Applet::load(&bytes, &crate::Natives::new(), crate::Limits::default())
+            .unwrap_or_else(|e| panic!("{class}: {e}"));
+        let prog = applet.program();
+        let free = charge_free_methods(prog);
+        let out = prog
+            .info
+            .methods
+            .iter()
+            .zip(&prog.funcs)
+            .filter_map(|(m, f)| {
+                let f = f.as_ref()?;
+                let depth = depths(prog, &f.code);
+                let counted = counted_loops(prog, &free, &f.code, &depth);
+                let n = straight_loops(prog, &f.code, &depth, &counted).len();
+                Some((m.name.clone(), n))
+            })
+            .collect();
+        Some(out)
+    }
+
     /// The bases of the context a class's code reads (`None` without javac).
     fn uses_of(class: &str) -> Option<Uses> {
         let dir = std::path::Path::new(crate::APPLET_CLASSES?).join("release8");
@@ -3508,6 +3736,40 @@ mod tests {
             let found = bench.iter().find(|(m, _)| m == name).map(|&(_, k)| k);
             assert_eq!(found, Some(1), "Bench.{name}");
         }
+    }
+
+    #[test]
+    fn straight_loops_are_the_uncounted_innermost_loops_without_calls_or_inner_branches() {
+        let Some(fuel_loops) = straight_of("FuelLoops") else {
+            return;
+        };
+        let all: Vec<_> = fuel_loops.iter().filter(|(_, k)| *k > 0).collect();
+        eprintln!("straight loops: {all:?}");
+        let expected = [
+            ("scanUp", 1),
+            ("scanDown", 1),
+            ("scanTwoExits", 1),
+            ("scanDivides", 1),
+            ("scanStride", 1),
+            ("forever", 1),
+            // The callee that loops (its loop has no call).
+            ("sumTo", 1),
+            // Counted loops (charged at their entry) are not also straight.
+            ("up", 0),
+            ("twoLoops", 0),
+            // A break (a goto out of the body), a call, a loop inside.
+            ("breaks", 0),
+            ("chargingCallees", 0),
+            ("nested", 0),
+        ];
+        for (name, n) in expected {
+            let found = fuel_loops.iter().find(|(m, _)| m == name).map(|&(_, k)| k);
+            assert_eq!(found, Some(n), "FuelLoops.{name}");
+        }
+        // Quicksort's two scanning loops.
+        let bench = straight_of("Bench").unwrap_or_default();
+        let found = bench.iter().find(|(m, _)| m == "qsort").map(|&(_, k)| k);
+        assert_eq!(found, Some(2), "Bench.qsort");
     }
 
     #[test]

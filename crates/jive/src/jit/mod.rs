@@ -62,7 +62,11 @@
 //! leaves only through its test) is compiled twice: on entry, if the fuel left covers its trip
 //! count, the count is charged at once and a copy without charges runs;
 //! otherwise the loop charges each back edge and runs out where the
-//! interpreter does. Calls check the depth
+//! interpreter does. A straight loop (one block with its exits, no call,
+//! not counted: quicksort's `while (a[i] < pivot) i++;`) runs four passes
+//! in a row in its metered code, charged together at the group's first
+//! back edge and given back on an exit, or pass by pass once less than four
+//! units are left. Calls check the depth
 //! (a counter in the native frame) and, unless the callee's frame provably
 //! fits in the caller's, the frame stack's end, exactly as the interpreter
 //! does.
