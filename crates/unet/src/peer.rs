@@ -23,13 +23,13 @@ use std::sync::Arc;
 use crate::Config;
 use crate::layout::{INLINE_MAX, Layout, RxDesc};
 use crate::ring::{Consumer, Producer};
-use crate::shm::{Segment, ShmQueue};
+use crate::shm::{RxQueue, Segment};
 
 /// One end of the ring peer: it sends through one segment's receive queue
 /// and area, and receives through the other's.
 pub struct RingEnd {
-    tx: (Arc<Segment>, Producer<RxDesc, ShmQueue>),
-    rx: (Arc<Segment>, Consumer<RxDesc, ShmQueue>),
+    tx: (Arc<Segment>, Producer<RxDesc, RxQueue>),
+    rx: (Arc<Segment>, Consumer<RxDesc, RxQueue>),
     area: usize,
     area_len: usize,
 }

@@ -37,7 +37,7 @@ use unet::applets;
 use unet::layout::{QueueLayout, RxDesc};
 use unet::natives::{HostError, NativeHost, RxBody, bind};
 use unet::ring::{Consumer, Producer, QueueMem};
-use unet::shm::{Segment, ShmQueue};
+use unet::shm::{FreeQueue, RxQueue, Segment};
 
 const BUF: u32 = 512;
 const BUFFERS: u32 = 8;
@@ -64,8 +64,8 @@ struct Counting {
     /// The free queue: the endpoint's side and the application's, the
     /// buffers the endpoint holds (given first, as `Io::take_buffer`
     /// does), and the invalid entries and corrupt indices it counted.
-    free: Consumer<u32, ShmQueue>,
-    fill: Producer<u32, ShmQueue>,
+    free: Consumer<u32, FreeQueue>,
+    fill: Producer<u32, FreeQueue>,
     spare: Vec<u32>,
     free_invalid: u64,
     corrupt: u64,
@@ -79,8 +79,8 @@ struct Counting {
     /// The receive queue: the endpoint's side and the application's, and
     /// its segment (its slots' raw bytes are compared: the inline push
     /// must leave each slot as the native's push does, seal and all).
-    ring: Producer<RxDesc, ShmQueue>,
-    app: Consumer<RxDesc, ShmQueue>,
+    ring: Producer<RxDesc, RxQueue>,
+    app: Consumer<RxDesc, RxQueue>,
     rx_seg: Arc<Segment>,
     rx_depth: u32,
     sent: Vec<(u16, Vec<u8>)>,
@@ -141,16 +141,14 @@ impl Counting {
     /// application's end of it (`fill`).
     fn lend_free_queue(&mut self, name: &str) {
         let seg = Arc::new(Segment::create(name, 4096).unwrap());
-        let fq = ShmQueue::new(
+        let fq = FreeQueue::new(
             seg,
             QueueLayout {
                 offset: 0,
                 depth: 4,
             },
-            4,
         );
-        self.words.queue =
-            QueueWords::new(Arc::new(fq.free_slots().unwrap()), AREA, BUF - 1).unwrap();
+        self.words.queue = QueueWords::new(Arc::new(fq.free_slots()), AREA, BUF - 1).unwrap();
         self.free = Consumer::new(fq.clone());
         self.fill = Producer::new(fq);
     }
@@ -158,26 +156,27 @@ impl Counting {
     fn new(rng: &mut StdRng) -> Counting {
         let depth = 1 << rng.random_range(0..4);
         let seg = Arc::new(Segment::create("fast-natives", 4096).unwrap());
-        let q = ShmQueue::new(seg.clone(), QueueLayout { offset: 0, depth }, 64);
+        let q = RxQueue::new(seg.clone(), QueueLayout { offset: 0, depth });
         let rx_seg = seg.clone();
         let lend_ring = rng.random_bool(0.8);
-        let ring = match q.rx_slots() {
-            Some(s) if lend_ring => RingWords::new(Arc::new(s)).unwrap(),
-            _ => RingWords::default(),
+        let ring = if lend_ring {
+            RingWords::new(Arc::new(q.rx_slots())).unwrap()
+        } else {
+            RingWords::default()
         };
         let fdepth = 1 << rng.random_range(0..5);
-        let fq = ShmQueue::new(
+        let fq = FreeQueue::new(
             seg,
             QueueLayout {
                 offset: 2048,
                 depth: fdepth,
             },
-            4,
         );
         let lend_queue = rng.random_bool(0.8);
-        let queue = match fq.free_slots() {
-            Some(s) if lend_queue => QueueWords::new(Arc::new(s), AREA, BUF - 1).unwrap(),
-            _ => QueueWords::default(),
+        let queue = if lend_queue {
+            QueueWords::new(Arc::new(fq.free_slots()), AREA, BUF - 1).unwrap()
+        } else {
+            QueueWords::default()
         };
         let mut fill = Producer::new(fq.clone());
         for i in 0..BUFFERS.min(fdepth) {
@@ -712,9 +711,9 @@ fn lending(seed: u64, depth: u32) -> (Counting, Counting) {
     let mut hs = [Counting::new(&mut rng.clone()), Counting::new(&mut rng)];
     for h in &mut hs {
         let seg = Arc::new(Segment::create("fast-natives", 4096).unwrap());
-        let q = ShmQueue::new(seg.clone(), QueueLayout { offset: 0, depth }, 64);
+        let q = RxQueue::new(seg.clone(), QueueLayout { offset: 0, depth });
         (h.rx_seg, h.rx_depth) = (seg, depth);
-        h.words.ring = RingWords::new(Arc::new(q.rx_slots().unwrap())).unwrap();
+        h.words.ring = RingWords::new(Arc::new(q.rx_slots())).unwrap();
         h.ring = Producer::new(q.clone());
         h.app = Consumer::new(q);
         h.lend = true;
