@@ -58,8 +58,10 @@ pub trait QueueMem<T: Copy> {
 /// slot ([`seal`]): the slot holds an item the consumer has not taken. The
 /// consumer stores 0 there when it takes the item
 /// ([`Consumer::take_sealed`]), before it frees the slot, so a slot never
-/// written, or taken, or written and not yet sealed, holds 0.
-pub const SEALED: u8 = 1;
+/// written, or taken, or written and not yet sealed, holds 0. It is
+/// [`jive::RING_SEALED`], the seal the JIT's inline push stores into a
+/// receive slot, so that the two cannot differ.
+pub const SEALED: u8 = jive::RING_SEALED;
 
 /// The memory of a queue whose slots each carry a seal, one byte the
 /// producer sets last (an endpoint's receive queue: [`crate::layout::RxDesc`]'s

@@ -639,16 +639,17 @@ impl RxQueue {
 }
 
 // The inline push writes a receive descriptor: the inline bytes, then the
-// header word `len | chan << 32 | RX_SEALED << 56` (`nbufs` 0, `sealed`
-// set) with one release store, as `ring::seal_slot` seals the engine's.
+// header word `len | chan << 32 | jive::RING_HEADER_SEALED` (`nbufs` 0,
+// `sealed` set to `jive::RING_SEALED`, which `RX_SEALED` is) with one
+// release store, as `ring::seal_slot` seals the engine's.
 const _: () = assert!(size_of::<RxDesc>() == jive::RING_SLOT);
 const _: () = assert!(core::mem::offset_of!(RxDesc, len) == 0);
 const _: () = assert!(core::mem::offset_of!(RxDesc, chan) == 4);
 const _: () = assert!(core::mem::offset_of!(RxDesc, nbufs) == 6);
-const _: () = assert!(core::mem::offset_of!(RxDesc, sealed) == 7);
+const _: () = assert!(core::mem::offset_of!(RxDesc, sealed) == jive::RING_SEAL_BYTE);
 const _: () = assert!(core::mem::offset_of!(RxDesc, data) == 8);
 const _: () = assert!(INLINE_MAX == jive::RING_BYTES);
-const _: () = assert!(RX_SEALED == 1);
+const _: () = assert!(RX_SEALED == jive::RING_SEALED);
 
 // SAFETY: `slots` is slot 0 of a receive queue, inside the mapping
 // (`ShmQueue::new` checked that all `depth` slots of `RING_SLOT` bytes lie

@@ -1507,8 +1507,9 @@ fn tx_push_in_the_engine_traps_at_the_push_past_each_budget() {
 }
 
 /// The inline push's seal is its last store to the slot: in the JIT's
-/// code for Escape, each push's header word (`len | tag << 32 | 1 << 56`:
-/// the tag plus `1 << 24`, shifted) is stored after the copy of its bytes,
+/// code for Escape, each push's header word (`len | tag << 32 |
+/// jive::RING_HEADER_SEALED`: the tag plus the seal's high half, shifted) is
+/// stored after the copy of its bytes,
 /// and nothing stores into the slot after it before the push's code jumps
 /// on. Read from the machine code, since no test of one thread could see
 /// the order of two stores. (x86-64: a plain `mov` is a release store.)
@@ -1532,9 +1533,12 @@ fn the_inline_push_stores_its_sealed_header_after_its_bytes() {
         Some(n) if n.starts_with('r') && n[1..].parse::<u8>().is_ok() => n.to_string(),
         _ => r.replacen('e', "r", 1),
     };
+    // The seal's part of the header word's high half, which the push adds
+    // to the tag: `lea reg,[tag+1000000h]` for `jive::RING_SEALED` 1.
+    let seal = format!("+{:X}h]", jive::RING_HEADER_SEALED >> 32);
     let mut pushes = 0;
     for (k, (m, ops)) in insns.iter().enumerate() {
-        if m != "lea" || !ops.contains("+1000000h]") {
+        if m != "lea" || !ops.contains(&seal) {
             continue;
         }
         // The seal's register, and its store: `mov [slot],reg`.
