@@ -499,7 +499,8 @@ fn call(a: &mut Applet, host: &mut Counting, tx: bool) -> After {
 }
 
 /// One stream: `calls` random attempts on both engines, compared after
-/// each. Returns how many went through a native that did not trap.
+/// each (every mode of Escape). Returns how many went through a native
+/// that did not trap.
 fn stream(seed: u64, calls: usize) -> usize {
     let mut rng = StdRng::seed_from_u64(seed);
     let mut hj = Counting::new(&mut rng.clone());
@@ -515,7 +516,7 @@ fn stream(seed: u64, calls: usize) -> usize {
     let mut aj = load(Engine::Jit);
     let mut ok = 0;
     for step in 0..calls {
-        let mode = rng.random_range(1..=19);
+        let mode = rng.random_range(1..=25);
         let (a, b, c) = (arg(&mut rng), arg(&mut rng), arg(&mut rng));
         let buf_len = match rng.random_range(0..6) {
             0 => Some(0),
@@ -1508,11 +1509,14 @@ fn tx_push_in_the_engine_traps_at_the_push_past_each_budget() {
 
 /// The inline push's seal is its last store to the slot: in the JIT's
 /// code for Escape, each push's header word (`len | tag << 32 |
-/// jive::RING_HEADER_SEALED`: the tag plus the seal's high half, shifted) is
-/// stored after the copy of its bytes,
-/// and nothing stores into the slot after it before the push's code jumps
-/// on. Read from the machine code, since no test of one thread could see
-/// the order of two stores. (x86-64: a plain `mov` is a release store.)
+/// jive::RING_HEADER_SEALED`) is stored after the copy of its bytes, and
+/// nothing stores into the slot after it before the push's code jumps on.
+/// The header is built in two forms, both checked: a tag in a register
+/// plus the seal's high half (`lea`), then shifted; a constant tag
+/// (Escape's modes 23 to 25: 7, 65535, and 65536, which the push's check
+/// sends to the native) as one immediate with the seal in it (`mov`). Read
+/// from the machine code, since no test of one thread could see the order
+/// of two stores. (x86-64: a plain `mov` is a release store.)
 #[test]
 fn the_inline_push_stores_its_sealed_header_after_its_bytes() {
     if !jive::jit::available() {
@@ -1535,10 +1539,24 @@ fn the_inline_push_stores_its_sealed_header_after_its_bytes() {
     };
     // The seal's part of the header word's high half, which the push adds
     // to the tag: `lea reg,[tag+1000000h]` for `jive::RING_SEALED` 1.
-    let seal = format!("+{:X}h]", jive::RING_HEADER_SEALED >> 32);
-    let mut pushes = 0;
+    let seal_hi = (jive::RING_HEADER_SEALED >> 32) as u32;
+    let seal = format!("+{seal_hi:X}h]");
+    let seal_byte = 0xffu64 << (8 * jive::RING_SEAL_BYTE);
+    // The tag of a header built whole as an immediate: `mov reg,IMMh` with
+    // the length's half 0 and the seal's byte sealed.
+    let immediate_tag = |ops: &str| {
+        let imm = ops.split_once(',')?.1.strip_suffix('h')?;
+        let imm = u64::from_str_radix(imm, 16).ok()?;
+        (imm as u32 == 0 && imm & seal_byte == jive::RING_HEADER_SEALED)
+            .then(|| ((imm >> 32) as u32).wrapping_sub(seal_hi))
+    };
+    let (mut in_register, mut immediate) = (0, Vec::new());
     for (k, (m, ops)) in insns.iter().enumerate() {
-        if m != "lea" || !ops.contains(&seal) {
+        if m == "lea" && ops.contains(&seal) {
+            in_register += 1;
+        } else if let Some(tag) = (m == "mov").then(|| immediate_tag(ops)).flatten() {
+            immediate.push(tag);
+        } else {
             continue;
         }
         // The seal's register, and its store: `mov [slot],reg`.
@@ -1579,7 +1597,15 @@ fn the_inline_push_stores_its_sealed_header_after_its_bytes() {
                 (m.starts_with("mov") && to_slot(o)) || o.starts_with(&format!("[{slot}]"));
             assert!(!into_slot, "a store into the slot after its seal: {m} {o}");
         }
-        pushes += 1;
     }
-    assert!(pushes > 0, "no inline push sealed in Escape's code");
+    assert!(
+        in_register > 0,
+        "no inline push of a tag in a register sealed in Escape's code"
+    );
+    immediate.sort_unstable();
+    assert_eq!(
+        immediate,
+        [7, 65535, 65536],
+        "the inline pushes of a constant tag sealed in Escape's code"
+    );
 }
