@@ -83,7 +83,8 @@ impl Segment {
 
     /// Maps a segment received from an engine (`SCM_RIGHTS`), checking
     /// that it is sealed against resizing, so that it can never shrink
-    /// under the mapping.
+    /// under the mapping, and that it holds at least a header (so that
+    /// [`Segment::read_header`], which asserts that, cannot panic on it).
     pub fn map(fd: OwnedFd) -> std::io::Result<Segment> {
         if !Segment::is_sealed(&fd) {
             return Err(std::io::Error::other(
@@ -92,6 +93,12 @@ impl Segment {
         }
         let len = File::from(fd.try_clone()?).metadata()?.len();
         let len = usize::try_from(len).map_err(|_| std::io::Error::other("segment too large"))?;
+        if len < size_of::<Header>() {
+            return Err(std::io::Error::other(format!(
+                "endpoint memfd of {len} bytes is shorter than its header ({} bytes)",
+                size_of::<Header>()
+            )));
+        }
         Segment::map_fd(fd, len)
     }
 
@@ -904,6 +911,21 @@ mod tests {
             let msg = r.expect_err("out of range").downcast::<&str>().map(|m| *m);
             assert_eq!(msg.ok(), Some("segment view out of range"), "{off}+{len}");
         }
+    }
+
+    /// A segment from another process (`Segment::map`, the application's
+    /// side of a daemon-run endpoint) too short to hold a header is an
+    /// error, not a mapping whose `read_header` would panic; a header's
+    /// length is enough.
+    #[test]
+    fn a_segment_shorter_than_its_header_is_refused() {
+        use crate::layout::Header;
+        let short = super::Segment::create("unet-short", size_of::<Header>() - 1).unwrap();
+        let err = super::Segment::map(short.fd().try_clone().unwrap()).expect_err("too short");
+        assert!(err.to_string().contains("shorter than its header"), "{err}");
+        let just = super::Segment::create("unet-just", size_of::<Header>()).unwrap();
+        let seg = super::Segment::map(just.fd().try_clone().unwrap()).expect("a header's length");
+        assert_eq!(seg.read_header().magic, 0);
     }
 
     #[test]
