@@ -59,9 +59,14 @@ pub trait QueueMem<T: Copy> {
 /// consumer stores 0 there when it takes the item
 /// ([`Consumer::take_sealed`]), before it frees the slot, so a slot never
 /// written, or taken, or written and not yet sealed, holds 0. It is
-/// [`jive::RING_SEALED`], the seal the JIT's inline push stores into a
+/// `jive::RING_SEALED`, the seal the JIT's inline push stores into a
 /// receive slot, so that the two cannot differ.
+#[cfg(not(loom))]
 pub const SEALED: u8 = jive::RING_SEALED;
+/// The loom build compiles the queues alone, without jive; the protocol
+/// needs only a seal that is not 0.
+#[cfg(loom)]
+pub const SEALED: u8 = 1;
 
 /// The memory of a queue whose slots each carry a seal, one byte the
 /// producer sets last (an endpoint's receive queue: [`crate::layout::RxDesc`]'s
