@@ -1174,8 +1174,9 @@ impl Endpoint {
     /// the queue is empty and this endpoint drives the engine).
     pub fn recv(&mut self) -> Option<Message<'_>> {
         for round in 0..2 {
-            while let Some((i, ..)) = self.rx_front() {
-                // The whole descriptor, copied once (after its seal).
+            while let Some(i) = self.rx.take_sealed() {
+                // The whole descriptor, copied once (after its seal; its
+                // fixed part is not read apart, as `rx_front` reads it).
                 let d: RxDesc = self.rx.mem().read(i);
                 self.rx.advance();
                 if self.well_formed(&d) {
