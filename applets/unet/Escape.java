@@ -40,6 +40,11 @@
 //                                    JIT's range fact, which lets the
 //                                    inline push leave out its test of 56,
 //                                    must hold in none of them
+//   23 dmaRxdPayload(Buf, 7, b)      a constant channel, as a protocol
+//   24 dmaRxdPayload(Buf, 65535, 8)  passes its own (the JIT builds the
+//   25 dmaRxdPayload(Buf, 65536, b)  sealed header from an immediate; a
+//                                    channel too large must still trap in
+//                                    the native)
 //
 // A native that returns normally lets the attempt return 0, so a test can
 // tell an escape that did not trap.
@@ -122,6 +127,9 @@ public class Escape {
                 dmaRxdPayload(Buf, a, n);
                 break;
             }
+            case 23: dmaRxdPayload(Buf, 7, b); break;
+            case 24: dmaRxdPayload(Buf, 65535, 8); break;
+            case 25: dmaRxdPayload(Buf, 65536, b); break;
             default: return -1;
         }
         return 0;

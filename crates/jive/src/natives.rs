@@ -264,6 +264,30 @@ pub const RING_SLOT: usize = 64;
 /// 8-byte header.
 pub const RING_BYTES: usize = RING_SLOT - 8;
 
+/// The value of a ring slot's seal byte once the slot is whole: the last
+/// byte [`InlineForm::PushBytes`] stores (with release ordering) in the
+/// slot's header word, at [`RING_SEAL_BYTE`]. The one definition: unet's
+/// seal (`unet::ring::SEALED`, `unet::shm::RX_SEALED`) is this, and the
+/// JIT's inline push builds its header from [`RING_HEADER_SEALED`].
+pub const RING_SEALED: u8 = 1;
+
+/// The byte of a ring slot's little-endian header word that holds its
+/// seal ([`RING_SEALED`]).
+pub const RING_SEAL_BYTE: usize = 7;
+
+/// The header word's seal: [`RING_SEALED`] at byte [`RING_SEAL_BYTE`],
+/// which the inline push ORs into `len | tag << 32` (byte 6, unet's
+/// `nbufs`, left 0).
+pub const RING_HEADER_SEALED: u64 = (RING_SEALED as u64) << (8 * RING_SEAL_BYTE);
+
+// The shape the JIT's encoding needs (`inline_push`): the seal is nonzero,
+// lies wholly in the word's high half (built as a 32-bit value and shifted
+// left by 32), and clears the length (bits 0-31), the tag (bits 32-47,
+// added to the seal in a register, so no carry may reach it) and byte 6.
+const _: () = assert!(RING_SEALED != 0);
+const _: () = assert!(RING_HEADER_SEALED as u32 == 0);
+const _: () = assert!((RING_HEADER_SEALED >> 32) & 0x00ff_ffff == 0);
+
 /// Memory that holds the slots of a ring an inline push writes
 /// ([`RingWords::lend`]).
 ///
@@ -590,8 +614,9 @@ pub enum InlineForm {
     /// elements and the lent run has a free slot, it writes the array's
     /// first `len` bytes after the slot's 8-byte header (the slot's other
     /// bytes keep what they held), then the header, the little-endian
-    /// `u64` `len | tag << 32 | 1 << 56` (its byte 6 is 0 and its byte 7
-    /// is 1: the slot's seal), with one release store, so that a reader
+    /// `u64` `len | tag << 32 | `[`RING_HEADER_SEALED`] (its byte 6 is 0 and
+    /// its byte 7 is [`RING_SEALED`]: the slot's seal), with one release
+    /// store, so that a reader
     /// that sees byte 7 set (with an acquire load) sees every byte; it
     /// takes the slot from the run and counts the unit; otherwise
     /// (nothing written) the native runs out of line.

@@ -25,7 +25,7 @@ use crate::engine::{ChannelOptions, Engine, EngineError, Port, PortCounts};
 use crate::frame::{Addr, EndpointId};
 use crate::layout::{Config, INLINE_MAX, Layout, RX_BUFFERS_MAX, RxDesc, TxDesc, TxStatus};
 use crate::ring::{Consumer, Producer, QueueMem};
-use crate::shm::{Segment, ShmQueue, queues};
+use crate::shm::{FreeQueue, RxQueue, Segment, TxQueue, queues};
 
 /// Why a message was not queued for sending. Nothing was queued.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -314,9 +314,9 @@ pub struct Endpoint {
     id: EndpointId,
     seg: Arc<Segment>,
     layout: Layout,
-    tx: Producer<TxDesc, ShmQueue>,
-    rx: Consumer<RxDesc, ShmQueue>,
-    free: Producer<u32, ShmQueue>,
+    tx: Producer<TxDesc, TxQueue>,
+    rx: Consumer<RxDesc, RxQueue>,
+    free: Producer<u32, FreeQueue>,
     /// The transmit region: bytes `[0, region)` of the buffer area.
     region: u64,
     /// Bytes of the region allocated and freed, since creation.
@@ -1174,8 +1174,9 @@ impl Endpoint {
     /// the queue is empty and this endpoint drives the engine).
     pub fn recv(&mut self) -> Option<Message<'_>> {
         for round in 0..2 {
-            while let Some((i, ..)) = self.rx_front() {
-                // The whole descriptor, copied once (after its seal).
+            while let Some(i) = self.rx.take_sealed() {
+                // The whole descriptor, copied once (after its seal; its
+                // fixed part is not read apart, as `rx_front` reads it).
                 let d: RxDesc = self.rx.mem().read(i);
                 self.rx.advance();
                 if self.well_formed(&d) {

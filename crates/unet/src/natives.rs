@@ -32,11 +32,21 @@ use thiserror::Error;
 
 /// The number of buffer offsets in a receive descriptor (the paper's
 /// "fourteen 32-bit words"); `dmaRxd` requires an offsets array of exactly
-/// this length.
-pub const RX_OFFSETS: usize = 14;
+/// this length. The receive descriptor's own bound
+/// ([`crate::layout::RX_BUFFERS_MAX`]), so that what the native accepts
+/// the descriptor's writer ([`crate::shm::RxQueue::write_rx_buffers`],
+/// which asserts it) takes.
+pub const RX_OFFSETS: usize = crate::layout::RX_BUFFERS_MAX;
 
-/// The largest payload a receive descriptor holds inline (`dmaRxdPayload`).
-pub const INLINE_MAX: usize = 56;
+/// The largest payload a receive descriptor holds inline (`dmaRxdPayload`):
+/// the descriptor's own bound ([`crate::layout::INLINE_MAX`]), so that what
+/// the native accepts the descriptor's writer
+/// ([`crate::shm::RxQueue::write_rx_inline`], which asserts it) takes.
+pub const INLINE_MAX: usize = crate::layout::INLINE_MAX;
+
+// The paper's receive descriptor: fourteen 32-bit words, or 56 bytes
+// inline (Escape and the natives' tests use these numbers).
+const _: () = assert!(RX_OFFSETS == 14 && INLINE_MAX == 56);
 
 /// What the natives need from the engine, for the endpoint an applet runs for.
 ///

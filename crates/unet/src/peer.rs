@@ -14,9 +14,9 @@
 //! longer one.
 //!
 //! Both ends write and read the slot in place with the engine's and the
-//! endpoint's own code ([`ShmQueue::write_rx_inline`],
-//! [`ShmQueue::write_rx_one_buffer`], [`ShmQueue::rx_fixed`],
-//! [`ShmQueue::with_rx_inline`]). Until 2026-12-01 the sender built a
+//! endpoint's own code ([`RxQueue::write_rx_inline`],
+//! [`RxQueue::write_rx_one_buffer`], [`RxQueue::rx_fixed`],
+//! [`RxQueue::with_rx_inline`]). Until 2026-12-01 the sender built a
 //! whole 64-byte descriptor in private memory and copied it into the slot,
 //! and the receiver copied the whole slot out and then the message out of
 //! that copy: two more 64-byte copies per message, each written in pieces
@@ -36,13 +36,13 @@ use std::sync::Arc;
 use crate::Config;
 use crate::layout::{INLINE_MAX, Layout, RxDesc};
 use crate::ring::{Consumer, Producer};
-use crate::shm::{Segment, ShmQueue, copy_small};
+use crate::shm::{RxQueue, Segment, copy_small};
 
 /// One end of the ring peer: it sends through one segment's receive queue
 /// and area, and receives through the other's.
 pub struct RingEnd {
-    tx: (Arc<Segment>, Producer<RxDesc, ShmQueue>),
-    rx: (Arc<Segment>, Consumer<RxDesc, ShmQueue>),
+    tx: (Arc<Segment>, Producer<RxDesc, RxQueue>),
+    rx: (Arc<Segment>, Consumer<RxDesc, RxQueue>),
     area: usize,
     /// `area`, as the slot names it.
     area_off: u32,
@@ -103,9 +103,9 @@ impl RingEnd {
 
     /// Sends `msg`, waiting (spinning) for a free slot: written in place
     /// in its slot if it fits (as the engine writes an inline receive
-    /// descriptor, [`ShmQueue::write_rx_inline`]), else copied into the
+    /// descriptor, [`RxQueue::write_rx_inline`]), else copied into the
     /// area first and the slot names it with its length (as the engine
-    /// names a message in one buffer, [`ShmQueue::write_rx_one_buffer`]).
+    /// names a message in one buffer, [`RxQueue::write_rx_one_buffer`]).
     /// The write seals the slot; the producer index is published after.
     ///
     /// # Panics
@@ -142,7 +142,7 @@ impl RingEnd {
     /// its slot, in place, or the area) into `buf`, up to `buf`'s length,
     /// and the number of bytes copied: the message's length when `buf`
     /// holds it. The slot's fixed part is read as an endpoint's receiver
-    /// reads it ([`ShmQueue::rx_fixed`]), not the whole slot.
+    /// reads it ([`RxQueue::rx_fixed`]), not the whole slot.
     #[inline(always)]
     pub fn try_recv(&mut self, buf: &mut [u8]) -> Option<usize> {
         let (i, (len, _, _)) = self.rx.1.take_sealed_with(|q, s| q.rx_fixed(s))?;

@@ -58,7 +58,14 @@ pub trait QueueMem<T: Copy> {
 /// slot ([`seal`]): the slot holds an item the consumer has not taken. The
 /// consumer stores 0 there when it takes the item
 /// ([`Consumer::take_sealed`]), before it frees the slot, so a slot never
-/// written, or taken, or written and not yet sealed, holds 0.
+/// written, or taken, or written and not yet sealed, holds 0. It is
+/// `jive::RING_SEALED`, the seal the JIT's inline push stores into a
+/// receive slot, so that the two cannot differ.
+#[cfg(not(loom))]
+pub const SEALED: u8 = jive::RING_SEALED;
+/// The loom build compiles the queues alone, without jive; the protocol
+/// needs only a seal that is not 0.
+#[cfg(loom)]
 pub const SEALED: u8 = 1;
 
 /// The memory of a queue whose slots each carry a seal, one byte the
@@ -468,24 +475,6 @@ impl<T: Copy, M: QueueMem<T>> Consumer<T, M> {
         Ok(Some(self.tail & (self.mem.depth() - 1)))
     }
 
-    /// [`Consumer::front`] for a consumer that takes a corrupt producer
-    /// index as an empty queue (it reads no slot either way, and finds the
-    /// index as corrupt at its next look): `None` for both. An `Option` of
-    /// a slot index stays in a register, where `front`'s `Result` was
-    /// built in memory and read back (some ten instructions per message
-    /// on the receiver's path).
-    #[inline(always)]
-    pub fn front_or_none(&mut self) -> Option<u32> {
-        if self.head == self.tail {
-            let h = self.mem.head().load(Ordering::Acquire);
-            if h == self.tail || h.wrapping_sub(self.tail) > self.mem.depth() {
-                return None;
-            }
-            self.head = h;
-        }
-        Some(self.tail & (self.mem.depth() - 1))
-    }
-
     /// The number (wrapping) of the front item, taken next: the consumer
     /// index. Its slot is the number `& (depth - 1)`.
     #[inline(always)]
@@ -854,28 +843,6 @@ mod tests {
         m.slots[100 % 8].set(42);
         m.head.store(101, Ordering::Release);
         assert_eq!(c.pop(), Ok(Some(42)));
-    }
-
-    /// `front_or_none` answers as `front` does, with a corrupt producer
-    /// index (too far ahead, or behind) as an empty queue: no slot named,
-    /// the index not taken, and the queue working again once it is right.
-    #[test]
-    fn front_or_none_takes_a_corrupt_index_as_empty() {
-        let m = mem(8, 100);
-        let mut c = Consumer::new(&m);
-        assert_eq!(c.front_or_none(), None, "empty");
-        m.head.store(100 + 9, Ordering::Release);
-        assert_eq!(c.front_or_none(), None, "too far ahead");
-        assert!(c.front().is_err(), "not taken as the index");
-        m.head.store(99, Ordering::Release);
-        assert_eq!(c.front_or_none(), None, "behind");
-        m.slots[100 % 8].set(42);
-        m.head.store(102, Ordering::Release);
-        assert_eq!(c.front_or_none(), Some(100 % 8));
-        c.advance();
-        assert_eq!(c.front_or_none(), Some(101 % 8), "from the index read");
-        c.advance();
-        assert_eq!(c.front_or_none(), None);
     }
 
     #[test]

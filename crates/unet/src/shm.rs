@@ -29,8 +29,8 @@ use crate::sync::{AtomicU8, AtomicU32};
 /// The value of a receive descriptor's `sealed` byte once the engine has
 /// written the whole slot: the ring's [`crate::ring::SEALED`]. The seal
 /// protocol is the ring's ([`crate::ring::write_sealed`],
-/// [`crate::ring::Consumer::take_sealed`]); a receive queue's
-/// [`ShmQueue`] gives it the slots' `sealed` bytes
+/// [`crate::ring::Consumer::take_sealed`]); the
+/// [`RxQueue`] gives it the slots' `sealed` bytes
 /// ([`crate::ring::SealedMem`]). A slot never written, or taken, holds 0.
 /// The JIT's inline push writes it with its last store, the slot's header
 /// word (`jive::InlineForm::PushBytes`).
@@ -83,7 +83,8 @@ impl Segment {
 
     /// Maps a segment received from an engine (`SCM_RIGHTS`), checking
     /// that it is sealed against resizing, so that it can never shrink
-    /// under the mapping.
+    /// under the mapping, and that it holds at least a header (so that
+    /// [`Segment::read_header`], which asserts that, cannot panic on it).
     pub fn map(fd: OwnedFd) -> std::io::Result<Segment> {
         if !Segment::is_sealed(&fd) {
             return Err(std::io::Error::other(
@@ -92,6 +93,12 @@ impl Segment {
         }
         let len = File::from(fd.try_clone()?).metadata()?.len();
         let len = usize::try_from(len).map_err(|_| std::io::Error::other("segment too large"))?;
+        if len < size_of::<Header>() {
+            return Err(std::io::Error::other(format!(
+                "endpoint memfd of {len} bytes is shorter than its header ({} bytes)",
+                size_of::<Header>()
+            )));
+        }
         Segment::map_fd(fd, len)
     }
 
@@ -373,46 +380,98 @@ impl Drop for Segment {
     }
 }
 
-/// One queue of a segment, as [`QueueMem`] for [`crate::ring`].
-#[derive(Debug, Clone)]
-pub struct ShmQueue {
+/// One queue of a segment, of `T` items, as [`QueueMem<T>`] for
+/// [`crate::ring`]: [`TxQueue`], [`RxQueue`] or [`FreeQueue`]. The item
+/// type is the queue's kind, so that what only one kind has is not on the
+/// others: a receive queue's seals ([`SealedMem`], hence
+/// [`crate::ring::Consumer::take_sealed`]) and its descriptor writers
+/// exist only on [`RxQueue`]. A call on another queue does not compile:
+///
+/// ```compile_fail,E0599
+/// # use std::sync::Arc;
+/// # use unet::layout::{Config, Layout};
+/// # use unet::ring::Consumer;
+/// # let layout = Layout::new(Config::default()).unwrap();
+/// # let seg = Arc::new(unet::shm::Segment::create("doc", layout.total).unwrap());
+/// let (_, _, free) = unet::shm::queues(&seg, &layout);
+/// Consumer::new(free).take_sealed(); // the free queue has no seals
+/// ```
+#[derive(Debug)]
+pub struct ShmQueue<T> {
     seg: Arc<Segment>,
     q: QueueLayout,
-    /// The size of a slot in bytes.
-    slot: usize,
     /// The producer and consumer indices, checked once in `new`.
     head: NonNull<AtomicU32>,
     tail: NonNull<AtomicU32>,
+    _items: core::marker::PhantomData<fn() -> T>,
+}
+
+/// An endpoint's transmit queue.
+pub type TxQueue = ShmQueue<TxDesc>;
+/// An endpoint's receive queue, whose slots carry seals.
+pub type RxQueue = ShmQueue<RxDesc>;
+/// An endpoint's free queue, of buffer offsets.
+pub type FreeQueue = ShmQueue<u32>;
+
+impl<T> Clone for ShmQueue<T> {
+    fn clone(&self) -> Self {
+        ShmQueue {
+            seg: self.seg.clone(),
+            q: self.q,
+            head: self.head,
+            tail: self.tail,
+            _items: core::marker::PhantomData,
+        }
+    }
 }
 
 // SAFETY: the pointers point into `seg`'s mapping, which the queue keeps
-// alive; they are only turned into shared references to atomics.
-unsafe impl Send for ShmQueue {}
+// alive; they are only turned into shared references to atomics. `T` is
+// only a marker (no `T` is owned).
+unsafe impl<T> Send for ShmQueue<T> {}
 // SAFETY: as for `Send`.
-unsafe impl Sync for ShmQueue {}
+unsafe impl<T> Sync for ShmQueue<T> {}
 
-impl ShmQueue {
-    /// The queue `q` of `seg`, whose bounds are checked against the segment.
-    pub fn new(seg: Arc<Segment>, q: QueueLayout, slot: usize) -> ShmQueue {
+impl<T> ShmQueue<T> {
+    /// The queue `q` of `seg`, of slots of `size_of::<T>()` bytes, whose
+    /// bounds are checked against the segment.
+    pub fn new(seg: Arc<Segment>, q: QueueLayout) -> ShmQueue<T> {
+        let slot = size_of::<T>();
         assert!(q.slots() + q.depth as usize * slot <= seg.len && q.depth.is_power_of_two());
         let head = NonNull::from(seg.atomic(q.head()));
         let tail = NonNull::from(seg.atomic(q.tail()));
         ShmQueue {
             seg,
             q,
-            slot,
             head,
             tail,
+            _items: core::marker::PhantomData,
         }
     }
 
-    /// The receive descriptor slot of item `i` (masked to the depth), after
-    /// checking that this queue's slots are receive descriptors: the
-    /// pointer is then in range, as `new` checked every slot of that size.
+    #[inline]
+    fn slot_ptr(&self, i: u32) -> *mut T {
+        debug_assert!(i < self.q.depth);
+        // SAFETY: the pointer arithmetic stays in the mapping: `i < depth`
+        // (callers mask the index) and `new` checked that every slot of
+        // `size_of::<T>()` bytes lies in the segment.
+        unsafe {
+            self.seg
+                .base
+                .as_ptr()
+                .add(self.q.slots())
+                .cast::<T>()
+                .add(i as usize)
+        }
+    }
+}
+
+impl ShmQueue<RxDesc> {
+    /// The receive descriptor slot of item `i` (masked to the depth): in
+    /// range, as `new` checked every slot.
     #[inline(always)]
     fn rx_slot(&self, i: u32) -> *mut RxDesc {
-        assert_eq!(self.slot, size_of::<RxDesc>(), "not a receive queue");
-        self.slot_ptr::<RxDesc>(i & (self.q.depth - 1))
+        self.slot_ptr(i & (self.q.depth - 1))
     }
 
     /// Writes an inline receive descriptor for a `len`-byte message on
@@ -544,35 +603,18 @@ impl ShmQueue {
         // as `self.seg`; any byte value is valid.
         f(unsafe { std::slice::from_raw_parts((&raw const (*p).data).cast::<u8>(), len) })
     }
-
-    #[inline]
-    fn slot_ptr<T>(&self, i: u32) -> *mut T {
-        debug_assert!(i < self.q.depth);
-        // SAFETY: the pointer arithmetic stays in the mapping: `i < depth`
-        // (callers mask the index) and `new` checked that every slot lies in
-        // the segment.
-        unsafe {
-            self.seg
-                .base
-                .as_ptr()
-                .add(self.q.slots())
-                .cast::<T>()
-                .add(i as usize)
-        }
-    }
 }
 
-/// A receive descriptor slot of a [`ShmQueue`], for the ring's seal
+/// A receive descriptor slot of an [`RxQueue`], for the ring's seal
 /// protocol ([`SealedMem::slot`]): its address, checked to be a receive
 /// slot inside the mapping when it was made, and a borrow of the queue,
 /// which holds the mapping.
 #[derive(Clone, Copy, Debug)]
-pub struct RxSlot<'a>(*mut RxDesc, core::marker::PhantomData<&'a ShmQueue>);
+pub struct RxSlot<'a>(*mut RxDesc, core::marker::PhantomData<&'a RxQueue>);
 
 // A receive queue's seals, for the ring's seal protocol: the `sealed` byte
-// of each slot (`rx_slot` checks that this is a receive queue, so the byte
-// lies in the mapping).
-impl SealedMem for ShmQueue {
+// of each slot (in the mapping: `rx_slot`). Only a receive queue has them.
+impl SealedMem for RxQueue {
     type Slot<'a> = RxSlot<'a>;
     #[inline(always)]
     fn slot(&self, n: u32) -> RxSlot<'_> {
@@ -593,27 +635,28 @@ impl SealedMem for ShmQueue {
 /// writes ([`jive::RingSlots`], lent per invocation through
 /// [`jive::RingWords`]): kept alive by the queue's handle on the segment.
 #[derive(Debug)]
-pub struct RxSlots(ShmQueue);
+pub struct RxSlots(RxQueue);
 
-impl ShmQueue {
-    /// This queue's slots for the JIT's inline push, if it is a receive
-    /// queue (slots of [`jive::RING_SLOT`] bytes).
-    pub fn rx_slots(&self) -> Option<RxSlots> {
-        (self.slot == size_of::<RxDesc>()).then(|| RxSlots(self.clone()))
+impl RxQueue {
+    /// This receive queue's slots (of [`jive::RING_SLOT`] bytes) for the
+    /// JIT's inline push.
+    pub fn rx_slots(&self) -> RxSlots {
+        RxSlots(self.clone())
     }
 }
 
 // The inline push writes a receive descriptor: the inline bytes, then the
-// header word `len | chan << 32 | RX_SEALED << 56` (`nbufs` 0, `sealed`
-// set) with one release store, as `ring::seal_slot` seals the engine's.
+// header word `len | chan << 32 | jive::RING_HEADER_SEALED` (`nbufs` 0,
+// `sealed` set to `jive::RING_SEALED`, which `RX_SEALED` is) with one
+// release store, as `ring::seal_slot` seals the engine's.
 const _: () = assert!(size_of::<RxDesc>() == jive::RING_SLOT);
 const _: () = assert!(core::mem::offset_of!(RxDesc, len) == 0);
 const _: () = assert!(core::mem::offset_of!(RxDesc, chan) == 4);
 const _: () = assert!(core::mem::offset_of!(RxDesc, nbufs) == 6);
-const _: () = assert!(core::mem::offset_of!(RxDesc, sealed) == 7);
+const _: () = assert!(core::mem::offset_of!(RxDesc, sealed) == jive::RING_SEAL_BYTE);
 const _: () = assert!(core::mem::offset_of!(RxDesc, data) == 8);
 const _: () = assert!(INLINE_MAX == jive::RING_BYTES);
-const _: () = assert!(RX_SEALED == 1);
+const _: () = assert!(RX_SEALED == jive::RING_SEALED);
 
 // SAFETY: `slots` is slot 0 of a receive queue, inside the mapping
 // (`ShmQueue::new` checked that all `depth` slots of `RING_SLOT` bytes lie
@@ -625,7 +668,7 @@ const _: () = assert!(RX_SEALED == 1);
 // Rust reference that generated code's writes could alias.
 unsafe impl jive::RingSlots for RxSlots {
     fn slots(&self) -> *mut u8 {
-        self.0.slot_ptr::<u8>(0)
+        self.0.slot_ptr(0).cast::<u8>()
     }
     fn depth(&self) -> u32 {
         self.0.q.depth
@@ -677,13 +720,12 @@ unsafe impl jive::AreaBytes for AreaBytes {
 /// reads ([`jive::QueueSlots`], lent per invocation through
 /// [`jive::QueueWords`]): kept alive by the queue's handle on the segment.
 #[derive(Debug)]
-pub struct FreeSlots(ShmQueue);
+pub struct FreeSlots(FreeQueue);
 
-impl ShmQueue {
-    /// This queue's entries for the JIT's inline pop, if it is a queue of
-    /// `u32` entries (the free queue).
-    pub fn free_slots(&self) -> Option<FreeSlots> {
-        (self.slot == size_of::<u32>()).then(|| FreeSlots(self.clone()))
+impl FreeQueue {
+    /// This free queue's entries for the JIT's inline pop.
+    pub fn free_slots(&self) -> FreeSlots {
+        FreeSlots(self.clone())
     }
 }
 
@@ -696,7 +738,7 @@ impl ShmQueue {
 // checks the value it read; the application may write them meanwhile.
 unsafe impl jive::QueueSlots for FreeSlots {
     fn slots(&self) -> *const u32 {
-        self.0.slot_ptr::<u32>(0)
+        self.0.slot_ptr(0)
     }
     fn depth(&self) -> u32 {
         self.0.q.depth
@@ -749,7 +791,7 @@ unsafe fn write_once<T: Copy>(p: *mut T, v: T) {
 
 macro_rules! shm_queue_mem {
     ($t:ident) => {
-        impl QueueMem<$t> for ShmQueue {
+        impl QueueMem<$t> for ShmQueue<$t> {
             #[inline]
             fn head(&self) -> &AtomicU32 {
                 // SAFETY: checked by `Segment::atomic` in `new`; the mapping
@@ -771,7 +813,7 @@ macro_rules! shm_queue_mem {
                 // start 128 bytes past a 64-byte aligned queue offset), and
                 // the type is plain data valid for any bits; the volatile
                 // loads make one private copy.
-                unsafe { read_once(self.slot_ptr::<$t>(i & (self.q.depth - 1))) }
+                unsafe { read_once(self.slot_ptr(i & (self.q.depth - 1))) }
             }
             #[inline]
             fn write(&self, n: u32, v: $t) {
@@ -790,7 +832,7 @@ macro_rules! shm_queue_mem {
     }};
     (@write $t:ident, $q:ident, $n:ident, $v:ident) => {
         // SAFETY: as for `read`.
-        unsafe { write_once($q.slot_ptr::<$t>($n & ($q.q.depth - 1)), $v) }
+        unsafe { write_once($q.slot_ptr($n & ($q.q.depth - 1)), $v) }
     };
 }
 
@@ -830,11 +872,11 @@ pub fn copy_small(dst: &mut [u8], src: &[u8]) {
 }
 
 /// The queues of a segment laid out by `layout`.
-pub fn queues(seg: &Arc<Segment>, layout: &Layout) -> (ShmQueue, ShmQueue, ShmQueue) {
+pub fn queues(seg: &Arc<Segment>, layout: &Layout) -> (TxQueue, RxQueue, FreeQueue) {
     (
-        ShmQueue::new(seg.clone(), layout.tx, size_of::<TxDesc>()),
-        ShmQueue::new(seg.clone(), layout.rx, size_of::<RxDesc>()),
-        ShmQueue::new(seg.clone(), layout.free, 4),
+        ShmQueue::new(seg.clone(), layout.tx),
+        ShmQueue::new(seg.clone(), layout.rx),
+        ShmQueue::new(seg.clone(), layout.free),
     )
 }
 
@@ -869,6 +911,21 @@ mod tests {
             let msg = r.expect_err("out of range").downcast::<&str>().map(|m| *m);
             assert_eq!(msg.ok(), Some("segment view out of range"), "{off}+{len}");
         }
+    }
+
+    /// A segment from another process (`Segment::map`, the application's
+    /// side of a daemon-run endpoint) too short to hold a header is an
+    /// error, not a mapping whose `read_header` would panic; a header's
+    /// length is enough.
+    #[test]
+    fn a_segment_shorter_than_its_header_is_refused() {
+        use crate::layout::Header;
+        let short = super::Segment::create("unet-short", size_of::<Header>() - 1).unwrap();
+        let err = super::Segment::map(short.fd().try_clone().unwrap()).expect_err("too short");
+        assert!(err.to_string().contains("shorter than its header"), "{err}");
+        let just = super::Segment::create("unet-just", size_of::<Header>()).unwrap();
+        let seg = super::Segment::map(just.fd().try_clone().unwrap()).expect("a header's length");
+        assert_eq!(seg.read_header().magic, 0);
     }
 
     #[test]

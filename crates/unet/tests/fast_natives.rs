@@ -37,7 +37,7 @@ use unet::applets;
 use unet::layout::{QueueLayout, RxDesc};
 use unet::natives::{HostError, NativeHost, RxBody, bind};
 use unet::ring::{Consumer, Producer, QueueMem};
-use unet::shm::{Segment, ShmQueue};
+use unet::shm::{FreeQueue, RxQueue, Segment};
 
 const BUF: u32 = 512;
 const BUFFERS: u32 = 8;
@@ -64,8 +64,8 @@ struct Counting {
     /// The free queue: the endpoint's side and the application's, the
     /// buffers the endpoint holds (given first, as `Io::take_buffer`
     /// does), and the invalid entries and corrupt indices it counted.
-    free: Consumer<u32, ShmQueue>,
-    fill: Producer<u32, ShmQueue>,
+    free: Consumer<u32, FreeQueue>,
+    fill: Producer<u32, FreeQueue>,
     spare: Vec<u32>,
     free_invalid: u64,
     corrupt: u64,
@@ -79,8 +79,8 @@ struct Counting {
     /// The receive queue: the endpoint's side and the application's, and
     /// its segment (its slots' raw bytes are compared: the inline push
     /// must leave each slot as the native's push does, seal and all).
-    ring: Producer<RxDesc, ShmQueue>,
-    app: Consumer<RxDesc, ShmQueue>,
+    ring: Producer<RxDesc, RxQueue>,
+    app: Consumer<RxDesc, RxQueue>,
     rx_seg: Arc<Segment>,
     rx_depth: u32,
     sent: Vec<(u16, Vec<u8>)>,
@@ -141,16 +141,14 @@ impl Counting {
     /// application's end of it (`fill`).
     fn lend_free_queue(&mut self, name: &str) {
         let seg = Arc::new(Segment::create(name, 4096).unwrap());
-        let fq = ShmQueue::new(
+        let fq = FreeQueue::new(
             seg,
             QueueLayout {
                 offset: 0,
                 depth: 4,
             },
-            4,
         );
-        self.words.queue =
-            QueueWords::new(Arc::new(fq.free_slots().unwrap()), AREA, BUF - 1).unwrap();
+        self.words.queue = QueueWords::new(Arc::new(fq.free_slots()), AREA, BUF - 1).unwrap();
         self.free = Consumer::new(fq.clone());
         self.fill = Producer::new(fq);
     }
@@ -158,26 +156,27 @@ impl Counting {
     fn new(rng: &mut StdRng) -> Counting {
         let depth = 1 << rng.random_range(0..4);
         let seg = Arc::new(Segment::create("fast-natives", 4096).unwrap());
-        let q = ShmQueue::new(seg.clone(), QueueLayout { offset: 0, depth }, 64);
+        let q = RxQueue::new(seg.clone(), QueueLayout { offset: 0, depth });
         let rx_seg = seg.clone();
         let lend_ring = rng.random_bool(0.8);
-        let ring = match q.rx_slots() {
-            Some(s) if lend_ring => RingWords::new(Arc::new(s)).unwrap(),
-            _ => RingWords::default(),
+        let ring = if lend_ring {
+            RingWords::new(Arc::new(q.rx_slots())).unwrap()
+        } else {
+            RingWords::default()
         };
         let fdepth = 1 << rng.random_range(0..5);
-        let fq = ShmQueue::new(
+        let fq = FreeQueue::new(
             seg,
             QueueLayout {
                 offset: 2048,
                 depth: fdepth,
             },
-            4,
         );
         let lend_queue = rng.random_bool(0.8);
-        let queue = match fq.free_slots() {
-            Some(s) if lend_queue => QueueWords::new(Arc::new(s), AREA, BUF - 1).unwrap(),
-            _ => QueueWords::default(),
+        let queue = if lend_queue {
+            QueueWords::new(Arc::new(fq.free_slots()), AREA, BUF - 1).unwrap()
+        } else {
+            QueueWords::default()
         };
         let mut fill = Producer::new(fq.clone());
         for i in 0..BUFFERS.min(fdepth) {
@@ -500,7 +499,8 @@ fn call(a: &mut Applet, host: &mut Counting, tx: bool) -> After {
 }
 
 /// One stream: `calls` random attempts on both engines, compared after
-/// each. Returns how many went through a native that did not trap.
+/// each (every mode of Escape). Returns how many went through a native
+/// that did not trap.
 fn stream(seed: u64, calls: usize) -> usize {
     let mut rng = StdRng::seed_from_u64(seed);
     let mut hj = Counting::new(&mut rng.clone());
@@ -516,7 +516,7 @@ fn stream(seed: u64, calls: usize) -> usize {
     let mut aj = load(Engine::Jit);
     let mut ok = 0;
     for step in 0..calls {
-        let mode = rng.random_range(1..=19);
+        let mode = rng.random_range(1..=25);
         let (a, b, c) = (arg(&mut rng), arg(&mut rng), arg(&mut rng));
         let buf_len = match rng.random_range(0..6) {
             0 => Some(0),
@@ -712,9 +712,9 @@ fn lending(seed: u64, depth: u32) -> (Counting, Counting) {
     let mut hs = [Counting::new(&mut rng.clone()), Counting::new(&mut rng)];
     for h in &mut hs {
         let seg = Arc::new(Segment::create("fast-natives", 4096).unwrap());
-        let q = ShmQueue::new(seg.clone(), QueueLayout { offset: 0, depth }, 64);
+        let q = RxQueue::new(seg.clone(), QueueLayout { offset: 0, depth });
         (h.rx_seg, h.rx_depth) = (seg, depth);
-        h.words.ring = RingWords::new(Arc::new(q.rx_slots().unwrap())).unwrap();
+        h.words.ring = RingWords::new(Arc::new(q.rx_slots())).unwrap();
         h.ring = Producer::new(q.clone());
         h.app = Consumer::new(q);
         h.lend = true;
@@ -1508,11 +1508,15 @@ fn tx_push_in_the_engine_traps_at_the_push_past_each_budget() {
 }
 
 /// The inline push's seal is its last store to the slot: in the JIT's
-/// code for Escape, each push's header word (`len | tag << 32 | 1 << 56`:
-/// the tag plus `1 << 24`, shifted) is stored after the copy of its bytes,
-/// and nothing stores into the slot after it before the push's code jumps
-/// on. Read from the machine code, since no test of one thread could see
-/// the order of two stores. (x86-64: a plain `mov` is a release store.)
+/// code for Escape, each push's header word (`len | tag << 32 |
+/// jive::RING_HEADER_SEALED`) is stored after the copy of its bytes, and
+/// nothing stores into the slot after it before the push's code jumps on.
+/// The header is built in two forms, both checked: a tag in a register
+/// plus the seal's high half (`lea`), then shifted; a constant tag
+/// (Escape's modes 23 to 25: 7, 65535, and 65536, which the push's check
+/// sends to the native) as one immediate with the seal in it (`mov`). Read
+/// from the machine code, since no test of one thread could see the order
+/// of two stores. (x86-64: a plain `mov` is a release store.)
 #[test]
 fn the_inline_push_stores_its_sealed_header_after_its_bytes() {
     if !jive::jit::available() {
@@ -1533,9 +1537,26 @@ fn the_inline_push_stores_its_sealed_header_after_its_bytes() {
         Some(n) if n.starts_with('r') && n[1..].parse::<u8>().is_ok() => n.to_string(),
         _ => r.replacen('e', "r", 1),
     };
-    let mut pushes = 0;
+    // The seal's part of the header word's high half, which the push adds
+    // to the tag: `lea reg,[tag+1000000h]` for `jive::RING_SEALED` 1.
+    let seal_hi = (jive::RING_HEADER_SEALED >> 32) as u32;
+    let seal = format!("+{seal_hi:X}h]");
+    let seal_byte = 0xffu64 << (8 * jive::RING_SEAL_BYTE);
+    // The tag of a header built whole as an immediate: `mov reg,IMMh` with
+    // the length's half 0 and the seal's byte sealed.
+    let immediate_tag = |ops: &str| {
+        let imm = ops.split_once(',')?.1.strip_suffix('h')?;
+        let imm = u64::from_str_radix(imm, 16).ok()?;
+        (imm as u32 == 0 && imm & seal_byte == jive::RING_HEADER_SEALED)
+            .then(|| ((imm >> 32) as u32).wrapping_sub(seal_hi))
+    };
+    let (mut in_register, mut immediate) = (0, Vec::new());
     for (k, (m, ops)) in insns.iter().enumerate() {
-        if m != "lea" || !ops.contains("+1000000h]") {
+        if m == "lea" && ops.contains(&seal) {
+            in_register += 1;
+        } else if let Some(tag) = (m == "mov").then(|| immediate_tag(ops)).flatten() {
+            immediate.push(tag);
+        } else {
             continue;
         }
         // The seal's register, and its store: `mov [slot],reg`.
@@ -1576,7 +1597,15 @@ fn the_inline_push_stores_its_sealed_header_after_its_bytes() {
                 (m.starts_with("mov") && to_slot(o)) || o.starts_with(&format!("[{slot}]"));
             assert!(!into_slot, "a store into the slot after its seal: {m} {o}");
         }
-        pushes += 1;
     }
-    assert!(pushes > 0, "no inline push sealed in Escape's code");
+    assert!(
+        in_register > 0,
+        "no inline push of a tag in a register sealed in Escape's code"
+    );
+    immediate.sort_unstable();
+    assert_eq!(
+        immediate,
+        [7, 65535, 65536],
+        "the inline pushes of a constant tag sealed in Escape's code"
+    );
 }

@@ -13,12 +13,12 @@
 //!   endpoint that gets the id's slot next, in this process or through the
 //!   daemon.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use unet::transport::{LoopConfig, LoopNet};
-use unet::{Config, Endpoint, Engine, SendError, TxDesc, TxStatus};
+use unet::{ChannelOptions, Config, Endpoint, Engine, SendError, TxDesc, TxStatus};
 
 fn addr(s: &str) -> unet::Addr {
     s.parse().unwrap()
@@ -39,75 +39,180 @@ fn recv_within(ep: &mut Endpoint, limit: Duration) -> Option<Vec<u8>> {
     }
 }
 
-/// The sender writes 50,000 bytes of 0x11, pushes the descriptor, waits
-/// until the engine has taken it, and at once overwrites the bytes with
-/// 0xEE, while another thread keeps the receiver's side busy (replacing its
-/// applet in a loop) so that delivery lags behind the engine's transmit.
-/// Every message arrives as 0x11 only: the index moved after the last byte
-/// was copied.
+/// Waits until `done` holds, polling; fails with `what` if it does not
+/// within `WAIT`, a bound far past any wait of a working engine on a
+/// loaded machine: each wait here is for an event, not for time.
+fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    const WAIT: Duration = Duration::from_secs(120);
+    let deadline = Instant::now() + WAIT;
+    while !done() {
+        assert!(Instant::now() < deadline, "{what} (after {WAIT:?})");
+        std::thread::yield_now();
+    }
+}
+
+/// The sender writes 50,000 bytes of 0x11 and pushes their descriptor
+/// while another thread holds the receiver's side busy (replacing its
+/// applet in a loop), so that delivery lags behind the engine's take of
+/// the descriptor. If the transmit index moves while the receiver's side
+/// is held, the sender overwrites the bytes with 0xEE at once; otherwise
+/// the holder lets go and the sender overwrites them as soon as the index
+/// moves. Every message arrives as 0x11 only: the index moved after the
+/// last byte was copied.
+///
+/// Each round pushes the message on both routes between two endpoints of
+/// one engine: alone, it is delivered without a frame (copied under the
+/// receiver's lock before its descriptor is taken); behind an 8-byte
+/// message to a third endpoint on a checksummed channel, taken in the
+/// same pass (the test's own thread drives the engine, and pushes both
+/// before it lets it run), it goes as a frame whose tail is read from the
+/// sender's buffer area when the frame is delivered, after the descriptor
+/// was taken (the route that tears if the index moves at the take).
+///
+/// Every wait is for an event, so that a loaded machine slows the test and
+/// does not fail it: the holder is seen holding (its loop counted) before
+/// the push; the engine is seen taking the descriptors (its counter); the
+/// holder then holds for `HOLD` more loops of its own, however long those
+/// take, unless the index moves first, and then lets go, so that it cannot
+/// starve the engine (the earlier form, which held throughout, timed out
+/// at load 8-10).
 #[test]
 fn a_buffer_is_free_once_the_transmit_index_moves() {
     const LEN: usize = 50_000;
     const ROUNDS: usize = 40;
+    const HOLD: u64 = 20;
     let net = LoopNet::new();
     let engine = Engine::new(Box::new(net.attach(addr("10.0.0.1:7000")).unwrap()));
-    engine.start(1).unwrap();
     let mut a = engine.create_endpoint(Config::default(), None).unwrap();
     let mut b = engine.create_endpoint(Config::default(), None).unwrap();
-    a.set_drive(false);
-    b.set_drive(false);
+    let mut c = engine.create_endpoint(Config::default(), None).unwrap();
+    for ep in [&mut a, &mut b, &mut c] {
+        ep.set_drive(false);
+    }
     let ab = a.open_channel(engine.local(), b.id()).unwrap();
     b.open_channel(engine.local(), a.id()).unwrap();
+    let sum = ChannelOptions { checksum: true };
+    let ac = a.open_channel_with(engine.local(), c.id(), sum).unwrap();
+    c.open_channel_with(engine.local(), a.id(), sum).unwrap();
 
-    let stop = Arc::new(AtomicBool::new(false));
-    let busy = {
-        let (engine, stop, id) = (engine.clone(), stop.clone(), b.id());
+    let (stop, hold, loops) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicU64::new(0)),
+    );
+    // The engine's driver: polls it whenever the sender does not hold the
+    // gate.
+    let gate = Arc::new(Mutex::new(()));
+    let driver = {
+        let (engine, stop, gate) = (engine.clone(), stop.clone(), gate.clone());
         std::thread::spawn(move || {
-            while !stop.load(Ordering::Relaxed) {
+            while !stop.load(Ordering::Acquire) {
+                let _g = gate.lock().unwrap();
+                if engine.poll() == 0 {
+                    std::thread::yield_now();
+                }
+            }
+        })
+    };
+    let busy = {
+        let (engine, id) = (engine.clone(), b.id());
+        let (stop, hold, loops) = (stop.clone(), hold.clone(), loops.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Acquire) {
+                if !hold.load(Ordering::Acquire) {
+                    std::thread::park();
+                    continue;
+                }
                 // Loading an applet holds the receive side while the
                 // endpoint still counts as applet-less.
                 engine
                     .set_applet(id, Some(unet::applets::STANDARD))
                     .unwrap();
                 engine.set_applet(id, None).unwrap();
+                loops.fetch_add(1, Ordering::Release);
             }
         })
     };
 
     let mut torn = Vec::new();
+    let mut early = 0;
     for round in 0..ROUNDS {
+        let framed = round % 2 == 1;
         a.write_area(0, &[0x11; LEN]).unwrap();
-        a.push_tx(TxDesc {
-            len: LEN as u32,
-            offset: 0,
-            chan: ab,
-            ..TxDesc::default()
-        })
-        .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !a.flush(1000) {
-            assert!(
-                Instant::now() < deadline,
-                "the engine never took the descriptor"
-            );
+        let held = loops.load(Ordering::Acquire);
+        hold.store(true, Ordering::Release);
+        busy.thread().unpark();
+        wait_for("the receiver's side was never held", || {
+            loops.load(Ordering::Acquire) > held
+        });
+        let taken = a.counts().tx_descriptors;
+        let pushed = {
+            let _g = gate.lock().unwrap();
+            if framed {
+                a.push_tx(TxDesc {
+                    len: 8,
+                    offset: LEN as u32,
+                    chan: ac,
+                    ..TxDesc::default()
+                })
+                .unwrap();
+            }
+            a.push_tx(TxDesc {
+                len: LEN as u32,
+                offset: 0,
+                chan: ab,
+                ..TxDesc::default()
+            })
+            .unwrap();
+            1 + u64::from(framed)
+        };
+        wait_for("the engine never took the descriptors", || {
+            a.counts().tx_descriptors >= taken + pushed
+        });
+        let held = loops.load(Ordering::Acquire);
+        let mut moved = false;
+        wait_for("the receiver's side was never let go", || {
+            moved = a.flush(1);
+            moved || loops.load(Ordering::Acquire) >= held + HOLD
+        });
+        if moved {
+            // The index moved while the receiver's side was held.
+            a.write_area(0, &[0xEE; LEN]).unwrap();
+            early += 1;
         }
-        a.write_area(0, &[0xEE; LEN]).unwrap();
-        let m = recv_within(&mut b, Duration::from_secs(20)).expect("delivered");
+        hold.store(false, Ordering::Release);
+        if !moved {
+            wait_for("the engine never completed the descriptors", || a.flush(1));
+            a.write_area(0, &[0xEE; LEN]).unwrap();
+        }
+        let mut m = None;
+        wait_for("the message was never delivered", || {
+            m = b.recv().map(|m| m.to_vec());
+            m.is_some()
+        });
+        if framed {
+            wait_for("the checksummed message was never delivered", || {
+                c.recv().is_some()
+            });
+        }
+        let m = m.unwrap();
         assert_eq!(m.len(), LEN);
         if let Some(at) = m.iter().position(|&x| x != 0x11) {
             torn.push((round, at));
         }
     }
-    stop.store(true, Ordering::Relaxed);
+    stop.store(true, Ordering::Release);
+    busy.thread().unpark();
     busy.join().unwrap();
-    engine.stop();
+    driver.join().unwrap();
     let list: Vec<String> = torn
         .iter()
         .map(|(r, at)| format!("round {r} from byte {at}"))
         .collect();
     assert!(
         torn.is_empty(),
-        "{} of {ROUNDS} messages changed after completion: {}",
+        "{} of {ROUNDS} messages changed after completion (odd rounds framed; \
+         {early} completed while the receiver's side was held): {}",
         torn.len(),
         list.join(", ")
     );

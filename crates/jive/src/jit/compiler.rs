@@ -2299,7 +2299,8 @@ impl<'p> Compiler<'p> {
     /// (unsigned: a negative one is huge), and the array's directory entry
     /// says bytes and at least `len` of them (`null`'s says neither), it
     /// writes the slot at `w.ring.next` (`len` bytes after its 8-byte
-    /// header, then the header word `len | tag << 32 | 1 << 56` with one
+    /// header, then the header word `len | tag << 32 |
+    /// `[`crate::RING_HEADER_SEALED`] with one
     /// release store: the seal last), moves `next` to the following slot (wrapping at
     /// the ring's limit), takes it from `room`, counts the unit and jumps
     /// to the returned label. Otherwise it falls through to the call the
@@ -2428,8 +2429,10 @@ impl<'p> Compiler<'p> {
             }
             (None, None) => {}
         }
-        // The header word last, sealed: `len | tag << 32 | 1 << 56` (byte
-        // 6, the host's `nbufs`, 0; byte 7, its `sealed`, 1), one release
+        // The header word last, sealed: `len | tag << 32 |
+        // RING_HEADER_SEALED` (byte 6, the host's `nbufs`, 0; byte 7, its
+        // `sealed`, `RING_SEALED`), built as the high half `tag | seal`
+        // (`seal` the seal's high half) shifted left by 32, one release
         // store after the bytes, so that a reader that sees byte 7 set
         // (with an acquire load) sees the whole slot. The copy used X and
         // W, and Y held the array's data; the tag and the length are read
@@ -2448,14 +2451,15 @@ impl<'p> Compiler<'p> {
         // slot filled and sealed is lent again before its consumer frees
         // it.
         let head = t;
+        let seal = (crate::natives::RING_HEADER_SEALED >> 32) as u32;
         match tag {
-            Val::Const(c) => self.f.set(head, (u64::from(c as u32) | 1 << 24) << 32),
+            Val::Const(c) => self.f.set(head, u64::from(c as u32 | seal) << 32),
             _ => {
                 let rt = self.reg_of(tag, x);
                 self.f.add(
                     Reg::<U>::phys(x),
                     Reg::<U>::phys(rt.num()),
-                    Operand::Imm(1 << 24),
+                    Operand::Imm(i64::from(seal)),
                 );
                 self.f.lsh(head, head, 32);
             }

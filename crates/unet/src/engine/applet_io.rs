@@ -50,25 +50,21 @@ pub(super) struct Invocation {
 
 impl Invocation {
     /// The state of an endpoint whose receive queue's slots are `rx`
-    /// (lent to the inline `dmaRxdPayload`; `None`: it always runs out of
-    /// line) and whose free queue's entries are `free` (lent to the inline
+    /// (lent to the inline `dmaRxdPayload`) and whose free queue's entries
+    /// are `free` (lent to the inline
     /// `getFreeBuffer`, which takes only entries that `layout` says are
     /// buffers: below the area's length, aligned to the buffer size).
     #[inline]
     pub(super) fn new(
-        rx: Option<crate::shm::RxSlots>,
-        free: Option<crate::shm::FreeSlots>,
+        rx: crate::shm::RxSlots,
+        free: crate::shm::FreeSlots,
         area: Option<crate::shm::AreaBytes>,
         layout: &Layout,
     ) -> Invocation {
-        let ring = rx
-            .and_then(|s| jive::RingWords::new(Arc::new(s)))
-            .unwrap_or_default();
+        let ring = jive::RingWords::new(Arc::new(rx)).unwrap_or_default();
         let below = u32::try_from(layout.area_len).unwrap_or(u32::MAX);
         let align = layout.config.buffer_size.wrapping_sub(1);
-        let queue = free
-            .and_then(|s| jive::QueueWords::new(Arc::new(s), below, align))
-            .unwrap_or_default();
+        let queue = jive::QueueWords::new(Arc::new(free), below, align).unwrap_or_default();
         let area = area
             .and_then(|a| jive::AreaWords::new(Arc::new(a)))
             .unwrap_or_default();
@@ -99,8 +95,8 @@ impl Invocation {
 pub struct Io {
     pub(super) seg: Arc<Segment>,
     pub(super) layout: Layout,
-    pub(super) rx: Producer<RxDesc, ShmQueue>,
-    pub(super) free: Consumer<u32, ShmQueue>,
+    pub(super) rx: Producer<RxDesc, RxQueue>,
+    pub(super) free: Consumer<u32, FreeQueue>,
     /// Valid buffers taken from the free queue and not used yet.
     pub(super) spare: Vec<u32>,
     pub(super) stats: Arc<PortStats>,
@@ -469,7 +465,7 @@ impl Io {
     /// place in slot `i` of the queue `q` (unpublished until
     /// [`Io::publish`]), counting it as [`Io::rx_pushed`] says.
     #[inline]
-    fn push_rx_with(&mut self, write: impl FnOnce(&ShmQueue, u32)) -> Result<(), HostError> {
+    fn push_rx_with(&mut self, write: impl FnOnce(&RxQueue, u32)) -> Result<(), HostError> {
         let pushed = self.rx.push_unpublished_with(write);
         self.rx_pushed(pushed)
     }

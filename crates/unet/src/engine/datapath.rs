@@ -1694,7 +1694,7 @@ impl Engine {
 /// of what was pushed, or for a corrupt index (counted).
 #[inline(always)]
 fn next_descriptor(
-    tx: &mut Consumer<TxDesc, ShmQueue>,
+    tx: &mut Consumer<TxDesc, TxQueue>,
     first: bool,
     stats: &PortStats,
 ) -> Option<TxDesc> {

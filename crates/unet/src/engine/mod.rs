@@ -64,7 +64,7 @@ use crate::frame::{
 use crate::layout::{Config, INLINE_MAX, Layout, RX_BUFFERS_MAX, RxDesc, TxDesc, TxStatus};
 use crate::natives::{self, HostError, NativeHost, RxBody};
 use crate::ring::{Consumer, Producer};
-use crate::shm::{Segment, ShmQueue, queues};
+use crate::shm::{FreeQueue, RxQueue, Segment, TxQueue, queues};
 use crate::transport::{Built, Transport};
 
 mod applet_io;
@@ -1101,7 +1101,7 @@ fn frame_parts<'a>(
 /// servicing the queue, from taking descriptors until their frames are
 /// delivered, so a channel's messages arrive in order.
 struct TxSide {
-    tx: Consumer<TxDesc, ShmQueue>,
+    tx: Consumer<TxDesc, TxQueue>,
     framer: Framer,
     /// The frames that delivering the framer's frames makes (an applet's
     /// replies), for [`Engine::pump`]'s next round.
