@@ -34,7 +34,7 @@ use unet::Config;
 use unet::layout::{INLINE_MAX, Layout, RxDesc};
 use unet::peer::RingEnd;
 use unet::ring::{Consumer, Producer};
-use unet::shm::{Segment, ShmQueue};
+use unet::shm::{RxQueue, Segment};
 use unet::wait::Backoff;
 
 trait Peer: Send + 'static {
@@ -56,8 +56,8 @@ impl Peer for RingEnd {
 /// One end of the earlier peers: a segment's receive queue and area to
 /// send through, another's to receive through (both areas at `area`).
 struct End {
-    tx: (Arc<Segment>, Producer<RxDesc, ShmQueue>),
-    rx: (Arc<Segment>, Consumer<RxDesc, ShmQueue>),
+    tx: (Arc<Segment>, Producer<RxDesc, RxQueue>),
+    rx: (Arc<Segment>, Consumer<RxDesc, RxQueue>),
     area: usize,
     area_len: usize,
 }
