@@ -3539,34 +3539,9 @@ mod tests {
         assert_eq!(SCANNED.with(std::cell::Cell::get), ops);
     }
 
-    /// The counted loops of each method of a class the build compiled, by
-    /// method name (`None` without javac).
-    fn loops_of(class: &str) -> Option<Vec<(String, usize)>> {
-        let dir = std::path::Path::new(crate::APPLET_CLASSES?).join("release8");
-        let bytes = std::fs::read(dir.join(format!("{class}.class"))).ok()?;
-        let applet = crate::Applet::load(&bytes, &crate::Natives::new(), crate::Limits::default())
-            .unwrap_or_else(|e| panic!("{class}: {e}"));
-        let prog = applet.program();
-        let free = charge_free_methods(prog);
-        let out = prog
-            .info
-            .methods
-            .iter()
-            .zip(&prog.funcs)
-            .filter_map(|(m, f)| {
-                let f = f.as_ref()?;
-                let depth = depths(prog, &f.code);
-                Some((
-                    m.name.clone(),
-                    counted_loops(prog, &free, &f.code, &depth).len(),
-                ))
-            })
-            .collect();
-        Some(out)
-    }
-
-    /// The number of [`straight_loops`] of each method of a class.
-    fn straight_of(class: &str) -> Option<Vec<(String, usize)>> {
+    /// The counted loops and the [`straight_loops`] of each method of a
+    /// class the build compiled, by method name (`None` without javac).
+    fn loop_kinds_of(class: &str) -> Option<Vec<(String, usize, usize)>> {
         let dir = std::path::Path::new(crate::APPLET_CLASSES?).join("release8");
         let bytes = std::fs::read(dir.join(format!("{class}.class"))).ok()?;
         let applet = crate::Applet::load(&bytes, &crate::Natives::new(), crate::Limits::default())
@@ -3582,11 +3557,23 @@ mod tests {
                 let f = f.as_ref()?;
                 let depth = depths(prog, &f.code);
                 let counted = counted_loops(prog, &free, &f.code, &depth);
-                let n = straight_loops(prog, &f.code, &depth, &counted).len();
-                Some((m.name.clone(), n))
+                let straight = straight_loops(prog, &f.code, &depth, &counted).len();
+                Some((m.name.clone(), counted.len(), straight))
             })
             .collect();
         Some(out)
+    }
+
+    /// The number of counted loops of each method of a class.
+    fn loops_of(class: &str) -> Option<Vec<(String, usize)>> {
+        let kinds = loop_kinds_of(class)?;
+        Some(kinds.into_iter().map(|(m, c, _)| (m, c)).collect())
+    }
+
+    /// The number of [`straight_loops`] of each method of a class.
+    fn straight_of(class: &str) -> Option<Vec<(String, usize)>> {
+        let kinds = loop_kinds_of(class)?;
+        Some(kinds.into_iter().map(|(m, _, s)| (m, s)).collect())
     }
 
     /// The bases of the context a class's code reads (`None` without javac).
