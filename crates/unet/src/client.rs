@@ -148,13 +148,13 @@ impl Client {
                 layout.config
             )));
         }
-        let link = guard.link.take().expect("set above");
-        Ok(Endpoint::from_parts(
-            id,
-            Arc::new(seg),
-            layout,
-            Box::new(link),
-        ))
+        let link = Remote {
+            conn: self.conn.clone(),
+        };
+        let ep = Endpoint::from_parts(id, Arc::new(seg), layout, Box::new(link))?;
+        // The endpoint closes it from here on.
+        guard.link = None;
+        Ok(ep)
     }
 }
 

@@ -22,6 +22,7 @@ use std::sync::atomic::Ordering;
 use thiserror::Error;
 
 use crate::engine::{ChannelOptions, Engine, EngineError, Port, PortCounts};
+use crate::error::ConfigError;
 use crate::frame::{Addr, EndpointId};
 use crate::layout::{Config, INLINE_MAX, Layout, RX_BUFFERS_MAX, RxDesc, TxDesc, TxStatus};
 use crate::ring::{Consumer, Producer, QueueMem};
@@ -564,7 +565,7 @@ impl Engine {
                 engine: self.clone(),
                 port,
             }),
-        );
+        )?;
         ep.direct = direct;
         Ok(ep)
     }
@@ -574,12 +575,28 @@ impl Endpoint {
     /// The application's side of endpoint `id`, whose segment `seg` (laid
     /// out as `layout`) the engine behind `link` created. Gives the second
     /// half of the buffers to the engine for reception.
+    ///
+    /// A `layout` that is not the one its configuration gives, or a
+    /// segment shorter than it, is a [`ConfigError::Layout`], and nothing
+    /// of the segment is touched.
     pub fn from_parts(
         id: EndpointId,
         seg: Arc<Segment>,
         layout: Layout,
         link: Box<dyn Control>,
-    ) -> Endpoint {
+    ) -> Result<Endpoint, ConfigError> {
+        if Layout::new(layout.config)? != layout {
+            return Err(ConfigError::Layout(
+                "the offsets are not the ones its configuration gives".into(),
+            ));
+        }
+        if layout.total > seg.len() {
+            return Err(ConfigError::Layout(format!(
+                "the segment is {} bytes, shorter than the layout's {}",
+                seg.len(),
+                layout.total
+            )));
+        }
         let (txq, rxq, freeq) = queues(&seg, &layout);
         let bs = u64::from(layout.config.buffer_size);
         let tx_buffers = u64::from(layout.config.buffers.div_ceil(2));
@@ -617,7 +634,7 @@ impl Endpoint {
         for b in tx_buffers..u64::from(layout.config.buffers) {
             ep.give_buffer((b * bs) as u32);
         }
-        ep
+        Ok(ep)
     }
 
     /// The endpoint's id on its engine: its slot and generation (see

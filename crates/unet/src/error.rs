@@ -18,4 +18,8 @@ pub enum ConfigError {
     /// A segment header that does not describe a valid layout.
     #[error("endpoint segment header: {0}")]
     Header(String),
+    /// A layout given with a segment that it does not describe: offsets
+    /// that are not its configuration's, or a segment too short for it.
+    #[error("endpoint layout: {0}")]
+    Layout(String),
 }

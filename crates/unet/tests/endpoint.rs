@@ -568,7 +568,8 @@ fn kept_verdicts_hold_no_port_past_its_removal() {
             from.segment().clone(),
             *from.layout(),
             Box::new(Driver(e.clone(), from.clone())),
-        );
+        )
+        .unwrap();
         ep.send(chan, b"kept").unwrap();
     }
     assert_eq!((a.counts().tx_frames, b.counts().rx_delivered), (1, 1));
@@ -1375,4 +1376,47 @@ fn a_ping_pong_in_buffers_never_starves_the_engine_nor_shares_a_buffer() {
         assert_eq!(cb.rx_delivered, seq / 3 * 2, "{buffers} buffers");
         assert_eq!(ca.rx_delivered, seq / 3, "{buffers} buffers");
     }
+}
+
+/// An application's side given a layout its segment does not hold is a
+/// typed error, not a panic: a layout of a larger configuration (the
+/// segment too short), and one whose offsets were changed; the right one
+/// still makes an endpoint that sends.
+#[test]
+fn a_layout_its_segment_does_not_hold_is_refused() {
+    let e = engine();
+    let a = e.create_port(Config::default(), None).unwrap();
+    let b = e.create_port(Config::default(), None).unwrap();
+    let ab = e
+        .open_channel(a.id(), e.local(), b.id(), Default::default())
+        .unwrap();
+    let parts = |layout| {
+        Endpoint::from_parts(
+            a.id(),
+            a.segment().clone(),
+            layout,
+            Box::new(Driver(e.clone(), a.clone())),
+        )
+    };
+    let bigger = Config {
+        buffer_size: Config::default().buffer_size * 4,
+        ..Config::default()
+    };
+    let big = unet::layout::Layout::new(bigger).unwrap();
+    assert!(big.total > a.segment().len());
+    let err = parts(big).expect_err("a segment too short");
+    assert!(
+        matches!(err, unet::ConfigError::Layout(ref m) if m.contains("shorter")),
+        "{err}"
+    );
+    let mut moved = *a.layout();
+    moved.area += 4096;
+    let err = parts(moved).expect_err("offsets not the configuration's");
+    assert!(
+        matches!(err, unet::ConfigError::Layout(ref m) if m.contains("offsets")),
+        "{err}"
+    );
+    let mut ep = parts(*a.layout()).unwrap();
+    ep.send(ab, b"kept").unwrap();
+    assert_eq!(a.counts().tx_frames, 1);
 }
