@@ -2075,12 +2075,14 @@ impl<'p> Compiler<'p> {
             _ => None,
         };
         let pushed = match decl.inline {
-            // A constant length the form never takes: the call alone.
+            // A constant length or tag the form never takes: the call
+            // alone (the form's tests would send every call to it).
             Some(InlineForm::PushBytes)
                 if k == 3
                     && !has_ret
                     && decl.fast != 0
-                    && len_const.is_none_or(|c| (0..=RING_BYTES as i32).contains(&c)) =>
+                    && len_const.is_none_or(|c| (0..=RING_BYTES as i32).contains(&c))
+                    && !matches!(self.stack[first + 1], Val::Const(t) if !(0..=0xffff).contains(&t)) =>
             {
                 Some(self.inline_push(first, len_const))
             }
