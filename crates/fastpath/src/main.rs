@@ -148,6 +148,8 @@ enum Suite {
     /// IDL stubs against prost, capnp and flatbuffers.
     Idl,
     /// Fused data-touching loops (the VCODE paper's Table 4).
+    /// `ILP_LLC_MULTIPLE=n` sizes the out-of-cache set; `ILP_VECTORS=ymm`
+    /// or `xmm` caps the generated loops' vector registers.
     Ilp,
     /// The thread-shared code cache against private caches and maps.
     Codecache,
