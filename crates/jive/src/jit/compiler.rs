@@ -519,16 +519,12 @@ pub(super) enum Bound {
 /// versioned loop is compiled twice).
 pub(super) const MAX_VERSIONED_OPS: usize = 64;
 
-/// The [`CountedLoop`]s of a method's code, in order; `free` is
-/// [`charge_free_methods`] of `prog`.
-pub(super) fn counted_loops(
-    prog: &Program,
-    free: &[bool],
-    code: &[Op],
-    depth: &[Option<u16>],
-) -> Vec<CountedLoop> {
+/// For each op of `code` (and its end), the lowest and highest index of an
+/// op that jumps to it (other than by falling through): `usize::MAX` and 0
+/// where none does. A loop `head..=back` is entered only at its head when
+/// no op inside it past the head has a source outside.
+fn jump_sources(prog: &Program, code: &[Op]) -> (Vec<usize>, Vec<usize>) {
     let n = code.len();
-    // The lowest and highest index of an op that jumps to each op.
     let (mut lo, mut hi) = (vec![usize::MAX; n + 1], vec![0usize; n + 1]);
     for (i, &o) in code.iter().enumerate() {
         successors(o, i, &prog.switches, |t| {
@@ -538,6 +534,18 @@ pub(super) fn counted_loops(
             }
         });
     }
+    (lo, hi)
+}
+
+/// The [`CountedLoop`]s of a method's code, in order; `free` is
+/// [`charge_free_methods`] of `prog`.
+pub(super) fn counted_loops(
+    prog: &Program,
+    free: &[bool],
+    code: &[Op],
+    depth: &[Option<u16>],
+) -> Vec<CountedLoop> {
+    let (lo, hi) = jump_sources(prog, code);
     let mut out: Vec<CountedLoop> = Vec::new();
     for (b, &o) in code.iter().enumerate() {
         // The back edge: charging, or not (a loop whose every path calls,
@@ -723,15 +731,7 @@ pub(super) fn straight_loops(
 ) -> Vec<(usize, usize)> {
     use Op::*;
     let n = code.len();
-    let (mut lo, mut hi) = (vec![usize::MAX; n + 1], vec![0usize; n + 1]);
-    for (i, &o) in code.iter().enumerate() {
-        successors(o, i, &prog.switches, |t| {
-            if t != i + 1 && t <= n {
-                lo[t] = lo[t].min(i);
-                hi[t] = hi[t].max(i);
-            }
-        });
-    }
+    let (lo, hi) = jump_sources(prog, code);
     let mut out: Vec<(usize, usize)> = Vec::new();
     for (b, &o) in code.iter().enumerate() {
         let (GotoBack(t) | IincGotoBack(_, _, t)) = o else {
@@ -3736,8 +3736,6 @@ mod tests {
         let Some(fuel_loops) = straight_of("FuelLoops") else {
             return;
         };
-        let all: Vec<_> = fuel_loops.iter().filter(|(_, k)| *k > 0).collect();
-        eprintln!("straight loops: {all:?}");
         let expected = [
             ("scanUp", 1),
             ("scanDown", 1),
