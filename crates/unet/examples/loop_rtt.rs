@@ -32,33 +32,12 @@
 //! also measures each cell again while it is unsteady; this does not).
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
 
 use unet::Config;
 
 #[path = "common/mod.rs"]
 mod common;
-use common::{Idle, RingRecv, recv_into, ring_pair, send_all, unet_pair};
-
-fn median(mut v: Vec<Duration>) -> f64 {
-    v.sort();
-    v[v.len() / 2].as_secs_f64() * 1e6
-}
-
-fn batches(n: usize, mut round: impl FnMut()) -> f64 {
-    for _ in 0..500 {
-        round();
-    }
-    let mut means = Vec::new();
-    for _ in 0..n {
-        let t = Instant::now();
-        for _ in 0..50 {
-            round();
-        }
-        means.push(t.elapsed() / 50);
-    }
-    median(means)
-}
+use common::{Idle, RingRecv, batches, recv_into, ring_pair, send_all, unet_pair};
 
 fn unet_rtt(size: usize, n: usize) -> f64 {
     let cfg = match std::env::var("BUFS") {

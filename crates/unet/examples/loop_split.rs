@@ -21,31 +21,7 @@ use unet::Config;
 
 #[path = "common/mod.rs"]
 mod common;
-use common::{Idle, RingRecv, recv_into, ring_pair, send_all, unet_pair};
-
-/// The time-stamp counter, read once every instruction before it has
-/// completed (its loads have their data) and before any after it starts.
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-fn tsc() -> u64 {
-    use core::arch::x86_64::{_mm_lfence, _rdtsc};
-    // SAFETY: `lfence` and `rdtsc` have no memory effects; the fences
-    // only order this thread's instructions around the read.
-    unsafe {
-        _mm_lfence();
-        let t = _rdtsc();
-        _mm_lfence();
-        t
-    }
-}
-
-/// Elsewhere, nanoseconds from the monotonic clock stand in for the
-/// counter's ticks (the rate measured against the clock is then 1).
-#[cfg(not(target_arch = "x86_64"))]
-fn tsc() -> u64 {
-    static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
-    START.get_or_init(Instant::now).elapsed().as_nanos() as u64
-}
+use common::{Idle, RingRecv, recv_into, ring_pair, send_all, tsc, unet_pair};
 
 /// The sender's t0, t1, t4 and the echo's t2, t3 of each round trip.
 type Stamps = (Vec<[u64; 3]>, Vec<[u64; 2]>);

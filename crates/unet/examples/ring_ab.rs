@@ -28,7 +28,7 @@
 //! 1 KiB round trip looked 0.15 µs faster.
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use unet::Config;
 use unet::layout::{INLINE_MAX, Layout, RxDesc};
@@ -36,6 +36,10 @@ use unet::peer::RingEnd;
 use unet::ring::{Consumer, Producer};
 use unet::shm::{RxQueue, Segment};
 use unet::wait::Backoff;
+
+#[path = "common/mod.rs"]
+mod common;
+use common::{batches, tsc};
 
 trait Peer: Send + 'static {
     fn send(&mut self, msg: &[u8]);
@@ -162,11 +166,6 @@ fn recv<P: Peer>(p: &mut P, buf: &mut [u8], stop: Option<&AtomicBool>) -> Option
     }
 }
 
-fn median(mut v: Vec<Duration>) -> f64 {
-    v.sort();
-    v[v.len() / 2].as_secs_f64() * 1e6
-}
-
 /// The round trip between this thread (CPU 0) and an echo (CPU 1), µs.
 fn rtt<P: Peer>((mut a, mut b): (P, P), size: usize, n: usize) -> f64 {
     let stop = Arc::new(AtomicBool::new(false));
@@ -180,26 +179,16 @@ fn rtt<P: Peer>((mut a, mut b): (P, P), size: usize, n: usize) -> f64 {
     });
     let msg = vec![0x5au8; size];
     let mut buf = vec![0u8; 65536];
-    let mut round = || {
+    let round = || {
         a.send(&msg);
         let got = recv(&mut a, &mut buf, None);
         std::hint::black_box(&buf);
         assert_eq!(got, Some(size));
     };
-    for _ in 0..500 {
-        round();
-    }
-    let mut means = Vec::new();
-    for _ in 0..n {
-        let t = Instant::now();
-        for _ in 0..50 {
-            round();
-        }
-        means.push(t.elapsed() / 50);
-    }
+    let us = batches(n, round);
     stop.store(true, Ordering::Relaxed);
     echo.join().unwrap();
-    median(means)
+    us
 }
 
 /// Both ends on this thread: the best of `n` batches of 1000 round trips,
@@ -235,28 +224,6 @@ fn one_rounds<P: Peer>(
         assert_eq!(m, msg.len());
     }
     std::hint::black_box(buf2);
-}
-
-/// The time-stamp counter, ordered with the instructions around it.
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-fn tsc() -> u64 {
-    use core::arch::x86_64::{_mm_lfence, _rdtsc};
-    // SAFETY: `lfence` and `rdtsc` have no memory effects; the fences
-    // only order this thread's instructions around the read.
-    unsafe {
-        _mm_lfence();
-        let t = _rdtsc();
-        _mm_lfence();
-        t
-    }
-}
-
-/// Elsewhere, nanoseconds from the monotonic clock.
-#[cfg(not(target_arch = "x86_64"))]
-fn tsc() -> u64 {
-    static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
-    START.get_or_init(Instant::now).elapsed().as_nanos() as u64
 }
 
 /// The round trip cut in four by the counter (medians, in ticks): this

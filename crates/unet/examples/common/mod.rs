@@ -1,7 +1,8 @@
 //! The set-up the measuring examples share (`loop_rtt`, `loop_lines`,
-//! `loop_split`, each including this file with `#[path]`): a pair of
-//! U-Net endpoints on `loop` and their send and receive loops, and the
-//! bare SPSC ring peer they are compared with.
+//! `loop_split`, `ring_ab`, each including this file with `#[path]`): a
+//! pair of U-Net endpoints on `loop` and their send and receive loops, the
+//! bare SPSC ring peer they are compared with, and the timing: batches of
+//! round trips and the time-stamp counter.
 //!
 //! The ring peer is [`unet::peer`]'s (the demo's and the bench's too): an
 //! endpoint's receive queue per direction, a message of up to 56 bytes in
@@ -9,6 +10,7 @@
 #![allow(dead_code)] // each example uses some of it
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use unet::transport::LoopNet;
 use unet::wait::Backoff;
@@ -133,4 +135,51 @@ impl RingRecv for RingEnd {
             }
         }
     }
+}
+
+/// The median of `v`, in µs.
+pub fn median_us(mut v: Vec<Duration>) -> f64 {
+    v.sort();
+    v[v.len() / 2].as_secs_f64() * 1e6
+}
+
+/// `round` 500 times to warm up, then `n` batches of 50: the median of the
+/// batches' means, µs per round.
+pub fn batches(n: usize, mut round: impl FnMut()) -> f64 {
+    for _ in 0..500 {
+        round();
+    }
+    let mut means = Vec::new();
+    for _ in 0..n {
+        let t = Instant::now();
+        for _ in 0..50 {
+            round();
+        }
+        means.push(t.elapsed() / 50);
+    }
+    median_us(means)
+}
+
+/// The time-stamp counter, read once every instruction before it has
+/// completed (its loads have their data) and before any after it starts.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub fn tsc() -> u64 {
+    use core::arch::x86_64::{_mm_lfence, _rdtsc};
+    // SAFETY: `lfence` and `rdtsc` have no memory effects; the fences
+    // only order this thread's instructions around the read.
+    unsafe {
+        _mm_lfence();
+        let t = _rdtsc();
+        _mm_lfence();
+        t
+    }
+}
+
+/// Elsewhere, nanoseconds from the monotonic clock stand in for the
+/// counter's ticks (the rate measured against the clock is then 1).
+#[cfg(not(target_arch = "x86_64"))]
+pub fn tsc() -> u64 {
+    static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    START.get_or_init(Instant::now).elapsed().as_nanos() as u64
 }
