@@ -100,6 +100,9 @@ struct Prod {
     /// Where the next frame goes (bytes written ever; the ring offset is
     /// this modulo its size). Equal to the published tail between pushes.
     tail: u64,
+    /// `tail` modulo the ring's size, kept beside it: a push computes no
+    /// remainder (a 64-bit division, some 20 to 40 cycles, twice a frame).
+    at: u64,
     /// Frames and frame bytes pushed ever.
     frames: u64,
     bytes: u64,
@@ -115,6 +118,8 @@ struct Prod {
 #[derive(Debug, Default)]
 struct Cons {
     head: u64,
+    /// `head` modulo the ring's size (as [`Prod::at`]).
+    at: u64,
     frames: u64,
     bytes: u64,
 }
@@ -325,7 +330,8 @@ impl Inbox {
         }
         let size = self.size as u64;
         let need = footprint(len);
-        let at = p.tail % size;
+        let at = p.at;
+        debug_assert_eq!(at, p.tail % size);
         let rest = size - at;
         // Padding to the ring's end first if the frame does not fit
         // before it, or if the ring is empty and this is past its warm
@@ -354,7 +360,8 @@ impl Inbox {
             let h = unsafe { ring.bytes_mut(at as usize, HDR) };
             h.copy_from_slice(&header(0, 0, KIND_PAD));
         }
-        let start = ((p.tail + pad) % size) as usize;
+        // A padding runs to the ring's end: the frame is at its start.
+        let start = if pad > 0 { 0 } else { at as usize };
         // SAFETY: `[start, start + need)` is in the ring (`need` fits
         // before its end: it did at `at`, or `start` is 0 and `need <=
         // size`) and in `[tail, head + size)`, checked above: given back
@@ -365,6 +372,11 @@ impl Inbox {
         h.copy_from_slice(&header(len as u32, chan, KIND_FRAME));
         fill(body);
         p.tail += pad + need;
+        // `need` fits before the ring's end from `start` (above).
+        p.at = start as u64 + need;
+        if p.at == size {
+            p.at = 0;
+        }
         p.frames += 1;
         p.bytes += len as u64;
         // Publishes the frame (and the padding before it): the consumer
@@ -392,7 +404,8 @@ impl Inbox {
                     break;
                 }
             }
-            let at = (c.head % size) as usize;
+            let at = c.at as usize;
+            debug_assert_eq!(c.at, c.head % size);
             // SAFETY: `[head, tail)` is published (read with `Acquire`
             // after the producers' `Release` store of the tail) and every
             // header in it lies whole before the ring's end (the ring's
@@ -402,6 +415,7 @@ impl Inbox {
             let (len, chan, kind) = read_header(h);
             if kind == KIND_PAD {
                 c.head += size - at as u64;
+                c.at = 0;
                 continue;
             }
             let len = len as usize;
@@ -410,6 +424,7 @@ impl Inbox {
                 // a header wrong, nothing past it is read; the rest is
                 // dropped.
                 c.head = tail;
+                c.at = tail % size;
                 break;
             }
             // SAFETY: as for the header: the frame's bytes are in the ring
@@ -417,6 +432,11 @@ impl Inbox {
             // back, after `f` returns.
             let frame = unsafe { ring.bytes(at + HDR, len) };
             c.head += footprint(len);
+            // The frame lies before the ring's end (checked above).
+            c.at += footprint(len);
+            if c.at == size {
+                c.at = 0;
+            }
             c.frames += 1;
             c.bytes += len as u64;
             n += 1;
