@@ -352,4 +352,25 @@ public class FuelLoops {
         }
         return i;
     }
+
+    /**
+     * Entered by a jump to its head from the if/else before it (which the
+     * JIT compiles as a copy of the head's test, `i < n`, and a jump past
+     * it) or by falling through: both must enter the group. Two exits; past
+     * the array's end (n up to 31) the scan traps, in any pass.
+     */
+    static int scanAfterBranch(int from, int key, int x) {
+        int[] a = scan;
+        int n = from & 31;
+        int k = 2 * key;
+        int i;
+        if (x > 0) {
+            i = x & 7;
+        } else {
+            i = 1;
+        }
+        while (i < n && a[i] < k) i++;
+        sum = i + x;
+        return i;
+    }
 }

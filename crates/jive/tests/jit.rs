@@ -888,6 +888,99 @@ fn fuel_loop_args(rng: &mut Rng) -> [i32; 3] {
     }
 }
 
+/// A jump to a straight loop's head from before it, which the JIT rotates
+/// (a copy of the head's test, and a branch into the loop past it), enters
+/// the loop's metered group of four passes, not the pass-by-pass copy that
+/// follows them: in the metered listing of `FuelLoops.scanAfterBranch`
+/// (the then-branch's `goto` to `while (i < n && ...)`), that branch goes
+/// to the first of the five copies of the op after the head's test (pass
+/// 0's), which is exact, since a pass charges nothing before its back edge
+/// (`counted_loops_run_out_of_fuel_where_the_interpreter_does` runs it on
+/// every budget). Until 2026-12-01 it went to the fifth.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn a_rotated_jump_into_a_straight_loop_enters_its_group() {
+    if classes("release8").is_none() || engine_under_test() != Engine::Jit {
+        return;
+    }
+    let bytes = class_bytes("release8", "FuelLoops").unwrap();
+    let mut jit = Applet::load_with_engine(&bytes, &Natives::new(), Limits::default(), Engine::Jit)
+        .unwrap_or_else(|e| panic!("FuelLoops: {e}"));
+    let depth = jit.limits().max_call_depth;
+    jit.set_run_limits(Some(1 << 20), depth);
+    assert_eq!(jit.engine(), Engine::Jit, "metered FuelLoops on the JIT");
+    let listing = jit.native_listing().expect("a listing");
+    // The method's lines: `; bci N` marks and `offset  bytes  mnemonic ...`.
+    let lines: Vec<&str> = listing
+        .lines()
+        .skip_while(|l| l.trim() != "; scanAfterBranch(III)I")
+        .skip(1)
+        .take_while(|l| !l.trim().starts_with("; ") || l.trim().starts_with("; bci "))
+        .collect();
+    // (bci, offset, bytes, mnemonic) of each instruction.
+    let mut insns: Vec<(u32, usize, Vec<u8>, String)> = Vec::new();
+    let mut bci = 0;
+    for l in &lines {
+        let t = l.trim();
+        if let Some(b) = t.strip_prefix("; bci ") {
+            bci = b.parse().unwrap();
+            continue;
+        }
+        let mut f = t.split_whitespace();
+        let (Some(at), Some(hex), Some(mn)) = (f.next(), f.next(), f.next()) else {
+            continue;
+        };
+        let at = usize::from_str_radix(at, 16).unwrap();
+        let code: Vec<u8> = (0..hex.len() / 2)
+            .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap())
+            .collect();
+        insns.push((bci, at, code, mn.to_string()));
+    }
+    // The loop's ops are compiled five times (four passes, then the
+    // pass-by-pass copy): its head is the least bci of five copies' or
+    // more, the op after its test the next.
+    let mut starts: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+    let mut last = None;
+    for &(b, at, _, _) in &insns {
+        if last != Some(b) {
+            starts.entry(b).or_default().push(at);
+        }
+        last = Some(b);
+    }
+    let looped: Vec<(&u32, &Vec<usize>)> = starts.iter().filter(|(_, v)| v.len() >= 5).collect();
+    assert!(
+        looped.len() >= 2,
+        "no straight loop in:\n{}",
+        lines.join("\n")
+    );
+    let head = looped[0].1[0];
+    let pass0 = looped[1].1[0];
+    // The rotated branch: a conditional jump before the loop into it.
+    let target = |at: usize, c: &[u8]| -> Option<usize> {
+        let rel = match c {
+            [0x0f, 0x80..=0x8f, r @ ..] if r.len() == 4 => {
+                i32::from_le_bytes([r[0], r[1], r[2], r[3]]) as isize
+            }
+            [0x70..=0x7f, r] => *r as i8 as isize,
+            _ => return None,
+        };
+        Some((at as isize + c.len() as isize + rel) as usize)
+    };
+    let into: Vec<usize> = insns
+        .iter()
+        .filter(|(_, at, _, mn)| *at < head && mn.starts_with('j') && mn != "jmp")
+        .filter_map(|(_, at, c, _)| target(*at, c))
+        .filter(|&t| t > head)
+        .collect();
+    assert_eq!(
+        format!("{into:x?}"),
+        format!("[{pass0:x}]"),
+        "the rotated branch into the loop (pass 0's op after the test is at {pass0:x}, \
+         the copies at {:x?})",
+        looped[1].1
+    );
+}
+
 /// The JIT charges a counted loop's trip count (times the units each pass
 /// charges at its calls) once, at its entry, when the fuel left covers it,
 /// and runs the loop charge by charge otherwise; the interpreter charges
@@ -923,7 +1016,7 @@ fn counted_loops_run_out_of_fuel_where_the_interpreter_does() {
             .filter(|(_, arity)| *arity == 3)
             .map(|(m, _)| m)
             .collect();
-        assert_eq!(methods.len(), 23, "{name}: methods {methods:?}");
+        assert_eq!(methods.len(), 24, "{name}: methods {methods:?}");
         'calls: for m in &methods {
             for _ in 0..24 {
                 let args = fuel_loop_args(&mut rng);

@@ -710,14 +710,16 @@ pub(super) const MAX_UNROLLED_OPS: usize = 32;
 /// body is one straight-line block with its exits, so that the metered
 /// copy can run `UNROLL` passes per fuel test ([`Compiler::unrolled_loop`]):
 ///
-/// - `back` is the one back edge, a charging `goto head` (with or without
-///   an `iinc`), the loop's only charge: no op between them calls, switches
-///   or returns;
+/// - `back` is the back edge that closes it, a charging `goto head` (with
+///   or without an `iinc`), the loop's only charge: no op between them
+///   calls, switches or returns;
 /// - every op from `head` to `back - 1` falls through to the next, and any
 ///   other way it may go is a forward branch out of the loop (past `back`),
 ///   uncharged: the loop's exits, taken at any pass;
 /// - `head` is on an empty stack, and no branch from outside lands in
-///   `head + 1..=back`.
+///   `head + 1..=back`. Branches to `head` may come from anywhere (before
+///   the loop, or back edges from after it); the JIT's rotated copy of
+///   one ([`Compiler::rotate`]) enters pass 0 just after its test.
 ///
 /// A pass is then the ops `head..=back` in order up to an exit or a trap,
 /// and every pass that reaches the back edge charges exactly one unit
@@ -3260,8 +3262,13 @@ impl<'p> Compiler<'p> {
         align: &[bool],
         live: &mut bool,
     ) {
-        // The entry, from before the loop only, is the group's top: pass
-        // 0's test, at `labels[t]`, aligned as a loop head.
+        // Every entry is pass 0's: a jump to the head (from before the loop,
+        // or a back edge from after it) reaches the group's top, pass 0's
+        // test at `labels[t]`, aligned as a loop head; a rotated jump (its
+        // own copy of the test, [`Compiler::rotate`]) reaches pass 0 just
+        // after it, at `labels[t + 1]`. Pass 0 keeps the loop's own labels
+        // for that; entering it there is exact, since a pass charges
+        // nothing before its back edge, and pass 0's charges the group.
         let top = labels[t];
         let metered = self.f.genlabel();
         let undo = self.f.genlabel();
@@ -3281,11 +3288,12 @@ impl<'p> Compiler<'p> {
         // (label, units to give back, where the exit goes).
         let mut outs: Vec<(Label, u32, Label)> = Vec::new();
         for pass in 0..UNROLL {
-            for l in &mut labels[t..=b] {
-                *l = self.f.genlabel();
-            }
-            if pass == 0 {
-                labels[t] = top;
+            if pass > 0 {
+                for l in &mut labels[t..=b] {
+                    *l = self.f.genlabel();
+                }
+            } else {
+                labels[t..=b].copy_from_slice(&own);
             }
             let saved: Vec<Label> = exits.iter().map(|&e| labels[e]).collect();
             if pass > 0 {
@@ -3333,13 +3341,17 @@ impl<'p> Compiler<'p> {
         self.bci = self.bci_of(b);
         self.charge();
         self.f.jmp(metered);
-        labels[t..=b].copy_from_slice(&own);
+        // The metered loop's labels are its own: no jump from outside
+        // reaches it but this one, to its test.
+        for l in &mut labels[t..=b] {
+            *l = self.f.genlabel();
+        }
         labels[t] = metered;
         self.block_end = 0;
         for j in t..=b {
             self.emit(j, labels, is_target, align, live);
         }
-        labels[t] = top;
+        labels[t..=b].copy_from_slice(&own);
     }
 
     /// The bytecode index of op `i` of the method being compiled.
@@ -3742,6 +3754,7 @@ mod tests {
             ("scanTwoExits", 1),
             ("scanDivides", 1),
             ("scanStride", 1),
+            ("scanAfterBranch", 1),
             ("forever", 1),
             // The callee that loops (its loop has no call).
             ("sumTo", 1),

@@ -66,7 +66,8 @@
 //! not counted: quicksort's `while (a[i] < pivot) i++;`) runs four passes
 //! in a row in its metered code, charged together at the group's first
 //! back edge and given back on an exit, or pass by pass once less than four
-//! units are left. Calls check the depth
+//! units are left there. Every entry is the group's (a jump to the loop's
+//! head, or a rotated copy of its test entering the group's first pass). Calls check the depth
 //! (a counter in the native frame) and, unless the callee's frame provably
 //! fits in the caller's, the frame stack's end, exactly as the interpreter
 //! does.
