@@ -554,7 +554,7 @@ pub(super) fn counted_loops(
             continue;
         };
         let (t, counter) = (t as usize, u16::from(counter));
-        if t >= b || b - t > MAX_VERSIONED_OPS || !matches!(step, 1 | -1) {
+        if t >= b || b - t >= MAX_VERSIONED_OPS || !matches!(step, 1 | -1) {
             continue;
         }
         if out.last().is_some_and(|l| l.back >= t) {
@@ -740,7 +740,7 @@ pub(super) fn straight_loops(
             continue;
         };
         let t = t as usize;
-        if t >= b || b - t > MAX_UNROLLED_OPS || counted.iter().any(|l| l.back == b) {
+        if t >= b || b - t >= MAX_UNROLLED_OPS || counted.iter().any(|l| l.back == b) {
             continue;
         }
         if out.last().is_some_and(|&(_, back)| back >= t) {
