@@ -557,7 +557,7 @@ impl Engine {
         let port = self.create_port(config, applet)?;
         let (id, seg, layout) = (port.id(), port.segment().clone(), *port.layout());
         let direct = Some((self.clone(), port.clone()));
-        let mut ep = Endpoint::from_parts(
+        let made = Endpoint::from_parts(
             id,
             seg,
             layout,
@@ -565,7 +565,12 @@ impl Engine {
                 engine: self.clone(),
                 port,
             }),
-        )?;
+        );
+        // The engine laid the segment out itself, so `from_parts` accepts
+        // it; were it refused, the port goes, as a client's does.
+        let mut ep = made.inspect_err(|_| {
+            let _ = self.remove_port(id);
+        })?;
         ep.direct = direct;
         Ok(ep)
     }
