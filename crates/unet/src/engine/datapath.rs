@@ -453,9 +453,19 @@ impl Engine {
         // The applet time this round has spent on this endpoint.
         let mut spent = Duration::ZERO;
         let rx = &mut *guard;
-        // Each frame is read in place, in the inbox's ring.
-        port.inbox.drain(|chan, frame| {
-            spent += receive(port, rx, chan, frame, None, &mut made, shared);
+        // Each frame or message is read in place, in the inbox's ring.
+        port.inbox.drain(|chan, framed, bytes| {
+            let payload = if framed {
+                frame_payload(port, bytes, None)
+            } else {
+                Some(Payload {
+                    head: bytes,
+                    tail: None,
+                })
+            };
+            if let Some(payload) = payload {
+                spent += receive_payload::<true>(port, rx, chan, payload, &mut made, shared);
+            }
             n += 1;
             // The batch's descriptors are published together, at most
             // `PUBLISH_EVERY` frames apart so the application sees the
@@ -584,21 +594,6 @@ pub(super) fn enqueue_parts(
     payload: Payload<'_>,
     s: &EngineStats,
 ) {
-    enqueue_parts_inline(port, chan, hdr, patch, payload, s);
-}
-
-/// [`enqueue_parts`]' body, inlined into it and into
-/// [`Engine::enqueue_deferred`] (called there, the two-thread send of a
-/// 40-byte message counted 69 more than with the frame's checks inline).
-#[inline(always)]
-fn enqueue_parts_inline(
-    port: &Port,
-    chan: u16,
-    hdr: &[u8; HEADER_LEN],
-    patch: bool,
-    payload: Payload<'_>,
-    s: &EngineStats,
-) {
     if port.closed.load(Ordering::Acquire) {
         bump_shared(&s.closed);
         return;
@@ -622,6 +617,26 @@ fn enqueue_parts_inline(
     }
 }
 
+/// Puts the message `msg` in `port`'s inbox without a frame
+/// ([`inbox::Inbox::push_message`]), for a sender that holds the verdict
+/// that delivers it on `chan`, or drops it, counted as
+/// [`enqueue_parts`] counts.
+#[inline(always)]
+fn enqueue_message(port: &Port, chan: u16, msg: &[u8], s: &EngineStats) {
+    if port.closed.load(Ordering::Acquire) {
+        bump_shared(&s.closed);
+        return;
+    }
+    match port
+        .inbox
+        .push_message(chan, msg.len(), |buf| buf.copy_from_slice(msg))
+    {
+        Ok(()) => {}
+        Err(inbox::Refused::Full) => bump_shared(&port.stats.rx_queue_full),
+        Err(inbox::Refused::Closed) => bump_shared(&s.closed),
+    }
+}
+
 /// Receives one frame for `port` on `chan`, under its receive lock: checks
 /// the UDP checksum if it carries one, then runs `doRx` or the standard
 /// U-Net receive. Frames the applet makes go to `made`. Returns the
@@ -636,16 +651,25 @@ pub(super) fn receive(
     made: &mut Outbox,
     timed: bool,
 ) -> Duration {
-    let payload = Payload {
-        head: &f[HEADER_LEN..],
-        tail: tail.map(Tail::rest),
-    };
+    match frame_payload(port, f, tail) {
+        Some(payload) => receive_payload::<true>(port, rx, chan, payload, made, timed),
+        None => Duration::ZERO,
+    }
+}
+
+/// The payload of frame `f` (with `tail`), once its UDP checksum, if it
+/// carries one, is checked; `None`, counted as `rx_bad_checksum`, if wrong.
+#[inline(always)]
+fn frame_payload<'a>(port: &Port, f: &'a [u8], tail: Option<&'a Tail>) -> Option<Payload<'a>> {
     let flags = u16::from_be_bytes([f[frame::UNET_FLAGS], f[frame::UNET_FLAGS + 1]]);
     if flags & frame::FLAG_UDP_CHECKSUM != 0 && !matches!(frame::verify_udp_checksum(f), Ok(true)) {
         bump(&port.stats.rx_bad_checksum);
-        return Duration::ZERO;
+        return None;
     }
-    receive_payload::<true>(port, rx, chan, payload, made, timed)
+    Some(Payload {
+        head: &f[HEADER_LEN..],
+        tail: tail.map(Tail::rest),
+    })
 }
 
 /// The end of [`receive`], once the frame's checksum (if it has one) is
@@ -1476,13 +1500,14 @@ impl Engine {
         let Some(bytes) = rx.applet.as_ref().and_then(|l| deferred_bytes(l, m)) else {
             return false;
         };
-        let mut hdr = ch.template;
-        frame::patch_lengths_from(&mut hdr, ch.length_sum, bytes.len());
-        let payload = Payload {
-            head: bytemuck::cast_slice(bytes),
-            tail: None,
-        };
-        enqueue_parts_inline(dst, owner as u16, &hdr, false, payload, &self.inner.stats);
+        // The message alone: the verdict is taken, and the receiving
+        // applet's `doRx` sees the payload alone either way.
+        enqueue_message(
+            dst,
+            owner as u16,
+            bytemuck::cast_slice(bytes),
+            &self.inner.stats,
+        );
         true
     }
 
@@ -2096,10 +2121,9 @@ mod tests {
     }
 
     /// A message deferred to a receiver of another thread goes into that
-    /// receiver's inbox as its frame's bytes (the header the channel's
-    /// template and lengths make, then the payload), with no frame made in
-    /// either outbox, and arrives whole; nothing but the receiver's
-    /// delivery is counted for it.
+    /// receiver's inbox as the message alone (no frame's header: the
+    /// verdict is taken), with no frame made in either outbox, and arrives
+    /// whole; nothing but the receiver's delivery is counted for it.
     #[test]
     fn a_deferred_message_to_another_threads_applet_goes_into_its_inbox_without_a_frame() {
         let (e, mut a, mut b, ab) = to_another_thread(0);
@@ -2131,22 +2155,20 @@ mod tests {
             assert!(rx.io.framer.out.is_empty(), "no frame made");
             assert!(tx.framer.out.is_empty() && tx.next.is_empty());
         }
-        // The inbox holds the frame's bytes.
+        // The inbox holds the message's bytes alone.
         let mut frames = Vec::new();
         let ch = pa.tx.lock().framer.channels[usize::from(ab)]
             .clone()
             .unwrap();
-        let mut hdr = ch.template;
-        frame::patch_lengths(&mut hdr, sent.len());
-        let n = pb.inbox.drain(|chan, f| {
-            frames.push((chan, f.to_vec()));
+        let n = pb.inbox.drain(|chan, framed, f| {
+            frames.push((chan, framed, f.to_vec()));
             true
         });
         assert_eq!(n, 1);
-        let (chan, f) = &frames[0];
+        let (chan, framed, f) = &frames[0];
         assert_eq!(Some(*chan), ch.verdict.owner.map(|o| o as u16));
-        assert_eq!(f[..HEADER_LEN], hdr);
-        assert_eq!(f[HEADER_LEN..], sent[..]);
+        assert!(!framed, "a message, not a frame");
+        assert_eq!(f[..], sent[..]);
         assert_eq!(all_counts(&e, &pa, &pb), before);
         // The way a `doTx` takes it: the message arrives, counted once.
         let again = b"again".to_vec();

@@ -15,7 +15,7 @@ fn fill_with(tag: u8) -> impl FnOnce(&mut [u8]) {
 /// checks each frame is filled with its first byte.
 fn take_all(i: &Inbox) -> Vec<(u16, usize, u8)> {
     let mut v = Vec::new();
-    i.drain(|chan, f| {
+    i.drain(|chan, _, f| {
         let b = f.first().copied().unwrap_or(0);
         assert!(f.iter().all(|&x| x == b), "a frame's bytes came back whole");
         v.push((chan, f.len(), b));
@@ -137,7 +137,7 @@ fn a_drain_stops_where_told_and_gives_back_what_it_ran() {
     }
     let mut n = 0;
     assert_eq!(
-        i.drain(|_, _| {
+        i.drain(|_, _, _| {
             n += 1;
             n < 20
         }),
@@ -257,7 +257,7 @@ fn several_producers_one_consumer() {
             let mut got = 0u64;
             loop {
                 let finished = done.load(Ordering::Acquire);
-                got += i.drain(|chan, f| {
+                got += i.drain(|chan, _, f| {
                     let seq = u32::from_le_bytes(f[..4].try_into().unwrap());
                     let want = 4 + (seq as usize * 37 + usize::from(chan) * 11) % 597;
                     assert_eq!(f.len(), want, "a frame's length");
@@ -308,7 +308,7 @@ fn closing_races_producers_and_counts_every_frame_once() {
         // Drain a while, then close in the middle of the pushes.
         let mut ran = 0;
         for _ in 0..(round % 7) * 10 {
-            ran += i.drain(|_, _| true);
+            ran += i.drain(|_, _, _| true);
             std::thread::yield_now();
         }
         let at_close = i.close();
@@ -381,7 +381,7 @@ fn each_frame_is_given_back_once_it_has_run() {
     i.push(2, 10, fill_with(2)).unwrap();
     let mut pushed = Vec::new();
     let mut chans = Vec::new();
-    i.drain(|chan, _| {
+    i.drain(|chan, _, _| {
         chans.push(chan);
         if chan < 4 {
             // While frame 1 runs the inbox is full (1 and 2: frame 3 is
@@ -392,4 +392,31 @@ fn each_frame_is_given_back_once_it_has_run() {
     });
     assert_eq!(chans, vec![1, 2, 4]);
     assert_eq!(pushed, vec![Err(Refused::Full), Ok(())]);
+}
+
+/// A message without a frame comes back as one (not framed, its bytes
+/// alone), and counts against the byte budget as the frame it stands for
+/// (its bytes and a frame's header), both when pushed and when given back.
+#[test]
+fn a_message_counts_as_the_frame_it_stands_for() {
+    let hdr = crate::frame::HEADER_LEN;
+    // Room in the byte budget for two frames of 10-byte messages.
+    let i = Inbox::new(8, 2 * (hdr + 10));
+    i.push_message(1, 10, fill_with(7)).unwrap();
+    i.push(2, hdr + 10, fill_with(8)).unwrap();
+    assert_eq!(i.push_message(3, 1, fill_with(9)), Err(Refused::Full));
+    let mut got = Vec::new();
+    i.drain(|chan, framed, f| {
+        got.push((chan, framed, f.to_vec()));
+        true
+    });
+    assert_eq!(
+        got,
+        vec![(1, false, vec![7; 10]), (2, true, vec![8; hdr + 10])]
+    );
+    // Both given back as counted: room for two messages again, no more.
+    i.push_message(3, 10, fill_with(3)).unwrap();
+    i.push_message(4, 10, fill_with(4)).unwrap();
+    assert_eq!(i.push_message(5, 1, fill_with(5)), Err(Refused::Full));
+    assert_eq!(take_all(&i), vec![(3, 10, 3), (4, 10, 4)]);
 }
