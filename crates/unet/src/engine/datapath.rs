@@ -464,7 +464,12 @@ impl Engine {
                 })
             };
             if let Some(payload) = payload {
-                spent += receive_payload::<true>(port, rx, chan, payload, &mut made, shared);
+                let took = receive_payload::<true>(port, rx, chan, payload, &mut made, shared);
+                // Timed only on a shared thread (the owner's drain takes
+                // everything, untimed): no `Duration` sum per frame there.
+                if shared {
+                    spent += took;
+                }
             }
             n += 1;
             // The batch's descriptors are published together, at most
