@@ -622,19 +622,19 @@ pub(super) fn enqueue_parts(
     }
 }
 
-/// Puts the message `msg` in `port`'s inbox without a frame
+/// Puts the message `payload` in `port`'s inbox without a frame
 /// ([`inbox::Inbox::push_message`]), for a sender that holds the verdict
-/// that delivers it on `chan`, or drops it, counted as
-/// [`enqueue_parts`] counts.
+/// that delivers it on `chan` (a kept delivery: a local, unchecksummed
+/// channel), or drops it, counted as [`enqueue_parts`] counts.
 #[inline(always)]
-fn enqueue_message(port: &Port, chan: u16, msg: &[u8], s: &EngineStats) {
+fn enqueue_message(port: &Port, chan: u16, payload: Payload<'_>, s: &EngineStats) {
     if port.closed.load(Ordering::Acquire) {
         bump_shared(&s.closed);
         return;
     }
     match port
         .inbox
-        .push_message(chan, msg.len(), |buf| buf.copy_from_slice(msg))
+        .push_message(chan, payload.len(), |buf| payload.copy_to(0, buf))
     {
         Ok(()) => {}
         Err(inbox::Refused::Full) => bump_shared(&port.stats.rx_queue_full),
@@ -1507,12 +1507,11 @@ impl Engine {
         };
         // The message alone: the verdict is taken, and the receiving
         // applet's `doRx` sees the payload alone either way.
-        enqueue_message(
-            dst,
-            owner as u16,
-            bytemuck::cast_slice(bytes),
-            &self.inner.stats,
-        );
+        let payload = Payload {
+            head: bytemuck::cast_slice(bytes),
+            tail: None,
+        };
+        enqueue_message(dst, owner as u16, payload, &self.inner.stats);
         true
     }
 
@@ -1613,9 +1612,9 @@ impl Engine {
         let chan = owner as u16;
         if let Some(dst) = &kept.peer {
             if INLINE {
-                return self.deliver_local_inline(dst, chan, hdr, template, payload, made);
+                return self.deliver_local_inline(dst, chan, payload, made);
             }
-            return self.deliver_local(dst, chan, hdr, template, payload, made);
+            return self.deliver_local(dst, chan, payload, made);
         }
         self.inner.ports.with(|ports| {
             let slot = usize::from((owner >> 16) as u16);
@@ -1631,13 +1630,14 @@ impl Engine {
                 bump_shared(&s.unmatched);
                 return;
             }
-            self.deliver_local(dst, chan, hdr, template, payload, made)
+            self.deliver_local(dst, chan, payload, made)
         })
     }
 
     /// The end of [`Engine::deliver_kept`] once the endpoint `dst` is found
     /// and its generation checked, as [`Engine::deliver_to`] ends for a
-    /// frame: to the inbox if `dst`'s applet runs on another thread (or
+    /// frame: to the inbox (as the message alone, [`enqueue_message`]) if
+    /// `dst`'s applet runs on another thread (or
     /// this thread's applets have made frames past the inbox budget, or
     /// frames wait there), else the receive side's checks and `doRx` or
     /// the standard receive of `payload` on `chan`, at once.
@@ -1646,33 +1646,18 @@ impl Engine {
     /// push are inlined into it (inlined into the service, the service's
     /// size made the compiler call both instead).
     #[inline(never)]
-    fn deliver_local(
-        &self,
-        dst: &Port,
-        chan: u16,
-        hdr: &[u8; HEADER_LEN],
-        template: bool,
-        payload: Payload<'_>,
-        made: &mut Outbox,
-    ) {
-        self.deliver_local_inline(dst, chan, hdr, template, payload, made)
+    fn deliver_local(&self, dst: &Port, chan: u16, payload: Payload<'_>, made: &mut Outbox) {
+        self.deliver_local_inline(dst, chan, payload, made)
     }
 
     /// [`Engine::deliver_local`]'s body, inlined into its callers:
     /// `deliver_local` itself, and [`Engine::send_direct_locked`].
     #[inline(always)]
-    fn deliver_local_inline(
-        &self,
-        dst: &Port,
-        chan: u16,
-        hdr: &[u8; HEADER_LEN],
-        template: bool,
-        payload: Payload<'_>,
-        made: &mut Outbox,
-    ) {
+    fn deliver_local_inline(&self, dst: &Port, chan: u16, payload: Payload<'_>, made: &mut Outbox) {
         let s = &self.inner.stats;
+        // A kept delivery: into the inbox as the message alone.
         if dst.waits_in_inbox(made) {
-            return enqueue_parts(dst, chan, hdr, template, payload, s);
+            return enqueue_message(dst, chan, payload, s);
         }
         let mut rx = dst.rx.lock();
         if dst.closed.load(Ordering::Acquire) {
@@ -1683,7 +1668,7 @@ impl Engine {
         // place: this message waits behind them.
         if !dst.inbox.is_empty() {
             drop(rx);
-            return enqueue_parts(dst, chan, hdr, template, payload, s);
+            return enqueue_message(dst, chan, payload, s);
         }
         if rx.applet.is_none() {
             // The standard receive, inline: most messages to an endpoint
