@@ -62,7 +62,9 @@
 
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::OnceLock;
+
+use crate::biased::{BiasedGuard, BiasedLock};
 
 /// The most frames an inbox holds, whatever its budget says.
 pub(super) const FRAMES_MAX: usize = 1 << 16;
@@ -256,13 +258,13 @@ pub(super) fn warm_start(frames: usize, bytes: usize) -> u64 {
 /// An applet's inbox (see the module documentation).
 pub(super) struct Inbox {
     /// The producers' lock and view (written only by producers).
-    prod: Line<Mutex<Prod>>,
+    prod: Line<BiasedLock<Prod>>,
     /// The published tail (written by producers, read by the consumer).
     tail: Line<AtomicU64>,
     /// What the consumer gave back (written by the consumer).
     given: Line<GivenBack>,
     /// The consumer's lock and position.
-    cons: Line<Mutex<Cons>>,
+    cons: Line<BiasedLock<Cons>>,
     ring: OnceLock<Ring>,
     size: usize,
     max_frames: u64,
@@ -279,10 +281,18 @@ pub(super) struct Inbox {
     warm: u64,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Each state is consistent between statements that can panic (a fill
-    // or a consumer's callback), so a poisoned lock is taken as is.
-    m.lock().unwrap_or_else(|p| p.into_inner())
+/// Takes one of the inbox's locks. They are biased locks
+/// ([`crate::biased`]): the thread that keeps taking one (the sender's
+/// thread for the producers' lock, the receiver's for the consumer's)
+/// takes and releases it with plain stores and loads, where a `Mutex` made
+/// a locked compare-and-swap and a locked exchange, four locked
+/// instructions a message across threads; another producer revokes the
+/// bias once, and a lock shared for good settles as an ordinary one. A
+/// panic (in a fill or a consumer's callback) releases the lock with the
+/// state consistent between its statements, so there is no poisoning.
+#[inline]
+fn lock<T>(m: &BiasedLock<T>) -> BiasedGuard<'_, T> {
+    m.lock()
 }
 
 impl Inbox {
@@ -291,10 +301,10 @@ impl Inbox {
     pub(super) fn new(frames: usize, bytes: usize) -> Inbox {
         let frames = frames.min(FRAMES_MAX);
         Inbox {
-            prod: Line::default(),
+            prod: Line(BiasedLock::new(Prod::default())),
             tail: Line::default(),
             given: Line::default(),
-            cons: Line::default(),
+            cons: Line(BiasedLock::new(Cons::default())),
             ring: OnceLock::new(),
             size: ring_size(frames, bytes),
             max_frames: frames as u64,
