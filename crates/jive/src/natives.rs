@@ -408,8 +408,12 @@ impl RingWords {
     #[inline]
     pub fn take(&mut self) -> u32 {
         let n = self.lent - self.room;
-        self.lent = self.room;
-        self.head = self.head.wrapping_add(n);
+        // Nothing filled (an invocation that pushed nothing inline): the
+        // words are as they were, so nothing is written.
+        if n != 0 {
+            self.lent = self.room;
+            self.head = self.head.wrapping_add(n);
+        }
         n
     }
 
