@@ -408,8 +408,12 @@ impl RingWords {
     #[inline]
     pub fn take(&mut self) -> u32 {
         let n = self.lent - self.room;
-        self.lent = self.room;
-        self.head = self.head.wrapping_add(n);
+        // Nothing filled (an invocation that pushed nothing inline): the
+        // words are as they were, so nothing is written.
+        if n != 0 {
+            self.lent = self.room;
+            self.head = self.head.wrapping_add(n);
+        }
         n
     }
 
@@ -1198,11 +1202,20 @@ mod tests {
         w.lend(6, 9);
         assert_eq!(w.room(), 4, "at most the depth");
         assert_eq!(w.next, w.base + 2 * RING_SLOT, "slot 6 & 3");
+        assert_eq!(w.head(), 6);
+        // A take with nothing filled changes nothing.
+        assert_eq!(w.take(), 0);
+        assert_eq!((w.head(), w.room(), w.lent), (6, 4, 4));
         // Two pushes as generated code makes them.
         w.room -= 2;
         assert_eq!(w.take(), 2);
+        assert_eq!((w.head(), w.lent), (8, 2), "moved past the two");
         assert_eq!(w.take(), 0, "taken once");
-        assert_eq!(w.room(), 2);
+        assert_eq!((w.head(), w.room(), w.lent), (8, 2, 2));
+        // A third push after the take: counted from where the take left.
+        w.room -= 1;
+        assert_eq!(w.take(), 1);
+        assert_eq!((w.head(), w.lent), (9, 1));
     }
 
     #[test]
