@@ -1289,6 +1289,12 @@ impl Endpoint {
                     body: Body::Buffers(off),
                 });
             }
+        } else if self.idle() {
+            // Nothing sealed, and nothing else to do: what
+            // `recv_ref_slow` would find, without its call and its
+            // second look at the queue (a waiting receiver's empty poll).
+            self.poll_expected();
+            return None;
         }
         let t = self.recv_ref_slow()?;
         Some(MessageRef {
@@ -1570,6 +1576,26 @@ impl Endpoint {
                 true
             }
         }
+    }
+
+    /// Whether a receive call that found its queue empty has nothing else
+    /// to do now: no gathered buffers to give back, and if it drives the
+    /// engine, nothing for the engine to do for it ([`Engine::rx_idle`]:
+    /// the tests [`Endpoint::drive_rx`] would make first, with the
+    /// endpoint claimed as it claims it). [`Endpoint::recv_ref`] then
+    /// returns at once, in its caller's body: a waiting receiver's empty
+    /// poll is how late it sees a message that lands just after a look,
+    /// and `recv_ref_slow`'s call, frame and second look were most of it.
+    /// A daemon's client that drives is never idle here (its
+    /// `Control::drive_rx` is asked, as before).
+    #[inline(always)]
+    fn idle(&self) -> bool {
+        self.gathered == 0
+            && (!self.drive
+                || self
+                    .direct
+                    .as_ref()
+                    .is_some_and(|(engine, port)| engine.rx_idle(port)))
     }
 
     /// Does the engine work this endpoint's calls drive, without sending or

@@ -122,6 +122,15 @@ impl Engine {
         n + self.poll_transport()
     }
 
+    /// [`Engine::drive_rx`]'s tests alone: the thread claims `port`, and
+    /// whether driving it now would do nothing (its inbox empty, the
+    /// transport idle). For a receiver's empty poll, inline in its loop.
+    #[inline(always)]
+    pub(crate) fn rx_idle(&self, port: &Port) -> bool {
+        port.claim();
+        port.inbox.is_empty() && self.transport_idle()
+    }
+
     /// Whether [`Engine::poll_transport`] would find nothing to do now: no
     /// backlog, and a transport whose readiness says it holds nothing
     /// (the same two tests it makes first, in its order).
