@@ -1989,6 +1989,38 @@ mod tests {
         assert!(without > 36 * 24 / 2, "{without} without a descriptor");
     }
 
+    /// A receiver's empty poll that finds nothing for the engine to do
+    /// ([`Engine::rx_idle`]) returns without driving it, and still claims
+    /// its endpoint for the polling thread, as a poll that drives it does
+    /// ([`Engine::drive_rx`]): the owner of an endpoint without an applet
+    /// decides whether a `doTx`'s message to it is deferred
+    /// ([`Engine::may_defer`]). A frame that then waits for the transport
+    /// is not idle: the next poll receives it.
+    #[test]
+    fn an_idle_receive_poll_claims_its_endpoint_and_a_waiting_frame_is_not_idle() {
+        let net = LoopNet::new();
+        let attach = |at: &str| Engine::new(Box::new(net.attach(at.parse().unwrap()).unwrap()));
+        let (ea, eb) = (attach("10.0.0.1:7000"), attach("10.0.0.2:7000"));
+        let mut a = ea.create_endpoint(Config::default(), None).unwrap();
+        let mut b = eb.create_endpoint(Config::default(), None).unwrap();
+        let ab = a.open_channel(eb.local(), b.id()).unwrap();
+        b.open_channel(ea.local(), a.id()).unwrap();
+        let port = eb.port(b.id()).unwrap();
+        assert!(eb.rx_idle(&port), "nothing sent: idle");
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                assert!(b.recv_ref().is_none());
+                assert!(port.is_owner(), "the idle poll claimed it");
+            });
+        });
+        assert!(!port.is_owner());
+        a.send(ab, b"over the transport").unwrap();
+        assert!(!eb.rx_idle(&port), "a frame waits for the transport");
+        assert!(port.is_owner(), "and the test claimed it");
+        assert_eq!(b.recv_ref().unwrap().to_vec(), b"over the transport");
+        assert!(eb.rx_idle(&port));
+    }
+
     /// [`Engine::send_applet_direct`]'s declines other than a malformed
     /// message's (which the test above meets): each with nothing done or
     /// counted.
