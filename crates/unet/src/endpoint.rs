@@ -386,7 +386,9 @@ pub struct Endpoint {
     drive: bool,
     /// The engine and this endpoint's port, if the engine runs in this
     /// process: [`Endpoint::send`] hands it messages directly
-    /// (`Engine::send_direct`). `None` for a daemon's client, whose
+    /// (`Engine::send_direct`), and a receive call that finds the queue
+    /// empty drives its receive work directly (`Endpoint::drive_rx`).
+    /// `None` for a daemon's client, whose
     /// messages the engine reads from the transmit queue, as an untrusted
     /// client's.
     direct: Option<(Engine, Arc<Port>)>,
@@ -511,9 +513,7 @@ impl Control for Embedded {
         self.engine.service(&self.port);
     }
     fn drive_rx(&mut self) {
-        self.port.claim();
-        self.engine.drain(&self.port);
-        self.engine.poll_transport();
+        self.engine.drive_rx(&self.port);
     }
     fn engine(&self) -> Option<&Engine> {
         Some(&self.engine)
@@ -1214,10 +1214,9 @@ impl Endpoint {
             // endpoint's applet and poll the transport (each a flag check
             // when there is nothing: see `Transport::readiness`).
             self.give_gathered();
-            if round == 1 || !self.drive {
+            if round == 1 || !self.drive || !self.drive_rx() {
                 break;
             }
-            self.link.drive_rx();
         }
         None
     }
@@ -1295,6 +1294,12 @@ impl Endpoint {
                     body: Body::Buffers(off),
                 });
             }
+        } else if self.idle() {
+            // Nothing sealed, and nothing else to do: what
+            // `recv_ref_slow` would find, without its call and its
+            // second look at the queue (a waiting receiver's empty poll).
+            self.poll_expected();
+            return None;
         }
         let t = self.recv_ref_slow()?;
         Some(MessageRef {
@@ -1362,10 +1367,9 @@ impl Endpoint {
                 }
             }
             self.give_gathered();
-            if round == 1 || !self.drive {
+            if round == 1 || !self.drive || !self.drive_rx() {
                 break;
             }
-            self.link.drive_rx();
         }
         self.poll_expected();
         None
@@ -1557,6 +1561,46 @@ impl Endpoint {
                 .with_bytes(self.layout.area + d.offset(i) as usize, n, &mut f);
             left -= n;
         }
+    }
+
+    /// The engine's receive work for this endpoint, driven by a receive
+    /// call that found its queue empty: the frames waiting for its applet
+    /// and the transport (`Control::drive_rx`). Whether it may have
+    /// delivered something, so that the queue is worth a second look: with
+    /// the engine in this process, only if it ran or received a frame
+    /// ([`Engine::drive_rx`], called directly rather than through the
+    /// `Control` object: a waiting receiver's empty poll, whose length is
+    /// how late it sees a message that lands just after a look, was two
+    /// indirect calls and two looks at the queue longer).
+    #[inline(always)]
+    fn drive_rx(&mut self) -> bool {
+        match &self.direct {
+            Some((engine, port)) => engine.drive_rx(port) != 0,
+            None => {
+                self.link.drive_rx();
+                true
+            }
+        }
+    }
+
+    /// Whether a receive call that found its queue empty has nothing else
+    /// to do now: no gathered buffers to give back, and if it drives the
+    /// engine, nothing for the engine to do for it ([`Engine::rx_idle`]:
+    /// the tests [`Endpoint::drive_rx`] would make first, with the
+    /// endpoint claimed as it claims it). [`Endpoint::recv_ref`] then
+    /// returns at once, in its caller's body: a waiting receiver's empty
+    /// poll is how late it sees a message that lands just after a look,
+    /// and `recv_ref_slow`'s call, frame and second look were most of it.
+    /// A daemon's client that drives is never idle here (its
+    /// `Control::drive_rx` is asked, as before).
+    #[inline(always)]
+    fn idle(&self) -> bool {
+        self.gathered == 0
+            && (!self.drive
+                || self
+                    .direct
+                    .as_ref()
+                    .is_some_and(|(engine, port)| engine.rx_idle(port)))
     }
 
     /// Does the engine work this endpoint's calls drive, without sending or

@@ -1226,6 +1226,7 @@ impl Port {
     /// application (the endpoint's calls do this), so that its applet's
     /// frames delivered on this thread run at once rather than through the
     /// inbox. A store only when the thread changes.
+    #[inline]
     pub fn claim(&self) {
         let me = thread_token();
         if self.owner.load(Ordering::Relaxed) != me {
