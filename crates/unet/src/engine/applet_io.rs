@@ -161,7 +161,7 @@ pub(super) struct Deferred {
 /// which the tail site's proof excludes (the native checked the range, a
 /// root holds the array, and nothing wrote since); the caller then
 /// counts the message dropped ([`Engine::resolve_deferred`]).
-#[inline]
+#[inline(always)]
 pub(super) fn deferred_bytes<'a>(l: &'a Loaded, m: &Deferred) -> Option<&'a [i8]> {
     let (jive::Object::Bytes(v) | jive::Object::Booleans(v)) = l.applet.heap().get(m.array)? else {
         return None;
