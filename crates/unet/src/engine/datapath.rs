@@ -1283,7 +1283,7 @@ impl Engine {
             ..TxDesc::default()
         };
         // The owner's thread: untimed, as `service` invokes it there.
-        let (status, _) = applet_tx(self, &mut tx, port, d, false);
+        let (status, _) = applet_tx_inlined(self, &mut tx, port, d, false);
         // As [`Engine::service`] does after a pass: the frames `doTx`
         // made, delivered with the transmit side still locked, before the
         // caller reuses the bytes at `offset`.
