@@ -1247,7 +1247,12 @@ impl Engine {
     /// descriptor (it goes first: a channel's messages arrive in the order
     /// sent), and once the applet is removed. What it saves: the
     /// descriptor's write, publication, read back, status and completion.
-    #[inline(never)]
+    ///
+    /// Always inlined into [`crate::Endpoint::send_applet`] (its one
+    /// caller outside tests), itself out of line, so that the message's
+    /// copy into the buffer area, this and the invocation
+    /// ([`applet_tx_inlined`]) share one frame.
+    #[inline(always)]
     pub(crate) fn send_applet_direct(
         &self,
         port: &Port,
