@@ -1079,12 +1079,13 @@ pub(super) fn applet_tx(
     d: TxDesc,
     timed: bool,
 ) -> (TxStatus, Duration) {
-    applet_tx_inlined(engine, tx, port, d, timed)
+    applet_tx_inlined(engine, tx, port, d, timed, Me::current())
 }
 
 /// [`applet_tx`], always inlined: into [`Engine::send_applet_direct`],
 /// whose own frame then holds the invocation's (one call, one set of
-/// register saves a message fewer).
+/// register saves a message fewer). `me` is the calling thread's token,
+/// read once for the locks and owners of the whole path.
 #[inline(always)]
 pub(super) fn applet_tx_inlined(
     engine: &Engine,
@@ -1092,8 +1093,9 @@ pub(super) fn applet_tx_inlined(
     port: &Port,
     d: TxDesc,
     timed: bool,
+    me: Me,
 ) -> (TxStatus, Duration) {
-    let mut guard = port.rx.lock();
+    let mut guard = port.rx.lock_as(me);
     let rx = &mut *guard;
     if rx.applet.is_none() {
         // Uninstalled since the flag was read: send as standard U-Net.
@@ -1139,7 +1141,7 @@ pub(super) fn applet_tx_inlined(
     // the transmit outbox held nothing either.) `defer` is false outside
     // this window, so that a `doTx` that does not defer writes nothing
     // for it, and makes one test more after the invocation.
-    let may = rx.io.framer.out.is_empty() && engine.may_defer(tx, d.chan);
+    let may = rx.io.framer.out.is_empty() && engine.may_defer(tx, d.chan, me);
     if may {
         rx.io.defer = true;
     }
@@ -1147,7 +1149,7 @@ pub(super) fn applet_tx_inlined(
     if may {
         rx.io.defer = false;
         if let Some(m) = rx.io.deferred.take()
-            && !engine.resolve_deferred(tx, rx, port, m)
+            && !engine.resolve_deferred(tx, rx, port, m, me)
         {
             // The deferred bytes were gone (see `resolve_deferred`): the
             // message was not sent, so the descriptor completes as one

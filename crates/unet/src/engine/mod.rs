@@ -87,6 +87,7 @@ mod ports;
 /// applet's traps are values), so the next holder takes the value as a
 /// panic left it, as every `lock` here always did.
 use crate::biased::BiasedLock as SideLock;
+use crate::biased::Me;
 pub use applet_io::Io;
 use applet_io::*;
 
@@ -1227,7 +1228,13 @@ impl Port {
     /// frames delivered on this thread run at once rather than through the
     /// inbox. A store only when the thread changes.
     pub fn claim(&self) {
-        let me = thread_token();
+        self.claim_as(crate::biased::Me::current());
+    }
+
+    /// [`Port::claim`] with the calling thread's token read already.
+    #[inline]
+    pub(crate) fn claim_as(&self, me: crate::biased::Me) {
+        let me = me.token();
         if self.owner.load(Ordering::Relaxed) != me {
             self.owner.store(me, Ordering::Relaxed);
         }
@@ -1253,14 +1260,14 @@ impl Port {
     /// so that none can drift from the others.
     #[inline(always)]
     fn waits_in_inbox(&self, made: &Outbox) -> bool {
-        self.has_applet.load(Ordering::Acquire) && self.applet_elsewhere(made)
+        self.has_applet.load(Ordering::Acquire) && self.applet_elsewhere(made, thread_token())
     }
 
-    /// [`Port::waits_in_inbox`] for an endpoint whose applet is known.
+    /// [`Port::waits_in_inbox`] for an endpoint whose applet is known,
+    /// with the calling thread's token `me` read already.
     #[inline(always)]
-    fn applet_elsewhere(&self, made: &Outbox) -> bool {
-        self.owner.load(Ordering::Relaxed) != thread_token()
-            || made.used >= self.budgets.inbox_bytes
+    fn applet_elsewhere(&self, made: &Outbox, me: u64) -> bool {
+        self.owner.load(Ordering::Relaxed) != me || made.used >= self.budgets.inbox_bytes
     }
 
     /// Whether the calling thread is the one that runs this endpoint's
