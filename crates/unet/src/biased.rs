@@ -585,6 +585,18 @@ pub fn token() -> u64 {
 /// leave the thread that read it: whoever holds one holds this thread's
 /// token, and a lock taken with it ([`BiasedLock::lock_as`]) is taken as
 /// by [`BiasedLock::lock`].
+///
+/// ```compile_fail
+/// // A token cannot be sent to another thread (it would take locks there
+/// // as this one).
+/// let me = unet::biased::Me::current();
+/// std::thread::spawn(move || me.token());
+/// ```
+///
+/// ```
+/// let me = unet::biased::Me::current();
+/// assert_eq!(me.token(), unet::biased::token());
+/// ```
 #[cfg(not(loom))]
 #[derive(Debug, Clone, Copy)]
 pub struct Me {
