@@ -1424,7 +1424,7 @@ impl Engine {
         };
         if core::ptr::eq(dst, port)
             || !dst.has_applet.load(Ordering::Acquire)
-            || dst.applet_elsewhere(next, me.token())
+            || dst.applet_elsewhere_as(next, me)
         {
             return false;
         }

@@ -1260,14 +1260,21 @@ impl Port {
     /// so that none can drift from the others.
     #[inline(always)]
     fn waits_in_inbox(&self, made: &Outbox) -> bool {
-        self.has_applet.load(Ordering::Acquire) && self.applet_elsewhere(made, thread_token())
+        self.has_applet.load(Ordering::Acquire) && self.applet_elsewhere(made)
     }
 
-    /// [`Port::waits_in_inbox`] for an endpoint whose applet is known,
-    /// with the calling thread's token `me` read already.
+    /// [`Port::waits_in_inbox`] for an endpoint whose applet is known.
     #[inline(always)]
-    fn applet_elsewhere(&self, made: &Outbox, me: u64) -> bool {
-        self.owner.load(Ordering::Relaxed) != me || made.used >= self.budgets.inbox_bytes
+    fn applet_elsewhere(&self, made: &Outbox) -> bool {
+        self.owner.load(Ordering::Relaxed) != thread_token()
+            || made.used >= self.budgets.inbox_bytes
+    }
+
+    /// [`Port::applet_elsewhere`] with the calling thread's token `me`
+    /// read already.
+    #[inline(always)]
+    fn applet_elsewhere_as(&self, made: &Outbox, me: Me) -> bool {
+        self.owner.load(Ordering::Relaxed) != me.token() || made.used >= self.budgets.inbox_bytes
     }
 
     /// Whether the calling thread is the one that runs this endpoint's
