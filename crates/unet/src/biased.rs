@@ -578,6 +578,50 @@ pub fn token() -> u64 {
     }
 }
 
+/// The calling thread's token ([`token`]), read once, for a path that
+/// takes several locks (or compares an owner with it) in a row: each
+/// reading is a load and a test that the compiler cannot merge across the
+/// locks' atomic operations. Neither `Send` nor `Sync`, so it cannot
+/// leave the thread that read it: whoever holds one holds this thread's
+/// token, and a lock taken with it ([`BiasedLock::lock_as`]) is taken as
+/// by [`BiasedLock::lock`].
+///
+/// ```compile_fail
+/// // A token cannot be sent to another thread (it would take locks there
+/// // as this one).
+/// let me = unet::biased::Me::current();
+/// std::thread::spawn(move || me.token());
+/// ```
+///
+/// ```
+/// let me = unet::biased::Me::current();
+/// assert_eq!(me.token(), unet::biased::token());
+/// ```
+#[cfg(not(loom))]
+#[derive(Debug, Clone, Copy)]
+pub struct Me {
+    token: u64,
+    _this_thread: core::marker::PhantomData<*const ()>,
+}
+
+#[cfg(not(loom))]
+impl Me {
+    /// The calling thread's token.
+    #[inline]
+    pub fn current() -> Me {
+        Me {
+            token: token(),
+            _this_thread: core::marker::PhantomData,
+        }
+    }
+
+    /// The token itself ([`token`]'s value on this thread).
+    #[inline(always)]
+    pub fn token(self) -> u64 {
+        self.token
+    }
+}
+
 /// The calling thread's token, made at its first lock.
 #[cfg(not(loom))]
 #[cold]
@@ -634,14 +678,27 @@ impl<T: ?Sized> BiasedLock<T> {
     /// lock's does).
     #[inline]
     pub fn lock(&self) -> BiasedGuard<'_, T> {
-        self.guard(self.raw.lock_as(token()))
+        self.lock_as(Me::current())
+    }
+
+    /// [`BiasedLock::lock`] with the calling thread's token read already.
+    #[inline]
+    pub fn lock_as(&self, me: Me) -> BiasedGuard<'_, T> {
+        self.guard(self.raw.lock_as(me.token()))
     }
 
     /// Takes the lock if no other thread holds it now, and this one does
     /// not already.
     #[inline]
     pub fn try_lock(&self) -> Option<BiasedGuard<'_, T>> {
-        self.raw.try_lock_as(token()).map(|h| self.guard(h))
+        self.try_lock_as(Me::current())
+    }
+
+    /// [`BiasedLock::try_lock`] with the calling thread's token read
+    /// already.
+    #[inline]
+    pub fn try_lock_as(&self, me: Me) -> Option<BiasedGuard<'_, T>> {
+        self.raw.try_lock_as(me.token()).map(|h| self.guard(h))
     }
 
     /// [`BiasedLock::try_lock`] with its bias holder's path always inlined
@@ -652,7 +709,16 @@ impl<T: ?Sized> BiasedLock<T> {
     /// callers, inlined into the engine's hot paths, grew with it.
     #[inline(always)]
     pub fn try_lock_inline(&self) -> Option<BiasedGuard<'_, T>> {
-        self.raw.try_lock_inline_as(token()).map(|h| self.guard(h))
+        self.try_lock_inline_as(Me::current())
+    }
+
+    /// [`BiasedLock::try_lock_inline`] with the calling thread's token
+    /// read already.
+    #[inline(always)]
+    pub fn try_lock_inline_as(&self, me: Me) -> Option<BiasedGuard<'_, T>> {
+        self.raw
+            .try_lock_inline_as(me.token())
+            .map(|h| self.guard(h))
     }
 
     /// The value, through `&mut self`: no lock needed.

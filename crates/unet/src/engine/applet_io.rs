@@ -161,7 +161,7 @@ pub(super) struct Deferred {
 /// which the tail site's proof excludes (the native checked the range, a
 /// root holds the array, and nothing wrote since); the caller then
 /// counts the message dropped ([`Engine::resolve_deferred`]).
-#[inline]
+#[inline(always)]
 pub(super) fn deferred_bytes<'a>(l: &'a Loaded, m: &Deferred) -> Option<&'a [i8]> {
     let (jive::Object::Bytes(v) | jive::Object::Booleans(v)) = l.applet.heap().get(m.array)? else {
         return None;
@@ -1071,6 +1071,8 @@ pub(super) fn applet_trapped(rx: &mut RxSide, port: &Port) {
 
 /// Runs the applet's `doTx` for a checked descriptor; its frames join the
 /// transmit side's outbox. Returns the status and the invocation's time.
+/// Out of line, for the transmit queue's passes ([`Engine::service`]);
+/// [`Engine::send_applet_direct`] has [`applet_tx_inlined`] in its body.
 #[inline(never)]
 pub(super) fn applet_tx(
     engine: &Engine,
@@ -1079,7 +1081,23 @@ pub(super) fn applet_tx(
     d: TxDesc,
     timed: bool,
 ) -> (TxStatus, Duration) {
-    let mut guard = port.rx.lock();
+    applet_tx_inlined(engine, tx, port, d, timed, Me::current())
+}
+
+/// [`applet_tx`], always inlined: into [`Engine::send_applet_direct`],
+/// whose own frame then holds the invocation's (one call, one set of
+/// register saves a message fewer). `me` is the calling thread's token,
+/// read once for the locks and owners of the whole path.
+#[inline(always)]
+pub(super) fn applet_tx_inlined(
+    engine: &Engine,
+    tx: &mut TxSide,
+    port: &Port,
+    d: TxDesc,
+    timed: bool,
+    me: Me,
+) -> (TxStatus, Duration) {
+    let mut guard = port.rx.lock_as(me);
     let rx = &mut *guard;
     if rx.applet.is_none() {
         // Uninstalled since the flag was read: send as standard U-Net.
@@ -1125,7 +1143,7 @@ pub(super) fn applet_tx(
     // the transmit outbox held nothing either.) `defer` is false outside
     // this window, so that a `doTx` that does not defer writes nothing
     // for it, and makes one test more after the invocation.
-    let may = rx.io.framer.out.is_empty() && engine.may_defer(tx, d.chan);
+    let may = rx.io.framer.out.is_empty() && engine.may_defer(tx, d.chan, me);
     if may {
         rx.io.defer = true;
     }
@@ -1133,7 +1151,7 @@ pub(super) fn applet_tx(
     if may {
         rx.io.defer = false;
         if let Some(m) = rx.io.deferred.take()
-            && !engine.resolve_deferred(tx, rx, port, m)
+            && !engine.resolve_deferred(tx, rx, port, m, me)
         {
             // The deferred bytes were gone (see `resolve_deferred`): the
             // message was not sent, so the descriptor completes as one

@@ -1318,7 +1318,12 @@ impl Engine {
     /// descriptor (it goes first: a channel's messages arrive in the order
     /// sent), and once the applet is removed. What it saves: the
     /// descriptor's write, publication, read back, status and completion.
-    #[inline(never)]
+    ///
+    /// Always inlined into [`crate::Endpoint::send_applet`] (its one
+    /// caller outside tests), itself out of line, so that the message's
+    /// copy into the buffer area, this and the invocation
+    /// ([`applet_tx_inlined`]) share one frame.
+    #[inline(always)]
     pub(crate) fn send_applet_direct(
         &self,
         port: &Port,
@@ -1326,8 +1331,11 @@ impl Engine {
         offset: u32,
         len: u32,
     ) -> Option<TxStatus> {
-        port.claim();
-        let mut tx = port.tx.try_lock()?;
+        // The thread's token read once, for the three locks, the claim and
+        // the owners' tests of the whole path.
+        let me = Me::current();
+        port.claim_as(me);
+        let mut tx = port.tx.try_lock_as(me)?;
         if !port.has_applet.load(Ordering::Acquire) {
             return None;
         }
@@ -1354,7 +1362,7 @@ impl Engine {
             ..TxDesc::default()
         };
         // The owner's thread: untimed, as `service` invokes it there.
-        let (status, _) = applet_tx(self, &mut tx, port, d, false);
+        let (status, _) = applet_tx_inlined(self, &mut tx, port, d, false, me);
         // As [`Engine::service`] does after a pass: the frames `doTx`
         // made, delivered with the transmit side still locked, before the
         // caller reuses the bytes at `offset`.
@@ -1385,12 +1393,12 @@ impl Engine {
     /// 2026-11-30). The engine's test first: with verdicts unkept, every
     /// message is framed, and that `doTx` pays one load.
     #[inline(always)]
-    pub(super) fn may_defer(&self, tx: &TxSide, chan: u16) -> bool {
+    pub(super) fn may_defer(&self, tx: &TxSide, chan: u16, me: Me) -> bool {
         self.inner.verdicts.load(Ordering::Relaxed) != 0
             && matches!(tx.framer.channels.get(usize::from(chan)),
             Some(Some(ch)) if ch.direct
                 && ch.verdict.peer.as_deref().is_some_and(|dst| {
-                    dst.owner.load(Ordering::Relaxed) == thread_token()
+                    dst.owner.load(Ordering::Relaxed) == me.token()
                         || dst.has_applet.load(Ordering::Relaxed)
                 }))
     }
@@ -1411,7 +1419,11 @@ impl Engine {
     /// a check that failed; never a panic on an applet's bytecode.
     ///
     /// Always inlined into [`applet_tx`], as it was before the inbox's way
-    /// joined it (out of line, `standard-40` counted 21 more).
+    /// joined it (out of line, `standard-40` counted 21 more), with
+    /// [`Engine::deliver_deferred`] inlined into it (out of line, its call
+    /// and frame were 26 more a message in `standard-40`; this one out of
+    /// line with that one inlined, 31 more, though `standard-40-framed`,
+    /// which never defers, counted 8 fewer).
     #[inline(always)]
     pub(super) fn resolve_deferred(
         &self,
@@ -1419,9 +1431,10 @@ impl Engine {
         rx: &mut RxSide,
         port: &Port,
         m: Deferred,
+        me: Me,
     ) -> bool {
         if rx.io.framer.out.is_empty()
-            && (self.deliver_deferred(tx, rx, port, &m) || self.enqueue_deferred(tx, rx, &m))
+            && (self.deliver_deferred(tx, rx, port, &m, me) || self.enqueue_deferred(tx, rx, &m))
         {
             return true;
         }
@@ -1451,9 +1464,17 @@ impl Engine {
     /// in its inbox, or its applet just removed.
     /// Otherwise what `deliver_local` does for the frame: `doRx` with
     /// `RxBuf` filled from `TxBuf`, its frames into `tx.next`, the
-    /// receive queue published.
-    #[inline(never)]
-    fn deliver_deferred(&self, tx: &mut TxSide, rx: &RxSide, port: &Port, m: &Deferred) -> bool {
+    /// receive queue published. Always inlined into
+    /// [`Engine::resolve_deferred`].
+    #[inline(always)]
+    fn deliver_deferred(
+        &self,
+        tx: &mut TxSide,
+        rx: &RxSide,
+        port: &Port,
+        m: &Deferred,
+        me: Me,
+    ) -> bool {
         let TxSide { framer, next, .. } = tx;
         let Some(Some(ch)) = framer.channels.get_mut(usize::from(m.chan)) else {
             return false;
@@ -1474,11 +1495,11 @@ impl Engine {
         };
         if core::ptr::eq(dst, port)
             || !dst.has_applet.load(Ordering::Acquire)
-            || dst.applet_elsewhere(next)
+            || dst.applet_elsewhere_as(next, me)
         {
             return false;
         }
-        let Some(mut drx) = dst.rx.try_lock_inline() else {
+        let Some(mut drx) = dst.rx.try_lock_inline_as(me) else {
             return false;
         };
         if dst.closed.load(Ordering::Acquire) || !dst.inbox.is_empty() || drx.applet.is_none() {
@@ -2215,7 +2236,7 @@ mod tests {
                 len: sent.len() as u32,
                 chan: ab,
             };
-            assert!(e.resolve_deferred(&mut tx, &mut rx, &pa, m));
+            assert!(e.resolve_deferred(&mut tx, &mut rx, &pa, m, Me::current()));
             assert!(rx.io.framer.out.is_empty(), "no frame made");
             assert!(tx.framer.out.is_empty() && tx.next.is_empty());
         }
@@ -2242,7 +2263,7 @@ mod tests {
         // And that way opens the window for this peer (another thread's,
         // with an applet), so the message went by `enqueue_deferred`.
         assert!(
-            e.may_defer(&pa.tx.lock(), ab),
+            e.may_defer(&pa.tx.lock(), ab, Me::current()),
             "no deferring window for another thread's applet"
         );
     }
@@ -2298,7 +2319,7 @@ mod tests {
                 len: 4,
                 chan: ab,
             };
-            assert!(!e.resolve_deferred(&mut tx, &mut rx, &pa, m));
+            assert!(!e.resolve_deferred(&mut tx, &mut rx, &pa, m, Me::current()));
             assert!(rx.io.framer.out.is_empty() && tx.framer.out.is_empty());
         }
         assert!(pb.inbox.is_empty());

@@ -87,6 +87,7 @@ mod ports;
 /// applet's traps are values), so the next holder takes the value as a
 /// panic left it, as every `lock` here always did.
 use crate::biased::BiasedLock as SideLock;
+use crate::biased::Me;
 pub use applet_io::Io;
 use applet_io::*;
 
@@ -1228,7 +1229,13 @@ impl Port {
     /// inbox. A store only when the thread changes.
     #[inline]
     pub fn claim(&self) {
-        let me = thread_token();
+        self.claim_as(crate::biased::Me::current());
+    }
+
+    /// [`Port::claim`] with the calling thread's token read already.
+    #[inline]
+    pub(crate) fn claim_as(&self, me: crate::biased::Me) {
+        let me = me.token();
         if self.owner.load(Ordering::Relaxed) != me {
             self.owner.store(me, Ordering::Relaxed);
         }
@@ -1262,6 +1269,13 @@ impl Port {
     fn applet_elsewhere(&self, made: &Outbox) -> bool {
         self.owner.load(Ordering::Relaxed) != thread_token()
             || made.used >= self.budgets.inbox_bytes
+    }
+
+    /// [`Port::applet_elsewhere`] with the calling thread's token `me`
+    /// read already.
+    #[inline(always)]
+    fn applet_elsewhere_as(&self, made: &Outbox, me: Me) -> bool {
+        self.owner.load(Ordering::Relaxed) != me.token() || made.used >= self.budgets.inbox_bytes
     }
 
     /// Whether the calling thread is the one that runs this endpoint's
