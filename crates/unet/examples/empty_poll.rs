@@ -53,7 +53,7 @@ fn main() {
     });
     let layout = Layout::new(Config::default()).unwrap();
     let seg = Arc::new(unet::shm::Segment::create("empty", layout.total).unwrap());
-    let (_, q, _) = unet::shm::queues(&seg, &layout);
+    let (_, q, _) = unet::shm::queues(&seg, &layout).unwrap();
     let mut rx = Consumer::<RxDesc, _>::new(q);
     let ring = per_call(n, || {
         assert!(matches!(black_box(&mut rx).pop(), Ok(None)));

@@ -70,7 +70,7 @@ fn end_pair(tag: &str) -> (End, End) {
     let layout = Layout::new(Config::default()).unwrap();
     let way = |dir: &str| {
         let seg = Arc::new(Segment::create(&format!("{tag}-{dir}"), layout.total).unwrap());
-        let (_, q, _) = unet::shm::queues(&seg, &layout);
+        let (_, q, _) = unet::shm::queues(&seg, &layout).unwrap();
         (seg, Producer::new(q.clone()), Consumer::new(q))
     };
     let (there, tx_a, rx_b) = way("there");

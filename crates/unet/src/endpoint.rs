@@ -602,7 +602,7 @@ impl Endpoint {
                 layout.total
             )));
         }
-        let (txq, rxq, freeq) = queues(&seg, &layout);
+        let (txq, rxq, freeq) = queues(&seg, &layout)?;
         let bs = u64::from(layout.config.buffer_size);
         let tx_buffers = u64::from(layout.config.buffers.div_ceil(2));
         let tx = Producer::new(txq);
@@ -1681,7 +1681,7 @@ mod tests {
         let mut b = e.create_endpoint(cfg, None).unwrap();
         let (area, area_len) = (b.layout.area, b.layout.area_len as u32);
         // This test plays the engine: nothing else writes b's queue.
-        let (_, rxq, _) = crate::shm::queues(&b.seg, &b.layout);
+        let (_, rxq, _) = crate::shm::queues(&b.seg, &b.layout).unwrap();
         let mut rx: Producer<RxDesc, _> = Producer::new(rxq);
         b.seg.write_bytes(area + 512, &[9u8; 100]);
         for (len, off) in [
@@ -1818,7 +1818,7 @@ mod tests {
         let mut b = e.create_endpoint(cfg, None).unwrap();
         let depth = b.layout.rx.depth;
         // This test plays the engine: nothing else writes b's queue.
-        let (_, rxq, _) = crate::shm::queues(&b.seg, &b.layout);
+        let (_, rxq, _) = crate::shm::queues(&b.seg, &b.layout).unwrap();
         let mut rx: Producer<RxDesc, _> = Producer::new(rxq);
         for k in 0..3 * depth + 5 {
             let byte = k as u8;

@@ -22,6 +22,9 @@
 //! read. It never reads it back: its own copy of the [`Layout`] is the
 //! truth, so an application that overwrites the header harms only itself.
 
+use core::fmt;
+use core::marker::PhantomData;
+
 use crate::error::ConfigError;
 
 /// The largest message carried inline in a receive descriptor (the
@@ -248,17 +251,34 @@ impl RxDesc {
 const _: () = assert!(size_of::<TxDesc>() == 16);
 const _: () = assert!(size_of::<RxDesc>() == 64);
 
-/// Where one queue lies in the segment.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct QueueLayout {
+/// Where one queue of `T` items lies in the segment. The item type is the
+/// queue's kind, as it is [`crate::shm::ShmQueue`]'s: a [`Layout`] gives
+/// its transmit queue as a `QueueLayout<TxDesc>`, its receive queue as a
+/// `QueueLayout<RxDesc>` and its free queue as a `QueueLayout<u32>`, and
+/// [`crate::shm::ShmQueue::<T>::new`] takes only a `QueueLayout<T>`, so a
+/// queue of 64-byte receive slots cannot be made over a queue laid out for
+/// 4-byte ones (see the example there).
+pub struct QueueLayout<T> {
     /// Offset of the producer index (a cache line; the consumer index is
     /// the next line, the slots follow).
     pub offset: usize,
     /// Number of slots (a power of two).
     pub depth: u32,
+    _kind: PhantomData<fn() -> T>,
 }
 
-impl QueueLayout {
+impl<T> QueueLayout<T> {
+    /// The queue of `depth` slots of `T` whose producer index is at
+    /// `offset`, for a queue laid out by hand (a test's); a [`Layout`]
+    /// gives an endpoint's. Nothing is checked here:
+    /// [`crate::shm::ShmQueue::new`] checks it against its segment.
+    pub const fn new(offset: usize, depth: u32) -> QueueLayout<T> {
+        QueueLayout {
+            offset,
+            depth,
+            _kind: PhantomData,
+        }
+    }
     /// Offset of the producer index.
     pub fn head(&self) -> usize {
         self.offset
@@ -273,17 +293,41 @@ impl QueueLayout {
     }
 }
 
+// By hand, not derived: a derive would ask the same of `T`, which is only
+// the queue's kind (a `QueueLayout<RxDesc>` is `Copy` though `RxDesc` were
+// not).
+impl<T> Clone for QueueLayout<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for QueueLayout<T> {}
+impl<T> PartialEq for QueueLayout<T> {
+    fn eq(&self, other: &Self) -> bool {
+        (self.offset, self.depth) == (other.offset, other.depth)
+    }
+}
+impl<T> Eq for QueueLayout<T> {}
+impl<T> fmt::Debug for QueueLayout<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("QueueLayout")
+            .field("offset", &self.offset)
+            .field("depth", &self.depth)
+            .finish()
+    }
+}
+
 /// Where everything lies in an endpoint's segment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Layout {
     /// The sizes it was computed from.
     pub config: Config,
     /// The transmit queue of [`TxDesc`].
-    pub tx: QueueLayout,
+    pub tx: QueueLayout<TxDesc>,
     /// The receive queue of [`RxDesc`].
-    pub rx: QueueLayout,
+    pub rx: QueueLayout<RxDesc>,
     /// The free queue of `u32` buffer offsets.
-    pub free: QueueLayout,
+    pub free: QueueLayout<u32>,
     /// Offset of the buffer area (page aligned).
     pub area: usize,
     /// Length of the buffer area.
@@ -329,15 +373,15 @@ impl Layout {
     /// The layout for a validated `config`.
     pub fn new(config: Config) -> Result<Layout, ConfigError> {
         config.validate()?;
-        let queue = |at: usize, depth: u32, slot: usize| {
-            (
-                QueueLayout { offset: at, depth },
-                round_up(at + 128 + depth as usize * slot, 64),
-            )
-        };
-        let (tx, at) = queue(PAGE, config.tx_depth, size_of::<TxDesc>());
-        let (rx, at) = queue(at, config.rx_depth, size_of::<RxDesc>());
-        let (free, at) = queue(at, config.free_depth, 4);
+        // A queue of `T` at `at` and where the next may start: its slots
+        // are `T`'s size, the one the queue's type gives them.
+        fn queue<T>(at: usize, depth: u32) -> (QueueLayout<T>, usize) {
+            let end = at + 128 + depth as usize * size_of::<T>();
+            (QueueLayout::new(at, depth), round_up(end, 64))
+        }
+        let (tx, at) = queue::<TxDesc>(PAGE, config.tx_depth);
+        let (rx, at) = queue::<RxDesc>(at, config.rx_depth);
+        let (free, at) = queue::<u32>(at, config.free_depth);
         let area = round_up(at, PAGE);
         let area_len = config.area_len() as usize;
         Ok(Layout {

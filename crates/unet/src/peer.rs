@@ -68,7 +68,7 @@ pub fn ring_pair(tag: &str) -> std::io::Result<(RingEnd, RingEnd)> {
     let layout = Layout::new(Config::default()).map_err(std::io::Error::other)?;
     let way = |dir: &str| -> std::io::Result<_> {
         let seg = Arc::new(Segment::create(&format!("{tag}-{dir}"), layout.total)?);
-        let (_, q, _) = crate::shm::queues(&seg, &layout);
+        let (_, q, _) = crate::shm::queues(&seg, &layout).map_err(std::io::Error::other)?;
         Ok((seg, Producer::new(q.clone()), Consumer::new(q)))
     };
     let (there, tx_a, rx_b) = way("there")?;

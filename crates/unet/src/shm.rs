@@ -22,6 +22,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::ptr::NonNull;
 use std::sync::Arc;
 
+use crate::error::ConfigError;
 use crate::layout::{Header, INLINE_MAX, Layout, QueueLayout, RX_BUFFERS_MAX, RxDesc, TxDesc};
 use crate::ring::{QueueMem, SealedMem, seal_slot, write_sealed};
 use crate::sync::{AtomicU8, AtomicU32};
@@ -393,13 +394,28 @@ impl Drop for Segment {
 /// # use unet::ring::Consumer;
 /// # let layout = Layout::new(Config::default()).unwrap();
 /// # let seg = Arc::new(unet::shm::Segment::create("doc", layout.total).unwrap());
-/// let (_, _, free) = unet::shm::queues(&seg, &layout);
+/// let (_, _, free) = unet::shm::queues(&seg, &layout)?;
 /// Consumer::new(free).take_sealed(); // the free queue has no seals
+/// # Ok::<(), unet::ConfigError>(())
+/// ```
+///
+/// Nor is a queue made over another kind's layout: [`ShmQueue::new`] takes
+/// a [`QueueLayout<T>`] of its own `T`, so that the slots it lays over the
+/// segment are the ones the layout made room for (receive slots of 64
+/// bytes over the free queue's 4-byte entries would run over what follows
+/// it):
+///
+/// ```compile_fail,E0308
+/// # use std::sync::Arc;
+/// # use unet::layout::{Config, Layout};
+/// # let layout = Layout::new(Config::default()).unwrap();
+/// # let seg = Arc::new(unet::shm::Segment::create("doc", layout.total).unwrap());
+/// let rx = unet::shm::RxQueue::new(seg, layout.free); // a free queue's layout
 /// ```
 #[derive(Debug)]
 pub struct ShmQueue<T> {
     seg: Arc<Segment>,
-    q: QueueLayout,
+    q: QueueLayout<T>,
     /// The producer and consumer indices, checked once in `new`.
     head: NonNull<AtomicU32>,
     tail: NonNull<AtomicU32>,
@@ -435,18 +451,48 @@ unsafe impl<T> Sync for ShmQueue<T> {}
 impl<T> ShmQueue<T> {
     /// The queue `q` of `seg`, of slots of `size_of::<T>()` bytes, whose
     /// bounds are checked against the segment.
-    pub fn new(seg: Arc<Segment>, q: QueueLayout) -> ShmQueue<T> {
+    ///
+    /// # Errors
+    ///
+    /// A depth that is not a power of two is a [`ConfigError::Size`]; an
+    /// offset that does not start a cache line, or slots that end past the
+    /// segment, a [`ConfigError::Layout`]. A [`Layout`]'s queues, with a
+    /// segment of its `total` bytes, are neither.
+    pub fn new(seg: Arc<Segment>, q: QueueLayout<T>) -> Result<ShmQueue<T>, ConfigError> {
+        if !q.depth.is_power_of_two() {
+            return Err(ConfigError::Size {
+                what: "queue depth",
+                value: u64::from(q.depth),
+                rule: "a power of two".into(),
+            });
+        }
+        // A cache line: the indices are atomics, and the slots, 128 bytes
+        // further, are then aligned for every item type (`RxDesc`'s 64).
+        if q.offset % 64 != 0 {
+            return Err(ConfigError::Layout(format!(
+                "a queue at offset {} does not start a cache line",
+                q.offset
+            )));
+        }
         let slot = size_of::<T>();
-        assert!(q.slots() + q.depth as usize * slot <= seg.len && q.depth.is_power_of_two());
+        let end = (q.depth as usize)
+            .checked_mul(slot)
+            .and_then(|n| q.offset.checked_add(128)?.checked_add(n));
+        if end.is_none_or(|end| end > seg.len) {
+            return Err(ConfigError::Layout(format!(
+                "a queue of {} slots of {slot} bytes at offset {} ends past the segment's {} bytes",
+                q.depth, q.offset, seg.len
+            )));
+        }
         let head = NonNull::from(seg.atomic(q.head()));
         let tail = NonNull::from(seg.atomic(q.tail()));
-        ShmQueue {
+        Ok(ShmQueue {
             seg,
             q,
             head,
             tail,
             _items: core::marker::PhantomData,
-        }
+        })
     }
 
     #[inline]
@@ -872,12 +918,20 @@ pub fn copy_small(dst: &mut [u8], src: &[u8]) {
 }
 
 /// The queues of a segment laid out by `layout`.
-pub fn queues(seg: &Arc<Segment>, layout: &Layout) -> (TxQueue, RxQueue, FreeQueue) {
-    (
-        ShmQueue::new(seg.clone(), layout.tx),
-        ShmQueue::new(seg.clone(), layout.rx),
-        ShmQueue::new(seg.clone(), layout.free),
-    )
+///
+/// # Errors
+///
+/// As [`ShmQueue::new`]'s, for a queue that does not fit `seg` (never one
+/// of a [`Layout::new`]'s layout, with a segment of its `total` bytes).
+pub fn queues(
+    seg: &Arc<Segment>,
+    layout: &Layout,
+) -> Result<(TxQueue, RxQueue, FreeQueue), ConfigError> {
+    Ok((
+        ShmQueue::new(seg.clone(), layout.tx)?,
+        ShmQueue::new(seg.clone(), layout.rx)?,
+        ShmQueue::new(seg.clone(), layout.free)?,
+    ))
 }
 
 #[cfg(test)]
@@ -926,6 +980,63 @@ mod tests {
         let just = super::Segment::create("unet-just", size_of::<Header>()).unwrap();
         let seg = super::Segment::map(just.fd().try_clone().unwrap()).expect("a header's length");
         assert_eq!(seg.read_header().magic, 0);
+    }
+
+    /// A queue that does not fit its segment is a typed error from
+    /// `ShmQueue::new` (and `queues`), never a panic or a queue: a depth
+    /// that is not a power of two, an offset off a cache line, slots that
+    /// end past the segment, even by overflow. The slots are the queue's
+    /// type's: a layout that fits 4-byte entries does not fit 64-byte
+    /// receive slots.
+    #[test]
+    fn a_queue_that_does_not_fit_its_segment_is_a_typed_error() {
+        use super::{FreeQueue, RxQueue, ShmQueue, TxQueue};
+        use crate::error::ConfigError;
+        use crate::layout::{Config, Layout, QueueLayout};
+        use std::sync::Arc;
+        let seg = Arc::new(super::Segment::create("unet-queue-fit", 4096).unwrap());
+        let rx = |offset, depth| RxQueue::new(seg.clone(), QueueLayout::new(offset, depth));
+        // The last 16 receive slots of the segment, to its last byte.
+        assert!(rx(4096 - 128 - 16 * 64, 16).is_ok());
+        let past = rx(4096 - 128 - 15 * 64, 16).expect_err("one slot past the end");
+        assert!(
+            matches!(&past, ConfigError::Layout(m) if m.contains("ends past")),
+            "{past}"
+        );
+        let odd = rx(0, 12).expect_err("12 slots");
+        assert!(
+            matches!(
+                odd,
+                ConfigError::Size {
+                    what: "queue depth",
+                    value: 12,
+                    ..
+                }
+            ),
+            "{odd}"
+        );
+        let off = rx(32, 4).expect_err("off a cache line");
+        assert!(
+            matches!(&off, ConfigError::Layout(m) if m.contains("cache line")),
+            "{off}"
+        );
+        // The index's offset + 128 overflows; then the slots' end does.
+        for wild in [usize::MAX - 63, (usize::MAX - 128 - 4096) / 64 * 64] {
+            let e = rx(wild, 1 << 16).expect_err("past the end by overflow");
+            assert!(matches!(e, ConfigError::Layout(_)), "{e}");
+        }
+        // 32 entries at 2048 fit as the free queue's 4 bytes, not as
+        // receive slots (2048 + 128 + 32 * 64 > 4096).
+        assert!(FreeQueue::new(seg.clone(), QueueLayout::new(2048, 32)).is_ok());
+        assert!(rx(2048, 32).is_err());
+        // An endpoint's layout over a segment too short for its free queue.
+        let layout = Layout::new(Config::default()).unwrap();
+        let short =
+            Arc::new(super::Segment::create("unet-queue-short", layout.free.offset).unwrap());
+        let e = super::queues(&short, &layout).expect_err("no room for the free queue");
+        assert!(matches!(e, ConfigError::Layout(_)), "{e}");
+        assert!(TxQueue::new(short.clone(), layout.tx).is_ok());
+        assert!(ShmQueue::new(short, layout.rx).is_ok());
     }
 
     #[test]

@@ -272,7 +272,7 @@ fn the_transmit_region_frees_exactly_what_the_engine_has_taken() {
 /// `from..to` (push numbers) of `ep`, read from its transmit queue.
 fn tx_ranges(ep: &Endpoint, from: u32, to: u32) -> Vec<(u32, u32)> {
     use unet::ring::QueueMem;
-    let (txq, _, _) = unet::shm::queues(ep.segment(), ep.layout());
+    let (txq, _, _) = unet::shm::queues(ep.segment(), ep.layout()).unwrap();
     (from..to)
         .map(|n| {
             let d: TxDesc = txq.read(n);
@@ -1294,7 +1294,7 @@ fn buffers_of_received_messages_go_back_in_batches_and_before_the_receiver_waits
     use unet::ring::QueueMem;
     let e = engine();
     let (mut a, mut b, ab, _) = pair(&e, Config::default(), None);
-    let (_, _, free) = unet::shm::queues(b.segment(), b.layout());
+    let (_, _, free) = unet::shm::queues(b.segment(), b.layout()).unwrap();
     let given = || QueueMem::<u32>::head(&free).load(Ordering::Acquire);
     let start = given();
     let batch = unet::GIVE_BACK as u32;

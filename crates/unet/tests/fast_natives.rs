@@ -128,10 +128,7 @@ impl Counting {
     /// The receive queue's slots, byte for byte (each slot's header word
     /// with its `sealed` byte, and its inline bytes).
     fn rx_slot_bytes(&self) -> Vec<u8> {
-        let l = QueueLayout {
-            offset: 0,
-            depth: self.rx_depth,
-        };
+        let l = QueueLayout::<RxDesc>::new(0, self.rx_depth);
         let n = self.rx_depth as usize * size_of::<RxDesc>();
         self.rx_seg.with_bytes(l.slots(), n, |b| b.to_vec())
     }
@@ -141,13 +138,7 @@ impl Counting {
     /// application's end of it (`fill`).
     fn lend_free_queue(&mut self, name: &str) {
         let seg = Arc::new(Segment::create(name, 4096).unwrap());
-        let fq = FreeQueue::new(
-            seg,
-            QueueLayout {
-                offset: 0,
-                depth: 4,
-            },
-        );
+        let fq = FreeQueue::new(seg, QueueLayout::new(0, 4)).unwrap();
         self.words.queue = QueueWords::new(Arc::new(fq.free_slots()), AREA, BUF - 1).unwrap();
         self.free = Consumer::new(fq.clone());
         self.fill = Producer::new(fq);
@@ -156,7 +147,7 @@ impl Counting {
     fn new(rng: &mut StdRng) -> Counting {
         let depth = 1 << rng.random_range(0..4);
         let seg = Arc::new(Segment::create("fast-natives", 4096).unwrap());
-        let q = RxQueue::new(seg.clone(), QueueLayout { offset: 0, depth });
+        let q = RxQueue::new(seg.clone(), QueueLayout::new(0, depth)).unwrap();
         let rx_seg = seg.clone();
         let lend_ring = rng.random_bool(0.8);
         let ring = if lend_ring {
@@ -165,13 +156,7 @@ impl Counting {
             RingWords::default()
         };
         let fdepth = 1 << rng.random_range(0..5);
-        let fq = FreeQueue::new(
-            seg,
-            QueueLayout {
-                offset: 2048,
-                depth: fdepth,
-            },
-        );
+        let fq = FreeQueue::new(seg, QueueLayout::new(2048, fdepth)).unwrap();
         let lend_queue = rng.random_bool(0.8);
         let queue = if lend_queue {
             QueueWords::new(Arc::new(fq.free_slots()), AREA, BUF - 1).unwrap()
@@ -712,7 +697,7 @@ fn lending(seed: u64, depth: u32) -> (Counting, Counting) {
     let mut hs = [Counting::new(&mut rng.clone()), Counting::new(&mut rng)];
     for h in &mut hs {
         let seg = Arc::new(Segment::create("fast-natives", 4096).unwrap());
-        let q = RxQueue::new(seg.clone(), QueueLayout { offset: 0, depth });
+        let q = RxQueue::new(seg.clone(), QueueLayout::new(0, depth)).unwrap();
         (h.rx_seg, h.rx_depth) = (seg, depth);
         h.words.ring = RingWords::new(Arc::new(q.rx_slots())).unwrap();
         h.ring = Producer::new(q.clone());

@@ -443,7 +443,7 @@ fn a_channel_whose_peer_closed_is_closed() {
             .expect("duplicate the endpoint's memfd"),
     )
     .unwrap();
-    let (txq, _, _) = unet::shm::queues(&Arc::new(raw), v.layout());
+    let (txq, _, _) = unet::shm::queues(&Arc::new(raw), v.layout()).unwrap();
     let mut prod = unet::ring::Producer::new(txq);
     assert_eq!(
         prod.push(TxDesc {

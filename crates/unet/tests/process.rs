@@ -748,8 +748,12 @@ fn child_hostile() {
                 (0, 0)
             }
             _ => {
-                let q = [layout.tx, layout.rx, layout.free][rng.random_range(0..3)];
-                let at = if rng.random() { q.head() } else { q.tail() };
+                let (head, tail) = [
+                    (layout.tx.head(), layout.tx.tail()),
+                    (layout.rx.head(), layout.rx.tail()),
+                    (layout.free.head(), layout.free.tail()),
+                ][rng.random_range(0..3)];
+                let at = if rng.random() { head } else { tail };
                 seg.write_bytes(at, &rng.random::<u32>().to_le_bytes());
                 (0, 0)
             }

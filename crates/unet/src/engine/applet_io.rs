@@ -1395,7 +1395,7 @@ mod tests {
         let mut rx = port.rx.lock();
         let io = &mut rx.io;
         assert!(io.free_lent, "the standard applet calls getFreeBuffer");
-        let (_, _, freeq) = crate::shm::queues(&io.seg, &io.layout);
+        let (_, _, freeq) = crate::shm::queues(&io.seg, &io.layout).unwrap();
         let mut app = Producer::new(freeq);
         let bs = io.layout.config.buffer_size;
         for i in 0..6 {

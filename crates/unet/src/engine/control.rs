@@ -33,7 +33,7 @@ impl Engine {
             layout.total,
         )?);
         seg.write_header(&layout.header(id));
-        let (txq, rxq, freeq) = queues(&seg, &layout);
+        let (txq, rxq, freeq) = queues(&seg, &layout)?;
         let rx_slots = rxq.rx_slots();
         let free_slots = freeq.free_slots();
         let stats = Arc::new(PortStats::default());
