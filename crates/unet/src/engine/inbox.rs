@@ -61,8 +61,8 @@
 //!   once; no fence is needed on the push path.
 
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::biased::{BiasedGuard, BiasedLock};
 
