@@ -2,12 +2,12 @@
 //! endpoint's own thread, handed across threads as bytes in one ring.
 //!
 //! The inbox is a byte ring: each frame is written in place, after a
-//! small header (its length and channel), and read in place by the
+//! small header (its length, channel and kind), and read in place by the
 //! consumer, which fills `RxBuf` straight from the ring. A sender that
-//! holds the receiver's verdict already (a deferred message's kept
-//! delivery) writes the message's payload alone, without a frame's header,
-//! which nothing at the drain would read ([`Inbox::push_message`]). Nothing is
-//! allocated per frame, and the two sides share only what a hand-off
+//! holds the receiver's verdict already (a kept delivery) writes the
+//! message's payload alone, without a frame's header, which nothing at the
+//! drain would read ([`Inbox::push_message`]). Nothing is allocated per
+//! frame, and the two sides share only what a hand-off
 //! needs (measured with the burst-25 experiment, docs/benchmarks.md: the
 //! crossbeam channel it replaces cost a fifth of the two-thread profile,
 //! each push and pop moving its index, its slot's stamp, the shared byte
@@ -42,10 +42,11 @@
 //!   [`FRAMES_MAX`]) or their bytes [`super::Budgets::inbox_bytes`], as
 //!   before: frames and their lengths, not the ring's headers and
 //!   padding (a message without a frame counts as the frame it stands
-//!   for, [`MESSAGE_COUNTED_EXTRA`]); a frame counts until its `doRx` returns (before, until it
-//!   was taken from the queue, just before its `doRx`). The ring has room for any frames within those budgets
-//!   (see [`ring_size`]), up to [`RING_MAX`] bytes: a budget past half
-//!   of that is bounded by the ring instead.
+//!   for, [`MESSAGE_COUNTED_EXTRA`]); a frame counts until its `doRx`
+//!   returns (before, until it was taken from the queue, just before its
+//!   `doRx`). The ring has room for any frames within those budgets (see
+//!   [`ring_size`]), up to [`RING_MAX`] bytes: a budget past half of that
+//!   is bounded by the ring instead.
 //! - **Memory.** The ring is allocated at the first frame, so an endpoint
 //!   whose applet never gets a frame from another thread costs none. A
 //!   producer that finds the ring empty past its warm start goes back to
@@ -85,15 +86,6 @@ const KIND_MESSAGE: u16 = 2;
 /// hold the same messages whichever way they come.
 const MESSAGE_COUNTED_EXTRA: u64 = crate::frame::HEADER_LEN as u64;
 
-/// The bytes an entry of `kind` and `len` bytes counts against the budget.
-#[inline(always)]
-fn counted(kind: u16, len: u64) -> u64 {
-    if kind == KIND_MESSAGE {
-        len + MESSAGE_COUNTED_EXTRA
-    } else {
-        len
-    }
-}
 /// The rest of the ring up to its end is padding: the next frame is at
 /// its start.
 const KIND_PAD: u16 = 1;
@@ -223,6 +215,16 @@ impl Drop for Ring {
                 self.len,
             ))
         });
+    }
+}
+
+/// The bytes an entry of `kind` and `len` bytes counts against the budget.
+#[inline(always)]
+fn counted(kind: u16, len: u64) -> u64 {
+    if kind == KIND_MESSAGE {
+        len + MESSAGE_COUNTED_EXTRA
+    } else {
+        len
     }
 }
 
