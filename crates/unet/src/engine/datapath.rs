@@ -611,73 +611,55 @@ impl Engine {
     }
 }
 
-/// Puts a frame in `port`'s inbox for its applet, or drops it: counted as
-/// closed if the endpoint is, as a full receive queue if the inbox is at its
-/// budget of frames or bytes ([`Budgets::inbox_frames`],
-/// [`Budgets::inbox_bytes`]).
+/// Puts a frame in `port`'s inbox for its applet, or drops it, counted as
+/// [`open_inbox`] and [`count_refused`] count.
 pub(super) fn enqueue(port: &Port, chan: u16, f: &[u8], tail: Option<&Tail>, s: &EngineStats) {
-    match f.split_first_chunk::<HEADER_LEN>() {
-        Some((hdr, head)) => {
-            let payload = Payload {
-                head,
-                tail: tail.map(Tail::rest),
-            };
-            enqueue_parts(port, chan, hdr, false, payload, s);
-        }
-        // Never: frames shorter than a header are counted as malformed
-        // before delivery.
-        None => bump_shared(&s.malformed),
-    }
-}
-
-/// [`enqueue`] of the frame made of the header `hdr` and `payload`; its
-/// lengths patched to the payload's first if `patch` (`hdr` is then a
-/// channel's header, [`Channel::template`]).
-pub(super) fn enqueue_parts(
-    port: &Port,
-    chan: u16,
-    hdr: &[u8; HEADER_LEN],
-    patch: bool,
-    payload: Payload<'_>,
-    s: &EngineStats,
-) {
-    if port.closed.load(Ordering::Acquire) {
-        bump_shared(&s.closed);
+    // Never: frames shorter than a header are counted as malformed before
+    // delivery.
+    if f.len() < HEADER_LEN {
+        bump_shared(&s.malformed);
         return;
     }
-    let len = HEADER_LEN + payload.len();
-    // Written in place in the inbox's ring (`len` bytes, all of them).
-    let pushed = port.inbox.push(chan, len, |buf| {
-        let (h, body) = buf.split_at_mut(HEADER_LEN);
-        h.copy_from_slice(hdr);
-        if patch && let Some(h) = h.first_chunk_mut::<HEADER_LEN>() {
-            frame::patch_lengths(h, payload.len());
-        }
-        payload.copy_to(0, body);
-    });
-    match pushed {
-        Ok(()) => {}
-        Err(inbox::Refused::Full) => bump_shared(&port.stats.rx_queue_full),
-        // The endpoint's removal closed the inbox after the test above
-        // (see `inbox.rs`): a frame it did not empty out is refused here.
-        Err(inbox::Refused::Closed) => bump_shared(&s.closed),
+    let frame = Payload {
+        head: f,
+        tail: tail.map(Tail::rest),
+    };
+    if let Some(inbox) = open_inbox(port, s) {
+        // Written in place in the inbox's ring (all of its bytes).
+        let pushed = inbox.push(chan, frame.len(), |buf| frame.copy_to(0, buf));
+        count_refused(port, s, pushed);
     }
 }
 
 /// Puts the message `payload` in `port`'s inbox without a frame
 /// ([`inbox::Inbox::push_message`]), for a sender that holds the verdict
 /// that delivers it on `chan` (a kept delivery: a local, unchecksummed
-/// channel), or drops it, counted as [`enqueue_parts`] counts.
+/// channel), or drops it, counted as [`enqueue`] counts.
 #[inline(always)]
 fn enqueue_message(port: &Port, chan: u16, payload: Payload<'_>, s: &EngineStats) {
+    if let Some(inbox) = open_inbox(port, s) {
+        let pushed = inbox.push_message(chan, payload.len(), |buf| payload.copy_to(0, buf));
+        count_refused(port, s, pushed);
+    }
+}
+
+/// `port`'s inbox, or `None` counted as closed if the endpoint is.
+#[inline(always)]
+fn open_inbox<'a>(port: &'a Port, s: &EngineStats) -> Option<&'a inbox::Inbox> {
     if port.closed.load(Ordering::Acquire) {
         bump_shared(&s.closed);
-        return;
+        return None;
     }
-    match port
-        .inbox
-        .push_message(chan, payload.len(), |buf| payload.copy_to(0, buf))
-    {
+    Some(&port.inbox)
+}
+
+/// Counts an entry the inbox refused: as a full receive queue if it is at
+/// its budget of frames or bytes ([`Budgets::inbox_frames`],
+/// [`Budgets::inbox_bytes`]), as closed if the endpoint's removal closed
+/// it after [`open_inbox`]'s test (see `inbox.rs`).
+#[inline(always)]
+fn count_refused(port: &Port, s: &EngineStats, pushed: Result<(), inbox::Refused>) {
+    match pushed {
         Ok(()) => {}
         Err(inbox::Refused::Full) => bump_shared(&port.stats.rx_queue_full),
         Err(inbox::Refused::Closed) => bump_shared(&s.closed),
@@ -1521,16 +1503,15 @@ impl Engine {
     /// [`Engine::deliver_deferred`] declined: `true` where the frame `doTx`
     /// would have made goes to its receiver's inbox in [`Engine::pump_sent`]
     /// (through [`Engine::deliver_kept`] and [`Engine::deliver_local`] to
-    /// [`enqueue_parts`]): verdicts kept, the channel local, open and
+    /// [`enqueue_message`]): verdicts kept, the channel local, open and
     /// unchecksummed, a kept owner and peer, the peer with an applet that
-    /// another thread serves. The frame's bytes then go into that inbox at
-    /// once, in one [`inbox::Inbox::push`], instead of through the outbox
-    /// and the pump: the frame's header ([`write_message`]'s: the
-    /// channel's template with the lengths patched), the payload copied
-    /// once from the pushed array. Counted as that frame's delivery
-    /// counts, in [`enqueue_parts`]: nothing where it enters, the engine's
-    /// `closed` for a closed peer, the peer's `rx_queue_full` for an inbox
-    /// at its budget.
+    /// another thread serves. The message then goes into that inbox at
+    /// once, alone ([`inbox::Inbox::push_message`]: no frame header, which
+    /// nothing at the drain reads), instead of through the outbox and the
+    /// pump, copied once from the pushed array. Counted as that delivery
+    /// counts, in [`open_inbox`] and [`count_refused`]: nothing where it
+    /// enters, the engine's `closed` for a closed peer, the peer's
+    /// `rx_queue_full` for an inbox at its budget.
     ///
     /// `false`, having counted nothing, where the frame goes as before:
     /// any of those conditions failing, frames waiting in `tx.next` (a
