@@ -441,9 +441,11 @@ impl Io {
             Ok(Some(i)) => {
                 // A payload all in one piece (a message sent in this
                 // process from the caller's memory, the short path) with
-                // a closure of one copy, which the compiler inlines; the
-                // general one stayed a call (some 15 instructions with
-                // its frame).
+                // a closure of one copy. Both closures stay calls (the
+                // one-piece copy 17 instructions with its frame at 40 B):
+                // forced inline, the one-piece copy's second 32 bytes
+                // became a `memcpy` call and path-40 went 360 to 368
+                // (wip-upath's section of docs/benchmarks.md).
                 let q = self.rx.mem();
                 if payload.tail.is_none() {
                     q.write_rx_inline(i, chan, len, |dst| {
