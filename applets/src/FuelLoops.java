@@ -373,4 +373,27 @@ public class FuelLoops {
         sum = i + x;
         return i;
     }
+
+    /**
+     * A counted loop entered by a jump to its head from the if/else before
+     * it (which the JIT compiles as a copy of the head's test, `i < to`,
+     * and a jump past it) or by falling through: both must reach the
+     * loop's entry, which charges the trip count once. Divides by zero
+     * when i reaches bad.
+     */
+    static int upAfterBranch(int from, int to, int bad) {
+        int s = 0;
+        int i;
+        if (bad > 0) {
+            i = from;
+        } else {
+            i = from + 1;
+        }
+        while (i < to) {
+            s += 100 / (i - bad);
+            i++;
+        }
+        sum = s;
+        return s;
+    }
 }

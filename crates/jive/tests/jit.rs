@@ -888,21 +888,11 @@ fn fuel_loop_args(rng: &mut Rng) -> [i32; 3] {
     }
 }
 
-/// A jump to a straight loop's head from before it, which the JIT rotates
-/// (a copy of the head's test, and a branch into the loop past it), enters
-/// the loop's metered group of four passes, not the pass-by-pass copy that
-/// follows them: in the metered listing of `FuelLoops.scanAfterBranch`
-/// (the then-branch's `goto` to `while (i < n && ...)`), that branch goes
-/// to the first of the five copies of the op after the head's test (pass
-/// 0's), which is exact, since a pass charges nothing before its back edge
-/// (`counted_loops_run_out_of_fuel_where_the_interpreter_does` runs it on
-/// every budget). Until 2026-12-01 it went to the fifth.
+/// The metered listing of `FuelLoops.<method>` on the JIT: each
+/// instruction's (bci, offset, bytes, mnemonic), from the listing's
+/// `; bci N` marks and `offset  bytes  mnemonic ...` lines.
 #[cfg(target_arch = "x86_64")]
-#[test]
-fn a_rotated_jump_into_a_straight_loop_enters_its_group() {
-    if classes("release8").is_none() || engine_under_test() != Engine::Jit {
-        return;
-    }
+fn metered_listing(method: &str) -> Vec<(u32, usize, Vec<u8>, String)> {
     let bytes = class_bytes("release8", "FuelLoops").unwrap();
     let mut jit = Applet::load_with_engine(&bytes, &Natives::new(), Limits::default(), Engine::Jit)
         .unwrap_or_else(|e| panic!("FuelLoops: {e}"));
@@ -910,15 +900,14 @@ fn a_rotated_jump_into_a_straight_loop_enters_its_group() {
     jit.set_run_limits(Some(1 << 20), depth);
     assert_eq!(jit.engine(), Engine::Jit, "metered FuelLoops on the JIT");
     let listing = jit.native_listing().expect("a listing");
-    // The method's lines: `; bci N` marks and `offset  bytes  mnemonic ...`.
+    let head = format!("; {method}(III)I");
     let lines: Vec<&str> = listing
         .lines()
-        .skip_while(|l| l.trim() != "; scanAfterBranch(III)I")
+        .skip_while(|l| l.trim() != head)
         .skip(1)
         .take_while(|l| !l.trim().starts_with("; ") || l.trim().starts_with("; bci "))
         .collect();
-    // (bci, offset, bytes, mnemonic) of each instruction.
-    let mut insns: Vec<(u32, usize, Vec<u8>, String)> = Vec::new();
+    let mut insns = Vec::new();
     let mut bci = 0;
     for l in &lines {
         let t = l.trim();
@@ -936,26 +925,29 @@ fn a_rotated_jump_into_a_straight_loop_enters_its_group() {
             .collect();
         insns.push((bci, at, code, mn.to_string()));
     }
-    // The loop's ops are compiled five times (four passes, then the
-    // pass-by-pass copy): its head is the least bci of five copies' or
-    // more, the op after its test the next.
+    assert!(!insns.is_empty(), "no {method} in:\n{listing}");
+    insns
+}
+
+/// Where each op's code starts in a [`metered_listing`], by bci: one
+/// offset per copy the JIT compiled of it.
+#[cfg(target_arch = "x86_64")]
+fn copies_of(insns: &[(u32, usize, Vec<u8>, String)]) -> BTreeMap<u32, Vec<usize>> {
     let mut starts: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
     let mut last = None;
-    for &(b, at, _, _) in &insns {
+    for &(b, at, _, _) in insns {
         if last != Some(b) {
             starts.entry(b).or_default().push(at);
         }
         last = Some(b);
     }
-    let looped: Vec<(&u32, &Vec<usize>)> = starts.iter().filter(|(_, v)| v.len() >= 5).collect();
-    assert!(
-        looped.len() >= 2,
-        "no straight loop in:\n{}",
-        lines.join("\n")
-    );
-    let head = looped[0].1[0];
-    let pass0 = looped[1].1[0];
-    // The rotated branch: a conditional jump before the loop into it.
+    starts
+}
+
+/// The targets of the conditional jumps before `head` that go to `head`
+/// or past it: a rotated jump into the loop ([`metered_listing`]).
+#[cfg(target_arch = "x86_64")]
+fn jumps_into(insns: &[(u32, usize, Vec<u8>, String)], head: usize) -> Vec<usize> {
     let target = |at: usize, c: &[u8]| -> Option<usize> {
         let rel = match c {
             [0x0f, 0x80..=0x8f, r @ ..] if r.len() == 4 => {
@@ -966,10 +958,40 @@ fn a_rotated_jump_into_a_straight_loop_enters_its_group() {
         };
         Some((at as isize + c.len() as isize + rel) as usize)
     };
-    let into: Vec<usize> = insns
+    insns
         .iter()
         .filter(|(_, at, _, mn)| *at < head && mn.starts_with('j') && mn != "jmp")
         .filter_map(|(_, at, c, _)| target(*at, c))
+        .filter(|&t| t >= head)
+        .collect()
+}
+
+/// A jump to a straight loop's head from before it, which the JIT rotates
+/// (a copy of the head's test, and a branch into the loop past it), enters
+/// the loop's metered group of four passes, not the pass-by-pass copy that
+/// follows them: in the metered listing of `FuelLoops.scanAfterBranch`
+/// (the then-branch's `goto` to `while (i < n && ...)`), that branch goes
+/// to the first of the five copies of the op after the head's test (pass
+/// 0's), which is exact, since a pass charges nothing before its back edge
+/// (`counted_loops_run_out_of_fuel_where_the_interpreter_does` runs it on
+/// every budget). Until 2026-12-01 it went to the fifth.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn a_rotated_jump_into_a_straight_loop_enters_its_group() {
+    if classes("release8").is_none() || engine_under_test() != Engine::Jit {
+        return;
+    }
+    let insns = metered_listing("scanAfterBranch");
+    // The loop's ops are compiled five times (four passes, then the
+    // pass-by-pass copy): its head is the least bci of five copies' or
+    // more, the op after its test the next.
+    let starts = copies_of(&insns);
+    let looped: Vec<(&u32, &Vec<usize>)> = starts.iter().filter(|(_, v)| v.len() >= 5).collect();
+    assert!(looped.len() >= 2, "no straight loop in {insns:x?}");
+    let head = looped[0].1[0];
+    let pass0 = looped[1].1[0];
+    let into: Vec<usize> = jumps_into(&insns, head)
+        .into_iter()
         .filter(|&t| t > head)
         .collect();
     assert_eq!(
@@ -978,6 +1000,40 @@ fn a_rotated_jump_into_a_straight_loop_enters_its_group() {
         "the rotated branch into the loop (pass 0's op after the test is at {pass0:x}, \
          the copies at {:x?})",
         looped[1].1
+    );
+}
+
+/// A jump to a counted loop's head from before it, which the JIT rotates
+/// as it does a straight loop's, goes to the loop's entry, which charges
+/// the trip count once and runs the copy without charges: in the metered
+/// listing of `FuelLoops.upAfterBranch` (the then-branch's `goto` to
+/// `while (i < to)`), that branch goes to the first code of the head's bci
+/// (the entry; the two copies' tests follow it). Exact either way (the
+/// entry tests again, which reads only locals), and
+/// `counted_loops_run_out_of_fuel_where_the_interpreter_does` runs the
+/// method on every budget. Until 2026-12-01 it went past the metered
+/// copy's test and ran the whole loop metered (some 60% slower).
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn a_rotated_jump_into_a_counted_loop_enters_at_its_entry() {
+    if classes("release8").is_none() || engine_under_test() != Engine::Jit {
+        return;
+    }
+    let insns = metered_listing("upAfterBranch");
+    // The loop's ops are compiled twice (the copy without charges, then
+    // the metered one): its head is the least bci of two copies or more,
+    // whose first code is the entry (with the first copy's test after it).
+    let starts = copies_of(&insns);
+    let Some((_, entry)) = starts.iter().find(|(_, v)| v.len() >= 2) else {
+        panic!("no counted loop in {insns:x?}");
+    };
+    let into = jumps_into(&insns, entry[0]);
+    assert_eq!(
+        format!("{into:x?}"),
+        format!("[{:x}]", entry[0]),
+        "the rotated branch into the loop (the entry at {:x}, the metered test at {:x?})",
+        entry[0],
+        &entry[1..]
     );
 }
 
@@ -1016,7 +1072,7 @@ fn counted_loops_run_out_of_fuel_where_the_interpreter_does() {
             .filter(|(_, arity)| *arity == 3)
             .map(|(m, _)| m)
             .collect();
-        assert_eq!(methods.len(), 24, "{name}: methods {methods:?}");
+        assert_eq!(methods.len(), 25, "{name}: methods {methods:?}");
         'calls: for m in &methods {
             for _ in 0..24 {
                 let args = fuel_loop_args(&mut rng);

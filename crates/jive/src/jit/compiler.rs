@@ -3173,11 +3173,19 @@ impl<'p> Compiler<'p> {
     ) {
         let (t, b) = (lp.head, lp.back);
         // The entry (from before the loop only: the back edges of both
-        // versions go to their own copies of the test).
+        // versions go to their own copies of the test). A jump to the head
+        // from before the loop that [`Compiler::rotate`] made a copy of the
+        // test goes to `labels[t + 1]`, past the test: that label is bound
+        // here too, so that such a jump also charges the trip count and
+        // runs the copy without charges (it tests again there, which has no
+        // effect: the test reads only locals and constants). Bound in the
+        // metered copy, as it was until 2026-12-01, it ran the whole loop
+        // metered, with the interpreter's fuel but some 60% slower.
         if *live {
             self.sync();
         }
         self.f.label(labels[t]);
+        self.f.label(labels[t + 1]);
         self.reset_stack(0);
         self.forget();
         *live = true;
@@ -3225,14 +3233,17 @@ impl<'p> Compiler<'p> {
             self.emit(j, labels, is_target, align, live);
         }
         self.metered = true;
-        // The metered loop, entered at its test from the entry only.
+        // The metered loop, entered at its test from the entry only, with
+        // a label of its own past the test (the loop's is the entry's).
         labels[t..=b].copy_from_slice(&own);
         labels[t] = metered;
+        labels[t + 1] = self.f.genlabel();
         self.block_end = 0;
         for j in t..=b {
             self.emit(j, labels, is_target, align, live);
         }
         labels[t] = own[0];
+        labels[t + 1] = own[1];
     }
 
     /// A [`straight_loops`] loop, metered, in groups of [`UNROLL`] passes
@@ -3719,6 +3730,7 @@ mod tests {
             ("callEitherWay", 1),
             ("callOneWay", 0),
             ("chargingCallees", 0),
+            ("upAfterBranch", 1),
         ];
         for (name, n) in expected {
             let found = fuel_loops.iter().find(|(m, _)| m == name).map(|&(_, k)| k);
@@ -3761,6 +3773,7 @@ mod tests {
             // Counted loops (charged at their entry) are not also straight.
             ("up", 0),
             ("twoLoops", 0),
+            ("upAfterBranch", 0),
             // A break (a goto out of the body), a call, a loop inside.
             ("breaks", 0),
             ("chargingCallees", 0),
