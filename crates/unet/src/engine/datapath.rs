@@ -463,7 +463,10 @@ impl Engine {
     /// Like [`Engine::service`], a thread shared by every endpoint runs an
     /// applet's frames within [`Budgets::round_time`] and not while it is
     /// throttled (the rest stays in the inbox, in order, for a later
-    /// round); the application's own thread drains everything waiting.
+    /// round); the application's own thread drains everything waiting,
+    /// up to the bound of one `Inbox::drain` call (under twice the
+    /// inbox's frame budget: frames that keep coming wait for its next
+    /// poll, so that a flood cannot keep it here).
     #[inline]
     pub fn drain(&self, port: &Port) -> usize {
         if port.inbox.is_empty() {
