@@ -586,9 +586,9 @@ pub fn token() -> u64 {
 /// token, and a lock taken with it ([`BiasedLock::lock_as`]) is taken as
 /// by [`BiasedLock::lock`].
 ///
-/// ```compile_fail
+/// ```compile_fail,E0277
 /// // A token cannot be sent to another thread (it would take locks there
-/// // as this one).
+/// // as this one): `Me` is not `Send`.
 /// let me = unet::biased::Me::current();
 /// std::thread::spawn(move || me.token());
 /// ```
@@ -701,19 +701,13 @@ impl<T: ?Sized> BiasedLock<T> {
         self.raw.try_lock_as(me.token()).map(|h| self.guard(h))
     }
 
-    /// [`BiasedLock::try_lock`] with its bias holder's path always inlined
-    /// ([`RawBiased::try_lock_inline_as`]): for a caller that takes the
-    /// lock once a message and is itself out of line (the engine's direct
-    /// delivery of a deferred `txPush`), where the call cost more than
-    /// the path (25 instructions a message). Not `try_lock` itself: other
-    /// callers, inlined into the engine's hot paths, grew with it.
-    #[inline(always)]
-    pub fn try_lock_inline(&self) -> Option<BiasedGuard<'_, T>> {
-        self.try_lock_inline_as(Me::current())
-    }
-
-    /// [`BiasedLock::try_lock_inline`] with the calling thread's token
-    /// read already.
+    /// [`BiasedLock::try_lock_as`] with its bias holder's path always
+    /// inlined ([`RawBiased::try_lock_inline_as`]): for a caller that takes
+    /// the lock once a message and is itself out of line (the engine's
+    /// direct delivery of a deferred `txPush`), where the call cost more
+    /// than the path (25 instructions a message). Not `try_lock_as`
+    /// itself: other callers, inlined into the engine's hot paths, grew
+    /// with it.
     #[inline(always)]
     pub fn try_lock_inline_as(&self, me: Me) -> Option<BiasedGuard<'_, T>> {
         self.raw

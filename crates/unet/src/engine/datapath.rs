@@ -104,7 +104,11 @@ impl Engine {
     /// endpoint ([`Port::claim`]), the frames waiting in its inbox run
     /// ([`Engine::drain`]), and the transport is polled
     /// ([`Engine::poll_transport`]). The frames run and received: 0 if
-    /// nothing was done.
+    /// nothing was done, and also where it cannot tell (another thread
+    /// held the receive side, or the transport failed after delivering
+    /// some): the caller then skips its second look at the queue, and
+    /// sees what came at its next poll. A turn of latency, never a message
+    /// missed: no receiver sleeps on this count.
     ///
     /// The transport's poll is called only when its own first two tests
     /// (the backlog's flag, the transport's readiness) say it has work,
@@ -1631,8 +1635,9 @@ impl Engine {
     /// `kept` (see [`Engine::keep`]), without classifying it: the endpoint
     /// the verdict names, the generation check, then
     /// [`Engine::deliver_local`]. `hdr` is the message's frame header, or
-    /// the channel's header with the lengths still to patch (`template`).
-    /// A message sent without a frame (`template`) is counted as sent here;
+    /// the channel's header (`template`): only the generation check below
+    /// (a verdict without `kept.peer`) reads it. A message sent without a frame (`template`)
+    /// is counted as sent here;
     /// a frame was counted when it was made. Frames an applet makes go to
     /// `made`.
     /// With `INLINE`, the delivery to a kept peer ([`Engine::deliver_local`]'s

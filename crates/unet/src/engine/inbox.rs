@@ -21,8 +21,10 @@
 //!   the header and the bytes, and publishes the new tail with one
 //!   `Release` store. The lock is held only by engine code, across a
 //!   bounds check and a copy of at most one frame (the copy's source is
-//!   a frame or the engine's own mapping of a segment, which a client
-//!   cannot unmap or make block): no applet or client code runs under
+//!   a frame, the engine's own mapping of a segment, which a client
+//!   cannot unmap or make block, an applet's array on the engine's heap,
+//!   or an in-process sender's own message): no applet or client code
+//!   runs under
 //!   it, so a client cannot hold it; a preempted holder delays the other
 //!   producers by one copy. Each frame's tail is published at once, not
 //!   once per pass, so that the consumer runs the first frames of a burst
@@ -291,7 +293,9 @@ pub(super) struct Inbox {
 /// takes and releases it with plain stores and loads, where a `Mutex` made
 /// a locked compare-and-swap and a locked exchange, four locked
 /// instructions a message across threads; another producer revokes the
-/// bias once, and a lock shared for good settles as an ordinary one. A
+/// bias (each revocation costs a `membarrier`; a lock is granted a bias at
+/// most [`crate::biased::GRANTS`] times in its life), and a lock shared for
+/// good settles as an ordinary one. A
 /// panic (in a fill or a consumer's callback) releases the lock with the
 /// state consistent between its statements, so there is no poisoning.
 #[inline]

@@ -1258,7 +1258,11 @@ impl Port {
     /// cannot pile up without bound. One test for every way to it (the
     /// frame's, [`Engine::deliver_to`]; a message without a frame,
     /// `deliver_local_inline`; a deferred `txPush`, `enqueue_deferred`),
-    /// so that none can drift from the others.
+    /// so that none can drift from the others. The direct delivery of a
+    /// deferred `txPush` on the sender's thread ([`Engine::deliver_deferred`])
+    /// makes the same test with the thread's token read already
+    /// ([`Port::applet_elsewhere_as`], a copy of [`Port::applet_elsewhere`]
+    /// kept in step with it).
     #[inline(always)]
     fn waits_in_inbox(&self, made: &Outbox) -> bool {
         self.has_applet.load(Ordering::Acquire) && self.applet_elsewhere(made)
@@ -1272,7 +1276,10 @@ impl Port {
     }
 
     /// [`Port::applet_elsewhere`] with the calling thread's token `me`
-    /// read already.
+    /// read already: the same test, written out again rather than making
+    /// `applet_elsewhere` take a token, which cost the path without applet
+    /// an instruction a message (wip-txpath's section of
+    /// docs/benchmarks.md). Change the two together.
     #[inline(always)]
     fn applet_elsewhere_as(&self, made: &Outbox, me: Me) -> bool {
         self.owner.load(Ordering::Relaxed) != me.token() || made.used >= self.budgets.inbox_bytes
