@@ -264,14 +264,20 @@ impl RawBiased {
         None
     }
 
-    /// Takes the lock as thread `me` (a token: never 0, its low 8 bits 0,
-    /// never another thread's), waiting while another thread holds it. The
-    /// result says how it was taken, for [`RawBiased::unlock`]. Always
-    /// inlined: the engine's delivery of a message sent in this process
-    /// (`Engine::send_direct_locked`) otherwise called it, a frame of its
-    /// own for the receive lock on every message.
+    /// Takes the lock as thread `me`, waiting while another thread holds
+    /// it. The result says how it was taken, for [`RawBiased::unlock`].
+    /// Always inlined: the engine's delivery of a message sent in this
+    /// process (`Engine::send_direct_locked`) otherwise called it, a frame
+    /// of its own for the receive lock on every message.
+    ///
+    /// # Safety
+    ///
+    /// `me` is the calling thread's own token ([`token`], or
+    /// [`Me::token`]): never 0, its low 8 bits 0, and never another
+    /// thread's. With another thread's, two threads could both hold the
+    /// lock by the bias's fast path.
     #[inline(always)]
-    pub fn lock_as(&self, me: u64) -> Held<'_> {
+    pub unsafe fn lock_as(&self, me: u64) -> Held<'_> {
         if let Some(h) = self.try_fast(me) {
             return h;
         }
@@ -287,8 +293,12 @@ impl RawBiased {
     }
 
     /// Takes the lock as thread `me` if no other thread holds it now.
+    ///
+    /// # Safety
+    ///
+    /// As for [`RawBiased::lock_as`]: `me` is the calling thread's token.
     #[inline]
-    pub fn try_lock_as(&self, me: u64) -> Option<Held<'_>> {
+    pub unsafe fn try_lock_as(&self, me: u64) -> Option<Held<'_>> {
         if let Some(h) = self.try_fast(me) {
             return Some(h);
         }
@@ -302,8 +312,12 @@ impl RawBiased {
     /// holder's path in line (a few loads and a store); the rest, by
     /// `word`, out of line ([`RawBiased::try_word`]). The same steps in
     /// the same order, so the same guarantees.
+    ///
+    /// # Safety
+    ///
+    /// As for [`RawBiased::lock_as`]: `me` is the calling thread's token.
     #[inline(always)]
-    pub fn try_lock_inline_as(&self, me: u64) -> Option<Held<'_>> {
+    pub unsafe fn try_lock_inline_as(&self, me: u64) -> Option<Held<'_>> {
         if let Some(h) = self.try_fast(me) {
             return Some(h);
         }
@@ -684,7 +698,9 @@ impl<T: ?Sized> BiasedLock<T> {
     /// [`BiasedLock::lock`] with the calling thread's token read already.
     #[inline]
     pub fn lock_as(&self, me: Me) -> BiasedGuard<'_, T> {
-        self.guard(self.raw.lock_as(me.token()))
+        // SAFETY: a `Me` holds the token of the thread it was read on,
+        // which is this one (it is neither `Send` nor `Sync`).
+        self.guard(unsafe { self.raw.lock_as(me.token()) })
     }
 
     /// Takes the lock if no other thread holds it now, and this one does
@@ -698,7 +714,8 @@ impl<T: ?Sized> BiasedLock<T> {
     /// already.
     #[inline]
     pub fn try_lock_as(&self, me: Me) -> Option<BiasedGuard<'_, T>> {
-        self.raw.try_lock_as(me.token()).map(|h| self.guard(h))
+        // SAFETY: as in `lock_as`: `me` is this thread's token.
+        unsafe { self.raw.try_lock_as(me.token()) }.map(|h| self.guard(h))
     }
 
     /// [`BiasedLock::try_lock_as`] with its bias holder's path always
@@ -710,9 +727,8 @@ impl<T: ?Sized> BiasedLock<T> {
     /// with it.
     #[inline(always)]
     pub fn try_lock_inline_as(&self, me: Me) -> Option<BiasedGuard<'_, T>> {
-        self.raw
-            .try_lock_inline_as(me.token())
-            .map(|h| self.guard(h))
+        // SAFETY: as in `lock_as`: `me` is this thread's token.
+        unsafe { self.raw.try_lock_inline_as(me.token()) }.map(|h| self.guard(h))
     }
 
     /// The value, through `&mut self`: no lock needed.

@@ -35,7 +35,8 @@ struct Locked {
 
 impl Locked {
     fn add(&self, me: u64) {
-        let h = self.lock.lock_as(me);
+        // SAFETY: each model thread passes its own token (T1 or T2).
+        let h = unsafe { self.lock.lock_as(me) };
         // SAFETY: loom checks that no other access to the cell races.
         self.value.with_mut(|p| unsafe { *p += 1 });
         // SAFETY: `me` holds the lock, on this thread, taken as `h` says.
@@ -43,7 +44,8 @@ impl Locked {
     }
 
     fn try_add(&self, me: u64) -> bool {
-        let Some(h) = self.lock.try_lock_as(me) else {
+        // SAFETY: each model thread passes its own token (T1 or T2).
+        let Some(h) = (unsafe { self.lock.try_lock_as(me) }) else {
             return false;
         };
         // SAFETY: loom checks that no other access to the cell races.
