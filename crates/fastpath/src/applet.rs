@@ -207,6 +207,12 @@ fn example_purpose(name: &str) -> &'static str {
         "VoidMethods" => {
             "the outcome tests' probe: void doTx and doRx that leave a negative number where a value would come back"
         }
+        "TailPush" => {
+            "the tail-site tests' probe: doTx pushes at a tail site of txPush, or at sites that are not"
+        }
+        "TailChecks" => {
+            "the inline tail push's tests' probe: doTx's tail push with the array, offset, channel and length the host sets"
+        }
         _ => "",
     }
 }

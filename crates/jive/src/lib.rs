@@ -97,7 +97,7 @@ pub use crate::natives::{
     AreaBytes, AreaWords, Arrays, COPY_INLINE_MAX, Context, FastError, FastNative, HostWords,
     InlineForm, NativeError, NativeFn, Natives, QueueSlots, QueueWords, RING_BYTES,
     RING_HEADER_SEALED, RING_SEAL_BYTE, RING_SEALED, RING_SLOT, RingSlots, RingWords, TAIL_SUFFIX,
-    tail_name,
+    TailWords, tail_name,
 };
 
 use crate::classfile::ClassFile;

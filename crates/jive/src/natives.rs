@@ -122,6 +122,10 @@ pub struct HostWords {
     /// ([`InlineForm::CopyOut`], [`InlineForm::CopyIn`]): its address and
     /// length.
     pub area: AreaWords,
+    /// What the inline tail push ([`InlineForm::TailPush`]) checks, counts
+    /// and records: the channel it may defer on, the push budgets, the
+    /// largest message, and the message it deferred.
+    pub tail: TailWords,
 }
 
 impl HostWords {
@@ -163,6 +167,7 @@ impl HostWords {
             len: 0,
             keep: None,
         },
+        tail: TailWords::NONE,
     };
 }
 
@@ -255,6 +260,109 @@ pub(crate) const AREA_BASE: usize =
     core::mem::offset_of!(HostWords, area) + core::mem::offset_of!(AreaWords, base);
 pub(crate) const AREA_LEN: usize =
     core::mem::offset_of!(HostWords, area) + core::mem::offset_of!(AreaWords, len);
+
+/// The words of the inline tail push ([`InlineForm::TailPush`]), part of
+/// [`HostWords`]: what it checks a message against, what it counts, and
+/// where it records the message it defers.
+///
+/// The host lends a channel (`chan`) for an invocation whose tail push may
+/// defer its message on it (the checks of the channel that the form does
+/// not make, open and not closed, made when it is lent, and holding for
+/// the invocation), and takes the recorded message (`array` not 0) when
+/// the invocation has returned. `frames` and `bytes` are the push budgets'
+/// use, which the host's own pushes count too, so that the two kinds of
+/// push count alike; `max_*` are their limits and the largest message.
+/// Holds no address: generated code writes only these words, and the
+/// handle it records is the applet's own, which the host resolves with
+/// the heap's checks. `#[repr(C)]`, so that generated code reaches each
+/// field at a fixed offset.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TailWords {
+    /// The channel the inline tail push may defer on (at most `0xffff`),
+    /// or [`TailWords::NO_CHANNEL`]: generated code compares the call's
+    /// channel, zero-extended to 64 bits, with it, which no `int` equals
+    /// where none is lent (a channel outside `0..=0xffff` never equals a
+    /// lent one either), and sets its high half to all ones once it has
+    /// deferred: any value of 2^32 or more lends none.
+    pub chan: u64,
+    /// Frames pushed in the running invocation.
+    pub frames: u64,
+    /// The most frames an invocation may push.
+    pub max_frames: u64,
+    /// Bytes pushed in the running invocation.
+    pub bytes: u64,
+    /// The most bytes an invocation may push.
+    pub max_bytes: u64,
+    /// The largest message the endpoint may send; below 2^31 (generated
+    /// code compares a length zero-extended with it, so that a negative
+    /// one fails too).
+    pub max_message: u64,
+    /// The deferred message's array (a heap handle; 0: none deferred).
+    pub array: i32,
+    /// The deferred message's offset in the array.
+    pub off: u32,
+    /// The deferred message's length.
+    pub len: u32,
+}
+
+impl TailWords {
+    /// [`TailWords::chan`] where no channel is lent.
+    pub const NO_CHANNEL: u64 = u64::MAX;
+
+    /// Words that lend no channel, count nothing and allow nothing.
+    pub const NONE: TailWords = TailWords {
+        chan: TailWords::NO_CHANNEL,
+        frames: 0,
+        max_frames: 0,
+        bytes: 0,
+        max_bytes: 0,
+        max_message: 0,
+        array: 0,
+        off: 0,
+        len: 0,
+    };
+
+    /// The message the inline tail push recorded since the last take, as
+    /// `(array, off, len)`, and none recorded from now on; `None` if it
+    /// recorded none.
+    #[inline(always)]
+    pub fn take(&mut self) -> Option<(i32, u32, u32)> {
+        if self.array == 0 {
+            return None;
+        }
+        let m = (self.array, self.off, self.len);
+        self.array = 0;
+        Some(m)
+    }
+}
+
+impl Default for TailWords {
+    fn default() -> TailWords {
+        TailWords::NONE
+    }
+}
+
+/// [`TailWords`]' fields that generated code reads and writes, as offsets
+/// into [`HostWords`].
+pub(crate) const TAIL_CHAN: usize =
+    core::mem::offset_of!(HostWords, tail) + core::mem::offset_of!(TailWords, chan);
+pub(crate) const TAIL_FRAMES: usize =
+    core::mem::offset_of!(HostWords, tail) + core::mem::offset_of!(TailWords, frames);
+pub(crate) const TAIL_MAX_FRAMES: usize =
+    core::mem::offset_of!(HostWords, tail) + core::mem::offset_of!(TailWords, max_frames);
+pub(crate) const TAIL_BYTES: usize =
+    core::mem::offset_of!(HostWords, tail) + core::mem::offset_of!(TailWords, bytes);
+pub(crate) const TAIL_MAX_BYTES: usize =
+    core::mem::offset_of!(HostWords, tail) + core::mem::offset_of!(TailWords, max_bytes);
+pub(crate) const TAIL_MAX_MESSAGE: usize =
+    core::mem::offset_of!(HostWords, tail) + core::mem::offset_of!(TailWords, max_message);
+pub(crate) const TAIL_ARRAY: usize =
+    core::mem::offset_of!(HostWords, tail) + core::mem::offset_of!(TailWords, array);
+pub(crate) const TAIL_OFF: usize =
+    core::mem::offset_of!(HostWords, tail) + core::mem::offset_of!(TailWords, off);
+pub(crate) const TAIL_LEN: usize =
+    core::mem::offset_of!(HostWords, tail) + core::mem::offset_of!(TailWords, len);
 
 /// The size of a slot of a ring that [`InlineForm::PushBytes`] writes, in
 /// bytes: an 8-byte header, then up to [`RING_BYTES`] bytes.
@@ -647,6 +755,21 @@ pub enum InlineForm {
     /// `aoff` into the area at `off`, under the same checks. unet's
     /// `doLtoHDMA`.
     CopyIn,
+    /// A `([BIII)V` native `(array, off, chan, len)` at a tail site
+    /// ([`TAIL_SUFFIX`]) that charges `1 + len / 4096` units and defers
+    /// the message `array[off..off + len)` on `chan` ([`TailWords`]): if
+    /// `chan` is the channel `w.tail` lends (`w.tail.chan`, which also
+    /// makes it one of `0..=0xffff`), `w.work + 1 + len / 4096 <
+    /// w.bound`, the array is a `byte[]` or `boolean[]` (not null), `0 <=
+    /// len`, `0 <= off`, `off + len <=` its length, `len <=
+    /// w.tail.max_message`, `w.tail.frames < w.tail.max_frames` and
+    /// `w.tail.bytes + len <= w.tail.max_bytes`, it counts the units, the
+    /// frame and the bytes, records `(array, off, len)` in `w.tail` and
+    /// lends no channel from then on (the high half of `w.tail.chan` set
+    /// to all ones); otherwise (nothing written) the native
+    /// runs out of line, which makes its checks in its order and reports
+    /// the first that fails. unet's `txPush#tail`.
+    TailPush,
 }
 
 /// What [`Natives::set_fast`] recorded for the JIT: the runtime entry of a
@@ -914,7 +1037,9 @@ impl Natives {
             InlineForm::Int(k) => descriptor == "()I" && usize::from(k) < 2,
             InlineForm::PushBytes => descriptor == "([BII)V",
             InlineForm::PopU32 => descriptor == "()I",
-            InlineForm::CopyOut | InlineForm::CopyIn => descriptor == "([BIII)V",
+            InlineForm::CopyOut | InlineForm::CopyIn | InlineForm::TailPush => {
+                descriptor == "([BIII)V"
+            }
         };
         if !fits {
             return Err(FastError::InlineShape {

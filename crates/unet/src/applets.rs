@@ -88,6 +88,14 @@ pub const VOID_METHODS: &[u8] =
 pub const TAIL_PUSH: &[u8] =
     include_bytes!(concat!(env!("OUT_DIR"), "/unet-applets/TailPush.class"));
 
+/// `TailChecks`: not an experiment of the paper but the probe of the
+/// inline tail push's tests: `doTx` makes some eager pushes and some calls
+/// of a native (the push and work budgets), then pushes at a tail site
+/// with the array, offset, channel and length the host sets in statics,
+/// so that each check of `txPush#tail` can fail there.
+pub const TAIL_CHECKS: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/unet-applets/TailChecks.class"));
+
 /// Every applet by its class name.
 pub const ALL: &[(&str, &[u8])] = &[
     ("StandardUnet", STANDARD),
@@ -101,6 +109,7 @@ pub const ALL: &[(&str, &[u8])] = &[
     ("Hostile", HOSTILE),
     ("VoidMethods", VOID_METHODS),
     ("TailPush", TAIL_PUSH),
+    ("TailChecks", TAIL_CHECKS),
 ];
 
 /// The class file of the applet named `name` (its class name, e.g.

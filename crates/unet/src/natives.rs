@@ -140,7 +140,15 @@ pub trait NativeHost: 'static {
     /// must be the buffer area itself, of [`NativeHost::area_len`] bytes,
     /// which [`NativeHost::read_area`] and [`NativeHost::write_area`]
     /// copy from and to, so that the inline `doHtoLDMA` and `doLtoHDMA`
-    /// check and move what the natives would. The default lends none, and
+    /// check and move what the natives would. `tail`
+    /// ([`jive::TailWords`]) must hold the frames and bytes the running
+    /// invocation pushed, which [`NativeHost::transmit`] and
+    /// [`NativeHost::transmit_tail`] count there too, against the
+    /// budgets they check, and [`NativeHost::max_message`]; a channel it
+    /// lends must be one that [`NativeHost::transmit_tail`] would defer
+    /// a message on, having checked it open, and the host must take the
+    /// message the inline `txPush#tail` recorded ([`jive::TailWords::take`])
+    /// and send and count it as a deferred one. The default lends none, and
     /// the inline forms then always take their rare path.
     fn words(&mut self) -> Option<&mut jive::HostWords> {
         None
@@ -311,6 +319,11 @@ pub fn bind<H: NativeHost>() -> Natives {
             DmaRxdPayload::NAME,
             DmaRxdPayload::DESCRIPTOR,
             jive::InlineForm::PushBytes,
+        ),
+        (
+            TxPushTail::NAME,
+            TxPushTail::DESCRIPTOR,
+            jive::InlineForm::TailPush,
         ),
     ] {
         let _ = t.set_inline(name, descriptor, form);

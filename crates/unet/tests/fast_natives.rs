@@ -204,6 +204,9 @@ impl Counting {
                 ring,
                 queue,
                 area: area_words,
+                // No channel lent: the inline tail push always calls the
+                // native (`tests/tail_inline.rs` tests it on the engine).
+                tail: jive::TailWords::default(),
             },
             lend: rng.random_bool(0.8),
             checks: 0,

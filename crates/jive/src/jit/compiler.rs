@@ -2,6 +2,26 @@
 
 use super::*;
 
+/// Whether the inline tail push ([`InlineForm::TailPush`]) leaves out its
+/// check `k` (1 to 8: the channel, the budget's count, `off >= 0`, the
+/// array's range, its type, the largest message with `len >= 0`, the
+/// frames, the bytes): never, unless
+/// jive is built with the feature `omit-tail-check` (for the tests that
+/// show each check is needed, `unet/tests/tail_inline.rs`) and the
+/// environment variable `JIVE_OMIT_TAIL_CHECK` is `k`. No build of the
+/// workspace turns the feature on.
+#[cfg(feature = "omit-tail-check")]
+fn omitted(k: u8) -> bool {
+    std::env::var("JIVE_OMIT_TAIL_CHECK").is_ok_and(|v| v.parse() == Ok(k))
+}
+
+/// See the form with the feature `omit-tail-check`: never.
+#[cfg(not(feature = "omit-tail-check"))]
+#[inline(always)]
+fn omitted(_: u8) -> bool {
+    false
+}
+
 /// Where a slot lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Home {
@@ -2093,6 +2113,17 @@ impl<'p> Compiler<'p> {
             {
                 Some(self.inline_copy(first, form == InlineForm::CopyOut))
             }
+            // A constant length or channel the form never takes: the call
+            // alone.
+            Some(InlineForm::TailPush)
+                if k == 4
+                    && !has_ret
+                    && decl.fast != 0
+                    && len_const.is_none_or(|c| c >= 0)
+                    && !matches!(self.stack[first + 2], Val::Const(c) if !(0..=0xffff).contains(&c)) =>
+            {
+                Some(self.inline_tail(first))
+            }
             _ => None,
         };
         self.sync();
@@ -2689,6 +2720,162 @@ impl<'p> Compiler<'p> {
             &[Arg::Reg(dst.any()), Arg::Reg(src.any()), Arg::Reg(n.any())],
             below,
         );
+        self.f.jmp(done);
+        self.f.label(rare);
+        done
+    }
+
+    /// [`InlineForm::TailPush`] in place, for the tail-site native call
+    /// whose four arguments `(array, off, chan, len)` are the stack's
+    /// entries from `first` (where they are: a constant, a local's home or
+    /// their own): with `w` the invocation's [`crate::HostWords`], if
+    /// `chan`, zero-extended, is `w.tail.chan` (the channel lent: at most
+    /// `0xffff`, so that this is also the native's range check),
+    /// `w.work + 1 + len / 4096 < w.bound` (unsigned, `len` zero-extended),
+    /// `off >= 0`, `off + len <=` the array's length (unsigned, in 32
+    /// bits), the array's directory entry says bytes (`null`'s does not),
+    /// `len <= w.tail.max_message` (in 64 bits, `len` zero-extended: a
+    /// negative one is at least 2^31, past every `max_message`, so this
+    /// is also the native's `len >= 0`; and a non-negative one with a
+    /// non-negative `off` makes a sum below 2^32, so the range check
+    /// above did not wrap), `w.tail.frames < w.tail.max_frames` and
+    /// `w.tail.bytes + len <= w.tail.max_bytes` (64 bits), it counts the
+    /// units, the frame and the bytes, records
+    /// `(array, off, len)` in `w.tail`, lends no channel from then on (the
+    /// high half of `w.tail.chan` set: no zero-extended `int` equals it)
+    /// and jumps to the returned label. Otherwise it falls through to the
+    /// call the caller emits next (the rare path), whose native makes
+    /// every check in its own order and reports the first that fails.
+    ///
+    /// The checks are the native's (`txPush#tail`: the budget's count, the
+    /// array, `len`, `off`, the range, the channel, `len` against the
+    /// largest message, the frames, the bytes), in its order but for two:
+    /// the channel first, so that while none is lent (a `doRx`, a message
+    /// that goes as a frame) one load and compare send the call to the
+    /// native; and the budget's count last, so that the count stays in a
+    /// register for its store (3 instructions fewer). The order among them
+    /// changes nothing: every one comes before the first store, and where
+    /// one fails the native makes them all again in its order. Uses X, Y,
+    /// Z and W; the arguments are only read.
+    fn inline_tail(&mut self, first: usize) -> Label {
+        use vcode::U;
+        use vcode::ext::Exit;
+        let (rare, done) = (self.f.genlabel(), self.f.genlabel());
+        let (x, y, z, w) = (self.regs.x, self.regs.y, self.regs.z, self.regs.w);
+        let (arr, off, chan, len) = (
+            self.stack[first],
+            self.stack[first + 1],
+            self.stack[first + 2],
+            self.stack[first + 3],
+        );
+        let words = self.host_words(z);
+        // The channel lent (`call_native` sends a constant outside
+        // `0..=0xffff` to the call alone).
+        let lent = Reg::<UL>::phys(y);
+        if !omitted(1) {
+            self.f.ld(lent, words, W_TAIL_CHAN);
+            match chan {
+                Val::Const(c) => self.f.bne(lent, i64::from(c), rare),
+                chan => {
+                    let rc = self.reg_of(chan, x);
+                    self.f.bne(ix(rc), lent, rare);
+                }
+            }
+        }
+        // The length (kept in its home or W until its last use).
+        let rl = self.reg_of(len, w);
+        // The array: its entry's second word holds its length (bits
+        // 0-31) and whether its elements are bytes (bits 40-47); only the
+        // entry is needed (the message is recorded by its handle), so it
+        // goes into Y over the directory.
+        let ra = self.reg_of(arr, x);
+        let dir = self.ld_base(y, Base::Dir);
+        let e = Reg::<UL>::phys(y);
+        self.f.ldx(e, Ty::UL, dir, ix(ra), 8, DIR_LEN);
+        // `off + len` against the array's length; Z (the words) holds it
+        // where `off` is not the constant 0 (javac's `txPush(TxBuf, 0,
+        // ...)`), and the words are loaded again after.
+        let aend = Reg::<U>::phys(z);
+        let (aend, reload) = match off {
+            Val::Const(0) => (Reg::<U>::phys(rl.num()), false),
+            Val::Const(c) if c > 0 => {
+                self.f
+                    .add(aend, Reg::<U>::phys(rl.num()), Operand::Imm(i64::from(c)));
+                (aend, true)
+            }
+            off => {
+                let ro = self.reg_of(off, z);
+                if !omitted(3) {
+                    self.f.blt(ro, 0, rare);
+                }
+                self.f
+                    .add(aend, Reg::<U>::phys(ro.num()), Reg::<U>::phys(rl.num()));
+                (aend, true)
+            }
+        };
+        if !omitted(4) {
+            self.f.bgt(aend, Reg::<U>::phys(e.num()), rare);
+        }
+        if !omitted(5) {
+            self.f.rsh(e, e, i64::from(DIR_BYTES_SHIFT));
+            self.f.bne(e, 1, rare);
+        }
+        let words = if reload { self.host_words(z) } else { words };
+        // The largest message, which is also the native's test of `len >=
+        // 0`: a negative `len`, zero-extended, is at least 2^31, past
+        // every `max_message` (`TailWords`). Then the push budgets (64
+        // bits: `len` is below 2^31 here).
+        let t = Reg::<UL>::phys(x);
+        let u = Reg::<UL>::phys(y);
+        if !omitted(6) {
+            self.f.ld(u, words, W_TAIL_MAX_MESSAGE);
+            self.f.bgt(ix(rl), u, rare);
+        }
+        if !omitted(7) {
+            self.f.ld(t, words, W_TAIL_FRAMES);
+            self.f.ld(u, words, W_TAIL_MAX_FRAMES);
+            self.f.bge(t, u, rare);
+        }
+        if !omitted(8) {
+            self.f.ld(t, words, W_TAIL_BYTES);
+            self.f.add(t, t, ix(rl));
+            self.f.ld(u, words, W_TAIL_MAX_BYTES);
+            self.f.bgt(t, u, rare);
+        }
+        // The budget last, so that its count stays in a register for its
+        // store: the units a native moving `len` bytes charges, one and
+        // one per 4 KiB.
+        let count = Reg::<UL>::phys(y);
+        self.f.rsh(count, ix(rl), 12);
+        self.f.add(count, count, 1);
+        if !omitted(2) {
+            let work = Reg::<UL>::phys(x);
+            self.f.ld(work, words, W_WORK);
+            self.f.add(count, count, work);
+            let bound = Reg::<UL>::phys(x);
+            self.f.ld(bound, words, W_BOUND);
+            self.f.bge(count, bound, rare);
+        }
+        // Every check passed: the counts, the record, and no channel lent
+        // from here on.
+        self.f.add_mem_reg(true, words, W_TAIL_BYTES as i32, ix(rl));
+        self.f.add_mem_imm(true, words, W_TAIL_FRAMES as i32, 1);
+        if omitted(2) {
+            self.f.add_mem_reg(true, words, W_WORK as i32, count);
+        } else {
+            self.f.st(count, words, W_WORK);
+        }
+        self.f.st(rl, words, W_TAIL_LEN);
+        match off {
+            Val::Const(c) => self.f.st_imm32(words, W_TAIL_OFF as i32, c),
+            off => {
+                let ro = self.reg_of(off, y);
+                self.f.st(ro, words, W_TAIL_OFF);
+            }
+        }
+        let ra = self.reg_of(arr, x);
+        self.f.st(ra, words, W_TAIL_ARRAY);
+        self.f.st_imm32(words, W_TAIL_CHAN as i32 + 4, -1);
         self.f.jmp(done);
         self.f.label(rare);
         done

@@ -136,6 +136,16 @@ pub(super) const W_QUEUE_ALIGN: i64 = crate::natives::QUEUE_ALIGN as i64;
 /// [`crate::AreaWords`]' fields, for the inline copies.
 pub(super) const W_AREA_BASE: i64 = crate::natives::AREA_BASE as i64;
 pub(super) const W_AREA_LEN: i64 = crate::natives::AREA_LEN as i64;
+/// [`crate::TailWords`]' fields, for the inline tail push.
+pub(super) const W_TAIL_CHAN: i64 = crate::natives::TAIL_CHAN as i64;
+pub(super) const W_TAIL_FRAMES: i64 = crate::natives::TAIL_FRAMES as i64;
+pub(super) const W_TAIL_MAX_FRAMES: i64 = crate::natives::TAIL_MAX_FRAMES as i64;
+pub(super) const W_TAIL_BYTES: i64 = crate::natives::TAIL_BYTES as i64;
+pub(super) const W_TAIL_MAX_BYTES: i64 = crate::natives::TAIL_MAX_BYTES as i64;
+pub(super) const W_TAIL_MAX_MESSAGE: i64 = crate::natives::TAIL_MAX_MESSAGE as i64;
+pub(super) const W_TAIL_ARRAY: i64 = crate::natives::TAIL_ARRAY as i64;
+pub(super) const W_TAIL_OFF: i64 = crate::natives::TAIL_OFF as i64;
+pub(super) const W_TAIL_LEN: i64 = crate::natives::TAIL_LEN as i64;
 
 /// How to find a host value's [`HostWords`] for fast form `F`
 /// ([`words_entry`]): `checked` tests the value's type first; `typed` is for

@@ -34,12 +34,12 @@ pub(super) fn thread_cpu_time() -> Duration {
 /// pushed and done, against its budgets.
 #[derive(Debug)]
 pub(super) struct Invocation {
-    pub(super) frames: usize,
-    pub(super) bytes: usize,
     /// The work count (`words.work`), where the next clock reading is due
-    /// (`words.bound`), the buffer size as an `int` (`words.ints[0]`) and
-    /// the receive queue's free run (`words.ring`): lent to the JIT's
-    /// inline natives ([`NativeHost::words`]).
+    /// (`words.bound`), the buffer size as an `int` (`words.ints[0]`), the
+    /// receive queue's free run (`words.ring`), and the frames and bytes
+    /// pushed against the push budgets with the channel a tail push may
+    /// defer on (`words.tail`): lent to the JIT's inline natives
+    /// ([`NativeHost::words`]).
     pub(super) words: jive::HostWords,
     /// The thread's CPU time when the natives first read it (`None`: not
     /// yet).
@@ -53,13 +53,16 @@ impl Invocation {
     /// (lent to the inline `dmaRxdPayload`) and whose free queue's entries
     /// are `free` (lent to the inline
     /// `getFreeBuffer`, which takes only entries that `layout` says are
-    /// buffers: below the area's length, aligned to the buffer size).
+    /// buffers: below the area's length, aligned to the buffer size),
+    /// pushing under `budgets` messages of at most `max_message` bytes.
     #[inline]
     pub(super) fn new(
         rx: crate::shm::RxSlots,
         free: crate::shm::FreeSlots,
         area: Option<crate::shm::AreaBytes>,
         layout: &Layout,
+        budgets: &Budgets,
+        max_message: u32,
     ) -> Invocation {
         let ring = jive::RingWords::new(Arc::new(rx)).unwrap_or_default();
         let below = u32::try_from(layout.area_len).unwrap_or(u32::MAX);
@@ -69,8 +72,6 @@ impl Invocation {
             .and_then(|a| jive::AreaWords::new(Arc::new(a)))
             .unwrap_or_default();
         Invocation {
-            frames: 0,
-            bytes: 0,
             words: jive::HostWords {
                 work: 0,
                 bound: TIME_CHECK_EVERY,
@@ -83,6 +84,16 @@ impl Invocation {
                 ring,
                 queue,
                 area,
+                // No channel lent ([`Io::lend_tail`]); the limits are the
+                // endpoint's for its life.
+                tail: jive::TailWords {
+                    max_frames: budgets.push_frames as u64,
+                    max_bytes: budgets.push_bytes as u64,
+                    // Below 2^31, as the form needs (14 buffers of at
+                    // most 64 KiB).
+                    max_message: u64::from(max_message).min(i32::MAX as u64),
+                    ..jive::TailWords::NONE
+                },
             },
             cpu_start: None,
             overran: false,
@@ -209,8 +220,8 @@ impl Io {
     #[inline]
     pub(super) fn begin(&mut self) -> Lent {
         let inv = &mut self.inv;
-        inv.frames = 0;
-        inv.bytes = 0;
+        inv.words.tail.frames = 0;
+        inv.words.tail.bytes = 0;
         inv.words.work = 0;
         inv.cpu_start = None;
         inv.overran = false;
@@ -579,23 +590,62 @@ impl Io {
     /// The push budgets' checks of a `len`-byte message (frames, then
     /// bytes, each an overrun), and the message counted against them:
     /// the first steps of [`Io::transmit`] and [`Io::transmit_tail`] alike.
+    /// The counts are the lent words' (`words.tail`), which the inline
+    /// tail push counts too ([`jive::InlineForm::TailPush`]), against the
+    /// budgets they were made with ([`Invocation::new`]).
     #[inline(always)]
     fn admit(&mut self, len: usize) -> Result<(), HostError> {
-        if self.inv.frames >= self.budgets.push_frames {
+        let t = &self.inv.words.tail;
+        if t.frames >= t.max_frames {
             return Err(self.over(
                 "frames pushed per invocation",
                 self.budgets.push_frames as u64,
             ));
         }
-        if self.inv.bytes + len > self.budgets.push_bytes {
+        if t.bytes + len as u64 > t.max_bytes {
             return Err(self.over(
                 "bytes pushed per invocation",
                 self.budgets.push_bytes as u64,
             ));
         }
-        self.inv.frames += 1;
-        self.inv.bytes += len;
+        let t = &mut self.inv.words.tail;
+        t.frames += 1;
+        t.bytes += len as u64;
         Ok(())
+    }
+
+    /// Lends the inline tail push ([`jive::InlineForm::TailPush`]) channel
+    /// `chan` for the invocation about to run, while [`Io::defer`] holds
+    /// ([`applet_tx`]): only if it is an open channel of this endpoint
+    /// and not closed, the checks of [`Framer::check_message`] the form
+    /// does not make. The channels change only under this side's lock,
+    /// which the invocation holds, so the checks hold until
+    /// [`Io::take_tail`].
+    #[inline(always)]
+    pub(super) fn lend_tail(&mut self, chan: u16) {
+        if matches!(self.framer.channels.get(usize::from(chan)), Some(Some(c)) if !c.closed) {
+            self.inv.words.tail.chan = u64::from(chan);
+        }
+    }
+
+    /// Ends the lending of [`Io::lend_tail`] (of channel `chan`): the
+    /// message the inline tail push deferred, if it did, checked and
+    /// counted against the budgets at the call, counted now in
+    /// `tx_frames` (as [`Io::transmit_tail`] counts it at the call: no
+    /// one can look between the two, since the call is at a tail site and
+    /// the engine holds the applet), and no channel lent.
+    #[inline(always)]
+    pub(super) fn take_tail(&mut self, chan: u16) -> Option<Deferred> {
+        let t = &mut self.inv.words.tail;
+        t.chan = jive::TailWords::NO_CHANNEL;
+        let (array, off, len) = t.take()?;
+        bump_shared(&self.stats.tx_frames);
+        Some(Deferred {
+            array,
+            off,
+            len,
+            chan,
+        })
     }
 }
 
@@ -753,6 +803,7 @@ impl NativeHost for Io {
         self.framer.check_message(chan, payload.len())?;
         bump_shared(&self.stats.tx_frames);
         self.defer = false;
+        self.inv.words.tail.chan = jive::TailWords::NO_CHANNEL;
         let (array, off) = at();
         self.deferred = Some(Deferred {
             array,
@@ -1145,14 +1196,32 @@ pub(super) fn applet_tx_inlined(
     // the transmit outbox held nothing either.) `defer` is false outside
     // this window, so that a `doTx` that does not defer writes nothing
     // for it, and makes one test more after the invocation.
+    //
+    // The channel of the descriptor is lent to the inline tail push
+    // (`Io::lend_tail`) for the same window, and its message taken
+    // after (`Io::take_tail`): at most one of the two defers, since an
+    // invocation runs at most one tail site and each lends nothing more
+    // once it has deferred.
     let may = rx.io.framer.out.is_empty() && engine.may_defer(tx, d.chan, me);
     if may {
         rx.io.defer = true;
+        rx.io.lend_tail(d.chan);
     }
     let mut r = invoke(rx, port, |l| (&mut l.applet, &mut l.do_tx), args, timed);
     if may {
         rx.io.defer = false;
-        if let Some(m) = rx.io.deferred.take()
+        // The inline form's first: on the JIT, the common one.
+        let m = match rx.io.take_tail(d.chan) {
+            Some(m) => {
+                debug_assert!(
+                    rx.io.deferred.is_none(),
+                    "two tail pushes deferred in one invocation"
+                );
+                Some(m)
+            }
+            None => rx.io.deferred.take(),
+        };
+        if let Some(m) = m
             && !engine.resolve_deferred(tx, rx, port, m, me)
         {
             // The deferred bytes were gone (see `resolve_deferred`): the

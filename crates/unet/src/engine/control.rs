@@ -51,6 +51,11 @@ impl Engine {
                 copy_sum: pipeline(&[ilp::Step::Copy, ilp::Step::Checksum])?,
             })
         };
+        let io_budgets = Budgets {
+            push_frames: budgets.push_frames.min(layout.config.tx_depth as usize),
+            ..budgets
+        };
+        let rx_framer = framer()?;
         let mut rx = RxSide {
             io: Io {
                 seg: seg.clone(),
@@ -59,17 +64,16 @@ impl Engine {
                 free: Consumer::new(freeq),
                 spare: Vec::with_capacity(RX_BUFFERS_MAX),
                 stats: stats.clone(),
-                framer: framer()?,
-                budgets: Budgets {
-                    push_frames: budgets.push_frames.min(layout.config.tx_depth as usize),
-                    ..budgets
-                },
                 inv: Invocation::new(
                     rx_slots,
                     free_slots,
                     seg.area_bytes(layout.area, layout.area_len as u32),
                     &layout,
+                    &io_budgets,
+                    rx_framer.max_message,
                 ),
+                framer: rx_framer,
+                budgets: io_budgets,
                 unpublished: false,
                 ring_lent: false,
                 free_lent: false,
