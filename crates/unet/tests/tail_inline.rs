@@ -6,8 +6,8 @@
 //!
 //! Each check of the inline form has cases here that fail it while the
 //! others pass, so that the form without that check defers a message the
-//! native refuses (the `omitted` runs in the test's doc say how each was
-//! shown to fail): the channel (another open one, one not open, out of
+//! native refuses (each was shown to fail with one check deleted from
+//! `Compiler::inline_tail`, docs/benchmarks.md): the channel (another open one, one not open, out of
 //! range, and none lent: a receiver's `doRx` or a message that goes as a
 //! frame), the work budget's count (a push that reaches the second clock
 //! reading under a time budget of 0, which the native's ordinary form
@@ -253,9 +253,9 @@ fn stream(seed: u64, on_interpreter: bool) -> (Outcome, [usize; KINDS.len()]) {
 /// give the same send results, deliveries and counters (`tx_frames`,
 /// traps, overruns, drops), message by message.
 ///
-/// Shown to fail with each check left out of the emitted code (jive's
-/// feature `omit-tail-check`, `JIVE_OMIT_TAIL_CHECK=1` to `8`; the
-/// section in docs/benchmarks.md gives each run's first failing seed).
+/// Shown to fail with each check left out of the emitted code (the
+/// section in docs/benchmarks.md, wip-txinline's, gives each run's first
+/// failing seed).
 #[test]
 fn the_inline_tail_push_checks_refuses_and_counts_as_the_native() {
     if !jive::jit::available() {

@@ -2,26 +2,6 @@
 
 use super::*;
 
-/// Whether the inline tail push ([`InlineForm::TailPush`]) leaves out its
-/// check `k` (1 to 8: the channel, the budget's count, `off >= 0`, the
-/// array's range, its type, the largest message with `len >= 0`, the
-/// frames, the bytes): never, unless
-/// jive is built with the feature `omit-tail-check` (for the tests that
-/// show each check is needed, `unet/tests/tail_inline.rs`) and the
-/// environment variable `JIVE_OMIT_TAIL_CHECK` is `k`. No build of the
-/// workspace turns the feature on.
-#[cfg(feature = "omit-tail-check")]
-fn omitted(k: u8) -> bool {
-    std::env::var("JIVE_OMIT_TAIL_CHECK").is_ok_and(|v| v.parse() == Ok(k))
-}
-
-/// See the form with the feature `omit-tail-check`: never.
-#[cfg(not(feature = "omit-tail-check"))]
-#[inline(always)]
-fn omitted(_: u8) -> bool {
-    false
-}
-
 /// Where a slot lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Home {
@@ -2772,14 +2752,12 @@ impl<'p> Compiler<'p> {
         // The channel lent (`call_native` sends a constant outside
         // `0..=0xffff` to the call alone).
         let lent = Reg::<UL>::phys(y);
-        if !omitted(1) {
-            self.f.ld(lent, words, W_TAIL_CHAN);
-            match chan {
-                Val::Const(c) => self.f.bne(lent, i64::from(c), rare),
-                chan => {
-                    let rc = self.reg_of(chan, x);
-                    self.f.bne(ix(rc), lent, rare);
-                }
+        self.f.ld(lent, words, W_TAIL_CHAN);
+        match chan {
+            Val::Const(c) => self.f.bne(lent, i64::from(c), rare),
+            chan => {
+                let rc = self.reg_of(chan, x);
+                self.f.bne(ix(rc), lent, rare);
             }
         }
         // The length (kept in its home or W until its last use).
@@ -2805,21 +2783,15 @@ impl<'p> Compiler<'p> {
             }
             off => {
                 let ro = self.reg_of(off, z);
-                if !omitted(3) {
-                    self.f.blt(ro, 0, rare);
-                }
+                self.f.blt(ro, 0, rare);
                 self.f
                     .add(aend, Reg::<U>::phys(ro.num()), Reg::<U>::phys(rl.num()));
                 (aend, true)
             }
         };
-        if !omitted(4) {
-            self.f.bgt(aend, Reg::<U>::phys(e.num()), rare);
-        }
-        if !omitted(5) {
-            self.f.rsh(e, e, i64::from(DIR_BYTES_SHIFT));
-            self.f.bne(e, 1, rare);
-        }
+        self.f.bgt(aend, Reg::<U>::phys(e.num()), rare);
+        self.f.rsh(e, e, i64::from(DIR_BYTES_SHIFT));
+        self.f.bne(e, 1, rare);
         let words = if reload { self.host_words(z) } else { words };
         // The largest message, which is also the native's test of `len >=
         // 0`: a negative `len`, zero-extended, is at least 2^31, past
@@ -2827,44 +2799,32 @@ impl<'p> Compiler<'p> {
         // bits: `len` is below 2^31 here).
         let t = Reg::<UL>::phys(x);
         let u = Reg::<UL>::phys(y);
-        if !omitted(6) {
-            self.f.ld(u, words, W_TAIL_MAX_MESSAGE);
-            self.f.bgt(ix(rl), u, rare);
-        }
-        if !omitted(7) {
-            self.f.ld(t, words, W_TAIL_FRAMES);
-            self.f.ld(u, words, W_TAIL_MAX_FRAMES);
-            self.f.bge(t, u, rare);
-        }
-        if !omitted(8) {
-            self.f.ld(t, words, W_TAIL_BYTES);
-            self.f.add(t, t, ix(rl));
-            self.f.ld(u, words, W_TAIL_MAX_BYTES);
-            self.f.bgt(t, u, rare);
-        }
+        self.f.ld(u, words, W_TAIL_MAX_MESSAGE);
+        self.f.bgt(ix(rl), u, rare);
+        self.f.ld(t, words, W_TAIL_FRAMES);
+        self.f.ld(u, words, W_TAIL_MAX_FRAMES);
+        self.f.bge(t, u, rare);
+        self.f.ld(t, words, W_TAIL_BYTES);
+        self.f.add(t, t, ix(rl));
+        self.f.ld(u, words, W_TAIL_MAX_BYTES);
+        self.f.bgt(t, u, rare);
         // The budget last, so that its count stays in a register for its
         // store: the units a native moving `len` bytes charges, one and
         // one per 4 KiB.
         let count = Reg::<UL>::phys(y);
         self.f.rsh(count, ix(rl), 12);
         self.f.add(count, count, 1);
-        if !omitted(2) {
-            let work = Reg::<UL>::phys(x);
-            self.f.ld(work, words, W_WORK);
-            self.f.add(count, count, work);
-            let bound = Reg::<UL>::phys(x);
-            self.f.ld(bound, words, W_BOUND);
-            self.f.bge(count, bound, rare);
-        }
+        let work = Reg::<UL>::phys(x);
+        self.f.ld(work, words, W_WORK);
+        self.f.add(count, count, work);
+        let bound = Reg::<UL>::phys(x);
+        self.f.ld(bound, words, W_BOUND);
+        self.f.bge(count, bound, rare);
         // Every check passed: the counts, the record, and no channel lent
         // from here on.
         self.f.add_mem_reg(true, words, W_TAIL_BYTES as i32, ix(rl));
         self.f.add_mem_imm(true, words, W_TAIL_FRAMES as i32, 1);
-        if omitted(2) {
-            self.f.add_mem_reg(true, words, W_WORK as i32, count);
-        } else {
-            self.f.st(count, words, W_WORK);
-        }
+        self.f.st(count, words, W_WORK);
         self.f.st(rl, words, W_TAIL_LEN);
         match off {
             Val::Const(c) => self.f.st_imm32(words, W_TAIL_OFF as i32, c),
