@@ -1128,6 +1128,12 @@ impl<B: Backend> Func<B> {
         self.b.check(m, &self.alloc, regs);
     }
 
+    /// The register classes this function allocates by
+    /// ([`Func::set_config`]).
+    pub fn config(&self) -> &RegConfig {
+        &self.cfg
+    }
+
     /// Records an error for an extension instruction.
     pub fn fail(&mut self, m: &'static str, kind: ErrorKind) {
         self.b.fail(m, kind);

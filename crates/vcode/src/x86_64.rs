@@ -2086,6 +2086,21 @@ impl X64 {
         self.ret_head = at as u32 + 1;
     }
 
+    /// A return of the 32-bit constant 0 with `value` (a register or a
+    /// 32-bit constant) in register `to`
+    /// ([`crate::ext::Exit::ret_zero_with`]): `mov to, value; xor eax,
+    /// eax; jmp epilogue`. The value is moved first, so that it may be in
+    /// `eax`.
+    pub(crate) fn ret_zero_with(&mut self, m: &'static str, value: Src, to: u8) {
+        match value {
+            // `mov to32, r32`, even from `to` itself: it clears the upper
+            // half, which `mov` skips for a register moved to itself.
+            Src::R(r) => self.rr(0, false, 0x89, 1, r, to, false),
+            Src::I(k) => self.movi(false, to, i64::from(k as i32)),
+        }
+        self.ret_zero(m);
+    }
+
     #[inline(always)]
     fn link(
         &mut self,

@@ -256,3 +256,124 @@ fn exit_stores_one_word_and_returns_zero() {
         }
     }
 }
+
+/// What a function ending in `ret_zero_with` into `rdx` returns: the
+/// status and the value, the two result registers of the C convention
+/// (`rax`, `rdx`).
+#[repr(C)]
+#[derive(Debug, PartialEq, Eq)]
+struct Pair {
+    status: u64,
+    value: u64,
+}
+
+/// `f(v, _)`: `v` moved into the `k`-th register claimed after the
+/// parameters (every register, the result registers among them), every
+/// other register claimed set to all ones, then `ret_zero_with` of that
+/// register, or of `imm` where it is given, into `to`; `kept`: registers
+/// the caller keeps (`RegConfig::keep_in_caller`).
+fn pair_exiter<B: Backend>(
+    k: usize,
+    imm: Option<i32>,
+    to: u8,
+    kept: &[u8],
+) -> Result<B::Code, vcode::Error> {
+    let mut f = Func::<B>::with_backend();
+    let mut cfg = vcode::RegConfig::default();
+    for &n in kept {
+        cfg.keep_in_caller(n).unwrap();
+    }
+    f.set_config(cfg);
+    let ps = f.lambda("%ul%ul", Leaf::No)?;
+    let v = ps.get::<UL>(0)?;
+    let b = claim_kth(&mut f, k).expect("k is claimable");
+    f.mov(b.cast::<UL>(), v);
+    while let Ok(o) = f
+        .getreg::<UL>(Class::Temp)
+        .or_else(|_| f.getreg::<UL>(Class::Persistent))
+    {
+        f.set(o, u64::MAX);
+    }
+    let value = match imm {
+        Some(i) => vcode::Operand::Imm(i64::from(i)),
+        None => vcode::Operand::Reg(Reg::<vcode::I>::phys(b.num())),
+    };
+    f.ret_zero_with(value, Reg::phys(to));
+    f.end()
+}
+
+/// Runs `code` (a `pair_exiter` into `r14`, which its caller keeps) on
+/// `v`: `eax` and `r14d`, as the jive JIT's host reads them.
+fn run_into_r14(code: &vcode::Code, v: u64) -> (u32, u32) {
+    let (status, value): (u32, u32);
+    // SAFETY: the function takes two integers, touches no memory, and
+    // changes only the registers of the C convention's caller-saved set
+    // and `r14` (kept by the caller: declared an output here); its
+    // frame restores `rbx` and `rbp`.
+    unsafe {
+        core::arch::asm!(
+            "call {f}",
+            f = in(reg) code.addr(),
+            in("rdi") v,
+            in("rsi") u64::MAX,
+            lateout("eax") status,
+            lateout("r14") value,
+            clobber_abi("C"),
+        );
+    }
+    (status, value)
+}
+
+/// `ret_zero_with` returns 0 in `rax` and the value's 32 bits,
+/// zero-extended, in `to`: `rdx` (the C convention's second result
+/// register, read as a returned struct) and `r14` (a callee-saved
+/// register the caller keeps, read by an `asm!` call), from every
+/// register the value may be in (`rax`, `rdx` and `r14` themselves
+/// included) and as a constant. It refuses `rax` (the status's) and a
+/// callee-saved register the caller does not keep (the function would
+/// change it without restoring it), and the reference backend, whose
+/// functions return one value, refuses it too.
+#[test]
+fn exit_with_a_value_returns_zero_and_the_value_in_another_register() {
+    use vcode::host::gpr::{R14, RAX, RBX};
+    let value = 0xdead_beef_8765_4321u64;
+    let rdx = vcode::ext::second_result::<X64>().expect("x86-64's").num();
+    assert_eq!(rdx, vcode::host::gpr::RDX);
+    let mut cases: Vec<(usize, Option<i32>)> = (0..claimable::<X64>()).map(|k| (k, None)).collect();
+    for imm in [0, 1, -1, 127, 128, 0x1234_5678, i32::MIN] {
+        cases.push((0, Some(imm)));
+    }
+    for (k, imm) in cases {
+        let want = imm.map_or(value as u32, |i| i as u32);
+        let code = pair_exiter::<X64>(k, imm, rdx, &[]).unwrap_or_else(|e| panic!("{e}"));
+        // SAFETY: the function takes two integers and returns two
+        // (`ret_zero_with` into `rdx`), touching no memory.
+        let run =
+            unsafe { core::mem::transmute::<usize, extern "C" fn(u64, u64) -> Pair>(code.addr()) };
+        assert_eq!(
+            run(value, !0),
+            Pair {
+                status: 0,
+                value: u64::from(want),
+            },
+            "rdx k={k} imm={imm:?}"
+        );
+        let code = pair_exiter::<X64>(k, imm, R14, &[R14]).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            run_into_r14(&code, value),
+            (0, want),
+            "r14 k={k} imm={imm:?}"
+        );
+    }
+    let refused = |r: Result<vcode::Code, vcode::Error>| matches!(r.map(|_| ()), Err(e) if matches!(e.kind(), vcode::ErrorKind::Unsupported(_)));
+    assert!(refused(pair_exiter::<X64>(0, None, RAX, &[])), "rax");
+    assert!(
+        refused(pair_exiter::<X64>(0, None, R14, &[])),
+        "r14 not kept"
+    );
+    assert!(refused(pair_exiter::<X64>(0, None, RBX, &[])), "rbx");
+    assert!(matches!(
+        pair_exiter::<Reference>(0, None, rdx, &[]).map(|_| ()),
+        Err(e) if matches!(e.kind(), vcode::ErrorKind::Unsupported(_))
+    ));
+}
