@@ -1973,8 +1973,11 @@ pub trait Exit {
     /// (`rdx`, `x1`: [`second_result`]) the function returns a C
     /// `struct { uint64_t status, value; }` in registers; an `asm!` host
     /// may name another. Natively `mov to, value`, then `xor eax, eax` and
-    /// the jump to the epilogue (x86-64) or `mov w0, #0` and the branch
-    /// (aarch64). Not on the reference backend, whose functions return
+    /// the epilogue itself, written in place of the jump to it (x86-64:
+    /// the return leaves room for the epilogue of the registers saved so
+    /// far, and jumps to it where the function came to save more), or
+    /// `mov w0, #0` and the branch to the epilogue (aarch64). Not on the
+    /// reference backend, whose functions return
     /// one value: an `Unsupported` error there, as for a `to` that is not
     /// such a register.
     fn ret_zero_with(&mut self, value: Operand<crate::I>, to: Reg<crate::I>);
@@ -2042,10 +2045,11 @@ impl<B: Backend> Exit for Func<B> {
                 ),
             );
         }
+        let room = X64::inline_epilogue_room(self.used_callee_saved());
         if let Some(x) = self.backend().x86() {
             x.insn(NAME);
-            x.buf.reserve(NAME, 16);
-            x.ret_zero_with(NAME, v, to.num());
+            x.buf.reserve(NAME, 16 + room);
+            x.ret_zero_with(NAME, v, to.num(), room);
             x.buf.resync(NAME);
             return;
         }

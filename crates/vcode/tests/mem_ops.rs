@@ -377,3 +377,91 @@ fn exit_with_a_value_returns_zero_and_the_value_in_another_register() {
         Err(e) if matches!(e.kind(), vcode::ErrorKind::Unsupported(_))
     ));
 }
+
+/// `ret_zero_with` on x86-64 writes the epilogue in place of the jump to
+/// it: a function whose returns all take it has no `jmp` to the
+/// epilogue, and it still restores what it saved (`rbx`, `r12` to `r15`
+/// claimed, each set to all ones: the caller's values must come back).
+/// A return made before the function came to save more than it had
+/// (room for the epilogue of `rbx` alone, then four more saved) jumps to
+/// the epilogue instead, and restores all five as well.
+#[test]
+fn exit_with_a_value_writes_the_epilogue_in_place() {
+    use vcode::host::gpr::{RBX, RDX};
+    // Two returns, the first before `late` more callee-saved registers
+    // are claimed; `v` chooses between them.
+    fn build(late: usize) -> vcode::Code {
+        let mut f = Func::<X64>::with_backend();
+        let ps = f.lambda("%ul%ul", Leaf::No).unwrap();
+        let (v, w) = (ps.get::<UL>(0).unwrap(), ps.get::<UL>(1).unwrap());
+        let b = f.reserve(Reg::<UL>::phys(RBX)).unwrap();
+        f.set(b, u64::MAX);
+        let second = f.genlabel();
+        f.bne(v, 0, second);
+        f.ret_zero_with(vcode::Operand::Imm(7), Reg::phys(RDX));
+        f.label(second);
+        for _ in 0..late {
+            let p = f.getreg::<UL>(Class::Persistent).unwrap();
+            f.set(p, u64::MAX);
+        }
+        f.ret_zero_with(vcode::Operand::Reg(Reg::phys(w.num())), Reg::phys(RDX));
+        f.end().unwrap()
+    }
+    for late in [0, 4] {
+        let code = build(late);
+        let list = code.disassemble();
+        // Every return's epilogue in place (`leave` once per return, and
+        // the frame's own after the body), or for the early return of a
+        // function that came to save more, one jump.
+        let leaves = list.matches("leave").count();
+        let jumps = list.lines().filter(|l| l.contains("jmp")).count();
+        if late == 0 {
+            assert_eq!((leaves, jumps), (3, 0), "{list}");
+        } else {
+            assert_eq!((leaves, jumps), (2, 1), "{list}");
+        }
+        for (v, want) in [(0u64, 7u32), (1, 0x1234_5678)] {
+            let (status, value, kept): (u32, u32, [u64; 5]);
+            // SAFETY: the function takes two integers, touches no memory
+            // but its frame, and restores every callee-saved register it
+            // uses (what this checks); `rdx` comes back as its second
+            // result.
+            unsafe {
+                let (rbx, r12, r13, r14, r15): (u64, u64, u64, u64, u64);
+                core::arch::asm!(
+                    // `rbx` kept around the block (an `asm!` block cannot
+                    // name it), the stack still 16-byte aligned at the call.
+                    "push rbx",
+                    "sub rsp, 8",
+                    "mov rbx, 0x1111",
+                    "mov r12, 0x1212",
+                    "mov r13, 0x1313",
+                    "mov r14, 0x1414",
+                    "mov r15, 0x1515",
+                    "call {f}",
+                    "add rsp, 8",
+                    "mov r8, rbx",
+                    "pop rbx",
+                    f = in(reg) code.addr(),
+                    out("r8") rbx,
+                    in("rdi") v,
+                    in("rsi") 0x1234_5678u64,
+                    lateout("eax") status,
+                    lateout("edx") value,
+                    out("r12") r12,
+                    out("r13") r13,
+                    out("r14") r14,
+                    out("r15") r15,
+                    clobber_abi("C"),
+                );
+                kept = [rbx, r12, r13, r14, r15];
+            }
+            assert_eq!((status, value), (0, want), "late={late} v={v}");
+            assert_eq!(
+                kept,
+                [0x1111, 0x1212, 0x1313, 0x1414, 0x1515],
+                "late={late} v={v}"
+            );
+        }
+    }
+}
