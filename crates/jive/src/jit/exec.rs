@@ -1303,6 +1303,9 @@ fn execute_scoped(
 /// and the cell's address is not kept for it.
 #[inline(always)]
 fn execute_on_thread(found: &mut Found, prog: &Program, ctx: *mut Ctx, entry: u16) -> Returned {
+    // The pin read first, while the caller's pointer to the code is in a
+    // register.
+    let pin = found.pin;
     let p = THREAD.get();
     // SAFETY: read from the cell.
     if !unsafe { busy(p) } {
@@ -1312,7 +1315,7 @@ fn execute_on_thread(found: &mut Found, prog: &Program, ctx: *mut Ctx, entry: u1
         // thread's). `pinned` runs no invocation, so this is the one
         // reference to its `thread` until the flag is set below.
         let thread = unsafe { &mut (*p).thread };
-        if let Some(pinned) = thread.pinned(&found.pin) {
+        if let Some(pinned) = thread.pinned(&pin) {
             let addr = pinned.addr();
             let call = |_: &mut codecache::Thread| {
                 // SAFETY: as in `execute`: the pin was made of this key's
