@@ -2137,7 +2137,12 @@ impl A64 {
             _ if g(r) == 0 => {}
             _ => self.mov(ty.is_64(), 0, g(r)),
         }
-        // b epilogue, linked into the chain of returns.
+        self.ret_branch(m);
+    }
+
+    /// A return's `b epilogue`, linked into the chain of returns.
+    #[inline(always)]
+    fn ret_branch(&mut self, m: &'static str) {
         let at = self.buf.pos() as u32;
         let link = if self.ret_head == NO_LINK {
             0
@@ -2150,6 +2155,23 @@ impl A64 {
         self.put(0x1400_0000 | link & 0x03ff_ffff);
         self.last_ret = Some((at as usize, self.ret_head));
         self.ret_head = at;
+    }
+
+    /// A return of the 32-bit constant 0 in `w0` with `value` (a vcode
+    /// register or a 32-bit constant) in vcode register `to`
+    /// ([`crate::ext::Exit::ret_zero_with`]): `mov to, value; mov w0, #0;
+    /// b epilogue`. The value is moved first, so that it may be in `w0`.
+    pub(crate) fn ret_zero_with(&mut self, m: &'static str, value: Src, to: u8) {
+        self.insn(m);
+        if let Err(kind) = self.st.note_ret(Ty::I) {
+            return self.buf.fail(m, kind);
+        }
+        match value {
+            Src::R(r) => self.mov(false, g(to), g(r)),
+            Src::I(k) => self.movi(false, g(to), i64::from(k as i32)),
+        }
+        self.movi(false, 0, 0);
+        self.ret_branch(m);
     }
 
     /// Points every return at the epilogue at `epi_at`, or without a frame

@@ -1930,6 +1930,25 @@ impl<B: Backend> Countdown for Func<B> {
 
 // -- A return's stores and status (added for the jive JIT's exits) ---------------
 
+/// The result register's vcode number on x86-64 (`rax`).
+const FIRST_RESULT_X86: u8 = 0;
+/// The result register's vcode number on aarch64 (`x0`).
+const FIRST_RESULT_A64: u8 = 7;
+
+/// The convention's second result register of backend `B`, as a vcode
+/// register: `rdx` on x86-64, `x1` on aarch64 (`None` on the reference
+/// backend): the `to` of [`Exit::ret_zero_with`] for a C host.
+pub fn second_result<B: Backend>() -> Option<Reg<crate::I>> {
+    let any = core::any::TypeId::of::<B>();
+    if any == core::any::TypeId::of::<X64>() {
+        Some(Reg::phys(2))
+    } else if any == core::any::TypeId::of::<A64>() {
+        Some(Reg::phys(6))
+    } else {
+        None
+    }
+}
+
 /// What a return to a host that reads its status from the result register
 /// and its value from memory needs: the value stored, a constant without
 /// a register, and the status 0 returned without a register of the
@@ -1943,6 +1962,25 @@ pub trait Exit {
     /// portably `scratch = 0` and [`Func::ret`] of it, so `scratch` is
     /// written there only.
     fn ret_zero(&mut self, scratch: Reg<crate::I>);
+    /// Returns the 32-bit constant 0 in the result register and `value`
+    /// (a register or a 32-bit constant), 32 bits zero-extended, in
+    /// register `to`, for a host that reads both, so that the value is
+    /// not stored and read back. `to` is any integer register but the
+    /// result register that the function may change without restoring:
+    /// a caller-saved one, or a callee-saved one its caller keeps
+    /// ([`crate::RegConfig::keep_in_caller`]); it is not counted as used
+    /// (no save). With `to` the convention's second result register
+    /// (`rdx`, `x1`: [`second_result`]) the function returns a C
+    /// `struct { uint64_t status, value; }` in registers; an `asm!` host
+    /// may name another. Natively `mov to, value`, then `xor eax, eax` and
+    /// the epilogue itself, written in place of the jump to it (x86-64:
+    /// the return leaves room for the epilogue of the registers saved so
+    /// far, and jumps to it where the function came to save more), or
+    /// `mov w0, #0` and the branch to the epilogue (aarch64). Not on the
+    /// reference backend, whose functions return
+    /// one value: an `Unsupported` error there, as for a `to` that is not
+    /// such a register.
+    fn ret_zero_with(&mut self, value: Operand<crate::I>, to: Reg<crate::I>);
 }
 
 impl<B: Backend> Exit for Func<B> {
@@ -1977,6 +2015,51 @@ impl<B: Backend> Exit for Func<B> {
         }
         self.set(scratch, 0);
         self.ret(scratch);
+    }
+
+    fn ret_zero_with(&mut self, value: Operand<crate::I>, to: Reg<crate::I>) {
+        const NAME: &str = "ret_zero_with";
+        let v = match value {
+            Operand::Reg(r) => {
+                self.check_regs(NAME, &[(false, r.num())]);
+                crate::backend::Src::R(r.num())
+            }
+            Operand::Imm(k) => crate::backend::Src::I(i64::from(k as i32)),
+        };
+        let cfg = self.config();
+        let free = match cfg.gpr(to.num()) {
+            crate::regs::RegClass::CallerSaved => true,
+            crate::regs::RegClass::CalleeSaved => cfg.kept_in_caller(to.num()),
+            crate::regs::RegClass::Unavailable => false,
+        };
+        let first = if self.backend().x86().is_some() {
+            FIRST_RESULT_X86
+        } else {
+            FIRST_RESULT_A64
+        };
+        if !free || to.num() == first {
+            return self.fail(
+                NAME,
+                crate::ErrorKind::Unsupported(
+                    "ret_zero_with: `to` is the result register, or one the function must restore",
+                ),
+            );
+        }
+        let room = X64::inline_epilogue_room(self.used_callee_saved());
+        if let Some(x) = self.backend().x86() {
+            x.insn(NAME);
+            x.buf.reserve(NAME, 16 + room);
+            x.ret_zero_with(NAME, v, to.num(), room);
+            x.buf.resync(NAME);
+            return;
+        }
+        if let Some(a) = self.backend().aarch64() {
+            return a.ret_zero_with(NAME, v, to.num());
+        }
+        self.fail(
+            NAME,
+            crate::ErrorKind::Unsupported("ret_zero_with: native x86-64 and aarch64 only"),
+        );
     }
 }
 

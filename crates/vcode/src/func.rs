@@ -1128,6 +1128,18 @@ impl<B: Backend> Func<B> {
         self.b.check(m, &self.alloc, regs);
     }
 
+    /// The callee-saved registers this function uses so far (integer,
+    /// float), which `end` saves.
+    pub(crate) fn used_callee_saved(&self) -> [u16; 2] {
+        self.alloc.used_callee_saved()
+    }
+
+    /// The register classes this function allocates by
+    /// ([`Func::set_config`]).
+    pub fn config(&self) -> &RegConfig {
+        &self.cfg
+    }
+
     /// Records an error for an extension instruction.
     pub fn fail(&mut self, m: &'static str, kind: ErrorKind) {
         self.b.fail(m, kind);

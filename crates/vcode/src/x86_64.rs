@@ -360,6 +360,11 @@ pub struct X64 {
     last_ret: Option<(usize, u32)>,
     /// The frames written lately, for `end` to copy rather than derive.
     frames: Box<[FrameSlot; FRAME_SLOTS]>,
+    /// The returns that take the epilogue in place
+    /// ([`X64::ret_zero_with`]): where each one's room starts, and how
+    /// many bytes it has (`int3`s until `end` writes the epilogue there,
+    /// or a `jmp epilogue` where the epilogue is longer).
+    inline_rets: Vec<(u32, u8)>,
 }
 
 const fn jcc(c: Cond, signed: bool) -> u8 {
@@ -1095,6 +1100,7 @@ impl Backend for X64 {
             st: FuncState::new(),
             last_ret: None,
             frames: Box::new([FrameSlot::EMPTY; FRAME_SLOTS]),
+            inline_rets: Vec::new(),
         }
     }
 
@@ -2027,6 +2033,7 @@ impl X64 {
         self.tables.clear();
         self.pool_refs.clear();
         self.last_ret = None;
+        self.inline_rets.clear();
     }
 
     /// A load, store or address of the slot at `off` from `rbp`.
@@ -2086,6 +2093,44 @@ impl X64 {
         self.ret_head = at as u32 + 1;
     }
 
+    /// A return of the 32-bit constant 0 with `value` (a register or a
+    /// 32-bit constant) in register `to`
+    /// ([`crate::ext::Exit::ret_zero_with`]): `mov to, value; xor eax,
+    /// eax`, then the epilogue itself in place of the jump to it. The
+    /// value is moved first, so that it may be in `eax`.
+    ///
+    /// The epilogue is known only at `end`, so the return leaves `room`
+    /// bytes for it: the length of the epilogue of a frame that saves
+    /// `saves` (the callee-saved registers the function uses so far; a
+    /// client such as the jive JIT claims its registers before its
+    /// code), at least a `jmp` (5). `end` writes the epilogue there where
+    /// it fits, or the `jmp epilogue` where the function came to save
+    /// more; the bytes after either are `int3`s, never run.
+    pub(crate) fn ret_zero_with(&mut self, m: &'static str, value: Src, to: u8, room: usize) {
+        if let Err(kind) = self.st.note_ret(Ty::I) {
+            return self.buf.fail(m, kind);
+        }
+        match value {
+            // `mov to32, r32`, even from `to` itself: it clears the upper
+            // half, which `mov` skips for a register moved to itself.
+            Src::R(r) => self.rr(0, false, 0x89, 1, r, to, false),
+            Src::I(k) => self.movi(false, to, i64::from(k as i32)),
+        }
+        self.movi(false, RAX, 0);
+        let at = self.buf.pos();
+        for _ in 0..room {
+            self.buf.put1(0xcc);
+        }
+        self.inline_rets.push((at as u32, room as u8));
+    }
+
+    /// The room [`X64::ret_zero_with`] leaves for the epilogue of a
+    /// function that saves `saves` (integer, `xmm`): its length, at least
+    /// a `jmp`'s 5 bytes, at most a [`FrameSlot`]'s.
+    pub(crate) fn inline_epilogue_room(saves: [u16; 2]) -> usize {
+        frame_lens(saves).1.clamp(5, FRAME_MAX)
+    }
+
     #[inline(always)]
     fn link(
         &mut self,
@@ -2118,7 +2163,8 @@ impl X64 {
         let simple = self.st.pool.is_empty()
             && self.tables.is_empty()
             && self.st.align == 1
-            && mem.is_none();
+            && mem.is_none()
+            && self.inline_rets.is_empty();
         if !simple {
             return self.link_general(alloc, sig, name, mem);
         }
@@ -2222,9 +2268,10 @@ impl X64 {
         let ret = self.st.ret_ty.unwrap_or(Ty::V);
         let (body, pool) = (self.buf.bytes(), &self.st.pool[..]);
         let (tables, labels) = (&self.tables[..], &self.labels[..]);
+        let inline = &self.inline_rets[..];
         if mem.is_none() {
             if let Some(r) = self.st.slab.reserve(lay.total) {
-                write_code(r.out, r.exec, lay, body, pool, tables, labels);
+                write_code(r.out, r.exec, lay, body, pool, tables, labels, inline);
                 return Ok(code(r.into_block(), lay, sig, name, ret));
             }
         }
@@ -2237,7 +2284,7 @@ impl X64 {
         let exec = block.addr();
         block
             .fill_with(lay.total, |out| {
-                write_code(out, exec, lay, body, pool, tables, labels)
+                write_code(out, exec, lay, body, pool, tables, labels, inline)
             })
             .map_err(err)?;
         Ok(code(block, lay, sig, name, ret))
@@ -2278,6 +2325,17 @@ impl X64 {
                 self.buf.patch4(h as usize, 0xcccc_cccc);
             }
             h = next;
+        }
+        // A return with the epilogue in place whose room is too short for
+        // it (the function came to save more than when the return was
+        // made) jumps to it instead (`write_code` fills the others).
+        let epi_len_here = if frame { frame_lens(saves).1 } else { 1 };
+        for &(at, room) in &self.inline_rets {
+            if epi_len_here > usize::from(room) {
+                self.buf.patch1(at as usize, 0xe9);
+                self.buf
+                    .patch4(at as usize + 1, epi_at.wrapping_sub(at + 5));
+            }
         }
         for &(at, idx) in &self.pool_refs {
             let target = pool_at as u32 + 8 * idx;
@@ -2375,8 +2433,10 @@ struct FrameLayout {
 
 /// Writes a function into `out`, the writable view of its block (`lay.total`
 /// bytes), which runs at `exec`: the prologue and epilogue straight from
-/// the layout, the body, the constants, and the jump tables' absolute
-/// addresses (their labels are known to be placed).
+/// the layout, the body, the epilogue again at each return of `inline`
+/// whose room holds it ([`X64::ret_zero_with`]), the constants, and the
+/// jump tables' absolute addresses (their labels are known to be placed).
+#[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn write_code(
     out: &mut [u8],
@@ -2386,6 +2446,7 @@ fn write_code(
     pool: &[u8],
     tables: &[Fixup],
     labels: &[u32],
+    inline: &[(u32, u8)],
 ) {
     // The alignment padding goes before the prologue, where it is never
     // executed (the entry is past it: `Layout::start`), not between the
@@ -2403,6 +2464,12 @@ fn write_code(
     let (epi, rest) = rest.split_at_mut(lay.epi_len);
     epi[lay.epi_len - 1] = 0xc3; // ret
     crate::mem::copy_to(code, body);
+    for &(at, room) in inline {
+        if lay.epi_len <= usize::from(room) {
+            let at = at as usize;
+            code[at..at + lay.epi_len].copy_from_slice(&epi[..lay.epi_len]);
+        }
+    }
     if !pool.is_empty() {
         let (pad, consts) = rest.split_at_mut(lay.pool_at - lay.body_len - lay.epi_len);
         pad.fill(0xcc);

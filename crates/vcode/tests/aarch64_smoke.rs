@@ -465,3 +465,83 @@ fn st_release_is_a_barrier_then_the_store() {
     assert!(r.is_ok(), "{r:?}\n{d}");
     assert_eq!(w, [1, 0x0100_0007_0000_0028, 0x1122_3344_5566_7788]);
 }
+
+/// `ret_zero_with` on aarch64: 0 in `x0` and the value's 32 bits,
+/// zero-extended, in `x1`, from every register the value may be in (`x0`
+/// and `x1` themselves among them; every other register claimed is set to
+/// all ones first) and as a constant. The emulated call returns `x0`
+/// only, so `x1` is read by a second generated function that calls the
+/// first and returns `x1` (vcode's register 6).
+#[test]
+fn exit_with_a_value_returns_zero_and_the_value_in_two_registers() {
+    use vcode::ext::Exit;
+    use vcode::{Callee, Class, Operand, Reg, UL};
+    fn inner(k: usize, imm: Option<i32>) -> vcode::aarch64::Code {
+        let mut f = Func::<A64>::with_backend();
+        let v = f.lambda("%ul", Leaf::Yes).unwrap().get::<UL>(0).unwrap();
+        let mut b = None;
+        for _ in 0..=k {
+            b = Some(
+                f.getreg::<UL>(Class::Temp)
+                    .or_else(|_| f.getreg::<UL>(Class::Persistent))
+                    .unwrap(),
+            );
+        }
+        let b = b.unwrap();
+        f.mov(b, v);
+        while let Ok(o) = f
+            .getreg::<UL>(Class::Temp)
+            .or_else(|_| f.getreg::<UL>(Class::Persistent))
+        {
+            f.set(o, u64::MAX);
+        }
+        let to = vcode::ext::second_result::<A64>().expect("aarch64's");
+        f.ret_zero_with(
+            match imm {
+                Some(i) => Operand::Imm(i64::from(i)),
+                None => Operand::Reg(Reg::<I>::phys(b.num())),
+            },
+            to,
+        );
+        f.end().unwrap()
+    }
+    fn second(inner: &vcode::aarch64::Code) -> vcode::aarch64::Code {
+        let mut f = Func::<A64>::with_backend();
+        let v = f.lambda("%ul", Leaf::No).unwrap().get::<UL>(0).unwrap();
+        f.callv(Callee::Code(inner), &[v.into()]);
+        // x1, the second result register.
+        let to = vcode::ext::second_result::<A64>().expect("aarch64's");
+        assert_eq!(vcode::aarch64::regfile::GPR_PHYS[usize::from(to.num())], 1);
+        f.ret(Reg::<UL>::phys(to.num()));
+        f.end().unwrap()
+    }
+    let value = 0xdead_beef_8765_4321u64;
+    let mut k = 0;
+    let mut cases: Vec<(usize, Option<i32>)> = Vec::new();
+    while {
+        let mut f = Func::<A64>::with_backend();
+        f.lambda("%ul", Leaf::Yes).unwrap();
+        (0..=k).all(|_| {
+            f.getreg::<UL>(Class::Temp)
+                .or_else(|_| f.getreg::<UL>(Class::Persistent))
+                .is_ok()
+        })
+    } {
+        cases.push((k, None));
+        k += 1;
+    }
+    assert!(cases.len() >= 8, "{} registers", cases.len());
+    for imm in [0, 1, -1, 127, 128, 0x1234_5678, i32::MIN] {
+        cases.push((0, Some(imm)));
+    }
+    for (k, imm) in cases {
+        let code = inner(k, imm);
+        let want = imm.map_or(u64::from(value as u32), |i| u64::from(i as u32));
+        // SAFETY: the generated code computes on its argument only.
+        let status = unsafe { code.invoke(&[Value::UL(value)]) };
+        assert_eq!(status, Ok(Value::I(0)), "k={k} imm={imm:?}");
+        // SAFETY: as above, and it calls the function above only.
+        let got = unsafe { second(&code).invoke(&[Value::UL(value)]) };
+        assert_eq!(got, Ok(Value::UL(want)), "k={k} imm={imm:?}");
+    }
+}

@@ -256,3 +256,212 @@ fn exit_stores_one_word_and_returns_zero() {
         }
     }
 }
+
+/// What a function ending in `ret_zero_with` into `rdx` returns: the
+/// status and the value, the two result registers of the C convention
+/// (`rax`, `rdx`).
+#[repr(C)]
+#[derive(Debug, PartialEq, Eq)]
+struct Pair {
+    status: u64,
+    value: u64,
+}
+
+/// `f(v, _)`: `v` moved into the `k`-th register claimed after the
+/// parameters (every register, the result registers among them), every
+/// other register claimed set to all ones, then `ret_zero_with` of that
+/// register, or of `imm` where it is given, into `to`; `kept`: registers
+/// the caller keeps (`RegConfig::keep_in_caller`).
+fn pair_exiter<B: Backend>(
+    k: usize,
+    imm: Option<i32>,
+    to: u8,
+    kept: &[u8],
+) -> Result<B::Code, vcode::Error> {
+    let mut f = Func::<B>::with_backend();
+    let mut cfg = vcode::RegConfig::default();
+    for &n in kept {
+        cfg.keep_in_caller(n).unwrap();
+    }
+    f.set_config(cfg);
+    let ps = f.lambda("%ul%ul", Leaf::No)?;
+    let v = ps.get::<UL>(0)?;
+    let b = claim_kth(&mut f, k).expect("k is claimable");
+    f.mov(b.cast::<UL>(), v);
+    while let Ok(o) = f
+        .getreg::<UL>(Class::Temp)
+        .or_else(|_| f.getreg::<UL>(Class::Persistent))
+    {
+        f.set(o, u64::MAX);
+    }
+    let value = match imm {
+        Some(i) => vcode::Operand::Imm(i64::from(i)),
+        None => vcode::Operand::Reg(Reg::<vcode::I>::phys(b.num())),
+    };
+    f.ret_zero_with(value, Reg::phys(to));
+    f.end()
+}
+
+/// Runs `code` (a `pair_exiter` into `r14`, which its caller keeps) on
+/// `v`: `eax` and `r14d`, as the jive JIT's host reads them.
+fn run_into_r14(code: &vcode::Code, v: u64) -> (u32, u32) {
+    let (status, value): (u32, u32);
+    // SAFETY: the function takes two integers, touches no memory, and
+    // changes only the registers of the C convention's caller-saved set
+    // and `r14` (kept by the caller: declared an output here); its
+    // frame restores `rbx` and `rbp`.
+    unsafe {
+        core::arch::asm!(
+            "call {f}",
+            f = in(reg) code.addr(),
+            in("rdi") v,
+            in("rsi") u64::MAX,
+            lateout("eax") status,
+            lateout("r14") value,
+            clobber_abi("C"),
+        );
+    }
+    (status, value)
+}
+
+/// `ret_zero_with` returns 0 in `rax` and the value's 32 bits,
+/// zero-extended, in `to`: `rdx` (the C convention's second result
+/// register, read as a returned struct) and `r14` (a callee-saved
+/// register the caller keeps, read by an `asm!` call), from every
+/// register the value may be in (`rax`, `rdx` and `r14` themselves
+/// included) and as a constant. It refuses `rax` (the status's) and a
+/// callee-saved register the caller does not keep (the function would
+/// change it without restoring it), and the reference backend, whose
+/// functions return one value, refuses it too.
+#[test]
+fn exit_with_a_value_returns_zero_and_the_value_in_another_register() {
+    use vcode::host::gpr::{R14, RAX, RBX};
+    let value = 0xdead_beef_8765_4321u64;
+    let rdx = vcode::ext::second_result::<X64>().expect("x86-64's").num();
+    assert_eq!(rdx, vcode::host::gpr::RDX);
+    let mut cases: Vec<(usize, Option<i32>)> = (0..claimable::<X64>()).map(|k| (k, None)).collect();
+    for imm in [0, 1, -1, 127, 128, 0x1234_5678, i32::MIN] {
+        cases.push((0, Some(imm)));
+    }
+    for (k, imm) in cases {
+        let want = imm.map_or(value as u32, |i| i as u32);
+        let code = pair_exiter::<X64>(k, imm, rdx, &[]).unwrap_or_else(|e| panic!("{e}"));
+        // SAFETY: the function takes two integers and returns two
+        // (`ret_zero_with` into `rdx`), touching no memory.
+        let run =
+            unsafe { core::mem::transmute::<usize, extern "C" fn(u64, u64) -> Pair>(code.addr()) };
+        assert_eq!(
+            run(value, !0),
+            Pair {
+                status: 0,
+                value: u64::from(want),
+            },
+            "rdx k={k} imm={imm:?}"
+        );
+        let code = pair_exiter::<X64>(k, imm, R14, &[R14]).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            run_into_r14(&code, value),
+            (0, want),
+            "r14 k={k} imm={imm:?}"
+        );
+    }
+    let refused = |r: Result<vcode::Code, vcode::Error>| matches!(r.map(|_| ()), Err(e) if matches!(e.kind(), vcode::ErrorKind::Unsupported(_)));
+    assert!(refused(pair_exiter::<X64>(0, None, RAX, &[])), "rax");
+    assert!(
+        refused(pair_exiter::<X64>(0, None, R14, &[])),
+        "r14 not kept"
+    );
+    assert!(refused(pair_exiter::<X64>(0, None, RBX, &[])), "rbx");
+    assert!(matches!(
+        pair_exiter::<Reference>(0, None, rdx, &[]).map(|_| ()),
+        Err(e) if matches!(e.kind(), vcode::ErrorKind::Unsupported(_))
+    ));
+}
+
+/// `ret_zero_with` on x86-64 writes the epilogue in place of the jump to
+/// it: a function whose returns all take it has no `jmp` to the
+/// epilogue, and it still restores what it saved (`rbx`, `r12` to `r15`
+/// claimed, each set to all ones: the caller's values must come back).
+/// A return made before the function came to save more than it had
+/// (room for the epilogue of `rbx` alone, then four more saved) jumps to
+/// the epilogue instead, and restores all five as well.
+#[test]
+fn exit_with_a_value_writes_the_epilogue_in_place() {
+    use vcode::host::gpr::{RBX, RDX};
+    // Two returns, the first before `late` more callee-saved registers
+    // are claimed; `v` chooses between them.
+    fn build(late: usize) -> vcode::Code {
+        let mut f = Func::<X64>::with_backend();
+        let ps = f.lambda("%ul%ul", Leaf::No).unwrap();
+        let (v, w) = (ps.get::<UL>(0).unwrap(), ps.get::<UL>(1).unwrap());
+        let b = f.reserve(Reg::<UL>::phys(RBX)).unwrap();
+        f.set(b, u64::MAX);
+        let second = f.genlabel();
+        f.bne(v, 0, second);
+        f.ret_zero_with(vcode::Operand::Imm(7), Reg::phys(RDX));
+        f.label(second);
+        for _ in 0..late {
+            let p = f.getreg::<UL>(Class::Persistent).unwrap();
+            f.set(p, u64::MAX);
+        }
+        f.ret_zero_with(vcode::Operand::Reg(Reg::phys(w.num())), Reg::phys(RDX));
+        f.end().unwrap()
+    }
+    for late in [0, 4] {
+        let code = build(late);
+        let list = code.disassemble();
+        // Every return's epilogue in place (`leave` once per return, and
+        // the frame's own after the body), or for the early return of a
+        // function that came to save more, one jump.
+        let leaves = list.matches("leave").count();
+        let jumps = list.lines().filter(|l| l.contains("jmp")).count();
+        if late == 0 {
+            assert_eq!((leaves, jumps), (3, 0), "{list}");
+        } else {
+            assert_eq!((leaves, jumps), (2, 1), "{list}");
+        }
+        for (v, want) in [(0u64, 7u32), (1, 0x1234_5678)] {
+            let (status, value, kept): (u32, u32, [u64; 5]);
+            // SAFETY: the function takes two integers, touches no memory
+            // but its frame, and restores every callee-saved register it
+            // uses (what this checks); `rdx` comes back as its second
+            // result.
+            unsafe {
+                let (rbx, r12, r13, r14, r15): (u64, u64, u64, u64, u64);
+                core::arch::asm!(
+                    // `rbx` kept around the block (an `asm!` block cannot
+                    // name it), the stack still 16-byte aligned at the call.
+                    "push rbx",
+                    "sub rsp, 8",
+                    "mov rbx, 0x1111",
+                    "mov r12, 0x1212",
+                    "mov r13, 0x1313",
+                    "mov r14, 0x1414",
+                    "mov r15, 0x1515",
+                    "call {f}",
+                    "add rsp, 8",
+                    "mov r8, rbx",
+                    "pop rbx",
+                    f = in(reg) code.addr(),
+                    out("r8") rbx,
+                    in("rdi") v,
+                    in("rsi") 0x1234_5678u64,
+                    lateout("eax") status,
+                    lateout("edx") value,
+                    out("r12") r12,
+                    out("r13") r13,
+                    out("r14") r14,
+                    out("r15") r15,
+                    clobber_abi("C"),
+                );
+                kept = [rbx, r12, r13, r14, r15];
+            }
+            assert_eq!((status, value), (0, want), "late={late} v={v}");
+            assert_eq!(
+                kept,
+                [0x1111, 0x1212, 0x1313, 0x1414, 0x1515],
+                "late={late} v={v}"
+            );
+        }
+    }
+}

@@ -1063,9 +1063,8 @@ impl<'p> Compiler<'p> {
                         c
                     }
                 };
-                f.st(x, c, C_RESULT);
                 f.st(regs.fuel, c, C_FUEL);
-                f.ret_zero(x);
+                f.ret_zero_with(Operand::Reg(x), Reg::phys(super::exec::VALUE_OUT));
             } else {
                 f.jmp(exit);
             }
@@ -1963,22 +1962,22 @@ impl<'p> Compiler<'p> {
 
     /// A method compiled at its dispatch target ([`host_only`]) returns
     /// `v` (`None`: whatever X holds, a `void` method's) to the host: the
-    /// value stored in the context where it is (a constant as the store's
-    /// immediate, a home or X), the fuel left stored, and status 0 set in
-    /// the result register itself (`Exit::ret_zero`), so no value passes
-    /// through X first.
+    /// fuel left stored, then status 0 in the result register and the
+    /// value in [`super::exec::VALUE_OUT`] (`Exit::ret_zero_with`: a
+    /// constant as the move's immediate, a home or X, where it is), so
+    /// that no value passes through X first and none is stored in the
+    /// context for the host to read back (`exec::call_entry` takes both
+    /// registers).
     fn ret_to_host(&mut self, v: Option<Val>) {
         let c = self.ctx(self.regs.z);
-        match v {
-            Some(Val::Const(k)) => self.f.st_imm32(c, C_RESULT as i32, k),
-            Some(v) => {
-                let rv = self.reg_of(v, self.regs.x);
-                self.f.st(rv, c, C_RESULT);
-            }
-            None => self.f.st(self.x(), c, C_RESULT),
-        }
         self.f.st(self.regs.fuel, c, C_FUEL);
-        self.f.ret_zero(self.x());
+        let value = match v {
+            Some(Val::Const(k)) => Operand::Imm(i64::from(k)),
+            Some(v) => Operand::Reg(self.reg_of(v, self.regs.x)),
+            None => Operand::Reg(self.x()),
+        };
+        self.f
+            .ret_zero_with(value, Reg::phys(super::exec::VALUE_OUT));
     }
 
     /// A runtime call: the caller-saved homes saved and restored around it,

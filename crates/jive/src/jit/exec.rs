@@ -332,7 +332,38 @@ impl Drop for Compiled {
 /// [`call_entry`] only: on x86-64 that is an `asm!` call of a contract of
 /// its own, which names this type only in its documentation.
 #[cfg_attr(target_arch = "x86_64", allow(dead_code))]
-pub(super) type Entry = extern "C" fn(*mut Ctx, usize) -> i32;
+pub(super) type Entry = extern "C" fn(*mut Ctx, usize) -> Pair;
+
+/// What an [`Entry`] returns off x86-64, in the convention's two result
+/// registers: the status, and the value a normal return (status 0) leaves
+/// beside it ([`VALUE_OUT`], `Exit::ret_zero_with`; each is 32 bits,
+/// zero-extended). A trap exit leaves the second register as it was: its
+/// value means nothing then.
+#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
+#[repr(C)]
+pub(super) struct Pair {
+    status: u64,
+    value: u64,
+}
+
+/// An invocation's status (0: it returned; else [`NotReturned`]'s) and,
+/// after a normal return, the method's value: what [`call_entry`] gives
+/// back, in two registers, so that the value is not stored by the code
+/// and read back by the host.
+#[derive(Clone, Copy)]
+pub(super) struct Returned {
+    pub(super) status: i32,
+    pub(super) value: i32,
+}
+
+impl Returned {
+    /// The outcome of code that could not run (its trap in
+    /// [`Found::failed`]).
+    const NOT_RUN: Returned = Returned {
+        status: -1,
+        value: 0,
+    };
+}
 
 /// The callee-saved registers of the host's convention that generated
 /// code does not save ([`compiler::entry_config`]): its caller,
@@ -349,6 +380,19 @@ pub(super) const CALLER_KEPT: [u8; 4] = {
 #[cfg(not(target_arch = "x86_64"))]
 pub(super) const CALLER_KEPT: [u8; 0] = [];
 
+/// The register generated code returns the method's value in, beside
+/// the status ([`Returned`], `Exit::ret_zero_with`): on x86-64 `r14`, one
+/// of [`CALLER_KEPT`], which [`call_entry`] names as an output, so that
+/// the host finds the value in a register the calls after it keep (from
+/// `rdx`, the convention's second result register, the host moved it
+/// there: an instruction per invocation).
+#[cfg(target_arch = "x86_64")]
+pub(super) const VALUE_OUT: u8 = vcode::host::gpr::R14;
+/// The convention's second result register off x86-64 ([`Pair`]), as
+/// the code's backend numbers it (`vcode::ext::second_result`).
+#[cfg(not(target_arch = "x86_64"))]
+pub(super) const VALUE_OUT: u8 = 2;
+
 /// The register the host passes the context in, where it is not the
 /// convention's first argument: on x86-64 `r13`, one of [`CALLER_KEPT`],
 /// which the compiler takes as the code's context register
@@ -360,7 +404,8 @@ pub(super) const CTX_IN: Option<u8> = Some(vcode::host::gpr::R13);
 pub(super) const CTX_IN: Option<u8> = None;
 
 /// Calls generated code at `addr` (an [`Entry`]) on `ctx` and `entry`: the
-/// status it returns. The one way into generated code.
+/// status and value it returns ([`Pair`]). The one way into generated
+/// code.
 ///
 /// On x86-64 this is the C convention's call but for [`CALLER_KEPT`]
 /// (`r12` to `r15`), which the `asm!` block declares clobbered, and the
@@ -375,10 +420,10 @@ pub(super) const CTX_IN: Option<u8> = None;
 /// a context that code may use as `execute`'s callers arrange (the
 /// argument of `Entry`).
 #[inline(always)]
-unsafe fn call_entry(addr: usize, ctx: *mut Ctx, entry: u16) -> i32 {
+unsafe fn call_entry(addr: usize, ctx: *mut Ctx, entry: u16) -> Returned {
     #[cfg(target_arch = "x86_64")]
     {
-        let status: i32;
+        let (status, value): (i32, i32);
         // SAFETY: the caller's contract makes `addr` generated code of
         // signature `Entry` but for the context's register; the block
         // calls it as the C convention says (the context in `r13`, which
@@ -398,22 +443,27 @@ unsafe fn call_entry(addr: usize, ctx: *mut Ctx, entry: u16) -> i32 {
                 in("rsi") usize::from(entry),
                 lateout("eax") status,
                 // `CALLER_KEPT`, which the entry does not restore; the
-                // context goes in `r13` (`CTX_IN`).
+                // context goes in `r13` (`CTX_IN`), the value comes back
+                // in `r14` (`VALUE_OUT`).
                 out("r12") _,
                 inout("r13") ctx => _,
-                out("r14") _,
+                lateout("r14") value,
                 out("r15") _,
                 clobber_abi("C"),
             );
         }
-        status
+        Returned { status, value }
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
         // SAFETY: the caller's contract: `addr` is generated code of
         // signature `Entry`, made with the C convention's saves.
         let run: Entry = unsafe { core::mem::transmute::<usize, Entry>(addr) };
-        run(ctx, usize::from(entry))
+        let p = run(ctx, usize::from(entry));
+        Returned {
+            status: p.status as i32,
+            value: p.value as i32,
+        }
     }
 }
 
@@ -691,7 +741,7 @@ impl Compiled {
         // address, with the provenance of all of it, so that runtime calls
         // reach its Rust side through it (`runtime::record`).
         let ctx: *mut Ctx = (rec as *mut Record).cast();
-        let status = match held {
+        let ret = match held {
             // Borrowed for the invocation: a native that invokes another
             // applet cannot reach it, and takes this thread's own.
             Some(runner) => execute(
@@ -705,13 +755,13 @@ impl Compiled {
             ),
             None => execute_on_thread(&mut self.found, prog, ctx, entry),
         };
-        if status == 0 {
+        if ret.status == 0 {
             // A runtime call that records a trap makes the code take a
             // trap exit, so after a normal return nothing is pending.
             debug_assert!(self.rec.rt.pending.is_none());
-            return Ok(self.rec.ctx.result as i32);
+            return Ok(ret.value);
         }
-        Err(NotReturned(status))
+        Err(NotReturned(ret.status))
     }
 
     /// The trap of an invocation that returned `status`
@@ -982,7 +1032,7 @@ impl Drop for Release {
 /// invocation; on `None` where it is in use (a native of an applet invokes
 /// another applet) or gone (the thread is exiting).
 #[inline(always)]
-fn with_thread(run: impl FnOnce(Option<&mut codecache::Thread>) -> i32) -> i32 {
+fn with_thread(run: impl FnOnce(Option<&mut codecache::Thread>) -> Returned) -> Returned {
     let mut p = THREAD.get();
     // SAFETY: read from the cell.
     if unsafe { busy(p) } {
@@ -1184,8 +1234,8 @@ pub(crate) struct NotReturned(i32);
 
 /// Runs `code` inside a brief scope of `thread` (entering it is the one
 /// synchronization point: see `codecache::Thread::enter_brief`): the
-/// status the code returns, or -1 with the trap of why it could not run in
-/// `code`'s [`Found::failed`].
+/// status and value the code returns ([`Returned`]), or status -1 with
+/// the trap of why it could not run in `code`'s [`Found::failed`].
 #[inline]
 pub(super) fn execute(
     thread: &mut codecache::Thread,
@@ -1193,7 +1243,7 @@ pub(super) fn execute(
     prog: &Program,
     ctx: *mut Ctx,
     entry: u16,
-) -> i32 {
+) -> Returned {
     // Nothing retired since the last invocation's look-up, and this thread
     // synchronized since: its scope's entry would find nothing to do and
     // the look-up would reuse the memo, so both are skipped.
@@ -1220,7 +1270,7 @@ fn execute_scoped(
     prog: &Program,
     ctx: *mut Ctx,
     entry: u16,
-) -> i32 {
+) -> Returned {
     let scope = thread.enter_brief();
     let code = match scope.lookup_pin(code.found.key, &mut code.found.memo, &mut code.found.pin) {
         Some(e) => e,
@@ -1228,7 +1278,7 @@ fn execute_scoped(
             Ok(e) => e,
             Err(what) => {
                 code.found.failed = Some(Box::new(not_run(prog, entry, what)));
-                return -1;
+                return Returned::NOT_RUN;
             }
         },
     };
@@ -1252,7 +1302,10 @@ fn execute_scoped(
 /// and look-up, the program) are computed there, not before the branch,
 /// and the cell's address is not kept for it.
 #[inline(always)]
-fn execute_on_thread(found: &mut Found, prog: &Program, ctx: *mut Ctx, entry: u16) -> i32 {
+fn execute_on_thread(found: &mut Found, prog: &Program, ctx: *mut Ctx, entry: u16) -> Returned {
+    // The pin read first, while the caller's pointer to the code is in a
+    // register.
+    let pin = found.pin;
     let p = THREAD.get();
     // SAFETY: read from the cell.
     if !unsafe { busy(p) } {
@@ -1262,7 +1315,7 @@ fn execute_on_thread(found: &mut Found, prog: &Program, ctx: *mut Ctx, entry: u1
         // thread's). `pinned` runs no invocation, so this is the one
         // reference to its `thread` until the flag is set below.
         let thread = unsafe { &mut (*p).thread };
-        if let Some(pinned) = thread.pinned(&found.pin) {
+        if let Some(pinned) = thread.pinned(&pin) {
             let addr = pinned.addr();
             let call = |_: &mut codecache::Thread| {
                 // SAFETY: as in `execute`: the pin was made of this key's
@@ -1293,7 +1346,7 @@ fn execute_on_thread(found: &mut Found, prog: &Program, ctx: *mut Ctx, entry: u1
 /// a scope, or on one of its own where it is in use or gone.
 #[cold]
 #[inline(never)]
-fn execute_thread(code: Code<'_>, prog: &Program, ctx: *mut Ctx, entry: u16) -> i32 {
+fn execute_thread(code: Code<'_>, prog: &Program, ctx: *mut Ctx, entry: u16) -> Returned {
     with_thread(|thread| match thread {
         Some(thread) => execute(thread, code, prog, ctx, entry),
         // A native of an applet running on this thread invokes another
@@ -1312,7 +1365,7 @@ pub(super) fn execute_registering(
     prog: &Program,
     ctx: *mut Ctx,
     entry: u16,
-) -> i32 {
+) -> Returned {
     execute(&mut cache().register(), code, prog, ctx, entry)
 }
 

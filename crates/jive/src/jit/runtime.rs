@@ -24,10 +24,6 @@ pub(super) struct Ctx {
     pub(super) fuel: u64,
     /// The call-depth limit.
     pub(super) max_depth: i64,
-    /// The returned value: only its low 32 bits are written on a return
-    /// to the host (an `int`, a constant stored as a 32-bit immediate), and
-    /// only they are read.
-    pub(super) result: i64,
     /// Values a trap reports (see [`SiteKind`]).
     pub(super) trap: [i64; 3],
     /// The fuel every invocation starts with (`RunLimits::fuel`), which
@@ -76,7 +72,6 @@ impl Ctx {
             dir: core::ptr::null(),
             fuel: 0,
             max_depth: 0,
-            result: 0,
             trap: [0; 3],
             fuel_start: 0,
             host_seen: core::ptr::null::<()>() as *const dyn core::any::Any,
@@ -113,8 +108,7 @@ pub(super) const C_FIELDS: i64 = 24;
 pub(super) const C_DIR: i64 = 32;
 pub(super) const C_FUEL: i64 = 40;
 pub(super) const C_MAX_DEPTH: i64 = 48;
-pub(super) const C_RESULT: i64 = 56;
-pub(super) const C_TRAP: i64 = 64;
+pub(super) const C_TRAP: i64 = core::mem::offset_of!(Ctx, trap) as i64;
 pub(super) const C_FUEL_START: i64 = core::mem::offset_of!(Ctx, fuel_start) as i64;
 pub(super) const C_WORDS: i64 = core::mem::offset_of!(Ctx, words) as i64;
 /// [`HostWords`]' fields, for inline natives.
