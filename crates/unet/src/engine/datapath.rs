@@ -1178,6 +1178,27 @@ impl Engine {
         self.send_direct_locked(port, chan, msg, version)
     }
 
+    /// [`Engine::send_direct`] of the `len` bytes at `offset` of `port`'s
+    /// buffer area, for [`crate::Endpoint::send_with`], which wrote them
+    /// there; on an endpoint with an applet, [`Engine::send_applet_direct`]
+    /// of them instead, as [`crate::Endpoint::send`] hands its copy over
+    /// (out of line: the path without applet is `send_direct`'s, with one
+    /// more load and test of the flag). Whether the message was taken; if
+    /// not, nothing was done or counted.
+    #[inline(always)]
+    pub(crate) fn send_area_direct(&self, port: &Port, chan: u16, offset: u32, len: u32) -> bool {
+        if port.has_applet.load(Ordering::Acquire) {
+            return self.send_area_applet(port, chan, offset, len);
+        }
+        self.send_direct(port, chan, Direct::Area { offset, len })
+    }
+
+    /// [`Engine::send_area_direct`] on an endpoint with an applet.
+    #[inline(never)]
+    fn send_area_applet(&self, port: &Port, chan: u16, offset: u32, len: u32) -> bool {
+        self.send_applet_direct(port, chan, offset, len).is_some()
+    }
+
     /// [`Engine::send_direct`] once the table's verdicts are kept
     /// (`version`) and the endpoint has no applet.
     #[inline(never)]
