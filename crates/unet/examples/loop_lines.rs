@@ -1,5 +1,6 @@
-//! `loop_rtt`'s ping-pong (U-Net without applet on `loop`, or the bare SPSC
-//! ring beside it) made for counting the cache lines that cross between
+//! `loop_rtt`'s ping-pong (U-Net without applet on `loop`, with the
+//! standard applet on both endpoints as the demo installs it, or the bare
+//! SPSC ring beside them) made for counting the cache lines that cross between
 //! the two threads per message, under valgrind: each waiting loop yields
 //! its core at every empty poll, so that valgrind, which runs one thread
 //! at a time, switches threads once per message, and a trace of every
@@ -15,7 +16,7 @@
 //! python3 scripts/lines.py /tmp/ll.<pid> target/release/examples/loop_lines 512
 //! ```
 //!
-//! Arguments: `unet` or `ring`, the message size, the number of round
+//! Arguments: `unet`, `std` (the standard applet) or `ring`, the message size, the number of round
 //! trips counted (512 by default: twice the receive queue's depth, so
 //! that every slot is used equally often), after as many again of
 //! warm-up (at least 300, so that every slot has been used once). The
@@ -29,7 +30,7 @@ use unet::Config;
 
 #[path = "common/mod.rs"]
 mod common;
-use common::{Idle, RingRecv, recv_into, ring_pair, send_all, unet_pair};
+use common::{Idle, RingRecv, recv_into, ring_pair, send_all, unet_pair_with};
 
 /// Stored 1 when the counted round trips start and 2 when they end.
 #[unsafe(no_mangle)]
@@ -47,8 +48,9 @@ fn marked(warm: usize, n: usize, mut round: impl FnMut()) {
     MARK.store(2, Ordering::SeqCst);
 }
 
-fn unet(size: usize, warm: usize, n: usize) {
-    let (_e, mut a, mut b, ab, ba) = unet_pair(Config::default());
+/// U-Net's endpoints, with `applet` on both or none.
+fn unet(applet: Option<&[u8]>, size: usize, warm: usize, n: usize) {
+    let (_e, mut a, mut b, ab, ba) = unet_pair_with(Config::default(), applet);
     let echo = std::thread::spawn(move || {
         let mut buf = Vec::with_capacity(65536);
         for _ in 0..warm + n {
@@ -96,8 +98,9 @@ fn main() {
     let n: usize = args.get(3).map_or(512, |s| s.parse().expect("a count"));
     let warm = n.max(300);
     match which {
-        "unet" => unet(size, warm, n),
+        "unet" => unet(None, size, warm, n),
+        "std" => unet(Some(unet::applets::STANDARD), size, warm, n),
         "ring" => ring(size, warm, n),
-        _ => panic!("unet or ring"),
+        _ => panic!("unet, std or ring"),
     }
 }

@@ -9,7 +9,12 @@
 //! BUFS=64x1024 target/release/examples/loop_rtt         # 64 buffers of 1 KiB
 //! ONE=1 target/release/examples/loop_rtt 200 0,56        # also both ends on one thread
 //! REPLY=0 target/release/examples/loop_rtt 200 57        # the echo answers 0 bytes
+//! STD=1 target/release/examples/loop_rtt 200 0,56         # also the standard applet
 //! ```
+//!
+//! `STD=1` adds the round trip with the standard applet on both endpoints
+//! (`unet::applets::STANDARD`, as the demo installs it), and its ratio to
+//! U-Net's without applet (the demo's "standard/U-Net").
 //!
 //! `ONE=1` adds the U-Net round trip with both endpoints on the calling
 //! thread: the same two messages with no cache line crossing cores, so
@@ -37,9 +42,10 @@ use unet::Config;
 
 #[path = "common/mod.rs"]
 mod common;
-use common::{Idle, RingRecv, batches, recv_into, ring_pair, send_all, unet_pair};
+use common::{Idle, RingRecv, batches, recv_into, ring_pair, send_all, unet_pair, unet_pair_with};
 
-fn unet_rtt(size: usize, n: usize) -> f64 {
+/// U-Net's round trip, with `applet` on both endpoints or none.
+fn unet_rtt(applet: Option<&[u8]>, size: usize, n: usize) -> f64 {
     let cfg = match std::env::var("BUFS") {
         Ok(v) => {
             let (n, bs) = v.split_once('x').unwrap();
@@ -51,7 +57,7 @@ fn unet_rtt(size: usize, n: usize) -> f64 {
         }
         Err(_) => Config::default(),
     };
-    let (_e, mut a, mut b, ab, ba) = unet_pair(cfg);
+    let (_e, mut a, mut b, ab, ba) = unet_pair_with(cfg, applet);
     let stop = Arc::new(AtomicBool::new(false));
     let st = stop.clone();
     let reply: Option<usize> = std::env::var("REPLY")
@@ -134,15 +140,21 @@ fn main() {
         .collect();
     unet::affinity::pin(0);
     for &s in &sizes {
-        let u = unet_rtt(s, n);
+        let u = unet_rtt(None, s, n);
         let r = ring_rtt(s, n);
         let one = if std::env::var_os("ONE").is_some() {
             format!("  one thread {:.3} us", unet_one(s, n))
         } else {
             String::new()
         };
+        let std = if std::env::var_os("STD").is_some() {
+            let t = unet_rtt(Some(unet::applets::STANDARD), s, n);
+            format!("  standard {t:.3} us ({:.2}x unet)", t / u)
+        } else {
+            String::new()
+        };
         println!(
-            "{s:5} B  unet {u:.3} us  ring {r:.3} us  ratio {:.2}x{one}",
+            "{s:5} B  unet {u:.3} us  ring {r:.3} us  ratio {:.2}x{std}{one}",
             u / r
         );
     }

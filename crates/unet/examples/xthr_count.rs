@@ -9,12 +9,19 @@
 //! valgrind --tool=callgrind --toggle-collect=xthr_count_send --toggle-collect=xthr_count_recv \
 //!     target/release/examples/xthr_count 4096 16384
 //! callgrind_annotate --inclusive=yes callgrind.out.<pid>
+//! WITH=1 valgrind ... target/release/examples/xthr_count 40 16400 1   # send_with, bursts of 1
 //! ```
+//!
+//! The sender uses [`Endpoint::send`]; with `WITH=1` it uses
+//! [`Endpoint::send_with`], copying the message in its fill, as the demo's
+//! and `loop_rtt`'s applications send.
 //!
 //! Two endpoints of one engine on `loop`, both with the standard applet;
 //! the sender on the main thread, the receiver on a thread of its own
 //! (which claims it). Messages of `SIZE` bytes (default 40) go in bursts
-//! of 25, as burst-25's do: the main thread sends a burst
+//! of 25, as burst-25's do (or of the third argument's count: 1 is one
+//! direction of the demo's ping-pong, where every message meets an empty
+//! inbox and a receiver that drains it alone): the main thread sends a burst
 //! (`xthr_count_send`, each `send` running `doTx`), then the receiving
 //! thread takes it (`xthr_count_recv`: its `recv`s drain the inbox
 //! through `doRx` and read each message), and the main thread waits for
@@ -28,15 +35,28 @@ use std::sync::mpsc;
 use unet::transport::LoopNet;
 use unet::{Config, Endpoint, Engine};
 
+/// Messages per burst by default (burst-25's).
 const BURST: usize = 25;
 const WARM_BURSTS: usize = 2000;
 
-/// A burst of `BURST` messages from `a` on `chan`; the toggle point of the
+/// A burst of `burst` messages from `a` on `chan`; the toggle point of the
 /// sender's work.
 #[unsafe(no_mangle)]
 #[inline(never)]
-pub fn xthr_count_send(a: &mut Endpoint, chan: u16, msg: &[u8]) {
-    for _ in 0..BURST {
+pub fn xthr_count_send(a: &mut Endpoint, chan: u16, msg: &[u8], with: bool, burst: usize) {
+    for _ in 0..burst {
+        send(a, chan, msg, with);
+    }
+}
+
+/// Sends `msg` with [`Endpoint::send`], or with [`Endpoint::send_with`]
+/// (copying it in its fill) if `with`, as the demo and `loop_rtt` send.
+#[inline(always)]
+fn send(a: &mut Endpoint, chan: u16, msg: &[u8], with: bool) {
+    if with {
+        a.send_with(chan, msg.len(), |b| b.copy_from_slice(msg))
+            .expect("sent");
+    } else {
         a.send(chan, msg).expect("sent");
     }
 }
@@ -45,10 +65,10 @@ pub fn xthr_count_send(a: &mut Endpoint, chan: u16, msg: &[u8]) {
 /// point of the receiver's work. Returns the bytes read.
 #[unsafe(no_mangle)]
 #[inline(never)]
-pub fn xthr_count_recv(b: &mut Endpoint) -> usize {
+pub fn xthr_count_recv(b: &mut Endpoint, burst: usize) -> usize {
     let mut n = 0;
     let mut got = 0;
-    while got < BURST {
+    while got < burst {
         if let Some(m) = b.recv_ref() {
             m.read(|p| n += std::hint::black_box(p).len());
             got += 1;
@@ -63,7 +83,9 @@ fn main() {
         .map(|a| a.parse().expect("a number"))
         .collect();
     let size = args.first().copied().unwrap_or(40);
-    let n = args.get(1).copied().unwrap_or(16384).div_ceil(BURST) * BURST;
+    let burst = args.get(2).copied().unwrap_or(BURST).max(1);
+    let n = args.get(1).copied().unwrap_or(16384).div_ceil(burst) * burst;
+    let with = std::env::var_os("WITH").is_some();
     let net = LoopNet::new();
     let e = Engine::new(Box::new(
         net.attach("10.0.0.1:7000".parse().unwrap()).unwrap(),
@@ -88,9 +110,9 @@ fn main() {
         done.send(0).unwrap();
         while let Ok(counted) = bursts.recv() {
             let n = if counted {
-                xthr_count_recv(&mut b)
+                xthr_count_recv(&mut b, burst)
             } else {
-                uncounted_recv(&mut b, std::hint::black_box(BURST))
+                uncounted_recv(&mut b, burst)
             };
             done.send(n).unwrap();
         }
@@ -99,12 +121,12 @@ fn main() {
     taken.recv().unwrap();
     let mut bytes = 0;
     for _ in 0..WARM_BURSTS {
-        uncounted_send(&mut a, ab, &msg);
+        uncounted_send(&mut a, ab, &msg, with, burst);
         go.send(false).unwrap();
         taken.recv().unwrap();
     }
-    for _ in 0..n / BURST {
-        xthr_count_send(&mut a, ab, &msg);
+    for _ in 0..n / burst {
+        xthr_count_send(&mut a, ab, &msg, with, burst);
         go.send(true).unwrap();
         bytes += taken.recv().unwrap();
     }
@@ -116,33 +138,34 @@ fn main() {
         0
     );
     println!(
-        "xthr_count: {n} counted messages of {size} B after {} warm-up; the receiver delivered {}",
-        WARM_BURSTS * BURST,
+        "xthr_count: {n} counted messages of {size} B after {} warm-up ({}); the receiver delivered {}",
+        WARM_BURSTS * burst,
+        if with { "send_with" } else { "send" },
         counts.rx_delivered
     );
 }
 
 /// [`xthr_count_send`] outside the toggle (the warm-up's).
 #[inline(never)]
-fn uncounted_send(a: &mut Endpoint, chan: u16, msg: &[u8]) {
-    for _ in 0..BURST {
-        a.send(chan, msg).expect("sent");
+fn uncounted_send(a: &mut Endpoint, chan: u16, msg: &[u8], with: bool, burst: usize) {
+    for _ in 0..burst {
+        send(a, chan, msg, with);
     }
 }
 
-/// [`xthr_count_recv`] outside the toggle (the warm-up's), for `burst`
-/// messages: a parameter, so that its code differs from
-/// `xthr_count_recv`'s. With the same body the compiler merged the two
-/// into one function (one address), and the receiver's toggle counted the
-/// warm-up's messages too (its totals were over 66,400 messages, not
-/// 16,400).
+/// [`xthr_count_recv`] outside the toggle (the warm-up's): its code must
+/// differ from `xthr_count_recv`'s (here, the count taken from each
+/// message is not hidden from the optimiser). With the same body the
+/// compiler merged the two into one function (one address), and the
+/// receiver's toggle counted the warm-up's messages too (its totals were
+/// over 66,400 messages, not 16,400).
 #[inline(never)]
 fn uncounted_recv(b: &mut Endpoint, burst: usize) -> usize {
     let mut n = 0;
     let mut got = 0;
     while got < burst {
         if let Some(m) = b.recv_ref() {
-            m.read(|p| n += std::hint::black_box(p).len());
+            m.read(|p| n += p.len());
             got += 1;
         }
     }

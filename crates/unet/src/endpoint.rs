@@ -864,8 +864,7 @@ impl Endpoint {
     /// drops and traps are counted as ever. An application that reads
     /// each message's status pushes its descriptors itself
     /// ([`Endpoint::push_tx`], or after [`Endpoint::set_drive`]`(false)`).
-    /// ([`Endpoint::send_with`] always pushes a descriptor on such an
-    /// endpoint.)
+    /// [`Endpoint::send_with`] hands its messages over in the same way.
     #[inline(always)]
     pub fn send(&mut self, chan: u16, msg: &[u8]) -> Result<(), SendError> {
         // The message handed to the engine directly in the caller's body
@@ -950,6 +949,15 @@ impl Endpoint {
     /// (which the engine copies into the receive descriptor) into a
     /// private buffer when the message can go to the engine directly (as
     /// with [`Endpoint::send`]).
+    ///
+    /// On an endpoint whose applet's `doTx` takes its messages, the message
+    /// reaches `doTx` without a descriptor where the engine can take it so,
+    /// as with [`Endpoint::send`] (and `Ok(())` means what it means there):
+    /// the short message is copied from the private buffer into the
+    /// transmit region, the longer one is handed over where `fill` wrote
+    /// it. Until 2026-12-01 a descriptor was pushed and taken back by the
+    /// engine's pass over the queue, some 190 instructions a 40-byte
+    /// message more (`examples/xthr_count`, `WITH=1`).
     pub fn send_with(
         &mut self,
         chan: u16,
@@ -963,8 +971,14 @@ impl Endpoint {
             let mut b = [0u8; SMALL_DIRECT];
             let msg = &mut b[..len];
             fill(msg);
-            if self.send_direct(chan, Direct::Bytes(msg)) {
-                return Ok(());
+            // As `send` hands a message over: directly, or to the applet's
+            // `doTx` through the transmit region.
+            if let Some((engine, port)) = &self.direct {
+                match engine.send_direct_or_applet(port, chan, msg) {
+                    Handed::Sent => return Ok(()),
+                    Handed::ToApplet => return self.send_applet(chan, msg),
+                    Handed::Declined => {}
+                }
             }
             return self.send_queued(chan, len, |buf| crate::shm::copy_small(buf, msg), false);
         }
@@ -1029,29 +1043,25 @@ impl Endpoint {
         self.tx_room()?;
         self.seg
             .with_bytes_mut(self.layout.area + off as usize, len, fill);
-        if direct
-            && self.send_direct(
-                chan,
-                Direct::Area {
-                    offset: off,
-                    len: len as u32,
-                },
-            )
-        {
-            // Not pushed, so the allocation is not kept.
+        if direct && self.send_area_direct(chan, off, len as u32) {
+            // Not pushed, so the allocation is not kept: the engine has
+            // copied the bytes, or `doTx` and the delivery of its frames
+            // are done with them.
             return Ok(());
         }
         // The channel was checked above.
         self.push_region(chan, off, len, end, pos)
     }
 
-    /// Hands `msg` on `chan` to the engine in this process without a
-    /// descriptor, if it takes it so now (`Engine::send_direct`): whether
-    /// it did. If not, nothing was sent or counted.
+    /// Hands the `len` bytes at `off` of the transmit region, on `chan`,
+    /// to the engine in this process without a descriptor, if it takes
+    /// them so now (`Engine::send_area_direct`: delivered directly, or to
+    /// the applet's `doTx`): whether it did. If not, nothing was sent or
+    /// counted.
     #[inline(always)]
-    fn send_direct(&self, chan: u16, msg: Direct<'_>) -> bool {
+    fn send_area_direct(&self, chan: u16, off: u32, len: u32) -> bool {
         match &self.direct {
-            Some((engine, port)) => engine.send_direct(port, chan, msg),
+            Some((engine, port)) => engine.send_area_direct(port, chan, off, len),
             None => false,
         }
     }

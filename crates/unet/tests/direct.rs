@@ -2,7 +2,8 @@
 //! a transmit descriptor (`Endpoint::send` while it drives the engine, no
 //! applet, the transmit queue empty): the same checks, deliveries and
 //! counters as through the transmit queue, and the transmit queue's
-//! numbers and statuses left to the descriptors actually pushed.
+//! numbers and statuses left to the descriptors actually pushed; and
+//! messages handed to an applet's `doTx` so.
 
 mod message;
 use message::message;
@@ -105,6 +106,49 @@ fn every_size_arrives_intact_without_a_descriptor() {
 
 /// A message sent while descriptors wait in the transmit queue goes behind
 /// them: they are delivered first, in order, and it through the queue.
+/// With the standard applet on both endpoints, `send` and `send_with`
+/// hand every size class to `doTx` without a descriptor (before
+/// 2026-12-01 `send_with` pushed one, which the engine's pass over the
+/// queue took back): each message arrives intact, none pushes a
+/// descriptor, and each is counted once, with no drop or trap.
+#[test]
+fn with_the_standard_applet_send_with_hands_every_size_to_dotx_without_a_descriptor() {
+    let e = engine();
+    let std_applet = Some(unet::applets::STANDARD);
+    let mut a = e.create_endpoint(Config::default(), std_applet).unwrap();
+    let mut b = e.create_endpoint(Config::default(), std_applet).unwrap();
+    let ab = a.open_channel(e.local(), b.id()).unwrap();
+    b.open_channel(e.local(), a.id()).unwrap();
+    let max = a.max_message();
+    let sizes = [0, 1, INLINE_MAX, INLINE_MAX + 1, 64, 65, 1000, 4097, max];
+    let mut seq = 0;
+    for &len in &sizes {
+        for with in [false, true] {
+            seq += 1;
+            let m = message(seq, len);
+            if with {
+                a.send_with(ab, len, |buf| buf.copy_from_slice(&m)).unwrap();
+            } else {
+                a.send(ab, &m).unwrap();
+            }
+            let got = b.recv().expect("delivered").to_vec();
+            assert_eq!(got.len(), len, "message {seq} of {len} bytes");
+            assert!(got == m, "message {seq} of {len} bytes differs");
+            assert_eq!(
+                a.tx_pushed(),
+                0,
+                "message {seq} of {len} bytes pushed a descriptor"
+            );
+        }
+    }
+    let n = 2 * sizes.len() as u64;
+    let (ca, cb) = (a.counts(), b.counts());
+    assert_eq!(ca.tx_descriptors, n);
+    assert_eq!((ca.applet_drops, ca.applet_traps), (0, 0));
+    assert_eq!((cb.applet_drops, cb.applet_traps), (0, 0));
+    assert_eq!(cb.rx_delivered, n);
+}
+
 #[test]
 fn a_message_waits_behind_queued_descriptors() {
     let e = engine();

@@ -59,12 +59,23 @@ impl Waiter {
 /// Two endpoints of one engine on `loop` with a channel each way: the
 /// engine, `a`, `b`, the channel from `a` to `b` and the one back.
 pub fn unet_pair(cfg: Config) -> (Engine, Endpoint, Endpoint, u16, u16) {
+    unet_pair_with(cfg, None)
+}
+
+/// [`unet_pair`] with `applet` (a class file) on both endpoints, as the
+/// demo installs the standard applet: made on the calling thread, which
+/// claims both; the thread that then drives one of them (its receive
+/// calls) claims it, and its applet runs there.
+pub fn unet_pair_with(
+    cfg: Config,
+    applet: Option<&[u8]>,
+) -> (Engine, Endpoint, Endpoint, u16, u16) {
     let net = LoopNet::new();
     let e = Engine::new(Box::new(
         net.attach("10.0.0.1:7000".parse().unwrap()).unwrap(),
     ));
-    let mut a = e.create_endpoint(cfg, None).unwrap();
-    let mut b = e.create_endpoint(cfg, None).unwrap();
+    let mut a = e.create_endpoint(cfg, applet).unwrap();
+    let mut b = e.create_endpoint(cfg, applet).unwrap();
     let ab = a.open_channel(e.local(), b.id()).unwrap();
     let ba = b.open_channel(e.local(), a.id()).unwrap();
     (e, a, b, ab, ba)

@@ -715,10 +715,29 @@ impl Outbox {
         }
     }
 
-    /// Appends every frame of `other`, whole, with its channel tag.
+    /// Appends every frame of `other`, whole, with its channel tag. An
+    /// outbox that has never held a frame (`Outbox::default()`, which
+    /// allocates nothing) is first swapped for one of the thread's spare
+    /// ones, so that a caller that may not need an outbox at all (an
+    /// inbox's drain, whose `doRx`s seldom answer) makes an empty one
+    /// instead of taking and giving back a spare one each time, and one
+    /// that does need it still writes into warm memory.
     fn append(&mut self, other: &Outbox) {
+        if self.bytes.is_empty() {
+            self.take_spare();
+        }
         for (f, t, c) in other.tagged() {
             self.push_whole(f, t, c);
+        }
+    }
+
+    /// [`Outbox::append`]'s swap of an outbox that never held a frame
+    /// for a spare one of this thread.
+    #[cold]
+    #[inline(never)]
+    fn take_spare(&mut self) {
+        if self.frames.is_empty() {
+            *self = outbox();
         }
     }
 }

@@ -64,6 +64,34 @@ fn advance(i: &Inbox, to: u64) {
     }
 }
 
+/// The ring starts on a cache line, for budgets of every size (a large
+/// block comes from `mmap` 16 bytes past a page's start), so that a
+/// 56-byte message and its header fill one line: each message's entry
+/// at 56 bytes lies in one line, the second one's included.
+#[test]
+fn the_ring_starts_on_a_cache_line_and_a_56_byte_message_fills_one() {
+    for (frames, bytes) in [(3, 300), (64, 64 << 10), (1024, 4 << 20)] {
+        let i = Inbox::new(frames, bytes);
+        for k in 0..2u8 {
+            i.push_message(0, 56, fill_with(k)).unwrap();
+        }
+        let ring = i.ring.get().expect("made at the first push");
+        assert_eq!(
+            ring.ptr.as_ptr() as usize % LINE,
+            0,
+            "budgets {frames} / {bytes}"
+        );
+        let start = ring.ptr.as_ptr() as usize;
+        let mut lines = Vec::new();
+        i.drain(|_, _, f| {
+            let (first, last) = (f.as_ptr() as usize - HDR, f.as_ptr() as usize + f.len() - 1);
+            lines.push(((first - start) / LINE, (last - start) / LINE));
+            true
+        });
+        assert_eq!(lines, [(0, 0), (1, 1)], "budgets {frames} / {bytes}");
+    }
+}
+
 #[test]
 fn a_frame_exactly_the_space_left_fits_without_padding() {
     let i = Inbox::new(16, 1000);
