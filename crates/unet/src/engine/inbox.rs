@@ -206,8 +206,9 @@ impl Ring {
     /// `at + n <= self.len`, and no other thread writes those bytes
     /// while the slice lives (the inbox's protocol).
     unsafe fn bytes(&self, at: usize, n: usize) -> &[u8] {
-        #[cfg(any(test, debug_assertions))]
-        assert!(at + n <= self.len);
+        if cfg!(any(test, debug_assertions)) {
+            assert!(at + n <= self.len);
+        }
         // SAFETY: in bounds of the block (the caller's contract), which
         // lives as long as `self`; nothing writes it meanwhile.
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().add(at), n) }
@@ -220,8 +221,9 @@ impl Ring {
     /// bytes while the slice lives (the inbox's protocol).
     #[allow(clippy::mut_from_ref)]
     unsafe fn bytes_mut(&self, at: usize, n: usize) -> &mut [u8] {
-        #[cfg(any(test, debug_assertions))]
-        assert!(at + n <= self.len);
+        if cfg!(any(test, debug_assertions)) {
+            assert!(at + n <= self.len);
+        }
         // SAFETY: in bounds of the block (the caller's contract), which
         // lives as long as `self`; no one else reads or writes it meanwhile.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr().add(at), n) }
@@ -415,8 +417,9 @@ impl Inbox {
         let size = self.size as u64;
         let need = footprint(len);
         let at = p.at;
-        #[cfg(any(test, debug_assertions))]
-        assert_eq!(at, p.tail % size);
+        if cfg!(any(test, debug_assertions)) {
+            assert_eq!(at, p.tail % size);
+        }
         let rest = size - at;
         // Padding to the ring's end first if the frame does not fit
         // before it, or if the ring is empty and this is past its warm
@@ -506,8 +509,9 @@ impl Inbox {
             let at = c.at as usize;
             // Checked in the crate's tests too (its release build has no
             // debug assertions).
-            #[cfg(any(test, debug_assertions))]
-            assert_eq!(c.at, c.head % size);
+            if cfg!(any(test, debug_assertions)) {
+                assert_eq!(c.at, c.head % size);
+            }
             // SAFETY: `[head, tail)` is published (read with `Acquire`
             // after the producers' `Release` store of the tail) and every
             // header in it lies whole before the ring's end (the ring's
