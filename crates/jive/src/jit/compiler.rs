@@ -2151,6 +2151,21 @@ impl<'p> Compiler<'p> {
         }
     }
 
+    /// The invocation's work count after an inline native moving `len`
+    /// bytes (in `rl`) charges its units, one and one per 4 KiB (as
+    /// `Io::try_charge` counts them), into `count`; to `rare` if that
+    /// reaches the next clock reading (`words`' bound), where the native's
+    /// ordinary form charges and reads the clock. `tmp` is clobbered;
+    /// nothing is stored.
+    fn units_after(&mut self, count: Reg<UL>, tmp: Reg<UL>, rl: R, words: Reg<P>, rare: Label) {
+        self.f.rsh(count, ix(rl), 12);
+        self.f.add(count, count, 1);
+        self.f.ld(tmp, words, W_WORK);
+        self.f.add(count, count, tmp);
+        self.f.ld(tmp, words, W_BOUND);
+        self.f.bge(count, tmp, rare);
+    }
+
     /// The invocation's [`crate::HostWords`] (`Ctx::words`), loaded into
     /// `into`. Never null: where the host lends none they are `NO_WORDS`,
     /// whose `bound` of 0 fails every form's budget check, which comes
@@ -2598,14 +2613,7 @@ impl<'p> Compiler<'p> {
         // bytes charges, one and one per 4 KiB.
         let words = self.host_words(z);
         let count = Reg::<UL>::phys(x);
-        self.f.rsh(count, ix(rl), 12);
-        self.f.add(count, count, 1);
-        let work = Reg::<UL>::phys(y);
-        self.f.ld(work, words, W_WORK);
-        self.f.add(count, count, work);
-        let bound = Reg::<UL>::phys(y);
-        self.f.ld(bound, words, W_BOUND);
-        self.f.bge(count, bound, rare);
+        self.units_after(count, Reg::<UL>::phys(y), rl, words, rare);
         // The area's range, in 64 bits: a negative `off` is, zero-extended,
         // at least 2^31, past any lent area (`AreaWords` lends less), and
         // the sum of two values below 2^32 cannot wrap.
@@ -2811,14 +2819,7 @@ impl<'p> Compiler<'p> {
         // store: the units a native moving `len` bytes charges, one and
         // one per 4 KiB.
         let count = Reg::<UL>::phys(y);
-        self.f.rsh(count, ix(rl), 12);
-        self.f.add(count, count, 1);
-        let work = Reg::<UL>::phys(x);
-        self.f.ld(work, words, W_WORK);
-        self.f.add(count, count, work);
-        let bound = Reg::<UL>::phys(x);
-        self.f.ld(bound, words, W_BOUND);
-        self.f.bge(count, bound, rare);
+        self.units_after(count, Reg::<UL>::phys(x), rl, words, rare);
         // Every check passed: the counts, the record, and no channel lent
         // from here on.
         self.f.add_mem_reg(true, words, W_TAIL_BYTES as i32, ix(rl));
