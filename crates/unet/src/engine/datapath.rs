@@ -1662,10 +1662,9 @@ impl Engine {
     /// the verdict names, the generation check, then
     /// [`Engine::deliver_local`]. `hdr` is the message's frame header, or
     /// the channel's header (`template`): only the generation check below
-    /// (a verdict without `kept.peer`) reads it. A message sent without a frame (`template`)
-    /// is counted as sent here;
-    /// a frame was counted when it was made. Frames an applet makes go to
-    /// `made`.
+    /// (a verdict without `kept.peer`) reads it. A message sent without a
+    /// frame (`template`) is counted as sent here; a frame was counted when
+    /// it was made. Frames an applet makes go to `made`.
     /// With `INLINE`, the delivery to a kept peer ([`Engine::deliver_local`]'s
     /// work) is inlined into the caller rather than called.
     #[inline(always)]
