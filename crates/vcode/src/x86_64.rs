@@ -2329,9 +2329,8 @@ impl X64 {
         // A return with the epilogue in place whose room is too short for
         // it (the function came to save more than when the return was
         // made) jumps to it instead (`write_code` fills the others).
-        let epi_len_here = if frame { frame_lens(saves).1 } else { 1 };
         for &(at, room) in &self.inline_rets {
-            if epi_len_here > usize::from(room) {
+            if epi_len > usize::from(room) {
                 self.buf.patch1(at as usize, 0xe9);
                 self.buf
                     .patch4(at as usize + 1, epi_at.wrapping_sub(at + 5));
