@@ -806,8 +806,9 @@ pub enum FastError {
         /// The descriptor.
         descriptor: String,
     },
-    /// The inline form does not fit the native's descriptor, or names a
-    /// word [`HostWords`] lacks.
+    /// The inline form does not fit the native's descriptor, names a
+    /// word [`HostWords`] lacks, or is [`InlineForm::TailPush`] for a
+    /// native that is not a tail form ([`TAIL_SUFFIX`]).
     #[error("the inline form {form:?} does not fit native {name}{descriptor}")]
     InlineShape {
         /// The name.
@@ -1037,9 +1038,12 @@ impl Natives {
             InlineForm::Int(k) => descriptor == "()I" && usize::from(k) < 2,
             InlineForm::PushBytes => descriptor == "([BII)V",
             InlineForm::PopU32 => descriptor == "()I",
-            InlineForm::CopyOut | InlineForm::CopyIn | InlineForm::TailPush => {
-                descriptor == "([BIII)V"
-            }
+            InlineForm::CopyOut | InlineForm::CopyIn => descriptor == "([BIII)V",
+            // Only a tail form: the form records the message for the host
+            // to send after the invocation, which is right only where the
+            // verifier proved the call the method's last act (one per
+            // invocation, the array not written after it).
+            InlineForm::TailPush => descriptor == "([BIII)V" && name.ends_with(TAIL_SUFFIX),
         };
         if !fits {
             return Err(FastError::InlineShape {
@@ -1288,6 +1292,30 @@ mod tests {
                 Err(FastError::InlineShape { .. })
             ));
         }
+    }
+
+    /// The inline tail push records a message the host sends after the
+    /// invocation, so it is for a tail form alone: bound to the same
+    /// native under its plain name (callable anywhere, any number of
+    /// times) it is refused.
+    #[test]
+    fn the_inline_tail_push_fits_a_tail_form_alone() {
+        let tail = tail_name("push");
+        let mut t = table()
+            .with("push", "([BIII)V", |_, _| Ok(0))
+            .with(&tail, "([BIII)V", |_, _| Ok(0))
+            .with_fast::<Declines>("push", "([BIII)V")
+            .unwrap()
+            .with_fast::<Declines>(&tail, "([BIII)V")
+            .unwrap();
+        assert!(matches!(
+            t.set_inline("push", "([BIII)V", InlineForm::TailPush),
+            Err(FastError::InlineShape { .. })
+        ));
+        assert_eq!(t.inline("push", "([BIII)V"), None);
+        t.set_inline(&tail, "([BIII)V", InlineForm::TailPush)
+            .unwrap();
+        assert_eq!(t.inline(&tail, "([BIII)V"), Some(InlineForm::TailPush));
     }
 
     /// Ring memory of `depth` slots that lives in a `Vec` of words.

@@ -149,6 +149,11 @@ pub struct Io {
     /// which [`applet_tx`] sends once `doTx` has returned
     /// ([`Engine::resolve_deferred`]), before it lets go of the applet.
     pub(super) deferred: Option<Deferred>,
+    /// Messages the inline tail push recorded and [`Io::take_tail`] took,
+    /// for the unit tests (that the JIT's form runs at all: its outcomes
+    /// are the native's by design, so no outcome tells the two apart).
+    #[cfg(test)]
+    pub(super) inline_tails: u64,
 }
 
 /// A message `txPush` deferred at a tail site ([`Io::transmit_tail`]):
@@ -631,14 +636,20 @@ impl Io {
     /// Ends the lending of [`Io::lend_tail`] (of channel `chan`): the
     /// message the inline tail push deferred, if it did, checked and
     /// counted against the budgets at the call, counted now in
-    /// `tx_frames` (as [`Io::transmit_tail`] counts it at the call: no
-    /// one can look between the two, since the call is at a tail site and
-    /// the engine holds the applet), and no channel lent.
+    /// `tx_frames` (as [`Io::transmit_tail`] counts it at the call:
+    /// nothing is sent or delivered between the two, since the call is at
+    /// a tail site and the engine holds the applet, so the count is never
+    /// behind a delivery; a thread reading the counters during `doTx` may
+    /// see it a moment later), and no channel lent.
     #[inline(always)]
     pub(super) fn take_tail(&mut self, chan: u16) -> Option<Deferred> {
         let t = &mut self.inv.words.tail;
         t.chan = jive::TailWords::NO_CHANNEL;
         let (array, off, len) = t.take()?;
+        #[cfg(test)]
+        {
+            self.inline_tails += 1;
+        }
         bump_shared(&self.stats.tx_frames);
         Some(Deferred {
             array,

@@ -80,6 +80,8 @@ impl Engine {
                 popped: false,
                 defer: false,
                 deferred: None,
+                #[cfg(test)]
+                inline_tails: 0,
             },
             applet: None,
             policy: TrapPolicy::Keep,

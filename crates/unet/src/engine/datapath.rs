@@ -2167,6 +2167,43 @@ mod tests {
         assert_eq!(port.counts().applet_drops, before.applet_drops + 1);
     }
 
+    /// The standard applet's tail push runs inline on the JIT: each message
+    /// after the channel's first (which takes the verdict, so that the
+    /// next `doTx` may defer) is recorded by the generated code and taken
+    /// by [`Io::take_tail`], none by the native. The JIT-against-interpreter
+    /// tests (`tests/tail_inline.rs`) cannot see this, since the form's
+    /// outcomes are the native's; without it a lending that stopped
+    /// (`Io::lend_tail`, `Engine::may_defer`) would pass them. On the
+    /// interpreter nothing is recorded inline, and the messages arrive
+    /// the same.
+    #[test]
+    fn the_standard_applets_tail_push_runs_inline_on_the_jit() {
+        let e = engine();
+        let std = Some(crate::applets::STANDARD);
+        let mut a = e.create_endpoint(Config::default(), std).unwrap();
+        let mut b = e.create_endpoint(Config::default(), std).unwrap();
+        let ab = a.open_channel(e.local(), b.id()).unwrap();
+        b.open_channel(e.local(), a.id()).unwrap();
+        let port = e.port(a.id()).unwrap();
+        let inline = || port.rx.lock().io.inline_tails;
+        a.send(ab, b"first").unwrap();
+        assert_eq!(b.recv().unwrap().to_vec(), b"first");
+        let before = inline();
+        for i in 0..10u8 {
+            a.send(ab, &[i; 40]).unwrap();
+            assert_eq!(b.recv().unwrap().to_vec(), [i; 40]);
+        }
+        assert_eq!(inline(), before + 10, "each tail push recorded inline");
+        e.with_applet(a.id(), |ap| ap.set_engine(jive::Engine::Interpreter))
+            .unwrap()
+            .unwrap();
+        for i in 0..10u8 {
+            a.send(ab, &[i; 40]).unwrap();
+            assert_eq!(b.recv().unwrap().to_vec(), [i; 40]);
+        }
+        assert_eq!(inline(), before + 10, "the interpreter calls the native");
+    }
+
     /// An endpoint with `TailPush` (`a`, in `mode` if one is given) and
     /// one with the standard applet (`b`), with a channel `ab` from `a` to
     /// `b` and one back.
