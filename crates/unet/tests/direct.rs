@@ -104,8 +104,6 @@ fn every_size_arrives_intact_without_a_descriptor() {
     assert_eq!(a.counts().tx_descriptors, n);
 }
 
-/// A message sent while descriptors wait in the transmit queue goes behind
-/// them: they are delivered first, in order, and it through the queue.
 /// With the standard applet on both endpoints, `send` and `send_with`
 /// hand every size class to `doTx` without a descriptor (before
 /// 2026-12-01 `send_with` pushed one, which the engine's pass over the
@@ -149,6 +147,8 @@ fn with_the_standard_applet_send_with_hands_every_size_to_dotx_without_a_descrip
     assert_eq!(cb.rx_delivered, n);
 }
 
+/// A message sent while descriptors wait in the transmit queue goes behind
+/// them: they are delivered first, in order, and it through the queue.
 #[test]
 fn a_message_waits_behind_queued_descriptors() {
     let e = engine();

@@ -730,8 +730,9 @@ impl Compiled {
         // the next are written here: the borrows of this one
         // (`Runtime::bind`), and of the context the heap's directory (which
         // moves when the heap grows or is collected, between invocations
-        // too) and the host's words. `result`, `trap` and the fuel left are
-        // written by the code before the host reads them.
+        // too) and the host's words. `trap` and the fuel left are written by
+        // the code before the host reads them (the method's value comes
+        // back in a register, `VALUE_OUT`).
         debug_assert_eq!(rec.ctx.statics, st.statics.as_mut_ptr());
         rec.ctx.dir = st.heap.directory().cast();
         rec.ctx.words = words;
