@@ -14,6 +14,18 @@
 //! traps on), the offset's sign, the array's range, a null array, the
 //! largest message (and a negative length), the frames and the bytes of
 //! the push budgets (after eager pushes in the same `doTx`).
+//!
+//! The same checks are aimed at channels where the push is eager and the
+//! inline form writes the frame itself (`jive::FrameWords`): one to an
+//! endpoint of another engine, one whose framing filter keeps no verdict,
+//! and one to a port that only captures frames, whose frames are compared
+//! byte for byte (header, lengths, IPv4 checksum, payload) between the
+//! two engines; with one more check of its own (the room left in the
+//! outbox, which a long message after short ones lacks), its own budget
+//! count, the room lent again after an eager native push in the same
+//! `doTx`, and a channel with a UDP checksum, for which no room is lent.
+//! Each was shown to fail with the check or the lending step left out
+//! (docs/benchmarks.md, wip-framed's section).
 
 mod message;
 
