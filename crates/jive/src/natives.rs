@@ -126,6 +126,10 @@ pub struct HostWords {
     /// and records: the channel it may defer on, the push budgets, the
     /// largest message, and the message it deferred.
     pub tail: TailWords,
+    /// Where the inline tail push writes its message as a frame instead
+    /// of deferring it ([`FrameWords`]): lent for an invocation whose push
+    /// on the lent channel is eager (none lent: it defers).
+    pub frame: FrameWords,
 }
 
 impl HostWords {
@@ -168,6 +172,7 @@ impl HostWords {
             keep: None,
         },
         tail: TailWords::NONE,
+        frame: FrameWords::NONE,
     };
 }
 
@@ -269,7 +274,9 @@ pub(crate) const AREA_LEN: usize =
 /// defer its message on it (the checks of the channel that the form does
 /// not make, open and not closed, made when it is lent, and holding for
 /// the invocation), and takes the recorded message (`array` not 0) when
-/// the invocation has returned. `frames` and `bytes` are the push budgets'
+/// the invocation has returned; or, with a frame's room
+/// ([`HostWords::frame`], [`FrameWords`]), for an invocation whose push on
+/// it writes a frame at once, and then takes the frame. `frames` and `bytes` are the push budgets'
 /// use, which the host's own pushes count too, so that the two kinds of
 /// push count alike; `max_*` are their limits and the largest message.
 /// Holds no address: generated code writes only these words, and the
@@ -363,6 +370,143 @@ pub(crate) const TAIL_OFF: usize =
     core::mem::offset_of!(HostWords, tail) + core::mem::offset_of!(TailWords, off);
 pub(crate) const TAIL_LEN: usize =
     core::mem::offset_of!(HostWords, tail) + core::mem::offset_of!(TailWords, len);
+
+/// The frame an eager inline tail push ([`InlineForm::TailPush`] with
+/// [`FrameWords`] lent) writes: a header of [`FRAME_HEADER`] bytes (an
+/// Ethernet, IPv4 and UDP header and unet's own, copied from the lent
+/// template), then the message. Three 16-bit big-endian fields are
+/// patched for the message's length `len`: the IPv4 total length at
+/// [`FRAME_IP_TOTAL_LEN`] (`len + FRAME_HEADER - FRAME_IP`, its low 16
+/// bits), the UDP length at [`FRAME_UDP_LEN`] (`len + FRAME_HEADER -
+/// FRAME_UDP`, its low 16 bits) and the IPv4 header checksum at
+/// [`FRAME_IP_CSUM`] (RFC 1624's eqn. 3 from the template's lent sum:
+/// `!fold(sum + total)`, `fold` adding the high 16 bits to the low ones
+/// twice). The one definition of the frame's shape for generated code:
+/// unet asserts that its `frame` module's constants are these.
+pub const FRAME_HEADER: usize = 54;
+/// Where the IPv4 header begins in a frame ([`FRAME_HEADER`]).
+pub const FRAME_IP: usize = 14;
+/// Where the IPv4 total length is in a frame ([`FRAME_HEADER`]).
+pub const FRAME_IP_TOTAL_LEN: usize = 16;
+/// Where the IPv4 header checksum is in a frame ([`FRAME_HEADER`]).
+pub const FRAME_IP_CSUM: usize = 24;
+/// Where the UDP header begins in a frame ([`FRAME_HEADER`]).
+pub const FRAME_UDP: usize = 34;
+/// Where the UDP length is in a frame ([`FRAME_HEADER`]).
+pub const FRAME_UDP_LEN: usize = 38;
+
+/// Where an eager inline tail push ([`InlineForm::TailPush`]) writes its
+/// message as a frame ([`FRAME_HEADER`]), part of [`HostWords`]: the
+/// first free byte of the host's outbox and how many bytes follow it, the
+/// channel's header template and its checksum sum, and the length of the
+/// frame written.
+///
+/// The host lends them ([`FrameWords::lend`]) with the channel the push
+/// may use ([`TailWords::chan`]) for an invocation whose push on it would
+/// write a frame at once (not defer it), and takes the frame back
+/// ([`FrameWords::take`]) when the invocation has returned: the push
+/// writes the frame's bytes and records its length, and the host makes
+/// it one of its outbox's frames. While none is lent (`at` 0) the form
+/// defers on the lent channel instead. The fields are private: `at` and
+/// `template` are addresses that only [`FrameWords::lend`], an `unsafe`
+/// method, sets. `#[repr(C)]`, so that generated code reaches each field
+/// at a fixed offset. Not `Clone`: lent addresses are their lender's
+/// alone.
+#[repr(C)]
+#[derive(Debug)]
+pub struct FrameWords {
+    /// The first byte the frame may take (0: none lent, the form defers).
+    at: usize,
+    /// The bytes writable from `at`, less [`FRAME_HEADER`]: the longest
+    /// message a frame there may carry.
+    room: u64,
+    /// The channel's header template, [`FRAME_HEADER`] bytes.
+    template: usize,
+    /// The template's checksum sum (`!csum + !total`, not folded, below
+    /// 2^17).
+    sum: u64,
+    /// The bytes of the frame written since the last take (0: none).
+    wrote: u64,
+}
+
+impl FrameWords {
+    /// Words that lend no frame: the inline tail push defers.
+    pub const NONE: FrameWords = FrameWords {
+        at: 0,
+        room: 0,
+        template: 0,
+        sum: 0,
+        wrote: 0,
+    };
+
+    /// Lends the inline tail push `room` bytes at `at` for one frame, made
+    /// from the header `template` whose checksum sum is `sum` (below
+    /// 2^17, as any two 16-bit words make), until [`FrameWords::take`].
+    /// A frame written since the last take is forgotten: take first.
+    /// Lends nothing if `at` is null or `room` is below [`FRAME_HEADER`].
+    ///
+    /// # Safety
+    ///
+    /// Until the next [`FrameWords::take`] (or `lend`), `at` is valid for
+    /// writes of `room` bytes and `template` for reads of
+    /// [`FRAME_HEADER`] bytes, and no Rust reference to either range is
+    /// used while an invocation runs that these words are lent to
+    /// (generated code writes the one and reads the other through raw
+    /// pointers meanwhile).
+    #[inline(always)]
+    pub unsafe fn lend(
+        &mut self,
+        at: *mut u8,
+        room: usize,
+        template: *const [u8; FRAME_HEADER],
+        sum: u32,
+    ) {
+        if at.is_null() || room < FRAME_HEADER {
+            self.at = 0;
+            return;
+        }
+        self.at = at as usize;
+        self.room = (room - FRAME_HEADER) as u64;
+        self.template = template as usize;
+        self.sum = u64::from(sum);
+        self.wrote = 0;
+    }
+
+    /// The length of the frame the inline tail push wrote since the last
+    /// lend or take (0: none), and nothing lent from now on.
+    #[inline(always)]
+    pub fn take(&mut self) -> usize {
+        self.at = 0;
+        let n = self.wrote as usize;
+        self.wrote = 0;
+        n
+    }
+
+    /// Whether a frame's room is lent.
+    #[inline(always)]
+    pub fn is_lent(&self) -> bool {
+        self.at != 0
+    }
+}
+
+impl Default for FrameWords {
+    fn default() -> FrameWords {
+        FrameWords::NONE
+    }
+}
+
+/// [`FrameWords`]' fields that generated code reads and writes, as
+/// offsets into [`HostWords`].
+pub(crate) const FRAME_AT: usize =
+    core::mem::offset_of!(HostWords, frame) + core::mem::offset_of!(FrameWords, at);
+pub(crate) const FRAME_ROOM: usize =
+    core::mem::offset_of!(HostWords, frame) + core::mem::offset_of!(FrameWords, room);
+pub(crate) const FRAME_TEMPLATE: usize =
+    core::mem::offset_of!(HostWords, frame) + core::mem::offset_of!(FrameWords, template);
+pub(crate) const FRAME_SUM: usize =
+    core::mem::offset_of!(HostWords, frame) + core::mem::offset_of!(FrameWords, sum);
+pub(crate) const FRAME_WROTE: usize =
+    core::mem::offset_of!(HostWords, frame) + core::mem::offset_of!(FrameWords, wrote);
 
 /// The size of a slot of a ring that [`InlineForm::PushBytes`] writes, in
 /// bytes: an 8-byte header, then up to [`RING_BYTES`] bytes.
@@ -769,6 +913,14 @@ pub enum InlineForm {
     /// to all ones); otherwise (nothing written) the native
     /// runs out of line, which makes its checks in its order and reports
     /// the first that fails. unet's `txPush#tail`.
+    ///
+    /// Where the host lends a frame's room with the channel
+    /// ([`FrameWords`]: a push that would not defer), the same checks,
+    /// then `len <=` the room after a header, and instead of the record it
+    /// writes the message as a frame ([`FRAME_HEADER`]: the lent header
+    /// template with its lengths and IPv4 checksum patched, then the
+    /// bytes) and records the frame's length in `w.frame`, which the host
+    /// takes back when the invocation has returned.
     TailPush,
 }
 

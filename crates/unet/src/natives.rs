@@ -148,7 +148,14 @@ pub trait NativeHost: 'static {
     /// lends must be one that [`NativeHost::transmit_tail`] would defer
     /// a message on, having checked it open, and the host must take the
     /// message the inline `txPush#tail` recorded ([`jive::TailWords::take`])
-    /// and send and count it as a deferred one. The default lends none, and
+    /// and send and count it as a deferred one; or, lent with a frame's
+    /// room (`frame`, [`jive::FrameWords`]), one that
+    /// [`NativeHost::transmit_tail`] would push a frame on at once (open,
+    /// and without a checksum, which the inline form does not write),
+    /// into room where [`NativeHost::transmit`] would write that frame,
+    /// lent again after each of its own frames, and the host must take
+    /// the frame written ([`jive::FrameWords::take`]) and make it its
+    /// next, counted as `transmit` counts one. The default lends none, and
     /// the inline forms then always take their rare path.
     fn words(&mut self) -> Option<&mut jive::HostWords> {
         None

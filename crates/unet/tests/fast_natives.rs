@@ -207,6 +207,7 @@ impl Counting {
                 // No channel lent: the inline tail push always calls the
                 // native (`tests/tail_inline.rs` tests it on the engine).
                 tail: jive::TailWords::default(),
+                frame: jive::FrameWords::default(),
             },
             lend: rng.random_bool(0.8),
             checks: 0,

@@ -14,6 +14,18 @@
 //! traps on), the offset's sign, the array's range, a null array, the
 //! largest message (and a negative length), the frames and the bytes of
 //! the push budgets (after eager pushes in the same `doTx`).
+//!
+//! The same checks are aimed at channels where the push is eager and the
+//! inline form writes the frame itself (`jive::FrameWords`): one to an
+//! endpoint of another engine, one whose framing filter keeps no verdict,
+//! and one to a port that only captures frames, whose frames are compared
+//! byte for byte (header, lengths, IPv4 checksum, payload) between the
+//! two engines; with one more check of its own (the room left in the
+//! outbox, which a long message after short ones lacks), its own budget
+//! count, the room lent again after an eager native push in the same
+//! `doTx`, and a channel with a UDP checksum, for which no room is lent.
+//! Each was shown to fail with the check or the lending step left out
+//! (docs/benchmarks.md, wip-framed's section).
 
 mod message;
 
@@ -21,8 +33,8 @@ use message::message;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::time::Duration;
-use unet::transport::LoopNet;
-use unet::{Budgets, Config, Endpoint, Engine};
+use unet::transport::{LoopNet, LoopPort, Transport};
+use unet::{Budgets, ChannelOptions, Config, Endpoint, Engine};
 
 /// The work units a native moving `len` bytes charges (the engine's
 /// `work_units`), for a negative `len` as the native's `cost` takes it.
@@ -122,6 +134,9 @@ fn args(rng: &mut StdRng, kind: usize, len: i32, chan: u16, other: u16, max: i32
 struct Outcome {
     sent: Vec<String>,
     received: Vec<Vec<Vec<u8>>>,
+    /// Every frame the sender's engine sent to the capturing port, whole
+    /// (header, lengths, checksum, payload).
+    frames: Vec<Vec<u8>>,
     counts: Vec<unet::PortCounts>,
     engines: Vec<unet::EngineCounts>,
 }
@@ -130,6 +145,11 @@ fn drain(ep: &mut Endpoint, into: &mut Vec<Vec<u8>>) {
     while let Some(m) = ep.recv_ref() {
         into.push(m.to_vec());
     }
+}
+
+fn capture(port: &mut LoopPort, into: &mut Vec<Vec<u8>>) {
+    port.recv(usize::MAX, &mut |f| into.push(f.to_vec()))
+        .unwrap();
 }
 
 fn engine_on(net: &LoopNet, addr: &str, budgets: Budgets) -> Engine {
@@ -175,6 +195,12 @@ fn stream(seed: u64, on_interpreter: bool) -> (Outcome, [usize; KINDS.len()]) {
     let mut b = e.create_endpoint(Config::default(), std).unwrap();
     let mut c = e.create_endpoint(Config::default(), None).unwrap();
     let mut far = r.create_endpoint(Config::default(), std).unwrap();
+    // The standard applet behind a framed channel (the framing filter
+    // keeps no verdict, so the tail push is eager and its frame is
+    // classified), and a port that only captures frames: the tail
+    // push's frames, whole, compared between the two engines.
+    let mut d = e.create_endpoint(Config::default(), std).unwrap();
+    let mut cap = net.attach("10.0.0.3:7000".parse().unwrap()).unwrap();
     if on_interpreter {
         e.with_applet(a.id(), |ap| ap.set_engine(jive::Engine::Interpreter))
             .unwrap()
@@ -184,14 +210,24 @@ fn stream(seed: u64, on_interpreter: bool) -> (Outcome, [usize; KINDS.len()]) {
     let ac = a.open_channel(e.local(), c.id()).unwrap();
     let aa = a.open_channel(e.local(), a.id()).unwrap();
     let af = a.open_channel(r.local(), far.id()).unwrap();
+    let ad = a.open_channel(e.local(), d.id()).unwrap();
+    a.install_filter(ad, "ip[2:2] = 1", 0).unwrap();
+    // A channel with a UDP checksum (no frame's room is lent for it: the
+    // inline form writes none), and one to the capturing port.
+    let ak = a
+        .open_channel_with(e.local(), c.id(), ChannelOptions { checksum: true })
+        .unwrap();
+    let ap = a.open_channel(cap.local(), far.id()).unwrap();
     b.open_channel(e.local(), a.id()).unwrap();
     c.open_channel(e.local(), a.id()).unwrap();
     far.open_channel(e.local(), a.id()).unwrap();
-    let chans = [ab, ab, ab, ab, ac, aa, af];
+    d.open_channel(e.local(), a.id()).unwrap();
+    let chans = [ab, ab, ab, ab, ac, aa, af, ad, ad, ak, ap, ap];
     let max = a.max_message() as i32;
     let mut out = Outcome {
         sent: Vec::new(),
-        received: vec![Vec::new(); 4],
+        received: vec![Vec::new(); 5],
+        frames: Vec::new(),
         counts: Vec::new(),
         engines: Vec::new(),
     };
@@ -233,6 +269,8 @@ fn stream(seed: u64, on_interpreter: bool) -> (Outcome, [usize; KINDS.len()]) {
             drain(&mut a, &mut out.received[2]);
             r.poll();
             drain(&mut far, &mut out.received[3]);
+            drain(&mut d, &mut out.received[4]);
+            capture(&mut cap, &mut out.frames);
         }
     }
     e.poll();
@@ -241,7 +279,9 @@ fn stream(seed: u64, on_interpreter: bool) -> (Outcome, [usize; KINDS.len()]) {
     drain(&mut c, &mut out.received[1]);
     drain(&mut a, &mut out.received[2]);
     drain(&mut far, &mut out.received[3]);
-    out.counts = vec![a.counts(), b.counts(), c.counts(), far.counts()];
+    drain(&mut d, &mut out.received[4]);
+    capture(&mut cap, &mut out.frames);
+    out.counts = vec![a.counts(), b.counts(), c.counts(), far.counts(), d.counts()];
     out.engines = vec![e.counts(), r.counts()];
     (out, aimed)
 }
@@ -264,13 +304,15 @@ fn the_inline_tail_push_checks_refuses_and_counts_as_the_native() {
     }
     let mut aimed = [0; KINDS.len()];
     let mut direct = 0;
+    let mut framed = 0;
+    let mut captured = 0;
     let mut traps = 0;
     for seed in 0..60 {
         let (jit, n) = stream(seed, false);
         let (int, _) = stream(seed, true);
         assert!(
             jit == int,
-            "seed {seed}: the JIT and the interpreter differ: sent {:?} / {:?}, counts {:?} / {:?}, engines {:?} / {:?}, messages received {:?} / {:?}",
+            "seed {seed}: the JIT and the interpreter differ: sent {:?} / {:?}, counts {:?} / {:?}, engines {:?} / {:?}, messages received {:?} / {:?}, frames captured {} / {} (the same: {})",
             jit.sent,
             int.sent,
             jit.counts,
@@ -279,7 +321,12 @@ fn the_inline_tail_push_checks_refuses_and_counts_as_the_native() {
             int.engines,
             jit.received.iter().map(Vec::len).collect::<Vec<_>>(),
             int.received.iter().map(Vec::len).collect::<Vec<_>>(),
+            jit.frames.len(),
+            int.frames.len(),
+            jit.frames == int.frames,
         );
+        framed += jit.received[4].len();
+        captured += jit.frames.len();
         for (t, k) in aimed.iter_mut().zip(n) {
             *t += k;
         }
@@ -291,6 +338,10 @@ fn the_inline_tail_push_checks_refuses_and_counts_as_the_native() {
         "every check aimed at: {aimed:?}"
     );
     assert!(direct > 300, "the streams deliver to the standard applet");
+    assert!(
+        framed > 150 && captured > 150,
+        "the streams send frames: {framed} classified, {captured} captured"
+    );
     assert!(traps > 300, "the streams trap: {traps}");
 }
 
@@ -298,7 +349,10 @@ fn the_inline_tail_push_checks_refuses_and_counts_as_the_native() {
 /// the tail site without a call: in the code of the push's bytecode (the
 /// last of `doTx` that calls), the way through the inline form ends with
 /// its record's last store (`w.tail.chan`'s high half set to all ones)
-/// and a jump over the native's call, and no call comes before that jump.
+/// and a jump over the native's call, and no call comes before that jump;
+/// and the eager way (a framed channel's) writes the frame and jumps
+/// before any call too. Built with the eager way not emitted (a jump to
+/// the native's call in its place), the second half failed.
 /// Without the inline form bound (`unet::natives::bind` minus
 /// `txPush#tail`'s), the code of that bytecode begins its way with the
 /// call; the test was run so and failed. (x86-64: the listing is its
@@ -358,5 +412,35 @@ fn the_standard_applets_tail_push_makes_no_call() {
             .iter()
             .any(|(m, o)| m == "mov" && o.starts_with("dword ptr [") && o.ends_with(",0FFFFFFFFh")),
         "the inline form's record ends before its jump: {push:?}"
+    );
+    // The eager way (a frame's room lent, as for a framed channel), after
+    // the deferring way's jump: the header's 16-byte moves, the three
+    // 16-bit length stores and the message's copy, ending in a jump to
+    // the push's end, all before any call (the first call past them is
+    // `rt_copy`'s, for a message past `jive::COPY_INLINE_MAX`, or the
+    // native's).
+    let eager = &push[jump + 1..];
+    let call = eager
+        .iter()
+        .position(|(m, _)| m == "call")
+        .unwrap_or(eager.len());
+    let way = &eager[..call];
+    let moves = way.iter().filter(|(m, _)| m == "movdqu").count();
+    let word_regs = [
+        "ax", "bx", "cx", "dx", "si", "di", "bp", "r8w", "r9w", "r10w", "r11w", "r12w", "r13w",
+        "r14w", "r15w",
+    ];
+    let lengths = way
+        .iter()
+        .filter(|(m, o)| {
+            m == "mov"
+                && (o.starts_with("word ptr [")
+                    || (o.starts_with('[')
+                        && o.rsplit(',').next().is_some_and(|r| word_regs.contains(&r))))
+        })
+        .count();
+    assert!(
+        moves >= 8 && lengths == 3 && way.iter().any(|(m, _)| m == "jmp"),
+        "the eager push writes its frame and jumps before a call: {moves} moves, {lengths} lengths, in {way:?}"
     );
 }

@@ -2815,6 +2815,11 @@ impl<'p> Compiler<'p> {
         self.f.add(t, t, ix(rl));
         self.f.ld(u, words, W_TAIL_MAX_BYTES);
         self.f.bgt(t, u, rare);
+        // A frame's room lent (`FrameWords`): the push is eager, and writes
+        // its frame (`inline_frame`) instead of recording the message.
+        let eager = self.f.genlabel();
+        self.f.ld(t, words, W_FRAME_AT);
+        self.f.bne(t, 0, eager);
         // The budget last, so that its count stays in a register for its
         // store: the units a native moving `len` bytes charges, one and
         // one per 4 KiB.
@@ -2837,8 +2842,132 @@ impl<'p> Compiler<'p> {
         self.f.st(ra, words, W_TAIL_ARRAY);
         self.f.st_imm32(words, W_TAIL_CHAN as i32 + 4, -1);
         self.f.jmp(done);
+        self.f.label(eager);
+        self.inline_frame(first, words, rl, rare, done);
         self.f.label(rare);
         done
+    }
+
+    /// The eager end of [`InlineForm::TailPush`] (`inline_tail`), reached
+    /// with every check of the deferring form passed and nothing written,
+    /// where the host lent a frame's room ([`crate::FrameWords`]): with
+    /// `w` the words (in `words`) and `len` in `rl`, if `len <=
+    /// w.frame.room` (the room after a header) and the budget's count
+    /// stays below its bound, it counts the units, the frame and the bytes
+    /// as the deferring form does, records the frame's length
+    /// (`w.frame.wrote`), lends no channel from then on, and writes the
+    /// frame at `w.frame.at`: the template's [`crate::FRAME_HEADER`]
+    /// bytes, the three length fields patched as unet's
+    /// `frame::patch_lengths_from` patches them (big-endian; the IPv4
+    /// checksum by RFC 1624 from the template's sum), then the message
+    /// (`copy_down` up to `COPY_INLINE_MAX` bytes, `rt_copy` past it).
+    /// Then it jumps to `done`. If either check fails it goes to `rare`
+    /// having written nothing. Uses X, Y, Z and W; the arguments are only
+    /// read.
+    fn inline_frame(&mut self, first: usize, words: Reg<P>, rl: R, rare: Label, done: Label) {
+        use crate::natives::{
+            FRAME_HEADER, FRAME_IP, FRAME_IP_CSUM, FRAME_IP_TOTAL_LEN, FRAME_UDP, FRAME_UDP_LEN,
+        };
+        use vcode::U;
+        use vcode::ext::{Bswap, Exit};
+        let (x, y, z, w) = (self.regs.x, self.regs.y, self.regs.z, self.regs.w);
+        let (arr, off, len) = (
+            self.stack[first],
+            self.stack[first + 1],
+            self.stack[first + 3],
+        );
+        // The room: `len` is below 2^31 here (the largest message's check).
+        let room = Reg::<UL>::phys(y);
+        self.f.ld(room, words, W_FRAME_ROOM);
+        self.f.bgt(ix(rl), room, rare);
+        let count = Reg::<UL>::phys(y);
+        self.units_after(count, Reg::<UL>::phys(x), rl, words, rare);
+        // Every check passed: the counts, the frame's length, and no
+        // channel lent from here on. The host reads them once the
+        // invocation has returned, so their order with the frame's bytes
+        // is free.
+        self.f.add_mem_reg(true, words, W_TAIL_BYTES as i32, ix(rl));
+        self.f.add_mem_imm(true, words, W_TAIL_FRAMES as i32, 1);
+        self.f.st(count, words, W_WORK);
+        let t = Reg::<UL>::phys(x);
+        self.f.add(t, ix(rl), FRAME_HEADER as i64);
+        self.f.st(t, words, W_FRAME_WROTE);
+        self.f.st_imm32(words, W_TAIL_CHAN as i32 + 4, -1);
+        // The header: the template's bytes (three moves of 16 and one of
+        // 16 overlapping the third, 54 bytes), into the frame at Z (the
+        // words are not needed after these loads).
+        let sum = Reg::<UL>::phys(y);
+        self.f.ld(sum, words, W_FRAME_SUM);
+        let tpl = p(x);
+        self.f.ld(tpl, words, W_FRAME_TEMPLATE);
+        let dst = p(z);
+        self.f.ld(dst, words, W_FRAME_AT);
+        const _: () = assert!(FRAME_HEADER > 32 && FRAME_HEADER <= 64);
+        for at in [0, 16, 32, FRAME_HEADER as i32 - 16] {
+            self.f.move16(dst, at, tpl, at, None);
+        }
+        // The lengths, as `patch_lengths_from`: the IPv4 total length's
+        // low 16 bits, the checksum `!fold(sum + total)` (the sum is below
+        // 2^17, so 64 bits never carry out and two folds make 16 bits),
+        // the UDP length's low 16 bits; each stored big-endian.
+        let tot = Reg::<U>::phys(x);
+        self.f.add(
+            tot,
+            Reg::<U>::phys(rl.num()),
+            Operand::Imm((FRAME_HEADER - FRAME_IP) as i64),
+        );
+        self.f.and(tot, tot, Operand::Imm(0xffff));
+        self.f.add(sum, sum, Reg::<UL>::phys(x));
+        self.f.bswap16(tot, tot);
+        self.f.sts(tot, dst, FRAME_IP_TOTAL_LEN as i64);
+        let t = Reg::<UL>::phys(x);
+        for _ in 0..2 {
+            self.f.rsh(t, sum, 16);
+            self.f.and(sum, sum, 0xffff);
+            self.f.add(sum, sum, t);
+        }
+        self.f.com(sum, sum);
+        self.f.bswap16(sum, sum);
+        self.f.sts(sum, dst, FRAME_IP_CSUM as i64);
+        let udp = Reg::<U>::phys(x);
+        self.f.add(
+            udp,
+            Reg::<U>::phys(rl.num()),
+            Operand::Imm((FRAME_HEADER - FRAME_UDP) as i64),
+        );
+        self.f.bswap16(udp, udp);
+        self.f.sts(udp, dst, FRAME_UDP_LEN as i64);
+        // The message: the array's bytes at `off` (X) after the header.
+        let ra = self.reg_of(arr, x);
+        let dir = self.ld_base(y, Base::Dir);
+        let src = Reg::<UL>::phys(x);
+        self.f.ldx(src, Ty::P, dir, ix(ra), 8, DIR_DATA);
+        match off {
+            Val::Const(0) => {}
+            Val::Const(c) if c > 0 => self.f.add(src, src, i64::from(c)),
+            off => {
+                let ro = self.reg_of(off, y);
+                self.f.add(src, src, ix(ro));
+            }
+        }
+        let rl = self.reg_of(len, w);
+        let n = Reg::<UL>::phys(w);
+        if rl.num() != w {
+            self.f.mov(n, Reg::<UL>::phys(rl.num()));
+        }
+        let long = self.f.genlabel();
+        self.f.bgt(n, COPY_INLINE_MAX as i64, long);
+        self.copy_down(p(x), dst, FRAME_HEADER as i32, n, Reg::<UL>::phys(y), done);
+        self.f.jmp(done);
+        self.f.label(long);
+        self.f.add(dst, dst, FRAME_HEADER as i64);
+        let below = self.stack.len();
+        self.runtime(
+            rt_copy as *const () as usize,
+            &[Arg::Reg(dst.any()), Arg::Reg(p(x).any()), Arg::Reg(n.any())],
+            below,
+        );
+        self.f.jmp(done);
     }
 
     pub(super) fn new_array(&mut self, prim: Prim) {

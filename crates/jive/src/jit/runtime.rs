@@ -140,6 +140,12 @@ pub(super) const W_TAIL_MAX_MESSAGE: i64 = crate::natives::TAIL_MAX_MESSAGE as i
 pub(super) const W_TAIL_ARRAY: i64 = crate::natives::TAIL_ARRAY as i64;
 pub(super) const W_TAIL_OFF: i64 = crate::natives::TAIL_OFF as i64;
 pub(super) const W_TAIL_LEN: i64 = crate::natives::TAIL_LEN as i64;
+/// [`crate::FrameWords`]' fields, for the eager inline tail push.
+pub(super) const W_FRAME_AT: i64 = crate::natives::FRAME_AT as i64;
+pub(super) const W_FRAME_ROOM: i64 = crate::natives::FRAME_ROOM as i64;
+pub(super) const W_FRAME_TEMPLATE: i64 = crate::natives::FRAME_TEMPLATE as i64;
+pub(super) const W_FRAME_SUM: i64 = crate::natives::FRAME_SUM as i64;
+pub(super) const W_FRAME_WROTE: i64 = crate::natives::FRAME_WROTE as i64;
 
 /// How to find a host value's [`HostWords`] for fast form `F`
 /// ([`words_entry`]): `checked` tests the value's type first; `typed` is for

@@ -94,6 +94,8 @@ impl Invocation {
                     max_message: u64::from(max_message).min(i32::MAX as u64),
                     ..jive::TailWords::NONE
                 },
+                // No frame's room lent ([`Io::lend_frame`]).
+                frame: jive::FrameWords::NONE,
             },
             cpu_start: None,
             overran: false,
@@ -633,6 +635,86 @@ impl Io {
         }
     }
 
+    /// Lends the inline tail push ([`jive::InlineForm::TailPush`]) channel
+    /// `chan` for the invocation about to run, with the receive side's
+    /// outbox's free bytes for its frame ([`jive::FrameWords`]), where its
+    /// push would write a frame at once ([`applet_tx`] outside the
+    /// deferring window): only if `chan` is an open channel of this
+    /// endpoint, not closed, and without a UDP checksum (the form writes
+    /// none), the checks of [`Framer::push_message`] the form does not
+    /// make. The channels change only under this side's lock, which the
+    /// invocation holds, so the checks hold until [`Io::take_frame`]; a
+    /// native push in the invocation lends the room again after its own
+    /// frame ([`Io::transmit`]). Lends nothing, not even the channel,
+    /// while the outbox has no room for a header (a cold one: the push's
+    /// native grows it).
+    #[inline(always)]
+    pub(super) fn lend_frame(&mut self, chan: u16) {
+        let Some(Some(c)) = self.framer.channels.get(usize::from(chan)) else {
+            return;
+        };
+        if c.closed || c.checksum {
+            return;
+        }
+        let (template, sum) = (&c.template as *const [u8; HEADER_LEN], c.length_sum);
+        let (at, room) = self.framer.out.free_room();
+        // SAFETY: `at` is the outbox's free bytes, `room` of them
+        // (`Outbox::free_room`), valid until its vector grows, is dropped
+        // or changes places, none of which happens before
+        // [`Io::take_frame`] but in a native's push ([`Io::transmit`]),
+        // which lends again after it (no other native writes the outbox,
+        // and the invocation holds this side, so nothing else reaches it);
+        // no reference to those bytes is used while the invocation runs
+        // but the push's own, before it lends them again. `template` is
+        // the channel's header, `HEADER_LEN` (`jive::FRAME_HEADER`) bytes,
+        // valid and unchanged while the channels are (under this side's
+        // lock, held), only ever read.
+        unsafe { self.inv.words.frame.lend(at, room, template, sum) };
+        // The channel only with a frame's room: a channel lent without one
+        // is a deferring one, whose message only `take_tail` would send.
+        let w = &mut self.inv.words;
+        w.tail.chan = if w.frame.is_lent() {
+            u64::from(chan)
+        } else {
+            jive::TailWords::NO_CHANNEL
+        };
+    }
+
+    /// Ends the lending of [`Io::lend_frame`] (of channel `chan`): the
+    /// frame the inline tail push wrote, if it did, checked and counted
+    /// against the budgets at the call, becomes the outbox's next frame
+    /// and is counted now in `tx_frames` (as [`Framer::push_message`]
+    /// counts it at the call: no one can look between the two, since the
+    /// call is at a tail site and the engine holds the applet), and no
+    /// channel or room lent.
+    #[inline(always)]
+    pub(super) fn take_frame(&mut self, chan: u16) {
+        let w = &mut self.inv.words;
+        w.tail.chan = jive::TailWords::NO_CHANNEL;
+        let n = w.frame.take();
+        if n != 0 {
+            self.framer.out.commit(n, sent_on(self.framer.id, chan));
+            bump_shared(&self.stats.tx_frames);
+        }
+    }
+
+    /// Lends the outbox's free bytes again after a native's push wrote a
+    /// frame there ([`Io::transmit`]), for the channel lent
+    /// ([`Io::lend_frame`]; the inline push has not run, or it would have
+    /// lent none, and the invocation ends at it).
+    #[cold]
+    #[inline(never)]
+    fn lend_frame_again(&mut self) {
+        let w = &mut self.inv.words;
+        let chan = w.tail.chan;
+        debug_assert!(chan <= 0xffff, "a frame's room is lent with its channel");
+        // Nothing lent until lent again (the channel is checked again).
+        let wrote = w.frame.take();
+        debug_assert_eq!(wrote, 0, "no frame written before the tail push");
+        w.tail.chan = jive::TailWords::NO_CHANNEL;
+        self.lend_frame(chan as u16);
+    }
+
     /// Ends the lending of [`Io::lend_tail`] (of channel `chan`): the
     /// message the inline tail push deferred, if it did, checked and
     /// counted against the budgets at the call, counted now in
@@ -792,7 +874,13 @@ impl NativeHost for Io {
     #[inline(always)]
     fn transmit(&mut self, chan: u16, payload: &[i8]) -> Result<(), HostError> {
         self.admit(payload.len())?;
-        self.framer.push_message(chan, payload)
+        self.framer.push_message(chan, payload)?;
+        // The frame went where a frame's room lent to the inline tail push
+        // begins (and the outbox may have grown): lend it again after.
+        if self.inv.words.frame.is_lent() {
+            self.lend_frame_again();
+        }
+        Ok(())
     }
 
     /// [`Io::transmit`] at a tail site: while [`Io::defer`] allows it,
@@ -1213,12 +1301,22 @@ pub(super) fn applet_tx_inlined(
     // after (`Io::take_tail`): at most one of the two defers, since an
     // invocation runs at most one tail site and each lends nothing more
     // once it has deferred.
+    //
+    // Outside that window the push is eager, and the channel is lent with
+    // the outbox's free bytes (`Io::lend_frame`): the inline tail push
+    // writes its frame there, and the frame joins the outbox here
+    // (`Io::take_frame`), before anything else reads it.
     let may = rx.io.framer.out.is_empty() && engine.may_defer(tx, d.chan, me);
     if may {
         rx.io.defer = true;
         rx.io.lend_tail(d.chan);
+    } else {
+        rx.io.lend_frame(d.chan);
     }
     let mut r = invoke(rx, port, |l| (&mut l.applet, &mut l.do_tx), args, timed);
+    if !may {
+        rx.io.take_frame(d.chan);
+    }
     if may {
         rx.io.defer = false;
         // The inline form's first: on the JIT, the common one.

@@ -641,6 +641,35 @@ impl Outbox {
         buf
     }
 
+    /// The outbox's free bytes after its last frame, where the next frame
+    /// goes: their address and how many there are (0 while the vector is
+    /// not longer than the frames), for the eager inline tail push
+    /// ([`Io::lend_frame`]). The address is `bytes`' own (`as_mut_ptr`,
+    /// which makes no reference to the bytes), valid until `bytes` grows,
+    /// is dropped or changes places with another outbox's.
+    #[inline(always)]
+    fn free_room(&mut self) -> (*mut u8, usize) {
+        let room = self.bytes.len().saturating_sub(self.used);
+        // `used <= len` always (`push_frame` grows first), so the address is
+        // inside the vector's memory or one past its end (where `room` is 0).
+        (self.bytes.as_mut_ptr().wrapping_add(self.used), room)
+    }
+
+    /// Makes the `len` bytes after the last frame, written in place (by the
+    /// eager inline tail push, at [`Outbox::free_room`]'s address), the
+    /// outbox's next frame, with channel tag `chan`: what
+    /// [`Outbox::push_frame`] records for a frame it lends out.
+    #[inline(always)]
+    fn commit(&mut self, len: usize, chan: u64) {
+        debug_assert!(
+            self.used + len <= self.bytes.len(),
+            "a frame written in the room"
+        );
+        let start = self.used;
+        self.used = start + len;
+        self.frames.push((start, len, NO_TAIL, chan));
+    }
+
     /// Exchanges the frames of `self`, which holds no tail (the receive
     /// side's outbox, into which `txPush` writes whole frames alone), and
     /// `other`: their bytes and records change places, the tails stay.
@@ -919,6 +948,18 @@ impl Framer {
             .map_err(|e| HostError::Transport(e.to_string()))
     }
 }
+
+// The frame the eager inline tail push writes is `write_message`'s: the
+// header's length and the fields `frame::patch_lengths_from` patches are
+// where jive's generated code patches them (`jive::FRAME_HEADER`).
+const _: () = assert!(
+    HEADER_LEN == jive::FRAME_HEADER
+        && frame::IP == jive::FRAME_IP
+        && frame::IP_TOTAL_LEN == jive::FRAME_IP_TOTAL_LEN
+        && frame::IP_CSUM == jive::FRAME_IP_CSUM
+        && frame::UDP == jive::FRAME_UDP
+        && frame::UDP_LEN == jive::FRAME_UDP_LEN
+);
 
 /// The checks of an applet's message of `len` bytes on `chan`, in their
 /// order: the channel open in `channels`, not closed, and the message no
