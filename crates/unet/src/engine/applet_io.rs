@@ -684,8 +684,10 @@ impl Io {
     /// frame the inline tail push wrote, if it did, checked and counted
     /// against the budgets at the call, becomes the outbox's next frame
     /// and is counted now in `tx_frames` (as [`Framer::push_message`]
-    /// counts it at the call: no one can look between the two, since the
-    /// call is at a tail site and the engine holds the applet), and no
+    /// counts it at the call: nothing is sent or delivered between the
+    /// two, since the call is at a tail site and the engine holds the
+    /// applet, so the count is never behind a delivery; a thread reading
+    /// the counters during `doTx` may see it a moment later), and no
     /// channel or room lent.
     #[inline(always)]
     pub(super) fn take_frame(&mut self, chan: u16) {
