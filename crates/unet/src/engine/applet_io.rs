@@ -297,7 +297,7 @@ impl Io {
     /// The free-queue entries its inline `getFreeBuffer` took become
     /// taken, as the native's are, and none stays lent (one test when
     /// the native was not called). `_begun`: what [`Io::begin`] returned.
-    #[inline]
+    #[inline(always)]
     pub(super) fn end(&mut self, _begun: Lent) {
         if self.ring_lent {
             self.take_rx();
