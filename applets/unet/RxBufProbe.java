@@ -2,8 +2,8 @@
 // see of RxBuf, the array the engine fills with each arriving message
 // (crates/unet/tests/rxbuf.rs). The engine's contract with doRx: RxBuf is
 // one array, of the endpoint's largest message, made when the applet is
-// installed (or again, larger, if the applet stored null or a shorter
-// array); each message is copied to its start, RxBuf[0..length); the bytes
+// installed (or again, of the message's length, where the applet stored
+// null or an array shorter than the message); each message is copied to its start, RxBuf[0..length); the bytes
 // past the message keep what earlier messages and the applet left there;
 // and the array keeps the message after doRx returns, for the applet's
 // later invocations. A receive that lent doRx the message's bytes in place

@@ -11,7 +11,8 @@
 //! sender's buffer area) would show the applet an array of the message's
 //! length, without what the applet left past it, and gone after the
 //! invocation. Checked on the JIT and on the interpreter, with the message
-//! in a frame and without one.
+//! in a frame and without one, run on the sender's thread and from the
+//! inbox by another thread.
 
 use unet::layout::TxDesc;
 use unet::transport::LoopNet;
@@ -43,10 +44,23 @@ fn recorded(e: &Engine, b: &Endpoint) -> (i32, i32, i32, i32) {
 }
 
 /// Sends `msg` from `a` to `b` and runs `b`'s side of the engine, which
-/// runs the probe's `doRx` on it.
-fn deliver(a: &mut Endpoint, ab: u16, b: &mut Endpoint, msg: &[u8]) {
+/// runs the probe's `doRx` on it: on this thread, or (`elsewhere`) on
+/// another, which claims `b` first, so that the message waits in `b`'s
+/// inbox and `doRx` runs when that thread drains it.
+fn deliver(a: &mut Endpoint, ab: u16, b: &mut Endpoint, msg: &[u8], elsewhere: bool) {
+    if elsewhere {
+        std::thread::scope(|s| {
+            s.spawn(|| b.poll_engine());
+        });
+    }
     a.send(ab, msg).unwrap();
-    b.poll_engine();
+    if elsewhere {
+        std::thread::scope(|s| {
+            s.spawn(|| b.poll_engine());
+        });
+    } else {
+        b.poll_engine();
+    }
 }
 
 #[test]
@@ -57,8 +71,8 @@ fn do_rx_sees_one_array_of_the_largest_message_that_keeps_what_it_held() {
         &[jive::Engine::Interpreter]
     };
     for &on in engines {
-        for framed in [false, true] {
-            let what = format!("{on:?}, framed {framed}");
+        for (framed, elsewhere) in [(false, false), (true, false), (false, true), (true, true)] {
+            let what = format!("{on:?}, framed {framed}, drained by another thread {elsewhere}");
             let e = engine();
             let mut a = e.create_endpoint(Config::default(), None).unwrap();
             let mut b = e
@@ -80,13 +94,13 @@ fn do_rx_sees_one_array_of_the_largest_message_that_keeps_what_it_held() {
             // The first message: the array of the largest message, its
             // initial zeros past the message.
             let m1 = message(1, 40);
-            deliver(&mut a, ab, &mut b, &m1);
+            deliver(&mut a, ab, &mut b, &m1, elsewhere);
             assert_eq!(recorded(&e, &b), (largest as i32, 0, 0, 0), "{what}: first");
 
             // A shorter one: the same array, the first message's bytes past
             // it, and what the last doRx wrote at the array's end.
             let m2 = message(2, 10);
-            deliver(&mut a, ab, &mut b, &m2);
+            deliver(&mut a, ab, &mut b, &m2, elsewhere);
             assert_eq!(
                 recorded(&e, &b),
                 (largest as i32, i32::from(m1[10] as i8), 1, 40),
@@ -110,7 +124,7 @@ fn do_rx_sees_one_array_of_the_largest_message_that_keeps_what_it_held() {
             // A message as long as the array: nothing past it, and its last
             // byte over what the last doRx wrote there.
             let m3 = message(3, largest);
-            deliver(&mut a, ab, &mut b, &m3);
+            deliver(&mut a, ab, &mut b, &m3, elsewhere);
             assert_eq!(
                 recorded(&e, &b),
                 (largest as i32, -1, 1, i32::from(m3[largest - 1] as i8)),
