@@ -213,6 +213,9 @@ fn example_purpose(name: &str) -> &'static str {
         "TailChecks" => {
             "the inline tail push's tests' probe: doTx's tail push with the array, offset, channel and length the host sets"
         }
+        "RxBufProbe" => {
+            "RxBuf's contract tests' probe: doRx records what it sees of RxBuf; doTx sends what the last doRx kept"
+        }
         _ => "",
     }
 }

@@ -401,24 +401,52 @@ impl Heap {
     /// `boolean[]` too).
     #[inline(always)]
     pub fn bytes_viewed(&mut self, view: &mut BytesView, handle: i32) -> Option<&mut [i8]> {
-        if view.generation == self.generation && view.handle == handle {
-            // SAFETY: `view` was filled by `bytes_fill` of this heap (no
-            // other heap, and no earlier state of this one, has had this
-            // generation: `next_generation`) from the `Object::Bytes` at
-            // `handle`'s slot, and no slot has been
-            // freed since (a free draws a new generation). Nothing else
-            // replaces an object or moves its elements: mutable access
-            // outside this module is element access (`ObjectMut`, slices),
-            // and an allocation fills a free slot or a new one. So the
-            // vector filled from is still in that slot with its buffer at
-            // `data` and `len` elements (moving the `Heap` moves no
-            // buffer). The slice borrows `self` mutably, as `get_mut`'s
-            // would: it is the one reference to those elements.
-            return Some(unsafe {
-                core::slice::from_raw_parts_mut(view.data as *mut i8, view.len)
-            });
+        if self.bytes_view_current(view, handle) {
+            // SAFETY: `bytes_view_current` said the view is current.
+            return Some(unsafe { self.bytes_of_view(view) });
         }
         self.bytes_fill(view, handle)
+    }
+
+    /// [`Heap::bytes_viewed`] where `view` is current, without the
+    /// look-up: `None` where it is not (then `bytes_viewed` looks the
+    /// handle up), so that a caller that takes the look-up out of line
+    /// tests only the two compares on its common way, not the `Option`
+    /// of a call's result.
+    #[inline(always)]
+    pub fn bytes_if_viewed(&mut self, view: &BytesView, handle: i32) -> Option<&mut [i8]> {
+        if self.bytes_view_current(view, handle) {
+            // SAFETY: `bytes_view_current` said the view is current.
+            return Some(unsafe { self.bytes_of_view(view) });
+        }
+        None
+    }
+
+    /// Whether `view` was filled by this heap in its current generation
+    /// for `handle` (see [`Heap::bytes_of_view`]).
+    #[inline(always)]
+    fn bytes_view_current(&self, view: &BytesView, handle: i32) -> bool {
+        view.generation == self.generation && view.handle == handle
+    }
+
+    /// The elements `view` names, borrowed from this heap mutably.
+    ///
+    /// # Safety
+    /// [`Heap::bytes_view_current`] said `view` is current for this heap.
+    #[inline(always)]
+    unsafe fn bytes_of_view(&mut self, view: &BytesView) -> &mut [i8] {
+        // SAFETY: `view` was filled by `bytes_fill` of this heap (no
+        // other heap, and no earlier state of this one, has had this
+        // generation: `next_generation`) from the `Object::Bytes` at
+        // the handle's slot, and no slot has been freed since (a free
+        // draws a new generation). Nothing else replaces an object or
+        // moves its elements: mutable access outside this module is
+        // element access (`ObjectMut`, slices), and an allocation fills
+        // a free slot or a new one. So the vector filled from is still in
+        // that slot with its buffer at `data` and `len` elements (moving
+        // the `Heap` moves no buffer). The slice borrows `self` mutably,
+        // as `get_mut`'s would: it is the one reference to those elements.
+        unsafe { core::slice::from_raw_parts_mut(view.data as *mut i8, view.len) }
     }
 
     /// [`Heap::bytes_viewed`] on a miss: the look-up, and `view` filled

@@ -1218,6 +1218,18 @@ impl Applet {
         self.heap.bytes_viewed(&mut field.view, h)
     }
 
+    /// [`Applet::static_bytes_mut`] where `field`'s view of the array is
+    /// current, without the heap's look-up: `None` where it is not (the
+    /// field holds another handle or null, or the heap freed an object
+    /// since), for a host that then calls [`Applet::static_bytes_mut`]
+    /// out of line. The common way is the two compares alone, with no
+    /// test of a look-up's `Option` after them.
+    #[inline(always)]
+    pub fn static_bytes_if_viewed(&mut self, field: &StaticBytes) -> Option<&mut [i8]> {
+        let h = *self.statics.get(field.slot)?;
+        self.heap.bytes_if_viewed(&field.view, h)
+    }
+
     fn static_slot(
         &self,
         name: &str,

@@ -145,3 +145,51 @@ fn a_view_of_another_applet_misses() {
         assert_eq!(first(&mut b), 43);
     }
 }
+
+/// The view alone (`Applet::static_bytes_if_viewed`, the host's common way
+/// before it looks the array up out of line): the array only while the
+/// view is current, `None` before it is filled, once the field holds null
+/// or another array, once a collection freed the array (a new one under
+/// the same handle), and on another applet.
+#[test]
+fn the_view_alone_finds_only_the_array_it_was_filled_for() {
+    for engine in engines() {
+        let (Some(mut a), Some(mut b)) = (load(engine), load(engine)) else {
+            return;
+        };
+        let mut f = a.static_bytes_field("RxBuf").unwrap();
+        assert!(
+            a.static_bytes_if_viewed(&f).is_none(),
+            "{engine:?}: not filled"
+        );
+        let filled = a.static_bytes_mut(&mut f).map(|b| b.as_ptr());
+        let viewed = a.static_bytes_if_viewed(&f).expect("filled");
+        assert_eq!(Some(viewed.as_ptr()), filled, "{engine:?}");
+        viewed[0] = 21;
+        assert_eq!(first(&mut a), 21, "{engine:?}");
+        assert!(
+            b.static_bytes_if_viewed(&f).is_none(),
+            "{engine:?}: b's heap"
+        );
+        // Null, then another array, with nothing freed.
+        a.invoke("rxNullKept", &[]).unwrap();
+        assert!(a.static_bytes_if_viewed(&f).is_none(), "{engine:?}: null");
+        a.invoke("rxNew", &[6, 5]).unwrap();
+        assert!(
+            a.static_bytes_if_viewed(&f).is_none(),
+            "{engine:?}: another"
+        );
+        assert_eq!(a.static_bytes_mut(&mut f).map(|b| b.len()), Some(6));
+        assert_eq!(a.static_bytes_if_viewed(&f).map(|b| b.len()), Some(6));
+        // The array freed and a new one under its handle (on `b`, whose
+        // field's array is the first it made).
+        let mut g = b.static_bytes_field("RxBuf").unwrap();
+        assert_eq!(b.static_bytes_mut(&mut g).map(|b| b.len()), Some(4));
+        let old = rxbuf_handle(&b);
+        b.invoke("rxNullFreed", &[]).unwrap();
+        b.invoke("rxNew", &[16, 3]).unwrap();
+        assert_eq!(rxbuf_handle(&b), old, "{engine:?}: the slot taken again");
+        assert!(b.static_bytes_if_viewed(&g).is_none(), "{engine:?}: freed");
+        assert_eq!(b.static_bytes_mut(&mut g).map(|b| b.len()), Some(16));
+    }
+}

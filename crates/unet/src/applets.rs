@@ -96,6 +96,14 @@ pub const TAIL_PUSH: &[u8] =
 pub const TAIL_CHECKS: &[u8] =
     include_bytes!(concat!(env!("OUT_DIR"), "/unet-applets/TailChecks.class"));
 
+/// `RxBufProbe`: not an experiment of the paper but the probe of `RxBuf`'s
+/// contract with `doRx` (`tests/rxbuf.rs`): `doRx` records the array's
+/// length, the byte past the message, whether it is the array the last
+/// `doRx` kept and what that one wrote at its end; `doTx` sends the first
+/// bytes of the array the last `doRx` kept.
+pub const RXBUF_PROBE: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/unet-applets/RxBufProbe.class"));
+
 /// Every applet by its class name.
 pub const ALL: &[(&str, &[u8])] = &[
     ("StandardUnet", STANDARD),
@@ -110,6 +118,7 @@ pub const ALL: &[(&str, &[u8])] = &[
     ("VoidMethods", VOID_METHODS),
     ("TailPush", TAIL_PUSH),
     ("TailChecks", TAIL_CHECKS),
+    ("RxBufProbe", RXBUF_PROBE),
 ];
 
 /// The class file of the applet named `name` (its class name, e.g.

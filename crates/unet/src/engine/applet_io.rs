@@ -304,7 +304,7 @@ impl Io {
     /// The free-queue entries its inline `getFreeBuffer` took become
     /// taken, as the native's are, and none stays lent (one test when
     /// the native was not called). `_begun`: what [`Io::begin`] returned.
-    #[inline]
+    #[inline(always)]
     pub(super) fn end(&mut self, _begun: Lent) {
         if self.ring_lent {
             self.take_rx();
@@ -930,8 +930,27 @@ impl NativeHost for Io {
 /// framed receive's register allocation made `dorx` 8 instructions longer),
 /// with no copy of the `Payload` itself. Always inlined into the receive
 /// path, as `invoke` is, so that the call saves no registers of its own.
+///
+/// The array is found through the field's view where it is current
+/// ([`jive::Applet::static_bytes_if_viewed`]: its two compares), and
+/// otherwise out of line ([`fill_rxbuf_looked_up`]), so that the common
+/// way tests no `Option` of a look-up's result.
 #[inline(always)]
 pub(super) fn fill_rxbuf(l: &mut Loaded, payload: &Payload<'_>) -> bool {
+    if let Some(buf) = l.applet.static_bytes_if_viewed(&l.rxbuf) {
+        if copy_payload(buf, payload) {
+            return true;
+        }
+        return refill_rxbuf(l, payload);
+    }
+    fill_rxbuf_looked_up(l, payload)
+}
+
+/// [`fill_rxbuf`] where the field's view is not current (the applet
+/// stored another array or null, or the heap freed an object since): the
+/// array looked up, and the view filled again.
+#[inline(never)]
+fn fill_rxbuf_looked_up(l: &mut Loaded, payload: &Payload<'_>) -> bool {
     if let Some(buf) = l.applet.static_bytes_mut(&mut l.rxbuf) {
         if copy_payload(buf, payload) {
             return true;
