@@ -75,6 +75,11 @@ pub mod engine;
 pub mod error;
 #[cfg(not(loom))]
 pub mod frame;
+/// The engine's cross-thread inbox alone, for its loom model
+/// (`tests/loom_inbox.rs`): under `--cfg loom` the engine is not built.
+#[cfg(loom)]
+#[path = "engine/inbox.rs"]
+pub mod inbox;
 pub mod layout;
 #[cfg(not(loom))]
 pub mod natives;

@@ -62,17 +62,28 @@
 //!   takes it after is refused as [`Refused::Closed`]. Each frame is
 //!   consumed once (by a drain or by the closing), so each is counted
 //!   once; no fence is needed on the push path.
+//! - **The model.** `tests/loom_inbox.rs` runs this code under loom (built
+//!   alone as `unet::inbox` with `--cfg loom`, hence its `pub` items; its
+//!   locks are then loom's mutex, and loom watches the ring's bytes a word
+//!   at a time, `Ring::held_read`): each `Acquire` and `Release` below
+//!   weakened to `Relaxed` makes it fail.
 
 use std::ptr::NonNull;
 use std::sync::OnceLock;
+
+#[cfg(not(loom))]
+use crate::biased::{BiasedGuard as Guard, BiasedLock as Lock};
+#[cfg(loom)]
+use loom::sync::atomic::{AtomicU64, Ordering};
+#[cfg(loom)]
+use loom::sync::{Mutex as Lock, MutexGuard as Guard};
+#[cfg(not(loom))]
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::biased::{BiasedGuard, BiasedLock};
-
 /// The most frames an inbox holds, whatever its budget says.
-pub(super) const FRAMES_MAX: usize = 1 << 16;
+pub const FRAMES_MAX: usize = 1 << 16;
 /// The most bytes an inbox's ring has, whatever its byte budget says.
-pub(super) const RING_MAX: usize = 64 << 20;
+pub const RING_MAX: usize = 64 << 20;
 /// Bytes of a frame's header in the ring: its length (`u32`), channel
 /// (`u16`) and kind (`u16`, [`KIND_FRAME`], [`KIND_MESSAGE`] or
 /// [`KIND_PAD`]), little-endian.
@@ -86,20 +97,47 @@ const KIND_MESSAGE: u16 = 2;
 /// bytes: the header of the frame it stands for, so that a message counts
 /// as the frame the same message makes through the outbox, and the budgets
 /// hold the same messages whichever way they come.
+#[cfg(not(loom))]
 const MESSAGE_COUNTED_EXTRA: u64 = crate::frame::HEADER_LEN as u64;
+/// [`MESSAGE_COUNTED_EXTRA`] in the loom model, which builds no `frame`
+/// (the same value: checked below in the ordinary build).
+#[cfg(loom)]
+const MESSAGE_COUNTED_EXTRA: u64 = 54;
+#[cfg(not(loom))]
+const _: () = assert!(MESSAGE_COUNTED_EXTRA == 54);
 
 /// The rest of the ring up to its end is padding: the next frame is at
 /// its start.
 const KIND_PAD: u16 = 1;
 /// A producer that finds the ring empty past this offset goes back to its
 /// start (checked at most every [`HOT_CHECK`] bytes).
-pub(super) const HOT: u64 = 256 << 10;
+#[cfg(not(loom))]
+pub const HOT: u64 = 256 << 10;
 /// How far apart a producer past [`HOT`] reads the consumer's position.
+#[cfg(not(loom))]
 const HOT_CHECK: u64 = 64 << 10;
+/// [`HOT`] in the loom model: small, so that its rings of a few hundred
+/// bytes reach the warm start's going back.
+#[cfg(loom)]
+pub const HOT: u64 = 64;
+/// [`HOT_CHECK`] in the loom model: far enough apart that a push past
+/// the warm start may also find no room before the ring's end.
+#[cfg(loom)]
+const HOT_CHECK: u64 = 96;
+
+#[cfg(loom)]
+std::thread_local! {
+    /// In the loom model, how often a push padded to the ring's end
+    /// because the frame did not fit before it (`[0]`), and because the
+    /// ring was empty past the warm start (`[1]`): its tests check that
+    /// they reach both. Per test (loom runs a model's threads on the
+    /// test's own).
+    pub static PADDED: std::cell::Cell<[u64; 2]> = const { std::cell::Cell::new([0; 2]) };
+}
 
 /// Why a frame was not put in the inbox.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Refused {
+pub enum Refused {
     /// The inbox holds its budget of frames or bytes, or its ring has no
     /// room (only for a budget past what the ring holds).
     Full,
@@ -168,6 +206,12 @@ struct Ring {
     /// The whole block, `len` bytes and up to a line more before `ptr`,
     /// for its release.
     block: NonNull<[u8]>,
+    /// In the loom model, a cell per 8 bytes of the ring, which loom
+    /// watches: each read or write of the ring's bytes holds those its
+    /// bytes lie in while it lasts, so that loom reports a read and a
+    /// write of the same bytes that the inbox's orderings leave unordered.
+    #[cfg(loom)]
+    words: Box<[loom::cell::UnsafeCell<()>]>,
 }
 
 // SAFETY: `Ring` owns its block (freed once, in `drop`); the `Inbox`
@@ -196,7 +240,15 @@ impl Ring {
         // SAFETY: `skip <= LINE`, and the block is `len + LINE` bytes
         // long, so `base + skip` and the `len` bytes after it are inside it.
         let ptr = unsafe { base.add(skip) };
-        Ring { ptr, len, block }
+        Ring {
+            ptr,
+            len,
+            block,
+            #[cfg(loom)]
+            words: (0..len.div_ceil(8))
+                .map(|_| loom::cell::UnsafeCell::new(()))
+                .collect(),
+        }
     }
 
     /// The bytes `[at, at + n)`, which only the caller accesses while the
@@ -228,6 +280,60 @@ impl Ring {
         // lives as long as `self`; no one else reads or writes it meanwhile.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr().add(at), n) }
     }
+
+    /// Marks the bytes `[at, at + n)` read, for loom, while the value
+    /// lives: the scope of a [`Ring::bytes`] slice's use. Nothing outside
+    /// the model.
+    #[cfg(not(loom))]
+    #[inline(always)]
+    fn held_read(&self, _at: usize, _n: usize) -> Held {
+        Held
+    }
+
+    /// Marks the bytes `[at, at + n)` written, for loom, while the value
+    /// lives (as [`Ring::held_read`]).
+    #[cfg(not(loom))]
+    #[inline(always)]
+    fn held_write(&self, _at: usize, _n: usize) -> Held {
+        Held
+    }
+
+    /// In the loom model, the words of `[at, at + n)`, read while the
+    /// value lives.
+    #[cfg(loom)]
+    fn held_read(&self, at: usize, n: usize) -> Held {
+        Held::Read(
+            self.words[at / 8..(at + n).div_ceil(8)]
+                .iter()
+                .map(|w| w.get())
+                .collect(),
+        )
+    }
+
+    /// In the loom model, the words of `[at, at + n)`, written while the
+    /// value lives.
+    #[cfg(loom)]
+    fn held_write(&self, at: usize, n: usize) -> Held {
+        Held::Write(
+            self.words[at / 8..(at + n).div_ceil(8)]
+                .iter()
+                .map(|w| w.get_mut())
+                .collect(),
+        )
+    }
+}
+
+/// Bytes of the ring read or written while it lives: nothing outside the
+/// loom model, where it holds loom's accesses to their words.
+#[cfg(not(loom))]
+struct Held;
+
+/// Bytes of the ring read or written while it lives (loom's accesses).
+#[cfg(loom)]
+#[allow(dead_code)]
+enum Held {
+    Read(Vec<loom::cell::ConstPtr<()>>),
+    Write(Vec<loom::cell::MutPtr<()>>),
 }
 
 impl Drop for Ring {
@@ -260,7 +366,7 @@ fn footprint(len: usize) -> u64 {
 /// within the byte budget) lies among them: twice the byte budget, plus a
 /// header and its rounding per frame (and two more), always suffices.
 /// At most [`RING_MAX`].
-pub(super) fn ring_size(frames: usize, bytes: usize) -> usize {
+pub fn ring_size(frames: usize, bytes: usize) -> usize {
     let per_frame = (HDR + 8).saturating_mul(frames.saturating_add(2));
     bytes
         .saturating_mul(2)
@@ -272,21 +378,21 @@ pub(super) fn ring_size(frames: usize, bytes: usize) -> usize {
 /// [`Inbox::warm`] for budgets of `frames` frames and `bytes` bytes: the
 /// space they take in the ring (each frame's bytes, and at most
 /// `HDR + 7` more), or [`HOT`] if that is more.
-pub(super) fn warm_start(frames: usize, bytes: usize) -> u64 {
+pub fn warm_start(frames: usize, bytes: usize) -> u64 {
     let per_frame = (HDR as u64 + 7).saturating_mul(frames as u64);
     (bytes as u64).saturating_add(per_frame).max(HOT)
 }
 
 /// An applet's inbox (see the module documentation).
-pub(super) struct Inbox {
+pub struct Inbox {
     /// The producers' lock and view (written only by producers).
-    prod: Line<BiasedLock<Prod>>,
+    prod: Line<Lock<Prod>>,
     /// The published tail (written by producers, read by the consumer).
     tail: Line<AtomicU64>,
     /// What the consumer gave back (written by the consumer).
     given: Line<GivenBack>,
     /// The consumer's lock and position.
-    cons: Line<BiasedLock<Cons>>,
+    cons: Line<Lock<Cons>>,
     ring: OnceLock<Ring>,
     size: usize,
     max_frames: u64,
@@ -314,21 +420,30 @@ pub(super) struct Inbox {
 /// good settles as an ordinary one. A
 /// panic (in a fill or a consumer's callback) releases the lock with the
 /// state consistent between its statements, so there is no poisoning.
+#[cfg(not(loom))]
 #[inline]
-fn lock<T>(m: &BiasedLock<T>) -> BiasedGuard<'_, T> {
+fn lock<T>(m: &Lock<T>) -> Guard<'_, T> {
     m.lock()
+}
+
+/// In the loom model, loom's mutex: the biased lock has a model of its own
+/// (`tests/loom_biased.rs`), which shows it excludes and orders as a mutex
+/// does; the inbox's model (`tests/loom_inbox.rs`) needs only that.
+#[cfg(loom)]
+fn lock<T>(m: &Lock<T>) -> Guard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl Inbox {
     /// An empty inbox for `frames` frames and `bytes` bytes (no memory
     /// for its ring until its first frame).
-    pub(super) fn new(frames: usize, bytes: usize) -> Inbox {
+    pub fn new(frames: usize, bytes: usize) -> Inbox {
         let frames = frames.min(FRAMES_MAX);
         Inbox {
-            prod: Line(BiasedLock::new(Prod::default())),
+            prod: Line(Lock::new(Prod::default())),
             tail: Line::default(),
             given: Line::default(),
-            cons: Line(BiasedLock::new(Cons::default())),
+            cons: Line(Lock::new(Cons::default())),
             ring: OnceLock::new(),
             size: ring_size(frames, bytes),
             max_frames: frames as u64,
@@ -341,7 +456,7 @@ impl Inbox {
     /// loads, for the per-frame test of an endpoint without an applet; a
     /// `false` while a drain runs only sends the caller the longer way.
     #[inline]
-    pub(super) fn is_empty(&self) -> bool {
+    pub fn is_empty(&self) -> bool {
         self.tail.0.load(Ordering::Acquire) == self.given.0.head.load(Ordering::Acquire)
     }
 
@@ -365,12 +480,7 @@ impl Inbox {
 
     /// Puts a frame of `len` bytes, which `fill` writes (all of them), in
     /// the inbox.
-    pub(super) fn push(
-        &self,
-        chan: u16,
-        len: usize,
-        fill: impl FnOnce(&mut [u8]),
-    ) -> Result<(), Refused> {
+    pub fn push(&self, chan: u16, len: usize, fill: impl FnOnce(&mut [u8])) -> Result<(), Refused> {
         self.push_kind(KIND_FRAME, chan, len, fill)
     }
 
@@ -380,7 +490,7 @@ impl Inbox {
     /// read at the drain (54 bytes fewer to write and to carry across to the
     /// draining core: a 40-byte message and its inbox header fit one cache
     /// line instead of two).
-    pub(super) fn push_message(
+    pub fn push_message(
         &self,
         chan: u16,
         len: usize,
@@ -441,6 +551,13 @@ impl Inbox {
         }
         let ring = self.ring.get_or_init(|| Ring::new(self.size));
         if pad > 0 {
+            #[cfg(loom)]
+            PADDED.with(|c| {
+                let mut n = c.get();
+                n[usize::from(rest >= need)] += 1;
+                c.set(n);
+            });
+            let _held = ring.held_write(at as usize, HDR);
             // SAFETY: `[at, at + pad)` ends at the ring's end, and lies in
             // `[tail, head + size)` (checked just above): the consumer has
             // given it back and reads it only once the tail is published
@@ -450,15 +567,18 @@ impl Inbox {
         }
         // A padding runs to the ring's end: the frame is at its start.
         let start = if pad > 0 { 0 } else { at as usize };
-        // SAFETY: `[start, start + need)` is in the ring (`need` fits
-        // before its end: it did at `at`, or `start` is 0 and `need <=
-        // size`) and in `[tail, head + size)`, checked above: given back
-        // by the consumer, not yet published, written only under the lock
-        // held.
-        let place = unsafe { ring.bytes_mut(start, HDR + len) };
-        let (h, body) = place.split_at_mut(HDR);
-        h.copy_from_slice(&header(len as u32, chan, kind));
-        fill(body);
+        {
+            let _held = ring.held_write(start, HDR + len);
+            // SAFETY: `[start, start + need)` is in the ring (`need` fits
+            // before its end: it did at `at`, or `start` is 0 and `need <=
+            // size`) and in `[tail, head + size)`, checked above: given back
+            // by the consumer, not yet published, written only under the
+            // lock held.
+            let place = unsafe { ring.bytes_mut(start, HDR + len) };
+            let (h, body) = place.split_at_mut(HDR);
+            h.copy_from_slice(&header(len as u32, chan, kind));
+            fill(body);
+        }
         p.tail += pad + need;
         // `need` fits before the ring's end from `start` (above).
         p.at = start as u64 + need;
@@ -488,13 +608,18 @@ impl Inbox {
     /// a flood from other threads kept the owner's `recv_ref` in one drain
     /// for as long as it lasted (56 ms in the 2026-12-01 review's test),
     /// its receive queue full and nothing sent.
-    pub(super) fn drain(&self, mut f: impl FnMut(u16, bool, &[u8]) -> bool) -> u64 {
+    pub fn drain(&self, mut f: impl FnMut(u16, bool, &[u8]) -> bool) -> u64 {
         let mut c = lock(&self.cons.0);
+        // The tail before the ring (the same loads as the other way
+        // round): in the loom model this load is what makes a drain
+        // depend on a push (the ring's `OnceLock` is not loom's); with the
+        // ring's `get` first, a drain before the first push touched
+        // nothing loom sees, and loom never ran it after one.
+        let mut tail = self.tail.0.load(Ordering::Acquire);
         let Some(ring) = self.ring.get() else {
             return 0;
         };
         let size = self.size as u64;
-        let mut tail = self.tail.0.load(Ordering::Acquire);
         let mut n = 0;
         loop {
             if c.head == tail {
@@ -512,13 +637,16 @@ impl Inbox {
             if cfg!(any(test, debug_assertions)) {
                 assert_eq!(c.at, c.head % size);
             }
-            // SAFETY: `[head, tail)` is published (read with `Acquire`
-            // after the producers' `Release` store of the tail) and every
-            // header in it lies whole before the ring's end (the ring's
-            // size and every footprint are multiples of 8); producers do
-            // not write it until it is given back, after this read.
-            let h = unsafe { ring.bytes(at, HDR) };
-            let (len, chan, kind) = read_header(h);
+            let (len, chan, kind) = {
+                let _held = ring.held_read(at, HDR);
+                // SAFETY: `[head, tail)` is published (read with `Acquire`
+                // after the producers' `Release` store of the tail) and every
+                // header in it lies whole before the ring's end (the ring's
+                // size and every footprint are multiples of 8); producers do
+                // not write it until it is given back, after this read.
+                let h = unsafe { ring.bytes(at, HDR) };
+                read_header(h)
+            };
             if kind == KIND_PAD {
                 c.head += size - at as u64;
                 c.at = 0;
@@ -546,7 +674,10 @@ impl Inbox {
             c.frames += 1;
             c.bytes += counted(kind, len as u64);
             n += 1;
-            let go_on = f(chan, kind == KIND_FRAME, frame);
+            let go_on = {
+                let _held = ring.held_read(at + HDR, len);
+                f(chan, kind == KIND_FRAME, frame)
+            };
             self.give_back(&c);
             if !go_on {
                 break;
@@ -569,13 +700,13 @@ impl Inbox {
     }
 
     /// Empties the inbox; how many frames it held.
-    pub(super) fn clear(&self) -> u64 {
+    pub fn clear(&self) -> u64 {
         self.drain(|_, _, _| true)
     }
 
     /// Closes the inbox: frames pushed from now on are refused as
     /// [`Refused::Closed`]; those waiting are dropped. Returns how many.
-    pub(super) fn close(&self) -> u64 {
+    pub fn close(&self) -> u64 {
         lock(&self.prod.0).closed = true;
         // Every push that took the producers' lock before it was closed
         // published its frame before letting go of it: this sees them all.
@@ -604,5 +735,5 @@ fn read_header(h: &[u8]) -> (u32, u16, u16) {
     )
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests;

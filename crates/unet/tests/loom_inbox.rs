@@ -1,0 +1,401 @@
+//! loom models of an applet's cross-thread inbox (`engine/inbox.rs`, built
+//! alone under `--cfg loom` as `unet::inbox`): every interleaving of
+//! producers pushing frames and messages of mixed sizes and the owner
+//! draining them, on the real inbox code. The ring's bytes are watched by
+//! loom a word at a time (`Ring::held_read`, `Ring::held_write`), so a missing
+//! release or acquire on the tail or on the given-back position makes a
+//! model fail: the owner would read bytes a producer is still writing, or
+//! a producer overwrite bytes the owner is still reading in place. The
+//! producers' and the owner's locks are loom's mutex here; the biased
+//! lock they are in the engine has its own model (`tests/loom_biased.rs`).
+//!
+//! Each model checks, besides loom's data races: every message accepted
+//! is run once, in its producer's order (nothing lost, nothing twice),
+//! with the bytes written (no torn message); the budgets hold at every
+//! push (frames, and bytes as the inbox counts them, until a frame's run
+//! returns); a drain runs fewer than twice the frame budget; the counts
+//! (drains' returns, the closing's) are exact. A push refused as full is
+//! retried once after a yield, then counted as refused: a producer that
+//! spins until the owner frees room makes loom's exploration endless.
+//!
+//! loom explores interleavings with at most 3 preemptions (2 for the
+//! longest model), its advice for models of this size: unbounded, one
+//! model ran past 15 minutes. Each `Acquire` and `Release` of the inbox
+//! weakened to `Relaxed` is still found (docs/benchmarks.md, the
+//! 2026-12-01 wip-inboxloom section).
+//!
+//! The bookkeeping that checks budgets and order is in `std` atomics,
+//! which loom does not see: they add no ordering between the threads (loom
+//! runs one thread at a time, so they are exact).
+//!
+//! Run with `RUSTFLAGS="--cfg loom" cargo test -p unet --release --test loom_inbox`.
+#![cfg(loom)]
+
+use std::sync::Arc as StdArc;
+use std::sync::atomic::{AtomicU64 as Ghost, Ordering::SeqCst};
+
+use loom::sync::Arc;
+use loom::thread;
+use unet::inbox::{Inbox, Refused};
+
+/// What a message without a frame counts beyond its bytes
+/// (`MESSAGE_COUNTED_EXTRA`, a frame's header).
+const EXTRA: u64 = 54;
+
+/// One message: its length, and whether it goes as a frame (`push`) or
+/// as a message alone (`push_message`).
+#[derive(Clone, Copy, Debug)]
+struct Msg(usize, bool);
+
+/// A frame of `n` bytes.
+const fn frame(n: usize) -> Msg {
+    Msg(n, true)
+}
+
+/// A message of `n` bytes without a frame.
+const fn message(n: usize) -> Msg {
+    Msg(n, false)
+}
+
+/// Byte `i` of producer `who`'s message `k`: differs between messages,
+/// producers and positions, so that a torn or misplaced message shows.
+fn byte(who: u16, k: usize, i: usize) -> u8 {
+    (who as u8)
+        .wrapping_mul(101)
+        .wrapping_add((k as u8).wrapping_mul(37))
+        .wrapping_add((i as u8).wrapping_mul(7))
+        .wrapping_add(1)
+}
+
+/// What a message counts against the byte budget.
+fn counted(m: Msg) -> u64 {
+    m.0 as u64 + if m.1 { 0 } else { EXTRA }
+}
+
+/// The model's bookkeeping, invisible to loom.
+#[derive(Default)]
+struct Book {
+    /// Frames and counted bytes pushed whose run has not returned.
+    frames: Ghost,
+    bytes: Ghost,
+    /// Each producer's messages accepted and run (bit `k` for message `k`).
+    accepted: [Ghost; 2],
+    run: [Ghost; 2],
+    /// Each producer's next message in order: the one after the last run.
+    next: [Ghost; 2],
+    /// Pushes refused as full, and of them those whose retry succeeded.
+    refused: Ghost,
+    retried: Ghost,
+}
+
+/// The inbox and its budgets.
+struct Model {
+    inbox: Inbox,
+    frames: u64,
+    bytes: u64,
+    book: StdArc<Book>,
+}
+
+/// A message's channel: its producer and its number, so that the owner
+/// knows which it runs.
+fn chan(who: u16, k: usize) -> u16 {
+    who << 8 | k as u16
+}
+
+impl Model {
+    fn new(frames: usize, bytes: usize) -> Arc<Model> {
+        Arc::new(Model {
+            inbox: Inbox::new(frames, bytes),
+            frames: frames as u64,
+            bytes: bytes as u64,
+            book: StdArc::new(Book::default()),
+        })
+    }
+
+    /// Producer `who` pushes `msgs` in order, each tried `tries` times
+    /// while refused as full (yielding to the owner between, which frees
+    /// room as it runs them), then given up and counted as refused. No
+    /// push waits for the owner: a spinning producer makes loom's
+    /// exploration endless.
+    fn produce(&self, who: u16, msgs: &[Msg], tries: usize) {
+        for (k, &m) in msgs.iter().enumerate() {
+            for t in 0..tries {
+                match self.push(who, k, m) {
+                    Ok(()) => {
+                        self.book.accepted[who as usize].fetch_or(1 << k, SeqCst);
+                        if t > 0 {
+                            self.book.retried.fetch_add(1, SeqCst);
+                        }
+                        break;
+                    }
+                    Err(Refused::Full) => {
+                        self.book.refused.fetch_add(1, SeqCst);
+                        thread::yield_now();
+                    }
+                    Err(Refused::Closed) => panic!("not closed in this model"),
+                }
+            }
+        }
+    }
+
+    /// One push of producer `who`'s message `k`.
+    fn push(&self, who: u16, k: usize, m: Msg) -> Result<(), Refused> {
+        let fill = |b: &mut [u8]| {
+            assert_eq!(b.len(), m.0);
+            for (i, x) in b.iter_mut().enumerate() {
+                *x = byte(who, k, i);
+            }
+            // Counted from now (before its publication) until its run
+            // returns: within the budgets at every moment.
+            let f = self.book.frames.fetch_add(1, SeqCst) + 1;
+            let b = self.book.bytes.fetch_add(counted(m), SeqCst) + counted(m);
+            assert!(
+                f <= self.frames,
+                "{f} frames waiting, budget {}",
+                self.frames
+            );
+            assert!(b <= self.bytes, "{b} bytes waiting, budget {}", self.bytes);
+        };
+        if m.1 {
+            self.inbox.push(chan(who, k), m.0, fill)
+        } else {
+            self.inbox.push_message(chan(who, k), m.0, fill)
+        }
+    }
+
+    /// One drain by the owner, checking each message against what its
+    /// producer sent (`sent[who]`): after the last one it ran of that
+    /// producer, not run before, its length, kind and bytes. `pause` yields
+    /// inside each run, while the message is read in place. Returns how
+    /// many it ran.
+    fn drain(&self, sent: &[&[Msg]], pause: bool) -> u64 {
+        let n = self.inbox.drain(|c, framed, bytes| {
+            let (who, k) = ((c >> 8) as usize, (c & 0xff) as usize);
+            let next = self.book.next[who].swap(k as u64 + 1, SeqCst);
+            assert!(
+                k as u64 >= next,
+                "producer {who}'s message {k} after {next}"
+            );
+            let m = sent[who][k];
+            assert_eq!(
+                (bytes.len(), framed),
+                (m.0, m.1),
+                "producer {who}'s message {k}"
+            );
+            if pause {
+                thread::yield_now();
+            }
+            for (i, &x) in bytes.iter().enumerate() {
+                assert_eq!(
+                    x,
+                    byte(who as u16, k, i),
+                    "producer {who}'s message {k}, byte {i}"
+                );
+            }
+            let before = self.book.run[who].fetch_or(1 << k, SeqCst);
+            assert_eq!(before & 1 << k, 0, "producer {who}'s message {k} run twice");
+            self.book.frames.fetch_sub(1, SeqCst);
+            self.book.bytes.fetch_sub(counted(m), SeqCst);
+            true
+        });
+        // The bound: the tail is read again only while fewer than the
+        // frame budget have run.
+        assert!(
+            n < 2 * self.frames,
+            "one drain ran {n} frames, budget {}",
+            self.frames
+        );
+        n
+    }
+
+    /// All the runs so far, counted.
+    fn runs(&self) -> u64 {
+        self.book
+            .run
+            .iter()
+            .map(|r| u64::from(r.load(SeqCst).count_ones()))
+            .sum()
+    }
+
+    /// The owner's side: `drains` drains while the producers run, then,
+    /// once they are joined (`join`), drains until empty. The drains'
+    /// returns add up to the runs exactly, and every message accepted is
+    /// run (none refused is).
+    fn consume(&self, sent: &[&[Msg]], drains: usize, pause: bool, join: impl FnOnce()) {
+        let mut ran = 0;
+        for _ in 0..drains {
+            ran += self.drain(sent, pause);
+            assert_eq!(ran, self.runs());
+        }
+        join();
+        loop {
+            let n = self.drain(sent, false);
+            if n == 0 {
+                break;
+            }
+            ran += n;
+        }
+        assert_eq!(ran, self.runs());
+        assert!(self.inbox.is_empty());
+        assert_eq!(self.book.frames.load(SeqCst), 0);
+        assert_eq!(self.book.bytes.load(SeqCst), 0);
+        for who in 0..sent.len() {
+            let b = &self.book;
+            assert_eq!(
+                b.run[who].load(SeqCst),
+                b.accepted[who].load(SeqCst),
+                "producer {who}"
+            );
+        }
+    }
+}
+
+/// Runs `f` in every interleaving loom explores: those with at most
+/// `preemptions` preemptions (unless `LOOM_MAX_PREEMPTIONS` says
+/// otherwise).
+fn model(preemptions: usize, f: impl Fn() + Sync + Send + 'static) {
+    let mut b = loom::model::Builder::new();
+    if b.preemption_bound.is_none() {
+        b.preemption_bound = Some(preemptions);
+    }
+    b.check(f);
+}
+
+/// The models' preemption bound: loom's advice is that 2 or 3 find most
+/// bugs, and each ordering weakened to `Relaxed` is found with it
+/// (docs/benchmarks.md).
+const PREEMPTIONS: usize = 3;
+
+/// Paddings to the ring's end so far on this thread: because a frame did
+/// not fit before it, and because the ring was empty past its warm start.
+fn padded() -> [u64; 2] {
+    unet::inbox::PADDED.with(|c| c.get())
+}
+
+/// One producer and the owner: `msgs` through an inbox of `frames` frames
+/// and `bytes` bytes, each push tried twice at most, the owner draining
+/// `drains` times while the producer runs. Returns how many pushes were
+/// refused and how many of those succeeded on their retry, over every
+/// interleaving.
+fn one_producer(
+    frames: usize,
+    bytes: usize,
+    msgs: &'static [Msg],
+    drains: usize,
+    pause: bool,
+    preemptions: usize,
+) -> (u64, u64) {
+    let seen = StdArc::new([Ghost::new(0), Ghost::new(0)]);
+    let out = seen.clone();
+    model(preemptions, move || {
+        let m = Model::new(frames, bytes);
+        let p = m.clone();
+        let t = thread::spawn(move || p.produce(0, msgs, 2));
+        let sent: [&[Msg]; 1] = [msgs];
+        m.consume(&sent, drains, pause, || t.join().unwrap());
+        seen[0].fetch_add(m.book.refused.load(SeqCst), SeqCst);
+        seen[1].fetch_add(m.book.retried.load(SeqCst), SeqCst);
+    });
+    (out[0].load(SeqCst), out[1].load(SeqCst))
+}
+
+/// Mixed sizes, one frame at a time: a ring of 168 bytes (one frame, 60
+/// bytes: `ring_size`), footprints of 48, 16, 48 and 8 bytes, so that the
+/// fourth push, past the warm start (75 bytes here), finds the ring empty
+/// and goes back to its start. The frame budget of one refuses a push
+/// made while the previous message waits: it is retried once. The owner
+/// yields inside each run, while it reads the message in place and the
+/// producer may write the next.
+#[test]
+fn mixed_sizes_one_frame_at_a_time_back_to_the_warm_start() {
+    static MSGS: [Msg; 4] = [frame(40), message(3), frame(40), frame(0)];
+    let before = padded();
+    let (refused, retried) = one_producer(1, 60, &MSGS, 2, true, PREEMPTIONS);
+    assert!(
+        refused > 0 && retried > 0,
+        "refused {refused}, retried {retried}"
+    );
+    let after = padded();
+    assert!(after[1] > before[1], "{before:?} {after:?}");
+}
+
+/// Two frames waiting at once (the owner runs one in place while the
+/// other is written), through the ring's end: 264 bytes (two frames, 100
+/// bytes), the warm start at 130. Footprints of 104, 32, 32 and 104: the
+/// third push finds the ring empty past the warm start and goes back to
+/// its start, or, with the second frame still waiting, writes on, and the
+/// fourth does not fit before the ring's end (a padding, then the start).
+#[test]
+fn two_waiting_through_the_ring_end() {
+    static MSGS: [Msg; 4] = [frame(96), frame(20), message(20), frame(96)];
+    let before = padded();
+    one_producer(2, 100, &MSGS, 2, false, 2);
+    let after = padded();
+    assert!(
+        after[0] > before[0] && after[1] > before[1],
+        "{before:?} {after:?}"
+    );
+}
+
+/// The byte budget before the frame budget: 60 bytes and four frames, so
+/// that a message (its bytes and a frame's header) waits alone and two
+/// frames of 30 fill the budget.
+#[test]
+fn the_byte_budget_refuses_and_the_retry_succeeds() {
+    static MSGS: [Msg; 3] = [frame(30), frame(30), message(6)];
+    let (refused, retried) = one_producer(4, 60, &MSGS, 1, false, PREEMPTIONS);
+    assert!(
+        refused > 0 && retried > 0,
+        "refused {refused}, retried {retried}"
+    );
+}
+
+/// Two producers and the owner (three threads): each producer's messages
+/// run once each, in its order, whatever the interleaving of the other's.
+#[test]
+fn two_producers_and_the_owner() {
+    static A: [Msg; 2] = [frame(12), message(4)];
+    static B: [Msg; 1] = [frame(20)];
+    model(PREEMPTIONS, || {
+        let m = Model::new(2, 100);
+        let (pa, pb) = (m.clone(), m.clone());
+        let ta = thread::spawn(move || pa.produce(0, &A, 1));
+        let tb = thread::spawn(move || pb.produce(1, &B, 1));
+        let sent: [&[Msg]; 2] = [&A, &B];
+        m.consume(&sent, 1, false, || {
+            ta.join().unwrap();
+            tb.join().unwrap();
+        });
+    });
+}
+
+/// The closing against a producer: each message is run by a drain,
+/// counted by the closing, or refused as closed, exactly once, and the
+/// pushes that took the lock before the closing are all found by it.
+#[test]
+fn the_closing_counts_each_message_once() {
+    static MSGS: [Msg; 3] = [frame(8), message(2), frame(16)];
+    model(PREEMPTIONS, || {
+        let m = Model::new(3, 200);
+        let p = m.clone();
+        let t = thread::spawn(move || {
+            let mut accepted = 0;
+            for (k, &msg) in MSGS.iter().enumerate() {
+                match p.push(0, k, msg) {
+                    Ok(()) => accepted += 1,
+                    Err(Refused::Closed) => break,
+                    Err(Refused::Full) => panic!("within the budgets"),
+                }
+            }
+            accepted
+        });
+        let sent: [&[Msg]; 1] = [&MSGS];
+        let ran = m.drain(&sent, false);
+        let closed = m.inbox.close();
+        let accepted = t.join().unwrap();
+        assert_eq!(ran + closed, accepted);
+        assert_eq!(m.runs(), ran);
+        assert!(m.inbox.is_empty());
+        assert_eq!(m.inbox.push(0, 1, |_| ()), Err(Refused::Closed));
+    });
+}
