@@ -27,7 +27,7 @@
 use crate::decode::{Func, NativeDecl, Op, Program, Switch};
 use crate::error::{Trap, TrapKind};
 use crate::heap::{Heap, Object, ObjectMut};
-use crate::natives::{Context, NativeError, NativeFn};
+use crate::natives::{Context, NativeError, NativeFn, PANICKED};
 use crate::subset::{FieldType, Prim};
 
 /// A saved caller frame.
@@ -505,13 +505,18 @@ impl Machine {
                 };
                 let k = decl.params.len();
                 sp -= k;
-                let result = {
+                // A panicking native is a trap, as on the JIT (which cannot
+                // unwind through generated code): the invocation ends as
+                // any failed native's does, and the host's code around it
+                // (which may have lent words for the invocation) runs on.
+                let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     let mut ctx = Context {
                         heap: &mut *st.heap,
                         host: st.host.as_deref_mut(),
                     };
                     native(&mut ctx, s.0.get(sp..sp + k).unwrap_or_default())
-                };
+                }))
+                .unwrap_or_else(|_| Err(NativeError(PANICKED.into())));
                 match native_result(decl, st.heap, result) {
                     Err(kind) => trap!(kind),
                     Ok(Some(v)) => {

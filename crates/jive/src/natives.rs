@@ -1016,6 +1016,10 @@ pub enum FastError {
 /// form at a site the decoder did not prove.
 pub const TAIL_SUFFIX: &str = "#tail";
 
+/// The failure a native that panicked reports, on the interpreter and the
+/// JIT alike: a panic never unwinds out of an invocation.
+pub(crate) const PANICKED: &str = "the native panicked";
+
 /// The name a native's tail form is bound as ([`TAIL_SUFFIX`]).
 pub fn tail_name(name: &str) -> String {
     format!("{name}{TAIL_SUFFIX}")

@@ -273,6 +273,42 @@ fn a_failing_native_traps_and_a_native_cannot_forge_an_array() {
     );
 }
 
+/// A native that panics is a trap on both engines, the same one, and the
+/// panic goes no further than the invocation: the host that invoked it
+/// (which may have lent words for the call) goes on, and so does the
+/// applet.
+#[test]
+fn a_panicking_native_traps_alike_on_both_engines() {
+    let Some(bytes) = class_bytes("default", "Counter") else {
+        return;
+    };
+    let natives = counter_natives().with("hostAdd", "(II)I", |_, a| {
+        if a[0] == 1 {
+            panic!("a bug in the host's native");
+        }
+        Ok(a[0] + a[1])
+    });
+    let engines: &[jive::Engine] = if jive::jit::available() {
+        &[jive::Engine::Interpreter, jive::Engine::Jit]
+    } else {
+        &[jive::Engine::Interpreter]
+    };
+    for &engine in engines {
+        let mut a = Applet::load(&bytes, &natives, Limits::default()).unwrap();
+        a.set_engine(engine).unwrap();
+        assert_eq!(
+            trap_kind(a.invoke("callNative", &[1])),
+            TrapKind::Native("hostAdd(II)I: the native panicked".into()),
+            "{engine:?}"
+        );
+        assert_eq!(
+            a.invoke("callNative", &[2]).unwrap().value,
+            Some(3),
+            "{engine:?}: the applet runs on"
+        );
+    }
+}
+
 #[test]
 fn the_host_hands_the_applet_a_receive_buffer() {
     for r in RELEASES {

@@ -839,7 +839,7 @@ fn native_checked(
     n: usize,
     result: std::thread::Result<Result<i32, NativeError>>,
 ) -> i64 {
-    let result = result.unwrap_or_else(|_| Err(NativeError("the native panicked".into())));
+    let result = result.unwrap_or_else(|_| Err(NativeError(crate::natives::PANICKED.into())));
     // SAFETY: a runtime call of the invocation that bound the heap, after
     // its caller's last use of its own reference to it; the declarations
     // of the applet whose `keep` wrote them.
