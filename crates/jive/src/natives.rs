@@ -461,15 +461,18 @@ impl FrameWords {
         template: *const [u8; FRAME_HEADER],
         sum: u32,
     ) {
+        self.wrote = 0;
         if at.is_null() || room < FRAME_HEADER {
             self.at = 0;
             return;
         }
         self.at = at as usize;
-        self.room = (room - FRAME_HEADER) as u64;
+        // Below 2^31 whatever `room` is: with `TailWords::max_message` (a
+        // public field) set past it, this bound alone still keeps a
+        // negative length, which the form compares unsigned, from passing.
+        self.room = (room - FRAME_HEADER).min(i32::MAX as usize) as u64;
         self.template = template as usize;
         self.sum = u64::from(sum);
-        self.wrote = 0;
     }
 
     /// The length of the frame the inline tail push wrote since the last

@@ -22,8 +22,9 @@
 //! byte for byte (header, lengths, IPv4 checksum, payload) between the
 //! two engines; with one more check of its own (the room left in the
 //! outbox, which a long message after short ones lacks), its own budget
-//! count, the room lent again after an eager native push in the same
-//! `doTx`, and a channel with a UDP checksum, for which no room is lent.
+//! count, the lending ended by an eager native push in the same `doTx`
+//! (until 2026-12-01's review, the room lent again), and a channel with a
+//! UDP checksum, for which no room is lent.
 //! Each was shown to fail with the check or the lending step left out
 //! (docs/benchmarks.md, wip-framed's section).
 

@@ -644,8 +644,8 @@ impl Io {
     /// none), the checks of [`Framer::push_message`] the form does not
     /// make. The channels change only under this side's lock, which the
     /// invocation holds, so the checks hold until [`Io::take_frame`]; a
-    /// native push in the invocation lends the room again after its own
-    /// frame ([`Io::transmit`]). Lends nothing, not even the channel,
+    /// native push in the invocation ends the lending after its own frame
+    /// ([`Io::transmit`]). Lends nothing, not even the channel,
     /// while the outbox has no room for a header (a cold one: the push's
     /// native grows it).
     #[inline(always)]
@@ -662,10 +662,10 @@ impl Io {
         // (`Outbox::free_room`), valid until its vector grows, is dropped
         // or changes places, none of which happens before
         // [`Io::take_frame`] but in a native's push ([`Io::transmit`]),
-        // which lends again after it (no other native writes the outbox,
-        // and the invocation holds this side, so nothing else reaches it);
-        // no reference to those bytes is used while the invocation runs
-        // but the push's own, before it lends them again. `template` is
+        // which ends the lending after it (no other native writes the
+        // outbox, and the invocation holds this side, so nothing else
+        // reaches it); no reference to those bytes is used while they are
+        // lent but the push's own, after which they are lent no more. `template` is
         // the channel's header, `HEADER_LEN` (`jive::FRAME_HEADER`) bytes,
         // valid and unchanged while the channels are (under this side's
         // lock, held), only ever read.
@@ -700,21 +700,20 @@ impl Io {
         }
     }
 
-    /// Lends the outbox's free bytes again after a native's push wrote a
-    /// frame there ([`Io::transmit`]), for the channel lent
-    /// ([`Io::lend_frame`]; the inline push has not run, or it would have
-    /// lent none, and the invocation ends at it).
-    #[cold]
-    #[inline(never)]
-    fn lend_frame_again(&mut self) {
+    /// Ends the lending of [`Io::lend_frame`] after a native's push wrote a
+    /// frame where the lent room began ([`Io::transmit`]; the outbox may
+    /// have grown, moving its bytes): no room and no channel lent for the
+    /// rest of the invocation, so that its tail push, if any, is the
+    /// native's. Lending the room again instead cost every native push on
+    /// an eager channel about 40 instructions (review22b, `Burst25PerTx`),
+    /// where this costs two stores once, and lends no address that a push
+    /// has just moved.
+    #[inline(always)]
+    fn unlend_frame(&mut self) {
         let w = &mut self.inv.words;
-        let chan = w.tail.chan;
-        debug_assert!(chan <= 0xffff, "a frame's room is lent with its channel");
-        // Nothing lent until lent again (the channel is checked again).
         let wrote = w.frame.take();
         debug_assert_eq!(wrote, 0, "no frame written before the tail push");
         w.tail.chan = jive::TailWords::NO_CHANNEL;
-        self.lend_frame(chan as u16);
     }
 
     /// Ends the lending of [`Io::lend_tail`] (of channel `chan`): the
@@ -878,9 +877,9 @@ impl NativeHost for Io {
         self.admit(payload.len())?;
         self.framer.push_message(chan, payload)?;
         // The frame went where a frame's room lent to the inline tail push
-        // begins (and the outbox may have grown): lend it again after.
+        // begins (and the outbox may have grown): lend it no more.
         if self.inv.words.frame.is_lent() {
-            self.lend_frame_again();
+            self.unlend_frame();
         }
         Ok(())
     }

@@ -65,8 +65,9 @@
 //! - **The model.** `tests/loom_inbox.rs` runs this code under loom (built
 //!   alone as `unet::inbox` with `--cfg loom`, hence its `pub` items; its
 //!   locks are then loom's mutex, and loom watches the ring's bytes a word
-//!   at a time, `Ring::held_read`): each `Acquire` and `Release` below
-//!   weakened to `Relaxed` makes it fail.
+//!   at a time, `Ring::held_read`): each `Acquire` and `Release` of the
+//!   push, the drain and the give-back weakened to `Relaxed` makes it
+//!   fail (`is_empty`'s loads are a hint: `drain` loads the tail again).
 
 use std::ptr::NonNull;
 use std::sync::OnceLock;
