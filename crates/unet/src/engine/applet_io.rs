@@ -156,6 +156,10 @@ pub struct Io {
     /// are the native's by design, so no outcome tells the two apart).
     #[cfg(test)]
     pub(super) inline_tails: u64,
+    /// Frames the eager inline tail push wrote and [`Io::take_frame`]
+    /// took, for the unit tests, as [`Io::inline_tails`].
+    #[cfg(test)]
+    pub(super) inline_frames: u64,
 }
 
 /// A message `txPush` deferred at a tail site ([`Io::transmit_tail`]):
@@ -695,6 +699,10 @@ impl Io {
         w.tail.chan = jive::TailWords::NO_CHANNEL;
         let n = w.frame.take();
         if n != 0 {
+            #[cfg(test)]
+            {
+                self.inline_frames += 1;
+            }
             self.framer.out.commit(n, sent_on(self.framer.id, chan));
             bump_shared(&self.stats.tx_frames);
         }

@@ -82,6 +82,8 @@ impl Engine {
                 deferred: None,
                 #[cfg(test)]
                 inline_tails: 0,
+                #[cfg(test)]
+                inline_frames: 0,
             },
             applet: None,
             policy: TrapPolicy::Keep,

@@ -2204,6 +2204,49 @@ mod tests {
         assert_eq!(inline(), before + 10, "the interpreter calls the native");
     }
 
+    /// [`the_standard_applets_tail_push_runs_inline_on_the_jit`] for a
+    /// push that writes its frame at once (to an endpoint of another
+    /// engine): on the JIT each frame is written by the generated code
+    /// and taken by [`Io::take_frame`], none by the native; on the
+    /// interpreter none, and the messages arrive the same.
+    #[test]
+    fn the_standard_applets_eager_tail_push_writes_its_frame_inline_on_the_jit() {
+        let net = LoopNet::new();
+        let on = |addr: &str| Engine::new(Box::new(net.attach(addr.parse().unwrap()).unwrap()));
+        let (e, r) = (on("10.0.0.1:7000"), on("10.0.0.2:7000"));
+        let std = Some(crate::applets::STANDARD);
+        let mut a = e.create_endpoint(Config::default(), std).unwrap();
+        let mut far = r.create_endpoint(Config::default(), std).unwrap();
+        let af = a.open_channel(r.local(), far.id()).unwrap();
+        far.open_channel(e.local(), a.id()).unwrap();
+        let aid = a.id();
+        let port = e.port(aid).unwrap();
+        let frames = || port.rx.lock().io.inline_frames;
+        let mut send_and_receive = |i: u8| {
+            a.send(af, &[i; 40]).unwrap();
+            e.poll();
+            r.poll();
+            assert_eq!(far.recv().unwrap().to_vec(), [i; 40]);
+        };
+        // The first two frames are the native's: the receive and the
+        // transmit outbox (which change places around each `doTx`) are
+        // empty vectors until a push grows them, with no room to lend.
+        send_and_receive(0);
+        send_and_receive(1);
+        assert_eq!(frames(), 0, "no room in a cold outbox");
+        for i in 0..10u8 {
+            send_and_receive(i);
+        }
+        assert_eq!(frames(), 10, "each frame written inline");
+        e.with_applet(aid, |ap| ap.set_engine(jive::Engine::Interpreter))
+            .unwrap()
+            .unwrap();
+        for i in 0..10u8 {
+            send_and_receive(i);
+        }
+        assert_eq!(frames(), 10, "the interpreter calls the native");
+    }
+
     /// An endpoint with `TailPush` (`a`, in `mode` if one is given) and
     /// one with the standard applet (`b`), with a channel `ab` from `a` to
     /// `b` and one back.
