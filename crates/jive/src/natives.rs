@@ -450,9 +450,11 @@ impl FrameWords {
     /// Until the next [`FrameWords::take`] (or `lend`), `at` is valid for
     /// writes of `room` bytes and `template` for reads of
     /// [`FRAME_HEADER`] bytes, and no Rust reference to either range is
-    /// used while an invocation runs that these words are lent to
-    /// (generated code writes the one and reads the other through raw
-    /// pointers meanwhile).
+    /// used while generated code that these words are lent to runs
+    /// (it writes the one and reads the other through raw pointers). A
+    /// native the code calls may use its own references to them if it
+    /// takes the words back ([`FrameWords::take`]) before it returns to
+    /// the code, as unet's native push does.
     #[inline(always)]
     pub unsafe fn lend(
         &mut self,

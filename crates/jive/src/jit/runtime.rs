@@ -511,7 +511,9 @@ pub(super) unsafe fn record<'a>(ctx: *mut Ctx) -> (&'a mut Ctx, &'a mut Runtime)
 }
 
 /// The copy of an inline `doHtoLDMA`/`doLtoHDMA` longer than the form's
-/// loop ([`crate::InlineForm::CopyOut`], [`crate::InlineForm::CopyIn`]):
+/// loop ([`crate::InlineForm::CopyOut`], [`crate::InlineForm::CopyIn`]),
+/// and of the eager inline tail push's message into its frame
+/// ([`crate::InlineForm::TailPush`] with [`crate::FrameWords`] lent):
 /// `n` bytes from `src` to `dst`. Generated code calls it only after the
 /// form's every check passed. Touches no state of the runtime, so the call
 /// site takes nothing back after it but the homes it saved.
@@ -524,7 +526,11 @@ pub(super) extern "C" fn rt_copy(dst: *mut u8, src: *const u8, n: usize) {
     // other in a live `byte[]` or `boolean[]` of the applet's heap (its
     // directory entry's data and length, which nothing moves during a
     // native call). The two never overlap: the area is the host's memory,
-    // the array the heap's.
+    // the array the heap's. For the tail push: `src` in a live `byte[]`
+    // or `boolean[]` as above, `dst` past the frame's header in the lent
+    // frame room (`FrameWords`: memory its lender promises valid for
+    // writes of the room, reached by no Rust reference while the code
+    // runs), which `n` fits (checked); the host's memory, not the heap's.
     unsafe { core::ptr::copy_nonoverlapping(src, dst, n) }
 }
 
