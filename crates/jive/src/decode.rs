@@ -672,7 +672,7 @@ pub struct NativeDecl {
     /// ([`crate::natives::TAIL_SUFFIX`]): a second declaration of a
     /// declared native (same name and descriptor), after the declared
     /// ones, which the decoder calls at the sites it proved tail sites
-    /// ([`tail_site`]) and which binds the table's tail form of the
+    /// (`decode::tail_site`) and which binds the table's tail form of the
     /// native where it has one.
     pub tail: bool,
 }

@@ -998,7 +998,7 @@ pub enum FastError {
 /// nothing that can trap), and every array argument of the call is pushed
 /// by `getstatic` (or `aload_0; getfield`) with only side-effect-free
 /// single pushes after it up to the call and no jump target in between
-/// ([`crate::decode::args_rooted`]), so that a static or the instance
+/// (`decode::args_rooted`), so that a static or the instance
 /// still holds the array at the invocation's end: the end-of-invocation
 /// collection frees arrays held only by locals, and a `new byte[n]`
 /// pushed from a local makes the site not a tail site. The decoder
