@@ -45,7 +45,7 @@
 //!
 //! Stamps are unique across reclaimers: every reclaimer's first stamp and
 //! every retire's take the next value of one process-wide counter
-//! ([`next_stamp`]), so a reclaimer's stamps increase (each retire runs
+//! (`next_stamp`), so a reclaimer's stamps increase (each retire runs
 //! under the lock, after the last) and no two reclaimers ever hold the same
 //! stamp. A stamp read from one reclaimer then equals a stamp of another
 //! never: [`Reclaimer::is_current_own`] refuses a stamp of another
@@ -300,7 +300,7 @@ impl Reclaimer {
     /// reclaimer registered): without the compare of the ids. For a
     /// participation of another reclaimer the answer means nothing. For a
     /// `stamp` read from another reclaimer it is `false`: stamps are unique
-    /// across reclaimers ([`next_stamp`]), so this reclaimer's stamp is
+    /// across reclaimers (`next_stamp`), so this reclaimer's stamp is
     /// never one of another's.
     #[inline]
     pub fn is_current_own(&self, me: &Participation, stamp: u64) -> bool {

@@ -594,7 +594,7 @@ fn hostile_len(rng: &mut Rng, max: usize, bound: Option<u32>) -> usize {
 }
 
 /// A string for the refusal probe: ASCII letters, its length by
-/// [`hostile_len`] around `lim` bytes.
+/// `hostile_len` around `lim` bytes.
 pub fn hostile_string(rng: &mut Rng, lim: usize) -> String {
     let n = hostile_len(rng, lim, None);
     (0..n)
@@ -602,7 +602,7 @@ pub fn hostile_string(rng: &mut Rng, lim: usize) -> String {
         .collect()
 }
 
-/// A sequence for the refusal probe: its length by [`hostile_len`] around
+/// A sequence for the refusal probe: its length by `hostile_len` around
 /// `lim` bytes and the count `bound` of its `size_is` length's type.
 pub fn hostile_seq<T: Arb>(rng: &mut Rng, lim: usize, bound: Option<u32>) -> Vec<T> {
     let n = hostile_len(rng, elems::<T>(lim), bound);

@@ -27,7 +27,7 @@
 //!
 //! Fields: `word` (0: free; else the token of the thread holding it the
 //! ordinary way), `bias` (0: none; else the biased thread's token and the
-//! grant's index, see [`pack`]), `slots[g]` (1 while grant `g`'s thread
+//! grant's index, see `pack`), `slots[g]` (1 while grant `g`'s thread
 //! holds the lock by the fast path; written only by that thread),
 //! `grants` (grants made so far), `pending` (a grant whose revocation has
 //! begun and whose slot has not yet been seen 0), and the bias policy's
@@ -310,7 +310,7 @@ impl RawBiased {
 
     /// [`RawBiased::try_lock_as`], always inlined, with only the bias
     /// holder's path in line (a few loads and a store); the rest, by
-    /// `word`, out of line ([`RawBiased::try_word`]). The same steps in
+    /// `word`, out of line (`RawBiased::try_word`). The same steps in
     /// the same order, so the same guarantees.
     ///
     /// # Safety

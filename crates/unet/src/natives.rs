@@ -287,7 +287,7 @@ pub fn dump_names() -> impl Iterator<Item = (&'static str, &'static str)> {
 /// The seven that act on the endpoint also get fast forms
 /// ([`jive::FastNative`]): the JIT calls them with the host value typed and
 /// no [`Context`], and they run the same checks and moves as the ordinary
-/// natives (the same function, [`EndpointNative::run`]), declining only
+/// natives (the same function, `EndpointNative::run`), declining only
 /// when the budget's count needs the clock ([`NativeHost::try_charge`]).
 pub fn bind<H: NativeHost>() -> Natives {
     let mut t = Natives::new();

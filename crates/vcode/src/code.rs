@@ -2,7 +2,7 @@
 //! the backend that wrote it (`x86_64::Code` is `Code<X64>`,
 //! `aarch64::Code` is `Code<A64>`). Its accessors, its typed function
 //! pointer and how it runs with run-time arguments
-//! ([`Invoke`](crate::Invoke), by the backend's convention: natively, or
+//! ([`Invoke`], by the backend's convention: natively, or
 //! under emulation) are the same for every target; each target's module
 //! adds what depends on its encoding (disassembly, listing).
 

@@ -801,7 +801,7 @@ impl NativeHost for Io {
     /// are `void`, as in the paper).
     ///
     /// The descriptor is written in place in the queue's slot, as the
-    /// standard delivery writes it ([`Io::push_rx_inline`]), not built in
+    /// standard delivery writes it (`Io::push_rx_inline`), not built in
     /// private memory and copied into the slot whole. Inlined into the
     /// natives that push (their fast forms' entries saved its call's 13
     /// instructions of register saves and restores).
@@ -869,7 +869,7 @@ impl NativeHost for Io {
     }
 
     /// The invocation's work count, its clock bound and the buffer size
-    /// ([`Invocation::words`]), which the inline natives use as
+    /// (`Invocation::words`), which the inline natives use as
     /// [`Io::charge`] and [`Io::try_charge`] do.
     #[inline]
     fn words(&mut self) -> Option<&mut jive::HostWords> {
@@ -877,7 +877,7 @@ impl NativeHost for Io {
     }
 
     /// Always inlined, with the frame it writes
-    /// ([`Framer::push_message`]), into `txPush`'s fast entry, so that the
+    /// (`Framer::push_message`), into `txPush`'s fast entry, so that the
     /// whole call saves its registers once and returns no result through
     /// memory.
     #[inline(always)]
@@ -892,11 +892,11 @@ impl NativeHost for Io {
         Ok(())
     }
 
-    /// [`Io::transmit`] at a tail site: while [`Io::defer`] allows it,
+    /// [`Io::transmit`] at a tail site: while `Io::defer` allows it,
     /// every check and count of [`Io::transmit`] in its order (the
     /// budgets, then the channel and the length, then `tx_frames`), and
     /// the message recorded instead of copied into a frame
-    /// ([`Io::deferred`]); else [`Io::transmit`].
+    /// (`Io::deferred`); else [`Io::transmit`].
     #[inline(always)]
     fn transmit_tail(
         &mut self,

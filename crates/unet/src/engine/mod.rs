@@ -168,7 +168,7 @@ pub struct PortStats {
     pub tx_closed: AtomicU64,
     /// Messages sent to an endpoint of this engine without a frame
     /// (`Engine::deliver_direct`), counted under the transmit lock with
-    /// [`bump`]: `tx_frames` is changed from both sides (an applet's
+    /// `bump`: `tx_frames` is changed from both sides (an applet's
     /// `txPush` runs under the receive lock), so it needs a read-modify-write,
     /// which the message path without applet no longer pays.
     pub tx_direct: AtomicU64,
