@@ -2662,15 +2662,7 @@ impl<'p> Compiler<'p> {
             self.ld_base(y, Base::Dir)
         };
         let at = Reg::<UL>::phys(y);
-        self.f.ldx(at, Ty::P, dir, ix(ra), 8, DIR_DATA);
-        match aoff {
-            Val::Const(0) => {}
-            Val::Const(c) if c > 0 => self.f.add(at, at, i64::from(c)),
-            aoff => {
-                let rao = self.reg_of(aoff, z);
-                self.f.add(at, at, ix(rao));
-            }
-        }
+        self.bytes_at(at, dir, ra, aoff, z);
         // The units counted (nothing can fail from here on), then the
         // area's bytes at `off` (X).
         let (words, units) = if aoff == Val::Const(0) {
@@ -2848,6 +2840,23 @@ impl<'p> Compiler<'p> {
         done
     }
 
+    /// The address of a `byte[]`'s element `off` into `into`: the array's
+    /// data (its directory entry, `ra` its handle, `dir` the directory)
+    /// plus `off`, for an inline form whose checks have passed (`off >= 0`
+    /// and in range). A constant offset is added as an immediate, another
+    /// from its register (loaded into `scratch` if it has none).
+    fn bytes_at(&mut self, into: Reg<UL>, dir: Reg<P>, ra: R, off: Val, scratch: u8) {
+        self.f.ldx(into, Ty::P, dir, ix(ra), 8, DIR_DATA);
+        match off {
+            Val::Const(0) => {}
+            Val::Const(c) if c > 0 => self.f.add(into, into, i64::from(c)),
+            off => {
+                let ro = self.reg_of(off, scratch);
+                self.f.add(into, into, ix(ro));
+            }
+        }
+    }
+
     /// The eager end of [`InlineForm::TailPush`] (`inline_tail`), reached
     /// with every check of the deferring form passed and nothing written,
     /// where the host lent a frame's room ([`crate::FrameWords`]): with
@@ -2941,15 +2950,7 @@ impl<'p> Compiler<'p> {
         let ra = self.reg_of(arr, x);
         let dir = self.ld_base(y, Base::Dir);
         let src = Reg::<UL>::phys(x);
-        self.f.ldx(src, Ty::P, dir, ix(ra), 8, DIR_DATA);
-        match off {
-            Val::Const(0) => {}
-            Val::Const(c) if c > 0 => self.f.add(src, src, i64::from(c)),
-            off => {
-                let ro = self.reg_of(off, y);
-                self.f.add(src, src, ix(ro));
-            }
-        }
+        self.bytes_at(src, dir, ra, off, y);
         let rl = self.reg_of(len, w);
         let n = Reg::<UL>::phys(w);
         if rl.num() != w {
