@@ -83,7 +83,9 @@
 //!
 //! # Modules
 //!
-//! `compiler` turns a program into code; `sites` describes the trap sites
+//! `analysis` reads a program before code is emitted (loops, depths, the
+//! slots worth a register); `compiler` turns it into code, with the natives
+//! it inlines in `inline`; `sites` describes the trap sites
 //! its checks report; `runtime` is the invocation context and the runtime
 //! calls generated code makes (the `unsafe` of reaching Rust from a context
 //! pointer); `exec` keeps compiled applets in the code cache and enters
@@ -116,11 +118,14 @@ pub fn available() -> bool {
 /// take 256 KiB. Applets allowed deeper recursion run on the interpreter.
 pub const MAX_CALL_DEPTH: u32 = 16_384;
 
+mod analysis;
 mod compiler;
 mod exec;
+mod inline;
 mod runtime;
 mod sites;
 
+use analysis::*;
 pub use compiler::compile_standalone;
 use compiler::*;
 use exec::*;
