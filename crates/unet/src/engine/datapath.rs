@@ -118,15 +118,8 @@ impl Engine {
     /// delay before it sees a message that lands just after a look).
     #[inline(always)]
     pub(crate) fn drive_rx(&self, port: &Port) -> usize {
-        let me = crate::biased::Me::current();
-        port.claim_as(me);
-        // The inbox's seal at the owner's position, not its tail: the
-        // tail's line is the producers', one miss more before the entry's.
-        let n = if port.inbox.idle_as(me) {
-            0
-        } else {
-            self.drain_waiting(port)
-        };
+        port.claim();
+        let n = self.drain(port);
         if self.transport_idle() {
             return n;
         }
@@ -138,9 +131,8 @@ impl Engine {
     /// transport idle). For a receiver's empty poll, inline in its loop.
     #[inline(always)]
     pub(crate) fn rx_idle(&self, port: &Port) -> bool {
-        let me = crate::biased::Me::current();
-        port.claim_as(me);
-        port.inbox.idle_as(me) && self.transport_idle()
+        port.claim();
+        port.inbox.is_empty() && self.transport_idle()
     }
 
     /// Whether [`Engine::poll_transport`] would find nothing to do now: no

@@ -17,28 +17,21 @@
 //!   are serialised by a lock on a line only producers write; it holds
 //!   their position and what they last read of the consumer's. A push
 //!   takes it, checks the budgets and the room against that private
-//!   view (reading the consumer's line only when the view says no),
-//!   writes the bytes, marks the word after the entry "empty", and then
-//!   **seals** the entry: its 8-byte header (length, channel, kind, and
-//!   the low bits of its position) in one atomic `Release` store. The
-//!   lock is held only by engine code, across a
+//!   view (reading the consumer's line only when the view says no), writes
+//!   the header and the bytes, and publishes the new tail with one
+//!   `Release` store. The lock is held only by engine code, across a
 //!   bounds check and a copy of at most one frame (the copy's source is
 //!   a frame, the engine's own mapping of a segment, which a client
 //!   cannot unmap or make block, an applet's array on the engine's heap,
 //!   or an in-process sender's own message): no applet or client code
 //!   runs under
 //!   it, so a client cannot hold it; a preempted holder delays the other
-//!   producers by one copy. Each entry is sealed at once, not
+//!   producers by one copy. Each frame's tail is published at once, not
 //!   once per pass, so that the consumer runs the first frames of a burst
 //!   while the rest are written (the two threads overlap).
 //! - **The consumer** (the holder of the endpoint's receive lock, which
-//!   drains, [`super::Engine::drain`]) loads the header at its position
-//!   with `Acquire` and stops where it is "empty": it learns of an entry
-//!   from the entry's own line, as the receive queue's consumer does from
-//!   a slot's seal, not from a tail on a line of its own (one cache line
-//!   fewer fetched, one after the other, per message between two threads:
-//!   docs/benchmarks.md, wip-seal). It runs each entry in place, and gives
-//!   its space back once it has run: one
+//!   drains, [`super::Engine::drain`]) reads the tail with `Acquire`, runs
+//!   each frame in place, and gives its space back once it has run: one
 //!   `Release` store of its position (after the frames' and bytes'
 //!   counts) on a line only the consumer writes, which producers read
 //!   only when their view says the inbox is full; never a counter both
@@ -46,32 +39,6 @@
 //!   held up to 15 frames that had run against the budget: the demo's
 //!   64 KiB token flow, which keeps the inbox near its byte budget, lost
 //!   frames as full and stalled.)
-//! - **Why a payload cannot forge a header.** A payload's bytes are an
-//!   applet's (another endpoint's), and the ring's words are reused: a word
-//!   that is a header in one lap may have held a payload in the one before. But every
-//!   word the consumer can reach as a header was written after that
-//!   payload, by a producer, before the seal the consumer acquired to get
-//!   there: the "empty" a push stores over the word after its entry (room
-//!   for it is part of the room check) before sealing its own, or the
-//!   next entry's seal. At a padding to the ring's end, the frame at the
-//!   ring's start is sealed first and the padding last, so a consumer that
-//!   reads the padding finds the frame sealed. The position bits are a
-//!   second check; the length is checked against the ring's end. A
-//!   header that fails either stops the drain (nothing past it read) and
-//!   drops what is published up to the tail. The consumer never reads
-//!   outside the ring, twice, or past an entry not yet sealed, whatever
-//!   the payloads hold.
-//! - **The tail** (a `Release` store after each push's seals, on the
-//!   producers' line) is for the producers' accounting and for threads
-//!   other than the consumer: [`Inbox::is_empty`] (the tail against the
-//!   given-back position: atomics only, never ring memory) for a deliverer
-//!   keeping a frame behind those waiting and for the engine threads'
-//!   poll of every endpoint; and the drain's recovery from a bad header.
-//!   The endpoint's own thread, waiting for a message, tests the seal at
-//!   the consumer's position instead, under the consumer's lock (biased to
-//!   it: [`Inbox::idle_as`]), so that no other thread's drain can move the
-//!   position and let a later lap's payload be written into the word it
-//!   loads.
 //! - **Budgets.** A frame is refused (the caller counts it) if the frames
 //!   waiting would exceed [`super::Budgets::inbox_frames`] (at most
 //!   [`FRAMES_MAX`]) or their bytes [`super::Budgets::inbox_bytes`], as
@@ -97,14 +64,10 @@
 //!   once; no fence is needed on the push path.
 //! - **The model.** `tests/loom_inbox.rs` runs this code under loom (built
 //!   alone as `unet::inbox` with `--cfg loom`, hence its `pub` items; its
-//!   locks are then loom's mutex, the ring is made with the inbox, and
-//!   loom watches the ring's bytes a word at a time, `Ring::held_read`,
-//!   with each word's value as a loom atomic for the seals, into which a
-//!   payload's words are stored too, `Ring::mirror`), its producers
-//!   hostile (their payloads full of seals a lap ahead): the seal's
-//!   `Release` and `Acquire`, the "empty" store, the room for it, the
-//!   padding's order and the give-back's `Release` each make it fail when
-//!   weakened (docs/benchmarks.md, wip-seal).
+//!   locks are then loom's mutex, and loom watches the ring's bytes a word
+//!   at a time, `Ring::held_read`): each `Acquire` and `Release` of the
+//!   push, the drain and the give-back weakened to `Relaxed` makes it
+//!   fail (`is_empty`'s loads are a hint: `drain` loads the tail again).
 
 use std::ptr::NonNull;
 use std::sync::OnceLock;
@@ -122,23 +85,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub const FRAMES_MAX: usize = 1 << 16;
 /// The most bytes an inbox's ring has, whatever its byte budget says.
 pub const RING_MAX: usize = 64 << 20;
-/// Bytes of an entry's header in the ring: one little-endian `u64`, its
-/// seal ([`seal_word`]): the length (bits 0 to 31), channel (32 to 47),
-/// kind (48 and 49: [`KIND_EMPTY`], [`KIND_PAD`], [`KIND_FRAME`] or
-/// [`KIND_MESSAGE`]) and the low 14 bits of the entry's position over 8
-/// (50 to 63), stored with one atomic `Release` store once the entry's
-/// bytes are written.
+/// Bytes of a frame's header in the ring: its length (`u32`), channel
+/// (`u16`) and kind (`u16`, [`KIND_FRAME`], [`KIND_MESSAGE`] or
+/// [`KIND_PAD`]), little-endian.
 const HDR: usize = 8;
-/// No entry here yet: what a zeroed ring holds, and what a producer
-/// stores over the header of the entry after its own before sealing it.
-pub const KIND_EMPTY: u16 = 0;
 /// A frame's header.
-pub const KIND_FRAME: u16 = 2;
+const KIND_FRAME: u16 = 0;
 /// A message without a frame: its payload alone (a delivery with a kept
 /// verdict, [`Inbox::push_message`]).
-pub const KIND_MESSAGE: u16 = 3;
-/// The bits of a seal that hold its position: `(pos / 8) % 2^14`.
-const POS_SHIFT: u32 = 50;
+const KIND_MESSAGE: u16 = 2;
 /// What a [`KIND_MESSAGE`] entry counts against the byte budget beyond its
 /// bytes: the header of the frame it stands for, so that a message counts
 /// as the frame the same message makes through the outbox, and the budgets
@@ -154,7 +109,7 @@ const _: () = assert!(MESSAGE_COUNTED_EXTRA == 54);
 
 /// The rest of the ring up to its end is padding: the next frame is at
 /// its start.
-pub const KIND_PAD: u16 = 1;
+const KIND_PAD: u16 = 1;
 /// A producer that finds the ring empty past this offset goes back to its
 /// start (checked at most every [`HOT_CHECK`] bytes).
 #[cfg(not(loom))]
@@ -179,11 +134,6 @@ std::thread_local! {
     /// they reach both. Per test (loom runs a model's threads on the
     /// test's own).
     pub static PADDED: std::cell::Cell<[u64; 2]> = const { std::cell::Cell::new([0; 2]) };
-    /// In the loom model, the position (bytes ever) of the payload a
-    /// push's `fill` writes, set just before it runs: the model's hostile
-    /// producer writes there, at every 8-byte offset, the seal an entry at
-    /// that offset would have a lap later.
-    pub static FILL_AT: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
 /// Why a frame was not put in the inbox.
@@ -263,20 +213,13 @@ struct Ring {
     /// write of the same bytes that the inbox's orderings leave unordered.
     #[cfg(loom)]
     words: Box<[loom::cell::UnsafeCell<()>]>,
-    /// In the loom model, each 8-byte word's value as an atomic, for the
-    /// seals' loads and stores: a payload's words are stored into it too
-    /// (`Relaxed`, [`Ring::mirror`]), so that a header's load may see an
-    /// earlier lap's payload where the protocol let it.
-    #[cfg(loom)]
-    seals: Box<[AtomicU64]>,
 }
 
 // SAFETY: `Ring` owns its block (freed once, in `drop`); the `Inbox`
 // protocol (producers write only `[tail, head + len)`, under their lock;
-// the consumer reads only the entries it found sealed, with `Release` and
-// `Acquire` both ways, and headers only atomically) keeps every
-// concurrent access to it disjoint, so sharing the pointer between
-// threads is sound.
+// the consumer reads only `[head, tail)`, published with `Release` and
+// read with `Acquire` both ways) keeps every concurrent access to it
+// disjoint, so sharing the pointer between threads is sound.
 unsafe impl Send for Ring {}
 // SAFETY: as for `Send`.
 unsafe impl Sync for Ring {}
@@ -306,99 +249,6 @@ impl Ring {
             words: (0..len.div_ceil(8))
                 .map(|_| loom::cell::UnsafeCell::new(()))
                 .collect(),
-            #[cfg(loom)]
-            seals: (0..len.div_ceil(8)).map(|_| AtomicU64::new(0)).collect(),
-        }
-    }
-
-    /// The header word at `at`, which the inbox only loads and stores
-    /// atomically while it can be an entry's header (see [`Inbox`]'s
-    /// protocol).
-    ///
-    /// # Safety
-    /// `at` is a multiple of 8 and `at + 8 <= self.len`.
-    #[cfg(not(loom))]
-    #[inline(always)]
-    unsafe fn seal(&self, at: usize) -> &AtomicU64 {
-        if cfg!(any(test, debug_assertions)) {
-            assert!(at % 8 == 0 && at + 8 <= self.len);
-        }
-        // SAFETY: `ptr + at` is in the block (the caller's contract) and
-        // aligned to 8 (the ring starts on a cache line, `at` is a multiple
-        // of 8); the word lives as long as `self`. Its other accesses, the
-        // bytes of a payload an earlier or a later lap writes and reads
-        // there, are ordered with the atomic ones by the inbox's protocol
-        // (a word is written as a payload only once the consumer has given
-        // it back, after its last load as a header, and loaded as a header
-        // only after the seal or the "empty" a producer stored there after
-        // that payload): none is concurrent with them.
-        unsafe { AtomicU64::from_ptr(self.ptr.as_ptr().add(at).cast::<u64>()) }
-    }
-
-    /// In the loom model, the header word at `at` (its atomic).
-    ///
-    /// # Safety
-    /// As outside the model (here only bounds-checked).
-    #[cfg(loom)]
-    unsafe fn seal(&self, at: usize) -> &AtomicU64 {
-        &self.seals[at / 8]
-    }
-
-    /// Loads the header word at `at` (`Acquire`: the entry's bytes, written
-    /// before its seal, are then visible). In the loom model, a read of
-    /// its word too, which loom checks against a payload's write there.
-    ///
-    /// # Safety
-    /// As for [`Ring::seal`].
-    #[inline(always)]
-    unsafe fn load_seal(&self, at: usize) -> u64 {
-        let _held = self.held_read(at, HDR);
-        // SAFETY: the caller's contract.
-        unsafe { self.seal(at) }.load(Ordering::Acquire)
-    }
-
-    /// Stores `word` into the header word at `at` with `order`.
-    ///
-    /// # Safety
-    /// As for [`Ring::seal`].
-    #[inline(always)]
-    unsafe fn store_seal(&self, at: usize, word: u64, order: Ordering) {
-        // SAFETY: the caller's contract.
-        unsafe { self.seal(at) }.store(word, order);
-    }
-
-    /// Asks for the line at `at` (a hint: nothing is read or written).
-    #[inline(always)]
-    fn prefetch(&self, at: usize) {
-        #[cfg(all(target_arch = "x86_64", not(loom)))]
-        // SAFETY: a prefetch neither reads nor writes memory
-        // architecturally, never faults and changes no register or flag;
-        // `ptr + at` stays in the block (`at` is a position in the ring,
-        // below its size: `wrapping_add` would not overflow either way).
-        unsafe {
-            use core::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-            _mm_prefetch::<_MM_HINT_T0>(self.ptr.as_ptr().wrapping_add(at).cast::<i8>());
-        }
-        #[cfg(not(all(target_arch = "x86_64", not(loom))))]
-        let _ = at;
-    }
-
-    /// In the loom model, the words of `[at, at + n)` as written (a
-    /// payload's), stored into their atomics (`Relaxed`): what a header's
-    /// load there would read. Nothing outside the model.
-    #[cfg(not(loom))]
-    #[inline(always)]
-    fn mirror(&self, _at: usize, _n: usize) {}
-
-    /// In the loom model, the words of `[at, at + n)` as written.
-    #[cfg(loom)]
-    fn mirror(&self, at: usize, n: usize) {
-        for w in at / 8..(at + n).div_ceil(8) {
-            let mut b = [0u8; 8];
-            // SAFETY: the word is in the ring, and the producer, which
-            // calls this under its lock, owns it until it is sealed.
-            b.copy_from_slice(unsafe { self.bytes(w * 8, 8) });
-            self.seals[w].store(u64::from_le_bytes(b), Ordering::Relaxed);
         }
     }
 
@@ -538,8 +388,7 @@ pub fn warm_start(frames: usize, bytes: usize) -> u64 {
 pub struct Inbox {
     /// The producers' lock and view (written only by producers).
     prod: Line<Lock<Prod>>,
-    /// The published tail (written by producers; read by `is_empty` and
-    /// the drain's recovery from a bad header, not by the drain itself).
+    /// The published tail (written by producers, read by the consumer).
     tail: Line<AtomicU64>,
     /// What the consumer gave back (written by the consumer).
     given: Line<GivenBack>,
@@ -591,30 +440,22 @@ impl Inbox {
     /// for its ring until its first frame).
     pub fn new(frames: usize, bytes: usize) -> Inbox {
         let frames = frames.min(FRAMES_MAX);
-        let size = ring_size(frames, bytes);
-        let ring = OnceLock::new();
-        // In the loom model, the ring at once (see `Inbox::drain`).
-        #[cfg(loom)]
-        let _ = ring.set(Ring::new(size));
         Inbox {
             prod: Line(Lock::new(Prod::default())),
             tail: Line::default(),
             given: Line::default(),
             cons: Line(Lock::new(Cons::default())),
-            ring,
-            size,
+            ring: OnceLock::new(),
+            size: ring_size(frames, bytes),
             max_frames: frames as u64,
             max_bytes: bytes as u64,
             warm: warm_start(frames, bytes),
         }
     }
 
-    /// Whether no frame is waiting (published and not given back), by the
-    /// tail and the given-back position: two loads and no ring memory, for
-    /// any thread (a deliverer keeping a frame behind those waiting, an
-    /// engine thread's poll of every endpoint). A `false` while a drain
-    /// runs only sends the caller the longer way. The endpoint's own
-    /// thread, waiting, tests the seal instead ([`Inbox::idle_as`]).
+    /// Whether no frame is waiting (published and not given back). Two
+    /// loads, for the per-frame test of an endpoint without an applet; a
+    /// `false` while a drain runs only sends the caller the longer way.
     #[inline]
     pub fn is_empty(&self) -> bool {
         self.tail.0.load(Ordering::Acquire) == self.given.0.head.load(Ordering::Acquire)
@@ -694,63 +535,22 @@ impl Inbox {
         // Padding to the ring's end first if the frame does not fit
         // before it, or if the ring is empty and this is past its warm
         // start (`warm`, at least as far as the frames the budgets allow
-        // reach: see `Inbox::warm`), where the frame and the word after it
-        // fit before the padding's header.
+        // reach: see `Inbox::warm`).
         let mut pad = if rest < need { rest } else { 0 };
-        if pad == 0 && at >= self.warm && need + HDR as u64 <= at && p.tail - p.checked >= HOT_CHECK
-        {
+        if pad == 0 && at >= self.warm && need <= at && p.tail - p.checked >= HOT_CHECK {
             p.checked = p.tail;
             self.refresh(p);
             if p.head == p.tail {
                 pad = rest;
             }
         }
-        // Room for the entry and for the word after it, which this push
-        // marks empty: the next entry's header (given back, so that it is
-        // not the oldest waiting entry's).
-        let end = p.tail + pad + need;
-        if end + HDR as u64 - p.head > size {
+        if p.tail + pad + need - p.head > size {
             self.refresh(p);
-            if end + HDR as u64 - p.head > size {
+            if p.tail + pad + need - p.head > size {
                 return Err(Refused::Full);
             }
         }
         let ring = self.ring.get_or_init(|| Ring::new(self.size));
-        // A padding runs to the ring's end: the frame is at its start.
-        let start = if pad > 0 { 0 } else { at as usize };
-        {
-            let _held = ring.held_write(start + HDR, len);
-            // SAFETY: `[start, start + need)` is in the ring (`need` fits
-            // before its end: it did at `at`, or `start` is 0 and `need <=
-            // size`) and in `[tail, head + size)`, checked above: given back
-            // by the consumer, not yet sealed, written only under the lock
-            // held.
-            let body = unsafe { ring.bytes_mut(start + HDR, len) };
-            #[cfg(loom)]
-            FILL_AT.with(|c| c.set(p.tail + pad + HDR as u64));
-            fill(body);
-        }
-        ring.mirror(start + HDR, need as usize - HDR);
-        // `need` fits before the ring's end from `start` (above).
-        let mut next = start as u64 + need;
-        if next == size {
-            next = 0;
-        }
-        // The word after the entry marked empty, before the entry is
-        // sealed (`Relaxed`: the seal's `Release` orders it): whatever an
-        // earlier lap left there (a payload's bytes, an old seal) is never
-        // read as a header. Then the seal, after the bytes.
-        // SAFETY: `next` and `start` are multiples of 8 below the ring's
-        // size; both words are in `[tail, head + size)` (the room checked
-        // above), this producer's until sealed.
-        unsafe {
-            ring.store_seal(next as usize, 0, Ordering::Relaxed);
-            ring.store_seal(
-                start,
-                seal_word(kind, len as u32, chan, p.tail + pad),
-                Ordering::Release,
-            );
-        }
         if pad > 0 {
             #[cfg(loom)]
             PADDED.with(|c| {
@@ -758,108 +558,126 @@ impl Inbox {
                 n[usize::from(rest >= need)] += 1;
                 c.set(n);
             });
-            // The padding's seal last: a consumer that reads it goes to the
-            // ring's start, whose frame is sealed by then (an earlier lap's
-            // seal there, sealed first, would be read instead).
-            // SAFETY: `at` is a multiple of 8 below the ring's size, in
-            // `[tail, head + size)`.
-            unsafe {
-                ring.store_seal(
-                    at as usize,
-                    seal_word(KIND_PAD, 0, 0, p.tail),
-                    Ordering::Release,
-                )
-            };
+            let _held = ring.held_write(at as usize, HDR);
+            // SAFETY: `[at, at + pad)` ends at the ring's end, and lies in
+            // `[tail, head + size)` (checked just above): the consumer has
+            // given it back and reads it only once the tail is published
+            // past it; producers are serialised by the lock held.
+            let h = unsafe { ring.bytes_mut(at as usize, HDR) };
+            h.copy_from_slice(&header(0, 0, KIND_PAD));
         }
-        p.tail = end;
-        p.at = next;
+        // A padding runs to the ring's end: the frame is at its start.
+        let start = if pad > 0 { 0 } else { at as usize };
+        {
+            let _held = ring.held_write(start, HDR + len);
+            // SAFETY: `[start, start + need)` is in the ring (`need` fits
+            // before its end: it did at `at`, or `start` is 0 and `need <=
+            // size`) and in `[tail, head + size)`, checked above: given back
+            // by the consumer, not yet published, written only under the
+            // lock held.
+            let place = unsafe { ring.bytes_mut(start, HDR + len) };
+            let (h, body) = place.split_at_mut(HDR);
+            h.copy_from_slice(&header(len as u32, chan, kind));
+            fill(body);
+        }
+        p.tail += pad + need;
+        // `need` fits before the ring's end from `start` (above).
+        p.at = start as u64 + need;
+        if p.at == size {
+            p.at = 0;
+        }
         p.frames += 1;
         p.bytes += charged;
-        // The tail, for `is_empty` and the drain's recovery from a header
-        // that fails its checks (the consumer reads the seals): `Release`
-        // after the seals.
+        // Publishes the frame (and the padding before it): the consumer
+        // reads the tail with `Acquire`.
         self.tail.0.store(p.tail, Ordering::Release);
         Ok(())
     }
 
-    /// Runs the entries waiting, in order, through `f` (its channel, whether
+    /// Runs the frames waiting, in order, through `f` (its channel, whether
     /// it is a frame, [`Inbox::push`], or a message's payload alone,
     /// [`Inbox::push_message`], and its bytes, read in place), until the
-    /// header at its position is not sealed, `f` returns `false` (after
-    /// that one), or it has run the frame budget's count; returns how
+    /// inbox is empty or `f` returns `false` (after that one); returns how
     /// many. Each one's space goes back to the producers once `f` has run
     /// it.
     ///
-    /// The owner learns of an entry from its seal, on the entry's own
-    /// line, not from the tail on a line of its own: one cache line fewer
-    /// fetched before the entry's bytes. Entries sealed while it runs are
-    /// run too (a burst's later frames, written while its first ones run),
-    /// up to the frame budget's count: unbounded, a flood from other
-    /// threads kept the owner's `recv_ref` in one drain for as long as it
-    /// lasted (56 ms in the 2026-12-01 review's test), its receive queue
-    /// full and nothing sent. Every entry waiting when it starts is run
-    /// (at most the budget's count wait).
+    /// Frames published while it runs are run too (a burst's later frames,
+    /// written while its first ones run), but the tail is read again only
+    /// while fewer than the frame budget have run: one call runs fewer
+    /// than twice the budget's frames (each stretch between two readings
+    /// holds at most the budget), however fast producers push. Unbounded,
+    /// a flood from other threads kept the owner's `recv_ref` in one drain
+    /// for as long as it lasted (56 ms in the 2026-12-01 review's test),
+    /// its receive queue full and nothing sent.
     pub fn drain(&self, mut f: impl FnMut(u16, bool, &[u8]) -> bool) -> u64 {
         let mut c = lock(&self.cons.0);
-        // In the loom model the ring is made with the inbox (loom has no
-        // `OnceLock`), so that a drain's first seal load is what loom sees
-        // it depend on a push by.
+        // The tail before the ring (the same loads as the other way
+        // round): in the loom model this load is what makes a drain
+        // depend on a push (the ring's `OnceLock` is not loom's); with the
+        // ring's `get` first, a drain before the first push touched
+        // nothing loom sees, and loom never ran it after one.
+        let mut tail = self.tail.0.load(Ordering::Acquire);
         let Some(ring) = self.ring.get() else {
             return 0;
         };
         let size = self.size as u64;
         let mut n = 0;
-        while n < self.max_frames {
+        loop {
+            if c.head == tail {
+                if n >= self.max_frames {
+                    break;
+                }
+                tail = self.tail.0.load(Ordering::Acquire);
+                if c.head == tail {
+                    break;
+                }
+            }
             let at = c.at as usize;
             // Checked in the crate's tests too (its release build has no
             // debug assertions).
             if cfg!(any(test, debug_assertions)) {
                 assert_eq!(c.at, c.head % size);
             }
-            // SAFETY: `at` is a multiple of 8 (every footprint is) below
-            // the ring's size.
-            let w = unsafe { ring.load_seal(at) };
-            let kind = kind_of(w);
-            if kind == KIND_EMPTY {
-                break;
-            }
-            let len = w as u32 as usize;
-            if !sealed_at(w, c.head) || at + HDR + len > self.size {
-                // Never: every word at the consumer's position is the
-                // seal of the entry there or the "empty" stored before the
-                // previous entry's seal. Were one wrong, nothing past it is
-                // read; the rest published is dropped.
-                self.skip_to_tail(&mut c);
-                break;
-            }
+            let (len, chan, kind) = {
+                let _held = ring.held_read(at, HDR);
+                // SAFETY: `[head, tail)` is published (read with `Acquire`
+                // after the producers' `Release` store of the tail) and every
+                // header in it lies whole before the ring's end (the ring's
+                // size and every footprint are multiples of 8); producers do
+                // not write it until it is given back, after this read.
+                let h = unsafe { ring.bytes(at, HDR) };
+                read_header(h)
+            };
             if kind == KIND_PAD {
                 c.head += size - at as u64;
                 c.at = 0;
                 continue;
             }
-            // SAFETY: the entry's bytes are in the ring (just checked) and
-            // were written before its seal, loaded with `Acquire`; producers
-            // do not write them until they are given back, after `f`
-            // returns.
+            let len = len as usize;
+            if at + HDR + len > self.size || footprint(len) > tail - c.head {
+                // Never: producers write whole frames within the ring. Were
+                // a header wrong, nothing past it is read; the rest is
+                // dropped.
+                c.head = tail;
+                c.at = tail % size;
+                break;
+            }
+            // SAFETY: as for the header: the frame's bytes are in the ring
+            // (just checked) and published, and stay unwritten until given
+            // back, after `f` returns.
             let frame = unsafe { ring.bytes(at + HDR, len) };
             c.head += footprint(len);
-            // The entry lies before the ring's end (checked above).
+            // The frame lies before the ring's end (checked above).
             c.at += footprint(len);
             if c.at == size {
                 c.at = 0;
             }
-            // The next header's line, while `f` runs: where it is not this
-            // entry's, the drain's last load (the "empty" the producer
-            // stored there) would be a miss after the entry has run, on the
-            // way back to the application (a 56-byte message's entry fills
-            // its line).
-            ring.prefetch(c.at as usize);
             c.frames += 1;
             c.bytes += counted(kind, len as u64);
             n += 1;
             let go_on = {
                 let _held = ring.held_read(at + HDR, len);
-                f((w >> 32) as u16, kind == KIND_FRAME, frame)
+                f(chan, kind == KIND_FRAME, frame)
             };
             self.give_back(&c);
             if !go_on {
@@ -869,55 +687,6 @@ impl Inbox {
         // Paddings skipped (or a bad header's rest dropped) since.
         self.give_back(&c);
         n
-    }
-
-    /// After a header that fails its checks: the consumer's position moved
-    /// to the published tail, if that is ahead (the entries before it
-    /// dropped unread).
-    #[cold]
-    fn skip_to_tail(&self, c: &mut Cons) {
-        let tail = self.tail.0.load(Ordering::Acquire);
-        if tail > c.head {
-            c.head = tail;
-            c.at = tail % self.size as u64;
-        }
-    }
-
-    /// Whether nothing is sealed at the consumer's position, tested by
-    /// the endpoint's own thread (`me`) as it waits: the seal's word, on
-    /// the next entry's line, and none of the producers' lines (the tail's
-    /// was one more miss in a row before the entry's). Under the
-    /// consumer's lock (biased to that thread: a few plain loads and
-    /// stores), so that no other drain moves the position meanwhile and
-    /// the word is a header's while it is loaded; `false` if another
-    /// thread holds it (a drain runs).
-    #[cfg(not(loom))]
-    #[inline(always)]
-    pub fn idle_as(&self, me: crate::biased::Me) -> bool {
-        match self.cons.0.try_lock_inline_as(me) {
-            Some(c) => self.unsealed(&c),
-            None => false,
-        }
-    }
-
-    /// In the loom model, [`Inbox::idle_as`] (loom's mutex).
-    #[cfg(loom)]
-    pub fn idle(&self) -> bool {
-        match self.cons.0.try_lock() {
-            Ok(c) => self.unsealed(&c),
-            Err(_) => false,
-        }
-    }
-
-    /// Whether the header at `c`'s position is not sealed.
-    #[inline(always)]
-    fn unsealed(&self, c: &Cons) -> bool {
-        match self.ring.get() {
-            // SAFETY: the consumer's position is a multiple of 8 below the
-            // ring's size.
-            Some(ring) => kind_of(unsafe { ring.load_seal(c.at as usize) }) == KIND_EMPTY,
-            None => true,
-        }
     }
 
     /// Publishes the consumer's position: space and budget for producers.
@@ -946,24 +715,25 @@ impl Inbox {
     }
 }
 
-/// An entry's seal ([`HDR`]): its length, channel, kind and position
-/// (bytes ever, a multiple of 8; its bits 3 to 16).
-#[inline(always)]
-pub fn seal_word(kind: u16, len: u32, chan: u16, pos: u64) -> u64 {
-    u64::from(len) | u64::from(chan) << 32 | u64::from(kind) << 48 | pos << (POS_SHIFT - 3)
+/// A frame's header: its length, channel and kind.
+#[inline]
+fn header(len: u32, chan: u16, kind: u16) -> [u8; HDR] {
+    let mut h = [0; HDR];
+    h[..4].copy_from_slice(&len.to_le_bytes());
+    h[4..6].copy_from_slice(&chan.to_le_bytes());
+    h[6..].copy_from_slice(&kind.to_le_bytes());
+    h
 }
 
-/// A header word's kind.
-#[inline(always)]
-fn kind_of(w: u64) -> u16 {
-    (w >> 48) as u16 & 3
-}
-
-/// Whether a header word holds the position bits of an entry at `pos` (a
-/// multiple of 8).
-#[inline(always)]
-fn sealed_at(w: u64, pos: u64) -> bool {
-    (w ^ pos << (POS_SHIFT - 3)) >> POS_SHIFT == 0
+/// [`header`] read back.
+#[inline]
+fn read_header(h: &[u8]) -> (u32, u16, u16) {
+    let b = |i: usize| h.get(i).copied().unwrap_or(0);
+    (
+        u32::from_le_bytes([b(0), b(1), b(2), b(3)]),
+        u16::from_le_bytes([b(4), b(5)]),
+        u16::from_le_bytes([b(6), b(7)]),
+    )
 }
 
 #[cfg(all(test, not(loom)))]
