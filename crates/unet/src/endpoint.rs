@@ -1310,6 +1310,17 @@ impl Endpoint {
             // second look at the queue (a waiting receiver's empty poll).
             self.poll_expected();
             return None;
+        } else {
+            // Nothing sealed, and work for the engine (most often frames
+            // in the applet's inbox): driven at once, without the second
+            // look at the queue that `recv_ref_slow` makes first.
+            let t = self.recv_ref_drive()?;
+            return Some(MessageRef {
+                ep: self,
+                len: t.len,
+                chan: t.chan,
+                body: t.body,
+            });
         }
         let t = self.recv_ref_slow()?;
         Some(MessageRef {
@@ -1342,46 +1353,79 @@ impl Endpoint {
     /// descriptors that are not well formed, an empty queue.
     #[inline(never)]
     fn recv_ref_slow(&mut self) -> Option<Taken> {
-        for round in 0..2 {
-            // The fixed part, copied once and checked here.
-            while let Some((i, len, chan, nbufs)) = self.rx_front() {
-                if nbufs == 0 {
-                    if len as usize <= INLINE_MAX {
-                        return Some(Taken {
-                            len,
-                            chan,
-                            body: Body::Inline(i),
-                        });
-                    }
-                    self.rx.advance();
-                    self.bad_rx += 1;
-                    continue;
-                }
-                if nbufs == 1 {
-                    if let Some(off) = self.take_one_buffer(i, len) {
-                        return Some(Taken {
-                            len,
-                            chan,
-                            body: Body::Buffers(off),
-                        });
-                    }
-                    continue;
-                }
-                if self.hold_front(i) {
-                    let (len, chan, first) = (self.held.len, self.held.chan, self.held.offset(0));
+        if let Some(t) = self.take_front() {
+            return Some(t);
+        }
+        self.recv_ref_driven()
+    }
+
+    /// [`Endpoint::recv_ref`] once it found nothing sealed and something
+    /// for the engine to do ([`Endpoint::idle`] false: in a ping-pong
+    /// between two threads, the frame in the applet's inbox that every
+    /// message is): [`Endpoint::recv_ref_slow`] without its first look at
+    /// the queue, which the caller has just made (15 instructions and a
+    /// branch a message of the standard applet's ping-pong). A message
+    /// sealed in between is seen by the look after the engine's work, as
+    /// one sealed just after that look is seen by the next call.
+    #[inline(never)]
+    fn recv_ref_drive(&mut self) -> Option<Taken> {
+        self.recv_ref_driven()
+    }
+
+    /// The end of [`Endpoint::recv_ref_slow`] and
+    /// [`Endpoint::recv_ref_drive`], with the queue found empty: the
+    /// gathered buffers given back, the engine's receive work driven, and
+    /// if it may have delivered something, one more look.
+    #[inline(always)]
+    fn recv_ref_driven(&mut self) -> Option<Taken> {
+        self.give_gathered();
+        if self.drive && self.drive_rx() {
+            if let Some(t) = self.take_front() {
+                return Some(t);
+            }
+            self.give_gathered();
+        }
+        self.poll_expected();
+        None
+    }
+
+    /// The front message of the queue, its descriptor's fixed part copied
+    /// once and checked here; descriptors that are not well formed are
+    /// counted and passed; `None` once nothing is sealed.
+    #[inline(always)]
+    fn take_front(&mut self) -> Option<Taken> {
+        while let Some((i, len, chan, nbufs)) = self.rx_front() {
+            if nbufs == 0 {
+                if len as usize <= INLINE_MAX {
                     return Some(Taken {
                         len,
                         chan,
-                        body: Body::Buffers(first),
+                        body: Body::Inline(i),
                     });
                 }
+                self.rx.advance();
+                self.bad_rx += 1;
+                continue;
             }
-            self.give_gathered();
-            if round == 1 || !self.drive || !self.drive_rx() {
-                break;
+            if nbufs == 1 {
+                if let Some(off) = self.take_one_buffer(i, len) {
+                    return Some(Taken {
+                        len,
+                        chan,
+                        body: Body::Buffers(off),
+                    });
+                }
+                continue;
+            }
+            if self.hold_front(i) {
+                let (len, chan, first) = (self.held.len, self.held.chan, self.held.offset(0));
+                return Some(Taken {
+                    len,
+                    chan,
+                    body: Body::Buffers(first),
+                });
             }
         }
-        self.poll_expected();
         None
     }
 
