@@ -497,12 +497,14 @@ impl Engine {
             bump_shared_by(&self.inner.stats.closed, n);
             return 0;
         }
-        // Empty, without memory: a `doRx` that answers makes it take a
+        // No outbox until a `doRx` answers: then one is made and takes a
         // spare outbox ([`Outbox::append`]). A spare one taken here and
         // given back after every drain, most of which make no frame, was
         // some 130 instructions a drain (the thread-local pool's
-        // look-ups, the 80-byte moves), a drain a message in a ping-pong.
-        let mut made = Outbox::default();
+        // look-ups, the 80-byte moves), a drain a message in a ping-pong;
+        // an empty one made here, its ten words written and its drop
+        // called after the drain, still 44.
+        let mut made: Option<Outbox> = None;
         let mut n = 0;
         // The applet time this round has spent on this endpoint.
         let mut spent = Duration::ZERO;
@@ -518,7 +520,12 @@ impl Engine {
                 })
             };
             if let Some(payload) = payload {
-                let took = receive_payload::<true>(port, rx, chan, payload, &mut made, shared);
+                let took = run_payload::<true>(port, rx, chan, payload, shared);
+                let out = &mut rx.io.framer.out;
+                if !out.is_empty() {
+                    made.get_or_insert_default().append(out);
+                    out.clear();
+                }
                 // Timed only on a shared thread (the owner's drain takes
                 // everything, untimed): no `Duration` sum per frame there.
                 if shared {
@@ -538,12 +545,10 @@ impl Engine {
                     || port.throttle_until.load(Ordering::Relaxed) != 0))
         });
         rx.io.publish();
-        if made.is_empty() {
-            // Never given a frame, so it holds no memory to keep.
-            drop(guard);
-            return n;
+        match made {
+            None => drop(guard),
+            Some(made) => self.pump_drained(port, guard, made),
         }
-        self.pump_drained(port, guard, made);
         n
     }
 
@@ -731,6 +736,26 @@ pub(super) fn receive_payload<const INLINED: bool>(
     made: &mut Outbox,
     timed: bool,
 ) -> Duration {
+    let took = run_payload::<INLINED>(port, rx, chan, payload, timed);
+    let out = &mut rx.io.framer.out;
+    if !out.is_empty() {
+        made.append(out);
+        out.clear();
+    }
+    took
+}
+
+/// [`receive_payload`] but for the frames `doRx` made, which it leaves in
+/// the receive side's outbox (`rx.io.framer.out`) for the caller to take
+/// (an inbox's drain, which makes its outbox only when they are some).
+#[inline(always)]
+fn run_payload<const INLINED: bool>(
+    port: &Port,
+    rx: &mut RxSide,
+    chan: u16,
+    payload: Payload<'_>,
+    timed: bool,
+) -> Duration {
     let mut took = Duration::ZERO;
     match rx.applet.as_mut() {
         None => rx.io.deliver_default(chan, payload),
@@ -757,11 +782,6 @@ pub(super) fn receive_payload<const INLINED: bool>(
                 Outcome::Trapped => applet_trapped(rx, port),
             }
         }
-    }
-    let out = &mut rx.io.framer.out;
-    if !out.is_empty() {
-        made.append(out);
-        out.clear();
     }
     took
 }
