@@ -116,10 +116,22 @@ impl Engine {
     /// registers and a stack of 232 bytes for two loads and an indirect
     /// call, on every empty poll of a waiting receiver (whose turn is the
     /// delay before it sees a message that lands just after a look).
+    ///
+    /// The thread's token is read once, for the claim, the owner's test
+    /// and the receive lock, and the owner's drain runs here, inline
+    /// ([`Engine::drain_claimed`]): a receiver that finds its queue empty
+    /// and a frame in its applet's inbox (every message of a ping-pong
+    /// between two threads) made a call more and read the token three
+    /// times.
     #[inline(always)]
     pub(crate) fn drive_rx(&self, port: &Port) -> usize {
-        port.claim();
-        let n = self.drain(port);
+        let me = Me::current();
+        port.claim_as(me);
+        let n = if port.inbox.is_empty() {
+            0
+        } else {
+            self.drain_claimed(port, me)
+        };
         if self.transport_idle() {
             return n;
         }
@@ -484,13 +496,51 @@ impl Engine {
     /// nothing) makes one test and no call.
     #[inline(never)]
     fn drain_waiting(&self, port: &Port) -> usize {
-        let shared = !port.is_owner();
+        let me = Me::current();
+        let shared = port.owner.load(Ordering::Relaxed) != me.token();
         if shared && port.has_applet.load(Ordering::Relaxed) && port.throttled() {
             return 0;
         }
-        let Some(mut guard) = port.rx.try_lock() else {
+        let Some(guard) = port.rx.try_lock_as(me) else {
             return 0;
         };
+        if shared {
+            self.drain_locked::<true>(port, guard)
+        } else {
+            self.drain_locked::<false>(port, guard)
+        }
+    }
+
+    /// [`Engine::drain`] once frames wait, on the thread `me` that has
+    /// just claimed `port` ([`Engine::drive_rx`]), inline there. The
+    /// owner's test is still made (it is what `drain_waiting` tests: were
+    /// the endpoint claimed by another thread since, this one's drain is
+    /// a shared thread's, timed and held back while throttled), with the
+    /// token read once; the owner's drain is a copy of its own
+    /// (`drain_locked::<false>`), without the time's sum and test per
+    /// frame.
+    #[inline(always)]
+    fn drain_claimed(&self, port: &Port, me: Me) -> usize {
+        if port.owner.load(Ordering::Relaxed) != me.token() {
+            return self.drain_waiting(port);
+        }
+        let Some(guard) = port.rx.try_lock_as(me) else {
+            return 0;
+        };
+        self.drain_locked::<false>(port, guard)
+    }
+
+    /// The drain itself, under the receive lock (`guard`), on a thread
+    /// that is not the endpoint's owner (`SHARED`: each frame's applet
+    /// time summed, and the rest left for a later round once the round's
+    /// time is spent or the applet overran) or on the owner's.
+    #[inline(always)]
+    fn drain_locked<const SHARED: bool>(
+        &self,
+        port: &Port,
+        mut guard: BiasedGuard<'_, RxSide>,
+    ) -> usize {
+        let shared = SHARED;
         if port.closed.load(Ordering::Acquire) {
             // Removed: what is left is counted as lost to the closing.
             let n = port.inbox.clear();
