@@ -540,7 +540,6 @@ impl Engine {
         port: &Port,
         mut guard: BiasedGuard<'_, RxSide>,
     ) -> usize {
-        let shared = SHARED;
         if port.closed.load(Ordering::Acquire) {
             // Removed: what is left is counted as lost to the closing.
             let n = port.inbox.clear();
@@ -554,13 +553,17 @@ impl Engine {
         // look-ups, the 80-byte moves), a drain a message in a ping-pong;
         // an empty one made here, its ten words written and its drop
         // called after the drain, still 44.
-        let mut made: Option<Outbox> = None;
-        let mut n = 0;
-        // The applet time this round has spent on this endpoint.
-        let mut spent = Duration::ZERO;
+        let mut drained = Drained {
+            made: None,
+            n: 0,
+            spent: Duration::ZERO,
+        };
+        // Moved into the closure as they are (three references): a
+        // closure that borrows captures each field it names apart.
+        let d = &mut drained;
         let rx = &mut *guard;
         // Each frame or message is read in place, in the inbox's ring.
-        port.inbox.drain(|chan, framed, bytes| {
+        port.inbox.drain(move |chan, framed, bytes| {
             let payload = if framed {
                 frame_payload(port, bytes, None)
             } else {
@@ -570,36 +573,36 @@ impl Engine {
                 })
             };
             if let Some(payload) = payload {
-                let took = run_payload::<true>(port, rx, chan, payload, shared);
+                let took = run_payload::<true>(port, rx, chan, payload, SHARED);
                 let out = &mut rx.io.framer.out;
                 if !out.is_empty() {
-                    made.get_or_insert_default().append(out);
+                    d.made.get_or_insert_default().append(out);
                     out.clear();
                 }
                 // Timed only on a shared thread (the owner's drain takes
                 // everything, untimed): no `Duration` sum per frame there.
-                if shared {
-                    spent += took;
+                if SHARED {
+                    d.spent += took;
                 }
             }
-            n += 1;
+            d.n += 1;
             // The batch's descriptors are published together, at most
             // `PUBLISH_EVERY` frames apart so the application sees the
             // first ones while the rest run.
-            if n % PUBLISH_EVERY == 0 {
+            if d.n % PUBLISH_EVERY == 0 {
                 rx.io.publish();
             }
             // The rest waits in the inbox for a later round.
-            !(shared
-                && (spent > port.budgets.round_time
+            !(SHARED
+                && (d.spent > port.budgets.round_time
                     || port.throttle_until.load(Ordering::Relaxed) != 0))
         });
-        rx.io.publish();
-        match made {
+        guard.io.publish();
+        match drained.made {
             None => drop(guard),
             Some(made) => self.pump_drained(port, guard, made),
         }
-        n
+        drained.n
     }
 
     /// Sends the frames `port`'s applet made in a drain (`made`, not
@@ -676,6 +679,18 @@ impl Engine {
             v
         })
     }
+}
+
+/// What an inbox's drain keeps across its frames ([`Engine::drain`]), in
+/// one place, so that its closure holds one reference for the three.
+struct Drained {
+    /// The frames its `doRx`s made, once one made some.
+    made: Option<Outbox>,
+    /// The frames run.
+    n: usize,
+    /// The applet time this round has spent on the endpoint (summed on a
+    /// shared thread alone).
+    spent: Duration,
 }
 
 /// Puts a frame in `port`'s inbox for its applet, or drops it, counted as
