@@ -132,19 +132,51 @@ impl Engine {
         } else {
             self.drain_claimed(port, me)
         };
+        self.and_transport(n)
+    }
+
+    /// [`Engine::drive_rx`] once [`Engine::rx_poll`] found frames in the
+    /// inbox, on the thread `me` that it claimed `port` for: the same
+    /// work without the claim and the inbox's test made again.
+    #[inline(always)]
+    pub(crate) fn drive_rx_inbox(&self, port: &Port, me: Me) -> usize {
+        let n = self.drain_claimed(port, me);
+        self.and_transport(n)
+    }
+
+    /// The end of [`Engine::drive_rx`]: the transport polled if it has
+    /// work, and the frames run (`n`) and received.
+    #[inline(always)]
+    fn and_transport(&self, n: usize) -> usize {
         if self.transport_idle() {
             return n;
         }
         n + self.poll_transport()
     }
 
-    /// [`Engine::drive_rx`]'s tests alone: the thread claims `port`, and
-    /// whether driving it now would do nothing (its inbox empty, the
-    /// transport idle). For a receiver's empty poll, inline in its loop.
+    /// [`Engine::drive_rx`]'s tests alone, for a receiver's empty poll,
+    /// inline in its loop: the thread `me` claims `port`, and whether
+    /// driving it now would do nothing ([`RxPoll::Idle`]: its inbox empty,
+    /// the transport idle), would run frames waiting in its inbox
+    /// ([`RxPoll::Inbox`], for [`Engine::drive_rx_inbox`]) or poll the
+    /// transport ([`RxPoll::Transport`]).
     #[inline(always)]
+    pub(crate) fn rx_poll(&self, port: &Port, me: Me) -> RxPoll {
+        port.claim_as(me);
+        if !port.inbox.is_empty() {
+            RxPoll::Inbox
+        } else if self.transport_idle() {
+            RxPoll::Idle
+        } else {
+            RxPoll::Transport
+        }
+    }
+
+    /// Whether a receiver's empty poll would find nothing to drive
+    /// ([`Engine::rx_poll`]'s [`RxPoll::Idle`]), claiming `port`.
+    #[cfg(test)]
     pub(crate) fn rx_idle(&self, port: &Port) -> bool {
-        port.claim();
-        port.inbox.is_empty() && self.transport_idle()
+        matches!(self.rx_poll(port, Me::current()), RxPoll::Idle)
     }
 
     /// Whether [`Engine::poll_transport`] would find nothing to do now: no
@@ -679,6 +711,18 @@ impl Engine {
             v
         })
     }
+}
+
+/// What a receiver's empty poll finds for the engine to do for its
+/// endpoint ([`Engine::rx_poll`]), in the order it tests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RxPoll {
+    /// Frames wait in the applet's inbox.
+    Inbox,
+    /// Nothing: the inbox empty, the transport idle.
+    Idle,
+    /// The inbox empty; the transport has work (or a backlog).
+    Transport,
 }
 
 /// What an inbox's drain keeps across its frames ([`Engine::drain`]), in
