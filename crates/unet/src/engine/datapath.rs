@@ -2200,6 +2200,52 @@ mod tests {
         assert!(eb.rx_idle(&port));
     }
 
+    /// Frames waiting in an applet's inbox, drained by the endpoint's own
+    /// receive call and by a thread shared by every endpoint: the owner's
+    /// call ([`Endpoint::recv_ref`]'s empty poll, [`RxPoll::Inbox`], the
+    /// owner's drain [`Engine::drain_claimed`]) runs them all at once and
+    /// returns the first message from the same call, even while the
+    /// applet is throttled (its own time: neither the test at the drain's
+    /// start nor the one after each frame applies); a shared thread's
+    /// drain runs none while it is throttled.
+    #[test]
+    fn the_owners_receive_runs_its_inbox_at_once_and_a_shared_drain_keeps_its_bounds() {
+        let e = engine();
+        let mut a = e.create_endpoint(Config::default(), None).unwrap();
+        let mut b = e
+            .create_endpoint(Config::default(), Some(crate::applets::STANDARD))
+            .unwrap();
+        let ab = a.open_channel(e.local(), b.id()).unwrap();
+        b.open_channel(e.local(), a.id()).unwrap();
+        let port = e.port(b.id()).unwrap();
+        // Another thread runs b's application: a's messages, sent here,
+        // wait in b's inbox.
+        std::thread::scope(|s| {
+            s.spawn(|| port.claim());
+        });
+        for m in [&b"one"[..], b"two", b"three"] {
+            a.send(ab, m).unwrap();
+        }
+        assert!(!port.inbox.is_empty(), "the messages wait in the inbox");
+        port.throttle_until.store(u64::MAX, Ordering::Relaxed);
+        // This thread is not the owner: a shared drain, and throttled.
+        assert!(!port.is_owner());
+        assert_eq!(e.drain(&port), 0);
+        assert!(!port.inbox.is_empty());
+        // b's receive call claims b and runs the three: the first comes
+        // back from that call, the others are sealed behind it.
+        assert_eq!(
+            b.recv_ref().map(|m| m.to_vec()).as_deref(),
+            Some(&b"one"[..])
+        );
+        assert!(port.inbox.is_empty(), "the owner's drain ran them all");
+        assert_eq!(b.pending(), 2);
+        assert_eq!(b.recv_ref().unwrap().to_vec(), b"two");
+        assert_eq!(b.recv_ref().unwrap().to_vec(), b"three");
+        let c = port.counts();
+        assert_eq!(c.applet_drops + c.applet_traps + c.rx_queue_full, 0);
+    }
+
     /// [`Engine::send_applet_direct`]'s declines other than a malformed
     /// message's (which the test above meets): each with nothing done or
     /// counted.
