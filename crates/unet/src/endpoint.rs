@@ -21,7 +21,8 @@ use std::sync::atomic::Ordering;
 
 use thiserror::Error;
 
-use crate::engine::{ChannelOptions, Engine, EngineError, Port, PortCounts};
+use crate::biased::Me;
+use crate::engine::{ChannelOptions, Engine, EngineError, Port, PortCounts, RxPoll};
 use crate::error::ConfigError;
 use crate::frame::{Addr, EndpointId};
 use crate::layout::{Config, INLINE_MAX, Layout, RX_BUFFERS_MAX, RxDesc, TxDesc, TxStatus};
@@ -178,6 +179,20 @@ struct Taken {
 }
 
 const _: () = assert!(size_of::<Option<Taken>>() == 16);
+
+/// What a receive call that found its queue empty has to do
+/// ([`Endpoint::empty_poll`]).
+#[derive(Clone, Copy)]
+enum EmptyPoll {
+    /// Nothing: it returns at once.
+    Idle,
+    /// Run the frames waiting in the applet's inbox, on this thread (`.0`,
+    /// which claimed the endpoint): [`Endpoint::recv_ref_inbox`].
+    Inbox(Me),
+    /// Give back gathered buffers, poll the transport, or drive a daemon's
+    /// engine: [`Endpoint::recv_ref_drive`].
+    Other,
+}
 
 /// Where a [`MessageRef`]'s bytes are.
 #[derive(Clone, Copy)]
@@ -1304,12 +1319,25 @@ impl Endpoint {
                     body: Body::Buffers(off),
                 });
             }
-        } else if self.idle() {
-            // Nothing sealed, and nothing else to do: what
-            // `recv_ref_slow` would find, without its call and its
-            // second look at the queue (a waiting receiver's empty poll).
-            self.poll_expected();
-            return None;
+        } else {
+            // Nothing sealed: driven at once, without the second look at
+            // the queue that `recv_ref_slow` makes first, or if there is
+            // nothing else to do, what `recv_ref_slow` would find, without
+            // its call (a waiting receiver's empty poll).
+            let t = match self.empty_poll() {
+                EmptyPoll::Idle => {
+                    self.poll_expected();
+                    return None;
+                }
+                EmptyPoll::Inbox(me) => self.recv_ref_inbox(me)?,
+                EmptyPoll::Other => self.recv_ref_drive()?,
+            };
+            return Some(MessageRef {
+                ep: self,
+                len: t.len,
+                chan: t.chan,
+                body: t.body,
+            });
         }
         let t = self.recv_ref_slow()?;
         Some(MessageRef {
@@ -1342,46 +1370,98 @@ impl Endpoint {
     /// descriptors that are not well formed, an empty queue.
     #[inline(never)]
     fn recv_ref_slow(&mut self) -> Option<Taken> {
-        for round in 0..2 {
-            // The fixed part, copied once and checked here.
-            while let Some((i, len, chan, nbufs)) = self.rx_front() {
-                if nbufs == 0 {
-                    if len as usize <= INLINE_MAX {
-                        return Some(Taken {
-                            len,
-                            chan,
-                            body: Body::Inline(i),
-                        });
-                    }
-                    self.rx.advance();
-                    self.bad_rx += 1;
-                    continue;
-                }
-                if nbufs == 1 {
-                    if let Some(off) = self.take_one_buffer(i, len) {
-                        return Some(Taken {
-                            len,
-                            chan,
-                            body: Body::Buffers(off),
-                        });
-                    }
-                    continue;
-                }
-                if self.hold_front(i) {
-                    let (len, chan, first) = (self.held.len, self.held.chan, self.held.offset(0));
+        if let Some(t) = self.take_front() {
+            return Some(t);
+        }
+        self.recv_ref_driven()
+    }
+
+    /// [`Endpoint::recv_ref`] once it found nothing sealed and something
+    /// for the engine to do other than frames in the applet's inbox
+    /// ([`Endpoint::empty_poll`]'s [`EmptyPoll::Other`]):
+    /// [`Endpoint::recv_ref_slow`] without its first look at the queue,
+    /// which the caller has just made. A message sealed in between is
+    /// seen by the look after the engine's work, as one sealed just after
+    /// that look is seen by the next call.
+    #[inline(never)]
+    fn recv_ref_drive(&mut self) -> Option<Taken> {
+        self.recv_ref_driven()
+    }
+
+    /// [`Endpoint::recv_ref`] once it found nothing sealed and frames in
+    /// the applet's inbox ([`EmptyPoll::Inbox`]; in a ping-pong between
+    /// two threads, every message): [`Endpoint::recv_ref_drive`] without
+    /// the tests the caller has just made (no gathered buffers, a driving
+    /// endpoint, the claim by this thread `me`, the inbox's two loads) or
+    /// the thread's token read again ([`Engine::drive_rx_inbox`]).
+    #[inline(never)]
+    fn recv_ref_inbox(&mut self, me: Me) -> Option<Taken> {
+        if let Some((engine, port)) = &self.direct
+            && engine.drive_rx_inbox(port, me) != 0
+        {
+            if let Some(t) = self.take_front() {
+                return Some(t);
+            }
+            self.give_gathered();
+        }
+        self.poll_expected();
+        None
+    }
+
+    /// The end of [`Endpoint::recv_ref_slow`] and
+    /// [`Endpoint::recv_ref_drive`], with the queue found empty: the
+    /// gathered buffers given back, the engine's receive work driven, and
+    /// if it may have delivered something, one more look.
+    #[inline(always)]
+    fn recv_ref_driven(&mut self) -> Option<Taken> {
+        self.give_gathered();
+        if self.drive && self.drive_rx() {
+            if let Some(t) = self.take_front() {
+                return Some(t);
+            }
+            self.give_gathered();
+        }
+        self.poll_expected();
+        None
+    }
+
+    /// The front message of the queue, its descriptor's fixed part copied
+    /// once and checked here; descriptors that are not well formed are
+    /// counted and passed; `None` once nothing is sealed.
+    #[inline(always)]
+    fn take_front(&mut self) -> Option<Taken> {
+        while let Some((i, len, chan, nbufs)) = self.rx_front() {
+            if nbufs == 0 {
+                if len as usize <= INLINE_MAX {
                     return Some(Taken {
                         len,
                         chan,
-                        body: Body::Buffers(first),
+                        body: Body::Inline(i),
                     });
                 }
+                self.rx.advance();
+                self.bad_rx += 1;
+                continue;
             }
-            self.give_gathered();
-            if round == 1 || !self.drive || !self.drive_rx() {
-                break;
+            if nbufs == 1 {
+                if let Some(off) = self.take_one_buffer(i, len) {
+                    return Some(Taken {
+                        len,
+                        chan,
+                        body: Body::Buffers(off),
+                    });
+                }
+                continue;
+            }
+            if self.hold_front(i) {
+                let (len, chan, first) = (self.held.len, self.held.chan, self.held.offset(0));
+                return Some(Taken {
+                    len,
+                    chan,
+                    body: Body::Buffers(first),
+                });
             }
         }
-        self.poll_expected();
         None
     }
 
@@ -1593,24 +1673,35 @@ impl Endpoint {
         }
     }
 
-    /// Whether a receive call that found its queue empty has nothing else
-    /// to do now: no gathered buffers to give back, and if it drives the
-    /// engine, nothing for the engine to do for it ([`Engine::rx_idle`]:
-    /// the tests [`Endpoint::drive_rx`] would make first, with the
-    /// endpoint claimed as it claims it). [`Endpoint::recv_ref`] then
-    /// returns at once, in its caller's body: a waiting receiver's empty
-    /// poll is how late it sees a message that lands just after a look,
-    /// and `recv_ref_slow`'s call, frame and second look were most of it.
-    /// A daemon's client that drives is never idle here (its
+    /// What a receive call that found its queue empty has to do now:
+    /// nothing ([`EmptyPoll::Idle`]: no gathered buffers to give back,
+    /// and if it drives the engine, nothing for the engine to do for it,
+    /// [`Engine::rx_poll`]: the tests [`Endpoint::drive_rx`] would make
+    /// first, with the endpoint claimed as it claims it), run the frames
+    /// waiting in its applet's inbox ([`EmptyPoll::Inbox`]), or the rest
+    /// ([`EmptyPoll::Other`]). [`Endpoint::recv_ref`] returns at once on
+    /// `Idle`, in its caller's body: a waiting receiver's empty poll is
+    /// how late it sees a message that lands just after a look, and
+    /// `recv_ref_slow`'s call, frame and second look were most of it. A
+    /// daemon's client that drives is never idle here (its
     /// `Control::drive_rx` is asked, as before).
     #[inline(always)]
-    fn idle(&self) -> bool {
-        self.gathered == 0
-            && (!self.drive
-                || self
-                    .direct
-                    .as_ref()
-                    .is_some_and(|(engine, port)| engine.rx_idle(port)))
+    fn empty_poll(&self) -> EmptyPoll {
+        if self.gathered != 0 {
+            return EmptyPoll::Other;
+        }
+        if !self.drive {
+            return EmptyPoll::Idle;
+        }
+        let Some((engine, port)) = &self.direct else {
+            return EmptyPoll::Other;
+        };
+        let me = Me::current();
+        match engine.rx_poll(port, me) {
+            RxPoll::Inbox => EmptyPoll::Inbox(me),
+            RxPoll::Idle => EmptyPoll::Idle,
+            RxPoll::Transport => EmptyPoll::Other,
+        }
     }
 
     /// Does the engine work this endpoint's calls drive, without sending or

@@ -116,23 +116,70 @@ impl Engine {
     /// registers and a stack of 232 bytes for two loads and an indirect
     /// call, on every empty poll of a waiting receiver (whose turn is the
     /// delay before it sees a message that lands just after a look).
+    ///
+    /// The thread's token is read once, for the claim, the owner's test
+    /// and the receive lock (a receiver that finds its queue empty and a
+    /// frame in its applet's inbox read it three times). The drain stays
+    /// a call here ([`Engine::drain_waiting`]): inline, its frame made
+    /// `Embedded::drive_rx`, which calls this, 9 instructions longer
+    /// when there is nothing to drain (`unet-count deliver`).
     #[inline(always)]
     pub(crate) fn drive_rx(&self, port: &Port) -> usize {
-        port.claim();
-        let n = self.drain(port);
+        let me = Me::current();
+        port.claim_as(me);
+        let n = if port.inbox.is_empty() {
+            0
+        } else {
+            self.drain_waiting(port, me)
+        };
+        self.and_transport(n)
+    }
+
+    /// [`Engine::drive_rx`] once [`Engine::rx_poll`] found frames in the
+    /// inbox, on the thread `me` that it claimed `port` for: the same
+    /// work without the claim and the inbox's test made again, and the
+    /// owner's drain inline ([`Engine::drain_claimed`]; its caller,
+    /// `Endpoint::recv_ref_inbox`, is the receive call that found frames
+    /// waiting, every message of a ping-pong between two threads).
+    #[inline(always)]
+    pub(crate) fn drive_rx_inbox(&self, port: &Port, me: Me) -> usize {
+        let n = self.drain_claimed(port, me);
+        self.and_transport(n)
+    }
+
+    /// The end of [`Engine::drive_rx`]: the transport polled if it has
+    /// work, and the frames run (`n`) and received.
+    #[inline(always)]
+    fn and_transport(&self, n: usize) -> usize {
         if self.transport_idle() {
             return n;
         }
         n + self.poll_transport()
     }
 
-    /// [`Engine::drive_rx`]'s tests alone: the thread claims `port`, and
-    /// whether driving it now would do nothing (its inbox empty, the
-    /// transport idle). For a receiver's empty poll, inline in its loop.
+    /// [`Engine::drive_rx`]'s tests alone, for a receiver's empty poll,
+    /// inline in its loop: the thread `me` claims `port`, and whether
+    /// driving it now would do nothing ([`RxPoll::Idle`]: its inbox empty,
+    /// the transport idle), would run frames waiting in its inbox
+    /// ([`RxPoll::Inbox`], for [`Engine::drive_rx_inbox`]) or poll the
+    /// transport ([`RxPoll::Transport`]).
     #[inline(always)]
+    pub(crate) fn rx_poll(&self, port: &Port, me: Me) -> RxPoll {
+        port.claim_as(me);
+        if !port.inbox.is_empty() {
+            RxPoll::Inbox
+        } else if self.transport_idle() {
+            RxPoll::Idle
+        } else {
+            RxPoll::Transport
+        }
+    }
+
+    /// Whether a receiver's empty poll would find nothing to drive
+    /// ([`Engine::rx_poll`]'s [`RxPoll::Idle`]), claiming `port`.
+    #[cfg(test)]
     pub(crate) fn rx_idle(&self, port: &Port) -> bool {
-        port.claim();
-        port.inbox.is_empty() && self.transport_idle()
+        matches!(self.rx_poll(port, Me::current()), RxPoll::Idle)
     }
 
     /// Whether [`Engine::poll_transport`] would find nothing to do now: no
@@ -476,39 +523,81 @@ impl Engine {
         if port.inbox.is_empty() {
             return 0;
         }
-        self.drain_waiting(port)
+        self.drain_waiting(port, Me::current())
     }
 
-    /// [`Engine::drain`] once frames wait: out of line, so that a poll of
-    /// an empty inbox (every `poll_engine` and receive call that finds
-    /// nothing) makes one test and no call.
+    /// [`Engine::drain`] once frames wait, on the thread `me`: out of
+    /// line, so that a poll of an empty inbox (every `poll_engine` and
+    /// receive call that finds nothing) makes one test and no call.
     #[inline(never)]
-    fn drain_waiting(&self, port: &Port) -> usize {
-        let shared = !port.is_owner();
+    fn drain_waiting(&self, port: &Port, me: Me) -> usize {
+        let shared = port.owner.load(Ordering::Relaxed) != me.token();
         if shared && port.has_applet.load(Ordering::Relaxed) && port.throttled() {
             return 0;
         }
-        let Some(mut guard) = port.rx.try_lock() else {
+        let Some(guard) = port.rx.try_lock_as(me) else {
             return 0;
         };
+        if shared {
+            self.drain_locked::<true>(port, guard)
+        } else {
+            self.drain_locked::<false>(port, guard)
+        }
+    }
+
+    /// [`Engine::drain`] once frames wait, on the thread `me` that has
+    /// just claimed `port` ([`Engine::drive_rx_inbox`]), inline there. The
+    /// owner's test is still made (it is what `drain_waiting` tests: were
+    /// the endpoint claimed by another thread since, this one's drain is
+    /// a shared thread's, timed and held back while throttled), with the
+    /// token read once; the owner's drain is a copy of its own
+    /// (`drain_locked::<false>`), without the time's sum and test per
+    /// frame.
+    #[inline(always)]
+    fn drain_claimed(&self, port: &Port, me: Me) -> usize {
+        if port.owner.load(Ordering::Relaxed) != me.token() {
+            return self.drain_waiting(port, me);
+        }
+        let Some(guard) = port.rx.try_lock_as(me) else {
+            return 0;
+        };
+        self.drain_locked::<false>(port, guard)
+    }
+
+    /// The drain itself, under the receive lock (`guard`), on a thread
+    /// that is not the endpoint's owner (`SHARED`: each frame's applet
+    /// time summed, and the rest left for a later round once the round's
+    /// time is spent or the applet overran) or on the owner's.
+    #[inline(always)]
+    fn drain_locked<const SHARED: bool>(
+        &self,
+        port: &Port,
+        mut guard: BiasedGuard<'_, RxSide>,
+    ) -> usize {
         if port.closed.load(Ordering::Acquire) {
             // Removed: what is left is counted as lost to the closing.
             let n = port.inbox.clear();
             bump_shared_by(&self.inner.stats.closed, n);
             return 0;
         }
-        // Empty, without memory: a `doRx` that answers makes it take a
+        // No outbox until a `doRx` answers: then one is made and takes a
         // spare outbox ([`Outbox::append`]). A spare one taken here and
         // given back after every drain, most of which make no frame, was
         // some 130 instructions a drain (the thread-local pool's
-        // look-ups, the 80-byte moves), a drain a message in a ping-pong.
-        let mut made = Outbox::default();
-        let mut n = 0;
-        // The applet time this round has spent on this endpoint.
-        let mut spent = Duration::ZERO;
+        // look-ups, the 80-byte moves), a drain a message in a ping-pong;
+        // an empty one made here, its ten words written and its drop
+        // called after the drain, still 44.
+        let mut drained = Drained {
+            made: None,
+            n: 0,
+            spent: Duration::ZERO,
+        };
+        // Moved into the closure as they are (three references): a
+        // closure that borrows captures each field it names apart.
+        let d = &mut drained;
         let rx = &mut *guard;
         // Each frame or message is read in place, in the inbox's ring.
-        port.inbox.drain(|chan, framed, bytes| {
+        port.inbox.drain(move |chan, framed, bytes| {
             let payload = if framed {
                 frame_payload(port, bytes, None)
             } else {
@@ -518,33 +607,36 @@ impl Engine {
                 })
             };
             if let Some(payload) = payload {
-                let took = receive_payload::<true>(port, rx, chan, payload, &mut made, shared);
+                let took = run_payload::<true>(port, rx, chan, payload, SHARED);
+                let out = &mut rx.io.framer.out;
+                if !out.is_empty() {
+                    d.made.get_or_insert_default().append(out);
+                    out.clear();
+                }
                 // Timed only on a shared thread (the owner's drain takes
                 // everything, untimed): no `Duration` sum per frame there.
-                if shared {
-                    spent += took;
+                if SHARED {
+                    d.spent += took;
                 }
             }
-            n += 1;
+            d.n += 1;
             // The batch's descriptors are published together, at most
             // `PUBLISH_EVERY` frames apart so the application sees the
             // first ones while the rest run.
-            if n % PUBLISH_EVERY == 0 {
+            if d.n % PUBLISH_EVERY == 0 {
                 rx.io.publish();
             }
             // The rest waits in the inbox for a later round.
-            !(shared
-                && (spent > port.budgets.round_time
+            !(SHARED
+                && (d.spent > port.budgets.round_time
                     || port.throttle_until.load(Ordering::Relaxed) != 0))
         });
-        rx.io.publish();
-        if made.is_empty() {
-            // Never given a frame, so it holds no memory to keep.
-            drop(guard);
-            return n;
+        guard.io.publish();
+        match drained.made {
+            None => drop(guard),
+            Some(made) => self.pump_drained(port, guard, made),
         }
-        self.pump_drained(port, guard, made);
-        n
+        drained.n
     }
 
     /// Sends the frames `port`'s applet made in a drain (`made`, not
@@ -621,6 +713,30 @@ impl Engine {
             v
         })
     }
+}
+
+/// What a receiver's empty poll finds for the engine to do for its
+/// endpoint ([`Engine::rx_poll`]), in the order it tests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RxPoll {
+    /// Frames wait in the applet's inbox.
+    Inbox,
+    /// Nothing: the inbox empty, the transport idle.
+    Idle,
+    /// The inbox empty; the transport has work (or a backlog).
+    Transport,
+}
+
+/// What an inbox's drain keeps across its frames ([`Engine::drain`]), in
+/// one place, so that its closure holds one reference for the three.
+struct Drained {
+    /// The frames its `doRx`s made, once one made some.
+    made: Option<Outbox>,
+    /// The frames run.
+    n: usize,
+    /// The applet time this round has spent on the endpoint (summed on a
+    /// shared thread alone).
+    spent: Duration,
 }
 
 /// Puts a frame in `port`'s inbox for its applet, or drops it, counted as
@@ -731,6 +847,26 @@ pub(super) fn receive_payload<const INLINED: bool>(
     made: &mut Outbox,
     timed: bool,
 ) -> Duration {
+    let took = run_payload::<INLINED>(port, rx, chan, payload, timed);
+    let out = &mut rx.io.framer.out;
+    if !out.is_empty() {
+        made.append(out);
+        out.clear();
+    }
+    took
+}
+
+/// [`receive_payload`] but for the frames `doRx` made, which it leaves in
+/// the receive side's outbox (`rx.io.framer.out`) for the caller to take
+/// (an inbox's drain, which makes its outbox only when they are some).
+#[inline(always)]
+fn run_payload<const INLINED: bool>(
+    port: &Port,
+    rx: &mut RxSide,
+    chan: u16,
+    payload: Payload<'_>,
+    timed: bool,
+) -> Duration {
     let mut took = Duration::ZERO;
     match rx.applet.as_mut() {
         None => rx.io.deliver_default(chan, payload),
@@ -757,11 +893,6 @@ pub(super) fn receive_payload<const INLINED: bool>(
                 Outcome::Trapped => applet_trapped(rx, port),
             }
         }
-    }
-    let out = &mut rx.io.framer.out;
-    if !out.is_empty() {
-        made.append(out);
-        out.clear();
     }
     took
 }
@@ -2069,6 +2200,52 @@ mod tests {
         assert!(port.is_owner(), "and the test claimed it");
         assert_eq!(b.recv_ref().unwrap().to_vec(), b"over the transport");
         assert!(eb.rx_idle(&port));
+    }
+
+    /// Frames waiting in an applet's inbox, drained by the endpoint's own
+    /// receive call and by a thread shared by every endpoint: the owner's
+    /// call ([`Endpoint::recv_ref`]'s empty poll, [`RxPoll::Inbox`], the
+    /// owner's drain [`Engine::drain_claimed`]) runs them all at once and
+    /// returns the first message from the same call, even while the
+    /// applet is throttled (its own time: neither the test at the drain's
+    /// start nor the one after each frame applies); a shared thread's
+    /// drain runs none while it is throttled.
+    #[test]
+    fn the_owners_receive_runs_its_inbox_at_once_and_a_shared_drain_keeps_its_bounds() {
+        let e = engine();
+        let mut a = e.create_endpoint(Config::default(), None).unwrap();
+        let mut b = e
+            .create_endpoint(Config::default(), Some(crate::applets::STANDARD))
+            .unwrap();
+        let ab = a.open_channel(e.local(), b.id()).unwrap();
+        b.open_channel(e.local(), a.id()).unwrap();
+        let port = e.port(b.id()).unwrap();
+        // Another thread runs b's application: a's messages, sent here,
+        // wait in b's inbox.
+        std::thread::scope(|s| {
+            s.spawn(|| port.claim());
+        });
+        for m in [&b"one"[..], b"two", b"three"] {
+            a.send(ab, m).unwrap();
+        }
+        assert!(!port.inbox.is_empty(), "the messages wait in the inbox");
+        port.throttle_until.store(u64::MAX, Ordering::Relaxed);
+        // This thread is not the owner: a shared drain, and throttled.
+        assert!(!port.is_owner());
+        assert_eq!(e.drain(&port), 0);
+        assert!(!port.inbox.is_empty());
+        // b's receive call claims b and runs the three: the first comes
+        // back from that call, the others are sealed behind it.
+        assert_eq!(
+            b.recv_ref().map(|m| m.to_vec()).as_deref(),
+            Some(&b"one"[..])
+        );
+        assert!(port.inbox.is_empty(), "the owner's drain ran them all");
+        assert_eq!(b.pending(), 2);
+        assert_eq!(b.recv_ref().unwrap().to_vec(), b"two");
+        assert_eq!(b.recv_ref().unwrap().to_vec(), b"three");
+        let c = port.counts();
+        assert_eq!(c.applet_drops + c.applet_traps + c.rx_queue_full, 0);
     }
 
     /// [`Engine::send_applet_direct`]'s declines other than a malformed

@@ -90,6 +90,7 @@ use crate::biased::BiasedLock as SideLock;
 use crate::biased::Me;
 pub use applet_io::Io;
 use applet_io::*;
+pub(crate) use datapath::RxPoll;
 
 /// Errors of the engine's control operations. A failed operation leaves
 /// the engine, its filters and its endpoints as they were.
