@@ -1317,10 +1317,10 @@ impl Port {
     /// delivery (`made`) are past its inbox budget, so that they
     /// cannot pile up without bound. One test for every way to it (the
     /// frame's, [`Engine::deliver_to`]; a message without a frame,
-    /// `deliver_local_inline`; a deferred `txPush`, `enqueue_deferred`),
-    /// so that none can drift from the others. The direct delivery of a
-    /// deferred `txPush` on the sender's thread ([`Engine::deliver_deferred`])
-    /// makes the same test with the thread's token read already
+    /// `deliver_local_inline`), so that neither can drift from the other.
+    /// A deferred `txPush` ([`Engine::deliver_deferred`], which then
+    /// puts it in the inbox or delivers it on the sender's thread) makes
+    /// the same test with the thread's token read already
     /// ([`Port::applet_elsewhere_as`], a copy of [`Port::applet_elsewhere`]
     /// kept in step with it).
     #[inline(always)]
