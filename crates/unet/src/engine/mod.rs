@@ -1301,6 +1301,15 @@ impl Port {
         }
     }
 
+    /// Whether the endpoint has an applet now, for
+    /// [`crate::Endpoint::send_with`]'s choice of where its fill writes a
+    /// short message (a hint: every way on reads the flag again under its
+    /// locks).
+    #[inline(always)]
+    pub(crate) fn applet_installed(&self) -> bool {
+        self.has_applet.load(Ordering::Acquire)
+    }
+
     /// [`Port::claim`] if the endpoint has an applet (the only case in
     /// which the owner matters: an applet's frames skip the inbox on its
     /// thread, and its work is bounded on the others).
