@@ -939,12 +939,41 @@ impl Endpoint {
     /// ([`Endpoint::push_tx`], or after [`Endpoint::set_drive`]`(false)`).
     #[inline(never)]
     fn send_applet(&mut self, chan: u16, msg: &[u8]) -> Result<(), SendError> {
-        let len = msg.len();
+        self.send_applet_body(chan, msg.len(), |buf| crate::shm::copy_small(buf, msg))
+    }
+
+    /// [`Endpoint::send_applet`] of a short message that
+    /// [`Endpoint::send_with`]'s `fill` writes in the transmit region
+    /// itself, where `doTx` reads it: no private buffer zeroed, filled and
+    /// copied. One copy for each caller's `fill`, compiled with the
+    /// caller.
+    #[inline(never)]
+    fn send_applet_with(
+        &mut self,
+        chan: u16,
+        len: usize,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> Result<(), SendError> {
+        self.send_applet_body(chan, len, fill)
+    }
+
+    /// The body of [`Endpoint::send_applet`] and
+    /// [`Endpoint::send_applet_with`]: the `len`-byte message written by
+    /// `fill` in the transmit region, then handed to `doTx` directly if
+    /// the engine takes it so, else its descriptor pushed. Inlined into
+    /// both, so that `send`'s copy stays compiled in this crate, with the
+    /// engine's functions at hand (`send_applet_with`, generic, is
+    /// compiled in the caller's).
+    #[inline(always)]
+    fn send_applet_body(
+        &mut self,
+        chan: u16,
+        len: usize,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> Result<(), SendError> {
         let (off, end, pos) = self.alloc(len)?;
         self.seg
-            .with_bytes_mut(self.layout.area + off as usize, len, |buf| {
-                crate::shm::copy_small(buf, msg)
-            });
+            .with_bytes_mut(self.layout.area + off as usize, len, fill);
         if let Some((engine, port)) = &self.direct
             && engine
                 .send_applet_direct(port, chan, off, len as u32)
@@ -968,11 +997,14 @@ impl Endpoint {
     /// On an endpoint whose applet's `doTx` takes its messages, the message
     /// reaches `doTx` without a descriptor where the engine can take it so,
     /// as with [`Endpoint::send`] (and `Ok(())` means what it means there):
-    /// the short message is copied from the private buffer into the
-    /// transmit region, the longer one is handed over where `fill` wrote
-    /// it. Until 2026-12-01 a descriptor was pushed and taken back by the
-    /// engine's pass over the queue, some 190 instructions a 40-byte
-    /// message more (`examples/xthr_count`, `WITH=1`).
+    /// `fill` writes it in the transmit region, where `doTx` reads it, a
+    /// short message too. Until 2026-12-01 a descriptor was pushed and
+    /// taken back by the engine's pass over the queue, some 190
+    /// instructions a 40-byte message more (`examples/xthr_count`,
+    /// `WITH=1`); and, later that day, a short message went through the
+    /// private buffer (zeroed, filled, copied into the region), 25 more.
+    /// The test of the applet's flag that chooses costs the message
+    /// without an applet 4 instructions (`loop_rtt`'s U-Net column).
     pub fn send_with(
         &mut self,
         chan: u16,
@@ -983,17 +1015,24 @@ impl Endpoint {
             if self.is_closed(chan) {
                 return Err(SendError::ChannelClosed { chan });
             }
+            let Some((engine, port)) = &self.direct else {
+                return self.send_queued(chan, len, fill, false);
+            };
+            // An endpoint whose applet's `doTx` takes its messages: written
+            // where `doTx` reads them. (Should the applet go meanwhile, the
+            // engine declines and the descriptor goes, as in `send`.)
+            if port.applet_installed() {
+                return self.send_applet_with(chan, len, fill);
+            }
             let mut b = [0u8; SMALL_DIRECT];
             let msg = &mut b[..len];
             fill(msg);
             // As `send` hands a message over: directly, or to the applet's
-            // `doTx` through the transmit region.
-            if let Some((engine, port)) = &self.direct {
-                match engine.send_direct_or_applet(port, chan, msg) {
-                    Handed::Sent => return Ok(()),
-                    Handed::ToApplet => return self.send_applet(chan, msg),
-                    Handed::Declined => {}
-                }
+            // `doTx` through the transmit region (one installed since).
+            match engine.send_direct_or_applet(port, chan, msg) {
+                Handed::Sent => return Ok(()),
+                Handed::ToApplet => return self.send_applet(chan, msg),
+                Handed::Declined => {}
             }
             return self.send_queued(chan, len, |buf| crate::shm::copy_small(buf, msg), false);
         }

@@ -1370,7 +1370,13 @@ pub(super) fn applet_tx_inlined(
         }
     }
     rx.io.publish();
-    if lend {
+    // Handed back only if there is anything to hand: with the receive
+    // side's outbox empty after the invocation, the transmit one is empty
+    // too (it was before, or its frames were lent and are still here), and
+    // exchanging two empty outboxes would only move their memory (some 18
+    // instructions of a message whose `doTx` deferred its one push, the
+    // common case on the demo's two threads).
+    if lend && !rx.io.framer.out.is_empty() {
         rx.io.framer.out.swap_frames(&mut tx.framer.out);
     }
     let (r, took) = r.expect("the applet is installed");

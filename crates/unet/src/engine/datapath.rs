@@ -771,6 +771,20 @@ fn enqueue_message(port: &Port, chan: u16, payload: Payload<'_>, s: &EngineStats
     }
 }
 
+/// [`enqueue_message`] of a message in one piece, `msg`, whose fill (a
+/// `copy_from_slice`) is inlined into the push: `Payload::copy_to`, which
+/// also reads a tail, made the fill a call of its own (34 instructions of
+/// a 40-byte message on the demo's two threads, with its copy; this one
+/// 11 in `memcpy` and its call. `shm::copy_small` inlined here counted
+/// 20: LLVM merged its branches' second copies into one `memcpy` call).
+#[inline(always)]
+fn enqueue_bytes(port: &Port, chan: u16, msg: &[u8], s: &EngineStats) {
+    if let Some(inbox) = open_inbox(port, s) {
+        let pushed = inbox.push_message(chan, msg.len(), |buf| buf.copy_from_slice(msg));
+        count_refused(port, s, pushed);
+    }
+}
+
 /// `port`'s inbox, or `None` counted as closed if the endpoint is.
 #[inline(always)]
 fn open_inbox<'a>(port: &'a Port, s: &EngineStats) -> Option<&'a inbox::Inbox> {
@@ -1579,9 +1593,7 @@ impl Engine {
         m: Deferred,
         me: Me,
     ) -> bool {
-        if rx.io.framer.out.is_empty()
-            && (self.deliver_deferred(tx, rx, port, &m, me) || self.enqueue_deferred(tx, rx, &m))
-        {
+        if rx.io.framer.out.is_empty() && self.deliver_deferred(tx, rx, port, &m, me) {
             return true;
         }
         let RxSide { io, applet, .. } = rx;
@@ -1595,23 +1607,27 @@ impl Engine {
     }
 
     /// [`Engine::resolve_deferred`]'s direct delivery: `true` if it
-    /// delivered `m`, `false` (having counted nothing and changed nothing
-    /// but the channel's cached verdict, refreshed as the frame's delivery
-    /// would refresh it) where the frame `doTx` would have made does not
-    /// reach its receiver's `doRx` at once in [`Engine::pump_sent`]
-    /// (through [`Engine::deliver_kept`]
-    /// and [`Engine::deliver_local`]), so that the frame goes there and
+    /// delivered `m` (or put it in its receiver's inbox,
+    /// [`Engine::enqueue_deferred`]), `false` (having counted nothing and
+    /// changed nothing but the channel's cached verdict, refreshed as the
+    /// frame's delivery would refresh it) where the frame `doTx` would have
+    /// made does not reach its receiver's `doRx` at once in
+    /// [`Engine::pump_sent`] (through [`Engine::deliver_kept`]
+    /// and [`Engine::deliver_local`]), nor its inbox with nothing before
+    /// it, so that the frame goes there and
     /// meets the same checks and counts: no verdicts kept (version 0), a
     /// channel not local, checksummed or closed, no owner or no kept peer
-    /// (counted there as unmatched, or looked up), a peer that is `port`
-    /// itself (its applet is held here), without an applet, another
-    /// thread's (then [`Engine::enqueue_deferred`] may take it), at its
-    /// inbox budget, busy (its receive lock), closed, with frames waiting
-    /// in its inbox, or its applet just removed.
-    /// Otherwise what `deliver_local` does for the frame: `doRx` with
-    /// `RxBuf` filled from `TxBuf`, its frames into `tx.next`, the
-    /// receive queue published. Always inlined into
-    /// [`Engine::resolve_deferred`].
+    /// (counted there as unmatched, or looked up), a peer without an
+    /// applet, one whose frame would wait in its inbox
+    /// ([`Port::waits_in_inbox`]) behind frames made before it (`tx.next`
+    /// not empty), a peer that is `port` itself (its applet is held here),
+    /// busy (its receive lock), closed, with frames waiting in its inbox,
+    /// or its applet just removed.
+    /// Otherwise what `deliver_local` does for the frame: into the inbox
+    /// where the frame would wait there (with the tests made once for
+    /// both ways), else `doRx` with `RxBuf` filled from `TxBuf`, its
+    /// frames into `tx.next`, the receive queue published. Always inlined
+    /// into [`Engine::resolve_deferred`].
     #[inline(always)]
     fn deliver_deferred(
         &self,
@@ -1639,10 +1655,17 @@ impl Engine {
         let (Some(owner), Some(dst)) = (ch.verdict.owner, ch.verdict.peer.as_deref()) else {
             return false;
         };
-        if core::ptr::eq(dst, port)
-            || !dst.has_applet.load(Ordering::Acquire)
-            || dst.applet_elsewhere_as(next, me)
-        {
+        if !dst.has_applet.load(Ordering::Acquire) {
+            return false;
+        }
+        // [`Port::waits_in_inbox`]'s test, the flag read just above: the
+        // frame would wait in the peer's inbox, and the message goes there
+        // now, with nothing made before it (`next` empty, so that nothing
+        // made earlier is overtaken).
+        if dst.applet_elsewhere_as(next, me) {
+            return next.is_empty() && self.enqueue_deferred(rx, dst, owner, m);
+        }
+        if core::ptr::eq(dst, port) {
             return false;
         }
         let Some(mut drx) = dst.rx.try_lock_inline_as(me) else {
@@ -1663,63 +1686,47 @@ impl Engine {
         true
     }
 
-    /// [`Engine::resolve_deferred`]'s way into an inbox, where
-    /// [`Engine::deliver_deferred`] declined: `true` where the frame `doTx`
+    /// [`Engine::deliver_deferred`]'s way into an inbox: the frame `doTx`
     /// would have made goes to its receiver's inbox in [`Engine::pump_sent`]
     /// (through [`Engine::deliver_kept`] and [`Engine::deliver_local`] to
-    /// [`enqueue_message`]): verdicts kept, the channel local, open and
-    /// unchecksummed, a kept owner and peer, the peer with an applet that
-    /// another thread serves. The message then goes into that inbox at
-    /// once, alone ([`inbox::Inbox::push_message`]: no frame header, which
-    /// nothing at the drain reads), instead of through the outbox and the
-    /// pump, copied once from the pushed array. Counted as that delivery
-    /// counts, in [`open_inbox`] and [`count_refused`]: nothing where it
-    /// enters, the engine's `closed` for a closed peer, the peer's
-    /// `rx_queue_full` for an inbox at its budget.
+    /// [`enqueue_message`]), which `deliver_deferred` has found with the
+    /// frame's own tests (verdicts kept, the channel local, open and
+    /// unchecksummed, a kept owner and peer, and [`Port::waits_in_inbox`]:
+    /// the peer has an applet that another thread serves, or this thread's
+    /// frames are past its inbox budget), and with nothing made before it
+    /// (`tx.next` empty). The message then goes into the peer's (`dst`'s)
+    /// inbox on `owner` at once, alone ([`inbox::Inbox::push_message`]: no
+    /// frame header, which nothing at the drain reads), instead of through
+    /// the outbox and the pump, copied once from the pushed array. Counted
+    /// as that delivery counts, in [`open_inbox`] and [`count_refused`]:
+    /// nothing where it enters, the engine's `closed` for a closed peer,
+    /// the peer's `rx_queue_full` for an inbox at its budget.
     ///
-    /// `false`, having counted nothing, where the frame goes as before:
-    /// any of those conditions failing, frames waiting in `tx.next` (a
-    /// same-thread receiver's; none while the window is open, since
-    /// [`applet_tx`] pumps them before its next invocation, and the test
-    /// keeps the order should that change), or the message's bytes gone
-    /// ([`Engine::resolve_deferred`] then finds them gone too and counts
-    /// the drop). Out of line (not cold: cold, LLVM kept its callees out
-    /// of line, 1 more a message on the two-thread send): the same-thread delivery's path
-    /// makes no call (with the inbox's call inside `deliver_deferred`,
-    /// `standard-40` counted 7 more; with a three-way result 21 more).
+    /// `false`, having counted nothing, only where the message's bytes are
+    /// gone ([`Engine::resolve_deferred`] then finds them gone too and
+    /// counts the drop).
+    ///
+    /// Until 2026-12-01 it made the tests itself again, after
+    /// `deliver_deferred` had made them and declined (the channel's look-up,
+    /// the version, the verdict, the peer's flag, and the thread's token
+    /// read from its thread-local): 229 instructions a 40-byte message with
+    /// the inbox's push, on the demo's two threads (`xthr_count`, `WITH=1`,
+    /// bursts of 1). Out of line (not cold: cold, LLVM kept its callees out
+    /// of line, 1 more a message on the two-thread send): the same-thread
+    /// delivery's path makes no call.
     #[inline(never)]
-    fn enqueue_deferred(&self, tx: &TxSide, rx: &RxSide, m: &Deferred) -> bool {
-        let Some(Some(ch)) = tx.framer.channels.get(usize::from(m.chan)) else {
-            return false;
-        };
-        // As `pump_sent` takes the frame to `deliver_kept`: verdicts kept
-        // (the channel's taken under the version now, by
-        // `deliver_deferred`), the channel local, open, unchecksummed.
-        let version = self.inner.verdicts.load(Ordering::Acquire);
-        if version == 0 || ch.verdict.version != version || !ch.goes_kept() {
-            return false;
-        }
-        // Then `deliver_kept` and `deliver_local`'s test for the inbox,
-        // the same function (`Port::waits_in_inbox`): a kept owner and
-        // peer, with an applet, another thread's or past its inbox budget
-        // (with nothing made before it: `tx.next` empty, so that nothing
-        // made earlier is overtaken either).
-        let (Some(owner), Some(dst)) = (ch.verdict.owner, ch.verdict.peer.as_deref()) else {
-            return false;
-        };
-        if !tx.next.is_empty() || !dst.waits_in_inbox(&tx.next) {
-            return false;
-        }
+    fn enqueue_deferred(&self, rx: &RxSide, dst: &Port, owner: u32, m: &Deferred) -> bool {
         let Some(bytes) = rx.applet.as_ref().and_then(|l| deferred_bytes(l, m)) else {
             return false;
         };
         // The message alone: the verdict is taken, and the receiving
         // applet's `doRx` sees the payload alone either way.
-        let payload = Payload {
-            head: bytemuck::cast_slice(bytes),
-            tail: None,
-        };
-        enqueue_message(dst, owner as u16, payload, &self.inner.stats);
+        enqueue_bytes(
+            dst,
+            owner as u16,
+            bytemuck::cast_slice(bytes),
+            &self.inner.stats,
+        );
         true
     }
 

@@ -1302,6 +1302,15 @@ impl Port {
         }
     }
 
+    /// Whether the endpoint has an applet now, for
+    /// [`crate::Endpoint::send_with`]'s choice of where its fill writes a
+    /// short message (a hint: every way on reads the flag again under its
+    /// locks).
+    #[inline(always)]
+    pub(crate) fn applet_installed(&self) -> bool {
+        self.has_applet.load(Ordering::Acquire)
+    }
+
     /// [`Port::claim`] if the endpoint has an applet (the only case in
     /// which the owner matters: an applet's frames skip the inbox on its
     /// thread, and its work is bounded on the others).
@@ -1318,10 +1327,10 @@ impl Port {
     /// delivery (`made`) are past its inbox budget, so that they
     /// cannot pile up without bound. One test for every way to it (the
     /// frame's, [`Engine::deliver_to`]; a message without a frame,
-    /// `deliver_local_inline`; a deferred `txPush`, `enqueue_deferred`),
-    /// so that none can drift from the others. The direct delivery of a
-    /// deferred `txPush` on the sender's thread ([`Engine::deliver_deferred`])
-    /// makes the same test with the thread's token read already
+    /// `deliver_local_inline`), so that neither can drift from the other.
+    /// A deferred `txPush` ([`Engine::deliver_deferred`], which then
+    /// puts it in the inbox or delivers it on the sender's thread) makes
+    /// the same test with the thread's token read already
     /// ([`Port::applet_elsewhere_as`], a copy of [`Port::applet_elsewhere`]
     /// kept in step with it).
     #[inline(always)]
