@@ -63,7 +63,8 @@ typedef struct unet_client { uint64_t id; } unet_client;
 /* An endpoint, of a daemon's engine or of an in-process one. */
 typedef struct unet_endpoint { uint64_t id; } unet_endpoint;
 /* In place. `fill` writes the `len`-byte message straight into the
- * endpoint's transmit region; `piece` is given each piece of a received
+ * endpoint's transmit region (the bytes it finds there are unspecified:
+ * it must write all `len` of them); `piece` is given each piece of a received
  * message where it lies (the bytes inline in the descriptor, or each
  * receive buffer's share), after which the buffers go back to the engine.
  * The pointers are valid only during the call; the callbacks must return

@@ -282,7 +282,9 @@ pub type unet_piece_fn =
 
 /// Called by `unet_send_inplace` once, to write the `len`-byte message at
 /// `buf` in the endpoint's transmit region (valid only during the call).
-/// It must return normally.
+/// The bytes it finds there are unspecified (zeros, or what earlier
+/// messages of the endpoint left): it must write all `len` of them. It
+/// must return normally.
 pub type unet_fill_fn =
     Option<unsafe extern "C" fn(ctx: *mut c_void, buf: *mut c_void, len: usize)>;
 

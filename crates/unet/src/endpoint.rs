@@ -1005,6 +1005,11 @@ impl Endpoint {
     /// private buffer (zeroed, filled, copied into the region), 25 more.
     /// The test of the applet's flag that chooses costs the message
     /// without an applet 4 instructions (`loop_rtt`'s U-Net column).
+    ///
+    /// The bytes `fill` is given are unspecified: zeros, or what earlier
+    /// messages of this endpoint left in its transmit region (a message
+    /// written in place, or a short one to an applet). `fill` must write
+    /// all `len` of them; the message is what it leaves there.
     pub fn send_with(
         &mut self,
         chan: u16,
@@ -1420,8 +1425,10 @@ impl Endpoint {
     /// ([`Endpoint::empty_poll`]'s [`EmptyPoll::Other`]):
     /// [`Endpoint::recv_ref_slow`] without its first look at the queue,
     /// which the caller has just made. A message sealed in between is
-    /// seen by the look after the engine's work, as one sealed just after
-    /// that look is seen by the next call.
+    /// seen by the look after the engine's work where that work ran
+    /// (`drive_rx` returned work done), and otherwise by the next call, as
+    /// one sealed just after any look is: a turn later, nothing lost
+    /// (`None` makes no caller sleep).
     #[inline(never)]
     fn recv_ref_drive(&mut self) -> Option<Taken> {
         self.recv_ref_driven()

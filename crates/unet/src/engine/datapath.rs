@@ -1620,9 +1620,12 @@ impl Engine {
     /// (counted there as unmatched, or looked up), a peer without an
     /// applet, one whose frame would wait in its inbox
     /// ([`Port::waits_in_inbox`]) behind frames made before it (`tx.next`
-    /// not empty), a peer that is `port` itself (its applet is held here),
-    /// busy (its receive lock), closed, with frames waiting in its inbox,
-    /// or its applet just removed.
+    /// not empty), a peer that is `port` itself whose frame would not wait
+    /// in its inbox (its applet is held here; one that would, as when a
+    /// shared engine thread runs `doTx` for an endpoint another thread
+    /// owns, goes into the inbox like any peer's), busy (its receive
+    /// lock), closed, with frames waiting in its inbox, or its applet just
+    /// removed.
     /// Otherwise what `deliver_local` does for the frame: into the inbox
     /// where the frame would wait there (with the tests made once for
     /// both ways), else `doRx` with `RxBuf` filled from `TxBuf`, its
