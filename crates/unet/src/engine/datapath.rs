@@ -539,9 +539,9 @@ impl Engine {
             return 0;
         };
         if shared {
-            self.drain_locked::<true>(port, guard, me)
+            self.drain_locked::<true>(port, guard)
         } else {
-            self.drain_locked::<false>(port, guard, me)
+            self.drain_locked::<false>(port, guard)
         }
     }
 
@@ -561,20 +561,18 @@ impl Engine {
         let Some(guard) = port.rx.try_lock_as(me) else {
             return 0;
         };
-        self.drain_locked::<false>(port, guard, me)
+        self.drain_locked::<false>(port, guard)
     }
 
     /// The drain itself, under the receive lock (`guard`), on a thread
     /// that is not the endpoint's owner (`SHARED`: each frame's applet
     /// time summed, and the rest left for a later round once the round's
-    /// time is spent or the applet overran) or on the owner's; `me` is
-    /// this thread's token, for the inbox's consumer lock.
+    /// time is spent or the applet overran) or on the owner's.
     #[inline(always)]
     fn drain_locked<const SHARED: bool>(
         &self,
         port: &Port,
         mut guard: BiasedGuard<'_, RxSide>,
-        me: Me,
     ) -> usize {
         if port.closed.load(Ordering::Acquire) {
             // Removed: what is left is counted as lost to the closing.
@@ -599,7 +597,7 @@ impl Engine {
         let d = &mut drained;
         let rx = &mut *guard;
         // Each frame or message is read in place, in the inbox's ring.
-        port.inbox.drain_as(me, move |chan, framed, bytes| {
+        port.inbox.drain(move |chan, framed, bytes| {
             let payload = if framed {
                 frame_payload(port, bytes, None)
             } else {
@@ -779,11 +777,10 @@ fn enqueue_message(port: &Port, chan: u16, payload: Payload<'_>, s: &EngineStats
 /// a 40-byte message on the demo's two threads, with its copy; this one
 /// 11 in `memcpy` and its call. `shm::copy_small` inlined here counted
 /// 20: LLVM merged its branches' second copies into one `memcpy` call).
-/// `me` is this thread's token, for the producers' lock.
 #[inline(always)]
-fn enqueue_bytes(port: &Port, chan: u16, msg: &[u8], s: &EngineStats, me: Me) {
+fn enqueue_bytes(port: &Port, chan: u16, msg: &[u8], s: &EngineStats) {
     if let Some(inbox) = open_inbox(port, s) {
-        let pushed = inbox.push_message_as(me, chan, msg.len(), |buf| buf.copy_from_slice(msg));
+        let pushed = inbox.push_message(chan, msg.len(), |buf| buf.copy_from_slice(msg));
         count_refused(port, s, pushed);
     }
 }
@@ -1669,7 +1666,7 @@ impl Engine {
         // now, with nothing made before it (`next` empty, so that nothing
         // made earlier is overtaken).
         if dst.applet_elsewhere_as(next, me) {
-            return next.is_empty() && self.enqueue_deferred(rx, dst, owner, m, me);
+            return next.is_empty() && self.enqueue_deferred(rx, dst, owner, m);
         }
         if core::ptr::eq(dst, port) {
             return false;
@@ -1721,7 +1718,7 @@ impl Engine {
     /// of line, 1 more a message on the two-thread send): the same-thread
     /// delivery's path makes no call.
     #[inline(never)]
-    fn enqueue_deferred(&self, rx: &RxSide, dst: &Port, owner: u32, m: &Deferred, me: Me) -> bool {
+    fn enqueue_deferred(&self, rx: &RxSide, dst: &Port, owner: u32, m: &Deferred) -> bool {
         let Some(bytes) = rx.applet.as_ref().and_then(|l| deferred_bytes(l, m)) else {
             return false;
         };
@@ -1732,7 +1729,6 @@ impl Engine {
             owner as u16,
             bytemuck::cast_slice(bytes),
             &self.inner.stats,
-            me,
         );
         true
     }

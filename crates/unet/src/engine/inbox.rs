@@ -73,7 +73,7 @@ use std::ptr::NonNull;
 use std::sync::OnceLock;
 
 #[cfg(not(loom))]
-use crate::biased::{BiasedGuard as Guard, BiasedLock as Lock, Me};
+use crate::biased::{BiasedGuard as Guard, BiasedLock as Lock};
 #[cfg(loom)]
 use loom::sync::atomic::{AtomicU64, Ordering};
 #[cfg(loom)]
@@ -427,35 +427,6 @@ fn lock<T>(m: &Lock<T>) -> Guard<'_, T> {
     m.lock()
 }
 
-/// [`lock`] on the thread `me`, whose token the caller has read already
-/// ([`Lock::lock_as`]: the same lock, without the token's read from its
-/// thread-local).
-#[cfg(not(loom))]
-#[inline]
-fn lock_as<T>(m: &Lock<T>, me: Me) -> Guard<'_, T> {
-    m.lock_as(me)
-}
-
-/// In the loom model, a thread's token stands for nothing: loom's mutex
-/// takes none.
-#[cfg(loom)]
-#[derive(Debug, Clone, Copy)]
-pub struct Me;
-
-#[cfg(loom)]
-impl Me {
-    /// The calling thread's (no) token.
-    pub fn current() -> Me {
-        Me
-    }
-}
-
-/// In the loom model, [`lock`].
-#[cfg(loom)]
-fn lock_as<T>(m: &Lock<T>, _me: Me) -> Guard<'_, T> {
-    lock(m)
-}
-
 /// In the loom model, loom's mutex: the biased lock has a model of its own
 /// (`tests/loom_biased.rs`), which shows it excludes and orders as a mutex
 /// does; the inbox's model (`tests/loom_inbox.rs`) needs only that.
@@ -511,7 +482,7 @@ impl Inbox {
     /// Puts a frame of `len` bytes, which `fill` writes (all of them), in
     /// the inbox.
     pub fn push(&self, chan: u16, len: usize, fill: impl FnOnce(&mut [u8])) -> Result<(), Refused> {
-        self.push_kind(Me::current(), KIND_FRAME, chan, len, fill)
+        self.push_kind(KIND_FRAME, chan, len, fill)
     }
 
     /// Puts a message of `len` bytes without a frame (its payload alone,
@@ -526,36 +497,20 @@ impl Inbox {
         len: usize,
         fill: impl FnOnce(&mut [u8]),
     ) -> Result<(), Refused> {
-        self.push_kind(Me::current(), KIND_MESSAGE, chan, len, fill)
-    }
-
-    /// [`Inbox::push_message`] on the thread `me`, whose token the caller
-    /// has read already: the producers' lock taken with it
-    /// ([`Lock::lock_as`]) instead of reading it from its thread-local
-    /// again (the engine's direct delivery of a deferred message holds it).
-    #[inline(always)]
-    pub fn push_message_as(
-        &self,
-        me: Me,
-        chan: u16,
-        len: usize,
-        fill: impl FnOnce(&mut [u8]),
-    ) -> Result<(), Refused> {
-        self.push_kind(me, KIND_MESSAGE, chan, len, fill)
+        self.push_kind(KIND_MESSAGE, chan, len, fill)
     }
 
     /// [`Inbox::push`] of an entry of `kind`, [`KIND_FRAME`] or
-    /// [`KIND_MESSAGE`], on the thread `me`.
+    /// [`KIND_MESSAGE`].
     #[inline(always)]
     fn push_kind(
         &self,
-        me: Me,
         kind: u16,
         chan: u16,
         len: usize,
         fill: impl FnOnce(&mut [u8]),
     ) -> Result<(), Refused> {
-        let mut g = lock_as(&self.prod.0, me);
+        let mut g = lock(&self.prod.0);
         let p = &mut *g;
         if p.closed {
             return Err(Refused::Closed);
@@ -654,25 +609,8 @@ impl Inbox {
     /// a flood from other threads kept the owner's `recv_ref` in one drain
     /// for as long as it lasted (56 ms in the 2026-12-01 review's test),
     /// its receive queue full and nothing sent.
-    pub fn drain(&self, f: impl FnMut(u16, bool, &[u8]) -> bool) -> u64 {
-        self.drain_with(Me::current(), f)
-    }
-
-    /// [`Inbox::drain`] on the thread `me`, whose token the caller has
-    /// read already: the consumer's lock taken with it
-    /// ([`Lock::lock_as`]). Out of line, as `drain` is: inlined into the
-    /// owner's `recv_ref_inbox` it saved some 30 instructions a drain of
-    /// one message but cost about 5 a message in bursts of 25 (the loop's
-    /// registers spilled).
-    #[inline(never)]
-    pub fn drain_as(&self, me: Me, f: impl FnMut(u16, bool, &[u8]) -> bool) -> u64 {
-        self.drain_with(me, f)
-    }
-
-    /// [`Inbox::drain`] on the thread `me`: the body of both.
-    #[inline(always)]
-    fn drain_with(&self, me: Me, mut f: impl FnMut(u16, bool, &[u8]) -> bool) -> u64 {
-        let mut c = lock_as(&self.cons.0, me);
+    pub fn drain(&self, mut f: impl FnMut(u16, bool, &[u8]) -> bool) -> u64 {
+        let mut c = lock(&self.cons.0);
         // The tail before the ring (the same loads as the other way
         // round): in the loom model this load is what makes a drain
         // depend on a push (the ring's `OnceLock` is not loom's); with the
