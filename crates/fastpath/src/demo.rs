@@ -870,6 +870,15 @@ enum Flow {
     /// cost, measured beside the applet in `fastpath bench unet --only
     /// burst`.
     AppCopy,
+    /// [`Flow::AppAck`] with the receiving application reading every byte
+    /// of each message in place (their sum, [`sum_words`]; nothing is
+    /// copied): the engine's one copy, and then the message's bytes carried
+    /// to the receiving thread's core, as the standard applet's `doRx`
+    /// must carry them (it copies them out of the inbox there). In
+    /// [`Flow::AppAck`] the bytes never leave the sending thread's core:
+    /// its receiver reads only the length. The reference, in `fastpath
+    /// bench unet --only burst`, for what that move costs.
+    AppRead,
 }
 
 impl Flow {
@@ -881,11 +890,12 @@ impl Flow {
             Flow::PerTx25 => "25 per tx request",
             Flow::Generate => "applet-generated",
             Flow::AppCopy => "U-Net, apps copy, app ack",
+            Flow::AppRead => "U-Net, app reads, app ack",
         }
     }
     fn applet(self) -> Option<&'static [u8]> {
         match self {
-            Flow::AppAck | Flow::AppCopy => None,
+            Flow::AppAck | Flow::AppCopy | Flow::AppRead => None,
             Flow::StandardAck => Some(unet::applets::STANDARD),
             Flow::AppletAck => Some(unet::applets::BURST25),
             Flow::PerTx25 => Some(unet::applets::BURST25_PER_TX),
@@ -1037,6 +1047,7 @@ fn bandwidth(
     let tokens = flow == Flow::AppletAck;
     let per_request = if flow == Flow::PerTx25 { 25 } else { 1 };
     let copies = flow == Flow::AppCopy;
+    let reads = flow == Flow::AppRead;
     // What `Flow::AppCopy`'s sender copies into the transmit region.
     let source: Vec<u8> = (0..if copies { size } else { 0 })
         .map(|i| i as u8)
@@ -1067,13 +1078,18 @@ fn bandwidth(
             let arrived = b.recv().map(|m| {
                 let mut n = 0;
                 out.clear();
+                let mut sum = 0u64;
                 m.read(|p| {
                     n += p.len();
                     if copies {
                         out.extend_from_slice(p);
                     }
+                    if reads {
+                        sum = sum.wrapping_add(sum_words(p));
+                    }
                 });
                 std::hint::black_box(&out);
+                std::hint::black_box(sum);
                 n
             });
             if let Some(n) = arrived {
@@ -1152,6 +1168,17 @@ fn bandwidth(
         rate: bytes as f64 / time.as_secs_f64(),
         dropped,
     })
+}
+
+/// The sum of `p`'s little-endian 64-bit words (a short last one padded
+/// with zeros): [`Flow::AppRead`]'s receiver reads every byte with it.
+fn sum_words(p: &[u8]) -> u64 {
+    let words = p.chunks_exact(8);
+    let mut last = [0u8; 8];
+    last[..words.remainder().len()].copy_from_slice(words.remainder());
+    words
+        .map(|w| u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]))
+        .fold(u64::from_le_bytes(last), u64::wrapping_add)
 }
 
 /// Sends a `size`-byte message that is already in the transmit region, as
@@ -1582,12 +1609,17 @@ fn run_inner(args: &DemoArgs) -> Result<(), Box<dyn std::error::Error>> {
 /// `fastpath bench unet --only burst`: the burst-25 cell at 4 KiB on
 /// `loop` of [`bench_unet`] (its 200,000 messages, the threads pinned as
 /// there): plain U-Net, plain U-Net with the applications copying each
-/// message in and out ([`Flow::AppCopy`]), then the standard applet on both
-/// endpoints, five times in turn, each run with its ratios, so that a
-/// change to the applet's path is measured against plain U-Net in the same
-/// run. The second ratio sets the applet beside a path that copies each
-/// message as often as the applet must (three times, against plain
-/// U-Net's once): what the applet costs besides its copies.
+/// message in and out ([`Flow::AppCopy`]), the standard applet on both
+/// endpoints, then plain U-Net with the receiving application reading
+/// every byte in place ([`Flow::AppRead`]), five times in turn, each run
+/// with its ratios, so that a change to the applet's path is measured
+/// against plain U-Net in the same run. The second ratio sets the applet
+/// beside a path that copies each message as often as the applet must
+/// (three times, against plain U-Net's once): what the applet costs
+/// besides its copies. The third sets it beside plain U-Net whose
+/// receiving core reads the bytes, as the applet's `doRx` must (plain
+/// U-Net's receiver reads only the length, so its message never leaves the
+/// sending core's cache): what the applet costs besides that move.
 pub fn bench_unet_burst() -> ExitCode {
     const SIZE: usize = 4096;
     const MESSAGES: u32 = 200_000;
@@ -1599,20 +1631,24 @@ pub fn bench_unet_burst() -> ExitCode {
     let _pinned = Pinned::new();
     println!(
         "burst-25 at {SIZE} B on `loop`, {MESSAGES} messages per cell, GB/s\n\
-         run | U-Net, app ack | U-Net, apps copy | standard applet, app ack | standard / U-Net | standard / U-Net, apps copy"
+         run | U-Net, app ack | U-Net, apps copy | standard applet, app ack | standard / U-Net | standard / U-Net, apps copy | U-Net, app reads | standard / U-Net, app reads"
     );
     let mut ratios = Vec::new();
     let mut copy_ratios = Vec::new();
+    let mut read_ratios = Vec::new();
     for run in 1..=5 {
         let cell = |flow| bandwidth(&net, flow, SIZE, MESSAGES).map_err(|e| e.to_string());
         match (
             cell(Flow::AppAck),
             cell(Flow::AppCopy),
             cell(Flow::StandardAck),
+            cell(Flow::AppRead),
         ) {
-            (Ok(u), Ok(c), Ok(a)) => {
+            (Ok(u), Ok(c), Ok(a), Ok(rd)) => {
                 let r = a.rate / u.rate;
                 let rc = a.rate / c.rate;
+                let rr = a.rate / rd.rate;
+                read_ratios.push(rr);
                 ratios.push(r);
                 copy_ratios.push(rc);
                 let shown = |b: &Bandwidth| {
@@ -1623,15 +1659,17 @@ pub fn bench_unet_burst() -> ExitCode {
                     }
                 };
                 println!(
-                    "{run} | {} | {} | {} | {:.1}% | {:.1}%",
+                    "{run} | {} | {} | {} | {:.1}% | {:.1}% | {} | {:.1}%",
                     shown(&u),
                     shown(&c),
                     shown(&a),
                     100.0 * r,
-                    100.0 * rc
+                    100.0 * rc,
+                    shown(&rd),
+                    100.0 * rr
                 );
             }
-            (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
+            (Err(e), _, _, _) | (_, Err(e), _, _) | (_, _, Err(e), _) | (_, _, _, Err(e)) => {
                 eprintln!("fastpath bench unet --only burst: {e}");
                 return ExitCode::FAILURE;
             }
@@ -1639,11 +1677,14 @@ pub fn bench_unet_burst() -> ExitCode {
     }
     ratios.sort_by(f64::total_cmp);
     copy_ratios.sort_by(f64::total_cmp);
+    read_ratios.sort_by(f64::total_cmp);
     println!(
         "median standard / U-Net: {:.1}%; standard / U-Net with the applications copying in and out \
-         (three copies of each message, as many as the standard applet cannot avoid): {:.1}%",
+         (three copies of each message, as many as the standard applet cannot avoid): {:.1}%; \
+         standard / U-Net with the receiving application reading every byte: {:.1}%",
         100.0 * ratios[ratios.len() / 2],
-        100.0 * copy_ratios[copy_ratios.len() / 2]
+        100.0 * copy_ratios[copy_ratios.len() / 2],
+        100.0 * read_ratios[read_ratios.len() / 2]
     );
     ExitCode::SUCCESS
 }
@@ -2201,6 +2242,23 @@ mod tests {
     struct Cli {
         #[command(flatten)]
         demo: DemoArgs,
+    }
+
+    /// [`Flow::AppRead`]'s receiver reads every byte of a message: a
+    /// change to any one of them, in a whole word or in the short last
+    /// one, changes the sum (a bit flipped in byte `i` moves it by
+    /// `2^(8 (i mod 8))`, never by a multiple of `2^64`).
+    #[test]
+    fn the_reading_receiver_reads_every_byte() {
+        let p: Vec<u8> = (0..4099).map(|i| i as u8).collect();
+        let sum = sum_words(&p);
+        for i in [0, 1, 7, 8, 2048, 4095, 4096, 4097, 4098] {
+            let mut q = p.clone();
+            q[i] ^= 1;
+            assert_ne!(sum_words(&q), sum, "byte {i} not read");
+        }
+        assert_eq!(sum_words(&[1, 0, 0, 0, 0, 0, 0, 0, 2, 1]), 1 + 0x102);
+        assert_eq!(sum_words(&[]), 0);
     }
 
     /// The token flow's sender whose own pass sends the last message, and
