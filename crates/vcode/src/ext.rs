@@ -157,8 +157,21 @@ macro_rules! extensions {
     )*};
 }
 
+/// Whether this host's CPU has the x86-64 feature `$f`; `false` on any
+/// other host, which never runs the x86-64 code these features select
+/// (the gates below ask only before emitting code for this host to run).
+macro_rules! host_has {
+    ($f:tt) => {{
+        #[cfg(target_arch = "x86_64")]
+        let has = std::is_x86_feature_detected!($f);
+        #[cfg(not(target_arch = "x86_64"))]
+        let has = false;
+        has
+    }};
+}
+
 fn has_popcnt() -> bool {
-    std::is_x86_feature_detected!("popcnt")
+    host_has!("popcnt")
 }
 
 fn f32b(v: u64) -> f32 {
@@ -738,7 +751,7 @@ fn enc_modrm(x: &mut crate::X64, reg: u8, rm: u8, disp: Option<i32>, imm: Option
 const XMM15: u8 = 15;
 
 fn has_pclmulqdq() -> bool {
-    std::is_x86_feature_detected!("pclmulqdq")
+    host_has!("pclmulqdq")
 }
 
 /// 128-bit data in float (xmm) registers and the carry-less-multiply
@@ -1045,7 +1058,7 @@ fn enc_vex_k(
 
 /// AVX-512F and BW (every AVX-512 CPU since Skylake-SP has both).
 fn has_avx512f() -> bool {
-    std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512bw")
+    host_has!("avx512f") && host_has!("avx512bw")
 }
 
 /// Whether the CPU runs the `Wide` instructions at `bits` (512: AVX-512F
@@ -1054,10 +1067,10 @@ fn has_avx512f() -> bool {
 fn cpu_has_wide(bits: u32, clmul: bool) -> bool {
     let base = match bits {
         512 => has_avx512f(),
-        256 => std::is_x86_feature_detected!("avx2"),
+        256 => host_has!("avx2"),
         _ => false,
     };
-    base && (!clmul || std::is_x86_feature_detected!("vpclmulqdq"))
+    base && (!clmul || host_has!("vpclmulqdq"))
 }
 
 /// The widest vector the CPU runs the `Wide` instructions at, or 0.
