@@ -385,9 +385,25 @@ fn send_retrying(
     }
 }
 
-/// Sends a copy of `msg`, waiting while the transmit queue is full.
+/// Sends a copy of `msg` ([`Endpoint::send`]), driving the engine while
+/// the transmit queue is full. The engine copies the bytes from `msg`
+/// into the receiver's buffer or slot, one copy, as the SPSC ring's `send`
+/// copies its message once (and the bench's round trip sends); until
+/// 2026-12-02 this was [`send_retrying`] with a `fill` copying `msg`,
+/// which wrote it first where `send_with` puts it and the engine copied
+/// it again (1 KiB round trip on `loop`, `loop_rtt`: see
+/// docs/benchmarks.md, wip-p57 of 2026-12-02).
 fn send_all(ep: &mut Endpoint, chan: u16, msg: &[u8]) -> Result<(), unet::SendError> {
-    send_retrying(ep, chan, msg.len(), |buf| buf.copy_from_slice(msg))
+    let mut wait = Backoff::default();
+    loop {
+        match ep.send(chan, msg) {
+            Err(unet::SendError::Full) => {
+                ep.poll_engine();
+                wait.snooze();
+            }
+            r => return r,
+        }
+    }
 }
 
 /// How a cell's round trips are timed: `batches` batches of `batch`

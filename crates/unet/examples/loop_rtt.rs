@@ -10,7 +10,15 @@
 //! ONE=1 target/release/examples/loop_rtt 200 0,56        # also both ends on one thread
 //! REPLY=0 target/release/examples/loop_rtt 200 57        # the echo answers 0 bytes
 //! STD=1 target/release/examples/loop_rtt 200 0,56         # also the standard applet
+//! WITH=1 target/release/examples/loop_rtt 200 57,1024      # U-Net's sends through send_with
 //! ```
+//!
+//! U-Net's messages go by `Endpoint::send`, from the caller's memory, as
+//! the ring peer's `send` takes them (and the bench's round trip sends):
+//! each copies the message once into shared memory. `WITH=1` sends them by
+//! `send_with` with a `fill` that copies the message, as until
+//! 2026-12-02: the fill's copy (into a private buffer up to 64 bytes,
+//! into the transmit region above) and then the engine's, two copies.
 //!
 //! `STD=1` adds the round trip with the standard applet on both endpoints
 //! (`unet::applets::STANDARD`, as the demo installs it), and its ratio to
@@ -42,10 +50,18 @@ use unet::Config;
 
 #[path = "common/mod.rs"]
 mod common;
-use common::{Idle, RingRecv, batches, recv_into, ring_pair, send_all, unet_pair, unet_pair_with};
+use common::{
+    Idle, RingRecv, batches, recv_into, ring_pair, send_all, send_all_with, unet_pair,
+    unet_pair_with,
+};
 
-/// U-Net's round trip, with `applet` on both endpoints or none.
-fn unet_rtt(applet: Option<&[u8]>, size: usize, n: usize) -> f64 {
+/// A send loop U-Net's rows use: [`send_all`], or [`send_all_with`].
+trait SendAll: Fn(&mut unet::Endpoint, u16, &[u8], Idle) + Copy + Send + 'static {}
+impl<F: Fn(&mut unet::Endpoint, u16, &[u8], Idle) + Copy + Send + 'static> SendAll for F {}
+
+/// U-Net's round trip, with `applet` on both endpoints or none, its
+/// messages sent by `send_all`.
+fn unet_rtt(send_all: impl SendAll, applet: Option<&[u8]>, size: usize, n: usize) -> f64 {
     let cfg = match std::env::var("BUFS") {
         Ok(v) => {
             let (n, bs) = v.split_once('x').unwrap();
@@ -87,7 +103,7 @@ fn unet_rtt(applet: Option<&[u8]>, size: usize, n: usize) -> f64 {
 
 /// [`unet_rtt`] with both endpoints on this thread: the round trip's
 /// instructions and private cache traffic, without a line crossing cores.
-fn unet_one(size: usize, n: usize) -> f64 {
+fn unet_one(send_all: impl SendAll, size: usize, n: usize) -> f64 {
     let (_e, mut a, mut b, ab, ba) = unet_pair(Config::default());
     let msg = vec![0x5au8; size];
     let mut buf = Vec::with_capacity(65536);
@@ -140,15 +156,31 @@ fn main() {
         .collect();
     unet::affinity::pin(0);
     for &s in &sizes {
-        let u = unet_rtt(None, s, n);
+        // Each send loop its own instance (a direct call, as before).
+        let with = std::env::var_os("WITH").is_some();
+        let rtt = |applet, s, n| {
+            if with {
+                unet_rtt(send_all_with, applet, s, n)
+            } else {
+                unet_rtt(send_all, applet, s, n)
+            }
+        };
+        let u = rtt(None, s, n);
         let r = ring_rtt(s, n);
         let one = if std::env::var_os("ONE").is_some() {
-            format!("  one thread {:.3} us", unet_one(s, n))
+            format!(
+                "  one thread {:.3} us",
+                if with {
+                    unet_one(send_all_with, s, n)
+                } else {
+                    unet_one(send_all, s, n)
+                }
+            )
         } else {
             String::new()
         };
         let std = if std::env::var_os("STD").is_some() {
-            let t = unet_rtt(Some(unet::applets::STANDARD), s, n);
+            let t = rtt(Some(unet::applets::STANDARD), s, n);
             format!("  standard {t:.3} us ({:.2}x unet)", t / u)
         } else {
             String::new()

@@ -14,7 +14,8 @@
 //!
 //! The sender uses [`Endpoint::send`]; with `WITH=1` it uses
 //! [`Endpoint::send_with`], copying the message in its fill, as the demo's
-//! and `loop_rtt`'s applications send.
+//! and `loop_rtt`'s applications sent until 2026-12-02 (they now send with
+//! `send`; `loop_rtt`'s `WITH=1` times `send_with`).
 //!
 //! Two endpoints of one engine on `loop`, both with the standard applet;
 //! the sender on the main thread, the receiver on a thread of its own

@@ -267,8 +267,9 @@ impl RawBiased {
     /// Takes the lock as thread `me`, waiting while another thread holds
     /// it. The result says how it was taken, for [`RawBiased::unlock`].
     /// Always inlined: the engine's delivery of a message sent in this
-    /// process (`Engine::send_direct_locked`) otherwise called it, a frame
-    /// of its own for the receive lock on every message.
+    /// process (`Engine::send_direct_locked`, itself inlined into the
+    /// sender's body) otherwise called it, a frame of its own for the
+    /// receive lock on every message.
     ///
     /// # Safety
     ///

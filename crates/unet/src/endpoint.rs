@@ -883,8 +883,9 @@ impl Endpoint {
     #[inline(always)]
     pub fn send(&mut self, chan: u16, msg: &[u8]) -> Result<(), SendError> {
         // The message handed to the engine directly in the caller's body
-        // (the engine's own work is one call); the length's error and the
-        // message through the queue out of line.
+        // (the engine's own work too: `Engine::send_direct_locked` is
+        // inlined); the length's error and the message through the queue
+        // out of line.
         if self.is_closed(chan) {
             return Err(SendError::ChannelClosed { chan });
         }

@@ -102,9 +102,30 @@ pub fn recv_into(
     }
 }
 
-/// Sends `msg` on `chan`, driving the engine and waiting while the
-/// transmit queue is full.
+/// Sends `msg` on `chan` ([`Endpoint::send`]), driving the engine and
+/// waiting while the transmit queue is full. The engine copies the bytes
+/// from `msg` into the receiver's buffer or slot: one copy, as the ring
+/// peer's `send` copies its message once into its area or slot, and as
+/// the bench's round trip sends (`fastpath_bench::unet`).
 pub fn send_all(ep: &mut Endpoint, chan: u16, msg: &[u8], idle: Idle) {
+    let mut wait = Waiter::new(idle);
+    loop {
+        match ep.send(chan, msg) {
+            Err(unet::SendError::Full) => {
+                ep.poll_engine();
+                wait.wait();
+            }
+            r => return r.unwrap(),
+        }
+    }
+}
+
+/// [`send_all`] through [`Endpoint::send_with`], its `fill` copying `msg`:
+/// the message written first where `send_with` puts it (a private buffer
+/// up to 64 bytes, the transmit region above), then copied by the engine
+/// again. Until 2026-12-02 the examples' one send; `loop_rtt` times it
+/// with `WITH=1`.
+pub fn send_all_with(ep: &mut Endpoint, chan: u16, msg: &[u8], idle: Idle) {
     let mut wait = Waiter::new(idle);
     loop {
         match ep.send_with(chan, msg.len(), |b| b.copy_from_slice(msg)) {

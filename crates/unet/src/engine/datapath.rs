@@ -1358,7 +1358,16 @@ impl Engine {
 
     /// [`Engine::send_direct`] once the table's verdicts are kept
     /// (`version`) and the endpoint has no applet.
-    #[inline(never)]
+    ///
+    /// Always inlined, into [`Engine::send_direct_or_applet`] (so into
+    /// [`crate::Endpoint::send`] and `send_with`'s short messages, in the
+    /// caller's body) and [`Engine::send_direct`]. Until 2026-12-02 it was
+    /// a call of its own: its frame (six saved registers) and the call were
+    /// 21 instructions a message, the path's largest single item
+    /// (`unet-count` path-40 354.0 -> 334.0, path-57 493.1 -> 472.1,
+    /// path-1000 763.1 -> 743.1, path-4096 1379.1 -> 1359.1). The cost is
+    /// code: this body is compiled into each caller of `Endpoint::send`.
+    #[inline(always)]
     fn send_direct_locked(&self, port: &Port, chan: u16, msg: Direct<'_>, version: u64) -> bool {
         let Some(mut tx) = port.tx.try_lock() else {
             return false;
