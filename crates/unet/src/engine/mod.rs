@@ -1376,7 +1376,7 @@ impl Port {
 
     /// The endpoint's counters. `queue_corrupt` includes the frames its
     /// applet's inbox dropped behind a header that failed its check
-    /// ([`inbox::Inbox::dropped`]), counted there by the consumer alone.
+    /// (the inbox's `dropped`), counted there by the consumer alone.
     pub fn counts(&self) -> PortCounts {
         let mut c = self.stats.snapshot();
         c.queue_corrupt += self.inbox.dropped();
