@@ -9,6 +9,7 @@
 //! `tail.rs` holds the same-thread cases; the engine's unit tests
 //! (`datapath.rs`) the closed receiver and the message whose bytes are
 //! gone.
+#![cfg(not(loom))]
 
 mod message;
 mod tail_setup;
