@@ -469,7 +469,6 @@ impl RawBiased {
     }
 }
 
-#[cfg(not(loom))]
 impl Default for RawBiased {
     fn default() -> RawBiased {
         RawBiased::new()
@@ -504,9 +503,12 @@ fn barrier_ready() -> bool {
     true
 }
 
+/// In the model, a wait that yields to loom's other threads. Not a unit
+/// struct: its users make it with `default()`, as the ordinary build's
+/// `wait::Backoff`.
 #[cfg(loom)]
 #[derive(Default)]
-struct Wait;
+struct Wait(());
 
 #[cfg(loom)]
 impl Wait {

@@ -1443,16 +1443,11 @@ impl Endpoint {
     /// the thread's token read again ([`Engine::drive_rx_inbox`]).
     #[inline(never)]
     fn recv_ref_inbox(&mut self, me: Me) -> Option<Taken> {
-        if let Some((engine, port)) = &self.direct
-            && engine.drive_rx_inbox(port, me) != 0
-        {
-            if let Some(t) = self.take_front() {
-                return Some(t);
-            }
-            self.give_gathered();
-        }
-        self.poll_expected();
-        None
+        let worked = match &self.direct {
+            Some((engine, port)) => engine.drive_rx_inbox(port, me) != 0,
+            None => false,
+        };
+        self.look_again(worked)
     }
 
     /// The end of [`Endpoint::recv_ref_slow`] and
@@ -1462,7 +1457,18 @@ impl Endpoint {
     #[inline(always)]
     fn recv_ref_driven(&mut self) -> Option<Taken> {
         self.give_gathered();
-        if self.drive && self.drive_rx() {
+        let worked = self.drive && self.drive_rx();
+        self.look_again(worked)
+    }
+
+    /// The end of [`Endpoint::recv_ref_driven`] and
+    /// [`Endpoint::recv_ref_inbox`] once the engine's receive work ran:
+    /// one more look at the queue if it `worked` (the gathered buffers
+    /// given back if that finds nothing), and [`Endpoint::poll_expected`]
+    /// when nothing is returned.
+    #[inline(always)]
+    fn look_again(&mut self, worked: bool) -> Option<Taken> {
+        if worked {
             if let Some(t) = self.take_front() {
                 return Some(t);
             }

@@ -23,6 +23,7 @@
 //! lines containing `child: `, and takes commands from stdin. Memory is
 //! measured in children, from their own `/proc/self/status`, so that the
 //! other tests of this binary, running in parallel, do not disturb it.
+#![cfg(not(loom))]
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;

@@ -1,5 +1,6 @@
 //! Endpoints through the engine on the `loop` transport: what U-Net (§2)
 //! promises an application, checked message by message.
+#![cfg(not(loom))]
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -23,7 +23,7 @@
 //! segment, which the application fills now and then with valid and
 //! invalid entries (and, rarely, a corrupt producer index), while the
 //! endpoint sometimes holds spare buffers it gives first.
-
+#![cfg(not(loom))]
 #![cfg(target_arch = "x86_64")]
 
 use std::sync::Arc;

@@ -3,6 +3,7 @@
 //! no other client's endpoint or channel; and a filter past dpf's limits
 //! (64 KiB, nesting 64, 4,096 primitives) is an error reply from the
 //! daemon, which stays up and keeps serving.
+#![cfg(not(loom))]
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;

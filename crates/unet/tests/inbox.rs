@@ -9,6 +9,7 @@
 //! |---|---|
 //! | frames from many threads at once arrive once, in order, or are counted | [`frames_from_many_threads_arrive_once_in_order_or_are_counted`] |
 //! | frames racing the endpoint's removal are each counted once | [`frames_racing_the_endpoints_removal_are_each_counted_once`] |
+#![cfg(not(loom))]
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

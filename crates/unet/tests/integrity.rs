@@ -12,6 +12,7 @@
 //!   closed, sending on it fails with a typed error, and nothing reaches the
 //!   endpoint that gets the id's slot next, in this process or through the
 //!   daemon.
+#![cfg(not(loom))]
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

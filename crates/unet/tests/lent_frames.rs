@@ -8,6 +8,7 @@
 //! that sometimes lends nothing, so that a transmit pass mixes frames built
 //! in lent memory with frames built in its outbox. `tests/netns.rs` checks
 //! the `xdp` transport's side (a frame given up goes back unsent).
+#![cfg(not(loom))]
 
 mod message;
 use message::message;

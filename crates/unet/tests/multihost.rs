@@ -33,6 +33,7 @@
 //! and pass, unless `UNET_REQUIRE_NETNS=1`, which makes that a failure.
 //! The `xdp` tests need AF_XDP and XDP on veth besides; without them they
 //! print why and pass, unless `UNET_REQUIRE_XDP=1`.
+#![cfg(not(loom))]
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -2,6 +2,7 @@
 //! against a mock endpoint: each applet's protocol, and every native's
 //! bounds checks with an applet that tries to escape (every attempt traps,
 //! names the native and the argument, and leaves the endpoint as it was).
+#![cfg(not(loom))]
 
 use std::cell::Cell;
 use std::collections::VecDeque;

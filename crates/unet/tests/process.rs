@@ -21,6 +21,7 @@
 //! endpoints do not drive the engine (`set_drive(false)`) where the test is
 //! about the engine, so that their traffic flowing proves the engine's
 //! thread alive. Tests that start a daemon run one at a time.
+#![cfg(not(loom))]
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;

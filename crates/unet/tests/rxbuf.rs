@@ -13,6 +13,7 @@
 //! invocation. Checked on the JIT and on the interpreter, with the message
 //! in a frame and without one, run on the sender's thread and from the
 //! inbox by another thread.
+#![cfg(not(loom))]
 
 use unet::layout::TxDesc;
 use unet::transport::LoopNet;

@@ -15,6 +15,7 @@
 //!
 //! Seeded from the clock (or `UNET_SOAK_SEED`); the seed is printed on
 //! failure.
+#![cfg(not(loom))]
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -6,6 +6,7 @@
 //! receiver's `RxBuf` and where it falls back to its frame (a channel to
 //! another engine, a closed channel, a receiver without an applet, the
 //! sender itself, a receiver at its inbox budget, the push budgets).
+#![cfg(not(loom))]
 
 mod message;
 mod tail_setup;

@@ -9,6 +9,7 @@
 //! `tail.rs` holds the same-thread cases; the engine's unit tests
 //! (`datapath.rs`) the closed receiver and the message whose bytes are
 //! gone.
+#![cfg(not(loom))]
 
 mod message;
 mod tail_setup;
@@ -268,4 +269,66 @@ fn a_deferred_message_into_an_inbox_never_overtakes_a_waiting_frame() {
         }
         assert_eq!(a.counts().tx_frames, 13 * copies as u64, "mode {mode}");
     }
+}
+
+/// A sender whose channel leads to itself, its application on another
+/// thread, its descriptors served by a thread shared by every endpoint
+/// (the engine's poll here, not the endpoint's own calls): each deferred
+/// message would wait in the sender's own inbox, and it goes there at
+/// once, as any peer's does (`Engine::deliver_deferred`'s inbox way with
+/// the peer the sender itself). It waits there until the owner's receive
+/// runs it, arrives once and in order, and counts as the frame of the
+/// eager push (mode 2) counts, on the JIT and on the interpreter.
+#[test]
+fn a_deferred_push_to_itself_from_a_shared_thread_waits_in_its_own_inbox() {
+    let mut outcomes = Vec::new();
+    for (mode, on_interpreter) in [(0, false), (0, true), (2, false)] {
+        let what = format!("mode {mode}, interpreter {on_interpreter}");
+        let net = LoopNet::new();
+        let e = engine_on(&net, "10.0.0.1:7000", Budgets::default());
+        let mut a = e
+            .create_endpoint(Config::default(), Some(unet::applets::TAIL_PUSH))
+            .unwrap();
+        set_mode(&e, &a, mode);
+        if on_interpreter {
+            interpret(&e, &a);
+        }
+        let aa = a.open_channel(e.local(), a.id()).unwrap();
+        // The channel's verdict taken on the owner's thread (this one).
+        let mut got = Vec::new();
+        a.send(aa, b"first").unwrap();
+        drain(&mut a, &mut got);
+        assert_eq!(got, [b"first".to_vec()], "{what}");
+        got.clear();
+        // The application moves to another thread; this one queues
+        // descriptors without driving the engine (no claim), then serves
+        // them as a shared engine thread.
+        drain_elsewhere(&mut a, &mut got);
+        let sent: Vec<_> = (1..=3).map(|i| message(i, 40)).collect();
+        a.set_drive(false);
+        for m in &sent {
+            a.send(aa, m).unwrap();
+        }
+        let port = e.port(a.id()).unwrap();
+        assert_eq!(e.service(&port), 3, "{what}");
+        assert_eq!(a.pending(), 0, "{what}: they wait in the inbox");
+        assert_eq!(a.counts().rx_delivered, 1, "{what}");
+        a.set_drive(true);
+        drain_elsewhere(&mut a, &mut got);
+        assert_eq!(got, sent, "{what}: each once, in order");
+        let c = a.counts();
+        assert_eq!((c.tx_frames, c.rx_delivered), (4, 4), "{what}");
+        assert_eq!(
+            c.rx_queue_full + c.rx_no_buffer + c.applet_drops + c.applet_traps + c.queue_corrupt,
+            0,
+            "{what}"
+        );
+        let ec = e.counts();
+        assert_eq!((ec.unmatched, ec.closed), (0, 0), "{what}");
+        outcomes.push((c, ec));
+    }
+    assert!(
+        outcomes.iter().all(|o| *o == outcomes[0]),
+        "the tail push and the eager push count alike: {outcomes:?}"
+    );
 }

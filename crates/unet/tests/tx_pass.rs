@@ -11,6 +11,7 @@
 //! | a pass's messages to another thread's applet arrive in order, or are counted | [`a_pass_to_another_threads_applet_arrives_in_order_or_is_counted`] |
 //! | `doTx`'s frames to another engine leave by the transport, those to this engine are delivered here, on every kind of channel | [`do_tx_frames_reach_this_engine_and_another_on_every_kind_of_channel`] |
 //! | an applet removed during a pass leaves the pass's rest to the path without one | [`an_applet_removed_during_a_pass_leaves_the_rest_to_the_path_without_one`] |
+#![cfg(not(loom))]
 
 mod message;
 use message::message;

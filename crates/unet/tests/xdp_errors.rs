@@ -8,6 +8,7 @@
 //! a bridge device: Ethernet, with no XDP in its driver; the other opens
 //! the transport on veth in each mode). Without root they print why and pass, unless
 //! `UNET_REQUIRE_XDP=1`.
+#![cfg(not(loom))]
 
 use std::os::unix::process::CommandExt as _;
 use std::process::Command;

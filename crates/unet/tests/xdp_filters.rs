@@ -22,6 +22,7 @@
 //! they print why and pass, unless `UNET_REQUIRE_NETNS=1` or
 //! `UNET_REQUIRE_XDP=1`. Each creates its own namespaces and removes them
 //! afterwards, also when it fails.
+#![cfg(not(loom))]
 
 use std::net::UdpSocket;
 use std::time::{Duration, Instant};

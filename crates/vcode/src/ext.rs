@@ -1948,15 +1948,22 @@ const FIRST_RESULT_X86: u8 = 0;
 /// The result register's vcode number on aarch64 (`x0`).
 const FIRST_RESULT_A64: u8 = 7;
 
+/// [`second_result`] of [`X64`] (`rdx`), as a vcode register number: a
+/// constant for a host that names it at compile time (jive's JIT off
+/// x86-64), so that the two cannot drift.
+pub const SECOND_RESULT_X86: u8 = crate::x86_64::regfile::gpr::RDX;
+/// [`second_result`] of [`A64`] (`x1`), as a vcode register number.
+pub const SECOND_RESULT_A64: u8 = crate::aarch64::regfile::gpr::X1;
+
 /// The convention's second result register of backend `B`, as a vcode
 /// register: `rdx` on x86-64, `x1` on aarch64 (`None` on the reference
 /// backend): the `to` of [`Exit::ret_zero_with`] for a C host.
 pub fn second_result<B: Backend>() -> Option<Reg<crate::I>> {
     let any = core::any::TypeId::of::<B>();
     if any == core::any::TypeId::of::<X64>() {
-        Some(Reg::phys(2))
+        Some(Reg::phys(SECOND_RESULT_X86))
     } else if any == core::any::TypeId::of::<A64>() {
-        Some(Reg::phys(6))
+        Some(Reg::phys(SECOND_RESULT_A64))
     } else {
         None
     }

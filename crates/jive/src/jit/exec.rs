@@ -389,9 +389,12 @@ pub(super) const CALLER_KEPT: [u8; 0] = [];
 #[cfg(target_arch = "x86_64")]
 pub(super) const VALUE_OUT: u8 = vcode::host::gpr::R14;
 /// The convention's second result register off x86-64 ([`Pair`]), as
-/// the code's backend numbers it (`vcode::ext::second_result`).
+/// the code's backend numbers it: the backend's own definition
+/// (`vcode::ext::second_result`'s), so that the two cannot drift. The
+/// compiler emits x86-64 code on every host (`vcode::Func`'s default
+/// backend), so it is x86-64's `rdx`.
 #[cfg(not(target_arch = "x86_64"))]
-pub(super) const VALUE_OUT: u8 = 2;
+pub(super) const VALUE_OUT: u8 = vcode::ext::SECOND_RESULT_X86;
 
 /// The register the host passes the context in, where it is not the
 /// convention's first argument: on x86-64 `r13`, one of [`CALLER_KEPT`],

@@ -2267,6 +2267,57 @@ mod tests {
         assert_eq!(c.applet_drops + c.applet_traps + c.rx_queue_full, 0);
     }
 
+    /// Frames in an applet's inbox behind a header that fails its check
+    /// (memory corruption: the engine writes every header) are dropped,
+    /// each counted in the endpoint's `queue_corrupt`, and the inbox's
+    /// budget they held comes back: at a budget of three frames, the next
+    /// three messages arrive.
+    #[test]
+    fn frames_behind_a_bad_inbox_header_are_counted_and_their_budget_comes_back() {
+        let net = LoopNet::new();
+        let e = Engine::with_budgets(
+            Box::new(net.attach("10.0.0.1:7000".parse().unwrap()).unwrap()),
+            Budgets {
+                inbox_frames: 3,
+                ..Budgets::default()
+            },
+        );
+        let mut a = e.create_endpoint(Config::default(), None).unwrap();
+        let mut b = e
+            .create_endpoint(Config::default(), Some(crate::applets::STANDARD))
+            .unwrap();
+        let ab = a.open_channel(e.local(), b.id()).unwrap();
+        b.open_channel(e.local(), a.id()).unwrap();
+        let port = e.port(b.id()).unwrap();
+        // Another thread runs b's application: a's messages wait in b's
+        // inbox.
+        std::thread::scope(|s| {
+            s.spawn(|| port.claim());
+        });
+        for m in [&b"one"[..], b"two", b"three", b"four"] {
+            a.send(ab, m).unwrap();
+        }
+        assert_eq!(port.counts().rx_queue_full, 1, "the fourth: the budget");
+        port.inbox.corrupt_next();
+        assert_eq!(b.recv_ref().map(|m| m.to_vec()), None);
+        let c = port.counts();
+        assert_eq!(c.queue_corrupt, 3, "each frame dropped counted");
+        assert_eq!((c.rx_delivered, c.rx_queue_full), (0, 1));
+        std::thread::scope(|s| {
+            s.spawn(|| port.claim());
+        });
+        for m in [&b"five"[..], b"six", b"seven"] {
+            a.send(ab, m).unwrap();
+        }
+        let got: Vec<_> = std::iter::from_fn(|| b.recv_ref().map(|m| m.to_vec())).collect();
+        assert_eq!(got, [&b"five"[..], b"six", b"seven"]);
+        let c = port.counts();
+        assert_eq!(
+            (c.queue_corrupt, c.rx_delivered, c.rx_queue_full),
+            (3, 3, 1)
+        );
+    }
+
     /// [`Engine::send_applet_direct`]'s declines other than a malformed
     /// message's (which the test above meets): each with nothing done or
     /// counted.

@@ -191,6 +191,10 @@ struct GivenBack {
     /// Frames and frame bytes consumed ever.
     frames: AtomicU64,
     bytes: AtomicU64,
+    /// Frames dropped with a header that failed its check, ever
+    /// ([`Inbox::drop_rest`]; written by the consumer alone, read for the
+    /// endpoint's counters).
+    dropped: AtomicU64,
 }
 
 /// The ring's bytes: a heap block only reached through its raw pointer,
@@ -609,6 +613,11 @@ impl Inbox {
     /// a flood from other threads kept the owner's `recv_ref` in one drain
     /// for as long as it lasted (56 ms in the 2026-12-01 review's test),
     /// its receive queue full and nothing sent.
+    ///
+    /// A header that fails its check (never written so: only memory
+    /// corruption makes one) ends the call: it and every frame after it
+    /// are dropped unread, their budget given back, and counted
+    /// ([`Inbox::drop_rest`], [`Inbox::dropped`]).
     pub fn drain(&self, mut f: impl FnMut(u16, bool, &[u8]) -> bool) -> u64 {
         let mut c = lock(&self.cons.0);
         // The tail before the ring (the same loads as the other way
@@ -657,10 +666,8 @@ impl Inbox {
             if at + HDR + len > self.size || footprint(len) > tail - c.head {
                 // Never: producers write whole frames within the ring. Were
                 // a header wrong, nothing past it is read; the rest is
-                // dropped.
-                c.head = tail;
-                c.at = tail % size;
-                break;
+                // dropped, its budget given back and counted.
+                return self.drop_rest(c, n);
             }
             // SAFETY: as for the header: the frame's bytes are in the ring
             // (just checked) and published, and stay unwritten until given
@@ -684,9 +691,71 @@ impl Inbox {
                 break;
             }
         }
-        // Paddings skipped (or a bad header's rest dropped) since.
+        // Paddings skipped since.
         self.give_back(&c);
         n
+    }
+
+    /// The recovery from a header that failed its check (memory
+    /// corruption only: producers write headers under their lock, an
+    /// applet only payloads): every frame published and not yet run is
+    /// dropped, nothing of it read, and counted in [`Inbox::dropped`]; the
+    /// consumer's position, frames and bytes become the producers' (read
+    /// under their lock, where every push has published its frame), so
+    /// that the caller's give-back returns the whole budget they held.
+    /// Skipping to the tail alone, as before, kept the dropped frames'
+    /// budget for ever: an inbox at its frame budget then refused every
+    /// frame.
+    ///
+    /// The producers' lock is taken under the consumer's: nothing takes
+    /// them the other way round (a push holds only the producers' lock,
+    /// [`Inbox::close`] lets it go before it drains). Out of line and
+    /// cold, and given the consumer's lock (`c`) to end the drain with
+    /// (it returns the drain's count, `n`): the drain's own code is the
+    /// same as without it (with a call that borrowed the lock, its
+    /// release took one instruction more a drain).
+    #[cold]
+    #[inline(never)]
+    fn drop_rest(&self, mut c: Guard<'_, Cons>, n: u64) -> u64 {
+        let p = lock(&self.prod.0);
+        let dropped = p.frames.wrapping_sub(c.frames);
+        c.head = p.tail;
+        c.at = p.at;
+        c.frames = p.frames;
+        c.bytes = p.bytes;
+        drop(p);
+        let d = &self.given.0.dropped;
+        d.store(
+            d.load(Ordering::Relaxed).wrapping_add(dropped),
+            Ordering::Relaxed,
+        );
+        self.give_back(&c);
+        n
+    }
+
+    /// Frames dropped, ever, because a header before them failed its
+    /// check (see [`Inbox::drain`]): counted in the endpoint's
+    /// `queue_corrupt`.
+    pub fn dropped(&self) -> u64 {
+        self.given.0.dropped.load(Ordering::Relaxed)
+    }
+
+    /// Writes a header that fails the drain's check (a length past the
+    /// ring) over the next entry to run: the memory corruption the
+    /// engine's tests recover from. Nothing runs on the inbox meanwhile
+    /// (the caller's word for producers; the consumer's lock is held).
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn corrupt_next(&self) {
+        let c = lock(&self.cons.0);
+        let ring = self.ring.get().expect("a frame was pushed");
+        // SAFETY: `[at, at + HDR)` is in the ring (a header's place); no
+        // producer writes it (the caller's word) and the consumer is this
+        // thread, under its lock.
+        unsafe { ring.bytes_mut(c.at as usize, HDR) }.copy_from_slice(&header(
+            u32::MAX - 7,
+            0,
+            KIND_FRAME,
+        ));
     }
 
     /// Publishes the consumer's position: space and budget for producers.

@@ -192,6 +192,8 @@ pub struct PortStats {
     /// Free-queue entries that were not buffer offsets (skipped).
     pub free_invalid: AtomicU64,
     /// Queue indices found inconsistent (a broken or hostile application).
+    /// [`PortCounts::queue_corrupt`] adds the frames the applet's inbox
+    /// dropped behind a header that failed its check (memory corruption).
     pub queue_corrupt: AtomicU64,
     /// Applet invocations ended for exceeding a budget of [`Budgets`]:
     /// fuel, time, frames or bytes pushed (each is also an applet trap, and
@@ -1372,9 +1374,13 @@ impl Port {
         endpoint_slot(self.id)
     }
 
-    /// The endpoint's counters.
+    /// The endpoint's counters. `queue_corrupt` includes the frames its
+    /// applet's inbox dropped behind a header that failed its check
+    /// (the inbox's `dropped`), counted there by the consumer alone.
     pub fn counts(&self) -> PortCounts {
-        self.stats.snapshot()
+        let mut c = self.stats.snapshot();
+        c.queue_corrupt += self.inbox.dropped();
+        c
     }
 
     /// The shared segment.

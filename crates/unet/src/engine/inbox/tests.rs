@@ -398,6 +398,54 @@ fn a_header_past_the_ring_stops_the_drain_without_reading_past_it() {
     assert_eq!(take_all(&i), vec![(3, 10, 3)]);
 }
 
+/// A header that fails its check (memory corruption: the engine writes
+/// every header) ends the drain there: the frames from it on are dropped
+/// unread and counted, and their budget of frames and bytes comes back,
+/// so that frames within the budgets fit again (before, the drain only
+/// skipped to the tail: the inbox, at its budget, refused every frame
+/// after).
+#[test]
+fn a_bad_header_drops_the_rest_counted_and_gives_back_its_budget() {
+    // Three frames, 100 bytes: one that runs, then two behind a header
+    // corrupted (a message, counted as its 54-byte frame, and a frame).
+    let i = Inbox::new(3, 100);
+    i.push(1, 10, fill_with(1)).unwrap();
+    i.push_message(2, 10, fill_with(2)).unwrap();
+    i.push(3, 20, fill_with(3)).unwrap();
+    assert_eq!(
+        i.push(4, 0, fill_with(4)),
+        Err(Refused::Full),
+        "the frame budget"
+    );
+    let second = footprint(10) as usize;
+    let ring = i.ring.get().unwrap();
+    // SAFETY: no producer or consumer runs meanwhile.
+    unsafe { ring.bytes_mut(second, HDR) }.copy_from_slice(&header(1 << 30, 2, KIND_MESSAGE));
+    assert_eq!(take_all(&i), vec![(1, 10, 1)], "the frame before it runs");
+    assert!(i.is_empty(), "the rest was dropped");
+    assert_eq!(i.dropped(), 2, "and counted");
+    // Both budgets whole again: three frames, 100 bytes.
+    i.push(5, 60, fill_with(5)).unwrap();
+    i.push(6, 40, fill_with(6)).unwrap();
+    i.push(7, 0, fill_with(7)).unwrap();
+    assert_eq!(i.push(8, 0, fill_with(8)), Err(Refused::Full));
+    assert_eq!(take_all(&i), vec![(5, 60, 5), (6, 40, 6), (7, 0, 0)]);
+    assert_eq!(i.dropped(), 2, "nothing more dropped");
+    // Again, after the recovery: a length past the ring on the first of
+    // two frames; both are dropped, and the budget comes back again.
+    i.push(9, 10, fill_with(9)).unwrap();
+    let at = (lock(&i.prod.0).at as usize + i.size - footprint(10) as usize) % i.size;
+    // SAFETY: as above.
+    unsafe { ring.bytes_mut(at, HDR) }.copy_from_slice(&header(0xffff_fff0, 9, KIND_FRAME));
+    i.push(10, 10, fill_with(10)).unwrap();
+    assert_eq!(i.drain(|_, _, _| true), 0);
+    assert_eq!(i.dropped(), 4);
+    for k in 0..3 {
+        i.push(k, 30, fill_with(k as u8)).unwrap();
+    }
+    assert_eq!(take_all(&i).len(), 3);
+}
+
 /// A frame counts against the budgets until it has run, and not after:
 /// each frame's space goes back before the next runs (given back in
 /// batches, frames that had run held the budget: the demo's 64 KiB token
