@@ -890,7 +890,8 @@ enum Flow {
     /// of each message in place (their sum, [`sum_words`]; nothing is
     /// copied): the engine's one copy, and then the message's bytes carried
     /// to the receiving thread's core, as the standard applet's `doRx`
-    /// must carry them (it copies them out of the inbox there). In
+    /// must carry them (there the drain copies them out of the inbox into
+    /// `RxBuf`, and `doRx` copies them on into the buffers). In
     /// [`Flow::AppAck`] the bytes never leave the sending thread's core:
     /// its receiver reads only the length. The reference, in `fastpath
     /// bench unet --only burst`, for what that move costs.
