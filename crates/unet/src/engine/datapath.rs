@@ -1964,10 +1964,36 @@ mod tests {
     use crate::transport::LoopNet;
 
     fn engine() -> Engine {
+        engine_with(Budgets::default())
+    }
+
+    /// [`engine`] with the given budgets.
+    fn engine_with(budgets: Budgets) -> Engine {
         let net = LoopNet::new();
-        Engine::new(Box::new(
-            net.attach("10.0.0.1:7000".parse().unwrap()).unwrap(),
-        ))
+        Engine::with_budgets(
+            Box::new(net.attach("10.0.0.1:7000".parse().unwrap()).unwrap()),
+            budgets,
+        )
+    }
+
+    /// An endpoint `a` without an applet and an endpoint `b` with the
+    /// standard applet, on one engine with `budgets`, with channels both
+    /// ways (`a`'s to `b` returned), and `b`'s port claimed by another
+    /// thread (as if `b`'s application ran there), so that what `a` sends
+    /// from this thread waits in `b`'s inbox.
+    fn applet_inbox_pair(budgets: Budgets) -> (Engine, Endpoint, Endpoint, u16, Arc<Port>) {
+        let e = engine_with(budgets);
+        let mut a = e.create_endpoint(Config::default(), None).unwrap();
+        let mut b = e
+            .create_endpoint(Config::default(), Some(crate::applets::STANDARD))
+            .unwrap();
+        let ab = a.open_channel(e.local(), b.id()).unwrap();
+        b.open_channel(e.local(), a.id()).unwrap();
+        let port = e.port(b.id()).unwrap();
+        std::thread::scope(|s| {
+            s.spawn(|| port.claim());
+        });
+        (e, a, b, ab, port)
     }
 
     /// Sends nothing and counts nothing: the sender's and the engine's
@@ -2231,19 +2257,7 @@ mod tests {
     /// drain runs none while it is throttled.
     #[test]
     fn the_owners_receive_runs_its_inbox_at_once_and_a_shared_drain_keeps_its_bounds() {
-        let e = engine();
-        let mut a = e.create_endpoint(Config::default(), None).unwrap();
-        let mut b = e
-            .create_endpoint(Config::default(), Some(crate::applets::STANDARD))
-            .unwrap();
-        let ab = a.open_channel(e.local(), b.id()).unwrap();
-        b.open_channel(e.local(), a.id()).unwrap();
-        let port = e.port(b.id()).unwrap();
-        // Another thread runs b's application: a's messages, sent here,
-        // wait in b's inbox.
-        std::thread::scope(|s| {
-            s.spawn(|| port.claim());
-        });
+        let (e, mut a, mut b, ab, port) = applet_inbox_pair(Budgets::default());
         for m in [&b"one"[..], b"two", b"three"] {
             a.send(ab, m).unwrap();
         }
@@ -2274,25 +2288,9 @@ mod tests {
     /// three messages arrive.
     #[test]
     fn frames_behind_a_bad_inbox_header_are_counted_and_their_budget_comes_back() {
-        let net = LoopNet::new();
-        let e = Engine::with_budgets(
-            Box::new(net.attach("10.0.0.1:7000".parse().unwrap()).unwrap()),
-            Budgets {
-                inbox_frames: 3,
-                ..Budgets::default()
-            },
-        );
-        let mut a = e.create_endpoint(Config::default(), None).unwrap();
-        let mut b = e
-            .create_endpoint(Config::default(), Some(crate::applets::STANDARD))
-            .unwrap();
-        let ab = a.open_channel(e.local(), b.id()).unwrap();
-        b.open_channel(e.local(), a.id()).unwrap();
-        let port = e.port(b.id()).unwrap();
-        // Another thread runs b's application: a's messages wait in b's
-        // inbox.
-        std::thread::scope(|s| {
-            s.spawn(|| port.claim());
+        let (_engine, mut a, mut b, ab, port) = applet_inbox_pair(Budgets {
+            inbox_frames: 3,
+            ..Budgets::default()
         });
         for m in [&b"one"[..], b"two", b"three", b"four"] {
             a.send(ab, m).unwrap();

@@ -1379,7 +1379,7 @@ impl Port {
     /// (the inbox's `dropped`), counted there by the consumer alone.
     pub fn counts(&self) -> PortCounts {
         let mut c = self.stats.snapshot();
-        c.queue_corrupt += self.inbox.dropped();
+        c.queue_corrupt = c.queue_corrupt.wrapping_add(self.inbox.dropped());
         c
     }
 
