@@ -1627,83 +1627,202 @@ fn run_inner(args: &DemoArgs) -> Result<(), Box<dyn std::error::Error>> {
 /// `loop` of [`bench_unet`] (its 200,000 messages, the threads pinned as
 /// there): plain U-Net, plain U-Net with the applications copying each
 /// message in and out ([`Flow::AppCopy`]), the standard applet on both
-/// endpoints, then plain U-Net with the receiving application reading
-/// every byte in place ([`Flow::AppRead`]), five times in turn, each run
+/// endpoints, and plain U-Net with the receiving application reading
+/// every byte in place ([`Flow::AppRead`]), [`BURST_RUNS`] times, each run
 /// with its ratios, so that a change to the applet's path is measured
-/// against plain U-Net in the same run. The second ratio sets the applet
-/// beside a path that copies each message as often as the applet must
-/// (three times, against plain U-Net's once): what the applet costs
+/// against plain U-Net in the same run. The runs take the cells in four
+/// orders, twice each ([`burst_order`]), so that every cell runs in every
+/// place of a run and right after every other cell equally often (the
+/// machine's speed drifts within a run, and a cell can leave the caches
+/// warm or cold for the next). The second ratio sets the
+/// applet beside a path that copies each message as often as the applet
+/// must (three times, against plain U-Net's once): what the applet costs
 /// besides its copies. The third sets it beside plain U-Net whose
 /// receiving core reads the bytes, as the applet's `doRx` must (plain
 /// U-Net's receiver reads only the length, so its message never leaves the
-/// sending core's cache): what the applet costs besides that move.
-pub fn bench_unet_burst() -> ExitCode {
-    const SIZE: usize = 4096;
-    const MESSAGES: u32 = 200_000;
+/// sending core's cache): what the applet costs besides that move. With
+/// `json`, one object ([`burst_json`]) instead of the table.
+pub fn bench_unet_burst(json: bool) -> ExitCode {
     let net = Net {
         transport: TransportArg::Loop,
         hosts: None,
         next_port: Cell::new(7000),
     };
     let _pinned = Pinned::new();
-    println!(
-        "burst-25 at {SIZE} B on `loop`, {MESSAGES} messages per cell, GB/s\n\
-         run | U-Net, app ack | U-Net, apps copy | standard applet, app ack | standard / U-Net | standard / U-Net, apps copy | U-Net, app reads | standard / U-Net, app reads"
-    );
-    let mut ratios = Vec::new();
-    let mut copy_ratios = Vec::new();
-    let mut read_ratios = Vec::new();
-    for run in 1..=5 {
-        let cell = |flow| bandwidth(&net, flow, SIZE, MESSAGES).map_err(|e| e.to_string());
-        match (
-            cell(Flow::AppAck),
-            cell(Flow::AppCopy),
-            cell(Flow::StandardAck),
-            cell(Flow::AppRead),
-        ) {
-            (Ok(u), Ok(c), Ok(a), Ok(rd)) => {
-                let r = a.rate / u.rate;
-                let rc = a.rate / c.rate;
-                let rr = a.rate / rd.rate;
-                read_ratios.push(rr);
-                ratios.push(r);
-                copy_ratios.push(rc);
-                let shown = |b: &Bandwidth| {
-                    if b.dropped > 0 {
-                        format!("{:.3} ({} lost)", b.rate / 1e9, b.dropped)
-                    } else {
-                        format!("{:.3}", b.rate / 1e9)
-                    }
-                };
-                println!(
-                    "{run} | {} | {} | {} | {:.1}% | {:.1}% | {} | {:.1}%",
-                    shown(&u),
-                    shown(&c),
-                    shown(&a),
-                    100.0 * r,
-                    100.0 * rc,
-                    shown(&rd),
-                    100.0 * rr
-                );
-            }
-            (Err(e), _, _, _) | (_, Err(e), _, _) | (_, _, Err(e), _) | (_, _, _, Err(e)) => {
-                eprintln!("fastpath bench unet --only burst: {e}");
-                return ExitCode::FAILURE;
+    if !json {
+        println!(
+            "burst-25 at {BURST_SIZE} B on `loop`, {BURST_MESSAGES} messages per cell, GB/s\n\
+             run | U-Net, app ack | U-Net, apps copy | standard applet, app ack | standard / U-Net | standard / U-Net, apps copy | U-Net, app reads | standard / U-Net, app reads | order measured (U, C, S, R: the columns)"
+        );
+    }
+    let mut runs = Vec::new();
+    for run in 0..BURST_RUNS {
+        let mut cells = [const { None }; 4];
+        for i in burst_order(run) {
+            match bandwidth(&net, BURST_FLOWS[i], BURST_SIZE, BURST_MESSAGES) {
+                Ok(b) => cells[i] = Some(b),
+                Err(e) => {
+                    eprintln!("fastpath bench unet --only burst: {e}");
+                    return ExitCode::FAILURE;
+                }
             }
         }
+        let run = BurstRun {
+            order: burst_order(run),
+            cells: cells.map(|c| c.expect("every cell of the run was measured")),
+        };
+        if !json {
+            let shown = |b: &Bandwidth| {
+                if b.dropped > 0 {
+                    format!("{:.3} ({} lost)", b.rate / 1e9, b.dropped)
+                } else {
+                    format!("{:.3}", b.rate / 1e9)
+                }
+            };
+            let [u, c, a, rd] = &run.cells;
+            let [r, rc, rr] = run.ratios();
+            println!(
+                "{} | {} | {} | {} | {:.1}% | {:.1}% | {} | {:.1}% | {}",
+                runs.len() + 1,
+                shown(u),
+                shown(c),
+                shown(a),
+                100.0 * r,
+                100.0 * rc,
+                shown(rd),
+                100.0 * rr,
+                run.order.map(|i| ["U", "C", "S", "R"][i]).join(" ")
+            );
+        }
+        runs.push(run);
     }
-    ratios.sort_by(f64::total_cmp);
-    copy_ratios.sort_by(f64::total_cmp);
-    read_ratios.sort_by(f64::total_cmp);
-    println!(
-        "median standard / U-Net: {:.1}%; standard / U-Net with the applications copying in and out \
-         (three copies of each message, as many as the standard applet cannot avoid): {:.1}%; \
-         standard / U-Net with the receiving application reading every byte: {:.1}%",
-        100.0 * ratios[ratios.len() / 2],
-        100.0 * copy_ratios[copy_ratios.len() / 2],
-        100.0 * read_ratios[read_ratios.len() / 2]
-    );
+    let [r, rc, rr] = burst_medians(&runs);
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&burst_json(&runs)).expect("a JSON value prints")
+        );
+    } else {
+        println!(
+            "medians of {BURST_RUNS} runs: standard / U-Net: {:.1}%; standard / U-Net with the \
+             applications copying in and out (three copies of each message, as many as the \
+             standard applet cannot avoid): {:.1}%; standard / U-Net with the receiving \
+             application reading every byte: {:.1}%",
+            100.0 * r,
+            100.0 * rc,
+            100.0 * rr
+        );
+    }
     ExitCode::SUCCESS
+}
+
+/// The message size of `fastpath bench unet --only burst`.
+#[cfg(feature = "bench")]
+const BURST_SIZE: usize = 4096;
+/// The messages of each of its cells.
+#[cfg(feature = "bench")]
+const BURST_MESSAGES: u32 = 200_000;
+#[cfg(feature = "bench")]
+/// Its runs: twice each order of [`burst_order`].
+const BURST_RUNS: usize = 8;
+#[cfg(feature = "bench")]
+/// Its cells, in the order of a run's columns: plain U-Net, U-Net with the
+/// applications copying, the standard applet, U-Net with the receiver
+/// reading.
+const BURST_FLOWS: [Flow; 4] = [
+    Flow::AppAck,
+    Flow::AppCopy,
+    Flow::StandardAck,
+    Flow::AppRead,
+];
+
+#[cfg(feature = "bench")]
+/// The order in which run `run` measures [`BURST_FLOWS`]: the rows of a
+/// balanced (Williams) Latin square, `0 1 3 2` shifted by `run`, so that
+/// over four runs each cell is measured once in each place and right
+/// after each other cell once.
+fn burst_order(run: usize) -> [usize; 4] {
+    [0, 1, 3, 2].map(|i| (i + run) % BURST_FLOWS.len())
+}
+
+#[cfg(feature = "bench")]
+/// One run of `--only burst`: the cells in [`BURST_FLOWS`]'s order, and
+/// the order they were measured in.
+struct BurstRun {
+    order: [usize; 4],
+    cells: [Bandwidth; 4],
+}
+
+#[cfg(feature = "bench")]
+impl BurstRun {
+    /// The standard applet's rate against plain U-Net's, U-Net with the
+    /// applications copying, and U-Net with the receiver reading.
+    fn ratios(&self) -> [f64; 3] {
+        let [u, c, a, rd] = &self.cells;
+        [a.rate / u.rate, a.rate / c.rate, a.rate / rd.rate]
+    }
+}
+
+#[cfg(feature = "bench")]
+/// The medians of [`BurstRun::ratios`] over `runs` (of an even count, the
+/// mean of the two middle values), each over every run.
+fn burst_medians(runs: &[BurstRun]) -> [f64; 3] {
+    std::array::from_fn(|k| {
+        let mut v: Vec<f64> = runs.iter().map(|r| r.ratios()[k]).collect();
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        }
+    })
+}
+
+#[cfg(feature = "bench")]
+/// `--only burst --json`'s document: the set-up, each run's cells (GB/s
+/// and messages lost, by the flow's name) in the order measured, its
+/// ratios, and their medians with the number of runs they are over.
+fn burst_json(runs: &[BurstRun]) -> serde_json::Value {
+    let ratio_names = [
+        "standard/U-Net",
+        "standard/U-Net, apps copy",
+        "standard/U-Net, app reads",
+    ];
+    let named = |r: [f64; 3]| -> serde_json::Map<String, serde_json::Value> {
+        ratio_names
+            .iter()
+            .zip(r)
+            .map(|(n, v)| ((*n).to_string(), json!(v)))
+            .collect()
+    };
+    let runs_json: Vec<serde_json::Value> = runs
+        .iter()
+        .map(|run| {
+            let cells: Vec<serde_json::Value> = run
+                .order
+                .iter()
+                .map(|&i| {
+                    let b = &run.cells[i];
+                    json!({
+                        "flow": BURST_FLOWS[i].name(),
+                        "gb_per_s": b.rate / 1e9,
+                        "lost": b.dropped,
+                    })
+                })
+                .collect();
+            json!({ "cells": cells, "ratios": named(run.ratios()) })
+        })
+        .collect();
+    json!({
+        "suite": "unet",
+        "only": "burst",
+        "transport": "loop",
+        "size": BURST_SIZE,
+        "messages_per_cell": BURST_MESSAGES,
+        "runs": runs_json,
+        "medians": { "of_runs": runs.len(), "ratios": named(burst_medians(runs)) },
+    })
 }
 
 /// `fastpath bench unet`: the demo's experiments with ten times its default
@@ -2259,6 +2378,89 @@ mod tests {
     struct Cli {
         #[command(flatten)]
         demo: DemoArgs,
+    }
+
+    /// `--only burst`'s runs measure every cell once a run, in every place
+    /// of a run equally often, and right after each other cell equally
+    /// often.
+    #[cfg(feature = "bench")]
+    #[test]
+    fn burst_runs_rotate_their_cells_through_every_place() {
+        let mut place = [[0; 4]; 4];
+        let mut after = [[0; 4]; 4];
+        for run in 0..BURST_RUNS {
+            let order = burst_order(run);
+            let mut seen = order;
+            seen.sort_unstable();
+            assert_eq!(seen, [0, 1, 2, 3], "run {run}: {order:?}");
+            for (p, &c) in order.iter().enumerate() {
+                place[c][p] += 1;
+            }
+            for w in order.windows(2) {
+                after[w[1]][w[0]] += 1;
+            }
+        }
+        assert_eq!(place, [[BURST_RUNS / 4; 4]; 4]);
+        for (c, row) in after.iter().enumerate() {
+            for (d, &n) in row.iter().enumerate() {
+                let want = if c == d { 0 } else { BURST_RUNS / 4 };
+                assert_eq!(n, want, "cell {c} right after cell {d}");
+            }
+        }
+    }
+
+    /// `--only burst --json`: each run's cells in the order measured, by
+    /// name, with their rates and losses, the run's ratios, and medians
+    /// over every run (of an even count, the mean of the middle two).
+    #[cfg(feature = "bench")]
+    #[test]
+    fn the_burst_document_holds_every_run_and_medians_over_all_of_them() {
+        let bw = |gbps: f64, lost| Bandwidth {
+            rate: gbps * 1e9,
+            dropped: lost,
+        };
+        // The applet's share of plain U-Net: 10%, 20%, ..., 80% by run.
+        let runs: Vec<BurstRun> = (0..BURST_RUNS)
+            .map(|run| BurstRun {
+                order: burst_order(run),
+                cells: [
+                    bw(10.0, 0),
+                    bw(4.0, 0),
+                    bw(run as f64 + 1.0, run as u64),
+                    bw(5.0, 0),
+                ],
+            })
+            .collect();
+        let doc = burst_json(&runs);
+        assert_eq!(doc["size"], 4096);
+        assert_eq!(doc["runs"].as_array().unwrap().len(), BURST_RUNS);
+        let second = &doc["runs"][1];
+        let names: Vec<&str> = second["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["flow"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                Flow::AppCopy.name(),
+                Flow::StandardAck.name(),
+                Flow::AppAck.name(),
+                Flow::AppRead.name()
+            ]
+        );
+        assert_eq!(second["cells"][1]["gb_per_s"], 2.0);
+        assert_eq!(second["cells"][1]["lost"], 1);
+        assert_eq!(second["ratios"]["standard/U-Net"], 0.2);
+        assert_eq!(second["ratios"]["standard/U-Net, apps copy"], 0.5);
+        assert_eq!(doc["medians"]["of_runs"], BURST_RUNS);
+        let median = doc["medians"]["ratios"]["standard/U-Net"].as_f64().unwrap();
+        assert!((median - 0.45).abs() < 1e-12, "{median}");
+        let reads = doc["medians"]["ratios"]["standard/U-Net, app reads"]
+            .as_f64()
+            .unwrap();
+        assert!((reads - 0.9).abs() < 1e-12, "{reads}");
     }
 
     /// [`Flow::AppRead`]'s receiver reads every byte of a message: a
