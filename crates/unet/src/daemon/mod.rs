@@ -874,10 +874,11 @@ impl Session<'_> {
         let Some(port) = self.shared.engine.port(id) else {
             return;
         };
-        let counts = port.counts();
         let size = port.layout().total as u64;
         drop(port);
-        if self.shared.engine.remove_port(id).is_ok() {
+        // The counters as the removal leaves them: read before it, they
+        // would miss what its closing of the inbox counts.
+        if let Ok(counts) = self.shared.engine.remove_port(id) {
             self.release(size);
             self.shared.event(Event::EndpointClosed {
                 conn: self.conn,

@@ -249,13 +249,18 @@ impl Engine {
     }
 
     /// Removes endpoint `id`: its filters, its applet and its port. The
-    /// segment is unmapped when the last user lets go of it.
+    /// segment is unmapped when the last user lets go of it. Returns the
+    /// endpoint's counters at the end, read once its inbox is closed, so
+    /// that they hold what the closing counted there (frames dropped
+    /// behind a header that failed its check, in `queue_corrupt`); frames
+    /// that were waiting for its applet are counted as the engine's
+    /// `closed`.
     ///
     /// Every channel of another endpoint of this engine whose peer it was is
     /// closed: its filters go, sending on it completes as
     /// [`TxStatus::Closed`], and the endpoint that gets this slot next (with
     /// a new generation) is never taken for this one.
-    pub fn remove_port(&self, id: EndpointId) -> Result<(), EngineError> {
+    pub fn remove_port(&self, id: EndpointId) -> Result<PortCounts, EngineError> {
         let _c = lock(&self.inner.control);
         let ports = self.inner.ports.load_full();
         let slot = usize::from(endpoint_slot(id));
@@ -302,7 +307,7 @@ impl Engine {
         for (p, tag) in peers {
             mark_channel_closed(&p, tag);
         }
-        Ok(())
+        Ok(port.counts())
     }
 
     /// The tags of endpoint `id`'s channels that were closed because their

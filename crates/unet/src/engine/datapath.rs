@@ -2316,6 +2316,37 @@ mod tests {
         );
     }
 
+    /// The counters [`Engine::remove_port`] returns are read after it
+    /// closed the inbox: frames its closing drops behind a header that
+    /// failed its check are in them (the daemon's `EndpointClosed` event
+    /// reports these), and frames that were waiting are the engine's
+    /// `closed`.
+    #[test]
+    fn the_counters_a_removal_returns_hold_what_its_closing_counted() {
+        let (e, mut a, b, ab, port) = applet_inbox_pair(Budgets::default());
+        for m in [&b"one"[..], b"two", b"three"] {
+            a.send(ab, m).unwrap();
+        }
+        // Nothing runs the inbox: its first frame's header fails, and
+        // the closing drops the three behind it.
+        port.inbox.corrupt_next();
+        assert_eq!(port.counts().queue_corrupt, 0);
+        let closed_before = e.counts().closed;
+        let c = e.remove_port(b.id()).unwrap();
+        assert_eq!(c.queue_corrupt, 3, "{c:?}");
+        assert_eq!(c.rx_delivered, 0);
+        assert_eq!(e.counts().closed, closed_before);
+        // Without the corruption the three wait and the closing counts
+        // them as the engine's.
+        let (e, mut a, b, ab, _port) = applet_inbox_pair(Budgets::default());
+        for m in [&b"one"[..], b"two", b"three"] {
+            a.send(ab, m).unwrap();
+        }
+        let c = e.remove_port(b.id()).unwrap();
+        assert_eq!(c.queue_corrupt, 0);
+        assert_eq!(e.counts().closed, 3);
+    }
+
     /// [`Engine::send_applet_direct`]'s declines other than a malformed
     /// message's (which the test above meets): each with nothing done or
     /// counted.
