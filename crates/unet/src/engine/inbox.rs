@@ -662,13 +662,17 @@ impl Inbox {
                 c.at = 0;
                 continue;
             }
-            let len = len as usize;
-            if at + HDR + len > self.size || footprint(len) > tail - c.head {
+            // In `u64`: a wrong length near `u32::MAX` would wrap a `usize`
+            // sum on a 32-bit target and pass.
+            let (len, hdr) = (u64::from(len), HDR as u64);
+            if at as u64 + hdr + len > size || (hdr + len).next_multiple_of(8) > tail - c.head {
                 // Never: producers write whole frames within the ring. Were
                 // a header wrong, nothing past it is read; the rest is
                 // dropped, its budget given back and counted.
                 return self.drop_rest(c, n);
             }
+            // Within the ring's size (just checked), a `usize`.
+            let len = len as usize;
             // SAFETY: as for the header: the frame's bytes are in the ring
             // (just checked) and published, and stay unwritten until given
             // back, after `f` returns.
