@@ -746,15 +746,17 @@ impl Inbox {
 
     /// Writes a header that fails the drain's check (a length past the
     /// ring) over the next entry to run: the memory corruption the
-    /// engine's tests recover from. Nothing runs on the inbox meanwhile
-    /// (the caller's word for producers; the consumer's lock is held).
-    #[cfg(all(test, not(loom)))]
-    pub(crate) fn corrupt_next(&self) {
+    /// engine's tests and the loom model recover from. The caller has
+    /// pushed that entry (it is published, so no producer writes it until
+    /// it is given back); the consumer's lock is held.
+    #[cfg(any(test, loom))]
+    pub fn corrupt_next(&self) {
         let c = lock(&self.cons.0);
         let ring = self.ring.get().expect("a frame was pushed");
+        let _held = ring.held_write(c.at as usize, HDR);
         // SAFETY: `[at, at + HDR)` is in the ring (a header's place); no
-        // producer writes it (the caller's word) and the consumer is this
-        // thread, under its lock.
+        // producer writes it (the caller's word: the entry is published)
+        // and the consumer is this thread, under its lock.
         unsafe { ring.bytes_mut(c.at as usize, HDR) }.copy_from_slice(&header(
             u32::MAX - 7,
             0,
