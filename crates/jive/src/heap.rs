@@ -446,7 +446,15 @@ impl Heap {
         // that slot with its buffer at `data` and `len` elements (moving
         // the `Heap` moves no buffer). The slice borrows `self` mutably,
         // as `get_mut`'s would: it is the one reference to those elements.
-        unsafe { core::slice::from_raw_parts_mut(view.data as *mut i8, view.len) }
+        // The address is a vector's (`Vec::as_mut_ptr`), never null (a
+        // dangling one for an empty array), which `from_raw_parts_mut`
+        // requires anyway; said to the compiler too, so that a caller's
+        // `Option` of the slice is not tested again for null (`unet`'s
+        // `fill_rxbuf`: a test and a branch a message).
+        unsafe {
+            core::hint::assert_unchecked(view.data != 0);
+            core::slice::from_raw_parts_mut(view.data as *mut i8, view.len)
+        }
     }
 
     /// [`Heap::bytes_viewed`] on a miss: the look-up, and `view` filled
