@@ -1580,6 +1580,15 @@ impl Endpoint {
     /// kept none of its gain (`loop_rtt`, six runs each: 0.313-0.334 µs
     /// against 0.265-0.280, `main` 0.321-0.350). Returns the expected
     /// entry it read (for [`Endpoint::took_buffer`]).
+    ///
+    /// Asked for even when the last message filled one line (57 to 64
+    /// bytes), although the reader loads that line a few instructions
+    /// later and a waiting receiver's empty polls asked for it already
+    /// ([`Endpoint::poll_expected`]): a scratch build that asked for
+    /// nothing then (13 instructions a message fewer, `unet-count`
+    /// path-57) took the 57-byte `loop` round trip from 0.209 to 0.237 µs
+    /// in the middle regime and from 0.60 to 0.69 in the slow one
+    /// (`loop_rtt`, alternated runs, 2026-12-02).
     #[inline(always)]
     fn prefetch_expected(&mut self) -> u32 {
         // No test that the entry was given or holds a buffer: whatever
@@ -1590,6 +1599,8 @@ impl Endpoint {
         // spare (`unet-count` path-1000, 12 instructions).
         let lines = std::mem::take(&mut self.fetch_lines);
         let guess = self.free.slot_of(self.expect);
+        #[cfg(test)]
+        tests::RECV_FETCHED.with(|f| f.set(Some((self.layout.area + guess as usize, lines))));
         self.seg
             .prefetch_line_count(self.layout.area + guess as usize, lines as usize);
         guess
@@ -1659,12 +1670,15 @@ impl Endpoint {
     }
 
     /// [`Endpoint::took_buffers`] for a `len`-byte message in the one
-    /// buffer `off`; `guess` the expected entry if the caller read it
-    /// already (`recv_ref`'s prefetch: not read twice, some 7
-    /// instructions).
+    /// buffer `off` (`len` at most a buffer's size: the caller's check);
+    /// `guess` the expected entry if the caller read it already
+    /// (`recv_ref`'s prefetch: not read twice, some 7 instructions).
     #[inline(always)]
     fn took_buffer(&mut self, len: u32, off: u32, guess: Option<u32>) {
-        self.fetch_lines = self.lines_to_fetch(len);
+        debug_assert!(len <= self.layout.config.buffer_size);
+        // [`Endpoint::lines_to_fetch`] without its bound by the buffer's
+        // size, which `len` is within (2 instructions a message).
+        self.fetch_lines = len.min(PREFETCH_MAX as u32).div_ceil(64);
         let expected = match guess {
             Some(g) => g,
             None => self.free.slot_of(self.expect),
@@ -1905,6 +1919,67 @@ mod tests {
         /// thread.
         pub(super) static FETCHED: std::cell::Cell<Option<(usize, usize)>> =
             const { std::cell::Cell::new(None) };
+        /// The lines [`Endpoint::prefetch_expected`] (a `recv_ref` that
+        /// found a message) last asked for on this thread.
+        pub(super) static RECV_FETCHED: std::cell::Cell<Option<(usize, u32)>> =
+            const { std::cell::Cell::new(None) };
+    }
+
+    /// A receive that finds a message asks for the expected buffer's lines
+    /// if the last message came in buffers (one line after 57 to 64
+    /// bytes, which the 57-byte round trip needs); and the engine, taking
+    /// a buffer for a message, asks for the line of the free-queue entry
+    /// after it, the buffer the next message gets.
+    #[test]
+    fn a_found_message_asks_for_its_buffers_lines_and_the_engine_for_the_next_buffer() {
+        use crate::engine::NEXT_FREE_FETCHED;
+        let (e, cfg) = small_endpoints();
+        let cfg = Config {
+            buffer_size: 4096,
+            ..cfg
+        };
+        let mut a = e.create_endpoint(cfg, None).unwrap();
+        let mut b = e.create_endpoint(cfg, None).unwrap();
+        let ab = a.open_channel(e.local(), b.id()).unwrap();
+        b.open_channel(e.local(), a.id()).unwrap();
+        // The last message's length, this one's, and the lines asked for
+        // at its receive (those the last one filled, if it came in buffers).
+        for (last, len, asked) in [
+            (0, 57, None),
+            (57, 57, Some(1)),
+            (57, 130, Some(1)),
+            (130, 130, Some(3)),
+            (130, 64, Some(3)),
+            (64, 1000, Some(1)),
+            (1000, 40, Some(16)),
+            (40, 57, None),
+        ] {
+            // The buffer the engine takes for this message, and the one
+            // after it.
+            let (this, next) = (
+                b.free.slot_of(b.expect),
+                b.free.slot_of(b.expect.wrapping_add(1)),
+            );
+            NEXT_FREE_FETCHED.with(|f| f.set(None));
+            a.send(ab, &vec![9u8; len]).unwrap();
+            let in_buffer = len > crate::layout::INLINE_MAX;
+            assert_eq!(
+                NEXT_FREE_FETCHED.with(|f| f.get()),
+                in_buffer.then_some(next),
+                "the engine, {len} bytes"
+            );
+            RECV_FETCHED.with(|f| f.set(None));
+            let want = asked.map(|l| (b.layout.area + this as usize, l));
+            let m = b.recv_ref().expect("delivered");
+            assert_eq!(m.len(), len);
+            assert_eq!(m.first_buffer(), in_buffer.then_some(this), "{len} bytes");
+            assert_eq!(
+                RECV_FETCHED.with(|f| f.get()),
+                want,
+                "after {last}, {len} bytes"
+            );
+            drop(m);
+        }
     }
 
     /// A receiver that finds its queue empty asks for the first lines of

@@ -1916,7 +1916,14 @@ impl Engine {
                     bump(&rx.io.stats.rx_queue_full);
                 }
             } else if len <= rx.io.layout.config.buffer_size as usize && payload.tail.is_none() {
-                rx.io.deliver_one_buffer(chan, payload, len);
+                // Given as a payload without a tail, so that the tail's
+                // test is not made again there (the payload is kept on
+                // the stack, and its tail was read back from there).
+                let head = Payload {
+                    head: payload.head,
+                    tail: None,
+                };
+                rx.io.deliver_one_buffer(chan, head, len);
             } else {
                 rx.io.deliver_default(chan, payload);
             }

@@ -68,6 +68,8 @@ use crate::shm::{FreeQueue, RxQueue, Segment, TxQueue, queues};
 use crate::transport::{Built, Transport};
 
 mod applet_io;
+#[cfg(test)]
+pub(crate) use applet_io::tests::NEXT_FREE_FETCHED;
 mod control;
 mod datapath;
 mod inbox;
