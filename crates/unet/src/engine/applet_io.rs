@@ -640,16 +640,23 @@ impl Io {
 
     /// Lends the inline tail push ([`jive::InlineForm::TailPush`]) channel
     /// `chan` for the invocation about to run, while [`Io::defer`] holds
-    /// ([`applet_tx`]): only if it is an open channel of this endpoint
-    /// and not closed, the checks of [`Framer::check_message`] the form
-    /// does not make. The channels change only under this side's lock,
-    /// which the invocation holds, so the checks hold until
-    /// [`Io::take_tail`].
+    /// ([`applet_tx`]). `chan` is a checked descriptor's: an open channel
+    /// of this endpoint and not closed, the checks of
+    /// [`Framer::check_message`] the form does not make, found so on the
+    /// transmit side's framer by [`applet_tx`]'s caller under the
+    /// transmit side's lock, held since. This side's framer has the same
+    /// channels in the same state ([`Framer::channels`]: both change
+    /// together, under both sides' locks), so the checks hold here too,
+    /// and until [`Io::take_tail`]: not looked up again (until
+    /// 2026-12-02 they were: 8 instructions a message of `unet-count
+    /// standard-40`).
     #[inline(always)]
     pub(super) fn lend_tail(&mut self, chan: u16) {
-        if matches!(self.framer.channels.get(usize::from(chan)), Some(Some(c)) if !c.closed) {
-            self.inv.words.tail.chan = u64::from(chan);
-        }
+        debug_assert!(
+            matches!(self.framer.channels.get(usize::from(chan)), Some(Some(c)) if !c.closed),
+            "a lent channel is open and not closed on both sides"
+        );
+        self.inv.words.tail.chan = u64::from(chan);
     }
 
     /// Lends the inline tail push ([`jive::InlineForm::TailPush`]) channel
@@ -1262,8 +1269,11 @@ pub(super) fn applet_trapped(rx: &mut RxSide, port: &Port) {
     }
 }
 
-/// Runs the applet's `doTx` for a checked descriptor; its frames join the
-/// transmit side's outbox. Returns the status and the invocation's time.
+/// Runs the applet's `doTx` for a checked descriptor (its channel open
+/// and not closed on `tx`'s framer, its length and range checked, under
+/// `tx`'s lock, which the caller holds throughout: [`Io::lend_tail`]
+/// relies on it); its frames join the transmit side's outbox. Returns
+/// the status and the invocation's time.
 /// Out of line, for the transmit queue's passes ([`Engine::service`]);
 /// [`Engine::send_applet_direct`] has [`applet_tx_inlined`] in its body.
 #[inline(never)]

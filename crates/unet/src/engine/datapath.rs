@@ -2012,6 +2012,48 @@ mod tests {
         assert_eq!(e.counts(), engine_before);
     }
 
+    /// The transmit side's and the receive side's framers hold the same
+    /// channels in the same state ([`Framer::channels`]), which
+    /// [`Io::lend_tail`] relies on (it lends the channel a descriptor's
+    /// checks found open and not closed on the transmit side without
+    /// looking it up on the receive side): channels opened, and closed
+    /// when their peer goes, change on both.
+    #[test]
+    fn both_framers_keep_the_same_channels() {
+        let e = engine();
+        let mut a = e.create_endpoint(Config::default(), None).unwrap();
+        let mut peers: Vec<_> = (0..3)
+            .map(|_| e.create_endpoint(Config::default(), None).unwrap())
+            .collect();
+        let tags: Vec<u16> = peers
+            .iter()
+            .map(|p| a.open_channel(e.local(), p.id()).unwrap())
+            .collect();
+        let port = e.port(a.id()).unwrap();
+        // Each side's channels: `None` not open, else whether closed.
+        let sides = |port: &Port| {
+            let states = |c: &[Option<Channel>]| {
+                c.iter()
+                    .map(|c| c.as_ref().map(|c| c.closed))
+                    .collect::<Vec<_>>()
+            };
+            let tx = port.tx.lock();
+            let rx = port.rx.lock();
+            (states(&tx.framer.channels), states(&rx.io.framer.channels))
+        };
+        let (tx, rx) = sides(&port);
+        assert_eq!(tx, rx, "opened");
+        for &t in &tags {
+            assert_eq!(tx[usize::from(t)], Some(false));
+        }
+        let gone = peers.remove(1);
+        e.remove_port(gone.id()).unwrap();
+        let (tx, rx) = sides(&port);
+        assert_eq!(tx, rx, "one closed");
+        assert_eq!(tx[usize::from(tags[1])], Some(true));
+        assert_eq!(tx[usize::from(tags[0])], Some(false));
+    }
+
     #[test]
     fn each_check_of_a_direct_send_declines_with_nothing_counted() {
         let e = engine();

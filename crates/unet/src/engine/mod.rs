@@ -815,6 +815,14 @@ fn recycle(mut o: Outbox) {
 struct Framer {
     /// The endpoint whose frames it makes (their tags, [`sent_on`]).
     id: EndpointId,
+    /// The endpoint's channels by tag. The transmit side's and the receive
+    /// side's framers hold the same channels in the same state (open,
+    /// closed; their verdicts are each side's own): both start empty and
+    /// change together, under both sides' locks (transmit side first:
+    /// [`Framer::set_channel`] and [`Framer::close_channel`], from
+    /// `control.rs`), so that a holder of either lock that found a channel
+    /// open and not closed on one side knows it so on the other
+    /// ([`Io::lend_tail`]). `both_framers_keep_the_same_channels` tests it.
     channels: Vec<Option<Channel>>,
     /// The engine's reach (see `Inner::reach`).
     reach: Arc<AtomicUsize>,
