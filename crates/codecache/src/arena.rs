@@ -22,6 +22,15 @@
 //! a freed block serves requests of its own class (or smaller), and the
 //! capacity check counts mapped chunks, not the shape of free space.
 //!
+//! A request the capacity refuses first gives back every chunk whose
+//! blocks are all on the free lists (unmapped, its blocks taken off the
+//! lists), then is tried again. Without it, chunks split into classes no
+//! later request uses held the capacity for good: once the mapped chunks
+//! left less than a large block's size, every large request failed though
+//! most of the mapped bytes were free (jive's random programs, each a
+//! ~150 KiB block, failed from one class on to the end of the run). Only
+//! the full path pays for the scan of the free lists.
+//!
 //! Reuse and cross-modifying code: a block comes back to the free lists
 //! only after the deletion protocol has seen every counted thread pass a
 //! synchronization point, so no thread is executing in it or can jump to
@@ -65,11 +74,20 @@ pub fn class_size(c: usize) -> usize {
 /// Why an allocation failed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum AllocError {
-    /// Every chunk the capacity allows is mapped and no free block fits.
-    #[error("the code cache is full: {capacity} bytes mapped, no free block of {size} bytes")]
+    /// Every chunk the capacity allows is mapped and no free block fits
+    /// (after the chunks that were wholly free were given back).
+    #[error(
+        "the code cache is full: {mapped} of {capacity} bytes mapped ({free} of them free), \
+         no free block of {size} bytes"
+    )]
     Full {
         /// The configured capacity.
         capacity: usize,
+        /// Bytes mapped when the request failed (chunks and large blocks).
+        mapped: usize,
+        /// Bytes of those on the free lists (in blocks too small, or in
+        /// chunks with a block in use).
+        free: usize,
         /// The block size asked for.
         size: usize,
     },
@@ -155,10 +173,10 @@ impl Arena {
             Some(k) => k,
             None => {
                 if st.mapped + CHUNK > self.inner.capacity {
-                    return Err(AllocError::Full {
-                        capacity: self.inner.capacity,
-                        size: class_size(c),
-                    });
+                    st.unmap_free_chunks();
+                    if st.mapped + CHUNK > self.inner.capacity {
+                        return Err(st.full(self.inner.capacity, class_size(c)));
+                    }
                 }
                 let m = DualMap::new(CHUNK).map_err(|e| AllocError::Map(e.to_string()))?;
                 let blk = (m.write_base() as usize, m.exec_base());
@@ -184,10 +202,10 @@ impl Arena {
         // Page-rounded, as DualMap maps it.
         let size = len.div_ceil(4096) * 4096;
         if st.mapped + size > self.inner.capacity {
-            return Err(AllocError::Full {
-                capacity: self.inner.capacity,
-                size,
-            });
+            st.unmap_free_chunks();
+            if st.mapped + size > self.inner.capacity {
+                return Err(st.full(self.inner.capacity, size));
+            }
         }
         let m = DualMap::new(size).map_err(|e| AllocError::Map(e.to_string()))?;
         let size = m.size();
@@ -217,21 +235,86 @@ impl Arena {
         ArenaStats {
             mapped: st.mapped,
             live: st.live,
-            free: st
-                .free
-                .iter()
-                .enumerate()
-                .map(|(c, l)| l.len() * class_size(c))
-                .sum(),
+            free: st.free_bytes(),
             allocs: self.inner.allocs.load(Ordering::Relaxed),
             contention: self.inner.contention.load(Ordering::Relaxed),
         }
     }
 
-    /// Bytes in free blocks of each class, smallest class first.
+    /// The number of free blocks of each class, smallest class first.
     pub fn free_by_class(&self) -> Vec<usize> {
         let st = self.lock();
         st.free.iter().map(|l| l.len()).collect()
+    }
+}
+
+impl State {
+    fn free_bytes(&self) -> usize {
+        self.free
+            .iter()
+            .enumerate()
+            .map(|(c, l)| l.len() * class_size(c))
+            .sum()
+    }
+
+    fn full(&self, capacity: usize, size: usize) -> AllocError {
+        AllocError::Full {
+            capacity,
+            mapped: self.mapped,
+            free: self.free_bytes(),
+            size,
+        }
+    }
+
+    /// Unmaps every chunk whose blocks are all on the free lists, taking
+    /// them off the lists. A block on a free list was
+    /// given back (after the deletion protocol, for code), so no thread
+    /// runs in it or can jump to it: that is what lets it be reused, and
+    /// it lets the chunk go as well.
+    fn unmap_free_chunks(&mut self) {
+        // Chunks by write address, with the free bytes found in each.
+        let mut by_addr: Vec<(usize, usize, usize)> = self
+            .chunks
+            .iter()
+            .enumerate()
+            .map(|(i, m)| (m.write_base() as usize, i, 0))
+            .collect();
+        by_addr.sort_unstable();
+        let chunk_of = |by_addr: &[(usize, usize, usize)], w: usize| {
+            let i = by_addr.partition_point(|&(base, _, _)| base <= w);
+            (i > 0 && w < by_addr[i - 1].0 + CHUNK).then(|| i - 1)
+        };
+        for (c, list) in self.free.iter().enumerate() {
+            for &(w, _) in list {
+                let i = chunk_of(&by_addr, w).expect("a free block lies in a chunk");
+                by_addr[i].2 += class_size(c);
+            }
+        }
+        let idle: Vec<usize> = by_addr
+            .iter()
+            .filter(|&&(_, _, free)| free == CHUNK)
+            .map(|&(_, i, _)| i)
+            .collect();
+        if idle.is_empty() {
+            return;
+        }
+        for list in &mut self.free {
+            list.retain(|&(w, _)| {
+                let i = chunk_of(&by_addr, w).expect("a free block lies in a chunk");
+                by_addr[i].2 != CHUNK
+            });
+        }
+        let mut gone = vec![false; self.chunks.len()];
+        for &i in &idle {
+            gone[i] = true;
+        }
+        let mut i = 0;
+        // Dropping a `DualMap` unmaps both views.
+        self.chunks.retain(|_| {
+            i += 1;
+            !gone[i - 1]
+        });
+        self.mapped -= idle.len() * CHUNK;
     }
 }
 
@@ -280,7 +363,9 @@ impl BlockOwner for Inner {
 // comes back only through `release`), size-aligned ranges of a mapped
 // chunk; `write` is the read-write view of the very pages that show at
 // `exec` read-execute (one memfd, two mappings), valid for the block's size;
-// the chunk stays mapped as long as the `Inner` each block holds an `Arc` of.
+// the chunk stays mapped as long as the `Inner` each block holds an `Arc` of,
+// and while any of its blocks is handed out (`unmap_free_chunks` unmaps only
+// a chunk whose blocks are all on the free lists, and takes them off).
 unsafe impl ExecMemory for Arena {
     fn alloc(&self, len: usize) -> Result<ExecBlock, ErrorKind> {
         let (w, x, size) = self
@@ -420,5 +505,79 @@ mod tests {
         assert_eq!((s.mapped, s.live), (CHUNK, 64));
         drop(small);
         assert_eq!(a.stats().live, 0);
+    }
+
+    /// The pattern of jive's random programs: small blocks fill the
+    /// capacity for a while, all are freed, then a large block is asked
+    /// for. Every mapped byte is free, so it must fit; before the free
+    /// chunks were given back, it failed, and every later one too.
+    #[test]
+    fn a_large_request_gets_the_chunks_that_are_wholly_free() {
+        let a = Arena::new(8 * CHUNK);
+        let small: Vec<_> = (0..16).map(|_| a.raw(CHUNK / 2).unwrap()).collect();
+        assert_eq!(a.stats().mapped, 8 * CHUNK);
+        drop(small);
+        assert_eq!(a.stats().free, 8 * CHUNK);
+        let big = a.raw(2 * CHUNK + 100).unwrap();
+        assert_eq!(big.len, 2 * CHUNK + 4096);
+        let s = a.stats();
+        // Every chunk was wholly free, so every chunk went.
+        assert_eq!((s.mapped, s.live, s.free), (big.len, big.len, 0));
+        drop(big);
+        for _ in 0..3 {
+            // Small blocks beside large ones, freed in turn, go on fitting.
+            let small: Vec<_> = (0..8).map(|_| a.raw(CHUNK / 2).unwrap()).collect();
+            let big = a.raw(3 * CHUNK).unwrap();
+            assert!(a.stats().mapped <= 8 * CHUNK);
+            drop((small, big));
+        }
+        let s = a.stats();
+        assert_eq!(s.live, 0);
+        assert_eq!(s.free, s.mapped);
+    }
+
+    /// The same for a whole chunk's block after every chunk was split
+    /// into halves that are all free again.
+    #[test]
+    fn a_chunk_sized_request_gets_a_chunk_whose_halves_are_free() {
+        let a = Arena::new(2 * CHUNK);
+        let halves: Vec<_> = (0..4).map(|_| a.raw(CHUNK / 2).unwrap()).collect();
+        drop(halves);
+        assert_eq!(a.free_by_class()[CLASSES - 2], 4);
+        let whole = a.raw(CHUNK).unwrap();
+        assert_eq!(whole.len, CHUNK);
+        let s = a.stats();
+        assert_eq!((s.mapped, s.live, s.free), (CHUNK, CHUNK, 0));
+        assert_eq!(a.free_by_class(), vec![0; CLASSES]);
+    }
+
+    /// A chunk with one block in use stays mapped, and the block stays
+    /// usable; the error says what is mapped and free.
+    #[test]
+    fn a_chunk_with_a_block_in_use_is_kept() {
+        let a = Arena::new(2 * CHUNK);
+        let mut kept = a.raw(64).unwrap();
+        let other = a.raw(CHUNK).unwrap();
+        drop(other);
+        let Err(err) = a.raw(2 * CHUNK) else {
+            panic!("two chunks fit beside a chunk in use")
+        };
+        assert_eq!(
+            err,
+            AllocError::Full {
+                capacity: 2 * CHUNK,
+                mapped: CHUNK,
+                free: CHUNK - 64,
+                size: 2 * CHUNK,
+            }
+        );
+        assert!(
+            err.to_string()
+                .contains("65536 of 131072 bytes mapped (65472 of them free)")
+        );
+        kept.write(0, &[0xc3; 64]);
+        let big = a.raw(CHUNK).unwrap();
+        assert_eq!(a.stats().mapped, 2 * CHUNK);
+        drop((big, kept));
     }
 }

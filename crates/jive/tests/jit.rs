@@ -135,8 +135,12 @@ impl Pair {
         let interp = Applet::load_with_engine(bytes, natives, limits, Engine::Interpreter)
             .map_err(|e| format!("{name} does not load on the interpreter: {e}"))?;
         let engine = engine_under_test();
-        let jit = Applet::load_with_engine(bytes, natives, limits, engine)
-            .map_err(|e| format!("JIT failed to compile {name}: {e}"))?;
+        let jit = Applet::load_with_engine(bytes, natives, limits, engine).map_err(|e| {
+            format!(
+                "JIT failed to compile {name}: {e}{}",
+                cache_state(&e.to_string())
+            )
+        })?;
         if jit.engine() != engine {
             return Err(format!(
                 "JIT failed to compile {name}: it runs on the {:?} engine",
@@ -565,6 +569,31 @@ fn sorted_class_files(dir: &Path, deep: bool) -> Vec<PathBuf> {
     }
     v.sort();
     v
+}
+
+/// The shared code cache's state when a compile failed because the cache
+/// was full (`error` says so), for the failure's message: what was live,
+/// waiting for deletion, free and mapped, and how many threads were
+/// registered, so that the failure says why. Empty for other errors.
+fn cache_state(error: &str) -> String {
+    if !error.contains("the code cache is full") {
+        return String::new();
+    }
+    let s = jive::jit::cache_stats();
+    format!(
+        "\n  (the code cache then: {} bytes live, {} pending in {} sets ({} retired, {} freed), \
+         {} free of {} mapped, {} threads registered, {} evictions; deletion delays by power of two of µs: {:?})",
+        s.bytes_live,
+        s.bytes_pending,
+        s.pending_sets,
+        s.retired_sets,
+        s.freed_sets,
+        s.bytes_free,
+        s.bytes_mapped,
+        s.threads,
+        s.evictions,
+        s.deletion_delay.buckets,
+    )
 }
 
 fn fail_on(errors: &[String], what: &str) {

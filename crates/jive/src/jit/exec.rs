@@ -203,7 +203,17 @@ impl core::fmt::Debug for Compiled {
 
 /// Compiles a program (or shares the code of an identical one already
 /// compiled) and publishes it in the shared code cache.
+///
+/// The calling thread is parked first ([`park`]; a no-op inside an
+/// invocation): compiling runs no JIT code, so it is a synchronization
+/// point, and the thread holds up no deletion while it builds or waits for
+/// another thread's build. Without it a thread whose only use of the cache
+/// is compiling held every retired set it was counted in: once the cache
+/// was full of such sets, its compiles failed, it never ran JIT code again,
+/// and the cache stayed full (jive's random programs, from one class on to
+/// the end of the run).
 pub fn compile(prog: &Program) -> Result<Compiled, JitError> {
+    park();
     if !available() {
         return Err(JitError::NoBackend {
             class: prog.info.name.clone(),
