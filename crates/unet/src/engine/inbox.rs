@@ -110,6 +110,9 @@ const _: () = assert!(MESSAGE_COUNTED_EXTRA == 54);
 /// The rest of the ring up to its end is padding: the next frame is at
 /// its start.
 const KIND_PAD: u16 = 1;
+// The drain tells a frame's or a message's kind from any other by
+// `kind & !KIND_MESSAGE == 0`.
+const _: () = assert!(KIND_FRAME == 0 && KIND_MESSAGE == 2 && KIND_PAD & !KIND_MESSAGE != 0);
 /// A producer that finds the ring empty past this offset goes back to its
 /// start (checked at most every [`HOT_CHECK`] bytes).
 #[cfg(not(loom))]
@@ -658,14 +661,25 @@ impl Inbox {
                 read_header(h)
             };
             if kind == KIND_PAD {
+                // A padding never starts the ring (a frame always fits an
+                // empty ring from its start) and lies within what is
+                // published: else its header is wrong, and skipping by it
+                // would loop or pass the tail.
+                if at == 0 || size - at as u64 > tail - c.head {
+                    return self.drop_rest(c, n);
+                }
                 c.head += size - at as u64;
                 c.at = 0;
                 continue;
             }
             // In `u64`: a wrong length near `u32::MAX` would wrap a `usize`
-            // sum on a 32-bit target and pass.
+            // sum on a 32-bit target and pass. A kind other than a frame's
+            // or a message's (`KIND_FRAME` 0, `KIND_MESSAGE` 2) is wrong too.
             let (len, hdr) = (u64::from(len), HDR as u64);
-            if at as u64 + hdr + len > size || (hdr + len).next_multiple_of(8) > tail - c.head {
+            if kind & !KIND_MESSAGE != 0
+                || at as u64 + hdr + len > size
+                || (hdr + len).next_multiple_of(8) > tail - c.head
+            {
                 // Never: producers write whole frames within the ring. Were
                 // a header wrong, nothing past it is read; the rest is
                 // dropped, its budget given back and counted.
@@ -751,17 +765,19 @@ impl Inbox {
     /// it is given back); the consumer's lock is held.
     #[cfg(any(test, loom))]
     pub fn corrupt_next(&self) {
+        self.corrupt_next_with(u32::MAX - 7, KIND_FRAME);
+    }
+
+    /// [`Inbox::corrupt_next`] with the header's length and kind given.
+    #[cfg(any(test, loom))]
+    pub fn corrupt_next_with(&self, len: u32, kind: u16) {
         let c = lock(&self.cons.0);
         let ring = self.ring.get().expect("a frame was pushed");
         let _held = ring.held_write(c.at as usize, HDR);
         // SAFETY: `[at, at + HDR)` is in the ring (a header's place); no
         // producer writes it (the caller's word: the entry is published)
         // and the consumer is this thread, under its lock.
-        unsafe { ring.bytes_mut(c.at as usize, HDR) }.copy_from_slice(&header(
-            u32::MAX - 7,
-            0,
-            KIND_FRAME,
-        ));
+        unsafe { ring.bytes_mut(c.at as usize, HDR) }.copy_from_slice(&header(len, 0, kind));
     }
 
     /// Publishes the consumer's position: space and budget for producers.

@@ -820,9 +820,11 @@ struct Framer {
     /// closed; their verdicts are each side's own): both start empty and
     /// change together, under both sides' locks (transmit side first:
     /// [`Framer::set_channel`] and [`Framer::close_channel`], from
-    /// `control.rs`), so that a holder of either lock that found a channel
-    /// open and not closed on one side knows it so on the other
-    /// ([`Io::lend_tail`]). `both_framers_keep_the_same_channels` tests it.
+    /// `control.rs`), so that a holder of the transmit side's lock that
+    /// found a channel open and not closed there knows it so on the receive
+    /// side ([`Io::lend_tail`]). A holder of the receive side's lock alone
+    /// does not: a closing may have closed the transmit side's and wait for
+    /// this one. `both_framers_keep_the_same_channels` tests it.
     channels: Vec<Option<Channel>>,
     /// The engine's reach (see `Inner::reach`).
     reach: Arc<AtomicUsize>,

@@ -622,3 +622,58 @@ fn the_inbox_agrees_with_a_model_of_its_budgets() {
         assert_eq!(i.close(), model.len() as u64, "seed {seed}");
     }
 }
+
+/// A header whose kind is wrong (memory corruption) ends the drain as a
+/// wrong length does: a padding at the ring's start (skipping by it
+/// would loop for ever), a padding past what is published, and a kind
+/// that is neither a frame's, a message's nor a padding's. The frames
+/// from it on are dropped and counted, none runs twice, and the budget
+/// comes back: frames within it are taken and run again.
+#[test]
+fn a_wrong_kind_drops_the_rest_and_never_loops() {
+    for (case, runs_first, kind) in [
+        ("a padding at the ring's start", 0, KIND_PAD),
+        ("a padding past the tail", 1, KIND_PAD),
+        ("an unknown kind", 1, 7),
+    ] {
+        let i = Arc::new(Inbox::new(4, 4096));
+        for tag in 1..=3u8 {
+            i.push(u16::from(tag), 24, fill_with(tag)).unwrap();
+        }
+        let mut ran = Vec::new();
+        if runs_first > 0 {
+            i.drain(|c, _, _| {
+                ran.push(c);
+                false
+            });
+        }
+        i.corrupt_next_with(0, kind);
+        let j = i.clone();
+        let drained = std::thread::spawn(move || {
+            let mut more = Vec::new();
+            let n = j.drain(|c, _, _| {
+                more.push(c);
+                true
+            });
+            (n, more)
+        });
+        let start = std::time::Instant::now();
+        while !drained.is_finished() {
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(5),
+                "{case}: the drain does not return"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let (n, more) = drained.join().unwrap();
+        assert_eq!((n, more.len()), (0, 0), "{case}");
+        assert_eq!(ran.len() as u64 + i.dropped(), 3, "{case}: {ran:?}");
+        assert!(i.is_empty(), "{case}");
+        for tag in 4..=7u8 {
+            i.push(u16::from(tag), 24, fill_with(tag))
+                .unwrap_or_else(|e| panic!("{case}: frame {tag} within the budget: {e:?}"));
+        }
+        let after: Vec<u16> = take_all(&i).into_iter().map(|(c, _, _)| c).collect();
+        assert_eq!(after, [4, 5, 6, 7], "{case}");
+    }
+}
