@@ -1819,7 +1819,7 @@ impl Drop for Endpoint {
 #[cfg(test)]
 mod tests {
     use crate::transport::LoopNet;
-    use crate::{Config, Engine};
+    use crate::{Config, Endpoint, Engine};
 
     /// An engine on a `loop` network of its own, and a configuration of
     /// 32 buffers of 256 bytes for its endpoints.
@@ -1834,6 +1834,22 @@ mod tests {
             ..Config::default()
         };
         (e, cfg)
+    }
+
+    /// Two endpoints of [`small_endpoints`]' engine with buffers of 4 KiB
+    /// (so that a few hundred bytes fill lines of one buffer), and channels
+    /// both ways: `a`'s to `b` returned.
+    fn pair_of_4k_buffers() -> (Engine, Endpoint, Endpoint, u16) {
+        let (e, cfg) = small_endpoints();
+        let cfg = Config {
+            buffer_size: 4096,
+            ..cfg
+        };
+        let mut a = e.create_endpoint(cfg, None).unwrap();
+        let mut b = e.create_endpoint(cfg, None).unwrap();
+        let ab = a.open_channel(e.local(), b.id()).unwrap();
+        b.open_channel(e.local(), a.id()).unwrap();
+        (e, a, b, ab)
     }
 
     /// `recv_ref`'s path for a message in one buffer reads only the
@@ -1933,15 +1949,7 @@ mod tests {
     #[test]
     fn a_found_message_asks_for_its_buffers_lines_and_the_engine_for_the_next_buffer() {
         use crate::engine::NEXT_FREE_FETCHED;
-        let (e, cfg) = small_endpoints();
-        let cfg = Config {
-            buffer_size: 4096,
-            ..cfg
-        };
-        let mut a = e.create_endpoint(cfg, None).unwrap();
-        let mut b = e.create_endpoint(cfg, None).unwrap();
-        let ab = a.open_channel(e.local(), b.id()).unwrap();
-        b.open_channel(e.local(), a.id()).unwrap();
+        let (_engine, mut a, mut b, ab) = pair_of_4k_buffers();
         // The last message's length, this one's, and the lines asked for
         // at its receive (those the last one filled, if it came in buffers).
         for (last, len, asked) in [
@@ -1988,16 +1996,8 @@ mod tests {
     /// `POLL_FETCH_LINES`: nothing after an inline message or a long one.
     #[test]
     fn an_empty_poll_asks_for_the_next_short_messages_buffer() {
-        let (e, cfg) = small_endpoints();
         // Buffers of 4 KiB, so that 257 bytes fill five lines of one.
-        let cfg = Config {
-            buffer_size: 4096,
-            ..cfg
-        };
-        let mut a = e.create_endpoint(cfg, None).unwrap();
-        let mut b = e.create_endpoint(cfg, None).unwrap();
-        let ab = a.open_channel(e.local(), b.id()).unwrap();
-        b.open_channel(e.local(), a.id()).unwrap();
+        let (_engine, mut a, mut b, ab) = pair_of_4k_buffers();
         assert_eq!(b.poll_fetch(), None, "nothing received yet");
         for (len, lines) in [
             (57, Some(1)),
