@@ -819,7 +819,15 @@ impl Session<'_> {
                     break;
                 }
             };
-            let sent = match self.handle(&body) {
+            let handled = self.handle(&body);
+            // A request may have run applet code on the JIT (an applet's
+            // constructor): flag this thread out of the shared code cache
+            // before it waits for the client's next request, so that a
+            // client that stays connected and idle never holds up the
+            // freeing of code retired meanwhile (every other client's
+            // removed applets; `jive::jit::park`).
+            jive::jit::park();
+            let sent = match handled {
                 Ok((payload, None)) => stream.write_all(&reply_frame(STATUS_OK, &payload)),
                 Ok((payload, Some(id))) => self.send_endpoint(&stream, id, &payload),
                 Err(Failure::Message(msg)) => {

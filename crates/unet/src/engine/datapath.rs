@@ -257,6 +257,15 @@ impl Engine {
                         } else {
                             idle = idle.saturating_add(1);
                             if idle > 1000 {
+                                if idle == 1001 {
+                                    // Sleeping from now on: flagged out
+                                    // of the shared code cache (the
+                                    // paper's system-call flag) until it
+                                    // next runs an applet, so that code
+                                    // retired meanwhile is freed without
+                                    // waiting for this thread.
+                                    jive::jit::park();
+                                }
                                 std::thread::sleep(std::time::Duration::from_micros(50));
                             } else if idle > 64 {
                                 std::thread::yield_now();
