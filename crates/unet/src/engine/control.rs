@@ -252,7 +252,8 @@ impl Engine {
     /// segment is unmapped when the last user lets go of it. Returns the
     /// endpoint's counters at the end, read once its inbox is closed, so
     /// that they hold what the closing counted there (frames dropped
-    /// behind a header that failed its check, in `queue_corrupt`); frames
+    /// behind a header that failed its check, in `queue_corrupt`), and
+    /// once a transmit pass that began before the removal has ended; frames
     /// that were waiting for its applet are counted as the engine's
     /// `closed`.
     ///
@@ -307,6 +308,10 @@ impl Engine {
         for (p, tag) in peers {
             mark_channel_closed(&p, tag);
         }
+        // A transmit pass that took this port's transmit lock before the
+        // removal counts its descriptors and frames under it: wait for it,
+        // so that the counters returned hold them too.
+        drop(port.tx.lock());
         Ok(port.counts())
     }
 

@@ -2405,6 +2405,31 @@ mod tests {
         assert_eq!(e.counts().closed, 3);
     }
 
+    /// The counters [`Engine::remove_port`] returns wait for a transmit
+    /// pass that holds the port's transmit lock: what it counts under it
+    /// is in them (the daemon's `EndpointClosed` event reports these).
+    #[test]
+    fn the_counters_a_removal_returns_wait_for_a_transmit_pass() {
+        let e = engine();
+        let a = e.create_endpoint(Config::default(), None).unwrap();
+        let port = e.port(a.id()).unwrap();
+        let (held, holding) = std::sync::mpsc::channel();
+        std::thread::scope(|s| {
+            let p = &port;
+            s.spawn(move || {
+                let tx = p.tx.lock();
+                held.send(()).unwrap();
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                // As a pass counts the descriptor it took.
+                p.stats.tx_descriptors.fetch_add(1, Ordering::Relaxed);
+                drop(tx);
+            });
+            holding.recv().unwrap();
+            let c = e.remove_port(a.id()).unwrap();
+            assert_eq!(c.tx_descriptors, 1, "{c:?}");
+        });
+    }
+
     /// [`Engine::send_applet_direct`]'s declines other than a malformed
     /// message's (which the test above meets): each with nothing done or
     /// counted.
