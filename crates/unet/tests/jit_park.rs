@@ -41,20 +41,8 @@ fn an_idle_engine_thread_does_not_hold_up_retired_code() {
     // The engine thread idles; the applet's code is retired.
     std::thread::sleep(Duration::from_millis(50));
     eb.set_applet(b.id(), None).unwrap();
-    // This thread may have run the applet's constructor on the JIT.
-    jive::jit::park();
-    let start = Instant::now();
-    loop {
-        let s = jive::jit::cache_stats();
-        if s.bytes_pending == 0 {
-            break;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(5),
-            "retired code still waits for the idle engine thread: {s:?}"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    // This thread may have run the applet's constructor on the JIT: it parks.
+    nothing_pending_soon("the idle engine thread");
     eb.stop();
 }
 
@@ -88,21 +76,27 @@ fn an_idle_clients_connection_does_not_hold_up_retired_code() {
     let peer = other.open_channel(engine.local(), other.id()).unwrap();
     other.send(peer, b"run it once").unwrap();
     engine.set_applet(other.id(), None).unwrap();
+    nothing_pending_soon("the idle client's connection");
+    drop(client);
+    server.shutdown();
+}
+
+/// Parks this thread, then waits up to 5 s for the shared code cache to
+/// hold no retired code, failing with `holder` named if it still does.
+fn nothing_pending_soon(holder: &str) {
     jive::jit::park();
     let start = Instant::now();
     loop {
         let s = jive::jit::cache_stats();
         if s.bytes_pending == 0 {
-            break;
+            return;
         }
         assert!(
             start.elapsed() < Duration::from_secs(5),
-            "retired code still waits for the idle client's connection: {s:?}"
+            "retired code still waits for {holder}: {s:?}"
         );
         std::thread::sleep(Duration::from_millis(5));
     }
-    drop(client);
-    server.shutdown();
 }
 
 static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
