@@ -986,6 +986,29 @@ pub enum FastError {
     },
 }
 
+/// Why [`Natives::set_read_only`] refused a mark.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum MarkError {
+    /// No native is bound with that name and descriptor.
+    #[error("no native {name}{descriptor} is bound to mark read-only")]
+    Unbound {
+        /// The name.
+        name: String,
+        /// The descriptor.
+        descriptor: String,
+    },
+    /// The descriptor has no array parameter `param`.
+    #[error("native {name}{descriptor} has no array parameter {param} to mark read-only")]
+    NotAnArray {
+        /// The name.
+        name: String,
+        /// The descriptor.
+        descriptor: String,
+        /// The parameter, counted from 0 as in the descriptor.
+        param: u16,
+    },
+}
+
 /// What a native's **tail form** is bound as: its name with this suffix
 /// ([`tail_name`]), with the same descriptor.
 ///
@@ -1043,6 +1066,9 @@ pub struct Natives {
     /// The table's lender of [`HostWords`] ([`Natives::set_words`]): the
     /// words every fast form's program finds at an invocation's entry.
     words: Option<crate::jit::WordsFn>,
+    /// The array parameters each native only reads
+    /// ([`Natives::set_read_only`]), ascending.
+    read_only: HashMap<(String, String), Vec<u16>>,
 }
 
 impl core::fmt::Debug for Natives {
@@ -1087,8 +1113,78 @@ impl Natives {
         let key = (name.to_owned(), descriptor.to_owned());
         self.fast.remove(&key);
         self.inline.remove(&key);
+        // A new body: whatever the old one only read, this one may write.
+        self.read_only.remove(&key);
         self.map.insert(key, Arc::new(f));
         self
+    }
+
+    /// Marks the array parameters `params` (counted from 0 as in the
+    /// descriptor) of the native bound as `name` with `descriptor` as only
+    /// read: a method with a lent `byte[]` ([`crate::LentParam`]) may pass
+    /// it there, and nowhere else. Adds to the earlier marks; re-binding the
+    /// native ([`Natives::register`]) drops them, so an unmarked native
+    /// never receives a lent array.
+    ///
+    /// The mark is the host's promise, for every form of the native (its
+    /// closure, its fast form and its inline form): during the call it only
+    /// reads the array's elements and its length, and it neither writes
+    /// them nor keeps the handle past the call, nor returns it (a native
+    /// given a lent array is taken to return one, if it returns an array).
+    /// A tail form ([`TAIL_SUFFIX`]) may read the array after the
+    /// invocation, as the lend's owner allows. A wrong mark is a hole:
+    /// read the body before marking it.
+    pub fn set_read_only(
+        &mut self,
+        name: &str,
+        descriptor: &str,
+        params: &[u16],
+    ) -> Result<&mut Natives, MarkError> {
+        let key = (name.to_owned(), descriptor.to_owned());
+        if !self.map.contains_key(&key) {
+            return Err(MarkError::Unbound {
+                name: key.0,
+                descriptor: key.1,
+            });
+        }
+        let sig = crate::subset::parse_method_descriptor(descriptor).ok();
+        for &p in params {
+            let is_array = sig
+                .as_ref()
+                .and_then(|s| s.params.get(usize::from(p)))
+                .is_some_and(|t| t.is_ref());
+            if !is_array {
+                return Err(MarkError::NotAnArray {
+                    name: key.0,
+                    descriptor: key.1,
+                    param: p,
+                });
+            }
+        }
+        let marks = self.read_only.entry(key).or_default();
+        marks.extend_from_slice(params);
+        marks.sort_unstable();
+        marks.dedup();
+        Ok(self)
+    }
+
+    /// Builder form of [`Natives::set_read_only`].
+    pub fn with_read_only(
+        mut self,
+        name: &str,
+        descriptor: &str,
+        params: &[u16],
+    ) -> Result<Natives, MarkError> {
+        self.set_read_only(name, descriptor, params)?;
+        Ok(self)
+    }
+
+    /// Whether parameter `param` of the native bound as `name` with
+    /// `descriptor` is marked as only read ([`Natives::set_read_only`]).
+    pub fn reads_only(&self, name: &str, descriptor: &str, param: u16) -> bool {
+        self.read_only
+            .get(&(name.to_owned(), descriptor.to_owned()))
+            .is_some_and(|m| m.binary_search(&param).is_ok())
     }
 
     /// Builder form of [`Natives::register`].
