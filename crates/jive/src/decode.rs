@@ -697,9 +697,35 @@ pub struct Program {
     pub max_frame: usize,
     /// Whether the charging ops are in their metered forms.
     metered: bool,
+    /// The methods the host declared with lent parameters and the lent
+    /// analysis proved ([`crate::lent`]), in method order.
+    lent: Vec<crate::lent::LentMethod>,
 }
 
 impl Program {
+    /// The lent parameters of method `method` (an index into
+    /// `info.methods`), counted from 0 as in its descriptor, ascending:
+    /// empty unless the host declared them at load ([`crate::LentParam`])
+    /// and the analysis proved that the method only reads them. A host that
+    /// lends an array to an invocation checks here that the method was
+    /// declared (and so proved) for it.
+    pub fn lent_params(&self, method: usize) -> &[u16] {
+        self.lent
+            .iter()
+            .find(|l| usize::from(l.method) == method)
+            .map_or(&[], |l| &l.params)
+    }
+
+    /// What the lent analysis proved of every method declared lent.
+    pub fn lent_methods(&self) -> &[crate::lent::LentMethod] {
+        &self.lent
+    }
+
+    /// Records what the lent analysis proved ([`crate::check_lending`]).
+    pub(crate) fn set_lent(&mut self, lent: Vec<crate::lent::LentMethod>) {
+        self.lent = lent;
+    }
+
     /// Whether the program charges fuel (see [`Program::set_metering`]).
     pub fn metered(&self) -> bool {
         self.metered
@@ -1026,6 +1052,7 @@ pub fn decode_with(
         code_bytes,
         max_frame,
         metered: true,
+        lent: Vec::new(),
     })
 }
 

@@ -88,6 +88,19 @@ pub enum LoadError {
         /// The method descriptor.
         descriptor: String,
     },
+    /// A lent parameter the host declared ([`crate::LentParam`]) is not a
+    /// `byte[]` parameter of its descriptor.
+    #[error("lent parameter {param} of {method}{descriptor} is refused: {reason}")]
+    LentParam {
+        /// The declared method name.
+        method: String,
+        /// The declared descriptor.
+        descriptor: String,
+        /// The declared parameter.
+        param: u16,
+        /// Why it is refused.
+        reason: String,
+    },
     /// `<clinit>` or the constructor trapped while instantiating the applet.
     #[error("instantiation failed: {0}")]
     Instantiate(#[from] Trap),

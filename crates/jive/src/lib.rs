@@ -15,6 +15,7 @@
 //! | check the JIVE subset | [`subset`] | paper §3.1, `docs/jive.md` |
 //! | check load-time limits | [`limits`] | paper §3.3 (future work there) |
 //! | verify by type checking | [`verifier`] | JVMS §4.9.2, §4.10.1 |
+//! | prove lent `byte[]` parameters only read (where the host lends one) | [`lent`] | `docs/jive.md` |
 //! | decode once to an internal form | [`decode`] | paper §3.3 (call/field cost) |
 //! | interpret, with traps and fuel | [`interpreter`] | JVMS chapter 6 |
 //! | or compile to native code, with the same traps and fuel | [`jit`] | paper §3.3; vcode, codecache |
@@ -80,6 +81,7 @@ pub mod error;
 pub mod heap;
 pub mod interpreter;
 pub mod jit;
+pub mod lent;
 pub mod limits;
 pub mod natives;
 pub mod subset;
@@ -92,6 +94,7 @@ pub use crate::error::{
 };
 pub use crate::heap::Object;
 pub use crate::interpreter::Outcome;
+pub use crate::lent::LentParam;
 pub use crate::limits::Limits;
 pub use crate::natives::{
     AreaBytes, AreaWords, Arrays, COPY_INLINE_MAX, Context, FRAME_HEADER, FRAME_IP, FRAME_IP_CSUM,
@@ -121,6 +124,30 @@ pub const RANDOM_CLASSES: Option<&str> = option_env!("JIVE_RANDOM_CLASSES");
 ///
 /// Natives are not bound; see [`Applet::load`] for that.
 pub fn check(bytes: &[u8], limits: &Limits) -> Result<Program, LoadError> {
+    check_lending(bytes, limits, &[])
+}
+
+/// [`check`], with the `byte[]` parameters the host lends declared
+/// ([`LentParam`]): each declaration must name a `[B` parameter of its
+/// descriptor ([`LoadError::LentParam`] otherwise), and every method of the
+/// class it names is proved to only read the lent array ([`lent`]; a
+/// [`VerifyError`] otherwise). The native calls that receive it are
+/// recorded in the [`Program`] and checked against the table's read-only
+/// marks when the natives are bound ([`Applet::instantiate`]). With no
+/// declarations this is [`check`] exactly.
+pub fn check_lending(
+    bytes: &[u8],
+    limits: &Limits,
+    lent: &[LentParam],
+) -> Result<Program, LoadError> {
+    for l in lent {
+        l.check().map_err(|reason| LoadError::LentParam {
+            method: l.method.to_owned(),
+            descriptor: l.descriptor.to_owned(),
+            param: l.param,
+            reason,
+        })?;
+    }
     if bytes.len() > limits.max_class_bytes {
         return Err(LimitError {
             method: None,
@@ -136,14 +163,54 @@ pub fn check(bytes: &[u8], limits: &Limits) -> Result<Program, LoadError> {
     let info = subset::check_with(&cf, &insns)?;
     limits.check_class(&cf, &info)?;
     verifier::verify_with(&cf, &info, &insns)?;
+    // Only for the methods declared lent: none, nothing to do.
+    let proved = if lent.is_empty() {
+        Vec::new()
+    } else {
+        lent::analyse(&cf, &info, &insns, lent)?
+    };
     let name = cf.this_class.clone();
-    decode::decode(&cf, info, &insns).ok_or_else(|| {
+    let mut prog = decode::decode(&cf, info, &insns).ok_or_else(|| {
         LoadError::Verify(VerifyError {
             method: name,
             bci: None,
             reason: "internal error: a verified class failed to decode".into(),
         })
-    })
+    })?;
+    prog.set_lent(proved);
+    Ok(prog)
+}
+
+/// Checks that every native call the lent analysis recorded
+/// ([`lent::NativeArg`]) passes the possibly lent array to a parameter the
+/// table marks read-only ([`Natives::set_read_only`]), in the native's
+/// ordinary form and, where the table binds one, in its tail form (which
+/// the decoder may bind at the site): else the [`VerifyError`] that names
+/// the method, the call and the parameter.
+fn check_lent_natives(prog: &Program, natives: &Natives) -> Result<(), LoadError> {
+    for l in prog.lent_methods() {
+        for a in &l.native_args {
+            let m = &prog.info.methods[usize::from(l.method)];
+            let n = &prog.info.methods[usize::from(a.native)];
+            let tail = tail_name(&n.name);
+            let reads = natives.reads_only(&n.name, &n.descriptor, a.param)
+                && (natives.get(&tail, &n.descriptor).is_none()
+                    || natives.reads_only(&tail, &n.descriptor, a.param));
+            if !reads {
+                return Err(LoadError::Verify(VerifyError {
+                    method: m.id(),
+                    bci: Some(a.bci),
+                    reason: format!(
+                        "the lent byte[] is passed to native {}'s parameter {}, which writes it \
+                         (the host's table does not mark it read-only)",
+                        n.id(),
+                        a.param
+                    ),
+                }));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// An int argument narrowed to a parameter's type, as the JVM passes it
@@ -492,7 +559,22 @@ impl Applet {
         limits: Limits,
         host: Option<&mut dyn core::any::Any>,
     ) -> Result<Applet, LoadError> {
-        let prog = check(bytes, &limits)?;
+        Applet::load_lending(bytes, natives, limits, &[], host)
+    }
+
+    /// [`Applet::load_with_host`], with the `byte[]` parameters the host
+    /// lends declared ([`check_lending`]): each method declared lent is
+    /// proved to only read its lent arrays, and every native it passes one
+    /// to must be marked read-only for that parameter in `natives`
+    /// ([`Natives::set_read_only`]).
+    pub fn load_lending(
+        bytes: &[u8],
+        natives: &Natives,
+        limits: Limits,
+        lent: &[LentParam],
+        host: Option<&mut dyn core::any::Any>,
+    ) -> Result<Applet, LoadError> {
+        let prog = check_lending(bytes, &limits, lent)?;
         Applet::instantiate_with_host(prog, natives, limits, host)
     }
 
@@ -563,6 +645,9 @@ impl Applet {
                 }
             }
         }
+        // After binding, so that a native the table lacks is reported as
+        // unknown first.
+        check_lent_natives(&prog, natives)?;
         let info = &prog.info;
         let refs = |stat: bool| -> Vec<u16> {
             info.fields
