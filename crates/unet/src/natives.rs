@@ -275,6 +275,30 @@ pub const NATIVES: &[NativeSpec] = &[
     },
 ];
 
+/// The `byte[]` parameters [`bind`] marks as only read
+/// ([`jive::Natives::set_read_only`]): name, descriptor, parameter. An
+/// applet may pass a lent `byte[]` ([`jive::LentParam`]) to these and to no
+/// other native. Each was decided by reading the native's body, in all its
+/// forms (ordinary, fast, inline): a wrong mark is a hole.
+///
+/// - `doLtoHDMA`'s `rxarray` is the copy's source: [`NativeHost::write_area`]
+///   takes it as `&[i8]` (and [`jive::InlineForm::CopyIn`] reads it);
+/// - `txPush`'s `txarray`: [`NativeHost::transmit`] takes `&[i8]`;
+/// - `txPush#tail`'s `txarray`: [`NativeHost::transmit_tail`] takes `&[i8]`
+///   and a host that defers reads the array again after the invocation,
+///   never writes it ([`jive::InlineForm::TailPush`] reads it too);
+/// - `dmaRxdPayload`'s `payload`: copied into the descriptor through
+///   `&[u8]` ([`jive::InlineForm::PushBytes`] reads it too).
+///
+/// Not marked: `doHtoLDMA`'s `txarray`, the copy's destination
+/// ([`NativeHost::read_area`] writes it); `dmaRxd`'s `int[]` (never lent).
+pub const READS_ONLY: &[(&str, &str, u16)] = &[
+    ("doLtoHDMA", "([BIII)V", 0),
+    ("txPush", "([BIII)V", 0),
+    ("txPush#tail", "([BIII)V", 0),
+    ("dmaRxdPayload", "([BII)V", 0),
+];
+
 /// The (name, descriptor) pairs of [`NATIVES`], for documentation and the CLI.
 pub fn dump_names() -> impl Iterator<Item = (&'static str, &'static str)> {
     NATIVES.iter().map(|n| (n.name, n.descriptor))
@@ -336,6 +360,10 @@ pub fn bind<H: NativeHost>() -> Natives {
         let _ = t.set_inline(name, descriptor, form);
     }
     t.register("newAlignedArray", "(I)[B", new_aligned_array);
+    // Cannot fail: each is bound above, with a `byte[]` parameter 0.
+    for &(name, descriptor, param) in READS_ONLY {
+        let _ = t.set_read_only(name, descriptor, &[param]);
+    }
     // Cannot fail: every fast form of the table is for `H`. The words are
     // `H::words`, whichever native lends them; the engine invokes with its
     // host value typed by this lender (`jive::Applet::run_prepared_lent`).
@@ -975,6 +1003,18 @@ mod tests {
             );
         }
         assert_eq!(dump_names().count(), NATIVES.len());
+        // Exactly the natives that only read their byte[] take a lent one.
+        for (name, descriptor) in dump_names().chain([("txPush#tail", "([BIII)V")]) {
+            let sig = jive::subset::parse_method_descriptor(descriptor).unwrap();
+            for p in 0..sig.params.len() as u16 {
+                assert_eq!(
+                    natives.reads_only(name, descriptor, p),
+                    READS_ONLY.contains(&(name, descriptor, p)),
+                    "{name}{descriptor} parameter {p}"
+                );
+            }
+        }
+        assert!(!natives.reads_only("doHtoLDMA", "([BIII)V", 0));
         // A descriptor that differs is a different native.
         assert!(natives.get("txPush", "([BII)V").is_none());
     }
