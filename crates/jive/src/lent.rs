@@ -263,6 +263,10 @@ fn method_flow(
     let mut steps: u64 = 0;
     let mut found: Vec<NativeArg> = Vec::new();
     let mut targets: Vec<i64> = Vec::new();
+    let mut bits = Bits {
+        locals: Vec::with_capacity(max_locals),
+        stack: Vec::with_capacity(usize::from(code.max_stack)),
+    };
     while let Some(k) = work.pop() {
         queued[k] = false;
         steps += 1;
@@ -278,9 +282,12 @@ fn method_flow(
             ));
         }
         let insn = &insns[k];
-        let Some(mut bits) = states[k].clone() else {
+        let Some(entry) = &states[k] else {
             continue;
         };
+        // Into the scratch bits, whose buffers stay allocated.
+        bits.locals.clone_from(&entry.locals);
+        bits.stack.clone_from(&entry.stack);
         targets.clear();
         let falls = transfer(cf, info, insn, &mut bits, &mut targets, &mut found)
             .map_err(|r| fail(Some(insn.bci), r))?;
@@ -312,6 +319,13 @@ fn method_flow(
     Ok(found)
 }
 
+/// Pops an operand's bit.
+fn pop(b: &mut Bits) -> Result<bool, String> {
+    b.stack
+        .pop()
+        .ok_or_else(|| "internal error: operand stack underflow".to_string())
+}
+
 /// What a use of a possibly lent value does, for the error.
 fn misuse(what: impl core::fmt::Display) -> String {
     format!("the lent byte[] {what}")
@@ -331,15 +345,11 @@ fn transfer(
 ) -> Result<bool, String> {
     let o = insn.opcode;
     let name = bytecode::mnemonic(o);
-    let pop = |b: &mut Bits| -> Result<bool, String> {
-        b.stack
-            .pop()
-            .ok_or_else(|| "internal error: operand stack underflow".to_string())
-    };
-    // A popped operand that must not be lent.
-    let plain = |b: &mut Bits, what: &str| -> Result<(), String> {
+    // A popped operand that must not be lent; `what` says what would be
+    // done with it (made only for the error).
+    let plain = |b: &mut Bits, what: &dyn Fn() -> String| -> Result<(), String> {
         if pop(b)? {
-            return Err(misuse(what));
+            return Err(misuse(what()));
         }
         Ok(())
     };
@@ -349,7 +359,8 @@ fn transfer(
             .copied()
             .ok_or_else(|| format!("internal error: local {i} is out of range"))
     };
-    let used_by = format!("is used by {name}");
+    let used_by = || format!("is used by {name}");
+    let used_by: &dyn Fn() -> String = &used_by;
     match (o, &insn.operand) {
         (op::NOP | op::IINC, _) => {}
         (op::ACONST_NULL | op::ICONST_M1..=op::ICONST_5 | op::BIPUSH | op::SIPUSH, _)
@@ -369,19 +380,19 @@ fn transfer(
                 .ok_or_else(|| format!("internal error: local {i} is out of range ({n})"))? = t;
         }
         (op::BALOAD, _) => {
-            plain(b, &used_by)?; // the index
+            plain(b, used_by)?; // the index
             pop(b)?; // the array: reading it is allowed
             b.stack.push(false);
         }
         (op::IALOAD | op::SALOAD, _) => {
-            plain(b, &used_by)?;
-            plain(b, &used_by)?;
+            plain(b, used_by)?;
+            plain(b, used_by)?;
             b.stack.push(false);
         }
         (op::IASTORE | op::BASTORE | op::SASTORE, _) => {
-            plain(b, &format!("is stored as an element by {name}"))?;
-            plain(b, &used_by)?;
-            plain(b, &format!("is written by {name}"))?;
+            plain(b, &|| format!("is stored as an element by {name}"))?;
+            plain(b, used_by)?;
+            plain(b, &|| format!("is written by {name}"))?;
         }
         (op::POP, _) => {
             pop(b)?;
@@ -417,21 +428,21 @@ fn transfer(
             b.stack.extend(order.iter().map(|&i| top[i]));
         }
         (op::INEG | op::I2B | op::I2S, _) => {
-            plain(b, &used_by)?;
+            plain(b, used_by)?;
             b.stack.push(false);
         }
         (op::IADD..=op::IXOR, _) => {
-            plain(b, &used_by)?;
-            plain(b, &used_by)?;
+            plain(b, used_by)?;
+            plain(b, used_by)?;
             b.stack.push(false);
         }
         (op::IFEQ..=op::IFLE, &Operand::Branch(t)) => {
-            plain(b, &used_by)?;
+            plain(b, used_by)?;
             targets.push(t);
         }
         (op::IF_ICMPEQ..=op::IF_ICMPLE, &Operand::Branch(t)) => {
-            plain(b, &used_by)?;
-            plain(b, &used_by)?;
+            plain(b, used_by)?;
+            plain(b, used_by)?;
             targets.push(t);
         }
         (op::IF_ACMPEQ | op::IF_ACMPNE, &Operand::Branch(t)) => {
@@ -455,37 +466,37 @@ fn transfer(
                 ..
             },
         ) => {
-            plain(b, &used_by)?;
+            plain(b, used_by)?;
             targets.push(*default);
             targets.extend(ts.iter().copied());
             return Ok(false);
         }
         (op::LOOKUPSWITCH, Operand::Lookup { default, pairs }) => {
-            plain(b, &used_by)?;
+            plain(b, used_by)?;
             targets.push(*default);
             targets.extend(pairs.iter().map(|p| p.1));
             return Ok(false);
         }
         (op::IRETURN, _) => {
-            plain(b, &used_by)?;
+            plain(b, used_by)?;
             return Ok(false);
         }
         (op::ARETURN, _) => {
-            plain(b, "is returned")?;
+            plain(b, &|| "is returned".into())?;
             return Ok(false);
         }
         (op::RETURN, _) => return Ok(false),
         (op::PUTSTATIC | op::GETFIELD | op::PUTFIELD, &Operand::Cp(i)) => {
             let field = cf.member_ref(i).map_or("?", |r| r.1);
             match o {
-                op::PUTSTATIC => plain(b, &format!("is stored in static field {field}"))?,
+                op::PUTSTATIC => plain(b, &|| format!("is stored in static field {field}"))?,
                 op::GETFIELD => {
-                    plain(b, &format!("is used as the object of getfield {field}"))?;
+                    plain(b, &|| format!("is used as the object of getfield {field}"))?;
                     b.stack.push(false);
                 }
                 _ => {
-                    plain(b, &format!("is stored in field {field}"))?;
-                    plain(b, &format!("is used as the object of putfield {field}"))?;
+                    plain(b, &|| format!("is stored in field {field}"))?;
+                    plain(b, &|| format!("is used as the object of putfield {field}"))?;
                 }
             }
         }
@@ -500,7 +511,7 @@ fn transfer(
             };
             let Some((idx, callee)) = callee else {
                 // `Object.<init>` on uninitialized `this`.
-                plain(b, &format!("is passed to {class}.{mname}{desc}"))?;
+                plain(b, &|| format!("is passed to {class}.{mname}{desc}"))?;
                 return Ok(true);
             };
             let mut any = false;
@@ -523,7 +534,7 @@ fn transfer(
                 });
             }
             if !callee.is_static {
-                plain(b, &format!("is used as the receiver of {}", callee.id()))?;
+                plain(b, &|| format!("is used as the receiver of {}", callee.id()))?;
             }
             match callee.sig.ret {
                 // What a native given a lent array returns may be that array.
@@ -533,7 +544,7 @@ fn transfer(
             }
         }
         (op::NEWARRAY, _) => {
-            plain(b, &used_by)?;
+            plain(b, used_by)?;
             b.stack.push(false);
         }
         (op::ARRAYLENGTH, _) => {
