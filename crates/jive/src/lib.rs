@@ -90,7 +90,7 @@ pub use crate::error::JitError;
 pub use crate::error::{
     ClassFormatError, InvokeError, LimitError, LoadError, SubsetError, Trap, TrapKind, VerifyError,
 };
-pub use crate::heap::Object;
+pub use crate::heap::{LENT, LendError, Object};
 pub use crate::interpreter::Outcome;
 pub use crate::limits::Limits;
 pub use crate::natives::{
