@@ -59,7 +59,7 @@
 //!     .with("getFreeBufferLength", "()I", |_, _| Ok(4096))
 //!     .with("getFreeBuffer", "()I", |_, _| Ok(0))
 //!     .with("doHtoLDMA", "([BIII)V", |cx, a| cx.bytes(a[0]).map(|_| 0))
-//!     .with("doLtoHDMA", "([BIII)V", |cx, a| cx.bytes(a[0]).map(|_| 0))
+//!     .with("doLtoHDMA", "([BIII)V", |cx, a| cx.bytes_read(a[0]).map(|_| 0))
 //!     .with("txPush", "([BIII)V", |_, _| Ok(0))
 //!     .with("dmaRxd", "([III)V", |_, _| Ok(0))
 //!     .with("dmaRxdPayload", "([BII)V", |_, _| Ok(0));
