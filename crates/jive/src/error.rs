@@ -257,6 +257,15 @@ pub enum InvokeError {
     /// The method is a native or a class/instance initializer.
     #[error("{0} cannot be invoked by the host")]
     NotInvocable(String),
+    /// [`crate::Applet::prepare_lending`]: the parameter is not a `byte[]`
+    /// of the method, or the host did not declare it lent at load.
+    #[error("parameter {param} of {method} is not a byte[] declared lent")]
+    NotLent {
+        /// The method (`name(descriptor)`).
+        method: String,
+        /// The parameter (counted from 0 among the declared ones).
+        param: u16,
+    },
     /// [`crate::Applet::call`] was given a method another applet resolved.
     #[error("the method was resolved on another applet")]
     ForeignMethod,

@@ -4,13 +4,13 @@
 //!
 //! # The model
 //!
-//! - A reference is an `i32` handle: 0 is `null`, an even `h > 0` names
-//!   slot `h / 2 - 1`. Handles live in the same `i32` slots as ints, which
+//! - A reference is an `i32` handle: 0 is `null`, [`LENT`] (2) is the
+//!   lent array's (below), an even `h > 2` names slot `h / 2 - 2`. Handles live in the same `i32` slots as ints, which
 //!   keeps the interpreter's frames uniform; the verifier guarantees that
 //!   code never forges one from an int.
 //! - The heap keeps a **directory** beside its objects for the JIT: entry
 //!   `h / 2` holds the object's data address and its length (entry 0, for
-//!   `null`, has length 0). Entries are 16 bytes and handles even, so the
+//!   `null`, has length 0; entry 1 is [`LENT`]'s). Entries are 16 bytes and handles even, so the
 //!   entry of handle `h` is at `directory + 8 * h`: an array access is a
 //!   scaled load of the length, one compare, one branch, a scaled load of
 //!   the data address and the element access (see `docs/jive.md`).
@@ -37,6 +37,19 @@
 //!   message (U-Net/SLE's `RxBuf`) can keep where its elements are in a
 //!   [`BytesView`] and check it with one compare of the generation and one
 //!   of the handle ([`Heap::bytes_viewed`]).
+//! - **The lent array.** Handle [`LENT`] names no slot: no allocation
+//!   takes it, it is never charged, marked or freed. While a host lends
+//!   an invocation bytes of its own ([`Heap::lend`], through
+//!   [`crate::Applet::lend`]) its directory entry holds their address,
+//!   their length, mask -1 and `bytes` 1, so that generated code's
+//!   ordinary array code and the inline natives read it as any `byte[]`;
+//!   the interpreter and the natives read it through
+//!   [`Heap::bytes_read`] (never [`Heap::get_mut`]: the bytes may be
+//!   another process's, which the applet must never write). When the
+//!   lend ends ([`Heap::end_lend`]) the entry is an empty `byte[]` again
+//!   (length 0: `arraylength` 0, every index traps), so that a handle the
+//!   applet kept past the lend (which the verifier refuses where the host
+//!   declared the parameter lent) reaches no byte.
 
 use crate::subset::Prim;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -190,6 +203,18 @@ impl DirEntry {
         zero: 0,
     };
 
+    /// [`LENT`]'s entry while nothing is lent: an empty `byte[]` (so that
+    /// both engines, and the inline natives, see the same array: length
+    /// 0). Its address is a dangling one, never read (every access is
+    /// checked against the length first), never null.
+    const NOT_LENT: DirEntry = DirEntry {
+        data: core::mem::align_of::<u64>(),
+        len: 0,
+        store_mask: -1,
+        bytes: 1,
+        zero: 0,
+    };
+
     fn of(obj: &mut Object) -> DirEntry {
         let (data, len, store_mask, bytes) = match obj {
             Object::Booleans(v) => (v.as_mut_ptr() as usize, v.len(), 1, 1),
@@ -223,25 +248,46 @@ const _: () = assert!(core::mem::offset_of!(DirEntry, len) == DIR_LEN as usize);
 const _: () = assert!(core::mem::offset_of!(DirEntry, store_mask) == DIR_MASK as usize);
 const _: () = assert!(core::mem::offset_of!(DirEntry, bytes) * 8 == 64 + DIR_BYTES_SHIFT as usize);
 
+/// The handle of the array a host lends an invocation ([`Heap::lend`]):
+/// reserved in every heap, naming no slot (see the module docs).
+pub const LENT: i32 = 2;
+
+/// Directory entries before slot 0's: `null`'s and [`LENT`]'s.
+const FIXED_ENTRIES: usize = 2;
+
 fn handle_of(slot: usize) -> i32 {
-    (2 * (slot + 1)) as i32
+    (2 * (slot + FIXED_ENTRIES)) as i32
 }
 
-/// The slot a handle names, if it is even and positive.
+/// The slot a handle names, if it is even and above [`LENT`].
 #[inline(always)]
 fn slot_of(handle: i32) -> Option<usize> {
-    if handle > 0 && handle & 1 == 0 {
-        Some(handle as usize / 2 - 1)
+    if handle > LENT && handle & 1 == 0 {
+        Some(handle as usize / 2 - FIXED_ENTRIES)
     } else {
         None
     }
+}
+
+/// Why [`Heap::lend`] refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum LendError {
+    /// A lend is active already (an invocation of the same applet inside
+    /// a lending one, or a lend never ended): one array is lent at a time,
+    /// and a second would overwrite the first's entry under its reader.
+    #[error("a byte[] is lent already: one lend at a time")]
+    AlreadyLent,
+    /// The bytes are more than a Java array can hold.
+    #[error("{0} bytes are more than a byte[] can hold")]
+    TooLong(usize),
 }
 
 /// The heap of one applet.
 #[derive(Debug)]
 pub struct Heap {
     slots: Vec<Option<Object>>,
-    /// Entry `i + 1` describes slot `i`; entry 0 is `null`'s.
+    /// Entry `i + 2` describes slot `i`; entry 0 is `null`'s, entry 1
+    /// [`LENT`]'s.
     dir: Vec<DirEntry>,
     free: Vec<u32>,
     in_use: u64,
@@ -256,6 +302,9 @@ pub struct Heap {
     /// filled with, the view's handle names the same array, with its
     /// elements where they were ([`Heap::bytes_viewed`]).
     generation: u64,
+    /// Whether a lend is active ([`Heap::lend`]); apart from the entry,
+    /// which an empty lend leaves as it was.
+    lending: bool,
 }
 
 impl Clone for Heap {
@@ -271,8 +320,11 @@ impl Clone for Heap {
             marks: Vec::new(),
             allocated_since_collect: self.allocated_since_collect,
             generation: next_generation(),
+            lending: false,
         };
-        h.dir = std::iter::once(DirEntry::NULL)
+        // A copy lends nothing: the lend is the original's invocation's.
+        h.dir = [DirEntry::NULL, DirEntry::NOT_LENT]
+            .into_iter()
             .chain(h.slots.iter_mut().map(|s| match s {
                 Some(o) => DirEntry::of(o),
                 None => DirEntry::NULL,
@@ -287,13 +339,14 @@ impl Heap {
     pub fn new(limit: u64) -> Heap {
         Heap {
             slots: Vec::new(),
-            dir: vec![DirEntry::NULL],
+            dir: vec![DirEntry::NULL, DirEntry::NOT_LENT],
             free: Vec::new(),
             in_use: 0,
             limit,
             marks: Vec::new(),
             allocated_since_collect: false,
             generation: next_generation(),
+            lending: false,
         }
     }
 
@@ -336,7 +389,7 @@ impl Heap {
         let slot = match self.free.pop() {
             Some(s) => {
                 self.slots[s as usize] = Some(obj);
-                self.dir[s as usize + 1] = entry;
+                self.dir[s as usize + FIXED_ENTRIES] = entry;
                 s as usize
             }
             None => {
@@ -375,14 +428,16 @@ impl Heap {
         })
     }
 
-    /// The object behind a handle; `None` for null or a dangling handle.
+    /// The object behind a handle; `None` for null, a dangling handle and
+    /// [`LENT`] (whose bytes [`Heap::bytes_read`] reads).
     #[inline(always)]
     pub fn get(&self, handle: i32) -> Option<&Object> {
         self.slots.get(slot_of(handle)?)?.as_ref()
     }
 
     /// The elements of the object behind a handle, to change in place
-    /// (element access: the object stays where it is and as long).
+    /// (element access: the object stays where it is and as long); `None`
+    /// for null, a dangling handle and [`LENT`] (never written).
     #[inline(always)]
     pub fn get_mut(&mut self, handle: i32) -> Option<ObjectMut<'_>> {
         Some(
@@ -479,6 +534,86 @@ impl Heap {
         }
     }
 
+    /// The elements of the `byte[]` or `boolean[]` behind a handle, to
+    /// read: an array of the heap's, or the lent bytes behind [`LENT`]
+    /// (none while nothing is lent). `None` for null, a dangling handle
+    /// and other kinds of object.
+    #[inline]
+    pub fn bytes_read(&self, handle: i32) -> Option<&[i8]> {
+        // The slots' look-up first, so that an array of the heap's costs
+        // what `get` does; the lent array on its miss.
+        match self.get(handle) {
+            Some(Object::Bytes(v) | Object::Booleans(v)) => Some(v),
+            Some(_) => None,
+            None if handle == LENT => Some(self.lent_bytes()),
+            None => None,
+        }
+    }
+
+    /// The lent bytes ([`Heap::lend`]), empty while nothing is lent.
+    #[inline]
+    pub fn lent_bytes(&self) -> &[i8] {
+        let e = self.dir[LENT as usize / 2];
+        // SAFETY: the entry is `NOT_LENT` (a dangling, aligned, non-null
+        // address and length 0: an empty slice) or was written by `lend`,
+        // whose caller promised `len` bytes readable at `data` until
+        // `end_lend`, which has not run since. The slice borrows the heap:
+        // `end_lend` (`&mut self`) cannot run while it lives.
+        unsafe { core::slice::from_raw_parts(e.data as *const i8, e.len as usize) }
+    }
+
+    /// Whether a lend is active ([`Heap::lend`]).
+    #[inline]
+    pub fn is_lending(&self) -> bool {
+        self.lending
+    }
+
+    /// Lends `len` bytes at `data` to the heap's code as the `byte[]`
+    /// behind [`LENT`], until [`Heap::end_lend`]: two stores into its
+    /// directory entry. Refused while a lend is active (a second would
+    /// overwrite the first's entry under its reader) and for more bytes
+    /// than a `byte[]` holds.
+    ///
+    /// # Safety
+    /// Until [`Heap::end_lend`] runs (or, if it never runs, for the
+    /// heap's life), `data` is valid for reads of `len` bytes (any address,
+    /// even null, where `len` is 0), and nothing in this process writes
+    /// them through a Rust reference. Their values may change meanwhile
+    /// (another process's shared memory): readers take them as plain
+    /// bytes, and nothing here assumes they stay.
+    #[inline]
+    pub unsafe fn lend(&mut self, data: *const u8, len: usize) -> Result<(), LendError> {
+        if self.is_lending() {
+            return Err(LendError::AlreadyLent);
+        }
+        let Ok(n) = i32::try_from(len) else {
+            return Err(LendError::TooLong(len));
+        };
+        self.dir[LENT as usize / 2] = DirEntry {
+            // An empty lend keeps the entry's own non-null address, so
+            // that `lent_bytes` never makes a slice from a null one.
+            data: if n == 0 {
+                DirEntry::NOT_LENT.data
+            } else {
+                data as usize
+            },
+            len: n,
+            store_mask: -1,
+            bytes: 1,
+            zero: 0,
+        };
+        self.lending = true;
+        Ok(())
+    }
+
+    /// Ends the lend ([`Heap::lend`]): the entry of [`LENT`] is an empty
+    /// `byte[]` again. Nothing happens where nothing is lent.
+    #[inline]
+    pub fn end_lend(&mut self) {
+        self.dir[LENT as usize / 2] = DirEntry::NOT_LENT;
+        self.lending = false;
+    }
+
     /// Whether anything was allocated since the last collection.
     pub fn needs_collect(&self) -> bool {
         self.allocated_since_collect
@@ -514,7 +649,7 @@ impl Heap {
             {
                 self.in_use -= obj.cost();
                 self.free.push(i as u32);
-                self.dir[i + 1] = DirEntry::NULL;
+                self.dir[i + FIXED_ENTRIES] = DirEntry::NULL;
                 freed = true;
             }
         }
@@ -542,19 +677,35 @@ mod tests {
     fn null_and_forged_handles_resolve_to_nothing() {
         let mut h = Heap::new(1000);
         let a = h.alloc_array(Prim::Int, 3).unwrap();
-        assert_eq!(a, 2);
+        assert_eq!(a, 4, "the first slot's handle: 2 is the lent array's");
         assert!(h.get(0).is_none());
         assert!(h.get(-5).is_none());
         assert!(h.get(1).is_none());
-        assert!(h.get(4).is_none());
+        assert!(h.get(LENT).is_none());
+        assert!(h.get(6).is_none());
         assert_eq!(h.get(a), Some(&Object::Ints(vec![0, 0, 0])));
     }
 
     /// The directory describes every live object where generated code
     /// looks for it (`8 * handle`), and nothing else.
     fn check_directory(h: &mut Heap) {
-        assert_eq!(h.dir.len(), h.slots.len() + 1);
+        assert_eq!(h.dir.len(), h.slots.len() + FIXED_ENTRIES);
         assert_eq!(h.dir[0], DirEntry::NULL);
+        let lent = h.dir[LENT as usize / 2];
+        if h.lending {
+            let b = h.lent_bytes();
+            assert_eq!(
+                (lent.len, lent.store_mask, lent.bytes, lent.zero),
+                (b.len() as i32, -1, 1, 0)
+            );
+            assert!(lent.data != 0);
+        } else {
+            assert_eq!(
+                lent,
+                DirEntry::NOT_LENT,
+                "an empty byte[] while nothing is lent"
+            );
+        }
         for slot in 0..h.slots.len() {
             let handle = handle_of(slot);
             let entry = h.dir[handle as usize / 2];
@@ -641,6 +792,65 @@ mod tests {
         assert_eq!(data(h.bytes_viewed(&mut view, i)), None);
         assert_eq!(view.generation, 0);
         assert_eq!(data(h.bytes_viewed(&mut view, 0)), None, "null");
+    }
+
+    /// The lent array's entry: the lent bytes during a lend, an empty
+    /// `byte[]` before and after; never a slot's (allocation, collection
+    /// and a copy leave it alone; the copy lends nothing); never charged;
+    /// one lend at a time.
+    #[test]
+    fn the_lent_handle_is_reserved_and_reads_the_lent_bytes() {
+        let mut h = Heap::new(100);
+        check_directory(&mut h);
+        assert_eq!(h.bytes_read(LENT), Some(&[][..]), "empty before a lend");
+        let msg: [u8; 5] = [1, 2, 3, 0xfe, 5];
+        // SAFETY: `msg` outlives the lend, ended below; nothing writes it.
+        unsafe { h.lend(msg.as_ptr(), msg.len()) }.unwrap();
+        assert!(h.is_lending());
+        assert_eq!(h.bytes_read(LENT), Some(&[1, 2, 3, -2, 5][..]));
+        assert_eq!(h.dir[1].data, msg.as_ptr() as usize);
+        check_directory(&mut h);
+        // Not charged, not a slot: the first allocation gets handle 4,
+        // and the whole budget is the allocations'.
+        let a = h
+            .alloc_array(Prim::Byte, 100 - OBJECT_OVERHEAD as i32)
+            .unwrap();
+        assert_eq!(a, 4);
+        assert_eq!(h.bytes_in_use(), 100);
+        assert_eq!(h.object_count(), 1);
+        assert!(h.get_mut(LENT).is_none(), "never written through the heap");
+        // A second lend is refused, the first kept.
+        let other = [9u8; 3];
+        // SAFETY: refused: nothing is lent.
+        let second = unsafe { h.lend(other.as_ptr(), 3) };
+        assert_eq!(second, Err(LendError::AlreadyLent));
+        assert_eq!(h.bytes_read(LENT).map(<[i8]>::len), Some(5));
+        // A copy lends nothing; a collection (LENT among the roots, as a
+        // static that kept it would be) leaves the entry as it was.
+        let mut c = h.clone();
+        assert!(!c.is_lending());
+        check_directory(&mut c);
+        h.collect([LENT], &[]);
+        assert!(h.get(a).is_none(), "LENT reaches no slot");
+        assert_eq!(h.bytes_read(LENT).map(<[i8]>::len), Some(5));
+        check_directory(&mut h);
+        h.end_lend();
+        check_directory(&mut h);
+        assert_eq!(h.bytes_read(LENT), Some(&[][..]), "empty after the lend");
+        // An empty lend is a lend; more than a byte[] holds is refused.
+        // SAFETY: no bytes are read (length 0).
+        unsafe { h.lend(core::ptr::null(), 0) }.unwrap();
+        assert!(h.is_lending());
+        assert_eq!(h.bytes_read(LENT), Some(&[][..]));
+        // SAFETY: refused.
+        let second = unsafe { h.lend(msg.as_ptr(), 1) };
+        assert_eq!(second, Err(LendError::AlreadyLent));
+        h.end_lend();
+        let too_long = i32::MAX as usize + 1;
+        // SAFETY: refused before anything is read.
+        let long = unsafe { h.lend(msg.as_ptr(), too_long) };
+        assert_eq!(long, Err(LendError::TooLong(too_long)));
+        assert!(!h.is_lending());
     }
 
     #[test]

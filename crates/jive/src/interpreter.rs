@@ -26,7 +26,7 @@
 
 use crate::decode::{Func, NativeDecl, Op, Program, Switch};
 use crate::error::{Trap, TrapKind};
-use crate::heap::{Heap, Object, ObjectMut};
+use crate::heap::{Heap, LENT, Object, ObjectMut};
 use crate::natives::{Context, NativeError, NativeFn, PANICKED};
 use crate::subset::{FieldType, Prim};
 
@@ -255,6 +255,22 @@ fn native_result_checked(
     }))
 }
 
+/// Why `array!` found no elements for a handle that is not `null`: a
+/// write of the lent array ([`crate::heap::LENT`]) at `index`, which the
+/// verifier lets no code make where the host declared it lent (during the
+/// lend a trap; after it, as the JIT sees it, an empty array: any index
+/// out of bounds), or a dangling handle.
+#[cold]
+fn no_elements(heap: &Heap, handle: i32, index: i32) -> TrapKind {
+    if handle != LENT {
+        internal("dangling handle")
+    } else if heap.is_lending() {
+        internal("a write of the lent byte[]")
+    } else {
+        TrapKind::ArrayIndexOutOfBounds { index, length: 0 }
+    }
+}
+
 #[cold]
 pub(crate) fn internal(what: &str) -> TrapKind {
     TrapKind::Native(format!("internal error (unverified program?): {what}"))
@@ -382,6 +398,38 @@ impl Machine {
             ($h:expr) => {
                 match st.heap.get_mut($h) {
                     Some(o) => o,
+                    None if $h == 0 => trap!(TrapKind::NullPointer),
+                    None => trap!(no_elements(st.heap, $h, 0)),
+                }
+            };
+        }
+        // `array!` for a `bastore` at index `$i`.
+        macro_rules! array_at {
+            ($h:expr, $i:expr) => {
+                match st.heap.get_mut($h) {
+                    Some(o) => o,
+                    None if $h == 0 => trap!(TrapKind::NullPointer),
+                    None => trap!(no_elements(st.heap, $h, $i)),
+                }
+            };
+        }
+        // A `baload`'s byte: an array of the heap's as `array!` finds it,
+        // the lent one ([`crate::heap::LENT`]) on its miss, read only.
+        macro_rules! byte_at {
+            ($h:expr, $i:expr) => {
+                match st.heap.get_mut($h) {
+                    Some(ObjectMut::Bytes(v) | ObjectMut::Booleans(v)) => i32::from(*index!(v, $i)),
+                    Some(_) => trap!(internal("baload on a non-byte array")),
+                    None if $h == LENT => {
+                        let v = st.heap.lent_bytes();
+                        match v.get($i as usize) {
+                            Some(&x) => i32::from(x),
+                            None => trap!(TrapKind::ArrayIndexOutOfBounds {
+                                index: $i,
+                                length: v.len() as i32
+                            }),
+                        }
+                    }
                     None if $h == 0 => trap!(TrapKind::NullPointer),
                     None => trap!(internal("dangling handle")),
                 }
@@ -562,10 +610,7 @@ impl Machine {
                 Op::BALoad => {
                     sp -= 1;
                     let (a, i) = (s[sp - 1], s[sp]);
-                    s[sp - 1] = match array!(a) {
-                        ObjectMut::Bytes(v) | ObjectMut::Booleans(v) => i32::from(*index!(v, i)),
-                        _ => trap!(internal("baload on a non-byte array")),
-                    };
+                    s[sp - 1] = byte_at!(a, i);
                 }
                 Op::SALoad => {
                     sp -= 1;
@@ -586,7 +631,7 @@ impl Machine {
                 Op::BAStore => {
                     sp -= 3;
                     let (a, i, x) = (s[sp], s[sp + 1], s[sp + 2]);
-                    match array!(a) {
+                    match array_at!(a, i) {
                         ObjectMut::Bytes(v) => *index!(v, i) = x as i8,
                         ObjectMut::Booleans(v) => *index!(v, i) = (x & 1) as i8,
                         _ => trap!(internal("bastore on a non-byte array")),
@@ -847,10 +892,7 @@ impl Machine {
                 }
                 Op::BALoadLL(a, i) => {
                     let (a, i) = (s[fp + usize::from(a)], s[fp + usize::from(i)]);
-                    s[sp] = match array!(a) {
-                        ObjectMut::Bytes(v) | ObjectMut::Booleans(v) => i32::from(*index!(v, i)),
-                        _ => trap!(internal("baload on a non-byte array")),
-                    };
+                    s[sp] = byte_at!(a, i);
                     sp += 1;
                 }
                 Op::AddIALoadLC(a, i) => {
@@ -889,7 +931,7 @@ impl Machine {
                         s[fp + usize::from(i)],
                         s[fp + usize::from(v)],
                     );
-                    match array!(a) {
+                    match array_at!(a, i) {
                         ObjectMut::Bytes(v) => *index!(v, i) = x as i8,
                         ObjectMut::Booleans(v) => *index!(v, i) = (x & 1) as i8,
                         _ => trap!(internal("bastore on a non-byte array")),
@@ -897,9 +939,14 @@ impl Machine {
                 }
                 Op::ArrayLength => {
                     let a = s[sp - 1];
-                    s[sp - 1] = match array!(a).array_len() {
-                        Some(n) => n as i32,
-                        None => trap!(internal("arraylength of the instance")),
+                    s[sp - 1] = match st.heap.get_mut(a) {
+                        Some(o) => match o.array_len() {
+                            Some(n) => n as i32,
+                            None => trap!(internal("arraylength of the instance")),
+                        },
+                        None if a == LENT => st.heap.lent_bytes().len() as i32,
+                        None if a == 0 => trap!(TrapKind::NullPointer),
+                        None => trap!(internal("dangling handle")),
                     };
                 }
             }

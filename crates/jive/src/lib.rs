@@ -37,10 +37,15 @@
 //! failure, the applet keeps for [`Applet::take_error`]. [`check`] does everything short of binding and
 //! instantiating, for tools that only verify.
 //!
+//! A method may also take a `byte[]` the host lends it for the invocation
+//! instead of copying it into the heap ([`Applet::lend`],
+//! [`Applet::prepare_lending`]; `lend.rs` says who guarantees what).
+//!
 //! Errors are typed ([`LoadError`], [`InvokeError`], [`Trap`]) and say where:
-//! a byte offset in the file, or a method and bytecode index. jive's only
-//! `unsafe` code is in [`jit`]: calling the generated code, and the runtime
-//! calls it makes back into the host.
+//! a byte offset in the file, or a method and bytecode index. jive's
+//! `unsafe` code is in [`jit`] (calling the generated code, and the runtime
+//! calls it makes back into the host) and in [`heap`] (its views of
+//! elements, and the lent bytes).
 //!
 //! Dependencies: `thiserror` (error types), `vcode` (the JIT's code
 //! generator) and `codecache` (where compiled applets live). Dev-dependencies: `proptest`
@@ -60,7 +65,7 @@
 //!     .with("getFreeBufferLength", "()I", |_, _| Ok(4096))
 //!     .with("getFreeBuffer", "()I", |_, _| Ok(0))
 //!     .with("doHtoLDMA", "([BIII)V", |cx, a| cx.bytes(a[0]).map(|_| 0))
-//!     .with("doLtoHDMA", "([BIII)V", |cx, a| cx.bytes(a[0]).map(|_| 0))
+//!     .with("doLtoHDMA", "([BIII)V", |cx, a| cx.bytes_read(a[0]).map(|_| 0))
 //!     .with("txPush", "([BIII)V", |_, _| Ok(0))
 //!     .with("dmaRxd", "([III)V", |_, _| Ok(0))
 //!     .with("dmaRxdPayload", "([BII)V", |_, _| Ok(0));
@@ -81,6 +86,7 @@ pub mod error;
 pub mod heap;
 pub mod interpreter;
 pub mod jit;
+pub mod lend;
 pub mod lent;
 pub mod limits;
 pub mod natives;
@@ -92,8 +98,9 @@ pub use crate::error::JitError;
 pub use crate::error::{
     ClassFormatError, InvokeError, LimitError, LoadError, SubsetError, Trap, TrapKind, VerifyError,
 };
-pub use crate::heap::Object;
+pub use crate::heap::{LENT, LendError, Object};
 pub use crate::interpreter::Outcome;
+pub use crate::lend::{Lend, PreparedLending};
 pub use crate::lent::LentParam;
 pub use crate::limits::Limits;
 pub use crate::natives::{
@@ -803,14 +810,21 @@ impl Applet {
     /// invokes the same method on every packet skips the lookup by name
     /// and the argument checks that [`Applet::invoke`] repeats each time.
     pub fn method(&self, name: &str) -> Result<Method, InvokeError> {
+        self.method_lending(name, None)
+    }
+
+    /// [`Applet::method`], with the parameter `lent` (a `byte[]` the
+    /// caller checked, [`crate::lend`]) taking its handle as an int.
+    fn method_lending(&self, name: &str, lent: Option<usize>) -> Result<Method, InvokeError> {
         let (idx, m) = self.invocable(name)?;
         let mut narrow = [narrowing(Prim::Int); Method::MAX_ARGS];
         if m.sig.params.len() > Method::MAX_ARGS {
             return Err(InvokeError::NotIntArguments(m.id()));
         }
-        for (n, &p) in narrow.iter_mut().zip(&m.sig.params) {
+        for (i, (n, &p)) in narrow.iter_mut().zip(&m.sig.params).enumerate() {
             *n = match p {
                 FieldType::Prim(p) => narrowing(p),
+                FieldType::Array(_) if lent == Some(i) => narrowing(Prim::Int),
                 FieldType::Array(_) => return Err(InvokeError::NotIntArguments(m.id())),
             };
         }

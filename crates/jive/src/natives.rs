@@ -41,7 +41,7 @@ use std::sync::Arc;
 
 use thiserror::Error;
 
-use crate::heap::{Heap, ObjectMut};
+use crate::heap::{Heap, Object, ObjectMut};
 use crate::subset::Prim;
 
 /// An error a native method reports; it becomes [`crate::TrapKind::Native`].
@@ -1371,9 +1371,17 @@ impl<'a> Context<'a> {
         Arrays { heap: self.heap }
     }
 
-    /// The `byte[]` (or `boolean[]`) behind a handle.
+    /// The `byte[]` (or `boolean[]`) behind a handle, to change: refused
+    /// for the lent array ([`crate::heap::LENT`]), which no native writes.
+    /// A native that only reads its array takes [`Context::bytes_read`].
     pub fn bytes(&mut self, handle: i32) -> Result<&mut [i8], NativeError> {
         self.arrays().into_bytes(handle)
+    }
+
+    /// The `byte[]` (or `boolean[]`) behind a handle, to read: the heap's
+    /// arrays and the lent one ([`crate::Applet::lend`]) alike.
+    pub fn bytes_read(&self, handle: i32) -> Result<&[i8], NativeError> {
+        read_bytes(self.heap, handle)
     }
 
     /// The `short[]` behind a handle.
@@ -1389,6 +1397,31 @@ impl<'a> Context<'a> {
     /// Allocates a zeroed array in the applet's heap, within its budget.
     pub fn new_array(&mut self, elem: Prim, len: i32) -> Result<i32, NativeError> {
         self.arrays().new_array(elem, len)
+    }
+}
+
+/// [`Arrays::bytes_read`]: the heap's look-up first, so that an array of
+/// the heap's costs what [`Arrays::bytes`] does; the lent array on its
+/// miss.
+#[inline]
+fn read_bytes(heap: &Heap, handle: i32) -> Result<&[i8], NativeError> {
+    match heap.get(handle) {
+        Some(Object::Bytes(v) | Object::Booleans(v)) => Ok(v),
+        Some(_) => Err(NativeError("expected a byte array".into())),
+        None if handle == crate::heap::LENT => Ok(heap.lent_bytes()),
+        None if handle == 0 => Err(NativeError("null array argument".into())),
+        None => Err(NativeError(format!("invalid array handle {handle}"))),
+    }
+}
+
+/// Why a handle has no elements to change: the lent array's are never
+/// changed; any other is dangling.
+#[cold]
+fn not_mutable(handle: i32) -> NativeError {
+    if handle == crate::heap::LENT {
+        NativeError("the lent byte[] is read-only: this native writes its array".into())
+    } else {
+        NativeError(format!("invalid array handle {handle}"))
     }
 }
 
@@ -1413,14 +1446,28 @@ impl<'a> Arrays<'a> {
         if handle == 0 {
             return Err(NativeError("null array argument".into()));
         }
-        self.heap
-            .get_mut(handle)
-            .ok_or_else(|| NativeError(format!("invalid array handle {handle}")))
+        self.heap.get_mut(handle).ok_or_else(|| not_mutable(handle))
     }
 
-    /// The `byte[]` (or `boolean[]`) behind a handle.
+    /// The `byte[]` (or `boolean[]`) behind a handle, to change: refused
+    /// for the lent array ([`crate::heap::LENT`]: the verifier lets no
+    /// writing native have it where the host declared it lent; this is
+    /// the defence beside that). A native that only reads takes
+    /// [`Arrays::bytes_read`].
     pub fn bytes(&mut self, handle: i32) -> Result<&mut [i8], NativeError> {
         Arrays { heap: self.heap }.into_bytes(handle)
+    }
+
+    /// The `byte[]` (or `boolean[]`) behind a handle, to read: the heap's
+    /// arrays and the lent one ([`crate::Applet::lend`]) alike.
+    pub fn bytes_read(&self, handle: i32) -> Result<&[i8], NativeError> {
+        read_bytes(self.heap, handle)
+    }
+
+    /// [`Arrays::bytes_read`], keeping the borrow of the arrays.
+    #[inline]
+    pub fn into_bytes_read(self, handle: i32) -> Result<&'a [i8], NativeError> {
+        read_bytes(self.heap, handle)
     }
 
     /// [`Arrays::bytes`], keeping the borrow of the arrays.

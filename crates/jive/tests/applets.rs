@@ -372,10 +372,11 @@ fn the_figure_2_applet_runs_against_host_natives() {
         free.store(4096, Ordering::Relaxed);
         assert_eq!(a.invoke("doRx", &[1000, 5]).unwrap().value, Some(0));
         let log = log.lock().unwrap();
-        // Handles are even (see jive::heap): 2 is the applet object, 4 is
-        // TxBuf (the constructor's first array).
-        assert_eq!(log[0], "doHtoLDMA[4, 0, 64, 100]");
-        assert_eq!(log[1], "txPush[4, 0, 3, 100]");
+        // Handles are even (see jive::heap): 2 is the lent array's
+        // (`jive::LENT`), 4 the applet object, 6 TxBuf (the constructor's
+        // first array).
+        assert_eq!(log[0], "doHtoLDMA[6, 0, 64, 100]");
+        assert_eq!(log[1], "txPush[6, 0, 3, 100]");
         assert!(log[2].starts_with("dmaRxdPayload["));
         assert!(log[3].starts_with("doLtoHDMA[") && log[3].ends_with(", 0, 4096, 1000]"));
     }

@@ -28,8 +28,10 @@ fn engines() -> Vec<Engine> {
 /// The handle `RxBuf` holds: the heap's handle whose object is the field's.
 fn rxbuf_handle(a: &Applet) -> i32 {
     let obj = a.static_array("RxBuf").expect("RxBuf is set");
-    (1..=a.heap().capacity() as i32)
-        .map(|slot| 2 * slot)
+    // Slot `k` has handle `2 * (k + 2)`: handle 2 is the lent array's
+    // (`jive::LENT`), no slot's.
+    (2..a.heap().capacity() as i32 + 2)
+        .map(|k| 2 * k)
         .find(|&h| a.heap().get(h).is_some_and(|o| std::ptr::eq(o, obj)))
         .expect("a handle of the heap")
 }

@@ -511,7 +511,7 @@ impl EndpointNative for DoLtoHDma {
         let &[array, rxoff, useroff, len] = args else {
             return Err(arity(4, args.len()));
         };
-        let array = byte_array(arrays, array, "rxarray")?;
+        let array = byte_array_read(arrays, array, "rxarray")?;
         let src = array_range(array, "rxarray", "rxoff", rxoff, len)?;
         let off = area_range(host.area_len(), "useroff", useroff, len)?;
         host.write_area(off, src);
@@ -540,7 +540,7 @@ impl EndpointNative for TxPush {
         let &[array, txoff, chan, len] = args else {
             return Err(arity(4, args.len()));
         };
-        let array = byte_array(arrays, array, "txarray")?;
+        let array = byte_array_read(arrays, array, "txarray")?;
         let src = array_range(array, "txarray", "txoff", txoff, len)?;
         let chan = channel(chan)?;
         let max = host.max_message();
@@ -579,7 +579,7 @@ impl EndpointNative for TxPushTail {
         let &[handle, txoff, chan, len] = args else {
             return Err(arity(4, args.len()));
         };
-        let array = byte_array(arrays, handle, "txarray")?;
+        let array = byte_array_read(arrays, handle, "txarray")?;
         let src = array_range(array, "txarray", "txoff", txoff, len)?;
         let chan = channel(chan)?;
         let max = host.max_message();
@@ -661,7 +661,7 @@ impl EndpointNative for DmaRxdPayload {
         let &[payload, chan, len] = args else {
             return Err(arity(3, args.len()));
         };
-        let payload = byte_array(arrays, payload, "payload")?;
+        let payload = byte_array_read(arrays, payload, "payload")?;
         if len < 0 || len as usize > INLINE_MAX {
             return Err(inline_too_long(len));
         }
@@ -744,16 +744,33 @@ fn byte_array<'a>(
     arrays.into_bytes(handle).map_err(|e| bad_array(what, e))
 }
 
-/// `array[off..off+len)`, checking `len >= 0`, `off >= 0` and
-/// `off + len <= array.len()` (in 64 bits).
+/// [`byte_array`] for a native that only reads the array: the lent one
+/// ([`jive::Applet::lend`]) too.
 #[inline]
-fn array_range<'a>(
-    array: &'a mut [i8],
+fn byte_array_read<'a>(
+    arrays: Arrays<'a>,
+    handle: i32,
+    what: &str,
+) -> Result<&'a [i8], NativeError> {
+    if handle == 0 {
+        return Err(null_array(what));
+    }
+    arrays
+        .into_bytes_read(handle)
+        .map_err(|e| bad_array(what, e))
+}
+
+/// `array[off..off+len)`, checking `len >= 0`, `off >= 0` and
+/// `off + len <= array.len()` (in 64 bits); of an array to change or to
+/// read ([`Bytes`]).
+#[inline]
+fn array_range<'a, B: Bytes<'a>>(
+    array: B,
     name: &str,
     off_name: &str,
     off: i32,
     len: i32,
-) -> Result<&'a mut [i8], NativeError> {
+) -> Result<B, NativeError> {
     if len < 0 {
         return Err(negative("len", len));
     }
@@ -764,7 +781,36 @@ fn array_range<'a>(
     if end > array.len() as u64 {
         return Err(past_array(name, off_name, off, len, array.len()));
     }
-    Ok(&mut array[start..end as usize])
+    Ok(array.range(start, end as usize))
+}
+
+/// A native's `byte[]`: to change (`&mut`) or to read (`&`).
+trait Bytes<'a>: Sized {
+    fn len(&self) -> usize;
+    /// `self[start..end]`; the caller checked `start <= end <= len`.
+    fn range(self, start: usize, end: usize) -> Self;
+}
+
+impl<'a> Bytes<'a> for &'a mut [i8] {
+    #[inline(always)]
+    fn len(&self) -> usize {
+        <[i8]>::len(self)
+    }
+    #[inline(always)]
+    fn range(self, start: usize, end: usize) -> Self {
+        &mut self[start..end]
+    }
+}
+
+impl<'a> Bytes<'a> for &'a [i8] {
+    #[inline(always)]
+    fn len(&self) -> usize {
+        <[i8]>::len(self)
+    }
+    #[inline(always)]
+    fn range(self, start: usize, end: usize) -> Self {
+        &self[start..end]
+    }
 }
 
 /// `off` as an area offset, checking `off >= 0` and `off + len <= area`
@@ -1056,8 +1102,8 @@ mod tests {
     #[test]
     fn range_checks_compute_without_overflow() {
         let mut a = [0i8; 16];
-        assert_eq!(array_range(&mut a, "a", "off", 8, 8).unwrap().len(), 8);
-        let e = array_range(&mut a, "a", "off", i32::MAX, i32::MAX).unwrap_err();
+        assert_eq!(array_range(&mut a[..], "a", "off", 8, 8).unwrap().len(), 8);
+        let e = array_range(&mut a[..], "a", "off", i32::MAX, i32::MAX).unwrap_err();
         assert_eq!(e.0, "off 2147483647 + len 2147483647 exceeds a (16 bytes)");
         assert_eq!(
             area_range(u32::MAX, "useroff", 0x7fff_ff00, 0x200).unwrap(),

@@ -185,9 +185,9 @@ pub(super) struct Deferred {
 /// counts the message dropped ([`Engine::resolve_deferred`]).
 #[inline(always)]
 pub(super) fn deferred_bytes<'a>(l: &'a Loaded, m: &Deferred) -> Option<&'a [i8]> {
-    let (jive::Object::Bytes(v) | jive::Object::Booleans(v)) = l.applet.heap().get(m.array)? else {
-        return None;
-    };
+    // `bytes_read`: the lent array's bytes too (`jive::Applet::lend`),
+    // while the host's lend lasts.
+    let v = l.applet.heap().bytes_read(m.array)?;
     v.get(m.off as usize..m.off as usize + m.len as usize)
 }
 

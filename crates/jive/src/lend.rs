@@ -1,0 +1,267 @@
+//! A `byte[]` lent to invocations: the host's own bytes (a message where
+//! it arrived, another endpoint's shared memory) passed to a method as its
+//! `byte[]` parameter without a copy, valid while the lend lasts.
+//!
+//! # Who guarantees what
+//!
+//! - **The host** ([`Applet::lend`], `unsafe`): the bytes stay readable,
+//!   for their length, until the [`Lend`] is dropped; nothing in its
+//!   process writes them through a Rust reference meanwhile. They may
+//!   change under the applet (another process's memory): the applet reads
+//!   them as plain bytes and assumes nothing of them.
+//! - **The verifier** (where the host declared the parameter lent at
+//!   load): the method only reads the array (`baload`, `arraylength`, a
+//!   compare, a native that declares the parameter read-only) and never
+//!   keeps it (no field, no return, no other method). Generated code pays
+//!   nothing for it: the lent array is an ordinary directory entry
+//!   ([`crate::heap::LENT`]).
+//! - **The runtime** (this module and [`crate::heap`]): one lend at a
+//!   time ([`LendError::AlreadyLent`]); the lend ends when the [`Lend`]
+//!   is dropped, whatever the invocations did (returned, trapped); after
+//!   it the handle reads as an empty `byte[]` in both engines, so a
+//!   handle kept past the lend reaches no byte; the interpreter and the
+//!   natives' mutable accessor ([`crate::Arrays::bytes`]) refuse to write
+//!   it (a defence beside the verifier's; the JIT's `bastore` relies on
+//!   the verifier).
+//!
+//! # Cost
+//!
+//! A lend is two stores into the lent array's directory entry (and a flag)
+//! before the invocation and as many after; the invocation is a prepared
+//! one ([`Applet::run_prepared`]) with the handle in the parameter's
+//! slot. A method that is not lent pays nothing.
+
+use crate::heap::{LENT, LendError};
+use crate::subset::{FieldType, Prim};
+use crate::{Applet, Called, FastNative, InvokeError, Method, Prepared, jit};
+
+/// A method prepared for invocations with a lent `byte[]` (its parameter
+/// `param`), run through a [`Lend`] ([`Lend::run_prepared`]): a
+/// [`Prepared`] handle whose lent argument the lend supplies, so that no
+/// host can pass a forged handle in its place.
+pub struct PreparedLending<const N: usize, K = ()> {
+    p: Prepared<N, K>,
+    /// The lent parameter's index among the `N` arguments.
+    param: usize,
+}
+
+impl<const N: usize, K> Clone for PreparedLending<N, K> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<const N: usize, K> Copy for PreparedLending<N, K> {}
+
+impl<const N: usize, K> core::fmt::Debug for PreparedLending<N, K> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("PreparedLending")
+            .field("p", &self.p)
+            .field("param", &self.param)
+            .finish()
+    }
+}
+
+impl<const N: usize, K> PreparedLending<N, K> {
+    /// The resolved method.
+    pub fn method(&self) -> &Method {
+        self.p.method()
+    }
+
+    /// The lent parameter's index among the arguments.
+    pub fn param(&self) -> usize {
+        self.param
+    }
+}
+
+/// An active lend of bytes to an applet's invocations ([`Applet::lend`]):
+/// its prepared methods run with the bytes as their lent `byte[]`
+/// ([`Lend::run_prepared`]) as often as the host likes; dropping it ends
+/// the lend. It borrows the applet, so that nothing else runs it or
+/// replaces it meanwhile; [`Lend::applet`] reads it (a host that resolves
+/// a deferred transmission after the invocation reads the message there,
+/// [`crate::heap::Heap::bytes_read`], before it ends the lend).
+#[must_use = "dropping the lend ends it"]
+pub struct Lend<'a> {
+    applet: &'a mut Applet,
+}
+
+impl Applet {
+    /// Resolves the method `name`, whose parameter `param` (counted from
+    /// 0 among its declared parameters, as in the descriptor) is a `byte[]`
+    /// the host lends ([`Applet::lend`]), for [`Lend::run_prepared`] with
+    /// `N` arguments (the lent one among them: its value is the lend's).
+    /// Its other parameters are ints, as for [`Applet::prepare`].
+    pub fn prepare_lending<const N: usize>(
+        &self,
+        name: &str,
+        param: u16,
+    ) -> Result<PreparedLending<N>, InvokeError> {
+        self.prepare_lending_for(name, param, true)
+    }
+
+    /// [`Applet::prepare_lending`] with the lender of words `W` of a typed
+    /// host, for [`Lend::run_prepared_lent`] ([`Applet::prepare_lent`]).
+    pub fn prepare_lending_lent<W: FastNative, const N: usize>(
+        &self,
+        name: &str,
+        param: u16,
+    ) -> Result<PreparedLending<N, W>, InvokeError> {
+        self.prepare_lending_for(name, param, true)
+    }
+
+    /// [`Applet::prepare_lending`] without the check that the verifier
+    /// proved the method's uses of the parameter reads
+    /// ([`Applet::declared_lent`]): for tests of the runtime's own
+    /// defences (a method that keeps the array past the lend).
+    ///
+    /// # Safety
+    /// The method (and every method it calls with the array) never writes
+    /// the lent array through compiled code: no `bastore` into it, and no
+    /// inline native that writes its array is given it (the interpreter
+    /// and the natives' accessors refuse such writes themselves; the JIT's
+    /// code does not check).
+    #[doc(hidden)]
+    pub unsafe fn prepare_lending_unverified<const N: usize>(
+        &self,
+        name: &str,
+        param: u16,
+    ) -> Result<PreparedLending<N>, InvokeError> {
+        self.prepare_lending_for(name, param, false)
+    }
+
+    fn prepare_lending_for<K: jit::HostKind, const N: usize>(
+        &self,
+        name: &str,
+        param: u16,
+        verified: bool,
+    ) -> Result<PreparedLending<N, K>, InvokeError> {
+        let (idx, m) = self.invocable(name)?;
+        let i = usize::from(param);
+        if m.sig.params.get(i) != Some(&FieldType::Array(Prim::Byte))
+            || (verified && !self.declared_lent(idx, param))
+        {
+            return Err(InvokeError::NotLent {
+                method: m.id(),
+                param,
+            });
+        }
+        let m = self.method_lending(name, Some(i))?;
+        if m.arity != N {
+            return Err(self.refuse(&m, N));
+        }
+        let mut p = Prepared {
+            m,
+            word: 0,
+            kind: core::marker::PhantomData,
+        };
+        self.ready_again(&mut p);
+        Ok(PreparedLending { p, param: i })
+    }
+
+    /// Whether the host declared parameter `param` of the method at `idx`
+    /// lent when it loaded the applet ([`crate::LentParam`],
+    /// [`Applet::load_lending`]), so that the verifier proved every use of
+    /// it a read and no keep ([`crate::lent`]; [`crate::lend`]'s "who
+    /// guarantees what").
+    fn declared_lent(&self, idx: usize, param: u16) -> bool {
+        self.prog.lent_params(idx).contains(&param)
+    }
+
+    /// Lends `len` bytes at `data` to this applet's invocations, as the
+    /// `byte[]` of methods prepared with [`Applet::prepare_lending`], until
+    /// the returned [`Lend`] is dropped. Refused while another lend of
+    /// this applet is active ([`LendError::AlreadyLent`]: a lend leaked
+    /// with `mem::forget`; nested lends are otherwise impossible, the lend
+    /// borrowing the applet) and for more bytes than a `byte[]` holds.
+    ///
+    /// # Safety
+    /// Until the [`Lend`] is dropped (forever, if it is leaked), `data` is
+    /// valid for reads of `len` bytes (any address where `len` is 0), and
+    /// nothing in this process writes them through a Rust reference. They
+    /// may change meanwhile (another process's shared memory): the applet
+    /// and its natives read them as plain bytes, and no safety argument
+    /// of jive's rests on their values.
+    ///
+    /// ```
+    /// # let Some(dir) = jive::APPLET_CLASSES else { return Ok(()) };
+    /// # let bytes = std::fs::read(format!("{dir}/default/Lending.class"))?;
+    /// # let natives = jive::Natives::new();
+    /// // `static int length(byte[] msg, int n) { return msg.length; }`,
+    /// // its `msg` declared lent, so that the verifier proves it only read.
+    /// let lent = [jive::LentParam { method: "length", descriptor: "([BI)I", param: 0 }];
+    /// let limits = jive::Limits::default();
+    /// let mut applet = jive::Applet::load_lending(&bytes, &natives, limits, &lent, None)?;
+    /// let mut length = applet.prepare_lending::<2>("length", 0)?;
+    /// let msg = [1u8, 2, 3];
+    /// // SAFETY: `msg` outlives the lend, which ends with the statement;
+    /// // nothing writes it.
+    /// let c = unsafe { applet.lend(msg.as_ptr(), msg.len()) }?.run_prepared(&mut length, [0, 0], None);
+    /// assert_eq!(c.value(), Some(3));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub unsafe fn lend(&mut self, data: *const u8, len: usize) -> Result<Lend<'_>, LendError> {
+        // SAFETY: the caller's promise is `Heap::lend`'s, until the guard
+        // made here is dropped, which ends it (`Lend::drop`).
+        unsafe { self.heap.lend(data, len) }?;
+        Ok(Lend { applet: self })
+    }
+}
+
+impl Lend<'_> {
+    /// Invokes a method prepared for the lend ([`Applet::prepare_lending`])
+    /// with the lent bytes as its lent parameter (whatever `args` holds
+    /// there) and `args` as the others: [`Applet::run_prepared`], with
+    /// its semantics, checks and outcome.
+    #[inline(always)]
+    pub fn run_prepared<const N: usize>(
+        &mut self,
+        p: &mut PreparedLending<N>,
+        mut args: [i32; N],
+        host: Option<&mut dyn core::any::Any>,
+    ) -> Called {
+        lent_arg(&mut args, p.param);
+        self.applet.run_prepared(&mut p.p, args, host)
+    }
+
+    /// [`Lend::run_prepared`] with the host typed ([`Applet::run_prepared_lent`]).
+    #[inline(always)]
+    pub fn run_prepared_lent<W: FastNative, const N: usize>(
+        &mut self,
+        p: &mut PreparedLending<N, W>,
+        mut args: [i32; N],
+        host: &mut W::Host,
+    ) -> Called {
+        lent_arg(&mut args, p.param);
+        self.applet.run_prepared_lent(&mut p.p, args, host)
+    }
+
+    /// The applet, to read (e.g. its heap: [`crate::heap::Heap::bytes_read`]
+    /// of the lent handle reads the lent bytes while the lend lasts).
+    pub fn applet(&self) -> &Applet {
+        self.applet
+    }
+
+    /// [`Applet::take_error`]: why the last failed invocation failed.
+    pub fn take_error(&mut self) -> Option<Box<InvokeError>> {
+        self.applet.take_error()
+    }
+}
+
+/// The lent handle in the lent parameter's argument; `param < N`
+/// (checked when the handle was prepared), so the bounds test folds away
+/// where the caller's `param` is known, and costs one compare otherwise.
+#[inline(always)]
+fn lent_arg<const N: usize>(args: &mut [i32; N], param: usize) {
+    if let Some(a) = args.get_mut(param) {
+        *a = LENT;
+    }
+}
+
+impl Drop for Lend<'_> {
+    /// Ends the lend: the lent handle reads as an empty `byte[]` again.
+    #[inline(always)]
+    fn drop(&mut self) {
+        self.applet.heap.end_lend();
+    }
+}
