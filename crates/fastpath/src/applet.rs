@@ -216,6 +216,13 @@ fn example_purpose(name: &str) -> &'static str {
         "RxBufProbe" => {
             "RxBuf's contract tests' probe: doRx records what it sees of RxBuf; doTx sends what the last doRx kept"
         }
+        "StandardLent" => {
+            "Figure 5's standard applet with the lent doRx: the message read where it is, not copied into RxBuf"
+        }
+        "BreakdownLent" => "Figure 7's probe with the lent doRx: the cost of invoking a lent doRx",
+        "LentProbe" => {
+            "the lent doRx's tests' probe: doRx hashes, reads past, echoes or delivers the lent message"
+        }
         _ => "",
     }
 }

@@ -236,6 +236,32 @@ impl Lend<'_> {
         self.applet.run_prepared_lent(&mut p.p, args, host)
     }
 
+    /// [`Applet::call`] of a method prepared for the lend, with the lent
+    /// bytes as its lent parameter: its whole outcome (value and fuel) or
+    /// error, for a host that wants them rather than a [`Called`].
+    pub fn call<const N: usize, K>(
+        &mut self,
+        p: &PreparedLending<N, K>,
+        mut args: [i32; N],
+        host: Option<&mut dyn core::any::Any>,
+    ) -> Result<crate::Outcome, InvokeError> {
+        lent_arg(&mut args, p.param);
+        self.applet.call(p.method(), &args, host)
+    }
+
+    /// [`Lend::run_prepared_lent`] with the invocation's body inlined
+    /// ([`Applet::run_prepared_lent_inlined`]).
+    #[inline(always)]
+    pub fn run_prepared_lent_inlined<W: FastNative, const N: usize>(
+        &mut self,
+        p: &mut PreparedLending<N, W>,
+        mut args: [i32; N],
+        host: &mut W::Host,
+    ) -> Called {
+        lent_arg(&mut args, p.param);
+        self.applet.run_prepared_lent_inlined(&mut p.p, args, host)
+    }
+
     /// The applet, to read (e.g. its heap: [`crate::heap::Heap::bytes_read`]
     /// of the lent handle reads the lent bytes while the lend lasts).
     pub fn applet(&self) -> &Applet {

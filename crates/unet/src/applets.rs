@@ -3,9 +3,12 @@
 //! `javac --release 8 -g`.
 //!
 //! Each is one JIVE-subset class with a constructor, `doTx(length, channel,
-//! off)` and `doRx(length, channel)` returning 0 (done) or -1 (dropped), a
-//! static `byte[] RxBuf` the host fills with the arriving message before
-//! `doRx`, and `static native` declarations of the natives it uses, bound by
+//! off)` and a `doRx` returning 0 (done) or -1 (dropped), and `static
+//! native` declarations of the natives it uses. `doRx(length, channel)`
+//! finds the arriving message in a static `byte[] RxBuf` the host fills
+//! before it; `doRx(byte[] msg, length, channel)` (`StandardLent`,
+//! `BreakdownLent`, `LentProbe`) gets the message itself, lent for the
+//! invocation (docs/unet.md, "Applets and natives"). The natives are bound by
 //! [`crate::natives::bind`]. The protocol of each is documented at the top of
 //! its source file; the constants below say which experiment it serves.
 //!
@@ -104,6 +107,44 @@ pub const TAIL_CHECKS: &[u8] =
 pub const RXBUF_PROBE: &[u8] =
     include_bytes!(concat!(env!("OUT_DIR"), "/unet-applets/RxBufProbe.class"));
 
+/// `StandardLent`: [`STANDARD`] written against the lent `doRx`
+/// (`doRx(byte[] msg, int length, int channel)`): the same deliveries, drops
+/// and buffers, with the message read where it is instead of copied into
+/// `RxBuf` first.
+pub const STANDARD_LENT: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/unet-applets/StandardLent.class"));
+
+/// `BreakdownLent`: [`BREAKDOWN`] written against the lent `doRx`, for
+/// Figure 7's cost of invoking a lent `doRx` (`unet-count dorx-lent`).
+pub const BREAKDOWN_LENT: &[u8] = include_bytes!(concat!(
+    env!("OUT_DIR"),
+    "/unet-applets/BreakdownLent.class"
+));
+
+/// `LentProbe`: not an experiment of the paper but the probe of the lent
+/// `doRx` (`tests/rx_lent.rs`): by a static mode, `doRx` records the lent
+/// message's length and hash, reads one byte past it, echoes it, or
+/// delivers it as the standard applet does.
+pub const LENT_PROBE: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/unet-applets/LentProbe.class"));
+
+/// `LentKeeper`: the attacker of the lent `doRx` (`tests/rx_lent.rs`),
+/// whose `doRx` keeps the lent message in a static; refused at install.
+/// Not in [`ALL`], whose applets all install.
+pub const LENT_KEEPER: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/unet-applets/LentKeeper.class"));
+
+/// `doRx`'s lent form, `int doRx(byte[] msg, int length, int channel)`,
+/// as the engine declares it to jive at install ([`jive::LentParam`]): its
+/// `msg` is the message itself, lent for the invocation, which the
+/// verifier proves `doRx` only reads and never keeps, so that the engine
+/// copies nothing into the applet's heap.
+pub const LENT_DO_RX: jive::LentParam = jive::LentParam {
+    method: "doRx",
+    descriptor: "([BII)I",
+    param: 0,
+};
+
 /// Every applet by its class name.
 pub const ALL: &[(&str, &[u8])] = &[
     ("StandardUnet", STANDARD),
@@ -119,6 +160,9 @@ pub const ALL: &[(&str, &[u8])] = &[
     ("TailPush", TAIL_PUSH),
     ("TailChecks", TAIL_CHECKS),
     ("RxBufProbe", RXBUF_PROBE),
+    ("StandardLent", STANDARD_LENT),
+    ("BreakdownLent", BREAKDOWN_LENT),
+    ("LentProbe", LENT_PROBE),
 ];
 
 /// The class file of the applet named `name` (its class name, e.g.

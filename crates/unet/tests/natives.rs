@@ -1202,6 +1202,13 @@ fn run_step(
 ) -> Option<Result<jive::Outcome, InvokeError>> {
     match s {
         Step::Rx { msg, chan } => {
+            if let Ok(p) = a.prepare_lending::<3>("doRx", applets::LENT_DO_RX.param) {
+                // The lent form: the message itself, as the engine lends it.
+                // SAFETY: `msg` outlives the lend, which ends with the
+                // statement; nothing writes it meanwhile.
+                let mut lend = unsafe { a.lend(msg.as_ptr(), msg.len()) }.ok()?;
+                return Some(lend.call(&p, [0, msg.len() as i32, *chan], Some(mock)));
+            }
             let m = a.method("doRx").ok()?;
             let mut field = a.static_bytes_field("RxBuf").ok()?;
             let buf = a.static_bytes_mut(&mut field)?;
@@ -1261,11 +1268,14 @@ fn every_applet_behaves_the_same_on_the_jit_and_the_interpreter() {
         let mut mocks = [Mock::new(), Mock::new()];
         let mut applets = [jive::Engine::Jit, jive::Engine::Interpreter].map(|engine| {
             let mock = &mut mocks[usize::from(engine == jive::Engine::Interpreter)];
-            let mut a = Applet::load_with_host(bytes, &bind::<Mock>(), limits, Some(mock))
+            let lent = [applets::LENT_DO_RX];
+            let mut a = Applet::load_lending(bytes, &bind::<Mock>(), limits, &lent, Some(mock))
                 .unwrap_or_else(|e| panic!("{name}: {e}"));
             a.set_engine(engine)
                 .unwrap_or_else(|e| panic!("{name} on {engine:?}: {e}"));
-            a.set_static_array("RxBuf", &vec![0u8; RXBUF]).unwrap();
+            if a.prepare_lending::<3>("doRx", 0).is_err() {
+                a.set_static_array("RxBuf", &vec![0u8; RXBUF]).unwrap();
+            }
             a.set_run_limits(Some(50_000), limits.max_call_depth);
             a
         });

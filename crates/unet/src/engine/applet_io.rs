@@ -963,40 +963,52 @@ impl NativeHost for Io {
 /// otherwise out of line ([`fill_rxbuf_looked_up`]), so that the common
 /// way tests no `Option` of a look-up's result.
 #[inline(always)]
-pub(super) fn fill_rxbuf(l: &mut Loaded, payload: &Payload<'_>) -> bool {
-    if let Some(buf) = l.applet.static_bytes_if_viewed(&l.rxbuf) {
+pub(super) fn fill_rxbuf(
+    applet: &mut jive::Applet,
+    rxbuf: &mut jive::StaticBytes,
+    payload: &Payload<'_>,
+) -> bool {
+    if let Some(buf) = applet.static_bytes_if_viewed(rxbuf) {
         if copy_payload(buf, payload) {
             return true;
         }
-        return refill_rxbuf(l, payload);
+        return refill_rxbuf(applet, rxbuf, payload);
     }
-    fill_rxbuf_looked_up(l, payload)
+    fill_rxbuf_looked_up(applet, rxbuf, payload)
 }
 
 /// [`fill_rxbuf`] where the field's view is not current (the applet
 /// stored another array or null, or the heap freed an object since): the
 /// array looked up, and the view filled again.
 #[inline(never)]
-fn fill_rxbuf_looked_up(l: &mut Loaded, payload: &Payload<'_>) -> bool {
-    if let Some(buf) = l.applet.static_bytes_mut(&mut l.rxbuf) {
+fn fill_rxbuf_looked_up(
+    applet: &mut jive::Applet,
+    rxbuf: &mut jive::StaticBytes,
+    payload: &Payload<'_>,
+) -> bool {
+    if let Some(buf) = applet.static_bytes_mut(rxbuf) {
         if copy_payload(buf, payload) {
             return true;
         }
     }
-    refill_rxbuf(l, payload)
+    refill_rxbuf(applet, rxbuf, payload)
 }
 
 /// [`fill_rxbuf`] when `RxBuf` is too short or null: a new array first.
 #[cold]
 #[inline(never)]
-fn refill_rxbuf(l: &mut Loaded, payload: &Payload<'_>) -> bool {
-    if l.applet
+fn refill_rxbuf(
+    applet: &mut jive::Applet,
+    rxbuf: &mut jive::StaticBytes,
+    payload: &Payload<'_>,
+) -> bool {
+    if applet
         .set_static_array("RxBuf", &vec![0; payload.len()])
         .is_err()
     {
         return false;
     }
-    match l.applet.static_bytes_mut(&mut l.rxbuf) {
+    match applet.static_bytes_mut(rxbuf) {
         Some(buf) => copy_payload(buf, payload),
         None => false,
     }
@@ -1092,8 +1104,8 @@ pub(super) fn invoke<const N: usize>(
     args: [i32; N],
     timed: bool,
 ) -> Option<(Outcome, Duration)> {
-    let l = rx.applet.as_mut()?;
-    let ran = run_on::<N, true>(l, &mut rx.io, method, args, timed);
+    let (applet, m) = method(rx.applet.as_mut()?);
+    let ran = run_on::<N, true>(applet, m, &mut rx.io, args, timed);
     Some(settle(rx, port, ran))
 }
 
@@ -1108,9 +1120,9 @@ pub(super) struct Ran {
     timed: bool,
 }
 
-/// [`invoke`]'s invocation of the applet `l` (the one `io` belongs to),
-/// for a caller that holds `l` already (the receive path found it to fill
-/// `RxBuf`), so that the applet's presence is not tested again: the
+/// [`invoke`]'s invocation of `m` of `applet` (the one `io` belongs
+/// to), for a caller that holds the applet already (the receive path found
+/// it to fill `RxBuf`), so that its presence is not tested again: the
 /// invocation under `io`'s accounting ([`Io::begin`], [`Io::end`]) and
 /// its time, measured only when `timed`. [`settle`] makes its outcome.
 ///
@@ -1121,15 +1133,14 @@ pub(super) struct Ran {
 /// (the direct delivery's, which the path without applet runs).
 #[inline(always)]
 pub(super) fn run_on<const N: usize, const INLINED: bool>(
-    l: &mut Loaded,
+    applet: &mut jive::Applet,
+    m: &mut jive::Prepared<N, Lender>,
     io: &mut Io,
-    method: fn(&mut Loaded) -> (&mut jive::Applet, &mut jive::Prepared<N, Lender>),
     args: [i32; N],
     timed: bool,
 ) -> Ran {
     let start = timed.then(Instant::now);
     let lent = io.begin();
-    let (applet, m) = method(l);
     // The outcome comes back in one register; a failure's error stays in
     // the applet, for `ended_badly`.
     let c = if INLINED {
@@ -1143,6 +1154,75 @@ pub(super) fn run_on<const N: usize, const INLINED: bool>(
         took: start.map_or(Duration::ZERO, |s| s.elapsed()),
         timed: start.is_some(),
     }
+}
+
+/// `doRx`'s lent form ([`DoRx::Lent`]) on `payload` on channel `chan`,
+/// as [`run_on`] runs the copied form: the message lent to the invocation
+/// as `doRx`'s `byte[] msg` where it is in one piece (a frame in an outbox
+/// or an inbox, the sending application's bytes, the `TxBuf` a sending
+/// applet deferred), and otherwise (a rest in a segment: an endpoint's
+/// buffer area, shared memory this applet's natives may write) copied
+/// into `scratch` first and that lent. `None` where jive refuses the lend
+/// ([`jive::LendError`]: one active already, which the engine never
+/// leaves; or more bytes than a `byte[]` holds, which `max_message`
+/// excludes): the message is dropped as if `doRx` trapped.
+#[inline(always)]
+pub(super) fn run_lent<const INLINED: bool>(
+    applet: &mut jive::Applet,
+    m: &mut jive::PreparedLending<3, Lender>,
+    scratch: &mut Vec<u8>,
+    io: &mut Io,
+    payload: &Payload<'_>,
+    chan: u16,
+    timed: bool,
+) -> Option<Ran> {
+    let bytes: &[u8] = if payload.tail.is_none() {
+        payload.head
+    } else {
+        gather(scratch, payload)
+    };
+    let start = timed.then(Instant::now);
+    let lent = io.begin();
+    // SAFETY: `bytes` is a shared borrow (of the payload or of `scratch`)
+    // that outlives the lend, which ends when `lend` is dropped, inside
+    // this `match`: the bytes are readable for their length until then,
+    // and the borrow keeps any Rust reference from writing them. The
+    // invocation's natives write this endpoint's buffer area, its queues
+    // and the applet's heap; a payload in one piece is none of these (the
+    // area comes as a rest, which is copied into `scratch`; a deferred
+    // `TxBuf` is another applet's: `Engine::deliver_deferred` never
+    // delivers to the sender's own applet).
+    let c = match unsafe { applet.lend(bytes.as_ptr(), bytes.len()) } {
+        Ok(mut lend) => {
+            // The first argument is the lend's (`Lend` puts the lent
+            // handle there).
+            let args = [0, bytes.len() as i32, i32::from(chan)];
+            if INLINED {
+                lend.run_prepared_lent_inlined::<Lender, 3>(m, args, io)
+            } else {
+                lend.run_prepared_lent::<Lender, 3>(m, args, io)
+            }
+        }
+        Err(_) => {
+            io.end(lent);
+            return None;
+        }
+    };
+    io.end(lent);
+    Some(Ran {
+        c,
+        took: start.map_or(Duration::ZERO, |s| s.elapsed()),
+        timed: start.is_some(),
+    })
+}
+
+/// `payload`'s bytes in one piece in `scratch` (for [`run_lent`]), which
+/// keeps its allocation from one message to the next.
+#[inline(never)]
+fn gather<'a>(scratch: &'a mut Vec<u8>, payload: &Payload<'_>) -> &'a [u8] {
+    scratch.clear();
+    payload.pieces(0, payload.len(), |p| scratch.extend_from_slice(p));
+    scratch
 }
 
 /// The outcome of an invocation [`run_on`] ran on `rx`'s applet, as
@@ -1464,7 +1544,13 @@ fn load_and_construct(bytes: &[u8], io: &mut Io) -> Result<Loaded, EngineError> 
     // JIT's compilation.
     let lent = io.begin();
     io.inv.words.bound = u64::MAX;
-    let loaded = jive::Applet::load_with_host(bytes, &natives_table(), limits, Some(&mut *io));
+    let loaded = jive::Applet::load_lending(
+        bytes,
+        &natives_table(),
+        limits,
+        &[crate::applets::LENT_DO_RX],
+        Some(&mut *io),
+    );
     io.end(lent);
     // What the constructor received is the application's now.
     io.publish();
@@ -1483,18 +1569,40 @@ fn load_and_construct(bytes: &[u8], io: &mut Io) -> Result<Loaded, EngineError> 
     let do_tx = applet
         .prepare_lent::<Lender, 3>("doTx")
         .map_err(arity("doTx", 3))?;
-    let do_rx = applet
-        .prepare_lent::<Lender, 2>("doRx")
-        .map_err(arity("doRx", 2))?;
-    let rxbuf = applet.static_bytes_field("RxBuf").map_err(shape)?;
-    applet
-        .set_static_array("RxBuf", &vec![0u8; max_message.min(1 << 16) as usize])
-        .map_err(shape)?;
+    // `doRx` in the form its class declares: the message lent, if the
+    // verifier proved it (`applets::LENT_DO_RX`), else copied into `RxBuf`.
+    let largest = max_message.min(1 << 16) as usize;
+    let do_rx =
+        match applet.prepare_lending_lent::<Lender, 3>("doRx", crate::applets::LENT_DO_RX.param) {
+            Ok(m) => DoRx::Lent {
+                m,
+                scratch: Vec::with_capacity(largest),
+            },
+            Err(jive::InvokeError::NotLent { .. }) => {
+                let m = applet
+                    .prepare_lent::<Lender, 2>("doRx")
+                    .map_err(|e| match e {
+                        jive::InvokeError::ArgumentCount { method, .. }
+                        | jive::InvokeError::NotIntArguments(method) => {
+                            EngineError::AppletShape(format!(
+                                "{method}: doRx must be int doRx(int length, int channel) or int \
+                             doRx(byte[] msg, int length, int channel)"
+                            ))
+                        }
+                        e => shape(e),
+                    })?;
+                let rxbuf = applet.static_bytes_field("RxBuf").map_err(shape)?;
+                applet
+                    .set_static_array("RxBuf", &vec![0u8; largest])
+                    .map_err(shape)?;
+                DoRx::Copied { m, rxbuf }
+            }
+            Err(e) => return Err(shape(e)),
+        };
     Ok(Loaded {
         applet,
         do_tx,
         do_rx,
-        rxbuf,
     })
 }
 

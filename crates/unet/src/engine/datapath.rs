@@ -894,21 +894,28 @@ fn run_payload<const INLINED: bool>(
     match rx.applet.as_mut() {
         None => rx.io.deliver_default(chan, payload),
         Some(l) => {
-            let r = if fill_rxbuf(l, &payload) {
-                let args = [payload.len() as i32, i32::from(chan)];
-                // `invoke` on the applet found above, not looked for again.
-                let ran = run_on::<2, INLINED>(
-                    l,
-                    &mut rx.io,
-                    |l| (&mut l.applet, &mut l.do_rx),
-                    args,
-                    timed,
-                );
-                let (r, t) = settle(rx, port, ran);
-                took = t;
-                r
-            } else {
-                Outcome::Trapped
+            // `invoke` on the applet found above, not looked for again.
+            let Loaded { applet, do_rx, .. } = l;
+            let ran = match do_rx {
+                DoRx::Copied { m, rxbuf } => {
+                    if fill_rxbuf(applet, rxbuf, &payload) {
+                        let args = [payload.len() as i32, i32::from(chan)];
+                        Some(run_on::<2, INLINED>(applet, m, &mut rx.io, args, timed))
+                    } else {
+                        None
+                    }
+                }
+                DoRx::Lent { m, scratch } => {
+                    run_lent::<INLINED>(applet, m, scratch, &mut rx.io, &payload, chan, timed)
+                }
+            };
+            let r = match ran {
+                Some(ran) => {
+                    let (r, t) = settle(rx, port, ran);
+                    took = t;
+                    r
+                }
+                None => Outcome::Trapped,
             };
             match r {
                 Outcome::Done => {}

@@ -425,8 +425,28 @@ struct Kept {
 struct Loaded {
     applet: jive::Applet,
     do_tx: jive::Prepared<3, applet_io::Lender>,
-    do_rx: jive::Prepared<2, applet_io::Lender>,
-    rxbuf: jive::StaticBytes,
+    do_rx: DoRx,
+}
+
+/// How an applet's `doRx` receives its message (docs/unet.md, "Applets
+/// and natives"): the form its class declares.
+enum DoRx {
+    /// `int doRx(int length, int channel)`: the message copied into the
+    /// static `byte[] RxBuf` first (`applet_io::fill_rxbuf`), which keeps
+    /// it after the return.
+    Copied {
+        m: jive::Prepared<2, applet_io::Lender>,
+        rxbuf: jive::StaticBytes,
+    },
+    /// `int doRx(byte[] msg, int length, int channel)`: the message lent
+    /// for the invocation (`applet_io::run_lent`), which the verifier
+    /// proved `doRx` only reads and never keeps ([`jive::LentParam`]).
+    /// `scratch` holds a message that is not in one piece (a rest in a
+    /// segment), copied there to be lent.
+    Lent {
+        m: jive::PreparedLending<3, applet_io::Lender>,
+        scratch: Vec<u8>,
+    },
 }
 
 /// The per-endpoint policy for applets that trap.
