@@ -356,6 +356,12 @@ pub enum Receiver {
     /// 8 `getFreeBufferLength`; 2: 8 `getFreeBuffer`; 3: 8
     /// `dmaRxdPayload` of 0 bytes), the sender without an applet.
     Breakdown(i32),
+    /// The standard applet written against the lent `doRx`
+    /// (`StandardLent`) on both endpoints.
+    StandardLent,
+    /// `BreakdownLent` (`Breakdown` with the lent `doRx`) in this mode,
+    /// the sender without an applet.
+    BreakdownLent(i32),
 }
 
 impl std::fmt::Display for Receiver {
@@ -364,6 +370,10 @@ impl std::fmt::Display for Receiver {
             Receiver::Standard => f.write_str("no applet"),
             Receiver::StandardApplet => f.write_str("the standard applet on both endpoints"),
             Receiver::Breakdown(mode) => write!(f, "Breakdown mode {mode}"),
+            Receiver::StandardLent => {
+                f.write_str("the standard applet with the lent doRx on both endpoints")
+            }
+            Receiver::BreakdownLent(mode) => write!(f, "BreakdownLent mode {mode}"),
         }
     }
 }
@@ -557,6 +567,46 @@ pub const CASES: &[Case] = &[
         framed: false,
     },
     Case {
+        name: "standard-lent-40",
+        toggle: TOGGLE_PATH,
+        size: SMALL,
+        receiver: Receiver::StandardLent,
+        delivered: 1,
+        framed: false,
+    },
+    Case {
+        name: "standard-lent-1000",
+        toggle: TOGGLE_PATH,
+        size: LARGE,
+        receiver: Receiver::StandardLent,
+        delivered: 1,
+        framed: false,
+    },
+    Case {
+        name: "standard-lent-4096",
+        toggle: TOGGLE_PATH,
+        size: BURST,
+        receiver: Receiver::StandardLent,
+        delivered: 1,
+        framed: false,
+    },
+    Case {
+        name: "standard-lent-40-framed",
+        toggle: TOGGLE_PATH,
+        size: SMALL,
+        receiver: Receiver::StandardLent,
+        delivered: 1,
+        framed: true,
+    },
+    Case {
+        name: "dorx-lent",
+        toggle: TOGGLE_SEND,
+        size: SMALL,
+        receiver: Receiver::BreakdownLent(0),
+        delivered: 0,
+        framed: true,
+    },
+    Case {
         name: "path-40-copying",
         toggle: TOGGLE_PATH_COPYING,
         size: SMALL,
@@ -636,13 +686,18 @@ pub fn run_case(case: &Case, n: usize) -> Result<CaseRun, String> {
         Receiver::Standard => (None, None),
         Receiver::StandardApplet => (Some(unet::applets::STANDARD), Some(unet::applets::STANDARD)),
         Receiver::Breakdown(_) => (None, Some(unet::applets::BREAKDOWN)),
+        Receiver::StandardLent => (
+            Some(unet::applets::STANDARD_LENT),
+            Some(unet::applets::STANDARD_LENT),
+        ),
+        Receiver::BreakdownLent(_) => (None, Some(unet::applets::BREAKDOWN_LENT)),
     };
     let mut p = pair(applet_a, applet_b).map_err(|e| format!("set-up: {e}"))?;
     if case.framed {
         p.a.install_filter(p.ab, FRAMING_FILTER, 0)
             .map_err(|e| format!("installing the framing filter: {e}"))?;
     }
-    if let Receiver::Breakdown(mode) = case.receiver {
+    if let Receiver::Breakdown(mode) | Receiver::BreakdownLent(mode) = case.receiver {
         let id = p.b.id();
         p.b.engine()
             .ok_or("the engine is not in this process")?
@@ -877,6 +932,31 @@ pub fn report(totals: &[(&str, u64)], n: usize) -> Option<Vec<Row>> {
             "(dorx - deliver) / N",
         ),
         row(
+            "invoking a lent doRx (lend the message, call, return) in place of the standard delivery through a frame",
+            (t("dorx-lent")? - t("deliver")?) / n,
+            "(dorx-lent - deliver) / N",
+        ),
+        row(
+            "standard applet with the lent doRx on both endpoints, 40 B: added per message over the path without applet",
+            per("standard-lent-40")? - per("path-40")?,
+            "(standard-lent-40 - path-40) / N",
+        ),
+        row(
+            "standard applet with the lent doRx on both endpoints, 1000 B: added over the path without applet",
+            per("standard-lent-1000")? - per("path-1000")?,
+            "(standard-lent-1000 - path-1000) / N",
+        ),
+        row(
+            "standard applet with the lent doRx on both endpoints, 4096 B: added over the path without applet",
+            per("standard-lent-4096")? - per("path-4096")?,
+            "(standard-lent-4096 - path-4096) / N",
+        ),
+        row(
+            "standard applet with the lent doRx on both endpoints, 40 B, through a frame: added over the framed path",
+            per("standard-lent-40-framed")? - per("path-40-framed")?,
+            "(standard-lent-40-framed - path-40-framed) / N",
+        ),
+        row(
             "null native (getFreeBufferLength)",
             (t("null")? - dorx) / (k * n),
             "(null - dorx) / 8N",
@@ -955,6 +1035,11 @@ mod tests {
             ("path-40-copying", 1100),
             ("path-4096", 3000),
             ("standard-4096", 7000),
+            ("standard-lent-40", 3500),
+            ("standard-lent-1000", 7000),
+            ("standard-lent-4096", 6000),
+            ("standard-lent-40-framed", 4000),
+            ("dorx-lent", 800),
         ];
         let rows = report(&totals, n).unwrap();
         let v: Vec<f64> = rows.iter().map(|r| r.instructions).collect();
@@ -962,7 +1047,7 @@ mod tests {
             v,
             [
                 100.0, 110.0, 200.0, 120.0, 150.0, 250.0, 300.0, 600.0, 300.0, 400.0, 350.0, 650.0,
-                100.0, 60.0, 90.0, 30.0, 7.0, 11.0, 13.0
+                100.0, 60.0, 90.0, 30.0, 20.0, 250.0, 500.0, 300.0, 250.0, 7.0, 11.0, 13.0
             ]
         );
         assert!(report(&totals[1..], n).is_none());

@@ -581,7 +581,7 @@ impl Heap {
     /// them through a Rust reference. Their values may change meanwhile
     /// (another process's shared memory): readers take them as plain
     /// bytes, and nothing here assumes they stay.
-    #[inline]
+    #[inline(always)]
     pub unsafe fn lend(&mut self, data: *const u8, len: usize) -> Result<(), LendError> {
         if self.is_lending() {
             return Err(LendError::AlreadyLent);
@@ -608,7 +608,7 @@ impl Heap {
 
     /// Ends the lend ([`Heap::lend`]): the entry of [`LENT`] is an empty
     /// `byte[]` again. Nothing happens where nothing is lent.
-    #[inline]
+    #[inline(always)]
     pub fn end_lend(&mut self) {
         self.dir[LENT as usize / 2] = DirEntry::NOT_LENT;
         self.lending = false;

@@ -200,6 +200,11 @@ impl Applet {
     /// assert_eq!(c.value(), Some(3));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
+    ///
+    /// Always inlined: a host lends once per message, and the call (its
+    /// `Result` through memory) cost more than the lend's stores
+    /// (`unet-count dorx-lent`).
+    #[inline(always)]
     pub unsafe fn lend(&mut self, data: *const u8, len: usize) -> Result<Lend<'_>, LendError> {
         // SAFETY: the caller's promise is `Heap::lend`'s, until the guard
         // made here is dropped, which ends it (`Lend::drop`).
