@@ -284,10 +284,15 @@ impl State {
             let i = by_addr.partition_point(|&(base, _, _)| base <= w);
             (i > 0 && w < by_addr[i - 1].0 + CHUNK).then(|| i - 1)
         };
+        // Each free block's chunk (its place in `by_addr`), list after
+        // list in the lists' order, found once: the lists are taken off
+        // below in the same order.
+        let mut owners = Vec::with_capacity(self.free.iter().map(Vec::len).sum());
         for (c, list) in self.free.iter().enumerate() {
             for &(w, _) in list {
                 let i = chunk_of(&by_addr, w).expect("a free block lies in a chunk");
                 by_addr[i].2 += class_size(c);
+                owners.push(i);
             }
         }
         let idle: Vec<usize> = by_addr
@@ -298,9 +303,12 @@ impl State {
         if idle.is_empty() {
             return;
         }
+        // `retain` visits each block once, in order: the blocks `owners`
+        // was filled from.
+        let mut owner = owners.into_iter();
         for list in &mut self.free {
-            list.retain(|&(w, _)| {
-                let i = chunk_of(&by_addr, w).expect("a free block lies in a chunk");
+            list.retain(|_| {
+                let i = owner.next().expect("a chunk for every free block");
                 by_addr[i].2 != CHUNK
             });
         }

@@ -464,3 +464,84 @@ fn the_budget_behind_a_bad_header_comes_back() {
         }
     });
 }
+
+/// A bad header past the ring's end, behind entries that run: an inbox of
+/// four frames and 80 bytes (a ring of 256, the warm start at 140) whose
+/// set-up drains leave the consumer at 176, then X (24 bytes, at 176), a
+/// padding at 208 (Y does not fit before the end), Y (48 bytes, at the
+/// ring's start), Z (its header corrupted, `corrupt_after`) and W. While a
+/// producer pushes a frame (refused while the four wait, taken once X's
+/// budget is back), the owner's drain runs X and Y, and only them, then
+/// drops Z, W and the producer's frame if it was published by then,
+/// counted; its return is the two it ran. Everything dropped gives its
+/// budget back: four frames of 20 bytes are taken after. The drain runs
+/// fewer than twice the frame budget (`Model::drain`): it never loops.
+/// Over the interleavings, the producer's frame is dropped behind the
+/// header in some, run by the next drain in others, and refused as full
+/// at first in others (checked: each happens).
+#[test]
+fn a_bad_header_past_the_ring_end_drops_the_rest_after_those_before_it_run() {
+    static SET_UP: [Msg; 7] = [
+        frame(72),
+        frame(56),
+        frame(24),
+        frame(24),
+        frame(48),
+        frame(0),
+        frame(2),
+    ];
+    static LATE: [Msg; 1] = [frame(4)];
+    let before = padded();
+    // Interleavings in which the late frame was dropped behind the bad
+    // header, run by the next drain, and refused as full at first.
+    let seen = StdArc::new([Ghost::new(0), Ghost::new(0), Ghost::new(0)]);
+    let out = seen.clone();
+    model(PREEMPTIONS, move || {
+        let m = Model::new(4, 80);
+        let sent: [&[Msg]; 2] = [&SET_UP, &LATE];
+        // S0 runs; S1 and S2 wait while S2 is pushed past the warm start
+        // (no padding back: the ring is not empty), then run.
+        m.push(0, 0, SET_UP[0]).unwrap();
+        assert_eq!(m.drain(&sent, false), 1);
+        m.push(0, 1, SET_UP[1]).unwrap();
+        m.push(0, 2, SET_UP[2]).unwrap();
+        assert_eq!(m.drain(&sent, false), 2);
+        let padded_before = padded()[0];
+        for (k, &msg) in SET_UP.iter().enumerate().skip(3) {
+            m.push(0, k, msg).unwrap();
+        }
+        assert_eq!(padded()[0], padded_before + 1, "Y went past the ring's end");
+        // X, Y run; Z's header is bad.
+        m.inbox.corrupt_after(2);
+        let p = m.clone();
+        let producer = thread::spawn(move || p.produce(1, &LATE, 2));
+        let ran = m.drain(&sent, false);
+        producer.join().unwrap();
+        assert_eq!(ran, 2, "X and Y, before the bad header");
+        assert_eq!(
+            m.book.run[0].load(SeqCst),
+            0b1_1111,
+            "S0 to Y ran, Z and W not"
+        );
+        let late = m.book.accepted[1].load(SeqCst);
+        let after = m.drain(&sent, false);
+        assert_eq!(m.inbox.dropped() + after, 2 + u64::from(late.count_ones()));
+        assert!(m.inbox.dropped() >= 2, "Z and W dropped, counted");
+        assert_eq!(m.runs(), 5 + after);
+        assert!(m.inbox.is_empty());
+        // The whole budget back: four frames, 80 bytes.
+        for k in 0..4 {
+            assert_eq!(m.inbox.push(9, 20, |_| ()), Ok(()), "frame {k} of 4");
+        }
+        assert_eq!(m.inbox.push(9, 0, |_| ()), Err(Refused::Full));
+        seen[0].fetch_add(u64::from(m.inbox.dropped() == 3), SeqCst);
+        seen[1].fetch_add(after, SeqCst);
+        seen[2].fetch_add(m.book.refused.load(SeqCst), SeqCst);
+    });
+    assert!(padded()[0] > before[0]);
+    let seen = out.each_ref().map(|g| g.load(SeqCst));
+    assert!(
+        seen.iter().all(|&n| n > 0),
+        "dropped, run after, refused: {seen:?}"
+    );
+}

@@ -780,6 +780,42 @@ impl Inbox {
         unsafe { ring.bytes_mut(c.at as usize, HDR) }.copy_from_slice(&header(len, 0, kind));
     }
 
+    /// [`Inbox::corrupt_next`] over the entry `skip` entries after the
+    /// next to run (paddings followed, not counted): a bad header behind
+    /// entries that run normally. The caller has pushed it, and the
+    /// entries before it (published, so no producer writes them until they
+    /// are given back).
+    #[cfg(any(test, loom))]
+    pub fn corrupt_after(&self, skip: usize) {
+        let c = lock(&self.cons.0);
+        let ring = self.ring.get().expect("a frame was pushed");
+        let mut at = c.at as usize;
+        let mut left = skip;
+        loop {
+            let (len, _, kind) = {
+                let _held = ring.held_read(at, HDR);
+                // SAFETY: a header's place in the ring, published (the
+                // caller's word), read under the consumer's lock.
+                read_header(unsafe { ring.bytes(at, HDR) })
+            };
+            if kind == KIND_PAD {
+                at = 0;
+            } else if left == 0 {
+                break;
+            } else {
+                left -= 1;
+                at += footprint(len as usize) as usize;
+                if at == self.size {
+                    at = 0;
+                }
+            }
+        }
+        let _held = ring.held_write(at, HDR);
+        // SAFETY: as in `corrupt_next_with`: a published header's place,
+        // which no producer writes, and the consumer is this thread.
+        unsafe { ring.bytes_mut(at, HDR) }.copy_from_slice(&header(u32::MAX - 7, 0, KIND_FRAME));
+    }
+
     /// Publishes the consumer's position: space and budget for producers.
     #[inline]
     fn give_back(&self, c: &Cons) {

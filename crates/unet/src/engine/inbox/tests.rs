@@ -446,6 +446,44 @@ fn a_bad_header_drops_the_rest_counted_and_gives_back_its_budget() {
     assert_eq!(take_all(&i).len(), 3);
 }
 
+/// A bad header past the ring's end, behind frames that run: X before a
+/// padding, Y after it at the ring's start, then Z (its header corrupted,
+/// `Inbox::corrupt_after`) and W. The drain runs X and Y, returns 2, drops
+/// Z and W counted, and the budget comes back whole (the loom model of the
+/// same, `tests/loom_inbox.rs`, runs it against a producer).
+#[test]
+fn a_bad_header_past_the_ring_end_drops_the_rest_after_those_before_it() {
+    let i = Inbox::new(4, 80);
+    assert_eq!(i.size, 256);
+    // Footprints of 80, 56 and 40, one at a time: the consumer at 176.
+    for (k, len) in [72, 48, 32].into_iter().enumerate() {
+        i.push(k as u16, len, fill_with(k as u8)).unwrap();
+        assert_eq!(take_all(&i).len(), 1);
+    }
+    assert_eq!(lock(&i.cons.0).at, 176);
+    // X's footprint is 32: Y's 56 do not fit in the 48 after it, so a
+    // padding, then Y at the start.
+    i.push(3, 24, fill_with(3)).unwrap();
+    i.push(4, 48, fill_with(4)).unwrap();
+    assert_eq!(lock(&i.prod.0).at, footprint(48), "Y at the ring's start");
+    i.push(5, 0, fill_with(5)).unwrap();
+    i.push(6, 2, fill_with(6)).unwrap();
+    i.corrupt_after(2);
+    let mut ran = Vec::new();
+    let n = i.drain(|c, _, _| {
+        ran.push(c);
+        true
+    });
+    assert_eq!((n, ran), (2, vec![3, 4]), "X and Y");
+    assert_eq!(i.dropped(), 2, "Z and W");
+    assert!(i.is_empty());
+    for k in 0..4 {
+        i.push(k, 20, fill_with(k as u8)).unwrap();
+    }
+    assert_eq!(i.push(9, 0, fill_with(9)), Err(Refused::Full));
+    assert_eq!(take_all(&i).len(), 4);
+}
+
 /// A frame counts against the budgets until it has run, and not after:
 /// each frame's space goes back before the next runs (given back in
 /// batches, frames that had run held the budget: the demo's 64 KiB token
