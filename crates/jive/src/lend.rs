@@ -202,6 +202,7 @@ impl Applet {
     /// assert_eq!(c.value(), Some(3));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
+    #[inline]
     pub unsafe fn lend(&mut self, data: *const u8, len: usize) -> Result<Lend<'_>, LendError> {
         // SAFETY: the caller's promise is `Heap::lend`'s, until the guard
         // made here is dropped, which ends it (`Lend::drop`).
