@@ -1,5 +1,5 @@
 // Methods that take a byte[] the host lends for one invocation (jive's
-// Applet::lend and prepare_lending, crates/jive/tests/lend.rs): reads of
+// Applet::lend and prepare_lending, crates/jive/tests/lend_runtime.rs): reads of
 // it, a trap past its end, and a method that keeps it in a static (which
 // the verifier refuses where the host declares the parameter lent; the
 // runtime stays safe without that: after the lend the kept handle reads

@@ -1,4 +1,4 @@
-// A lent byte[] (crates/jive/tests/lend.rs) passed to a native that only
+// A lent byte[] (crates/jive/tests/lend_runtime.rs) passed to a native that only
 // reads its array and to one that writes it (which the natives' mutable
 // accessor refuses for the lent array).
 public class LendingNatives {

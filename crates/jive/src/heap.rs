@@ -538,16 +538,25 @@ impl Heap {
     /// read: an array of the heap's, or the lent bytes behind [`LENT`]
     /// (none while nothing is lent). `None` for null, a dangling handle
     /// and other kinds of object.
-    #[inline]
+    #[inline(always)]
     pub fn bytes_read(&self, handle: i32) -> Option<&[i8]> {
         // The slots' look-up first, so that an array of the heap's costs
-        // what `get` does; the lent array on its miss.
+        // what `get` does (inlined: unet's deferred transmission reads
+        // its message here once per message); the lent array on its miss,
+        // out of line.
         match self.get(handle) {
             Some(Object::Bytes(v) | Object::Booleans(v)) => Some(v),
             Some(_) => None,
-            None if handle == LENT => Some(self.lent_bytes()),
-            None => None,
+            None => self.lent_if(handle),
         }
+    }
+
+    /// [`Heap::bytes_read`]'s miss: the lent bytes if `handle` is
+    /// [`LENT`].
+    #[cold]
+    #[inline(never)]
+    fn lent_if(&self, handle: i32) -> Option<&[i8]> {
+        (handle == LENT).then(|| self.lent_bytes())
     }
 
     /// The lent bytes ([`Heap::lend`]), empty while nothing is lent.
@@ -555,11 +564,26 @@ impl Heap {
     pub fn lent_bytes(&self) -> &[i8] {
         let e = self.dir[LENT as usize / 2];
         // SAFETY: the entry is `NOT_LENT` (a dangling, aligned, non-null
-        // address and length 0: an empty slice) or was written by `lend`,
-        // whose caller promised `len` bytes readable at `data` until
-        // `end_lend`, which has not run since. The slice borrows the heap:
-        // `end_lend` (`&mut self`) cannot run while it lives.
+        // address and length 0: an empty slice) or was written by `lend`:
+        // a non-null address (its own for an empty lend), whose caller
+        // promised `len` bytes readable there until `end_lend`, which has
+        // not run since. The slice borrows the heap: `end_lend`
+        // (`&mut self`) cannot run while it lives.
         unsafe { core::slice::from_raw_parts(e.data as *const i8, e.len as usize) }
+    }
+
+    /// [`LENT`]'s directory entry, to write: without the bounds test of
+    /// an index, for [`Heap::lend`] and [`Heap::end_lend`], which a host
+    /// makes per message.
+    #[inline(always)]
+    fn lent_entry(&mut self) -> &mut DirEntry {
+        debug_assert!(self.dir.len() >= FIXED_ENTRIES);
+        // SAFETY: the directory always holds its `FIXED_ENTRIES` first
+        // entries (`null`'s and `LENT`'s): it is made with them (`new`,
+        // `clone`), grows by `alloc`, and shrinks only by `collect`'s
+        // pops of the trailing free slots' entries, one per slot popped
+        // (`dir.len() == slots.len() + FIXED_ENTRIES`, `check_directory`).
+        unsafe { self.dir.get_unchecked_mut(LENT as usize / 2) }
     }
 
     /// Whether a lend is active ([`Heap::lend`]).
@@ -589,9 +613,10 @@ impl Heap {
         let Ok(n) = i32::try_from(len) else {
             return Err(LendError::TooLong(len));
         };
-        self.dir[LENT as usize / 2] = DirEntry {
-            // An empty lend keeps the entry's own non-null address, so
-            // that `lent_bytes` never makes a slice from a null one.
+        *self.lent_entry() = DirEntry {
+            // An empty lend takes `NOT_LENT`'s non-null address, so that
+            // no reader (`lent_bytes`, a runtime call's copy of no bytes)
+            // is given a null one.
             data: if n == 0 {
                 DirEntry::NOT_LENT.data
             } else {
@@ -610,7 +635,7 @@ impl Heap {
     /// `byte[]` again. Nothing happens where nothing is lent.
     #[inline(always)]
     pub fn end_lend(&mut self) {
-        self.dir[LENT as usize / 2] = DirEntry::NOT_LENT;
+        *self.lent_entry() = DirEntry::NOT_LENT;
         self.lending = false;
     }
 

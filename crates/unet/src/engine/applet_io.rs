@@ -182,12 +182,18 @@ pub(super) struct Deferred {
 /// it: `None` only if the handle names no byte array or a shorter one,
 /// which the tail site's proof excludes (the native checked the range, a
 /// root holds the array, and nothing wrote since); the caller then
-/// counts the message dropped ([`Engine::resolve_deferred`]).
+/// counts the message dropped ([`Engine::resolve_deferred`]). A lent
+/// array (`jive::LENT`) is never deferred: a tail site's array is pushed
+/// by `getstatic` or `getfield`, and a lent parameter is a local (if an
+/// applet kept it in a field, which the verifier refuses where the
+/// parameter is declared lent, its message is dropped here, counted).
+/// `Heap::get`, not `Heap::bytes_read`, which reaches the lent bytes too:
+/// standard-40 counted 12 instructions more a message with it.
 #[inline(always)]
 pub(super) fn deferred_bytes<'a>(l: &'a Loaded, m: &Deferred) -> Option<&'a [i8]> {
-    // `bytes_read`: the lent array's bytes too (`jive::Applet::lend`),
-    // while the host's lend lasts.
-    let v = l.applet.heap().bytes_read(m.array)?;
+    let (jive::Object::Bytes(v) | jive::Object::Booleans(v)) = l.applet.heap().get(m.array)? else {
+        return None;
+    };
     v.get(m.off as usize..m.off as usize + m.len as usize)
 }
 
