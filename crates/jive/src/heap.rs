@@ -49,7 +49,8 @@
 //!   lend ends ([`Heap::end_lend`]) the entry is an empty `byte[]` again
 //!   (length 0: `arraylength` 0, every index traps), so that a handle the
 //!   applet kept past the lend (which the verifier refuses where the host
-//!   declared the parameter lent) reaches no byte.
+//!   declared the parameter lent) reaches no byte until the next lend,
+//!   whose bytes the one handle then names.
 
 use crate::subset::Prim;
 use std::sync::atomic::{AtomicU64, Ordering};

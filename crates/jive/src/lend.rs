@@ -19,7 +19,9 @@
 //!   time ([`LendError::AlreadyLent`]); the lend ends when the [`Lend`]
 //!   is dropped, whatever the invocations did (returned, trapped); after
 //!   it the handle reads as an empty `byte[]` in both engines, so a
-//!   handle kept past the lend reaches no byte; the interpreter and the
+//!   handle kept past the lend reaches no byte until the next lend (the
+//!   handle is one for every lend: keeping it is what the verifier
+//!   refuses); the interpreter and the
 //!   natives' mutable accessor ([`crate::Arrays::bytes`]) refuse to write
 //!   it (a defence beside the verifier's; the JIT's `bastore` relies on
 //!   the verifier).
@@ -63,8 +65,11 @@ impl<const N: usize, K> core::fmt::Debug for PreparedLending<N, K> {
 }
 
 impl<const N: usize, K> PreparedLending<N, K> {
-    /// The resolved method.
-    pub fn method(&self) -> &Method {
+    /// The resolved method, for this module's runs alone: its lent slot
+    /// takes an int, so that handed to [`Applet::call`] it would take any
+    /// handle a host wrote there, which the JIT's array code trusts
+    /// (review26). A [`Lend`] puts [`LENT`] there.
+    pub(crate) fn method(&self) -> &Method {
         self.p.method()
     }
 
@@ -120,7 +125,10 @@ impl Applet {
     /// the lent array through compiled code: no `bastore` into it, and no
     /// inline native that writes its array is given it (the interpreter
     /// and the natives' accessors refuse such writes themselves; the JIT's
-    /// code does not check).
+    /// code does not check); and if it keeps the array's handle (in a
+    /// field), no method runs during a later lend that writes through the
+    /// kept handle, which then names that lend's bytes (review26: the
+    /// handle is one for every lend).
     #[doc(hidden)]
     pub unsafe fn prepare_lending_unverified<const N: usize>(
         &self,

@@ -198,6 +198,12 @@ impl Bits {
     }
 }
 
+/// The most slot operations (steps times slots) the analysis of one
+/// method may take: about 2^24, tens of milliseconds, far above what
+/// `javac`'s methods need (a few thousand) and far below a load that a
+/// hostile class could make take seconds.
+const WORK: u64 = 1 << 24;
+
 /// The fixed point over one method's code; the native calls it found.
 fn method_flow(
     cf: &ClassFile,
@@ -259,7 +265,14 @@ fn method_flow(
     queued[0] = true;
     // Each instruction is queued when first reached and again only when a
     // bit of its entry goes from clear to set: at most `slots + 1` times.
-    let limit = (insns.len() as u64).saturating_mul(slots as u64 + 1);
+    // Each step costs about `slots + 1` bit operations, so the work is
+    // also capped at `WORK` of those: a hostile class whose taint crosses
+    // one local per pass of a long loop (255 passes of 16 KiB of code)
+    // would otherwise take seconds to load (review26).
+    let per_step = slots as u64 + 1;
+    let limit = (insns.len() as u64)
+        .saturating_mul(per_step)
+        .min(WORK / per_step);
     let mut steps: u64 = 0;
     let mut found: Vec<NativeArg> = Vec::new();
     let mut targets: Vec<i64> = Vec::new();
@@ -275,7 +288,7 @@ fn method_flow(
                 None,
                 format!(
                     "the lent-array analysis exceeds its bound of {limit} steps \
-                     ({} instructions times {} slots)",
+                     ({} instructions, {} slots: at most {WORK} slot operations)",
                     insns.len(),
                     slots + 1
                 ),

@@ -1180,11 +1180,20 @@ impl Natives {
     }
 
     /// Whether parameter `param` of the native bound as `name` with
-    /// `descriptor` is marked as only read ([`Natives::set_read_only`]).
+    /// `descriptor` is marked as only read ([`Natives::set_read_only`]),
+    /// and no inline form the table gives it writes that parameter
+    /// ([`InlineForm::CopyOut`] writes its array, parameter 0, from
+    /// generated code that no accessor checks: a mark cannot say
+    /// otherwise, whenever it was made; review26).
     pub fn reads_only(&self, name: &str, descriptor: &str, param: u16) -> bool {
-        self.read_only
-            .get(&(name.to_owned(), descriptor.to_owned()))
-            .is_some_and(|m| m.binary_search(&param).is_ok())
+        let key = (name.to_owned(), descriptor.to_owned());
+        let writes_inline =
+            param == 0 && matches!(self.inline.get(&key), Some(InlineForm::CopyOut));
+        !writes_inline
+            && self
+                .read_only
+                .get(&key)
+                .is_some_and(|m| m.binary_search(&param).is_ok())
     }
 
     /// Builder form of [`Natives::register`].
@@ -1576,6 +1585,31 @@ mod tests {
             );
         }
         assert_eq!(t.inline("fill", "(I)I"), None);
+    }
+
+    /// A read-only mark cannot make a native whose inline form writes its
+    /// array (`CopyOut`, from generated code no accessor checks) take a
+    /// lent array, whether the mark came before the inline form or after;
+    /// `CopyIn` reads it, and its mark stands (review26).
+    #[test]
+    fn an_inline_copy_out_is_never_read_only() {
+        let mut t = table()
+            .with("out", "([BIII)V", |_, _| Ok(0))
+            .with("in", "([BIII)V", |_, _| Ok(0))
+            .with_fast::<Declines>("out", "([BIII)V")
+            .unwrap()
+            .with_fast::<Declines>("in", "([BIII)V")
+            .unwrap();
+        t.set_read_only("out", "([BIII)V", &[0]).unwrap();
+        t.set_read_only("in", "([BIII)V", &[0]).unwrap();
+        assert!(t.reads_only("out", "([BIII)V", 0));
+        t.set_inline("out", "([BIII)V", InlineForm::CopyOut)
+            .unwrap();
+        t.set_inline("in", "([BIII)V", InlineForm::CopyIn).unwrap();
+        assert!(!t.reads_only("out", "([BIII)V", 0));
+        assert!(t.reads_only("in", "([BIII)V", 0));
+        t.set_read_only("out", "([BIII)V", &[0]).unwrap();
+        assert!(!t.reads_only("out", "([BIII)V", 0), "marked after the form");
     }
 
     #[test]

@@ -704,3 +704,24 @@ fn what_the_subset_lacks_is_refused_before_the_analysis() {
         }
     }
 }
+
+/// A method whose lent array needs one pass of a long loop per local it
+/// crosses (`LentChain`: 240 locals, the taint moving one down the chain
+/// per pass) is refused by the analysis's cap on work (steps times slots),
+/// which the bound on steps alone would let through; the same class loads
+/// with nothing declared (review26: a hostile class made the load take
+/// seconds).
+#[test]
+fn a_method_whose_analysis_would_take_too_long_is_refused() {
+    let Some(bytes) = class_bytes("release8", "LentChain") else {
+        return;
+    };
+    jive::check(&bytes, &Limits::default()).unwrap();
+    let decl = lent(&bytes, "doRx");
+    let e = match jive::check_lending(&bytes, &Limits::default(), &decl) {
+        Err(LoadError::Verify(e)) => e,
+        r => panic!("not refused: {:?}", r.map(|_| ())),
+    };
+    assert!(e.method.starts_with("doRx"), "{e}");
+    assert!(e.reason.contains("exceeds its bound"), "{e}");
+}

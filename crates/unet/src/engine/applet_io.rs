@@ -1182,7 +1182,7 @@ pub(super) fn run_lent<const INLINED: bool>(
     chan: u16,
     timed: bool,
 ) -> Option<Ran> {
-    let bytes: &[u8] = if payload.tail.is_none() {
+    let bytes: &[u8] = if payload.tail.is_none() && !io.in_segment(payload.head) {
         payload.head
     } else {
         gather(scratch, payload)
@@ -1193,11 +1193,15 @@ pub(super) fn run_lent<const INLINED: bool>(
     // that outlives the lend, which ends when `lend` is dropped, inside
     // this `match`: the bytes are readable for their length until then,
     // and the borrow keeps any Rust reference from writing them. The
-    // invocation's natives write this endpoint's buffer area, its queues
-    // and the applet's heap; a payload in one piece is none of these (the
-    // area comes as a rest, which is copied into `scratch`; a deferred
-    // `TxBuf` is another applet's: `Engine::deliver_deferred` never
-    // delivers to the sender's own applet).
+    // invocation's natives write this endpoint's segment (its buffer area
+    // and queues) and the applet's heap, and a lent payload is in neither:
+    // one that starts in the segment (an area's rest, or the application's
+    // bytes taken from its own area, `Segment::with_bytes`) is copied into
+    // `scratch` (a slice lies in one mapping, so its start says where it
+    // is); a deferred `TxBuf` is another applet's heap
+    // (`Engine::deliver_deferred` never delivers to the sender's own
+    // applet). The bytes may change under the applet (another process's
+    // memory): it and its natives read them as plain bytes.
     let c = match unsafe { applet.lend(bytes.as_ptr(), bytes.len()) } {
         Ok(mut lend) => {
             // The first argument is the lend's (`Lend` puts the lent
@@ -1220,6 +1224,17 @@ pub(super) fn run_lent<const INLINED: bool>(
         took: start.map_or(Duration::ZERO, |s| s.elapsed()),
         timed: start.is_some(),
     })
+}
+
+impl Io {
+    /// Whether `bytes` start in this endpoint's segment (its buffer area
+    /// and queues, which its applet's natives write): [`run_lent`] copies
+    /// such a message instead of lending it.
+    #[inline(always)]
+    fn in_segment(&self, bytes: &[u8]) -> bool {
+        let base = self.seg.as_ptr().as_ptr() as usize;
+        (bytes.as_ptr() as usize).wrapping_sub(base) < self.seg.len()
+    }
 }
 
 /// `payload`'s bytes in one piece in `scratch` (for [`run_lent`]), which
@@ -1707,6 +1722,35 @@ pub(super) mod tests {
         assert!(b.rx.lock().io.ring_lent, "the old applet stays, lent");
         assert!(engine.set_applet(a.id, Some(b"not a class")).is_err());
         assert!(!a.rx.lock().io.ring_lent);
+    }
+
+    /// A message that starts in the receiving endpoint's own segment (its
+    /// area, which its applet's natives write: the application's bytes
+    /// taken from there, `Segment::with_bytes`) is told apart, so that
+    /// [`run_lent`] copies it instead of lending it (review26); any other
+    /// bytes are not, at the segment's first and last byte and just past.
+    #[test]
+    fn a_message_in_the_endpoints_own_segment_is_not_lent() {
+        let net = crate::transport::LoopNet::new();
+        let engine = Engine::new(Box::new(
+            net.attach("10.0.0.1:7000".parse().unwrap()).unwrap(),
+        ));
+        let port = engine
+            .create_port(Config::default(), Some(crate::applets::LENT_PROBE))
+            .unwrap();
+        let other = engine.create_port(Config::default(), None).unwrap();
+        let rx = port.rx.lock();
+        let (seg, len) = (rx.io.seg.clone(), rx.io.seg.len());
+        for (off, n) in [(0, 1), (100, 40), (len - 1, 1), (len - 4096, 4096)] {
+            seg.with_bytes(off, n, |b| assert!(rx.io.in_segment(b), "{off}"));
+        }
+        other
+            .seg
+            .with_bytes(0, 40, |b| assert!(!rx.io.in_segment(b)));
+        assert!(!rx.io.in_segment(&[1u8; 40]));
+        // SAFETY: an empty slice just past the mapping: no byte read.
+        let past = unsafe { core::slice::from_raw_parts(seg.as_ptr().as_ptr().add(len), 0) };
+        assert!(!rx.io.in_segment(past));
     }
 
     /// The buffer size the inline `getFreeBufferLength` returns
