@@ -3,6 +3,7 @@
 //! of jive's shared code cache (`jive::jit::park`) when it starts to
 //! sleep. (Its own binary: the cache is shared by the whole process, and
 //! another test's threads would hold it up.)
+#![cfg(not(loom))]
 
 use std::time::{Duration, Instant};
 

@@ -5,6 +5,7 @@
 //! `dmaRxdPayload`, `doLtoHDMA`, and `txPush` (whose tail form the table
 //! binds too). Passing it to `doHtoLDMA`, which writes its array, is refused
 //! at load with the method, the call's bci and the parameter.
+#![cfg(not(loom))]
 
 use jive::{Applet, LentParam, Limits, LoadError};
 use unet::natives::{HostError, NativeHost, RxBody, bind};
