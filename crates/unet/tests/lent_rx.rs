@@ -7,36 +7,14 @@
 //! at load with the method, the call's bci and the parameter.
 #![cfg(not(loom))]
 
+#[path = "common/mock.rs"]
+mod mock;
+
 use jive::{Applet, LentParam, Limits, LoadError};
-use unet::natives::{HostError, NativeHost, RxBody, bind};
+use mock::Mock;
+use unet::natives::bind;
 
 const LENT_RX: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/unet-applets/LentRx.class"));
-
-/// A host that is never called: the applet is only loaded.
-struct Unused;
-
-impl NativeHost for Unused {
-    fn buffer_size(&self) -> u32 {
-        0
-    }
-    fn area_len(&self) -> u32 {
-        0
-    }
-    fn read_area(&self, _: u32, _: &mut [i8]) {}
-    fn write_area(&mut self, _: u32, _: &[i8]) {}
-    fn pop_free(&mut self) -> Option<u32> {
-        None
-    }
-    fn push_rx(&mut self, _: u16, _: u32, _: RxBody<'_>) -> Result<(), HostError> {
-        Ok(())
-    }
-    fn transmit(&mut self, _: u16, _: &[i8]) -> Result<(), HostError> {
-        Ok(())
-    }
-    fn max_message(&self) -> u32 {
-        0
-    }
-}
 
 fn lent(method: &'static str) -> LentParam {
     LentParam {
@@ -48,7 +26,7 @@ fn lent(method: &'static str) -> LentParam {
 
 #[test]
 fn a_lent_message_reaches_the_natives_that_only_read_it() {
-    let natives = bind::<Unused>();
+    let natives = bind::<Mock>();
     let a = Applet::load_lending(
         LENT_RX,
         &natives,
@@ -81,7 +59,7 @@ fn a_lent_message_reaches_the_natives_that_only_read_it() {
 
 #[test]
 fn a_lent_message_never_reaches_do_h_to_l_dma() {
-    let natives = bind::<Unused>();
+    let natives = bind::<Mock>();
     let e = match Applet::load_lending(
         LENT_RX,
         &natives,

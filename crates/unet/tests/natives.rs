@@ -4,146 +4,18 @@
 //! names the native and the argument, and leaves the endpoint as it was).
 #![cfg(not(loom))]
 
-use std::cell::Cell;
+#[path = "common/mock.rs"]
+mod mock;
+
 use std::collections::VecDeque;
 
 use jive::{Applet, InvokeError, Limits, LoadError, Trap, TrapKind};
+use mock::{AREA, BUF, BUFFERS, MAX_MESSAGE, Mock, Rx, pattern};
 use unet::applets;
-use unet::natives::{HostError, NativeHost, RxBody, bind};
+use unet::natives::bind;
 
-/// Buffer size of the mock endpoint.
-const BUF: u32 = 512;
-/// Buffers in its area.
-const BUFFERS: u32 = 8;
-/// Its area length.
-const AREA: u32 = BUF * BUFFERS;
 /// The length of the RxBuf the tests give each applet.
 const RXBUF: usize = 16 * 1024;
-/// The mock's maximum message size.
-const MAX_MESSAGE: u32 = 9000;
-
-/// A receive descriptor as the mock recorded it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Rx {
-    Inline {
-        chan: u16,
-        bytes: Vec<u8>,
-    },
-    Buffers {
-        chan: u16,
-        len: u32,
-        offsets: Vec<u32>,
-    },
-}
-
-/// A mock endpoint: a buffer area of 8 x 512 bytes, a free queue, a bounded
-/// receive queue, the messages transmitted, open channels 1 and 2.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Mock {
-    area: Vec<u8>,
-    free: VecDeque<u32>,
-    rx: Vec<Rx>,
-    rx_capacity: usize,
-    sent: Vec<(u16, Vec<u8>)>,
-    open: Vec<u16>,
-    max_message: u32,
-    area_reads: Cell<usize>,
-}
-
-impl Mock {
-    /// The area filled with a pattern (so that a copy out of it is visible),
-    /// every buffer on the free queue in order.
-    fn new() -> Mock {
-        Mock {
-            area: pattern(AREA as usize, 0xa5),
-            free: (0..BUFFERS).map(|i| i * BUF).collect(),
-            rx: Vec::new(),
-            rx_capacity: 64,
-            sent: Vec::new(),
-            open: vec![1, 2],
-            max_message: MAX_MESSAGE,
-            area_reads: Cell::new(0),
-        }
-    }
-
-    /// The bytes of a received message: inline, or gathered from its buffers.
-    fn message(&self, rx: &Rx) -> Vec<u8> {
-        match rx {
-            Rx::Inline { bytes, .. } => bytes.clone(),
-            Rx::Buffers { len, offsets, .. } => {
-                let mut out = Vec::new();
-                for &o in offsets {
-                    let take = (*len as usize - out.len()).min(BUF as usize);
-                    out.extend_from_slice(&self.area[o as usize..o as usize + take]);
-                }
-                out
-            }
-        }
-    }
-}
-
-impl NativeHost for Mock {
-    fn buffer_size(&self) -> u32 {
-        BUF
-    }
-    fn area_len(&self) -> u32 {
-        AREA
-    }
-    fn read_area(&self, off: u32, dst: &mut [i8]) {
-        self.area_reads.set(self.area_reads.get() + 1);
-        unet::natives::u8_to_i8(dst, &self.area[off as usize..off as usize + dst.len()]);
-    }
-    fn write_area(&mut self, off: u32, src: &[i8]) {
-        unet::natives::i8_to_u8(&mut self.area[off as usize..off as usize + src.len()], src);
-    }
-    fn pop_free(&mut self) -> Option<u32> {
-        self.free.pop_front()
-    }
-    fn push_rx(&mut self, chan: u16, len: u32, body: RxBody<'_>) -> Result<(), HostError> {
-        if self.rx.len() >= self.rx_capacity {
-            return Err(HostError::RxQueueFull);
-        }
-        self.rx.push(match body {
-            RxBody::Inline(bytes) => {
-                assert_eq!(bytes.len(), len as usize, "inline length");
-                Rx::Inline {
-                    chan,
-                    bytes: bytes.to_vec(),
-                }
-            }
-            RxBody::Buffers(offsets) => Rx::Buffers {
-                chan,
-                len,
-                offsets: offsets.to_vec(),
-            },
-        });
-        Ok(())
-    }
-    fn transmit(&mut self, chan: u16, payload: &[i8]) -> Result<(), HostError> {
-        if !self.open.contains(&chan) {
-            return Err(HostError::NoSuchChannel(chan));
-        }
-        if payload.len() as u32 > self.max_message {
-            return Err(HostError::TooLong {
-                len: payload.len() as u32,
-                max: self.max_message,
-            });
-        }
-        self.sent
-            .push((chan, payload.iter().map(|&b| b as u8).collect()));
-        Ok(())
-    }
-    fn max_message(&self) -> u32 {
-        self.max_message
-    }
-}
-
-/// `len` bytes that differ from position to position and with `seed`.
-fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ (i >> 8) as u8)
-        .collect()
-}
 
 /// Loads an applet for `mock` (its constructor runs with the mock as host)
 /// and gives it an RxBuf of [`RXBUF`] bytes.
@@ -189,6 +61,11 @@ fn int_array(a: &Applet, name: &str) -> Vec<i32> {
         Some(jive::Object::Ints(v)) => v.clone(),
         other => panic!("{name}: {other:?}"),
     }
+}
+
+/// Java's signed bytes as the endpoint's.
+fn unsigned(v: &[i8]) -> Vec<u8> {
+    v.iter().map(|&b| b as u8).collect()
 }
 
 fn byte_array(a: &Applet, name: &str) -> Option<Vec<i8>> {
@@ -1036,11 +913,7 @@ fn the_copies_move_exactly_the_named_bytes() {
             ..go(2, [16, 1000, 64], "")
         },
     );
-    let buf: Vec<u8> = byte_array(&a, "Buf")
-        .unwrap()
-        .iter()
-        .map(|&b| b as u8)
-        .collect();
+    let buf = unsigned(&byte_array(&a, "Buf").unwrap());
     let mut expected = mock.area.clone();
     expected[1000..1064].copy_from_slice(&buf[16..80]);
     assert_eq!(rx(&mut a, &mut mock, &[], 1).unwrap(), 0);
@@ -1063,11 +936,7 @@ fn the_copies_move_exactly_the_named_bytes() {
             ..go(3, [5, 2, 40], "")
         },
     );
-    let buf: Vec<u8> = byte_array(&a, "Buf")
-        .unwrap()
-        .iter()
-        .map(|&b| b as u8)
-        .collect();
+    let buf = unsigned(&byte_array(&a, "Buf").unwrap());
     assert_eq!(rx(&mut a, &mut mock, &[], 1).unwrap(), 0);
     assert_eq!(mock.sent, vec![(2, buf[5..45].to_vec())]);
 }

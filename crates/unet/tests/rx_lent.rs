@@ -15,23 +15,11 @@
 //! refused at install.
 #![cfg(not(loom))]
 
-use unet::layout::TxDesc;
-use unet::transport::LoopNet;
+#[path = "common/loopback.rs"]
+mod loopback;
+
+use loopback::{Way, connected, deliver, engine, engines, message};
 use unet::{Config, Endpoint, Engine, EngineError};
-
-fn engine() -> Engine {
-    let net = LoopNet::new();
-    Engine::new(Box::new(
-        net.attach("10.0.0.1:7000".parse().unwrap()).unwrap(),
-    ))
-}
-
-/// A message of `len` bytes, different for each `seed`.
-fn message(seed: u8, len: usize) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) | 1)
-        .collect()
-}
 
 /// The probe's hash of a message (`LentProbe`'s mode 0, in Java's `int`
 /// arithmetic over signed bytes).
@@ -41,75 +29,13 @@ fn hash(msg: &[u8]) -> i32 {
     })
 }
 
-/// How a message goes from `a` to `b`.
-#[derive(Debug, Clone, Copy)]
-enum Way {
-    /// `Endpoint::send`, `b`'s side run on this thread.
-    Send,
-    /// The same, `b`'s side run by another thread that claimed `b` first,
-    /// so that the message waits in `b`'s inbox until that thread drains it.
-    Inbox,
-    /// Placed in `a`'s buffer area by the application and named by a
-    /// transmit descriptor (`Endpoint::push_tx`).
-    Area,
-}
-
-/// Sends `msg` from `a` to `b` the `way` given and runs `b`'s side.
-fn deliver(a: &mut Endpoint, ab: u16, b: &mut Endpoint, msg: &[u8], way: Way) {
-    match way {
-        Way::Send => {
-            a.send(ab, msg).unwrap();
-            b.poll_engine();
-        }
-        Way::Inbox => {
-            std::thread::scope(|s| {
-                s.spawn(|| b.poll_engine());
-            });
-            a.send(ab, msg).unwrap();
-            std::thread::scope(|s| {
-                s.spawn(|| b.poll_engine());
-            });
-        }
-        Way::Area => {
-            let own = (a.layout().area_len - 8192) as u32;
-            a.write_area(own, msg).unwrap();
-            let n = a.tx_pushed();
-            a.push_tx(TxDesc {
-                len: msg.len() as u32,
-                offset: own,
-                chan: ab,
-                ..TxDesc::default()
-            })
-            .unwrap();
-            assert!(a.flush(10));
-            assert_eq!(a.tx_status(n), unet::layout::TxStatus::Sent);
-            b.poll_engine();
-        }
-    }
-}
-
-/// Every engine this machine has: the JIT where it is available, and the
-/// interpreter.
-fn engines() -> &'static [jive::Engine] {
-    if jive::jit::available() {
-        &[jive::Engine::Jit, jive::Engine::Interpreter]
-    } else {
-        &[jive::Engine::Interpreter]
-    }
-}
-
 /// Two endpoints of one engine, `b` with the probe in `mode` on `on`;
 /// framed (a filter that never matches, so that every message is framed
 /// and classified) or not. Returns the engine, `a`, `b`, `a`'s channel to
 /// `b` and `b`'s to `a`.
 fn pair(on: jive::Engine, framed: bool, mode: i32) -> (Engine, Endpoint, Endpoint, u16, u16) {
     let e = engine();
-    let mut a = e.create_endpoint(Config::default(), None).unwrap();
-    let mut b = e
-        .create_endpoint(Config::default(), Some(unet::applets::LENT_PROBE))
-        .unwrap();
-    let ab = a.open_channel(e.local(), b.id()).unwrap();
-    let ba = b.open_channel(e.local(), a.id()).unwrap();
+    let (mut a, b, ab, ba) = connected(&e, unet::applets::LENT_PROBE);
     e.with_applet(b.id(), |ap| {
         ap.set_engine(on).unwrap();
         ap.set_static_int("mode", mode).unwrap();
@@ -121,102 +47,99 @@ fn pair(on: jive::Engine, framed: bool, mode: i32) -> (Engine, Endpoint, Endpoin
     (e, a, b, ab, ba)
 }
 
-const WAYS: [Way; 3] = [Way::Send, Way::Inbox, Way::Area];
+/// Every case of a lent message: each engine, framed or not, each way.
+fn cases() -> impl Iterator<Item = (jive::Engine, bool, Way)> {
+    engines().iter().flat_map(|&on| {
+        [false, true].into_iter().flat_map(move |framed| {
+            [Way::Send, Way::Inbox, Way::Area]
+                .into_iter()
+                .map(move |way| (on, framed, way))
+        })
+    })
+}
 
 #[test]
 fn do_rx_reads_the_message_itself_of_its_own_length() {
-    for &on in engines() {
-        for framed in [false, true] {
-            for way in WAYS {
-                let what = format!("{on:?}, framed {framed}, {way:?}");
-                let (e, mut a, mut b, ab, _) = pair(on, framed, 0);
-                let largest = b.max_message().min(4096);
-                for (k, len) in [40, 0, 1, 56, 57, 1000, largest, 10]
-                    .into_iter()
-                    .enumerate()
-                {
-                    let m = message(k as u8, len);
-                    deliver(&mut a, ab, &mut b, &m, way);
-                    let (seen, h) = e
-                        .with_applet(b.id(), |ap| {
-                            (
-                                ap.static_int("seen").unwrap(),
-                                ap.static_int("hash").unwrap(),
-                            )
-                        })
-                        .unwrap();
-                    assert_eq!((seen, h), (len as i32, hash(&m)), "{what}: {len} B");
-                }
-                let c = b.counts();
-                assert_eq!((c.applet_traps, c.applet_drops), (0, 0), "{what}");
-                // The lent form has no `RxBuf`: nothing was copied into the heap.
-                let rxbuf = e.with_applet(b.id(), |ap| ap.static_array("RxBuf").is_some());
-                assert_eq!(rxbuf, Some(false), "{what}");
-            }
+    for (on, framed, way) in cases() {
+        let what = format!("{on:?}, framed {framed}, {way:?}");
+        let (e, mut a, mut b, ab, _) = pair(on, framed, 0);
+        let largest = b.max_message().min(4096);
+        for (k, len) in [40, 0, 1, 56, 57, 1000, largest, 10]
+            .into_iter()
+            .enumerate()
+        {
+            let m = message(k as u8, len);
+            deliver(&mut a, ab, &mut b, &m, way);
+            let (seen, h) = e
+                .with_applet(b.id(), |ap| {
+                    (
+                        ap.static_int("seen").unwrap(),
+                        ap.static_int("hash").unwrap(),
+                    )
+                })
+                .unwrap();
+            assert_eq!((seen, h), (len as i32, hash(&m)), "{what}: {len} B");
         }
+        let c = b.counts();
+        assert_eq!((c.applet_traps, c.applet_drops), (0, 0), "{what}");
+        // The lent form has no `RxBuf`: nothing was copied into the heap.
+        let rxbuf = e.with_applet(b.id(), |ap| ap.static_array("RxBuf").is_some());
+        assert_eq!(rxbuf, Some(false), "{what}");
     }
 }
 
 #[test]
 fn a_read_past_the_message_traps_and_the_next_message_is_lent_again() {
-    for &on in engines() {
-        for framed in [false, true] {
-            for way in WAYS {
-                let what = format!("{on:?}, framed {framed}, {way:?}");
-                let (e, mut a, mut b, ab, _) = pair(on, framed, 1);
-                deliver(&mut a, ab, &mut b, &message(1, 40), way);
-                let c = b.counts();
-                assert_eq!(c.applet_traps, 1, "{what}: msg[length] traps");
-                // The trap ended the lend: the next invocation is lent its
-                // own message (a lend left active would be refused, and
-                // the message dropped as a trap).
-                e.with_applet(b.id(), |ap| ap.set_static_int("mode", 0).unwrap())
-                    .unwrap();
-                let m = message(2, 57);
-                deliver(&mut a, ab, &mut b, &m, way);
-                let seen = e.with_applet(b.id(), |ap| {
-                    (
-                        ap.static_int("seen").unwrap(),
-                        ap.static_int("hash").unwrap(),
-                    )
-                });
-                assert_eq!(seen, Some((57, hash(&m))), "{what}");
-                assert_eq!(b.counts().applet_traps, 1, "{what}");
-            }
-        }
+    for (on, framed, way) in cases() {
+        let what = format!("{on:?}, framed {framed}, {way:?}");
+        let (e, mut a, mut b, ab, _) = pair(on, framed, 1);
+        deliver(&mut a, ab, &mut b, &message(1, 40), way);
+        let c = b.counts();
+        assert_eq!(c.applet_traps, 1, "{what}: msg[length] traps");
+        // The trap ended the lend: the next invocation is lent its
+        // own message (a lend left active would be refused, and
+        // the message dropped as a trap).
+        e.with_applet(b.id(), |ap| ap.set_static_int("mode", 0).unwrap())
+            .unwrap();
+        let m = message(2, 57);
+        deliver(&mut a, ab, &mut b, &m, way);
+        let seen = e.with_applet(b.id(), |ap| {
+            (
+                ap.static_int("seen").unwrap(),
+                ap.static_int("hash").unwrap(),
+            )
+        });
+        assert_eq!(seen, Some((57, hash(&m))), "{what}");
+        assert_eq!(b.counts().applet_traps, 1, "{what}");
     }
 }
 
 #[test]
 fn the_message_goes_on_from_msg_through_the_natives_that_read_it() {
-    for &on in engines() {
-        for framed in [false, true] {
-            for way in WAYS {
-                let what = format!("{on:?}, framed {framed}, {way:?}");
-                // Mode 3: delivered as the standard applet does, inline
-                // up to 56 bytes, else in a free buffer (doLtoHDMA).
-                let (e, mut a, mut b, ab, ba) = pair(on, framed, 3);
-                for (k, len) in [40, 56, 57, 1000, 4096].into_iter().enumerate() {
-                    let m = message(k as u8 + 10, len);
-                    deliver(&mut a, ab, &mut b, &m, way);
-                    let got = b.recv().map(|r| (r.chan(), r.to_vec()));
-                    assert_eq!(got, Some((ba, m)), "{what}: delivered, {len} B");
-                }
-                // Mode 2: echoed back to `a` (txPush(msg, ...)).
-                e.with_applet(b.id(), |ap| ap.set_static_int("mode", 2).unwrap())
-                    .unwrap();
-                for (k, len) in [40, 1000].into_iter().enumerate() {
-                    let m = message(k as u8 + 20, len);
-                    deliver(&mut a, ab, &mut b, &m, way);
-                    assert!(b.flush(10), "{what}");
-                    a.poll_engine();
-                    let got = a.recv().map(|r| r.to_vec());
-                    assert_eq!(got, Some(m), "{what}: echoed, {len} B");
-                }
-                let c = b.counts();
-                assert_eq!((c.applet_traps, c.applet_drops), (0, 0), "{what}");
-            }
+    for (on, framed, way) in cases() {
+        let what = format!("{on:?}, framed {framed}, {way:?}");
+        // Mode 3: delivered as the standard applet does, inline
+        // up to 56 bytes, else in a free buffer (doLtoHDMA).
+        let (e, mut a, mut b, ab, ba) = pair(on, framed, 3);
+        for (k, len) in [40, 56, 57, 1000, 4096].into_iter().enumerate() {
+            let m = message(k as u8 + 10, len);
+            deliver(&mut a, ab, &mut b, &m, way);
+            let got = b.recv().map(|r| (r.chan(), r.to_vec()));
+            assert_eq!(got, Some((ba, m)), "{what}: delivered, {len} B");
         }
+        // Mode 2: echoed back to `a` (txPush(msg, ...)).
+        e.with_applet(b.id(), |ap| ap.set_static_int("mode", 2).unwrap())
+            .unwrap();
+        for (k, len) in [40, 1000].into_iter().enumerate() {
+            let m = message(k as u8 + 20, len);
+            deliver(&mut a, ab, &mut b, &m, way);
+            assert!(b.flush(10), "{what}");
+            a.poll_engine();
+            let got = a.recv().map(|r| r.to_vec());
+            assert_eq!(got, Some(m), "{what}: echoed, {len} B");
+        }
+        let c = b.counts();
+        assert_eq!((c.applet_traps, c.applet_drops), (0, 0), "{what}");
     }
 }
 
@@ -245,12 +168,7 @@ fn a_do_rx_that_keeps_its_lent_message_is_refused_at_install() {
 #[test]
 fn an_applet_replaced_by_one_of_the_other_form_gets_its_messages_its_own_way() {
     let e = engine();
-    let mut a = e.create_endpoint(Config::default(), None).unwrap();
-    let mut b = e
-        .create_endpoint(Config::default(), Some(unet::applets::STANDARD))
-        .unwrap();
-    let ab = a.open_channel(e.local(), b.id()).unwrap();
-    let ba = b.open_channel(e.local(), a.id()).unwrap();
+    let (mut a, mut b, ab, ba) = connected(&e, unet::applets::STANDARD);
     for (k, applet) in [
         unet::applets::STANDARD_LENT,
         unet::applets::STANDARD,

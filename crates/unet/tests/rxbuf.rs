@@ -15,25 +15,12 @@
 //! inbox by another thread.
 #![cfg(not(loom))]
 
+#[path = "common/loopback.rs"]
+mod loopback;
+
+use loopback::{Way, connected, deliver, engine, engines, message};
 use unet::layout::TxDesc;
-use unet::transport::LoopNet;
-use unet::{Config, Endpoint, Engine};
-
-fn engine() -> Engine {
-    let net = LoopNet::new();
-    Engine::new(Box::new(
-        net.attach("10.0.0.1:7000".parse().unwrap()).unwrap(),
-    ))
-}
-
-/// A message of `len` bytes, different for each `seed` and with no zero
-/// byte, so that a byte left from another message (or the array's initial
-/// zeros) is told apart.
-fn message(seed: u8, len: usize) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) | 1)
-        .collect()
-}
+use unet::{Endpoint, Engine};
 
 /// What the probe's last `doRx` recorded: `(seen, past, same, own)`.
 fn recorded(e: &Engine, b: &Endpoint) -> (i32, i32, i32, i32) {
@@ -44,43 +31,18 @@ fn recorded(e: &Engine, b: &Endpoint) -> (i32, i32, i32, i32) {
     .expect("the probe is installed")
 }
 
-/// Sends `msg` from `a` to `b` and runs `b`'s side of the engine, which
-/// runs the probe's `doRx` on it: on this thread, or (`elsewhere`) on
-/// another, which claims `b` first, so that the message waits in `b`'s
-/// inbox and `doRx` runs when that thread drains it.
-fn deliver(a: &mut Endpoint, ab: u16, b: &mut Endpoint, msg: &[u8], elsewhere: bool) {
-    if elsewhere {
-        std::thread::scope(|s| {
-            s.spawn(|| b.poll_engine());
-        });
-    }
-    a.send(ab, msg).unwrap();
-    if elsewhere {
-        std::thread::scope(|s| {
-            s.spawn(|| b.poll_engine());
-        });
-    } else {
-        b.poll_engine();
-    }
-}
-
 #[test]
 fn do_rx_sees_one_array_of_the_largest_message_that_keeps_what_it_held() {
-    let engines: &[jive::Engine] = if jive::jit::available() {
-        &[jive::Engine::Jit, jive::Engine::Interpreter]
-    } else {
-        &[jive::Engine::Interpreter]
-    };
-    for &on in engines {
-        for (framed, elsewhere) in [(false, false), (true, false), (false, true), (true, true)] {
-            let what = format!("{on:?}, framed {framed}, drained by another thread {elsewhere}");
+    for &on in engines() {
+        for (framed, way) in [
+            (false, Way::Send),
+            (true, Way::Send),
+            (false, Way::Inbox),
+            (true, Way::Inbox),
+        ] {
+            let what = format!("{on:?}, framed {framed}, {way:?}");
             let e = engine();
-            let mut a = e.create_endpoint(Config::default(), None).unwrap();
-            let mut b = e
-                .create_endpoint(Config::default(), Some(unet::applets::RXBUF_PROBE))
-                .unwrap();
-            let ab = a.open_channel(e.local(), b.id()).unwrap();
-            let ba = b.open_channel(e.local(), a.id()).unwrap();
+            let (mut a, mut b, ab, ba) = connected(&e, unet::applets::RXBUF_PROBE);
             e.with_applet(b.id(), |ap| ap.set_engine(on))
                 .unwrap()
                 .unwrap();
@@ -95,13 +57,13 @@ fn do_rx_sees_one_array_of_the_largest_message_that_keeps_what_it_held() {
             // The first message: the array of the largest message, its
             // initial zeros past the message.
             let m1 = message(1, 40);
-            deliver(&mut a, ab, &mut b, &m1, elsewhere);
+            deliver(&mut a, ab, &mut b, &m1, way);
             assert_eq!(recorded(&e, &b), (largest as i32, 0, 0, 0), "{what}: first");
 
             // A shorter one: the same array, the first message's bytes past
             // it, and what the last doRx wrote at the array's end.
             let m2 = message(2, 10);
-            deliver(&mut a, ab, &mut b, &m2, elsewhere);
+            deliver(&mut a, ab, &mut b, &m2, way);
             assert_eq!(
                 recorded(&e, &b),
                 (largest as i32, i32::from(m1[10] as i8), 1, 40),
@@ -125,7 +87,7 @@ fn do_rx_sees_one_array_of_the_largest_message_that_keeps_what_it_held() {
             // A message as long as the array: nothing past it, and its last
             // byte over what the last doRx wrote there.
             let m3 = message(3, largest);
-            deliver(&mut a, ab, &mut b, &m3, elsewhere);
+            deliver(&mut a, ab, &mut b, &m3, way);
             assert_eq!(
                 recorded(&e, &b),
                 (largest as i32, -1, 1, i32::from(m3[largest - 1] as i8)),
