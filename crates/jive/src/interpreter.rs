@@ -255,19 +255,27 @@ fn native_result_checked(
     }))
 }
 
-/// Why `array!` found no elements for a handle that is not `null`: a
-/// write of the lent array ([`crate::heap::LENT`]) at `index`, which the
-/// verifier lets no code make where the host declared it lent (during the
-/// lend a trap; after it, as the JIT sees it, an empty array: any index
-/// out of bounds), or a dangling handle.
+/// Why `array!` found no object for a handle that is not `null`, the op
+/// `op` (an element access at `index`, or a field's without one): a
+/// dangling handle, or the lent array ([`crate::heap::LENT`]) in an op the
+/// verifier lets no code make on it where the host declared it lent. An
+/// element access after the lend traps as the JIT's code does on the
+/// empty array the handle then names: the index is out of bounds of
+/// length 0. During the lend, a `bastore` is a write of it, and any other
+/// op (`iaload`, `saload`, `iastore`, `sastore`, a field's) takes the
+/// array for another type than it is, which the type check excludes for
+/// every class: both are internal errors that say so.
 #[cold]
-fn no_elements(heap: &Heap, handle: i32, index: i32) -> TrapKind {
+fn no_elements(heap: &Heap, handle: i32, op: &'static str, index: Option<i32>) -> TrapKind {
     if handle != LENT {
-        internal("dangling handle")
-    } else if heap.is_lending() {
-        internal("a write of the lent byte[]")
-    } else {
-        TrapKind::ArrayIndexOutOfBounds { index, length: 0 }
+        return internal("dangling handle");
+    }
+    match index {
+        Some(index) if !heap.is_lending() => TrapKind::ArrayIndexOutOfBounds { index, length: 0 },
+        _ if op == "bastore" => internal("a write of the lent byte[]"),
+        _ => TrapKind::Native(format!(
+            "internal error (unverified program?): {op} of the lent array, which is a byte[]"
+        )),
     }
 }
 
@@ -394,23 +402,28 @@ impl Machine {
                 $go!($t)
             }};
         }
+        // The object behind handle `$h` for the op `$op`: an element
+        // access at index `$i`, or (without one) a field's.
         macro_rules! array {
-            ($h:expr) => {
+            ($h:expr, $op:literal) => {
                 match st.heap.get_mut($h) {
                     Some(o) => o,
                     None if $h == 0 => trap!(TrapKind::NullPointer),
-                    None => trap!(no_elements(st.heap, $h, 0)),
+                    None => trap!(no_elements(st.heap, $h, $op, None)),
+                }
+            };
+            ($h:expr, $i:expr, $op:literal) => {
+                match st.heap.get_mut($h) {
+                    Some(o) => o,
+                    None if $h == 0 => trap!(TrapKind::NullPointer),
+                    None => trap!(no_elements(st.heap, $h, $op, Some($i))),
                 }
             };
         }
         // `array!` for a `bastore` at index `$i`.
         macro_rules! array_at {
             ($h:expr, $i:expr) => {
-                match st.heap.get_mut($h) {
-                    Some(o) => o,
-                    None if $h == 0 => trap!(TrapKind::NullPointer),
-                    None => trap!(no_elements(st.heap, $h, $i)),
-                }
+                array!($h, $i, "bastore")
             };
         }
         // A `baload`'s byte: an array of the heap's as `array!` finds it,
@@ -602,7 +615,7 @@ impl Machine {
                 Op::IALoad => {
                     sp -= 1;
                     let (a, i) = (s[sp - 1], s[sp]);
-                    s[sp - 1] = match array!(a) {
+                    s[sp - 1] = match array!(a, i, "iaload") {
                         ObjectMut::Ints(v) => *index!(v, i),
                         _ => trap!(internal("iaload on a non-int array")),
                     };
@@ -615,7 +628,7 @@ impl Machine {
                 Op::SALoad => {
                     sp -= 1;
                     let (a, i) = (s[sp - 1], s[sp]);
-                    s[sp - 1] = match array!(a) {
+                    s[sp - 1] = match array!(a, i, "saload") {
                         ObjectMut::Shorts(v) => i32::from(*index!(v, i)),
                         _ => trap!(internal("saload on a non-short array")),
                     };
@@ -623,7 +636,7 @@ impl Machine {
                 Op::IAStore => {
                     sp -= 3;
                     let (a, i, x) = (s[sp], s[sp + 1], s[sp + 2]);
-                    match array!(a) {
+                    match array!(a, i, "iastore") {
                         ObjectMut::Ints(v) => *index!(v, i) = x,
                         _ => trap!(internal("iastore on a non-int array")),
                     }
@@ -640,7 +653,7 @@ impl Machine {
                 Op::SAStore => {
                     sp -= 3;
                     let (a, i, x) = (s[sp], s[sp + 1], s[sp + 2]);
-                    match array!(a) {
+                    match array!(a, i, "sastore") {
                         ObjectMut::Shorts(v) => *index!(v, i) = x as i16,
                         _ => trap!(internal("sastore on a non-short array")),
                     }
@@ -803,7 +816,7 @@ impl Machine {
                 }
                 Op::GetField(k) => {
                     let o = s[sp - 1];
-                    s[sp - 1] = match array!(o) {
+                    s[sp - 1] = match array!(o, "getfield") {
                         ObjectMut::Instance(v) => match v.get(usize::from(k)) {
                             Some(&x) => x,
                             None => trap!(internal("instance slot")),
@@ -814,7 +827,7 @@ impl Machine {
                 Op::PutField(k) => {
                     sp -= 2;
                     let (o, x) = (s[sp], s[sp + 1]);
-                    match array!(o) {
+                    match array!(o, "putfield") {
                         ObjectMut::Instance(v) => match v.get_mut(usize::from(k)) {
                             Some(slot) => *slot = x,
                             None => trap!(internal("instance slot")),
@@ -876,7 +889,7 @@ impl Machine {
                 }
                 Op::IALoadLL(a, i) => {
                     let (a, i) = (s[fp + usize::from(a)], s[fp + usize::from(i)]);
-                    s[sp] = match array!(a) {
+                    s[sp] = match array!(a, i, "iaload") {
                         ObjectMut::Ints(v) => *index!(v, i),
                         _ => trap!(internal("iaload on a non-int array")),
                     };
@@ -884,7 +897,7 @@ impl Machine {
                 }
                 Op::IALoadLC(a, i) => {
                     let (a, i) = (s[fp + usize::from(a)], i32::from(i));
-                    s[sp] = match array!(a) {
+                    s[sp] = match array!(a, i, "iaload") {
                         ObjectMut::Ints(v) => *index!(v, i),
                         _ => trap!(internal("iaload on a non-int array")),
                     };
@@ -897,7 +910,7 @@ impl Machine {
                 }
                 Op::AddIALoadLC(a, i) => {
                     let (a, i) = (s[fp + usize::from(a)], i32::from(i));
-                    let x = match array!(a) {
+                    let x = match array!(a, i, "iaload") {
                         ObjectMut::Ints(v) => *index!(v, i),
                         _ => trap!(internal("iaload on a non-int array")),
                     };
@@ -909,7 +922,7 @@ impl Machine {
                 }
                 Op::IAStoreLCL(a, i, v) => {
                     let (a, i, x) = (s[fp + usize::from(a)], i32::from(i), s[fp + usize::from(v)]);
-                    match array!(a) {
+                    match array!(a, i, "iastore") {
                         ObjectMut::Ints(v) => *index!(v, i) = x,
                         _ => trap!(internal("iastore on a non-int array")),
                     }
@@ -920,7 +933,7 @@ impl Machine {
                         s[fp + usize::from(i)],
                         s[fp + usize::from(v)],
                     );
-                    match array!(a) {
+                    match array!(a, i, "iastore") {
                         ObjectMut::Ints(v) => *index!(v, i) = x,
                         _ => trap!(internal("iastore on a non-int array")),
                     }

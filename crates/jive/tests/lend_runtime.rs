@@ -340,3 +340,75 @@ fn only_a_byte_array_parameter_is_lent() {
         Err(InvokeError::NotIntArguments(_))
     ));
 }
+
+/// An `iaload` of the lent handle, which no class that passes the type
+/// check makes (its parameter is a `[B`): here `Lending.at`'s `baload`
+/// replaced by an `iaload` after the check, run on the interpreter alone
+/// (the JIT trusts the type check, as for every array: its `iaload` of a
+/// `byte[]` would read 4 bytes an element). During the lend the trap says
+/// what happened, a typed trap at the op's bytecode, no panic; after it the
+/// kept handle is an empty array, as on the JIT: the index is out of
+/// bounds of length 0.
+#[test]
+fn an_int_access_of_the_lent_array_traps_saying_it_is_a_byte_array() {
+    use jive::decode::Op;
+    use jive::heap::Heap;
+    use jive::interpreter::{Machine, RunLimits, State};
+    let Some(bytes) = common::class_bytes("default", "Lending") else {
+        return;
+    };
+    let mut prog = jive::check(&bytes, &Limits::default()).unwrap();
+    let (at, _) = prog.info.method("at").unwrap();
+    let f = prog.funcs[at].as_mut().unwrap();
+    let mut code = f.code.to_vec();
+    let mut replaced = 0;
+    for op in &mut code {
+        *op = match *op {
+            Op::BALoad => Op::IALoad,
+            Op::BALoadLL(a, i) => Op::IALoadLL(a, i),
+            _ => continue,
+        };
+        replaced += 1;
+    }
+    assert_eq!(replaced, 1, "{:?}", f.code);
+    f.code = code.into();
+    let mut heap = Heap::new(1 << 20);
+    let mut statics = [0; 8];
+    let limits = RunLimits {
+        fuel: u64::MAX,
+        max_depth: 64,
+    };
+    let msg = message(16);
+    let mut run = |heap: &mut Heap| {
+        let mut st = State {
+            heap,
+            statics: &mut statics,
+            natives: &[],
+            host: None,
+        };
+        Machine::default()
+            .run(&prog, &mut st, at as u16, &[jive::LENT, 3], limits)
+            .unwrap_err()
+    };
+    // SAFETY: `msg` outlives the lend, ended below; nothing writes it.
+    unsafe { heap.lend(msg.as_ptr(), msg.len()) }.unwrap();
+    let during = run(&mut heap);
+    heap.end_lend();
+    let after = run(&mut heap);
+    assert_eq!(
+        during.kind,
+        TrapKind::Native(
+            "internal error (unverified program?): iaload of the lent array, which is a byte[]"
+                .into()
+        ),
+        "{during}"
+    );
+    assert_eq!(
+        after.kind,
+        TrapKind::ArrayIndexOutOfBounds {
+            index: 3,
+            length: 0
+        }
+    );
+    assert_eq!((during.method.as_str(), during.bci), ("at([BI)I", after.bci));
+}
