@@ -2,10 +2,11 @@
 //! `Applet::prepare_lending`; `applets/src/Lending.java` and
 //! `LendingNatives.java`): both engines read the lent bytes alike, its
 //! length is the lent length, an index past it traps at the same bytecode
-//! on both, a reading native reads it and a writing one is refused, the
-//! lend ends when its guard is dropped whatever the invocation did, a
-//! handle kept past the lend reads as an empty array, and one lend is
-//! active at a time. The methods are declared lent at load (`LENT`), so
+//! on both, a reading native reads it and a writing one is refused, a
+//! native the JIT emits inline (`LendingInline.java`) copies the lent
+//! bytes, the lend ends when its guard is dropped whatever the invocation
+//! did, a handle kept past the lend reads as an empty array, and one lend
+//! is active at a time. The methods are declared lent at load (`LENT`), so
 //! that the verifier proves them readers (`tests/lend.rs` tests that
 //! proof); the two that keep or write the array are prepared without it
 //! (`prepare_lending_unverified`), to test the runtime's own defences.
@@ -13,7 +14,8 @@
 mod common;
 
 use jive::{
-    Applet, Engine, InvokeError, LendError, LentParam, Limits, NativeError, Natives, Trap, TrapKind,
+    Applet, AreaBytes, Arrays, Engine, FastNative, HostWords, InlineForm, InvokeError, LendError,
+    LentParam, Limits, NativeError, Natives, Trap, TrapKind,
 };
 
 fn engines() -> Vec<Engine> {
@@ -410,5 +412,179 @@ fn an_int_access_of_the_lent_array_traps_saying_it_is_a_byte_array() {
             length: 0
         }
     );
-    assert_eq!((during.method.as_str(), during.bci), ("at([BI)I", after.bci));
+    assert_eq!(
+        (during.method.as_str(), during.bci),
+        ("at([BI)I", after.bci)
+    );
+}
+
+/// A host area the inline copy writes (`AreaWords`): memory reached only
+/// through raw pointers, freed when the last `Arc` goes.
+struct Area {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl Area {
+    fn new(len: usize) -> std::sync::Arc<Area> {
+        let ptr = Box::into_raw(vec![0u8; len].into_boxed_slice()).cast::<u8>();
+        std::sync::Arc::new(Area { ptr, len })
+    }
+
+    /// A copy of the area's bytes, and zeros in their place.
+    fn take(&self) -> Vec<u8> {
+        // SAFETY: `ptr` holds `len` bytes (`new`), reached by no Rust
+        // reference (no invocation runs: the caller holds the applet).
+        unsafe {
+            let v = core::slice::from_raw_parts(self.ptr, self.len).to_vec();
+            core::ptr::write_bytes(self.ptr, 0, self.len);
+            v
+        }
+    }
+}
+
+impl Drop for Area {
+    fn drop(&mut self) {
+        // SAFETY: made by `Box::into_raw` of `len` bytes in `new`, once.
+        drop(unsafe { Box::from_raw(core::ptr::slice_from_raw_parts_mut(self.ptr, self.len)) });
+    }
+}
+
+// SAFETY: the area is plain bytes, reached only through its raw pointer.
+unsafe impl Send for Area {}
+// SAFETY: as above.
+unsafe impl Sync for Area {}
+
+// SAFETY: `ptr` is fixed and valid for reads and writes of `len` bytes
+// while the `Area` lives; nothing makes a Rust reference to them while an
+// invocation runs (`take` runs between invocations).
+unsafe impl AreaBytes for Area {
+    fn bytes(&self) -> *mut u8 {
+        self.ptr
+    }
+    fn size(&self) -> u32 {
+        self.len as u32
+    }
+}
+
+/// The host of `LendingInline`'s `copyIn`: the words its inline form
+/// reads, the area they lend, and how often the native ran out of line.
+struct CopyHost {
+    words: HostWords,
+    area: std::sync::Arc<Area>,
+    out_of_line: u32,
+}
+
+/// `copyIn`'s fast form, which declines (so that out of line the closure
+/// runs), and the lender of its words.
+struct CopyIn;
+
+impl FastNative for CopyIn {
+    type Host = CopyHost;
+    fn call(_: &mut CopyHost, _: Arrays<'_>, _: &[i32]) -> Option<Result<i32, NativeError>> {
+        None
+    }
+    fn words(host: &mut CopyHost) -> Option<&mut HostWords> {
+        Some(&mut host.words)
+    }
+}
+
+/// `copyIn(array, aoff, off, len)`: the array's bytes `[aoff, aoff + len)`
+/// into the area at `off`, read with `bytes_read` out of line, and inline
+/// on the JIT (`InlineForm::CopyIn`); its array marked read-only.
+fn copy_natives() -> Natives {
+    const D: &str = "([BIII)V";
+    let mut n = Natives::new().with("copyIn", D, |cx, a| {
+        let (host, arrays) = cx.split::<CopyHost>()?;
+        host.out_of_line += 1;
+        host.words.work += 1;
+        let b = arrays.bytes_read(a[0])?;
+        let at = |x: i32| usize::try_from(x).ok();
+        let (src, off) = at(a[1])
+            .zip(at(a[3]))
+            .and_then(|(o, n)| b.get(o..o.checked_add(n)?))
+            .zip(at(a[2]))
+            .filter(|(src, off)| off + src.len() <= host.area.len)
+            .ok_or_else(|| NativeError("copyIn: out of bounds".into()))?;
+        // SAFETY: `[off, off + src.len())` lies in the area (checked), which
+        // no Rust reference reaches during the invocation; `src` is the
+        // heap's or the lent bytes, not the area.
+        unsafe {
+            core::ptr::copy_nonoverlapping(src.as_ptr().cast(), host.area.ptr.add(off), src.len())
+        };
+        Ok(0)
+    });
+    n.set_fast::<CopyIn>("copyIn", D).unwrap();
+    n.set_inline("copyIn", D, InlineForm::CopyIn).unwrap();
+    n.set_read_only("copyIn", D, &[0]).unwrap();
+    n.set_words::<CopyIn>().unwrap();
+    n
+}
+
+/// A lent array passed to a native the JIT emits inline (`CopyIn`, unet's
+/// `doLtoHDMA`): the bytes it copies are the lent ones, from each lend's
+/// own message, on the JIT (inline: the native never runs out of line,
+/// with the form's loop and with its `memcpy` past `COPY_INLINE_MAX`) as
+/// on the interpreter (the closure, through `bytes_read`); a copy past the
+/// lent length goes out of line and is refused, on both.
+#[test]
+fn an_inline_native_given_the_lent_array_reads_the_lent_bytes() {
+    let msgs = [message(300), message(300).iter().map(|b| !b).collect()];
+    let mut calls = Vec::new();
+    for engine in engines() {
+        let Some(bytes) = common::class_bytes("default", "LendingInline") else {
+            return;
+        };
+        let lent = LentParam {
+            method: "viaInline",
+            descriptor: "([BII)I",
+            param: 0,
+        };
+        let mut a = Applet::load_lending(&bytes, &copy_natives(), Limits::default(), &[lent], None)
+            .unwrap();
+        a.set_engine(engine).unwrap();
+        let mut via = a.prepare_lending_lent::<CopyIn, 3>("viaInline", 0).unwrap();
+        let area = Area::new(1024);
+        let mut host = CopyHost {
+            words: HostWords {
+                bound: 1 << 20,
+                area: jive::AreaWords::new(area.clone()).unwrap(),
+                ..HostWords::default()
+            },
+            area: area.clone(),
+            out_of_line: 0,
+        };
+        for (k, (aoff, len)) in [(0, 300), (5, 100), (17, 16), (0, 0), (299, 1)]
+            .into_iter()
+            .enumerate()
+        {
+            let msg = &msgs[k % 2];
+            // SAFETY: `msg` outlives the lend, which ends with the
+            // statement; nothing writes it.
+            let c = unsafe { a.lend(msg.as_ptr(), msg.len()) }
+                .unwrap()
+                .run_prepared_lent(&mut via, [0, aoff as i32, len as i32], &mut host);
+            assert_eq!(c.value(), Some(300), "{engine:?}");
+            let mut expected = vec![0; area.len];
+            expected[8..8 + len].copy_from_slice(&msg[aoff..aoff + len]);
+            assert!(area.take() == expected, "{engine:?}: {aoff}, {len}");
+        }
+        let inline = host.out_of_line;
+        // Past the lent length: out of line on both, refused there.
+        // SAFETY: as above, until `drop(lend)`.
+        let mut lend = unsafe { a.lend(msgs[0].as_ptr(), msgs[0].len()) }.unwrap();
+        let c = lend.run_prepared_lent(&mut via, [0, 290, 11], &mut host);
+        assert!(!c.is_ok(), "{engine:?}");
+        let t = trap_of(*lend.take_error().unwrap());
+        assert!(
+            matches!(&t.kind, TrapKind::Native(m) if m.contains("copyIn: out of bounds")),
+            "{engine:?}: {t}"
+        );
+        drop(lend);
+        assert!(area.take().iter().all(|&b| b == 0), "{engine:?}");
+        calls.push((engine, inline, host.out_of_line, host.words.work));
+    }
+    let interp = [(Engine::Interpreter, 5, 6, 6)];
+    let jit = [(Engine::Interpreter, 5, 6, 6), (Engine::Jit, 0, 1, 6)];
+    assert!(calls == interp || calls == jit, "{calls:?}");
 }
