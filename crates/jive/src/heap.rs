@@ -544,7 +544,9 @@ impl Heap {
         // The slots' look-up first, so that an array of the heap's costs
         // what `get` does (inlined: unet's deferred transmission reads
         // its message here once per message); the lent array on its miss,
-        // out of line.
+        // out of line. Safe by the lend's invariant, argued where its
+        // bytes are read (`lent_bytes`): readable for the lent length
+        // until the lend ends, empty after; the slice borrows the heap.
         match self.get(handle) {
             Some(Object::Bytes(v) | Object::Booleans(v)) => Some(v),
             Some(_) => None,
@@ -564,12 +566,16 @@ impl Heap {
     #[inline]
     pub fn lent_bytes(&self) -> &[i8] {
         let e = self.dir[LENT as usize / 2];
-        // SAFETY: the entry is `NOT_LENT` (a dangling, aligned, non-null
-        // address and length 0: an empty slice) or was written by `lend`:
-        // a non-null address (its own for an empty lend), whose caller
-        // promised `len` bytes readable there until `end_lend`, which has
-        // not run since. The slice borrows the heap: `end_lend`
-        // (`&mut self`) cannot run while it lives.
+        // SAFETY: the lend's invariant. While a lend lasts the entry is
+        // what `lend` wrote: a non-null address (`NOT_LENT`'s for an empty
+        // lend) whose `len` bytes `lend`'s caller keeps readable until
+        // `end_lend` (for `Applet::lend`, the `Lend` guard, whose drop runs
+        // it; a leaked guard keeps them for the heap's life), and nothing
+        // in the process writes them through a Rust reference meanwhile.
+        // When the lend ends the entry is `NOT_LENT` again (a dangling,
+        // aligned, non-null address and length 0: an empty slice), so the
+        // handle reaches no byte after it. The slice borrows the heap, so
+        // `end_lend` (`&mut self`) cannot run while it lives.
         unsafe { core::slice::from_raw_parts(e.data as *const i8, e.len as usize) }
     }
 

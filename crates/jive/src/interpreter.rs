@@ -427,7 +427,11 @@ impl Machine {
             };
         }
         // A `baload`'s byte: an array of the heap's as `array!` finds it,
-        // the lent one ([`crate::heap::LENT`]) on its miss, read only.
+        // the lent one ([`crate::heap::LENT`]) on its miss, read only,
+        // through `Heap::lent_bytes`, whose `unsafe` the lend's invariant
+        // argues: the bytes readable for the lent length until the lend
+        // ends, an empty array after (every index traps here, as on the
+        // JIT).
         macro_rules! byte_at {
             ($h:expr, $i:expr) => {
                 match st.heap.get_mut($h) {
@@ -957,6 +961,8 @@ impl Machine {
                             Some(n) => n as i32,
                             None => trap!(internal("arraylength of the instance")),
                         },
+                        // The lent length while a lend lasts, 0 after
+                        // (`Heap::lent_bytes`, as for `baload`).
                         None if a == LENT => st.heap.lent_bytes().len() as i32,
                         None if a == 0 => trap!(TrapKind::NullPointer),
                         None => trap!(internal("dangling handle")),

@@ -2,6 +2,10 @@
 //! it arrived, another endpoint's shared memory) passed to a method as its
 //! `byte[]` parameter without a copy, valid while the lend lasts.
 //!
+//! This is the runtime's half, per invocation. Not to be confused with
+//! [`crate::lent`] (one letter apart), the verifier's half: the proof, at
+//! load, that a method declared lent only reads the array.
+//!
 //! # Who guarantees what
 //!
 //! - **The host** ([`Applet::lend`], `unsafe`): the bytes stay readable,

@@ -2,6 +2,10 @@
 //! static proof, made at load beside the type check ([`crate::verifier`]),
 //! that the method it is lent to only reads it.
 //!
+//! This is the verifier's half, at load. Not to be confused with
+//! [`crate::lend`] (one letter apart), the runtime's half: the lend itself,
+//! its guard and the prepared methods it runs ([`crate::Applet::lend`]).
+//!
 //! A host declares with [`LentParam`] which `byte[]` parameters of which
 //! methods are lent ([`crate::check_lending`], [`crate::Applet::load_lending`]):
 //! the array it passes there is not the applet's. It may be another

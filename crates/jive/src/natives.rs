@@ -1411,7 +1411,9 @@ impl<'a> Context<'a> {
 
 /// [`Arrays::bytes_read`]: the heap's look-up first, so that an array of
 /// the heap's costs what [`Arrays::bytes`] does; the lent array on its
-/// miss.
+/// miss ([`Heap::lent_bytes`], whose `unsafe` the lend's invariant argues:
+/// readable for the lent length until the lend ends, empty after; the
+/// slice borrows the heap for the native call, inside the lend).
 #[inline]
 fn read_bytes(heap: &Heap, handle: i32) -> Result<&[i8], NativeError> {
     match heap.get(handle) {

@@ -1303,7 +1303,16 @@ fn execute_scoped(
     // points to: the frame stack (exclusively borrowed by the caller), the
     // statics and fields (borrowed from the applet), and heap elements
     // through the directory, whose entries it bounds-checks; see "Safety"
-    // in docs/jive.md.
+    // in docs/jive.md. Among them the lent bytes, through `LENT`'s entry
+    // (`baload`, `arraylength`, an inline native's read), by the lend's
+    // invariant (`Heap::lend`): while the lend lasts the entry holds
+    // bytes its caller keeps readable for the entry's length (the `Lend`
+    // guard ends it, and borrows the applet, so no invocation runs after);
+    // after it the entry is an empty array, so every access is out of
+    // bounds and the handle reaches no byte. The code never writes them
+    // where the method's lent parameters were proved reads
+    // (`Applet::prepare_lending`; `prepare_lending_unverified`'s caller
+    // promises it).
     unsafe { call_entry(code.code().addr(), ctx, entry) }
 }
 

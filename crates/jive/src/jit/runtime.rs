@@ -525,8 +525,16 @@ pub(super) extern "C" fn rt_copy(dst: *mut u8, src: *const u8, n: usize) {
     // reached by no Rust reference while the invocation runs) and the
     // other in a live `byte[]` or `boolean[]` of the applet's heap (its
     // directory entry's data and length, which nothing moves during a
-    // native call). The two never overlap: the area is the host's memory,
-    // the array the heap's. For the tail push: `src` in a live `byte[]`
+    // native call), or for `CopyIn`'s source the lent bytes behind
+    // `LENT`'s entry, by the lend's invariant (`Heap::lend`: readable for
+    // the entry's length until the lend ends, which no invocation
+    // outlives, the `Lend` guard borrowing the applet; an empty entry
+    // after, which no copy of a byte passes). The two never overlap: the
+    // area is the host's memory, an array the heap's; the lent bytes are
+    // the host's, and its lend must not name bytes of an area it lends
+    // (unet copies a message that starts in the receiver's own segment
+    // before it lends it, `Io::in_segment`; `Applet::lend`'s Safety does
+    // not say so yet, review26). For the tail push: `src` in a live `byte[]`
     // or `boolean[]` as above, `dst` past the frame's header in the lent
     // frame room (`FrameWords`: memory its lender promises valid for
     // writes of the room, reached by no Rust reference while the code
