@@ -255,27 +255,58 @@ fn native_result_checked(
     }))
 }
 
+/// The op that found no object behind a handle (`array!`), for its trap.
+#[derive(Clone, Copy)]
+enum Access {
+    IALoad,
+    SALoad,
+    IAStore,
+    SAStore,
+    BAStore,
+    GetField,
+    PutField,
+}
+
+impl Access {
+    fn name(self) -> &'static str {
+        match self {
+            Access::IALoad => "iaload",
+            Access::SALoad => "saload",
+            Access::IAStore => "iastore",
+            Access::SAStore => "sastore",
+            Access::BAStore => "bastore",
+            Access::GetField => "getfield",
+            Access::PutField => "putfield",
+        }
+    }
+}
+
 /// Why `array!` found no object for a handle that is not `null`, the op
-/// `op` (an element access at `index`, or a field's without one): a
-/// dangling handle, or the lent array ([`crate::heap::LENT`]) in an op the
-/// verifier lets no code make on it where the host declared it lent. An
-/// element access after the lend traps as the JIT's code does on the
-/// empty array the handle then names: the index is out of bounds of
-/// length 0. During the lend, a `bastore` is a write of it, and any other
-/// op (`iaload`, `saload`, `iastore`, `sastore`, a field's) takes the
-/// array for another type than it is, which the type check excludes for
-/// every class: both are internal errors that say so.
+/// `op` (an element access at `index`, or a field's, whose `index` is
+/// unused): a dangling handle, or the lent array
+/// ([`crate::heap::LENT`]) in an op the verifier lets no code make on it
+/// where the host declared it lent. An element access after the lend
+/// traps as the JIT's code does on the empty array the handle then names:
+/// the index is out of bounds of length 0. During the lend, a `bastore`
+/// is a write of it, and any other op (`iaload`, `saload`, `iastore`,
+/// `sastore`, a field's) takes the array for another type than it is,
+/// which the type check excludes for every class: both are internal
+/// errors that say so.
 #[cold]
-fn no_elements(heap: &Heap, handle: i32, op: &'static str, index: Option<i32>) -> TrapKind {
+fn no_elements(heap: &Heap, handle: i32, op: Access, index: i32) -> TrapKind {
     if handle != LENT {
         return internal("dangling handle");
     }
-    match index {
-        Some(index) if !heap.is_lending() => TrapKind::ArrayIndexOutOfBounds { index, length: 0 },
-        _ if op == "bastore" => internal("a write of the lent byte[]"),
-        _ => TrapKind::Native(format!(
-            "internal error (unverified program?): {op} of the lent array, which is a byte[]"
-        )),
+    let field = matches!(op, Access::GetField | Access::PutField);
+    if !field && !heap.is_lending() {
+        TrapKind::ArrayIndexOutOfBounds { index, length: 0 }
+    } else if let Access::BAStore = op {
+        internal("a write of the lent byte[]")
+    } else {
+        TrapKind::Native(format!(
+            "internal error (unverified program?): {} of the lent array, which is a byte[]",
+            op.name()
+        ))
     }
 }
 
@@ -402,28 +433,24 @@ impl Machine {
                 $go!($t)
             }};
         }
-        // The object behind handle `$h` for the op `$op`: an element
-        // access at index `$i`, or (without one) a field's.
+        // The object behind handle `$h` for the op `$op` (an `Access`):
+        // an element access at index `$i`, or (without one) a field's.
         macro_rules! array {
-            ($h:expr, $op:literal) => {
-                match st.heap.get_mut($h) {
-                    Some(o) => o,
-                    None if $h == 0 => trap!(TrapKind::NullPointer),
-                    None => trap!(no_elements(st.heap, $h, $op, None)),
-                }
+            ($h:expr, $op:ident) => {
+                array!($h, 0, $op)
             };
-            ($h:expr, $i:expr, $op:literal) => {
+            ($h:expr, $i:expr, $op:ident) => {
                 match st.heap.get_mut($h) {
                     Some(o) => o,
                     None if $h == 0 => trap!(TrapKind::NullPointer),
-                    None => trap!(no_elements(st.heap, $h, $op, Some($i))),
+                    None => trap!(no_elements(st.heap, $h, Access::$op, $i)),
                 }
             };
         }
         // `array!` for a `bastore` at index `$i`.
         macro_rules! array_at {
             ($h:expr, $i:expr) => {
-                array!($h, $i, "bastore")
+                array!($h, $i, BAStore)
             };
         }
         // A `baload`'s byte: an array of the heap's as `array!` finds it,
@@ -619,7 +646,7 @@ impl Machine {
                 Op::IALoad => {
                     sp -= 1;
                     let (a, i) = (s[sp - 1], s[sp]);
-                    s[sp - 1] = match array!(a, i, "iaload") {
+                    s[sp - 1] = match array!(a, i, IALoad) {
                         ObjectMut::Ints(v) => *index!(v, i),
                         _ => trap!(internal("iaload on a non-int array")),
                     };
@@ -632,7 +659,7 @@ impl Machine {
                 Op::SALoad => {
                     sp -= 1;
                     let (a, i) = (s[sp - 1], s[sp]);
-                    s[sp - 1] = match array!(a, i, "saload") {
+                    s[sp - 1] = match array!(a, i, SALoad) {
                         ObjectMut::Shorts(v) => i32::from(*index!(v, i)),
                         _ => trap!(internal("saload on a non-short array")),
                     };
@@ -640,7 +667,7 @@ impl Machine {
                 Op::IAStore => {
                     sp -= 3;
                     let (a, i, x) = (s[sp], s[sp + 1], s[sp + 2]);
-                    match array!(a, i, "iastore") {
+                    match array!(a, i, IAStore) {
                         ObjectMut::Ints(v) => *index!(v, i) = x,
                         _ => trap!(internal("iastore on a non-int array")),
                     }
@@ -657,7 +684,7 @@ impl Machine {
                 Op::SAStore => {
                     sp -= 3;
                     let (a, i, x) = (s[sp], s[sp + 1], s[sp + 2]);
-                    match array!(a, i, "sastore") {
+                    match array!(a, i, SAStore) {
                         ObjectMut::Shorts(v) => *index!(v, i) = x as i16,
                         _ => trap!(internal("sastore on a non-short array")),
                     }
@@ -820,7 +847,7 @@ impl Machine {
                 }
                 Op::GetField(k) => {
                     let o = s[sp - 1];
-                    s[sp - 1] = match array!(o, "getfield") {
+                    s[sp - 1] = match array!(o, GetField) {
                         ObjectMut::Instance(v) => match v.get(usize::from(k)) {
                             Some(&x) => x,
                             None => trap!(internal("instance slot")),
@@ -831,7 +858,7 @@ impl Machine {
                 Op::PutField(k) => {
                     sp -= 2;
                     let (o, x) = (s[sp], s[sp + 1]);
-                    match array!(o, "putfield") {
+                    match array!(o, PutField) {
                         ObjectMut::Instance(v) => match v.get_mut(usize::from(k)) {
                             Some(slot) => *slot = x,
                             None => trap!(internal("instance slot")),
@@ -893,7 +920,7 @@ impl Machine {
                 }
                 Op::IALoadLL(a, i) => {
                     let (a, i) = (s[fp + usize::from(a)], s[fp + usize::from(i)]);
-                    s[sp] = match array!(a, i, "iaload") {
+                    s[sp] = match array!(a, i, IALoad) {
                         ObjectMut::Ints(v) => *index!(v, i),
                         _ => trap!(internal("iaload on a non-int array")),
                     };
@@ -901,7 +928,7 @@ impl Machine {
                 }
                 Op::IALoadLC(a, i) => {
                     let (a, i) = (s[fp + usize::from(a)], i32::from(i));
-                    s[sp] = match array!(a, i, "iaload") {
+                    s[sp] = match array!(a, i, IALoad) {
                         ObjectMut::Ints(v) => *index!(v, i),
                         _ => trap!(internal("iaload on a non-int array")),
                     };
@@ -914,7 +941,7 @@ impl Machine {
                 }
                 Op::AddIALoadLC(a, i) => {
                     let (a, i) = (s[fp + usize::from(a)], i32::from(i));
-                    let x = match array!(a, i, "iaload") {
+                    let x = match array!(a, i, IALoad) {
                         ObjectMut::Ints(v) => *index!(v, i),
                         _ => trap!(internal("iaload on a non-int array")),
                     };
@@ -926,7 +953,7 @@ impl Machine {
                 }
                 Op::IAStoreLCL(a, i, v) => {
                     let (a, i, x) = (s[fp + usize::from(a)], i32::from(i), s[fp + usize::from(v)]);
-                    match array!(a, i, "iastore") {
+                    match array!(a, i, IAStore) {
                         ObjectMut::Ints(v) => *index!(v, i) = x,
                         _ => trap!(internal("iastore on a non-int array")),
                     }
@@ -937,7 +964,7 @@ impl Machine {
                         s[fp + usize::from(i)],
                         s[fp + usize::from(v)],
                     );
-                    match array!(a, i, "iastore") {
+                    match array!(a, i, IAStore) {
                         ObjectMut::Ints(v) => *index!(v, i) = x,
                         _ => trap!(internal("iastore on a non-int array")),
                     }
