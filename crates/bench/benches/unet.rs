@@ -8,7 +8,11 @@
 //!   the message out, one thread, no applet (the engine runs inside the
 //!   send: descriptor, frame, dpf, delivery).
 //! - `path/one_thread_standard/{56,4096}`: the same with the standard U-Net
-//!   applet on both endpoints.
+//!   applet on both endpoints (the paper's interface: `doRx` reads the
+//!   message from its copy in `RxBuf`).
+//! - `path/one_thread_standard_lent/{56,4096}`: the same with the standard
+//!   applet written to the lent `doRx` (`StandardLent`: the message lent to
+//!   `doRx` as a `byte[]`, one copy fewer) on both endpoints.
 //! - `rtt/loop/{56,4096}` and `rtt/spsc_ring/{56,4096}`: one round trip
 //!   between two threads (each waiting thread spins, then yields its core
 //!   after 4,096 empty polls), through two endpoints of one engine, and
@@ -30,9 +34,11 @@ fn path(c: &mut Criterion) {
         .measurement_time(Duration::from_secs(2))
         .warm_up_time(Duration::from_millis(500));
     let standard = Some(unet::applets::STANDARD);
+    let lent = Some(unet::applets::STANDARD_LENT);
     let runs = [
         ("one_thread", None, &[0usize, 56, 4096][..]),
         ("one_thread_standard", standard, &[56, 4096][..]),
+        ("one_thread_standard_lent", lent, &[56, 4096][..]),
     ];
     for (name, applet, sizes) in runs {
         for &size in sizes {

@@ -120,9 +120,10 @@ struct BenchArgs {
     /// quote). Suites: codegen, jive, dpf, esp, idl, ilp, codecache.
     #[arg(long)]
     quick: bool,
-    /// One cell of a suite, alternated eight times in one run (as text, or
+    /// One cell of a suite, alternated ten times in one run (as text, or
     /// one JSON object with --json). Suites: unet (`burst`: burst-25 at 4
-    /// KiB on `loop`, plain U-Net and the standard applet, and their ratio).
+    /// KiB on `loop`, plain U-Net and the standard applet, copied and lent
+    /// `doRx`, and their ratios).
     #[arg(long, value_enum)]
     only: Option<Only>,
 }
@@ -130,7 +131,8 @@ struct BenchArgs {
 /// The cells `--only` can pick.
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Only {
-    /// burst-25 at 4 KiB on `loop`: plain U-Net against the standard applet.
+    /// burst-25 at 4 KiB on `loop`: plain U-Net against the standard applet
+    /// (copied and lent `doRx`).
     Burst,
 }
 

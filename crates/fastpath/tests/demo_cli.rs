@@ -88,6 +88,7 @@ fn json_on_loop_has_every_figure_or_a_reason() {
         &[
             "unet",
             "standard_applet",
+            "standard_lent_applet",
             "simple_applet",
             "applet_ping_pong",
             "ring",
@@ -97,13 +98,15 @@ fn json_on_loop_has_every_figure_or_a_reason() {
             "unet_per_ring",
             "udp_per_unet",
             "udp_blocking_per_unet",
+            "standard_per_unet",
+            "standard_lent_per_unet",
         ],
     );
     check_cells(
         &doc["applet_cost"],
         "applet_cost",
         5,
-        &["standard_applet", "simple_applet"],
+        &["standard_applet", "standard_lent_applet", "simple_applet"],
     );
     check_cells(
         &doc["bandwidth"],
@@ -112,11 +115,14 @@ fn json_on_loop_has_every_figure_or_a_reason() {
         &[
             "unet_app_ack",
             "standard_app_ack",
+            "standard_lent_app_ack",
             "applet_tokens",
             "per_tx_25",
             "applet_generated",
             "memcpy",
             "unet_per_memcpy",
+            "standard_per_unet",
+            "standard_lent_per_unet",
         ],
     );
     assert_eq!(doc["messages"], 25);

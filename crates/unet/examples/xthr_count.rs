@@ -10,6 +10,8 @@
 //!     target/release/examples/xthr_count 4096 16384
 //! callgrind_annotate --inclusive=yes callgrind.out.<pid>
 //! WITH=1 valgrind ... target/release/examples/xthr_count 40 16400 1   # send_with, bursts of 1
+//! LENT=1 valgrind ... target/release/examples/xthr_count 4096 16400     # StandardLent
+//! NONE=1 valgrind ... target/release/examples/xthr_count 4096 16400     # no applet
 //! ```
 //!
 //! The sender uses [`Endpoint::send`]; with `WITH=1` it uses
@@ -17,7 +19,11 @@
 //! and `loop_rtt`'s applications sent until 2026-12-02 (they now send with
 //! `send`; `loop_rtt`'s `WITH=1` times `send_with`).
 //!
-//! Two endpoints of one engine on `loop`, both with the standard applet;
+//! Two endpoints of one engine on `loop`, both with the standard applet
+//! (with `LENT=1` the standard applet written to the lent `doRx`,
+//! `StandardLent`, whose `doRx` reads the message lent instead of its copy
+//! in `RxBuf`; with `NONE=1` without applets, plain U-Net, whose sender's
+//! engine delivers each message into the receiver's buffers itself);
 //! the sender on the main thread, the receiver on a thread of its own
 //! (which claims it). Messages of `SIZE` bytes (default 40) go in bursts
 //! of 25, as burst-25's do (or of the third argument's count: 1 is one
@@ -87,6 +93,8 @@ fn main() {
     let burst = args.get(2).copied().unwrap_or(BURST).max(1);
     let n = args.get(1).copied().unwrap_or(16384).div_ceil(burst) * burst;
     let with = std::env::var_os("WITH").is_some();
+    let lent = std::env::var_os("LENT").is_some();
+    let none = std::env::var_os("NONE").is_some();
     let net = LoopNet::new();
     let e = Engine::new(Box::new(
         net.attach("10.0.0.1:7000".parse().unwrap()).unwrap(),
@@ -95,7 +103,11 @@ fn main() {
         buffer_size: 8192,
         ..Config::default()
     };
-    let std_applet = Some(unet::applets::STANDARD);
+    let std_applet = match (none, lent) {
+        (true, _) => None,
+        (false, true) => Some(unet::applets::STANDARD_LENT),
+        (false, false) => Some(unet::applets::STANDARD),
+    };
     let mut a = e.create_endpoint(cfg, std_applet).unwrap();
     let mut b = e.create_endpoint(cfg, std_applet).unwrap();
     let ab = a.open_channel(e.local(), b.id()).unwrap();
