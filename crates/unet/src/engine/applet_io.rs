@@ -1204,7 +1204,7 @@ pub(super) fn run_lent<const INLINED: bool>(
     // (`Engine::deliver_deferred` never delivers to the sender's own
     // applet). The bytes may change under the applet (another process's
     // memory): it and its natives read them as plain bytes.
-    let c = match unsafe { applet.lend(bytes.as_ptr(), bytes.len()) } {
+    let c = match unsafe { applet.lend_slice(bytes) } {
         Ok(mut lend) => {
             // The first argument is the lend's (`Lend` puts the lent
             // handle there).
