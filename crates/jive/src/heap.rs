@@ -613,9 +613,8 @@ impl Heap {
         // given a null one.
         let data = match core::ptr::NonNull::new(data.cast_mut()) {
             Some(d) if len != 0 => d,
-            _ => core::ptr::NonNull::without_provenance(
-                core::num::NonZeroUsize::new(DirEntry::NOT_LENT.data).expect("non-null"),
-            ),
+            // `NOT_LENT`'s address, `align_of::<u64>()`.
+            _ => core::ptr::NonNull::<u64>::dangling().cast(),
         };
         // SAFETY: the caller's promise, for the same bytes (or none).
         unsafe { self.lend_nonnull(data, len) }

@@ -116,11 +116,12 @@ fn both_engines_read_the_lent_bytes_alike() {
         let lens = [0, 1, 7, 64, 255, 1500, 4096];
         for (len, slice) in lens.into_iter().flat_map(|l| [(l, false), (l, true)]) {
             let msg = message(len);
-            // SAFETY: `msg` outlives the lend (dropped in this block) and
-            // nothing writes it.
             let mut lend = if slice {
+                // SAFETY: `msg` outlives the lend (dropped in this block)
+                // and nothing writes it.
                 unsafe { a.lend_slice(&msg) }.unwrap()
             } else {
+                // SAFETY: as above.
                 unsafe { a.lend(msg.as_ptr(), msg.len()) }.unwrap()
             };
             // The lent argument's value is the lend's, whatever is passed.
