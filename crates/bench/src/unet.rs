@@ -362,6 +362,12 @@ pub enum Receiver {
     /// `BreakdownLent` (`Breakdown` with the lent `doRx`) in this mode,
     /// the sender without an applet.
     BreakdownLent(i32),
+    /// `NullRx`: `doRx(int, int)` returns at once (no `switch`), the
+    /// sender without an applet.
+    NullRx,
+    /// `NullRxLent`: the lent `doRx` returns at once, the sender without
+    /// an applet.
+    NullRxLent,
 }
 
 impl std::fmt::Display for Receiver {
@@ -374,6 +380,8 @@ impl std::fmt::Display for Receiver {
                 f.write_str("the standard applet with the lent doRx on both endpoints")
             }
             Receiver::BreakdownLent(mode) => write!(f, "BreakdownLent mode {mode}"),
+            Receiver::NullRx => f.write_str("NullRx"),
+            Receiver::NullRxLent => f.write_str("NullRxLent"),
         }
     }
 }
@@ -437,6 +445,9 @@ pub const BURST: usize = 4096;
 /// | `null` | mode 1: `doRx` calls `getFreeBufferLength` 8 times | 0 |
 /// | `getbuf` | mode 2: `doRx` calls `getFreeBuffer` 8 times | 0 |
 /// | `push` | mode 3: `doRx` calls `dmaRxdPayload(RxBuf, chan, 0)` 8 times | 8 |
+/// | `dorx-lent` | `BreakdownLent` mode 0: the lent `doRx` returns at once | 0 |
+/// | `dorx-null` | `NullRx`: `doRx` returns at once, no `switch (mode)` | 0 |
+/// | `dorx-lent-null` | `NullRxLent`: the lent `doRx` returns at once, no `switch` | 0 |
 pub const CASES: &[Case] = &[
     Case {
         name: "path-40",
@@ -607,6 +618,22 @@ pub const CASES: &[Case] = &[
         framed: true,
     },
     Case {
+        name: "dorx-null",
+        toggle: TOGGLE_SEND,
+        size: SMALL,
+        receiver: Receiver::NullRx,
+        delivered: 0,
+        framed: true,
+    },
+    Case {
+        name: "dorx-lent-null",
+        toggle: TOGGLE_SEND,
+        size: SMALL,
+        receiver: Receiver::NullRxLent,
+        delivered: 0,
+        framed: true,
+    },
+    Case {
         name: "path-40-copying",
         toggle: TOGGLE_PATH_COPYING,
         size: SMALL,
@@ -691,6 +718,8 @@ pub fn run_case(case: &Case, n: usize) -> Result<CaseRun, String> {
             Some(unet::applets::STANDARD_LENT),
         ),
         Receiver::BreakdownLent(_) => (None, Some(unet::applets::BREAKDOWN_LENT)),
+        Receiver::NullRx => (None, Some(unet::applets::NULL_RX)),
+        Receiver::NullRxLent => (None, Some(unet::applets::NULL_RX_LENT)),
     };
     let mut p = pair(applet_a, applet_b).map_err(|e| format!("set-up: {e}"))?;
     if case.framed {
@@ -937,6 +966,16 @@ pub fn report(totals: &[(&str, u64)], n: usize) -> Option<Vec<Row>> {
             "(dorx-lent - deliver) / N",
         ),
         row(
+            "invoking a doRx that returns at once (NullRx: no switch), the message copied into RxBuf: issue 28's target",
+            (t("dorx-null")? - t("deliver")?) / n,
+            "(dorx-null - deliver) / N",
+        ),
+        row(
+            "invoking a lent doRx that returns at once (NullRxLent: no switch): issue 28's target",
+            (t("dorx-lent-null")? - t("deliver")?) / n,
+            "(dorx-lent-null - deliver) / N",
+        ),
+        row(
             "standard applet with the lent doRx on both endpoints, 40 B: added per message over the path without applet",
             per("standard-lent-40")? - per("path-40")?,
             "(standard-lent-40 - path-40) / N",
@@ -1040,6 +1079,8 @@ mod tests {
             ("standard-lent-4096", 6000),
             ("standard-lent-40-framed", 4000),
             ("dorx-lent", 800),
+            ("dorx-null", 820),
+            ("dorx-lent-null", 780),
         ];
         let rows = report(&totals, n).unwrap();
         let v: Vec<f64> = rows.iter().map(|r| r.instructions).collect();
@@ -1047,7 +1088,8 @@ mod tests {
             v,
             [
                 100.0, 110.0, 200.0, 120.0, 150.0, 250.0, 300.0, 600.0, 300.0, 400.0, 350.0, 650.0,
-                100.0, 60.0, 90.0, 30.0, 20.0, 250.0, 500.0, 300.0, 250.0, 7.0, 11.0, 13.0
+                100.0, 60.0, 90.0, 30.0, 20.0, 22.0, 18.0, 250.0, 500.0, 300.0, 250.0, 7.0, 11.0,
+                13.0
             ]
         );
         assert!(report(&totals[1..], n).is_none());

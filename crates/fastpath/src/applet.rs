@@ -220,6 +220,8 @@ fn example_purpose(name: &str) -> &'static str {
             "Figure 5's standard applet with the lent doRx: the message read where it is, not copied into RxBuf"
         }
         "BreakdownLent" => "Figure 7's probe with the lent doRx: the cost of invoking a lent doRx",
+        "NullRx" => "issue 28's probe: a doRx that returns at once, the message copied into RxBuf",
+        "NullRxLent" => "issue 28's probe: a lent doRx that returns at once",
         "LentProbe" => {
             "the lent doRx's tests' probe: doRx hashes, reads past, echoes or delivers the lent message"
         }

@@ -614,6 +614,30 @@ impl Heap {
     /// bytes, and nothing here assumes they stay.
     #[inline(always)]
     pub unsafe fn lend(&mut self, data: *const u8, len: usize) -> Result<(), LendError> {
+        // An empty lend takes `NOT_LENT`'s non-null address, so that no
+        // reader (`lent_bytes`, a runtime call's copy of no bytes) is
+        // given a null one.
+        let data = match core::ptr::NonNull::new(data.cast_mut()) {
+            Some(d) if len != 0 => d,
+            // `NOT_LENT`'s address, `align_of::<u64>()`.
+            _ => core::ptr::NonNull::<u64>::dangling().cast(),
+        };
+        // SAFETY: the caller's promise, for the same bytes (or none).
+        unsafe { self.lend_nonnull(data, len) }
+    }
+
+    /// [`Heap::lend`] of bytes at an address known not to be null (a
+    /// slice's, [`crate::Applet::lend_slice`]): the same checks and
+    /// entry, without the choice of an address for an empty lend.
+    ///
+    /// # Safety
+    /// As [`Heap::lend`]'s.
+    #[inline(always)]
+    pub unsafe fn lend_nonnull(
+        &mut self,
+        data: core::ptr::NonNull<u8>,
+        len: usize,
+    ) -> Result<(), LendError> {
         if self.is_lending() {
             return Err(LendError::AlreadyLent);
         }
@@ -621,14 +645,7 @@ impl Heap {
             return Err(LendError::TooLong(len));
         };
         *self.lent_entry() = DirEntry {
-            // An empty lend takes `NOT_LENT`'s non-null address, so that
-            // no reader (`lent_bytes`, a runtime call's copy of no bytes)
-            // is given a null one.
-            data: if n == 0 {
-                DirEntry::NOT_LENT.data
-            } else {
-                data as usize
-            },
+            data: data.as_ptr() as usize,
             len: n,
             store_mask: -1,
             bytes: 1,

@@ -223,6 +223,24 @@ impl Applet {
         unsafe { self.heap.lend(data, len) }?;
         Ok(Lend { applet: self })
     }
+
+    /// [`Applet::lend`] of the bytes of `bytes`, whose address a slice
+    /// says is not null: the same checks and lend, without
+    /// [`Applet::lend`]'s choice of an address for an empty one.
+    ///
+    /// # Safety
+    /// As [`Applet::lend`]'s for `bytes.as_ptr()` and `bytes.len()`: the
+    /// bytes stay readable until the [`Lend`] is dropped (the slice's
+    /// borrow need not last that long), and nothing in this process
+    /// writes them through a Rust reference meanwhile.
+    #[inline(always)]
+    pub unsafe fn lend_slice(&mut self, bytes: &[u8]) -> Result<Lend<'_>, LendError> {
+        let data = core::ptr::NonNull::from(bytes).cast::<u8>();
+        // SAFETY: the caller's promise is `Heap::lend_nonnull`'s, until
+        // the guard made here is dropped, which ends it (`Lend::drop`).
+        unsafe { self.heap.lend_nonnull(data, bytes.len()) }?;
+        Ok(Lend { applet: self })
+    }
 }
 
 impl Lend<'_> {

@@ -113,11 +113,19 @@ fn both_engines_read_the_lent_bytes_alike() {
         let mut s = a.prepare_lending::<2>("sum", 0).unwrap();
         let mut length = a.prepare_lending::<2>("length", 0).unwrap();
         let mut rx = a.prepare_lending::<3>("doRx", 1).unwrap();
-        for len in [0, 1, 7, 64, 255, 1500, 4096] {
+        // Each length lent by address and length (`lend`) and as a slice
+        // (`lend_slice`, unet's).
+        let lens = [0, 1, 7, 64, 255, 1500, 4096];
+        for (len, slice) in lens.into_iter().flat_map(|l| [(l, false), (l, true)]) {
             let msg = message(len);
-            // SAFETY: `msg` outlives the lend (dropped in this block) and
-            // nothing writes it.
-            let mut lend = unsafe { a.lend(msg.as_ptr(), msg.len()) }.unwrap();
+            let mut lend = if slice {
+                // SAFETY: `msg` outlives the lend (dropped in this block)
+                // and nothing writes it.
+                unsafe { a.lend_slice(&msg) }.unwrap()
+            } else {
+                // SAFETY: as above.
+                unsafe { a.lend(msg.as_ptr(), msg.len()) }.unwrap()
+            };
             // The lent argument's value is the lend's, whatever is passed.
             let got = lend.run_prepared(&mut s, [12345, len as i32], None);
             assert_eq!(got.value(), Some(sum(&msg)), "{engine:?}, {len} bytes");
@@ -304,6 +312,12 @@ fn a_second_lend_while_one_is_active_is_refused() {
         let e = match unsafe { a.lend(SECOND.as_ptr(), SECOND.len()) } {
             Err(e) => e,
             Ok(_) => panic!("{engine:?}: a second lend"),
+        };
+        assert_eq!(e, LendError::AlreadyLent);
+        // SAFETY: as above.
+        let e = match unsafe { a.lend_slice(&SECOND) } {
+            Err(e) => e,
+            Ok(_) => panic!("{engine:?}: a second lend of a slice"),
         };
         assert_eq!(e, LendError::AlreadyLent);
         assert_eq!(a.heap().bytes_read(jive::LENT), Some(&[1i8, 2, 3][..]));

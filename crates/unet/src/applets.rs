@@ -7,7 +7,7 @@
 //! native` declarations of the natives it uses. `doRx(length, channel)`
 //! finds the arriving message in a static `byte[] RxBuf` the host fills
 //! before it; `doRx(byte[] msg, length, channel)` (`StandardLent`,
-//! `BreakdownLent`, `LentProbe`) gets the message itself, lent for the
+//! `BreakdownLent`, `LentProbe`, `NullRxLent`) gets the message itself, lent for the
 //! invocation (docs/unet.md, "Applets and natives"). The natives are bound by
 //! [`crate::natives::bind`]. The protocol of each is documented at the top of
 //! its source file; the constants below say which experiment it serves.
@@ -121,6 +121,17 @@ pub const BREAKDOWN_LENT: &[u8] = include_bytes!(concat!(
     "/unet-applets/BreakdownLent.class"
 ));
 
+/// `NullRx`: not an experiment of the paper but the probe of issue 28's
+/// "an applet invocation (`doRx` returning at once)": `doRx(length,
+/// channel)` returns 0 and does nothing else (`unet-count dorx-null`),
+/// where [`BREAKDOWN`]'s mode 0 switches on its `mode` first.
+pub const NULL_RX: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/unet-applets/NullRx.class"));
+
+/// `NullRxLent`: [`NULL_RX`] written against the lent `doRx`
+/// (`unet-count dorx-lent-null`).
+pub const NULL_RX_LENT: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/unet-applets/NullRxLent.class"));
+
 /// `LentProbe`: not an experiment of the paper but the probe of the lent
 /// `doRx` (`tests/rx_lent.rs`): by a static mode, `doRx` records the lent
 /// message's length and hash, reads one byte past it, echoes it, or
@@ -163,6 +174,8 @@ pub const ALL: &[(&str, &[u8])] = &[
     ("StandardLent", STANDARD_LENT),
     ("BreakdownLent", BREAKDOWN_LENT),
     ("LentProbe", LENT_PROBE),
+    ("NullRx", NULL_RX),
+    ("NullRxLent", NULL_RX_LENT),
 ];
 
 /// The class file of the applet named `name` (its class name, e.g.

@@ -21,6 +21,9 @@
 //! valgrind --tool=callgrind --toggle-collect=unet_count_path target/release/unet-count standard-4096 16384
 //! valgrind --tool=callgrind --toggle-collect=unet_count_send target/release/unet-count deliver 16384
 //! valgrind --tool=callgrind --toggle-collect=unet_count_send target/release/unet-count dorx 16384
+//! valgrind --tool=callgrind --toggle-collect=unet_count_send target/release/unet-count dorx-lent 16384
+//! valgrind --tool=callgrind --toggle-collect=unet_count_send target/release/unet-count dorx-null 16384
+//! valgrind --tool=callgrind --toggle-collect=unet_count_send target/release/unet-count dorx-lent-null 16384
 //! valgrind --tool=callgrind --toggle-collect=unet_count_send target/release/unet-count null 16384
 //! valgrind --tool=callgrind --toggle-collect=unet_count_send target/release/unet-count getbuf 16384
 //! valgrind --tool=callgrind --toggle-collect=unet_count_send target/release/unet-count push 16384
@@ -75,6 +78,15 @@
 //!   applet costs over the standard U-Net code (the paper's framing):
 //!   filling `RxBuf`, calling `doRx`, its dispatch and return, minus the
 //!   engine's own inline descriptor push that the applet replaces.
+//!   `dorx-lent` is the same with `BreakdownLent` (its `doRx(byte[] msg,
+//!   int, int)` gets the message lent, not copied into `RxBuf`).
+//! - **Invoking a `doRx` that returns at once** (issue 28's wording:
+//!   `dorx-null` and `dorx-lent-null`, each − `deliver`): `Breakdown`'s
+//!   mode 0 reads its static `mode` and switches on it before it returns
+//!   (7 instructions of its own: the static's load, the table's bound, its
+//!   jump). `NullRx` and `NullRxLent` (`applets/unet/NullRx*.java`) have a
+//!   `doRx` of one `return 0`, copied and lent, so that what they count
+//!   is the invocation and nothing of the probe's own.
 //! - **A null native, getFreeBuffer, pushing a receive descriptor** (`null`,
 //!   `getbuf`, `push`, each − `dorx`, / 8N): `Breakdown`'s modes 1 to 3,
 //!   whose `doRx` makes 8 calls of `getFreeBufferLength()`,

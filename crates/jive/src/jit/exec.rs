@@ -137,6 +137,13 @@ pub struct Compiled {
     /// form is `NoLender` (a private type that is not a [`FastNative`]),
     /// so it matches no host.
     pub(super) lender: core::any::TypeId,
+    /// Whether no native of the program has an inline form: its code then
+    /// never reads the context's words (only an inline form loads them,
+    /// `jit::inline`), so the words a typed host lends are as good as
+    /// none, and a lender's handle of any host type runs it the typed way
+    /// ([`Compiled::ready_word_for`]) instead of the untyped detour.
+    /// Fixed when the code is compiled, as [`Compiled::lender`] is.
+    pub(super) reads_no_words: bool,
 }
 
 /// [`Found::failed`]'s type: the trap of code that could not run,
@@ -263,6 +270,7 @@ pub fn compile(prog: &Program) -> Result<Compiled, JitError> {
     let words_of = words_at_entry(prog);
     let rec = Record::new(&mut frames[..], words_of);
     let lender = lender_of(words_of);
+    let reads_no_words = prog.natives.iter().all(|n| n.inline.is_none());
     let stamp = next_stamp();
     Ok(Compiled {
         found: Found {
@@ -284,6 +292,7 @@ pub fn compile(prog: &Program) -> Result<Compiled, JitError> {
         // matches either.
         stamp_lent: stamp | LENT,
         lender,
+        reads_no_words,
     })
 }
 
@@ -619,10 +628,14 @@ impl Compiled {
     /// [`Compiled::ready_word`] for a prepared invocation of kind `K`:
     /// with [`LENT`] where `K` is a lender of words and the program finds
     /// its words through that one ([`Compiled::lender`], fixed when the
-    /// code was compiled, so for as long as the stamp is current).
+    /// code was compiled, so for as long as the stamp is current), or
+    /// reads none ([`Compiled::reads_no_words`]: a program without inline
+    /// natives, whose code the lent words never reach; without this, its
+    /// every typed invocation took the cold untyped detour, some 40
+    /// instructions, `unet-count dorx-null`).
     pub(crate) fn ready_word_for<K: HostKind>(&self, entry: u16) -> u64 {
         let word = self.ready_word(entry);
-        if word != 0 && K::lends(self.lender) {
+        if word != 0 && (K::lends(self.lender) || (K::LENT != 0 && self.reads_no_words)) {
             word | LENT
         } else {
             word
@@ -889,6 +902,13 @@ impl Ready<'_> {
     pub(crate) fn lender(&self) -> core::any::TypeId {
         debug_assert_eq!(self.jit.lender, lender_of(self.jit.rec.ctx.words_of));
         self.jit.lender
+    }
+
+    /// [`Compiled::reads_no_words`], for debug assertions as
+    /// [`Ready::lender`].
+    #[inline(always)]
+    pub(crate) fn reads_no_words(&self) -> bool {
+        self.jit.reads_no_words
     }
 }
 
@@ -1479,6 +1499,9 @@ mod tests {
         // which no typed host's lender equals.
         assert!(c.rec.ctx.words_of.is_none());
         assert_eq!(c.lender, core::any::TypeId::of::<NoLender>());
+        // Nor does its code read words: a lender's word is made with
+        // `LENT` for any lender (`ready_word_for`).
+        assert!(c.reads_no_words);
         let ok = RunLimits {
             fuel: 100,
             max_depth: 64,

@@ -1182,7 +1182,7 @@ pub(super) fn run_lent<const INLINED: bool>(
     chan: u16,
     timed: bool,
 ) -> Option<Ran> {
-    let bytes: &[u8] = if payload.tail.is_none() && !io.in_segment(payload.head) {
+    let bytes: &[u8] = if io.lends_in_place(payload) {
         payload.head
     } else {
         gather(scratch, payload)
@@ -1198,11 +1198,13 @@ pub(super) fn run_lent<const INLINED: bool>(
     // one that starts in the segment (an area's rest, or the application's
     // bytes taken from its own area, `Segment::with_bytes`) is copied into
     // `scratch` (a slice lies in one mapping, so its start says where it
-    // is); a deferred `TxBuf` is another applet's heap
+    // is; a head that is not the application's, `Payload::app`, is the
+    // engine's memory: a frame in an outbox, an inbox or a transport's
+    // buffer, none of them a segment); a deferred `TxBuf` is another applet's heap
     // (`Engine::deliver_deferred` never delivers to the sender's own
     // applet). The bytes may change under the applet (another process's
     // memory): it and its natives read them as plain bytes.
-    let c = match unsafe { applet.lend(bytes.as_ptr(), bytes.len()) } {
+    let c = match unsafe { applet.lend_slice(bytes) } {
         Ok(mut lend) => {
             // The first argument is the lend's (`Lend` puts the lent
             // handle there).
@@ -1227,6 +1229,17 @@ pub(super) fn run_lent<const INLINED: bool>(
 }
 
 impl Io {
+    /// Whether [`run_lent`] lends `payload`'s bytes where they are: they
+    /// are in one piece (no rest in a segment) and do not start in this
+    /// endpoint's own segment. Only the application's bytes can start
+    /// there ([`Payload::app`]), so only they are looked for there: a
+    /// frame or a deferred `TxBuf` is lent without the test (7
+    /// instructions).
+    #[inline(always)]
+    fn lends_in_place(&self, payload: &Payload<'_>) -> bool {
+        payload.tail.is_none() && !(payload.app && self.in_segment(payload.head))
+    }
+
     /// Whether `bytes` start in this endpoint's segment (its buffer area
     /// and queues, which its applet's natives write): [`run_lent`] copies
     /// such a message instead of lending it.
@@ -1729,6 +1742,9 @@ pub(super) mod tests {
     /// taken from there, `Segment::with_bytes`) is told apart, so that
     /// [`run_lent`] copies it instead of lending it (review26); any other
     /// bytes are not, at the segment's first and last byte and just past.
+    /// The application's bytes are made a payload that says so
+    /// (`Payload::of_app`, as `Engine::send_direct` makes it), which is
+    /// the only kind [`Io::lends_in_place`] looks for in the segment.
     #[test]
     fn a_message_in_the_endpoints_own_segment_is_not_lent() {
         let net = crate::transport::LoopNet::new();
@@ -1742,12 +1758,19 @@ pub(super) mod tests {
         let rx = port.rx.lock();
         let (seg, len) = (rx.io.seg.clone(), rx.io.seg.len());
         for (off, n) in [(0, 1), (100, 40), (len - 1, 1), (len - 4096, 4096)] {
-            seg.with_bytes(off, n, |b| assert!(rx.io.in_segment(b), "{off}"));
+            seg.with_bytes(off, n, |b| {
+                assert!(rx.io.in_segment(b), "{off}");
+                // The application's bytes (as `send_direct` takes them)
+                // are copied, not lent.
+                assert!(!rx.io.lends_in_place(&Payload::of_app(b)), "{off}");
+            });
         }
-        other
-            .seg
-            .with_bytes(0, 40, |b| assert!(!rx.io.in_segment(b)));
+        other.seg.with_bytes(0, 40, |b| {
+            assert!(!rx.io.in_segment(b));
+            assert!(rx.io.lends_in_place(&Payload::of_app(b)));
+        });
         assert!(!rx.io.in_segment(&[1u8; 40]));
+        assert!(rx.io.lends_in_place(&Payload::of_app(&[1u8; 40])));
         // SAFETY: an empty slice just past the mapping: no byte read.
         let past = unsafe { core::slice::from_raw_parts(seg.as_ptr().as_ptr().add(len), 0) };
         assert!(!rx.io.in_segment(past));

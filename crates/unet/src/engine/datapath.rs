@@ -376,6 +376,7 @@ impl Engine {
                 && ch.goes_kept()
             {
                 let payload = Payload {
+                    app: false,
                     head,
                     tail: tail.map(Tail::rest),
                 };
@@ -611,6 +612,7 @@ impl Engine {
                 frame_payload(port, bytes, None)
             } else {
                 Some(Payload {
+                    app: false,
                     head: bytes,
                     tail: None,
                 })
@@ -758,6 +760,7 @@ pub(super) fn enqueue(port: &Port, chan: u16, f: &[u8], tail: Option<&Tail>, s: 
         return;
     }
     let frame = Payload {
+        app: false,
         head: f,
         tail: tail.map(Tail::rest),
     };
@@ -847,6 +850,7 @@ fn frame_payload<'a>(port: &Port, f: &'a [u8], tail: Option<&'a Tail>) -> Option
         return None;
     }
     Some(Payload {
+        app: false,
         head: &f[HEADER_LEN..],
         tail: tail.map(Tail::rest),
     })
@@ -1296,6 +1300,7 @@ impl Engine {
             return false;
         }
         let payload = Payload {
+            app: false,
             head: &[],
             tail: Some(Rest {
                 seg: &port.seg,
@@ -1402,15 +1407,13 @@ impl Engine {
             ..
         } = framer;
         let payload = match msg {
-            Direct::Bytes(b) => Payload {
-                head: b,
-                tail: None,
-            },
+            Direct::Bytes(b) => Payload::of_app(b),
             Direct::Area { offset, len } => {
                 if !layout.in_area(offset, len) {
                     return false;
                 }
                 Payload {
+                    app: false,
                     head: &[],
                     tail: Some(Rest {
                         seg: &port.seg,
@@ -1706,6 +1709,7 @@ impl Engine {
             return false;
         };
         let payload = Payload {
+            app: false,
             head: bytemuck::cast_slice(bytes),
             tail: None,
         };
@@ -1936,6 +1940,7 @@ impl Engine {
                 // test is not made again there (the payload is kept on
                 // the stack, and its tail was read back from there).
                 let head = Payload {
+                    app: payload.app,
                     head: payload.head,
                     tail: None,
                 };

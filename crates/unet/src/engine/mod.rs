@@ -573,9 +573,30 @@ struct Rest<'a> {
 struct Payload<'a> {
     head: &'a [u8],
     tail: Option<Rest<'a>>,
+    /// Whether `head` is the sending application's own bytes
+    /// ([`crate::endpoint::Direct::Bytes`], `Endpoint::send`'s message
+    /// where the engine takes it without a frame), which may lie anywhere
+    /// in its process, an endpoint's segment included. Every other head is
+    /// the engine's memory or an applet's heap: a frame in an outbox, an
+    /// inbox or a transport's buffer, or the `TxBuf` of a deferred
+    /// `txPush`. Only such a head can be in the receiving endpoint's own
+    /// segment, so that the lent `doRx` tests where it is only for it
+    /// (`applet_io::run_lent`).
+    app: bool,
 }
 
-impl Payload<'_> {
+impl<'a> Payload<'a> {
+    /// The sending application's own bytes `b` as a payload
+    /// ([`Payload::app`]: they may lie in an endpoint's segment).
+    #[inline(always)]
+    fn of_app(b: &'a [u8]) -> Payload<'a> {
+        Payload {
+            app: true,
+            head: b,
+            tail: None,
+        }
+    }
+
     #[inline]
     fn len(&self) -> usize {
         self.head.len() + self.tail.map_or(0, |t| t.len)
