@@ -611,7 +611,10 @@ impl Heap {
     /// even null, where `len` is 0), and nothing in this process writes
     /// them through a Rust reference. Their values may change meanwhile
     /// (another process's shared memory): readers take them as plain
-    /// bytes, and nothing here assumes they stay.
+    /// bytes, and nothing here assumes they stay. They do not overlap
+    /// memory the heap's applet's natives write during the lend (an
+    /// inline copy from the lent array into the host's area is a
+    /// `copy_nonoverlapping`).
     #[inline(always)]
     pub unsafe fn lend(&mut self, data: *const u8, len: usize) -> Result<(), LendError> {
         // An empty lend takes `NOT_LENT`'s non-null address, so that no

@@ -193,7 +193,10 @@ impl Applet {
     /// nothing in this process writes them through a Rust reference. They
     /// may change meanwhile (another process's shared memory): the applet
     /// and its natives read them as plain bytes, and no safety argument
-    /// of jive's rests on their values.
+    /// of jive's rests on their values. Nor do they overlap memory the
+    /// applet's natives write during the lend (the host's area an inline
+    /// copy writes, `InlineForm::CopyIn`'s destination, among them): the
+    /// inline copy from the lent array is a `copy_nonoverlapping`.
     ///
     /// ```
     /// # let Some(dir) = jive::APPLET_CLASSES else { return Ok(()) };
@@ -231,8 +234,9 @@ impl Applet {
     /// # Safety
     /// As [`Applet::lend`]'s for `bytes.as_ptr()` and `bytes.len()`: the
     /// bytes stay readable until the [`Lend`] is dropped (the slice's
-    /// borrow need not last that long), and nothing in this process
-    /// writes them through a Rust reference meanwhile.
+    /// borrow need not last that long), nothing in this process writes
+    /// them through a Rust reference meanwhile, and they do not overlap
+    /// memory the applet's natives write during the lend.
     #[inline(always)]
     pub unsafe fn lend_slice(&mut self, bytes: &[u8]) -> Result<Lend<'_>, LendError> {
         let data = core::ptr::NonNull::from(bytes).cast::<u8>();
