@@ -5,8 +5,9 @@
 //! A [`Figure`] is a measured value or the reason there is none: a
 //! measurement that came out impossible (negative, a ratio against a peer
 //! that was measured wrongly, a median over fewer samples than claimed) is
-//! never printed as a result; the table says `n/a (reason)` instead, and
-//! the JSON has `null` and the reason. Values are printed with three
+//! never printed as a result; the table says `n/a (reason)` instead (a
+//! long reason numbered, `n/a [1]`, and printed under the table), and the
+//! JSON has `null` and the reason. Values are printed with three
 //! significant digits ([`sig`]), so that a real small figure never reads
 //! `0.00`.
 
@@ -19,7 +20,8 @@ pub enum Figure {
     Value {
         /// The value, in the column's unit.
         v: f64,
-        /// A remark printed after it in parentheses.
+        /// A remark printed after it in parentheses (under the table,
+        /// numbered, when long).
         note: Option<String>,
     },
     /// No value, and why.
@@ -69,20 +71,25 @@ impl Figure {
         }
     }
 
-    fn render(&self, format: Format) -> String {
-        match self {
-            Figure::Missing(why) => format!("n/a ({why})"),
+    /// The cell's text, and its remark (the reason it is missing, or its
+    /// value's note) when that is too long for the cell: the text table
+    /// then prints it under the table with a mark (`n/a [1]`).
+    fn render(&self, format: Format) -> (String, Option<&str>) {
+        let (head, remark) = match self {
+            Figure::Missing(why) => ("n/a".to_string(), Some(why.as_str())),
             Figure::Value { v, note } => {
                 let v = match format {
                     Format::Sig => sig(*v),
                     Format::Ratio => format!("{}x", sig(*v)),
                     Format::Percent => format!("{}%", sig(*v * 100.0)),
                 };
-                match note {
-                    Some(n) => format!("{v} ({n})"),
-                    None => v,
-                }
+                (v, note.as_deref())
             }
+        };
+        match remark {
+            Some(r) if r.chars().count() > INLINE_REMARK => (head, Some(r)),
+            Some(r) => (format!("{head} ({r})"), None),
+            None => (head, None),
         }
     }
 
@@ -99,6 +106,12 @@ impl Figure {
         }
     }
 }
+
+/// The longest remark (a missing figure's reason, a value's note) the
+/// text table prints in its cell; a longer one goes under the table,
+/// numbered, so that one long reason does not widen its column for every
+/// row.
+const INLINE_REMARK: usize = 16;
 
 /// `x` with three significant digits (at least), in plain notation:
 /// `0.00421`, `4.21`, `42.1`, `421`, `4213`.
@@ -184,15 +197,31 @@ impl Table {
     }
 
     /// The table as aligned text: each column as wide as its widest cell.
+    /// A remark longer than a few words (a missing figure's reason, a
+    /// value's note) is numbered in its cell and printed under the table.
     pub fn to_text(&self) -> String {
         let cols: Vec<&Column> = self.columns().collect();
+        // Long remarks, each once, in the order they first appear.
+        let mut remarks: Vec<&str> = Vec::new();
         let cells: Vec<Vec<String>> = self
             .rows
             .iter()
             .map(|(_, r)| {
                 r.iter()
                     .zip(&cols)
-                    .map(|(f, c)| f.render(c.format))
+                    .map(|(f, c)| match f.render(c.format) {
+                        (head, None) => head,
+                        (head, Some(remark)) => {
+                            let k = match remarks.iter().position(|&x| x == remark) {
+                                Some(k) => k,
+                                None => {
+                                    remarks.push(remark);
+                                    remarks.len() - 1
+                                }
+                            };
+                            format!("{head} [{}]", k + 1)
+                        }
+                    })
                     .collect()
             })
             .collect();
@@ -235,6 +264,9 @@ impl Table {
         out += &line(&self.row_key, &headings);
         for ((k, _), r) in self.rows.iter().zip(&cells) {
             out += &line(&k.to_string(), r);
+        }
+        for (k, r) in remarks.iter().enumerate() {
+            out += &format!("[{}] {r}\n", k + 1);
         }
         for n in &self.notes {
             out += n;
@@ -329,6 +361,20 @@ mod tests {
                         Figure::missing("noise"),
                     ],
                 ),
+                (
+                    4096,
+                    vec![
+                        Figure::value(13.0).with_note("the peer ran 3 times"),
+                        Figure::missing("U-Net 0.8x its floor: mis-measured"),
+                    ],
+                ),
+                (
+                    8192,
+                    vec![
+                        Figure::missing("U-Net 0.8x its floor: mis-measured"),
+                        Figure::value(0.25),
+                    ],
+                ),
             ],
             notes: vec!["a note".into()],
         }
@@ -336,11 +382,17 @@ mod tests {
 
     #[test]
     fn text_says_n_a_with_the_reason_and_aligns_columns() {
+        // Short remarks in their cells; a long one numbered there and
+        // printed once under the table, however many cells give it.
         let want = [
             "T",
             "bytes |         U-Net |       ratio",
             "    0 |       0.00420 |       50.0%",
             " 1024 | 12.0 (3 lost) | n/a (noise)",
+            " 4096 |      13.0 [1] |     n/a [2]",
+            " 8192 |       n/a [2] |       25.0%",
+            "[1] the peer ran 3 times",
+            "[2] U-Net 0.8x its floor: mis-measured",
             "a note",
         ];
         assert_eq!(table().to_text(), want.join("\n") + "\n");
