@@ -1702,10 +1702,7 @@ pub(super) mod tests {
     /// other kind (or failing to) sets it as the installed applet needs.
     #[test]
     fn only_applets_that_declare_the_inline_push_are_lent_the_ring() {
-        let net = crate::transport::LoopNet::new();
-        let engine = Engine::new(Box::new(
-            net.attach("10.0.0.1:7000".parse().unwrap()).unwrap(),
-        ));
+        let engine = super::super::datapath::tests::engine();
         let declares = |bytes: &[u8]| {
             jive::check(bytes, &jive::Limits::default())
                 .unwrap()
@@ -1747,10 +1744,7 @@ pub(super) mod tests {
     /// the only kind [`Io::lends_in_place`] looks for in the segment.
     #[test]
     fn a_message_in_the_endpoints_own_segment_is_not_lent() {
-        let net = crate::transport::LoopNet::new();
-        let engine = Engine::new(Box::new(
-            net.attach("10.0.0.1:7000".parse().unwrap()).unwrap(),
-        ));
+        let engine = super::super::datapath::tests::engine();
         let port = engine
             .create_port(Config::default(), Some(crate::applets::LENT_PROBE))
             .unwrap();
@@ -1782,10 +1776,7 @@ pub(super) mod tests {
     /// not write it, so it must be there from the start and stay.
     #[test]
     fn the_words_lend_the_buffer_size_from_the_start() {
-        let net = crate::transport::LoopNet::new();
-        let engine = Engine::new(Box::new(
-            net.attach("10.0.0.1:7000".parse().unwrap()).unwrap(),
-        ));
+        let engine = super::super::datapath::tests::engine();
         for size in [64, 2048, 65536] {
             let cfg = Config {
                 buffer_size: size,
@@ -1810,10 +1801,7 @@ pub(super) mod tests {
     /// and again once the engine has taken buffers since.
     #[test]
     fn no_free_entry_is_lent_while_a_spare_buffer_waits() {
-        let net = crate::transport::LoopNet::new();
-        let engine = Engine::new(Box::new(
-            net.attach("10.0.0.1:7000".parse().unwrap()).unwrap(),
-        ));
+        let engine = super::super::datapath::tests::engine();
         let port = engine
             .create_port(Config::default(), Some(crate::applets::STANDARD))
             .unwrap();

@@ -1983,7 +1983,7 @@ fn next_descriptor(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     //! [`Engine::send_direct`]'s own checks, which [`crate::Endpoint`]'s
     //! checks before it hide from the integration tests: each declines
     //! with nothing done or counted.
@@ -1991,7 +1991,9 @@ mod tests {
     use crate::Endpoint;
     use crate::transport::LoopNet;
 
-    fn engine() -> Engine {
+    /// An engine on a `loop` transport of its own, with the default
+    /// budgets (also `applet_io`'s tests').
+    pub(in crate::engine) fn engine() -> Engine {
         engine_with(Budgets::default())
     }
 
