@@ -19,6 +19,10 @@
 //!   through two bare SPSC rings: `rtt/loop / rtt/spsc_ring` is the
 //!   endpoints' overhead over the floor of their design, whose target is
 //!   at most 2x.
+//! - `rtt/spsc_ring_in_turn/4096`: the same ring with its longer messages
+//!   at its area's 4 KiB places in turn rather than at one place
+//!   (`unet::peer::Placement`); the floor is the faster of the two, as in
+//!   `fastpath demo`.
 //!
 //! `cargo bench -p fastpath-bench --bench unet` (under a minute). The
 //! instruction-count breakdown (Figure 7) is `unet-count`.
@@ -27,6 +31,8 @@ use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use fastpath_bench::unet::{LoopEcho, RingEcho, one_way, pair};
+use unet::layout::INLINE_MAX;
+use unet::peer::Placement;
 
 fn path(c: &mut Criterion) {
     let mut g = c.benchmark_group("path");
@@ -71,6 +77,16 @@ fn rtt(c: &mut Criterion) {
         g.bench_with_input(BenchmarkId::new("spsc_ring", size), &size, |b, _| {
             b.iter_custom(|iters| ring.round_trips(iters))
         });
+        drop(ring);
+        if size > INLINE_MAX {
+            let mut ring =
+                RingEcho::placed(size, Placement::InTurn).expect("two rings and an echo thread");
+            g.bench_with_input(
+                BenchmarkId::new("spsc_ring_in_turn", size),
+                &size,
+                |b, _| b.iter_custom(|iters| ring.round_trips(iters)),
+            );
+        }
     }
     g.finish();
 }

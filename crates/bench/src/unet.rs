@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use unet::peer::RingEnd;
+use unet::peer::{Placement, RingEnd};
 use unet::transport::LoopNet;
 use unet::wait::Backoff;
 use unet::{Config, Endpoint, Engine, SendError};
@@ -225,9 +225,16 @@ pub struct RingEcho {
 
 impl RingEcho {
     /// Starts the echo thread for messages of `size` bytes (at most 64
-    /// KiB, the echo's buffer).
+    /// KiB, the echo's buffer), a longer message at one place in each
+    /// ring's area.
     pub fn new(size: usize) -> Result<RingEcho, BoxError> {
-        let (end, mut far) = unet::peer::ring_pair("unet-bench-ring")?;
+        RingEcho::placed(size, Placement::OnePlace)
+    }
+
+    /// [`RingEcho::new`] with the longer messages placed by `placement`
+    /// (`unet::peer`: neither placement is the faster at every size).
+    pub fn placed(size: usize, placement: Placement) -> Result<RingEcho, BoxError> {
+        let (end, mut far) = unet::peer::ring_pair_placed("unet-bench-ring", placement)?;
         if size > end.max_len().min(1 << 16) {
             return Err(format!("{size} bytes exceed the ring echo's 64 KiB").into());
         }

@@ -10,6 +10,7 @@
 //! ONE=1 target/release/examples/loop_rtt 200 0,56        # also both ends on one thread
 //! REPLY=0 target/release/examples/loop_rtt 200 57        # the echo answers 0 bytes
 //! STD=1 target/release/examples/loop_rtt 200 0,56         # also the standard applet
+//! TURN=1 target/release/examples/loop_rtt 200 57,1024,4096 # also the ring in turn
 //! WITH=1 target/release/examples/loop_rtt 200 57,1024      # U-Net's sends through send_with
 //! ```
 //!
@@ -39,7 +40,10 @@
 //! a slower floor. In the eighteenth session's form it built each
 //! descriptor in private memory and copied whole slots in and out, which
 //! made it slower again (10-20% at 0 to 57 B); it now writes and reads the
-//! slot in place (`ring_ab` compares the three).
+//! slot in place (`ring_ab` compares the three). Its longer messages go
+//! at one place in its area; `TURN=1` adds the ring that places them in
+//! turn (`unet::peer::Placement`), which `fastpath demo` also measures,
+//! taking the faster of the two as its floor.
 //!
 //! Each figure is the median of the batches' means, as in the demo (which
 //! also measures each cell again while it is unsteady; this does not).
@@ -47,6 +51,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use unet::Config;
+use unet::peer::Placement;
 
 #[path = "common/mod.rs"]
 mod common;
@@ -116,11 +121,14 @@ fn unet_one(send_all: impl SendAll, size: usize, n: usize) -> f64 {
     })
 }
 
-/// The bare ring peer ([`common::ring_pair`]): each side copies the
-/// message in and out, and learns of it by its slot's seal, as an
-/// endpoint's receiver does.
-fn ring_rtt(size: usize, n: usize) -> f64 {
-    let (mut a, mut b) = ring_pair("loop-rtt-ring");
+/// The bare ring peer ([`common::ring_pair`], or placing its longer
+/// messages by `placement`): each side copies the message in and out, and
+/// learns of it by its slot's seal, as an endpoint's receiver does.
+fn ring_rtt(size: usize, n: usize, placement: Placement) -> f64 {
+    let (mut a, mut b) = match placement {
+        Placement::OnePlace => ring_pair("loop-rtt-ring"),
+        p => unet::peer::ring_pair_placed("loop-rtt-ring", p).expect("the ring peer's segments"),
+    };
     let stop = Arc::new(AtomicBool::new(false));
     let st = stop.clone();
     let echo = std::thread::spawn(move || {
@@ -166,7 +174,13 @@ fn main() {
             }
         };
         let u = rtt(None, s, n);
-        let r = ring_rtt(s, n);
+        let r = ring_rtt(s, n, Placement::OnePlace);
+        let turn = if std::env::var_os("TURN").is_some() {
+            let t = ring_rtt(s, n, Placement::InTurn);
+            format!("  ring in turn {t:.3} us ({:.2}x)", u / t)
+        } else {
+            String::new()
+        };
         let one = if std::env::var_os("ONE").is_some() {
             format!(
                 "  one thread {:.3} us",
@@ -186,7 +200,7 @@ fn main() {
             String::new()
         };
         println!(
-            "{s:5} B  unet {u:.3} us  ring {r:.3} us  ratio {:.2}x{std}{one}",
+            "{s:5} B  unet {u:.3} us  ring {r:.3} us  ratio {:.2}x{turn}{std}{one}",
             u / r
         );
     }

@@ -25,11 +25,24 @@
 //! older peer's that moved every message through the area
 //! (docs/benchmarks.md, "The ring peer's own path").
 //!
-//! Since each direction has one area, a [`RingEnd`] carries one message in
-//! flight per direction (a ping-pong): a sender that pushed a message into
-//! the area must wait for the reply before it sends another. `fastpath
-//! demo`'s "SPSC ring" column, `fastpath bench unet`'s ring echo and the
-//! measuring examples (`loop_rtt`, `loop_split`, `loop_lines`) all use it.
+//! Where in its area a longer message goes is the [`Placement`]: at the
+//! area's start every time ([`Placement::OnePlace`], what [`ring_pair`]
+//! makes), or at the next 4 KiB place of the area in turn
+//! ([`Placement::InTurn`]), as U-Net's receiver gets its free buffers
+//! back in turn. Neither is the faster at every size on every machine: on
+//! the Intel Xeon of 2026-12-02 one place was the faster at 57 B (one line
+//! the other core has just read) and in turn at 1 and 4 KiB, where the one
+//! place's lines are read by one core and written again by the other for
+//! every message. `fastpath demo` measures both and takes the faster as
+//! its floor. The receiver reads the message where its slot names it, as
+//! an endpoint's receiver does.
+//!
+//! A [`RingEnd`] carries one message in flight per direction (a
+//! ping-pong): a sender that pushed a message into the area must wait for
+//! the reply before it sends another, since the next may take the same
+//! place. `fastpath demo`'s "SPSC ring" column, `fastpath bench unet`'s
+//! ring echo and the measuring examples (`loop_rtt`, `loop_split`,
+//! `loop_lines`) all use it.
 
 use std::sync::Arc;
 
@@ -38,15 +51,44 @@ use crate::layout::{INLINE_MAX, Layout, RxDesc};
 use crate::ring::{Consumer, Producer};
 use crate::shm::{RxQueue, Segment, copy_small};
 
+/// Where a [`RingEnd`] puts a message longer than [`INLINE_MAX`] bytes in
+/// its area.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// At the area's start, every message.
+    OnePlace,
+    /// At the area's next [`PLACE`]-byte place, in turn: a message takes
+    /// its length rounded up to whole places, and the next one starts
+    /// after it, or at the area's start again when it would not fit
+    /// before the area's end.
+    InTurn,
+}
+
+impl Placement {
+    /// Its name in a table: "one place", "in turn".
+    pub fn name(self) -> &'static str {
+        match self {
+            Placement::OnePlace => "one place",
+            Placement::InTurn => "in turn",
+        }
+    }
+}
+
+/// The size of a place of [`Placement::InTurn`]: a page, as a default
+/// endpoint's buffers are 4 KiB and page-aligned.
+pub const PLACE: usize = 4096;
+
 /// One end of the ring peer: it sends through one segment's receive queue
 /// and area, and receives through the other's.
 pub struct RingEnd {
     tx: (Arc<Segment>, Producer<RxDesc, RxQueue>),
     rx: (Arc<Segment>, Consumer<RxDesc, RxQueue>),
     area: usize,
-    /// `area`, as the slot names it.
-    area_off: u32,
     area_len: usize,
+    placement: Placement,
+    /// Where in the area the next longer message goes, from the area's
+    /// start (always 0 for [`Placement::OnePlace`]).
+    next: usize,
 }
 
 impl std::fmt::Debug for RingEnd {
@@ -54,17 +96,29 @@ impl std::fmt::Debug for RingEnd {
         f.debug_struct("RingEnd")
             .field("area", &self.area)
             .field("area_len", &self.area_len)
+            .field("placement", &self.placement)
             .finish_non_exhaustive()
     }
 }
 
 /// The ring peer's two ends, over two new segments named after `tag`
-/// (each a default endpoint's layout).
+/// (each a default endpoint's layout), placing longer messages at one
+/// place ([`Placement::OnePlace`]).
 ///
 /// # Errors
 ///
 /// If a segment cannot be created.
 pub fn ring_pair(tag: &str) -> std::io::Result<(RingEnd, RingEnd)> {
+    ring_pair_placed(tag, Placement::OnePlace)
+}
+
+/// [`ring_pair`] with the given [`Placement`] at both ends.
+///
+/// # Errors
+///
+/// If a segment cannot be created, or its area lies beyond what a slot's
+/// 32-bit offset names.
+pub fn ring_pair_placed(tag: &str, placement: Placement) -> std::io::Result<(RingEnd, RingEnd)> {
     let layout = Layout::new(Config::default()).map_err(std::io::Error::other)?;
     let way = |dir: &str| -> std::io::Result<_> {
         let seg = Arc::new(Segment::create(&format!("{tag}-{dir}"), layout.total)?);
@@ -74,24 +128,20 @@ pub fn ring_pair(tag: &str) -> std::io::Result<(RingEnd, RingEnd)> {
     let (there, tx_a, rx_b) = way("there")?;
     let (back, tx_b, rx_a) = way("back")?;
     let (area, area_len) = (layout.area, layout.area_len);
-    // The slot names the area by its offset, a `u32` as in an endpoint's
-    // receive descriptor.
-    let area_off = u32::try_from(area).map_err(std::io::Error::other)?;
+    // The slot names a message's place by its offset in the segment, a
+    // `u32` as in an endpoint's receive descriptor.
+    u32::try_from(area + area_len).map_err(std::io::Error::other)?;
+    let end = |tx, rx| RingEnd {
+        tx,
+        rx,
+        area,
+        area_len,
+        placement,
+        next: 0,
+    };
     Ok((
-        RingEnd {
-            tx: (there.clone(), tx_a),
-            rx: (back.clone(), rx_a),
-            area,
-            area_off,
-            area_len,
-        },
-        RingEnd {
-            tx: (back, tx_b),
-            rx: (there, rx_b),
-            area,
-            area_off,
-            area_len,
-        },
+        end((there.clone(), tx_a), (back.clone(), rx_a)),
+        end((back, tx_b), (there, rx_b)),
     ))
 }
 
@@ -101,12 +151,18 @@ impl RingEnd {
         self.area_len
     }
 
+    /// Its [`Placement`].
+    pub fn placement(&self) -> Placement {
+        self.placement
+    }
+
     /// Sends `msg`, waiting (spinning) for a free slot: written in place
     /// in its slot if it fits (as the engine writes an inline receive
     /// descriptor, [`RxQueue::write_rx_inline`]), else copied into the
-    /// area first and the slot names it with its length (as the engine
-    /// names a message in one buffer, [`RxQueue::write_rx_one_buffer`]).
-    /// The write seals the slot; the producer index is published after.
+    /// area first, at its [`Placement`], and the slot names it with its
+    /// offset and length (as the engine names a message in one buffer,
+    /// [`RxQueue::write_rx_one_buffer`]). The write seals the slot; the
+    /// producer index is published after.
     ///
     /// # Panics
     ///
@@ -126,33 +182,65 @@ impl RingEnd {
                 Err(_) => return,
             }
         };
-        let q = self.tx.1.mem();
         if msg.len() <= INLINE_MAX {
+            let q = self.tx.1.mem();
             q.write_rx_inline(n, 0, msg.len(), |dst| copy_small(dst, msg));
         } else {
             assert!(msg.len() <= self.area_len, "longer than the ring's area");
-            self.tx.0.write_bytes(self.area, msg);
-            q.write_rx_one_buffer(n, 0, msg.len() as u32, self.area_off);
+            let at = self.take_place(msg.len());
+            self.tx.0.write_bytes(at, msg);
+            // `at + len` is within the area, whose end fits a `u32`
+            // (`ring_pair_placed`).
+            let q = self.tx.1.mem();
+            q.write_rx_one_buffer(n, 0, msg.len() as u32, at as u32);
         }
         self.tx.1.filled();
         self.tx.1.publish();
     }
 
+    /// The offset in the segment where a `len`-byte message goes, and the
+    /// next message's place after it.
+    #[inline(always)]
+    fn take_place(&mut self, len: usize) -> usize {
+        match self.placement {
+            Placement::OnePlace => self.area,
+            Placement::InTurn => {
+                if self.next + len > self.area_len {
+                    self.next = 0;
+                }
+                let at = self.area + self.next;
+                self.next += len.div_ceil(PLACE) * PLACE;
+                at
+            }
+        }
+    }
+
     /// If the next message's slot is sealed, the message copied out (of
-    /// its slot, in place, or the area) into `buf`, up to `buf`'s length,
-    /// and the number of bytes copied: the message's length when `buf`
-    /// holds it. The slot's fixed part is read as an endpoint's receiver
-    /// reads it ([`RxQueue::rx_fixed`]), not the whole slot.
+    /// its slot, in place, or the area, where the slot names it) into
+    /// `buf`, up to `buf`'s length, and the number of bytes copied: the
+    /// message's length when `buf` holds it. The slot's fixed part is read
+    /// as an endpoint's receiver reads it ([`RxQueue::rx_fixed`]), not the
+    /// whole slot.
+    ///
+    /// # Panics
+    ///
+    /// If the slot names bytes outside the area: a corrupt queue, which
+    /// the two ends of this process running this code cannot make.
     #[inline(always)]
     pub fn try_recv(&mut self, buf: &mut [u8]) -> Option<usize> {
         let (i, (len, _, _)) = self.rx.1.take_sealed_with(|q, s| q.rx_fixed(s))?;
         let len = len as usize;
         let n = len.min(buf.len());
+        let q = self.rx.1.mem();
         if len <= INLINE_MAX {
-            let q = self.rx.1.mem();
             q.with_rx_inline(i, n, |src| copy_small(&mut buf[..n], src));
         } else {
-            self.rx.0.read_bytes(self.area, &mut buf[..n]);
+            let at = q.read_rx_first_offset(i) as usize;
+            assert!(
+                at >= self.area && at - self.area + n <= self.area_len,
+                "a ring slot names bytes outside its area"
+            );
+            self.rx.0.read_bytes(at, &mut buf[..n]);
         }
         self.rx.1.advance();
         Some(n)
@@ -202,6 +290,75 @@ mod tests {
             assert_eq!(a.try_recv(&mut buf), Some(size), "{size} B back");
             assert_eq!(&buf[..size], &msg[..], "{size} B back");
         }
+    }
+
+    #[test]
+    fn messages_in_turn_take_the_next_places_and_come_round_to_the_start() {
+        let (mut a, mut b) = ring_pair_placed("unet-peer-turn", Placement::InTurn).unwrap();
+        assert_eq!(
+            (a.placement(), b.placement()),
+            (Placement::InTurn, Placement::InTurn)
+        );
+        let places = a.max_len() / PLACE;
+        assert!(places >= 4, "{places} places");
+        let mut buf = vec![0u8; a.max_len()];
+        // The model: where each message should go, from the area's start.
+        let (mut next, mut rounds) = (0, 0);
+        let sizes = [57, PLACE, PLACE + 1, 1024, 56, 3 * PLACE - 1];
+        // Enough messages to go round the area twice.
+        for k in 0..3 * places {
+            let size = sizes[k % sizes.len()];
+            let msg: Vec<u8> = (0..size).map(|i| (i * 11 + k) as u8).collect();
+            a.send(&msg);
+            if size > INLINE_MAX {
+                if next + size > a.max_len() {
+                    next = 0;
+                    rounds += 1;
+                }
+                let at = b.rx.1.mem().read_rx_first_offset(k as u32) as usize;
+                assert_eq!(at - b.area, next, "message {k}, {size} B");
+                next += size.div_ceil(PLACE) * PLACE;
+            }
+            // Each message differs from the one before at every place it
+            // shares, so a receiver reading anywhere but where the slot
+            // names would see the wrong bytes.
+            assert_eq!(b.try_recv(&mut buf), Some(size), "message {k}");
+            assert_eq!(&buf[..size], &msg[..], "message {k}, {size} B");
+        }
+        assert!(rounds >= 2, "came round the area {rounds} times");
+        // Back: the other end's places are its own.
+        b.send(&[3; 100]);
+        assert_eq!(a.rx.1.mem().read_rx_first_offset(0), a.area as u32);
+        assert_eq!(a.try_recv(&mut buf), Some(100));
+        assert_eq!(&buf[..100], &[3; 100]);
+    }
+
+    #[test]
+    fn one_place_puts_every_longer_message_at_the_areas_start() {
+        let (mut a, mut b) = ring_pair("unet-peer-one").unwrap();
+        assert_eq!(a.placement(), Placement::OnePlace);
+        let mut buf = vec![0u8; a.max_len()];
+        for (k, size) in [57, PLACE, 1024, 2 * PLACE + 1].into_iter().enumerate() {
+            a.send(&vec![k as u8; size]);
+            let at = b.rx.1.mem().read_rx_first_offset(k as u32) as usize;
+            assert_eq!(at, b.area, "{size} B");
+            assert_eq!(b.try_recv(&mut buf), Some(size));
+            assert!(buf[..size].iter().all(|&x| x == k as u8));
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "outside its area")]
+    fn a_slot_naming_bytes_outside_the_area_is_refused() {
+        let (mut a, mut b) = ring_pair("unet-peer-outside").unwrap();
+        a.send(&[1; 100]);
+        // The slot's offset rewritten to name the queue's own memory, in
+        // front of the area.
+        b.rx.1
+            .mem()
+            .write_rx_one_buffer(0, 0, 100, (b.area - 64) as u32);
+        let mut buf = [0u8; 100];
+        b.try_recv(&mut buf);
     }
 
     #[test]
