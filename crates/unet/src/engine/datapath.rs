@@ -128,6 +128,8 @@ impl Engine {
         let me = Me::current();
         port.claim_as(me);
         let n = if port.inbox.is_empty() {
+            // The receiver waits: the next frame's lines asked for.
+            port.inbox.prefetch_next();
             0
         } else {
             self.drain_waiting(port, me)
@@ -167,8 +169,14 @@ impl Engine {
     pub(crate) fn rx_poll(&self, port: &Port, me: Me) -> RxPoll {
         port.claim_as(me);
         if !port.inbox.is_empty() {
-            RxPoll::Inbox
-        } else if self.transport_idle() {
+            return RxPoll::Inbox;
+        }
+        // The receiver waits: the next frame's lines asked for. Past the
+        // test, so that a poll that finds frames does not ask; the
+        // waiting poll that first sees a frame's tail has asked all the
+        // same, speculatively, its branch predicted to find none.
+        port.inbox.prefetch_next();
+        if self.transport_idle() {
             RxPoll::Idle
         } else {
             RxPoll::Transport
@@ -2317,6 +2325,36 @@ pub(super) mod tests {
         assert!(port.is_owner(), "and the test claimed it");
         assert_eq!(b.recv_ref().unwrap().to_vec(), b"over the transport");
         assert!(eb.rx_idle(&port));
+    }
+
+    /// A receiver whose applet's inbox has run a frame asks, at each empty
+    /// poll, for the lines the next frame is expected in
+    /// ([`inbox::Inbox::prefetch_next`]): two for a 57-byte message and its
+    /// header, in the ring after the one that ran.
+    #[test]
+    fn an_empty_poll_of_an_applets_endpoint_asks_for_its_inboxs_next_lines() {
+        use super::inbox::PREFETCHED;
+        let (_e, mut a, mut b, ab, port) = applet_inbox_pair(Budgets::default());
+        a.send(ab, &[7; 57]).unwrap();
+        assert!(!port.inbox.is_empty(), "the message waits in the inbox");
+        PREFETCHED.with(|f| f.set(None));
+        assert_eq!(b.recv_ref().unwrap().to_vec(), [7; 57]);
+        assert!(port.inbox.is_empty());
+        // The first empty poll gives the message's buffer back and drives
+        // the engine (`Engine::drive_rx`), the next ones only look
+        // (`Engine::rx_poll`): each asks.
+        for poll in 0..3 {
+            PREFETCHED.with(|f| f.set(None));
+            assert!(b.recv_ref().is_none());
+            let (at, lines) = PREFETCHED
+                .with(|f| f.get())
+                .unwrap_or_else(|| panic!("empty poll {poll} asked for nothing"));
+            assert_eq!(lines, 2, "a 57-byte message and its 8-byte header");
+            assert!(
+                at < 2 * 64,
+                "the line after the first message's start: {at}"
+            );
+        }
     }
 
     /// Frames waiting in an applet's inbox, drained by the endpoint's own

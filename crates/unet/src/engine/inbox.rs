@@ -139,6 +139,14 @@ std::thread_local! {
     pub static PADDED: std::cell::Cell<[u64; 2]> = const { std::cell::Cell::new([0; 2]) };
 }
 
+#[cfg(all(test, not(loom)))]
+std::thread_local! {
+    /// The lines [`Inbox::prefetch_next`] last asked for on this thread
+    /// (offset in the ring, lines), for the tests.
+    pub(crate) static PREFETCHED: std::cell::Cell<Option<(usize, usize)>> =
+        const { std::cell::Cell::new(None) };
+}
+
 /// Why a frame was not put in the inbox.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refused {
@@ -183,6 +191,8 @@ struct Cons {
     at: u64,
     frames: u64,
     bytes: u64,
+    /// The footprint of the last frame run (at most the ring's size).
+    last: u64,
 }
 
 /// What the consumer gave back: producers read it when their view says
@@ -194,6 +204,10 @@ struct GivenBack {
     /// Frames and frame bytes consumed ever.
     frames: AtomicU64,
     bytes: AtomicU64,
+    /// Where the next frame is expected and how long the last one was,
+    /// `at | last << 32` of [`Cons`] (`Relaxed`: only a hint, for
+    /// [`Inbox::prefetch_next`]).
+    next: AtomicU64,
     /// Frames dropped with a header that failed its check, ever
     /// ([`Inbox::drop_rest`]; written by the consumer alone, read for the
     /// endpoint's counters).
@@ -233,6 +247,15 @@ unsafe impl Sync for Ring {}
 
 /// A cache line's bytes (the ring's start is on one).
 const LINE: usize = 64;
+
+/// The most lines [`Inbox::prefetch_next`] asks for at an empty poll, and
+/// the longest last frame, in lines, for which it asks: a waiting
+/// consumer that asks for the lines of a long frame takes them from the
+/// producer while it writes them (`loop_rtt` with the standard applet at
+/// 1 KiB: 1.53 to 1.69 µs without, 1.70 to 1.79 with the first four
+/// lines asked for; as `Endpoint::poll_expected` found for a receive
+/// buffer's).
+const PREFETCH_LINES: usize = 4;
 
 impl Ring {
     fn new(len: usize) -> Ring {
@@ -287,6 +310,27 @@ impl Ring {
         // SAFETY: in bounds of the block (the caller's contract), which
         // lives as long as `self`; no one else reads or writes it meanwhile.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr().add(at), n) }
+    }
+
+    /// Asks the CPU for the line of byte `at`, if it is in the ring (a
+    /// hint: nothing is read). Nothing in the loom model.
+    #[inline(always)]
+    fn prefetch(&self, at: usize) {
+        #[cfg(all(target_arch = "x86_64", not(loom)))]
+        if at < self.len {
+            // SAFETY: `ptr + at` is inside the block (`at < len`); a
+            // prefetch neither reads nor writes memory architecturally,
+            // never faults and changes no register or flag.
+            unsafe {
+                core::arch::asm!(
+                    "prefetcht0 [{p}]",
+                    p = in(reg) self.ptr.as_ptr().add(at),
+                    options(nostack, preserves_flags, readonly)
+                );
+            }
+        }
+        #[cfg(not(all(target_arch = "x86_64", not(loom))))]
+        let _ = at;
     }
 
     /// Marks the bytes `[at, at + n)` read, for loom, while the value
@@ -466,6 +510,39 @@ impl Inbox {
     #[inline]
     pub fn is_empty(&self) -> bool {
         self.tail.0.load(Ordering::Acquire) == self.given.0.head.load(Ordering::Acquire)
+    }
+
+    /// Asks the CPU for the lines the next frame is expected in (where
+    /// the consumer gave back up to, as many lines as the last frame's
+    /// footprint spans from there), for a waiting consumer's empty poll:
+    /// issued beside that poll's load of the tail, so that when a
+    /// producer has published a frame, its lines cross to this core
+    /// together with the tail's rather than after it (a frame of up to 56
+    /// bytes and its header fill one line). Nothing when the last frame
+    /// spanned more than [`PREFETCH_LINES`], and nothing before the ring's
+    /// first frame. Only a hint: nothing is read, and the lines are in the
+    /// ring (a producer that goes back to the ring's start puts the frame
+    /// elsewhere, and the hint is then wasted).
+    #[inline(always)]
+    pub fn prefetch_next(&self) {
+        if let Some((r, at, lines)) = self.next_lines() {
+            #[cfg(all(test, not(loom)))]
+            PREFETCHED.with(|f| f.set(Some((at, lines))));
+            for i in 0..lines {
+                r.prefetch(at + i * LINE);
+            }
+        }
+    }
+
+    /// What [`Inbox::prefetch_next`] asks for: the ring, the offset of the
+    /// line the next frame is expected to start in, and how many lines.
+    #[inline(always)]
+    fn next_lines(&self) -> Option<(&Ring, usize, usize)> {
+        let r = self.ring.get()?;
+        let next = self.given.0.next.load(Ordering::Relaxed);
+        let (at, last) = ((next & 0xffff_ffff) as usize, (next >> 32) as usize);
+        let lines = ((at % LINE) + last).div_ceil(LINE).max(1);
+        (lines <= PREFETCH_LINES).then_some((r, at - at % LINE, lines))
     }
 
     /// Reads what the consumer gave back into the producers' view.
@@ -691,9 +768,11 @@ impl Inbox {
             // (just checked) and published, and stay unwritten until given
             // back, after `f` returns.
             let frame = unsafe { ring.bytes(at + HDR, len) };
-            c.head += footprint(len);
+            let fp = footprint(len);
+            c.head += fp;
+            c.last = fp;
             // The frame lies before the ring's end (checked above).
-            c.at += footprint(len);
+            c.at += fp;
             if c.at == size {
                 c.at = 0;
             }
@@ -711,6 +790,13 @@ impl Inbox {
         }
         // Paddings skipped since.
         self.give_back(&c);
+        // Where the next frame is expected, for the consumer's waiting
+        // polls ([`Inbox::prefetch_next`]): once a drain, not a frame.
+        // `at` is below the ring's size, at most `RING_MAX` < 2^32.
+        self.given
+            .0
+            .next
+            .store(c.at | c.last << 32, Ordering::Relaxed);
         n
     }
 

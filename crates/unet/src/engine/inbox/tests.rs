@@ -715,3 +715,46 @@ fn a_wrong_kind_drops_the_rest_and_never_loops() {
         assert_eq!(after, [4, 5, 6, 7], "{case}");
     }
 }
+
+#[test]
+fn a_waiting_consumer_asks_for_the_lines_the_next_frame_is_expected_in() {
+    let i = Inbox::new(64, 1 << 16);
+    let lines = |i: &Inbox| i.next_lines().map(|(_, at, n)| (at, n));
+    // No ring before the first frame: nothing asked for.
+    assert_eq!(lines(&i), None);
+    // (frame length, the line the next one starts in, the lines a frame
+    // of the last one's footprint spans from where the next starts.)
+    let steps = [
+        // 0 B: footprint 8, the next at 8, in line 0, one line.
+        (0, 0, 1),
+        // 56 B: footprint 64, the next at 72: line 64, 8 + 64 bytes, two.
+        (56, 64, 2),
+        // 48 B: footprint 56, the next at 128: line 128, one line.
+        (48, 128, 1),
+        // 57 B: footprint 72, the next at 200: line 192, 8 + 72, two.
+        (57, 192, 2),
+        // 192 B: footprint 200, the next at 400: line 384, 8 + 200
+        // bytes, four.
+        (192, 384, PREFETCH_LINES),
+    ];
+    // The ring made by the first push, nothing given back yet: its
+    // start, one line.
+    let mut was = Some((0, 1));
+    for (len, at, n) in steps {
+        i.push(0, len, fill_with(1)).unwrap();
+        // Published, not yet run: still where the last one left off.
+        assert_eq!(lines(&i), was, "before a frame of {len} B is run");
+        assert_eq!(take_all(&i).len(), 1);
+        was = Some((at, n));
+        assert_eq!(lines(&i), was, "after a frame of {len} B");
+    }
+    // After a frame longer than that (1000 B: 16 lines), none: the
+    // producer writes them while the consumer waits.
+    i.push(0, 1000, fill_with(1)).unwrap();
+    assert_eq!(take_all(&i).len(), 1);
+    assert_eq!(lines(&i), None);
+    // A short one again: asked for again.
+    i.push(0, 0, fill_with(1)).unwrap();
+    assert_eq!(take_all(&i).len(), 1);
+    assert_eq!(lines(&i), Some((1408, 1)));
+}
