@@ -508,6 +508,18 @@ impl Timing {
         self.samples >= 4 && self.q3 > self.q1 * 2
     }
 
+    /// The same timing per one of `n` round trips: a batch that timed
+    /// `n` round trips as one.
+    pub fn per(self, n: u32) -> Timing {
+        let n = n.max(1);
+        Timing {
+            median: self.median / n,
+            q1: self.q1 / n,
+            q3: self.q3 / n,
+            ..self
+        }
+    }
+
     /// Preempted or unsteady: worth measuring again ([`steady`]).
     pub fn disturbed(&self) -> bool {
         self.preempted > 0 || self.unsteady()
@@ -659,37 +671,67 @@ fn rtt_endpoints(
     Ok(t)
 }
 
-/// Round trips between the two endpoints' applets alone: one message
-/// bounces `rounds` times inside the engine, then reaches the application.
-fn rtt_applets(p: Pair, size: usize, rounds: u32) -> Result<Duration, Box<dyn std::error::Error>> {
+/// Round trips between the two endpoints' applets alone, in `b`'s
+/// batches: each batch is one exchange, started by `a`'s application
+/// (the first ping, `doTx`) and ended when `a`'s applet has counted
+/// `b.batch` echoes and hands its application the count (`PingPong`'s
+/// `limit`, set on `a` alone: `b`'s applet echoes every message); in
+/// between the message bounces inside the engine. Timed as the other
+/// cells are ([`timed`]: a batch during which a thread was preempted is
+/// run again), so that the figure is a median of batch means, not one
+/// stretch that a preemption can make ten times as long.
+fn rtt_applets(p: Pair, size: usize, b: Batching) -> Result<Timing, Box<dyn std::error::Error>> {
     let Pair {
-        mut a, mut b, ab, ..
+        mut a,
+        b: mut far,
+        ab,
+        ..
     } = p;
-    for ep in [&a, &b] {
-        ep.engine()
-            .ok_or("the ping-pong needs the engine in this process")?
-            .with_applet(ep.id(), |ap| ap.set_static_int("limit", rounds as i32))
-            .ok_or("no applet")??;
-    }
+    let per = b.batch;
+    a.engine()
+        .ok_or("the ping-pong needs the engine in this process")?
+        .with_applet(a.id(), |ap| ap.set_static_int("limit", per as i32))
+        .ok_or("no applet")??;
     // Every bounce is a frame that the other endpoint's applet takes on
     // the thread that drives its engine: here, this one, for both.
     let msg = vec![0x5au8; size];
-    let start = Instant::now();
-    send_all(&mut a, ab, &msg)?;
-    let deadline = Instant::now() + Duration::from_secs(20);
-    // Each applet counts the messages it receives; the first to reach the
-    // limit (the far one) delivers one message to its application.
-    loop {
-        if a.recv().is_some() || b.recv().is_some() {
-            break;
-        }
-        a.poll_engine();
-        b.poll_engine();
-        if Instant::now() > deadline {
-            return Err("applet ping-pong did not finish".into());
-        }
-    }
-    Ok(start.elapsed() / rounds)
+    let exchanges = Batching {
+        batch: 1,
+        batches: b.batches,
+    };
+    let t = timed(
+        exchanges,
+        true,
+        || -> Result<(), Box<dyn std::error::Error>> {
+            send_all(&mut a, ab, &msg)?;
+            let deadline = Instant::now() + Duration::from_secs(20);
+            loop {
+                if let Some(done) = a.recv() {
+                    // The count `a`'s applet hands over, big-endian.
+                    return match <[u8; 4]>::try_from(done.to_vec()).map(u32::from_be_bytes) {
+                        Ok(n) if n == per => Ok(()),
+                        Ok(n) => {
+                            Err(format!("the ping-pong ended after {n} echoes, not {per}").into())
+                        }
+                        Err(v) => Err(format!(
+                            "the ping-pong ended with a {}-byte message, not its 4-byte count",
+                            v.len()
+                        )
+                        .into()),
+                    };
+                }
+                if far.recv().is_some() {
+                    return Err("the echoing application received a message".into());
+                }
+                a.poll_engine();
+                far.poll_engine();
+                if Instant::now() > deadline {
+                    return Err("applet ping-pong did not finish".into());
+                }
+            }
+        },
+    )?;
+    Ok(t.per(per))
 }
 
 /// The floor, the "SPSC ring" cell: [`rtt_ring`] with its longer messages
@@ -1687,7 +1729,6 @@ pub fn run(args: &DemoArgs) -> ExitCode {
 fn latency_row(
     net: &Net,
     size: usize,
-    args: &DemoArgs,
     b: Batching,
     progress: &mut Progress,
 ) -> Result<Vec<Figure>, Box<dyn std::error::Error>> {
@@ -1719,9 +1760,7 @@ fn latency_row(
     let mut figures: Vec<Figure> = row.iter().map(|t| t.figure(b)).collect();
     progress.start(format!("latency: {size} B, {}", Setup::PingPong.name()));
     let p = pair(net, Config::default(), Setup::PingPong.applet())?;
-    figures.push(Figure::value(
-        rtt_applets(p, size, args.rounds)?.as_secs_f64() * 1e6,
-    ));
+    figures.push(rtt_applets(p, size, b)?.figure(b));
     progress.done();
     progress.start(format!("latency: {size} B, peers"));
     figures.push(ring_floor(size, b));
@@ -2344,7 +2383,7 @@ fn measure(args: &DemoArgs) -> Result<(serde_json::Value, Vec<Table>), Box<dyn s
     for &size in sizes {
         lat_rows.push((
             size as u64,
-            latency_row(&net, size, args, batching, &mut progress)?,
+            latency_row(&net, size, batching, &mut progress)?,
         ));
     }
     let mut bw_cells = Vec::new();
@@ -2546,8 +2585,9 @@ fn tables(
         STANDARD_NOTE.into(),
         RING_NOTE.into(),
         format!(
-            "ping-pong: the mean of {} bounces of one message between the applets",
-            args.rounds
+            "ping-pong: round trips of one message between the applets alone, in exchanges \
+             of {} started and ended by the applications, timed as the other cells",
+            batching.batch
         ),
     ];
     if batching.timed() < u64::from(args.rounds) {
@@ -3305,6 +3345,45 @@ mod tests {
         // Within the tolerance: not flagged.
         let rates = [30.0, 23.0, 32.0];
         assert_eq!(slower_than_smaller(&rates), [None, None, None]);
+    }
+
+    /// The applets' ping-pong runs one exchange per batch, each of the
+    /// batch's round trips (the count `a`'s applet hands over is checked),
+    /// and its figure is per round trip.
+    #[test]
+    fn the_applet_ping_pong_is_timed_in_batches_of_whole_exchanges() {
+        let net = Net {
+            transport: TransportArg::Loop,
+            hosts: None,
+            next_port: Cell::new(7300),
+        };
+        let b = Batching {
+            batch: 7,
+            batches: 5,
+        };
+        let p = pair(&net, Config::default(), Setup::PingPong.applet()).unwrap();
+        let t = rtt_applets(p, 40, b).unwrap();
+        assert_eq!(t.samples, 5);
+        assert!(t.median > Duration::ZERO && t.q1 <= t.median && t.median <= t.q3);
+        assert!(t.figure(b).get().is_some());
+        let whole = Timing {
+            median: Duration::from_micros(70),
+            q1: Duration::from_micros(35),
+            q3: Duration::from_micros(140),
+            samples: 5,
+            preempted: 1,
+        };
+        let one = whole.per(7);
+        assert_eq!(
+            (one.median, one.q1, one.q3, one.samples, one.preempted),
+            (
+                Duration::from_micros(10),
+                Duration::from_micros(5),
+                Duration::from_micros(20),
+                5,
+                1
+            )
+        );
     }
 
     #[test]
