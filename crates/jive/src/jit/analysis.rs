@@ -607,7 +607,15 @@ pub(super) fn charge_free_methods(prog: &Program) -> Vec<bool> {
 
 /// How much each slot of a method's frame (`max_locals` locals, then the
 /// operand stack) would gain from a register home: its uses, weighted by
-/// loop nesting. Slots of weight 0 are never read or written.
+/// loop nesting (8 per enclosing loop), a local's use 16 and a stack
+/// position's 1. Slots of weight 0 are never read or written.
+///
+/// A stack position is weighed at exactly a sixteenth of a local: rounded
+/// up, as it was, a push outside any loop weighed as much as a local's use
+/// inside one, so that `Bench.fibonacci`'s first stack position (9 pushes,
+/// 3 of them in its loop, most of them moved straight into a local and
+/// never into their home) took the last register from the loop's bound `n`,
+/// which the loop then read from memory at every iteration.
 pub(super) fn slot_weights(
     prog: &Program,
     max_locals: u16,
@@ -638,7 +646,7 @@ pub(super) fn slot_weights(
             match o {
                 Op::Load(s) | Op::Store(s) | Op::Iinc(s, _) => {
                     if let Some(x) = weight.get_mut(usize::from(s)) {
-                        *x += w;
+                        *x += 16 * w;
                     }
                 }
                 _ => {}
@@ -649,7 +657,7 @@ pub(super) fn slot_weights(
             // need registers less than locals do.
             for j in d..d + pu {
                 if let Some(x) = weight.get_mut(usize::from(max_locals) + j) {
-                    *x += w.div_ceil(16);
+                    *x += w;
                 }
             }
             d += pu;
@@ -724,6 +732,32 @@ mod tests {
         // Its loops make calls of charge-free methods (`calls`, `twoCalls`,
         // ...): read per call, the count would be far above `ops`.
         assert_eq!(SCANNED.with(std::cell::Cell::get), ops);
+    }
+
+    /// `Bench.fibonacci`'s loop reads its bound `n` at every pass; its
+    /// first stack position is pushed 9 times, 3 of them in the loop,
+    /// where each push goes straight into a local. `n` weighs more, so it
+    /// gets the register the two compete for (the fifth home) and the loop
+    /// compares with a register, not with memory. Until 2026-12-02 a stack
+    /// position's use weighed `ceil(w / 16)`, at least 1: 9 against 8.
+    #[test]
+    fn a_loops_bound_outweighs_a_stack_position_pushed_outside_it() {
+        let Some(dir) = crate::APPLET_CLASSES else {
+            return;
+        };
+        let path = std::path::Path::new(dir).join("default/Bench.class");
+        let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+        let prog = crate::check(&bytes, &crate::Limits::default()).expect("Bench");
+        let k = prog.info.methods.iter().position(|m| m.name == "fibonacci");
+        let f = k.and_then(|k| prog.funcs[k].as_ref()).expect("fibonacci");
+        let frame = usize::from(f.max_locals) + usize::from(f.max_stack);
+        let weight = slot_weights(&prog, f.max_locals, &f.code, &depths(&prog, &f.code), frame);
+        let stack = &weight[usize::from(f.max_locals)..];
+        assert!(
+            stack.iter().all(|&w| w < weight[0]),
+            "n weighs {}, the stack positions {stack:?}",
+            weight[0]
+        );
     }
 
     /// The counted loops and the [`straight_loops`] of each method of a
