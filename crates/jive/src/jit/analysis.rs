@@ -281,13 +281,19 @@ pub(super) fn branch(op: Op) -> Option<(Cond, bool, u32, bool)> {
 /// edge is taken `max(0, bound - counter)` times (counting up) from the
 /// entry, the test sees the bound, and the loop leaves, having charged
 /// `per_trip` units per pass.
+///
+/// In code without metering (`metered` false in [`counted_loops`]) the
+/// same shape is found with no charge at all (`per_trip` 0: the decoder
+/// leaves every back edge uncharged, and a loop that calls is not
+/// counted, since `free` is empty then), for [`Compiler::passes`].
 pub(super) struct CountedLoop {
     pub(super) head: usize,
     pub(super) back: usize,
     pub(super) counter: u16,
     pub(super) step: i16,
     pub(super) bound: Bound,
-    /// The units each pass charges (at least 1, at most the loop's ops).
+    /// The units each pass charges (at least 1, at most the loop's ops;
+    /// 0 in code without metering).
     pub(super) per_trip: u32,
 }
 
@@ -322,12 +328,15 @@ fn jump_sources(prog: &Program, code: &[Op]) -> (Vec<usize>, Vec<usize>) {
 }
 
 /// The [`CountedLoop`]s of a method's code, in order; `free` is
-/// [`charge_free_methods`] of `prog`.
+/// [`charge_free_methods`] of `prog` (empty without metering); `metered`
+/// whether the code charges fuel (if so, a loop that charges nothing is
+/// not counted: it needs no charge at its entry).
 pub(super) fn counted_loops(
     prog: &Program,
     free: &[bool],
     code: &[Op],
     depth: &[Option<u16>],
+    metered: bool,
 ) -> Vec<CountedLoop> {
     let (lo, hi) = jump_sources(prog, code);
     let mut out: Vec<CountedLoop> = Vec::new();
@@ -344,7 +353,9 @@ pub(super) fn counted_loops(
         if out.last().is_some_and(|l| l.back >= t) {
             continue; // overlaps the previous loop
         }
-        if let Some(lp) = counted_loop(prog, free, code, depth, t, b, counter, step, &lo, &hi) {
+        if let Some(lp) = counted_loop(
+            prog, free, code, depth, t, b, counter, step, &lo, &hi, metered,
+        ) {
             out.push(lp);
         }
     }
@@ -363,6 +374,7 @@ fn counted_loop(
     step: i16,
     lo: &[usize],
     hi: &[usize],
+    metered: bool,
 ) -> Option<CountedLoop> {
     use Op::*;
     // The test: at most three ops that push locals and constants, then a
@@ -469,7 +481,7 @@ fn counted_loop(
     // The back edge's own charge, then the same count on every path.
     let own = u32::from(matches!(code[b], IincGotoBack(..)));
     let (fewest, most) = charges[b - body]?;
-    if fewest != most || fewest + own == 0 {
+    if fewest != most || (metered && fewest + own == 0) {
         return None;
     }
     Some(CountedLoop {
@@ -777,7 +789,7 @@ mod tests {
             .filter_map(|(m, f)| {
                 let f = f.as_ref()?;
                 let depth = depths(prog, &f.code);
-                let counted = counted_loops(prog, &free, &f.code, &depth);
+                let counted = counted_loops(prog, &free, &f.code, &depth, true);
                 let straight = straight_loops(prog, &f.code, &depth, &counted).len();
                 Some((m.name.clone(), counted.len(), straight))
             })
