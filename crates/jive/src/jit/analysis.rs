@@ -625,9 +625,9 @@ pub(super) fn charge_free_methods(prog: &Program) -> Vec<bool> {
 /// A stack position is weighed at exactly a sixteenth of a local: rounded
 /// up, as it was, a push outside any loop weighed as much as a local's use
 /// inside one, so that `Bench.fibonacci`'s first stack position (9 pushes,
-/// 3 of them in its loop, most of them moved straight into a local and
-/// never into their home) took the last register from the loop's bound `n`,
-/// which the loop then read from memory at every iteration.
+/// 4 of them outside its loop; those in it go straight into a local or the
+/// loop's test, never into their home) took the last register from the
+/// loop's bound `n`, which the loop then read from memory at every pass.
 pub(super) fn slot_weights(
     prog: &Program,
     max_locals: u16,
@@ -747,11 +747,12 @@ mod tests {
     }
 
     /// `Bench.fibonacci`'s loop reads its bound `n` at every pass; its
-    /// first stack position is pushed 9 times, 3 of them in the loop,
-    /// where each push goes straight into a local. `n` weighs more, so it
-    /// gets the register the two compete for (the fifth home) and the loop
-    /// compares with a register, not with memory. Until 2026-12-02 a stack
-    /// position's use weighed `ceil(w / 16)`, at least 1: 9 against 8.
+    /// first stack position is pushed 9 times, 5 of them in the loop,
+    /// where each push goes straight into a local or the test. `n` weighs
+    /// more (128 against 44), so it gets the register the two compete for
+    /// (the fifth home) and the loop compares with a register, not with
+    /// memory. Until 2026-12-02 a stack position's use weighed
+    /// `ceil(w / 16)`, at least 1: 9 against 8.
     #[test]
     fn a_loops_bound_outweighs_a_stack_position_pushed_outside_it() {
         let Some(dir) = crate::APPLET_CLASSES else {
