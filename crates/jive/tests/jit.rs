@@ -922,12 +922,20 @@ fn fuel_loop_args(rng: &mut Rng) -> [i32; 3] {
 /// `; bci N` marks and `offset  bytes  mnemonic ...` lines.
 #[cfg(target_arch = "x86_64")]
 fn metered_listing(method: &str) -> Vec<(u32, usize, Vec<u8>, String)> {
+    listing_of(method, Limits::default())
+}
+
+/// [`metered_listing`] of `FuelLoops.<method>` loaded with `limits`.
+#[cfg(target_arch = "x86_64")]
+fn listing_of(method: &str, limits: Limits) -> Vec<(u32, usize, Vec<u8>, String)> {
     let bytes = class_bytes("release8", "FuelLoops").unwrap();
-    let mut jit = Applet::load_with_engine(&bytes, &Natives::new(), Limits::default(), Engine::Jit)
+    let mut jit = Applet::load_with_engine(&bytes, &Natives::new(), limits, Engine::Jit)
         .unwrap_or_else(|e| panic!("FuelLoops: {e}"));
-    let depth = jit.limits().max_call_depth;
-    jit.set_run_limits(Some(1 << 20), depth);
-    assert_eq!(jit.engine(), Engine::Jit, "metered FuelLoops on the JIT");
+    if limits.fuel.is_some() {
+        let depth = jit.limits().max_call_depth;
+        jit.set_run_limits(Some(1 << 20), depth);
+    }
+    assert_eq!(jit.engine(), Engine::Jit, "FuelLoops on the JIT");
     let listing = jit.native_listing().expect("a listing");
     let head = format!("; {method}(III)I");
     let lines: Vec<&str> = listing
@@ -1064,6 +1072,85 @@ fn a_rotated_jump_into_a_counted_loop_enters_at_its_entry() {
         entry[0],
         &entry[1..]
     );
+}
+
+/// A counted loop that charges nothing (the copy that runs once its trip
+/// count is charged at its entry, or the loop itself without metering)
+/// is compiled as four passes in a row, each with its own test, only the
+/// last pass's back edge taken (`Compiler::passes`): in the listings of
+/// `FuelLoops.up` (`for (i = from; i < to; i++) { s += 100 / (i - bad);
+/// sum = s; }`), the body's first op has five copies metered (four
+/// passes, then the metered copy) and four without metering. Until
+/// 2026-12-02 each was compiled once (two copies metered, one without),
+/// and every pass took a branch: on the Intel Xeon that session measured,
+/// the exit of `Bench.fibonacci(40)`'s loop (40 taken back edges) was
+/// mispredicted at every call, a third of the call's time.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn a_counted_loop_runs_four_passes_per_taken_back_edge() {
+    if classes("release8").is_none() || engine_under_test() != Engine::Jit {
+        return;
+    }
+    for (limits, copies) in [(Limits::default(), 5), (Limits::unmetered(), 4)] {
+        let insns = listing_of("up", limits);
+        let starts = copies_of(&insns);
+        // The head's test (its bci also marks the entry's trip count) is
+        // the first bci compiled more than once; the body's first op is
+        // the next bci.
+        let Some((&head, _)) = starts.iter().find(|(_, v)| v.len() >= 2) else {
+            panic!("no loop in {insns:x?}");
+        };
+        let body = starts.range(head + 1..).next().map(|(_, v)| v.len());
+        assert_eq!(
+            body,
+            Some(copies),
+            "copies of the body's first op (metered: {})",
+            limits.fuel.is_some()
+        );
+    }
+}
+
+/// Without metering, the counted loops of `FuelLoops` run as four passes
+/// in a row ([`a_counted_loop_runs_four_passes_per_taken_back_edge`]):
+/// every method but `forever` and `scanStride` (which never end without
+/// fuel, the second when its step is 0; neither is a counted loop), on trip
+/// counts from 0 to 40 (so that each of the four passes is the last, the
+/// one that leaves, and the one that traps, for some call), gives the
+/// interpreter's value or trap (kind, method, bci) and leaves its state.
+#[test]
+fn counted_loops_without_metering_run_as_the_interpreter_does() {
+    if classes("release8").is_none() {
+        return;
+    }
+    let mut errors = Vec::new();
+    let mut calls = 0usize;
+    for r in RELEASES {
+        let bytes = class_bytes(r, "FuelLoops").unwrap();
+        let name = format!("FuelLoops ({r}, unmetered)");
+        let mut pair = Pair::load(&name, &bytes, &Natives::new(), Limits::unmetered())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let methods: Vec<String> = int_methods(pair.interp.program())
+            .into_iter()
+            .filter(|(m, arity)| *arity == 3 && m != "forever" && m != "scanStride")
+            .map(|(m, _)| m)
+            .collect();
+        assert_eq!(methods.len(), 23, "{name}: methods {methods:?}");
+        'methods: for m in &methods {
+            for from in [-5, 0, 1, 3] {
+                for to in [-9, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13, 40] {
+                    for third in [-2, 0, 2, 3, 4, 5, 6, 7, 11, 20] {
+                        if let Err(e) = pair.invoke(m, &[from, to, third]) {
+                            errors.push(e);
+                            continue 'methods;
+                        }
+                        calls += 1;
+                    }
+                }
+            }
+        }
+    }
+    eprintln!("FuelLoops unmetered: {calls} calls");
+    fail_on(&errors, "calls without metering where the engines disagree");
 }
 
 /// The JIT charges a counted loop's trip count (times the units each pass

@@ -281,13 +281,19 @@ pub(super) fn branch(op: Op) -> Option<(Cond, bool, u32, bool)> {
 /// edge is taken `max(0, bound - counter)` times (counting up) from the
 /// entry, the test sees the bound, and the loop leaves, having charged
 /// `per_trip` units per pass.
+///
+/// In code without metering (`metered` false in [`counted_loops`]) the
+/// same shape is found with no charge at all (`per_trip` 0: the decoder
+/// leaves every back edge uncharged, and a loop that calls is not
+/// counted, since `free` is empty then), for [`Compiler::passes`].
 pub(super) struct CountedLoop {
     pub(super) head: usize,
     pub(super) back: usize,
     pub(super) counter: u16,
     pub(super) step: i16,
     pub(super) bound: Bound,
-    /// The units each pass charges (at least 1, at most the loop's ops).
+    /// The units each pass charges (at least 1, at most the loop's ops;
+    /// 0 in code without metering).
     pub(super) per_trip: u32,
 }
 
@@ -322,12 +328,15 @@ fn jump_sources(prog: &Program, code: &[Op]) -> (Vec<usize>, Vec<usize>) {
 }
 
 /// The [`CountedLoop`]s of a method's code, in order; `free` is
-/// [`charge_free_methods`] of `prog`.
+/// [`charge_free_methods`] of `prog` (empty without metering); `metered`
+/// whether the code charges fuel (if so, a loop that charges nothing is
+/// not counted: it needs no charge at its entry).
 pub(super) fn counted_loops(
     prog: &Program,
     free: &[bool],
     code: &[Op],
     depth: &[Option<u16>],
+    metered: bool,
 ) -> Vec<CountedLoop> {
     let (lo, hi) = jump_sources(prog, code);
     let mut out: Vec<CountedLoop> = Vec::new();
@@ -344,7 +353,9 @@ pub(super) fn counted_loops(
         if out.last().is_some_and(|l| l.back >= t) {
             continue; // overlaps the previous loop
         }
-        if let Some(lp) = counted_loop(prog, free, code, depth, t, b, counter, step, &lo, &hi) {
+        if let Some(lp) = counted_loop(
+            prog, free, code, depth, t, b, counter, step, &lo, &hi, metered,
+        ) {
             out.push(lp);
         }
     }
@@ -363,6 +374,7 @@ fn counted_loop(
     step: i16,
     lo: &[usize],
     hi: &[usize],
+    metered: bool,
 ) -> Option<CountedLoop> {
     use Op::*;
     // The test: at most three ops that push locals and constants, then a
@@ -469,7 +481,7 @@ fn counted_loop(
     // The back edge's own charge, then the same count on every path.
     let own = u32::from(matches!(code[b], IincGotoBack(..)));
     let (fewest, most) = charges[b - body]?;
-    if fewest != most || fewest + own == 0 {
+    if fewest != most || (metered && fewest + own == 0) {
         return None;
     }
     Some(CountedLoop {
@@ -607,7 +619,15 @@ pub(super) fn charge_free_methods(prog: &Program) -> Vec<bool> {
 
 /// How much each slot of a method's frame (`max_locals` locals, then the
 /// operand stack) would gain from a register home: its uses, weighted by
-/// loop nesting. Slots of weight 0 are never read or written.
+/// loop nesting (8 per enclosing loop), a local's use 16 and a stack
+/// position's 1. Slots of weight 0 are never read or written.
+///
+/// A stack position is weighed at exactly a sixteenth of a local: rounded
+/// up, as it was, a push outside any loop weighed as much as a local's use
+/// inside one, so that `Bench.fibonacci`'s first stack position (9 pushes,
+/// 4 of them outside its loop; those in it go straight into a local or the
+/// loop's test, never into their home) took the last register from the
+/// loop's bound `n`, which the loop then read from memory at every pass.
 pub(super) fn slot_weights(
     prog: &Program,
     max_locals: u16,
@@ -638,7 +658,7 @@ pub(super) fn slot_weights(
             match o {
                 Op::Load(s) | Op::Store(s) | Op::Iinc(s, _) => {
                     if let Some(x) = weight.get_mut(usize::from(s)) {
-                        *x += w;
+                        *x += 16 * w;
                     }
                 }
                 _ => {}
@@ -649,7 +669,7 @@ pub(super) fn slot_weights(
             // need registers less than locals do.
             for j in d..d + pu {
                 if let Some(x) = weight.get_mut(usize::from(max_locals) + j) {
-                    *x += w.div_ceil(16);
+                    *x += w;
                 }
             }
             d += pu;
@@ -726,6 +746,33 @@ mod tests {
         assert_eq!(SCANNED.with(std::cell::Cell::get), ops);
     }
 
+    /// `Bench.fibonacci`'s loop reads its bound `n` at every pass; its
+    /// first stack position is pushed 9 times, 5 of them in the loop,
+    /// where each push goes straight into a local or the test. `n` weighs
+    /// more (128 against 44), so it gets the register the two compete for
+    /// (the fifth home) and the loop compares with a register, not with
+    /// memory. Until 2026-12-02 a stack position's use weighed
+    /// `ceil(w / 16)`, at least 1: 9 against 8.
+    #[test]
+    fn a_loops_bound_outweighs_a_stack_position_pushed_outside_it() {
+        let Some(dir) = crate::APPLET_CLASSES else {
+            return;
+        };
+        let path = std::path::Path::new(dir).join("default/Bench.class");
+        let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+        let prog = crate::check(&bytes, &crate::Limits::default()).expect("Bench");
+        let k = prog.info.methods.iter().position(|m| m.name == "fibonacci");
+        let f = k.and_then(|k| prog.funcs[k].as_ref()).expect("fibonacci");
+        let frame = usize::from(f.max_locals) + usize::from(f.max_stack);
+        let weight = slot_weights(&prog, f.max_locals, &f.code, &depths(&prog, &f.code), frame);
+        let stack = &weight[usize::from(f.max_locals)..];
+        assert!(
+            stack.iter().all(|&w| w < weight[0]),
+            "n weighs {}, the stack positions {stack:?}",
+            weight[0]
+        );
+    }
+
     /// The counted loops and the [`straight_loops`] of each method of a
     /// class the build compiled, by method name (`None` without javac).
     fn loop_kinds_of(class: &str) -> Option<Vec<(String, usize, usize)>> {
@@ -743,7 +790,7 @@ mod tests {
             .filter_map(|(m, f)| {
                 let f = f.as_ref()?;
                 let depth = depths(prog, &f.code);
-                let counted = counted_loops(prog, &free, &f.code, &depth);
+                let counted = counted_loops(prog, &free, &f.code, &depth, true);
                 let straight = straight_loops(prog, &f.code, &depth, &counted).len();
                 Some((m.name.clone(), counted.len(), straight))
             })
