@@ -115,8 +115,9 @@ pub struct DemoArgs {
     pub no_pin: bool,
 }
 
-/// The most round trips a cell may take: the applets' ping-pong counts them
-/// in a Java `int`.
+/// The most round trips a cell may take: a Java `int`, the type the
+/// applets' ping-pong counts a batch's round trips in (a batch is at most
+/// all of them).
 pub const MAX_ROUNDS: u32 = i32::MAX as u32;
 
 /// Messages per burst of the bandwidth experiment, each burst acknowledged

@@ -30,10 +30,10 @@
 //! makes), or at the next 4 KiB place of the area in turn
 //! ([`Placement::InTurn`]), as U-Net's receiver gets its free buffers
 //! back in turn. Neither is the faster at every size on every machine: on
-//! the Intel Xeon of 2026-12-02 one place was the faster at 57 B (one line
-//! the other core has just read) and in turn at 1 and 4 KiB, where the one
-//! place's lines are read by one core and written again by the other for
-//! every message. `fastpath demo` measures both and takes the faster as
+//! the Intel Xeon of 2026-12-02 one place was usually the faster at 57 B
+//! (one line the other core has just read) and in turn at 1 and 4 KiB,
+//! where the one place's lines are read by one core and written again by
+//! the other for every message. `fastpath demo` measures both and takes the faster as
 //! its floor. The receiver reads the message where its slot names it, as
 //! an endpoint's receiver does.
 //!
