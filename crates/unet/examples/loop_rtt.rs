@@ -56,8 +56,7 @@ use unet::peer::Placement;
 #[path = "common/mod.rs"]
 mod common;
 use common::{
-    Idle, RingRecv, batches, recv_into, ring_pair, send_all, send_all_with, unet_pair,
-    unet_pair_with,
+    Idle, RingRecv, batches, recv_into, send_all, send_all_with, unet_pair, unet_pair_with,
 };
 
 /// A send loop U-Net's rows use: [`send_all`], or [`send_all_with`].
@@ -121,14 +120,13 @@ fn unet_one(send_all: impl SendAll, size: usize, n: usize) -> f64 {
     })
 }
 
-/// The bare ring peer ([`common::ring_pair`], or placing its longer
-/// messages by `placement`): each side copies the message in and out, and
-/// learns of it by its slot's seal, as an endpoint's receiver does.
+/// The bare ring peer ([`unet::peer::ring_pair_placed`], placing its
+/// longer messages by `placement`): each side copies the message in and
+/// out, and learns of it by its slot's seal, as an endpoint's receiver
+/// does.
 fn ring_rtt(size: usize, n: usize, placement: Placement) -> f64 {
-    let (mut a, mut b) = match placement {
-        Placement::OnePlace => ring_pair("loop-rtt-ring"),
-        p => unet::peer::ring_pair_placed("loop-rtt-ring", p).expect("the ring peer's segments"),
-    };
+    let (mut a, mut b) =
+        unet::peer::ring_pair_placed("loop-rtt-ring", placement).expect("the ring peer's segments");
     let stop = Arc::new(AtomicBool::new(false));
     let st = stop.clone();
     let echo = std::thread::spawn(move || {

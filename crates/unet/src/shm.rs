@@ -297,54 +297,8 @@ impl Segment {
         // SAFETY: every address is `base + off + 64 * i` with `i < lines`,
         // so below `base + off + 64 * lines <= base + self.len` (checked
         // above, without overflow: `lines * 64 <= self.len`): within the
-        // mapping.
-        unsafe { self.fetch_lines(off, lines) }
-    }
-
-    /// Asks for the `lines` lines from `off`: one alone, or four to a
-    /// turn of the loop and the rest one by one.
-    ///
-    /// # Safety
-    /// `lines > 0` and `off + 64 * (lines - 1) < self.len`: every line
-    /// asked for starts inside the mapping.
-    #[inline(always)]
-    unsafe fn fetch_lines(&self, off: usize, lines: usize) {
-        #[cfg(target_arch = "x86_64")]
-        {
-            // SAFETY: every address is `base + off + 64 * i` with
-            // `i < lines`, inside the mapping (the caller's contract). A
-            // prefetch neither reads nor writes memory architecturally,
-            // never faults and changes no register or flag.
-            unsafe {
-                let p = self.base.as_ptr().add(off);
-                // One line (a message of 57 to 64 bytes) without the loops'
-                // setup (`unet-count` path-57, 11 instructions).
-                if lines == 1 {
-                    core::arch::asm!("prefetcht0 [{p}]", p = in(reg) p, options(nostack, preserves_flags, readonly));
-                    return;
-                }
-                let mut i = 0;
-                while i + 4 <= lines {
-                    let q = p.add(i * 64);
-                    core::arch::asm!(
-                        "prefetcht0 [{q}]",
-                        "prefetcht0 [{q} + 64]",
-                        "prefetcht0 [{q} + 128]",
-                        "prefetcht0 [{q} + 192]",
-                        q = in(reg) q,
-                        options(nostack, preserves_flags, readonly),
-                    );
-                    i += 4;
-                }
-                while i < lines {
-                    let q = p.add(i * 64);
-                    core::arch::asm!("prefetcht0 [{q}]", q = in(reg) q, options(nostack, preserves_flags, readonly));
-                    i += 1;
-                }
-            }
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = (off, lines);
+        // mapping, which `lines > 0` lines start in.
+        unsafe { fetch_lines(self.base.as_ptr().add(off), lines) }
     }
 
     /// The count of closed channels in the header page
@@ -932,6 +886,54 @@ pub fn queues(
         ShmQueue::new(seg.clone(), layout.rx)?,
         ShmQueue::new(seg.clone(), layout.free)?,
     ))
+}
+
+/// Asks the CPU for the `lines` cache lines from `p` (for reading): one
+/// alone, or four to a turn of the loop and the rest one by one. A hint:
+/// nothing is read or written. [`Segment::prefetch_line_count`] and the
+/// applet inbox's ring (`engine::inbox`) ask through it.
+///
+/// # Safety
+/// `lines > 0`, and every line asked for, `p + 64 * i` for `i < lines`,
+/// starts inside one live allocation or mapping (the pointer arithmetic
+/// stays in bounds).
+#[inline(always)]
+pub(crate) unsafe fn fetch_lines(p: *const u8, lines: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: every address is `p + 64 * i` with `i < lines`, inside
+        // the caller's allocation (its contract). A prefetch neither reads
+        // nor writes memory architecturally, never faults and changes no
+        // register or flag.
+        unsafe {
+            // One line (a message of 57 to 64 bytes) without the loops'
+            // setup (`unet-count` path-57, 11 instructions).
+            if lines == 1 {
+                core::arch::asm!("prefetcht0 [{p}]", p = in(reg) p, options(nostack, preserves_flags, readonly));
+                return;
+            }
+            let mut i = 0;
+            while i + 4 <= lines {
+                let q = p.add(i * 64);
+                core::arch::asm!(
+                    "prefetcht0 [{q}]",
+                    "prefetcht0 [{q} + 64]",
+                    "prefetcht0 [{q} + 128]",
+                    "prefetcht0 [{q} + 192]",
+                    q = in(reg) q,
+                    options(nostack, preserves_flags, readonly),
+                );
+                i += 4;
+            }
+            while i < lines {
+                let q = p.add(i * 64);
+                core::arch::asm!("prefetcht0 [{q}]", q = in(reg) q, options(nostack, preserves_flags, readonly));
+                i += 1;
+            }
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (p, lines);
 }
 
 #[cfg(test)]

@@ -312,25 +312,21 @@ impl Ring {
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr().add(at), n) }
     }
 
-    /// Asks the CPU for the line of byte `at`, if it is in the ring (a
-    /// hint: nothing is read). Nothing in the loom model.
+    /// Asks the CPU for the `lines` lines from byte `at`, if they all lie
+    /// in the ring (a hint: nothing is read; `shm::fetch_lines`). Nothing
+    /// in the loom model.
     #[inline(always)]
-    fn prefetch(&self, at: usize) {
-        #[cfg(all(target_arch = "x86_64", not(loom)))]
-        if at < self.len {
-            // SAFETY: `ptr + at` is inside the block (`at < len`); a
-            // prefetch neither reads nor writes memory architecturally,
-            // never faults and changes no register or flag.
-            unsafe {
-                core::arch::asm!(
-                    "prefetcht0 [{p}]",
-                    p = in(reg) self.ptr.as_ptr().add(at),
-                    options(nostack, preserves_flags, readonly)
-                );
-            }
+    fn prefetch_lines(&self, at: usize, lines: usize) {
+        #[cfg(not(loom))]
+        if lines > 0 && at <= self.len && lines <= (self.len - at) / LINE {
+            // SAFETY: `lines > 0`, and every line asked for starts at
+            // `ptr + at + 64 * i` with `i < lines`, below `ptr + at + 64 *
+            // lines <= ptr + len` (checked, without overflow): inside the
+            // block.
+            unsafe { crate::shm::fetch_lines(self.ptr.as_ptr().add(at), lines) }
         }
-        #[cfg(not(all(target_arch = "x86_64", not(loom))))]
-        let _ = at;
+        #[cfg(loom)]
+        let _ = (at, lines);
     }
 
     /// Marks the bytes `[at, at + n)` read, for loom, while the value
@@ -520,17 +516,16 @@ impl Inbox {
     /// together with the tail's rather than after it (a frame of up to 56
     /// bytes and its header fill one line). Nothing when the last frame
     /// spanned more than [`PREFETCH_LINES`], and nothing before the ring's
-    /// first frame. Only a hint: nothing is read, and the lines are in the
-    /// ring (a producer that goes back to the ring's start puts the frame
-    /// elsewhere, and the hint is then wasted).
+    /// first frame. Only a hint: nothing is read, nothing is asked for
+    /// unless every line lies in the ring, and a producer that goes back
+    /// to the ring's start puts the frame elsewhere (the hint is then
+    /// wasted).
     #[inline(always)]
     pub fn prefetch_next(&self) {
         if let Some((r, at, lines)) = self.next_lines() {
             #[cfg(all(test, not(loom)))]
             PREFETCHED.with(|f| f.set(Some((at, lines))));
-            for i in 0..lines {
-                r.prefetch(at + i * LINE);
-            }
+            r.prefetch_lines(at, lines);
         }
     }
 
