@@ -8,6 +8,7 @@
 //! target/release/examples/loop_rtt 200 0,8,56,57,1024   # 200 batches of 50
 //! BUFS=64x1024 target/release/examples/loop_rtt         # 64 buffers of 1 KiB
 //! ONE=1 target/release/examples/loop_rtt 200 0,56        # also both ends on one thread
+//! ONE=1 STD=1 target/release/examples/loop_rtt 200 0,1024 # and the standard applet on one thread
 //! REPLY=0 target/release/examples/loop_rtt 200 57        # the echo answers 0 bytes
 //! STD=1 target/release/examples/loop_rtt 200 0,56         # also the standard applet
 //! TURN=1 target/release/examples/loop_rtt 200 57,1024,4096 # also the ring in turn
@@ -28,7 +29,11 @@
 //! `ONE=1` adds the U-Net round trip with both endpoints on the calling
 //! thread: the same two messages with no cache line crossing cores, so
 //! what is left is the path's own latency (its instructions and locked
-//! operations). `REPLY=n` makes the echo answer with at most `n` bytes of
+//! operations). With `STD=1` too, it adds the standard applet's round trip
+//! on one thread beside it: the applet's own work (its copies, its
+//! invocations; the message goes from `doTx` to the receiver's `doRx`
+//! without the inbox), so that the two-thread cost less this one is what
+//! the hand-off between the cores costs. `REPLY=n` makes the echo answer with at most `n` bytes of
 //! each message, to see one direction of a size alone.
 //!
 //! The ring is `unet::peer`'s: the same receive queue code as an
@@ -55,9 +60,7 @@ use unet::peer::Placement;
 
 #[path = "common/mod.rs"]
 mod common;
-use common::{
-    Idle, RingRecv, batches, recv_into, send_all, send_all_with, unet_pair, unet_pair_with,
-};
+use common::{Idle, RingRecv, batches, recv_into, send_all, send_all_with, unet_pair_with};
 
 /// A send loop U-Net's rows use: [`send_all`], or [`send_all_with`].
 trait SendAll: Fn(&mut unet::Endpoint, u16, &[u8], Idle) + Copy + Send + 'static {}
@@ -105,10 +108,11 @@ fn unet_rtt(send_all: impl SendAll, applet: Option<&[u8]>, size: usize, n: usize
     r
 }
 
-/// [`unet_rtt`] with both endpoints on this thread: the round trip's
-/// instructions and private cache traffic, without a line crossing cores.
-fn unet_one(send_all: impl SendAll, size: usize, n: usize) -> f64 {
-    let (_e, mut a, mut b, ab, ba) = unet_pair(Config::default());
+/// [`unet_rtt`] with both endpoints on this thread, with `applet` on both
+/// or none: the round trip's instructions and private cache traffic,
+/// without a line crossing cores.
+fn unet_one(send_all: impl SendAll, applet: Option<&[u8]>, size: usize, n: usize) -> f64 {
+    let (_e, mut a, mut b, ab, ba) = unet_pair_with(Config::default(), applet);
     let msg = vec![0x5au8; size];
     let mut buf = Vec::with_capacity(65536);
     batches(n, || {
@@ -179,17 +183,21 @@ fn main() {
         } else {
             String::new()
         };
-        let one = if std::env::var_os("ONE").is_some() {
-            format!(
-                "  one thread {:.3} us",
-                if with {
-                    unet_one(send_all_with, s, n)
-                } else {
-                    unet_one(send_all, s, n)
-                }
-            )
-        } else {
-            String::new()
+        let one_rtt = |applet, s, n| {
+            if with {
+                unet_one(send_all_with, applet, s, n)
+            } else {
+                unet_one(send_all, applet, s, n)
+            }
+        };
+        let one = match (std::env::var_os("ONE"), std::env::var_os("STD")) {
+            (None, _) => String::new(),
+            (Some(_), None) => format!("  one thread {:.3} us", one_rtt(None, s, n)),
+            (Some(_), Some(_)) => format!(
+                "  one thread {:.3} us, standard {:.3} us",
+                one_rtt(None, s, n),
+                one_rtt(Some(unet::applets::STANDARD), s, n)
+            ),
         };
         let std = if std::env::var_os("STD").is_some() {
             let t = rtt(Some(unet::applets::STANDARD), s, n);
