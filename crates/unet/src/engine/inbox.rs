@@ -51,11 +51,25 @@
 //!   is bounded by the ring instead.
 //! - **Memory.** The ring is allocated at the first frame, so an endpoint
 //!   whose applet never gets a frame from another thread costs none. A
-//!   producer that finds the ring empty past its warm start goes back to
+//!   producer that finds the ring empty past [`HOT`] bytes goes back to
 //!   its start, so a steady stream of bursts keeps to the start of it,
-//!   warm in both cores' caches: past [`HOT`] bytes, and past the space
-//!   the budgets' frames take ([`warm_start`]), since the frames after
-//!   the padding that goes back have only the space before it.
+//!   warm in both cores' caches, and only those pages are ever touched
+//!   (the rest of the ring is there for the budgets' frames). The going
+//!   back writes nothing in the ring: the producer stores where it left
+//!   off on the tail's line ([`Tail::restart`]), before the tail that
+//!   publishes the frame at the start, and the consumer, reaching that
+//!   position, skips to the start without reading there. So the bytes
+//!   skipped are free at once: the frames after the going back have the
+//!   whole ring, as any frames within the budgets need. (A padding
+//!   entry, as a frame that does not fit before the ring's end still
+//!   gets, holds its bytes until the consumer reads it; going back by
+//!   one, the warm start had to be past the budgets' whole space, 4 MiB
+//!   and more by default: a steady stream walked 4 MiB, past a core's
+//!   L2, every inbox that had carried that much kept its pages, and a
+//!   fresh one took a page fault every 4 KiB of them. The standard
+//!   applet's round trip on `loop` at 4 KiB fell from 1.60-1.64x U-Net's
+//!   to 1.32-1.36x with the nearer start, and at 1 KiB in a fresh
+//!   process from 2.3-2.7 µs to 1.5-1.8 µs: docs/benchmarks.md.)
 //! - **Closing.** [`Inbox::close`] marks the inbox closed under the
 //!   producers' lock, then empties it, counting what it finds: a push
 //!   that took the lock first is published and is counted there; one that
@@ -114,7 +128,7 @@ const KIND_PAD: u16 = 1;
 // `kind & !KIND_MESSAGE == 0`.
 const _: () = assert!(KIND_FRAME == 0 && KIND_MESSAGE == 2 && KIND_PAD & !KIND_MESSAGE != 0);
 /// A producer that finds the ring empty past this offset goes back to its
-/// start (checked at most every [`HOT_CHECK`] bytes).
+/// start (checked at most every [`HOT_CHECK`] bytes): the warm start.
 #[cfg(not(loom))]
 pub const HOT: u64 = 256 << 10;
 /// How far apart a producer past [`HOT`] reads the consumer's position.
@@ -181,6 +195,35 @@ struct Prod {
     head_bytes: u64,
     /// The tail when the consumer's position was last read past [`HOT`].
     checked: u64,
+    /// Where the last going back to the ring's start ([`Tail::restart`])
+    /// resumed: the consumer skips the bytes before it unread, so they
+    /// count as given back, whatever it has given back yet
+    /// ([`Inbox::refresh`]).
+    floor: u64,
+}
+
+/// The published tail and the last warm restart, on one line: written by
+/// producers, read by the consumer.
+#[derive(Debug)]
+struct Tail {
+    /// Ring bytes published ever (`Release`, after the frames' writes).
+    pos: AtomicU64,
+    /// Where a producer last went back to the ring's start with the ring
+    /// empty (the tail it found; `u64::MAX` before any): the consumer,
+    /// at this position, skips to the start of the next pass over the
+    /// ring without reading anything. Stored before the `Release` store
+    /// of the tail that publishes the frame at the start, and loaded after
+    /// each `Acquire` load of the tail, so `Relaxed` both ways.
+    restart: AtomicU64,
+}
+
+impl Default for Tail {
+    fn default() -> Tail {
+        Tail {
+            pos: AtomicU64::new(0),
+            restart: AtomicU64::new(u64::MAX),
+        }
+    }
 }
 
 /// The consumer's position, behind its lock (ahead of what it gave back).
@@ -423,20 +466,13 @@ pub fn ring_size(frames: usize, bytes: usize) -> usize {
         .next_multiple_of(8)
 }
 
-/// [`Inbox::warm`] for budgets of `frames` frames and `bytes` bytes: the
-/// space they take in the ring (each frame's bytes, and at most
-/// `HDR + 7` more), or [`HOT`] if that is more.
-pub fn warm_start(frames: usize, bytes: usize) -> u64 {
-    let per_frame = (HDR as u64 + 7).saturating_mul(frames as u64);
-    (bytes as u64).saturating_add(per_frame).max(HOT)
-}
-
 /// An applet's inbox (see the module documentation).
 pub struct Inbox {
     /// The producers' lock and view (written only by producers).
     prod: Line<Lock<Prod>>,
-    /// The published tail (written by producers, read by the consumer).
-    tail: Line<AtomicU64>,
+    /// The published tail and the last warm restart (written by
+    /// producers, read by the consumer).
+    tail: Line<Tail>,
     /// What the consumer gave back (written by the consumer).
     given: Line<GivenBack>,
     /// The consumer's lock and position.
@@ -445,16 +481,6 @@ pub struct Inbox {
     size: usize,
     max_frames: u64,
     max_bytes: u64,
-    /// The warm start: a producer that finds the ring empty at or past
-    /// this offset goes back to its start. At least [`HOT`], and at least
-    /// the ring space that every frame the budgets allow takes (their
-    /// bytes, and a header and rounding each): until the consumer has
-    /// read the padding to the ring's end, the frames after it have only
-    /// the space before it, so a warm start any nearer would refuse
-    /// frames within the budgets as full (a 64 KiB message stream, with
-    /// frames published one at a time, lost its fifth frame after a
-    /// start at 256 KiB, and with it the demo's acknowledgement).
-    warm: u64,
 }
 
 /// Takes one of the inbox's locks. They are biased locks
@@ -496,7 +522,6 @@ impl Inbox {
             size: ring_size(frames, bytes),
             max_frames: frames as u64,
             max_bytes: bytes as u64,
-            warm: warm_start(frames, bytes),
         }
     }
 
@@ -505,7 +530,7 @@ impl Inbox {
     /// `false` while a drain runs only sends the caller the longer way.
     #[inline]
     pub fn is_empty(&self) -> bool {
-        self.tail.0.load(Ordering::Acquire) == self.given.0.head.load(Ordering::Acquire)
+        self.tail.0.pos.load(Ordering::Acquire) == self.given.0.head.load(Ordering::Acquire)
     }
 
     /// Asks the CPU for the lines the next frame is expected in (where
@@ -545,7 +570,9 @@ impl Inbox {
     fn refresh(&self, p: &mut Prod) {
         // `Acquire` pairs with the consumer's `Release` store: its reads
         // of the space given back happened before the writes that reuse it.
-        p.head = self.given.0.head.load(Ordering::Acquire);
+        // The bytes a warm restart skipped count as given back at once
+        // (`Prod::floor`): the consumer never reads them.
+        p.head = self.given.0.head.load(Ordering::Acquire).max(p.floor);
         p.head_frames = self.given.0.frames.load(Ordering::Relaxed);
         p.head_bytes = self.given.0.bytes.load(Ordering::Relaxed);
     }
@@ -612,15 +639,20 @@ impl Inbox {
         }
         let rest = size - at;
         // Padding to the ring's end first if the frame does not fit
-        // before it, or if the ring is empty and this is past its warm
-        // start (`warm`, at least as far as the frames the budgets allow
-        // reach: see `Inbox::warm`).
+        // before it; or, if the ring is empty and this is past its warm
+        // start ([`HOT`]), back to its start without a padding: the bytes
+        // skipped are given back at once (`Prod::floor`), the consumer
+        // told on the tail's line (`Tail::restart`).
         let mut pad = if rest < need { rest } else { 0 };
-        if pad == 0 && at >= self.warm && need <= at && p.tail - p.checked >= HOT_CHECK {
+        let mut restart = false;
+        if pad == 0 && at >= HOT && need <= at && p.tail - p.checked >= HOT_CHECK {
             p.checked = p.tail;
             self.refresh(p);
             if p.head == p.tail {
                 pad = rest;
+                restart = true;
+                p.floor = p.tail + pad;
+                p.head = p.floor;
             }
         }
         if p.tail + pad + need - p.head > size {
@@ -630,11 +662,21 @@ impl Inbox {
             }
         }
         let ring = self.ring.get_or_init(|| Ring::new(self.size));
-        if pad > 0 {
+        if restart {
             #[cfg(loom)]
             PADDED.with(|c| {
                 let mut n = c.get();
-                n[usize::from(rest >= need)] += 1;
+                n[1] += 1;
+                c.set(n);
+            });
+            // Published by the tail's `Release` store below, which the
+            // consumer's `Acquire` load of it reads before this.
+            self.tail.0.restart.store(p.tail, Ordering::Relaxed);
+        } else if pad > 0 {
+            #[cfg(loom)]
+            PADDED.with(|c| {
+                let mut n = c.get();
+                n[0] += 1;
                 c.set(n);
             });
             let _held = ring.held_write(at as usize, HDR);
@@ -667,9 +709,9 @@ impl Inbox {
         }
         p.frames += 1;
         p.bytes += charged;
-        // Publishes the frame (and the padding before it): the consumer
-        // reads the tail with `Acquire`.
-        self.tail.0.store(p.tail, Ordering::Release);
+        // Publishes the frame (and the padding or the restart before it):
+        // the consumer reads the tail with `Acquire`.
+        self.tail.0.pos.store(p.tail, Ordering::Release);
         Ok(())
     }
 
@@ -700,21 +742,30 @@ impl Inbox {
         // depend on a push (the ring's `OnceLock` is not loom's); with the
         // ring's `get` first, a drain before the first push touched
         // nothing loom sees, and loom never ran it after one.
-        let mut tail = self.tail.0.load(Ordering::Acquire);
+        let mut tail = self.tail.0.pos.load(Ordering::Acquire);
         let Some(ring) = self.ring.get() else {
             return 0;
         };
         let size = self.size as u64;
+        // A producer goes back to the ring's start only where it found the
+        // ring empty: where this consumer had given back everything, up to
+        // a tail it had read. So a restart lies only where a drain starts
+        // or where it reads the tail again, and is looked for there alone
+        // (`skip_restart`), not at every frame.
+        if c.head != tail {
+            self.skip_restart(&mut c, size);
+        }
         let mut n = 0;
         loop {
             if c.head == tail {
                 if n >= self.max_frames {
                     break;
                 }
-                tail = self.tail.0.load(Ordering::Acquire);
+                tail = self.tail.0.pos.load(Ordering::Acquire);
                 if c.head == tail {
                     break;
                 }
+                self.skip_restart(&mut c, size);
             }
             let at = c.at as usize;
             // Checked in the crate's tests too (its release build has no
@@ -783,7 +834,7 @@ impl Inbox {
                 break;
             }
         }
-        // Paddings skipped since.
+        // Paddings and restarts skipped since.
         self.give_back(&c);
         // Where the next frame is expected, for the consumer's waiting
         // polls ([`Inbox::prefetch_next`]): once a drain, not a frame.
@@ -793,6 +844,19 @@ impl Inbox {
             .next
             .store(c.at | c.last << 32, Ordering::Relaxed);
         n
+    }
+
+    /// Skips to the ring's start if a producer went back to it at the
+    /// consumer's position (`Tail::restart`), reading nothing there (the
+    /// bytes may be a new frame's). For a consumer that has just read,
+    /// with `Acquire`, a tail past its position: a restart there was
+    /// stored before that tail, so this `Relaxed` load sees it.
+    #[inline(always)]
+    fn skip_restart(&self, c: &mut Cons, size: u64) {
+        if c.head == self.tail.0.restart.load(Ordering::Relaxed) {
+            c.head += size - c.at;
+            c.at = 0;
+        }
     }
 
     /// The recovery from a header that failed its check (memory
@@ -870,9 +934,16 @@ impl Inbox {
     pub fn corrupt_after(&self, skip: usize) {
         let c = lock(&self.cons.0);
         let ring = self.ring.get().expect("a frame was pushed");
+        let restart = self.tail.0.restart.load(Ordering::Relaxed);
         let mut at = c.at as usize;
+        let mut pos = c.head;
         let mut left = skip;
         loop {
+            if pos == restart {
+                pos += (self.size - at) as u64;
+                at = 0;
+                continue;
+            }
             let (len, _, kind) = {
                 let _held = ring.held_read(at, HDR);
                 // SAFETY: a header's place in the ring, published (the
@@ -880,11 +951,13 @@ impl Inbox {
                 read_header(unsafe { ring.bytes(at, HDR) })
             };
             if kind == KIND_PAD {
+                pos += (self.size - at) as u64;
                 at = 0;
             } else if left == 0 {
                 break;
             } else {
                 left -= 1;
+                pos += footprint(len as usize);
                 at += footprint(len as usize) as usize;
                 if at == self.size {
                     at = 0;
