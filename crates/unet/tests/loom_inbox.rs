@@ -315,8 +315,9 @@ fn one_producer(
 
 /// Mixed sizes, one frame at a time: a ring of 168 bytes (one frame, 60
 /// bytes: `ring_size`), footprints of 48, 16, 48 and 8 bytes, so that the
-/// fourth push, past the warm start (75 bytes here), finds the ring empty
-/// and goes back to its start. The frame budget of one refuses a push
+/// fourth push, past the warm start (the model's `HOT`, 64 bytes) and 96
+/// bytes on from where the producer last looked (`HOT_CHECK`), finds the
+/// ring empty and goes back to its start. The frame budget of one refuses a push
 /// made while the previous message waits: it is retried once. The owner
 /// yields inside each run, while it reads the message in place and the
 /// producer may write the next.
@@ -335,10 +336,13 @@ fn mixed_sizes_one_frame_at_a_time_back_to_the_warm_start() {
 
 /// Two frames waiting at once (the owner runs one in place while the
 /// other is written), through the ring's end: 264 bytes (two frames, 100
-/// bytes), the warm start at 130. Footprints of 104, 32, 32 and 104: the
-/// third push finds the ring empty past the warm start and goes back to
-/// its start, or, with the second frame still waiting, writes on, and the
-/// fourth does not fit before the ring's end (a padding, then the start).
+/// bytes), the warm start at the model's 64 bytes. Footprints of 104, 32,
+/// 32 and 104: the second push, if the owner has run the first, finds the
+/// ring empty past the warm start and goes back to its start (writing
+/// nothing there: the fourth is then written over the place it left, which
+/// the owner must skip unread); else the third and fourth write on, and
+/// the fourth does not fit before the ring's end (a padding, then the
+/// start).
 #[test]
 fn two_waiting_through_the_ring_end() {
     static MSGS: [Msg; 4] = [frame(96), frame(20), message(20), frame(96)];
@@ -466,7 +470,7 @@ fn the_budget_behind_a_bad_header_comes_back() {
 }
 
 /// A bad header past the ring's end, behind entries that run: an inbox of
-/// four frames and 80 bytes (a ring of 256, the warm start at 140) whose
+/// four frames and 80 bytes (a ring of 256, the warm start at 64) whose
 /// set-up drains leave the consumer at 176, then X (24 bytes, at 176), a
 /// padding at 208 (Y does not fit before the end), Y (48 bytes, at the
 /// ring's start), Z (its header corrupted, `corrupt_after`) and W. While a
