@@ -115,6 +115,13 @@ impl Memo {
     /// The stamp read before the look-up that filled the memo (the
     /// reclaimer's stamp under which its value was found in the map).
     #[inline]
+    #[cfg_attr(
+        loom,
+        allow(
+            dead_code,
+            reason = "its one caller, the cache's pinned look-up, is not in the loom build"
+        )
+    )]
     pub(crate) fn stamp(&self) -> u64 {
         self.stamp
     }
