@@ -33,8 +33,9 @@
 //! on one thread beside it: the applet's own work (its copies, its
 //! invocations; the message goes from `doTx` to the receiver's `doRx`
 //! without the inbox), so that the two-thread cost less this one is what
-//! the hand-off between the cores costs. `REPLY=n` makes the echo answer with at most `n` bytes of
-//! each message, to see one direction of a size alone.
+//! the hand-off between the cores costs. `REPLY=n` makes the echo answer
+//! with at most `n` bytes of each message, to see one direction of a size
+//! alone.
 //!
 //! The ring is `unet::peer`'s: the same receive queue code as an
 //! endpoint's, learning of each message by its slot's seal as U-Net's

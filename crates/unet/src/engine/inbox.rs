@@ -662,28 +662,26 @@ impl Inbox {
             }
         }
         let ring = self.ring.get_or_init(|| Ring::new(self.size));
-        if restart {
-            #[cfg(loom)]
+        #[cfg(loom)]
+        if pad > 0 {
             PADDED.with(|c| {
                 let mut n = c.get();
-                n[1] += 1;
+                n[usize::from(restart)] += 1;
                 c.set(n);
             });
+        }
+        if restart {
             // Published by the tail's `Release` store below, which the
             // consumer's `Acquire` load of it reads before this.
             self.tail.0.restart.store(p.tail, Ordering::Relaxed);
         } else if pad > 0 {
-            #[cfg(loom)]
-            PADDED.with(|c| {
-                let mut n = c.get();
-                n[0] += 1;
-                c.set(n);
-            });
             let _held = ring.held_write(at as usize, HDR);
             // SAFETY: `[at, at + pad)` ends at the ring's end, and lies in
             // `[tail, head + size)` (checked just above): the consumer has
-            // given it back and reads it only once the tail is published
-            // past it; producers are serialised by the lock held.
+            // given it back, or it lies where a restart sent the consumer
+            // past unread (`Prod::floor`), and the consumer reads it only
+            // once the tail is published past it; producers are serialised
+            // by the lock held.
             let h = unsafe { ring.bytes_mut(at as usize, HDR) };
             h.copy_from_slice(&header(0, 0, KIND_PAD));
         }
@@ -694,8 +692,8 @@ impl Inbox {
             // SAFETY: `[start, start + need)` is in the ring (`need` fits
             // before its end: it did at `at`, or `start` is 0 and `need <=
             // size`) and in `[tail, head + size)`, checked above: given back
-            // by the consumer, not yet published, written only under the
-            // lock held.
+            // by the consumer or skipped by it unread (`Prod::floor`), not
+            // yet published, written only under the lock held.
             let place = unsafe { ring.bytes_mut(start, HDR + len) };
             let (h, body) = place.split_at_mut(HDR);
             h.copy_from_slice(&header(len as u32, chan, kind));
