@@ -107,8 +107,8 @@ pub use crate::natives::{
     AreaBytes, AreaWords, Arrays, COPY_INLINE_MAX, Context, FRAME_HEADER, FRAME_IP, FRAME_IP_CSUM,
     FRAME_IP_TOTAL_LEN, FRAME_UDP, FRAME_UDP_LEN, FastError, FastNative, FrameWords, HostWords,
     InlineForm, MarkError, NativeError, NativeFn, Natives, QueueSlots, QueueWords, RING_BYTES,
-    RING_HEADER_SEALED, RING_SEAL_BYTE, RING_SEALED, RING_SLOT, RingSlots, RingWords, TAIL_SUFFIX,
-    TailWords, tail_name,
+    RING_HEADER_ONE, RING_HEADER_SEALED, RING_SEAL_BYTE, RING_SEALED, RING_SLOT, RingSlots,
+    RingWords, TAIL_SUFFIX, TailWords, tail_name,
 };
 
 use crate::classfile::ClassFile;

@@ -537,6 +537,11 @@ pub const RING_SEAL_BYTE: usize = 7;
 /// `nbufs`, left 0).
 pub const RING_HEADER_SEALED: u64 = (RING_SEALED as u64) << (8 * RING_SEAL_BYTE);
 
+/// The header word's byte 6 (unet's `nbufs`) set to 1: a slot that names
+/// one entry after its header ([`InlineForm::PushEntry`]) where an inline
+/// push's ([`InlineForm::PushBytes`]) holds bytes and leaves it 0.
+pub const RING_HEADER_ONE: u64 = 1 << 48;
+
 // The shape the JIT's encoding needs (`inline_push`): the seal is nonzero,
 // lies wholly in the word's high half (built as a 32-bit value and shifted
 // left by 32), and clears the length (bits 0-31), the tag (bits 32-47,
@@ -544,6 +549,8 @@ pub const RING_HEADER_SEALED: u64 = (RING_SEALED as u64) << (8 * RING_SEAL_BYTE)
 const _: () = assert!(RING_SEALED != 0);
 const _: () = assert!(RING_HEADER_SEALED as u32 == 0);
 const _: () = assert!((RING_HEADER_SEALED >> 32) & 0x00ff_ffff == 0);
+// `inline_push_entry` adds byte 6's 1 to the seal's high half the same way.
+const _: () = assert!(RING_HEADER_ONE as u32 == 0 && (RING_HEADER_ONE >> 32) & 0xff00_ffff == 0);
 
 /// Memory that holds the slots of a ring an inline push writes
 /// ([`RingWords::lend`]).
@@ -882,6 +889,24 @@ pub enum InlineForm {
     /// takes the slot from the run and counts the unit; otherwise
     /// (nothing written) the native runs out of line.
     PushBytes,
+    /// A `([III)V` native `(entries, tag, len)` that charges one unit and
+    /// pushes onto the ring `w.ring` lends a slot naming one entry of the
+    /// kind the queue `w.queue` holds (an offset of `w.queue.align + 1`
+    /// bytes' room: unet's buffer): if `w.work + 1 < w.bound`, the lent
+    /// run has a free slot, `1 <= len <= w.queue.align + 1` (the one
+    /// entry's room holds the length), `0 <= tag <= 0xffff`, the array has
+    /// exactly `n` elements (the form's parameter, at least 1; `null` has
+    /// none) and its first element `e` is below `w.queue.below` (unsigned)
+    /// with none of the `w.queue.align` bits set (an entry the inline pop
+    /// would take), it writes `e` (little-endian) at the slot's byte 8,
+    /// then the header, the little-endian `u64` `len | tag << 32 |
+    /// `[`RING_HEADER_ONE`]` | `[`RING_HEADER_SEALED`], with one release
+    /// store (the seal last, as [`InlineForm::PushBytes`] writes it),
+    /// takes the slot from the run and counts the unit; otherwise (nothing
+    /// written) the native runs out of line. The verifier has typed the
+    /// array as the descriptor's `int[]` (or `null`). unet's `dmaRxd` for a
+    /// message in one buffer (`n` its descriptor list's 14).
+    PushEntry(u8),
     /// A `()I` native that charges one unit and pops an entry from the
     /// queue `w.queue` lends: if `w.work + 1 < w.bound`, the lent run has
     /// an entry, and that entry `e` is below `w.queue`'s bound and has
@@ -1303,6 +1328,8 @@ impl Natives {
         let fits = match form {
             InlineForm::Int(k) => descriptor == "()I" && usize::from(k) < 2,
             InlineForm::PushBytes => descriptor == "([BII)V",
+            // The form reads the array's first element.
+            InlineForm::PushEntry(n) => descriptor == "([III)V" && n >= 1,
             InlineForm::PopU32 => descriptor == "()I",
             InlineForm::CopyOut | InlineForm::CopyIn => descriptor == "([BIII)V",
             // Only a tail form: the form records the message for the host

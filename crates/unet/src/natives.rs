@@ -324,7 +324,7 @@ pub fn bind<H: NativeHost>() -> Natives {
     register::<H, GetFreeBuffer>(&mut t);
     register::<H, GetFreeBufferLength>(&mut t);
     // Cannot fail: the natives have fast forms, and their descriptors fit
-    // the forms (`()I`, `([BII)V`, `([BIII)V`).
+    // the forms (`()I`, `([BII)V`, `([III)V`, `([BIII)V`).
     for (name, descriptor, form) in [
         (
             GetFreeBuffer::NAME,
@@ -351,6 +351,7 @@ pub fn bind<H: NativeHost>() -> Natives {
             DmaRxdPayload::DESCRIPTOR,
             jive::InlineForm::PushBytes,
         ),
+        (DmaRxd::NAME, DmaRxd::DESCRIPTOR, RX_ONE_BUFFER),
         (
             TxPushTail::NAME,
             TxPushTail::DESCRIPTOR,
@@ -592,6 +593,20 @@ impl EndpointNative for TxPushTail {
         Ok(0)
     }
 }
+
+/// `dmaRxd`'s inline form ([`jive::InlineForm::PushEntry`]): a message
+/// in one buffer, whose descriptor the generated code writes in the
+/// receive queue's lent run (the run `dmaRxdPayload`'s inline form writes).
+/// Its checks are [`DmaRxd::run`]'s for that case: the offsets array is
+/// the descriptor's `int[]` of [`RX_OFFSETS`]; `1 <= len <= buffer_size`
+/// (the free queue's words lend `align` as `buffer_size - 1`), so that
+/// one buffer holds it and `len` is within `RX_OFFSETS * buffer_size`;
+/// the channel is at most 0xffff; and the one offset is below the area's
+/// length with no bit of `buffer_size - 1` set (the free queue's words
+/// lend those bounds), which for a power-of-two buffer size in an area of
+/// whole buffers ([`crate::layout::Config::validate`]) is `o % size == 0
+/// && o + size <= area`. Any other call runs the native.
+pub const RX_ONE_BUFFER: jive::InlineForm = jive::InlineForm::PushEntry(RX_OFFSETS as u8);
 
 /// `dmaRxd(int[] offsets, int chan, int len)`.
 struct DmaRxd;

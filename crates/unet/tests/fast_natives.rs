@@ -71,6 +71,8 @@ struct Counting {
     corrupt: u64,
     /// Calls of `pop_free` (not compared: the inline pop makes none).
     pops: u64,
+    /// Calls of `push_rx` (not compared: the inline pushes make none).
+    pushes: u64,
     /// Whether this call reached `pop_free` yet (as `Io::popped`).
     popped: bool,
     /// The descriptors the application took from the receive queue, in
@@ -187,6 +189,7 @@ impl Counting {
             free_invalid: 0,
             corrupt: 0,
             pops: 0,
+            pushes: 0,
             popped: false,
             rx: Vec::new(),
             ring: Producer::new(q.clone()),
@@ -328,6 +331,7 @@ impl NativeHost for Counting {
         b
     }
     fn push_rx(&mut self, chan: u16, len: u32, body: RxBody<'_>) -> Result<(), HostError> {
+        self.pushes += 1;
         self.take_run();
         let pushed = self.ring.push_unpublished_with(|q, i| match body {
             RxBody::Inline(b) => q.write_rx_inline(i, chan, b.len(), |d| d.copy_from_slice(b)),
@@ -496,9 +500,14 @@ fn stream(seed: u64, calls: usize) -> usize {
     let mut hi = Counting::new(&mut rng);
     if rng.random_bool(0.1) {
         // A buffer size an `int` cannot hold: getFreeBufferLength traps.
+        // No free queue's bounds lent either: the inline pop and dmaRxd
+        // check against them as against the buffer size and the area's
+        // length (`unet::natives::RX_ONE_BUFFER`), which an endpoint's
+        // layout keeps whole buffers; this one's area is no buffer.
         for h in [&mut hi, &mut hj] {
             h.size = 0x8000_0000;
             h.words.ints[0] = h.size as i32;
+            h.words.queue = QueueWords::default();
         }
     }
     let mut ai = load(Engine::Interpreter);
@@ -942,6 +951,106 @@ fn the_inline_push_declines_a_null_array_and_a_full_queue() {
     hj.drain();
     assert_eq!(hi.rx.len(), 3);
     assert_eq!(hi, hj);
+}
+
+/// dmaRxd's inline form (`unet::natives::RX_ONE_BUFFER`): a message of 1
+/// to `BUF` bytes in one valid buffer, on a channel of at most 0xffff,
+/// with an offsets list of 14, is pushed in place with no native call;
+/// every other call (a length of 0, past one buffer or negative, a tag
+/// past 0xffff or negative, a list of 13 or `null`, a first offset
+/// unaligned, past the area or negative) goes to the native, which pushes
+/// or reports as the interpreter's does; so does a push that finds the
+/// run full. Both engines leave the same slots, byte for byte.
+#[test]
+fn the_inline_dmarxd_pushes_one_buffer_and_leaves_the_rest_to_the_native() {
+    if !jive::jit::available() {
+        return;
+    }
+    let (mut hi, mut hj) = lending(13, 4);
+    for h in [&mut hi, &mut hj] {
+        h.lend_free_queue("fast-natives-dmarxd");
+        // No clock reading: each call's path is the form's choice alone.
+        h.words.bound = u64::MAX;
+    }
+    let mut ai = load(Engine::Interpreter);
+    let mut aj = load(Engine::Jit);
+    let b = BUF as i32;
+    let lens = [
+        -1,
+        0,
+        1,
+        2,
+        57,
+        b - 1,
+        b,
+        b + 1,
+        2 * b,
+        14 * b,
+        14 * b + 1,
+        i32::MIN,
+    ];
+    let firsts = [0, b, AREA as i32 - b, AREA as i32, 1, b / 2, -b, i32::MIN];
+    let tags = [0, 7, 65535, 65536, -1];
+    let (mut inline, mut native, mut refused) = (0, 0, 0);
+    let mut step = 0;
+    for &len in &lens {
+        for &first in &firsts {
+            for count in [14, 13, 0] {
+                for &tag in &tags {
+                    step += 1;
+                    let offsets: Vec<i32> = (0..count)
+                        .map(|k| if k == 0 { first } else { k % 4 * b })
+                        .collect();
+                    for app in [&mut ai, &mut aj] {
+                        // Mode 10 passes `null`.
+                        let mode = if count == 0 { 10 } else { 4 };
+                        app.set_static_int("mode", mode).unwrap();
+                        app.set_static_int("a", tag).unwrap();
+                        app.set_static_int("b", len).unwrap();
+                        if count > 0 {
+                            app.set_static_int_array("Offsets", &offsets).unwrap();
+                        }
+                    }
+                    let pushes = hj.pushes;
+                    let i = call(&mut ai, &mut hi, false);
+                    let j = call(&mut aj, &mut hj, false);
+                    let what = format!("len {len}, first {first}, count {count}, tag {tag}");
+                    assert_eq!(i, j, "{what}: interpreter and JIT differ");
+                    assert_eq!(hi, hj, "{what}: the endpoints differ");
+                    let one = (1..=b).contains(&len)
+                        && (0..AREA as i32).contains(&first)
+                        && first % b == 0
+                        && count == 14
+                        && (0..=0xffff).contains(&tag);
+                    match (i.outcome, hj.pushes == pushes) {
+                        (Ok(_), true) => {
+                            assert!(one, "{what}: pushed in place past a check");
+                            inline += 1;
+                        }
+                        (Ok(_), false) => native += 1,
+                        (Err(_), _) => refused += 1,
+                    }
+                    if step % 3 == 0 {
+                        hi.drain();
+                        hj.drain();
+                    }
+                }
+            }
+        }
+    }
+    hi.drain();
+    hj.drain();
+    assert_eq!(hi, hj);
+    assert!(
+        hi.rx
+            .iter()
+            .any(|d| matches!(d, Rx::Buffers(7, l, o) if *l == BUF && o.len() == 1))
+    );
+    // In place where the form applies and the run has room; the native
+    // for a longer message, a stale full view, and every refusal.
+    assert!(inline > 20, "only {inline} pushed in place");
+    assert!(native > 20, "only {native} pushed by the native");
+    assert!(refused > 500, "only {refused} refused");
 }
 
 #[test]

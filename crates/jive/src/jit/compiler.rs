@@ -1390,6 +1390,17 @@ impl<'p> Compiler<'p> {
             {
                 Some(self.inline_push(first, len_const))
             }
+            // As for `PushBytes`: a constant length below 1 or a constant
+            // tag past 0xffff, the call alone.
+            Some(InlineForm::PushEntry(n))
+                if k == 3
+                    && !has_ret
+                    && decl.fast != 0
+                    && len_const.is_none_or(|c| c >= 1)
+                    && !matches!(self.stack[first + 1], Val::Const(t) if !(0..=0xffff).contains(&t)) =>
+            {
+                Some(self.inline_push_entry(first, n, len_const))
+            }
             Some(form @ (InlineForm::CopyOut | InlineForm::CopyIn))
                 if k == 4 && !has_ret && decl.fast != 0 && len_const.is_none_or(|c| c >= 0) =>
             {

@@ -384,6 +384,120 @@ impl Compiler<'_> {
         done
     }
 
+    /// [`InlineForm::PushEntry`]`(n)` in place, for the native call whose
+    /// three arguments `(array, tag, len)` are the stack's entries from
+    /// `first` (where they are: a constant, a local's home or their own;
+    /// `len_const` the length where it is a constant, at least 1): with
+    /// `w` the invocation's [`crate::HostWords`], if `w.work + 1 <
+    /// w.bound`, the lent run has a free slot, `len - 1 <= w.queue.align`
+    /// (in 32 bits, unsigned: a length of 0 or below wraps past every
+    /// `align`), `tag <= 0xffff` (unsigned), the array's directory entry
+    /// says `n` elements (`null`'s says none) and its first element `e` is
+    /// below `w.queue.below` (unsigned) with no `w.queue.align` bit set, it
+    /// writes `e` at the slot's byte 8, then the header word `len | tag <<
+    /// 32 | `[`crate::RING_HEADER_ONE`]` | `[`crate::RING_HEADER_SEALED`]
+    /// with one release store (the seal last, as `inline_push`), moves
+    /// `next` to the following slot, takes it from `room`, counts the unit
+    /// and jumps to the returned label. Otherwise it falls through to the
+    /// call the caller emits next (the rare path). Every check comes
+    /// before the first store, so the rare path runs as if the form had
+    /// not been tried. Uses X, Y, Z and W; the arguments are only read.
+    ///
+    /// The array's type is not tested: the verifier typed the argument as
+    /// the descriptor's `int[]`, so it is one or `null`. Were it another
+    /// array of `n` elements, the 4 bytes read would still be inside it.
+    pub(super) fn inline_push_entry(
+        &mut self,
+        first: usize,
+        n: u8,
+        len_const: Option<i32>,
+    ) -> Label {
+        use vcode::U;
+        let (rare, done) = (self.f.genlabel(), self.f.genlabel());
+        let (x, y, z, w) = (self.regs.x, self.regs.y, self.regs.z, self.regs.w);
+        let (arr, tag, len) = (
+            self.stack[first],
+            self.stack[first + 1],
+            self.stack[first + 2],
+        );
+        // The words, the budget and the lent run.
+        let words = self.host_words(z);
+        self.one_unit_or(words, (x, y), rare);
+        let room = Reg::<U>::phys(x);
+        self.f.ld(room, words, W_RING_ROOM);
+        self.f.beq(room, 0, rare);
+        // The length: one entry's room holds it.
+        let align = Reg::<U>::phys(y);
+        self.f.ld(align, words, W_QUEUE_ALIGN);
+        match len_const {
+            Some(c) => self.f.blt(align, Operand::Imm(i64::from(c) - 1), rare),
+            None => {
+                let rl = self.reg_of(len, w);
+                let less = Reg::<U>::phys(x);
+                self.f.sub(less, Reg::<U>::phys(rl.num()), 1);
+                self.f.bgt(less, align, rare);
+            }
+        }
+        let rt = self.reg_of(tag, y);
+        self.f.bgt(Reg::<U>::phys(rt.num()), 0xffff, rare);
+        // The array: `n` elements, and its first one an entry the inline
+        // pop would take, read once (every check is on this copy).
+        let ra = self.reg_of(arr, x);
+        let dir = self.ld_base(y, Base::Dir);
+        let count = Reg::<U>::phys(w);
+        self.f.ldx(count, Ty::U, dir, ix(ra), 8, DIR_LEN);
+        self.f.bne(count, Operand::Imm(i64::from(n)), rare);
+        let data = p(w);
+        self.f.ldx(data, Ty::P, dir, ix(ra), 8, DIR_DATA);
+        let e = Reg::<U>::phys(w);
+        self.f.ld(e, data, 0);
+        let t = Reg::<U>::phys(x);
+        self.f.ld(t, words, W_QUEUE_BELOW);
+        self.f.bge(e, t, rare);
+        self.f.ld(t, words, W_QUEUE_ALIGN);
+        self.f.and(t, t, e);
+        self.f.bne(t, 0, rare);
+        // Every check passed: the entry, then the header word last, sealed
+        // (built as `inline_push` builds it, with byte 6's 1 in the high
+        // half: the tag is at most 0xffff, so no carry reaches it).
+        let slot = p(x);
+        self.f.ld(slot, words, W_RING_NEXT);
+        self.f.st(e, slot, 8);
+        let head = Reg::<UL>::phys(w);
+        let high =
+            ((crate::natives::RING_HEADER_SEALED | crate::natives::RING_HEADER_ONE) >> 32) as u32;
+        match tag {
+            Val::Const(c) => self.f.set(head, u64::from(c as u32 | high) << 32),
+            _ => {
+                let rt = self.reg_of(tag, y);
+                self.f.add(
+                    Reg::<U>::phys(w),
+                    Reg::<U>::phys(rt.num()),
+                    Operand::Imm(i64::from(high)),
+                );
+                self.f.lsh(head, head, 32);
+            }
+        }
+        match len_const {
+            None => {
+                let rl = self.reg_of(len, y);
+                self.f.or(head, head, Reg::<UL>::phys(rl.num()));
+            }
+            Some(c) => self.f.or(head, head, i64::from(c)),
+        }
+        self.f.st_release(head, slot, 0);
+        let ring = LentRun {
+            next: W_RING_NEXT,
+            limit: W_RING_LIMIT,
+            base: W_RING_BASE,
+            left: W_RING_ROOM,
+        };
+        self.take_from_run(words, slot, RING_SLOT as i64, ring, (y, w));
+        self.f.jmp(done);
+        self.f.label(rare);
+        done
+    }
+
     /// Copies `n` bytes (`n` in its register, consumed) from `src` to
     /// `dst + disp`: from 16 bytes on, down from the end 16 bytes at a
     /// time (`Move16`), then the first 16 again (overlapping); from 8, the

@@ -122,7 +122,8 @@ pub struct Io {
     /// free-queue entries taken and not yet given back ([`Io::publish`]).
     pub(super) unpublished: bool,
     /// Whether the receive queue's free run is lent to the inline
-    /// `dmaRxdPayload` (`words.ring`): only while the applet declares it
+    /// `dmaRxdPayload` and `dmaRxd` (`words.ring`): only while the applet
+    /// declares one
     /// ([`load_applet`]), so that an applet that never pushes inline pays
     /// nothing for the lending (the compare at [`Io::begin`], the take at
     /// [`Io::end`] and around the native's own pushes). While it is
@@ -1557,7 +1558,8 @@ pub(super) fn load_applet(bytes: &[u8], io: &mut Io) -> Result<Loaded, EngineErr
     let loaded = load_and_construct(bytes, io);
     let (ring, free) = match &loaded {
         Ok(l) => (
-            l.applet.has_inline(jive::InlineForm::PushBytes),
+            l.applet.has_inline(jive::InlineForm::PushBytes)
+                || l.applet.has_inline(crate::natives::RX_ONE_BUFFER),
             l.applet.has_inline(jive::InlineForm::PopU32),
         ),
         Err(_) => before,
@@ -1697,7 +1699,8 @@ pub(super) mod tests {
     }
 
     /// The receive run is lent ([`Io::ring_lent`]) to exactly the applets
-    /// that declare `dmaRxdPayload` (whose inline form writes it), there
+    /// that declare `dmaRxdPayload` or `dmaRxd` (whose inline forms write
+    /// it), there
     /// are applets of both kinds, and replacing an applet by one of the
     /// other kind (or failing to) sets it as the installed applet needs.
     #[test]
@@ -1708,7 +1711,7 @@ pub(super) mod tests {
                 .unwrap()
                 .natives
                 .iter()
-                .any(|n| n.name == "dmaRxdPayload")
+                .any(|n| n.name == "dmaRxdPayload" || n.name == "dmaRxd")
         };
         let (mut with, mut without) = (None, None);
         for &(name, bytes) in crate::applets::ALL {
