@@ -285,7 +285,15 @@ fn a_deferred_push_to_itself_from_a_shared_thread_waits_in_its_own_inbox() {
     for (mode, on_interpreter) in [(0, false), (0, true), (2, false)] {
         let what = format!("mode {mode}, interpreter {on_interpreter}");
         let net = LoopNet::new();
-        let e = engine_on(&net, "10.0.0.1:7000", Budgets::default());
+        // A round long enough for the three descriptors below on a loaded
+        // machine: `service` on a shared thread stops at the round's
+        // applet time (200 µs by default), which a debug build's
+        // interpreter under a parallel test run once spent on two.
+        let budgets = Budgets {
+            round_time: std::time::Duration::from_secs(10),
+            ..Budgets::default()
+        };
+        let e = engine_on(&net, "10.0.0.1:7000", budgets);
         let mut a = e
             .create_endpoint(Config::default(), Some(unet::applets::TAIL_PUSH))
             .unwrap();
