@@ -803,8 +803,12 @@ impl QueueWords {
     #[inline]
     pub fn take(&mut self) -> u32 {
         let n = self.lent - self.avail;
-        self.lent = self.avail;
-        self.tail = self.tail.wrapping_add(n);
+        // Nothing taken (an invocation that popped nothing inline): the
+        // words are as they were, so nothing is written.
+        if n != 0 {
+            self.lent = self.avail;
+            self.tail = self.tail.wrapping_add(n);
+        }
         n
     }
 

@@ -73,8 +73,6 @@ struct Counting {
     pops: u64,
     /// Calls of `push_rx` (not compared: the inline pushes make none).
     pushes: u64,
-    /// Whether this call reached `pop_free` yet (as `Io::popped`).
-    popped: bool,
     /// The descriptors the application took from the receive queue, in
     /// order.
     rx: Vec<Rx>,
@@ -190,7 +188,6 @@ impl Counting {
             corrupt: 0,
             pops: 0,
             pushes: 0,
-            popped: false,
             rx: Vec::new(),
             ring: Producer::new(q.clone()),
             app: Consumer::new(q),
@@ -239,10 +236,19 @@ impl Counting {
     }
 
     /// Takes back the entries the inline pops took, as `Io::pop_free`
-    /// does before the native's pop.
+    /// does before the native's pop and `Io::end` after each call.
     fn take_free(&mut self) {
         let n = self.words.queue.take();
         self.free.taken_many(n);
+    }
+
+    /// Keeps buffer `b` aside, as `Io::push_rx` does when the receive
+    /// queue is full: none of the free queue's entries is lent while it
+    /// waits.
+    fn keep_aside(&mut self, b: u32) {
+        self.spare.push(b);
+        self.take_free();
+        self.lend_free();
     }
 
     /// The next valid buffer, as `Io::take_buffer` gives it.
@@ -320,11 +326,6 @@ impl NativeHost for Counting {
     }
     fn pop_free(&mut self) -> Option<u32> {
         self.pops += 1;
-        if !self.popped {
-            // The invocation's first: lends nothing, as `Io::pop_free`.
-            self.popped = true;
-            return self.take_buffer();
-        }
         self.take_free();
         let b = self.take_buffer();
         self.lend_free();
@@ -464,15 +465,13 @@ struct After {
 fn call(a: &mut Applet, host: &mut Counting, tx: bool) -> After {
     let m = a.method(if tx { "doTx" } else { "doRx" }).unwrap();
     let args: &[i32] = if tx { &[0, 1, 0] } else { &[0, 1] };
-    // Nothing of the free queue is lent at the start (the first two pops
-    // are the native's, the second lends the rest), and none stays lent
-    // after, as `Io::begin` and `Io::end` do.
+    // The free queue's run stays lent from call to call (the native's
+    // pop lends it): what the inline pops took is taken back after each,
+    // as `Io::end` does.
     host.lend_run();
     let r = a.call(&m, args, Some(&mut *host));
     host.take_run();
-    host.popped = false;
-    let n = host.words.queue.take_all();
-    host.free.taken_many(n);
+    host.take_free();
     let outcome = match r {
         Ok(o) => Ok(o.value),
         Err(InvokeError::Trap(t)) => Err(format!("{:?} at {} bci {}", t.kind, t.method, t.bci)),
@@ -561,10 +560,11 @@ fn stream(seed: u64, calls: usize) -> usize {
         }
         if rng.random_bool(0.05) {
             // The endpoint keeps a buffer aside (as the engine does when a
-            // message could not be delivered): given before the queue's.
+            // message could not be delivered): given before the queue's,
+            // so none of the queue's stays lent (as `Io::push_rx` lends).
             for h in [&mut hi, &mut hj] {
                 if h.spare.is_empty() {
-                    h.spare.push(BUF);
+                    h.keep_aside(BUF);
                 } else {
                     h.spare.clear();
                 }
@@ -1142,11 +1142,10 @@ fn the_inline_pop_takes_valid_entries_and_leaves_the_rest_to_the_native() {
         for h in [&mut hi, &mut hj] {
             h.give(entries, corrupt);
             if spare {
-                h.spare.push(BUF);
+                h.keep_aside(BUF);
             }
-            // Lent as a second pop's native lends it, so that this call's
-            // one pop is what a later pop of an invocation is.
-            h.popped = true;
+            // Lent as the native's pop lends it, so that this call's one
+            // pop sees what the application gave.
             h.lend_free();
         }
         let i = call(&mut ai, &mut hi, false);
@@ -1167,10 +1166,11 @@ fn the_inline_pop_takes_valid_entries_and_leaves_the_rest_to_the_native() {
     assert_eq!(hi.free.lend().1, 0);
 }
 
-/// Several pops in one invocation (Escape's mode 14): the first two are
-/// the native's, the second of which lends the rest of the entries it
+/// Several pops in one invocation (Escape's mode 14): the first, with
+/// nothing lent, is the native's, which lends the rest of the entries it
 /// saw; the inline ones that follow cross the queue's end and wrap to its
-/// first entry.
+/// first entry, and one past them is the native's again. What stays lent
+/// after a call is the next call's, inline.
 #[test]
 fn the_inline_pops_of_one_invocation_wrap_at_the_queue_end() {
     if !jive::jit::available() {
@@ -1191,23 +1191,31 @@ fn the_inline_pops_of_one_invocation_wrap_at_the_queue_end() {
     // how many of them were the native's on the JIT).
     type Step = (&'static [u32], i32, &'static [u32], u64);
     let steps: &[Step] = &[
-        // One entry, taken: the consumer index is 1.
+        // One entry, taken: the consumer index is 1, and nothing is
+        // lent (the native saw no more).
         (&[BUF], 1, &[BUF], 1),
-        // Four from index 1: the native takes the ones at slots 1 and 2
-        // and lends slots 3 and (wrapping) 0, which the inline pops take.
+        // Four from index 1: the native takes the one at slot 1 and lends
+        // slots 2, 3 and (wrapping) 0, which the inline pops take.
         (
             &[2 * BUF, 3 * BUF, 4 * BUF, 5 * BUF],
             4,
             &[2 * BUF, 3 * BUF, 4 * BUF, 5 * BUF],
-            2,
+            1,
         ),
-        // Again from index 5 (slot 1), and one more than there is.
+        // Again from index 5 (slot 1), and one more than there is: the
+        // run spent, the native's pop finds none.
         (
             &[6 * BUF, 7 * BUF, BUF, 2 * BUF],
             5,
             &[6 * BUF, 7 * BUF, BUF, 2 * BUF, u32::MAX],
-            3,
+            2,
         ),
+        // Three more: the native takes one and lends two, which stay
+        // lent after the call, so that the next calls' pops are inline.
+        (&[3 * BUF, 4 * BUF, 5 * BUF], 1, &[3 * BUF], 1),
+        (&[], 1, &[4 * BUF], 0),
+        (&[], 1, &[5 * BUF], 0),
+        (&[], 1, &[u32::MAX], 1),
     ];
     for (step, &(entries, pops, want, natives)) in steps.iter().enumerate() {
         let native_calls = hj.pops;

@@ -134,13 +134,19 @@ pub struct Io {
     /// `getFreeBuffer` (`words.queue`): only while the applet declares it
     /// ([`load_applet`]). While it is `false` the run lent is empty and
     /// nothing is taken back.
+    ///
+    /// While it is `true` the run stays lent from one invocation to the
+    /// next, as the receive run does: what the inline pops took is taken
+    /// back at each [`Io::end`] and the rest stays lent, so that the
+    /// first `getFreeBuffer` of an invocation is inline too. The run is
+    /// lent again only by the native's pop ([`Io::pop_free`], once the
+    /// run is spent) and wherever the engine itself takes a buffer or
+    /// keeps one aside while an applet runs ([`Io::push_rx`]); every other
+    /// taking (the standard delivery's) happens with no applet installed,
+    /// and an applet's install lends anew ([`Io::set_free_lent`]). So a
+    /// lent run always starts at the consumer's count, and is empty while
+    /// a spare buffer waits (the native gives those first).
     pub(super) free_lent: bool,
-    /// Whether the running invocation called `getFreeBuffer`'s native
-    /// ([`Io::pop_free`]) yet: the first call serves itself and lends
-    /// nothing, a later one lends the free queue's ready entries for the
-    /// rest of the invocation. While it is `false` nothing is lent;
-    /// [`Io::end`] clears it.
-    pub(super) popped: bool,
     /// Whether the running invocation's `txPush` at a tail site may defer
     /// its message ([`Io::transmit_tail`]): set by [`applet_tx`] for a
     /// `doTx` while no frame waits before its own (a channel's messages
@@ -223,18 +229,13 @@ impl Io {
     }
 
     /// Starts an applet invocation's accounting, and lends the receive
-    /// queue's free run to the inline `dmaRxdPayload` if the applet has it
-    /// ([`Io::ring_lent`], which [`Io::end`] reads again: it cannot change
-    /// during the invocation).
+    /// queue's free run to the inline `dmaRxdPayload` and `dmaRxd` if the
+    /// applet has them ([`Io::ring_lent`], which [`Io::end`] reads again:
+    /// it cannot change during the invocation).
     ///
-    /// Nothing of the free queue is lent here: the words say none is
-    /// lent between invocations, so an invocation's first inline
-    /// `getFreeBuffer`s take the rare path, whose native lends the ready
-    /// entries for the rest of the invocation from its second call on
-    /// ([`Io::pop_free`]). An invocation that takes no buffer pays
-    /// nothing for the lending but [`Io::end`]'s one test, and one that
-    /// takes one buffer (the standard applet's doRx for a message of one
-    /// buffer) a flag.
+    /// Nothing of the free queue is lent here: its run stays lent from
+    /// the invocations before ([`Io::free_lent`]), and starts at the
+    /// consumer's count.
     #[inline]
     pub(super) fn begin(&mut self) -> Lent {
         let inv = &mut self.inv;
@@ -260,13 +261,25 @@ impl Io {
         if lent && self.inv.words.ring.head() != self.rx.pushed() {
             self.lend_rx();
         }
+        debug_assert!(
+            !self.free_lent
+                || self.inv.words.queue.avail() == 0
+                || self.inv.words.queue.tail() == self.free.lend().0,
+            "a free run lent past the consumer's count"
+        );
+        debug_assert!(
+            self.spare.is_empty() || self.inv.words.queue.avail() == 0,
+            "a free run lent while a spare buffer waits"
+        );
         Lent(())
     }
 
     /// Lends the inline `getFreeBuffer` the free queue's ready entries
     /// from the next invocation on (`lent`), or stops: takes back what was
-    /// taken and lends none, so that nothing stays lent that [`Io::end`]
-    /// would not take back.
+    /// taken and lends none (the first pop's native lends them), so that
+    /// the run starts at the consumer's count whatever took buffers
+    /// before, and nothing stays lent that [`Io::end`] would not take
+    /// back.
     pub(super) fn set_free_lent(&mut self, lent: bool) {
         self.take_free();
         let (tail, _) = self.free.lend();
@@ -313,21 +326,17 @@ impl Io {
     /// descriptors its inline pushes wrote become the queue's, as the
     /// native's own pushes are (unpublished until [`Io::publish`]).
     /// The free-queue entries its inline `getFreeBuffer` took become
-    /// taken, as the native's are, and none stays lent (one test when
-    /// the native was not called). `_begun`: what [`Io::begin`] returned.
+    /// taken, as the native's are, and the rest stays lent for the next
+    /// invocation ([`Io::free_lent`]). `_begun`: what [`Io::begin`]
+    /// returned.
     #[inline(always)]
     pub(super) fn end(&mut self, _begun: Lent) {
         if self.ring_lent {
             self.take_rx();
         }
-        if self.popped {
-            self.popped = false;
-            let n = self.inv.words.queue.take_all();
-            if n != 0 {
-                self.free.taken_many(n);
-                self.unpublished = true;
-            }
-        }
+        // Without `free_lent`'s test: where it is `false` the run lent is
+        // empty, so `take` finds nothing taken (its one test).
+        self.take_free();
     }
 
     /// Lends the inline push the receive queue's free run: its producer
@@ -799,18 +808,14 @@ impl NativeHost for Io {
             .with_bytes_mut(at, src.len(), |dst| natives::i8_to_u8(dst, src));
     }
 
-    /// The invocation's first call takes a buffer and lends nothing (an
-    /// invocation that takes one buffer would pay for a lending it never
-    /// uses); from the second on, the inline `getFreeBuffer`'s entries
-    /// are taken back first and the ready ones lent again after, so that
-    /// the two kinds of pop read one queue in order (and an entry the
-    /// inline form left, being invalid, is skipped and counted here).
+    /// The inline `getFreeBuffer`'s entries are taken back first and the
+    /// ready ones lent again after, so that the two kinds of pop read one
+    /// queue in order (and an entry the inline form left, being invalid,
+    /// is skipped and counted here). Reached where the lent run is spent
+    /// (or an entry in it invalid): the native's own pop reads the
+    /// producer's index again when the entries it saw are taken, and the
+    /// run lent after it holds those it sees then.
     fn pop_free(&mut self) -> Option<u32> {
-        if !self.popped {
-            // Nothing is lent until now (`Io::popped`).
-            self.popped = true;
-            return self.take_buffer();
-        }
         let lent = self.free_lent;
         if lent {
             self.take_free();
@@ -854,9 +859,8 @@ impl NativeHost for Io {
             bump(&self.stats.rx_queue_full);
             if let RxBody::Buffers(o) = body {
                 self.spare.extend_from_slice(o);
-                // Spare buffers come before the free queue's: none lent
-                // (and none was before the native's second call).
-                if self.free_lent && self.popped {
+                // Spare buffers come before the free queue's: none lent.
+                if self.free_lent {
                     self.take_free();
                     self.lend_free();
                 }
@@ -1799,11 +1803,12 @@ pub(super) mod tests {
         }
     }
 
-    /// The free queue's entries are lent to the inline `getFreeBuffer`
-    /// only while no spare buffer waits (the native gives those first),
-    /// and again once the engine has taken buffers since.
+    /// The free queue's entries stay lent to the inline `getFreeBuffer`
+    /// from one invocation to the next, from the consumer's count; none
+    /// is lent while a spare buffer waits (the native gives those first),
+    /// and the queue's again once the native has given them.
     #[test]
-    fn no_free_entry_is_lent_while_a_spare_buffer_waits() {
+    fn the_free_run_stays_lent_and_none_while_a_spare_buffer_waits() {
         let engine = super::super::datapath::tests::engine();
         let port = engine
             .create_port(Config::default(), Some(crate::applets::STANDARD))
@@ -1814,32 +1819,44 @@ pub(super) mod tests {
         let (_, _, freeq) = crate::shm::queues(&io.seg, &io.layout).unwrap();
         let mut app = Producer::new(freeq);
         let bs = io.layout.config.buffer_size;
-        for i in 0..6 {
+        for i in 0..8 {
             assert_eq!(app.push(i * bs), Ok(true));
         }
         // The engine reads the producer's index and takes one buffer.
         assert_eq!(io.take_buffer(), Some(0));
-        // Nothing is lent at the start of an invocation: the first pop is
-        // the native's, which lends the entries it saw after its own.
+        let avail = |io: &Io| io.inv.words.queue.avail();
+        let at_count = |io: &Io| io.inv.words.queue.tail() == io.free.lend().0;
+        // None lent at the install: the first pop is the native's, which
+        // lends the entries it saw after its own, for this invocation and
+        // the next.
         let lent = io.begin();
-        assert_eq!(io.inv.words.queue.avail(), 0, "none lent at begin");
+        assert_eq!(avail(io), 0, "none lent at the install");
         assert_eq!(io.pop_free(), Some(bs));
-        assert_eq!(io.inv.words.queue.avail(), 0, "none lent by the first");
-        assert_eq!(io.pop_free(), Some(2 * bs));
-        assert_eq!(io.inv.words.queue.avail(), 3, "the three seen are lent");
+        assert_eq!(avail(io), 6, "the six seen are lent");
         io.end(lent);
-        assert_eq!(io.inv.words.queue.avail(), 0, "none lent after end");
-        // It keeps two aside (a message it could not deliver): lent none
-        // while one waits, the queue's once the native gave them both.
-        let (c, d) = (io.take_buffer().unwrap(), io.take_buffer().unwrap());
-        io.spare.extend([c, d]);
+        assert_eq!(avail(io), 6, "and stay lent");
+        assert!(at_count(io), "from the consumer's count");
+        // A message the receive queue has no room for: its two buffers
+        // kept aside, and none lent while they wait.
         let lent = io.begin();
-        io.popped = true; // as after a first call
-        assert_eq!(io.pop_free(), Some(d));
-        assert_eq!(io.inv.words.queue.avail(), 0, "a spare buffer waits");
-        assert_eq!(io.pop_free(), Some(c));
-        assert_eq!(io.inv.words.queue.avail(), 1, "the one seen is lent");
+        let (c, d) = (io.pop_free().unwrap(), io.pop_free().unwrap());
+        assert_eq!((c, d), (2 * bs, 3 * bs));
+        assert_eq!(avail(io), 4);
+        let full = io.stats.rx_queue_full.load(Ordering::Relaxed);
+        for _ in 0..io.layout.config.rx_depth {
+            io.push_rx(0, 0, RxBody::Inline(&[])).unwrap();
+        }
+        io.push_rx(0, 2 * bs, RxBody::Buffers(&[c, d])).unwrap();
+        assert_eq!(io.stats.rx_queue_full.load(Ordering::Relaxed), full + 1);
+        assert_eq!(io.spare, [c, d]);
+        assert_eq!(avail(io), 0, "a spare buffer waits");
         io.end(lent);
-        assert_eq!(io.inv.words.queue.avail(), 0, "none lent after end");
+        let lent = io.begin();
+        assert_eq!(io.pop_free(), Some(d));
+        assert_eq!(avail(io), 0, "a spare buffer waits");
+        assert_eq!(io.pop_free(), Some(c));
+        assert_eq!(avail(io), 4, "the four seen are lent");
+        io.end(lent);
+        assert!(at_count(io));
     }
 }

@@ -77,7 +77,6 @@ impl Engine {
                 unpublished: false,
                 ring_lent: false,
                 free_lent: false,
-                popped: false,
                 defer: false,
                 deferred: None,
                 #[cfg(test)]
