@@ -835,6 +835,14 @@ impl QueueWords {
         self.tail
     }
 
+    /// How many entries the inline pops took since the last
+    /// [`QueueWords::lend`] or `take`, not yet taken back (what the next
+    /// `take` returns).
+    #[inline]
+    pub fn taken(&self) -> u32 {
+        self.lent - self.avail
+    }
+
     /// Entries still lent.
     #[inline]
     pub fn avail(&self) -> u32 {

@@ -261,6 +261,11 @@ impl Io {
         if lent && self.inv.words.ring.head() != self.rx.pushed() {
             self.lend_rx();
         }
+        debug_assert_eq!(
+            self.inv.words.queue.taken(),
+            0,
+            "free entries taken inline and not taken back"
+        );
         debug_assert!(
             !self.free_lent
                 || self.inv.words.queue.avail() == 0
