@@ -597,7 +597,7 @@ impl EndpointNative for TxPushTail {
 /// `dmaRxd`'s inline form ([`jive::InlineForm::PushEntry`]): a message
 /// in one buffer, whose descriptor the generated code writes in the
 /// receive queue's lent run (the run `dmaRxdPayload`'s inline form writes).
-/// Its checks are [`DmaRxd::run`]'s for that case: the offsets array is
+/// Its checks are `dmaRxd`'s own for that case: the offsets array is
 /// the descriptor's `int[]` of [`RX_OFFSETS`]; `1 <= len <= buffer_size`
 /// (the free queue's words lend `align` as `buffer_size - 1`), so that
 /// one buffer holds it and `len` is within `RX_OFFSETS * buffer_size`;
