@@ -346,29 +346,8 @@ impl Compiler<'_> {
         // producer's index, which counts every slot taken back, so no
         // slot filled and sealed is lent again before its consumer frees
         // it.
-        let head = t;
         let seal = (crate::natives::RING_HEADER_SEALED >> 32) as u32;
-        match tag {
-            Val::Const(c) => self.f.set(head, u64::from(c as u32 | seal) << 32),
-            _ => {
-                let rt = self.reg_of(tag, x);
-                self.f.add(
-                    Reg::<U>::phys(x),
-                    Reg::<U>::phys(rt.num()),
-                    Operand::Imm(i64::from(seal)),
-                );
-                self.f.lsh(head, head, 32);
-            }
-        }
-        match len_const {
-            None => {
-                let rl = self.reg_of(len, y);
-                self.f.or(head, head, Reg::<UL>::phys(rl.num()));
-            }
-            Some(c) if c > 0 => self.f.or(head, head, i64::from(c)),
-            Some(_) => {}
-        }
-        self.f.st_release(head, slot, 0);
+        self.seal_slot(slot, t, seal, (tag, len, len_const), y);
         // The words again (Z now holds the slot): the run's next slot and
         // room, then the count.
         let words = self.host_words(x);
@@ -463,29 +442,9 @@ impl Compiler<'_> {
         let slot = p(x);
         self.f.ld(slot, words, W_RING_NEXT);
         self.f.st(e, slot, 8);
-        let head = Reg::<UL>::phys(w);
         let high =
             ((crate::natives::RING_HEADER_SEALED | crate::natives::RING_HEADER_ONE) >> 32) as u32;
-        match tag {
-            Val::Const(c) => self.f.set(head, u64::from(c as u32 | high) << 32),
-            _ => {
-                let rt = self.reg_of(tag, y);
-                self.f.add(
-                    Reg::<U>::phys(w),
-                    Reg::<U>::phys(rt.num()),
-                    Operand::Imm(i64::from(high)),
-                );
-                self.f.lsh(head, head, 32);
-            }
-        }
-        match len_const {
-            None => {
-                let rl = self.reg_of(len, y);
-                self.f.or(head, head, Reg::<UL>::phys(rl.num()));
-            }
-            Some(c) => self.f.or(head, head, i64::from(c)),
-        }
-        self.f.st_release(head, slot, 0);
+        self.seal_slot(slot, Reg::<UL>::phys(w), high, (tag, len, len_const), y);
         let ring = LentRun {
             next: W_RING_NEXT,
             limit: W_RING_LIMIT,
@@ -496,6 +455,49 @@ impl Compiler<'_> {
         self.f.jmp(done);
         self.f.label(rare);
         done
+    }
+
+    /// The last store of an inline push ([`InlineForm::PushBytes`],
+    /// [`InlineForm::PushEntry`]): the slot's header word `len | tag << 32
+    /// | high << 32` (`high` the seal's high half, with byte 6's count
+    /// where the slot names entries), built in `head` as the 32-bit `tag +
+    /// high` (no carry: the tag is at most 0xffff and `high` clears bits 0
+    /// to 15) shifted left by 32, then stored at `slot` with one release
+    /// store, after every other byte the push wrote. The tag and the length
+    /// (`len_const` where it is a constant, at least 0) are read again from
+    /// where they are: a constant, a local's home, or the frame (the
+    /// caller flushed W); the tag into `head`'s own register and the length
+    /// into `scratch` where they must be loaded.
+    fn seal_slot(
+        &mut self,
+        slot: Reg<P>,
+        head: Reg<UL>,
+        high: u32,
+        (tag, len, len_const): (Val, Val, Option<i32>),
+        scratch: u8,
+    ) {
+        use vcode::U;
+        match tag {
+            Val::Const(c) => self.f.set(head, u64::from(c as u32 | high) << 32),
+            _ => {
+                let rt = self.reg_of(tag, head.num());
+                self.f.add(
+                    Reg::<U>::phys(head.num()),
+                    Reg::<U>::phys(rt.num()),
+                    Operand::Imm(i64::from(high)),
+                );
+                self.f.lsh(head, head, 32);
+            }
+        }
+        match len_const {
+            None => {
+                let rl = self.reg_of(len, scratch);
+                self.f.or(head, head, Reg::<UL>::phys(rl.num()));
+            }
+            Some(c) if c > 0 => self.f.or(head, head, i64::from(c)),
+            Some(_) => {}
+        }
+        self.f.st_release(head, slot, 0);
     }
 
     /// Copies `n` bytes (`n` in its register, consumed) from `src` to
