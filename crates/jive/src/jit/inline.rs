@@ -132,6 +132,42 @@ impl Compiler<'_> {
         self.f.add_mem_imm(true, words, W_WORK as i32, 1);
     }
 
+    /// The start of an inline push ([`InlineForm::PushBytes`],
+    /// [`InlineForm::PushEntry`]): the invocation's words into Z (returned),
+    /// the budget's check for one unit and a free slot in the ring's lent
+    /// run, each to `rare` where it fails. Uses X and Y.
+    fn push_start(&mut self, rare: Label) -> Reg<P> {
+        let (x, y, z) = (self.regs.x, self.regs.y, self.regs.z);
+        let words = self.host_words(z);
+        self.one_unit_or(words, (x, y), rare);
+        let room = Reg::<vcode::U>::phys(x);
+        self.f.ld(room, words, W_RING_ROOM);
+        self.f.beq(room, 0, rare);
+        words
+    }
+
+    /// The end of an inline push that wrote and sealed `slot`: the slot
+    /// taken from the ring's lent run and the unit counted
+    /// (`take_from_run`, with the scratch registers `ab`), a jump to
+    /// `done`, and the rare path's label after it.
+    fn push_end(
+        &mut self,
+        words: Reg<P>,
+        slot: Reg<P>,
+        ab: (u8, u8),
+        (done, rare): (Label, Label),
+    ) {
+        let ring = LentRun {
+            next: W_RING_NEXT,
+            limit: W_RING_LIMIT,
+            base: W_RING_BASE,
+            left: W_RING_ROOM,
+        };
+        self.take_from_run(words, slot, RING_SLOT as i64, ring, ab);
+        self.f.jmp(done);
+        self.f.label(rare);
+    }
+
     /// [`InlineForm::PopU32`] in place: with `w` the invocation's
     /// [`crate::HostWords`], if `w.work + 1 < w.bound`
     /// (unsigned), the lent run has an entry (`w.queue.avail > 0`), and
@@ -212,12 +248,7 @@ impl Compiler<'_> {
             self.stack[first + 1],
             self.stack[first + 2],
         );
-        // The words, the budget and the lent run.
-        let words = self.host_words(z);
-        self.one_unit_or(words, (x, y), rare);
-        let room = Reg::<U>::phys(x);
-        self.f.ld(room, words, W_RING_ROOM);
-        self.f.beq(room, 0, rare);
+        let words = self.push_start(rare);
         // The length (kept in its home or W until the copy) and the tag.
         // A length in a local that a branch above bounds by `RING_BYTES`
         // (`Compiler::le`: StandardUnet's `if (length <= 56)`) needs no
@@ -351,15 +382,7 @@ impl Compiler<'_> {
         // The words again (Z now holds the slot): the run's next slot and
         // room, then the count.
         let words = self.host_words(x);
-        let ring = LentRun {
-            next: W_RING_NEXT,
-            limit: W_RING_LIMIT,
-            base: W_RING_BASE,
-            left: W_RING_ROOM,
-        };
-        self.take_from_run(words, slot, RING_SLOT as i64, ring, (y, w));
-        self.f.jmp(done);
-        self.f.label(rare);
+        self.push_end(words, slot, (y, w), (done, rare));
         done
     }
 
@@ -393,18 +416,13 @@ impl Compiler<'_> {
     ) -> Label {
         use vcode::U;
         let (rare, done) = (self.f.genlabel(), self.f.genlabel());
-        let (x, y, z, w) = (self.regs.x, self.regs.y, self.regs.z, self.regs.w);
+        let (x, y, w) = (self.regs.x, self.regs.y, self.regs.w);
         let (arr, tag, len) = (
             self.stack[first],
             self.stack[first + 1],
             self.stack[first + 2],
         );
-        // The words, the budget and the lent run.
-        let words = self.host_words(z);
-        self.one_unit_or(words, (x, y), rare);
-        let room = Reg::<U>::phys(x);
-        self.f.ld(room, words, W_RING_ROOM);
-        self.f.beq(room, 0, rare);
+        let words = self.push_start(rare);
         // The length: one entry's room holds it.
         let align = Reg::<U>::phys(y);
         self.f.ld(align, words, W_QUEUE_ALIGN);
@@ -445,15 +463,7 @@ impl Compiler<'_> {
         let high =
             ((crate::natives::RING_HEADER_SEALED | crate::natives::RING_HEADER_ONE) >> 32) as u32;
         self.seal_slot(slot, Reg::<UL>::phys(w), high, (tag, len, len_const), y);
-        let ring = LentRun {
-            next: W_RING_NEXT,
-            limit: W_RING_LIMIT,
-            base: W_RING_BASE,
-            left: W_RING_ROOM,
-        };
-        self.take_from_run(words, slot, RING_SLOT as i64, ring, (y, w));
-        self.f.jmp(done);
-        self.f.label(rare);
+        self.push_end(words, slot, (y, w), (done, rare));
         done
     }
 
