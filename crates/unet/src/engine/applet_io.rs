@@ -123,10 +123,9 @@ pub struct Io {
     pub(super) unpublished: bool,
     /// Whether the receive queue's free run is lent to the inline
     /// `dmaRxdPayload` and `dmaRxd` (`words.ring`): only while the applet
-    /// declares one
-    /// ([`load_applet`]), so that an applet that never pushes inline pays
-    /// nothing for the lending (the compare at [`Io::begin`], the take at
-    /// [`Io::end`] and around the native's own pushes). While it is
+    /// declares one ([`load_applet`]), so that an applet that never pushes
+    /// inline pays nothing for the lending (the compare at [`Io::begin`],
+    /// the take at [`Io::end`] and around the native's own pushes). While it is
     /// `false` the run lent is empty (every inline push would take the
     /// rare path) and nothing is taken back.
     pub(super) ring_lent: bool,
@@ -1709,9 +1708,9 @@ pub(super) mod tests {
 
     /// The receive run is lent ([`Io::ring_lent`]) to exactly the applets
     /// that declare `dmaRxdPayload` or `dmaRxd` (whose inline forms write
-    /// it), there
-    /// are applets of both kinds, and replacing an applet by one of the
-    /// other kind (or failing to) sets it as the installed applet needs.
+    /// it), there are applets of both kinds, and replacing an applet by one
+    /// of the other kind (or failing to) sets it as the installed applet
+    /// needs.
     #[test]
     fn only_applets_that_declare_the_inline_push_are_lent_the_ring() {
         let engine = super::super::datapath::tests::engine();
