@@ -907,7 +907,7 @@ pub enum InlineForm {
     /// bytes' room: unet's buffer): if `w.work + 1 < w.bound`, the lent
     /// run has a free slot, `1 <= len <= w.queue.align + 1` (the one
     /// entry's room holds the length), `0 <= tag <= 0xffff`, the array has
-    /// exactly `n` elements (the form's parameter, at least 1; `null` has
+    /// exactly `n` elements (the form's parameter, at least 4; `null` has
     /// none) and its first element `e` is below `w.queue.below` (unsigned)
     /// with none of the `w.queue.align` bits set (an entry the inline pop
     /// would take), it writes `e` (little-endian) at the slot's byte 8,
@@ -1340,8 +1340,10 @@ impl Natives {
         let fits = match form {
             InlineForm::Int(k) => descriptor == "()I" && usize::from(k) < 2,
             InlineForm::PushBytes => descriptor == "([BII)V",
-            // The form reads the array's first element.
-            InlineForm::PushEntry(n) => descriptor == "([III)V" && n >= 1,
+            // The form reads the array's first element, 4 bytes: with at
+            // least 4 elements they lie inside any array of that length,
+            // even one of another kind (which the verifier refuses).
+            InlineForm::PushEntry(n) => descriptor == "([III)V" && n >= 4,
             InlineForm::PopU32 => descriptor == "()I",
             InlineForm::CopyOut | InlineForm::CopyIn => descriptor == "([BIII)V",
             // Only a tail form: the form records the message for the host
@@ -1671,6 +1673,37 @@ mod tests {
                 Err(FastError::InlineShape { .. })
             ));
         }
+    }
+
+    /// The inline entry push fits an `int[]` and two ints returning
+    /// nothing, and only for a list of at least 4 elements (it reads the
+    /// first element's 4 bytes).
+    #[test]
+    fn the_inline_entry_push_fits_an_int_array_of_four_or_more() {
+        let mut t = table()
+            .with("pushi", "([III)V", |_, _| Ok(0))
+            .with("push", "([BII)V", |_, _| Ok(0))
+            .with_fast::<Declines>("pushi", "([III)V")
+            .unwrap()
+            .with_fast::<Declines>("push", "([BII)V")
+            .unwrap();
+        for (name, desc, n) in [
+            ("pushi", "([III)V", 0),
+            ("pushi", "([III)V", 3),
+            ("push", "([BII)V", 14),
+        ] {
+            assert!(
+                matches!(
+                    t.set_inline(name, desc, InlineForm::PushEntry(n)),
+                    Err(FastError::InlineShape { .. })
+                ),
+                "{name}{desc} {n}"
+            );
+        }
+        assert_eq!(t.inline("pushi", "([III)V"), None);
+        t.set_inline("pushi", "([III)V", InlineForm::PushEntry(4))
+            .unwrap();
+        assert_eq!(t.inline("pushi", "([III)V"), Some(InlineForm::PushEntry(4)));
     }
 
     /// The inline tail push records a message the host sends after the

@@ -407,7 +407,8 @@ impl Compiler<'_> {
     ///
     /// The array's type is not tested: the verifier typed the argument as
     /// the descriptor's `int[]`, so it is one or `null`. Were it another
-    /// array of `n` elements, the 4 bytes read would still be inside it.
+    /// array of `n` elements, the 4 bytes read would still be inside it
+    /// (`Natives::set_inline` takes this form only for `n >= 4`).
     pub(super) fn inline_push_entry(
         &mut self,
         first: usize,
