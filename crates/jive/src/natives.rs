@@ -812,23 +812,6 @@ impl QueueWords {
         n
     }
 
-    /// Takes back what the inline pops took, as [`QueueWords::take`],
-    /// and lends nothing more (the next pop takes the rare path), but
-    /// only if a run was lent since the last `lend`/`take_all`: one test
-    /// of `lent` when none was, so that an invocation that lent nothing
-    /// pays only that. Returns how many were taken.
-    #[inline]
-    pub fn take_all(&mut self) -> u32 {
-        if self.lent == 0 {
-            return 0;
-        }
-        let n = self.lent - self.avail;
-        self.tail = self.tail.wrapping_add(n);
-        self.avail = 0;
-        self.lent = 0;
-        n
-    }
-
     /// The consumer index of the entry the next inline pop reads.
     #[inline]
     pub fn tail(&self) -> u32 {
@@ -1834,12 +1817,11 @@ mod tests {
         assert_eq!(w.take(), 2);
         assert_eq!(w.take(), 0, "taken once");
         assert_eq!((w.avail(), w.tail()), (2, 8));
-        // One more, then everything taken back and nothing left lent.
+        // One more: counted as taken until taken back, the rest still lent.
         w.avail -= 1;
-        assert_eq!(w.take_all(), 1);
-        assert_eq!((w.avail(), w.tail(), w.lent), (0, 9, 0));
-        assert_eq!(w.take_all(), 0, "nothing lent: nothing taken");
-        assert_eq!(w.tail(), 9);
+        assert_eq!(w.taken(), 1);
+        assert_eq!(w.take(), 1);
+        assert_eq!((w.taken(), w.avail(), w.tail()), (0, 1, 9));
     }
 
     #[test]

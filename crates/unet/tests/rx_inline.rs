@@ -37,11 +37,10 @@ fn run(seed: u64, interpreted: bool) -> (Vec<Got>, PortCounts) {
         Box::new(net.attach("10.0.0.1:7000".parse().unwrap()).unwrap()),
         Budgets::default(),
     );
-    // A free queue with room for exactly every buffer: a buffer the
-    // receiver gives back finds it full, and is lost, wherever the engine
-    // has taken entries and not counted them as taken.
     // Few buffers run the free queue dry; more, with the receiver draining
-    // often, leave entries waiting there, which the inline pops take.
+    // often, leave entries waiting there, which the inline pops take. The
+    // free queue has room for exactly every buffer, the least a layout
+    // allows.
     let buffers = [2, 4, 8, 16][rng.random_range(0..4)];
     let drains = [0.2, 0.5, 0.9][rng.random_range(0..3)];
     let cfg = Config {

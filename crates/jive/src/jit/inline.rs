@@ -168,6 +168,19 @@ impl Compiler<'_> {
         self.f.label(rare);
     }
 
+    /// The check of a queue entry `e` (read once, in its register) that
+    /// the inline pop takes and the inline entry push names: below
+    /// `w.queue.below` (unsigned) and none of the `w.queue.align` bits
+    /// set, or to `rare`. `t` is scratch.
+    fn entry_or(&mut self, words: Reg<P>, e: Reg<vcode::U>, t: u8, rare: Label) {
+        let t = Reg::<vcode::U>::phys(t);
+        self.f.ld(t, words, W_QUEUE_BELOW);
+        self.f.bge(e, t, rare);
+        self.f.ld(t, words, W_QUEUE_ALIGN);
+        self.f.and(t, t, e);
+        self.f.bne(t, 0, rare);
+    }
+
     /// [`InlineForm::PopU32`] in place: with `w` the invocation's
     /// [`crate::HostWords`], if `w.work + 1 < w.bound`
     /// (unsigned), the lent run has an entry (`w.queue.avail > 0`), and
@@ -198,13 +211,7 @@ impl Compiler<'_> {
         self.f.ld(slot, words, W_QUEUE_NEXT);
         let e = Reg::<U>::phys(v.num());
         self.f.ld(e, slot, 0);
-        let below = Reg::<U>::phys(x);
-        self.f.ld(below, words, W_QUEUE_BELOW);
-        self.f.bge(e, below, rare);
-        let align = Reg::<U>::phys(x);
-        self.f.ld(align, words, W_QUEUE_ALIGN);
-        self.f.and(align, align, e);
-        self.f.bne(align, 0, rare);
+        self.entry_or(words, e, x, rare);
         // Every check passed: take it.
         let queue = LentRun {
             next: W_QUEUE_NEXT,
@@ -449,12 +456,7 @@ impl Compiler<'_> {
         self.f.ldx(data, Ty::P, dir, ix(ra), 8, DIR_DATA);
         let e = Reg::<U>::phys(w);
         self.f.ld(e, data, 0);
-        let t = Reg::<U>::phys(x);
-        self.f.ld(t, words, W_QUEUE_BELOW);
-        self.f.bge(e, t, rare);
-        self.f.ld(t, words, W_QUEUE_ALIGN);
-        self.f.and(t, t, e);
-        self.f.bne(t, 0, rare);
+        self.entry_or(words, e, x, rare);
         // Every check passed: the entry, then the header word last, sealed
         // (built as `inline_push` builds it, with byte 6's 1 in the high
         // half: the tag is at most 0xffff, so no carry reaches it).
