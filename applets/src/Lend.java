@@ -88,6 +88,30 @@ public class Lend {
         wr(mine, 0);
     }
 
+    // Tail sites (jive::TAIL_SUFFIX) with the lent array as the argument:
+    // pushed from its parameter, whose local no instruction writes, the
+    // site binds the native's tail form (the host holds the lent bytes,
+    // not the heap); from a local written anywhere in the method, or from
+    // a copy in another local, it does not. Each only reads msg.
+    static int tailLent(byte[] msg, int n) {
+        rd(msg, n);
+        return 0;
+    }
+
+    static int tailLentWritten(byte[] msg, int n) {
+        if (n < 0) {
+            msg = Other;
+        }
+        rd(msg, n);
+        return 0;
+    }
+
+    static int tailLentCopied(byte[] msg, int n) {
+        byte[] b = msg;
+        rd(b, n);
+        return 0;
+    }
+
     // ---- Refused: each smuggles msg out.
 
     static void storeStatic(byte[] msg) {

@@ -721,11 +721,6 @@ impl Program {
         &self.lent
     }
 
-    /// Records what the lent analysis proved ([`crate::check_lending`]).
-    pub(crate) fn set_lent(&mut self, lent: Vec<crate::lent::LentMethod>) {
-        self.lent = lent;
-    }
-
     /// Whether the program charges fuel (see [`Program::set_metering`]).
     pub fn metered(&self) -> bool {
         self.metered
@@ -783,6 +778,20 @@ pub fn decode_with(
     all_insns: &[Vec<Insn>],
     fuse_ops: bool,
 ) -> Option<Program> {
+    decode_lending(cf, info, all_insns, fuse_ops, &[])
+}
+
+/// [`decode_with`] of a class whose methods' lent parameters the lent
+/// analysis proved (`lent`, [`crate::lent`]): a tail site's array may then
+/// be a lent parameter, pushed from its local ([`args_rooted`]), which the
+/// program records ([`Program::lent_methods`]).
+pub(crate) fn decode_lending(
+    cf: &ClassFile,
+    info: ClassInfo,
+    all_insns: &[Vec<Insn>],
+    fuse_ops: bool,
+    lent: &[crate::lent::LentMethod],
+) -> Option<Program> {
     let program_info = info;
     let info = &program_info;
     let mut natives = Vec::new();
@@ -833,6 +842,12 @@ pub fn decode_with(
         let code = cf.methods.get(m.index)?.code.as_ref()?;
         code_bytes += code.code.len();
         let insns = all_insns.get(m.index)?;
+        // The locals that hold a lent parameter from entry to end
+        // ([`lent_locals`]): a tail site's array may be pushed from one.
+        let lent_locals = lent
+            .iter()
+            .find(|l| usize::from(l.method) == mi)
+            .map_or_else(Vec::new, |l| lent_locals(&l.params, m.is_static, insns));
         // Every bci a branch or switch of the method may jump to
         // ([`args_rooted`]).
         let jumps = jump_targets(insns);
@@ -990,6 +1005,7 @@ pub fn decode_with(
                                         &insns[..=k],
                                         &natives[usize::from(n)].params,
                                         &jumps,
+                                        &lent_locals,
                                     ) =>
                             {
                                 let e = match tail_entry[usize::from(n)] {
@@ -1052,7 +1068,7 @@ pub fn decode_with(
         code_bytes,
         max_frame,
         metered: true,
-        lent: Vec::new(),
+        lent: lent.to_vec(),
     })
 }
 
@@ -1104,7 +1120,10 @@ fn pure_push(opcode: u8) -> bool {
 /// So each array argument must be pushed by `getstatic`, or by `aload_0;
 /// getfield` (every instance object of an applet is the applet itself,
 /// since the subset has no `new` of objects, so the field is one of the
-/// instance's), and everything pushed after it up to the call must be a
+/// instance's), or by `aload` of one of `lent_locals` (locals that hold a
+/// lent parameter from the method's entry to its end, [`lent_locals`]: the
+/// array the host lent, which the host holds, not the heap), and
+/// everything pushed after it up to the call must be a
 /// single push with no side effect: a constant, a local load, `getstatic`
 /// or `aload_0; getfield`. The arguments before the first array may be
 /// anything. Nothing in that window may be a jump target: another path
@@ -1112,7 +1131,12 @@ fn pure_push(opcode: u8) -> bool {
 /// is not written between the push and the invocation's end: nothing in
 /// the window writes, the native is the host's, and after the call only
 /// [`tail_site`]'s line runs.
-pub(crate) fn args_rooted(upto: &[Insn], params: &[FieldType], jumps: &[i64]) -> bool {
+pub(crate) fn args_rooted(
+    upto: &[Insn],
+    params: &[FieldType],
+    jumps: &[i64],
+    lent_locals: &[u16],
+) -> bool {
     let Some(first) = params.iter().position(|p| p.is_ref()) else {
         return true;
     };
@@ -1132,9 +1156,14 @@ pub(crate) fn args_rooted(upto: &[Insn], params: &[FieldType], jumps: &[i64]) ->
                     (op::ALOAD_0, _) | (op::ALOAD, Operand::Local(0))
                 )
         };
+        let lent = |i: &Insn| {
+            matches!((i.opcode, &i.operand),
+                (op::ALOAD | op::ALOAD_0..=op::ALOAD_3, Operand::Local(l)) if lent_locals.contains(l))
+        };
         match i.opcode {
             op::GETSTATIC => j -= 1,
             _ if field(i) => j -= 2,
+            _ if p.is_ref() && lent(i) => j -= 1,
             o if pure_push(o) && !p.is_ref() => j -= 1,
             _ => return false,
         }
@@ -1142,6 +1171,28 @@ pub(crate) fn args_rooted(upto: &[Insn], params: &[FieldType], jumps: &[i64]) ->
     let start = i64::from(before[j].bci);
     let end = i64::from(call.bci);
     !jumps.iter().any(|&t| t > start && t <= end)
+}
+
+/// The locals of a method (static or not, `is_static`) whose lent
+/// parameters are `params` (counted as in its descriptor: one local each,
+/// after `this`, since the subset has no `long` or `double`) that hold
+/// their parameter from the method's entry to its end: no instruction of
+/// `insns` stores to them (`istore` to `astore_3`, `iinc`), so that an
+/// `aload` of one anywhere pushes the lent array itself ([`args_rooted`]).
+/// A local written anywhere is left out, whatever the paths: one test of
+/// the whole method, not a flow.
+pub(crate) fn lent_locals(params: &[u16], is_static: bool, insns: &[Insn]) -> Vec<u16> {
+    params
+        .iter()
+        .filter_map(|&p| p.checked_add(u16::from(!is_static)))
+        .filter(|&slot| {
+            !insns.iter().any(|i| match (i.opcode, &i.operand) {
+                (op::ISTORE..=op::ASTORE_3, Operand::Local(l)) => *l == slot,
+                (op::IINC, Operand::Iinc { index, .. }) => *index == slot,
+                _ => false,
+            })
+        })
+        .collect()
 }
 
 /// The bcis the branches and switches of `insns` may jump to.

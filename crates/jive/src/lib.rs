@@ -177,15 +177,13 @@ pub fn check_lending(
         lent::analyse(&cf, &info, &insns, lent)?
     };
     let name = cf.this_class.clone();
-    let mut prog = decode::decode(&cf, info, &insns).ok_or_else(|| {
+    decode::decode_lending(&cf, info, &insns, true, &proved).ok_or_else(|| {
         LoadError::Verify(VerifyError {
             method: name,
             bci: None,
             reason: "internal error: a verified class failed to decode".into(),
         })
-    })?;
-    prog.set_lent(proved);
-    Ok(prog)
+    })
 }
 
 /// Checks that every native call the lent analysis recorded

@@ -170,6 +170,7 @@ impl HostWords {
             base: 0,
             len: 0,
             keep: None,
+            full: 0,
         },
         tail: TailWords::NONE,
         frame: FrameWords::NONE,
@@ -218,6 +219,9 @@ pub struct AreaWords {
     len: u64,
     /// The area's memory, kept alive while the words point into it.
     keep: Option<Arc<dyn AreaBytes>>,
+    /// The area's whole length, which `len` is while the area is not
+    /// withheld ([`AreaWords::withhold`]).
+    full: u64,
 }
 
 impl core::fmt::Debug for AreaWords {
@@ -239,11 +243,30 @@ impl AreaWords {
         if base == 0 || mem.size() >= 1 << 31 {
             return None;
         }
+        let len = u64::from(mem.size());
         Some(AreaWords {
             base,
-            len: u64::from(mem.size()),
+            len,
             keep: Some(mem),
+            full: len,
         })
+    }
+
+    /// Withholds the area from the inline copies until
+    /// [`AreaWords::restore`]: their bounds check then passes no byte, so
+    /// that every copy of a byte takes its rare path, the natives' own
+    /// (which check what the host needs checked). For an invocation that
+    /// is lent bytes of the area itself, which a copy into the area must
+    /// not overwrite unchecked (unet's lent `doTx`).
+    #[inline(always)]
+    pub fn withhold(&mut self) {
+        self.len = 0;
+    }
+
+    /// Lends the whole area again after [`AreaWords::withhold`].
+    #[inline(always)]
+    pub fn restore(&mut self) {
+        self.len = self.full;
     }
 
     /// The area's length in bytes (0 without an area).
@@ -1044,7 +1067,12 @@ pub enum MarkError {
 /// (`decode::args_rooted`), so that a static or the instance
 /// still holds the array at the invocation's end: the end-of-invocation
 /// collection frees arrays held only by locals, and a `new byte[n]`
-/// pushed from a local makes the site not a tail site. The decoder
+/// pushed from a local makes the site not a tail site. The one local
+/// that may push an array argument is a lent parameter's
+/// ([`crate::LentParam`], proved by the lent analysis), where no
+/// instruction of the method writes that local: the argument is then the
+/// array the host lent ([`crate::heap::LENT`]), which the host, not the
+/// heap, holds. The decoder
 /// proves it from the bytecode, once
 /// per site, and calls the native there through an entry of its own
 /// ([`crate::decode::NativeDecl::tail`]), so that the interpreter and the
@@ -1057,7 +1085,11 @@ pub enum MarkError {
 /// holds, after the invocation has returned (its collection included),
 /// exactly what it held at the call, at the same handle, until the host
 /// runs the applet again: a host may read it then instead of copying it
-/// now. A host should still treat a handle it cannot resolve as a
+/// now. The exception is the lent array (handle `LENT`): after the lend
+/// its handle reads as an empty array, and a host that reads it later
+/// reads the bytes it lent, where it lent them from (the applet only read
+/// them; they change only as the host's contract for them lets them
+/// change). A host should still treat a handle it cannot resolve as a
 /// message it could not send, never as a reason to panic. `#` is in no name a class may
 /// declare: a native declared with it is refused at load
 /// ([`crate::LoadError::UnknownNative`]), so that no applet calls a tail

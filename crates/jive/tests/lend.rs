@@ -99,6 +99,9 @@ fn the_methods_that_only_read_the_lent_array_are_accepted() {
             "compares",
             "passReadOnly",
             "ownArrays",
+            "tailLent",
+            "tailLentWritten",
+            "tailLentCopied",
         ] {
             let a = load(&bytes, m, &natives()).unwrap_or_else(|e| panic!("{r} {m}: {e}"));
             let (idx, _) = a.program().info.method(m).unwrap();
@@ -195,6 +198,53 @@ fn every_way_out_is_refused_with_the_method_the_bci_and_the_use() {
                 "{r} {m}: {e}\n  should say: {says}"
             );
         }
+    }
+}
+
+/// Whether `name`'s call of `rd` is bound to its tail entry
+/// ([`jive::TAIL_SUFFIX`]) in `prog`.
+fn calls_rd_at_a_tail_site(prog: &jive::Program, name: &str) -> bool {
+    use jive::decode::Op;
+    let (idx, _) = prog.info.method(name).unwrap();
+    let f = prog.funcs[idx].as_ref().unwrap();
+    let calls: Vec<bool> = f
+        .code
+        .iter()
+        .filter_map(|o| match o {
+            Op::CallNative(n) => Some(&prog.natives[usize::from(*n)]),
+            _ => None,
+        })
+        .filter(|n| n.name == "rd")
+        .map(|n| n.tail)
+        .collect();
+    assert_eq!(calls.len(), 1, "{name}: one call of rd");
+    calls[0]
+}
+
+#[test]
+fn a_lent_parameter_no_instruction_writes_is_a_tail_sites_array() {
+    for r in RELEASES {
+        let Some(bytes) = class_bytes(r, "Lend") else {
+            return;
+        };
+        // Declared lent and pushed from its own local, never written: the
+        // tail entry (the host holds the array, not the heap).
+        let lent = |m| jive::check_lending(&bytes, &Limits::default(), &lent(&bytes, m)).unwrap();
+        assert!(
+            calls_rd_at_a_tail_site(&lent("tailLent"), "tailLent"),
+            "{r}"
+        );
+        // Its local written on one path, or the array copied into another
+        // local: not provably the lent array, so the ordinary entry.
+        for m in ["tailLentWritten", "tailLentCopied"] {
+            assert!(!calls_rd_at_a_tail_site(&lent(m), m), "{r} {m}");
+        }
+        // Not declared lent, the parameter is an ordinary local, which the
+        // end-of-invocation collection does not keep: the ordinary entry.
+        let plain = jive::check(&bytes, &Limits::default()).unwrap();
+        assert!(!calls_rd_at_a_tail_site(&plain, "tailLent"), "{r}");
+        // Lent in another method only: the same.
+        assert!(!calls_rd_at_a_tail_site(&lent("doRx"), "tailLent"), "{r}");
     }
 }
 
