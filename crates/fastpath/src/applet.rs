@@ -219,6 +219,9 @@ fn example_purpose(name: &str) -> &'static str {
         "StandardLent" => {
             "Figure 5's standard applet with the lent doRx: the message read where it is, not copied into RxBuf"
         }
+        "LentTx" => {
+            "the lent doTx's tests' probe: doTx pushes, copies into the area, or hashes the lent message"
+        }
         "BreakdownLent" => "Figure 7's probe with the lent doRx: the cost of invoking a lent doRx",
         "NullRx" => "issue 28's probe: a doRx that returns at once, the message copied into RxBuf",
         "NullRxLent" => "issue 28's probe: a lent doRx that returns at once",

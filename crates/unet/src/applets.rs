@@ -145,6 +145,18 @@ pub const LENT_PROBE: &[u8] =
 pub const LENT_KEEPER: &[u8] =
     include_bytes!(concat!(env!("OUT_DIR"), "/unet-applets/LentKeeper.class"));
 
+/// `LentTx`: not an experiment of the paper but the probe of the lent
+/// `doTx` (`tests/tx_lent.rs`): by a static mode, `doTx` pushes the lent
+/// message (or its tail past `skip`) at a tail site or not, copies it into
+/// the area with `doLtoHDMA` first, or records its length and hash.
+pub const LENT_TX: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/unet-applets/LentTx.class"));
+
+/// `LentTxKeeper`: the attacker of the lent `doTx` (`tests/tx_lent.rs`),
+/// whose `doTx` keeps the lent message in a static; refused at install.
+/// Not in [`ALL`], whose applets all install.
+pub const LENT_TX_KEEPER: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/unet-applets/LentTxKeeper.class"));
+
 /// `doRx`'s lent form, `int doRx(byte[] msg, int length, int channel)`,
 /// as the engine declares it to jive at install ([`jive::LentParam`]): its
 /// `msg` is the message itself, lent for the invocation, which the
@@ -152,6 +164,19 @@ pub const LENT_KEEPER: &[u8] =
 /// copies nothing into the applet's heap.
 pub const LENT_DO_RX: jive::LentParam = jive::LentParam {
     method: "doRx",
+    descriptor: "([BII)I",
+    param: 0,
+};
+
+/// `doTx`'s lent form, `int doTx(byte[] msg, int length, int channel)`,
+/// as the engine declares it to jive at install ([`jive::LentParam`]): its
+/// `msg` is the application's message itself, in the endpoint's buffer
+/// area, lent for the invocation (docs/unet.md, "The lent doTx"), which the
+/// verifier proves `doTx` only reads and never keeps, so that nothing is
+/// copied into the applet's heap; a `txPush(msg, ...)` at a tail site
+/// sends it from the area once `doTx` has returned.
+pub const LENT_DO_TX: jive::LentParam = jive::LentParam {
+    method: "doTx",
     descriptor: "([BII)I",
     param: 0,
 };
@@ -172,6 +197,7 @@ pub const ALL: &[(&str, &[u8])] = &[
     ("TailChecks", TAIL_CHECKS),
     ("RxBufProbe", RXBUF_PROBE),
     ("StandardLent", STANDARD_LENT),
+    ("LentTx", LENT_TX),
     ("BreakdownLent", BREAKDOWN_LENT),
     ("LentProbe", LENT_PROBE),
     ("NullRx", NULL_RX),

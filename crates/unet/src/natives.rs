@@ -66,8 +66,16 @@ pub trait NativeHost: 'static {
     /// conversion pass). The caller (the native) has checked the range.
     fn read_area(&self, off: u32, dst: &mut [i8]);
     /// Copies src, a Java `byte[]`, into area[off..off+src.len()). Checked
-    /// by the caller.
+    /// by the caller, [`NativeHost::area_held`] too.
     fn write_area(&mut self, off: u32, src: &[i8]);
+    /// The bytes of the area lent to the running invocation as its message
+    /// (`start..end`; empty where none are: the default), which no native
+    /// may write while the invocation reads them (the lent `doTx`, docs/unet.md):
+    /// `doLtoHDMA` refuses a range that overlaps them, with a trap, before
+    /// it calls [`NativeHost::write_area`].
+    fn area_held(&self) -> core::ops::Range<u32> {
+        0..0
+    }
     /// Pops the next valid offset from the free queue (the host skips and counts invalid ones), None if empty.
     fn pop_free(&mut self) -> Option<u32>;
     /// Pushes a receive descriptor; `Err` if the receive queue is full.
@@ -515,6 +523,10 @@ impl EndpointNative for DoLtoHDma {
         let array = byte_array_read(arrays, array, "rxarray")?;
         let src = array_range(array, "rxarray", "rxoff", rxoff, len)?;
         let off = area_range(host.area_len(), "useroff", useroff, len)?;
+        let held = host.area_held();
+        if off < held.end && held.start < off + src.len() as u32 {
+            return Err(writes_held(off, src.len(), held));
+        }
         host.write_area(off, src);
         Ok(0)
     }
@@ -917,6 +929,15 @@ fn past_array(name: &str, off_name: &str, off: i32, len: i32, size: usize) -> Na
 fn past_area(name: &str, off: i32, len: i32, area: u32) -> NativeError {
     error(format_args!(
         "{name} {off} + len {len} exceeds the buffer area ({area} bytes)"
+    ))
+}
+
+#[cold]
+#[inline(never)]
+fn writes_held(off: u32, len: usize, held: core::ops::Range<u32>) -> NativeError {
+    error(format_args!(
+        "useroff {off} + len {len} writes over the message lent to doTx (area bytes {}..{})",
+        held.start, held.end
     ))
 }
 

@@ -230,6 +230,25 @@ impl Segment {
         f(unsafe { std::slice::from_raw_parts(self.base.as_ptr().add(off), len) })
     }
 
+    /// A view of `len` bytes at `off`, `None` past the mapping: as
+    /// [`Segment::with_bytes`]'s, for a caller that holds it only while it
+    /// holds the endpoint's state locks (the engine's send of a message a
+    /// lent `doTx` deferred, read once from the area to where it goes), with
+    /// the same caveat: the bytes may change while it is held, and are only
+    /// copied from (or lent to another endpoint's applet, which only reads
+    /// them as plain bytes).
+    #[inline]
+    pub fn view(&self, off: usize, len: usize) -> Option<&[u8]> {
+        if off > self.len || len > self.len - off {
+            return None;
+        }
+        // SAFETY: the range lies within the mapping, which lives as long as
+        // `self`, the view's lifetime. Another process may write it
+        // concurrently: the view is only copied from (see above), and any
+        // byte value is valid.
+        Some(unsafe { std::slice::from_raw_parts(self.base.as_ptr().add(off), len) })
+    }
+
     /// Runs `f` on a writable view of `len` bytes at `off` (the engine's
     /// copy into receive buffers). The same caveat as [`Segment::with_bytes`]:
     /// `f` only writes, and reads back nothing it relies on.

@@ -157,6 +157,15 @@ pub struct Io {
     /// which [`applet_tx`] sends once `doTx` has returned
     /// ([`Engine::resolve_deferred`]), before it lets go of the applet.
     pub(super) deferred: Option<Deferred>,
+    /// The buffer area's bytes lent to the running invocation as its
+    /// message (the lent `doTx`, [`run_tx_lent`]; empty otherwise), which
+    /// no native may write meanwhile ([`NativeHost::area_held`]).
+    pub(super) held: core::ops::Range<u32>,
+    /// The buffer area's bytes lent to the last lent `doTx` as its message
+    /// ([`run_tx_lent`]), where the message it deferred is read
+    /// ([`Deferred::in_area`]). Unlike [`Io::held`], left as it was after
+    /// the invocation.
+    pub(super) tx_lent: core::ops::Range<u32>,
     /// Messages the inline tail push recorded and [`Io::take_tail`] took,
     /// for the unit tests (that the JIT's form runs at all: its outcomes
     /// are the native's by design, so no outcome tells the two apart).
@@ -184,23 +193,79 @@ pub(super) struct Deferred {
     pub(super) chan: u16,
 }
 
-/// The bytes of the deferred message `m` in the applet `l` that deferred
-/// it: `None` only if the handle names no byte array or a shorter one,
-/// which the tail site's proof excludes (the native checked the range, a
-/// root holds the array, and nothing wrote since); the caller then
-/// counts the message dropped ([`Engine::resolve_deferred`]). A lent
-/// array (`jive::LENT`) is never deferred: a tail site's array is pushed
-/// by `getstatic` or `getfield`, and a lent parameter is a local (if an
-/// applet kept it in a field, which the verifier refuses where the
-/// parameter is declared lent, its message is dropped here, counted).
-/// `Heap::get`, not `Heap::bytes_read`, which reaches the lent bytes too:
-/// standard-40 counted 12 instructions more a message with it.
+/// The bytes of the deferred message `m` that `port`'s applet (`applet`)
+/// deferred: `None` only if the handle names no byte array or a shorter
+/// one, which the tail site's proof excludes (the native checked the
+/// range, a root holds the array, and nothing wrote since); the caller
+/// then counts the message dropped ([`Engine::resolve_deferred`]).
+///
+/// The lent array (`jive::LENT`: a lent `doTx` pushed its `msg`, a tail
+/// site's array the decoder proved is the lent parameter) is the message
+/// in `port`'s buffer area, where the engine lent it from
+/// ([`run_tx_lent`]): [`applet_tx`] made `m.off` its offset in the area
+/// ([`Deferred::in_area`]), read here through the segment as the
+/// engine reads any message it sends from an area (the application may
+/// write the bytes meanwhile, as it may while the engine copies them
+/// without an applet: they only travel). Any other handle is the
+/// applet's heap's. `Heap::get`, not `Heap::bytes_read`, which reaches the
+/// lent bytes too: standard-40 counted 12 instructions more a message
+/// with it.
+///
+/// `LENT`: whether `m` is a lent `doTx`'s (the caller tested `m.array`
+/// once, [`applet_tx_inlined`]), so that the path of every other message
+/// is compiled as it was before the lent form, with no test of its own.
 #[inline(always)]
-pub(super) fn deferred_bytes<'a>(l: &'a Loaded, m: &Deferred) -> Option<&'a [i8]> {
+pub(super) fn deferred_bytes<'a, const LENT: bool>(
+    applet: Option<&'a Loaded>,
+    port: &'a Port,
+    m: &Deferred,
+) -> Option<&'a [i8]> {
+    if LENT {
+        return area_message(port, m);
+    }
+    let l = applet?;
     let (jive::Object::Bytes(v) | jive::Object::Booleans(v)) = l.applet.heap().get(m.array)? else {
         return None;
     };
     v.get(m.off as usize..m.off as usize + m.len as usize)
+}
+
+/// [`deferred_bytes`] of a lent `doTx`'s message: `m.len` bytes at
+/// `m.off` in `port`'s buffer area, `None` past it (which
+/// [`Deferred::in_area`]'s checks exclude).
+#[inline(always)]
+fn area_message<'a>(port: &'a Port, m: &Deferred) -> Option<&'a [i8]> {
+    if !port.layout.in_area(m.off, m.len) {
+        return None;
+    }
+    let bytes = port
+        .seg
+        .view(port.layout.area + m.off as usize, m.len as usize)?;
+    Some(bytemuck::cast_slice(bytes))
+}
+
+impl Deferred {
+    /// The message a lent `doTx` deferred (`jive::LENT`, `off` into the
+    /// lent `msg`), rebased onto the buffer area, where `msg` is the bytes
+    /// `io.tx_lent` names ([`run_tx_lent`]): `off` becomes the message's
+    /// offset in the area. The push checked `off + len` against `msg`'s
+    /// length; `None` if it does not hold (never: then the message is
+    /// dropped, counted, as one whose bytes are gone). Any other message
+    /// is returned as it is. (The lent range is read from `io`, where the
+    /// invocation left it, not kept by the caller across the invocation:
+    /// kept live there, the copied form's `standard-40` counted 48
+    /// instructions more a message.)
+    #[inline(always)]
+    pub(super) fn in_area(mut self, io: &Io) -> Option<Deferred> {
+        if self.array == jive::LENT {
+            let lent = &io.tx_lent;
+            if u64::from(self.off) + u64::from(self.len) > u64::from(lent.end - lent.start) {
+                return None;
+            }
+            self.off += lent.start;
+        }
+        Some(self)
+    }
 }
 
 /// That [`Io::begin`] started an invocation, for [`Io::end`]. What it
@@ -812,6 +877,10 @@ impl NativeHost for Io {
             .with_bytes_mut(at, src.len(), |dst| natives::i8_to_u8(dst, src));
     }
 
+    fn area_held(&self) -> core::ops::Range<u32> {
+        self.held.clone()
+    }
+
     /// The inline `getFreeBuffer`'s entries are taken back first and the
     /// ready ones lent again after, so that the two kinds of pop read one
     /// queue in order (and an entry the inline form left, being invalid,
@@ -1096,9 +1165,11 @@ impl Outcome {
     }
 }
 
-/// Runs `doTx` (`tx`) or `doRx` of the applet in `rx` with `args` under
-/// the invocation budgets; `None`: no applet. Returns the outcome and how
-/// long the invocation took, measured only when `timed` (a thread shared by
+/// Runs `doTx` of the applet in `rx` for the message of descriptor `d`,
+/// in the form the applet declares ([`DoTx`]: the copied form with
+/// `(length, channel, off)`, the lent one with the message lent where it
+/// lies in the area, [`run_tx_lent`]), under the invocation budgets;
+/// `None`: no applet. Returns the outcome and how long the invocation took, measured only when `timed` (a thread shared by
 /// every endpoint, which spends [`Budgets::round_time`] per endpoint;
 /// otherwise zero: the application's own thread spends its own time, and
 /// two clock reads would be a good part of a small applet's cost). An
@@ -1108,20 +1179,107 @@ impl Outcome {
 /// all the engine needs ([`Outcome`]), so that the trap's description is
 /// dropped here, on the rare path, instead of travelling with every
 /// invocation's result.
-/// Always inlined into its two callers, so that the outcome and the time
-/// travel in registers into the caller's match instead of through a
-/// returned tuple in memory.
+/// Always inlined into [`applet_tx_inlined`], so that the outcome and the
+/// time travel in registers into its match instead of through a returned
+/// tuple in memory.
 #[inline(always)]
-pub(super) fn invoke<const N: usize>(
-    rx: &mut RxSide,
-    port: &Port,
-    method: fn(&mut Loaded) -> (&mut jive::Applet, &mut jive::Prepared<N, Lender>),
-    args: [i32; N],
-    timed: bool,
-) -> Option<(Outcome, Duration)> {
-    let (applet, m) = method(rx.applet.as_mut()?);
-    let ran = run_on::<N, true>(applet, m, &mut rx.io, args, timed);
+fn invoke_tx(rx: &mut RxSide, port: &Port, d: TxDesc, timed: bool) -> Option<(Outcome, Duration)> {
+    let l = rx.applet.as_mut()?;
+    let ran = match &mut l.do_tx {
+        DoTx::Copied(m) => {
+            let args = [d.len as i32, i32::from(d.chan), d.offset as i32];
+            run_on::<3, true>(&mut l.applet, m, &mut rx.io, args, timed)
+        }
+        DoTx::Lent(m) => match run_tx_lent(&mut l.applet, m, &mut rx.io, d, timed) {
+            Some(ran) => ran,
+            None => {
+                // Not lent (see `run_tx_lent`): not run, the message
+                // dropped as one the applet refused.
+                return Some((Outcome::Refused, Duration::ZERO));
+            }
+        },
+    };
     Some(settle(rx, port, ran))
+}
+
+/// `doTx`'s lent form ([`DoTx::Lent`]) on the message of descriptor `d`:
+/// its `d.len` bytes at `d.offset` in the buffer area lent to the
+/// invocation as `doTx`'s `byte[] msg`, where they lie, with no copy.
+///
+/// The bytes are this endpoint's own segment, which its natives write, so
+/// for the invocation they are held from every native that writes the
+/// area: `doLtoHDMA` refuses a range over them with a trap
+/// ([`Io::held`], [`NativeHost::area_held`]), and the inline copies are
+/// withheld the area ([`jive::AreaWords::withhold`]), so that each copy
+/// runs as its native (a `doTx` written to the lent form reads its message
+/// where it is, and copies nothing; the natives' cost is paid only by one
+/// that does). The other natives write the queues, not the area. The
+/// application may write the bytes meanwhile (another process's memory):
+/// the applet reads them as plain bytes, as the engine does a message it
+/// sends without an applet.
+///
+/// `None` where the descriptor is not in the area (its callers checked
+/// that it is) or jive refuses the lend ([`jive::LendError`]: one active
+/// already, which the engine never leaves; more bytes than a `byte[]`
+/// holds, which `max_message` excludes): nothing ran.
+///
+/// Out of line, so that [`applet_tx_inlined`]'s copied form keeps its
+/// registers (inlined, `standard-40` counted 48 instructions more a
+/// message, on the copied form's path, which runs none of this).
+#[inline(never)]
+pub(super) fn run_tx_lent(
+    applet: &mut jive::Applet,
+    m: &mut jive::PreparedLending<3, Lender>,
+    io: &mut Io,
+    d: TxDesc,
+    timed: bool,
+) -> Option<Ran> {
+    if !io.layout.in_area(d.offset, d.len) {
+        return None;
+    }
+    let data = io
+        .seg
+        .as_ptr()
+        .as_ptr()
+        .wrapping_add(io.layout.area + d.offset as usize);
+    let start = timed.then(Instant::now);
+    let lent = io.begin();
+    io.held = d.offset..d.offset + d.len;
+    io.tx_lent = io.held.clone();
+    io.inv.words.area.withhold();
+    // SAFETY: `data` is `d.len` bytes of this endpoint's buffer area (the
+    // descriptor lies in it, checked above), in its segment's mapping,
+    // which `io.seg` keeps alive past the lend, which ends when `lend` is
+    // dropped, inside this `match`. No Rust reference writes them
+    // meanwhile: the engine holds this endpoint's locks, its natives write
+    // the area only through `write_area`, which `doLtoHDMA` calls only
+    // for a range clear of `io.held` (checked before), and the inline
+    // copies are withheld the area until the lend has ended; the other
+    // natives write the queues and the applet's heap. Another process may
+    // write the bytes: the applet and its natives read them as plain
+    // bytes.
+    let c = match unsafe { applet.lend(data, d.len as usize) } {
+        Ok(mut lend) => {
+            // The first argument is the lend's (`Lend` puts the lent
+            // handle there).
+            let args = [0, d.len as i32, i32::from(d.chan)];
+            lend.run_prepared_lent_inlined::<Lender, 3>(m, args, io)
+        }
+        Err(_) => {
+            io.inv.words.area.restore();
+            io.held = 0..0;
+            io.end(lent);
+            return None;
+        }
+    };
+    io.inv.words.area.restore();
+    io.held = 0..0;
+    io.end(lent);
+    Some(Ran {
+        c,
+        took: start.map_or(Duration::ZERO, |s| s.elapsed()),
+        timed: start.is_some(),
+    })
 }
 
 /// The lender of words an applet's `doTx` and `doRx` are prepared for
@@ -1439,7 +1597,6 @@ pub(super) fn applet_tx_inlined(
         };
         return (status, Duration::ZERO);
     }
-    let args = [d.len as i32, i32::from(d.chan), d.offset as i32];
     // The frames `doTx` pushes are written straight into the transmit
     // outbox, lent to the endpoint's framer for the invocation, instead of
     // copied there afterwards (for a 40-byte message, moving the two
@@ -1487,7 +1644,7 @@ pub(super) fn applet_tx_inlined(
     } else {
         rx.io.lend_frame(d.chan);
     }
-    let mut r = invoke(rx, port, |l| (&mut l.applet, &mut l.do_tx), args, timed);
+    let mut r = invoke_tx(rx, port, d, timed);
     if !may {
         rx.io.take_frame(d.chan);
     }
@@ -1504,8 +1661,16 @@ pub(super) fn applet_tx_inlined(
             }
             None => rx.io.deferred.take(),
         };
+        // A lent `doTx`'s message is read from the area, where it was lent
+        // from (`deferred_bytes`), on a way of its own
+        // ([`Engine::resolve_lent`]), so that the copied form's is as it
+        // was.
         if let Some(m) = m
-            && !engine.resolve_deferred(tx, rx, port, m, me)
+            && !(if m.array == jive::LENT {
+                engine.resolve_lent(tx, rx, port, m, me)
+            } else {
+                engine.resolve_deferred::<false>(tx, rx, port, m, me)
+            })
         {
             // The deferred bytes were gone (see `resolve_deferred`): the
             // message was not sent, so the descriptor completes as one
@@ -1592,7 +1757,7 @@ fn load_and_construct(bytes: &[u8], io: &mut Io) -> Result<Loaded, EngineError> 
         bytes,
         &natives_table(),
         limits,
-        &[crate::applets::LENT_DO_RX],
+        &[crate::applets::LENT_DO_RX, crate::applets::LENT_DO_TX],
         Some(&mut *io),
     );
     io.end(lent);
@@ -1600,19 +1765,30 @@ fn load_and_construct(bytes: &[u8], io: &mut Io) -> Result<Loaded, EngineError> 
     io.publish();
     let mut applet = loaded?;
     let shape = |e: jive::InvokeError| EngineError::AppletShape(e.to_string());
-    // The arities are checked now rather than trap on the first packet:
+    // The shapes are checked now rather than trap on the first packet:
     // `prepare` refuses a method of another.
-    let arity = |name: &'static str, n: usize| {
-        move |e: jive::InvokeError| match e {
-            jive::InvokeError::ArgumentCount { .. } => {
-                EngineError::AppletShape(format!("{name} must take {n} int arguments"))
-            }
-            e => shape(e),
-        }
-    };
-    let do_tx = applet
-        .prepare_lent::<Lender, 3>("doTx")
-        .map_err(arity("doTx", 3))?;
+    // `doTx` in the form its class declares: the message lent where it
+    // lies in the area, if the verifier proved it (`applets::LENT_DO_TX`),
+    // else the ints that say where it lies.
+    let do_tx =
+        match applet.prepare_lending_lent::<Lender, 3>("doTx", crate::applets::LENT_DO_TX.param) {
+            Ok(m) => DoTx::Lent(m),
+            Err(jive::InvokeError::NotLent { .. }) => DoTx::Copied(
+                applet
+                    .prepare_lent::<Lender, 3>("doTx")
+                    .map_err(|e| match e {
+                        jive::InvokeError::ArgumentCount { method, .. }
+                        | jive::InvokeError::NotIntArguments(method) => {
+                            EngineError::AppletShape(format!(
+                                "{method}: doTx must be int doTx(int length, int channel, int \
+                                 off) or int doTx(byte[] msg, int length, int channel)"
+                            ))
+                        }
+                        e => shape(e),
+                    })?,
+            ),
+            Err(e) => return Err(shape(e)),
+        };
     // `doRx` in the form its class declares: the message lent, if the
     // verifier proved it (`applets::LENT_DO_RX`), else copied into `RxBuf`.
     let largest = max_message.min(1 << 16) as usize;

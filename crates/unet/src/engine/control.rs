@@ -79,6 +79,8 @@ impl Engine {
                 free_lent: false,
                 defer: false,
                 deferred: None,
+                held: 0..0,
+                tx_lent: 0..0,
                 #[cfg(test)]
                 inline_tails: 0,
                 #[cfg(test)]

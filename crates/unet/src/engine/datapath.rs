@@ -1624,8 +1624,11 @@ impl Engine {
     /// and frame were 26 more a message in `standard-40`; this one out of
     /// line with that one inlined, 31 more, though `standard-40-framed`,
     /// which never defers, counted 8 fewer).
+    ///
+    /// `LENT`: `m` is a lent `doTx`'s message, in `port`'s area
+    /// ([`deferred_bytes`]; [`Engine::resolve_lent`]).
     #[inline(always)]
-    pub(super) fn resolve_deferred(
+    pub(super) fn resolve_deferred<const LENT: bool>(
         &self,
         tx: &mut TxSide,
         rx: &mut RxSide,
@@ -1633,15 +1636,35 @@ impl Engine {
         m: Deferred,
         me: Me,
     ) -> bool {
-        if rx.io.framer.out.is_empty() && self.deliver_deferred(tx, rx, port, &m, me) {
+        if rx.io.framer.out.is_empty() && self.deliver_deferred::<LENT>(tx, rx, port, &m, me) {
             return true;
         }
         let RxSide { io, applet, .. } = rx;
-        match applet.as_ref().and_then(|l| deferred_bytes(l, &m)) {
+        match deferred_bytes::<LENT>(applet.as_ref(), port, &m) {
             Some(p) => {
                 io.framer.push_checked(m.chan, p);
                 true
             }
+            None => false,
+        }
+    }
+
+    /// [`Engine::resolve_deferred`] of a message a lent `doTx` deferred
+    /// (`jive::LENT`): rebased onto `port`'s buffer area
+    /// ([`Deferred::in_area`]) and sent from there. `false` where it is
+    /// not in the lent range (never), as for bytes that are gone. Out of
+    /// line, so that the copied form's way stays as it was.
+    #[inline(never)]
+    pub(super) fn resolve_lent(
+        &self,
+        tx: &mut TxSide,
+        rx: &mut RxSide,
+        port: &Port,
+        m: Deferred,
+        me: Me,
+    ) -> bool {
+        match m.in_area(&rx.io) {
+            Some(m) => self.resolve_deferred::<true>(tx, rx, port, m, me),
             None => false,
         }
     }
@@ -1672,7 +1695,7 @@ impl Engine {
     /// frames into `tx.next`, the receive queue published. Always inlined
     /// into [`Engine::resolve_deferred`].
     #[inline(always)]
-    fn deliver_deferred(
+    fn deliver_deferred<const LENT: bool>(
         &self,
         tx: &mut TxSide,
         rx: &RxSide,
@@ -1706,7 +1729,7 @@ impl Engine {
         // now, with nothing made before it (`next` empty, so that nothing
         // made earlier is overtaken).
         if dst.applet_elsewhere_as(next, me) {
-            return next.is_empty() && self.enqueue_deferred(rx, dst, owner, m);
+            return next.is_empty() && self.enqueue_deferred::<LENT>(rx, port, dst, owner, m);
         }
         if core::ptr::eq(dst, port) {
             return false;
@@ -1717,11 +1740,13 @@ impl Engine {
         if dst.closed.load(Ordering::Acquire) || !dst.inbox.is_empty() || drx.applet.is_none() {
             return false;
         }
-        let Some(bytes) = rx.applet.as_ref().and_then(|l| deferred_bytes(l, m)) else {
+        let Some(bytes) = deferred_bytes::<LENT>(rx.applet.as_ref(), port, m) else {
             return false;
         };
+        // A lent `doTx`'s message is the application's bytes, in its area
+        // ([`Payload::app`]).
         let payload = Payload {
-            app: false,
+            app: LENT,
             head: bytemuck::cast_slice(bytes),
             tail: None,
         };
@@ -1759,8 +1784,15 @@ impl Engine {
     /// of line, 1 more a message on the two-thread send): the same-thread
     /// delivery's path makes no call.
     #[inline(never)]
-    fn enqueue_deferred(&self, rx: &RxSide, dst: &Port, owner: u32, m: &Deferred) -> bool {
-        let Some(bytes) = rx.applet.as_ref().and_then(|l| deferred_bytes(l, m)) else {
+    fn enqueue_deferred<const LENT: bool>(
+        &self,
+        rx: &RxSide,
+        port: &Port,
+        dst: &Port,
+        owner: u32,
+        m: &Deferred,
+    ) -> bool {
+        let Some(bytes) = deferred_bytes::<LENT>(rx.applet.as_ref(), port, m) else {
             return false;
         };
         // The message alone: the verdict is taken, and the receiving
@@ -2753,7 +2785,7 @@ pub(super) mod tests {
                 len: sent.len() as u32,
                 chan: ab,
             };
-            assert!(e.resolve_deferred(&mut tx, &mut rx, &pa, m, Me::current()));
+            assert!(e.resolve_deferred::<false>(&mut tx, &mut rx, &pa, m, Me::current()));
             assert!(rx.io.framer.out.is_empty(), "no frame made");
             assert!(tx.framer.out.is_empty() && tx.next.is_empty());
         }
@@ -2836,7 +2868,7 @@ pub(super) mod tests {
                 len: 4,
                 chan: ab,
             };
-            assert!(!e.resolve_deferred(&mut tx, &mut rx, &pa, m, Me::current()));
+            assert!(!e.resolve_deferred::<false>(&mut tx, &mut rx, &pa, m, Me::current()));
             assert!(rx.io.framer.out.is_empty() && tx.framer.out.is_empty());
         }
         assert!(pb.inbox.is_empty());

@@ -424,8 +424,22 @@ struct Kept {
 /// An installed applet and its resolved entry points.
 struct Loaded {
     applet: jive::Applet,
-    do_tx: jive::Prepared<3, applet_io::Lender>,
+    do_tx: DoTx,
     do_rx: DoRx,
+}
+
+/// How an applet's `doTx` receives its message (docs/unet.md, "Applets
+/// and natives"): the form its class declares.
+enum DoTx {
+    /// `int doTx(int length, int channel, int off)`: the message where the
+    /// application put it, at `off` in the buffer area, which `doTx` copies
+    /// out with `doHtoLDMA` (Figure 2's).
+    Copied(jive::Prepared<3, applet_io::Lender>),
+    /// `int doTx(byte[] msg, int length, int channel)`: the message in the
+    /// buffer area lent for the invocation (`applet_io::run_tx_lent`),
+    /// which the verifier proved `doTx` only reads and never keeps
+    /// ([`jive::LentParam`]).
+    Lent(jive::PreparedLending<3, applet_io::Lender>),
 }
 
 /// How an applet's `doRx` receives its message (docs/unet.md, "Applets
