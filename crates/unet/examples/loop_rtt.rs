@@ -24,7 +24,8 @@
 //!
 //! `STD=1` adds the round trip with the standard applet on both endpoints
 //! (`unet::applets::STANDARD`, as the demo installs it), and its ratio to
-//! U-Net's without applet (the demo's "standard/U-Net").
+//! U-Net's without applet (the demo's "standard/U-Net"); with `LENT=1` the
+//! applet is `unet::applets::STANDARD_LENT` (the demo's "std lent").
 //!
 //! `ONE=1` adds the U-Net round trip with both endpoints on the calling
 //! thread: the same two messages with no cache line crossing cores, so
@@ -197,11 +198,11 @@ fn main() {
             (Some(_), Some(_)) => format!(
                 "  one thread {:.3} us, standard {:.3} us",
                 one_rtt(None, s, n),
-                one_rtt(Some(unet::applets::STANDARD), s, n)
+                one_rtt(Some(standard_applet()), s, n)
             ),
         };
         let std = if std::env::var_os("STD").is_some() {
-            let t = rtt(Some(unet::applets::STANDARD), s, n);
+            let t = rtt(Some(standard_applet()), s, n);
             format!("  standard {t:.3} us ({:.2}x unet)", t / u)
         } else {
             String::new()
@@ -210,5 +211,15 @@ fn main() {
             "{s:5} B  unet {u:.3} us  ring {r:.3} us  ratio {:.2}x{turn}{std}{one}",
             u / r
         );
+    }
+}
+
+/// The standard applet the `STD` columns run: `StandardUnet`, or with
+/// `LENT=1` `StandardLent`.
+fn standard_applet() -> &'static [u8] {
+    if std::env::var_os("LENT").is_some() {
+        unet::applets::STANDARD_LENT
+    } else {
+        unet::applets::STANDARD
     }
 }

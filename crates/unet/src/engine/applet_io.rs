@@ -1169,16 +1169,18 @@ impl Outcome {
 /// in the form the applet declares ([`DoTx`]: the copied form with
 /// `(length, channel, off)`, the lent one with the message lent where it
 /// lies in the area, [`run_tx_lent`]), under the invocation budgets;
-/// `None`: no applet. Returns the outcome and how long the invocation took, measured only when `timed` (a thread shared by
-/// every endpoint, which spends [`Budgets::round_time`] per endpoint;
-/// otherwise zero: the application's own thread spends its own time, and
-/// two clock reads would be a good part of a small applet's cost). An
-/// invocation that overran a budget (out of fuel, out of time, or pushing
-/// past its frames or bytes) is counted and sets the endpoint aside
+/// `None`: no applet. Returns the outcome and how long the invocation
+/// took, measured only when `timed` (a thread shared by every endpoint,
+/// which spends [`Budgets::round_time`] per endpoint; otherwise zero: the
+/// application's own thread spends its own time, and two clock reads
+/// would be a good part of a small applet's cost). An invocation that
+/// overran a budget (out of fuel, out of time, or pushing past its frames
+/// or bytes) is counted and sets the endpoint aside
 /// ([`Budgets::throttle`]); the caller counts the trap. The outcome is
 /// all the engine needs ([`Outcome`]), so that the trap's description is
 /// dropped here, on the rare path, instead of travelling with every
 /// invocation's result.
+///
 /// Always inlined into [`applet_tx_inlined`], so that the outcome and the
 /// time travel in registers into its match instead of through a returned
 /// tuple in memory.
@@ -1222,11 +1224,7 @@ fn invoke_tx(rx: &mut RxSide, port: &Port, d: TxDesc, timed: bool) -> Option<(Ou
 /// that it is) or jive refuses the lend ([`jive::LendError`]: one active
 /// already, which the engine never leaves; more bytes than a `byte[]`
 /// holds, which `max_message` excludes): nothing ran.
-///
-/// Out of line, so that [`applet_tx_inlined`]'s copied form keeps its
-/// registers (inlined, `standard-40` counted 48 instructions more a
-/// message, on the copied form's path, which runs none of this).
-#[inline(never)]
+#[inline(always)]
 pub(super) fn run_tx_lent(
     applet: &mut jive::Applet,
     m: &mut jive::PreparedLending<3, Lender>,
