@@ -18,8 +18,8 @@
 #[path = "common/loopback.rs"]
 mod loopback;
 
-use loopback::{Way, connected, deliver, engine, engines, message};
-use unet::{Config, Endpoint, Engine, EngineError};
+use loopback::{Way, connected, deliver, engine, engines, message, refused_at_install};
+use unet::{Endpoint, Engine};
 
 /// The probe's hash of a message (`LentProbe`'s mode 0, in Java's `int`
 /// arithmetic over signed bytes).
@@ -145,24 +145,12 @@ fn the_message_goes_on_from_msg_through_the_natives_that_read_it() {
 
 #[test]
 fn a_do_rx_that_keeps_its_lent_message_is_refused_at_install() {
-    let e = engine();
-    let refused = e.create_endpoint(Config::default(), Some(unet::applets::LENT_KEEPER));
-    let Err(err) = refused else {
-        panic!("LentKeeper installed");
-    };
-    let text = err.to_string();
-    assert!(
-        matches!(err, EngineError::Applet(_) | EngineError::AppletShape(_)),
-        "{text}"
+    refused_at_install(
+        &engine(),
+        unet::applets::LENT_KEEPER,
+        unet::applets::LENT_PROBE,
+        &["doRx", "lent"],
     );
-    assert!(text.contains("doRx") && text.contains("lent"), "{text}");
-    // On an endpoint that has an applet, the old one stays.
-    let mut b = e
-        .create_endpoint(Config::default(), Some(unet::applets::LENT_PROBE))
-        .unwrap();
-    assert!(b.set_applet(Some(unet::applets::LENT_KEEPER)).is_err());
-    let kept = e.with_applet(b.id(), |ap| ap.static_int("mode").is_ok());
-    assert_eq!(kept, Some(true), "LentProbe stays installed");
 }
 
 #[test]

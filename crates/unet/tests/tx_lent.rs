@@ -19,8 +19,8 @@
 #[path = "common/loopback.rs"]
 mod loopback;
 
-use loopback::{Way, deliver, engine, engines, message};
-use unet::{Config, Endpoint, Engine, EngineError};
+use loopback::{Way, deliver, engine, engines, message, refused_at_install};
+use unet::{Config, Endpoint, Engine};
 
 /// The probe's hash of a message (`LentTx`'s mode 3, in Java's `int`
 /// arithmetic over signed bytes).
@@ -223,25 +223,10 @@ fn do_lto_hdma_over_the_lent_message_traps_and_beside_it_does_not() {
 
 #[test]
 fn a_do_tx_that_keeps_its_lent_message_is_refused_at_install() {
-    let e = engine();
-    let refused = e.create_endpoint(Config::default(), Some(unet::applets::LENT_TX_KEEPER));
-    let Err(err) = refused else {
-        panic!("LentTxKeeper installed");
-    };
-    let text = err.to_string();
-    assert!(
-        matches!(err, EngineError::Applet(_) | EngineError::AppletShape(_)),
-        "{text}"
+    refused_at_install(
+        &engine(),
+        unet::applets::LENT_TX_KEEPER,
+        unet::applets::LENT_TX,
+        &["doTx", "is stored in static field kept"],
     );
-    assert!(
-        text.contains("doTx") && text.contains("is stored in static field kept"),
-        "{text}"
-    );
-    // On an endpoint that has an applet, the old one stays.
-    let mut a = e
-        .create_endpoint(Config::default(), Some(unet::applets::LENT_TX))
-        .unwrap();
-    assert!(a.set_applet(Some(unet::applets::LENT_TX_KEEPER)).is_err());
-    let kept = e.with_applet(a.id(), |ap| ap.static_int("mode").is_ok());
-    assert_eq!(kept, Some(true), "LentTx stays installed");
 }

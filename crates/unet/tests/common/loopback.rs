@@ -6,7 +6,7 @@
 
 use unet::layout::TxDesc;
 use unet::transport::LoopNet;
-use unet::{Config, Endpoint, Engine};
+use unet::{Config, Endpoint, Engine, EngineError};
 
 /// An engine on a loopback network of its own, at 10.0.0.1:7000.
 pub fn engine() -> Engine {
@@ -43,6 +43,28 @@ pub fn connected(e: &Engine, applet: &'static [u8]) -> (Endpoint, Endpoint, u16,
     let ab = a.open_channel(e.local(), b.id()).unwrap();
     let ba = b.open_channel(e.local(), a.id()).unwrap();
     (a, b, ab, ba)
+}
+
+/// That installing `keeper` (an applet whose lent method keeps its lent
+/// message) is refused, on a new endpoint of `e` and in place of `kept`
+/// on another, with an error that says each of `says`; `kept` stays
+/// installed there (its static `mode` still reads).
+pub fn refused_at_install(e: &Engine, keeper: &'static [u8], kept: &'static [u8], says: &[&str]) {
+    let Err(err) = e.create_endpoint(Config::default(), Some(keeper)) else {
+        panic!("the keeper installed");
+    };
+    let text = err.to_string();
+    assert!(
+        matches!(err, EngineError::Applet(_) | EngineError::AppletShape(_)),
+        "{text}"
+    );
+    for s in says {
+        assert!(text.contains(s), "{text}\n  should say: {s}");
+    }
+    let mut b = e.create_endpoint(Config::default(), Some(kept)).unwrap();
+    assert!(b.set_applet(Some(keeper)).is_err());
+    let stays = e.with_applet(b.id(), |ap| ap.static_int("mode").is_ok());
+    assert_eq!(stays, Some(true), "the old applet stays installed");
 }
 
 /// Runs `b`'s side of the engine on another thread, and waits for it: the
