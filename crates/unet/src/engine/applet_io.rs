@@ -1240,36 +1240,26 @@ pub(super) fn run_tx_lent(
         .as_ptr()
         .as_ptr()
         .wrapping_add(io.layout.area + d.offset as usize);
+    // SAFETY: `data` is `d.len` bytes of this endpoint's buffer area (the
+    // descriptor lies in it, checked above), in its segment's mapping,
+    // which `io.seg` keeps alive past the lend, which ends when `lend` is
+    // dropped, at this function's end. No Rust reference writes them
+    // meanwhile: the engine holds this endpoint's locks, nothing runs
+    // before the invocation, and during it its natives write the area only
+    // through `write_area`, which `doLtoHDMA` calls only for a range clear
+    // of `io.held` (checked before), and the inline copies are withheld the
+    // area; the other natives write the queues and the applet's heap.
+    // Another process may write the bytes: the applet and its natives read
+    // them as plain bytes.
+    let mut lend = unsafe { applet.lend(data, d.len as usize) }.ok()?;
     let start = timed.then(Instant::now);
     let lent = io.begin();
     io.held = d.offset..d.offset + d.len;
     io.tx_lent = io.held.clone();
     io.inv.words.area.withhold();
-    // SAFETY: `data` is `d.len` bytes of this endpoint's buffer area (the
-    // descriptor lies in it, checked above), in its segment's mapping,
-    // which `io.seg` keeps alive past the lend, which ends when `lend` is
-    // dropped, inside this `match`. No Rust reference writes them
-    // meanwhile: the engine holds this endpoint's locks, its natives write
-    // the area only through `write_area`, which `doLtoHDMA` calls only
-    // for a range clear of `io.held` (checked before), and the inline
-    // copies are withheld the area until the lend has ended; the other
-    // natives write the queues and the applet's heap. Another process may
-    // write the bytes: the applet and its natives read them as plain
-    // bytes.
-    let c = match unsafe { applet.lend(data, d.len as usize) } {
-        Ok(mut lend) => {
-            // The first argument is the lend's (`Lend` puts the lent
-            // handle there).
-            let args = [0, d.len as i32, i32::from(d.chan)];
-            lend.run_prepared_lent_inlined::<Lender, 3>(m, args, io)
-        }
-        Err(_) => {
-            io.inv.words.area.restore();
-            io.held = 0..0;
-            io.end(lent);
-            return None;
-        }
-    };
+    // The first argument is the lend's (`Lend` puts the lent handle there).
+    let args = [0, d.len as i32, i32::from(d.chan)];
+    let c = lend.run_prepared_lent_inlined::<Lender, 3>(m, args, io);
     io.inv.words.area.restore();
     io.held = 0..0;
     io.end(lent);

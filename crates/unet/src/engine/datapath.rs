@@ -1656,7 +1656,9 @@ impl Engine {
     /// instance of `resolve_deferred` (`LENT`), so that the copied form's
     /// is compiled as it was; inlined into [`applet_tx_inlined`] (out of
     /// line, its call and saves cost the lent form 20 instructions a
-    /// message, and inlined changed the copied form's count by 1).
+    /// message, and inlined changed the copied form's count by 1). The
+    /// rebase here rather than in `resolve_deferred::<true>` itself: folded
+    /// into it, the copied form's `standard-40` counted 10 more a message.
     #[inline(always)]
     pub(super) fn resolve_lent(
         &self,
