@@ -175,46 +175,71 @@ pub struct OutOfBudget {
 
 /// One directory entry (see the module docs): where an object's elements
 /// are, how many there are, and whether they are bytes. The layout is read
-/// by generated code.
+/// by generated code: `data`, then one word of the element count (bits 0
+/// to 31, [`DIR_LEN`]), what a `bastore` keeps (bits 32 to 39,
+/// [`DIR_MASK`]), whether the elements are bytes (bits 40 to 47,
+/// [`DIR_BYTES_SHIFT`]) and zero above.
+///
+/// The second word is one field, so that every write of an entry is two
+/// whole words: generated code reads the word whole (the inline natives'
+/// type and length test), and a read of 8 bytes that two stores of 4
+/// wrote a moment before is not forwarded from the store buffer but
+/// waits for both to reach the cache. The lend writes [`LENT`]'s entry
+/// just before the invocation that reads it; written as a 4-byte `len` and
+/// 4 bytes of the rest, each such read cost a stall no instruction count
+/// shows (docs/benchmarks.md, "Store-forwarding stalls on the applet's
+/// path").
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct DirEntry {
     /// Address of element 0 (an integer, so that the heap stays `Send`).
     pub(crate) data: usize,
-    /// Number of elements (0 for `null`, a free slot and the instance).
-    pub(crate) len: i32,
-    /// What a `bastore` keeps of the value: `1` for `boolean[]`, `-1` otherwise.
-    pub(crate) store_mask: i8,
-    /// 1 for a `byte[]` or `boolean[]` (the arrays a native's `byte[]`
-    /// argument accepts), 0 for anything else (`null`, a free slot, the
-    /// instance, `short[]`, `int[]`): an inline native checks it where the
-    /// native checks the array's type ([`crate::InlineForm::PushBytes`]).
-    pub(crate) bytes: u8,
-    /// Always 0, so that the entry's second word reads as `len`, the mask
-    /// and `bytes` alone.
-    pub(crate) zero: u16,
+    /// `len`, `store_mask` and `bytes` ([`DirEntry::new`]).
+    word: u64,
 }
 
 impl DirEntry {
-    const NULL: DirEntry = DirEntry {
-        data: 0,
-        len: 0,
-        store_mask: -1,
-        bytes: 0,
-        zero: 0,
-    };
+    /// The entry of `len` elements at `data`: `store_mask` is what a
+    /// `bastore` keeps of the value (`1` for `boolean[]`, `-1` otherwise),
+    /// `bytes` 1 for a `byte[]` or `boolean[]` (the arrays a native's
+    /// `byte[]` argument accepts), 0 for anything else (`null`, a free
+    /// slot, the instance, `short[]`, `int[]`): an inline native checks it
+    /// where the native checks the array's type
+    /// ([`crate::InlineForm::PushBytes`]).
+    #[inline(always)]
+    const fn new(data: usize, len: i32, store_mask: i8, bytes: u8) -> DirEntry {
+        DirEntry {
+            data,
+            word: len as u32 as u64
+                | ((store_mask as u8 as u64) << 32)
+                | ((bytes as u64) << DIR_BYTES_SHIFT),
+        }
+    }
+
+    /// Number of elements (0 for `null`, a free slot and the instance).
+    pub(crate) const fn len(&self) -> i32 {
+        self.word as u32 as i32
+    }
+
+    /// What a `bastore` keeps of the value ([`DirEntry::new`]).
+    #[cfg(test)]
+    const fn store_mask(&self) -> i8 {
+        (self.word >> 32) as u8 as i8
+    }
+
+    /// Whether the elements are bytes ([`DirEntry::new`]).
+    #[cfg(test)]
+    const fn bytes(&self) -> u8 {
+        (self.word >> DIR_BYTES_SHIFT) as u8
+    }
+
+    const NULL: DirEntry = DirEntry::new(0, 0, -1, 0);
 
     /// [`LENT`]'s entry while nothing is lent: an empty `byte[]` (so that
     /// both engines, and the inline natives, see the same array: length
     /// 0). Its address is a dangling one, never read (every access is
     /// checked against the length first), never null.
-    const NOT_LENT: DirEntry = DirEntry {
-        data: core::mem::align_of::<u64>(),
-        len: 0,
-        store_mask: -1,
-        bytes: 1,
-        zero: 0,
-    };
+    const NOT_LENT: DirEntry = DirEntry::new(core::mem::align_of::<u64>(), 0, -1, 1);
 
     fn of(obj: &mut Object) -> DirEntry {
         let (data, len, store_mask, bytes) = match obj {
@@ -224,30 +249,24 @@ impl DirEntry {
             Object::Ints(v) => (v.as_mut_ptr() as usize, v.len(), -1, 0),
             Object::Instance(v) => (v.as_mut_ptr() as usize, 0, -1, 0),
         };
-        DirEntry {
-            data,
-            len: len as i32,
-            store_mask,
-            bytes,
-            zero: 0,
-        }
+        DirEntry::new(data, len as i32, store_mask, bytes)
     }
 }
 
 /// Directory byte offsets, for generated code.
 pub(crate) const DIR_DATA: i32 = 0;
-/// Offset of [`DirEntry::len`].
+/// Offset of [`DirEntry::len`] (the second word's low 4 bytes: x86-64 and
+/// aarch64, the JIT's targets, are little-endian).
 pub(crate) const DIR_LEN: i32 = 8;
-/// Offset of [`DirEntry::store_mask`] (one signed byte).
+/// Offset of the `store_mask` of [`DirEntry::new`] (one signed byte).
 pub(crate) const DIR_MASK: i32 = 12;
-/// The bit of [`DirEntry::bytes`] in the entry's second word (`len` in
-/// bits 0-31, the mask in 32-39, `bytes` in 40-47, zero above).
+/// The bit of the `bytes` of [`DirEntry::new`] in the entry's second word
+/// (`len` in bits 0-31, the mask in 32-39, `bytes` in 40-47, zero above).
 pub(crate) const DIR_BYTES_SHIFT: i32 = 40;
 
 const _: () = assert!(core::mem::size_of::<DirEntry>() == 16);
-const _: () = assert!(core::mem::offset_of!(DirEntry, len) == DIR_LEN as usize);
-const _: () = assert!(core::mem::offset_of!(DirEntry, store_mask) == DIR_MASK as usize);
-const _: () = assert!(core::mem::offset_of!(DirEntry, bytes) * 8 == 64 + DIR_BYTES_SHIFT as usize);
+const _: () = assert!(core::mem::offset_of!(DirEntry, word) == DIR_LEN as usize);
+const _: () = assert!(DIR_MASK == DIR_LEN + 4);
 
 /// The handle of the array a host lends an invocation ([`Heap::lend`]):
 /// reserved in every heap, naming no slot (see the module docs).
@@ -576,7 +595,7 @@ impl Heap {
         // aligned, non-null address and length 0: an empty slice), so the
         // handle reaches no byte after it. The slice borrows the heap, so
         // `end_lend` (`&mut self`) cannot run while it lives.
-        unsafe { core::slice::from_raw_parts(e.data as *const i8, e.len as usize) }
+        unsafe { core::slice::from_raw_parts(e.data as *const i8, e.len() as usize) }
     }
 
     /// [`LENT`]'s directory entry, to write: without the bounds test of
@@ -647,13 +666,7 @@ impl Heap {
         let Ok(n) = i32::try_from(len) else {
             return Err(LendError::TooLong(len));
         };
-        *self.lent_entry() = DirEntry {
-            data: data.as_ptr() as usize,
-            len: n,
-            store_mask: -1,
-            bytes: 1,
-            zero: 0,
-        };
+        *self.lent_entry() = DirEntry::new(data.as_ptr() as usize, n, -1, 1);
         self.lending = true;
         Ok(())
     }
@@ -747,7 +760,7 @@ mod tests {
         if h.lending {
             let b = h.lent_bytes();
             assert_eq!(
-                (lent.len, lent.store_mask, lent.bytes, lent.zero),
+                (lent.len(), lent.store_mask(), lent.bytes(), lent.word >> 48),
                 (b.len() as i32, -1, 1, 0)
             );
             assert!(lent.data != 0);
@@ -776,10 +789,10 @@ mod tests {
         let s = h.alloc_array(Prim::Short, 5).unwrap();
         let i = h.alloc_array(Prim::Int, 7).unwrap();
         check_directory(&mut h);
-        assert_eq!(h.dir[b as usize / 2].store_mask, 1);
+        assert_eq!(h.dir[b as usize / 2].store_mask(), 1);
         // Whether the elements are bytes, which an inline native checks
         // where the native checks the array's type.
-        let bytes = |h: &Heap, a: i32| h.dir[a as usize / 2].bytes;
+        let bytes = |h: &Heap, a: i32| h.dir[a as usize / 2].bytes();
         assert_eq!(
             [
                 bytes(&h, b),
@@ -790,8 +803,8 @@ mod tests {
             ],
             [1, 1, 0, 0, 0]
         );
-        assert_eq!(h.dir[s as usize / 2].len, 5);
-        assert_eq!(h.dir[i as usize / 2].len, 7);
+        assert_eq!(h.dir[s as usize / 2].len(), 5);
+        assert_eq!(h.dir[i as usize / 2].len(), 7);
         // Freed slots (x in the middle, i at the end) read as null.
         h.collect([b, s], &[]);
         check_directory(&mut h);

@@ -313,14 +313,17 @@ impl Lend<'_> {
     }
 }
 
-/// The lent handle in the lent parameter's argument; `param < N`
-/// (checked when the handle was prepared), so the bounds test folds away
-/// where the caller's `param` is known, and costs one compare otherwise.
+/// The lent handle in the lent parameter's argument (`param < N`, checked
+/// when the handle was prepared). Each argument is chosen by value (a
+/// compare and a conditional move where `param` is not known), not
+/// stored through an index: a store into the array at a run-time index
+/// keeps the arguments in memory, where the invocation's copy into its
+/// slots then reads two of them in one 8-byte load that is not forwarded
+/// from the 4-byte stores made just before (docs/benchmarks.md,
+/// "Store-forwarding stalls on the applet's path").
 #[inline(always)]
 fn lent_arg<const N: usize>(args: &mut [i32; N], param: usize) {
-    if let Some(a) = args.get_mut(param) {
-        *a = LENT;
-    }
+    *args = core::array::from_fn(|i| if i == param { LENT } else { args[i] });
 }
 
 impl Drop for Lend<'_> {

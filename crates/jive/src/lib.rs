@@ -298,9 +298,15 @@ impl Method {
     /// ([`Prepared`], whose arity was checked against `N` when it was
     /// made): `this` in the first slot whatever the method (a static one's
     /// first argument overwrites it), then, where every parameter is an
-    /// `int`, the `N` arguments as they are, in one copy of a fixed size
-    /// (one store for two); a method with a narrower parameter takes
-    /// [`Method::fill_narrowed`].
+    /// `int`, the `N` arguments as they are, each stored by value; a method
+    /// with a narrower parameter takes [`Method::fill_narrowed`].
+    ///
+    /// Not a copy of the array (`copy_from_slice`): that keeps the
+    /// arguments in memory, written as 4-byte stores just before, and the
+    /// copy reads them 8 bytes at a time, a read the store buffer does not
+    /// forward from two stores, which waits for both to reach the cache
+    /// (docs/benchmarks.md, "Store-forwarding stalls on the applet's
+    /// path").
     #[inline(always)]
     fn fill_prepared<const N: usize>(
         &self,
@@ -316,7 +322,9 @@ impl Method {
         let first = usize::from(self.has_this);
         // `first` is 0 or 1 and `N` at most `MAX_ARGS`, so the range is in
         // the slots and the bounds test folds away.
-        slots[first..first + N].copy_from_slice(&args);
+        for (s, a) in slots[first..first + N].iter_mut().zip(args) {
+            *s = a;
+        }
     }
 
     /// [`Method::fill_prepared`] of a method with a parameter narrower
@@ -997,20 +1005,29 @@ impl Applet {
         args: [i32; N],
         host: &mut W::Host,
     ) -> Called {
-        self.run_prepared_lent_called(p, args, host)
+        self.run_prepared_lent_called(p, args.map(i64::from), host)
     }
 
     /// [`Applet::run_prepared_lent`]'s body, out of line: a host calls it
     /// from functions that keep many values (the engine's direct delivery,
     /// where the body inlined made the path without applet longer), and
     /// [`Applet::run_prepared_lent_inlined`] where it is cheaper inlined.
+    ///
+    /// The arguments come widened to 8 bytes each. The array is passed in
+    /// memory; as 4-byte `int`s, the caller wrote each in a store of 4
+    /// bytes and this function read two at a time, a read the store buffer
+    /// does not forward from two stores, which waits for both to reach the
+    /// cache (docs/benchmarks.md, "Store-forwarding stalls on the applet's
+    /// path"). One store and one read of 8 bytes each forward.
     #[inline(never)]
     fn run_prepared_lent_called<W: FastNative, const N: usize>(
         &mut self,
         p: &mut Prepared<N, W>,
-        args: [i32; N],
+        args: [i64; N],
         host: &mut W::Host,
     ) -> Called {
+        // Each was an `i32`, widened by the caller.
+        let args = args.map(|a| a as i32);
         self.run_prepared_body(p, args, jit::Lent::<W>(host), ())
     }
 
