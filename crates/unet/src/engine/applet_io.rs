@@ -255,16 +255,30 @@ impl Deferred {
     /// invocation left it, not kept by the caller across the invocation:
     /// kept live there, the copied form's `standard-40` counted 48
     /// instructions more a message.)
+    ///
+    /// By reference, and the new message made field by field: the message
+    /// taken by value and changed in place was copied in 8-byte pieces
+    /// that read `len` and `chan` as one, stored a moment before as 4 and
+    /// 2 bytes, a read the store buffer does not forward (the lent form's
+    /// short round trip was 30 ns slower for it and the stalls of
+    /// `jive`'s arguments; docs/benchmarks.md, "Store-forwarding stalls on
+    /// the applet's path").
     #[inline(always)]
-    pub(super) fn in_area(mut self, io: &Io) -> Option<Deferred> {
+    pub(super) fn in_area(&self, io: &Io) -> Option<Deferred> {
+        let mut off = self.off;
         if self.array == jive::LENT {
             let lent = &io.tx_lent;
-            if u64::from(self.off) + u64::from(self.len) > u64::from(lent.end - lent.start) {
+            if u64::from(off) + u64::from(self.len) > u64::from(lent.end - lent.start) {
                 return None;
             }
-            self.off += lent.start;
+            off += lent.start;
         }
-        Some(self)
+        Some(Deferred {
+            array: self.array,
+            off,
+            len: self.len,
+            chan: self.chan,
+        })
     }
 }
 
@@ -1655,7 +1669,7 @@ pub(super) fn applet_tx_inlined(
         // was.
         if let Some(m) = m
             && !(if m.array == jive::LENT {
-                engine.resolve_lent(tx, rx, port, m, me)
+                engine.resolve_lent(tx, rx, port, &m, me)
             } else {
                 engine.resolve_deferred::<false>(tx, rx, port, m, me)
             })

@@ -1665,7 +1665,7 @@ impl Engine {
         tx: &mut TxSide,
         rx: &mut RxSide,
         port: &Port,
-        m: Deferred,
+        m: &Deferred,
         me: Me,
     ) -> bool {
         match m.in_area(&rx.io) {
